@@ -1,0 +1,689 @@
+/**
+ * The framework's error hierarchy and the error classifier.
+ *
+ * Every failure assay raises is a tagged error. Errors that may be persisted, printed as JSON
+ * or returned over HTTP are `Schema.TaggedError`s so that they round-trip through the store.
+ * The hierarchy of the specification (config ⊃ identity conflict, resource ⊃ unavailable ⊃
+ * acquire timeout, …) is expressed with the family predicates below, because tagged errors are
+ * flat classes.
+ *
+ * {@link classify} maps any value (a thrown exception, an Effect failure, an HTTP error of any
+ * SDK) to one {@link ErrorClass}; the class drives retry decisions and pool health.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Duration, Option, Predicate, Schema } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Error classes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The nine error classes every failure is mapped to.
+ *
+ * - `rate_limit`: HTTP 425/429.
+ * - `timeout`: a timeout (Effect's `TimeoutException`, a `TimeoutError`), HTTP 408/504.
+ * - `connection`: a transport failure (ECONNREFUSED, ECONNRESET, EPIPE, ETIMEDOUT, …).
+ * - `upstream`: HTTP 500/502/503/505/507/529.
+ * - `retryable`: a {@link RetryableError} without an explicit class.
+ * - `invalid`: bad data (TypeError, RangeError, SyntaxError, Schema `ParseError`).
+ * - `fatal`: a {@link FatalError}, configuration mistakes, any other HTTP 4xx.
+ * - `cancelled`: interruption.
+ * - `unknown`: everything else, including {@link ResourceUnavailable}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ErrorClass = Schema.Literal(
+  "rate_limit",
+  "timeout",
+  "connection",
+  "upstream",
+  "retryable",
+  "invalid",
+  "fatal",
+  "cancelled",
+  "unknown"
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ErrorClass = typeof ErrorClass.Type
+
+/**
+ * The classes a {@link RetryPolicy} retries by default (`retryClassified: true`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const retryableClasses: ReadonlySet<ErrorClass> = new Set<ErrorClass>([
+  "rate_limit",
+  "timeout",
+  "connection",
+  "upstream",
+  "retryable"
+])
+
+/**
+ * Whether a string is one of the nine {@link ErrorClass} values.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isErrorClass: (u: unknown) => u is ErrorClass = Schema.is(ErrorClass)
+
+// ---------------------------------------------------------------------------------------------
+// Tagged errors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One problem found in a configuration or declaration, with the field path it concerns
+ * (for example `pools.apis.resources[1].capacity`) and an optional suggestion.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ConfigIssue = Schema.Struct({
+  path: Schema.String,
+  message: Schema.String,
+  suggestion: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ConfigIssue = typeof ConfigIssue.Type
+
+/**
+ * A configuration or declaration mistake (CLI exit code 2). `issues` lists every problem at
+ * once, each with its field path.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ConfigError extends Schema.TaggedError<ConfigError>("assay/ConfigError")("ConfigError", {
+  message: Schema.String,
+  issues: Schema.optionalWith(Schema.Array(ConfigIssue), { default: () => [] })
+}) {}
+
+/**
+ * A pipeline with an explicit key was found in the store with a different spec or seed
+ * digest. Nothing is reused silently; the stored row is left untouched (CLI exit code 2).
+ * Belongs to the config family ({@link isConfigFamily}).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PipelineIdentityConflict extends Schema.TaggedError<PipelineIdentityConflict>(
+  "assay/PipelineIdentityConflict"
+)("PipelineIdentityConflict", {
+  pipelineId: Schema.String,
+  storedSpecDigest: Schema.String,
+  specDigest: Schema.String,
+  storedSeedDigest: Schema.String,
+  seedDigest: Schema.String
+}) {
+  override get message(): string {
+    const parts: Array<string> = []
+    if (this.storedSpecDigest !== this.specDigest) {
+      parts.push(`spec digest ${this.storedSpecDigest} (stored) != ${this.specDigest}`)
+    }
+    if (this.storedSeedDigest !== this.seedDigest) {
+      parts.push(`seed digest ${this.storedSeedDigest} (stored) != ${this.seedDigest}`)
+    }
+    return `pipeline ${this.pipelineId}: stored definition differs: ${parts.join("; ")}; use a new key or a new store`
+  }
+}
+
+/**
+ * The task chain of a pipeline does not fit together (a task's input Schema does not accept
+ * the previous task's output Schema), or a pipeline declaration is malformed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PipelineBuildError extends Schema.TaggedError<PipelineBuildError>("assay/PipelineBuildError")(
+  "PipelineBuildError",
+  { message: Schema.String }
+) {}
+
+/**
+ * A plugin failed to load or to resolve a name.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PluginError extends Schema.TaggedError<PluginError>("assay/PluginError")("PluginError", {
+  plugin: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A payload could not be encoded or decoded by its codec. Never a silent wrong value.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ArtifactCodecError extends Schema.TaggedError<ArtifactCodecError>("assay/ArtifactCodecError")(
+  "ArtifactCodecError",
+  {
+    codec: Schema.String,
+    typeName: Schema.String,
+    message: Schema.String
+  }
+) {}
+
+/**
+ * No resource could be leased (for example the `immediate` algorithm found no free slot, or
+ * a resource's client factory failed). Class `unknown`: not retried by default.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ResourceUnavailable extends Schema.TaggedError<ResourceUnavailable>("assay/ResourceUnavailable")(
+  "ResourceUnavailable",
+  {
+    pool: Schema.String,
+    message: Schema.String,
+    resourceId: Schema.optional(Schema.String)
+  }
+) {}
+
+/**
+ * No resource could be leased within the acquire timeout (a kind of
+ * {@link ResourceUnavailable}; class `unknown`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AcquireTimeout extends Schema.TaggedError<AcquireTimeout>("assay/AcquireTimeout")("AcquireTimeout", {
+  pool: Schema.String,
+  /** The timeout that expired, in milliseconds. */
+  timeoutMs: Schema.Number
+}) {
+  override get message(): string {
+    return `no resource of pool "${this.pool}" could be leased within ${this.timeoutMs} ms`
+  }
+}
+
+/**
+ * No pool is registered under that name.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PoolNotFound extends Schema.TaggedError<PoolNotFound>("assay/PoolNotFound")("PoolNotFound", {
+  pool: Schema.String,
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `no pool named "${this.pool}" (known pools: ${this.known.length === 0 ? "none" : this.known.join(", ")})`
+  }
+}
+
+/**
+ * A lease taken through the escape hatch outlived its task, under `strictLeases`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LeaseLeakError extends Schema.TaggedError<LeaseLeakError>("assay/LeaseLeakError")("LeaseLeakError", {
+  taskName: Schema.String,
+  leaseIds: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `task "${this.taskName}" ended holding ${this.leaseIds.length} unreleased lease(s): ${this.leaseIds.join(", ")}`
+  }
+}
+
+/**
+ * A failure the task declares retryable, optionally with its class and the server's
+ * suggested delay (`retryAfterMs`, milliseconds).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RetryableError extends Schema.TaggedError<RetryableError>("assay/RetryableError")("RetryableError", {
+  message: Schema.String,
+  errorClass: Schema.optional(ErrorClass),
+  retryAfterMs: Schema.optional(Schema.Number)
+}) {}
+
+/**
+ * A failure the task declares final: never retried, whatever `maxAttempts` says.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FatalError extends Schema.TaggedError<FatalError>("assay/FatalError")("FatalError", {
+  message: Schema.String
+}) {}
+
+/**
+ * A run budget (time, failures, handoffs) was spent.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>("assay/BudgetExceeded")("BudgetExceeded", {
+  budget: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The run was stopped (signal, `stop()`, stop conditions) before every pipeline finished.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunInterrupted extends Schema.TaggedError<RunInterrupted>("assay/RunInterrupted")("RunInterrupted", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `run interrupted: ${this.reason}`
+  }
+}
+
+/**
+ * A stored checkpoint contradicts the pipeline definition (for example a cursor past the
+ * last task). The stored values are left as they are, as evidence.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CorruptCheckpoint extends Schema.TaggedError<CorruptCheckpoint>("assay/CorruptCheckpoint")(
+  "CorruptCheckpoint",
+  { pipelineId: Schema.String, message: Schema.String }
+) {}
+
+/**
+ * The store cannot be trusted or reached: not an assay store, corrupt, locked by another
+ * writer, from a newer feature level, or an I/O failure.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("assay/StoreUnavailable")(
+  "StoreUnavailable",
+  {
+    message: Schema.String,
+    path: Schema.optional(Schema.String),
+    cause: Schema.optional(Schema.Defect)
+  }
+) {}
+
+/**
+ * A worker died outside its own handlers (a defect in the framework or a store hook). The run
+ * is stopped at once and its record closed `interrupted`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkerCrashed extends Schema.TaggedError<WorkerCrashed>("assay/WorkerCrashed")("WorkerCrashed", {
+  pipelineId: Schema.optional(Schema.String),
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * Every tagged error assay raises.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AssayError =
+  | ConfigError
+  | PipelineIdentityConflict
+  | PipelineBuildError
+  | PluginError
+  | ArtifactCodecError
+  | ResourceUnavailable
+  | AcquireTimeout
+  | PoolNotFound
+  | LeaseLeakError
+  | RetryableError
+  | FatalError
+  | BudgetExceeded
+  | RunInterrupted
+  | CorruptCheckpoint
+  | StoreUnavailable
+  | WorkerCrashed
+
+const tagOf = (u: unknown): string | undefined =>
+  Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" ? u._tag : undefined
+
+/**
+ * The config family: {@link ConfigError} and {@link PipelineIdentityConflict} (CLI exit 2).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isConfigFamily = (u: unknown): u is ConfigError | PipelineIdentityConflict => {
+  const tag = tagOf(u)
+  return tag === "ConfigError" || tag === "PipelineIdentityConflict"
+}
+
+/**
+ * The resource family: unavailable, acquire timeout, pool not found, lease leak.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isResourceFamily = (
+  u: unknown
+): u is ResourceUnavailable | AcquireTimeout | PoolNotFound | LeaseLeakError => {
+  const tag = tagOf(u)
+  return tag === "ResourceUnavailable" || tag === "AcquireTimeout" || tag === "PoolNotFound" ||
+    tag === "LeaseLeakError"
+}
+
+/**
+ * {@link ResourceUnavailable} and its refinement {@link AcquireTimeout}.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isUnavailable = (u: unknown): u is ResourceUnavailable | AcquireTimeout => {
+  const tag = tagOf(u)
+  return tag === "ResourceUnavailable" || tag === "AcquireTimeout"
+}
+
+// ---------------------------------------------------------------------------------------------
+// classify
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Node.js / undici error codes that mean the connection failed.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const connectionErrorCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EHOSTDOWN",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_CLOSED"
+])
+
+const upstreamStatuses: ReadonlySet<number> = new Set([500, 502, 503, 505, 507, 529])
+
+const asStatus = (u: unknown): number | undefined => {
+  if (typeof u === "number" && Number.isInteger(u) && u >= 100 && u <= 599) return u
+  if (typeof u === "string" && /^\d{3}$/.test(u)) return asStatus(Number(u))
+  return undefined
+}
+
+/**
+ * Reads an HTTP status from an error: `status`, `statusCode`, `status_code`, `http_status`,
+ * `code` (when numeric), then `response.status` / `response.statusCode`.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const statusOf = (u: unknown): number | undefined => {
+  if (!Predicate.isObject(u)) return undefined
+  const o = u as Record<string, unknown>
+  for (const key of ["status", "statusCode", "status_code", "http_status", "code"]) {
+    const s = asStatus(o[key])
+    if (s !== undefined) return s
+  }
+  const response = o["response"]
+  if (Predicate.isObject(response)) {
+    const r = response as Record<string, unknown>
+    return asStatus(r["status"]) ?? asStatus(r["statusCode"]) ?? asStatus(r["status_code"])
+  }
+  return undefined
+}
+
+/**
+ * Maps an HTTP status to its error class, or `undefined` for a status that says nothing
+ * (2xx/3xx and the 5xx codes outside the upstream list).
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const classOfStatus = (status: number): ErrorClass | undefined => {
+  if (status === 425 || status === 429) return "rate_limit"
+  if (status === 408 || status === 504) return "timeout"
+  if (upstreamStatuses.has(status)) return "upstream"
+  if (status >= 400 && status < 500) return "fatal"
+  return undefined
+}
+
+const explicitClassOf = (o: Record<string, unknown>): ErrorClass | undefined => {
+  const v = o["errorClass"] ?? o["error_class"]
+  return isErrorClass(v) ? v : undefined
+}
+
+const codeOf = (o: Record<string, unknown>): string | undefined =>
+  typeof o["code"] === "string" ? o["code"] : typeof o["errno"] === "string" ? o["errno"] : undefined
+
+const byTag: Record<string, ErrorClass> = {
+  RetryableError: "retryable",
+  FatalError: "fatal",
+  TimeoutException: "timeout",
+  ParseError: "invalid",
+  ArtifactCodecError: "invalid",
+  ConfigError: "fatal",
+  PipelineIdentityConflict: "fatal",
+  PipelineBuildError: "fatal",
+  PluginError: "fatal",
+  CorruptCheckpoint: "fatal",
+  InterruptedException: "cancelled",
+  ResourceUnavailable: "unknown",
+  AcquireTimeout: "unknown",
+  PoolNotFound: "fatal",
+  LeaseLeakError: "fatal",
+  BudgetExceeded: "fatal",
+  RunInterrupted: "cancelled"
+}
+
+const byName: Record<string, ErrorClass> = {
+  TimeoutError: "timeout",
+  AbortError: "cancelled",
+  TypeError: "invalid",
+  RangeError: "invalid",
+  SyntaxError: "invalid",
+  URIError: "invalid"
+}
+
+const classifyDepth = (u: unknown, depth: number): ErrorClass => {
+  if (!Predicate.isObject(u)) return "unknown"
+  const o = u as Record<string, unknown>
+  // 1. an explicit class on the error always wins
+  const explicit = explicitClassOf(o)
+  if (explicit !== undefined) return explicit
+  // 2. a status-like field
+  const status = statusOf(o)
+  if (status !== undefined) {
+    const c = classOfStatus(status)
+    if (c !== undefined) return c
+  }
+  // 3. a connection error code, on the error or on its cause (fetch wraps them in TypeError)
+  const code = codeOf(o)
+  if (code !== undefined && connectionErrorCodes.has(code)) return "connection"
+  const tag = tagOf(o)
+  // @effect/platform's HttpClientError: a transport failure is a connection error
+  if (tag === "RequestError" && o["reason"] === "Transport") {
+    const inner = depth < 4 && o["cause"] !== undefined ? classifyDepth(o["cause"], depth + 1) : "unknown"
+    return inner === "timeout" ? "timeout" : "connection"
+  }
+  if (depth < 4 && o["cause"] !== undefined && o["cause"] !== u) {
+    const inner = classifyDepth(o["cause"], depth + 1)
+    if (inner === "connection" || inner === "timeout" || inner === "rate_limit" || inner === "upstream") {
+      return inner
+    }
+  }
+  // 4. tags of assay's and Effect's own errors
+  if (tag !== undefined && byTag[tag] !== undefined) return byTag[tag]
+  // 5. well-known JavaScript error names
+  const name = typeof o["name"] === "string" ? o["name"] : undefined
+  if (name !== undefined && byName[name] !== undefined) return byName[name]
+  return "unknown"
+}
+
+/**
+ * Maps any failure to its {@link ErrorClass}.
+ *
+ * Order of precedence:
+ * 1. an explicit `errorClass` / `error_class` property holding a valid class;
+ * 2. an HTTP status read by {@link statusOf} (425/429 → rate_limit, 408/504 → timeout,
+ *    500/502/503/505/507/529 → upstream, any other 4xx → fatal);
+ * 3. a connection error code (`code`/`errno` in {@link connectionErrorCodes}), on the error
+ *    or in its `cause` chain (fetch's `TypeError("fetch failed")` carries it in `cause`);
+ * 4. the tag of assay's and Effect's errors (RetryableError → retryable, FatalError → fatal,
+ *    TimeoutException → timeout, ParseError → invalid, InterruptedException → cancelled,
+ *    ResourceUnavailable / AcquireTimeout → unknown);
+ * 5. the JavaScript error name (TimeoutError → timeout, AbortError → cancelled,
+ *    TypeError / RangeError / SyntaxError → invalid);
+ * 6. otherwise `unknown`.
+ *
+ * The table follows the specification's error-class section.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const classify = (u: unknown): ErrorClass => classifyDepth(u, 0)
+
+/**
+ * Classifies an Effect `Cause`: interruption only → `cancelled`; otherwise the first failure
+ * (or defect) is classified with {@link classify}.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const classifyCause = (cause: Cause.Cause<unknown>): ErrorClass => {
+  if (Cause.isInterruptedOnly(cause)) return "cancelled"
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return classify(failure.value)
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect)) return classify(defect.value)
+  return "unknown"
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retry-After
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Parses a `Retry-After` header value: delta-seconds (`"2"`, `"1.5"`) or an HTTP-date.
+ * Returns the delay in milliseconds (never negative), or `undefined` when unparseable.
+ * `nowMs` is the current time in epoch milliseconds (take it from `Clock`).
+ *
+ * Source: RFC 9110 §10.2.3.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const parseRetryAfter = (value: string, nowMs: number): number | undefined => {
+  const v = value.trim()
+  if (v === "") return undefined
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000)
+  const at = Date.parse(v)
+  if (Number.isNaN(at)) return undefined
+  return Math.max(0, at - nowMs)
+}
+
+const headerOf = (headers: unknown, name: string): string | undefined => {
+  if (!Predicate.isObject(headers)) return undefined
+  const h = headers as Record<string, unknown> & { get?: unknown }
+  if (typeof h.get === "function") {
+    try {
+      const v = (h.get as (n: string) => unknown).call(headers, name)
+      if (typeof v === "string") return v
+    } catch {
+      // not a Headers-like object
+    }
+  }
+  for (const key of Object.keys(h)) {
+    if (key.toLowerCase() === name) {
+      const v = h[key]
+      if (typeof v === "string") return v
+      if (typeof v === "number") return String(v)
+      if (Array.isArray(v) && typeof v[0] === "string") return v[0]
+    }
+  }
+  return undefined
+}
+
+/**
+ * Reads the server's suggested delay from an error, in milliseconds:
+ * `retryAfterMs` (ms), `retryAfter` / `retry_after` (seconds as a number, a delta-seconds or
+ * HTTP-date string, or an Effect `Duration`), then a `Retry-After` header on `headers` or
+ * `response.headers`. `nowMs` is the current time in epoch milliseconds (for HTTP-dates).
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const retryAfterOf = (u: unknown, nowMs: number): number | undefined => {
+  if (!Predicate.isObject(u)) return undefined
+  const o = u as Record<string, unknown>
+  const ms = o["retryAfterMs"] ?? o["retry_after_ms"]
+  if (typeof ms === "number" && Number.isFinite(ms) && ms >= 0) return ms
+  const ra = o["retryAfter"] ?? o["retry_after"]
+  if (typeof ra === "number" && Number.isFinite(ra) && ra >= 0) return Math.round(ra * 1000)
+  if (typeof ra === "string") {
+    const parsed = parseRetryAfter(ra, nowMs)
+    if (parsed !== undefined) return parsed
+  }
+  if (Duration.isDuration(ra)) return Duration.toMillis(ra)
+  const fromHeaders = headerOf(o["headers"], "retry-after")
+  if (fromHeaders !== undefined) return parseRetryAfter(fromHeaders, nowMs)
+  const response = o["response"]
+  if (Predicate.isObject(response)) {
+    const h = headerOf((response as Record<string, unknown>)["headers"], "retry-after")
+    if (h !== undefined) return parseRetryAfter(h, nowMs)
+  }
+  return undefined
+}
+
+/**
+ * A short human description of any failure: the `message` of an Error-like value, or its
+ * JSON/`String` form.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const messageOf = (u: unknown): string => {
+  if (Predicate.isObject(u)) {
+    const m = (u as Record<string, unknown>)["message"]
+    if (typeof m === "string" && m !== "") return m
+    const tag = tagOf(u)
+    if (tag !== undefined) return tag
+  }
+  if (typeof u === "string") return u
+  try {
+    return String(u)
+  } catch {
+    return "unprintable error"
+  }
+}
+
+/**
+ * The type name recorded for a failure: the `_tag` of a tagged error, else the `name` of an
+ * Error, else `typeof`.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const errorTypeOf = (u: unknown): string => {
+  const tag = tagOf(u)
+  if (tag !== undefined) return tag
+  if (Predicate.isObject(u) && typeof (u as Record<string, unknown>)["name"] === "string") {
+    return (u as Record<string, unknown>)["name"] as string
+  }
+  return typeof u
+}

@@ -1,0 +1,185 @@
+/**
+ * Canonical JSON and content digests: the ground of assay's identity (pipeline ids, spec and
+ * seed digests, artifact digests, shard assignment).
+ *
+ * Canonical JSON is deterministic: object keys sorted by UTF-16 code units, no whitespace,
+ * `-0` written as `0`, strings escaped as `JSON.stringify` does. It accepts strict JSON only:
+ * `null`, booleans, finite numbers, strings, arrays and plain objects with string keys.
+ * Object properties whose value is `undefined` are treated as absent (as `JSON.stringify`
+ * does), so `{ a: 1, b: undefined }` and `{ a: 1 }` have one identity.
+ *
+ * @since 0.1.0
+ */
+import { Data, Either } from "effect"
+import { createHash } from "node:crypto"
+
+/**
+ * A strict JSON value.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+
+/**
+ * A value is not strict JSON. `path` points at the offending value (`$.a[2].b`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CanonicalJsonError extends Data.TaggedError("CanonicalJsonError")<{
+  readonly path: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `not strict JSON at ${this.path}: ${this.reason}`
+  }
+}
+
+const describe = (u: unknown): string => {
+  if (u === null) return "null"
+  if (Array.isArray(u)) return "array"
+  if (typeof u === "object") {
+    const proto = Object.getPrototypeOf(u)
+    const name = proto?.constructor?.name
+    return typeof name === "string" && name !== "" ? `an instance of ${name}` : "an object with a foreign prototype"
+  }
+  return typeof u
+}
+
+const isPlainObject = (u: object): boolean => {
+  const proto = Object.getPrototypeOf(u)
+  return proto === Object.prototype || proto === null
+}
+
+const keyPath = (path: string, key: string): string =>
+  /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
+
+const write = (u: unknown, path: string, seen: Set<object>, out: Array<string>): CanonicalJsonError | undefined => {
+  switch (typeof u) {
+    case "string":
+      out.push(JSON.stringify(u))
+      return undefined
+    case "boolean":
+      out.push(u ? "true" : "false")
+      return undefined
+    case "number":
+      if (!Number.isFinite(u)) return new CanonicalJsonError({ path, reason: `non-finite number ${String(u)}` })
+      out.push(Object.is(u, -0) ? "0" : JSON.stringify(u))
+      return undefined
+    case "undefined":
+      return new CanonicalJsonError({ path, reason: "undefined is not JSON" })
+    case "bigint":
+    case "symbol":
+    case "function":
+      return new CanonicalJsonError({ path, reason: `${typeof u} is not JSON` })
+    case "object": {
+      if (u === null) {
+        out.push("null")
+        return undefined
+      }
+      if (seen.has(u)) return new CanonicalJsonError({ path, reason: "cycle" })
+      if (Array.isArray(u)) {
+        if (Object.getPrototypeOf(u) !== Array.prototype) {
+          return new CanonicalJsonError({ path, reason: `${describe(u)} is not a plain array` })
+        }
+        seen.add(u)
+        out.push("[")
+        for (let i = 0; i < u.length; i++) {
+          if (i > 0) out.push(",")
+          if (!(i in u)) return new CanonicalJsonError({ path: `${path}[${i}]`, reason: "sparse array hole" })
+          const err = write(u[i], `${path}[${i}]`, seen, out)
+          if (err) return err
+        }
+        out.push("]")
+        seen.delete(u)
+        return undefined
+      }
+      if (!isPlainObject(u)) {
+        return new CanonicalJsonError({ path, reason: `${describe(u)} is not a plain object` })
+      }
+      if (Object.getOwnPropertySymbols(u).length > 0) {
+        return new CanonicalJsonError({ path, reason: "symbol keys are not JSON" })
+      }
+      seen.add(u)
+      const record = u as Record<string, unknown>
+      const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort()
+      out.push("{")
+      let first = true
+      for (const key of keys) {
+        if (!first) out.push(",")
+        first = false
+        out.push(JSON.stringify(key), ":")
+        const err = write(record[key], keyPath(path, key), seen, out)
+        if (err) return err
+      }
+      out.push("}")
+      seen.delete(u)
+      return undefined
+    }
+  }
+}
+
+/**
+ * Encodes a value as canonical JSON, or fails with {@link CanonicalJsonError} naming the path
+ * of the first value that is not strict JSON (functions, class instances such as `Date`,
+ * `Map`, `Set`, non-finite numbers, `bigint`, cycles, symbol keys, sparse arrays).
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const canonicalJson = (value: unknown): Either.Either<string, CanonicalJsonError> => {
+  const out: Array<string> = []
+  const err = write(value, "$", new Set(), out)
+  return err ? Either.left(err) : Either.right(out.join(""))
+}
+
+/**
+ * {@link canonicalJson} that throws the {@link CanonicalJsonError}; for values already known
+ * to be strict JSON.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const canonicalJsonUnsafe = (value: unknown): string =>
+  Either.getOrThrowWith(canonicalJson(value), (e) => e)
+
+/**
+ * Whether a value is strict JSON (see {@link canonicalJson}).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isStrictJson = (value: unknown): value is Json => Either.isRight(canonicalJson(value))
+
+const encoder = new TextEncoder()
+
+/**
+ * The content digest used everywhere in assay: BLAKE2b-512 (node:crypto `blake2b512`) of the
+ * bytes, truncated to its first 16 bytes and written as 32 lowercase hex characters.
+ * Strings are digested as their UTF-8 bytes.
+ *
+ * @since 0.1.0
+ * @category digests
+ */
+export const digest = (data: Uint8Array | string): string =>
+  createHash("blake2b512").update(typeof data === "string" ? encoder.encode(data) : data).digest("hex").slice(0, 32)
+
+/**
+ * The full 128-hex-character BLAKE2b-512 digest, for places that want the whole hash
+ * (shard assignment).
+ *
+ * @since 0.1.0
+ * @category digests
+ */
+export const digestFull = (data: Uint8Array | string): string =>
+  createHash("blake2b512").update(typeof data === "string" ? encoder.encode(data) : data).digest("hex")
+
+/**
+ * The digest of a value's canonical JSON, or a {@link CanonicalJsonError}.
+ *
+ * @since 0.1.0
+ * @category digests
+ */
+export const digestJson = (value: unknown): Either.Either<string, CanonicalJsonError> =>
+  Either.map(canonicalJson(value), digest)

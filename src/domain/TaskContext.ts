@@ -1,0 +1,87 @@
+/**
+ * The context a task receives with its input, built by the runner for every attempt.
+ *
+ * This file holds the contract only; the runner builds the values. Later capabilities (bus,
+ * resource publication, store access) extend the interface without changing these members.
+ *
+ * @since 0.1.0
+ */
+import type { Effect, Scope } from "effect"
+import type { AcquireError, AcquireOptions, Lease } from "./Lease.js"
+
+/**
+ * How a reported metric is displayed: a number, a ratio shown as a percentage, or text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MetricDisplay = "number" | "percent" | "text"
+
+/**
+ * Options of `reportMetric`: a human label and how the value is displayed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MetricOptions {
+  readonly label?: string | undefined
+  readonly display?: MetricDisplay | undefined
+}
+
+/**
+ * What one attempt of one task knows and can do.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TaskContext {
+  /** The content-addressed (or explicit) id of the pipeline being run. */
+  readonly pipelineId: string
+  /** The id of the current run. */
+  readonly runId: string
+  /** The running task's name. */
+  readonly taskName: string
+  /** The task's position in the pipeline, from 0. */
+  readonly seq: number
+  /** The attempt number, from 1: `attempt > 1` means this is a retry. */
+  readonly attempt: number
+  /**
+   * A deterministic seed for this attempt (an unsigned 32-bit integer derived from the
+   * pipeline id, seq and attempt): the same attempt of the same pipeline always gets the same
+   * seed, so sampling is reproducible across runs and resumes.
+   */
+  readonly seed: number
+  /** Free-form values for this attempt only. */
+  readonly meta: Record<string, unknown>
+  /**
+   * Leases a resource for the enclosing `Scope`: released on every exit path (success,
+   * failure, interruption, timeout). A string is a pool name. The pool defaults to the task's
+   * `resource`.
+   */
+  readonly acquire: <Client = unknown>(
+    options?: AcquireOptions | string
+  ) => Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
+  /**
+   * The escape hatch: a raw lease that the task must release itself (`lease.releaseNow`).
+   * One still held when the attempt ends is reclaimed and recorded as leaked (with
+   * `strictLeases` the task fails with `LeaseLeakError`).
+   */
+  readonly acquireLease: <Client = unknown>(
+    options?: AcquireOptions | string
+  ) => Effect.Effect<Lease<Client>, AcquireError>
+  /** The leases this attempt currently holds. */
+  readonly heldLeases: Effect.Effect<ReadonlyArray<Lease>>
+  /** Gives back every lease this attempt holds, now. */
+  readonly reclaimNow: Effect.Effect<void>
+  /** Writes a custom event (`kind`, `data`) into this run's event stream. */
+  readonly emit: (kind: string, data?: Readonly<Record<string, unknown>>) => Effect.Effect<void>
+  /**
+   * Reports the latest value of a metric scoped to the current pipeline (strings, booleans
+   * and finite numbers).
+   */
+  readonly reportMetric: (
+    name: string,
+    value: string | number | boolean,
+    options?: MetricOptions
+  ) => Effect.Effect<void>
+}

@@ -1,0 +1,421 @@
+/**
+ * The retry policy of a task and the decision it yields after a failed attempt.
+ *
+ * A {@link RetryPolicy} is a plain value (no services): how many attempts in total, which
+ * failures count as retryable, and the exponential backoff between attempts. After each failed
+ * attempt the runner calls {@link decide}, which classifies the failure (see
+ * {@link classify}), checks the attempt count and the total time budget, draws the jitter from
+ * Effect's `Random` service and honours a server's `Retry-After`. The resulting
+ * {@link RetryDecision} is persisted on the attempt row, so "why did it retry five times / why
+ * did it stop" is answered by a query.
+ *
+ * Defaults matter: `maxAttempts` is 1, so nothing is retried unless asked for.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Duration, Effect, Option, ParseResult, Predicate, Random, Schema } from "effect"
+import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf } from "./Errors.js"
+import type { Json } from "./Json.js"
+
+// ---------------------------------------------------------------------------------------------
+// Durations written in config files
+// ---------------------------------------------------------------------------------------------
+
+const durationHint = "write a duration with a unit, for example \"500 millis\", \"2 seconds\" or \"1 minute\""
+
+/**
+ * A non-negative, finite duration written as a string with a unit (`"500 millis"`,
+ * `"30 seconds"`, `"2 minutes"`; units as in Effect's `Duration`: nanos, micros, millis,
+ * seconds, minutes, hours, days, weeks). A bare number is refused, because `0.5` could mean
+ * seconds or milliseconds; the error message says to write a unit. Encodes as
+ * `"<n> millis"`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const DurationFromString: Schema.Schema<Duration.Duration, string> = Schema.transformOrFail(
+  Schema.String.annotations({
+    message: (issue) => {
+      const actual = (issue as { readonly actual?: unknown }).actual
+      return typeof actual === "number"
+        ? `a bare number (${actual}) is not a duration: ${durationHint}`
+        : `expected a duration string: ${durationHint}`
+    }
+  }),
+  Schema.DurationFromSelf,
+  {
+    strict: true,
+    decode: (s, _, ast) => {
+      const d = Duration.decodeUnknown(s.trim())
+      if (Option.isNone(d)) {
+        return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is not a duration: ${durationHint}`))
+      }
+      if (!Duration.isFinite(d.value)) {
+        return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is not a finite duration`))
+      }
+      return ParseResult.succeed(d.value)
+    },
+    encode: (d, _, ast) =>
+      Duration.isFinite(d)
+        ? ParseResult.succeed(`${Duration.toMillis(d)} millis`)
+        : ParseResult.fail(new ParseResult.Type(ast, d, "an infinite duration cannot be written"))
+  }
+).annotations({ identifier: "DurationFromString" })
+
+// ---------------------------------------------------------------------------------------------
+// RetryPolicy
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * How the computed backoff delay is randomised:
+ * - `"full"`: uniform in `[0, d]` (the default; spreads retries of many workers best);
+ * - `"equal"`: `d/2` plus uniform in `[0, d/2]`;
+ * - `"none"`: exactly `d`.
+ *
+ * Source: "Exponential Backoff And Jitter", Marc Brooker, AWS Architecture Blog (2015).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Jitter = Schema.Literal("full", "none", "equal")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Jitter = typeof Jitter.Type
+
+/**
+ * The retry policy of a task.
+ *
+ * Fields (type side; durations are Effect `Duration`s):
+ * - `maxAttempts`: total attempts including the first (integer ≥ 1, default 1 = no retry);
+ * - `on`: extra names that make a failure retryable: an error `_tag`, an Error `name`, or an
+ *   {@link ErrorClass} (for example `"unknown"`); default `[]`;
+ * - `retryClassified`: retry the classes rate_limit, timeout, connection, upstream, retryable
+ *   (default true);
+ * - `retryUnknown`: also retry class `unknown`, e.g. `ResourceUnavailable` (default false);
+ * - `base`, `factor`, `cap`: the delay before attempt n+1 is `min(cap, base * factor^(n-1))`,
+ *   then jittered (defaults 0.5 s, 2, 30 s);
+ * - `jitter`: see {@link Jitter} (default `"full"`);
+ * - `maxTotal`: optional total time budget; a retry whose delay would take the elapsed time
+ *   past it is not made.
+ *
+ * As a Schema, its encoded side is the config-file object (see {@link RetryPolicyFromConfig}).
+ * Build values in code with {@link RetryPolicy.make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class RetryPolicy extends Schema.Class<RetryPolicy>("assay/RetryPolicy")({
+  maxAttempts: Schema.optionalWith(
+    Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+      message: () => "maxAttempts must be an integer >= 1 (1 means no retry)"
+    }),
+    { default: () => 1, exact: true }
+  ),
+  on: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [], exact: true }),
+  retryClassified: Schema.optionalWith(Schema.Boolean, { default: () => true, exact: true }),
+  retryUnknown: Schema.optionalWith(Schema.Boolean, { default: () => false, exact: true }),
+  base: Schema.optionalWith(DurationFromString, { default: () => Duration.millis(500), exact: true }),
+  factor: Schema.optionalWith(
+    Schema.Number.pipe(Schema.finite(), Schema.greaterThanOrEqualTo(1)).annotations({
+      message: () => "factor must be a finite number >= 1"
+    }),
+    { default: () => 2, exact: true }
+  ),
+  cap: Schema.optionalWith(DurationFromString, { default: () => Duration.seconds(30), exact: true }),
+  jitter: Schema.optionalWith(Jitter, { default: () => "full" as const, exact: true }),
+  maxTotal: Schema.optionalWith(DurationFromString, { exact: true })
+}) {
+  /**
+   * Builds a policy from a partial plain object; durations accept any
+   * `Duration.DurationInput` (`"2 seconds"`, `Duration.millis(500)`, a number of ms).
+   * Throws a `ParseError` on invalid values (e.g. `maxAttempts: 0`): a programming mistake.
+   *
+   * @since 0.1.0
+   */
+  static override make<C extends new(...args: Array<any>) => any>(
+    this: C,
+    ...args: Array<RetryPolicyInput | undefined>
+  ): InstanceType<C> {
+    const input = args[0] ?? {}
+    const props: Record<string, unknown> = {}
+    if (input.maxAttempts !== undefined) props["maxAttempts"] = input.maxAttempts
+    if (input.on !== undefined) props["on"] = [...input.on]
+    if (input.retryClassified !== undefined) props["retryClassified"] = input.retryClassified
+    if (input.retryUnknown !== undefined) props["retryUnknown"] = input.retryUnknown
+    if (input.base !== undefined) props["base"] = Duration.decode(input.base)
+    if (input.factor !== undefined) props["factor"] = input.factor
+    if (input.cap !== undefined) props["cap"] = Duration.decode(input.cap)
+    if (input.jitter !== undefined) props["jitter"] = input.jitter
+    if (input.maxTotal !== undefined) props["maxTotal"] = Duration.decode(input.maxTotal)
+    return new this(props)
+  }
+
+  /**
+   * The default policy: one attempt, no retry.
+   *
+   * @since 0.1.0
+   */
+  static readonly default: RetryPolicy = new RetryPolicy({})
+}
+
+/**
+ * The plain object accepted by {@link RetryPolicy.make}: every field optional; durations as
+ * any `Duration.DurationInput` (a bare number is milliseconds here, as everywhere in Effect).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RetryPolicyInput {
+  readonly maxAttempts?: number | undefined
+  readonly on?: ReadonlyArray<string> | undefined
+  readonly retryClassified?: boolean | undefined
+  readonly retryUnknown?: boolean | undefined
+  readonly base?: Duration.DurationInput | undefined
+  readonly factor?: number | undefined
+  readonly cap?: Duration.DurationInput | undefined
+  readonly jitter?: Jitter | undefined
+  readonly maxTotal?: Duration.DurationInput | undefined
+}
+
+/**
+ * Decodes the `retry` object of a config file into a {@link RetryPolicy}: camelCase keys,
+ * durations as strings with a unit (`"500 millis"`, `"30 seconds"`; a bare number is refused
+ * with a hint to write a unit). Decode it with
+ * `Schema.decodeUnknownEither(RetryPolicyFromConfig, { errors: "all", onExcessProperty: "error" })`
+ * (or {@link decodeRetryPolicyConfig}) so that unknown keys are errors.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RetryPolicyFromConfig: Schema.Schema<RetryPolicy, typeof RetryPolicy.Encoded> = RetryPolicy
+
+/**
+ * Decodes a config object into a {@link RetryPolicy}, reporting every problem at once and
+ * refusing unknown keys. Fails with a Schema `ParseError`.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeRetryPolicyConfig = Schema.decodeUnknownEither(RetryPolicyFromConfig, {
+  errors: "all",
+  onExcessProperty: "error"
+})
+
+/**
+ * The fields of a policy that change a step's timing, and therefore belong to the pipeline
+ * identity: `{ maxAttempts, baseMs, factor, capMs, jitter }` (durations in milliseconds).
+ * `on`, `retryClassified`, `retryUnknown` and `maxTotal` are deliberately excluded, as the
+ * specification prescribes.
+ *
+ * @since 0.1.0
+ * @category identity
+ */
+export const identityFields = (policy: RetryPolicy): Json => ({
+  maxAttempts: policy.maxAttempts,
+  baseMs: Duration.toMillis(policy.base),
+  factor: policy.factor,
+  capMs: Duration.toMillis(policy.cap),
+  jitter: policy.jitter
+})
+
+// ---------------------------------------------------------------------------------------------
+// RetryDecision
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Why a decision was taken:
+ * - `ok`: the attempt succeeded;
+ * - `retryable`: the failure is retryable and another attempt will be made;
+ * - `attempts_exhausted`: retryable, but `maxAttempts` is reached;
+ * - `policy_declined`: the policy does not retry this failure (its class, cancellation, a
+ *   `FatalError`);
+ * - `total_budget`: the delay would take the elapsed time past `maxTotal`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RetryReason = Schema.Literal("ok", "retryable", "attempts_exhausted", "policy_declined", "total_budget")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RetryReason = typeof RetryReason.Type
+
+/**
+ * The decision after one attempt, persisted on the attempt row.
+ *
+ * - `retry`: whether another attempt is made;
+ * - `reason`: see {@link RetryReason};
+ * - `delayMs`: milliseconds to wait before the next attempt (0 when not retrying);
+ * - `errorClass`: the class of the failure (`null` on success);
+ * - `attempt`: the 1-based number of the attempt this decision concerns;
+ * - `retryAfterMs`: the server's suggested delay in milliseconds, when it gave one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RetryDecision = Schema.Struct({
+  retry: Schema.Boolean,
+  reason: RetryReason,
+  delayMs: Schema.Number,
+  errorClass: Schema.NullOr(ErrorClass),
+  attempt: Schema.Number,
+  retryAfterMs: Schema.optional(Schema.Number)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RetryDecision = typeof RetryDecision.Type
+
+/**
+ * The decision recorded for a successful attempt: `{ retry: false, reason: "ok", delayMs: 0,
+ * errorClass: null, attempt }`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const succeeded = (attempt: number): RetryDecision => ({
+  retry: false,
+  reason: "ok",
+  delayMs: 0,
+  errorClass: null,
+  attempt
+})
+
+// ---------------------------------------------------------------------------------------------
+// Decisions
+// ---------------------------------------------------------------------------------------------
+
+const nameOf = (u: unknown): string | undefined =>
+  Predicate.hasProperty(u, "name") && typeof u.name === "string" ? u.name : undefined
+
+/**
+ * Whether an `on` entry names this failure: its `_tag`, its Error `name`, or its class.
+ */
+const matchesOn = (policy: RetryPolicy, error: unknown, errorClass: ErrorClass): boolean => {
+  if (policy.on.length === 0) return false
+  const type = errorTypeOf(error)
+  const name = nameOf(error)
+  return policy.on.some((entry) => entry === type || entry === name || entry === errorClass)
+}
+
+const isFatalError = (u: unknown): boolean => Predicate.isTagged(u, "FatalError")
+
+const retryableWithClass = (policy: RetryPolicy, error: unknown, errorClass: ErrorClass): boolean => {
+  // Cancellation and a declared FatalError are final whatever the policy says.
+  if (errorClass === "cancelled" || isFatalError(error)) return false
+  if (matchesOn(policy, error, errorClass)) return true
+  if (policy.retryClassified && retryableClasses.has(errorClass)) return true
+  if (policy.retryUnknown && errorClass === "unknown") return true
+  return false
+}
+
+/**
+ * Whether the policy would retry this failure (ignoring the attempt count and the time
+ * budget). Cancellation and a `FatalError` are never retryable; an `on` entry matching the
+ * error's `_tag`, `name` or class makes it retryable; otherwise the classified retryable
+ * classes when `retryClassified`, and `unknown` when `retryUnknown`. `invalid` and `fatal` are
+ * declined unless named in `on`.
+ *
+ * @since 0.1.0
+ * @category decisions
+ */
+export const isRetryable = (policy: RetryPolicy, error: unknown): boolean =>
+  retryableWithClass(policy, error, classify(error))
+
+/**
+ * The backoff delay in milliseconds before the attempt after `attempt` (1-based), before
+ * jitter: `min(cap, base * factor^(attempt-1))`.
+ *
+ * @since 0.1.0
+ * @category decisions
+ */
+export const backoffMs = (policy: RetryPolicy, attempt: number): number => {
+  const base = Duration.toMillis(policy.base)
+  const cap = Duration.toMillis(policy.cap)
+  if (base === 0) return 0
+  const raw = base * Math.pow(policy.factor, Math.max(0, attempt - 1))
+  return Number.isFinite(raw) ? Math.min(cap, raw) : cap
+}
+
+/**
+ * Applies the policy's jitter to a delay `d` (ms), given a uniform draw `u` in `[0, 1)`.
+ *
+ * @since 0.1.0
+ * @category decisions
+ */
+export const applyJitter = (jitter: Jitter, d: number, u: number): number => {
+  switch (jitter) {
+    case "none":
+      return d
+    case "full":
+      return d * u
+    case "equal":
+      return d / 2 + (d / 2) * u
+  }
+}
+
+/**
+ * Decides what to do after attempt number `attempt` (1-based) failed with `error`, when
+ * `elapsedMs` milliseconds have been spent on this step so far.
+ *
+ * In order:
+ * 1. the failure is classified with {@link classify};
+ * 2. not retryable under {@link isRetryable} → `policy_declined`;
+ * 3. `attempt >= maxAttempts` → `attempts_exhausted`;
+ * 4. the delay is `min(cap, base * factor^(attempt-1))` with the policy's jitter (drawn from
+ *    `Random`); a server's Retry-After ({@link retryAfterOf}, HTTP-dates relative to `Clock`)
+ *    replaces it, and may exceed `cap`: the server's word wins;
+ * 5. `maxTotal` set and `elapsedMs + delay > maxTotal` → `total_budget`;
+ * 6. otherwise `retryable` with that delay.
+ *
+ * Never fails; uses only the default `Random` and `Clock` services.
+ *
+ * @since 0.1.0
+ * @category decisions
+ */
+export const decide = (
+  policy: RetryPolicy,
+  error: unknown,
+  attempt: number,
+  elapsedMs: number
+): Effect.Effect<RetryDecision> =>
+  Effect.gen(function*() {
+    const errorClass = classify(error)
+    const declined = (reason: RetryReason, retryAfterMs?: number): RetryDecision => ({
+      retry: false,
+      reason,
+      delayMs: 0,
+      errorClass,
+      attempt,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {})
+    })
+    if (!retryableWithClass(policy, error, errorClass)) return declined("policy_declined")
+    if (attempt >= policy.maxAttempts) return declined("attempts_exhausted")
+    const now = yield* Clock.currentTimeMillis
+    const retryAfterMs = retryAfterOf(error, now)
+    let delayMs: number
+    if (retryAfterMs !== undefined) {
+      delayMs = retryAfterMs
+    } else {
+      const u = policy.jitter === "none" ? 0 : yield* Random.next
+      delayMs = applyJitter(policy.jitter, backoffMs(policy, attempt), u)
+    }
+    if (policy.maxTotal !== undefined && elapsedMs + delayMs > Duration.toMillis(policy.maxTotal)) {
+      return declined("total_budget", retryAfterMs)
+    }
+    return {
+      retry: true,
+      reason: "retryable",
+      delayMs,
+      errorClass,
+      attempt,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {})
+    } satisfies RetryDecision
+  })

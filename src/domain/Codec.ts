@@ -1,0 +1,470 @@
+/**
+ * Codecs: how task outputs (artifacts) become bytes and come back.
+ *
+ * A {@link Codec} turns values it claims into bytes and back. A {@link CodecRegistry} picks the
+ * codec for a value and records, next to the bytes, the codec name and a type name, so that
+ * {@link CodecRegistry.load} can restore the value later (on resume, in another process).
+ *
+ * Built-ins:
+ * - {@link JsonCodec}: canonical JSON as UTF-8 (strict JSON only), type name `"json"`;
+ * - {@link BytesCodec}: raw `Uint8Array` / `Buffer`, type name `"bytes"`;
+ * - {@link SchemaCodec}: values of a Schema (typically a `Schema.Class`), encoded with the
+ *   Schema then written as canonical JSON; decoding runs the Schema again, so a task that
+ *   declares an output class gets an instance of that class back from a checkpoint.
+ *
+ * Nothing here does I/O. Failures are {@link ArtifactCodecError}s in an `Either`; a codec never
+ * returns a silently wrong value.
+ *
+ * @since 0.1.0
+ */
+import { Either, Option, Predicate, Schema, SchemaAST } from "effect"
+import { ArtifactCodecError } from "./Errors.js"
+import { canonicalJson, isStrictJson } from "./Json.js"
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * An encoded payload: the bytes, the name of the codec that wrote them and the recorded type
+ * name the codec needs to restore the value (for {@link SchemaCodec}, the schema's name).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Encoded = Schema.Struct({
+  typeName: Schema.String,
+  codec: Schema.String,
+  data: Schema.Uint8ArrayFromSelf
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Encoded = typeof Encoded.Type
+
+/**
+ * A codec.
+ *
+ * - `name`: recorded with every payload it writes; {@link CodecRegistry.load} finds the codec
+ *   by this name, so it must be stable across releases;
+ * - `canEncode(u)`: whether the codec claims this value;
+ * - `encode(u)`: the bytes, or an {@link ArtifactCodecError};
+ * - `decode(data, typeName)`: the value, or an {@link ArtifactCodecError} (bytes it cannot
+ *   read, a type name it does not know);
+ * - `typeNameOf(u)` (optional): the type name to record; without it the registry records the
+ *   value's constructor name (or its `typeof`).
+ *
+ * Codecs may throw; the registry turns a thrown exception into an {@link ArtifactCodecError}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Codec {
+  readonly name: string
+  readonly canEncode: (u: unknown) => boolean
+  readonly encode: (u: unknown) => Either.Either<Uint8Array, ArtifactCodecError>
+  readonly decode: (data: Uint8Array, typeName: string) => Either.Either<unknown, ArtifactCodecError>
+  readonly typeNameOf?: ((u: unknown) => string) | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Built-in codecs
+// ---------------------------------------------------------------------------------------------
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder("utf-8", { fatal: true })
+
+const parseJsonBytes = (
+  data: Uint8Array,
+  codec: string,
+  typeName: string
+): Either.Either<unknown, ArtifactCodecError> => {
+  try {
+    return Either.right(JSON.parse(decoder.decode(data)) as unknown)
+  } catch (e) {
+    return Either.left(
+      new ArtifactCodecError({
+        codec,
+        typeName,
+        message: `cannot decode ${data.byteLength} bytes as UTF-8 JSON: ${e instanceof Error ? e.message : String(e)}`
+      })
+    )
+  }
+}
+
+const jsonBytes = (value: unknown, codec: string, typeName: string): Either.Either<Uint8Array, ArtifactCodecError> =>
+  Either.match(canonicalJson(value), {
+    onLeft: (e) => Either.left(new ArtifactCodecError({ codec, typeName, message: e.message })),
+    onRight: (s) => Either.right(encoder.encode(s))
+  })
+
+/**
+ * The JSON codec (name `"json"`, type name `"json"`): canonical JSON (see `canonicalJson`) as
+ * UTF-8 bytes. It claims strict JSON values only; encoding anything else fails with an
+ * {@link ArtifactCodecError} whose message names the path of the offending value
+ * (`$.rows[2].at`). It is the registry's fallback.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const JsonCodec: Codec = {
+  name: "json",
+  canEncode: isStrictJson,
+  encode: (u) => jsonBytes(u, "json", "json"),
+  decode: (data, typeName) => parseJsonBytes(data, "json", typeName),
+  typeNameOf: () => "json"
+}
+
+/**
+ * The bytes codec (name `"bytes"`, type name `"bytes"`): a `Uint8Array` (a Node `Buffer`
+ * included) stored as is. Decoding returns a fresh `Uint8Array` copy of the bytes.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const BytesCodec: Codec = {
+  name: "bytes",
+  canEncode: (u) => u instanceof Uint8Array,
+  encode: (u) =>
+    u instanceof Uint8Array
+      ? Either.right(new Uint8Array(u.buffer, u.byteOffset, u.byteLength))
+      : Either.left(new ArtifactCodecError({ codec: "bytes", typeName: "bytes", message: "not a Uint8Array" })),
+  decode: (data) => Either.right(Uint8Array.from(data)),
+  typeNameOf: () => "bytes"
+}
+
+/**
+ * The codec name recorded by every {@link SchemaCodec}; the type name tells which schema.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const schemaCodecName = "schema"
+
+/**
+ * A codec for the values of one Schema, built by {@link SchemaCodec}. `typeName` is the name
+ * recorded with its payloads; `schema` is the Schema it was built from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SchemaCodec extends Codec {
+  readonly name: typeof schemaCodecName
+  readonly typeName: string
+  readonly schema: Schema.Schema<any, any, never>
+}
+
+/**
+ * Whether a codec was built by {@link SchemaCodec}.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isSchemaCodec = (codec: Codec): codec is SchemaCodec =>
+  codec.name === schemaCodecName && Predicate.hasProperty(codec, "schema") &&
+  Predicate.hasProperty(codec, "typeName") && typeof codec.typeName === "string"
+
+/**
+ * The type name recorded for a schema: its `identifier` annotation (for a `Schema.Class`,
+ * the identifier given to `Schema.Class<A>("…")`), else the identifier of its type side, else
+ * the class name of a schema class. `undefined` when the schema has no name.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const schemaTypeName = (schema: Schema.Schema.Any): string | undefined => {
+  const own = (schema as { readonly identifier?: unknown }).identifier
+  if (typeof own === "string" && own !== "") return own
+  const annotated = SchemaAST.getIdentifierAnnotation(schema.ast).pipe(
+    Option.orElse(() => SchemaAST.getIdentifierAnnotation(SchemaAST.typeAST(schema.ast)))
+  )
+  if (Option.isSome(annotated)) return annotated.value
+  return undefined
+}
+
+/**
+ * Builds a codec for the values of `schema` (requirements must be `never`).
+ *
+ * - claims a value when `Schema.is(schema)` accepts it (for a `Schema.Class`, an instance);
+ * - encodes with `Schema.encodeUnknownEither(schema)` and writes the encoded form as
+ *   canonical JSON (so the encoded side must be strict JSON);
+ * - decodes the JSON and runs `Schema.decodeUnknownEither(schema)`, returning the class
+ *   instance again;
+ * - records `options.typeName`, else {@link schemaTypeName}.
+ *
+ * Throws an `Error` when the schema has no name and none is given (a declaration mistake).
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const SchemaCodec = <A, I>(
+  schema: Schema.Schema<A, I, never>,
+  options?: { readonly typeName?: string | undefined }
+): SchemaCodec => {
+  const typeName = options?.typeName ?? schemaTypeName(schema)
+  if (typeName === undefined) {
+    throw new Error("SchemaCodec: the schema has no identifier; annotate it or pass { typeName }")
+  }
+  const is = Schema.is(schema)
+  const encodeSchema = Schema.encodeUnknownEither(schema)
+  const decodeSchema = Schema.decodeUnknownEither(schema)
+  const fail = (message: string) => new ArtifactCodecError({ codec: schemaCodecName, typeName, message })
+  return {
+    name: schemaCodecName,
+    typeName,
+    schema,
+    canEncode: (u) => is(u),
+    typeNameOf: () => typeName,
+    encode: (u) =>
+      Either.flatMap(
+        Either.mapLeft(encodeSchema(u), (e) => fail(`cannot encode as ${typeName}: ${e.message}`)),
+        (encoded) => jsonBytes(encoded, schemaCodecName, typeName)
+      ),
+    decode: (data, recorded) =>
+      recorded !== typeName
+        ? Either.left(fail(`this codec decodes ${typeName}, not ${recorded}`))
+        : Either.flatMap(
+          parseJsonBytes(data, schemaCodecName, typeName),
+          (json) => Either.mapLeft(decodeSchema(json), (e) => fail(`cannot decode as ${typeName}: ${e.message}`))
+        )
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CodecRegistry
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A constructor a codec can be bound to with `forTypes`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Constructor = abstract new(...args: ReadonlyArray<any>) => unknown
+
+const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+const guarded = <A>(
+  codec: string,
+  typeName: string,
+  f: () => Either.Either<A, ArtifactCodecError>
+): Either.Either<A, ArtifactCodecError> => {
+  try {
+    return f()
+  } catch (e) {
+    return Either.left(new ArtifactCodecError({ codec, typeName, message: `codec threw: ${errorMessage(e)}` }))
+  }
+}
+
+const constructorNameOf = (u: unknown): string => {
+  if (Predicate.isObject(u)) {
+    const name = (Object.getPrototypeOf(u) as { constructor?: { name?: unknown } } | null)?.constructor?.name
+    if (typeof name === "string" && name !== "") return name
+  }
+  return u === null ? "null" : typeof u
+}
+
+/**
+ * Decides how values become bytes and how recorded bytes come back.
+ *
+ * An immutable value: `register` and `registerSchema` return a new registry and leave the
+ * receiver untouched, so one registry can be shared by a pipeline template and the runner
+ * (and across fibers) without surprises.
+ *
+ * Which codec handles a value ({@link CodecRegistry.codecFor}):
+ * 1. a codec bound with `forTypes` to the value's constructor (or the nearest ancestor
+ *    constructor on its prototype chain) wins over everything; among bindings for the same
+ *    constructor, the latest registration wins;
+ * 2. otherwise the registered codecs that claim the value (`canEncode`), latest registration
+ *    first, so a specialised codec is never dead code behind an earlier general one;
+ * 3. otherwise {@link JsonCodec}, the fallback (always present).
+ *
+ * Loading finds the codec by its recorded name (the latest registration of that name), and a
+ * {@link SchemaCodec} by the recorded type name. An unknown codec name, a schema type name that
+ * is not registered, or bytes the codec cannot decode give an {@link ArtifactCodecError}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class CodecRegistry {
+  private constructor(
+    private readonly codecs: ReadonlyArray<Codec>,
+    private readonly bindings: ReadonlyArray<readonly [Constructor, Codec]>,
+    private readonly schemas: ReadonlyMap<string, SchemaCodec>
+  ) {}
+
+  /**
+   * A registry with only the JSON fallback.
+   *
+   * @since 0.1.0
+   */
+  static empty(): CodecRegistry {
+    return new CodecRegistry([], [], new Map())
+  }
+
+  /**
+   * A registry with the built-ins: {@link JsonCodec} (fallback) and {@link BytesCodec}.
+   *
+   * @since 0.1.0
+   */
+  static default(): CodecRegistry {
+    return CodecRegistry.empty().register(BytesCodec)
+  }
+
+  /**
+   * A new registry with `codec` added. With `forTypes`, the codec is also bound to those
+   * constructors (rule 1 of {@link CodecRegistry}). A {@link SchemaCodec} is also registered
+   * for loading under its type name (a later schema with the same type name replaces it).
+   *
+   * @since 0.1.0
+   */
+  register(codec: Codec, options?: { readonly forTypes?: ReadonlyArray<Constructor> | undefined }): CodecRegistry {
+    const bindings = options?.forTypes === undefined || options.forTypes.length === 0
+      ? this.bindings
+      : [...this.bindings, ...options.forTypes.map((t) => [t, codec] as const)]
+    let schemas = this.schemas
+    if (isSchemaCodec(codec)) {
+      const next = new Map(this.schemas)
+      next.set(codec.typeName, codec)
+      schemas = next
+    }
+    return new CodecRegistry([...this.codecs, codec], bindings, schemas)
+  }
+
+  /**
+   * A new registry with a {@link SchemaCodec} for `schema`. Registering the same schema again
+   * returns the receiver unchanged. Throws (a declaration mistake) when the schema has no name
+   * and none is given.
+   *
+   * @since 0.1.0
+   */
+  registerSchema<A, I>(
+    schema: Schema.Schema<A, I, never>,
+    options?: { readonly typeName?: string | undefined }
+  ): CodecRegistry {
+    const codec = SchemaCodec(schema, options)
+    if (this.schemas.get(codec.typeName)?.schema === schema) return this
+    return this.register(codec)
+  }
+
+  /**
+   * The codec that {@link CodecRegistry.dump} would use for `value` (never fails: JSON is the
+   * fallback, even when it cannot encode the value).
+   *
+   * @since 0.1.0
+   */
+  codecFor(value: unknown): Codec {
+    const bound = this.boundCodec(value)
+    if (bound !== undefined) return bound
+    for (let i = this.codecs.length - 1; i >= 0; i--) {
+      const codec = this.codecs[i]!
+      let claims = false
+      try {
+        claims = codec.canEncode(value)
+      } catch {
+        claims = false
+      }
+      if (claims) return codec
+    }
+    return JsonCodec
+  }
+
+  /**
+   * The type name recorded for `value`: its codec's `typeNameOf`, else the value's
+   * constructor name (or `typeof`).
+   *
+   * @since 0.1.0
+   */
+  typeNameOf(value: unknown): string {
+    return this.typeNameWith(this.codecFor(value), value)
+  }
+
+  /**
+   * Encodes `value` with the codec chosen by {@link CodecRegistry.codecFor}, or fails with an
+   * {@link ArtifactCodecError} (a value the codec cannot write, a codec that throws).
+   *
+   * @since 0.1.0
+   */
+  dump(value: unknown): Either.Either<Encoded, ArtifactCodecError> {
+    const codec = this.codecFor(value)
+    return guarded(codec.name, constructorNameOf(value), () => {
+      const typeName = this.typeNameWith(codec, value)
+      return Either.map(codec.encode(value), (data): Encoded => ({ typeName, codec: codec.name, data }))
+    })
+  }
+
+  /**
+   * Restores a value from its {@link Encoded} form, or fails with an
+   * {@link ArtifactCodecError}: unknown codec name, unregistered schema type name, bytes the
+   * codec cannot decode.
+   *
+   * @since 0.1.0
+   */
+  load(encoded: Encoded): Either.Either<unknown, ArtifactCodecError> {
+    const { codec: name, data, typeName } = encoded
+    let codec: Codec | undefined
+    if (name === schemaCodecName) {
+      codec = this.schemas.get(typeName)
+      if (codec === undefined) {
+        return Either.left(
+          new ArtifactCodecError({
+            codec: name,
+            typeName,
+            message: `no schema registered under type name "${typeName}"` +
+              ` (registered: ${this.schemas.size === 0 ? "none" : [...this.schemas.keys()].join(", ")})`
+          })
+        )
+      }
+    } else {
+      codec = this.codecByName(name)
+      if (codec === undefined) {
+        return Either.left(
+          new ArtifactCodecError({
+            codec: name,
+            typeName,
+            message: `no codec named "${name}" is registered (known: ${this.names().join(", ")})`
+          })
+        )
+      }
+    }
+    const found = codec
+    return guarded(name, typeName, () => found.decode(data, typeName))
+  }
+
+  /**
+   * The names of the codecs this registry can load, the JSON fallback included.
+   *
+   * @since 0.1.0
+   */
+  names(): ReadonlyArray<string> {
+    return [...new Set([JsonCodec.name, ...this.codecs.map((c) => c.name)])]
+  }
+
+  private codecByName(name: string): Codec | undefined {
+    for (let i = this.codecs.length - 1; i >= 0; i--) {
+      const codec = this.codecs[i]!
+      if (codec.name === name && !isSchemaCodec(codec)) return codec
+    }
+    return name === JsonCodec.name ? JsonCodec : undefined
+  }
+
+  private boundCodec(value: unknown): Codec | undefined {
+    if (this.bindings.length === 0 || !Predicate.isObject(value)) return undefined
+    let proto: unknown = Object.getPrototypeOf(value)
+    while (proto !== null && proto !== undefined) {
+      const ctor = (proto as { constructor?: unknown }).constructor
+      for (let i = this.bindings.length - 1; i >= 0; i--) {
+        const [type, codec] = this.bindings[i]!
+        if (type === ctor) return codec
+      }
+      proto = Object.getPrototypeOf(proto)
+    }
+    return undefined
+  }
+
+  private typeNameWith(codec: Codec, value: unknown): string {
+    return codec.typeNameOf !== undefined ? codec.typeNameOf(value) : constructorNameOf(value)
+  }
+}

@@ -559,19 +559,20 @@ const classifyDepth = (u: unknown, depth: number): ErrorClass => {
 export const classify = (u: unknown): ErrorClass => classifyDepth(u, 0)
 
 /**
- * Classifies an Effect `Cause`: interruption only → `cancelled`; otherwise the first failure
- * (or defect) is classified with {@link classify}.
+ * Classifies an Effect `Cause`: the first failure (else the first defect) is classified with
+ * {@link classify}; a cause holding only interruptions is `cancelled`; an empty cause is
+ * `unknown`.
  *
  * @since 0.1.0
  * @category classification
  */
 export const classifyCause = (cause: Cause.Cause<unknown>): ErrorClass => {
-  if (Cause.isInterruptedOnly(cause)) return "cancelled"
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) return classify(failure.value)
   const defect = Cause.dieOption(cause)
   if (Option.isSome(defect)) return classify(defect.value)
-  return "unknown"
+  // `Cause.isInterruptedOnly` is vacuously true for an empty cause, so ask for an interrupt.
+  return Cause.isInterrupted(cause) ? "cancelled" : "unknown"
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,6 +593,9 @@ export const parseRetryAfter = (value: string, nowMs: number): number | undefine
   const v = value.trim()
   if (v === "") return undefined
   if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000)
+  // An HTTP-date always names its day or month; refusing letter-less strings keeps
+  // `Date.parse`'s leniency from turning "-5" or "1e3" into a date.
+  if (!/[A-Za-z]{3}/.test(v)) return undefined
   const at = Date.parse(v)
   if (Number.isNaN(at)) return undefined
   return Math.max(0, at - nowMs)

@@ -1,0 +1,301 @@
+/**
+ * The records the store keeps: one Schema class per table (runs, pipelines, tasks, attempts,
+ * artifacts, events, reported metrics, resources) and the state literals they use.
+ *
+ * Every time is epoch milliseconds (from `Clock`), every duration is milliseconds, every size
+ * is bytes. Nullable columns are `null` (never `undefined`) so that a record round-trips
+ * through SQLite, JSON and the memory store unchanged. JSON-valued columns (config snapshots,
+ * event data, retry decisions, metric values, resource specs) are `unknown` strict JSON.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// State literals
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Status of a run: `running` until it is finished as `completed` (every admitted pipeline
+ * reached a terminal state), `interrupted` (stopped, or found stale by a later run) or
+ * `failed` (the run itself broke).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RunStatus = Schema.Literal("running", "completed", "interrupted", "failed")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunStatus = typeof RunStatus.Type
+
+/**
+ * State of a pipeline. `pending` is admitted but not started, `running` is owned by a run,
+ * the other three are terminal.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PipelineState = Schema.Literal("pending", "running", "succeeded", "failed", "interrupted")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type PipelineState = typeof PipelineState.Type
+
+/**
+ * Whether a pipeline state is terminal (`succeeded`, `failed`, `interrupted`).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTerminalPipelineState = (state: PipelineState): boolean =>
+  state === "succeeded" || state === "failed" || state === "interrupted"
+
+/**
+ * State of one task run (one row per execution of one task of one pipeline).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TaskState = Schema.Literal("running", "succeeded", "failed", "interrupted", "skipped")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskState = typeof TaskState.Type
+
+/**
+ * Outcome of one attempt of a task.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const AttemptOutcome = Schema.Literal("succeeded", "failed", "timeout", "cancelled")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AttemptOutcome = typeof AttemptOutcome.Type
+
+/**
+ * How a reported metric is displayed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const MetricDisplay = Schema.Literal("number", "percent", "text")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type MetricDisplay = typeof MetricDisplay.Type
+
+const NullableString = Schema.NullOr(Schema.String)
+const NullableNumber = Schema.NullOr(Schema.Number)
+const StringArray = Schema.Array(Schema.String)
+
+// ---------------------------------------------------------------------------------------------
+// Records
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One run: a process (or resume) executing pipelines against a store.
+ *
+ * - `config`: the configuration snapshot (strict JSON);
+ * - `startedAt`, `heartbeatAt`, `endedAt`: epoch ms; `heartbeatAt` is refreshed while the run
+ *   lives, so a run whose heartbeat is older than a threshold is stale (crashed);
+ * - `stopReason`: why it ended early (`signal`, `stop()`, a stop condition), else `null`.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
+  runId: Schema.String,
+  label: NullableString,
+  status: RunStatus,
+  config: Schema.Unknown,
+  startedAt: Schema.Number,
+  heartbeatAt: Schema.Number,
+  endedAt: NullableNumber,
+  stopReason: NullableString,
+  notes: NullableString,
+  meta: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}) {}
+
+/**
+ * One pipeline: one row of the dataset run through a chain of tasks.
+ *
+ * - `pipelineId`: content-addressed (or explicit) id, the primary key;
+ * - `key`: the explicit key it was bound with, else `null`;
+ * - `nTasksDone` / `nTasksTotal`: the checkpoint cursor (tasks whose output is stored);
+ * - `specDigest` / `seedDigest`: identity digests, compared on resume;
+ * - `runId`: the run that owns it (last admitted or settled it);
+ * - `attemptsTotal`: attempts made for it across every run;
+ * - `createdAt`, `updatedAt`, `startedAt`, `endedAt`: epoch ms (`startedAt`/`endedAt` of the
+ *   latest execution; `endedAt - startedAt` is the latency used by `stats`);
+ * - `failedTask`, `errorType`, `errorMessage`, `errorClass`: the failure of a `failed` or
+ *   `interrupted` pipeline, cleared when it settles as `succeeded`.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/PipelineRecord")({
+  pipelineId: Schema.String,
+  key: NullableString,
+  name: Schema.String,
+  state: PipelineState,
+  nTasksDone: Schema.Number,
+  nTasksTotal: Schema.Number,
+  specDigest: Schema.String,
+  seedDigest: Schema.String,
+  tags: Schema.Record({ key: Schema.String, value: Schema.String }),
+  attemptsTotal: Schema.Number,
+  runId: Schema.String,
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number,
+  startedAt: NullableNumber,
+  endedAt: NullableNumber,
+  failedTask: NullableString,
+  errorType: NullableString,
+  errorMessage: NullableString,
+  errorClass: NullableString
+}) {}
+
+/**
+ * One execution of one task of one pipeline (`taskRunId` is unique; `(pipelineId, seq)` is
+ * not, because a pipeline restarted from its seed runs a task again).
+ *
+ * `attemptsUsed` counts attempts, `durationMs` is the wall time of the whole task including
+ * retry waits, `leaseIds` are the leases its attempts held.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class TaskRecord extends Schema.Class<TaskRecord>("assay/TaskRecord")({
+  taskRunId: Schema.String,
+  pipelineId: Schema.String,
+  runId: Schema.String,
+  seq: Schema.Number,
+  taskName: Schema.String,
+  state: TaskState,
+  attemptsUsed: Schema.Number,
+  startedAt: Schema.Number,
+  endedAt: NullableNumber,
+  durationMs: NullableNumber,
+  errorType: NullableString,
+  errorMessage: NullableString,
+  errorClass: NullableString,
+  leaseIds: StringArray
+}) {}
+
+/**
+ * One attempt of one task. `attemptId` is assigned by the store when the attempt is written
+ * and grows in write order (the key of attempt streams). `decision` is the persisted retry
+ * decision (strict JSON, e.g. `{ retry, reason, delayMs, errorClass }`), `null` on success.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class AttemptRecord extends Schema.Class<AttemptRecord>("assay/AttemptRecord")({
+  attemptId: Schema.Number,
+  pipelineId: Schema.String,
+  runId: Schema.String,
+  taskRunId: Schema.String,
+  taskName: Schema.String,
+  seq: Schema.Number,
+  attemptNo: Schema.Number,
+  outcome: AttemptOutcome,
+  errorClass: NullableString,
+  errorType: NullableString,
+  errorMessage: NullableString,
+  decision: Schema.Unknown,
+  leaseIds: StringArray,
+  startedAt: Schema.Number,
+  endedAt: Schema.Number,
+  durationMs: Schema.Number
+}) {}
+
+/**
+ * Metadata of one stored artifact (a task output, or the seed at `seq = -1`). `artifactId` is
+ * assigned by the store and is unique; `(pipelineId, seq)` is not.
+ *
+ * - `digest`, `size` (bytes), `codec`, `typeName` are kept whatever the backend;
+ * - `storage`: where the payload is (`inline` in the store, `blob` in a backend file named by
+ *   `blobRef`, `none` when dropped by `journal: "summary"` or the null backend);
+ * - `available`: whether the payload can be read right now (a deleted blob reads `false`).
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class ArtifactRecord extends Schema.Class<ArtifactRecord>("assay/ArtifactRecord")({
+  artifactId: Schema.Number,
+  pipelineId: Schema.String,
+  runId: Schema.String,
+  seq: Schema.Number,
+  taskName: NullableString,
+  typeName: Schema.String,
+  codec: Schema.String,
+  digest: Schema.String,
+  size: Schema.Number,
+  storage: Schema.Literal("inline", "blob", "none"),
+  blobRef: NullableString,
+  isFinal: Schema.Boolean,
+  available: Schema.Boolean,
+  createdAt: Schema.Number
+}) {}
+
+/**
+ * One structured event. `eventId` is assigned by the store in write order (the key of event
+ * streams); `data` is strict JSON; `ts` is epoch ms.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class EventRecord extends Schema.Class<EventRecord>("assay/EventRecord")({
+  eventId: Schema.Number,
+  kind: Schema.String,
+  pipelineId: NullableString,
+  runId: NullableString,
+  data: Schema.Unknown,
+  ts: Schema.Number
+}) {}
+
+/**
+ * One reported metric, unique by (run, scope, name): `pipelineId = null` is run scope.
+ * `value` is strict JSON (usually a number or a string); `updatedAt` is epoch ms.
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class MetricRecord extends Schema.Class<MetricRecord>("assay/MetricRecord")({
+  runId: Schema.String,
+  pipelineId: NullableString,
+  name: Schema.String,
+  value: Schema.Unknown,
+  label: NullableString,
+  display: MetricDisplay,
+  updatedAt: Schema.Number
+}) {}
+
+/**
+ * One resource of one pool: its spec with secrets masked (see `maskSecrets` in the store
+ * helpers) and its health counters (strict JSON, e.g. `{ state, leases, failures }`).
+ *
+ * @since 0.1.0
+ * @category records
+ */
+export class ResourceRecord extends Schema.Class<ResourceRecord>("assay/ResourceRecord")({
+  pool: Schema.String,
+  resourceId: Schema.String,
+  kind: Schema.String,
+  spec: Schema.Unknown,
+  health: Schema.Unknown,
+  updatedAt: Schema.Number
+}) {}

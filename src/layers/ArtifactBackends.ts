@@ -1,0 +1,139 @@
+/**
+ * The three built-in artifact backends: `inline` (the default: bytes stay in the store),
+ * `file` (content-addressed files under a root, written atomically, for payloads of at least
+ * `minBytes`) and `null` (bytes dropped; the store still keeps digest and size).
+ *
+ * @since 0.1.0
+ */
+import { FileSystem } from "@effect/platform"
+import { Effect, Either, Layer, Option } from "effect"
+import type { ConfigError } from "../domain/Errors.js"
+import { StoreUnavailable } from "../domain/Errors.js"
+import { digestFull } from "../domain/Json.js"
+import type { ArtifactBackendService, BackendInput, Placement } from "../services/ArtifactBackend.js"
+import { ArtifactBackend, DEFAULT_MIN_BYTES, parseBackendSpec } from "../services/ArtifactBackend.js"
+
+/**
+ * The inline backend: every payload is kept by the store itself.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const inline: ArtifactBackendService = {
+  kind: "inline",
+  put: (payload) => Effect.succeed<Placement>({ storage: "inline", payload }),
+  get: () => Effect.succeed(Option.none()),
+  exists: () => Effect.succeed(false)
+}
+
+/**
+ * The null backend: payloads are dropped (no checkpoint can be resumed from them).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const nullBackend: ArtifactBackendService = {
+  kind: "null",
+  put: () => Effect.succeed<Placement>({ storage: "none" }),
+  get: () => Effect.succeed(Option.none()),
+  exists: () => Effect.succeed(false)
+}
+
+const blobRefPattern = /^[0-9a-f]{128}$/
+
+/**
+ * Builds the file backend: payloads of at least `minBytes` bytes (default 262,144) are written
+ * to `<root>/<first 2 hex>/<BLAKE2b-512 hex of the bytes>` through a temporary file and a
+ * rename (atomic on POSIX), so identical payloads share one file and a crash never leaves a
+ * half-written blob under its final name. Smaller payloads stay inline. A missing blob reads
+ * as `None`. Fails with `StoreUnavailable` on I/O errors.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeFile = (options: { readonly root: string; readonly minBytes?: number | undefined }) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const root = options.root.replace(/\/+$/, "")
+    const minBytes = options.minBytes ?? DEFAULT_MIN_BYTES
+    const fail = (message: string) => (cause: unknown) => new StoreUnavailable({ message, path: root, cause })
+    yield* fs.makeDirectory(root, { recursive: true }).pipe(Effect.mapError(fail(`cannot create blob root ${root}`)))
+    const pathOf = (ref: string) => `${root}/${ref.slice(0, 2)}/${ref}`
+    const service: ArtifactBackendService = {
+      kind: "file",
+      put: (payload) =>
+        Effect.gen(function*() {
+          if (payload.byteLength < minBytes) return { storage: "inline", payload } as Placement
+          const ref = digestFull(payload)
+          const target = pathOf(ref)
+          const present = yield* fs.exists(target)
+          if (!present) {
+            yield* fs.makeDirectory(`${root}/${ref.slice(0, 2)}`, { recursive: true })
+            const tmp = yield* fs.makeTempFile({ directory: root, prefix: ".tmp-" })
+            yield* fs.writeFile(tmp, payload).pipe(
+              Effect.zipRight(fs.rename(tmp, target)),
+              Effect.onError(() => fs.remove(tmp).pipe(Effect.ignore))
+            )
+          }
+          return { storage: "blob", ref } as Placement
+        }).pipe(Effect.mapError(fail(`cannot write blob under ${root}`))),
+      get: (ref) =>
+        blobRefPattern.test(ref)
+          ? fs.readFile(pathOf(ref)).pipe(
+            Effect.map(Option.some),
+            Effect.catchIf(
+              (e) => e._tag === "SystemError" && e.reason === "NotFound",
+              () => Effect.succeed(Option.none<Uint8Array>())
+            ),
+            Effect.mapError(fail(`cannot read blob ${ref}`))
+          )
+          : Effect.succeed(Option.none()),
+      exists: (ref) =>
+        blobRefPattern.test(ref)
+          ? fs.exists(pathOf(ref)).pipe(Effect.mapError(fail(`cannot stat blob ${ref}`)))
+          : Effect.succeed(false)
+    }
+    return service
+  })
+
+/**
+ * The inline backend as a layer (the default).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerInline: Layer.Layer<ArtifactBackend> = Layer.succeed(ArtifactBackend, inline)
+
+/**
+ * The null backend as a layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerNull: Layer.Layer<ArtifactBackend> = Layer.succeed(ArtifactBackend, nullBackend)
+
+/**
+ * The file backend as a layer (see {@link makeFile}).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFile = (options: { readonly root: string; readonly minBytes?: number | undefined }) =>
+  Layer.effect(ArtifactBackend, makeFile(options))
+
+/**
+ * Resolves a backend from `"inline"`, `"null"`, `"file:///abs/path"` or
+ * `{ kind, root, minBytes }`. Fails with `ConfigError` on an unknown or malformed choice and
+ * with `StoreUnavailable` when the file root cannot be created.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  input: BackendInput
+): Layer.Layer<ArtifactBackend, ConfigError | StoreUnavailable, FileSystem.FileSystem> =>
+  Either.match(parseBackendSpec(input), {
+    onLeft: (e) => Layer.fail(e),
+    onRight: (spec) =>
+      spec.kind === "inline" ? layerInline : spec.kind === "null" ? layerNull : layerFile(spec)
+  })

@@ -1,0 +1,531 @@
+/**
+ * The in-memory store: the same semantics as `SqliteStore` (one contract suite runs against
+ * both), kept in maps for tests and short-lived runs. Everything is lost when the layer's
+ * scope closes.
+ *
+ * Writes go through the same group-commit writer and write-behind buffer as the SQLite store,
+ * so ordering, flush-on-read and failed-flush retry behave identically. A write applies all
+ * its rows synchronously, so no reader ever sees part of a batch.
+ *
+ * @since 0.1.0
+ */
+import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { type ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import {
+  ArtifactRecord,
+  AttemptRecord,
+  EventRecord,
+  isTerminalPipelineState,
+  MetricRecord,
+  type PipelineRecord,
+  type PipelineState,
+  ResourceRecord,
+  RunRecord,
+  type TaskRecord
+} from "../domain/Records.js"
+import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
+import type {
+  ErrorRow,
+  EventFilter,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  StoreOptions,
+  StoreService,
+  StoreStats
+} from "../services/Store.js"
+import { PAGE_SIZE, Store } from "../services/Store.js"
+import { layerInline } from "./ArtifactBackends.js"
+import { applyPatch, settleToPatch, type WriteOp } from "./internal/storeOps.js"
+import {
+  checkLimit,
+  checkOptions,
+  latencyOf,
+  loadPayload,
+  makeGroupCommit,
+  makeWriteBehind,
+  maskSecrets,
+  type PlacedArtifact,
+  placeArtifact
+} from "./internal/storeShared.js"
+
+/**
+ * Test hook: while `failWrites` is true every write transaction of the memory store fails
+ * with `StoreUnavailable` and changes nothing (used to test failed-flush retry and group
+ * commit failure).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryStoreFaults {
+  failWrites: boolean
+}
+
+/**
+ * Options of the memory store: the shared {@link StoreOptions} plus an optional
+ * {@link MemoryStoreFaults} hook.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryStoreOptions extends StoreOptions {
+  readonly faults?: MemoryStoreFaults | undefined
+}
+
+interface StoredArtifact {
+  readonly record: ArtifactRecord
+  readonly payload: Uint8Array | null
+}
+
+const pageStream = <A>(rows: () => ReadonlyArray<A>, limit: number | undefined): Stream.Stream<A> => {
+  if (limit === 0) return Stream.empty
+  const s = Stream.flatMap(
+    Stream.sync(rows),
+    (all) =>
+      Stream.fromIterable(Array.from({ length: Math.ceil(all.length / PAGE_SIZE) }, (_, i) => i)).pipe(
+        Stream.mapConcatChunk((i) => Chunk.unsafeFromArray(all.slice(i * PAGE_SIZE, (i + 1) * PAGE_SIZE)))
+      )
+  )
+  return limit === undefined ? s : Stream.take(s, limit)
+}
+
+const matchEvent = (f: EventFilter) => (e: EventRecord) =>
+  (f.pipelineId === undefined || e.pipelineId === f.pipelineId) &&
+  (f.runId === undefined || e.runId === f.runId) &&
+  (f.kind === undefined || e.kind === f.kind)
+
+/**
+ * Builds a memory store in the current scope, using the {@link ArtifactBackend} in context.
+ * Fails with `ConfigError` on invalid options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: MemoryStoreOptions = {}) =>
+  Effect.gen(function*() {
+    const { batchSize, flushIntervalMs } = yield* checkOptions(options)
+    const backend: ArtifactBackendService = yield* ArtifactBackend
+    const journal = options.journal ?? "full"
+    const faults = options.faults ?? { failWrites: false }
+
+    const runs = new Map<string, RunRecord>()
+    const pipelines = new Map<string, PipelineRecord>()
+    const tasks = new Map<string, TaskRecord>()
+    const attempts: Array<AttemptRecord> = []
+    const events: Array<EventRecord> = []
+    const artifacts = new Map<number, StoredArtifact>()
+    const artifactsByPipeline = new Map<string, Array<number>>()
+    const metrics = new Map<string, MetricRecord>()
+    const resources = new Map<string, ResourceRecord>()
+    let nextAttemptId = 1
+    let nextEventId = 1
+    let nextArtifactId = 1
+
+    const tx = <A>(f: () => A): Effect.Effect<A, StoreUnavailable> =>
+      Effect.suspend(() =>
+        faults.failWrites
+          ? Effect.fail(new StoreUnavailable({ message: "memory store: injected write failure" }))
+          : Effect.sync(f)
+      )
+
+    const insertAttempt = (a: NewAttempt) => {
+      attempts.push(new AttemptRecord({ ...a, attemptId: nextAttemptId++ }, true))
+    }
+    const insertEvent = (e: NewEvent) => {
+      events.push(new EventRecord({ ...e, eventId: nextEventId++ }, true))
+    }
+    const clearFinal = (pipelineId: string, keep: number) => {
+      for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
+        const a = artifacts.get(id)
+        if (a !== undefined && a.record.isFinal && id !== keep) {
+          artifacts.set(id, { ...a, record: new ArtifactRecord({ ...a.record, isFinal: false }, true) })
+        }
+      }
+    }
+    const insertArtifact = (a: NewArtifact, placed: PlacedArtifact): ArtifactRecord => {
+      const artifactId = nextArtifactId++
+      const record = new ArtifactRecord({
+        artifactId,
+        pipelineId: a.pipelineId,
+        runId: a.runId,
+        seq: a.seq,
+        taskName: a.taskName,
+        typeName: a.typeName,
+        codec: a.codec,
+        digest: a.digest,
+        size: a.payload.byteLength,
+        storage: placed.storage,
+        blobRef: placed.blobRef,
+        isFinal: a.isFinal,
+        available: placed.storage !== "none",
+        createdAt: a.createdAt
+      }, true)
+      artifacts.set(artifactId, { record, payload: placed.payload })
+      const list = artifactsByPipeline.get(a.pipelineId)
+      if (list === undefined) artifactsByPipeline.set(a.pipelineId, [artifactId])
+      else list.push(artifactId)
+      if (a.isFinal) clearFinal(a.pipelineId, artifactId)
+      return record
+    }
+    const latestAt = (pipelineId: string, seq: number): StoredArtifact | undefined => {
+      let best: StoredArtifact | undefined
+      for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
+        const a = artifacts.get(id)
+        if (a !== undefined && a.record.seq === seq && (best === undefined || id > best.record.artifactId)) best = a
+      }
+      return best
+    }
+    const patch = (id: string, p: Parameters<typeof applyPatch>[1]) => {
+      const row = pipelines.get(id)
+      if (row !== undefined) pipelines.set(id, applyPatch(row, p))
+    }
+
+    const applyOp = (op: WriteOp) => {
+      switch (op._tag) {
+        case "Admit":
+          for (const p of op.pipelines) pipelines.set(p.pipelineId, p)
+          return
+        case "Checkpoint": {
+          const u = op.unit
+          if (u.artifact !== undefined && op.placed !== undefined) insertArtifact(u.artifact, op.placed)
+          if (u.task !== undefined) tasks.set(u.task.taskRunId, u.task)
+          for (const a of u.attempts ?? []) insertAttempt(a)
+          for (const e of u.events ?? []) insertEvent(e)
+          if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
+          return
+        }
+        case "PutTask":
+          tasks.set(op.task.taskRunId, op.task)
+          return
+        case "Patch":
+          return patch(op.pipelineId, op.patch)
+        case "Settle":
+          return patch(op.pipelineId, settleToPatch(op.settle))
+        case "MarkFinal": {
+          const a = latestAt(op.pipelineId, op.seq)
+          if (a === undefined) return
+          if (!a.record.isFinal) {
+            artifacts.set(a.record.artifactId, { ...a, record: new ArtifactRecord({ ...a.record, isFinal: true }, true) })
+          }
+          clearFinal(op.pipelineId, a.record.artifactId)
+          return
+        }
+      }
+    }
+
+    const writer = yield* makeGroupCommit<WriteOp>({
+      commit: (ops) => tx(() => ops.forEach(applyOp))
+    })
+    const wb = yield* makeWriteBehind({
+      batchSize,
+      flushIntervalMs,
+      write: (as, es) =>
+        tx(() => {
+          as.forEach(insertAttempt)
+          es.forEach(insertEvent)
+        })
+    })
+    yield* Effect.addFinalizer(() => Effect.orDie(wb.flush))
+
+    const withAvailability = (a: StoredArtifact): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
+      a.record.storage === "blob" && a.record.blobRef !== null
+        ? Effect.map(
+          backend.exists(a.record.blobRef),
+          (ok) => ok === a.record.available ? a.record : new ArtifactRecord({ ...a.record, available: ok }, true)
+        )
+        : Effect.succeed(a.record)
+
+    const sortedArtifacts = (pipelineId: string) =>
+      (artifactsByPipeline.get(pipelineId) ?? [])
+        .map((id) => artifacts.get(id))
+        .filter((a): a is StoredArtifact => a !== undefined)
+        .sort((x, y) => x.record.seq - y.record.seq || x.record.artifactId - y.record.artifactId)
+
+    const withLimit = <A, R>(limit: number | undefined, f: (limit: number | undefined) => Stream.Stream<A, StoreUnavailable, R>) =>
+      Stream.unwrap(Effect.map(checkLimit(limit), f)) as Stream.Stream<A, StoreUnavailable | ConfigError, R>
+
+    const service: StoreService = {
+      kind: "memory",
+      featureLevel: "base",
+      readOnly: false,
+      journal,
+
+      openRun: (run) =>
+        tx(() => {
+          const record = new RunRecord({
+            runId: run.runId,
+            label: run.label ?? null,
+            status: "running",
+            config: run.config ?? null,
+            startedAt: run.startedAt,
+            heartbeatAt: run.startedAt,
+            endedAt: null,
+            stopReason: null,
+            notes: run.notes ?? null,
+            meta: { ...(run.meta ?? {}) }
+          }, true)
+          runs.set(run.runId, record)
+          return record
+        }),
+      heartbeat: (runId, nowMs) =>
+        tx(() => {
+          const r = runs.get(runId)
+          if (r !== undefined) runs.set(runId, new RunRecord({ ...r, heartbeatAt: nowMs }, true))
+        }),
+      finishRun: (runId, finish) =>
+        Effect.zipRight(
+          wb.flush,
+          tx(() => {
+            const r = runs.get(runId)
+            if (r !== undefined) {
+              runs.set(
+                runId,
+                new RunRecord({
+                  ...r,
+                  status: finish.status,
+                  endedAt: finish.endedAt,
+                  stopReason: finish.stopReason ?? null
+                }, true)
+              )
+            }
+          })
+        ),
+      getRun: (runId) => Effect.sync(() => Option.fromNullable(runs.get(runId))),
+      latestRun: Effect.sync(() => {
+        let best: RunRecord | undefined
+        for (const r of runs.values()) if (best === undefined || r.startedAt >= best.startedAt) best = r
+        return Option.fromNullable(best)
+      }),
+      listRuns: Effect.sync(() => Array.from(runs.values()).sort((a, b) => a.startedAt - b.startedAt)),
+      interruptStale: (staleAfterMs, nowMs) =>
+        tx(() => {
+          const out: Array<RunRecord> = []
+          for (const r of runs.values()) {
+            if (r.status === "running" && r.heartbeatAt < nowMs - staleAfterMs) {
+              const next = new RunRecord({ ...r, status: "interrupted", endedAt: nowMs, stopReason: "stale" }, true)
+              runs.set(r.runId, next)
+              out.push(next)
+            }
+          }
+          return out
+        }),
+
+      admit: (ps) => ps.length === 0 ? Effect.void : writer.submit({ _tag: "Admit", pipelines: ps }),
+      checkpoint: (unit) =>
+        Effect.flatMap(
+          unit.artifact === undefined
+            ? Effect.succeed(undefined)
+            : placeArtifact(unit.artifact, journal, backend),
+          (placed) => writer.submit({ _tag: "Checkpoint", unit, placed })
+        ),
+      putTask: (task) => writer.submit({ _tag: "PutTask", task }),
+      updatePipeline: (pipelineId, p) => writer.submit({ _tag: "Patch", pipelineId, patch: p }),
+      settlePipeline: (pipelineId, settle) => writer.submit({ _tag: "Settle", pipelineId, settle }),
+      getPipelines: (ids) =>
+        Effect.sync(() => {
+          const out = new Map<string, PipelineRecord>()
+          for (const id of ids) {
+            const p = pipelines.get(id)
+            if (p !== undefined) out.set(id, p)
+          }
+          return out
+        }),
+      getPipeline: (id) => Effect.sync(() => Option.fromNullable(pipelines.get(id))),
+
+      recordAttempt: wb.addAttempt,
+      emitEvent: wb.addEvent,
+      flush: wb.flush,
+      pending: wb.pending,
+
+      putArtifact: (a) => Effect.flatMap(placeArtifact(a, journal, backend), (placed) => tx(() => insertArtifact(a, placed))),
+      getArtifact: (pipelineId, seq) =>
+        Effect.suspend(() => {
+          const a = latestAt(pipelineId, seq)
+          if (a === undefined) return Effect.succeed(Option.none())
+          return Effect.map(loadPayload(a.record.storage, a.payload, a.record.blobRef, backend), (payload) =>
+            Option.some({
+              artifact: a.record.available === (payload !== undefined)
+                ? a.record
+                : new ArtifactRecord({ ...a.record, available: payload !== undefined }, true),
+              payload
+            }))
+        }),
+      listArtifacts: (pipelineId) => Effect.forEach(sortedArtifacts(pipelineId), withAvailability),
+      markFinal: (pipelineId, seq) => writer.submit({ _tag: "MarkFinal", pipelineId, seq }),
+
+      reportMetric: (m) =>
+        tx(() => {
+          metrics.set(
+            JSON.stringify([m.runId, m.pipelineId, m.name]),
+            new MetricRecord({
+              runId: m.runId,
+              pipelineId: m.pipelineId,
+              name: m.name,
+              value: m.value,
+              label: m.label ?? null,
+              display: m.display ?? (typeof m.value === "number" ? "number" : "text"),
+              updatedAt: m.updatedAt
+            }, true)
+          )
+        }),
+      metrics: (f) =>
+        Effect.sync(() =>
+          Array.from(metrics.values())
+            .filter((m) => m.runId === f.runId && (f.pipelineId === undefined || m.pipelineId === f.pipelineId))
+            .sort((a, b) =>
+              (a.pipelineId ?? "").localeCompare(b.pipelineId ?? "") || a.name.localeCompare(b.name)
+            )
+        ),
+      putResource: (r) =>
+        tx(() => {
+          resources.set(
+            JSON.stringify([r.pool, r.resourceId]),
+            new ResourceRecord({
+              pool: r.pool,
+              resourceId: r.resourceId,
+              kind: r.kind,
+              spec: maskSecrets(r.spec),
+              health: r.health,
+              updatedAt: r.updatedAt
+            }, true)
+          )
+        }),
+      resources: Effect.sync(() =>
+        Array.from(resources.values()).sort((a, b) =>
+          a.pool.localeCompare(b.pool) || a.resourceId.localeCompare(b.resourceId)
+        )
+      ),
+
+      stats: (runId) =>
+        Effect.zipRight(
+          wb.flush,
+          Effect.sync((): StoreStats => {
+            const byState: Record<PipelineState, number> = {
+              pending: 0,
+              running: 0,
+              succeeded: 0,
+              failed: 0,
+              interrupted: 0
+            }
+            const durations: Array<number> = []
+            let n = 0
+            for (const p of pipelines.values()) {
+              if (runId !== undefined && p.runId !== runId) continue
+              n++
+              byState[p.state]++
+              if (isTerminalPipelineState(p.state) && p.startedAt !== null && p.endedAt !== null) {
+                durations.push(p.endedAt - p.startedAt)
+              }
+            }
+            durations.sort((a, b) => a - b)
+            let nTasks = 0
+            for (const t of tasks.values()) if (runId === undefined || t.runId === runId) nTasks++
+            let nAttempts = 0
+            let retries = 0
+            for (const a of attempts) {
+              if (runId !== undefined && a.runId !== runId) continue
+              nAttempts++
+              if (a.attemptNo > 1) retries++
+            }
+            let nEvents = 0
+            for (const e of events) if (runId === undefined || e.runId === runId) nEvents++
+            return {
+              pipelines: n,
+              byState,
+              tasks: nTasks,
+              attemptsTotal: nAttempts,
+              retries,
+              events: nEvents,
+              latencyMs: latencyOf(durations),
+              resources: Array.from(resources.values())
+            }
+          })
+        ),
+      errors: (o = {}) =>
+        Effect.map(checkLimit(o.limit ?? 20), (limit) => {
+          const rows: Array<ErrorRow> = Array.from(pipelines.values())
+            .filter((p) => p.state === "failed" && (o.runId === undefined || p.runId === o.runId))
+            .sort((a, b) => b.updatedAt - a.updatedAt || (a.pipelineId < b.pipelineId ? -1 : 1))
+            .map((p) => ({
+              pipelineId: p.pipelineId,
+              name: p.name,
+              key: p.key,
+              runId: p.runId,
+              failedTask: p.failedTask,
+              errorType: p.errorType,
+              errorMessage: p.errorMessage,
+              errorClass: p.errorClass,
+              endedAt: p.endedAt
+            }))
+          return limit === undefined ? rows : rows.slice(0, limit)
+        }),
+      events: (o = {}) =>
+        Effect.flatMap(checkLimit(o.limit), (limit) =>
+          Effect.zipRight(
+            wb.flush,
+            Effect.sync(() => {
+              if (limit === 0) return []
+              const all = events.filter(matchEvent(o))
+              return limit === undefined ? all : all.slice(Math.max(0, all.length - limit))
+            })
+          )),
+      countEvents: (f = {}) => Effect.zipRight(wb.flush, Effect.sync(() => events.filter(matchEvent(f)).length)),
+
+      streamPipelines: (o = {}) =>
+        withLimit(o.limit, (limit) =>
+          pageStream(
+            () =>
+              Array.from(pipelines.values())
+                .filter((p) => (o.runId === undefined || p.runId === o.runId) && (o.state === undefined || p.state === o.state))
+                .sort((a, b) => a.createdAt - b.createdAt || (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0)),
+            limit
+          )),
+      streamTasks: (o = {}) =>
+        withLimit(o.limit, (limit) =>
+          pageStream(
+            () =>
+              Array.from(tasks.values())
+                .filter((t) => (o.pipelineId === undefined || t.pipelineId === o.pipelineId) && (o.runId === undefined || t.runId === o.runId))
+                .sort((a, b) =>
+                  (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0) || a.seq - b.seq ||
+                  (a.taskRunId < b.taskRunId ? -1 : a.taskRunId > b.taskRunId ? 1 : 0)
+                ),
+            limit
+          )),
+      streamAttempts: (o = {}) =>
+        withLimit(o.limit, (limit) =>
+          Stream.unwrap(Effect.as(
+            wb.flush,
+            pageStream(
+              () => attempts.filter((a) => (o.pipelineId === undefined || a.pipelineId === o.pipelineId) && (o.runId === undefined || a.runId === o.runId)),
+              limit
+            )
+          ))),
+      streamEvents: (o = {}) =>
+        withLimit(o.limit, (limit) =>
+          Stream.unwrap(Effect.as(wb.flush, pageStream(() => events.filter(matchEvent(o)), limit)))),
+      streamArtifacts: (o) =>
+        withLimit(o.limit, (limit) =>
+          Stream.mapEffect(pageStream(() => sortedArtifacts(o.pipelineId), limit), withAvailability))
+    }
+    return service
+  })
+
+/**
+ * The memory store as a layer, using the {@link ArtifactBackend} in context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (
+  options: MemoryStoreOptions = {}
+): Layer.Layer<Store, ConfigError, ArtifactBackend> => Layer.scoped(Store, make(options))
+
+/**
+ * The memory store with the inline backend.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: MemoryStoreOptions = {}): Layer.Layer<Store, ConfigError> =>
+  layerWith(options).pipe(Layer.provide(layerInline))

@@ -1,0 +1,62 @@
+/**
+ * The write operations both stores commit through their group-commit writer, and the pure
+ * helpers that apply a pipeline patch.
+ *
+ * @since 0.1.0
+ */
+import type { PipelineRecord, TaskRecord } from "../../domain/Records.js"
+import type { CheckpointUnit, PipelinePatch, SettleInput } from "../../services/Store.js"
+import type { PlacedArtifact } from "./storeShared.js"
+
+/**
+ * One queued write. A checkpoint carries its artifact already placed by the backend.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WriteOp =
+  | { readonly _tag: "Admit"; readonly pipelines: ReadonlyArray<PipelineRecord> }
+  | { readonly _tag: "Checkpoint"; readonly unit: CheckpointUnit; readonly placed: PlacedArtifact | undefined }
+  | { readonly _tag: "PutTask"; readonly task: TaskRecord }
+  | { readonly _tag: "Patch"; readonly pipelineId: string; readonly patch: PipelinePatch }
+  | { readonly _tag: "Settle"; readonly pipelineId: string; readonly settle: SettleInput }
+  | { readonly _tag: "MarkFinal"; readonly pipelineId: string; readonly seq: number }
+
+/**
+ * Turns a settle into the equivalent patch (error fields cleared).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const settleToPatch = (s: SettleInput): PipelinePatch => ({
+  state: s.state,
+  nTasksDone: s.nTasksDone,
+  runId: s.runId,
+  endedAt: s.endedAt,
+  error: null,
+  updatedAt: s.endedAt
+})
+
+/**
+ * Applies a patch to a pipeline record (pure).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const applyPatch = (p: PipelineRecord, patch: PipelinePatch): PipelineRecord => {
+  const err = patch.error
+  return new (p.constructor as typeof PipelineRecord)({
+    ...p,
+    state: patch.state ?? p.state,
+    nTasksDone: patch.nTasksDone ?? p.nTasksDone,
+    runId: patch.runId ?? p.runId,
+    startedAt: patch.startedAt !== undefined ? patch.startedAt : p.startedAt,
+    endedAt: patch.endedAt !== undefined ? patch.endedAt : p.endedAt,
+    failedTask: err === undefined ? p.failedTask : err === null ? null : err.failedTask,
+    errorType: err === undefined ? p.errorType : err === null ? null : err.errorType,
+    errorMessage: err === undefined ? p.errorMessage : err === null ? null : err.errorMessage,
+    errorClass: err === undefined ? p.errorClass : err === null ? null : err.errorClass,
+    attemptsTotal: p.attemptsTotal + (patch.attemptsDelta ?? 0),
+    updatedAt: patch.updatedAt
+  }, true)
+}

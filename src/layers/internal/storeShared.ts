@@ -1,0 +1,269 @@
+/**
+ * Machinery shared by the store implementations: limit validation, percentiles, secret
+ * masking, artifact placement, the group-commit writer and the write-behind buffer.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Fiber, Option, Queue, type Scope } from "effect"
+import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
+import type { ArtifactRecord } from "../../domain/Records.js"
+import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
+import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../services/Store.js"
+
+/**
+ * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails
+ * with `ConfigError`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkLimit = (limit: number | undefined): Effect.Effect<number | undefined, ConfigError> =>
+  limit === undefined || (Number.isInteger(limit) && limit >= 0)
+    ? Effect.succeed(limit)
+    : Effect.fail(
+      new ConfigError({
+        message: `limit must be a non-negative integer or absent (all rows), got ${String(limit)}`,
+        issues: [{ path: "limit", message: `invalid limit ${String(limit)}` }]
+      })
+    )
+
+/**
+ * The `p`-quantile (`p` in [0, 1]) of ascending `sorted` values by linear interpolation
+ * between closest ranks (Hyndman & Fan type 7, NumPy's default). `sorted` must be non-empty.
+ *
+ * @since 0.1.0
+ * @category statistics
+ */
+export const quantile = (sorted: ReadonlyArray<number>, p: number): number => {
+  const h = (sorted.length - 1) * p
+  const lo = Math.floor(h)
+  const a = sorted[lo] ?? 0
+  const b = sorted[Math.min(lo + 1, sorted.length - 1)] ?? a
+  return a + (h - lo) * (b - a)
+}
+
+/**
+ * p50/p95/p99 of ascending durations in ms, or `null` when there are none.
+ *
+ * @since 0.1.0
+ * @category statistics
+ */
+export const latencyOf = (sorted: ReadonlyArray<number>): Latency | null =>
+  sorted.length === 0 ? null : { p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), p99: quantile(sorted, 0.99) }
+
+const secretKey = /key|token|secret|password|authorization/i
+
+/**
+ * Returns a copy of a JSON-like value in which the value of every object property whose name
+ * contains `key`, `token`, `secret`, `password` or `authorization` (case-insensitive) is
+ * replaced by `"***"`, at any depth.
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const maskSecrets = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(maskSecrets)
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      out[k] = secretKey.test(k) ? "***" : maskSecrets(v)
+    }
+    return out
+  }
+  return value
+}
+
+/**
+ * Where an artifact's bytes go: nowhere under `journal: "summary"`, else where the backend
+ * puts them.
+ *
+ * @since 0.1.0
+ * @category artifacts
+ */
+export interface PlacedArtifact {
+  readonly storage: ArtifactRecord["storage"]
+  readonly payload: Uint8Array | null
+  readonly blobRef: string | null
+}
+
+/**
+ * Places an artifact's payload according to the journal mode and the backend.
+ *
+ * @since 0.1.0
+ * @category artifacts
+ */
+export const placeArtifact = (
+  artifact: NewArtifact,
+  journal: "full" | "summary",
+  backend: ArtifactBackendService
+): Effect.Effect<PlacedArtifact, StoreUnavailable> =>
+  journal === "summary"
+    ? Effect.succeed({ storage: "none", payload: null, blobRef: null })
+    : Effect.map(backend.put(artifact.payload), (p): PlacedArtifact =>
+      p.storage === "inline"
+        ? { storage: "inline", payload: p.payload, blobRef: null }
+        : p.storage === "blob"
+        ? { storage: "blob", payload: null, blobRef: p.ref }
+        : { storage: "none", payload: null, blobRef: null })
+
+/**
+ * Reads an artifact's payload: the inline bytes, the backend's blob, or `undefined`.
+ *
+ * @since 0.1.0
+ * @category artifacts
+ */
+export const loadPayload = (
+  storage: ArtifactRecord["storage"],
+  inlinePayload: Uint8Array | null,
+  blobRef: string | null,
+  backend: ArtifactBackendService
+): Effect.Effect<Uint8Array | undefined, StoreUnavailable> => {
+  if (storage === "inline") return Effect.succeed(inlinePayload ?? undefined)
+  if (storage === "blob" && blobRef !== null) return Effect.map(backend.get(blobRef), Option.getOrUndefined)
+  return Effect.succeed(undefined)
+}
+
+/**
+ * The group-commit writer: `submit(op)` queues an operation and resolves once the batch that
+ * contains it has committed (or fails with that batch's error). One fiber drains the queue and
+ * hands everything queued (up to `maxBatch` ops) to `commit` in one call. On scope close the
+ * writer is stopped and whatever is still queued is committed before the scope ends.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export interface GroupCommit<Op> {
+  readonly submit: (op: Op) => Effect.Effect<void, StoreUnavailable>
+}
+
+/**
+ * Builds a {@link GroupCommit} in the current scope.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export const makeGroupCommit = <Op>(options: {
+  readonly commit: (ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreUnavailable>
+  readonly capacity?: number | undefined
+  readonly maxBatch?: number | undefined
+}): Effect.Effect<GroupCommit<Op>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    type Item = readonly [Op, Deferred.Deferred<void, StoreUnavailable>]
+    const queue = yield* Queue.bounded<Item>(options.capacity ?? 4096)
+    const maxBatch = options.maxBatch ?? 2048
+    const run = (items: Iterable<Item>) =>
+      Effect.gen(function*() {
+        const batch = Array.from(items)
+        if (batch.length === 0) return
+        const exit = yield* Effect.exit(options.commit(batch.map((i) => i[0])))
+        for (const [, d] of batch) Deferred.unsafeDone(d, exit)
+      })
+    const writer = yield* Effect.forkScoped(
+      Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxBatch), (items) => Effect.uninterruptible(run(items))))
+    )
+    yield* Effect.addFinalizer(() =>
+      Fiber.interrupt(writer).pipe(
+        Effect.zipRight(Effect.flatMap(Queue.takeAll(queue), run)),
+        Effect.zipRight(Queue.shutdown(queue))
+      )
+    )
+    const closed = new StoreUnavailable({ message: "the store is closed" })
+    return {
+      submit: (op) =>
+        Effect.flatMap(Deferred.make<void, StoreUnavailable>(), (d) =>
+          Effect.flatMap(Queue.offer(queue, [op, d] as const), (accepted) =>
+            accepted ? Deferred.await(d) : Effect.fail(closed)))
+    }
+  })
+
+/**
+ * The write-behind buffer of attempts and events.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export interface WriteBehind {
+  readonly addAttempt: (a: NewAttempt) => Effect.Effect<void, StoreUnavailable>
+  readonly addEvent: (e: NewEvent) => Effect.Effect<void, StoreUnavailable>
+  /** Writes everything buffered in one call of `write`; on failure it all stays buffered. */
+  readonly flush: Effect.Effect<void, StoreUnavailable>
+  readonly pending: Effect.Effect<number>
+}
+
+/**
+ * Builds a {@link WriteBehind} in the current scope. A flush happens when `batchSize` facts are
+ * buffered (failures there are kept for the next flush), every `flushIntervalMs` (a `Clock`
+ * sleep, so `TestClock` drives it), and on demand. When more than `64 × batchSize` facts are
+ * buffered because flushes keep failing, new facts are refused with `StoreUnavailable`.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export const makeWriteBehind = (options: {
+  readonly write: (
+    attempts: ReadonlyArray<NewAttempt>,
+    events: ReadonlyArray<NewEvent>
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly batchSize: number
+  readonly flushIntervalMs: number
+}): Effect.Effect<WriteBehind, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const attempts: Array<NewAttempt> = []
+    const events: Array<NewEvent> = []
+    const lock = yield* Effect.makeSemaphore(1)
+    const flush: Effect.Effect<void, StoreUnavailable> = lock.withPermits(1)(
+      Effect.suspend(() => {
+        const na = attempts.length
+        const ne = events.length
+        if (na === 0 && ne === 0) return Effect.void
+        return Effect.tap(options.write(attempts.slice(0, na), events.slice(0, ne)), () =>
+          Effect.sync(() => {
+            attempts.splice(0, na)
+            events.splice(0, ne)
+          }))
+      })
+    )
+    const hardCap = Math.max(1, options.batchSize) * 64
+    const add = (push: () => void) =>
+      Effect.suspend(() => {
+        if (attempts.length + events.length >= hardCap) {
+          return Effect.fail(
+            new StoreUnavailable({ message: `write-behind buffer is full (${hardCap} facts): flushes keep failing` })
+          )
+        }
+        push()
+        return attempts.length + events.length >= options.batchSize ? Effect.ignore(flush) : Effect.void
+      })
+    if (options.flushIntervalMs > 0) {
+      yield* Effect.forkScoped(
+        Effect.forever(Effect.zipRight(Effect.sleep(options.flushIntervalMs), Effect.ignore(flush)))
+      )
+    }
+    return {
+      addAttempt: (a) => add(() => attempts.push(a)),
+      addEvent: (e) => add(() => events.push(e)),
+      flush,
+      pending: Effect.sync(() => attempts.length + events.length)
+    }
+  })
+
+/**
+ * Validates the write-behind options (positive integer batch size, non-negative interval).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkOptions = (options: {
+  readonly batchSize?: number | undefined
+  readonly flushIntervalMs?: number | undefined
+}): Effect.Effect<{ readonly batchSize: number; readonly flushIntervalMs: number }, ConfigError> => {
+  const batchSize = options.batchSize ?? 128
+  const flushIntervalMs = options.flushIntervalMs ?? 1000
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    return Effect.fail(new ConfigError({ message: `batchSize must be a positive integer, got ${batchSize}` }))
+  }
+  if (!Number.isFinite(flushIntervalMs) || flushIntervalMs < 0) {
+    return Effect.fail(new ConfigError({ message: `flushIntervalMs must be >= 0, got ${flushIntervalMs}` }))
+  }
+  return Effect.succeed({ batchSize, flushIntervalMs })
+}

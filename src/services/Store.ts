@@ -1,0 +1,481 @@
+/**
+ * The `Store` port: every fact assay records (runs, pipelines, tasks, attempts, artifacts,
+ * events, reported metrics, resources) and the read side that reports, exports and resumes
+ * are built on.
+ *
+ * Two implementations pass one contract suite: `SqliteStore` (src/layers/SqliteStore.ts, the
+ * embedded default) and `MemoryStore` (src/layers/MemoryStore.ts). Nothing here assumes
+ * SQLite: ids are assigned by the store, reads are keyset-paged streams, and writes are
+ * expressed as units a database can commit atomically.
+ *
+ * Write semantics:
+ * - **Group commit.** {@link Store.checkpoint}, {@link Store.admit}, {@link Store.putTask},
+ *   {@link Store.updatePipeline}, {@link Store.settlePipeline} and {@link Store.markFinal} hand
+ *   their rows to one writer, which commits everything queued in one short transaction. The
+ *   caller's Effect succeeds only once its rows are durable; a failed batch fails every caller
+ *   in it with `StoreUnavailable` and nothing of it is visible (rollback).
+ * - **Write-behind.** {@link Store.recordAttempt} and {@link Store.emitEvent} only buffer; the
+ *   buffer is written in one transaction when it reaches `batchSize` rows or every
+ *   `flushInterval`, before any read that returns attempts or events, on {@link Store.flush}
+ *   and when the store's scope closes. A failed batch stays buffered and is retried.
+ *
+ * @since 0.1.0
+ */
+import type { Effect, Option, Stream } from "effect"
+import { Context } from "effect"
+import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type {
+  ArtifactRecord,
+  AttemptOutcome,
+  AttemptRecord,
+  EventRecord,
+  MetricDisplay,
+  MetricRecord,
+  PipelineRecord,
+  PipelineState,
+  ResourceRecord,
+  RunRecord,
+  RunStatus,
+  TaskRecord
+} from "../domain/Records.js"
+
+// ---------------------------------------------------------------------------------------------
+// Inputs
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A new run (`status` is `running`, `heartbeatAt = startedAt`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewRun {
+  readonly runId: string
+  readonly label?: string | null | undefined
+  /** Configuration snapshot, strict JSON. */
+  readonly config?: unknown
+  /** Epoch ms. */
+  readonly startedAt: number
+  readonly notes?: string | null | undefined
+  readonly meta?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * An attempt to record (the store assigns `attemptId`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type NewAttempt = Omit<AttemptRecord, "attemptId"> & {
+  readonly outcome: AttemptOutcome
+}
+
+/**
+ * An event to record (the store assigns `eventId`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewEvent {
+  readonly kind: string
+  readonly pipelineId: string | null
+  readonly runId: string | null
+  /** Strict JSON. */
+  readonly data: unknown
+  /** Epoch ms. */
+  readonly ts: number
+}
+
+/**
+ * An artifact to store: its metadata plus its encoded bytes. `seq = -1` is the seed. The
+ * store decides, from the journal mode and the artifact backend, where the bytes go.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewArtifact {
+  readonly pipelineId: string
+  readonly runId: string
+  readonly seq: number
+  readonly taskName: string | null
+  readonly typeName: string
+  readonly codec: string
+  /** Content digest of `payload` (see `digest` in src/domain/Json.ts). */
+  readonly digest: string
+  readonly payload: Uint8Array
+  /** Mark it the pipeline's final artifact (clears the flag on every other artifact of it). */
+  readonly isFinal: boolean
+  /** Epoch ms. */
+  readonly createdAt: number
+}
+
+/**
+ * The failure fields of a pipeline row.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineError {
+  readonly failedTask: string | null
+  readonly errorType: string | null
+  readonly errorMessage: string | null
+  readonly errorClass: string | null
+}
+
+/**
+ * A partial update of a pipeline row. Absent fields are left unchanged; `error: null` clears
+ * the failure fields, an object sets them. `attemptsDelta` is added to `attemptsTotal`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinePatch {
+  readonly state?: PipelineState | undefined
+  readonly nTasksDone?: number | undefined
+  readonly runId?: string | undefined
+  readonly startedAt?: number | null | undefined
+  readonly endedAt?: number | null | undefined
+  readonly error?: PipelineError | null | undefined
+  readonly attemptsDelta?: number | undefined
+  /** Epoch ms; becomes `updatedAt`. */
+  readonly updatedAt: number
+}
+
+/**
+ * One task's completion for one pipeline, committed atomically: the output artifact (if
+ * any), the task row (final state), the pipeline cursor update, and the attempts and events
+ * the task produced.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CheckpointUnit {
+  readonly pipelineId: string
+  readonly artifact?: NewArtifact | undefined
+  readonly task?: TaskRecord | undefined
+  readonly pipeline?: PipelinePatch | undefined
+  readonly attempts?: ReadonlyArray<NewAttempt> | undefined
+  readonly events?: ReadonlyArray<NewEvent> | undefined
+}
+
+/**
+ * The single write that settles a pipeline (see the spec's optional `settle_pipeline`
+ * capability): terminal state, cursor, owner run, end time, failure fields cleared.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SettleInput {
+  readonly state: PipelineState
+  readonly nTasksDone: number
+  readonly runId: string
+  /** Epoch ms. */
+  readonly endedAt: number
+}
+
+/**
+ * How a run ends.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FinishRun {
+  readonly status: Exclude<RunStatus, "running">
+  /** Epoch ms. */
+  readonly endedAt: number
+  readonly stopReason?: string | null | undefined
+}
+
+/**
+ * A metric report, upserted by (run, scope, name).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MetricInput {
+  readonly runId: string
+  readonly pipelineId: string | null
+  readonly name: string
+  /** Strict JSON. */
+  readonly value: unknown
+  readonly label?: string | null | undefined
+  readonly display?: MetricDisplay | undefined
+  /** Epoch ms. */
+  readonly updatedAt: number
+}
+
+/**
+ * A resource to upsert by (pool, resourceId). Secrets in `spec` are masked again by the store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResourceInput {
+  readonly pool: string
+  readonly resourceId: string
+  readonly kind: string
+  readonly spec: unknown
+  readonly health: unknown
+  /** Epoch ms. */
+  readonly updatedAt: number
+}
+
+/**
+ * An artifact with its payload: `payload` is `undefined` when `artifact.available` is false.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoadedArtifact {
+  readonly artifact: ArtifactRecord
+  readonly payload: Uint8Array | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-side shapes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Latency percentiles in ms (linear interpolation between closest ranks, the default of
+ * NumPy's `percentile` / Hyndman & Fan type 7).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Latency {
+  readonly p50: number
+  readonly p95: number
+  readonly p99: number
+}
+
+/**
+ * What `stats` returns. Counts are scoped to `runId` when one is given (pipelines owned by the
+ * run; tasks, attempts of the run).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreStats {
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  readonly tasks: number
+  readonly attemptsTotal: number
+  /** Attempts with `attemptNo > 1`. */
+  readonly retries: number
+  readonly events: number
+  /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
+  readonly latencyMs: Latency | null
+  readonly resources: ReadonlyArray<ResourceRecord>
+}
+
+/**
+ * One failed pipeline as `errors` lists it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ErrorRow {
+  readonly pipelineId: string
+  readonly name: string
+  readonly key: string | null
+  readonly runId: string
+  readonly failedTask: string | null
+  readonly errorType: string | null
+  readonly errorMessage: string | null
+  readonly errorClass: string | null
+  readonly endedAt: number | null
+}
+
+/**
+ * A row limit: `undefined` = all, `0` = none, a positive integer = at most that many.
+ * Negative or non-integer limits fail with `ConfigError`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Limit = number | undefined
+
+/**
+ * Filters of event reads.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EventFilter {
+  readonly pipelineId?: string | undefined
+  readonly runId?: string | undefined
+  readonly kind?: string | undefined
+}
+
+/**
+ * The store's errors on reads that take a limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReadError = StoreUnavailable | ConfigError
+
+// ---------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The store service. Every method has `R = never` and fails only with the errors shown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreService {
+  /** `"sqlite"`, `"memory"`, …: for messages and reports. */
+  readonly kind: string
+  /** The feature level of the opened store (`"base"`). */
+  readonly featureLevel: string
+  /** Whether the store was opened read-only: every write fails with `StoreUnavailable`. */
+  readonly readOnly: boolean
+  /** `"full"` (payloads kept) or `"summary"` (metadata only). */
+  readonly journal: "full" | "summary"
+
+  // runs
+  /** Creates a run with status `running`. */
+  readonly openRun: (run: NewRun) => Effect.Effect<RunRecord, StoreUnavailable>
+  /** Refreshes a run's heartbeat (epoch ms). */
+  readonly heartbeat: (runId: string, nowMs: number) => Effect.Effect<void, StoreUnavailable>
+  /** Ends a run (flushes buffered facts first). */
+  readonly finishRun: (runId: string, finish: FinishRun) => Effect.Effect<void, StoreUnavailable>
+  readonly getRun: (runId: string) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
+  /** The most recently started run. */
+  readonly latestRun: Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
+  /** All runs, oldest first. */
+  readonly listRuns: Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
+  /**
+   * Marks `running` runs whose heartbeat is older than `nowMs - staleAfterMs` as
+   * `interrupted` (stop reason `stale`, `endedAt = nowMs`) and returns them as they are now.
+   */
+  readonly interruptStale: (
+    staleAfterMs: number,
+    nowMs: number
+  ) => Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
+
+  // pipelines (group-committed writes)
+  /** Upserts whole pipeline rows (admission); resolves once durable. */
+  readonly admit: (pipelines: ReadonlyArray<PipelineRecord>) => Effect.Effect<void, StoreUnavailable>
+  /** Commits one task completion atomically; resolves once durable. */
+  readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
+  /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
+  readonly putTask: (task: TaskRecord) => Effect.Effect<void, StoreUnavailable>
+  /** Applies a partial update to one pipeline row. */
+  readonly updatePipeline: (pipelineId: string, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
+  /** One write: terminal state, cursor, owner run, end time; failure fields cleared. */
+  readonly settlePipeline: (pipelineId: string, settle: SettleInput) => Effect.Effect<void, StoreUnavailable>
+  /** The pipelines among `ids` that exist (one query per call). */
+  readonly getPipelines: (
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyMap<string, PipelineRecord>, StoreUnavailable>
+  readonly getPipeline: (id: string) => Effect.Effect<Option.Option<PipelineRecord>, StoreUnavailable>
+
+  // write-behind facts
+  /** Buffers an attempt (write-behind). */
+  readonly recordAttempt: (attempt: NewAttempt) => Effect.Effect<void, StoreUnavailable>
+  /** Buffers an event (write-behind). */
+  readonly emitEvent: (event: NewEvent) => Effect.Effect<void, StoreUnavailable>
+  /** Writes buffered attempts and events now; on failure they stay buffered. */
+  readonly flush: Effect.Effect<void, StoreUnavailable>
+  /** Number of buffered (unwritten) attempts and events. */
+  readonly pending: Effect.Effect<number>
+
+  // artifacts
+  /** Stores one artifact outside a checkpoint (the seed, at seq -1); returns its record. */
+  readonly putArtifact: (artifact: NewArtifact) => Effect.Effect<ArtifactRecord, StoreUnavailable>
+  /** The latest artifact of `pipelineId` at `seq`, with its payload when available. */
+  readonly getArtifact: (
+    pipelineId: string,
+    seq: number
+  ) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
+  /** Every artifact of a pipeline, by seq then artifactId (metadata only). */
+  readonly listArtifacts: (pipelineId: string) => Effect.Effect<ReadonlyArray<ArtifactRecord>, StoreUnavailable>
+  /** Makes the latest artifact at `seq` the pipeline's only final one (idempotent). */
+  readonly markFinal: (pipelineId: string, seq: number) => Effect.Effect<void, StoreUnavailable>
+
+  // metrics, resources
+  readonly reportMetric: (metric: MetricInput) => Effect.Effect<void, StoreUnavailable>
+  readonly metrics: (filter: {
+    readonly runId: string
+    readonly pipelineId?: string | null | undefined
+  }) => Effect.Effect<ReadonlyArray<MetricRecord>, StoreUnavailable>
+  readonly putResource: (resource: ResourceInput) => Effect.Effect<void, StoreUnavailable>
+  readonly resources: Effect.Effect<ReadonlyArray<ResourceRecord>, StoreUnavailable>
+
+  // read side
+  readonly stats: (runId?: string | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
+  /** Failed pipelines, latest first (default limit 20). */
+  readonly errors: (options?: {
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Effect.Effect<ReadonlyArray<ErrorRow>, ReadError>
+  /** The latest `limit` matching events, returned oldest first (no limit = all). */
+  readonly events: (
+    options?: EventFilter & { readonly limit?: Limit }
+  ) => Effect.Effect<ReadonlyArray<EventRecord>, ReadError>
+  /** Exact count of matching events (an aggregate query; nothing decoded). */
+  readonly countEvents: (filter?: EventFilter) => Effect.Effect<number, StoreUnavailable>
+
+  /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
+  readonly streamPipelines: (options?: {
+    readonly runId?: string | undefined
+    readonly state?: PipelineState | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<PipelineRecord, ReadError>
+  /** Task rows by pipelineId, seq, then taskRunId. */
+  readonly streamTasks: (options?: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<TaskRecord, ReadError>
+  /** Attempts by attemptId, bounded by the high-water mark taken when the read starts. */
+  readonly streamAttempts: (options?: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<AttemptRecord, ReadError>
+  /** Events by eventId (oldest first), bounded by the high-water mark taken at the start. */
+  readonly streamEvents: (
+    options?: EventFilter & { readonly limit?: Limit }
+  ) => Stream.Stream<EventRecord, ReadError>
+  /** A pipeline's artifacts by seq then artifactId. */
+  readonly streamArtifacts: (options: {
+    readonly pipelineId: string
+    readonly limit?: Limit
+  }) => Stream.Stream<ArtifactRecord, ReadError>
+}
+
+/**
+ * The store service tag.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Store extends Context.Tag("assay/Store")<Store, StoreService>() {}
+
+/**
+ * Options shared by both store layers.
+ *
+ * - `journal`: `"full"` (default) or `"summary"` (payloads are never stored);
+ * - `batchSize`: write-behind rows buffered before a flush (default 128);
+ * - `flushIntervalMs`: write-behind flush period in ms (default 1000).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreOptions {
+  readonly journal?: "full" | "summary" | undefined
+  readonly batchSize?: number | undefined
+  readonly flushIntervalMs?: number | undefined
+}
+
+/**
+ * Keyset paging batch size of every stream (rows per query).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const PAGE_SIZE = 1000

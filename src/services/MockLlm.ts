@@ -1,0 +1,780 @@
+/**
+ * `MockLlm`: a deterministic, OpenAI-compatible chat-completions server on loopback, for tests,
+ * demos and benchmarks (`assay mock-llm`).
+ *
+ * One HTTP server hosts several named **endpoints**, each under its own path prefix
+ * (`/e/<name>/v1/...`; the first endpoint is also served at `/v1/...`). Each endpoint has a
+ * {@link EndpointProfile}: a per-key token bucket (429 + `Retry-After` when empty), a lognormal
+ * latency with a slow tail, a background error rate, error storms in time windows, a
+ * "throttle for the first N seconds" window, hang rules (accept and never answer), a maximum
+ * concurrency, and answer noise. Its "model" classifies the email in a spam/ham prompt with
+ * {@link scoreEmail}, a fixed weighted-feature scorer.
+ *
+ * Determinism: every random draw of a request comes from an Effect `Random` seeded with the
+ * digest of (profile seed, endpoint, request fingerprint, per-key request counter), and time comes
+ * from `Clock` (so `TestClock` drives storms, buckets and latency). The same request sequence
+ * therefore gets the same answers, statuses and latencies.
+ *
+ * Every request it answers is kept in an in-memory log (`GET /_mock/log`) and, optionally,
+ * appended as one JSON line to a file. The raw API key is never logged, only its digest.
+ *
+ * @since 0.1.0
+ */
+import { FileSystem, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import type { PlatformError } from "@effect/platform/Error"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import { Context, Duration, Effect, Either, Layer, Option, ParseResult, Random, Schema } from "effect"
+import type { Scope } from "effect"
+import { createServer } from "node:http"
+import { ConfigError } from "../domain/Errors.js"
+import { canonicalJsonUnsafe, digest } from "../domain/Json.js"
+
+// ---------------------------------------------------------------------------------------------
+// Profile
+// ---------------------------------------------------------------------------------------------
+
+const Rate = Schema.Number.pipe(Schema.between(0, 1))
+const NonNegative = Schema.Number.pipe(Schema.nonNegative())
+const HttpStatus = Schema.Int.pipe(Schema.between(400, 599))
+
+/**
+ * The latency model of an endpoint: a lognormal distribution given by its median and its 95th
+ * percentile (ms), plus a slow tail: with probability `slowRate` a request instead takes
+ * between `slowMs` and `2 × slowMs` (uniform). `p95Ms` defaults to twice the median.
+ *
+ * Formula: for a lognormal with median m and 95th percentile p, μ = ln m and
+ * σ = (ln p − ln m) / z₀.₉₅ with z₀.₉₅ = 1.6448536 (the standard normal quantile).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class LatencyProfile extends Schema.Class<LatencyProfile>("LatencyProfile")({
+  medianMs: Schema.optionalWith(NonNegative, { default: () => 20 }),
+  p95Ms: Schema.optional(NonNegative),
+  slowRate: Schema.optionalWith(Rate, { default: () => 0 }),
+  slowMs: Schema.optionalWith(NonNegative, { default: () => 2000 })
+}) {}
+
+/**
+ * An error storm: between `fromS` and `toS` seconds after server start (half-open window),
+ * each request is answered with `status` with probability `rate` (default 1). A 429 storm
+ * sends `Retry-After: retryAfterS` (default: the seconds left in the window, at least 1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Storm extends Schema.Class<Storm>("Storm")({
+  fromS: NonNegative,
+  toS: NonNegative,
+  status: HttpStatus,
+  rate: Schema.optionalWith(Rate, { default: () => 1 }),
+  retryAfterS: Schema.optional(Schema.Int.pipe(Schema.positive()))
+}) {}
+
+/**
+ * "Throttle for the first N seconds" (case C5): during the first `forS` seconds after server
+ * start every request (or only those whose raw key is in `keys`) is answered 429 with a fixed
+ * `Retry-After: retryAfterS` (default 2).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Throttle extends Schema.Class<Throttle>("Throttle")({
+  forS: Schema.Number.pipe(Schema.positive()),
+  retryAfterS: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 2 }),
+  keys: Schema.optional(Schema.Array(Schema.String))
+}) {}
+
+/**
+ * A hang rule (case C4): a matching request is accepted and never answered (the connection
+ * stays open until the client gives up or the server stops). All given conditions must hold:
+ * `contains` (a substring of the concatenated message text), `nth` (the per-key request
+ * counter, 1-based), `keys` (raw keys), `rate` (probability, drawn from the seeded `Random`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class HangRule extends Schema.Class<HangRule>("HangRule")({
+  contains: Schema.optional(Schema.String),
+  nth: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  keys: Schema.optional(Schema.Array(Schema.String)),
+  rate: Schema.optional(Rate)
+}) {}
+
+/**
+ * How answers are worded: with probability `noiseRate` the label is wrapped in words
+ * ("Label: SPAM", "I think this is ham."), with probability `invalidRate` the answer names
+ * no label at all (to exercise the `invalid` error class).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class AnswerProfile extends Schema.Class<AnswerProfile>("AnswerProfile")({
+  noiseRate: Schema.optionalWith(Rate, { default: () => 0 }),
+  invalidRate: Schema.optionalWith(Rate, { default: () => 0 })
+}) {}
+
+/**
+ * The profile of one endpoint.
+ *
+ * - `name`: path segment (`/e/<name>/v1`), lowercase letters, digits, `-`, `_`.
+ * - `model`: the model id listed by `GET /v1/models` (requests may name any model; it is echoed).
+ * - `rps` / `burst`: per-key token bucket, requests per second and bucket size (default
+ *   `max(1, ceil(rps))`); no `rps` means unlimited.
+ * - `latency`, `errorRate` (probability of a background error, status drawn from
+ *   `errorStatuses`, default [500, 503]), `storms`, `throttle`, `hang`, `answers`.
+ * - `maxConcurrency`: requests in progress on this endpoint beyond it are answered 429 with
+ *   `Retry-After: 1`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProfile")({
+  name: Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9_-]*$/)),
+  model: Schema.optionalWith(Schema.String, { default: () => "mock-spam-1" }),
+  rps: Schema.optional(Schema.Number.pipe(Schema.positive())),
+  burst: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  latency: Schema.optionalWith(LatencyProfile, { default: () => LatencyProfile.make({}) }),
+  errorRate: Schema.optionalWith(Rate, { default: () => 0 }),
+  errorStatuses: Schema.optionalWith(Schema.NonEmptyArray(HttpStatus), { default: () => [500, 503] as const }),
+  storms: Schema.optionalWith(Schema.Array(Storm), { default: () => [] }),
+  throttle: Schema.optional(Throttle),
+  hang: Schema.optionalWith(Schema.Array(HangRule), { default: () => [] }),
+  maxConcurrency: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) })
+}) {}
+
+/**
+ * A whole mock server profile: the seed of every random draw and the endpoints (at least one,
+ * unique names). This is the format of the `--profile` JSON file.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class MockProfile extends Schema.Class<MockProfile>("MockProfile")({
+  seed: Schema.optionalWith(Schema.Int, { default: () => 0 }),
+  endpoints: Schema.NonEmptyArray(EndpointProfile).pipe(
+    Schema.filter((eps) => {
+      const seen = new Set<string>()
+      for (const [i, e] of eps.entries()) {
+        if (seen.has(e.name)) return { path: [i, "name"], message: `duplicate endpoint name "${e.name}"` }
+        seen.add(e.name)
+      }
+      return true
+    })
+  )
+}) {}
+
+/**
+ * The three endpoints of the spam example's pool, in order: `fast` (fast but flaky: 30 ms
+ * median, 8 % 5xx, a 503 storm from 20 s to 25 s), `steady` (slow but steady: 400 ms median,
+ * no errors, at most 4 concurrent requests), `limited` (rate-limited: 5 requests/s per key,
+ * burst 5, 80 ms median). Used for `--endpoints N` (cycled, with a numeric suffix past 3).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const presetEndpoints = (n: number): ReadonlyArray<EndpointProfile> => {
+  const presets = [
+    EndpointProfile.make({
+      name: "fast",
+      latency: LatencyProfile.make({ medianMs: 30, p95Ms: 90, slowRate: 0.01, slowMs: 1500 }),
+      errorRate: 0.08,
+      storms: [Storm.make({ fromS: 20, toS: 25, status: 503, rate: 0.7 })],
+      answers: AnswerProfile.make({ noiseRate: 0.2, invalidRate: 0.01 })
+    }),
+    EndpointProfile.make({
+      name: "steady",
+      latency: LatencyProfile.make({ medianMs: 400, p95Ms: 700 }),
+      maxConcurrency: 4,
+      answers: AnswerProfile.make({ noiseRate: 0.05 })
+    }),
+    EndpointProfile.make({
+      name: "limited",
+      rps: 5,
+      burst: 5,
+      latency: LatencyProfile.make({ medianMs: 80, p95Ms: 200 })
+    })
+  ] as const
+  return Array.from({ length: n }, (_, i) => {
+    const base = presets[i % 3]!
+    return i < 3 ? base : EndpointProfile.make({ ...base, name: `${base.name}-${Math.floor(i / 3) + 1}` })
+  })
+}
+
+const formatIssues = (e: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(e).map((i) => ({
+    path: i.path.length === 0 ? "$" : i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, ""),
+    message: i.message
+  }))
+
+/**
+ * Decodes a profile from unknown JSON data (excess properties are errors). Fails with a
+ * {@link ConfigError} listing every problem with its field path (e.g. `endpoints[0].rps`).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeProfile = (input: unknown): Effect.Effect<MockProfile, ConfigError> =>
+  Schema.decodeUnknown(MockProfile, { errors: "all", onExcessProperty: "error" })(input).pipe(
+    Effect.mapError((e) => {
+      const issues = formatIssues(e)
+      return new ConfigError({
+        message: `invalid mock-llm profile: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    })
+  )
+
+/**
+ * Reads and decodes a profile JSON file. Fails with a {@link ConfigError} (unreadable file,
+ * invalid JSON, or schema problems with their field paths).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const readProfileFile = (path: string): Effect.Effect<MockProfile, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((e) => new ConfigError({ message: `cannot read mock-llm profile ${path}: ${e.message}` }))
+    )
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new ConfigError({ message: `mock-llm profile ${path} is not JSON: ${String(e)}` })
+    })
+    return yield* decodeProfile(json)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Scorer
+// ---------------------------------------------------------------------------------------------
+
+const spamTerms: ReadonlyArray<readonly [RegExp, number]> = [
+  [/\bfree\b/g, 0.6],
+  [/\b(?:click|call) (?:here|now|below)\b/g, 1.5],
+  [/\b(?:remove|unsubscribe|opt[- ]?out)\b/g, 0.7],
+  [/\b(?:guarantee[ds]?|risk[- ]free|no obligation|100%)/g, 1.0],
+  [/\b(?:money|cash|income|earn|profit|dollars|million)\b/g, 0.6],
+  [/\b(?:credit|mortgage|loan|debt|refinance|insurance|rates?)\b/g, 0.5],
+  [/\b(?:offer|order|buy|sale|save|discount|cheap|price|bonus)\b/g, 0.35],
+  [/\b(?:limited time|act now|urgent|immediately|today only|don'?t miss|hurry)\b/g, 1.2],
+  [/\b(?:winner|won|prize|congratulations|selected|lottery)\b/g, 0.9],
+  [/\b(?:viagra|pills?|weight loss|diet|herbal|enlarge\w*|sex\w*|adult)\b/g, 1.2],
+  [/\b(?:dear (?:friend|sir|madam)|valued customer)\b/g, 1.5],
+  [/\b(?:investment|business opportunity|marketing|e-?mail list|bulk e-?mail)\b/g, 0.8],
+  [/\$\s?\d/g, 0.5],
+  [/!{2,}/g, 0.8]
+]
+
+const hamTerms: ReadonlyArray<readonly [RegExp, number]> = [
+  [/\bwrote:/g, 1.8],
+  [/^>/gm, 0.3],
+  [/\b(?:patch|bug|kernel|compile[rd]?|package|rpm|cvs|perl|python|linux|debian|config\w*|script)\b/g, 0.35],
+  [/\b(?:thanks|cheers|regards|i think|i'?m|we'?re|anyone)\b/g, 0.25],
+  [/\b(?:list|mailing list)\b.*\b(?:archive|digest|sourceforge)\b/g, 0.8]
+]
+
+const countCapped = (re: RegExp, text: string, cap: number): number => {
+  let n = 0
+  re.lastIndex = 0
+  while (n < cap && re.exec(text) !== null) n++
+  re.lastIndex = 0
+  return n
+}
+
+/**
+ * The part of a prompt that holds the email: the text between the lines `--- email ---` and
+ * `--- end of email ---` when present (the shape `buildPrompt` in examples/spam-eval writes),
+ * otherwise the whole text.
+ *
+ * @since 0.1.0
+ * @category scorer
+ */
+export const emailSection = (prompt: string): string => {
+  const start = prompt.indexOf("--- email ---")
+  if (start < 0) return prompt
+  const from = start + "--- email ---".length
+  const end = prompt.indexOf("--- end of email ---", from)
+  return end < 0 ? prompt.slice(from) : prompt.slice(from, end)
+}
+
+/**
+ * The mock model's classifier: a weighted feature score over an email's text (subject, sender
+ * and body as they appear in the prompt). Positive features: spam vocabulary (money, offers,
+ * urgency, prizes, pills, "click here", "remove"), dollar amounts, "!!", links, the share of
+ * ALL-CAPS words, leftover HTML; negative features: replies and quotes ("wrote:", `>` lines),
+ * technical vocabulary, conversational words. Each feature's count is capped so one long email
+ * cannot dominate. `label` is `"spam"` when `score ≥ 1.6` (a threshold chosen so that accuracy
+ * on the SpamAssassin corpus is high but imperfect). Pure and deterministic; it never sees the
+ * gold label.
+ *
+ * @since 0.1.0
+ * @category scorer
+ */
+export const scoreEmail = (text: string): { readonly score: number; readonly label: "spam" | "ham" } => {
+  const lower = text.toLowerCase()
+  let score = 0
+  for (const [re, w] of spamTerms) score += w * countCapped(re, lower, 4)
+  for (const [re, w] of hamTerms) score -= w * countCapped(re, lower, 5)
+  const links = countCapped(/https?:\/\/|www\./g, lower, 10)
+  score += links >= 3 ? 1.2 : links * 0.3
+  const words = text.match(/\b[A-Za-z]{3,}\b/g) ?? []
+  if (words.length > 0) {
+    const caps = words.filter((w) => w === w.toUpperCase()).length / words.length
+    if (caps > 0.3) score += 2.5
+    else if (caps > 0.12) score += 1.2
+  }
+  if (/<\s*(?:html|body|table|font|td|div|br|p)\b/i.test(text)) score += 1.5
+  if (/^\s*subject:\s*re:/im.test(text)) score -= 1.5
+  return { score, label: score >= 1.6 ? "spam" : "ham" }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request log
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One answered request. `keyHash` is the digest of the API key (never the key), `null` when
+ * none was sent; `status` is `null` for a request the server hung on (never answered);
+ * `fingerprint` is the digest of the canonical JSON of the request's `messages`; `counter` is
+ * the per-(endpoint, key) request number (1-based); `atMs` is the `Clock` time of arrival
+ * (epoch ms) and `offsetMs` the same relative to server start; `latencyMs` the simulated
+ * latency; `answer` the label text sent, if any.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class RequestLogEntry extends Schema.Class<RequestLogEntry>("RequestLogEntry")({
+  seq: Schema.Int,
+  endpoint: Schema.String,
+  path: Schema.String,
+  keyHash: Schema.NullOr(Schema.String),
+  status: Schema.NullOr(Schema.Int),
+  latencyMs: Schema.Number,
+  fingerprint: Schema.NullOr(Schema.String),
+  counter: Schema.Int,
+  atMs: Schema.Number,
+  offsetMs: Schema.Number,
+  reason: Schema.String,
+  answer: Schema.optional(Schema.String)
+}) {}
+
+// ---------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Options of {@link makeApp} / {@link serve}: the profile, an optional JSONL log file, and the
+ * in-memory log capacity (default 200,000 entries; older entries are dropped first).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MockLlmOptions {
+  readonly profile: MockProfile
+  readonly logFile?: string | undefined
+  readonly logCapacity?: number | undefined
+}
+
+/**
+ * The mock server's app, not yet bound to a socket: serve it with `HttpServer.serveEffect`
+ * (e.g. on `NodeHttpServer.layerTest`) or use {@link serve}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MockLlmApp {
+  readonly app: HttpApp.Default
+  readonly profile: MockProfile
+  /** `Clock` time (epoch ms) at which the app was made: storm and throttle windows start here. */
+  readonly startedAtMs: number
+  /** A snapshot of the in-memory request log, oldest first. */
+  readonly log: Effect.Effect<ReadonlyArray<RequestLogEntry>>
+}
+
+const z95 = 1.6448536
+
+interface KeyState {
+  tokens: number
+  lastMs: number
+  counter: number
+}
+
+const ChatMessage = Schema.Struct({
+  role: Schema.String,
+  content: Schema.optional(
+    Schema.NullOr(
+      Schema.Union(
+        Schema.String,
+        Schema.Array(Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) }))
+      )
+    )
+  )
+})
+
+const ChatRequest = Schema.Struct({
+  model: Schema.String,
+  messages: Schema.NonEmptyArray(ChatMessage)
+})
+
+const messageText = (m: typeof ChatMessage.Type): string =>
+  m.content === undefined || m.content === null
+    ? ""
+    : typeof m.content === "string"
+    ? m.content
+    : m.content.map((p) => p.text ?? "").join("")
+
+const errorBody = (status: number, message: string) => ({
+  error: {
+    message,
+    type: status === 429
+      ? "rate_limit_exceeded"
+      : status === 401
+      ? "invalid_request_error"
+      : status >= 500
+      ? "server_error"
+      : "invalid_request_error",
+    code: status === 429 ? "rate_limit_exceeded" : status === 401 ? "invalid_api_key" : null
+  }
+})
+
+const noiseTemplates: ReadonlyArray<(l: string) => string> = [
+  (l) => `Label: ${l.toUpperCase()}`,
+  (l) => `I think this is ${l}.`,
+  (l) => `${l} (confidence: high)`,
+  (l) => `Answer: ${l}`,
+  (l) => `**${l}**`
+]
+
+const invalidAnswers = ["I cannot tell from this message.", "Unclear.", "Please provide more context."]
+
+const ceilTokens = (chars: number) => Math.max(1, Math.ceil(chars / 4))
+
+/**
+ * Builds the mock server's app and state. Requires `FileSystem` only to append the JSONL log
+ * (`options.logFile`, opened for append in the current scope). Fails with a `PlatformError`
+ * when the log file cannot be opened.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeApp = (
+  options: MockLlmOptions
+): Effect.Effect<MockLlmApp, PlatformError, FileSystem.FileSystem | Scope.Scope> =>
+  Effect.gen(function*() {
+    const profile = options.profile
+    const capacity = options.logCapacity ?? 200_000
+    const startedAtMs = yield* Effect.clockWith((c) => c.currentTimeMillis)
+    const fs = yield* FileSystem.FileSystem
+    const file = options.logFile === undefined
+      ? undefined
+      : yield* fs.open(options.logFile, { flag: "a" })
+    const fileLock = yield* Effect.makeSemaphore(1)
+    const encoder = new TextEncoder()
+    const entries: Array<RequestLogEntry> = []
+    let seq = 0
+    const keys = new Map<string, KeyState>()
+    const semaphores = new Map<string, Effect.Semaphore>()
+    for (const ep of profile.endpoints) {
+      if (ep.maxConcurrency !== undefined) {
+        semaphores.set(ep.name, yield* Effect.makeSemaphore(ep.maxConcurrency))
+      }
+    }
+    const byName = new Map(profile.endpoints.map((e) => [e.name, e]))
+
+    const record = (fields: Omit<RequestLogEntry, "seq" | "offsetMs">) =>
+      Effect.gen(function*() {
+        seq += 1
+        const entry = RequestLogEntry.make({ ...fields, seq, offsetMs: fields.atMs - startedAtMs })
+        entries.push(entry)
+        if (entries.length > capacity) entries.splice(0, entries.length - capacity)
+        if (file !== undefined) {
+          const line = encoder.encode(JSON.stringify(Schema.encodeSync(RequestLogEntry)(entry)) + "\n")
+          yield* fileLock.withPermits(1)(file.writeAll(line)).pipe(Effect.orDie)
+        }
+      })
+
+    const respond = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+      HttpServerResponse.unsafeJson(body, { status, headers })
+
+    const bearer = (req: HttpServerRequest.HttpServerRequest): string | undefined => {
+      const h = req.headers["authorization"]
+      if (h === undefined) return undefined
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(h)
+      return m?.[1]
+    }
+
+    /** Takes a token from the key's bucket, or returns the seconds to wait. */
+    const takeToken = (ep: EndpointProfile, state: KeyState, now: number): number | undefined => {
+      if (ep.rps === undefined) return undefined
+      const burst = ep.burst ?? Math.max(1, Math.ceil(ep.rps))
+      state.tokens = Math.min(burst, state.tokens + ((now - state.lastMs) / 1000) * ep.rps)
+      state.lastMs = now
+      if (state.tokens >= 1) {
+        state.tokens -= 1
+        return undefined
+      }
+      return Math.max(1, Math.ceil((1 - state.tokens) / ep.rps))
+    }
+
+    const chat = (ep: EndpointProfile, path: string) =>
+      Effect.gen(function*() {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        const key = bearer(req)
+        const base = { endpoint: ep.name, path, atMs: now }
+        if (key === undefined) {
+          yield* record({ ...base, keyHash: null, status: 401, latencyMs: 0, fingerprint: null, counter: 0, reason: "no_key" })
+          return respond(401, errorBody(401, "missing API key: send Authorization: Bearer <key>"))
+        }
+        const keyHash = digest(`assay-mock-llm-key:${key}`)
+        const stateKey = `${ep.name}\u0000${key}`
+        let state = keys.get(stateKey)
+        if (state === undefined) {
+          state = { tokens: ep.burst ?? Math.max(1, Math.ceil(ep.rps ?? 1)), lastMs: now, counter: 0 }
+          keys.set(stateKey, state)
+        }
+        state.counter += 1
+        const counter = state.counter
+        const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(ChatRequest))
+        if (Either.isLeft(body)) {
+          yield* record({ ...base, keyHash, status: 400, latencyMs: 0, fingerprint: null, counter, reason: "bad_request" })
+          return respond(400, errorBody(400, "request body is not a chat completion request (model, messages)"))
+        }
+        const request = body.right
+        const fingerprint = digest(canonicalJsonUnsafe(request.messages.map((m) => ({ role: m.role, content: messageText(m) }))))
+        const seedHex = digest(`${profile.seed}|${ep.name}|${fingerprint}|${keyHash}|${counter}`)
+        const rng = Random.make(Number.parseInt(seedHex.slice(0, 12), 16))
+        const draws = yield* Effect.all(Array.from({ length: 8 }, () => rng.next))
+        const [uHang, uStorm, uError, uErrorPick, uLat1, uLat2, uSlow, uAnswer] = draws as unknown as [
+          number, number, number, number, number, number, number, number
+        ]
+        const elapsedS = (now - startedAtMs) / 1000
+        const entryBase = { ...base, keyHash, fingerprint, counter }
+
+        // 1. throttle window (C5)
+        const th = ep.throttle
+        if (th !== undefined && elapsedS < th.forS && (th.keys === undefined || th.keys.includes(key))) {
+          yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "throttle" })
+          return respond(429, errorBody(429, "throttled"), { "retry-after": String(th.retryAfterS) })
+        }
+        // 2. token bucket
+        const waitS = takeToken(ep, state, now)
+        if (waitS !== undefined) {
+          yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "rate_limit" })
+          return respond(429, errorBody(429, `rate limit of ${ep.rps} requests/s exceeded`), {
+            "retry-after": String(waitS)
+          })
+        }
+        // 3. hang rules (C4)
+        const text = request.messages.map(messageText).join("\n")
+        const hangs = ep.hang.some((r) =>
+          (r.contains === undefined || text.includes(r.contains)) &&
+          (r.nth === undefined || r.nth === counter) &&
+          (r.keys === undefined || r.keys.includes(key)) &&
+          (r.rate === undefined || uHang < r.rate)
+        )
+        if (hangs) {
+          yield* record({ ...entryBase, status: null, latencyMs: 0, reason: "hang" })
+          return yield* Effect.never
+        }
+        // 4. latency
+        const lat = ep.latency
+        const median = Math.max(lat.medianMs, 0.001)
+        const p95 = Math.max(lat.p95Ms ?? 2 * median, median)
+        const sigma = (Math.log(p95) - Math.log(median)) / z95
+        const normal = Math.sqrt(-2 * Math.log(1 - uLat1)) * Math.cos(2 * Math.PI * uLat2)
+        const latencyMs = lat.slowRate > 0 && uSlow < lat.slowRate
+          ? lat.slowMs * (1 + uLat1)
+          : lat.medianMs === 0
+          ? 0
+          : Math.exp(Math.log(median) + sigma * normal)
+        const latency = Math.round(latencyMs * 1000) / 1000
+
+        const answer = Effect.gen(function*() {
+          if (latency > 0) yield* Effect.sleep(Duration.millis(latency))
+          // 5. storms, then the background error rate
+          const storm = ep.storms.find((s) => elapsedS >= s.fromS && elapsedS < s.toS)
+          if (storm !== undefined && uStorm < storm.rate) {
+            const headers: Record<string, string> = storm.status === 429
+              ? { "retry-after": String(storm.retryAfterS ?? Math.max(1, Math.ceil(storm.toS - elapsedS))) }
+              : {}
+            yield* record({ ...entryBase, status: storm.status, latencyMs: latency, reason: "storm" })
+            return respond(storm.status, errorBody(storm.status, "error storm"), headers)
+          }
+          if (uError < ep.errorRate) {
+            const statuses = ep.errorStatuses
+            const status = statuses[Math.min(statuses.length - 1, Math.floor(uErrorPick * statuses.length))]!
+            yield* record({ ...entryBase, status, latencyMs: latency, reason: "error" })
+            return respond(status, errorBody(status, "simulated upstream error"))
+          }
+          // 6. the model
+          const lastUser = [...request.messages].reverse().find((m) => m.role === "user")
+          const { label } = scoreEmail(emailSection(lastUser === undefined ? text : messageText(lastUser)))
+          const inv = ep.answers.invalidRate
+          const content = uAnswer < inv
+            ? invalidAnswers[Math.floor((uAnswer / inv) * invalidAnswers.length) % invalidAnswers.length]!
+            : uAnswer < inv + ep.answers.noiseRate
+            ? noiseTemplates[
+              Math.floor(((uAnswer - inv) / ep.answers.noiseRate) * noiseTemplates.length) % noiseTemplates.length
+            ]!(label)
+            : label
+          yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "ok", answer: content })
+          const promptTokens = ceilTokens(text.length)
+          const completionTokens = ceilTokens(content.length)
+          return respond(200, {
+            id: `chatcmpl-${seedHex.slice(0, 24)}`,
+            object: "chat.completion",
+            created: Math.floor(now / 1000),
+            model: request.model,
+            choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+            usage: {
+              prompt_tokens: promptTokens,
+              completion_tokens: completionTokens,
+              total_tokens: promptTokens + completionTokens
+            }
+          })
+        })
+        const sem = semaphores.get(ep.name)
+        if (sem === undefined) return yield* answer
+        const limited = yield* sem.withPermitsIfAvailable(1)(answer)
+        if (Option.isSome(limited)) return limited.value
+        yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "concurrency" })
+        return respond(429, errorBody(429, `more than ${ep.maxConcurrency} concurrent requests`), {
+          "retry-after": "1"
+        })
+      })
+
+    const models = (ep: EndpointProfile) =>
+      Effect.succeed(respond(200, {
+        object: "list",
+        data: [{ id: ep.model, object: "model", created: Math.floor(startedAtMs / 1000), owned_by: "assay-mock" }]
+      }))
+
+    const withEndpoint = <A, E, R>(f: (ep: EndpointProfile) => Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        const params = yield* HttpRouter.params
+        const ep = byName.get(params["endpoint"] ?? "")
+        if (ep === undefined) {
+          return respond(404, errorBody(404, `no endpoint named "${params["endpoint"]}"`))
+        }
+        return yield* f(ep)
+      })
+
+    const first = profile.endpoints[0]
+    const LogQuery = Schema.Struct({
+      endpoint: Schema.optional(Schema.String),
+      since: Schema.optional(Schema.NumberFromString)
+    })
+
+    const router = HttpRouter.empty.pipe(
+      HttpRouter.post("/v1/chat/completions", chat(first, "/v1/chat/completions")),
+      HttpRouter.get("/v1/models", models(first)),
+      HttpRouter.post(
+        "/e/:endpoint/v1/chat/completions",
+        withEndpoint((ep) => chat(ep, `/e/${ep.name}/v1/chat/completions`))
+      ),
+      HttpRouter.get("/e/:endpoint/v1/models", withEndpoint(models)),
+      HttpRouter.get("/_mock/health", Effect.succeed(respond(200, { ok: true }))),
+      HttpRouter.get(
+        "/_mock/log",
+        Effect.gen(function*() {
+          const q = yield* HttpServerRequest.schemaSearchParams(LogQuery)
+          const since = q.since ?? 0
+          const selected = entries.filter((e) =>
+            e.seq > since && (q.endpoint === undefined || e.endpoint === q.endpoint)
+          )
+          return respond(200, { entries: selected.map((e) => Schema.encodeSync(RequestLogEntry)(e)) })
+        }).pipe(
+          Effect.catchTag("ParseError", () => Effect.succeed(respond(400, errorBody(400, "bad log query"))))
+        )
+      )
+    )
+    const app: HttpApp.Default = router.pipe(
+      Effect.catchTag("RouteNotFound", () => Effect.succeed(respond(404, errorBody(404, "not found"))))
+    )
+
+    return {
+      app,
+      profile,
+      startedAtMs,
+      log: Effect.sync(() => entries.slice())
+    } satisfies MockLlmApp
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Serving
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A running mock server: its base URL (`http://127.0.0.1:<port>`), port, each endpoint's
+ * OpenAI base URL (`<url>/e/<name>/v1`), and the request log.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MockLlmServer {
+  readonly url: string
+  readonly host: string
+  readonly port: number
+  readonly endpoints: ReadonlyArray<{ readonly name: string; readonly model: string; readonly baseUrl: string }>
+  readonly log: Effect.Effect<ReadonlyArray<RequestLogEntry>>
+}
+
+/**
+ * The running mock server as a service (see {@link layer}).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class MockLlm extends Context.Tag("assay/MockLlm")<MockLlm, MockLlmServer>() {}
+
+/**
+ * Starts the mock server on `host` (default `127.0.0.1`) and `port` (default 0: a free port)
+ * for the lifetime of the current scope, and returns its address. On scope close every open
+ * connection is dropped (so hung requests do not keep the process alive) and the socket closed.
+ * Fails with a `ServeError` when it cannot listen, or a `PlatformError` when the log file
+ * cannot be opened.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const serve = (
+  options: MockLlmOptions & { readonly host?: string | undefined; readonly port?: number | undefined }
+): Effect.Effect<MockLlmServer, ServeError | PlatformError, FileSystem.FileSystem | Scope.Scope> =>
+  Effect.gen(function*() {
+    const mock = yield* makeApp(options)
+    const nodeServer = createServer()
+    const server = yield* NodeHttpServer.make(() => nodeServer, {
+      host: options.host ?? "127.0.0.1",
+      port: options.port ?? 0
+    })
+    // runs before the listener is closed: drop every connection, including hung ones
+    yield* Effect.addFinalizer(() => Effect.sync(() => nodeServer.closeAllConnections()))
+    yield* HttpServer.serveEffect(mock.app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    const address = server.address
+    const host = address._tag === "TcpAddress" ? address.hostname : "127.0.0.1"
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+    return {
+      url,
+      host,
+      port,
+      endpoints: mock.profile.endpoints.map((e) => ({ name: e.name, model: e.model, baseUrl: `${url}/e/${e.name}/v1` })),
+      log: mock.log
+    } satisfies MockLlmServer
+  })
+
+/**
+ * A layer that runs the mock server for the layer's lifetime and provides its
+ * {@link MockLlmServer} under the {@link MockLlm} tag.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: MockLlmOptions & { readonly host?: string | undefined; readonly port?: number | undefined }
+): Layer.Layer<MockLlm, ServeError | PlatformError, FileSystem.FileSystem> => Layer.scoped(MockLlm, serve(options))

@@ -1,0 +1,686 @@
+/**
+ * Acquisition algorithms: how a pool hands out a resource, and what happens when none is
+ * free. An algorithm is independent of retries (a retry policy decides what happens after a
+ * task failed; an algorithm decides how long and how to wait for a slot).
+ *
+ * An algorithm receives {@link AcquireOps}, a small set of primitives of the pool service
+ * (take a free slot now, queue FIFO for one, look at another pool, prefer some resources
+ * over others), and returns a {@link Slot}. Slots an algorithm takes are tracked by the pool:
+ * if the algorithm fails or is interrupted, every slot it took is given back, so an algorithm
+ * cannot leak capacity.
+ *
+ * Seven are built in: {@link wait}, {@link backoff}, {@link leastBusy}, {@link failover},
+ * {@link sticky}, {@link quotaAware} and {@link immediate}. {@link resolveAlgorithm} turns a
+ * name or a `{ name, ...options }` object (the config-file form) into an algorithm; built-ins
+ * are resolved before plugins, so a plugin cannot shadow them.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Either, Option, ParseResult, Random, Schema } from "effect"
+import { AcquireTimeout, ConfigError, PluginError, ResourceUnavailable } from "../domain/Errors.js"
+import type { ConfigIssue, PoolNotFound } from "../domain/Errors.js"
+import type { Json } from "../domain/Json.js"
+import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
+import { DurationFromString } from "../domain/RetryPolicy.js"
+
+// ---------------------------------------------------------------------------------------------
+// The interface
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A reserved slot on one resource of one pool, not yet turned into a lease. Opaque to
+ * algorithms: they only pass it back.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Slot {
+  readonly pool: string
+  readonly resourceId: string
+}
+
+/**
+ * A resource that could serve the acquire right now (in rotation, matching the selector,
+ * with a free slot), with the figures rankers order by.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Candidate {
+  readonly resource: ResourceInfo
+  /** Position of the resource in its pool (insertion order), from 0. */
+  readonly index: number
+  /** Leases currently held on it. */
+  readonly active: number
+  readonly capacity: number
+  /** Accumulated `lease.report({ usage })` counters. */
+  readonly usage: Readonly<Record<string, number>>
+  /** Moving average of reported latencies in ms, `undefined` before the first report. */
+  readonly latencyEmaMs: number | undefined
+  readonly consecutiveFailures: number
+}
+
+/**
+ * Orders candidates by preference; the pool takes the first one. Must return a subset (in
+ * any order) of its input; an empty result means "take nothing".
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Ranker = (candidates: ReadonlyArray<Candidate>) => ReadonlyArray<Candidate>
+
+/**
+ * The primitives an algorithm works with, bound to one acquire (its selector, its holder and
+ * its target pool). `tryTake` and `wait` use the current {@link Ranker} (none: pool order).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcquireOps {
+  /** The pool this acquire targets. */
+  readonly pool: string
+  /** The caller's selector. */
+  readonly selector: Selector
+  /** The task asking. */
+  readonly taskName: string
+  /** The pipeline asking (what `sticky` remembers resources by). */
+  readonly pipelineId: string
+  /** The current preference order, if any. */
+  readonly ranker: Ranker | undefined
+  /** Takes a free matching slot now, or `None` when there is none. */
+  readonly tryTake: (pool?: string) => Effect.Effect<Option.Option<Slot>, PoolNotFound>
+  /**
+   * Queues FIFO (among waiters whose selectors match) until a matching slot frees up, a
+   * resource is added, or a cooldown ends. Interruptible; an interrupted wait leaves no
+   * reservation behind.
+   */
+  readonly wait: (pool?: string) => Effect.Effect<Slot, PoolNotFound>
+  /** The resource id this pipeline leased last from a pool (for `sticky`). */
+  readonly lastResourceId: (pool?: string) => string | undefined
+  /** The same ops with another target pool and/or ranker. */
+  readonly with: (patch: { readonly pool?: string; readonly ranker?: Ranker | undefined }) => AcquireOps
+}
+
+/**
+ * An acquisition algorithm. User algorithms implement the same interface; `fingerprint`
+ * must return strict JSON describing the configuration (never counters, clients or secrets),
+ * because it is part of a task's identity.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcquireAlgorithm {
+  readonly _tag: "AcquireAlgorithm"
+  /** The algorithm's name (`"wait"`, `"backoff"`, …). */
+  readonly name: string
+  /** A JSON description of the configuration (durations in milliseconds). */
+  readonly fingerprint: () => Json
+  /** Obtains one slot. */
+  readonly acquire: (ops: AcquireOps) => Effect.Effect<Slot, AcquireError>
+}
+
+/**
+ * Whether a value is an {@link AcquireAlgorithm}.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isAcquireAlgorithm = (u: unknown): u is AcquireAlgorithm =>
+  typeof u === "object" && u !== null && (u as { _tag?: unknown })._tag === "AcquireAlgorithm" &&
+  typeof (u as { acquire?: unknown }).acquire === "function" &&
+  typeof (u as { fingerprint?: unknown }).fingerprint === "function"
+
+// ---------------------------------------------------------------------------------------------
+// Built-ins
+// ---------------------------------------------------------------------------------------------
+
+const withTimeout = (
+  eff: Effect.Effect<Slot, AcquireError>,
+  pool: string,
+  timeout: Duration.Duration | undefined
+): Effect.Effect<Slot, AcquireError> =>
+  timeout === undefined ? eff : Effect.timeoutFail(eff, {
+    duration: timeout,
+    onTimeout: () => new AcquireTimeout({ pool, timeoutMs: Duration.toMillis(timeout) })
+  })
+
+/**
+ * Options of {@link wait}: an optional `timeout` after which the acquire fails with
+ * `AcquireTimeout`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WaitOptions {
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The default: take a free slot, or queue FIFO until one is released, a matching resource
+ * is added or a cooldown ends. With `timeout`, fails with `AcquireTimeout` when it expires.
+ * A selector no resource can ever match waits forever (unless a timeout is set).
+ * Fingerprint: `{ name: "wait", timeoutMs: number | null }`.
+ *
+ * When to use: steady throughput; the fairest choice (first come, first served).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const wait = (options: WaitOptions = {}): AcquireAlgorithm => {
+  const timeout = options.timeout === undefined ? undefined : Duration.decode(options.timeout)
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "wait",
+    fingerprint: () => ({ name: "wait", timeoutMs: timeout === undefined ? null : Duration.toMillis(timeout) }),
+    acquire: (ops) =>
+      withTimeout(
+        Effect.flatMap(ops.tryTake(), (o) => Option.isSome(o) ? Effect.succeed(o.value) : ops.wait()),
+        ops.pool,
+        timeout
+      )
+  }
+}
+
+/**
+ * How {@link backoff} randomises each delay `d`: `full` draws from `[0, d]`, `equal` from
+ * `[d/2, d]`, `none` uses `d`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Jitter = "full" | "equal" | "none"
+
+/**
+ * Options of {@link backoff}. Defaults: `base` 200 ms, `factor` 2, `cap` 10 s, `jitter`
+ * `"full"`, no `maxWait`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BackoffOptions {
+  readonly base?: Duration.DurationInput | undefined
+  readonly factor?: number | undefined
+  readonly cap?: Duration.DurationInput | undefined
+  readonly jitter?: Jitter | undefined
+  /** Total time to keep polling before failing with `AcquireTimeout`. */
+  readonly maxWait?: Duration.DurationInput | undefined
+}
+
+/**
+ * The delay in milliseconds before poll `n + 1` (n from 0) of {@link backoff}, before
+ * jitter: `min(cap, base * factor^n)`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const backoffDelayMs = (baseMs: number, factor: number, capMs: number, n: number): number =>
+  Math.min(capMs, baseMs * Math.pow(factor, n))
+
+/**
+ * Polls instead of queueing: tries to take a slot, and when none is free sleeps
+ * `min(cap, base * factor^n)` randomised by `jitter` (from Effect's `Random`), then tries
+ * again. With `maxWait`, fails with `AcquireTimeout` once that much time has passed.
+ * Backoff pollers are not in the FIFO queue, so queued waiters are served first.
+ * Jitter formulas after "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015).
+ * Fingerprint: `{ name: "backoff", baseMs, factor, capMs, jitter, maxWaitMs }`.
+ *
+ * When to use: the provider is saturated; avoids every waiter rushing in on each release.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const backoff = (options: BackoffOptions = {}): AcquireAlgorithm => {
+  const baseMs = Duration.toMillis(options.base ?? Duration.millis(200))
+  const factor = options.factor ?? 2
+  const capMs = Duration.toMillis(options.cap ?? Duration.seconds(10))
+  const jitter = options.jitter ?? "full"
+  const maxWaitMs = options.maxWait === undefined ? undefined : Duration.toMillis(options.maxWait)
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "backoff",
+    fingerprint: () => ({ name: "backoff", baseMs, factor, capMs, jitter, maxWaitMs: maxWaitMs ?? null }),
+    acquire: (ops) =>
+      Effect.gen(function*() {
+        let waitedMs = 0
+        for (let n = 0;; n++) {
+          const got = yield* ops.tryTake()
+          if (Option.isSome(got)) return got.value
+          if (maxWaitMs !== undefined && waitedMs >= maxWaitMs) {
+            return yield* new AcquireTimeout({ pool: ops.pool, timeoutMs: maxWaitMs })
+          }
+          const d = backoffDelayMs(baseMs, factor, capMs, n)
+          const r = jitter === "none" ? 1 : yield* Random.next
+          let delay = jitter === "full" ? d * r : jitter === "equal" ? d / 2 + (d / 2) * r : d
+          if (maxWaitMs !== undefined) delay = Math.min(delay, maxWaitMs - waitedMs)
+          // never spin: a zero delay still yields to other fibers, and the wait accounting advances
+          yield* Effect.sleep(Duration.millis(Math.max(delay, 1)))
+          waitedMs += Math.max(delay, 1)
+        }
+      })
+  }
+}
+
+const leastBusyRanker: Ranker = (cs) =>
+  cs.slice().sort((a, b) => a.active / a.capacity - b.active / b.capacity || a.index - b.index)
+
+/**
+ * Options of algorithms that delegate when nothing is free (default fallback: {@link wait}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FallbackOptions {
+  readonly fallback?: AcquireAlgorithm | undefined
+}
+
+/**
+ * Takes the free matching resource with the lowest load `active / capacity` (ties: pool
+ * order); when none is free, delegates to `fallback` (default {@link wait}).
+ * Fingerprint: `{ name: "leastBusy", fallback }`.
+ *
+ * When to use: several endpoints of unequal capacity.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const leastBusy = (options: FallbackOptions = {}): AcquireAlgorithm => {
+  const fallback = options.fallback ?? wait()
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "leastBusy",
+    fingerprint: () => ({ name: "leastBusy", fallback: fallback.fingerprint() }),
+    acquire: (ops) => fallback.acquire(ops.with({ ranker: leastBusyRanker }))
+  }
+}
+
+/**
+ * Options of {@link failover}: the pools to try in order (default: the acquire's own pool)
+ * and the `fallback` used on the first of them (default {@link wait}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FailoverOptions extends FallbackOptions {
+  readonly pools?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * Tries each listed pool once, in order, and takes the first free matching slot; when all
+ * are full, runs `fallback` (default {@link wait}) on the **first** listed pool. It does not
+ * loop over the pools again. An unknown pool fails with `PoolNotFound`.
+ * Fingerprint: `{ name: "failover", pools, fallback }`.
+ *
+ * When to use: primary / backup providers, tiers of keys.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const failover = (options: FailoverOptions = {}): AcquireAlgorithm => {
+  const pools = options.pools ?? []
+  const fallback = options.fallback ?? wait()
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "failover",
+    fingerprint: () => ({ name: "failover", pools: [...pools], fallback: fallback.fingerprint() }),
+    acquire: (ops) =>
+      Effect.gen(function*() {
+        const order = pools.length === 0 ? [ops.pool] : pools
+        for (const p of order) {
+          const got = yield* ops.tryTake(p)
+          if (Option.isSome(got)) return got.value
+        }
+        return yield* fallback.acquire(ops.with({ pool: order[0] ?? ops.pool }))
+      })
+  }
+}
+
+/**
+ * Prefers the resource this pipeline leased last from the pool (when it is free and
+ * matches), otherwise any; when none is free, delegates to `fallback` (default
+ * {@link wait}). Fingerprint: `{ name: "sticky", fallback }`.
+ *
+ * When to use: prompt caches, warm connections.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sticky = (options: FallbackOptions = {}): AcquireAlgorithm => {
+  const fallback = options.fallback ?? wait()
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "sticky",
+    fingerprint: () => ({ name: "sticky", fallback: fallback.fingerprint() }),
+    acquire: (ops) => {
+      const last = ops.lastResourceId()
+      if (last === undefined) return fallback.acquire(ops)
+      const ranker: Ranker = (cs) => {
+        const i = cs.findIndex((c) => c.resource.id === last)
+        if (i <= 0) return cs
+        const out = cs.slice()
+        const [hit] = out.splice(i, 1)
+        return hit === undefined ? cs : [hit, ...out]
+      }
+      return fallback.acquire(ops.with({ ranker }))
+    }
+  }
+}
+
+/**
+ * Options of {@link quotaAware}: the usage `metric` (default `"tokens"`) and the `reserve`
+ * fraction (default 0.05) below which a resource is used only after every other one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface QuotaAwareOptions extends FallbackOptions {
+  readonly metric?: string | undefined
+  readonly reserve?: number | undefined
+}
+
+/**
+ * The remaining quota of a candidate for a metric: `options.quota[metric]` minus the
+ * accumulated `usage[metric]`, or `undefined` when no quota is declared.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const remainingQuota = (c: Candidate, metric: string): number | undefined => {
+  const quota = c.resource.options["quota"]
+  if (typeof quota !== "object" || quota === null) return undefined
+  const q = (quota as Record<string, unknown>)[metric]
+  if (typeof q !== "number" || !Number.isFinite(q)) return undefined
+  return q - (c.usage[metric] ?? 0)
+}
+
+/**
+ * Orders free resources by remaining declared quota (`options.quota[metric]` minus the
+ * `usage[metric]` reported so far), largest first. Resources whose remaining fraction is
+ * below `reserve` come after every resource above it, and resources without a declared
+ * quota come last. A preference, never a refusal: when every candidate is exhausted the best
+ * one is still leased. When none is free, delegates to `fallback` (default {@link wait}).
+ * Fingerprint: `{ name: "quotaAware", metric, reserve, fallback }`.
+ *
+ * When to use: budget-limited endpoints; declare the quota in options and report usage.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const quotaAware = (options: QuotaAwareOptions = {}): AcquireAlgorithm => {
+  const metric = options.metric ?? "tokens"
+  const reserve = options.reserve ?? 0.05
+  const fallback = options.fallback ?? wait()
+  const rank = (c: Candidate): [number, number] => {
+    const remaining = remainingQuota(c, metric)
+    if (remaining === undefined) return [2, 0]
+    const quota = (c.resource.options["quota"] as Record<string, number>)[metric] as number
+    const fraction = quota > 0 ? remaining / quota : 0
+    return [fraction < reserve ? 1 : 0, -remaining]
+  }
+  const ranker: Ranker = (cs) => {
+    const keyed = cs.map((c) => ({ c, k: rank(c) }))
+    keyed.sort((a, b) => a.k[0] - b.k[0] || a.k[1] - b.k[1] || a.c.index - b.c.index)
+    return keyed.map((x) => x.c)
+  }
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "quotaAware",
+    fingerprint: () => ({ name: "quotaAware", metric, reserve, fallback: fallback.fingerprint() }),
+    acquire: (ops) => fallback.acquire(ops.with({ ranker }))
+  }
+}
+
+/**
+ * Takes a free slot or fails at once with `ResourceUnavailable` (class `unknown`, so the
+ * default retry policy does not retry it). Fingerprint: `{ name: "immediate" }`.
+ *
+ * When to use: shedding load instead of queueing; capacity mistakes surface loudly.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const immediate = (): AcquireAlgorithm => ({
+  _tag: "AcquireAlgorithm",
+  name: "immediate",
+  fingerprint: () => ({ name: "immediate" }),
+  acquire: (ops) =>
+    Effect.flatMap(ops.tryTake(), (o) =>
+      Option.isSome(o)
+        ? Effect.succeed(o.value)
+        : Effect.fail(new ResourceUnavailable({ pool: ops.pool, message: `no free resource in pool "${ops.pool}"` })))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Resolution
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A user algorithm registered under a name: builds the algorithm from the options of a
+ * `{ name, ...options }` object (empty for a bare name). Return `Either.left` (or throw)
+ * to report bad options.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AlgorithmPlugin = (
+  options: Readonly<Record<string, unknown>>
+) => AcquireAlgorithm | Either.Either<AcquireAlgorithm, ConfigError | PluginError>
+
+/**
+ * The built-in names (`least_busy` and `quota_aware` are accepted as aliases).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const builtinNames: ReadonlyArray<string> = [
+  "wait",
+  "backoff",
+  "leastBusy",
+  "failover",
+  "sticky",
+  "quotaAware",
+  "immediate"
+]
+
+const aliases: Record<string, string> = {
+  least_busy: "leastBusy",
+  quota_aware: "quotaAware",
+  leastbusy: "leastBusy",
+  quotaaware: "quotaAware"
+}
+
+const DurationOption = Schema.Union(DurationFromString, Schema.DurationFromSelf)
+const Fallback = Schema.optional(Schema.Unknown)
+
+const optionSchemas = {
+  wait: Schema.Struct({ timeout: Schema.optional(DurationOption) }),
+  backoff: Schema.Struct({
+    base: Schema.optional(DurationOption),
+    factor: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.greaterThanOrEqualTo(1))),
+    cap: Schema.optional(DurationOption),
+    jitter: Schema.optional(Schema.Literal("full", "equal", "none")),
+    maxWait: Schema.optional(DurationOption)
+  }),
+  leastBusy: Schema.Struct({ fallback: Fallback }),
+  failover: Schema.Struct({ pools: Schema.optional(Schema.Array(Schema.String)), fallback: Fallback }),
+  sticky: Schema.Struct({ fallback: Fallback }),
+  quotaAware: Schema.Struct({
+    metric: Schema.optional(Schema.NonEmptyString),
+    reserve: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+    fallback: Fallback
+  }),
+  immediate: Schema.Struct({})
+} as const
+
+const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<ConfigIssue> =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
+    path: [prefix, ...i.path.map(String)].join("."),
+    message: i.message
+  }))
+
+const editDistance = (a: string, b: string): number => {
+  const dp = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    let prev = dp[0]!
+    dp[0] = i
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = dp[j]!
+      dp[j] = Math.min(dp[j]! + 1, dp[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1))
+      prev = tmp
+    }
+  }
+  return dp[b.length]!
+}
+
+const fail = (path: string, message: string, suggestion?: string): Either.Either<never, ConfigError> =>
+  Either.left(
+    new ConfigError({
+      message: `${path}: ${message}`,
+      issues: [suggestion === undefined ? { path, message } : { path, message, suggestion }]
+    })
+  )
+
+const resolveAt = (
+  input: unknown,
+  plugins: ReadonlyMap<string, AlgorithmPlugin>,
+  path: string
+): Either.Either<AcquireAlgorithm, ConfigError | PluginError> => {
+  if (isAcquireAlgorithm(input)) return Either.right(input)
+  let rawName: unknown
+  let options: Record<string, unknown> = {}
+  if (typeof input === "string") {
+    rawName = input
+  } else if (typeof input === "object" && input !== null && !Array.isArray(input)) {
+    const { name, ...rest } = input as Record<string, unknown>
+    rawName = name
+    options = rest
+  } else {
+    return fail(path, "an algorithm is a name, a { name, ...options } object or an algorithm value")
+  }
+  if (typeof rawName !== "string" || rawName === "") return fail(`${path}.name`, "the algorithm name is missing")
+  const name = aliases[rawName] ?? rawName
+  switch (name) {
+    case "wait":
+    case "backoff":
+    case "leastBusy":
+    case "failover":
+    case "sticky":
+    case "quotaAware":
+    case "immediate":
+      return resolveBuiltin(name, options, plugins, path)
+  }
+  const plugin = plugins.get(rawName)
+  if (plugin === undefined) {
+    const known = [...builtinNames, ...plugins.keys()]
+    const best = known.map((k) => [k, editDistance(rawName.toLowerCase(), k.toLowerCase())] as const)
+      .sort((a, b) => a[1] - b[1])[0]
+    return fail(
+      `${path}.name`,
+      `unknown algorithm "${rawName}" (known: ${known.join(", ")})`,
+      best !== undefined && best[1] <= 3 ? `did you mean "${best[0]}"?` : undefined
+    )
+  }
+  try {
+    const made = plugin(options)
+    if (Either.isEither(made)) {
+      return Either.flatMap(made, (a) =>
+        isAcquireAlgorithm(a)
+          ? Either.right(a)
+          : Either.left(new PluginError({ plugin: rawName, message: "the plugin did not return an algorithm" })))
+    }
+    return isAcquireAlgorithm(made)
+      ? Either.right(made)
+      : Either.left(new PluginError({ plugin: rawName, message: "the plugin did not return an algorithm" }))
+  } catch (e) {
+    return Either.left(new PluginError({ plugin: rawName, message: e instanceof Error ? e.message : String(e) }))
+  }
+}
+
+const resolveBuiltin = (
+  name: keyof typeof optionSchemas,
+  options: Record<string, unknown>,
+  plugins: ReadonlyMap<string, AlgorithmPlugin>,
+  path: string
+): Either.Either<AcquireAlgorithm, ConfigError | PluginError> => {
+  const decoded = Schema.decodeUnknownEither(optionSchemas[name] as Schema.Schema<Record<string, unknown>, unknown>, {
+    errors: "all",
+    onExcessProperty: "error"
+  })(options)
+  if (Either.isLeft(decoded)) {
+    const issues = issuesOf(decoded.left, path)
+    return Either.left(
+      new ConfigError({
+        message: `invalid options for algorithm "${name}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    )
+  }
+  const o = decoded.right
+  let fallback: AcquireAlgorithm | undefined
+  if (o["fallback"] !== undefined) {
+    const fb = resolveAt(o["fallback"], plugins, `${path}.fallback`)
+    if (Either.isLeft(fb)) return fb
+    fallback = fb.right
+  }
+  const d = (k: string) => o[k] as Duration.Duration | undefined
+  switch (name) {
+    case "wait":
+      return Either.right(wait({ timeout: d("timeout") }))
+    case "backoff":
+      return Either.right(
+        backoff({
+          base: d("base"),
+          factor: o["factor"] as number | undefined,
+          cap: d("cap"),
+          jitter: o["jitter"] as Jitter | undefined,
+          maxWait: d("maxWait")
+        })
+      )
+    case "leastBusy":
+      return Either.right(leastBusy({ fallback }))
+    case "failover":
+      return Either.right(failover({ pools: o["pools"] as ReadonlyArray<string> | undefined, fallback }))
+    case "sticky":
+      return Either.right(sticky({ fallback }))
+    case "quotaAware":
+      return Either.right(
+        quotaAware({ metric: o["metric"] as string | undefined, reserve: o["reserve"] as number | undefined, fallback })
+      )
+    case "immediate":
+      return Either.right(immediate())
+  }
+}
+
+/**
+ * Turns an algorithm input into an algorithm:
+ * - an {@link AcquireAlgorithm} value is returned as is;
+ * - a name (`"backoff"`) or a `{ name, ...options }` object is resolved against the
+ *   built-ins first (`least_busy`, `quota_aware` accepted), then against `plugins`, so a
+ *   plugin cannot shadow a built-in.
+ *
+ * Built-in options are Schema-validated, unknown options refused. Durations are strings with
+ * a unit (`"200 millis"`, `"60 seconds"`) or `Duration` values; a bare number is refused as
+ * ambiguous. `fallback` is itself an algorithm input (resolved recursively).
+ *
+ * Fails with `ConfigError` (unknown name, with a suggestion; bad options, each with its
+ * path under `algorithm`) or `PluginError` (a plugin threw or returned something else).
+ *
+ * @since 0.1.0
+ * @category resolution
+ */
+export const resolveAlgorithm = (
+  input: AlgorithmInput | AcquireAlgorithm,
+  plugins: ReadonlyMap<string, AlgorithmPlugin> = new Map()
+): Either.Either<AcquireAlgorithm, ConfigError | PluginError> => resolveAt(input, plugins, "algorithm")
+
+/**
+ * The fingerprint of an algorithm input, or the resolution error (see
+ * {@link resolveAlgorithm}). `"leastBusy"`, `{ name: "least_busy" }` and `leastBusy()` have
+ * one fingerprint, with the implicit `wait` fallback written out.
+ *
+ * @since 0.1.0
+ * @category resolution
+ */
+export const fingerprintOf = (
+  input: AlgorithmInput | AcquireAlgorithm,
+  plugins?: ReadonlyMap<string, AlgorithmPlugin>
+): Either.Either<Json, ConfigError | PluginError> => Either.map(resolveAlgorithm(input, plugins), (a) => a.fingerprint())

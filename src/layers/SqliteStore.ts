@@ -1,0 +1,910 @@
+/**
+ * The embedded default store: one SQLite file.
+ *
+ * - **Reads** go through `@effect/sql` (`@effect/sql-sqlite-node`'s `SqliteClient`), as
+ *   keyset-paged queries (the client has no `.stream`).
+ * - **Writes** go through one dedicated better-sqlite3 connection owned by the store, each
+ *   transaction run synchronously (`BEGIN IMMEDIATE … COMMIT` without yielding), fed by the
+ *   group-commit writer and the write-behind buffer, with cached multi-row prepared
+ *   statements. `@effect/sql` costs ~35 µs per statement behind a one-permit semaphore, which
+ *   cannot reach half of raw better-sqlite3's speed; and two writing connections in one
+ *   thread could deadlock (an `@effect/sql` transaction spans fiber yields while a
+ *   synchronous writer would block the thread on its lock), so every write uses the one
+ *   synchronous connection. See docs/store.md.
+ * - **Schema** through `Migrator.make({})` + `Migrator.fromRecord`; `store_meta` holds the
+ *   schema version and feature level (`base`); an unknown level or a newer version is refused.
+ * - **One writer**: `<file>.lock` is held with an OS file lock (SQLite `BEGIN EXCLUSIVE` on a
+ *   separate lock database), released by the kernel if the holder dies (even `kill -9`). A
+ *   second writer fails fast naming the holder recorded in `store_writer`. Read-only opens
+ *   take no lock and never migrate or write.
+ * - WAL while a writer is open, `synchronous = NORMAL` (a commit survives a process crash; an
+ *   OS crash or power loss may lose the last commits, never corrupt the file); on close the
+ *   file goes back to a rollback journal so a closed store is one self-contained file.
+ *
+ * @since 0.1.0
+ */
+import { Reactivity } from "@effect/experimental"
+import { Migrator, SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import Database from "better-sqlite3"
+import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import {
+  ArtifactRecord,
+  type PipelineRecord,
+  type PipelineState,
+  type RunRecord
+} from "../domain/Records.js"
+import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
+import type {
+  ErrorRow,
+  EventFilter,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PipelinePatch,
+  StoreOptions,
+  StoreService,
+  StoreStats
+} from "../services/Store.js"
+import { PAGE_SIZE, Store } from "../services/Store.js"
+import { layerInline } from "./ArtifactBackends.js"
+import { settleToPatch, type WriteOp } from "./internal/storeOps.js"
+import {
+  ARTIFACT_META,
+  ATTEMPT_COLUMNS,
+  KNOWN_FEATURE_LEVELS,
+  MIGRATION_0001,
+  PIPELINE_COLUMNS,
+  pipelineParams,
+  SCHEMA_VERSION,
+  TASK_COLUMNS,
+  taskParams,
+  toArtifact,
+  toAttempt,
+  toEvent,
+  toMetric,
+  toPipeline,
+  toResource,
+  toRun,
+  toTask
+} from "./internal/storeSchema.js"
+import {
+  checkLimit,
+  checkOptions,
+  latencyOf,
+  loadPayload,
+  makeGroupCommit,
+  makeWriteBehind,
+  maskSecrets,
+  type PlacedArtifact,
+  placeArtifact
+} from "./internal/storeShared.js"
+
+/**
+ * Options of the SQLite store.
+ *
+ * - `filename`: path of the store file (created when missing, unless read-only);
+ * - `readonly`: open for reading only (report/watch/serve/export): no lock, no migration, no
+ *   write; every write operation fails with `StoreUnavailable`;
+ * - `busyTimeoutMs`: how long a statement waits for another process's lock (default 5000).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteStoreOptions extends StoreOptions {
+  readonly filename: string
+  readonly readonly?: boolean | undefined
+  readonly busyTimeoutMs?: number | undefined
+}
+
+const SQLITE_HEADER = "SQLite format 3\u0000"
+
+interface Inspection {
+  readonly exists: boolean
+  readonly tables: ReadonlySet<string>
+  readonly meta: ReadonlyMap<string, string>
+}
+
+const unavailable = (path: string, message: string, cause?: unknown) =>
+  new StoreUnavailable(cause === undefined ? { message, path } : { message, path, cause })
+
+const describeSqlError = (cause: unknown): string => {
+  const code = (cause as { code?: unknown } | null)?.code
+  const msg = cause instanceof Error ? cause.message : String(cause)
+  return typeof code === "string" ? `${code}: ${msg}` : msg
+}
+
+/** Reads the file's header and catalogue without writing anything. */
+const inspect = (path: string): Effect.Effect<Inspection, StoreUnavailable> =>
+  Effect.try({
+    try: (): Inspection => {
+      let size = 0
+      try {
+        size = fs.statSync(path).size
+      } catch {
+        return { exists: false, tables: new Set(), meta: new Map() }
+      }
+      if (size === 0) return { exists: false, tables: new Set(), meta: new Map() }
+      const fd = fs.openSync(path, "r")
+      const header = Buffer.alloc(16)
+      try {
+        fs.readSync(fd, header, 0, 16, 0)
+      } finally {
+        fs.closeSync(fd)
+      }
+      if (header.toString("latin1") !== SQLITE_HEADER) {
+        throw new Error("not an SQLite database (bad file header)")
+      }
+      const db = new Database(path, { readonly: true, fileMustExist: true })
+      try {
+        const tables = new Set(
+          (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map(
+            (r) => r.name
+          )
+        )
+        const meta = new Map<string, string>()
+        if (tables.has("store_meta")) {
+          for (const r of db.prepare("SELECT key, value FROM store_meta").all() as Array<{ key: string; value: string }>) {
+            meta.set(r.key, r.value)
+          }
+        }
+        return { exists: true, tables, meta }
+      } finally {
+        db.close()
+      }
+    },
+    catch: (cause) => unavailable(path, `${path} is not a readable assay store: ${describeSqlError(cause)}`, cause)
+  })
+
+const checkCompatible = (path: string, info: Inspection): Effect.Effect<void, StoreUnavailable> => {
+  if (!info.exists) return Effect.void
+  if (!info.tables.has("store_meta")) {
+    return info.tables.size === 0
+      ? Effect.void
+      : Effect.fail(
+        unavailable(
+          path,
+          `${path} is an SQLite database of another application (no store_meta table; tables: ${
+            Array.from(info.tables).slice(0, 5).join(", ")
+          }); refusing to touch it`
+        )
+      )
+  }
+  const level = info.meta.get("feature_level") ?? "(missing)"
+  if (!KNOWN_FEATURE_LEVELS.has(level)) {
+    return Effect.fail(
+      unavailable(
+        path,
+        `store ${path} has feature level "${level}", which this build does not support (known: ${
+          Array.from(KNOWN_FEATURE_LEVELS).join(", ")
+        }); use a newer assay`
+      )
+    )
+  }
+  const version = Number(info.meta.get("schema_version") ?? "0")
+  if (!(version <= SCHEMA_VERSION)) {
+    return Effect.fail(
+      unavailable(path, `store ${path} has schema version ${version}, newer than this build's ${SCHEMA_VERSION}`)
+    )
+  }
+  return Effect.void
+}
+
+const holderOf = (path: string): string => {
+  try {
+    const db = new Database(path, { readonly: true, fileMustExist: true })
+    try {
+      const row = db.prepare("SELECT pid, host, run_id, since FROM store_writer WHERE id = 1").get() as
+        | { pid: number; host: string; run_id: string | null; since: number }
+        | undefined
+      if (row === undefined) return "another writer (not yet recorded)"
+      return `pid ${row.pid} on host ${row.host}${row.run_id === null ? "" : ` (run ${row.run_id})`} since ${
+        new Date(row.since).toISOString()
+      }`
+    } finally {
+      db.close()
+    }
+  } catch {
+    return "another writer (holder unknown)"
+  }
+}
+
+/** Holds `<path>.lock` with an OS-level lock for the scope; fails fast when it is held. */
+const acquireWriterLock = (path: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const lock = new Database(`${path}.lock`, { timeout: 0 })
+        try {
+          lock.exec("BEGIN EXCLUSIVE")
+        } catch (e) {
+          lock.close()
+          throw e
+        }
+        return lock
+      },
+      catch: (cause) => {
+        const code = (cause as { code?: unknown } | null)?.code
+        return typeof code === "string" && code.startsWith("SQLITE_BUSY")
+          ? unavailable(path, `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`, cause)
+          : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}`, cause)
+      }
+    }),
+    (lock) => Effect.sync(() => lock.close())
+  )
+
+const toBuffer = (u: Uint8Array | null): Buffer | null =>
+  u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
+
+const toBytes = (u: unknown): Uint8Array | null =>
+  u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null
+
+const CHUNKS = [128, 64, 32, 16, 8, 4, 2, 1]
+
+/** A multi-row INSERT helper with one cached statement per chunk size. */
+const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArray<string>, suffix = "") => {
+  const cache = new Map<number, Database.Statement>()
+  const row = `(${columns.map(() => "?").join(",")})`
+  const stmt = (k: number) => {
+    let s = cache.get(k)
+    if (s === undefined) {
+      s = db.prepare(`INSERT INTO ${table} (${columns.join(",")}) VALUES ${Array(k).fill(row).join(",")} ${suffix}`)
+      cache.set(k, s)
+    }
+    return s
+  }
+  return (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+    let i = 0
+    while (i < rows.length) {
+      const left = rows.length - i
+      const k = CHUNKS.find((c) => c <= left) ?? 1
+      const params: Array<unknown> = []
+      for (let j = i; j < i + k; j++) for (const v of rows[j]!) params.push(v)
+      stmt(k).run(params)
+      i += k
+    }
+  }
+}
+
+const upsertSuffix = (key: string, columns: ReadonlyArray<string>) =>
+  `ON CONFLICT(${key}) DO UPDATE SET ${columns.filter((c) => c !== key).map((c) => `${c} = excluded.${c}`).join(", ")}`
+
+const ARTIFACT_COLUMNS = [
+  "artifact_id", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
+  "blob_ref", "payload", "is_final", "created_at"
+]
+const EVENT_COLUMNS = ["event_id", "kind", "pipeline_id", "run_id", "data", "ts"]
+
+const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON.stringify(u))
+
+/**
+ * Opens the SQLite store in the current scope, using the {@link ArtifactBackend} in context.
+ * Closing the scope flushes buffered facts, commits queued writes, releases the connections
+ * and the writer lock; a failed final flush is re-raised as a defect carrying the
+ * `StoreUnavailable` (call `flush` before closing to handle it as a typed error).
+ *
+ * Fails with `StoreUnavailable` when the file is not an SQLite store, is corrupt, belongs to
+ * another application, is from an unknown feature level or newer schema, is held by another
+ * writer, or cannot be opened; with `ConfigError` on invalid options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: SqliteStoreOptions) =>
+  Effect.gen(function*() {
+    const { batchSize, flushIntervalMs } = yield* checkOptions(options)
+    const backend: ArtifactBackendService = yield* ArtifactBackend
+    const path = options.filename
+    const readOnly = options.readonly === true
+    const journal = options.journal ?? "full"
+    if (path === ":memory:" || path === "") {
+      return yield* new ConfigError({ message: "SqliteStore needs a file path; use MemoryStore for an in-memory store" })
+    }
+
+    const info = yield* inspect(path)
+    yield* checkCompatible(path, info)
+    if (readOnly && !info.exists) {
+      return yield* unavailable(path, `no assay store at ${path} (missing or empty file); read-only opens never create one`)
+    }
+    if (readOnly && !info.tables.has("store_meta")) {
+      return yield* unavailable(path, `${path} is an SQLite file without the assay tables (missing table store_meta): not an initialized store`)
+    }
+
+    // --- writer side: lock, then the synchronous write connection -----------------------------
+    let db: Database.Database | undefined
+    if (!readOnly) {
+      yield* acquireWriterLock(path)
+      db = yield* Effect.acquireRelease(
+        Effect.try({
+          try: () => {
+            const d = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 })
+            d.pragma("journal_mode = WAL")
+            d.pragma("synchronous = NORMAL")
+            return d
+          },
+          catch: (cause) => unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)
+        }),
+        (d) =>
+          Effect.sync(() => {
+            try {
+              d.pragma("journal_mode = DELETE")
+            } catch {
+              // another connection still reads it: stay in WAL
+            }
+            d.close()
+          })
+      )
+    }
+
+    // --- read side: @effect/sql ----------------------------------------------------------------
+    const sql = yield* SqliteClient.make({ filename: path, readonly: readOnly, disableWAL: readOnly }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAllDefect((cause) => Effect.fail(unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)))
+    )
+    const fromSql = (e: SqlError) => unavailable(path, `store ${path}: ${describeSqlError(e.cause)}`, e)
+
+    if (!readOnly) {
+      const migration = Effect.gen(function*() {
+        const client = yield* SqlClient.SqlClient
+        for (const statement of MIGRATION_0001) yield* client.unsafe(statement)
+      })
+      yield* Migrator.make({})({ loader: Migrator.fromRecord({ "0001_base": migration }) }).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.mapError((cause) => unavailable(path, `cannot migrate store ${path}: ${String(cause.message)}`, cause))
+      )
+      // re-check after migrating (a concurrent opener cannot exist: we hold the lock)
+      yield* checkCompatible(path, yield* inspect(path))
+    }
+
+    const w = db
+    const roError = unavailable(path, `store ${path} is open read-only`)
+    /** Runs `f` as one synchronous IMMEDIATE transaction on the write connection. */
+    const tx = <A>(f: (d: Database.Database) => A): Effect.Effect<A, StoreUnavailable> =>
+      w === undefined
+        ? Effect.fail(roError)
+        : Effect.try({
+          try: () => w.transaction(() => f(w)).immediate(),
+          catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
+        })
+
+    // --- prepared write statements ------------------------------------------------------------
+    let nextAttemptId = 1
+    let nextEventId = 1
+    let nextArtifactId = 1
+    let write: {
+      pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      tasks: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      patch: Database.Statement
+      clearFinal: Database.Statement
+      latestAt: Database.Statement
+      setFinal: Database.Statement
+    } | undefined
+    if (w !== undefined) {
+      yield* Effect.try({
+        try: () => {
+          const max = (t: string, c: string) => Number((w.prepare(`SELECT coalesce(max(${c}), 0) AS m FROM ${t}`).get() as { m: number }).m)
+          nextAttemptId = max("attempts", "attempt_id") + 1
+          nextEventId = max("events", "event_id") + 1
+          nextArtifactId = max("artifacts", "artifact_id") + 1
+          w.prepare(
+            "INSERT INTO store_writer (id, pid, host, run_id, since) VALUES (1, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, host = excluded.host, run_id = NULL, since = excluded.since"
+          ).run(process.pid, os.hostname(), Date.now())
+          write = {
+            pipelines: makeInserter(w, "pipelines", PIPELINE_COLUMNS, upsertSuffix("pipeline_id", PIPELINE_COLUMNS)),
+            tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix("task_run_id", TASK_COLUMNS)),
+            artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
+            attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
+            events: makeInserter(w, "events", EVENT_COLUMNS),
+            patch: w.prepare(`UPDATE pipelines SET
+              state = coalesce(@state, state), n_tasks_done = coalesce(@nTasksDone, n_tasks_done),
+              run_id = coalesce(@runId, run_id),
+              started_at = CASE WHEN @setStarted THEN @startedAt ELSE started_at END,
+              ended_at = CASE WHEN @setEnded THEN @endedAt ELSE ended_at END,
+              failed_task = CASE WHEN @setError THEN @failedTask ELSE failed_task END,
+              error_type = CASE WHEN @setError THEN @errorType ELSE error_type END,
+              error_message = CASE WHEN @setError THEN @errorMessage ELSE error_message END,
+              error_class = CASE WHEN @setError THEN @errorClass ELSE error_class END,
+              attempts_total = attempts_total + @attemptsDelta, updated_at = @updatedAt
+              WHERE pipeline_id = @pipelineId`),
+            clearFinal: w.prepare(
+              "UPDATE artifacts SET is_final = 0 WHERE pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
+            ),
+            latestAt: w.prepare(
+              "SELECT max(artifact_id) AS id FROM artifacts WHERE pipeline_id = ? AND seq = ?"
+            ),
+            setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0")
+          }
+        },
+        catch: (cause) => unavailable(path, `cannot prepare store ${path}: ${describeSqlError(cause)}`, cause)
+      })
+    }
+
+    const attemptRow = (a: NewAttempt): Array<unknown> => [
+      nextAttemptId++, a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome, a.errorClass,
+      a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt, a.durationMs
+    ]
+    const eventRow = (e: NewEvent): Array<unknown> => [
+      nextEventId++, e.kind, e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
+    ]
+    const artifactRow = (id: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
+      id, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
+      placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
+    ]
+    const patchParams = (pipelineId: string, p: PipelinePatch) => ({
+      pipelineId,
+      state: p.state ?? null,
+      nTasksDone: p.nTasksDone ?? null,
+      runId: p.runId ?? null,
+      setStarted: p.startedAt === undefined ? 0 : 1,
+      startedAt: p.startedAt ?? null,
+      setEnded: p.endedAt === undefined ? 0 : 1,
+      endedAt: p.endedAt ?? null,
+      setError: p.error === undefined ? 0 : 1,
+      failedTask: p.error?.failedTask ?? null,
+      errorType: p.error?.errorType ?? null,
+      errorMessage: p.error?.errorMessage ?? null,
+      errorClass: p.error?.errorClass ?? null,
+      attemptsDelta: p.attemptsDelta ?? 0,
+      updatedAt: p.updatedAt
+    })
+
+    const commit = (ops: ReadonlyArray<WriteOp>) =>
+      tx(() => {
+        const s = write!
+        const pipelines: Array<Array<unknown>> = []
+        const tasks: Array<Array<unknown>> = []
+        const artifacts: Array<Array<unknown>> = []
+        const attempts: Array<Array<unknown>> = []
+        const events: Array<Array<unknown>> = []
+        const ordered: Array<() => void> = []
+        for (const op of ops) {
+          switch (op._tag) {
+            case "Admit":
+              for (const p of op.pipelines) pipelines.push(pipelineParams(p))
+              break
+            case "Checkpoint": {
+              const u = op.unit
+              if (u.artifact !== undefined && op.placed !== undefined) {
+                const id = nextArtifactId++
+                artifacts.push(artifactRow(id, u.artifact, op.placed))
+                if (u.artifact.isFinal) ordered.push(() => s.clearFinal.run(u.pipelineId, id))
+              }
+              if (u.task !== undefined) tasks.push(taskParams(u.task))
+              for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+              for (const e of u.events ?? []) events.push(eventRow(e))
+              if (u.pipeline !== undefined) {
+                const params = patchParams(u.pipelineId, u.pipeline)
+                ordered.push(() => s.patch.run(params))
+              }
+              break
+            }
+            case "PutTask":
+              tasks.push(taskParams(op.task))
+              break
+            case "Patch": {
+              const params = patchParams(op.pipelineId, op.patch)
+              ordered.push(() => s.patch.run(params))
+              break
+            }
+            case "Settle": {
+              const params = patchParams(op.pipelineId, settleToPatch(op.settle))
+              ordered.push(() => s.patch.run(params))
+              break
+            }
+            case "MarkFinal":
+              ordered.push(() => {
+                const row = s.latestAt.get(op.pipelineId, op.seq) as { id: number | null }
+                if (row.id === null) return
+                s.setFinal.run(row.id)
+                s.clearFinal.run(op.pipelineId, row.id)
+              })
+              break
+          }
+        }
+        if (pipelines.length > 0) s.pipelines(pipelines)
+        if (tasks.length > 0) s.tasks(tasks)
+        if (artifacts.length > 0) s.artifacts(artifacts)
+        if (attempts.length > 0) s.attempts(attempts)
+        if (events.length > 0) s.events(events)
+        for (const f of ordered) f()
+      })
+
+    const writer = yield* makeGroupCommit<WriteOp>({ commit })
+    const wb = yield* makeWriteBehind({
+      batchSize,
+      flushIntervalMs: readOnly ? 0 : flushIntervalMs,
+      write: (as, es) =>
+        tx(() => {
+          if (as.length > 0) write!.attempts(as.map(attemptRow))
+          if (es.length > 0) write!.events(es.map(eventRow))
+        })
+    })
+    yield* Effect.addFinalizer(() => Effect.orDie(wb.flush))
+
+    const submit = (op: WriteOp) => (readOnly ? Effect.fail(roError) : writer.submit(op))
+    const q = <A>(e: Effect.Effect<A, SqlError>) => Effect.mapError(e, fromSql)
+    const rows = (e: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+      q(e as Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>)
+
+    const refine = (a: ArtifactRecord): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
+      a.storage === "blob" && a.blobRef !== null
+        ? Effect.map(backend.exists(a.blobRef), (ok) => ok ? a : new ArtifactRecord({ ...a, available: false }, true))
+        : Effect.succeed(a)
+
+    /** Keyset pager: `fetch(cursor)` returns one page (at most PAGE_SIZE rows) after `cursor`. */
+    const pager = <C, A>(
+      fetch: (cursor: C | undefined) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, StoreUnavailable>,
+      cursorOf: (row: Record<string, unknown>) => C,
+      map: (row: Record<string, unknown>) => A
+    ): Stream.Stream<A, StoreUnavailable> =>
+      Stream.paginateChunkEffect(undefined as C | undefined, (cursor) =>
+        Effect.map(fetch(cursor), (page) => {
+          const last = page[page.length - 1]
+          return [
+            Chunk.unsafeFromArray(page.map(map)),
+            page.length < PAGE_SIZE || last === undefined ? Option.none() : Option.some(cursorOf(last) as C | undefined)
+          ] as const
+        }))
+
+    const limited = <A>(
+      limit: number | undefined,
+      f: () => Stream.Stream<A, StoreUnavailable>
+    ): Stream.Stream<A, StoreUnavailable | ConfigError> =>
+      Stream.unwrap(Effect.map(checkLimit(limit), (l) => l === 0 ? Stream.empty : l === undefined ? f() : Stream.take(f(), l)))
+
+    const eventConds = (f: EventFilter) => {
+      const c = []
+      if (f.pipelineId !== undefined) c.push(sql`pipeline_id = ${f.pipelineId}`)
+      if (f.runId !== undefined) c.push(sql`run_id = ${f.runId}`)
+      if (f.kind !== undefined) c.push(sql`kind = ${f.kind}`)
+      return c
+    }
+
+    const getRun = (runId: string) =>
+      Effect.map(rows(sql`SELECT * FROM runs WHERE run_id = ${runId}`), (r) => Option.map(Option.fromNullable(r[0]), toRun))
+
+    const service: StoreService = {
+      kind: "sqlite",
+      featureLevel: "base",
+      readOnly,
+      journal,
+
+      openRun: (run) =>
+        Effect.flatMap(
+          tx((d) => {
+            d.prepare(
+              "INSERT INTO runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES (?, ?, 'running', ?, ?, ?, NULL, NULL, ?, ?)"
+            ).run(run.runId, run.label ?? null, jsonOrNull(run.config ?? null), run.startedAt, run.startedAt, run.notes ?? null, JSON.stringify(run.meta ?? {}))
+            d.prepare("UPDATE store_writer SET run_id = ? WHERE id = 1").run(run.runId)
+          }),
+          () => Effect.map(getRun(run.runId), (o) => Option.getOrThrow(o) as RunRecord)
+        ),
+      heartbeat: (runId, nowMs) =>
+        tx((d) => void d.prepare("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?").run(nowMs, runId)),
+      finishRun: (runId, finish) =>
+        Effect.zipRight(
+          wb.flush,
+          tx((d) =>
+            void d.prepare("UPDATE runs SET status = ?, ended_at = ?, stop_reason = ? WHERE run_id = ?").run(
+              finish.status,
+              finish.endedAt,
+              finish.stopReason ?? null,
+              runId
+            )
+          )
+        ),
+      getRun,
+      latestRun: Effect.map(
+        rows(sql`SELECT * FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1`),
+        (r) => Option.map(Option.fromNullable(r[0]), toRun)
+      ),
+      listRuns: Effect.map(rows(sql`SELECT * FROM runs ORDER BY started_at, run_id`), (r) => r.map(toRun)),
+      interruptStale: (staleAfterMs, nowMs) =>
+        Effect.flatMap(
+          tx((d) => {
+            const ids = (d.prepare("SELECT run_id FROM runs WHERE status = 'running' AND heartbeat_at < ?").all(
+              nowMs - staleAfterMs
+            ) as Array<{ run_id: string }>).map((r) => r.run_id)
+            const upd = d.prepare("UPDATE runs SET status = 'interrupted', ended_at = ?, stop_reason = 'stale' WHERE run_id = ?")
+            for (const id of ids) upd.run(nowMs, id)
+            return ids
+          }),
+          (ids) => Effect.map(Effect.forEach(ids, getRun), (rs) => rs.flatMap((o) => Option.toArray(o)))
+        ),
+
+      admit: (ps) => ps.length === 0 ? Effect.void : submit({ _tag: "Admit", pipelines: ps }),
+      checkpoint: (unit) =>
+        readOnly
+          ? Effect.fail(roError)
+          : Effect.flatMap(
+            unit.artifact === undefined ? Effect.succeed(undefined) : placeArtifact(unit.artifact, journal, backend),
+            (placed) => writer.submit({ _tag: "Checkpoint", unit, placed })
+          ),
+      putTask: (task) => submit({ _tag: "PutTask", task }),
+      updatePipeline: (pipelineId, patch) => submit({ _tag: "Patch", pipelineId, patch }),
+      settlePipeline: (pipelineId, settle) => submit({ _tag: "Settle", pipelineId, settle }),
+      getPipelines: (ids) =>
+        Effect.map(
+          Effect.forEach(
+            Array.from({ length: Math.ceil(ids.length / 500) }, (_, i) => ids.slice(i * 500, (i + 1) * 500)),
+            (chunk) => rows(sql`SELECT * FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`)
+          ),
+          (pages) => {
+            const out = new Map<string, PipelineRecord>()
+            for (const page of pages) for (const r of page) out.set(String(r.pipeline_id), toPipeline(r))
+            return out
+          }
+        ),
+      getPipeline: (id) =>
+        Effect.map(rows(sql`SELECT * FROM pipelines WHERE pipeline_id = ${id}`), (r) => Option.map(Option.fromNullable(r[0]), toPipeline)),
+
+      recordAttempt: (a) => (readOnly ? Effect.fail(roError) : wb.addAttempt(a)),
+      emitEvent: (e) => (readOnly ? Effect.fail(roError) : wb.addEvent(e)),
+      flush: wb.flush,
+      pending: wb.pending,
+
+      putArtifact: (a) =>
+        readOnly
+          ? Effect.fail(roError)
+          : Effect.flatMap(placeArtifact(a, journal, backend), (placed) =>
+            tx(() => {
+              const id = nextArtifactId++
+              write!.artifacts([artifactRow(id, a, placed)])
+              if (a.isFinal) write!.clearFinal.run(a.pipelineId, id)
+              return new ArtifactRecord({
+                artifactId: id,
+                pipelineId: a.pipelineId,
+                runId: a.runId,
+                seq: a.seq,
+                taskName: a.taskName,
+                typeName: a.typeName,
+                codec: a.codec,
+                digest: a.digest,
+                size: a.payload.byteLength,
+                storage: placed.storage,
+                blobRef: placed.blobRef,
+                isFinal: a.isFinal,
+                available: placed.storage !== "none",
+                createdAt: a.createdAt
+              }, true)
+            })),
+      getArtifact: (pipelineId, seq) =>
+        Effect.flatMap(
+          rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE pipeline_id = ${pipelineId} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
+          (r) => {
+            const row = r[0]
+            if (row === undefined) return Effect.succeed(Option.none())
+            const meta = toArtifact(row)
+            return Effect.map(loadPayload(meta.storage, toBytes(row.payload), meta.blobRef, backend), (payload) =>
+              Option.some({
+                artifact: meta.available === (payload !== undefined)
+                  ? meta
+                  : new ArtifactRecord({ ...meta, available: payload !== undefined }, true),
+                payload
+              }))
+          }
+        ),
+      listArtifacts: (pipelineId) =>
+        Effect.flatMap(
+          rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${pipelineId} ORDER BY seq, artifact_id`),
+          (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
+        ),
+      markFinal: (pipelineId, seq) => submit({ _tag: "MarkFinal", pipelineId, seq }),
+
+      reportMetric: (m) =>
+        tx((d) =>
+          void d.prepare(
+            "INSERT INTO metrics (run_id, scope, name, value, label, display, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, scope, name) DO UPDATE SET value = excluded.value, label = excluded.label, display = excluded.display, updated_at = excluded.updated_at"
+          ).run(
+            m.runId,
+            m.pipelineId ?? "",
+            m.name,
+            jsonOrNull(m.value),
+            m.label ?? null,
+            m.display ?? (typeof m.value === "number" ? "number" : "text"),
+            m.updatedAt
+          )
+        ),
+      metrics: (f) =>
+        Effect.map(
+          rows(
+            f.pipelineId === undefined
+              ? sql`SELECT * FROM metrics WHERE run_id = ${f.runId} ORDER BY scope, name`
+              : sql`SELECT * FROM metrics WHERE run_id = ${f.runId} AND scope = ${f.pipelineId ?? ""} ORDER BY scope, name`
+          ),
+          (r) => r.map(toMetric)
+        ),
+      putResource: (r) =>
+        tx((d) =>
+          void d.prepare(
+            "INSERT INTO resources (pool, resource_id, kind, spec, health, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(pool, resource_id) DO UPDATE SET kind = excluded.kind, spec = excluded.spec, health = excluded.health, updated_at = excluded.updated_at"
+          ).run(r.pool, r.resourceId, r.kind, jsonOrNull(maskSecrets(r.spec)), jsonOrNull(r.health), r.updatedAt)
+        ),
+      resources: Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource)),
+
+      stats: (runId) =>
+        Effect.gen(function*() {
+          yield* wb.flush
+          const byRun = (col = "run_id") => runId === undefined ? sql`1=1` : sql`${sql(col)} = ${runId}`
+          const states = yield* rows(sql`SELECT state, count(*) AS n FROM pipelines WHERE ${byRun()} GROUP BY state`)
+          const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+          let n = 0
+          for (const r of states) {
+            byState[r.state as PipelineState] = Number(r.n)
+            n += Number(r.n)
+          }
+          const durations = yield* q(
+            sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${byRun()} AND state IN ('succeeded', 'failed', 'interrupted') AND started_at IS NOT NULL AND ended_at IS NOT NULL ORDER BY d`.values
+          )
+          const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
+          const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
+          const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
+          const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
+          return {
+            pipelines: n,
+            byState,
+            tasks: Number(tasks?.n ?? 0),
+            attemptsTotal: Number(att?.n ?? 0),
+            retries: Number(att?.r ?? 0),
+            events: Number(ev?.n ?? 0),
+            latencyMs: latencyOf(durations.map((d) => Number(d[0]))),
+            resources
+          } satisfies StoreStats
+        }),
+      errors: (o = {}) =>
+        Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
+          limit === 0 ? Effect.succeed([]) : Effect.map(
+            rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${limit === undefined ? sql`` : sql`LIMIT ${limit}`}`),
+            (r) =>
+              r.map((row): ErrorRow => {
+                const p = toPipeline(row)
+                return {
+                  pipelineId: p.pipelineId,
+                  name: p.name,
+                  key: p.key,
+                  runId: p.runId,
+                  failedTask: p.failedTask,
+                  errorType: p.errorType,
+                  errorMessage: p.errorMessage,
+                  errorClass: p.errorClass,
+                  endedAt: p.endedAt
+                }
+              })
+          )),
+      events: (o = {}) =>
+        Effect.flatMap(checkLimit(o.limit), (limit) =>
+          limit === 0 ? Effect.succeed([]) : Effect.zipRight(
+            wb.flush,
+            limit === undefined
+              ? Effect.map(rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id`), (r) => r.map(toEvent))
+              : Effect.map(
+                rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id DESC LIMIT ${limit}`),
+                (r) => r.map(toEvent).reverse()
+              )
+          )),
+      countEvents: (f = {}) =>
+        Effect.zipRight(
+          wb.flush,
+          Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0))
+        ),
+
+      streamPipelines: (o = {}) =>
+        limited(o.limit, () =>
+          pager<readonly [number, string], PipelineRecord>(
+            (c) => {
+              const conds = []
+              if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+              if (o.state !== undefined) conds.push(sql`state = ${o.state}`)
+              if (c !== undefined) conds.push(sql`(created_at, pipeline_id) > (${c[0]}, ${c[1]})`)
+              return rows(sql`SELECT * FROM pipelines WHERE ${sql.and(conds)} ORDER BY created_at, pipeline_id LIMIT ${PAGE_SIZE}`)
+            },
+            (r) => [Number(r.created_at), String(r.pipeline_id)] as const,
+            toPipeline
+          )),
+      streamTasks: (o = {}) =>
+        limited(o.limit, () =>
+          pager<readonly [string, number, string], ReturnType<typeof toTask>>(
+            (c) => {
+              const conds = []
+              if (o.pipelineId !== undefined) conds.push(sql`pipeline_id = ${o.pipelineId}`)
+              if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+              if (c !== undefined) conds.push(sql`(pipeline_id, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[2]})`)
+              return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY pipeline_id, seq, task_run_id LIMIT ${PAGE_SIZE}`)
+            },
+            (r) => [String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
+            toTask
+          )),
+      streamAttempts: (o = {}) =>
+        limited(o.limit, () =>
+          Stream.unwrap(
+            Effect.map(
+              Effect.zipRight(wb.flush, rows(sql`SELECT coalesce(max(attempt_id), 0) AS m FROM attempts`)),
+              (m) => {
+                const hwm = Number(m[0]?.m ?? 0)
+                return pager<number, ReturnType<typeof toAttempt>>(
+                  (c) => {
+                    const conds = [sql`attempt_id > ${c ?? 0}`, sql`attempt_id <= ${hwm}`]
+                    if (o.pipelineId !== undefined) conds.push(sql`pipeline_id = ${o.pipelineId}`)
+                    if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+                    return rows(sql`SELECT * FROM attempts WHERE ${sql.and(conds)} ORDER BY attempt_id LIMIT ${PAGE_SIZE}`)
+                  },
+                  (r) => Number(r.attempt_id),
+                  toAttempt
+                )
+              }
+            )
+          )),
+      streamEvents: (o = {}) =>
+        limited(o.limit, () =>
+          Stream.unwrap(
+            Effect.map(
+              Effect.zipRight(wb.flush, rows(sql`SELECT coalesce(max(event_id), 0) AS m FROM events`)),
+              (m) => {
+                const hwm = Number(m[0]?.m ?? 0)
+                return pager<number, ReturnType<typeof toEvent>>(
+                  (c) =>
+                    rows(
+                      sql`SELECT * FROM events WHERE ${sql.and([sql`event_id > ${c ?? 0}`, sql`event_id <= ${hwm}`, ...eventConds(o)])} ORDER BY event_id LIMIT ${PAGE_SIZE}`
+                    ),
+                  (r) => Number(r.event_id),
+                  toEvent
+                )
+              }
+            )
+          )),
+      streamArtifacts: (o) =>
+        limited(o.limit, () =>
+          Stream.mapEffect(
+            pager<readonly [number, number], ArtifactRecord>(
+              (c) =>
+                rows(
+                  c === undefined
+                    ? sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${o.pipelineId} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                    : sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${o.pipelineId} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                ),
+              (r) => [Number(r.seq), Number(r.artifact_id)] as const,
+              toArtifact
+            ),
+            refine
+          ))
+    }
+    return service
+  })
+
+/**
+ * The SQLite store as a layer, using the {@link ArtifactBackend} in context. Hoist the layer
+ * into a module-level constant: two builds would be two writers on one file (the second is
+ * refused).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (
+  options: SqliteStoreOptions
+): Layer.Layer<Store, StoreUnavailable | ConfigError, ArtifactBackend> => Layer.scoped(Store, make(options))
+
+/**
+ * The SQLite store with the inline artifact backend.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: SqliteStoreOptions): Layer.Layer<Store, StoreUnavailable | ConfigError> =>
+  layerWith(options).pipe(Layer.provide(layerInline))
+
+/**
+ * A read-only SQLite store (for report, watch, serve, export): never migrates, never writes,
+ * takes no writer lock.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerReadOnly = (filename: string): Layer.Layer<Store, StoreUnavailable | ConfigError> =>
+  layer({ filename, readonly: true })

@@ -1,0 +1,331 @@
+/**
+ * The SQLite schema of the store (migration 1), its feature levels and the row → record
+ * mappers.
+ *
+ * @since 0.1.0
+ */
+import {
+  ArtifactRecord,
+  AttemptRecord,
+  EventRecord,
+  MetricRecord,
+  PipelineRecord,
+  ResourceRecord,
+  RunRecord,
+  TaskRecord
+} from "../../domain/Records.js"
+
+/**
+ * Schema version written by this build into `store_meta`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SCHEMA_VERSION = 1
+
+/**
+ * Feature levels this build understands. A store at any other level is refused.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KNOWN_FEATURE_LEVELS: ReadonlySet<string> = new Set(["base"])
+
+/**
+ * The statements of migration 0001 (one statement each: better-sqlite3 prepares one at a time).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0001: ReadonlyArray<string> = [
+  `CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+  `INSERT INTO store_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}'), ('feature_level', 'base')`,
+  `CREATE TABLE store_writer (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL,
+     run_id TEXT, since INTEGER NOT NULL)`,
+  `CREATE TABLE runs (run_id TEXT PRIMARY KEY, label TEXT, status TEXT NOT NULL, config TEXT,
+     started_at INTEGER NOT NULL, heartbeat_at INTEGER NOT NULL, ended_at INTEGER, stop_reason TEXT,
+     notes TEXT, meta TEXT NOT NULL)`,
+  `CREATE INDEX runs_started ON runs (started_at, run_id)`,
+  `CREATE INDEX runs_status_heartbeat ON runs (status, heartbeat_at)`,
+  `CREATE TABLE pipelines (pipeline_id TEXT PRIMARY KEY, key TEXT, name TEXT NOT NULL, state TEXT NOT NULL,
+     n_tasks_done INTEGER NOT NULL, n_tasks_total INTEGER NOT NULL, spec_digest TEXT NOT NULL,
+     seed_digest TEXT NOT NULL, tags TEXT NOT NULL, attempts_total INTEGER NOT NULL, run_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER,
+     failed_task TEXT, error_type TEXT, error_message TEXT, error_class TEXT)`,
+  `CREATE INDEX pipelines_created ON pipelines (created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_run ON pipelines (run_id, created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_state ON pipelines (state, created_at, pipeline_id)`,
+  `CREATE TABLE tasks (task_run_id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL, task_name TEXT NOT NULL, state TEXT NOT NULL, attempts_used INTEGER NOT NULL,
+     started_at INTEGER NOT NULL, ended_at INTEGER, duration_ms REAL, error_type TEXT, error_message TEXT,
+     error_class TEXT, lease_ids TEXT NOT NULL)`,
+  `CREATE INDEX tasks_pipeline ON tasks (pipeline_id, seq, task_run_id)`,
+  `CREATE INDEX tasks_run ON tasks (run_id, pipeline_id, seq, task_run_id)`,
+  `CREATE TABLE attempts (attempt_id INTEGER PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     task_run_id TEXT NOT NULL, task_name TEXT NOT NULL, seq INTEGER NOT NULL, attempt_no INTEGER NOT NULL,
+     outcome TEXT NOT NULL, error_class TEXT, error_type TEXT, error_message TEXT, decision TEXT,
+     lease_ids TEXT NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL, duration_ms REAL NOT NULL)`,
+  `CREATE INDEX attempts_pipeline ON attempts (pipeline_id, attempt_id)`,
+  `CREATE INDEX attempts_run ON attempts (run_id, attempt_id)`,
+  `CREATE TABLE artifacts (artifact_id INTEGER PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL, task_name TEXT, type_name TEXT NOT NULL, codec TEXT NOT NULL, digest TEXT NOT NULL,
+     size INTEGER NOT NULL, storage TEXT NOT NULL, blob_ref TEXT, payload BLOB, is_final INTEGER NOT NULL,
+     created_at INTEGER NOT NULL)`,
+  `CREATE INDEX artifacts_pipeline ON artifacts (pipeline_id, seq, artifact_id)`,
+  `CREATE TABLE events (event_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, pipeline_id TEXT, run_id TEXT,
+     data TEXT, ts INTEGER NOT NULL)`,
+  `CREATE INDEX events_pipeline ON events (pipeline_id, event_id)`,
+  `CREATE INDEX events_run ON events (run_id, event_id)`,
+  `CREATE INDEX events_kind ON events (kind, event_id)`,
+  `CREATE TABLE metrics (run_id TEXT NOT NULL, scope TEXT NOT NULL, name TEXT NOT NULL, value TEXT,
+     label TEXT, display TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, scope, name))`,
+  `CREATE TABLE resources (pool TEXT NOT NULL, resource_id TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT,
+     health TEXT, updated_at INTEGER NOT NULL, PRIMARY KEY (pool, resource_id))`
+]
+
+type Row = Record<string, unknown>
+
+const json = (u: unknown): unknown => (typeof u === "string" ? JSON.parse(u) : null)
+const str = (u: unknown): string => String(u)
+const nstr = (u: unknown): string | null => (u === null || u === undefined ? null : String(u))
+const num = (u: unknown): number => Number(u)
+const nnum = (u: unknown): number | null => (u === null || u === undefined ? null : Number(u))
+
+/**
+ * Column list of `pipelines` in insert order.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const PIPELINE_COLUMNS = [
+  "pipeline_id", "key", "name", "state", "n_tasks_done", "n_tasks_total", "spec_digest", "seed_digest", "tags",
+  "attempts_total", "run_id", "created_at", "updated_at", "started_at", "ended_at", "failed_task", "error_type",
+  "error_message", "error_class"
+] as const
+
+/**
+ * A pipeline record as bound parameters (order of {@link PIPELINE_COLUMNS}).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const pipelineParams = (p: PipelineRecord): Array<unknown> => [
+  p.pipelineId, p.key, p.name, p.state, p.nTasksDone, p.nTasksTotal, p.specDigest, p.seedDigest,
+  JSON.stringify(p.tags), p.attemptsTotal, p.runId, p.createdAt, p.updatedAt, p.startedAt, p.endedAt,
+  p.failedTask, p.errorType, p.errorMessage, p.errorClass
+]
+
+/**
+ * Maps a `pipelines` row (rows come from this schema, so validation is skipped).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toPipeline = (r: Row): PipelineRecord =>
+  new PipelineRecord({
+    pipelineId: str(r.pipeline_id),
+    key: nstr(r.key),
+    name: str(r.name),
+    state: r.state as PipelineRecord["state"],
+    nTasksDone: num(r.n_tasks_done),
+    nTasksTotal: num(r.n_tasks_total),
+    specDigest: str(r.spec_digest),
+    seedDigest: str(r.seed_digest),
+    tags: json(r.tags) as Record<string, string>,
+    attemptsTotal: num(r.attempts_total),
+    runId: str(r.run_id),
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+    startedAt: nnum(r.started_at),
+    endedAt: nnum(r.ended_at),
+    failedTask: nstr(r.failed_task),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    errorClass: nstr(r.error_class)
+  }, true)
+
+/**
+ * Column list of `tasks` in insert order.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const TASK_COLUMNS = [
+  "task_run_id", "pipeline_id", "run_id", "seq", "task_name", "state", "attempts_used", "started_at", "ended_at",
+  "duration_ms", "error_type", "error_message", "error_class", "lease_ids"
+] as const
+
+/**
+ * A task record as bound parameters.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const taskParams = (t: TaskRecord): Array<unknown> => [
+  t.taskRunId, t.pipelineId, t.runId, t.seq, t.taskName, t.state, t.attemptsUsed, t.startedAt, t.endedAt,
+  t.durationMs, t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds)
+]
+
+/**
+ * Maps a `tasks` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toTask = (r: Row): TaskRecord =>
+  new TaskRecord({
+    taskRunId: str(r.task_run_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    seq: num(r.seq),
+    taskName: str(r.task_name),
+    state: r.state as TaskRecord["state"],
+    attemptsUsed: num(r.attempts_used),
+    startedAt: num(r.started_at),
+    endedAt: nnum(r.ended_at),
+    durationMs: nnum(r.duration_ms),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    errorClass: nstr(r.error_class),
+    leaseIds: json(r.lease_ids) as Array<string>
+  }, true)
+
+/**
+ * Column list of `attempts` in insert order.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const ATTEMPT_COLUMNS = [
+  "attempt_id", "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class",
+  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms"
+] as const
+
+/**
+ * Maps an `attempts` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toAttempt = (r: Row): AttemptRecord =>
+  new AttemptRecord({
+    attemptId: num(r.attempt_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    taskRunId: str(r.task_run_id),
+    taskName: str(r.task_name),
+    seq: num(r.seq),
+    attemptNo: num(r.attempt_no),
+    outcome: r.outcome as AttemptRecord["outcome"],
+    errorClass: nstr(r.error_class),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    decision: json(r.decision),
+    leaseIds: json(r.lease_ids) as Array<string>,
+    startedAt: num(r.started_at),
+    endedAt: num(r.ended_at),
+    durationMs: num(r.duration_ms)
+  }, true)
+
+/**
+ * Column list of `artifacts` (without the payload) as selected by reads.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const ARTIFACT_META =
+  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, payload IS NOT NULL AS has_payload"
+
+/**
+ * Maps an `artifacts` row; `available` is the stored view (inline payload present, or a blob
+ * reference) and is refined against the backend by the store.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toArtifact = (r: Row): ArtifactRecord =>
+  new ArtifactRecord({
+    artifactId: num(r.artifact_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    seq: num(r.seq),
+    taskName: nstr(r.task_name),
+    typeName: str(r.type_name),
+    codec: str(r.codec),
+    digest: str(r.digest),
+    size: num(r.size),
+    storage: r.storage as ArtifactRecord["storage"],
+    blobRef: nstr(r.blob_ref),
+    isFinal: num(r.is_final) === 1,
+    available: r.storage === "inline" ? num(r.has_payload) === 1 : r.storage === "blob",
+    createdAt: num(r.created_at)
+  }, true)
+
+/**
+ * Maps an `events` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toEvent = (r: Row): EventRecord =>
+  new EventRecord({
+    eventId: num(r.event_id),
+    kind: str(r.kind),
+    pipelineId: nstr(r.pipeline_id),
+    runId: nstr(r.run_id),
+    data: json(r.data),
+    ts: num(r.ts)
+  }, true)
+
+/**
+ * Maps a `runs` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toRun = (r: Row): RunRecord =>
+  new RunRecord({
+    runId: str(r.run_id),
+    label: nstr(r.label),
+    status: r.status as RunRecord["status"],
+    config: json(r.config),
+    startedAt: num(r.started_at),
+    heartbeatAt: num(r.heartbeat_at),
+    endedAt: nnum(r.ended_at),
+    stopReason: nstr(r.stop_reason),
+    notes: nstr(r.notes),
+    meta: (json(r.meta) ?? {}) as Record<string, unknown>
+  }, true)
+
+/**
+ * Maps a `metrics` row (scope `''` is the run scope).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toMetric = (r: Row): MetricRecord =>
+  new MetricRecord({
+    runId: str(r.run_id),
+    pipelineId: r.scope === "" ? null : str(r.scope),
+    name: str(r.name),
+    value: json(r.value),
+    label: nstr(r.label),
+    display: r.display as MetricRecord["display"],
+    updatedAt: num(r.updated_at)
+  }, true)
+
+/**
+ * Maps a `resources` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toResource = (r: Row): ResourceRecord =>
+  new ResourceRecord({
+    pool: str(r.pool),
+    resourceId: str(r.resource_id),
+    kind: str(r.kind),
+    spec: json(r.spec),
+    health: json(r.health),
+    updatedAt: num(r.updated_at)
+  }, true)

@@ -8,6 +8,7 @@ import { Command } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Effect } from "effect"
 import { exitCodeOf } from "./Exit.js"
+import { mockLlm } from "./MockLlmCommand.js"
 
 /**
  * The root `assay` command. Subcommands are added by their own modules.
@@ -18,7 +19,8 @@ import { exitCodeOf } from "./Exit.js"
 export const assay = Command.make("assay").pipe(
   Command.withDescription(
     "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
-  )
+  ),
+  Command.withSubcommands([mockLlm])
 )
 
 /**

@@ -1,0 +1,180 @@
+/**
+ * `assay mock-llm`: runs the deterministic OpenAI-compatible mock server (see
+ * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until SIGINT/SIGTERM.
+ *
+ * Once listening it prints exactly one JSON line on stdout,
+ * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"endpoints":[{"name","model","baseUrl"}]}`,
+ * so that a parent process can read the port; on SIGINT or SIGTERM it drops every connection,
+ * closes the socket and exits 0.
+ *
+ * @since 0.1.0
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, Effect, Option, Schema } from "effect"
+import { ConfigError } from "../domain/Errors.js"
+import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
+
+const port = Options.integer("port").pipe(
+  Options.withSchema(Schema.Int.pipe(Schema.between(0, 65535))),
+  Options.withDefault(0),
+  Options.withDescription("TCP port to listen on; 0 picks a free port (printed on stdout).")
+)
+const host = Options.text("host").pipe(
+  Options.withDefault("127.0.0.1"),
+  Options.withDescription("Address to bind; only loopback addresses unless --allow-remote.")
+)
+const allowRemote = Options.boolean("allow-remote").pipe(
+  Options.withDescription("Allow binding a non-loopback address (the mock has no real authentication).")
+)
+const profile = Options.file("profile", { exists: "yes" }).pipe(
+  Options.optional,
+  Options.withDescription("JSON profile file (seed and endpoints); see docs/mock-llm.md.")
+)
+const seed = Options.integer("seed").pipe(
+  Options.optional,
+  Options.withDescription("Seed of every random draw (overrides the profile's seed; default 0).")
+)
+const endpoints = Options.integer("endpoints").pipe(
+  Options.withSchema(Schema.Int.pipe(Schema.between(1, 64))),
+  Options.optional,
+  Options.withDescription("Without --profile: how many preset endpoints (fast, steady, limited, …; default 3).")
+)
+const log = Options.file("log").pipe(
+  Options.optional,
+  Options.withDescription("Append every answered request as a JSON line to this file.")
+)
+const rps = Options.float("rps").pipe(
+  Options.optional,
+  Options.withDescription("Override: per-key requests per second on every endpoint.")
+)
+const burst = Options.integer("burst").pipe(
+  Options.optional,
+  Options.withDescription("Override: per-key token bucket size on every endpoint.")
+)
+const latencyMs = Options.float("latency-ms").pipe(
+  Options.optional,
+  Options.withDescription("Override: median latency (ms) on every endpoint (p95 = 2 × median).")
+)
+const errorRate = Options.float("error-rate").pipe(
+  Options.optional,
+  Options.withDescription("Override: probability of a 500/503 answer on every endpoint.")
+)
+const maxConcurrency = Options.integer("max-concurrency").pipe(
+  Options.optional,
+  Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
+)
+
+/**
+ * Whether a host string names a loopback address (`localhost`, `127.0.0.0/8`, `::1`).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isLoopbackHost = (h: string): boolean =>
+  h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)
+
+/** Completes with the name of the first SIGINT or SIGTERM the process receives. */
+const waitForSignal = Effect.async<string>((resume) => {
+  const on = (signal: string) => resume(Effect.succeed(signal))
+  process.once("SIGINT", on)
+  process.once("SIGTERM", on)
+  return Effect.sync(() => {
+    process.off("SIGINT", on)
+    process.off("SIGTERM", on)
+  })
+})
+
+/** Ends the process with exit code 0 (after the server's scope has closed). */
+const exitZero = Effect.sync(() => process.exit(0))
+
+interface Overrides {
+  readonly seed: Option.Option<number>
+  readonly rps: Option.Option<number>
+  readonly burst: Option.Option<number>
+  readonly latencyMs: Option.Option<number>
+  readonly errorRate: Option.Option<number>
+  readonly maxConcurrency: Option.Option<number>
+}
+
+/**
+ * Applies the command-line overrides to a profile and re-validates the result (so an
+ * `--error-rate 2` is reported like a bad profile field). Fails with a {@link ConfigError}.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<MockProfile, ConfigError> => {
+  const eps = p.endpoints.map((e) => {
+    const out: Record<string, unknown> = Schema.encodeSync(EndpointProfile)(e)
+    if (Option.isSome(o.rps)) out["rps"] = o.rps.value
+    if (Option.isSome(o.burst)) out["burst"] = o.burst.value
+    if (Option.isSome(o.latencyMs)) {
+      out["latency"] = { ...Schema.encodeSync(LatencyProfile)(e.latency), medianMs: o.latencyMs.value, p95Ms: 2 * o.latencyMs.value }
+    }
+    if (Option.isSome(o.errorRate)) out["errorRate"] = o.errorRate.value
+    if (Option.isSome(o.maxConcurrency)) out["maxConcurrency"] = o.maxConcurrency.value
+    return out
+  })
+  return decodeProfile({ seed: Option.getOrElse(o.seed, () => p.seed), endpoints: eps })
+}
+
+/**
+ * The `mock-llm` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const mockLlm = Command.make(
+  "mock-llm",
+  { port, host, allowRemote, profile, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
+  (args) =>
+    Effect.gen(function*() {
+      if (!args.allowRemote && !isLoopbackHost(args.host)) {
+        return yield* new ConfigError({
+          message: `refusing to bind non-loopback host ${args.host}; pass --allow-remote to do it anyway`,
+          issues: [{ path: "host", message: "not a loopback address", suggestion: "127.0.0.1" }]
+        })
+      }
+      if (Option.isSome(args.profile) && Option.isSome(args.endpoints)) {
+        return yield* new ConfigError({
+          message: "--endpoints chooses preset endpoints and cannot be combined with --profile",
+          issues: [{ path: "endpoints", message: "not allowed with --profile" }]
+        })
+      }
+      const base = Option.isSome(args.profile)
+        ? yield* readProfileFile(args.profile.value)
+        : MockProfile.make({
+          endpoints: presetEndpoints(Option.getOrElse(args.endpoints, () => 3)) as unknown as readonly [
+            EndpointProfile,
+            ...Array<EndpointProfile>
+          ]
+        })
+      const finalProfile = yield* applyOverrides(base, args)
+      // The server runs uninterruptibly until SIGINT/SIGTERM. runMain turns a signal into an
+      // interruption, which assay's teardown maps to exit 130, and Effect strips any failure
+      // raised while an interruption is pending (so an ExitWith(0) cannot get through). For this
+      // command a signal is the normal end: the interruption stays pending while the scope
+      // closes (dropping every connection, hung ones included), then the process exits 0.
+      // A second signal gets Node's default action.
+      yield* Effect.uninterruptible(Effect.scoped(
+        Effect.gen(function*() {
+          const server = yield* serve({
+            profile: finalProfile,
+            host: args.host,
+            port: args.port,
+            logFile: Option.getOrUndefined(args.log)
+          })
+          yield* Console.log(JSON.stringify({
+            event: "listening",
+            url: server.url,
+            host: server.host,
+            port: server.port,
+            pid: process.pid,
+            seed: finalProfile.seed,
+            endpoints: server.endpoints
+          }))
+          yield* waitForSignal
+        })
+      ).pipe(Effect.zipRight(exitZero)))
+    })
+).pipe(Command.withDescription("Run a deterministic OpenAI-compatible mock LLM server on loopback (for tests and demos)."))

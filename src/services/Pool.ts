@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Stream } from "effect"
 import type { Scope } from "effect"
 import { AcquireTimeout, ConfigError, messageOf, PoolNotFound, ResourceUnavailable } from "../domain/Errors.js"
 import type { ConfigIssue } from "../domain/Errors.js"
@@ -477,13 +477,17 @@ class Core {
   readonly pools = new Map<string, PoolState>()
   readonly owners = new Map<string, Set<LeaseImpl>>()
   readonly listeners = new Set<EventCallback>()
+  readonly subscribers = new Set<{
+    readonly pool: string | undefined
+    readonly kinds: ReadonlySet<string> | undefined
+    readonly queue: Queue.Queue<ResourceEvent>
+  }>()
   readonly resolved = new Map<string, AcquireAlgorithm.AcquireAlgorithm>()
   leaseSeq = 0
 
   constructor(
     readonly clock: Clock.Clock,
     readonly scope: Scope.Scope,
-    readonly hub: PubSub.PubSub<ResourceEvent>,
     readonly options: PoolsOptions
   ) {}
 
@@ -651,8 +655,14 @@ class Core {
         const out = cb(e)
         return Effect.isEffect(out) ? out : Effect.void
       }).pipe(Effect.catchAllCause(() => Effect.void))
+    const offers: Array<Effect.Effect<boolean>> = []
+    for (const s of this.subscribers) {
+      if ((s.pool === undefined || s.pool === e.pool) && (s.kinds === undefined || s.kinds.has(e.kind))) {
+        offers.push(Queue.offer(s.queue, e))
+      }
+    }
     return Effect.zipRight(
-      PubSub.publish(this.hub, e),
+      Effect.all(offers, { discard: true }),
       Effect.forEach(callbacks, run, { discard: true })
     )
   }
@@ -1220,20 +1230,21 @@ class Core {
   }
 
   subscribeQueue(filter: EventFilter | undefined): Effect.Effect<Queue.Dequeue<ResourceEvent>, never, Scope.Scope> {
-    if (filter === undefined || (filter.pool === undefined && filter.kinds === undefined)) {
-      return PubSub.subscribe(this.hub)
-    }
-    const kinds = filter.kinds === undefined ? undefined : new Set(filter.kinds)
-    const keep = (e: ResourceEvent) =>
-      (filter.pool === undefined || e.pool === filter.pool) && (kinds === undefined || kinds.has(e.kind))
-    return Effect.gen(this, function*() {
-      const source = yield* PubSub.subscribe(this.hub)
-      const out = yield* Effect.acquireRelease(Queue.sliding<ResourceEvent>(4096), Queue.shutdown)
-      yield* Effect.forkScoped(
-        Effect.forever(Effect.flatMap(Queue.take(source), (e) => keep(e) ? Queue.offer(out, e) : Effect.void))
-      )
-      return out
-    })
+    const kinds = filter?.kinds === undefined ? undefined : new Set(filter.kinds)
+    const pool = filter?.pool
+    return Effect.acquireRelease(
+      Effect.tap(Queue.sliding<ResourceEvent>(4096), (queue) =>
+        Effect.sync(() => {
+          this.subscribers.add({ pool, kinds, queue })
+        })),
+      (queue) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            for (const s of this.subscribers) if (s.queue === queue) this.subscribers.delete(s)
+          }),
+          Queue.shutdown(queue)
+        )
+    )
   }
 
   handle(pool: PoolState): PoolHandle {
@@ -1331,8 +1342,7 @@ export const makePools = (
   Effect.gen(function*() {
     const clock = yield* Effect.clock
     const scope = yield* Effect.scope
-    const hub = yield* Effect.acquireRelease(PubSub.sliding<ResourceEvent>(4096), PubSub.shutdown)
-    const core = new Core(clock, scope, hub, options)
+    const core = new Core(clock, scope, options)
     const issues: Array<ConfigIssue> = []
     for (const p of pools) {
       const r = yield* Effect.either(core.createPool(p))

@@ -218,8 +218,8 @@ export const isTask = (u: unknown): u is Any => Predicate.isObject(u) && (u as {
  * @since 0.1.0
  * @category getters
  */
-export const outputSchemaOf = <T extends Any>(task: T): Schema.Schema<Output<T>, unknown> | undefined =>
-  task.outputSchema as Schema.Schema<Output<T>, unknown> | undefined
+export const outputSchemaOf = <T extends Any>(task: T): Schema.Schema<Output<T>, any> | undefined =>
+  task.outputSchema as Schema.Schema<Output<T>, any> | undefined
 
 /**
  * The task's input Schema typed with the task's `In` (or `undefined` when none was declared).
@@ -227,8 +227,8 @@ export const outputSchemaOf = <T extends Any>(task: T): Schema.Schema<Output<T>,
  * @since 0.1.0
  * @category getters
  */
-export const inputSchemaOf = <T extends Any>(task: T): Schema.Schema<Input<T>, unknown> | undefined =>
-  task.inputSchema as Schema.Schema<Input<T>, unknown> | undefined
+export const inputSchemaOf = <T extends Any>(task: T): Schema.Schema<Input<T>, any> | undefined =>
+  task.inputSchema as Schema.Schema<Input<T>, any> | undefined
 
 /**
  * Runs a definition (a task, an override, a pipeline) and returns its definition error as a

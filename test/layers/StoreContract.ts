@@ -1,0 +1,538 @@
+/**
+ * The Store contract: one suite every store implementation must pass. Call
+ * {@link storeContract} from a test file with a harness that builds the implementation.
+ */
+import { NodeFileSystem } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { digest } from "../../src/domain/Json.js"
+import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
+import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
+import type { NewArtifact, NewAttempt, NewEvent, StoreOptions } from "../../src/services/Store.js"
+import { Store } from "../../src/services/Store.js"
+
+/** What a store implementation provides to the contract. */
+export interface StoreHarness {
+  /** A fresh, empty store with these options and this backend (default inline). */
+  readonly layer: (
+    options?: StoreOptions,
+    backend?: Layer.Layer<ArtifactBackend, unknown>
+  ) => Layer.Layer<Store, unknown>
+  /** Makes every subsequent write transaction fail (true) or succeed again (false). */
+  readonly injectWriteFailure: (on: boolean) => Effect.Effect<void>
+}
+
+export const pipeline = (id: string, over: Partial<ConstructorParameters<typeof PipelineRecord>[0]> = {}) =>
+  new PipelineRecord({
+    pipelineId: id,
+    key: null,
+    name: "demo",
+    state: "running",
+    nTasksDone: 0,
+    nTasksTotal: 3,
+    specDigest: "spec",
+    seedDigest: `seed-${id}`,
+    tags: { split: "test" },
+    attemptsTotal: 0,
+    runId: "run-1",
+    createdAt: 1000,
+    updatedAt: 1000,
+    startedAt: 1000,
+    endedAt: null,
+    failedTask: null,
+    errorType: null,
+    errorMessage: null,
+    errorClass: null,
+    ...over
+  })
+
+export const artifact = (pipelineId: string, seq: number, payload: Uint8Array, isFinal = false): NewArtifact => ({
+  pipelineId,
+  runId: "run-1",
+  seq,
+  taskName: seq < 0 ? null : `t${seq}`,
+  typeName: "Json",
+  codec: "json",
+  digest: digest(payload),
+  payload,
+  isFinal,
+  createdAt: 2000
+})
+
+export const task = (pipelineId: string, seq: number, state: TaskRecord["state"] = "succeeded") =>
+  new TaskRecord({
+    taskRunId: `${pipelineId}/${seq}`,
+    pipelineId,
+    runId: "run-1",
+    seq,
+    taskName: `t${seq}`,
+    state,
+    attemptsUsed: 1,
+    startedAt: 1000,
+    endedAt: 1010,
+    durationMs: 10,
+    errorType: null,
+    errorMessage: null,
+    errorClass: null,
+    leaseIds: ["lease-1"]
+  })
+
+export const attempt = (pipelineId: string, seq: number, attemptNo = 1): NewAttempt => ({
+  pipelineId,
+  runId: "run-1",
+  taskRunId: `${pipelineId}/${seq}`,
+  taskName: `t${seq}`,
+  seq,
+  attemptNo,
+  outcome: attemptNo === 1 ? "failed" : "succeeded",
+  errorClass: attemptNo === 1 ? "timeout" : null,
+  errorType: attemptNo === 1 ? "TimeoutException" : null,
+  errorMessage: null,
+  decision: attemptNo === 1 ? { retry: true, reason: "timeout", delayMs: 100 } : null,
+  leaseIds: [],
+  startedAt: 1000,
+  endedAt: 1005,
+  durationMs: 5
+})
+
+export const event = (kind: string, pipelineId: string | null = null, ts = 1000, runId = "run-1"): NewEvent => ({
+  kind,
+  pipelineId,
+  runId,
+  data: { n: ts },
+  ts
+})
+
+const bytes = (s: string) => new TextEncoder().encode(s)
+
+const tmpDir = () => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-blobs-"))
+
+const filesUnder = (root: string): Array<string> =>
+  fs.readdirSync(root, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => nodePath.join(d.parentPath, d.name))
+
+/** Runs the whole contract against one implementation. */
+export const storeContract = (name: string, makeHarness: () => StoreHarness) => {
+  const withStore = <A, E>(
+    body: (store: Store["Type"], h: StoreHarness) => Effect.Effect<A, E>,
+    options?: StoreOptions,
+    backend?: Layer.Layer<ArtifactBackend, unknown>
+  ) => {
+    const h = makeHarness()
+    return Effect.scoped(Effect.flatMap(Layer.build(h.layer(options, backend)), (ctx) => body(ctx.unsafeMap.get(Store.key) as Store["Type"], h)))
+  }
+
+  describe(`Store contract: ${name}`, () => {
+    it.effect("pages across equal timestamps without loss or duplicates", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const ids = Array.from({ length: 2345 }, (_, i) => `p${String(i).padStart(5, "0")}`)
+          // same createdAt for every row: only the unique key orders them
+          yield* store.admit([...ids].reverse().map((id) => pipeline(id)))
+          const got = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines())).map((p) => p.pipelineId)
+          assert.strictEqual(got.length, ids.length)
+          assert.deepStrictEqual(got, ids)
+          const tasks = ids.slice(0, 1200).flatMap((id) => [task(id, 0), { ...task(id, 0), taskRunId: `${id}/0b` }])
+          yield* Effect.forEach(tasks, (t) => store.putTask(new TaskRecord(t)), { concurrency: 16 })
+          const gotTasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
+          assert.strictEqual(gotTasks.length, 2400)
+          assert.strictEqual(new Set(gotTasks.map((t) => t.taskRunId)).size, 2400)
+          assert.deepStrictEqual(gotTasks.slice(0, 2).map((t) => t.taskRunId), ["p00000/0", "p00000/0b"])
+        })))
+
+    it.effect("limits: none = all, 0 = empty, negative or non-integer = ConfigError", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit(Array.from({ length: 7 }, (_, i) => pipeline(`p${i}`, { createdAt: i })))
+          for (let i = 0; i < 7; i++) yield* store.emitEvent(event("k", `p${i}`, i))
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamPipelines())), 7)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamPipelines({ limit: 0 }))), 0)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamPipelines({ limit: 3 }))), 3)
+          assert.strictEqual((yield* store.events()).length, 7)
+          assert.strictEqual((yield* store.events({ limit: 0 })).length, 0)
+          for (const bad of [-1, 1.5, Number.NaN]) {
+            const e1 = yield* Effect.flip(Stream.runCollect(store.streamPipelines({ limit: bad })))
+            assert.strictEqual(e1._tag, "ConfigError")
+            const e2 = yield* Effect.flip(store.events({ limit: bad }))
+            assert.strictEqual(e2._tag, "ConfigError")
+            const e3 = yield* Effect.flip(store.errors({ limit: bad }))
+            assert.strictEqual(e3._tag, "ConfigError")
+            const e4 = yield* Effect.flip(Stream.runCollect(store.streamEvents({ limit: bad })))
+            assert.strictEqual(e4._tag, "ConfigError")
+          }
+        })))
+
+    it.effect("event and attempt streams stop at the high-water mark taken at the start", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          for (let i = 0; i < 1500; i++) yield* store.emitEvent(event("k", null, i))
+          for (let i = 0; i < 1100; i++) yield* store.recordAttempt(attempt(`p${i}`, 0))
+          let injected = false
+          const inject = Effect.suspend(() => {
+            if (injected) return Effect.void
+            injected = true
+            return Effect.zipRight(
+              Effect.forEach(Array.from({ length: 50 }, (_, i) => i), (i) =>
+                Effect.zipRight(store.emitEvent(event("late", null, 5000 + i)), store.recordAttempt(attempt("late", 0)))),
+              store.flush
+            )
+          })
+          const evs = Chunk.toArray(yield* Stream.runCollect(Stream.tap(store.streamEvents(), () => inject)))
+          assert.strictEqual(evs.length, 1500)
+          assert.isTrue(evs.every((e) => e.kind === "k"))
+          assert.isTrue(evs.every((e, i) => i === 0 || e.eventId > evs[i - 1]!.eventId))
+          injected = false
+          const before = (yield* store.stats()).attemptsTotal // 1100 + the 50 late ones above
+          const atts = Chunk.toArray(yield* Stream.runCollect(Stream.tap(store.streamAttempts(), () => inject)))
+          assert.strictEqual(atts.length, before)
+          assert.strictEqual((yield* store.stats()).attemptsTotal, before + 50)
+          // a new stream sees them
+          assert.strictEqual(yield* store.countEvents({ kind: "late" }), 100)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamAttempts())), before + 50)
+        })))
+
+    it.effect("reads flush the write-behind buffer first", () =>
+      withStore(
+        (store) =>
+          Effect.gen(function*() {
+            yield* store.emitEvent(event("a"))
+            yield* store.recordAttempt(attempt("p1", 0))
+            assert.strictEqual(yield* store.pending, 2)
+            assert.strictEqual((yield* store.events()).length, 1)
+            assert.strictEqual(yield* store.pending, 0)
+            yield* store.emitEvent(event("b"))
+            assert.strictEqual(yield* store.countEvents(), 2)
+            const atts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: "p1" })))
+            assert.strictEqual(atts.length, 1)
+            assert.deepStrictEqual(atts[0]!.decision, { retry: true, reason: "timeout", delayMs: 100 })
+          }),
+        { batchSize: 1000 }
+      ))
+
+    it.effect("a buffer reaching batchSize is written without a read", () =>
+      withStore(
+        (store) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < 4; i++) yield* store.emitEvent(event("a"))
+            assert.strictEqual(yield* store.pending, 1)
+          }),
+        { batchSize: 3 }
+      ))
+
+    it.effect("a failed flush stays buffered and is retried", () =>
+      withStore(
+        (store, h) =>
+          Effect.gen(function*() {
+            yield* store.emitEvent(event("x"))
+            yield* store.recordAttempt(attempt("p1", 0))
+            yield* h.injectWriteFailure(true)
+            const err = yield* Effect.flip(store.flush)
+            assert.strictEqual(err._tag, "StoreUnavailable")
+            assert.strictEqual(yield* store.pending, 2)
+            yield* h.injectWriteFailure(false)
+            yield* store.flush
+            assert.strictEqual(yield* store.pending, 0)
+            assert.strictEqual(yield* store.countEvents({ kind: "x" }), 1)
+            assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamAttempts())), 1)
+          }),
+        { batchSize: 1000 }
+      ))
+
+    it.effect("group commit: concurrent checkpoints are all durable and visible when they resolve", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const ids = Array.from({ length: 300 }, (_, i) => `g${i}`)
+          yield* Effect.forEach(ids, (id) => store.admit([pipeline(id)]), { concurrency: 64 })
+          yield* Effect.forEach(ids, (id) =>
+            Effect.gen(function*() {
+              for (let seq = 0; seq < 3; seq++) {
+                yield* store.checkpoint({
+                  pipelineId: id,
+                  artifact: artifact(id, seq, bytes(`${id}:${seq}`), seq === 2),
+                  task: task(id, seq),
+                  pipeline: {
+                    nTasksDone: seq + 1,
+                    attemptsDelta: 1,
+                    updatedAt: 1100 + seq,
+                    ...(seq === 2 ? { state: "succeeded" as const, endedAt: 1200 } : {})
+                  },
+                  attempts: [{ ...attempt(id, seq, 2) }],
+                  events: [event("task.done", id)]
+                })
+                // resolved ⇒ committed: another read sees the cursor at once
+                const row = yield* store.getPipeline(id)
+                assert.strictEqual(Option.getOrThrow(row).nTasksDone, seq + 1)
+              }
+            }), { concurrency: 64 })
+          const got = yield* store.getPipelines(ids)
+          assert.strictEqual(got.size, 300)
+          for (const p of got.values()) {
+            assert.strictEqual(p.state, "succeeded")
+            assert.strictEqual(p.nTasksDone, 3)
+            assert.strictEqual(p.attemptsTotal, 3)
+          }
+          const arts = yield* store.listArtifacts("g7")
+          assert.deepStrictEqual(arts.map((a) => [a.seq, a.isFinal]), [[0, false], [1, false], [2, true]])
+          assert.strictEqual(yield* store.countEvents({ kind: "task.done" }), 900)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: "g7" }))), 3)
+        })))
+
+    it.effect("a failed group commit fails its callers and leaves nothing visible", () =>
+      withStore((store, h) =>
+        Effect.gen(function*() {
+          yield* store.admit([pipeline("f1")])
+          yield* h.injectWriteFailure(true)
+          const exit = yield* Effect.exit(store.checkpoint({
+            pipelineId: "f1",
+            artifact: artifact("f1", 0, bytes("x")),
+            task: task("f1", 0),
+            pipeline: { nTasksDone: 1, updatedAt: 2 },
+            events: [event("e", "f1")]
+          }))
+          assert.isTrue(Exit.isFailure(exit))
+          yield* h.injectWriteFailure(false)
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("f1")).nTasksDone, 0)
+          assert.strictEqual((yield* store.listArtifacts("f1")).length, 0)
+          assert.strictEqual(yield* store.countEvents(), 0)
+        })))
+
+    it.effect("artifacts: seed at -1, latest per seq, order by seq then id, markFinal idempotent", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([pipeline("a1")])
+          const seed = yield* store.putArtifact(artifact("a1", -1, bytes("seed")))
+          assert.strictEqual(seed.seq, -1)
+          yield* store.putArtifact(artifact("a1", 1, bytes("one")))
+          yield* store.putArtifact(artifact("a1", 0, bytes("zero-old")))
+          yield* store.putArtifact(artifact("a1", 0, bytes("zero-new")))
+          const list = yield* store.listArtifacts("a1")
+          assert.deepStrictEqual(list.map((a) => a.seq), [-1, 0, 0, 1])
+          assert.isTrue(list[1]!.artifactId < list[2]!.artifactId)
+          const got = Option.getOrThrow(yield* store.getArtifact("a1", 0))
+          assert.deepStrictEqual(got.payload, bytes("zero-new"))
+          assert.isTrue(got.artifact.available)
+          assert.strictEqual(got.artifact.typeName, "Json")
+          assert.isTrue(Option.isNone(yield* store.getArtifact("a1", 5)))
+          yield* store.markFinal("a1", 1)
+          yield* store.markFinal("a1", 1)
+          const finals = (yield* store.listArtifacts("a1")).filter((a) => a.isFinal)
+          assert.deepStrictEqual(finals.map((a) => a.seq), [1])
+          yield* store.markFinal("a1", 0)
+          const finals2 = (yield* store.listArtifacts("a1")).filter((a) => a.isFinal)
+          assert.deepStrictEqual(finals2.map((a) => a.artifactId), [list[2]!.artifactId])
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamArtifacts({ pipelineId: "a1" })))
+          assert.deepStrictEqual(streamed.map((a) => a.artifactId), list.map((a) => a.artifactId))
+        })))
+
+    it.effect("journal summary keeps metadata and drops payloads", () =>
+      withStore(
+        (store) =>
+          Effect.gen(function*() {
+            assert.strictEqual(store.journal, "summary")
+            const p = bytes("payload")
+            yield* store.putArtifact(artifact("s1", -1, p))
+            yield* store.checkpoint({ pipelineId: "s1", artifact: artifact("s1", 0, p) })
+            for (const seq of [-1, 0]) {
+              const got = Option.getOrThrow(yield* store.getArtifact("s1", seq))
+              assert.isFalse(got.artifact.available)
+              assert.isUndefined(got.payload)
+              assert.strictEqual(got.artifact.digest, digest(p))
+              assert.strictEqual(got.artifact.size, p.byteLength)
+              assert.strictEqual(got.artifact.storage, "none")
+            }
+          }),
+        { journal: "summary" }
+      ))
+
+    it.effect("file backend: spills large payloads atomically, dedupes, small stay inline, missing blob is unavailable", () => {
+      const root = tmpDir()
+      const backend = ArtifactBackends.layerFile({ root, minBytes: 1024 }).pipe(Layer.provide(NodeFileSystem.layer))
+      return withStore(
+        (store) =>
+          Effect.gen(function*() {
+            const big = new Uint8Array(4096).map((_, i) => i % 251)
+            yield* store.putArtifact(artifact("b1", 0, big))
+            yield* store.putArtifact(artifact("b2", 0, big))
+            yield* store.putArtifact(artifact("b3", 0, bytes("small")))
+            const files = filesUnder(root)
+            assert.strictEqual(files.length, 1, "identical payloads share one file, no temp files left")
+            assert.deepStrictEqual(new Uint8Array(fs.readFileSync(files[0]!)), big)
+            const b1 = Option.getOrThrow(yield* store.getArtifact("b1", 0))
+            assert.strictEqual(b1.artifact.storage, "blob")
+            assert.deepStrictEqual(b1.payload, big)
+            const b3 = Option.getOrThrow(yield* store.getArtifact("b3", 0))
+            assert.strictEqual(b3.artifact.storage, "inline")
+            fs.unlinkSync(files[0]!)
+            const gone = Option.getOrThrow(yield* store.getArtifact("b2", 0))
+            assert.isFalse(gone.artifact.available)
+            assert.isUndefined(gone.payload)
+            assert.isFalse((yield* store.listArtifacts("b2"))[0]!.available)
+          }),
+        {},
+        backend
+      )
+    })
+
+    it.effect("null backend keeps digest and size, drops bytes", () =>
+      withStore(
+        (store) =>
+          Effect.gen(function*() {
+            const p = bytes("gone")
+            yield* store.putArtifact(artifact("n1", 0, p))
+            const got = Option.getOrThrow(yield* store.getArtifact("n1", 0))
+            assert.isFalse(got.artifact.available)
+            assert.strictEqual(got.artifact.digest, digest(p))
+            assert.strictEqual(got.artifact.size, 4)
+          }),
+        {},
+        ArtifactBackends.layerNull
+      ))
+
+    it.effect("stats: counts, state distribution, latency percentiles, attempts and retries", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // durations 1..100 ms
+          yield* store.admit(Array.from({ length: 100 }, (_, i) =>
+            pipeline(`d${i}`, { state: i % 10 === 0 ? "failed" : "succeeded", startedAt: 0, endedAt: i + 1 })))
+          yield* store.admit([pipeline("other", { runId: "run-2" })])
+          yield* store.recordAttempt(attempt("d1", 0, 1))
+          yield* store.recordAttempt(attempt("d1", 0, 2))
+          const s = yield* store.stats("run-1")
+          assert.strictEqual(s.pipelines, 100)
+          assert.strictEqual(s.byState.failed, 10)
+          assert.strictEqual(s.byState.succeeded, 90)
+          assert.strictEqual(s.attemptsTotal, 2)
+          assert.strictEqual(s.retries, 1)
+          assert.isNotNull(s.latencyMs)
+          assert.closeTo(s.latencyMs!.p50, 50.5, 1e-9)
+          assert.closeTo(s.latencyMs!.p95, 95.05, 1e-9)
+          assert.closeTo(s.latencyMs!.p99, 99.01, 1e-9)
+          const all = yield* store.stats()
+          assert.strictEqual(all.pipelines, 101)
+          assert.strictEqual(all.byState.running, 1)
+          assert.isNull((yield* store.stats("nobody")).latencyMs)
+        })))
+
+    it.effect("errors lists failed pipelines latest first with their failure fields", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([pipeline("e1"), pipeline("e2"), pipeline("ok")])
+          const fail = (id: string, at: number) =>
+            store.updatePipeline(id, {
+              state: "failed",
+              endedAt: at,
+              updatedAt: at,
+              error: { failedTask: "t1", errorType: "FatalError", errorMessage: `boom ${id}`, errorClass: "fatal" }
+            })
+          yield* fail("e1", 10)
+          yield* fail("e2", 20)
+          const rows = yield* store.errors()
+          assert.deepStrictEqual(rows.map((r) => r.pipelineId), ["e2", "e1"])
+          assert.strictEqual(rows[0]!.errorMessage, "boom e2")
+          assert.strictEqual(rows[0]!.failedTask, "t1")
+          assert.strictEqual((yield* store.errors({ limit: 1 })).length, 1)
+          assert.strictEqual((yield* store.errors({ runId: "run-9" })).length, 0)
+          // settle clears the failure in one write
+          yield* store.settlePipeline("e1", { state: "succeeded", nTasksDone: 3, runId: "run-2", endedAt: 30 })
+          const e1 = Option.getOrThrow(yield* store.getPipeline("e1"))
+          assert.strictEqual(e1.state, "succeeded")
+          assert.strictEqual(e1.runId, "run-2")
+          assert.strictEqual(e1.nTasksDone, 3)
+          assert.isNull(e1.errorMessage)
+          assert.isNull(e1.failedTask)
+          assert.deepStrictEqual((yield* store.errors()).map((r) => r.pipelineId), ["e2"])
+        })))
+
+    it.effect("events: latest N returned oldest first, filters, exact counts", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          for (let i = 0; i < 20; i++) {
+            yield* store.emitEvent(event(i % 2 === 0 ? "even" : "odd", i < 10 ? "p1" : "p2", i, i < 15 ? "run-1" : "run-2"))
+          }
+          const last3 = yield* store.events({ limit: 3 })
+          assert.deepStrictEqual(last3.map((e) => e.ts), [17, 18, 19])
+          const even = yield* store.events({ kind: "even", limit: 2 })
+          assert.deepStrictEqual(even.map((e) => e.ts), [16, 18])
+          assert.deepStrictEqual((yield* store.events({ pipelineId: "p1", kind: "odd" })).map((e) => e.ts), [1, 3, 5, 7, 9])
+          assert.strictEqual(yield* store.countEvents({ kind: "even" }), 10)
+          assert.strictEqual(yield* store.countEvents({ runId: "run-2" }), 5)
+          assert.strictEqual(yield* store.countEvents({ runId: "run-2", kind: "odd", pipelineId: "p2" }), 3)
+          assert.strictEqual(yield* store.countEvents(), 20)
+          assert.deepStrictEqual((yield* store.events({ limit: 1 }))[0]!.data, { n: 19 })
+        })))
+
+    it.effect("runs: open, heartbeat, finish, latest, list, interruptStale", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const r1 = yield* store.openRun({ runId: "r1", label: "first", config: { a: 1 }, startedAt: 100, meta: { host: "h" } })
+          assert.strictEqual(r1.status, "running")
+          yield* store.openRun({ runId: "r2", startedAt: 200 })
+          yield* store.openRun({ runId: "r3", startedAt: 300 })
+          yield* store.heartbeat("r2", 5000)
+          yield* store.finishRun("r3", { status: "completed", endedAt: 400 })
+          assert.strictEqual(Option.getOrThrow(yield* store.latestRun).runId, "r3")
+          assert.deepStrictEqual((yield* store.listRuns).map((r) => r.runId), ["r1", "r2", "r3"])
+          const stale = yield* store.interruptStale(1000, 5500)
+          assert.deepStrictEqual(stale.map((r) => [r.runId, r.status, r.stopReason]), [["r1", "interrupted", "stale"]])
+          const got = Option.getOrThrow(yield* store.getRun("r1"))
+          assert.deepStrictEqual(got.config, { a: 1 })
+          assert.deepStrictEqual(got.meta, { host: "h" })
+          assert.strictEqual(got.endedAt, 5500)
+          assert.strictEqual(Option.getOrThrow(yield* store.getRun("r3")).status, "completed")
+          assert.isTrue(Option.isNone(yield* store.getRun("nope")))
+        })))
+
+    it.effect("metrics upsert by run, scope and name", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 1 })
+          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "acc", value: 0.75, display: "percent", updatedAt: 2 })
+          yield* store.reportMetric({ runId: "r", pipelineId: "p1", name: "acc", value: 1, updatedAt: 3 })
+          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "phase", value: "scoring", label: "Phase", updatedAt: 4 })
+          const run = yield* store.metrics({ runId: "r", pipelineId: null })
+          assert.deepStrictEqual(run.map((m) => [m.name, m.value, m.display]), [["acc", 0.75, "percent"], ["phase", "scoring", "text"]])
+          assert.strictEqual((yield* store.metrics({ runId: "r" })).length, 3)
+          assert.deepStrictEqual((yield* store.metrics({ runId: "r", pipelineId: "p1" })).map((m) => m.value), [1])
+        })))
+
+    it.effect("resource specs are stored with secrets masked", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.putResource({
+            pool: "llm",
+            resourceId: "r1",
+            kind: "llm",
+            spec: {
+              options: { apiKey: "sk-1", baseUrl: "http://x", nested: { Authorization: "Bearer t", PASSWORD: "p" } },
+              headers: [{ token: "abc" }],
+              capacity: 2
+            },
+            health: { state: "ready", failures: 0 },
+            updatedAt: 1
+          })
+          const [r] = yield* store.resources
+          assert.deepStrictEqual(r!.spec, {
+            options: { apiKey: "***", baseUrl: "http://x", nested: { Authorization: "***", PASSWORD: "***" } },
+            headers: [{ token: "***" }],
+            capacity: 2
+          })
+          assert.deepStrictEqual(r!.health, { state: "ready", failures: 0 })
+          assert.strictEqual((yield* store.stats()).resources.length, 1)
+          assert.isFalse(JSON.stringify(yield* store.resources).includes("sk-1"))
+        })))
+
+    it.effect("invalid options are a ConfigError", () => {
+      const h = makeHarness()
+      return Effect.gen(function*() {
+        const e = yield* Effect.flip(Effect.scoped(Layer.build(h.layer({ batchSize: 0 }))))
+        assert.strictEqual((e as { _tag: string })._tag, "ConfigError")
+      })
+    })
+  })
+}
+

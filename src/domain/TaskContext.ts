@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type { Effect, Scope } from "effect"
+import type { ConfigError, StoreUnavailable } from "./Errors.js"
 import type { AcquireError, AcquireOptions, Lease } from "./Lease.js"
 
 /**
@@ -73,15 +74,19 @@ export interface TaskContext {
   readonly heldLeases: Effect.Effect<ReadonlyArray<Lease>>
   /** Gives back every lease this attempt holds, now. */
   readonly reclaimNow: Effect.Effect<void>
-  /** Writes a custom event (`kind`, `data`) into this run's event stream. */
-  readonly emit: (kind: string, data?: Readonly<Record<string, unknown>>) => Effect.Effect<void>
+  /**
+   * Writes a custom event (`kind`, `data`: strict JSON) into this run's event stream
+   * (buffered with the other events; fails only if the store is unavailable).
+   */
+  readonly emit: (kind: string, data?: Readonly<Record<string, unknown>>) => Effect.Effect<void, StoreUnavailable>
   /**
    * Reports the latest value of a metric scoped to the current pipeline (strings, booleans
-   * and finite numbers).
+   * and finite numbers; anything else fails with `ConfigError`). Written at once, not
+   * buffered.
    */
   readonly reportMetric: (
     name: string,
     value: string | number | boolean,
     options?: MetricOptions
-  ) => Effect.Effect<void>
+  ) => Effect.Effect<void, StoreUnavailable | ConfigError>
 }

@@ -187,7 +187,8 @@ export const schemaTypeName = (schema: Schema.Schema.Any): string | undefined =>
 /**
  * Builds a codec for the values of `schema` (requirements must be `never`).
  *
- * - claims a value when `Schema.is(schema)` accepts it (for a `Schema.Class`, an instance);
+ * - claims a value when `Schema.is(schema)` accepts it with no excess properties (for a
+ *   `Schema.Class`, an instance), so a struct schema never trims a richer value;
  * - encodes with `Schema.encodeUnknownEither(schema)` and writes the encoded form as
  *   canonical JSON (so the encoded side must be strict JSON);
  * - decodes the JSON and runs `Schema.decodeUnknownEither(schema)`, returning the class
@@ -207,8 +208,10 @@ export const SchemaCodec = <A, I>(
   if (typeName === undefined) {
     throw new Error("SchemaCodec: the schema has no identifier; annotate it or pass { typeName }")
   }
-  const is = Schema.is(schema)
-  const encodeSchema = Schema.encodeUnknownEither(schema)
+  // Excess properties are errors: a struct schema must not claim (and silently trim) a value
+  // that carries more fields than it declares.
+  const is = Schema.is(schema, { onExcessProperty: "error" })
+  const encodeSchema = Schema.encodeUnknownEither(schema, { onExcessProperty: "error" })
   const decodeSchema = Schema.decodeUnknownEither(schema)
   const fail = (message: string) => new ArtifactCodecError({ codec: schemaCodecName, typeName, message })
   return {

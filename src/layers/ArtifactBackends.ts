@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { FileSystem } from "@effect/platform"
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Layer, Option, Random } from "effect"
 import type { ConfigError } from "../domain/Errors.js"
 import { StoreUnavailable } from "../domain/Errors.js"
 import { digestFull } from "../domain/Json.js"
@@ -69,7 +69,7 @@ export const makeFile = (options: { readonly root: string; readonly minBytes?: n
           const present = yield* fs.exists(target)
           if (!present) {
             yield* fs.makeDirectory(`${root}/${ref.slice(0, 2)}`, { recursive: true })
-            const tmp = yield* fs.makeTempFile({ directory: root, prefix: ".tmp-" })
+            const tmp = `${root}/.tmp-${ref.slice(0, 16)}-${yield* Random.nextInt}`
             yield* fs.writeFile(tmp, payload).pipe(
               Effect.zipRight(fs.rename(tmp, target)),
               Effect.onError(() => fs.remove(tmp).pipe(Effect.ignore))

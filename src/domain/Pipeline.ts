@@ -434,7 +434,8 @@ const isPositiveInt = (n: unknown, min: number): n is number => typeof n === "nu
 
 type MakeArgs<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest extends ReadonlyArray<Task.Any>]
   ? F extends Task.Any ? A extends ReadonlyArray<Task.Any> ? CheckChain<A> : never
-  : readonly [MakeOptions, ...CheckChain<Rest>]
+  : Rest extends Tasks ? readonly [MakeOptions, ...CheckChain<Rest>]
+  : readonly [MakeOptions, Task.Any, ...ReadonlyArray<Task.Any>]
   : never
 
 type TasksOf<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest] ?

@@ -85,7 +85,9 @@ const waitForSignal = Effect.async<string>((resume) => {
 })
 
 /** Ends the process with exit code 0 (after the server's scope has closed). */
-const exitZero = Effect.sync(() => process.exit(0))
+const exitZero = Effect.sync((): void => {
+  process.exit(0)
+})
 
 interface Overrides {
   readonly seed: Option.Option<number>
@@ -156,7 +158,7 @@ export const mockLlm = Command.make(
       // command a signal is the normal end: the interruption stays pending while the scope
       // closes (dropping every connection, hung ones included), then the process exits 0.
       // A second signal gets Node's default action.
-      yield* Effect.uninterruptible(Effect.scoped(
+      return yield* Effect.uninterruptible(Effect.scoped(
         Effect.gen(function*() {
           const server = yield* serve({
             profile: finalProfile,

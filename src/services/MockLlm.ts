@@ -492,7 +492,8 @@ export const makeApp = (
         entries.push(entry)
         if (entries.length > capacity) entries.splice(0, entries.length - capacity)
         if (file !== undefined) {
-          const line = encoder.encode(JSON.stringify(Schema.encodeSync(RequestLogEntry)(entry)) + "\n")
+          const encoded = yield* Effect.orDie(Schema.encode(RequestLogEntry)(entry))
+          const line = encoder.encode(JSON.stringify(encoded) + "\n")
           yield* fileLock.withPermits(1)(file.writeAll(line)).pipe(Effect.orDie)
         }
       })

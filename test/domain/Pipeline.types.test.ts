@@ -150,6 +150,6 @@ describe("Pipeline chain types", () => {
       Stream.Stream<Pipeline.PipelineSpec<string, string, Boom, Db>, SourceError | Pipeline.SeedError, Llm>
     >()
     // @ts-expect-error seeds of the wrong type
-    template.map([1, 2])
+    Task.tryDefine(() => template.map([1, 2]))
   })
 })

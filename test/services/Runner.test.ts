@@ -1,0 +1,182 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
+import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store } from "../../src/services/Store.js"
+
+const env = (options: Runner.RunOptions = {}) => {
+  const base = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+  return Layer.provideMerge(Runner.layer({ handleSignals: false, ...options }), base)
+}
+
+const inc = Task.sync("inc", (n: number) => n + 1)
+const double = Task.sync("double", (n: number) => n * 2)
+const show = Task.sync("show", (n: number) => `value=${n}`)
+
+describe("Runner", () => {
+  it.effect("runs every pipeline to success and checkpoints each task", () =>
+    Effect.gen(function*() {
+      const template = Pipeline.make("arith", inc, double, show)
+      const report = yield* Runner.run(template.map([1, 2, 3, 4, 5]))
+      assert.strictEqual(report.status, "completed")
+      assert.strictEqual(report.stats.byState.succeeded, 5)
+      const store = yield* Store
+      const spec = template.bind(3)
+      const row = Option.getOrThrow(yield* store.getPipeline(spec.pipelineId))
+      assert.strictEqual(row.state, "succeeded")
+      assert.strictEqual(row.nTasksDone, 3)
+      const artifacts = yield* store.listArtifacts(spec.pipelineId)
+      assert.deepStrictEqual(artifacts.map((a) => a.seq), [-1, 0, 1, 2])
+      assert.isTrue(artifacts.find((a) => a.seq === 2)!.isFinal)
+      const final = Option.getOrThrow(yield* store.getArtifact(spec.pipelineId, 2))
+      assert.strictEqual(new TextDecoder().decode(final.payload!), JSON.stringify("value=8"))
+    }).pipe(Effect.provide(env())))
+
+  it.effect("retries a retryable failure after the policy's delay and persists the decision", () =>
+    Effect.gen(function*() {
+      const flaky = Task.make(
+        "flaky",
+        { retry: { maxAttempts: 3, base: "1 second", jitter: "none" } },
+        (n: number, ctx) =>
+          ctx.attempt < 3 ? Effect.fail(new RetryableError({ message: "busy", errorClass: "upstream" })) : Effect.succeed(n)
+      )
+      const template = Pipeline.make("retry", flaky)
+      const fiber = yield* Effect.fork(Runner.run(template.map([7])))
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      const store = yield* Store
+      const attempts = yield* Stream.runCollect(store.streamAttempts({ runId: report.runId }))
+      const rows = Array.from(attempts)
+      assert.deepStrictEqual(rows.map((a) => a.outcome), ["failed", "failed", "succeeded"])
+      assert.deepStrictEqual(rows.map((a) => a.errorClass), ["upstream", "upstream", null])
+      assert.deepStrictEqual(rows.map((a) => (a.decision as { delayMs: number }).delayMs), [1000, 2000, 0])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a declined failure fails the pipeline with the error recorded", () =>
+    Effect.gen(function*() {
+      const bad = Task.sync("bad", (_: number): number => {
+        throw new FatalError({ message: "no way" })
+      })
+      const template = Pipeline.make("fatal", inc, bad)
+      const report = yield* Runner.run(template.map([1, 2]))
+      assert.strictEqual(report.stats.byState.failed, 2)
+      const store = yield* Store
+      const errors = yield* store.errors({ runId: report.runId })
+      assert.strictEqual(errors.length, 2)
+      assert.strictEqual(errors[0]!.failedTask, "bad")
+      assert.strictEqual(errors[0]!.errorClass, "fatal")
+      const row = Option.getOrThrow(yield* store.getPipeline(template.bind(1).pipelineId))
+      assert.strictEqual(row.nTasksDone, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("resume continues from the last checkpoint without re-running finished tasks", () =>
+    Effect.gen(function*() {
+      const executed: Array<string> = []
+      let broken = true
+      const first = Task.sync("first", (n: number) => {
+        executed.push(`first:${n}`)
+        return n + 1
+      })
+      const second = Task.sync("second", (n: number) => {
+        executed.push(`second:${n}`)
+        if (broken) throw new FatalError({ message: "down" })
+        return n * 10
+      })
+      const template = Pipeline.make("resume", { includeCode: false }, first, second)
+      const r1 = yield* Runner.run(template.map([1, 2, 3]))
+      assert.strictEqual(r1.stats.byState.failed, 3)
+      broken = false
+      executed.length = 0
+      const r2 = yield* Runner.run(template.map([1, 2, 3]))
+      assert.strictEqual(r2.stats.byState.succeeded, 3)
+      assert.deepStrictEqual(executed.sort(), ["second:2", "second:3", "second:4"])
+      // A third run skips everything.
+      executed.length = 0
+      const r3 = yield* Runner.run(template.map([1, 2, 3]))
+      assert.strictEqual(r3.skipped, 3)
+      assert.deepStrictEqual(executed, [])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("admission and concurrency bounds hold", () =>
+    Effect.gen(function*() {
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("10 millis"), n))
+      const template = Pipeline.make("bounded", slow)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map(Array.from({ length: 200 }, (_, i) => i))))
+      for (let i = 0; i < 40; i++) yield* TestClock.adjust("10 millis")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 200)
+      const live = yield* runner.stats
+      assert.isAtMost(live.peakInFlight, 8)
+      assert.strictEqual(live.peakInFlight, 8)
+      assert.isAtMost(live.peakAdmitted, 16)
+    }).pipe(Effect.provide(env({ concurrency: 8, maxAdmitted: 16 }))))
+
+  it.effect("an output Schema class comes back as its class on resume", () =>
+    Effect.gen(function*() {
+      class Verdict extends Schema.Class<Verdict>("Verdict")({ label: Schema.String, score: Schema.Number }) {
+        get loud() {
+          return this.label.toUpperCase()
+        }
+      }
+      const seen: Array<string> = []
+      let broken = true
+      const judge = Task.sync("judge", { output: Verdict }, (n: number) => new Verdict({ label: n > 1 ? "spam" : "ham", score: n }))
+      const use = Task.sync("use", (v: Verdict) => {
+        if (broken) throw new FatalError({ message: "later" })
+        seen.push(v.loud)
+        return v.score
+      })
+      const template = Pipeline.make("schema", { includeCode: false }, judge, use)
+      yield* Runner.run(template.map([1, 2]))
+      broken = false
+      const r2 = yield* Runner.run(template.map([1, 2]))
+      assert.strictEqual(r2.stats.byState.succeeded, 2)
+      assert.deepStrictEqual(seen.sort(), ["HAM", "SPAM"])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("stop() admits nothing new and interrupts in-flight work after the grace period", () =>
+    Effect.gen(function*() {
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("10 seconds"), n))
+      const template = Pipeline.make("stoppable", slow)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map(Array.from({ length: 50 }, (_, i) => i))))
+      yield* TestClock.adjust("1 second")
+      yield* runner.stop("test")
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.status, "interrupted")
+      assert.strictEqual(report.stopReason, "test")
+      // 16 admitted (4 × concurrency): 4 in flight, 12 waiting for a worker; nothing more.
+      assert.strictEqual(report.stats.pipelines, 16)
+      assert.strictEqual(report.stats.byState.interrupted, 16)
+      assert.strictEqual(report.stats.byState.succeeded, 0)
+      const live = yield* runner.stats
+      assert.strictEqual(live.counters.admitted, 16)
+      assert.strictEqual(live.peakInFlight, 4)
+    }).pipe(Effect.provide(env({ concurrency: 4, grace: "2 seconds" }))))
+
+  it.effect("a per-attempt timeout fails the attempt with class timeout", () =>
+    Effect.gen(function*() {
+      const hang = Task.make("hang", { timeout: "2 seconds", retry: { maxAttempts: 2, base: "1 second", jitter: "none" } }, (
+        n: number
+      ) => Effect.as(Effect.never, n))
+      const template = Pipeline.make("timeout", hang)
+      const fiber = yield* Effect.fork(Runner.run(template.map([1])))
+      yield* TestClock.adjust("2 seconds")
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const store = yield* Store
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ runId: report.runId })))
+      assert.deepStrictEqual(attempts.map((a) => a.outcome), ["timeout", "timeout"])
+      assert.deepStrictEqual(attempts.map((a) => a.errorClass), ["timeout", "timeout"])
+    }).pipe(Effect.provide(env())))
+})

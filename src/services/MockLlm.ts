@@ -204,8 +204,12 @@ export const presetEndpoints = (n: number): ReadonlyArray<EndpointProfile> => {
   })
 }
 
+// `Schema.optional` fields are unions with `undefined`, so a bad value also yields an
+// "Expected undefined" issue for the field and each parent; those only add noise.
 const formatIssues = (e: ParseResult.ParseError) =>
-  ParseResult.ArrayFormatter.formatErrorSync(e).map((i) => ({
+  ParseResult.ArrayFormatter.formatErrorSync(e).filter((i, _, all) =>
+    !(i.message.startsWith("Expected undefined") && all.some((o) => !o.message.startsWith("Expected undefined")))
+  ).map((i) => ({
     path: i.path.length === 0 ? "$" : i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, ""),
     message: i.message
   }))
@@ -368,7 +372,8 @@ export class RequestLogEntry extends Schema.Class<RequestLogEntry>("RequestLogEn
 
 /**
  * Options of {@link makeApp} / {@link serve}: the profile, an optional JSONL log file, and the
- * in-memory log capacity (default 200,000 entries; older entries are dropped first).
+ * in-memory log capacity (default 200,000 entries; past it by a tenth, the oldest entries are
+ * dropped down to the capacity; the JSONL file keeps everything).
  *
  * @since 0.1.0
  * @category models
@@ -490,7 +495,8 @@ export const makeApp = (
         seq += 1
         const entry = RequestLogEntry.make({ ...fields, seq, offsetMs: fields.atMs - startedAtMs })
         entries.push(entry)
-        if (entries.length > capacity) entries.splice(0, entries.length - capacity)
+        // trim in chunks of a tenth so that a full log does not shift the array on every request
+        if (entries.length > capacity + Math.ceil(capacity / 10)) entries.splice(0, entries.length - capacity)
         if (file !== undefined) {
           const encoded = yield* Effect.orDie(Schema.encode(RequestLogEntry)(entry))
           const line = encoder.encode(JSON.stringify(encoded) + "\n")

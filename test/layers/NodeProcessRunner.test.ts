@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Fiber, TestClock } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Option, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -218,6 +218,12 @@ describe("NodeProcessRunner", () => {
       assert.instanceOf(noCwd, ProcessSpawnError)
       const empty = yield* Effect.flip(run([]))
       assert.strictEqual(empty.reason, "EmptyCommand")
+      const notExecutable = tmpFile("not-executable.sh")
+      fs.writeFileSync(notExecutable, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+      const denied = yield* Effect.flip(run([notExecutable]))
+      assert.strictEqual(denied.reason, "EACCES")
+      assert.strictEqual(classify(denied), "fatal")
+      fs.rmSync(notExecutable, { force: true })
     }))
 
   it.live("timeout kills a child that ignores SIGTERM: ProcessTimeout, and the child is gone", () =>
@@ -235,6 +241,7 @@ describe("NodeProcessRunner", () => {
       assert.instanceOf(error, ProcessTimeout)
       assert.strictEqual(error.timeoutMs, 1000)
       assert.strictEqual(classify(error), "timeout")
+      assert.strictEqual(error.stderrTail, "waiting\n")
       // the child would sleep 300 s: returning long before proves the scope did not wait on it
       assert.isBelow(elapsed, 30_000)
       const pids = readPids(pidFile)
@@ -244,12 +251,12 @@ describe("NodeProcessRunner", () => {
       fs.rmSync(pidFile, { force: true })
     }))
 
-  it.live("interrupting a run kills every grandchild", () =>
+  it.live("interrupting a run kills every grandchild, even ones that ignore SIGTERM", () =>
     Effect.gen(function*() {
       const pidFile = tmpFile("tree")
       const token = randomUUID()
       const fiber = yield* Effect.fork(
-        run(["/bin/sh", fixture("tree.sh"), pidFile], { env: { ASSAY_PROC_TOKEN: token } })
+        run(["/bin/sh", fixture("tree.sh"), pidFile, "stubborn"], { env: { ASSAY_PROC_TOKEN: token } })
       )
       assert.isTrue(yield* eventually(() => readPids(pidFile) !== undefined))
       const pids = readPids(pidFile)!
@@ -277,22 +284,30 @@ describe("NodeProcessRunner", () => {
       fs.rmSync(pidFile, { force: true })
     }))
 
-  it.live("interruption right after start (or during it) leaves no process", () =>
+  it.live("interruption right after start (or during it) leaves no process and never hangs", () =>
     Effect.gen(function*() {
       const token = randomUUID()
+      // the shell and its sleeps ignore SIGTERM: a cleanup that only sent SIGTERM would hang here
       const command = ["/bin/sh", "-c", "trap '' TERM; sleep 300 & sleep 300 & wait"]
-      for (const delayMs of [0, 0, 1, 2, 3, 5, 8, 13, 21, 34]) {
-        const fiber = yield* Effect.fork(run(command, { env: { ASSAY_PROC_TOKEN: token } }))
-        if (delayMs > 0) yield* Effect.sleep(Duration.millis(delayMs))
-        yield* Fiber.interrupt(fiber)
+      const runner = yield* ProcessRunner
+      // Interrupt after 0..39 scheduler yields: this sweeps the window in which the process
+      // exists but its spawn has not been reported yet, as well as the moments just after.
+      for (let k = 0; k < 40; k++) {
+        const fiber = yield* Effect.fork(runner.run(command, { env: { ASSAY_PROC_TOKEN: token } }))
+        for (let j = 0; j < k; j++) yield* Effect.yieldNow()
+        const done = yield* Fiber.interrupt(fiber).pipe(Effect.timeout("10 seconds"), Effect.option)
+        assert.isTrue(Option.isSome(done), `interrupt after ${k} yields did not complete`)
       }
       // and through Effect.timeout, which interrupts the run from outside
       for (const ms of [1, 4, 16]) {
-        const r = yield* run(command, { env: { ASSAY_PROC_TOKEN: token } }).pipe(Effect.timeout(Duration.millis(ms)), Effect.exit)
+        const r = yield* runner.run(command, { env: { ASSAY_PROC_TOKEN: token } }).pipe(
+          Effect.timeout(Duration.millis(ms)),
+          Effect.exit
+        )
         assert.isTrue(Exit.isFailure(r))
       }
       assert.isTrue(yield* eventually(() => liveWithToken(token).length === 0))
-    }))
+    }).pipe(Effect.provide(NodeProcessRunner.layer)))
 
   it.live("a command that exits normally is not chased: its background process survives", () =>
     Effect.gen(function*() {
@@ -304,6 +319,22 @@ describe("NodeProcessRunner", () => {
       process.kill(pid, "SIGKILL")
       assert.isTrue(yield* eventually(() => !isAlive(pid)))
     }))
+})
+
+describe("process errors", () => {
+  it("round-trip through their Schema and keep their error class when encoded", () => {
+    const timeout = new ProcessTimeout({ command: "sleep 9", timeoutMs: 500, stderrTail: "x" })
+    const failed = new ProcessFailed({ command: "false", exitCode: 1, stderrTail: "" })
+    const spawn = new ProcessSpawnError({ command: "nope", reason: "ENOENT", detail: "not found", errorClass: "fatal" })
+    const encodedTimeout = Schema.encodeSync(ProcessTimeout)(timeout)
+    assert.strictEqual(classify(encodedTimeout), "timeout")
+    assert.deepStrictEqual(Schema.decodeUnknownSync(ProcessTimeout)(JSON.parse(JSON.stringify(encodedTimeout))), timeout)
+    const encodedFailed = Schema.encodeSync(ProcessFailed)(failed)
+    assert.strictEqual(classify(encodedFailed), "fatal")
+    assert.deepStrictEqual(Schema.decodeUnknownSync(ProcessFailed)(JSON.parse(JSON.stringify(encodedFailed))), failed)
+    assert.deepStrictEqual(Schema.decodeUnknownSync(ProcessSpawnError)(Schema.encodeSync(ProcessSpawnError)(spawn)), spawn)
+    assert.include(failed.message, "exit code 1")
+  })
 })
 
 describe("ProcessRunner.layerTest", () => {

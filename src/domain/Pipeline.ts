@@ -296,7 +296,10 @@ export const computeSpecDigest = (
  * @category identity
  */
 export const defaultPipelineId = (specDigest: string, seedDigest: string, repeat: number): string =>
-  digest(canonicalJsonUnsafe([specDigest, seedDigest, repeat]))
+  // digests are lowercase hex and repeat an integer, so this literal is exactly their canonical JSON
+  /^[0-9a-f]*$/.test(specDigest) && /^[0-9a-f]*$/.test(seedDigest) && Number.isSafeInteger(repeat) ?
+    digest(`["${specDigest}","${seedDigest}",${repeat}]`) :
+    digest(canonicalJsonUnsafe([specDigest, seedDigest, repeat]))
 
 // ---------------------------------------------------------------------------------------------
 // Build-time Schema check

@@ -342,6 +342,22 @@ const normalizeAlgorithm = (
   return none
 }
 
+const keptAlgorithm = (
+  kept: NonNullable<Definition["keepAlgorithm"]>,
+  version: string | null,
+  issues: Array<ConfigIssue>
+): NonNullable<Definition["keepAlgorithm"]> => {
+  const instance = kept.instance
+  if (instance !== null && typeof instance.fingerprint !== "function" && version === null) {
+    issues.push({
+      path: "algorithm",
+      message: `custom algorithm "${kept.algorithm?.name ?? "custom"}" has no fingerprint(), so the task needs a version`,
+      suggestion: "keep the task's version, or give the algorithm a fingerprint() returning strict JSON"
+    })
+  }
+  return kept
+}
+
 const resolveRetry = (input: unknown, issues: Array<ConfigIssue>): RetryPolicy => {
   if (input === undefined) return RetryPolicy.default
   if (input instanceof RetryPolicy) return input
@@ -437,6 +453,14 @@ interface Definition {
   readonly run: unknown
   /** The function whose source is digested (the user's body, not a wrapper). */
   readonly source: unknown
+  /**
+   * An algorithm already normalised (by an earlier definition) to keep as it is: a custom
+   * algorithm's fingerprint is captured once, when the task is first defined.
+   */
+  readonly keepAlgorithm?: {
+    readonly algorithm: NormalizedAlgorithm | null
+    readonly instance: AlgorithmInstance | null
+  } | undefined
 }
 
 const TaskProto = {
@@ -460,7 +484,9 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
   if (typeof def.run !== "function") issues.push({ path: "run", message: "a task needs a function" })
   const resource = resolveOptionalString(o["resource"], "resource", issues)
   const version = resolveOptionalString(o["version"], "version", issues)
-  const { algorithm, instance } = normalizeAlgorithm(o["algorithm"], version, issues)
+  const { algorithm, instance } = def.keepAlgorithm === undefined ?
+    normalizeAlgorithm(o["algorithm"], version, issues) :
+    keptAlgorithm(def.keepAlgorithm, version, issues)
   const retry = resolveRetry(o["retry"], issues)
   const timeout = resolveTimeout(o["timeout"], issues)
   const config = o["config"] === undefined ? deepFreeze({}) : snapshotObject(o["config"], "config", issues)
@@ -828,7 +854,7 @@ export const withOverrides: {
   const has = (k: string) => Object.prototype.hasOwnProperty.call(given, k)
   const options: Record<string, unknown> = {
     resource: has("resource") ? given["resource"] : o.resource,
-    algorithm: has("algorithm") ? given["algorithm"] : (o.algorithmInstance ?? o.algorithm),
+    algorithm: has("algorithm") ? given["algorithm"] : undefined,
     retry: has("retry") ? given["retry"] : o.retry,
     timeout: has("timeout") ? given["timeout"] : o.timeout,
     config: has("config") ? given["config"] : o.config,
@@ -843,6 +869,7 @@ export const withOverrides: {
   return build<In, Out, E, R>({
     name: has("name") ? given["name"] : task.name,
     options,
+    keepAlgorithm: has("algorithm") ? undefined : { algorithm: o.algorithm, instance: o.algorithmInstance },
     run: has("run") ? given["run"] : task.run,
     source: given["run"]
   })

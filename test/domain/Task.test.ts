@@ -279,6 +279,22 @@ describe("Task definition: options, snapshots, errors", () => {
     assert.deepStrictEqual(pathsOf(configErrorOf(() => Task.withOverrides(versioned, { version: null }))), ["algorithm"])
   })
 
+  it("a custom algorithm's fingerprint is captured at definition and kept by overrides", () => {
+    const state = { k: 1 }
+    const algo = { _tag: "AcquireAlgorithm" as const, name: "mine", fingerprint: () => ({ k: state.k }) }
+    const t = Task.sync("t", { algorithm: algo }, (n: number) => n)
+    state.k = 2
+    assert.deepStrictEqual(t.options.algorithm, { name: "mine", fingerprint: { k: 1 } })
+    const o = Task.withOverrides(t, { version: "v9" })
+    assert.deepStrictEqual(o.options.algorithm, { name: "mine", fingerprint: { k: 1 } })
+    assert.strictEqual(o.options.algorithmInstance, algo)
+    // giving the algorithm again re-captures it
+    assert.deepStrictEqual(Task.withOverrides(t, { algorithm: algo }).options.algorithm, {
+      name: "mine",
+      fingerprint: { k: 2 }
+    })
+  })
+
   it("children must be tasks", () => {
     const e = configErrorOf(() =>
       Task.sync("t", { children: [Task.sync("c", (n: number) => n), "x" as never] }, (n: number) => n)

@@ -31,6 +31,13 @@ const run = (command: string | ReadonlyArray<string>, options?: Parameters<Proce
     Effect.provide(NodeProcessRunner.layer)
   )
 
+const spawnFailure = (command: string | ReadonlyArray<string>, options?: Parameters<ProcessRunner["Type"]["run"]>[1]) =>
+  Effect.flip(run(command, options)).pipe(
+    Effect.flatMap((e) =>
+      e._tag === "ProcessSpawnError" ? Effect.succeed(e) : Effect.dieMessage(`expected a spawn error, got ${e._tag}`)
+    )
+  )
+
 /** Whether a pid is a live process: present in /proc and not a zombie (zombies linger in containers). */
 const isAlive = (pid: number): boolean => {
   let stat: string
@@ -210,17 +217,17 @@ describe("NodeProcessRunner", () => {
 
   it.live("a program that does not exist, or a missing cwd, is a ProcessSpawnError", () =>
     Effect.gen(function*() {
-      const missing = yield* Effect.flip(run(["/nonexistent/assay-no-such-program", "x"]))
+      const missing = yield* spawnFailure(["/nonexistent/assay-no-such-program", "x"])
       assert.instanceOf(missing, ProcessSpawnError)
       assert.strictEqual(missing.reason, "ENOENT")
       assert.strictEqual(classify(missing), "fatal")
-      const noCwd = yield* Effect.flip(run(["true"], { cwd: "/nonexistent/assay-dir" }))
+      const noCwd = yield* spawnFailure(["true"], { cwd: "/nonexistent/assay-dir" })
       assert.instanceOf(noCwd, ProcessSpawnError)
-      const empty = yield* Effect.flip(run([]))
+      const empty = yield* spawnFailure([])
       assert.strictEqual(empty.reason, "EmptyCommand")
       const notExecutable = tmpFile("not-executable.sh")
       fs.writeFileSync(notExecutable, "#!/bin/sh\necho hi\n", { mode: 0o644 })
-      const denied = yield* Effect.flip(run([notExecutable]))
+      const denied = yield* spawnFailure([notExecutable])
       assert.strictEqual(denied.reason, "EACCES")
       assert.strictEqual(classify(denied), "fatal")
       fs.rmSync(notExecutable, { force: true })

@@ -409,7 +409,8 @@ const fromIterableLazy = <A>(iterable: Iterable<A>, chunkSize: number): Stream.S
             }
           } catch (e) {
             done = true
-            return Effect.fail(Option.some(new SeedError({ message: `the seed source failed: ${messageOf(e)}`, cause: e })))
+            const error = new SeedError({ message: `the seed source failed: ${messageOf(e)}`, cause: e })
+            return Effect.fail(Option.some(error))
           }
           return buffer.length === 0 ? Effect.fail(Option.none()) : Effect.succeed(Chunk.unsafeFromArray(buffer))
         }))
@@ -435,8 +436,10 @@ const isPositiveInt = (n: unknown, min: number): n is number => typeof n === "nu
 // Construction
 // ---------------------------------------------------------------------------------------------
 
-type MakeArgs<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest extends ReadonlyArray<Task.Any>]
-  ? F extends Task.Any ? A extends ReadonlyArray<Task.Any> ? CheckChain<A> : never
+/** The arguments after the name: the checked chain, or options then the checked chain. */
+type MakeArgs<A extends ReadonlyArray<unknown>> = A extends
+  readonly [infer F, ...infer Rest extends ReadonlyArray<Task.Any>] ?
+  F extends Task.Any ? (A extends ReadonlyArray<Task.Any> ? CheckChain<A> : never)
   : Rest extends Tasks ? readonly [MakeOptions, ...CheckChain<Rest>]
   : readonly [MakeOptions, Task.Any, ...ReadonlyArray<Task.Any>]
   : never
@@ -611,7 +614,9 @@ const prepareSeed = (seed: unknown, index: number | undefined): Either.Either<Pr
   if (Either.isLeft(encoded)) {
     return Either.left(
       new SeedError({
-        message: `${index === undefined ? "the seed" : `seed #${index}`} is not strict JSON at ${encoded.left.path}: ${encoded.left.reason}`,
+        message: `${index === undefined ? "the seed" : `seed #${index}`} is not strict JSON at ${encoded.left.path}: ${
+          encoded.left.reason
+        }`,
         ...(index === undefined ? {} : { index })
       })
     )

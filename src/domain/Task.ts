@@ -260,13 +260,15 @@ const deepFreeze = <A>(value: A): A => {
   return value
 }
 
+const strictJsonHint = "null, booleans, finite numbers, strings, arrays, plain objects"
+
 /** Strict-JSON snapshot: a frozen deep copy, or an issue naming the offending path. */
 const snapshotJson = (value: unknown, field: string, issues: Array<ConfigIssue>): Json | undefined => {
   const encoded = canonicalJson(value)
   if (Either.isLeft(encoded)) {
     issues.push({
       path: `${field}${encoded.left.path.slice(1)}`,
-      message: `${encoded.left.reason} (${field} must be strict JSON: null, booleans, finite numbers, strings, arrays, plain objects)`
+      message: `${encoded.left.reason} (${field} must be strict JSON: ${strictJsonHint})`
     })
     return undefined
   }
@@ -351,7 +353,9 @@ const keptAlgorithm = (
   if (instance !== null && typeof instance.fingerprint !== "function" && version === null) {
     issues.push({
       path: "algorithm",
-      message: `custom algorithm "${kept.algorithm?.name ?? "custom"}" has no fingerprint(), so the task needs a version`,
+      message: `custom algorithm "${
+        kept.algorithm?.name ?? "custom"
+      }" has no fingerprint(), so the task needs a version`,
       suggestion: "keep the task's version, or give the algorithm a fingerprint() returning strict JSON"
     })
   }
@@ -801,7 +805,16 @@ export interface Overrides<In = any, Out = any, E = any, R = any> {
 }
 
 const nullableOverrides = new Set(["resource", "algorithm", "timeout", "version"])
-const overrideKeys = new Set([...nullableOverrides, "name", "retry", "config", "parameters", "children", "run", "codeDigest"])
+const overrideKeys = new Set([
+  ...nullableOverrides,
+  "name",
+  "retry",
+  "config",
+  "parameters",
+  "children",
+  "run",
+  "codeDigest"
+])
 
 /**
  * A copy of a task with some fields replaced; the original is never touched.

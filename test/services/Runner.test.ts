@@ -180,3 +180,141 @@ describe("Runner", () => {
       assert.deepStrictEqual(attempts.map((a) => a.errorClass), ["timeout", "timeout"])
     }).pipe(Effect.provide(env())))
 })
+
+describe("Runner: cases from users", () => {
+  // C4: no run hangs at 99%.
+  it.effect("C4: a call that never answers times out, is retried once, and fails with class timeout", () =>
+    Effect.gen(function*() {
+      const call = Task.make(
+        "call",
+        { timeout: "2 seconds", retry: { maxAttempts: 2, base: "100 millis", jitter: "none" } },
+        (n: number) => n === 137 ? Effect.never : Effect.as(Effect.sleep("10 millis"), n)
+      )
+      const template = Pipeline.make("c4", call)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map(Array.from({ length: 200 }, (_, i) => i))))
+      yield* TestClock.adjust("5 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 199)
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const store = yield* Store
+      const errors = yield* store.errors({ runId: report.runId })
+      assert.strictEqual(errors[0]!.errorClass, "timeout")
+      const attempts = Array.from(
+        yield* Stream.runCollect(store.streamAttempts({ pipelineId: template.bind(137).pipelineId }))
+      )
+      assert.strictEqual(attempts.length, 2)
+      // No attempt was in flight longer than its timeout.
+      for (const a of attempts) assert.isAtMost(a.durationMs, 2000)
+    }).pipe(Effect.provide(env({ concurrency: 16 }))))
+
+  it.effect("C4: a stop while a call hangs ends the run within the grace period", () =>
+    Effect.gen(function*() {
+      const call = Task.make("call", (n: number) => n === 3 ? Effect.never : Effect.as(Effect.sleep("10 millis"), n))
+      const template = Pipeline.make("c4-stop", call)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map(Array.from({ length: 10 }, (_, i) => i))))
+      yield* TestClock.adjust("1 second")
+      yield* runner.stop("sigint")
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.status, "interrupted")
+      assert.strictEqual(report.stats.byState.succeeded, 9)
+      assert.strictEqual(report.stats.byState.interrupted, 1)
+    }).pipe(Effect.provide(env({ concurrency: 4, grace: "2 seconds" }))))
+
+  // C6: fan-out is bounded.
+  // The case's full size (20,000 items) and its wall-time figure are measured by
+  // bench/runner.ts (no timing assertions in tests); here the bounds are checked on 1,000
+  // items in simulated time, where the makespan is exact.
+  it.effect("C6: 1,000 items at concurrency 8 never exceed 8 in flight and keep admission bounded", () =>
+    Effect.gen(function*() {
+      let inFlight = 0
+      let peak = 0
+      const work = Task.make("work", (n: number) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            inFlight++
+            if (inFlight > peak) peak = inFlight
+          }),
+          () => Effect.as(Effect.sleep("5 millis"), n),
+          () => Effect.sync(() => inFlight--)
+        ))
+      const template = Pipeline.make("c6", work)
+      const runner = yield* Runner.Runner
+      const n = 1_000
+      function* seeds() {
+        for (let i = 0; i < n; i++) yield i
+      }
+      const fiber = yield* Effect.fork(runner.run(template.map(seeds())))
+      // The ideal simulated makespan is 1,000 × 5 ms / 8 = 625 ms: all must be done by then.
+      yield* TestClock.adjust("625 millis")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, n)
+      assert.strictEqual(peak, 8)
+      const live = yield* runner.stats
+      assert.isAtMost(live.peakInFlight, 8)
+      assert.isAtMost(live.peakAdmitted, 32)
+    }).pipe(Effect.provide(env({ concurrency: 8 }))))
+})
+
+describe("Runner: callbacks, metrics and crashes", () => {
+  it.effect("onPipelineFinished sees durable terminal rows; a failing callback is recorded, not fatal", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const seen: Array<string> = []
+      const template = Pipeline.make("cb", inc, double)
+      const report = yield* Runner.run(template.map([1, 2, 3]), {
+        onPipelineFinished: (record, output) =>
+          Effect.gen(function*() {
+            const durable = Option.getOrThrow(yield* store.getPipeline(record.pipelineId))
+            seen.push(`${durable.state}:${Option.getOrThrow(output)}`)
+            if (Option.getOrThrow(output) === 8) return yield* Effect.fail("callback broke")
+          })
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 3)
+      assert.deepStrictEqual(seen.sort(), ["succeeded:4", "succeeded:6", "succeeded:8"])
+      assert.strictEqual(yield* store.countEvents({ kind: "monitor.callback_failed", runId: report.runId }), 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("reportMetric from the runner and from a task are stored per scope", () =>
+    Effect.gen(function*() {
+      const runner = yield* Runner.Runner
+      const scored = Task.make("scored", (n: number, ctx) =>
+        Effect.as(ctx.reportMetric("score", n / 10, { display: "percent", label: "Score" }), n))
+      const template = Pipeline.make("metrics", scored)
+      const report = yield* runner.run(template.map([5]), {
+        onPipelineFinished: () => runner.reportMetric("evaluated", 1, { label: "Evaluated" })
+      })
+      const store = yield* Store
+      const runLevel = yield* store.metrics({ runId: report.runId, pipelineId: null })
+      assert.deepStrictEqual(runLevel.map((m) => [m.name, m.value, m.label]), [["evaluated", 1, "Evaluated"]])
+      const pipelineLevel = yield* store.metrics({ runId: report.runId, pipelineId: template.bind(5).pipelineId })
+      assert.deepStrictEqual(pipelineLevel.map((m) => [m.name, m.value, m.display]), [["score", 0.5, "percent"]])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a defect in the framework's own path stops the run with WorkerCrashed and closes the run record", () =>
+    Effect.gen(function*() {
+      const template = Pipeline.make("crash", inc)
+      const victim = template.bind(2).pipelineId
+      const crashing = Layer.effect(
+        Store,
+        Effect.map(Store, (s) => ({
+          ...s,
+          checkpoint: (unit: Parameters<typeof s.checkpoint>[0]) =>
+            unit.pipelineId === victim && unit.task !== undefined ? Effect.die(new Error("store hook blew up")) : s.checkpoint(unit)
+        }))
+      )
+      const program = Effect.gen(function*() {
+        const error = yield* Effect.flip(Runner.run(template.map([1, 2, 3])))
+        assert.strictEqual(error._tag, "WorkerCrashed")
+        const store = yield* Store
+        const run = Option.getOrThrow(yield* store.latestRun)
+        assert.strictEqual(run.status, "interrupted")
+        assert.strictEqual(run.stopReason, "worker_crashed")
+      })
+      const base = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+      const stores = Layer.provideMerge(crashing, base)
+      yield* program.pipe(Effect.provide(Layer.provideMerge(Runner.layer({ handleSignals: false }), stores)))
+    }))
+})

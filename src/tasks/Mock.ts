@@ -15,7 +15,8 @@
  * different pipeline ids, and a declarative override of `config` cannot erase them.
  *
  * **Definition errors.** Like `Task.make`, every factory throws a `ConfigError` (with field
- * paths) when given a malformed parameter: a definition is a programming mistake.
+ * paths) when given a malformed parameter or an unknown option key (a typo in a config file
+ * must not be silently ignored): a definition is a programming mistake.
  *
  * **Time and randomness** come from Effect's `Clock` and from a `Random` seeded with the
  * attempt's `ctx.seed`, so tests run on `TestClock` and every run of the same pipeline draws
@@ -138,16 +139,39 @@ const checkClass = (value: unknown, path: string, issues: Array<ConfigIssue>): E
 
 /** A finite, non-negative duration in milliseconds, or an issue. */
 const checkDuration = (value: unknown, path: string, issues: Array<ConfigIssue>): number => {
+  // Effect clamps a negative input to zero; a negative duration is a mistake here.
+  const negative = (typeof value === "number" && value < 0) ||
+    (typeof value === "string" && value.trim().startsWith("-"))
   const d = Duration.decodeUnknown(value)
-  if (Option.isNone(d) || !Duration.isFinite(d.value)) {
+  if (negative || Option.isNone(d) || !Duration.isFinite(d.value)) {
     issues.push({
       path,
-      message: `${JSON.stringify(value) ?? String(value)} is not a finite duration`,
+      message: `${JSON.stringify(value) ?? String(value)} is not a finite, non-negative duration`,
       suggestion: "write a Duration input such as \"250 millis\" or a number of milliseconds"
     })
     return 0
   }
   return Duration.toMillis(d.value)
+}
+
+const commonKeys = ["name", "retry", "timeout", "version", "config"] as const
+
+/** Unknown option keys are mistakes (a typo in a config file must not be ignored). */
+const checkKeys = (
+  options: object,
+  extra: ReadonlyArray<string>,
+  issues: Array<ConfigIssue>
+): void => {
+  const known = new Set<string>([...commonKeys, ...extra])
+  for (const key of Object.keys(options)) {
+    if (!known.has(key)) {
+      issues.push({
+        path: key,
+        message: `unknown option "${key}"`,
+        suggestion: `known options: ${[...known].join(", ")}`
+      })
+    }
+  }
 }
 
 const checkName = (value: unknown, issues: Array<ConfigIssue>): void => {
@@ -194,6 +218,7 @@ export const echoOf = <A>(): Task.Task<A, A> => echo
  */
 export const delay = <A = any>(duration: Duration.DurationInput, options: MockOptions = {}): Task.Task<A, A> => {
   const issues: Array<ConfigIssue> = []
+  checkKeys(options, [], issues)
   checkName(options.name, issues)
   const delayMs = checkDuration(duration, "duration", issues)
   if (issues.length > 0) fail("delay", issues)
@@ -237,6 +262,7 @@ export interface FlakyOptions extends MockOptions {
  */
 export const flaky = <A = any>(failTimes: number = 2, options: FlakyOptions = {}): Task.Task<A, A, MockError> => {
   const issues: Array<ConfigIssue> = []
+  checkKeys(options, ["errorClass", "message"], issues)
   checkName(options.name, issues)
   if (!Number.isInteger(failTimes) || failTimes < 0) {
     issues.push({ path: "failTimes", message: `failTimes must be a non-negative integer, got ${String(failTimes)}` })
@@ -285,6 +311,7 @@ export interface BoomOptions extends MockOptions {
  */
 export const boom = <A = any>(message: string = "boom", options: BoomOptions = {}): Task.Task<A, never, MockError> => {
   const issues: Array<ConfigIssue> = []
+  checkKeys(options, ["errorClass"], issues)
   checkName(options.name, issues)
   if (typeof message !== "string") issues.push({ path: "message", message: "message must be a string" })
   const errorClass = checkClass(options.errorClass ?? "retryable", "errorClass", issues)
@@ -325,6 +352,7 @@ export interface LeakyOptions extends MockOptions {
  */
 export const leaky = <A = any>(options: LeakyOptions = {}): Task.Task<A, A, AcquireError> => {
   const issues: Array<ConfigIssue> = []
+  checkKeys(options, ["pool", "resource", "algorithm"], issues)
   checkName(options.name, issues)
   if (options.pool !== undefined && (typeof options.pool !== "string" || options.pool === "")) {
     issues.push({ path: "pool", message: "pool must be a non-empty string" })
@@ -427,6 +455,7 @@ export const simulateLlm = <A = any>(
   options: SimulateLlmOptions = {}
 ): Task.Task<A, SimulatedLlmOutput<A>, MockError | AcquireError> => {
   const issues: Array<ConfigIssue> = []
+  checkKeys(options, ["latency", "failRate", "errorClass", "tokens", "resource", "selector", "algorithm"], issues)
   checkName(options.name, issues)
   const latencyMs = checkDuration(options.latency ?? "5 millis", "latency", issues)
   const failRate = options.failRate ?? 0

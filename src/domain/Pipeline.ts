@@ -473,19 +473,39 @@ export const make = <const A extends readonly [MakeOptions | Task.Any, ...Readon
   name: string,
   ...args: A extends MakeArgs<A> ? A : MakeArgs<A>
 ): TemplateOf<TasksOf<A>> => {
+  const [first, ...rest] = args as ReadonlyArray<unknown>
+  if (first !== undefined && !Task.isTask(first)) {
+    if (!Predicate.isObject(first) || Array.isArray(first)) {
+      throw buildError(String(name), "expected options or a task after the name")
+    }
+    return build(name, first as MakeOptions, rest) as TemplateOf<TasksOf<A>>
+  }
+  return build(name, {}, args) as TemplateOf<TasksOf<A>>
+}
+
+/**
+ * Builds a template from a chain known only at run time (a declarative config, code that
+ * composes steps conditionally). Same runtime checks and errors as {@link make} (including the
+ * Schema check), but no compile-time chain check: the caller vouches for the type parameters,
+ * which default to `unknown` seeds and outputs, `unknown` errors and no requirements.
+ *
+ * Throws {@link PipelineBuildError} like {@link make}.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromTasks = <Seed = unknown, Out = unknown, E = unknown, R = never>(
+  name: string,
+  tasks: ReadonlyArray<Task.Any>,
+  options?: MakeOptions
+): Template<Seed, Out, E, R> => build(name, options ?? {}, tasks) as Template<Seed, Out, E, R>
+
+const build = (name: string, options: MakeOptions, taskArgs: ReadonlyArray<unknown>): AnyTemplate => {
   if (typeof name !== "string" || name.trim() === "") {
     throw new PipelineBuildError({ message: "a pipeline needs a non-empty string name" })
   }
-  const [first, ...rest] = args as ReadonlyArray<unknown>
-  let options: MakeOptions = {}
-  let taskArgs: ReadonlyArray<unknown> = args
-  if (first !== undefined && !Task.isTask(first)) {
-    if (!Predicate.isObject(first) || Array.isArray(first)) {
-      throw buildError(name, "expected options or a task after the name")
-    }
-    options = first as MakeOptions
-    taskArgs = rest
-  }
+  if (!Predicate.isObject(options) || Array.isArray(options)) throw buildError(name, "options must be an object")
+  if (!Array.isArray(taskArgs)) throw buildError(name, "tasks must be an array")
   for (const key of Object.keys(options)) {
     if (key !== "tags" && key !== "includeCode") throw buildError(name, `unknown option "${key}"`)
   }
@@ -522,7 +542,7 @@ export const make = <const A extends readonly [MakeOptions | Task.Any, ...Readon
       }
     }
   }
-  return makeTemplate(name, tags, tasks, includeCode) as TemplateOf<TasksOf<A>>
+  return makeTemplate(name, tags, tasks, includeCode)
 }
 
 const deepFreeze = <A>(value: A): A => {

@@ -416,6 +416,22 @@ describe("make: template and build checks", () => {
     assert.isUndefined(Pipeline.checkSchemas(Schema.NonEmptyString, Schema.String))
   })
 
+  it("fromTasks builds a chain known only at run time, with the same identity and checks", () => {
+    const steps: Array<Task.Any> = [prepare]
+    steps.push(ask)
+    const dynamic = Pipeline.fromTasks("golden", steps)
+    assert.strictEqual(dynamic.specDigest, golden.specDigest)
+    assert.strictEqual(dynamic.bind({ q: "2+2" }).pipelineId, "40c4bcb35944370fbd3f8a0a24c936f2")
+    assert.strictEqual(
+      Pipeline.fromTasks("g", steps, { includeCode: false }).specDigest,
+      "a0b1995b2dc7b14eb62bfe499b634fe0"
+    )
+    const text = Task.sync("text", { output: Schema.String }, (n: number) => String(n))
+    const title = Task.sync("title", { input: Schema.NonEmptyString }, (s) => s)
+    assert.instanceOf(thrown(() => Pipeline.fromTasks("bad", [text, title])), PipelineBuildError)
+    assert.instanceOf(thrown(() => Pipeline.fromTasks("bad", [])), PipelineBuildError)
+  })
+
   it("includeCode: false drops code digests recursively, children included", () => {
     const leaf = (body: (s: string) => string) => Task.sync("leaf", body)
     const build = (body: (s: string) => string, includeCode: boolean) =>

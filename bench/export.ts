@@ -1,0 +1,188 @@
+/**
+ * Export benchmark (run: `npx tsx bench/export.ts`; prints JSON lines).
+ *
+ * 1. Builds a store of `BENCH_PIPELINES` (default 100k) finished pipelines of 3 tasks each
+ *    through the store API's batch writes (`admit` with seeds, then one `checkpoint` per task
+ *    from 64 fibers, group-committed); one pipeline in 10 is `failed`.
+ * 2. Exports every pipeline as `results` and as nested `pipelines`, to jsonl and csv, through
+ *    `Export.exportStores` (read-only store + SQLite bulk reader), and beside each kind a raw
+ *    export: better-sqlite3 iterating the same rows (same joins, pages of 1000), `JSON.parse`
+ *    of the payloads, `JSON.stringify` of each row, one buffered write stream.
+ *    `ratio_to_raw` = export rows/s ÷ raw rows/s of the same kind (the raw export is jsonl).
+ *    `rss_peak_mb` is the peak resident set sampled every 20 ms during that export, beside
+ *    `rss_start_mb`: memory is flat when the peak does not grow with the number of rows.
+ */
+import Database from "better-sqlite3"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { performance } from "node:perf_hooks"
+import { digest } from "../src/domain/Json.js"
+import { PipelineRecord, TaskRecord } from "../src/domain/Records.js"
+import * as SqliteStore from "../src/layers/SqliteStore.js"
+import * as Export from "../src/services/Export.js"
+import type { NewArtifact } from "../src/services/Store.js"
+import { Store } from "../src/services/Store.js"
+
+const N = Number(process.env.BENCH_PIPELINES ?? 100_000)
+const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-export-"))
+/** `BENCH_STORE=path`: reuse (or build once and keep) a store file between runs. */
+const keep = process.env.BENCH_STORE
+const file = keep ?? nodePath.join(dir, "store.db")
+const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
+const mb = (b: number) => Math.round(b / 1048576)
+
+const enc = new TextEncoder()
+const artifact = (id: string, seq: number, value: unknown, isFinal: boolean, at: number): NewArtifact => {
+  const payload = enc.encode(JSON.stringify(value))
+  return {
+    pipelineId: id, runId: "bench", seq, taskName: seq < 0 ? null : `t${seq}`, typeName: "json", codec: "json",
+    digest: digest(payload), payload, isFinal, createdAt: at
+  }
+}
+
+const build = Effect.gen(function*() {
+  const store = yield* Store
+  const t0 = performance.now()
+  yield* store.openRun({ runId: "bench", startedAt: 1000 })
+  const BATCH = 1000
+  for (let from = 0; from < N; from += BATCH) {
+    const ids = Array.from({ length: Math.min(BATCH, N - from) }, (_, k) => from + k)
+    const failed = (i: number) => i % 10 === 9
+    const at = (i: number) => 1000 + Math.floor(i / 3) // equal createdAt across pipelines
+    yield* store.admit(
+      ids.map((i) =>
+        new PipelineRecord({
+          pipelineId: `p${String(i).padStart(7, "0")}`, key: null, name: "bench", state: failed(i) ? "failed" : "succeeded",
+          nTasksDone: failed(i) ? 2 : 3, nTasksTotal: 3, specDigest: "spec", seedDigest: `seed${i}`, tags: {},
+          attemptsTotal: 3, runId: "bench", createdAt: at(i), updatedAt: at(i) + 5, startedAt: at(i), endedAt: at(i) + 5,
+          failedTask: failed(i) ? "t2" : null, errorType: failed(i) ? "FatalError" : null,
+          errorMessage: failed(i) ? "bad row" : null, errorClass: failed(i) ? "fatal" : null
+        })
+      ),
+      ids.map((i) => artifact(`p${String(i).padStart(7, "0")}`, -1, { row: i, text: "lorem ipsum dolor sit amet" }, false, at(i)))
+    )
+    yield* Effect.forEach(
+      ids.flatMap((i) => [0, 1, 2].filter((seq) => !(failed(i) && seq === 2)).map((seq) => [i, seq] as const)),
+      ([i, seq]) => {
+        const id = `p${String(i).padStart(7, "0")}`
+        return store.checkpoint({
+          pipelineId: id,
+          artifact: artifact(id, seq, { row: i, seq, answer: `value ${i * seq}`, score: seq / 3 }, seq === 2, at(i)),
+          task: new TaskRecord({
+            taskRunId: `${id}/${seq}`, pipelineId: id, runId: "bench", seq, taskName: `t${seq}`, state: "succeeded",
+            attemptsUsed: 1, startedAt: at(i), endedAt: at(i) + 1, durationMs: 1, errorType: null, errorMessage: null,
+            errorClass: null, leaseIds: []
+          })
+        })
+      },
+      { concurrency: 64, discard: true }
+    )
+  }
+  yield* store.finishRun("bench", { status: "completed", endedAt: 2000 })
+  emit({ bench: "build", pipelines: N, seconds: +((performance.now() - t0) / 1000).toFixed(2) })
+})
+
+const sampleRss = () => {
+  let peak = process.memoryUsage().rss
+  const timer = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss)
+  }, 20)
+  return () => {
+    clearInterval(timer)
+    return Math.max(peak, process.memoryUsage().rss)
+  }
+}
+
+/** The raw export: better-sqlite3, same rows and joins, JSON.stringify, one buffered stream. */
+const raw = async (kind: "results" | "pipelines", out: string): Promise<number> => {
+  const db = new Database(file, { readonly: true })
+  const ws = fs.createWriteStream(out, { highWaterMark: 1 << 20 })
+  const write = (s: string) => (ws.write(s) ? Promise.resolve() : new Promise<void>((r) => ws.once("drain", () => r())))
+  const page = db.prepare("SELECT * FROM pipelines WHERE (created_at, pipeline_id) > (?, ?) ORDER BY created_at, pipeline_id LIMIT 1000")
+  const marks = "?,".repeat(999) + "?"
+  const finals = db.prepare(`SELECT pipeline_id, payload FROM artifacts WHERE pipeline_id IN (${marks}) AND is_final = 1`)
+  const tasks = db.prepare(`SELECT * FROM tasks WHERE pipeline_id IN (${marks}) ORDER BY pipeline_id, seq, task_run_id`)
+  const arts = db.prepare(`SELECT * FROM artifacts WHERE pipeline_id IN (${marks}) ORDER BY pipeline_id, seq, artifact_id`)
+  const dec = new TextDecoder()
+  let n = 0
+  let cursor: [number, string] = [-1, ""]
+  for (;;) {
+    const ps = page.all(...cursor) as Array<Record<string, any>>
+    if (ps.length === 0) break
+    const ids = ps.map((p) => p.pipeline_id as string)
+    const padded = ids.concat(Array(1000 - ids.length).fill(""))
+    let s = ""
+    if (kind === "results") {
+      const f = new Map((finals.all(...padded) as Array<any>).map((r) => [r.pipeline_id, JSON.parse(dec.decode(r.payload))]))
+      for (const p of ps) s += JSON.stringify({ ...p, tags: JSON.parse(p.tags), payload: f.get(p.pipeline_id) ?? null }) + "\n"
+    } else {
+      const byT = new Map<string, Array<any>>()
+      for (const t of tasks.all(...padded) as Array<any>) {
+        const l = byT.get(t.pipeline_id) ?? []
+        l.push({ ...t, lease_ids: JSON.parse(t.lease_ids) })
+        byT.set(t.pipeline_id, l)
+      }
+      const byA = new Map<string, Array<any>>()
+      for (const a of arts.all(...padded) as Array<any>) {
+        const l = byA.get(a.pipeline_id) ?? []
+        l.push({ ...a, payload: a.payload === null ? null : JSON.parse(dec.decode(a.payload)) })
+        byA.set(a.pipeline_id, l)
+      }
+      for (const p of ps) {
+        s += JSON.stringify({ ...p, tags: JSON.parse(p.tags), tasks: byT.get(p.pipeline_id) ?? [], artifacts: byA.get(p.pipeline_id) ?? [] }) + "\n"
+      }
+    }
+    n += ps.length
+    await write(s)
+    const last = ps[ps.length - 1]!
+    cursor = [last.created_at, last.pipeline_id]
+  }
+  await new Promise<void>((r) => ws.end(() => r()))
+  db.close()
+  return n
+}
+
+const main = async () => {
+  if (!(keep !== undefined && fs.existsSync(keep))) {
+    await Effect.runPromise(Effect.scoped(Effect.provide(build, SqliteStore.layer({ filename: file }))))
+  }
+  const results: Array<Record<string, unknown>> = []
+  for (const kind of ["results", "pipelines"] as const) {
+    const rawOut = nodePath.join(dir, `raw-${kind}.jsonl`)
+    await raw(kind, rawOut) // warm-up: page cache and JIT, so the raw figure is not understated
+    const rssStart0 = process.memoryUsage().rss
+    let stop = sampleRss()
+    let t0 = performance.now()
+    const rawRows = await raw(kind, rawOut)
+    const rawSec = (performance.now() - t0) / 1000
+    const rawRate = rawRows / rawSec
+    emit({ bench: "export", kind, format: "raw-jsonl", rows: rawRows, seconds: +rawSec.toFixed(2), rows_per_s: Math.round(rawRate), rss_start_mb: mb(rssStart0), rss_peak_mb: mb(stop()), bytes: fs.statSync(rawOut).size })
+    fs.rmSync(rawOut)
+    for (const format of ["jsonl", "csv"] as const) {
+      const out = nodePath.join(dir, `out-${kind}.${format}`)
+      const rssStart = process.memoryUsage().rss
+      stop = sampleRss()
+      t0 = performance.now()
+      const rows = await Effect.runPromise(Export.exportStores([file], out, { kind, format }))
+      const sec = (performance.now() - t0) / 1000
+      const line = {
+        bench: "export", kind, format, rows, seconds: +sec.toFixed(2), rows_per_s: Math.round(rows / sec),
+        ratio_to_raw: +((rows / sec) / rawRate).toFixed(2), rss_start_mb: mb(rssStart), rss_peak_mb: mb(stop()),
+        bytes: fs.statSync(out).size
+      }
+      results.push(line)
+      emit(line)
+      fs.rmSync(out)
+    }
+  }
+  emit({ bench: "export-summary", pipelines: N, min_ratio_to_raw: Math.min(...results.map((r) => r.ratio_to_raw as number)), target: 0.5 })
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+
+main().catch((e) => {
+  console.error(e)
+  fs.rmSync(dir, { recursive: true, force: true })
+  process.exit(1)
+})

@@ -138,20 +138,25 @@ const toSpawnError = (summary: string) => (error: PlatformError): ProcessSpawnEr
  * error. `ESRCH` (nothing left to kill) is the expected case after the child exited.
  */
 const killGroup = (proc: CommandExecutor.Process): Effect.Effect<void> =>
-  Effect.sync(() => {
-    try {
-      process.kill(-proc.pid, "SIGKILL")
-    } catch {
+  Effect.flatMap(Effect.orElseSucceed(proc.isRunning, () => false), (running) =>
+    Effect.sync(() => {
       try {
-        process.kill(proc.pid, "SIGKILL")
+        process.kill(-proc.pid, "SIGKILL")
       } catch {
-        // already gone
+        // The group is gone (ESRCH) or refused the signal. Fall back to the leader alone, but
+        // only while it is unreaped: after the reap its pid may belong to someone else.
+        if (running) {
+          try {
+            process.kill(proc.pid, "SIGKILL")
+          } catch {
+            // already gone
+          }
+        }
       }
-    }
-  }).pipe(
-    Effect.zipRight(Effect.interruptible(proc.exitCode).pipe(Effect.exit, Effect.timeout(reapDeadline), Effect.exit)),
-    Effect.asVoid
-  )
+    })).pipe(
+      Effect.zipRight(Effect.interruptible(proc.exitCode).pipe(Effect.exit, Effect.timeout(reapDeadline), Effect.exit)),
+      Effect.asVoid
+    )
 
 /** The full environment of the child (see {@link RunOptions} `env` / `inheritEnv`). */
 const environmentOf = (options: RunOptions): Record<string, string> => {

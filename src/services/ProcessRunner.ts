@@ -98,13 +98,28 @@ export interface ProcessResult {
   readonly durationMs: number
 }
 
-/** Default of {@link RunOptions} `timeout`: 60 seconds. @since 0.1.0 @category constants */
+/**
+ * Default of {@link RunOptions} `timeout`: 60 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultTimeout: Duration.Duration = Duration.seconds(60)
 
-/** Default of {@link RunOptions} `maxOutputBytes`: 1 MiB (1 048 576 bytes). @since 0.1.0 @category constants */
+/**
+ * Default of {@link RunOptions} `maxOutputBytes`: 1 MiB (1 048 576 bytes).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultMaxOutputBytes = 1024 * 1024
 
-/** How many trailing characters of stderr an error keeps (2 000). @since 0.1.0 @category constants */
+/**
+ * How many trailing characters of stderr an error keeps (2 000).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const stderrTailChars = 2000
 
 // ---------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ import {
   EventRecord,
   isTerminalPipelineState,
   MetricRecord,
-  type PipelineRecord,
+  PipelineRecord,
   type PipelineState,
   ResourceRecord,
   RunRecord,
-  type TaskRecord
+  TaskRecord
 } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import type {
@@ -88,6 +88,9 @@ const pageStream = <A>(rows: () => ReadonlyArray<A>, limit: number | undefined):
   )
   return limit === undefined ? s : Stream.take(s, limit)
 }
+
+const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): TaskRecord =>
+  t instanceof TaskRecord ? t : new TaskRecord(t, true)
 
 const matchEvent = (f: EventFilter) => (e: EventRecord) =>
   (f.pipelineId === undefined || e.pipelineId === f.pipelineId) &&
@@ -183,19 +186,20 @@ export const make = (options: MemoryStoreOptions = {}) =>
     const applyOp = (op: WriteOp) => {
       switch (op._tag) {
         case "Admit":
-          for (const p of op.pipelines) pipelines.set(p.pipelineId, p)
+          for (const p of op.pipelines) pipelines.set(p.pipelineId, p instanceof PipelineRecord ? p : new PipelineRecord(p, true))
+          for (const [a, placed] of op.seeds) insertArtifact(a, placed)
           return
         case "Checkpoint": {
           const u = op.unit
           if (u.artifact !== undefined && op.placed !== undefined) insertArtifact(u.artifact, op.placed)
-          if (u.task !== undefined) tasks.set(u.task.taskRunId, u.task)
+          if (u.task !== undefined) tasks.set(u.task.taskRunId, asTask(u.task))
           for (const a of u.attempts ?? []) insertAttempt(a)
           for (const e of u.events ?? []) insertEvent(e)
           if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
           return
         }
         case "PutTask":
-          tasks.set(op.task.taskRunId, op.task)
+          tasks.set(op.task.taskRunId, asTask(op.task))
           return
         case "Patch":
           return patch(op.pipelineId, op.patch)
@@ -310,7 +314,13 @@ export const make = (options: MemoryStoreOptions = {}) =>
           return out
         }),
 
-      admit: (ps) => ps.length === 0 ? Effect.void : writer.submit({ _tag: "Admit", pipelines: ps }),
+      admit: (ps, seeds = []) =>
+        ps.length === 0 && seeds.length === 0
+          ? Effect.void
+          : Effect.flatMap(
+            Effect.forEach(seeds, (a) => Effect.map(placeArtifact(a, journal, backend), (p) => [a, p] as const)),
+            (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
+          ),
       checkpoint: (unit) =>
         Effect.flatMap(
           unit.artifact === undefined

@@ -324,6 +324,10 @@ export const make = (options: SqliteStoreOptions) =>
             const d = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 })
             d.pragma("journal_mode = WAL")
             d.pragma("synchronous = NORMAL")
+            // group commits are small and frequent: keep hot index pages cached (64 MiB) and
+            // checkpoint the WAL every ~40 MB instead of every ~4 MB (fewer fsyncs)
+            d.pragma("cache_size = -65536")
+            d.pragma("wal_autocheckpoint = 10000")
             return d
           },
           catch: (cause) => unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)
@@ -468,6 +472,11 @@ export const make = (options: SqliteStoreOptions) =>
           switch (op._tag) {
             case "Admit":
               for (const p of op.pipelines) pipelines.push(pipelineParams(p))
+              for (const [a, placed] of op.seeds) {
+                const id = nextArtifactId++
+                artifacts.push(artifactRow(id, a, placed))
+                if (a.isFinal) ordered.push(() => s.clearFinal.run(a.pipelineId, id))
+              }
               break
             case "Checkpoint": {
               const u = op.unit
@@ -619,7 +628,15 @@ export const make = (options: SqliteStoreOptions) =>
           (ids) => Effect.map(Effect.forEach(ids, getRun), (rs) => rs.flatMap((o) => Option.toArray(o)))
         ),
 
-      admit: (ps) => ps.length === 0 ? Effect.void : submit({ _tag: "Admit", pipelines: ps }),
+      admit: (ps, seeds = []) =>
+        ps.length === 0 && seeds.length === 0
+          ? Effect.void
+          : readOnly
+          ? Effect.fail(roError)
+          : Effect.flatMap(
+            Effect.forEach(seeds, (a) => Effect.map(placeArtifact(a, journal, backend), (p) => [a, p] as const)),
+            (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
+          ),
       checkpoint: (unit) =>
         readOnly
           ? Effect.fail(roError)

@@ -44,6 +44,23 @@ import type {
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The fields of a pipeline row as a plain object: what `admit` takes. A `PipelineRecord`
+ * instance fits too; plain objects skip the class constructor on the hot path.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type PipelineFields = ConstructorParameters<typeof PipelineRecord>[0]
+
+/**
+ * The fields of a task row as a plain object (a `TaskRecord` instance fits too).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskFields = ConstructorParameters<typeof TaskRecord>[0]
+
+/**
  * A new run (`status` is `running`, `heartbeatAt = startedAt`).
  *
  * @since 0.1.0
@@ -152,7 +169,7 @@ export interface PipelinePatch {
 export interface CheckpointUnit {
   readonly pipelineId: string
   readonly artifact?: NewArtifact | undefined
-  readonly task?: TaskRecord | undefined
+  readonly task?: TaskFields | undefined
   readonly pipeline?: PipelinePatch | undefined
   readonly attempts?: ReadonlyArray<NewAttempt> | undefined
   readonly events?: ReadonlyArray<NewEvent> | undefined
@@ -357,12 +374,18 @@ export interface StoreService {
   ) => Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
 
   // pipelines (group-committed writes)
-  /** Upserts whole pipeline rows (admission); resolves once durable. */
-  readonly admit: (pipelines: ReadonlyArray<PipelineRecord>) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Upserts whole pipeline rows (admission) and stores their seed artifacts (seq -1), in one
+   * group commit; resolves once durable.
+   */
+  readonly admit: (
+    pipelines: ReadonlyArray<PipelineFields>,
+    seeds?: ReadonlyArray<NewArtifact> | undefined
+  ) => Effect.Effect<void, StoreUnavailable>
   /** Commits one task completion atomically; resolves once durable. */
   readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
   /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
-  readonly putTask: (task: TaskRecord) => Effect.Effect<void, StoreUnavailable>
+  readonly putTask: (task: TaskFields) => Effect.Effect<void, StoreUnavailable>
   /** Applies a partial update to one pipeline row. */
   readonly updatePipeline: (pipelineId: string, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
   /** One write: terminal state, cursor, owner run, end time; failure fields cleared. */

@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import type { PipelineRecord, TaskRecord } from "../../domain/Records.js"
-import type { CheckpointUnit, PipelinePatch, SettleInput } from "../../services/Store.js"
+import { PipelineRecord } from "../../domain/Records.js"
+import type { CheckpointUnit, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../services/Store.js"
 import type { PlacedArtifact } from "./storeShared.js"
 
 /**
@@ -15,9 +15,13 @@ import type { PlacedArtifact } from "./storeShared.js"
  * @category models
  */
 export type WriteOp =
-  | { readonly _tag: "Admit"; readonly pipelines: ReadonlyArray<PipelineRecord> }
+  | {
+    readonly _tag: "Admit"
+    readonly pipelines: ReadonlyArray<PipelineFields>
+    readonly seeds: ReadonlyArray<readonly [NewArtifact, PlacedArtifact]>
+  }
   | { readonly _tag: "Checkpoint"; readonly unit: CheckpointUnit; readonly placed: PlacedArtifact | undefined }
-  | { readonly _tag: "PutTask"; readonly task: TaskRecord }
+  | { readonly _tag: "PutTask"; readonly task: TaskFields }
   | { readonly _tag: "Patch"; readonly pipelineId: string; readonly patch: PipelinePatch }
   | { readonly _tag: "Settle"; readonly pipelineId: string; readonly settle: SettleInput }
   | { readonly _tag: "MarkFinal"; readonly pipelineId: string; readonly seq: number }
@@ -45,7 +49,7 @@ export const settleToPatch = (s: SettleInput): PipelinePatch => ({
  */
 export const applyPatch = (p: PipelineRecord, patch: PipelinePatch): PipelineRecord => {
   const err = patch.error
-  return new (p.constructor as typeof PipelineRecord)({
+  return new PipelineRecord({
     ...p,
     state: patch.state ?? p.state,
     nTasksDone: patch.nTasksDone ?? p.nTasksDone,

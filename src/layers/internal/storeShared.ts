@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Fiber, Option, Queue, type Scope } from "effect"
+import { Effect, Fiber, Option, type Scope } from "effect"
 import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
 import type { ArtifactRecord } from "../../domain/Records.js"
 import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
@@ -127,7 +127,9 @@ export const loadPayload = (
  * The group-commit writer: `submit(op)` queues an operation and resolves once the batch that
  * contains it has committed (or fails with that batch's error). One fiber drains the queue and
  * hands everything queued (up to `maxBatch` ops) to `commit` in one call. On scope close the
- * writer is stopped and whatever is still queued is committed before the scope ends.
+ * writer is stopped and whatever is still queued is committed before the scope ends; later
+ * submissions fail with `StoreUnavailable`. The queue is unbounded in ops, but every caller
+ * waits for its commit, so it never holds more than one op per waiting fiber.
  *
  * @since 0.1.0
  * @category writers
@@ -144,35 +146,44 @@ export interface GroupCommit<Op> {
  */
 export const makeGroupCommit = <Op>(options: {
   readonly commit: (ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreUnavailable>
-  readonly capacity?: number | undefined
   readonly maxBatch?: number | undefined
 }): Effect.Effect<GroupCommit<Op>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    type Item = readonly [Op, Deferred.Deferred<void, StoreUnavailable>]
-    const queue = yield* Queue.bounded<Item>(options.capacity ?? 4096)
-    const maxBatch = options.maxBatch ?? 2048
-    const run = (items: Iterable<Item>) =>
-      Effect.gen(function*() {
-        const batch = Array.from(items)
-        if (batch.length === 0) return
-        const exit = yield* Effect.exit(options.commit(batch.map((i) => i[0])))
-        for (const [, d] of batch) Deferred.unsafeDone(d, exit)
+    type Item = readonly [Op, (exit: Effect.Effect<void, StoreUnavailable>) => void]
+    // A plain array and a latch instead of a Queue + Deferred per op: submitting costs one
+    // `Effect.async` registration, and the writer takes everything queued in one swap.
+    let queued: Array<Item> = []
+    let closed = false
+    const latch = yield* Effect.makeLatch(false)
+    const maxBatch = options.maxBatch ?? 4096
+    const runBatch = Effect.suspend(() => {
+      const batch = queued.length <= maxBatch ? queued : queued.slice(0, maxBatch)
+      queued = queued.length <= maxBatch ? [] : queued.slice(maxBatch)
+      if (queued.length === 0) latch.unsafeClose()
+      if (batch.length === 0) return Effect.void
+      return Effect.map(Effect.exit(options.commit(batch.map((i) => i[0]))), (exit) => {
+        for (const [, resume] of batch) resume(exit)
       })
+    })
     const writer = yield* Effect.forkScoped(
-      Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxBatch), (items) => Effect.uninterruptible(run(items))))
+      Effect.forever(Effect.zipRight(latch.await, Effect.uninterruptible(runBatch)))
     )
     yield* Effect.addFinalizer(() =>
       Fiber.interrupt(writer).pipe(
-        Effect.zipRight(Effect.flatMap(Queue.takeAll(queue), run)),
-        Effect.zipRight(Queue.shutdown(queue))
+        Effect.zipRight(Effect.sync(() => {
+          closed = true
+        })),
+        Effect.zipRight(Effect.whileLoop({ while: () => queued.length > 0, body: () => runBatch, step: () => {} }))
       )
     )
-    const closed = new StoreUnavailable({ message: "the store is closed" })
+    const closedError = new StoreUnavailable({ message: "the store is closed" })
     return {
       submit: (op) =>
-        Effect.flatMap(Deferred.make<void, StoreUnavailable>(), (d) =>
-          Effect.flatMap(Queue.offer(queue, [op, d] as const), (accepted) =>
-            accepted ? Deferred.await(d) : Effect.fail(closed)))
+        Effect.async<void, StoreUnavailable>((resume) => {
+          if (closed) return resume(Effect.fail(closedError))
+          queued.push([op, resume])
+          if (queued.length === 1) latch.unsafeOpen()
+        })
     }
   })
 

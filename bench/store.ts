@@ -1,0 +1,229 @@
+/**
+ * Store benchmark (run: `npx tsx bench/store.ts`; prints JSON lines).
+ *
+ * 1. raw bound: plain better-sqlite3 writing the rows one pipeline of 3 tasks needs (pipeline,
+ *    seed + 3 artifacts, 3 task rows, 3 attempts, 3 events, 3 cursor updates) with prepared
+ *    single-row statements, in transactions of 256 pipelines, on the store's own schema;
+ * 2. SqliteStore writing the same facts through its public operations (admit with the seed,
+ *    then one checkpoint per task carrying its attempt and event) from 64 concurrent fibers;
+ *    `ratio_to_raw` = store throughput / raw throughput;
+ * 3. `events({ kind, limit: 100 })`, `events({ limit: 100 })` and `countEvents({ kind })` on
+ *    stores of 10k, 100k and 1M events.
+ */
+import Database from "better-sqlite3"
+import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { performance } from "node:perf_hooks"
+import { MIGRATION_0001 } from "../src/layers/internal/storeSchema.js"
+import * as SqliteStore from "../src/layers/SqliteStore.js"
+import type { NewArtifact } from "../src/services/Store.js"
+import { Store } from "../src/services/Store.js"
+
+const N = Number(process.env.BENCH_PIPELINES ?? 20_000)
+const CONCURRENCY = 64
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
+const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-store-"))
+const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
+const payload = (i: number, seq: number) => Buffer.from(JSON.stringify({ row: i, seq, text: "lorem ipsum dolor sit amet" }))
+
+const freshSchema = (file: string) => {
+  const db = new Database(file)
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = NORMAL")
+  for (const s of MIGRATION_0001) db.exec(s)
+  return db
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. raw bound
+// ---------------------------------------------------------------------------------------------
+const raw = (round: number) => {
+  const db = freshSchema(nodePath.join(dir, `raw-${round}.db`))
+  const insP = db.prepare(
+    "INSERT INTO pipelines (pipeline_id, key, name, state, n_tasks_done, n_tasks_total, spec_digest, seed_digest, tags, attempts_total, run_id, created_at, updated_at, started_at, ended_at, failed_task, error_type, error_message, error_class) VALUES (?, NULL, 'bench', 'running', 0, 3, 'spec', ?, '{}', 0, 'run', ?, ?, ?, NULL, NULL, NULL, NULL, NULL)"
+  )
+  const insA = db.prepare(
+    "INSERT INTO artifacts (artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, payload, is_final, created_at) VALUES (?, ?, 'run', ?, ?, 'Json', 'json', 'd', ?, 'inline', NULL, ?, ?, ?)"
+  )
+  const insT = db.prepare(
+    "INSERT INTO tasks (task_run_id, pipeline_id, run_id, seq, task_name, state, attempts_used, started_at, ended_at, duration_ms, error_type, error_message, error_class, lease_ids) VALUES (?, ?, 'run', ?, ?, 'succeeded', 1, ?, ?, 1, NULL, NULL, NULL, '[]')"
+  )
+  const insAt = db.prepare(
+    "INSERT INTO attempts (attempt_id, pipeline_id, run_id, task_run_id, task_name, seq, attempt_no, outcome, error_class, error_type, error_message, decision, lease_ids, started_at, ended_at, duration_ms) VALUES (?, ?, 'run', ?, ?, ?, 1, 'succeeded', NULL, NULL, NULL, NULL, '[]', ?, ?, 1)"
+  )
+  const insE = db.prepare("INSERT INTO events (event_id, kind, pipeline_id, run_id, data, ts) VALUES (?, 'task.succeeded', ?, 'run', ?, ?)")
+  const upd = db.prepare(
+    "UPDATE pipelines SET n_tasks_done = ?, state = ?, ended_at = ?, attempts_total = attempts_total + 1, updated_at = ? WHERE pipeline_id = ?"
+  )
+  let aid = 1
+  let atid = 1
+  let eid = 1
+  const one = (i: number) => {
+    const id = `p${i}`
+    const now = 1000 + i
+    insP.run(id, `seed${i}`, now, now, now)
+    const seed = payload(i, -1)
+    insA.run(aid++, id, -1, null, seed.length, seed, 0, now)
+    for (let seq = 0; seq < 3; seq++) {
+      const out = payload(i, seq)
+      insA.run(aid++, id, seq, `t${seq}`, out.length, out, seq === 2 ? 1 : 0, now)
+      insT.run(`${id}/${seq}`, id, seq, `t${seq}`, now, now + 1)
+      insAt.run(atid++, id, `${id}/${seq}`, `t${seq}`, seq, now, now + 1)
+      insE.run(eid++, id, `{"seq":${seq}}`, now)
+      upd.run(seq + 1, seq === 2 ? "succeeded" : "running", seq === 2 ? now + 1 : null, now + 1, id)
+    }
+  }
+  const batch = db.transaction((from: number, to: number) => {
+    for (let i = from; i < to; i++) one(i)
+  })
+  const t0 = performance.now()
+  for (let i = 0; i < N; i += 256) batch.immediate(i, Math.min(N, i + 256))
+  const ms = performance.now() - t0
+  db.close()
+  return ms
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. SqliteStore through its public operations
+// ---------------------------------------------------------------------------------------------
+const store = (file: string, concurrency: number) =>
+  Effect.gen(function*() {
+    const s = yield* Store
+    const one = (i: number) =>
+      Effect.gen(function*() {
+        const id = `p${i}`
+        const now = 1000 + i
+        const seedBytes = payload(i, -1)
+        const seed: NewArtifact = {
+          pipelineId: id, runId: "run", seq: -1, taskName: null, typeName: "Json", codec: "json", digest: "d",
+          payload: seedBytes, isFinal: false, createdAt: now
+        }
+        yield* s.admit([
+          {
+            pipelineId: id, key: null, name: "bench", state: "running", nTasksDone: 0, nTasksTotal: 3,
+            specDigest: "spec", seedDigest: `seed${i}`, tags: {}, attemptsTotal: 0, runId: "run", createdAt: now,
+            updatedAt: now, startedAt: now, endedAt: null, failedTask: null, errorType: null, errorMessage: null,
+            errorClass: null
+          }
+        ], [seed])
+        for (let seq = 0; seq < 3; seq++) {
+          const last = seq === 2
+          yield* s.checkpoint({
+            pipelineId: id,
+            artifact: { ...seed, seq, taskName: `t${seq}`, payload: payload(i, seq), isFinal: last },
+            task: {
+              taskRunId: `${id}/${seq}`, pipelineId: id, runId: "run", seq, taskName: `t${seq}`, state: "succeeded",
+              attemptsUsed: 1, startedAt: now, endedAt: now + 1, durationMs: 1, errorType: null, errorMessage: null,
+              errorClass: null, leaseIds: []
+            },
+            pipeline: last
+              ? { nTasksDone: 3, state: "succeeded", endedAt: now + 1, attemptsDelta: 1, updatedAt: now + 1 }
+              : { nTasksDone: seq + 1, attemptsDelta: 1, updatedAt: now + 1 },
+            attempts: [{
+              pipelineId: id, runId: "run", taskRunId: `${id}/${seq}`, taskName: `t${seq}`, seq, attemptNo: 1,
+              outcome: "succeeded", errorClass: null, errorType: null, errorMessage: null, decision: null,
+              leaseIds: [], startedAt: now, endedAt: now + 1, durationMs: 1
+            }],
+            events: [{ kind: "task.succeeded", pipelineId: id, runId: "run", data: { seq }, ts: now }]
+          })
+        }
+      })
+    const t0 = performance.now()
+    yield* Effect.forEach(Array.from({ length: N }, (_, i) => i), one, { concurrency, discard: true })
+    yield* s.flush
+    const ms = performance.now() - t0
+    const stats = yield* s.stats()
+    if ((stats.byState.succeeded !== N || stats.tasks !== 3 * N || stats.attemptsTotal !== 3 * N)) {
+      throw new Error(`store bench wrote wrong rows: ${JSON.stringify(stats.byState)}`)
+    }
+    return ms
+  }).pipe(Effect.provide(SqliteStore.layer({ filename: file })))
+
+// ---------------------------------------------------------------------------------------------
+// 3. event reads
+// ---------------------------------------------------------------------------------------------
+const KINDS = ["task.started", "task.succeeded", "task.failed", "pipeline.started", "pipeline.succeeded", "retry", "lease", "heartbeat", "metric", "rare"]
+
+const populateEvents = (file: string, n: number) => {
+  const db = freshSchema(file)
+  const ins = db.prepare("INSERT INTO events (event_id, kind, pipeline_id, run_id, data, ts) VALUES (?, ?, ?, 'run', ?, ?)")
+  db.transaction(() => {
+    for (let i = 1; i <= n; i++) ins.run(i, KINDS[i % KINDS.length]!, `p${i % 5000}`, `{"i":${i}}`, i)
+  })()
+  db.close()
+}
+
+const timeIt = (label: string, size: number, reps: number, eff: Effect.Effect<unknown, unknown>) =>
+  Effect.gen(function*() {
+    yield* eff // warm the statement cache
+    const t0 = performance.now()
+    for (let r = 0; r < reps; r++) yield* eff
+    const us = ((performance.now() - t0) / reps) * 1000
+    emit({ bench: "store.events", op: label, events: size, us_per_call: Math.round(us * 10) / 10 })
+    return us
+  })
+
+const eventReads = (size: number) => {
+  const file = nodePath.join(dir, `events-${size}.db`)
+  populateEvents(file, size)
+  return Effect.gen(function*() {
+    const s = yield* Store
+    const latestKind = yield* timeIt("events(kind, limit=100)", size, 200, s.events({ kind: "task.failed", limit: 100 }))
+    const latest = yield* timeIt("events(limit=100)", size, 200, s.events({ limit: 100 }))
+    const count = yield* timeIt("countEvents(kind)", size, 20, s.countEvents({ kind: "task.failed" }))
+    return { latestKind, latest, count }
+  }).pipe(Effect.provide(Layer.fresh(SqliteStore.layerReadOnly(file))))
+}
+
+const main = Effect.gen(function*() {
+  emit({ bench: "store.setup", pipelines: N, concurrency: CONCURRENCY, rows_per_pipeline: 17, node: process.version })
+  // the machine is shared: alternate raw and store runs and keep the best of each
+  let rawBest = Infinity
+  let storeBest = Infinity
+  for (let round = 0; round < ROUNDS; round++) {
+    const rawMs = raw(round)
+    rawBest = Math.min(rawBest, rawMs)
+    emit({ bench: "store.raw", round, pipelines: N, ms: Math.round(rawMs), pipelines_per_s: Math.round(N / (rawMs / 1000)) })
+    const storeMs = yield* store(nodePath.join(dir, `store-${round}.db`), CONCURRENCY)
+    storeBest = Math.min(storeBest, storeMs)
+    emit({ bench: "store.sqlite", round, fibers: CONCURRENCY, pipelines: N, ms: Math.round(storeMs), pipelines_per_s: Math.round(N / (storeMs / 1000)) })
+  }
+  const rawRate = N / (rawBest / 1000)
+  const storeRate = N / (storeBest / 1000)
+  emit({
+    bench: "store.ratio",
+    fibers: CONCURRENCY,
+    raw_pipelines_per_s: Math.round(rawRate),
+    store_pipelines_per_s: Math.round(storeRate),
+    ratio_to_raw: Math.round((storeRate / rawRate) * 1000) / 1000,
+    target: 0.5
+  })
+  const wideMs = yield* store(nodePath.join(dir, "store-wide.db"), 256)
+  emit({
+    bench: "store.sqlite",
+    fibers: 256,
+    pipelines: N,
+    ms: Math.round(wideMs),
+    pipelines_per_s: Math.round(N / (wideMs / 1000)),
+    ratio_to_raw: Math.round((N / (wideMs / 1000) / rawRate) * 1000) / 1000
+  })
+  if (process.env.BENCH_SKIP_EVENTS === "1") return
+  const results: Record<number, { latestKind: number; latest: number; count: number }> = {}
+  for (const size of [10_000, 100_000, 1_000_000]) results[size] = yield* eventReads(size)
+  const r10k = results[10_000]!
+  const r1m = results[1_000_000]!
+  emit({
+    bench: "store.events.scaling",
+    latest100_kind_1m_over_10k: Math.round((r1m.latestKind / r10k.latestKind) * 100) / 100,
+    latest100_1m_over_10k: Math.round((r1m.latest / r10k.latest) * 100) / 100,
+    target: 3
+  })
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+Effect.runPromise(main).catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

@@ -7,7 +7,8 @@
  * `ChainMismatch` naming both types). When it is built, where both sides declare Schemas
  * (`prev.output` and `next.input`), {@link make} checks them too and throws a
  * {@link PipelineBuildError}: refinements such as `NonEmptyString` are invisible to the
- * compiler. See {@link checkSchemas} for how and its limits.
+ * compiler. See {@link checkSchemas} for how and its limits. {@link fromTasks} builds a template
+ * from a chain known only at run time (a config file): same runtime checks, no compile-time one.
  *
  * **Identity.** A template's `specDigest` is the digest of its tasks' fingerprints (see
  * `Task.fingerprint`); a spec's default id is the digest of `[specDigest, seedDigest, repeat]`:

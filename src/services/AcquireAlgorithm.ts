@@ -117,6 +117,24 @@ export interface AcquireAlgorithm {
   readonly fingerprint: () => Json
   /** Obtains one slot. */
   readonly acquire: (ops: AcquireOps) => Effect.Effect<Slot, AcquireError>
+  /**
+   * Optional promises that let the pool skip generic machinery on its hot path; they must be
+   * true of `acquire`. `firstFreeInPoolOrder`: the algorithm starts by taking the first free
+   * matching resource of the target pool in pool order, when there is one. `plainWait`: the
+   * algorithm is exactly "take or queue FIFO, no timeout, no ranker".
+   */
+  readonly hints?: AlgorithmHints | undefined
+}
+
+/**
+ * See {@link AcquireAlgorithm.hints}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AlgorithmHints {
+  readonly firstFreeInPoolOrder?: boolean | undefined
+  readonly plainWait?: boolean | undefined
 }
 
 /**
@@ -171,6 +189,7 @@ export const wait = (options: WaitOptions = {}): AcquireAlgorithm => {
   return {
     _tag: "AcquireAlgorithm",
     name: "wait",
+    hints: { firstFreeInPoolOrder: true, plainWait: timeout === undefined },
     fingerprint: () => ({ name: "wait", timeoutMs: timeout === undefined ? null : Duration.toMillis(timeout) }),
     acquire: (ops) =>
       withTimeout(
@@ -238,6 +257,7 @@ export const backoff = (options: BackoffOptions = {}): AcquireAlgorithm => {
   return {
     _tag: "AcquireAlgorithm",
     name: "backoff",
+    hints: { firstFreeInPoolOrder: true },
     fingerprint: () => ({ name: "backoff", baseMs, factor, capMs, jitter, maxWaitMs: maxWaitMs ?? null }),
     acquire: (ops) =>
       Effect.gen(function*() {
@@ -441,6 +461,7 @@ export const quotaAware = (options: QuotaAwareOptions = {}): AcquireAlgorithm =>
 export const immediate = (): AcquireAlgorithm => ({
   _tag: "AcquireAlgorithm",
   name: "immediate",
+  hints: { firstFreeInPoolOrder: true },
   fingerprint: () => ({ name: "immediate" }),
   acquire: (ops) =>
     Effect.flatMap(ops.tryTake(), (o) =>

@@ -20,8 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Stream } from "effect"
-import type { Scope } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Scope, Stream } from "effect"
 import { AcquireTimeout, ConfigError, messageOf, PoolNotFound, ResourceUnavailable } from "../domain/Errors.js"
 import type { ConfigIssue } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
@@ -817,25 +816,7 @@ class Core {
         Effect.suspend(() => {
           const pool = poolOf(name)
           if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
-          const waiter: Waiter = { selector, ranker, attempt, resume: undefined, prev: undefined, next: undefined, queued: false }
-          // check and enqueue in one synchronous step, so no release can slip in between
-          const parked = Effect.async<AcquireAlgorithm.Slot>((resume) => {
-            const res = core.pick(pool, selector, ranker, core.now())
-            if (res !== undefined) {
-              core.take(attempt, res)
-              resume(Effect.succeed(res.slot))
-              return
-            }
-            core.markWaiting(attempt, home)
-            waiter.resume = (slot) => resume(Effect.succeed(slot))
-            core.enqueue(pool, waiter)
-            return Effect.sync(() => {
-              // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
-              waiter.resume = undefined
-              core.unlink(pool, waiter)
-            })
-          })
-          return core.watchDeadlock(parked, pool, holder)
+          return core.park(pool, selector, ranker, attempt, home, holder)
         }),
       lastResourceId: (name) => poolOf(name)?.sticky.get(holder.pipelineId),
       with: (patch) =>
@@ -849,6 +830,35 @@ class Core {
         )
     }
     return ops
+  }
+
+  /** Takes a free slot or queues FIFO for one; check and enqueue happen in one synchronous step. */
+  park(
+    pool: PoolState,
+    selector: Selector,
+    ranker: AcquireAlgorithm.Ranker | undefined,
+    attempt: Attempt,
+    home: PoolState,
+    holder: Holder
+  ): Effect.Effect<AcquireAlgorithm.Slot> {
+    const waiter: Waiter = { selector, ranker, attempt, resume: undefined, prev: undefined, next: undefined, queued: false }
+    const parked = Effect.async<AcquireAlgorithm.Slot>((resume) => {
+      const res = this.pick(pool, selector, ranker, this.now())
+      if (res !== undefined) {
+        this.take(attempt, res)
+        resume(Effect.succeed(res.slot))
+        return
+      }
+      this.markWaiting(attempt, home)
+      waiter.resume = (slot) => resume(Effect.succeed(slot))
+      this.enqueue(pool, waiter)
+      return Effect.sync(() => {
+        // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
+        waiter.resume = undefined
+        this.unlink(pool, waiter)
+      })
+    })
+    return this.watchDeadlock(parked, pool, holder)
   }
 
   watchDeadlock<A, E>(wait: Effect.Effect<A, E>, pool: PoolState, holder: Holder): Effect.Effect<A, E> {
@@ -919,15 +929,28 @@ class Core {
       const pool = poolName === undefined ? undefined : this.pools.get(poolName)
       if (pool === undefined) return Effect.fail(this.unknownPool(poolName ?? "(none given)"))
       const algoInput = opts.algorithm ?? holder.defaultAlgorithm
-      const algo = algoInput === undefined ? Effect.succeed(pool.algorithm) : this.resolveInput(algoInput)
       const selector: Selector = opts
-      return Effect.flatMap(algo, (algorithm) => {
-        const attempt: Attempt = { taken: [], waited: false }
+      const go = (algorithm: AcquireAlgorithm.AcquireAlgorithm): Effect.Effect<LeaseImpl, AcquireError> => {
         const started = this.now()
-        let phase: Effect.Effect<LeaseImpl, AcquireError> = Effect.flatMap(
-          algorithm.acquire(this.ops(attempt, pool.name, selector, holder, undefined, pool)),
-          (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
-        )
+        if (algorithm.hints?.firstFreeInPoolOrder === true) {
+          // fast path: a free resource whose client needs no building is leased synchronously
+          const res = this.pick(pool, selector, undefined, started)
+          if (res !== undefined && (res.resource.factory === undefined || res.client._tag === "ready")) {
+            res.active++
+            const client = res.client._tag === "ready" ? res.client.value : undefined
+            return Effect.succeed(this.newLease(pool, res, client, holder, raw, started))
+          }
+        }
+        const attempt: Attempt = { taken: [], waited: false }
+        let phase: Effect.Effect<LeaseImpl, AcquireError> = algorithm.hints?.plainWait === true
+          ? Effect.flatMap(
+            this.park(pool, selector, undefined, attempt, pool, holder),
+            (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
+          )
+          : Effect.flatMap(
+            algorithm.acquire(this.ops(attempt, pool.name, selector, holder, undefined, pool)),
+            (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
+          )
         if (opts.timeout !== undefined) {
           const timeout = Duration.decode(opts.timeout)
           phase = Effect.timeoutFail(phase, {
@@ -942,7 +965,8 @@ class Core {
               if (Exit.isFailure(exit)) this.settle(attempt, undefined)
             }))
         )
-      })
+      }
+      return algoInput === undefined ? go(pool.algorithm) : Effect.flatMap(this.resolveInput(algoInput), go)
     })
   }
 
@@ -972,21 +996,26 @@ class Core {
           else home.recentWaits[home.recentNext] = waited
           home.recentNext = (home.recentNext + 1) % RECENT_WAITS
         }
-        const id = `${pool.name}/${res.resource.id}#${++this.leaseSeq}`
-        const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
-        res.leases.add(id)
-        pool.leasesTotal++
-        if (holder.pipelineId !== "") pool.sticky.set(holder.pipelineId, res.resource.id)
-        if (holder.owner !== undefined) {
-          let set = this.owners.get(holder.owner)
-          if (set === undefined) this.owners.set(holder.owner, set = new Set())
-          set.add(lease)
-        }
-        return lease
+        return this.newLease(pool, res, client, holder, raw, now)
       })
     const factory = res.resource.factory
     if (factory === undefined) return finish(undefined)
     return Effect.flatMap(this.client(pool, res, factory), finish)
+  }
+
+  /** Records a lease on a slot already counted in `res.active`. */
+  newLease(pool: PoolState, res: Res, client: unknown, holder: Holder, raw: boolean, now: number): LeaseImpl {
+    const id = `${pool.name}/${res.resource.id}#${++this.leaseSeq}`
+    const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
+    res.leases.add(id)
+    pool.leasesTotal++
+    if (holder.pipelineId !== "") pool.sticky.set(holder.pipelineId, res.resource.id)
+    if (holder.owner !== undefined) {
+      let set = this.owners.get(holder.owner)
+      if (set === undefined) this.owners.set(holder.owner, set = new Set())
+      set.add(lease)
+    }
+    return lease
   }
 
   /** The resource's client: built once, shared; concurrent first users wait for one build. */
@@ -1274,11 +1303,14 @@ class Core {
     options: AcquireOptions | string | undefined,
     holder: Holder
   ): Effect.Effect<Lease<Client>, AcquireError, Scope.Scope> {
-    return Effect.acquireRelease(this.acquireCore(options, holder, false), (lease) => this.release(lease)) as Effect.Effect<
-      Lease<Client>,
-      AcquireError,
-      Scope.Scope
-    >
+    // The shape of `Effect.acquireRelease` (uninterruptible acquire whose wait is made
+    // interruptible inside `acquireCore`, then a finalizer on the scope), registering the
+    // finalizer with `Scope.addFinalizer` directly: the release reads no FiberRefs, so the
+    // FiberRefs snapshot/diff that `acquireRelease` performs on every release is pure cost.
+    return Effect.uninterruptible(
+      Effect.flatMap(this.acquireCore(options, holder, false), (lease) =>
+        Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizer(scope, this.release(lease)), lease)))
+    ) as Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
   }
 
   reclaimOwner(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {

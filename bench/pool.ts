@@ -1,0 +1,132 @@
+/**
+ * Pool benchmark: assay's lease path against a bare `Effect.Semaphore` doing the same work,
+ * in one run. Prints JSON lines:
+ *
+ * - `pool.uncontended`: acquire + release per second from one fiber.
+ * - `pool.contended`: 64 fibers each doing 2000 acquire / yield / release cycles on a pool of
+ *   total capacity 8, laid out as one resource of capacity 8 and as 4 resources of capacity 2.
+ *
+ * Each line compares:
+ * - the lease path (`acquireRaw` + `releaseNow`) with `sem.withPermits(1)`:
+ *   `ratio_to_semaphore` = assay time / semaphore time (the target is <= 4);
+ * - the scoped lease (`Effect.scoped(acquire)`) with the scoped semaphore lease of STYLE §3.1
+ *   (`Effect.scoped(acquireRelease(sem.take(1), () => sem.release(1)))`):
+ *   `scoped_ratio_to_scoped_semaphore`; and with `withPermits`: `scoped_ratio_to_semaphore`
+ *   (this one includes the cost of creating and closing an Effect `Scope` per lease, which
+ *   alone is several times a semaphore round trip).
+ *
+ * Timings alternate between the variants and keep each one's best of 5 runs.
+ *
+ * Run: `npx tsx bench/pool.ts`
+ */
+import { Effect, Exit, Scope } from "effect"
+import * as Resource from "../src/domain/Resource.js"
+import * as Pool from "../src/services/Pool.js"
+
+const UNCONTENDED = 200_000
+const FIBERS = 64
+const CYCLES = 2_000
+const RUNS = 5
+
+const time = <A, E>(eff: Effect.Effect<A, E>): Effect.Effect<number, E> =>
+  Effect.gen(function*() {
+    const start = performance.now()
+    yield* eff
+    return performance.now() - start
+  })
+
+/** Runs every variant once per round, `RUNS` rounds, and keeps each variant's minimum (ms). */
+const bestOf = <K extends string>(variants: Record<K, Effect.Effect<unknown, unknown>>) =>
+  Effect.gen(function*() {
+    const best = {} as Record<K, number>
+    for (let r = 0; r < RUNS; r++) {
+      for (const k of Object.keys(variants) as Array<K>) {
+        const t = yield* time(variants[k])
+        best[k] = Math.min(best[k] ?? Infinity, t)
+      }
+    }
+    return best
+  })
+
+const loop = (eff: Effect.Effect<unknown, unknown>, n: number) =>
+  Effect.forEach(Array.from({ length: n }), () => eff, { discard: true })
+
+const ratio = (a: number, b: number) => +(a / b).toFixed(2)
+
+const program = Effect.gen(function*() {
+  const scope = yield* Scope.make()
+  const pools = yield* Pool.makePools([
+    Pool.make("one", [Resource.make("w", { id: "w", capacity: 8 })]),
+    Pool.make("four", Array.from({ length: 4 }, (_, i) => Resource.make("w", { id: `w${i}`, capacity: 2 })))
+  ]).pipe(Scope.extend(scope))
+  const sem8 = yield* Effect.makeSemaphore(8)
+  const semScopedLease = Effect.acquireRelease(sem8.take(1), () => sem8.release(1))
+
+  // uncontended: nothing else holds the pool
+  {
+    const variants = {
+      assay: Effect.flatMap(pools.acquireRaw("one"), (l) => l.releaseNow),
+      semaphore: sem8.withPermits(1)(Effect.void),
+      assayScoped: Effect.scoped(pools.acquire("one")),
+      semaphoreScoped: Effect.scoped(semScopedLease)
+    }
+    const looped = Object.fromEntries(
+      Object.entries(variants).map(([k, v]) => [k, loop(v, UNCONTENDED)])
+    ) as Record<keyof typeof variants, Effect.Effect<void, unknown>>
+    yield* bestOf(Object.fromEntries(Object.entries(variants).map(([k, v]) => [k, loop(v, 10_000)])))
+    const t = yield* bestOf(looped)
+    const perS = (ms: number) => Math.round(UNCONTENDED / (ms / 1000))
+    console.log(JSON.stringify({
+      bench: "pool.uncontended",
+      ops: UNCONTENDED,
+      assay_ops_per_s: perS(t.assay),
+      semaphore_ops_per_s: perS(t.semaphore),
+      ratio_to_semaphore: ratio(t.assay, t.semaphore),
+      assay_scoped_ops_per_s: perS(t.assayScoped),
+      semaphore_scoped_ops_per_s: perS(t.semaphoreScoped),
+      scoped_ratio_to_scoped_semaphore: ratio(t.assayScoped, t.semaphoreScoped)
+    }))
+  }
+
+  // contended: 64 fibers, total capacity 8, one yield while holding (the "work")
+  const work = Effect.yieldNow()
+  const contended = (cycle: Effect.Effect<unknown, unknown>) =>
+    Effect.forEach(Array.from({ length: FIBERS }), () => loop(cycle, CYCLES), {
+      concurrency: "unbounded",
+      discard: true
+    })
+  for (const pool of ["one", "four"] as const) {
+    const variants = {
+      assay: contended(Effect.flatMap(pools.acquireRaw(pool), (l) => Effect.zipRight(work, l.releaseNow))),
+      semaphore: contended(sem8.withPermits(1)(work)),
+      assayScoped: contended(Effect.scoped(Effect.zipRight(pools.acquire(pool), work))),
+      semaphoreScoped: contended(Effect.scoped(Effect.zipRight(semScopedLease, work)))
+    }
+    const t = yield* bestOf(variants)
+    const stats = yield* pools.stats(pool)
+    const perS = (ms: number) => Math.round((FIBERS * CYCLES) / (ms / 1000))
+    console.log(JSON.stringify({
+      bench: "pool.contended",
+      layout: pool === "one" ? "1 resource x capacity 8" : "4 resources x capacity 2",
+      fibers: FIBERS,
+      cycles_per_fiber: CYCLES,
+      assay_ms: +t.assay.toFixed(1),
+      semaphore_ms: +t.semaphore.toFixed(1),
+      assay_leases_per_s: perS(t.assay),
+      semaphore_leases_per_s: perS(t.semaphore),
+      ratio_to_semaphore: ratio(t.assay, t.semaphore),
+      assay_scoped_ms: +t.assayScoped.toFixed(1),
+      semaphore_scoped_ms: +t.semaphoreScoped.toFixed(1),
+      scoped_ratio_to_scoped_semaphore: ratio(t.assayScoped, t.semaphoreScoped),
+      scoped_ratio_to_semaphore: ratio(t.assayScoped, t.semaphore),
+      waits_total: stats.waitsTotal,
+      active_after: stats.active
+    }))
+  }
+  yield* Scope.close(scope, Exit.void)
+})
+
+Effect.runPromise(program).catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

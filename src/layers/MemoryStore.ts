@@ -46,6 +46,7 @@ import {
   makeWriteBehind,
   maskSecrets,
   type PlacedArtifact,
+  placeAll,
   placeArtifact
 } from "./internal/storeShared.js"
 
@@ -318,7 +319,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
         ps.length === 0 && seeds.length === 0
           ? Effect.void
           : Effect.flatMap(
-            Effect.forEach(seeds, (a) => Effect.map(placeArtifact(a, journal, backend), (p) => [a, p] as const)),
+            placeAll(seeds, journal, backend),
             (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
           ),
       checkpoint: (unit) =>

@@ -81,7 +81,9 @@ import {
   makeWriteBehind,
   maskSecrets,
   type PlacedArtifact,
-  placeArtifact
+  placeAll,
+  placeArtifact,
+  placeSync
 } from "./internal/storeShared.js"
 
 /**
@@ -634,16 +636,18 @@ export const make = (options: SqliteStoreOptions) =>
           : readOnly
           ? Effect.fail(roError)
           : Effect.flatMap(
-            Effect.forEach(seeds, (a) => Effect.map(placeArtifact(a, journal, backend), (p) => [a, p] as const)),
+            placeAll(seeds, journal, backend),
             (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
           ),
-      checkpoint: (unit) =>
-        readOnly
-          ? Effect.fail(roError)
-          : Effect.flatMap(
-            unit.artifact === undefined ? Effect.succeed(undefined) : placeArtifact(unit.artifact, journal, backend),
-            (placed) => writer.submit({ _tag: "Checkpoint", unit, placed })
-          ),
+      checkpoint: (unit) => {
+        if (readOnly) return Effect.fail(roError)
+        if (unit.artifact === undefined) return writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
+        const placed = placeSync(unit.artifact, journal, backend)
+        return placed !== undefined
+          ? writer.submit({ _tag: "Checkpoint", unit, placed })
+          : Effect.flatMap(placeArtifact(unit.artifact, journal, backend), (p) =>
+            writer.submit({ _tag: "Checkpoint", unit, placed: p }))
+      },
       putTask: (task) => submit({ _tag: "PutTask", task }),
       updatePipeline: (pipelineId, patch) => submit({ _tag: "Patch", pipelineId, patch }),
       settlePipeline: (pipelineId, settle) => submit({ _tag: "Settle", pipelineId, settle }),

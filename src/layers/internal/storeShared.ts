@@ -96,6 +96,33 @@ export const placeArtifact = (
   artifact: NewArtifact,
   journal: "full" | "summary",
   backend: ArtifactBackendService
+): Effect.Effect<PlacedArtifact, StoreUnavailable> => {
+  const sync = placeSync(artifact, journal, backend)
+  return sync !== undefined ? Effect.succeed(sync) : placeAsync(artifact, journal, backend)
+}
+
+/**
+ * The placement when it needs no I/O (summary journal, inline or null backend), else
+ * `undefined`: lets the hot path skip an Effect per artifact.
+ *
+ * @since 0.1.0
+ * @category artifacts
+ */
+export const placeSync = (
+  artifact: NewArtifact,
+  journal: "full" | "summary",
+  backend: ArtifactBackendService
+): PlacedArtifact | undefined =>
+  journal === "summary" || backend.kind === "null"
+    ? { storage: "none", payload: null, blobRef: null }
+    : backend.kind === "inline"
+    ? { storage: "inline", payload: artifact.payload, blobRef: null }
+    : undefined
+
+const placeAsync = (
+  artifact: NewArtifact,
+  journal: "full" | "summary",
+  backend: ArtifactBackendService
 ): Effect.Effect<PlacedArtifact, StoreUnavailable> =>
   journal === "summary"
     ? Effect.succeed({ storage: "none", payload: null, blobRef: null })
@@ -105,6 +132,29 @@ export const placeArtifact = (
         : p.storage === "blob"
         ? { storage: "blob", payload: null, blobRef: p.ref }
         : { storage: "none", payload: null, blobRef: null })
+
+/**
+ * Places the artifact of a checkpoint unit and the seeds of an admission, without an Effect
+ * when no I/O is needed.
+ *
+ * @since 0.1.0
+ * @category artifacts
+ */
+export const placeAll = (
+  artifacts: ReadonlyArray<NewArtifact>,
+  journal: "full" | "summary",
+  backend: ArtifactBackendService
+): Effect.Effect<Array<readonly [NewArtifact, PlacedArtifact]>, StoreUnavailable> => {
+  const out: Array<readonly [NewArtifact, PlacedArtifact]> = []
+  for (const a of artifacts) {
+    const p = placeSync(a, journal, backend)
+    if (p === undefined) {
+      return Effect.forEach(artifacts, (x) => Effect.map(placeArtifact(x, journal, backend), (q) => [x, q] as const))
+    }
+    out.push([a, p])
+  }
+  return Effect.succeed(out)
+}
 
 /**
  * Reads an artifact's payload: the inline bytes, the backend's blob, or `undefined`.

@@ -476,6 +476,7 @@ const byTag: Record<string, ErrorClass> = {
   FatalError: "fatal",
   TimeoutException: "timeout",
   ParseError: "invalid",
+  SeedError: "invalid",
   ArtifactCodecError: "invalid",
   ConfigError: "fatal",
   PipelineIdentityConflict: "fatal",

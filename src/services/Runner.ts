@@ -55,6 +55,7 @@ import {
   WorkerCrashed
 } from "../domain/Errors.js"
 import { canonicalJson, digest } from "../domain/Json.js"
+import { maskSecrets } from "../domain/Resource.js"
 import type { Lease } from "../domain/Lease.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import {
@@ -556,9 +557,51 @@ const runOnce = <S extends AnySpec, SE, SR>(
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
     )
 
+    // Pool resources (spec with secrets masked, health) go to the store at start, with every
+    // heartbeat and at the end, so that report / watch / serve can show them.
+    const persistResources = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      for (const name of yield* pools.names) {
+        const handle = yield* pools.get(name)
+        const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
+        const stats = yield* handle.stats()
+        for (const snap of yield* handle.snapshot) {
+          const info = infos.get(snap.id)
+          yield* store.putResource({
+            pool: name,
+            resourceId: snap.id,
+            kind: snap.kind,
+            spec: {
+              id: snap.id,
+              kind: snap.kind,
+              capacity: snap.capacity,
+              options: maskSecrets(info?.options ?? {}),
+              tags: maskSecrets(info?.tags ?? {})
+            },
+            health: {
+              state: snap.state,
+              active: snap.active,
+              capacity: snap.capacity,
+              consecutiveFailures: snap.consecutiveFailures,
+              latencyEmaMs: snap.latencyEmaMs ?? null,
+              usage: snap.usage,
+              cooldownUntil: snap.cooldownUntil ?? null,
+              lastError: snap.lastError ?? null,
+              poolWaitMsP95: stats.waitMsP95,
+              poolWaiting: stats.waiting,
+              runId
+            },
+            updatedAt: now
+          })
+        }
+      }
+    }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
+    yield* persistResources
+
     // Heartbeat.
     yield* Effect.forkScoped(
       Effect.flatMap(Clock.currentTimeMillis, (now) => store.heartbeat(runId, now)).pipe(
+        Effect.zipLeft(persistResources),
         Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)),
         Effect.repeat(Schedule.spaced(config.heartbeat)),
         Effect.delay(config.heartbeat)
@@ -1304,6 +1347,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
     }
     yield* FiberSet.awaitEmpty(fibers)
 
+    yield* persistResources
     const endedAt = yield* Clock.currentTimeMillis
     const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
     yield* store.finishRun(runId, { status: conflict !== null ? "failed" : status, endedAt, stopReason: state.stopReason })

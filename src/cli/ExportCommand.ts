@@ -1,0 +1,53 @@
+/**
+ * `assay export STORE... OUT --rows KIND --format jsonl|json|csv [--limit N] [--run-id ID]`:
+ * writes the rows of one kind of one or more stores (opened read-only, concatenated, `limit`
+ * per store) into OUT, atomically (see `src/services/Export.ts` and `docs/export.md`). Prints
+ * the number of rows written. Exit codes: 0 written; 2 bad flags (unknown kind or format, a
+ * negative limit, fewer than two paths); 1 a missing store or a write failure (OUT untouched).
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { ConfigError } from "../domain/Errors.js"
+import * as Export from "../services/Export.js"
+
+const paths = Args.text({ name: "path" }).pipe(
+  Args.atLeast(1),
+  Args.withDescription("STORE... OUT: the store file(s), then the output file.")
+)
+const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
+  Options.withDefault("pipelines" as const),
+  Options.withDescription("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results.")
+)
+const format = Options.choice("format", Export.FORMATS).pipe(
+  Options.withDefault("jsonl" as const),
+  Options.withDescription("Output format: jsonl, json or csv.")
+)
+const limit = Options.integer("limit").pipe(
+  Options.optional,
+  Options.withDescription("At most this many rows per store (0 = none; default all).")
+)
+const runId = Options.text("run-id").pipe(Options.optional, Options.withDescription("Only rows of this run."))
+
+/**
+ * The `export` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const exportCommand = Command.make("export", { paths, rows, format, limit, runId }, (o) =>
+  Effect.gen(function*() {
+    if (o.paths.length < 2) {
+      return yield* new ConfigError({ message: "export needs at least one store and an output path: assay export STORE... OUT" })
+    }
+    const out = o.paths[o.paths.length - 1]!
+    const stores = o.paths.slice(0, -1)
+    const n = yield* Export.exportStores(stores, out, {
+      kind: o.rows,
+      format: o.format,
+      limit: Option.getOrUndefined(o.limit),
+      runId: Option.getOrUndefined(o.runId)
+    })
+    yield* Console.log(`exported ${n} ${o.rows} row(s) to ${out}`)
+  })).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))

@@ -1,0 +1,50 @@
+/**
+ * `assay merge STORE... -o OUT [--rows pipelines|results|...] [--format F]`: merges shard
+ * stores (deduplicated by pipeline id, see `src/services/Merge.ts`), prints the merged summary
+ * and writes the merged view to OUT atomically. The format defaults to OUT's suffix (`.csv`,
+ * `.json`, else jsonl). Exit codes: 0 merged; 2 bad flags or a row without `attemptsTotal`;
+ * 1 a missing store or a write failure.
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import * as Export from "../services/Export.js"
+import { mergeReports } from "../services/Merge.js"
+
+const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files to merge."))
+const output = Options.text("output").pipe(Options.withAlias("o"), Options.withDescription("Output file of the merged rows."))
+const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
+  Options.withDefault("pipelines" as const),
+  Options.withDescription("Row kind of the merged file (default pipelines).")
+)
+const format = Options.choice("format", Export.FORMATS).pipe(
+  Options.optional,
+  Options.withDescription("Output format (default from OUT's suffix, else jsonl).")
+)
+
+/**
+ * The output format implied by a file name: `.csv` → csv, `.json` → json, else jsonl.
+ *
+ * @since 0.1.0
+ * @category helpers
+ */
+export const formatOfPath = (path: string): Export.Format =>
+  path.endsWith(".csv") ? "csv" : path.endsWith(".json") ? "json" : "jsonl"
+
+/**
+ * The `merge` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const merge = Command.make("merge", { stores, output, rows, format }, (o) =>
+  Effect.gen(function*() {
+    const merged = yield* mergeReports(o.stores)
+    const n = yield* merged.export(o.output, {
+      kind: o.rows,
+      format: Option.getOrElse(o.format, () => formatOfPath(o.output))
+    })
+    yield* Console.log(merged.summary())
+    yield* Console.log(`wrote ${n} ${o.rows} row(s) to ${o.output}`)
+  })).pipe(Command.withDescription("Merge shard stores (dedupe by pipeline id) into one file and print the summary."))

@@ -1,0 +1,40 @@
+/**
+ * `assay report STORE... [--run-id ID|all] [--errors N] [--json]`: the report of one or more
+ * stores, opened read-only (see `src/services/Report.ts` and `docs/export.md`). Several stores
+ * are merged (pipelines deduplicated by id). Exit codes: 0 printed; 2 bad flags or an unknown
+ * run id; 1 a store that is missing or not an assay store.
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import * as Report from "../services/Report.js"
+
+const stores = Args.text({ name: "store" }).pipe(
+  Args.atLeast(1),
+  Args.withDescription("Store file(s) to report on; several are merged.")
+)
+const runId = Options.text("run-id").pipe(
+  Options.optional,
+  Options.withDescription("Run to report: an id, or `all` (default: each store's most recent run).")
+)
+const errors = Options.integer("errors").pipe(
+  Options.optional,
+  Options.withDescription("How many recent errors to list (default 10).")
+)
+const json = Options.boolean("json").pipe(Options.withDescription("Print the report as one JSON object."))
+
+/**
+ * The `report` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const report = Command.make("report", { stores, runId, errors, json }, (o) =>
+  Effect.flatMap(
+    Report.reportPaths(o.stores, {
+      runId: Option.getOrUndefined(o.runId),
+      errors: Option.getOrUndefined(o.errors)
+    }),
+    (data) => Console.log(o.json ? JSON.stringify(data, null, 2) : Report.renderText(data))
+  )).pipe(Command.withDescription("Report on one or more stores (read-only): runs, counts, latency, resources, metrics, errors."))

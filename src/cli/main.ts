@@ -8,7 +8,10 @@ import { Command } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Effect } from "effect"
 import { exitCodeOf } from "./Exit.js"
+import { exportCommand } from "./ExportCommand.js"
+import { merge } from "./MergeCommand.js"
 import { mockLlm } from "./MockLlmCommand.js"
+import { report } from "./ReportCommand.js"
 
 /**
  * The root `assay` command. Subcommands are added by their own modules.
@@ -20,7 +23,7 @@ export const assay = Command.make("assay").pipe(
   Command.withDescription(
     "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
   ),
-  Command.withSubcommands([mockLlm])
+  Command.withSubcommands([mockLlm, report, exportCommand, merge])
 )
 
 /**

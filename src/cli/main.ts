@@ -5,13 +5,17 @@
  * @since 0.1.0
  */
 import { Command } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Effect } from "effect"
+import { NodeContext } from "@effect/platform-node"
+import { Effect, FiberId } from "effect"
 import { exitCodeOf } from "./Exit.js"
 import { exportCommand } from "./ExportCommand.js"
 import { merge } from "./MergeCommand.js"
 import { mockLlm } from "./MockLlmCommand.js"
+import { plugins } from "./PluginsCommand.js"
 import { report } from "./ReportCommand.js"
+import { resume, run, signalGovernor } from "./RunCommand.js"
+import { schema } from "./SchemaCommand.js"
+import { validate } from "./ValidateCommand.js"
 
 /**
  * The root `assay` command. Subcommands are added by their own modules.
@@ -23,7 +27,7 @@ export const assay = Command.make("assay").pipe(
   Command.withDescription(
     "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
   ),
-  Command.withSubcommands([mockLlm, report, exportCommand, merge])
+  Command.withSubcommands([mockLlm, validate, run, resume, plugins, schema, report, exportCommand, merge])
 )
 
 /**
@@ -35,12 +39,35 @@ export const assay = Command.make("assay").pipe(
  */
 export const cli = Command.run(assay, { name: "assay", version: "0.1.0" })
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  cli(process.argv).pipe(
-    Effect.provide(NodeContext.layer),
-    NodeRuntime.runMain({
-      disableErrorReporting: true,
-      teardown: (exit, onExit) => onExit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
-    })
-  )
+/**
+ * Runs the CLI as the process's main program and exits with {@link exitCodeOf}'s code.
+ *
+ * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM interrupt the
+ * program (exit 130) *unless* a run with the runner's own signal handlers is in progress
+ * (`signalGovernor.runnerGoverns`): then the runner governs (first signal: graceful stop with
+ * its grace period; second: immediate stop) and the run command exits 130 itself.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const main = (argv: ReadonlyArray<string>): void => {
+  const fiber = Effect.runFork(cli(argv).pipe(Effect.provide(NodeContext.layer)))
+  const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
+  const onSignal = (signal: NodeJS.Signals) => () => {
+    // The runner's handler is installed: let it stop the run gracefully.
+    if (signalGovernor.runnerGoverns && process.listenerCount(signal) > 1) return
+    fiber.unsafeInterruptAsFork(FiberId.none)
+  }
+  const onInt = onSignal("SIGINT")
+  const onTerm = onSignal("SIGTERM")
+  process.on("SIGINT", onInt)
+  process.on("SIGTERM", onTerm)
+  fiber.addObserver((exit) => {
+    clearInterval(keepAlive)
+    process.off("SIGINT", onInt)
+    process.off("SIGTERM", onTerm)
+    process.exit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
+  })
 }
+
+if (import.meta.url === `file://${process.argv[1]}`) main(process.argv)

@@ -1,0 +1,95 @@
+/**
+ * `assay plugins [-c FILE] [--plugin SPEC]... [--json]`: lists the built-in tasks and
+ * algorithms, then every plugin named by the experiment file, by `--plugin` or by the
+ * `ASSAY_PLUGINS` environment variable (comma-separated), with what it provides or the error
+ * that stopped it from loading. Exit 0 even when a plugin is broken (that is what it reports).
+ *
+ * @since 0.1.0
+ */
+import { Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import * as path from "node:path"
+import { Console, Effect, Either, Option } from "effect"
+import { parse as parseToml } from "smol-toml"
+import * as YAML from "yaml"
+import { builtinNames as builtinAlgorithms } from "../services/AcquireAlgorithm.js"
+import * as Experiment from "../layers/Experiment.js"
+import * as Plugins from "../layers/Plugins.js"
+import { builtins } from "../tasks/Builtins.js"
+
+/** The `plugins` list of a config file, read without validating the rest. */
+const pluginsOfFile = (file: string) =>
+  Effect.gen(function*() {
+    const format = Experiment.formatOf(file)
+    if (format === undefined || format === "module") {
+      if (format === "module") {
+        const mod = yield* Effect.either(Plugins.importModule(path.resolve(file), path.dirname(path.resolve(file))))
+        const d = Either.isRight(mod) ? (mod.right["default"] as Record<string, unknown> | undefined) : undefined
+        return Array.isArray(d?.["plugins"]) ? (d["plugins"] as Array<string>) : []
+      }
+      return []
+    }
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(file)
+    const raw = (format === "json" ? JSON.parse(text) : format === "toml" ? parseToml(text) : YAML.parse(text)) as
+      | Record<string, unknown>
+      | null
+    const list = raw?.["plugins"]
+    return Array.isArray(list) ? list.filter((p): p is string => typeof p === "string") : []
+  })
+
+/**
+ * `assay plugins`.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const plugins = Command.make(
+  "plugins",
+  {
+    config: Options.file("config", { exists: "yes" }).pipe(
+      Options.withAlias("c"),
+      Options.optional,
+      Options.withDescription("Also list the plugins this experiment file names.")
+    ),
+    plugin: Options.text("plugin").pipe(
+      Options.repeated,
+      Options.withDescription("A plugin module to list (a path or a package name); repeatable.")
+    ),
+    json: Options.boolean("json").pipe(Options.withDescription("Print JSON."))
+  },
+  ({ config, json, plugin }) =>
+    Effect.gen(function*() {
+      const fromEnv = (process.env["ASSAY_PLUGINS"] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+      const cwd = process.cwd()
+      const fromCli = [...plugin, ...fromEnv]
+      const fromFile = Option.isSome(config) ? yield* pluginsOfFile(config.value) : []
+      const baseFile = Option.isSome(config) ? path.dirname(path.resolve(config.value)) : cwd
+      const a = yield* Plugins.load(fromCli, cwd)
+      const b = yield* Plugins.load(fromFile, baseFile)
+      const loaded = [...a.plugins, ...b.plugins]
+      const out = {
+        builtins: {
+          tasks: [...builtins.values()].map((t) => ({ name: t.name, signature: t.signature, description: t.description })),
+          algorithms: [...builtinAlgorithms]
+        },
+        plugins: loaded
+      }
+      if (json) return yield* Console.log(JSON.stringify(out, null, 2))
+      const lines = ["built-in tasks:"]
+      for (const t of out.builtins.tasks) lines.push(`  ${t.name.padEnd(12)} ${t.signature}`)
+      lines.push(`built-in algorithms: ${out.builtins.algorithms.join(", ")}`)
+      if (loaded.length === 0) lines.push("plugins: none")
+      for (const p of loaded) {
+        if (p.error !== null) lines.push(`plugin ${p.specifier}: error: ${p.error}`)
+        else {
+          lines.push(
+            `plugin ${p.specifier} (${p.name}): tasks ${p.tasks.join(", ") || "-"}; algorithms ${
+              p.algorithms.join(", ") || "-"
+            }; codecs ${p.codecs}${p.shadowed.length > 0 ? `; ignored (built-in names): ${p.shadowed.join(", ")}` : ""}`
+          )
+        }
+      }
+      yield* Console.log(lines.join("\n"))
+    })
+).pipe(Command.withDescription("List built-in tasks and algorithms, and plugins with their load status."))

@@ -1,0 +1,419 @@
+/**
+ * `assay run -c FILE` and `assay resume -c FILE`: load and check an experiment (exit 2 before
+ * any store is opened when it is invalid), apply the command-line overrides, run it on the
+ * SQLite store (or in memory), print the report, and exit 0 (all succeeded or skipped), 1
+ * (some pipelines failed), 2 (invalid configuration or identity conflict) or 130 (stopped by a
+ * signal; resumable).
+ *
+ * Sharding: `--shard I/N` runs only shard I's pipelines into `store.shardIofN.db`;
+ * `--shards N --jobs J` starts N child processes (`assay run --shard i/N`, at most J at once),
+ * each on its own shard store, and prints the merged counts. A child that dies is reported;
+ * re-running (or `assay resume`) resumes its shard.
+ *
+ * @since 0.1.0
+ */
+import { Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Console, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { CodecRegistry } from "../domain/Codec.js"
+import { ConfigError } from "../domain/Errors.js"
+import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
+import type { SeedError } from "../domain/Pipeline.js"
+import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
+import * as ArtifactBackends from "../layers/ArtifactBackends.js"
+import * as Experiment from "../layers/Experiment.js"
+import * as MemoryStore from "../layers/MemoryStore.js"
+import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as SqliteStore from "../layers/SqliteStore.js"
+import * as Pool from "../services/Pool.js"
+import { ProcessRunner } from "../services/ProcessRunner.js"
+import * as Runner from "../services/Runner.js"
+import type { SourceError } from "../tasks/Sources.js"
+import { ExitCode, ExitWith } from "./Exit.js"
+
+// ---------------------------------------------------------------------------------------------
+// Signal governance (read by main.ts)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether a run with the runner's own SIGINT/SIGTERM handlers is in progress. While it is,
+ * the CLI's main leaves SIGINT/SIGTERM to the runner (first signal: graceful stop; second:
+ * immediate stop) instead of interrupting the program, which would cut the grace short.
+ *
+ * @since 0.1.0
+ * @category signals
+ */
+export const signalGovernor = { runnerGoverns: false }
+
+const governSignals = <A, E, R>(enabled: boolean, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  enabled
+    ? Effect.acquireUseRelease(
+      Effect.sync(() => {
+        signalGovernor.runnerGoverns = true
+      }),
+      () => effect,
+      () =>
+        Effect.sync(() => {
+          signalGovernor.runnerGoverns = false
+        })
+    )
+    : effect
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+const configFile = Options.file("config", { exists: "either" }).pipe(
+  Options.withAlias("c"),
+  Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
+)
+const positive = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))
+const optInt = (name: string, description: string) =>
+  Options.integer(name).pipe(Options.withSchema(positive), Options.optional, Options.withDescription(description))
+const optText = (name: string, description: string) =>
+  Options.text(name).pipe(Options.optional, Options.withDescription(description))
+const flag = (name: string, description: string) => Options.boolean(name).pipe(Options.withDescription(description))
+
+const runOptions = {
+  config: configFile,
+  store: optText("store", "SQLite file of the run (overrides run.store; \":memory:\" for no file)."),
+  concurrency: optInt("concurrency", "Attempts running at once (overrides run.concurrency)."),
+  maxAdmitted: optInt("max-admitted", "Pipelines admitted at once (queued + running + waiting to retry)."),
+  limit: Options.integer("limit").pipe(
+    Options.withSchema(Schema.Int.pipe(Schema.greaterThanOrEqualTo(0))),
+    Options.optional,
+    Options.withDescription("Run at most this many rows of the source.")
+  ),
+  journal: Options.choice("journal", ["full", "summary"]).pipe(
+    Options.optional,
+    Options.withDescription("full: keep payloads (task-level resume); summary: metadata only.")
+  ),
+  label: optText("label", "Label recorded on the run."),
+  runId: optText("run-id", "Explicit run id."),
+  resume: flag("resume", "Claim pipelines abandoned by dead runs (stale heartbeat)."),
+  retrySucceeded: flag("retry-succeeded", "Re-run pipelines that already succeeded."),
+  freshRestart: flag("fresh-restart", "Discard checkpoints and start pipelines from their seed."),
+  strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
+  stopAfterFailures: optInt("stop-after-failures", "Stop admitting after this many failed pipelines."),
+  stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\")."),
+  staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\")."),
+  grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\")."),
+  artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path."),
+  noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM handlers (Ctrl-C interrupts at once)."),
+  strictEnv: flag("strict-env", "An unset ${VAR} in the experiment is an error."),
+  summary: Options.choice("summary", ["text", "json"]).pipe(
+    Options.withDefault("text" as const),
+    Options.withDescription("How the report is printed on stdout.")
+  ),
+  shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db)."),
+  shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
+  jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all).")
+}
+
+type RunArgs = {
+  readonly [K in keyof typeof runOptions]: (typeof runOptions)[K] extends Options.Options<infer A> ? A : never
+}
+
+const configError = (p: string, message: string, suggestion?: string) =>
+  new ConfigError({
+    message: `${p}: ${message}`,
+    issues: [suggestion === undefined ? { path: p, message } : { path: p, message, suggestion }]
+  })
+
+const durationFlag = (name: string, value: Option.Option<string>): Either.Either<Duration.Duration | undefined, ConfigError> =>
+  Option.match(value, {
+    onNone: () => Either.right(undefined),
+    onSome: (text) =>
+      Option.match(Experiment.parseDuration(text), {
+        onNone: () =>
+          Either.left(configError(`--${name}`, `"${text}" is not a duration`, "write a duration with a unit, e.g. \"30 seconds\"")),
+        onSome: (d) => Either.right(d)
+      })
+  })
+
+const overridesOf = (args: RunArgs, resume: boolean): Either.Either<RunConfigInput, ConfigError> =>
+  Either.gen(function*() {
+    const stopAfter = yield* durationFlag("stop-after", args.stopAfter)
+    const staleAfter = yield* durationFlag("stale-after", args.staleAfter)
+    const grace = yield* durationFlag("grace", args.grace)
+    const o: Record<string, unknown> = {
+      store: Option.getOrUndefined(args.store),
+      concurrency: Option.getOrUndefined(args.concurrency),
+      maxAdmitted: Option.getOrUndefined(args.maxAdmitted),
+      journal: Option.getOrUndefined(args.journal) as Journal | undefined,
+      label: Option.getOrUndefined(args.label),
+      runId: Option.getOrUndefined(args.runId),
+      resume: resume || args.resume ? true : undefined,
+      retrySucceeded: args.retrySucceeded ? true : undefined,
+      freshRestart: args.freshRestart ? true : undefined,
+      strictLeases: args.strictLeases ? true : undefined,
+      stopAfterFailures: Option.getOrUndefined(args.stopAfterFailures),
+      stopAfter,
+      staleAfter,
+      grace,
+      artifactBackend: Option.getOrUndefined(args.artifactBackend),
+      handleSignals: args.noSignals ? false : undefined
+    }
+    if (typeof o["store"] === "string" && o["store"] !== ":memory:") o["store"] = path.resolve(o["store"])
+    return o as RunConfigInput
+  })
+
+// ---------------------------------------------------------------------------------------------
+// One process
+// ---------------------------------------------------------------------------------------------
+
+const storeLayer = (filename: string, journal: Journal, backend: RunConfigInput["artifactBackend"]) =>
+  filename === ":memory:"
+    ? MemoryStore.layer({ journal })
+    : SqliteStore.layerWith({ filename, journal }).pipe(
+      Layer.provide(ArtifactBackends.layer(backend ?? "inline")),
+      Layer.provide(NodeContext.layer)
+    )
+
+const printWarnings = (experiment: Experiment.Experiment) =>
+  Effect.forEach(
+    experiment.unresolvedEnv,
+    (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+    { discard: true }
+  )
+
+const runOne = (args: RunArgs, resume: boolean) =>
+  Effect.gen(function*() {
+    // 1. Everything that can be refused is refused before a store exists.
+    const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
+    yield* printWarnings(experiment)
+    const overrides = yield* overridesOf(args, resume)
+    const shard = yield* Option.match(args.shard, {
+      onNone: () => Either.right(undefined),
+      onSome: (text) => parseShard(text)
+    })
+    const settings = yield* Experiment.runSettings(experiment, overrides)
+    const store = shard === undefined ? settings.store : shardStorePath(settings.store, shard.index, shard.count)
+    const input: RunConfigInput = { ...experiment.run, ...definedOnly(overrides), store }
+
+    // 2. Open the store and run.
+    if (store !== ":memory:") {
+      const fs = yield* FileSystem.FileSystem
+      yield* fs.makeDirectory(path.dirname(store), { recursive: true }).pipe(Effect.orElse(() => Effect.void))
+    }
+    let registry = CodecRegistry.default()
+    for (const codec of experiment.plugins.codecs) registry = registry.register(codec)
+    const limit = Option.getOrUndefined(args.limit)
+    const all = experiment.pipelines(limit)
+    const specs = shard === undefined ? all : shardSpecs(all, shard.index, shard.count, (s) => s.pipelineId)
+    const report = yield* governSignals(
+      settings.handleSignals,
+      // Built-in tasks need the subprocess runner and the file system; both are provided here.
+      Runner.run(specs, { registry }) as Effect.Effect<
+        Runner.RunReport,
+        Runner.RunError | SourceError | SeedError,
+        Runner.Runner | FileSystem.FileSystem | ProcessRunner
+      >
+    ).pipe(
+      Effect.provide(Runner.layer(input)),
+      Effect.provide(Layer.merge(
+        storeLayer(store, settings.journal, settings.artifactBackend),
+        Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
+      )),
+      Effect.provide(NodeProcessRunner.layer)
+    )
+    if (args.summary === "json") {
+      yield* Console.log(JSON.stringify({ ...report.toJSON(), store }))
+    } else {
+      yield* Console.log(report.summary())
+      yield* Console.log(`store: ${store}`)
+    }
+    if (report.status === "interrupted") return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    if ((report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0) {
+      return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    }
+  })
+
+const definedOnly = (o: RunConfigInput): RunConfigInput => {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v
+  return out as RunConfigInput
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shard processes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The `bin/assay` script of this checkout, used to start shard processes.
+ *
+ * @since 0.1.0
+ * @category sharding
+ */
+export const assayBin: string = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/assay")
+
+/** The flags a shard child gets: every override of the parent, none of the shard flags. */
+const childFlags = (args: RunArgs): Array<string> => {
+  const out: Array<string> = []
+  const text = (name: string, o: Option.Option<string | number>) => {
+    if (Option.isSome(o)) out.push(`--${name}`, String(o.value))
+  }
+  const bool = (name: string, b: boolean) => {
+    if (b) out.push(`--${name}`)
+  }
+  if (Option.isSome(args.store)) out.push("--store", path.resolve(args.store.value))
+  text("concurrency", args.concurrency)
+  text("max-admitted", args.maxAdmitted)
+  text("limit", args.limit)
+  text("journal", args.journal)
+  text("label", args.label)
+  bool("resume", args.resume)
+  bool("retry-succeeded", args.retrySucceeded)
+  bool("fresh-restart", args.freshRestart)
+  bool("strict-leases", args.strictLeases)
+  text("stop-after-failures", args.stopAfterFailures)
+  text("stop-after", args.stopAfter)
+  text("stale-after", args.staleAfter)
+  text("grace", args.grace)
+  text("artifact-backend", args.artifactBackend)
+  bool("no-signals", args.noSignals)
+  bool("strict-env", args.strictEnv)
+  return out
+}
+
+interface ShardOutcome {
+  readonly index: number
+  readonly store: string
+  readonly exitCode: number
+  readonly signal: string | null
+  readonly report: Record<string, any> | null
+  readonly stderr: string
+}
+
+const lastJsonLine = (stdout: string): Record<string, any> | null => {
+  const lines = stdout.trim().split("\n").reverse()
+  for (const line of lines) {
+    try {
+      const v = JSON.parse(line) as unknown
+      if (typeof v === "object" && v !== null) return v as Record<string, any>
+    } catch {
+      // not JSON
+    }
+  }
+  return null
+}
+
+const runShards = (args: RunArgs, resume: boolean, count: number) =>
+  Effect.gen(function*() {
+    if (Option.isSome(args.shard)) return yield* configError("--shards", "--shards and --shard are exclusive")
+    if (Option.isSome(args.runId)) {
+      return yield* configError("--run-id", "each shard process has its own run: --run-id cannot be used with --shards")
+    }
+    // Refuse an invalid experiment here, once, before any child or store exists.
+    const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
+    const overrides = yield* overridesOf(args, resume)
+    const settings = yield* Experiment.runSettings(experiment, overrides)
+    const jobs = Option.getOrElse(args.jobs, () => count)
+    const runner = yield* ProcessRunner
+    const flags = childFlags(args)
+    const outcomes = yield* Effect.forEach(
+      Array.from({ length: count }, (_, i) => i),
+      (index) =>
+        Effect.gen(function*() {
+          const argv = [
+            assayBin,
+            resume ? "resume" : "run",
+            "-c",
+            path.resolve(args.config),
+            "--shard",
+            `${index}/${count}`,
+            ...flags,
+            "--summary",
+            "json"
+          ]
+          const result = yield* runner.run(argv, { timeout: Duration.infinity, maxOutputBytes: 16 * 1024 * 1024 })
+          const outcome: ShardOutcome = {
+            index,
+            store: shardStorePath(settings.store, index, count),
+            exitCode: result.exitCode,
+            signal: result.signal ?? null,
+            report: lastJsonLine(result.stdout),
+            stderr: result.stderr
+          }
+          return outcome
+        }),
+      { concurrency: jobs }
+    )
+    const dead = outcomes.filter((o) => o.report === null && o.exitCode !== ExitCode.Invalid)
+    const byState: Record<string, number> = {}
+    let pipelines = 0
+    let tasks = 0
+    let attemptsTotal = 0
+    let retries = 0
+    for (const o of outcomes) {
+      const stats = o.report?.["stats"] as Record<string, any> | undefined
+      if (stats === undefined) continue
+      pipelines += Number(stats["pipelines"]?.["total"] ?? 0)
+      for (const [k, v] of Object.entries((stats["pipelines"]?.["byState"] ?? {}) as Record<string, number>)) {
+        byState[k] = (byState[k] ?? 0) + Number(v)
+      }
+      tasks += Number(stats["tasks"] ?? 0)
+      attemptsTotal += Number(stats["attemptsTotal"] ?? 0)
+      retries += Number(stats["retries"] ?? 0)
+    }
+    const shardsJson = outcomes.map((o) => ({
+      index: o.index,
+      store: o.store,
+      exitCode: o.exitCode,
+      signal: o.signal,
+      status: o.report?.["status"] ?? (o.exitCode === ExitCode.Invalid ? "invalid" : "dead"),
+      runId: o.report?.["runId"] ?? null,
+      error: o.report === null ? o.stderr.trim().split("\n").slice(-5).join("\n") : null
+    }))
+    const merged = { shards: shardsJson, merged: { pipelines, byState, tasks, attemptsTotal, retries } }
+    if (args.summary === "json") {
+      yield* Console.log(JSON.stringify(merged))
+    } else {
+      for (const s of shardsJson) {
+        yield* Console.log(
+          `shard ${s.index}/${count}: ${s.status} (exit ${s.exitCode}${s.signal === null ? "" : `, ${s.signal}`}) → ${s.store}`
+        )
+        if (s.error !== null && s.error !== "") yield* Console.log(`  ${s.error.replace(/\n/g, "\n  ")}`)
+      }
+      const by = Object.entries(byState).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")
+      yield* Console.log(`merged: pipelines ${pipelines}${by === "" ? "" : ` (${by})`}, tasks ${tasks}, attempts ${attemptsTotal}, retries ${retries}`)
+      if (dead.length > 0) {
+        yield* Console.log(`${dead.length} shard process(es) died; run the same command again (or assay resume) to resume them`)
+      }
+    }
+    const codes = outcomes.map((o) => o.exitCode)
+    if (codes.includes(ExitCode.Invalid)) return yield* Effect.fail(new ExitWith(ExitCode.Invalid))
+    if (dead.length > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    if (codes.includes(ExitCode.Interrupted)) return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    if (codes.some((c) => c !== 0)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  }).pipe(Effect.provide(NodeProcessRunner.layer))
+
+const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Option.match(args.shards, {
+    onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> => runOne(args, resume),
+    onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
+  })
+
+/**
+ * `assay run -c FILE [overrides]`.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const run = Command.make("run", runOptions, handler(false)).pipe(
+  Command.withDescription("Run an experiment (exit 0 ok, 1 failures, 2 invalid configuration, 130 interrupted).")
+)
+
+/**
+ * `assay resume -c FILE [overrides]`: `run` with `--resume` (claims the work of dead runs;
+ * finished pipelines are skipped, interrupted ones continue from their last checkpoint).
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const resume = Command.make("resume", runOptions, handler(true)).pipe(
+  Command.withDescription("Resume an experiment: finished pipelines are skipped, the rest continue from their checkpoints.")
+)

@@ -1,0 +1,68 @@
+/**
+ * `assay validate -c FILE [--strict-env] [--json]`: loads and checks an experiment exactly as
+ * `run` does (same loader, same errors) and prints the effective experiment: pools, tasks,
+ * source, run settings and unresolved environment variables. Exit 0 when valid, 2 with every
+ * problem and its field path otherwise. Never opens a store.
+ *
+ * @since 0.1.0
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, Effect } from "effect"
+import type { Json } from "../domain/Json.js"
+import * as Experiment from "../layers/Experiment.js"
+
+const text = (experiment: Experiment.Experiment): string => {
+  const d = experiment.describe() as Record<string, any>
+  const lines: Array<string> = [`experiment ${experiment.file} (${experiment.format}): valid`]
+  const p = d["pipeline"] as Record<string, any>
+  lines.push(`pipeline ${p["name"]} (spec ${p["specDigest"]}, includeCode ${p["includeCode"]})`)
+  for (const t of p["tasks"] as Array<Record<string, any>>) {
+    const retry = t["retry"] as Record<string, any>
+    lines.push(
+      `  task ${t["name"]}: resource ${t["resource"] ?? "-"}, algorithm ${t["algorithm"] === null ? "-" : JSON.stringify(t["algorithm"])}, ` +
+        `timeout ${t["timeoutMs"] === null ? "-" : `${t["timeoutMs"]} ms`}, maxAttempts ${retry["maxAttempts"] ?? 1}`
+    )
+  }
+  for (const pool of d["pools"] as Array<Record<string, any>>) {
+    lines.push(`pool ${pool["name"]}: algorithm ${JSON.stringify(pool["algorithm"])}`)
+    for (const r of pool["resources"] as Array<Record<string, any>>) {
+      lines.push(`  resource ${r["id"]} (${r["kind"]}), capacity ${r["capacity"]}`)
+    }
+  }
+  lines.push(`source: ${JSON.stringify(d["source"])}`)
+  lines.push(`run: ${JSON.stringify(d["run"])}`)
+  for (const pl of d["plugins"] as Array<Record<string, any>>) {
+    lines.push(`plugin ${pl["specifier"]}: ${pl["error"] === null ? "ok" : `failed: ${pl["error"]}`}`)
+  }
+  const unresolved = d["unresolvedEnv"] as Array<{ name: string; path: string }>
+  lines.push(
+    unresolved.length === 0
+      ? "unresolved env: none"
+      : `unresolved env: ${unresolved.map((u) => `${u.name} (at ${u.path})`).join(", ")}`
+  )
+  return lines.join("\n")
+}
+
+/**
+ * `assay validate`.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const validate = Command.make(
+  "validate",
+  {
+    config: Options.file("config", { exists: "either" }).pipe(
+      Options.withAlias("c"),
+      Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
+    ),
+    strictEnv: Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error.")),
+    json: Options.boolean("json").pipe(Options.withDescription("Print the effective experiment as JSON."))
+  },
+  ({ config, json, strictEnv }) =>
+    Effect.gen(function*() {
+      const experiment = yield* Experiment.load(config, { strictEnv })
+      const described: Json = experiment.describe()
+      yield* Console.log(json ? JSON.stringify(described, null, 2) : text(experiment))
+    })
+).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))

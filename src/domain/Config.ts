@@ -1,0 +1,304 @@
+/**
+ * The declarative experiment file: one Schema for JSON, TOML, YAML and TypeScript
+ * experiments (camelCase keys), with the sections `run`, `pools`, `pipeline`, `source` and
+ * `plugins`.
+ *
+ * The Schema only describes shapes (types, ranges, unknown keys). Cross-references (a task's
+ * pool exists, an algorithm name resolves, a `use:` target exists) are checked by the loader
+ * in `layers/Experiment.ts`, which reports both kinds of problems together.
+ *
+ * Durations are strings with a unit (`"500 millis"`, `"30 seconds"`); a bare number is refused
+ * with a hint (see {@link DurationFromString}).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import type * as AST from "effect/SchemaAST"
+import { DurationFromString, RetryPolicyFromConfig } from "./RetryPolicy.js"
+import { isTask } from "./Task.js"
+import type * as Task from "./Task.js"
+
+const PositiveInt = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+  message: () => "must be an integer >= 1"
+})
+const JsonRecord = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const opt = <S extends Schema.Schema.Any>(s: S) => Schema.optionalWith(s, { exact: true })
+
+/**
+ * An acquire algorithm in a config file: a name (`"backoff"`) or `{ name, ...options }`
+ * (options are checked against the algorithm by the loader).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AlgorithmSection = Schema.Union(
+  Schema.String,
+  Schema.Struct({ name: Schema.String }, JsonRecord)
+).annotations({ identifier: "Algorithm", description: "an algorithm name or { name, ...options }" })
+
+/**
+ * The `run` section: every `RunConfig` field (durations with a unit).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunSection = Schema.Struct({
+  store: opt(Schema.String),
+  journal: opt(Schema.Literal("full", "summary")),
+  concurrency: opt(PositiveInt),
+  maxAdmitted: opt(PositiveInt),
+  label: opt(Schema.String),
+  runId: opt(Schema.String),
+  resume: opt(Schema.Boolean),
+  retrySucceeded: opt(Schema.Boolean),
+  freshRestart: opt(Schema.Boolean),
+  heartbeat: opt(DurationFromString),
+  grace: opt(DurationFromString),
+  staleAfter: opt(DurationFromString),
+  strictLeases: opt(Schema.Boolean),
+  stopAfterFailures: opt(PositiveInt),
+  stopAfter: opt(DurationFromString),
+  handleSignals: opt(Schema.Boolean),
+  writeBehind: opt(Schema.Boolean),
+  writeBatch: opt(PositiveInt),
+  flushInterval: opt(DurationFromString),
+  artifactBackend: opt(Schema.Union(Schema.String, Schema.Struct({ kind: Schema.String }, JsonRecord))),
+  notes: opt(Schema.String),
+  meta: opt(JsonRecord)
+}).annotations({ identifier: "RunSection" })
+
+/**
+ * One resource of a pool. Fields not given take the pool's defaults.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ResourceSection = Schema.Struct({
+  id: opt(Schema.String),
+  kind: opt(Schema.String),
+  capacity: opt(PositiveInt),
+  options: opt(JsonRecord),
+  tags: opt(Schema.Record({ key: Schema.String, value: Schema.String })),
+  degradeAfter: opt(PositiveInt),
+  deadAfter: opt(PositiveInt),
+  cooldown: opt(DurationFromString)
+}).annotations({ identifier: "ResourceSection" })
+
+/**
+ * One pool: its default algorithm, defaults for its resources, and the resources.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PoolSection = Schema.Struct({
+  kind: opt(Schema.String),
+  algorithm: opt(AlgorithmSection),
+  capacity: opt(PositiveInt),
+  degradeAfter: opt(PositiveInt),
+  deadAfter: opt(PositiveInt),
+  cooldown: opt(DurationFromString),
+  deadlockWarn: opt(DurationFromString),
+  resources: Schema.Array(ResourceSection)
+}).annotations({ identifier: "PoolSection" })
+
+const taskFields = <U extends Schema.Schema.Any>(use: U) => ({
+  use,
+  name: opt(Schema.String),
+  args: opt(Schema.Array(Schema.Unknown)),
+  options: opt(JsonRecord),
+  resource: opt(Schema.NullOr(Schema.String)),
+  algorithm: opt(Schema.NullOr(AlgorithmSection)),
+  timeout: opt(Schema.NullOr(DurationFromString)),
+  retry: opt(RetryPolicyFromConfig),
+  config: opt(JsonRecord),
+  version: opt(Schema.NullOr(Schema.String))
+})
+
+/**
+ * The `source` section: `{ range: { n } }` or `{ jsonl: { path, limit } }`, plus `keyField`
+ * (explicit keys from a field of each row) and `repeats`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SourceSection = Schema.Struct({
+  range: opt(Schema.Struct({ n: Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)) })),
+  jsonl: opt(Schema.Struct({ path: Schema.String, limit: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(0))) })),
+  keyField: opt(Schema.String),
+  repeats: opt(PositiveInt)
+}).annotations({ identifier: "SourceSection" })
+
+const makeExperiment = <U extends Schema.Schema.Any>(use: U, identifier: string) =>
+  Schema.Struct({
+    $schema: opt(Schema.String),
+    run: opt(RunSection),
+    pools: opt(Schema.Record({ key: Schema.String, value: PoolSection })),
+    pipeline: Schema.Struct({
+      name: Schema.String,
+      resource: opt(Schema.String),
+      tags: opt(JsonRecord),
+      includeCode: opt(Schema.Boolean),
+      tasks: Schema.NonEmptyArray(Schema.Struct(taskFields(use)).annotations({ identifier: "TaskSection" }))
+    }).annotations({ identifier: "PipelineSection" }),
+    source: SourceSection,
+    plugins: opt(Schema.Array(Schema.String))
+  }).annotations({ identifier })
+
+/**
+ * The experiment file as written in JSON, TOML or YAML (`use:` is a string). Its JSON
+ * Schema is what `assay schema` prints.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExperimentFile = makeExperiment(Schema.String, "AssayExperiment")
+
+/**
+ * The decoded form of {@link ExperimentFile}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ExperimentFile = typeof ExperimentFile.Type
+
+/**
+ * A task value accepted by `use:` in a TypeScript experiment.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TaskValue: Schema.Schema<Task.Any> = Schema.declare((u: unknown): u is Task.Any => isTask(u), {
+  identifier: "Task",
+  description: "a task value"
+})
+
+/**
+ * The experiment as a TypeScript module's default export: the same shape as
+ * {@link ExperimentFile}, except that `use:` may also be a task value.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExperimentDefinition = makeExperiment(Schema.Union(Schema.String, TaskValue), "AssayExperimentDefinition")
+
+/**
+ * The encoded (as written) form of {@link ExperimentDefinition}: what `defineExperiment`
+ * takes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ExperimentInput = typeof ExperimentDefinition.Encoded
+
+/**
+ * The decoded form of {@link ExperimentDefinition}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ExperimentDefinition = typeof ExperimentDefinition.Type
+
+/**
+ * The identity function that types a TypeScript experiment: `export default
+ * defineExperiment({ pipeline: { ... }, source: { ... } })`. Checking happens when the file
+ * is loaded (the same checks as for a JSON/TOML/YAML file).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defineExperiment = (definition: ExperimentInput): ExperimentInput => definition
+
+// ---------------------------------------------------------------------------------------------
+// Keys per level (for did-you-mean suggestions)
+// ---------------------------------------------------------------------------------------------
+
+const structsOf = (ast: AST.AST): Array<AST.TypeLiteral> => {
+  switch (ast._tag) {
+    case "TypeLiteral":
+      return [ast]
+    case "Union":
+      return ast.types.flatMap(structsOf)
+    case "Refinement":
+      return structsOf(ast.from)
+    case "Transformation":
+      return structsOf(ast.from)
+    case "Suspend":
+      return structsOf(ast.f())
+    case "Declaration":
+      return []
+    default:
+      return []
+  }
+}
+
+const arraysOf = (ast: AST.AST): Array<AST.TupleType> => {
+  switch (ast._tag) {
+    case "TupleType":
+      return [ast]
+    case "Union":
+      return ast.types.flatMap(arraysOf)
+    case "Refinement":
+      return arraysOf(ast.from)
+    case "Transformation":
+      return arraysOf(ast.from)
+    default:
+      return []
+  }
+}
+
+const step = (ast: AST.AST, segment: PropertyKey): Array<AST.AST> => {
+  if (typeof segment === "number") {
+    return arraysOf(ast).flatMap((t) => {
+      const el = t.elements[segment]
+      return el !== undefined ? [el.type] : t.rest.map((r) => r.type)
+    })
+  }
+  return structsOf(ast).flatMap((s) => {
+    const p = s.propertySignatures.find((ps) => ps.name === segment)
+    if (p !== undefined) return [p.type]
+    return s.indexSignatures.map((i) => i.type)
+  })
+}
+
+/**
+ * The keys a config object may have at a path of the encoded file (`["pools", "apis"]` →
+ * `kind, algorithm, capacity, ...`); empty when the path does not lead to an object with
+ * named keys. Used for "did you mean" suggestions.
+ *
+ * @since 0.1.0
+ * @category introspection
+ */
+export const allowedKeysAt = (path: ReadonlyArray<PropertyKey>): ReadonlyArray<string> => {
+  let nodes: Array<AST.AST> = [Schema.encodedSchema(ExperimentFile).ast]
+  for (const seg of path) nodes = nodes.flatMap((n) => step(n, seg))
+  const keys = new Set<string>()
+  for (const n of nodes) {
+    for (const s of structsOf(n)) for (const p of s.propertySignatures) keys.add(String(p.name))
+  }
+  return [...keys]
+}
+
+/**
+ * Every place a key may appear in the file, as display paths (`retry` →
+ * `["pipeline.tasks[].retry"]`): used to tell a user where a misplaced block belongs.
+ *
+ * @since 0.1.0
+ * @category introspection
+ */
+export const placesOfKey = (key: string): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  const visit = (ast: AST.AST, at: string, depth: number): void => {
+    if (depth > 6) return
+    for (const s of structsOf(ast)) {
+      for (const p of s.propertySignatures) {
+        const here = at === "" ? String(p.name) : `${at}.${String(p.name)}`
+        if (p.name === key) out.push(here)
+        visit(p.type, here, depth + 1)
+      }
+      for (const i of s.indexSignatures) visit(i.type, `${at}.<name>`, depth + 1)
+    }
+    for (const t of arraysOf(ast)) for (const r of t.rest) visit(r.type, `${at}[]`, depth + 1)
+  }
+  visit(Schema.encodedSchema(ExperimentFile).ast, "", 0)
+  return [...new Set(out)]
+}

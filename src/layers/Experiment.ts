@@ -1,0 +1,842 @@
+/**
+ * Loading a declarative experiment: a JSON, TOML or YAML file, or a TypeScript module whose
+ * default export is `defineExperiment({...})`, turned into pools, a pipeline template, a seed
+ * source and run settings.
+ *
+ * Loading is the one validation entry point shared by `assay validate`, `assay run` and every
+ * shard process: it parses the file (parser chosen by suffix), expands `${VAR}` and
+ * `${VAR:-default}` in every string value, decodes the result with the experiment Schema
+ * (every problem at once, unknown keys with a did-you-mean suggestion), then checks what the
+ * Schema cannot: `use:` targets, pool references (including a task's own declared resource),
+ * algorithm names and options, resources, the source and the run settings. Everything is
+ * reported in one `ConfigError` whose `issues` carry field paths
+ * (`pools.apis.resources[1].capacity`). Loading never opens a store nor reads a dataset.
+ *
+ * @since 0.1.0
+ */
+import { FileSystem } from "@effect/platform"
+import * as path from "node:path"
+import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
+import { parse as parseToml } from "smol-toml"
+import * as YAML from "yaml"
+import {
+  allowedKeysAt,
+  ExperimentDefinition,
+  type ExperimentDefinition as Definition,
+  ExperimentFile,
+  type ExperimentInput,
+  placesOfKey
+} from "../domain/Config.js"
+import { ConfigError, type ConfigIssue, PipelineBuildError } from "../domain/Errors.js"
+import type { Json } from "../domain/Json.js"
+import type { AlgorithmInput } from "../domain/Lease.js"
+import * as Pipeline from "../domain/Pipeline.js"
+import * as Resource from "../domain/Resource.js"
+import type { RetryPolicy } from "../domain/RetryPolicy.js"
+import * as RunConfig from "../domain/RunConfig.js"
+import * as Task from "../domain/Task.js"
+import { type AcquireAlgorithm, resolveAlgorithm } from "../services/AcquireAlgorithm.js"
+import * as Pool from "../services/Pool.js"
+import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
+import { jsonlSource, rangeSource, type SourceError } from "../tasks/Sources.js"
+import * as Plugins from "./Plugins.js"
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The file formats, chosen by suffix: `.json`; `.toml`; `.yaml` / `.yml`; `.ts` / `.mts` /
+ * `.js` / `.mjs` (a module whose default export is the definition).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Format = "json" | "toml" | "yaml" | "module"
+
+/**
+ * The resolved seed source: `range` (`n` integers `0..n-1`) or `jsonl` (an absolute `path`,
+ * an optional row `limit`), plus `keyField` (explicit pipeline keys from that field of each
+ * row) and `repeats` (pipelines per row, default 1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SourceSpec =
+  & (
+    | { readonly kind: "range"; readonly n: number }
+    | { readonly kind: "jsonl"; readonly path: string; readonly limit: number | undefined }
+  )
+  & { readonly keyField: string | undefined; readonly repeats: number }
+
+/**
+ * Options of {@link load} / {@link fromDefinition}:
+ * - `strictEnv`: an unresolved `${VAR}` is an error (default: it expands to `""` and is
+ *   listed in `unresolvedEnv`);
+ * - `env`: the variables to expand from (default `process.env`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoadOptions {
+  readonly strictEnv?: boolean | undefined
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+}
+
+/**
+ * A loaded, checked experiment.
+ *
+ * - `file`, `format`, `baseDir`: where it came from (relative paths in the file resolve
+ *   against `baseDir`);
+ * - `definition`: the decoded sections;
+ * - `template`: the pipeline template; `pools`: the pool declarations; `source`: the seeds;
+ * - `run`: the run settings as a `RunConfigInput` (`store` resolved against `baseDir`);
+ * - `plugins`: the plugins it lists (a plugin that failed to load is listed with its error);
+ * - `unresolvedEnv`: the `${VAR}` references that had no value, with where they were;
+ * - `seeds(limit?)`: the seed stream (lazy); `pipelines(limit?)`: the spec stream for the
+ *   runner (`limit` counts rows of the source, before `repeats`);
+ * - `describe()`: a JSON summary (what `assay validate` prints).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Experiment {
+  readonly file: string
+  readonly format: Format
+  readonly baseDir: string
+  readonly definition: Definition
+  readonly template: Pipeline.AnyTemplate
+  readonly pools: ReadonlyArray<Pool.PoolConfig>
+  readonly source: SourceSpec
+  readonly run: RunConfig.RunConfigInput
+  readonly plugins: Plugins.PluginRegistry
+  readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
+  readonly seeds: (limit?: number) => Stream.Stream<unknown, SourceError, FileSystem.FileSystem>
+  readonly pipelines: (
+    limit?: number
+  ) => Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, SourceError | Pipeline.SeedError, FileSystem.FileSystem>
+  readonly describe: () => Json
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: paths, suggestions
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Writes a Schema issue path the way users read it: `pools.apis.resources[1].capacity`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatPath = (segments: ReadonlyArray<PropertyKey>): string => {
+  let out = ""
+  for (const s of segments) {
+    if (typeof s === "number") out += `[${s}]`
+    else out += out === "" ? String(s) : `.${String(s)}`
+  }
+  return out
+}
+
+/**
+ * Levenshtein edit distance between two strings (insertions, deletions, substitutions each
+ * cost 1). Source: V. I. Levenshtein (1966); the classic two-row dynamic programme.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const levenshtein = (a: string, b: string): number => {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i]
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    prev = cur
+  }
+  return prev[b.length]!
+}
+
+/**
+ * The closest candidate to `word` (case-insensitive Levenshtein), if it is close enough to
+ * be a plausible typo: distance at most `max(2, ⌊len/3⌋)`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const closest = (word: string, candidates: Iterable<string>): string | undefined => {
+  let best: string | undefined
+  let bestD = Infinity
+  for (const c of candidates) {
+    const d = levenshtein(word.toLowerCase(), c.toLowerCase())
+    if (d < bestD) {
+      best = c
+      bestD = d
+    }
+  }
+  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined
+}
+
+const issue = (p: string, message: string, suggestion?: string): ConfigIssue =>
+  suggestion === undefined ? { path: p, message } : { path: p, message, suggestion }
+
+const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The format of a file from its suffix, or `undefined` for an unknown suffix.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const formatOf = (file: string): Format | undefined => {
+  const ext = path.extname(file).toLowerCase()
+  switch (ext) {
+    case ".json":
+      return "json"
+    case ".toml":
+      return "toml"
+    case ".yaml":
+    case ".yml":
+      return "yaml"
+    case ".ts":
+    case ".mts":
+    case ".js":
+    case ".mjs":
+      return "module"
+    default:
+      return undefined
+  }
+}
+
+/** YAML 1.1 reads a bare `on`/`yes`/`off` key as a boolean: find keys that became "true"/"false". */
+const yamlBooleanKeys = (value: unknown, at: ReadonlyArray<PropertyKey>, out: Array<ConfigIssue>): void => {
+  if (Array.isArray(value)) value.forEach((v, i) => yamlBooleanKeys(v, [...at, i], out))
+  else if (isRecord(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === "true" || k === "false") {
+        out.push(issue(
+          formatPath([...at, k]),
+          `a key was read as the boolean ${k}: YAML 1.1 turns a bare on/off/yes/no key into a boolean`,
+          `quote the key, for example "on": [...] in a retry block`
+        ))
+      }
+      yamlBooleanKeys(v, [...at, k], out)
+    }
+  }
+}
+
+/**
+ * Parses the text of a JSON, TOML or YAML experiment. Fails with a `ConfigError` whose issue
+ * says where the syntax error is.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseText = (text: string, format: "json" | "toml" | "yaml", file: string): Either.Either<unknown, ConfigError> => {
+  const syntax = (message: string) =>
+    Either.left(new ConfigError({ message: `${file}: ${message}`, issues: [issue("", message)] }))
+  try {
+    switch (format) {
+      case "json":
+        return Either.right(JSON.parse(text))
+      case "toml":
+        return Either.right(parseToml(text))
+      case "yaml": {
+        const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
+        if (doc.errors.length > 0) return syntax(`invalid YAML: ${doc.errors.map((e) => e.message).join("; ")}`)
+        const value = doc.toJS({ mapAsMap: false }) as unknown
+        const problems: Array<ConfigIssue> = []
+        yamlBooleanKeys(value, [], problems)
+        if (problems.length > 0) {
+          return Either.left(new ConfigError({ message: `${file}: ${problems[0]!.message}`, issues: problems }))
+        }
+        return Either.right(value)
+      }
+    }
+  } catch (e) {
+    return syntax(`invalid ${format.toUpperCase()}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment expansion
+// ---------------------------------------------------------------------------------------------
+
+const envPattern = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+/**
+ * Expands `${VAR}` and `${VAR:-default}` in every string value of a parsed config (keys are
+ * left alone; `$$` is a literal `$`). `${VAR:-default}` uses the default when the variable is
+ * unset or empty; an unset `${VAR}` becomes `""` and is listed in `unresolved` with the path
+ * where it appeared. Task values and functions (in TypeScript definitions) are not entered.
+ *
+ * @since 0.1.0
+ * @category environment
+ */
+export const expandEnv = (
+  value: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+  unresolved: Array<{ name: string; path: string }>,
+  at: ReadonlyArray<PropertyKey> = []
+): unknown => {
+  if (typeof value === "string") {
+    return value.replace(envPattern, (whole, name: string | undefined, fallback: string | undefined) => {
+      if (whole === "$$") return "$"
+      const v = env[name!]
+      if (fallback !== undefined) return v === undefined || v === "" ? fallback : v
+      if (v === undefined) {
+        unresolved.push({ name: name!, path: formatPath(at) })
+        return ""
+      }
+      return v
+    })
+  }
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, unresolved, [...at, i]))
+  if (isRecord(value) && !Task.isTask(value)) {
+    const proto = Object.getPrototypeOf(value)
+    if (proto !== Object.prototype && proto !== null) return value
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, unresolved, [...at, k])
+    return out
+  }
+  return value
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema decoding
+// ---------------------------------------------------------------------------------------------
+
+const decodeIssues = (error: ParseResult.ParseError): Array<ConfigIssue> => {
+  const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const byPath = new Map<string, number>()
+  for (const i of raw) byPath.set(formatPath(i.path), (byPath.get(formatPath(i.path)) ?? 0) + 1)
+  const out: Array<ConfigIssue> = []
+  const seen = new Set<string>()
+  for (const i of raw) {
+    const p = formatPath(i.path)
+    // `NullOr(x)` adds "Expected null" next to the real problem: drop that noise.
+    if (i.message.startsWith("Expected null") && (byPath.get(p) ?? 0) > 1) continue
+    let entry: ConfigIssue
+    if (i._tag === "Unexpected") {
+      const key = String(i.path[i.path.length - 1])
+      const parent = i.path.slice(0, -1)
+      const allowed = allowedKeysAt(parent)
+      const near = closest(key, allowed)
+      const places = placesOfKey(key).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
+      const suggestion = near !== undefined
+        ? `did you mean ${near}?`
+        : places.length > 0
+        ? `${key} belongs under ${places.join(" or ")}`
+        : allowed.length > 0
+        ? `allowed keys here: ${allowed.join(", ")}`
+        : undefined
+      entry = issue(p, `unknown key "${key}"`, suggestion)
+    } else if (i._tag === "Missing") {
+      entry = issue(p, "is missing")
+    } else {
+      entry = issue(p, i.message)
+    }
+    const k = `${entry.path}\u0000${entry.message}`
+    if (seen.has(k)) continue
+    seen.add(k)
+    out.push(entry)
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building
+// ---------------------------------------------------------------------------------------------
+
+type TaskSection = Definition["pipeline"]["tasks"][number]
+
+const argPathFields = new Set(["command", "duration", "path", "message", "failTimes"])
+
+const taskIssuePath = (base: string, p: string): string => {
+  if (p === "" ) return base
+  if (p.startsWith("args") || p.startsWith("options")) return `${base}.${p}`
+  if (argPathFields.has(p)) return `${base}.args[0]`
+  if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config") return `${base}.${p}`
+  return `${base}.options.${p}`
+}
+
+const definitionIssues = (e: unknown, base: string): Array<ConfigIssue> => {
+  if (e instanceof ConfigError) {
+    return e.issues.length > 0
+      ? e.issues.map((i) => ({ ...i, path: taskIssuePath(base, i.path) }))
+      : [issue(base, e.message)]
+  }
+  if (e instanceof PipelineBuildError) return [issue(base, e.message)]
+  return [issue(base, `the task could not be built: ${e instanceof Error ? e.message : String(e)}`)]
+}
+
+/** Calls `define`, turning any throw into issues under `base`. */
+const attempt = <A>(define: () => A, base: string, issues: Array<ConfigIssue>): A | undefined => {
+  try {
+    return define()
+  } catch (e) {
+    issues.push(...definitionIssues(e, base))
+    return undefined
+  }
+}
+
+const algorithmIssues = (e: unknown, base: string): Array<ConfigIssue> => {
+  if (e instanceof ConfigError && e.issues.length > 0) {
+    return e.issues.map((i) => ({ ...i, path: i.path.replace(/^algorithm/, base) }))
+  }
+  return [issue(base, e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e))]
+}
+
+/** Resolves a `use:` target to a task (or a factory's result). */
+const resolveUse = (
+  section: TaskSection,
+  base: string,
+  baseDir: string,
+  plugins: Plugins.PluginRegistry,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined> =>
+  Effect.gen(function*() {
+    const use = section.use
+    const args = section.args ?? []
+    const options = section.options
+    const instantiate = (value: unknown, what: string): Task.Any | undefined => {
+      if (Task.isTask(value)) {
+        if (section.args !== undefined || options !== undefined) {
+          issues.push(issue(`${base}.${section.args !== undefined ? "args" : "options"}`, `${what} is a task, not a factory: it takes no args or options`))
+          return undefined
+        }
+        return value
+      }
+      if (typeof value === "function") {
+        const made = attempt(
+          () => (value as (...a: Array<unknown>) => unknown)(...args, ...(options === undefined ? [] : [options])),
+          base,
+          issues
+        )
+        if (made === undefined) return undefined
+        if (!Task.isTask(made)) {
+          issues.push(issue(`${base}.use`, `${what} is a function that did not return a task`))
+          return undefined
+        }
+        return made
+      }
+      issues.push(issue(`${base}.use`, `${what} is neither a task nor a task factory`))
+      return undefined
+    }
+    if (typeof use !== "string") return instantiate(use, "the task value")
+    const builtin = builtins.get(use)
+    if (builtin !== undefined) return attempt(() => builtin.make(args, options, { baseDir }), base, issues)
+    const hash = use.lastIndexOf("#")
+    if (hash > 0 || use.startsWith(".") || path.isAbsolute(use)) {
+      const spec = hash > 0 ? use.slice(0, hash) : use
+      const exportName = hash > 0 ? use.slice(hash + 1) : "default"
+      const mod = yield* Effect.either(Plugins.importModule(spec, baseDir))
+      if (mod._tag === "Left") {
+        issues.push(issue(`${base}.use`, `cannot load module "${spec}": ${mod.left}`))
+        return undefined
+      }
+      if (!(exportName in mod.right)) {
+        const near = closest(exportName, Object.keys(mod.right))
+        issues.push(issue(
+          `${base}.use`,
+          `module "${spec}" has no export "${exportName}"`,
+          near !== undefined ? `did you mean ${spec}#${near}?` : `exports: ${Object.keys(mod.right).join(", ")}`
+        ))
+        return undefined
+      }
+      return instantiate(mod.right[exportName], `"${use}"`)
+    }
+    const plugged = plugins.tasks.get(use)
+    if (plugged !== undefined) return instantiate(plugged.value, `"${use}" (from plugin ${plugged.plugin})`)
+    const known = [...builtinTaskNames, ...plugins.tasks.keys()]
+    const near = closest(use, known)
+    const broken = [...plugins.errors.entries()].map(([p, e]) => `${p} (${e})`)
+    issues.push(issue(
+      `${base}.use`,
+      `unknown task "${use}"${broken.length > 0 ? `; plugins that failed to load: ${broken.join(", ")}` : ""}`,
+      near !== undefined
+        ? `did you mean ${near}?`
+        : `use a built-in (${builtinTaskNames.join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
+    ))
+    return undefined
+  })
+
+const overridesOf = (section: TaskSection): Task.Overrides => {
+  const o: Record<string, unknown> = {}
+  if (section.name !== undefined) o["name"] = section.name
+  if (section.resource !== undefined) o["resource"] = section.resource
+  if (section.algorithm !== undefined) o["algorithm"] = section.algorithm
+  if (section.timeout !== undefined) o["timeout"] = section.timeout
+  if (section.retry !== undefined) o["retry"] = section.retry as RetryPolicy
+  if (section.config !== undefined) o["config"] = section.config
+  if (section.version !== undefined) o["version"] = section.version
+  return o as Task.Overrides
+}
+
+const resourcesOf = (task: Task.Any): Array<string> => [
+  ...(task.options.resource === null ? [] : [task.options.resource]),
+  ...task.children.flatMap(resourcesOf)
+]
+
+const buildPools = (
+  def: Definition,
+  plugins: Plugins.PluginRegistry,
+  issues: Array<ConfigIssue>
+): Array<Pool.PoolConfig> => {
+  const out: Array<Pool.PoolConfig> = []
+  for (const [name, p] of Object.entries(def.pools ?? {})) {
+    const base = `pools.${name}`
+    let algorithm: AcquireAlgorithm | undefined
+    if (p.algorithm !== undefined) {
+      const r = resolveAlgorithm(p.algorithm as AlgorithmInput, plugins.algorithms)
+      if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+      else algorithm = r.right
+    }
+    if (p.resources.length === 0) {
+      issues.push(issue(`${base}.resources`, "a pool needs at least one resource", "add { capacity: 1 }"))
+    }
+    const resources = p.resources.map((r, j) => {
+      const res = Resource.make(r.kind ?? p.kind ?? name, {
+        ...(r.id !== undefined ? { id: r.id } : {}),
+        ...(r.options !== undefined ? { options: r.options } : {}),
+        ...(r.tags !== undefined ? { tags: r.tags } : {}),
+        capacity: r.capacity ?? p.capacity ?? 1,
+        degradeAfter: r.degradeAfter ?? p.degradeAfter,
+        deadAfter: r.deadAfter ?? p.deadAfter,
+        ...(r.cooldown ?? p.cooldown) !== undefined ? { cooldown: (r.cooldown ?? p.cooldown)! } : {}
+      })
+      issues.push(...Resource.validate(res, `${base}.resources[${j}]`))
+      return res
+    })
+    out.push(Pool.make(name, resources, {
+      kind: p.kind ?? name,
+      ...(algorithm !== undefined ? { algorithm } : {}),
+      ...(p.deadlockWarn !== undefined ? { deadlockWarn: p.deadlockWarn } : {})
+    }))
+  }
+  return out
+}
+
+const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput => {
+  const r = def.run ?? {}
+  const out: Record<string, unknown> = { ...r }
+  if (r.store !== undefined && r.store !== ":memory:") out["store"] = path.resolve(baseDir, r.store)
+  return out as RunConfig.RunConfigInput
+}
+
+const sourceOf = (
+  def: Definition,
+  baseDir: string,
+  issues: Array<ConfigIssue>
+): Effect.Effect<SourceSpec | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const s = def.source
+    const repeats = s.repeats ?? 1
+    if (s.range !== undefined && s.jsonl !== undefined) {
+      issues.push(issue("source", "a source is either range or jsonl, not both"))
+      return undefined
+    }
+    if (s.range !== undefined) {
+      if (s.keyField !== undefined) {
+        issues.push(issue("source.keyField", "keyField needs rows that are objects: use it with a jsonl source"))
+      }
+      return { kind: "range", n: s.range.n, keyField: undefined, repeats }
+    }
+    if (s.jsonl !== undefined) {
+      const p = path.resolve(baseDir, s.jsonl.path)
+      const fs = yield* FileSystem.FileSystem
+      const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
+      if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
+      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyField: s.keyField, repeats }
+    }
+    issues.push(issue("source", "a source needs range or jsonl", "source: { range: { n: 10 } }"))
+    return undefined
+  })
+
+const describeAlgorithm = (a: unknown): Json =>
+  a === undefined ? null : (JSON.parse(JSON.stringify(a)) as Json)
+
+/** Semantic checks and construction from a decoded definition. */
+const build = (
+  def: Definition,
+  ctx: {
+    readonly file: string
+    readonly format: Format
+    readonly baseDir: string
+    readonly plugins: Plugins.PluginRegistry
+    readonly unresolved: ReadonlyArray<{ name: string; path: string }>
+  },
+  issues: Array<ConfigIssue>
+): Effect.Effect<Experiment | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const poolNames = Object.keys(def.pools ?? {})
+    const pools = buildPools(def, ctx.plugins, issues)
+    const tasks: Array<Task.Any> = []
+    let allBuilt = true
+    for (let i = 0; i < def.pipeline.tasks.length; i++) {
+      const section = def.pipeline.tasks[i]!
+      const base = `pipeline.tasks[${i}]`
+      let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
+      if (task === undefined) {
+        allBuilt = false
+        continue
+      }
+      const t0 = task
+      task = attempt(() => Task.withOverrides(t0, overridesOf(section)), base, issues)
+      if (task === undefined) {
+        allBuilt = false
+        continue
+      }
+      if (task.options.resource === null && section.resource === undefined && def.pipeline.resource !== undefined) {
+        const t1 = task
+        task = attempt(() => Task.withOverrides(t1, { resource: def.pipeline.resource! }), base, issues)
+        if (task === undefined) {
+          allBuilt = false
+          continue
+        }
+      }
+      for (const r of resourcesOf(task)) {
+        if (!poolNames.includes(r)) {
+          const own = section.resource === undefined && def.pipeline.resource !== r
+          const near = closest(r, poolNames)
+          issues.push(issue(
+            section.resource !== undefined ? `${base}.resource` : own ? `${base}.use` : "pipeline.resource",
+            own
+              ? `task "${task.name}" declares resource "${r}", which is not a pool of this experiment`
+              : `no pool named "${r}"`,
+            near !== undefined
+              ? `did you mean ${near}?`
+              : poolNames.length > 0
+              ? `pools: ${poolNames.join(", ")}`
+              : `declare it under pools.${r}`
+          ))
+        }
+      }
+      if (task.options.algorithmInstance === null && task.options.algorithm !== null) {
+        const r = resolveAlgorithm(task.options.algorithm as AlgorithmInput, ctx.plugins.algorithms)
+        if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+      }
+      tasks.push(task)
+    }
+    const source = yield* sourceOf(def, ctx.baseDir, issues)
+    const run = runInputOf(def, ctx.baseDir)
+    const resolvedRun = RunConfig.resolve(run)
+    if (Either.isLeft(resolvedRun)) issues.push(...resolvedRun.left.issues)
+    if (!allBuilt || tasks.length === 0) return undefined
+    const options: Pipeline.MakeOptions = {
+      ...(def.pipeline.tags !== undefined ? { tags: def.pipeline.tags as Task.JsonObject } : {}),
+      ...(def.pipeline.includeCode !== undefined ? { includeCode: def.pipeline.includeCode } : {})
+    }
+    const template = attempt(
+      () => (Pipeline.make as unknown as (name: string, ...args: Array<unknown>) => Pipeline.AnyTemplate)(def.pipeline.name, options, ...tasks),
+      "pipeline",
+      issues
+    )
+    if (template === undefined || source === undefined || Either.isLeft(resolvedRun)) return undefined
+
+    const seeds = (limit?: number): Stream.Stream<unknown, SourceError, FileSystem.FileSystem> => {
+      const all: Stream.Stream<unknown, SourceError, FileSystem.FileSystem> = source.kind === "range"
+        ? rangeSource(limit === undefined ? source.n : Math.min(limit, source.n))
+        : jsonlSource(source.path, {
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit)
+        })
+      return all
+    }
+    const keyField = source.keyField
+    const keyOf = keyField === undefined ? undefined : (seed: unknown): string => {
+      if (!isRecord(seed) || seed[keyField] === undefined || seed[keyField] === null) {
+        throw new Error(`the row has no "${keyField}" field (source.keyField)`)
+      }
+      const v = seed[keyField]
+      return typeof v === "string" ? v : JSON.stringify(v)
+    }
+    const experiment: Experiment = {
+      file: ctx.file,
+      format: ctx.format,
+      baseDir: ctx.baseDir,
+      definition: def,
+      template,
+      pools,
+      source,
+      run,
+      plugins: ctx.plugins,
+      unresolvedEnv: ctx.unresolved,
+      seeds,
+      pipelines: (limit) =>
+        template.map(seeds(limit), { repeats: source.repeats, ...(keyOf !== undefined ? { keyOf } : {}) }),
+      describe: () => ({
+        file: ctx.file,
+        format: ctx.format,
+        pipeline: template.describe(),
+        pools: pools.map((p) => ({
+          name: p.name,
+          algorithm: describeAlgorithm(def.pools?.[p.name]?.algorithm ?? "wait"),
+          resources: p.resources.map((r) => Resource.spec(r))
+        })),
+        source: source.kind === "range"
+          ? { kind: "range", n: source.n, keyField: null, repeats: source.repeats }
+          : { kind: "jsonl", path: source.path, limit: source.limit ?? null, keyField: source.keyField ?? null, repeats: source.repeats },
+        run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
+        plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
+        unresolvedEnv: ctx.unresolved.map((u) => ({ ...u }))
+      })
+    }
+    return experiment
+  })
+
+const failWith = (file: string, issues: ReadonlyArray<ConfigIssue>): ConfigError =>
+  new ConfigError({
+    message: `invalid experiment ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
+      issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
+        .join("\n")
+    }`,
+    issues
+  })
+
+const check = (
+  raw: unknown,
+  ctx: { readonly file: string; readonly format: Format; readonly baseDir: string },
+  options: LoadOptions
+): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const issues: Array<ConfigIssue> = []
+    const unresolved: Array<{ name: string; path: string }> = []
+    const expanded = expandEnv(raw, options.env ?? process.env, unresolved)
+    if (options.strictEnv === true) {
+      for (const u of unresolved) {
+        issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`, `export ${u.name}=... or write \${${u.name}:-default}`))
+      }
+    }
+    const schema = (ctx.format === "module" ? ExperimentDefinition : ExperimentFile) as unknown as Schema.Schema<Definition, unknown>
+    const strict = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(expanded)
+    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left))
+    const lenient = Either.isRight(strict)
+      ? strict
+      : Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })(expanded)
+    const specifiers = Either.isRight(lenient)
+      ? lenient.right.plugins ?? []
+      : isRecord(expanded) && Array.isArray(expanded["plugins"])
+      ? expanded["plugins"].filter((p): p is string => typeof p === "string")
+      : []
+    const plugins = specifiers.length === 0 ? Plugins.empty : yield* Plugins.load(specifiers, ctx.baseDir)
+    let experiment: Experiment | undefined
+    if (Either.isRight(lenient)) {
+      experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved }, issues)
+    } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
+      // The shape is too broken to build; still check every `use:` so that all problems show at once.
+      const tasks = expanded["pipeline"]["tasks"] as Array<unknown>
+      for (let i = 0; i < tasks.length; i++) {
+        const t = tasks[i]
+        if (!isRecord(t) || (typeof t["use"] !== "string" && !Task.isTask(t["use"]))) continue
+        const section = {
+          use: t["use"],
+          ...(Array.isArray(t["args"]) ? { args: t["args"] } : {}),
+          ...(isRecord(t["options"]) ? { options: t["options"] } : {})
+        } as TaskSection
+        yield* resolveUse(section, `pipeline.tasks[${i}]`, ctx.baseDir, plugins, issues)
+      }
+    }
+    if (issues.length > 0 || experiment === undefined) {
+      return yield* failWith(ctx.file, issues.length > 0 ? issues : [issue("", "the experiment could not be built")])
+    }
+    return experiment
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Loads and checks an experiment file (`.json`, `.toml`, `.yaml`/`.yml`, or a `.ts`/`.mts`/
+ * `.js`/`.mjs` module whose default export is the definition). Relative paths inside the file
+ * (`source.jsonl.path`, `run.store`, `use: "./tasks.ts#ask"`, plugins, `writeJsonl`'s path)
+ * resolve against the file's directory. Fails with a `ConfigError` listing every problem with
+ * its field path; never opens a store or reads the dataset.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const load = (
+  file: string,
+  options: LoadOptions = {}
+): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(file)
+    const format = formatOf(abs)
+    const ctx = { file: abs, baseDir: path.dirname(abs) }
+    if (format === undefined) {
+      return yield* failWith(abs, [
+        issue("", `unknown experiment format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")
+      ])
+    }
+    const fs = yield* FileSystem.FileSystem
+    if (!(yield* Effect.orElseSucceed(fs.exists(abs), () => false))) {
+      return yield* failWith(abs, [issue("", `no such file: ${abs}`)])
+    }
+    let raw: unknown
+    if (format === "module") {
+      const mod = yield* Effect.either(Plugins.importModule(abs, ctx.baseDir))
+      if (mod._tag === "Left") return yield* failWith(abs, [issue("", `cannot load module: ${mod.left}`)])
+      if (!("default" in mod.right)) {
+        return yield* failWith(abs, [
+          issue("", "the module has no default export", "export default defineExperiment({ ... })")
+        ])
+      }
+      raw = mod.right["default"]
+    } else {
+      const text = yield* Effect.mapError(
+        fs.readFileString(abs),
+        (e) => failWith(abs, [issue("", `cannot read the file: ${e.message}`)])
+      )
+      const parsed = parseText(text, format, abs)
+      if (Either.isLeft(parsed)) return yield* failWith(abs, parsed.left.issues)
+      raw = parsed.right
+    }
+    return yield* check(raw, { ...ctx, format }, options)
+  })
+
+/**
+ * Checks and builds an experiment from an in-code definition (what a TypeScript experiment
+ * exports), with relative paths resolved against `baseDir` (default: the current directory).
+ * Same checks and errors as {@link load}.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const fromDefinition = (
+  definition: ExperimentInput,
+  options: LoadOptions & { readonly baseDir?: string | undefined; readonly name?: string | undefined } = {}
+): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> => {
+  const baseDir = path.resolve(options.baseDir ?? ".")
+  return check(definition, { file: options.name ?? "<definition>", format: "module", baseDir }, options)
+}
+
+/**
+ * The run settings of an experiment with command-line overrides applied on top (a key whose
+ * value is `undefined` keeps the file's value). Fails with `ConfigError` (paths `run.<field>`)
+ * when the result is invalid.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const runSettings = (
+  experiment: Experiment,
+  overrides: RunConfig.RunConfigInput
+): Either.Either<RunConfig.RunConfig, ConfigError> => {
+  const merged: Record<string, unknown> = { ...experiment.run }
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v
+  return RunConfig.resolve(merged as RunConfig.RunConfigInput)
+}
+
+/**
+ * A duration written in a CLI flag (`"30 seconds"`), or `None` when it does not parse.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const parseDuration = (text: string): Option.Option<Duration.Duration> =>
+  Option.filter(Duration.decodeUnknown(text.trim()), Duration.isFinite)

@@ -1,0 +1,177 @@
+/**
+ * The registry of built-in task names a config file's `use:` resolves first (so a plugin can
+ * never shadow them): `echo`, `delay`, `flaky`, `boom`, `leaky`, `simulateLlm`, `shellRun`,
+ * `writeJsonl`.
+ *
+ * A built-in is called the way a factory export is: with the task section's `args` as
+ * positional arguments and its `options` object as the last argument. Durations in a config
+ * file need a unit (`"300 millis"`); a bare number is refused with a hint.
+ *
+ * @since 0.1.0
+ */
+import type { Duration } from "effect"
+import * as path from "node:path"
+import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
+import type * as Task from "../domain/Task.js"
+import { boom, delay, echo, flaky, leaky, simulateLlm } from "./Mock.js"
+import { shellRun } from "./ShellRun.js"
+import { writeJsonl } from "./WriteJsonl.js"
+
+/**
+ * What a built-in factory receives besides its arguments: `baseDir`, the directory of the
+ * config file (relative file paths in arguments are resolved against it).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BuiltinContext {
+  readonly baseDir: string
+}
+
+/**
+ * A built-in task: its `name`, a one-line `description`, the `signature` shown by
+ * `assay plugins`, and `make(args, options, ctx)` which builds the task (throwing
+ * `ConfigError` for bad arguments, each issue's path relative to the task section).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Builtin {
+  readonly name: string
+  readonly description: string
+  readonly signature: string
+  readonly make: (
+    args: ReadonlyArray<unknown>,
+    options: Readonly<Record<string, unknown>> | undefined,
+    ctx: BuiltinContext
+  ) => Task.Any
+}
+
+const durationHint = "write a duration with a unit, for example \"300 millis\" or \"2 seconds\""
+
+const refuse = (task: string, issues: ReadonlyArray<ConfigIssue>): never => {
+  throw new ConfigError({ message: `${task}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, issues })
+}
+
+/** Refuses bare numbers where a config file must write a duration. */
+const durationsWithUnit = (task: string, entries: ReadonlyArray<readonly [string, unknown]>): void => {
+  const issues: Array<ConfigIssue> = []
+  for (const [p, v] of entries) {
+    if (typeof v === "number") {
+      issues.push({ path: p, message: `a bare number (${v}) is not a duration`, suggestion: durationHint })
+    }
+  }
+  if (issues.length > 0) refuse(task, issues)
+}
+
+const maxArgs = (task: string, args: ReadonlyArray<unknown>, n: number, usage: string): void => {
+  if (args.length > n) {
+    refuse(task, [{ path: "args", message: `${task} takes at most ${n} argument(s), got ${args.length}`, suggestion: usage }])
+  }
+}
+
+const noArgs = (task: string, args: ReadonlyArray<unknown>, options: unknown): void => {
+  if (args.length > 0 || options !== undefined) {
+    refuse(task, [{
+      path: args.length > 0 ? "args" : "options",
+      message: `${task} is a task, not a factory: it takes no args or options`
+    }])
+  }
+}
+
+const entries: ReadonlyArray<Builtin> = [
+  {
+    name: "echo",
+    description: "returns its input unchanged",
+    signature: "echo",
+    make: (args, options) => {
+      noArgs("echo", args, options)
+      return echo
+    }
+  },
+  {
+    name: "delay",
+    description: "waits, then returns its input (observe concurrency)",
+    signature: "delay(duration, { name?, retry?, timeout?, version?, config? })",
+    make: (args, options) => {
+      maxArgs("delay", args, 1, "args: [\"300 millis\"]")
+      durationsWithUnit("delay", [["args[0]", args[0]]])
+      return delay(args[0] === undefined ? "1 second" : args[0] as Duration.DurationInput, options ?? {})
+    }
+  },
+  {
+    name: "flaky",
+    description: "fails the first N attempts, then returns its input (exercise retries)",
+    signature: "flaky(failTimes = 2, { errorClass?, message?, name?, ... })",
+    make: (args, options) => {
+      maxArgs("flaky", args, 1, "args: [2]")
+      return flaky(args[0] === undefined ? 2 : args[0] as number, options ?? {})
+    }
+  },
+  {
+    name: "boom",
+    description: "always fails with the given message and error class",
+    signature: "boom(message = \"boom\", { errorClass?, name?, ... })",
+    make: (args, options) => {
+      maxArgs("boom", args, 1, "args: [\"boom\"]")
+      return boom(args[0] === undefined ? "boom" : args[0] as string, options ?? {})
+    }
+  },
+  {
+    name: "leaky",
+    description: "takes a lease and never returns it (demonstrates reclaiming)",
+    signature: "leaky({ pool?, resource?, algorithm?, ... })",
+    make: (args, options) => {
+      maxArgs("leaky", args, 0, "options: { pool: \"apis\" }")
+      return leaky(options ?? {})
+    }
+  },
+  {
+    name: "simulateLlm",
+    description: "acquire, wait, report, return: a simulated LLM call on a pool",
+    signature: "simulateLlm({ latency?, failRate?, errorClass?, tokens?, resource?, selector?, algorithm?, ... })",
+    make: (args, options) => {
+      maxArgs("simulateLlm", args, 0, "options: { resource: \"apis\", latency: \"20 millis\" }")
+      durationsWithUnit("simulateLlm", [["options.latency", options?.["latency"]]])
+      return simulateLlm(options ?? {})
+    }
+  },
+  {
+    name: "shellRun",
+    description: "runs a subprocess (argv form substitutes {value} as one argument)",
+    signature: "shellRun(command, { timeout?, check?, cwd?, env?, maxOutputBytes?, name? })",
+    make: (args, options, ctx) => {
+      maxArgs("shellRun", args, 1, "args: [[\"wc\", \"-c\", \"{value}\"]]")
+      durationsWithUnit("shellRun", [["options.timeout", options?.["timeout"]]])
+      const cwd = options?.["cwd"]
+      const o = typeof cwd === "string" ? { ...options, cwd: path.resolve(ctx.baseDir, cwd) } : { ...options }
+      return shellRun(args[0] as string, o)
+    }
+  },
+  {
+    name: "writeJsonl",
+    description: "appends each value to a JSON Lines file and passes it on",
+    signature: "writeJsonl(path, { mode?: \"a\" | \"w\", name? })",
+    make: (args, options, ctx) => {
+      maxArgs("writeJsonl", args, 1, "args: [\"out/results.jsonl\"]")
+      const p = args[0]
+      return writeJsonl(typeof p === "string" && p !== "" ? path.resolve(ctx.baseDir, p) : p as string, options ?? {})
+    }
+  }
+]
+
+/**
+ * The built-ins by name.
+ *
+ * @since 0.1.0
+ * @category registry
+ */
+export const builtins: ReadonlyMap<string, Builtin> = new Map(entries.map((e) => [e.name, e]))
+
+/**
+ * The built-in task names, in registry order.
+ *
+ * @since 0.1.0
+ * @category registry
+ */
+export const builtinTaskNames: ReadonlyArray<string> = entries.map((e) => e.name)

@@ -254,8 +254,10 @@ const describeFailure = (e: unknown): BranchFailure => ({
  *   their scoped leases released); with `"collect"` returns a {@link BranchFailure} for each
  *   failed branch and never fails (defects and interruptions still propagate);
  * - retries as a whole, with `retry` or {@link mostPermissiveRetry} of the children;
- * - declares `resource`, `algorithm` and `timeout` only when every child declares the same;
- *   a branch's own `timeout` is not enforced inside the group;
+ * - declares `resource`, `algorithm` and `timeout` only when every child declares the same
+ *   (a shared custom algorithm known only through the children's `version` is declared only
+ *   when the group has a `version` too; the branches use it either way); a branch's own
+ *   `timeout` is not enforced inside the group;
  * - records its children (in order) in `children` and `{ onError }` in `parameters`, so a
  *   change to any child changes the pipeline identity.
  *
@@ -339,7 +341,9 @@ export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
   const groupOptions: Task.BaseOptions = {
     retry: options.retry ?? mostPermissiveRetry(children.map((c) => c.options.retry)),
     ...(resource !== undefined && resource.value !== null ? { resource: resource.value } : {}),
-    ...(algorithm !== undefined ?
+    // A custom algorithm known only by the children's `version` is left to the branches (they
+    // acquire with it through branchContext), so the group needs no version of its own.
+    ...(algorithm !== undefined && (algorithm.value.algorithm?.["custom"] !== true || options.version != null) ?
       { algorithm: algorithm.value.algorithmInstance ?? algorithm.value.algorithm } :
       {}),
     ...(timeout !== undefined && timeout.value !== null ? { timeout: timeout.value } : {}),

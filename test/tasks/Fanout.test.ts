@@ -204,6 +204,12 @@ describe("fanout: declared behaviour", () => {
     assert.strictEqual(mixed.options.resource, null)
     assert.strictEqual(mixed.options.algorithm, null)
     assert.strictEqual(mixed.options.timeout, null)
+    // a custom algorithm identified only by the children's version stays with the branches
+    const custom = { _tag: "AcquireAlgorithm" as const, name: "mine" }
+    const viaVersion = (name: string) => Task.make(name, { algorithm: custom, version: "v1" }, (x: number) => Effect.succeed(x))
+    const group = fanout(viaVersion("x"), viaVersion("y"))
+    assert.strictEqual(group.options.algorithm, null)
+    assert.deepStrictEqual(fanout(viaVersion("x"), viaVersion("y"), { version: "g1" }).options.algorithm, { name: "mine", custom: true })
     // one child without a resource is a disagreement too
     assert.strictEqual(fanout(ask("x", "apis", "wait", 1), echo).options.resource, null)
   })

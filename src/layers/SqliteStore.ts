@@ -369,11 +369,13 @@ export const make = (options: SqliteStoreOptions) =>
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
     /** Runs `f` as one synchronous IMMEDIATE transaction on the write connection. */
+    // one transaction wrapper, prepared once (better-sqlite3 builds its BEGIN/COMMIT per wrapper)
+    const runTx = w === undefined ? undefined : w.transaction((f: (d: Database.Database) => unknown) => f(w))
     const tx = <A>(f: (d: Database.Database) => A): Effect.Effect<A, StoreUnavailable> =>
-      w === undefined
+      w === undefined || runTx === undefined
         ? Effect.fail(roError)
         : Effect.try({
-          try: () => w.transaction(() => f(w)).immediate(),
+          try: () => runTx.immediate(f) as A,
           catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
         })
 
@@ -409,16 +411,16 @@ export const make = (options: SqliteStoreOptions) =>
             attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
             events: makeInserter(w, "events", EVENT_COLUMNS),
             patch: w.prepare(`UPDATE pipelines SET
-              state = coalesce(@state, state), n_tasks_done = coalesce(@nTasksDone, n_tasks_done),
-              run_id = coalesce(@runId, run_id),
-              started_at = CASE WHEN @setStarted THEN @startedAt ELSE started_at END,
-              ended_at = CASE WHEN @setEnded THEN @endedAt ELSE ended_at END,
-              failed_task = CASE WHEN @setError THEN @failedTask ELSE failed_task END,
-              error_type = CASE WHEN @setError THEN @errorType ELSE error_type END,
-              error_message = CASE WHEN @setError THEN @errorMessage ELSE error_message END,
-              error_class = CASE WHEN @setError THEN @errorClass ELSE error_class END,
-              attempts_total = attempts_total + @attemptsDelta, updated_at = @updatedAt
-              WHERE pipeline_id = @pipelineId`),
+              state = coalesce(?, state), n_tasks_done = coalesce(?, n_tasks_done),
+              run_id = coalesce(?, run_id),
+              started_at = CASE WHEN ? THEN ? ELSE started_at END,
+              ended_at = CASE WHEN ? THEN ? ELSE ended_at END,
+              failed_task = CASE WHEN ? THEN ? ELSE failed_task END,
+              error_type = CASE WHEN ? THEN ? ELSE error_type END,
+              error_message = CASE WHEN ? THEN ? ELSE error_message END,
+              error_class = CASE WHEN ? THEN ? ELSE error_class END,
+              attempts_total = attempts_total + ?, updated_at = ?
+              WHERE pipeline_id = ?`),
             clearFinal: w.prepare(
               "UPDATE artifacts SET is_final = 0 WHERE pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
             ),
@@ -443,23 +445,30 @@ export const make = (options: SqliteStoreOptions) =>
       id, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
       placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
     ]
-    const patchParams = (pipelineId: string, p: PipelinePatch) => ({
-      pipelineId,
-      state: p.state ?? null,
-      nTasksDone: p.nTasksDone ?? null,
-      runId: p.runId ?? null,
-      setStarted: p.startedAt === undefined ? 0 : 1,
-      startedAt: p.startedAt ?? null,
-      setEnded: p.endedAt === undefined ? 0 : 1,
-      endedAt: p.endedAt ?? null,
-      setError: p.error === undefined ? 0 : 1,
-      failedTask: p.error?.failedTask ?? null,
-      errorType: p.error?.errorType ?? null,
-      errorMessage: p.error?.errorMessage ?? null,
-      errorClass: p.error?.errorClass ?? null,
-      attemptsDelta: p.attemptsDelta ?? 0,
-      updatedAt: p.updatedAt
-    })
+    /** Positional parameters of the `patch` statement (see its SQL). */
+    const patchParams = (pipelineId: string, p: PipelinePatch): Array<unknown> => {
+      const setError = p.error === undefined ? 0 : 1
+      return [
+        p.state ?? null,
+        p.nTasksDone ?? null,
+        p.runId ?? null,
+        p.startedAt === undefined ? 0 : 1,
+        p.startedAt ?? null,
+        p.endedAt === undefined ? 0 : 1,
+        p.endedAt ?? null,
+        setError,
+        p.error?.failedTask ?? null,
+        setError,
+        p.error?.errorType ?? null,
+        setError,
+        p.error?.errorMessage ?? null,
+        setError,
+        p.error?.errorClass ?? null,
+        p.attemptsDelta ?? 0,
+        p.updatedAt,
+        pipelineId
+      ]
+    }
 
     const commit = (ops: ReadonlyArray<WriteOp>) =>
       tx(() => {

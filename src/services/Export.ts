@@ -541,7 +541,7 @@ const csvEncoder = (): Encoder => {
   const flushPrefix = () => {
     const rows = prefix ?? []
     prefix = undefined
-    for (const r of rows) for (const k in r) if (!known.has(k)) {
+    for (const r of rows.slice(0, CSV_HEADER_ROWS)) for (const k in r) if (!known.has(k)) {
       known.add(k)
       columns.push(k)
     }
@@ -634,6 +634,7 @@ export const writeRows = <E, R>(
         }),
       (ws, exit) =>
         exit._tag === "Success" ? Effect.void : Effect.sync(() => {
+          ws.on("error", () => {}) // late errors of an abandoned stream
           ws.destroy()
           try {
             fs.rmSync(tmp, { force: true })

@@ -532,11 +532,15 @@ const optionSchemas = {
   immediate: Schema.Struct({})
 } as const
 
-const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<ConfigIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
-    path: [prefix, ...i.path.map(String)].join("."),
-    message: i.message
-  }))
+/** One issue per field path (a union reports one per member; the first is the clearest). */
+const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<ConfigIssue> => {
+  const byPath = new Map<string, ConfigIssue>()
+  for (const i of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const path = [prefix, ...i.path.map(String)].join(".")
+    if (!byPath.has(path)) byPath.set(path, { path, message: i.message })
+  }
+  return [...byPath.values()]
+}
 
 const editDistance = (a: string, b: string): number => {
   const dp = Array.from({ length: b.length + 1 }, (_, j) => j)

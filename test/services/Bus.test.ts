@@ -1,0 +1,51 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Queue, Stream, TestClock } from "effect"
+import * as Bus from "../../src/services/Bus.js"
+
+describe("Bus", () => {
+  it.scoped("publish returns the number of subscribers reached: the topic's plus '*'", () =>
+    Effect.gen(function*() {
+      const bus = yield* Bus.make
+      assert.strictEqual(yield* bus.publish("found", { qid: 1 }), 0)
+      const found = yield* bus.subscribeScoped("found")
+      const all = yield* bus.subscribeScoped("*")
+      const other = yield* bus.subscribeScoped("other")
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(yield* bus.publish("found", { qid: 2 }), 2)
+      assert.strictEqual(yield* bus.publish("other"), 2)
+      assert.strictEqual(yield* bus.publish("*", { x: 1 }), 1)
+      const m = yield* Queue.take(found)
+      assert.deepStrictEqual(m, { topic: "found", data: { qid: 2 }, ts: 5000 })
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Queue.takeAll(all)).map((x) => x.topic), ["found", "other", "*"])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Queue.takeAll(other)).map((x) => x.topic), ["other"])
+      assert.strictEqual(yield* Queue.size(found), 0)
+    }))
+
+  it.effect("a subscription ends with its scope and is no longer counted", () =>
+    Effect.gen(function*() {
+      const bus = yield* Bus.make
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* bus.subscribeScoped("t")
+        assert.strictEqual(yield* bus.subscribers("t"), 1)
+      }))
+      assert.strictEqual(yield* bus.subscribers("t"), 0)
+      assert.strictEqual(yield* bus.publish("t"), 0)
+    }))
+
+  it.effect("subscribe is a Stream of the topic's messages in order", () =>
+    Effect.gen(function*() {
+      const bus = yield* Bus.make
+      const fiber = yield* Effect.fork(Stream.runCollect(Stream.take(bus.subscribe("t"), 3)))
+      while ((yield* bus.subscribers("t")) === 0) yield* Effect.yieldNow()
+      for (const n of [1, 2, 3]) yield* bus.publish("t", { n })
+      const got = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+      assert.deepStrictEqual(got.map((m) => m.data["n"]), [1, 2, 3])
+      assert.strictEqual(yield* bus.subscribers("t"), 0)
+    }))
+
+  it.effect("is available as a layer", () =>
+    Effect.gen(function*() {
+      const bus = yield* Bus.Bus
+      assert.strictEqual(yield* bus.publish("x"), 0)
+    }).pipe(Effect.provide(Bus.layer)))
+})

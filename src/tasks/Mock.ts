@@ -185,14 +185,15 @@ const checkName = (value: unknown, issues: Array<ConfigIssue>): void => {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Returns its input unchanged. A task value, not a factory. Its type is `Task<any, any>` so
- * that it fits anywhere in a chain (the chain check accepts it after any task, and any task
- * after it); use {@link echoOf} for a precisely typed view of the same task.
+ * Returns its input unchanged. A task value, not a factory. Its type is `Task<unknown, any>`
+ * so that it fits anywhere in a chain (it accepts any input, and its output is accepted by any
+ * next task; in a fanout it adds no constraint to the group's input); use {@link echoOf} for a
+ * precisely typed view of the same task.
  *
  * @since 0.1.0
  * @category tasks
  */
-export const echo: Task.Task<any, any> = Task.make("echo", (input: unknown) => Effect.succeed(input))
+export const echo: Task.Task<unknown, any> = Task.make("echo", (input: unknown) => Effect.succeed(input))
 
 /**
  * The {@link echo} task typed as `Task<A, A>` (the same value; same identity).

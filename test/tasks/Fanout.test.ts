@@ -240,3 +240,23 @@ describe("fanout: declared behaviour", () => {
     assert.deepStrictEqual(bad.issues.map((i) => i.path).sort(), ["onError", "when"])
   })
 })
+
+describe("fanout: types", () => {
+  it("accepts an input every child accepts and keeps the children's output types", () => {
+    const len = Task.make("len", (x: { q: string }) => Effect.succeed(x.q.length))
+    const id = Task.make("id", (x: { id: number }) => Effect.succeed(String(x.id)))
+    const group = fanout(len, id, echo)
+    const ok: Task.Input<typeof group> = { q: "a", id: 1 }
+    // @ts-expect-error: "id" is required by the second branch
+    const missing: Task.Input<typeof group> = { q: "a" }
+    const typed = fanout(len, id)
+    const out: Task.Output<typeof typed> = { len: 1, id: "1" }
+    // @ts-expect-error: a boolean is no child's output
+    const wrong: Task.Output<typeof typed> = { len: true }
+    const collected: Task.Output<ReturnType<typeof collectOf>> = { len: { error: { type: "T", message: "m", class: "fatal" } } }
+    assert.isDefined([ok, missing, out, wrong, collected])
+  })
+})
+
+const collectOf = () =>
+  fanout(Task.make("len", (x: string) => Effect.succeed(x.length)), echo, { onError: "collect" })

@@ -646,12 +646,30 @@ const runOnce = <S extends AnySpec, SE, SR>(
         }))
 
     const onTerminal = (pipelineId: string, finalValue: Option.Option<unknown>) =>
-      Effect.flatMap(readRecord(pipelineId), (record) => {
-        if (record.state === "failed" && config.stopAfterFailures !== undefined) {
-          if (state.counters.failed >= config.stopAfterFailures) requestStop("stop_after_failures")
+      Effect.suspend(() => {
+        if (config.stopAfterFailures !== undefined && state.counters.failed >= config.stopAfterFailures) {
+          requestStop("stop_after_failures")
         }
-        return finishCallback(record, finalValue)
+        // The callback gets the durable row, read back from the store.
+        return options.onPipelineFinished === undefined
+          ? Effect.void
+          : Effect.flatMap(readRecord(pipelineId), (record) => finishCallback(record, finalValue))
       })
+
+    // Fibers parked waiting for a worker slot or in a retry delay: a stop interrupts them at
+    // once (they are not in flight), while attempts in flight get the grace period.
+    const parked = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+    const whileParked = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.withFiberRuntime<A, E, R>((fiber) => {
+        if (state.stopping) return Effect.interrupt
+        parked.add(fiber)
+        return Effect.ensuring(self, Effect.sync(() => parked.delete(fiber)))
+      })
+    const unpark = Effect.withFiberRuntime<void>((fiber) => Effect.sync(() => void parked.delete(fiber)))
+    yield* Effect.forkScoped(
+      Effect.flatMap(Deferred.await(stopRequested), () =>
+        Effect.forEach(Array.from(parked), (fiber) => Fiber.interruptFork(fiber), { discard: true }))
+    )
 
     const runPipeline = (spec: AnySpec, start: Start): Effect.Effect<void, StoreUnavailable> => {
       const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
@@ -776,18 +794,20 @@ const runOnce = <S extends AnySpec, SE, SR>(
           while (true) {
             attempt++
             currentTask.attempt = attempt
-            // Wait for a worker slot, unless the run is stopping.
-            const gotSlot = yield* Effect.raceFirst(
-              Effect.as(slots.take(1), true),
-              Effect.as(Deferred.await(stopRequested), false)
-            )
-            if (!gotSlot || state.stopping) {
-              if (gotSlot) yield* slots.release(1)
-              return yield* Effect.interrupt
-            }
-            const result = yield* runAttempt(spec, task, seq, attempt, input).pipe(
-              Effect.ensuring(Effect.zipRight(slots.release(1), Effect.sync(() => state.inFlight--)))
-            )
+            // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
+            // holding it (not parked: a stop gives it the grace period).
+            const result = yield* whileParked(slots.withPermits(1)(
+              Effect.zipRight(
+                unpark,
+                Effect.suspend(() =>
+                  state.stopping
+                    ? Effect.interrupt
+                    : runAttempt(spec, task, seq, attempt, input).pipe(
+                      Effect.ensuring(Effect.sync(() => state.inFlight--))
+                    )
+                )
+              )
+            ))
             const ended = yield* Clock.currentTimeMillis
             taskLeaseIds.push(...result.leaseIds)
             if (result.exit._tag === "Success") {
@@ -901,11 +921,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
               state.counters.retries++
               // Wait out the delay holding no worker; a stop ends the wait.
               state.delayed++
-              const waited = yield* Effect.raceFirst(
-                Effect.as(Effect.sleep(Duration.millis(decision.delayMs)), true),
-                Effect.as(Deferred.await(stopRequested), false)
-              ).pipe(Effect.ensuring(Effect.sync(() => state.delayed--)))
-              if (!waited) return yield* Effect.interrupt
+              yield* whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
+                Effect.ensuring(Effect.sync(() => state.delayed--))
+              )
               continue
             }
             // Terminal failure of the task, hence of the pipeline.
@@ -1268,11 +1286,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
       now: number
     ) =>
       Effect.gen(function*() {
-        const got = yield* Effect.raceFirst(
-          Effect.as(admission.take(1), true),
-          Effect.as(Deferred.await(stopRequested), false)
-        )
-        if (!got) return
+        // The feeder is interrupted when the run stops, which ends this wait.
+        yield* admission.take(1)
         if (state.stopping) {
           yield* admission.release(1)
           return

@@ -178,11 +178,13 @@ export const info = (resource: Resource<unknown>): ResourceInfo => ({
 // Secrets and JSON
 // ---------------------------------------------------------------------------------------------
 
-const secretKey = /key|token|secret|password|authorization/i
+const secretKey = /(?:key|token|secret|password|authorization)(?![a-z])/i
 
 /**
  * Whether an option key names a secret: it contains `key`, `token`, `secret`, `password` or
- * `authorization`, case-insensitively (`api_key`, `apiKey`, `Authorization`, `accessToken`).
+ * `authorization`, case-insensitively, not followed by another letter (`api_key`, `apiKey`,
+ * `Authorization`, `accessToken`, `client_secret`, `x-api-key`). The letter rule keeps
+ * counters such as `quota.tokens` (and `keyId`, `tokenizer`) readable.
  *
  * @since 0.1.0
  * @category secrets

@@ -33,6 +33,11 @@ describe("Resource", () => {
       Resource.maskSecrets({ list: [{ client_secret: 1, PASSWORD: "p", accessToken: "t", keep: 2 }] }),
       { list: [{ client_secret: "***", PASSWORD: "***", accessToken: "***", keep: 2 }] }
     )
+    assert.deepStrictEqual(Resource.maskSecrets({ quota: { tokens: 5 }, "x-api-key": "k", keyId: 1 }), {
+      quota: { tokens: 5 },
+      "x-api-key": "***",
+      keyId: 1
+    })
   })
 
   it("looks up selector keys with dot paths and matches selectors", () => {

@@ -1,0 +1,85 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as nodePath from "node:path"
+import * as Export from "../../src/services/Export.js"
+import * as Report from "../../src/services/Report.js"
+import { buildStore, pid, tmpDir } from "./ExportFixture.js"
+
+const dir = tmpDir()
+const file = nodePath.join(dir, "r.db")
+const built = Effect.runPromise(buildStore(file, [{ n: 4, runId: "old", startedAt: 1000 }, { n: 10, runId: "new", startedAt: 9000, failEvery: 5 }], (s) =>
+  Effect.gen(function*() {
+    yield* s.openRun({ runId: "zombie", startedAt: 20_000 })
+    yield* s.finishRun("zombie", { status: "completed", endedAt: 20_001 })
+    for (const phase of ["settle", "mark_final"]) {
+      yield* s.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid(4), runId: "new", data: { phase }, ts: 9500 })
+    }
+  })))
+
+describe("Report", () => {
+  it.live("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => built)
+      const latest = yield* Report.reportPaths([file])
+      assert.deepStrictEqual(latest.runs.map((r) => r.runId), ["zombie"])
+      const one = yield* Report.reportPaths([file], { runId: "new" })
+      assert.strictEqual(one.pipelines, 10)
+      assert.strictEqual(one.byState.failed, 2)
+      assert.strictEqual(one.retries, 2)
+      assert.deepStrictEqual(one.resources.map((r) => [r.resourceId, r.rateLimited, r.retries]), [["k1", 2, 2]])
+      assert.deepStrictEqual(one.metrics.map((m) => m.text), ["87.5%"])
+      assert.strictEqual(one.errors.length, 2)
+      assert.deepStrictEqual(one.repairFailures, { count: 1, pipelines: [{ pipelineId: pid(4), phases: ["mark_final", "settle"], source: file }] })
+      const text = Report.renderText(one)
+      assert.match(text, /Terminal repair failures: 1 pipeline\(s\)/)
+      assert.match(text, /87\.5%/)
+      const all = yield* Report.reportPaths([file], { runId: "all" })
+      assert.deepStrictEqual(all.runs.map((r) => r.runId), ["old", "new", "zombie"])
+      assert.strictEqual(all.pipelines, 10) // p0..p3 re-owned by "new"
+      const e = yield* Effect.flip(Report.reportPaths([file], { runId: "nope" }))
+      assert.strictEqual(e._tag, "ConfigError")
+      // JSON output shape
+      assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
+        "attempts", "byState", "duplicates", "errors", "latencyMs", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks"
+      ])
+    }))
+
+  it.live("two copies of one store: pipelines and repair failures counted once", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => built)
+      const r = yield* Report.reportPaths([file, file], { runId: "new" })
+      assert.strictEqual(r.pipelines, 10)
+      assert.strictEqual(r.duplicates, 10)
+      assert.strictEqual(r.repairFailures.count, 1)
+    }))
+
+  it.live("report never modifies the store file", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => built)
+      const bytes = fs.readFileSync(file)
+      const mtime = fs.statSync(file).mtimeMs
+      yield* Report.reportPaths([file], { runId: "all" })
+      assert.isTrue(bytes.equals(fs.readFileSync(file)))
+      assert.strictEqual(fs.statSync(file).mtimeMs, mtime)
+    }))
+
+  it.effect("a running run with an old heartbeat is shown as interrupted (stale), not rewritten", () =>
+    Effect.gen(function*() {
+      const stale = nodePath.join(dir, "stale.db")
+      yield* Effect.promise(() => Effect.runPromise(buildStore(stale, [])))
+      // write a running run directly (no finishRun)
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      const db = new Database(stale)
+      db.prepare("INSERT INTO runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES ('live', NULL, 'running', NULL, 1000, 1000, NULL, NULL, NULL, '{}')").run()
+      db.close()
+      yield* TestClock.setTime(1000 + 10_000)
+      const fresh = yield* Report.reportPaths([stale])
+      assert.strictEqual(fresh.runs[0]!.shownStatus, "running")
+      yield* TestClock.setTime(1000 + 31_000)
+      const old = yield* Report.reportPaths([stale])
+      assert.strictEqual(old.runs[0]!.status, "running")
+      assert.strictEqual(old.runs[0]!.shownStatus, "interrupted")
+      assert.match(Report.renderText(old), /interrupted \(stale/)
+    }))
+})

@@ -2,7 +2,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import * as Export from "../../src/services/Export.js"
 import * as Report from "../../src/services/Report.js"
 import { buildStore, pid, tmpDir } from "./ExportFixture.js"
 

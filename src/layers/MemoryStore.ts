@@ -323,12 +323,10 @@ export const make = (options: MemoryStoreOptions = {}) =>
             (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
           ),
       checkpoint: (unit) =>
-        Effect.flatMap(
-          unit.artifact === undefined
-            ? Effect.succeed(undefined)
-            : placeArtifact(unit.artifact, journal, backend),
-          (placed) => writer.submit({ _tag: "Checkpoint", unit, placed })
-        ),
+        unit.artifact === undefined
+          ? writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
+          : Effect.flatMap(placeArtifact(unit.artifact, journal, backend), (placed) =>
+            writer.submit({ _tag: "Checkpoint", unit, placed })),
       putTask: (task) => writer.submit({ _tag: "PutTask", task }),
       updatePipeline: (pipelineId, p) => writer.submit({ _tag: "Patch", pipelineId, patch: p }),
       settlePipeline: (pipelineId, settle) => writer.submit({ _tag: "Settle", pipelineId, settle }),

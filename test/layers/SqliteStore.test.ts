@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Data, Effect, Layer, Option, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -212,8 +212,10 @@ const program = Effect.gen(function*() {
 Effect.runFork(program.pipe(Effect.provide(SqliteStore.layer({ filename: ${JSON.stringify(file)} }))))
 `
 
+class HolderExited extends Data.TaggedError("HolderExited")<{ readonly code: number | null; readonly stderr: string }> {}
+
 const spawnHolder = (file: string) =>
-  Effect.async<{ readonly pid: number; readonly kill: () => Promise<void> }, Error>((resume) => {
+  Effect.async<{ readonly pid: number; readonly kill: () => Promise<void> }, HolderExited>((resume) => {
     const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", holderScript(file)], { stdio: ["ignore", "pipe", "pipe"] })
     let err = ""
     child.stderr.on("data", (d) => (err += String(d)))
@@ -229,7 +231,7 @@ const spawnHolder = (file: string) =>
         }))
       }
     })
-    child.once("exit", (code) => resume(Effect.fail(new Error(`holder exited ${code}: ${err}`))))
+    child.once("exit", (code) => resume(Effect.fail(new HolderExited({ code, stderr: err }))))
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 

@@ -170,7 +170,7 @@ export const loadPayload = (
 ): Effect.Effect<Uint8Array | undefined, StoreUnavailable> => {
   if (storage === "inline") return Effect.succeed(inlinePayload ?? undefined)
   if (storage === "blob" && blobRef !== null) return Effect.map(backend.get(blobRef), Option.getOrUndefined)
-  return Effect.succeed(undefined)
+  return Effect.succeed<Uint8Array | undefined>(undefined)
 }
 
 /**

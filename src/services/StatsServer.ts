@@ -1,0 +1,329 @@
+/**
+ * The read-only HTTP view of a store (`assay serve`): a small `HttpRouter` app on
+ * `@effect/platform`'s `HttpServer`.
+ *
+ * | route | answer |
+ * | --- | --- |
+ * | `/` | the self-refreshing dashboard (src/services/Dashboard.ts) |
+ * | `/stats` | the {@link Monitor.Snapshot} of the selected run |
+ * | `/metrics` | `{ run_id, rows }` reported metrics; `?pipeline_id=` for one pipeline's |
+ * | `/events` | `{ run_id, rows }` latest events, oldest first; `?kind=`, `?limit=` (≤ 1000, default 100) |
+ * | `/pipelines` | `{ run_id, rows, next }` paged by key: `?after=<next>&limit=` (≤ 1000, default 50) |
+ * | `/resources` | `{ run_id, rows }` pool resources with health |
+ * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
+ * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
+ *
+ * Every route takes `run_id`: absent = the server's default selection (the most recently
+ * started run unless the server was given one), `all` = every run, an id = that run (404 when
+ * unknown). Bad parameters answer 400 with `{ error }`; any method but GET/HEAD answers 405.
+ * No route serves artifact payloads and nothing writes.
+ *
+ * @since 0.1.0
+ */
+import {
+  HttpRouter,
+  HttpServer,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Data, Effect, Option, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import { createRequire } from "node:module"
+import { ConfigError } from "../domain/Errors.js"
+import { DASHBOARD_CSP, renderDashboard } from "./Dashboard.js"
+import * as Monitor from "./Monitor.js"
+import type { StoreService } from "./Store.js"
+
+/**
+ * A request parameter the server cannot accept (answered with 400).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly message: string }> {}
+
+/**
+ * Options of {@link makeApp}.
+ *
+ * - `store`: the store to read (open it read-only: `SqliteStore.layerReadOnly`);
+ * - `reads`: the keyset/histogram reads ({@link Monitor.sqliteReads} for a file);
+ * - `runId`: the default selection when a request has no `run_id` (`undefined` = latest,
+ *   `"all"`, or an id);
+ * - `errors`: recent errors in `/stats` (default 10);
+ * - `refreshMs`: the dashboard's refresh period (default 2000 ms).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AppOptions {
+  readonly store: StoreService
+  readonly reads: Monitor.MonitorReads
+  readonly runId?: Monitor.RunSelector
+  readonly errors?: number | undefined
+  readonly refreshMs?: number | undefined
+}
+
+/** Largest `limit` any endpoint accepts. */
+const MAX_LIMIT = 1000
+
+const loadAsset = (specifier: string): Option.Option<Uint8Array> => {
+  try {
+    return Option.some(fs.readFileSync(createRequire(import.meta.url).resolve(specifier)))
+  } catch {
+    return Option.none()
+  }
+}
+
+const single = (params: Readonly<Record<string, string | ReadonlyArray<string>>>, name: string) => {
+  const v = params[name]
+  if (v === undefined) return Effect.succeed(undefined)
+  if (typeof v !== "string") return Effect.fail(new BadRequest({ message: `parameter "${name}" given more than once` }))
+  return Effect.succeed(v)
+}
+
+const limitOf = (raw: string | undefined, fallback: number) => {
+  if (raw === undefined) return Effect.succeed(fallback)
+  if (!/^\d+$/.test(raw)) {
+    return Effect.fail(new BadRequest({ message: `"limit" must be an integer between 1 and ${MAX_LIMIT}, got "${raw}"` }))
+  }
+  const n = Number(raw)
+  return n >= 1 && n <= MAX_LIMIT
+    ? Effect.succeed(n)
+    : Effect.fail(new BadRequest({ message: `"limit" must be between 1 and ${MAX_LIMIT}, got ${n}` }))
+}
+
+const json = (body: unknown, status = 200) =>
+  HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
+
+/**
+ * Builds the server's HTTP app (an Effect answering one request). The uPlot assets are read
+ * once here. The app never fails: errors become JSON answers (400 bad parameter, 404 unknown
+ * route or run, 405 non-GET, 503 store unavailable).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeApp = (
+  options: AppOptions
+): HttpApp.Default<never, never> => {
+  const { reads, store } = options
+  const errorsN = options.errors ?? 10
+  const uplotJs = loadAsset("uplot/dist/uPlot.iife.min.js")
+  const uplotCss = loadAsset("uplot/dist/uPlot.min.css")
+
+  /** The request's selection: its `run_id`, else the server's default. */
+  const selection = Effect.gen(function*() {
+    const params = yield* HttpServerRequest.ParsedSearchParams
+    const raw = yield* single(params, "run_id")
+    if (raw !== undefined && raw.trim() === "") return yield* new BadRequest({ message: `"run_id" must not be empty` })
+    return yield* Monitor.resolveSelection(store, raw ?? options.runId)
+  })
+  const params = HttpServerRequest.ParsedSearchParams
+
+  const router = HttpRouter.empty.pipe(
+    HttpRouter.get(
+      "/",
+      Effect.gen(function*() {
+        const p = yield* params
+        const raw = yield* single(p, "run_id")
+        const sel = yield* selection
+        const snapshot = yield* Monitor.snapshotOf(store, sel, errorsN, reads)
+        // (HttpServerResponse.html escapes nothing: renderDashboard escapes every store value)
+        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw }), {
+          contentType: "text/html; charset=utf-8",
+          headers: { "cache-control": "no-store", "content-security-policy": DASHBOARD_CSP, "x-content-type-options": "nosniff" }
+        })
+      })
+    ),
+    HttpRouter.get(
+      "/stats",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        return json(yield* Monitor.snapshotOf(store, sel, errorsN, reads))
+      })
+    ),
+    HttpRouter.get(
+      "/metrics",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        const pipelineId = yield* single(yield* params, "pipeline_id")
+        const runs = sel._tag === "Run" ? [sel.run.runId] : sel._tag === "All" ? sel.runs.map((r) => r.runId) : []
+        const rows: Array<Monitor.MetricRow> = []
+        for (const runId of runs) {
+          for (const m of yield* store.metrics({ runId, pipelineId: pipelineId ?? undefined })) rows.push(Monitor.metricRow(m))
+        }
+        return json({ run_id: Monitor.selectionRunId(sel), pipeline_id: pipelineId ?? null, rows })
+      })
+    ),
+    HttpRouter.get(
+      "/events",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        const p = yield* params
+        const kind = yield* single(p, "kind")
+        const limit = yield* limitOf(yield* single(p, "limit"), 100)
+        const runId = sel._tag === "Run" ? sel.run.runId : undefined
+        const rows = sel._tag === "Empty" ? [] : yield* store.events({ runId, kind, limit })
+        return json({ run_id: Monitor.selectionRunId(sel), rows: rows.map(Monitor.eventRow) })
+      })
+    ),
+    HttpRouter.get(
+      "/pipelines",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        const p = yield* params
+        const limit = yield* limitOf(yield* single(p, "limit"), 50)
+        const afterRaw = yield* single(p, "after")
+        const after = afterRaw === undefined || afterRaw === ""
+          ? undefined
+          : yield* Option.match(Monitor.decodeCursor(afterRaw), {
+            onNone: () => Effect.fail(new BadRequest({ message: `"after" is not a cursor returned by /pipelines` })),
+            onSome: Effect.succeed
+          })
+        if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
+        const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, after, limit })
+        return json({
+          run_id: Monitor.selectionRunId(sel),
+          rows: page.rows,
+          next: page.next === null ? null : Monitor.encodeCursor(page.next)
+        })
+      })
+    ),
+    HttpRouter.get(
+      "/resources",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        const runId = sel._tag === "Run" ? sel.run.runId : undefined
+        const rows = (yield* store.resources).map(Monitor.resourceRow).filter((r) =>
+          runId === undefined || r.run_id === null || r.run_id === runId
+        )
+        return json({ run_id: Monitor.selectionRunId(sel), rows })
+      })
+    ),
+    HttpRouter.get(
+      "/errors",
+      Effect.gen(function*() {
+        const sel = yield* selection
+        const limit = yield* limitOf(yield* single(yield* params, "limit"), 20)
+        const rows = sel._tag === "Empty"
+          ? []
+          : yield* store.errors({ runId: sel._tag === "Run" ? sel.run.runId : undefined, limit })
+        return json({ run_id: Monitor.selectionRunId(sel), rows: rows.map(Monitor.errorRow) })
+      })
+    ),
+    HttpRouter.get(
+      "/assets/uplot.js",
+      Option.match(uplotJs, {
+        onNone: () => Effect.succeed(json({ error: "uplot is not installed" }, 404)),
+        onSome: (body) =>
+          Effect.succeed(HttpServerResponse.uint8Array(body, {
+            contentType: "text/javascript; charset=utf-8",
+            headers: { "cache-control": "max-age=3600" }
+          }))
+      })
+    ),
+    HttpRouter.get(
+      "/assets/uplot.css",
+      Option.match(uplotCss, {
+        onNone: () => Effect.succeed(json({ error: "uplot is not installed" }, 404)),
+        onSome: (body) =>
+          Effect.succeed(HttpServerResponse.uint8Array(body, {
+            contentType: "text/css; charset=utf-8",
+            headers: { "cache-control": "max-age=3600" }
+          }))
+      })
+    ),
+    HttpRouter.catchTags({
+      BadRequest: (e) => Effect.succeed(json({ error: e.message }, 400)),
+      UnknownRun: (e) => Effect.succeed(json({ error: e.message }, 404)),
+      ConfigError: (e) => Effect.succeed(json({ error: e.message }, 400)),
+      StoreUnavailable: (e) => Effect.succeed(json({ error: e.message }, 503)),
+      RouteNotFound: () => Effect.succeed(json({ error: "not found" }, 404))
+    })
+  )
+
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      return HttpServerResponse.unsafeJson({ error: `method ${request.method} not allowed: this server is read-only` }, {
+        status: 405,
+        headers: { allow: "GET, HEAD" }
+      })
+    }
+    return yield* router
+  }).pipe(
+    // A request whose URL cannot be parsed (the router's search-param parsing) → 400.
+    Effect.catchAll((e) => Effect.succeed(json({ error: String((e as { message?: unknown }).message ?? e) }, 400)))
+  )
+}
+
+/**
+ * Whether `host` is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
+/**
+ * Options of {@link serve}: the app's options plus where to listen. `host` defaults to
+ * `127.0.0.1`, `port` to 8787 (0 = any free port). A non-loopback `host` is refused unless
+ * `allowRemote` is set: the views expose stored error messages and event data, with no
+ * authentication.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeOptions extends AppOptions {
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+  readonly allowRemote?: boolean | undefined
+}
+
+/**
+ * Where a started server listens.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeInfo {
+  readonly host: string
+  readonly port: number
+  readonly url: string
+  readonly loopback: boolean
+}
+
+/**
+ * Starts the server in the current scope (closing the scope stops it) and returns where it
+ * listens. Fails with `ConfigError` for a non-loopback host without `allowRemote` or an
+ * invalid port, `ServeError` when the port cannot be bound.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const serve = (options: ServeOptions): Effect.Effect<ServeInfo, ConfigError | ServeError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const host = options.host ?? "127.0.0.1"
+    const port = options.port ?? 8787
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      return yield* new ConfigError({ message: `--port must be an integer in 0..65535, got ${port}` })
+    }
+    const loopback = isLoopback(host)
+    if (!loopback && options.allowRemote !== true) {
+      return yield* new ConfigError({
+        message:
+          `refusing to listen on ${host}: the monitor has no authentication and shows stored error messages and event data; it binds loopback only (use --allow-remote behind your own proxy)`
+      })
+    }
+    const server = yield* NodeHttpServer.make(() => http.createServer(), { host, port })
+    yield* HttpServer.serveEffect(makeApp(options)).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    const address = server.address
+    const boundPort = address._tag === "TcpAddress" ? address.port : port
+    const shown = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host
+    return { host, port: boundPort, url: `http://${shown}:${boundPort}`, loopback }
+  })

@@ -6,9 +6,15 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Scope } from "effect"
-import type { ConfigError, StoreUnavailable } from "./Errors.js"
-import type { AcquireError, AcquireOptions, Lease } from "./Lease.js"
+import type { Effect, Scope, Stream } from "effect"
+// Type-only references to the services a task can reach through its context: the runner
+// builds the values, so the domain stays free of their implementations.
+import type { BusService } from "../services/Bus.js"
+import type { EventFilter, ResourceEvent } from "../services/Pool.js"
+import type { StoreService } from "../services/Store.js"
+import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
+import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
+import type { Resource, ResourceOptions } from "./Resource.js"
 
 /**
  * How a reported metric is displayed: a number, a ratio shown as a percentage, or text.
@@ -54,6 +60,22 @@ export interface TaskContext {
   readonly seed: number
   /** Free-form values for this attempt only. */
   readonly meta: Record<string, unknown>
+  /** The run's cross-pipeline signal bus (`publish` returns the subscriber count). */
+  readonly bus: BusService
+  /** The run's store, for tasks that read history (writes go through the runner). */
+  readonly store: StoreService
+  /**
+   * Adds a resource to a pool at run time; waiting pipelines can lease it at once. Fails with
+   * `PoolNotFound` or `ConfigError` (invalid resource, duplicate explicit id).
+   */
+  readonly publishResource: (
+    pool: string,
+    resource: Resource<any> | ResourceOptions<any>
+  ) => Effect.Effect<ResourceInfo, PoolNotFound | ConfigError>
+  /** Revokes a resource for good (`false` when the id is unknown or already revoked). */
+  readonly revokeResource: (pool: string, resourceId: string, reason?: string) => Effect.Effect<boolean, PoolNotFound>
+  /** Pool events (`resource.degraded`, `resource.added`, …), optionally of one pool or some kinds. */
+  readonly subscribe: (filter?: EventFilter) => Stream.Stream<ResourceEvent>
   /**
    * Leases a resource for the enclosing `Scope`: released on every exit path (success,
    * failure, interruption, timeout). A string is a pool name. The pool defaults to the task's

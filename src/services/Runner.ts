@@ -69,6 +69,7 @@ import * as RetryPolicy from "../domain/RetryPolicy.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type * as Task from "../domain/Task.js"
 import type { MetricDisplay, MetricOptions, TaskContext } from "../domain/TaskContext.js"
+import { Bus, type BusService, make as makeBus } from "./Bus.js"
 import { Pools } from "./Pool.js"
 import { type NewAttempt, type NewEvent, Store, type StoreService, type StoreStats } from "./Store.js"
 
@@ -378,6 +379,7 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     yield* RunConfig.resolve(base)
     const store = yield* Store
     const pools = yield* Pools
+    const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
     const state: RunState = {
       active: false,
       runId: null,
@@ -432,7 +434,7 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
 
     const service: RunnerService = {
       run: (source, overrides) =>
-        runOnce(store, pools, state, requestStop, reportMetricFor, { ...base, ...overrides }, source) as any,
+        runOnce(store, pools, bus, state, requestStop, reportMetricFor, { ...base, ...overrides }, source) as any,
       stats: Effect.sync(() => liveStats(state)),
       stop: (reason = "user") => Effect.sync(() => requestStop(reason)),
       reportMetric: (name, value, options) => reportMetricFor(state.runId, name, value, options)
@@ -490,6 +492,7 @@ const makeRunId = (now: number) =>
 const runOnce = <S extends AnySpec, SE, SR>(
   store: StoreService,
   pools: Context.Tag.Service<Pools>,
+  bus: BusService,
   state: RunState,
   requestStop: (reason: string) => void,
   reportMetricFor: (
@@ -1032,6 +1035,11 @@ const runOnce = <S extends AnySpec, SE, SR>(
           attempt,
           seed: attemptSeed(pipelineId, seq, attempt),
           meta: {},
+          bus,
+          store,
+          publishResource: (pool, resource) => pools.add(pool, resource),
+          revokeResource: (pool, id, reason) => pools.revoke(pool, id, reason),
+          subscribe: (filter) => pools.subscribe(filter),
           acquire: (opts) =>
             Effect.tap(pools.acquire(opts, holder), (lease) =>
               Effect.zipRight(Effect.sync(() => track(lease)), Effect.addFinalizer(() => Effect.sync(() => untrack(lease))))) as any,

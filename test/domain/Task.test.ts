@@ -1,10 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Either, Exit, Fiber, Schema } from "effect"
+import { Context, Duration, Effect, Either, Exit, Fiber, Schema, Stream } from "effect"
 import { ConfigError, FatalError } from "../../src/domain/Errors.js"
 import { digest } from "../../src/domain/Json.js"
 import { RetryPolicy } from "../../src/domain/RetryPolicy.js"
 import * as Task from "../../src/domain/Task.js"
 import type { TaskContext } from "../../src/domain/TaskContext.js"
+import { unused } from "../support/unused.js"
 
 const ctx: TaskContext = {
   pipelineId: "p-1",
@@ -14,6 +15,11 @@ const ctx: TaskContext = {
   attempt: 2,
   seed: 7,
   meta: {},
+  bus: unused("bus"),
+  store: unused("store"),
+  publishResource: () => Effect.dieMessage("no pools in this test"),
+  revokeResource: () => Effect.dieMessage("no pools in this test"),
+  subscribe: () => Stream.dieMessage("no pools in this test"),
   acquire: () => Effect.dieMessage("no pools in this test"),
   acquireLease: () => Effect.dieMessage("no pools in this test"),
   heldLeases: Effect.succeed([]),

@@ -7,6 +7,8 @@
  * the task's `resource` / `algorithm` are the defaults of every acquire, and `emit` /
  * `reportMetric` are recorded in memory for assertions.
  */
+import * as Bus from "../../src/services/Bus.js"
+import { unused } from "../support/unused.js"
 import { Effect } from "effect"
 import { ConfigError } from "../../src/domain/Errors.js"
 import type { AcquireOptions } from "../../src/domain/Lease.js"
@@ -59,6 +61,7 @@ export interface FakeContext {
 export const makeFakeContext = (options: FakeContextOptions = {}): Effect.Effect<FakeContext, never, Pools> =>
   Effect.gen(function*() {
     const pools = yield* Pools
+    const bus = yield* Bus.make
     const pipelineId = options.pipelineId ?? "p-test"
     const runId = options.runId ?? "r-test"
     const taskName = options.taskName ?? options.task?.name ?? "task"
@@ -83,6 +86,11 @@ export const makeFakeContext = (options: FakeContextOptions = {}): Effect.Effect
       attempt,
       seed: options.seed ?? 0,
       meta: options.meta ?? {},
+      bus,
+      store: unused("store"),
+      publishResource: (pool, resource) => pools.add(pool, resource),
+      revokeResource: (pool, id, reason) => pools.revoke(pool, id, reason),
+      subscribe: (filter) => pools.subscribe(filter),
       acquire: (o?: AcquireOptions | string) => pools.acquire(o, holder),
       acquireLease: (o?: AcquireOptions | string) => pools.acquireRaw(o, holder),
       heldLeases: pools.heldBy(owner),

@@ -158,7 +158,7 @@ export const levenshtein = (a: string, b: string): number => {
 
 /**
  * The closest candidate to `word` (case-insensitive Levenshtein), if it is close enough to
- * be a plausible typo: distance at most `max(2, ⌊len/3⌋)`.
+ * be a plausible typo: distance at most `max(2, ⌊len/3⌋)` and below half the word's length.
  *
  * @since 0.1.0
  * @category formatting
@@ -173,7 +173,7 @@ export const closest = (word: string, candidates: Iterable<string>): string | un
       bestD = d
     }
   }
-  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined
+  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) && bestD < word.length / 2 ? best : undefined
 }
 
 const issue = (p: string, message: string, suggestion?: string): ConfigIssue =>
@@ -557,6 +557,15 @@ const sourceOf = (
     return undefined
   })
 
+const suggestPool = (name: string, pools: ReadonlyArray<string>): string => {
+  const near = closest(name, pools)
+  return near !== undefined
+    ? `did you mean ${near}?`
+    : pools.length > 0
+    ? `pools: ${pools.join(", ")}`
+    : `declare it under pools.${name}`
+}
+
 const describeAlgorithm = (a: unknown): Json =>
   a === undefined ? null : (JSON.parse(JSON.stringify(a)) as Json)
 
@@ -723,6 +732,11 @@ const check = (
       ? expanded["plugins"].filter((p): p is string => typeof p === "string")
       : []
     const plugins = specifiers.length === 0 ? Plugins.empty : yield* Plugins.load(specifiers, ctx.baseDir)
+    const rawPools = isRecord(expanded) && isRecord(expanded["pools"])
+      ? expanded["pools"]
+      : isRecord(expanded) && expanded["pools"] === undefined
+      ? {}
+      : undefined
     let experiment: Experiment | undefined
     if (Either.isRight(lenient)) {
       experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved }, issues)
@@ -737,7 +751,31 @@ const check = (
           ...(Array.isArray(t["args"]) ? { args: t["args"] } : {}),
           ...(isRecord(t["options"]) ? { options: t["options"] } : {})
         } as TaskSection
-        yield* resolveUse(section, `pipeline.tasks[${i}]`, ctx.baseDir, plugins, issues)
+        const task = yield* resolveUse(section, `pipeline.tasks[${i}]`, ctx.baseDir, plugins, issues)
+        const own = task === undefined ? [] : resourcesOf(task)
+        const declared = typeof t["resource"] === "string" ? [t["resource"]] : []
+        for (const r of [...own, ...declared]) {
+          if (rawPools !== undefined && !(r in rawPools)) {
+            issues.push(issue(
+              declared.includes(r) ? `pipeline.tasks[${i}].resource` : `pipeline.tasks[${i}].use`,
+              `no pool named "${r}"`,
+              suggestPool(r, Object.keys(rawPools))
+            ))
+          }
+        }
+      }
+    }
+    if (Either.isLeft(lenient) && isRecord(expanded)) {
+      for (const [name, p] of Object.entries(rawPools ?? {})) {
+        if (!isRecord(p) || p["algorithm"] === undefined) continue
+        const r = resolveAlgorithm(p["algorithm"] as AlgorithmInput, plugins.algorithms)
+        if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `pools.${name}.algorithm`))
+      }
+      const src = expanded["source"]
+      if (isRecord(src) && isRecord(src["jsonl"]) && typeof src["jsonl"]["path"] === "string") {
+        const p = path.resolve(ctx.baseDir, src["jsonl"]["path"])
+        const fs = yield* FileSystem.FileSystem
+        if (!(yield* Effect.orElseSucceed(fs.exists(p), () => false))) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
       }
     }
     if (issues.length > 0 || experiment === undefined) {

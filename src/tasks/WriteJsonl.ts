@@ -7,6 +7,7 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect, Either } from "effect"
+import { dirname } from "node:path"
 import { ConfigError, FatalError } from "../domain/Errors.js"
 import { canonicalJson } from "../domain/Json.js"
 import * as Task from "../domain/Task.js"
@@ -29,7 +30,7 @@ const encoder = new TextEncoder()
 
 /**
  * A task that writes its input as one line of canonical JSON (sorted keys) to `path` and
- * returns the input unchanged. Writes of concurrent pipelines are serialised (one line is
+ * returns the input unchanged. The file's directory is created when missing. Writes of concurrent pipelines are serialised (one line is
  * never interleaved with another). Recorded as `parameters: { path, mode }`.
  *
  * Fails with `FatalError` for a value that is not strict JSON, and with the platform's
@@ -52,6 +53,7 @@ export const writeJsonl = <A = any>(
   }
   const lock = Effect.unsafeMakeSemaphore(1)
   let truncated = mode === "a"
+  let ready = false
   return Task.make(
     options.name ?? "writeJsonl",
     { parameters: { path, mode }, codeDigest: `assay.writeJsonl/v1` },
@@ -64,6 +66,10 @@ export const writeJsonl = <A = any>(
         }
         yield* lock.withPermits(1)(Effect.gen(function*() {
           const flag = truncated ? "a" : "w"
+          if (!ready) {
+            yield* fs.makeDirectory(dirname(path), { recursive: true })
+            ready = true
+          }
           truncated = true
           yield* fs.writeFile(path, encoder.encode(`${line.right}\n`), { flag })
         }))

@@ -1,0 +1,534 @@
+/**
+ * The CLI as a user runs it: spawned `bin/assay` processes on real files in a temp dir.
+ * validate / run / resume / plugins / schema, exit codes, env expansion, formats, shards,
+ * and the user cases C1 (Ctrl-C), C2 (SIGKILL + stale), C3(b) (bounded retries) and C7
+ * (typos).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import { Effect } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const bin = path.join(root, "bin/assay")
+
+interface Result {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+interface Started {
+  readonly child: ChildProcess
+  readonly done: Promise<Result>
+}
+
+const start = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Record<string, string | undefined> } = {}): Started => {
+  const env: Record<string, string | undefined> = { ...process.env, ...options.env }
+  for (const [k, v] of Object.entries(options.env ?? {})) if (v === undefined) delete env[k]
+  const child = spawn(bin, [...args], { cwd: options.cwd ?? root, env: env as NodeJS.ProcessEnv, stdio: ["ignore", "pipe", "pipe"] })
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
+  const done = new Promise<Result>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })))
+  return { child, done }
+}
+
+const assay = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Record<string, string | undefined> } = {}) =>
+  Effect.promise(() => start(args, options).done)
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-cli-"))
+const write = (dir: string, name: string, text: string) => {
+  const p = path.join(dir, name)
+  fs.mkdirSync(path.dirname(p), { recursive: true })
+  fs.writeFileSync(p, text)
+  return p
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const waitFor = async (check: () => boolean, what: string, timeoutMs = 30_000) => {
+  const t0 = Date.now()
+  const safe = () => {
+    try {
+      return check()
+    } catch {
+      return false // the store is being created
+    }
+  }
+  while (!safe()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+const query = <A = Record<string, unknown>>(db: string, sql: string, ...params: Array<unknown>): Array<A> => {
+  const d = new Database(db, { readonly: true, fileMustExist: true })
+  try {
+    return d.prepare(sql).all(...params) as Array<A>
+  } finally {
+    d.close()
+  }
+}
+const count = (db: string, sql: string, ...params: Array<unknown>): number =>
+  Number(Object.values(query(db, sql, ...params)[0]!)[0])
+const integrityOk = (db: string): boolean => {
+  const d = new Database(db)
+  try {
+    return (d.pragma("integrity_check", { simple: true }) as string) === "ok"
+  } finally {
+    d.close()
+  }
+}
+
+const delayExperiment = (n: number, ms: number, concurrency: number, extra = "") => `{
+  "run": { "concurrency": ${concurrency}${extra} },
+  "pipeline": { "name": "sleepy", "tasks": [{ "use": "delay", "args": ["${ms} millis"] }] },
+  "source": { "range": { "n": ${n} } }
+}`
+
+// ---------------------------------------------------------------------------------------------
+
+describe("assay validate", () => {
+  it.live("C7: every typo at once, with paths and suggestions; run refuses before any store", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "typos.yaml", [
+        "run:",
+        "  concurency: 5",
+        "pipeline:",
+        "  name: typos",
+        "  retry:",
+        "    maxAttempts: 3",
+        "  tasks:",
+        "    - use: dealy",
+        "      args: [10 millis]",
+        "source:",
+        "  range: { n: 3 }"
+      ].join("\n"))
+      const v = yield* assay(["validate", "-c", file])
+      assert.strictEqual(v.code, 2)
+      assert.include(v.stderr, "run.concurency")
+      assert.include(v.stderr, "did you mean concurrency?")
+      assert.include(v.stderr, "pipeline.retry")
+      assert.include(v.stderr, "pipeline.tasks[].retry")
+      assert.include(v.stderr, "pipeline.tasks[0].use")
+      assert.include(v.stderr, "did you mean delay?")
+      const store = path.join(dir, "never.db")
+      const r = yield* assay(["run", "-c", file, "--store", store])
+      assert.strictEqual(r.code, 2)
+      assert.strictEqual(r.stderr, v.stderr)
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["typos.yaml"])
+    }))
+
+  it.live("field paths for nested problems, bare-number durations, unknown pools and algorithms", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "bad.json", JSON.stringify({
+        run: { grace: 5 },
+        pools: { apis: { algorithm: "bakoff", resources: [{ capacity: 2 }, { capacity: 0 }] } },
+        pipeline: {
+          name: "p",
+          tasks: [
+            { use: "simulateLlm", options: { resource: "apiz" } },
+            { use: "delay", args: ["1 millis"], resource: "gpus", timeout: 3 }
+          ]
+        },
+        source: { jsonl: { path: "missing.jsonl" } }
+      }))
+      const v = yield* assay(["validate", "-c", file])
+      assert.strictEqual(v.code, 2)
+      for (const needle of [
+        "run.grace: a bare number (5) is not a duration",
+        "pools.apis.resources[1].capacity",
+        "pools.apis.algorithm.name: unknown algorithm \"bakoff\"",
+        "did you mean \"backoff\"?",
+        "pipeline.tasks[1].timeout",
+        "pipeline.tasks[0].use: no pool named \"apiz\"",
+        "did you mean apis?",
+        "pipeline.tasks[1].resource: no pool named \"gpus\"",
+        "source.jsonl.path: no such file"
+      ]) assert.include(v.stderr, needle)
+    }))
+
+  it.live("YAML 1.1 bare on: read as a boolean is caught with a plain message", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "on.yaml", [
+        "%YAML 1.1",
+        "---",
+        "pipeline:",
+        "  name: p",
+        "  tasks:",
+        "    - use: echo",
+        "      retry:",
+        "        on: [RetryableError]",
+        "source: { range: { n: 1 } }"
+      ].join("\n"))
+      const v = yield* assay(["validate", "-c", file])
+      assert.strictEqual(v.code, 2)
+      assert.include(v.stderr, "read as the boolean true")
+      assert.include(v.stderr, "\"on\"")
+    }))
+
+  it.live("env expansion: defaults, unresolved listed, --strict-env refuses", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "env.json", JSON.stringify({
+        run: { label: "${RUN_LABEL:-fallback}" },
+        pools: { apis: { resources: [{ options: { apiKey: "${ASSAY_TEST_SECRET}" } }] } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      }))
+      const unset = { ASSAY_TEST_SECRET: undefined, RUN_LABEL: undefined }
+      const loose = yield* assay(["validate", "-c", file, "--json"], { env: unset })
+      assert.strictEqual(loose.code, 0)
+      const d = JSON.parse(loose.stdout)
+      assert.strictEqual(d.run.label, "fallback")
+      assert.deepStrictEqual(d.unresolvedEnv, [{ name: "ASSAY_TEST_SECRET", path: "pools.apis.resources[0].options.apiKey" }])
+      const strict = yield* assay(["validate", "-c", file, "--strict-env"], { env: unset })
+      assert.strictEqual(strict.code, 2)
+      assert.include(strict.stderr, "ASSAY_TEST_SECRET is not set")
+      const set = yield* assay(["validate", "-c", file, "--strict-env", "--json"], {
+        env: { ASSAY_TEST_SECRET: "sk-123", RUN_LABEL: "nightly" }
+      })
+      assert.strictEqual(set.code, 0)
+      const s = JSON.parse(set.stdout)
+      assert.strictEqual(s.run.label, "nightly")
+      assert.deepStrictEqual(s.unresolvedEnv, [])
+      assert.notInclude(set.stdout, "sk-123") // secrets are masked in the description
+    }))
+
+  it.live("JSON, TOML, YAML and TypeScript examples describe the same pipeline (same ids)", () =>
+    Effect.gen(function*() {
+      const digests: Array<string> = []
+      for (const ext of ["json", "toml", "yaml", "ts"]) {
+        const v = yield* assay(["validate", "-c", path.join(root, `examples/experiments/delay.${ext}`), "--json"])
+        assert.strictEqual(v.code, 0, v.stderr)
+        digests.push(JSON.parse(v.stdout).pipeline.specDigest)
+      }
+      assert.strictEqual(new Set(digests).size, 1)
+      // And the runs agree on the pipeline ids.
+      const dir = tmp()
+      const ids: Array<Array<string>> = []
+      for (const ext of ["json", "ts"]) {
+        const store = path.join(dir, `${ext}.db`)
+        const r = yield* assay(["run", "-c", path.join(root, `examples/experiments/delay.${ext}`), "--store", store])
+        assert.strictEqual(r.code, 0, r.stderr)
+        ids.push(query<{ pipeline_id: string }>(store, "SELECT pipeline_id FROM pipelines ORDER BY pipeline_id").map((r) => r.pipeline_id))
+      }
+      assert.strictEqual(ids[0]!.length, 8)
+      assert.deepStrictEqual(ids[0], ids[1])
+    }))
+
+  it.live("schema prints a JSON Schema of the file", () =>
+    Effect.gen(function*() {
+      const s = yield* assay(["schema"])
+      assert.strictEqual(s.code, 0)
+      const schema = JSON.parse(s.stdout)
+      assert.strictEqual(schema.$schema, "http://json-schema.org/draft-07/schema#")
+      assert.deepStrictEqual(schema.required, ["pipeline", "source"])
+      assert.includeMembers(Object.keys(schema.properties), ["run", "pools", "pipeline", "source", "plugins"])
+    }))
+})
+
+describe("assay run", () => {
+  it.live("exit codes: 0 success, 1 failures (C3b: 5 items x 4 attempts = 20, class rate_limit), summary json", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const ok = write(dir, "ok.json", delayExperiment(5, 1, 2))
+      const good = yield* assay(["run", "-c", ok, "--store", path.join(dir, "ok.db"), "--summary", "json"])
+      assert.strictEqual(good.code, 0, good.stderr)
+      const report = JSON.parse(good.stdout)
+      assert.strictEqual(report.status, "completed")
+      assert.strictEqual(report.stats.pipelines.byState.succeeded, 5)
+
+      const bad = write(dir, "429.json", JSON.stringify({
+        run: { concurrency: 5 },
+        pipeline: {
+          name: "always429",
+          tasks: [{
+            use: "boom",
+            args: ["429 too many requests"],
+            options: { errorClass: "rate_limit" },
+            retry: { maxAttempts: 4, base: "1 millis", cap: "4 millis" }
+          }]
+        },
+        source: { range: { n: 5 } }
+      }))
+      const store = path.join(dir, "429.db")
+      const r = yield* assay(["run", "-c", bad, "--store", store])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts"), 20)
+      assert.deepStrictEqual(
+        query(store, "SELECT pipeline_id, count(*) AS n FROM attempts GROUP BY pipeline_id").map((x) => x["n"]),
+        [4, 4, 4, 4, 4]
+      )
+      assert.deepStrictEqual(
+        query(store, "SELECT DISTINCT state, error_class FROM pipelines"),
+        [{ state: "failed", error_class: "rate_limit" }]
+      )
+    }))
+
+  it.live("overrides: --limit, --concurrency, --label, --run-id, --journal; resume skips finished work", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "e.json", delayExperiment(10, 1, 2))
+      const store = path.join(dir, "e.db")
+      const a = yield* assay([
+        "run", "-c", file, "--store", store, "--limit", "4", "--concurrency", "3", "--label", "first",
+        "--run-id", "run-one", "--journal", "summary", "--summary", "json"
+      ])
+      assert.strictEqual(a.code, 0, a.stderr)
+      assert.strictEqual(JSON.parse(a.stdout).stats.pipelines.total, 4)
+      const run = query(store, "SELECT run_id, label, config FROM runs")[0]!
+      assert.strictEqual(run["run_id"], "run-one")
+      assert.strictEqual(run["label"], "first")
+      const config = JSON.parse(String(run["config"]))
+      assert.strictEqual(config.concurrency, 3)
+      assert.strictEqual(config.journal, "summary")
+      const b = yield* assay(["resume", "-c", file, "--store", store, "--summary", "json"])
+      assert.strictEqual(b.code, 0, b.stderr)
+      assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 10)
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts"), 10)
+      const bad = yield* assay(["run", "-c", file, "--store", store, "--stop-after", "5"])
+      assert.strictEqual(bad.code, 2)
+      assert.include(bad.stderr, "--stop-after")
+    }))
+
+  it.live("C1: SIGINT at ~1 s → 130, nothing new starts, store intact, resume does exactly the rest", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "c1.json", delayExperiment(20, 300, 4))
+      const store = path.join(dir, "c1.db")
+      const p = start(["run", "-c", file, "--store", store])
+      yield* Effect.promise(() => waitFor(() => fs.existsSync(store) && count(store, "SELECT count(*) FROM tasks") > 0, "first task"))
+      yield* Effect.promise(() => sleep(700))
+      const signalAt = Date.now()
+      p.child.kill("SIGINT")
+      const r = yield* Effect.promise(() => p.done)
+      assert.strictEqual(r.code, 130, r.stderr)
+      assert.isTrue(integrityOk(store))
+      const run1 = query(store, "SELECT run_id, status FROM runs")[0]!
+      assert.strictEqual(run1["status"], "interrupted")
+      // Attempt rows carry the real start of each attempt (a task row is written at admission).
+      const started = count(store, "SELECT count(*) FROM attempts")
+      const endedBefore = count(store, "SELECT count(*) FROM attempts WHERE ended_at <= ?", signalAt)
+      assert.isAtMost(started, endedBefore + 4, "no task started after the signal beyond those in flight")
+      const done1 = count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'")
+      assert.strictEqual(done1, count(store, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"))
+      assert.isBelow(done1, 20)
+      const r2 = yield* assay(["resume", "-c", file, "--store", store])
+      assert.strictEqual(r2.code, 0, r2.stderr)
+      const run2 = query<{ run_id: string }>(store, "SELECT run_id FROM runs ORDER BY started_at")[1]!.run_id
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts WHERE run_id = ?", run2), 20 - done1)
+      assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 20)
+      const r3 = yield* assay(["resume", "-c", file, "--store", store])
+      assert.strictEqual(r3.code, 0, r3.stderr)
+      const run3 = query<{ run_id: string }>(store, "SELECT run_id FROM runs ORDER BY started_at")[2]!.run_id
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts WHERE run_id = ?", run3), 0)
+      assert.isTrue(integrityOk(store))
+    }))
+
+  it.live("C1: concurrency 1 with 200 ms tasks, and a second SIGINT 100 ms after the first", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      for (const double of [false, true]) {
+        const file = write(dir, `c1-${double}.json`, delayExperiment(20, 200, 1))
+        const store = path.join(dir, `c1-${double}.db`)
+        const p = start(["run", "-c", file, "--store", store])
+        yield* Effect.promise(() => waitFor(() => fs.existsSync(store) && count(store, "SELECT count(*) FROM tasks") > 0, "first task"))
+        yield* Effect.promise(() => sleep(500))
+        p.child.kill("SIGINT")
+        if (double) {
+          yield* Effect.promise(() => sleep(100))
+          p.child.kill("SIGINT")
+        }
+        const r = yield* Effect.promise(() => p.done)
+        assert.strictEqual(r.code, 130, r.stderr)
+        assert.isTrue(integrityOk(store))
+        assert.strictEqual(query(store, "SELECT status FROM runs")[0]!["status"], "interrupted")
+        const done1 = count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'")
+        assert.strictEqual(done1, count(store, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"))
+        const r2 = yield* assay(["resume", "-c", file, "--store", store])
+        assert.strictEqual(r2.code, 0, r2.stderr)
+        assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 20)
+        assert.strictEqual(count(store, "SELECT count(*) FROM attempts WHERE outcome = 'succeeded'"), 20)
+      }
+    }))
+
+  it.live("C2: SIGKILL half way; the run goes stale, resume completes it, orphans are abandoned", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "c2.json", delayExperiment(30, 200, 4, `, "heartbeat": "100 millis", "staleAfter": "600 millis"`))
+      const store = path.join(dir, "c2.db")
+      const p = start(["run", "-c", file, "--store", store])
+      yield* Effect.promise(() =>
+        waitFor(() => fs.existsSync(store) && count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'") >= 12, "half")
+      )
+      p.child.kill("SIGKILL")
+      const r = yield* Effect.promise(() => p.done)
+      assert.isNull(r.code)
+      const inFlight = query<{ pipeline_id: string }>(store, "SELECT pipeline_id FROM pipelines WHERE state = 'running'")
+        .map((x) => x.pipeline_id)
+      assert.isAbove(inFlight.length, 0)
+      yield* Effect.promise(() => sleep(800))
+      const run1 = query(store, "SELECT run_id, status, heartbeat_at FROM runs")[0]!
+      assert.isAbove(Date.now() - Number(run1["heartbeat_at"]), 600, "its heartbeat is stale")
+      const r2 = yield* assay(["resume", "-c", file, "--store", store])
+      assert.strictEqual(r2.code, 0, r2.stderr)
+      const after = query(store, "SELECT status, stop_reason FROM runs WHERE run_id = ?", run1["run_id"])[0]!
+      assert.strictEqual(after["status"], "interrupted")
+      assert.strictEqual(after["stop_reason"], "stale")
+      assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30)
+      const abandoned = query<{ pipeline_id: string; outcome: string }>(
+        store,
+        "SELECT pipeline_id, outcome FROM attempts WHERE error_type = 'Abandoned'"
+      )
+      assert.deepStrictEqual(abandoned.map((a) => a.pipeline_id).sort(), [...inFlight].sort())
+      assert.isTrue(abandoned.every((a) => a.outcome === "cancelled"))
+      // Each in-flight item ran once more, and only one success is recorded per pipeline.
+      assert.deepStrictEqual(
+        query(store, "SELECT DISTINCT count(*) AS n FROM attempts WHERE outcome = 'succeeded' GROUP BY pipeline_id"),
+        [{ n: 1 }]
+      )
+    }))
+
+  it.live("shards: --shards 2 --jobs 2 writes one store per shard; merged counts equal an unsharded run", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "s.json", delayExperiment(12, 1, 4))
+      const r = yield* assay(["run", "-c", file, "--store", path.join(dir, "x.db"), "--shards", "2", "--jobs", "2", "--summary", "json"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.isTrue(fs.existsSync(path.join(dir, "x.shard0of2.db")))
+      assert.isTrue(fs.existsSync(path.join(dir, "x.shard1of2.db")))
+      const merged = JSON.parse(r.stdout)
+      const single = yield* assay(["run", "-c", file, "--store", path.join(dir, "one.db"), "--summary", "json"])
+      const one = JSON.parse(single.stdout)
+      assert.strictEqual(merged.merged.pipelines, one.stats.pipelines.total)
+      assert.strictEqual(merged.merged.byState.succeeded, 12)
+      const a = count(path.join(dir, "x.shard0of2.db"), "SELECT count(*) FROM pipelines")
+      const b = count(path.join(dir, "x.shard1of2.db"), "SELECT count(*) FROM pipelines")
+      assert.strictEqual(a + b, 12)
+      assert.isAbove(a, 0)
+      assert.isAbove(b, 0)
+      const ids = [
+        ...query<{ pipeline_id: string }>(path.join(dir, "x.shard0of2.db"), "SELECT pipeline_id FROM pipelines"),
+        ...query<{ pipeline_id: string }>(path.join(dir, "x.shard1of2.db"), "SELECT pipeline_id FROM pipelines")
+      ].map((x) => x.pipeline_id).sort()
+      assert.deepStrictEqual(ids, query<{ pipeline_id: string }>(path.join(dir, "one.db"), "SELECT pipeline_id FROM pipelines ORDER BY pipeline_id").map((x) => x.pipeline_id))
+      const bad = yield* assay(["run", "-c", file, "--shard", "2/2"])
+      assert.strictEqual(bad.code, 2)
+    }))
+
+  it.live("shellRun and writeJsonl through a config: {value} is one literal argument", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const values = ["plain", "two words", "quote \" and ' and $(touch pwned)", "semi; rm -rf /"]
+      write(dir, "rows.jsonl", values.map((v) => JSON.stringify(v)).join("\n") + "\n")
+      const file = write(dir, "sh.yaml", [
+        "pipeline:",
+        "  name: shell",
+        "  tasks:",
+        "    - use: shellRun",
+        "      args: [[node, -e, \"process.stdout.write(JSON.stringify(process.argv.slice(1)))\", \"{value}\"]]",
+        "      options: { timeout: 20 seconds }",
+        "    - use: writeJsonl",
+        "      args: [out/results.jsonl]",
+        "source:",
+        "  jsonl: { path: rows.jsonl }"
+      ].join("\n"))
+      const r = yield* assay(["run", "-c", file, "--store", path.join(dir, "sh.db")])
+      assert.strictEqual(r.code, 0, r.stderr)
+      const lines = fs.readFileSync(path.join(dir, "out/results.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      const seen = lines.map((l) => JSON.parse(l.stdout) as Array<string>)
+      assert.deepStrictEqual(seen.map((argv) => argv.length), [1, 1, 1, 1])
+      assert.deepStrictEqual(seen.map((argv) => argv[0]).sort(), [...values].sort())
+      assert.isFalse(fs.existsSync(path.join(dir, "pwned")))
+      const str = write(dir, "str.json", JSON.stringify({
+        pipeline: { name: "s", tasks: [{ use: "shellRun", args: ["echo {value}"] }] },
+        source: { range: { n: 1 } }
+      }))
+      const refused = yield* assay(["validate", "-c", str])
+      assert.strictEqual(refused.code, 2)
+      assert.include(refused.stderr, "argv")
+    }))
+})
+
+describe("plugins", () => {
+  it.live("a broken plugin is listed with its error and does not break configs that do not use it", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      write(dir, "good.ts", [
+        `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
+        `export const tasks = {`,
+        `  shout: (suffix: string) => Task.sync("shout", { parameters: { suffix } }, (s: unknown) => String(s).toUpperCase() + suffix),`,
+        `  echo: Task.sync("not-the-builtin", () => "plugin echo")`,
+        `}`
+      ].join("\n"))
+      write(dir, "broken.ts", `throw new Error("this plugin is broken")\n`)
+      const file = write(dir, "p.json", JSON.stringify({
+        plugins: ["./good.ts", "./broken.ts"],
+        pipeline: { name: "p", tasks: [{ use: "echo" }, { use: "shout", args: ["!"] }, { use: "writeJsonl", args: ["out.jsonl"] }] },
+        source: { range: { n: 2 } }
+      }))
+      const r = yield* assay(["run", "-c", file, "--store", path.join(dir, "p.db")])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(fs.readFileSync(path.join(dir, "out.jsonl"), "utf8").trim().split("\n").sort(), ["\"0!\"", "\"1!\""])
+      const list = yield* assay(["plugins", "-c", file, "--json"])
+      assert.strictEqual(list.code, 0, list.stderr)
+      const out = JSON.parse(list.stdout)
+      assert.includeMembers(out.builtins.tasks.map((t: { name: string }) => t.name), ["echo", "delay", "shellRun", "writeJsonl"])
+      const good = out.plugins.find((p: { specifier: string }) => p.specifier === "./good.ts")
+      assert.deepStrictEqual(good.tasks, ["shout"])
+      assert.deepStrictEqual(good.shadowed, ["echo"])
+      const broken = out.plugins.find((p: { specifier: string }) => p.specifier === "./broken.ts")
+      assert.include(broken.error, "this plugin is broken")
+      const uses = write(dir, "q.json", JSON.stringify({
+        plugins: ["./broken.ts"],
+        pipeline: { name: "q", tasks: [{ use: "fromBroken" }] },
+        source: { range: { n: 1 } }
+      }))
+      const v = yield* assay(["validate", "-c", uses])
+      assert.strictEqual(v.code, 2)
+      assert.include(v.stderr, "unknown task \"fromBroken\"")
+      assert.include(v.stderr, "this plugin is broken")
+    }))
+
+  it.live("use: ./tasks.ts#export relative to the config, factories called with args", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      write(dir, "lib/tasks.ts", [
+        `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
+        `export const double = Task.sync("double", (n: number) => n * 2)`,
+        `export const add = (k: number) => Task.sync("add", { parameters: { k } }, (n: number) => n + k)`
+      ].join("\n"))
+      const file = write(dir, "conf/m.toml", [
+        `[pipeline]`,
+        `name = "math"`,
+        `[[pipeline.tasks]]`,
+        `use = "../lib/tasks.ts#double"`,
+        `[[pipeline.tasks]]`,
+        `use = "../lib/tasks.ts#add"`,
+        `args = [10]`,
+        `[[pipeline.tasks]]`,
+        `use = "writeJsonl"`,
+        `args = ["out.jsonl"]`,
+        `[source]`,
+        `range = { n = 3 }`
+      ].join("\n"))
+      const r = yield* assay(["run", "-c", file, "--store", ":memory:"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(fs.readFileSync(path.join(dir, "conf/out.jsonl"), "utf8").trim().split("\n").sort(), ["10", "12", "14"])
+      const typo = write(dir, "conf/t.json", JSON.stringify({
+        pipeline: { name: "t", tasks: [{ use: "../lib/tasks.ts#dobule" }] },
+        source: { range: { n: 1 } }
+      }))
+      const v = yield* assay(["validate", "-c", typo])
+      assert.strictEqual(v.code, 2)
+      assert.include(v.stderr, "did you mean ../lib/tasks.ts#double?")
+    }))
+})

@@ -70,7 +70,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import type * as Task from "../domain/Task.js"
 import type { MetricDisplay, MetricOptions, TaskContext } from "../domain/TaskContext.js"
 import { Bus, type BusService, make as makeBus } from "./Bus.js"
-import { Pools } from "./Pool.js"
+import { Pools, type PoolStats } from "./Pool.js"
 import { type NewAttempt, type NewEvent, Store, type StoreService, type StoreStats } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -172,6 +172,8 @@ export interface LiveStats {
   }
   readonly peakInFlight: number
   readonly peakAdmitted: number
+  /** Per pool: occupancy, health counts and wait percentiles (see `PoolStats`). */
+  readonly pools: Readonly<Record<string, PoolStats>>
 }
 
 /**
@@ -435,7 +437,14 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     const service: RunnerService = {
       run: (source, overrides) =>
         runOnce(store, pools, bus, state, requestStop, reportMetricFor, { ...base, ...overrides }, source) as any,
-      stats: Effect.sync(() => liveStats(state)),
+      stats: Effect.gen(function*() {
+        const byPool: Record<string, PoolStats> = {}
+        for (const name of yield* pools.names) {
+          const stats = yield* Effect.option(pools.stats(name))
+          if (Option.isSome(stats)) byPool[name] = stats.value
+        }
+        return liveStats(state, byPool)
+      }),
       stop: (reason = "user") => Effect.sync(() => requestStop(reason)),
       reportMetric: (name, value, options) => reportMetricFor(state.runId, name, value, options)
     }
@@ -466,7 +475,7 @@ export const run = <S extends AnySpec, SE = never, SR = never>(
 const configError = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
-const liveStats = (state: RunState): LiveStats => ({
+const liveStats = (state: RunState, pools: Readonly<Record<string, PoolStats>>): LiveStats => ({
   runId: state.runId,
   stopping: state.stopping,
   inFlight: state.inFlight,
@@ -476,7 +485,8 @@ const liveStats = (state: RunState): LiveStats => ({
   concurrency: state.config?.concurrency ?? 0,
   counters: { ...state.counters },
   peakInFlight: state.peakInFlight,
-  peakAdmitted: state.peakAdmitted
+  peakAdmitted: state.peakAdmitted,
+  pools
 })
 
 // ---------------------------------------------------------------------------------------------

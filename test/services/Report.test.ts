@@ -66,7 +66,7 @@ describe("Report", () => {
   it.effect("a running run with an old heartbeat is shown as interrupted (stale), not rewritten", () =>
     Effect.gen(function*() {
       const stale = nodePath.join(dir, "stale.db")
-      yield* Effect.promise(() => Effect.runPromise(buildStore(stale, [])))
+      yield* buildStore(stale, [])
       // write a running run directly (no finishRun)
       const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
       const db = new Database(stale)

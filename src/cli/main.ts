@@ -15,7 +15,9 @@ import { plugins } from "./PluginsCommand.js"
 import { report } from "./ReportCommand.js"
 import { resume, run, signalGovernor } from "./RunCommand.js"
 import { schema } from "./SchemaCommand.js"
+import { serve } from "./ServeCommand.js"
 import { validate } from "./ValidateCommand.js"
+import { watch } from "./WatchCommand.js"
 
 /**
  * The root `assay` command. Subcommands are added by their own modules.
@@ -27,7 +29,7 @@ export const assay = Command.make("assay").pipe(
   Command.withDescription(
     "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
   ),
-  Command.withSubcommands([mockLlm, validate, run, resume, plugins, schema, report, exportCommand, merge])
+  Command.withSubcommands([mockLlm, validate, run, resume, plugins, schema, report, exportCommand, merge, serve, watch])
 )
 
 /**

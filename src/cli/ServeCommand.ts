@@ -1,0 +1,77 @@
+/**
+ * `assay serve STORE [--port 8787] [--host 127.0.0.1] [--run-id ID|all] [--allow-remote]`:
+ * the read-only HTTP view of a store (dashboard at `/`, JSON at `/stats`, `/metrics`,
+ * `/events`, `/pipelines`, `/resources`, `/errors`; see src/services/StatsServer.ts and
+ * docs/monitoring.md). The store is opened read-only (no lock, no migration, no write), so
+ * it runs safely beside a writer. It binds loopback only unless `--allow-remote` is given,
+ * and says where it listens. Runs until interrupted (Ctrl-C exits 130).
+ *
+ * Exit codes: 2 for a refused host or a bad flag or an unknown `--run-id`; 1 when the store
+ * cannot be opened or the port cannot be bound.
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { ConfigError } from "../domain/Errors.js"
+import * as SqliteStore from "../layers/SqliteStore.js"
+import * as Monitor from "../services/Monitor.js"
+import * as StatsServer from "../services/StatsServer.js"
+import { Store } from "../services/Store.js"
+
+const store = Args.text({ name: "store" }).pipe(Args.withDescription("The store file to serve (opened read-only)."))
+const port = Options.integer("port").pipe(
+  Options.withDefault(8787),
+  Options.withDescription("TCP port (0 = any free port).")
+)
+const host = Options.text("host").pipe(
+  Options.withDefault("127.0.0.1"),
+  Options.withDescription("Address to bind; anything but loopback needs --allow-remote.")
+)
+const runId = Options.text("run-id").pipe(
+  Options.optional,
+  Options.withDescription("Default run when a request names none: an id or `all` (default: the most recently started run).")
+)
+const allowRemote = Options.boolean("allow-remote").pipe(
+  Options.withDescription("Allow a non-loopback --host (there is no authentication: put your own proxy in front).")
+)
+const refresh = Options.integer("refresh-ms").pipe(
+  Options.withDefault(2000),
+  Options.withDescription("Dashboard refresh period in ms.")
+)
+
+/**
+ * The `serve` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const serve = Command.make("serve", { store, port, host, runId, allowRemote, refresh }, (o) =>
+  Effect.scoped(Effect.gen(function*() {
+    const st = yield* Store
+    const selector = Option.getOrUndefined(o.runId)
+    // an explicit default run must exist (a typo should not serve an empty page)
+    if (selector !== undefined && selector !== "all") {
+      yield* Monitor.resolveSelection(st, selector).pipe(
+        Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
+      )
+    }
+    const reads = yield* Monitor.sqliteReads(o.store)
+    const info = yield* StatsServer.serve({
+      store: st,
+      reads,
+      host: o.host,
+      port: o.port,
+      allowRemote: o.allowRemote,
+      runId: selector,
+      refreshMs: o.refresh
+    })
+    yield* Console.log(
+      `assay serve: ${o.store} (read-only) at ${info.url}/ ${
+        info.loopback ? "(bound to loopback only)" : "(WARNING: reachable from other hosts, no authentication)"
+      }`
+    )
+    return yield* Effect.never
+  })).pipe(Effect.provide(SqliteStore.layerReadOnly(o.store)))).pipe(
+    Command.withDescription("Serve a read-only dashboard and JSON views of a store (loopback only by default).")
+  )

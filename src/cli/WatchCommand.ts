@@ -1,0 +1,94 @@
+/**
+ * `assay watch STORE [--run-id ID|all] [--interval 2]`: the monitoring picture of a store in
+ * the terminal, refreshed every `interval` seconds, ending by itself when the watched run
+ * ends (or its writer died: heartbeat older than its `staleAfter`).
+ *
+ * - stdout is a terminal: the full picture (src/services/Monitor.ts `renderSnapshot`)
+ *   redrawn in place, in colour;
+ * - otherwise: one plain summary line per refresh (`renderLine`) and the full picture, plain,
+ *   once at the end.
+ *
+ * Without `--run-id` it follows the most recently started run (waiting for one if the store
+ * has none yet) and keeps following that run even if another starts. The store is opened
+ * read-only. Exit codes: 0 when the run ended; 2 for an unknown `--run-id` or a bad flag; 1
+ * when the store cannot be opened.
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Effect, Option } from "effect"
+import { ConfigError } from "../domain/Errors.js"
+import * as SqliteStore from "../layers/SqliteStore.js"
+import * as Monitor from "../services/Monitor.js"
+import { Store } from "../services/Store.js"
+
+const store = Args.text({ name: "store" }).pipe(Args.withDescription("The store file to watch (opened read-only)."))
+const runId = Options.text("run-id").pipe(
+  Options.optional,
+  Options.withDescription("Run to watch: an id or `all` (default: the most recently started run).")
+)
+const interval = Options.float("interval").pipe(
+  Options.withDefault(2),
+  Options.withDescription("Seconds between refreshes (> 0).")
+)
+
+const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
+
+/**
+ * The `watch` subcommand.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const watch = Command.make("watch", { store, runId, interval }, (o) =>
+  Effect.scoped(Effect.gen(function*() {
+    if (!(o.interval > 0) || !Number.isFinite(o.interval)) {
+      return yield* new ConfigError({ message: `--interval must be a positive number of seconds, got ${o.interval}` })
+    }
+    const st = yield* Store
+    const reads = yield* Monitor.sqliteReads(o.store)
+    const tty = process.stdout.isTTY === true
+    const every = `${Math.round(o.interval * 1000)} millis` as const
+    /** Runs `eff` every interval until `done` holds for its result, and returns that result. */
+    const pollUntil = <A, E, R>(eff: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
+      Effect.gen(function*() {
+        while (true) {
+          const a = yield* eff
+          if (done(a)) return a
+          yield* Effect.sleep(every)
+        }
+      })
+    const requested = Option.getOrUndefined(o.runId)
+
+    // Pin the selection: an explicit id or `all`, else the latest run once there is one.
+    let selector = requested
+    if (selector === undefined) {
+      let announced = false
+      const latest = yield* pollUntil(
+        st.latestRun.pipe(
+          Effect.tap((r) =>
+            Option.isNone(r) && !announced
+              ? Effect.zipRight(write("waiting for a run to start…\n"), Effect.sync(() => { announced = true }))
+              : Effect.void
+          )
+        ),
+        Option.isSome
+      )
+      selector = Option.getOrThrow(latest).runId
+    }
+    const pinned = selector
+    const read = Monitor.readSnapshot(st, { runId: pinned }, reads).pipe(
+      Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
+    )
+    const show = (s: Monitor.Snapshot) =>
+      tty
+        ? write(`\u001b[H\u001b[2J${Monitor.renderSnapshot(s, { width: process.stdout.columns ?? 80, color: true })}`)
+        : write(`${Monitor.renderLine(s)}\n`)
+    const last = yield* pollUntil(Effect.tap(read, show), Monitor.isOver)
+    if (!tty) yield* write(Monitor.renderSnapshot(last, { width: 100, color: false }))
+    if (last.running) {
+      yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
+    }
+  })).pipe(Effect.provide(SqliteStore.layerReadOnly(o.store)))).pipe(
+    Command.withDescription("Watch a run's progress in the terminal until it ends (read-only).")
+  )

@@ -39,7 +39,7 @@
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import type { HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Clock, Config, Duration, Effect, Either, Option, Predicate, Redacted, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Either, Layer, Option, Predicate, Redacted, Schema } from "effect"
 import {
   ConfigError,
   type ConfigIssue,
@@ -282,12 +282,11 @@ const Completion = Schema.Struct({
     total_tokens: Schema.optional(Schema.NullOr(Schema.Number))
   })))
 })
-const decodeCompletion = Schema.decodeUnknownEither(Completion)
+const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(Completion))
 
-const defaultHttpClient: Effect.Effect<HttpClient.HttpClient> = HttpClient.HttpClient.pipe(
-  Effect.provide(NodeHttpClient.layerUndiciWithoutDispatcher),
-  Effect.provide(NodeHttpClient.dispatcherLayerGlobal)
-)
+const undiciGlobal = Layer.provide(NodeHttpClient.layerUndiciWithoutDispatcher, NodeHttpClient.dispatcherLayerGlobal)
+
+const defaultHttpClient: Effect.Effect<HttpClient.HttpClient> = HttpClient.HttpClient.pipe(Effect.provide(undiciGlobal))
 
 const errorMessageOfBody = (body: string): string => {
   try {
@@ -347,19 +346,13 @@ export const makeChatClient = (
           { status, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) }
         )
       }
-      let json: unknown
-      try {
-        json = JSON.parse(body)
-      } catch {
-        return yield* fail("invalid", `${resourceId}: the answer is not JSON: ${body.slice(0, 120)}`, {
-          status: response.status
-        })
-      }
-      const decoded = decodeCompletion(json)
+      const decoded = decodeCompletion(body)
       if (Either.isLeft(decoded)) {
         return yield* fail(
           "invalid",
-          `${resourceId}: the answer is not a chat completion (no choices[0].message.content): ${body.slice(0, 120)}`,
+          `${resourceId}: the answer is not a JSON chat completion (with choices[0].message.content): ${
+            body.slice(0, 120)
+          }`,
           { status: response.status }
         )
       }
@@ -492,7 +485,9 @@ const clientOf = (lease: Lease<unknown>): Effect.Effect<ChatClient, ChatError> =
 /**
  * What the `chat` task accepts: `messages`, else a `prompt` string (sent as one user
  * message), else (with a `template` option) any object whose fields fill the template; a
- * bare string is a prompt.
+ * bare string is a prompt. (The task's input type is not constrained to this shape, so that
+ * rows declared as interfaces fit; an input that yields no message fails with class
+ * `invalid`.)
  *
  * @since 0.1.0
  * @category models
@@ -636,7 +631,7 @@ const messagesOf = (
  * @since 0.1.0
  * @category tasks
  */
-export const chat = <In extends ChatInput = ChatInput>(
+export const chat = <In = ChatInput>(
   options: ChatOptions = {}
 ): Task.Task<In, ChatOutput<In>, ChatError | AcquireError> => {
   const issues: Array<ConfigIssue> = []

@@ -63,7 +63,6 @@ import {
   PipelineRecord,
   type PipelineState,
   type RunStatus,
-  TaskRecord
 } from "../domain/Records.js"
 import * as RetryPolicy from "../domain/RetryPolicy.js"
 import * as RunConfig from "../domain/RunConfig.js"
@@ -71,7 +70,15 @@ import type * as Task from "../domain/Task.js"
 import type { MetricDisplay, MetricOptions, TaskContext } from "../domain/TaskContext.js"
 import { Bus, type BusService, make as makeBus } from "./Bus.js"
 import { Pools, type PoolStats } from "./Pool.js"
-import { type NewAttempt, type NewEvent, Store, type StoreService, type StoreStats } from "./Store.js"
+import {
+  type NewArtifact,
+  type NewAttempt,
+  type NewEvent,
+  type PipelineFields,
+  Store,
+  type StoreService,
+  type StoreStats
+} from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors and models
@@ -697,7 +704,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         const task = currentTask
         yield* store.checkpoint({
           pipelineId,
-          task: task === null ? undefined : new TaskRecord({
+          task: task === null ? undefined : ({
             taskRunId: task.taskRunId,
             pipelineId,
             runId,
@@ -712,7 +719,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             errorMessage: `run stopped: ${state.stopReason ?? "interrupted"}`,
             errorClass: "cancelled",
             leaseIds: []
-          }, true),
+          }),
           pipeline: {
             state: "interrupted",
             nTasksDone: cursor,
@@ -750,24 +757,6 @@ const runOnce = <S extends AnySpec, SE, SR>(
             startedAt: now0,
             endedAt: now0,
             durationMs: 0
-          })
-        }
-        if (start.isNew && config.journal === "full") {
-          const seedBytes = encoder.encode(spec.seedJson)
-          yield* store.checkpoint({
-            pipelineId,
-            artifact: {
-              pipelineId,
-              runId,
-              seq: -1,
-              taskName: null,
-              typeName: "json",
-              codec: "json",
-              digest: spec.seedDigest,
-              payload: seedBytes,
-              isFinal: false,
-              createdAt: now0
-            }
           })
         }
         let finalValue: unknown = input
@@ -862,7 +851,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                     isFinal: isLast,
                     createdAt: ended
                   },
-                  task: new TaskRecord({
+                  task: ({
                     taskRunId,
                     pipelineId,
                     runId,
@@ -877,7 +866,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                     errorMessage: null,
                     errorClass: null,
                     leaseIds: taskLeaseIds
-                  }, true),
+                  }),
                   pipeline: {
                     nTasksDone: seq + 1,
                     state: isLast ? "succeeded" : "running",
@@ -942,7 +931,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             // Terminal failure of the task, hence of the pipeline.
             yield* Effect.uninterruptible(store.checkpoint({
               pipelineId,
-              task: new TaskRecord({
+              task: ({
                 taskRunId,
                 pipelineId,
                 runId,
@@ -955,7 +944,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                 durationMs: ended - taskStarted,
                 ...fields,
                 leaseIds: taskLeaseIds
-              }, true),
+              }),
               pipeline: {
                 state: "failed",
                 runId,
@@ -1313,7 +1302,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         state.admitted++
         state.counters.admitted++
         if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
-        const record = new PipelineRecord({
+        const record: PipelineFields = {
           pipelineId: spec.pipelineId,
           key: spec.explicitKey ? spec.key : null,
           name: spec.template.name,
@@ -1333,12 +1322,31 @@ const runOnce = <S extends AnySpec, SE, SR>(
           errorType: null,
           errorMessage: null,
           errorClass: null
-        }, true)
-        yield* store.admit([record])
-        for (const e of decision.events) yield* store.emitEvent(e)
+        }
+        // The seed is stored once, with the row, as the artifact at seq -1.
+        const seeds: ReadonlyArray<NewArtifact> = decision.start.isNew
+          ? [{
+            pipelineId: spec.pipelineId,
+            runId,
+            seq: -1,
+            taskName: null,
+            typeName: "json",
+            codec: "json",
+            digest: spec.seedDigest,
+            payload: encoder.encode(spec.seedJson),
+            isFinal: false,
+            createdAt: now
+          }]
+          : []
+        // The row is written by the pipeline's own fiber, so that the admissions of many
+        // pipelines share one group commit instead of the feeder waiting for each.
+        const admitted = Effect.zipRight(
+          store.admit([record], seeds),
+          Effect.forEach(decision.events, (e) => store.emitEvent(e), { discard: true })
+        )
         yield* FiberSet.run(
           fibers,
-          runPipeline(spec, decision.start).pipe(
+          Effect.zipRight(admitted, runPipeline(spec, decision.start)).pipe(
             Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
             Effect.ensuring(Effect.zipRight(admission.release(1), Effect.sync(() => state.admitted--)))
           )

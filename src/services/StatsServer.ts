@@ -256,8 +256,14 @@ export const makeApp = (
     }
     return yield* router
   }).pipe(
-    // A request whose URL cannot be parsed (the router's search-param parsing) → 400.
-    Effect.catchAll((e) => Effect.succeed(json({ error: String((e as { message?: unknown }).message ?? e) }, 400)))
+    // No route matched → 404; a request whose URL cannot be parsed (search params) → 400.
+    Effect.catchAll((e) =>
+      Effect.succeed(
+        (e as { _tag?: unknown })._tag === "RouteNotFound"
+          ? json({ error: "not found" }, 404)
+          : json({ error: String((e as { message?: unknown }).message ?? e) }, 400)
+      )
+    )
   )
 }
 

@@ -1,0 +1,279 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { beforeAll } from "vitest"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Monitor from "../../src/services/Monitor.js"
+import * as StatsServer from "../../src/services/StatsServer.js"
+import { Store } from "../../src/services/Store.js"
+import { fails, runRows, SCRIPT_MESSAGE, template, writerLayer } from "../fixtures/monitor/liveRun.js"
+
+const tmpFile = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-serve-")), "store.db")
+
+interface Answer {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: string
+  readonly json: any
+}
+
+const request = (url: string, init?: RequestInit) =>
+  Effect.promise(async (): Promise<Answer> => {
+    const r = await fetch(url, init)
+    const body = await r.text()
+    let json: unknown = undefined
+    try {
+      json = JSON.parse(body)
+    } catch {
+      // html or text
+    }
+    return { status: r.status, headers: r.headers, body, json }
+  })
+
+/** Serves `file` read-only (as `assay serve` does) for the duration of `f`. */
+const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E>, options: { runId?: string } = {}) =>
+  Effect.scoped(Effect.gen(function*() {
+    const store = yield* Store
+    const reads = yield* Monitor.sqliteReads(file)
+    const info = yield* StatsServer.serve({ store, reads, port: 0, runId: options.runId })
+    assert.strictEqual(info.host, "127.0.0.1")
+    assert.isTrue(info.loopback)
+    return yield* f(info.url)
+  })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
+
+// Two finished runs in one store: A (rows 100..104), then B (rows 0..9; rows 3 and 8 fail).
+const fixed = tmpFile()
+let runA = ""
+let runB = ""
+beforeAll(async () => {
+  const ids = await Effect.runPromise(
+    Effect.gen(function*() {
+      const a = yield* runRows(5, 2, {}, 100)
+      yield* Effect.sleep("5 millis")
+      const b = yield* runRows(10, 2)
+      return [a.runId, b.runId] as const
+    }).pipe(Effect.provide(writerLayer(fixed)))
+  )
+  runA = ids[0]
+  runB = ids[1]
+}, 30_000)
+
+describe("StatsServer", () => {
+  it.live("/stats without run_id selects the most recently started run", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const r = yield* request(`${base}/stats`)
+        assert.strictEqual(r.status, 200)
+        const s = r.json as Monitor.Snapshot
+        assert.strictEqual(s.run_id, runB)
+        assert.strictEqual(s.selection, "latest")
+        assert.strictEqual(s.run?.status, "completed")
+        assert.deepStrictEqual(s.pipelines.by_state, { pending: 0, running: 0, succeeded: 8, failed: 2, interrupted: 0 })
+        assert.strictEqual(s.total, 10)
+        assert.strictEqual(s.done, 10)
+        assert.deepStrictEqual(
+          s.metrics.map((m) => [m.name, m.value, m.display]),
+          [["accuracy", 0.8, "percent"], ["evaluated", 10, "number"], ["phase", "done", "text"]]
+        )
+        assert.strictEqual(s.recent_errors.length, 2)
+        assert.include(s.recent_errors[0]!.error_message!, SCRIPT_MESSAGE)
+        assert.strictEqual(s.throughput.series.reduce((a, [, n]) => a + n, 0), 10, "the histogram counts every finished pipeline")
+      })))
+
+  it.live("run_id selects an explicit run, `all` aggregates without picking any run's metrics", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const a = (yield* request(`${base}/stats?run_id=${runA}`)).json as Monitor.Snapshot
+        assert.strictEqual(a.run_id, runA)
+        assert.strictEqual(a.selection, "run")
+        assert.strictEqual(a.pipelines.total, 5)
+        assert.strictEqual(a.pipelines.by_state.failed, 1) // row 103
+        assert.strictEqual(a.metrics.find((m) => m.name === "evaluated")?.value, 5)
+
+        const all = (yield* request(`${base}/stats?run_id=all`)).json as Monitor.Snapshot
+        assert.strictEqual(all.run_id, "all")
+        assert.strictEqual(all.runs_total, 2)
+        assert.strictEqual(all.pipelines.total, 15)
+        assert.strictEqual(all.pipelines.by_state.failed, 3)
+        assert.deepStrictEqual(all.metrics, [])
+        assert.isNull(all.eta_ms)
+
+        const m = (yield* request(`${base}/metrics?run_id=all`)).json
+        assert.strictEqual(m.run_id, "all")
+        assert.deepStrictEqual(new Set(m.rows.map((r: Monitor.MetricRow) => r.run_id)), new Set([runA, runB]))
+
+        // the server's own default selection (serve --run-id) applies when a request names none
+        yield* withServer(fixed, (base2) =>
+          Effect.map(request(`${base2}/stats`), (r) => assert.strictEqual(r.json.run_id, runA)), { runId: runA })
+      })))
+
+  it.live("/metrics returns run and pipeline rows; ?pipeline_id= one pipeline's values", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const r = yield* request(`${base}/metrics`)
+        assert.strictEqual(r.json.run_id, runB)
+        const rows = r.json.rows as Array<Monitor.MetricRow>
+        for (const k of ["run_id", "pipeline_id", "name", "value", "label", "display", "updated_at"]) {
+          assert.property(rows[0], k)
+        }
+        assert.strictEqual(rows.filter((m) => m.pipeline_id === null).length, 3)
+        assert.strictEqual(rows.filter((m) => m.name === "score").length, 8, "one score per succeeded pipeline")
+        const id = template(0).bind(4).pipelineId
+        const one = yield* request(`${base}/metrics?pipeline_id=${id}`)
+        assert.deepStrictEqual(
+          one.json.rows.map((m: Monitor.MetricRow) => [m.pipeline_id, m.name, m.value, m.label]),
+          [[id, "score", 0, "Score"]]
+        )
+      })))
+
+  it.live("/events filters by kind and limit; /errors and /resources answer for the selection", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const started = yield* request(`${base}/events?kind=run.started`)
+        assert.strictEqual(started.json.rows.length, 1)
+        assert.strictEqual(started.json.rows[0].run_id, runB)
+        const both = yield* request(`${base}/events?kind=run.started&run_id=all`)
+        assert.strictEqual(both.json.rows.length, 2)
+        const two = yield* request(`${base}/events?limit=2`)
+        assert.strictEqual(two.json.rows.length, 2)
+        assert.isTrue(two.json.rows[0].event_id < two.json.rows[1].event_id, "oldest first")
+
+        const errors = yield* request(`${base}/errors`)
+        assert.strictEqual(errors.json.rows.length, 2)
+        assert.deepStrictEqual(
+          errors.json.rows.map((e: Monitor.ErrorWire) => e.pipeline_id).sort(),
+          [template(0).bind(3).pipelineId, template(0).bind(8).pipelineId].sort()
+        )
+        assert.strictEqual((yield* request(`${base}/errors?limit=1`)).json.rows.length, 1)
+
+        const res = yield* request(`${base}/resources`)
+        const rows = res.json.rows as Array<Monitor.ResourceRow>
+        assert.deepStrictEqual(rows.map((r) => r.resource_id), ["llm-a", "llm-b"])
+        assert.strictEqual(rows[0]!.capacity, 2)
+        assert.strictEqual(rows[0]!.state, "ready")
+        assert.strictEqual(rows[0]!.run_id, runB)
+        assert.notInclude(JSON.stringify(rows), "sk-secret-123", "secrets are masked")
+      })))
+
+  it.live("/pipelines pages by key: following `next` visits every pipeline of the run once", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const seen: Array<Monitor.PipelineRow> = []
+        let next: string | null = null
+        let pages = 0
+        do {
+          const r: Answer = yield* request(`${base}/pipelines?limit=3${next === null ? "" : `&after=${next}`}`)
+          assert.strictEqual(r.status, 200)
+          assert.isAtMost(r.json.rows.length, 3)
+          seen.push(...r.json.rows)
+          next = r.json.next
+          pages++
+        } while (next !== null)
+        assert.strictEqual(pages, 4)
+        const expected = Array.from({ length: 10 }, (_, n) => template(0).bind(n).pipelineId)
+        assert.deepStrictEqual(seen.map((p) => p.pipeline_id).sort(), expected.sort())
+        for (const p of seen) {
+          assert.strictEqual(p.run_id, runB)
+          assert.strictEqual(p.n_tasks_total, 1)
+          assert.strictEqual(p.attempts_total, 1)
+          if (p.state === "succeeded") {
+            assert.strictEqual(p.n_tasks_done, 1)
+            assert.deepStrictEqual(p.reported_metrics.map((m) => m.name), ["score"])
+          } else {
+            assert.strictEqual(p.state, "failed")
+            assert.include(p.error_message!, SCRIPT_MESSAGE)
+            assert.deepStrictEqual(p.reported_metrics, [])
+          }
+        }
+        const all = yield* request(`${base}/pipelines?run_id=all&limit=1000`)
+        assert.strictEqual(all.json.rows.length, 15)
+        assert.isNull(all.json.next)
+      })))
+
+  it.live("bad parameters answer 400, unknown runs and routes 404, writes 405; no artifact route", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        for (const q of ["/pipelines?limit=0", "/pipelines?limit=abc", "/events?limit=1001", "/pipelines?after=garbage", "/stats?run_id=", "/stats?run_id=a&run_id=b", "/errors?limit=-1"]) {
+          const r = yield* request(`${base}${q}`)
+          assert.strictEqual(r.status, 400, q)
+          assert.isString(r.json.error, q)
+        }
+        for (const q of ["/stats?run_id=nope", "/metrics?run_id=nope", `/artifacts/${template(0).bind(1).pipelineId}/0`, "/artifact", "/nothing"]) {
+          assert.strictEqual((yield* request(`${base}${q}`)).status, 404, q)
+        }
+        for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
+          const r = yield* request(`${base}/stats`, { method })
+          assert.strictEqual(r.status, 405, method)
+          assert.strictEqual(r.headers.get("allow"), "GET, HEAD")
+        }
+      })))
+
+  it.live("the dashboard escapes store text: an error message with <script> renders as text", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const r = yield* request(`${base}/`)
+        assert.strictEqual(r.status, 200)
+        assert.include(r.headers.get("content-type")!, "text/html")
+        assert.include(r.headers.get("content-security-policy")!, "script-src 'self' 'sha256-")
+        assert.include(r.body, "&lt;script&gt;alert(1)&lt;/script&gt; bad row 3")
+        assert.notInclude(r.body, "<script>alert(1)")
+        assert.include(r.body, "Accuracy")
+        assert.include(r.body, "80.0%")
+        const js = yield* request(`${base}/assets/uplot.js`)
+        assert.strictEqual(js.status, 200)
+        assert.include(js.headers.get("content-type")!, "javascript")
+        assert.include(js.body, "uPlot")
+      })))
+
+  it.live("refuses a non-loopback host unless allowed", () =>
+    Effect.gen(function*() {
+      assert.isTrue(StatsServer.isLoopback("127.0.0.1"))
+      assert.isTrue(StatsServer.isLoopback("::1"))
+      assert.isTrue(StatsServer.isLoopback("localhost"))
+      assert.isFalse(StatsServer.isLoopback("0.0.0.0"))
+      assert.isFalse(StatsServer.isLoopback("192.168.1.4"))
+      const exit = yield* Effect.exit(Effect.scoped(Effect.gen(function*() {
+        const store = yield* Store
+        return yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), host: "0.0.0.0", port: 0 })
+      })).pipe(Effect.provide(SqliteStore.layerReadOnly(fixed))))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(JSON.stringify(exit), "refusing to listen on 0.0.0.0")
+    }))
+
+  it.live("serves a store while a live runner writes it, through its read-only connection", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tmpFile()
+      const writer = yield* Layer.build(writerLayer(file, { concurrency: 2 }))
+      const run = yield* Effect.fork(Effect.provide(runRows(40, 70), writer))
+      const seen = yield* withServer(file, (base) =>
+        Effect.gen(function*() {
+          const snaps: Array<Monitor.Snapshot> = []
+          let pagesOk = 0
+          while (true) {
+            const s = (yield* request(`${base}/stats`)).json as Monitor.Snapshot
+            if (s.run_id !== null) snaps.push(s)
+            if (s.run !== null && s.running) {
+              const p = yield* request(`${base}/pipelines?limit=5`)
+              if (p.status === 200) pagesOk++
+            }
+            if (s.run !== null && !s.running) break
+            yield* Effect.sleep("60 millis")
+          }
+          return { snaps, pagesOk }
+        }))
+      const report = yield* Fiber.join(run)
+      const { pagesOk, snaps } = seen
+      const during = snaps.filter((s) => s.running)
+      assert.isTrue(during.some((s) => s.done > 0 && s.done < 40), "saw the run part-way")
+      assert.isTrue(pagesOk > 0)
+      for (let i = 1; i < snaps.length; i++) assert.isAtLeast(snaps[i]!.done, snaps[i - 1]!.done, "done never goes back")
+      const last = snaps[snaps.length - 1]!
+      assert.strictEqual(last.run_id, report.runId)
+      assert.strictEqual(last.run?.status, "completed")
+      assert.strictEqual(last.done, 40)
+      assert.strictEqual(last.pipelines.by_state.failed, Array.from({ length: 40 }, (_, n) => n).filter(fails).length)
+      assert.isTrue(during.some((s) => s.eta_ms !== null), "an ETA while running (the run recorded its total)")
+    })), { timeout: 30_000 })
+})

@@ -8,14 +8,17 @@
  * Prints one JSON line per step and a final `summary` line.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Chunk, Console, Effect, Queue } from "effect"
+import { Chunk, Console, Data, Effect, Queue } from "effect"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Pool from "../../src/services/Pool.js"
+
+/** What the fake provider fails with. */
+class ProviderOverloaded extends Data.TaggedError("ProviderOverloaded")<{ readonly message: string }> {}
 
 /** A fake client: what a factory would build from `options` (base URL, key, model). */
 interface Client {
   readonly name: string
-  readonly chat: (prompt: string) => Effect.Effect<string, Error>
+  readonly chat: (prompt: string) => Effect.Effect<string, ProviderOverloaded>
 }
 
 let flakyCalls = 0
@@ -24,7 +27,7 @@ const makeClient = (info: { readonly id: string; readonly options: Readonly<Reco
     name: info.id,
     chat: (prompt) =>
       info.id === "flaky" && ++flakyCalls <= 3
-        ? Effect.fail(new Error("503 overloaded"))
+        ? Effect.fail(new ProviderOverloaded({ message: "503 overloaded" }))
         : Effect.as(Effect.sleep("5 millis"), `${info.options["model"]} says: ${prompt.length}`)
   })
 

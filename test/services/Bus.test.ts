@@ -25,7 +25,8 @@ describe("Bus", () => {
     Effect.gen(function*() {
       const bus = yield* Bus.make
       yield* Effect.scoped(Effect.gen(function*() {
-        yield* bus.subscribeScoped("t")
+        const queue = yield* bus.subscribeScoped("t")
+        assert.isFalse(yield* Queue.isShutdown(queue))
         assert.strictEqual(yield* bus.subscribers("t"), 1)
       }))
       assert.strictEqual(yield* bus.subscribers("t"), 0)

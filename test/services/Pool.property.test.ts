@@ -81,7 +81,7 @@ describe("Pool invariants under random interleavings", () => {
         })
         const interrupters = yield* Effect.forEach(scripts, (s, i) =>
           s.interruptAtMs === undefined
-            ? Effect.succeed(undefined)
+            ? Effect.void
             : Effect.fork(Effect.zipRight(Effect.sleep(s.interruptAtMs), Fiber.interrupt(fibers[i]!))))
         const opFibers = yield* Effect.forEach(ops, (o) =>
           Effect.fork(Effect.zipRight(

@@ -1,8 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Scope, Stream, TestClock } from "effect"
+import { Data } from "effect"
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Pool from "../../src/services/Pool.js"
+
+class BadCredentials extends Data.TaggedError("BadCredentials")<{ readonly message: string }> {}
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.forEach(Array.from({ length: 20 }), () => Effect.yieldNow(), { discard: true })
@@ -379,7 +382,7 @@ describe("Pools: health", () => {
         factory: () =>
           Effect.suspend(() => {
             calls++
-            return calls <= 1 ? Effect.fail(new Error("bad credentials")) : Effect.succeed("client")
+            return calls <= 1 ? Effect.fail(new BadCredentials({ message: "bad credentials" })) : Effect.succeed("client")
           })
       })
       yield* withPools([Pool.make("p", [r])], (pools) =>

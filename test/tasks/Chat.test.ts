@@ -339,7 +339,7 @@ describe("C5 against the mock server", () => {
       for (const a of failed) assert.strictEqual(a.errorClass, "rate_limit")
       assert.strictEqual(failed.length, log.filter((e) => e.status === 429).length)
       assert.deepStrictEqual(insideRetryAfter(log, 2000), [])
-    }), 60_000)
+    }), 45_000)
 
   it.scopedLive("keys A (throttled) and B: at least 90% of the first 10 s successes are served by B", () =>
     Effect.gen(function*() {
@@ -356,5 +356,5 @@ describe("C5 against the mock server", () => {
       assert.isAtLeast(byB / early.length, 0.9, `${byB}/${early.length} served by B`)
       const hashA = log.find((e) => e.status === 429)?.keyHash
       assert.deepStrictEqual(insideRetryAfter(log.filter((e) => e.keyHash === hashA), 2000), [])
-    }), 60_000)
+    }), 45_000)
 })

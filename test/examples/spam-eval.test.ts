@@ -1,0 +1,93 @@
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as NodePath from "node:path"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import { addScore, emptyConfusion, metricsOf } from "../../examples/spam-eval/pipeline.js"
+import { runSpamEval } from "../../examples/spam-eval/program.js"
+import { sampleStratified, loadIndex } from "../../examples/spam-eval/corpus.js"
+
+describe("spam-eval program", () => {
+  it.live("metrics: accuracy, precision, recall and F1 with spam as the positive class", () =>
+    Effect.sync(() => {
+      let c = emptyConfusion
+      c = addScore(c, { gold: "spam", predicted: "spam" })
+      c = addScore(c, { gold: "spam", predicted: "ham" })
+      c = addScore(c, { gold: "ham", predicted: "spam" })
+      c = addScore(c, { gold: "ham", predicted: "ham" })
+      c = addScore(c, { gold: "ham", predicted: "ham" })
+      const m = metricsOf(c)
+      assert.strictEqual(m.evaluated, 5)
+      assert.closeTo(m.accuracy, 3 / 5, 1e-12)
+      assert.closeTo(m.precision, 1 / 2, 1e-12)
+      assert.closeTo(m.recall, 1 / 2, 1e-12)
+      assert.closeTo(m.f1, 1 / 2, 1e-12)
+      assert.strictEqual(metricsOf(emptyConfusion).accuracy, 0)
+    }))
+
+  it.live("200 emails against the in-process mock with 429 bursts, errors and unlabelled answers: one result each, accuracy matches", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-spam-"))
+      const resultsPath = NodePath.join(dir, "results.jsonl")
+      // the presets' three characters, faster, with more unlabelled answers so that invalid failures occur
+      const profile = yield* MockLlm.decodeProfile({
+        seed: 3,
+        endpoints: [
+          { name: "fast", latency: { medianMs: 5 }, errorRate: 0.1, answers: { noiseRate: 0.3, invalidRate: 0.05 } },
+          { name: "steady", latency: { medianMs: 40 }, maxConcurrency: 4 },
+          { name: "limited", rps: 2, burst: 1, latency: { medianMs: 5 } }
+        ]
+      })
+      const report = yield* runSpamEval({
+        sample: 200,
+        seed: 11,
+        concurrency: 20,
+        storeLayer: MemoryStore.layer(),
+        resultsPath,
+        mockProfile: profile
+      })
+      const expected = sampleStratified(yield* loadIndex, { size: 200, seed: 11 }).map((e) => e.id)
+      // every email ends with exactly one result
+      const lines = fs.readFileSync(resultsPath, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.strictEqual(lines.length, 200)
+      assert.deepStrictEqual(lines.map((l) => l.id), expected)
+      assert.strictEqual(new Set(lines.map((l) => l.id)).size, 200)
+      for (const l of lines) assert.include(["succeeded", "failed"], l.state)
+      // unlabelled answers are recorded failures of class invalid, nothing else failed
+      const failed = lines.filter((l) => l.state === "failed")
+      for (const l of failed) assert.strictEqual(l.errorClass, "invalid", JSON.stringify(l))
+      assert.isAbove(failed.length, 0)
+      // the endpoints really misbehaved, and it was absorbed
+      const all = report.endpoints.reduce((n, e) => n + e.retries, 0)
+      assert.isAbove(all, 0)
+      assert.isAbove(report.endpoints.find((e) => e.resourceId === "limited")?.rateLimited ?? 0, 0)
+      // accuracy equals an independent computation from the results file
+      const scored = lines.filter((l) => l.predicted !== null)
+      const correct = scored.filter((l) => l.predicted === l.gold).length
+      assert.strictEqual(report.metrics.evaluated, scored.length)
+      assert.closeTo(report.metrics.accuracy, correct / scored.length, 1e-12)
+      const tp = scored.filter((l) => l.predicted === "spam" && l.gold === "spam").length
+      const fp = scored.filter((l) => l.predicted === "spam" && l.gold === "ham").length
+      assert.closeTo(report.metrics.precision, tp / (tp + fp), 1e-12)
+      // the mock's scorer is meaningful but imperfect
+      assert.isAbove(report.metrics.accuracy, 0.7)
+      assert.isBelow(report.metrics.accuracy, 1)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  it.live("a second run on the same SQLite store resumes: nothing is asked again, same accuracy", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-spam-"))
+      const storePath = NodePath.join(dir, "state.db")
+      const resultsPath = NodePath.join(dir, "results.jsonl")
+      const first = yield* runSpamEval({ sample: 40, seed: 5, storePath, resultsPath })
+      const second = yield* runSpamEval({ sample: 40, seed: 5, storePath, resultsPath })
+      assert.strictEqual(second.run.skipped, 40)
+      assert.deepStrictEqual(second.metrics, first.metrics)
+      assert.deepStrictEqual(second.results, first.results)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+})

@@ -138,26 +138,30 @@ export const formatPath = (segments: ReadonlyArray<PropertyKey>): string => {
 }
 
 /**
- * Levenshtein edit distance between two strings (insertions, deletions, substitutions each
- * cost 1). Source: V. I. Levenshtein (1966); the classic two-row dynamic programme.
+ * Edit distance between two strings with insertions, deletions, substitutions and swaps of
+ * two adjacent characters each costing 1 (the "optimal string alignment" variant of the
+ * Damerau–Levenshtein distance; F. J. Damerau 1964, V. I. Levenshtein 1966), so `dealy` is
+ * one edit from `delay`.
  *
  * @since 0.1.0
  * @category formatting
  */
 export const levenshtein = (a: string, b: string): number => {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  const d: Array<Array<number>> = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
   for (let i = 1; i <= a.length; i++) {
-    const cur = [i]
     for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1)
+      d[i]![j] = v
     }
-    prev = cur
   }
-  return prev[b.length]!
+  return d[a.length]![b.length]!
 }
 
 /**
- * The closest candidate to `word` (case-insensitive Levenshtein), if it is close enough to
+ * The closest candidate to `word` (case-insensitive {@link levenshtein}), if it is close enough to
  * be a plausible typo: distance at most `max(2, ⌊len/3⌋)` and below half the word's length.
  *
  * @since 0.1.0

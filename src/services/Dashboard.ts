@@ -314,7 +314,7 @@ const SCRIPT = `
       var sel = { run_id: s.run_id };
       return Promise.all([
         getJson("/metrics", sel).then(renderMetrics),
-        getJson("/pipelines", { run_id: s.run_id, after: state.after, limit: 50 }).then(renderPipelines),
+        getJson("/pipelines", { run_id: s.run_id, after: state.after, limit: 25 }).then(renderPipelines),
         getJson("/events", { run_id: s.run_id, limit: 15 }).then(renderEvents)
       ]);
     }).then(function () { state.refreshes++; }, function (err) { state.errors++; text("updated", "refresh failed: " + err.message); });

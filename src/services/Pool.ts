@@ -21,7 +21,15 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Scope, Stream } from "effect"
-import { AcquireTimeout, ConfigError, messageOf, PoolNotFound, ResourceUnavailable } from "../domain/Errors.js"
+import {
+  AcquireTimeout,
+  classify,
+  ConfigError,
+  messageOf,
+  PoolNotFound,
+  ResourceUnavailable,
+  retryAfterOf
+} from "../domain/Errors.js"
 import type { ConfigIssue } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AcquireOptions, AlgorithmInput, Lease, LeaseReport, ResourceInfo, Selector } from "../domain/Lease.js"
@@ -161,6 +169,10 @@ export interface ResourceSnapshot {
   /** Epoch ms at which a running cooldown ends, when degraded. */
   readonly cooldownUntil: number | undefined
   readonly lastError: string | undefined
+  /** Epoch ms until which the server asked us to wait (a rate-limit Retry-After), if now. */
+  readonly throttledUntil: number | undefined
+  /** How many times the resource was throttled by a Retry-After. */
+  readonly throttledTotal: number
 }
 
 /**
@@ -372,6 +384,15 @@ interface Res {
   lastError: string | undefined
   /** Bumped at every (re)degradation so that stale cooldown timers do nothing. */
   cooldownGen: number
+  /**
+   * Epoch ms until which the resource is throttled (a rate-limit report carrying the server's
+   * Retry-After); 0 when not throttled.
+   */
+  throttledUntil: number
+  /** After a throttle window: one lease at a time (a probe) until a successful report. */
+  probing: boolean
+  /** How many times the resource was throttled. */
+  throttledTotal: number
   readonly slot: AcquireAlgorithm.Slot
 }
 
@@ -421,6 +442,8 @@ interface Attempt {
 interface Effects {
   events: Array<ResourceEvent> | undefined
   timers: Array<{ readonly pool: PoolState; readonly res: Res; readonly gen: number; readonly until: number }> | undefined
+  /** Throttle windows to end (wake the waiters only this resource can serve). */
+  throttles?: Array<{ readonly pool: PoolState; readonly until: number }> | undefined
 }
 
 const EMA_ALPHA = 0.2
@@ -588,6 +611,9 @@ class Core {
       latencyEmaMs: undefined,
       lastError: undefined,
       cooldownGen: 0,
+      throttledUntil: 0,
+      probing: false,
+      throttledTotal: 0,
       slot: { pool: pool.name, resourceId: resource.id }
     }
     pool.list.push(res)
@@ -630,11 +656,20 @@ class Core {
   }
 
   flush(fx: Effects): Effect.Effect<void> {
-    if (fx.events === undefined && fx.timers === undefined) return Effect.void
+    if (fx.events === undefined && fx.timers === undefined && fx.throttles === undefined) return Effect.void
     return Effect.suspend(() => {
       const effects: Array<Effect.Effect<unknown>> = []
       if (fx.timers !== undefined) {
         for (const t of fx.timers) effects.push(Effect.forkIn(this.cooldownTimer(t.pool, t.res, t.gen, t.until), this.scope))
+      }
+      if (fx.throttles !== undefined) {
+        for (const t of fx.throttles) {
+          const wake = Effect.flatMap(
+            this.clock.sleep(Duration.millis(Math.max(0, t.until - this.now()))),
+            () => Effect.sync(() => this.dispatch(t.pool))
+          )
+          effects.push(Effect.forkIn(wake, this.scope))
+        }
       }
       if (fx.events !== undefined) {
         for (const e of fx.events) effects.push(this.deliver(e))
@@ -689,7 +724,9 @@ class Core {
   // --- taking slots --------------------------------------------------------------------------
 
   free(res: Res, now: number): boolean {
-    return res.active < res.resource.capacity && Resource.inRotation(res.health, now)
+    if (now < res.throttledUntil) return false
+    const capacity = res.probing ? 1 : res.resource.capacity
+    return res.active < capacity && Resource.inRotation(res.health, now)
   }
 
   /** Picks a free matching resource (no side effects). */
@@ -1125,7 +1162,25 @@ class Core {
           pool.usage[k] = (pool.usage[k] ?? 0) + v
         }
       }
-      if (report.ok === false) {
+      const now = this.now()
+      const retryAfterMs = report.ok === false && report.error !== undefined && classify(report.error) === "rate_limit"
+        ? retryAfterOf(report.error, now)
+        : undefined
+      if (retryAfterMs !== undefined && retryAfterMs > 0) {
+        // Throttled by the server: out of rotation until its Retry-After has passed, then one
+        // probe lease at a time until a success. Not a health failure (the endpoint works; it
+        // asked us to wait), so it never degrades or kills the resource.
+        pool.failedTotal++
+        res.lastError = messageOf(report.error)
+        const until = now + retryAfterMs
+        if (until > res.throttledUntil) {
+          res.throttledUntil = until
+          ;(fx.throttles ??= []).push({ pool, until })
+        }
+        res.probing = true
+        res.throttledTotal++
+        this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs, until })
+      } else if (report.ok === false) {
         pool.failedTotal++
         if (report.error !== undefined) res.lastError = messageOf(report.error)
         this.applyStep(
@@ -1137,6 +1192,10 @@ class Core {
         )
       } else {
         pool.okTotal++
+        if (res.probing) {
+          res.probing = false
+          if (pool.head !== undefined) this.dispatch(pool)
+        }
         const step = Resource.onSuccess(res.health)
         this.applyStep(fx, pool, res, step)
         if (step.transition === "revived" && pool.head !== undefined) this.dispatch(pool)
@@ -1208,7 +1267,9 @@ class Core {
         usage: { ...res.usage },
         consecutiveFailures: res.health.consecutiveFailures,
         cooldownUntil: state === "degraded" ? res.health.cooldownUntil : undefined,
-        lastError: res.lastError
+        lastError: res.lastError,
+        throttledUntil: res.throttledUntil > this.now() ? res.throttledUntil : undefined,
+        throttledTotal: res.throttledTotal
       }
     })
   }

@@ -4,6 +4,7 @@ import { Data } from "effect"
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Pool from "../../src/services/Pool.js"
+import { RetryableError } from "../../src/domain/Errors.js"
 
 class BadCredentials extends Data.TaggedError("BadCredentials")<{ readonly message: string }> {}
 
@@ -534,5 +535,69 @@ describe("Pools: algorithm choice", () => {
         // a bad per-call algorithm is a ConfigError
         const bad = yield* Effect.flip(Effect.scoped(pools.acquire({ pool: "p", algorithm: "bakoff" })))
         assert.strictEqual(bad._tag, "ConfigError")
+      })))
+})
+
+describe("Throttling by Retry-After (case C5)", () => {
+  const rateLimited = (retryAfterMs: number) =>
+    new RetryableError({ message: "429 Too Many Requests", errorClass: "rate_limit", retryAfterMs })
+
+  it.effect("a rate-limit report with Retry-After takes the resource out of rotation until then, without degrading it", () =>
+    withPools([Pool.make("keys", [worker("a", 4)])], (pools) =>
+      Effect.gen(function*() {
+        // Four concurrent calls all answered 429 (more than degradeAfter = 3).
+        const leases = yield* Effect.all(Array.from({ length: 4 }, () => pools.acquireRaw("keys")))
+        for (const lease of leases) {
+          yield* lease.report({ ok: false, error: rateLimited(2000) })
+          yield* lease.releaseNow
+        }
+        const snap = (yield* pools.snapshot("keys"))[0]!
+        assert.strictEqual(snap.state, "ready")
+        assert.strictEqual(snap.consecutiveFailures, 0)
+        assert.strictEqual(snap.throttledUntil, 2000)
+        // A waiter is not served inside the window, and is woken when it ends.
+        const waiter = yield* Effect.fork(Effect.scoped(Effect.flatMap(pools.acquire("keys"), (l) => Effect.succeed(l.resource.id))))
+        yield* settle
+        yield* TestClock.adjust("1999 millis")
+        yield* settle
+        assert.isNull(waiter.unsafePoll())
+        yield* TestClock.adjust("1 millis")
+        assert.strictEqual(yield* Fiber.join(waiter), "a")
+      })))
+
+  it.effect("after the window only one probe lease at a time, until a successful report", () =>
+    withPools([Pool.make("keys", [worker("a", 4)])], (pools) =>
+      Effect.gen(function*() {
+        const first = yield* pools.acquireRaw("keys")
+        yield* first.report({ ok: false, error: rateLimited(1000) })
+        yield* first.releaseNow
+        yield* TestClock.adjust("1 second")
+        const probe = yield* pools.acquireRaw("keys")
+        const second = yield* Effect.fork(pools.acquireRaw("keys"))
+        yield* settle
+        assert.isNull(second.unsafePoll(), "a second lease waits while the probe is out")
+        yield* probe.report({ ok: true })
+        const lease2 = yield* Fiber.join(second)
+        const lease3 = yield* pools.acquireRaw("keys")
+        assert.deepStrictEqual((yield* activeOf(pools, "keys"))["a"], 3)
+        yield* Effect.all([probe.releaseNow, lease2.releaseNow, lease3.releaseNow])
+      })))
+
+  it.effect("a throttled key is left alone while another key serves", () =>
+    withPools([Pool.make("keys", [worker("a", 2), worker("b", 2)])], (pools) =>
+      Effect.gen(function*() {
+        const a = yield* pools.acquireRaw({ pool: "keys", id: "a" })
+        yield* a.report({ ok: false, error: rateLimited(5000) })
+        yield* a.releaseNow
+        const served: Array<string> = []
+        for (let i = 0; i < 6; i++) {
+          const lease = yield* pools.acquireRaw("keys")
+          served.push(lease.resource.id)
+          yield* lease.report({ ok: true })
+          yield* lease.releaseNow
+        }
+        assert.deepStrictEqual(served, ["b", "b", "b", "b", "b", "b"])
+        const stats = yield* pools.stats("keys")
+        assert.strictEqual(stats.degraded + stats.dead, 0)
       })))
 })

@@ -31,7 +31,7 @@ import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
 import { chatClientFactory } from "../../src/tasks/Chat.js"
 import { corpusDirectory, loadIndex, sampleStratified } from "./corpus.js"
-import { addScore, emptyConfusion, type EmailSeed, makeLiveMetrics, makePipeline, metricsOf, type Score, seedOf } from "./pipeline.js"
+import { addScore, emptyConfusion, type EmailSeed, makeLiveMetrics, makePipeline, metricsOf, type Score, seedOf, type SpamPipelineOptions } from "./pipeline.js"
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -58,7 +58,8 @@ export interface EndpointSpec {
  * Options of {@link runSpamEval}. Defaults: sample 1,000, seed 0, concurrency 16, algorithm
  * `"wait"`, store `runs/spam-eval/state.db`, results `runs/spam-eval/results.jsonl`, the
  * in-process mock with its presets (`mockProfile` replaces them), no progress display.
- * `store: "memory"` uses the in-memory store given by `storeLayer`.
+ * `storeLayer` replaces the SQLite store (e.g. `MemoryStore.layer()`); `chat` passes options
+ * to the `classify` task.
  *
  * @since 0.1.0
  * @category models
@@ -75,6 +76,8 @@ export interface SpamEvalOptions {
   readonly mockProfile?: MockLlm.MockProfile | undefined
   readonly progress?: boolean | undefined
   readonly label?: string | undefined
+  /** Options of the `classify` (chat) task, e.g. its retry policy. */
+  readonly chat?: SpamPipelineOptions | undefined
 }
 
 /**
@@ -261,7 +264,7 @@ export const runSpamEval = (options: SpamEvalOptions = {}) =>
     const dataDir = yield* corpusDirectory
     const entries = sampleStratified(yield* loadIndex, { size: sample, seed })
     const seeds = entries.map((e) => seedOf(e, dataDir))
-    const template = makePipeline()
+    const template = makePipeline(options.chat)
     const ids = seeds.map((s) => template.bind(s).pipelineId)
     // the store
     if (options.storeLayer === undefined) yield* fs.makeDirectory(NodePath.dirname(storePath), { recursive: true })

@@ -213,12 +213,15 @@ const runOne = (args: RunArgs, resume: boolean) =>
         Runner.Runner | FileSystem.FileSystem | ProcessRunner
       >
     ).pipe(
-      Effect.provide(Runner.layer(input)),
-      Effect.provide(Layer.merge(
-        storeLayer(store, settings.journal, settings.artifactBackend),
-        Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
-      )),
-      Effect.provide(NodeProcessRunner.layer)
+      Effect.provide(
+        Runner.layer(input).pipe(
+          Layer.provideMerge(Layer.merge(
+            storeLayer(store, settings.journal, settings.artifactBackend),
+            Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
+          )),
+          Layer.merge(NodeProcessRunner.layer)
+        )
+      )
     )
     if (args.summary === "json") {
       yield* Console.log(JSON.stringify({ ...report.toJSON(), store }))

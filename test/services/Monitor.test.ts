@@ -1,0 +1,148 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Option, TestClock } from "effect"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import type { PipelineState } from "../../src/domain/Records.js"
+import * as Monitor from "../../src/services/Monitor.js"
+import { type PipelineFields, Store } from "../../src/services/Store.js"
+
+const row = (runId: string, i: number, state: PipelineState, endedAt: number | null, message?: string): PipelineFields => ({
+  pipelineId: `${runId}-p${String(i).padStart(3, "0")}`,
+  key: null,
+  name: "t",
+  state,
+  nTasksDone: state === "succeeded" ? 1 : 0,
+  nTasksTotal: 1,
+  specDigest: "s",
+  seedDigest: `d${i}`,
+  tags: {},
+  attemptsTotal: 1,
+  runId,
+  createdAt: 1000 + i,
+  updatedAt: endedAt ?? 1000 + i,
+  startedAt: 1000 + i,
+  endedAt,
+  failedTask: state === "failed" ? "ask" : null,
+  errorType: state === "failed" ? "FatalError" : null,
+  errorMessage: state === "failed" ? (message ?? "bad") : null,
+  errorClass: state === "failed" ? "fatal" : null
+})
+
+/** Run "old" (finished, 3 pipelines) and run "new" started at 1000 ms, 100 pipelines planned. */
+const seed = Effect.gen(function*() {
+  const store = yield* Store
+  yield* store.openRun({ runId: "old", startedAt: 0 })
+  yield* store.admit([row("old", 0, "succeeded", 10), row("old", 1, "succeeded", 20), row("old", 2, "failed", 30)])
+  yield* store.reportMetric({ runId: "old", pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 30 })
+  yield* store.finishRun("old", { status: "completed", endedAt: 40 })
+  yield* store.openRun({ runId: "new", startedAt: 1000, meta: { total: 100 } })
+  // 10 pipelines finished per second over the first 4 s; one failure with control characters
+  const ps: Array<PipelineFields> = []
+  for (let i = 0; i < 40; i++) {
+    ps.push(row("new", i, i === 7 ? "failed" : "succeeded", 1000 + Math.floor(i / 10) * 1000 + 500, "boom\u001b[31m\nnext"))
+  }
+  ps.push(row("new", 40, "running", null), row("new", 41, "pending", null))
+  yield* store.admit(ps)
+  yield* store.reportMetric({ runId: "new", pipelineId: null, name: "evaluated", value: 40, label: "Evaluated", updatedAt: 4000 })
+  yield* store.reportMetric({ runId: "new", pipelineId: "new-p001", name: "score", value: 1, updatedAt: 4000 })
+  return store
+})
+
+describe("Monitor", () => {
+  it.effect("latest run: counts, progress, throughput series, recent rate and ETA from Clock", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      const s = yield* Monitor.readSnapshot(store)
+      assert.strictEqual(s.run_id, "new")
+      assert.strictEqual(s.selection, "latest")
+      assert.isTrue(s.running)
+      assert.strictEqual(s.done, 40)
+      assert.strictEqual(s.total, 100)
+      assert.strictEqual(s.progress, 0.4)
+      assert.strictEqual(s.elapsed_ms, 4000)
+      assert.strictEqual(s.throughput.bucket_ms, 1000)
+      assert.deepStrictEqual(s.throughput.series, [[1000, 10], [2000, 10], [3000, 10], [4000, 10], [5000, 0]])
+      assert.strictEqual(s.throughput.per_sec, 10)
+      assert.strictEqual(s.throughput.recent_per_sec, 10)
+      assert.strictEqual(s.eta_ms, 6000)
+      assert.deepStrictEqual(s.metrics.map((m) => [m.name, m.value, m.pipeline_id]), [["evaluated", 40, null]])
+      assert.strictEqual(s.recent_errors.length, 1)
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("explicit run, `all` without metrics, unknown run, empty store", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      const old = yield* Monitor.readSnapshot(store, { runId: "old" })
+      assert.strictEqual(old.selection, "run")
+      assert.strictEqual(old.pipelines.total, 3)
+      assert.isFalse(old.running)
+      assert.isNull(old.eta_ms)
+      assert.deepStrictEqual(old.metrics.map((m) => m.name), ["acc"])
+      const all = yield* Monitor.readSnapshot(store, { runId: "all" })
+      assert.strictEqual(all.run_id, "all")
+      assert.strictEqual(all.pipelines.total, 45)
+      assert.deepStrictEqual(all.metrics, [], "the aggregate shows no run's metrics")
+      assert.isNull(all.total)
+      const exit = yield* Effect.exit(Monitor.readSnapshot(store, { runId: "nope" }))
+      assert.isTrue(Exit.isFailure(exit) && JSON.stringify(exit).includes("UnknownRun"))
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("an empty store has no run: nothing selected, watch keeps waiting", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const s = yield* Monitor.readSnapshot(store)
+      assert.isNull(s.run_id)
+      assert.isFalse(Monitor.isOver(s))
+      assert.strictEqual(Monitor.renderLine(s), "no run yet")
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("isOver: a finished run, or a running one whose heartbeat is older than staleAfter", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      assert.isTrue(Monitor.isOver(yield* Monitor.readSnapshot(store, { runId: "old" })))
+      assert.isFalse(Monitor.isOver(yield* Monitor.readSnapshot(store)))
+      yield* TestClock.setTime(1000 + 31_000) // heartbeat at 1000, default staleAfter 30 s
+      assert.isTrue(Monitor.isOver(yield* Monitor.readSnapshot(store)))
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("renderSnapshot: plain text without colour, control characters of stored text removed", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      const s = yield* Monitor.readSnapshot(store)
+      const plain = Monitor.renderSnapshot(s, { width: 120, color: false })
+      assert.notInclude(plain, "\u001b")
+      assert.include(plain, "40/100 40.0%")
+      assert.include(plain, "ETA 6s")
+      assert.include(plain, "pipelines 42: 39 succeeded · 1 failed · 1 running · 1 pending · 0 interrupted")
+      assert.include(plain, "Evaluated: 40")
+      assert.include(plain, "FatalError: boom [31m next")
+      for (const line of plain.trimEnd().split("\n")) assert.isAtMost(line.length, 120)
+      const colored = Monitor.renderSnapshot(s, { width: 120, color: true })
+      assert.include(colored, "\u001b[32m39 succeeded\u001b[0m")
+      assert.strictEqual(Monitor.renderLine(s), "run new running: 40/100 done (40.0%) · 1 failed · 1 running · 10.0/s · ETA 6s")
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      const reads = Monitor.storeReads(store)
+      const ids: Array<string> = []
+      let after: Monitor.PipelineCursor | undefined
+      do {
+        const page = yield* reads.pipelinesPage({ runId: "new", after, limit: 7 })
+        ids.push(...page.rows.map((r) => r.pipeline_id))
+        const one = page.rows.find((r) => r.pipeline_id === "new-p001")
+        if (one !== undefined) assert.deepStrictEqual(one.reported_metrics.map((m) => m.name), ["score"])
+        after = page.next ?? undefined
+      } while (after !== undefined)
+      assert.strictEqual(ids.length, 42)
+      assert.deepStrictEqual(ids, [...ids].sort())
+      const token = Monitor.encodeCursor({ createdAt: 1005, pipelineId: "new-p005" })
+      assert.deepStrictEqual(Monitor.decodeCursor(token), Option.some({ createdAt: 1005, pipelineId: "new-p005" }))
+      assert.isTrue(Option.isNone(Monitor.decodeCursor("garbage")))
+      assert.isTrue(Option.isNone(Monitor.decodeCursor(Buffer.from("[1]").toString("base64url"))))
+    }).pipe(Effect.provide(MemoryStore.layer())))
+})

@@ -636,7 +636,6 @@ const runOnce = <S extends AnySpec, SE, SR>(
     const admission = yield* Effect.makeSemaphore(config.maxAdmitted)
     const slots = yield* Effect.makeSemaphore(config.concurrency)
     const fibers = yield* FiberSet.make<void, never>()
-    const runtimeContext = yield* Effect.context<SpecContext<S>>()
     const runCaches = new Map<string, Option.Option<import("../domain/Records.js").RunRecord>>()
     let conflict: PipelineIdentityConflict | null = null
 
@@ -1056,7 +1055,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
             duration: timeout,
             onTimeout: () => new TaskTimeout({ taskName: task.name, timeoutMs: Duration.toMillis(timeout), errorClass: "timeout" })
           })
-        const provided = Effect.provide(timed, runtimeContext) as Effect.Effect<unknown, unknown, never>
+        // The tasks' requirements come from the run's own context, which every pipeline fiber
+        // inherits (the run's type carries them).
+        const provided = timed as Effect.Effect<unknown, unknown, never>
         let exit = yield* Effect.exit(provided)
         // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
         const leaked = yield* pools.reclaim(owner)

@@ -10,13 +10,12 @@
  * 3. `events({ kind, limit: 100 })`, `events({ limit: 100 })` and `countEvents({ kind })` on
  *    stores of 10k, 100k and 1M events.
  */
-import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
-import { MIGRATION_0001 } from "../src/layers/internal/storeSchema.js"
+import { freshSchema, payload, rawBound } from "./lib/raw.js"
 import * as SqliteStore from "../src/layers/SqliteStore.js"
 import type { NewArtifact } from "../src/services/Store.js"
 import { Store } from "../src/services/Store.js"
@@ -26,64 +25,7 @@ const CONCURRENCY = 64
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-store-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
-const payload = (i: number, seq: number) => Buffer.from(JSON.stringify({ row: i, seq, text: "lorem ipsum dolor sit amet" }))
-
-const freshSchema = (file: string) => {
-  const db = new Database(file)
-  db.pragma("journal_mode = WAL")
-  db.pragma("synchronous = NORMAL")
-  for (const s of MIGRATION_0001) db.exec(s)
-  return db
-}
-
-// ---------------------------------------------------------------------------------------------
-// 1. raw bound
-// ---------------------------------------------------------------------------------------------
-const raw = (round: number) => {
-  const db = freshSchema(nodePath.join(dir, `raw-${round}.db`))
-  const insP = db.prepare(
-    "INSERT INTO pipelines (pipeline_id, key, name, state, n_tasks_done, n_tasks_total, spec_digest, seed_digest, tags, attempts_total, run_id, created_at, updated_at, started_at, ended_at, failed_task, error_type, error_message, error_class) VALUES (?, NULL, 'bench', 'running', 0, 3, 'spec', ?, '{}', 0, 'run', ?, ?, ?, NULL, NULL, NULL, NULL, NULL)"
-  )
-  const insA = db.prepare(
-    "INSERT INTO artifacts (artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, payload, is_final, created_at) VALUES (?, ?, 'run', ?, ?, 'Json', 'json', 'd', ?, 'inline', NULL, ?, ?, ?)"
-  )
-  const insT = db.prepare(
-    "INSERT INTO tasks (task_run_id, pipeline_id, run_id, seq, task_name, state, attempts_used, started_at, ended_at, duration_ms, error_type, error_message, error_class, lease_ids) VALUES (?, ?, 'run', ?, ?, 'succeeded', 1, ?, ?, 1, NULL, NULL, NULL, '[]')"
-  )
-  const insAt = db.prepare(
-    "INSERT INTO attempts (attempt_id, pipeline_id, run_id, task_run_id, task_name, seq, attempt_no, outcome, error_class, error_type, error_message, decision, lease_ids, started_at, ended_at, duration_ms) VALUES (?, ?, 'run', ?, ?, ?, 1, 'succeeded', NULL, NULL, NULL, NULL, '[]', ?, ?, 1)"
-  )
-  const insE = db.prepare("INSERT INTO events (event_id, kind, pipeline_id, run_id, data, ts) VALUES (?, 'task.succeeded', ?, 'run', ?, ?)")
-  const upd = db.prepare(
-    "UPDATE pipelines SET n_tasks_done = ?, state = ?, ended_at = ?, attempts_total = attempts_total + 1, updated_at = ? WHERE pipeline_id = ?"
-  )
-  let aid = 1
-  let atid = 1
-  let eid = 1
-  const one = (i: number) => {
-    const id = `p${i}`
-    const now = 1000 + i
-    insP.run(id, `seed${i}`, now, now, now)
-    const seed = payload(i, -1)
-    insA.run(aid++, id, -1, null, seed.length, seed, 0, now)
-    for (let seq = 0; seq < 3; seq++) {
-      const out = payload(i, seq)
-      insA.run(aid++, id, seq, `t${seq}`, out.length, out, seq === 2 ? 1 : 0, now)
-      insT.run(`${id}/${seq}`, id, seq, `t${seq}`, now, now + 1)
-      insAt.run(atid++, id, `${id}/${seq}`, `t${seq}`, seq, now, now + 1)
-      insE.run(eid++, id, `{"seq":${seq}}`, now)
-      upd.run(seq + 1, seq === 2 ? "succeeded" : "running", seq === 2 ? now + 1 : null, now + 1, id)
-    }
-  }
-  const batch = db.transaction((from: number, to: number) => {
-    for (let i = from; i < to; i++) one(i)
-  })
-  const t0 = performance.now()
-  for (let i = 0; i < N; i += 256) batch.immediate(i, Math.min(N, i + 256))
-  const ms = performance.now() - t0
-  db.close()
-  return ms
-}
+const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N)
 
 // ---------------------------------------------------------------------------------------------
 // 2. SqliteStore through its public operations

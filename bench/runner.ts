@@ -1,0 +1,177 @@
+/**
+ * Runner benchmark (run: `npx tsx bench/runner.ts`; prints JSON lines).
+ *
+ * In one run, for N = 20,000 pipelines of 3 trivial tasks at concurrency 64:
+ * 1. raw: better-sqlite3 writing the same facts with prepared single-row statements in
+ *    transactions of 256 pipelines (the definition shared with bench/store.ts);
+ * 2. assay on SqliteStore (file, journal full);
+ * 3. assay on MemoryStore;
+ * 4. a bare `Effect.forEach` over the same task functions, same concurrency;
+ * 5. assay on SqliteStore where each task takes a lease from a pool of 4 resources × 8.
+ * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.35), `pool_ratio` = (5)/(2) (target ≥ 0.6).
+ * Then, each in a child process of its own: peak RSS for 100k and 1M pipelines streamed from a
+ * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
+ * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 50,000).
+ *
+ * Environment: BENCH_PIPELINES (20000), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
+ * BENCH_RESUME (100000).
+ */
+import { NodeContext } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { performance } from "node:perf_hooks"
+import * as Pipeline from "../src/domain/Pipeline.js"
+import * as Resource from "../src/domain/Resource.js"
+import * as Task from "../src/domain/Task.js"
+import * as MemoryStore from "../src/layers/MemoryStore.js"
+import * as SqliteStore from "../src/layers/SqliteStore.js"
+import * as Pool from "../src/services/Pool.js"
+import * as Runner from "../src/services/Runner.js"
+import { rawBound } from "./lib/raw.js"
+
+const N = Number(process.env.BENCH_PIPELINES ?? 20_000)
+const CONCURRENCY = 64
+const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-runner-"))
+const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
+
+// The same three trivial steps for every variant.
+const f1 = (row: { readonly i: number }) => ({ i: row.i, text: "lorem ipsum dolor sit amet" })
+const f2 = (r: { readonly i: number; readonly text: string }) => ({ ...r, n: r.text.length * r.i })
+const f3 = (r: { readonly i: number; readonly n: number }) => ({ i: r.i, score: r.n % 97 })
+
+const plain = Pipeline.make("bench", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3))
+
+const leased = <A, B>(name: string, f: (a: A) => B) =>
+  Task.make(name, { resource: "pool" }, (a: A, ctx) => Effect.scoped(Effect.map(ctx.acquire(), () => f(a))))
+const withLeases = Pipeline.make("bench-leased", leased("t0", f1), leased("t1", f2), leased("t2", f3))
+
+function* seeds(n: number) {
+  for (let i = 0; i < n; i++) yield { i }
+}
+
+const poolLayer = Pool.layer([
+  Pool.make("pool", Array.from({ length: 4 }, (_, k) => Resource.make("worker", { id: `w${k}`, capacity: 8 })))
+])
+
+const runWith = (
+  template: typeof plain | typeof withLeases,
+  store: Layer.Layer<import("../src/services/Store.js").Store, unknown>,
+  n: number,
+  options: Runner.RunOptions = {}
+) =>
+  Effect.gen(function*() {
+    const t0 = performance.now()
+    const report = yield* Runner.run(template.map(seeds(n)), options)
+    const ms = performance.now() - t0
+    if (report.stats.byState.succeeded + report.skipped !== n) throw new Error(`only ${report.stats.byState.succeeded} succeeded`)
+    return { ms, report }
+  }).pipe(
+    Effect.provide(
+      Runner.layer({ concurrency: CONCURRENCY, handleSignals: false }).pipe(
+        Layer.provideMerge(Layer.mergeAll(store, poolLayer, NodeContext.layer))
+      )
+    )
+  )
+
+const bare = (n: number) =>
+  Effect.gen(function*() {
+    const t0 = performance.now()
+    yield* Effect.forEach(seeds(n), (s) => Effect.sync(() => f3(f2(f1(s)))), { concurrency: CONCURRENCY, discard: true })
+    return performance.now() - t0
+  })
+
+const rate = (n: number, ms: number) => Math.round(n / (ms / 1000))
+
+// ---------------------------------------------------------------------------------------------
+// Child modes: one measurement per process, so RSS and caches start clean.
+// ---------------------------------------------------------------------------------------------
+const mode = process.argv[2]
+if (mode === "rss") {
+  const n = Number(process.argv[3])
+  const file = nodePath.join(dir, `rss-${n}.db`)
+  let peak = 0
+  const timer = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss)
+  }, 50)
+  const single = Pipeline.make("bench-rss", Task.sync("t0", f1))
+  Effect.runPromise(runWith(single as any, SqliteStore.layer({ filename: file }), n)).then(({ ms }) => {
+    clearInterval(timer)
+    peak = Math.max(peak, process.memoryUsage().rss)
+    console.log(JSON.stringify({ n, ms, peak_rss_mb: Math.round(peak / 1e6) }))
+  })
+} else if (mode === "resume") {
+  const n = Number(process.argv[3])
+  const file = nodePath.join(dir, `resume-${n}.db`)
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const first = yield* runWith(plain, SqliteStore.layer({ filename: file }), n)
+      const second = yield* runWith(plain, SqliteStore.layer({ filename: file }), n)
+      return { first: first.ms, second: second.ms, skipped: second.report.skipped }
+    })
+  ).then((r) => console.log(JSON.stringify({ n, ...r })))
+} else {
+  const main = Effect.gen(function*() {
+    emit({ bench: "runner.setup", pipelines: N, concurrency: CONCURRENCY, tasks: 3, node: process.version })
+    const rawMs = rawBound(nodePath.join(dir, "raw.db"), N)
+    emit({ bench: "runner.raw", ms: Math.round(rawMs), pipelines_per_s: rate(N, rawMs) })
+
+    const sqlite = yield* runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, "assay.db") }), N)
+    emit({ bench: "runner.sqlite", ms: Math.round(sqlite.ms), pipelines_per_s: rate(N, sqlite.ms) })
+
+    const memory = yield* runWith(plain, MemoryStore.layer(), N)
+    emit({ bench: "runner.memory", ms: Math.round(memory.ms), pipelines_per_s: rate(N, memory.ms) })
+
+    const bareMs = yield* bare(N)
+    emit({ bench: "runner.bare_forEach", ms: Math.round(bareMs), pipelines_per_s: rate(N, bareMs) })
+
+    const pooled = yield* runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, "pooled.db") }), N)
+    emit({ bench: "runner.sqlite_pooled", ms: Math.round(pooled.ms), pipelines_per_s: rate(N, pooled.ms) })
+
+    emit({
+      bench: "runner.ratios",
+      ratio_to_raw: +(rawMs / sqlite.ms).toFixed(3),
+      ratio_to_raw_target: 0.35,
+      pool_ratio: +(sqlite.ms / pooled.ms).toFixed(3),
+      pool_ratio_target: 0.6,
+      memory_to_sqlite: +(sqlite.ms / memory.ms).toFixed(3)
+    })
+
+    const child = (args: ReadonlyArray<string>) => {
+      const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...args], {
+        encoding: "utf8",
+        maxBuffer: 1 << 20
+      })
+      if (r.status !== 0) throw new Error(`child ${args.join(" ")} failed: ${r.stderr}`)
+      return JSON.parse(r.stdout.trim().split("\n").pop()!)
+    }
+    const small = Number(process.env.BENCH_RSS_SMALL ?? 100_000)
+    const big = Number(process.env.BENCH_RSS_BIG ?? 1_000_000)
+    const a = child(["rss", String(small)])
+    emit({ bench: "runner.rss", pipelines: small, peak_rss_mb: a.peak_rss_mb, ms: Math.round(a.ms) })
+    const b = child(["rss", String(big)])
+    emit({ bench: "runner.rss", pipelines: big, peak_rss_mb: b.peak_rss_mb, ms: Math.round(b.ms) })
+    emit({ bench: "runner.rss_ratio", rss_ratio_1m_to_100k: +(b.peak_rss_mb / a.peak_rss_mb).toFixed(3), target: 1.3 })
+
+    const resumeN = Number(process.env.BENCH_RESUME ?? 100_000)
+    const r = child(["resume", String(resumeN)])
+    emit({
+      bench: "runner.resume",
+      pipelines: resumeN,
+      first_run_ms: Math.round(r.first),
+      resume_ms: Math.round(r.second),
+      skipped: r.skipped,
+      resume_skip_per_s: rate(resumeN, r.second),
+      target: 50_000
+    })
+  })
+  Effect.runPromise(main).then(
+    () => fs.rmSync(dir, { recursive: true, force: true }),
+    (e) => {
+      console.error(e)
+      process.exit(1)
+    }
+  )
+}

@@ -108,7 +108,7 @@ const get = (url: string) =>
   Effect.promise(async () => {
     const r = await fetch(url)
     if (r.status !== 200) throw new Error(`${url}: ${r.status}`)
-    return r.json()
+    return (await r.json()) as any
   })
 
 const measure = (file: string, n: number) =>

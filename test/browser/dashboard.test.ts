@@ -69,8 +69,10 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
 
       const read = Effect.promise((): Promise<Seen> =>
         page.evaluate(() => {
+          // runs in the page (the test's tsconfig has no DOM lib)
+          const { document, window } = globalThis as any
           const num = (id: string) => Number(document.getElementById(id)?.textContent ?? "NaN")
-          const chart = (window as any).__assay?.chart
+          const chart = window.__assay?.chart
           const cumulative: Array<number> = chart ? chart.data[2] : []
           return {
             succeeded: num("count-succeeded"),
@@ -101,7 +103,7 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
 
       // wait for the page's next refresh after the end
       yield* Effect.promise(() =>
-        page.waitForFunction((n) => document.getElementById("done")?.textContent === String(n), ROWS, { timeout: 10_000 })
+        page.waitForFunction((n) => (globalThis as any).document.getElementById("done")?.textContent === String(n), ROWS, { timeout: 10_000 })
       )
       const final = yield* read
       assert.strictEqual(final.status, "completed")

@@ -81,7 +81,7 @@ describe("assay watch / serve (bin/assay)", () => {
       yield* waitFor("serve to listen", () => serve.stdout().includes("http://"))
       assert.include(serve.stdout(), "(bound to loopback only)")
       const url = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(serve.stdout())![1]!
-      const stats = yield* Effect.promise(() => fetch(`${url}/stats`).then((r) => r.json()))
+      const stats = yield* Effect.promise(() => fetch(`${url}/stats`).then((r) => r.json() as Promise<any>))
       assert.strictEqual(stats.pipelines.total, 6)
       assert.strictEqual(stats.run.status, "completed")
       const post = yield* Effect.promise(() => fetch(`${url}/stats`, { method: "POST" }))

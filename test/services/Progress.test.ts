@@ -13,7 +13,8 @@ const stats = (succeeded: number, failed = 0, delayed = 0, inFlight = 0): LiveSt
   concurrency: 8,
   counters: { admitted: succeeded + failed + inFlight, succeeded, failed, interrupted: 0, skipped: 0, retries: delayed, leasesLeaked: 0, repairFailures: 0 },
   peakInFlight: inFlight,
-  peakAdmitted: inFlight
+  peakAdmitted: inFlight,
+  pools: {}
 })
 
 /** A fake runner whose figures the test sets, and a sink collecting what is written. */

@@ -267,24 +267,49 @@ describe("chat task", () => {
 // C5: a 429 storm is absorbed, and a throttled key is left alone
 // ---------------------------------------------------------------------------------------------
 
+/** One request as the client saw it: resource, when it was sent, when its answer came, status. */
+interface Sent {
+  readonly resourceId: string
+  readonly sentAt: number
+  readonly doneAt: number
+  readonly retryAfterMs: number | undefined
+}
+
 /**
- * Requests that reached a key while a 429 it had answered still advertised its Retry-After.
- * A request that arrived within `inFlightMs` of the 429 was already on the wire when the 429
- * was sent (the first burst of concurrent requests), so it is not a violation.
+ * A chat client factory that records, client side, when each request was sent and when its
+ * answer (or 429) arrived, so that "a request sent while a 429 of the same key still
+ * advertised its Retry-After" can be checked exactly (requests already in flight when the 429
+ * arrived are not violations: they were sent before anyone knew).
  */
-const insideRetryAfter = (log: ReadonlyArray<MockLlm.RequestLogEntry>, retryAfterMs: number, inFlightMs = 100) => {
-  const sorted = [...log].sort((a, b) => a.atMs - b.atMs)
+const recordingFactory = (sent: Array<Sent>) => (resource: ResourceInfo) =>
+  Effect.map(chatClientFactory()(resource), (client): ChatClient => ({
+    ...client,
+    complete: (request) =>
+      Effect.gen(function*() {
+        const sentAt = Date.now()
+        const r = yield* Effect.either(client.complete(request))
+        sent.push({
+          resourceId: client.resourceId,
+          sentAt,
+          doneAt: Date.now(),
+          retryAfterMs: Either.isLeft(r) ? r.left.retryAfterMs : undefined
+        })
+        return yield* r
+      })
+  }))
+
+/** Requests sent to a resource while one of its 429s (already received) still advertised Retry-After. */
+const insideRetryAfter = (sent: ReadonlyArray<Sent>) => {
   const violations: Array<string> = []
-  for (const e of sorted) {
-    if (e.status !== 429) continue
-    const answeredAt = e.atMs + e.latencyMs
-    for (const later of sorted) {
-      if (later.atMs > answeredAt + inFlightMs && later.atMs < answeredAt + retryAfterMs) {
-        violations.push(`#${later.seq} at +${later.offsetMs} ms, inside the window of 429 #${e.seq} at +${e.offsetMs} ms`)
+  for (const e of sent) {
+    if (e.retryAfterMs === undefined) continue
+    for (const later of sent) {
+      if (later.resourceId === e.resourceId && later.sentAt > e.doneAt && later.sentAt < e.doneAt + e.retryAfterMs) {
+        violations.push(`${later.resourceId}: sent ${later.sentAt - e.doneAt} ms after a 429 advertising ${e.retryAfterMs} ms`)
       }
     }
   }
-  return [...new Set(violations)]
+  return violations
 }
 
 const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
@@ -292,6 +317,7 @@ const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
     const server = yield* mock([
       { name: "c5", latency: { medianMs: 5 }, throttle: { forS: 10, retryAfterS: 2, keys: ["key-A"] } }
     ])
+    const sent: Array<Sent> = []
     const resources = keys.map(({ id, key }) =>
       Resource.make("llm", {
         id,
@@ -299,7 +325,7 @@ const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
         // a short cooldown: the pool must follow the server's Retry-After, not its own timer
         cooldown: "1 second",
         options: { baseUrl: baseOf(server, "c5"), apiKey: key, model: "mock-spam-1" },
-        factory: chatClientFactory()
+        factory: recordingFactory(sent)
       })
     )
     const template = Pipeline.make("c5", chat({ retry: { maxAttempts: 10, base: "100 millis", cap: "2 seconds" } }))
@@ -324,13 +350,13 @@ const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
       return { attempts, outputs, report }
     }).pipe(Effect.provide(env))
     const log = yield* server.log
-    return { attempts, outputs, report, log, startedAt }
+    return { attempts, outputs, report, log, sent, startedAt }
   })
 
 describe("C5 against the mock server", () => {
   it.scopedLive("one throttled key: 0 failed, < 100 attempts, every 429 rate_limit, no request inside Retry-After", () =>
     Effect.gen(function*() {
-      const { attempts, log, report } = yield* c5([{ id: "A", key: "key-A" }])
+      const { attempts, log, report, sent } = yield* c5([{ id: "A", key: "key-A" }])
       assert.strictEqual(report.stats.byState.failed, 0)
       assert.strictEqual(report.stats.byState.succeeded, 60)
       assert.isBelow(attempts.length, 100, `${attempts.length} attempts`)
@@ -338,12 +364,13 @@ describe("C5 against the mock server", () => {
       assert.isAbove(failed.length, 0)
       for (const a of failed) assert.strictEqual(a.errorClass, "rate_limit")
       assert.strictEqual(failed.length, log.filter((e) => e.status === 429).length)
-      assert.deepStrictEqual(insideRetryAfter(log, 2000), [])
+      assert.strictEqual(sent.length, log.length) // every request the mock saw, the client sent once
+      assert.deepStrictEqual(insideRetryAfter(sent), [])
     }), 45_000)
 
   it.scopedLive("keys A (throttled) and B: at least 90% of the first 10 s successes are served by B", () =>
     Effect.gen(function*() {
-      const { attempts, log, outputs, report, startedAt } = yield* c5([
+      const { attempts, outputs, report, sent, startedAt } = yield* c5([
         { id: "A", key: "key-A" },
         { id: "B", key: "key-B" }
       ])
@@ -354,7 +381,8 @@ describe("C5 against the mock server", () => {
       assert.isAbove(early.length, 0)
       const byB = early.filter((o) => o.resourceId === "B").length
       assert.isAtLeast(byB / early.length, 0.9, `${byB}/${early.length} served by B`)
-      const hashA = log.find((e) => e.status === 429)?.keyHash
-      assert.deepStrictEqual(insideRetryAfter(log.filter((e) => e.keyHash === hashA), 2000), [])
+      assert.isTrue(sent.some((e) => e.resourceId === "A" && e.retryAfterMs === 2000))
+      assert.isFalse(sent.some((e) => e.resourceId === "B" && e.retryAfterMs !== undefined))
+      assert.deepStrictEqual(insideRetryAfter(sent), [])
     }), 45_000)
 })

@@ -9,6 +9,13 @@
 // domain
 /** @since 0.1.0 */
 export * as Codec from "./domain/Codec.js"
+/**
+ * The experiment file's Schema (`ExperimentFile`, `ExperimentDefinition`) and
+ * `defineExperiment` for TypeScript experiments.
+ *
+ * @since 0.1.0
+ */
+export * as Config from "./domain/Config.js"
 /** @since 0.1.0 */
 export * as Errors from "./domain/Errors.js"
 /** @since 0.1.0 */
@@ -39,23 +46,57 @@ export * as AcquireAlgorithm from "./services/AcquireAlgorithm.js"
 export * as ArtifactBackend from "./services/ArtifactBackend.js"
 /** @since 0.1.0 */
 export * as Bus from "./services/Bus.js"
+/** Streaming export of a store's rows (jsonl / json / csv). @since 0.1.0 */
+export * as Export from "./services/Export.js"
+/** `mergeReports(paths)`: shard stores merged, deduplicated by pipeline id. @since 0.1.0 */
+export * as Merge from "./services/Merge.js"
 /** @since 0.1.0 */
 export * as MockLlm from "./services/MockLlm.js"
+/** The monitoring picture of a store (what `serve` and `watch` show). @since 0.1.0 */
+export * as Monitor from "./services/Monitor.js"
 /** @since 0.1.0 */
 export * as Pool from "./services/Pool.js"
 /** @since 0.1.0 */
 export * as ProcessRunner from "./services/ProcessRunner.js"
+/** The progress display of a run (`Progress.track`). @since 0.1.0 */
+export * as Progress from "./services/Progress.js"
+/** The report of one or more stores (what `assay report` prints). @since 0.1.0 */
+export * as Report from "./services/Report.js"
 /** @since 0.1.0 */
 export * as Runner from "./services/Runner.js"
+/** The read-only HTTP server of `assay serve` (JSON endpoints and the dashboard). @since 0.1.0 */
+export * as StatsServer from "./services/StatsServer.js"
 /** @since 0.1.0 */
 export * as Store from "./services/Store.js"
 
 // layers
 /** @since 0.1.0 */
 export * as ArtifactBackends from "./layers/ArtifactBackends.js"
+/**
+ * Loading and checking experiments (`Experiment.load(file)`, `Experiment.fromDefinition`).
+ *
+ * @since 0.1.0
+ */
+export * as Experiment from "./layers/Experiment.js"
 /** @since 0.1.0 */
 export * as MemoryStore from "./layers/MemoryStore.js"
 /** @since 0.1.0 */
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
+/** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */
+export * as Plugins from "./layers/Plugins.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+
+// built-in tasks and sources
+/** echo, delay, flaky, boom, leaky, simulateLlm. @since 0.1.0 */
+export * as Mock from "./tasks/Mock.js"
+/** @since 0.1.0 */
+export * as Fanout from "./tasks/Fanout.js"
+/** `shellRun(command, options)`: a subprocess per item, its process group reaped. @since 0.1.0 */
+export * as ShellRun from "./tasks/ShellRun.js"
+/** `writeJsonl(path, { mode })`. @since 0.1.0 */
+export * as WriteJsonl from "./tasks/WriteJsonl.js"
+/** `rangeSource(n)`, `jsonlSource(path, { limit })`. @since 0.1.0 */
+export * as Sources from "./tasks/Sources.js"
+/** The OpenAI-compatible chat task. @since 0.1.0 */
+export * as Chat from "./tasks/Chat.js"

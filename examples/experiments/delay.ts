@@ -1,11 +1,12 @@
 /**
  * The same experiment as delay.json, as a TypeScript module: the default export is the
- * definition. Tasks may be given as values (`use: delay("20 millis")`) or by name.
+ * definition. Tasks may be given as values (`use: Mock.delay("20 millis")`) or by name.
+ * Everything comes from the package entry (`assay`, which resolves to src/index.ts through
+ * package.json `exports`).
  */
-import { defineExperiment } from "../../src/domain/Config.js"
-import { delay } from "../../src/tasks/Mock.js"
+import { Config, Mock } from "assay"
 
-export default defineExperiment({
+export default Config.defineExperiment({
   run: { store: "../../.tmp/runs/delay-ts.db", concurrency: 4, label: "${LABEL:-demo}" },
   pools: {
     apis: {
@@ -16,7 +17,7 @@ export default defineExperiment({
   pipeline: {
     name: "demo",
     tasks: [
-      { use: delay("20 millis") },
+      { use: Mock.delay("20 millis") },
       { use: "simulateLlm", options: { resource: "apis", latency: "10 millis" }, retry: { maxAttempts: 3, base: "10 millis" } }
     ]
   },

@@ -41,6 +41,16 @@ import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import { jsonlSource, rangeSource, type SourceError } from "../tasks/Sources.js"
 import * as Plugins from "./Plugins.js"
 
+/**
+ * Identity helper for TypeScript experiments (`export default defineExperiment({...})`),
+ * re-exported from `domain/Config` so that `Experiment.defineExperiment` and
+ * `Config.defineExperiment` are the same function. Checking happens in {@link load}.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export { defineExperiment } from "../domain/Config.js"
+
 // ---------------------------------------------------------------------------------------------
 // Models
 // ---------------------------------------------------------------------------------------------

@@ -299,3 +299,34 @@ export class ResourceRecord extends Schema.Class<ResourceRecord>("assay/Resource
   health: Schema.Unknown,
   updatedAt: Schema.Number
 }) {}
+
+// ---------------------------------------------------------------------------------------------
+// Trusted construction
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Builds an instance of a record class from fields that are already known to be valid,
+ * without running the class constructor: `Object.assign(Object.create(Class.prototype),
+ * fields)`. The result is equal to `new Class(fields, true)` in every way callers observe:
+ * `instanceof Class`, `Equal.equals` (and `Hash.hash`) with `new Class(fields, true)`, the same
+ * own enumerable properties, and the same `Schema.encode` output (checked in
+ * test/domain/Records.test.ts). It costs about 0.3 µs instead of about 1.5 µs for a
+ * constructor call with validation off (measured on a `PipelineRecord`), which matters on the
+ * stores' read and write paths (hundreds of thousands of rows per second).
+ *
+ * Use it **only** for rows the store itself wrote (or a copy of an existing instance with
+ * fields of the same types): nothing is checked. Anything that comes from a user, a file or
+ * the network must go through the constructor or `Schema.decode`. Like `new Class(fields,
+ * true)`, nested objects (`tags`, `leaseIds`) are shared with `fields`, not copied.
+ *
+ * @param Class a `Schema.Class` (any class whose constructor only assigns its fields)
+ * @param fields every field of the record, already valid
+ * @returns an instance of `Class` holding the fields of `fields` (a shallow copy)
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const trusted = <A extends object, F extends object>(
+  Class: { readonly prototype: A } & (new(fields: F) => A),
+  fields: NoInfer<F>
+): A => Object.assign(Object.create(Class.prototype) as A, fields)

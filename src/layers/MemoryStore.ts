@@ -21,7 +21,8 @@ import {
   type PipelineState,
   ResourceRecord,
   RunRecord,
-  TaskRecord
+  TaskRecord,
+  trusted
 } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import type {
@@ -91,7 +92,7 @@ const pageStream = <A>(rows: () => ReadonlyArray<A>, limit: number | undefined):
 }
 
 const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): TaskRecord =>
-  t instanceof TaskRecord ? t : new TaskRecord(t, true)
+  t instanceof TaskRecord ? t : trusted(TaskRecord, t)
 
 const matchEvent = (f: EventFilter) => (e: EventRecord) =>
   (f.pipelineId === undefined || e.pipelineId === f.pipelineId) &&
@@ -133,22 +134,22 @@ export const make = (options: MemoryStoreOptions = {}) =>
       )
 
     const insertAttempt = (a: NewAttempt) => {
-      attempts.push(new AttemptRecord({ ...a, attemptId: nextAttemptId++ }, true))
+      attempts.push(trusted(AttemptRecord, { ...a, attemptId: nextAttemptId++ }))
     }
     const insertEvent = (e: NewEvent) => {
-      events.push(new EventRecord({ ...e, eventId: nextEventId++ }, true))
+      events.push(trusted(EventRecord, { ...e, eventId: nextEventId++ }))
     }
     const clearFinal = (pipelineId: string, keep: number) => {
       for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
         const a = artifacts.get(id)
         if (a !== undefined && a.record.isFinal && id !== keep) {
-          artifacts.set(id, { ...a, record: new ArtifactRecord({ ...a.record, isFinal: false }, true) })
+          artifacts.set(id, { ...a, record: trusted(ArtifactRecord, { ...a.record, isFinal: false }) })
         }
       }
     }
     const insertArtifact = (a: NewArtifact, placed: PlacedArtifact): ArtifactRecord => {
       const artifactId = nextArtifactId++
-      const record = new ArtifactRecord({
+      const record = trusted(ArtifactRecord, {
         artifactId,
         pipelineId: a.pipelineId,
         runId: a.runId,
@@ -163,7 +164,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
         isFinal: a.isFinal,
         available: placed.storage !== "none",
         createdAt: a.createdAt
-      }, true)
+      })
       artifacts.set(artifactId, { record, payload: placed.payload })
       const list = artifactsByPipeline.get(a.pipelineId)
       if (list === undefined) artifactsByPipeline.set(a.pipelineId, [artifactId])
@@ -187,7 +188,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
     const applyOp = (op: WriteOp) => {
       switch (op._tag) {
         case "Admit":
-          for (const p of op.pipelines) pipelines.set(p.pipelineId, p instanceof PipelineRecord ? p : new PipelineRecord(p, true))
+          for (const p of op.pipelines) pipelines.set(p.pipelineId, p instanceof PipelineRecord ? p : trusted(PipelineRecord, p))
           for (const [a, placed] of op.seeds) insertArtifact(a, placed)
           return
         case "Checkpoint": {
@@ -210,7 +211,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
           const a = latestAt(op.pipelineId, op.seq)
           if (a === undefined) return
           if (!a.record.isFinal) {
-            artifacts.set(a.record.artifactId, { ...a, record: new ArtifactRecord({ ...a.record, isFinal: true }, true) })
+            artifacts.set(a.record.artifactId, { ...a, record: trusted(ArtifactRecord, { ...a.record, isFinal: true }) })
           }
           clearFinal(op.pipelineId, a.record.artifactId)
           return
@@ -236,7 +237,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
       a.record.storage === "blob" && a.record.blobRef !== null
         ? Effect.map(
           backend.exists(a.record.blobRef),
-          (ok) => ok === a.record.available ? a.record : new ArtifactRecord({ ...a.record, available: ok }, true)
+          (ok) => ok === a.record.available ? a.record : trusted(ArtifactRecord, { ...a.record, available: ok })
         )
         : Effect.succeed(a.record)
 
@@ -257,7 +258,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
 
       openRun: (run) =>
         tx(() => {
-          const record = new RunRecord({
+          const record = trusted(RunRecord, {
             runId: run.runId,
             label: run.label ?? null,
             status: "running",
@@ -268,14 +269,14 @@ export const make = (options: MemoryStoreOptions = {}) =>
             stopReason: null,
             notes: run.notes ?? null,
             meta: { ...(run.meta ?? {}) }
-          }, true)
+          })
           runs.set(run.runId, record)
           return record
         }),
       heartbeat: (runId, nowMs) =>
         tx(() => {
           const r = runs.get(runId)
-          if (r !== undefined) runs.set(runId, new RunRecord({ ...r, heartbeatAt: nowMs }, true))
+          if (r !== undefined) runs.set(runId, trusted(RunRecord, { ...r, heartbeatAt: nowMs }))
         }),
       finishRun: (runId, finish) =>
         Effect.zipRight(
@@ -285,12 +286,12 @@ export const make = (options: MemoryStoreOptions = {}) =>
             if (r !== undefined) {
               runs.set(
                 runId,
-                new RunRecord({
+                trusted(RunRecord, {
                   ...r,
                   status: finish.status,
                   endedAt: finish.endedAt,
                   stopReason: finish.stopReason ?? null
-                }, true)
+                })
               )
             }
           })
@@ -307,7 +308,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
           const out: Array<RunRecord> = []
           for (const r of runs.values()) {
             if (r.status === "running" && r.heartbeatAt < nowMs - staleAfterMs) {
-              const next = new RunRecord({ ...r, status: "interrupted", endedAt: nowMs, stopReason: "stale" }, true)
+              const next = trusted(RunRecord, { ...r, status: "interrupted", endedAt: nowMs, stopReason: "stale" })
               runs.set(r.runId, next)
               out.push(next)
             }
@@ -355,7 +356,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
             Option.some({
               artifact: a.record.available === (payload !== undefined)
                 ? a.record
-                : new ArtifactRecord({ ...a.record, available: payload !== undefined }, true),
+                : trusted(ArtifactRecord, { ...a.record, available: payload !== undefined }),
               payload
             }))
         }),
@@ -366,7 +367,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
         tx(() => {
           metrics.set(
             JSON.stringify([m.runId, m.pipelineId, m.name]),
-            new MetricRecord({
+            trusted(MetricRecord, {
               runId: m.runId,
               pipelineId: m.pipelineId,
               name: m.name,
@@ -374,7 +375,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
               label: m.label ?? null,
               display: m.display ?? (typeof m.value === "number" ? "number" : "text"),
               updatedAt: m.updatedAt
-            }, true)
+            })
           )
         }),
       metrics: (f) =>
@@ -389,14 +390,14 @@ export const make = (options: MemoryStoreOptions = {}) =>
         tx(() => {
           resources.set(
             JSON.stringify([r.pool, r.resourceId]),
-            new ResourceRecord({
+            trusted(ResourceRecord, {
               pool: r.pool,
               resourceId: r.resourceId,
               kind: r.kind,
               spec: maskSecrets(r.spec),
               health: r.health,
               updatedAt: r.updatedAt
-            }, true)
+            })
           )
         }),
       resources: Effect.sync(() =>

@@ -36,7 +36,8 @@ import {
   ArtifactRecord,
   type PipelineRecord,
   type PipelineState,
-  type RunRecord
+  type RunRecord,
+  trusted
 } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import type {
@@ -555,7 +556,7 @@ export const make = (options: SqliteStoreOptions) =>
 
     const refine = (a: ArtifactRecord): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
       a.storage === "blob" && a.blobRef !== null
-        ? Effect.map(backend.exists(a.blobRef), (ok) => ok ? a : new ArtifactRecord({ ...a, available: false }, true))
+        ? Effect.map(backend.exists(a.blobRef), (ok) => ok ? a : trusted(ArtifactRecord, { ...a, available: false }))
         : Effect.succeed(a)
 
     /** Keyset pager: `fetch(cursor)` returns one page (at most PAGE_SIZE rows) after `cursor`. */
@@ -688,7 +689,7 @@ export const make = (options: SqliteStoreOptions) =>
               const id = nextArtifactId++
               write!.artifacts([artifactRow(id, a, placed)])
               if (a.isFinal) write!.clearFinal.run(a.pipelineId, id)
-              return new ArtifactRecord({
+              return trusted(ArtifactRecord, {
                 artifactId: id,
                 pipelineId: a.pipelineId,
                 runId: a.runId,
@@ -703,7 +704,7 @@ export const make = (options: SqliteStoreOptions) =>
                 isFinal: a.isFinal,
                 available: placed.storage !== "none",
                 createdAt: a.createdAt
-              }, true)
+              })
             })),
       getArtifact: (pipelineId, seq) =>
         Effect.flatMap(
@@ -716,7 +717,7 @@ export const make = (options: SqliteStoreOptions) =>
               Option.some({
                 artifact: meta.available === (payload !== undefined)
                   ? meta
-                  : new ArtifactRecord({ ...meta, available: payload !== undefined }, true),
+                  : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
                 payload
               }))
           }

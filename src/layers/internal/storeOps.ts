@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { PipelineRecord } from "../../domain/Records.js"
+import { PipelineRecord, trusted } from "../../domain/Records.js"
 import type { CheckpointUnit, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../services/Store.js"
 import type { PlacedArtifact } from "./storeShared.js"
 
@@ -42,14 +42,14 @@ export const settleToPatch = (s: SettleInput): PipelinePatch => ({
 })
 
 /**
- * Applies a patch to a pipeline record (pure).
+ * Applies a patch to a pipeline record (pure; the result is built with `trusted`).
  *
  * @since 0.1.0
  * @category models
  */
 export const applyPatch = (p: PipelineRecord, patch: PipelinePatch): PipelineRecord => {
   const err = patch.error
-  return new PipelineRecord({
+  return trusted(PipelineRecord, {
     ...p,
     state: patch.state ?? p.state,
     nTasksDone: patch.nTasksDone ?? p.nTasksDone,
@@ -62,5 +62,5 @@ export const applyPatch = (p: PipelineRecord, patch: PipelinePatch): PipelineRec
     errorClass: err === undefined ? p.errorClass : err === null ? null : err.errorClass,
     attemptsTotal: p.attemptsTotal + (patch.attemptsDelta ?? 0),
     updatedAt: patch.updatedAt
-  }, true)
+  })
 }

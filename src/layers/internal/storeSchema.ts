@@ -12,7 +12,8 @@ import {
   PipelineRecord,
   ResourceRecord,
   RunRecord,
-  TaskRecord
+  TaskRecord,
+  trusted
 } from "../../domain/Records.js"
 
 /**
@@ -116,13 +117,14 @@ export const pipelineParams = (p: PipelineRecord): Array<unknown> => [
 ]
 
 /**
- * Maps a `pipelines` row (rows come from this schema, so validation is skipped).
+ * Maps a `pipelines` row. Rows come from this schema (the store wrote them), so the record is
+ * built with `trusted` (no constructor, no validation): see src/domain/Records.ts.
  *
  * @since 0.1.0
  * @category mappers
  */
 export const toPipeline = (r: Row): PipelineRecord =>
-  new PipelineRecord({
+  trusted(PipelineRecord, {
     pipelineId: str(r.pipeline_id),
     key: nstr(r.key),
     name: str(r.name),
@@ -142,7 +144,7 @@ export const toPipeline = (r: Row): PipelineRecord =>
     errorType: nstr(r.error_type),
     errorMessage: nstr(r.error_message),
     errorClass: nstr(r.error_class)
-  }, true)
+  })
 
 /**
  * Column list of `tasks` in insert order.
@@ -173,7 +175,7 @@ export const taskParams = (t: TaskRecord): Array<unknown> => [
  * @category mappers
  */
 export const toTask = (r: Row): TaskRecord =>
-  new TaskRecord({
+  trusted(TaskRecord, {
     taskRunId: str(r.task_run_id),
     pipelineId: str(r.pipeline_id),
     runId: str(r.run_id),
@@ -188,7 +190,7 @@ export const toTask = (r: Row): TaskRecord =>
     errorMessage: nstr(r.error_message),
     errorClass: nstr(r.error_class),
     leaseIds: json(r.lease_ids) as Array<string>
-  }, true)
+  })
 
 /**
  * Column list of `attempts` in insert order.
@@ -208,7 +210,7 @@ export const ATTEMPT_COLUMNS = [
  * @category mappers
  */
 export const toAttempt = (r: Row): AttemptRecord =>
-  new AttemptRecord({
+  trusted(AttemptRecord, {
     attemptId: num(r.attempt_id),
     pipelineId: str(r.pipeline_id),
     runId: str(r.run_id),
@@ -225,7 +227,7 @@ export const toAttempt = (r: Row): AttemptRecord =>
     startedAt: num(r.started_at),
     endedAt: num(r.ended_at),
     durationMs: num(r.duration_ms)
-  }, true)
+  })
 
 /**
  * Column list of `artifacts` (without the payload) as selected by reads.
@@ -244,7 +246,7 @@ export const ARTIFACT_META =
  * @category mappers
  */
 export const toArtifact = (r: Row): ArtifactRecord =>
-  new ArtifactRecord({
+  trusted(ArtifactRecord, {
     artifactId: num(r.artifact_id),
     pipelineId: str(r.pipeline_id),
     runId: str(r.run_id),
@@ -259,7 +261,7 @@ export const toArtifact = (r: Row): ArtifactRecord =>
     isFinal: num(r.is_final) === 1,
     available: r.storage === "inline" ? num(r.has_payload) === 1 : r.storage === "blob",
     createdAt: num(r.created_at)
-  }, true)
+  })
 
 /**
  * Maps an `events` row.
@@ -268,14 +270,14 @@ export const toArtifact = (r: Row): ArtifactRecord =>
  * @category mappers
  */
 export const toEvent = (r: Row): EventRecord =>
-  new EventRecord({
+  trusted(EventRecord, {
     eventId: num(r.event_id),
     kind: str(r.kind),
     pipelineId: nstr(r.pipeline_id),
     runId: nstr(r.run_id),
     data: json(r.data),
     ts: num(r.ts)
-  }, true)
+  })
 
 /**
  * Maps a `runs` row.
@@ -284,7 +286,7 @@ export const toEvent = (r: Row): EventRecord =>
  * @category mappers
  */
 export const toRun = (r: Row): RunRecord =>
-  new RunRecord({
+  trusted(RunRecord, {
     runId: str(r.run_id),
     label: nstr(r.label),
     status: r.status as RunRecord["status"],
@@ -295,7 +297,7 @@ export const toRun = (r: Row): RunRecord =>
     stopReason: nstr(r.stop_reason),
     notes: nstr(r.notes),
     meta: (json(r.meta) ?? {}) as Record<string, unknown>
-  }, true)
+  })
 
 /**
  * Maps a `metrics` row (scope `''` is the run scope).
@@ -304,7 +306,7 @@ export const toRun = (r: Row): RunRecord =>
  * @category mappers
  */
 export const toMetric = (r: Row): MetricRecord =>
-  new MetricRecord({
+  trusted(MetricRecord, {
     runId: str(r.run_id),
     pipelineId: r.scope === "" ? null : str(r.scope),
     name: str(r.name),
@@ -312,7 +314,7 @@ export const toMetric = (r: Row): MetricRecord =>
     label: nstr(r.label),
     display: r.display as MetricRecord["display"],
     updatedAt: num(r.updated_at)
-  }, true)
+  })
 
 /**
  * Maps a `resources` row.
@@ -321,11 +323,11 @@ export const toMetric = (r: Row): MetricRecord =>
  * @category mappers
  */
 export const toResource = (r: Row): ResourceRecord =>
-  new ResourceRecord({
+  trusted(ResourceRecord, {
     pool: str(r.pool),
     resourceId: str(r.resource_id),
     kind: str(r.kind),
     spec: json(r.spec),
     health: json(r.health),
     updatedAt: num(r.updated_at)
-  }, true)
+  })

@@ -7,8 +7,10 @@
  *
  * Sharding: `--shard I/N` runs only shard I's pipelines into `store.shardIofN.db`;
  * `--shards N --jobs J` starts N child processes (`assay run --shard i/N`, at most J at once),
- * each on its own shard store, and prints the merged counts. A child that dies is reported;
- * re-running (or `assay resume`) resumes its shard.
+ * each on its own shard store (children always run as `resume`), and prints the merged report
+ * (`mergeReports` over the shard stores: deduplicated by pipeline id, recounted). A child that
+ * dies (no report, non-zero exit) is listed as `dead` and makes the exit code 1; re-running
+ * the same command resumes its shard once the dead process's heartbeat is stale.
  *
  * @since 0.1.0
  */
@@ -28,7 +30,9 @@ import * as Experiment from "../layers/Experiment.js"
 import * as MemoryStore from "../layers/MemoryStore.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
+import { mergeReports } from "../services/Merge.js"
 import * as Pool from "../services/Pool.js"
+import * as Progress from "../services/Progress.js"
 import { ProcessRunner } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
 import type { SourceError } from "../tasks/Sources.js"
@@ -107,6 +111,11 @@ const runOptions = {
   summary: Options.choice("summary", ["text", "json"]).pipe(
     Options.withDefault("text" as const),
     Options.withDescription("How the report is printed on stdout.")
+  ),
+  quiet: flag("quiet", "No progress display (stdout still gets the report)."),
+  progressInterval: optText(
+    "progress-interval",
+    "How often the progress display refreshes (default: 200 millis on a terminal, 10 seconds otherwise)."
   ),
   shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db)."),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
@@ -191,8 +200,19 @@ const runOne = (args: RunArgs, resume: boolean) =>
       onSome: (text) => parseShard(text)
     })
     const settings = yield* Experiment.runSettings(experiment, overrides)
+    const progressInterval = yield* durationFlag("progress-interval", args.progressInterval)
     const store = shard === undefined ? settings.store : shardStorePath(settings.store, shard.index, shard.count)
-    const input: RunConfigInput = { ...experiment.run, ...definedOnly(overrides), store }
+    const limit = Option.getOrUndefined(args.limit)
+    // The source size (a shard's share is not known without enumerating the ids): the
+    // progress total, and `meta.total` for the ETA of `serve` / `watch`.
+    const total = shard === undefined ? yield* experiment.size(limit) : undefined
+    const meta = total === undefined ? experiment.run.meta : { ...experiment.run.meta, total }
+    const input: RunConfigInput = {
+      ...experiment.run,
+      ...definedOnly(overrides),
+      store,
+      ...(meta !== undefined ? { meta } : {})
+    }
 
     // 2. Open the store and run.
     if (store !== ":memory:") {
@@ -201,18 +221,26 @@ const runOne = (args: RunArgs, resume: boolean) =>
     }
     let registry = CodecRegistry.default()
     for (const codec of experiment.plugins.codecs) registry = registry.register(codec)
-    const limit = Option.getOrUndefined(args.limit)
     const all = experiment.pipelines(limit)
     const specs = shard === undefined ? all : shardSpecs(all, shard.index, shard.count, (s) => s.pipelineId)
-    const report = yield* governSignals(
-      settings.handleSignals,
+    // Progress on stderr (stdout keeps the report): a live line on a terminal, plain lines
+    // otherwise, nothing with --quiet. Its scope ends with the run (last line written).
+    const tracked = Effect.scoped(Effect.gen(function*() {
+      const runner = yield* Runner.Runner
+      yield* Progress.track(runner, {
+        total,
+        quiet: args.quiet,
+        ...Progress.stderrSink(),
+        ...(progressInterval !== undefined ? { interval: progressInterval } : {})
+      })
       // Built-in tasks need the subprocess runner and the file system; both are provided here.
-      Runner.run(specs, { registry }) as Effect.Effect<
+      return yield* (runner.run(specs, { registry }) as Effect.Effect<
         Runner.RunReport,
         Runner.RunError | SourceError | SeedError,
-        Runner.Runner | FileSystem.FileSystem | ProcessRunner
-      >
-    ).pipe(
+        FileSystem.FileSystem | ProcessRunner
+      >)
+    }))
+    const report = yield* governSignals(settings.handleSignals, tracked).pipe(
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(
@@ -268,7 +296,6 @@ const childFlags = (args: RunArgs): Array<string> => {
   text("limit", args.limit)
   text("journal", args.journal)
   text("label", args.label)
-  bool("resume", args.resume)
   bool("retry-succeeded", args.retrySucceeded)
   bool("fresh-restart", args.freshRestart)
   bool("strict-leases", args.strictLeases)
@@ -279,6 +306,9 @@ const childFlags = (args: RunArgs): Array<string> => {
   text("artifact-backend", args.artifactBackend)
   bool("no-signals", args.noSignals)
   bool("strict-env", args.strictEnv)
+  // Children report through their JSON summary; their progress would only fill the
+  // captured stderr that explains a dead shard.
+  out.push("--quiet")
   return out
 }
 
@@ -314,6 +344,9 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     const overrides = yield* overridesOf(args, resume)
     const settings = yield* Experiment.runSettings(experiment, overrides)
+    if (settings.store === ":memory:") {
+      return yield* configError("--store", "--shards needs a store file (each shard writes its own, merged afterwards)")
+    }
     const jobs = Option.getOrElse(args.jobs, () => count)
     const runner = yield* ProcessRunner
     const flags = childFlags(args)
@@ -323,7 +356,9 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
         Effect.gen(function*() {
           const argv = [
             assayBin,
-            resume ? "resume" : "run",
+            // Always `resume`: a shard whose previous process died (stale heartbeat) is
+            // claimed and continued; on a fresh store it is the same as `run`.
+            "resume",
             "-c",
             path.resolve(args.config),
             "--shard",
@@ -345,35 +380,51 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
         }),
       { concurrency: jobs }
     )
+    // A shard is dead when its process ended without a report (killed, crashed).
     const dead = outcomes.filter((o) => o.report === null && o.exitCode !== ExitCode.Invalid)
-    const byState: Record<string, number> = {}
-    let pipelines = 0
-    let tasks = 0
-    let attemptsTotal = 0
-    let retries = 0
+    const fs = yield* FileSystem.FileSystem
+    const present: Array<string> = []
     for (const o of outcomes) {
-      const stats = o.report?.["stats"] as Record<string, any> | undefined
-      if (stats === undefined) continue
-      pipelines += Number(stats["pipelines"]?.["total"] ?? 0)
-      for (const [k, v] of Object.entries((stats["pipelines"]?.["byState"] ?? {}) as Record<string, number>)) {
-        byState[k] = (byState[k] ?? 0) + Number(v)
-      }
-      tasks += Number(stats["tasks"] ?? 0)
-      attemptsTotal += Number(stats["attemptsTotal"] ?? 0)
-      retries += Number(stats["retries"] ?? 0)
+      if (yield* Effect.orElseSucceed(fs.exists(o.store), () => false)) present.push(o.store)
     }
+    // The merged view is read back from the shard stores (deduplicated by pipeline id and
+    // recounted), so it includes what a dead shard committed before it died.
+    // A store a dead child left half-created cannot be read: say so instead of failing.
+    const read = present.length === 0 ? null : yield* Effect.either(mergeReports(present))
+    const merged = read === null || Either.isLeft(read) ? null : read.right.stats()
+    const mergeError = read !== null && Either.isLeft(read) ? read.left.message : null
     const shardsJson = outcomes.map((o) => ({
       index: o.index,
       store: o.store,
       exitCode: o.exitCode,
       signal: o.signal,
-      status: o.report?.["status"] ?? (o.exitCode === ExitCode.Invalid ? "invalid" : "dead"),
-      runId: o.report?.["runId"] ?? null,
+      status: (o.report?.["status"] as string | undefined) ?? (o.exitCode === ExitCode.Invalid ? "invalid" : "dead"),
+      runId: (o.report?.["runId"] as string | undefined) ?? null,
       error: o.report === null ? o.stderr.trim().split("\n").slice(-5).join("\n") : null
     }))
-    const merged = { shards: shardsJson, merged: { pipelines, byState, tasks, attemptsTotal, retries } }
+    const complete = outcomes.every((o) => o.exitCode === 0)
+    const json = {
+      complete,
+      dead: dead.map((o) => o.index),
+      mergeError,
+      shards: shardsJson,
+      merged: merged === null
+        ? null
+        : {
+          pipelines: merged.pipelines,
+          byState: merged.byState,
+          tasks: merged.tasks,
+          attemptsTotal: merged.attemptsTotal,
+          duplicates: merged.duplicates,
+          latencyMs: merged.latencyMs,
+          sources: merged.sources
+        }
+    }
+    const deadHint = `${dead.length} shard process(es) died (${
+      dead.map((o) => `shard ${o.index}/${count}`).join(", ")
+    }): run the same command again to resume them once their heartbeat is stale (run.staleAfter)`
     if (args.summary === "json") {
-      yield* Console.log(JSON.stringify(merged))
+      yield* Console.log(JSON.stringify(json))
     } else {
       for (const s of shardsJson) {
         yield* Console.log(
@@ -381,12 +432,16 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
         )
         if (s.error !== null && s.error !== "") yield* Console.log(`  ${s.error.replace(/\n/g, "\n  ")}`)
       }
-      const by = Object.entries(byState).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")
-      yield* Console.log(`merged: pipelines ${pipelines}${by === "" ? "" : ` (${by})`}, tasks ${tasks}, attempts ${attemptsTotal}, retries ${retries}`)
-      if (dead.length > 0) {
-        yield* Console.log(`${dead.length} shard process(es) died; run the same command again (or assay resume) to resume them`)
+      if (merged === null) {
+        yield* Console.log(`merged: ${mergeError ?? "no shard store was written"}`)
+      } else {
+        const by = Object.entries(merged.byState).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")
+        yield* Console.log(
+          `merged: pipelines ${merged.pipelines}${by === "" ? "" : ` (${by})`}, tasks ${merged.tasks}, attempts ${merged.attemptsTotal}`
+        )
       }
     }
+    if (dead.length > 0) yield* Console.error(deadHint)
     const codes = outcomes.map((o) => o.exitCode)
     if (codes.includes(ExitCode.Invalid)) return yield* Effect.fail(new ExitWith(ExitCode.Invalid))
     if (dead.length > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))

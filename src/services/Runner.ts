@@ -69,7 +69,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import type * as Task from "../domain/Task.js"
 import type { MetricDisplay, MetricOptions, TaskContext } from "../domain/TaskContext.js"
 import { Bus, type BusService, make as makeBus } from "./Bus.js"
-import { Pools, type PoolStats } from "./Pool.js"
+import { type Holder, Pools, type PoolStats } from "./Pool.js"
 import {
   type NewArtifact,
   type NewAttempt,
@@ -341,6 +341,7 @@ type Decision =
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 const encoder = new TextEncoder()
+const noLeases: ReadonlyArray<string> = []
 
 /** A 32-bit seed per (pipeline, seq, attempt): the same attempt always gets the same seed. */
 const attemptSeed = (pipelineId: string, seq: number, attempt: number): number =>
@@ -785,7 +786,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
         input: unknown
       ): Effect.Effect<{ _tag: "Ok"; value: unknown } | { _tag: "Failed" }, StoreUnavailable> =>
         Effect.gen(function*() {
-          const taskStarted = yield* Clock.currentTimeMillis
+          // The task row's start is when its first attempt actually started (not when the
+          // pipeline began waiting for a worker slot).
+          let taskStarted = yield* Clock.currentTimeMillis
           const taskRunId = `${pipelineId}:${seq}:${runId}:${taskStarted}`
           currentTask = { seq, taskRunId, startedAt: taskStarted, attempt: 0 }
           let attempt = 0
@@ -810,6 +813,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
               )
             ))
             const ended = yield* Clock.currentTimeMillis
+            if (attempt === 1) {
+              taskStarted = result.startedAt
+              currentTask.startedAt = taskStarted
+            }
             taskLeaseIds.push(...result.leaseIds)
             if (result.exit._tag === "Success") {
               const value = result.exit.value
@@ -1006,21 +1013,28 @@ const runOnce = <S extends AnySpec, SE, SR>(
         const startedAt = yield* Clock.currentTimeMillis
         const pipelineId = spec.pipelineId
         const owner = `${pipelineId}:${seq}:${attempt}`
-        const leaseIds: Array<string> = []
-        const heldPools = new Map<string, number>()
-        const holder = {
-          taskName: task.name,
-          pipelineId,
-          defaultPool: task.options.resource ?? undefined,
-          defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as any,
-          heldPools: () => Array.from(heldPools.keys()),
-          owner
-        }
+        // Lease bookkeeping is created on first use: most attempts of most tasks take no lease.
+        let leaseIds: Array<string> | undefined
+        let heldPools: Map<string, number> | undefined
+        let holder: Holder | undefined
+        let rawLeases = false
+        let seed: number | undefined
+        const holderOf = (): Holder =>
+          holder ??= {
+            taskName: task.name,
+            pipelineId,
+            defaultPool: task.options.resource ?? undefined,
+            defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as any,
+            heldPools: () => (heldPools === undefined ? [] : Array.from(heldPools.keys())),
+            owner
+          }
         const track = (lease: Lease) => {
-          leaseIds.push(lease.id)
+          ;(leaseIds ??= []).push(lease.id)
+          heldPools ??= new Map()
           heldPools.set(lease.pool, (heldPools.get(lease.pool) ?? 0) + 1)
         }
         const untrack = (lease: Lease) => {
+          if (heldPools === undefined) return
           const n = (heldPools.get(lease.pool) ?? 1) - 1
           if (n <= 0) heldPools.delete(lease.pool)
           else heldPools.set(lease.pool, n)
@@ -1031,7 +1045,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
           taskName: task.name,
           seq,
           attempt,
-          seed: attemptSeed(pipelineId, seq, attempt),
+          get seed() {
+            return seed ??= attemptSeed(pipelineId, seq, attempt)
+          },
           meta: {},
           bus,
           store,
@@ -1039,11 +1055,19 @@ const runOnce = <S extends AnySpec, SE, SR>(
           revokeResource: (pool, id, reason) => pools.revoke(pool, id, reason),
           subscribe: (filter) => pools.subscribe(filter),
           acquire: (opts) =>
-            Effect.tap(pools.acquire(opts, holder), (lease) =>
+            Effect.tap(pools.acquire(opts, holderOf()), (lease) =>
               Effect.zipRight(Effect.sync(() => track(lease)), Effect.addFinalizer(() => Effect.sync(() => untrack(lease))))) as any,
-          acquireLease: (opts) => Effect.tap(pools.acquireRaw(opts, holder), (lease) => Effect.sync(() => track(lease))) as any,
-          heldLeases: pools.heldBy(owner),
-          reclaimNow: Effect.asVoid(pools.releaseAll(owner)),
+          acquireLease: (opts) =>
+            Effect.tap(Effect.suspend(() => {
+              rawLeases = true
+              return pools.acquireRaw(opts, holderOf())
+            }), (lease) => Effect.sync(() => track(lease))) as any,
+          get heldLeases() {
+            return pools.heldBy(owner)
+          },
+          get reclaimNow() {
+            return Effect.asVoid(pools.releaseAll(owner))
+          },
           emit: (kind, data) => emit(kind, pipelineId, data ?? {}),
           reportMetric: (name, value, o) => reportMetricFor(runId, name, value, { ...o, pipelineId })
         }
@@ -1060,14 +1084,14 @@ const runOnce = <S extends AnySpec, SE, SR>(
         const provided = timed as Effect.Effect<unknown, unknown, never>
         let exit = yield* Effect.exit(provided)
         // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
-        const leaked = yield* pools.reclaim(owner)
+        const leaked = rawLeases ? yield* pools.reclaim(owner) : []
         if (leaked.length > 0) {
           state.counters.leasesLeaked += leaked.length
           if (config.strictLeases && Exit.isSuccess(exit)) {
             exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
           }
         }
-        return { exit, leaseIds, startedAt }
+        return { exit, leaseIds: leaseIds ?? noLeases, startedAt }
       })
 
     // ---- admission --------------------------------------------------------------------------

@@ -26,8 +26,12 @@ import {
 } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import type {
+  CompletionBucket,
   ErrorRow,
   EventFilter,
+  LoadedArtifact,
+  PipelineBundle,
+  PipelinesPage,
   NewArtifact,
   NewAttempt,
   NewEvent,
@@ -39,6 +43,7 @@ import { PAGE_SIZE, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch, type WriteOp } from "./internal/storeOps.js"
 import {
+  checkBucket,
   checkLimit,
   checkOptions,
   latencyOf,
@@ -93,6 +98,11 @@ const pageStream = <A>(rows: () => ReadonlyArray<A>, limit: number | undefined):
 
 const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): TaskRecord =>
   t instanceof TaskRecord ? t : trusted(TaskRecord, t)
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+const byCreated = (a: PipelineRecord, b: PipelineRecord) => a.createdAt - b.createdAt || cmp(a.pipelineId, b.pipelineId)
+const byTaskOrder = (a: TaskRecord, b: TaskRecord) =>
+  cmp(a.pipelineId, b.pipelineId) || a.seq - b.seq || cmp(a.taskRunId, b.taskRunId)
 
 const matchEvent = (f: EventFilter) => (e: EventRecord) =>
   (f.pipelineId === undefined || e.pipelineId === f.pipelineId) &&
@@ -481,13 +491,82 @@ export const make = (options: MemoryStoreOptions = {}) =>
           )),
       countEvents: (f = {}) => Effect.zipRight(wb.flush, Effect.sync(() => events.filter(matchEvent(f)).length)),
 
+      pipelinesPage: (o) =>
+        Effect.map(checkLimit(o.limit), (limit = 0): PipelinesPage => {
+          if (limit === 0) return { pipelines: [], next: null }
+          const after = o.after
+          // one scan, then a sort of the rows after the cursor only (O(n) per page: the memory
+          // store has no ordered index)
+          const rest = Array.from(pipelines.values()).filter((p) =>
+            (o.runId === undefined || p.runId === o.runId) && (o.state === undefined || p.state === o.state) &&
+            (after === undefined || p.createdAt > after.createdAt ||
+              (p.createdAt === after.createdAt && p.pipelineId > after.pipelineId))
+          ).sort(byCreated)
+          const page = rest.slice(0, limit)
+          const last = page[page.length - 1]
+          return {
+            pipelines: page,
+            next: rest.length > limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
+          }
+        }),
+      completions: (o) =>
+        Effect.map(checkBucket(o.bucketMs), (bucketMs) => {
+          const origin = Math.trunc(o.since ?? 0)
+          const counts = new Map<number, number>()
+          for (const p of pipelines.values()) {
+            if (o.runId !== undefined && p.runId !== o.runId) continue
+            if (!isTerminalPipelineState(p.state) || p.endedAt === null) continue
+            if (o.since !== undefined && p.endedAt < o.since) continue
+            const b = Math.floor((p.endedAt - origin) / bucketMs)
+            counts.set(b, (counts.get(b) ?? 0) + 1)
+          }
+          return Array.from(counts.entries())
+            .sort((a, b) => a[0] - b[0])
+            .map(([b, count]): CompletionBucket => ({ startMs: origin + b * bucketMs, count }))
+        }),
+      loadBundles: (ids, o) =>
+        Effect.gen(function*() {
+          const out = new Map<string, PipelineBundle>()
+          const wantedIds = new Set(ids)
+          const tasksOf = new Map<string, Array<TaskRecord>>()
+          if (o.tasks !== false) {
+            for (const t of tasks.values()) {
+              if (!wantedIds.has(t.pipelineId)) continue
+              const list = tasksOf.get(t.pipelineId)
+              if (list === undefined) tasksOf.set(t.pipelineId, [t])
+              else list.push(t)
+            }
+          }
+          for (const id of ids) {
+            if (out.has(id)) continue
+            const loaded: Array<LoadedArtifact> = []
+            for (const a of sortedArtifacts(id)) {
+              if (o.artifacts === "final" && !a.record.isFinal) continue
+              const wanted = o.payloads === "all" || (o.payloads === "final" && a.record.isFinal)
+              if (!wanted) {
+                loaded.push({ artifact: yield* withAvailability(a), payload: undefined })
+                continue
+              }
+              const payload = yield* loadPayload(a.record.storage, a.payload, a.record.blobRef, backend)
+              loaded.push({
+                artifact: a.record.available === (payload !== undefined)
+                  ? a.record
+                  : trusted(ArtifactRecord, { ...a.record, available: payload !== undefined }),
+                payload
+              })
+            }
+            out.set(id, { pipelineId: id, tasks: (tasksOf.get(id) ?? []).sort(byTaskOrder), artifacts: loaded })
+          }
+          return out
+        }),
+
       streamPipelines: (o = {}) =>
         withLimit(o.limit, (limit) =>
           pageStream(
             () =>
               Array.from(pipelines.values())
                 .filter((p) => (o.runId === undefined || p.runId === o.runId) && (o.state === undefined || p.state === o.state))
-                .sort((a, b) => a.createdAt - b.createdAt || (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0)),
+                .sort(byCreated),
             limit
           )),
       streamTasks: (o = {}) =>
@@ -496,10 +575,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
             () =>
               Array.from(tasks.values())
                 .filter((t) => (o.pipelineId === undefined || t.pipelineId === o.pipelineId) && (o.runId === undefined || t.runId === o.runId))
-                .sort((a, b) =>
-                  (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0) || a.seq - b.seq ||
-                  (a.taskRunId < b.taskRunId ? -1 : a.taskRunId > b.taskRunId ? 1 : 0)
-                ),
+                .sort(byTaskOrder),
             limit
           )),
       streamAttempts: (o = {}) =>

@@ -36,13 +36,19 @@ import {
   ArtifactRecord,
   type PipelineRecord,
   type PipelineState,
+  type TaskRecord,
   type RunRecord,
   trusted
 } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import type {
+  CompletionBucket,
   ErrorRow,
   EventFilter,
+  Latency,
+  LoadedArtifact,
+  PipelineBundle,
+  PipelinesPage,
   NewArtifact,
   NewAttempt,
   NewEvent,
@@ -59,11 +65,13 @@ import {
   ATTEMPT_COLUMNS,
   KNOWN_FEATURE_LEVELS,
   MIGRATION_0001,
+  MIGRATION_0002,
   PIPELINE_COLUMNS,
   pipelineParams,
   SCHEMA_VERSION,
   TASK_COLUMNS,
   taskParams,
+  TIMED_TERMINAL,
   toArtifact,
   toAttempt,
   toEvent,
@@ -74,6 +82,7 @@ import {
   toTask
 } from "./internal/storeSchema.js"
 import {
+  checkBucket,
   checkLimit,
   checkOptions,
   latencyOf,
@@ -84,7 +93,9 @@ import {
   type PlacedArtifact,
   placeAll,
   placeArtifact,
-  placeSync
+  placeSync,
+  quantileAt,
+  quantileRanks
 } from "./internal/storeShared.js"
 
 /**
@@ -282,6 +293,48 @@ const ARTIFACT_COLUMNS = [
 ]
 const EVENT_COLUMNS = ["event_id", "kind", "pipeline_id", "run_id", "data", "ts"]
 
+/**
+ * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
+ * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
+ * `pipelines` alone (it maintains the indexes whose columns appear in the SET list).
+ */
+const makePatcher = (db: Database.Database) => {
+  const cache = new Map<number, Database.Statement>()
+  return (pipelineId: string, p: PipelinePatch): void => {
+    const sets: Array<string> = []
+    const params: Array<unknown> = []
+    let shape = 0
+    const set = (bit: number, column: string, value: unknown) => {
+      shape |= bit
+      sets.push(`${column} = ?`)
+      params.push(value)
+    }
+    if (p.state !== undefined) set(1, "state", p.state)
+    if (p.nTasksDone !== undefined) set(2, "n_tasks_done", p.nTasksDone)
+    if (p.runId !== undefined) set(4, "run_id", p.runId)
+    if (p.startedAt !== undefined) set(8, "started_at", p.startedAt)
+    if (p.endedAt !== undefined) set(16, "ended_at", p.endedAt)
+    if (p.error !== undefined) {
+      set(32, "failed_task", p.error?.failedTask ?? null)
+      sets.push("error_type = ?", "error_message = ?", "error_class = ?")
+      params.push(p.error?.errorType ?? null, p.error?.errorMessage ?? null, p.error?.errorClass ?? null)
+    }
+    if (p.attemptsDelta !== undefined && p.attemptsDelta !== 0) {
+      shape |= 64
+      sets.push("attempts_total = attempts_total + ?")
+      params.push(p.attemptsDelta)
+    }
+    sets.push("updated_at = ?")
+    params.push(p.updatedAt, pipelineId)
+    let stmt = cache.get(shape)
+    if (stmt === undefined) {
+      stmt = db.prepare(`UPDATE pipelines SET ${sets.join(", ")} WHERE pipeline_id = ?`)
+      cache.set(shape, stmt)
+    }
+    stmt.run(params)
+  }
+}
+
 const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON.stringify(u))
 
 /**
@@ -354,18 +407,30 @@ export const make = (options: SqliteStoreOptions) =>
     )
     const fromSql = (e: SqlError) => unavailable(path, `store ${path}: ${describeSqlError(e.cause)}`, e)
 
+    // a read-only open of an older store keeps its version: reads fall back to slower queries
+    let schemaVersion = Number(info.meta.get("schema_version") ?? "0")
     if (!readOnly) {
-      const migration = Effect.gen(function*() {
-        const client = yield* SqlClient.SqlClient
-        for (const statement of MIGRATION_0001) yield* client.unsafe(statement)
-      })
-      yield* Migrator.make({})({ loader: Migrator.fromRecord({ "0001_base": migration }) }).pipe(
+      const migration = (statements: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const client = yield* SqlClient.SqlClient
+          for (const statement of statements) yield* client.unsafe(statement)
+        })
+      yield* Migrator.make({})({
+        loader: Migrator.fromRecord({
+          "0001_base": migration(MIGRATION_0001),
+          "0002_read_indexes": migration(MIGRATION_0002)
+        })
+      }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((cause) => unavailable(path, `cannot migrate store ${path}: ${String(cause.message)}`, cause))
       )
       // re-check after migrating (a concurrent opener cannot exist: we hold the lock)
-      yield* checkCompatible(path, yield* inspect(path))
+      const migrated = yield* inspect(path)
+      yield* checkCompatible(path, migrated)
+      schemaVersion = Number(migrated.meta.get("schema_version") ?? "0")
     }
+    /** Version 2 has the read-side indexes (`stats` percentiles by rank, covering counts). */
+    const indexed = schemaVersion >= 2
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -390,7 +455,7 @@ export const make = (options: SqliteStoreOptions) =>
       artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
-      patch: Database.Statement
+      patch: (pipelineId: string, p: PipelinePatch) => void
       clearFinal: Database.Statement
       latestAt: Database.Statement
       setFinal: Database.Statement
@@ -411,17 +476,7 @@ export const make = (options: SqliteStoreOptions) =>
             artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
             attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
             events: makeInserter(w, "events", EVENT_COLUMNS),
-            patch: w.prepare(`UPDATE pipelines SET
-              state = coalesce(?, state), n_tasks_done = coalesce(?, n_tasks_done),
-              run_id = coalesce(?, run_id),
-              started_at = CASE WHEN ? THEN ? ELSE started_at END,
-              ended_at = CASE WHEN ? THEN ? ELSE ended_at END,
-              failed_task = CASE WHEN ? THEN ? ELSE failed_task END,
-              error_type = CASE WHEN ? THEN ? ELSE error_type END,
-              error_message = CASE WHEN ? THEN ? ELSE error_message END,
-              error_class = CASE WHEN ? THEN ? ELSE error_class END,
-              attempts_total = attempts_total + ?, updated_at = ?
-              WHERE pipeline_id = ?`),
+            patch: makePatcher(w),
             clearFinal: w.prepare(
               "UPDATE artifacts SET is_final = 0 WHERE pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
             ),
@@ -446,31 +501,6 @@ export const make = (options: SqliteStoreOptions) =>
       id, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
       placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
     ]
-    /** Positional parameters of the `patch` statement (see its SQL). */
-    const patchParams = (pipelineId: string, p: PipelinePatch): Array<unknown> => {
-      const setError = p.error === undefined ? 0 : 1
-      return [
-        p.state ?? null,
-        p.nTasksDone ?? null,
-        p.runId ?? null,
-        p.startedAt === undefined ? 0 : 1,
-        p.startedAt ?? null,
-        p.endedAt === undefined ? 0 : 1,
-        p.endedAt ?? null,
-        setError,
-        p.error?.failedTask ?? null,
-        setError,
-        p.error?.errorType ?? null,
-        setError,
-        p.error?.errorMessage ?? null,
-        setError,
-        p.error?.errorClass ?? null,
-        p.attemptsDelta ?? 0,
-        p.updatedAt,
-        pipelineId
-      ]
-    }
-
     const commit = (ops: ReadonlyArray<WriteOp>) =>
       tx(() => {
         const s = write!
@@ -501,8 +531,8 @@ export const make = (options: SqliteStoreOptions) =>
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
               if (u.pipeline !== undefined) {
-                const params = patchParams(u.pipelineId, u.pipeline)
-                ordered.push(() => s.patch.run(params))
+                const patch = u.pipeline
+                ordered.push(() => s.patch(u.pipelineId, patch))
               }
               break
             }
@@ -510,13 +540,12 @@ export const make = (options: SqliteStoreOptions) =>
               tasks.push(taskParams(op.task))
               break
             case "Patch": {
-              const params = patchParams(op.pipelineId, op.patch)
-              ordered.push(() => s.patch.run(params))
+              ordered.push(() => s.patch(op.pipelineId, op.patch))
               break
             }
             case "Settle": {
-              const params = patchParams(op.pipelineId, settleToPatch(op.settle))
-              ordered.push(() => s.patch.run(params))
+              const patch = settleToPatch(op.settle)
+              ordered.push(() => s.patch(op.pipelineId, patch))
               break
             }
             case "MarkFinal":
@@ -590,6 +619,54 @@ export const make = (options: SqliteStoreOptions) =>
 
     const getRun = (runId: string) =>
       Effect.map(rows(sql`SELECT * FROM runs WHERE run_id = ${runId}`), (r) => Option.map(Option.fromNullable(r[0]), toRun))
+
+
+    const PERCENTILES = [0.5, 0.95, 0.99] as const
+    /**
+     * p50/p95/p99 of `endedAt - startedAt` over terminal pipelines. Schema version 2: a count
+     * and, per needed rank, one `LIMIT 1 OFFSET k` read of the covering partial index on the
+     * duration (from whichever end is nearer), so only a few values leave SQLite. Version 1
+     * (a read-only open of an un-migrated store): every duration, sorted by SQLite.
+     */
+    const latency = (runId: string | undefined): Effect.Effect<Latency | null, StoreUnavailable> =>
+      Effect.gen(function*() {
+        const where = runId === undefined
+          ? sql`${sql.literal(TIMED_TERMINAL)}`
+          : sql`run_id = ${runId} AND ${sql.literal(TIMED_TERMINAL)}`
+        if (!indexed) {
+          const durations = yield* q(sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${where} ORDER BY d`.values)
+          return latencyOf(durations.map((d) => Number(d[0])))
+        }
+        const [c] = yield* rows(sql`SELECT count(*) AS n FROM pipelines WHERE ${where}`)
+        const n = Number(c?.n ?? 0)
+        if (n === 0) return null
+        const values = new Map<number, number>()
+        for (const k of quantileRanks(n, PERCENTILES)) {
+          const fromTop = k > (n - 1) / 2
+          const [r] = yield* rows(
+            sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${where} ORDER BY ended_at - started_at ${
+              sql.literal(fromTop ? "DESC" : "ASC")
+            } LIMIT 1 OFFSET ${fromTop ? n - 1 - k : k}`
+          )
+          values.set(k, Number(r?.d ?? 0))
+        }
+        const at = (k: number) => values.get(k) ?? 0
+        return { p50: quantileAt(n, at, 0.5), p95: quantileAt(n, at, 0.95), p99: quantileAt(n, at, 0.99) }
+      })
+
+    /** Loads the payloads asked for (inline bytes from the row, blobs from the backend). */
+    const bundleArtifact = (
+      row: Record<string, unknown>,
+      wanted: boolean
+    ): Effect.Effect<LoadedArtifact, StoreUnavailable> => {
+      const meta = toArtifact(row)
+      if (!wanted) return Effect.map(refine(meta), (artifact) => ({ artifact, payload: undefined }))
+      if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(row.payload) ?? undefined })
+      return Effect.map(loadPayload(meta.storage, null, meta.blobRef, backend), (payload) => ({
+        artifact: meta.available === (payload !== undefined) ? meta : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+        payload
+      }))
+    }
 
     const service: StoreService = {
       kind: "sqlite",
@@ -771,9 +848,7 @@ export const make = (options: SqliteStoreOptions) =>
             byState[r.state as PipelineState] = Number(r.n)
             n += Number(r.n)
           }
-          const durations = yield* q(
-            sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${byRun()} AND state IN ('succeeded', 'failed', 'interrupted') AND started_at IS NOT NULL AND ended_at IS NOT NULL ORDER BY d`.values
-          )
+          const latencyMs = yield* latency(runId)
           const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
           const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
           const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
@@ -785,7 +860,7 @@ export const make = (options: SqliteStoreOptions) =>
             attemptsTotal: Number(att?.n ?? 0),
             retries: Number(att?.r ?? 0),
             events: Number(ev?.n ?? 0),
-            latencyMs: latencyOf(durations.map((d) => Number(d[0]))),
+            latencyMs,
             resources
           } satisfies StoreStats
         }),
@@ -825,6 +900,77 @@ export const make = (options: SqliteStoreOptions) =>
           wb.flush,
           Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0))
         ),
+
+      pipelinesPage: (o) =>
+        Effect.flatMap(checkLimit(o.limit), (limit = 0) => {
+          if (limit === 0) return Effect.succeed<PipelinesPage>({ pipelines: [], next: null })
+          const conds = []
+          if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+          if (o.state !== undefined) conds.push(sql`state = ${o.state}`)
+          if (o.after !== undefined) conds.push(sql`(created_at, pipeline_id) > (${o.after.createdAt}, ${o.after.pipelineId})`)
+          return Effect.map(
+            rows(sql`SELECT * FROM pipelines WHERE ${sql.and(conds)} ORDER BY created_at, pipeline_id LIMIT ${limit + 1}`),
+            (r): PipelinesPage => {
+              const pipelines = r.slice(0, limit).map(toPipeline)
+              const last = pipelines[pipelines.length - 1]
+              return {
+                pipelines,
+                next: r.length > limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
+              }
+            }
+          )
+        }),
+      completions: (o) =>
+        Effect.flatMap(checkBucket(o.bucketMs), (bucketMs) => {
+          const origin = Math.trunc(o.since ?? 0)
+          const conds = [sql`state IN ('succeeded', 'failed', 'interrupted')`, sql`ended_at IS NOT NULL`]
+          if (o.runId !== undefined) conds.unshift(sql`run_id = ${o.runId}`)
+          if (o.since !== undefined) conds.push(sql`ended_at >= ${o.since}`)
+          // floor division on integers: bound numbers arrive as REAL, hence the casts, and
+          // SQLite's integer `/` truncates toward zero, hence the negative branch
+          const o0 = sql`CAST(${origin} AS INTEGER)`
+          const w = sql`CAST(${bucketMs} AS INTEGER)`
+          return Effect.map(
+            rows(
+              sql`SELECT b, count(*) AS n FROM (SELECT CASE WHEN ended_at >= ${o0} THEN (ended_at - ${o0}) / ${w} ELSE -((${o0} - ended_at + ${w} - 1) / ${w}) END AS b FROM pipelines WHERE ${
+                sql.and(conds)
+              }) GROUP BY b ORDER BY b`
+            ),
+            (r) => r.map((x): CompletionBucket => ({ startMs: origin + Number(x.b) * bucketMs, count: Number(x.n) }))
+          )
+        }),
+      loadBundles: (ids, o) =>
+        Effect.gen(function*() {
+          const out = new Map<string, { pipelineId: string; tasks: Array<TaskRecord>; artifacts: Array<LoadedArtifact> }>()
+          for (const id of ids) out.set(id, { pipelineId: id, tasks: [], artifacts: [] })
+          const unique = Array.from(out.keys())
+          const onlyFinal = o.artifacts === "final"
+          const payloadCol = o.payloads === "all"
+            ? sql`, payload`
+            : o.payloads === "final"
+            ? sql`, CASE WHEN is_final = 1 THEN payload END AS payload`
+            : sql``
+          for (let i = 0; i < unique.length; i += 500) {
+            const chunk = unique.slice(i, i + 500)
+            if (o.tasks !== false) {
+              const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${sql.in("pipeline_id", chunk)} ORDER BY pipeline_id, seq, task_run_id`)
+              for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
+            }
+            const as = yield* rows(
+              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${sql.in("pipeline_id", chunk)}${
+                onlyFinal ? sql` AND is_final = 1` : sql``
+              } ORDER BY pipeline_id, seq, artifact_id`
+            )
+            for (const r of as) {
+              const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
+              const loaded = r.storage === "blob" || !wanted
+                ? yield* bundleArtifact(r, wanted)
+                : { artifact: toArtifact(r), payload: toBytes(r.payload) ?? undefined }
+              out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+            }
+          }
+          return out as ReadonlyMap<string, PipelineBundle>
+        }),
 
       streamPipelines: (o = {}) =>
         limited(o.limit, () =>

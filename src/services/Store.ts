@@ -325,6 +325,107 @@ export interface EventFilter {
 }
 
 /**
+ * A keyset position in the pipeline order (createdAt, then pipelineId): the last row of a
+ * page. The next page holds the rows strictly after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineCursor {
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly pipelineId: string
+}
+
+/**
+ * What {@link StoreService.pipelinesPage} reads: pipelines of `runId` (owner run; absent = every
+ * run) in `state` (absent = every state), ordered by (createdAt, pipelineId), strictly after
+ * `after` (absent = from the start), at most `limit` rows (a non-negative integer; anything
+ * else fails with `ConfigError`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinesPageOptions {
+  readonly runId?: string | undefined
+  readonly state?: PipelineState | undefined
+  readonly after?: PipelineCursor | undefined
+  readonly limit: number
+}
+
+/**
+ * One page of pipelines and the cursor to pass as `after` for the next page (`null` when no
+ * row follows this page, or when `limit` is 0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinesPage {
+  readonly pipelines: ReadonlyArray<PipelineRecord>
+  readonly next: PipelineCursor | null
+}
+
+/**
+ * What {@link StoreService.completions} counts: terminal pipelines (`succeeded`, `failed`,
+ * `interrupted`) with an `endedAt`, owned by `runId` (absent = every run), bucketed by
+ * `endedAt` into buckets of `bucketMs` (a positive integer, ms) aligned on `since` (epoch ms;
+ * only pipelines with `endedAt >= since` count). Without `since`, buckets are aligned on 0
+ * (the epoch) and every terminal pipeline counts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompletionsOptions {
+  readonly runId?: string | undefined
+  readonly bucketMs: number
+  readonly since?: number | undefined
+}
+
+/**
+ * One non-empty completion bucket: `[startMs, startMs + bucketMs)` held `count` completions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompletionBucket {
+  /** Epoch ms: `since + k × bucketMs` (or `k × bucketMs` without `since`). */
+  readonly startMs: number
+  readonly count: number
+}
+
+/**
+ * What {@link StoreService.loadBundles} reads for each pipeline.
+ *
+ * - `payloads`: which artifacts come with their bytes: every one (`"all"`), only the final one
+ *   (`"final"`), none (`"none"`: metadata only);
+ * - `artifacts`: which artifacts are listed: every one (`"all"`, the default) or only the
+ *   final one (`"final"`);
+ * - `tasks`: whether task rows are read (default `true`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BundleOptions {
+  readonly payloads: "final" | "all" | "none"
+  readonly artifacts?: "all" | "final" | undefined
+  readonly tasks?: boolean | undefined
+}
+
+/**
+ * One pipeline's facts as {@link StoreService.loadBundles} returns them: its task rows (by seq,
+ * then taskRunId) and its artifacts (by seq, then artifactId). An artifact whose bytes were not
+ * asked for has `payload: undefined` (its `available` flag still says whether they exist).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineBundle {
+  readonly pipelineId: string
+  readonly tasks: ReadonlyArray<TaskRecord>
+  readonly artifacts: ReadonlyArray<LoadedArtifact>
+}
+
+/**
  * The store's errors on reads that take a limit.
  *
  * @since 0.1.0
@@ -441,6 +542,29 @@ export interface StoreService {
   ) => Effect.Effect<ReadonlyArray<EventRecord>, ReadError>
   /** Exact count of matching events (an aggregate query; nothing decoded). */
   readonly countEvents: (filter?: EventFilter) => Effect.Effect<number, StoreUnavailable>
+
+  /**
+   * One keyset page of pipelines (see {@link PipelinesPageOptions}): the cost depends on the
+   * page size, not on its position (SQLite: one indexed range query; memory: one scan).
+   * Fails with `ConfigError` on an invalid `limit`.
+   */
+  readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, ReadError>
+  /**
+   * Completions over time (see {@link CompletionsOptions}): the non-empty buckets, ascending by
+   * `startMs`. One aggregate query; nothing decoded. Fails with `ConfigError` when `bucketMs`
+   * is not a positive integer.
+   */
+  readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, ReadError>
+  /**
+   * The task rows and artifacts of many pipelines at once (see {@link BundleOptions}), for
+   * exports: SQLite answers each 500 ids with one query per table. Every id in `pipelineIds`
+   * has an entry (empty lists for an unknown id). Blob payloads are read from the artifact
+   * backend; a missing blob reads as `available: false` without a payload.
+   */
+  readonly loadBundles: (
+    pipelineIds: ReadonlyArray<string>,
+    options: BundleOptions
+  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, StoreUnavailable>
 
   /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
   readonly streamPipelines: (options?: {

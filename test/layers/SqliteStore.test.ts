@@ -118,6 +118,54 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
+  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to version 2", () => {
+    const file = tempStorePath()
+    const meta = () => {
+      const db = new Database(file, { readonly: true })
+      try {
+        return {
+          version: (db.prepare("SELECT value FROM store_meta WHERE key = 'schema_version'").get() as { value: string }).value,
+          indexes: (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'pipelines_%' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name)
+        }
+      } finally {
+        db.close()
+      }
+    }
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.admit(Array.from({ length: 50 }, (_, i) =>
+          pipeline(`v${i}`, { state: i % 4 === 0 ? "failed" : "succeeded", startedAt: 100, endedAt: 100 + ((i * 37) % 50) })))
+      }))
+      const current = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
+      assert.strictEqual(meta().version, "2")
+      assert.includeMembers(meta().indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
+      // turn it back into a version-1 store, as an older build left it
+      const db = new Database(file)
+      db.exec(`DROP INDEX pipelines_run_state; DROP INDEX pipelines_run_latency; DROP INDEX pipelines_latency;
+        UPDATE store_meta SET value = '1' WHERE key = 'schema_version';
+        DELETE FROM effect_sql_migrations WHERE migration_id = 2;`)
+      db.close()
+      const before = snapshot(file)
+      const old = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, readonly: true })
+        const page = yield* store.pipelinesPage({ runId: "run-1", limit: 10 })
+        assert.strictEqual(page.pipelines.length, 10)
+        assert.strictEqual((yield* store.completions({ runId: "run-1", bucketMs: 10, since: 100 })).reduce((a, b) => a + b.count, 0), 50)
+        return yield* store.stats("run-1")
+      }))
+      assert.deepStrictEqual(old, current, "the fallback computes the same stats")
+      const after = snapshot(file)
+      assert.isTrue(before.bytes.equals(after.bytes), "a read-only open never migrates")
+      assert.strictEqual(meta().version, "1")
+      yield* Effect.scoped(open({ filename: file }))
+      assert.strictEqual(meta().version, "2")
+      assert.includeMembers(meta().indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
+      const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
+      assert.deepStrictEqual(migrated, current)
+    })
+  })
+
   it.effect("read-only open of a missing or un-migrated file is a clear error and creates nothing", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {

@@ -418,6 +418,202 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.isNull((yield* store.stats("nobody")).latencyMs)
         })))
 
+    it.effect("stats: percentiles match the type-7 definition on random durations, per run and for all", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // deterministic pseudo-random durations with ties, negatives excluded
+          let x = 12345
+          const next = () => (x = (x * 1103515245 + 12345) % 2147483648) % 997
+          const rows = Array.from({ length: 777 }, (_, i) =>
+            pipeline(`r${i}`, {
+              runId: i % 3 === 0 ? "run-b" : "run-a",
+              state: i % 7 === 0 ? "running" : i % 5 === 0 ? "interrupted" : "succeeded",
+              startedAt: i % 11 === 0 ? null : 10_000 + i,
+              endedAt: i % 7 === 0 ? null : 10_000 + i + next()
+            }))
+          yield* store.admit(rows)
+          const expect = (runId: string | undefined) => {
+            const ds = rows
+              .filter((p) => (runId === undefined || p.runId === runId) && p.state !== "running" && p.startedAt !== null && p.endedAt !== null)
+              .map((p) => p.endedAt! - p.startedAt!)
+              .sort((a, b) => a - b)
+            const q = (p: number) => {
+              const h = (ds.length - 1) * p
+              const lo = Math.floor(h)
+              return ds[lo]! + (h - lo) * (ds[Math.min(lo + 1, ds.length - 1)]! - ds[lo]!)
+            }
+            return { p50: q(0.5), p95: q(0.95), p99: q(0.99) }
+          }
+          for (const runId of ["run-a", "run-b", undefined]) {
+            const got = (yield* store.stats(runId)).latencyMs!
+            const want = expect(runId)
+            assert.closeTo(got.p50, want.p50, 1e-9)
+            assert.closeTo(got.p95, want.p95, 1e-9)
+            assert.closeTo(got.p99, want.p99, 1e-9)
+          }
+          // one timed pipeline: every percentile is its duration
+          yield* store.admit([pipeline("solo", { runId: "run-c", state: "failed", startedAt: 5, endedAt: 47 })])
+          assert.deepStrictEqual((yield* store.stats("run-c")).latencyMs, { p50: 42, p95: 42, p99: 42 })
+        })))
+
+    it.effect("pipelinesPage: keyset pages across equal createdAt at a page boundary, filters, limits", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // 25 pipelines; createdAt 100 for ids 05..14 so that pages of 7 split inside the tie
+          const all = Array.from({ length: 25 }, (_, i) => {
+            const id = `q${String(i).padStart(2, "0")}`
+            return pipeline(id, {
+              createdAt: i < 5 ? 50 + i : i < 15 ? 100 : 200 + i,
+              runId: i % 2 === 0 ? "run-1" : "run-2",
+              state: i % 4 === 0 ? "failed" : "succeeded"
+            })
+          })
+          yield* store.admit([...all].reverse())
+          const walk = (o: { runId?: string; state?: "failed" }, limit: number) =>
+            Effect.gen(function*() {
+              const seen: Array<string> = []
+              const sizes: Array<number> = []
+              let after: { createdAt: number; pipelineId: string } | undefined
+              for (;;) {
+                const page = yield* store.pipelinesPage({ ...o, after, limit })
+                seen.push(...page.pipelines.map((p) => p.pipelineId))
+                sizes.push(page.pipelines.length)
+                if (page.next === null) break
+                const last = page.pipelines[page.pipelines.length - 1]!
+                assert.deepStrictEqual(page.next, { createdAt: last.createdAt, pipelineId: last.pipelineId })
+                after = page.next
+              }
+              return { seen, sizes }
+            })
+          const everything = yield* walk({}, 7)
+          assert.deepStrictEqual(everything.seen, all.map((p) => p.pipelineId))
+          assert.deepStrictEqual(everything.sizes, [7, 7, 7, 4])
+          // the page boundary falls between q06 and q07, both at createdAt 100
+          const second = yield* store.pipelinesPage({ after: { createdAt: 100, pipelineId: "q06" }, limit: 3 })
+          assert.deepStrictEqual(second.pipelines.map((p) => p.pipelineId), ["q07", "q08", "q09"])
+          // exact fit: the last page knows there is no next one
+          const exact = yield* walk({}, 5)
+          assert.deepStrictEqual(exact.sizes, [5, 5, 5, 5, 5])
+          const run2 = yield* walk({ runId: "run-2" }, 4)
+          assert.deepStrictEqual(run2.seen, all.filter((p) => p.runId === "run-2").map((p) => p.pipelineId))
+          const failed1 = yield* walk({ runId: "run-1", state: "failed" }, 2)
+          assert.deepStrictEqual(failed1.seen, all.filter((p) => p.runId === "run-1" && p.state === "failed").map((p) => p.pipelineId))
+          const empty = yield* store.pipelinesPage({ limit: 0 })
+          assert.deepStrictEqual(empty, { pipelines: [], next: null })
+          const past = yield* store.pipelinesPage({ after: { createdAt: 1e12, pipelineId: "" }, limit: 10 })
+          assert.deepStrictEqual(past, { pipelines: [], next: null })
+          for (const bad of [-1, 2.5, Number.NaN]) {
+            assert.strictEqual((yield* Effect.flip(store.pipelinesPage({ limit: bad })))._tag, "ConfigError")
+          }
+          const one = (yield* store.pipelinesPage({ limit: 1 })).pipelines[0]!
+          assert.instanceOf(one, PipelineRecord)
+          assert.deepStrictEqual({ ...one }, { ...all[0]! })
+        })))
+
+    it.effect("completions: terminal pipelines per endedAt bucket, aligned on since, per run", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([
+            pipeline("c1", { state: "succeeded", endedAt: 1000 }),
+            pipeline("c2", { state: "failed", endedAt: 1999 }),
+            pipeline("c3", { state: "interrupted", endedAt: 2000 }),
+            pipeline("c4", { state: "succeeded", endedAt: 4500 }),
+            pipeline("c5", { state: "succeeded", endedAt: 999 }),
+            pipeline("c6", { state: "running", endedAt: 1500 }), // not terminal
+            pipeline("c7", { state: "succeeded", endedAt: null }), // no end time
+            pipeline("c8", { state: "succeeded", endedAt: 1200, runId: "run-2" })
+          ])
+          assert.deepStrictEqual(yield* store.completions({ runId: "run-1", bucketMs: 1000, since: 1000 }), [
+            { startMs: 1000, count: 2 },
+            { startMs: 2000, count: 1 },
+            { startMs: 4000, count: 1 }
+          ])
+          // aligned on since (500): [500,1500) [1500,2500) [4500,5500)
+          assert.deepStrictEqual(yield* store.completions({ runId: "run-1", bucketMs: 1000, since: 500 }), [
+            { startMs: 500, count: 2 },
+            { startMs: 1500, count: 2 },
+            { startMs: 4500, count: 1 }
+          ])
+          // no since: epoch-aligned, every run
+          assert.deepStrictEqual(yield* store.completions({ bucketMs: 2000 }), [
+            { startMs: 0, count: 4 },
+            { startMs: 2000, count: 1 },
+            { startMs: 4000, count: 1 }
+          ])
+          assert.deepStrictEqual(yield* store.completions({ runId: "nobody", bucketMs: 10 }), [])
+          for (const bad of [0, -5, 1.5]) {
+            assert.strictEqual((yield* Effect.flip(store.completions({ bucketMs: bad })))._tag, "ConfigError")
+          }
+        })))
+
+    it.effect("loadBundles: tasks and artifacts of many pipelines, payloads all / final / none", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const ids = Array.from({ length: 620 }, (_, i) => `b${String(i).padStart(4, "0")}`) // > 500: two chunks
+          yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, bytes(`"seed ${id}"`))))
+          yield* Effect.forEach(ids, (id) =>
+            Effect.forEach([1, 0], (seq) =>
+              store.checkpoint({
+                pipelineId: id,
+                artifact: artifact(id, seq, bytes(`{"seq":${seq}}`), seq === 1),
+                task: task(id, seq)
+              })), { concurrency: 32, discard: true })
+          // a superseded output at seq 0 of b0001: both versions are listed, each with its bytes
+          yield* store.checkpoint({ pipelineId: "b0001", artifact: artifact("b0001", 0, bytes(`"again"`)) })
+          const text = (u: Uint8Array | undefined) => (u === undefined ? undefined : new TextDecoder().decode(u))
+
+          const full = yield* store.loadBundles([...ids, "missing", "b0001"], { payloads: "all" })
+          assert.strictEqual(full.size, 621)
+          assert.deepStrictEqual(full.get("missing"), { pipelineId: "missing", tasks: [], artifacts: [] })
+          const b1 = full.get("b0001")!
+          assert.deepStrictEqual(b1.tasks.map((t) => t.taskRunId), ["b0001/0", "b0001/1"])
+          assert.instanceOf(b1.tasks[0], TaskRecord)
+          assert.deepStrictEqual(b1.artifacts.map((a) => [a.artifact.seq, text(a.payload), a.artifact.isFinal]), [
+            [-1, `"seed b0001"`, false],
+            [0, `{"seq":0}`, false],
+            [0, `"again"`, false],
+            [1, `{"seq":1}`, true]
+          ])
+          assert.deepStrictEqual(
+            b1.artifacts.map((a) => a.artifact),
+            yield* store.listArtifacts("b0001"),
+            "the same metadata as listArtifacts"
+          )
+          assert.isTrue(ids.every((id) => full.get(id)!.tasks.length === 2 && full.get(id)!.artifacts.length >= 3))
+
+          const finals = yield* store.loadBundles(ids.slice(0, 3), { payloads: "final" })
+          assert.deepStrictEqual(finals.get("b0000")!.artifacts.map((a) => [a.artifact.seq, text(a.payload)]), [
+            [-1, undefined],
+            [0, undefined],
+            [1, `{"seq":1}`]
+          ])
+          assert.isTrue(finals.get("b0000")!.artifacts.every((a) => a.artifact.available))
+
+          const none = yield* store.loadBundles(["b0002"], { payloads: "none", tasks: false })
+          assert.deepStrictEqual(none.get("b0002")!.tasks, [])
+          assert.isTrue(none.get("b0002")!.artifacts.every((a) => a.payload === undefined && a.artifact.available))
+
+          const onlyFinal = yield* store.loadBundles(["b0002", "b0003"], { payloads: "final", artifacts: "final", tasks: false })
+          assert.deepStrictEqual(
+            Array.from(onlyFinal.values()).map((b) => b.artifacts.map((a) => [a.artifact.pipelineId, a.artifact.seq, text(a.payload)])),
+            [[["b0002", 1, `{"seq":1}`]], [["b0003", 1, `{"seq":1}`]]]
+          )
+          assert.strictEqual((yield* store.loadBundles([], { payloads: "all" })).size, 0)
+        })))
+
+    it.effect("loadBundles under journal summary: metadata without payloads", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([pipeline("s1")], [artifact("s1", -1, bytes(`"seed"`))])
+          yield* store.checkpoint({ pipelineId: "s1", artifact: artifact("s1", 0, bytes(`1`), true), task: task("s1", 0) })
+          const b = (yield* store.loadBundles(["s1"], { payloads: "all" })).get("s1")!
+          assert.deepStrictEqual(b.artifacts.map((a) => [a.artifact.seq, a.artifact.available, a.payload]), [
+            [-1, false, undefined],
+            [0, false, undefined]
+          ])
+          assert.strictEqual(b.tasks.length, 1)
+        }), { journal: "summary" }))
+
     it.effect("errors lists failed pipelines latest first with their failure fields", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -1,6 +1,6 @@
 /**
- * The SQLite schema of the store (migration 1), its feature levels and the row → record
- * mappers.
+ * The SQLite schema of the store (migrations 1 and 2), its feature levels and the row →
+ * record mappers.
  *
  * @since 0.1.0
  */
@@ -22,7 +22,19 @@ import {
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
+
+/**
+ * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
+ * percentiles from. Written exactly like this in the partial indexes of
+ * {@link MIGRATION_0002} and in the queries that must use them (SQLite matches a partial
+ * index only when the query's WHERE implies the index's).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const TIMED_TERMINAL =
+  "state IN ('succeeded', 'failed', 'interrupted') AND started_at IS NOT NULL AND ended_at IS NOT NULL"
 
 /**
  * Feature levels this build understands. A store at any other level is refused.
@@ -40,7 +52,7 @@ export const KNOWN_FEATURE_LEVELS: ReadonlySet<string> = new Set(["base"])
  */
 export const MIGRATION_0001: ReadonlyArray<string> = [
   `CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
-  `INSERT INTO store_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}'), ('feature_level', 'base')`,
+  `INSERT INTO store_meta (key, value) VALUES ('schema_version', '1'), ('feature_level', 'base')`,
   `CREATE TABLE store_writer (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL,
      run_id TEXT, since INTEGER NOT NULL)`,
   `CREATE TABLE runs (run_id TEXT PRIMARY KEY, label TEXT, status TEXT NOT NULL, config TEXT,
@@ -82,6 +94,30 @@ export const MIGRATION_0001: ReadonlyArray<string> = [
      label TEXT, display TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, scope, name))`,
   `CREATE TABLE resources (pool TEXT NOT NULL, resource_id TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT,
      health TEXT, updated_at INTEGER NOT NULL, PRIMARY KEY (pool, resource_id))`
+]
+
+/**
+ * The statements of migration 0002 (schema version 2): read-side indexes, nothing else.
+ *
+ * - `pipelines_run_state (run_id, state, ended_at, started_at)`: counts by state of a run and
+ *   the completion histogram, index-only (no row lookups in the WITHOUT ROWID table);
+ * - `pipelines_run_latency (run_id, ended_at - started_at, …)` and `pipelines_latency
+ *   (ended_at - started_at, …)`, partial on {@link TIMED_TERMINAL}: the latency percentiles
+ *   read the k-th duration by `ORDER BY … LIMIT 1 OFFSET k` from the index (covering: the
+ *   trailing columns let SQLite check the partial condition without the table).
+ *
+ * A store at version 1 opened read-only keeps working without them (slower `stats`).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0002: ReadonlyArray<string> = [
+  `CREATE INDEX pipelines_run_state ON pipelines (run_id, state, ended_at, started_at)`,
+  `CREATE INDEX pipelines_run_latency ON pipelines (run_id, (ended_at - started_at), state, ended_at, started_at)
+     WHERE ${TIMED_TERMINAL}`,
+  `CREATE INDEX pipelines_latency ON pipelines ((ended_at - started_at), state, ended_at, started_at)
+     WHERE ${TIMED_TERMINAL}`,
+  `UPDATE store_meta SET value = '2' WHERE key = 'schema_version'`
 ]
 
 type Row = Record<string, unknown>

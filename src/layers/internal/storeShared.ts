@@ -28,6 +28,56 @@ export const checkLimit = (limit: number | undefined): Effect.Effect<number | un
     )
 
 /**
+ * Validates a histogram bucket width: a positive integer of ms; anything else fails with
+ * `ConfigError`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkBucket = (bucketMs: number): Effect.Effect<number, ConfigError> =>
+  Number.isInteger(bucketMs) && bucketMs > 0
+    ? Effect.succeed(bucketMs)
+    : Effect.fail(
+      new ConfigError({
+        message: `bucketMs must be a positive integer (ms), got ${String(bucketMs)}`,
+        issues: [{ path: "bucketMs", message: `invalid bucket width ${String(bucketMs)}` }]
+      })
+    )
+
+/**
+ * The ranks (0-based, into the ascending values) that {@link quantile} reads for each of
+ * `ps` over `n` values: `floor((n - 1) p)` and the next one (clamped), deduplicated. Lets a
+ * store fetch only those values instead of sorting all of them.
+ *
+ * @since 0.1.0
+ * @category statistics
+ */
+export const quantileRanks = (n: number, ps: ReadonlyArray<number>): Array<number> => {
+  const ranks = new Set<number>()
+  for (const p of ps) {
+    const lo = Math.floor((n - 1) * p)
+    ranks.add(lo)
+    ranks.add(Math.min(lo + 1, n - 1))
+  }
+  return Array.from(ranks).sort((a, b) => a - b)
+}
+
+/**
+ * {@link quantile} from the values at a few ranks only (`at(rank)`, ranks from
+ * {@link quantileRanks}) of `n` ascending values: the same type-7 interpolation.
+ *
+ * @since 0.1.0
+ * @category statistics
+ */
+export const quantileAt = (n: number, at: (rank: number) => number, p: number): number => {
+  const h = (n - 1) * p
+  const lo = Math.floor(h)
+  const a = at(lo)
+  const b = at(Math.min(lo + 1, n - 1))
+  return a + (h - lo) * (b - a)
+}
+
+/**
  * The `p`-quantile (`p` in [0, 1]) of ascending `sorted` values by linear interpolation
  * between closest ranks (Hyndman & Fan type 7, NumPy's default). `sorted` must be non-empty.
  *

@@ -424,6 +424,100 @@ describe("assay run", () => {
       assert.strictEqual(bad.code, 2)
     }))
 
+  it.live("progress: plain lines on stderr when not a TTY, none with --quiet; the source size is recorded as meta.total", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "p.json", delayExperiment(6, 60, 2))
+      const store = path.join(dir, "p.db")
+      const r = yield* assay(["run", "-c", file, "--store", store, "--progress-interval", "50 millis", "--summary", "json"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      // stdout is the report alone; the progress went to stderr.
+      assert.strictEqual(JSON.parse(r.stdout).stats.pipelines.byState.succeeded, 6)
+      const lines = r.stderr.trim().split("\n")
+      assert.isAtLeast(lines.length, 2, r.stderr)
+      for (const line of lines) assert.match(line, /^\[[#.]+\] \d+\/6 \d+\.\d% · /)
+      assert.notInclude(r.stderr, "\r", "plain lines, no redraw, when stderr is not a terminal")
+      assert.match(lines[lines.length - 1]!, /\] 6\/6 100\.0% · .* 0 failed/)
+      assert.deepStrictEqual(JSON.parse(String(query(store, "SELECT meta FROM runs")[0]!["meta"])), { total: 6 })
+
+      const q = yield* assay(["run", "-c", file, "--store", path.join(dir, "q.db"), "--quiet", "--progress-interval", "50 millis"])
+      assert.strictEqual(q.code, 0, q.stderr)
+      assert.strictEqual(q.stderr, "")
+      assert.include(q.stdout, "pipelines: 6 (succeeded 6)")
+
+      // jsonl: the rows are counted (bounded by --limit / source.limit); repeats multiply.
+      write(dir, "rows.jsonl", ["1", "2", "", "3", "4", "5"].join("\n") + "\n")
+      const jsonl = (limit: string) =>
+        write(dir, `j${limit}.json`, JSON.stringify({
+          pipeline: { name: "j", tasks: [{ use: "echo" }] },
+          source: { jsonl: { path: "rows.jsonl", ...(limit === "" ? {} : { limit: Number(limit) }) }, repeats: 2 }
+        }))
+      const totals: Array<unknown> = []
+      for (const [limit, flags] of [["", []], ["4", []], ["", ["--limit", "3"]]] as const) {
+        const db = path.join(dir, `j${limit}-${flags.length}.db`)
+        const j = yield* assay(["run", "-c", jsonl(limit), "--store", db, "--quiet", ...flags])
+        assert.strictEqual(j.code, 0, j.stderr)
+        totals.push(JSON.parse(String(query(db, "SELECT meta FROM runs")[0]!["meta"])).total)
+        assert.strictEqual(count(db, "SELECT count(*) FROM pipelines"), totals[totals.length - 1])
+      }
+      assert.deepStrictEqual(totals, [10, 8, 6])
+    }))
+
+  it.live("shards: a killed shard process is reported (exit 1, status dead); the same command resumes it", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "k.json", delayExperiment(16, 250, 1, `, "heartbeat": "100 millis", "staleAfter": "600 millis"`))
+      const base = path.join(dir, "k.db")
+      const shard1 = path.join(dir, "k.shard1of2.db")
+      const argv = ["run", "-c", file, "--store", base, "--shards", "2", "--jobs", "2", "--summary", "json"]
+      const p = start(argv)
+      yield* Effect.promise(() =>
+        waitFor(() => fs.existsSync(shard1) && count(shard1, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'") >= 2, "shard 1 under way")
+      )
+      // The shard child is `node ... main.ts resume -c FILE --shard 1/2 ...` (its own process group).
+      const pids = (yield* Effect.promise(() =>
+        new Promise<string>((resolve) => {
+          const ps = spawn("ps", ["-eo", "pid=,args="], { stdio: ["ignore", "pipe", "ignore"] })
+          let out = ""
+          ps.stdout.on("data", (d: Buffer) => (out += d.toString()))
+          ps.on("close", () => resolve(out))
+        })
+      )).split("\n").filter((l) => l.includes(file) && l.includes("--shard 1/2")).map((l) => Number(l.trim().split(/\s+/)[0]))
+      assert.isAbove(pids.length, 0)
+      for (const pid of pids) process.kill(pid, "SIGKILL")
+      const r = yield* Effect.promise(() => p.done)
+      assert.strictEqual(r.code, 1, r.stderr)
+      const report = JSON.parse(r.stdout)
+      assert.isFalse(report.complete)
+      assert.deepStrictEqual(report.dead, [1])
+      assert.strictEqual(report.shards[1].status, "dead")
+      assert.strictEqual(report.shards[1].signal, "SIGKILL")
+      assert.strictEqual(report.shards[0].status, "completed")
+      assert.include(r.stderr, "shard 1/2")
+      // The merged view includes what the dead shard committed, nothing more.
+      const shard0 = count(path.join(dir, "k.shard0of2.db"), "SELECT count(*) FROM pipelines WHERE state = 'succeeded'")
+      const committed = count(shard1, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'")
+      assert.strictEqual(report.merged.byState.succeeded, shard0 + committed)
+      assert.isBelow(report.merged.byState.succeeded, 16)
+
+      yield* Effect.promise(() => sleep(800)) // the dead child's heartbeat goes stale
+      const again = yield* assay(argv)
+      assert.strictEqual(again.code, 0, again.stderr)
+      const done = JSON.parse(again.stdout)
+      assert.isTrue(done.complete)
+      assert.deepStrictEqual(done.dead, [])
+      assert.strictEqual(done.merged.pipelines, 16)
+      assert.strictEqual(done.merged.byState.succeeded, 16)
+      assert.strictEqual(done.merged.duplicates, 0)
+      // Finished work was not redone: one successful attempt per pipeline.
+      for (const db of [path.join(dir, "k.shard0of2.db"), shard1]) {
+        assert.deepStrictEqual(
+          query(db, "SELECT DISTINCT count(*) AS n FROM attempts WHERE outcome = 'succeeded' GROUP BY pipeline_id"),
+          [{ n: 1 }]
+        )
+      }
+    }))
+
   it.live("shellRun and writeJsonl through a config: {value} is one literal argument", () =>
     Effect.gen(function*() {
       const dir = tmp()

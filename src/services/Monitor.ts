@@ -3,24 +3,25 @@
  * `assay watch` (as terminal text) show.
  *
  * - {@link readSnapshot} reads one picture of the selected run (or of every run) from a
- *   {@link StoreService} plus {@link MonitorReads} (keyset pages of pipelines and a
- *   completion histogram, which the `Store` port does not offer yet);
- * - {@link renderSnapshot} and {@link renderLine} turn it into terminal text;
- * - {@link sqliteReads} implements {@link MonitorReads} with one read-only better-sqlite3
- *   connection (safe beside a running writer: it never writes, never migrates, takes no
- *   lock); {@link storeReads} implements it over the `Store` port alone (any store, but a
- *   page costs O(position), so it is for small stores and tests).
+ *   {@link StoreService} alone: counts and latency from `stats`, the throughput series from
+ *   `completions`, and `/pipelines` pages from `pipelinesPage` (keyset, O(page) at any depth),
+ *   through {@link storeReads};
+ * - {@link renderSnapshot} and {@link renderLine} turn it into terminal text.
+ *
+ * Nothing here knows which store it reads: open a file with `SqliteStore.layerReadOnly`
+ * (never migrates, never writes, takes no lock: safe beside a running writer).
  *
  * Every JSON shape here uses snake_case keys: it is the wire format of the HTTP endpoints.
  *
  * @since 0.1.0
  */
-import Database from "better-sqlite3"
-import { Chunk, Clock, Effect, Option, Schema, Stream } from "effect"
-import { StoreUnavailable } from "../domain/Errors.js"
+import { Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
 import { formatMetric } from "./Report.js"
-import type { ErrorRow, Latency, ReadError, StoreService } from "./Store.js"
+import * as SqliteStore from "../layers/SqliteStore.js"
+import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "./Store.js"
+import { Store } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -320,19 +321,17 @@ export const resourceRow = (r: {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reads the Store port lacks
+// Paged and histogram reads
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A `/pipelines` keyset cursor: the (createdAt, pipelineId) of the last row of a page.
+ * A `/pipelines` keyset cursor: the (createdAt, pipelineId) of the last row of a page (the
+ * `Store` port's cursor).
  *
  * @since 0.1.0
  * @category models
  */
-export interface PipelineCursor {
-  readonly createdAt: number
-  readonly pipelineId: string
-}
+export type PipelineCursor = StoreCursor
 
 /**
  * Encodes a cursor as an opaque URL-safe token (base64url of `[createdAt, pipelineId]`).
@@ -373,7 +372,8 @@ export interface PipelinePage {
 }
 
 /**
- * The reads monitoring needs beyond the `Store` port:
+ * The paged and histogram reads monitoring needs, in its wire shapes (implemented by
+ * {@link storeReads} over the `Store` port):
  *
  * - `pipelinesPage`: pipelines ordered by (createdAt, pipelineId) strictly after `after`, at
  *   most `limit` rows, each with its pipeline-scoped metrics (of its owner run);
@@ -399,9 +399,10 @@ export interface MonitorReads {
 }
 
 /**
- * {@link MonitorReads} over the `Store` port alone: it walks `streamPipelines` from the
- * start, so a page at position n costs O(n) and the histogram O(pipelines). Right for a
- * `MemoryStore` and tests; use {@link sqliteReads} for a store file.
+ * {@link MonitorReads} over the `Store` port: a page is one `pipelinesPage` (keyset: the same
+ * cost at any depth on SQLite) plus one `metrics` read per row shown (pipeline-scoped metrics
+ * of the row's owner run); the histogram is one `completions` aggregate aligned on `originMs`
+ * (completions that ended before `originMs` are not counted).
  *
  * @since 0.1.0
  * @category constructors
@@ -409,173 +410,34 @@ export interface MonitorReads {
 export const storeReads = (store: StoreService): MonitorReads => ({
   pipelinesPage: ({ after, limit, runId }) =>
     Effect.gen(function*() {
-      const after_ = after
-      const rest = after_ === undefined
-        ? store.streamPipelines({ runId })
-        : Stream.dropWhile(store.streamPipelines({ runId }), (p) =>
-          p.createdAt < after_.createdAt || (p.createdAt === after_.createdAt && p.pipelineId <= after_.pipelineId))
-      const page = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.take(rest, limit + 1)))
-      const shown = page.slice(0, limit)
-      const rows: Array<PipelineRow> = []
-      for (const p of shown) {
-        const ms = yield* store.metrics({ runId: p.runId, pipelineId: p.pipelineId })
-        rows.push(pipelineRow(p, ms.map(metricRow)))
-      }
-      const last = shown[shown.length - 1]
-      return {
-        rows,
-        next: page.length > limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
-      }
+      const page = yield* store.pipelinesPage({ runId, after, limit })
+      const rows = yield* Effect.forEach(page.pipelines, (p) =>
+        Effect.map(store.metrics({ runId: p.runId, pipelineId: p.pipelineId }), (ms) => pipelineRow(p, ms.map(metricRow))))
+      return { rows, next: page.next }
     }),
   completions: ({ bucketMs, originMs, runId }) =>
-    Stream.runFold(store.streamPipelines({ runId }), new Map<number, number>(), (acc, p) => {
-      if (p.endedAt !== null && p.state !== "pending" && p.state !== "running") {
-        const b = Math.floor((p.endedAt - originMs) / bucketMs)
-        acc.set(b, (acc.get(b) ?? 0) + 1)
-      }
-      return acc
-    }).pipe(Effect.map((m) => Array.from(m.entries()).sort((a, b) => a[0] - b[0])))
-})
-
-type Row = Record<string, unknown>
-const nstr = (u: unknown): string | null => (u === null || u === undefined ? null : String(u))
-const nnum = (u: unknown): number | null => (u === null || u === undefined ? null : Number(u))
-const parseJson = (u: unknown): unknown => {
-  if (typeof u !== "string") return null
-  try {
-    return JSON.parse(u)
-  } catch {
-    return u
-  }
-}
-
-const wirePipeline = (r: Row, metrics: ReadonlyArray<MetricRow>): PipelineRow => ({
-  pipeline_id: String(r.pipeline_id),
-  key: nstr(r.key),
-  name: String(r.name),
-  run_id: String(r.run_id),
-  state: r.state as PipelineState,
-  n_tasks_done: Number(r.n_tasks_done),
-  n_tasks_total: Number(r.n_tasks_total),
-  attempts_total: Number(r.attempts_total),
-  created_at: Number(r.created_at),
-  updated_at: Number(r.updated_at),
-  started_at: nnum(r.started_at),
-  ended_at: nnum(r.ended_at),
-  failed_task: nstr(r.failed_task),
-  error_type: nstr(r.error_type),
-  error_message: nstr(r.error_message),
-  error_class: nstr(r.error_class),
-  reported_metrics: metrics
-})
-
-const wireMetric = (r: Row): MetricRow => ({
-  run_id: String(r.run_id),
-  pipeline_id: r.scope === "" || r.scope === null ? null : String(r.scope),
-  name: String(r.name),
-  value: parseJson(r.value),
-  label: nstr(r.label),
-  display: r.display as MetricRow["display"],
-  updated_at: Number(r.updated_at)
+    Effect.map(
+      store.completions({ runId, bucketMs, since: originMs }),
+      (buckets) => buckets.map((b) => [Math.round((b.startMs - originMs) / bucketMs), b.count] as const)
+    )
 })
 
 /**
- * {@link MonitorReads} over one read-only better-sqlite3 connection to `filename`, opened
- * in the current scope and closed with it. It never writes or migrates and takes no lock,
- * so it is safe beside a running writer (in WAL mode each statement sees the last commit).
- * A page is one indexed keyset query (`pipelines_run` / `pipelines_created`) plus one
- * metrics query: O(page) at any depth. The histogram scans the selected run's pipelines
- * once (one aggregate query, nothing decoded).
+ * Deprecated: use {@link storeReads} on the read-only store you already hold. Kept only so
+ * that existing callers compile: it opens a second read-only `SqliteStore` on `filename` in
+ * the current scope (no lock, no migration, no write) and reads through the `Store` port;
+ * it no longer opens a connection of its own.
  *
- * Fails with `StoreUnavailable` when the file cannot be opened read-only.
+ * Fails with `StoreUnavailable` when the file is not a readable store.
  *
+ * @deprecated use `storeReads(store)`
  * @since 0.1.0
  * @category constructors
  */
-export const sqliteReads = (filename: string) =>
-  Effect.gen(function*() {
-    const unavailable = (cause: unknown) =>
-      new StoreUnavailable({
-        message: `store ${filename}: ${cause instanceof Error ? cause.message : String(cause)}`,
-        path: filename,
-        cause
-      })
-    const db = yield* Effect.acquireRelease(
-      Effect.try({
-        try: () => new Database(filename, { readonly: true, fileMustExist: true }),
-        catch: unavailable
-      }),
-      (d) => Effect.sync(() => d.close())
-    )
-    const stmts = yield* Effect.try({
-      try: () => ({
-        firstRun: db.prepare(
-          "SELECT * FROM pipelines WHERE run_id = ? ORDER BY created_at, pipeline_id LIMIT ?"
-        ),
-        afterRun: db.prepare(
-          "SELECT * FROM pipelines WHERE run_id = ? AND (created_at, pipeline_id) > (?, ?) ORDER BY created_at, pipeline_id LIMIT ?"
-        ),
-        firstAll: db.prepare("SELECT * FROM pipelines ORDER BY created_at, pipeline_id LIMIT ?"),
-        afterAll: db.prepare(
-          "SELECT * FROM pipelines WHERE (created_at, pipeline_id) > (?, ?) ORDER BY created_at, pipeline_id LIMIT ?"
-        ),
-        bucketsRun: db.prepare(
-          "SELECT (ended_at - CAST(? AS INTEGER)) / CAST(? AS INTEGER) AS b, count(*) AS n FROM pipelines WHERE run_id = ? AND ended_at IS NOT NULL AND state IN ('succeeded', 'failed', 'interrupted') GROUP BY b ORDER BY b"
-        ),
-        bucketsAll: db.prepare(
-          "SELECT (ended_at - CAST(? AS INTEGER)) / CAST(? AS INTEGER) AS b, count(*) AS n FROM pipelines WHERE ended_at IS NOT NULL AND state IN ('succeeded', 'failed', 'interrupted') GROUP BY b ORDER BY b"
-        )
-      }),
-      catch: unavailable
-    })
-    const metricsOf = (ids: ReadonlyArray<string>): Array<Row> =>
-      ids.length === 0
-        ? []
-        : (db.prepare(`SELECT * FROM metrics WHERE scope IN (${ids.map(() => "?").join(",")}) ORDER BY scope, name`)
-          .all(...ids) as Array<Row>)
-    const reads: MonitorReads = {
-      pipelinesPage: ({ after, limit, runId }) =>
-        Effect.try({
-          try: (): PipelinePage => {
-            const rows = (runId === undefined
-              ? after === undefined
-                ? stmts.firstAll.all(limit + 1)
-                : stmts.afterAll.all(after.createdAt, after.pipelineId, limit + 1)
-              : after === undefined
-              ? stmts.firstRun.all(runId, limit + 1)
-              : stmts.afterRun.all(runId, after.createdAt, after.pipelineId, limit + 1)) as Array<Row>
-            const shown = rows.slice(0, limit)
-            const byScope = new Map<string, Array<MetricRow>>()
-            const owner = new Map(shown.map((r) => [String(r.pipeline_id), String(r.run_id)]))
-            for (const m of metricsOf(shown.map((r) => String(r.pipeline_id)))) {
-              const scope = String(m.scope)
-              if (owner.get(scope) !== String(m.run_id)) continue
-              const list = byScope.get(scope) ?? []
-              list.push(wireMetric(m))
-              byScope.set(scope, list)
-            }
-            const last = shown[shown.length - 1]
-            return {
-              rows: shown.map((r) => wirePipeline(r, byScope.get(String(r.pipeline_id)) ?? [])),
-              next: rows.length > limit && last !== undefined
-                ? { createdAt: Number(last.created_at), pipelineId: String(last.pipeline_id) }
-                : null
-            }
-          },
-          catch: unavailable
-        }),
-      completions: ({ bucketMs, originMs, runId }) =>
-        Effect.try({
-          try: () =>
-            ((runId === undefined
-              ? stmts.bucketsAll.all(originMs, bucketMs)
-              : stmts.bucketsRun.all(originMs, bucketMs, runId)) as Array<{ b: number; n: number }>)
-              .map((r) => [Math.floor(Number(r.b)), Number(r.n)] as const),
-          catch: unavailable
-        })
-    }
-    return reads
-  })
+export const sqliteReads = (
+  filename: string
+): Effect.Effect<MonitorReads, StoreUnavailable | ConfigError, Scope.Scope> =>
+  Effect.map(Layer.build(SqliteStore.layerReadOnly(filename)), (ctx) => storeReads(Context.get(ctx, Store)))
 
 // ---------------------------------------------------------------------------------------------
 // The snapshot

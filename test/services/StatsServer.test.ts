@@ -36,8 +36,7 @@ const request = (url: string, init?: RequestInit) =>
 const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E>, options: { runId?: string } = {}) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* Store
-    const reads = yield* Monitor.sqliteReads(file)
-    const info = yield* StatsServer.serve({ store, reads, port: 0, runId: options.runId })
+    const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0, runId: options.runId })
     assert.strictEqual(info.host, "127.0.0.1")
     assert.isTrue(info.loopback)
     return yield* f(info.url)

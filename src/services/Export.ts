@@ -25,17 +25,15 @@
  *
  * @since 0.1.0
  */
-import Database from "better-sqlite3"
 import { stringify } from "csv-stringify/sync"
-import { Chunk, Context, Effect, Either, Layer, Option, Random, Schema, type Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Either, Layer, Random, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Records.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
-import { ARTIFACT_META, toArtifact, toTask } from "../layers/internal/storeSchema.js"
-import type { Limit, LoadedArtifact, ReadError, StoreService } from "./Store.js"
+import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
 import { PAGE_SIZE, Store } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -131,21 +129,19 @@ export class ExportError extends Schema.TaggedError<ExportError>("assay/ExportEr
 }) {}
 
 /**
- * The bulk reads nested rows need, for one page of pipelines at a time: their task rows
- * (by seq, then taskRunId) and their artifacts (by seq, then artifactId) with payloads.
- * {@link storeBulk} implements it over any `Store` (a few queries per pipeline);
- * {@link sqliteBulk} answers each page with one query per table.
+ * The bulk read nested rows need, for one page of pipelines at a time: their task rows (by
+ * seq, then taskRunId) and their artifacts (by seq, then artifactId) with the payloads asked
+ * for. {@link storeBulk} answers it with the store's `loadBundles` (on SQLite one query per
+ * table per 500 pipelines).
  *
  * @since 0.1.0
  * @category models
  */
 export interface BulkReader {
-  readonly tasksOf: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<TaskRecord>>, ReadError>
-  /** `final: true` returns only each pipeline's final artifact. */
-  readonly artifactsOf: (
+  readonly bundles: (
     ids: ReadonlyArray<string>,
-    final: boolean
-  ) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<LoadedArtifact>>, ReadError>
+    options: BundleOptions
+  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, ReadError>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -264,128 +260,16 @@ export const resultRow = (p: PipelineRecord, final: LoadedArtifact | undefined):
 })
 
 // ---------------------------------------------------------------------------------------------
-// Bulk readers
+// Bulk reader
 // ---------------------------------------------------------------------------------------------
 
-const loadOne = (store: StoreService, a: ArtifactRecord): Effect.Effect<LoadedArtifact, ReadError> =>
-  !a.available
-    ? Effect.succeed({ artifact: a, payload: undefined })
-    : Effect.map(store.getArtifact(a.pipelineId, a.seq), (o) =>
-      Option.match(o, {
-        onNone: () => ({ artifact: a, payload: undefined }),
-        // getArtifact returns the latest artifact at a seq: a superseded one has no payload here
-        onSome: (l) => ({ artifact: a, payload: l.artifact.artifactId === a.artifactId ? l.payload : undefined })
-      }))
-
 /**
- * A {@link BulkReader} over the `Store` port: per pipeline, one task stream, one artifact
- * listing and one payload read per exported artifact. Works with every store; a superseded
- * artifact (an older one at the same seq) is exported with `payload: null` because the port
- * reads payloads by (pipeline, seq).
+ * The {@link BulkReader} of any store: its `loadBundles`.
  *
  * @since 0.1.0
  * @category bulk
  */
-export const storeBulk = (store: StoreService): BulkReader => ({
-  tasksOf: (ids) =>
-    Effect.map(
-      Effect.forEach(ids, (id) => Effect.map(Stream.runCollect(store.streamTasks({ pipelineId: id })), (c) => [id, Chunk.toReadonlyArray(c)] as const)),
-      (pairs) => new Map(pairs)
-    ),
-  artifactsOf: (ids, final) =>
-    Effect.map(
-      Effect.forEach(ids, (id) =>
-        Effect.flatMap(store.listArtifacts(id), (as) =>
-          Effect.map(Effect.forEach(final ? as.filter((a) => a.isFinal) : as, (a) => loadOne(store, a)), (l) => [id, l] as const))),
-      (pairs) => new Map(pairs)
-    )
-})
-
-/**
- * A {@link BulkReader} over an SQLite store file: one query per page of pipelines per table
- * (`pipeline_id IN (…)`), on its own read-only better-sqlite3 connection (no lock, no write,
- * closed with the scope). Inline payloads come from that query; blob payloads are read
- * through `store` (which owns the artifact backend).
- *
- * Fails with `ExportError` when the file cannot be opened read-only; a failed query is
- * `StoreUnavailable`.
- *
- * @since 0.1.0
- * @category bulk
- */
-export const sqliteBulk = (
-  filename: string,
-  store: StoreService
-): Effect.Effect<BulkReader, ExportError, Scope.Scope> =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.try({
-        try: () => new Database(filename, { readonly: true, fileMustExist: true }),
-        catch: (e) => new ExportError({ message: `cannot open ${filename} read-only: ${String(e)}`, path: filename })
-      }),
-      (db) => Effect.sync(() => db.close())
-    ),
-    (db): BulkReader => {
-      const cache = new Map<string, Database.Statement>()
-      const stmt = (sql: string) => {
-        let s = cache.get(sql)
-        if (s === undefined) {
-          s = db.prepare(sql)
-          cache.set(sql, s)
-        }
-        return s
-      }
-      const marks = (n: number) => Array(n).fill("?").join(",")
-      const query = <A>(f: () => A) =>
-        Effect.try({
-          try: f,
-          catch: (e) =>
-            new StoreUnavailable({ message: `cannot read ${filename}: ${e instanceof Error ? e.message : String(e)}`, path: filename })
-        })
-      const group = <A extends { readonly pipelineId: string }>(ids: ReadonlyArray<string>, rows: ReadonlyArray<A>) => {
-        const out = new Map<string, Array<A>>(ids.map((id) => [id, []]))
-        for (const r of rows) out.get(r.pipelineId)?.push(r)
-        return out
-      }
-      return {
-        tasksOf: (ids) =>
-          ids.length === 0 ? Effect.succeed(new Map()) : query(() =>
-            group(
-              ids,
-              (stmt(`SELECT * FROM tasks WHERE pipeline_id IN (${marks(ids.length)}) ORDER BY pipeline_id, seq, task_run_id`)
-                .all(...ids) as Array<Record<string, unknown>>).map(toTask)
-            )
-          ),
-        artifactsOf: (ids, final) =>
-          ids.length === 0 ? Effect.succeed(new Map()) : Effect.flatMap(
-            query(() =>
-              (stmt(
-                `SELECT ${ARTIFACT_META}, payload FROM artifacts WHERE pipeline_id IN (${marks(ids.length)})${
-                  final ? " AND is_final = 1" : ""
-                } ORDER BY pipeline_id, seq, artifact_id`
-              ).all(...ids) as Array<Record<string, unknown>>)
-            ),
-            (rows) =>
-              Effect.map(
-                Effect.forEach(rows, (r) => {
-                  const a = toArtifact(r)
-                  if (a.storage === "blob") return loadOne(store, a)
-                  const p = r.payload
-                  return Effect.succeed<LoadedArtifact>({
-                    artifact: a,
-                    payload: p instanceof Uint8Array ? p : undefined
-                  })
-                }),
-                (loaded) => {
-                  const out = new Map<string, Array<LoadedArtifact>>(ids.map((id) => [id, []]))
-                  for (const l of loaded) out.get(l.artifact.pipelineId)?.push(l)
-                  return out
-                }
-              )
-          )
-      }
-    }
-  )
+export const storeBulk = (store: StoreService): BulkReader => ({ bundles: store.loadBundles })
 
 // ---------------------------------------------------------------------------------------------
 // Rows
@@ -427,12 +311,11 @@ export const iterRows = (
         return pipelinePages(store, runId, limit).pipe(
           Stream.mapChunksEffect((chunk) => {
             const ps = Chunk.toReadonlyArray(chunk)
-            const ids = ps.map((p) => p.pipelineId)
-            return Effect.map(
-              Effect.zip(bulk.tasksOf(ids), bulk.artifactsOf(ids, false)),
-              ([tasks, artifacts]) =>
-                Chunk.unsafeFromArray(ps.map((p) => pipelineRow(p, tasks.get(p.pipelineId) ?? [], artifacts.get(p.pipelineId) ?? [])))
-            )
+            return Effect.map(bulk.bundles(ps.map((p) => p.pipelineId), { payloads: "all" }), (bundles) =>
+              Chunk.unsafeFromArray(ps.map((p) => {
+                const b = bundles.get(p.pipelineId)
+                return pipelineRow(p, b?.tasks ?? [], b?.artifacts ?? [])
+              })))
           })
         )
       case "results":
@@ -440,8 +323,8 @@ export const iterRows = (
           Stream.mapChunksEffect((chunk) => {
             const ps = Chunk.toReadonlyArray(chunk)
             return Effect.map(
-              bulk.artifactsOf(ps.map((p) => p.pipelineId), true),
-              (finals) => Chunk.unsafeFromArray(ps.map((p) => resultRow(p, finals.get(p.pipelineId)?.at(-1))))
+              bulk.bundles(ps.map((p) => p.pipelineId), { payloads: "final", artifacts: "final", tasks: false }),
+              (finals) => Chunk.unsafeFromArray(ps.map((p) => resultRow(p, finals.get(p.pipelineId)?.artifacts.at(-1))))
             )
           })
         )
@@ -449,8 +332,8 @@ export const iterRows = (
         const rows = pipelinePages(store, runId, undefined).pipe(
           Stream.mapChunksEffect((chunk) => {
             const ids = Chunk.toReadonlyArray(chunk).map((p) => p.pipelineId)
-            return Effect.map(bulk.artifactsOf(ids, false), (artifacts) =>
-              Chunk.unsafeFromArray(ids.flatMap((id) => (artifacts.get(id) ?? []).map(artifactRow))))
+            return Effect.map(bulk.bundles(ids, { payloads: "all", tasks: false }), (bundles) =>
+              Chunk.unsafeFromArray(ids.flatMap((id) => (bundles.get(id)?.artifacts ?? []).map(artifactRow))))
           })
         )
         return limit === undefined ? rows : Stream.take(rows, limit)
@@ -660,9 +543,10 @@ export const exportStore = (
 ): Effect.Effect<number, ReadError | ExportError> => writeRows(iterRows(store, options, bulk), path, options.format)
 
 /**
- * Opens an SQLite store file read-only in the current scope, with the fast
- * {@link sqliteBulk} reader beside it. Fails with `StoreUnavailable` when the file is missing
- * or not an assay store (read-only opens never create anything).
+ * Opens an SQLite store file read-only in the current scope (`SqliteStore.layerReadOnly`:
+ * never migrates, never writes, takes no lock) with its {@link storeBulk} reader. Fails with
+ * `StoreUnavailable` when the file is missing or not an assay store (read-only opens never
+ * create anything).
  *
  * @since 0.1.0
  * @category stores
@@ -670,10 +554,9 @@ export const exportStore = (
 export const openReadOnly = (
   filename: string
 ): Effect.Effect<{ readonly store: StoreService; readonly bulk: BulkReader }, StoreUnavailable | ConfigError | ExportError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const store = Context.get(yield* Layer.build(SqliteStore.layerReadOnly(filename)), Store)
-    const bulk = yield* sqliteBulk(filename, store)
-    return { store, bulk }
+  Effect.map(Layer.build(SqliteStore.layerReadOnly(filename)), (ctx) => {
+    const store = Context.get(ctx, Store)
+    return { store, bulk: storeBulk(store) }
   })
 
 /**

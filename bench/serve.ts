@@ -4,7 +4,7 @@
  * Builds two stores with one run each, of 1k and 100k finished pipelines (1 task row and 1
  * attempt each, 5% failed, a few run metrics), through the store's public operations. Then
  * serves each read-only on a loopback port (exactly as `assay serve` does: the read-only
- * `SqliteStore` + `Monitor.sqliteReads`) and measures over HTTP, `ROUNDS` requests each:
+ * `SqliteStore` + `Monitor.storeReads`, the `Store` port only) and measures over HTTP, `ROUNDS` requests each:
  *
  * - `/stats` (the whole snapshot: counts by state, latency percentiles, histogram, errors,
  *   resources, metrics), plus `Store.stats` alone and the completion histogram alone;
@@ -114,7 +114,7 @@ const get = (url: string) =>
 const measure = (file: string, n: number) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* Store
-    const reads = yield* Monitor.sqliteReads(file)
+    const reads = Monitor.storeReads(store)
     const info = yield* StatsServer.serve({ store, reads, port: 0 })
     const deep = Monitor.encodeCursor({ createdAt: T0 + Math.floor(n * 0.9), pipelineId: `p${String(Math.floor(n * 0.9)).padStart(8, "0")}` })
     yield* get(`${info.url}/stats`) // warm up

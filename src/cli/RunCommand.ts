@@ -231,6 +231,8 @@ const runOne = (args: RunArgs, resume: boolean) =>
         total,
         quiet: args.quiet,
         ...Progress.stderrSink(),
+        // A pseudo-terminal without a size reports 0 columns: keep the default width then.
+        width: process.stderr.columns !== undefined && process.stderr.columns > 0 ? process.stderr.columns : 80,
         ...(progressInterval !== undefined ? { interval: progressInterval } : {})
       })
       // Built-in tasks need the subprocess runner and the file system; both are provided here.

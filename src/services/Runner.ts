@@ -1474,18 +1474,7 @@ const installSignalHandlers = (requestStop: (reason: string) => void) =>
 // Report
 // ---------------------------------------------------------------------------------------------
 
-interface ReportFacts {
-  readonly runId: string
-  readonly status: Exclude<RunStatus, "running">
-  readonly startedAt: number
-  readonly durationMs: number
-  readonly stats: StoreStats
-  readonly skipped: number
-  readonly repairFailures: number
-  readonly leasesLeaked: number
-  readonly retries: number
-  readonly stopReason: string | null
-}
+type ReportFacts = Omit<RunReport, "summary" | "toJSON" | "exportJsonl">
 
 const makeReport = (facts: ReportFacts, store: StoreService): RunReport => {
   const toJSON = () => ({

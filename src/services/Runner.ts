@@ -843,6 +843,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
                   endedAt: ended,
                   durationMs: ended - result.startedAt
                 }
+                // Earlier failed attempts went to the write-behind buffer: make them durable first,
+                // so attempt ids keep the order the attempts ran in.
+                if (attemptsCommitted > 0) yield* store.flush
                 yield* Effect.uninterruptible(store.checkpoint({
                   pipelineId,
                   artifact: {
@@ -935,6 +938,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
               continue
             }
             // Terminal failure of the task, hence of the pipeline.
+            if (attemptsCommitted > 0) yield* store.flush
             yield* Effect.uninterruptible(store.checkpoint({
               pipelineId,
               task: ({

@@ -6,17 +6,19 @@
  * An answer that names no label fails the `label` task with `InvalidLabel` (class `invalid`):
  * a recorded failure of that email, not a crash, and not retried. Live metrics (evaluated,
  * accuracy, precision, recall, F1, invalid) are reported at run scope by {@link makeLiveMetrics}
- * after each pipeline finishes.
+ * after each pipeline finishes (the TypeScript program), or by the {@link liveLabel} and
+ * {@link liveScore} tasks themselves (the config file, where no callback can be given).
  *
  * @since 0.1.0
  */
 import { FileSystem } from "@effect/platform"
-import { Effect, Either, Option } from "effect"
+import { Clock, Effect, Either, Option, Stream } from "effect"
 import * as NodePath from "node:path"
 import type { PipelineRecord } from "../../src/domain/Records.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import { Runner } from "../../src/services/Runner.js"
+import type { StoreService } from "../../src/services/Store.js"
 import { chat, type ChatOptions, type ChatOutput } from "../../src/tasks/Chat.js"
 import {
   buildPrompt,
@@ -294,3 +296,120 @@ export const makeLiveMetrics = Effect.gen(function*() {
     })
   return { onPipelineFinished, current: Effect.sync(() => confusion) }
 })
+
+// ---------------------------------------------------------------------------------------------
+// Live metrics from the tasks (for the config file)
+// ---------------------------------------------------------------------------------------------
+
+interface Tally {
+  readonly scored: Map<string, { readonly gold: Label; readonly predicted: Label }>
+  readonly invalid: Set<string>
+}
+
+// One tally per run id. A config file cannot hand the runner a callback, so the label and score
+// tasks keep the counts here; the semaphore orders the first read of the store and the updates.
+const tallies = new Map<string, Tally>()
+const tallyLock = Effect.unsafeMakeSemaphore(1)
+
+const isScore = (u: unknown): u is { readonly gold: Label; readonly predicted: Label } =>
+  typeof u === "object" && u !== null && ((u as Score).gold === "spam" || (u as Score).gold === "ham") &&
+  ((u as Score).predicted === "spam" || (u as Score).predicted === "ham")
+
+/** The emails the store already settled (earlier runs of a resumed job), read once per run. */
+const seedTally = (store: StoreService) =>
+  Effect.gen(function*() {
+    const tally: Tally = { scored: new Map(), invalid: new Set() }
+    yield* Stream.runForEach(store.streamPipelines({ state: "succeeded" }), (p) =>
+      Effect.gen(function*() {
+        const art = yield* store.getArtifact(p.pipelineId, p.nTasksTotal - 1)
+        if (Option.isNone(art) || art.value.payload === undefined) return
+        const value: unknown = JSON.parse(new TextDecoder().decode(art.value.payload))
+        if (isScore(value)) tally.scored.set(p.pipelineId, { gold: value.gold, predicted: value.predicted })
+      }))
+    yield* Stream.runForEach(store.streamPipelines({ state: "failed" }), (p) =>
+      Effect.sync(() => {
+        if (p.errorClass === "invalid" && p.failedTask === "label") tally.invalid.add(p.pipelineId)
+      }))
+    return tally
+  })
+
+const confusionOf = (t: Tally): Confusion => {
+  let c = emptyConfusion
+  for (const s of t.scored.values()) c = addScore(c, s)
+  return { ...c, invalid: t.invalid.size }
+}
+
+/**
+ * Records one settled email (`outcome`: a scored label, or `"invalid"`) in the run's tally and
+ * reports the run-scope metrics `evaluated`, `accuracy`, `precision`, `recall`, `f1` and
+ * `invalid` to the store. The first call of a run also counts what the store already holds
+ * (succeeded spam-eval pipelines and label failures of class `invalid`), so a resumed run's
+ * figures cover the whole job. Counting is by pipeline id, so an email is never counted twice.
+ */
+const recordOutcome = (
+  ctx: { readonly runId: string; readonly pipelineId: string; readonly store: StoreService },
+  outcome: { readonly gold: Label; readonly predicted: Label } | "invalid"
+) =>
+  tallyLock.withPermits(1)(Effect.gen(function*() {
+    let tally = tallies.get(ctx.runId)
+    if (tally === undefined) {
+      tally = yield* seedTally(ctx.store)
+      tallies.set(ctx.runId, tally)
+    }
+    if (outcome === "invalid") {
+      tally.invalid.add(ctx.pipelineId)
+      tally.scored.delete(ctx.pipelineId)
+    } else {
+      tally.scored.set(ctx.pipelineId, outcome)
+      tally.invalid.delete(ctx.pipelineId)
+    }
+    const m = metricsOf(confusionOf(tally))
+    const now = yield* Clock.currentTimeMillis
+    const put = (name: string, value: number, label: string, display: "number" | "percent") =>
+      ctx.store.reportMetric({ runId: ctx.runId, pipelineId: null, name, value, label, display, updatedAt: now })
+    yield* put("evaluated", m.evaluated, "evaluated", "number")
+    yield* put("accuracy", m.accuracy, "accuracy", "percent")
+    yield* put("precision", m.precision, "precision (spam)", "percent")
+    yield* put("recall", m.recall, "recall (spam)", "percent")
+    yield* put("f1", m.f1, "F1 (spam)", "number")
+    yield* put("invalid", m.invalid, "answers with no label", "number")
+  }))
+
+/**
+ * The `label` task of the config file: as {@link label}, and an answer that names no label is
+ * also counted in the run's live metrics (`invalid`) before the task fails with
+ * `InvalidLabel` (class `invalid`, not retried). Fails with `StoreUnavailable` when the
+ * metrics cannot be written.
+ *
+ * @since 0.1.0
+ * @category tasks
+ */
+export const liveLabel = Task.make("label", (out: ChatOutput<PromptRow>, ctx) =>
+  Either.match(parseLabel(out.content), {
+    onLeft: (e) => Effect.zipRight(recordOutcome(ctx, "invalid"), Effect.fail(e)),
+    onRight: (predicted) =>
+      Effect.succeed(
+        {
+          id: out.input.id,
+          group: out.input.group,
+          gold: out.input.gold,
+          predicted,
+          resourceId: out.resourceId
+        } satisfies Labelled
+      )
+  }))
+
+/**
+ * The `score` task of the config file: as {@link score}, and the scored email updates the
+ * run's live metrics (evaluated, accuracy, precision, recall, F1, invalid; run scope, shown by
+ * `assay report` and `assay serve`). Fails with `StoreUnavailable` when the metrics cannot be
+ * written.
+ *
+ * @since 0.1.0
+ * @category tasks
+ */
+export const liveScore = Task.make("score", (row: Labelled, ctx) =>
+  Effect.as(
+    recordOutcome(ctx, { gold: row.gold, predicted: row.predicted }),
+    { ...row, correct: row.predicted === row.gold } satisfies Score
+  ))

@@ -1,7 +1,7 @@
 /**
  * The registry of built-in task names a config file's `use:` resolves first (so a plugin can
  * never shadow them): `echo`, `delay`, `flaky`, `boom`, `leaky`, `simulateLlm`, `shellRun`,
- * `writeJsonl`.
+ * `writeJsonl`, `chat`.
  *
  * A built-in is called the way a factory export is: with the task section's `args` as
  * positional arguments and its `options` object as the last argument. Durations in a config
@@ -13,6 +13,7 @@ import type { Duration } from "effect"
 import * as path from "node:path"
 import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
 import type * as Task from "../domain/Task.js"
+import { chat, type ChatOptions } from "./Chat.js"
 import { boom, delay, echo, flaky, leaky, simulateLlm } from "./Mock.js"
 import { shellRun } from "./ShellRun.js"
 import { writeJsonl } from "./WriteJsonl.js"
@@ -76,6 +77,37 @@ const noArgs = (task: string, args: ReadonlyArray<unknown>, options: unknown): v
       path: args.length > 0 ? "args" : "options",
       message: `${task} is a task, not a factory: it takes no args or options`
     }])
+  }
+}
+
+const isPlainObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * The `chat` built-in's options: `args[0]` (an object) and the section's `options`, merged
+ * (`options` wins). `chat`'s own issues (paths like `temperature`) are re-thrown with their
+ * path inside the task section (`options.temperature`).
+ */
+const makeChat = (args: ReadonlyArray<unknown>, options: Readonly<Record<string, unknown>> | undefined): Task.Any => {
+  maxArgs("chat", args, 1, "options: { name: classify, maxTokens: 5, temperature: 0 }")
+  const first = args[0]
+  if (first !== undefined && !isPlainObject(first)) {
+    refuse("chat", [{
+      path: "args[0]",
+      message: "chat takes one options object",
+      suggestion: "options: { name: classify, maxTokens: 5 }"
+    }])
+  }
+  const where = options !== undefined ? "options" : "args[0]"
+  const merged: Record<string, unknown> = { ...(first as Record<string, unknown> | undefined), ...options }
+  durationsWithUnit("chat", [[`${where}.requestTimeout`, merged["requestTimeout"]], [`${where}.timeout`, merged["timeout"]]])
+  try {
+    return chat(merged as ChatOptions) as Task.Any
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      return refuse("chat", e.issues.map((i) => ({ ...i, path: `${where}.${i.path}` })))
+    }
+    throw e
   }
 }
 
@@ -157,6 +189,13 @@ const entries: ReadonlyArray<Builtin> = [
       const p = args[0]
       return writeJsonl(typeof p === "string" && p !== "" ? path.resolve(ctx.baseDir, p) : p as string, options ?? {})
     }
+  },
+  {
+    name: "chat",
+    description: "one OpenAI-compatible chat completion through a leased endpoint (pool \"llm\" by default)",
+    signature:
+      "chat({ name?, resource?, model?, temperature?, maxTokens?, system?, template?, requestTimeout?, retry?, timeout?, selector?, algorithm? })",
+    make: (args, options) => makeChat(args, options)
   }
 ]
 

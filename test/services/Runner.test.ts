@@ -1,4 +1,8 @@
+import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -317,4 +321,166 @@ describe("Runner: callbacks, metrics and crashes", () => {
       const stores = Layer.provideMerge(crashing, base)
       yield* program.pipe(Effect.provide(Layer.provideMerge(Runner.layer({ handleSignals: false }), stores)))
     }))
+})
+
+describe("Runner: resume rules", () => {
+  const counting = () => {
+    const ran: Array<string> = []
+    const step = (name: string) =>
+      Task.sync(name, (n: number) => {
+        ran.push(name)
+        return n + 1
+      })
+    return { ran, template: Pipeline.make("rules", { includeCode: false }, step("a"), step("b"), step("c")) }
+  }
+
+  it.effect("a torn finish (failed row, cursor at the end) is repaired without re-running anything", () =>
+    Effect.gen(function*() {
+      const { ran, template } = counting()
+      yield* Runner.run(template.map([1]))
+      const store = yield* Store
+      const id = template.bind(1).pipelineId
+      yield* store.updatePipeline(id, {
+        state: "failed",
+        error: { failedTask: "c", errorType: "Torn", errorMessage: "killed while finishing", errorClass: "unknown" },
+        updatedAt: 1
+      })
+      ran.length = 0
+      const report = yield* Runner.run(template.map([1]))
+      assert.deepStrictEqual(ran, [])
+      const row = Option.getOrThrow(yield* store.getPipeline(id))
+      assert.strictEqual(row.state, "succeeded")
+      assert.isNull(row.errorMessage)
+      assert.strictEqual(row.runId, report.runId)
+      assert.strictEqual(yield* store.countEvents({ kind: "pipeline.terminal_repaired" }), 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a cursor past the last task is reported corrupt and left as evidence", () =>
+    Effect.gen(function*() {
+      const { ran, template } = counting()
+      yield* Runner.run(template.map([1]))
+      const store = yield* Store
+      const id = template.bind(1).pipelineId
+      yield* store.updatePipeline(id, { state: "failed", nTasksDone: 7, updatedAt: 1 })
+      ran.length = 0
+      yield* Runner.run(template.map([1]))
+      assert.deepStrictEqual(ran, [])
+      const row = Option.getOrThrow(yield* store.getPipeline(id))
+      assert.strictEqual(row.state, "failed")
+      assert.strictEqual(row.nTasksDone, 7)
+      assert.strictEqual(yield* store.countEvents({ kind: "pipeline.corrupt_cursor" }), 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a missing checkpoint payload (journal summary) restarts from the seed with checkpoint_missing", () =>
+    Effect.gen(function*() {
+      let broken = true
+      const ran: Array<string> = []
+      const a = Task.sync("a", (n: number) => (ran.push("a"), n + 1))
+      const b = Task.sync("b", (n: number) => {
+        ran.push("b")
+        if (broken) throw new FatalError({ message: "down" })
+        return n * 2
+      })
+      const template = Pipeline.make("summary", { includeCode: false }, a, b)
+      yield* Runner.run(template.map([1]))
+      broken = false
+      ran.length = 0
+      const report = yield* Runner.run(template.map([1]))
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(ran, ["a", "b"])
+      const store = yield* Store
+      assert.strictEqual(yield* store.countEvents({ kind: "pipeline.checkpoint_missing" }), 1)
+    }).pipe(Effect.provide(Layer.provideMerge(
+      Runner.layer({ handleSignals: false }),
+      Layer.mergeAll(MemoryStore.layer({ journal: "summary" }), Pool.layer([]))
+    ))))
+
+  it.effect("freshRestart discards checkpoints (pipeline.restarted); retrySucceeded re-runs succeeded ones", () =>
+    Effect.gen(function*() {
+      const { ran, template } = counting()
+      yield* Runner.run(template.map([1, 2]))
+      ran.length = 0
+      const again = yield* Runner.run(template.map([1, 2]))
+      assert.strictEqual(again.skipped, 2)
+      assert.deepStrictEqual(ran, [])
+      const retried = yield* Runner.run(template.map([1, 2]), { retrySucceeded: true })
+      assert.strictEqual(retried.stats.byState.succeeded, 2)
+      assert.strictEqual(ran.length, 6)
+      const store = yield* Store
+      assert.strictEqual(yield* store.countEvents({ kind: "pipeline.restarted" }), 2)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a running row owned by a live run is skipped as owned_by_another_run", () =>
+    Effect.gen(function*() {
+      const { ran, template } = counting()
+      const store = yield* Store
+      const spec = template.bind(1)
+      yield* store.openRun({ runId: "other", startedAt: 0 })
+      yield* store.admit([{
+        pipelineId: spec.pipelineId,
+        key: null,
+        name: "rules",
+        state: "running",
+        nTasksDone: 0,
+        nTasksTotal: 3,
+        specDigest: spec.specDigest,
+        seedDigest: spec.seedDigest,
+        tags: {},
+        attemptsTotal: 0,
+        runId: "other",
+        createdAt: 0,
+        updatedAt: 0,
+        startedAt: 0,
+        endedAt: null,
+        failedTask: null,
+        errorType: null,
+        errorMessage: null,
+        errorClass: null
+      }])
+      const report = yield* Runner.run(template.map([1]))
+      assert.strictEqual(report.skipped, 1)
+      assert.deepStrictEqual(ran, [])
+      const events = yield* store.events({ kind: "pipeline.skipped" })
+      assert.deepStrictEqual(events.map((e) => (e.data as { reason: string }).reason), ["owned_by_another_run"])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("an explicit key whose stored digests differ is a PipelineIdentityConflict and nothing is touched", () =>
+    Effect.gen(function*() {
+      const one = Pipeline.make("keyed", Task.sync("v1", (n: number) => n + 1))
+      const two = Pipeline.make("keyed", Task.sync("v2", (n: number) => n + 2))
+      yield* Runner.run(one.map([{ n: 1 }].map((s) => s.n), { keyOf: () => "row-1" }))
+      const store = yield* Store
+      const before = Option.getOrThrow(yield* store.getPipeline("row-1"))
+      const error = yield* Effect.flip(Runner.run(two.map([1], { keyOf: () => "row-1" })))
+      assert.strictEqual(error._tag, "PipelineIdentityConflict")
+      const after = Option.getOrThrow(yield* store.getPipeline("row-1"))
+      assert.deepStrictEqual(after, before)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("stopAfterFailures stops admission after N failed pipelines", () =>
+    Effect.gen(function*() {
+      const bad = Task.sync("bad", (_: number): number => {
+        throw new FatalError({ message: "no" })
+      })
+      const report = yield* Runner.run(Pipeline.make("stopper", bad).map(Array.from({ length: 100 }, (_, i) => i)), {
+        stopAfterFailures: 3,
+        concurrency: 1,
+        maxAdmitted: 1
+      })
+      assert.strictEqual(report.status, "interrupted")
+      assert.strictEqual(report.stopReason, "stop_after_failures")
+      assert.isAtMost(report.stats.byState.failed, 4)
+      assert.isAtLeast(report.stats.byState.failed, 3)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("exportJsonl writes this run's pipeline rows", () =>
+    Effect.gen(function*() {
+      const { template } = counting()
+      const report = yield* Runner.run(template.map([1, 2, 3]))
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-export-")), "run.jsonl")
+      const n = yield* report.exportJsonl(file)
+      assert.strictEqual(n, 3)
+      const rows = fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(rows.map((r) => r.state), ["succeeded", "succeeded", "succeeded"])
+    }).pipe(Effect.provide(Layer.merge(env(), NodeContext.layer))))
 })

@@ -1258,7 +1258,17 @@ const runOnce = <S extends AnySpec, SE, SR>(
             continue
           }
           seenInBatch.add(spec.pipelineId)
-          const decision = yield* decide(spec, storedMap.get(spec.pipelineId), now)
+          const stored = storedMap.get(spec.pipelineId)
+          // Fast path of a resume: an unchanged pipeline that already succeeded is skipped
+          // without any further work.
+          if (
+            stored !== undefined && stored.state === "succeeded" && !config.retrySucceeded && !config.freshRestart &&
+            stored.specDigest === spec.specDigest && stored.seedDigest === spec.seedDigest
+          ) {
+            state.counters.skipped++
+            continue
+          }
+          const decision = yield* decide(spec, stored, now)
           switch (decision._tag) {
             case "Skip":
               state.counters.skipped++

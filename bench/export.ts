@@ -5,7 +5,7 @@
  *    through the store API's batch writes (`admit` with seeds, then one `checkpoint` per task
  *    from 64 fibers, group-committed); one pipeline in 10 is `failed`.
  * 2. Exports every pipeline as `results` and as nested `pipelines`, to jsonl and csv, through
- *    `Export.exportStores` (read-only store + SQLite bulk reader), and beside each kind a raw
+ *    `Export.exportStores` (read-only store + `Store.loadBundles`), and beside each kind a raw
  *    export: better-sqlite3 iterating the same rows (same joins, pages of 1000), `JSON.parse`
  *    of the payloads, `JSON.stringify` of each row, one buffered write stream.
  *    `ratio_to_raw` = export rows/s ÷ raw rows/s of the same kind (the raw export is jsonl).

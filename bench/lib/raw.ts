@@ -6,7 +6,7 @@
  */
 import Database from "better-sqlite3"
 import { performance } from "node:perf_hooks"
-import { MIGRATION_0001 } from "../../src/layers/internal/storeSchema.js"
+import { MIGRATION_0001, MIGRATION_0002 } from "../../src/layers/internal/storeSchema.js"
 
 export const payload = (i: number, seq: number) => Buffer.from(JSON.stringify({ row: i, seq, text: "lorem ipsum dolor sit amet" }))
 
@@ -14,7 +14,7 @@ export const freshSchema = (file: string) => {
   const db = new Database(file)
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = NORMAL")
-  for (const s of MIGRATION_0001) db.exec(s)
+  for (const s of [...MIGRATION_0001, ...MIGRATION_0002]) db.exec(s)
   return db
 }
 

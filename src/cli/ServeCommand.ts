@@ -56,7 +56,7 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
         Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
       )
     }
-    const reads = yield* Monitor.sqliteReads(o.store)
+    const reads = Monitor.storeReads(st)
     const info = yield* StatsServer.serve({
       store: st,
       reads,

@@ -46,7 +46,7 @@ export const watch = Command.make("watch", { store, runId, interval }, (o) =>
       return yield* new ConfigError({ message: `--interval must be a positive number of seconds, got ${o.interval}` })
     }
     const st = yield* Store
-    const reads = yield* Monitor.sqliteReads(o.store)
+    const reads = Monitor.storeReads(st)
     const tty = process.stdout.isTTY === true
     const every = `${Math.round(o.interval * 1000)} millis` as const
     /** Runs `eff` every interval until `done` holds for its result, and returns that result. */

@@ -15,13 +15,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
-import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { Clock, Effect, Option, Schema } from "effect"
+import type { StoreUnavailable } from "../domain/Errors.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
 import { formatMetric } from "./Report.js"
-import * as SqliteStore from "../layers/SqliteStore.js"
 import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "./Store.js"
-import { Store } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -421,23 +419,6 @@ export const storeReads = (store: StoreService): MonitorReads => ({
       (buckets) => buckets.map((b) => [Math.round((b.startMs - originMs) / bucketMs), b.count] as const)
     )
 })
-
-/**
- * Deprecated: use {@link storeReads} on the read-only store you already hold. Kept only so
- * that existing callers compile: it opens a second read-only `SqliteStore` on `filename` in
- * the current scope (no lock, no migration, no write) and reads through the `Store` port;
- * it no longer opens a connection of its own.
- *
- * Fails with `StoreUnavailable` when the file is not a readable store.
- *
- * @deprecated use `storeReads(store)`
- * @since 0.1.0
- * @category constructors
- */
-export const sqliteReads = (
-  filename: string
-): Effect.Effect<MonitorReads, StoreUnavailable | ConfigError, Scope.Scope> =>
-  Effect.map(Layer.build(SqliteStore.layerReadOnly(filename)), (ctx) => storeReads(Context.get(ctx, Store)))
 
 // ---------------------------------------------------------------------------------------------
 // The snapshot

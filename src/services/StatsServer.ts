@@ -50,7 +50,7 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  * Options of {@link makeApp}.
  *
  * - `store`: the store to read (open it read-only: `SqliteStore.layerReadOnly`);
- * - `reads`: the keyset/histogram reads ({@link Monitor.sqliteReads} for a file);
+ * - `reads`: the keyset/histogram reads ({@link Monitor.storeReads} over the store);
  * - `runId`: the default selection when a request has no `run_id` (`undefined` = latest,
  *   `"all"`, or an id);
  * - `errors`: recent errors in `/stats` (default 10);

@@ -43,7 +43,7 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       const run = yield* Effect.fork(Effect.provide(runRows(ROWS, 150), writer))
 
       const store = yield* Effect.provide(Store, yield* Layer.build(SqliteStore.layerReadOnly(file)))
-      const reads = yield* Monitor.sqliteReads(file)
+      const reads = Monitor.storeReads(store)
       const info = yield* StatsServer.serve({ store, reads, port: 0, refreshMs: 250 })
 
       const context = yield* Effect.acquireRelease(

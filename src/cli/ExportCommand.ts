@@ -21,8 +21,8 @@ const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
   Options.withDescription("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results.")
 )
 const format = Options.choice("format", Export.FORMATS).pipe(
-  Options.withDefault("jsonl" as const),
-  Options.withDescription("Output format: jsonl, json or csv.")
+  Options.optional,
+  Options.withDescription("Output format: jsonl, json or csv (default: from OUT's suffix).")
 )
 const limit = Options.integer("limit").pipe(
   Options.optional,
@@ -43,9 +43,10 @@ export const exportCommand = Command.make("export", { paths, rows, format, limit
     }
     const out = o.paths[o.paths.length - 1]!
     const stores = o.paths.slice(0, -1)
+    const chosen = yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
     const n = yield* Export.exportStores(stores, out, {
       kind: o.rows,
-      format: o.format,
+      format: chosen,
       limit: Option.getOrUndefined(o.limit),
       runId: Option.getOrUndefined(o.runId)
     })

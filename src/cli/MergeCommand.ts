@@ -20,17 +20,9 @@ const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
 )
 const format = Options.choice("format", Export.FORMATS).pipe(
   Options.optional,
-  Options.withDescription("Output format (default from OUT's suffix, else jsonl).")
+  Options.withDescription("Output format (default: from OUT's suffix).")
 )
 
-/**
- * The output format implied by a file name: `.csv` → csv, `.json` → json, else jsonl.
- *
- * @since 0.1.0
- * @category helpers
- */
-export const formatOfPath = (path: string): Export.Format =>
-  path.endsWith(".csv") ? "csv" : path.endsWith(".json") ? "json" : "jsonl"
 
 /**
  * The `merge` subcommand.
@@ -40,10 +32,11 @@ export const formatOfPath = (path: string): Export.Format =>
  */
 export const merge = Command.make("merge", { stores, output, rows, format }, (o) =>
   Effect.gen(function*() {
+    const chosen = yield* Export.resolveFormat(o.output, Option.getOrUndefined(o.format))
     const merged = yield* mergeReports(o.stores)
     const n = yield* merged.export(o.output, {
       kind: o.rows,
-      format: Option.getOrElse(o.format, () => formatOfPath(o.output))
+      format: chosen
     })
     yield* Console.log(merged.summary())
     yield* Console.log(`wrote ${n} ${o.rows} row(s) to ${o.output}`)

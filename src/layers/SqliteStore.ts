@@ -30,6 +30,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
+import * as nodePath from "node:path"
 import * as os from "node:os"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import {
@@ -232,6 +233,8 @@ const acquireWriterLock = (path: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {
+        // A writer creates the store's folder (`runs/` in a fresh checkout), as the CLI does.
+        fs.mkdirSync(nodePath.dirname(nodePath.resolve(path)), { recursive: true })
         const lock = new Database(`${path}.lock`, { timeout: 0 })
         try {
           lock.exec("BEGIN EXCLUSIVE")

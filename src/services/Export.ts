@@ -580,3 +580,45 @@ export const exportStores = (
       return yield* writeRows(rows, out, options.format)
     })
   )
+
+const suffixFormats: ReadonlyArray<readonly [string, Format]> = [
+  [".jsonl", "jsonl"],
+  [".ndjson", "jsonl"],
+  [".json", "json"],
+  [".csv", "csv"]
+]
+
+/**
+ * Chooses the output format of a file: an explicit `format` wins when the file's suffix agrees
+ * with it (or has no known suffix); without one, the suffix decides (`.jsonl`/`.ndjson` →
+ * jsonl, `.json` → json, `.csv` → csv). Fails with `ConfigError` when the two disagree (for
+ * example `--format jsonl` for `out.csv`) or when neither says which format to write, so a
+ * file never silently holds another format than its name says.
+ *
+ * @since 0.1.0
+ * @category formats
+ */
+export const resolveFormat = (path: string, explicit: Format | undefined): Either.Either<Format, ConfigError> => {
+  const lower = path.toLowerCase()
+  const bySuffix = suffixFormats.find(([suffix]) => lower.endsWith(suffix))?.[1]
+  if (explicit !== undefined) {
+    if (bySuffix !== undefined && bySuffix !== explicit) {
+      return Either.left(
+        new ConfigError({
+          message: `--format ${explicit} does not match the output file ${path} (its suffix says ${bySuffix})`,
+          issues: [{ path: "format", message: `${explicit} vs suffix ${bySuffix}` }]
+        })
+      )
+    }
+    return Either.right(explicit)
+  }
+  if (bySuffix === undefined) {
+    return Either.left(
+      new ConfigError({
+        message: `cannot tell the format of ${path}: name it .jsonl, .json or .csv, or pass --format`,
+        issues: [{ path: "format", message: "unknown output suffix", suggestion: "--format jsonl" }]
+      })
+    )
+  }
+  return Either.right(bySuffix)
+}

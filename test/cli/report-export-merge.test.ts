@@ -46,6 +46,15 @@ describe("assay report / export / merge", { timeout: 120_000 }, () => {
       assert.strictEqual(neg.code, 2)
       assert.match(neg.err, /limit/)
       assert.strictEqual((yield* run(["export", a])).code, 2)
+      // The format follows OUT's suffix; a contradiction or an unknown suffix is refused.
+      const bySuffix = nodePath.join(dir, "by-suffix.csv")
+      assert.strictEqual((yield* run(["export", a, bySuffix, "--rows", "results"])).code, 0)
+      assert.match(fs.readFileSync(bySuffix, "utf8").split("\n")[0]!, /^pipelineId,key,name,/)
+      const clash = yield* run(["export", a, nodePath.join(dir, "clash.csv"), "--format", "jsonl"])
+      assert.strictEqual(clash.code, 2)
+      assert.match(clash.err, /does not match/)
+      assert.strictEqual((yield* run(["export", a, nodePath.join(dir, "out.txt")])).code, 2)
+      assert.isFalse(fs.existsSync(nodePath.join(dir, "out.txt")))
       assert.strictEqual((yield* run(["report", a, "--run-id", "missing"])).code, 2)
     }))
 

@@ -19,6 +19,7 @@ import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
 import { formatMetric } from "./Report.js"
+import { SKIPPED_METRIC } from "./Runner.js"
 import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -463,7 +464,8 @@ export interface Throughput {
  *
  * - `run_id`: the selected run, `"all"`, or `null` when the store has no run yet;
  * - `running`: the selected run (any run, for `all`) is still running;
- * - `done`: terminal pipelines (succeeded + failed + interrupted) of the selection;
+ * - `done`: terminal pipelines (succeeded + failed + interrupted) of the selection, plus those
+ *   a resumed run skipped as already done (`skipped`, from the runner's run-scoped metric);
  * - `total`: the source size when the run recorded it (`meta.total` or `config.total`), else
  *   `null`; `progress` = `done / total`; `eta_ms` from the recent rate (null when unknown);
  * - `metrics`: run-level reported metrics of the selected run (never for `all`: the
@@ -482,6 +484,8 @@ export interface Snapshot {
   readonly running: boolean
   readonly pipelines: { readonly total: number; readonly by_state: Readonly<Record<PipelineState, number>> }
   readonly done: number
+  /** Pipelines the selected run skipped because they were already done (counted in `done`). */
+  readonly skipped: number
   readonly total: number | null
   readonly progress: number | null
   readonly eta_ms: number | null
@@ -631,7 +635,13 @@ export const snapshotOf = (
       for (let i = firstIndex; i <= lastIndex; i++) series.push([start + i * bucketMs, counts.get(i) ?? 0])
     }
     const by = stats.byState
-    const done = by.succeeded + by.failed + by.interrupted
+    const metricRows = selection._tag === "Run"
+      ? yield* store.metrics({ runId: selection.run.runId, pipelineId: null })
+      : []
+    // Pipelines a resumed run skipped (already done) count as done for its progress.
+    const skippedValue = metricRows.find((m) => m.name === SKIPPED_METRIC)?.value
+    const skipped = typeof skippedValue === "number" ? skippedValue : 0
+    const done = by.succeeded + by.failed + by.interrupted + skipped
     const perSec = elapsed !== null && elapsed >= 1000 ? done / (elapsed / 1000) : null
     let recentPerSec: number | null = null
     if (series.length > 0 && elapsed !== null && elapsed >= 1000) {
@@ -648,9 +658,7 @@ export const snapshotOf = (
       ? Math.max(0, Math.round(((total - done) / rate) * 1000))
       : null
     const resources = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
-    const metrics = selection._tag === "Run"
-      ? (yield* store.metrics({ runId: selection.run.runId, pipelineId: null })).map(metricRow)
-      : []
+    const metrics = metricRows.map(metricRow)
     return {
       run_id: selectionRunId(selection),
       selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
@@ -660,6 +668,7 @@ export const snapshotOf = (
       running,
       pipelines: { total: stats.pipelines, by_state: by },
       done,
+      skipped,
       total,
       progress: total === null ? null : Math.min(1, done / total),
       eta_ms: eta,

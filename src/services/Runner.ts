@@ -272,6 +272,16 @@ export interface RunnerService {
 export type SpecContext<S> = S extends Pipeline.PipelineSpec<any, any, any, infer R> ? R : never
 
 /**
+ * The run-scoped metric in which the runner records how many pipelines it skipped because they
+ * had already succeeded (written with each heartbeat and at the end of the run); monitors add
+ * it to the run's done count.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SKIPPED_METRIC = "skipped"
+
+/**
  * The runner service tag.
  *
  * @since 0.1.0
@@ -615,6 +625,14 @@ const runOnce = <S extends AnySpec, SE, SR>(
             updatedAt: now
           })
         }
+      }
+      // Pipelines skipped because they were already done (resume) count toward the run's
+      // progress: monitors read this run-scoped metric.
+      if (state.counters.skipped > 0) {
+        yield* reportMetricFor(runId, SKIPPED_METRIC, state.counters.skipped, {
+          label: "Skipped (already done)",
+          display: "number"
+        }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
       }
     }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
     yield* persistResources

@@ -1,5 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Option, TestClock } from "effect"
+import { Effect, Exit, Layer, Option, TestClock } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import type { PipelineState } from "../../src/domain/Records.js"
 import * as Monitor from "../../src/services/Monitor.js"
@@ -145,4 +149,23 @@ describe("Monitor", () => {
       assert.isTrue(Option.isNone(Monitor.decodeCursor("garbage")))
       assert.isTrue(Option.isNone(Monitor.decodeCursor(Buffer.from("[1]").toString("base64url"))))
     }).pipe(Effect.provide(MemoryStore.layer())))
+})
+
+describe("Monitor: resumed runs", () => {
+  it.effect("pipelines a resumed run skipped count as done (progress 100% when all are done)", () =>
+    Effect.gen(function*() {
+      const template = Pipeline.make("resumed", Task.sync("inc", (n: number) => n + 1))
+      yield* Runner.run(template.map([1, 2, 3]))
+      const second = yield* Runner.run(template.map([1, 2, 3, 4, 5]), { meta: { total: 5 } })
+      assert.strictEqual(second.skipped, 3)
+      const store = yield* Store
+      const snap = yield* Monitor.readSnapshot(store, { runId: second.runId }, Monitor.storeReads(store))
+      assert.strictEqual(snap.skipped, 3)
+      assert.strictEqual(snap.done, 5)
+      assert.strictEqual(snap.total, 5)
+      assert.strictEqual(snap.progress, 1)
+    }).pipe(Effect.provide(Layer.provideMerge(
+      Runner.layer({ handleSignals: false }),
+      Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+    ))))
 })

@@ -230,7 +230,10 @@ const assertNoRepeatAfter = (
   const uncommitted = new Set([...fingerprints].filter(([id]) => !committed.has(id)).map(([, fp]) => fp))
   const guarded = new Set([...committed].map((id) => fingerprints.get(id)!).filter((fp) => !uncommitted.has(fp)))
   assert.isAbove(guarded.size, 0)
-  const after = readLog(log).slice(cut)
+  const entries = readLog(log)
+  const before = new Set(entries.slice(0, cut).filter((e) => e.status === 200).map((e) => e.fingerprint))
+  for (const fp of guarded) assert.isTrue(before.has(fp), "a committed prompt was answered before the cut")
+  const after = entries.slice(cut)
   assert.isAbove(after.length, 0, "the resume sent requests")
   const repeated = after.filter((e) => e.fingerprint !== null && guarded.has(e.fingerprint))
   assert.deepStrictEqual(repeated, [], "a committed classify request was sent again")
@@ -272,6 +275,9 @@ describe("spam-eval through the CLI on the real corpus", () => {
       const log = readLog(mock.log)
       assert.isAbove(log.filter((e) => e.status === 429).length, 0)
       assert.isAbove(log.filter((e) => e.status !== null && e.status >= 500).length, 0)
+      // the fingerprints computed here are the mock's: every email's prompt was answered once with 200
+      const answered = log.filter((e) => e.status === 200).map((e) => e.fingerprint)
+      assert.deepStrictEqual(new Set(answered), new Set(fingerprints.values()))
       assert.isAbove(count(job.store, "SELECT COUNT(*) FROM attempts WHERE error_class = 'rate_limit'"), 0)
       assert.isAbove(count(job.store, "SELECT COUNT(*) FROM attempts WHERE error_class = 'upstream'"), 0)
       // live metrics: the run's accuracy metric equals the exported results' accuracy

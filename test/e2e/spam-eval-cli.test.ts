@@ -275,7 +275,7 @@ describe("spam-eval through the CLI on the real corpus", () => {
       const log = readLog(mock.log)
       assert.isAbove(log.filter((e) => e.status === 429).length, 0)
       assert.isAbove(log.filter((e) => e.status !== null && e.status >= 500).length, 0)
-      // the fingerprints computed here are the mock's: every email's prompt was answered once with 200
+      // the fingerprints computed here are the mock's: every email's prompt, and only those, answered 200
       const answered = log.filter((e) => e.status === 200).map((e) => e.fingerprint)
       assert.deepStrictEqual(new Set(answered), new Set(fingerprints.values()))
       assert.isAbove(count(job.store, "SELECT COUNT(*) FROM attempts WHERE error_class = 'rate_limit'"), 0)

@@ -3,7 +3,8 @@
  * seeded sample of the SpamAssassin corpus as JSON Lines, one {@link EmailSeed} per line
  * (`{ id, group, label, file }`, `file` relative to the corpus package's `data/` folder).
  *
- * Run: `npx tsx examples/spam-eval/sample.ts [--size 1000] [--seed 0] [--out runs/spam-eval/sample.jsonl]`.
+ * Run: `npx tsx examples/spam-eval/sample.ts [--size 1000] [--seed 0] [--out FILE]` (default
+ * `runs/spam-eval/sample.jsonl` at the repository root, from any working directory).
  * The same size and seed always give the same file (so the same pipeline ids: a second run
  * resumes the first).
  *
@@ -12,15 +13,28 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Schema } from "effect"
+import { Console, Effect, Option, Schema } from "effect"
 import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
 import { corpusDirectory, loadIndex, sampleStratified } from "./corpus.js"
 import { seedOf } from "./pipeline.js"
 
 /**
+ * The default sample file: `runs/spam-eval/sample.jsonl` at the repository root (where
+ * `experiment.yaml` reads it when `SPAM_EVAL_SAMPLE_FILE` is not set).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultSamplePath: string = NodePath.resolve(
+  NodePath.dirname(fileURLToPath(import.meta.url)),
+  "../../runs/spam-eval/sample.jsonl"
+)
+
+/**
  * Options of {@link writeSample}: sample `size` (default 1,000; the corpus has 6,046 emails),
- * `seed` (default 0) and the output file `out` (default `runs/spam-eval/sample.jsonl`,
- * relative to the working directory).
+ * `seed` (default 0) and the output file `out` (default {@link defaultSamplePath}; a relative
+ * `out` is resolved against the working directory).
  *
  * @since 0.1.0
  * @category models
@@ -55,7 +69,7 @@ export interface SampleSummary {
 export const writeSample = (options: WriteSampleOptions = {}) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const out = NodePath.resolve(options.out ?? "runs/spam-eval/sample.jsonl")
+    const out = NodePath.resolve(options.out ?? defaultSamplePath)
     const dataDir = yield* corpusDirectory
     const entries = sampleStratified(yield* loadIndex, { size: options.size ?? 1000, seed: options.seed ?? 0 })
     const seeds = entries.map((e) => seedOf(e, dataDir))
@@ -74,13 +88,13 @@ const size = Options.integer("size").pipe(
 )
 const seed = Options.integer("seed").pipe(Options.withDefault(0), Options.withDescription("Seed of the sample."))
 const out = Options.file("out").pipe(
-  Options.withDefault("runs/spam-eval/sample.jsonl"),
-  Options.withDescription("Output JSON Lines file.")
+  Options.optional,
+  Options.withDescription("Output JSON Lines file (default: runs/spam-eval/sample.jsonl at the repository root).")
 )
 
 const command = Command.make("sample", { size, seed, out }, (o) =>
   Effect.flatMap(
-    writeSample(o),
+    writeSample({ size: o.size, seed: o.seed, out: Option.getOrUndefined(o.out) }),
     (s) => Console.log(`wrote ${s.emails} emails (${s.spam} spam, ${s.ham} ham) to ${s.path}`)
   ))
 

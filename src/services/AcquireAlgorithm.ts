@@ -94,7 +94,7 @@ export interface AcquireOps {
    * resource is added, or a cooldown ends. Interruptible; an interrupted wait leaves no
    * reservation behind.
    */
-  readonly wait: (pool?: string) => Effect.Effect<Slot, PoolNotFound>
+  readonly wait: (pool?: string) => Effect.Effect<Slot, PoolNotFound | ResourceUnavailable>
   /** The resource id this pipeline leased last from a pool (for `sticky`). */
   readonly lastResourceId: (pool?: string) => string | undefined
   /** The same ops with another target pool and/or ranker. */

@@ -401,6 +401,8 @@ interface Waiter {
   readonly ranker: AcquireAlgorithm.Ranker | undefined
   readonly attempt: Attempt
   resume: ((slot: AcquireAlgorithm.Slot) => void) | undefined
+  /** Ends the wait with a failure (every resource it could use is dead or revoked). */
+  fail: ((error: ResourceUnavailable) => void) | undefined
   prev: Waiter | undefined
   next: Waiter | undefined
   queued: boolean
@@ -781,11 +783,46 @@ class Core {
         this.unlink(pool, w)
         const resume = w.resume
         w.resume = undefined
+        w.fail = undefined
         resume?.(res.slot)
         if (!this.anyFree(pool, now)) return
+      } else {
+        const hopeless = this.hopeless(pool, w.selector)
+        if (hopeless !== undefined) {
+          this.unlink(pool, w)
+          const fail = w.fail
+          w.resume = undefined
+          w.fail = undefined
+          fail?.(hopeless)
+        }
       }
       w = next
     }
+  }
+
+  /**
+   * A wait that can never be served: every resource matching the selector is dead or revoked
+   * (neither comes back by itself) and at least one of them died (its endpoint keeps failing,
+   * so waiting would hang the run). A selector whose resources were all revoked, or that
+   * matches no resource at all, keeps waiting: revocation is an operator's move, usually
+   * followed by an `add`.
+   */
+  hopeless(pool: PoolState, selector: Selector): ResourceUnavailable | undefined {
+    const now = this.now()
+    let matching = 0
+    let dead = 0
+    for (const res of pool.list) {
+      if (!Resource.matches(selector, res.info)) continue
+      matching++
+      const state = Resource.effectiveState(res.health, now)
+      if (state === "dead") dead++
+      else if (state !== "revoked") return undefined
+    }
+    if (matching === 0 || dead === 0) return undefined
+    return new ResourceUnavailable({
+      pool: pool.name,
+      message: `every resource of pool "${pool.name}" that matches the request is dead or revoked (${dead} dead of ${matching}); a successful report or an added resource is needed`
+    })
   }
 
   anyFree(pool: PoolState, now: number): boolean {
@@ -850,7 +887,7 @@ class Core {
           return Effect.succeed(Option.some(res.slot))
         }),
       wait: (name) =>
-        Effect.suspend(() => {
+        Effect.suspend((): Effect.Effect<AcquireAlgorithm.Slot, PoolNotFound | ResourceUnavailable> => {
           const pool = poolOf(name)
           if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
           return core.park(pool, selector, ranker, attempt, home, holder)
@@ -877,21 +914,37 @@ class Core {
     attempt: Attempt,
     home: PoolState,
     holder: Holder
-  ): Effect.Effect<AcquireAlgorithm.Slot> {
-    const waiter: Waiter = { selector, ranker, attempt, resume: undefined, prev: undefined, next: undefined, queued: false }
-    const parked = Effect.async<AcquireAlgorithm.Slot>((resume) => {
+  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable> {
+    const waiter: Waiter = {
+      selector,
+      ranker,
+      attempt,
+      resume: undefined,
+      fail: undefined,
+      prev: undefined,
+      next: undefined,
+      queued: false
+    }
+    const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable>((resume) => {
       const res = this.pick(pool, selector, ranker, this.now())
       if (res !== undefined) {
         this.take(attempt, res)
         resume(Effect.succeed(res.slot))
         return
       }
+      const hopeless = this.hopeless(pool, selector)
+      if (hopeless !== undefined) {
+        resume(Effect.fail(hopeless))
+        return
+      }
       this.markWaiting(attempt, home)
       waiter.resume = (slot) => resume(Effect.succeed(slot))
+      waiter.fail = (error) => resume(Effect.fail(error))
       this.enqueue(pool, waiter)
       return Effect.sync(() => {
         // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
         waiter.resume = undefined
+        waiter.fail = undefined
         this.unlink(pool, waiter)
       })
     })
@@ -1190,6 +1243,8 @@ class Core {
           Resource.onFailure(res.health, res.resource, this.now()),
           report.error === undefined ? {} : { error: jsonError(report.error) }
         )
+        // A resource that just died may leave waiters nothing to wait for: fail those now.
+        if (res.health.state === "dead" && pool.head !== undefined) this.dispatch(pool)
       } else {
         pool.okTotal++
         if (res.probing) {
@@ -1248,6 +1303,7 @@ class Core {
       const fx: Effects = { events: undefined, timers: undefined }
       this.applyStep(fx, pool, res, Resource.onRevoke(res.health))
       this.event(fx, pool, "resource.revoked", id, reason === undefined ? {} : { reason })
+      if (pool.head !== undefined) this.dispatch(pool)
       return Effect.as(this.flush(fx), true)
     })
   }

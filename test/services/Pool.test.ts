@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Scope, Stream, TestClock } from "effect"
+import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Scope, Stream, TestClock } from "effect"
 import { Data } from "effect"
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -599,5 +599,40 @@ describe("Throttling by Retry-After (case C5)", () => {
         assert.deepStrictEqual(served, ["b", "b", "b", "b", "b", "b"])
         const stats = yield* pools.stats("keys")
         assert.strictEqual(stats.degraded + stats.dead, 0)
+      })))
+})
+
+describe("No wait on resources that cannot come back", () => {
+  it.effect("a waiter whose every matching resource dies fails with ResourceUnavailable instead of hanging", () =>
+    withPools([Pool.make("keys", [worker("a", 1, { deadAfter: 2, degradeAfter: 1 })])], (pools) =>
+      Effect.gen(function*() {
+        const holder = yield* pools.acquireRaw("keys")
+        const waiter = yield* Effect.fork(Effect.scoped(pools.acquire("keys")))
+        yield* settle
+        assert.isNull(waiter.unsafePoll())
+        // Two failures: degraded, then dead.
+        yield* holder.report({ ok: false, error: new BadCredentials({ message: "401" }) })
+        yield* holder.report({ ok: false, error: new BadCredentials({ message: "401" }) })
+        const exit = yield* Fiber.await(waiter)
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) assert.strictEqual(Option.getOrThrow(Cause.failureOption(exit.cause))._tag, "ResourceUnavailable")
+        // A new acquire fails at once too.
+        const again = yield* Effect.flip(Effect.scoped(pools.acquire("keys")))
+        assert.strictEqual(again._tag, "ResourceUnavailable")
+        yield* holder.releaseNow
+      })))
+
+  it.effect("revoked resources are not hopeless: their waiters wait for an added resource", () =>
+    withPools([Pool.make("keys", [worker("a", 1)])], (pools) =>
+      Effect.gen(function*() {
+        const a = yield* pools.acquireRaw("keys")
+        const waiter = yield* Effect.fork(Effect.scoped(Effect.map(pools.acquire("keys"), (l) => l.resource.id)))
+        yield* settle
+        yield* pools.revoke("keys", "a", "retired")
+        yield* settle
+        assert.isNull(waiter.unsafePoll())
+        yield* pools.add("keys", worker("c", 1))
+        assert.strictEqual(yield* Fiber.join(waiter), "c")
+        yield* a.releaseNow
       })))
 })

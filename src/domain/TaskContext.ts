@@ -33,6 +33,11 @@ export type MetricDisplay = "number" | "percent" | "text"
 export interface MetricOptions {
   readonly label?: string | undefined
   readonly display?: MetricDisplay | undefined
+  /**
+   * Where a task's metric is recorded: `"pipeline"` (default, the current pipeline's scope) or
+   * `"run"` (the run's scope: dashboard cards, `report`), for figures a task aggregates itself.
+   */
+  readonly scope?: "pipeline" | "run" | undefined
 }
 
 /**

@@ -1091,7 +1091,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
             return Effect.asVoid(pools.releaseAll(owner))
           },
           emit: (kind, data) => emit(kind, pipelineId, data ?? {}),
-          reportMetric: (name, value, o) => reportMetricFor(runId, name, value, { ...o, pipelineId })
+          reportMetric: (name, value, o) =>
+            reportMetricFor(runId, name, value, { ...o, pipelineId: o?.scope === "run" ? null : pipelineId })
         }
         const timeout = task.options.timeout
         const body = Effect.scoped(Effect.suspend(() => task.run(input, ctx)))

@@ -285,14 +285,23 @@ describe("Runner: callbacks, metrics and crashes", () => {
     Effect.gen(function*() {
       const runner = yield* Runner.Runner
       const scored = Task.make("scored", (n: number, ctx) =>
-        Effect.as(ctx.reportMetric("score", n / 10, { display: "percent", label: "Score" }), n))
+        Effect.as(
+          Effect.zipRight(
+            ctx.reportMetric("score", n / 10, { display: "percent", label: "Score" }),
+            ctx.reportMetric("phase", "scoring", { scope: "run" })
+          ),
+          n
+        ))
       const template = Pipeline.make("metrics", scored)
       const report = yield* runner.run(template.map([5]), {
         onPipelineFinished: () => runner.reportMetric("evaluated", 1, { label: "Evaluated" })
       })
       const store = yield* Store
       const runLevel = yield* store.metrics({ runId: report.runId, pipelineId: null })
-      assert.deepStrictEqual(runLevel.map((m) => [m.name, m.value, m.label]), [["evaluated", 1, "Evaluated"]])
+      assert.deepStrictEqual(
+        runLevel.map((m) => [m.name, m.value, m.label]).sort(),
+        [["evaluated", 1, "Evaluated"], ["phase", "scoring", null]]
+      )
       const pipelineLevel = yield* store.metrics({ runId: report.runId, pipelineId: template.bind(5).pipelineId })
       assert.deepStrictEqual(pipelineLevel.map((m) => [m.name, m.value, m.display]), [["score", 0.5, "percent"]])
     }).pipe(Effect.provide(env())))

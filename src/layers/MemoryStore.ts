@@ -39,7 +39,7 @@ import type {
   StoreService,
   StoreStats
 } from "../services/Store.js"
-import { PAGE_SIZE, Store } from "../services/Store.js"
+import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch, type WriteOp } from "./internal/storeOps.js"
 import {
@@ -53,7 +53,8 @@ import {
   maskSecrets,
   type PlacedArtifact,
   placeAll,
-  placeArtifact
+  placeArtifact,
+  artifactRecordOf
 } from "./internal/storeShared.js"
 
 /**
@@ -159,22 +160,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
     }
     const insertArtifact = (a: NewArtifact, placed: PlacedArtifact): ArtifactRecord => {
       const artifactId = nextArtifactId++
-      const record = trusted(ArtifactRecord, {
-        artifactId,
-        pipelineId: a.pipelineId,
-        runId: a.runId,
-        seq: a.seq,
-        taskName: a.taskName,
-        typeName: a.typeName,
-        codec: a.codec,
-        digest: a.digest,
-        size: a.payload.byteLength,
-        storage: placed.storage,
-        blobRef: placed.blobRef,
-        isFinal: a.isFinal,
-        available: placed.storage !== "none",
-        createdAt: a.createdAt
-      })
+      const record = artifactRecordOf(artifactId, a, placed)
       artifacts.set(artifactId, { record, payload: placed.payload })
       const list = artifactsByPipeline.get(a.pipelineId)
       if (list === undefined) artifactsByPipeline.set(a.pipelineId, [artifactId])
@@ -466,17 +452,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
           const rows: Array<ErrorRow> = Array.from(pipelines.values())
             .filter((p) => p.state === "failed" && (o.runId === undefined || p.runId === o.runId))
             .sort((a, b) => b.updatedAt - a.updatedAt || (a.pipelineId < b.pipelineId ? -1 : 1))
-            .map((p) => ({
-              pipelineId: p.pipelineId,
-              name: p.name,
-              key: p.key,
-              runId: p.runId,
-              failedTask: p.failedTask,
-              errorType: p.errorType,
-              errorMessage: p.errorMessage,
-              errorClass: p.errorClass,
-              endedAt: p.endedAt
-            }))
+            .map(errorRowOf)
           return limit === undefined ? rows : rows.slice(0, limit)
         }),
       events: (o = {}) =>

@@ -58,7 +58,7 @@ import type {
   StoreService,
   StoreStats
 } from "../services/Store.js"
-import { PAGE_SIZE, Store } from "../services/Store.js"
+import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { settleToPatch, type WriteOp } from "./internal/storeOps.js"
 import {
@@ -96,7 +96,8 @@ import {
   placeArtifact,
   placeSync,
   quantileAt,
-  quantileRanks
+  quantileRanks,
+  artifactRecordOf
 } from "./internal/storeShared.js"
 
 /**
@@ -769,22 +770,7 @@ export const make = (options: SqliteStoreOptions) =>
               const id = nextArtifactId++
               write!.artifacts([artifactRow(id, a, placed)])
               if (a.isFinal) write!.clearFinal.run(a.pipelineId, id)
-              return trusted(ArtifactRecord, {
-                artifactId: id,
-                pipelineId: a.pipelineId,
-                runId: a.runId,
-                seq: a.seq,
-                taskName: a.taskName,
-                typeName: a.typeName,
-                codec: a.codec,
-                digest: a.digest,
-                size: a.payload.byteLength,
-                storage: placed.storage,
-                blobRef: placed.blobRef,
-                isFinal: a.isFinal,
-                available: placed.storage !== "none",
-                createdAt: a.createdAt
-              })
+              return artifactRecordOf(id, a, placed)
             })),
       getArtifact: (pipelineId, seq) =>
         Effect.flatMap(
@@ -872,20 +858,7 @@ export const make = (options: SqliteStoreOptions) =>
           limit === 0 ? Effect.succeed([]) : Effect.map(
             rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${limit === undefined ? sql`` : sql`LIMIT ${limit}`}`),
             (r) =>
-              r.map((row): ErrorRow => {
-                const p = toPipeline(row)
-                return {
-                  pipelineId: p.pipelineId,
-                  name: p.name,
-                  key: p.key,
-                  runId: p.runId,
-                  failedTask: p.failedTask,
-                  errorType: p.errorType,
-                  errorMessage: p.errorMessage,
-                  errorClass: p.errorClass,
-                  endedAt: p.endedAt
-                }
-              })
+              r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
           )),
       events: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit), (limit) =>

@@ -15,7 +15,7 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
 import * as Export from "./Export.js"
 import { beats, latencyOf } from "./Merge.js"
-import type { ErrorRow, Latency, ReadError, StoreService } from "./Store.js"
+import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreService } from "./Store.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -276,18 +276,7 @@ export const buildReport = (
       .filter(({ p }) => p.state === "failed")
       .sort((a, b) => (b.p.endedAt ?? b.p.updatedAt) - (a.p.endedAt ?? a.p.updatedAt))
       .slice(0, errorsLimit)
-      .map(({ p, source }) => ({
-        pipelineId: p.pipelineId,
-        name: p.name,
-        key: p.key,
-        runId: p.runId,
-        failedTask: p.failedTask,
-        errorType: p.errorType,
-        errorMessage: p.errorMessage,
-        errorClass: p.errorClass,
-        endedAt: p.endedAt,
-        source
-      }))
+      .map(({ p, source }) => ({ ...errorRowOf(p), source }))
 
     return {
       stores: stores.map((s) => s.source),

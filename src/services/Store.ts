@@ -304,6 +304,24 @@ export interface ErrorRow {
 }
 
 /**
+ * The {@link ErrorRow} of a failed pipeline record.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const errorRowOf = (p: PipelineRecord): ErrorRow => ({
+  pipelineId: p.pipelineId,
+  name: p.name,
+  key: p.key,
+  runId: p.runId,
+  failedTask: p.failedTask,
+  errorType: p.errorType,
+  errorMessage: p.errorMessage,
+  errorClass: p.errorClass,
+  endedAt: p.endedAt
+})
+
+/**
  * A row limit: `undefined` = all, `0` = none, a positive integer = at most that many.
  * Negative or non-integer limits fail with `ConfigError`.
  *

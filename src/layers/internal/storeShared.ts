@@ -6,7 +6,7 @@
  */
 import { Effect, Fiber, Option, type Scope } from "effect"
 import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
-import type { ArtifactRecord } from "../../domain/Records.js"
+import { ArtifactRecord, trusted } from "../../domain/Records.js"
 import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
 import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../services/Store.js"
 
@@ -135,6 +135,30 @@ export interface PlacedArtifact {
   readonly payload: Uint8Array | null
   readonly blobRef: string | null
 }
+
+/**
+ * The record of an artifact the store has just placed (`artifactId` assigned by the store).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const artifactRecordOf = (artifactId: number, a: NewArtifact, placed: PlacedArtifact): ArtifactRecord =>
+  trusted(ArtifactRecord, {
+    artifactId,
+    pipelineId: a.pipelineId,
+    runId: a.runId,
+    seq: a.seq,
+    taskName: a.taskName,
+    typeName: a.typeName,
+    codec: a.codec,
+    digest: a.digest,
+    size: a.payload.byteLength,
+    storage: placed.storage,
+    blobRef: placed.blobRef,
+    isFinal: a.isFinal,
+    available: placed.storage !== "none",
+    createdAt: a.createdAt
+  })
 
 /**
  * Places an artifact's payload according to the journal mode and the backend.

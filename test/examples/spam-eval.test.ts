@@ -85,7 +85,11 @@ describe("spam-eval program", () => {
       const resultsPath = NodePath.join(dir, "results.jsonl")
       const first = yield* runSpamEval({ sample: 40, seed: 5, storePath, resultsPath })
       const second = yield* runSpamEval({ sample: 40, seed: 5, storePath, resultsPath })
-      assert.strictEqual(second.run.skipped, 40)
+      // Which endpoint answers which email depends on timing, and the mock leaves some answers
+      // unlabelled (a recorded failure of class invalid): every pipeline that succeeded is
+      // skipped, and the failed ones resume after their committed chat checkpoint.
+      assert.strictEqual(second.run.skipped, first.run.stats.byState.succeeded)
+      assert.strictEqual(second.run.skipped + second.run.stats.byState.failed, 40)
       assert.deepStrictEqual(second.metrics, first.metrics)
       assert.deepStrictEqual(second.results, first.results)
       fs.rmSync(dir, { recursive: true, force: true })

@@ -199,9 +199,13 @@ describe("chat task", () => {
       ])
       const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-chat-"))
       const file = NodePath.join(dir, "state.db")
+      // One endpoint answering 5xx 30% of the time: health must not take it out of rotation
+      // (the default cooldown is 30 s), this test is about usage, retries and the key.
       const resource = Resource.make("llm", {
         id: "ok",
         capacity: 4,
+        degradeAfter: 1000,
+        deadAfter: 1000,
         options: { baseUrl: baseOf(server, "ok"), apiKey: KEY, model: "mock-spam-1" },
         factory: chatClientFactory()
       })

@@ -138,7 +138,13 @@ const durationFlag = (name: string, value: Option.Option<string>): Either.Either
     onSome: (text) =>
       Option.match(Experiment.parseDuration(text), {
         onNone: () =>
-          Either.left(configError(`--${name}`, `"${text}" is not a duration`, "write a duration with a unit, e.g. \"30 seconds\"")),
+          Either.left(
+            configError(
+              `--${name}`,
+              `"${text}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`,
+              "write a duration with a unit, e.g. \"30 seconds\""
+            )
+          ),
         onSome: (d) => Either.right(d)
       })
   })

@@ -61,7 +61,15 @@ export const validate = Command.make(
   },
   ({ config, json, strictEnv }) =>
     Effect.gen(function*() {
-      const experiment = yield* Experiment.load(config, { strictEnv })
+      const experiment = yield* Experiment.load(config, { strictEnv }).pipe(
+        // With --json an invalid file is also described on stdout, for tools and editors:
+        // `{ "valid": false, "issues": [{ "path", "message", "suggestion"? }] }` (still exit 2).
+        Effect.tapError((e) =>
+          json
+            ? Console.log(JSON.stringify({ valid: false, file: config, message: e.message, issues: e.issues }, null, 2))
+            : Effect.void
+        )
+      )
       const described: Json = experiment.describe()
       yield* Console.log(json ? JSON.stringify(described, null, 2) : text(experiment))
     })

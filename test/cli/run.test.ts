@@ -120,6 +120,13 @@ describe("assay validate", () => {
       assert.include(v.stderr, "pipeline.tasks[].retry")
       assert.include(v.stderr, "pipeline.tasks[0].use")
       assert.include(v.stderr, "did you mean delay?")
+      // --json describes an invalid file on stdout too (for tools), still exiting 2
+      const j = yield* assay(["validate", "-c", file, "--json"])
+      assert.strictEqual(j.code, 2)
+      const described = JSON.parse(j.stdout) as { valid: boolean; issues: Array<{ path: string; suggestion?: string }> }
+      assert.isFalse(described.valid)
+      assert.include(described.issues.map((i) => i.path), "run.concurency")
+      assert.include(described.issues.map((i) => i.suggestion), "did you mean concurrency?")
       const store = path.join(dir, "never.db")
       const r = yield* assay(["run", "-c", file, "--store", store])
       assert.strictEqual(r.code, 2)

@@ -28,7 +28,7 @@ import { Migrator, SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Clock, Effect, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import * as os from "node:os"
@@ -465,6 +465,7 @@ export const make = (options: SqliteStoreOptions) =>
       setFinal: Database.Statement
     } | undefined
     if (w !== undefined) {
+      const openedAt = yield* Clock.currentTimeMillis
       yield* Effect.try({
         try: () => {
           const max = (t: string, c: string) => Number((w.prepare(`SELECT coalesce(max(${c}), 0) AS m FROM ${t}`).get() as { m: number }).m)
@@ -473,7 +474,7 @@ export const make = (options: SqliteStoreOptions) =>
           nextArtifactId = max("artifacts", "artifact_id") + 1
           w.prepare(
             "INSERT INTO store_writer (id, pid, host, run_id, since) VALUES (1, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, host = excluded.host, run_id = NULL, since = excluded.since"
-          ).run(process.pid, os.hostname(), Date.now())
+          ).run(process.pid, os.hostname(), openedAt)
           write = {
             pipelines: makeInserter(w, "pipelines", PIPELINE_COLUMNS, upsertSuffix("pipeline_id", PIPELINE_COLUMNS)),
             tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix("task_run_id", TASK_COLUMNS)),

@@ -56,7 +56,7 @@ import {
 } from "../domain/Errors.js"
 import { canonicalJson, digest } from "../domain/Json.js"
 import { maskSecrets } from "../domain/Resource.js"
-import type { Lease } from "../domain/Lease.js"
+import type { AcquireOptions, Lease } from "../domain/Lease.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import {
   type AttemptOutcome,
@@ -321,6 +321,23 @@ interface RunState {
   crash: Cause.Cause<unknown> | null
 }
 
+const freshState = (): RunState => ({
+  active: false,
+  runId: null,
+  config: null,
+  stopping: false,
+  stopReason: null,
+  inFlight: 0,
+  delayed: 0,
+  admitted: 0,
+  peakInFlight: 0,
+  peakAdmitted: 0,
+  counters: freshCounters(),
+  stopRequested: null,
+  hardStop: null,
+  crash: null
+})
+
 const freshCounters = (): Counters => ({
   admitted: 0,
   succeeded: 0,
@@ -400,22 +417,7 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     const store = yield* Store
     const pools = yield* Pools
     const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
-    const state: RunState = {
-      active: false,
-      runId: null,
-      config: null,
-      stopping: false,
-      stopReason: null,
-      inFlight: 0,
-      delayed: 0,
-      admitted: 0,
-      peakInFlight: 0,
-      peakAdmitted: 0,
-      counters: freshCounters(),
-      stopRequested: null,
-      hardStop: null,
-      crash: null
-    }
+    const state: RunState = freshState()
 
     const requestStop = (reason: string): void => {
       if (state.stopRequested === null) return
@@ -542,22 +544,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const stopRequested = yield* Deferred.make<string>()
     const hardStop = yield* Deferred.make<void>()
-    Object.assign(state, {
-      active: true,
-      runId,
-      config,
-      stopping: false,
-      stopReason: null,
-      inFlight: 0,
-      delayed: 0,
-      admitted: 0,
-      peakInFlight: 0,
-      peakAdmitted: 0,
-      counters: freshCounters(),
-      stopRequested,
-      hardStop,
-      crash: null
-    } satisfies RunState)
+    Object.assign(state, freshState(), { active: true, runId, config, stopRequested, hardStop })
 
     const emit = (kind: string, pipelineId: string | null, data: unknown) =>
       Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
@@ -1046,7 +1033,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
             taskName: task.name,
             pipelineId,
             defaultPool: task.options.resource ?? undefined,
-            defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as any,
+            defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
+              "defaultAlgorithm"
+            ],
             heldPools: () => (heldPools === undefined ? [] : Array.from(heldPools.keys())),
             owner
           }
@@ -1076,14 +1065,14 @@ const runOnce = <S extends AnySpec, SE, SR>(
           publishResource: (pool, resource) => pools.add(pool, resource),
           revokeResource: (pool, id, reason) => pools.revoke(pool, id, reason),
           subscribe: (filter) => pools.subscribe(filter),
-          acquire: (opts) =>
-            Effect.tap(pools.acquire(opts, holderOf()), (lease) =>
-              Effect.zipRight(Effect.sync(() => track(lease)), Effect.addFinalizer(() => Effect.sync(() => untrack(lease))))) as any,
-          acquireLease: (opts) =>
+          acquire: <Client,>(opts?: AcquireOptions | string) =>
+            Effect.tap(pools.acquire<Client>(opts, holderOf()), (lease) =>
+              Effect.zipRight(Effect.sync(() => track(lease)), Effect.addFinalizer(() => Effect.sync(() => untrack(lease))))),
+          acquireLease: <Client,>(opts?: AcquireOptions | string) =>
             Effect.tap(Effect.suspend(() => {
               rawLeases = true
-              return pools.acquireRaw(opts, holderOf())
-            }), (lease) => Effect.sync(() => track(lease))) as any,
+              return pools.acquireRaw<Client>(opts, holderOf())
+            }), (lease) => Effect.sync(() => track(lease))),
           get heldLeases() {
             return pools.heldBy(owner)
           },

@@ -101,8 +101,8 @@ export const PoolSection = Schema.Struct({
   resources: Schema.Array(ResourceSection)
 }).annotations({ identifier: "PoolSection" })
 
-const taskFields = <U extends Schema.Schema.Any>(use: U) => ({
-  use,
+/** The fields every task entry has besides `use`, `onError` and `tasks`. */
+const entryFields = {
   name: opt(Schema.String),
   args: opt(Schema.Array(Schema.Unknown)),
   options: opt(JsonRecord),
@@ -112,7 +112,81 @@ const taskFields = <U extends Schema.Schema.Any>(use: U) => ({
   retry: opt(RetryPolicyFromConfig),
   config: opt(JsonRecord),
   version: opt(Schema.NullOr(Schema.String))
+}
+
+/**
+ * The `use:` name that builds a fanout group from a task entry's nested `tasks` (see
+ * {@link TaskSection}).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const FANOUT = "fanout"
+
+/**
+ * What a fanout group does when a branch fails (`onError:` of a `use: fanout` entry): the
+ * same values as `Fanout.OnError` (`"raise"`, the default, or `"collect"`).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const OnErrorSection = Schema.Literal("raise", "collect").annotations({
+  identifier: "OnError",
+  description: "what a fanout group does when a branch fails: raise (default) or collect"
 })
+
+/**
+ * One task entry of `pipeline.tasks`, decoded, with `use:` of type `Use`:
+ *
+ * - `use`, `name`, `args`, `options`, `resource`, `algorithm`, `timeout` (a `Duration`),
+ *   `retry` (a `RetryPolicy`), `config`, `version`: as for every task;
+ * - `onError` and `tasks`: only for `use: fanout` (the loader refuses them elsewhere);
+ *   `tasks` holds the branches, each a task entry of the same shape (recursively).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskSection<Use> = Schema.Struct.Type<typeof entryFields> & {
+  readonly use: Use
+  readonly onError?: "raise" | "collect"
+  readonly tasks?: readonly [TaskSection<Use>, ...Array<TaskSection<Use>>]
+}
+
+/**
+ * The encoded (as written) form of {@link TaskSection}: durations are strings with a unit
+ * and `retry` is the config object.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskSectionEncoded<Use> = Schema.Struct.Encoded<typeof entryFields> & {
+  readonly use: Use
+  readonly onError?: "raise" | "collect"
+  readonly tasks?: readonly [TaskSectionEncoded<Use>, ...Array<TaskSectionEncoded<Use>>]
+}
+
+/**
+ * The Schema of a task entry whose `use:` is decoded by `use`, recursive through `tasks`
+ * (a non-empty list: an empty one fails as a missing `tasks[0]`, which the loader words as
+ * "a fanout needs at least one task"). The recursion goes through `Schema.suspend` with the `identifier`,
+ * so the JSON Schema has one definition that refers to itself.
+ */
+const makeTaskSection = <A, I>(
+  use: Schema.Schema<A, I>,
+  identifier: string
+): Schema.Schema<TaskSection<A>, TaskSectionEncoded<I>> => {
+  const self: Schema.Schema<TaskSection<A>, TaskSectionEncoded<I>> = Schema.suspend(() => struct).annotations({
+    identifier,
+    description: "a task entry; use: fanout takes nested task entries under tasks"
+  })
+  const struct = Schema.Struct({
+    use,
+    ...entryFields,
+    onError: opt(OnErrorSection),
+    tasks: opt(Schema.NonEmptyArray(self))
+  })
+  return self
+}
 
 /**
  * The `source` section: `{ range: { n } }` or `{ jsonl: { path, limit } }`, plus `keyField`
@@ -128,7 +202,7 @@ export const SourceSection = Schema.Struct({
   repeats: opt(PositiveInt)
 }).annotations({ identifier: "SourceSection" })
 
-const makeExperiment = <U extends Schema.Schema.Any>(use: U, identifier: string) =>
+const makeExperiment = <A, I>(task: Schema.Schema<TaskSection<A>, TaskSectionEncoded<I>>, identifier: string) =>
   Schema.Struct({
     $schema: opt(Schema.String),
     run: opt(RunSection),
@@ -138,7 +212,7 @@ const makeExperiment = <U extends Schema.Schema.Any>(use: U, identifier: string)
       resource: opt(Schema.String),
       tags: opt(JsonRecord),
       includeCode: opt(Schema.Boolean),
-      tasks: Schema.NonEmptyArray(Schema.Struct(taskFields(use)).annotations({ identifier: "TaskSection" }))
+      tasks: Schema.NonEmptyArray(task)
     }).annotations({ identifier: "PipelineSection" }),
     source: SourceSection,
     plugins: opt(Schema.Array(Schema.String))
@@ -151,7 +225,7 @@ const makeExperiment = <U extends Schema.Schema.Any>(use: U, identifier: string)
  * @since 0.1.0
  * @category schemas
  */
-export const ExperimentFile = makeExperiment(Schema.String, "AssayExperiment")
+export const ExperimentFile = makeExperiment(makeTaskSection(Schema.String, "TaskSection"), "AssayExperiment")
 
 /**
  * The decoded form of {@link ExperimentFile}.
@@ -179,7 +253,10 @@ export const TaskValue: Schema.Schema<Task.Any> = Schema.declare((u: unknown): u
  * @since 0.1.0
  * @category schemas
  */
-export const ExperimentDefinition = makeExperiment(Schema.Union(Schema.String, TaskValue), "AssayExperimentDefinition")
+export const ExperimentDefinition = makeExperiment(
+  makeTaskSection(Schema.Union(Schema.String, TaskValue), "TaskDefinitionSection"),
+  "AssayExperimentDefinition"
+)
 
 /**
  * The encoded (as written) form of {@link ExperimentDefinition}: what `defineExperiment`
@@ -241,6 +318,8 @@ const arraysOf = (ast: AST.AST): Array<AST.TupleType> => {
       return arraysOf(ast.from)
     case "Transformation":
       return arraysOf(ast.from)
+    case "Suspend":
+      return arraysOf(ast.f())
     default:
       return []
   }
@@ -287,18 +366,24 @@ export const allowedKeysAt = (path: ReadonlyArray<PropertyKey>): ReadonlyArray<s
  */
 export const placesOfKey = (key: string): ReadonlyArray<string> => {
   const out: Array<string> = []
-  const visit = (ast: AST.AST, at: string, depth: number): void => {
+  // A recursive entry (a fanout's `tasks`) is entered once per path: its keys are listed at
+  // the first level (`pipeline.tasks[].retry`), not again for every nesting depth.
+  const visit = (ast: AST.AST, at: string, depth: number, inSuspend: boolean): void => {
     if (depth > 6) return
+    if (ast._tag === "Suspend") {
+      if (!inSuspend) visit(ast.f(), at, depth, true)
+      return
+    }
     for (const s of structsOf(ast)) {
       for (const p of s.propertySignatures) {
         const here = at === "" ? String(p.name) : `${at}.${String(p.name)}`
         if (p.name === key) out.push(here)
-        visit(p.type, here, depth + 1)
+        visit(p.type, here, depth + 1, inSuspend)
       }
-      for (const i of s.indexSignatures) visit(i.type, `${at}.<name>`, depth + 1)
+      for (const i of s.indexSignatures) visit(i.type, `${at}.<name>`, depth + 1, inSuspend)
     }
-    for (const t of arraysOf(ast)) for (const r of t.rest) visit(r.type, `${at}[]`, depth + 1)
+    for (const t of arraysOf(ast)) for (const r of t.rest) visit(r.type, `${at}[]`, depth + 1, inSuspend)
   }
-  visit(Schema.encodedSchema(ExperimentFile).ast, "", 0)
+  visit(Schema.encodedSchema(ExperimentFile).ast, "", 0, false)
   return [...new Set(out)]
 }

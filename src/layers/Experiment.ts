@@ -25,6 +25,7 @@ import {
   type ExperimentDefinition as Definition,
   ExperimentFile,
   type ExperimentInput,
+  FANOUT,
   placesOfKey
 } from "../domain/Config.js"
 import { ConfigError, type ConfigIssue, PipelineBuildError } from "../domain/Errors.js"
@@ -38,6 +39,7 @@ import * as Task from "../domain/Task.js"
 import { type AcquireAlgorithm, resolveAlgorithm } from "../services/AcquireAlgorithm.js"
 import * as Pool from "../services/Pool.js"
 import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
+import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
 import { jsonlSource, rangeSource, type SourceError } from "../tasks/Sources.js"
 import * as Plugins from "./Plugins.js"
 
@@ -327,6 +329,13 @@ export const expandEnv = (
 // Schema decoding
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Whether a Schema path is the first element of a task list (`pipeline.tasks[0]` or a
+ * fanout's `...tasks[0]`): a missing one means the list is empty.
+ */
+const isEmptyTaskList = (p: ReadonlyArray<PropertyKey>): boolean =>
+  p.length >= 3 && p[0] === "pipeline" && p[p.length - 1] === 0 && p[p.length - 2] === "tasks"
+
 const decodeIssues = (error: ParseResult.ParseError): Array<ConfigIssue> => {
   const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
   const byPath = new Map<string, number>()
@@ -352,6 +361,15 @@ const decodeIssues = (error: ParseResult.ParseError): Array<ConfigIssue> => {
         ? `allowed keys here: ${allowed.join(", ")}`
         : undefined
       entry = issue(p, `unknown key "${key}"`, suggestion)
+    } else if (i._tag === "Missing" && isEmptyTaskList(i.path)) {
+      const list = i.path.slice(0, -1)
+      entry = list.length === 2
+        ? issue(formatPath(list), "is empty: a pipeline needs at least one task", "tasks: [{ use: echo }]")
+        : issue(
+          formatPath(list),
+          "is empty: a fanout needs at least one task",
+          "tasks: [{ use: echo, name: a }, { use: echo, name: b }]"
+        )
     } else if (i._tag === "Missing") {
       entry = issue(p, "is missing")
     } else {
@@ -375,7 +393,7 @@ const argPathFields = new Set(["command", "duration", "path", "message", "failTi
 
 const taskIssuePath = (base: string, p: string): string => {
   if (p === "" ) return base
-  if (p.startsWith("args") || p.startsWith("options")) return `${base}.${p}`
+  if (p.startsWith("args") || p.startsWith("options") || p.startsWith("tasks") || p === "onError") return `${base}.${p}`
   if (argPathFields.has(p)) return `${base}.args[0]`
   if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config") return `${base}.${p}`
   return `${base}.options.${p}`
@@ -469,7 +487,7 @@ const resolveUse = (
     }
     const plugged = plugins.tasks.get(use)
     if (plugged !== undefined) return instantiate(plugged.value, `"${use}" (from plugin ${plugged.plugin})`)
-    const known = [...builtinTaskNames, ...plugins.tasks.keys()]
+    const known = [FANOUT, ...builtinTaskNames, ...plugins.tasks.keys()]
     const near = closest(use, known)
     const broken = [...plugins.errors.entries()].map(([p, e]) => `${p} (${e})`)
     issues.push(issue(
@@ -477,7 +495,7 @@ const resolveUse = (
       `unknown task "${use}"${broken.length > 0 ? `; plugins that failed to load: ${broken.join(", ")}` : ""}`,
       near !== undefined
         ? `did you mean ${near}?`
-        : `use a built-in (${builtinTaskNames.join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
+        : `use a built-in (${[FANOUT, ...builtinTaskNames].join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
     ))
     return undefined
   })
@@ -586,6 +604,182 @@ const suggestPool = (name: string, pools: ReadonlyArray<string>): string => {
 const describeAlgorithm = (a: unknown): Json =>
   a === undefined ? null : (JSON.parse(JSON.stringify(a)) as Json)
 
+/** What {@link buildEntry} needs besides the entry. */
+interface EntryContext {
+  readonly baseDir: string
+  readonly plugins: Plugins.PluginRegistry
+  readonly poolNames: ReadonlyArray<string>
+  readonly pipelineResource: string | undefined
+}
+
+/** How an entry's `use:` reads in a message: `"echo"` or `the task value "ask"`. */
+const useLabel = (use: TaskSection["use"]): string =>
+  typeof use === "string" ? `"${use}"` : `the task value "${use.name}"`
+
+/**
+ * Refuses `tasks` / `onError` on an entry that is not `use: fanout`. Returns whether the
+ * entry is clean.
+ */
+const fanoutKeysOnlyOnFanout = (section: TaskSection, base: string, issues: Array<ConfigIssue>): boolean => {
+  let clean = true
+  if (section.tasks !== undefined) {
+    clean = false
+    issues.push(issue(
+      `${base}.tasks`,
+      `only a "use: ${FANOUT}" entry takes nested tasks; ${useLabel(section.use)} is not a fanout`,
+      `to run these tasks concurrently on the same input, write use: ${FANOUT} here and put ${useLabel(section.use)} among the nested tasks`
+    ))
+  }
+  if (section.onError !== undefined) {
+    clean = false
+    issues.push(issue(
+      `${base}.onError`,
+      `only a "use: ${FANOUT}" entry takes onError; ${useLabel(section.use)} is not a fanout`,
+      "remove it, or make this entry a fanout"
+    ))
+  }
+  return clean
+}
+
+/**
+ * Builds a `use: fanout` entry: each nested entry with {@link buildEntry} (paths
+ * `<base>.tasks[j]`), then `fanout(...branches, { name, onError, retry, version, config })`
+ * exactly as a TypeScript program would call it (so both give the same identity), then the
+ * entry's `resource`, `algorithm` and `timeout` as overrides of the group.
+ */
+const buildFanout = (
+  section: TaskSection,
+  base: string,
+  ctx: EntryContext,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined, never, never> =>
+  Effect.gen(function*() {
+    let ok = true
+    for (const key of ["args", "options"] as const) {
+      if (section[key] !== undefined) {
+        ok = false
+        issues.push(issue(
+          `${base}.${key}`,
+          `${FANOUT} takes no ${key}: its branches are the entries under tasks, its settings are fields of this entry`,
+          "onError: collect, retry: { maxAttempts: 3 }, tasks: [{ use: echo, name: a }, ...]"
+        ))
+      }
+    }
+    if (section.tasks === undefined) {
+      issues.push(issue(
+        `${base}.tasks`,
+        `is missing: a ${FANOUT} runs the task entries listed under tasks`,
+        "tasks: [{ use: echo, name: a }, { use: echo, name: b }]"
+      ))
+      return undefined
+    }
+    const children: Array<Task.Any> = []
+    for (let j = 0; j < section.tasks.length; j++) {
+      const child = yield* buildEntry(section.tasks[j]!, `${base}.tasks[${j}]`, ctx, issues)
+      if (child === undefined) ok = false
+      else children.push(child)
+    }
+    if (!ok) return undefined
+    const seen = new Map<string, number>()
+    children.forEach((c, j) => {
+      const previous = seen.get(c.name)
+      if (previous === undefined) {
+        seen.set(c.name, j)
+        return
+      }
+      ok = false
+      issues.push(issue(
+        `${base}.tasks[${j}]${section.tasks![j]!.name !== undefined ? ".name" : ""}`,
+        `duplicate branch name "${c.name}" (also ${base}.tasks[${previous}]): a fanout returns its branches' values by name`,
+        "give each branch a distinct name: name: ..."
+      ))
+    })
+    if (!ok) return undefined
+    const options: FanoutOptions = {
+      ...(section.name !== undefined ? { name: section.name } : {}),
+      ...(section.onError !== undefined ? { onError: section.onError } : {}),
+      ...(section.retry !== undefined ? { retry: section.retry as RetryPolicy } : {}),
+      ...(section.version !== undefined ? { version: section.version } : {}),
+      ...(section.config !== undefined ? { config: section.config as Task.JsonObject } : {})
+    }
+    const group = attempt(
+      () => (fanout as (...args: ReadonlyArray<unknown>) => Task.Any)(...children, options),
+      base,
+      issues
+    )
+    if (group === undefined) return undefined
+    const overrides: Record<string, unknown> = {}
+    if (section.resource !== undefined) overrides["resource"] = section.resource
+    if (section.algorithm !== undefined) overrides["algorithm"] = section.algorithm
+    if (section.timeout !== undefined) overrides["timeout"] = section.timeout
+    if (Object.keys(overrides).length === 0) return group
+    return attempt(() => Task.withOverrides(group, overrides as Task.Overrides), base, issues)
+  })
+
+/**
+ * Builds one task entry at `base` (`pipeline.tasks[1]`, `pipeline.tasks[1].tasks[0]`):
+ * resolves `use:` (or builds a fanout from its nested `tasks`), applies the entry's
+ * overrides, gives a task without a resource `pipeline.resource` (a fanout group takes its
+ * resource from its branches, which got the default themselves), and checks its pools and
+ * algorithm. Every problem is pushed to `issues` with its full path; `undefined` when the
+ * entry could not be built.
+ */
+const buildEntry = (
+  section: TaskSection,
+  base: string,
+  ctx: EntryContext,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined, never, never> =>
+  Effect.gen(function*() {
+    const poolNames = ctx.poolNames
+    const isFanout = section.use === FANOUT
+    if (isFanout) {
+      const group = yield* buildFanout(section, base, ctx, issues)
+      if (group === undefined) return undefined
+      if (section.resource !== undefined && section.resource !== null && !poolNames.includes(section.resource)) {
+        issues.push(issue(`${base}.resource`, `no pool named "${section.resource}"`, suggestPool(section.resource, poolNames)))
+      }
+      if (section.algorithm !== undefined && section.algorithm !== null) {
+        const r = resolveAlgorithm(section.algorithm as AlgorithmInput, ctx.plugins.algorithms)
+        if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+      }
+      return group
+    }
+    const clean = fanoutKeysOnlyOnFanout(section, base, issues)
+    let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
+    if (task === undefined) return undefined
+    const t0 = task
+    task = attempt(() => Task.withOverrides(t0, overridesOf(section)), base, issues)
+    if (task === undefined) return undefined
+    if (task.options.resource === null && section.resource === undefined && ctx.pipelineResource !== undefined) {
+      const t1 = task
+      task = attempt(() => Task.withOverrides(t1, { resource: ctx.pipelineResource! }), base, issues)
+      if (task === undefined) return undefined
+    }
+    for (const r of resourcesOf(task)) {
+      if (!poolNames.includes(r)) {
+        const own = section.resource === undefined && ctx.pipelineResource !== r
+        const near = closest(r, poolNames)
+        issues.push(issue(
+          section.resource !== undefined ? `${base}.resource` : own ? `${base}.use` : "pipeline.resource",
+          own
+            ? `task "${task.name}" declares resource "${r}", which is not a pool of this experiment`
+            : `no pool named "${r}"`,
+          near !== undefined
+            ? `did you mean ${near}?`
+            : poolNames.length > 0
+            ? `pools: ${poolNames.join(", ")}`
+            : `declare it under pools.${r}`
+        ))
+      }
+    }
+    if (task.options.algorithmInstance === null && task.options.algorithm !== null) {
+      const r = resolveAlgorithm(task.options.algorithm as AlgorithmInput, ctx.plugins.algorithms)
+      if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+    }
+    return clean ? task : undefined
+  })
+
 /** Semantic checks and construction from a decoded definition. */
 const build = (
   def: Definition,
@@ -601,52 +795,18 @@ const build = (
   Effect.gen(function*() {
     const poolNames = Object.keys(def.pools ?? {})
     const pools = buildPools(def, ctx.plugins, issues)
+    const entryCtx: EntryContext = {
+      baseDir: ctx.baseDir,
+      plugins: ctx.plugins,
+      poolNames,
+      pipelineResource: def.pipeline.resource
+    }
     const tasks: Array<Task.Any> = []
     let allBuilt = true
     for (let i = 0; i < def.pipeline.tasks.length; i++) {
-      const section = def.pipeline.tasks[i]!
-      const base = `pipeline.tasks[${i}]`
-      let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
-      if (task === undefined) {
-        allBuilt = false
-        continue
-      }
-      const t0 = task
-      task = attempt(() => Task.withOverrides(t0, overridesOf(section)), base, issues)
-      if (task === undefined) {
-        allBuilt = false
-        continue
-      }
-      if (task.options.resource === null && section.resource === undefined && def.pipeline.resource !== undefined) {
-        const t1 = task
-        task = attempt(() => Task.withOverrides(t1, { resource: def.pipeline.resource! }), base, issues)
-        if (task === undefined) {
-          allBuilt = false
-          continue
-        }
-      }
-      for (const r of resourcesOf(task)) {
-        if (!poolNames.includes(r)) {
-          const own = section.resource === undefined && def.pipeline.resource !== r
-          const near = closest(r, poolNames)
-          issues.push(issue(
-            section.resource !== undefined ? `${base}.resource` : own ? `${base}.use` : "pipeline.resource",
-            own
-              ? `task "${task.name}" declares resource "${r}", which is not a pool of this experiment`
-              : `no pool named "${r}"`,
-            near !== undefined
-              ? `did you mean ${near}?`
-              : poolNames.length > 0
-              ? `pools: ${poolNames.join(", ")}`
-              : `declare it under pools.${r}`
-          ))
-        }
-      }
-      if (task.options.algorithmInstance === null && task.options.algorithm !== null) {
-        const r = resolveAlgorithm(task.options.algorithm as AlgorithmInput, ctx.plugins.algorithms)
-        if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
-      }
-      tasks.push(task)
+      const task = yield* buildEntry(def.pipeline.tasks[i]!, `pipeline.tasks[${i}]`, entryCtx, issues)
+      if (task === undefined) allBuilt = false
+      else tasks.push(task)
     }
     const source = yield* sourceOf(def, ctx.baseDir, issues)
     const run = runInputOf(def, ctx.baseDir)
@@ -715,14 +875,24 @@ const build = (
     return experiment
   })
 
-const failWith = (file: string, issues: ReadonlyArray<ConfigIssue>): ConfigError =>
-  new ConfigError({
+const failWith = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+  // One problem reached along several routes (two branches defaulting to the same missing
+  // pool) is reported once.
+  const seen = new Set<string>()
+  const issues = all.filter((i) => {
+    const k = `${i.path}\u0000${i.message}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+  return new ConfigError({
     message: `invalid experiment ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
       issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
         .join("\n")
     }`,
     issues
   })
+}
 
 const check = (
   raw: unknown,
@@ -759,29 +929,39 @@ const check = (
     if (Either.isRight(lenient)) {
       experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved }, issues)
     } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
-      // The shape is too broken to build; still check every `use:` so that all problems show at once.
-      const tasks = expanded["pipeline"]["tasks"] as Array<unknown>
-      for (let i = 0; i < tasks.length; i++) {
-        const t = tasks[i]
-        if (!isRecord(t) || (typeof t["use"] !== "string" && !Task.isTask(t["use"]))) continue
-        const section = {
-          use: t["use"],
-          ...(Array.isArray(t["args"]) ? { args: t["args"] } : {}),
-          ...(isRecord(t["options"]) ? { options: t["options"] } : {})
-        } as TaskSection
-        const task = yield* resolveUse(section, `pipeline.tasks[${i}]`, ctx.baseDir, plugins, issues)
-        const own = task === undefined ? [] : resourcesOf(task)
-        const declared = typeof t["resource"] === "string" ? [t["resource"]] : []
-        for (const r of [...own, ...declared]) {
-          if (rawPools !== undefined && !(r in rawPools)) {
-            issues.push(issue(
-              declared.includes(r) ? `pipeline.tasks[${i}].resource` : `pipeline.tasks[${i}].use`,
-              `no pool named "${r}"`,
-              suggestPool(r, Object.keys(rawPools))
-            ))
+      // The shape is too broken to build; still check every `use:` (nested fanout entries
+      // too) so that all problems show at once.
+      const visit = (tasks: ReadonlyArray<unknown>, at: string): Effect.Effect<void> =>
+        Effect.gen(function*() {
+          for (let i = 0; i < tasks.length; i++) {
+            const t = tasks[i]
+            const base = `${at}[${i}]`
+            if (!isRecord(t)) continue
+            if (t["use"] === FANOUT) {
+              if (Array.isArray(t["tasks"])) yield* visit(t["tasks"], `${base}.tasks`)
+              continue
+            }
+            if (typeof t["use"] !== "string" && !Task.isTask(t["use"])) continue
+            const section = {
+              use: t["use"],
+              ...(Array.isArray(t["args"]) ? { args: t["args"] } : {}),
+              ...(isRecord(t["options"]) ? { options: t["options"] } : {})
+            } as TaskSection
+            const task = yield* resolveUse(section, base, ctx.baseDir, plugins, issues)
+            const own = task === undefined ? [] : resourcesOf(task)
+            const declared = typeof t["resource"] === "string" ? [t["resource"]] : []
+            for (const r of [...own, ...declared]) {
+              if (rawPools !== undefined && !(r in rawPools)) {
+                issues.push(issue(
+                  declared.includes(r) ? `${base}.resource` : `${base}.use`,
+                  `no pool named "${r}"`,
+                  suggestPool(r, Object.keys(rawPools))
+                ))
+              }
+            }
           }
-        }
-      }
+        })
+      yield* visit(expanded["pipeline"]["tasks"] as Array<unknown>, "pipeline.tasks")
     }
     if (Either.isLeft(lenient) && isRecord(expanded)) {
       for (const [name, p] of Object.entries(rawPools ?? {})) {

@@ -132,7 +132,8 @@ export const FANOUT = "fanout"
  */
 export const OnErrorSection = Schema.Literal("raise", "collect").annotations({
   identifier: "OnError",
-  description: "what a fanout group does when a branch fails: raise (default) or collect"
+  description: "what a fanout group does when a branch fails: raise (default) or collect",
+  message: () => ({ message: "onError must be \"raise\" or \"collect\"", override: true })
 })
 
 /**

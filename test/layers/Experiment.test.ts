@@ -4,10 +4,15 @@ import { Effect, Either, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as TOML from "smol-toml"
+import * as YAML from "yaml"
 import { allowedKeysAt, placesOfKey } from "../../src/domain/Config.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as Experiment from "../../src/layers/Experiment.js"
+import { fanout } from "../../src/tasks/Fanout.js"
+import { delay, echo, simulateLlm } from "../../src/tasks/Mock.js"
 
 const issuesOf = (e: ConfigError) => e.issues.map((i) => `${i.path}: ${i.message}${i.suggestion ? ` | ${i.suggestion}` : ""}`)
 
@@ -96,4 +101,221 @@ describe("Experiment loader", () => {
     assert.strictEqual(Experiment.closest("concurency", ["concurrency", "journal"]), "concurrency")
     assert.isUndefined(Experiment.closest("gpus", ["apis"]))
   })
+})
+
+// ---------------------------------------------------------------------------------------------
+// use: fanout with nested tasks
+// ---------------------------------------------------------------------------------------------
+
+const writeAll = (dir: string, name: string, value: Record<string, unknown>): Record<"json" | "yaml" | "toml", string> => {
+  const files = {
+    json: path.join(dir, `${name}.json`),
+    yaml: path.join(dir, `${name}.yaml`),
+    toml: path.join(dir, `${name}.toml`)
+  }
+  fs.writeFileSync(files.json, JSON.stringify(value, null, 2))
+  fs.writeFileSync(files.yaml, YAML.stringify(value))
+  fs.writeFileSync(files.toml, TOML.stringify(value))
+  return files
+}
+
+const judges = {
+  pools: { apis: { resources: [{ id: "k", capacity: 2 }] }, other: { resources: [{ capacity: 1 }] } },
+  pipeline: {
+    name: "fan",
+    tasks: [
+      { use: "echo", name: "prepare" },
+      {
+        use: "fanout",
+        name: "judges",
+        onError: "collect",
+        retry: { maxAttempts: 3, base: "10 millis" },
+        tasks: [
+          { use: "simulateLlm", name: "a", options: { resource: "apis", latency: "5 millis" } },
+          { use: "echo", name: "b" },
+          { use: "fanout", name: "inner", tasks: [{ use: "delay", args: ["1 millis"], name: "c" }] }
+        ]
+      }
+    ]
+  },
+  source: { range: { n: 3 } }
+}
+
+/** The same pipeline built in TypeScript, as a program would. */
+const judgesInCode = () =>
+  Pipeline.make(
+    "fan",
+    Task.withOverrides(echo, { name: "prepare" }),
+    fanout(
+      Task.withOverrides(simulateLlm({ resource: "apis", latency: "5 millis" }), { name: "a" }),
+      Task.withOverrides(echo, { name: "b" }),
+      fanout(Task.withOverrides(delay("1 millis"), { name: "c" }), { name: "inner" }),
+      { name: "judges", onError: "collect", retry: { maxAttempts: 3, base: "10 millis" } }
+    )
+  )
+
+const loadIssues = (file: string) =>
+  Effect.map(Effect.flip(Experiment.load(file)), issuesOf)
+
+describe("Experiment loader: use: fanout", () => {
+  it.effect("JSON, YAML and TOML build the same group as fanout(...) in TypeScript: same spec digest, same ids", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-fanout-"))
+      const files = writeAll(dir, "judges", judges)
+      const inCode = judgesInCode()
+      for (const [format, file] of Object.entries(files)) {
+        const e = yield* Experiment.load(file)
+        assert.strictEqual(e.template.specDigest, inCode.specDigest, format)
+        const group = e.template.tasks[1]!
+        assert.strictEqual(group.name, "judges")
+        assert.deepStrictEqual(group.parameters, { onError: "collect" })
+        assert.strictEqual(group.options.retry.maxAttempts, 3)
+        assert.deepStrictEqual(group.children.map((c) => c.name), ["a", "b", "inner"])
+        assert.deepStrictEqual(group.children[2]!.children.map((c) => c.name), ["c"])
+        const ids = Array.from(yield* Stream.runCollect(e.pipelines())).map((s) => s.pipelineId)
+        const expected = Array.from(yield* Stream.runCollect(inCode.map(Stream.make(0, 1, 2)))).map((s) => s.pipelineId)
+        assert.deepStrictEqual(ids, expected)
+      }
+      // The TypeScript definition form, with task values among the nested entries.
+      const def = yield* Experiment.fromDefinition({
+        ...judges,
+        pipeline: {
+          name: "fan",
+          tasks: [
+            { use: echo, name: "prepare" },
+            {
+              use: "fanout",
+              name: "judges",
+              onError: "collect",
+              retry: { maxAttempts: 3, base: "10 millis" },
+              tasks: [
+                { use: simulateLlm({ resource: "apis", latency: "5 millis" }), name: "a" },
+                { use: "echo", name: "b" },
+                { use: "fanout", name: "inner", tasks: [{ use: delay("1 millis"), name: "c" }] }
+              ]
+            }
+          ]
+        }
+      })
+      assert.strictEqual(def.template.specDigest, inCode.specDigest)
+      // A different onError is a different pipeline.
+      const raise = yield* Experiment.fromDefinition({
+        ...judges,
+        pipeline: { ...judges.pipeline, tasks: [judges.pipeline.tasks[0]!, { ...judges.pipeline.tasks[1]!, onError: "raise" }] }
+      } as never)
+      assert.notStrictEqual(raise.template.specDigest, inCode.specDigest)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("the effective experiment (validate) shows the group with its branches, in order", () =>
+    Effect.gen(function*() {
+      const e = yield* Experiment.fromDefinition(judges as never)
+      const d = e.describe() as any
+      const group = d.pipeline.tasks[1]
+      assert.strictEqual(group.name, "judges")
+      assert.deepStrictEqual(group.parameters, { onError: "collect" })
+      assert.strictEqual(group.resource, null) // the branches disagree (apis / none)
+      assert.deepStrictEqual(group.children.map((c: any) => c.name), ["a", "b", "inner"])
+      assert.strictEqual(group.children[0].resource, "apis")
+      assert.deepStrictEqual(group.children[2].children.map((c: any) => c.name), ["c"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("branches get pipeline.resource like any task; the group's own fields override it", () =>
+    Effect.gen(function*() {
+      const e = yield* Experiment.fromDefinition({
+        pools: { apis: { resources: [{ capacity: 1 }] }, other: { resources: [{ capacity: 1 }] } },
+        pipeline: {
+          name: "r",
+          resource: "apis",
+          tasks: [
+            { use: "fanout", tasks: [{ use: "echo", name: "a" }, { use: "echo", name: "b" }] },
+            { use: "fanout", name: "g2", resource: "other", timeout: "5 seconds", tasks: [{ use: "echo" }] }
+          ]
+        },
+        source: { range: { n: 1 } }
+      })
+      const [g1, g2] = e.template.tasks
+      assert.strictEqual(g1!.name, "fanout")
+      assert.deepStrictEqual(g1!.children.map((c) => c.options.resource), ["apis", "apis"])
+      assert.strictEqual(g1!.options.resource, "apis") // every branch agrees
+      assert.strictEqual(g2!.options.resource, "other")
+      assert.strictEqual(g2!.children[0]!.options.resource, "apis")
+      assert.strictEqual(g2!.options.timeout === null ? null : String(g2!.options.timeout), "Duration(5s)")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("every problem of nested entries is reported at once with its full path, in each format", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-fanout-bad-"))
+      const bad = {
+        pools: { apis: { resources: [{ capacity: 1 }] } },
+        pipeline: {
+          name: "bad",
+          tasks: [
+            { use: "echo", tasks: [{ use: "echo" }], onError: "collect" },
+            {
+              use: "fanout",
+              tasks: [
+                { use: "echo", retyr: { maxAttempts: 2 } },
+                { use: "ecoh", name: "x" },
+                { use: "simulateLlm", name: "y", options: { resource: "gpu" } },
+                { use: "echo", name: "z", resource: "apiz" },
+                { use: "fanout", tasks: [{ use: "delay", args: [5] }] }
+              ]
+            },
+            { use: "fanout", args: [1], tasks: [{ use: "echo", name: "same" }, { use: "echo", name: "same" }] },
+            { use: "fanout" },
+            { use: "fanot", tasks: [{ use: "echo" }] }
+          ]
+        },
+        source: { range: { n: 1 } }
+      }
+      const expected = [
+        "pipeline.tasks[1].tasks[0].retyr: unknown key \"retyr\" | did you mean retry?",
+        "pipeline.tasks[0].tasks: only a \"use: fanout\" entry takes nested tasks; \"echo\" is not a fanout | to run these tasks concurrently on the same input, write use: fanout here and put \"echo\" among the nested tasks",
+        "pipeline.tasks[0].onError: only a \"use: fanout\" entry takes onError; \"echo\" is not a fanout | remove it, or make this entry a fanout",
+        "pipeline.tasks[1].tasks[1].use: unknown task \"ecoh\" | did you mean echo?",
+        "pipeline.tasks[1].tasks[2].use: task \"y\" declares resource \"gpu\", which is not a pool of this experiment | pools: apis",
+        "pipeline.tasks[1].tasks[3].resource: no pool named \"apiz\" | did you mean apis?",
+        "pipeline.tasks[1].tasks[4].tasks[0].args[0]: a bare number (5) is not a duration | write a duration with a unit, for example \"300 millis\" or \"2 seconds\"",
+        "pipeline.tasks[2].args: fanout takes no args: its branches are the entries under tasks, its settings are fields of this entry | onError: collect, retry: { maxAttempts: 3 }, tasks: [{ use: echo, name: a }, ...]",
+        "pipeline.tasks[3].tasks: is missing: a fanout runs the task entries listed under tasks | tasks: [{ use: echo, name: a }, { use: echo, name: b }]",
+        "pipeline.tasks[4].tasks: only a \"use: fanout\" entry takes nested tasks; \"fanot\" is not a fanout | to run these tasks concurrently on the same input, write use: fanout here and put \"fanot\" among the nested tasks",
+        "pipeline.tasks[4].use: unknown task \"fanot\" | did you mean fanout?"
+      ]
+      for (const [format, file] of Object.entries(writeAll(dir, "bad", bad))) {
+        assert.deepStrictEqual(yield* loadIssues(file), expected, format)
+      }
+      // Duplicate branch names (once the args are gone), with both paths.
+      const dup = writeAll(dir, "dup", {
+        ...bad,
+        pipeline: { name: "dup", tasks: [{ use: "fanout", tasks: [{ use: "echo", name: "same" }, { use: "echo", name: "same" }, { use: "echo" }] }] }
+      })
+      assert.deepStrictEqual(yield* loadIssues(dup.yaml), [
+        "pipeline.tasks[0].tasks[1].name: duplicate branch name \"same\" (also pipeline.tasks[0].tasks[0]): a fanout returns its branches' values by name | give each branch a distinct name: name: ..."
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("an empty tasks list, a wrong onError, a nested task value in a file: refused by the Schema with paths", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-fanout-shape-"))
+      const files = writeAll(dir, "shape", {
+        pipeline: {
+          name: "shape",
+          tasks: [
+            { use: "fanout", tasks: [] },
+            { use: "fanout", onError: "ignore", tasks: [{ use: "echo", timeout: 3 }, { use: "fanout", tasks: [{ use: "dealy" }] }] }
+          ]
+        },
+        source: { range: { n: 1 } }
+      })
+      const expected = [
+        "pipeline.tasks[0].tasks: is empty: a fanout needs at least one task | tasks: [{ use: echo, name: a }, { use: echo, name: b }]",
+        "pipeline.tasks[1].onError: onError must be \"raise\" or \"collect\"",
+        "pipeline.tasks[1].tasks[0].timeout: a bare number (3) is not a duration: write a duration with a unit, for example \"500 millis\", \"2 seconds\" or \"1 minute\"",
+        // The shape is broken, yet nested `use:` targets are still checked.
+        "pipeline.tasks[1].tasks[1].tasks[0].use: unknown task \"dealy\" | did you mean delay?"
+      ]
+      for (const [format, file] of Object.entries(files)) {
+        assert.deepStrictEqual(yield* loadIssues(file), expected, format)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -3,18 +3,21 @@
  * writes the rows of one kind of one or more stores (opened read-only, concatenated, `limit`
  * per store) into OUT, atomically (see `src/services/Export.ts` and `docs/export.md`). Prints
  * the number of rows written. Exit codes: 0 written; 2 bad flags (unknown kind or format, a
- * negative limit, fewer than two paths); 1 a missing store or a write failure (OUT untouched).
+ * negative limit, fewer than two paths, an unknown store scheme); 1 a missing store or a write
+ * failure (OUT untouched). A STORE may be a plugin URI (`scheme://...`) whose scheme a
+ * `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
  *
  * @since 0.1.0
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Export from "../services/Export.js"
+import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
-  Args.withDescription("STORE... OUT: the store file(s), then the output file.")
+  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file.")
 )
 const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
   Options.withDefault("pipelines" as const),
@@ -36,19 +39,24 @@ const runId = Options.text("run-id").pipe(Options.optional, Options.withDescript
  * @since 0.1.0
  * @category commands
  */
-export const exportCommand = Command.make("export", { paths, rows, format, limit, runId }, (o) =>
-  Effect.gen(function*() {
+export const exportCommand = Command.make("export", { paths, rows, format, limit, runId, plugin: StoreArgs.pluginOption }, (o) =>
+  Effect.scoped(Effect.gen(function*() {
     if (o.paths.length < 2) {
       return yield* new ConfigError({ message: "export needs at least one store and an output path: assay export STORE... OUT" })
     }
     const out = o.paths[o.paths.length - 1]!
     const stores = o.paths.slice(0, -1)
     const chosen = yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
-    const n = yield* Export.exportStores(stores, out, {
+    const options = {
       kind: o.rows,
       format: chosen,
       limit: Option.getOrUndefined(o.limit),
       runId: Option.getOrUndefined(o.runId)
-    })
+    }
+    yield* Export.checkLimit(options.limit)
+    // Concatenated in the given order, `limit` per store (as `Export.exportStores`).
+    const opened = yield* StoreArgs.openAll(stores, o.plugin)
+    const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }) => Export.iterRows(store, options))))
+    const n = yield* Export.writeRows(rows, out, chosen)
     yield* Console.log(`exported ${n} ${o.rows} row(s) to ${out}`)
-  })).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))
+  }))).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))

@@ -3,16 +3,18 @@
  * stores (deduplicated by pipeline id, see `src/services/Merge.ts`), prints the merged summary
  * and writes the merged view to OUT atomically. The format defaults to OUT's suffix (`.csv`,
  * `.json`, else jsonl). Exit codes: 0 merged; 2 bad flags or a row without `attemptsTotal`;
- * 1 a missing store or a write failure.
+ * 1 a missing store or a write failure. A STORE may be a plugin URI (`scheme://...`) whose
+ * scheme a `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides (exit 2 for an unknown one).
  *
  * @since 0.1.0
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import * as Export from "../services/Export.js"
-import { mergeReports } from "../services/Merge.js"
+import { mergeSources, readSource } from "../services/Merge.js"
+import * as StoreArgs from "./StoreArgs.js"
 
-const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files to merge."))
+const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files (or plugin URIs) to merge."))
 const output = Options.text("output").pipe(Options.withAlias("o"), Options.withDescription("Output file of the merged rows."))
 const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
   Options.withDefault("pipelines" as const),
@@ -30,10 +32,16 @@ const format = Options.choice("format", Export.FORMATS).pipe(
  * @since 0.1.0
  * @category commands
  */
-export const merge = Command.make("merge", { stores, output, rows, format }, (o) =>
+export const merge = Command.make("merge", { stores, output, rows, format, plugin: StoreArgs.pluginOption }, (o) =>
   Effect.gen(function*() {
     const chosen = yield* Export.resolveFormat(o.output, Option.getOrUndefined(o.format))
-    const merged = yield* mergeReports(o.stores)
+    // As `Merge.mergeReports`, with stores opened by the resolver (paths or plugin URIs).
+    const registry = yield* StoreArgs.registryFor(o.stores, o.plugin)
+    const sources = yield* Effect.scoped(Effect.flatMap(
+      StoreArgs.openWith(o.stores, registry),
+      (opened) => Effect.forEach(opened, ({ source, store }) => readSource(source, store))
+    ))
+    const merged = yield* mergeSources(sources, StoreArgs.reopener(registry))
     const n = yield* merged.export(o.output, {
       kind: o.rows,
       format: chosen

@@ -1,8 +1,10 @@
 /**
- * `assay plugins [-c FILE] [--plugin SPEC]... [--json]`: lists the built-in tasks and
- * algorithms, then every plugin named by the experiment file, by `--plugin` or by the
- * `ASSAY_PLUGINS` environment variable (comma-separated), with what it provides or the error
- * that stopped it from loading. Exit 0 even when a plugin is broken (that is what it reports).
+ * `assay plugins [-c FILE] [--plugin SPEC]... [--json]`: lists the built-in tasks,
+ * algorithms, store forms and artifact backends, then every plugin named by the experiment
+ * file, by `--plugin` or by the `ASSAY_PLUGINS` environment variable (comma-separated), with
+ * what it provides (tasks, algorithms, codecs, store and artifact backend URI schemes) or the
+ * error that stopped it from loading. Exit 0 even when a plugin is broken (that is what it
+ * reports).
  *
  * @since 0.1.0
  */
@@ -71,7 +73,9 @@ export const plugins = Command.make(
       const out = {
         builtins: {
           tasks: [...builtins.values()].map((t) => ({ name: t.name, signature: t.signature, description: t.description })),
-          algorithms: [...builtinAlgorithms]
+          algorithms: [...builtinAlgorithms],
+          stores: [":memory:", "a file path", ...Plugins.builtinSchemes.map((s) => `${s}://`)],
+          artifactBackends: ["inline", "null", ...Plugins.builtinSchemes.map((s) => `${s}://`)]
         },
         plugins: loaded
       }
@@ -79,6 +83,8 @@ export const plugins = Command.make(
       const lines = ["built-in tasks:"]
       for (const t of out.builtins.tasks) lines.push(`  ${t.name.padEnd(12)} ${t.signature}`)
       lines.push(`built-in algorithms: ${out.builtins.algorithms.join(", ")}`)
+      lines.push(`built-in stores: ${out.builtins.stores.join(", ")}`)
+      lines.push(`built-in artifact backends: ${out.builtins.artifactBackends.join(", ")}`)
       if (loaded.length === 0) lines.push("plugins: none")
       for (const p of loaded) {
         if (p.error !== null) lines.push(`plugin ${p.specifier}: error: ${p.error}`)
@@ -86,7 +92,9 @@ export const plugins = Command.make(
           lines.push(
             `plugin ${p.specifier} (${p.name}): tasks ${p.tasks.join(", ") || "-"}; algorithms ${
               p.algorithms.join(", ") || "-"
-            }; codecs ${p.codecs}${p.shadowed.length > 0 ? `; ignored (built-in names): ${p.shadowed.join(", ")}` : ""}`
+            }; codecs ${p.codecs}; stores ${p.stores.map((s) => `${s}://`).join(", ") || "-"}; artifact backends ${
+              p.artifactBackends.map((s) => `${s}://`).join(", ") || "-"
+            }${p.shadowed.length > 0 ? `; ignored (built-in names): ${p.shadowed.join(", ")}` : ""}`
           )
         }
       }

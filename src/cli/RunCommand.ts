@@ -16,7 +16,6 @@
  */
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Console, Duration, Effect, Either, Layer, Option, Schema } from "effect"
@@ -27,9 +26,9 @@ import type { SeedError } from "../domain/Pipeline.js"
 import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
 import * as Experiment from "../layers/Experiment.js"
-import * as MemoryStore from "../layers/MemoryStore.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
-import * as SqliteStore from "../layers/SqliteStore.js"
+import * as PluginUri from "../layers/PluginUri.js"
+import * as StoreResolver from "../layers/StoreResolver.js"
 import { mergeReports } from "../services/Merge.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
@@ -83,7 +82,10 @@ const flag = (name: string, description: string) => Options.boolean(name).pipe(O
 
 const runOptions = {
   config: configFile,
-  store: optText("store", "SQLite file of the run (overrides run.store; \":memory:\" for no file)."),
+  store: optText(
+    "store",
+    "Store of the run (overrides run.store): an SQLite file, \":memory:\" for no file, or a plugin URI (scheme://...)."
+  ),
   concurrency: optInt("concurrency", "Attempts running at once (overrides run.concurrency)."),
   maxAdmitted: optInt("max-admitted", "Pipelines admitted at once (queued + running + waiting to retry)."),
   limit: Options.integer("limit").pipe(
@@ -172,7 +174,7 @@ const overridesOf = (args: RunArgs, resume: boolean): Either.Either<RunConfigInp
       artifactBackend: Option.getOrUndefined(args.artifactBackend),
       handleSignals: args.noSignals ? false : undefined
     }
-    if (typeof o["store"] === "string" && o["store"] !== ":memory:") o["store"] = path.resolve(o["store"])
+    if (typeof o["store"] === "string") o["store"] = absoluteStore(o["store"])
     return o as RunConfigInput
   })
 
@@ -180,13 +182,38 @@ const overridesOf = (args: RunArgs, resume: boolean): Either.Either<RunConfigInp
 // One process
 // ---------------------------------------------------------------------------------------------
 
-const storeLayer = (filename: string, journal: Journal, backend: RunConfigInput["artifactBackend"]) =>
-  filename === ":memory:"
-    ? MemoryStore.layer({ journal })
-    : SqliteStore.layerWith({ filename, journal }).pipe(
-      Layer.provide(ArtifactBackends.layer(backend ?? "inline")),
-      Layer.provide(NodeContext.layer)
-    )
+/** A store flag as the run records it: a path made absolute; `:memory:` and URIs as written. */
+const absoluteStore = (spec: string): string => spec === ":memory:" || PluginUri.isUri(spec) ? spec : path.resolve(spec)
+
+/**
+ * The store spec of a run and the field it came from (for error paths): `--store` when given;
+ * else `run.store` as written when it is a plugin URI (the loader resolves `run.store` against
+ * the file's directory as if it were a path); else the resolved `run.store`.
+ */
+const storeSpecOf = (
+  experiment: Experiment.Experiment,
+  overrides: RunConfigInput,
+  resolved: string
+): { readonly spec: string; readonly field: string } => {
+  if (overrides.store !== undefined) return { spec: overrides.store, field: "--store" }
+  const written: unknown = experiment.definition.run?.store
+  if (typeof written === "string" && PluginUri.isUri(written)) return { spec: written, field: "run.store" }
+  return { spec: resolved, field: "run.store" }
+}
+
+const storeLayer = (
+  target: StoreResolver.StoreTarget,
+  experiment: Experiment.Experiment,
+  journal: Journal,
+  backend: RunConfigInput["artifactBackend"]
+) =>
+  StoreResolver.layerOf(target, {
+    journal,
+    readOnly: false,
+    baseDir: experiment.baseDir,
+    artifactBackend: backend,
+    registry: experiment.plugins
+  })
 
 const printWarnings = (experiment: Experiment.Experiment) =>
   Effect.forEach(
@@ -207,7 +234,24 @@ const runOne = (args: RunArgs, resume: boolean) =>
     })
     const settings = yield* Experiment.runSettings(experiment, overrides)
     const progressInterval = yield* durationFlag("progress-interval", args.progressInterval)
-    const store = shard === undefined ? settings.store : shardStorePath(settings.store, shard.index, shard.count)
+    const chosen = storeSpecOf(experiment, overrides, settings.store)
+    const target0 = yield* StoreResolver.resolve(chosen.spec, experiment.plugins, chosen.field)
+    if (shard !== undefined && target0._tag === "Plugin") {
+      return yield* configError(
+        "--shard",
+        `a plugin store (${target0.scheme}://) cannot be split into shard stores; give --store a file path`
+      )
+    }
+    const store = shard === undefined || target0._tag !== "Sqlite"
+      ? chosen.spec
+      : shardStorePath(target0.filename, shard.index, shard.count)
+    const target: StoreResolver.StoreTarget = shard === undefined || target0._tag !== "Sqlite"
+      ? target0
+      : { _tag: "Sqlite", filename: store }
+    if (settings.artifactBackend !== undefined && settings.artifactBackend !== null) {
+      const bad = ArtifactBackends.check(settings.artifactBackend, experiment.plugins.artifactBackends)
+      if (Option.isSome(bad)) return yield* bad.value
+    }
     const limit = Option.getOrUndefined(args.limit)
     // The source size (a shard's share is not known without enumerating the ids): the
     // progress total, and `meta.total` for the ETA of `serve` / `watch`.
@@ -221,10 +265,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
     }
 
     // 2. Open the store and run.
-    if (store !== ":memory:") {
-      const fs = yield* FileSystem.FileSystem
-      yield* fs.makeDirectory(path.dirname(store), { recursive: true }).pipe(Effect.orElse(() => Effect.void))
-    }
+    yield* StoreResolver.ensureParent(target)
     let registry = CodecRegistry.default()
     for (const codec of experiment.plugins.codecs) registry = registry.register(codec)
     const all = experiment.pipelines(limit)
@@ -252,7 +293,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(
-            storeLayer(store, settings.journal, settings.artifactBackend),
+            storeLayer(target, experiment, settings.journal, settings.artifactBackend),
             Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
           )),
           Layer.merge(NodeProcessRunner.layer)
@@ -298,7 +339,7 @@ const childFlags = (args: RunArgs): Array<string> => {
   const bool = (name: string, b: boolean) => {
     if (b) out.push(`--${name}`)
   }
-  if (Option.isSome(args.store)) out.push("--store", path.resolve(args.store.value))
+  if (Option.isSome(args.store)) out.push("--store", absoluteStore(args.store.value))
   text("concurrency", args.concurrency)
   text("max-admitted", args.maxAdmitted)
   text("limit", args.limit)
@@ -355,6 +396,16 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
     if (settings.store === ":memory:") {
       return yield* configError("--store", "--shards needs a store file (each shard writes its own, merged afterwards)")
     }
+    const chosen = storeSpecOf(experiment, overrides, settings.store)
+    const target = yield* StoreResolver.resolve(chosen.spec, experiment.plugins, chosen.field)
+    if (target._tag !== "Sqlite") {
+      return yield* configError(
+        chosen.field,
+        `--shards needs a store file (each shard writes its own, merged afterwards), not ${
+          target._tag === "Plugin" ? `a plugin store (${target.scheme}://)` : "\":memory:\""
+        }`
+      )
+    }
     const jobs = Option.getOrElse(args.jobs, () => count)
     const runner = yield* ProcessRunner
     const flags = childFlags(args)
@@ -378,7 +429,7 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
           const result = yield* runner.run(argv, { timeout: Duration.infinity, maxOutputBytes: 16 * 1024 * 1024 })
           const outcome: ShardOutcome = {
             index,
-            store: shardStorePath(settings.store, index, count),
+            store: shardStorePath(target.filename, index, count),
             exitCode: result.exitCode,
             signal: result.signal ?? null,
             report: lastJsonLine(result.stdout),

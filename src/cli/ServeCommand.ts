@@ -6,20 +6,24 @@
  * it runs safely beside a writer. It binds loopback only unless `--allow-remote` is given,
  * and says where it listens. Runs until interrupted (Ctrl-C exits 130).
  *
- * Exit codes: 2 for a refused host or a bad flag or an unknown `--run-id`; 1 when the store
- * cannot be opened or the port cannot be bound.
+ * STORE may be a plugin URI whose scheme a `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
+ *
+ * Exit codes: 2 for a refused host, a bad flag, an unknown `--run-id` or an unknown store
+ * scheme; 1 when the store cannot be opened or the port cannot be bound.
  *
  * @since 0.1.0
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
-import * as SqliteStore from "../layers/SqliteStore.js"
 import * as Monitor from "../services/Monitor.js"
 import * as StatsServer from "../services/StatsServer.js"
 import { Store } from "../services/Store.js"
+import * as StoreArgs from "./StoreArgs.js"
 
-const store = Args.text({ name: "store" }).pipe(Args.withDescription("The store file to serve (opened read-only)."))
+const store = Args.text({ name: "store" }).pipe(
+  Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+)
 const port = Options.integer("port").pipe(
   Options.withDefault(8787),
   Options.withDescription("TCP port (0 = any free port).")
@@ -46,7 +50,7 @@ const refresh = Options.integer("refresh-ms").pipe(
  * @since 0.1.0
  * @category commands
  */
-export const serve = Command.make("serve", { store, port, host, runId, allowRemote, refresh }, (o) =>
+export const serve = Command.make("serve", { store, port, host, runId, allowRemote, refresh, plugin: StoreArgs.pluginOption }, (o) =>
   Effect.scoped(Effect.gen(function*() {
     const st = yield* Store
     const selector = Option.getOrUndefined(o.runId)
@@ -72,6 +76,6 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
       }`
     )
     return yield* Effect.never
-  })).pipe(Effect.provide(SqliteStore.layerReadOnly(o.store)))).pipe(
+  })).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))).pipe(
     Command.withDescription("Serve a read-only dashboard and JSON views of a store (loopback only by default).")
   )

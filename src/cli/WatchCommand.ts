@@ -1,5 +1,5 @@
 /**
- * `assay watch STORE [--run-id ID|all] [--interval 2]`: the monitoring picture of a store in
+ * `assay watch STORE [--run-id ID|all] [--interval 2] [--plugin SPEC]...`: the monitoring picture of a store in
  * the terminal, refreshed every `interval` seconds, ending by itself when the watched run
  * ends (or its writer died: heartbeat older than its `staleAfter`).
  *
@@ -10,19 +10,22 @@
  *
  * Without `--run-id` it follows the most recently started run (waiting for one if the store
  * has none yet) and keeps following that run even if another starts. The store is opened
- * read-only. Exit codes: 0 when the run ended; 2 for an unknown `--run-id` or a bad flag; 1
- * when the store cannot be opened.
+ * read-only; STORE may be a plugin URI whose scheme a `--plugin` module (or `ASSAY_PLUGINS`)
+ * provides. Exit codes: 0 when the run ended; 2 for an unknown `--run-id`, a bad flag or an
+ * unknown store scheme; 1 when the store cannot be opened.
  *
  * @since 0.1.0
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
-import * as SqliteStore from "../layers/SqliteStore.js"
 import * as Monitor from "../services/Monitor.js"
 import { Store } from "../services/Store.js"
+import * as StoreArgs from "./StoreArgs.js"
 
-const store = Args.text({ name: "store" }).pipe(Args.withDescription("The store file to watch (opened read-only)."))
+const store = Args.text({ name: "store" }).pipe(
+  Args.withDescription("The store to watch (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+)
 const runId = Options.text("run-id").pipe(
   Options.optional,
   Options.withDescription("Run to watch: an id or `all` (default: the most recently started run).")
@@ -40,7 +43,7 @@ const write = (text: string) => Effect.sync(() => void process.stdout.write(text
  * @since 0.1.0
  * @category commands
  */
-export const watch = Command.make("watch", { store, runId, interval }, (o) =>
+export const watch = Command.make("watch", { store, runId, interval, plugin: StoreArgs.pluginOption }, (o) =>
   Effect.scoped(Effect.gen(function*() {
     if (!(o.interval > 0) || !Number.isFinite(o.interval)) {
       return yield* new ConfigError({ message: `--interval must be a positive number of seconds, got ${o.interval}` })
@@ -89,6 +92,6 @@ export const watch = Command.make("watch", { store, runId, interval }, (o) =>
     if (last.running) {
       yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
     }
-  })).pipe(Effect.provide(SqliteStore.layerReadOnly(o.store)))).pipe(
+  })).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))).pipe(
     Command.withDescription("Watch a run's progress in the terminal until it ends (read-only).")
   )

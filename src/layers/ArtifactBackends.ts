@@ -1,17 +1,19 @@
 /**
  * The three built-in artifact backends: `inline` (the default: bytes stay in the store),
  * `file` (content-addressed files under a root, written atomically, for payloads of at least
- * `minBytes`) and `null` (bytes dropped; the store still keeps digest and size).
+ * `minBytes`) and `null` (bytes dropped; the store still keeps digest and size), and the
+ * resolution of plugin backends by URI scheme ({@link layerWith}).
  *
  * @since 0.1.0
  */
 import { FileSystem } from "@effect/platform"
 import { Effect, Either, Layer, Option, Random } from "effect"
-import type { ConfigError } from "../domain/Errors.js"
-import { StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import { digestFull } from "../domain/Json.js"
 import type { ArtifactBackendService, BackendInput, Placement } from "../services/ArtifactBackend.js"
 import { ArtifactBackend, DEFAULT_MIN_BYTES, parseBackendSpec } from "../services/ArtifactBackend.js"
+import type { ArtifactBackendFactory, Provided } from "./Plugins.js"
+import * as PluginUri from "./PluginUri.js"
 
 /**
  * The inline backend: every payload is kept by the store itself.
@@ -137,3 +139,84 @@ export const layer = (
     onRight: (spec) =>
       spec.kind === "inline" ? layerInline : spec.kind === "null" ? layerNull : layerFile(spec)
   })
+
+/**
+ * Where plugin artifact backends come from: URI scheme → factory and plugin (the
+ * `artifactBackends` of a `PluginRegistry`), and the directory relative parts of a URI may be
+ * resolved against.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PluginBackends {
+  readonly artifactBackends: ReadonlyMap<string, Provided<ArtifactBackendFactory>>
+  readonly baseDir: string
+}
+
+const backendIssue = (message: string, suggestion?: string) =>
+  new ConfigError({
+    message: `run.artifactBackend: ${message}`,
+    issues: [suggestion === undefined ? { path: "run.artifactBackend", message } : { path: "run.artifactBackend", message, suggestion }]
+  })
+
+/**
+ * Checks a backend choice without building it: the built-in forms as {@link layer} reads them
+ * (`"inline"`, `"null"`, `"file:///abs"`, `{ kind, ... }`), or a `scheme://...` string whose
+ * scheme a plugin provides. Returns the `ConfigError` (path `run.artifactBackend`) that
+ * {@link layerWith} would fail with, or `None`. An unknown scheme's message names it and the
+ * schemes plugins provide.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const check = (
+  input: BackendInput,
+  backends: ReadonlyMap<string, Provided<ArtifactBackendFactory>>
+): Option.Option<ConfigError> => {
+  if (typeof input === "string") {
+    const parsed = PluginUri.parse(input)
+    if (parsed._tag === "Malformed" && parsed.scheme !== "file") {
+      return Option.some(backendIssue(`"${input}" is not a valid URI: ${parsed.message}`))
+    }
+    if (parsed._tag === "Uri" && parsed.scheme !== "file") {
+      if (backends.has(parsed.scheme)) return Option.none()
+      const known = ["file", ...backends.keys()].map((k) => `${k}://`).join(", ")
+      return Option.some(backendIssue(
+        `no plugin provides the artifact backend scheme "${parsed.scheme}://" (known schemes: ${known})`,
+        "add the plugin that provides it to `plugins`, or use \"inline\", \"null\" or \"file:///path\""
+      ))
+    }
+  }
+  return Either.match(parseBackendSpec(input), { onLeft: Option.some, onRight: () => Option.none() })
+}
+
+/**
+ * Resolves a backend like {@link layer}, and also a `scheme://...` string whose scheme a
+ * plugin provides (built-in forms win: `file://` is always the file backend). The plugin's
+ * factory is called with the parsed URI; a factory that throws, returns no Layer or whose
+ * layer dies fails with `PluginError` (see `PluginUri.guardFactory`). Fails with `ConfigError`
+ * (path `run.artifactBackend`) on an unknown scheme, naming it and the known ones.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (
+  input: BackendInput,
+  plugins: PluginBackends
+): Layer.Layer<ArtifactBackend, ConfigError | StoreUnavailable | PluginError, FileSystem.FileSystem> => {
+  const problem = check(input, plugins.artifactBackends)
+  if (Option.isSome(problem)) return Layer.fail(problem.value)
+  if (typeof input === "string") {
+    const parsed = PluginUri.parse(input)
+    if (parsed._tag === "Uri" && parsed.scheme !== "file") {
+      const provided = plugins.artifactBackends.get(parsed.scheme)!
+      return PluginUri.guardFactory(
+        "artifact backend",
+        provided.plugin,
+        parsed.scheme,
+        () => provided.factory(parsed.uri, { baseDir: plugins.baseDir })
+      )
+    }
+  }
+  return layer(input)
+}

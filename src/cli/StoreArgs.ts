@@ -1,0 +1,138 @@
+/**
+ * Store arguments of the read commands (report, export, merge, serve, watch): each may be an
+ * SQLite file, a `file:` URI, or a plugin URI (`scheme://...`) whose scheme a plugin named by
+ * `--plugin SPEC` (repeatable) or `ASSAY_PLUGINS=a,b` provides. Plugins are only imported when
+ * some argument is a plugin URI, and resolved against the working directory. Every store is
+ * opened read-only (`StoreResolver.openReadOnly`).
+ *
+ * @since 0.1.0
+ */
+import { Options } from "@effect/cli"
+import type { Scope } from "effect"
+import { Effect, Layer } from "effect"
+import { type ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
+import * as Plugins from "../layers/Plugins.js"
+import * as PluginUri from "../layers/PluginUri.js"
+import * as StoreResolver from "../layers/StoreResolver.js"
+import * as Export from "../services/Export.js"
+import type { Store, StoreService } from "../services/Store.js"
+
+/**
+ * `--plugin SPEC` (repeatable): plugin modules whose `stores` the store arguments may use.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export const pluginOption = Options.text("plugin").pipe(
+  Options.repeated,
+  Options.withDescription(
+    "A plugin module (path or package) providing a store URI scheme; repeatable (also read from ASSAY_PLUGINS=a,b)."
+  )
+)
+
+/**
+ * The plugin specifiers of `ASSAY_PLUGINS` (comma-separated, blanks dropped).
+ *
+ * @since 0.1.0
+ * @category plugins
+ */
+export const envPlugins = (): ReadonlyArray<string> =>
+  (process.env["ASSAY_PLUGINS"] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+
+const needsPlugins = (specs: ReadonlyArray<string>): boolean =>
+  specs.some((s) => {
+    const p = PluginUri.parse(s)
+    return p._tag === "Uri" && p.scheme !== "file"
+  })
+
+/**
+ * The plugin registry for some store arguments: empty when none is a plugin URI (nothing is
+ * imported), else the `--plugin` modules then the `ASSAY_PLUGINS` ones, loaded relative to the
+ * working directory. Never fails (a broken plugin is in the registry's `errors`, named when
+ * its scheme is asked for).
+ *
+ * @since 0.1.0
+ * @category plugins
+ */
+export const registryFor = (
+  specs: ReadonlyArray<string>,
+  plugins: ReadonlyArray<string>
+): Effect.Effect<Plugins.PluginRegistry> =>
+  needsPlugins(specs) ? Plugins.load([...plugins, ...envPlugins()], process.cwd()) : Effect.succeed(Plugins.empty)
+
+/**
+ * Opens every store argument read-only in the current scope, in order, each with its
+ * argument as `source`. Fails with `ConfigError` (exit 2) on an unknown scheme or a malformed
+ * URI before any store is opened, then `StoreUnavailable` / `PluginError` from opening.
+ *
+ * @since 0.1.0
+ * @category opening
+ */
+export const openAll = (
+  specs: ReadonlyArray<string>,
+  plugins: ReadonlyArray<string>
+): Effect.Effect<
+  ReadonlyArray<{ readonly source: string; readonly store: StoreService }>,
+  StoreUnavailable | ConfigError | PluginError,
+  Scope.Scope
+> =>
+  Effect.flatMap(registryFor(specs, plugins), (registry) => openWith(specs, registry))
+
+/**
+ * {@link openAll} with an already loaded registry.
+ *
+ * @since 0.1.0
+ * @category opening
+ */
+export const openWith = (
+  specs: ReadonlyArray<string>,
+  registry: Plugins.PluginRegistry
+): Effect.Effect<
+  ReadonlyArray<{ readonly source: string; readonly store: StoreService }>,
+  StoreUnavailable | ConfigError | PluginError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    for (const spec of specs) yield* StoreResolver.resolve(spec, registry, "store")
+    const baseDir = process.cwd()
+    return yield* Effect.forEach(specs, (spec) =>
+      Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: spec, store })))
+  })
+
+/**
+ * An opener for `Merge.mergeSources` (it reopens a source to export its rows): the store
+ * argument opened read-only with its bulk reader. A `PluginError` on reopening is reported as
+ * `StoreUnavailable` (the source opened once already).
+ *
+ * @since 0.1.0
+ * @category opening
+ */
+export const reopener = (registry: Plugins.PluginRegistry) =>
+(source: string): Effect.Effect<
+  { readonly store: StoreService; readonly bulk: Export.BulkReader },
+  StoreUnavailable | ConfigError,
+  Scope.Scope
+> =>
+  StoreResolver.openReadOnly(source, { registry, baseDir: process.cwd() }).pipe(
+    Effect.catchTag("PluginError", (e) => Effect.fail(new StoreUnavailable({ message: e.message, path: source }))),
+    Effect.map((store) => ({ store, bulk: Export.storeBulk(store) }))
+  )
+
+/**
+ * The read-only `Store` layer of one store argument (for serve and watch), with the plugins
+ * of `--plugin` / `ASSAY_PLUGINS` when it is a plugin URI.
+ *
+ * @since 0.1.0
+ * @category opening
+ */
+export const readLayer = (
+  spec: string,
+  plugins: ReadonlyArray<string>
+): Layer.Layer<Store, StoreUnavailable | ConfigError | PluginError> =>
+  Layer.unwrapEffect(
+    Effect.map(
+      registryFor([spec], plugins),
+      (registry) =>
+        StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+    )
+  )

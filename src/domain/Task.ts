@@ -113,6 +113,12 @@ export interface Task<in In, out Out, out E = never, out R = never> extends Pipe
   readonly outputSchema?: Schema.Schema.AnyNoContext | undefined
   readonly children: ReadonlyArray<Any>
   readonly parameters: JsonObject
+  /**
+   * Whether `run` may use the per-attempt `Scope` (leases from `ctx.acquire`, finalizers).
+   * `true` for Effect tasks ({@link make}); `false` for {@link sync} and {@link promise}
+   * tasks, whose bodies cannot run a scoped Effect, so the runner opens no Scope for them.
+   */
+  readonly scoped: boolean
 }
 
 /**
@@ -457,6 +463,8 @@ interface Definition {
   readonly run: unknown
   /** The function whose source is digested (the user's body, not a wrapper). */
   readonly source: unknown
+  /** Whether `run` needs the per-attempt Scope (default `true`). */
+  readonly scoped?: boolean | undefined
   /**
    * An algorithm already normalised (by an earlier definition) to keep as it is: a custom
    * algorithm's fingerprint is captured once, when the task is first defined.
@@ -536,6 +544,7 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
   if (output !== undefined) task.outputSchema = output as Schema.Schema.AnyNoContext
   task.children = children
   task.parameters = parameters!
+  task.scoped = def.scoped ?? true
   return Object.freeze(task) as Task<In, Out, E, R>
 }
 
@@ -632,6 +641,7 @@ export function sync(name: string, ...rest: ReadonlyArray<unknown>): Any {
     name,
     options,
     source: fn,
+    scoped: typeof fn !== "function",
     run: typeof fn === "function" ?
       (input: unknown, ctx: TaskContext) =>
         Effect.try({ try: () => f(input, ctx), catch: (thrown) => thrown }).pipe(
@@ -680,6 +690,7 @@ export function promise(name: string, ...rest: ReadonlyArray<unknown>): Any {
     name,
     options,
     source: fn,
+    scoped: typeof fn !== "function",
     run: typeof fn === "function" ?
       (input: unknown, ctx: TaskContext) =>
         Effect.tryPromise({ try: (signal) => f(input, ctx, signal), catch: (rejected) => rejected }) :
@@ -884,7 +895,9 @@ export const withOverrides: {
     options,
     keepAlgorithm: has("algorithm") ? undefined : { algorithm: o.algorithm, instance: o.algorithmInstance },
     run: has("run") ? given["run"] : task.run,
-    source: given["run"]
+    source: given["run"],
+    // a new `run` is an Effect function (see `Overrides.run`), which may need the Scope
+    scoped: has("run") ? true : task.scoped
   })
 })
 

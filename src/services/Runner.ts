@@ -519,6 +519,66 @@ const makeRunId = (now: number) =>
     return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}`
   })
 
+/**
+ * What one pipeline fiber holds: a worker slot and/or an attempt counted in flight. Kept on a
+ * mutable record so that the pipeline's own exit path (interruption included) can give back
+ * exactly what it holds, whatever step it was interrupted in.
+ */
+interface Holder_ {
+  holding: boolean
+  inAttempt: boolean
+}
+
+/**
+ * The worker slots: at most `n` attempts run at once. Taking a free slot is synchronous (no
+ * semaphore machinery on the hot path); otherwise the fiber waits in FIFO order. A slot is
+ * granted to a waiter by setting its holder's `holding` flag at grant time, so a fiber
+ * interrupted between the grant and its next step still releases it from its exit path.
+ * `interruptWaiters` ends every wait with an interruption (a stop: waiting pipelines are not
+ * in flight and get no grace).
+ */
+const makeSlotGate = (n: number, isStopping: () => boolean) => {
+  let free = n
+  const waiters = new Set<(grant: boolean) => void>()
+  const grantNext = (): boolean => {
+    for (const w of waiters) {
+      w(true)
+      return true
+    }
+    return false
+  }
+  return {
+    take: (holder: Holder_): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (isStopping()) return Effect.interrupt
+        if (free > 0 && waiters.size === 0) {
+          free--
+          holder.holding = true
+          return Effect.void
+        }
+        return Effect.async<void>((resume) => {
+          const w = (grant: boolean) => {
+            waiters.delete(w)
+            if (grant) holder.holding = true
+            resume(grant ? Effect.void : Effect.interrupt)
+          }
+          waiters.add(w)
+          // Interrupted while waiting: leave the queue (a grant that raced the interruption
+          // is given back by the holder's exit path).
+          return Effect.sync(() => void waiters.delete(w))
+        })
+      }),
+    release: (holder: Holder_): void => {
+      if (!holder.holding) return
+      holder.holding = false
+      if (!grantNext()) free++
+    },
+    interruptWaiters: (): void => {
+      for (const w of Array.from(waiters)) w(false)
+    }
+  }
+}
+
 const runOnce = <S extends AnySpec, SE, SR>(
   store: StoreService,
   pools: Context.Tag.Service<Pools>,
@@ -640,7 +700,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
     if (config.handleSignals) yield* installSignalHandlers(requestStop)
 
     const admission = yield* Effect.makeSemaphore(config.maxAdmitted)
-    const slots = yield* Effect.makeSemaphore(config.concurrency)
+    const slots = makeSlotGate(config.concurrency, () => state.stopping)
+    // The clock of the run, read synchronously on the hot path (TestClock in tests).
+    const clock = yield* Effect.clock
     const fibers = yield* FiberSet.make<void, never>()
     const runCaches = new Map<string, Option.Option<import("../domain/Records.js").RunRecord>>()
     let conflict: PipelineIdentityConflict | null = null
@@ -690,10 +752,11 @@ const runOnce = <S extends AnySpec, SE, SR>(
         parked.add(fiber)
         return Effect.ensuring(self, Effect.sync(() => parked.delete(fiber)))
       })
-    const unpark = Effect.withFiberRuntime<void>((fiber) => Effect.sync(() => void parked.delete(fiber)))
     yield* Effect.forkScoped(
-      Effect.flatMap(Deferred.await(stopRequested), () =>
-        Effect.forEach(Array.from(parked), (fiber) => Fiber.interruptFork(fiber), { discard: true }))
+      Effect.flatMap(Deferred.await(stopRequested), () => {
+        slots.interruptWaiters()
+        return Effect.forEach(Array.from(parked), (fiber) => Fiber.interruptFork(fiber), { discard: true })
+      })
     )
 
     const runPipeline = (spec: AnySpec, start: Start): Effect.Effect<void, StoreUnavailable> => {
@@ -702,6 +765,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
       const pipelineId = spec.pipelineId
       let cursor = start.cursor
       let currentTask: { seq: number; taskRunId: string; startedAt: number; attempt: number } | null = null
+      const holder: Holder_ = { holding: false, inAttempt: false }
 
       const markInterrupted = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
@@ -793,7 +857,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         Effect.gen(function*() {
           // The task row's start is when its first attempt actually started (not when the
           // pipeline began waiting for a worker slot).
-          let taskStarted = yield* Clock.currentTimeMillis
+          let taskStarted = clock.unsafeCurrentTimeMillis()
           const taskRunId = `${pipelineId}:${seq}:${runId}:${taskStarted}`
           currentTask = { seq, taskRunId, startedAt: taskStarted, attempt: 0 }
           let attempt = 0
@@ -805,19 +869,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
             currentTask.attempt = attempt
             // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
             // holding it (not parked: a stop gives it the grace period).
-            const result = yield* whileParked(slots.withPermits(1)(
-              Effect.zipRight(
-                unpark,
-                Effect.suspend(() =>
-                  state.stopping
-                    ? Effect.interrupt
-                    : runAttempt(spec, task, seq, attempt, input).pipe(
-                      Effect.ensuring(Effect.sync(() => state.inFlight--))
-                    )
-                )
-              )
-            ))
-            const ended = yield* Clock.currentTimeMillis
+            yield* slots.take(holder)
+            const result = yield* runAttempt(spec, task, seq, attempt, input, holder)
+            slots.release(holder)
+            const ended = clock.unsafeCurrentTimeMillis()
             if (attempt === 1) {
               taskStarted = result.startedAt
               currentTask.startedAt = taskStarted
@@ -987,7 +1042,15 @@ const runOnce = <S extends AnySpec, SE, SR>(
           Effect.uninterruptible(markInterrupted).pipe(
             Effect.catchAll((e) => Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`))
           )
-        )
+        ),
+        // Whatever step the fiber ended in, give back the slot and the in-flight count it holds.
+        Effect.ensuring(Effect.sync(() => {
+          if (holder.inAttempt) {
+            holder.inAttempt = false
+            state.inFlight--
+          }
+          slots.release(holder)
+        }))
       )
     }
 
@@ -1014,12 +1077,15 @@ const runOnce = <S extends AnySpec, SE, SR>(
       task: Task.Any,
       seq: number,
       attempt: number,
-      input: unknown
+      input: unknown,
+      slot: Holder_
     ): Effect.Effect<AttemptResult> =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
+        if (state.stopping) return Effect.interrupt
         state.inFlight++
+        slot.inAttempt = true
         if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-        const startedAt = yield* Clock.currentTimeMillis
+        const startedAt = clock.unsafeCurrentTimeMillis()
         const pipelineId = spec.pipelineId
         const owner = `${pipelineId}:${seq}:${attempt}`
         // Lease bookkeeping is created on first use: most attempts of most tasks take no lease.
@@ -1084,7 +1150,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
             reportMetricFor(runId, name, value, { ...o, pipelineId: o?.scope === "run" ? null : pipelineId })
         }
         const timeout = task.options.timeout
-        const body = Effect.scoped(Effect.suspend(() => task.run(input, ctx)))
+        // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one
+        // costs more than the rest of a trivial attempt).
+        const run = Effect.suspend(() => task.run(input, ctx))
+        const body = task.scoped ? Effect.scoped(run) : run
         const timed = timeout === null
           ? body
           : Effect.timeoutFail(body, {
@@ -1094,16 +1163,21 @@ const runOnce = <S extends AnySpec, SE, SR>(
         // The tasks' requirements come from the run's own context, which every pipeline fiber
         // inherits (the run's type carries them).
         const provided = timed as Effect.Effect<unknown, unknown, never>
-        let exit = yield* Effect.exit(provided)
-        // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
-        const leaked = rawLeases ? yield* pools.reclaim(owner) : []
-        if (leaked.length > 0) {
-          state.counters.leasesLeaked += leaked.length
-          if (config.strictLeases && Exit.isSuccess(exit)) {
-            exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
-          }
-        }
-        return { exit, leaseIds: leaseIds ?? noLeases, startedAt }
+        return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
+          slot.inAttempt = false
+          state.inFlight--
+          if (!rawLeases) return Effect.succeed({ exit, leaseIds: leaseIds ?? noLeases, startedAt })
+          // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
+          return Effect.map(pools.reclaim(owner), (leaked) => {
+            if (leaked.length > 0) {
+              state.counters.leasesLeaked += leaked.length
+              if (config.strictLeases && Exit.isSuccess(exit)) {
+                exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
+              }
+            }
+            return { exit, leaseIds: leaseIds ?? noLeases, startedAt }
+          })
+        })
       })
 
     // ---- admission --------------------------------------------------------------------------

@@ -942,6 +942,7 @@ const check = (
               continue
             }
             if (typeof t["use"] !== "string" && !Task.isTask(t["use"])) continue
+            fanoutKeysOnlyOnFanout(t as TaskSection, base, issues)
             const section = {
               use: t["use"],
               ...(Array.isArray(t["args"]) ? { args: t["args"] } : {}),

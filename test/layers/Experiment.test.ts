@@ -294,7 +294,7 @@ describe("Experiment loader: use: fanout", () => {
       ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it.effect("an empty tasks list, a wrong onError, a nested task value in a file: refused by the Schema with paths", () =>
+  it.effect("an empty tasks list, a wrong onError, a bare-number timeout: refused by the Schema with paths, nested use: and fanout-only keys still checked", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-fanout-shape-"))
       const files = writeAll(dir, "shape", {
@@ -302,7 +302,8 @@ describe("Experiment loader: use: fanout", () => {
           name: "shape",
           tasks: [
             { use: "fanout", tasks: [] },
-            { use: "fanout", onError: "ignore", tasks: [{ use: "echo", timeout: 3 }, { use: "fanout", tasks: [{ use: "dealy" }] }] }
+            { use: "fanout", onError: "ignore", tasks: [{ use: "echo", timeout: 3 }, { use: "fanout", tasks: [{ use: "dealy" }] }] },
+            { use: "echo", onError: "collect" }
           ]
         },
         source: { range: { n: 1 } }
@@ -312,7 +313,8 @@ describe("Experiment loader: use: fanout", () => {
         "pipeline.tasks[1].onError: onError must be \"raise\" or \"collect\"",
         "pipeline.tasks[1].tasks[0].timeout: a bare number (3) is not a duration: write a duration with a unit, for example \"500 millis\", \"2 seconds\" or \"1 minute\"",
         // The shape is broken, yet nested `use:` targets are still checked.
-        "pipeline.tasks[1].tasks[1].tasks[0].use: unknown task \"dealy\" | did you mean delay?"
+        "pipeline.tasks[1].tasks[1].tasks[0].use: unknown task \"dealy\" | did you mean delay?",
+        "pipeline.tasks[2].onError: only a \"use: fanout\" entry takes onError; \"echo\" is not a fanout | remove it, or make this entry a fanout"
       ]
       for (const [format, file] of Object.entries(files)) {
         assert.deepStrictEqual(yield* loadIssues(file), expected, format)

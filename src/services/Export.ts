@@ -417,6 +417,43 @@ class ByteSink {
     this.used += this.buf.write(s, this.used)
   }
 
+  /**
+   * Appends `s` as one CSV field that needs quoting (it holds a double quote or a comma; no
+   * raw CR/LF, as in any `JSON.stringify` output): `"`, the UTF-8 bytes of `s` with every
+   * double quote doubled, `"` — the same bytes as `csvField(s)`. The doubling is done on the
+   * bytes (a UTF-8 multi-byte sequence never holds 0x22), ~5× faster than a string replace on
+   * the long JSON cells of nested rows.
+   */
+  quoted(s: string): void {
+    // worst case: 3 bytes per code unit, every byte a quote, plus the two enclosing quotes
+    if (s.length * 6 + 2 > this.buf.length - this.used) {
+      this.seal()
+      if (s.length * 6 + 2 > this.buf.length) {
+        this.ready.push(Buffer.from(csvField(s)))
+        return
+      }
+    }
+    const buf = this.buf
+    const start = this.used + 1
+    const n = buf.write(s, start)
+    let quotes = 0
+    for (let i = start; i < start + n; i++) if (buf[i] === 34) quotes++
+    const end = start + n + quotes
+    buf[end] = 34
+    // expand in place from the end: each byte moves right by the number of quotes up to it
+    let dst = end
+    for (let i = start + n - 1; quotes > 0; i--) {
+      const b = buf[i]!
+      buf[--dst] = b
+      if (b === 34) {
+        buf[--dst] = 34
+        quotes--
+      }
+    }
+    buf[this.used] = 34
+    this.used = end + 1
+  }
+
   /** Moves the filled part of the current buffer to `ready` and starts a fresh buffer. */
   seal(): void {
     if (this.used === 0) return
@@ -470,13 +507,31 @@ const csvEncoder = (): Encoder => {
   const encode = (rows: ReadonlyArray<Row>, sink: ByteSink) => {
     const n = columns.length
     for (const r of rows) {
+      // short fields gather in `line`; a JSON cell goes straight into the sink, quoted there
       let line = ""
-      for (let i = 0; i < n; i++) line += csvField(cell(r[columns[i]!])) + ","
-      let extra: Record<string, unknown> | undefined
-      for (const k in r) {
-        if (!known.has(k)) (extra ??= {})[k] = r[k]
+      for (let i = 0; i <= n; i++) {
+        let v: unknown
+        if (i < n) v = r[columns[i]!]
+        else {
+          let extra: Record<string, unknown> | undefined
+          for (const k in r) {
+            if (!known.has(k)) (extra ??= {})[k] = r[k]
+          }
+          v = extra
+        }
+        if (v !== null && typeof v === "object") {
+          const json = JSON.stringify(v)
+          if (json.includes("\"") || json.includes(",")) {
+            sink.text(line)
+            sink.quoted(json)
+            line = i < n ? "," : "\n"
+            continue
+          }
+          line += json
+        } else line += csvField(cell(v))
+        line += i < n ? "," : "\n"
       }
-      sink.text(line + (extra === undefined ? "" : csvField(JSON.stringify(extra))) + "\n")
+      sink.text(line)
     }
   }
   const flushPrefix = (sink: ByteSink) => {

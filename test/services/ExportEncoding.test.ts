@@ -79,7 +79,11 @@ describe("Export encoding", () => {
       // 2-, 3- and 4-byte characters (the last a surrogate pair) land on every boundary offset
       const sizes = [10, 349_000, 349_525, 349_526, 400_001, 700_000, 1_048_577, 33, 2_100_000, 5]
       const chars = ["é", "€", "😀", "a"]
-      const rows = sizes.map((n, i) => ({ i, text: chars[i % chars.length]!.repeat(Math.ceil(n / 2)), tail: "x,\"y\"" }))
+      const rows = sizes.map((n, i) => {
+        const text = chars[i % chars.length]!.repeat(Math.ceil(n / 2))
+        // a quoted JSON cell (csv) of about the same size, with quotes to double
+        return { i, text, nested: { quote: "\"", text: text.slice(0, Math.ceil(n / 3)) }, tail: "x,\"y\"" }
+      })
       for (const format of Export.FORMATS) {
         for (const chunk of [1, 3, 100]) {
           const bytes = yield* written(rows, format, chunk)

@@ -3,6 +3,9 @@
  * experiments (camelCase keys), with the sections `run`, `pools`, `pipeline`, `source` and
  * `plugins`.
  *
+ * A task entry may be `use: fanout` with nested task entries under `tasks` (recursively, see
+ * {@link TaskSection}); the loader builds it with `Fanout.fanout`.
+ *
  * The Schema only describes shapes (types, ranges, unknown keys). Cross-references (a task's
  * pool exists, an algorithm name resolves, a `use:` target exists) are checked by the loader
  * in `layers/Experiment.ts`, which reports both kinds of problems together.
@@ -169,8 +172,8 @@ export type TaskSectionEncoded<Use> = Schema.Struct.Encoded<typeof entryFields> 
 /**
  * The Schema of a task entry whose `use:` is decoded by `use`, recursive through `tasks`
  * (a non-empty list: an empty one fails as a missing `tasks[0]`, which the loader words as
- * "a fanout needs at least one task"). The recursion goes through `Schema.suspend` with the `identifier`,
- * so the JSON Schema has one definition that refers to itself.
+ * "a fanout needs at least one task"). The recursion goes through `Schema.suspend` with the
+ * `identifier`, so the JSON Schema has one definition that refers to itself.
  */
 const makeTaskSection = <A, I>(
   use: Schema.Schema<A, I>,

@@ -55,7 +55,19 @@ const isPlainObject = (u: object): boolean => {
 const keyPath = (path: string, key: string): string =>
   /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
 
-const write = (u: unknown, path: string, seen: Set<object>, out: Array<string>): CanonicalJsonError | undefined => {
+/**
+ * A rejection found while writing: the reason and the keys from the offending value up to the
+ * root (innermost first). Paths are only built when something is rejected, so that a valid
+ * value costs no string work beyond its own JSON.
+ */
+interface Rejection {
+  readonly reason: string
+  readonly keys: Array<string | number>
+}
+
+const reject = (reason: string): Rejection => ({ reason, keys: [] })
+
+const write = (u: unknown, seen: Set<object>, out: Array<string>): Rejection | undefined => {
   switch (typeof u) {
     case "string":
       out.push(JSON.stringify(u))
@@ -64,43 +76,40 @@ const write = (u: unknown, path: string, seen: Set<object>, out: Array<string>):
       out.push(u ? "true" : "false")
       return undefined
     case "number":
-      if (!Number.isFinite(u)) return new CanonicalJsonError({ path, reason: `non-finite number ${String(u)}` })
+      if (!Number.isFinite(u)) return reject(`non-finite number ${String(u)}`)
       out.push(Object.is(u, -0) ? "0" : JSON.stringify(u))
       return undefined
     case "undefined":
-      return new CanonicalJsonError({ path, reason: "undefined is not JSON" })
+      return reject("undefined is not JSON")
     case "bigint":
     case "symbol":
     case "function":
-      return new CanonicalJsonError({ path, reason: `${typeof u} is not JSON` })
+      return reject(`${typeof u} is not JSON`)
     case "object": {
       if (u === null) {
         out.push("null")
         return undefined
       }
-      if (seen.has(u)) return new CanonicalJsonError({ path, reason: "cycle" })
+      if (seen.has(u)) return reject("cycle")
       if (Array.isArray(u)) {
-        if (Object.getPrototypeOf(u) !== Array.prototype) {
-          return new CanonicalJsonError({ path, reason: `${describe(u)} is not a plain array` })
-        }
+        if (Object.getPrototypeOf(u) !== Array.prototype) return reject(`${describe(u)} is not a plain array`)
         seen.add(u)
         out.push("[")
         for (let i = 0; i < u.length; i++) {
           if (i > 0) out.push(",")
-          if (!(i in u)) return new CanonicalJsonError({ path: `${path}[${i}]`, reason: "sparse array hole" })
-          const err = write(u[i], `${path}[${i}]`, seen, out)
-          if (err) return err
+          if (!(i in u)) return { reason: "sparse array hole", keys: [i] }
+          const err = write(u[i], seen, out)
+          if (err) {
+            err.keys.push(i)
+            return err
+          }
         }
         out.push("]")
         seen.delete(u)
         return undefined
       }
-      if (!isPlainObject(u)) {
-        return new CanonicalJsonError({ path, reason: `${describe(u)} is not a plain object` })
-      }
-      if (Object.getOwnPropertySymbols(u).length > 0) {
-        return new CanonicalJsonError({ path, reason: "symbol keys are not JSON" })
-      }
+      if (!isPlainObject(u)) return reject(`${describe(u)} is not a plain object`)
+      if (Object.getOwnPropertySymbols(u).length > 0) return reject("symbol keys are not JSON")
       seen.add(u)
       const record = u as Record<string, unknown>
       const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort()
@@ -110,14 +119,26 @@ const write = (u: unknown, path: string, seen: Set<object>, out: Array<string>):
         if (!first) out.push(",")
         first = false
         out.push(JSON.stringify(key), ":")
-        const err = write(record[key], keyPath(path, key), seen, out)
-        if (err) return err
+        const err = write(record[key], seen, out)
+        if (err) {
+          err.keys.push(key)
+          return err
+        }
       }
       out.push("}")
       seen.delete(u)
       return undefined
     }
   }
+}
+
+const pathOf = (keys: ReadonlyArray<string | number>): string => {
+  let path = "$"
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const k = keys[i]!
+    path = typeof k === "number" ? `${path}[${k}]` : keyPath(path, k)
+  }
+  return path
 }
 
 /**
@@ -130,8 +151,8 @@ const write = (u: unknown, path: string, seen: Set<object>, out: Array<string>):
  */
 export const canonicalJson = (value: unknown): Either.Either<string, CanonicalJsonError> => {
   const out: Array<string> = []
-  const err = write(value, "$", new Set(), out)
-  return err ? Either.left(err) : Either.right(out.join(""))
+  const err = write(value, new Set(), out)
+  return err ? Either.left(new CanonicalJsonError({ path: pathOf(err.keys), reason: err.reason })) : Either.right(out.join(""))
 }
 
 /**

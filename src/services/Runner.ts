@@ -519,6 +519,131 @@ const makeRunId = (now: number) =>
     return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}`
   })
 
+/** What every attempt context of a run shares. */
+interface AttemptShared {
+  readonly runId: string
+  readonly bus: BusService
+  readonly store: StoreService
+  readonly pools: Context.Tag.Service<Pools>
+  readonly emit: (kind: string, pipelineId: string | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
+  readonly reportMetric: (
+    name: string,
+    value: unknown,
+    options: ReportMetricOptions
+  ) => Effect.Effect<void, StoreUnavailable | ConfigError>
+}
+
+/**
+ * The {@link TaskContext} of one attempt. A class, so that an attempt allocates one object:
+ * the functions a task may call are built on first access (getters returning closures, so
+ * destructuring `const { acquire } = ctx` still works), and the lease bookkeeping only when a
+ * lease is taken.
+ */
+class AttemptContext implements TaskContext {
+  readonly runId: string
+  readonly bus: BusService
+  readonly store: StoreService
+  readonly taskName: string
+  readonly meta: Record<string, unknown> = {}
+  /** Ids of every lease taken by the attempt (undefined until the first). */
+  leaseIds: Array<string> | undefined = undefined
+  /** Whether the escape hatch was used (its leases are reclaimed after the attempt). */
+  rawLeases = false
+  #seed: number | undefined = undefined
+  #heldPools: Map<string, number> | undefined = undefined
+  #holder: Holder | undefined = undefined
+  readonly #shared: AttemptShared
+  readonly #task: Task.Any
+
+  constructor(
+    shared: AttemptShared,
+    task: Task.Any,
+    readonly pipelineId: string,
+    readonly seq: number,
+    readonly attempt: number
+  ) {
+    this.#shared = shared
+    this.#task = task
+    this.runId = shared.runId
+    this.bus = shared.bus
+    this.store = shared.store
+    this.taskName = task.name
+  }
+
+  /** The pool owner key of this attempt (leases, reclaim). */
+  get owner(): string {
+    return `${this.pipelineId}:${this.seq}:${this.attempt}`
+  }
+  get seed(): number {
+    return this.#seed ??= attemptSeed(this.pipelineId, this.seq, this.attempt)
+  }
+  #holderOf(): Holder {
+    const task = this.#task
+    return this.#holder ??= {
+      taskName: task.name,
+      pipelineId: this.pipelineId,
+      defaultPool: task.options.resource ?? undefined,
+      defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
+        "defaultAlgorithm"
+      ],
+      heldPools: () => (this.#heldPools === undefined ? [] : Array.from(this.#heldPools.keys())),
+      owner: this.owner
+    }
+  }
+  #track(lease: Lease): void {
+    ;(this.leaseIds ??= []).push(lease.id)
+    const held = this.#heldPools ??= new Map()
+    held.set(lease.pool, (held.get(lease.pool) ?? 0) + 1)
+  }
+  #untrack(lease: Lease): void {
+    const held = this.#heldPools
+    if (held === undefined) return
+    const n = (held.get(lease.pool) ?? 1) - 1
+    if (n <= 0) held.delete(lease.pool)
+    else held.set(lease.pool, n)
+  }
+  get publishResource(): TaskContext["publishResource"] {
+    return (pool, resource) => this.#shared.pools.add(pool, resource)
+  }
+  get revokeResource(): TaskContext["revokeResource"] {
+    return (pool, id, reason) => this.#shared.pools.revoke(pool, id, reason)
+  }
+  get subscribe(): TaskContext["subscribe"] {
+    return (filter) => this.#shared.pools.subscribe(filter)
+  }
+  get acquire(): TaskContext["acquire"] {
+    return <Client,>(opts?: AcquireOptions | string) =>
+      Effect.tap(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) =>
+        Effect.zipRight(
+          Effect.sync(() => this.#track(lease)),
+          Effect.addFinalizer(() => Effect.sync(() => this.#untrack(lease)))
+        ))
+  }
+  get acquireLease(): TaskContext["acquireLease"] {
+    return <Client,>(opts?: AcquireOptions | string) =>
+      Effect.tap(
+        Effect.suspend(() => {
+          this.rawLeases = true
+          return this.#shared.pools.acquireRaw<Client>(opts, this.#holderOf())
+        }),
+        (lease) => Effect.sync(() => this.#track(lease))
+      )
+  }
+  get heldLeases(): TaskContext["heldLeases"] {
+    return this.#shared.pools.heldBy(this.owner)
+  }
+  get reclaimNow(): TaskContext["reclaimNow"] {
+    return Effect.asVoid(this.#shared.pools.releaseAll(this.owner))
+  }
+  get emit(): TaskContext["emit"] {
+    return (kind, data) => this.#shared.emit(kind, this.pipelineId, data ?? {})
+  }
+  get reportMetric(): TaskContext["reportMetric"] {
+    return (name, value, o) =>
+      this.#shared.reportMetric(name, value, { ...o, pipelineId: o?.scope === "run" ? null : this.pipelineId })
+  }
+}
+
 /**
  * What one pipeline fiber holds: a worker slot and/or an attempt counted in flight. Kept on a
  * mutable record so that the pipeline's own exit path (interruption included) can give back
@@ -1066,6 +1191,14 @@ const runOnce = <S extends AnySpec, SE, SR>(
     }
 
     // ---- one attempt ----------------------------------------------------------------------
+    const shared: AttemptShared = {
+      runId,
+      bus,
+      store,
+      pools,
+      emit,
+      reportMetric: (name, value, o) => reportMetricFor(runId, name, value, o)
+    }
     interface AttemptResult {
       exit: Exit.Exit<unknown, unknown>
       readonly leaseIds: ReadonlyArray<string>
@@ -1086,69 +1219,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         slot.inAttempt = true
         if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
         const startedAt = clock.unsafeCurrentTimeMillis()
-        const pipelineId = spec.pipelineId
-        const owner = `${pipelineId}:${seq}:${attempt}`
-        // Lease bookkeeping is created on first use: most attempts of most tasks take no lease.
-        let leaseIds: Array<string> | undefined
-        let heldPools: Map<string, number> | undefined
-        let holder: Holder | undefined
-        let rawLeases = false
-        let seed: number | undefined
-        const holderOf = (): Holder =>
-          holder ??= {
-            taskName: task.name,
-            pipelineId,
-            defaultPool: task.options.resource ?? undefined,
-            defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
-              "defaultAlgorithm"
-            ],
-            heldPools: () => (heldPools === undefined ? [] : Array.from(heldPools.keys())),
-            owner
-          }
-        const track = (lease: Lease) => {
-          ;(leaseIds ??= []).push(lease.id)
-          heldPools ??= new Map()
-          heldPools.set(lease.pool, (heldPools.get(lease.pool) ?? 0) + 1)
-        }
-        const untrack = (lease: Lease) => {
-          if (heldPools === undefined) return
-          const n = (heldPools.get(lease.pool) ?? 1) - 1
-          if (n <= 0) heldPools.delete(lease.pool)
-          else heldPools.set(lease.pool, n)
-        }
-        const ctx: TaskContext = {
-          pipelineId,
-          runId,
-          taskName: task.name,
-          seq,
-          attempt,
-          get seed() {
-            return seed ??= attemptSeed(pipelineId, seq, attempt)
-          },
-          meta: {},
-          bus,
-          store,
-          publishResource: (pool, resource) => pools.add(pool, resource),
-          revokeResource: (pool, id, reason) => pools.revoke(pool, id, reason),
-          subscribe: (filter) => pools.subscribe(filter),
-          acquire: <Client,>(opts?: AcquireOptions | string) =>
-            Effect.tap(pools.acquire<Client>(opts, holderOf()), (lease) =>
-              Effect.zipRight(Effect.sync(() => track(lease)), Effect.addFinalizer(() => Effect.sync(() => untrack(lease))))),
-          acquireLease: <Client,>(opts?: AcquireOptions | string) =>
-            Effect.tap(Effect.suspend(() => {
-              rawLeases = true
-              return pools.acquireRaw<Client>(opts, holderOf())
-            }), (lease) => Effect.sync(() => track(lease))),
-          get heldLeases() {
-            return pools.heldBy(owner)
-          },
-          get reclaimNow() {
-            return Effect.asVoid(pools.releaseAll(owner))
-          },
-          emit: (kind, data) => emit(kind, pipelineId, data ?? {}),
-          reportMetric: (name, value, o) =>
-            reportMetricFor(runId, name, value, { ...o, pipelineId: o?.scope === "run" ? null : pipelineId })
-        }
+        const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt)
         const timeout = task.options.timeout
         // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one
         // costs more than the rest of a trivial attempt).
@@ -1166,9 +1237,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
         return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
           slot.inAttempt = false
           state.inFlight--
-          if (!rawLeases) return Effect.succeed({ exit, leaseIds: leaseIds ?? noLeases, startedAt })
+          const leaseIds = ctx.leaseIds
+          if (!ctx.rawLeases) return Effect.succeed({ exit, leaseIds: leaseIds ?? noLeases, startedAt })
           // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
-          return Effect.map(pools.reclaim(owner), (leaked) => {
+          return Effect.map(pools.reclaim(ctx.owner), (leaked) => {
             if (leaked.length > 0) {
               state.counters.leasesLeaked += leaked.length
               if (config.strictLeases && Exit.isSuccess(exit)) {

@@ -487,7 +487,8 @@ const resolveUse = (
     }
     const plugged = plugins.tasks.get(use)
     if (plugged !== undefined) return instantiate(plugged.value, `"${use}" (from plugin ${plugged.plugin})`)
-    const known = [FANOUT, ...builtinTaskNames, ...plugins.tasks.keys()]
+    const builtinNames = [...new Set([FANOUT, ...builtinTaskNames])]
+    const known = [...builtinNames, ...plugins.tasks.keys()]
     const near = closest(use, known)
     const broken = [...plugins.errors.entries()].map(([p, e]) => `${p} (${e})`)
     issues.push(issue(
@@ -495,7 +496,7 @@ const resolveUse = (
       `unknown task "${use}"${broken.length > 0 ? `; plugins that failed to load: ${broken.join(", ")}` : ""}`,
       near !== undefined
         ? `did you mean ${near}?`
-        : `use a built-in (${[FANOUT, ...builtinTaskNames].join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
+        : `use a built-in (${builtinNames.join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
     ))
     return undefined
   })

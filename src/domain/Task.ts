@@ -644,15 +644,18 @@ export function sync(name: string, ...rest: ReadonlyArray<unknown>): Any {
     scoped: typeof fn !== "function",
     run: typeof fn === "function" ?
       (input: unknown, ctx: TaskContext) =>
-        Effect.try({ try: () => f(input, ctx), catch: (thrown) => thrown }).pipe(
-          Effect.flatMap((out) =>
-            isThenable(out) ?
-              Effect.fail(
-                new FatalError({ message: `task "${name}" returned a Promise: define it with Task.promise` })
-              ) :
-              Effect.succeed(out)
-          )
-        ) :
+        // one Effect step per call: this is the hot path of trivial tasks
+        Effect.suspend(() => {
+          let out: unknown
+          try {
+            out = f(input, ctx)
+          } catch (thrown) {
+            return Effect.fail(thrown)
+          }
+          return isThenable(out) ?
+            Effect.fail(new FatalError({ message: `task "${name}" returned a Promise: define it with Task.promise` })) :
+            Effect.succeed(out)
+        }) :
       fn
   })
 }

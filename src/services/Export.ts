@@ -180,6 +180,7 @@ export const checkLimit = (limit: Limit): Effect.Effect<number | undefined, Conf
     )
 
 const registry = CodecRegistry.default()
+const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /**
  * The exported form of an artifact payload: the JSON value for the JSON codec, a descriptor
@@ -200,6 +201,13 @@ export const decodePayload = (artifact: ArtifactRecord, payload: Uint8Array | un
     ...(error === undefined ? {} : { error })
   })
   if (artifact.codec !== "json") return describe()
+  try {
+    // the JSON codec's decoding (strict UTF-8, then JSON.parse) without the registry's lookups;
+    // bytes it refuses take the registry's path below, for its error message
+    return JSON.parse(utf8.decode(payload)) as unknown
+  } catch {
+    // fall through
+  }
   return Either.match(registry.load({ typeName: artifact.typeName, codec: artifact.codec, data: payload }), {
     onLeft: (e) => describe(e.message),
     onRight: (v) => v

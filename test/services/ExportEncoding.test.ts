@@ -6,9 +6,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { stringify } from "csv-stringify/sync"
-import { Effect, FastCheck, Stream } from "effect"
+import { Effect, Either, FastCheck, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import { CodecRegistry } from "../../src/domain/Codec.js"
+import { ArtifactRecord } from "../../src/domain/Records.js"
 import * as Export from "../../src/services/Export.js"
 import { tmpDir } from "./ExportFixture.js"
 
@@ -91,4 +93,31 @@ describe("Export encoding", () => {
         }
       }
     }))
+})
+
+describe("Export.decodePayload", () => {
+  const registry = CodecRegistry.default()
+  const meta = (payload: Uint8Array) =>
+    new ArtifactRecord({
+      artifactId: 1, pipelineId: "p", runId: "r", seq: 0, taskName: "t0", typeName: "json", codec: "json",
+      digest: "d", size: payload.byteLength, storage: "inline", blobRef: null, isFinal: true, available: true, createdAt: 0
+    })
+  /** The registry's decoding, as the export did it before its direct JSON.parse. */
+  const viaRegistry = (payload: Uint8Array): unknown =>
+    Either.match(registry.load({ typeName: "json", codec: "json", data: payload }), {
+      onLeft: (e) => ({ ...(Export.decodePayload({ ...meta(payload), codec: "x" } as ArtifactRecord, payload) as object), codec: "json", error: e.message }),
+      onRight: (v) => v
+    })
+
+  it.prop(
+    "JSON payloads (any unicode) and invalid bytes decode as through the codec registry",
+    [FastCheck.oneof(
+      FastCheck.jsonValue().map((v) => new TextEncoder().encode(JSON.stringify(v))),
+      FastCheck.uint8Array({ maxLength: 40 }),
+      FastCheck.constantFrom(new Uint8Array([0xff, 0x7b]), new TextEncoder().encode("{\"a\":"), new TextEncoder().encode("NaN"))
+    )],
+    ([payload]) => {
+      assert.deepStrictEqual(Export.decodePayload(meta(payload), payload), viaRegistry(payload))
+    }
+  )
 })

@@ -1,9 +1,11 @@
 /**
  * `assay run -c FILE` and `assay resume -c FILE`: load and check an experiment (exit 2 before
  * any store is opened when it is invalid), apply the command-line overrides, run it on the
- * SQLite store (or in memory), print the report, and exit 0 (all succeeded or skipped), 1
- * (some pipelines failed), 2 (invalid configuration or identity conflict) or 130 (stopped by a
- * signal; resumable).
+ * store `run.store` / `--store` names (an SQLite file, `:memory:`, or a plugin URI resolved by
+ * `StoreResolver`: an unknown scheme exits 2 before anything runs), print the report, and
+ * exit 0 (all succeeded or skipped), 1 (some pipelines failed, or a plugin store could not be
+ * opened), 2 (invalid configuration or identity conflict) or 130 (stopped by a signal;
+ * resumable). A plugin store cannot be sharded (`--shard`/`--shards` refuse it, exit 2).
  *
  * Sharding: `--shard I/N` runs only shard I's pipelines into `store.shardIofN.db`;
  * `--shards N --jobs J` starts N child processes (`assay run --shard i/N`, at most J at once),

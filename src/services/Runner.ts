@@ -649,7 +649,7 @@ class AttemptContext implements TaskContext {
  * mutable record so that the pipeline's own exit path (interruption included) can give back
  * exactly what it holds, whatever step it was interrupted in.
  */
-interface Holder_ {
+interface SlotHold {
   holding: boolean
   inAttempt: boolean
 }
@@ -673,7 +673,7 @@ const makeSlotGate = (n: number, isStopping: () => boolean) => {
     return false
   }
   return {
-    take: (holder: Holder_): Effect.Effect<void> =>
+    take: (holder: SlotHold): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (isStopping()) return Effect.interrupt
         if (free > 0 && waiters.size === 0) {
@@ -693,7 +693,7 @@ const makeSlotGate = (n: number, isStopping: () => boolean) => {
           return Effect.sync(() => void waiters.delete(w))
         })
       }),
-    release: (holder: Holder_): void => {
+    release: (holder: SlotHold): void => {
       if (!holder.holding) return
       holder.holding = false
       if (!grantNext()) free++
@@ -890,7 +890,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
       const pipelineId = spec.pipelineId
       let cursor = start.cursor
       let currentTask: { seq: number; taskRunId: string; startedAt: number; attempt: number } | null = null
-      const holder: Holder_ = { holding: false, inAttempt: false }
+      const holder: SlotHold = { holding: false, inAttempt: false }
 
       const markInterrupted = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
@@ -1211,7 +1211,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
       seq: number,
       attempt: number,
       input: unknown,
-      slot: Holder_
+      slot: SlotHold
     ): Effect.Effect<AttemptResult> =>
       Effect.suspend(() => {
         if (state.stopping) return Effect.interrupt
@@ -1422,7 +1422,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
             state.counters.skipped++
             continue
           }
-          const decision = yield* decide(spec, stored, now)
+          // A pipeline the store has never seen starts from its seed: no decision to make.
+          const decision = stored === undefined
+            ? { _tag: "Run" as const, start: { cursor: 0, input: spec.seed, isNew: true, abandonedTask: false }, events: [] }
+            : yield* decide(spec, stored, now)
           switch (decision._tag) {
             case "Skip":
               state.counters.skipped++

@@ -11,6 +11,9 @@
  *    `ratio_to_raw` = export rows/s ÷ raw rows/s of the same kind (the raw export is jsonl).
  *    `rss_peak_mb` is the peak resident set sampled every 20 ms during that export, beside
  *    `rss_start_mb`: memory is flat when the peak does not grow with the number of rows.
+ *    `cpu_s` / `cpu_ratio_to_raw`: the same from `process.cpuUsage` (all threads), which a
+ *    loaded machine disturbs less than the wall clock.
+ * 3. `BENCH_ROUNDS` (default 1) repeats step 2; `BENCH_KINDS` / `BENCH_FORMATS` pick a subset.
  */
 import Database from "better-sqlite3"
 import { Effect } from "effect"

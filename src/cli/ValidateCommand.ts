@@ -16,13 +16,21 @@ const text = (experiment: Experiment.Experiment): string => {
   const lines: Array<string> = [`experiment ${experiment.file} (${experiment.format}): valid`]
   const p = d["pipeline"] as Record<string, any>
   lines.push(`pipeline ${p["name"]} (spec ${p["specDigest"]}, includeCode ${p["includeCode"]})`)
-  for (const t of p["tasks"] as Array<Record<string, any>>) {
-    const retry = t["retry"] as Record<string, any>
-    lines.push(
-      `  task ${t["name"]}: resource ${t["resource"] ?? "-"}, algorithm ${t["algorithm"] === null ? "-" : JSON.stringify(t["algorithm"])}, ` +
-        `timeout ${t["timeoutMs"] === null ? "-" : `${t["timeoutMs"]} ms`}, maxAttempts ${retry["maxAttempts"] ?? 1}`
-    )
+  // A fanout's branches are listed under it, indented one level per nesting.
+  const taskLines = (tasks: Array<Record<string, any>>, depth: number) => {
+    for (const t of tasks) {
+      const retry = t["retry"] as Record<string, any>
+      const children = (t["children"] ?? []) as Array<Record<string, any>>
+      lines.push(
+        `${"  ".repeat(depth + 1)}${depth === 0 ? "task" : "branch"} ${t["name"]}: resource ${t["resource"] ?? "-"}, ` +
+          `algorithm ${t["algorithm"] === null ? "-" : JSON.stringify(t["algorithm"])}, ` +
+          `timeout ${t["timeoutMs"] === null ? "-" : `${t["timeoutMs"]} ms`}, maxAttempts ${retry["maxAttempts"] ?? 1}` +
+          (children.length > 0 ? `, ${children.length} branches` : "")
+      )
+      taskLines(children, depth + 1)
+    }
   }
+  taskLines(p["tasks"] as Array<Record<string, any>>, 0)
   for (const pool of d["pools"] as Array<Record<string, any>>) {
     lines.push(`pool ${pool["name"]}: algorithm ${JSON.stringify(pool["algorithm"])}`)
     for (const r of pool["resources"] as Array<Record<string, any>>) {

@@ -1,6 +1,6 @@
 /**
  * The registry of built-in task names a config file's `use:` resolves first (so a plugin can
- * never shadow them): `echo`, `delay`, `flaky`, `boom`, `leaky`, `simulateLlm`, `shellRun`,
+ * never shadow them): `fanout`, `echo`, `delay`, `flaky`, `boom`, `leaky`, `simulateLlm`, `shellRun`,
  * `writeJsonl`, `chat`.
  *
  * A built-in is called the way a factory export is: with the task section's `args` as
@@ -112,6 +112,20 @@ const makeChat = (args: ReadonlyArray<unknown>, options: Readonly<Record<string,
 }
 
 const entries: ReadonlyArray<Builtin> = [
+  {
+    // Listed for `assay plugins`; the experiment loader builds `use: fanout` entries itself
+    // from their nested `tasks:` list (see layers/Experiment.ts), so `make` is never reached
+    // from a valid file.
+    name: "fanout",
+    description: "runs nested tasks concurrently on the same input, in one checkpoint",
+    signature: "fanout: { name?, onError?: raise|collect, retry?, tasks: [task entries] }",
+    make: () =>
+      refuse("fanout", [{
+        path: "tasks",
+        message: "fanout takes its branches as a nested `tasks:` list of task entries, not args",
+        suggestion: "- use: fanout\n  tasks:\n    - { use: echo, name: a }"
+      }])
+  },
   {
     name: "echo",
     description: "returns its input unchanged",

@@ -68,6 +68,11 @@ describe("assay with use: fanout in the experiment file", { timeout: 300_000 }, 
         ["judge-c", "apis"]
       ])
 
+      // the plain-text form lists the branches under their group
+      const t = yield* assay(["validate", "-c", example("yaml")])
+      assert.strictEqual(t.code, 0, t.stderr)
+      assert.match(t.stdout, /\n {2}task judges: .*3 branches\n {4}branch judge-a: resource apis.*\n {4}branch judge-b: .*\n {4}branch judge-c: /)
+
       const dir = tmp()
       const store = path.join(dir, "yaml.db")
       const run = yield* assay(["run", "-c", example("yaml"), "--store", store, "--summary", "json"])

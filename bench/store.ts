@@ -6,11 +6,13 @@
  *    single-row statements, in transactions of 256 pipelines, on the store's own schema;
  * 2. SqliteStore writing the same facts through its public operations (admit with the seed,
  *    then one checkpoint per task carrying its attempt and event) from 64 concurrent fibers;
- *    `ratio_to_raw` = store throughput / raw throughput;
+ *    `ratio_to_raw` = store throughput / raw throughput; ids `p${i}`, or content-addressed
+ *    hashes with `BENCH_IDS=hash` (both sides);
  * 3. `events({ kind, limit: 100 })`, `events({ limit: 100 })` and `countEvents({ kind })` on
  *    stores of 10k, 100k and 1M events.
  */
 import { Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -25,7 +27,14 @@ const CONCURRENCY = 64
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-store-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
-const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N)
+/**
+ * Pipeline ids: `p${i}` (sequential), or with `BENCH_IDS=hash` 32 hex digits of a SHA-256 as
+ * assay's content-addressed ids (random order: every per-id index insert lands anywhere).
+ */
+const idOf = process.env.BENCH_IDS === "hash"
+  ? (i: number) => createHash("sha256").update(`pipeline-${i}`).digest("hex").slice(0, 32)
+  : (i: number) => `p${i}`
+const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N, idOf)
 
 // ---------------------------------------------------------------------------------------------
 // 2. SqliteStore through its public operations
@@ -35,7 +44,7 @@ const store = (file: string, concurrency: number) =>
     const s = yield* Store
     const one = (i: number) =>
       Effect.gen(function*() {
-        const id = `p${i}`
+        const id = idOf(i)
         const now = 1000 + i
         const seedBytes = payload(i, -1)
         const seed: NewArtifact = {
@@ -90,7 +99,8 @@ const KINDS = ["task.started", "task.succeeded", "task.failed", "pipeline.starte
 
 const populateEvents = (file: string, n: number) => {
   const db = freshSchema(file)
-  const ins = db.prepare("INSERT INTO events (event_id, kind, pipeline_id, run_id, data, ts) VALUES (?, ?, ?, 'run', ?, ?)")
+  // no pipeline rows: the events' pipelines are unadmitted (pno 0), as the store would write them
+  const ins = db.prepare("INSERT INTO events (event_id, kind, pno, pipeline_id, run_id, data, ts) VALUES (?, ?, 0, ?, 'run', ?, ?)")
   db.transaction(() => {
     for (let i = 1; i <= n; i++) ins.run(i, KINDS[i % KINDS.length]!, `p${i % 5000}`, `{"i":${i}}`, i)
   })()

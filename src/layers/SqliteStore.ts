@@ -53,6 +53,7 @@ import type {
   NewArtifact,
   NewAttempt,
   NewEvent,
+  PipelineFields,
   PipelinePatch,
   StoreOptions,
   StoreService,
@@ -65,8 +66,7 @@ import {
   ARTIFACT_META,
   ATTEMPT_COLUMNS,
   KNOWN_FEATURE_LEVELS,
-  MIGRATION_0001,
-  MIGRATION_0002,
+  MIGRATIONS,
   PIPELINE_COLUMNS,
   pipelineParams,
   SCHEMA_VERSION,
@@ -74,6 +74,7 @@ import {
   taskParams,
   TIMED_TERMINAL,
   toArtifact,
+  UNADMITTED_PNO,
   toAttempt,
   toEvent,
   toMetric,
@@ -275,27 +276,33 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
     }
     return s
   }
-  return (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+  return (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned?: Array<unknown>) => {
     let i = 0
     while (i < rows.length) {
       const left = rows.length - i
       const k = CHUNKS.find((c) => c <= left) ?? 1
       const params: Array<unknown> = []
       for (let j = i; j < i + k; j++) for (const v of rows[j]!) params.push(v)
-      stmt(k).run(params)
+      if (returned === undefined) stmt(k).run(params)
+      else for (const r of stmt(k).all(params)) returned.push(r)
       i += k
     }
   }
 }
 
-const upsertSuffix = (key: string, columns: ReadonlyArray<string>) =>
-  `ON CONFLICT(${key}) DO UPDATE SET ${columns.filter((c) => c !== key).map((c) => `${c} = excluded.${c}`).join(", ")}`
+const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
+  `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
+    columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(", ")
+  }`
 
 const ARTIFACT_COLUMNS = [
-  "artifact_id", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
+  "artifact_id", "pno", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
   "blob_ref", "payload", "is_final", "created_at"
 ]
-const EVENT_COLUMNS = ["event_id", "kind", "pipeline_id", "run_id", "data", "ts"]
+const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
+
+/** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
+const PNO_CACHE = 65_536
 
 /**
  * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
@@ -304,7 +311,7 @@ const EVENT_COLUMNS = ["event_id", "kind", "pipeline_id", "run_id", "data", "ts"
  */
 const makePatcher = (db: Database.Database) => {
   const cache = new Map<number, Database.Statement>()
-  return (pipelineId: string, p: PipelinePatch): void => {
+  return (pno: number, p: PipelinePatch): void => {
     const sets: Array<string> = []
     const params: Array<unknown> = []
     let shape = 0
@@ -329,10 +336,10 @@ const makePatcher = (db: Database.Database) => {
       params.push(p.attemptsDelta)
     }
     sets.push("updated_at = ?")
-    params.push(p.updatedAt, pipelineId)
+    params.push(p.updatedAt, pno)
     let stmt = cache.get(shape)
     if (stmt === undefined) {
-      stmt = db.prepare(`UPDATE pipelines SET ${sets.join(", ")} WHERE pipeline_id = ?`)
+      stmt = db.prepare(`UPDATE pipelines SET ${sets.join(", ")} WHERE pno = ?`)
       cache.set(shape, stmt)
     }
     stmt.run(params)
@@ -384,6 +391,9 @@ export const make = (options: SqliteStoreOptions) =>
             const d = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 })
             d.pragma("journal_mode = WAL")
             d.pragma("synchronous = NORMAL")
+            // statement journals (multi-row upserts) in memory: as temporary files they were
+            // written on every group commit (a 20k-pipeline run wrote 713 MB with them, 266 MB without)
+            d.pragma("temp_store = MEMORY")
             // group commits are small and frequent: keep hot index pages cached (64 MiB) and
             // checkpoint the WAL every ~40 MB instead of every ~4 MB (fewer fsyncs)
             d.pragma("cache_size = -65536")
@@ -420,10 +430,7 @@ export const make = (options: SqliteStoreOptions) =>
           for (const statement of statements) yield* client.unsafe(statement)
         })
       yield* Migrator.make({})({
-        loader: Migrator.fromRecord({
-          "0001_base": migration(MIGRATION_0001),
-          "0002_read_indexes": migration(MIGRATION_0002)
-        })
+        loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map(([id, statements]) => [id, migration(statements)])))
       }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((cause) => unavailable(path, `cannot migrate store ${path}: ${String(cause.message)}`, cause))
@@ -435,6 +442,11 @@ export const make = (options: SqliteStoreOptions) =>
     }
     /** Version 2 has the read-side indexes (`stats` percentiles by rank, covering counts). */
     const indexed = schemaVersion >= 2
+    /**
+     * Version 3 numbers pipelines (`pno`) and indexes child rows by that number; a read-only
+     * open of an older store reads by `pipeline_id` (see {@link byPipeline}).
+     */
+    const numbered = schemaVersion >= 3
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -454,16 +466,20 @@ export const make = (options: SqliteStoreOptions) =>
     let nextEventId = 1
     let nextArtifactId = 1
     let write: {
-      pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned: Array<unknown>) => void
       tasks: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
-      patch: (pipelineId: string, p: PipelinePatch) => void
+      patch: (pno: number, p: PipelinePatch) => void
+      pnoOf: Database.Statement
+      adopt: ReadonlyArray<Database.Statement>
       clearFinal: Database.Statement
       latestAt: Database.Statement
       setFinal: Database.Statement
     } | undefined
+    /** Some child row has {@link UNADMITTED_PNO} (checked at open, set when one is written). */
+    let unadmitted = false
     if (w !== undefined) {
       const openedAt = yield* Clock.currentTimeMillis
       yield* Effect.try({
@@ -472,21 +488,33 @@ export const make = (options: SqliteStoreOptions) =>
           nextAttemptId = max("attempts", "attempt_id") + 1
           nextEventId = max("events", "event_id") + 1
           nextArtifactId = max("artifacts", "artifact_id") + 1
+          const CHILDREN = ["tasks", "attempts", "artifacts", "events"]
+          unadmitted = CHILDREN.some((t) => w.prepare(`SELECT 1 FROM ${t} WHERE pno = ${UNADMITTED_PNO} LIMIT 1`).get() !== undefined)
           w.prepare(
             "INSERT INTO store_writer (id, pid, host, run_id, since) VALUES (1, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, host = excluded.host, run_id = NULL, since = excluded.since"
           ).run(process.pid, os.hostname(), openedAt)
           write = {
-            pipelines: makeInserter(w, "pipelines", PIPELINE_COLUMNS, upsertSuffix("pipeline_id", PIPELINE_COLUMNS)),
-            tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix("task_run_id", TASK_COLUMNS)),
+            pipelines: makeInserter(
+              w,
+              "pipelines",
+              PIPELINE_COLUMNS,
+              `${upsertSuffix(["pipeline_id"], PIPELINE_COLUMNS)} RETURNING pipeline_id, pno, state`
+            ),
+            // a task run id names its pipeline and seq, so (pno, seq, task_run_id) is as unique
+            tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix(["pno", "seq", "task_run_id"], TASK_COLUMNS)),
             artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
             attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
             events: makeInserter(w, "events", EVENT_COLUMNS),
             patch: makePatcher(w),
+            pnoOf: w.prepare("SELECT pno FROM pipelines WHERE pipeline_id = ?").pluck(),
+            adopt: CHILDREN.map((t) =>
+              w.prepare(`UPDATE ${t} SET pno = ? WHERE pno = ${UNADMITTED_PNO} AND pipeline_id = ?`)
+            ),
             clearFinal: w.prepare(
-              "UPDATE artifacts SET is_final = 0 WHERE pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
+              "UPDATE artifacts SET is_final = 0 WHERE pno = ? AND pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
             ),
             latestAt: w.prepare(
-              "SELECT max(artifact_id) AS id FROM artifacts WHERE pipeline_id = ? AND seq = ?"
+              "SELECT max(artifact_id) AS id FROM artifacts WHERE pno = ? AND pipeline_id = ? AND seq = ?"
             ),
             setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0")
           }
@@ -495,21 +523,81 @@ export const make = (options: SqliteStoreOptions) =>
       })
     }
 
+    /**
+     * Pipeline numbers the writer has seen (admitted or looked up) and whose pipeline is not
+     * terminal yet, in insertion order: at most {@link PNO_CACHE} (the oldest is dropped; a
+     * miss costs one lookup in the unique index on `pipeline_id`).
+     */
+    const pnos = new Map<string, number>()
+    const remember = (pipelineId: string, pno: number) => {
+      if (pnos.size >= PNO_CACHE && !pnos.has(pipelineId)) {
+        const oldest = pnos.keys().next()
+        if (oldest.done !== true) pnos.delete(oldest.value)
+      }
+      pnos.set(pipelineId, pno)
+    }
+    /** The number of `pipelineId`, or {@link UNADMITTED_PNO} (runs inside a write transaction). */
+    const pnoOf = (pipelineId: string): number => {
+      const known = pnos.get(pipelineId)
+      if (known !== undefined) return known
+      const found = write!.pnoOf.get(pipelineId) as number | undefined
+      if (found === undefined) {
+        unadmitted = true
+        return UNADMITTED_PNO
+      }
+      remember(pipelineId, found)
+      return found
+    }
+    const isTerminal = (state: PipelinePatch["state"]) => state === "succeeded" || state === "failed" || state === "interrupted"
+    /** Applies a patch by pipeline number; forgets the number once the pipeline is terminal. */
+    const patchPipeline = (pipelineId: string, patch: PipelinePatch) => {
+      const known = pnos.get(pipelineId)
+      const pno = known ?? (write!.pnoOf.get(pipelineId) as number | undefined)
+      if (pno === undefined) return
+      write!.patch(pno, patch)
+      if (isTerminal(patch.state)) pnos.delete(pipelineId)
+      else if (known === undefined) remember(pipelineId, pno)
+    }
+
     const attemptRow = (a: NewAttempt): Array<unknown> => [
-      nextAttemptId++, a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome, a.errorClass,
-      a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt, a.durationMs
+      nextAttemptId++, pnoOf(a.pipelineId), a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome,
+      a.errorClass, a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt,
+      a.durationMs
     ]
     const eventRow = (e: NewEvent): Array<unknown> => [
-      nextEventId++, e.kind, e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
+      nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
     ]
-    const artifactRow = (id: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
-      id, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
+    const artifactRow = (id: number, pno: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
+      id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
       placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
     ]
+    /** Inserts (or replaces) pipeline rows, learns their numbers, adopts their unadmitted rows. */
+    const admitRows = (ps: ReadonlyArray<PipelineFields>) => {
+      const returned: Array<unknown> = []
+      write!.pipelines(ps.map(pipelineParams), returned)
+      for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
+        if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
+        if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
+      }
+    }
+    /** Appends an artifact row (and clears the older final one when it is final). */
+    const addArtifact = (
+      rows: Array<Array<unknown>>,
+      ordered: Array<() => void>,
+      a: NewArtifact,
+      placed: PlacedArtifact
+    ): number => {
+      const id = nextArtifactId++
+      const pno = pnoOf(a.pipelineId)
+      rows.push(artifactRow(id, pno, a, placed))
+      if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
+      return id
+    }
     const commit = (ops: ReadonlyArray<WriteOp>) =>
       tx(() => {
         const s = write!
-        const pipelines: Array<Array<unknown>> = []
+        // pipelines first (as before), so that the child rows below resolve their numbers
+        for (const op of ops) if (op._tag === "Admit" && op.pipelines.length > 0) admitRows(op.pipelines)
         const tasks: Array<Array<unknown>> = []
         const artifacts: Array<Array<unknown>> = []
         const attempts: Array<Array<unknown>> = []
@@ -518,52 +606,43 @@ export const make = (options: SqliteStoreOptions) =>
         for (const op of ops) {
           switch (op._tag) {
             case "Admit":
-              for (const p of op.pipelines) pipelines.push(pipelineParams(p))
-              for (const [a, placed] of op.seeds) {
-                const id = nextArtifactId++
-                artifacts.push(artifactRow(id, a, placed))
-                if (a.isFinal) ordered.push(() => s.clearFinal.run(a.pipelineId, id))
-              }
+              for (const [a, placed] of op.seeds) addArtifact(artifacts, ordered, a, placed)
               break
             case "Checkpoint": {
               const u = op.unit
-              if (u.artifact !== undefined && op.placed !== undefined) {
-                const id = nextArtifactId++
-                artifacts.push(artifactRow(id, u.artifact, op.placed))
-                if (u.artifact.isFinal) ordered.push(() => s.clearFinal.run(u.pipelineId, id))
-              }
-              if (u.task !== undefined) tasks.push(taskParams(u.task))
+              if (u.artifact !== undefined && op.placed !== undefined) addArtifact(artifacts, ordered, u.artifact, op.placed)
+              if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
               if (u.pipeline !== undefined) {
                 const patch = u.pipeline
-                ordered.push(() => s.patch(u.pipelineId, patch))
+                ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
               break
             }
             case "PutTask":
-              tasks.push(taskParams(op.task))
+              tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
               break
             case "Patch": {
-              ordered.push(() => s.patch(op.pipelineId, op.patch))
+              ordered.push(() => patchPipeline(op.pipelineId, op.patch))
               break
             }
             case "Settle": {
               const patch = settleToPatch(op.settle)
-              ordered.push(() => s.patch(op.pipelineId, patch))
+              ordered.push(() => patchPipeline(op.pipelineId, patch))
               break
             }
             case "MarkFinal":
               ordered.push(() => {
-                const row = s.latestAt.get(op.pipelineId, op.seq) as { id: number | null }
+                const pno = pnoOf(op.pipelineId)
+                const row = s.latestAt.get(pno, op.pipelineId, op.seq) as { id: number | null }
                 if (row.id === null) return
                 s.setFinal.run(row.id)
-                s.clearFinal.run(op.pipelineId, row.id)
+                s.clearFinal.run(pno, op.pipelineId, row.id)
               })
               break
           }
         }
-        if (pipelines.length > 0) s.pipelines(pipelines)
         if (tasks.length > 0) s.tasks(tasks)
         if (artifacts.length > 0) s.artifacts(artifacts)
         if (attempts.length > 0) s.attempts(attempts)
@@ -614,9 +693,26 @@ export const make = (options: SqliteStoreOptions) =>
     ): Stream.Stream<A, StoreUnavailable | ConfigError> =>
       Stream.unwrap(Effect.map(checkLimit(limit), (l) => l === 0 ? Stream.empty : l === undefined ? f() : Stream.take(f(), l)))
 
+    /**
+     * The rows of one pipeline in a child table. Version 3: by its number (the leading column
+     * of every per-pipeline index), or among the unadmitted rows when it has none; older
+     * versions: by `pipeline_id`.
+     */
+    const byPipeline = (pipelineId: string) =>
+      numbered
+        ? sql`pno = coalesce((SELECT pno FROM pipelines WHERE pipeline_id = ${pipelineId}), ${UNADMITTED_PNO}) AND pipeline_id = ${pipelineId}`
+        : sql`pipeline_id = ${pipelineId}`
+    /** The rows of admitted pipelines among `ids` in a child table (as {@link byPipeline}). */
+    const byPipelines = (ids: ReadonlyArray<string>) =>
+      numbered
+        ? sql`pno IN (SELECT pno FROM pipelines WHERE ${sql.in("pipeline_id", ids)})`
+        : sql.in("pipeline_id", ids)
+    /** Pipeline grouping of child-table orders: admission order (version 3) or pipeline id. */
+    const pipelineKey = numbered ? "pno" : "pipeline_id"
+
     const eventConds = (f: EventFilter) => {
       const c = []
-      if (f.pipelineId !== undefined) c.push(sql`pipeline_id = ${f.pipelineId}`)
+      if (f.pipelineId !== undefined) c.push(byPipeline(f.pipelineId))
       if (f.runId !== undefined) c.push(sql`run_id = ${f.runId}`)
       if (f.kind !== undefined) c.push(sql`kind = ${f.kind}`)
       return c
@@ -768,14 +864,16 @@ export const make = (options: SqliteStoreOptions) =>
           ? Effect.fail(roError)
           : Effect.flatMap(placeArtifact(a, journal, backend), (placed) =>
             tx(() => {
-              const id = nextArtifactId++
-              write!.artifacts([artifactRow(id, a, placed)])
-              if (a.isFinal) write!.clearFinal.run(a.pipelineId, id)
+              const rows: Array<Array<unknown>> = []
+              const ordered: Array<() => void> = []
+              const id = addArtifact(rows, ordered, a, placed)
+              write!.artifacts(rows)
+              for (const f of ordered) f()
               return artifactRecordOf(id, a, placed)
             })),
       getArtifact: (pipelineId, seq) =>
         Effect.flatMap(
-          rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE pipeline_id = ${pipelineId} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
+          rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE ${byPipeline(pipelineId)} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
           (r) => {
             const row = r[0]
             if (row === undefined) return Effect.succeed(Option.none())
@@ -791,7 +889,7 @@ export const make = (options: SqliteStoreOptions) =>
         ),
       listArtifacts: (pipelineId) =>
         Effect.flatMap(
-          rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${pipelineId} ORDER BY seq, artifact_id`),
+          rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(pipelineId)} ORDER BY seq, artifact_id`),
           (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
         ),
       markFinal: (pipelineId, seq) => submit({ _tag: "MarkFinal", pipelineId, seq }),
@@ -930,13 +1028,13 @@ export const make = (options: SqliteStoreOptions) =>
           for (let i = 0; i < unique.length; i += 500) {
             const chunk = unique.slice(i, i + 500)
             if (o.tasks !== false) {
-              const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${sql.in("pipeline_id", chunk)} ORDER BY pipeline_id, seq, task_run_id`)
+              const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
               for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
             }
             const as = yield* rows(
-              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${sql.in("pipeline_id", chunk)}${
+              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${byPipelines(chunk)}${
                 onlyFinal ? sql` AND is_final = 1` : sql``
-              } ORDER BY pipeline_id, seq, artifact_id`
+              } ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
             )
             for (const r of as) {
               const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
@@ -964,15 +1062,15 @@ export const make = (options: SqliteStoreOptions) =>
           )),
       streamTasks: (o = {}) =>
         limited(o.limit, () =>
-          pager<readonly [string, number, string], ReturnType<typeof toTask>>(
+          pager<readonly [string | number, number, string], ReturnType<typeof toTask>>(
             (c) => {
               const conds = []
-              if (o.pipelineId !== undefined) conds.push(sql`pipeline_id = ${o.pipelineId}`)
+              if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
               if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
-              if (c !== undefined) conds.push(sql`(pipeline_id, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[2]})`)
-              return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY pipeline_id, seq, task_run_id LIMIT ${PAGE_SIZE}`)
+              if (c !== undefined) conds.push(sql`(${sql(pipelineKey)}, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[2]})`)
+              return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id LIMIT ${PAGE_SIZE}`)
             },
-            (r) => [String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
+            (r) => [numbered ? Number(r.pno) : String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
             toTask
           )),
       streamAttempts: (o = {}) =>
@@ -985,7 +1083,7 @@ export const make = (options: SqliteStoreOptions) =>
                 return pager<number, ReturnType<typeof toAttempt>>(
                   (c) => {
                     const conds = [sql`attempt_id > ${c ?? 0}`, sql`attempt_id <= ${hwm}`]
-                    if (o.pipelineId !== undefined) conds.push(sql`pipeline_id = ${o.pipelineId}`)
+                    if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
                     if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
                     return rows(sql`SELECT * FROM attempts WHERE ${sql.and(conds)} ORDER BY attempt_id LIMIT ${PAGE_SIZE}`)
                   },
@@ -1020,8 +1118,8 @@ export const make = (options: SqliteStoreOptions) =>
               (c) =>
                 rows(
                   c === undefined
-                    ? sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${o.pipelineId} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
-                    : sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE pipeline_id = ${o.pipelineId} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                    ? sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                    : sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
                 ),
               (r) => [Number(r.seq), Number(r.artifact_id)] as const,
               toArtifact

@@ -1,4 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Reactivity } from "@effect/experimental"
+import { Migrator, SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
 import { Chunk, Data, Effect, Layer, Option, Stream } from "effect"
 import { spawn } from "node:child_process"
@@ -7,8 +10,9 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import { MIGRATIONS } from "../../src/layers/internal/storeSchema.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
+import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
 
 /** A fresh temporary store path (the directory is under os.tmpdir()). */
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-store-")), "runs.db")
@@ -72,6 +76,97 @@ const populate = (file: string) =>
 const refusal = (options: SqliteStore.SqliteStoreOptions) =>
   Effect.flip(Effect.scoped(open(options)))
 
+/** `schema_version` and the `pipelines_*` indexes of a store file. */
+const storeMeta = (file: string) => {
+  const db = new Database(file, { readonly: true })
+  try {
+    return {
+      version: (db.prepare("SELECT value FROM store_meta WHERE key = 'schema_version'").get() as { value: string }).value,
+      indexes: (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'pipelines_%' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name)
+    }
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * A store as an older build left it: the real migrator with only the first `version`
+ * migrations, then rows written with that version's SQL by `fill`.
+ */
+const buildOldStore = (file: string, version: number, fill: (db: Database.Database) => void) =>
+  Effect.scoped(Effect.gen(function*() {
+    const sql = yield* SqliteClient.make({ filename: file })
+    yield* Migrator.make({})({
+      loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.slice(0, version).map(([id, statements]) => [
+        id,
+        Effect.flatMap(SqlClient.SqlClient, (client) => Effect.forEach(statements, (st) => client.unsafe(st), { discard: true }))
+      ])))
+    }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+  })).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.orDie,
+    Effect.zipRight(Effect.sync(() => {
+      const db = new Database(file)
+      try {
+        db.transaction(() => fill(db))()
+        db.pragma("journal_mode = DELETE")
+      } finally {
+        db.close()
+      }
+    }))
+  )
+
+/** Inserts a pipeline row with the version 1–2 columns. */
+const oldPipeline = (db: Database.Database, id: string, over: Record<string, unknown> = {}) => {
+  const row: Record<string, unknown> = {
+    pipeline_id: id, key: null, name: "demo", state: "succeeded", n_tasks_done: 3, n_tasks_total: 3, spec_digest: "spec",
+    seed_digest: `seed-${id}`, tags: "{\"split\":\"test\"}", attempts_total: 3, run_id: "run-1", created_at: 1000,
+    updated_at: 2000, started_at: 1000, ended_at: 1500, failed_task: null, error_type: null, error_message: null,
+    error_class: null, ...over
+  }
+  const cols = Object.keys(row)
+  db.prepare(`INSERT INTO pipelines (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`).run(row)
+}
+const oldTask = (db: Database.Database, id: string, seq: number) =>
+  db.prepare(
+    "INSERT INTO tasks (task_run_id, pipeline_id, run_id, seq, task_name, state, attempts_used, started_at, ended_at, duration_ms, error_type, error_message, error_class, lease_ids) VALUES (?, ?, 'run-1', ?, ?, 'succeeded', 1, 1000, 1010, 10, NULL, NULL, NULL, '[\"l\"]')"
+  ).run(`${id}/${seq}`, id, seq, `t${seq}`)
+const oldAttempt = (db: Database.Database, id: string, seq: number) =>
+  db.prepare(
+    "INSERT INTO attempts (pipeline_id, run_id, task_run_id, task_name, seq, attempt_no, outcome, error_class, error_type, error_message, decision, lease_ids, started_at, ended_at, duration_ms) VALUES (?, 'run-1', ?, ?, ?, 1, 'succeeded', NULL, NULL, NULL, '{\"retry\":false}', '[]', 1000, 1005, 5)"
+  ).run(id, `${id}/${seq}`, `t${seq}`, seq)
+const oldArtifact = (db: Database.Database, id: string, seq: number, isFinal: number) =>
+  db.prepare(
+    "INSERT INTO artifacts (pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, payload, is_final, created_at) VALUES (?, 'run-1', ?, ?, 'Json', 'json', 'd', 2, 'inline', NULL, ?, ?, 2000)"
+  ).run(id, seq, seq < 0 ? null : `t${seq}`, Buffer.from([seq + 1, 7]), isFinal)
+const oldEvent = (db: Database.Database, kind: string, id: string | null) =>
+  db.prepare("INSERT INTO events (kind, pipeline_id, run_id, data, ts) VALUES (?, ?, 'run-1', '{\"n\":1}', 1000)").run(kind, id)
+
+/** Everything a reader sees of a store (the pipelines `m*` and `ghost` of the migration test). */
+const readEverything = (store: Store["Type"]) =>
+  Effect.gen(function*() {
+    const all = <A, E>(s: Stream.Stream<A, E>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
+    const ids = (yield* all(store.streamPipelines())).map((p) => p.pipelineId)
+    return {
+      pipelines: yield* all(store.streamPipelines()),
+      page: yield* store.pipelinesPage({ limit: 7, after: { createdAt: 1003, pipelineId: "m03" } }),
+      tasks: yield* all(store.streamTasks()),
+      tasksOf: yield* all(store.streamTasks({ pipelineId: "m05" })),
+      attempts: yield* all(store.streamAttempts()),
+      attemptsOf: yield* all(store.streamAttempts({ pipelineId: "m06" })),
+      ghostAttempts: yield* all(store.streamAttempts({ pipelineId: "ghost" })),
+      events: yield* all(store.streamEvents()),
+      eventsOf: yield* store.events({ pipelineId: "m07" }),
+      ghostEvents: yield* store.countEvents({ pipelineId: "ghost" }),
+      artifacts: yield* Effect.forEach(ids, (id) => store.listArtifacts(id)),
+      streamed: yield* all(store.streamArtifacts({ pipelineId: "m08" })),
+      latest: Option.getOrNull(yield* store.getArtifact("m09", 2)),
+      bundles: Array.from((yield* store.loadBundles(ids, { payloads: "all" })).entries()),
+      stats: yield* store.stats(),
+      errors: yield* store.errors()
+    }
+  })
+
 describe("SqliteStore (SQLite only)", () => {
   it.effect("reopening after close sees everything, including buffered facts flushed on close", () => {
     const file = tempStorePath()
@@ -118,34 +213,20 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
-  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to version 2", () => {
+  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to version 3", () => {
     const file = tempStorePath()
-    const meta = () => {
-      const db = new Database(file, { readonly: true })
-      try {
-        return {
-          version: (db.prepare("SELECT value FROM store_meta WHERE key = 'schema_version'").get() as { value: string }).value,
-          indexes: (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'pipelines_%' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name)
-        }
-      } finally {
-        db.close()
-      }
-    }
     return Effect.gen(function*() {
-      yield* Effect.scoped(Effect.gen(function*() {
-        const store = yield* open({ filename: file })
-        yield* store.admit(Array.from({ length: 50 }, (_, i) =>
-          pipeline(`v${i}`, { state: i % 4 === 0 ? "failed" : "succeeded", startedAt: 100, endedAt: 100 + ((i * 37) % 50) })))
-      }))
-      const current = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
-      assert.strictEqual(meta().version, "2")
-      assert.includeMembers(meta().indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
-      // turn it back into a version-1 store, as an older build left it
-      const db = new Database(file)
-      db.exec(`DROP INDEX pipelines_run_state; DROP INDEX pipelines_run_latency; DROP INDEX pipelines_latency;
-        UPDATE store_meta SET value = '1' WHERE key = 'schema_version';
-        DELETE FROM effect_sql_migrations WHERE migration_id = 2;`)
-      db.close()
+      yield* buildOldStore(file, 1, (db) => {
+        for (let i = 0; i < 50; i++) {
+          oldPipeline(db, `v${String(i).padStart(2, "0")}`, {
+            state: i % 4 === 0 ? "failed" : "succeeded",
+            created_at: i,
+            started_at: 100,
+            ended_at: 100 + ((i * 37) % 50)
+          })
+        }
+      })
+      assert.strictEqual(storeMeta(file).version, "1")
       const before = snapshot(file)
       const old = yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file, readonly: true })
@@ -154,16 +235,154 @@ describe("SqliteStore (SQLite only)", () => {
         assert.strictEqual((yield* store.completions({ runId: "run-1", bucketMs: 10, since: 100 })).reduce((a, b) => a + b.count, 0), 50)
         return yield* store.stats("run-1")
       }))
-      assert.deepStrictEqual(old, current, "the fallback computes the same stats")
+      assert.strictEqual(old.pipelines, 50)
+      assert.isNotNull(old.latencyMs)
       const after = snapshot(file)
       assert.isTrue(before.bytes.equals(after.bytes), "a read-only open never migrates")
-      assert.strictEqual(meta().version, "1")
+      assert.strictEqual(storeMeta(file).version, "1")
       yield* Effect.scoped(open({ filename: file }))
-      assert.strictEqual(meta().version, "2")
-      assert.includeMembers(meta().indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
+      assert.strictEqual(storeMeta(file).version, "3")
+      assert.includeMembers(storeMeta(file).indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
       const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
-      assert.deepStrictEqual(migrated, current)
+      assert.deepStrictEqual(migrated, old, "the indexed path on version 3 computes the same stats")
     })
+  })
+
+  it.effect("a version-2 store: read-only opens read it unchanged; a writer rebuilds it as version 3 and every read is identical", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 2, (db) => {
+        // pipelines created in id order (the rebuild numbers them by createdAt, then id)
+        for (let i = 0; i < 40; i++) {
+          const id = `m${String(i).padStart(2, "0")}`
+          oldPipeline(db, id, { created_at: 1000 + i, state: i % 3 === 0 ? "running" : "succeeded", ended_at: i % 3 === 0 ? null : 1500 + i })
+          oldArtifact(db, id, -1, 0)
+          for (let seq = 0; seq < 3; seq++) {
+            oldTask(db, id, seq)
+            oldArtifact(db, id, seq, seq === 2 ? 1 : 0)
+            oldAttempt(db, id, seq)
+            oldEvent(db, "task.succeeded", id)
+          }
+        }
+        // rows of a pipeline that was never admitted, and an event of no pipeline
+        oldAttempt(db, "ghost", 0)
+        oldEvent(db, "ghost.event", "ghost")
+        oldEvent(db, "run.event", null)
+      })
+      assert.strictEqual(storeMeta(file).version, "2")
+      const before = snapshot(file)
+      const v2 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), readEverything))
+      assert.isTrue(before.bytes.equals(snapshot(file).bytes), "a read-only open never migrates")
+      assert.strictEqual(v2.tasks.length, 120)
+      assert.strictEqual(v2.ghostAttempts.length, 1)
+
+      yield* Effect.scoped(open({ filename: file }))
+      const meta = storeMeta(file)
+      assert.strictEqual(meta.version, "3")
+      assert.includeMembers(meta.indexes, ["pipelines_id", "pipelines_created", "pipelines_latency"])
+      const v3 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), readEverything))
+      assert.deepStrictEqual(v3, v2, "every read is identical after the rebuild")
+      const db = new Database(file, { readonly: true })
+      try {
+        const pnos = db.prepare("SELECT pipeline_id, pno FROM pipelines ORDER BY pno").all() as Array<{ pipeline_id: string; pno: number }>
+        assert.deepStrictEqual(pnos.map((r) => r.pipeline_id), Array.from({ length: 40 }, (_, i) => `m${String(i).padStart(2, "0")}`))
+        const unadmitted = db.prepare("SELECT count(*) AS n FROM attempts WHERE pno = 0").get() as { n: number }
+        assert.strictEqual(unadmitted.n, 1, "the ghost's attempt waits for its pipeline")
+        const wrong = db.prepare(
+          "SELECT count(*) AS n FROM tasks t JOIN pipelines p USING (pno) WHERE p.pipeline_id <> t.pipeline_id"
+        ).get() as { n: number }
+        assert.strictEqual(wrong.n, 0, "every task carries its pipeline's number")
+      } finally {
+        db.close()
+      }
+
+      // the migrated store keeps working: a checkpoint of a migrated pipeline, and admitting the
+      // ghost adopts its earlier rows
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.checkpoint({
+          pipelineId: "m00",
+          artifact: artifact("m00", 3, new Uint8Array([9]), true),
+          task: task("m00", 3),
+          pipeline: { nTasksDone: 4, updatedAt: 9000 }
+        })
+        yield* store.admit([pipeline("ghost", { createdAt: 5000 })])
+        yield* store.recordAttempt(attempt("ghost", 1, 2))
+        assert.deepStrictEqual((yield* store.listArtifacts("m00")).filter((a) => a.isFinal).map((a) => a.seq), [3])
+        const ghost = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: "ghost" })))
+        assert.deepStrictEqual(ghost.map((a) => a.attemptNo), [1, 2])
+        assert.deepStrictEqual((yield* store.events({ pipelineId: "ghost" })).map((e) => e.kind), ["ghost.event"])
+      }))
+      const db2 = new Database(file, { readonly: true })
+      try {
+        assert.strictEqual((db2.prepare("SELECT count(*) AS n FROM attempts WHERE pno = 0").get() as { n: number }).n, 0)
+        assert.strictEqual((db2.prepare("SELECT count(*) AS n FROM events WHERE pno = 0").get() as { n: number }).n, 0)
+      } finally {
+        db2.close()
+      }
+    })
+  })
+
+  it.effect("child rows are grouped in admission order; paging crosses pages without loss; pipelines stay by (createdAt, id)", () => {
+    const file = tempStorePath()
+    return Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: file })
+      // admitted in reverse id order, in three admissions; z-ids are created first
+      const ids = Array.from({ length: 900 }, (_, i) => `q${String(i).padStart(4, "0")}`)
+      const order = [...ids].reverse()
+      for (const part of [order.slice(0, 300), order.slice(300, 600), order.slice(600)]) {
+        yield* store.admit(part.map((id) => pipeline(id, { createdAt: 1000 + Number(id.slice(1)) })))
+      }
+      // re-admitting keeps the pipeline's place
+      yield* store.admit([pipeline("q0899", { createdAt: 1899, state: "running" })])
+      yield* Effect.forEach(order, (id) => Effect.all([store.putTask(task(id, 1)), store.putTask(task(id, 0))]), { concurrency: 8 })
+      const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
+      assert.strictEqual(tasks.length, 1800, "two pages of 1000, no loss")
+      assert.deepStrictEqual(
+        tasks.map((t) => t.taskRunId),
+        order.flatMap((id) => [`${id}/0`, `${id}/1`]),
+        "admission order, then seq"
+      )
+      const byRun = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ runId: "run-1" })))
+      assert.deepStrictEqual(byRun.map((t) => t.taskRunId), tasks.map((t) => t.taskRunId))
+      const one = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: "q0450" })))
+      assert.deepStrictEqual(one.map((t) => t.seq), [0, 1])
+      // pipelines keep their documented order whatever the admission order
+      const ps = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines())).map((p) => p.pipelineId)
+      assert.deepStrictEqual(ps, ids)
+      const page1 = yield* store.pipelinesPage({ limit: 500 })
+      const page2 = yield* store.pipelinesPage({ limit: 500, after: page1.next! })
+      assert.deepStrictEqual([...page1.pipelines, ...page2.pipelines].map((p) => p.pipelineId), ids)
+      assert.isNull(page2.next)
+      const bundles = yield* store.loadBundles(["q0001", "q0898"], { payloads: "none" })
+      assert.deepStrictEqual(bundles.get("q0898")!.tasks.map((t) => t.seq), [0, 1])
+    }))
+  })
+
+  it.effect("rows written before their pipeline is admitted are found by pipeline id, before and after admission", () => {
+    const file = tempStorePath()
+    return Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: file })
+      yield* store.admit([pipeline("other")])
+      yield* store.putTask(task("early", 0))
+      yield* store.putArtifact(artifact("early", 0, new Uint8Array([1]), true))
+      yield* store.putArtifact(artifact("late", 0, new Uint8Array([2]), true))
+      yield* store.emitEvent(event("k", "early"))
+      const read = Effect.gen(function*() {
+        return {
+          tasks: Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: "early" }))).map((t) => t.taskRunId),
+          finals: (yield* store.listArtifacts("early")).filter((a) => a.isFinal).length,
+          lateFinals: (yield* store.listArtifacts("late")).filter((a) => a.isFinal).length,
+          events: yield* store.countEvents({ pipelineId: "early" })
+        }
+      })
+      const expected = { tasks: ["early/0"], finals: 1, lateFinals: 1, events: 1 }
+      assert.deepStrictEqual(yield* read, expected, "a final artifact of one unadmitted pipeline leaves another's alone")
+      yield* store.admit([pipeline("early")])
+      yield* store.checkpoint({ pipelineId: "early", task: task("early", 1), pipeline: { nTasksDone: 2, updatedAt: 3000 } })
+      assert.deepStrictEqual(yield* read, { ...expected, tasks: ["early/0", "early/1"] })
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("early")).nTasksDone, 2)
+    }))
   })
 
   it.effect("read-only open of a missing or un-migrated file is a clear error and creates nothing", () => {

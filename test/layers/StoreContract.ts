@@ -142,7 +142,14 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const gotTasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
           assert.strictEqual(gotTasks.length, 2400)
           assert.strictEqual(new Set(gotTasks.map((t) => t.taskRunId)).size, 2400)
-          assert.deepStrictEqual(gotTasks.slice(0, 2).map((t) => t.taskRunId), ["p00000/0", "p00000/0b"])
+          // grouped by pipeline (in the store's pipeline order: by id in memory, by admission in
+          // SQLite), then by seq and taskRunId
+          const groups = gotTasks.map((t) => t.pipelineId).filter((id, i, all) => i === 0 || all[i - 1] !== id)
+          assert.strictEqual(groups.length, 1200, "each pipeline's tasks are contiguous")
+          for (let i = 0; i < gotTasks.length; i += 2) {
+            const id = gotTasks[i]!.pipelineId
+            assert.deepStrictEqual(gotTasks.slice(i, i + 2).map((t) => t.taskRunId), [`${id}/0`, `${id}/0b`])
+          }
         })))
 
     it.effect("limits: none = all, 0 = empty, negative or non-integer = ConfigError", () =>

@@ -84,8 +84,10 @@ export * as MemoryStore from "./layers/MemoryStore.js"
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */
 export * as Plugins from "./layers/Plugins.js"
+export * as PluginUri from "./layers/PluginUri.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+export * as StoreResolver from "./layers/StoreResolver.js"
 
 // built-in tasks and sources
 /** echo, delay, flaky, boom, leaky, simulateLlm. @since 0.1.0 */

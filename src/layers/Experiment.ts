@@ -42,6 +42,8 @@ import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
 import { jsonlSource, rangeSource, type SourceError } from "../tasks/Sources.js"
 import * as Plugins from "./Plugins.js"
+import * as PluginUri from "./PluginUri.js"
+import * as StoreResolver from "./StoreResolver.js"
 
 /**
  * Identity helper for TypeScript experiments (`export default defineExperiment({...})`),
@@ -560,7 +562,8 @@ const buildPools = (
 const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput => {
   const r = def.run ?? {}
   const out: Record<string, unknown> = { ...r }
-  if (r.store !== undefined && r.store !== ":memory:") out["store"] = path.resolve(baseDir, r.store)
+  // a plugin URI (`vault://qa`) is not a path
+  if (r.store !== undefined && r.store !== ":memory:" && !PluginUri.isUri(r.store)) out["store"] = path.resolve(baseDir, r.store)
   return out as RunConfig.RunConfigInput
 }
 
@@ -921,6 +924,11 @@ const check = (
       ? expanded["plugins"].filter((p): p is string => typeof p === "string")
       : []
     const plugins = specifiers.length === 0 ? Plugins.empty : yield* Plugins.load(specifiers, ctx.baseDir)
+    // The store and artifact backend specs resolve against built-ins and these plugins'
+    // schemes: `validate` refuses what `run` would.
+    const rawRun = isRecord(expanded) && isRecord(expanded["run"]) ? expanded["run"] : undefined
+    issues.push(...Option.toArray(StoreResolver.checkStoreSpec(rawRun?.["store"], plugins)))
+    issues.push(...Option.getOrElse(StoreResolver.checkArtifactBackendSpec(rawRun?.["artifactBackend"], plugins), () => []))
     const rawPools = isRecord(expanded) && isRecord(expanded["pools"])
       ? expanded["pools"]
       : isRecord(expanded) && expanded["pools"] === undefined

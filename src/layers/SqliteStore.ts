@@ -13,6 +13,13 @@
  *   synchronous connection. See docs/store.md.
  * - **Schema** through `Migrator.make({})` + `Migrator.fromRecord`; `store_meta` holds the
  *   schema version and feature level (`base`); an unknown level or a newer version is refused.
+ *   Version 3 numbers pipelines at admission (`pno`, the rowid of `pipelines`) and keys every
+ *   child table and per-pipeline index by that number, so a group commit touches the few pages
+ *   of the pipelines in flight instead of random pages everywhere (see `MIGRATION_0003`). The
+ *   writer resolves ids to numbers through a bounded map of unfinished pipelines. Reads by
+ *   pipeline id go through `pno = (SELECT pno … WHERE pipeline_id = ?)`; child rows are
+ *   grouped in admission order. A read-only open of a version 1–2 store reads by `pipeline_id`
+ *   (and groups child rows by id), never migrating it.
  * - **One writer**: `<file>.lock` is held with an OS file lock (SQLite `BEGIN EXCLUSIVE` on a
  *   separate lock database), released by the kernel if the holder dies (even `kill -9`). A
  *   second writer fails fast naming the holder recorded in `store_writer`. Read-only opens

@@ -434,6 +434,12 @@ interface PoolState {
   handle: PoolHandle | undefined
 }
 
+/**
+ * How many pipelines' last resource a pool remembers for `sticky` (least recently leased
+ * forgotten first): far more than can be in flight at once, bounded for endless runs.
+ */
+const STICKY_MAX = 16_384
+
 /** The slots one acquire has taken so far; all but the one it keeps are given back. */
 interface Attempt {
   readonly taken: Array<Res>
@@ -1099,7 +1105,14 @@ class Core {
     const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
     res.leases.add(id)
     pool.leasesTotal++
-    if (holder.pipelineId !== "") pool.sticky.set(holder.pipelineId, res.resource.id)
+    if (holder.pipelineId !== "") {
+      // Most recently used last; the oldest entry goes once the map is full, so that an
+      // endless run does not keep one entry per pipeline it ever saw.
+      const sticky = pool.sticky
+      sticky.delete(holder.pipelineId)
+      sticky.set(holder.pipelineId, res.resource.id)
+      if (sticky.size > STICKY_MAX) sticky.delete(sticky.keys().next().value!)
+    }
     if (holder.owner !== undefined) {
       let set = this.owners.get(holder.owner)
       if (set === undefined) this.owners.set(holder.owner, set = new Set())

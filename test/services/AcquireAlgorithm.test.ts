@@ -172,6 +172,19 @@ describe("algorithms in a pool", () => {
         assert.strictEqual(other, "a")
       })))
 
+  it.effect("sticky memory is bounded: the least recently leased pipelines are forgotten, recent ones kept", () =>
+    withPools([Pool.make("p", [w("a", 4), w("b", 4)], { algorithm: "sticky" })], (pools) =>
+      Effect.gen(function*() {
+        const holder = (pipelineId: string): Pool.Holder => ({ taskName: "t", pipelineId })
+        yield* Effect.scoped(pools.acquire({ id: "b" }, holder("old")))
+        // far more pipelines than the pool remembers (an endless run)
+        for (let i = 0; i < 20_000; i++) yield* Effect.scoped(pools.acquire({ id: "a" }, holder(`p${i}`)))
+        yield* Effect.scoped(pools.acquire({ id: "b" }, holder("recent")))
+        // forgotten: the fallback takes the first free resource; remembered: back to "b"
+        assert.strictEqual(yield* Effect.scoped(Effect.map(pools.acquire({}, holder("old")), idOf)), "a")
+        assert.strictEqual(yield* Effect.scoped(Effect.map(pools.acquire({}, holder("recent")), idOf)), "b")
+      })))
+
   it.effect("quotaAware orders by remaining declared quota and never refuses", () =>
     withPools(
       [Pool.make("p", [

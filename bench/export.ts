@@ -7,7 +7,11 @@
  * 2. Exports every pipeline as `results` and as nested `pipelines`, to jsonl and csv, through
  *    `Export.exportStores` (read-only store + `Store.loadBundles`), and beside each kind a raw
  *    export: better-sqlite3 iterating the same rows (same joins, pages of 1000), `JSON.parse`
- *    of the payloads, `JSON.stringify` of each row, one buffered write stream.
+ *    of the payloads, `JSON.stringify` of each row, one buffered write stream. It reads the
+ *    schema-v3 way: child rows by the page's pipeline numbers (`pno IN (…)`, the leading
+ *    column of `tasks`' key and of `artifacts_pipeline`), in `pno, seq` order; `pipeline_id`
+ *    is not indexed in those tables any more, so a `pipeline_id IN (…)` read would scan them.
+ *    A store below schema version 3 is refused (delete it and let the bench rebuild it).
  *    `ratio_to_raw` = export rows/s ÷ raw rows/s of the same kind (the raw export is jsonl).
  *    `rss_peak_mb` is the peak resident set sampled every 20 ms during that export, beside
  *    `rss_start_mb`: memory is flat when the peak does not grow with the number of rows.
@@ -105,17 +109,18 @@ const raw = async (kind: "results" | "pipelines", out: string): Promise<number> 
   const write = (s: string) => (ws.write(s) ? Promise.resolve() : new Promise<void>((r) => ws.once("drain", () => r())))
   const page = db.prepare("SELECT * FROM pipelines WHERE (created_at, pipeline_id) > (?, ?) ORDER BY created_at, pipeline_id LIMIT 1000")
   const marks = "?,".repeat(999) + "?"
-  const finals = db.prepare(`SELECT pipeline_id, payload FROM artifacts WHERE pipeline_id IN (${marks}) AND is_final = 1`)
-  const tasks = db.prepare(`SELECT * FROM tasks WHERE pipeline_id IN (${marks}) ORDER BY pipeline_id, seq, task_run_id`)
-  const arts = db.prepare(`SELECT * FROM artifacts WHERE pipeline_id IN (${marks}) ORDER BY pipeline_id, seq, artifact_id`)
+  // schema v3: child rows by pipeline number, the leading column of their per-pipeline keys
+  const finals = db.prepare(`SELECT pipeline_id, payload FROM artifacts WHERE pno IN (${marks}) AND is_final = 1`)
+  const tasks = db.prepare(`SELECT * FROM tasks WHERE pno IN (${marks}) ORDER BY pno, seq, task_run_id`)
+  const arts = db.prepare(`SELECT * FROM artifacts WHERE pno IN (${marks}) ORDER BY pno, seq, artifact_id`)
   const dec = new TextDecoder()
   let n = 0
   let cursor: [number, string] = [-1, ""]
   for (;;) {
     const ps = page.all(...cursor) as Array<Record<string, any>>
     if (ps.length === 0) break
-    const ids = ps.map((p) => p.pipeline_id as string)
-    const padded = ids.concat(Array(1000 - ids.length).fill(""))
+    // pad with -1: never a pipeline number (0 is the number of unadmitted child rows)
+    const padded = ps.map((p) => p.pno as number).concat(Array(1000 - ps.length).fill(-1))
     let s = ""
     if (kind === "results") {
       const f = new Map((finals.all(...padded) as Array<any>).map((r) => [r.pipeline_id, JSON.parse(dec.decode(r.payload))]))
@@ -165,9 +170,23 @@ const measure = async (f: () => Promise<number>) => {
   return { rows, sec, cpu: (c.user + c.system) / 1e6, rssStart, rssPeak: stop() }
 }
 
+/** The schema version of the store file (`store_meta.schema_version`). */
+const schemaVersion = (path: string): number => {
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    return Number((db.prepare("SELECT value FROM store_meta WHERE key = 'schema_version'").pluck().get() as string | undefined) ?? 0)
+  } finally {
+    db.close()
+  }
+}
+
 const main = async () => {
   if (!(keep !== undefined && fs.existsSync(keep))) {
     await Effect.runPromise(Effect.scoped(Effect.provide(build, SqliteStore.layer({ filename: file }))))
+  }
+  const version = schemaVersion(file)
+  if (version < 3) {
+    throw new Error(`${file} has schema version ${version}; the raw export reads schema 3: delete it and rerun to rebuild`)
   }
   const results: Array<Record<string, unknown>> = []
   for (let round = 1; round <= ROUNDS; round++) {

@@ -576,8 +576,11 @@ export interface StoreService {
   /**
    * The task rows and artifacts of many pipelines at once (see {@link BundleOptions}), for
    * exports: SQLite answers each 500 ids with one query per table. Every id in `pipelineIds`
-   * has an entry (empty lists for an unknown id). Blob payloads are read from the artifact
-   * backend; a missing blob reads as `available: false` without a payload.
+   * has an entry (empty lists for an unknown id); within a bundle, rows are ordered as
+   * {@link PipelineBundle} says. On SQLite (schema version 3) only rows of admitted
+   * pipelines are found: child rows written before their pipeline's admission appear once it
+   * is admitted. Blob payloads are read from the artifact backend; a missing blob reads as
+   * `available: false` without a payload.
    */
   readonly loadBundles: (
     pipelineIds: ReadonlyArray<string>,
@@ -590,7 +593,14 @@ export interface StoreService {
     readonly state?: PipelineState | undefined
     readonly limit?: Limit
   }) => Stream.Stream<PipelineRecord, ReadError>
-  /** Task rows by pipelineId, seq, then taskRunId. */
+  /**
+   * Task rows grouped by pipeline in the store's pipeline order, then by seq, then taskRunId.
+   * The pipeline order is the store's own: admission order on SQLite schema version 3 (the
+   * pipeline number given at first admission; rows of pipelines not yet admitted come first),
+   * pipelineId on a read-only open of an older SQLite store and in `MemoryStore`. It is neither
+   * {@link streamPipelines}' order nor stable across stores, so callers that join tasks to
+   * pipelines must group by pipelineId, not rely on matching orders.
+   */
   readonly streamTasks: (options?: {
     readonly pipelineId?: string | undefined
     readonly runId?: string | undefined

@@ -21,7 +21,6 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import type { Scope } from "effect"
 import {
   Cause,
   Clock,
@@ -39,6 +38,7 @@ import {
   Random,
   Schedule,
   Schema,
+  Scope,
   Stream
 } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
@@ -613,11 +613,12 @@ class AttemptContext implements TaskContext {
   }
   get acquire(): TaskContext["acquire"] {
     return <Client,>(opts?: AcquireOptions | string) =>
-      Effect.tap(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) =>
-        Effect.zipRight(
-          Effect.sync(() => this.#track(lease)),
-          Effect.addFinalizer(() => Effect.sync(() => this.#untrack(lease)))
-        ))
+      Effect.tap(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
+        this.#track(lease)
+        // `Scope.addFinalizer` on the scope itself: `Effect.addFinalizer` would snapshot and
+        // diff the FiberRefs for a finalizer that reads none.
+        return Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(() => this.#untrack(lease))))
+      })
   }
   get acquireLease(): TaskContext["acquireLease"] {
     return <Client,>(opts?: AcquireOptions | string) =>

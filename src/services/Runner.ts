@@ -825,7 +825,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
     }
     if (config.handleSignals) yield* installSignalHandlers(requestStop)
 
-    const admission = yield* Effect.makeSemaphore(config.maxAdmitted)
+    // Admission slots: the feeder waits here when maxAdmitted pipelines are in; a stop
+    // interrupts the feeder itself (its wait included).
+    const admission = makeSlotGate(config.maxAdmitted, () => false)
     const slots = makeSlotGate(config.concurrency, () => state.stopping)
     // The clock of the run, read synchronously on the hot path (TestClock in tests).
     const clock = yield* Effect.clock
@@ -1491,9 +1493,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
     ) =>
       Effect.gen(function*() {
         // The feeder is interrupted when the run stops, which ends this wait.
-        yield* admission.take(1)
+        const hold: SlotHold = { holding: false, inAttempt: false }
+        yield* admission.take(hold)
         if (state.stopping) {
-          yield* admission.release(1)
+          admission.release(hold)
           return
         }
         state.admitted++
@@ -1537,15 +1540,20 @@ const runOnce = <S extends AnySpec, SE, SR>(
           : []
         // The row is written by the pipeline's own fiber, so that the admissions of many
         // pipelines share one group commit instead of the feeder waiting for each.
-        const admitted = Effect.zipRight(
-          store.admit([record], seeds),
-          Effect.forEach(decision.events, (e) => store.emitEvent(e), { discard: true })
-        )
+        const admitted = decision.events.length === 0
+          ? store.admit([record], seeds)
+          : Effect.zipRight(
+            store.admit([record], seeds),
+            Effect.forEach(decision.events, (e) => store.emitEvent(e), { discard: true })
+          )
         yield* FiberSet.run(
           fibers,
           Effect.zipRight(admitted, runPipeline(spec, decision.start)).pipe(
             Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
-            Effect.ensuring(Effect.zipRight(admission.release(1), Effect.sync(() => state.admitted--)))
+            Effect.ensuring(Effect.sync(() => {
+              admission.release(hold)
+              state.admitted--
+            }))
           )
         )
       })

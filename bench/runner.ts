@@ -1,9 +1,12 @@
 /**
  * Runner benchmark (run: `npx tsx bench/runner.ts`; prints JSON lines).
  *
- * In one run, for N = 20,000 pipelines of 3 trivial tasks at concurrency 64:
+ * In one run, for N = 20,000 pipelines of 3 trivial tasks at concurrency 64 (in a child
+ * process; BENCH_ROUNDS interleaved rounds, default 2, best round of each, wall and CPU time):
  * 1. raw: better-sqlite3 writing the same facts with prepared single-row statements in
- *    transactions of 256 pipelines (the definition shared with bench/store.ts);
+ *    transactions of 256 pipelines (the definition shared with bench/store.ts), under the
+ *    content-addressed ids assay gives these pipelines (also reported with sequential ids
+ *    `p0, p1, …`, which make every index insert an append: `ratio_to_raw_sequential_ids`);
  * 2. assay on SqliteStore (file, journal full);
  * 3. assay on MemoryStore;
  * 4. a bare `Effect.forEach` over the same task functions, same concurrency;
@@ -13,11 +16,11 @@
  * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 50,000).
  *
- * Environment: BENCH_PIPELINES (20000), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
+ * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (2), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
  * BENCH_RESUME (100000).
  */
 import { NodeContext } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -112,32 +115,87 @@ if (mode === "rss") {
       return { first: first.ms, second: second.ms, skipped: second.report.skipped }
     })
   ).then((r) => console.log(JSON.stringify({ n, ...r })))
+} else if (mode === "throughput") {
+  // The five variants, ROUNDS rounds interleaved, best round of each; wall clock and CPU time
+  // (process.cpuUsage), since the machine may be shared.
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 2)
+  const best = (xs: ReadonlyArray<{ ms: number; cpuMs: number }>) => ({
+    ms: Math.min(...xs.map((x) => x.ms)),
+    cpuMs: Math.min(...xs.map((x) => x.cpuMs))
+  })
+  const timed = <A, E>(self: Effect.Effect<A, E>) =>
+    Effect.suspend(() => {
+      const c0 = process.cpuUsage()
+      return Effect.map(self, (ms) => {
+        const c = process.cpuUsage(c0)
+        return { ms: ms as number, cpuMs: (c.user + c.system) / 1000 }
+      })
+    })
+  const main = Effect.gen(function*() {
+    // The ids assay gives these pipelines (content-addressed), so that the raw bound writes the
+    // same facts under the same keys.
+    const ids = Array.from(yield* Stream.runCollect(plain.map(seeds(N))), (s) => s.pipelineId)
+    const raws: Array<{ ms: number; cpuMs: number }> = []
+    const rawSeqs: Array<{ ms: number; cpuMs: number }> = []
+    const sqlites: Array<{ ms: number; cpuMs: number }> = []
+    const memories: Array<{ ms: number; cpuMs: number }> = []
+    const pooleds: Array<{ ms: number; cpuMs: number }> = []
+    const bares: Array<{ ms: number; cpuMs: number }> = []
+    for (let round = 0; round < rounds; round++) {
+      raws.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-${round}.db`), N, (i) => ids[i]!))))
+      rawSeqs.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-seq-${round}.db`), N))))
+      sqlites.push(
+        yield* timed(Effect.map(runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, `assay-${round}.db`) }), N), (r) => r.ms))
+      )
+      memories.push(yield* timed(Effect.map(runWith(plain, MemoryStore.layer(), N), (r) => r.ms)))
+      bares.push(yield* timed(bare(N)))
+      pooleds.push(
+        yield* timed(Effect.map(runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, `pooled-${round}.db`) }), N), (r) => r.ms))
+      )
+    }
+    const [raw, rawSeq, sqlite, memory, pooled, bareB] = [raws, rawSeqs, sqlites, memories, pooleds, bares].map(best)
+    const line = (name: string, x: { ms: number; cpuMs: number }) =>
+      emit({
+        bench: `runner.${name}`,
+        ms: Math.round(x.ms),
+        pipelines_per_s: rate(N, x.ms),
+        cpu_us_per_pipeline: Math.round((x.cpuMs * 1000) / N)
+      })
+    line("raw", raw!)
+    line("raw_sequential_ids", rawSeq!)
+    line("sqlite", sqlite!)
+    line("memory", memory!)
+    line("bare_forEach", bareB!)
+    line("sqlite_pooled", pooled!)
+    emit({
+      bench: "runner.ratios",
+      ratio_to_raw: +(raw!.ms / sqlite!.ms).toFixed(3),
+      ratio_to_raw_target: 0.35,
+      cpu_ratio_to_raw: +(raw!.cpuMs / sqlite!.cpuMs).toFixed(3),
+      ratio_to_raw_sequential_ids: +(rawSeq!.ms / sqlite!.ms).toFixed(3),
+      pool_ratio: +(sqlite!.ms / pooled!.ms).toFixed(3),
+      pool_ratio_target: 0.6,
+      memory_to_sqlite: +(sqlite!.ms / memory!.ms).toFixed(3)
+    })
+  })
+  Effect.runPromise(main).then(
+    () => fs.rmSync(dir, { recursive: true, force: true }),
+    (e) => {
+      console.error(e)
+      process.exit(1)
+    }
+  )
 } else {
   const main = Effect.gen(function*() {
     emit({ bench: "runner.setup", pipelines: N, concurrency: CONCURRENCY, tasks: 3, node: process.version })
-    const rawMs = rawBound(nodePath.join(dir, "raw.db"), N)
-    emit({ bench: "runner.raw", ms: Math.round(rawMs), pipelines_per_s: rate(N, rawMs) })
-
-    const sqlite = yield* runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, "assay.db") }), N)
-    emit({ bench: "runner.sqlite", ms: Math.round(sqlite.ms), pipelines_per_s: rate(N, sqlite.ms) })
-
-    const memory = yield* runWith(plain, MemoryStore.layer(), N)
-    emit({ bench: "runner.memory", ms: Math.round(memory.ms), pipelines_per_s: rate(N, memory.ms) })
-
-    const bareMs = yield* bare(N)
-    emit({ bench: "runner.bare_forEach", ms: Math.round(bareMs), pipelines_per_s: rate(N, bareMs) })
-
-    const pooled = yield* runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, "pooled.db") }), N)
-    emit({ bench: "runner.sqlite_pooled", ms: Math.round(pooled.ms), pipelines_per_s: rate(N, pooled.ms) })
-
-    emit({
-      bench: "runner.ratios",
-      ratio_to_raw: +(rawMs / sqlite.ms).toFixed(3),
-      ratio_to_raw_target: 0.35,
-      pool_ratio: +(sqlite.ms / pooled.ms).toFixed(3),
-      pool_ratio_target: 0.6,
-      memory_to_sqlite: +(sqlite.ms / memory.ms).toFixed(3)
+    // Throughput in a child process of its own (clean heap and caches).
+    const t = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, "throughput"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+      maxBuffer: 1 << 20
     })
+    if (t.status !== 0) throw new Error("throughput child failed")
+    process.stdout.write(t.stdout)
 
     const child = (args: ReadonlyArray<string>) => {
       const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...args], {

@@ -6,7 +6,8 @@
  */
 import { Command } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
-import { Effect, FiberId } from "effect"
+import { Console, Effect, FiberId } from "effect"
+import { stripVTControlCharacters } from "node:util"
 import { exitCodeOf } from "./Exit.js"
 import { exportCommand } from "./ExportCommand.js"
 import { merge } from "./MergeCommand.js"
@@ -42,6 +43,28 @@ export const assay = Command.make("assay").pipe(
 export const cli = Command.run(assay, { name: "assay", version: "0.1.0" })
 
 /**
+ * Outside a terminal (output piped or redirected) or with `NO_COLOR` set, what the CLI prints
+ * through `Console` (help, reports) loses its ANSI styling, so files and pipes get plain text.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const plainWhenPiped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined
+    ? self
+    : Effect.consoleWith((console) => {
+      const strip = (args: ReadonlyArray<unknown>) =>
+        args.map((a) => (typeof a === "string" ? stripVTControlCharacters(a) : a))
+      return Console.withConsole(self, {
+        ...console,
+        log: (...args) => console.log(...strip(args)),
+        error: (...args) => console.error(...strip(args)),
+        info: (...args) => console.info(...strip(args)),
+        warn: (...args) => console.warn(...strip(args))
+      })
+    })
+
+/**
  * Runs the CLI as the process's main program and exits with {@link exitCodeOf}'s code.
  *
  * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM interrupt the
@@ -53,7 +76,7 @@ export const cli = Command.run(assay, { name: "assay", version: "0.1.0" })
  * @category running
  */
 export const main = (argv: ReadonlyArray<string>): void => {
-  const fiber = Effect.runFork(cli(argv).pipe(Effect.provide(NodeContext.layer)))
+  const fiber = Effect.runFork(plainWhenPiped(cli(argv)).pipe(Effect.provide(NodeContext.layer)))
   const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
   const onSignal = (signal: NodeJS.Signals) => () => {
     // The runner's handler is installed: let it stop the run gracefully.

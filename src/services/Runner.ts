@@ -455,8 +455,13 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
       })
 
     const service: RunnerService = {
-      run: (source, overrides) =>
-        runOnce(store, pools, bus, state, requestStop, reportMetricFor, { ...base, ...overrides }, source) as any,
+      // The per-attempt Scope a task may require is provided by the runner itself.
+      run: <S extends AnySpec, SE = never, SR = never>(source: SpecSource<S, SE, SR>, overrides?: RunOptions) =>
+        runOnce(store, pools, bus, state, requestStop, reportMetricFor, { ...base, ...overrides }, source) as Effect.Effect<
+          RunReport,
+          RunError | SE,
+          Exclude<SpecContext<S>, Scope.Scope> | SR
+        >,
       stats: Effect.gen(function*() {
         const byPool: Record<string, PoolStats> = {}
         for (const name of yield* pools.names) {
@@ -1187,7 +1192,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
     const registryFor = (task: Task.Any): CodecRegistry => {
       let r = registries.get(task)
       if (r === undefined) {
-        r = task.outputSchema === undefined ? registry : registry.registerSchema(task.outputSchema as any)
+        r = task.outputSchema === undefined ? registry : registry.registerSchema(task.outputSchema)
         registries.set(task, r)
       }
       return r

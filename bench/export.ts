@@ -119,27 +119,28 @@ const raw = async (kind: "results" | "pipelines", out: string): Promise<number> 
   for (;;) {
     const ps = page.all(...cursor) as Array<Record<string, any>>
     if (ps.length === 0) break
-    // pad with -1: never a pipeline number (0 is the number of unadmitted child rows)
+    // pad with -1: never a pipeline number (0 is the number of unadmitted child rows); `pno`
+    // is left out of the output (`undefined`), so the raw rows are the same as before v3
     const padded = ps.map((p) => p.pno as number).concat(Array(1000 - ps.length).fill(-1))
     let s = ""
     if (kind === "results") {
       const f = new Map((finals.all(...padded) as Array<any>).map((r) => [r.pipeline_id, JSON.parse(dec.decode(r.payload))]))
-      for (const p of ps) s += JSON.stringify({ ...p, tags: JSON.parse(p.tags), payload: f.get(p.pipeline_id) ?? null }) + "\n"
+      for (const p of ps) s += JSON.stringify({ ...p, pno: undefined, tags: JSON.parse(p.tags), payload: f.get(p.pipeline_id) ?? null }) + "\n"
     } else {
       const byT = new Map<string, Array<any>>()
       for (const t of tasks.all(...padded) as Array<any>) {
         const l = byT.get(t.pipeline_id) ?? []
-        l.push({ ...t, lease_ids: JSON.parse(t.lease_ids) })
+        l.push({ ...t, pno: undefined, lease_ids: JSON.parse(t.lease_ids) })
         byT.set(t.pipeline_id, l)
       }
       const byA = new Map<string, Array<any>>()
       for (const a of arts.all(...padded) as Array<any>) {
         const l = byA.get(a.pipeline_id) ?? []
-        l.push({ ...a, payload: a.payload === null ? null : JSON.parse(dec.decode(a.payload)) })
+        l.push({ ...a, pno: undefined, payload: a.payload === null ? null : JSON.parse(dec.decode(a.payload)) })
         byA.set(a.pipeline_id, l)
       }
       for (const p of ps) {
-        s += JSON.stringify({ ...p, tags: JSON.parse(p.tags), tasks: byT.get(p.pipeline_id) ?? [], artifacts: byA.get(p.pipeline_id) ?? [] }) + "\n"
+        s += JSON.stringify({ ...p, pno: undefined, tags: JSON.parse(p.tags), tasks: byT.get(p.pipeline_id) ?? [], artifacts: byA.get(p.pipeline_id) ?? [] }) + "\n"
       }
     }
     n += ps.length

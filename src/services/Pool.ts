@@ -123,7 +123,7 @@ export const make = (
  *   pool's).
  * - `heldPools()`: the pools it already holds leases from; when non-empty and the acquire
  *   waits longer than the smallest `deadlockWarn` of those pools, `acquire.suspected_deadlock`
- *   is emitted.
+ *   is emitted. Without it, the pools of the unreleased leases tracked under `owner` are used.
  * - `owner`: a key (for example the attempt id) under which leases are tracked, for
  *   {@link PoolsService.heldBy}, {@link PoolsService.releaseAll} and
  *   {@link PoolsService.reclaim}.
@@ -957,8 +957,17 @@ class Core {
     return this.watchDeadlock(parked, pool, holder)
   }
 
+  /** The pools an owner holds unreleased leases from (what `heldPools` defaults to). */
+  heldPoolsOf(owner: string | undefined): ReadonlyArray<string> {
+    const set = owner === undefined ? undefined : this.owners.get(owner)
+    if (set === undefined || set.size === 0) return []
+    const pools = new Set<string>()
+    for (const lease of set) pools.add(lease.pool)
+    return Array.from(pools)
+  }
+
   watchDeadlock<A, E>(wait: Effect.Effect<A, E>, pool: PoolState, holder: Holder): Effect.Effect<A, E> {
-    const held = holder.heldPools?.() ?? []
+    const held = holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
     if (held.length === 0) return wait
     let warnMs = Infinity
     for (const name of held) {

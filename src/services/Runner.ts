@@ -555,7 +555,6 @@ class AttemptContext implements TaskContext {
   /** Whether the escape hatch was used (its leases are reclaimed after the attempt). */
   rawLeases = false
   #seed: number | undefined = undefined
-  #heldPools: Map<string, number> | undefined = undefined
   #holder: Holder | undefined = undefined
   readonly #shared: AttemptShared
   readonly #task: Task.Any
@@ -591,21 +590,11 @@ class AttemptContext implements TaskContext {
       defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
         "defaultAlgorithm"
       ],
-      heldPools: () => (this.#heldPools === undefined ? [] : Array.from(this.#heldPools.keys())),
       owner: this.owner
     }
   }
   #track(lease: Lease): void {
     ;(this.leaseIds ??= []).push(lease.id)
-    const held = this.#heldPools ??= new Map()
-    held.set(lease.pool, (held.get(lease.pool) ?? 0) + 1)
-  }
-  #untrack(lease: Lease): void {
-    const held = this.#heldPools
-    if (held === undefined) return
-    const n = (held.get(lease.pool) ?? 1) - 1
-    if (n <= 0) held.delete(lease.pool)
-    else held.set(lease.pool, n)
   }
   get publishResource(): TaskContext["publishResource"] {
     return (pool, resource) => this.#shared.pools.add(pool, resource)
@@ -618,11 +607,11 @@ class AttemptContext implements TaskContext {
   }
   get acquire(): TaskContext["acquire"] {
     return <Client,>(opts?: AcquireOptions | string) =>
-      Effect.tap(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
+      // The pool tracks the attempt's unreleased leases under its owner key (held pools for
+      // deadlock warnings, reclaim); the attempt only records the ids for its task row.
+      Effect.map(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
         this.#track(lease)
-        // `Scope.addFinalizer` on the scope itself: `Effect.addFinalizer` would snapshot and
-        // diff the FiberRefs for a finalizer that reads none.
-        return Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(() => this.#untrack(lease))))
+        return lease
       })
   }
   get acquireLease(): TaskContext["acquireLease"] {

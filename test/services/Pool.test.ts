@@ -495,6 +495,34 @@ describe("Pools: membership and events", () => {
         })
     ))
 
+  it.effect("without heldPools, the pools of the owner's unreleased leases count as held (the runner's attempts)", () =>
+    withPools(
+      [Pool.make("a", [worker("x")], { deadlockWarn: "5 seconds" }), Pool.make("b", [worker("y")])],
+      (pools) =>
+        Effect.gen(function*() {
+          const events = yield* pools.events({ kinds: ["acquire.suspected_deadlock"] })
+          const blocker = yield* pools.acquireRaw("b")
+          const holder: Pool.Holder = { taskName: "t", pipelineId: "p1", owner: "p1:0:1" }
+          // holding "a", then waiting on "b": warned after a's deadlockWarn
+          const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+            yield* pools.acquire("a", holder)
+            yield* pools.acquire("b", holder)
+          })))
+          yield* TestClock.adjust("5 seconds")
+          const e = yield* Queue.take(events)
+          assert.deepStrictEqual(e.data["heldPools"], ["a"])
+          yield* blocker.releaseNow
+          yield* Fiber.join(fiber)
+          // the same owner after releasing everything holds nothing: no warning
+          const b2 = yield* pools.acquireRaw("b")
+          const f2 = yield* Effect.fork(Effect.scoped(pools.acquire("b", holder)))
+          yield* TestClock.adjust("1 minute")
+          assert.strictEqual(yield* Queue.size(events), 0)
+          yield* b2.releaseNow
+          yield* Fiber.join(f2)
+        })
+    ))
+
   it.effect("subscribe streams events; onEvent callbacks of the pool and of the service both see them", () =>
     Effect.gen(function*() {
       const perPool: Array<string> = []

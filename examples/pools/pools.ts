@@ -7,7 +7,7 @@
  *
  * Prints one JSON line per step and a final `summary` line.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Chunk, Console, Data, Effect, Queue } from "effect"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Pool from "../../src/services/Pool.js"

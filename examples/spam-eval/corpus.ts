@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Schema, Stream } from "effect"
 import { createRequire } from "node:module"
 import * as NodePath from "node:path"

@@ -19,9 +19,12 @@
  *
  * @since 0.1.0
  */
-import { Command as Cli, Options } from "@effect/cli"
-import { Command, FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as Cli from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Command from "@effect/platform/Command"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Console, Data, Duration, Effect, Option, Schema, Stream } from "effect"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Clock, Effect, Either, Option, Stream } from "effect"
 import * as NodePath from "node:path"
 import type { PipelineRecord } from "../../src/domain/Records.js"

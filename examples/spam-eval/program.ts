@@ -17,8 +17,9 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Console, Duration, Effect, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import * as NodePath from "node:path"
 import { ConfigError } from "../../src/domain/Errors.js"

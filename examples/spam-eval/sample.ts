@@ -10,9 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Console, Effect, Option, Schema } from "effect"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ValidationError } from "@effect/cli"
+import * as ValidationError from "@effect/cli/ValidationError"
 import { Cause, Exit, Option } from "effect"
 import { isConfigFamily, messageOf } from "../domain/Errors.js"
 

@@ -9,7 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Export from "../services/Export.js"

@@ -9,7 +9,8 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"

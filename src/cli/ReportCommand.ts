@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import * as Report from "../services/Report.js"
 import * as StoreArgs from "./StoreArgs.js"

@@ -16,8 +16,9 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Console, Duration, Effect, Either, Layer, Option, Schema } from "effect"

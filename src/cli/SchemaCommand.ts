@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Command } from "@effect/cli"
+import * as Command from "@effect/cli/Command"
 import { Console, Effect, JSONSchema, Schema } from "effect"
 import { ExperimentFile } from "../domain/Config.js"
 

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Options } from "@effect/cli"
+import * as Options from "@effect/cli/Options"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { type ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"

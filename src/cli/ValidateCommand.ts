@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Console, Effect } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../layers/Experiment.js"

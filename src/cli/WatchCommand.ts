@@ -16,7 +16,9 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Monitor from "../services/Monitor.js"

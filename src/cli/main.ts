@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Command } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
+import * as Command from "@effect/cli/Command"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, FiberId } from "effect"
 import { stripVTControlCharacters } from "node:util"
 import { exitCodeOf } from "./Exit.js"

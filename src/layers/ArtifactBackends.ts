@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Layer, Option, Random } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import { digestFull } from "../domain/Json.js"

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import { parse as parseToml } from "smol-toml"

@@ -30,10 +30,11 @@
  *
  * @since 0.1.0
  */
-import { Reactivity } from "@effect/experimental"
-import { Migrator, SqlClient } from "@effect/sql"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import Database from "better-sqlite3"
 import { Chunk, Clock, Effect, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"

@@ -15,8 +15,8 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Scope } from "effect"

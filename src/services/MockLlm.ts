@@ -20,9 +20,13 @@
  *
  * @since 0.1.0
  */
-import { FileSystem, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { PlatformError } from "@effect/platform/Error"
 import type { ServeError } from "@effect/platform/HttpServerError"
 import { Context, Duration, Effect, Either, Layer, Option, ParseResult, Random, Schema } from "effect"

@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError } from "@effect/platform/Error"
 import {
   Cause,

@@ -20,15 +20,13 @@
  *
  * @since 0.1.0
  */
-import {
-  HttpRouter,
-  HttpServer,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpApp from "@effect/platform/HttpApp"
 import type { ServeError } from "@effect/platform/HttpServerError"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Data, Effect, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"

@@ -36,9 +36,10 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientResponse } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Config, Duration, Effect, Either, Layer, Option, Predicate, Redacted, Schema } from "effect"
 import {
   ConfigError,

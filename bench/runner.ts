@@ -47,8 +47,9 @@ const f3 = (r: { readonly i: number; readonly n: number }) => ({ i: r.i, score: 
 
 const plain = Pipeline.make("bench", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3))
 
+// The shape docs/runner.md teaches: the lease is scoped to the attempt (the runner's Scope).
 const leased = <A, B>(name: string, f: (a: A) => B) =>
-  Task.make(name, { resource: "pool" }, (a: A, ctx) => Effect.scoped(Effect.map(ctx.acquire(), () => f(a))))
+  Task.make(name, { resource: "pool" }, (a: A, ctx) => Effect.map(ctx.acquire(), () => f(a)))
 const withLeases = Pipeline.make("bench-leased", leased("t0", f1), leased("t1", f2), leased("t2", f3))
 
 function* seeds(n: number) {

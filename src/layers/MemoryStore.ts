@@ -250,6 +250,8 @@ export const make = (options: MemoryStoreOptions = {}) =>
       kind: "memory",
       featureLevel: "base",
       readOnly: false,
+      // one instance may be shared by several runners of the process
+      exclusiveWriter: false,
       journal,
 
       openRun: (run) =>

@@ -781,6 +781,8 @@ export const make = (options: SqliteStoreOptions) =>
       kind: "sqlite",
       featureLevel: "base",
       readOnly,
+      // a writer holds the file's OS lock: no other process writes while it is open
+      exclusiveWriter: !readOnly,
       journal,
 
       openRun: (run) =>

@@ -730,8 +730,11 @@ const runOnce = <S extends AnySpec, SE, SR>(
       Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
 
     // Claim what dead runs left behind before anything else.
+    // With an exclusive writer (SqliteStore's OS lock) no other run can be alive: a run still
+    // marked running died without closing, whatever its heartbeat says.
+    const staleAfterMs = store.exclusiveWriter ? 0 : Duration.toMillis(config.staleAfter)
     const staleRuns = config.resume
-      ? yield* store.interruptStale(Duration.toMillis(config.staleAfter), startedAt)
+      ? yield* store.interruptStale(staleAfterMs, startedAt)
       : []
     yield* store.openRun({
       runId,
@@ -1261,7 +1264,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         }
         return Option.match(cached, {
           onNone: () => false,
-          onSome: (r) => r.status === "running" && now - r.heartbeatAt < Duration.toMillis(config.staleAfter)
+          onSome: (r) => r.status === "running" && now - r.heartbeatAt < staleAfterMs
         })
       })
 

@@ -468,6 +468,13 @@ export interface StoreService {
   readonly featureLevel: string
   /** Whether the store was opened read-only: every write fails with `StoreUnavailable`. */
   readonly readOnly: boolean
+  /**
+   * `true` when this handle is the only writer the store can have (SqliteStore's writer holds
+   * an OS lock on the file): any other run the store still marks `running` is then certainly
+   * dead, and the runner claims its pipelines on resume without waiting for `staleAfter`.
+   * `false` when other processes may write (or when unknown).
+   */
+  readonly exclusiveWriter: boolean
   /** `"full"` (payloads kept) or `"summary"` (metadata only). */
   readonly journal: "full" | "summary"
 

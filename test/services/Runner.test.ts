@@ -3,11 +3,12 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
+import { Clock, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
@@ -452,6 +453,50 @@ describe("Runner: resume rules", () => {
       const events = yield* store.events({ kind: "pipeline.skipped" })
       assert.deepStrictEqual(events.map((e) => (e.data as { reason: string }).reason), ["owned_by_another_run"])
     }).pipe(Effect.provide(env())))
+
+  it.effect("on SQLite (one writer, an OS lock) a run still marked running is dead: resume claims its rows at once", () =>
+    Effect.gen(function*() {
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-runner-owned-")), "s.db")
+      const { ran, template } = counting()
+      const spec = template.bind(1)
+      // a run that died (kill -9) a moment ago, its heartbeat fresh, its pipeline running
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* Store
+        const now = yield* Clock.currentTimeMillis
+        yield* store.openRun({ runId: "dead", startedAt: now })
+        yield* store.admit([{
+          pipelineId: spec.pipelineId,
+          key: null,
+          name: "rules",
+          state: "running",
+          nTasksDone: 0,
+          nTasksTotal: 3,
+          specDigest: spec.specDigest,
+          seedDigest: spec.seedDigest,
+          tags: {},
+          attemptsTotal: 0,
+          runId: "dead",
+          createdAt: now,
+          updatedAt: now,
+          startedAt: now,
+          endedAt: null,
+          failedTask: null,
+          errorType: null,
+          errorMessage: null,
+          errorClass: null
+        }])
+      }).pipe(Effect.provide(SqliteStore.layer({ filename: file }))))
+      // no time passes: the default staleAfter (30 s) has not elapsed, yet the lock proves it dead
+      const report = yield* Runner.run(template.map([1]), { resume: true }).pipe(
+        Effect.provide(Layer.provideMerge(
+          Runner.layer({ handleSignals: false }),
+          Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]))
+        ))
+      )
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.skipped, 0)
+      assert.strictEqual(ran.length, 3)
+    }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("an explicit key whose stored digests differ is a PipelineIdentityConflict and nothing is touched", () =>
     Effect.gen(function*() {

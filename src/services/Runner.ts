@@ -830,6 +830,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
     const clock = yield* Effect.clock
     const fibers = yield* FiberSet.make<void, never>()
     const runCaches = new Map<string, Option.Option<import("../domain/Records.js").RunRecord>>()
+    // Pipelines admitted by this run and not finished (at most maxAdmitted): a repeat of one of
+    // them must not start it a second time while its admission row may not be durable yet.
+    const inFlight = new Map<string, AnySpec>()
     let conflict: PipelineIdentityConflict | null = null
 
     const crash = (cause: Cause.Cause<unknown>) =>
@@ -889,7 +892,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
       const nTasks = tasks.length
       const pipelineId = spec.pipelineId
       let cursor = start.cursor
-      let currentTask: { seq: number; taskRunId: string; startedAt: number; attempt: number } | null = null
+      let currentTask: { seq: number; taskRunId: string; startedAt: number; attempt: number; committed: number } | null = null
       const holder: SlotHold = { holding: false, inAttempt: false }
 
       const markInterrupted = Effect.gen(function*() {
@@ -920,6 +923,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
             runId,
             endedAt: now,
             updatedAt: now,
+            // the current task's failed attempts already recorded (write-behind)
+            attemptsDelta: task === null ? 0 : task.committed,
             error: {
               failedTask: task === null ? null : tasks[task.seq]!.name,
               errorType: "Interrupted",
@@ -984,7 +989,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
           // pipeline began waiting for a worker slot).
           let taskStarted = clock.unsafeCurrentTimeMillis()
           const taskRunId = `${pipelineId}:${seq}:${runId}:${taskStarted}`
-          currentTask = { seq, taskRunId, startedAt: taskStarted, attempt: 0 }
+          currentTask = { seq, taskRunId, startedAt: taskStarted, attempt: 0, committed: 0 }
           let attempt = 0
           let attemptsCommitted = 0
           // Every lease the task used across its attempts, for the task row.
@@ -1068,7 +1073,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                     endedAt: isLast ? ended : null,
                     updatedAt: ended,
                     error: null,
-                    attemptsDelta: attempt - attemptsCommitted
+                    attemptsDelta: attempt
                   },
                   attempts: [attemptRow]
                 }))
@@ -1114,6 +1119,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             if (decision.retry && !state.stopping) {
               yield* store.recordAttempt(attemptRow)
               attemptsCommitted++
+              currentTask.committed = attemptsCommitted
               state.counters.retries++
               // Wait out the delay holding no worker; a stop ends the wait.
               state.delayed++
@@ -1146,7 +1152,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                 endedAt: ended,
                 updatedAt: ended,
                 error: { failedTask: task.name, ...fields },
-                attemptsDelta: attempt - attemptsCommitted
+                attemptsDelta: attempt
               },
               attempts: [attemptRow],
               events: [{
@@ -1286,6 +1292,14 @@ const runOnce = <S extends AnySpec, SE, SR>(
             })
           }
         }
+        // A row this run wrote: the same pipeline came again after the first finished.
+        if (stored.runId === runId) {
+          return {
+            _tag: "Skip",
+            reason: "duplicate",
+            event: { kind: "pipeline.skipped", pipelineId: spec.pipelineId, runId, data: { reason: "duplicate" }, ts: now }
+          }
+        }
         const fromSeed = (kind: string, data: unknown): Decision => ({
           _tag: "Run",
           start: { cursor: 0, input: spec.seed, isNew: false, abandonedTask: false },
@@ -1404,20 +1418,43 @@ const runOnce = <S extends AnySpec, SE, SR>(
         if (batch.length === 0) return
         const now = yield* Clock.currentTimeMillis
         const storedMap = yield* store.getPipelines(batch.map((s) => s.pipelineId))
-        const seenInBatch = new Set<string>()
+        const seenInBatch = new Map<string, AnySpec>()
         for (const spec of batch) {
           if (state.stopping) return
-          if (seenInBatch.has(spec.pipelineId)) {
+          // The same id twice in one run (a repeated explicit key, or a repeated seed): the
+          // first one runs. An identical repeat is skipped (`pipeline.skipped`, reason
+          // duplicate); a repeat with another definition or seed is an identity conflict.
+          const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
+          if (earlier !== undefined) {
+            if (earlier.specDigest !== spec.specDigest || earlier.seedDigest !== spec.seedDigest) {
+              conflict = new PipelineIdentityConflict({
+                pipelineId: spec.pipelineId,
+                storedSpecDigest: earlier.specDigest,
+                specDigest: spec.specDigest,
+                storedSeedDigest: earlier.seedDigest,
+                seedDigest: spec.seedDigest
+              })
+              yield* emit("pipeline.identity_conflict", spec.pipelineId, {
+                storedSpecDigest: earlier.specDigest,
+                specDigest: spec.specDigest,
+                storedSeedDigest: earlier.seedDigest,
+                seedDigest: spec.seedDigest,
+                duplicateInRun: true
+              })
+              requestStop("identity_conflict")
+              return
+            }
             state.counters.skipped++
+            yield* emit("pipeline.skipped", spec.pipelineId, { reason: "duplicate" })
             continue
           }
-          seenInBatch.add(spec.pipelineId)
+          seenInBatch.set(spec.pipelineId, spec)
           const stored = storedMap.get(spec.pipelineId)
           // Fast path of a resume: an unchanged pipeline that already succeeded is skipped
           // without any further work.
           if (
             stored !== undefined && stored.state === "succeeded" && !config.retrySucceeded && !config.freshRestart &&
-            stored.specDigest === spec.specDigest && stored.seedDigest === spec.seedDigest
+            stored.specDigest === spec.specDigest && stored.seedDigest === spec.seedDigest && stored.runId !== runId
           ) {
             state.counters.skipped++
             continue
@@ -1498,6 +1535,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
         }
         state.admitted++
         state.counters.admitted++
+        inFlight.set(spec.pipelineId, spec)
         if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
         const record: PipelineFields = {
           pipelineId: spec.pipelineId,
@@ -1550,6 +1588,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             Effect.ensuring(Effect.sync(() => {
               admission.release(hold)
               state.admitted--
+              inFlight.delete(spec.pipelineId)
             }))
           )
         )

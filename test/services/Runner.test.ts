@@ -61,6 +61,9 @@ describe("Runner", () => {
       assert.deepStrictEqual(rows.map((a) => a.outcome), ["failed", "failed", "succeeded"])
       assert.deepStrictEqual(rows.map((a) => a.errorClass), ["upstream", "upstream", null])
       assert.deepStrictEqual(rows.map((a) => (a.decision as { delayMs: number }).delayMs), [1000, 2000, 0])
+      // the pipeline row counts every attempt, retries included
+      const row = Option.getOrThrow(yield* store.getPipeline(template.bind(7).pipelineId))
+      assert.strictEqual(row.attemptsTotal, 3)
     }).pipe(Effect.provide(env())))
 
   it.effect("a declined failure fails the pipeline with the error recorded", () =>
@@ -418,6 +421,22 @@ describe("Runner: resume rules", () => {
       assert.strictEqual(ran.length, 6)
       const store = yield* Store
       assert.strictEqual(yield* store.countEvents({ kind: "pipeline.restarted" }), 2)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a repeated seed runs once (the repeat skipped as duplicate); a repeated key with another seed is a conflict", () =>
+    Effect.gen(function*() {
+      const { ran, template } = counting()
+      // 1 repeated within a batch and across batches (maxAdmitted 1 forces small batches)
+      const report = yield* Runner.run(template.map([1, 2, 1, 3, 1]), { maxAdmitted: 1 })
+      assert.strictEqual(report.stats.byState.succeeded, 3)
+      assert.strictEqual(report.skipped, 2)
+      assert.strictEqual(ran.length, 9)
+      const store = yield* Store
+      const skips = yield* store.events({ kind: "pipeline.skipped" })
+      assert.deepStrictEqual(skips.map((e) => (e.data as { reason: string }).reason), ["duplicate", "duplicate"])
+      const keyed = Pipeline.make("keyed-dup", Task.sync("v", (n: number) => n + 1))
+      const error = yield* Effect.flip(Runner.run(keyed.map([1, 2], { keyOf: () => "same-key" })))
+      assert.strictEqual(error._tag, "PipelineIdentityConflict")
     }).pipe(Effect.provide(env())))
 
   it.effect("a running row owned by a live run is skipped as owned_by_another_run", () =>

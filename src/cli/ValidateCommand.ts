@@ -2,12 +2,16 @@
  * `assay validate -c FILE [--strict-env] [--json]`: loads and checks an experiment exactly as
  * `run` does (same loader, same errors) and prints the effective experiment: pools, tasks,
  * source, run settings and unresolved environment variables. Exit 0 when valid, 2 with every
- * problem and its field path otherwise. Never opens a store.
+ * problem and its field path otherwise. Never opens a store. With `--json`, prints
+ * `{ "valid": true, "file": <absolute path>, ... }` or `{ "valid": false, "file", "message",
+ * "issues" }`. A `jsonl` source with a `keyField` is read to check its keys (the whole file
+ * under 50 MiB, else the first 100 000 rows; see `Experiment.LoadOptions.scanKeys`).
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as path from "node:path"
 import { Console, Effect } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../layers/Experiment.js"
@@ -39,6 +43,14 @@ const text = (experiment: Experiment.Experiment): string => {
     }
   }
   lines.push(`source: ${JSON.stringify(d["source"])}`)
+  const checked = d["source"]["keysChecked"] as { rows: number; wholeFile: boolean } | undefined
+  if (checked !== undefined) {
+    lines.push(
+      checked.wholeFile
+        ? `keys: all ${checked.rows} rows have a distinct ${d["source"]["keyField"]}`
+        : `keys: the first ${checked.rows} rows have a distinct ${d["source"]["keyField"]} (the file is large; the run checks the rest as it reads them)`
+    )
+  }
   lines.push(`run: ${JSON.stringify(d["run"])}`)
   for (const pl of d["plugins"] as Array<Record<string, any>>) {
     lines.push(`plugin ${pl["specifier"]}: ${pl["error"] === null ? "ok" : `failed: ${pl["error"]}`}`)
@@ -70,16 +82,17 @@ export const validate = Command.make(
   },
   ({ config, json, strictEnv }) =>
     Effect.gen(function*() {
-      const experiment = yield* Experiment.load(config, { strictEnv }).pipe(
+      // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
+      const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(
         // With --json an invalid file is also described on stdout, for tools and editors:
         // `{ "valid": false, "issues": [{ "path", "message", "suggestion"? }] }` (still exit 2).
         Effect.tapError((e) =>
           json
-            ? Console.log(JSON.stringify({ valid: false, file: config, message: e.message, issues: e.issues }, null, 2))
+            ? Console.log(JSON.stringify({ valid: false, file: path.resolve(config), message: e.message, issues: e.issues }, null, 2))
             : Effect.void
         )
       )
-      const described: Json = experiment.describe()
-      yield* Console.log(json ? JSON.stringify(described, null, 2) : text(experiment))
+      const described = experiment.describe() as Record<string, Json>
+      yield* Console.log(json ? JSON.stringify({ valid: true, ...described }, null, 2) : text(experiment))
     })
 ).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))

@@ -40,7 +40,7 @@ import { type AcquireAlgorithm, resolveAlgorithm } from "../services/AcquireAlgo
 import * as Pool from "../services/Pool.js"
 import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
-import { jsonlSource, rangeSource, type SourceError } from "../tasks/Sources.js"
+import { jsonlSource, type KeyScan, keyOfRow, rangeSource, scanKeys, type SourceError } from "../tasks/Sources.js"
 import * as Plugins from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 import * as StoreResolver from "./StoreResolver.js"
@@ -79,7 +79,13 @@ export type Format = "json" | "toml" | "yaml" | "module"
 export type SourceSpec =
   & (
     | { readonly kind: "range"; readonly n: number }
-    | { readonly kind: "jsonl"; readonly path: string; readonly limit: number | undefined }
+    | {
+      readonly kind: "jsonl"
+      readonly path: string
+      readonly limit: number | undefined
+      /** How many rows loading checked the keys of, and whether that was the whole file. */
+      readonly keyScan?: KeyScan | undefined
+    }
   )
   & { readonly keyField: string | undefined; readonly repeats: number }
 
@@ -95,7 +101,40 @@ export type SourceSpec =
 export interface LoadOptions {
   readonly strictEnv?: boolean | undefined
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /**
+   * How much of a `jsonl` source with a `keyField` is read to check its keys (every row has
+   * one, none repeats): `"head"` (default, what `run` does) reads the first
+   * {@link KEY_SCAN_HEAD_ROWS} rows; `"full"` (what `validate` does) reads the whole file when
+   * it is under {@link KEY_SCAN_FULL_MAX_BYTES}, else the first {@link KEY_SCAN_LARGE_ROWS}
+   * rows (the run checks the rest as it streams).
+   */
+  readonly scanKeys?: "head" | "full" | undefined
 }
+
+/**
+ * Rows of a keyed `jsonl` source that loading reads by default to check the keys: 100.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KEY_SCAN_HEAD_ROWS = 100
+
+/**
+ * Largest keyed `jsonl` file (bytes) that `scanKeys: "full"` reads whole: 50 MiB.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KEY_SCAN_FULL_MAX_BYTES = 50 * 1024 * 1024
+
+/**
+ * Rows that `scanKeys: "full"` reads of a keyed `jsonl` file larger than
+ * {@link KEY_SCAN_FULL_MAX_BYTES}: 100 000.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KEY_SCAN_LARGE_ROWS = 100_000
 
 /**
  * A loaded, checked experiment.
@@ -108,7 +147,9 @@ export interface LoadOptions {
  * - `plugins`: the plugins it lists (a plugin that failed to load is listed with its error);
  * - `unresolvedEnv`: the `${VAR}` references that had no value, with where they were;
  * - `seeds(limit?)`: the seed stream (lazy); `pipelines(limit?)`: the spec stream for the
- *   runner (`limit` counts rows of the source, before `repeats`);
+ *   runner (`limit` counts rows of the source, before `repeats`). With a `keyField`, both fail
+ *   with a `ConfigError` (path `source.keyField`, CLI exit 2) at the first row without a key
+ *   or repeating an earlier key, which stops admission;
  * - `size(limit?)`: the number of pipelines `pipelines(limit)` yields, when it is cheap to
  *   know (see {@link sourceSize}), else `undefined`;
  * - `describe()`: a JSON summary (what `assay validate` prints).
@@ -127,10 +168,14 @@ export interface Experiment {
   readonly run: RunConfig.RunConfigInput
   readonly plugins: Plugins.PluginRegistry
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
-  readonly seeds: (limit?: number) => Stream.Stream<unknown, SourceError, FileSystem.FileSystem>
+  readonly seeds: (limit?: number) => Stream.Stream<unknown, SourceError | ConfigError, FileSystem.FileSystem>
   readonly pipelines: (
     limit?: number
-  ) => Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, SourceError | Pipeline.SeedError, FileSystem.FileSystem>
+  ) => Stream.Stream<
+    Pipeline.PipelineSpec<any, any, any, any>,
+    SourceError | ConfigError | Pipeline.SeedError,
+    FileSystem.FileSystem
+  >
   readonly size: (limit?: number) => Effect.Effect<number | undefined, never, FileSystem.FileSystem>
   readonly describe: () => Json
 }
@@ -537,6 +582,19 @@ const buildPools = (
     if (p.resources.length === 0) {
       issues.push(issue(`${base}.resources`, "a pool needs at least one resource", "add { capacity: 1 }"))
     }
+    const explicitIds = new Map<string, number>()
+    p.resources.forEach((r, j) => {
+      if (r.id === undefined) return
+      const first = explicitIds.get(r.id)
+      if (first === undefined) explicitIds.set(r.id, j)
+      else {
+        issues.push(issue(
+          `${base}.resources[${j}].id`,
+          `duplicate resource id "${r.id}" in pool "${name}" (also ${base}.resources[${first}])`,
+          "give each resource a distinct id, or leave id out to get a generated one"
+        ))
+      }
+    })
     const resources = p.resources.map((r, j) => {
       const res = Resource.make(r.kind ?? p.kind ?? name, {
         ...(r.id !== undefined ? { id: r.id } : {}),
@@ -567,10 +625,40 @@ const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput 
   return out as RunConfig.RunConfigInput
 }
 
+/**
+ * Reads the head (or, for `"full"`, all of a small file) of a keyed `jsonl` source and pushes
+ * the first key problem as an issue at `source.keyField`; returns what was read.
+ */
+const scanSourceKeys = (
+  file: string,
+  keyField: string,
+  mode: "head" | "full",
+  issues: Array<ConfigIssue>
+): Effect.Effect<KeyScan | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    let maxRows = KEY_SCAN_HEAD_ROWS
+    if (mode === "full") {
+      const size = yield* Effect.orElseSucceed(Effect.map(fs.stat(file), (i) => Number(i.size)), () => Infinity)
+      maxRows = size < KEY_SCAN_FULL_MAX_BYTES ? Number.MAX_SAFE_INTEGER : KEY_SCAN_LARGE_ROWS
+    }
+    const hint = (fields: ReadonlyArray<string>): string | undefined => {
+      const near = closest(keyField, fields)
+      return near === undefined ? undefined : `did you mean "${near}"?`
+    }
+    const scanned = yield* Effect.either(scanKeys(file, keyField, { maxRows, hint }))
+    if (Either.isRight(scanned)) return scanned.right
+    const e = scanned.left
+    if (e._tag === "ConfigError") issues.push(...e.issues)
+    else issues.push(issue("source.jsonl.path", e.message))
+    return undefined
+  })
+
 const sourceOf = (
   def: Definition,
   baseDir: string,
-  issues: Array<ConfigIssue>
+  issues: Array<ConfigIssue>,
+  scanMode: "head" | "full"
 ): Effect.Effect<SourceSpec | undefined, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const s = def.source
@@ -590,7 +678,10 @@ const sourceOf = (
       const fs = yield* FileSystem.FileSystem
       const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
       if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
-      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyField: s.keyField, repeats }
+      const keyScan = exists && s.keyField !== undefined
+        ? yield* scanSourceKeys(p, s.keyField, scanMode, issues)
+        : undefined
+      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, keyField: s.keyField, repeats }
     }
     issues.push(issue("source", "a source needs range or jsonl", "source: { range: { n: 10 } }"))
     return undefined
@@ -793,12 +884,19 @@ const build = (
     readonly baseDir: string
     readonly plugins: Plugins.PluginRegistry
     readonly unresolved: ReadonlyArray<{ name: string; path: string }>
+    readonly scanKeys: "head" | "full"
   },
   issues: Array<ConfigIssue>
 ): Effect.Effect<Experiment | undefined, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const poolNames = Object.keys(def.pools ?? {})
+    const before = issues.length
     const pools = buildPools(def, ctx.plugins, issues)
+    if (!issues.slice(before).some((i) => i.path.startsWith("pools"))) {
+      // Backstop: whatever else the pool service would refuse at run time is refused here.
+      const made = yield* Effect.either(Effect.scoped(Pool.makePools(pools, { plugins: ctx.plugins.algorithms })))
+      if (Either.isLeft(made)) issues.push(...made.left.issues)
+    }
     const entryCtx: EntryContext = {
       baseDir: ctx.baseDir,
       plugins: ctx.plugins,
@@ -812,7 +910,7 @@ const build = (
       if (task === undefined) allBuilt = false
       else tasks.push(task)
     }
-    const source = yield* sourceOf(def, ctx.baseDir, issues)
+    const source = yield* sourceOf(def, ctx.baseDir, issues, ctx.scanKeys)
     const run = runInputOf(def, ctx.baseDir)
     const resolvedRun = RunConfig.resolve(run)
     if (Either.isLeft(resolvedRun)) issues.push(...resolvedRun.left.issues)
@@ -828,21 +926,21 @@ const build = (
     )
     if (template === undefined || source === undefined || Either.isLeft(resolvedRun)) return undefined
 
-    const seeds = (limit?: number): Stream.Stream<unknown, SourceError, FileSystem.FileSystem> => {
-      const all: Stream.Stream<unknown, SourceError, FileSystem.FileSystem> = source.kind === "range"
+    const seeds = (limit?: number): Stream.Stream<unknown, SourceError | ConfigError, FileSystem.FileSystem> => {
+      const all: Stream.Stream<unknown, SourceError | ConfigError, FileSystem.FileSystem> = source.kind === "range"
         ? rangeSource(limit === undefined ? source.n : Math.min(limit, source.n))
         : jsonlSource(source.path, {
-          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit)
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit),
+          // rows without a key and repeated keys fail the stream (ConfigError, exit 2)
+          keyField: source.keyField
         })
       return all
     }
     const keyField = source.keyField
     const keyOf = keyField === undefined ? undefined : (seed: unknown): string => {
-      if (!isRecord(seed) || seed[keyField] === undefined || seed[keyField] === null) {
-        throw new Error(`the row has no "${keyField}" field (source.keyField)`)
-      }
-      const v = seed[keyField]
-      return typeof v === "string" ? v : JSON.stringify(v)
+      const key = keyOfRow(seed, keyField)
+      if (Either.isLeft(key)) throw new Error(`the row ${key.left} (source.keyField)`)
+      return key.right
     }
     const experiment: Experiment = {
       file: ctx.file,
@@ -870,7 +968,14 @@ const build = (
         })),
         source: source.kind === "range"
           ? { kind: "range", n: source.n, keyField: null, repeats: source.repeats }
-          : { kind: "jsonl", path: source.path, limit: source.limit ?? null, keyField: source.keyField ?? null, repeats: source.repeats },
+          : {
+            kind: "jsonl",
+            path: source.path,
+            limit: source.limit ?? null,
+            keyField: source.keyField ?? null,
+            repeats: source.repeats,
+            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {})
+          },
         run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
         plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
         unresolvedEnv: ctx.unresolved.map((u) => ({ ...u }))
@@ -936,7 +1041,7 @@ const check = (
       : undefined
     let experiment: Experiment | undefined
     if (Either.isRight(lenient)) {
-      experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved }, issues)
+      experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved, scanKeys: options.scanKeys ?? "head" }, issues)
     } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
       // The shape is too broken to build; still check every `use:` (nested fanout entries
       // too) so that all problems show at once.

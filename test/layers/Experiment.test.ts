@@ -321,3 +321,77 @@ describe("Experiment loader: use: fanout", () => {
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("Experiment loader: refuses at load what a run would refuse", () => {
+  const dirOf = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-refuse-"))
+
+  it.effect("duplicate explicit resource ids, and an explicit id that clashes with a generated one", () =>
+    Effect.gen(function*() {
+      const issues = issuesOf(yield* Effect.flip(Experiment.fromDefinition({
+        pools: { apis: { resources: [{ id: "a" }, { id: "a" }] } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })))
+      assert.deepStrictEqual(issues, [
+        "pools.apis.resources[1].id: duplicate resource id \"a\" in pool \"apis\" (also pools.apis.resources[0]) | give each resource a distinct id, or leave id out to get a generated one"
+      ])
+      // Generated ids are made unique by the pool; an explicit id equal to an earlier generated
+      // one is refused by the pool service, and so by the loader.
+      const generated = yield* Experiment.fromDefinition({
+        pools: { apis: { resources: [{}, {}] } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })
+      const ids = generated.pools[0]!.resources.map((r) => r.id)
+      const clash = issuesOf(yield* Effect.flip(Experiment.fromDefinition({
+        pools: { apis: { resources: [{}, { id: ids[0]! }] } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })))
+      assert.deepStrictEqual(clash, [`pools.apis.resources[1].id: duplicate resource id "${ids[0]}" in pool "apis"`])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("keyField naming a missing field is refused from the first row, with a did-you-mean", () =>
+    Effect.gen(function*() {
+      const dir = dirOf()
+      fs.writeFileSync(path.join(dir, "rows.jsonl"), "{\"id\":\"a\",\"v\":1}\n{\"id\":\"b\",\"v\":2}\n")
+      const definition = {
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { jsonl: { path: "rows.jsonl" }, keyField: "idd" }
+      }
+      const issues = issuesOf(yield* Effect.flip(Experiment.fromDefinition(definition, { baseDir: dir })))
+      assert.deepStrictEqual(issues, [
+        "source.keyField: row 1 of rows.jsonl has no \"idd\" field (fields: id, v); did you mean \"id\"?"
+      ])
+      const ok = yield* Experiment.fromDefinition({ ...definition, source: { ...definition.source, keyField: "id" } }, { baseDir: dir })
+      assert.deepStrictEqual((ok.describe() as any).source.keysChecked, { rows: 2, wholeFile: true })
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a repeated key: validate's full scan finds it anywhere; the run's stream stops at it with a ConfigError", () =>
+    Effect.gen(function*() {
+      const dir = dirOf()
+      const rows = Array.from({ length: 150 }, (_, i) => JSON.stringify({ id: `k${i}`, v: i }))
+      rows.push(JSON.stringify({ id: "k3", v: -1 }), JSON.stringify({ v: 0 }))
+      fs.writeFileSync(path.join(dir, "dup.jsonl"), rows.join("\n") + "\n")
+      const definition = {
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { jsonl: { path: "dup.jsonl" }, keyField: "id", repeats: 2 }
+      }
+      // The default (run) scan reads only the head, which is clean.
+      const e = yield* Experiment.fromDefinition(definition, { baseDir: dir })
+      const full = issuesOf(yield* Effect.flip(Experiment.fromDefinition(definition, { baseDir: dir, scanKeys: "full" })))
+      assert.deepStrictEqual(full, ["source.keyField: key \"k3\" appears on lines 4 and 151 of dup.jsonl"])
+      // The run's stream: the first 150 rows give 300 pipelines (repeats make distinct ids),
+      // then the repeated key fails the stream.
+      const specs: Array<string> = []
+      const failure = yield* Effect.flip(Stream.runForEach(e.pipelines(), (s) => Effect.sync(() => specs.push(s.pipelineId))))
+      assert.strictEqual(specs.length, 300)
+      assert.strictEqual(new Set(specs).size, 300)
+      assert.strictEqual(failure._tag, "ConfigError")
+      assert.strictEqual(failure.message, "source.keyField: key \"k3\" appears on lines 4 and 151 of dup.jsonl")
+      // A later row without the key: a ConfigError naming its line, not a keyOf defect.
+      fs.writeFileSync(path.join(dir, "dup.jsonl"), [...rows.slice(0, 150), JSON.stringify({ v: 0 })].join("\n") + "\n")
+      const missing = yield* Effect.flip(Stream.runDrain(e.pipelines()))
+      assert.strictEqual(missing.message, "source.keyField: row 151 of dup.jsonl has no \"id\" field (fields: v)")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

@@ -4,7 +4,7 @@ import { Chunk, Effect, Either, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { jsonlSource, rangeSource } from "../../src/tasks/Sources.js"
+import { jsonlSource, keyOfRow, rangeSource, scanKeys } from "../../src/tasks/Sources.js"
 import { writeJsonl } from "../../src/tasks/WriteJsonl.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-src-"))
@@ -30,7 +30,7 @@ describe("sources", () => {
       // Reading it all does reach it, with its line number.
       const all = yield* Effect.either(Stream.runDrain(jsonlSource(file)))
       assert.isTrue(Either.isLeft(all))
-      if (Either.isLeft(all)) assert.strictEqual(all.left.line, 100_001)
+      if (Either.isLeft(all)) assert.strictEqual(all.left._tag === "SourceError" ? all.left.line : -1, 100_001)
       assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(jsonlSource(file, { limit: 0 }))), [])
       const missing = yield* Effect.either(Stream.runDrain(jsonlSource(path.join(dir, "nope.jsonl"))))
       assert.isTrue(Either.isLeft(missing))
@@ -55,4 +55,33 @@ describe("sources", () => {
       assert.isTrue(Either.isLeft(bad))
       assert.throws(() => writeJsonl(out, { mode: "x" as never }))
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.live("keyField: a repeated key fails with both line numbers; a row without a key fails with its row", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dup = path.join(dir, "dup.jsonl")
+      fs.writeFileSync(dup, "{\"id\":\"a\",\"v\":1}\n\n{\"id\":\"b\",\"v\":2}\n{\"id\":\"a\",\"v\":3}\n")
+      const e1 = yield* Effect.flip(Stream.runDrain(jsonlSource(dup, { keyField: "id" })))
+      assert.strictEqual(e1._tag, "ConfigError")
+      assert.strictEqual(e1.message, "source.keyField: key \"a\" appears on lines 1 and 4 of dup.jsonl")
+      // Without keyField the same file streams every row; with a limit the repeat is not reached.
+      assert.strictEqual(Chunk.size(yield* Stream.runCollect(jsonlSource(dup))), 3)
+      assert.strictEqual(Chunk.size(yield* Stream.runCollect(jsonlSource(dup, { keyField: "id", limit: 2 }))), 2)
+      const holes = path.join(dir, "holes.jsonl")
+      fs.writeFileSync(holes, "{\"id\":1}\n\n{\"id\":null}\n")
+      const e2 = yield* Effect.flip(Stream.runDrain(jsonlSource(holes, { keyField: "id" })))
+      assert.strictEqual(e2.message, "source.keyField: row 2 (line 3) of holes.jsonl has a null \"id\"")
+      // scanKeys stops at its bound and says whether it saw the whole file.
+      assert.deepStrictEqual(yield* scanKeys(dup, "id", { maxRows: 2 }), { rows: 2, complete: false })
+      const e3 = yield* Effect.flip(scanKeys(dup, "idd", { maxRows: 10, hint: (f) => `fields were ${f.join("+")}` }))
+      assert.strictEqual(e3.message, "source.keyField: row 1 of dup.jsonl has no \"idd\" field (fields: id, v); fields were id+v")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("keyOfRow accepts what a pipeline key can be made of: non-empty strings, numbers, other non-null JSON", () => {
+    assert.deepStrictEqual(keyOfRow({ id: "a" }, "id"), Either.right("a"))
+    assert.deepStrictEqual(keyOfRow({ id: 7 }, "id"), Either.right("7"))
+    assert.isTrue(Either.isLeft(keyOfRow({ id: "" }, "id")))
+    assert.isTrue(Either.isLeft(keyOfRow({ id: null }, "id")))
+    assert.isTrue(Either.isLeft(keyOfRow([1], "id")))
+  })
 })

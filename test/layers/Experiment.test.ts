@@ -355,10 +355,10 @@ describe("Experiment loader: refuses at load what a run would refuse", () => {
     Effect.gen(function*() {
       const dir = dirOf()
       fs.writeFileSync(path.join(dir, "rows.jsonl"), "{\"id\":\"a\",\"v\":1}\n{\"id\":\"b\",\"v\":2}\n")
-      const definition = {
+      const definition = Experiment.defineExperiment({
         pipeline: { name: "p", tasks: [{ use: "echo" }] },
         source: { jsonl: { path: "rows.jsonl" }, keyField: "idd" }
-      }
+      })
       const issues = issuesOf(yield* Effect.flip(Experiment.fromDefinition(definition, { baseDir: dir })))
       assert.deepStrictEqual(issues, [
         "source.keyField: row 1 of rows.jsonl has no \"idd\" field (fields: id, v); did you mean \"id\"?"
@@ -373,10 +373,10 @@ describe("Experiment loader: refuses at load what a run would refuse", () => {
       const rows = Array.from({ length: 150 }, (_, i) => JSON.stringify({ id: `k${i}`, v: i }))
       rows.push(JSON.stringify({ id: "k3", v: -1 }), JSON.stringify({ v: 0 }))
       fs.writeFileSync(path.join(dir, "dup.jsonl"), rows.join("\n") + "\n")
-      const definition = {
+      const definition = Experiment.defineExperiment({
         pipeline: { name: "p", tasks: [{ use: "echo" }] },
         source: { jsonl: { path: "dup.jsonl" }, keyField: "id", repeats: 2 }
-      }
+      })
       // The default (run) scan reads only the head, which is clean.
       const e = yield* Experiment.fromDefinition(definition, { baseDir: dir })
       const full = issuesOf(yield* Effect.flip(Experiment.fromDefinition(definition, { baseDir: dir, scanKeys: "full" })))

@@ -12,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
@@ -254,10 +255,41 @@ export const moduleUrl = (specifier: string, baseDir: string): string => {
  * @category loading
  */
 export const importModule = (specifier: string, baseDir: string): Effect.Effect<Record<string, unknown>, string> =>
-  Effect.tryPromise({
-    try: () => import(moduleUrl(specifier, baseDir)) as Promise<Record<string, unknown>>,
-    catch: (e) => e instanceof Error ? e.message.split("\n")[0]! : String(e)
+  Effect.suspend(() => {
+    const url = moduleUrl(specifier, baseDir)
+    return Effect.tryPromise({
+      try: () => import(url) as Promise<Record<string, unknown>>,
+      catch: (e) => {
+        const message = e instanceof Error ? e.message.split("\n")[0]! : String(e)
+        return /Cannot find module|require is not defined|Cannot use import statement/.test(message) &&
+            loadsAsCommonJs(url)
+          ? `${message} (${path.basename(new URL(url).pathname)} loads as CommonJS: no package.json with ` +
+            `"type": "module" above it; name it .mts, or add {"type": "module"} in a package.json next to it)`
+          : message
+      }
+    })
   })
+
+/**
+ * Whether tsx loads the TypeScript file at `url` as CommonJS: a `.ts`/`.cts` file whose nearest
+ * `package.json` does not say `"type": "module"`. Such a module cannot import `assay` through
+ * the CLI's resolution hooks, and its code digests differ from the same code loaded as ESM.
+ */
+const loadsAsCommonJs = (url: string): boolean => {
+  if (!url.startsWith("file:")) return false
+  const file = new URL(url).pathname
+  if (file.endsWith(".cts")) return true
+  if (!file.endsWith(".ts")) return false
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { type?: unknown }
+      return pkg.type !== "module"
+    } catch {
+      // no (readable) package.json here: look further up
+    }
+    if (path.dirname(dir) === dir) return true
+  }
+}
 
 const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)

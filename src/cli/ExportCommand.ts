@@ -3,8 +3,9 @@
  * writes the rows of one kind of one or more stores (opened read-only, concatenated, `limit`
  * per store) into OUT, atomically (see `src/services/Export.ts` and `docs/export.md`). Prints
  * the number of rows written. Exit codes: 0 written; 2 bad flags (unknown kind or format, a
- * negative limit, fewer than two paths, an unknown store scheme); 1 a missing store or a write
- * failure (OUT untouched). A STORE may be a plugin URI (`scheme://...`) whose scheme a
+ * negative limit, fewer than two paths, an unknown store scheme, a `--run-id` no store has,
+ * an OUT that is an input store or any existing SQLite file); 1 a missing store or a write
+ * failure (OUT untouched). `--run-id all` means every run (no filter). A STORE may be a plugin URI (`scheme://...`) whose scheme a
  * `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
  *
  * @since 0.1.0
@@ -15,6 +16,8 @@ import * as Options from "@effect/cli/Options"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Export from "../services/Export.js"
+import type { StoreService } from "../services/Store.js"
+import { integerAtLeast } from "./Flags.js"
 import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
@@ -29,11 +32,26 @@ const format = Options.choice("format", Export.FORMATS).pipe(
   Options.optional,
   Options.withDescription("Output format: jsonl, json or csv (default: from OUT's suffix).")
 )
-const limit = Options.integer("limit").pipe(
+const limit = integerAtLeast("limit", 0).pipe(
   Options.optional,
   Options.withDescription("At most this many rows per store (0 = none; default all).")
 )
-const runId = Options.text("run-id").pipe(Options.optional, Options.withDescription("Only rows of this run."))
+const runId = Options.text("run-id").pipe(
+  Options.optional,
+  Options.withDescription("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
+)
+
+/** Fails with `ConfigError` (exit 2) when `runId` is a run of none of the opened stores. */
+const checkRunId = (runId: string, opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>
+  Effect.gen(function*() {
+    for (const { store } of opened) {
+      if (Option.isSome(yield* store.getRun(runId))) return
+    }
+    return yield* new ConfigError({
+      message: `run ${runId} is in none of the stores (${opened.map((s) => s.source).join(", ")})`,
+      issues: [{ path: "--run-id", message: `unknown run ${runId}` }]
+    })
+  })
 
 /**
  * The `export` subcommand.
@@ -49,15 +67,20 @@ export const exportCommand = Command.make("export", { paths, rows, format, limit
     const out = o.paths[o.paths.length - 1]!
     const stores = o.paths.slice(0, -1)
     const chosen = yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
+    // `all` (as in `report --run-id all`) is every run: the same as no filter.
+    const runIdArg = Option.getOrUndefined(o.runId)
     const options = {
       kind: o.rows,
       format: chosen,
       limit: Option.getOrUndefined(o.limit),
-      runId: Option.getOrUndefined(o.runId)
+      runId: runIdArg === "all" ? undefined : runIdArg
     }
     yield* Export.checkLimit(options.limit)
+    // Never overwrite a database (an input store, or any SQLite file given as OUT).
+    yield* Export.checkOutput(out, stores)
     // Concatenated in the given order, `limit` per store (as `Export.exportStores`).
     const opened = yield* StoreArgs.openAll(stores, o.plugin)
+    if (options.runId !== undefined) yield* checkRunId(options.runId, opened)
     const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }) => Export.iterRows(store, options))))
     const n = yield* Export.writeRows(rows, out, chosen)
     yield* Console.log(`exported ${n} ${o.rows} row(s) to ${out}`)

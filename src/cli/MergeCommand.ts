@@ -2,7 +2,8 @@
  * `assay merge STORE... -o OUT [--rows pipelines|results|...] [--format F]`: merges shard
  * stores (deduplicated by pipeline id, see `src/services/Merge.ts`), prints the merged summary
  * and writes the merged view to OUT atomically. The format defaults to OUT's suffix (`.csv`,
- * `.json`, else jsonl). Exit codes: 0 merged; 2 bad flags or a row without `attemptsTotal`;
+ * `.json`, else jsonl). Exit codes: 0 merged; 2 bad flags, a row without `attemptsTotal`, or
+ * an OUT that is an input store or any existing SQLite file (nothing written);
  * 1 a missing store or a write failure. A STORE may be a plugin URI (`scheme://...`) whose
  * scheme a `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides (exit 2 for an unknown one).
  *
@@ -37,6 +38,8 @@ const format = Options.choice("format", Export.FORMATS).pipe(
 export const merge = Command.make("merge", { stores, output, rows, format, plugin: StoreArgs.pluginOption }, (o) =>
   Effect.gen(function*() {
     const chosen = yield* Export.resolveFormat(o.output, Option.getOrUndefined(o.format))
+    // Never overwrite a database (an input store, or any SQLite file given as -o).
+    yield* Export.checkOutput(o.output, o.stores)
     // As `Merge.mergeReports`, with stores opened by the resolver (paths or plugin URIs).
     const registry = yield* StoreArgs.registryFor(o.stores, o.plugin)
     const sources = yield* Effect.scoped(Effect.flatMap(

@@ -21,7 +21,7 @@ import * as Options from "@effect/cli/Options"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Console, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Console, Duration, Effect, Either, Layer, Option } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
@@ -37,8 +37,10 @@ import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
 import { ProcessRunner } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
+import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import { ExitCode, ExitWith } from "./Exit.js"
+import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
 // Signal governance (read by main.ts)
@@ -76,9 +78,8 @@ const configFile = Options.file("config", { exists: "either" }).pipe(
   Options.withAlias("c"),
   Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
 )
-const positive = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))
 const optInt = (name: string, description: string) =>
-  Options.integer(name).pipe(Options.withSchema(positive), Options.optional, Options.withDescription(description))
+  integerAtLeast(name, 1).pipe(Options.optional, Options.withDescription(description))
 const optText = (name: string, description: string) =>
   Options.text(name).pipe(Options.optional, Options.withDescription(description))
 const flag = (name: string, description: string) => Options.boolean(name).pipe(Options.withDescription(description))
@@ -91,8 +92,7 @@ const runOptions = {
   ),
   concurrency: optInt("concurrency", "Attempts running at once (overrides run.concurrency)."),
   maxAdmitted: optInt("max-admitted", "Pipelines admitted at once (queued + running + waiting to retry)."),
-  limit: Options.integer("limit").pipe(
-    Options.withSchema(Schema.Int.pipe(Schema.greaterThanOrEqualTo(0))),
+  limit: integerAtLeast("limit", 0).pipe(
     Options.optional,
     Options.withDescription("Run at most this many rows of the source.")
   ),
@@ -228,6 +228,9 @@ const printWarnings = (experiment: Experiment.Experiment) =>
 const runOne = (args: RunArgs, resume: boolean) =>
   Effect.gen(function*() {
     // 1. Everything that can be refused is refused before a store exists.
+    if (Option.isSome(args.runId) && args.runId.value.trim() === "") {
+      return yield* configError("--run-id", "the run id is empty: give a non-empty id or omit --run-id")
+    }
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* printWarnings(experiment)
     const overrides = yield* overridesOf(args, resume)
@@ -276,6 +279,8 @@ const runOne = (args: RunArgs, resume: boolean) =>
     // Progress on stderr (stdout keeps the report): a live line on a terminal, plain lines
     // otherwise, nothing with --quiet. Its scope ends with the run (last line written).
     const tracked = Effect.scoped(Effect.gen(function*() {
+      // A reused run id would only fail at `openRun` (primary key): refuse it before anything runs.
+      if (input.runId !== undefined) yield* refuseExistingRun(input.runId, store)
       const runner = yield* Runner.Runner
       yield* Progress.track(runner, {
         total,
@@ -309,9 +314,39 @@ const runOne = (args: RunArgs, resume: boolean) =>
       yield* Console.log(report.summary())
       yield* Console.log(`store: ${store}`)
     }
-    if (report.status === "interrupted") return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
-    if ((report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0) {
+    const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
+    if (report.status === "interrupted") {
+      const why = report.stopReason === null ? undefined : deliberateStops[report.stopReason]
+      // A signal (or any other stop) is an abort: 130. A limit the user set is a deliberate
+      // stop: the exit code follows the pipelines' outcome, the run stays resumable.
+      if (why === undefined) return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+      yield* Console.error(
+        `run ${report.runId} stopped early (${why}); its unfinished pipelines are kept: \`assay resume\` continues it`
+      )
+    }
+    if (failed) {
       return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    }
+  })
+
+/** Stop reasons that are limits the user set (not aborts), with the words that explain them. */
+const deliberateStops: Readonly<Record<string, string>> = {
+  stop_after_failures: "--stop-after-failures / run.stopAfterFailures reached",
+  stop_after: "--stop-after / run.stopAfter elapsed"
+}
+
+/** Fails with `ConfigError` (exit 2) when `runId` is already a run of the store. */
+const refuseExistingRun = (runId: string, store: string) =>
+  Effect.gen(function*() {
+    const s = yield* Store
+    const existing = yield* s.getRun(runId)
+    if (Option.isSome(existing)) {
+      return yield* configError(
+        "--run-id",
+        `run id ${runId} already exists in ${store} (started ${
+          new Date(existing.value.startedAt).toISOString()
+        }); choose another or omit --run-id`
+      )
     }
   })
 
@@ -513,7 +548,10 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
 
 const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Option.match(args.shards, {
-    onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> => runOne(args, resume),
+    onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+      Option.isSome(args.jobs)
+        ? Effect.fail(configError("--jobs", "--jobs only applies with --shards N (how many shard processes run at once)"))
+        : runOne(args, resume),
     onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
   })
 

@@ -30,9 +30,11 @@ import { stringify } from "csv-stringify/sync"
 import { Chunk, Context, Effect, Either, Layer, Random, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import { fileURLToPath } from "node:url"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Records.js"
+import * as PluginUri from "../layers/PluginUri.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
 import { PAGE_SIZE, Store } from "./Store.js"
@@ -608,6 +610,83 @@ const endStream = (ws: fs.WriteStream, tmp: string) =>
   Effect.async<void, ExportError>((resume) => {
     ws.once("error", (e) => resume(Effect.fail(ioError(tmp, "write", e))))
     ws.end(() => resume(Effect.void))
+  })
+
+/**
+ * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
+ * https://www.sqlite.org/fileformat.html §1.3.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const SQLITE_HEADER: Uint8Array = new TextEncoder().encode("SQLite format 3\0")
+
+/** The file a store argument names (a path, or a `file:` URI), absolute; `undefined` for other URIs. */
+const fileOfSpec = (spec: string): string | undefined => {
+  const parsed = PluginUri.parse(spec)
+  if (parsed._tag === "NotUri") return nodePath.resolve(spec)
+  if (parsed._tag === "Uri" && parsed.scheme === "file") {
+    try {
+      return fileURLToPath(parsed.uri)
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+
+/** `p` with its symbolic links resolved when it exists, else as given (absolute). */
+const realOrSelf = (p: string): string => {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return p
+  }
+}
+
+/** Whether the file at `p` exists and starts with {@link SQLITE_HEADER}. */
+const isSqliteFile = (p: string): boolean => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(p, "r")
+    const head = Buffer.alloc(SQLITE_HEADER.length)
+    const n = fs.readSync(fd, head, 0, head.length, 0)
+    return n === SQLITE_HEADER.length && head.equals(SQLITE_HEADER)
+  } catch {
+    return false
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/**
+ * Refuses an output path that would overwrite a database: fails with `ConfigError` (exit 2 in
+ * the CLI) when `out` resolves (symbolic links followed) to the same file as one of the
+ * `inputs` store arguments (paths or `file:` URIs; other URIs are not files), or when `out`
+ * exists and is an SQLite file (starts with {@link SQLITE_HEADER}). Check it before anything
+ * is written.
+ *
+ * @param out the output path as given
+ * @param inputs the store arguments as given
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.Effect<void, ConfigError> =>
+  Effect.suspend(() => {
+    const target = realOrSelf(nodePath.resolve(out))
+    const refuse = (why: string) =>
+      Effect.fail(
+        new ConfigError({
+          message: `refusing to write ${out}: ${why}; give an output file that is not a store`,
+          issues: [{ path: "OUT", message: why }]
+        })
+      )
+    for (const spec of inputs) {
+      const file = fileOfSpec(spec)
+      if (file !== undefined && realOrSelf(file) === target) return refuse(`it is the input store ${spec}`)
+    }
+    if (isSqliteFile(target)) return refuse("it is an existing SQLite database, which would be overwritten")
+    return Effect.void
   })
 
 /**

@@ -338,7 +338,9 @@ const envPattern = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
  * Expands `${VAR}` and `${VAR:-default}` in every string value of a parsed config (keys are
  * left alone; `$$` is a literal `$`). `${VAR:-default}` uses the default when the variable is
  * unset or empty; an unset `${VAR}` becomes `""` and is listed in `unresolved` with the path
- * where it appeared. Task values and functions (in TypeScript definitions) are not entered.
+ * where it appeared; a `${VAR}` set to `""` expands to `""` and is listed in `empty` (when
+ * given), which `--strict-env` refuses too. Only strings are expanded: a number field cannot
+ * take `${N:-3}`. Task values and functions (in TypeScript definitions) are not entered.
  *
  * @since 0.1.0
  * @category environment
@@ -347,7 +349,8 @@ export const expandEnv = (
   value: unknown,
   env: Readonly<Record<string, string | undefined>>,
   unresolved: Array<{ name: string; path: string }>,
-  at: ReadonlyArray<PropertyKey> = []
+  at: ReadonlyArray<PropertyKey> = [],
+  empty?: Array<{ name: string; path: string }>
 ): unknown => {
   if (typeof value === "string") {
     return value.replace(envPattern, (whole, name: string | undefined, fallback: string | undefined) => {
@@ -358,15 +361,16 @@ export const expandEnv = (
         unresolved.push({ name: name!, path: formatPath(at) })
         return ""
       }
+      if (v === "") empty?.push({ name: name!, path: formatPath(at) })
       return v
     })
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, unresolved, [...at, i]))
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, unresolved, [...at, i], empty))
   if (isRecord(value) && !Task.isTask(value)) {
     const proto = Object.getPrototypeOf(value)
     if (proto !== Object.prototype && proto !== null) return value
     const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, unresolved, [...at, k])
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, unresolved, [...at, k], empty)
     return out
   }
   return value
@@ -383,18 +387,66 @@ export const expandEnv = (
 const isEmptyTaskList = (p: ReadonlyArray<PropertyKey>): boolean =>
   p.length >= 3 && p[0] === "pipeline" && p[p.length - 1] === 0 && p[p.length - 2] === "tasks"
 
-const decodeIssues = (error: ParseResult.ParseError): Array<ConfigIssue> => {
+const isFanoutEntry = (entry: unknown): boolean => isRecord(entry) && entry["use"] === FANOUT
+
+/** The value at a path of a parsed file (`undefined` when the path leads nowhere). */
+const valueAt = (root: unknown, p: ReadonlyArray<PropertyKey>): unknown => {
+  let v: unknown = root
+  for (const seg of p) {
+    if (Array.isArray(v) && typeof seg === "number") v = v[seg]
+    else if (isRecord(v) && typeof seg === "string") v = v[seg]
+    else return undefined
+  }
+  return v
+}
+
+const literalExpected = /^Expected ("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false), actual /
+
+/**
+ * Merges the "Expected "full", actual "ful"" / "Expected "summary", actual "ful"" pair that a
+ * union of literals gives into one line: `expected "full" or "summary", got "ful"`, with a
+ * did-you-mean.
+ */
+const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, actual: unknown): ConfigIssue | undefined => {
+  const literals: Array<string> = []
+  for (const m of messages) {
+    const match = literalExpected.exec(m)
+    if (match === null) return undefined
+    literals.push(match[1]!)
+  }
+  if (literals.length < 2) return undefined
+  const choices = literals.length === 2
+    ? `${literals[0]} or ${literals[1]}`
+    : `${literals.slice(0, -1).join(", ")} or ${literals[literals.length - 1]}`
+  const near = typeof actual === "string"
+    ? closest(actual, literals.filter((l) => l.startsWith("\"")).map((l) => JSON.parse(l) as string))
+    : undefined
+  return issue(p, `expected ${choices}, got ${JSON.stringify(actual)}`, near === undefined ? undefined : `did you mean ${JSON.stringify(near)}?`)
+}
+
+const decodeIssues = (error: ParseResult.ParseError, input: unknown): Array<ConfigIssue> => {
   const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
   const byPath = new Map<string, number>()
   for (const i of raw) byPath.set(formatPath(i.path), (byPath.get(formatPath(i.path)) ?? 0) + 1)
   const out: Array<ConfigIssue> = []
   const seen = new Set<string>()
+  const merged = new Set<string>()
   for (const i of raw) {
     const p = formatPath(i.path)
     // `NullOr(x)` adds "Expected null" next to the real problem: drop that noise.
     if (i.message.startsWith("Expected null") && (byPath.get(p) ?? 0) > 1) continue
+    if (merged.has(p)) continue
     let entry: ConfigIssue
-    if (i._tag === "Unexpected") {
+    const atPath = raw.filter((j) => formatPath(j.path) === p && j._tag === "Type").map((j) => j.message)
+    const choice = i._tag === "Type" && atPath.length > 1 ? mergeLiteralChoices(p, atPath, valueAt(input, i.path)) : undefined
+    if (choice !== undefined) {
+      merged.add(p)
+      entry = choice
+    } else if (i._tag === "Missing" && isEmptyTaskList(i.path) && i.path.length > 3 && !isFanoutEntry(valueAt(input, i.path.slice(0, -2)))) {
+      // `tasks: []` on an entry that is not a fanout: the loader says "only a use: fanout
+      // entry takes nested tasks", which is the real problem.
+      continue
+    } else if (i._tag === "Unexpected") {
       const key = String(i.path[i.path.length - 1])
       const parent = i.path.slice(0, -1)
       const allowed = allowedKeysAt(parent)
@@ -984,6 +1036,82 @@ const build = (
     return experiment
   })
 
+/** A copy of the plain objects and arrays of a parsed file (task values and functions shared). */
+const cloneShape = (v: unknown): unknown => {
+  if (Array.isArray(v)) return v.map(cloneShape)
+  if (isRecord(v) && !Task.isTask(v)) {
+    const proto = Object.getPrototypeOf(v)
+    if (proto !== Object.prototype && proto !== null) return v
+    const out: Record<string, unknown> = {}
+    for (const [k, x] of Object.entries(v)) out[k] = cloneShape(x)
+    return out
+  }
+  return v
+}
+
+const PLACEHOLDER = "assay-placeholder"
+
+/** Stand-ins for a missing required field, by key, so that the rest can still be built. */
+const fillers: Record<string, () => unknown> = {
+  name: () => PLACEHOLDER,
+  resources: () => [],
+  path: () => "",
+  n: () => 0,
+  use: () => "echo",
+  tasks: () => [{ use: "echo", name: PLACEHOLDER }],
+  pipeline: () => ({ name: PLACEHOLDER, tasks: [{ use: "echo", name: PLACEHOLDER }] }),
+  source: () => ({ range: { n: 0 } })
+}
+
+/**
+ * When the Schema refuses a file, repairs a copy so that the checks of everything else can
+ * still run: a value of the wrong type is removed (a task entry or resource of the wrong type
+ * becomes a harmless stand-in), a missing required field gets a stand-in, an empty task list
+ * gets one stand-in task. Repeats up to 8 rounds. Returns the decoded repaired definition and
+ * the paths that were repaired (problems found at or under them were already reported by the
+ * Schema and are dropped), or `undefined` when the file cannot be repaired that way.
+ */
+const repairedDecode = (
+  input: unknown,
+  schema: Schema.Schema<Definition, unknown>
+): { readonly def: Definition; readonly repaired: ReadonlyArray<string> } | undefined => {
+  const copy = cloneShape(input)
+  if (!isRecord(copy)) return undefined
+  const repaired: Array<string> = []
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })
+  for (let round = 0; round < 8; round++) {
+    const r = decode(copy)
+    if (Either.isRight(r)) return { def: r.right, repaired }
+    for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
+      if (i.path.length === 0) return undefined
+      const parentPath = i.path.slice(0, -1)
+      const last = i.path[i.path.length - 1]!
+      const parent = valueAt(copy, parentPath)
+      if (i._tag === "Missing" && isEmptyTaskList(i.path) && Array.isArray(parent)) {
+        parent.push({ use: "echo", name: PLACEHOLDER })
+        // a non-fanout entry's `tasks: []` stays visible to the loader ("only a fanout ...")
+        if (i.path.length <= 3 || isFanoutEntry(valueAt(copy, i.path.slice(0, -2)))) repaired.push(formatPath(parentPath))
+      } else if (i._tag === "Missing" && isRecord(parent) && typeof last === "string" && fillers[last] !== undefined) {
+        parent[last] = fillers[last]()
+        repaired.push(formatPath(i.path))
+      } else if (i._tag === "Unexpected" && isRecord(parent) && typeof last === "string") {
+        delete parent[last]
+      } else if (isRecord(parent) && typeof last === "string") {
+        delete parent[last]
+        repaired.push(formatPath(i.path))
+      } else if (Array.isArray(parent) && typeof last === "number" && (parentPath.at(-1) === "tasks" || parentPath.at(-1) === "resources")) {
+        parent[last] = parentPath.at(-1) === "tasks" ? { use: "echo", name: `${PLACEHOLDER}-${last}` } : {}
+        repaired.push(formatPath(i.path))
+      } else return undefined
+    }
+  }
+  return undefined
+}
+
+/** Whether `p` is `root` or a path under it (`root.x`, `root[0]`). */
+const isUnder = (p: string, root: string): boolean =>
+  p === root || p.startsWith(`${root}.`) || p.startsWith(`${root}[`)
+
 const failWith = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
   // One problem reached along several routes (two branches defaulting to the same missing
   // pool) is reported once.
@@ -1011,15 +1139,19 @@ const check = (
   Effect.gen(function*() {
     const issues: Array<ConfigIssue> = []
     const unresolved: Array<{ name: string; path: string }> = []
-    const expanded = expandEnv(raw, options.env ?? process.env, unresolved)
+    const emptyEnv: Array<{ name: string; path: string }> = []
+    const expanded = expandEnv(raw, options.env ?? process.env, unresolved, [], emptyEnv)
     if (options.strictEnv === true) {
       for (const u of unresolved) {
         issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`, `export ${u.name}=... or write \${${u.name}:-default}`))
       }
+      for (const u of emptyEnv) {
+        issues.push(issue(u.path, `environment variable ${u.name} is set but empty (--strict-env)`, `export ${u.name}=... with a value, or write \${${u.name}:-default}`))
+      }
     }
     const schema = (ctx.format === "module" ? ExperimentDefinition : ExperimentFile) as unknown as Schema.Schema<Definition, unknown>
     const strict = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(expanded)
-    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left))
+    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, expanded))
     const lenient = Either.isRight(strict)
       ? strict
       : Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })(expanded)
@@ -1040,8 +1172,15 @@ const check = (
       ? {}
       : undefined
     let experiment: Experiment | undefined
+    const repair = Either.isRight(lenient) ? undefined : repairedDecode(expanded, schema)
     if (Either.isRight(lenient)) {
       experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved, scanKeys: options.scanKeys ?? "head" }, issues)
+    } else if (repair !== undefined) {
+      // The Schema refused the file, but a repaired copy decodes: run every other check on
+      // it, dropping what it finds where the Schema already complained.
+      const more: Array<ConfigIssue> = []
+      yield* build(repair.def, { ...ctx, plugins, unresolved, scanKeys: options.scanKeys ?? "head" }, more)
+      issues.push(...more.filter((i) => !repair.repaired.some((r) => isUnder(i.path, r))))
     } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
       // The shape is too broken to build; still check every `use:` (nested fanout entries
       // too) so that all problems show at once.
@@ -1078,7 +1217,7 @@ const check = (
         })
       yield* visit(expanded["pipeline"]["tasks"] as Array<unknown>, "pipeline.tasks")
     }
-    if (Either.isLeft(lenient) && isRecord(expanded)) {
+    if (Either.isLeft(lenient) && repair === undefined && isRecord(expanded)) {
       for (const [name, p] of Object.entries(rawPools ?? {})) {
         if (!isRecord(p) || p["algorithm"] === undefined) continue
         const r = resolveAlgorithm(p["algorithm"] as AlgorithmInput, plugins.algorithms)

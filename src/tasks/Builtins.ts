@@ -54,6 +54,22 @@ const refuse = (task: string, issues: ReadonlyArray<ConfigIssue>): never => {
   throw new ConfigError({ message: `${task}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, issues })
 }
 
+/**
+ * Runs a task constructor for a config file: the TypeScript API accepts a number of
+ * milliseconds where a file must write a unit, so its duration hint is replaced by the
+ * file's ({@link durationHint}).
+ */
+const withConfigHints = <A>(make: () => A): A => {
+  try {
+    return make()
+  } catch (e) {
+    if (e instanceof ConfigError && e.issues.some((i) => i.suggestion?.includes("number of milliseconds"))) {
+      return refuse("delay", e.issues.map((i) => i.suggestion?.includes("number of milliseconds") ? { ...i, suggestion: durationHint } : i))
+    }
+    throw e
+  }
+}
+
 /** Refuses bare numbers where a config file must write a duration. */
 const durationsWithUnit = (task: string, entries: ReadonlyArray<readonly [string, unknown]>): void => {
   const issues: Array<ConfigIssue> = []
@@ -142,7 +158,7 @@ const entries: ReadonlyArray<Builtin> = [
     make: (args, options) => {
       maxArgs("delay", args, 1, "args: [\"300 millis\"]")
       durationsWithUnit("delay", [["args[0]", args[0]]])
-      return delay(args[0] === undefined ? "1 second" : args[0] as Duration.DurationInput, options ?? {})
+      return withConfigHints(() => delay(args[0] === undefined ? "1 second" : args[0] as Duration.DurationInput, options ?? {}))
     }
   },
   {

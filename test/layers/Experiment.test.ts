@@ -395,3 +395,58 @@ describe("Experiment loader: refuses at load what a run would refuse", () => {
       assert.strictEqual(missing.message, "source.keyField: row 151 of dup.jsonl has no \"id\" field (fields: v)")
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("Experiment loader: every problem at once", () => {
+  it.effect("type errors, empty and missing fanout tasks, duplicate branches, empty pools, bad algorithm options, duplicate ids: all reported together", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-all-"))
+      const file = path.join(dir, "multi.yaml")
+      fs.writeFileSync(file, [
+        "run: { journal: ful, concurrency: \"x\" }",
+        "pools:",
+        "  apis: { resources: [] }",
+        "  gpus: { algorithm: { name: backoff, bogus: 1 }, resources: [ {id: a}, {id: a} ] }",
+        "pipeline:",
+        "  name: m",
+        "  tasks:",
+        "    - { use: fanout, tasks: [] }",
+        "    - { use: fanout }",
+        "    - use: fanout",
+        "      tasks: [ { use: echo, name: x }, { use: echo, name: x } ]",
+        "    - { use: echo, tasks: [] }",
+        "    - { use: delay, args: [\"soon\"] }",
+        "source: { range: { n: 2 } }"
+      ].join("\n"))
+      const lines = (yield* loadIssues(file)).map((l) => l.split(" | ")[0]!)
+      assert.sameMembers(lines, [
+        "run.journal: expected \"full\" or \"summary\", got \"ful\"",
+        "run.concurrency: Expected number, actual \"x\"",
+        "pipeline.tasks[0].tasks: is empty: a fanout needs at least one task",
+        "pools.apis.resources: a pool needs at least one resource",
+        "pools.gpus.algorithm.bogus: is unexpected, expected: \"base\"",
+        "pools.gpus.resources[1].id: duplicate resource id \"a\" in pool \"gpus\" (also pools.gpus.resources[0])",
+        "pipeline.tasks[1].tasks: is missing: a fanout runs the task entries listed under tasks",
+        "pipeline.tasks[2].tasks[1].name: duplicate branch name \"x\" (also pipeline.tasks[2].tasks[0]): a fanout returns its branches' values by name",
+        "pipeline.tasks[3].tasks: only a \"use: fanout\" entry takes nested tasks; \"echo\" is not a fanout",
+        "pipeline.tasks[4].args[0]: \"soon\" is not a finite, non-negative duration"
+      ])
+      const all = yield* loadIssues(file)
+      assert.include(all, "run.journal: expected \"full\" or \"summary\", got \"ful\" | did you mean \"full\"?")
+      assert.include(all, "pipeline.tasks[4].args[0]: \"soon\" is not a finite, non-negative duration | write a duration with a unit, for example \"300 millis\" or \"2 seconds\"")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("--strict-env refuses a variable that is set but empty; without it the empty value is used", () =>
+    Effect.gen(function*() {
+      const definition = Experiment.defineExperiment({
+        run: { label: "${LABEL}" },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })
+      const strict = issuesOf(yield* Effect.flip(Experiment.fromDefinition(definition, { strictEnv: true, env: { LABEL: "" } })))
+      assert.deepStrictEqual(strict, [
+        "run.label: environment variable LABEL is set but empty (--strict-env) | export LABEL=... with a value, or write ${LABEL:-default}"
+      ])
+      const lax = yield* Experiment.fromDefinition(definition, { env: { LABEL: "" } })
+      assert.strictEqual(lax.run.label, "")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

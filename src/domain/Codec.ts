@@ -73,8 +73,16 @@ export interface Codec {
 // Built-in codecs
 // ---------------------------------------------------------------------------------------------
 
-const encoder = new TextEncoder()
 const decoder = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * UTF-8 bytes of a string as a plain `Uint8Array` (a view over `Buffer.from`'s memory, which is
+ * several times cheaper than `TextEncoder` for the small strings artifacts usually are).
+ */
+export const utf8 = (s: string): Uint8Array => {
+  const b = Buffer.from(s, "utf8")
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
+}
 
 const parseJsonBytes = (
   data: Uint8Array,
@@ -97,7 +105,7 @@ const parseJsonBytes = (
 const jsonBytes = (value: unknown, codec: string, typeName: string): Either.Either<Uint8Array, ArtifactCodecError> =>
   Either.match(canonicalJson(value), {
     onLeft: (e) => Either.left(new ArtifactCodecError({ codec, typeName, message: e.message })),
-    onRight: (s) => Either.right(encoder.encode(s))
+    onRight: (s) => Either.right(utf8(s))
   })
 
 /**

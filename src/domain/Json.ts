@@ -188,12 +188,11 @@ const encoder = new TextEncoder()
 const oneShot: ((algorithm: string, data: string | Uint8Array, encoding: "hex") => string) | undefined =
   (crypto as unknown as { hash?: (a: string, d: string | Uint8Array, e: "hex") => string }).hash
 
-const hashHex = (data: Uint8Array | string): string => {
-  const bytes = typeof data === "string" ? encoder.encode(data) : data
-  return oneShot !== undefined
-    ? oneShot("blake2b512", bytes, "hex")
-    : crypto.createHash("blake2b512").update(bytes).digest("hex")
-}
+const hashHex = (data: Uint8Array | string): string =>
+  // a string is hashed as its UTF-8 bytes either way (the one-shot hash encodes it natively)
+  oneShot !== undefined
+    ? oneShot("blake2b512", data, "hex")
+    : crypto.createHash("blake2b512").update(typeof data === "string" ? encoder.encode(data) : data).digest("hex")
 
 /**
  * The content digest used everywhere in assay: BLAKE2b-512 (node:crypto `blake2b512`) of the

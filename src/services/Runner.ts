@@ -41,7 +41,7 @@ import {
   Scope,
   Stream
 } from "effect"
-import { CodecRegistry } from "../domain/Codec.js"
+import { CodecRegistry, utf8 } from "../domain/Codec.js"
 import {
   ConfigError,
   CorruptCheckpoint,
@@ -1568,7 +1568,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             typeName: "json",
             codec: "json",
             digest: spec.seedDigest,
-            payload: encoder.encode(spec.seedJson),
+            payload: utf8(spec.seedJson),
             isFinal: false,
             createdAt: now
           }]

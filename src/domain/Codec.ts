@@ -400,10 +400,16 @@ export class CodecRegistry {
    */
   dump(value: unknown): Either.Either<Encoded, ArtifactCodecError> {
     const codec = this.codecFor(value)
-    return guarded(codec.name, constructorNameOf(value), () => {
+    // (the hot path of every checkpoint: the value's constructor name is only looked up when
+    // the codec throws)
+    try {
       const typeName = this.typeNameWith(codec, value)
       return Either.map(codec.encode(value), (data): Encoded => ({ typeName, codec: codec.name, data }))
-    })
+    } catch (e) {
+      return Either.left(
+        new ArtifactCodecError({ codec: codec.name, typeName: constructorNameOf(value), message: `codec threw: ${errorMessage(e)}` })
+      )
+    }
   }
 
   /**

@@ -12,16 +12,22 @@
  * each on its own shard store (children always run as `resume`), and prints the merged report
  * (`mergeReports` over the shard stores: deduplicated by pipeline id, recounted). A child that
  * dies (no report, non-zero exit) is listed as `dead` and makes the exit code 1; re-running
- * the same command resumes its shard once the dead process's heartbeat is stale.
+ * the same command resumes its shard once the dead process's heartbeat is stale. SIGINT / SIGTERM
+ * on the parent is forwarded to the running children (graceful stop), no new child starts, and
+ * the merged partial report is printed before exiting 130.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as PlatformCommand from "@effect/platform/Command"
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
+import { constants as osConstants } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Console, Duration, Effect, Either, Layer, Option } from "effect"
+import { Console, Duration, Effect, Either, Layer, Option, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
@@ -406,6 +412,8 @@ interface ShardOutcome {
   readonly signal: string | null
   readonly report: Record<string, any> | null
   readonly stderr: string
+  /** `false` for a shard not started because the parent was stopped by a signal first. */
+  readonly started: boolean
 }
 
 const lastJsonLine = (stdout: string): Record<string, any> | null => {
@@ -420,6 +428,96 @@ const lastJsonLine = (stdout: string): Record<string, any> | null => {
   }
   return null
 }
+
+/**
+ * The parent's SIGINT/SIGTERM handling while shard children run (in the current scope): the
+ * CLI's main leaves the signals to it (`signalGovernor`), and each signal is sent on to every
+ * running child (`kill(pid, signal)`: the child's own runner stops it gracefully, a second
+ * signal at once). `signal()` is the first signal received, if any.
+ */
+const signalRelay = Effect.gen(function*() {
+  const pids = new Set<number>()
+  let received: NodeJS.Signals | undefined
+  const forward = (signal: NodeJS.Signals) => () => {
+    received ??= signal
+    for (const pid of pids) {
+      try {
+        process.kill(pid, signal)
+      } catch {
+        // already gone: its exit is being collected
+      }
+    }
+  }
+  const onInt = forward("SIGINT")
+  const onTerm = forward("SIGTERM")
+  yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      signalGovernor.runnerGoverns = true
+      process.on("SIGINT", onInt)
+      process.on("SIGTERM", onTerm)
+    }),
+    () =>
+      Effect.sync(() => {
+        process.off("SIGINT", onInt)
+        process.off("SIGTERM", onTerm)
+        signalGovernor.runnerGoverns = false
+      })
+  )
+  return {
+    pids,
+    signal: (): NodeJS.Signals | undefined => received
+  }
+})
+
+const signalPattern = /signal: (SIG[A-Z0-9]+)/
+
+/**
+ * Runs `bin/assay ARGS...` as a child (its own process group, as the executor spawns it),
+ * registered with the relay while it runs, and collects its stdout, stderr and exit status (a
+ * child killed by a signal reports `128 + n` and the signal's name). If the parent is
+ * interrupted, the executor's finalizer sends the child SIGTERM (a graceful stop) and waits.
+ */
+const runChild = (
+  args: ReadonlyArray<string>,
+  relay: { readonly pids: Set<number>; readonly signal: () => NodeJS.Signals | undefined }
+): Effect.Effect<{ exitCode: number; signal: string | null; stdout: string; stderr: string }, never, CommandExecutor.CommandExecutor> =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* PlatformCommand.start(PlatformCommand.make(assayBin, ...args))
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        relay.pids.add(proc.pid)
+        // A signal that arrived while the child was being spawned.
+        const pending = relay.signal()
+        if (pending !== undefined) {
+          try {
+            process.kill(proc.pid, pending)
+          } catch {
+            // gone
+          }
+        }
+      }),
+      () => Effect.sync(() => relay.pids.delete(proc.pid))
+    )
+    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+    const [stdout, stderr, status] = yield* Effect.all([
+      text(proc.stdout),
+      text(proc.stderr),
+      proc.exitCode.pipe(
+        Effect.map((code) => ({ exitCode: code as number, signal: null as string | null })),
+        Effect.catchAll((error) => {
+          const signal = signalPattern.exec(error.message)?.[1]
+          const n = signal === undefined ? undefined : (osConstants.signals as Record<string, number>)[signal]
+          return Effect.succeed({ exitCode: n === undefined ? ExitCode.Failures : 128 + n, signal: signal ?? null })
+        })
+      )
+    ], { concurrency: "unbounded" })
+    return { ...status, stdout, stderr }
+  })).pipe(
+    // A child that cannot even be spawned is reported like a dead one (no report, exit 1).
+    Effect.catchAll((error) =>
+      Effect.succeed({ exitCode: ExitCode.Failures, signal: null, stdout: "", stderr: `cannot start a shard process: ${error.message}` })
+    )
+  )
 
 const runShards = (args: RunArgs, resume: boolean, count: number) =>
   Effect.gen(function*() {
@@ -445,40 +543,50 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
       )
     }
     const jobs = Option.getOrElse(args.jobs, () => count)
-    const runner = yield* ProcessRunner
     const flags = childFlags(args)
+    // Ctrl-C / SIGTERM on the parent: forwarded to every running child (each stops
+    // gracefully, or at once on a second signal, and reports), no new child starts, and the
+    // merged partial report is printed before exiting 130.
+    const relay = yield* signalRelay
     const outcomes = yield* Effect.forEach(
       Array.from({ length: count }, (_, i) => i),
-      (index) =>
-        Effect.gen(function*() {
-          const argv = [
-            assayBin,
-            // Always `resume`: a shard whose previous process died (stale heartbeat) is
-            // claimed and continued; on a fresh store it is the same as `run`.
-            "resume",
-            "-c",
-            path.resolve(args.config),
-            "--shard",
-            `${index}/${count}`,
-            ...flags,
-            "--summary",
-            "json"
-          ]
-          const result = yield* runner.run(argv, { timeout: Duration.infinity, maxOutputBytes: 16 * 1024 * 1024 })
-          const outcome: ShardOutcome = {
-            index,
-            store: shardStorePath(target.filename, index, count),
-            exitCode: result.exitCode,
-            signal: result.signal ?? null,
-            report: lastJsonLine(result.stdout),
-            stderr: result.stderr
-          }
-          return outcome
-        }),
+      (index): Effect.Effect<ShardOutcome, never, CommandExecutor.CommandExecutor> => {
+        const store = shardStorePath(target.filename, index, count)
+        if (relay.signal() !== undefined) {
+          return Effect.succeed({ index, store, exitCode: ExitCode.Interrupted, signal: null, report: null, stderr: "", started: false })
+        }
+        const argv = [
+          // Always `resume`: a shard whose previous process died (stale heartbeat) is
+          // claimed and continued; on a fresh store it is the same as `run`.
+          "resume",
+          "-c",
+          path.resolve(args.config),
+          "--shard",
+          `${index}/${count}`,
+          ...flags,
+          "--summary",
+          "json"
+        ]
+        return Effect.map(runChild(argv, relay), (result) => ({
+          index,
+          store,
+          exitCode: result.exitCode,
+          signal: result.signal,
+          report: lastJsonLine(result.stdout),
+          stderr: result.stderr,
+          started: true
+        }))
+      },
       { concurrency: jobs }
     )
+    const signalled = relay.signal()
     // A shard is dead when its process ended without a report (killed, crashed).
-    const dead = outcomes.filter((o) => o.report === null && o.exitCode !== ExitCode.Invalid)
+    // A child the forwarded signal killed before its own handler was installed (still starting)
+    // is interrupted, not dead: it had nothing to report.
+    const killedByRelay = (o: ShardOutcome) => signalled !== undefined && o.signal === signalled
+    const dead = outcomes.filter((o) =>
+      o.started && o.report === null && o.exitCode !== ExitCode.Invalid && !killedByRelay(o)
+    )
     const fs = yield* FileSystem.FileSystem
     const present: Array<string> = []
     for (const o of outcomes) {
@@ -495,9 +603,16 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
       store: o.store,
       exitCode: o.exitCode,
       signal: o.signal,
-      status: (o.report?.["status"] as string | undefined) ?? (o.exitCode === ExitCode.Invalid ? "invalid" : "dead"),
+      status: (o.report?.["status"] as string | undefined) ??
+        (!o.started ?
+          "not started" :
+          o.exitCode === ExitCode.Invalid ?
+          "invalid" :
+          killedByRelay(o) ?
+          "interrupted" :
+          "dead"),
       runId: (o.report?.["runId"] as string | undefined) ?? null,
-      error: o.report === null ? o.stderr.trim().split("\n").slice(-5).join("\n") : null
+      error: o.report === null && o.started ? o.stderr.trim().split("\n").slice(-5).join("\n") : null
     }))
     const complete = outcomes.every((o) => o.exitCode === 0)
     const json = {
@@ -541,10 +656,16 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
     if (dead.length > 0) yield* Console.error(deadHint)
     const codes = outcomes.map((o) => o.exitCode)
     if (codes.includes(ExitCode.Invalid)) return yield* Effect.fail(new ExitWith(ExitCode.Invalid))
+    if (signalled !== undefined) {
+      yield* Console.error(
+        `stopped by ${signalled}: the shard runs are interrupted; run the same command again to resume them`
+      )
+      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    }
     if (dead.length > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
     if (codes.includes(ExitCode.Interrupted)) return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
     if (codes.some((c) => c !== 0)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
-  }).pipe(Effect.provide(NodeProcessRunner.layer))
+  }).pipe(Effect.scoped, Effect.provide(NodeCommandExecutor.layer))
 
 const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Option.match(args.shards, {

@@ -191,3 +191,36 @@ describe("flag errors", () => {
       assert.include(rep.stdout + rep.stderr, "--errors must be an integer >= 0 (got -1)")
     }))
 })
+
+describe("shards and signals", () => {
+  it.live("SIGINT on a --shards parent: children stop gracefully (runs interrupted), merged partial report, exit 130; the same command resumes", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = write(dir, "slow.json", delayExperiment(24, 250, 1))
+      const base = path.join(dir, "sh.db")
+      const stores = [0, 1].map((i) => path.join(dir, `sh.shard${i}of2.db`))
+      const argv = ["run", "-c", file, "--store", base, "--shards", "2", "--jobs", "2", "--summary", "json"]
+      const p = start(argv)
+      yield* Effect.promise(() =>
+        waitFor(
+          () => stores.every((s) => fs.existsSync(s) && count(s, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'") > 0),
+          "both shards under way"
+        )
+      )
+      p.child.kill("SIGINT")
+      const r = yield* Effect.promise(() => p.done)
+      assert.strictEqual(r.code, 130, r.stderr)
+      const report = JSON.parse(r.stdout.trim().split("\n").pop()!)
+      assert.deepStrictEqual(report.dead, [])
+      assert.deepStrictEqual(report.shards.map((s: { status: string }) => s.status), ["interrupted", "interrupted"])
+      assert.deepStrictEqual(report.shards.map((s: { exitCode: number }) => s.exitCode), [130, 130])
+      for (const s of stores) assert.deepStrictEqual(query(s, "SELECT status FROM runs"), [{ status: "interrupted" }])
+      const done = stores.reduce((n, s) => n + count(s, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 0)
+      assert.isBelow(done, 24)
+      assert.strictEqual(report.merged.byState.succeeded, done)
+      // Interrupted (not dead, not left `running`): the same command resumes at once.
+      const again = yield* assay(argv)
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.strictEqual(JSON.parse(again.stdout.trim().split("\n").pop()!).merged.byState.succeeded, 24)
+    }))
+})

@@ -1379,6 +1379,21 @@ export const runSettings = (
 }
 
 /**
+ * The one-line stderr warning `run` / `resume` print when the run has no store at all (no
+ * `run.store` in the file and no `--store` flag, so the in-memory store is used): results are
+ * not kept and there is nothing to resume. `undefined` when a store was named (an explicit
+ * `":memory:"` is a choice and gets no warning).
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const noStoreWarning = (experiment: Experiment, storeFlag: string | undefined): string | undefined =>
+  storeFlag !== undefined || experiment.run.store !== undefined
+    ? undefined
+    : `warning: ${path.basename(experiment.file)} sets no run.store and no --store was given: the store is ":memory:", ` +
+      "so results are not kept and there is nothing to resume"
+
+/**
  * A duration written in a CLI flag (`"30 seconds"`), or `None` when it does not parse.
  *
  * @since 0.1.0

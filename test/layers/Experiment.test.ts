@@ -450,3 +450,29 @@ describe("Experiment loader: every problem at once", () => {
       assert.strictEqual(lax.run.label, "")
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("docs/config.md", () => {
+  it.effect("the main YAML example loads as written (with a stand-in tasks.ts and my-plugin.ts next to it)", () =>
+    Effect.gen(function*() {
+      const doc = fs.readFileSync(path.join(__dirname, "../../docs/config.md"), "utf8")
+      const yaml = /```yaml\n([\s\S]*?)```/.exec(doc)![1]!
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-docs-"))
+      const src = path.join(__dirname, "../../src")
+      fs.writeFileSync(path.join(dir, "tasks.ts"), [
+        "import { Effect } from \"effect\"",
+        `import * as Task from ${JSON.stringify(path.join(src, "domain/Task.js"))}`,
+        "export const score = Task.make(\"score\", {}, (x: unknown) => Effect.succeed(x))"
+      ].join("\n"))
+      fs.writeFileSync(path.join(dir, "my-plugin.ts"), "export const tasks = {}\n")
+      fs.writeFileSync(path.join(dir, "experiment.yaml"), yaml)
+      const e = yield* Experiment.load(path.join(dir, "experiment.yaml"), { strictEnv: true, env: { OPENAI_KEY: "sk-test" } })
+      assert.deepStrictEqual(e.template.tasks.map((t) => t.name), ["delay", "simulateLlm", "score"])
+      assert.strictEqual(e.run.store, path.join(dir, "runs/demo.db"))
+      assert.strictEqual(yield* e.size(), 8)
+      // A store is named: no warning. None at all: the in-memory store, and a warning.
+      assert.isUndefined(Experiment.noStoreWarning(e, undefined))
+      const bare = yield* Experiment.fromDefinition({ pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+      assert.include(Experiment.noStoreWarning(bare, undefined), "results are not kept and there is nothing to resume")
+      assert.isUndefined(Experiment.noStoreWarning(bare, ":memory:"))
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

@@ -1,0 +1,74 @@
+/**
+ * Problems a new user met in experiment files, as they meet them: spawned `bin/assay`
+ * processes. `validate` and `run` must refuse the same files with exit 2 (duplicate resource
+ * ids, a `keyField` naming a missing field, a repeated key), and `validate --json` says
+ * `"valid": true` with the absolute file. Spawns are few (each costs ~1.5 s of start-up).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const bin = path.join(root, "bin/assay")
+
+interface Result {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const assay = (args: ReadonlyArray<string>, cwd: string) =>
+  Effect.promise(() =>
+    new Promise<Result>((resolve) => {
+      const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+      child.on("close", (code) => resolve({ code, stdout, stderr }))
+    })
+  )
+
+describe("validate and run refuse the same files", () => {
+  it.live("duplicate ids and a missing keyField are refused by validate; a repeated key by validate and by run (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-config-fixes-"))
+      fs.writeFileSync(path.join(dir, "rows.jsonl"), "{\"id\":\"a\",\"v\":1}\n{\"id\":\"b\",\"v\":2}\n")
+      fs.writeFileSync(path.join(dir, "dup.jsonl"), "{\"id\":\"a\",\"v\":1}\n{\"id\":\"a\",\"v\":2}\n")
+      fs.writeFileSync(path.join(dir, "bad.yaml"), [
+        "pools: { apis: { resources: [ { id: a }, { id: a } ] } }",
+        "pipeline: { name: p, tasks: [ { use: echo } ] }",
+        "source: { jsonl: { path: rows.jsonl }, keyField: idd }"
+      ].join("\n"))
+      fs.writeFileSync(path.join(dir, "dup.yaml"), [
+        "pipeline: { name: p, tasks: [ { use: echo } ] }",
+        "source: { jsonl: { path: dup.jsonl }, keyField: id }"
+      ].join("\n"))
+      fs.writeFileSync(path.join(dir, "ok.yaml"), [
+        "pipeline: { name: p, tasks: [ { use: echo } ] }",
+        "source: { jsonl: { path: rows.jsonl }, keyField: id, repeats: 2 }"
+      ].join("\n"))
+      const [bad, dup, dupRun, ok] = yield* Effect.all([
+        assay(["validate", "-c", "bad.yaml"], dir),
+        assay(["validate", "-c", "dup.yaml"], dir),
+        assay(["run", "-c", "dup.yaml", "--store", "dup.db"], dir),
+        assay(["validate", "-c", "ok.yaml", "--json"], dir)
+      ], { concurrency: 4 })
+      assert.strictEqual(bad.code, 2, bad.stderr)
+      assert.include(bad.stderr, "pools.apis.resources[1].id: duplicate resource id \"a\" in pool \"apis\"")
+      assert.include(bad.stderr, "source.keyField: row 1 of rows.jsonl has no \"idd\" field (fields: id, v); did you mean \"id\"?")
+      assert.strictEqual(dup.code, 2, dup.stderr)
+      assert.include(dup.stderr, "source.keyField: key \"a\" appears on lines 1 and 2 of dup.jsonl")
+      assert.strictEqual(dupRun.code, 2, dupRun.stderr)
+      assert.include(dupRun.stderr, "source.keyField: key \"a\" appears on lines 1 and 2 of dup.jsonl")
+      assert.strictEqual(ok.code, 0, ok.stderr)
+      const json = JSON.parse(ok.stdout) as Record<string, any>
+      assert.strictEqual(json["valid"], true)
+      assert.strictEqual(json["file"], path.join(fs.realpathSync(dir), "ok.yaml"))
+      assert.deepStrictEqual(json["source"]["keysChecked"], { rows: 2, wholeFile: true })
+    }), 120_000)
+})

@@ -910,7 +910,7 @@ const buildEntry = (
         issues.push(issue(
           section.resource !== undefined ? `${base}.resource` : own ? `${base}.use` : "pipeline.resource",
           own
-            ? `task "${task.name}" declares resource "${r}", which is not a pool of this experiment`
+            ? `no pool named "${r}": task "${task.name}" declares it as its resource`
             : `no pool named "${r}"`,
           near !== undefined
             ? `did you mean ${near}?`

@@ -273,7 +273,7 @@ describe("Experiment loader: use: fanout", () => {
         "pipeline.tasks[0].tasks: only a \"use: fanout\" entry takes nested tasks; \"echo\" is not a fanout | to run these tasks concurrently on the same input, write use: fanout here and put \"echo\" among the nested tasks",
         "pipeline.tasks[0].onError: only a \"use: fanout\" entry takes onError; \"echo\" is not a fanout | remove it, or make this entry a fanout",
         "pipeline.tasks[1].tasks[1].use: unknown task \"ecoh\" | did you mean echo?",
-        "pipeline.tasks[1].tasks[2].use: task \"y\" declares resource \"gpu\", which is not a pool of this experiment | pools: apis",
+        "pipeline.tasks[1].tasks[2].use: no pool named \"gpu\": task \"y\" declares it as its resource | pools: apis",
         "pipeline.tasks[1].tasks[3].resource: no pool named \"apiz\" | did you mean apis?",
         "pipeline.tasks[1].tasks[4].tasks[0].args[0]: a bare number (5) is not a duration | write a duration with a unit, for example \"300 millis\" or \"2 seconds\"",
         "pipeline.tasks[2].args: fanout takes no args: its branches are the entries under tasks, its settings are fields of this entry | onError: collect, retry: { maxAttempts: 3 }, tasks: [{ use: echo, name: a }, ...]",

@@ -239,6 +239,9 @@ const runOne = (args: RunArgs, resume: boolean) =>
     }
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* printWarnings(experiment)
+    // no store named anywhere: results live in memory only (and resume has nothing to resume)
+    const noStore = Experiment.noStoreWarning(experiment, Option.getOrUndefined(args.store))
+    if (noStore !== undefined) yield* Console.error(noStore)
     const overrides = yield* overridesOf(args, resume)
     const shard = yield* Option.match(args.shard, {
       onNone: () => Either.right(undefined),
@@ -299,7 +302,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
       // Built-in tasks need the subprocess runner and the file system; both are provided here.
       return yield* (runner.run(specs, { registry }) as Effect.Effect<
         Runner.RunReport,
-        Runner.RunError | SourceError | SeedError,
+        Runner.RunError | SourceError | SeedError | ConfigError,
         FileSystem.FileSystem | ProcessRunner
       >)
     }))

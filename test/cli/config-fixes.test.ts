@@ -52,12 +52,16 @@ describe("validate and run refuse the same files", () => {
         "pipeline: { name: p, tasks: [ { use: echo } ] }",
         "source: { jsonl: { path: rows.jsonl }, keyField: id, repeats: 2 }"
       ].join("\n"))
-      const [bad, dup, dupRun, ok] = yield* Effect.all([
+      const [bad, dup, dupRun, ok, noStore] = yield* Effect.all([
         assay(["validate", "-c", "bad.yaml"], dir),
         assay(["validate", "-c", "dup.yaml"], dir),
         assay(["run", "-c", "dup.yaml", "--store", "dup.db"], dir),
-        assay(["validate", "-c", "ok.yaml", "--json"], dir)
-      ], { concurrency: 4 })
+        assay(["validate", "-c", "ok.yaml", "--json"], dir),
+        assay(["run", "-c", "ok.yaml"], dir)
+      ], { concurrency: 5 })
+      // no store named anywhere: the run works in memory and says that nothing is kept
+      assert.strictEqual(noStore.code, 0, noStore.stderr)
+      assert.include(noStore.stderr, "ok.yaml sets no run.store and no --store was given")
       assert.strictEqual(bad.code, 2, bad.stderr)
       assert.include(bad.stderr, "pools.apis.resources[1].id: duplicate resource id \"a\" in pool \"apis\"")
       assert.include(bad.stderr, "source.keyField: row 1 of rows.jsonl has no \"idd\" field (fields: id, v); did you mean \"id\"?")

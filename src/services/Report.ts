@@ -358,8 +358,12 @@ export const renderText = (r: ReportData): string => {
   }
   if (r.metrics.length > 0) {
     out.push("Metrics:")
+    // several runs in the report: say which run each metric belongs to
+    const manyRuns = new Set(r.metrics.map((m) => m.runId)).size > 1
     for (const m of r.metrics) {
-      out.push(`  ${m.label ?? m.name}${m.pipelineId === null ? "" : ` [${m.pipelineId}]`}: ${m.text}`)
+      out.push(
+        `  ${m.label ?? m.name}${m.pipelineId === null ? "" : ` [${m.pipelineId}]`}${manyRuns ? ` (run ${m.runId})` : ""}: ${m.text}`
+      )
     }
   }
   if (r.errors.length > 0) {

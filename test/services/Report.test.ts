@@ -11,6 +11,7 @@ const built = Effect.runPromise(buildStore(file, [{ n: 4, runId: "old", startedA
   Effect.gen(function*() {
     yield* s.openRun({ runId: "zombie", startedAt: 20_000 })
     yield* s.finishRun("zombie", { status: "completed", endedAt: 20_001 })
+    yield* s.reportMetric({ runId: "old", pipelineId: null, name: "accuracy", value: 0.5, display: "percent", updatedAt: 2 })
     for (const phase of ["settle", "mark_final"]) {
       yield* s.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid(4), runId: "new", data: { phase }, ts: 9500 })
     }
@@ -36,6 +37,11 @@ describe("Report", () => {
       const all = yield* Report.reportPaths([file], { runId: "all" })
       assert.deepStrictEqual(all.runs.map((r) => r.runId), ["old", "new", "zombie"])
       assert.strictEqual(all.pipelines, 10) // p0..p3 re-owned by "new"
+      // metrics of several runs say which run they belong to; a one-run report does not
+      const allText = Report.renderText(all)
+      assert.match(allText, /accuracy \(run old\): 50\.0%/)
+      assert.match(allText, /accuracy \(run new\): 87\.5%/)
+      assert.notInclude(text, "(run ")
       const e = yield* Effect.flip(Report.reportPaths([file], { runId: "nope" }))
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape

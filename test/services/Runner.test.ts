@@ -22,6 +22,29 @@ const inc = Task.sync("inc", (n: number) => n + 1)
 const double = Task.sync("double", (n: number) => n * 2)
 const show = Task.sync("show", (n: number) => `value=${n}`)
 
+/** A pipeline row left `running` by run `runId` (admitted at `at`, nothing done yet). */
+const runningRow = (spec: { pipelineId: string; specDigest: string; seedDigest: string }, runId: string, at: number) => ({
+  pipelineId: spec.pipelineId,
+  key: null,
+  name: "rules",
+  state: "running" as const,
+  nTasksDone: 0,
+  nTasksTotal: 3,
+  specDigest: spec.specDigest,
+  seedDigest: spec.seedDigest,
+  tags: {},
+  attemptsTotal: 0,
+  runId,
+  createdAt: at,
+  updatedAt: at,
+  startedAt: at,
+  endedAt: null,
+  failedTask: null,
+  errorType: null,
+  errorMessage: null,
+  errorClass: null
+})
+
 describe("Runner", () => {
   it.effect("runs every pipeline to success and checkpoints each task", () =>
     Effect.gen(function*() {
@@ -445,27 +468,7 @@ describe("Runner: resume rules", () => {
       const store = yield* Store
       const spec = template.bind(1)
       yield* store.openRun({ runId: "other", startedAt: 0 })
-      yield* store.admit([{
-        pipelineId: spec.pipelineId,
-        key: null,
-        name: "rules",
-        state: "running",
-        nTasksDone: 0,
-        nTasksTotal: 3,
-        specDigest: spec.specDigest,
-        seedDigest: spec.seedDigest,
-        tags: {},
-        attemptsTotal: 0,
-        runId: "other",
-        createdAt: 0,
-        updatedAt: 0,
-        startedAt: 0,
-        endedAt: null,
-        failedTask: null,
-        errorType: null,
-        errorMessage: null,
-        errorClass: null
-      }])
+      yield* store.admit([runningRow(spec, "other", 0)])
       const report = yield* Runner.run(template.map([1]))
       assert.strictEqual(report.skipped, 1)
       assert.deepStrictEqual(ran, [])
@@ -483,27 +486,7 @@ describe("Runner: resume rules", () => {
         const store = yield* Store
         const now = yield* Clock.currentTimeMillis
         yield* store.openRun({ runId: "dead", startedAt: now })
-        yield* store.admit([{
-          pipelineId: spec.pipelineId,
-          key: null,
-          name: "rules",
-          state: "running",
-          nTasksDone: 0,
-          nTasksTotal: 3,
-          specDigest: spec.specDigest,
-          seedDigest: spec.seedDigest,
-          tags: {},
-          attemptsTotal: 0,
-          runId: "dead",
-          createdAt: now,
-          updatedAt: now,
-          startedAt: now,
-          endedAt: null,
-          failedTask: null,
-          errorType: null,
-          errorMessage: null,
-          errorClass: null
-        }])
+        yield* store.admit([runningRow(spec, "dead", now)])
       }).pipe(Effect.provide(SqliteStore.layer({ filename: file }))))
       // no time passes: the default staleAfter (30 s) has not elapsed, yet the lock proves it dead
       const report = yield* Runner.run(template.map([1]), { resume: true }).pipe(

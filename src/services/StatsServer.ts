@@ -48,6 +48,7 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  * Options of {@link makeApp}.
  *
  * - `store`: the store to read (open it read-only: `SqliteStore.layerReadOnly`);
+ * - `allowAnyHost`: skip the `Host` header check ({@link hostAllowed});
  * - `reads`: the keyset/histogram reads ({@link Monitor.storeReads} over the store);
  * - `runId`: the default selection when a request has no `run_id` (`undefined` = latest,
  *   `"all"`, or an id);
@@ -59,6 +60,12 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  */
 export interface AppOptions {
   readonly store: StoreService
+  /**
+   * Answer requests whatever their `Host` header names (default `false`: only
+   * `127.0.0.1`, `localhost` and `[::1]` with the port the request came in on are answered;
+   * any other host gets 403, which defeats DNS rebinding). `serve`'s `allowRemote` sets it.
+   */
+  readonly allowAnyHost?: boolean | undefined
   readonly reads: Monitor.MonitorReads
   readonly runId?: Monitor.RunSelector
   readonly errors?: number | undefined
@@ -246,6 +253,16 @@ export const makeApp = (
 
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
+    if (options.allowAnyHost !== true) {
+      const source = request.source as { readonly socket?: { readonly localPort?: number } }
+      const hostHeader = request.headers["host"]
+      if (!hostAllowed(hostHeader, source.socket?.localPort)) {
+        return HttpServerResponse.unsafeJson({
+          error:
+            `host ${JSON.stringify(hostHeader ?? "")} not allowed: this server answers only requests addressed to 127.0.0.1, localhost or [::1] with its own port (serve --allow-remote lifts this)`
+        }, { status: 403, headers: { "cache-control": "no-store" } })
+      }
+    }
     if (request.method !== "GET" && request.method !== "HEAD") {
       return HttpServerResponse.unsafeJson({ error: `method ${request.method} not allowed: this server is read-only` }, {
         status: 405,
@@ -273,6 +290,31 @@ export const makeApp = (
  */
 export const isLoopback = (host: string): boolean =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
+/**
+ * Whether a request's `Host` header names this loopback server: the host part is
+ * `127.0.0.1`, `localhost` or `[::1]` (case-insensitive) and the port, when the header has
+ * one, is `localPort` (the port the request arrived on); a header without a port is accepted
+ * only for port 80. A missing header is refused (HTTP/1.1 requires it).
+ *
+ * This is the standard defence against DNS rebinding (a web page whose own host name is made
+ * to resolve to 127.0.0.1 still sends its own name in `Host`), as in Jupyter's and webpack
+ * dev server's host checks.
+ *
+ * @param host the raw `Host` header (`undefined` when absent)
+ * @param localPort the local TCP port of the connection (`undefined` when unknown: then any port is accepted)
+ * @since 0.1.0
+ * @category security
+ */
+export const hostAllowed = (host: string | undefined, localPort: number | undefined): boolean => {
+  if (host === undefined) return false
+  const m = /^(\[::1\]|[^:\[\]]+)(?::(\d{1,5}))?$/.exec(host.trim().toLowerCase())
+  if (m === null) return false
+  const name = m[1]!
+  if (name !== "127.0.0.1" && name !== "localhost" && name !== "[::1]") return false
+  if (localPort === undefined) return true
+  return (m[2] === undefined ? 80 : Number(m[2])) === localPort
+}
 
 /**
  * Options of {@link serve}: the app's options plus where to listen. `host` defaults to
@@ -325,7 +367,7 @@ export const serve = (options: ServeOptions): Effect.Effect<ServeInfo, ConfigErr
       })
     }
     const server = yield* NodeHttpServer.make(() => http.createServer(), { host, port })
-    yield* HttpServer.serveEffect(makeApp(options)).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    yield* HttpServer.serveEffect(makeApp({ ...options, allowAnyHost: options.allowAnyHost ?? options.allowRemote === true })).pipe(Effect.provideService(HttpServer.HttpServer, server))
     const address = server.address
     const boundPort = address._tag === "TcpAddress" ? address.port : port
     const shown = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { beforeAll } from "vitest"
@@ -240,6 +241,61 @@ describe("StatsServer", () => {
       assert.isTrue(Exit.isFailure(exit))
       assert.include(JSON.stringify(exit), "refusing to listen on 0.0.0.0")
     }))
+
+  it.live("answers only requests addressed to a loopback name with its port (DNS rebinding refused with 403)", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const port = Number(new URL(base).port)
+        // node:http lets a test set Host as a browser on a rebound name would (fetch forbids it)
+        const get = (host: string | undefined, route = "/stats") =>
+          Effect.promise(() =>
+            new Promise<{ status: number; body: string }>((resolve, reject) => {
+              const req = http.request({ host: "127.0.0.1", port, path: route, setHost: host === undefined ? false : true, headers: host === undefined ? {} : { host } }, (res) => {
+                let body = ""
+                res.setEncoding("utf8")
+                res.on("data", (c: string) => (body += c))
+                res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+              })
+              req.on("error", reject)
+              req.end()
+            })
+          )
+        for (const ok of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`]) {
+          assert.strictEqual((yield* get(ok)).status, 200, ok)
+        }
+        for (const bad of [`evil.example:${port}`, "evil.example", `127.0.0.1:${port + 1}`, `localhost.evil.example:${port}`, "127.0.0.1"]) {
+          for (const route of ["/", "/stats", "/events", "/assets/uplot.js"]) {
+            const answer = yield* get(bad, route)
+            assert.strictEqual(answer.status, 403, `${bad} ${route}`)
+            assert.notInclude(answer.body, runB)
+          }
+        }
+        // (Node itself answers 400 to an HTTP/1.1 request without Host)
+        assert.oneOf((yield* get(undefined)).status, [400, 403])
+        // the pure check, for the shapes a header can take
+        assert.isTrue(StatsServer.hostAllowed("localhost", 80))
+        assert.isFalse(StatsServer.hostAllowed("localhost", 8787))
+        assert.isTrue(StatsServer.hostAllowed("127.0.0.1:9", undefined))
+        assert.isFalse(StatsServer.hostAllowed("[::1", 80))
+        assert.isFalse(StatsServer.hostAllowed(undefined, 80))
+      })))
+
+  it.live("with allowAnyHost the Host header is not checked (serve --allow-remote, behind the user's proxy)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const store = yield* Store
+      const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0, allowRemote: true })
+      const status = yield* Effect.promise(() =>
+        new Promise<number>((resolve, reject) => {
+          const req = http.request({ host: "127.0.0.1", port: info.port, path: "/stats", headers: { host: "dashboard.internal:443" } }, (res) => {
+            res.resume()
+            resolve(res.statusCode ?? 0)
+          })
+          req.on("error", reject)
+          req.end()
+        })
+      )
+      assert.strictEqual(status, 200)
+    })).pipe(Effect.provide(SqliteStore.layerReadOnly(fixed))))
 
   it.live("serves a store while a live runner writes it, through its read-only connection", () =>
     Effect.scoped(Effect.gen(function*() {

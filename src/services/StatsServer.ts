@@ -25,7 +25,6 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
-import type { ServeError } from "@effect/platform/HttpServerError"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Data, Effect, Option, type Scope } from "effect"
 import * as fs from "node:fs"
@@ -345,14 +344,42 @@ export interface ServeInfo {
 }
 
 /**
+ * What to tell a user whose server cannot listen on `host:port`, from the listen error's
+ * Node code: a busy port names the port and suggests `--port` (or `--port 0` for any free
+ * one); a privileged port, an address that is not this machine's, and an unknown host each say
+ * so; anything else keeps Node's message.
+ *
+ * @param cause the error `listen` failed with (a Node `SystemError` with `code`)
+ * @since 0.1.0
+ * @category security
+ */
+export const listenErrorMessage = (host: string, port: number, cause: unknown): string => {
+  const code = typeof cause === "object" && cause !== null ? (cause as { code?: unknown }).code : undefined
+  const where = `${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${port}`
+  switch (code) {
+    case "EADDRINUSE":
+      return `port ${port} on ${host} is already in use (another assay serve?): choose another with --port N, or --port 0 for any free port`
+    case "EACCES":
+      return `not allowed to listen on ${where}: ports below 1024 need privileges; use --port with a port of 1024 or more (or --port 0)`
+    case "EADDRNOTAVAIL":
+      return `cannot listen on ${where}: ${host} is not an address of this machine (--host)`
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `cannot listen on ${where}: cannot resolve host ${host} (--host)`
+    default:
+      return `cannot listen on ${where}: ${cause instanceof Error ? cause.message : String(cause)}`
+  }
+}
+
+/**
  * Starts the server in the current scope (closing the scope stops it) and returns where it
- * listens. Fails with `ConfigError` for a non-loopback host without `allowRemote` or an
- * invalid port, `ServeError` when the port cannot be bound.
+ * listens. Fails with `ConfigError` for a non-loopback host without `allowRemote`, an
+ * invalid port, or a port that cannot be bound (busy, privileged: {@link listenErrorMessage}).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const serve = (options: ServeOptions): Effect.Effect<ServeInfo, ConfigError | ServeError, Scope.Scope> =>
+export const serve = (options: ServeOptions): Effect.Effect<ServeInfo, ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const host = options.host ?? "127.0.0.1"
     const port = options.port ?? 8787
@@ -366,7 +393,9 @@ export const serve = (options: ServeOptions): Effect.Effect<ServeInfo, ConfigErr
           `refusing to listen on ${host}: the monitor has no authentication and shows stored error messages and event data; it binds loopback only (use --allow-remote behind your own proxy)`
       })
     }
-    const server = yield* NodeHttpServer.make(() => http.createServer(), { host, port })
+    const server = yield* NodeHttpServer.make(() => http.createServer(), { host, port }).pipe(
+      Effect.mapError((e) => new ConfigError({ message: listenErrorMessage(host, port, e.cause) }))
+    )
     yield* HttpServer.serveEffect(makeApp({ ...options, allowAnyHost: options.allowAnyHost ?? options.allowRemote === true })).pipe(Effect.provideService(HttpServer.HttpServer, server))
     const address = server.address
     const boundPort = address._tag === "TcpAddress" ? address.port : port

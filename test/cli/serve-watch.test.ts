@@ -93,6 +93,17 @@ describe("assay watch / serve (bin/assay)", () => {
       assert.strictEqual(yield* remote.exit, 2)
       assert.include(remote.stderr(), "refusing to listen on 0.0.0.0")
 
+      // a busy port names the port and says what to do (exit 2), never a bare "ServeError"
+      const second = yield* assay(["serve", file, "--port", "0"])
+      yield* waitFor("serve on another port to listen", () => second.stdout().includes("http://"))
+      const busy = yield* assay(["serve", file, "--port", /:(\d+)\//.exec(second.stdout())![1]!])
+      assert.strictEqual(yield* busy.exit, 2)
+      assert.include(busy.stderr(), "is already in use")
+      assert.include(busy.stderr(), "--port 0")
+      assert.notInclude(busy.stderr(), "ServeError")
+      second.proc.kill("SIGTERM")
+      yield* second.exit
+
       const unknown = yield* assay(["watch", file, "--run-id", "nope"])
       assert.strictEqual(yield* unknown.exit, 2)
       assert.include(unknown.stderr(), `unknown run id "nope"`)

@@ -108,8 +108,9 @@ export interface TaskContext {
   readonly emit: (kind: string, data?: Readonly<Record<string, unknown>>) => Effect.Effect<void, StoreUnavailable>
   /**
    * Reports the latest value of a metric scoped to the current pipeline (strings, booleans
-   * and finite numbers; anything else fails with `ConfigError`). Written at once, not
-   * buffered.
+   * and finite numbers). A non-finite number (`NaN`, `±Infinity`) is dropped with a warning
+   * and a `metric.dropped` event, and the task goes on; any other value fails with
+   * `ConfigError`. Written at once, not buffered.
    */
   readonly reportMetric: (
     name: string,

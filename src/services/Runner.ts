@@ -438,6 +438,21 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     ): Effect.Effect<void, StoreUnavailable | ConfigError> =>
       Effect.gen(function*() {
         if (runId === null) return yield* configError("reportMetric", "no run is active")
+        if (typeof value === "number" && !Number.isFinite(value)) {
+          // NaN or ±Infinity (a 0/0 accuracy, say): dropped, said so, and the task goes on
+          const pipelineId = options?.pipelineId ?? null
+          yield* Effect.logWarning(`metric "${name}" dropped: ${value} is not a finite number`).pipe(
+            Effect.annotateLogs({ runId, pipelineId: pipelineId ?? "run" })
+          )
+          const ts = yield* Clock.currentTimeMillis
+          return yield* store.emitEvent({
+            kind: "metric.dropped",
+            pipelineId,
+            runId,
+            data: { name, value: String(value), reason: "not a finite number" },
+            ts
+          })
+        }
         if (!isMetricValue(value)) {
           return yield* configError("reportMetric", `value of "${name}" must be a string, boolean or finite number`)
         }

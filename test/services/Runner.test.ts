@@ -333,6 +333,35 @@ describe("Runner: callbacks, metrics and crashes", () => {
       assert.deepStrictEqual(pipelineLevel.map((m) => [m.name, m.value, m.display]), [["score", 0.5, "percent"]])
     }).pipe(Effect.provide(env())))
 
+  it.effect("a non-finite metric is dropped with a metric.dropped event; the task's output is kept (C17b)", () =>
+    Effect.gen(function*() {
+      const runner = yield* Runner.Runner
+      const ratio = Task.make("ratio", (n: number, ctx) =>
+        Effect.as(
+          Effect.all([
+            ctx.reportMetric("accuracy", n / 0 - n / 0), // NaN
+            ctx.reportMetric("speedup", n / 0), // Infinity
+            ctx.reportMetric("kept", n)
+          ], { discard: true }),
+          n * 10
+        ))
+      const template = Pipeline.make("nan-metric", ratio)
+      const report = yield* runner.run(template.map([1, 2]))
+      assert.strictEqual(report.stats.byState.succeeded, 2)
+      const store = yield* Store
+      const id = template.bind(1).pipelineId
+      const metrics = yield* store.metrics({ runId: report.runId, pipelineId: id })
+      assert.deepStrictEqual(metrics.map((m) => [m.name, m.value]), [["kept", 1]])
+      const dropped = yield* store.events({ runId: report.runId, kind: "metric.dropped", limit: 10 })
+      assert.strictEqual(dropped.length, 4)
+      assert.deepStrictEqual(
+        dropped.filter((e) => e.pipelineId === id).map((e) => e.data).sort((a: any, b: any) => a.name.localeCompare(b.name)),
+        [{ name: "accuracy", value: "NaN", reason: "not a finite number" }, { name: "speedup", value: "Infinity", reason: "not a finite number" }]
+      )
+      const final = Option.getOrThrow(yield* store.getArtifact(id, 0))
+      assert.strictEqual(new TextDecoder().decode(final.payload!), "10")
+    }).pipe(Effect.provide(env())))
+
   it.effect("a defect in the framework's own path stops the run with WorkerCrashed and closes the run record", () =>
     Effect.gen(function*() {
       const template = Pipeline.make("crash", inc)

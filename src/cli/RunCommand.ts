@@ -324,6 +324,15 @@ const runOne = (args: RunArgs, resume: boolean) =>
       yield* Console.log(`store: ${store}`)
     }
     const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
+    // An empty source is not a success: nothing ran, and the user most likely named the wrong
+    // file or filtered every row away (a shard may own no rows; --limit 0 asked for none).
+    if (
+      shard === undefined && report.status === "completed" && report.stats.pipelines === 0 && report.skipped === 0 &&
+      (limit === undefined || limit > 0)
+    ) {
+      yield* Console.error(`error: ${Experiment.emptySourceMessage(experiment)}: nothing ran`)
+      return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    }
     if (report.status === "interrupted") {
       const why = report.stopReason === null ? undefined : deliberateStops[report.stopReason]
       // A signal (or any other stop) is an abort: 130. A limit the user set is a deliberate

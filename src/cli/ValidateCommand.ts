@@ -12,7 +12,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as path from "node:path"
-import { Console, Effect } from "effect"
+import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../layers/Experiment.js"
 
@@ -93,6 +93,11 @@ export const validate = Command.make(
         )
       )
       const described = experiment.describe() as Record<string, Json>
-      yield* Console.log(json ? JSON.stringify({ valid: true, ...described }, null, 2) : text(experiment))
+      // An empty source is valid but would make `run` exit 1: say so now (a source that cannot
+      // be read is `run`'s to report, with its line numbers).
+      const first = yield* Effect.either(Stream.runHead(experiment.seeds(1)))
+      const empty = Either.isRight(first) && Option.isNone(first.right)
+      yield* Console.log(json ? JSON.stringify({ valid: true, ...described, sourceEmpty: empty }, null, 2) : text(experiment))
+      if (empty) yield* Console.error(`warning: ${Experiment.emptySourceMessage(experiment)}: \`assay run\` would exit 1 with nothing to do`)
     })
 ).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))

@@ -1379,6 +1379,19 @@ export const runSettings = (
 }
 
 /**
+ * "the source produced no rows (rows.jsonl)": what `run` (exit 1) and `validate` (a
+ * warning) say about an experiment whose source is empty.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const emptySourceMessage = (experiment: Experiment): string => {
+  const src = experiment.source
+  const where = src.kind === "jsonl" ? path.relative(process.cwd(), src.path) || src.path : `range n=${src.n}`
+  return `the source produced no rows (${where})`
+}
+
+/**
  * The one-line stderr warning `run` / `resume` print when the run has no store at all (no
  * `run.store` in the file and no `--store` flag, so the in-memory store is used): results are
  * not kept and there is nothing to resume. `undefined` when a store was named (an explicit

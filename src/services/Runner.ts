@@ -747,8 +747,11 @@ const runOnce = <S extends AnySpec, SE, SR>(
     // Claim what dead runs left behind before anything else.
     // With an exclusive writer (SqliteStore's OS lock) no other run can be alive: a run still
     // marked running died without closing, whatever its heartbeat says.
+    // A plain run claims them too on such a store: the owner is provably dead, and skipping its
+    // rows as "owned by another run" would report success with work left undone. Elsewhere
+    // (heartbeats only) claiming a possibly live run's rows needs an explicit resume.
     const staleAfterMs = store.exclusiveWriter ? 0 : Duration.toMillis(config.staleAfter)
-    const staleRuns = config.resume
+    const staleRuns = config.resume || store.exclusiveWriter
       ? yield* store.interruptStale(staleAfterMs, startedAt)
       : []
     yield* store.openRun({
@@ -1334,8 +1337,9 @@ const runOnce = <S extends AnySpec, SE, SR>(
           case "running":
           case "pending": {
             if (stored.runId !== runId && (yield* runOwnerLive(stored.runId, now))) return ownedSkip(spec, stored, now)
-            if (!config.resume && stored.runId !== runId) {
-              // The owner is gone, but claiming needs an explicit resume.
+            if (!config.resume && !store.exclusiveWriter && stored.runId !== runId) {
+              // The owner looks gone, but without an exclusive writer claiming needs an explicit
+              // resume (with one, the owner is provably dead: see the stale-run claim above).
               const owner = runCaches.get(stored.runId)
               const ownerDone = owner !== undefined && Option.isSome(owner) && owner.value.status !== "running"
               if (!ownerDone) return ownedSkip(spec, stored, now)

@@ -479,6 +479,27 @@ describe("assay run: signals, crashes, shards", () => {
       )
     }))
 
+  it.live("after a kill -9, a plain `run` (not resume) finishes what the dead run left: never a success with work left", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      // default staleAfter (30 s): only the store's exclusive lock can tell that the run is dead
+      const file = write(dir, "k9.json", delayExperiment(24, 200, 4))
+      const store = path.join(dir, "k9.db")
+      const p = start(["run", "-c", file, "--store", store])
+      yield* Effect.promise(() =>
+        waitFor(() => fs.existsSync(store) && count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'") >= 8, "a third")
+      )
+      p.child.kill("SIGKILL")
+      yield* Effect.promise(() => p.done)
+      assert.isAbove(count(store, "SELECT count(*) FROM pipelines WHERE state = 'running'"), 0)
+      const r2 = yield* assay(["run", "-c", file, "--store", store])
+      assert.strictEqual(r2.code, 0, r2.stderr)
+      assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 24)
+      assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state <> 'succeeded'"), 0)
+      assert.strictEqual(count(store, "SELECT count(*) FROM runs WHERE status = 'running'"), 0)
+      assert.strictEqual(count(store, "SELECT count(*) FROM events WHERE kind = 'run.stale_interrupted'"), 1)
+    }))
+
   it.live("shards: one store per shard; a killed shard is reported (exit 1, dead), the same command resumes it; merged = unsharded", () =>
     Effect.gen(function*() {
       const dir = tmp()

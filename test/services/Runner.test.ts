@@ -505,7 +505,7 @@ describe("Runner: resume rules", () => {
       assert.deepStrictEqual(events.map((e) => (e.data as { reason: string }).reason), ["owned_by_another_run"])
     }).pipe(Effect.provide(env())))
 
-  it.effect("on SQLite (one writer, an OS lock) a run still marked running is dead: resume claims its rows at once", () =>
+  it.effect.each([{ resume: true }, { resume: false }])("on SQLite (one writer, an OS lock) a run still marked running is dead: run (resume: $resume) claims its rows at once", ({ resume }) =>
     Effect.gen(function*() {
       const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-runner-owned-")), "s.db")
       const { ran, template } = counting()
@@ -518,7 +518,7 @@ describe("Runner: resume rules", () => {
         yield* store.admit([runningRow(spec, "dead", now)])
       }).pipe(Effect.provide(SqliteStore.layer({ filename: file }))))
       // no time passes: the default staleAfter (30 s) has not elapsed, yet the lock proves it dead
-      const report = yield* Runner.run(template.map([1]), { resume: true }).pipe(
+      const report = yield* Runner.run(template.map([1]), { resume }).pipe(
         Effect.provide(Layer.provideMerge(
           Runner.layer({ handleSignals: false }),
           Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]))

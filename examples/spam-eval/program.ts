@@ -7,12 +7,15 @@
  * the file) or, without it, starts the mock server in-process with its three preset endpoints
  * (fast but flaky, slow but steady, rate-limited). It puts them in a pool `llm`, evaluates a
  * stratified seeded sample of the SpamAssassin corpus through the pipeline of
- * `./pipeline.ts` with a SQLite store (default `runs/spam-eval/state.db`, so a second run
+ * `./pipeline.ts` with a SQLite store (default `runs/spam-eval/program.db`, so a second run
  * resumes), prints a report with the accuracy figures and per-endpoint attempts, retries and
- * 429s, and writes one JSON line per email to `runs/spam-eval/results.jsonl`.
+ * 429s, and writes one JSON line per email to `runs/spam-eval/program-results.jsonl`. Its
+ * defaults differ from the config's (`state.db`, `results.jsonl`): the program's pipeline
+ * ids are its own (keyed by content, not by the file's `id` field), so sharing one store
+ * would hold every email twice and each would overwrite the other's results.
  *
  * Run: `npx tsx examples/spam-eval/program.ts [--sample 1000] [--seed 0] [--concurrency 16]
- * [--algorithm wait] [--store runs/spam-eval/state.db] [--results runs/spam-eval/results.jsonl]`
+ * [--algorithm wait] [--store runs/spam-eval/program.db] [--results runs/spam-eval/program-results.jsonl]`
  * (or the env vars `SPAM_EVAL_SAMPLE`, `SPAM_EVAL_SEED`, `SPAM_EVAL_CONCURRENCY`).
  *
  * @since 0.1.0
@@ -57,7 +60,7 @@ export interface EndpointSpec {
 
 /**
  * Options of {@link runSpamEval}. Defaults: sample 1,000, seed 0, concurrency 16, algorithm
- * `"wait"`, store `runs/spam-eval/state.db`, results `runs/spam-eval/results.jsonl`, the
+ * `"wait"`, store `runs/spam-eval/program.db`, results `runs/spam-eval/program-results.jsonl`, the
  * in-process mock with its presets (`mockProfile` replaces them), no progress display.
  * `storeLayer` replaces the SQLite store (e.g. `MemoryStore.layer()`); `chat` passes options
  * to the `classify` task.
@@ -243,8 +246,8 @@ export const runSpamEval = (options: SpamEvalOptions = {}) =>
     const fs = yield* FileSystem.FileSystem
     const sample = options.sample ?? 1000
     const seed = options.seed ?? 0
-    const storePath = options.storePath ?? "runs/spam-eval/state.db"
-    const resultsPath = options.resultsPath ?? "runs/spam-eval/results.jsonl"
+    const storePath = options.storePath ?? "runs/spam-eval/program.db"
+    const resultsPath = options.resultsPath ?? "runs/spam-eval/program-results.jsonl"
     // endpoints: given, or the in-process mock's
     let endpoints = options.endpoints
     if (endpoints === undefined) {

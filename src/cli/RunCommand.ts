@@ -41,6 +41,7 @@ import * as StoreResolver from "../layers/StoreResolver.js"
 import { mergeReports } from "../services/Merge.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
+import * as Report from "../services/Report.js"
 import { ProcessRunner } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
 import { Store } from "../services/Store.js"
@@ -300,13 +301,17 @@ const runOne = (args: RunArgs, resume: boolean) =>
         ...(progressInterval !== undefined ? { interval: progressInterval } : {})
       })
       // Built-in tasks need the subprocess runner and the file system; both are provided here.
-      return yield* (runner.run(specs, { registry }) as Effect.Effect<
+      const report = yield* (runner.run(specs, { registry }) as Effect.Effect<
         Runner.RunReport,
         Runner.RunError | SourceError | SeedError | ConfigError,
         FileSystem.FileSystem | ProcessRunner
       >)
+      // the run-scope metrics the tasks reported: the headline a user came for
+      const st = yield* Store
+      const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })
+      return { report, metrics }
     }))
-    const report = yield* governSignals(settings.handleSignals, tracked).pipe(
+    const { metrics, report } = yield* governSignals(settings.handleSignals, tracked).pipe(
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(
@@ -317,11 +322,27 @@ const runOne = (args: RunArgs, resume: boolean) =>
         )
       )
     )
+    const shown = metrics.filter((m) => m.name !== Runner.SKIPPED_METRIC)
     if (args.summary === "json") {
-      yield* Console.log(JSON.stringify({ ...report.toJSON(), store }))
+      yield* Console.log(JSON.stringify({
+        ...report.toJSON(),
+        store,
+        metrics: Object.fromEntries(shown.map((m) => [m.name, m.value]))
+      }))
     } else {
       yield* Console.log(report.summary())
+      if (shown.length > 0) {
+        yield* Console.log(
+          `metrics: ${shown.map((m) => `${m.label ?? m.name} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`
+        )
+      }
       yield* Console.log(`store: ${store}`)
+      if (!(target._tag === "Memory")) {
+        yield* Console.log(`results: assay report ${shellQuote(store)} · assay export ${shellQuote(store)} results.jsonl`)
+      }
+    }
+    if (report.status === "interrupted" && target._tag !== "Memory") {
+      yield* Console.error(`resume with: ${resumeCommandOf(process.argv.slice(2))}`)
     }
     const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
     // An empty source is not a success: nothing ran, and the user most likely named the wrong
@@ -346,6 +367,44 @@ const runOne = (args: RunArgs, resume: boolean) =>
       return yield* Effect.fail(new ExitWith(ExitCode.Failures))
     }
   })
+
+/**
+ * Quotes one argument for a POSIX shell: as is when it holds only safe characters, else in
+ * single quotes (an embedded `'` written as `'\''`).
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const shellQuote = (arg: string): string =>
+  /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`
+
+/**
+ * The command that resumes an interrupted run, from the arguments the user gave
+ * (`process.argv.slice(2)`): the same command line with `run` turned into `resume` and
+ * `--run-id` dropped (a new run gets a new id); `--stop-after` too, as it bounded that run.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const resumeCommandOf = (argv: ReadonlyArray<string>): string => {
+  const out: Array<string> = ["assay"]
+  let commandSeen = false
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!
+    if (!commandSeen && (a === "run" || a === "resume")) {
+      out.push("resume")
+      commandSeen = true
+      continue
+    }
+    if (a === "--run-id" || a === "--stop-after") {
+      i++
+      continue
+    }
+    if (a.startsWith("--run-id=") || a.startsWith("--stop-after=")) continue
+    out.push(shellQuote(a))
+  }
+  return out.join(" ")
+}
 
 /** Stop reasons that are limits the user set (not aborts), with the words that explain them. */
 const deliberateStops: Readonly<Record<string, string>> = {

@@ -403,8 +403,13 @@ describe("assay run: signals, crashes, shards", () => {
       const done1 = count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'")
       assert.strictEqual(done1, count(store, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"))
       assert.isBelow(done1, 20)
-      const r2 = yield* assay(["resume", "-c", file, "--store", store])
+      // the end of the run says exactly how to resume it; that command does the rest
+      const printed = /resume with: (.*)/.exec(r.stderr)?.[1]
+      assert.strictEqual(printed, `assay resume -c ${file} --store ${store}`, r.stderr)
+      const r2 = yield* assay(printed!.split(" ").slice(1))
       assert.strictEqual(r2.code, 0, r2.stderr)
+      assert.notInclude(r2.stderr, "resume with:")
+      assert.include(r2.stdout, `results: assay report ${store} · assay export ${store} results.jsonl`)
       const run2 = query<{ run_id: string }>(store, "SELECT run_id FROM runs ORDER BY started_at")[1]!.run_id
       assert.strictEqual(count(store, "SELECT count(*) FROM attempts WHERE run_id = ?", run2), 20 - done1)
       assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 20)

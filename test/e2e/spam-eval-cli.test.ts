@@ -284,6 +284,10 @@ describe("spam-eval through the CLI on the real corpus", () => {
       const metric = query<{ value: string }>(job.store, "SELECT value FROM metrics WHERE scope = '' AND name = 'accuracy'")
       assert.strictEqual(metric.length, 1)
       assert.closeTo(Number(JSON.parse(metric[0]!.value)), accuracyOf(rows), 1e-12)
+      // ... and the end of `run` shows it as the headline, with where the results are
+      assert.include(r.stdout, `accuracy ${(accuracyOf(rows) * 100).toFixed(1)}%`)
+      assert.match(r.stdout, /^metrics: .*accuracy/m)
+      assert.include(r.stdout, "results: assay report ")
       assertNoKeyInStore(job.store)
       reference = rows
     }), 120_000)

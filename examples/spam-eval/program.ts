@@ -241,13 +241,27 @@ const endpointFigures = (pipelineIds: ReadonlySet<string>) =>
  * @since 0.1.0
  * @category program
  */
+/**
+ * The program's default store and results files (relative to the working directory). They
+ * are not the config's (`runs/spam-eval/state.db`, `results.jsonl`): the program keys its
+ * pipelines by content, the config by the sample's `id`, so one shared store would hold every
+ * email twice.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultPaths = {
+  store: "runs/spam-eval/program.db",
+  results: "runs/spam-eval/program-results.jsonl"
+} as const
+
 export const runSpamEval = (options: SpamEvalOptions = {}) =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const sample = options.sample ?? 1000
     const seed = options.seed ?? 0
-    const storePath = options.storePath ?? "runs/spam-eval/program.db"
-    const resultsPath = options.resultsPath ?? "runs/spam-eval/program-results.jsonl"
+    const storePath = options.storePath ?? defaultPaths.store
+    const resultsPath = options.resultsPath ?? defaultPaths.results
     // endpoints: given, or the in-process mock's
     let endpoints = options.endpoints
     if (endpoints === undefined) {

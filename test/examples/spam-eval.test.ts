@@ -1,13 +1,14 @@
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import { addScore, emptyConfusion, metricsOf } from "../../examples/spam-eval/pipeline.js"
-import { runSpamEval } from "../../examples/spam-eval/program.js"
+import { defaultPaths, runSpamEval } from "../../examples/spam-eval/program.js"
+import * as Experiment from "../../src/layers/Experiment.js"
 import { sampleStratified, loadIndex } from "../../examples/spam-eval/corpus.js"
 
 describe("spam-eval program", () => {
@@ -26,6 +27,21 @@ describe("spam-eval program", () => {
       assert.closeTo(m.recall, 1 / 2, 1e-12)
       assert.closeTo(m.f1, 1 / 2, 1e-12)
       assert.strictEqual(metricsOf(emptyConfusion).accuracy, 0)
+    }))
+
+  it.effect("the program and the config of the same job never share a default store or results file", () =>
+    Effect.gen(function*() {
+      const file = NodePath.resolve(import.meta.dirname, "../../examples/spam-eval/experiment.yaml")
+      const parsed = Experiment.parseText(fs.readFileSync(file, "utf8"), "yaml", file)
+      assert.isTrue(Either.isRight(parsed))
+      // run.store is "${SPAM_EVAL_STORE:-<default>}", relative to the config file
+      const written = String((Either.getOrThrow(parsed) as { run: { store: string } }).run.store)
+      const configStore = NodePath.resolve(NodePath.dirname(file), /:-([^}]*)\}/.exec(written)![1]!)
+      // the program's defaults resolve against the checkout's root, where `npx tsx examples/...` runs
+      const root = NodePath.resolve(import.meta.dirname, "../..")
+      assert.notStrictEqual(NodePath.resolve(root, defaultPaths.store), configStore)
+      assert.notStrictEqual(NodePath.basename(defaultPaths.results), "results.jsonl")
+      assert.strictEqual(NodePath.dirname(NodePath.resolve(root, defaultPaths.store)), NodePath.dirname(configStore))
     }))
 
   it.live("200 emails against the in-process mock with 429 bursts, errors and unlabelled answers: one result each, accuracy matches", () =>

@@ -9,7 +9,7 @@
  *   once at the end.
  *
  * Without `--run-id` it follows the most recently started run (waiting for one if the store
- * has none yet) and keeps following that run even if another starts. The store is opened
+ * has none yet, and for the store file itself if it does not exist yet) and keeps following that run even if another starts. The store is opened
  * read-only; STORE may be a plugin URI whose scheme a `--plugin` module (or `ASSAY_PLUGINS`)
  * provides. Exit codes: 0 when the run ended; 2 for an unknown `--run-id`, a bad flag or an
  * unknown store scheme; 1 when the store cannot be opened.
@@ -19,8 +19,10 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option, Schedule } from "effect"
+import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
+import * as PluginUri from "../layers/PluginUri.js"
 import * as Monitor from "../services/Monitor.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
@@ -38,6 +40,41 @@ const interval = Options.float("interval").pipe(
 )
 
 const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
+
+/**
+ * Lets `watch` start before the run that creates its store: while `spec` names an SQLite file
+ * that does not exist yet, says so once ("waiting for STORE to be created…") and checks again
+ * every `intervalS` seconds (only the path is looked at: nothing is opened). Once the file
+ * appears, `watching` runs; a store that cannot be opened within 10 s of its creation (the
+ * writer is still laying out its schema) is tried again. A plugin URI or an existing file is
+ * opened at once, as before.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const waitForStoreFile = <A, E extends { readonly _tag: string }, R>(
+  spec: string,
+  intervalS: number,
+  watching: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.gen(function*() {
+    const parsed = PluginUri.parse(spec)
+    const file = parsed._tag === "NotUri"
+      ? spec
+      : parsed._tag === "Uri" && parsed.scheme === "file"
+      ? decodeURIComponent(parsed.uri.pathname)
+      : undefined
+    if (file === undefined || file === ":memory:" || fs.existsSync(file)) return yield* watching
+    const every = Duration.millis(Math.max(1, Math.round(intervalS * 1000)))
+    yield* write(`waiting for ${spec} to be created…\n`)
+    while (!fs.existsSync(file)) yield* Effect.sleep(every)
+    return yield* watching.pipe(
+      Effect.retry({
+        while: (e) => e._tag === "StoreUnavailable",
+        schedule: Schedule.spaced(every).pipe(Schedule.upTo(Duration.seconds(10)))
+      })
+    )
+  })
 
 /**
  * The `watch` subcommand.
@@ -94,6 +131,9 @@ export const watch = Command.make("watch", { store, runId, interval, plugin: Sto
     if (last.running) {
       yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
     }
-  })).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))).pipe(
+  })).pipe(
+    Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
+    (watching) => waitForStoreFile(o.store, o.interval, watching)
+  )).pipe(
     Command.withDescription("Watch a run's progress in the terminal until it ends (read-only).")
   )

@@ -73,6 +73,18 @@ describe("assay watch / serve (bin/assay)", () => {
       assert.include(out, "<script>alert(1)</script> bad row")
     })), { timeout: 60_000 })
 
+  it.live("watch started before the store exists waits for it, then follows the run to its end", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tmpFile()
+      const watch = yield* assay(["watch", file, "--interval", "0.2"])
+      yield* waitFor("watch to wait for the store", () => watch.stdout().includes("to be created"))
+      assert.isFalse(fs.existsSync(file), "watch creates nothing")
+      const report = yield* Effect.provide(runRows(20, 40), writerLayer(file))
+      const code = yield* watch.exit
+      assert.strictEqual(code, 0, watch.stderr())
+      assert.include(watch.stdout(), `run ${report.runId} completed: 20/20 done (100.0%)`)
+    })), { timeout: 60_000 })
+
   it.live("serve binds loopback, says so, answers read-only; refuses other hosts and unknown runs (exit 2)", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = tmpFile()

@@ -42,7 +42,7 @@ import { mergeReports } from "../services/Merge.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
 import * as Report from "../services/Report.js"
-import { ProcessRunner } from "../services/ProcessRunner.js"
+import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
@@ -367,16 +367,6 @@ const runOne = (args: RunArgs, resume: boolean) =>
       return yield* Effect.fail(new ExitWith(ExitCode.Failures))
     }
   })
-
-/**
- * Quotes one argument for a POSIX shell: as is when it holds only safe characters, else in
- * single quotes (an embedded `'` written as `'\''`).
- *
- * @since 0.1.0
- * @category messages
- */
-export const shellQuote = (arg: string): string =>
-  /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`
 
 /**
  * The command that resumes an interrupted run, from the arguments the user gave

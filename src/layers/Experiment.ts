@@ -424,6 +424,24 @@ const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, actual:
   return issue(p, `expected ${choices}, got ${JSON.stringify(actual)}`, near === undefined ? undefined : `did you mean ${JSON.stringify(near)}?`)
 }
 
+/**
+ * `args: "echo {value}"`: a task's `args` is a list of its arguments. For `shellRun` the
+ * command is the first argument, so the message shows both of its forms.
+ */
+const argsNotAList = (p: string, text: string, task: unknown): ConfigIssue => {
+  const use = typeof task === "object" && task !== null ? (task as { use?: unknown }).use : undefined
+  if (use === "shellRun") {
+    const argv = text.trim().split(/\s+/).filter((w) => w !== "")
+    return issue(
+      p,
+      "is a list of the task's arguments, and shellRun's first argument is the command",
+      `write the command as an argv list, one element per argument and no shell: args: [${JSON.stringify(argv)}]` +
+        (text.includes("{value}") ? "" : `; or as one shell line: args: [${JSON.stringify(text)}]`)
+    )
+  }
+  return issue(p, "is a list of the task's arguments, got a string", `args: [${JSON.stringify(text)}]`)
+}
+
 const decodeIssues = (error: ParseResult.ParseError, input: unknown): Array<ConfigIssue> => {
   const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
   const byPath = new Map<string, number>()
@@ -471,6 +489,8 @@ const decodeIssues = (error: ParseResult.ParseError, input: unknown): Array<Conf
         )
     } else if (i._tag === "Missing") {
       entry = issue(p, "is missing")
+    } else if (i._tag === "Type" && i.path[i.path.length - 1] === "args" && typeof valueAt(input, i.path) === "string") {
+      entry = argsNotAList(p, String(valueAt(input, i.path)), valueAt(input, i.path.slice(0, -1)))
     } else {
       entry = issue(p, i.message)
     }
@@ -494,6 +514,9 @@ const taskIssuePath = (base: string, p: string): string => {
   if (p === "" ) return base
   if (p.startsWith("args") || p.startsWith("options") || p.startsWith("tasks") || p === "onError") return `${base}.${p}`
   if (argPathFields.has(p)) return `${base}.args[0]`
+  // an element of the first argument (shellRun's argv: command[2] → args[0][2])
+  const element = /^(\w+)(\[\d+\].*)$/.exec(p)
+  if (element !== null && argPathFields.has(element[1]!)) return `${base}.args[0]${element[2]}`
   if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config") return `${base}.${p}`
   return `${base}.options.${p}`
 }

@@ -343,7 +343,85 @@ export const checkStringCommand = (command: string): Either.Either<string, Confi
     )
     : Either.right(command)
 
-const quoteArg = (arg: string): string => /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'"'"'`)}'`
+/** Interpreters that take inline code, and the flags whose next argument is that code. */
+const inlineCodeFlags: ReadonlyArray<readonly [RegExp, (flag: string) => boolean]> = [
+  // POSIX shells: -c, also combined as -ec, -xc, -lc ...
+  [/^(sh|bash|dash|zsh|ksh|mksh|ash|fish|busybox)$/, (f) => /^-[a-z]*c[a-z]*$/.test(f)],
+  [/^(python|pypy)[0-9.]*$/, (f) => f === "-c"],
+  [/^(node|nodejs|bun|deno)$/, (f) => f === "-e" || f === "--eval" || f === "-p" || f === "--print"],
+  [/^(perl|ruby)$/, (f) => f === "-e" || f === "-E"],
+  [/^php$/, (f) => f === "-r"],
+  [/^(pwsh|powershell)(\.exe)?$/, (f) => /^-(c|command)$/i.test(f)],
+  [/^cmd(\.exe)?$/, (f) => /^\/[ck]$/i.test(f)]
+]
+/** Programs whose first operand (or `-e` argument) is a script. */
+const scriptFirst = /^(awk|gawk|mawk|nawk|sed|jq)$/
+
+/**
+ * Refuses an argv command that hands `{value}` to an interpreter as part of its code
+ * (`["bash", "-c", "echo {value}"]`, `["python3", "-c", "print('{value}')"]`,
+ * `["awk", "{value} {print}"]`): the value would run as code, exactly as in a shell line.
+ * The value must be its own argument, read by the code (`"$1"`, `sys.argv[1]`). A leading
+ * `env [VAR=x ...]` is looked through. Returns the argv unchanged when it is acceptable.
+ *
+ * @param argv the command's argv.
+ * @returns the argv, or a {@link ConfigError} (path `command[i]`) with the fix.
+ * @since 0.1.0
+ * @category helpers
+ */
+export const checkArgvCommand = (argv: ReadonlyArray<string>): Either.Either<ReadonlyArray<string>, ConfigError> => {
+  let i = 0
+  const base = (a: string | undefined) => (a ?? "").split(/[\\/]/).pop() ?? ""
+  if (base(argv[0]) === "env") {
+    i = 1
+    while (i < argv.length && (argv[i]!.startsWith("-") || /^[A-Za-z_][A-Za-z0-9_]*=/.test(argv[i]!))) i++
+  }
+  const program = base(argv[i])
+  const refuse = (at: number, how: string) =>
+    Either.left(
+      new ConfigError({
+        message: `${how} ${JSON.stringify(argv[at])} contains ${valuePlaceholder}: the value would run as code. ` +
+          `Pass it as its own argument and read it there, e.g. ["bash", "-c", "wc -c \"$1\"", "_", "${valuePlaceholder}"] ` +
+          `or ["python3", "-c", "import sys; print(sys.argv[1])", "${valuePlaceholder}"]`,
+        issues: [{
+          path: `command[${at}]`,
+          message: `${how} contains ${valuePlaceholder}`,
+          suggestion: "pass the value as a separate argument (\"$1\", sys.argv[1]) instead of inside the code"
+        }]
+      })
+    )
+  const flagged = inlineCodeFlags.find(([name]) => name.test(program))
+  if (flagged !== undefined) {
+    for (let j = i + 1; j < argv.length - 1; j++) {
+      if (flagged[1](argv[j]!) && argv[j + 1]!.includes(valuePlaceholder)) return refuse(j + 1, `the code ${program} ${argv[j]} runs`)
+    }
+  } else if (scriptFirst.test(program)) {
+    let scriptGiven = false
+    for (let j = i + 1; j < argv.length; j++) {
+      const a = argv[j]!
+      if ((a === "-e" || a === "--expression") && j + 1 < argv.length) {
+        if (argv[j + 1]!.includes(valuePlaceholder)) return refuse(j + 1, `the ${program} script`)
+        scriptGiven = true
+        j++
+        continue
+      }
+      if (a.startsWith("-")) continue
+      // without -e, the first operand is the script; the rest are files
+      if (!scriptGiven && a.includes(valuePlaceholder)) return refuse(j, `the ${program} script`)
+      break
+    }
+  }
+  return Either.right(argv)
+}
+
+/**
+ * Quotes one argument for a POSIX shell: as is when it holds only safe characters
+ * (`[A-Za-z0-9_@%+=:,./-]`), else in single quotes (an embedded `'` as `'"'"'`).
+ *
+ * @since 0.1.0
+ * @category helpers
+ */
+export const shellQuote = (arg: string): string => /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'"'"'`)}'`
 
 /**
  * A printable one-line form of a command for errors and logs: argv elements are joined with
@@ -354,7 +432,7 @@ const quoteArg = (arg: string): string => /^[\w@%+=:,./-]+$/.test(arg) ? arg : `
  * @category helpers
  */
 export const summarize = (command: ProcessCommand, maxChars = 300): string => {
-  const text = (typeof command === "string" ? command : command.map(quoteArg).join(" ")).replace(/\r?\n/g, "\\n")
+  const text = (typeof command === "string" ? command : command.map(shellQuote).join(" ")).replace(/\r?\n/g, "\\n")
   return text.length > maxChars ? `${text.slice(0, Math.max(0, maxChars - 1))}…` : text
 }
 

@@ -81,9 +81,18 @@ const durationsWithUnit = (task: string, entries: ReadonlyArray<readonly [string
   if (issues.length > 0) refuse(task, issues)
 }
 
-const maxArgs = (task: string, args: ReadonlyArray<unknown>, n: number, usage: string): void => {
+/**
+ * Refuses more than `n` (0 or 1) args in plain words: what the one argument means, what was
+ * given, and an example (`flaky takes one argument, how many attempts fail before one
+ * succeeds; got 2 arguments: [2,3]`).
+ */
+const maxArgs = (task: string, args: ReadonlyArray<unknown>, n: 0 | 1, usage: string, meaning = ""): void => {
   if (args.length > n) {
-    refuse(task, [{ path: "args", message: `${task} takes at most ${n} argument(s), got ${args.length}`, suggestion: usage }])
+    const got = `got ${args.length} argument${args.length === 1 ? "" : "s"}: ${JSON.stringify(args)}`
+    const message = n === 0
+      ? `${task} takes no arguments (its settings go in options); ${got}`
+      : `${task} takes one argument${meaning === "" ? "" : `, ${meaning}`}; ${got}`
+    refuse(task, [{ path: "args", message, suggestion: usage }])
   }
 }
 
@@ -105,7 +114,7 @@ const isPlainObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
  * path inside the task section (`options.temperature`).
  */
 const makeChat = (args: ReadonlyArray<unknown>, options: Readonly<Record<string, unknown>> | undefined): Task.Any => {
-  maxArgs("chat", args, 1, "options: { name: classify, maxTokens: 5, temperature: 0 }")
+  maxArgs("chat", args, 1, "options: { name: classify, maxTokens: 5, temperature: 0 }", "an object of options (or use options:)")
   const first = args[0]
   if (first !== undefined && !isPlainObject(first)) {
     refuse("chat", [{
@@ -156,7 +165,7 @@ const entries: ReadonlyArray<Builtin> = [
     description: "waits, then returns its input (observe concurrency)",
     signature: "delay(duration, { name?, retry?, timeout?, version?, config? })",
     make: (args, options) => {
-      maxArgs("delay", args, 1, "args: [\"300 millis\"]")
+      maxArgs("delay", args, 1, "args: [\"300 millis\"]", "how long to wait")
       durationsWithUnit("delay", [["args[0]", args[0]]])
       return withConfigHints(() => delay(args[0] === undefined ? "1 second" : args[0] as Duration.DurationInput, options ?? {}))
     }
@@ -166,7 +175,7 @@ const entries: ReadonlyArray<Builtin> = [
     description: "fails the first N attempts, then returns its input (exercise retries)",
     signature: "flaky(failTimes = 2, { errorClass?, message?, name?, ... })",
     make: (args, options) => {
-      maxArgs("flaky", args, 1, "args: [2]")
+      maxArgs("flaky", args, 1, "args: [2]", "how many attempts fail before one succeeds")
       return flaky(args[0] === undefined ? 2 : args[0] as number, options ?? {})
     }
   },
@@ -175,7 +184,7 @@ const entries: ReadonlyArray<Builtin> = [
     description: "always fails with the given message and error class",
     signature: "boom(message = \"boom\", { errorClass?, name?, ... })",
     make: (args, options) => {
-      maxArgs("boom", args, 1, "args: [\"boom\"]")
+      maxArgs("boom", args, 1, "args: [\"boom\"]", "the error message")
       return boom(args[0] === undefined ? "boom" : args[0] as string, options ?? {})
     }
   },
@@ -203,7 +212,7 @@ const entries: ReadonlyArray<Builtin> = [
     description: "runs a subprocess (argv form substitutes {value} as one argument)",
     signature: "shellRun(command, { timeout?, check?, cwd?, env?, maxOutputBytes?, name? })",
     make: (args, options, ctx) => {
-      maxArgs("shellRun", args, 1, "args: [[\"wc\", \"-c\", \"{value}\"]]")
+      maxArgs("shellRun", args, 1, "args: [[\"wc\", \"-c\", \"{value}\"]]", "the command (an argv list, or one shell line)")
       durationsWithUnit("shellRun", [["options.timeout", options?.["timeout"]]])
       const cwd = options?.["cwd"]
       const o = typeof cwd === "string" ? { ...options, cwd: path.resolve(ctx.baseDir, cwd) } : { ...options }
@@ -215,7 +224,7 @@ const entries: ReadonlyArray<Builtin> = [
     description: "appends each value to a JSON Lines file and passes it on",
     signature: "writeJsonl(path, { mode?: \"a\" | \"w\", name? })",
     make: (args, options, ctx) => {
-      maxArgs("writeJsonl", args, 1, "args: [\"out/results.jsonl\"]")
+      maxArgs("writeJsonl", args, 1, "args: [\"out/results.jsonl\"]", "the file to append to")
       const p = args[0]
       return writeJsonl(typeof p === "string" && p !== "" ? path.resolve(ctx.baseDir, p) : p as string, options ?? {})
     }

@@ -9,7 +9,9 @@
  *   argument whatever the value contains;
  * - **string** (`"sort data.txt | uniq -c"`): run by `/bin/sh -c`; it may not contain
  *   `{value}` (the value would be pasted into shell code), which is refused when the task is
- *   defined.
+ *   defined. Likewise an argv that hands `{value}` to an interpreter inside its code
+ *   (`["bash", "-c", "echo {value}"]`, `python -c`, `node -e`, an awk/sed/jq script) is
+ *   refused: pass the value as its own argument (`["bash", "-c", "echo \"$1\"", "_", "{value}"]`).
  *
  * The process lifecycle (own process group; group SIGKILL and reaping on timeout,
  * interruption or failure, on every exit path) is the ProcessRunner's guarantee.
@@ -22,6 +24,7 @@ import { maskSecrets } from "../domain/Resource.js"
 import * as Task from "../domain/Task.js"
 import {
   check as checkResult,
+  checkArgvCommand,
   checkStringCommand,
   type ProcessCommand,
   type ProcessFailed,
@@ -98,6 +101,9 @@ export const shellRun = <A = any>(
     issues.push({ path: "command", message: "an argv command is a non-empty array of strings" })
   } else if (command[0] === "") {
     issues.push({ path: "command[0]", message: "the program name is empty" })
+  } else {
+    const checked = checkArgvCommand(command)
+    if (Either.isLeft(checked)) issues.push(...checked.left.issues)
   }
   let timeoutMs = 60_000
   if (options.timeout !== undefined) {

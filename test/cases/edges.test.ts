@@ -43,3 +43,33 @@ describe("edge inputs (C15–C17)", () => {
       assert.strictEqual((yield* assay(["run", "-c", one, "--limit", "0"])).code, 0)
     }), { timeout: 60_000 })
 })
+
+describe("config mistakes read plainly (issue 21)", () => {
+  it.scopedLive("a string args, two args to flaky, and {value} inside an interpreter's code: each named with its fix (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const config = write(dir, "bad.yaml", [
+        "pipeline:",
+        "  name: plain",
+        "  tasks:",
+        "    - use: shellRun",
+        "      args: \"echo {value}\"",
+        "    - use: flaky",
+        "      args: [2, 3]",
+        "    - use: shellRun",
+        "      name: inline",
+        "      args: [[\"bash\", \"-c\", \"echo {value}\"]]",
+        "source: { range: { n: 2 } }",
+        ""
+      ].join("\n"))
+      for (const command of ["validate", "run"]) {
+        const r = yield* assay([command, "-c", config])
+        assert.strictEqual(r.code, 2, r.stdout + r.stderr)
+        // the string form: what args is, and the argv form written out for this command
+        assert.include(r.stderr, `pipeline.tasks[0].args: is a list of the task's arguments, and shellRun's first argument is the command`)
+        assert.include(r.stderr, `args: [["echo","{value}"]]`)
+        assert.include(r.stderr, "pipeline.tasks[1].args: flaky takes one argument, how many attempts fail before one succeeds; got 2 arguments: [2,3]")
+        assert.include(r.stderr, "pipeline.tasks[2].args[0][2]: the code bash -c runs contains {value}")
+      }
+    }), { timeout: 60_000 })
+})

@@ -227,13 +227,14 @@ describe("shards and signals", () => {
 
 describe("the resume command printed after a stop", () => {
   it("is the same command line with run → resume, --run-id and --stop-after dropped, quoted for a shell", async () => {
-    const { resumeCommandOf, shellQuote } = await import("../../src/cli/RunCommand.js")
+    const { resumeCommandOf } = await import("../../src/cli/RunCommand.js")
+    const { shellQuote } = await import("../../src/services/ProcessRunner.js")
     assert.strictEqual(
       resumeCommandOf(["run", "-c", "exp.yaml", "--store", "runs/a b.db", "--run-id", "r1", "--stop-after", "5 minutes", "--concurrency", "8"]),
       "assay resume -c exp.yaml --store 'runs/a b.db' --concurrency 8"
     )
     assert.strictEqual(resumeCommandOf(["resume", "--run-id=x", "-c", "e.json"]), "assay resume -c e.json")
-    assert.strictEqual(shellQuote("it's"), `'it'\\''s'`)
+    assert.strictEqual(shellQuote("it's"), `'it'"'"'s'`)
     assert.strictEqual(shellQuote("$HOME"), `'$HOME'`)
     assert.strictEqual(shellQuote("a/b-c_d.json"), "a/b-c_d.json")
   })

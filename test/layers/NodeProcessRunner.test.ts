@@ -9,6 +9,7 @@ import { classify } from "../../src/domain/Errors.js"
 import * as NodeProcessRunner from "../../src/layers/NodeProcessRunner.js"
 import {
   check,
+  checkArgvCommand,
   checkStringCommand,
   type Invocation,
   layerTest,
@@ -113,6 +114,49 @@ describe("substituteArgv / checkStringCommand", () => {
       assert.include(refused.left.message, "argv")
     }
     assert.deepStrictEqual(checkStringCommand("echo '{}' | jq ."), Either.right("echo '{}' | jq ."))
+  })
+
+  it("refuses an argv that puts {value} inside an interpreter's code, and accepts it as its own argument", () => {
+    const refused: ReadonlyArray<[ReadonlyArray<string>, number]> = [
+      [["sh", "-c", "echo {value}"], 2],
+      [["/bin/bash", "-ec", "wc -c <<< {value}"], 2],
+      [["bash", "--norc", "-c", "x={value}; echo $x"], 3],
+      [["env", "LANG=C", "-i", "zsh", "-c", "print {value}"], 5],
+      [["python3", "-c", "print('{value}')"], 2],
+      [["python3.12", "-u", "-c", "print({value})"], 3],
+      [["node", "-e", "console.log({value})"], 2],
+      [["node", "--eval", "f({value})"], 2],
+      [["perl", "-E", "say {value}"], 2],
+      [["ruby", "-e", "p {value}"], 2],
+      [["php", "-r", "echo {value};"], 2],
+      [["pwsh", "-Command", "Write-Output {value}"], 2],
+      [["cmd.exe", "/C", "echo {value}"], 2],
+      [["awk", "{value} { print }", "file"], 1],
+      [["awk", "-F,", "/{value}/"], 2],
+      [["sed", "-e", "s/a/{value}/"], 2],
+      [["sed", "s/{value}/b/", "in.txt"], 1],
+      [["jq", ".a == {value}"], 1]
+    ]
+    for (const [argv, at] of refused) {
+      const r = checkArgvCommand(argv)
+      assert.isTrue(Either.isLeft(r), argv.join(" "))
+      if (Either.isLeft(r)) {
+        assert.strictEqual(r.left.issues[0]!.path, `command[${at}]`, argv.join(" "))
+        assert.include(r.left.message, "would run as code")
+      }
+    }
+    const accepted: ReadonlyArray<ReadonlyArray<string>> = [
+      ["bash", "-c", "wc -c \"$1\"", "_", "{value}"],
+      ["python3", "-c", "import sys; print(sys.argv[1])", "{value}"],
+      ["python3", "score.py", "--input", "{value}"],
+      ["node", "-e", "console.log(process.argv[1])", "{value}"],
+      ["awk", "{ print }", "{value}"],
+      ["sed", "-e", "s/a/b/", "{value}"],
+      ["jq", "--arg", "v", "{value}", ".a == $v"],
+      ["grep", "-c", "{value}", "file.txt"],
+      ["sh", "-c", "echo hi"]
+    ]
+    for (const argv of accepted) assert.isTrue(Either.isRight(checkArgvCommand(argv)), argv.join(" "))
   })
 
   it("summarize quotes arguments that need it", () => {

@@ -80,6 +80,12 @@ export * as ArtifactBackends from "./layers/ArtifactBackends.js"
 export * as Experiment from "./layers/Experiment.js"
 /** @since 0.1.0 */
 export * as MemoryStore from "./layers/MemoryStore.js"
+/**
+ * Running a program as the process's main with assay's exit codes (`NodeMain.runMain`).
+ *
+ * @since 0.1.0
+ */
+export * as NodeMain from "./layers/NodeMain.js"
 /** @since 0.1.0 */
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */

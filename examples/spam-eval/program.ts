@@ -22,12 +22,12 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Console, Duration, Effect, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import * as NodePath from "node:path"
 import { ConfigError } from "../../src/domain/Errors.js"
 import type { AlgorithmInput } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
+import * as NodeMain from "../../src/layers/NodeMain.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import * as Pool from "../../src/services/Pool.js"
@@ -398,5 +398,5 @@ const main = Effect.gen(function*() {
 })
 
 if (process.argv[1] !== undefined && import.meta.url === `file://${NodePath.resolve(process.argv[1])}`) {
-  NodeRuntime.runMain(main.pipe(Effect.provide(NodeContext.layer)))
+  NodeMain.runMain(main.pipe(Effect.provide(NodeContext.layer)))
 }

@@ -491,7 +491,7 @@ const lastJsonLine = (stdout: string): Record<string, any> | null => {
 }
 
 /**
- * The parent's SIGINT/SIGTERM handling while shard children run (in the current scope): the
+ * The parent's SIGINT/SIGTERM/SIGHUP handling while shard children run (in the current scope): the
  * CLI's main leaves the signals to it (`signalGovernor`), and each signal is sent on to every
  * running child (`kill(pid, signal)`: the child's own runner stops it gracefully, a second
  * signal at once). `signal()` is the first signal received, if any.
@@ -509,18 +509,15 @@ const signalRelay = Effect.gen(function*() {
       }
     }
   }
-  const onInt = forward("SIGINT")
-  const onTerm = forward("SIGTERM")
+  const handlers = Runner.stopSignals.map((signal) => [signal, forward(signal)] as const)
   yield* Effect.acquireRelease(
     Effect.sync(() => {
       signalGovernor.runnerGoverns = true
-      process.on("SIGINT", onInt)
-      process.on("SIGTERM", onTerm)
+      for (const [signal, handler] of handlers) process.on(signal, handler)
     }),
     () =>
       Effect.sync(() => {
-        process.off("SIGINT", onInt)
-        process.off("SIGTERM", onTerm)
+        for (const [signal, handler] of handlers) process.off(signal, handler)
         signalGovernor.runnerGoverns = false
       })
   )

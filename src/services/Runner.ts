@@ -762,6 +762,22 @@ const runOnce = <S extends AnySpec, SE, SR>(
       notes: config.notes === "" ? null : config.notes,
       meta: config.meta
     })
+    // If this fiber is interrupted from outside (NodeRuntime.runMain on Ctrl-C, a timeout, a
+    // parent scope closing) the steps below that close the run never run: close it here
+    // instead. Finalizers run in reverse order, so this one runs after the pipeline fibers
+    // (created later) have been interrupted and have marked their rows interrupted.
+    let runClosed = false
+    yield* Effect.addFinalizer(() =>
+      runClosed
+        ? Effect.void
+        : Effect.gen(function*() {
+          const endedAt = yield* Clock.currentTimeMillis
+          const stopReason = state.stopReason ?? "interrupted"
+          yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason })
+          yield* emit("run.finished", null, { status: "interrupted", stopReason, counters: state.counters })
+          yield* store.flush
+        }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the interrupted run: ${e.message}`)))
+    )
     yield* emit("run.started", null, { concurrency: config.concurrency, maxAdmitted: config.maxAdmitted })
     for (const r of staleRuns) yield* emit("run.stale_interrupted", null, { staleRunId: r.runId, heartbeatAt: r.heartbeatAt })
 
@@ -1652,6 +1668,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
     const endedAt = yield* Clock.currentTimeMillis
     const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
     yield* store.finishRun(runId, { status: conflict !== null ? "failed" : status, endedAt, stopReason: state.stopReason })
+    runClosed = true
     yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
       Effect.zipRight(store.flush),
       Effect.catchAll((e) => Effect.logWarning(`could not record run.finished: ${e.message}`))
@@ -1689,19 +1706,28 @@ const runOnce = <S extends AnySpec, SE, SR>(
 // Signals
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The signals that stop a run gracefully: Ctrl-C (SIGINT), a service manager or `kill`
+ * (SIGTERM), and the terminal closing (SIGHUP). The stop reason is the signal's name in lower
+ * case (`sigint`, `sigterm`, `sighup`).
+ *
+ * @since 0.1.0
+ * @category signals
+ */
+export const stopSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+
 const installSignalHandlers = (requestStop: (reason: string) => void) =>
   Effect.acquireRelease(
-    Effect.sync(() => {
-      const onInt = () => requestStop("sigint")
-      const onTerm = () => requestStop("sigterm")
-      process.on("SIGINT", onInt)
-      process.on("SIGTERM", onTerm)
-      return { onInt, onTerm }
-    }),
-    ({ onInt, onTerm }) =>
+    Effect.sync(() =>
+      stopSignals.map((signal) => {
+        const handler = () => requestStop(signal.toLowerCase())
+        process.on(signal, handler)
+        return [signal, handler] as const
+      })
+    ),
+    (handlers) =>
       Effect.sync(() => {
-        process.off("SIGINT", onInt)
-        process.off("SIGTERM", onTerm)
+        for (const [signal, handler] of handlers) process.off(signal, handler)
       })
   )
 

@@ -173,3 +173,47 @@ describe("Runner crash safety (real processes, real SQLite)", () => {
     expect(executions(log).filter((e) => e.run === 3)).toEqual([])
   }, 120_000)
 })
+
+describe("Ctrl-C on an Effect program run as the process's main (issue 21)", () => {
+  for (const mode of ["plain", "assay"] as const) {
+    it(`${mode === "plain" ? "NodeRuntime.runMain" : "NodeMain.runMain"}: the run is closed interrupted and resumable${mode === "assay" ? ", exit 130" : ""}`, async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-main-"))
+      try {
+        const db = path.join(dir, "main.db")
+        const proc = spawn(process.execPath, ["--import", loader, path.join(root, "test/fixtures/runner/mainProgram.ts"), db, mode], {
+          cwd: root,
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let out = ""
+        let err = ""
+        proc.stdout!.on("data", (d: Buffer) => (out += d.toString()))
+        proc.stderr!.on("data", (d: Buffer) => (err += d.toString()))
+        const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)))
+        const t0 = Date.now()
+        while (!out.includes("started")) {
+          if (Date.now() - t0 > 30_000) throw new Error(`the program did not start: ${err}`)
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        proc.kill("SIGINT")
+        const code = await exited
+        // NodeRuntime.runMain's own teardown exits 0 after an interruption; assay's says 130
+        expect(code).toBe(mode === "plain" ? 0 : 130)
+        if (mode === "assay") expect(err).toContain("interrupted (resumable")
+        const d = new Database(db, { readonly: true })
+        try {
+          const runs = d.prepare("SELECT status, stop_reason FROM runs").all() as Array<{ status: string; stop_reason: string | null }>
+          expect(runs).toHaveLength(1)
+          expect(runs[0]!.status).toBe("interrupted")
+          expect(d.prepare("SELECT count(*) AS n FROM pipelines WHERE state = 'running'").get()).toEqual({ n: 0 })
+          const done = (d.prepare("SELECT count(*) AS n FROM pipelines WHERE state = 'succeeded'").get() as { n: number }).n
+          expect(done).toBeGreaterThan(0)
+          expect(done).toBeLessThan(40)
+        } finally {
+          d.close()
+        }
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }, 60_000)
+  }
+})

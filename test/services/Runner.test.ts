@@ -333,6 +333,24 @@ describe("Runner: callbacks, metrics and crashes", () => {
       assert.deepStrictEqual(pipelineLevel.map((m) => [m.name, m.value, m.display]), [["score", 0.5, "percent"]])
     }).pipe(Effect.provide(env())))
 
+  it.effect("a run interrupted from outside (a parent timeout, runMain on Ctrl-C) is still closed: interrupted, rows resumable", () =>
+    Effect.gen(function*() {
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("1 second"), n))
+      const template = Pipeline.make("outside", slow)
+      const fiber = yield* Effect.fork(Runner.run(template.map([1, 2, 3, 4]), { concurrency: 2, handleSignals: false }))
+      yield* TestClock.adjust("1500 millis")
+      yield* Fiber.interrupt(fiber)
+      const store = yield* Store
+      const runs = yield* store.listRuns
+      assert.strictEqual(runs.length, 1)
+      assert.strictEqual(runs[0]!.status, "interrupted")
+      assert.strictEqual(runs[0]!.stopReason, "interrupted")
+      const rows = yield* store.getPipelines([1, 2, 3, 4].map((n) => template.bind(n).pipelineId))
+      assert.deepStrictEqual([...rows.values()].map((p) => p.state).sort(), ["interrupted", "interrupted", "succeeded", "succeeded"])
+      const finished = yield* store.events({ kind: "run.finished" })
+      assert.strictEqual(finished.length, 1)
+    }).pipe(Effect.provide(env())))
+
   it.effect("a non-finite metric is dropped with a metric.dropped event; the task's output is kept (C17b)", () =>
     Effect.gen(function*() {
       const runner = yield* Runner.Runner

@@ -1065,3 +1065,68 @@ export const chat = <In = ChatInput>(
  */
 export const isEndpointFault = (errorClass: unknown): boolean =>
   isErrorClass(errorClass) && endpointFaultClasses.has(errorClass)
+
+/**
+ * The credential problems of one resource's options, found before a run starts (what
+ * `assay validate` and `assay run` check for every resource of every pool): a key
+ * (`apiKey` / `api_key`) or the variable named by `apiKeyEnv` / `api_key_env` holding
+ * whitespace or control characters (a key read from a file with its trailing newline: it
+ * cannot be sent in a header, so it is refused, never trimmed silently); with `strictEnv`,
+ * a variable named by `apiKeyEnv` that is unset or empty; a header value with a line break
+ * or NUL; a `baseUrl` that is not an absolute http(s) URL. Each issue has the field path
+ * under `path` (e.g. `pools.llm.resources[0].options.apiKeyEnv`) and names the variable,
+ * never a value. `env` is the environment to read.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const credentialIssues = (
+  options: Readonly<Record<string, unknown>>,
+  path: string,
+  env: Readonly<Record<string, string | undefined>>,
+  strictEnv: boolean
+): ReadonlyArray<ConfigIssue> => {
+  const issues: Array<ConfigIssue> = []
+  const fix = (name: string) => `strip it, e.g. export ${name}="$(printf %s "$${name}" | tr -d '[:space:]')"`
+  for (const k of ["apiKey", "api_key"]) {
+    const v = options[k]
+    if (typeof v === "string" && Secrets.hasWhitespaceOrControl(v)) {
+      issues.push({ path: `${path}.${k}`, message: `the key holds whitespace or control characters (not shown)` })
+    }
+  }
+  for (const k of ["apiKeyEnv", "api_key_env"]) {
+    const name = options[k]
+    if (typeof name !== "string" || name === "") continue
+    const value = env[name]
+    if (value === undefined || value === "") {
+      if (strictEnv) {
+        issues.push({
+          path: `${path}.${k}`,
+          message: `environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"} (--strict-env)`,
+          suggestion: `export ${name}=...`
+        })
+      }
+    } else if (Secrets.hasWhitespaceOrControl(value)) {
+      issues.push({
+        path: `${path}.${k}`,
+        message: `environment variable ${name} holds whitespace or control characters (a trailing newline?); its value is not shown`,
+        suggestion: fix(name)
+      })
+    }
+  }
+  const headers = options["headers"]
+  if (Predicate.isObject(headers)) {
+    for (const [k, v] of Object.entries(headers)) {
+      if (typeof v === "string" && /[\r\n\u0000]/.test(v)) {
+        issues.push({ path: `${path}.headers.${k}`, message: `the value of header ${k} holds a line break or NUL (not shown)` })
+      }
+    }
+  }
+  for (const k of ["baseUrl", "base_url", "apiUrl"]) {
+    const v = options[k]
+    if (typeof v !== "string" || v === "") continue
+    const parsed = completionsUrl(v)
+    if (Either.isLeft(parsed)) issues.push({ path: `${path}.${k}`, message: parsed.left })
+  }
+  return issues
+}

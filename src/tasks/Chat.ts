@@ -4,24 +4,29 @@
  *
  * **The endpoint comes from the resource.** A resource's `options` name its endpoint:
  * `baseUrl` (the OpenAI base URL, e.g. `http://127.0.0.1:8080/v1`; `/chat/completions` is
- * appended), the key (`apiKey`, or `apiKeyEnv`: the name of an environment variable holding
- * it, so that config files never contain the key), a default `model` and extra `headers`.
+ * appended to its path and its query string kept, see {@link completionsUrl}), the key
+ * (`apiKey`, or `apiKeyEnv`: the name of an environment variable holding it, so that config
+ * files never contain the key), a default `model` and extra `headers`.
  * {@link chatClientFactory} builds one {@link ChatClient} per resource (the pool calls it once,
- * lazily); the task calls `lease.client.complete(...)`.
+ * lazily); the task calls `lease.client.complete(...)`. Requests honour `HTTPS_PROXY` /
+ * `HTTP_PROXY` / `NO_PROXY` in any case ({@link defaultHttpClient}).
  *
  * **Errors are classified at the adapter boundary** into a {@link ChatError} whose
- * `errorClass` drives retry and pool health: HTTP 429 → `rate_limit` with the server's
- * `Retry-After` in `retryAfterMs` (so the retry policy waits at least that long); 5xx →
- * `upstream`; 408/504 and a request deadline → `timeout`; refused/reset connections →
- * `connection`; a 2xx body that is not a chat completion → `invalid`; any other 4xx →
- * `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
+ * `errorClass` drives retry and pool health: HTTP 429 → `rate_limit` with the wait the server
+ * names (`retry-after-ms`, `Retry-After`, `x-ratelimit-reset-*`, a hint in the JSON body; see
+ * `RateLimit`) in `retryAfterMs`; 5xx → `upstream`; 408/504 and a request deadline →
+ * `timeout`; refused/reset connections and unresolvable hosts → `connection`; an error object
+ * inside a 200 → by its embedded code ({@link classOfEmbeddedError}); a 200 without text (the
+ * content filter, a refusal) or a body that is not a chat completion → `invalid`; any other
+ * 4xx → `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
  * (`usage: { tokens, promptTokens, completionTokens }`); a failure is reported `ok: false` only
  * when it is the endpoint's fault (rate_limit, upstream, connection, timeout).
  *
- * **The key never leaves the client.** It is held as a `Redacted`, sent only in the
- * `Authorization` header, and every message a {@link ChatError} carries is passed through a
- * mask that replaces the key (and every secret-named header value) by `***`. No raw HTTP
- * error object (whose request carries the Authorization header) ever leaves this module.
+ * **No secret leaves the client.** The key is held as a `Redacted` and sent only in the
+ * `Authorization` header; every message a {@link ChatError} carries is masked (every form of
+ * the key, of every non-public header value and of the URL's userinfo and query secrets; see
+ * `Secrets`) before it is cut. No raw HTTP error object (whose request carries the
+ * Authorization header) ever leaves this module.
  *
  * **Why @effect/platform's HttpClient and not `@effect/ai-openai` (0.41).** Checked against
  * the mock server: (1) its `LanguageModel` speaks the Responses API (`POST /responses`), which

@@ -9,8 +9,8 @@
  * non-JSON 200, a 429 with a body hint, a base64 echo), behind a growing padding so that every
  * secret straddles each truncation point (120, 300, 600 characters) in some row. Then every
  * byte assay wrote or served is searched: the store files (db, wal, shm), exports of every row
- * kind in every format, `report` text and JSON, `validate` text and JSON, every route of
- * `assay serve`, and the stdout and stderr of every command. No secret may appear, nor any
+ * kind in every format, `report` text and JSON, `validate` text and JSON, `watch`, every route
+ * of `assay serve`, and the stdout and stderr of every command. No secret may appear, nor any
  * 6-character fragment of one; the variable's *name* (`MY_KEY`) and the public query value
  * (`api-version=2024-02-01`) are shown. C12's first half is checked too: with a query string in
  * the base URL, requests go to `…/d1/chat/completions?api-version=…`.
@@ -142,7 +142,7 @@ describe("secrets, the whole kind (and C12)", () => {
         assert.include(seenAuth, `Basic ${Buffer.from(`${SECRETS.user}:${SECRETS.password}`).toString("base64")}`)
         assert.include(seenAuth, `Bearer ${SECRETS.envKey}`)
 
-        for (const args of [["validate", "-c", file], ["validate", "-c", file, "--json"], ["report", store], ["report", store, "--json"], ["report", store, "--errors", "500"]]) {
+        for (const args of [["validate", "-c", file], ["validate", "-c", file, "--json"], ["report", store], ["report", store, "--json"], ["report", store, "--errors", "500"], ["watch", store]]) {
           const r = await assay(args, env)
           assert.include([0, 1], r.code, `${args.join(" ")}: ${r.stderr}`)
           texts.push([`${args.join(" ")} stdout`, r.stdout], [`${args.join(" ")} stderr`, r.stderr])

@@ -13,6 +13,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Option, Predicate, Schema } from "effect"
+import * as RateLimit from "./RateLimit.js"
 
 // ---------------------------------------------------------------------------------------------
 // Error classes
@@ -581,26 +582,18 @@ export const classifyCause = (cause: Cause.Cause<unknown>): ErrorClass => {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Parses a `Retry-After` header value: delta-seconds (`"2"`, `"1.5"`) or an HTTP-date.
- * Returns the delay in milliseconds (never negative), or `undefined` when unparseable.
- * `nowMs` is the current time in epoch milliseconds (take it from `Clock`).
+ * Parses a `Retry-After` header value: delta-seconds (`"2"`, `"1.5"`), an HTTP-date, or a
+ * Unix timestamp (a delta of 10⁹ or more is epoch seconds, 10¹² or more epoch milliseconds:
+ * read as an absolute time, never a 57-year wait). Returns the delay in milliseconds (never
+ * negative), or `undefined` when unparseable. `nowMs` is the current time in epoch
+ * milliseconds (take it from `Clock`). See `RateLimit.parseRetryAfter`.
  *
  * Source: RFC 9110 §10.2.3.
  *
  * @since 0.1.0
  * @category classification
  */
-export const parseRetryAfter = (value: string, nowMs: number): number | undefined => {
-  const v = value.trim()
-  if (v === "") return undefined
-  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000)
-  // An HTTP-date always names its day or month; refusing letter-less strings keeps
-  // `Date.parse`'s leniency from turning "-5" or "1e3" into a date.
-  if (!/[A-Za-z]{3}/.test(v)) return undefined
-  const at = Date.parse(v)
-  if (Number.isNaN(at)) return undefined
-  return Math.max(0, at - nowMs)
-}
+export const parseRetryAfter = (value: string, nowMs: number): number | undefined => RateLimit.parseRetryAfter(value, nowMs)
 
 const headerOf = (headers: unknown, name: string): string | undefined => {
   if (!Predicate.isObject(headers)) return undefined
@@ -627,8 +620,10 @@ const headerOf = (headers: unknown, name: string): string | undefined => {
 /**
  * Reads the server's suggested delay from an error, in milliseconds:
  * `retryAfterMs` (ms), `retryAfter` / `retry_after` (seconds as a number, a delta-seconds or
- * HTTP-date string, or an Effect `Duration`), then a `Retry-After` header on `headers` or
- * `response.headers`. `nowMs` is the current time in epoch milliseconds (for HTTP-dates).
+ * HTTP-date string, or an Effect `Duration`), then the rate-limit headers on `headers` or
+ * `response.headers` (`retry-after-ms`, `Retry-After`, `x-ratelimit-reset-*` and the other
+ * reset headers of `RateLimit.hintOfHeaders`). A number of seconds of 10⁹ or more is a Unix
+ * timestamp. `nowMs` is the current time in epoch milliseconds (for dates and timestamps).
  *
  * @since 0.1.0
  * @category classification
@@ -639,18 +634,19 @@ export const retryAfterOf = (u: unknown, nowMs: number): number | undefined => {
   const ms = o["retryAfterMs"] ?? o["retry_after_ms"]
   if (typeof ms === "number" && Number.isFinite(ms) && ms >= 0) return ms
   const ra = o["retryAfter"] ?? o["retry_after"]
-  if (typeof ra === "number" && Number.isFinite(ra) && ra >= 0) return Math.round(ra * 1000)
+  if (typeof ra === "number" && Number.isFinite(ra) && ra >= 0) return parseRetryAfter(String(ra), nowMs)
   if (typeof ra === "string") {
     const parsed = parseRetryAfter(ra, nowMs)
     if (parsed !== undefined) return parsed
   }
   if (Duration.isDuration(ra)) return Duration.toMillis(ra)
-  const fromHeaders = headerOf(o["headers"], "retry-after")
-  if (fromHeaders !== undefined) return parseRetryAfter(fromHeaders, nowMs)
+  const fromHeaders = RateLimit.hintOfHeaders((name) => headerOf(o["headers"], name), nowMs)
+  if (fromHeaders !== undefined) return fromHeaders.delayMs
   const response = o["response"]
   if (Predicate.isObject(response)) {
-    const h = headerOf((response as Record<string, unknown>)["headers"], "retry-after")
-    if (h !== undefined) return parseRetryAfter(h, nowMs)
+    const headers = (response as Record<string, unknown>)["headers"]
+    const h = RateLimit.hintOfHeaders((name) => headerOf(headers, name), nowMs)
+    if (h !== undefined) return h.delayMs
   }
   return undefined
 }

@@ -16,6 +16,7 @@ import type { ConfigIssue } from "./Errors.js"
 import { canonicalJsonUnsafe, digest } from "./Json.js"
 import type { Json } from "./Json.js"
 import type { ResourceInfo, Selector } from "./Lease.js"
+import * as Secrets from "./Secrets.js"
 
 // ---------------------------------------------------------------------------------------------
 // Definition
@@ -178,18 +179,18 @@ export const info = (resource: Resource<unknown>): ResourceInfo => ({
 // Secrets and JSON
 // ---------------------------------------------------------------------------------------------
 
-const secretKey = /(?:key|token|secret|password|authorization)(?![a-z])/i
-
 /**
- * Whether an option key names a secret: it contains `key`, `token`, `secret`, `password` or
- * `authorization`, case-insensitively, not followed by another letter (`api_key`, `apiKey`,
- * `Authorization`, `accessToken`, `client_secret`, `x-api-key`). The letter rule keeps
- * counters such as `quota.tokens` (and `keyId`, `tokenizer`) readable.
+ * Whether an option key names a secret; see `Secrets.isSecretName`: it contains `key`,
+ * `token`, `secret`, `password`, `auth`, `cookie`, `credential`, `signature`, … (any case, not
+ * followed by another letter: `api_key`, `apiKey`, `Authorization`, `accessToken`,
+ * `client_secret`, `x-api-key`), and does not end in `env` (`apiKeyEnv` holds a variable's
+ * name, which is shown). The letter rule keeps counters such as `quota.tokens` (and `keyId`,
+ * `tokenizer`) readable.
  *
  * @since 0.1.0
  * @category secrets
  */
-export const isSecretKey = (key: string): boolean => secretKey.test(key)
+export const isSecretKey = (key: string): boolean => Secrets.isSecretName(key)
 
 /**
  * Converts any value to strict JSON for display: non-finite numbers and `undefined` become
@@ -202,17 +203,20 @@ export const isSecretKey = (key: string): boolean => secretKey.test(key)
 export const toJsonSafe = (value: unknown): Json => jsonSafe(value, new Set(), false)
 
 /**
- * {@link toJsonSafe} that also replaces, at any depth, the value of every key for which
- * {@link isSecretKey} holds by `"***"`.
+ * {@link toJsonSafe} that also masks secrets, at any depth (see `Secrets`): the value of
+ * every key for which {@link isSecretKey} holds becomes `"***"`; inside an object under a key
+ * named `headers` (any case), every value except those of `Secrets.publicHeaders`; in every
+ * string that is a URL, its userinfo and non-public query values (`Secrets.maskUrl`).
  *
  * @since 0.1.0
  * @category secrets
  */
 export const maskSecrets = (value: unknown): Json => jsonSafe(value, new Set(), true)
 
-const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean): Json => {
+const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean, headers = false): Json => {
   switch (typeof u) {
     case "string":
+      return mask ? Secrets.maskUrl(u) : u
     case "boolean":
       return u
     case "number":
@@ -230,7 +234,7 @@ const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean): Json => {
       if (u instanceof Date) return Number.isNaN(u.getTime()) ? null : u.toISOString()
       seen.add(u)
       try {
-        if (Array.isArray(u)) return u.map((x) => jsonSafe(x, seen, mask))
+        if (Array.isArray(u)) return u.map((x) => jsonSafe(x, seen, mask, headers))
         const proto = Object.getPrototypeOf(u)
         if (proto !== Object.prototype && proto !== null) {
           const name = proto?.constructor?.name
@@ -239,7 +243,9 @@ const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean): Json => {
         const out: Record<string, Json> = {}
         for (const [k, v] of Object.entries(u as Record<string, unknown>)) {
           if (v === undefined) continue
-          out[k] = mask && isSecretKey(k) ? "***" : jsonSafe(v, seen, mask)
+          out[k] = mask && (isSecretKey(k) || (headers && !Secrets.isPublicHeader(k)))
+            ? Secrets.MASK
+            : jsonSafe(v, seen, mask, mask && k.toLowerCase() === "headers")
         }
         return out
       } finally {

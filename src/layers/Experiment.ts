@@ -39,6 +39,7 @@ import * as Task from "../domain/Task.js"
 import { type AcquireAlgorithm, resolveAlgorithm } from "../services/AcquireAlgorithm.js"
 import * as Pool from "../services/Pool.js"
 import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
+import * as Chat from "../tasks/Chat.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
 import { jsonlSource, type KeyScan, keyOfRow, rangeSource, scanKeys, type SourceError } from "../tasks/Sources.js"
 import * as Plugins from "./Plugins.js"
@@ -1252,6 +1253,15 @@ const check = (
         const fs = yield* FileSystem.FileSystem
         if (!(yield* Effect.orElseSucceed(fs.exists(p), () => false))) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
       }
+    }
+    // Credentials: a key with a trailing newline, an unset key variable under --strict-env, …
+    for (const [name, p] of Object.entries(rawPools ?? {})) {
+      if (!isRecord(p) || !Array.isArray(p["resources"])) continue
+      p["resources"].forEach((r: unknown, j: number) => {
+        if (isRecord(r) && isRecord(r["options"])) {
+          issues.push(...Chat.credentialIssues(r["options"], `pools.${name}.resources[${j}].options`, options.env ?? process.env, options.strictEnv === true))
+        }
+      })
     }
     if (issues.length > 0 || experiment === undefined) {
       return yield* failWith(ctx.file, issues.length > 0 ? issues : [issue("", "the experiment could not be built")])

@@ -78,9 +78,54 @@ export class Storm extends Schema.Class<Storm>("Storm")({
 }) {}
 
 /**
- * "Throttle for the first N seconds" (case C5): during the first `forS` seconds after server
- * start every request (or only those whose raw key is in `keys`) is answered 429 with a fixed
- * `Retry-After: retryAfterS` (default 2).
+ * How a 429 of the mock names its wait (each is what some real provider sends):
+ *
+ * - `retry-after` (default): `Retry-After: <seconds>`;
+ * - `retry-after-ms`: `retry-after-ms: <ms>` only (OpenAI, Azure);
+ * - `http-date`: `Retry-After: <IMF-fixdate>`;
+ * - `epoch`: `Retry-After: <Unix seconds>` (a misbehaving server: an absolute time where a
+ *   delay belongs);
+ * - `reset-requests` / `reset-tokens`: no Retry-After; `x-ratelimit-reset-requests` (or
+ *   `-tokens`) as a Go duration (`3s`, `6m0s`) with `x-ratelimit-remaining-requests` (or
+ *   `-tokens`) `0` (case C8);
+ * - `anthropic`: `anthropic-ratelimit-requests-reset` (RFC 3339) with its remaining count `0`;
+ * - `body-message`: nothing in the headers, "Please try again in <N>s." in the error message
+ *   (OpenAI, Groq);
+ * - `body-field`: nothing in the headers, `error.retry_after: <seconds>` in the body;
+ * - `google`: nothing in the headers, Gemini's `error.details[].retryDelay: "<N>s"` with
+ *   `status: "RESOURCE_EXHAUSTED"`;
+ * - `none`: no hint at all (the client backs off by its retry policy).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RateLimitSignal = Schema.Literal(
+  "retry-after",
+  "retry-after-ms",
+  "http-date",
+  "epoch",
+  "reset-requests",
+  "reset-tokens",
+  "anthropic",
+  "body-message",
+  "body-field",
+  "google",
+  "none"
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RateLimitSignal = typeof RateLimitSignal.Type
+
+/**
+ * "Throttle for the first N seconds" (cases C5, C8, C9): during the first `forS` seconds after
+ * server start (with `fromFirstRequest`, after the endpoint's first chat request, so that a
+ * client's start-up time does not eat the window) every request (or only those whose raw key
+ * is in `keys`) is answered 429,
+ * naming a wait of `retryAfterS` seconds (default 2; 86400 rehearses "a day's pause") in the
+ * form `signal` (default `retry-after`; see {@link RateLimitSignal}).
  *
  * @since 0.1.0
  * @category models
@@ -88,7 +133,39 @@ export class Storm extends Schema.Class<Storm>("Storm")({
 export class Throttle extends Schema.Class<Throttle>("Throttle")({
   forS: Schema.Number.pipe(Schema.positive()),
   retryAfterS: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 2 }),
-  keys: Schema.optional(Schema.Array(Schema.String))
+  keys: Schema.optional(Schema.Array(Schema.String)),
+  signal: Schema.optionalWith(RateLimitSignal, { default: () => "retry-after" as const }),
+  fromFirstRequest: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}) {}
+
+/**
+ * Errors inside a 200 (case C10; what OpenRouter and other gateways do when the provider behind
+ * them fails): the first `first` chat requests of the endpoint (all keys together), and
+ * afterwards each request with probability `rate` (default 0), are answered HTTP 200 with
+ * body `{"error":{"message":message,"code":code}}` (defaults: "provider error", 502).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ErrorIn200 extends Schema.Class<ErrorIn200>("ErrorIn200")({
+  first: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 0 }),
+  rate: Schema.optionalWith(Rate, { default: () => 0 }),
+  code: Schema.optionalWith(HttpStatus, { default: () => 502 }),
+  message: Schema.optionalWith(Schema.String, { default: () => "provider error" })
+}) {}
+
+/**
+ * The content filter (case C10): a request whose text contains `contains` (when given), or
+ * each request with probability `rate` (when given), is answered HTTP 200 with
+ * `finish_reason: "content_filter"`, `message.content: null` and Azure's
+ * `content_filter_results` (`hate` filtered).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ContentFilter extends Schema.Class<ContentFilter>("ContentFilter")({
+  contains: Schema.optional(Schema.String),
+  rate: Schema.optional(Rate)
 }) {}
 
 /**
@@ -128,7 +205,8 @@ export class AnswerProfile extends Schema.Class<AnswerProfile>("AnswerProfile")(
  * - `rps` / `burst`: per-key token bucket, requests per second and bucket size (default
  *   `max(1, ceil(rps))`); no `rps` means unlimited.
  * - `latency`, `errorRate` (probability of a background error, status drawn from
- *   `errorStatuses`, default [500, 503]), `storms`, `throttle`, `hang`, `answers`.
+ *   `errorStatuses`, default [500, 503]), `storms`, `throttle`, `hang`, `errorIn200`,
+ *   `contentFilter`, `answers`.
  * - `maxConcurrency`: requests in progress on this endpoint beyond it are answered 429 with
  *   `Retry-After: 1`.
  *
@@ -146,6 +224,8 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
   storms: Schema.optionalWith(Schema.Array(Storm), { default: () => [] }),
   throttle: Schema.optional(Throttle),
   hang: Schema.optionalWith(Schema.Array(HangRule), { default: () => [] }),
+  errorIn200: Schema.optional(ErrorIn200),
+  contentFilter: Schema.optional(ContentFilter),
   maxConcurrency: Schema.optional(Schema.Int.pipe(Schema.positive())),
   answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) })
 }) {}
@@ -450,6 +530,81 @@ const errorBody = (status: number, message: string) => ({
   }
 })
 
+/**
+ * The body and headers of a 429 that names a wait of `seconds` in the form `signal` (see
+ * {@link RateLimitSignal}); `nowMs` dates the absolute forms.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const throttled = (
+  signal: RateLimitSignal,
+  seconds: number,
+  nowMs: number
+): { readonly body: unknown; readonly headers: Record<string, string> } => {
+  const plain = errorBody(429, "throttled")
+  switch (signal) {
+    case "retry-after":
+      return { body: plain, headers: { "retry-after": String(seconds) } }
+    case "retry-after-ms":
+      return { body: plain, headers: { "retry-after-ms": String(seconds * 1000) } }
+    case "http-date":
+      return { body: plain, headers: { "retry-after": new Date(nowMs + seconds * 1000).toUTCString() } }
+    case "epoch":
+      return { body: plain, headers: { "retry-after": String(Math.ceil(nowMs / 1000) + seconds) } }
+    case "reset-requests":
+      return {
+        body: plain,
+        headers: { "x-ratelimit-reset-requests": goDuration(seconds), "x-ratelimit-remaining-requests": "0", "x-ratelimit-limit-requests": "60" }
+      }
+    case "reset-tokens":
+      return {
+        body: plain,
+        headers: { "x-ratelimit-reset-tokens": goDuration(seconds), "x-ratelimit-remaining-tokens": "0", "x-ratelimit-limit-tokens": "10000" }
+      }
+    case "anthropic":
+      return {
+        body: { type: "error", error: { type: "rate_limit_error", message: "Number of requests has exceeded your rate limit" } },
+        headers: {
+          "anthropic-ratelimit-requests-reset": new Date(Math.ceil(nowMs / 1000) * 1000 + seconds * 1000).toISOString(),
+          "anthropic-ratelimit-requests-remaining": "0"
+        }
+      }
+    case "body-message":
+      return {
+        body: errorBody(
+          429,
+          `Rate limit reached for mock-spam-1 on requests per min (RPM): Limit 60, Used 60, Requested 1. Please try again in ${goDuration(seconds)}.`
+        ),
+        headers: {}
+      }
+    case "body-field":
+      return { body: { error: { ...plain.error, retry_after: seconds } }, headers: {} }
+    case "google":
+      return {
+        body: {
+          error: {
+            code: 429,
+            message: "Resource has been exhausted (e.g. check quota).",
+            status: "RESOURCE_EXHAUSTED",
+            details: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${seconds}s` }]
+          }
+        },
+        headers: {}
+      }
+    case "none":
+      return { body: plain, headers: {} }
+  }
+}
+
+/** Seconds as Go's `time.Duration.String()` writes them: `3s`, `6m0s`, `24h0m0s`. */
+const goDuration = (seconds: number): string => {
+  const h = Math.floor(seconds / 3600)
+  const m = Math.floor((seconds % 3600) / 60)
+  const s = seconds % 60
+  return `${h > 0 ? `${h}h` : ""}${h > 0 || m > 0 ? `${m}m` : ""}${s}s`
+}
+
 const noiseTemplates: ReadonlyArray<(l: string) => string> = [
   (l) => `Label: ${l.toUpperCase()}`,
   (l) => `I think this is ${l}.`,
@@ -486,6 +641,10 @@ export const makeApp = (
     const entries: Array<RequestLogEntry> = []
     let seq = 0
     const keys = new Map<string, KeyState>()
+    /** Chat requests per endpoint that reached the answer stage (for `errorIn200.first`). */
+    const served = new Map<string, number>()
+    /** `Clock` time of each endpoint's first chat request (for `throttle.fromFirstRequest`). */
+    const firstRequestMs = new Map<string, number>()
     const semaphores = new Map<string, Effect.Semaphore>()
     for (const ep of profile.endpoints) {
       if (ep.maxConcurrency !== undefined) {
@@ -566,11 +725,14 @@ export const makeApp = (
         const elapsedS = (now - startedAtMs) / 1000
         const entryBase = { ...base, keyHash, fingerprint, counter }
 
-        // 1. throttle window (C5)
+        // 1. throttle window (C5, C8, C9)
         const th = ep.throttle
-        if (th !== undefined && elapsedS < th.forS && (th.keys === undefined || th.keys.includes(key))) {
+        if (!firstRequestMs.has(ep.name)) firstRequestMs.set(ep.name, now)
+        const throttleS = th?.fromFirstRequest === true ? (now - firstRequestMs.get(ep.name)!) / 1000 : elapsedS
+        if (th !== undefined && throttleS < th.forS && (th.keys === undefined || th.keys.includes(key))) {
           yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "throttle" })
-          return respond(429, errorBody(429, "throttled"), { "retry-after": String(th.retryAfterS) })
+          const signalled = throttled(th.signal, th.retryAfterS, now)
+          return respond(429, signalled.body, signalled.headers)
         }
         // 2. token bucket
         const waitS = takeToken(ep, state, now)
@@ -622,7 +784,43 @@ export const makeApp = (
             yield* record({ ...entryBase, status, latencyMs: latency, reason: "error" })
             return respond(status, errorBody(status, "simulated upstream error"))
           }
-          // 6. the model
+          // 6. an error inside a 200 (C10)
+          const e200 = ep.errorIn200
+          if (e200 !== undefined) {
+            const n = (served.get(ep.name) ?? 0) + 1
+            served.set(ep.name, n)
+            if (n <= e200.first || uErrorPick < e200.rate) {
+              yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "error_in_200" })
+              return respond(200, { error: { message: e200.message, code: e200.code } })
+            }
+          }
+          // 7. the content filter (C10)
+          const cf = ep.contentFilter
+          if (
+            cf !== undefined && (cf.contains !== undefined || cf.rate !== undefined) &&
+            (cf.contains === undefined || text.includes(cf.contains)) && (cf.rate === undefined || uStorm < cf.rate)
+          ) {
+            yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "content_filter" })
+            return respond(200, {
+              id: `chatcmpl-${seedHex.slice(0, 24)}`,
+              object: "chat.completion",
+              created: Math.floor(now / 1000),
+              model: request.model,
+              choices: [{
+                index: 0,
+                message: { role: "assistant", content: null },
+                finish_reason: "content_filter",
+                content_filter_results: {
+                  hate: { filtered: true, severity: "high" },
+                  self_harm: { filtered: false, severity: "safe" },
+                  sexual: { filtered: false, severity: "safe" },
+                  violence: { filtered: false, severity: "safe" }
+                }
+              }],
+              usage: { prompt_tokens: ceilTokens(text.length), completion_tokens: 0, total_tokens: ceilTokens(text.length) }
+            })
+          }
+          // 8. the model
           const lastUser = [...request.messages].reverse().find((m) => m.role === "user")
           const { label } = scoreEmail(emailSection(lastUser === undefined ? text : messageText(lastUser)))
           const inv = ep.answers.invalidRate

@@ -4,24 +4,29 @@
  *
  * **The endpoint comes from the resource.** A resource's `options` name its endpoint:
  * `baseUrl` (the OpenAI base URL, e.g. `http://127.0.0.1:8080/v1`; `/chat/completions` is
- * appended), the key (`apiKey`, or `apiKeyEnv`: the name of an environment variable holding
- * it, so that config files never contain the key), a default `model` and extra `headers`.
+ * appended to its path and its query string kept, see {@link completionsUrl}), the key
+ * (`apiKey`, or `apiKeyEnv`: the name of an environment variable holding it, so that config
+ * files never contain the key), a default `model` and extra `headers`.
  * {@link chatClientFactory} builds one {@link ChatClient} per resource (the pool calls it once,
- * lazily); the task calls `lease.client.complete(...)`.
+ * lazily); the task calls `lease.client.complete(...)`. Requests honour `HTTPS_PROXY` /
+ * `HTTP_PROXY` / `NO_PROXY` in any case ({@link defaultHttpClient}).
  *
  * **Errors are classified at the adapter boundary** into a {@link ChatError} whose
- * `errorClass` drives retry and pool health: HTTP 429 → `rate_limit` with the server's
- * `Retry-After` in `retryAfterMs` (so the retry policy waits at least that long); 5xx →
- * `upstream`; 408/504 and a request deadline → `timeout`; refused/reset connections →
- * `connection`; a 2xx body that is not a chat completion → `invalid`; any other 4xx →
- * `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
+ * `errorClass` drives retry and pool health: HTTP 429 → `rate_limit` with the wait the server
+ * names (`retry-after-ms`, `Retry-After`, `x-ratelimit-reset-*`, a hint in the JSON body; see
+ * `RateLimit`) in `retryAfterMs`; 5xx → `upstream`; 408/504 and a request deadline →
+ * `timeout`; refused/reset connections and unresolvable hosts → `connection`; an error object
+ * inside a 200 → by its embedded code ({@link classOfEmbeddedError}); a 200 without text (the
+ * content filter, a refusal) or a body that is not a chat completion → `invalid`; any other
+ * 4xx → `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
  * (`usage: { tokens, promptTokens, completionTokens }`); a failure is reported `ok: false` only
  * when it is the endpoint's fault (rate_limit, upstream, connection, timeout).
  *
- * **The key never leaves the client.** It is held as a `Redacted`, sent only in the
- * `Authorization` header, and every message a {@link ChatError} carries is passed through a
- * mask that replaces the key (and every secret-named header value) by `***`. No raw HTTP
- * error object (whose request carries the Authorization header) ever leaves this module.
+ * **No secret leaves the client.** The key is held as a `Redacted` and sent only in the
+ * `Authorization` header; every message a {@link ChatError} carries is masked (every form of
+ * the key, of every non-public header value and of the URL's userinfo and query secrets; see
+ * `Secrets`) before it is cut. No raw HTTP error object (whose request carries the
+ * Authorization header) ever leaves this module.
  *
  * **Why @effect/platform's HttpClient and not `@effect/ai-openai` (0.41).** Checked against
  * the mock server: (1) its `LanguageModel` speaks the Responses API (`POST /responses`), which
@@ -40,18 +45,12 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Clock, Config, Duration, Effect, Either, Layer, Option, Predicate, Redacted, Schema } from "effect"
-import {
-  ConfigError,
-  type ConfigIssue,
-  classify,
-  classOfStatus,
-  ErrorClass,
-  isErrorClass,
-  parseRetryAfter
-} from "../domain/Errors.js"
+import { Clock, Config, Duration, Effect, Either, Option, Predicate, Redacted, Schema } from "effect"
+import * as Undici from "undici"
+import { ConfigError, type ConfigIssue, classify, classOfStatus, ErrorClass, isErrorClass } from "../domain/Errors.js"
 import type { AcquireError, AlgorithmInput, Lease, ResourceInfo, Selector } from "../domain/Lease.js"
-import { isSecretKey } from "../domain/Resource.js"
+import * as RateLimit from "../domain/RateLimit.js"
+import * as Secrets from "../domain/Secrets.js"
 import type { ClientFactory } from "../domain/Resource.js"
 import type { RetryPolicy, RetryPolicyInput } from "../domain/RetryPolicy.js"
 import * as Task from "../domain/Task.js"
@@ -169,16 +168,23 @@ export interface ChatClient {
 }
 
 /**
- * An endpoint as read from a resource's options (see {@link endpointOf}).
+ * An endpoint as read from a resource's options (see {@link endpointOf}): `baseUrl` as
+ * written with its secrets masked (for display), `url` the chat-completions URL (query kept,
+ * userinfo taken out), the key, the userinfo as `user:password` for HTTP Basic
+ * authentication (`basicAuth`, used when there is no key), the default model, the extra
+ * headers, and `secrets`: every value to mask in messages.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Endpoint {
   readonly baseUrl: string
+  readonly url: string
   readonly apiKey: Redacted.Redacted<string> | undefined
+  readonly basicAuth: Redacted.Redacted<string> | undefined
   readonly model: string | undefined
   readonly headers: Readonly<Record<string, string>>
+  readonly secrets: ReadonlyArray<string>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,25 +192,13 @@ export interface Endpoint {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Replaces every occurrence of each secret (strings of 4+ characters) in `text` by `***`.
+ * Replaces every form (raw, URL-encoded, HTML- and JSON-escaped, base64) of each secret
+ * (strings of 4+ characters) in `text` by `***`; see `Secrets.maskText`.
  *
  * @since 0.1.0
  * @category secrets
  */
-export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
-  let out = text
-  for (const s of secrets) {
-    if (s.length >= 4) out = out.split(s).join("***")
-  }
-  return out
-}
-
-const secretsOf = (endpoint: Endpoint): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  if (endpoint.apiKey !== undefined) out.push(Redacted.value(endpoint.apiKey))
-  for (const [k, v] of Object.entries(endpoint.headers)) if (isSecretKey(k)) out.push(v)
-  return out
-}
+export const maskText = (text: string, secrets: ReadonlyArray<string>): string => Secrets.maskText(text, secrets)
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint
@@ -219,11 +213,57 @@ const str = (o: Readonly<Record<string, unknown>>, ...keys: ReadonlyArray<string
 }
 
 /**
- * Reads the endpoint of a resource from its options: `baseUrl` (also `base_url`, `apiUrl`),
- * the key (`apiKey` / `api_key`, a string or a `Redacted`; else `apiKeyEnv` / `api_key_env`,
- * the name of an environment variable read through Effect's `Config`), `model`, and
- * `headers` (string values). Fails with a {@link ConfigError} naming the resource and the
- * field (never the key's value) when the base URL is missing or the variable is not set.
+ * The URL chat completions are sent to, from a base URL: `/chat/completions` is appended to
+ * the path (one slash, whatever the base ends with), the query string is kept after it
+ * (`…/deployments/d1?api-version=2024-02-01` → `…/deployments/d1/chat/completions?api-version=…`),
+ * a fragment is dropped, and the userinfo is taken out (returned apart, decoded; the client
+ * sends it as HTTP Basic authentication when there is no key). Fails with a message when the
+ * base is not an absolute `http:` / `https:` URL.
+ *
+ * @since 0.1.0
+ * @category endpoint
+ */
+export const completionsUrl = (
+  baseUrl: string
+): Either.Either<{ readonly url: string; readonly user: string; readonly password: string }, string> => {
+  let u: URL
+  try {
+    u = new URL(baseUrl.trim())
+  } catch {
+    return Either.left("the baseUrl is not an absolute URL (http://host/path)")
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    return Either.left(`the baseUrl must be http: or https:, not ${u.protocol}`)
+  }
+  const decode = (s: string) => {
+    try {
+      return decodeURIComponent(s)
+    } catch {
+      return s
+    }
+  }
+  const user = decode(u.username)
+  const password = decode(u.password)
+  u.username = ""
+  u.password = ""
+  u.hash = ""
+  u.pathname = `${u.pathname.replace(/\/+$/, "")}/chat/completions`
+  return Either.right({ url: u.toString(), user, password })
+}
+
+/**
+ * Reads the endpoint of a resource from its options: `baseUrl` (also `base_url`, `apiUrl`;
+ * see {@link completionsUrl}), the key (`apiKey` / `api_key`, a string or a `Redacted`; else
+ * `apiKeyEnv` / `api_key_env`, the name of an environment variable read through Effect's
+ * `Config`), `model`, and `headers` (string values). Its `secrets` are every value to mask:
+ * the key, every header value except `Secrets.publicHeaders`, the URL's userinfo and
+ * non-public query values.
+ *
+ * Fails with a {@link ConfigError} naming the resource and the field (never a secret's value)
+ * when the base URL is missing or malformed, the variable is not set, or the key or a header
+ * value holds whitespace or a control character (a key read from a file with its trailing
+ * newline cannot be sent in a header: refused at once rather than retried as a connection
+ * failure).
  *
  * @since 0.1.0
  * @category endpoint
@@ -231,30 +271,54 @@ const str = (o: Readonly<Record<string, unknown>>, ...keys: ReadonlyArray<string
 export const endpointOf = (resource: ResourceInfo): Effect.Effect<Endpoint, ConfigError> =>
   Effect.gen(function*() {
     const o = resource.options
+    const at = `resources.${resource.id}.options`
     const issues: Array<ConfigIssue> = []
     const baseUrl = str(o, "baseUrl", "base_url", "apiUrl")
+    let target: { readonly url: string; readonly user: string; readonly password: string } | undefined
     if (baseUrl === undefined) {
-      issues.push({ path: `resources.${resource.id}.options.baseUrl`, message: "the chat endpoint needs a baseUrl" })
+      issues.push({ path: `${at}.baseUrl`, message: "the chat endpoint needs a baseUrl" })
+    } else {
+      const parsed = completionsUrl(baseUrl)
+      if (Either.isLeft(parsed)) issues.push({ path: `${at}.baseUrl`, message: parsed.left })
+      else target = parsed.right
     }
     const headers: Record<string, string> = {}
     const h = o["headers"]
     if (Predicate.isObject(h)) {
-      for (const [k, v] of Object.entries(h)) if (typeof v === "string") headers[k] = v
+      for (const [k, v] of Object.entries(h)) {
+        if (typeof v !== "string") continue
+        if (/[\r\n\u0000]/.test(v)) {
+          issues.push({ path: `${at}.headers.${k}`, message: `the value of header ${k} holds a line break or NUL` })
+        } else headers[k] = v
+      }
     }
     let apiKey: Redacted.Redacted<string> | undefined
     const rawKey = o["apiKey"] ?? o["api_key"]
-    if (Redacted.isRedacted(rawKey)) apiKey = rawKey as Redacted.Redacted<string>
-    else if (typeof rawKey === "string" && rawKey !== "") apiKey = Redacted.make(rawKey)
-    else {
+    const checkKey = (value: string, what: string, path: string) => {
+      if (Secrets.hasWhitespaceOrControl(value)) {
+        issues.push({
+          path,
+          message: `${what} holds whitespace or control characters (a trailing newline?); remove them`
+        })
+        return false
+      }
+      return true
+    }
+    if (Redacted.isRedacted(rawKey)) {
+      const value = Redacted.value(rawKey as Redacted.Redacted<unknown>)
+      if (typeof value === "string" && checkKey(value, "the apiKey", `${at}.apiKey`)) apiKey = rawKey as Redacted.Redacted<string>
+    } else if (typeof rawKey === "string" && rawKey !== "") {
+      if (checkKey(rawKey, "the apiKey", `${at}.apiKey`)) apiKey = Redacted.make(rawKey)
+    } else {
       const envName = str(o, "apiKeyEnv", "api_key_env")
       if (envName !== undefined) {
         const fromEnv = yield* Effect.either(Config.redacted(envName))
-        if (Either.isRight(fromEnv)) apiKey = fromEnv.right
-        else {
-          issues.push({
-            path: `resources.${resource.id}.options.apiKeyEnv`,
-            message: `the environment variable ${envName} is not set`
-          })
+        if (Either.isRight(fromEnv)) {
+          if (checkKey(Redacted.value(fromEnv.right), `the environment variable ${envName}`, `${at}.apiKeyEnv`)) {
+            apiKey = fromEnv.right
+          }
+        } else {
+          issues.push({ path: `${at}.apiKeyEnv`, message: `the environment variable ${envName} is not set` })
         }
       }
     }
@@ -264,8 +328,102 @@ export const endpointOf = (resource: ResourceInfo): Effect.Effect<Endpoint, Conf
         issues
       })
     }
-    return { baseUrl: baseUrl!.replace(/\/+$/, ""), apiKey, model: str(o, "model"), headers }
+    const secrets: Array<string> = []
+    if (apiKey !== undefined) secrets.push(Redacted.value(apiKey))
+    for (const [k, v] of Object.entries(headers)) if (!Secrets.isPublicHeader(k)) secrets.push(v)
+    secrets.push(...Secrets.secretsOfUrl(baseUrl!.trim()))
+    const { password, url, user } = target!
+    if (user !== "" || password !== "") secrets.push(user, password, `${user}:${password}`)
+    return {
+      baseUrl: Secrets.maskUrl(baseUrl!.trim()),
+      url,
+      apiKey,
+      basicAuth: user === "" && password === "" ? undefined : Redacted.make(`${user}:${password}`),
+      model: str(o, "model"),
+      headers,
+      secrets: secrets.filter((s) => s !== "")
+    }
   })
+
+// ---------------------------------------------------------------------------------------------
+// Proxies
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The proxy settings of the environment: `https_proxy` / `HTTPS_PROXY`, `http_proxy` /
+ * `HTTP_PROXY`, `no_proxy` / `NO_PROXY` (lower case first, as curl and undici read them), read
+ * through Effect's `Config`.
+ *
+ * @since 0.1.0
+ * @category proxies
+ */
+export interface ProxySettings {
+  readonly httpProxy: string | undefined
+  readonly httpsProxy: string | undefined
+  readonly noProxy: string | undefined
+}
+
+const envVar = (lower: string) =>
+  Effect.map(
+    Effect.all([
+      Effect.orElseSucceed(Config.string(lower), () => undefined),
+      Effect.orElseSucceed(Config.string(lower.toUpperCase()), () => undefined)
+    ]),
+    ([l, u]) => (l !== undefined && l !== "" ? l : u !== undefined && u !== "" ? u : undefined)
+  )
+
+/**
+ * Reads {@link ProxySettings} from the current `ConfigProvider` (the environment by default).
+ * `httpsProxy` falls back to `httpProxy` (undici's rule).
+ *
+ * @since 0.1.0
+ * @category proxies
+ */
+export const proxySettings: Effect.Effect<ProxySettings> = Effect.map(
+  Effect.all([envVar("http_proxy"), envVar("https_proxy"), envVar("no_proxy")]),
+  ([httpProxy, httpsProxy, noProxy]) => ({ httpProxy, httpsProxy: httpsProxy ?? httpProxy, noProxy })
+)
+
+// One dispatcher per distinct proxy setting, for the life of the process, like undici's global
+// dispatcher (idle keep-alive sockets do not keep the process alive).
+const proxyDispatchers = new Map<string, Undici.Dispatcher>()
+
+/**
+ * The undici dispatcher for some proxy settings: the global dispatcher when no proxy is set;
+ * otherwise one `EnvHttpProxyAgent` (undici's agent that sends each request through the
+ * proxy of its scheme unless its host matches `NO_PROXY`), shared by every client with the
+ * same settings.
+ *
+ * @since 0.1.0
+ * @category proxies
+ */
+export const dispatcherFor = (settings: ProxySettings): Undici.Dispatcher => {
+  if (settings.httpProxy === undefined && settings.httpsProxy === undefined) return Undici.getGlobalDispatcher()
+  const key = JSON.stringify(settings)
+  let d = proxyDispatchers.get(key)
+  if (d === undefined) {
+    d = new Undici.EnvHttpProxyAgent({
+      ...(settings.httpProxy !== undefined ? { httpProxy: settings.httpProxy } : {}),
+      ...(settings.httpsProxy !== undefined ? { httpsProxy: settings.httpsProxy } : {}),
+      ...(settings.noProxy !== undefined ? { noProxy: settings.noProxy } : {})
+    })
+    proxyDispatchers.set(key, d)
+  }
+  return d
+}
+
+/**
+ * The default `HttpClient` of chat endpoints: undici (keep-alive connection pooling) on the
+ * dispatcher of {@link dispatcherFor} for the environment's {@link proxySettings}, so that
+ * `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` (any case) are honoured.
+ *
+ * @since 0.1.0
+ * @category proxies
+ */
+export const defaultHttpClient: Effect.Effect<HttpClient.HttpClient> = Effect.map(
+  proxySettings,
+  (s) => NodeHttpClient.makeUndici(dispatcherFor(s))
+)
 
 // ---------------------------------------------------------------------------------------------
 // The client
@@ -274,8 +432,13 @@ export const endpointOf = (resource: ResourceInfo): Effect.Effect<Endpoint, Conf
 const Completion = Schema.Struct({
   model: Schema.optional(Schema.NullOr(Schema.String)),
   choices: Schema.NonEmptyArray(Schema.Struct({
-    message: Schema.Struct({ content: Schema.String }),
-    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    message: Schema.optional(Schema.NullOr(Schema.Struct({
+      content: Schema.optional(Schema.NullOr(Schema.String)),
+      refusal: Schema.optional(Schema.NullOr(Schema.String)),
+      tool_calls: Schema.optional(Schema.Unknown)
+    }))),
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
+    content_filter_results: Schema.optional(Schema.Unknown)
   })),
   usage: Schema.optional(Schema.NullOr(Schema.Struct({
     prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
@@ -283,32 +446,134 @@ const Completion = Schema.Struct({
     total_tokens: Schema.optional(Schema.NullOr(Schema.Number))
   })))
 })
-const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(Completion))
+const decodeCompletion = Schema.decodeUnknownEither(Completion)
 
-const undiciGlobal = Layer.provide(NodeHttpClient.layerUndiciWithoutDispatcher, NodeHttpClient.dispatcherLayerGlobal)
-
-const defaultHttpClient: Effect.Effect<HttpClient.HttpClient> = HttpClient.HttpClient.pipe(Effect.provide(undiciGlobal))
-
-const errorMessageOfBody = (body: string): string => {
+const parseJson = (body: string): unknown => {
   try {
-    const j = JSON.parse(body) as unknown
-    if (Predicate.isObject(j)) {
-      const e = (j as Record<string, unknown>)["error"]
-      if (Predicate.isObject(e) && typeof (e as Record<string, unknown>)["message"] === "string") {
-        return (e as Record<string, unknown>)["message"] as string
-      }
-      if (typeof e === "string") return e
-    }
+    return JSON.parse(body) as unknown
   } catch {
-    // not JSON: use the text
+    return undefined
   }
-  return body.slice(0, 300)
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => Predicate.isObject(u) && !Array.isArray(u)
+
+/** The error object of an error body: `error` (an object or a string), else the body itself when it has a message. */
+const errorObjectOf = (json: unknown): Record<string, unknown> | undefined => {
+  if (!isRecord(json)) return undefined
+  const e = json["error"]
+  if (isRecord(e)) return e
+  if (typeof e === "string") return { message: e }
+  if (typeof json["message"] === "string" && json["choices"] === undefined) return json
+  return undefined
+}
+
+const messageOfBody = (json: unknown, body: string): string => {
+  const e = errorObjectOf(json)
+  if (e !== undefined && typeof e["message"] === "string") return e["message"]
+  return body
+}
+
+const grpcClasses: Record<string, ErrorClass> = {
+  RESOURCE_EXHAUSTED: "rate_limit",
+  UNAVAILABLE: "upstream",
+  INTERNAL: "upstream",
+  UNKNOWN: "upstream",
+  DEADLINE_EXCEEDED: "timeout",
+  INVALID_ARGUMENT: "fatal",
+  FAILED_PRECONDITION: "fatal",
+  PERMISSION_DENIED: "fatal",
+  UNAUTHENTICATED: "fatal",
+  NOT_FOUND: "fatal"
+}
+
+const typeClasses: Record<string, ErrorClass> = {
+  rate_limit_error: "rate_limit",
+  rate_limit_exceeded: "rate_limit",
+  rate_limited: "rate_limit",
+  too_many_requests: "rate_limit",
+  overloaded_error: "upstream",
+  overloaded: "upstream",
+  server_error: "upstream",
+  api_error: "upstream",
+  internal_error: "upstream",
+  service_unavailable: "upstream",
+  timeout_error: "timeout",
+  timeout: "timeout",
+  invalid_request_error: "fatal",
+  authentication_error: "fatal",
+  permission_error: "fatal",
+  not_found_error: "fatal",
+  content_filter: "invalid"
 }
 
 /**
+ * Classifies an error object found in the body of an HTTP 200 (OpenRouter and other gateways
+ * answer `200 {"error":{"code":502,…}}` when the provider behind them failed): by its embedded
+ * HTTP status (`code` or `status`, a number or a 3-digit string: 429 → `rate_limit`, 502 →
+ * `upstream`, …), else its gRPC status name (`RESOURCE_EXHAUSTED` → `rate_limit`,
+ * `UNAVAILABLE` → `upstream`, …), else its `type` / `code` name (`rate_limit_error`,
+ * `overloaded_error`, `server_error`, `invalid_request_error`, …); otherwise `upstream` (the
+ * server failed to answer: retried). Returns the class and the embedded status, if any.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const classOfEmbeddedError = (
+  error: Readonly<Record<string, unknown>>
+): { readonly errorClass: ErrorClass; readonly status: number | undefined } => {
+  for (const key of ["code", "status", "status_code", "http_status"]) {
+    const v = error[key]
+    const n = typeof v === "number" ? v : typeof v === "string" && /^\d{3}$/.test(v) ? Number(v) : undefined
+    if (n !== undefined && Number.isInteger(n) && n >= 400 && n <= 599) {
+      return { errorClass: classOfStatus(n) ?? "upstream", status: n }
+    }
+  }
+  for (const key of ["status", "code", "type"]) {
+    const v = error[key]
+    if (typeof v !== "string") continue
+    const c = grpcClasses[v] ?? typeClasses[v.toLowerCase()]
+    if (c !== undefined) return { errorClass: c, status: undefined }
+  }
+  return { errorClass: "upstream", status: undefined }
+}
+
+/** Why a choice without text is not an answer, in words (Azure's content-filter categories named). */
+const noContentReason = (choice: typeof Completion.Type["choices"][0]): string => {
+  const finish = choice.finish_reason ?? null
+  if (finish === "content_filter") {
+    const results = choice.content_filter_results
+    const hits = isRecord(results)
+      ? Object.entries(results).filter(([, r]) => isRecord(r) && r["filtered"] === true).map(([k]) => k)
+      : []
+    return `content filter: the provider withheld the answer (finish_reason content_filter${
+      hits.length > 0 ? `; filtered: ${hits.join(", ")}` : ""
+    })`
+  }
+  const refusal = choice.message?.refusal
+  if (typeof refusal === "string" && refusal !== "") return `the model refused: ${refusal}`
+  if (choice.message?.tool_calls !== undefined && choice.message?.tool_calls !== null) {
+    return `the answer is a tool call, not text (finish_reason ${finish ?? "null"})`
+  }
+  return `the answer has no content (finish_reason ${finish ?? "null"})`
+}
+
+/**
+ * Longest error message a {@link ChatError} carries, in characters (masked first, then cut).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_ERROR_MESSAGE = 600
+
+const describeHint = (h: RateLimit.RateLimitHint): string =>
+  ` (the server asks to wait ${RateLimit.formatWait(h.delayMs)}, until ${new Date(h.untilMs).toISOString()}; from ${h.source})`
+
+/**
  * Builds the client of one endpoint (see {@link ChatClient}). `httpClient` defaults to
- * Node's undici client on the global dispatcher (keep-alive connection pooling, no scope to
- * manage). Every failure is a {@link ChatError} with its class (see the module header).
+ * {@link defaultHttpClient} (undici, proxies from the environment). Every failure is a
+ * {@link ChatError} with its class (see the module header); every message is masked (every
+ * form of every secret of the endpoint) before it is cut to {@link MAX_ERROR_MESSAGE}.
  *
  * @since 0.1.0
  * @category constructors
@@ -318,10 +583,17 @@ export const makeChatClient = (
   endpoint: Endpoint,
   httpClient: HttpClient.HttpClient
 ): ChatClient => {
-  const secrets = secretsOf(endpoint)
-  const url = `${endpoint.baseUrl}/chat/completions`
+  const secrets = endpoint.secrets
+  const url = endpoint.url
+  const host = (() => {
+    try {
+      return new URL(url).host
+    } catch {
+      return url
+    }
+  })()
   const fail = (errorClass: ErrorClass, message: string, extra: { status?: number; retryAfterMs?: number } = {}) =>
-    new ChatError({ message: maskText(message, secrets), errorClass, resourceId, ...extra })
+    new ChatError({ message: Secrets.maskThenTruncate(message, secrets, MAX_ERROR_MESSAGE), errorClass, resourceId, ...extra })
 
   const onResponse = (
     response: HttpClientResponse.HttpClientResponse,
@@ -332,39 +604,53 @@ export const makeChatClient = (
       const body = yield* response.text.pipe(
         Effect.mapError(() => fail("connection", `${resourceId}: the response body could not be read (HTTP ${response.status})`))
       )
-      const latencyMs = (yield* Clock.currentTimeMillis) - started
+      const now = yield* Clock.currentTimeMillis
+      const latencyMs = now - started
+      const json = parseJson(body)
+      const header = (name: string) => response.headers[name]
       if (response.status < 200 || response.status >= 300) {
         const status = response.status
         const errorClass = classOfStatus(status) ?? "upstream"
-        const retryHeader = response.headers["retry-after"]
-        const now = yield* Clock.currentTimeMillis
-        const retryAfterMs = retryHeader === undefined ? undefined : parseRetryAfter(retryHeader, now)
+        const hint = RateLimit.hintOf(header, json, now)
         return yield* fail(
           errorClass,
-          `${resourceId}: HTTP ${status}: ${errorMessageOfBody(body)}${
-            retryAfterMs !== undefined ? ` (retry after ${retryAfterMs} ms)` : ""
-          }`,
-          { status, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) }
+          `${resourceId}: HTTP ${status}: ${messageOfBody(json, body)}${hint !== undefined ? describeHint(hint) : ""}`,
+          { status, ...(hint !== undefined ? { retryAfterMs: hint.delayMs } : {}) }
         )
       }
-      const decoded = decodeCompletion(body)
+      const decoded = decodeCompletion(json)
       if (Either.isLeft(decoded)) {
+        const embedded = errorObjectOf(json)
+        if (embedded !== undefined) {
+          const { errorClass, status } = classOfEmbeddedError(embedded)
+          const hint = RateLimit.hintOf(header, json, now)
+          return yield* fail(
+            errorClass,
+            `${resourceId}: HTTP ${response.status} with an error in its body${status !== undefined ? ` (code ${status})` : ""}: ${
+              messageOfBody(json, body)
+            }${hint !== undefined ? describeHint(hint) : ""}`,
+            { status: status ?? response.status, ...(hint !== undefined ? { retryAfterMs: hint.delayMs } : {}) }
+          )
+        }
         return yield* fail(
           "invalid",
-          `${resourceId}: the answer is not a JSON chat completion (with choices[0].message.content): ${
-            body.slice(0, 120)
-          }`,
+          `${resourceId}: the answer is not a JSON chat completion (with choices[0].message.content): ${body}`,
           { status: response.status }
         )
       }
       const c = decoded.right
+      const choice = c.choices[0]
+      const content = choice.message?.content
+      if (typeof content !== "string") {
+        return yield* fail("invalid", `${resourceId}: ${noContentReason(choice)}`, { status: response.status })
+      }
       const usage = c.usage ?? {}
       const promptTokens = usage.prompt_tokens ?? 0
       const completionTokens = usage.completion_tokens ?? 0
       return {
-        content: c.choices[0].message.content,
+        content,
         model: c.model ?? model,
-        finishReason: c.choices[0].finish_reason ?? null,
+        finishReason: choice.finish_reason ?? null,
         usage: { promptTokens, completionTokens, totalTokens: usage.total_tokens ?? promptTokens + completionTokens },
         latencyMs
       } satisfies ChatCompletion
@@ -389,12 +675,16 @@ export const makeChatClient = (
         HttpClientRequest.bodyUnsafeJson(body)
       )
       if (endpoint.apiKey !== undefined) req = HttpClientRequest.bearerToken(req, endpoint.apiKey)
+      else if (endpoint.basicAuth !== undefined) {
+        const [user, ...rest] = Redacted.value(endpoint.basicAuth).split(":")
+        req = HttpClientRequest.basicAuth(req, user ?? "", rest.join(":"))
+      }
       const started = yield* Clock.currentTimeMillis
       const call = Effect.scoped(
         httpClient.execute(req).pipe(
           Effect.mapError((e) => {
             const c = classify(e)
-            return fail(c === "timeout" ? "timeout" : "connection", `${resourceId}: ${e.reason} error: ${describeCause(e)}`)
+            return fail(c === "timeout" ? "timeout" : "connection", `${resourceId}: ${describeTransport(e, host)}`)
           }),
           Effect.flatMap((response) => onResponse(response, model, started))
         )
@@ -413,16 +703,46 @@ export const makeChatClient = (
 }
 
 /** The transport failure's own code or message (never the request, which holds the key). */
-const describeCause = (e: { readonly cause?: unknown; readonly reason: string }): string => {
-  const cause = e.cause
-  if (Predicate.isObject(cause)) {
-    const o = cause as Record<string, unknown>
-    const inner = Predicate.isObject(o["cause"]) ? (o["cause"] as Record<string, unknown>) : undefined
-    const code = o["code"] ?? inner?.["code"]
-    if (typeof code === "string") return code
-    if (typeof o["message"] === "string") return o["message"]
+const causeCode = (e: { readonly cause?: unknown }): { code: string | undefined; message: string | undefined } => {
+  let cur: unknown = e.cause
+  let message: string | undefined
+  for (let depth = 0; depth < 4 && Predicate.isObject(cur); depth++) {
+    const o = cur as Record<string, unknown>
+    if (typeof o["code"] === "string") return { code: o["code"], message: message ?? (typeof o["message"] === "string" ? o["message"] : undefined) }
+    if (message === undefined && typeof o["message"] === "string") message = o["message"]
+    cur = o["cause"]
   }
-  return e.reason
+  return { code: undefined, message }
+}
+
+/**
+ * A transport failure in words: "cannot resolve host H" (ENOTFOUND, EAI_AGAIN), "connection
+ * refused by H" (ECONNREFUSED), "connection reset by H" (ECONNRESET, socket closed), else the
+ * error's code or message. `host` is the endpoint's `host[:port]`.
+ */
+const describeTransport = (e: { readonly cause?: unknown; readonly reason: string }, host: string): string => {
+  const { code, message } = causeCode(e)
+  const hostname = host.replace(/:\d+$/, "")
+  switch (code) {
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EAI_NONAME":
+    case "EAI_FAIL":
+      return `cannot resolve host ${hostname} (${code})`
+    case "ECONNREFUSED":
+      return `connection refused by ${host} (ECONNREFUSED)`
+    case "ECONNRESET":
+    case "UND_ERR_SOCKET":
+    case "UND_ERR_CLOSED":
+      return `connection reset by ${host} (${code})`
+    case "ETIMEDOUT":
+    case "UND_ERR_CONNECT_TIMEOUT":
+      return `connecting to ${host} timed out (${code})`
+    case undefined:
+      return `${e.reason} error: ${message ?? e.reason}`
+    default:
+      return `${e.reason} error talking to ${host}: ${code}${message !== undefined ? ` (${message})` : ""}`
+  }
 }
 
 /**
@@ -750,3 +1070,68 @@ export const chat = <In = ChatInput>(
  */
 export const isEndpointFault = (errorClass: unknown): boolean =>
   isErrorClass(errorClass) && endpointFaultClasses.has(errorClass)
+
+/**
+ * The credential problems of one resource's options, found before a run starts (what
+ * `assay validate` and `assay run` check for every resource of every pool): a key
+ * (`apiKey` / `api_key`) or the variable named by `apiKeyEnv` / `api_key_env` holding
+ * whitespace or control characters (a key read from a file with its trailing newline: it
+ * cannot be sent in a header, so it is refused, never trimmed silently); with `strictEnv`,
+ * a variable named by `apiKeyEnv` that is unset or empty; a header value with a line break
+ * or NUL; a `baseUrl` that is not an absolute http(s) URL. Each issue has the field path
+ * under `path` (e.g. `pools.llm.resources[0].options.apiKeyEnv`) and names the variable,
+ * never a value. `env` is the environment to read.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const credentialIssues = (
+  options: Readonly<Record<string, unknown>>,
+  path: string,
+  env: Readonly<Record<string, string | undefined>>,
+  strictEnv: boolean
+): ReadonlyArray<ConfigIssue> => {
+  const issues: Array<ConfigIssue> = []
+  const fix = (name: string) => `strip it, e.g. export ${name}="$(printf %s "$${name}" | tr -d '[:space:]')"`
+  for (const k of ["apiKey", "api_key"]) {
+    const v = options[k]
+    if (typeof v === "string" && Secrets.hasWhitespaceOrControl(v)) {
+      issues.push({ path: `${path}.${k}`, message: `the key holds whitespace or control characters (not shown)` })
+    }
+  }
+  for (const k of ["apiKeyEnv", "api_key_env"]) {
+    const name = options[k]
+    if (typeof name !== "string" || name === "") continue
+    const value = env[name]
+    if (value === undefined || value === "") {
+      if (strictEnv) {
+        issues.push({
+          path: `${path}.${k}`,
+          message: `environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"} (--strict-env)`,
+          suggestion: `export ${name}=...`
+        })
+      }
+    } else if (Secrets.hasWhitespaceOrControl(value)) {
+      issues.push({
+        path: `${path}.${k}`,
+        message: `environment variable ${name} holds whitespace or control characters (a trailing newline?); its value is not shown`,
+        suggestion: fix(name)
+      })
+    }
+  }
+  const headers = options["headers"]
+  if (Predicate.isObject(headers)) {
+    for (const [k, v] of Object.entries(headers)) {
+      if (typeof v === "string" && /[\r\n\u0000]/.test(v)) {
+        issues.push({ path: `${path}.headers.${k}`, message: `the value of header ${k} holds a line break or NUL (not shown)` })
+      }
+    }
+  }
+  for (const k of ["baseUrl", "base_url", "apiUrl"]) {
+    const v = options[k]
+    if (typeof v !== "string" || v === "") continue
+    const parsed = completionsUrl(v)
+    if (Either.isLeft(parsed)) issues.push({ path: `${path}.${k}`, message: parsed.left })
+  }
+  return issues
+}

@@ -7,6 +7,7 @@
 import { Effect, Fiber, Option, type Scope } from "effect"
 import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
 import { ArtifactRecord, trusted } from "../../domain/Records.js"
+import * as Resource from "../../domain/Resource.js"
 import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
 import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../services/Store.js"
 
@@ -101,27 +102,16 @@ export const quantile = (sorted: ReadonlyArray<number>, p: number): number => {
 export const latencyOf = (sorted: ReadonlyArray<number>): Latency | null =>
   sorted.length === 0 ? null : { p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), p99: quantile(sorted, 0.99) }
 
-const secretKey = /key|token|secret|password|authorization/i
-
 /**
- * Returns a copy of a JSON-like value in which the value of every object property whose name
- * contains `key`, `token`, `secret`, `password` or `authorization` (case-insensitive) is
- * replaced by `"***"`, at any depth.
+ * Returns a copy of a JSON-like value with its secrets masked, by the rules of
+ * `Resource.maskSecrets` (secret-named keys, every non-public header value, a URL's userinfo
+ * and query values), so that what the store writes follows the same rules as what the runner
+ * hands it.
  *
  * @since 0.1.0
  * @category security
  */
-export const maskSecrets = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(maskSecrets)
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-      out[k] = secretKey.test(k) ? "***" : maskSecrets(v)
-    }
-    return out
-  }
-  return value
-}
+export const maskSecrets = (value: unknown): unknown => Resource.maskSecrets(value)
 
 /**
  * Where an artifact's bytes go: nowhere under `journal: "summary"`, else where the backend

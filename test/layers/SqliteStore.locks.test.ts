@@ -158,3 +158,54 @@ describe("SqliteStore: outside read-write connections during a run", () => {
     }), { timeout: 180_000 })
 })
 
+
+describe("SqliteStore: a run watched to its end leaves one file", () => {
+  it.live("`run` with a concurrent `watch`: only the .db remains (no WAL bytes, no .lock), and a copy of the .db alone reports the whole run", () =>
+    Effect.promise(async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-watched-"))
+      const db = path.join(dir, "watched.db")
+      const config = path.join(dir, "watched.json")
+      const n = 3000
+      fs.writeFileSync(config, JSON.stringify({
+        run: { concurrency: 32 },
+        pipeline: { name: "watched", tasks: [{ use: "delay", args: ["2 millis"] }, { use: "echo" }] },
+        source: { range: { n } }
+      }))
+      const running = run(["run", "-c", config, "--store", db], dir)
+      // watch starts once the run has opened the store, and follows it to its end
+      const t0 = Date.now()
+      const hasRun = () => {
+        try {
+          const d = new Database(db, { readonly: true, fileMustExist: true })
+          try {
+            return d.prepare("SELECT count(*) FROM runs").pluck().get() === 1
+          } finally {
+            d.close()
+          }
+        } catch {
+          return false
+        }
+      }
+      while (!hasRun()) {
+        if (Date.now() - t0 > 60_000) throw new Error("the run never opened its store")
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      const watching = run(["watch", db, "--interval", "0.2"], dir)
+      const [r, w] = await Promise.all([running, watching])
+      assert.strictEqual(r.code, 0, `run failed: ${r.stderr}`)
+      assert.strictEqual(w.code, 0, `watch failed: ${w.stderr}`)
+      const beside = Object.fromEntries(fs.readdirSync(dir).map((f) => [f, fs.statSync(path.join(dir, f)).size]))
+      assert.strictEqual(beside["watched.db-wal"] ?? 0, 0, "no bytes left in the WAL")
+      assert.isUndefined(beside["watched.db.lock"], "no lock file")
+
+      const copyDir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-watched-copy-"))
+      fs.copyFileSync(db, path.join(copyDir, "copy.db"))
+      const rep = await run(["report", path.join(copyDir, "copy.db"), "--json"], copyDir)
+      assert.strictEqual(rep.code, 0, rep.stderr)
+      const data = JSON.parse(rep.stdout) as { pipelines: number; byState: { succeeded: number }; runs: Array<{ status: string }>; walPending: Array<unknown> }
+      assert.strictEqual(data.pipelines, n)
+      assert.strictEqual(data.byState.succeeded, n)
+      assert.deepStrictEqual(data.runs.map((x) => x.status), ["completed"])
+      assert.deepStrictEqual(data.walPending, [])
+    }), { timeout: 120_000 })
+})

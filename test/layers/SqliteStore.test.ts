@@ -11,6 +11,7 @@ import * as nodePath from "node:path"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import { MIGRATIONS } from "../../src/layers/internal/storeSchema.js"
+import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
 
@@ -463,6 +464,144 @@ describe("SqliteStore (SQLite only)", () => {
       const reader = yield* open({ filename: file, readonly: true })
       assert.strictEqual((yield* reader.listRuns).length, 1)
     }))
+  })
+})
+
+/** The files beside a store file (its directory's entries), with their sizes. */
+const filesBeside = (file: string) =>
+  Object.fromEntries(fs.readdirSync(nodePath.dirname(file)).sort().map((f) => [f, fs.statSync(nodePath.join(nodePath.dirname(file), f)).size]))
+
+/** Copies the database file alone (no `-wal`, no `-shm`) into a fresh directory. */
+const copyAlone = (file: string) => {
+  const copy = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-copy-")), "copy.db")
+  fs.copyFileSync(file, copy)
+  return copy
+}
+
+/** POSIX lock lines of this process on `file` (by inode), from /proc/locks. */
+const myLocks = (file: string) => {
+  const ino = fs.statSync(file).ino
+  return fs.readFileSync("/proc/locks", "utf8").split("\n").filter((l) => {
+    const f = l.trim().split(/\s+/)
+    return f[5]?.endsWith(`:${ino}`) === true && Number(f[4]) === process.pid
+  })
+}
+
+describe("SqliteStore: the process keeps its SQLite locks", () => {
+  it.effect("opening writers and readers, and asking which files are stores, never drops the locks SQLite holds", () => {
+    const file = tempStorePath()
+    return Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: file })
+      yield* store.openRun({ runId: "run-1", startedAt: 1 })
+      assert.isAbove(myLocks(file).length, 0, "the writer holds its lock on the database file")
+      assert.isAbove(myLocks(`${file}-shm`).length, 0, "and on the shared-memory file")
+      // every reader opener in this process (report, watch, serve, export) goes through a read-only open
+      const reader = yield* open({ filename: file, readonly: true })
+      assert.strictEqual((yield* reader.stats()).pipelines, 0)
+      assert.isTrue(SqliteStore.isSqliteFile(file))
+      assert.isFalse(SqliteStore.isSqliteFile(`${file}-wal`))
+      assert.isFalse(SqliteStore.isSqliteFile(`${file}-shm`))
+      assert.strictEqual(SqliteStore.openStoreFileOf(`${file}-shm`), file)
+      assert.strictEqual(SqliteStore.openStoreFileOf(`${file}.lock`), file)
+      assert.isUndefined(SqliteStore.openStoreFileOf(`${file}.other`))
+      yield* store.admit([pipeline("p1")])
+      assert.isAbove(myLocks(file).length, 0, "still locked after every open and check")
+      assert.isAbove(myLocks(`${file}-shm`).length, 0)
+    }))
+  })
+})
+
+describe("SqliteStore: a closed store is one file", () => {
+  it.effect("a writer leaves no .lock beside the store; a closed store with no reader is the .db alone", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        assert.isTrue(fs.existsSync(`${file}.lock`), "the lock file exists while the writer is open")
+      }))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+      // and the next writer takes the lock again (a fresh lock file)
+      yield* Effect.scoped(Effect.flatMap(open({ filename: file }), (s) => s.listRuns))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+    })
+  })
+
+  it.effect("with a reader still connected at close, the WAL is emptied into the file: a copy of the .db alone has everything", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const reader = yield* Effect.acquireRelease(
+        Effect.sync(() => ({ current: undefined as Database.Database | undefined })),
+        (r) => Effect.sync(() => r.current?.close())
+      )
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        // an outside reader (like `watch`) connected while the writer closes
+        reader.current = new Database(file, { readonly: true })
+        assert.strictEqual(reader.current.prepare("SELECT count(*) FROM runs").pluck().get(), 1)
+        yield* store.admit(Array.from({ length: 300 }, (_, i) => pipeline(`p${i}`)))
+        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+      }))
+      const files = filesBeside(file)
+      assert.isUndefined(files["runs.db.lock"], "no lock file")
+      assert.strictEqual(files["runs.db-wal"] ?? 0, 0, "no bytes left in the WAL")
+      const copy = copyAlone(file)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: copy, readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 300)
+        assert.isUndefined(stats.walPendingFrames)
+        assert.strictEqual(Option.getOrThrow(yield* store.latestRun).status, "completed")
+      }))
+    }).pipe(Effect.scoped)
+  })
+
+  it.live("a reader inside a read transaction past the bounded wait: the pending WAL frames are recorded and reported", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const reader = yield* Effect.acquireRelease(
+        Effect.sync(() => ({ db: undefined as Database.Database | undefined, rows: undefined as IterableIterator<unknown> | undefined })),
+        (r) =>
+          Effect.sync(() => {
+            r.rows?.return?.()
+            r.db?.close()
+          })
+      )
+      const t0 = Date.now()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, busyTimeoutMs: 300 })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        reader.db = new Database(file, { readonly: true })
+        // a read transaction held open (an iterator not run to its end) on an old snapshot
+        reader.rows = reader.db.prepare("SELECT * FROM runs").iterate()
+        reader.rows.next()
+        yield* store.admit(Array.from({ length: 50 }, (_, i) => pipeline(`p${i}`)))
+        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+      }))
+      assert.isAtLeast(Date.now() - t0, 300, "the writer waited for the reader")
+      assert.isAbove(filesBeside(file)["runs.db-wal"] ?? 0, 0)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 50)
+        assert.isAbove(stats.walPendingFrames ?? 0, 0)
+      }))
+      const text = Report.renderText(yield* Report.reportPaths([file]))
+      assert.match(text, /WAL of .*runs\.db holds \d+ page\(s\) not yet in the database file: copy .*runs\.db-wal with it/)
+      // once the reader is gone, the next writer's close completes the checkpoint
+      reader.rows?.return?.()
+      reader.db?.close()
+      reader.db = undefined
+      yield* Effect.scoped(Effect.flatMap(open({ filename: file }), (s) => s.listRuns))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: copyAlone(file), readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 50)
+        assert.isUndefined(stats.walPendingFrames)
+      }))
+    }).pipe(Effect.scoped)
   })
 })
 

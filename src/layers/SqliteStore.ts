@@ -74,6 +74,7 @@ import {
   ARTIFACT_META,
   ATTEMPT_COLUMNS,
   KNOWN_FEATURE_LEVELS,
+  type Migration,
   MIGRATIONS,
   PIPELINE_COLUMNS,
   pipelineParams,
@@ -505,9 +506,14 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
   }
 }
 
+/** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
+const KEEP_KNOWN = new Set(["repeat"])
+
 const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
   `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
-    columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(", ")
+    columns.filter((c) => !keys.includes(c)).map((c) =>
+      KEEP_KNOWN.has(c) ? `${c} = coalesce(excluded.${c}, ${c})` : `${c} = excluded.${c}`
+    ).join(", ")
   }`
 
 const ARTIFACT_COLUMNS = [
@@ -633,13 +639,14 @@ export const make = (options: SqliteStoreOptions) =>
     // a read-only open of an older store keeps its version: reads fall back to slower queries
     let schemaVersion = Number(info.meta.get("schema_version") ?? "0")
     if (!readOnly) {
-      const migration = (statements: ReadonlyArray<string>) =>
+      const migration = ([, statements, data]: Migration) =>
         Effect.gen(function*() {
           const client = yield* SqlClient.SqlClient
           for (const statement of statements) yield* client.unsafe(statement)
+          if (data !== undefined) yield* data(client)
         })
       yield* Migrator.make({})({
-        loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map(([id, statements]) => [id, migration(statements)])))
+        loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map((m) => [m[0], migration(m)])))
       }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((cause) => unavailable(path, `cannot migrate store ${path}: ${String(cause.message)}`, cause))

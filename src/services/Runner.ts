@@ -1556,7 +1556,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
           failedTask: null,
           errorType: null,
           errorMessage: null,
-          errorClass: null
+          errorClass: null,
+          repeat: spec.repeat
         }
         // The seed is stored once, with the row, as the artifact at seq -1.
         const seeds: ReadonlyArray<NewArtifact> = decision.start.isNew

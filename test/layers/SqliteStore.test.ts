@@ -10,7 +10,8 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import { MIGRATIONS } from "../../src/layers/internal/storeSchema.js"
+import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/storeSchema.js"
+import { defaultPipelineId } from "../../src/domain/Pipeline.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
@@ -214,7 +215,7 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
-  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to version 3", () => {
+  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to the current version", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {
       yield* buildOldStore(file, 1, (db) => {
@@ -242,14 +243,14 @@ describe("SqliteStore (SQLite only)", () => {
       assert.isTrue(before.bytes.equals(after.bytes), "a read-only open never migrates")
       assert.strictEqual(storeMeta(file).version, "1")
       yield* Effect.scoped(open({ filename: file }))
-      assert.strictEqual(storeMeta(file).version, "3")
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
       assert.includeMembers(storeMeta(file).indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
       const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
       assert.deepStrictEqual(migrated, old, "the indexed path on version 3 computes the same stats")
     })
   })
 
-  it.effect("a version-2 store: read-only opens read it unchanged; a writer rebuilds it as version 3 and every read is identical", () => {
+  it.effect("a version-2 store: read-only opens read it unchanged; a writer rebuilds it (version 3 and up) and every read is identical", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {
       yield* buildOldStore(file, 2, (db) => {
@@ -279,7 +280,7 @@ describe("SqliteStore (SQLite only)", () => {
 
       yield* Effect.scoped(open({ filename: file }))
       const meta = storeMeta(file)
-      assert.strictEqual(meta.version, "3")
+      assert.strictEqual(meta.version, String(SCHEMA_VERSION))
       assert.includeMembers(meta.indexes, ["pipelines_id", "pipelines_created", "pipelines_latency"])
       const v3 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), readEverything))
       assert.deepStrictEqual(v3, v2, "every read is identical after the rebuild")
@@ -321,6 +322,45 @@ describe("SqliteStore (SQLite only)", () => {
       } finally {
         db2.close()
       }
+    })
+  })
+
+  it.effect("a version-3 store: read-only opens read it unchanged (repeat unknown); a writer migrates it to version 4 and recovers the repeat of content-addressed pipelines", () => {
+    const file = tempStorePath()
+    const spec = "0123456789abcdef0123456789abcdef"
+    const seedOf = (i: number) => `${String(i).padStart(2, "0")}${"ab".repeat(15)}`
+    // 4 seeds x 3 repeats, content-addressed as the runner names them; one explicit key
+    const rows = Array.from({ length: 12 }, (_, i) => ({
+      id: defaultPipelineId(spec, seedOf(i % 4), Math.floor(i / 4)),
+      seed: seedOf(i % 4),
+      repeat: Math.floor(i / 4)
+    }))
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 3, (db) => {
+        rows.forEach((r, i) => oldPipeline(db, r.id, { spec_digest: spec, seed_digest: r.seed, created_at: 1000 + i }))
+        oldPipeline(db, "my-key#1", { key: "my-key#1", spec_digest: spec, seed_digest: seedOf(0), created_at: 2000 })
+      })
+      assert.strictEqual(storeMeta(file).version, "3")
+      const before = snapshot(file)
+      const v3 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => Stream.runCollect(s.streamPipelines())))
+      assert.isTrue(before.bytes.equals(snapshot(file).bytes), "a read-only open never migrates")
+      assert.deepStrictEqual(Chunk.toArray(v3).map((p) => p.repeat), Array(13).fill(null))
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        const got = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
+        assert.deepStrictEqual(got.map((p) => [p.pipelineId, p.repeat]), [
+          ...rows.map((r) => [r.id, r.repeat]),
+          ["my-key#1", null] // an explicit key does not encode its repeat
+        ])
+        // new admissions store theirs; a re-admission that does not know it keeps it
+        yield* store.admit([pipeline("k#2", { key: "k#2", repeat: 2 })])
+        yield* store.admit([pipeline("k#2", { key: "k#2", state: "succeeded" })])
+        const k = Option.getOrThrow(yield* store.getPipeline("k#2"))
+        assert.strictEqual(k.repeat, 2)
+        assert.strictEqual(k.state, "succeeded")
+      }))
+      assert.strictEqual(storeMeta(file).version, "4")
     })
   })
 

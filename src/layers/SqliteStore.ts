@@ -520,6 +520,30 @@ const ARTIFACT_COLUMNS = [
   "artifact_id", "pno", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
   "blob_ref", "payload", "is_final", "created_at"
 ]
+/** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
+const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
+
+/** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
+const BIG_PAYLOAD = 256 * 1024
+
+/**
+ * The payload bytes a queued write holds in memory (the group commit's byte budget): the
+ * artifact of a checkpoint and the seeds of an admission, whatever the backend did with them.
+ */
+const bytesOf = (op: WriteOp): number => {
+  switch (op._tag) {
+    case "Checkpoint":
+      return op.unit.artifact?.payload.byteLength ?? 0
+    case "Admit": {
+      let n = 0
+      for (const [a] of op.seeds) n += a.payload.byteLength
+      return n
+    }
+    default:
+      return 0
+  }
+}
+
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
@@ -813,6 +837,21 @@ export const make = (options: SqliteStoreOptions) =>
       if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
       return id
     }
+    /**
+     * Inserts artifact rows: small ones in multi-row statements, each payload of at least
+     * {@link BIG_PAYLOAD} bytes in a statement of its own, so that SQLite holds one big bound
+     * copy at a time (better-sqlite3 binds blobs as `SQLITE_TRANSIENT`: SQLite copies them, and
+     * a 16-row statement of 4 MB outputs held 64 MB of copies at once).
+     */
+    const insertArtifacts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+      const small: Array<ReadonlyArray<unknown>> = []
+      for (const r of rows) {
+        const payload = r[ARTIFACT_PAYLOAD] as Buffer | null
+        if (payload !== null && payload.byteLength >= BIG_PAYLOAD) write!.artifacts([r])
+        else small.push(r)
+      }
+      if (small.length > 0) write!.artifacts(small)
+    }
     const commit = (ops: ReadonlyArray<WriteOp>) =>
       tx(() => {
         const s = write!
@@ -864,13 +903,13 @@ export const make = (options: SqliteStoreOptions) =>
           }
         }
         if (tasks.length > 0) s.tasks(tasks)
-        if (artifacts.length > 0) s.artifacts(artifacts)
+        if (artifacts.length > 0) insertArtifacts(artifacts)
         if (attempts.length > 0) s.attempts(attempts)
         if (events.length > 0) s.events(events)
         for (const f of ordered) f()
       })
 
-    const writer = yield* makeGroupCommit<WriteOp>({ commit })
+    const writer = yield* makeGroupCommit<WriteOp>({ commit, sizeOf: bytesOf })
     const wb = yield* makeWriteBehind({
       batchSize,
       flushIntervalMs: readOnly ? 0 : flushIntervalMs,

@@ -313,7 +313,7 @@ export const makeGroupCommit = <Op>(options: {
       let b = 0
       while (n < queued.length && n < maxBatch) {
         const size = queued[n]![2]
-        if (n > 0 && b + size > maxBatchBytes) break
+        if (n > 0 && size > 0 && b + size > maxBatchBytes) break
         b += size
         n++
       }
@@ -354,7 +354,7 @@ export const makeGroupCommit = <Op>(options: {
         Effect.async<void, StoreUnavailable>((resume) => {
           if (closed) return resume(Effect.fail(closedError))
           const item: Item = [op, resume, sizeOf(op)]
-          if (waiting.length === 0 && hasRoom(item[2])) return enqueue(item)
+          if (item[2] === 0 || (waiting.length === 0 && hasRoom(item[2]))) return enqueue(item)
           waiting.push(item)
           return Effect.sync(() => {
             const i = waiting.indexOf(item)

@@ -21,12 +21,20 @@
  *   grouped in admission order. A read-only open of a version 1–2 store reads by `pipeline_id`
  *   (and groups child rows by id), never migrating it.
  * - **One writer**: `<file>.lock` is held with an OS file lock (SQLite `BEGIN EXCLUSIVE` on a
- *   separate lock database), released by the kernel if the holder dies (even `kill -9`). A
- *   second writer fails fast naming the holder recorded in `store_writer`. Read-only opens
- *   take no lock and never migrate or write.
+ *   separate lock database), released by the kernel if the holder dies (even `kill -9`), and
+ *   removed by the holder at close. A second writer fails fast naming the holder recorded in
+ *   `store_writer`. Read-only opens take no lock and never migrate or write.
+ * - **No descriptor of ours on a store file**: closing any descriptor of a file drops every
+ *   POSIX lock the process holds on it, SQLite's included, after which an outside read-write
+ *   connection may checkpoint and delete the live WAL. Files are inspected through SQLite only
+ *   (see {@link openStoreFileOf}, {@link isSqliteFile}).
  * - WAL while a writer is open, `synchronous = NORMAL` (a commit survives a process crash; an
  *   OS crash or power loss may lose the last commits, never corrupt the file); on close the
- *   file goes back to a rollback journal so a closed store is one self-contained file.
+ *   writer checkpoints the WAL into the file (`TRUNCATE`, waiting a bounded time for readers)
+ *   and goes back to a rollback journal when it is alone, so a closed store is one
+ *   self-contained file (what could not be checkpointed is recorded and reported).
+ * - **Memory bounded by bytes**: group commits and the write queue have byte budgets, and big
+ *   payloads are inserted one row per statement (see `insertArtifacts`).
  *
  * @since 0.1.0
  */
@@ -116,7 +124,8 @@ import {
  * - `filename`: path of the store file (created when missing, unless read-only);
  * - `readonly`: open for reading only (report/watch/serve/export): no lock, no migration, no
  *   write; every write operation fails with `StoreUnavailable`;
- * - `busyTimeoutMs`: how long a statement waits for another process's lock (default 5000).
+ * - `busyTimeoutMs`: how long a statement waits for another process's lock, and how long the
+ *   writer's close waits for readers before giving up on emptying the WAL (ms, default 5000).
  *
  * @since 0.1.0
  * @category models

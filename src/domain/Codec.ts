@@ -19,7 +19,7 @@
  */
 import { Either, Option, Predicate, Schema, SchemaAST } from "effect"
 import { ArtifactCodecError } from "./Errors.js"
-import { canonicalJson, isStrictJson } from "./Json.js"
+import { canonicalJsonBytes, isStrictJson } from "./Json.js"
 
 // ---------------------------------------------------------------------------------------------
 // Models
@@ -102,11 +102,9 @@ const parseJsonBytes = (
   }
 }
 
+/** Canonical JSON straight to bytes (big strings are not copied into an intermediate JSON text). */
 const jsonBytes = (value: unknown, codec: string, typeName: string): Either.Either<Uint8Array, ArtifactCodecError> =>
-  Either.match(canonicalJson(value), {
-    onLeft: (e) => Either.left(new ArtifactCodecError({ codec, typeName, message: e.message })),
-    onRight: (s) => Either.right(utf8(s))
-  })
+  Either.mapLeft(canonicalJsonBytes(value), (e) => new ArtifactCodecError({ codec, typeName, message: e.message }))
 
 /**
  * The JSON codec (name `"json"`, type name `"json"`): canonical JSON (see `canonicalJson`) as

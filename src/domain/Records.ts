@@ -141,7 +141,10 @@ export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
  * - `createdAt`, `updatedAt`, `startedAt`, `endedAt`: epoch ms (`startedAt`/`endedAt` of the
  *   latest execution; `endedAt - startedAt` is the latency used by `stats`);
  * - `failedTask`, `errorType`, `errorMessage`, `errorClass`: the failure of a `failed` or
- *   `interrupted` pipeline, cleared when it settles as `succeeded`.
+ *   `interrupted` pipeline, cleared when it settles as `succeeded`;
+ * - `repeat`: which of the `repeats` samples of its seed this pipeline is (from 0), `null` when
+ *   unknown (a pipeline stored before schema version 4 under an explicit key). Optional in the
+ *   constructor (default `null`).
  *
  * @since 0.1.0
  * @category records
@@ -165,7 +168,8 @@ export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/Pipeline
   failedTask: NullableString,
   errorType: NullableString,
   errorMessage: NullableString,
-  errorClass: NullableString
+  errorClass: NullableString,
+  repeat: Schema.optionalWith(NullableNumber, { default: () => null })
 }) {}
 
 /**

@@ -184,7 +184,11 @@ export const make = (options: MemoryStoreOptions = {}) =>
     const applyOp = (op: WriteOp) => {
       switch (op._tag) {
         case "Admit":
-          for (const p of op.pipelines) pipelines.set(p.pipelineId, p instanceof PipelineRecord ? p : trusted(PipelineRecord, p))
+          for (const p of op.pipelines) {
+            // a re-admission without a repeat index keeps the known one (as SqliteStore's upsert does)
+            const repeat = p.repeat ?? pipelines.get(p.pipelineId)?.repeat ?? null
+            pipelines.set(p.pipelineId, p instanceof PipelineRecord && p.repeat === repeat ? p : trusted(PipelineRecord, { ...p, repeat }))
+          }
           for (const [a, placed] of op.seeds) insertArtifact(a, placed)
           return
         case "Checkpoint": {

@@ -21,12 +21,20 @@
  *   grouped in admission order. A read-only open of a version 1–2 store reads by `pipeline_id`
  *   (and groups child rows by id), never migrating it.
  * - **One writer**: `<file>.lock` is held with an OS file lock (SQLite `BEGIN EXCLUSIVE` on a
- *   separate lock database), released by the kernel if the holder dies (even `kill -9`). A
- *   second writer fails fast naming the holder recorded in `store_writer`. Read-only opens
- *   take no lock and never migrate or write.
+ *   separate lock database), released by the kernel if the holder dies (even `kill -9`), and
+ *   removed by the holder at close. A second writer fails fast naming the holder recorded in
+ *   `store_writer`. Read-only opens take no lock and never migrate or write.
+ * - **No descriptor of ours on a store file**: closing any descriptor of a file drops every
+ *   POSIX lock the process holds on it, SQLite's included, after which an outside read-write
+ *   connection may checkpoint and delete the live WAL. Files are inspected through SQLite only
+ *   (see {@link openStoreFileOf}, {@link isSqliteFile}).
  * - WAL while a writer is open, `synchronous = NORMAL` (a commit survives a process crash; an
  *   OS crash or power loss may lose the last commits, never corrupt the file); on close the
- *   file goes back to a rollback journal so a closed store is one self-contained file.
+ *   writer checkpoints the WAL into the file (`TRUNCATE`, waiting a bounded time for readers)
+ *   and goes back to a rollback journal when it is alone, so a closed store is one
+ *   self-contained file (what could not be checkpointed is recorded and reported).
+ * - **Memory bounded by bytes**: group commits and the write queue have byte budgets, and big
+ *   payloads are inserted one row per statement (see `insertArtifacts`).
  *
  * @since 0.1.0
  */
@@ -74,6 +82,7 @@ import {
   ARTIFACT_META,
   ATTEMPT_COLUMNS,
   KNOWN_FEATURE_LEVELS,
+  type Migration,
   MIGRATIONS,
   PIPELINE_COLUMNS,
   pipelineParams,
@@ -115,7 +124,8 @@ import {
  * - `filename`: path of the store file (created when missing, unless read-only);
  * - `readonly`: open for reading only (report/watch/serve/export): no lock, no migration, no
  *   write; every write operation fails with `StoreUnavailable`;
- * - `busyTimeoutMs`: how long a statement waits for another process's lock (default 5000).
+ * - `busyTimeoutMs`: how long a statement waits for another process's lock, and how long the
+ *   writer's close waits for readers before giving up on emptying the WAL (ms, default 5000).
  *
  * @since 0.1.0
  * @category models
@@ -125,8 +135,6 @@ export interface SqliteStoreOptions extends StoreOptions {
   readonly readonly?: boolean | undefined
   readonly busyTimeoutMs?: number | undefined
 }
-
-const SQLITE_HEADER = "SQLite format 3\u0000"
 
 interface Inspection {
   readonly exists: boolean
@@ -143,7 +151,116 @@ const describeSqlError = (cause: unknown): string => {
   return typeof code === "string" ? `${code}: ${msg}` : msg
 }
 
-/** Reads the file's header and catalogue without writing anything. */
+const codeOf = (cause: unknown): string => {
+  const code = (cause as { code?: unknown } | null)?.code
+  return typeof code === "string" ? code : ""
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files of the stores open in this process
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The database files (`dev:ino`) of the stores open in this process, with their open count.
+ * POSIX record locks belong to the process and a file: closing *any* descriptor of a file drops
+ * every lock the process holds on it, including the ones SQLite's connections hold. So nothing
+ * may open a store's file (database, `-wal`, `-shm`, `-journal`, `.lock`) by descriptor while a
+ * connection to it is open here; {@link openStoreFileOf} tells whether a path is one of them.
+ */
+const openFiles = new Map<string, { readonly path: string; count: number }>()
+
+const fileKey = (path: string): string | undefined => {
+  try {
+    const st = fs.statSync(path) // stat(2): no descriptor is opened
+    return `${st.dev}:${st.ino}`
+  } catch {
+    return undefined
+  }
+}
+
+const STORE_SIBLINGS = ["-wal", "-shm", "-journal", ".lock"]
+
+/**
+ * The database path of the store open in this process that `path` is a file of (the database
+ * itself, or its `-wal`, `-shm`, `-journal` or `.lock` sibling), else `undefined`. Files are
+ * compared by device and inode (`stat`, no descriptor), so links and other spellings of the
+ * path are found too.
+ *
+ * Use it before opening any file by descriptor (reading a header, writing an export): closing
+ * a descriptor of an open store's file drops the POSIX locks SQLite holds on it, after which
+ * another process's connection may checkpoint and delete the live WAL.
+ *
+ * @since 0.1.0
+ * @category files
+ */
+export const openStoreFileOf = (path: string): string | undefined => {
+  const direct = fileKey(path)
+  if (direct !== undefined && openFiles.has(direct)) return openFiles.get(direct)!.path
+  for (const suffix of STORE_SIBLINGS) {
+    if (!path.endsWith(suffix)) continue
+    const key = fileKey(path.slice(0, -suffix.length))
+    if (key !== undefined && openFiles.has(key)) return openFiles.get(key)!.path
+  }
+  return undefined
+}
+
+/**
+ * Whether `path` is an SQLite database, asked of SQLite itself (a read-only connection that
+ * reads the catalogue), never by reading the file through a descriptor of ours: safe beside open
+ * stores (SQLite's own connections in one process share their descriptors and locks). A file of
+ * a store open in this process (see {@link openStoreFileOf}) answers without being opened at all:
+ * `true` for the database, `false` for its siblings. A missing or unreadable file is `false`.
+ *
+ * @since 0.1.0
+ * @category files
+ */
+export const isSqliteFile = (path: string): boolean => {
+  const open = openStoreFileOf(path)
+  if (open !== undefined) return fileKey(open) === fileKey(path)
+  let size = 0
+  try {
+    size = fs.statSync(path).size
+  } catch {
+    return false
+  }
+  if (size === 0) return false
+  try {
+    const db = new Database(path, { readonly: true, fileMustExist: true })
+    try {
+      db.prepare("SELECT count(*) FROM sqlite_master").get()
+      return true
+    } finally {
+      db.close()
+    }
+  } catch {
+    return false
+  }
+}
+
+/** Counts `path` as open in this process until the scope closes. */
+const registerOpen = (path: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const key = fileKey(path)
+      if (key === undefined) return undefined
+      const entry = openFiles.get(key)
+      if (entry === undefined) openFiles.set(key, { path, count: 1 })
+      else entry.count++
+      return key
+    }),
+    (key) =>
+      Effect.sync(() => {
+        if (key === undefined) return
+        const entry = openFiles.get(key)
+        if (entry !== undefined && --entry.count === 0) openFiles.delete(key)
+      })
+  )
+
+/**
+ * Reads the file's catalogue without writing anything. Everything goes through SQLite (a
+ * read-only connection): the file is never opened by a descriptor of ours, so the POSIX locks
+ * of this process's connections to it survive (see {@link openStoreFileOf}).
+ */
 const inspect = (path: string): Effect.Effect<Inspection, StoreUnavailable> =>
   Effect.try({
     try: (): Inspection => {
@@ -154,36 +271,36 @@ const inspect = (path: string): Effect.Effect<Inspection, StoreUnavailable> =>
         return { exists: false, tables: new Set(), meta: new Map() }
       }
       if (size === 0) return { exists: false, tables: new Set(), meta: new Map() }
-      const fd = fs.openSync(path, "r")
-      const header = Buffer.alloc(16)
-      try {
-        fs.readSync(fd, header, 0, 16, 0)
-      } finally {
-        fs.closeSync(fd)
-      }
-      if (header.toString("latin1") !== SQLITE_HEADER) {
-        throw new Error("not an SQLite database (bad file header)")
-      }
       const db = new Database(path, { readonly: true, fileMustExist: true })
       try {
-        const tables = new Set(
-          (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map(
-            (r) => r.name
-          )
-        )
-        const meta = new Map<string, string>()
-        if (tables.has("store_meta")) {
-          for (const r of db.prepare("SELECT key, value FROM store_meta").all() as Array<{ key: string; value: string }>) {
-            meta.set(r.key, r.value)
-          }
-        }
-        return { exists: true, tables, meta }
+        return catalogue(db)
       } finally {
         db.close()
       }
     },
-    catch: (cause) => unavailable(path, `${path} is not a readable assay store: ${describeSqlError(cause)}`, cause)
+    catch: (cause) =>
+      unavailable(
+        path,
+        codeOf(cause) === "SQLITE_NOTADB"
+          ? `${path} is not a readable assay store: not an SQLite database, or a corrupt one (${describeSqlError(cause)})`
+          : `${path} is not a readable assay store: ${describeSqlError(cause)}`,
+        cause
+      )
   })
+
+/** The tables and `store_meta` of an open database. */
+const catalogue = (db: Database.Database): Inspection => {
+  const tables = new Set(
+    (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map((r) => r.name)
+  )
+  const meta = new Map<string, string>()
+  if (tables.has("store_meta")) {
+    for (const r of db.prepare("SELECT key, value FROM store_meta").all() as Array<{ key: string; value: string }>) {
+      meta.set(r.key, r.value)
+    }
+  }
+  return { exists: true, tables, meta }
+}
 
 const checkCompatible = (path: string, info: Inspection): Effect.Effect<void, StoreUnavailable> => {
   if (!info.exists) return Effect.void
@@ -238,31 +355,131 @@ const holderOf = (path: string): string => {
   }
 }
 
-/** Holds `<path>.lock` with an OS-level lock for the scope; fails fast when it is held. */
+/** How many times a writer retries taking a lock file that its holder removed meanwhile. */
+const LOCK_ATTEMPTS = 8
+
+/**
+ * Takes the OS lock of `<path>.lock` (SQLite `BEGIN EXCLUSIVE` on a separate, empty lock
+ * database, `timeout` 0): the kernel releases it if the holder dies, even by `kill -9`.
+ *
+ * The holder removes the file at close (so a closed store leaves no `.lock` beside it), which
+ * opens a race: a waiter may lock the file just removed while a third writer creates and locks
+ * a new one. So after locking, a probe connection checks that the path still names the file
+ * held: its own `BEGIN EXCLUSIVE` must fail as busy (in one process SQLite's connections share a
+ * file's locks and see each other's); if it succeeds or the file is gone, the held file is
+ * stale and the lock is taken again. The probe is an SQLite connection, whose close keeps the
+ * holder's POSIX lock (SQLite defers closing a descriptor of a locked file).
+ */
+const lockOnce = (lockPath: string): Database.Database | "stale" => {
+  const lock = new Database(lockPath, { timeout: 0 })
+  try {
+    lock.exec("BEGIN EXCLUSIVE")
+  } catch (e) {
+    lock.close()
+    throw e
+  }
+  let probe: Database.Database | undefined
+  try {
+    probe = new Database(lockPath, { timeout: 0, fileMustExist: true })
+    probe.exec("BEGIN EXCLUSIVE")
+    probe.exec("ROLLBACK")
+  } catch (e) {
+    if (codeOf(e).startsWith("SQLITE_BUSY")) {
+      probe?.close()
+      return lock
+    }
+    // gone (SQLITE_CANTOPEN) or unreadable: the held file is not the one at the path
+  }
+  probe?.close()
+  lock.close()
+  return "stale"
+}
+
+/**
+ * Holds `<path>.lock` with an OS-level lock for the scope and removes the file when the scope
+ * closes (while still holding the lock); fails fast when another writer holds it.
+ */
 const acquireWriterLock = (path: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {
         // A writer creates the store's folder (`runs/` in a fresh checkout), as the CLI does.
         fs.mkdirSync(nodePath.dirname(nodePath.resolve(path)), { recursive: true })
-        const lock = new Database(`${path}.lock`, { timeout: 0 })
-        try {
-          lock.exec("BEGIN EXCLUSIVE")
-        } catch (e) {
-          lock.close()
-          throw e
+        for (let i = 0; i < LOCK_ATTEMPTS; i++) {
+          const held = lockOnce(`${path}.lock`)
+          if (held !== "stale") return held
         }
-        return lock
+        throw new Error(`the lock file ${path}.lock kept being replaced while locking it`)
       },
-      catch: (cause) => {
-        const code = (cause as { code?: unknown } | null)?.code
-        return typeof code === "string" && code.startsWith("SQLITE_BUSY")
+      catch: (cause) =>
+        codeOf(cause).startsWith("SQLITE_BUSY")
           ? unavailable(path, `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`, cause)
           : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}`, cause)
-      }
     }),
-    (lock) => Effect.sync(() => lock.close())
+    (lock) =>
+      Effect.sync(() => {
+        try {
+          fs.rmSync(`${path}.lock`, { force: true }) // unlink(2) while locked: no descriptor opened
+        } catch {
+          // a read-only folder: the empty lock file stays, harmless (it holds no lock once closed)
+        }
+        lock.close()
+      })
   )
+
+/** The key of `store_meta` that records WAL frames a writer could not checkpoint at close. */
+const WAL_PENDING = "wal_pending_frames"
+
+const checkpoint = (d: Database.Database, mode: "TRUNCATE" | "PASSIVE") =>
+  (d.pragma(`wal_checkpoint(${mode})`) as Array<{ busy: number; log: number; checkpointed: number }>)[0] ??
+    { busy: 0, log: 0, checkpointed: 0 }
+
+/**
+ * Closes the write connection so that the store is one self-contained file: a
+ * `wal_checkpoint(TRUNCATE)` copies every committed page into the database file and empties the
+ * WAL, retried every 25 ms (a `Clock` sleep) for up to `waitMs` while a reader in another
+ * process is in the middle of a query (readers hold no transaction between queries); then the
+ * file goes back to a rollback journal when no other connection is open (SQLite then removes
+ * `-wal` and `-shm`).
+ *
+ * If readers kept the checkpoint from completing, the number of frames still only in the WAL is
+ * recorded in `store_meta` (`wal_pending_frames`, itself in the WAL), which `stats` reports as
+ * {@link StoreStats.walPendingFrames}: the `-wal` must then be copied with the database.
+ */
+const closeWriter = (d: Database.Database, waitMs: number) =>
+  Effect.gen(function*() {
+    const attempt = Effect.sync(() => {
+      try {
+        return checkpoint(d, "TRUNCATE")
+      } catch {
+        return { busy: 1, log: -1, checkpointed: -1 }
+      }
+    })
+    const ok = yield* Effect.try(() => {
+      d.pragma("busy_timeout = 0") // waits are paced below, by Clock
+      d.prepare("DELETE FROM store_meta WHERE key = ?").run(WAL_PENDING)
+      return true
+    }).pipe(Effect.orElseSucceed(() => false))
+    const start = yield* Clock.currentTimeMillis
+    let r = yield* attempt
+    while (ok && r.busy !== 0 && (yield* Clock.currentTimeMillis) - start < waitMs) {
+      yield* Effect.sleep(25)
+      r = yield* attempt
+    }
+    yield* Effect.sync(() => {
+      try {
+        if (r.busy === 0) d.pragma("journal_mode = DELETE")
+        else if (r.log > r.checkpointed) {
+          d.prepare("INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            .run(WAL_PENDING, String(r.log - r.checkpointed))
+          checkpoint(d, "PASSIVE")
+        }
+      } catch {
+        // another connection still reads it: the file stays in WAL mode (its WAL is empty)
+      }
+      d.close()
+    })
+  })
 
 const toBuffer = (u: Uint8Array | null): Buffer | null =>
   u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
@@ -298,15 +515,44 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
   }
 }
 
+/** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
+const KEEP_KNOWN = new Set(["repeat"])
+
 const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
   `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
-    columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(", ")
+    columns.filter((c) => !keys.includes(c)).map((c) =>
+      KEEP_KNOWN.has(c) ? `${c} = coalesce(excluded.${c}, ${c})` : `${c} = excluded.${c}`
+    ).join(", ")
   }`
 
 const ARTIFACT_COLUMNS = [
   "artifact_id", "pno", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
   "blob_ref", "payload", "is_final", "created_at"
 ]
+/** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
+const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
+
+/** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
+const BIG_PAYLOAD = 256 * 1024
+
+/**
+ * The payload bytes a queued write holds in memory (the group commit's byte budget): the
+ * artifact of a checkpoint and the seeds of an admission, whatever the backend did with them.
+ */
+const bytesOf = (op: WriteOp): number => {
+  switch (op._tag) {
+    case "Checkpoint":
+      return op.unit.artifact?.payload.byteLength ?? 0
+    case "Admit": {
+      let n = 0
+      for (const [a] of op.seeds) n += a.payload.byteLength
+      return n
+    }
+    default:
+      return 0
+  }
+}
+
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
@@ -410,16 +656,9 @@ export const make = (options: SqliteStoreOptions) =>
           },
           catch: (cause) => unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)
         }),
-        (d) =>
-          Effect.sync(() => {
-            try {
-              d.pragma("journal_mode = DELETE")
-            } catch {
-              // another connection still reads it: stay in WAL
-            }
-            d.close()
-          })
+        (d) => closeWriter(d, options.busyTimeoutMs ?? 5000)
       )
+      yield* registerOpen(path)
     }
 
     // --- read side: @effect/sql ----------------------------------------------------------------
@@ -427,24 +666,30 @@ export const make = (options: SqliteStoreOptions) =>
       Effect.provide(Reactivity.layer),
       Effect.catchAllDefect((cause) => Effect.fail(unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)))
     )
+    if (readOnly) yield* registerOpen(path)
     const fromSql = (e: SqlError) => unavailable(path, `store ${path}: ${describeSqlError(e.cause)}`, e)
 
     // a read-only open of an older store keeps its version: reads fall back to slower queries
     let schemaVersion = Number(info.meta.get("schema_version") ?? "0")
     if (!readOnly) {
-      const migration = (statements: ReadonlyArray<string>) =>
+      const migration = ([, statements, data]: Migration) =>
         Effect.gen(function*() {
           const client = yield* SqlClient.SqlClient
           for (const statement of statements) yield* client.unsafe(statement)
+          if (data !== undefined) yield* data(client)
         })
       yield* Migrator.make({})({
-        loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map(([id, statements]) => [id, migration(statements)])))
+        loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map((m) => [m[0], migration(m)])))
       }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((cause) => unavailable(path, `cannot migrate store ${path}: ${String(cause.message)}`, cause))
       )
-      // re-check after migrating (a concurrent opener cannot exist: we hold the lock)
-      const migrated = yield* inspect(path)
+      // re-check after migrating (a concurrent opener cannot exist: we hold the lock), through
+      // the write connection: never a descriptor of ours on a file SQLite holds locks on
+      const migrated = yield* Effect.try({
+        try: () => catalogue(db!),
+        catch: (cause) => unavailable(path, `cannot read store ${path}: ${describeSqlError(cause)}`, cause)
+      })
       yield* checkCompatible(path, migrated)
       schemaVersion = Number(migrated.meta.get("schema_version") ?? "0")
     }
@@ -601,6 +846,21 @@ export const make = (options: SqliteStoreOptions) =>
       if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
       return id
     }
+    /**
+     * Inserts artifact rows: small ones in multi-row statements, each payload of at least
+     * {@link BIG_PAYLOAD} bytes in a statement of its own, so that SQLite holds one big bound
+     * copy at a time (better-sqlite3 binds blobs as `SQLITE_TRANSIENT`: SQLite copies them, and
+     * a 16-row statement of 4 MB outputs held 64 MB of copies at once).
+     */
+    const insertArtifacts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+      const small: Array<ReadonlyArray<unknown>> = []
+      for (const r of rows) {
+        const payload = r[ARTIFACT_PAYLOAD] as Buffer | null
+        if (payload !== null && payload.byteLength >= BIG_PAYLOAD) write!.artifacts([r])
+        else small.push(r)
+      }
+      if (small.length > 0) write!.artifacts(small)
+    }
     const commit = (ops: ReadonlyArray<WriteOp>) =>
       tx(() => {
         const s = write!
@@ -652,13 +912,13 @@ export const make = (options: SqliteStoreOptions) =>
           }
         }
         if (tasks.length > 0) s.tasks(tasks)
-        if (artifacts.length > 0) s.artifacts(artifacts)
+        if (artifacts.length > 0) insertArtifacts(artifacts)
         if (attempts.length > 0) s.attempts(attempts)
         if (events.length > 0) s.events(events)
         for (const f of ordered) f()
       })
 
-    const writer = yield* makeGroupCommit<WriteOp>({ commit })
+    const writer = yield* makeGroupCommit<WriteOp>({ commit, sizeOf: bytesOf })
     const wb = yield* makeWriteBehind({
       batchSize,
       flushIntervalMs: readOnly ? 0 : flushIntervalMs,
@@ -776,6 +1036,26 @@ export const make = (options: SqliteStoreOptions) =>
         payload
       }))
     }
+
+    /**
+     * Frames the last writer could not checkpoint into the database file at close (recorded by
+     * {@link closeWriter}), when its WAL still holds them (a later writer or checkpointer that
+     * emptied the WAL makes them moot): 0 otherwise.
+     */
+    const walPending = Effect.map(
+      rows(sql`SELECT value FROM store_meta WHERE key = ${WAL_PENDING}`),
+      (r) => {
+        const n = Number(r[0]?.value ?? 0)
+        if (!(n > 0)) return 0
+        let walBytes = 0
+        try {
+          walBytes = fs.statSync(`${path}-wal`).size // stat(2): no descriptor opened
+        } catch {
+          walBytes = 0
+        }
+        return walBytes > 0 ? n : 0
+      }
+    )
 
     const service: StoreService = {
       kind: "sqlite",
@@ -951,6 +1231,7 @@ export const make = (options: SqliteStoreOptions) =>
           const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
           const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
           const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
+          const walPendingFrames = yield* walPending
           return {
             pipelines: n,
             byState,
@@ -959,7 +1240,8 @@ export const make = (options: SqliteStoreOptions) =>
             retries: Number(att?.r ?? 0),
             events: Number(ev?.n ?? 0),
             latencyMs,
-            resources
+            resources,
+            ...(walPendingFrames > 0 ? { walPendingFrames } : {})
           } satisfies StoreStats
         }),
       errors: (o = {}) =>

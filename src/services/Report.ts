@@ -115,6 +115,11 @@ export interface ReportData {
   readonly resources: ReadonlyArray<ReportResource>
   readonly metrics: ReadonlyArray<ReportMetric>
   readonly errors: ReadonlyArray<ErrorRow & { readonly source: string }>
+  /**
+   * Stores whose WAL still holds pages the last writer could not copy into the database file
+   * at close (readers kept it busy; SQLite only): the `-wal` must be copied with such a file.
+   */
+  readonly walPending: ReadonlyArray<{ readonly source: string; readonly frames: number }>
   readonly repairFailures: {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
@@ -203,6 +208,7 @@ export const buildReport = (
     let retries = 0
     const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
     const selectedRunIds = new Set<string>()
+    const walPending: Array<{ source: string; frames: number }> = []
     for (const s of selected) {
       const scopes: ReadonlyArray<string | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
       for (const runId of scopes) {
@@ -217,6 +223,9 @@ export const buildReport = (
             }
           }))
         const st = yield* s.store.stats(runId)
+        if (st.walPendingFrames !== undefined && st.walPendingFrames > 0 && !walPending.some((w) => w.source === s.source)) {
+          walPending.push({ source: s.source, frames: st.walPendingFrames })
+        }
         tasks += st.tasks
         attempts += st.attemptsTotal
         retries += st.retries
@@ -292,6 +301,7 @@ export const buildReport = (
       resources,
       metrics,
       errors,
+      walPending,
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
@@ -379,6 +389,11 @@ export const renderText = (r: ReportData): string => {
   if (r.repairFailures.count > 0) {
     out.push(`Terminal repair failures: ${r.repairFailures.count} pipeline(s)`)
     for (const p of r.repairFailures.pipelines) out.push(`  ${p.pipelineId}: failed at ${p.phases.join(", ")}`)
+  }
+  for (const w of r.walPending) {
+    out.push(
+      `Warning: the WAL of ${w.source} holds ${w.frames} page(s) not yet in the database file: copy ${w.source}-wal with it (or open it for writing once, which moves them in)`
+    )
   }
   return out.join("\n")
 }

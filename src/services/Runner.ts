@@ -672,6 +672,12 @@ interface SlotHold {
  * `interruptWaiters` ends every wait with an interruption (a stop: waiting pipelines are not
  * in flight and get no grace).
  */
+/**
+ * Outputs of at least this many encoded bytes (256 KiB) keep their worker slot until their
+ * checkpoint commits (see the task loop).
+ */
+const BIG_OUTPUT_BYTES = 256 * 1024
+
 const makeSlotGate = (n: number, isStopping: () => boolean) => {
   let free = n
   const waiters = new Set<(grant: boolean) => void>()
@@ -1035,16 +1041,21 @@ const runOnce = <S extends AnySpec, SE, SR>(
             // holding it (not parked: a stop gives it the grace period).
             yield* slots.take(holder)
             const result = yield* runAttempt(spec, task, seq, attempt, input, holder)
-            slots.release(holder)
+            // A big output keeps its worker slot until its checkpoint has committed: the outputs
+            // waiting for the store are then bounded by `concurrency` (not by `maxAdmitted`),
+            // which keeps a run's memory bounded by bytes (issue 19: 4 MB outputs at concurrency
+            // 20 held 80 of them). Every exit gives the slot back (the fiber's `ensuring`).
+            const encoded = result.exit._tag === "Success" ? registryFor(task).dump(result.exit.value) : undefined
+            const holdSlot = encoded !== undefined && Either.isRight(encoded) && encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+            if (!holdSlot) slots.release(holder)
             const ended = clock.unsafeCurrentTimeMillis()
             if (attempt === 1) {
               taskStarted = result.startedAt
               currentTask.startedAt = taskStarted
             }
             taskLeaseIds.push(...result.leaseIds)
-            if (result.exit._tag === "Success") {
+            if (result.exit._tag === "Success" && encoded !== undefined) {
               const value = result.exit.value
-              const encoded = registryFor(task).dump(value)
               if (Either.isLeft(encoded)) {
                 result.exit = Exit.fail(encoded.left)
               } else {
@@ -1111,6 +1122,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
                   },
                   attempts: [attemptRow]
                 }))
+                if (holdSlot) slots.release(holder)
                 currentTask = null
                 return { _tag: "Ok" as const, value }
               }
@@ -1591,7 +1603,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
           failedTask: null,
           errorType: null,
           errorMessage: null,
-          errorClass: null
+          errorClass: null,
+          repeat: spec.repeat
         }
         // The seed is stored once, with the row, as the artifact at seq -1.
         const seeds: ReadonlyArray<NewArtifact> = decision.start.isNew

@@ -283,6 +283,13 @@ export interface StoreStats {
   /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
   readonly latencyMs: Latency | null
   readonly resources: ReadonlyArray<ResourceRecord>
+  /**
+   * SQLite only: WAL frames (pages) that the last writer could not copy into the database file
+   * at close because readers kept it busy. Present (and > 0) only while the `-wal` beside the
+   * file still holds them: a copy of the database file alone then lacks that work, so copy the
+   * `-wal` with it (or open the store for writing once, which completes the checkpoint).
+   */
+  readonly walPendingFrames?: number | undefined
 }
 
 /**

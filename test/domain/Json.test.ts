@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Either, FastCheck as fc, FastCheck } from "effect"
+import * as Json from "../../src/domain/Json.js"
 import {
   canonicalJson,
   CanonicalJsonError,
@@ -237,4 +238,35 @@ describe("canonicalJson: properties", () => {
     fc.pre(canon(a) !== canon(b))
     assert.notStrictEqual(Either.getOrThrow(digestJson(a)), Either.getOrThrow(digestJson(b)))
   }, { fastCheck: { numRuns: 200 } })
+})
+
+describe("canonicalJsonBytes (issue 19 §3: no intermediate copy of big strings)", () => {
+  const big = (n: number, fill: string) => fill.repeat(Math.ceil(n / fill.length)).slice(0, n)
+  const same = (v: unknown) => {
+    const bytes = Either.getOrThrow(Json.canonicalJsonBytes(v))
+    const text = Either.getOrThrow(Json.canonicalJson(v))
+    assert.isTrue(Buffer.from(bytes).equals(Buffer.from(text, "utf8")))
+  }
+
+  it.prop("the same bytes as the UTF-8 of canonicalJson", [FastCheck.jsonValue()], ([v]) => {
+    same(v)
+    return true
+  })
+
+  it("big strings, escaped or not, ASCII or not, nested, keyed, in arrays", () => {
+    const samples = [
+      big(70_000, "a"),
+      big(70_000, "é漢"),
+      big(70_000, "a\"b"),
+      big(70_000, "line\n"),
+      big(70_000, "\u0001"),
+      big(70_000, "😀"),
+      big(70_000, "x") + "\ud800",
+      { text: big(100_000, "z"), n: 1, list: [big(65_536, "q"), "small", big(80_000, "\\")] },
+      [big(65_536, "k"), { [big(70_000, "key")]: big(70_000, "v") }]
+    ]
+    for (const v of samples) same(v)
+    const e = Json.canonicalJsonBytes({ a: [big(70_000, "a"), () => 1] })
+    assert.isTrue(Either.isLeft(e))
+  })
 })

@@ -24,7 +24,8 @@ const pipelineArb = FastCheck.record({
   failedTask: FastCheck.option(FastCheck.string(), { nil: null }),
   errorType: FastCheck.option(FastCheck.string(), { nil: null }),
   errorMessage: FastCheck.option(FastCheck.string(), { nil: null }),
-  errorClass: FastCheck.option(FastCheck.string(), { nil: null })
+  errorClass: FastCheck.option(FastCheck.string(), { nil: null }),
+  repeat: FastCheck.option(FastCheck.nat(), { nil: null })
 })
 
 describe("Records.trusted", () => {

@@ -10,7 +10,9 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import { MIGRATIONS } from "../../src/layers/internal/storeSchema.js"
+import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/storeSchema.js"
+import { defaultPipelineId } from "../../src/domain/Pipeline.js"
+import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
 
@@ -213,7 +215,7 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
-  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to version 3", () => {
+  it.effect("a version-1 store: read-only opens read it unchanged (slower stats path); a writer migrates it to the current version", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {
       yield* buildOldStore(file, 1, (db) => {
@@ -241,14 +243,14 @@ describe("SqliteStore (SQLite only)", () => {
       assert.isTrue(before.bytes.equals(after.bytes), "a read-only open never migrates")
       assert.strictEqual(storeMeta(file).version, "1")
       yield* Effect.scoped(open({ filename: file }))
-      assert.strictEqual(storeMeta(file).version, "3")
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
       assert.includeMembers(storeMeta(file).indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
       const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
       assert.deepStrictEqual(migrated, old, "the indexed path on version 3 computes the same stats")
     })
   })
 
-  it.effect("a version-2 store: read-only opens read it unchanged; a writer rebuilds it as version 3 and every read is identical", () => {
+  it.effect("a version-2 store: read-only opens read it unchanged; a writer rebuilds it (version 3 and up) and every read is identical", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {
       yield* buildOldStore(file, 2, (db) => {
@@ -278,7 +280,7 @@ describe("SqliteStore (SQLite only)", () => {
 
       yield* Effect.scoped(open({ filename: file }))
       const meta = storeMeta(file)
-      assert.strictEqual(meta.version, "3")
+      assert.strictEqual(meta.version, String(SCHEMA_VERSION))
       assert.includeMembers(meta.indexes, ["pipelines_id", "pipelines_created", "pipelines_latency"])
       const v3 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), readEverything))
       assert.deepStrictEqual(v3, v2, "every read is identical after the rebuild")
@@ -320,6 +322,45 @@ describe("SqliteStore (SQLite only)", () => {
       } finally {
         db2.close()
       }
+    })
+  })
+
+  it.effect("a version-3 store: read-only opens read it unchanged (repeat unknown); a writer migrates it to version 4 and recovers the repeat of content-addressed pipelines", () => {
+    const file = tempStorePath()
+    const spec = "0123456789abcdef0123456789abcdef"
+    const seedOf = (i: number) => `${String(i).padStart(2, "0")}${"ab".repeat(15)}`
+    // 4 seeds x 3 repeats, content-addressed as the runner names them; one explicit key
+    const rows = Array.from({ length: 12 }, (_, i) => ({
+      id: defaultPipelineId(spec, seedOf(i % 4), Math.floor(i / 4)),
+      seed: seedOf(i % 4),
+      repeat: Math.floor(i / 4)
+    }))
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 3, (db) => {
+        rows.forEach((r, i) => oldPipeline(db, r.id, { spec_digest: spec, seed_digest: r.seed, created_at: 1000 + i }))
+        oldPipeline(db, "my-key#1", { key: "my-key#1", spec_digest: spec, seed_digest: seedOf(0), created_at: 2000 })
+      })
+      assert.strictEqual(storeMeta(file).version, "3")
+      const before = snapshot(file)
+      const v3 = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => Stream.runCollect(s.streamPipelines())))
+      assert.isTrue(before.bytes.equals(snapshot(file).bytes), "a read-only open never migrates")
+      assert.deepStrictEqual(Chunk.toArray(v3).map((p) => p.repeat), Array(13).fill(null))
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        const got = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
+        assert.deepStrictEqual(got.map((p) => [p.pipelineId, p.repeat]), [
+          ...rows.map((r) => [r.id, r.repeat]),
+          ["my-key#1", null] // an explicit key does not encode its repeat
+        ])
+        // new admissions store theirs; a re-admission that does not know it keeps it
+        yield* store.admit([pipeline("k#2", { key: "k#2", repeat: 2 })])
+        yield* store.admit([pipeline("k#2", { key: "k#2", state: "succeeded" })])
+        const k = Option.getOrThrow(yield* store.getPipeline("k#2"))
+        assert.strictEqual(k.repeat, 2)
+        assert.strictEqual(k.state, "succeeded")
+      }))
+      assert.strictEqual(storeMeta(file).version, "4")
     })
   })
 
@@ -463,6 +504,144 @@ describe("SqliteStore (SQLite only)", () => {
       const reader = yield* open({ filename: file, readonly: true })
       assert.strictEqual((yield* reader.listRuns).length, 1)
     }))
+  })
+})
+
+/** The files beside a store file (its directory's entries), with their sizes. */
+const filesBeside = (file: string) =>
+  Object.fromEntries(fs.readdirSync(nodePath.dirname(file)).sort().map((f) => [f, fs.statSync(nodePath.join(nodePath.dirname(file), f)).size]))
+
+/** Copies the database file alone (no `-wal`, no `-shm`) into a fresh directory. */
+const copyAlone = (file: string) => {
+  const copy = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-copy-")), "copy.db")
+  fs.copyFileSync(file, copy)
+  return copy
+}
+
+/** POSIX lock lines of this process on `file` (by inode), from /proc/locks. */
+const myLocks = (file: string) => {
+  const ino = fs.statSync(file).ino
+  return fs.readFileSync("/proc/locks", "utf8").split("\n").filter((l) => {
+    const f = l.trim().split(/\s+/)
+    return f[5]?.endsWith(`:${ino}`) === true && Number(f[4]) === process.pid
+  })
+}
+
+describe("SqliteStore: the process keeps its SQLite locks", () => {
+  it.effect("opening writers and readers, and asking which files are stores, never drops the locks SQLite holds", () => {
+    const file = tempStorePath()
+    return Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: file })
+      yield* store.openRun({ runId: "run-1", startedAt: 1 })
+      assert.isAbove(myLocks(file).length, 0, "the writer holds its lock on the database file")
+      assert.isAbove(myLocks(`${file}-shm`).length, 0, "and on the shared-memory file")
+      // every reader opener in this process (report, watch, serve, export) goes through a read-only open
+      const reader = yield* open({ filename: file, readonly: true })
+      assert.strictEqual((yield* reader.stats()).pipelines, 0)
+      assert.isTrue(SqliteStore.isSqliteFile(file))
+      assert.isFalse(SqliteStore.isSqliteFile(`${file}-wal`))
+      assert.isFalse(SqliteStore.isSqliteFile(`${file}-shm`))
+      assert.strictEqual(SqliteStore.openStoreFileOf(`${file}-shm`), file)
+      assert.strictEqual(SqliteStore.openStoreFileOf(`${file}.lock`), file)
+      assert.isUndefined(SqliteStore.openStoreFileOf(`${file}.other`))
+      yield* store.admit([pipeline("p1")])
+      assert.isAbove(myLocks(file).length, 0, "still locked after every open and check")
+      assert.isAbove(myLocks(`${file}-shm`).length, 0)
+    }))
+  })
+})
+
+describe("SqliteStore: a closed store is one file", () => {
+  it.effect("a writer leaves no .lock beside the store; a closed store with no reader is the .db alone", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        assert.isTrue(fs.existsSync(`${file}.lock`), "the lock file exists while the writer is open")
+      }))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+      // and the next writer takes the lock again (a fresh lock file)
+      yield* Effect.scoped(Effect.flatMap(open({ filename: file }), (s) => s.listRuns))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+    })
+  })
+
+  it.effect("with a reader still connected at close, the WAL is emptied into the file: a copy of the .db alone has everything", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const reader = yield* Effect.acquireRelease(
+        Effect.sync(() => ({ current: undefined as Database.Database | undefined })),
+        (r) => Effect.sync(() => r.current?.close())
+      )
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        // an outside reader (like `watch`) connected while the writer closes
+        reader.current = new Database(file, { readonly: true })
+        assert.strictEqual(reader.current.prepare("SELECT count(*) FROM runs").pluck().get(), 1)
+        yield* store.admit(Array.from({ length: 300 }, (_, i) => pipeline(`p${i}`)))
+        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+      }))
+      const files = filesBeside(file)
+      assert.isUndefined(files["runs.db.lock"], "no lock file")
+      assert.strictEqual(files["runs.db-wal"] ?? 0, 0, "no bytes left in the WAL")
+      const copy = copyAlone(file)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: copy, readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 300)
+        assert.isUndefined(stats.walPendingFrames)
+        assert.strictEqual(Option.getOrThrow(yield* store.latestRun).status, "completed")
+      }))
+    }).pipe(Effect.scoped)
+  })
+
+  it.live("a reader inside a read transaction past the bounded wait: the pending WAL frames are recorded and reported", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const reader = yield* Effect.acquireRelease(
+        Effect.sync(() => ({ db: undefined as Database.Database | undefined, rows: undefined as IterableIterator<unknown> | undefined })),
+        (r) =>
+          Effect.sync(() => {
+            r.rows?.return?.()
+            r.db?.close()
+          })
+      )
+      const t0 = Date.now()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, busyTimeoutMs: 300 })
+        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        reader.db = new Database(file, { readonly: true })
+        // a read transaction held open (an iterator not run to its end) on an old snapshot
+        reader.rows = reader.db.prepare("SELECT * FROM runs").iterate()
+        reader.rows.next()
+        yield* store.admit(Array.from({ length: 50 }, (_, i) => pipeline(`p${i}`)))
+        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+      }))
+      assert.isAtLeast(Date.now() - t0, 300, "the writer waited for the reader")
+      assert.isAbove(filesBeside(file)["runs.db-wal"] ?? 0, 0)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 50)
+        assert.isAbove(stats.walPendingFrames ?? 0, 0)
+      }))
+      const text = Report.renderText(yield* Report.reportPaths([file]))
+      assert.match(text, /WAL of .*runs\.db holds \d+ page\(s\) not yet in the database file: copy .*runs\.db-wal with it/)
+      // once the reader is gone, the next writer's close completes the checkpoint
+      reader.rows?.return?.()
+      reader.db?.close()
+      reader.db = undefined
+      yield* Effect.scoped(Effect.flatMap(open({ filename: file }), (s) => s.listRuns))
+      assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: copyAlone(file), readonly: true })
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.pipelines, 50)
+        assert.isUndefined(stats.walPendingFrames)
+      }))
+    }).pipe(Effect.scoped)
   })
 })
 

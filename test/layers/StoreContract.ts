@@ -128,6 +128,26 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
   }
 
   describe(`Store contract: ${name}`, () => {
+    it.effect("the repeat index is stored with the pipeline: read back everywhere, kept by a re-admission that lacks it", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const { repeat: _absent, ...noRepeat } = pipeline("r-none")
+          yield* store.admit([pipeline("r0", { repeat: 0 }), pipeline("r3", { repeat: 3 }), noRepeat])
+          const byId = yield* store.getPipelines(["r0", "r3", "r-none"])
+          assert.strictEqual(byId.get("r0")!.repeat, 0)
+          assert.strictEqual(byId.get("r3")!.repeat, 3)
+          assert.strictEqual(byId.get("r-none")!.repeat, null)
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
+          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.repeat]), [["r-none", null], ["r0", 0], ["r3", 3]])
+          const { repeat: _r, ...again } = pipeline("r3", { state: "succeeded", updatedAt: 2000 })
+          yield* store.admit([again])
+          const r3 = Option.getOrThrow(yield* store.getPipeline("r3"))
+          assert.strictEqual(r3.repeat, 3)
+          assert.strictEqual(r3.state, "succeeded")
+          yield* store.updatePipeline("r3", { state: "failed", updatedAt: 3000 })
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("r3")).repeat, 3)
+        })))
+
     it.effect("pages across equal timestamps without loss or duplicates", () =>
       withStore((store) =>
         Effect.gen(function*() {

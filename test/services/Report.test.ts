@@ -46,7 +46,7 @@ describe("Report", () => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "attempts", "byState", "duplicates", "errors", "latencyMs", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks"
+        "attempts", "byState", "duplicates", "errors", "latencyMs", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
       ])
     }))
 

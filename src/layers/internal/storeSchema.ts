@@ -1,9 +1,14 @@
 /**
- * The SQLite schema of the store (migrations 1, 2 and 3), its feature levels and the row →
- * record mappers.
+ * The SQLite schema of the store (migrations 1 to 4), its feature levels and the row → record
+ * mappers.
  *
  * @since 0.1.0
  */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import { defaultPipelineId } from "../../domain/Pipeline.js"
+import type { PipelineFields } from "../../services/Store.js"
 import {
   ArtifactRecord,
   AttemptRecord,
@@ -22,7 +27,7 @@ import {
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 3
+export const SCHEMA_VERSION = 4
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -230,17 +235,106 @@ export const MIGRATION_0003: ReadonlyArray<string> = [
 ]
 
 /**
- * The migrations in order, by the id the migrator records (`effect_sql_migrations`): what a
- * writer applies to bring a store to {@link SCHEMA_VERSION}, and what benchmarks apply to build
- * the same schema with plain better-sqlite3.
+ * The statements of migration 0004 (schema version 4): the repeat index of each pipeline
+ * (`pipelines.repeat`, which of the `repeats` samples of its seed it is, from 0; `NULL` when
+ * unknown). Versions 1–3 did not store it; {@link backfillRepeats} recovers it for the
+ * content-addressed pipelines of an existing store.
  *
  * @since 0.1.0
  * @category migrations
  */
-export const MIGRATIONS: ReadonlyArray<readonly [id: string, statements: ReadonlyArray<string>]> = [
+export const MIGRATION_0004: ReadonlyArray<string> = [
+  `ALTER TABLE pipelines ADD COLUMN repeat INTEGER`,
+  `UPDATE store_meta SET value = '4' WHERE key = 'schema_version'`
+]
+
+/**
+ * The largest repeat index {@link repeatOfContentAddress} tries (exclusive).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const REPEAT_SEARCH_LIMIT = 1024
+
+/**
+ * The repeat index of a content-addressed pipeline, recovered from its identity: the `r` in
+ * `[0, REPEAT_SEARCH_LIMIT)` with `defaultPipelineId(specDigest, seedDigest, r) === pipelineId`
+ * (src/domain/Pipeline.ts), else `null` (an explicit key, or more repeats than the limit).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const repeatOfContentAddress = (pipelineId: string, specDigest: string, seedDigest: string): number | null => {
+  for (let r = 0; r < REPEAT_SEARCH_LIMIT; r++) {
+    if (defaultPipelineId(specDigest, seedDigest, r) === pipelineId) return r
+  }
+  return null
+}
+
+/**
+ * The data step of migration 0004, run in the migrator's transaction after its statements:
+ * fills `pipelines.repeat` for content-addressed pipelines (`key IS NULL`) by
+ * {@link repeatOfContentAddress}, 5,000 rows at a time (keyset by `pno`), one `UPDATE … WHERE
+ * pno IN (…)` per repeat value and page. Rows with an explicit key keep `NULL`: their id does
+ * not encode the repeat.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const backfillRepeats = (client: SqlClient.SqlClient): Effect.Effect<void, SqlError> =>
+  Effect.gen(function*() {
+    let after = -1
+    for (;;) {
+      const page = yield* client.unsafe<{ pno: number; pipeline_id: string; spec_digest: string; seed_digest: string }>(
+        `SELECT pno, pipeline_id, spec_digest, seed_digest FROM pipelines WHERE key IS NULL AND pno > ? ORDER BY pno LIMIT 5000`,
+        [after]
+      )
+      if (page.length === 0) return
+      const byRepeat = new Map<number, Array<number>>()
+      for (const r of page) {
+        const repeat = repeatOfContentAddress(r.pipeline_id, r.spec_digest, r.seed_digest)
+        if (repeat === null) continue
+        const list = byRepeat.get(repeat) ?? []
+        list.push(Number(r.pno))
+        byRepeat.set(repeat, list)
+      }
+      for (const [repeat, pnos] of byRepeat) {
+        for (let i = 0; i < pnos.length; i += 500) {
+          const chunk = pnos.slice(i, i + 500)
+          yield* client.unsafe(`UPDATE pipelines SET repeat = ? WHERE pno IN (${chunk.map(() => "?").join(",")})`, [repeat, ...chunk])
+        }
+      }
+      after = Number(page[page.length - 1]!.pno)
+    }
+  })
+
+/**
+ * One migration: its id (recorded by the migrator in `effect_sql_migrations`), its statements,
+ * and an optional data step run after them in the same transaction (on an empty store it does
+ * nothing).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export type Migration = readonly [
+  id: string,
+  statements: ReadonlyArray<string>,
+  data?: (client: SqlClient.SqlClient) => Effect.Effect<void, SqlError>
+]
+
+/**
+ * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
+ * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
+ * the data steps have nothing to do on a fresh file).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0001_base", MIGRATION_0001],
   ["0002_read_indexes", MIGRATION_0002],
-  ["0003_pipeline_numbers", MIGRATION_0003]
+  ["0003_pipeline_numbers", MIGRATION_0003],
+  ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats]
 ]
 
 type Row = Record<string, unknown>
@@ -260,19 +354,20 @@ const nnum = (u: unknown): number | null => (u === null || u === undefined ? nul
 export const PIPELINE_COLUMNS = [
   "pipeline_id", "key", "name", "state", "n_tasks_done", "n_tasks_total", "spec_digest", "seed_digest", "tags",
   "attempts_total", "run_id", "created_at", "updated_at", "started_at", "ended_at", "failed_task", "error_type",
-  "error_message", "error_class"
+  "error_message", "error_class", "repeat"
 ] as const
 
 /**
- * A pipeline record as bound parameters (order of {@link PIPELINE_COLUMNS}).
+ * A pipeline record (or the fields `admit` takes) as bound parameters (order of
+ * {@link PIPELINE_COLUMNS}; an absent `repeat` is `NULL`).
  *
  * @since 0.1.0
  * @category mappers
  */
-export const pipelineParams = (p: PipelineRecord): Array<unknown> => [
+export const pipelineParams = (p: PipelineFields): Array<unknown> => [
   p.pipelineId, p.key, p.name, p.state, p.nTasksDone, p.nTasksTotal, p.specDigest, p.seedDigest,
   JSON.stringify(p.tags), p.attemptsTotal, p.runId, p.createdAt, p.updatedAt, p.startedAt, p.endedAt,
-  p.failedTask, p.errorType, p.errorMessage, p.errorClass
+  p.failedTask, p.errorType, p.errorMessage, p.errorClass, p.repeat ?? null
 ]
 
 /**
@@ -302,7 +397,9 @@ export const toPipeline = (r: Row): PipelineRecord =>
     failedTask: nstr(r.failed_task),
     errorType: nstr(r.error_type),
     errorMessage: nstr(r.error_message),
-    errorClass: nstr(r.error_class)
+    errorClass: nstr(r.error_class),
+    // absent from stores before version 4 (read-only opens do not migrate): unknown
+    repeat: nnum(r.repeat)
   })
 
 /**

@@ -240,20 +240,29 @@ export const loadPayload = (
 /**
  * The group-commit writer: `submit(op)` queues an operation and resolves once the batch that
  * contains it has committed (or fails with that batch's error). One fiber drains the queue and
- * hands everything queued (up to `maxBatch` ops) to `commit` in one call. On scope close the
- * writer is stopped and whatever is still queued is committed before the scope ends; later
- * submissions fail with `StoreUnavailable`. The queue is unbounded in ops, but every caller
- * waits for its commit, so it never holds more than one op per waiting fiber.
+ * hands what is queued to `commit` in one call: at most `maxBatch` ops and, past the first op,
+ * at most `maxBatchBytes` bytes (as `sizeOf` counts them: the payloads an op carries), so that
+ * one transaction never binds and writes more than that at once.
+ *
+ * Backpressure is by bytes as well as by waiting: while the ops queued or being committed hold
+ * more than `maxQueuedBytes`, a new op that carries bytes waits (outside the queue, in arrival
+ * order; an interrupted waiter leaves) until committed ops make room; an op alone larger than
+ * the budget enters an empty queue. Ops without bytes never wait. On scope close the writer is
+ * stopped and whatever is still queued or waiting is committed before the scope ends; later
+ * submissions fail with `StoreUnavailable`.
  *
  * @since 0.1.0
  * @category writers
  */
 export interface GroupCommit<Op> {
   readonly submit: (op: Op) => Effect.Effect<void, StoreUnavailable>
+  /** Bytes (by `sizeOf`) queued or being committed now. */
+  readonly queuedBytes: () => number
 }
 
 /**
- * Builds a {@link GroupCommit} in the current scope.
+ * Builds a {@link GroupCommit} in the current scope. Defaults: `maxBatch` 4096 ops,
+ * `maxBatchBytes` 8 MiB, `maxQueuedBytes` 32 MiB, `sizeOf` 0 (no byte accounting).
  *
  * @since 0.1.0
  * @category writers
@@ -261,22 +270,57 @@ export interface GroupCommit<Op> {
 export const makeGroupCommit = <Op>(options: {
   readonly commit: (ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreUnavailable>
   readonly maxBatch?: number | undefined
+  readonly sizeOf?: ((op: Op) => number) | undefined
+  readonly maxBatchBytes?: number | undefined
+  readonly maxQueuedBytes?: number | undefined
 }): Effect.Effect<GroupCommit<Op>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    type Item = readonly [Op, (exit: Effect.Effect<void, StoreUnavailable>) => void]
+    type Item = readonly [Op, (exit: Effect.Effect<void, StoreUnavailable>) => void, number]
     // A plain array and a latch instead of a Queue + Deferred per op: submitting costs one
     // `Effect.async` registration, and the writer takes everything queued in one swap.
     let queued: Array<Item> = []
+    /** Ops with bytes waiting for room (arrival order). */
+    const waiting: Array<Item> = []
+    let bytes = 0
     let closed = false
     const latch = yield* Effect.makeLatch(false)
     const maxBatch = options.maxBatch ?? 4096
+    const sizeOf = options.sizeOf ?? (() => 0)
+    const maxBatchBytes = options.maxBatchBytes ?? 8 * 1024 * 1024
+    const maxQueuedBytes = options.maxQueuedBytes ?? 32 * 1024 * 1024
+    const enqueue = (item: Item) => {
+      queued.push(item)
+      bytes += item[2]
+      if (queued.length === 1) latch.unsafeOpen()
+    }
+    const hasRoom = (size: number) => size === 0 || bytes === 0 || bytes + size <= maxQueuedBytes
+    const admitWaiting = () => {
+      while (waiting.length > 0 && hasRoom(waiting[0]![2])) enqueue(waiting.shift()!)
+    }
+    /** How many queued ops the next batch takes (count and byte budgets; at least one). */
+    const batchLength = () => {
+      let n = 0
+      let b = 0
+      while (n < queued.length && n < maxBatch) {
+        const size = queued[n]![2]
+        if (n > 0 && size > 0 && b + size > maxBatchBytes) break
+        b += size
+        n++
+      }
+      return n
+    }
     const runBatch = Effect.suspend(() => {
-      const batch = queued.length <= maxBatch ? queued : queued.slice(0, maxBatch)
-      queued = queued.length <= maxBatch ? [] : queued.slice(maxBatch)
+      const n = batchLength()
+      const batch = n === queued.length ? queued : queued.slice(0, n)
+      queued = n === queued.length ? [] : queued.slice(n)
       if (queued.length === 0) latch.unsafeClose()
       if (batch.length === 0) return Effect.void
       return Effect.map(Effect.exit(options.commit(batch.map((i) => i[0]))), (exit) => {
-        for (const [, resume] of batch) resume(exit)
+        for (const [, resume, size] of batch) {
+          bytes -= size
+          resume(exit)
+        }
+        admitWaiting()
       })
     })
     const writer = yield* Effect.forkScoped(
@@ -287,7 +331,11 @@ export const makeGroupCommit = <Op>(options: {
         Effect.zipRight(Effect.sync(() => {
           closed = true
         })),
-        Effect.zipRight(Effect.whileLoop({ while: () => queued.length > 0, body: () => runBatch, step: () => {} }))
+        Effect.zipRight(Effect.whileLoop({
+          while: () => queued.length > 0 || waiting.length > 0,
+          body: () => Effect.zipRight(Effect.sync(admitWaiting), runBatch),
+          step: () => {}
+        }))
       )
     )
     const closedError = new StoreUnavailable({ message: "the store is closed" })
@@ -295,9 +343,15 @@ export const makeGroupCommit = <Op>(options: {
       submit: (op) =>
         Effect.async<void, StoreUnavailable>((resume) => {
           if (closed) return resume(Effect.fail(closedError))
-          queued.push([op, resume])
-          if (queued.length === 1) latch.unsafeOpen()
-        })
+          const item: Item = [op, resume, sizeOf(op)]
+          if (item[2] === 0 || (waiting.length === 0 && hasRoom(item[2]))) return enqueue(item)
+          waiting.push(item)
+          return Effect.sync(() => {
+            const i = waiting.indexOf(item)
+            if (i >= 0) waiting.splice(i, 1)
+          })
+        }),
+      queuedBytes: () => bytes
     }
   })
 

@@ -222,7 +222,11 @@ export interface ResourceSnapshot {
  *   failed), `leakedTotal` raw leases reclaimed at attempt end;
  * - `waitsTotal`: acquires that could not be served at once; `waitMsAvg`, `waitMsMax` over all
  *   of them, `waitMsP50`, `waitMsP95` over the last 1024 (nearest-rank percentiles);
- * - `usage`: the accumulated `lease.report({ usage })` counters.
+ * - `usage`: the accumulated `lease.report({ usage })` counters;
+ * - `holds`: the resources held out of rotation by time now, soonest end first: a server's
+ *   throttle (`throttled`) or an open circuit breaker (`breaker_open`), with the epoch ms it
+ *   ends (`until`). What the progress line, `watch` and the dashboard show as "waiting for
+ *   key-a until 14:03:10".
  *
  * @since 0.1.0
  * @category models
@@ -251,6 +255,20 @@ export interface PoolStats {
   readonly waitMsP95: number
   readonly waitMsMax: number
   readonly usage: Readonly<Record<string, number>>
+  readonly holds: ReadonlyArray<PoolHold>
+}
+
+/**
+ * A resource held out of rotation until a time (see {@link PoolStats.holds}).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface PoolHold {
+  readonly resourceId: string
+  readonly reason: "throttled" | "breaker_open"
+  /** Epoch ms. */
+  readonly until: number
 }
 
 /**
@@ -502,6 +520,7 @@ interface Effects {
 }
 
 const EMA_ALPHA = 0.2
+const noHolds: ReadonlyArray<PoolHold> = []
 const RECENT_WAITS = 1024
 
 const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
@@ -1599,12 +1618,18 @@ class Core {
     const now = this.now()
     let active = 0, capacity = 0, ready = 0, degraded = 0, dead = 0, total = 0, revoked = 0, throttled = 0, breakerOpen = 0
     const usage: Record<string, number> = {}
+    let holds: Array<PoolHold> | undefined
     const all = selector === undefined || Resource.isEmptySelector(selector)
     for (const res of pool.list) {
       if (!all && !Resource.matches(selector, res.info)) continue
       total++
       active += res.active
-      if (res.throttledUntil > now) throttled++
+      if (res.throttledUntil > now) {
+        throttled++
+        ;(holds ??= []).push({ resourceId: res.resource.id, reason: "throttled", until: res.throttledUntil })
+      } else if (res.breaker.state === "open" && res.breaker.openUntil > now) {
+        ;(holds ??= []).push({ resourceId: res.resource.id, reason: "breaker_open", until: res.breaker.openUntil })
+      }
       if (res.breaker.state !== "closed") breakerOpen++
       const state = Resource.effectiveState(res.health, now)
       if (state === "revoked") {
@@ -1641,7 +1666,8 @@ class Core {
       waitMsP50: percentile(sorted, 0.5),
       waitMsP95: percentile(sorted, 0.95),
       waitMsMax: pool.waitMsMax,
-      usage: all ? { ...pool.usage } : usage
+      usage: all ? { ...pool.usage } : usage,
+      holds: holds === undefined ? noHolds : holds.sort((a, b) => a.until - b.until)
     }
   }
 

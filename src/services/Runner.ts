@@ -814,6 +814,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
               usage: snap.usage,
               cooldownUntil: snap.cooldownUntil ?? null,
               lastError: snap.lastError ?? null,
+              throttledUntil: snap.throttledUntil ?? null,
+              throttledTotal: snap.throttledTotal,
+              breaker: snap.breaker,
+              breakerUntil: snap.breakerUntil ?? null,
               poolWaitMsP95: stats.waitMsP95,
               poolWaiting: stats.waiting,
               runId

@@ -5,7 +5,9 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Monitor from "../../src/services/Monitor.js"
 import * as Pool from "../../src/services/Pool.js"
+import * as Progress from "../../src/services/Progress.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
 
@@ -45,6 +47,12 @@ describe("absurd server delays (issue 20 §2, case C9)", () => {
       const snap = (yield* pools.snapshot("llm"))[0]!
       assert.strictEqual(snap.throttledUntil, 86_400_000)
       assert.strictEqual(snap.state, "ready")
+      // shown as such: the progress line, watch / the dashboard (from the stored health)
+      const runner = yield* Runner.Runner
+      const view = Progress.makeSampler(0, 8)(yield* runner.stats, 0)
+      assert.include(Progress.renderProgress(view, 200), "waiting for key-a until 1970-01-02T00:00:00.000Z")
+      const stored = (yield* store.resources).map(Monitor.resourceRow)
+      assert.strictEqual(Monitor.holdOf(stored[0]!, 0), "throttled until 1970-01-02T00:00:00.000Z")
     }).pipe(Effect.provide(env(keys()))))
 
   it.effect("a ceiling raised by retry.maxServerDelay waits the server's delay out", () =>

@@ -477,6 +477,8 @@ interface PoolState {
   readonly onEvent: EventCallback | undefined
   /** `undefined`: the breaker is off. */
   readonly breaker: Breaker.BreakerPolicy | undefined
+  /** The latest throttle end of any resource (epoch ms): a cheap "nothing to refuse" test. */
+  throttledUntilMax: number
   readonly list: Array<Res>
   readonly byId: Map<string, Res>
   head: Waiter | undefined
@@ -629,6 +631,7 @@ class Core {
         deadlockWarnMs,
         onEvent: config.options.onEvent,
         breaker,
+        throttledUntilMax: 0,
         list: [],
         byId: new Map(),
         head: undefined,
@@ -970,6 +973,7 @@ class Core {
    * one (the earliest end is reported).
    */
   overlong(pool: PoolState, selector: Selector, maxDelayMs: number, now: number): ServerDelayRefused | undefined {
+    if (pool.throttledUntilMax - now <= maxDelayMs) return undefined
     let earliest: Res | undefined
     for (const res of pool.list) {
       if (!Resource.matches(selector, res.info)) continue
@@ -1114,17 +1118,16 @@ class Core {
     holder: Holder
   ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused> {
     return Effect.suspend(() => {
-      const now = this.now()
-      const res = this.pick(pool, selector, ranker, now)
-      if (res !== undefined) {
-        this.take(attempt, res)
-        return Effect.succeed(res.slot)
+      const held = this.heldPoolsFor(holder)
+      if (held.length > 0) {
+        // a holder of other leases is watched for deadlocks only when it really queues
+        const res = this.pick(pool, selector, ranker, this.now())
+        if (res !== undefined) {
+          this.take(attempt, res)
+          return Effect.succeed(res.slot)
+        }
       }
-      const hopeless = this.hopeless(pool, selector)
-      if (hopeless !== undefined) return Effect.fail(hopeless)
       const maxDelayMs = holder.maxServerDelayMs ?? defaultMaxServerDelayMs
-      const refused = this.overlong(pool, selector, maxDelayMs, now)
-      if (refused !== undefined) return Effect.fail(refused)
       const waiter: Waiter = {
         selector,
         ranker,
@@ -1138,9 +1141,9 @@ class Core {
         queued: false
       }
       const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused>((resume) => {
-        // the state may have moved between the check above and now (a fiber can yield
-        // between two steps): check again, in the same synchronous step as the enqueue
-        const res = this.pick(pool, selector, ranker, this.now())
+        // check, refuse or enqueue in one synchronous step (a fiber can yield between two)
+        const now = this.now()
+        const res = this.pick(pool, selector, ranker, now)
         if (res !== undefined) {
           this.take(attempt, res)
           resume(Effect.succeed(res.slot))
@@ -1149,6 +1152,11 @@ class Core {
         const hopeless = this.hopeless(pool, selector)
         if (hopeless !== undefined) {
           resume(Effect.fail(hopeless))
+          return
+        }
+        const refused = this.overlong(pool, selector, maxDelayMs, now)
+        if (refused !== undefined) {
+          resume(Effect.fail(refused))
           return
         }
         this.markWaiting(attempt, home)
@@ -1164,8 +1172,13 @@ class Core {
           this.unlink(pool, waiter)
         })
       })
-      return this.watchDeadlock(parked, pool, holder)
+      return held.length === 0 ? parked : this.watchDeadlock(parked, pool, holder, held)
     })
+  }
+
+  /** The pools a holder already holds leases from. */
+  heldPoolsFor(holder: Holder): ReadonlyArray<string> {
+    return holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
   }
 
   /** The pools an owner holds unreleased leases from (what `heldPools` defaults to). */
@@ -1183,9 +1196,12 @@ class Core {
    * timer is an interruptible fiber of the service's scope, stopped without waiting for it
    * (`interruptFork`) as soon as the wait ends in any way.
    */
-  watchDeadlock<A, E>(wait: Effect.Effect<A, E>, pool: PoolState, holder: Holder): Effect.Effect<A, E> {
-    const held = holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
-    if (held.length === 0) return wait
+  watchDeadlock<A, E>(
+    wait: Effect.Effect<A, E>,
+    pool: PoolState,
+    holder: Holder,
+    held: ReadonlyArray<string>
+  ): Effect.Effect<A, E> {
     let warnMs = Infinity
     for (const name of held) {
       const p = this.pools.get(name)
@@ -1486,6 +1502,7 @@ class Core {
           const until = now + retryAfterMs
           if (until > res.throttledUntil) {
             res.throttledUntil = until
+            if (until > pool.throttledUntilMax) pool.throttledUntilMax = until
             ;(fx.throttles ??= []).push({ pool, until })
           }
           this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs, until })

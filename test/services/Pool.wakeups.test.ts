@@ -187,7 +187,7 @@ describe("wake-ups under a clock that fires early and late", () => {
     "exact timers: no waiter is queued while a slot it matches is free (throttles, probes, cooldowns, breakers, held leases)",
     { scripts: fc.array(Script, { minLength: 1, maxLength: 8 }) },
     ({ scripts }) => runScripts(scripts, [], true),
-    { fastCheck: { numRuns: 12 }, timeout: 120_000 }
+    { fastCheck: { numRuns: 12 }, timeout: 300_000 }
   )
 
   it.effect.prop(
@@ -197,7 +197,7 @@ describe("wake-ups under a clock that fires early and late", () => {
       skews: fc.array(fc.integer({ min: -3, max: 40 }), { minLength: 1, maxLength: 16 })
     },
     ({ scripts, skews }) => runScripts(scripts, skews, false),
-    { fastCheck: { numRuns: 12 }, timeout: 120_000 }
+    { fastCheck: { numRuns: 12 }, timeout: 300_000 }
   )
 
   it.effect("a throttle whose timer fires 1 ms early still wakes its waiter (the 0.00/s hang)", () =>

@@ -20,6 +20,14 @@
  *   store); `failed`: pipelines that did not succeed; `accuracy`.
  *
  * Run: `npx tsx bench/llm-eval.ts [--sample 2000]`
+ *
+ * `--scenario storm` (issue 20 §8) instead runs 1,000 emails against one endpoint (capacity
+ * 16, concurrency 16, latency median 40 ms / p95 120 ms) with 5 % background 5xx and an error
+ * storm (503 with probability 0.7) from 4 s to 9 s, once with the pool's circuit breaker off
+ * (what assay did before) and once with its defaults, side by side. Printed per variant:
+ * `storm_requests` (requests that arrived inside the storm window), `storm_5xx` (5xx answers
+ * inside it), `requests`, `failed`, `makespan_s`, `cpu_s` (process CPU time of the variant)
+ * and `cpu_ratio` / `wall_ratio` against the first variant.
  */
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect } from "effect"
@@ -86,9 +94,71 @@ const one = (algorithm: string, resultsDir: string) =>
     yield* Console.log(JSON.stringify(line))
   }))
 
+const argScenario = process.argv.indexOf("--scenario")
+const SCENARIO = argScenario >= 0 ? process.argv[argScenario + 1] : "algorithms"
+const STORM = { fromS: 4, toS: 9, rate: 0.7 } as const
+
+const stormRun = (variant: "breaker_off" | "breaker_on", resultsDir: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const profile = yield* MockLlm.decodeProfile({
+      seed: 0,
+      endpoints: [{
+        name: "ep",
+        latency: { medianMs: 40, p95Ms: 120 },
+        errorRate: 0.05,
+        storms: [{ fromS: STORM.fromS, toS: STORM.toS, status: 503, rate: STORM.rate }]
+      }]
+    })
+    const server = yield* MockLlm.serve({ profile })
+    const cpu0 = process.cpuUsage()
+    const report = yield* runSpamEval({
+      sample: SAMPLE_STORM,
+      seed: 0,
+      concurrency: 16,
+      algorithm: "wait",
+      breaker: variant === "breaker_off" ? false : undefined,
+      storeLayer: MemoryStore.layer(),
+      resultsPath: NodePath.join(resultsDir, `${variant}.jsonl`),
+      endpoints: server.endpoints.map((e) => ({ id: e.name, baseUrl: e.baseUrl, model: e.model, apiKey: "bench-key", capacity: 16 })),
+      chat: { retry: { maxAttempts: 10, base: "200 millis", cap: "5 seconds" } }
+    })
+    const cpu = process.cpuUsage(cpu0)
+    const log = yield* server.log
+    const inStorm = log.filter((e) => e.offsetMs >= STORM.fromS * 1000 && e.offsetMs < STORM.toS * 1000)
+    return {
+      bench: "llm-eval.storm",
+      variant,
+      emails: report.results.length,
+      failed: report.results.filter((r) => r.state !== "succeeded").length,
+      requests: log.length,
+      storm_requests: inStorm.length,
+      storm_5xx: inStorm.filter((e) => (e.status ?? 0) >= 500).length,
+      all_5xx: log.filter((e) => (e.status ?? 0) >= 500).length,
+      makespan_s: Number((report.run.durationMs / 1000).toFixed(2)),
+      cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(2))
+    }
+  }))
+
+const argSampleStorm = process.argv.indexOf("--sample")
+const SAMPLE_STORM = argSampleStorm >= 0 ? Number(process.argv[argSampleStorm + 1]) : 1000
+
 const main = Effect.gen(function*() {
   const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-llm-eval-"))
-  for (const algorithm of ALGORITHMS) yield* one(algorithm, dir)
+  if (SCENARIO === "storm") {
+    const lines = []
+    for (const variant of ["breaker_off", "breaker_on"] as const) lines.push(yield* stormRun(variant, dir))
+    const base = lines[0]!
+    for (const l of lines) {
+      yield* Console.log(JSON.stringify({
+        ...l,
+        wall_ratio: Number((l.makespan_s / base.makespan_s).toFixed(3)),
+        cpu_ratio: Number((l.cpu_s / base.cpu_s).toFixed(3)),
+        load: os.loadavg().map((x) => Number(x.toFixed(2)))
+      }))
+    }
+  } else {
+    for (const algorithm of ALGORITHMS) yield* one(algorithm, dir)
+  }
   fs.rmSync(dir, { recursive: true, force: true })
 })
 

@@ -15,6 +15,11 @@
  *   (this one includes the cost of creating and closing an Effect `Scope` per lease, which
  *   alone is several times a semaphore round trip).
  *
+ * - `pool.held_acquire` (issue 21): a task holding a lease of one pool acquires a free slot of
+ *   another whose resource has a client factory (the fanout / judge-after-model shape), 6 rows
+ *   one after the other and 2,000 in a loop; before the fix each such acquire waited for the
+ *   pool's `deadlockWarn` (5 s) timer; `ms_per_acquire` should be microseconds.
+ *
  * Timings alternate between the variants and keep each one's best of 5 runs.
  *
  * Run: `npx tsx bench/pool.ts`
@@ -121,6 +126,30 @@ const program = Effect.gen(function*() {
       scoped_ratio_to_semaphore: ratio(t.assayScoped, t.semaphore),
       waits_total: stats.waitsTotal,
       active_after: stats.active
+    }))
+  }
+  // issue 21: a held lease, then a free slot of another pool (factory: not the sync fast path)
+  {
+    const held = yield* Pool.makePools([
+      Pool.make("model", [Resource.make("m", { id: "m", capacity: 4 })], { deadlockWarn: "5 seconds" }),
+      Pool.make("judge", [Resource.make("j", { id: "j", capacity: 4, factory: () => Effect.succeed("client") })])
+    ]).pipe(Scope.extend(scope))
+    const row = (i: number) =>
+      Effect.scoped(Effect.gen(function*() {
+        const holder: Pool.Holder = { taskName: "judge", pipelineId: `p${i}`, owner: `o${i}` }
+        yield* held.acquire("model", holder)
+        yield* held.acquire("judge", holder)
+      }))
+    const six = yield* time(Effect.forEach([0, 1, 2, 3, 4, 5], row, { discard: true }))
+    const many = yield* time(Effect.forEach(Array.from({ length: 2_000 }, (_, i) => i), row, { discard: true }))
+    const judge = yield* held.stats("judge")
+    console.log(JSON.stringify({
+      bench: "pool.held_acquire",
+      rows_6_ms: +six.toFixed(2),
+      rows_2000_ms: +many.toFixed(1),
+      ms_per_acquire: +(many / 2_000).toFixed(4),
+      waits_total: judge.waitsTotal,
+      deadlock_warn_ms: 5_000
     }))
   }
   yield* Scope.close(scope, Exit.void)

@@ -73,6 +73,8 @@ export interface SpamEvalOptions {
   readonly seed?: number | undefined
   readonly concurrency?: number | undefined
   readonly algorithm?: AlgorithmInput | undefined
+  /** The pool's circuit breaker (`Pool.PoolOptions["breaker"]`); `false` turns it off. */
+  readonly breaker?: Pool.PoolOptions["breaker"] | undefined
   readonly storePath?: string | undefined
   readonly storeLayer?: Layer.Layer<Store, unknown> | undefined
   readonly resultsPath?: string | undefined
@@ -288,7 +290,7 @@ export const runSpamEval = (options: SpamEvalOptions = {}) =>
     if (options.storeLayer === undefined) yield* fs.makeDirectory(NodePath.dirname(storePath), { recursive: true })
     const storeLayer = options.storeLayer ?? SqliteStore.layer({ filename: storePath })
     const poolLayer = Pool.layer([
-      Pool.make("llm", resourcesOf(endpoints), { algorithm: options.algorithm ?? "wait" })
+      Pool.make("llm", resourcesOf(endpoints), { algorithm: options.algorithm ?? "wait", breaker: options.breaker })
     ])
     const env = Layer.provideMerge(
       Runner.layer({ concurrency: options.concurrency ?? 16, label: options.label ?? "spam-eval", store: storePath }),

@@ -211,6 +211,64 @@ export class AcquireTimeout extends Schema.TaggedError<AcquireTimeout>("assay/Ac
 }
 
 /**
+ * A server asked to wait longer than the ceiling assay accepts (`retry.maxServerDelay`,
+ * default 10 minutes): the attempt ends instead of waiting silently. Class `rate_limit`
+ * (`errorClass`), with the server's remaining delay in `retryAfterMs` (milliseconds) and the
+ * epoch millisecond it named in `untilMs`. Raised by the pool for an acquire whose every
+ * usable resource is throttled past the ceiling; the runner words a task failure declined
+ * for the same reason the same way ({@link serverDelayMessage}).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ServerDelayRefused extends Schema.TaggedError<ServerDelayRefused>("assay/ServerDelayRefused")(
+  "ServerDelayRefused",
+  {
+    pool: Schema.String,
+    resourceId: Schema.optional(Schema.String),
+    retryAfterMs: Schema.Number,
+    untilMs: Schema.Number,
+    maxDelayMs: Schema.Number,
+    errorClass: Schema.Literal("rate_limit")
+  }
+) {
+  override get message(): string {
+    return `${serverDelayMessage(this.retryAfterMs, this.untilMs, this.maxDelayMs)}${
+      this.resourceId === undefined ? "" : ` (resource ${this.resourceId} of pool "${this.pool}")`
+    }`
+  }
+}
+
+/**
+ * A duration for people: `850 ms`, `12 s`, `6 min`, `24 h`, `3 d` (rounded; `h` and `d`
+ * keep one decimal when not whole).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const humanDuration = (ms: number): string => {
+  const r1 = (x: number) => (Math.round(x * 10) / 10).toString()
+  if (ms < 1_000) return `${Math.round(ms)} ms`
+  if (ms < 120_000) return `${Math.round(ms / 1_000)} s`
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`
+  if (ms < 172_800_000) return `${r1(ms / 3_600_000)} h`
+  return `${r1(ms / 86_400_000)} d`
+}
+
+/**
+ * The words of a refused server delay: `the server asked to wait 24 h (until
+ * 2025-01-02T14:03:10.000Z), more than retry.maxServerDelay (10 min)`. `delayMs`: the delay
+ * asked; `untilMs`: the epoch millisecond it ends; `maxDelayMs`: the ceiling.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const serverDelayMessage = (delayMs: number, untilMs: number, maxDelayMs: number): string =>
+  `the server asked to wait ${humanDuration(delayMs)} (until ${
+    Number.isFinite(untilMs) && Math.abs(untilMs) < 8.64e15 ? new Date(untilMs).toISOString() : "an unreadable time"
+  }), more than retry.maxServerDelay (${humanDuration(maxDelayMs)})`
+
+/**
  * No pool is registered under that name.
  *
  * @since 0.1.0

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import type { Duration, Effect } from "effect"
-import type { AcquireTimeout, ConfigError, PluginError, PoolNotFound, ResourceUnavailable } from "./Errors.js"
+import type { AcquireTimeout, ConfigError, PluginError, PoolNotFound, ResourceUnavailable, ServerDelayRefused } from "./Errors.js"
 
 /**
  * A read-only view of a resource: one concrete external capability (an endpoint, an API key,
@@ -89,13 +89,21 @@ export interface LeaseReport {
 
 /**
  * The failures an acquire can end with: no resource (`ResourceUnavailable`, also a failed
- * client factory), a timeout (`AcquireTimeout`), an unknown pool (`PoolNotFound`), or an
- * algorithm given per call that does not resolve (`ConfigError`, `PluginError`).
+ * client factory), a timeout (`AcquireTimeout`), every usable resource throttled by its
+ * server for longer than the acquire accepts (`ServerDelayRefused`, class `rate_limit`), an
+ * unknown pool (`PoolNotFound`), or an algorithm given per call that does not resolve
+ * (`ConfigError`, `PluginError`).
  *
  * @since 0.1.0
  * @category models
  */
-export type AcquireError = ResourceUnavailable | AcquireTimeout | PoolNotFound | ConfigError | PluginError
+export type AcquireError =
+  | ResourceUnavailable
+  | AcquireTimeout
+  | ServerDelayRefused
+  | PoolNotFound
+  | ConfigError
+  | PluginError
 
 /**
  * One use of one resource.

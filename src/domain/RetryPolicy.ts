@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, ParseResult, Predicate, Random, Schema } from "effect"
-import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf } from "./Errors.js"
+import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf, serverDelayMessage } from "./Errors.js"
 import type { Json } from "./Json.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -98,8 +98,14 @@ export type Jitter = typeof Jitter.Type
  * - `base`, `factor`, `cap`: the delay before attempt n+1 is `min(cap, base * factor^(n-1))`,
  *   then jittered (defaults 0.5 s, 2, 30 s);
  * - `jitter`: see {@link Jitter} (default `"full"`);
- * - `maxTotal`: optional total time budget; a retry whose delay would take the elapsed time
- *   past it is not made.
+ * - `maxTotal`: optional total time budget of the task, from its first attempt's start: a
+ *   retry whose delay would take the elapsed time past it is not made, and the runner ends an
+ *   attempt still running (or still waiting for a lease) when the budget runs out;
+ * - `maxServerDelay`: the longest delay a server may ask for (a rate limit's Retry-After or
+ *   reset hint) that is waited out (default 10 minutes, {@link defaultMaxServerDelayMs}); a
+ *   longer one ends the task with `server_delay` and a message naming the time asked for,
+ *   and the pool refuses (instead of queueing) an acquire whose usable resources are all
+ *   throttled longer.
  *
  * As a Schema, its encoded side is the config-file object (see {@link RetryPolicyFromConfig}).
  * Build values in code with {@link RetryPolicy.make}.
@@ -126,7 +132,8 @@ export class RetryPolicy extends Schema.Class<RetryPolicy>("assay/RetryPolicy")(
   ),
   cap: Schema.optionalWith(DurationFromString, { default: () => Duration.seconds(30), exact: true }),
   jitter: Schema.optionalWith(Jitter, { default: () => "full" as const, exact: true }),
-  maxTotal: Schema.optionalWith(DurationFromString, { exact: true })
+  maxTotal: Schema.optionalWith(DurationFromString, { exact: true }),
+  maxServerDelay: Schema.optionalWith(DurationFromString, { exact: true })
 }) {
   /**
    * Builds a policy from a partial plain object; durations accept any
@@ -150,6 +157,7 @@ export class RetryPolicy extends Schema.Class<RetryPolicy>("assay/RetryPolicy")(
     if (input.cap !== undefined) props["cap"] = Duration.decode(input.cap)
     if (input.jitter !== undefined) props["jitter"] = input.jitter
     if (input.maxTotal !== undefined) props["maxTotal"] = Duration.decode(input.maxTotal)
+    if (input.maxServerDelay !== undefined) props["maxServerDelay"] = Duration.decode(input.maxServerDelay)
     return new this(props)
   }
 
@@ -178,7 +186,27 @@ export interface RetryPolicyInput {
   readonly cap?: Duration.DurationInput | undefined
   readonly jitter?: Jitter | undefined
   readonly maxTotal?: Duration.DurationInput | undefined
+  readonly maxServerDelay?: Duration.DurationInput | undefined
 }
+
+/**
+ * The default `maxServerDelay` in milliseconds: 10 minutes (longer than the provider resets
+ * seen in practice, `x-ratelimit-reset-tokens: 6m0s`; far shorter than a day).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxServerDelayMs = 600_000
+
+/**
+ * A policy's server-delay ceiling in milliseconds (`maxServerDelay`, else
+ * {@link defaultMaxServerDelayMs}).
+ *
+ * @since 0.2.0
+ * @category decisions
+ */
+export const maxServerDelayMs = (policy: RetryPolicy): number =>
+  policy.maxServerDelay === undefined ? defaultMaxServerDelayMs : Duration.toMillis(policy.maxServerDelay)
 
 /**
  * Decodes the `retry` object of a config file into a {@link RetryPolicy}: camelCase keys,
@@ -207,8 +235,8 @@ export const decodeRetryPolicyConfig = Schema.decodeUnknownEither(RetryPolicyFro
 /**
  * The fields of a policy that change a step's timing, and therefore belong to the pipeline
  * identity: `{ maxAttempts, baseMs, factor, capMs, jitter }` (durations in milliseconds).
- * `on`, `retryClassified`, `retryUnknown` and `maxTotal` are deliberately excluded, as the
- * specification prescribes.
+ * `on`, `retryClassified`, `retryUnknown`, `maxTotal` and `maxServerDelay` are deliberately
+ * excluded, as the specification prescribes for budgets.
  *
  * @since 0.1.0
  * @category identity
@@ -232,12 +260,21 @@ export const identityFields = (policy: RetryPolicy): Json => ({
  * - `attempts_exhausted`: retryable, but `maxAttempts` is reached;
  * - `policy_declined`: the policy does not retry this failure (its class, cancellation, a
  *   `FatalError`);
- * - `total_budget`: the delay would take the elapsed time past `maxTotal`.
+ * - `total_budget`: the delay would take the elapsed time past `maxTotal` (or the attempt
+ *   ran out of it);
+ * - `server_delay`: the server asked to wait longer than `maxServerDelay`.
  *
  * @since 0.1.0
  * @category models
  */
-export const RetryReason = Schema.Literal("ok", "retryable", "attempts_exhausted", "policy_declined", "total_budget")
+export const RetryReason = Schema.Literal(
+  "ok",
+  "retryable",
+  "attempts_exhausted",
+  "policy_declined",
+  "total_budget",
+  "server_delay"
+)
 
 /**
  * @since 0.1.0
@@ -253,7 +290,9 @@ export type RetryReason = typeof RetryReason.Type
  * - `delayMs`: milliseconds to wait before the next attempt (0 when not retrying);
  * - `errorClass`: the class of the failure (`null` on success);
  * - `attempt`: the 1-based number of the attempt this decision concerns;
- * - `retryAfterMs`: the server's suggested delay in milliseconds, when it gave one.
+ * - `retryAfterMs`: the server's suggested delay in milliseconds, when it gave one;
+ * - `message`: for `server_delay`, the words of the refusal ("the server asked to wait 24 h
+ *   (until …)").
  *
  * @since 0.1.0
  * @category models
@@ -264,7 +303,8 @@ export const RetryDecision = Schema.Struct({
   delayMs: Schema.Number,
   errorClass: Schema.NullOr(ErrorClass),
   attempt: Schema.Number,
-  retryAfterMs: Schema.optional(Schema.Number)
+  retryAfterMs: Schema.optional(Schema.Number),
+  message: Schema.optional(Schema.String)
 })
 
 /**
@@ -371,9 +411,11 @@ export const applyJitter = (jitter: Jitter, d: number, u: number): number => {
  * 3. `attempt >= maxAttempts` → `attempts_exhausted`;
  * 4. the delay is `min(cap, base * factor^(attempt-1))` with the policy's jitter (drawn from
  *    `Random`); a server's Retry-After ({@link retryAfterOf}, HTTP-dates relative to `Clock`)
- *    replaces it, and may exceed `cap`: the server's word wins;
- * 5. `maxTotal` set and `elapsedMs + delay > maxTotal` → `total_budget`;
- * 6. otherwise `retryable` with that delay.
+ *    replaces it, and may exceed `cap`: the server's word wins, up to `maxServerDelay`;
+ * 5. a server delay beyond `maxServerDelay` → `server_delay` (retryable or not: a delay that
+ *    long is refused whatever the attempt count), with `message`;
+ * 6. `maxTotal` set and `elapsedMs + delay > maxTotal` → `total_budget`;
+ * 7. otherwise `retryable` with that delay.
  *
  * Never fails; uses only the default `Random` and `Clock` services.
  *
@@ -397,9 +439,13 @@ export const decide = (
       ...(retryAfterMs !== undefined ? { retryAfterMs } : {})
     })
     if (!retryableWithClass(policy, error, errorClass)) return declined("policy_declined")
-    if (attempt >= policy.maxAttempts) return declined("attempts_exhausted")
     const now = yield* Clock.currentTimeMillis
     const retryAfterMs = retryAfterOf(error, now)
+    const ceiling = maxServerDelayMs(policy)
+    if (retryAfterMs !== undefined && retryAfterMs > ceiling) {
+      return { ...declined("server_delay", retryAfterMs), message: serverDelayMessage(retryAfterMs, now + retryAfterMs, ceiling) }
+    }
+    if (attempt >= policy.maxAttempts) return declined("attempts_exhausted")
     let delayMs: number
     if (retryAfterMs !== undefined) {
       delayMs = retryAfterMs

@@ -384,7 +384,8 @@ const resolveRetry = (input: unknown, issues: Array<ConfigIssue>): RetryPolicy =
     "factor",
     "cap",
     "jitter",
-    "maxTotal"
+    "maxTotal",
+    "maxServerDelay"
   ])
   const unknownKeys = Object.keys(input).filter((k) => !known.has(k))
   for (const k of unknownKeys) issues.push({ path: `retry.${k}`, message: `unknown retry field "${k}"` })

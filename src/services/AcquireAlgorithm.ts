@@ -18,7 +18,7 @@
  */
 import { Duration, Effect, Either, Option, ParseResult, Random, Schema } from "effect"
 import { AcquireTimeout, ConfigError, PluginError, ResourceUnavailable } from "../domain/Errors.js"
-import type { ConfigIssue, PoolNotFound } from "../domain/Errors.js"
+import type { ConfigIssue, PoolNotFound, ServerDelayRefused } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
 import { DurationFromString } from "../domain/RetryPolicy.js"
@@ -91,10 +91,12 @@ export interface AcquireOps {
   readonly tryTake: (pool?: string) => Effect.Effect<Option.Option<Slot>, PoolNotFound>
   /**
    * Queues FIFO (among waiters whose selectors match) until a matching slot frees up, a
-   * resource is added, or a cooldown ends. Interruptible; an interrupted wait leaves no
-   * reservation behind.
+   * resource is added, a cooldown, a throttle window or an open breaker ends. Interruptible;
+   * an interrupted wait leaves no reservation behind. Fails with `ResourceUnavailable` when
+   * every matching resource is dead or revoked, and with `ServerDelayRefused` when every
+   * usable one is throttled by its server longer than the acquire accepts.
    */
-  readonly wait: (pool?: string) => Effect.Effect<Slot, PoolNotFound | ResourceUnavailable>
+  readonly wait: (pool?: string) => Effect.Effect<Slot, PoolNotFound | ResourceUnavailable | ServerDelayRefused>
   /** The resource id this pipeline leased last from a pool (for `sticky`). */
   readonly lastResourceId: (pool?: string) => string | undefined
   /** The same ops with another target pool and/or ranker. */

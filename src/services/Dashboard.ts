@@ -14,7 +14,7 @@
  */
 import { createHash } from "node:crypto"
 import type { MetricRow, Snapshot } from "./Monitor.js"
-import { formatDuration, formatRate } from "./Monitor.js"
+import { formatDuration, formatRate, holdOf } from "./Monitor.js"
 import { formatMetric } from "./Report.js"
 
 /**
@@ -71,9 +71,10 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     : s.metrics.map(metricCard).join("")
   const pools = s.resources.map((r) => {
     const frac = r.capacity === null || r.capacity === 0 ? 0 : Math.min(1, (r.active ?? 0) / r.capacity)
+    const hold = holdOf(r, s.generated_at)
     return `<tr><td>${escapeHtml(r.pool)}/${escapeHtml(r.resource_id)}</td><td><span class="state ${escapeHtml(r.state ?? "")}">${
       escapeHtml(r.state ?? "?")
-    }</span></td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
+    }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
     }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td></tr>`
   }).join("")
@@ -245,6 +246,8 @@ const SCRIPT = `
       fill.style.width = (frac * 100).toFixed(1) + "%"; bar.appendChild(fill); occ.appendChild(bar);
       occ.appendChild(document.createTextNode(" " + (x.active || 0) + "/" + (x.capacity === null ? "?" : x.capacity)));
       var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === null ? "?" : x.state));
+      var now = s.generated_at, until = x.throttled_until !== null && x.throttled_until > now ? ["throttled", x.throttled_until] : x.breaker_until !== null && x.breaker_until > now ? ["breaker open", x.breaker_until] : null;
+      if (until !== null) { var t = new Date(until[1]); st.appendChild(el("span", "hold", " " + until[0] + " until " + (until[1] - now >= 86400000 ? t.toISOString() : t.toTimeString().slice(0, 8)))); }
       return row([el("td", null, x.pool + "/" + x.resource_id), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0]);
     }));
     replace("errors", s.recent_errors.map(function (e) {

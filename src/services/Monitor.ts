@@ -274,6 +274,12 @@ export interface ResourceRow {
   readonly pool_wait_ms_p95: number | null
   readonly pool_waiting: number | null
   readonly last_error: unknown
+  /** Epoch ms until which the server asked to wait (a rate limit), when it did. */
+  readonly throttled_until: number | null
+  /** The circuit breaker: `closed`, `open`, `half_open` (null before this field existed). */
+  readonly breaker: string | null
+  /** Epoch ms at which an open breaker turns half-open. */
+  readonly breaker_until: number | null
   /** The run that wrote this health. */
   readonly run_id: string | null
   /** Masked spec (secrets replaced by the store). */
@@ -281,6 +287,34 @@ export interface ResourceRow {
   /** Epoch ms. */
   readonly updated_at: number
 }
+
+/**
+ * A clock time for a progress line, `watch`, `report` and the dashboard: `14:03:10` (local time) within the next 24 hours of
+ * `nowMs`, else the full ISO date and time (UTC).
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const formatUntil = (untilMs: number, nowMs: number): string => {
+  if (untilMs - nowMs >= 86_400_000 || untilMs < nowMs - 86_400_000) return new Date(untilMs).toISOString()
+  const d = new Date(untilMs)
+  const pad = (n: number) => String(n).padStart(2, "0")
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+}
+
+/**
+ * What holds a stored resource out of rotation by time, in words, when its hold is still
+ * ahead of `nowMs`: `throttled until 14:03:10` or `breaker open until 14:03:10`; else "".
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const holdOf = (r: Pick<ResourceRow, "throttled_until" | "breaker_until">, nowMs: number): string =>
+  r.throttled_until !== null && r.throttled_until > nowMs
+    ? `throttled until ${formatUntil(r.throttled_until, nowMs)}`
+    : r.breaker_until !== null && r.breaker_until > nowMs
+    ? `breaker open until ${formatUntil(r.breaker_until, nowMs)}`
+    : ""
 
 const numOrNull = (u: unknown): number | null => (typeof u === "number" && Number.isFinite(u) ? u : null)
 const strOrNull = (u: unknown): string | null => (typeof u === "string" ? u : null)
@@ -313,6 +347,9 @@ export const resourceRow = (r: {
     pool_wait_ms_p95: numOrNull(h.poolWaitMsP95),
     pool_waiting: numOrNull(h.poolWaiting),
     last_error: h.lastError ?? null,
+    throttled_until: numOrNull(h.throttledUntil),
+    breaker: strOrNull(h.breaker),
+    breaker_until: numOrNull(h.breakerUntil),
     run_id: strOrNull(h.runId),
     spec: r.spec,
     updated_at: r.updatedAt
@@ -855,7 +892,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const occ = r.capacity === null ? "" : ` ${r.active ?? 0}/${r.capacity}`
       const wait = r.pool_wait_ms_p95 === null ? "" : ` · wait p95 ${formatDuration(r.pool_wait_ms_p95)}`
       const fails = r.consecutive_failures !== null && r.consecutive_failures > 0 ? ` · ${r.consecutive_failures} failures` : ""
-      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}`)
+      const hold = holdOf(r, s.generated_at)
+      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}`)
     }
   }
   if (s.recent_errors.length > 0) {

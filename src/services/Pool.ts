@@ -21,6 +21,7 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Scope, Stream } from "effect"
+import * as Breaker from "../domain/Breaker.js"
 import {
   AcquireTimeout,
   classify,
@@ -28,7 +29,8 @@ import {
   messageOf,
   PoolNotFound,
   ResourceUnavailable,
-  retryAfterOf
+  retryAfterOf,
+  ServerDelayRefused
 } from "../domain/Errors.js"
 import type { ConfigIssue } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
@@ -76,7 +78,9 @@ export type EventCallback = (event: ResourceEvent) => Effect.Effect<void> | void
  * Options of {@link make}. `kind`: the kind given to resources added later from plain
  * options; `algorithm`: the pool's default (default `"wait"`); `deadlockWarn`: how long a
  * task holding a lease may wait for another before `acquire.suspected_deadlock` (default
- * 5 seconds); `onEvent`: a callback for this pool's events.
+ * 5 seconds); `onEvent`: a callback for this pool's events; `breaker`: the circuit breaker
+ * of each resource (see `src/domain/Breaker.ts`; defaults there), or `false` to turn it off
+ * (transient failures then count toward the failure streak like any other).
  *
  * @since 0.1.0
  * @category models
@@ -86,7 +90,19 @@ export interface PoolOptions {
   readonly algorithm?: AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined
   readonly deadlockWarn?: Duration.DurationInput | undefined
   readonly onEvent?: EventCallback | undefined
+  readonly breaker?: Breaker.BreakerOptions | false | undefined
 }
+
+/**
+ * The longest server-requested wait (a rate limit's Retry-After or reset hint) an acquire
+ * accepts by default, in milliseconds: 10 minutes. Longer throttles make waiters fail with
+ * `ServerDelayRefused` instead of waiting silently. The runner passes each task's
+ * `retry.maxServerDelay` instead ({@link Holder.maxServerDelayMs}).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxServerDelayMs = 600_000
 
 /**
  * A pool declaration (a value; the {@link Pools} service brings it to life).
@@ -127,6 +143,9 @@ export const make = (
  * - `owner`: a key (for example the attempt id) under which leases are tracked, for
  *   {@link PoolsService.heldBy}, {@link PoolsService.releaseAll} and
  *   {@link PoolsService.reclaim}.
+ * - `maxServerDelayMs`: the longest server-requested throttle (ms) this acquire waits out;
+ *   when every usable resource it could take is throttled longer, it fails with
+ *   `ServerDelayRefused` (default {@link defaultMaxServerDelayMs}).
  *
  * @since 0.1.0
  * @category models
@@ -138,6 +157,7 @@ export interface Holder {
   readonly defaultAlgorithm?: AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined
   readonly heldPools?: (() => ReadonlyArray<string>) | undefined
   readonly owner?: string | undefined
+  readonly maxServerDelayMs?: number | undefined
 }
 
 /**
@@ -173,6 +193,17 @@ export interface ResourceSnapshot {
   readonly throttledUntil: number | undefined
   /** How many times the resource was throttled by a Retry-After. */
   readonly throttledTotal: number
+  /**
+   * After a rate limit: one lease at a time (a probe) until a successful report. Set by a
+   * 429 without a hint at once, by one with a hint once its window has passed.
+   */
+  readonly probing: boolean
+  /** The circuit breaker: `closed`, `open` (no leases) or `half_open` (one probe at a time). */
+  readonly breaker: Breaker.BreakerState
+  /** Epoch ms at which an open breaker turns half-open, when open. */
+  readonly breakerUntil: number | undefined
+  /** How many times the breaker opened. */
+  readonly breakerOpened: number
 }
 
 /**
@@ -183,12 +214,19 @@ export interface ResourceSnapshot {
  *   0 when capacity is 0);
  * - `ready`, `degraded`, `dead`: resource counts by effective state; `total` resources
  *   ever added, `revoked` of them;
- * - `waiting`: acquires currently waiting (queued or backing off);
+ * - `waiting`: acquires currently waiting (queued or backing off), `queued` of them in the
+ *   pool's FIFO queue;
+ * - `throttled`: resources inside a server-requested throttle window now;
+ *   `breakerOpen`: resources whose circuit breaker is open or half-open;
  * - `leasesTotal` granted, `okTotal` / `failedTotal` reports (factory failures count as
  *   failed), `leakedTotal` raw leases reclaimed at attempt end;
  * - `waitsTotal`: acquires that could not be served at once; `waitMsAvg`, `waitMsMax` over all
  *   of them, `waitMsP50`, `waitMsP95` over the last 1024 (nearest-rank percentiles);
- * - `usage`: the accumulated `lease.report({ usage })` counters.
+ * - `usage`: the accumulated `lease.report({ usage })` counters;
+ * - `holds`: the resources held out of rotation by time now, soonest end first: a server's
+ *   throttle (`throttled`) or an open circuit breaker (`breaker_open`), with the epoch ms it
+ *   ends (`until`). What the progress line, `watch` and the dashboard show as "waiting for
+ *   key-a until 14:03:10".
  *
  * @since 0.1.0
  * @category models
@@ -202,6 +240,9 @@ export interface PoolStats {
   readonly degraded: number
   readonly dead: number
   readonly waiting: number
+  readonly queued: number
+  readonly throttled: number
+  readonly breakerOpen: number
   readonly leasesTotal: number
   readonly okTotal: number
   readonly failedTotal: number
@@ -214,6 +255,20 @@ export interface PoolStats {
   readonly waitMsP95: number
   readonly waitMsMax: number
   readonly usage: Readonly<Record<string, number>>
+  readonly holds: ReadonlyArray<PoolHold>
+}
+
+/**
+ * A resource held out of rotation until a time (see {@link PoolStats.holds}).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface PoolHold {
+  readonly resourceId: string
+  readonly reason: "throttled" | "breaker_open"
+  /** Epoch ms. */
+  readonly until: number
 }
 
 /**
@@ -393,12 +448,18 @@ interface Res {
   probing: boolean
   /** How many times the resource was throttled. */
   throttledTotal: number
+  /** The circuit breaker (pure state, see `src/domain/Breaker.ts`). */
+  breaker: Breaker.Breaker
   readonly slot: AcquireAlgorithm.Slot
 }
 
 interface Waiter {
   readonly selector: Selector
   readonly ranker: AcquireAlgorithm.Ranker | undefined
+  /** The longest server-requested throttle this waiter waits out (ms). */
+  readonly maxDelayMs: number
+  /** Ends the wait with `ServerDelayRefused`. */
+  refuse: ((error: ServerDelayRefused) => void) | undefined
   readonly attempt: Attempt
   resume: ((slot: AcquireAlgorithm.Slot) => void) | undefined
   /** Ends the wait with a failure (every resource it could use is dead or revoked). */
@@ -414,6 +475,10 @@ interface PoolState {
   readonly algorithm: AcquireAlgorithm.AcquireAlgorithm
   readonly deadlockWarnMs: number
   readonly onEvent: EventCallback | undefined
+  /** `undefined`: the breaker is off. */
+  readonly breaker: Breaker.BreakerPolicy | undefined
+  /** The latest throttle end of any resource (epoch ms): a cheap "nothing to refuse" test. */
+  throttledUntilMax: number
   readonly list: Array<Res>
   readonly byId: Map<string, Res>
   head: Waiter | undefined
@@ -452,9 +517,12 @@ interface Effects {
   timers: Array<{ readonly pool: PoolState; readonly res: Res; readonly gen: number; readonly until: number }> | undefined
   /** Throttle windows to end (wake the waiters only this resource can serve). */
   throttles?: Array<{ readonly pool: PoolState; readonly until: number }> | undefined
+  /** Open breakers to turn half-open at `until`. */
+  breakers?: Array<{ readonly pool: PoolState; readonly res: Res; readonly opened: number; readonly until: number }> | undefined
 }
 
 const EMA_ALPHA = 0.2
+const noHolds: ReadonlyArray<PoolHold> = []
 const RECENT_WAITS = 1024
 
 const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
@@ -468,6 +536,10 @@ const jsonError = (u: unknown): Json => messageOf(u)
 
 class LeaseImpl implements Lease<any> {
   released = false
+  /** Granted while the resource's breaker was half-open: its report decides the breaker. */
+  probe = false
+  /** The breaker's `opened` count at grant: reports of leases from before an opening are stale. */
+  breakerEpoch = 0
   constructor(
     readonly id: string,
     readonly pool: string,
@@ -545,12 +617,21 @@ class Core {
         } else issues.push({ path: `${base}.algorithm`, message: e.message })
       }
       const deadlockWarnMs = config.options.deadlockWarn === undefined ? 5_000 : Duration.toMillis(config.options.deadlockWarn)
+      let breaker: Breaker.BreakerPolicy | undefined
+      if (config.options.breaker !== false) {
+        const b = Breaker.policy(config.options.breaker)
+        if ("issues" in b) {
+          for (const i of b.issues) issues.push({ path: `${base}.breaker.${i.field}`, message: i.message })
+        } else breaker = b.policy
+      }
       const state: PoolState = {
         name: config.name,
         kind: config.options.kind,
         algorithm: algo._tag === "Right" ? algo.right : AcquireAlgorithm.wait(),
         deadlockWarnMs,
         onEvent: config.options.onEvent,
+        breaker,
+        throttledUntilMax: 0,
         list: [],
         byId: new Map(),
         head: undefined,
@@ -622,6 +703,7 @@ class Core {
       throttledUntil: 0,
       probing: false,
       throttledTotal: 0,
+      breaker: Breaker.initial,
       slot: { pool: pool.name, resourceId: resource.id }
     }
     pool.list.push(res)
@@ -663,21 +745,47 @@ class Core {
     }
   }
 
+  /**
+   * Sleeps until the clock reads `until` (epoch ms) or later. A timer may fire early (Node
+   * fires up to ~1 ms before its deadline as `Date.now()` sees it) or late; every wake-up
+   * re-reads the clock and sleeps again while the deadline is still ahead, so whatever is
+   * checked after it (a throttle window, a cooldown, an open breaker) holds when it runs.
+   */
+  sleepUntil(until: number): Effect.Effect<void> {
+    const loop: Effect.Effect<void> = Effect.suspend(() => {
+      const left = until - this.now()
+      return left <= 0 ? Effect.void : Effect.zipRight(this.clock.sleep(Duration.millis(Math.max(1, left))), loop)
+    })
+    return loop
+  }
+
+  /**
+   * Runs a timer fiber in the service's scope, interruptible whatever region it is forked
+   * from (a fiber inherits its parent's interruptibility: a timer forked inside an
+   * uninterruptible region, a lease release or an acquire's bookkeeping, would otherwise
+   * hold the scope's closing, or its interrupter, until it fires).
+   */
+  timer(effect: Effect.Effect<void>): Effect.Effect<Fiber.RuntimeFiber<void>> {
+    return Effect.forkIn(Effect.interruptible(effect), this.scope)
+  }
+
   flush(fx: Effects): Effect.Effect<void> {
-    if (fx.events === undefined && fx.timers === undefined && fx.throttles === undefined) return Effect.void
+    if (fx.events === undefined && fx.timers === undefined && fx.throttles === undefined && fx.breakers === undefined) {
+      return Effect.void
+    }
     return Effect.suspend(() => {
       const effects: Array<Effect.Effect<unknown>> = []
       if (fx.timers !== undefined) {
-        for (const t of fx.timers) effects.push(Effect.forkIn(this.cooldownTimer(t.pool, t.res, t.gen, t.until), this.scope))
+        for (const t of fx.timers) effects.push(this.timer(this.cooldownTimer(t.pool, t.res, t.gen, t.until)))
       }
       if (fx.throttles !== undefined) {
         for (const t of fx.throttles) {
-          const wake = Effect.flatMap(
-            this.clock.sleep(Duration.millis(Math.max(0, t.until - this.now()))),
-            () => Effect.sync(() => this.dispatch(t.pool))
-          )
-          effects.push(Effect.forkIn(wake, this.scope))
+          // the window's end re-checked by `sleepUntil`; `dispatch` serves what is free then
+          effects.push(this.timer(Effect.zipRight(this.sleepUntil(t.until), Effect.sync(() => this.dispatch(t.pool)))))
         }
+      }
+      if (fx.breakers !== undefined) {
+        for (const t of fx.breakers) effects.push(this.timer(this.breakerTimer(t.pool, t.res, t.opened, t.until)))
       }
       if (fx.events !== undefined) {
         for (const e of fx.events) effects.push(this.deliver(e))
@@ -711,7 +819,7 @@ class Core {
 
   cooldownTimer(pool: PoolState, res: Res, gen: number, until: number): Effect.Effect<void> {
     return Effect.flatMap(
-      this.clock.sleep(Duration.millis(Math.max(0, until - this.now()))),
+      this.sleepUntil(until),
       () =>
         Effect.suspend(() => {
           const fx: Effects = { events: undefined, timers: undefined }
@@ -729,11 +837,39 @@ class Core {
     )
   }
 
+  /** An open breaker's time is over: half-open (one probe at a time), waiters woken. */
+  breakerTimer(pool: PoolState, res: Res, opened: number, until: number): Effect.Effect<void> {
+    return Effect.flatMap(this.sleepUntil(until), () =>
+      Effect.suspend(() => {
+        if (res.breaker.opened !== opened) return Effect.void
+        const fx: Effects = { events: undefined, timers: undefined }
+        this.applyBreaker(fx, pool, res, Breaker.onOpenEnd(res.breaker, this.now()))
+        if (pool.head !== undefined) this.dispatch(pool)
+        return this.flush(fx)
+      }))
+  }
+
+  /** Applies a breaker step, recording its event and, when it opened, its timer. */
+  applyBreaker(fx: Effects, pool: PoolState, res: Res, step: Breaker.BreakerStep, data: Record<string, Json> = {}): void {
+    res.breaker = step.breaker
+    if (step.transition === undefined) return
+    if (step.transition === "opened") {
+      ;(fx.breakers ??= []).push({ pool, res, opened: step.breaker.opened, until: step.breaker.openUntil })
+    }
+    this.event(fx, pool, `breaker.${step.transition}`, res.resource.id, {
+      ...(step.transition === "opened" ? { openUntil: step.breaker.openUntil, failedProbes: step.breaker.failedProbes } : {}),
+      ...data
+    })
+  }
+
   // --- taking slots --------------------------------------------------------------------------
 
   free(res: Res, now: number): boolean {
     if (now < res.throttledUntil) return false
-    const capacity = res.probing ? 1 : res.resource.capacity
+    const b = res.breaker
+    if (b.state === "open" && now < b.openUntil) return false
+    // a probe at a time: after a rate limit, or while the breaker is half-open
+    const capacity = res.probing || b.state !== "closed" ? 1 : res.resource.capacity
     return res.active < capacity && Resource.inRotation(res.health, now)
   }
 
@@ -799,11 +935,62 @@ class Core {
           const fail = w.fail
           w.resume = undefined
           w.fail = undefined
+          w.refuse = undefined
           fail?.(hopeless)
+        } else {
+          this.refuseIfOverlong(pool, w, now)
         }
       }
       w = next
     }
+  }
+
+  /** Fails every queued waiter whose usable resources are all throttled past its ceiling. */
+  refuseOverlong(pool: PoolState): void {
+    const now = this.now()
+    let w = pool.head
+    while (w !== undefined) {
+      const next = w.next
+      this.refuseIfOverlong(pool, w, now)
+      w = next
+    }
+  }
+
+  refuseIfOverlong(pool: PoolState, w: Waiter, now: number): void {
+    const refused = this.overlong(pool, w.selector, w.maxDelayMs, now)
+    if (refused === undefined) return
+    this.unlink(pool, w)
+    const refuse = w.refuse
+    w.resume = undefined
+    w.fail = undefined
+    w.refuse = undefined
+    refuse?.(refused)
+  }
+
+  /**
+   * A wait longer than the acquire accepts: every resource matching the selector that is not
+   * dead or revoked is throttled by its server past `now + maxDelayMs`, and there is at least
+   * one (the earliest end is reported).
+   */
+  overlong(pool: PoolState, selector: Selector, maxDelayMs: number, now: number): ServerDelayRefused | undefined {
+    if (pool.throttledUntilMax - now <= maxDelayMs) return undefined
+    let earliest: Res | undefined
+    for (const res of pool.list) {
+      if (!Resource.matches(selector, res.info)) continue
+      const state = Resource.effectiveState(res.health, now)
+      if (state === "dead" || state === "revoked") continue
+      if (res.throttledUntil - now <= maxDelayMs) return undefined
+      if (earliest === undefined || res.throttledUntil < earliest.throttledUntil) earliest = res
+    }
+    if (earliest === undefined) return undefined
+    return new ServerDelayRefused({
+      pool: pool.name,
+      resourceId: earliest.resource.id,
+      retryAfterMs: earliest.throttledUntil - now,
+      untilMs: earliest.throttledUntil,
+      maxDelayMs,
+      errorClass: "rate_limit"
+    })
   }
 
   /**
@@ -893,7 +1080,7 @@ class Core {
           return Effect.succeed(Option.some(res.slot))
         }),
       wait: (name) =>
-        Effect.suspend((): Effect.Effect<AcquireAlgorithm.Slot, PoolNotFound | ResourceUnavailable> => {
+        Effect.suspend((): Effect.Effect<AcquireAlgorithm.Slot, PoolNotFound | ResourceUnavailable | ServerDelayRefused> => {
           const pool = poolOf(name)
           if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
           return core.park(pool, selector, ranker, attempt, home, holder)
@@ -912,7 +1099,16 @@ class Core {
     return ops
   }
 
-  /** Takes a free slot or queues FIFO for one; check and enqueue happen in one synchronous step. */
+  /**
+   * Takes a free slot or queues FIFO for one; check and enqueue happen in one synchronous
+   * step. Fails at once with `ResourceUnavailable` when every matching resource is dead or
+   * revoked (see {@link Core.hopeless}), and with `ServerDelayRefused` when every usable one
+   * is throttled longer than the holder accepts.
+   *
+   * Only a waiter that is really queued starts the deadlock watch: an acquire served at once
+   * never arms a timer (issue 21: a task holding a lease that acquired a free slot of another
+   * pool waited for the watch's timer, forked uninterruptible, to fire before going on).
+   */
   park(
     pool: PoolState,
     selector: Selector,
@@ -920,41 +1116,69 @@ class Core {
     attempt: Attempt,
     home: PoolState,
     holder: Holder
-  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable> {
-    const waiter: Waiter = {
-      selector,
-      ranker,
-      attempt,
-      resume: undefined,
-      fail: undefined,
-      prev: undefined,
-      next: undefined,
-      queued: false
-    }
-    const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable>((resume) => {
-      const res = this.pick(pool, selector, ranker, this.now())
-      if (res !== undefined) {
-        this.take(attempt, res)
-        resume(Effect.succeed(res.slot))
-        return
+  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused> {
+    return Effect.suspend(() => {
+      const held = this.heldPoolsFor(holder)
+      if (held.length > 0) {
+        // a holder of other leases is watched for deadlocks only when it really queues
+        const res = this.pick(pool, selector, ranker, this.now())
+        if (res !== undefined) {
+          this.take(attempt, res)
+          return Effect.succeed(res.slot)
+        }
       }
-      const hopeless = this.hopeless(pool, selector)
-      if (hopeless !== undefined) {
-        resume(Effect.fail(hopeless))
-        return
+      const maxDelayMs = holder.maxServerDelayMs ?? defaultMaxServerDelayMs
+      const waiter: Waiter = {
+        selector,
+        ranker,
+        maxDelayMs,
+        refuse: undefined,
+        attempt,
+        resume: undefined,
+        fail: undefined,
+        prev: undefined,
+        next: undefined,
+        queued: false
       }
-      this.markWaiting(attempt, home)
-      waiter.resume = (slot) => resume(Effect.succeed(slot))
-      waiter.fail = (error) => resume(Effect.fail(error))
-      this.enqueue(pool, waiter)
-      return Effect.sync(() => {
-        // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
-        waiter.resume = undefined
-        waiter.fail = undefined
-        this.unlink(pool, waiter)
+      const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused>((resume) => {
+        // check, refuse or enqueue in one synchronous step (a fiber can yield between two)
+        const now = this.now()
+        const res = this.pick(pool, selector, ranker, now)
+        if (res !== undefined) {
+          this.take(attempt, res)
+          resume(Effect.succeed(res.slot))
+          return
+        }
+        const hopeless = this.hopeless(pool, selector)
+        if (hopeless !== undefined) {
+          resume(Effect.fail(hopeless))
+          return
+        }
+        const refused = this.overlong(pool, selector, maxDelayMs, now)
+        if (refused !== undefined) {
+          resume(Effect.fail(refused))
+          return
+        }
+        this.markWaiting(attempt, home)
+        waiter.resume = (slot) => resume(Effect.succeed(slot))
+        waiter.fail = (error) => resume(Effect.fail(error))
+        waiter.refuse = (error) => resume(Effect.fail(error))
+        this.enqueue(pool, waiter)
+        return Effect.sync(() => {
+          // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
+          waiter.resume = undefined
+          waiter.fail = undefined
+          waiter.refuse = undefined
+          this.unlink(pool, waiter)
+        })
       })
+      return held.length === 0 ? parked : this.watchDeadlock(parked, pool, holder, held)
     })
-    return this.watchDeadlock(parked, pool, holder)
+  }
+
+  /** The pools a holder already holds leases from. */
+  heldPoolsFor(holder: Holder): ReadonlyArray<string> {
+    return holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
   }
 
   /** The pools an owner holds unreleased leases from (what `heldPools` defaults to). */
@@ -966,16 +1190,26 @@ class Core {
     return Array.from(pools)
   }
 
-  watchDeadlock<A, E>(wait: Effect.Effect<A, E>, pool: PoolState, holder: Holder): Effect.Effect<A, E> {
-    const held = holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
-    if (held.length === 0) return wait
+  /**
+   * Runs `wait` with a warning timer: when the holder already holds leases and the wait lasts
+   * the smallest `deadlockWarn` of their pools, `acquire.suspected_deadlock` is emitted. The
+   * timer is an interruptible fiber of the service's scope, stopped without waiting for it
+   * (`interruptFork`) as soon as the wait ends in any way.
+   */
+  watchDeadlock<A, E>(
+    wait: Effect.Effect<A, E>,
+    pool: PoolState,
+    holder: Holder,
+    held: ReadonlyArray<string>
+  ): Effect.Effect<A, E> {
     let warnMs = Infinity
     for (const name of held) {
       const p = this.pools.get(name)
       warnMs = Math.min(warnMs, p === undefined ? 5_000 : p.deadlockWarnMs)
     }
     if (!Number.isFinite(warnMs)) return wait
-    const warn = Effect.flatMap(this.clock.sleep(Duration.millis(warnMs)), () => {
+    const deadline = this.now() + warnMs
+    const warn = Effect.flatMap(this.sleepUntil(deadline), () => {
       const fx: Effects = { events: undefined, timers: undefined }
       this.event(fx, pool, "acquire.suspected_deadlock", undefined, {
         taskName: holder.taskName,
@@ -985,11 +1219,7 @@ class Core {
       })
       return this.flush(fx)
     })
-    return Effect.acquireUseRelease(
-      Effect.forkDaemon(warn),
-      () => Effect.interruptible(wait),
-      (fiber) => Fiber.interrupt(fiber)
-    )
+    return Effect.flatMap(this.timer(warn), (fiber) => Effect.ensuring(wait, Fiber.interruptFork(fiber)))
   }
 
   // --- acquiring -----------------------------------------------------------------------------
@@ -1112,6 +1342,8 @@ class Core {
   newLease(pool: PoolState, res: Res, client: unknown, holder: Holder, raw: boolean, now: number): LeaseImpl {
     const id = `${pool.name}/${res.resource.id}#${++this.leaseSeq}`
     const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
+    lease.breakerEpoch = res.breaker.opened
+    lease.probe = res.breaker.state !== "closed"
     res.leases.add(id)
     pool.leasesTotal++
     if (holder.pipelineId !== "") {
@@ -1238,23 +1470,63 @@ class Core {
         }
       }
       const now = this.now()
-      const retryAfterMs = report.ok === false && report.error !== undefined && classify(report.error) === "rate_limit"
-        ? retryAfterOf(report.error, now)
-        : undefined
-      if (retryAfterMs !== undefined && retryAfterMs > 0) {
-        // Throttled by the server: out of rotation until its Retry-After has passed, then one
-        // probe lease at a time until a success. Not a health failure (the endpoint works; it
-        // asked us to wait), so it never degrades or kills the resource.
+      const errorClass = report.ok === false && report.error !== undefined ? classify(report.error) : undefined
+      const breaker = pool.breaker
+      // The breaker hears probes, and the leases granted since it last closed.
+      const current = lease.breakerEpoch === res.breaker.opened
+      if (breaker !== undefined && lease.probe && current && res.breaker.state === "open") {
+        this.applyBreaker(fx, pool, res, Breaker.onOpenEnd(res.breaker, now))
+      }
+      const probeOf = (outcome: "ok" | "failed" | "other") => {
+        if (breaker === undefined || !current) return
+        if (lease.probe) {
+          this.applyBreaker(fx, pool, res, Breaker.onProbe(res.breaker, breaker, outcome, now))
+          lease.probe = false
+        } else if (outcome !== "other") {
+          this.applyBreaker(fx, pool, res, Breaker.onOutcome(res.breaker, breaker, outcome === "failed", now))
+        }
+      }
+      if (errorClass === "rate_limit") {
+        // Throttled by the server: the endpoint works, it asked us to slow down. Never a
+        // health failure (it never degrades or kills the resource), never a breaker failure.
+        // With a hint (Retry-After, reset headers, a body hint: the error's retry-after) the
+        // resource is out of rotation until then, then one probe lease at a time until a
+        // success; without one, one lease at a time at once (each pipeline backs off by its
+        // retry policy).
         pool.failedTotal++
         res.lastError = messageOf(report.error)
-        const until = now + retryAfterMs
-        if (until > res.throttledUntil) {
-          res.throttledUntil = until
-          ;(fx.throttles ??= []).push({ pool, until })
-        }
         res.probing = true
         res.throttledTotal++
-        this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs, until })
+        const retryAfterMs = retryAfterOf(report.error, now)
+        if (retryAfterMs !== undefined && retryAfterMs > 0) {
+          const until = now + retryAfterMs
+          if (until > res.throttledUntil) {
+            res.throttledUntil = until
+            if (until > pool.throttledUntilMax) pool.throttledUntilMax = until
+            ;(fx.throttles ??= []).push({ pool, until })
+          }
+          this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs, until })
+          // waiters that will not wait this long fail now instead of waiting silently
+          if (pool.head !== undefined) this.refuseOverlong(pool)
+        } else {
+          this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs: null, until: null })
+        }
+        probeOf("other")
+      } else if (report.ok === false && breaker !== undefined && errorClass !== undefined && Breaker.breakerClasses.has(errorClass)) {
+        // A transient failure (5xx, connection, timeout): the breaker's business, not the
+        // failure streak's; an endpoint whose probes keep failing `deadAfter` times in a row
+        // is dead (it will not come back by itself).
+        pool.failedTotal++
+        res.lastError = messageOf(report.error)
+        const wasProbe = lease.probe && current
+        probeOf("failed")
+        if (wasProbe && res.breaker.failedProbes >= res.resource.deadAfter && res.health.state !== "dead") {
+          this.applyStep(fx, pool, res, {
+            health: { state: "dead", consecutiveFailures: res.health.consecutiveFailures, cooldownUntil: 0 },
+            transition: "dead"
+          }, { error: jsonError(report.error), failedProbes: res.breaker.failedProbes })
+          if (pool.head !== undefined) this.dispatch(pool)
+        }
       } else if (report.ok === false) {
         pool.failedTotal++
         if (report.error !== undefined) res.lastError = messageOf(report.error)
@@ -1265,11 +1537,14 @@ class Core {
           Resource.onFailure(res.health, res.resource, this.now()),
           report.error === undefined ? {} : { error: jsonError(report.error) }
         )
+        probeOf("other")
         // A resource that just died may leave waiters nothing to wait for: fail those now.
         if (res.health.state === "dead" && pool.head !== undefined) this.dispatch(pool)
       } else {
         pool.okTotal++
-        if (res.probing) {
+        const wasOpen = res.breaker.state !== "closed"
+        if (report.ok === true) probeOf("ok")
+        if (res.probing || (wasOpen && res.breaker.state === "closed")) {
           res.probing = false
           if (pool.head !== undefined) this.dispatch(pool)
         }
@@ -1346,21 +1621,33 @@ class Core {
         consecutiveFailures: res.health.consecutiveFailures,
         cooldownUntil: state === "degraded" ? res.health.cooldownUntil : undefined,
         lastError: res.lastError,
-        throttledUntil: res.throttledUntil > this.now() ? res.throttledUntil : undefined,
-        throttledTotal: res.throttledTotal
+        throttledUntil: res.throttledUntil > now ? res.throttledUntil : undefined,
+        throttledTotal: res.throttledTotal,
+        probing: res.probing,
+        breaker: Breaker.effectiveState(res.breaker, now),
+        breakerUntil: res.breaker.state === "open" && res.breaker.openUntil > now ? res.breaker.openUntil : undefined,
+        breakerOpened: res.breaker.opened
       }
     })
   }
 
   statsOf(pool: PoolState, selector: Selector | undefined): PoolStats {
     const now = this.now()
-    let active = 0, capacity = 0, ready = 0, degraded = 0, dead = 0, total = 0, revoked = 0
+    let active = 0, capacity = 0, ready = 0, degraded = 0, dead = 0, total = 0, revoked = 0, throttled = 0, breakerOpen = 0
     const usage: Record<string, number> = {}
+    let holds: Array<PoolHold> | undefined
     const all = selector === undefined || Resource.isEmptySelector(selector)
     for (const res of pool.list) {
       if (!all && !Resource.matches(selector, res.info)) continue
       total++
       active += res.active
+      if (res.throttledUntil > now) {
+        throttled++
+        ;(holds ??= []).push({ resourceId: res.resource.id, reason: "throttled", until: res.throttledUntil })
+      } else if (res.breaker.state === "open" && res.breaker.openUntil > now) {
+        ;(holds ??= []).push({ resourceId: res.resource.id, reason: "breaker_open", until: res.breaker.openUntil })
+      }
+      if (res.breaker.state !== "closed") breakerOpen++
       const state = Resource.effectiveState(res.health, now)
       if (state === "revoked") {
         revoked++
@@ -1382,6 +1669,9 @@ class Core {
       degraded,
       dead,
       waiting: pool.waiting,
+      queued: pool.queued,
+      throttled,
+      breakerOpen,
       leasesTotal: pool.leasesTotal,
       okTotal: pool.okTotal,
       failedTotal: pool.failedTotal,
@@ -1393,7 +1683,8 @@ class Core {
       waitMsP50: percentile(sorted, 0.5),
       waitMsP95: percentile(sorted, 0.95),
       waitMsMax: pool.waitMsMax,
-      usage: all ? { ...pool.usage } : usage
+      usage: all ? { ...pool.usage } : usage,
+      holds: holds === undefined ? noHolds : holds.sort((a, b) => a.until - b.until)
     }
   }
 

@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Schedule, type Scope } from "effect"
-import { bar, formatDuration, formatRate } from "./Monitor.js"
+import { bar, formatDuration, formatRate, formatUntil } from "./Monitor.js"
 import type { LiveStats } from "./Runner.js"
 
 /**
@@ -39,6 +39,27 @@ export interface ProgressView {
   readonly perSec: number | null
   readonly etaMs: number | null
   readonly elapsedMs: number
+  /** When the view was sampled (epoch ms); the hold times are shown relative to it. */
+  readonly nowMs?: number | undefined
+  /** Resources held out of rotation by time (throttled, breaker open), soonest end first. */
+  readonly holds?: ReadonlyArray<{ readonly resourceId: string; readonly reason: string; readonly until: number }> | undefined
+}
+
+/**
+ * The words for resources held out of rotation: `waiting for key-a until 14:03:10` (a
+ * throttle), `key-a breaker open until …`, `+N` more. Empty when nothing is held.
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const renderHolds = (
+  holds: ReadonlyArray<{ readonly resourceId: string; readonly reason: string; readonly until: number }>,
+  nowMs: number
+): string => {
+  const first = holds[0]
+  if (first === undefined) return ""
+  const what = first.reason === "breaker_open" ? `${first.resourceId} (breaker open)` : first.resourceId
+  return `waiting for ${what} until ${formatUntil(first.until, nowMs)}${holds.length > 1 ? ` +${holds.length - 1}` : ""}`
 }
 
 /**
@@ -93,6 +114,8 @@ export const renderProgress = (v: ProgressView, width = 80): string => {
   parts.push(v.perSec === null ? "–/s" : formatRate(v.perSec))
   if (v.total !== undefined) parts.push(`ETA ${v.etaMs === null ? "–" : formatDuration(v.etaMs)}`)
   parts.push(`${v.failed} failed`)
+  const holds = v.holds === undefined ? "" : renderHolds(v.holds, v.nowMs ?? 0)
+  if (holds !== "") parts.push(holds)
   if (v.retriesWaiting > 0) parts.push(`${v.retriesWaiting} retrying`)
   parts.push(`${v.inFlight} running`)
   parts.push(formatDuration(v.elapsedMs))
@@ -103,6 +126,15 @@ export const renderProgress = (v: ProgressView, width = 80): string => {
   }
   const max = Math.max(20, width - 1)
   return line.length <= max ? line : `${line.slice(0, max - 1)}…`
+}
+
+const holdsOf = (stats: LiveStats) => {
+  let out: Array<{ resourceId: string; reason: string; until: number }> | undefined
+  for (const p of Object.values(stats.pools)) {
+    if (p.holds === undefined || p.holds.length === 0) continue
+    for (const h of p.holds) (out ??= []).push(h)
+  }
+  return out === undefined ? undefined : out.sort((a, b) => a.until - b.until)
 }
 
 /**
@@ -136,7 +168,9 @@ export const makeSampler = (startMs: number, total: number | undefined) => {
       inFlight: stats.inFlight,
       perSec,
       etaMs,
-      elapsedMs: nowMs - startMs
+      elapsedMs: nowMs - startMs,
+      nowMs,
+      holds: holdsOf(stats)
     }
   }
 }

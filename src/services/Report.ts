@@ -358,9 +358,18 @@ export const renderText = (r: ReportData): string => {
   if (r.resources.length > 0) {
     out.push("Resources:")
     for (const res of r.resources) {
-      const health = res.health !== null && typeof res.health === "object" && "state" in res.health
-        ? String((res.health as { state: unknown }).state)
-        : JSON.stringify(res.health)
+      const h = res.health !== null && typeof res.health === "object" ? res.health as Record<string, unknown> : undefined
+      const state = h !== undefined && "state" in h ? String(h["state"]) : JSON.stringify(res.health)
+      // a throttle or an open breaker as of the last write of the health (the report's own
+      // time is not the run's: say when it was meant to end, not whether it still holds)
+      const until = (k: string) => (typeof h?.[k] === "number" ? new Date(h[k] as number).toISOString() : undefined)
+      const throttled = until("throttledUntil")
+      const breaker = until("breakerUntil")
+      const health = throttled !== undefined
+        ? `${state}, throttled until ${throttled}`
+        : breaker !== undefined
+        ? `${state}, breaker open until ${breaker}`
+        : state
       out.push(
         `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`
       )

@@ -48,6 +48,7 @@ import {
   classify,
   classifyCause,
   errorTypeOf,
+  humanDuration,
   LeaseLeakError,
   messageOf,
   PipelineIdentityConflict,
@@ -83,6 +84,30 @@ import {
 // ---------------------------------------------------------------------------------------------
 // Errors and models
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * A task spent its `retry.maxTotal`: the attempt running (or waiting for a lease) when the
+ * budget ran out was interrupted. The budget counts from the task's first attempt and covers
+ * attempts, retry delays and lease waits. `waitingFor` says what held the pool, when
+ * something did (throttled keys, open breakers). Class `timeout`; never retried (its
+ * decision is `total_budget`).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class MaxTotalExceeded extends Schema.TaggedError<MaxTotalExceeded>("assay/MaxTotalExceeded")("MaxTotalExceeded", {
+  taskName: Schema.String,
+  /** The budget, in milliseconds. */
+  maxTotalMs: Schema.Number,
+  waitingFor: Schema.optional(Schema.String),
+  errorClass: Schema.Literal("timeout")
+}) {
+  override get message(): string {
+    return `task "${this.taskName}" spent its retry.maxTotal of ${humanDuration(this.maxTotalMs)}${
+      this.waitingFor === undefined ? "" : ` (${this.waitingFor})`
+    }`
+  }
+}
 
 /**
  * An attempt ran longer than its task's `timeout` and was interrupted. Class `timeout`.
@@ -605,7 +630,8 @@ class AttemptContext implements TaskContext {
       defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
         "defaultAlgorithm"
       ],
-      owner: this.owner
+      owner: this.owner,
+      maxServerDelayMs: RetryPolicy.maxServerDelayMs(task.options.retry)
     }
   }
   #track(lease: Lease): void {
@@ -828,6 +854,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
               usage: snap.usage,
               cooldownUntil: snap.cooldownUntil ?? null,
               lastError: snap.lastError ?? null,
+              throttledUntil: snap.throttledUntil ?? null,
+              throttledTotal: snap.throttledTotal,
+              breaker: snap.breaker,
+              breakerUntil: snap.breakerUntil ?? null,
               poolWaitMsP95: stats.waitMsP95,
               poolWaiting: stats.waiting,
               runId
@@ -1040,7 +1070,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
             // holding it (not parked: a stop gives it the grace period).
             yield* slots.take(holder)
-            const result = yield* runAttempt(spec, task, seq, attempt, input, holder)
+            const result = yield* runAttempt(spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
             // A big output keeps its worker slot until its checkpoint has committed: the outputs
             // waiting for the store are then bounded by `concurrency` (not by `maxAdmitted`),
             // which keeps a run's memory bounded by bytes (issue 19: 4 MB outputs at concurrency
@@ -1134,8 +1164,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
               : Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
             const errorClass = error === undefined ? "cancelled" : classifyCause(cause)
             const elapsed = ended - taskStarted
-            const decision = error === undefined
+            const decision: RetryPolicy.RetryDecision = error === undefined
               ? { retry: false, reason: "policy_declined" as const, delayMs: 0, errorClass, attempt }
+              : Predicate.isTagged(error, "MaxTotalExceeded")
+              ? { retry: false, reason: "total_budget" as const, delayMs: 0, errorClass, attempt }
               : yield* RetryPolicy.decide(task.options.retry, error, attempt, elapsed)
             const outcome: AttemptOutcome = error !== undefined && Predicate.isTagged(error, "TaskTimeout")
               ? "timeout"
@@ -1145,6 +1177,10 @@ const runOnce = <S extends AnySpec, SE, SR>(
             const fields = error === undefined
               ? { errorType: "Interrupted", errorMessage: "interrupted", errorClass: "cancelled" }
               : errorFields(error)
+            // a refused server delay says so first (the pool's own refusal already does)
+            if (decision.reason === "server_delay" && decision.message !== undefined && !Predicate.isTagged(error, "ServerDelayRefused")) {
+              fields.errorMessage = `${decision.message}: ${fields.errorMessage}`.slice(0, 4000)
+            }
             const attemptRow: NewAttempt = {
               pipelineId,
               runId,
@@ -1243,6 +1279,40 @@ const runOnce = <S extends AnySpec, SE, SR>(
     }
 
     // ---- one attempt ----------------------------------------------------------------------
+
+    /** What holds a pool up now, in words: throttled keys and open breakers (or undefined). */
+    const heldUp = (pool: string | null | undefined): Effect.Effect<string | undefined> =>
+      pool === null || pool === undefined ? Effect.succeed(undefined) : pools.snapshot(pool).pipe(
+        Effect.map((snap) => {
+          const parts: Array<string> = []
+          for (const r of snap) {
+            if (r.throttledUntil !== undefined) parts.push(`${r.id} throttled until ${new Date(r.throttledUntil).toISOString()}`)
+            else if (r.breakerUntil !== undefined) parts.push(`${r.id} breaker open until ${new Date(r.breakerUntil).toISOString()}`)
+          }
+          return parts.length === 0 ? undefined : `pool "${pool}": ${parts.join(", ")}`
+        }),
+        Effect.orElseSucceed(() => undefined)
+      )
+
+    const withinBudget = <A, E, R>(
+      body: Effect.Effect<A, E, R>,
+      task: Task.Any,
+      maxTotalMs: number,
+      leftMs: number
+    ): Effect.Effect<A, E | MaxTotalExceeded, R> =>
+      Effect.flatMap(
+        Effect.timeoutTo(body, { duration: Duration.millis(leftMs), onSuccess: Option.some, onTimeout: Option.none }),
+        (o) =>
+          Option.isSome(o) ? Effect.succeed(o.value) : Effect.flatMap(heldUp(task.options.resource), (waitingFor) =>
+            Effect.fail(
+              new MaxTotalExceeded({
+                taskName: task.name,
+                maxTotalMs,
+                errorClass: "timeout",
+                ...(waitingFor === undefined ? {} : { waitingFor })
+              })
+            ))
+      )
     const shared: AttemptShared = {
       runId,
       bus,
@@ -1263,7 +1333,8 @@ const runOnce = <S extends AnySpec, SE, SR>(
       seq: number,
       attempt: number,
       input: unknown,
-      slot: SlotHold
+      slot: SlotHold,
+      taskStartedAt: number | undefined
     ): Effect.Effect<AttemptResult> =>
       Effect.suspend(() => {
         if (state.stopping) return Effect.interrupt
@@ -1283,9 +1354,18 @@ const runOnce = <S extends AnySpec, SE, SR>(
             duration: timeout,
             onTimeout: () => new TaskTimeout({ taskName: task.name, timeoutMs: Duration.toMillis(timeout), errorClass: "timeout" })
           })
+        // retry.maxTotal bounds the task's whole time, a lease wait included: the attempt
+        // running when it runs out is interrupted (from the first attempt's start)
+        const maxTotal = task.options.retry.maxTotal
+        const budgeted = maxTotal === undefined ? timed : withinBudget(
+          timed,
+          task,
+          Duration.toMillis(maxTotal),
+          Math.max(0, (taskStartedAt ?? startedAt) + Duration.toMillis(maxTotal) - startedAt)
+        )
         // The tasks' requirements come from the run's own context, which every pipeline fiber
         // inherits (the run's type carries them).
-        const provided = timed as Effect.Effect<unknown, unknown, never>
+        const provided = budgeted as Effect.Effect<unknown, unknown, never>
         return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
           slot.inAttempt = false
           state.inFlight--

@@ -13,9 +13,8 @@
  *     `x-ratelimit-reset-tokens`, Anthropic's RFC 3339 reset, OpenAI's "Please try again in
  *     2s" in the body, `error.retry_after`, Gemini's `retryDelay`. Every 429 carries its wait
  *     (so none degrades its endpoint) and all rows succeed.
- * (c) A 429 with no hint at all backs off by the retry policy and does not kill the endpoint.
- *     This half is the pool's reaction (issue 20 §1, owned by the pool change): skipped here
- *     until that change is merged.
+ * (c) A 429 with no hint at all backs off by the retry policy and does not kill the endpoint
+ *     (the pool's reaction: a rate limit never touches health).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -121,10 +120,7 @@ describe("C8: a 429 that names its reset some other way", () => {
       }
     }), 60_000)
 
-  // Needs the pool change of issue 20 §1 (a 429 without a hint throttles by the retry policy
-  // and is not a health failure): with the pool as it is on this branch, 8 hint-less 429s in a
-  // row mark the endpoint dead. Unskip when that change is merged.
-  it.live.skip("(c) a 429 with no hint backs off by the retry policy and never kills the endpoint", () =>
+  it.live("(c) a 429 with no hint backs off by the retry policy and never kills the endpoint", () =>
     Effect.promise(async () => {
       const dir = tmp()
       const mock = await startMock(dir, {

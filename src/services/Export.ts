@@ -155,7 +155,9 @@ export type Row = Record<string, unknown>
  * A row too large to hold at once: `head` (every field but one) plus `field`, an array whose
  * elements are read one at a time (`parts[i]` reads element `i` when run). The encoders write
  * `head`'s fields, then the elements in order, each loaded, encoded, written and dropped before
- * the next; the row's text is the same as that of the plain row `{ ...head, [field]: [...] }`.
+ * the next; the row's text is the same as that of the plain row `{ ...head, [field]: [...] }`
+ * (in CSV the field's cell is always quoted, as RFC 4180 allows, where the plain row's cell is
+ * quoted when it needs to be: a part that is a record always does).
  * `rowItems` makes one for a pipeline whose payloads exceed {@link BATCH_BYTES}.
  *
  * @since 0.1.0

@@ -10,7 +10,7 @@
  * | a symbolic link (a chain of them, dangling or not) | its final target, atomically as above; the link stays a link |
  * | a descriptor alias (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/PID/fd/N`) | opened and streamed in append mode, never renamed over |
  * | a character device, a FIFO | opened and streamed, never renamed over |
- * | a directory, a socket | refused with `OutputFileError` |
+ * | a directory, a socket, a block device | refused with `OutputFileError` |
  *
  * The temp file is named predictably, `.<name>.assay-tmp-<pid>` (`-<n>` appended when the same
  * process writes the same target twice at once), in the target's directory (a rename across
@@ -249,7 +249,24 @@ const abandon = (ws: fs.WriteStream) =>
     ws.destroy()
   })
 
-const stdoutOutput = (path: string): OutputFile => {
+/**
+ * Standard output. While it is open, an `error` listener keeps a failed write (EPIPE: the reader
+ * went away) from crashing the process: the next `write` fails with `OutputFileError` instead.
+ */
+const stdoutOutput = (path: string): Effect.Effect<OutputFile, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const onError = () => {}
+        process.stdout.on("error", onError)
+        return onError
+      }),
+      (onError) => Effect.sync(() => process.stdout.off("error", onError))
+    ),
+    () => stdoutOf(path)
+  )
+
+const stdoutOf = (path: string): OutputFile => {
   const out = process.stdout
   return {
     mode: "stdout",
@@ -337,7 +354,8 @@ const atomicOutput = (path: string, target: string, mode: number | undefined): E
 
 /**
  * Opens an output for `path` in the current scope (see the module docs for what each kind of
- * path gives). Fails with `OutputFileError` when the path is a directory or a socket, a link
+ * path gives). Fails with `OutputFileError` when the path is a directory, a socket or a block
+ * device, a link
  * chain loops, or the file cannot be created (a missing directory, no permission).
  *
  * @param path the output path as given by the user (`-` = standard output)
@@ -346,7 +364,7 @@ const atomicOutput = (path: string, target: string, mode: number | undefined): E
  */
 export const open = (path: string): Effect.Effect<OutputFile, OutputFileError, Scope.Scope> =>
   Effect.gen(function*() {
-    if (path === "-") return stdoutOutput(path)
+    if (path === "-") return yield* stdoutOutput(path)
     const abs = nodePath.resolve(path)
     if (isDescriptorAlias(abs)) return yield* directOutput(path, abs)
     const target = yield* followLinks(abs)
@@ -362,8 +380,14 @@ export const open = (path: string): Effect.Effect<OutputFile, OutputFileError, S
       catch: (e) => fail(path, "inspect", e)
     })
     if (st === undefined || st.isFile()) return yield* atomicOutput(path, target, st?.mode)
-    if (st.isCharacterDevice() || st.isFIFO() || st.isBlockDevice()) return yield* directOutput(path, target)
-    const what = st.isDirectory() ? "a directory" : st.isSocket() ? "a socket" : "not a regular file"
+    if (st.isCharacterDevice() || st.isFIFO()) return yield* directOutput(path, target)
+    const what = st.isDirectory()
+      ? "a directory"
+      : st.isSocket()
+      ? "a socket"
+      : st.isBlockDevice()
+      ? "a block device"
+      : "not a regular file"
     return yield* new OutputFileError({ message: `cannot write ${path}: it is ${what}`, path })
   })
 

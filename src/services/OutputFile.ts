@@ -8,7 +8,8 @@
  * | `-` | standard output, streamed (not atomic: a failure leaves what was written) |
  * | a regular file, or a path that does not exist | atomically: a temp file beside it, renamed over it at the end |
  * | a symbolic link (a chain of them, dangling or not) | its final target, atomically as above; the link stays a link |
- * | a descriptor alias (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/PID/fd/N`) | opened and streamed in append mode, never renamed over |
+ * | a descriptor of this process (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`) | written through the descriptor, streamed |
+ * | another process's descriptor (`/proc/PID/fd/N`) | opened and streamed in append mode, never renamed over |
  * | a character device, a FIFO | opened and streamed, never renamed over |
  * | a directory, a socket, a block device | refused with `OutputFileError` |
  *
@@ -250,36 +251,53 @@ const abandon = (ws: fs.WriteStream) =>
   })
 
 /**
- * Standard output. While it is open, an `error` listener keeps a failed write (EPIPE: the reader
- * went away) from crashing the process: the next `write` fails with `OutputFileError` instead.
+ * The descriptor number `abs` names in this process (`/dev/stdout` → 1, `/dev/stderr` → 2,
+ * `/dev/fd/N`, `/proc/self/fd/N`, `/proc/<own pid>/fd/N` → N), or `undefined`. Such a path is
+ * written through the descriptor itself: opening it again fails when it is a socket (ENXIO),
+ * which is what a parent process often hands its child as standard output.
+ *
+ * @since 0.1.0
+ * @category paths
  */
-const stdoutOutput = (path: string): Effect.Effect<OutputFile, never, Scope.Scope> =>
+export const ownDescriptor = (abs: string): number | undefined => {
+  if (abs === "/dev/stdout") return 1
+  if (abs === "/dev/stderr") return 2
+  const m = /^\/dev\/fd\/(\d+)$/.exec(abs) ??
+    new RegExp(`^/proc/(?:self|thread-self|${process.pid})(?:/task/\\d+)?/fd/(\\d+)$`).exec(abs)
+  return m === null ? undefined : Number(m[1])
+}
+
+/**
+ * An already open stream of this process (standard output or error, or a descriptor), written
+ * and never closed. While it is open, an `error` listener keeps a failed write (EPIPE: the
+ * reader went away) from crashing the process: the next `write` fails with `OutputFileError`.
+ */
+const streamOutput = (path: string, target: string, stream: Writable): Effect.Effect<OutputFile, never, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => {
         const onError = () => {}
-        process.stdout.on("error", onError)
+        stream.on("error", onError)
         return onError
       }),
-      (onError) => Effect.sync(() => process.stdout.off("error", onError))
+      (onError) => Effect.sync(() => stream.off("error", onError))
     ),
-    () => stdoutOf(path)
+    (): OutputFile => ({
+      mode: path === "-" ? "stdout" : "direct",
+      path,
+      target,
+      temp: undefined,
+      write: (buffers) => writeTo(stream, path, buffers),
+      // not ours to close: wait until what was written has been handed on
+      commit: Effect.async<void, OutputFileError>((resume) => {
+        stream.write(new Uint8Array(0), (e) => resume(e == null ? Effect.void : Effect.fail(fail(path, "write", e))))
+      })
+    })
   )
 
-const stdoutOf = (path: string): OutputFile => {
-  const out = process.stdout
-  return {
-    mode: "stdout",
-    path,
-    target: "-",
-    temp: undefined,
-    write: (buffers) => writeTo(out, "standard output", buffers),
-    // standard output is not ours to close: wait until what was written has been handed on
-    commit: Effect.async<void, OutputFileError>((resume) => {
-      out.write(new Uint8Array(0), (e) => resume(e == null ? Effect.void : Effect.fail(fail("standard output", "write", e))))
-    })
-  }
-}
+/** The stream of descriptor `fd` of this process (standard output and error are Node's own). */
+const descriptorStream = (fd: number): Writable =>
+  fd === 1 ? process.stdout : fd === 2 ? process.stderr : fs.createWriteStream("", { fd, autoClose: false, highWaterMark: HIGH_WATER_MARK })
 
 /** A descriptor alias, device or FIFO: opened in append mode and streamed; closed with the scope. */
 const directOutput = (path: string, target: string): Effect.Effect<OutputFile, OutputFileError, Scope.Scope> =>
@@ -364,8 +382,10 @@ const atomicOutput = (path: string, target: string, mode: number | undefined): E
  */
 export const open = (path: string): Effect.Effect<OutputFile, OutputFileError, Scope.Scope> =>
   Effect.gen(function*() {
-    if (path === "-") return yield* stdoutOutput(path)
+    if (path === "-") return yield* streamOutput(path, "-", process.stdout)
     const abs = nodePath.resolve(path)
+    const fd = ownDescriptor(abs)
+    if (fd !== undefined) return yield* streamOutput(path, abs, descriptorStream(fd))
     if (isDescriptorAlias(abs)) return yield* directOutput(path, abs)
     const target = yield* followLinks(abs)
     const st = yield* Effect.try({

@@ -86,6 +86,14 @@ describe("OutputFile", () => {
     for (const p of ["/dev/null", "/dev/shm/out.jsonl", "/proc/self/status", "/tmp/dev/stdout"]) {
       assert.isFalse(OutputFile.isDescriptorAlias(p), p)
     }
+    // this process's own descriptors are written through the descriptor (a socket cannot be reopened)
+    assert.strictEqual(OutputFile.ownDescriptor("/dev/stdout"), 1)
+    assert.strictEqual(OutputFile.ownDescriptor("/dev/stderr"), 2)
+    assert.strictEqual(OutputFile.ownDescriptor("/dev/fd/7"), 7)
+    assert.strictEqual(OutputFile.ownDescriptor("/proc/self/fd/3"), 3)
+    assert.strictEqual(OutputFile.ownDescriptor(`/proc/${process.pid}/fd/4`), 4)
+    assert.strictEqual(OutputFile.ownDescriptor("/proc/1/fd/4"), process.pid === 1 ? 4 : undefined)
+    assert.strictEqual(OutputFile.ownDescriptor("/dev/null"), undefined)
   })
 
   it.live("a failure or an interruption removes the temp file and leaves the target as it was", () =>

@@ -56,8 +56,10 @@ export type OutputMode = "atomic" | "direct" | "stdout"
 /**
  * An open output.
  *
- * - `write(buffers)`: writes them in order; suspends while the stream's buffer is full
- *   (backpressure), so at most about {@link HIGH_WATER_MARK} bytes wait in memory.
+ * - `write(buffers, onWritten?)`: writes them in order; suspends while the stream's buffer is
+ *   full (backpressure), so at most about {@link HIGH_WATER_MARK} bytes wait in memory beyond
+ *   those just handed over. `onWritten(b)` is called once `b` has been written and may be
+ *   reused (a caller recycles its buffers instead of leaving them to the garbage collector).
  * - `commit`: ends the output: flushes, then (atomic) renames the temp file over the target.
  *   Without a successful `commit`, closing the scope removes the temp file.
  *
@@ -72,7 +74,10 @@ export interface OutputFile {
   readonly target: string
   /** The temp file (atomic mode only). */
   readonly temp: string | undefined
-  readonly write: (buffers: ReadonlyArray<Uint8Array>) => Effect.Effect<void, OutputFileError>
+  readonly write: (
+    buffers: ReadonlyArray<Uint8Array>,
+    onWritten?: ((buffer: Uint8Array) => void) | undefined
+  ) => Effect.Effect<void, OutputFileError>
   readonly commit: Effect.Effect<void, OutputFileError>
 }
 
@@ -197,11 +202,21 @@ export const sweepStale = (target: string): Effect.Effect<ReadonlyArray<string>>
   })
 
 /** Writes `buffers` in order, then waits for `drain` when the stream's buffer is full. */
-const writeTo = (stream: Writable, path: string, buffers: ReadonlyArray<Uint8Array>): Effect.Effect<void, OutputFileError> =>
+const writeTo = (
+  stream: Writable,
+  path: string,
+  buffers: ReadonlyArray<Uint8Array>,
+  onWritten: ((buffer: Uint8Array) => void) | undefined
+): Effect.Effect<void, OutputFileError> =>
   Effect.suspend(() => {
     if (stream.errored !== null) return Effect.fail(fail(path, "write", stream.errored))
     let ok = true
-    for (const b of buffers) if (b.byteLength > 0) ok = stream.write(b)
+    for (const b of buffers) {
+      if (b.byteLength === 0) continue
+      ok = onWritten === undefined ? stream.write(b) : stream.write(b, (e) => {
+        if (e == null) onWritten(b)
+      })
+    }
     if (ok) return Effect.void
     return Effect.async<void, OutputFileError>((resume) => {
       const done = (e?: Error) => {
@@ -287,7 +302,7 @@ const streamOutput = (path: string, target: string, stream: Writable): Effect.Ef
       path,
       target,
       temp: undefined,
-      write: (buffers) => writeTo(stream, path, buffers),
+      write: (buffers, onWritten) => writeTo(stream, path, buffers, onWritten),
       // not ours to close: wait until what was written has been handed on
       commit: Effect.async<void, OutputFileError>((resume) => {
         stream.write(new Uint8Array(0), (e) => resume(e == null ? Effect.void : Effect.fail(fail(path, "write", e))))
@@ -308,7 +323,7 @@ const directOutput = (path: string, target: string): Effect.Effect<OutputFile, O
       path,
       target,
       temp: undefined,
-      write: (buffers) => writeTo(ws, path, buffers),
+      write: (buffers, onWritten) => writeTo(ws, path, buffers, onWritten),
       commit: endStream(ws, path)
     })
   )
@@ -355,7 +370,7 @@ const atomicOutput = (path: string, target: string, mode: number | undefined): E
       path,
       target,
       temp,
-      write: (buffers) => writeTo(ws, path, buffers),
+      write: (buffers, onWritten) => writeTo(ws, path, buffers, onWritten),
       commit: Effect.gen(function*() {
         yield* endStream(ws, path)
         yield* Effect.try({

@@ -192,6 +192,24 @@ describe("assay export of large payloads", { timeout: 300_000 }, () => {
       assert.deepStrictEqual(fs.readdirSync(d).sort(), ["a.json", "p.jsonl", "r.csv"])
     }))
 
+  it.live("Ctrl-C (SIGINT) during an export: exit 130, the temp file removed, an old OUT kept", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => bigBuilt)
+      const d = tmpDir()
+      const out = nodePath.join(d, "p.jsonl")
+      fs.writeFileSync(out, "old\n")
+      const child = spawn(bin, ["export", big, out, "--rows", "pipelines"], { stdio: "ignore" })
+      const exited = new Promise<number | null>((res) => child.on("exit", (code) => res(code)))
+      const deadline = Date.now() + 60_000
+      while (!fs.readdirSync(d).some((n) => n.includes(".assay-tmp-")) && Date.now() < deadline) {
+        yield* Effect.sleep("20 millis")
+      }
+      child.kill("SIGINT")
+      assert.strictEqual(yield* Effect.promise(() => exited), 130)
+      assert.deepStrictEqual(fs.readdirSync(d), ["p.jsonl"])
+      assert.strictEqual(fs.readFileSync(out, "utf8"), "old\n")
+    }))
+
   it.live("a killed export (SIGKILL) leaves its temp file; the next export to the same path removes it", () =>
     Effect.gen(function*() {
       yield* Effect.promise(() => bigBuilt)

@@ -18,8 +18,19 @@
  *    `cpu_s` / `cpu_ratio_to_raw`: the same from `process.cpuUsage` (all threads), which a
  *    loaded machine disturbs less than the wall clock.
  * 3. `BENCH_ROUNDS` (default 1) repeats step 2; `BENCH_KINDS` / `BENCH_FORMATS` pick a subset.
+ * 4. Memory (`BENCH_MEMORY=0` skips it, `BENCH_THROUGHPUT=0` skips steps 1–3): three stores of
+ *    one run each, built through the store API, every pipeline a small seed plus outputs of a
+ *    given size: `tiny` (1,000 pipelines, ~100 B outputs), `20kx50KB` (20,000 × 50 KB) and
+ *    `500x4MB` (500 × 4 MB); `BENCH_MEM_SCALE=0.1` builds a tenth of the pipelines of the two
+ *    big ones (same payload sizes). Each is exported by the real CLI (`bin/assay export`, or
+ *    `BENCH_ASSAY_BIN` to measure another checkout) as `pipelines` jsonl, `results` csv and
+ *    `artifacts` jsonl, one child process per export; `rss_peak_mb` is the child's `VmHWM`
+ *    (peak resident set, read from `/proc/<pid>/status` every 20 ms), `ratio_to_tiny` its
+ *    ratio to the tiny store's export of the same kind. `BENCH_MEM_DIR=dir` keeps the stores
+ *    there between runs (built once).
  */
 import Database from "better-sqlite3"
+import { spawn } from "node:child_process"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -181,7 +192,128 @@ const schemaVersion = (path: string): number => {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Memory: peak RSS of CLI exports of stores with small and large payloads
+// ---------------------------------------------------------------------------------------------
+
+const MEM_SCALE = Number(process.env.BENCH_MEM_SCALE ?? 1)
+const memDir = process.env.BENCH_MEM_DIR ?? nodePath.join(dir, "mem")
+const assayBin = process.env.BENCH_ASSAY_BIN ?? nodePath.resolve(import.meta.dirname, "../bin/assay")
+
+interface MemStore {
+  readonly name: string
+  readonly pipelines: number
+  /** Length of each output's text field. */
+  readonly bytes: number
+}
+const MEM_STORES: ReadonlyArray<MemStore> = [
+  { name: "tiny", pipelines: 1000, bytes: 100 },
+  { name: "20kx50KB", pipelines: Math.max(1, Math.round(20_000 * MEM_SCALE)), bytes: 50 * 1024 },
+  { name: "500x4MB", pipelines: Math.max(1, Math.round(500 * MEM_SCALE)), bytes: 4 * 1024 * 1024 }
+]
+
+/** Builds a store of `m.pipelines` pipelines: a seed of ~50 B, one output of `m.bytes` (final). */
+const buildMem = (m: MemStore, path: string) =>
+  Effect.scoped(Effect.provide(
+    Effect.gen(function*() {
+      const store = yield* Store
+      yield* store.openRun({ runId: "mem", startedAt: 1000 })
+      const BATCH = 100
+      for (let from = 0; from < m.pipelines; from += BATCH) {
+        const ids = Array.from({ length: Math.min(BATCH, m.pipelines - from) }, (_, k) => from + k)
+        const idOf = (i: number) => `m${String(i).padStart(7, "0")}`
+        yield* store.admit(
+          ids.map((i) =>
+            new PipelineRecord({
+              pipelineId: idOf(i), key: null, name: "mem", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "spec",
+              seedDigest: `seed${i}`, tags: {}, attemptsTotal: 1, runId: "mem", createdAt: 1000 + i, updatedAt: 1001 + i,
+              startedAt: 1000 + i, endedAt: 1001 + i, failedTask: null, errorType: null, errorMessage: null, errorClass: null
+            })
+          ),
+          ids.map((i) => ({ ...artifact(idOf(i), -1, { row: i, text: "seed" }, false, 1000 + i), runId: "mem" }))
+        )
+        yield* Effect.forEach(ids, (i) =>
+          store.checkpoint({
+            pipelineId: idOf(i),
+            artifact: { ...artifact(idOf(i), 0, { row: i, text: String(i % 10).repeat(m.bytes) }, true, 1000 + i), runId: "mem" },
+            task: new TaskRecord({
+              taskRunId: `${idOf(i)}/0`, pipelineId: idOf(i), runId: "mem", seq: 0, taskName: "t0", state: "succeeded",
+              attemptsUsed: 1, startedAt: 1000 + i, endedAt: 1001 + i, durationMs: 1, errorType: null, errorMessage: null,
+              errorClass: null, leaseIds: []
+            })
+          }), { concurrency: 20, discard: true })
+      }
+      yield* store.finishRun("mem", { status: "completed", endedAt: 5000 })
+    }),
+    SqliteStore.layer({ filename: path })
+  ))
+
+/** The peak resident set (`VmHWM`, bytes) of a live process, or 0 once it is gone. */
+const vmHwm = (pid: number): number => {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+    return m === null ? 0 : Number(m[1]) * 1024
+  } catch {
+    return 0
+  }
+}
+
+/** Runs `bin/assay export …` as a child; returns its exit code, wall seconds and peak RSS. */
+const cliExport = (args: ReadonlyArray<string>) =>
+  new Promise<{ code: number | null; sec: number; peak: number; err: string }>((resolve) => {
+    const t0 = performance.now()
+    const child = spawn(assayBin, ["export", ...args], { stdio: ["ignore", "ignore", "pipe"] })
+    let peak = 0
+    let err = ""
+    child.stderr.on("data", (d) => (err += String(d)))
+    const timer = setInterval(() => (peak = Math.max(peak, vmHwm(child.pid!))), 20)
+    child.on("exit", (code) => {
+      clearInterval(timer)
+      resolve({ code, sec: (performance.now() - t0) / 1000, peak, err: err.slice(-500) })
+    })
+  })
+
+const MEM_EXPORTS: ReadonlyArray<{ readonly kind: string; readonly format: string }> = [
+  { kind: "pipelines", format: "jsonl" },
+  { kind: "results", format: "csv" },
+  { kind: "artifacts", format: "jsonl" }
+]
+
+const memory = async () => {
+  fs.mkdirSync(memDir, { recursive: true })
+  const tinyPeak = new Map<string, number>()
+  for (const m of MEM_STORES) {
+    const path = nodePath.join(memDir, `${m.name}-${m.pipelines}.db`)
+    if (!fs.existsSync(path)) {
+      const t0 = performance.now()
+      await Effect.runPromise(buildMem(m, path))
+      emit({ bench: "export-memory-build", store: m.name, pipelines: m.pipelines, output_bytes: m.bytes, seconds: +((performance.now() - t0) / 1000).toFixed(1), store_mb: mb(fs.statSync(path).size) })
+    }
+    for (const e of MEM_EXPORTS) {
+      const out = nodePath.join(memDir, `out-${m.name}.${e.format}`)
+      const r = await cliExport([path, out, "--rows", e.kind, "--format", e.format])
+      if (m.name === "tiny") tinyPeak.set(e.kind, r.peak)
+      const temps = fs.readdirSync(memDir).filter((n) => n.includes(".assay-tmp-") || n.endsWith(".tmp"))
+      emit({
+        bench: "export-memory", store: m.name, pipelines: m.pipelines, output_bytes: m.bytes, kind: e.kind, format: e.format,
+        exit: r.code, seconds: +r.sec.toFixed(1), rss_peak_mb: mb(r.peak),
+        ratio_to_tiny: +(r.peak / (tinyPeak.get(e.kind) ?? r.peak)).toFixed(2), out_mb: fs.existsSync(out) ? mb(fs.statSync(out).size) : null,
+        temp_files_left: temps.length, ...(r.code === 0 ? {} : { stderr: r.err })
+      })
+      fs.rmSync(out, { force: true })
+      for (const t of temps) fs.rmSync(nodePath.join(memDir, t), { force: true })
+    }
+  }
+  emit({ bench: "export-memory-summary", scale: MEM_SCALE, target_rss_mb: 300, target_ratio_to_tiny: 1.5, bin: assayBin })
+}
+
 const main = async () => {
+  if (process.env.BENCH_THROUGHPUT !== "0") await throughput()
+  if (process.env.BENCH_MEMORY !== "0") await memory()
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+
+const throughput = async () => {
   if (!(keep !== undefined && fs.existsSync(keep))) {
     await Effect.runPromise(Effect.scoped(Effect.provide(build, SqliteStore.layer({ filename: file }))))
   }
@@ -217,8 +349,10 @@ const main = async () => {
       }
     }
   }
-  emit({ bench: "export-summary", pipelines: N, rounds: ROUNDS, min_ratio_to_raw: Math.min(...results.map((r) => r.ratio_to_raw as number)), target: 0.5 })
-  fs.rmSync(dir, { recursive: true, force: true })
+  emit({
+    bench: "export-summary", pipelines: N, rounds: ROUNDS, min_ratio_to_raw: Math.min(...results.map((r) => r.ratio_to_raw as number)),
+    min_cpu_ratio_to_raw: Math.min(...results.map((r) => r.cpu_ratio_to_raw as number)), target: 0.5
+  })
 }
 
 main().catch((e) => {

@@ -1,12 +1,16 @@
 /**
- * `assay export STORE... OUT --rows KIND --format jsonl|json|csv [--limit N] [--run-id ID]`:
- * writes the rows of one kind of one or more stores (opened read-only, concatenated, `limit`
- * per store) into OUT, atomically (see `src/services/Export.ts` and `docs/export.md`). Prints
- * the number of rows written. Exit codes: 0 written; 2 bad flags (unknown kind or format, a
- * negative limit, fewer than two paths, an unknown store scheme, a `--run-id` no store has,
- * an OUT that is an input store or any existing SQLite file); 1 a missing store or a write
- * failure (OUT untouched). `--run-id all` means every run (no filter). A STORE may be a plugin URI (`scheme://...`) whose scheme a
- * `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
+ * `assay export STORE... OUT --rows KIND --format jsonl|json|csv [--limit N] [--run-id ID]
+ * [--time ms|iso] [--flatten [--flatten-depth N]] [--csv-safe]`: writes the rows of one kind of
+ * one or more stores (opened read-only, concatenated, `limit` per store) into OUT (see
+ * `src/services/Export.ts` and `docs/export.md`): a file atomically (a symbolic link's target
+ * likewise, the link kept), `-` to standard output (streamed; the summary line then goes to
+ * standard error), a device or FIFO streamed. Prints the number of rows written. Exit codes:
+ * 0 written; 2 bad flags (unknown kind or format, a negative limit, fewer than two paths, an
+ * unknown store scheme, a `--run-id` no store has, an OUT that is an input store or any
+ * existing SQLite file, `--csv-safe` for a format other than csv); 1 a missing store or a
+ * write failure (a file OUT untouched). `--run-id all` means every run (no filter). A STORE
+ * may be a plugin URI (`scheme://...`) whose scheme a `--plugin SPEC` module (or
+ * `ASSAY_PLUGINS`) provides.
  *
  * @since 0.1.0
  */
@@ -22,7 +26,7 @@ import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
-  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file.")
+  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
 )
 const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
   Options.withDefault("pipelines" as const),
@@ -35,6 +39,20 @@ const format = Options.choice("format", Export.FORMATS).pipe(
 const limit = integerAtLeast("limit", 0).pipe(
   Options.optional,
   Options.withDescription("At most this many rows per store (0 = none; default all).")
+)
+const time = Options.choice("time", ["ms", "iso"] as const).pipe(
+  Options.withDefault("ms" as const),
+  Options.withDescription("Times as epoch milliseconds (ms, as stored) or ISO-8601 UTC strings (iso).")
+)
+const flatten = Options.boolean("flatten").pipe(
+  Options.withDescription("Spread nested objects (payload fields, tags, ...) into dotted columns, e.g. payload.label.")
+)
+const flattenDepth = integerAtLeast("flatten-depth", 1).pipe(
+  Options.optional,
+  Options.withDescription(`With --flatten (implied): at most this many dots per column name (default ${Export.DEFAULT_FLATTEN_DEPTH}).`)
+)
+const csvSafe = Options.boolean("csv-safe").pipe(
+  Options.withDescription("CSV only: prefix cells starting with = + - @ tab or CR with ' so spreadsheets do not run them as formulas.")
 )
 const runId = Options.text("run-id").pipe(
   Options.optional,
@@ -59,7 +77,18 @@ const checkRunId = (runId: string, opened: ReadonlyArray<{ readonly source: stri
  * @since 0.1.0
  * @category commands
  */
-export const exportCommand = Command.make("export", { paths, rows, format, limit, runId, plugin: StoreArgs.pluginOption }, (o) =>
+export const exportCommand = Command.make("export", {
+  paths,
+  rows,
+  format,
+  limit,
+  runId,
+  time,
+  flatten,
+  flattenDepth,
+  csvSafe,
+  plugin: StoreArgs.pluginOption
+}, (o) =>
   Effect.scoped(Effect.gen(function*() {
     if (o.paths.length < 2) {
       return yield* new ConfigError({ message: "export needs at least one store and an output path: assay export STORE... OUT" })
@@ -69,11 +98,21 @@ export const exportCommand = Command.make("export", { paths, rows, format, limit
     const chosen = yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
     // `all` (as in `report --run-id all`) is every run: the same as no filter.
     const runIdArg = Option.getOrUndefined(o.runId)
-    const options = {
+    if (o.csvSafe && chosen !== "csv") {
+      return yield* new ConfigError({
+        message: `--csv-safe applies to csv output, not ${chosen}`,
+        issues: [{ path: "--csv-safe", message: `not with --format ${chosen}` }]
+      })
+    }
+    const depth = Option.getOrUndefined(o.flattenDepth)
+    const options: Export.ExportOptions = {
       kind: o.rows,
       format: chosen,
       limit: Option.getOrUndefined(o.limit),
-      runId: runIdArg === "all" ? undefined : runIdArg
+      runId: runIdArg === "all" ? undefined : runIdArg,
+      time: o.time,
+      flatten: o.flatten || depth !== undefined ? depth ?? Export.DEFAULT_FLATTEN_DEPTH : undefined,
+      csvSafe: o.csvSafe
     }
     yield* Export.checkLimit(options.limit)
     // Never overwrite a database (an input store, or any SQLite file given as OUT).
@@ -81,7 +120,9 @@ export const exportCommand = Command.make("export", { paths, rows, format, limit
     // Concatenated in the given order, `limit` per store (as `Export.exportStores`).
     const opened = yield* StoreArgs.openAll(stores, o.plugin)
     if (options.runId !== undefined) yield* checkRunId(options.runId, opened)
-    const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }) => Export.iterRows(store, options))))
-    const n = yield* Export.writeRows(rows, out, chosen)
-    yield* Console.log(`exported ${n} ${o.rows} row(s) to ${out}`)
+    const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }) => Export.rowItems(store, options))))
+    const n = yield* Export.writeRows(rows, out, options)
+    // with `-` the rows are standard output: the summary goes to standard error
+    const summary = `exported ${n} ${o.rows} row(s) to ${out === "-" ? "standard output" : out}`
+    yield* out === "-" ? Console.error(summary) : Console.log(summary)
   }))).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))

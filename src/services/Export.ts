@@ -1,5 +1,6 @@
 /**
- * Export: a store's facts as rows (`iterRows`) and as files (`exportStore`, `exportStores`).
+ * Export: a store's facts as rows (`iterRows`, `rowItems`) and as files (`writeRows`,
+ * `exportStore`, `exportStores`).
  *
  * Six row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
  *
@@ -12,22 +13,34 @@
  * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  *
- * Rows are read in bounded batches (the store's keyset pages of {@link PAGE_SIZE}); nested
- * kinds fetch the tasks and artifacts of {@link NESTED_BATCH} pipelines at a time, so memory is
- * bounded by one page, never by the store. Rows are encoded one at a time into reusable 1 MiB
- * byte buffers handed to the file stream, so no batch is ever held as one large string. Files are written to a temporary file beside the target
- * and renamed over it only when every row is written: a failure or an interruption leaves no
- * partial output and removes the temporary file.
+ * **Memory is bounded by bytes, not by row counts.** Pipelines are paged ({@link NESTED_BATCH}
+ * or the store's `PAGE_SIZE` at a time); for each page the artifacts' metadata is read first
+ * (sizes, no payloads), then the payloads are loaded in groups of pipelines whose payload bytes
+ * add up to at most {@link BATCH_BYTES}. A pipeline whose payloads exceed that budget on their
+ * own is read one artifact at a time: for `artifacts` each artifact is its own row; for
+ * `pipelines` the row is a {@link LargeRow} whose `artifacts` are loaded, encoded and written
+ * one by one, so no two of its payloads are in memory together. The encoders write each row's
+ * bytes into 1 MiB buffers handed to the output with backpressure, so no batch is ever one
+ * large string, and the CSV header's look-ahead is bounded in bytes as well as rows.
+ *
+ * Files go through `OutputFile.open`: a regular file (or a symbolic link's target) is written
+ * to a temp file beside it and renamed over it only when every row is written (a failure or an
+ * interruption leaves no partial output and no temp file; a killed export's temp is swept by
+ * the next export to the same path); `-` is standard output and a device or FIFO is streamed.
  *
  * Payloads: an artifact written by the JSON codec is exported as its JSON value; any other
  * codec (bytes, schema codecs, plugins) is exported as a descriptor
  * `{ typeName, codec, size, digest, base64 }` (the stored bytes, base64-encoded); a payload
  * that is not available (`journal: "summary"`, the null backend, a deleted blob) is `null`.
  *
+ * Shaping ({@link ShapeOptions}): `time: "iso"` writes the records' epoch-ms times as ISO-8601
+ * strings; `flatten` spreads nested objects (payload fields, tags, decisions, event data) into
+ * dotted columns up to a depth; `csvSafe` protects CSV cells from formula injection.
+ *
  * @since 0.1.0
  */
 import { stringify } from "csv-stringify/sync"
-import { Chunk, Context, Effect, Either, Layer, Random, Schema, type Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Either, Layer, Option, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { fileURLToPath } from "node:url"
@@ -36,6 +49,7 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Records.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
+import * as OutputFile from "./OutputFile.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
 import { PAGE_SIZE, Store } from "./Store.js"
 
@@ -87,17 +101,47 @@ export type Format = (typeof FORMATS)[number]
 export const CSV_HEADER_ROWS = 100
 
 /**
- * Pipelines whose tasks and artifacts are read and turned into rows together (one
- * `BulkReader.bundles` call). Smaller than the store's {@link PAGE_SIZE}: the rows of a batch
- * are alive while it is encoded, and a batch of 1000 nested pipelines (several MB of young
- * objects) made every scavenge copy it, which cost up to ~40 % of an export's CPU in the
- * garbage collector; at 200 the extra queries cost less than the collections they save
- * (measured by `bench/export.ts`).
+ * Pipelines whose tasks and artifact metadata are read together (one `BulkReader.bundles`
+ * call), for `pipelines` and `artifacts` rows. Smaller than the store's {@link PAGE_SIZE}: the
+ * rows of a batch are alive while it is encoded, and a batch of 1000 nested pipelines (several
+ * MB of young objects) made every scavenge copy it, which cost up to ~40 % of an export's CPU
+ * in the garbage collector; at 200 the extra queries cost less than the collections they save
+ * (measured by `bench/export.ts`). Payloads are further grouped by {@link BATCH_BYTES}.
  *
  * @since 0.1.0
  * @category constants
  */
 export const NESTED_BATCH = 200
+
+/**
+ * Payload bytes (stored sizes, summed over the artifacts whose payloads are read) loaded
+ * together: 4 MiB. A group of pipelines is read with its payloads only while their sizes add
+ * up to at most this; a pipeline above it on its own is read one artifact at a time. With the
+ * decoded values and the encoded text of a group alive at once, an export's working set stays
+ * a small multiple of this whatever the payload sizes (`bench/export.ts`, `BENCHMARKS.md`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const BATCH_BYTES = 4 * 1024 * 1024
+
+/**
+ * Bytes of encoded cells the CSV encoder holds while it looks ahead for the header: at most
+ * {@link CSV_HEADER_ROWS} rows and at most this many bytes (8 MiB, UTF-16 code units of the
+ * pre-encoded cells), whichever comes first.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const CSV_HEADER_BYTES = 8 * 1024 * 1024
+
+/**
+ * The default `flatten` depth: columns get at most this many dots (`payload.a.b.c`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_FLATTEN_DEPTH = 3
 
 /**
  * An exported row: a plain JSON object.
@@ -106,6 +150,34 @@ export const NESTED_BATCH = 200
  * @category models
  */
 export type Row = Record<string, unknown>
+
+/**
+ * A row too large to hold at once: `head` (every field but one) plus `field`, an array whose
+ * elements are read one at a time (`parts[i]` reads element `i` when run). The encoders write
+ * `head`'s fields, then the elements in order, each loaded, encoded, written and dropped before
+ * the next; the row's text is the same as that of the plain row `{ ...head, [field]: [...] }`
+ * (in CSV the field's cell is always quoted, as RFC 4180 allows, where the plain row's cell is
+ * quoted when it needs to be: a part that is a record always does).
+ * `rowItems` makes one for a pipeline whose payloads exceed {@link BATCH_BYTES}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class LargeRow {
+  constructor(
+    readonly head: Row,
+    readonly field: string,
+    readonly parts: ReadonlyArray<Effect.Effect<Row, ReadError>>
+  ) {}
+}
+
+/**
+ * What the row streams carry: a plain {@link Row}, or a {@link LargeRow}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RowItem = Row | LargeRow
 
 /**
  * What rows to read: the kind, an optional owner run (`runId`: pipelines owned by the run;
@@ -123,18 +195,53 @@ export interface RowOptions {
 }
 
 /**
- * {@link RowOptions} plus the output format.
+ * How rows are shaped when written (every field optional; the default writes rows as stored):
+ *
+ * - `time`: `"ms"` (default: epoch milliseconds, as stored) or `"iso"` (ISO-8601 UTC strings,
+ *   `2024-05-01T12:00:00.000Z`) for the records' time fields ({@link TIME_FIELDS}) at the top
+ *   of a row and in its nested `tasks` and `artifacts`; payloads and event data are never
+ *   touched;
+ * - `flatten`: a depth ≥ 1, or `undefined` (no flattening): every non-empty plain object in a
+ *   row (a payload, `tags`, a `decision`, event `data`) becomes one field per key, named with
+ *   dots (`payload.label`), recursively, as long as names get at most `flatten` dots; arrays,
+ *   empty objects and deeper objects stay JSON cells. An object whose dotted names would clash
+ *   with another field (a key that itself contains a dot) is kept whole, so nothing is lost;
+ * - `csvSafe` (CSV only): a string cell starting with `=`, `+`, `-`, `@`, a tab or a carriage
+ *   return (or their full-width forms) is written with a leading `'`, so a spreadsheet shows
+ *   it as text instead of evaluating it (OWASP "CSV Injection"; csv-stringify's
+ *   `escape_formulas`). Off by default: cells are written as stored (fidelity).
  *
  * @since 0.1.0
  * @category models
  */
-export interface ExportOptions extends RowOptions {
+export interface ShapeOptions {
+  readonly time?: "ms" | "iso" | undefined
+  readonly flatten?: number | undefined
+  readonly csvSafe?: boolean | undefined
+}
+
+/**
+ * What `writeRows` needs: the format and the {@link ShapeOptions}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WriteOptions extends ShapeOptions {
   readonly format: Format
 }
 
 /**
+ * {@link RowOptions} plus the output format and shaping ({@link WriteOptions}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExportOptions extends RowOptions, WriteOptions {}
+
+/**
  * Writing an export file failed (cannot create, write, or rename the output). Nothing is left
- * at `path` that was not there before.
+ * at `path` that was not there before (when the output is a file; standard output and devices
+ * keep what was written).
  *
  * @since 0.1.0
  * @category errors
@@ -145,10 +252,12 @@ export class ExportError extends Schema.TaggedError<ExportError>("assay/ExportEr
 }) {}
 
 /**
- * The bulk read nested rows need, for one page of pipelines at a time: their task rows (by
+ * The bulk reads nested rows need, for one group of pipelines at a time: their task rows (by
  * seq, then taskRunId) and their artifacts (by seq, then artifactId) with the payloads asked
- * for. {@link storeBulk} answers it with the store's `loadBundles` (on SQLite one query per
- * table per 500 pipelines).
+ * for; optionally `artifact`, one artifact with its payload (for pipelines too large to read
+ * whole). {@link storeBulk} answers both with the store's `loadBundles` and `getArtifact` (on
+ * SQLite one query per table per 500 pipelines). Without `artifact`, one artifact is read
+ * through `bundles` of its pipeline (all of that pipeline's payloads at once).
  *
  * @since 0.1.0
  * @category models
@@ -158,6 +267,7 @@ export interface BulkReader {
     ids: ReadonlyArray<string>,
     options: BundleOptions
   ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, ReadError>
+  readonly artifact?: ((artifact: ArtifactRecord) => Effect.Effect<LoadedArtifact, ReadError>) | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -224,14 +334,17 @@ const artifactRow = (loaded: LoadedArtifact): Row => ({
 })
 
 /**
- * The repeat index of a pipeline when it can be known from the row: a `repeat` tag, else the
- * `#N` suffix of an explicit key (`` `${key}#${repeat}` ``), else `null` (content-addressed
+ * The repeat index of a pipeline when it can be known from the row: its stored `repeat` field
+ * (when the store records one), else a `repeat` tag, else the `#N` suffix of an explicit key (`` `${key}#${repeat}` ``), else `null` (content-addressed
  * ids do not record it).
  *
  * @since 0.1.0
  * @category rows
  */
 export const repeatOf = (p: PipelineRecord): number | null => {
+  // a store that records the repeat index on the row (a `repeat` field) is believed first
+  const stored = (p as { readonly repeat?: unknown }).repeat
+  if (typeof stored === "number" && Number.isInteger(stored)) return stored
   const tag = p.tags["repeat"]
   if (tag !== undefined && /^\d+$/.test(tag)) return Number(tag)
   const m = p.key === null ? null : /#(\d+)$/.exec(p.key)
@@ -250,10 +363,15 @@ export const pipelineRow = (
   tasks: ReadonlyArray<TaskRecord>,
   artifacts: ReadonlyArray<LoadedArtifact>
 ): Row => ({
+  ...pipelineHead(p, tasks),
+  artifacts: artifacts.map(artifactRow)
+})
+
+/** A `pipelines` row without its `artifacts` (the head of a {@link LargeRow}). */
+const pipelineHead = (p: PipelineRecord, tasks: ReadonlyArray<TaskRecord>): Row => ({
   ...p,
   repeat: repeatOf(p),
-  tasks: tasks.map(plain),
-  artifacts: artifacts.map(artifactRow)
+  tasks: tasks.map(plain)
 })
 
 /**
@@ -287,29 +405,219 @@ export const resultRow = (p: PipelineRecord, final: LoadedArtifact | undefined):
 // Bulk reader
 // ---------------------------------------------------------------------------------------------
 
+/** One artifact with its payload through `bundles` of its pipeline (the fallback of `BulkReader.artifact`). */
+const artifactViaBundles = (
+  bundles: BulkReader["bundles"],
+  a: ArtifactRecord
+): Effect.Effect<LoadedArtifact, ReadError> =>
+  Effect.map(
+    bundles([a.pipelineId], { payloads: "all", tasks: false }),
+    (m) => m.get(a.pipelineId)?.artifacts.find((x) => x.artifact.artifactId === a.artifactId) ?? { artifact: a, payload: undefined }
+  )
+
 /**
- * The {@link BulkReader} of any store: its `loadBundles`.
+ * The {@link BulkReader} of any store: its `loadBundles`, and single artifacts through
+ * `getArtifact` (the latest artifact at a seq; an older artifact at the same seq, which only a
+ * re-checkpointed task leaves, is read through `loadBundles` of its pipeline).
  *
  * @since 0.1.0
  * @category bulk
  */
-export const storeBulk = (store: StoreService): BulkReader => ({ bundles: store.loadBundles })
+export const storeBulk = (store: StoreService): BulkReader => ({
+  bundles: store.loadBundles,
+  artifact: (a) =>
+    Effect.flatMap(store.getArtifact(a.pipelineId, a.seq), (found) =>
+      Option.isSome(found) && found.value.artifact.artifactId === a.artifactId
+        ? Effect.succeed(found.value)
+        : artifactViaBundles(store.loadBundles, a))
+})
 
 // ---------------------------------------------------------------------------------------------
 // Rows
 // ---------------------------------------------------------------------------------------------
 
-const pipelinePages = (
+/** Stored bytes of the payloads of `artifacts` that a payload read returns. */
+const payloadBytes = (artifacts: ReadonlyArray<LoadedArtifact>): number => {
+  let n = 0
+  for (const a of artifacts) if (a.artifact.available) n += a.artifact.size
+  return n
+}
+
+const hasPayload = (artifacts: ReadonlyArray<LoadedArtifact>): boolean => artifacts.some((a) => a.artifact.available)
+
+/** Consecutive pipelines read together: `large` is one pipeline above {@link BATCH_BYTES} alone. */
+interface Group {
+  readonly ps: Array<PipelineRecord>
+  bytes: number
+  load: boolean
+  readonly large: boolean
+}
+
+/**
+ * Splits a page into groups whose payload bytes add up to at most `budget`, in order; a
+ * pipeline above `budget` alone is a group of its own, marked `large`.
+ */
+const groupByBytes = (
+  ps: ReadonlyArray<PipelineRecord>,
+  meta: ReadonlyMap<string, PipelineBundle>,
+  budget: number
+): Array<Group> => {
+  const groups: Array<Group> = []
+  let current: Group | undefined
+  for (const p of ps) {
+    const artifacts = meta.get(p.pipelineId)?.artifacts ?? []
+    const bytes = payloadBytes(artifacts)
+    const load = hasPayload(artifacts)
+    if (bytes > budget) {
+      current = undefined
+      groups.push({ ps: [p], bytes, load, large: true })
+      continue
+    }
+    if (current === undefined || current.bytes + bytes > budget) {
+      current = { ps: [], bytes: 0, load: false, large: false }
+      groups.push(current)
+    }
+    current.ps.push(p)
+    current.bytes += bytes
+    current.load ||= load
+  }
+  return groups
+}
+
+/** One artifact with its payload when it has one (through `bulk.artifact`, else `bulk.bundles`). */
+const loadOne = (bulk: BulkReader, a: ArtifactRecord): Effect.Effect<LoadedArtifact, ReadError> =>
+  !a.available
+    ? Effect.succeed({ artifact: a, payload: undefined })
+    : bulk.artifact !== undefined
+    ? bulk.artifact(a)
+    : artifactViaBundles(bulk.bundles, a)
+
+/**
+ * The pages of pipelines, each with its bundles read without payloads (`meta`), and the page
+ * cut into {@link BATCH_BYTES} groups; `rows` turns one group into a chunk of items.
+ */
+const byPayloadGroups = (
   store: StoreService,
   runId: string | undefined,
   limit: number | undefined,
-  batch: number
-) => store.streamPipelines({ runId, limit }).pipe(Stream.rechunk(batch))
+  batch: number,
+  metaOptions: BundleOptions,
+  bulk: BulkReader,
+  rows: (group: Group, meta: ReadonlyMap<string, PipelineBundle>) => Stream.Stream<RowItem, ReadError>
+): Stream.Stream<RowItem, ReadError> =>
+  store.streamPipelines({ runId, limit }).pipe(
+    Stream.rechunk(batch),
+    Stream.mapChunks((chunk) => Chunk.of(Chunk.toReadonlyArray(chunk))),
+    Stream.flatMap((ps) =>
+      Stream.unwrap(
+        Effect.map(
+          bulk.bundles(ps.map((p) => p.pipelineId), metaOptions),
+          (meta) => Stream.flatMap(Stream.fromIterable(groupByBytes(ps, meta, BATCH_BYTES)), (g) => rows(g, meta))
+        )
+      )
+    )
+  )
+
+/** The payloads of a group's pipelines (one `bundles` call), or the metadata when none has one. */
+const groupPayloads = (
+  bulk: BulkReader,
+  group: Group,
+  meta: ReadonlyMap<string, PipelineBundle>,
+  options: BundleOptions
+): Effect.Effect<ReadonlyMap<string, PipelineBundle>, ReadError> =>
+  group.load ? bulk.bundles(group.ps.map((p) => p.pipelineId), options) : Effect.succeed(meta)
+
+const chunkOf = <A>(as: ReadonlyArray<A>): Chunk.Chunk<A> => Chunk.unsafeFromArray(as as Array<A>)
+
+/** A stream of the one chunk `effect` reads, read when the stream is first pulled. */
+const chunkStream = <A, E>(effect: Effect.Effect<Chunk.Chunk<A>, E>): Stream.Stream<A, E> =>
+  Stream.unwrap(Effect.map(effect, (c) => Stream.fromChunk(c)))
 
 /**
- * The rows of one kind of one store, as a stream of plain JSON objects, in the kind's order
- * (see the module docs), read in bounded batches. `bulk` answers nested reads (default
- * {@link storeBulk}).
+ * The items of one kind of one store, as a stream, in the kind's order (see the module docs):
+ * plain rows, and for `pipelines` a {@link LargeRow} for each pipeline whose payloads exceed
+ * {@link BATCH_BYTES}. Reads are bounded in rows (pages) and in payload bytes (groups): one
+ * chunk of the stream holds at most {@link BATCH_BYTES} of stored payload bytes, except a
+ * single artifact above it, which is alone in its chunk (or its part of a `LargeRow`). `bulk`
+ * answers nested reads (default {@link storeBulk}).
+ *
+ * Fails with `ConfigError` on an invalid limit, `StoreUnavailable` when the store cannot be
+ * read.
+ *
+ * @since 0.1.0
+ * @category rows
+ */
+export const rowItems = (
+  store: StoreService,
+  options: RowOptions,
+  bulk: BulkReader = storeBulk(store)
+): Stream.Stream<RowItem, ReadError> =>
+  Stream.unwrap(Effect.map(checkLimit(options.limit), (limit): Stream.Stream<RowItem, ReadError> => {
+    if (limit === 0) return Stream.empty
+    const { runId } = options
+    switch (options.kind) {
+      case "tasks":
+        return Stream.map(store.streamTasks({ runId, limit }), plain)
+      case "attempts":
+        return Stream.map(store.streamAttempts({ runId, limit }), plain)
+      case "events":
+        return Stream.map(store.streamEvents({ runId, limit }), plain)
+      case "pipelines":
+        return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "none" }, bulk, (g, meta) => {
+          if (g.large) {
+            const p = g.ps[0]!
+            const b = meta.get(p.pipelineId)
+            const parts = (b?.artifacts ?? []).map((a) => Effect.map(loadOne(bulk, a.artifact), artifactRow))
+            return Stream.succeed(new LargeRow(pipelineHead(p, b?.tasks ?? []), "artifacts", parts))
+          }
+          return chunkStream(
+            Effect.map(groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }), (loaded) =>
+              chunkOf<RowItem>(g.ps.map((p) =>
+                pipelineRow(p, meta.get(p.pipelineId)?.tasks ?? [], loaded.get(p.pipelineId)?.artifacts ?? [])
+              )))
+          )
+        })
+      case "results": {
+        const finals: BundleOptions = { payloads: "final", artifacts: "final", tasks: false }
+        return byPayloadGroups(store, runId, limit, PAGE_SIZE, { ...finals, payloads: "none" }, bulk, (g, meta) =>
+          chunkStream(
+            Effect.map(groupPayloads(bulk, g, meta, finals), (loaded) =>
+              chunkOf(g.ps.map((p) => resultRow(p, loaded.get(p.pipelineId)?.artifacts.at(-1)))))
+          ))
+      }
+      case "artifacts": {
+        const rows = byPayloadGroups(store, runId, undefined, NESTED_BATCH, { payloads: "none", tasks: false }, bulk, (g, meta) =>
+          g.large
+            // one artifact at a time, each its own chunk, read only when the writer pulls it
+            ? Stream.mapEffect(
+              Stream.fromIterable(meta.get(g.ps[0]!.pipelineId)?.artifacts ?? []),
+              (a) => Effect.map(loadOne(bulk, a.artifact), artifactRow)
+            )
+            : chunkStream(
+              Effect.map(groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }), (loaded) =>
+                chunkOf(g.ps.flatMap((p) => (loaded.get(p.pipelineId)?.artifacts ?? []).map(artifactRow))))
+            ))
+        return limit === undefined ? rows : Stream.take(rows, limit)
+      }
+    }
+  }))
+
+/**
+ * A {@link LargeRow} as the plain row it stands for: `{ ...head, [field]: parts }` with every
+ * part read (all of them in memory at once).
+ *
+ * @since 0.1.0
+ * @category rows
+ */
+export const materialize = (item: RowItem): Effect.Effect<Row, ReadError> =>
+  item instanceof LargeRow
+    ? Effect.map(Effect.all(item.parts), (parts) => ({ ...item.head, [item.field]: parts }))
+    : Effect.succeed(item)
+
+/**
+ * The rows of one kind of one store as plain JSON objects: {@link rowItems} with every
+ * {@link LargeRow} materialized (so a pipeline row holds all of its payloads at once; to write
+ * a file, pass `rowItems` to {@link writeRows}, which streams them).
  *
  * Fails with `ConfigError` on an invalid limit, `StoreUnavailable` when the store cannot be
  * read.
@@ -321,96 +629,146 @@ export const iterRows = (
   store: StoreService,
   options: RowOptions,
   bulk: BulkReader = storeBulk(store)
-): Stream.Stream<Row, ReadError> =>
-  Stream.unwrap(Effect.map(checkLimit(options.limit), (limit): Stream.Stream<Row, ReadError> => {
-    if (limit === 0) return Stream.empty
-    const { runId } = options
-    switch (options.kind) {
-      case "tasks":
-        return Stream.map(store.streamTasks({ runId, limit }), plain)
-      case "attempts":
-        return Stream.map(store.streamAttempts({ runId, limit }), plain)
-      case "events":
-        return Stream.map(store.streamEvents({ runId, limit }), plain)
-      case "pipelines":
-        return pipelinePages(store, runId, limit, NESTED_BATCH).pipe(
-          Stream.mapChunksEffect((chunk) => {
-            const ps = Chunk.toReadonlyArray(chunk)
-            return Effect.map(bulk.bundles(ps.map((p) => p.pipelineId), { payloads: "all" }), (bundles) =>
-              Chunk.unsafeFromArray(ps.map((p) => {
-                const b = bundles.get(p.pipelineId)
-                return pipelineRow(p, b?.tasks ?? [], b?.artifacts ?? [])
-              })))
-          })
-        )
-      case "results":
-        return pipelinePages(store, runId, limit, PAGE_SIZE).pipe(
-          Stream.mapChunksEffect((chunk) => {
-            const ps = Chunk.toReadonlyArray(chunk)
-            return Effect.map(
-              bulk.bundles(ps.map((p) => p.pipelineId), { payloads: "final", artifacts: "final", tasks: false }),
-              (finals) => Chunk.unsafeFromArray(ps.map((p) => resultRow(p, finals.get(p.pipelineId)?.artifacts.at(-1))))
-            )
-          })
-        )
-      case "artifacts": {
-        const rows = pipelinePages(store, runId, undefined, NESTED_BATCH).pipe(
-          Stream.mapChunksEffect((chunk) => {
-            const ids = Chunk.toReadonlyArray(chunk).map((p) => p.pipelineId)
-            return Effect.map(bulk.bundles(ids, { payloads: "all", tasks: false }), (bundles) =>
-              Chunk.unsafeFromArray(ids.flatMap((id) => (bundles.get(id)?.artifacts ?? []).map(artifactRow))))
-          })
-        )
-        return limit === undefined ? rows : Stream.take(rows, limit)
-      }
-    }
-  }))
+): Stream.Stream<Row, ReadError> => Stream.mapEffect(rowItems(store, options, bulk), materialize)
 
 // ---------------------------------------------------------------------------------------------
-// Writing
+// Shaping
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One CSV field per RFC 4180 §2: a field holding a double quote, a comma, CR or LF is enclosed
- * in double quotes with inner quotes doubled; any other field is written as is. csv-stringify
- * (which writes the header) escapes each quote through a callback, about 6× slower on the long
- * JSON cells of nested rows; the test suite checks this function against csv-stringify.
+ * The records' time fields (epoch ms), converted by `time: "iso"`: `createdAt`, `updatedAt`,
+ * `startedAt`, `endedAt`, `heartbeatAt`, `ts`.
  *
  * @since 0.1.0
- * @category writing
+ * @category shaping
  */
-export const csvField = (s: string): string =>
-  /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
+export const TIME_FIELDS: ReadonlySet<string> = new Set(["createdAt", "updatedAt", "startedAt", "endedAt", "heartbeatAt", "ts"])
 
-/**
- * One CSV record: fields joined by commas, ended by LF (csv-stringify's default record
- * delimiter; RFC 4180 readers accept it).
- *
- * @since 0.1.0
- * @category writing
- */
-export const csvRecord = (fields: ReadonlyArray<string>): string => {
-  let s = ""
-  for (let i = 0; i < fields.length; i++) s += (i === 0 ? "" : ",") + csvField(fields[i]!)
-  return s + "\n"
+/** Row fields whose elements are records (their time fields are converted too). */
+const NESTED_RECORDS: ReadonlySet<string> = new Set(["tasks", "artifacts"])
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/** `ms` as ISO-8601 UTC; a number outside the Date range stays a number. */
+const isoOf = (ms: number): string | number => {
+  const d = new Date(ms)
+  return Number.isNaN(d.getTime()) ? ms : d.toISOString()
 }
 
-const cell = (v: unknown): string =>
-  v === null || v === undefined ? "" : typeof v === "string" ? v : typeof v === "object" ? JSON.stringify(v) : String(v)
+/**
+ * `row` with its time fields ({@link TIME_FIELDS}, numbers only) as ISO-8601 strings, at the
+ * top and in the elements of its `tasks` and `artifacts`; other values (payloads, event data)
+ * are left alone. Returns `row` itself when nothing changes.
+ *
+ * @since 0.1.0
+ * @category shaping
+ */
+export const isoTimes = (row: Row): Row => {
+  let out: Row | undefined
+  for (const k in row) {
+    const v = row[k]
+    let w: unknown = v
+    if (typeof v === "number" && TIME_FIELDS.has(k)) w = isoOf(v)
+    else if (Array.isArray(v) && NESTED_RECORDS.has(k)) w = v.map((e) => (isObject(e) ? isoTimes(e) : e))
+    if (w !== v) (out ??= { ...row })[k] = w
+  }
+  return out ?? row
+}
 
-/** Bytes of one output buffer (the file stream's high-water mark too). */
+/**
+ * `row` with its nested objects spread into dotted fields, at most `depth` dots per name (see
+ * {@link ShapeOptions}): `{ payload: { label: "spam", p: { a: 1 } } }` at depth 1 is
+ * `{ "payload.label": "spam", "payload.p": { a: 1 } }`. Arrays and empty objects stay whole; an
+ * object whose names would clash (with a field of the row or among themselves) stays whole.
+ *
+ * @since 0.1.0
+ * @category shaping
+ */
+export const flattenRow = (row: Row, depth: number): Row => {
+  const out: Row = {}
+  const spread = (name: string, v: unknown, dots: number, into: Array<readonly [string, unknown]>) => {
+    if (dots < depth && isObject(v)) {
+      let any = false
+      for (const k in v) {
+        any = true
+        spread(`${name}.${k}`, v[k], dots + 1, into)
+      }
+      if (any) return
+    }
+    into.push([name, v])
+  }
+  for (const k in row) {
+    const v = row[k]
+    if (!isObject(v) || depth < 1) {
+      out[k] = v
+      continue
+    }
+    const entries: Array<readonly [string, unknown]> = []
+    spread(k, v, 0, entries)
+    const names = new Set<string>()
+    let clash = false
+    for (const [name] of entries) {
+      if (names.has(name) || (name !== k && Object.hasOwn(row, name))) clash = true
+      names.add(name)
+    }
+    if (clash) out[k] = v
+    else for (const [name, x] of entries) out[name] = x
+  }
+  return out
+}
+
+/** The shaping of whole rows, or `undefined` when rows are written as they are. */
+const rowShaper = (o: ShapeOptions): ((row: Row) => Row) | undefined => {
+  const iso = o.time === "iso"
+  const depth = o.flatten
+  if (depth !== undefined && depth >= 1) return iso ? (r) => flattenRow(isoTimes(r), depth) : (r) => flattenRow(r, depth)
+  return iso ? isoTimes : undefined
+}
+
+/** The shaping of one element of a {@link LargeRow}'s field (as `isoTimes` treats nested records). */
+const partShaper = (o: ShapeOptions, field: string): ((row: Row) => Row) | undefined =>
+  o.time === "iso" && NESTED_RECORDS.has(field) ? isoTimes : undefined
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+/** Bytes of one output buffer. */
 const SINK_BYTES = 1 << 20
+
+/** Written output buffers kept for reuse. */
+const SINK_POOL = 8
+
+/** A {@link LargeRow}'s parts, written in place: each part read, encoded, written, `sep` between. */
+interface Deferred {
+  readonly parts: ReadonlyArray<Effect.Effect<Row, ReadError>>
+  readonly encode: (part: Row) => string
+  readonly sep: string
+}
 
 /**
  * Collects encoded text as UTF-8 bytes in buffers of {@link SINK_BYTES}: each row's text is
  * copied into the current buffer as soon as it is made (so it dies young, and no batch is
- * ever one large string); full buffers wait in `ready` for the file stream.
+ * ever one large string); full buffers, and the parts of large rows to write in place, wait in
+ * `ready` for the output, in order.
  */
 class ByteSink {
   private buf: Buffer = Buffer.allocUnsafeSlow(SINK_BYTES)
   private used = 0
-  /** Filled buffers (views), in order, not yet handed to the stream. */
-  ready: Array<Buffer> = []
+  /**
+   * Written buffers to fill again: without reuse, every MiB written was a fresh external
+   * allocation that lived until a major GC (~75 MB of dead buffers at the peak of a 1 GB export).
+   */
+  private readonly free: Array<Buffer> = []
+
+  /** Takes back a buffer the output has written (a whole {@link SINK_BYTES} slab of ours). */
+  readonly release = (b: Uint8Array): void => {
+    if (b.byteOffset === 0 && b.buffer.byteLength === SINK_BYTES && this.free.length < SINK_POOL) {
+      this.free.push(Buffer.from(b.buffer, 0, SINK_BYTES))
+    }
+  }
+  /** Filled buffers (views) and deferred parts, in order, not yet handed to the output. */
+  ready: Array<Buffer | Deferred> = []
 
   /** Appends the UTF-8 bytes of `s`. */
   text(s: string): void {
@@ -427,53 +785,22 @@ class ByteSink {
     this.used += this.buf.write(s, this.used)
   }
 
-  /**
-   * Appends `s` as one CSV field that needs quoting (it holds a double quote or a comma; no
-   * raw CR/LF, as in any `JSON.stringify` output): `"`, the UTF-8 bytes of `s` with every
-   * double quote doubled, `"` — the same bytes as `csvField(s)`. The doubling is done on the
-   * bytes (a UTF-8 multi-byte sequence never holds 0x22), ~5× faster than a string replace on
-   * the long JSON cells of nested rows.
-   */
-  quoted(s: string): void {
-    // worst case: 3 bytes per code unit, every byte a quote, plus the two enclosing quotes
-    if (s.length * 6 + 2 > this.buf.length - this.used) {
-      this.seal()
-      if (s.length * 6 + 2 > this.buf.length) {
-        this.ready.push(Buffer.from(csvField(s)))
-        return
-      }
-    }
-    const buf = this.buf
-    const start = this.used + 1
-    const n = buf.write(s, start)
-    let quotes = 0
-    for (let i = start; i < start + n; i++) if (buf[i] === 34) quotes++
-    const end = start + n + quotes
-    buf[end] = 34
-    // expand in place from the end: each byte moves right by the number of quotes up to it
-    let dst = end
-    for (let i = start + n - 1; quotes > 0; i--) {
-      const b = buf[i]!
-      buf[--dst] = b
-      if (b === 34) {
-        buf[--dst] = 34
-        quotes--
-      }
-    }
-    buf[this.used] = 34
-    this.used = end + 1
+  /** Appends parts written in place when the output gets this far. */
+  defer(d: Deferred): void {
+    this.seal()
+    this.ready.push(d)
   }
 
   /** Moves the filled part of the current buffer to `ready` and starts a fresh buffer. */
   seal(): void {
     if (this.used === 0) return
     this.ready.push(this.buf.subarray(0, this.used))
-    this.buf = Buffer.allocUnsafeSlow(SINK_BYTES)
+    this.buf = this.free.pop() ?? Buffer.allocUnsafeSlow(SINK_BYTES)
     this.used = 0
   }
 
-  /** The buffers to write now: the sealed ones, plus the current one when `all`. */
-  take(all: boolean): Array<Buffer> {
+  /** What to write now: the sealed buffers and deferred parts, plus the current buffer when `all`. */
+  take(all: boolean): Array<Buffer | Deferred> {
     if (all) this.seal()
     const out = this.ready
     this.ready = []
@@ -481,136 +808,248 @@ class ByteSink {
   }
 }
 
-/** Incremental encoder of one format: rows per batch into the sink, then `end`. */
+/** Incremental encoder of one format: items per batch into the sink, then `end`. */
 interface Encoder {
-  readonly push: (rows: ReadonlyArray<Row>, sink: ByteSink) => void
+  readonly push: (items: ReadonlyArray<RowItem>, sink: ByteSink) => void
   readonly end: (sink: ByteSink) => void
 }
 
-const jsonlEncoder = (): Encoder => ({
-  push: (rows, sink) => {
-    for (const r of rows) {
-      sink.text(JSON.stringify(r))
-      sink.text("\n")
-    }
-  },
-  end: () => {}
-})
+/**
+ * Writes a {@link LargeRow} as JSON: its head's fields, then `field` as an array whose elements
+ * are written in place; `before` and `after` frame the object.
+ */
+const largeJson = (row: LargeRow, sink: ByteSink, o: ShapeOptions, before: string, after: string) => {
+  const shape = rowShaper(o)
+  const head = JSON.stringify(shape === undefined ? row.head : shape(row.head))
+  const open = head === "{}" ? "{" : head.slice(0, -1) + ","
+  sink.text(before + open + JSON.stringify(row.field) + ":[")
+  const part = partShaper(o, row.field)
+  sink.defer({ parts: row.parts, sep: ",", encode: part === undefined ? (p) => JSON.stringify(p) : (p) => JSON.stringify(part(p)) })
+  sink.text("]}" + after)
+}
 
-const jsonEncoder = (): Encoder => {
+const jsonlEncoder = (o: ShapeOptions): Encoder => {
+  const shape = rowShaper(o)
+  return {
+    push: (items, sink) => {
+      for (const r of items) {
+        if (r instanceof LargeRow) largeJson(r, sink, o, "", "\n")
+        else {
+          sink.text(JSON.stringify(shape === undefined ? r : shape(r)))
+          sink.text("\n")
+        }
+      }
+    },
+    end: () => {}
+  }
+}
+
+const jsonEncoder = (o: ShapeOptions): Encoder => {
+  const shape = rowShaper(o)
   let first = true
   return {
-    push: (rows, sink) => {
-      for (const r of rows) {
-        sink.text((first ? "[\n" : ",\n") + JSON.stringify(r))
+    push: (items, sink) => {
+      for (const r of items) {
+        const before = first ? "[\n" : ",\n"
         first = false
+        if (r instanceof LargeRow) largeJson(r, sink, o, before, "")
+        else sink.text(before + JSON.stringify(shape === undefined ? r : shape(r)))
       }
     },
     end: (sink) => sink.text(first ? "[]\n" : "\n]\n")
   }
 }
 
-const csvEncoder = (): Encoder => {
-  let prefix: Array<Row> | undefined = []
+/** A cell's value already encoded as JSON (objects and arrays), kept while the header is unknown. */
+class JsonCell {
+  constructor(readonly json: string) {}
+}
+
+/** A row's fields with object values pre-encoded: `[name, primitive | JsonCell]`. */
+type Prepared = ReadonlyArray<readonly [string, unknown]>
+
+/** A row or a large row's head held for the header, with its pre-encoded fields. */
+interface Held {
+  readonly fields: Prepared
+  readonly large: LargeRow | undefined
+}
+
+const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? JSON.stringify(v) : v)
+const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.stringify(v))
+
+/**
+ * CSV through csv-stringify: one record per row, `extra` last. Booleans are written `true` /
+ * `false` (csv-stringify's default is `1` / empty), objects and arrays as JSON cells, `null`
+ * and absent fields as empty cells. `csvSafe` turns on csv-stringify's `escape_formulas`.
+ * The header is the union of the keys of the first {@link CSV_HEADER_ROWS} rows (or of fewer,
+ * once {@link CSV_HEADER_BYTES} of cells are held).
+ */
+const csvEncoder = (o: ShapeOptions): Encoder => {
+  const shape = rowShaper(o)
+  const options = { escape_formulas: o.csvSafe === true, cast: { boolean: (b: boolean) => (b ? "true" : "false") } }
+  const line = (cells: ReadonlyArray<unknown>) => stringify([cells], options)
+  const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], { ...options, eof: false })
+  let held: Array<Held> | undefined = []
+  let heldBytes = 0
   let columns: Array<string> = []
   let known = new Set<string>()
-  const encode = (rows: ReadonlyArray<Row>, sink: ByteSink) => {
-    const n = columns.length
-    for (const r of rows) {
-      // short fields gather in `line`; a JSON cell goes straight into the sink, quoted there
-      let line = ""
-      for (let i = 0; i <= n; i++) {
-        let v: unknown
-        if (i < n) v = r[columns[i]!]
-        else {
-          let extra: Record<string, unknown> | undefined
-          for (const k in r) {
-            if (!known.has(k)) (extra ??= {})[k] = r[k]
-          }
-          v = extra
-        }
-        if (v !== null && typeof v === "object") {
-          const json = JSON.stringify(v)
-          if (json.includes("\"") || json.includes(",")) {
-            sink.text(line)
-            sink.quoted(json)
-            line = i < n ? "," : "\n"
-            continue
-          }
-          line += json
-        } else line += csvField(cell(v))
-        line += i < n ? "," : "\n"
-      }
-      sink.text(line)
-    }
+  let records: Array<Array<unknown>> = []
+
+  const flushRecords = (sink: ByteSink) => {
+    // one call per record: csv-stringify's sync API on a large batch of long JSON cells costs
+    // ~20x more per record than one record at a time (its output pieces are joined at once)
+    for (const r of records) sink.text(stringify([r], options))
+    records = []
   }
-  const flushPrefix = (sink: ByteSink) => {
-    const rows = prefix ?? []
-    prefix = undefined
-    for (const r of rows.slice(0, CSV_HEADER_ROWS)) for (const k in r) if (!known.has(k)) {
-      known.add(k)
-      columns.push(k)
+  /** The record of a row once the header is known: its columns, then `extra` (late keys, as JSON). */
+  const recordOf = (r: Row): Array<unknown> => {
+    const cells: Array<unknown> = new Array(columns.length + 1)
+    for (let i = 0; i < columns.length; i++) cells[i] = cellOf(r[columns[i]!])
+    let extra: Record<string, unknown> | undefined
+    for (const k in r) if (!known.has(k)) (extra ??= {})[k] = r[k]
+    cells[columns.length] = extra === undefined ? null : JSON.stringify(extra)
+    return cells
+  }
+  const heldRecord = (fields: Prepared): Array<unknown> => {
+    const byName = new Map(fields)
+    const cells: Array<unknown> = columns.map((c) => {
+      const v = byName.get(c)
+      return v instanceof JsonCell ? v.json : v
+    })
+    const late = fields.filter(([k]) => !known.has(k))
+    cells.push(late.length === 0 ? null : `{${late.map(([k, v]) => `${JSON.stringify(k)}:${jsonOf(v)}`).join(",")}}`)
+    return cells
+  }
+  /** Writes a large row: cells before its field, the field's array in place (quoted), cells after. */
+  const writeLarge = (row: LargeRow, fields: Prepared, sink: ByteSink) => {
+    flushRecords(sink)
+    const cells = heldRecord(fields)
+    const part = partShaper(o, row.field)
+    const encodePart = (p: Row) => JSON.stringify(part === undefined ? p : part(p)).replaceAll("\"", "\"\"")
+    if (row.parts.length === 0) {
+      // the same cell a plain row with an empty array gets: `[]`, unquoted
+      const at = columns.indexOf(row.field)
+      if (at >= 0) cells[at] = "[]"
+      else {
+        const extra = cells[columns.length] as string | null
+        cells[columns.length] = extra === null ? `{${JSON.stringify(row.field)}:[]}` : `${extra.slice(0, -1)},${JSON.stringify(row.field)}:[]}`
+      }
+      sink.text(line(cells))
+      return
+    }
+    const at = columns.indexOf(row.field)
+    let before: ReadonlyArray<unknown>
+    let open: string
+    let close: string
+    let after: ReadonlyArray<unknown>
+    if (at >= 0) {
+      before = cells.slice(0, at)
+      after = cells.slice(at + 1)
+      open = "\"["
+      close = "]\""
+    } else {
+      // the field was first seen after the header: it goes, last, into the `extra` object
+      const extra = cells[columns.length] as string | null
+      before = cells.slice(0, columns.length)
+      after = []
+      open = "\"" + ((extra === null ? "{" : extra.slice(0, -1) + ",") + JSON.stringify(row.field) + ":[").replaceAll("\"", "\"\"")
+      close = "]}\""
+    }
+    sink.text((before.length === 0 ? "" : inline(before) + ",") + open)
+    sink.defer({ parts: row.parts, sep: ",", encode: encodePart })
+    sink.text(close + (after.length === 0 ? "" : "," + inline(after)) + "\n")
+  }
+  const prepare = (r: Row): Prepared => {
+    const fields: Array<readonly [string, unknown]> = []
+    for (const k in r) {
+      const v = r[k]
+      if (v !== null && typeof v === "object") {
+        const json = JSON.stringify(v)
+        heldBytes += json.length + k.length
+        fields.push([k, new JsonCell(json)])
+      } else {
+        heldBytes += (typeof v === "string" ? v.length : 8) + k.length
+        fields.push([k, v])
+      }
+    }
+    return fields
+  }
+  const flushHeld = (sink: ByteSink) => {
+    const rows = held ?? []
+    held = undefined
+    for (const h of rows) {
+      for (const [k] of h.fields) {
+        if (!known.has(k)) {
+          known.add(k)
+          columns.push(k)
+        }
+      }
+      if (h.large !== undefined && !known.has(h.large.field)) {
+        known.add(h.large.field)
+        columns.push(h.large.field)
+      }
     }
     if (known.has("extra")) {
       // a genuine `extra` field cannot share the fold-in column's name
       columns = columns.filter((c) => c !== "extra")
       known = new Set(columns)
     }
-    sink.text(stringify([[...columns, "extra"]]))
-    encode(rows, sink)
+    sink.text(line([...columns, "extra"]))
+    for (const h of rows) {
+      if (h.large === undefined) records.push(heldRecord(h.fields))
+      else writeLarge(h.large, h.fields, sink)
+    }
+    flushRecords(sink)
   }
   return {
-    push: (rows, sink) => {
-      if (prefix === undefined) return encode(rows, sink)
-      prefix.push(...rows)
-      if (prefix.length >= CSV_HEADER_ROWS) flushPrefix(sink)
+    push: (items, sink) => {
+      for (const item of items) {
+        if (held !== undefined) {
+          if (item instanceof LargeRow) held.push({ fields: prepare(shape === undefined ? item.head : shape(item.head)), large: item })
+          else held.push({ fields: prepare(shape === undefined ? item : shape(item)), large: undefined })
+          if (held.length >= CSV_HEADER_ROWS || heldBytes >= CSV_HEADER_BYTES) flushHeld(sink)
+        } else if (item instanceof LargeRow) {
+          writeLarge(item, prepare(shape === undefined ? item.head : shape(item.head)), sink)
+        } else records.push(recordOf(shape === undefined ? item : shape(item)))
+      }
+      flushRecords(sink)
     },
     end: (sink) => {
-      if (prefix !== undefined && prefix.length > 0) flushPrefix(sink)
+      if (held !== undefined && held.length > 0) flushHeld(sink)
     }
   }
 }
 
-const encoderOf = (format: Format): Encoder =>
-  format === "jsonl" ? jsonlEncoder() : format === "json" ? jsonEncoder() : csvEncoder()
+const encoderOf = (o: WriteOptions): Encoder =>
+  o.format === "jsonl" ? jsonlEncoder(o) : o.format === "json" ? jsonEncoder(o) : csvEncoder(o)
 
-const ioError = (path: string, what: string, e: unknown) =>
-  new ExportError({ message: `cannot ${what} ${path}: ${e instanceof Error ? e.message : String(e)}`, path })
+const toExportError = (e: OutputFile.OutputFileError) => new ExportError({ message: e.message, path: e.path })
 
-const openTemp = (tmp: string) =>
-  Effect.async<fs.WriteStream, ExportError>((resume) => {
-    const ws = fs.createWriteStream(tmp, { flags: "wx", highWaterMark: 1 << 20 })
-    const onError = (e: Error) => resume(Effect.fail(ioError(tmp, "create", e)))
-    ws.once("error", onError)
-    ws.once("open", () => {
-      ws.off("error", onError)
-      resume(Effect.succeed(ws))
-    })
-  })
-
-/** Writes `buffers` in order, waiting for `drain` when the stream's buffer is full. */
-const writeBuffers = (ws: fs.WriteStream, tmp: string, buffers: ReadonlyArray<Buffer>): Effect.Effect<void, ExportError> => {
-  let ok = true
-  for (const b of buffers) ok = ws.write(b)
-  return ok
-    ? Effect.void
-    : Effect.async<void, ExportError>((resume) => {
-      const done = (e?: Error) => {
-        ws.off("drain", onDrain)
-        ws.off("error", done)
-        resume(e === undefined ? Effect.void : Effect.fail(ioError(tmp, "write", e)))
+/**
+ * Writes what the sink has ready to `out`, in order: buffers as they are, and each deferred
+ * large-row field part by part (read, encoded, written, dropped).
+ */
+const drain = (sink: ByteSink, out: OutputFile.OutputFile, all: boolean): Effect.Effect<void, ReadError | ExportError> => {
+  const ready = sink.take(all)
+  const write = (buffers: ReadonlyArray<Uint8Array>) => Effect.mapError(out.write(buffers, sink.release), toExportError)
+  if (ready.every((x) => x instanceof Uint8Array)) return write(ready as Array<Buffer>)
+  return Effect.gen(function*() {
+    let pending: Array<Buffer> = []
+    for (const x of ready) {
+      if (x instanceof Uint8Array) {
+        pending.push(x)
+        continue
       }
-      const onDrain = () => done()
-      ws.once("drain", onDrain)
-      ws.once("error", done)
-    })
-}
-
-const endStream = (ws: fs.WriteStream, tmp: string) =>
-  Effect.async<void, ExportError>((resume) => {
-    ws.once("error", (e) => resume(Effect.fail(ioError(tmp, "write", e))))
-    ws.end(() => resume(Effect.void))
+      yield* write(pending)
+      pending = []
+      for (let i = 0; i < x.parts.length; i++) {
+        const text = (i === 0 ? "" : x.sep) + x.encode(yield* x.parts[i]!)
+        yield* write([Buffer.from(text)])
+      }
+    }
+    yield* write(pending)
   })
+}
 
 /**
  * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
@@ -648,6 +1087,8 @@ const realOrSelf = (p: string): string => {
 const isSqliteFile = (p: string): boolean => {
   let fd: number | undefined
   try {
+    // only a regular file is opened: opening a FIFO to read would wait for a writer
+    if (!fs.statSync(p).isFile()) return false
     fd = fs.openSync(p, "r")
     const head = Buffer.alloc(SQLITE_HEADER.length)
     const n = fs.readSync(fd, head, 0, head.length, 0)
@@ -663,8 +1104,9 @@ const isSqliteFile = (p: string): boolean => {
  * Refuses an output path that would overwrite a database: fails with `ConfigError` (exit 2 in
  * the CLI) when `out` resolves (symbolic links followed) to the same file as one of the
  * `inputs` store arguments (paths or `file:` URIs; other URIs are not files), or when `out`
- * exists and is an SQLite file (starts with {@link SQLITE_HEADER}). Check it before anything
- * is written.
+ * exists and is an SQLite file (starts with {@link SQLITE_HEADER}). `-` (standard output) and
+ * descriptor aliases (`/dev/stdout`, …) are always accepted. Check it before anything is
+ * written.
  *
  * @param out the output path as given
  * @param inputs the store arguments as given
@@ -673,6 +1115,7 @@ const isSqliteFile = (p: string): boolean => {
  */
 export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.Effect<void, ConfigError> =>
   Effect.suspend(() => {
+    if (out === "-" || OutputFile.isDescriptorAlias(nodePath.resolve(out))) return Effect.void
     const target = realOrSelf(nodePath.resolve(out))
     const refuse = (why: string) =>
       Effect.fail(
@@ -690,56 +1133,43 @@ export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.
   })
 
 /**
- * Writes `rows` to `path` in `format`, atomically: into `<path>.<pid>.<random>.tmp` in the same
- * directory, renamed over `path` once complete. On failure or interruption the temporary file
- * is removed and `path` is untouched. Returns the number of rows written.
+ * Writes `rows` to `path` (see `OutputFile.open`: a file atomically, through a temp file
+ * beside it renamed over it once complete, a symbolic link's target likewise; `-` as standard
+ * output; a device or FIFO streamed) in `options.format`, shaped by the {@link ShapeOptions}.
+ * A {@link LargeRow}'s field is written part by part. On failure or interruption a file
+ * output is untouched and its temp file removed. Returns the number of rows written.
  *
- * Fails with the stream's error, or `ExportError` on file-system failures.
+ * Fails with the stream's error, a large row's read error, or `ExportError` on file-system
+ * failures.
  *
+ * @param options the format, or the format and the shaping
  * @since 0.1.0
  * @category writing
  */
 export const writeRows = <E, R>(
-  rows: Stream.Stream<Row, E, R>,
+  rows: Stream.Stream<RowItem, E, R>,
   path: string,
-  format: Format
-): Effect.Effect<number, E | ExportError, R> =>
-  Effect.gen(function*() {
-    const suffix = (yield* Random.nextInt).toString(36).replace("-", "")
-    const tmp = nodePath.join(nodePath.dirname(path), `.${nodePath.basename(path)}.${process.pid}.${suffix}.tmp`)
-    return yield* Effect.acquireUseRelease(
-      openTemp(tmp),
-      (ws) =>
-        Effect.gen(function*() {
-          const enc = encoderOf(format)
-          const sink = new ByteSink()
-          let n = 0
-          yield* Stream.runForEachChunk(rows, (chunk) => {
-            n += chunk.length
-            enc.push(Chunk.toReadonlyArray(chunk), sink)
-            return writeBuffers(ws, tmp, sink.take(false))
-          })
-          enc.end(sink)
-          yield* writeBuffers(ws, tmp, sink.take(true))
-          yield* endStream(ws, tmp)
-          yield* Effect.try({ try: () => fs.renameSync(tmp, path), catch: (e) => ioError(path, "rename to", e) })
-          return n
-        }),
-      (ws, exit) =>
-        exit._tag === "Success" ? Effect.void : Effect.sync(() => {
-          ws.on("error", () => {}) // late errors of an abandoned stream
-          ws.destroy()
-          try {
-            fs.rmSync(tmp, { force: true })
-          } catch {
-            // best effort: the temp file is hidden and named after the process
-          }
-        })
-    )
-  })
+  options: Format | WriteOptions
+): Effect.Effect<number, E | ReadError | ExportError, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const o: WriteOptions = typeof options === "string" ? { format: options } : options
+    const out = yield* Effect.mapError(OutputFile.open(path), toExportError)
+    const enc = encoderOf(o)
+    const sink = new ByteSink()
+    let n = 0
+    yield* Stream.runForEachChunk(rows, (chunk) => {
+      n += chunk.length
+      enc.push(Chunk.toReadonlyArray(chunk), sink)
+      return drain(sink, out, false)
+    })
+    enc.end(sink)
+    yield* drain(sink, out, true)
+    yield* Effect.mapError(out.commit, toExportError)
+    return n
+  }))
 
 /**
- * Exports one store to `path` (see {@link iterRows} and {@link writeRows}); returns the number
+ * Exports one store to `path` (see {@link rowItems} and {@link writeRows}); returns the number
  * of rows written.
  *
  * @since 0.1.0
@@ -750,7 +1180,7 @@ export const exportStore = (
   path: string,
   options: ExportOptions,
   bulk?: BulkReader
-): Effect.Effect<number, ReadError | ExportError> => writeRows(iterRows(store, options, bulk), path, options.format)
+): Effect.Effect<number, ReadError | ExportError> => writeRows(rowItems(store, options, bulk), path, options)
 
 /**
  * Opens an SQLite store file read-only in the current scope (`SqliteStore.layerReadOnly`:
@@ -770,8 +1200,8 @@ export const openReadOnly = (
   })
 
 /**
- * Exports several store files into one file, concatenated in the given order (no dedupe: use
- * `Merge.mergeReports(paths).export` for the merged view). `limit` applies to each store
+ * Exports several store files into one output, concatenated in the given order (no dedupe:
+ * use `Merge.mergeReports(paths).export` for the merged view). `limit` applies to each store
  * separately. Every store is opened read-only. Returns the number of rows written.
  *
  * @since 0.1.0
@@ -786,8 +1216,8 @@ export const exportStores = (
     Effect.gen(function*() {
       yield* checkLimit(options.limit)
       const opened = yield* Effect.forEach(paths, openReadOnly)
-      const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ bulk, store }) => iterRows(store, options, bulk))))
-      return yield* writeRows(rows, out, options.format)
+      const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ bulk, store }) => rowItems(store, options, bulk))))
+      return yield* writeRows(rows, out, options)
     })
   )
 
@@ -825,7 +1255,9 @@ export const resolveFormat = (path: string, explicit: Format | undefined): Eithe
   if (bySuffix === undefined) {
     return Either.left(
       new ConfigError({
-        message: `cannot tell the format of ${path}: name it .jsonl, .json or .csv, or pass --format`,
+        message: path === "-"
+          ? "cannot tell the format of standard output (-): pass --format jsonl, json or csv"
+          : `cannot tell the format of ${path}: name it .jsonl, .json or .csv, or pass --format`,
         issues: [{ path: "format", message: "unknown output suffix", suggestion: "--format jsonl" }]
       })
     )

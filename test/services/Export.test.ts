@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { stringify } from "csv-stringify/sync"
-import { Chunk, Effect, FastCheck, Option, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import { PipelineRecord } from "../../src/domain/Records.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Export from "../../src/services/Export.js"
 import { Store } from "../../src/services/Store.js"
@@ -184,7 +184,18 @@ describe("Export", () => {
       assert.deepStrictEqual(rows.filter((r) => r.state === "failed").map((r) => r.pipelineId), [pid(3), pid(7), pid(11)])
     }).pipe(Effect.provide(MemoryStore.layer())))
 
-  it.prop("csvRecord agrees with csv-stringify", [FastCheck.array(FastCheck.string({ unit: "binary" }), { minLength: 1, maxLength: 6 })], ([fields]) => {
-    assert.strictEqual(Export.csvRecord(fields), stringify([fields]))
+})
+
+describe("Export.repeatOf", () => {
+  const base = new PipelineRecord({
+    pipelineId: "p", key: null, name: "n", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "s", seedDigest: "d",
+    tags: {}, attemptsTotal: 1, runId: "r", createdAt: 0, updatedAt: 0, startedAt: 0, endedAt: 0, failedTask: null, errorType: null,
+    errorMessage: null, errorClass: null
+  })
+  it("a stored repeat field first (when the store records one), then a repeat tag, then a key's #N, else null", () => {
+    assert.strictEqual(Export.repeatOf({ ...base, repeat: 2, tags: { repeat: "5" } } as unknown as PipelineRecord), 2)
+    assert.strictEqual(Export.repeatOf({ ...base, repeat: null, tags: { repeat: "5" } } as unknown as PipelineRecord), 5)
+    assert.strictEqual(Export.repeatOf(new PipelineRecord({ ...base, key: "row-7#3" })), 3)
+    assert.strictEqual(Export.repeatOf(base), null)
   })
 })

@@ -121,3 +121,119 @@ describe("Export.decodePayload", () => {
     }
   )
 })
+
+describe("Export large rows", () => {
+  /** A row and the same row as a LargeRow whose `field` (an array of objects) is read part by part. */
+  const largeArb = FastCheck.record({
+    head: FastCheck.dictionary(key, value, { maxKeys: 5 }),
+    field: FastCheck.constantFrom("artifacts", "tasks", "parts", "q\"f,x"),
+    // parts are records (at least one key: their JSON holds a quote, so csv-stringify quotes the
+    // plain row's cell too; the streamed cell is always quoted)
+    parts: FastCheck.array(FastCheck.dictionary(FastCheck.constantFrom("a", "createdAt", "ts", "n\"k"), value, { minKeys: 1, maxKeys: 3 }), {
+      maxLength: 4
+    })
+  })
+  const itemsArb = FastCheck.array(
+    FastCheck.oneof(
+      FastCheck.dictionary(key, value, { maxKeys: 6 }).map((row) => ({ row, large: undefined })),
+      largeArb.map(({ field, head, parts }) => {
+        const { [field]: _, ...rest } = head
+        return {
+          row: { ...rest, [field]: parts } as Export.Row,
+          large: new Export.LargeRow(rest, field, parts.map((p) => Effect.succeed(p as Export.Row)))
+        }
+      })
+    ),
+    { maxLength: Export.CSV_HEADER_ROWS + 20 }
+  )
+  const shapeArb = FastCheck.record({
+    time: FastCheck.constantFrom("ms" as const, "iso" as const),
+    flatten: FastCheck.constantFrom(undefined, 1, 2),
+    csvSafe: FastCheck.boolean()
+  })
+
+  for (const format of Export.FORMATS) {
+    it.live.prop(
+      `${format}: a LargeRow is written byte for byte as its materialized row, with any shaping`,
+      [itemsArb, shapeArb, FastCheck.integer({ min: 1, max: 50 })],
+      ([items, shape, chunk]) =>
+        Effect.gen(function*() {
+          const options = { format, ...shape, csvSafe: format === "csv" && shape.csvSafe }
+          const a = nodePath.join(dir, `large-${seq++}.${format}`)
+          const b = nodePath.join(dir, `large-${seq++}.${format}`)
+          const streamed: ReadonlyArray<Export.RowItem> = items.map((x) => x.large ?? x.row)
+          yield* Export.writeRows(Stream.rechunk(Stream.fromIterable(streamed), chunk), a, options)
+          yield* Export.writeRows(Stream.rechunk(Stream.fromIterable(items.map((x) => x.row)), chunk), b, options)
+          const [x, y] = [fs.readFileSync(a, "utf8"), fs.readFileSync(b, "utf8")]
+          fs.rmSync(a)
+          fs.rmSync(b)
+          assert.strictEqual(x, y)
+        }),
+      { fastCheck: { numRuns: 60 } }
+    )
+  }
+
+  it.live("a large row's parts are read one at a time, when the output reaches them", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const part = (i: number) => Effect.sync(() => (log.push(`read ${i}`), { i, text: "z".repeat(10) }) as Export.Row)
+      const out = nodePath.join(dir, `lazy-${seq++}.jsonl`)
+      const rows = Stream.make<Array<Export.RowItem>>(
+        { before: 1 },
+        new Export.LargeRow({ id: "big" }, "artifacts", [part(0), part(1), part(2)]),
+        { after: 1 }
+      ).pipe(Stream.tap((r) => Effect.sync(() => log.push(`row ${JSON.stringify(r instanceof Export.LargeRow ? r.head : r)}`))))
+      assert.strictEqual(yield* Export.writeRows(rows, out, "jsonl"), 3)
+      assert.deepStrictEqual(log, ["row {\"before\":1}", "row {\"id\":\"big\"}", "read 0", "read 1", "read 2", "row {\"after\":1}"])
+      assert.deepStrictEqual(fs.readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l)), [
+        { before: 1 },
+        { id: "big", artifacts: [0, 1, 2].map((i) => ({ i, text: "z".repeat(10) })) },
+        { after: 1 }
+      ])
+    }))
+})
+
+describe("Export shaping", () => {
+  it("isoTimes: the records' time fields at the top and in tasks/artifacts; payloads and data untouched", () => {
+    const row = {
+      createdAt: 0, endedAt: null, ts: 1_700_000_000_123, durationMs: 5, heartbeatAt: 8.64e15 + 1,
+      payload: { createdAt: 1 }, data: { ts: 2 },
+      tasks: [{ startedAt: 1000, payload: { endedAt: 3 } }], artifacts: [{ createdAt: 2000 }, "x"]
+    }
+    assert.deepStrictEqual(Export.isoTimes(row), {
+      createdAt: "1970-01-01T00:00:00.000Z", endedAt: null, ts: "2023-11-14T22:13:20.123Z", durationMs: 5,
+      heartbeatAt: 8.64e15 + 1, // outside the Date range: kept as a number
+      payload: { createdAt: 1 }, data: { ts: 2 },
+      tasks: [{ startedAt: "1970-01-01T00:00:01.000Z", payload: { endedAt: 3 } }], artifacts: [{ createdAt: "1970-01-01T00:00:02.000Z" }, "x"]
+    })
+    const untouched = { a: 1, createdAt: "already" }
+    assert.strictEqual(Export.isoTimes(untouched), untouched)
+  })
+
+  it("flattenRow: dotted names up to the depth; arrays, empty and deeper objects stay whole; clashes keep the object", () => {
+    const row = { id: 1, payload: { label: "spam", p: { a: 1, b: { c: 2 } }, list: [1, 2], empty: {} }, tags: {}, n: null }
+    assert.deepStrictEqual(Export.flattenRow(row, 1), {
+      id: 1, "payload.label": "spam", "payload.p": { a: 1, b: { c: 2 } }, "payload.list": [1, 2], "payload.empty": {}, tags: {}, n: null
+    })
+    assert.deepStrictEqual(Export.flattenRow(row, 3), {
+      id: 1, "payload.label": "spam", "payload.p.a": 1, "payload.p.b.c": 2, "payload.list": [1, 2], "payload.empty": {}, tags: {}, n: null
+    })
+    // `{"a.b": 1, "a": {"b": 2}}` would give `x.a.b` twice; `y` would shadow the row's own `y.z`
+    const clash = { x: { "a.b": 1, a: { b: 2 } }, y: { z: 1 }, "y.z": 0 }
+    assert.deepStrictEqual(Export.flattenRow(clash, 3), clash)
+  })
+
+  it.live("csv: booleans true/false; cells kept as stored unless csvSafe, which quotes formula starts (not numbers)", () =>
+    Effect.gen(function*() {
+      const rows = [{ f: "=1+1", p: "+x", m: "-x", at: "@SUM(A1)", tab: "\tx", cr: "\rx", neg: -5, ok: true, no: false, fw: "＝1" }]
+      const plainOut = nodePath.join(dir, `plain-${seq++}.csv`)
+      yield* Export.writeRows(Stream.fromIterable(rows), plainOut, "csv")
+      assert.strictEqual(fs.readFileSync(plainOut, "utf8"), "f,p,m,at,tab,cr,neg,ok,no,fw,extra\n=1+1,+x,-x,@SUM(A1),\tx,\"\rx\",-5,true,false,＝1,\n")
+      const safeOut = nodePath.join(dir, `safe-${seq++}.csv`)
+      yield* Export.writeRows(Stream.fromIterable(rows), safeOut, { format: "csv", csvSafe: true })
+      assert.strictEqual(
+        fs.readFileSync(safeOut, "utf8"),
+        "f,p,m,at,tab,cr,neg,ok,no,fw,extra\n'=1+1,'+x,'-x,'@SUM(A1),'\tx,\"'\rx\",-5,true,false,'＝1,\n"
+      )
+    }))
+})

@@ -96,3 +96,44 @@ export const buildStore = (file: string, runs: ReadonlyArray<FixtureOptions>, ex
       for (const r of runs) yield* store.finishRun(r.runId ?? "r1", { status: "completed", endedAt: (r.startedAt ?? 1000) + 100 })
     }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: file }))))
   )
+
+/** One pipeline of {@link buildPayloadStore}: the byte lengths of its artifacts' text fields, seed first. */
+export interface PayloadPipeline {
+  /** `[seedBytes, output0Bytes, output1Bytes, …]`: each artifact is `{ i, seq, text: "x" × bytes }`. */
+  readonly sizes: ReadonlyArray<number>
+}
+
+/**
+ * Builds a closed SQLite store of one run whose pipelines carry payloads of the given sizes
+ * (JSON `{ i, seq, text }`, the last artifact final), for export memory tests.
+ */
+export const buildPayloadStore = (file: string, pipelines: ReadonlyArray<PayloadPipeline>, runId = "r1") =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const store = yield* Store
+      yield* store.openRun({ runId, startedAt: 1000 })
+      for (let i = 0; i < pipelines.length; i++) {
+        const id = pid(i)
+        const sizes = pipelines[i]!.sizes
+        const outputs = sizes.length - 1
+        yield* store.admit([
+          new PipelineRecord({
+            pipelineId: id, key: null, name: "big", state: "succeeded", nTasksDone: outputs, nTasksTotal: outputs, specDigest: "s",
+            seedDigest: `seed${i}`, tags: {}, attemptsTotal: outputs, runId, createdAt: 1000 + i, updatedAt: 1001 + i,
+            startedAt: 1000 + i, endedAt: 1002 + i, failedTask: null, errorType: null, errorMessage: null, errorClass: null
+          })
+        ], [art(id, runId, -1, { i, seq: -1, text: "x".repeat(sizes[0]!) }, outputs === 0, 1000 + i)])
+        for (let seq = 0; seq < outputs; seq++) {
+          yield* store.checkpoint({
+            pipelineId: id,
+            artifact: art(id, runId, seq, { i, seq, text: "y".repeat(sizes[seq + 1]!) }, seq === outputs - 1, 1000 + i),
+            task: new TaskRecord({
+              taskRunId: `${id}/${seq}/${runId}`, pipelineId: id, runId, seq, taskName: `t${seq}`, state: "succeeded", attemptsUsed: 1,
+              startedAt: 1000 + i, endedAt: 1001 + i, durationMs: 1, errorType: null, errorMessage: null, errorClass: null, leaseIds: []
+            })
+          })
+        }
+      }
+      yield* store.finishRun(runId, { status: "completed", endedAt: 5000 })
+    }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: file }))))
+  )

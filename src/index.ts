@@ -35,7 +35,7 @@ export * as Shard from "./domain/Shard.js"
 /** @since 0.1.0 */
 export * as Task from "./domain/Task.js"
 /** @since 0.1.0 */
-export type { Lease, LeaseReport, Selector, AcquireOptions } from "./domain/Lease.js"
+export type { AcquireOptions, AlgorithmInput, Lease, LeaseReport, Selector } from "./domain/Lease.js"
 /** @since 0.1.0 */
 export type { TaskContext } from "./domain/TaskContext.js"
 

@@ -261,7 +261,7 @@ export const importModule = (specifier: string, baseDir: string): Effect.Effect<
     const url = moduleUrl(specifier, baseDir)
     return Effect.mapError(loader.load(url), (e) => {
       const message = e instanceof Error ? e.message.split("\n")[0]! : String(e)
-      return /Cannot find module|require is not defined|Cannot use import statement/.test(message) &&
+      return /Cannot find module|require is not defined|Cannot use import statement|Cannot require\(\) ES Module/.test(message) &&
           loadsAsCommonJs(url)
         ? `${message} (${path.basename(new URL(url).pathname)} loads as CommonJS: no package.json with ` +
           `"type": "module" above it; name it .mts, or add {"type": "module"} in a package.json next to it)`

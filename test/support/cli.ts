@@ -1,0 +1,67 @@
+/**
+ * Helpers of the tests that run assay as a user does: a spawned `bin/assay` (or any command)
+ * with its output collected, and temporary folders that are removed when the test's scope
+ * closes (the run's `tempRoot.ts` removes whatever is left under `$TMPDIR` too).
+ */
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The checkout's root folder. */
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+
+/** The checkout's `bin/assay`. */
+export const bin = path.join(root, "bin/assay")
+
+/** What a finished process left: its exit code (`null` when a signal ended it) and output. */
+export interface Ran {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Runs `command args` in `cwd` (default: the checkout) with `env` added to this process's
+ * environment, and waits for it to end. Never fails: a command that cannot start ends with
+ * code `null` and the error in `stderr`.
+ */
+export const exec = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd?: string; readonly env?: Record<string, string>; readonly input?: string } = {}
+): Effect.Effect<Ran> =>
+  Effect.async<Ran>((resume) => {
+    const child = spawn(command, [...args], {
+      cwd: options.cwd ?? root,
+      env: { ...process.env, ...options.env },
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    if (options.input !== undefined) child.stdin?.end(options.input)
+    child.on("error", (e) => (stderr += String(e)))
+    child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** Runs the checkout's `bin/assay` with `args` (see {@link exec}). */
+export const assay = (
+  args: ReadonlyArray<string>,
+  options: { readonly cwd?: string; readonly env?: Record<string, string> } = {}
+): Effect.Effect<Ran> => exec(bin, args, options)
+
+/**
+ * A new empty folder under the system's temporary folder, removed with everything in it when
+ * the enclosing scope closes.
+ */
+export const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), `assay-${prefix}-`))),
+    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )

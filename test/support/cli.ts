@@ -42,8 +42,8 @@ export const exec = (
     })
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
     if (options.input !== undefined) child.stdin?.end(options.input)
     child.on("error", (e) => (stderr += String(e)))
     child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))

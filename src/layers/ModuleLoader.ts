@@ -75,6 +75,9 @@ export const refusing: ModuleLoaderService = {
 /** Whether the TypeScript loader and the resolution hooks are registered in this process. */
 const registered = { hooks: false, typescript: false }
 
+/** tsx's package entry (`dist/loader.mjs`: registers its hooks when imported; it has no types). */
+const tsxLoader: string = "tsx"
+
 const isTypeScript = (url: string): boolean => /\.[mc]?ts$/.test(url.split(/[?#]/)[0]!)
 
 /**
@@ -82,8 +85,8 @@ const isTypeScript = (url: string): boolean => /\.[mc]?ts$/.test(url.split(/[?#]
  * (`resolveHooks.mjs` next to this module's CLI: `assay` resolves to `index` (the CLI's own
  * `index.js`, so user code and the CLI share one instance), and bare specifiers a user's file
  * cannot resolve are resolved from assay's installation); before the first TypeScript module,
- * registers tsx's ESM loader (`tsx/esm/api`). Both stay registered for the process's life
- * (Node offers no unregister).
+ * registers tsx's ESM and CommonJS loaders (`import "tsx"`, as `node --import tsx` does). Both stay
+ * registered for the process's life (Node offers no unregister).
  *
  * - `hooks`: the URL of the hooks module;
  * - `index`: the URL `import "assay"` resolves to.
@@ -101,8 +104,9 @@ export const registering = (options: { readonly hooks: string; readonly index: s
           registered.hooks = true
         }
         if (!registered.typescript && isTypeScript(url)) {
-          const tsx = await import("tsx/esm/api")
-          tsx.register()
+          // what `node --import tsx` does: tsx's ESM and CommonJS loaders, working together (a
+          // `.ts` file with no `"type": "module"` above it loads as CommonJS)
+          await import(tsxLoader)
           registered.typescript = true
         }
         return await (import(url) as Promise<Record<string, unknown>>)

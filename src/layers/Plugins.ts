@@ -259,15 +259,26 @@ export const moduleUrl = (specifier: string, baseDir: string): string => {
 export const importModule = (specifier: string, baseDir: string): Effect.Effect<Record<string, unknown>, string> =>
   Effect.flatMap(ModuleLoader, (loader) => {
     const url = moduleUrl(specifier, baseDir)
-    return Effect.mapError(loader.load(url), (e) => {
+    return loader.load(url).pipe(Effect.map((mod) => loadsAsCommonJs(url) ? commonJsNamespace(mod) : mod), Effect.mapError((e) => {
       const message = e instanceof Error ? e.message.split("\n")[0]! : String(e)
       return /Cannot find module|require is not defined|Cannot use import statement|Cannot require\(\) ES Module/.test(message) &&
           loadsAsCommonJs(url)
         ? `${message} (${path.basename(new URL(url).pathname)} loads as CommonJS: no package.json with ` +
           `"type": "module" above it; name it .mts, or add {"type": "module"} in a package.json next to it)`
         : message
-    })
+    }))
   })
+
+/**
+ * The namespace of a CommonJS module imported from an ES module: Node offers `module.exports`
+ * as `default`, and as named exports only the names its lexer finds in the source, which misses
+ * those of a TypeScript module compiled by tsx; so every property of `module.exports` is a
+ * named export too (as TypeScript's `esModuleInterop` sees it).
+ */
+const commonJsNamespace = (mod: Record<string, unknown>): Record<string, unknown> => {
+  const exports = mod["default"]
+  return isRecord(exports) ? { ...exports, ...mod } : mod
+}
 
 /**
  * Whether tsx loads the TypeScript file at `url` as CommonJS: a `.ts`/`.cts` file whose nearest

@@ -267,7 +267,13 @@ describe("the packed package, installed from npm's cache into a new project", { 
             const store = path.join(project, "runs/tutorial.db")
             const proc = yield* background(body.trim(), project, env)
             // Ctrl-C once a few pipelines have finished (the mock answers in about 300 ms)
-            yield* untilOk(Effect.suspend(() => succeededIn(store) >= 4 ? Effect.void : Effect.fail("not yet")))
+            let exitedEarly: number | null | undefined
+            proc.exited.then((code) => (exitedEarly = code))
+            yield* untilOk(Effect.suspend(() =>
+              exitedEarly !== undefined
+                ? Effect.die(`${where}: the run ended (${exitedEarly}) before Ctrl-C: ${proc.output()}`)
+                : succeededIn(store) >= 4 ? Effect.void : Effect.fail("fewer than 4 pipelines done")
+            ))
             killGroup(proc.child, "SIGINT")
             const code = yield* Effect.promise(() => proc.exited)
             assert.strictEqual(code, 130, `${where}: ${proc.output()}`)

@@ -2,7 +2,28 @@
  * assay: run experiments as checkpointed, resumable pipelines over shared, rate-limited pools.
  *
  * The public API, re-exported by concept (`import { Pipeline, Runner, Task } from "assay"`).
+ * `docs/tutorial.md` builds a first experiment step by step.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { MemoryStore, Pipeline, Pool, Runner, Task } from "assay"
+ *
+ * const double = Task.sync("double", (n: number) => n * 2)
+ * const label = Task.sync("label", (n: number) => `#${n}`)
+ *
+ * // a chain whose types do not fit does not compile
+ * const program = Runner.run(Pipeline.make("demo", double, label).map([1, 2, 3]))
+ *
+ * // the store and the pools are layers: a test swaps them without touching the job
+ * const TestRunner = Runner.layer({ handleSignals: false }).pipe(
+ *   Layer.provideMerge(Layer.mergeAll(MemoryStore.layer(), Pool.layer([])))
+ * )
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(TestRunner))).then((report) => console.log(report.summary()))
+ * ```
+ *
+ * @packageDocumentation
  * @since 0.1.0
  */
 
@@ -35,7 +56,7 @@ export * as Shard from "./domain/Shard.js"
 /** @since 0.1.0 */
 export * as Task from "./domain/Task.js"
 /** @since 0.1.0 */
-export type { Lease, LeaseReport, Selector, AcquireOptions } from "./domain/Lease.js"
+export type { AcquireOptions, AlgorithmInput, Lease, LeaseReport, Selector } from "./domain/Lease.js"
 /** @since 0.1.0 */
 export type { TaskContext } from "./domain/TaskContext.js"
 
@@ -86,6 +107,11 @@ export * as MemoryStore from "./layers/MemoryStore.js"
  * @since 0.1.0
  */
 export * as NodeMain from "./layers/NodeMain.js"
+/**
+ * How user modules (TypeScript/JavaScript experiments, plugins) are imported; the CLI provides
+ * its own. @since 0.1.0
+ */
+export * as ModuleLoader from "./layers/ModuleLoader.js"
 /** @since 0.1.0 */
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */

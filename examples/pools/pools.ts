@@ -9,8 +9,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Chunk, Console, Data, Effect, Queue } from "effect"
-import * as Resource from "../../src/domain/Resource.js"
-import * as Pool from "../../src/services/Pool.js"
+import { Pool, Resource } from "assay"
 
 /** What the fake provider fails with. */
 class ProviderOverloaded extends Data.TaggedError("ProviderOverloaded")<{ readonly message: string }> {}

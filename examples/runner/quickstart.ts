@@ -7,17 +7,11 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer } from "effect"
-import * as Pipeline from "../../src/domain/Pipeline.js"
-import * as Resource from "../../src/domain/Resource.js"
-import * as Task from "../../src/domain/Task.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import * as Pool from "../../src/services/Pool.js"
-import * as Runner from "../../src/services/Runner.js"
-import { simulateLlm } from "../../src/tasks/Mock.js"
+import { Mock, Pipeline, Pool, Resource, Runner, SqliteStore, Task } from "assay"
 
 // 1. Tasks: plain functions, Effects, or the built-ins.
 const prepare = Task.sync("prepare", (row: { readonly id: number }) => ({ id: row.id, prompt: `Is ${row.id} prime?` }))
-const ask = simulateLlm<{ readonly id: number; readonly prompt: string }>({
+const ask = Mock.simulateLlm<{ readonly id: number; readonly prompt: string }>({
   resource: "llm",
   latency: "20 millis",
   failRate: 0.1,

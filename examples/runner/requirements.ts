@@ -6,11 +6,7 @@
  *   npx tsx examples/runner/requirements.ts
  */
 import { Context, Effect, Layer } from "effect"
-import * as Pipeline from "../../src/domain/Pipeline.js"
-import * as Task from "../../src/domain/Task.js"
-import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Pool from "../../src/services/Pool.js"
-import * as Runner from "../../src/services/Runner.js"
+import { MemoryStore, Pipeline, Pool, Runner, Task } from "assay"
 
 /** A service the experiment depends on: here, something that scores an answer. */
 export class Scorer extends Context.Tag("example/Scorer")<Scorer, {

@@ -18,7 +18,7 @@ import { Effect, Either, Schema, Stream } from "effect"
 import { createRequire } from "node:module"
 import * as NodePath from "node:path"
 import PostalMime from "postal-mime"
-import { digest } from "../../src/domain/Json.js"
+import { Json } from "assay"
 
 // ---------------------------------------------------------------------------------------------
 // Corpus
@@ -247,7 +247,7 @@ export const sampleStratified = <A extends { readonly id: string; readonly group
 ): ReadonlyArray<A> => {
   const size = Math.max(0, Math.min(Math.floor(options.size ?? 1000), records.length))
   const seed = String(options.seed ?? 0)
-  const keyed = records.map((r) => ({ r, k: digest(`${seed}\u0000${r.id}`) }))
+  const keyed = records.map((r) => ({ r, k: Json.digest(`${seed}\u0000${r.id}`) }))
   const byGroup = new Map<string, Array<{ r: A; k: string }>>()
   for (const x of keyed) {
     const list = byGroup.get(x.r.group)

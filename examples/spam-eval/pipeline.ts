@@ -14,12 +14,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Clock, Effect, Either, Option, Stream } from "effect"
 import * as NodePath from "node:path"
-import type { PipelineRecord } from "../../src/domain/Records.js"
-import * as Pipeline from "../../src/domain/Pipeline.js"
-import * as Task from "../../src/domain/Task.js"
-import { Runner } from "../../src/services/Runner.js"
-import type { StoreService } from "../../src/services/Store.js"
-import { chat, type ChatOptions, type ChatOutput } from "../../src/tasks/Chat.js"
+import { Chat, Pipeline, type Records, Runner, type Store, Task } from "assay"
 import {
   buildPrompt,
   type CorpusEntry,
@@ -155,7 +150,7 @@ export const prompt = Task.sync("prompt", (row: LoadedEmail): PromptRow => ({
  * @since 0.1.0
  * @category tasks
  */
-export const label = Task.make("label", (out: ChatOutput<PromptRow>) =>
+export const label = Task.make("label", (out: Chat.ChatOutput<PromptRow>) =>
   Either.match(parseLabel(out.content), {
     onLeft: (e) => Effect.fail(e),
     onRight: (predicted) =>
@@ -185,7 +180,7 @@ export const score = Task.sync("score", (row: Labelled): Score => ({ ...row, cor
  * @since 0.1.0
  * @category models
  */
-export type SpamPipelineOptions = ChatOptions
+export type SpamPipelineOptions = Chat.ChatOptions
 
 /**
  * The spam evaluation pipeline template: load → prompt → classify (chat) → label → score.
@@ -199,7 +194,7 @@ export const makePipeline = (options: SpamPipelineOptions = {}) =>
     { tags: { example: "spam-eval" } },
     load,
     prompt,
-    chat<PromptRow>({ name: "classify", temperature: 0, maxTokens: 5, ...options }),
+    Chat.chat<PromptRow>({ name: "classify", temperature: 0, maxTokens: 5, ...options }),
     label,
     score
   )
@@ -279,9 +274,9 @@ export const emptyConfusion: Confusion = { tp: 0, fp: 0, tn: 0, fn: 0, invalid: 
  * @category metrics
  */
 export const makeLiveMetrics = Effect.gen(function*() {
-  const runner = yield* Runner
+  const runner = yield* Runner.Runner
   let confusion = emptyConfusion
-  const onPipelineFinished = (record: PipelineRecord, output: Option.Option<unknown>) =>
+  const onPipelineFinished = (record: Records.PipelineRecord, output: Option.Option<unknown>) =>
     Effect.gen(function*() {
       if (Option.isSome(output)) confusion = addScore(confusion, output.value as Score)
       else if (record.errorClass === "invalid") confusion = { ...confusion, invalid: confusion.invalid + 1 }
@@ -316,7 +311,7 @@ const isScore = (u: unknown): u is { readonly gold: Label; readonly predicted: L
   ((u as Score).predicted === "spam" || (u as Score).predicted === "ham")
 
 /** The emails the store already settled (earlier runs of a resumed job), read once per run. */
-const seedTally = (store: StoreService) =>
+const seedTally = (store: Store.StoreService) =>
   Effect.gen(function*() {
     const tally: Tally = { scored: new Map(), invalid: new Set() }
     yield* Stream.runForEach(store.streamPipelines({ state: "succeeded" }), (p) =>
@@ -347,7 +342,7 @@ const confusionOf = (t: Tally): Confusion => {
  * figures cover the whole job. Counting is by pipeline id, so an email is never counted twice.
  */
 const recordOutcome = (
-  ctx: { readonly runId: string; readonly pipelineId: string; readonly store: StoreService },
+  ctx: { readonly runId: string; readonly pipelineId: string; readonly store: Store.StoreService },
   outcome: { readonly gold: Label; readonly predicted: Label } | "invalid"
 ) =>
   tallyLock.withPermits(1)(Effect.gen(function*() {
@@ -384,7 +379,7 @@ const recordOutcome = (
  * @since 0.1.0
  * @category tasks
  */
-export const liveLabel = Task.make("label", (out: ChatOutput<PromptRow>, ctx) =>
+export const liveLabel = Task.make("label", (out: Chat.ChatOutput<PromptRow>, ctx) =>
   Either.match(parseLabel(out.content), {
     onLeft: (e) => Effect.zipRight(recordOutcome(ctx, "invalid"), Effect.fail(e)),
     onRight: (predicted) =>

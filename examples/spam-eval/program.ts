@@ -24,16 +24,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Duration, Effect, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import * as NodePath from "node:path"
-import { ConfigError } from "../../src/domain/Errors.js"
-import type { AlgorithmInput } from "../../src/domain/Lease.js"
-import * as Resource from "../../src/domain/Resource.js"
-import * as NodeMain from "../../src/layers/NodeMain.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import * as MockLlm from "../../src/services/MockLlm.js"
-import * as Pool from "../../src/services/Pool.js"
-import * as Runner from "../../src/services/Runner.js"
-import { Store } from "../../src/services/Store.js"
-import { chatClientFactory } from "../../src/tasks/Chat.js"
+import { type AlgorithmInput, Chat, Errors, MockLlm, NodeMain, Pool, Resource, Runner, SqliteStore, Store } from "assay"
 import { corpusDirectory, loadIndex, sampleStratified } from "./corpus.js"
 import { addScore, emptyConfusion, type EmailSeed, makeLiveMetrics, makePipeline, metricsOf, type Score, seedOf, type SpamPipelineOptions } from "./pipeline.js"
 
@@ -76,7 +67,7 @@ export interface SpamEvalOptions {
   /** The pool's circuit breaker (`Pool.PoolOptions["breaker"]`); `false` turns it off. */
   readonly breaker?: Pool.PoolOptions["breaker"] | undefined
   readonly storePath?: string | undefined
-  readonly storeLayer?: Layer.Layer<Store, unknown> | undefined
+  readonly storeLayer?: Layer.Layer<Store.Store, unknown> | undefined
   readonly resultsPath?: string | undefined
   readonly endpoints?: ReadonlyArray<EndpointSpec> | undefined
   readonly mockProfile?: MockLlm.MockProfile | undefined
@@ -155,7 +146,7 @@ const resourcesOf = (endpoints: ReadonlyArray<EndpointSpec>) =>
         ...(e.apiKey !== undefined ? { apiKey: e.apiKey } : {}),
         ...(e.apiKeyEnv !== undefined ? { apiKeyEnv: e.apiKeyEnv } : {})
       },
-      factory: chatClientFactory()
+      factory: Chat.chatClientFactory()
     })
   )
 
@@ -166,7 +157,7 @@ const resourceOfLease = (leaseId: string): string => {
 
 const loadResults = (seeds: ReadonlyArray<EmailSeed>, ids: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const store = yield* Store.Store
     const rows: Array<ResultRow> = []
     for (let i = 0; i < seeds.length; i++) {
       const seed = seeds[i]!
@@ -212,7 +203,7 @@ const loadResults = (seeds: ReadonlyArray<EmailSeed>, ids: ReadonlyArray<string>
 
 const endpointFigures = (pipelineIds: ReadonlySet<string>) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const store = yield* Store.Store
     const by = new Map<string, { attempts: number; succeeded: number; retries: number; failuresByClass: Record<string, number> }>()
     yield* Stream.runForEach(store.streamAttempts(), (a) =>
       Effect.sync(() => {
@@ -363,21 +354,21 @@ const flag = (name: string): string | undefined => {
   return i >= 0 ? process.argv[i + 1] : undefined
 }
 
-const intOption = (name: string, env: string, fallback: number): Effect.Effect<number, ConfigError> => {
+const intOption = (name: string, env: string, fallback: number): Effect.Effect<number, Errors.ConfigError> => {
   const raw = flag(name) ?? process.env[env]
   if (raw === undefined) return Effect.succeed(fallback)
   const n = Number(raw)
   return Number.isInteger(n) && n >= 0
     ? Effect.succeed(n)
-    : Effect.fail(new ConfigError({ message: `--${name}: expected a non-negative integer, got ${raw}` }))
+    : Effect.fail(new Errors.ConfigError({ message: `--${name}: expected a non-negative integer, got ${raw}` }))
 }
 
-const endpointsFromEnv = (): Effect.Effect<ReadonlyArray<EndpointSpec> | undefined, ConfigError> => {
+const endpointsFromEnv = (): Effect.Effect<ReadonlyArray<EndpointSpec> | undefined, Errors.ConfigError> => {
   const raw = process.env["SPAM_EVAL_ENDPOINTS"]
   if (raw === undefined || raw.trim() === "") return Effect.succeed(undefined)
   return Effect.try({
     try: () => JSON.parse(raw) as ReadonlyArray<EndpointSpec>,
-    catch: () => new ConfigError({ message: "SPAM_EVAL_ENDPOINTS is not a JSON array of endpoints" })
+    catch: () => new Errors.ConfigError({ message: "SPAM_EVAL_ENDPOINTS is not a JSON array of endpoints" })
   })
 }
 

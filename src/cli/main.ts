@@ -1,46 +1,117 @@
 /**
- * The `assay` command-line program: the root command, its subcommands, and a teardown that
- * gives the documented exit codes (0 / 1 / 2 / 130).
+ * The `assay` command-line program: the root command, its subcommands (each imported only when
+ * it is asked for), and a teardown that gives the documented exit codes (0 / 1 / 2 / 130).
  *
  * @since 0.1.0
  */
+import type * as CliCommand from "@effect/cli/Command"
 import * as Command from "@effect/cli/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Console, Effect, FiberId } from "effect"
+import * as Cause from "effect/Cause"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
+import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
 import { exitCodeOf } from "./Exit.js"
-import { exportCommand } from "./ExportCommand.js"
-import { merge } from "./MergeCommand.js"
-import { mockLlm } from "./MockLlmCommand.js"
-import { plugins } from "./PluginsCommand.js"
-import { report } from "./ReportCommand.js"
-import { resume, run, signalGovernor } from "./RunCommand.js"
-import { schema } from "./SchemaCommand.js"
-import { serve } from "./ServeCommand.js"
-import { validate } from "./ValidateCommand.js"
-import { watch } from "./WatchCommand.js"
 
 /**
- * The root `assay` command. Subcommands are added by their own modules.
+ * The version `assay --version` prints (the package's version).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const version = "0.1.0"
+
+/** Any subcommand: its parsed value is not looked at here. */
+type Sub = CliCommand.Command<string, never, unknown, unknown>
+
+/** What a command module gives: its commands, and the run commands' signal switch. */
+interface Loaded {
+  readonly commands: ReadonlyArray<Sub>
+  readonly governor?: { readonly runnerGoverns: boolean } | undefined
+}
+
+const one = (command: unknown): Loaded => ({ commands: [command as Sub] })
+
+/**
+ * The subcommands in the order `assay --help` lists them, each with the import of the module
+ * that defines it: a command's dependencies (the runner, the store, the HTTP server, ...) load
+ * only when that command runs.
+ */
+const subcommands: ReadonlyArray<readonly [string, () => Promise<Loaded>]> = [
+  ["mock-llm", () => import("./MockLlmCommand.js").then((m) => one(m.mockLlm))],
+  ["validate", () => import("./ValidateCommand.js").then((m) => one(m.validate))],
+  ["run", () => import("./RunCommand.js").then((m) => ({ commands: [m.run as Sub], governor: m.signalGovernor }))],
+  [
+    "resume",
+    () => import("./RunCommand.js").then((m) => ({ commands: [m.resume as Sub], governor: m.signalGovernor }))
+  ],
+  ["plugins", () => import("./PluginsCommand.js").then((m) => one(m.plugins))],
+  ["schema", () => import("./SchemaCommand.js").then((m) => one(m.schema))],
+  ["report", () => import("./ReportCommand.js").then((m) => one(m.report))],
+  ["export", () => import("./ExportCommand.js").then((m) => one(m.exportCommand))],
+  ["merge", () => import("./MergeCommand.js").then((m) => one(m.merge))],
+  ["serve", () => import("./ServeCommand.js").then((m) => one(m.serve))],
+  ["watch", () => import("./WatchCommand.js").then((m) => one(m.watch))]
+]
+
+/**
+ * The names of the subcommands, in help order.
  *
  * @since 0.1.0
  * @category commands
  */
-export const assay = Command.make("assay").pipe(
-  Command.withDescription(
-    "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
-  ),
-  Command.withSubcommands([mockLlm, validate, run, resume, plugins, schema, report, exportCommand, merge, serve, watch])
-)
+export const subcommandNames: ReadonlyArray<string> = subcommands.map(([name]) => name)
+
+/**
+ * Imports the subcommands `argv` can need: only the named one when `argv[2]` is a subcommand's
+ * name, else all of them (the root's help, `--version`, an unknown name that the parser then
+ * reports with suggestions).
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const loadSubcommands = async (argv: ReadonlyArray<string>): Promise<{
+  readonly commands: ReadonlyArray<Sub>
+  readonly governor: { readonly runnerGoverns: boolean }
+}> => {
+  const named = subcommands.find(([name]) => name === argv[2])
+  const loaded = await Promise.all((named === undefined ? subcommands : [named]).map(([, load]) => load()))
+  return {
+    commands: loaded.flatMap((l) => l.commands),
+    governor: loaded.find((l) => l.governor !== undefined)?.governor ?? { runnerGoverns: false }
+  }
+}
+
+/**
+ * The root `assay` command over the given subcommands.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const rootCommand = (commands: ReadonlyArray<Sub>) =>
+  Command.make("assay").pipe(
+    Command.withDescription(
+      "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
+    ),
+    Command.withSubcommands(commands as [Sub, ...Array<Sub>])
+  )
 
 /**
  * Parses `argv` (as `process.argv`, with the node and script entries first) and runs the
- * chosen command.
+ * chosen command, with only the subcommands `argv` needs loaded.
  *
  * @since 0.1.0
  * @category running
  */
-export const cli = Command.run(assay, { name: "assay", version: "0.1.0" })
+export const cli = (argv: ReadonlyArray<string>) =>
+  Effect.flatMap(
+    Effect.promise(() => loadSubcommands(argv)),
+    ({ commands }) => Command.run(rootCommand(commands), { name: "assay", version })(argv)
+  )
 
 /**
  * Outside a terminal (output piped or redirected) or with `NO_COLOR` set, what the CLI prints
@@ -65,6 +136,31 @@ export const plainWhenPiped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Ef
     })
 
 /**
+ * Options of {@link main}:
+ * - `modules`: how user modules (TypeScript/JavaScript experiments, plugins) are imported
+ *   (default: a plain `import()`);
+ * - `onNeedsFullRuntime`: called instead of exiting when a command stops with
+ *   `NeedsFullRuntime` (the fast start met a user module; the caller runs the command again on
+ *   the unbundled runtime). Without it such a stop is a defect (exit 1).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export interface MainOptions {
+  readonly modules?: ModuleLoaderService | undefined
+  readonly onNeedsFullRuntime?: ((url: string) => void) | undefined
+}
+
+const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<string> =>
+  Exit.isFailure(exit)
+    ? Option.map(
+      Cause.find(exit.cause, (reason) =>
+        reason._tag === "Die" && reason.defect instanceof NeedsFullRuntime ? Option.some(reason.defect.url) : Option.none()),
+      (url) => url
+    )
+    : Option.none()
+
+/**
  * Runs the CLI as the process's main program and exits with {@link exitCodeOf}'s code.
  *
  * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM interrupt the
@@ -75,12 +171,22 @@ export const plainWhenPiped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Ef
  * @since 0.1.0
  * @category running
  */
-export const main = (argv: ReadonlyArray<string>): void => {
-  const fiber = Effect.runFork(plainWhenPiped(cli(argv)).pipe(Effect.provide(NodeContext.layer)))
+export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): void => {
   const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
+  let governor: { readonly runnerGoverns: boolean } = { runnerGoverns: false }
+  const program = Effect.flatMap(Effect.promise(() => loadSubcommands(argv)), (loaded) => {
+    governor = loaded.governor
+    return Command.run(rootCommand(loaded.commands), { name: "assay", version })(argv)
+  })
+  const fiber = Effect.runFork(
+    plainWhenPiped(program).pipe(
+      Effect.provideService(ModuleLoader, options.modules ?? ModuleLoader.defaultValue()),
+      Effect.provide(NodeContext.layer)
+    )
+  )
   const onSignal = (signal: NodeJS.Signals) => () => {
     // The runner's handler is installed: let it stop the run gracefully.
-    if (signalGovernor.runnerGoverns && process.listenerCount(signal) > 1) return
+    if (governor.runnerGoverns && process.listenerCount(signal) > 1) return
     fiber.unsafeInterruptAsFork(FiberId.none)
   }
   const onInt = onSignal("SIGINT")
@@ -91,8 +197,11 @@ export const main = (argv: ReadonlyArray<string>): void => {
     clearInterval(keepAlive)
     process.off("SIGINT", onInt)
     process.off("SIGTERM", onTerm)
+    const fallback = needsFullRuntime(exit)
+    if (Option.isSome(fallback) && options.onNeedsFullRuntime !== undefined) {
+      options.onNeedsFullRuntime(fallback.value)
+      return
+    }
     process.exit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
   })
 }
-
-if (import.meta.url === `file://${process.argv[1]}`) main(process.argv)

@@ -26,6 +26,7 @@ import { type AlgorithmPlugin, builtinNames as builtinAlgorithms } from "../serv
 import type { ArtifactBackend } from "../services/ArtifactBackend.js"
 import type { Store } from "../services/Store.js"
 import { builtins } from "../tasks/Builtins.js"
+import { ModuleLoader } from "./ModuleLoader.js"
 
 /**
  * What a store factory is told besides the URI.
@@ -248,27 +249,36 @@ export const moduleUrl = (specifier: string, baseDir: string): string => {
 }
 
 /**
- * Imports a module (TypeScript modules load through tsx's loader, registered by the CLI).
+ * Imports a module through the {@link ModuleLoader} in context (a plain `import()` unless the
+ * CLI provides its own, which registers tsx's loader when it meets a TypeScript module).
  * Fails with the import error's message.
  *
  * @since 0.1.0
  * @category loading
  */
 export const importModule = (specifier: string, baseDir: string): Effect.Effect<Record<string, unknown>, string> =>
-  Effect.suspend(() => {
+  Effect.flatMap(ModuleLoader, (loader) => {
     const url = moduleUrl(specifier, baseDir)
-    return Effect.tryPromise({
-      try: () => import(url) as Promise<Record<string, unknown>>,
-      catch: (e) => {
-        const message = e instanceof Error ? e.message.split("\n")[0]! : String(e)
-        return /Cannot find module|require is not defined|Cannot use import statement/.test(message) &&
-            loadsAsCommonJs(url)
-          ? `${message} (${path.basename(new URL(url).pathname)} loads as CommonJS: no package.json with ` +
-            `"type": "module" above it; name it .mts, or add {"type": "module"} in a package.json next to it)`
-          : message
-      }
-    })
+    return loader.load(url).pipe(Effect.map((mod) => loadsAsCommonJs(url) ? commonJsNamespace(mod) : mod), Effect.mapError((e) => {
+      const message = e instanceof Error ? e.message.split("\n")[0]! : String(e)
+      return /Cannot find module|require is not defined|Cannot use import statement|Cannot require\(\) ES Module/.test(message) &&
+          loadsAsCommonJs(url)
+        ? `${message} (${path.basename(new URL(url).pathname)} loads as CommonJS: no package.json with ` +
+          `"type": "module" above it; name it .mts, or add {"type": "module"} in a package.json next to it)`
+        : message
+    }))
   })
+
+/**
+ * The namespace of a CommonJS module imported from an ES module: Node offers `module.exports`
+ * as `default`, and as named exports only the names its lexer finds in the source, which misses
+ * those of a TypeScript module compiled by tsx; so every property of `module.exports` is a
+ * named export too (as TypeScript's `esModuleInterop` sees it).
+ */
+const commonJsNamespace = (mod: Record<string, unknown>): Record<string, unknown> => {
+  const exports = mod["default"]
+  return isRecord(exports) ? { ...exports, ...mod } : mod
+}
 
 /**
  * Whether tsx loads the TypeScript file at `url` as CommonJS: a `.ts`/`.cts` file whose nearest

@@ -452,7 +452,15 @@ export const tail = (text: string, chars = stderrTailChars): string =>
  * carries; see {@link ProcessFailed} for why fatal is the default.
  *
  * @example
- * runner.run(["make", "test"]).pipe(Effect.flatMap((r) => check(r)))
+ * ```ts
+ * import { Effect } from "effect"
+ * import { ProcessRunner } from "assay"
+ *
+ * const test = Effect.gen(function*() {
+ *   const runner = yield* ProcessRunner.ProcessRunner
+ *   return yield* runner.run(["make", "test"]).pipe(Effect.flatMap((r) => ProcessRunner.check(r)))
+ * })
+ * ```
  *
  * @since 0.1.0
  * @category helpers
@@ -591,8 +599,12 @@ export const makeTest = (script: Script): ProcessRunner["Type"] =>
  * runs commands. A test that needs to see the calls records them in its script.
  *
  * @example
+ * ```ts
+ * import { ProcessRunner } from "assay"
+ *
  * const runner = ProcessRunner.layerTest(({ command }) =>
  *   Array.isArray(command) && command[0] === "fail" ? { exitCode: 2, stderr: "boom" } : { stdout: "ok\n" })
+ * ```
  *
  * @since 0.1.0
  * @category layers

@@ -1006,6 +1006,7 @@ export const chat = <In = ChatInput>(
     resource: options.resource ?? "llm",
     retry: options.retry ?? defaultChatRetry,
     parameters,
+    codeDigest: "assay.chat/v1",
     ...(options.timeout !== undefined ? { timeout: options.timeout } : {}),
     ...(options.version !== undefined ? { version: options.version } : {}),
     ...(options.config !== undefined ? { config: options.config } : {}),

@@ -350,7 +350,8 @@ export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
     ...(options.version !== undefined ? { version: options.version } : {}),
     ...(options.config !== undefined ? { config: options.config } : {}),
     parameters: { onError },
-    children
+    children,
+    codeDigest: "assay.fanout/v1"
   }
   const names = children.map((c) => c.name)
   const collect = onError === "collect"

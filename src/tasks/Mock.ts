@@ -193,7 +193,11 @@ const checkName = (value: unknown, issues: Array<ConfigIssue>): void => {
  * @since 0.1.0
  * @category tasks
  */
-export const echo: Task.Task<unknown, any> = Task.make("echo", (input: unknown) => Effect.succeed(input))
+export const echo: Task.Task<unknown, any> = Task.make(
+  "echo",
+  { codeDigest: "assay.echo/v1" },
+  (input: unknown) => Effect.succeed(input)
+)
 
 /**
  * The {@link echo} task typed as `Task<A, A>` (the same value; same identity).
@@ -225,7 +229,7 @@ export const delay = <A = any>(duration: Duration.DurationInput, options: MockOp
   if (issues.length > 0) fail("delay", issues)
   return Task.make(
     options.name ?? "delay",
-    { ...taskOptions(options), parameters: { delayMs } },
+    { ...taskOptions(options), parameters: { delayMs }, codeDigest: "assay.delay/v1" },
     (input: A) => Effect.as(Effect.sleep(Duration.millis(delayMs)), input)
   )
 }
@@ -276,7 +280,11 @@ export const flaky = <A = any>(failTimes: number = 2, options: FlakyOptions = {}
   const message = options.message
   return Task.make(
     options.name ?? "flaky",
-    { ...taskOptions(options), parameters: { failTimes, errorClass, message: message ?? null } },
+    {
+      ...taskOptions(options),
+      parameters: { failTimes, errorClass, message: message ?? null },
+      codeDigest: "assay.flaky/v1"
+    },
     (input: A, ctx) =>
       ctx.attempt <= failTimes ?
         Effect.fail(mockError(errorClass, message ?? `flaky: attempt ${ctx.attempt} of ${failTimes} failing`)) :
@@ -319,7 +327,7 @@ export const boom = <A = any>(message: string = "boom", options: BoomOptions = {
   if (issues.length > 0) fail("boom", issues)
   return Task.make(
     options.name ?? "boom",
-    { ...taskOptions(options), parameters: { message, errorClass } },
+    { ...taskOptions(options), parameters: { message, errorClass }, codeDigest: "assay.boom/v1" },
     (_input: A) => Effect.fail(mockError(errorClass, message))
   )
 }
@@ -367,7 +375,7 @@ export const leaky = <A = any>(options: LeakyOptions = {}): Task.Task<A, A, Acqu
   }
   return Task.make(
     options.name ?? "leaky",
-    { ...base, parameters: { pool: pool ?? null } },
+    { ...base, parameters: { pool: pool ?? null }, codeDigest: "assay.leaky/v1" },
     (input: A, ctx) => Effect.as(ctx.acquireLease(pool === undefined ? undefined : { pool }), input)
   )
 }
@@ -494,7 +502,8 @@ export const simulateLlm = <A = any>(
     {
       ...base,
       // A selector that is not strict JSON is reported by Task.make as a parameters issue.
-      parameters: { latencyMs, failRate, errorClass, tokens, selector: selectorJson as Task.JsonObject }
+      parameters: { latencyMs, failRate, errorClass, tokens, selector: selectorJson as Task.JsonObject },
+      codeDigest: "assay.simulateLlm/v1"
     },
     (input: A, ctx) =>
       Effect.scoped(

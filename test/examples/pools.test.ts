@@ -7,7 +7,7 @@ const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
 
 describe("examples/pools", () => {
   it("runs: masks secrets, degrades and recovers the flaky endpoint, reclaims the leaked lease", () => {
-    const run = spawnSync(process.execPath, ["--import", loader, "examples/pools/pools.ts"], {
+    const run = spawnSync(process.execPath, ["--conditions=assay-source", "--import", loader, "examples/pools/pools.ts"], {
       cwd: root,
       encoding: "utf8"
     })

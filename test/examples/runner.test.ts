@@ -13,13 +13,13 @@ const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
 describe("examples/runner", () => {
   it("quickstart runs, and a second run skips everything", () => {
     const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-quickstart-")), "q.db")
-    const first = spawnSync(process.execPath, ["--import", loader, "examples/runner/quickstart.ts", db], {
+    const first = spawnSync(process.execPath, ["--conditions=assay-source", "--import", loader, "examples/runner/quickstart.ts", db], {
       cwd: root,
       encoding: "utf8"
     })
     expect(first.status, first.stderr).toBe(0)
     expect(first.stdout).toMatch(/pipelines: 200 \(succeeded 200\), skipped 0/)
-    const second = spawnSync(process.execPath, ["--import", loader, "examples/runner/quickstart.ts", db], {
+    const second = spawnSync(process.execPath, ["--conditions=assay-source", "--import", loader, "examples/runner/quickstart.ts", db], {
       cwd: root,
       encoding: "utf8"
     })

@@ -1,6 +1,7 @@
 /**
- * Running the real `bin/assay` from a test, as a user would: a spawned child with piped
- * output, and a scoped temporary directory removed when the test's scope closes.
+ * Helpers of the tests that run assay as a user does: a spawned `bin/assay` (or any command)
+ * with its output collected, and temporary folders that are removed when the test's scope
+ * closes (the run's `tempRoot.ts` removes whatever is left under `$TMPDIR` too).
  */
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
@@ -9,28 +10,74 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
-/** The checkout's root directory. */
-export const root = fileURLToPath(new URL("../../", import.meta.url))
-/** The CLI entry point. */
+/** The checkout's root folder. */
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+
+/** The checkout's `bin/assay`. */
 export const bin = path.join(root, "bin/assay")
 
-/** What a finished `assay` process left: exit code (null when killed by a signal), output. */
-export interface CliResult {
+/** What a finished process left: its exit code (`null` when a signal ended it) and output. */
+export interface Ran {
   readonly code: number | null
   readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
 }
 
-/** A started `assay` process: the child and a promise of its result. */
+/**
+ * Runs `command args` in `cwd` (default: the checkout) with `env` added to this process's
+ * environment, and waits for it to end. Never fails: a command that cannot start ends with
+ * code `null` and the error in `stderr`.
+ */
+export const exec = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd?: string; readonly env?: Record<string, string>; readonly input?: string } = {}
+): Effect.Effect<Ran> =>
+  Effect.async<Ran>((resume) => {
+    const child = spawn(command, [...args], {
+      cwd: options.cwd ?? root,
+      env: { ...process.env, ...options.env },
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
+    if (options.input !== undefined) child.stdin?.end(options.input)
+    child.on("error", (e) => (stderr += String(e)))
+    child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** Runs the checkout's `bin/assay` with `args` (see {@link exec}). */
+export const assay = (
+  args: ReadonlyArray<string>,
+  options: { readonly cwd?: string; readonly env?: Record<string, string> } = {}
+): Effect.Effect<Ran> => exec(bin, args, options)
+
+/**
+ * A new empty folder under the system's temporary folder, removed with everything in it when
+ * the enclosing scope closes.
+ */
+export const tempDir = (prefix = "test") =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), `assay-${prefix}-`))),
+    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+/** A started `assay` process: the child, its output so far, and a promise of its result. */
 export interface CliProcess {
   readonly child: ChildProcess
   readonly stdout: () => string
   readonly stderr: () => string
-  readonly done: Promise<CliResult>
+  readonly done: Promise<Ran>
 }
 
-/** Starts `assay args` in `cwd` (default: the checkout) with `env` added to this process's environment. */
+/**
+ * Starts `bin/assay args` without waiting for it (to signal or kill it while it runs), in
+ * `cwd` (default: the checkout) with `env` added to this process's environment.
+ */
 export const start = (
   args: ReadonlyArray<string>,
   options: { readonly cwd?: string; readonly env?: Record<string, string | undefined> } = {}
@@ -42,26 +89,11 @@ export const start = (
   })
   let stdout = ""
   let stderr = ""
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-  const done = new Promise<CliResult>((resolve) =>
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
-  )
+  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
+  const done = new Promise<Ran>((resolve) => child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr })))
   return { child, stdout: () => stdout, stderr: () => stderr, done }
 }
-
-/** Runs `assay args` to its end. */
-export const assay = (
-  args: ReadonlyArray<string>,
-  options: { readonly cwd?: string; readonly env?: Record<string, string | undefined> } = {}
-): Effect.Effect<CliResult> => Effect.promise(() => start(args, options).done)
-
-/** A temporary directory for the current scope, removed (recursively) when it closes. */
-export const tempDir = (prefix = "assay-test-"): Effect.Effect<string, never, import("effect").Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), prefix))),
-    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-  )
 
 /** Writes `text` to `dir/name` and returns the path. */
 export const write = (dir: string, name: string, text: string): string => {

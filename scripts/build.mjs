@@ -1,0 +1,79 @@
+/**
+ * `npm run build`: compiles `src/` to `dist/` (ES modules, `.d.ts`, source maps) with tsc
+ * (`tsconfig.build.json`), copies the CLI's resolution hooks (`src/cli/resolveHooks.mjs`), then
+ * bundles the CLI's fast start (`src/cli/fastStart.ts` → `dist/bundle/assay-<hash>.cjs`) with
+ * esbuild and warms its V8 code cache (see `src/cli/launcher.ts`). `dist/` is what the package
+ * exports and what `bin/assay` runs.
+ *
+ * `--no-tsc` skips the compile; `--no-bundle` skips the bundle; `--no-warm` the code cache.
+ */
+import { execFileSync, spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const args = new Set(process.argv.slice(2))
+const started = performance.now()
+
+if (!args.has("--no-tsc")) {
+  const tsc = path.join(root, "node_modules/typescript/bin/tsc")
+  execFileSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.build.json")], { stdio: "inherit", cwd: root })
+  fs.copyFileSync(path.join(root, "src/cli/resolveHooks.mjs"), path.join(root, "dist/cli/resolveHooks.mjs"))
+}
+
+if (!args.has("--no-bundle")) {
+  const esbuild = await import("esbuild")
+  const outdir = path.join(root, "dist/bundle")
+  fs.rmSync(outdir, { recursive: true, force: true })
+  const built = await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: ["src/cli/fastStart.ts"],
+    bundle: true,
+    write: false,
+    // one CommonJS file: V8 caches the compiled code of a script (vm.Script), not of an ES module
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    // the native addon, and the TypeScript loader (the bundle loads no user code)
+    external: ["better-sqlite3", "tsx", "tsx/*"],
+    define: { "import.meta.url": "__assayImportMetaUrl" },
+    banner: { js: "var __assayImportMetaUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
+    minifySyntax: true,
+    minifyWhitespace: true,
+    legalComments: "none",
+    logLevel: "warning"
+  })
+  const code = built.outputFiles[0].contents
+  const hash = createHash("sha256").update(code).digest("hex").slice(0, 16)
+  fs.mkdirSync(outdir, { recursive: true })
+  fs.writeFileSync(path.join(outdir, `assay-${hash}.cjs`), code)
+  if (!args.has("--no-warm")) warm()
+}
+
+/**
+ * Writes the bundle's V8 code cache by running commands on it (each run adds the functions it
+ * compiled): the help of every command, and, in a checkout, a validate, a run and a report of
+ * the example experiment. Commands that fail here only leave a smaller cache.
+ */
+function warm() {
+  const bin = path.join(root, "bin/assay")
+  const env = { ...process.env, ASSAY_CODE_CACHE: "write", NO_COLOR: "1" }
+  const run = (...argv) => spawnSync(process.execPath, [bin, ...argv], { env, stdio: "ignore", cwd: root })
+  run("--help")
+  const example = path.join(root, "examples/experiments/delay.yaml")
+  if (!fs.existsSync(example)) return
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "assay-build-"))
+  try {
+    const store = path.join(tmp, "warm.db")
+    run("validate", "-c", example)
+    run("run", "-c", example, "--store", store, "--quiet")
+    run("report", store)
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+}
+
+process.stdout.write(`assay: built dist/ in ${((performance.now() - started) / 1000).toFixed(1)} s\n`)

@@ -163,7 +163,7 @@ const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<stri
 /**
  * Runs the CLI as the process's main program and exits with {@link exitCodeOf}'s code.
  *
- * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM interrupt the
+ * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM/SIGHUP interrupt the
  * program (exit 130) *unless* a run with the runner's own signal handlers is in progress
  * (`signalGovernor.runnerGoverns`): then the runner governs (first signal: graceful stop with
  * its grace period; second: immediate stop) and the run command exits 130 itself.
@@ -189,14 +189,12 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
     if (governor.runnerGoverns && process.listenerCount(signal) > 1) return
     fiber.unsafeInterruptAsFork(FiberId.none)
   }
-  const onInt = onSignal("SIGINT")
-  const onTerm = onSignal("SIGTERM")
-  process.on("SIGINT", onInt)
-  process.on("SIGTERM", onTerm)
+  // SIGHUP (the terminal closed) is a stop like Ctrl-C (C14).
+  const handlers = (["SIGINT", "SIGTERM", "SIGHUP"] as const).map((signal) => [signal, onSignal(signal)] as const)
+  for (const [signal, handler] of handlers) process.on(signal, handler)
   fiber.addObserver((exit) => {
     clearInterval(keepAlive)
-    process.off("SIGINT", onInt)
-    process.off("SIGTERM", onTerm)
+    for (const [signal, handler] of handlers) process.off(signal, handler)
     const fallback = needsFullRuntime(exit)
     if (Option.isSome(fallback) && options.onNeedsFullRuntime !== undefined) {
       options.onNeedsFullRuntime(fallback.value)

@@ -139,6 +139,47 @@ const stormRun = (variant: "breaker_off" | "breaker_on", resultsDir: string) =>
     }
   }))
 
+/**
+ * `--scenario throttled` (issue 20 §0): the run that hung before wake-ups re-armed. 1,000
+ * emails against one endpoint limited to 20 requests/s (a token bucket, 429 with
+ * `Retry-After` in whole seconds), capacity 16, concurrency 16, once per algorithm. Printed per
+ * algorithm: `makespan_s` (≈ 50 s is the bound: 1,000 / 20), `failed`, `requests`, `rate_429`,
+ * `cpu_s`. A hang shows as a run that never prints.
+ */
+const throttledRun = (algorithm: string, resultsDir: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const profile = yield* MockLlm.decodeProfile({
+      seed: 0,
+      endpoints: [{ name: "key", rps: 20, burst: 20, latency: { medianMs: 20, p95Ms: 60 } }]
+    })
+    const server = yield* MockLlm.serve({ profile })
+    const cpu0 = process.cpuUsage()
+    const report = yield* runSpamEval({
+      sample: SAMPLE_STORM,
+      seed: 0,
+      concurrency: 16,
+      algorithm,
+      storeLayer: MemoryStore.layer(),
+      resultsPath: NodePath.join(resultsDir, `throttled-${algorithm}.jsonl`),
+      endpoints: server.endpoints.map((e) => ({ id: e.name, baseUrl: e.baseUrl, model: e.model, apiKey: "bench-key", capacity: 16 })),
+      chat: { retry: { maxAttempts: 10, base: "200 millis", cap: "5 seconds" } }
+    })
+    const cpu = process.cpuUsage(cpu0)
+    const log = yield* server.log
+    return {
+      bench: "llm-eval.throttled",
+      algorithm,
+      emails: report.results.length,
+      failed: report.results.filter((r) => r.state !== "succeeded").length,
+      requests: log.length,
+      rate_429: Number((log.filter((e) => e.status === 429).length / Math.max(1, log.length)).toFixed(3)),
+      makespan_s: Number((report.run.durationMs / 1000).toFixed(2)),
+      bound_s: Number((report.results.length / 20).toFixed(1)),
+      cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+      load: os.loadavg().map((x) => Number(x.toFixed(2)))
+    }
+  }))
+
 const argSampleStorm = process.argv.indexOf("--sample")
 const SAMPLE_STORM = argSampleStorm >= 0 ? Number(process.argv[argSampleStorm + 1]) : 1000
 
@@ -156,6 +197,8 @@ const main = Effect.gen(function*() {
         load: os.loadavg().map((x) => Number(x.toFixed(2)))
       }))
     }
+  } else if (SCENARIO === "throttled") {
+    for (const algorithm of ALGORITHMS) yield* Console.log(JSON.stringify(yield* throttledRun(algorithm, dir)))
   } else {
     for (const algorithm of ALGORITHMS) yield* one(algorithm, dir)
   }

@@ -42,6 +42,7 @@ import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import * as Chat from "../tasks/Chat.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
 import { jsonlSource, type KeyScan, keyOfRow, rangeSource, scanKeys, type SourceError } from "../tasks/Sources.js"
+import * as SyntaxErrors from "./internal/syntaxErrors.js"
 import * as Plugins from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 import * as StoreResolver from "./StoreResolver.js"
@@ -297,35 +298,60 @@ const yamlBooleanKeys = (value: unknown, at: ReadonlyArray<PropertyKey>, out: Ar
 }
 
 /**
- * Parses the text of a JSON, TOML or YAML experiment. Fails with a `ConfigError` whose issue
- * says where the syntax error is.
+ * Parses the text of a JSON, TOML or YAML experiment. A syntax error fails with a
+ * `ConfigError` whose message is, for each error, the compiler-style block of
+ * `internal/syntaxErrors.ts` (`file:line:column: invalid JSON: reason`, the offending line
+ * with its secrets masked, a caret under the column) and whose issues carry `line` and
+ * `column` (1-based; path `""`). JSON errors are located from `JSON.parse`'s position or,
+ * when its message has none, by `jsonc-parser`; TOML errors by `smol-toml`; YAML errors by
+ * `yaml` (every error of the document, one block each). A YAML key read as a boolean fails
+ * with an issue at its field path.
  *
  * @since 0.1.0
  * @category parsing
  */
 export const parseText = (text: string, format: "json" | "toml" | "yaml", file: string): Either.Either<unknown, ConfigError> => {
-  const syntax = (message: string) =>
-    Either.left(new ConfigError({ message: `${file}: ${message}`, issues: [issue("", message)] }))
-  try {
-    switch (format) {
-      case "json":
-        return Either.right(JSON.parse(text))
-      case "toml":
-        return Either.right(parseToml(text))
-      case "yaml": {
-        const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
-        if (doc.errors.length > 0) return syntax(`invalid YAML: ${doc.errors.map((e) => e.message).join("; ")}`)
-        const value = doc.toJS({ mapAsMap: false }) as unknown
-        const problems: Array<ConfigIssue> = []
-        yamlBooleanKeys(value, [], problems)
-        if (problems.length > 0) {
-          return Either.left(new ConfigError({ message: `${file}: ${problems[0]!.message}`, issues: problems }))
-        }
-        return Either.right(value)
+  const syntax = (problems: ReadonlyArray<SyntaxErrors.SyntaxProblem>) =>
+    Either.left(
+      new ConfigError({
+        message: problems.map((p) => p.rendered).join("\n"),
+        issues: problems.map((p) => ({
+          path: "",
+          message: `${file}:${p.line}:${p.column}: invalid ${format.toUpperCase()}: ${p.reason}`,
+          line: p.line,
+          column: p.column
+        }))
+      })
+    )
+  switch (format) {
+    case "json": {
+      try {
+        return Either.right(JSON.parse(text) as unknown)
+      } catch (e) {
+        return syntax([SyntaxErrors.jsonProblem(file, text, e)])
       }
     }
-  } catch (e) {
-    return syntax(`invalid ${format.toUpperCase()}: ${e instanceof Error ? e.message : String(e)}`)
+    case "toml": {
+      try {
+        return Either.right(parseToml(text) as unknown)
+      } catch (e) {
+        const located = SyntaxErrors.tomlProblem(file, text, e)
+        if (located !== undefined) return syntax([located])
+        const message = `invalid TOML: ${e instanceof Error ? e.message : String(e)}`
+        return Either.left(new ConfigError({ message: `${file}: ${message}`, issues: [issue("", message)] }))
+      }
+    }
+    case "yaml": {
+      const doc = YAML.parseDocument(text, { prettyErrors: false, uniqueKeys: true })
+      if (doc.errors.length > 0) return syntax(SyntaxErrors.yamlProblems(file, text, doc.errors))
+      const value = doc.toJS({ mapAsMap: false }) as unknown
+      const problems: Array<ConfigIssue> = []
+      yamlBooleanKeys(value, [], problems)
+      if (problems.length > 0) {
+        return Either.left(new ConfigError({ message: `${file}: ${problems[0]!.message}`, issues: problems }))
+      }
+      return Either.right(value)
+    }
   }
 }
 
@@ -1372,7 +1398,11 @@ export const load = (
         (e) => failWith(abs, [issue("", `cannot read the file: ${e.message}`)])
       )
       const parsed = parseText(text, format, abs)
-      if (Either.isLeft(parsed)) return yield* failWith(abs, parsed.left.issues)
+      if (Either.isLeft(parsed)) {
+        // a syntax error is already written like a compiler's (file:line:column, the line, a caret)
+        const located = parsed.left.issues.some((i) => i.line !== undefined)
+        return yield* (located ? parsed.left : failWith(abs, parsed.left.issues))
+      }
       raw = parsed.right
     }
     return yield* check(raw, { ...ctx, format }, options)

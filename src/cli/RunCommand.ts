@@ -226,10 +226,14 @@ const storeLayer = (
   })
 
 const printWarnings = (experiment: Experiment.Experiment) =>
-  Effect.forEach(
-    experiment.unresolvedEnv,
-    (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
-    { discard: true }
+  Effect.zipRight(
+    Effect.forEach(
+      experiment.unresolvedEnv,
+      (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+      { discard: true }
+    ),
+    // the source's own warnings (integers beyond 2^53 in the rows read at load)
+    Effect.forEach(experiment.warnings, (w) => Console.error(w), { discard: true })
   )
 
 const runOne = (args: RunArgs, resume: boolean) =>

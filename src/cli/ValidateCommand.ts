@@ -5,7 +5,9 @@
  * problem and its field path otherwise. Never opens a store. With `--json`, prints
  * `{ "valid": true, "file": <absolute path>, ... }` or `{ "valid": false, "file", "message",
  * "issues" }`. A `jsonl` source with a `keyField` is read to check its keys (the whole file
- * under 50 MiB, else the first 100 000 rows; see `Experiment.LoadOptions.scanKeys`).
+ * under 50 MiB, else the first 100 000 rows; see `Experiment.LoadOptions.scanKeys`); every
+ * `jsonl` source is read within the same bounds for integers beyond 2^53, which tasks would
+ * receive rounded (a `warning:` line on stderr, `warnings` in `--json`).
  *
  * @since 0.1.0
  */
@@ -97,7 +99,11 @@ export const validate = Command.make(
       // be read is `run`'s to report, with its line numbers).
       const first = yield* Effect.either(Stream.runHead(experiment.seeds(1)))
       const empty = Either.isRight(first) && Option.isNone(first.right)
-      yield* Console.log(json ? JSON.stringify({ valid: true, ...described, sourceEmpty: empty }, null, 2) : text(experiment))
+      yield* Console.log(
+        json ? JSON.stringify({ valid: true, ...described, sourceEmpty: empty, warnings: experiment.warnings }, null, 2) : text(experiment)
+      )
+      // integers beyond 2^53 in the rows: tasks would receive them rounded
+      for (const w of experiment.warnings) yield* Console.error(w)
       if (empty) yield* Console.error(`warning: ${Experiment.emptySourceMessage(experiment)}: \`assay run\` would exit 1 with nothing to do`)
     })
 ).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))

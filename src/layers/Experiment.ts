@@ -16,7 +16,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import { parse as parseToml } from "smol-toml"
 import * as YAML from "yaml"
 import {
@@ -41,7 +41,17 @@ import * as Pool from "../services/Pool.js"
 import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import * as Chat from "../tasks/Chat.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
-import { jsonlSource, type KeyScan, keyOfRow, rangeSource, scanKeys, type SourceError } from "../tasks/Sources.js"
+import {
+  jsonlKeyedRows,
+  jsonlSource,
+  type KeyedRow,
+  type KeyScan,
+  rangeSource,
+  scanSource,
+  type SourceError,
+  type SourceScan,
+  unsafeIntegersWarning
+} from "../tasks/Sources.js"
 import * as SyntaxErrors from "./internal/syntaxErrors.js"
 import * as Plugins from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
@@ -87,6 +97,8 @@ export type SourceSpec =
       readonly limit: number | undefined
       /** How many rows loading checked the keys of, and whether that was the whole file. */
       readonly keyScan?: KeyScan | undefined
+      /** What loading read of the file (keys checked, integers beyond 2^53 found). */
+      readonly scan?: SourceScan | undefined
     }
   )
   & { readonly keyField: string | undefined; readonly repeats: number }
@@ -180,6 +192,12 @@ export interface Experiment {
   >
   readonly size: (limit?: number) => Effect.Effect<number | undefined, never, FileSystem.FileSystem>
   readonly describe: () => Json
+  /**
+   * Warnings about the source found while loading (one line each, printed by `validate` and
+   * `run` on stderr before anything runs): integers beyond 2^53 in the rows read, which
+   * tasks receive rounded (see `Sources.unsafeIntegersWarning`).
+   */
+  readonly warnings: ReadonlyArray<string>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -728,15 +746,16 @@ const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput 
 }
 
 /**
- * Reads the head (or, for `"full"`, all of a small file) of a keyed `jsonl` source and pushes
- * the first key problem as an issue at `source.keyField`; returns what was read.
+ * Reads the head (or, for `"full"`, all of a small file) of a `jsonl` source: with a
+ * `keyField`, pushes the first key problem as an issue at `source.keyField`; in every row,
+ * finds the integers beyond 2^53 (see `Sources.scanSource`). Returns what was read.
  */
-const scanSourceKeys = (
+const scanSourceRows = (
   file: string,
-  keyField: string,
+  keyField: string | undefined,
   mode: "head" | "full",
   issues: Array<ConfigIssue>
-): Effect.Effect<KeyScan | undefined, never, FileSystem.FileSystem> =>
+): Effect.Effect<SourceScan | undefined, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     let maxRows = KEY_SCAN_HEAD_ROWS
@@ -745,14 +764,15 @@ const scanSourceKeys = (
       maxRows = size < KEY_SCAN_FULL_MAX_BYTES ? Number.MAX_SAFE_INTEGER : KEY_SCAN_LARGE_ROWS
     }
     const hint = (fields: ReadonlyArray<string>): string | undefined => {
+      if (keyField === undefined) return undefined
       const near = closest(keyField, fields)
       return near === undefined ? undefined : `did you mean "${near}"?`
     }
-    const scanned = yield* Effect.either(scanKeys(file, keyField, { maxRows, hint }))
+    const scanned = yield* Effect.either(scanSource(file, { keyField, maxRows, hint }))
     if (Either.isRight(scanned)) return scanned.right
     const e = scanned.left
     if (e._tag === "ConfigError") issues.push(...e.issues)
-    else issues.push(issue("source.jsonl.path", e.message))
+    else if (keyField !== undefined) issues.push(issue("source.jsonl.path", e.message))
     return undefined
   })
 
@@ -780,10 +800,9 @@ const sourceOf = (
       const fs = yield* FileSystem.FileSystem
       const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
       if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
-      const keyScan = exists && s.keyField !== undefined
-        ? yield* scanSourceKeys(p, s.keyField, scanMode, issues)
-        : undefined
-      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, keyField: s.keyField, repeats }
+      const scan = exists ? yield* scanSourceRows(p, s.keyField, scanMode, issues) : undefined
+      const keyScan = scan !== undefined && s.keyField !== undefined ? { rows: scan.rows, complete: scan.complete } : undefined
+      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, scan, keyField: s.keyField, repeats }
     }
     issues.push(issue("source", "a source needs range or jsonl", "source: { range: { n: 10 } }"))
     return undefined
@@ -1039,11 +1058,38 @@ const build = (
       return all
     }
     const keyField = source.keyField
-    const keyOf = keyField === undefined ? undefined : (seed: unknown): string => {
-      const key = keyOfRow(seed, keyField)
-      if (Either.isLeft(key)) throw new Error(`the row ${key.left} (source.keyField)`)
-      return key.right
-    }
+    // A keyed jsonl source keys each row as its line writes the key (an integer beyond 2^53
+    // is not rounded), so its pipelines are bound from the keyed rows; `template.map` would
+    // only see the parsed (rounded) row.
+    const keyedPipelines = (
+      file: string,
+      rows: Stream.Stream<KeyedRow, SourceError | ConfigError, FileSystem.FileSystem>
+    ): Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, SourceError | ConfigError | Pipeline.SeedError, FileSystem.FileSystem> =>
+      Stream.mapChunksEffect(rows, (chunk) =>
+        Effect.suspend(() => {
+          const out: Array<Pipeline.PipelineSpec<any, any, any, any>> = []
+          for (const r of chunk) {
+            for (let repeat = 0; repeat < source.repeats; repeat++) {
+              try {
+                out.push(template.bind(r.value, { key: source.repeats > 1 ? `${r.key}#${repeat}` : r.key, repeat }))
+              } catch (e) {
+                const reason = e instanceof Error ? e.message : String(e)
+                return Effect.fail(new Pipeline.SeedError({ message: `row ${r.row} (line ${r.line}) of ${path.basename(file)}: ${reason}`, index: r.row - 1 }))
+              }
+            }
+          }
+          return Effect.succeed(Chunk.unsafeFromArray(out))
+        }))
+    const pipelines = (limit?: number) =>
+      source.kind === "jsonl" && keyField !== undefined
+        ? keyedPipelines(source.path, jsonlKeyedRows(source.path, {
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit),
+          keyField
+        }))
+        : template.map(seeds(limit), { repeats: source.repeats })
+    const warnings = source.kind === "jsonl" && source.scan !== undefined
+      ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
+      : []
     const experiment: Experiment = {
       file: ctx.file,
       format: ctx.format,
@@ -1056,8 +1102,8 @@ const build = (
       plugins: ctx.plugins,
       unresolvedEnv: ctx.unresolved,
       seeds,
-      pipelines: (limit) =>
-        template.map(seeds(limit), { repeats: source.repeats, ...(keyOf !== undefined ? { keyOf } : {}) }),
+      pipelines,
+      warnings,
       size: (limit) => sourceSize(source, limit),
       describe: () => ({
         file: ctx.file,
@@ -1076,7 +1122,15 @@ const build = (
             limit: source.limit ?? null,
             keyField: source.keyField ?? null,
             repeats: source.repeats,
-            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {})
+            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {}),
+            ...(source.scan !== undefined && source.scan.unsafeRows > 0
+              ? {
+                unsafeIntegers: {
+                  rows: source.scan.unsafeRows,
+                  first: source.scan.unsafeIntegers.map((u) => ({ ...u }))
+                }
+              }
+              : {})
           },
         run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
         plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,

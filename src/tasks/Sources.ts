@@ -343,26 +343,31 @@ export const checkKeys = <E, R>(
 ): Stream.Stream<KeyedRow, E | ConfigError, R> =>
   Stream.suspend(() => {
     const check = keyChecker(path, keyField, hint)
-    return Stream.mapEffect(rows, (r) => Effect.map(check(r), (key): KeyedRow => ({ ...r, key })))
+    return Stream.mapEffect(rows, (r) => {
+      const key = check(r)
+      return Either.isLeft(key)
+        ? Effect.fail(key.left)
+        : Effect.succeed<KeyedRow>({ row: r.row, line: r.line, value: r.value, text: r.text, key: key.right })
+    })
   })
 
-/** A stateful per-row key check (one map entry per key seen): fails at a missing or repeated key. */
+/** A stateful per-row key check (one map entry per key seen): the key, or the error of a missing or repeated key. */
 const keyChecker = (
   path: string,
   keyField: string,
   hint?: (fields: ReadonlyArray<string>) => string | undefined
 ) => {
   const seen = new Map<string, number>()
-  return (r: JsonlRow): Effect.Effect<string, ConfigError> => {
+  return (r: JsonlRow): Either.Either<string, ConfigError> => {
     const key = keyOfLine(r.value, r.text, keyField)
     if (Either.isLeft(key)) {
       const fields = typeof r.value === "object" && r.value !== null && !Array.isArray(r.value) ? Object.keys(r.value) : []
-      return Effect.fail(missingKeyError(path, r.row, r.line, key.left, hint?.(fields)))
+      return Either.left(missingKeyError(path, r.row, r.line, key.left, hint?.(fields)))
     }
     const first = seen.get(key.right)
-    if (first !== undefined) return Effect.fail(duplicateKeyError(path, key.right, first, r.line))
+    if (first !== undefined) return Either.left(duplicateKeyError(path, key.right, first, r.line))
     seen.set(key.right, r.line)
-    return Effect.succeed(key.right)
+    return Either.right(key.right)
   }
 }
 
@@ -505,7 +510,8 @@ export const scanSource = (
         Stream.mapEffect((r) => {
           if (r.row > options.maxRows) return Effect.void
           look(r.row, r.line, r.text)
-          return check(r)
+          const key = check(r)
+          return Either.isLeft(key) ? Effect.fail(key.left) : Effect.void
         }),
         Stream.runCount
       )

@@ -46,6 +46,7 @@ import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
+import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import { integerAtLeast } from "./Flags.js"
 
@@ -295,6 +296,16 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const tracked = Effect.scoped(Effect.gen(function*() {
       // A reused run id would only fail at `openRun` (primary key): refuse it before anything runs.
       if (input.runId !== undefined) yield* refuseExistingRun(input.runId, store)
+      // C16: a changed definition finds none of its stored pipelines again; say so first
+      if (shard === undefined) {
+        const match = yield* DefinitionMatch.read(yield* Store, experiment.template.specDigest)
+        const notice = DefinitionMatch.message(match, {
+          command: resume ? "resume" : "run",
+          total,
+          keyed: experiment.source.keyField !== undefined
+        })
+        if (notice !== undefined) yield* Console.error(notice)
+      }
       const runner = yield* Runner.Runner
       yield* Progress.track(runner, {
         total,

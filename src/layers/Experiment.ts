@@ -10,7 +10,9 @@
  * Schema cannot: `use:` targets, pool references (including a task's own declared resource),
  * algorithm names and options, resources, the source and the run settings. Everything is
  * reported in one `ConfigError` whose `issues` carry field paths
- * (`pools.apis.resources[1].capacity`). Loading never opens a store nor reads a dataset.
+ * (`pools.apis.resources[1].capacity`). Loading never opens a store; of a `jsonl` dataset it
+ * reads only a bounded head (see {@link LoadOptions}) to check keys and find integers beyond
+ * 2^53 (`warnings`).
  *
  * @since 0.1.0
  */
@@ -116,8 +118,9 @@ export interface LoadOptions {
   readonly strictEnv?: boolean | undefined
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
   /**
-   * How much of a `jsonl` source with a `keyField` is read to check its keys (every row has
-   * one, none repeats): `"head"` (default, what `run` does) reads the first
+   * How much of a `jsonl` source is read to check its keys when it has a `keyField` (every row
+   * has one, none repeats) and, keyed or not, to find integers beyond 2^53 (a warning: tasks
+   * receive them rounded): `"head"` (default, what `run` does) reads the first
    * {@link KEY_SCAN_HEAD_ROWS} rows; `"full"` (what `validate` does) reads the whole file when
    * it is under {@link KEY_SCAN_FULL_MAX_BYTES}, else the first {@link KEY_SCAN_LARGE_ROWS}
    * rows (the run checks the rest as it streams).
@@ -1414,7 +1417,8 @@ export const sourceSize = (
  * `.js`/`.mjs` module whose default export is the definition). Relative paths inside the file
  * (`source.jsonl.path`, `run.store`, `use: "./tasks.ts#ask"`, plugins, `writeJsonl`'s path)
  * resolve against the file's directory. Fails with a `ConfigError` listing every problem with
- * its field path; never opens a store or reads the dataset.
+ * its field path; never opens a store, and reads only a bounded head of a `jsonl` dataset
+ * (see {@link LoadOptions}).
  *
  * @since 0.1.0
  * @category loading

@@ -46,6 +46,7 @@ import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
+import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import { integerAtLeast } from "./Flags.js"
 
@@ -226,10 +227,14 @@ const storeLayer = (
   })
 
 const printWarnings = (experiment: Experiment.Experiment) =>
-  Effect.forEach(
-    experiment.unresolvedEnv,
-    (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
-    { discard: true }
+  Effect.zipRight(
+    Effect.forEach(
+      experiment.unresolvedEnv,
+      (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+      { discard: true }
+    ),
+    // the source's own warnings (integers beyond 2^53 in the rows read at load)
+    Effect.forEach(experiment.warnings, (w) => Console.error(w), { discard: true })
   )
 
 const runOne = (args: RunArgs, resume: boolean) =>
@@ -291,6 +296,16 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const tracked = Effect.scoped(Effect.gen(function*() {
       // A reused run id would only fail at `openRun` (primary key): refuse it before anything runs.
       if (input.runId !== undefined) yield* refuseExistingRun(input.runId, store)
+      // C16: a changed definition finds none of its stored pipelines again; say so first
+      if (shard === undefined) {
+        const match = yield* DefinitionMatch.read(yield* Store, experiment.template.specDigest)
+        const notice = DefinitionMatch.message(match, {
+          command: resume ? "resume" : "run",
+          total,
+          keyed: experiment.source.keyField !== undefined
+        })
+        if (notice !== undefined) yield* Console.error(notice)
+      }
       const runner = yield* Runner.Runner
       yield* Progress.track(runner, {
         total,

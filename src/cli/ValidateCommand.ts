@@ -5,16 +5,24 @@
  * problem and its field path otherwise. Never opens a store. With `--json`, prints
  * `{ "valid": true, "file": <absolute path>, ... }` or `{ "valid": false, "file", "message",
  * "issues" }`. A `jsonl` source with a `keyField` is read to check its keys (the whole file
- * under 50 MiB, else the first 100 000 rows; see `Experiment.LoadOptions.scanKeys`).
+ * under 50 MiB, else the first 100 000 rows; see `Experiment.LoadOptions.scanKeys`); every
+ * `jsonl` source is read within the same bounds for integers beyond 2^53, which tasks would
+ * receive rounded (a `warning:` line on stderr, `warnings` in `--json`). With `--store PATH`, or
+ * when `run.store` exists, it also says how many of the store's pipelines match this
+ * definition when some are of another one (stderr; `store` in `--json`): see `DefinitionMatch`.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../layers/Experiment.js"
+import * as PluginUri from "../layers/PluginUri.js"
+import * as StoreResolver from "../layers/StoreResolver.js"
+import * as DefinitionMatch from "./DefinitionMatch.js"
 
 const text = (experiment: Experiment.Experiment): string => {
   const d = experiment.describe() as Record<string, any>
@@ -65,6 +73,51 @@ const text = (experiment: Experiment.Experiment): string => {
 }
 
 /**
+ * The store `validate` compares the definition with: `--store` when given, else `run.store`
+ * when it names an existing file (or a plugin store); `undefined` for none or `:memory:`.
+ * Read-only, one aggregate query. A store that cannot be read is a warning, not a failure
+ * (the file itself is what validate checks).
+ */
+const storedDefinitions = (experiment: Experiment.Experiment, flag: string | undefined) =>
+  Effect.gen(function*() {
+    const written = flag ?? (typeof experiment.definition.run?.store === "string" && PluginUri.isUri(experiment.definition.run.store)
+      ? experiment.definition.run.store
+      : experiment.run.store)
+    if (written === undefined || written === ":memory:") return undefined
+    const spec = PluginUri.isUri(written) || flag === undefined ? written : path.resolve(written)
+    const fs = yield* FileSystem.FileSystem
+    if (!PluginUri.isUri(spec) && !(yield* Effect.orElseSucceed(fs.exists(spec), () => false))) {
+      if (flag !== undefined) yield* Console.error(`warning: no store at ${spec}: nothing stored to compare with`)
+      return undefined
+    }
+    const read = yield* Effect.either(Effect.scoped(Effect.flatMap(
+      StoreResolver.openReadOnly(spec, { registry: experiment.plugins, baseDir: experiment.baseDir }),
+      (s) => DefinitionMatch.read(s, experiment.template.specDigest)
+    )))
+    if (Either.isLeft(read)) {
+      yield* Console.error(`warning: cannot read the store ${spec} to compare definitions: ${read.left.message}`)
+      return undefined
+    }
+    const match = read.right
+    const total = yield* experiment.size()
+    return {
+      notice: DefinitionMatch.message(match, {
+        command: "validate",
+        total,
+        keyed: experiment.source.keyField !== undefined,
+        store: spec
+      }),
+      json: {
+        path: spec,
+        specDigest: match.specDigest,
+        stored: match.stored,
+        matching: match.matching,
+        otherDefinitions: match.others.map((c) => ({ specDigest: c.specDigest, pipelines: c.pipelines }))
+      }
+    }
+  })
+
+/**
  * `assay validate`.
  *
  * @since 0.1.0
@@ -78,9 +131,15 @@ export const validate = Command.make(
       Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
     ),
     strictEnv: Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error.")),
-    json: Options.boolean("json").pipe(Options.withDescription("Print the effective experiment as JSON."))
+    json: Options.boolean("json").pipe(Options.withDescription("Print the effective experiment as JSON.")),
+    store: Options.text("store").pipe(
+      Options.optional,
+      Options.withDescription(
+        "A store to compare with (default: run.store when it exists): how many of its pipelines match this definition."
+      )
+    )
   },
-  ({ config, json, strictEnv }) =>
+  ({ config, json, store, strictEnv }) =>
     Effect.gen(function*() {
       // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
       const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(
@@ -97,7 +156,26 @@ export const validate = Command.make(
       // be read is `run`'s to report, with its line numbers).
       const first = yield* Effect.either(Stream.runHead(experiment.seeds(1)))
       const empty = Either.isRight(first) && Option.isNone(first.right)
-      yield* Console.log(json ? JSON.stringify({ valid: true, ...described, sourceEmpty: empty }, null, 2) : text(experiment))
+      // C16: against an existing store, whether its pipelines are of this definition
+      const stored = yield* storedDefinitions(experiment, Option.getOrUndefined(store))
+      yield* Console.log(
+        json
+          ? JSON.stringify(
+            {
+              valid: true,
+              ...described,
+              sourceEmpty: empty,
+              warnings: experiment.warnings,
+              ...(stored === undefined ? {} : { store: stored.json })
+            },
+            null,
+            2
+          )
+          : text(experiment)
+      )
+      if (stored?.notice !== undefined) yield* Console.error(stored.notice)
+      // integers beyond 2^53 in the rows: tasks would receive them rounded
+      for (const w of experiment.warnings) yield* Console.error(w)
       if (empty) yield* Console.error(`warning: ${Experiment.emptySourceMessage(experiment)}: \`assay run\` would exit 1 with nothing to do`)
     })
 ).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))

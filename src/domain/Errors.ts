@@ -81,7 +81,9 @@ export const isErrorClass: (u: unknown) => u is ErrorClass = Schema.is(ErrorClas
 
 /**
  * One problem found in a configuration or declaration, with the field path it concerns
- * (for example `pools.apis.resources[1].capacity`) and an optional suggestion.
+ * (for example `pools.apis.resources[1].capacity`) and an optional suggestion. A syntax
+ * error of a file (which has no field path yet: `path` is `""`) also carries its 1-based
+ * `line` and `column` in the file.
  *
  * @since 0.1.0
  * @category models
@@ -89,7 +91,9 @@ export const isErrorClass: (u: unknown) => u is ErrorClass = Schema.is(ErrorClas
 export const ConfigIssue = Schema.Struct({
   path: Schema.String,
   message: Schema.String,
-  suggestion: Schema.optional(Schema.String)
+  suggestion: Schema.optional(Schema.String),
+  line: Schema.optional(Schema.Number),
+  column: Schema.optional(Schema.Number)
 })
 
 /**

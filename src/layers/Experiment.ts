@@ -10,13 +10,15 @@
  * Schema cannot: `use:` targets, pool references (including a task's own declared resource),
  * algorithm names and options, resources, the source and the run settings. Everything is
  * reported in one `ConfigError` whose `issues` carry field paths
- * (`pools.apis.resources[1].capacity`). Loading never opens a store nor reads a dataset.
+ * (`pools.apis.resources[1].capacity`). Loading never opens a store; of a `jsonl` dataset it
+ * reads only a bounded head (see {@link LoadOptions}) to check keys and find integers beyond
+ * 2^53 (`warnings`).
  *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import { parse as parseToml } from "smol-toml"
 import * as YAML from "yaml"
 import {
@@ -41,7 +43,18 @@ import * as Pool from "../services/Pool.js"
 import { builtins, builtinTaskNames } from "../tasks/Builtins.js"
 import * as Chat from "../tasks/Chat.js"
 import { fanout, type FanoutOptions } from "../tasks/Fanout.js"
-import { jsonlSource, type KeyScan, keyOfRow, rangeSource, scanKeys, type SourceError } from "../tasks/Sources.js"
+import {
+  jsonlKeyedRows,
+  jsonlSource,
+  type KeyedRow,
+  type KeyScan,
+  rangeSource,
+  scanSource,
+  type SourceError,
+  type SourceScan,
+  unsafeIntegersWarning
+} from "../tasks/Sources.js"
+import * as SyntaxErrors from "./internal/syntaxErrors.js"
 import * as Plugins from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 import * as StoreResolver from "./StoreResolver.js"
@@ -86,6 +99,8 @@ export type SourceSpec =
       readonly limit: number | undefined
       /** How many rows loading checked the keys of, and whether that was the whole file. */
       readonly keyScan?: KeyScan | undefined
+      /** What loading read of the file (keys checked, integers beyond 2^53 found). */
+      readonly scan?: SourceScan | undefined
     }
   )
   & { readonly keyField: string | undefined; readonly repeats: number }
@@ -103,8 +118,9 @@ export interface LoadOptions {
   readonly strictEnv?: boolean | undefined
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
   /**
-   * How much of a `jsonl` source with a `keyField` is read to check its keys (every row has
-   * one, none repeats): `"head"` (default, what `run` does) reads the first
+   * How much of a `jsonl` source is read to check its keys when it has a `keyField` (every row
+   * has one, none repeats) and, keyed or not, to find integers beyond 2^53 (a warning: tasks
+   * receive them rounded): `"head"` (default, what `run` does) reads the first
    * {@link KEY_SCAN_HEAD_ROWS} rows; `"full"` (what `validate` does) reads the whole file when
    * it is under {@link KEY_SCAN_FULL_MAX_BYTES}, else the first {@link KEY_SCAN_LARGE_ROWS}
    * rows (the run checks the rest as it streams).
@@ -179,6 +195,12 @@ export interface Experiment {
   >
   readonly size: (limit?: number) => Effect.Effect<number | undefined, never, FileSystem.FileSystem>
   readonly describe: () => Json
+  /**
+   * Warnings about the source found while loading (one line each, printed by `validate` and
+   * `run` on stderr before anything runs): integers beyond 2^53 in the rows read, which
+   * tasks receive rounded (see `Sources.unsafeIntegersWarning`).
+   */
+  readonly warnings: ReadonlyArray<string>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -297,35 +319,60 @@ const yamlBooleanKeys = (value: unknown, at: ReadonlyArray<PropertyKey>, out: Ar
 }
 
 /**
- * Parses the text of a JSON, TOML or YAML experiment. Fails with a `ConfigError` whose issue
- * says where the syntax error is.
+ * Parses the text of a JSON, TOML or YAML experiment. A syntax error fails with a
+ * `ConfigError` whose message is, for each error, the compiler-style block of
+ * `internal/syntaxErrors.ts` (`file:line:column: invalid JSON: reason`, the offending line
+ * with its secrets masked, a caret under the column) and whose issues carry `line` and
+ * `column` (1-based; path `""`). JSON errors are located from `JSON.parse`'s position or,
+ * when its message has none, by `jsonc-parser`; TOML errors by `smol-toml`; YAML errors by
+ * `yaml` (every error of the document, one block each). A YAML key read as a boolean fails
+ * with an issue at its field path.
  *
  * @since 0.1.0
  * @category parsing
  */
 export const parseText = (text: string, format: "json" | "toml" | "yaml", file: string): Either.Either<unknown, ConfigError> => {
-  const syntax = (message: string) =>
-    Either.left(new ConfigError({ message: `${file}: ${message}`, issues: [issue("", message)] }))
-  try {
-    switch (format) {
-      case "json":
-        return Either.right(JSON.parse(text))
-      case "toml":
-        return Either.right(parseToml(text))
-      case "yaml": {
-        const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
-        if (doc.errors.length > 0) return syntax(`invalid YAML: ${doc.errors.map((e) => e.message).join("; ")}`)
-        const value = doc.toJS({ mapAsMap: false }) as unknown
-        const problems: Array<ConfigIssue> = []
-        yamlBooleanKeys(value, [], problems)
-        if (problems.length > 0) {
-          return Either.left(new ConfigError({ message: `${file}: ${problems[0]!.message}`, issues: problems }))
-        }
-        return Either.right(value)
+  const syntax = (problems: ReadonlyArray<SyntaxErrors.SyntaxProblem>) =>
+    Either.left(
+      new ConfigError({
+        message: problems.map((p) => p.rendered).join("\n"),
+        issues: problems.map((p) => ({
+          path: "",
+          message: `${file}:${p.line}:${p.column}: invalid ${format.toUpperCase()}: ${p.reason}`,
+          line: p.line,
+          column: p.column
+        }))
+      })
+    )
+  switch (format) {
+    case "json": {
+      try {
+        return Either.right(JSON.parse(text) as unknown)
+      } catch (e) {
+        return syntax([SyntaxErrors.jsonProblem(file, text, e)])
       }
     }
-  } catch (e) {
-    return syntax(`invalid ${format.toUpperCase()}: ${e instanceof Error ? e.message : String(e)}`)
+    case "toml": {
+      try {
+        return Either.right(parseToml(text) as unknown)
+      } catch (e) {
+        const located = SyntaxErrors.tomlProblem(file, text, e)
+        if (located !== undefined) return syntax([located])
+        const message = `invalid TOML: ${e instanceof Error ? e.message : String(e)}`
+        return Either.left(new ConfigError({ message: `${file}: ${message}`, issues: [issue("", message)] }))
+      }
+    }
+    case "yaml": {
+      const doc = YAML.parseDocument(text, { prettyErrors: false, uniqueKeys: true })
+      if (doc.errors.length > 0) return syntax(SyntaxErrors.yamlProblems(file, text, doc.errors))
+      const value = doc.toJS({ mapAsMap: false }) as unknown
+      const problems: Array<ConfigIssue> = []
+      yamlBooleanKeys(value, [], problems)
+      if (problems.length > 0) {
+        return Either.left(new ConfigError({ message: `${file}: ${problems[0]!.message}`, issues: problems }))
+      }
+      return Either.right(value)
+    }
   }
 }
 
@@ -702,15 +749,16 @@ const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput 
 }
 
 /**
- * Reads the head (or, for `"full"`, all of a small file) of a keyed `jsonl` source and pushes
- * the first key problem as an issue at `source.keyField`; returns what was read.
+ * Reads the head (or, for `"full"`, all of a small file) of a `jsonl` source: with a
+ * `keyField`, pushes the first key problem as an issue at `source.keyField`; in every row,
+ * finds the integers beyond 2^53 (see `Sources.scanSource`). Returns what was read.
  */
-const scanSourceKeys = (
+const scanSourceRows = (
   file: string,
-  keyField: string,
+  keyField: string | undefined,
   mode: "head" | "full",
   issues: Array<ConfigIssue>
-): Effect.Effect<KeyScan | undefined, never, FileSystem.FileSystem> =>
+): Effect.Effect<SourceScan | undefined, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     let maxRows = KEY_SCAN_HEAD_ROWS
@@ -719,14 +767,15 @@ const scanSourceKeys = (
       maxRows = size < KEY_SCAN_FULL_MAX_BYTES ? Number.MAX_SAFE_INTEGER : KEY_SCAN_LARGE_ROWS
     }
     const hint = (fields: ReadonlyArray<string>): string | undefined => {
+      if (keyField === undefined) return undefined
       const near = closest(keyField, fields)
       return near === undefined ? undefined : `did you mean "${near}"?`
     }
-    const scanned = yield* Effect.either(scanKeys(file, keyField, { maxRows, hint }))
+    const scanned = yield* Effect.either(scanSource(file, { keyField, maxRows, hint }))
     if (Either.isRight(scanned)) return scanned.right
     const e = scanned.left
     if (e._tag === "ConfigError") issues.push(...e.issues)
-    else issues.push(issue("source.jsonl.path", e.message))
+    else if (keyField !== undefined) issues.push(issue("source.jsonl.path", e.message))
     return undefined
   })
 
@@ -754,10 +803,9 @@ const sourceOf = (
       const fs = yield* FileSystem.FileSystem
       const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
       if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
-      const keyScan = exists && s.keyField !== undefined
-        ? yield* scanSourceKeys(p, s.keyField, scanMode, issues)
-        : undefined
-      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, keyField: s.keyField, repeats }
+      const scan = exists ? yield* scanSourceRows(p, s.keyField, scanMode, issues) : undefined
+      const keyScan = scan !== undefined && s.keyField !== undefined ? { rows: scan.rows, complete: scan.complete } : undefined
+      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, scan, keyField: s.keyField, repeats }
     }
     issues.push(issue("source", "a source needs range or jsonl", "source: { range: { n: 10 } }"))
     return undefined
@@ -1013,11 +1061,38 @@ const build = (
       return all
     }
     const keyField = source.keyField
-    const keyOf = keyField === undefined ? undefined : (seed: unknown): string => {
-      const key = keyOfRow(seed, keyField)
-      if (Either.isLeft(key)) throw new Error(`the row ${key.left} (source.keyField)`)
-      return key.right
-    }
+    // A keyed jsonl source keys each row as its line writes the key (an integer beyond 2^53
+    // is not rounded), so its pipelines are bound from the keyed rows; `template.map` would
+    // only see the parsed (rounded) row.
+    const keyedPipelines = (
+      file: string,
+      rows: Stream.Stream<KeyedRow, SourceError | ConfigError, FileSystem.FileSystem>
+    ): Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, SourceError | ConfigError | Pipeline.SeedError, FileSystem.FileSystem> =>
+      Stream.mapChunksEffect(rows, (chunk) =>
+        Effect.suspend(() => {
+          const out: Array<Pipeline.PipelineSpec<any, any, any, any>> = []
+          for (const r of chunk) {
+            for (let repeat = 0; repeat < source.repeats; repeat++) {
+              try {
+                out.push(template.bind(r.value, { key: source.repeats > 1 ? `${r.key}#${repeat}` : r.key, repeat }))
+              } catch (e) {
+                const reason = e instanceof Error ? e.message : String(e)
+                return Effect.fail(new Pipeline.SeedError({ message: `row ${r.row} (line ${r.line}) of ${path.basename(file)}: ${reason}`, index: r.row - 1 }))
+              }
+            }
+          }
+          return Effect.succeed(Chunk.unsafeFromArray(out))
+        }))
+    const pipelines = (limit?: number) =>
+      source.kind === "jsonl" && keyField !== undefined
+        ? keyedPipelines(source.path, jsonlKeyedRows(source.path, {
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit),
+          keyField
+        }))
+        : template.map(seeds(limit), { repeats: source.repeats })
+    const warnings = source.kind === "jsonl" && source.scan !== undefined
+      ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
+      : []
     const experiment: Experiment = {
       file: ctx.file,
       format: ctx.format,
@@ -1030,8 +1105,8 @@ const build = (
       plugins: ctx.plugins,
       unresolvedEnv: ctx.unresolved,
       seeds,
-      pipelines: (limit) =>
-        template.map(seeds(limit), { repeats: source.repeats, ...(keyOf !== undefined ? { keyOf } : {}) }),
+      pipelines,
+      warnings,
       size: (limit) => sourceSize(source, limit),
       describe: () => ({
         file: ctx.file,
@@ -1050,7 +1125,15 @@ const build = (
             limit: source.limit ?? null,
             keyField: source.keyField ?? null,
             repeats: source.repeats,
-            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {})
+            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {}),
+            ...(source.scan !== undefined && source.scan.unsafeRows > 0
+              ? {
+                unsafeIntegers: {
+                  rows: source.scan.unsafeRows,
+                  first: source.scan.unsafeIntegers.map((u) => ({ ...u }))
+                }
+              }
+              : {})
           },
         run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
         plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
@@ -1334,7 +1417,8 @@ export const sourceSize = (
  * `.js`/`.mjs` module whose default export is the definition). Relative paths inside the file
  * (`source.jsonl.path`, `run.store`, `use: "./tasks.ts#ask"`, plugins, `writeJsonl`'s path)
  * resolve against the file's directory. Fails with a `ConfigError` listing every problem with
- * its field path; never opens a store or reads the dataset.
+ * its field path; never opens a store, and reads only a bounded head of a `jsonl` dataset
+ * (see {@link LoadOptions}).
  *
  * @since 0.1.0
  * @category loading
@@ -1372,7 +1456,11 @@ export const load = (
         (e) => failWith(abs, [issue("", `cannot read the file: ${e.message}`)])
       )
       const parsed = parseText(text, format, abs)
-      if (Either.isLeft(parsed)) return yield* failWith(abs, parsed.left.issues)
+      if (Either.isLeft(parsed)) {
+        // a syntax error is already written like a compiler's (file:line:column, the line, a caret)
+        const located = parsed.left.issues.some((i) => i.line !== undefined)
+        return yield* (located ? parsed.left : failWith(abs, parsed.left.issues))
+      }
       raw = parsed.right
     }
     return yield* check(raw, { ...ctx, format }, options)

@@ -35,6 +35,7 @@ import type {
   NewArtifact,
   NewAttempt,
   NewEvent,
+  SpecCount,
   StoreOptions,
   StoreService,
   StoreStats
@@ -472,6 +473,12 @@ export const make = (options: MemoryStoreOptions = {}) =>
             })
           )),
       countEvents: (f = {}) => Effect.zipRight(wb.flush, Effect.sync(() => events.filter(matchEvent(f)).length)),
+      pipelinesBySpec: Effect.sync(() => {
+        const counts = new Map<string, number>()
+        for (const p of pipelines.values()) counts.set(p.specDigest, (counts.get(p.specDigest) ?? 0) + 1)
+        return Array.from(counts, ([specDigest, n]): SpecCount => ({ specDigest, pipelines: n }))
+          .sort((a, b) => b.pipelines - a.pipelines || (a.specDigest < b.specDigest ? -1 : a.specDigest > b.specDigest ? 1 : 0))
+      }),
 
       pipelinesPage: (o) =>
         Effect.map(checkLimit(o.limit), (limit = 0): PipelinesPage => {

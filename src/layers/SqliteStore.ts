@@ -66,6 +66,7 @@ import type {
   LoadedArtifact,
   PipelineBundle,
   PipelinesPage,
+  SpecCount,
   NewArtifact,
   NewAttempt,
   NewEvent,
@@ -1267,6 +1268,10 @@ export const make = (options: SqliteStoreOptions) =>
           wb.flush,
           Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0))
         ),
+      pipelinesBySpec: Effect.map(
+        rows(sql`SELECT spec_digest, count(*) AS n FROM pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest`),
+        (r) => r.map((row): SpecCount => ({ specDigest: String(row["spec_digest"]), pipelines: Number(row["n"]) }))
+      ),
 
       pipelinesPage: (o) =>
         Effect.flatMap(checkLimit(o.limit), (limit = 0) => {

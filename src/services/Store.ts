@@ -293,6 +293,19 @@ export interface StoreStats {
 }
 
 /**
+ * How many pipelines of one definition a store holds (what `pipelinesBySpec` returns): the
+ * definition's `specDigest` (a template's digest, see `Pipeline.computeSpecDigest`) and its
+ * number of `pipelines` (any state, any run).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SpecCount {
+  readonly specDigest: string
+  readonly pipelines: number
+}
+
+/**
  * One failed pipeline as `errors` lists it.
  *
  * @since 0.1.0
@@ -574,6 +587,14 @@ export interface StoreService {
   ) => Effect.Effect<ReadonlyArray<EventRecord>, ReadError>
   /** Exact count of matching events (an aggregate query; nothing decoded). */
   readonly countEvents: (filter?: EventFilter) => Effect.Effect<number, StoreUnavailable>
+  /**
+   * The pipelines of the store counted by definition (spec digest), most pipelines first
+   * (ties by digest); empty for an empty store. One aggregate read, nothing decoded: SQLite
+   * answers it from the `pipelines_spec` index (schema version 5; an older store opened
+   * read-only is scanned). What `resume` and `validate` use to say how many stored pipelines
+   * match the current definition.
+   */
+  readonly pipelinesBySpec: Effect.Effect<ReadonlyArray<SpecCount>, StoreUnavailable>
 
   /**
    * One keyset page of pipelines (see {@link PipelinesPageOptions}): the cost depends on the

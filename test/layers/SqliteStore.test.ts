@@ -247,6 +247,18 @@ describe("SqliteStore (SQLite only)", () => {
       assert.includeMembers(storeMeta(file).indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
       const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
       assert.deepStrictEqual(migrated, old, "the indexed path on version 3 computes the same stats")
+      // version 5: the pipelines of each definition are counted from the index alone
+      assert.includeMembers(storeMeta(file).indexes, ["pipelines_spec"])
+      const bySpec = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.pipelinesBySpec))
+      assert.strictEqual(bySpec.reduce((n, s) => n + s.pipelines, 0), 50)
+      const db = new Database(file, { readonly: true })
+      try {
+        const plan = (db.prepare("EXPLAIN QUERY PLAN SELECT spec_digest, count(*) AS n FROM pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest").all() as Array<{ detail: string }>)
+          .map((r) => r.detail).join("; ")
+        assert.include(plan, "COVERING INDEX pipelines_spec", plan)
+      } finally {
+        db.close()
+      }
     })
   })
 
@@ -325,7 +337,7 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
-  it.effect("a version-3 store: read-only opens read it unchanged (repeat unknown); a writer migrates it to version 4 and recovers the repeat of content-addressed pipelines", () => {
+  it.effect("a version-3 store: read-only opens read it unchanged (repeat unknown); a writer migrates it (version 4 and up) and recovers the repeat of content-addressed pipelines", () => {
     const file = tempStorePath()
     const spec = "0123456789abcdef0123456789abcdef"
     const seedOf = (i: number) => `${String(i).padStart(2, "0")}${"ab".repeat(15)}`
@@ -359,8 +371,9 @@ describe("SqliteStore (SQLite only)", () => {
         const k = Option.getOrThrow(yield* store.getPipeline("k#2"))
         assert.strictEqual(k.repeat, 2)
         assert.strictEqual(k.state, "succeeded")
+        assert.deepStrictEqual(yield* store.pipelinesBySpec, [{ specDigest: spec, pipelines: 13 }, { specDigest: "spec", pipelines: 1 }])
       }))
-      assert.strictEqual(storeMeta(file).version, "4")
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
     })
   })
 

@@ -689,6 +689,29 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual((yield* store.events({ limit: 1 }))[0]!.data, { n: 19 })
         })))
 
+    it.effect("pipelinesBySpec: pipelines counted by definition, most first, every state and run; empty store empty", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* store.pipelinesBySpec, [])
+          yield* store.admit([
+            ...Array.from({ length: 3 }, (_, i) => pipeline(`a${i}`, { specDigest: "aaaa", state: i === 0 ? "failed" : "succeeded" })),
+            ...Array.from({ length: 5 }, (_, i) => pipeline(`b${i}`, { specDigest: "bbbb", runId: i < 2 ? "run-1" : "run-2" })),
+            pipeline("c0", { specDigest: "cccc", state: "pending" }),
+            pipeline("d0", { specDigest: "0ddd", state: "interrupted" })
+          ])
+          assert.deepStrictEqual(yield* store.pipelinesBySpec, [
+            { specDigest: "bbbb", pipelines: 5 },
+            { specDigest: "aaaa", pipelines: 3 },
+            { specDigest: "0ddd", pipelines: 1 },
+            { specDigest: "cccc", pipelines: 1 }
+          ])
+          // a re-admission or a state change does not count a pipeline twice
+          yield* store.admit([pipeline("b0", { specDigest: "bbbb", state: "succeeded", updatedAt: 2000 })])
+          yield* store.settlePipeline("c0", { state: "succeeded", nTasksDone: 3, runId: "run-2", endedAt: 3000 })
+          const after = yield* store.pipelinesBySpec
+          assert.deepStrictEqual(after.map((s) => [s.specDigest, s.pipelines]), [["bbbb", 5], ["aaaa", 3], ["0ddd", 1], ["cccc", 1]])
+        })))
+
     it.effect("runs: open, heartbeat, finish, latest, list, interruptStale", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -1,10 +1,20 @@
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Stream } from "effect"
+import { Chunk, Effect, Either, FastCheck, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { jsonlSource, keyOfRow, rangeSource, scanKeys } from "../../src/tasks/Sources.js"
+import {
+  jsonlKeyedRows,
+  jsonlSource,
+  keyOfLine,
+  keyOfRow,
+  rangeSource,
+  scanKeys,
+  scanSource,
+  unsafeIntegersOf,
+  unsafeIntegersWarning
+} from "../../src/tasks/Sources.js"
 import { writeJsonl } from "../../src/tasks/WriteJsonl.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-src-"))
@@ -83,5 +93,106 @@ describe("sources", () => {
     assert.isTrue(Either.isLeft(keyOfRow({ id: "" }, "id")))
     assert.isTrue(Either.isLeft(keyOfRow({ id: null }, "id")))
     assert.isTrue(Either.isLeft(keyOfRow([1], "id")))
+  })
+
+  describe("C15: keys that JSON numbers cannot hold", () => {
+    const key = (text: string, field = "id") => keyOfLine(JSON.parse(text), text, field)
+
+    it("keyOfLine keeps a numeric key exactly as the line writes it", () => {
+      // beyond 2^53: JSON.parse rounds both to 1311112222333344500
+      assert.deepStrictEqual(key(`{"id": 1311112222333344445}`), Either.right("1311112222333344445"))
+      assert.deepStrictEqual(key(`{"id": 1311112222333344446}`), Either.right("1311112222333344446"))
+      assert.deepStrictEqual(keyOfRow(JSON.parse(`{"id": 1311112222333344446}`), "id"), Either.right("1311112222333344500"))
+      // any number whose text differs from its JavaScript round trip
+      assert.deepStrictEqual(key(`{"id": 1.0}`), Either.right("1.0"))
+      assert.deepStrictEqual(key(`{"id":1e3}`), Either.right("1e3"))
+      assert.deepStrictEqual(key(`{"id": -0}`), Either.right("-0"))
+      assert.deepStrictEqual(key(`{"id": 0.10000000000000000001}`), Either.right("0.10000000000000000001"))
+      assert.deepStrictEqual(key(`{"id": 1e400}`), Either.right("1e400"))
+      // plain numbers, strings and other values: as before
+      assert.deepStrictEqual(key(`{"id": 42, "v": "x"}`), Either.right("42"))
+      assert.deepStrictEqual(key(`{"id": "1311112222333344445"}`), Either.right("1311112222333344445"))
+      assert.deepStrictEqual(key(`{"id": true}`), Either.right("true"))
+      // an object key: its JSON text with the numbers as written
+      assert.deepStrictEqual(key(`{"id": {"a": 1311112222333344445, "b": [1.50]}}`), Either.right(`{"a":1311112222333344445,"b":[1.50]}`))
+      assert.deepStrictEqual(key(`{"id": {"a": 1, "b": "x"}}`), Either.right(`{"a":1,"b":"x"}`))
+      // errors unchanged
+      assert.isTrue(Either.isLeft(key(`{"id": null}`)))
+      assert.isTrue(Either.isLeft(key(`{"idd": 1}`)))
+    })
+
+    it("keyOfLine is not fooled by the field's name elsewhere in the line (nested, in a string, escaped, repeated)", () => {
+      // the same name in a nested object, before and after the top-level key
+      assert.deepStrictEqual(key(`{"x": {"id": 5}, "id": 5.0}`), Either.right("5.0"))
+      assert.deepStrictEqual(key(`{"id": 5.0, "x": {"id": 5}}`), Either.right("5.0"))
+      // the top-level key spelled with an escape, a nested one spelled plainly
+      assert.deepStrictEqual(key(`{"\u0069d": 7.0, "x": {"id": 7}}`), Either.right("7.0"))
+      assert.deepStrictEqual(key(`{"\u0069d": 7, "note": "\u00e9"}`), Either.right("7"))
+      // the name as a string value
+      assert.deepStrictEqual(key(`{"k": "id", "id": 3}`), Either.right("3"))
+      // a field written twice with two values is refused, not silently keyed by the last
+      assert.isTrue(Either.isLeft(key(`{"id": 1311112222333344445, "id": 1311112222333344446}`)))
+    })
+
+    it.prop("keyOfLine returns the text of any JSON number written as the key, whatever the rest of the row", [
+      FastCheck.oneof(
+        FastCheck.bigInt({ min: -(10n ** 25n), max: 10n ** 25n }).map(String),
+        FastCheck.integer().map(String),
+        FastCheck.tuple(FastCheck.integer({ min: -999, max: 999 }), FastCheck.nat(99999)).map(([a, b]) => `${a}.${b}`),
+        FastCheck.tuple(FastCheck.integer({ min: 1, max: 9 }), FastCheck.integer({ min: -30, max: 30 })).map(([a, e]) => `${a}e${e}`)
+      ),
+      FastCheck.constantFrom("alone", "nested before", "nested after"),
+      FastCheck.constantFrom("", " ", "  ")
+    ], ([written, shape, space]) => {
+      // the same name nested, holding the rounded number (the fast path must not take it)
+      const nested = `"x": {"id": ${JSON.stringify(Number(written)) ?? 0}}`
+      const own = `"id":${space}${written}`
+      const text = shape === "alone"
+        ? `{"v": "a.b", ${own}}`
+        : shape === "nested before"
+        ? `{${nested},${space}${own}}`
+        : `{${own}, ${nested}}`
+      return Either.getOrThrow(key(text)) === written
+    })
+
+    it("unsafeIntegersOf lists the integers JavaScript rounds, with their paths; a row without 16 digits in a row costs one test", () => {
+      assert.deepStrictEqual(unsafeIntegersOf(`{"id": 1311112222333344445, "n": 9007199254740991, "m": {"l": [1, -9007199254740993]}}`), [
+        { path: "id", text: "1311112222333344445", rounded: "1311112222333344500" },
+        { path: "m.l[1]", text: "-9007199254740993", rounded: "-9007199254740992" }
+      ])
+      assert.deepStrictEqual(unsafeIntegersOf(`{"a b": 12345678901234567890}`), [
+        { path: `["a b"]`, text: "12345678901234567890", rounded: "12345678901234567000" }
+      ])
+      // digits inside a string, fractions and exponents are not integers as written
+      assert.deepStrictEqual(unsafeIntegersOf(`{"phone": "13111122223333444455", "f": 1311112222333344445.5, "e": 1e20}`), [])
+      assert.deepStrictEqual(unsafeIntegersOf(`{"id": 7}`), [])
+      assert.deepStrictEqual(unsafeIntegersOf(`not json 1311112222333344445`), [])
+    })
+
+    it.live("keyed rows keep distinct keys; a repeated big key is named exactly as written, with both lines", () =>
+      Effect.gen(function*() {
+        const dir = tmp()
+        const file = path.join(dir, "big.jsonl")
+        fs.writeFileSync(file, `{"id": 1311112222333344445}\n{"id": 1311112222333344446}\n`)
+        const rows = Chunk.toArray(yield* Stream.runCollect(jsonlKeyedRows(file, { keyField: "id" })))
+        assert.deepStrictEqual(rows.map((r) => r.key), ["1311112222333344445", "1311112222333344446"])
+        assert.strictEqual(Chunk.size(yield* Stream.runCollect(jsonlSource(file, { keyField: "id" }))), 2)
+        const scan = yield* scanSource(file, { keyField: "id", maxRows: 10 })
+        assert.deepStrictEqual([scan.rows, scan.complete, scan.unsafeRows], [2, true, 2])
+        assert.deepStrictEqual(scan.unsafeIntegers.map((u) => [u.line, u.text]), [[1, "1311112222333344445"], [2, "1311112222333344446"]])
+        const warning = unsafeIntegersWarning(file, scan, "id")!
+        assert.include(warning, "big.jsonl line 1: id is 1311112222333344445, an integer beyond 2^53")
+        assert.include(warning, "rounded to 1311112222333344500")
+        assert.include(warning, `write it as a string ("1311112222333344445")`)
+        // without a keyField the scan reads the lines without parsing them and still finds them
+        const plain = yield* scanSource(file, { maxRows: 1 })
+        assert.deepStrictEqual([plain.rows, plain.complete, plain.unsafeRows], [1, false, 1])
+
+        const dup = path.join(dir, "dup.jsonl")
+        fs.writeFileSync(dup, `{"id": 1311112222333344445}\n{"id": 1311112222333344446}\n{"id": 1311112222333344445}\n`)
+        const e = yield* Effect.flip(scanKeys(dup, "id", { maxRows: 10 }))
+        assert.strictEqual(e.message, "source.keyField: key \"1311112222333344445\" appears on lines 1 and 3 of dup.jsonl")
+        assert.notInclude(e.message, "1311112222333344500")
+      }).pipe(Effect.provide(NodeContext.layer)))
   })
 })

@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store (migrations 1 to 4), its feature levels and the row → record
+ * The SQLite schema of the store (migrations 1 to 5), its feature levels and the row → record
  * mappers.
  *
  * @since 0.1.0
@@ -27,7 +27,7 @@ import {
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 4
+export const SCHEMA_VERSION = 5
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -249,6 +249,21 @@ export const MIGRATION_0004: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0005 (schema version 5): `pipelines_spec (spec_digest)`, so
+ * that counting the pipelines of each definition (`Store.pipelinesBySpec`, what `resume` and
+ * `validate` say before a run whose definition changed) is one `GROUP BY` read from the index
+ * alone. A new pipeline appends at the end of its definition's range (its `pno` grows); state
+ * changes do not touch it.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0005: ReadonlyArray<string> = [
+  `CREATE INDEX pipelines_spec ON pipelines (spec_digest)`,
+  `UPDATE store_meta SET value = '5' WHERE key = 'schema_version'`
+]
+
+/**
  * The largest repeat index {@link repeatOfContentAddress} tries (exclusive).
  *
  * @since 0.1.0
@@ -334,7 +349,8 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0001_base", MIGRATION_0001],
   ["0002_read_indexes", MIGRATION_0002],
   ["0003_pipeline_numbers", MIGRATION_0003],
-  ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats]
+  ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats],
+  ["0005_pipelines_by_spec", MIGRATION_0005]
 ]
 
 type Row = Record<string, unknown>

@@ -37,6 +37,8 @@ if (!args.has("--no-bundle")) {
     format: "cjs",
     platform: "node",
     target: "node20",
+    // ES module builds first: a UMD "main" with dynamic requires (jsonc-parser's) cannot be bundled
+    mainFields: ["module", "main"],
     // the native addon, and the TypeScript loader (the bundle loads no user code)
     external: ["better-sqlite3", "tsx", "tsx/*"],
     define: { "import.meta.url": "__assayImportMetaUrl" },

@@ -203,9 +203,11 @@ describe("Runner", () => {
         (n: number, ctx) =>
           ctx.runId.startsWith("resume") ? Effect.succeed(n) : Effect.zipRight(
             Effect.sleep("2 seconds"),
-            n % 2 === 0
-              ? Effect.fail(new RetryableError({ message: "upstream busy", errorClass: "upstream" }))
-              : Effect.fail(new FatalError({ message: "bad row" }))
+            Effect.fail<RetryableError | FatalError>(
+              n % 2 === 0
+                ? new RetryableError({ message: "upstream busy", errorClass: "upstream" })
+                : new FatalError({ message: "bad row" })
+            )
           )
       )
       const template = Pipeline.make("stop-retryable", call)

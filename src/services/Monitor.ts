@@ -27,8 +27,9 @@ import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, Store
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Which run a read is about: `undefined` = the most recently started run, `"all"` = every
- * run of the store (aggregate), any other string = that run id.
+ * Which run a read is about: `undefined` or `"latest"` = the most recently started run,
+ * `"all"` = every run of the store (the whole store: the cumulative picture), any other
+ * string = that run id.
  *
  * @since 0.1.0
  * @category models
@@ -61,8 +62,8 @@ export class UnknownRun extends Schema.TaggedError<UnknownRun>("assay/UnknownRun
 }
 
 /**
- * Resolves a {@link RunSelector}: `"all"` → every run; `undefined` → the most recently
- * started run (`Empty` when the store has none); an id → that run. Fails with
+ * Resolves a {@link RunSelector}: `"all"` → every run; `undefined` or `"latest"` → the most
+ * recently started run (`Empty` when the store has none); an id → that run. Fails with
  * {@link UnknownRun} for an id the store does not know, `StoreUnavailable` on read errors.
  *
  * @since 0.1.0
@@ -73,7 +74,7 @@ export const resolveSelection = (
   selector: RunSelector
 ): Effect.Effect<Selection, StoreUnavailable | UnknownRun> => {
   if (selector === "all") return Effect.map(store.listRuns, (runs): Selection => ({ _tag: "All", runs }))
-  if (selector === undefined) {
+  if (selector === undefined || selector === "latest") {
     return Effect.map(store.latestRun, (o): Selection =>
       Option.match(o, { onNone: () => ({ _tag: "Empty" }), onSome: (run) => ({ _tag: "Run", run, latest: true }) }))
   }

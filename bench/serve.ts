@@ -9,7 +9,11 @@
  * - `/stats` (the whole snapshot: counts by state, latency percentiles, histogram, errors,
  *   resources, metrics), plus `Store.stats` alone and the completion histogram alone;
  * - `/pipelines?limit=50` first page, and a page at 90% depth (`after` = the cursor of the
- *   row at 90%).
+ *   row at 90%);
+ * - `/stats` of the whole store (the dashboard's default view: `run_id=all`);
+ * - a download, `/export?rows=results&format=csv` (the export service writes a temporary file
+ *   that is then streamed), beside `Export.exportStore` of the same rows to a file (what
+ *   `assay export` does), in the same process: wall time, and the CPU-time ratio of the two.
  *
  * Reports median and p95 in ms, and `ratio_100k_to_1k` per endpoint.
  */
@@ -19,6 +23,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
 import * as SqliteStore from "../src/layers/SqliteStore.js"
+import * as Export from "../src/services/Export.js"
 import * as Monitor from "../src/services/Monitor.js"
 import * as StatsServer from "../src/services/StatsServer.js"
 import type { PipelineFields } from "../src/services/Store.js"
@@ -117,16 +122,47 @@ const measure = (file: string, n: number) =>
     const reads = Monitor.storeReads(store)
     const info = yield* StatsServer.serve({ store, reads, port: 0 })
     const deep = Monitor.encodeCursor({ createdAt: T0 + Math.floor(n * 0.9), pipelineId: `p${String(Math.floor(n * 0.9)).padStart(8, "0")}` })
-    yield* get(`${info.url}/stats`) // warm up
+    yield* get(`${info.url}/stats?run_id=latest`) // warm up
     const out: Record<string, { median_ms: number; p95_ms: number }> = {
-      stats_http: yield* time(get(`${info.url}/stats`)),
+      stats_http: yield* time(get(`${info.url}/stats?run_id=latest`)),
+      stats_whole_store_http: yield* time(get(`${info.url}/stats`)),
       store_stats: yield* time(store.stats(RUN)),
+      store_stats_whole_store: yield* time(store.stats(undefined)),
+      histogram_whole_store: yield* time(reads.completions({ runId: undefined, originMs: T0, bucketMs: Monitor.bucketFor(n + 200) })),
       histogram: yield* time(reads.completions({ runId: RUN, originMs: T0, bucketMs: Monitor.bucketFor(n + 200) })),
       pipelines_first_http: yield* time(get(`${info.url}/pipelines?limit=50`)),
       pipelines_deep_http: yield* time(get(`${info.url}/pipelines?limit=50&after=${deep}`))
     }
     const page = yield* get(`${info.url}/pipelines?limit=50&after=${deep}`)
     if (page.rows.length !== 50) throw new Error("deep page is short")
+    // a download beside the direct export of the same rows (fewer rounds: whole-store reads)
+    const target = nodePath.join(dir, `direct-${n}.csv`)
+    const exportRounds = Math.max(3, Math.round(ROUNDS / 5))
+    const cpu = (eff: Effect.Effect<unknown, unknown>) =>
+      Effect.gen(function*() {
+        const xs: Array<number> = []
+        const c0 = process.cpuUsage()
+        for (let i = 0; i < exportRounds; i++) {
+          const t = performance.now()
+          yield* Effect.orDie(eff)
+          xs.push(performance.now() - t)
+        }
+        const c = process.cpuUsage(c0)
+        return { ...stats(xs), cpu_ms: (c.user + c.system) / 1000 / exportRounds }
+      })
+    const http = yield* cpu(Effect.promise(() => fetch(`${info.url}/export?rows=results&format=csv`).then((r) => r.arrayBuffer())))
+    const direct = yield* cpu(Export.exportStore(store, target, { kind: "results", format: "csv" }))
+    emit({
+      bench: "serve.export_results_csv",
+      pipelines: n,
+      rounds: exportRounds,
+      bytes: fs.statSync(target).size,
+      http_median_ms: http.median_ms,
+      direct_median_ms: direct.median_ms,
+      http_cpu_ms: Number(http.cpu_ms.toFixed(1)),
+      direct_cpu_ms: Number(direct.cpu_ms.toFixed(1)),
+      cpu_ratio_http_to_direct: Number((http.cpu_ms / direct.cpu_ms).toFixed(2))
+    })
     return out
   })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
 

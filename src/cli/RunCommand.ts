@@ -128,7 +128,7 @@ const runOptions = {
   quiet: flag("quiet", "No progress display (stdout still gets the report)."),
   progressInterval: optText(
     "progress-interval",
-    "How often the progress display refreshes (default: 200 millis on a terminal, 10 seconds otherwise)."
+    "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s)."
   ),
   shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db)."),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),

@@ -1,8 +1,9 @@
 /**
- * `assay serve STORE [--port 8787] [--host 127.0.0.1] [--run-id ID|all] [--allow-remote]`:
+ * `assay serve STORE [--port 8787] [--host 127.0.0.1] [--run-id all|latest|ID] [--allow-remote]`:
  * the read-only HTTP view of a store (dashboard at `/`, JSON at `/stats`, `/metrics`,
- * `/events`, `/pipelines`, `/resources`, `/errors`; see src/services/StatsServer.ts and
- * docs/monitoring.md). The store is opened read-only (no lock, no migration, no write), so
+ * `/events`, `/pipelines`, `/resources`, `/errors`, downloads at `/export`; see
+ * src/services/StatsServer.ts and docs/monitoring.md). By default every view shows the whole
+ * store (after a resume: the full evaluation), with the latest run one click away. The store is opened read-only (no lock, no migration, no write), so
  * it runs safely beside a writer. It binds loopback only unless `--allow-remote` is given,
  * and says where it listens. Runs until interrupted (Ctrl-C exits 130).
  *
@@ -36,7 +37,7 @@ const host = Options.text("host").pipe(
 )
 const runId = Options.text("run-id").pipe(
   Options.optional,
-  Options.withDescription("Default run when a request names none: an id or `all` (default: the most recently started run).")
+  Options.withDescription("Default view when a request names none: `all` (the whole store, the default), `latest` (the most recently started run) or a run id.")
 )
 const allowRemote = Options.boolean("allow-remote").pipe(
   Options.withDescription("Allow a non-loopback --host (there is no authentication: put your own proxy in front).")
@@ -57,7 +58,7 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
     const st = yield* Store
     const selector = Option.getOrUndefined(o.runId)
     // an explicit default run must exist (a typo should not serve an empty page)
-    if (selector !== undefined && selector !== "all") {
+    if (selector !== undefined && selector !== "all" && selector !== "latest") {
       yield* Monitor.resolveSelection(st, selector).pipe(
         Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
       )

@@ -128,7 +128,7 @@ export const watch = Command.make("watch", { store, runId, interval, plugin: Sto
         : write(`${Monitor.renderLine(s)}\n`)
     const last = yield* pollUntil(Effect.tap(read, show), Monitor.isOver)
     if (!tty) yield* write(Monitor.renderSnapshot(last, { width: 100, color: false }))
-    if (last.running) {
+    if (last.run !== null && last.run.stale) {
       yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
     }
   })).pipe(

@@ -262,7 +262,10 @@ export const identityFields = (policy: RetryPolicy): Json => ({
  *   `FatalError`);
  * - `total_budget`: the delay would take the elapsed time past `maxTotal` (or the attempt
  *   ran out of it);
- * - `server_delay`: the server asked to wait longer than `maxServerDelay`.
+ * - `server_delay`: the server asked to wait longer than `maxServerDelay`;
+ * - `stopped`: the failure would have been retried (or the attempt was cancelled), but the run
+ *   was stopping: no retry in this run, the pipeline ends `interrupted` and a resume makes
+ *   the next attempt.
  *
  * @since 0.1.0
  * @category models
@@ -273,7 +276,8 @@ export const RetryReason = Schema.Literal(
   "attempts_exhausted",
   "policy_declined",
   "total_budget",
-  "server_delay"
+  "server_delay",
+  "stopped"
 )
 
 /**

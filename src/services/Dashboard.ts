@@ -1,19 +1,25 @@
 /**
- * The HTML dashboard `assay serve` answers at `/`: one self-refreshing page showing run
- * status and progress, throughput over time (a uPlot chart served from `/assets`, no CDN),
- * pool occupancy and health, reported metrics as cards, recent errors, recent events and a
- * key-paged pipelines table.
+ * The HTML dashboard `assay serve` answers at `/`: one self-refreshing page showing, by
+ * default, the whole store (every run's pipelines, each as its last run left it: after a
+ * `resume` the full evaluation, not only what the resume ran), with the latest run and every
+ * recent run one click away (`?run_id=latest`, `?run_id=<id>`): status (a run whose writer
+ * died reads `stale`), progress, throughput over time (a uPlot chart served from `/assets`, no
+ * CDN), pool occupancy, health and resource options (secrets masked by the store, variable
+ * names such as `apiKeyEnv` shown), reported metrics as cards, recent errors, recent events and
+ * a key-paged pipelines table. Pipeline and run ids are shown whole, each with a copy button.
+ * Each table links its rows as CSV and JSONL downloads (`/export`): the bytes `assay export`
+ * writes for the same rows.
  *
  * Escaping: the page is first rendered on the server from a {@link Snapshot}, with every
  * store value passed through {@link escapeHtml} (`HttpServerResponse.html` escapes nothing);
  * the page's script then refreshes it from the JSON endpoints and writes store values only
  * through `textContent` / attributes, never `innerHTML`. The script first reads `/stats`
- * to learn the run id, then asks `/metrics`, `/pipelines` and `/events` for that same id.
+ * to learn the selection, then asks `/pipelines` and `/events` for that same selection.
  *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import type { MetricRow, Snapshot } from "./Monitor.js"
+import type { MetricRow, RunView, Snapshot } from "./Monitor.js"
 import { formatDuration, formatRate, holdOf } from "./Monitor.js"
 import { formatMetric } from "./Report.js"
 
@@ -30,7 +36,8 @@ export const escapeHtml = (value: unknown): string =>
 
 /**
  * Options of {@link renderDashboard}: the page's refresh period (ms, default 2000) and the
- * `run_id` the page was opened with (`undefined` = latest run; passed on to every request).
+ * `run_id` the page was opened with (`undefined` = the server's default selection; passed on
+ * to every request).
  *
  * @since 0.1.0
  * @category models
@@ -40,14 +47,67 @@ export interface DashboardOptions {
   readonly runIdParam?: string | undefined
 }
 
-const STATES = ["succeeded", "failed", "running", "pending", "interrupted"] as const
+/** The pipeline states in card order, with the words shown for them. */
+const STATES = [
+  ["succeeded", "succeeded", "finished with a result"],
+  ["failed", "failed", "finished with an error (not retried further)"],
+  ["interrupted", "interrupted", "stopped before finishing; a resume continues them"],
+  ["running", "admitted", "admitted by a run and not finished: in flight, waiting for a worker or for a retry (stored state running)"],
+  ["pending", "pending", "recorded, not yet admitted"]
+] as const
 
 const when = (ms: number | null): string => (ms === null ? "" : new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"))
+
+/** A copy button for `value` (the page's script copies its `data-copy`). */
+const copyButton = (value: string): string =>
+  `<button type="button" class="copy" data-copy="${escapeHtml(value)}" title="copy to the clipboard">copy</button>`
+
+/** An id shown whole, in monospace, with its copy button. */
+const idCell = (id: string): string => `<td class="mono id">${escapeHtml(id)} ${copyButton(id)}</td>`
 
 const metricCard = (m: MetricRow): string =>
   `<div class="card metric" data-display="${escapeHtml(m.display)}"><div class="label">${escapeHtml(m.label ?? m.name)}</div><div class="value">${
     escapeHtml(formatMetric(m.value, m.display))
   }</div></div>`
+
+/**
+ * The status word of a snapshot on the page: a run's stored status, `stale` for a run stored
+ * as running whose writer died; for the whole store `running`, `stale` or `finished`.
+ */
+const statusWord = (s: Snapshot): string =>
+  s.run !== null ? (s.run.stale ? "stale" : s.run.status) : s.run_id === null ? "" : s.running ? "running" : s.stale ? "stale" : "finished"
+
+const runStatus = (r: RunView): string => (r.stale ? "stale" : r.status)
+
+/**
+ * The `/export` link of a table's rows for the page's selection: `rows` of the export kind,
+ * `format`, an optional pipeline `state` filter.
+ */
+const exportHref = (runId: string | null, rows: string, format: string, state?: string): string => {
+  const q = [`rows=${rows}`, `format=${format}`]
+  if (runId !== null) q.push(`run_id=${encodeURIComponent(runId)}`)
+  if (state !== undefined) q.push(`state=${state}`)
+  return `/export?${q.join("&")}`
+}
+
+/** The download links of one table (`data-*` attributes let the script re-point them). */
+const downloads = (runId: string | null, rows: string, label: string, state?: string): string =>
+  `<span class="downloads">${escapeHtml(label)}: ${
+    ["csv", "jsonl"].map((f) =>
+      `<a class="download" download data-rows="${rows}" data-format="${f}"${state === undefined ? "" : ` data-state="${state}"`} href="${
+        escapeHtml(exportHref(runId, rows, f, state))
+      }">${f.toUpperCase()}</a>`
+    ).join(" · ")
+  }</span>`
+
+/** A resource's options as `key: value` pairs (as stored: secrets masked, variable names shown). */
+const optionsText = (spec: unknown): string => {
+  const options = typeof spec === "object" && spec !== null ? (spec as { options?: unknown }).options : undefined
+  if (typeof options !== "object" || options === null) return ""
+  return Object.entries(options as Record<string, unknown>)
+    .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join(", ")
+}
 
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
@@ -59,16 +119,15 @@ const metricCard = (m: MetricRow): string =>
 export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): string => {
   const refreshMs = Math.max(250, options.refreshMs ?? 2000)
   const by = s.pipelines.by_state
-  const title = s.run_id === null ? "no run yet" : s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${s.run_id}`
-  const status = s.run?.status ?? (s.run_id === null ? "" : s.running ? "running" : "finished")
+  const title = s.run_id === null ? "no run yet" : s.run_id === "all" ? `whole store (${s.runs_total} runs)` : `run ${s.run_id}`
+  const status = statusWord(s)
   const rate = s.throughput.recent_per_sec ?? s.throughput.per_sec
   const pct = s.progress === null ? null : s.progress * 100
-  const counters = STATES.map((st) =>
-    `<div class="card count ${st}"><div class="label">${st}</div><div class="value" id="count-${st}">${by[st]}</div></div>`
+  const counters = STATES.map(([st, word, help]) =>
+    `<div class="card count ${st}" title="${escapeHtml(help)}"><div class="label">${word}</div><div class="value" id="count-${st}">${by[st]}</div></div>`
   ).join("")
-  const metrics = s.run_id === "all"
-    ? `<p class="muted">Reported metrics are per run: open a run to see them.</p>`
-    : s.metrics.map(metricCard).join("")
+  const metricsNote = s.run_id === "all" && s.metrics_run_id !== null ? `of run ${s.metrics_run_id} (the latest that reported any)` : ""
+  const metrics = s.metrics.map(metricCard).join("")
   const pools = s.resources.map((r) => {
     const frac = r.capacity === null || r.capacity === 0 ? 0 : Math.min(1, (r.active ?? 0) / r.capacity)
     const hold = holdOf(r, s.generated_at)
@@ -76,13 +135,26 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
       escapeHtml(r.state ?? "?")
     }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
-    }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td></tr>`
+    }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td><td class="msg">${
+      escapeHtml(optionsText(r.spec))
+    }</td></tr>`
   }).join("")
   const errors = s.recent_errors.map((e) =>
-    `<tr><td class="mono">${escapeHtml(e.pipeline_id.slice(0, 12))}</td><td>${escapeHtml(e.failed_task)}</td><td>${escapeHtml(e.error_class)}</td><td class="msg">${
+    `<tr>${idCell(e.pipeline_id)}<td>${escapeHtml(e.failed_task)}</td><td>${escapeHtml(e.error_class)}</td><td class="msg">${
       escapeHtml([e.error_type, e.error_message].filter((x) => x !== null).join(": "))
     }</td><td>${escapeHtml(when(e.ended_at))}</td></tr>`
   ).join("")
+  const runs = s.recent_runs.map((r) =>
+    `<tr class="${r.run_id === s.run_id ? "selected" : ""}"><td class="mono id"><a href="/?run_id=${escapeHtml(encodeURIComponent(r.run_id))}">${
+      escapeHtml(r.run_id)
+    }</a> ${copyButton(r.run_id)}</td><td>${escapeHtml(r.label ?? "")}</td><td><span class="status ${escapeHtml(runStatus(r))}">${
+      escapeHtml(runStatus(r))
+    }</span></td><td>${escapeHtml(when(r.started_at))}</td><td>${escapeHtml(when(r.ended_at))}</td><td>${escapeHtml(r.stop_reason ?? "")}</td></tr>`
+  ).join("")
+  const latest = s.latest_run
+  const nav = `<nav id="views">view: <a id="view-all" class="${s.run_id === "all" ? "current" : ""}" href="/?run_id=all">whole store (<span id="runs-total">${s.runs_total}</span> runs)</a> · <a id="view-latest" class="${
+    latest !== null && s.run_id === latest.run_id ? "current" : ""
+  }" href="/?run_id=latest">latest run <span id="latest-id" class="mono">${escapeHtml(latest?.run_id ?? "–")}</span></a></nav>`
   const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null }).replace(/</g, "\\u003c")
   return `<!doctype html>
 <html lang="en">
@@ -98,14 +170,18 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
   <h1>assay <span id="run-title">${escapeHtml(title)}</span></h1>
   <span id="run-status" class="status ${escapeHtml(status)}">${escapeHtml(status)}</span>
   <span id="run-label" class="muted">${escapeHtml(s.run?.label ?? "")}</span>
+  ${nav}
   <span class="muted right">read-only · refreshes every ${(refreshMs / 1000).toFixed(refreshMs % 1000 === 0 ? 0 : 1)} s · <span id="updated">${escapeHtml(when(s.generated_at))}</span></span>
 </header>
 <main>
 <section class="progress">
   <div class="bar"><div id="progress-fill" class="fill" style="width:${pct === null ? 0 : pct.toFixed(1)}%"></div></div>
   <div class="figures">
-    <span><b id="done">${s.done}</b> / <b id="total">${s.total ?? s.pipelines.total}</b> <span id="total-kind" class="muted">${s.total === null ? "admitted (source size unknown)" : "from source"}</span></span>
+    <span><b id="done">${s.done}</b> / <b id="total">${s.total ?? s.pipelines.total}</b> done <span id="total-kind" class="muted">${
+    s.total === null ? "(of the pipelines admitted: source size unknown)" : "(of the source)"
+  }</span></span>
     <span id="pct">${pct === null ? "" : `${pct.toFixed(1)}%`}</span>
+    <span>interrupted <b id="interrupted">${by.interrupted}</b></span>
     <span>rate <b id="rate">${rate === null ? "–" : escapeHtml(formatRate(rate))}</b></span>
     <span>ETA <b id="eta">${s.eta_ms === null ? "–" : escapeHtml(formatDuration(s.eta_ms))}</b></span>
     <span>elapsed <b id="elapsed">${s.elapsed_ms === null ? "–" : escapeHtml(formatDuration(s.elapsed_ms))}</b></span>
@@ -120,14 +196,17 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
 </section>
 <section class="grid counters">${counters}</section>
 <section><h2>Throughput</h2><div id="chart" data-points="${s.throughput.series.length}" data-done="${s.done}"></div></section>
-<section><h2>Reported metrics</h2><div id="metrics" class="grid">${metrics}</div></section>
+<section><h2>Reported metrics <span id="metrics-note" class="muted">${escapeHtml(metricsNote)}</span></h2><div id="metrics" class="grid">${metrics}</div></section>
 <section class="two">
-  <div><h2>Pools</h2><table><thead><tr><th>resource</th><th>state</th><th>active / capacity</th><th>wait p95</th><th>failures</th></tr></thead><tbody id="pools">${pools}</tbody></table></div>
-  <div><h2>Recent events</h2><table><thead><tr><th>time</th><th>kind</th><th>pipeline</th></tr></thead><tbody id="events"></tbody></table></div>
+  <div><h2>Pools</h2><table><thead><tr><th>resource</th><th>state</th><th>active / capacity</th><th>wait p95</th><th>failures</th><th>options</th></tr></thead><tbody id="pools">${pools}</tbody></table></div>
+  <div><h2>Recent events ${downloads(s.run_id, "events", "all events")}</h2><table><thead><tr><th>time</th><th>kind</th><th>pipeline</th></tr></thead><tbody id="events"></tbody></table></div>
 </section>
-<section><h2>Recent errors</h2><table><thead><tr><th>pipeline</th><th>task</th><th>class</th><th>error</th><th>ended</th></tr></thead><tbody id="errors">${errors}</tbody></table></section>
-<section><h2>Pipelines <button id="first-page">first page</button> <button id="next-page" disabled>next page</button></h2>
+<section><h2>Recent errors ${downloads(s.run_id, "results", "every failed pipeline", "failed")}</h2><table><thead><tr><th>pipeline</th><th>task</th><th>class</th><th>error</th><th>ended</th></tr></thead><tbody id="errors">${errors}</tbody></table></section>
+<section><h2>Pipelines <button id="first-page">first page</button> <button id="next-page" disabled>next page</button> ${
+    downloads(s.run_id, "results", "results")
+  } ${downloads(s.run_id, "pipelines", "with tasks and artifacts")}</h2>
 <table><thead><tr><th>pipeline</th><th>name</th><th>state</th><th>tasks</th><th>attempts</th><th>metrics</th><th>error</th></tr></thead><tbody id="pipelines"></tbody></table></section>
+<section><h2>Runs <span class="muted">(latest first; open one to see it alone)</span></h2><table><thead><tr><th>run</th><th>label</th><th>status</th><th>started</th><th>ended</th><th>stop</th></tr></thead><tbody id="runs">${runs}</tbody></table></section>
 </main>
 <script id="assay-config" type="application/json">${config}</script>
 <script src="/assets/uplot.js"></script>
@@ -162,17 +241,26 @@ th, td { text-align:left; padding:4px 8px; border-bottom:1px solid var(--line); 
 td.msg { white-space:pre-wrap; word-break:break-word; max-width:600px; }
 .state.ready { color:var(--ok); } .state.degraded, .state.cooldown { color:var(--warn); } .state.dead { color:var(--bad); }
 .two { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
+.status.stale { background:#ffebe9; color:var(--bad); }
+.count.interrupted .value { color:var(--warn); }
+nav#views a { color:var(--run); } nav#views a.current { font-weight:600; text-decoration:none; color:#1f2328; }
+td.id { word-break:break-all; font-size:12px; }
+button.copy { font-size:11px; padding:0 4px; margin-left:4px; cursor:pointer; }
+.downloads { font-size:12px; font-weight:normal; color:var(--muted); margin-left:12px; }
+.downloads a { color:var(--run); }
+tr.selected { background:#ddf4ff; }
 `
 
 // The page's script: plain ES2019, no framework. Store values only ever reach the DOM through
-// textContent, className tokens checked against a fixed list, or numeric style values.
+// textContent, attribute values set with setAttribute, className tokens checked against a fixed
+// list, or numeric style values.
 const SCRIPT = `
 (function () {
   "use strict";
   var config = JSON.parse(document.getElementById("assay-config").textContent);
-  var state = { runId: null, after: null, next: null, refreshes: 0, chart: null, errors: 0 };
+  var state = { runId: null, after: null, next: null, refreshes: 0, chart: null, errors: 0, copied: null };
   window.__assay = state;
-  var STATES = ["succeeded", "failed", "running", "pending", "interrupted"];
+  var STATES = ["succeeded", "failed", "interrupted", "running", "pending"];
   function $(id) { return document.getElementById(id); }
   function q(params) {
     var parts = [];
@@ -209,28 +297,78 @@ const SCRIPT = `
     if (content !== undefined && content !== null) e.textContent = String(content);
     return e;
   }
+  function copyButton(value) {
+    var b = el("button", "copy", "copy");
+    b.type = "button";
+    b.title = "copy to the clipboard";
+    b.setAttribute("data-copy", value);
+    return b;
+  }
+  // an id shown whole, with its copy button
+  function idCell(id) {
+    var td = el("td", "mono id");
+    td.appendChild(document.createTextNode(id + " "));
+    td.appendChild(copyButton(id));
+    return td;
+  }
   function row(cells) {
     var tr = document.createElement("tr");
     cells.forEach(function (c) { tr.appendChild(c instanceof Node ? c : el("td", null, c)); });
     return tr;
   }
   function replace(id, nodes) { var t = $(id); while (t.firstChild) t.removeChild(t.firstChild); nodes.forEach(function (n) { t.appendChild(n); }); }
-  var KNOWN = { running: 1, completed: 1, interrupted: 1, failed: 1, finished: 1, ready: 1, degraded: 1, cooldown: 1, dead: 1 };
+  var KNOWN = { running: 1, completed: 1, interrupted: 1, failed: 1, finished: 1, stale: 1, ready: 1, degraded: 1, cooldown: 1, dead: 1 };
   function safeClass(base, token) { return KNOWN[token] ? base + " " + token : base; }
+  function statusWord(s) {
+    if (s.run) return s.run.stale ? "stale" : s.run.status;
+    return s.run_id === null ? "" : s.running ? "running" : s.stale ? "stale" : "finished";
+  }
+  function optionsText(spec) {
+    var o = spec && typeof spec === "object" ? spec.options : null;
+    if (!o || typeof o !== "object") return "";
+    return Object.keys(o).map(function (k) { return k + ": " + (typeof o[k] === "string" ? o[k] : JSON.stringify(o[k])); }).join(", ");
+  }
+
+  // copy buttons (event delegation: rows are redrawn at every refresh)
+  function copyText(value) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(value);
+    var area = document.createElement("textarea");
+    area.value = value; area.setAttribute("readonly", ""); area.style.position = "fixed"; area.style.opacity = "0";
+    document.body.appendChild(area); area.select();
+    try { document.execCommand("copy"); } finally { document.body.removeChild(area); }
+    return Promise.resolve();
+  }
+  document.addEventListener("click", function (ev) {
+    var b = ev.target;
+    if (!b || !b.classList || !b.classList.contains("copy")) return;
+    var value = b.getAttribute("data-copy");
+    copyText(value).then(function () { state.copied = value; b.textContent = "copied"; setTimeout(function () { b.textContent = "copy"; }, 1500); },
+      function () { b.textContent = "copy failed"; });
+  });
+
+  // the download links follow the selection the page shows
+  function pointDownloads(runId) {
+    Array.prototype.forEach.call(document.querySelectorAll("a.download"), function (a) {
+      a.setAttribute("href", "/export" + q({ rows: a.getAttribute("data-rows"), format: a.getAttribute("data-format"), run_id: runId, state: a.getAttribute("data-state") }));
+    });
+  }
 
   function renderStats(s) {
-    var title = s.run_id === null ? "no run yet" : s.run_id === "all" ? "all runs (" + s.runs_total + ")" : "run " + s.run_id;
+    var title = s.run_id === null ? "no run yet" : s.run_id === "all" ? "whole store (" + s.runs_total + " runs)" : "run " + s.run_id;
     text("run-title", title);
     document.title = "assay \\u00b7 " + title;
-    var status = s.run ? s.run.status : (s.run_id === null ? "" : s.running ? "running" : "finished");
+    var status = statusWord(s);
     text("run-status", status);
     $("run-status").className = safeClass("status", status);
     text("run-label", s.run && s.run.label ? s.run.label : "");
     text("updated", when(s.generated_at));
+    text("runs-total", s.runs_total);
+    text("latest-id", s.latest_run ? s.latest_run.run_id : "\\u2013");
     STATES.forEach(function (st) { text("count-" + st, s.pipelines.by_state[st]); });
     text("done", s.done);
+    text("interrupted", s.pipelines.by_state.interrupted);
     text("total", s.total !== null ? s.total : s.pipelines.total);
-    text("total-kind", s.total !== null ? "from source" : "admitted (source size unknown)");
+    text("total-kind", s.total !== null ? "(of the source)" : "(of the pipelines admitted: source size unknown)");
     text("pct", s.progress === null ? "" : (s.progress * 100).toFixed(1) + "%");
     $("progress-fill").style.width = (s.progress === null ? 0 : Math.max(0, Math.min(100, s.progress * 100))) + "%";
     var r = s.throughput.recent_per_sec !== null ? s.throughput.recent_per_sec : s.throughput.per_sec;
@@ -248,12 +386,27 @@ const SCRIPT = `
       var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === null ? "?" : x.state));
       var now = s.generated_at, until = x.throttled_until !== null && x.throttled_until > now ? ["throttled", x.throttled_until] : x.breaker_until !== null && x.breaker_until > now ? ["breaker open", x.breaker_until] : null;
       if (until !== null) { var t = new Date(until[1]); st.appendChild(el("span", "hold", " " + until[0] + " until " + (until[1] - now >= 86400000 ? t.toISOString() : t.toTimeString().slice(0, 8)))); }
-      return row([el("td", null, x.pool + "/" + x.resource_id), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0]);
+      return row([el("td", null, x.pool + "/" + x.resource_id), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "msg", optionsText(x.spec))]);
     }));
     replace("errors", s.recent_errors.map(function (e) {
       var msg = [e.error_type, e.error_message].filter(function (v) { return v !== null; }).join(": ");
-      return row([el("td", "mono", e.pipeline_id.slice(0, 12)), e.failed_task || "", e.error_class || "", el("td", "msg", msg), when(e.ended_at)]);
+      return row([idCell(e.pipeline_id), e.failed_task || "", e.error_class || "", el("td", "msg", msg), when(e.ended_at)]);
     }));
+    text("metrics-note", s.run_id === "all" && s.metrics_run_id !== null ? "of run " + s.metrics_run_id + " (the latest that reported any)" : "");
+    replace("metrics", s.metrics.filter(function (x) { return x.pipeline_id === null; }).map(function (x) {
+      var card = el("div", "card metric"); card.setAttribute("data-display", x.display);
+      card.appendChild(el("div", "label", x.label || x.name)); card.appendChild(el("div", "value", metricText(x)));
+      return card;
+    }));
+    replace("runs", s.recent_runs.map(function (x) {
+      var td = el("td", "mono id"); var a = el("a", null, x.run_id); a.setAttribute("href", "/" + q({ run_id: x.run_id }));
+      td.appendChild(a); td.appendChild(document.createTextNode(" ")); td.appendChild(copyButton(x.run_id));
+      var st = el("td"); var word = x.stale ? "stale" : x.status; st.appendChild(el("span", safeClass("status", word), word));
+      var tr = row([td, x.label || "", st, when(x.started_at), when(x.ended_at), x.stop_reason || ""]);
+      if (x.run_id === s.run_id) tr.className = "selected";
+      return tr;
+    }));
+    pointDownloads(s.run_id);
     renderChart(s);
   }
 
@@ -271,8 +424,8 @@ const SCRIPT = `
       state.chart = new uPlot({
         width: Math.max(300, box.clientWidth - 16), height: 220,
         series: [{}, { label: "completed / s", stroke: "#0969da", fill: "rgba(9,105,218,0.1)", scale: "rate" },
-                     { label: "done (cumulative)", stroke: "#1a7f37", scale: "done" }],
-        axes: [{}, { scale: "rate", label: "per s" }, { scale: "done", side: 1, label: "done", grid: { show: false } }],
+                     { label: "completed (cumulative)", stroke: "#1a7f37", scale: "done" }],
+        axes: [{}, { scale: "rate", label: "per s" }, { scale: "done", side: 1, label: "completed", grid: { show: false } }],
         scales: { x: { time: true } }
       }, data, box);
     } else {
@@ -280,32 +433,20 @@ const SCRIPT = `
     }
   }
 
-  function renderMetrics(m) {
-    if (state.runId === "all") {
-      replace("metrics", [el("p", "muted", "Reported metrics are per run: open a run to see them.")]);
-      return;
-    }
-    replace("metrics", m.rows.filter(function (x) { return x.pipeline_id === null; }).map(function (x) {
-      var card = el("div", "card metric"); card.setAttribute("data-display", x.display);
-      card.appendChild(el("div", "label", x.label || x.name)); card.appendChild(el("div", "value", metricText(x)));
-      return card;
-    }));
-  }
-
   function renderPipelines(p) {
     state.next = p.next;
     $("next-page").disabled = p.next === null;
     replace("pipelines", p.rows.map(function (x) {
       var metrics = x.reported_metrics.map(function (m) { return (m.label || m.name) + "=" + metricText(m); }).join(", ");
-      var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state));
+      var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === "running" ? "admitted" : x.state));
       var err = [x.error_type, x.error_message].filter(function (v) { return v !== null; }).join(": ");
-      return row([el("td", "mono", x.pipeline_id.slice(0, 12)), x.name, st, x.n_tasks_done + "/" + x.n_tasks_total, x.attempts_total, metrics, el("td", "msg", err)]);
+      return row([idCell(x.pipeline_id), x.name, st, x.n_tasks_done + "/" + x.n_tasks_total, x.attempts_total, metrics, el("td", "msg", err)]);
     }));
   }
 
   function renderEvents(e) {
     replace("events", e.rows.slice().reverse().map(function (x) {
-      return row([when(x.ts), x.kind, el("td", "mono", x.pipeline_id ? x.pipeline_id.slice(0, 12) : "")]);
+      return row([when(x.ts), x.kind, x.pipeline_id ? idCell(x.pipeline_id) : ""]);
     }));
   }
 
@@ -314,9 +455,7 @@ const SCRIPT = `
       state.runId = s.run_id;
       renderStats(s);
       if (s.run_id === null) return;
-      var sel = { run_id: s.run_id };
       return Promise.all([
-        getJson("/metrics", sel).then(renderMetrics),
         getJson("/pipelines", { run_id: s.run_id, after: state.after, limit: 25 }).then(renderPipelines),
         getJson("/events", { run_id: s.run_id, limit: 15 }).then(renderEvents)
       ]);

@@ -18,7 +18,7 @@
 import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
-import { formatMetric } from "./Report.js"
+import { formatMetric, isStale, STALE_AFTER_MS } from "./Report.js"
 import { SKIPPED_METRIC } from "./Runner.js"
 import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "./Store.js"
 
@@ -27,8 +27,9 @@ import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, Store
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Which run a read is about: `undefined` = the most recently started run, `"all"` = every
- * run of the store (aggregate), any other string = that run id.
+ * Which run a read is about: `undefined` or `"latest"` = the most recently started run,
+ * `"all"` = every run of the store (the whole store: the cumulative picture), any other
+ * string = that run id.
  *
  * @since 0.1.0
  * @category models
@@ -61,8 +62,8 @@ export class UnknownRun extends Schema.TaggedError<UnknownRun>("assay/UnknownRun
 }
 
 /**
- * Resolves a {@link RunSelector}: `"all"` → every run; `undefined` → the most recently
- * started run (`Empty` when the store has none); an id → that run. Fails with
+ * Resolves a {@link RunSelector}: `"all"` → every run; `undefined` or `"latest"` → the most
+ * recently started run (`Empty` when the store has none); an id → that run. Fails with
  * {@link UnknownRun} for an id the store does not know, `StoreUnavailable` on read errors.
  *
  * @since 0.1.0
@@ -73,7 +74,7 @@ export const resolveSelection = (
   selector: RunSelector
 ): Effect.Effect<Selection, StoreUnavailable | UnknownRun> => {
   if (selector === "all") return Effect.map(store.listRuns, (runs): Selection => ({ _tag: "All", runs }))
-  if (selector === undefined) {
+  if (selector === undefined || selector === "latest") {
     return Effect.map(store.latestRun, (o): Selection =>
       Option.match(o, { onNone: () => ({ _tag: "Empty" }), onSome: (run) => ({ _tag: "Run", run, latest: true }) }))
   }
@@ -478,6 +479,12 @@ export interface RunView {
   readonly stop_reason: string | null
   /** The run's `staleAfter` in ms (from its config), when recorded. */
   readonly stale_after_ms: number | null
+  /**
+   * Stored as `running` but its heartbeat is older than its `staleAfter` (default
+   * {@link STALE_AFTER_MS}): its writer died without closing it. Shown as stale (as `report`
+   * shows it interrupted), never as running; a resume takes it up.
+   */
+  readonly stale: boolean
 }
 
 /**
@@ -499,14 +506,22 @@ export interface Throughput {
 /**
  * The monitoring picture of one selection (what `/stats` returns and `watch` renders).
  *
- * - `run_id`: the selected run, `"all"`, or `null` when the store has no run yet;
- * - `running`: the selected run (any run, for `all`) is still running;
- * - `done`: terminal pipelines (succeeded + failed + interrupted) of the selection, plus those
- *   a resumed run skipped as already done (`skipped`, from the runner's run-scoped metric);
- * - `total`: the source size when the run recorded it (`meta.total` or `config.total`), else
- *   `null`; `progress` = `done / total`; `eta_ms` from the recent rate (null when unknown);
- * - `metrics`: run-level reported metrics of the selected run (never for `all`: the
- *   aggregate picks no run's metrics).
+ * - `run_id`: the selected run, `"all"` (the whole store: every run's pipelines, each row as
+ *   its last run left it), or `null` when the store has no run yet;
+ * - `running`: the selected run (any run, for `all`) is still running: stored as `running`
+ *   and not stale;
+ * - `stale`: the selected run (for `all`: a run) is stored as `running` but sends no
+ *   heartbeat any more (see {@link RunView.stale});
+ * - `done`: pipelines finished for good (succeeded + failed) in the selection, plus those a
+ *   resumed run skipped as already done (`skipped`, from the runner's run-scoped metric).
+ *   Interrupted pipelines are not done (they resume): `pipelines.by_state.interrupted`;
+ * - `total`: the source size when the run recorded it (`meta.total` or `config.total`; for
+ *   `all`, the largest any run recorded), else `null`; `progress` = `done / total`;
+ *   `eta_ms` from the recent rate (null when unknown or not running);
+ * - `metrics`: run-level reported metrics of the selected run; for `all`, those of the most
+ *   recently started run that reported any (`metrics_run_id` names it);
+ * - `latest_run` and `recent_runs` (newest first, at most {@link RECENT_RUNS}): the runs of
+ *   the store, so a view can offer each of them.
  *
  * @since 0.1.0
  * @category models
@@ -519,6 +534,11 @@ export interface Snapshot {
   readonly run: RunView | null
   readonly runs_total: number
   readonly running: boolean
+  readonly stale: boolean
+  /** The most recently started run of the store (whatever the selection). */
+  readonly latest_run: RunView | null
+  /** The store's runs, newest first, at most {@link RECENT_RUNS}. */
+  readonly recent_runs: ReadonlyArray<RunView>
   readonly pipelines: { readonly total: number; readonly by_state: Readonly<Record<PipelineState, number>> }
   readonly done: number
   /** Pipelines the selected run skipped because they were already done (counted in `done`). */
@@ -536,7 +556,17 @@ export interface Snapshot {
   readonly recent_errors: ReadonlyArray<ErrorWire>
   readonly resources: ReadonlyArray<ResourceRow>
   readonly metrics: ReadonlyArray<MetricRow>
+  /** The run whose metrics `metrics` holds (the selected run; for `all`, see above), or null. */
+  readonly metrics_run_id: string | null
 }
+
+/**
+ * How many runs a snapshot lists in `recent_runs`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const RECENT_RUNS = 20
 
 /**
  * Width of the window of `recent_per_sec` (ms).
@@ -577,19 +607,22 @@ export const totalOf = (run: RunRecord): number | null => {
   return typeof config === "object" && config !== null ? positive(config.total) : null
 }
 
-const runView = (r: RunRecord): RunView => {
+const staleAfterMsOf = (r: RunRecord): number | null => {
   const config = r.config as Record<string, unknown> | null
-  return {
-    run_id: r.runId,
-    label: r.label,
-    status: r.status,
-    started_at: r.startedAt,
-    heartbeat_at: r.heartbeatAt,
-    ended_at: r.endedAt,
-    stop_reason: r.stopReason,
-    stale_after_ms: typeof config === "object" && config !== null ? numOrNull(config.staleAfterMs) : null
-  }
+  return typeof config === "object" && config !== null ? numOrNull(config.staleAfterMs) : null
 }
+
+const runView = (r: RunRecord, nowMs: number): RunView => ({
+  run_id: r.runId,
+  label: r.label,
+  status: r.status,
+  started_at: r.startedAt,
+  heartbeat_at: r.heartbeatAt,
+  ended_at: r.endedAt,
+  stop_reason: r.stopReason,
+  stale_after_ms: staleAfterMsOf(r),
+  stale: isStale(r, nowMs)
+})
 
 /**
  * Options of {@link readSnapshot}: the run selector and how many recent errors to include
@@ -645,21 +678,32 @@ export const snapshotOf = (
     const now = yield* Clock.currentTimeMillis
     const runId = filterOf(selection)
     const allRuns = selection._tag === "All" ? selection.runs : yield* store.listRuns
+    const newestFirst = [...allRuns].sort((a, b) => b.startedAt - a.startedAt || (a.runId < b.runId ? 1 : -1))
     const stats = yield* store.stats(runId)
     const errorRows = yield* store.errors({ runId, limit: errors })
     const run = selection._tag === "Run" ? selection.run : null
+    // A run stored as running whose writer died (no heartbeat) is not running: it is stale.
+    const alive = (r: RunRecord) => r.status === "running" && !isStale(r, now)
     const running = selection._tag === "Run"
-      ? selection.run.status === "running"
-      : selection._tag === "All" && selection.runs.some((r) => r.status === "running")
+      ? alive(selection.run)
+      : selection._tag === "All" && selection.runs.some(alive)
+    const stale = selection._tag === "Run"
+      ? isStale(selection.run, now)
+      : selection._tag === "All" && selection.runs.some((r) => isStale(r, now))
     const start = selection._tag === "Run"
       ? selection.run.startedAt
       : selection._tag === "All" && selection.runs.length > 0
       ? Math.min(...selection.runs.map((r) => r.startedAt))
       : null
-    const end = selection._tag === "Run"
-      ? (selection.run.endedAt ?? now)
-      : selection._tag === "All" && !running && selection.runs.length > 0
-      ? Math.max(...selection.runs.map((r) => r.endedAt ?? r.heartbeatAt))
+    // where the selection's time ends: now while running; the end (or, for a run that died,
+    // its last heartbeat) otherwise, so that a dead run's rate is not diluted by the time since
+    const endOf = (r: RunRecord) => r.endedAt ?? r.heartbeatAt
+    const end = running
+      ? now
+      : selection._tag === "Run"
+      ? endOf(selection.run)
+      : selection._tag === "All" && selection.runs.length > 0
+      ? Math.max(...selection.runs.map(endOf))
       : now
     const elapsed = start === null ? null : Math.max(0, end - start)
     const bucketMs = bucketFor(elapsed ?? 0)
@@ -672,13 +716,25 @@ export const snapshotOf = (
       for (let i = firstIndex; i <= lastIndex; i++) series.push([start + i * bucketMs, counts.get(i) ?? 0])
     }
     const by = stats.byState
-    const metricRows = selection._tag === "Run"
-      ? yield* store.metrics({ runId: selection.run.runId, pipelineId: null })
-      : []
-    // Pipelines a resumed run skipped (already done) count as done for its progress.
-    const skippedValue = metricRows.find((m) => m.name === SKIPPED_METRIC)?.value
+    // the metrics shown: the selected run's; for the whole store, the most recent run's that
+    // reported any (a resumed job's live metrics cover the whole job)
+    let metricsRunId: string | null = selection._tag === "Run" ? selection.run.runId : null
+    let metricRows = selection._tag === "Run" ? yield* store.metrics({ runId: selection.run.runId, pipelineId: null }) : []
+    if (selection._tag === "All") {
+      for (const r of newestFirst.slice(0, RECENT_RUNS)) {
+        const ms = (yield* store.metrics({ runId: r.runId, pipelineId: null })).filter((m) => m.name !== SKIPPED_METRIC)
+        if (ms.length > 0) {
+          metricsRunId = r.runId
+          metricRows = ms
+          break
+        }
+      }
+    }
+    // Pipelines a resumed run skipped (already done) count as done for its progress (the
+    // whole store's rows already include them).
+    const skippedValue = selection._tag === "Run" ? metricRows.find((m) => m.name === SKIPPED_METRIC)?.value : undefined
     const skipped = typeof skippedValue === "number" ? skippedValue : 0
-    const done = by.succeeded + by.failed + by.interrupted + skipped
+    const done = by.succeeded + by.failed + skipped
     const perSec = elapsed !== null && elapsed >= 1000 ? done / (elapsed / 1000) : null
     let recentPerSec: number | null = null
     if (series.length > 0 && elapsed !== null && elapsed >= 1000) {
@@ -689,7 +745,10 @@ export const snapshotOf = (
         recentPerSec = recent.reduce((a, [, n]) => a + n, 0) / ((end - t0) / 1000)
       }
     }
-    const total = run === null ? null : totalOf(run)
+    const totals = (selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : [])
+      .map(totalOf)
+      .filter((t): t is number => t !== null)
+    const total = totals.length === 0 ? null : Math.max(...totals)
     const rate = recentPerSec !== null && recentPerSec > 0 ? recentPerSec : perSec
     const eta = total !== null && running && rate !== null && rate > 0
       ? Math.max(0, Math.round(((total - done) / rate) * 1000))
@@ -700,9 +759,12 @@ export const snapshotOf = (
       run_id: selectionRunId(selection),
       selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
       generated_at: now,
-      run: run === null ? null : runView(run),
+      run: run === null ? null : runView(run, now),
       runs_total: allRuns.length,
       running,
+      stale,
+      latest_run: newestFirst.length === 0 ? null : runView(newestFirst[0]!, now),
+      recent_runs: newestFirst.slice(0, RECENT_RUNS).map((r) => runView(r, now)),
       pipelines: { total: stats.pipelines, by_state: by },
       done,
       skipped,
@@ -718,25 +780,19 @@ export const snapshotOf = (
       throughput: { per_sec: perSec, recent_per_sec: recentPerSec, bucket_ms: bucketMs, series },
       recent_errors: errorRows.map(errorRow),
       resources,
-      metrics
+      metrics,
+      metrics_run_id: metricsRunId
     } satisfies Snapshot
   })
 
 /**
- * Whether a snapshot's run is over for `watch`: not running, or running with a heartbeat
- * older than its `staleAfter` (the writer died without closing it).
+ * Whether a snapshot's run is over for `watch`: not running (finished, or stale: stored as
+ * running with a heartbeat older than its `staleAfter`, its writer gone).
  *
  * @since 0.1.0
  * @category snapshot
  */
-export const isOver = (s: Snapshot): boolean => {
-  if (s.run_id === null) return false
-  if (!s.running) return true
-  const run = s.run
-  if (run === null) return false
-  const staleAfter = run.stale_after_ms ?? 30_000
-  return s.generated_at - run.heartbeat_at > Math.max(staleAfter, 1000)
-}
+export const isOver = (s: Snapshot): boolean => s.run_id !== null && !s.running
 
 // ---------------------------------------------------------------------------------------------
 // Terminal rendering
@@ -801,9 +857,29 @@ const clean = (s: string): string => s.replace(/[\u0000-\u001f\u007f-\u009f]/g, 
 const truncate = (s: string, width: number): string => (s.length <= width ? s : `${s.slice(0, Math.max(0, width - 1))}…`)
 
 /**
+ * The status words of a snapshot: the run's stored status, except a stale run (stored as
+ * running, no heartbeat any more), which reads
+ * `stale (no heartbeat since 14:03:10: its writer is gone; resume continues it)`; for the
+ * whole store, `running`, `stale` or `finished`.
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const statusOf = (s: Snapshot): string => {
+  if (s.run !== null) {
+    return s.run.stale
+      ? `stale (no heartbeat since ${formatUntil(s.run.heartbeat_at, s.generated_at)}: its writer is gone; resume continues it)`
+      : s.run.status
+  }
+  return s.running ? "running" : s.stale ? "stale" : "finished"
+}
+
+/**
  * The one-line summary `watch` prints when stdout is not a terminal, e.g.
- * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 running · 12.3/s · ETA 44s`.
- * Store text is stripped of control characters.
+ * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 admitted · 12.3/s · ETA 44s`.
+ * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
+ * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
+ * interrupted count appears when there are some. Store text is stripped of control characters.
  *
  * @since 0.1.0
  * @category rendering
@@ -812,25 +888,26 @@ export const renderLine = (s: Snapshot): string => {
   if (s.run_id === null) return "no run yet"
   const by = s.pipelines.by_state
   const head = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
-  const status = s.run?.status ?? (s.running ? "running" : "done")
   const parts = [
     s.total !== null
       ? `${s.done}/${s.total} done (${((s.progress ?? 0) * 100).toFixed(1)}%)`
       : `${s.done}/${s.pipelines.total} done`,
-    `${by.failed} failed`,
-    `${by.running} running`
+    `${by.failed} failed`
   ]
+  if (by.interrupted > 0) parts.push(`${by.interrupted} interrupted`)
+  parts.push(`${by.running} admitted`)
   const rate = s.throughput.recent_per_sec ?? s.throughput.per_sec
   if (rate !== null) parts.push(formatRate(rate))
   if (s.eta_ms !== null) parts.push(`ETA ${formatDuration(s.eta_ms)}`)
   if (s.retries > 0) parts.push(`${s.retries} retries`)
-  return `${head} ${status}: ${parts.join(" · ")}`
+  return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
 }
 
 /**
  * The multi-line terminal picture of a snapshot (what `watch` draws on a terminal): run
- * header, progress bar, counts by state, throughput and ETA, latency percentiles, reported
- * metrics, pool resources and recent errors. Lines are cut to `width`; store text is
+ * header (a stale run reads as stale, see {@link statusOf}), progress bar, counts by state
+ * (`admitted` for pipelines admitted and not finished), throughput and ETA, latency
+ * percentiles, reported metrics, pool resources and recent errors (full pipeline ids). Lines are cut to `width`; store text is
  * stripped of control characters; colour is ANSI SGR when `color` is set.
  *
  * @since 0.1.0
@@ -846,18 +923,22 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
   }
   if (s.run_id === null) return "assay: no run in this store yet\n"
   const by = s.pipelines.by_state
+  const shown = clean(statusOf(s))
   if (s.run !== null) {
     const r = s.run
-    const status = r.status === "running"
-      ? paint("cyan", r.status)
+    const status = r.stale
+      ? paint("yellow", shown)
+      : r.status === "running"
+      ? paint("cyan", shown)
       : r.status === "completed"
-      ? paint("green", r.status)
-      : paint("yellow", r.status)
+      ? paint("green", shown)
+      : paint("yellow", shown)
     const label = r.label === null ? "" : ` (${clean(r.label)})`
     const tail = ` · ${s.elapsed_ms === null ? "" : formatDuration(s.elapsed_ms)}${r.stop_reason === null ? "" : ` · stop: ${clean(r.stop_reason)}`}`
-    push(`run ${clean(r.run_id)}${label} · ${r.status}${tail}`, `run ${paint("bold", clean(r.run_id))}${label} · ${status}${tail}`)
+    push(`run ${clean(r.run_id)}${label} · ${shown}${tail}`, `run ${paint("bold", clean(r.run_id))}${label} · ${status}${tail}`)
   } else {
-    push(`all runs (${s.runs_total}) · ${s.running ? "running" : "finished"}`)
+    const latest = s.latest_run === null ? "" : ` · latest run ${clean(s.latest_run.run_id)}`
+    push(`all runs (${s.runs_total}) · ${shown}${latest}`)
   }
   const rate = s.throughput.recent_per_sec ?? s.throughput.per_sec
   const rateText = rate === null ? "" : ` · ${formatRate(rate)}`
@@ -871,20 +952,18 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
     push(`progress ${s.done}/${s.pipelines.total} done${rateText} (source size unknown: no ETA)`)
   }
   push(
-    `pipelines ${s.pipelines.total}: ${by.succeeded} succeeded · ${by.failed} failed · ${by.running} running · ${by.pending} pending · ${by.interrupted} interrupted`,
+    `pipelines ${s.pipelines.total}: ${by.succeeded} succeeded · ${by.failed} failed · ${by.interrupted} interrupted · ${by.running} admitted · ${by.pending} pending`,
     `pipelines ${s.pipelines.total}: ${paint("green", `${by.succeeded} succeeded`)} · ${
       by.failed > 0 ? paint("red", `${by.failed} failed`) : `${by.failed} failed`
-    } · ${by.running} running · ${by.pending} pending · ${by.interrupted} interrupted`
+    } · ${by.interrupted} interrupted · ${by.running} admitted · ${by.pending} pending`
   )
   const lat = s.latency_ms === null
     ? ""
     : ` · latency p50 ${formatDuration(s.latency_ms.p50)} p95 ${formatDuration(s.latency_ms.p95)} p99 ${formatDuration(s.latency_ms.p99)}`
   push(`tasks ${s.tasks} · attempts ${s.attempts_total} · retries ${s.retries}${lat}`)
   if (s.metrics.length > 0) {
-    push("metrics")
+    push(s.run_id === "all" && s.metrics_run_id !== null ? `metrics (of run ${clean(s.metrics_run_id)})` : "metrics")
     for (const m of s.metrics) push(`  ${clean(m.label ?? m.name)}: ${clean(formatMetric(m.value, m.display))}`)
-  } else if (s.run_id === "all") {
-    push(paint("dim", "metrics: per run only (select a run with --run-id)"))
   }
   if (s.resources.length > 0) {
     push("pools")
@@ -900,7 +979,7 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
     push(`errors (${by.failed} failed; latest ${s.recent_errors.length})`)
     for (const e of s.recent_errors) {
       const what = [e.error_type, e.error_message].filter((x) => x !== null).join(": ")
-      push(`  ${e.pipeline_id.slice(0, 12)} ${clean(e.failed_task ?? "?")}: ${clean(what)}`)
+      push(`  ${clean(e.pipeline_id)} ${clean(e.failed_task ?? "?")}: ${clean(what)}`)
     }
   }
   return `${lines.join("\n")}\n`

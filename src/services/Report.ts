@@ -26,9 +26,35 @@ import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreServ
 export const STALE_AFTER_MS = 30_000
 
 /**
+ * The stale threshold of a run (ms): `staleAfterMs` when given, else the `staleAfter` the run
+ * recorded in its config (`config.staleAfterMs`), else {@link STALE_AFTER_MS}.
+ *
+ * @since 0.2.0
+ * @category reports
+ */
+export const staleAfterOf = (r: RunRecord, staleAfterMs?: number | undefined): number => {
+  if (staleAfterMs !== undefined) return staleAfterMs
+  const config = r.config as Record<string, unknown> | null
+  const recorded = typeof config === "object" && config !== null ? config.staleAfterMs : undefined
+  return typeof recorded === "number" && Number.isFinite(recorded) && recorded > 0 ? recorded : STALE_AFTER_MS
+}
+
+/**
+ * Whether a run is stale at `nowMs` (epoch ms): stored as `running` with a heartbeat older
+ * than {@link staleAfterOf} — its writer died without closing it. `report` shows it as
+ * interrupted (stale), `watch` and `serve` as stale; none of them shows it running.
+ *
+ * @since 0.2.0
+ * @category reports
+ */
+export const isStale = (r: RunRecord, nowMs: number, staleAfterMs?: number | undefined): boolean =>
+  r.status === "running" && nowMs - r.heartbeatAt > staleAfterOf(r, staleAfterMs)
+
+/**
  * Report options: `runId` selects runs (absent: each store's most recent run; `"all"`: every
  * run; an id: that run, which must exist in at least one store), `errors` the number of
- * recent errors listed (default 10; non-negative integer), `staleAfterMs` the stale threshold.
+ * recent errors listed (default 10; non-negative integer), `staleAfterMs` the stale threshold
+ * (default: each run's own `staleAfter`, see {@link staleAfterOf}).
  *
  * @since 0.1.0
  * @category models
@@ -161,7 +187,6 @@ export const buildReport = (
   Effect.gen(function*() {
     const errorsLimit = (yield* Export.checkLimit(options.errors)) ?? 10
     const now = yield* Clock.currentTimeMillis
-    const staleAfter = options.staleAfterMs ?? STALE_AFTER_MS
     const all = options.runId === "all"
 
     // run selection, per store: undefined = no run filter (all)
@@ -184,7 +209,7 @@ export const buildReport = (
 
     const runs: Array<ReportRun> = selected.flatMap((s) =>
       s.runs.map((r) => {
-        const stale = r.status === "running" && now - r.heartbeatAt > staleAfter
+        const stale = isStale(r, now, options.staleAfterMs)
         return {
           source: s.source,
           runId: r.runId,

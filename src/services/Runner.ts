@@ -962,13 +962,23 @@ const runOnce = <S extends AnySpec, SE, SR>(
       const nTasks = tasks.length
       const pipelineId = spec.pipelineId
       let cursor = start.cursor
-      let currentTask: { seq: number; taskRunId: string; startedAt: number; attempt: number; committed: number } | null = null
+      let currentTask: {
+        seq: number
+        taskRunId: string
+        startedAt: number
+        attempt: number
+        committed: number
+        /** The retryable failure a stop cut short (its retry not made), for the interrupted row. */
+        stoppedAfter?: string
+      } | null = null
       const holder: SlotHold = { holding: false, inAttempt: false }
 
       const markInterrupted = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         state.counters.interrupted++
         const task = currentTask
+        const stopped = `run stopped: ${state.stopReason ?? "interrupted"}`
+        const message = task?.stoppedAfter === undefined ? stopped : `${stopped} (before retrying: ${task.stoppedAfter})`.slice(0, 4000)
         yield* store.checkpoint({
           pipelineId,
           task: task === null ? undefined : ({
@@ -983,7 +993,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             endedAt: now,
             durationMs: now - task.startedAt,
             errorType: "Interrupted",
-            errorMessage: `run stopped: ${state.stopReason ?? "interrupted"}`,
+            errorMessage: message,
             errorClass: "cancelled",
             leaseIds: []
           }),
@@ -998,7 +1008,7 @@ const runOnce = <S extends AnySpec, SE, SR>(
             error: {
               failedTask: task === null ? null : tasks[task.seq]!.name,
               errorType: "Interrupted",
-              errorMessage: `run stopped: ${state.stopReason ?? "interrupted"}`,
+              errorMessage: message,
               errorClass: "cancelled"
             }
           },
@@ -1209,6 +1219,20 @@ const runOnce = <S extends AnySpec, SE, SR>(
                 Effect.ensuring(Effect.sync(() => state.delayed--))
               )
               continue
+            }
+            // A stop cut this task short: a failure the policy would have retried (or an attempt
+            // cancelled by the stop itself) is not the task's verdict. The attempt is recorded
+            // with the reason `stopped`, and the pipeline ends `interrupted` (resumable: resume
+            // makes the next attempt), never `failed`.
+            if (state.stopping && (decision.retry || error === undefined)) {
+              yield* store.recordAttempt({
+                ...attemptRow,
+                decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
+              })
+              attemptsCommitted++
+              currentTask.committed = attemptsCommitted
+              if (error !== undefined) currentTask.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
+              return yield* Effect.interrupt
             }
             // Terminal failure of the task, hence of the pipeline.
             if (attemptsCommitted > 0) yield* store.flush

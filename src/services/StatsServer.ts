@@ -11,12 +11,14 @@
  * | `/pipelines` | `{ run_id, rows, next }` paged by key: `?after=<next>&limit=` (≤ 1000, default 50) |
  * | `/resources` | `{ run_id, rows }` pool resources with health |
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
+ * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
- * Every route takes `run_id`: absent = the server's default selection (the most recently
- * started run unless the server was given one), `all` = every run, an id = that run (404 when
- * unknown). Bad parameters answer 400 with `{ error }`; any method but GET/HEAD answers 405.
- * No route serves artifact payloads and nothing writes.
+ * Every route takes `run_id`: absent = the server's default selection (the whole store unless
+ * the server was given one), `all` = the whole store (every run), `latest` = the most recently
+ * started run, an id = that run (404 when unknown). Bad parameters answer 400 with `{ error }`;
+ * any method but GET/HEAD answers 405. Only `/export` serves artifact payloads (decoded, as
+ * `assay export` does, with the secrets the store never held); nothing writes to the store.
  *
  * @since 0.1.0
  */
@@ -26,12 +28,16 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Data, Effect, Option, type Scope } from "effect"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import { Data, Effect, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as nodePath from "node:path"
 import { ConfigError } from "../domain/Errors.js"
 import { DASHBOARD_CSP, renderDashboard } from "./Dashboard.js"
+import * as Export from "./Export.js"
 import * as Monitor from "./Monitor.js"
 import type { StoreService } from "./Store.js"
 
@@ -49,8 +55,9 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  * - `store`: the store to read (open it read-only: `SqliteStore.layerReadOnly`);
  * - `allowAnyHost`: skip the `Host` header check ({@link hostAllowed});
  * - `reads`: the keyset/histogram reads ({@link Monitor.storeReads} over the store);
- * - `runId`: the default selection when a request has no `run_id` (`undefined` = latest,
- *   `"all"`, or an id);
+ * - `runId`: the default selection when a request has no `run_id` (`undefined` or `"all"`:
+ *   the whole store, the cumulative picture after any number of runs and resumes; `"latest"`:
+ *   the most recently started run; or an id);
  * - `errors`: recent errors in `/stats` (default 10);
  * - `refreshMs`: the dashboard's refresh period (default 2000 ms).
  *
@@ -103,6 +110,55 @@ const limitOf = (raw: string | undefined, fallback: number) => {
 const json = (body: unknown, status = 200) =>
   HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
 
+/** Content types of the `/export` formats. */
+const EXPORT_TYPES: Readonly<Record<Export.Format, string>> = {
+  csv: "text/csv; charset=utf-8",
+  jsonl: "application/x-ndjson; charset=utf-8",
+  json: "application/json; charset=utf-8"
+}
+
+/** The pipeline states a `?state=` filter of `/export` accepts. */
+const STATES: ReadonlyArray<string> = ["pending", "running", "succeeded", "failed", "interrupted"]
+
+/**
+ * The file name of an `/export` download: `assay-ROWS[-STATE][-RUN].FORMAT` (the run id
+ * reduced to `[A-Za-z0-9._-]`).
+ *
+ * @since 0.2.0
+ * @category exports
+ */
+export const exportFileName = (rows: string, format: string, runId: string | null, state: string | undefined): string =>
+  `assay-${rows}${state === undefined ? "" : `-${state}`}${runId === null || runId === "all" ? "" : `-${runId.replace(/[^A-Za-z0-9._-]/g, "_")}`}.${format}`
+
+/**
+ * The rows of `/export` as a byte stream, exactly as `assay export` writes them: the rows of
+ * {@link Export.iterRows} are written by {@link Export.writeRows} into a private temporary
+ * directory (the export service encodes only into files), whose file is then streamed and
+ * removed when the stream ends, fails or is interrupted (a client gone mid-download).
+ * `keep` filters rows (the `?state=` filter). Fails with the store's read errors or
+ * `ExportError`; the directory is removed on every failure.
+ */
+const exportBytes = (
+  store: StoreService,
+  options: Export.RowOptions,
+  format: Export.Format,
+  keep: ((row: Export.Row) => boolean) | undefined
+) =>
+  Effect.gen(function*() {
+    const dir = yield* Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-serve-export-")))
+    const remove = Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const file = nodePath.join(dir, `rows.${format}`)
+    const rows = Export.iterRows(store, options)
+    yield* Export.writeRows(keep === undefined ? rows : Stream.filter(rows, keep), file, format).pipe(Effect.onExit((exit) =>
+      exit._tag === "Success" ? Effect.void : remove
+    ))
+    const size = yield* Effect.sync(() => fs.statSync(file).size)
+    const body = NodeStream.fromReadable<Error, Uint8Array>(() => fs.createReadStream(file), (e) => e as Error).pipe(
+      Stream.ensuring(remove)
+    )
+    return { body, size }
+  })
+
 /**
  * Builds the server's HTTP app (an Effect answering one request). The uPlot assets are read
  * once here. The app never fails: errors become JSON answers (400 bad parameter, 404 unknown
@@ -124,7 +180,7 @@ export const makeApp = (
     const params = yield* HttpServerRequest.ParsedSearchParams
     const raw = yield* single(params, "run_id")
     if (raw !== undefined && raw.trim() === "") return yield* new BadRequest({ message: `"run_id" must not be empty` })
-    return yield* Monitor.resolveSelection(store, raw ?? options.runId)
+    return yield* Monitor.resolveSelection(store, raw ?? options.runId ?? "all")
   })
   const params = HttpServerRequest.ParsedSearchParams
 
@@ -220,6 +276,46 @@ export const makeApp = (
       })
     ),
     HttpRouter.get(
+      "/export",
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const sel = yield* selection
+        const p = yield* params
+        const rowsRaw = (yield* single(p, "rows")) ?? "results"
+        const formatRaw = (yield* single(p, "format")) ?? "csv"
+        const state = yield* single(p, "state")
+        if (!(Export.ROW_KINDS as ReadonlyArray<string>).includes(rowsRaw)) {
+          return yield* new BadRequest({ message: `"rows" must be one of ${Export.ROW_KINDS.join(", ")}, got "${rowsRaw}"` })
+        }
+        if (!(Export.FORMATS as ReadonlyArray<string>).includes(formatRaw)) {
+          return yield* new BadRequest({ message: `"format" must be one of ${Export.FORMATS.join(", ")}, got "${formatRaw}"` })
+        }
+        const kind = rowsRaw as Export.RowKind
+        const format = formatRaw as Export.Format
+        if (state !== undefined && (kind !== "results" && kind !== "pipelines")) {
+          return yield* new BadRequest({ message: `"state" filters results or pipelines rows only` })
+        }
+        if (state !== undefined && !STATES.includes(state)) {
+          return yield* new BadRequest({ message: `"state" must be one of ${STATES.join(", ")}, got "${state}"` })
+        }
+        const runId = Monitor.selectionRunId(sel)
+        const headers = {
+          "cache-control": "no-store",
+          "content-disposition": `attachment; filename="${exportFileName(kind, format, runId, state)}"`,
+          "x-content-type-options": "nosniff"
+        }
+        // HEAD: the headers only (no body is sent, so none is made)
+        if (request.method === "HEAD") return HttpServerResponse.empty({ status: 200, headers: { ...headers, "content-type": EXPORT_TYPES[format] } })
+        const { body, size } = yield* exportBytes(
+          store,
+          { kind, runId: sel._tag === "Run" ? sel.run.runId : undefined, limit: sel._tag === "Empty" ? 0 : undefined },
+          format,
+          state === undefined ? undefined : (row) => row["state"] === state
+        )
+        return HttpServerResponse.stream(body, { contentType: EXPORT_TYPES[format], contentLength: size, headers })
+      })
+    ),
+    HttpRouter.get(
       "/assets/uplot.js",
       Option.match(uplotJs, {
         onNone: () => Effect.succeed(json({ error: "uplot is not installed" }, 404)),
@@ -246,6 +342,7 @@ export const makeApp = (
       UnknownRun: (e) => Effect.succeed(json({ error: e.message }, 404)),
       ConfigError: (e) => Effect.succeed(json({ error: e.message }, 400)),
       StoreUnavailable: (e) => Effect.succeed(json({ error: e.message }, 503)),
+      ExportError: (e) => Effect.succeed(json({ error: e.message }, 500)),
       RouteNotFound: () => Effect.succeed(json({ error: "not found" }, 404))
     })
   )

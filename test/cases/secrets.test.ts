@@ -165,7 +165,10 @@ describe("secrets, the whole kind (and C12)", () => {
 
         serve = await spawnUntilFirstLine(["serve", store, "--port", "0"])
         const at = /(http:\/\/127\.0\.0\.1:\d+)/.exec(serve.first)![1]!
-        for (const route of ["/", "/stats", "/metrics", "/events", "/pipelines", "/pipelines?state=failed", "/resources", "/errors", "/errors?limit=500"]) {
+        for (const route of [
+          "/", "/?run_id=latest", "/stats", "/metrics", "/events", "/pipelines", "/pipelines?state=failed", "/resources", "/errors", "/errors?limit=500",
+          "/export?rows=pipelines&format=jsonl", "/export?rows=attempts&format=csv", "/export?rows=events&format=jsonl", "/export?rows=results&format=json"
+        ]) {
           const res = await fetch(`${at}${route}`)
           texts.push([`serve ${route}`, await res.text()])
         }

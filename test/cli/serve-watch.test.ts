@@ -93,7 +93,11 @@ describe("assay watch / serve (bin/assay)", () => {
       yield* waitFor("serve to listen", () => serve.stdout().includes("http://"))
       assert.include(serve.stdout(), "(bound to loopback only)")
       const url = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(serve.stdout())![1]!
-      const stats = yield* Effect.promise(() => fetch(`${url}/stats`).then((r) => r.json() as Promise<any>))
+      // by default the whole store; the latest run on request
+      const store = yield* Effect.promise(() => fetch(`${url}/stats`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(store.run_id, "all")
+      assert.strictEqual(store.pipelines.total, 6)
+      const stats = yield* Effect.promise(() => fetch(`${url}/stats?run_id=latest`).then((r) => r.json() as Promise<any>))
       assert.strictEqual(stats.pipelines.total, 6)
       assert.strictEqual(stats.run.status, "completed")
       const post = yield* Effect.promise(() => fetch(`${url}/stats`, { method: "POST" }))

@@ -86,8 +86,14 @@ describe("Monitor", () => {
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })
       assert.strictEqual(all.run_id, "all")
       assert.strictEqual(all.pipelines.total, 45)
-      assert.deepStrictEqual(all.metrics, [], "the aggregate shows no run's metrics")
-      assert.isNull(all.total)
+      // the whole store shows the metrics of its latest run that reported any
+      assert.strictEqual(all.metrics_run_id, "new")
+      assert.deepStrictEqual(all.metrics.map((m) => [m.run_id, m.name]), [["new", "evaluated"]])
+      // the largest source size a run recorded
+      assert.strictEqual(all.total, 100)
+      assert.strictEqual(all.done, 43)
+      assert.deepStrictEqual(all.recent_runs.map((r) => r.run_id), ["new", "old"])
+      assert.strictEqual(all.latest_run?.run_id, "new")
       const exit = yield* Effect.exit(Monitor.readSnapshot(store, { runId: "nope" }))
       assert.isTrue(Exit.isFailure(exit) && JSON.stringify(exit).includes("UnknownRun"))
     }).pipe(Effect.provide(MemoryStore.layer())))
@@ -120,13 +126,14 @@ describe("Monitor", () => {
       assert.notInclude(plain, "\u001b")
       assert.include(plain, "40/100 40.0%")
       assert.include(plain, "ETA 6s")
-      assert.include(plain, "pipelines 42: 39 succeeded · 1 failed · 1 running · 1 pending · 0 interrupted")
+      assert.include(plain, "pipelines 42: 39 succeeded · 1 failed · 0 interrupted · 1 admitted · 1 pending")
       assert.include(plain, "Evaluated: 40")
       assert.include(plain, "FatalError: boom [31m next")
       for (const line of plain.trimEnd().split("\n")) assert.isAtMost(line.length, 120)
       const colored = Monitor.renderSnapshot(s, { width: 120, color: true })
       assert.include(colored, "\u001b[32m39 succeeded\u001b[0m")
-      assert.strictEqual(Monitor.renderLine(s), "run new running: 40/100 done (40.0%) · 1 failed · 1 running · 10.0/s · ETA 6s")
+      assert.strictEqual(Monitor.renderLine(s), "run new running: 40/100 done (40.0%) · 1 failed · 1 admitted · 10.0/s · ETA 6s")
+      assert.include(plain, "new-p007 ask: FatalError", "full pipeline ids")
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>
@@ -148,6 +155,51 @@ describe("Monitor", () => {
       assert.deepStrictEqual(Monitor.decodeCursor(token), Option.some({ createdAt: 1005, pipelineId: "new-p005" }))
       assert.isTrue(Option.isNone(Monitor.decodeCursor("garbage")))
       assert.isTrue(Option.isNone(Monitor.decodeCursor(Buffer.from("[1]").toString("base64url"))))
+    }).pipe(Effect.provide(MemoryStore.layer())))
+})
+
+describe("Monitor: stale runs and interrupted pipelines", () => {
+  it.effect("a run whose writer died shows as stale (as report does), never `running 0.00/s`", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      // the writer of "new" died at 4.5 s (its last heartbeat); 40 s later
+      yield* store.heartbeat("new", 4500)
+      yield* TestClock.setTime(44_500)
+      const s = yield* Monitor.readSnapshot(store)
+      assert.isFalse(s.running)
+      assert.isTrue(s.stale)
+      assert.isTrue(s.run?.stale)
+      assert.isNull(s.eta_ms, "no ETA for a dead run")
+      assert.isTrue(Monitor.isOver(s))
+      const line = Monitor.renderLine(s)
+      assert.notInclude(line, "running")
+      assert.notInclude(line, "0.00/s")
+      assert.match(line, /^run new stale \(no heartbeat since \d\d:\d\d:\d\d: its writer is gone; resume continues it\): 40\/100 done/)
+      // the rate is the run's own (up to its last heartbeat), not diluted by the time since:
+      // 40 pipelines from its start (1 s) to its last heartbeat (4.5 s)
+      assert.include(line, "11.4/s", line)
+      const picture = Monitor.renderSnapshot(s, { width: 160 })
+      assert.include(picture, "run new · stale (no heartbeat since")
+      assert.notInclude(picture.split("\n")[0]!, "running")
+      // the whole store: no run is alive
+      const all = yield* Monitor.readSnapshot(store, { runId: "all" })
+      assert.isFalse(all.running)
+      assert.isTrue(all.stale)
+      assert.include(Monitor.renderLine(all), "all runs (2) stale:")
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("interrupted pipelines are not done: a stopped run never reads 100%", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      yield* store.openRun({ runId: "stopped", startedAt: 0, meta: { total: 16 } })
+      yield* store.admit(Array.from({ length: 16 }, (_, i) => row("stopped", i, i < 4 ? "succeeded" : "interrupted", 100 + i)))
+      yield* store.finishRun("stopped", { status: "interrupted", endedAt: 2000, stopReason: "sigint" })
+      yield* TestClock.setTime(3000)
+      const s = yield* Monitor.readSnapshot(store)
+      assert.strictEqual(s.done, 4)
+      assert.strictEqual(s.progress, 0.25)
+      assert.strictEqual(s.pipelines.by_state.interrupted, 12)
+      assert.strictEqual(Monitor.renderLine(s), "run stopped interrupted: 4/16 done (25.0%) · 0 failed · 12 interrupted · 0 admitted · 8.00/s")
     }).pipe(Effect.provide(MemoryStore.layer())))
 })
 

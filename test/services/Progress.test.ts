@@ -3,15 +3,30 @@ import { Effect, Fiber, Ref, TestClock } from "effect"
 import * as Progress from "../../src/services/Progress.js"
 import type { LiveStats } from "../../src/services/Runner.js"
 
-const stats = (succeeded: number, failed = 0, delayed = 0, inFlight = 0): LiveStats => ({
+const stats = (
+  succeeded: number,
+  failed = 0,
+  delayed = 0,
+  inFlight = 0,
+  more: { interrupted?: number; skipped?: number; stopping?: boolean; admitted?: number } = {}
+): LiveStats => ({
   runId: "r1",
-  stopping: false,
+  stopping: more.stopping ?? false,
   inFlight,
   delayed,
-  admitted: inFlight + delayed,
+  admitted: more.admitted ?? inFlight + delayed,
   maxAdmitted: 64,
   concurrency: 8,
-  counters: { admitted: succeeded + failed + inFlight, succeeded, failed, interrupted: 0, skipped: 0, retries: delayed, leasesLeaked: 0, repairFailures: 0 },
+  counters: {
+    admitted: succeeded + failed + inFlight,
+    succeeded,
+    failed,
+    interrupted: more.interrupted ?? 0,
+    skipped: more.skipped ?? 0,
+    retries: delayed,
+    leasesLeaked: 0,
+    repairFailures: 0
+  },
   peakInFlight: inFlight,
   peakAdmitted: inFlight,
   pools: {}
@@ -52,7 +67,8 @@ describe("Progress", () => {
       assert.include(last, "ETA 6s")
       assert.include(last, "1 failed")
       assert.include(last, "2 retrying")
-      assert.include(last, "3 running")
+      assert.include(last, "3 in flight")
+      assert.include(last, "5 admitted")
       assert.include(last, "[")
       yield* Ref.set(live, stats(99, 1))
       yield* TestClock.adjust("1 second")
@@ -63,33 +79,102 @@ describe("Progress", () => {
       assert.include(final, "100/100 100.0%")
     }))
 
-  it.effect("not a terminal: a plain line every interval, no control sequences, plus a last line", () =>
+  it.effect("not a terminal: plain lines from the first second, gaps doubling up to the interval, plus a last line", () =>
     Effect.gen(function*() {
       const { live, out, runner, written } = yield* setup
       const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
         yield* Progress.track(runner, { tty: false, out, interval: "10 seconds" })
-        yield* Effect.sleep("25 seconds")
+        yield* Effect.sleep("35 seconds")
       })))
-      yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(yield* Ref.get(written), [], "nothing before the first interval")
-      yield* Ref.set(live, stats(50))
-      yield* TestClock.adjust("5 seconds")
-      yield* Ref.set(live, stats(120, 3))
-      yield* TestClock.adjust("10 seconds")
+      // 20 pipelines per second (one failure in ten)
+      for (let t = 1; t <= 30; t++) {
+        yield* Ref.set(live, stats(18 * t, 2 * t))
+        yield* TestClock.adjust("1 second")
+      }
       const lines = yield* Ref.get(written)
-      assert.strictEqual(lines.length, 2)
+      // gaps of 1, 2, 4, 8, then 10 s: at 1, 3, 7, 15, 25 seconds
+      assert.deepStrictEqual(lines.map((l) => /· (\d+)s$/.exec(l.trim())?.[1]), ["1", "3", "7", "15", "25"])
       for (const l of lines) {
         assert.isTrue(l.endsWith("\n"))
         assert.notInclude(l, "\u001b")
         assert.notInclude(l, "\r")
         assert.notInclude(l, "ETA", "no ETA without a known total")
       }
-      assert.include(lines[0]!, "50 done")
-      assert.include(lines[1]!, "123 done")
-      assert.include(lines[1]!, "3 failed")
+      // the rate is there from the first line
+      assert.include(lines[0]!, "20 done · 20.0/s")
+      assert.include(lines[4]!, "500 done · 20.0/s · 50 failed")
       yield* TestClock.adjust("5 seconds")
       yield* Fiber.join(fiber)
-      assert.strictEqual((yield* Ref.get(written)).length, 3, "a last line when the run ends")
+      assert.strictEqual((yield* Ref.get(written)).length, 7, "one more at 35 s, and a last line when the run ends")
+    }))
+
+  it.effect("piped with a known total: rate and ETA at 1 s (not after 10 s); the last line gives the run's average rate, not the tail's", () =>
+    Effect.gen(function*() {
+      const { live, out, runner, written } = yield* setup
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        yield* Progress.track(runner, { total: 1000, tty: false, out })
+        yield* Effect.sleep("22 seconds")
+      })))
+      // 85 per second for 11 s (935 done), then a slow tail: 5 more in 10 s, the last 60 at 22 s
+      for (let t = 1; t <= 11; t++) {
+        yield* Ref.set(live, stats(85 * t))
+        yield* TestClock.adjust("1 second")
+      }
+      for (let t = 1; t <= 10; t++) {
+        if (t % 2 === 0) yield* Ref.update(live, (s) => stats(s.counters.succeeded + 1))
+        yield* TestClock.adjust("1 second")
+      }
+      yield* Ref.set(live, stats(1000))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(fiber)
+      const lines = yield* Ref.get(written)
+      assert.match(lines[0]!, /85\/1000 8\.5% · 85\.0\/s · ETA 11s · 0 failed/)
+      const final = lines[lines.length - 1]!
+      // 1000 in 22 s: 45.5/s on average (the last 10 s alone: 0.6/s)
+      assert.include(final, "1000/1000 100.0% · 45.5/s avg · 0 failed")
+      assert.notInclude(final, "ETA")
+    }))
+
+  it.effect("C17c: after a stop, the last frame counts interrupted pipelines as interrupted, never as done", () =>
+    Effect.gen(function*() {
+      const { live, out, runner, written } = yield* setup
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        yield* Progress.track(runner, { total: 16, tty: true, out, width: 100 })
+        yield* Effect.sleep("2 seconds")
+      })))
+      yield* Ref.set(live, stats(0, 0, 0, 4, { admitted: 16, stopping: true }))
+      yield* TestClock.adjust("1 second")
+      const stoppingLine = (yield* Ref.get(written)).at(-1)!
+      assert.include(stoppingLine, "0/16 0.0%")
+      assert.include(stoppingLine, "stopping")
+      assert.notInclude(stoppingLine, "ETA")
+      // the stop ends: 4 interrupted in flight, 12 interrupted while waiting for a worker
+      yield* Ref.set(live, stats(0, 0, 0, 0, { interrupted: 16, admitted: 0, stopping: true }))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(fiber)
+      const final = (yield* Ref.get(written)).at(-1)!
+      assert.notInclude(final, "16/16")
+      assert.notInclude(final, "100.0%")
+      assert.include(final, "0/16 0.0%")
+      assert.include(final, "16 interrupted")
+      assert.include(final, "stopped")
+    }))
+
+  it.effect("resume: skipped pipelines are done but do not inflate the rate", () =>
+    Effect.gen(function*() {
+      const { live, out, runner, written } = yield* setup
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        yield* Progress.track(runner, { total: 1000, tty: false, out })
+        yield* Effect.sleep("3 seconds")
+      })))
+      yield* Ref.set(live, stats(0, 0, 0, 0, { skipped: 997 }))
+      yield* TestClock.adjust("1 second")
+      yield* Ref.set(live, stats(3, 0, 0, 0, { skipped: 997 }))
+      yield* TestClock.adjust("2 seconds")
+      yield* Fiber.join(fiber)
+      const lines = yield* Ref.get(written)
+      assert.include(lines[0]!, "997/1000 99.7% · 0.00/s")
+      assert.include(lines.at(-1)!, "1000/1000 100.0% · 1.00/s avg")
     }))
 
   it.effect("quiet: nothing at all", () =>
@@ -105,13 +190,46 @@ describe("Progress", () => {
       assert.deepStrictEqual(yield* Ref.get(written), [])
     }))
 
-  it("renderProgress fits the width and shows no bar without a total", () => {
+  it("renderProgress: a terminal line fits its width; a plain line (no width) is never cut", () => {
     const view: Progress.ProgressView = {
       done: 5, total: undefined, succeeded: 5, failed: 0, retriesWaiting: 0, inFlight: 2, perSec: null, etaMs: null, elapsedMs: 1500
     }
     const line = Progress.renderProgress(view, 80)
-    assert.strictEqual(line, "5 done · –/s · 0 failed · 2 running · 2s")
+    assert.strictEqual(line, "5 done · –/s · 0 failed · 2 in flight · 2s")
     const narrow = Progress.renderProgress({ ...view, total: 1000, done: 500, perSec: 3.5, etaMs: 142_000 }, 40)
     assert.isAtMost(narrow.length, 39)
+    const long: Progress.ProgressView = {
+      ...view,
+      total: 1000,
+      done: 500,
+      perSec: 3.5,
+      etaMs: 142_000,
+      retriesWaiting: 12,
+      admitted: 64,
+      nowMs: 0,
+      holds: [{ resourceId: "endpoint-with-a-long-name", reason: "throttled", until: 86_400_000 * 3 }]
+    }
+    const plain = Progress.renderProgress(long)
+    assert.isAbove(plain.length, 120)
+    assert.notInclude(plain, "…")
+    assert.match(plain, /^\[#{10}\.{10}\] 500\/1000 50\.0% .* 12 retrying · 2 in flight · 64 admitted · 2s$/)
   })
+
+  it.effect("piped lines are not cut at 80 columns", () =>
+    Effect.gen(function*() {
+      const { live, out, runner, written } = yield* setup
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        yield* Progress.track(runner, { total: 100000, tty: false, out, width: 80 })
+        yield* Effect.sleep("2 seconds")
+      })))
+      yield* Ref.set(live, stats(12345, 678, 90, 32, { admitted: 256, interrupted: 3 }))
+      yield* TestClock.adjust("2 seconds")
+      yield* Fiber.join(fiber)
+      const lines = yield* Ref.get(written)
+      for (const l of lines) {
+        assert.isAbove(l.trimEnd().length, 80)
+        assert.notInclude(l, "…")
+        assert.match(l.trimEnd(), / · \d+s$/)
+      }
+    }))
 })

@@ -193,6 +193,75 @@ describe("Runner", () => {
       assert.strictEqual(live.peakInFlight, 4)
     }).pipe(Effect.provide(env({ concurrency: 4, grace: "2 seconds" }))))
 
+  it.effect("a retryable failure during a stop leaves its pipeline interrupted (resumable), a real failure stays failed", () =>
+    Effect.gen(function*() {
+      // Attempts in flight when the stop comes end within the grace period: even pipelines fail
+      // with a retryable error (the policy would retry them), odd ones with an invalid one.
+      const call = Task.make(
+        "call",
+        { retry: { maxAttempts: 3, base: "1 second", jitter: "none" } },
+        (n: number, ctx) =>
+          ctx.runId.startsWith("resume") ? Effect.succeed(n) : Effect.zipRight(
+            Effect.sleep("2 seconds"),
+            Effect.fail<RetryableError | FatalError>(
+              n % 2 === 0
+                ? new RetryableError({ message: "upstream busy", errorClass: "upstream" })
+                : new FatalError({ message: "bad row" })
+            )
+          )
+      )
+      const template = Pipeline.make("stop-retryable", call)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map([0, 1, 2, 3])))
+      yield* TestClock.adjust("1 second")
+      yield* runner.stop("stop_after")
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.status, "interrupted")
+      assert.strictEqual(report.stats.byState.interrupted, 2)
+      assert.strictEqual(report.stats.byState.failed, 2)
+      const store = yield* Store
+      for (const n of [0, 2]) {
+        const id = template.bind(n).pipelineId
+        const row = Option.getOrThrow(yield* store.getPipeline(id))
+        assert.strictEqual(row.state, "interrupted")
+        assert.strictEqual(row.attemptsTotal, 1)
+        assert.include(row.errorMessage ?? "", "run stopped: stop_after (before retrying: upstream: upstream busy)")
+        const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId: id })))
+        assert.deepStrictEqual(attempts.map((a) => [a.outcome, a.errorClass, (a.decision as { reason: string }).reason]), [
+          ["failed", "upstream", "stopped"]
+        ])
+      }
+      for (const n of [1, 3]) {
+        const row = Option.getOrThrow(yield* store.getPipeline(template.bind(n).pipelineId))
+        assert.strictEqual(row.state, "failed")
+        assert.strictEqual(row.errorClass, "fatal")
+      }
+      // a resume takes the interrupted ones up (as it does the failed ones)
+      const resumed = yield* runner.run(template.map([0, 1, 2, 3]), { resume: true, runId: "resume-1" })
+      assert.strictEqual(resumed.status, "completed")
+      assert.strictEqual(resumed.stats.byState.succeeded, 4)
+    }).pipe(Effect.provide(env({ concurrency: 4, grace: "5 seconds" }))))
+
+  it.effect("a stop during a retry delay ends the pipeline interrupted, not failed", () =>
+    Effect.gen(function*() {
+      // the attempt fails at once, before the stop; its retry wait is cut by the stop (parked,
+      // no grace): interrupted, not failed, one attempt recorded
+      const call = Task.make(
+        "call",
+        { retry: { maxAttempts: 5, base: "10 seconds", jitter: "none" } },
+        (_: number) => Effect.fail(new RetryableError({ message: "busy", errorClass: "rate_limit" }))
+      )
+      const template = Pipeline.make("stop-in-delay", call)
+      const runner = yield* Runner.Runner
+      const fiber = yield* Effect.fork(runner.run(template.map([1, 2])))
+      yield* TestClock.adjust("1 second")
+      yield* runner.stop("sigint")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.interrupted, 2)
+      assert.strictEqual(report.stats.byState.failed ?? 0, 0)
+    }).pipe(Effect.provide(env({ concurrency: 4, grace: "5 seconds" }))))
+
   it.effect("a per-attempt timeout fails the attempt with class timeout", () =>
     Effect.gen(function*() {
       const hang = Task.make("hang", { timeout: "2 seconds", retry: { maxAttempts: 2, base: "1 second", jitter: "none" } }, (

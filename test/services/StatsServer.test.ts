@@ -6,6 +6,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { beforeAll } from "vitest"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Export from "../../src/services/Export.js"
 import * as Monitor from "../../src/services/Monitor.js"
 import * as StatsServer from "../../src/services/StatsServer.js"
 import { Store } from "../../src/services/Store.js"
@@ -34,7 +35,7 @@ const request = (url: string, init?: RequestInit) =>
   })
 
 /** Serves `file` read-only (as `assay serve` does) for the duration of `f`. */
-const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E>, options: { runId?: string } = {}) =>
+const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E, Store>, options: { runId?: string } = {}) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* Store
     const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0, runId: options.runId })
@@ -61,10 +62,10 @@ beforeAll(async () => {
 }, 30_000)
 
 describe("StatsServer", () => {
-  it.live("/stats without run_id selects the most recently started run", () =>
+  it.live("/stats?run_id=latest selects the most recently started run", () =>
     withServer(fixed, (base) =>
       Effect.gen(function*() {
-        const r = yield* request(`${base}/stats`)
+        const r = yield* request(`${base}/stats?run_id=latest`)
         assert.strictEqual(r.status, 200)
         const s = r.json as Monitor.Snapshot
         assert.strictEqual(s.run_id, runB)
@@ -97,8 +98,12 @@ describe("StatsServer", () => {
         assert.strictEqual(all.runs_total, 2)
         assert.strictEqual(all.pipelines.total, 15)
         assert.strictEqual(all.pipelines.by_state.failed, 3)
-        assert.deepStrictEqual(all.metrics, [])
+        // the whole store shows the latest run's metrics, and says whose
+        assert.strictEqual(all.metrics_run_id, runB)
+        assert.deepStrictEqual(new Set(all.metrics.map((m) => m.run_id)), new Set([runB]))
         assert.isNull(all.eta_ms)
+        assert.deepStrictEqual(all.recent_runs.map((r) => r.run_id), [runB, runA])
+        assert.strictEqual(all.latest_run?.run_id, runB)
 
         const m = (yield* request(`${base}/metrics?run_id=all`)).json
         assert.strictEqual(m.run_id, "all")
@@ -112,7 +117,7 @@ describe("StatsServer", () => {
   it.live("/metrics returns run and pipeline rows; ?pipeline_id= one pipeline's values", () =>
     withServer(fixed, (base) =>
       Effect.gen(function*() {
-        const r = yield* request(`${base}/metrics`)
+        const r = yield* request(`${base}/metrics?run_id=latest`)
         assert.strictEqual(r.json.run_id, runB)
         const rows = r.json.rows as Array<Monitor.MetricRow>
         for (const k of ["run_id", "pipeline_id", "name", "value", "label", "display", "updated_at"]) {
@@ -131,24 +136,24 @@ describe("StatsServer", () => {
   it.live("/events filters by kind and limit; /errors and /resources answer for the selection", () =>
     withServer(fixed, (base) =>
       Effect.gen(function*() {
-        const started = yield* request(`${base}/events?kind=run.started`)
+        const started = yield* request(`${base}/events?kind=run.started&run_id=latest`)
         assert.strictEqual(started.json.rows.length, 1)
         assert.strictEqual(started.json.rows[0].run_id, runB)
         const both = yield* request(`${base}/events?kind=run.started&run_id=all`)
         assert.strictEqual(both.json.rows.length, 2)
-        const two = yield* request(`${base}/events?limit=2`)
+        const two = yield* request(`${base}/events?limit=2&run_id=latest`)
         assert.strictEqual(two.json.rows.length, 2)
         assert.isTrue(two.json.rows[0].event_id < two.json.rows[1].event_id, "oldest first")
 
-        const errors = yield* request(`${base}/errors`)
+        const errors = yield* request(`${base}/errors?run_id=latest`)
         assert.strictEqual(errors.json.rows.length, 2)
         assert.deepStrictEqual(
           errors.json.rows.map((e: Monitor.ErrorWire) => e.pipeline_id).sort(),
           [template(0).bind(3).pipelineId, template(0).bind(8).pipelineId].sort()
         )
-        assert.strictEqual((yield* request(`${base}/errors?limit=1`)).json.rows.length, 1)
+        assert.strictEqual((yield* request(`${base}/errors?limit=1&run_id=latest`)).json.rows.length, 1)
 
-        const res = yield* request(`${base}/resources`)
+        const res = yield* request(`${base}/resources?run_id=latest`)
         const rows = res.json.rows as Array<Monitor.ResourceRow>
         assert.deepStrictEqual(rows.map((r) => r.resource_id), ["llm-a", "llm-b"])
         assert.strictEqual(rows[0]!.capacity, 2)
@@ -164,7 +169,7 @@ describe("StatsServer", () => {
         let next: string | null = null
         let pages = 0
         do {
-          const r: Answer = yield* request(`${base}/pipelines?limit=3${next === null ? "" : `&after=${next}`}`)
+          const r: Answer = yield* request(`${base}/pipelines?run_id=latest&limit=3${next === null ? "" : `&after=${next}`}`)
           assert.strictEqual(r.status, 200)
           assert.isAtMost(r.json.rows.length, 3)
           seen.push(...r.json.rows)
@@ -190,6 +195,81 @@ describe("StatsServer", () => {
         const all = yield* request(`${base}/pipelines?run_id=all&limit=1000`)
         assert.strictEqual(all.json.rows.length, 15)
         assert.isNull(all.json.next)
+      })))
+
+  it.live("by default every view is the whole store (after a resume: the full evaluation); the latest run one link away", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const s = (yield* request(`${base}/stats`)).json as Monitor.Snapshot
+        assert.strictEqual(s.run_id, "all")
+        assert.strictEqual(s.pipelines.total, 15)
+        assert.strictEqual(s.done, 15)
+        assert.strictEqual(s.metrics_run_id, runB)
+        assert.strictEqual((yield* request(`${base}/pipelines?limit=1000`)).json.rows.length, 15)
+        assert.strictEqual((yield* request(`${base}/errors`)).json.rows.length, 3)
+        const page = (yield* request(`${base}/`)).body
+        assert.include(page, "<h1>assay <span id=\"run-title\">whole store (2 runs)</span></h1>")
+        assert.include(page, `<a id="view-latest" class="" href="/?run_id=latest">latest run <span id="latest-id" class="mono">${runB}</span></a>`)
+        assert.include(page, `href="/?run_id=${runA}"`, "every recent run one click away")
+        // full pipeline ids with copy buttons (the error rows are rendered on the server)
+        const failed = template(0).bind(3).pipelineId
+        assert.isAbove(failed.length, 12)
+        assert.include(page, `<td class="mono id">${failed} <button type="button" class="copy" data-copy="${failed}"`)
+        // a resource's options: a variable name shown, a secret masked
+        assert.include(page, "apiKey: ***, apiKeyEnv: LLM_KEY_VAR")
+        assert.notInclude(page, "sk-secret-123")
+        // downloads of the tables for the selection shown
+        assert.include(page, `href="/export?rows=results&amp;format=csv&amp;run_id=all&amp;state=failed"`)
+        assert.include(page, `href="/export?rows=events&amp;format=jsonl&amp;run_id=all"`)
+        const latest = (yield* request(`${base}/?run_id=latest`)).body
+        assert.include(latest, `<span id="run-title">run ${runB}</span>`)
+        assert.include(latest, `href="/export?rows=results&amp;format=csv&amp;run_id=${runB}"`)
+      })))
+
+  it.live("/export answers the bytes `assay export` writes for the same rows (every kind and format, any selection)", () =>
+    withServer(fixed, (base) =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-export-cmp-"))
+        const leftovers = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith("assay-serve-export-")).length
+        const before = leftovers()
+        for (const kind of Export.ROW_KINDS) {
+          for (const format of Export.FORMATS) {
+            for (const sel of ["all", runA, runB]) {
+              const file = path.join(dir, `${kind}-${sel}.${format}`)
+              yield* Export.exportStore(store, file, { kind, format, runId: sel === "all" ? undefined : sel })
+              const r = yield* Effect.promise(() => fetch(`${base}/export?rows=${kind}&format=${format}&run_id=${sel}`))
+              assert.strictEqual(r.status, 200)
+              const body = Buffer.from(yield* Effect.promise(() => r.arrayBuffer()))
+              assert.isTrue(body.equals(fs.readFileSync(file)), `${kind} ${format} ${sel}`)
+              assert.strictEqual(r.headers.get("content-length"), String(body.length))
+              assert.match(r.headers.get("content-disposition") ?? "", new RegExp(`^attachment; filename="assay-${kind}(-[A-Za-z0-9._-]+)?\\.${format}"$`))
+            }
+          }
+        }
+        // ?state= keeps the rows in that state: the export's lines of those rows, header included
+        const all = fs.readFileSync(path.join(dir, "results-all.csv"), "utf8").split("\n")
+        const failedCsv = yield* request(`${base}/export?rows=results&format=csv&state=failed`)
+        const failedLines = failedCsv.body.split("\n")
+        assert.strictEqual(failedLines[0], all[0])
+        assert.deepStrictEqual(failedLines.slice(1), all.slice(1).filter((l) => l.includes(",failed,") || l === ""))
+        assert.strictEqual(failedLines.filter((l) => l.includes(",failed,")).length, 3)
+        const jsonl = yield* request(`${base}/export?rows=results&format=jsonl&state=failed`)
+        const allJsonl = fs.readFileSync(path.join(dir, "results-all.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+        assert.strictEqual(jsonl.body, allJsonl.filter((l) => JSON.parse(l).state === "failed").map((l) => `${l}\n`).join(""))
+        // HEAD: the headers, no body made
+        const head = yield* Effect.promise(() => fetch(`${base}/export?rows=pipelines&format=jsonl`, { method: "HEAD" }))
+        assert.strictEqual(head.status, 200)
+        assert.strictEqual(head.headers.get("content-type"), "application/x-ndjson; charset=utf-8")
+        // nothing is left behind in the temporary directory (each file is removed right after
+        // its last byte is sent, which a client may see a moment before)
+        for (let i = 0; i < 100 && leftovers() > before; i++) yield* Effect.sleep("20 millis")
+        assert.strictEqual(leftovers(), before)
+        for (const q of ["rows=nope", "format=xml", "rows=events&state=failed", "rows=results&state=weird", "run_id=nope"]) {
+          const r = yield* request(`${base}/export?${q}`)
+          assert.strictEqual(r.status, q === "run_id=nope" ? 404 : 400, q)
+        }
+        fs.rmSync(dir, { recursive: true, force: true })
       })))
 
   it.live("bad parameters answer 400, unknown runs and routes 404, writes 405; no artifact route", () =>
@@ -307,10 +387,10 @@ describe("StatsServer", () => {
           const snaps: Array<Monitor.Snapshot> = []
           let pagesOk = 0
           while (true) {
-            const s = (yield* request(`${base}/stats`)).json as Monitor.Snapshot
+            const s = (yield* request(`${base}/stats?run_id=latest`)).json as Monitor.Snapshot
             if (s.run_id !== null) snaps.push(s)
             if (s.run !== null && s.running) {
-              const p = yield* request(`${base}/pipelines?limit=5`)
+              const p = yield* request(`${base}/pipelines?limit=5&run_id=latest`)
               if (p.status === 200) pagesOk++
             }
             if (s.run !== null && !s.running) break

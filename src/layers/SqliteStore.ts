@@ -1317,23 +1317,53 @@ export const make = (options: SqliteStoreOptions) =>
             : o.payloads === "final"
             ? sql`, CASE WHEN is_final = 1 THEN payload END AS payload`
             : sql``
+          const wantSql = o.payloads === "all" ? "1" : o.payloads === "final" ? "is_final = 1" : "0"
+          const budget = o.payloadBytes === undefined || o.payloadBytes === Infinity
+            ? undefined
+            : Number.isNaN(o.payloadBytes) ? 0 : Math.max(0, o.payloadBytes)
+          /** Stored bytes of the wanted payloads of earlier chunks (the budget's running total). */
+          let spent = 0
           for (let i = 0; i < unique.length; i += 500) {
             const chunk = unique.slice(i, i + 500)
             if (o.tasks !== false) {
               const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
               for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
             }
-            const as = yield* rows(
-              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${byPipelines(chunk)}${
-                onlyFinal ? sql` AND is_final = 1` : sql``
-              } ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
-            )
+            const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
+            const as = budget === undefined || o.payloads === "none"
+              ? yield* rows(
+                sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${where} ORDER BY ${
+                  sql(pipelineKey)
+                }, seq, artifact_id`
+              )
+              : spent > budget
+              ? yield* rows(
+                sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
+              )
+              // one query: the running total of the wanted, available payload sizes in read order
+              // (a window over the metadata only), and a payload read by rowid only where it fits
+              : yield* rows(
+                sql`SELECT m.*, CASE WHEN m.fits THEN (SELECT payload FROM artifacts x WHERE x.artifact_id = m.artifact_id) END AS payload, m.fits AS fits
+                FROM (SELECT w.*, w.want AND (w.run + ${spent} <= ${budget} OR w.run - w.own + ${spent} = 0) AS fits
+                  FROM (SELECT ${sql.literal(ARTIFACT_META)}, ${sql(pipelineKey)} AS pkey, ${sql.literal(wantSql)} AS want,
+                      CASE WHEN ${sql.literal(wantSql)} AND (payload IS NOT NULL OR (storage = 'blob' AND blob_ref IS NOT NULL)) THEN size ELSE 0 END AS own,
+                      sum(CASE WHEN ${sql.literal(wantSql)} AND (payload IS NOT NULL OR (storage = 'blob' AND blob_ref IS NOT NULL)) THEN size ELSE 0 END)
+                        OVER (ORDER BY ${sql(pipelineKey)}, seq, artifact_id ROWS UNBOUNDED PRECEDING) AS run
+                    FROM artifacts WHERE ${where}) w) m
+                ORDER BY m.pkey, m.seq, m.artifact_id`
+              )
             for (const r of as) {
-              const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
+              const wanted = r.fits === undefined
+                ? o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
+                : Number(r.fits) === 1
               const loaded = r.storage === "blob" || !wanted
                 ? yield* bundleArtifact(r, wanted)
                 : { artifact: toArtifact(r), payload: toBytes(r.payload) ?? undefined }
               out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+            }
+            if (budget !== undefined && o.payloads !== "none" && spent <= budget) {
+              const last = as.at(-1)
+              spent += last === undefined ? 0 : Number(last.run)
             }
           }
           return out as ReadonlyMap<string, PipelineBundle>

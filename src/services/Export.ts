@@ -14,9 +14,10 @@
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  *
  * **Memory is bounded by bytes, not by row counts.** Pipelines are paged ({@link NESTED_BATCH}
- * or the store's `PAGE_SIZE` at a time); for each page the artifacts' metadata is read first
- * (sizes, no payloads), then the payloads are loaded in groups of pipelines whose payload bytes
- * add up to at most {@link BATCH_BYTES}. A pipeline whose payloads exceed that budget on their
+ * or the store's `PAGE_SIZE` at a time); each page is read once with its payloads up to
+ * {@link BATCH_BYTES} (the store's `payloadBytes` budget: with small payloads, the whole page in
+ * one read); the pipelines that read could not return whole are then loaded in groups whose
+ * payload bytes add up to at most {@link BATCH_BYTES}. A pipeline whose payloads exceed that budget on their
  * own is read one artifact at a time: for `artifacts` each artifact is its own row; for
  * `pipelines` the row is a {@link LargeRow} whose `artifacts` are loaded, encoded and written
  * one by one, so no two of its payloads are in memory together. The encoders write each row's
@@ -443,9 +444,11 @@ const payloadBytes = (artifacts: ReadonlyArray<LoadedArtifact>): number => {
   return n
 }
 
-const hasPayload = (artifacts: ReadonlyArray<LoadedArtifact>): boolean => artifacts.some((a) => a.artifact.available)
-
-/** Consecutive pipelines read together: `large` is one pipeline above {@link BATCH_BYTES} alone. */
+/**
+ * Consecutive pipelines read together: `large` is one pipeline above {@link BATCH_BYTES} alone;
+ * `load` says whether the group's payloads still have to be read (a group of pipelines the
+ * page's first read returned whole, or without any payload, has `load: false`).
+ */
 interface Group {
   readonly ps: Array<PipelineRecord>
   bytes: number
@@ -453,35 +456,62 @@ interface Group {
   readonly large: boolean
 }
 
+/** Whether a payload that `options` asks for is available but was not returned (the budget ran out). */
+const incomplete = (b: PipelineBundle | undefined, options: BundleOptions): boolean => {
+  if (b === undefined || options.payloads === "none") return false
+  for (const a of b.artifacts) {
+    if (a.payload === undefined && a.artifact.available && (options.payloads === "all" || a.artifact.isFinal)) return true
+  }
+  return false
+}
+
 /**
- * Splits a page into groups whose payload bytes add up to at most `budget`, in order; a
- * pipeline above `budget` alone is a group of its own, marked `large`.
+ * Splits a page into groups, in order: consecutive pipelines that `first` returned whole form
+ * one group that needs no further read; the others are grouped so that their payload bytes add
+ * up to at most `budget`, a pipeline above `budget` alone in a group marked `large`. Returns the
+ * groups and the bundles to build rows from: those returned whole as they are, the others
+ * without payloads (a partly loaded pipeline is read again with its group, and its payloads
+ * are not held meanwhile).
  */
 const groupByBytes = (
   ps: ReadonlyArray<PipelineRecord>,
-  meta: ReadonlyMap<string, PipelineBundle>,
+  first: ReadonlyMap<string, PipelineBundle>,
+  options: BundleOptions,
   budget: number
-): Array<Group> => {
+): { readonly groups: Array<Group>; readonly meta: Map<string, PipelineBundle> } => {
   const groups: Array<Group> = []
+  const meta = new Map<string, PipelineBundle>()
   let current: Group | undefined
+  let whole: Group | undefined
   for (const p of ps) {
-    const artifacts = meta.get(p.pipelineId)?.artifacts ?? []
+    const b = first.get(p.pipelineId)
+    if (!incomplete(b, options)) {
+      if (b !== undefined) meta.set(p.pipelineId, b)
+      current = undefined
+      if (whole === undefined) {
+        whole = { ps: [], bytes: 0, load: false, large: false }
+        groups.push(whole)
+      }
+      whole.ps.push(p)
+      continue
+    }
+    whole = undefined
+    const artifacts = b!.artifacts.map((a) => a.payload === undefined ? a : { artifact: a.artifact, payload: undefined })
+    meta.set(p.pipelineId, { pipelineId: b!.pipelineId, tasks: b!.tasks, artifacts })
     const bytes = payloadBytes(artifacts)
-    const load = hasPayload(artifacts)
     if (bytes > budget) {
       current = undefined
-      groups.push({ ps: [p], bytes, load, large: true })
+      groups.push({ ps: [p], bytes, load: true, large: true })
       continue
     }
     if (current === undefined || current.bytes + bytes > budget) {
-      current = { ps: [], bytes: 0, load: false, large: false }
+      current = { ps: [], bytes: 0, load: true, large: false }
       groups.push(current)
     }
     current.ps.push(p)
     current.bytes += bytes
-    current.load ||= load
   }
-  return groups
+  return { groups, meta }
 }
 
 /** One artifact with its payload when it has one (through `bulk.artifact`, else `bulk.bundles`). */
@@ -493,15 +523,19 @@ const loadOne = (bulk: BulkReader, a: ArtifactRecord): Effect.Effect<LoadedArtif
     : artifactViaBundles(bulk.bundles, a)
 
 /**
- * The pages of pipelines, each with its bundles read without payloads (`meta`), and the page
- * cut into {@link BATCH_BYTES} groups; `rows` turns one group into a chunk of items.
+ * The pages of pipelines, each read once with its payloads up to {@link BATCH_BYTES}
+ * (`options.payloadBytes`): in the common case (small payloads) that read is the whole page.
+ * The pipelines it could not return whole are cut into {@link BATCH_BYTES} groups read
+ * afterwards; `rows` turns one group into a chunk of items (`meta`: the page's bundles, whole
+ * for a group with `load: false`, without payloads otherwise). A group's bundles are dropped
+ * once its rows are made.
  */
 const byPayloadGroups = (
   store: StoreService,
   runId: string | undefined,
   limit: number | undefined,
   batch: number,
-  metaOptions: BundleOptions,
+  options: BundleOptions,
   bulk: BulkReader,
   rows: (group: Group, meta: ReadonlyMap<string, PipelineBundle>) => Stream.Stream<RowItem, ReadError>
 ): Stream.Stream<RowItem, ReadError> =>
@@ -511,8 +545,14 @@ const byPayloadGroups = (
     Stream.flatMap((ps) =>
       Stream.unwrap(
         Effect.map(
-          bulk.bundles(ps.map((p) => p.pipelineId), metaOptions),
-          (meta) => Stream.flatMap(Stream.fromIterable(groupByBytes(ps, meta, BATCH_BYTES)), (g) => rows(g, meta))
+          bulk.bundles(ps.map((p) => p.pipelineId), { ...options, payloadBytes: BATCH_BYTES }),
+          (first) => {
+            const { groups, meta } = groupByBytes(ps, first, options, BATCH_BYTES)
+            return Stream.flatMap(
+              Stream.fromIterable(groups),
+              (g) => Stream.ensuring(rows(g, meta), Effect.sync(() => g.ps.forEach((p) => meta.delete(p.pipelineId))))
+            )
+          }
         )
       )
     )
@@ -563,7 +603,7 @@ export const rowItems = (
       case "events":
         return Stream.map(store.streamEvents({ runId, limit }), plain)
       case "pipelines":
-        return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "none" }, bulk, (g, meta) => {
+        return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "all" }, bulk, (g, meta) => {
           if (g.large) {
             const p = g.ps[0]!
             const b = meta.get(p.pipelineId)
@@ -579,14 +619,14 @@ export const rowItems = (
         })
       case "results": {
         const finals: BundleOptions = { payloads: "final", artifacts: "final", tasks: false }
-        return byPayloadGroups(store, runId, limit, PAGE_SIZE, { ...finals, payloads: "none" }, bulk, (g, meta) =>
+        return byPayloadGroups(store, runId, limit, PAGE_SIZE, finals, bulk, (g, meta) =>
           chunkStream(
             Effect.map(groupPayloads(bulk, g, meta, finals), (loaded) =>
               chunkOf(g.ps.map((p) => resultRow(p, loaded.get(p.pipelineId)?.artifacts.at(-1)))))
           ))
       }
       case "artifacts": {
-        const rows = byPayloadGroups(store, runId, undefined, NESTED_BATCH, { payloads: "none", tasks: false }, bulk, (g, meta) =>
+        const rows = byPayloadGroups(store, runId, undefined, NESTED_BATCH, { payloads: "all", tasks: false }, bulk, (g, meta) =>
           g.large
             // one artifact at a time, each its own chunk, read only when the writer pulls it
             ? Stream.mapEffect(

@@ -51,6 +51,7 @@ import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Recor
 import * as PluginUri from "../layers/PluginUri.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
 import * as OutputFile from "./OutputFile.js"
+import * as StoreFiles from "./StoreFiles.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
 import { PAGE_SIZE, Store } from "./Store.js"
 
@@ -1093,12 +1094,12 @@ const drain = (sink: ByteSink, out: OutputFile.OutputFile, all: boolean): Effect
 
 /**
  * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
- * https://www.sqlite.org/fileformat.html §1.3.
+ * https://www.sqlite.org/fileformat.html §1.3 (the same as `StoreFiles.SQLITE_HEADER`).
  *
  * @since 0.1.0
  * @category validation
  */
-export const SQLITE_HEADER: Uint8Array = new TextEncoder().encode("SQLite format 3\0")
+export const SQLITE_HEADER: Uint8Array = StoreFiles.SQLITE_HEADER
 
 /** The file a store argument names (a path, or a `file:` URI), absolute; `undefined` for other URIs. */
 const fileOfSpec = (spec: string): string | undefined => {
@@ -1123,28 +1124,14 @@ const realOrSelf = (p: string): string => {
   }
 }
 
-/** Whether the file at `p` exists and starts with {@link SQLITE_HEADER}. */
-const isSqliteFile = (p: string): boolean => {
-  let fd: number | undefined
-  try {
-    // only a regular file is opened: opening a FIFO to read would wait for a writer
-    if (!fs.statSync(p).isFile()) return false
-    fd = fs.openSync(p, "r")
-    const head = Buffer.alloc(SQLITE_HEADER.length)
-    const n = fs.readSync(fd, head, 0, head.length, 0)
-    return n === SQLITE_HEADER.length && head.equals(SQLITE_HEADER)
-  } catch {
-    return false
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd)
-  }
-}
-
 /**
  * Refuses an output path that would overwrite a database: fails with `ConfigError` (exit 2 in
  * the CLI) when `out` resolves (symbolic links followed) to the same file as one of the
- * `inputs` store arguments (paths or `file:` URIs; other URIs are not files), or when `out`
- * exists and is an SQLite file (starts with {@link SQLITE_HEADER}). `-` (standard output) and
+ * `inputs` store arguments (paths or `file:` URIs; other URIs are not files) or one of their
+ * `-wal`, `-shm`, `-journal`, `.lock` files, when `out` is a file of a store open in this
+ * process, or when `out` exists and is an SQLite file (starts with {@link SQLITE_HEADER}). The
+ * check never opens a file of a store open in this process (closing that descriptor would drop
+ * the process's SQLite locks on it; see `StoreFiles`). `-` (standard output) and
  * descriptor aliases (`/dev/stdout`, …) are always accepted. Check it before anything is
  * written.
  *
@@ -1166,9 +1153,15 @@ export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.
       )
     for (const spec of inputs) {
       const file = fileOfSpec(spec)
-      if (file !== undefined && realOrSelf(file) === target) return refuse(`it is the input store ${spec}`)
+      if (file === undefined) continue
+      if (realOrSelf(file) === target) return refuse(`it is the input store ${spec}`)
+      const sibling = StoreFiles.STORE_SIBLINGS.find((suffix) => realOrSelf(file + suffix) === target)
+      if (sibling !== undefined) return refuse(`it is the ${sibling} file of the input store ${spec}`)
     }
-    if (isSqliteFile(target)) return refuse("it is an existing SQLite database, which would be overwritten")
+    // answered without opening a file of a store open in this process (its locks would drop)
+    const open = StoreFiles.openStoreFileOf(target)
+    if (open !== undefined) return refuse(`it is a file of the store ${open}, open in this process`)
+    if (StoreFiles.isSqliteFile(target)) return refuse("it is an existing SQLite database, which would be overwritten")
     return Effect.void
   })
 

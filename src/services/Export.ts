@@ -915,8 +915,21 @@ interface Held {
   readonly large: LargeRow | undefined
 }
 
-const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? JSON.stringify(v) : v)
+const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? new JsonCell(JSON.stringify(v)) : v)
 const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.stringify(v))
+
+/**
+ * A JSON cell (text from `JSON.stringify` of an object or array) as csv-stringify writes it
+ * with our options (RFC 4180 §2.6–2.7): quoted, every `"` doubled, when it holds a `"` or a
+ * `,`; as is otherwise (`[]`, `{}`, `[1]`). JSON text never holds a raw CR or LF (they are
+ * escaped) and starts with `[` or `{`, never with a character `escape_formulas` guards, so
+ * csv-stringify's other rules never apply to it. Written directly because csv-stringify's
+ * per-cell scans and quote replacement on long JSON cells were most of a nested CSV export's
+ * encoding cost (`bench/export.ts`); the property test in `ExportEncoding.test.ts` compares
+ * whole files against csv-stringify's own output.
+ */
+const jsonCsv = (json: string): string =>
+  json.includes("\"") ? `"${json.replaceAll("\"", "\"\"")}"` : json.includes(",") ? `"${json}"` : json
 
 /**
  * CSV through csv-stringify: one record per row, `extra` last. Booleans are written `true` /
@@ -928,8 +941,43 @@ const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.st
 const csvEncoder = (o: ShapeOptions): Encoder => {
   const shape = rowShaper(o)
   const options = { escape_formulas: o.csvSafe === true, cast: { boolean: (b: boolean) => (b ? "true" : "false") } }
+  const inlineOptions = { ...options, eof: false }
   const line = (cells: ReadonlyArray<unknown>) => stringify([cells], options)
-  const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], { ...options, eof: false })
+  const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], inlineOptions)
+  /**
+   * One record as CSV text: through csv-stringify when it has no JSON cell; otherwise its runs
+   * of other cells through csv-stringify (a run of empty cells is empty text), its JSON cells
+   * through {@link jsonCsv}, joined by `,`.
+   */
+  const recordText = (r: ReadonlyArray<unknown>): string => {
+    let hasJson = false
+    for (let i = 0; i < r.length; i++) {
+      if (r[i] instanceof JsonCell) {
+        hasJson = true
+        break
+      }
+    }
+    if (!hasJson) return line(r)
+    let out = ""
+    let start = 0
+    for (let i = 0; i <= r.length; i++) {
+      const c = r[i]
+      if (i < r.length && !(c instanceof JsonCell)) continue
+      if (i > start) {
+        let empty = true
+        for (let j = start; j < i; j++) {
+          if (r[j] !== null && r[j] !== undefined) {
+            empty = false
+            break
+          }
+        }
+        out += (start === 0 ? "" : ",") + (empty ? ",".repeat(i - start - 1) : inline(r.slice(start, i)))
+      }
+      if (i < r.length) out += (i === 0 ? "" : ",") + jsonCsv((c as JsonCell).json)
+      start = i + 1
+    }
+    return out + "\n"
+  }
   let held: Array<Held> | undefined = []
   let heldBytes = 0
   let columns: Array<string> = []
@@ -937,9 +985,9 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
   let records: Array<Array<unknown>> = []
 
   const flushRecords = (sink: ByteSink) => {
-    // one call per record: csv-stringify's sync API on a large batch of long JSON cells costs
-    // ~20x more per record than one record at a time (its output pieces are joined at once)
-    for (const r of records) sink.text(stringify([r], options))
+    // one record at a time: csv-stringify's sync API on a large batch of long JSON cells costs
+    // more per record than one record at a time (its output pieces are joined at once)
+    for (const r of records) sink.text(recordText(r))
     records = []
   }
   /** The record of a row once the header is known: its columns, then `extra` (late keys, as JSON). */
@@ -948,23 +996,25 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
     for (let i = 0; i < columns.length; i++) cells[i] = cellOf(r[columns[i]!])
     let extra: Record<string, unknown> | undefined
     for (const k in r) if (!known.has(k)) (extra ??= {})[k] = r[k]
-    cells[columns.length] = extra === undefined ? null : JSON.stringify(extra)
+    cells[columns.length] = extra === undefined ? null : new JsonCell(JSON.stringify(extra))
     return cells
   }
-  const heldRecord = (fields: Prepared): Array<unknown> => {
+  /** A held row's record; JSON cells as {@link JsonCell}s (`asText`: as their JSON text). */
+  const heldRecord = (fields: Prepared, asText: boolean): Array<unknown> => {
     const byName = new Map(fields)
     const cells: Array<unknown> = columns.map((c) => {
       const v = byName.get(c)
-      return v instanceof JsonCell ? v.json : v
+      return asText && v instanceof JsonCell ? v.json : v
     })
     const late = fields.filter(([k]) => !known.has(k))
-    cells.push(late.length === 0 ? null : `{${late.map(([k, v]) => `${JSON.stringify(k)}:${jsonOf(v)}`).join(",")}}`)
+    const extra = late.length === 0 ? null : `{${late.map(([k, v]) => `${JSON.stringify(k)}:${jsonOf(v)}`).join(",")}}`
+    cells.push(asText || extra === null ? extra : new JsonCell(extra))
     return cells
   }
   /** Writes a large row: cells before its field, the field's array in place (quoted), cells after. */
   const writeLarge = (row: LargeRow, fields: Prepared, sink: ByteSink) => {
     flushRecords(sink)
-    const cells = heldRecord(fields)
+    const cells = heldRecord(fields, true)
     const part = partShaper(o, row.field)
     const encodePart = (p: Row) => JSON.stringify(part === undefined ? p : part(p)).replaceAll("\"", "\"\"")
     if (row.parts.length === 0) {
@@ -1037,7 +1087,7 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
     }
     sink.text(line([...columns, "extra"]))
     for (const h of rows) {
-      if (h.large === undefined) records.push(heldRecord(h.fields))
+      if (h.large === undefined) records.push(heldRecord(h.fields, false))
       else writeLarge(h.large, h.fields, sink)
     }
     flushRecords(sink)

@@ -92,6 +92,7 @@ import {
   taskParams,
   TIMED_TERMINAL,
   toArtifact,
+  toArtifactValues,
   UNADMITTED_PNO,
   toAttempt,
   toEvent,
@@ -987,13 +988,21 @@ export const make = (options: SqliteStoreOptions) =>
       })
 
     /** Loads the payloads asked for (inline bytes from the row, blobs from the backend). */
-    const bundleArtifact = (
-      row: Record<string, unknown>,
-      wanted: boolean
+    const bundleArtifact = (row: Record<string, unknown>, wanted: boolean): Effect.Effect<LoadedArtifact, StoreUnavailable> =>
+      loadedArtifact(toArtifact(row), wanted, row.payload)
+
+    /**
+     * An artifact with its payload when `wanted`: an inline payload is `inlineBytes` (the
+     * column the caller read), a blob is read from the backend; when not wanted, the metadata
+     * with a blob's availability refined.
+     */
+    const loadedArtifact = (
+      meta: ArtifactRecord,
+      wanted: boolean,
+      inlineBytes: unknown
     ): Effect.Effect<LoadedArtifact, StoreUnavailable> => {
-      const meta = toArtifact(row)
       if (!wanted) return Effect.map(refine(meta), (artifact) => ({ artifact, payload: undefined }))
-      if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(row.payload) ?? undefined })
+      if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(inlineBytes) ?? undefined })
       return Effect.map(loadPayload(meta.storage, null, meta.blobRef, backend), (payload) => ({
         artifact: meta.available === (payload !== undefined) ? meta : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
         payload
@@ -1310,14 +1319,14 @@ export const make = (options: SqliteStoreOptions) =>
             // with a budget: the metadata in read order, the running total of the wanted, available
             // sizes kept here, then the inline payloads that fit read by rowid (measured faster than
             // one query with a window sum and a payload subquery: bench/export.ts, BENCHMARKS.md)
-            const as = yield* rows(
+            const metas = (yield* q(
               sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
-            )
-            const fits: Array<boolean> = new Array(as.length)
+                .values
+            )).map(toArtifactValues)
+            const fits: Array<boolean> = new Array(metas.length)
             const inline: Array<number> = []
-            for (let k = 0; k < as.length; k++) {
-              const r = as[k]!
-              const meta = toArtifact(r)
+            for (let k = 0; k < metas.length; k++) {
+              const meta = metas[k]!
               let fit = false
               if ((o.payloads === "all" || meta.isFinal) && meta.available) {
                 fit = spent + meta.size <= budget || spent === 0
@@ -1328,17 +1337,18 @@ export const make = (options: SqliteStoreOptions) =>
             }
             const payloads = new Map<number, Uint8Array | undefined>()
             for (let j = 0; j < inline.length; j += ROWID_CHUNK) {
-              const got = yield* rows(
+              const got = yield* q(
                 sql`SELECT artifact_id, payload FROM artifacts WHERE ${sql.in("artifact_id", inline.slice(j, j + ROWID_CHUNK))}`
+                  .values
               )
-              for (const r of got) payloads.set(Number(r.artifact_id), toBytes(r.payload) ?? undefined)
+              for (const r of got) payloads.set(Number(r[0]), toBytes(r[1]) ?? undefined)
             }
-            for (let k = 0; k < as.length; k++) {
-              const r = as[k]!
-              const loaded = r.storage === "blob" || !fits[k]
-                ? yield* bundleArtifact(r, fits[k]!)
-                : { artifact: toArtifact(r), payload: payloads.get(Number(r.artifact_id)) }
-              out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+            for (let k = 0; k < metas.length; k++) {
+              const meta = metas[k]!
+              const loaded = meta.storage === "blob" || !fits[k]
+                ? yield* loadedArtifact(meta, fits[k]!, null)
+                : { artifact: meta, payload: payloads.get(meta.artifactId) }
+              out.get(meta.pipelineId)?.artifacts.push(loaded)
             }
           }
           return out as ReadonlyMap<string, PipelineBundle>

@@ -918,6 +918,12 @@ interface Held {
 const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? new JsonCell(JSON.stringify(v)) : v)
 const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.stringify(v))
 
+/** A text cell csv-stringify quotes (with our options: delimiter `,`, quote `"`, records ended by LF). */
+const NEEDS_CSV = /[",\r\n]/
+
+/** The first characters csv-stringify's `escape_formulas` prefixes with `'` in a text cell. */
+const FORMULA_START = /^[-=+@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/
+
 /**
  * A JSON cell (text from `JSON.stringify` of an object or array) as csv-stringify writes it
  * with our options (RFC 4180 §2.6–2.7): quoted, every `"` doubled, when it holds a `"` or a
@@ -944,35 +950,41 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
   const inlineOptions = { ...options, eof: false }
   const line = (cells: ReadonlyArray<unknown>) => stringify([cells], options)
   const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], inlineOptions)
+  const csvSafe = o.csvSafe === true
   /**
-   * One record as CSV text: through csv-stringify when it has no JSON cell; otherwise its runs
-   * of other cells through csv-stringify (a run of empty cells is empty text), its JSON cells
-   * through {@link jsonCsv}, joined by `,`.
+   * A run of cells as CSV text when none of them needs csv-stringify's quoting or escaping:
+   * numbers as `String(n)` (csv-stringify's default cast), booleans `true` / `false` (our cast),
+   * `null` / absent as empty, and strings holding no `,`, `"`, CR or LF (nor, with `csvSafe`,
+   * starting with a character `escape_formulas` guards) as they are. `undefined` when a cell
+   * needs csv-stringify (the caller hands it the run).
+   */
+  const plainRun = (r: ReadonlyArray<unknown>, from: number, to: number): string | undefined => {
+    let out = ""
+    for (let i = from; i < to; i++) {
+      const c = r[i]
+      let text: string
+      if (c === null || c === undefined) text = ""
+      else if (typeof c === "number") text = String(c)
+      else if (typeof c === "boolean") text = c ? "true" : "false"
+      else if (typeof c === "string") {
+        if (NEEDS_CSV.test(c) || (csvSafe && FORMULA_START.test(c))) return undefined
+        text = c
+      } else return undefined
+      out += i === from ? text : "," + text
+    }
+    return out
+  }
+  /**
+   * One record as CSV text: its runs of plain cells as they are ({@link plainRun}), other runs
+   * through csv-stringify, its JSON cells through {@link jsonCsv}, joined by `,`.
    */
   const recordText = (r: ReadonlyArray<unknown>): string => {
-    let hasJson = false
-    for (let i = 0; i < r.length; i++) {
-      if (r[i] instanceof JsonCell) {
-        hasJson = true
-        break
-      }
-    }
-    if (!hasJson) return line(r)
     let out = ""
     let start = 0
     for (let i = 0; i <= r.length; i++) {
       const c = r[i]
       if (i < r.length && !(c instanceof JsonCell)) continue
-      if (i > start) {
-        let empty = true
-        for (let j = start; j < i; j++) {
-          if (r[j] !== null && r[j] !== undefined) {
-            empty = false
-            break
-          }
-        }
-        out += (start === 0 ? "" : ",") + (empty ? ",".repeat(i - start - 1) : inline(r.slice(start, i)))
-      }
+      if (i > start) out += (start === 0 ? "" : ",") + (plainRun(r, start, i) ?? inline(r.slice(start, i)))
       if (i < r.length) out += (i === 0 ? "" : ",") + jsonCsv((c as JsonCell).json)
       start = i + 1
     }

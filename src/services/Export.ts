@@ -938,7 +938,9 @@ const jsonCsv = (json: string): string =>
   json.includes("\"") ? `"${json.replaceAll("\"", "\"\"")}"` : json.includes(",") ? `"${json}"` : json
 
 /**
- * CSV through csv-stringify: one record per row, `extra` last. Booleans are written `true` /
+ * CSV as csv-stringify writes it: one record per row, `extra` last; cells that need quoting or
+ * formula escaping go through csv-stringify, JSON cells and plain cells are written directly
+ * (byte for byte the same, see `jsonCsv` and `plainRun`). Booleans are written `true` /
  * `false` (csv-stringify's default is `1` / empty), objects and arrays as JSON cells, `null`
  * and absent fields as empty cells. `csvSafe` turns on csv-stringify's `escape_formulas`.
  * The header is the union of the keys of the first {@link CSV_HEADER_ROWS} rows (or of fewer,

@@ -526,12 +526,22 @@ export const make = (options: MemoryStoreOptions = {}) =>
               else list.push(t)
             }
           }
+          const budget = o.payloadBytes === undefined || o.payloadBytes === Infinity
+            ? Infinity
+            : Number.isNaN(o.payloadBytes) ? 0 : Math.max(0, o.payloadBytes)
+          /** Stored bytes of the wanted, available payloads met so far (ids in the order given). */
+          let spent = 0
           for (const id of ids) {
             if (out.has(id)) continue
             const loaded: Array<LoadedArtifact> = []
             for (const a of sortedArtifacts(id)) {
               if (o.artifacts === "final" && !a.record.isFinal) continue
-              const wanted = o.payloads === "all" || (o.payloads === "final" && a.record.isFinal)
+              let wanted = o.payloads === "all" || (o.payloads === "final" && a.record.isFinal)
+              if (wanted && a.record.available) {
+                const before = spent
+                spent += a.record.size
+                wanted = spent <= budget || before === 0
+              }
               if (!wanted) {
                 loaded.push({ artifact: yield* withAvailability(a), payload: undefined })
                 continue

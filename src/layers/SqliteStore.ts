@@ -77,6 +77,7 @@ import type {
   StoreStats
 } from "../services/Store.js"
 import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
+import * as StoreFiles from "../services/StoreFiles.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { settleToPatch, type WriteOp } from "./internal/storeOps.js"
 import {
@@ -92,6 +93,7 @@ import {
   taskParams,
   TIMED_TERMINAL,
   toArtifact,
+  toArtifactValues,
   UNADMITTED_PNO,
   toAttempt,
   toEvent,
@@ -162,13 +164,14 @@ const codeOf = (cause: unknown): string => {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The database files (`dev:ino`) of the stores open in this process, with their open count.
- * POSIX record locks belong to the process and a file: closing *any* descriptor of a file drops
- * every lock the process holds on it, including the ones SQLite's connections hold. So nothing
- * may open a store's file (database, `-wal`, `-shm`, `-journal`, `.lock`) by descriptor while a
- * connection to it is open here; {@link openStoreFileOf} tells whether a path is one of them.
+ * The database path of the store open in this process that `path` is a file of (the database
+ * itself, or its `-wal`, `-shm`, `-journal` or `.lock` sibling), else `undefined`: the
+ * registry of `StoreFiles` (which this layer fills at every open), re-exported here.
+ *
+ * @since 0.1.0
+ * @category files
  */
-const openFiles = new Map<string, { readonly path: string; count: number }>()
+export const openStoreFileOf: (path: string) => string | undefined = StoreFiles.openStoreFileOf
 
 const fileKey = (path: string): string | undefined => {
   try {
@@ -177,32 +180,6 @@ const fileKey = (path: string): string | undefined => {
   } catch {
     return undefined
   }
-}
-
-const STORE_SIBLINGS = ["-wal", "-shm", "-journal", ".lock"]
-
-/**
- * The database path of the store open in this process that `path` is a file of (the database
- * itself, or its `-wal`, `-shm`, `-journal` or `.lock` sibling), else `undefined`. Files are
- * compared by device and inode (`stat`, no descriptor), so links and other spellings of the
- * path are found too.
- *
- * Use it before opening any file by descriptor (reading a header, writing an export): closing
- * a descriptor of an open store's file drops the POSIX locks SQLite holds on it, after which
- * another process's connection may checkpoint and delete the live WAL.
- *
- * @since 0.1.0
- * @category files
- */
-export const openStoreFileOf = (path: string): string | undefined => {
-  const direct = fileKey(path)
-  if (direct !== undefined && openFiles.has(direct)) return openFiles.get(direct)!.path
-  for (const suffix of STORE_SIBLINGS) {
-    if (!path.endsWith(suffix)) continue
-    const key = fileKey(path.slice(0, -suffix.length))
-    if (key !== undefined && openFiles.has(key)) return openFiles.get(key)!.path
-  }
-  return undefined
 }
 
 /**
@@ -239,23 +216,7 @@ export const isSqliteFile = (path: string): boolean => {
 }
 
 /** Counts `path` as open in this process until the scope closes. */
-const registerOpen = (path: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const key = fileKey(path)
-      if (key === undefined) return undefined
-      const entry = openFiles.get(key)
-      if (entry === undefined) openFiles.set(key, { path, count: 1 })
-      else entry.count++
-      return key
-    }),
-    (key) =>
-      Effect.sync(() => {
-        if (key === undefined) return
-        const entry = openFiles.get(key)
-        if (entry !== undefined && --entry.count === 0) openFiles.delete(key)
-      })
-  )
+const registerOpen = StoreFiles.registerOpen
 
 /**
  * Reads the file's catalogue without writing anything. Everything goes through SQLite (a
@@ -535,6 +496,9 @@ const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
 
 /** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
 const BIG_PAYLOAD = 256 * 1024
+
+/** Artifact ids bound in one `artifact_id IN (…)` payload read (below SQLite's 32,766 variables). */
+const ROWID_CHUNK = 5000
 
 /**
  * The payload bytes a queued write holds in memory (the group commit's byte budget): the
@@ -1025,13 +989,21 @@ export const make = (options: SqliteStoreOptions) =>
       })
 
     /** Loads the payloads asked for (inline bytes from the row, blobs from the backend). */
-    const bundleArtifact = (
-      row: Record<string, unknown>,
-      wanted: boolean
+    const bundleArtifact = (row: Record<string, unknown>, wanted: boolean): Effect.Effect<LoadedArtifact, StoreUnavailable> =>
+      loadedArtifact(toArtifact(row), wanted, row.payload)
+
+    /**
+     * An artifact with its payload when `wanted`: an inline payload is `inlineBytes` (the
+     * column the caller read), a blob is read from the backend; when not wanted, the metadata
+     * with a blob's availability refined.
+     */
+    const loadedArtifact = (
+      meta: ArtifactRecord,
+      wanted: boolean,
+      inlineBytes: unknown
     ): Effect.Effect<LoadedArtifact, StoreUnavailable> => {
-      const meta = toArtifact(row)
       if (!wanted) return Effect.map(refine(meta), (artifact) => ({ artifact, payload: undefined }))
-      if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(row.payload) ?? undefined })
+      if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(inlineBytes) ?? undefined })
       return Effect.map(loadPayload(meta.storage, null, meta.blobRef, backend), (payload) => ({
         artifact: meta.available === (payload !== undefined) ? meta : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
         payload
@@ -1322,23 +1294,66 @@ export const make = (options: SqliteStoreOptions) =>
             : o.payloads === "final"
             ? sql`, CASE WHEN is_final = 1 THEN payload END AS payload`
             : sql``
+          const budget = o.payloadBytes === undefined || o.payloadBytes === Infinity
+            ? undefined
+            : Number.isNaN(o.payloadBytes) ? 0 : Math.max(0, o.payloadBytes)
+          /** Stored bytes of the wanted, available payloads met so far (the budget's running total). */
+          let spent = 0
           for (let i = 0; i < unique.length; i += 500) {
             const chunk = unique.slice(i, i + 500)
             if (o.tasks !== false) {
               const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
               for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
             }
-            const as = yield* rows(
-              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${byPipelines(chunk)}${
-                onlyFinal ? sql` AND is_final = 1` : sql``
-              } ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
-            )
-            for (const r of as) {
-              const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
-              const loaded = r.storage === "blob" || !wanted
-                ? yield* bundleArtifact(r, wanted)
-                : { artifact: toArtifact(r), payload: toBytes(r.payload) ?? undefined }
-              out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+            const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
+            if (budget === undefined || o.payloads === "none") {
+              const as = yield* rows(
+                sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${where} ORDER BY ${
+                  sql(pipelineKey)
+                }, seq, artifact_id`
+              )
+              for (const r of as) {
+                const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
+                const loaded = r.storage === "blob" || !wanted
+                  ? yield* bundleArtifact(r, wanted)
+                  : { artifact: toArtifact(r), payload: toBytes(r.payload) ?? undefined }
+                out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+              }
+              continue
+            }
+            // with a budget: the metadata in read order, the running total of the wanted, available
+            // sizes kept here, then the inline payloads that fit read by rowid (measured faster than
+            // one query with a window sum and a payload subquery: bench/export.ts, BENCHMARKS.md)
+            const metas = (yield* q(
+              sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
+                .values
+            )).map(toArtifactValues)
+            const fits: Array<boolean> = new Array(metas.length)
+            const inline: Array<number> = []
+            for (let k = 0; k < metas.length; k++) {
+              const meta = metas[k]!
+              let fit = false
+              if ((o.payloads === "all" || meta.isFinal) && meta.available) {
+                fit = spent + meta.size <= budget || spent === 0
+                spent += meta.size
+              }
+              fits[k] = fit
+              if (fit && meta.storage === "inline") inline.push(meta.artifactId)
+            }
+            const payloads = new Map<number, Uint8Array | undefined>()
+            for (let j = 0; j < inline.length; j += ROWID_CHUNK) {
+              const got = yield* q(
+                sql`SELECT artifact_id, payload FROM artifacts WHERE ${sql.in("artifact_id", inline.slice(j, j + ROWID_CHUNK))}`
+                  .values
+              )
+              for (const r of got) payloads.set(Number(r[0]), toBytes(r[1]) ?? undefined)
+            }
+            for (let k = 0; k < metas.length; k++) {
+              const meta = metas[k]!
+              const loaded = meta.storage === "blob" || !fits[k]
+                ? yield* loadedArtifact(meta, fits[k]!, null)
+                : { artifact: meta, payload: payloads.get(meta.artifactId) }
+              out.get(meta.pipelineId)?.artifacts.push(loaded)
             }
           }
           return out as ReadonlyMap<string, PipelineBundle>

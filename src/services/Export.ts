@@ -14,9 +14,10 @@
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  *
  * **Memory is bounded by bytes, not by row counts.** Pipelines are paged ({@link NESTED_BATCH}
- * or the store's `PAGE_SIZE` at a time); for each page the artifacts' metadata is read first
- * (sizes, no payloads), then the payloads are loaded in groups of pipelines whose payload bytes
- * add up to at most {@link BATCH_BYTES}. A pipeline whose payloads exceed that budget on their
+ * or the store's `PAGE_SIZE` at a time); each page is read once with its payloads up to
+ * {@link BATCH_BYTES} (the store's `payloadBytes` budget: with small payloads, the whole page in
+ * one read); the pipelines that read could not return whole are then loaded in groups whose
+ * payload bytes add up to at most {@link BATCH_BYTES}. A pipeline whose payloads exceed that budget on their
  * own is read one artifact at a time: for `artifacts` each artifact is its own row; for
  * `pipelines` the row is a {@link LargeRow} whose `artifacts` are loaded, encoded and written
  * one by one, so no two of its payloads are in memory together. The encoders write each row's
@@ -50,6 +51,7 @@ import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Recor
 import * as PluginUri from "../layers/PluginUri.js"
 import * as SqliteStore from "../layers/SqliteStore.js"
 import * as OutputFile from "./OutputFile.js"
+import * as StoreFiles from "./StoreFiles.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
 import { PAGE_SIZE, Store } from "./Store.js"
 
@@ -443,9 +445,11 @@ const payloadBytes = (artifacts: ReadonlyArray<LoadedArtifact>): number => {
   return n
 }
 
-const hasPayload = (artifacts: ReadonlyArray<LoadedArtifact>): boolean => artifacts.some((a) => a.artifact.available)
-
-/** Consecutive pipelines read together: `large` is one pipeline above {@link BATCH_BYTES} alone. */
+/**
+ * Consecutive pipelines read together: `large` is one pipeline above {@link BATCH_BYTES} alone;
+ * `load` says whether the group's payloads still have to be read (a group of pipelines the
+ * page's first read returned whole, or without any payload, has `load: false`).
+ */
 interface Group {
   readonly ps: Array<PipelineRecord>
   bytes: number
@@ -453,35 +457,62 @@ interface Group {
   readonly large: boolean
 }
 
+/** Whether a payload that `options` asks for is available but was not returned (the budget ran out). */
+const incomplete = (b: PipelineBundle | undefined, options: BundleOptions): boolean => {
+  if (b === undefined || options.payloads === "none") return false
+  for (const a of b.artifacts) {
+    if (a.payload === undefined && a.artifact.available && (options.payloads === "all" || a.artifact.isFinal)) return true
+  }
+  return false
+}
+
 /**
- * Splits a page into groups whose payload bytes add up to at most `budget`, in order; a
- * pipeline above `budget` alone is a group of its own, marked `large`.
+ * Splits a page into groups, in order: consecutive pipelines that `first` returned whole form
+ * one group that needs no further read; the others are grouped so that their payload bytes add
+ * up to at most `budget`, a pipeline above `budget` alone in a group marked `large`. Returns the
+ * groups and the bundles to build rows from: those returned whole as they are, the others
+ * without payloads (a partly loaded pipeline is read again with its group, and its payloads
+ * are not held meanwhile).
  */
 const groupByBytes = (
   ps: ReadonlyArray<PipelineRecord>,
-  meta: ReadonlyMap<string, PipelineBundle>,
+  first: ReadonlyMap<string, PipelineBundle>,
+  options: BundleOptions,
   budget: number
-): Array<Group> => {
+): { readonly groups: Array<Group>; readonly meta: Map<string, PipelineBundle> } => {
   const groups: Array<Group> = []
+  const meta = new Map<string, PipelineBundle>()
   let current: Group | undefined
+  let whole: Group | undefined
   for (const p of ps) {
-    const artifacts = meta.get(p.pipelineId)?.artifacts ?? []
+    const b = first.get(p.pipelineId)
+    if (!incomplete(b, options)) {
+      if (b !== undefined) meta.set(p.pipelineId, b)
+      current = undefined
+      if (whole === undefined) {
+        whole = { ps: [], bytes: 0, load: false, large: false }
+        groups.push(whole)
+      }
+      whole.ps.push(p)
+      continue
+    }
+    whole = undefined
+    const artifacts = b!.artifacts.map((a) => a.payload === undefined ? a : { artifact: a.artifact, payload: undefined })
+    meta.set(p.pipelineId, { pipelineId: b!.pipelineId, tasks: b!.tasks, artifacts })
     const bytes = payloadBytes(artifacts)
-    const load = hasPayload(artifacts)
     if (bytes > budget) {
       current = undefined
-      groups.push({ ps: [p], bytes, load, large: true })
+      groups.push({ ps: [p], bytes, load: true, large: true })
       continue
     }
     if (current === undefined || current.bytes + bytes > budget) {
-      current = { ps: [], bytes: 0, load: false, large: false }
+      current = { ps: [], bytes: 0, load: true, large: false }
       groups.push(current)
     }
     current.ps.push(p)
     current.bytes += bytes
-    current.load ||= load
   }
-  return groups
+  return { groups, meta }
 }
 
 /** One artifact with its payload when it has one (through `bulk.artifact`, else `bulk.bundles`). */
@@ -493,15 +524,19 @@ const loadOne = (bulk: BulkReader, a: ArtifactRecord): Effect.Effect<LoadedArtif
     : artifactViaBundles(bulk.bundles, a)
 
 /**
- * The pages of pipelines, each with its bundles read without payloads (`meta`), and the page
- * cut into {@link BATCH_BYTES} groups; `rows` turns one group into a chunk of items.
+ * The pages of pipelines, each read once with its payloads up to {@link BATCH_BYTES}
+ * (`options.payloadBytes`): in the common case (small payloads) that read is the whole page.
+ * The pipelines it could not return whole are cut into {@link BATCH_BYTES} groups read
+ * afterwards; `rows` turns one group into a chunk of items (`meta`: the page's bundles, whole
+ * for a group with `load: false`, without payloads otherwise). A group's bundles are dropped
+ * once its rows are made.
  */
 const byPayloadGroups = (
   store: StoreService,
   runId: string | undefined,
   limit: number | undefined,
   batch: number,
-  metaOptions: BundleOptions,
+  options: BundleOptions,
   bulk: BulkReader,
   rows: (group: Group, meta: ReadonlyMap<string, PipelineBundle>) => Stream.Stream<RowItem, ReadError>
 ): Stream.Stream<RowItem, ReadError> =>
@@ -511,8 +546,14 @@ const byPayloadGroups = (
     Stream.flatMap((ps) =>
       Stream.unwrap(
         Effect.map(
-          bulk.bundles(ps.map((p) => p.pipelineId), metaOptions),
-          (meta) => Stream.flatMap(Stream.fromIterable(groupByBytes(ps, meta, BATCH_BYTES)), (g) => rows(g, meta))
+          bulk.bundles(ps.map((p) => p.pipelineId), { ...options, payloadBytes: BATCH_BYTES }),
+          (first) => {
+            const { groups, meta } = groupByBytes(ps, first, options, BATCH_BYTES)
+            return Stream.flatMap(
+              Stream.fromIterable(groups),
+              (g) => Stream.ensuring(rows(g, meta), Effect.sync(() => g.ps.forEach((p) => meta.delete(p.pipelineId))))
+            )
+          }
         )
       )
     )
@@ -563,7 +604,7 @@ export const rowItems = (
       case "events":
         return Stream.map(store.streamEvents({ runId, limit }), plain)
       case "pipelines":
-        return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "none" }, bulk, (g, meta) => {
+        return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "all" }, bulk, (g, meta) => {
           if (g.large) {
             const p = g.ps[0]!
             const b = meta.get(p.pipelineId)
@@ -579,14 +620,14 @@ export const rowItems = (
         })
       case "results": {
         const finals: BundleOptions = { payloads: "final", artifacts: "final", tasks: false }
-        return byPayloadGroups(store, runId, limit, PAGE_SIZE, { ...finals, payloads: "none" }, bulk, (g, meta) =>
+        return byPayloadGroups(store, runId, limit, PAGE_SIZE, finals, bulk, (g, meta) =>
           chunkStream(
             Effect.map(groupPayloads(bulk, g, meta, finals), (loaded) =>
               chunkOf(g.ps.map((p) => resultRow(p, loaded.get(p.pipelineId)?.artifacts.at(-1)))))
           ))
       }
       case "artifacts": {
-        const rows = byPayloadGroups(store, runId, undefined, NESTED_BATCH, { payloads: "none", tasks: false }, bulk, (g, meta) =>
+        const rows = byPayloadGroups(store, runId, undefined, NESTED_BATCH, { payloads: "all", tasks: false }, bulk, (g, meta) =>
           g.large
             // one artifact at a time, each its own chunk, read only when the writer pulls it
             ? Stream.mapEffect(
@@ -874,11 +915,32 @@ interface Held {
   readonly large: LargeRow | undefined
 }
 
-const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? JSON.stringify(v) : v)
+const cellOf = (v: unknown): unknown => (v !== null && typeof v === "object" ? new JsonCell(JSON.stringify(v)) : v)
 const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.stringify(v))
 
+/** A text cell csv-stringify quotes (with our options: delimiter `,`, quote `"`, records ended by LF). */
+const NEEDS_CSV = /[",\r\n]/
+
+/** The first characters csv-stringify's `escape_formulas` prefixes with `'` in a text cell. */
+const FORMULA_START = /^[-=+@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/
+
 /**
- * CSV through csv-stringify: one record per row, `extra` last. Booleans are written `true` /
+ * A JSON cell (text from `JSON.stringify` of an object or array) as csv-stringify writes it
+ * with our options (RFC 4180 §2.6–2.7): quoted, every `"` doubled, when it holds a `"` or a
+ * `,`; as is otherwise (`[]`, `{}`, `[1]`). JSON text never holds a raw CR or LF (they are
+ * escaped) and starts with `[` or `{`, never with a character `escape_formulas` guards, so
+ * csv-stringify's other rules never apply to it. Written directly because csv-stringify's
+ * per-cell scans and quote replacement on long JSON cells were most of a nested CSV export's
+ * encoding cost (`bench/export.ts`); the property test in `ExportEncoding.test.ts` compares
+ * whole files against csv-stringify's own output.
+ */
+const jsonCsv = (json: string): string =>
+  json.includes("\"") ? `"${json.replaceAll("\"", "\"\"")}"` : json.includes(",") ? `"${json}"` : json
+
+/**
+ * CSV as csv-stringify writes it: one record per row, `extra` last; cells that need quoting or
+ * formula escaping go through csv-stringify, JSON cells and plain cells are written directly
+ * (byte for byte the same, see `jsonCsv` and `plainRun`). Booleans are written `true` /
  * `false` (csv-stringify's default is `1` / empty), objects and arrays as JSON cells, `null`
  * and absent fields as empty cells. `csvSafe` turns on csv-stringify's `escape_formulas`.
  * The header is the union of the keys of the first {@link CSV_HEADER_ROWS} rows (or of fewer,
@@ -887,8 +949,49 @@ const jsonOf = (v: unknown): string => (v instanceof JsonCell ? v.json : JSON.st
 const csvEncoder = (o: ShapeOptions): Encoder => {
   const shape = rowShaper(o)
   const options = { escape_formulas: o.csvSafe === true, cast: { boolean: (b: boolean) => (b ? "true" : "false") } }
+  const inlineOptions = { ...options, eof: false }
   const line = (cells: ReadonlyArray<unknown>) => stringify([cells], options)
-  const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], { ...options, eof: false })
+  const inline = (cells: ReadonlyArray<unknown>) => stringify([cells], inlineOptions)
+  const csvSafe = o.csvSafe === true
+  /**
+   * A run of cells as CSV text when none of them needs csv-stringify's quoting or escaping:
+   * numbers as `String(n)` (csv-stringify's default cast), booleans `true` / `false` (our cast),
+   * `null` / absent as empty, and strings holding no `,`, `"`, CR or LF (nor, with `csvSafe`,
+   * starting with a character `escape_formulas` guards) as they are. `undefined` when a cell
+   * needs csv-stringify (the caller hands it the run).
+   */
+  const plainRun = (r: ReadonlyArray<unknown>, from: number, to: number): string | undefined => {
+    let out = ""
+    for (let i = from; i < to; i++) {
+      const c = r[i]
+      let text: string
+      if (c === null || c === undefined) text = ""
+      else if (typeof c === "number") text = String(c)
+      else if (typeof c === "boolean") text = c ? "true" : "false"
+      else if (typeof c === "string") {
+        if (NEEDS_CSV.test(c) || (csvSafe && FORMULA_START.test(c))) return undefined
+        text = c
+      } else return undefined
+      out += i === from ? text : "," + text
+    }
+    return out
+  }
+  /**
+   * One record as CSV text: its runs of plain cells as they are ({@link plainRun}), other runs
+   * through csv-stringify, its JSON cells through {@link jsonCsv}, joined by `,`.
+   */
+  const recordText = (r: ReadonlyArray<unknown>): string => {
+    let out = ""
+    let start = 0
+    for (let i = 0; i <= r.length; i++) {
+      const c = r[i]
+      if (i < r.length && !(c instanceof JsonCell)) continue
+      if (i > start) out += (start === 0 ? "" : ",") + (plainRun(r, start, i) ?? inline(r.slice(start, i)))
+      if (i < r.length) out += (i === 0 ? "" : ",") + jsonCsv((c as JsonCell).json)
+      start = i + 1
+    }
+    return out + "\n"
+  }
   let held: Array<Held> | undefined = []
   let heldBytes = 0
   let columns: Array<string> = []
@@ -896,9 +999,9 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
   let records: Array<Array<unknown>> = []
 
   const flushRecords = (sink: ByteSink) => {
-    // one call per record: csv-stringify's sync API on a large batch of long JSON cells costs
-    // ~20x more per record than one record at a time (its output pieces are joined at once)
-    for (const r of records) sink.text(stringify([r], options))
+    // one record at a time: csv-stringify's sync API on a large batch of long JSON cells costs
+    // more per record than one record at a time (its output pieces are joined at once)
+    for (const r of records) sink.text(recordText(r))
     records = []
   }
   /** The record of a row once the header is known: its columns, then `extra` (late keys, as JSON). */
@@ -907,23 +1010,25 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
     for (let i = 0; i < columns.length; i++) cells[i] = cellOf(r[columns[i]!])
     let extra: Record<string, unknown> | undefined
     for (const k in r) if (!known.has(k)) (extra ??= {})[k] = r[k]
-    cells[columns.length] = extra === undefined ? null : JSON.stringify(extra)
+    cells[columns.length] = extra === undefined ? null : new JsonCell(JSON.stringify(extra))
     return cells
   }
-  const heldRecord = (fields: Prepared): Array<unknown> => {
+  /** A held row's record; JSON cells as {@link JsonCell}s (`asText`: as their JSON text). */
+  const heldRecord = (fields: Prepared, asText: boolean): Array<unknown> => {
     const byName = new Map(fields)
     const cells: Array<unknown> = columns.map((c) => {
       const v = byName.get(c)
-      return v instanceof JsonCell ? v.json : v
+      return asText && v instanceof JsonCell ? v.json : v
     })
     const late = fields.filter(([k]) => !known.has(k))
-    cells.push(late.length === 0 ? null : `{${late.map(([k, v]) => `${JSON.stringify(k)}:${jsonOf(v)}`).join(",")}}`)
+    const extra = late.length === 0 ? null : `{${late.map(([k, v]) => `${JSON.stringify(k)}:${jsonOf(v)}`).join(",")}}`
+    cells.push(asText || extra === null ? extra : new JsonCell(extra))
     return cells
   }
   /** Writes a large row: cells before its field, the field's array in place (quoted), cells after. */
   const writeLarge = (row: LargeRow, fields: Prepared, sink: ByteSink) => {
     flushRecords(sink)
-    const cells = heldRecord(fields)
+    const cells = heldRecord(fields, true)
     const part = partShaper(o, row.field)
     const encodePart = (p: Row) => JSON.stringify(part === undefined ? p : part(p)).replaceAll("\"", "\"\"")
     if (row.parts.length === 0) {
@@ -996,7 +1101,7 @@ const csvEncoder = (o: ShapeOptions): Encoder => {
     }
     sink.text(line([...columns, "extra"]))
     for (const h of rows) {
-      if (h.large === undefined) records.push(heldRecord(h.fields))
+      if (h.large === undefined) records.push(heldRecord(h.fields, false))
       else writeLarge(h.large, h.fields, sink)
     }
     flushRecords(sink)
@@ -1053,12 +1158,12 @@ const drain = (sink: ByteSink, out: OutputFile.OutputFile, all: boolean): Effect
 
 /**
  * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
- * https://www.sqlite.org/fileformat.html §1.3.
+ * https://www.sqlite.org/fileformat.html §1.3 (the same as `StoreFiles.SQLITE_HEADER`).
  *
  * @since 0.1.0
  * @category validation
  */
-export const SQLITE_HEADER: Uint8Array = new TextEncoder().encode("SQLite format 3\0")
+export const SQLITE_HEADER: Uint8Array = StoreFiles.SQLITE_HEADER
 
 /** The file a store argument names (a path, or a `file:` URI), absolute; `undefined` for other URIs. */
 const fileOfSpec = (spec: string): string | undefined => {
@@ -1083,28 +1188,14 @@ const realOrSelf = (p: string): string => {
   }
 }
 
-/** Whether the file at `p` exists and starts with {@link SQLITE_HEADER}. */
-const isSqliteFile = (p: string): boolean => {
-  let fd: number | undefined
-  try {
-    // only a regular file is opened: opening a FIFO to read would wait for a writer
-    if (!fs.statSync(p).isFile()) return false
-    fd = fs.openSync(p, "r")
-    const head = Buffer.alloc(SQLITE_HEADER.length)
-    const n = fs.readSync(fd, head, 0, head.length, 0)
-    return n === SQLITE_HEADER.length && head.equals(SQLITE_HEADER)
-  } catch {
-    return false
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd)
-  }
-}
-
 /**
  * Refuses an output path that would overwrite a database: fails with `ConfigError` (exit 2 in
  * the CLI) when `out` resolves (symbolic links followed) to the same file as one of the
- * `inputs` store arguments (paths or `file:` URIs; other URIs are not files), or when `out`
- * exists and is an SQLite file (starts with {@link SQLITE_HEADER}). `-` (standard output) and
+ * `inputs` store arguments (paths or `file:` URIs; other URIs are not files) or one of their
+ * `-wal`, `-shm`, `-journal`, `.lock` files, when `out` is a file of a store open in this
+ * process, or when `out` exists and is an SQLite file (starts with {@link SQLITE_HEADER}). The
+ * check never opens a file of a store open in this process (closing that descriptor would drop
+ * the process's SQLite locks on it; see `StoreFiles`). `-` (standard output) and
  * descriptor aliases (`/dev/stdout`, …) are always accepted. Check it before anything is
  * written.
  *
@@ -1126,9 +1217,15 @@ export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.
       )
     for (const spec of inputs) {
       const file = fileOfSpec(spec)
-      if (file !== undefined && realOrSelf(file) === target) return refuse(`it is the input store ${spec}`)
+      if (file === undefined) continue
+      if (realOrSelf(file) === target) return refuse(`it is the input store ${spec}`)
+      const sibling = StoreFiles.STORE_SIBLINGS.find((suffix) => realOrSelf(file + suffix) === target)
+      if (sibling !== undefined) return refuse(`it is the ${sibling} file of the input store ${spec}`)
     }
-    if (isSqliteFile(target)) return refuse("it is an existing SQLite database, which would be overwritten")
+    // answered without opening a file of a store open in this process (its locks would drop)
+    const open = StoreFiles.openStoreFileOf(target)
+    if (open !== undefined) return refuse(`it is a file of the store ${open}, open in this process`)
+    if (StoreFiles.isSqliteFile(target)) return refuse("it is an existing SQLite database, which would be overwritten")
     return Effect.void
   })
 

@@ -438,7 +438,17 @@ export interface CompletionBucket {
  *   (`"final"`), none (`"none"`: metadata only);
  * - `artifacts`: which artifacts are listed: every one (`"all"`, the default) or only the
  *   final one (`"final"`);
- * - `tasks`: whether task rows are read (default `true`).
+ * - `tasks`: whether task rows are read (default `true`);
+ * - `payloadBytes`: a budget in bytes (stored sizes) for the payloads asked for (default: no
+ *   budget). The store walks the pipelines one at a time, in an order of its choosing, each
+ *   pipeline's artifacts by seq then artifactId, and returns a payload while the running total
+ *   of the sizes of the available payloads asked for stays within the budget, and always the
+ *   first of them (so a budget of 0, or a payload above the budget, still yields one). From the
+ *   first payload that does not fit on, artifacts come back as metadata only (`payload:
+ *   undefined`, `available` still true): so the loaded payloads are, pipeline by pipeline, a
+ *   prefix of the wanted ones, at most one pipeline is partly loaded, and their total is within
+ *   the budget unless only one payload is loaded. The caller reads the rest where it stopped.
+ *   A negative or NaN budget counts as 0; `Infinity` is no budget.
  *
  * @since 0.1.0
  * @category models
@@ -447,6 +457,7 @@ export interface BundleOptions {
   readonly payloads: "final" | "all" | "none"
   readonly artifacts?: "all" | "final" | undefined
   readonly tasks?: boolean | undefined
+  readonly payloadBytes?: number | undefined
 }
 
 /**

@@ -12,7 +12,7 @@ import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
-import type { NewArtifact, NewAttempt, NewEvent, StoreOptions } from "../../src/services/Store.js"
+import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, StoreOptions } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
 
 /** What a store implementation provides to the contract. */
@@ -626,6 +626,69 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             [[["b0002", 1, `{"seq":1}`]], [["b0003", 1, `{"seq":1}`]]]
           )
           assert.strictEqual((yield* store.loadBundles([], { payloads: "all" })).size, 0)
+        })))
+
+    it.effect("loadBundles with payloadBytes: payloads up to the budget, always the first, the rest metadata only", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // 620 pipelines (two SQLite chunks of 500) of three 10-byte payloads, the last final
+          const ids = Array.from({ length: 620 }, (_, i) => `q${String(i).padStart(4, "0")}`)
+          const ten = (id: string, seq: number) => bytes(JSON.stringify(`${id}:${seq}`.padEnd(8, "_")))
+          yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, ten(id, -1))))
+          yield* Effect.forEach(ids, (id) =>
+            Effect.forEach([0, 1], (seq) =>
+              store.checkpoint({ pipelineId: id, artifact: artifact(id, seq, ten(id, seq), seq === 1), task: task(id, seq) })), {
+            concurrency: 32,
+            discard: true
+          })
+          const text = (u: Uint8Array | undefined) => (u === undefined ? undefined : new TextDecoder().decode(u))
+          const all = yield* store.loadBundles(ids, { payloads: "all", tasks: false })
+          /** What a budgeted read returned: loaded payloads, and the structure the contract promises. */
+          const check = (got: ReadonlyMap<string, { readonly artifacts: ReadonlyArray<LoadedArtifact> }>, final: boolean) => {
+            let loaded = 0
+            let partial = 0
+            for (const id of ids) {
+              const as = got.get(id)!.artifacts
+              const full = all.get(id)!.artifacts.filter((a) => !final || a.artifact.isFinal)
+              assert.deepStrictEqual(as.map((a) => a.artifact), full.map((a) => a.artifact), `every artifact listed (${id})`)
+              assert.isTrue(as.every((a) => a.artifact.available), "available still true")
+              const have = as.map((a) => a.payload !== undefined)
+              const n = have.filter(Boolean).length
+              assert.isTrue(have.every((h, i) => h === i < n), `a prefix of ${id}'s payloads`)
+              if (n > 0 && n < as.length) partial++
+              as.forEach((a, i) => {
+                if (a.payload !== undefined) assert.strictEqual(text(a.payload), text(full[i]!.payload))
+              })
+              loaded += n
+            }
+            assert.isAtMost(partial, 1, "at most one pipeline partly loaded")
+            return loaded
+          }
+          // all payloads are 10 bytes: a budget of b loads exactly floor(b / 10) of them (at least one)
+          for (const budget of [0, 5, 10, 95, 4_000, 15_000, 18_590]) {
+            const got = yield* store.loadBundles(ids, { payloads: "all", tasks: false, payloadBytes: budget })
+            assert.strictEqual(check(got, false), Math.max(1, Math.floor(budget / 10)), `budget ${budget}`)
+          }
+          for (const budget of [18_600, 1e9, Infinity, undefined]) {
+            const got = yield* store.loadBundles(ids, { payloads: "all", tasks: false, payloadBytes: budget })
+            assert.strictEqual(check(got, false), 1860, `budget ${budget}`)
+          }
+          assert.strictEqual(check(yield* store.loadBundles(ids, { payloads: "all", tasks: false, payloadBytes: -1 }), false), 1)
+          // only the payloads asked for count: finals only, listed with every artifact or only the finals
+          const finals = yield* store.loadBundles(ids, { payloads: "final", tasks: false, payloadBytes: 3_000 })
+          let finalsLoaded = 0
+          for (const id of ids) {
+            const as = finals.get(id)!.artifacts
+            assert.strictEqual(as.length, 3)
+            assert.isTrue(as.every((a) => a.payload === undefined || a.artifact.isFinal))
+            finalsLoaded += as.filter((a) => a.payload !== undefined).length
+          }
+          assert.strictEqual(finalsLoaded, 300)
+          const onlyFinal = yield* store.loadBundles(ids, { payloads: "final", artifacts: "final", tasks: false, payloadBytes: 5_555 })
+          assert.strictEqual(check(onlyFinal, true), 555)
+          // none asked for: the budget changes nothing
+          const none = yield* store.loadBundles(ids.slice(0, 3), { payloads: "none", payloadBytes: 0 })
+          assert.isTrue(Array.from(none.values()).every((b) => b.tasks.length === 2 && b.artifacts.every((a) => a.payload === undefined)))
         })))
 
     it.effect("loadBundles under journal summary: metadata without payloads", () =>

@@ -61,7 +61,49 @@ const value = FastCheck.oneof(
 )
 const rowsArb = FastCheck.array(FastCheck.dictionary(key, value, { maxKeys: 6 }), { maxLength: Export.CSV_HEADER_ROWS + 40 })
 
+/** The csv reference with `--csv-safe`: csv-stringify's `escape_formulas`, numbers kept as numbers (never escaped). */
+const safeReference = (rows: ReadonlyArray<Export.Row>): string => {
+  if (rows.length === 0) return ""
+  const columns: Array<string> = []
+  for (const r of rows.slice(0, Export.CSV_HEADER_ROWS)) {
+    for (const k of Object.keys(r)) if (k !== "extra" && !columns.includes(k)) columns.push(k)
+  }
+  const safeCell = (v: unknown) => (v !== null && typeof v === "object" ? JSON.stringify(v) : v)
+  const records = rows.map((r) => {
+    const extra = Object.keys(r).filter((k) => !columns.includes(k))
+    return [
+      ...columns.map((c) => safeCell(r[c])),
+      extra.length === 0 ? null : JSON.stringify(Object.fromEntries(extra.map((k) => [k, r[k]])))
+    ]
+  })
+  return stringify([[...columns, "extra"], ...records], {
+    escape_formulas: true,
+    cast: { boolean: (b: boolean) => (b ? "true" : "false") }
+  })
+}
+
+/** Text cells that start with what `escape_formulas` guards, and negative numbers it leaves alone. */
+const formulaValue = FastCheck.oneof(
+  value,
+  FastCheck.constantFrom("=1+1", "+x", "-y", "@z", "\tt", "\rr", "\uFF1Dq", "-5", -5, -0.5, true, false),
+  FastCheck.tuple(FastCheck.constantFrom("=", "+", "-", "@", "\t"), FastCheck.string()).map(([a, b]) => a + b)
+)
+
 describe("Export encoding", () => {
+  it.live.prop(
+    "csv --csv-safe: byte-identical to csv-stringify with escape_formulas, for any rows",
+    [FastCheck.array(FastCheck.dictionary(key, formulaValue, { maxKeys: 6 }), { maxLength: Export.CSV_HEADER_ROWS + 40 })],
+    ([rows]) =>
+      Effect.gen(function*() {
+        const out = nodePath.join(dir, `safe-prop-${seq++}.csv`)
+        yield* Export.writeRows(Stream.fromIterable(rows), out, { format: "csv", csvSafe: true })
+        const text = fs.readFileSync(out, "utf8")
+        fs.rmSync(out)
+        assert.strictEqual(text, safeReference(rows))
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
   for (const format of Export.FORMATS) {
     it.live.prop(
       `${format}: byte-identical to the string encoding, for any rows and chunking`,

@@ -50,12 +50,19 @@ const counting = (bulk: Export.BulkReader, reads: Reads): Export.BulkReader => (
   artifact: (a) => Effect.tap(bulk.artifact!(a), (l) => Effect.sync(() => reads.single.push(l.payload?.byteLength ?? 0)))
 })
 
-const exportCounted = (kind: Export.RowKind, format: Export.Format) =>
+// 450 pipelines of two 1 KB payloads: small enough for every page to fit the budget
+const smallFile = nodePath.join(dir, "small.db")
+const SMALL = 450
+const smallBuilt = Effect.runPromise(
+  buildPayloadStore(smallFile, Array.from({ length: SMALL }, () => ({ sizes: [KB, KB] })))
+)
+
+const exportCounted = (kind: Export.RowKind, format: Export.Format, db = file) =>
   Effect.scoped(Effect.gen(function*() {
-    yield* Effect.promise(() => built)
-    const { bulk, store } = yield* Export.openReadOnly(file)
+    yield* Effect.promise(() => (db === file ? built : smallBuilt))
+    const { bulk, store } = yield* Export.openReadOnly(db)
     const reads: Reads = { bundles: [], single: [] }
-    const out = nodePath.join(dir, `${kind}.${format}`)
+    const out = nodePath.join(dir, `${nodePath.basename(db, ".db")}-${kind}.${format}`)
     const n = yield* Export.writeRows(Export.rowItems(store, { kind }, counting(bulk, reads)), out, format)
     return { n, out, reads }
   }))
@@ -99,6 +106,24 @@ describe("Export memory: payloads read in groups bounded in bytes", { timeout: 1
       assertBounded(res.reads)
       // the 5 MB final is read alone
       assert.isTrue(res.reads.bundles.some((r) => r.payloads === 1 && r.bytes > Export.BATCH_BYTES))
+    }))
+
+  it.live("small payloads: each page is read once (payloads with the page, no metadata-only read first)", () =>
+    Effect.gen(function*() {
+      const pages = (batch: number) => Math.ceil(SMALL / batch)
+      const pipelines = yield* exportCounted("pipelines", "jsonl", smallFile)
+      assert.strictEqual(pipelines.n, SMALL)
+      assert.deepStrictEqual(pipelines.reads.bundles.map((r) => r.payloads), [400, 400, 100], "one read per page of NESTED_BATCH")
+      assert.strictEqual(pipelines.reads.bundles.length, pages(Export.NESTED_BATCH))
+      assert.deepStrictEqual(pipelines.reads.single, [])
+      const artifacts = yield* exportCounted("artifacts", "csv", smallFile)
+      assert.strictEqual(artifacts.n, SMALL * 2)
+      assert.strictEqual(artifacts.reads.bundles.length, pages(Export.NESTED_BATCH))
+      const results = yield* exportCounted("results", "csv", smallFile)
+      assert.strictEqual(results.n, SMALL)
+      assert.deepStrictEqual(results.reads.bundles.map((r) => r.payloads), [SMALL], "finals only, one page")
+      const rows = fs.readFileSync(pipelines.out, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.isTrue(rows.every((r) => textLengths(r).join() === `${KB},${KB}`))
     }))
 
   it.live("a large row is written exactly as its materialized row (jsonl, json, csv)", () =>

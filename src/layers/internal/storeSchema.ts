@@ -537,6 +537,32 @@ export const toArtifact = (r: Row): ArtifactRecord =>
   })
 
 /**
+ * Maps an `artifacts` row selected as {@link ARTIFACT_META} in array form (`.values`: one value
+ * per column, in that list's order), as {@link toArtifact} maps the object form. Bulk reads use
+ * it: an array per row costs less to build than an object per row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toArtifactValues = (v: ReadonlyArray<unknown>): ArtifactRecord =>
+  trusted(ArtifactRecord, {
+    artifactId: num(v[0]),
+    pipelineId: str(v[1]),
+    runId: str(v[2]),
+    seq: num(v[3]),
+    taskName: nstr(v[4]),
+    typeName: str(v[5]),
+    codec: str(v[6]),
+    digest: str(v[7]),
+    size: num(v[8]),
+    storage: v[9] as ArtifactRecord["storage"],
+    blobRef: nstr(v[10]),
+    isFinal: num(v[11]) === 1,
+    available: v[9] === "inline" ? num(v[13]) === 1 : v[9] === "blob",
+    createdAt: num(v[12])
+  })
+
+/**
  * Maps an `events` row.
  *
  * @since 0.1.0

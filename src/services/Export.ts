@@ -388,6 +388,8 @@ export const resultRow = (p: PipelineRecord, final: LoadedArtifact | undefined):
   pipelineId: p.pipelineId,
   key: p.key,
   name: p.name,
+  // which definition made the row: two configurations in one store are told apart (C16)
+  specDigest: p.specDigest,
   repeat: repeatOf(p),
   state: p.state,
   runId: p.runId,

@@ -21,6 +21,7 @@ import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Export from "../services/Export.js"
 import type { StoreService } from "../services/Store.js"
+import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
 import * as StoreArgs from "./StoreArgs.js"
 
@@ -29,8 +30,8 @@ const paths = Args.text({ name: "path" }).pipe(
   Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
 )
 const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
-  Options.withDefault("pipelines" as const),
-  Options.withDescription("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results.")
+  Options.withDescription("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results."),
+  Flags.withDefault("pipelines" as const)
 )
 const format = Options.choice("format", Export.FORMATS).pipe(
   Options.optional,
@@ -41,8 +42,8 @@ const limit = integerAtLeast("limit", 0).pipe(
   Options.withDescription("At most this many rows per store (0 = none; default all).")
 )
 const time = Options.choice("time", ["ms", "iso"] as const).pipe(
-  Options.withDefault("ms" as const),
-  Options.withDescription("Times as epoch milliseconds (ms, as stored) or ISO-8601 UTC strings (iso).")
+  Options.withDescription("Times as epoch milliseconds (ms, as stored) or ISO-8601 UTC strings (iso)."),
+  Flags.withDefault("ms" as const)
 )
 const flatten = Options.boolean("flatten").pipe(
   Options.withDescription("Spread nested objects (payload fields, tags, ...) into dotted columns, e.g. payload.label.")

@@ -7,6 +7,26 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Effect } from "effect"
+import { dual } from "effect/Function"
+
+/**
+ * `Options.withDefault(value)` that also says the default in the option's help
+ * (`Default: 8787.`, after the description), from the very value the parser uses:
+ * `@effect/cli` 0.77 does not print a plain (non-`Option`) default.
+ *
+ * @param value the value used when the option is absent
+ * @param shown how the help writes it (default `String(value)`)
+ * @since 0.1.0
+ * @category options
+ */
+export const withDefault: {
+  <const B>(value: B, shown?: string): <A>(self: Options.Options<A>) => Options.Options<A | B>
+  <A, const B>(self: Options.Options<A>, value: B, shown?: string): Options.Options<A | B>
+} = dual(
+  (args) => Options.isOptions(args[0]),
+  <A, B>(self: Options.Options<A>, value: B, shown: string = String(value)): Options.Options<A | B> =>
+    self.pipe(Options.withDefault(value), Options.withDescription(`Default: ${shown}.`))
+)
 
 /**
  * An integer flag `--NAME` that must be at least `min`. A smaller value is refused (exit 2)

@@ -12,6 +12,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Flags from "./Flags.js"
 import { Console, Effect, Option } from "effect"
 import * as Export from "../services/Export.js"
 import { mergeSources, readSource } from "../services/Merge.js"
@@ -20,8 +21,8 @@ import * as StoreArgs from "./StoreArgs.js"
 const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files (or plugin URIs) to merge."))
 const output = Options.text("output").pipe(Options.withAlias("o"), Options.withDescription("Output file of the merged rows."))
 const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
-  Options.withDefault("pipelines" as const),
-  Options.withDescription("Row kind of the merged file (default pipelines).")
+  Options.withDescription("Row kind of the merged file."),
+  Flags.withDefault("pipelines" as const)
 )
 const format = Options.choice("format", Export.FORMATS).pipe(
   Options.optional,

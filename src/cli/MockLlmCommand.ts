@@ -11,18 +11,19 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Flags from "./Flags.js"
 import { Console, Effect, Option, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
 const port = Options.integer("port").pipe(
   Options.withSchema(Schema.Int.pipe(Schema.between(0, 65535))),
-  Options.withDefault(0),
-  Options.withDescription("TCP port to listen on; 0 picks a free port (printed on stdout).")
+  Options.withDescription("TCP port to listen on; 0 picks a free port (printed on stdout)."),
+  Flags.withDefault(0)
 )
 const host = Options.text("host").pipe(
-  Options.withDefault("127.0.0.1"),
-  Options.withDescription("Address to bind; only loopback addresses unless --allow-remote.")
+  Options.withDescription("Address to bind; only loopback addresses unless --allow-remote."),
+  Flags.withDefault("127.0.0.1")
 )
 const allowRemote = Options.boolean("allow-remote").pipe(
   Options.withDescription("Allow binding a non-loopback address (the mock has no real authentication).")

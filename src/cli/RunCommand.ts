@@ -48,6 +48,7 @@ import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
+import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -88,15 +89,16 @@ const configFile = Options.file("config", { exists: "either" }).pipe(
 )
 const optInt = (name: string, description: string) =>
   integerAtLeast(name, 1).pipe(Options.optional, Options.withDescription(description))
-const optText = (name: string, description: string) =>
-  Options.text(name).pipe(Options.optional, Options.withDescription(description))
+const optText = (name: string, description: string, placeholder = "text") =>
+  Options.text(name).pipe(Options.withPseudoName(placeholder), Options.optional, Options.withDescription(description))
 const flag = (name: string, description: string) => Options.boolean(name).pipe(Options.withDescription(description))
 
 const runOptions = {
   config: configFile,
   store: optText(
     "store",
-    "Store of the run (overrides run.store): an SQLite file, \":memory:\" for no file, or a plugin URI (scheme://...)."
+    "Store of the run (overrides run.store): an SQLite file, \":memory:\" for no file, or a plugin URI (scheme://...).",
+    "store"
   ),
   concurrency: optInt("concurrency", "Attempts running at once (overrides run.concurrency)."),
   maxAdmitted: optInt("max-admitted", "Pipelines admitted at once (queued + running + waiting to retry)."),
@@ -108,29 +110,30 @@ const runOptions = {
     Options.optional,
     Options.withDescription("full: keep payloads (task-level resume); summary: metadata only.")
   ),
-  label: optText("label", "Label recorded on the run."),
-  runId: optText("run-id", "Explicit run id."),
+  label: optText("label", "Label recorded on the run.", "label"),
+  runId: optText("run-id", "Explicit run id.", "id"),
   resume: flag("resume", "Claim pipelines abandoned by dead runs (stale heartbeat)."),
   retrySucceeded: flag("retry-succeeded", "Re-run pipelines that already succeeded."),
   freshRestart: flag("fresh-restart", "Discard checkpoints and start pipelines from their seed."),
   strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
   stopAfterFailures: optInt("stop-after-failures", "Stop admitting after this many failed pipelines."),
-  stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\")."),
-  staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\")."),
-  grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\")."),
-  artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path."),
+  stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\").", "duration"),
+  staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),
+  grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\").", "duration"),
+  artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path.", "backend"),
   noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM handlers (Ctrl-C interrupts at once)."),
   strictEnv: flag("strict-env", "An unset ${VAR} in the experiment is an error."),
   summary: Options.choice("summary", ["text", "json"]).pipe(
-    Options.withDefault("text" as const),
-    Options.withDescription("How the report is printed on stdout.")
+    Options.withDescription("How the report is printed on stdout."),
+    Flags.withDefault("text" as const)
   ),
   quiet: flag("quiet", "No progress display (stdout still gets the report)."),
   progressInterval: optText(
     "progress-interval",
-    "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s)."
+    "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s).",
+    "duration"
   ),
-  shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db)."),
+  shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db).", "I/N"),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
   jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all).")
 }

@@ -17,6 +17,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Flags from "./Flags.js"
 import { Console, Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Monitor from "../services/Monitor.js"
@@ -28,12 +29,12 @@ const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
 )
 const port = Options.integer("port").pipe(
-  Options.withDefault(8787),
-  Options.withDescription("TCP port (0 = any free port).")
+  Options.withDescription("TCP port (0 = any free port)."),
+  Flags.withDefault(8787)
 )
 const host = Options.text("host").pipe(
-  Options.withDefault("127.0.0.1"),
-  Options.withDescription("Address to bind; anything but loopback needs --allow-remote.")
+  Options.withDescription("Address to bind; anything but loopback needs --allow-remote."),
+  Flags.withDefault("127.0.0.1")
 )
 const runId = Options.text("run-id").pipe(
   Options.optional,
@@ -43,8 +44,8 @@ const allowRemote = Options.boolean("allow-remote").pipe(
   Options.withDescription("Allow a non-loopback --host (there is no authentication: put your own proxy in front).")
 )
 const refresh = Options.integer("refresh-ms").pipe(
-  Options.withDefault(2000),
-  Options.withDescription("Dashboard refresh period in ms.")
+  Options.withDescription("Dashboard refresh period in ms."),
+  Flags.withDefault(2000)
 )
 
 /**

@@ -19,6 +19,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Flags from "./Flags.js"
 import { Duration, Effect, Option, Schedule } from "effect"
 import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
@@ -35,8 +36,8 @@ const runId = Options.text("run-id").pipe(
   Options.withDescription("Run to watch: an id or `all` (default: the most recently started run).")
 )
 const interval = Options.float("interval").pipe(
-  Options.withDefault(2),
-  Options.withDescription("Seconds between refreshes (> 0).")
+  Options.withDescription("Seconds between refreshes (> 0)."),
+  Flags.withDefault(2)
 )
 
 const write = (text: string) => Effect.sync(() => void process.stdout.write(text))

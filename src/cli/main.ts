@@ -6,6 +6,8 @@
  */
 import type * as CliCommand from "@effect/cli/Command"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
@@ -16,6 +18,7 @@ import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
 import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
 import { exitCodeOf } from "./Exit.js"
+import * as Help from "./Help.js"
 
 /**
  * The version `assay --version` prints (the package's version).
@@ -87,6 +90,14 @@ export const loadSubcommands = async (argv: ReadonlyArray<string>): Promise<{
 }
 
 /**
+ * What `assay` is, in one line (the first line of `assay --help`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const description = "run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
+
+/**
  * The root `assay` command over the given subcommands.
  *
  * @since 0.1.0
@@ -94,11 +105,37 @@ export const loadSubcommands = async (argv: ReadonlyArray<string>): Promise<{
  */
 export const rootCommand = (commands: ReadonlyArray<Sub>) =>
   Command.make("assay").pipe(
-    Command.withDescription(
-      "Run experiments as checkpointed, resumable pipelines over shared rate-limited pools."
-    ),
+    Command.withDescription(description),
     Command.withSubcommands(commands as [Sub, ...Array<Sub>])
   )
+
+/**
+ * Runs the command line `argv` (as `process.argv`) over the loaded `commands`: a help screen
+ * (`assay`, `--help`, `-h`) is printed by {@link Help} within 80 columns; an unknown option or
+ * command is refused on stderr with the closest known name (the config loader's `closest`),
+ * failing with a `ValidationError` (exit 2); anything else is parsed and run by `@effect/cli`.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyArray<Sub>) => {
+  const routed = Help.route(argv.slice(2), commands, subcommandNames)
+  switch (routed._tag) {
+    case "RootHelp":
+      return Console.log(Help.renderRoot(version, description, commands))
+    case "CommandHelp":
+      return Console.log(Help.renderCommand(routed.command))
+    case "Unknown":
+      // the suggestion helper lives with the config loader: loaded only on this path
+      return Effect.promise(() => import("../layers/Experiment.js")).pipe(
+        Effect.map((m) => Help.unknownMessage(routed, m.closest)),
+        Effect.tap((message) => Console.error(message)),
+        Effect.flatMap((message) => Effect.fail(ValidationError.invalidArgument(HelpDoc.p(message))))
+      )
+    case "Parse":
+      return Command.run(rootCommand(commands), { name: "assay", version })(argv)
+  }
+}
 
 /**
  * Parses `argv` (as `process.argv`, with the node and script entries first) and runs the
@@ -110,7 +147,7 @@ export const rootCommand = (commands: ReadonlyArray<Sub>) =>
 export const cli = (argv: ReadonlyArray<string>) =>
   Effect.flatMap(
     Effect.promise(() => loadSubcommands(argv)),
-    ({ commands }) => Command.run(rootCommand(commands), { name: "assay", version })(argv)
+    ({ commands }) => runCommandLine(argv, commands)
   )
 
 /**
@@ -176,7 +213,7 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
   let governor: { readonly runnerGoverns: boolean } = { runnerGoverns: false }
   const program = Effect.flatMap(Effect.promise(() => loadSubcommands(argv)), (loaded) => {
     governor = loaded.governor
-    return Command.run(rootCommand(loaded.commands), { name: "assay", version })(argv)
+    return runCommandLine(argv, loaded.commands)
   })
   const fiber = Effect.runFork(
     plainWhenPiped(program).pipe(

@@ -1,0 +1,490 @@
+/**
+ * `assay`'s help screens and its check of the command line's option names, both read from the
+ * `@effect/cli` descriptors of the commands (public API only: `Command.getUsage` gives each
+ * option's names and whether it takes a value, `Command.getHelp` its description).
+ *
+ * `@effect/cli`'s own help (0.77) cannot be made to read well: it prints each command's full
+ * usage on one line (590 columns for `run`), the value type of every option as a sentence ("A
+ * user-defined piece of text."), `$ run` for `$ assay run`, and built-in options such as
+ * `--wizard`. This renderer lays the same descriptors out within {@link WIDTH} columns, with the
+ * examples of `HelpText.ts`.
+ *
+ * @since 0.1.0
+ */
+import type * as CliCommand from "@effect/cli/Command"
+import * as Command from "@effect/cli/Command"
+import * as CliConfig from "@effect/cli/CliConfig"
+import type * as HelpDoc from "@effect/cli/HelpDoc"
+import type * as Span from "@effect/cli/HelpDoc/Span"
+import type * as Usage from "@effect/cli/Usage"
+import * as Option from "effect/Option"
+import { type Example, examplesOf, rootExamples } from "./HelpText.js"
+
+/**
+ * The width (columns) every help line fits in.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const WIDTH = 80
+
+/** Any command: its parsed value is not looked at here. */
+type AnyCommand = CliCommand.Command<string, never, unknown, unknown>
+
+/** The help of `@effect/cli`'s descriptors without its built-in options (`--wizard`, ...). */
+const helpConfig = CliConfig.make({ showBuiltIns: false })
+
+// -------------------------------------------------------------------------------------------
+// Descriptors
+// -------------------------------------------------------------------------------------------
+
+/**
+ * One option of a command as the command line sees it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OptionSpec {
+  /** Its names with their dashes, long names first: `["--config", "-c"]`. */
+  readonly names: ReadonlyArray<string>
+  /** The placeholder of its value (`file`, `integer`, `full | summary`), none for a flag. */
+  readonly value: Option.Option<string>
+  /** Whether the command runs without it. */
+  readonly optional: boolean
+  /** Whether it may be given more than once. */
+  readonly repeated: boolean
+}
+
+/**
+ * A positional argument of a command (`<store>`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ArgSpec {
+  readonly name: string
+  readonly optional: boolean
+  readonly repeated: boolean
+}
+
+/**
+ * The options and arguments of a command, in declaration order, read from its `Usage`.
+ *
+ * @since 0.1.0
+ * @category descriptors
+ */
+export const specOf = (command: AnyCommand): { readonly options: ReadonlyArray<OptionSpec>; readonly args: ReadonlyArray<ArgSpec> } => {
+  const options: Array<OptionSpec> = []
+  const args: Array<ArgSpec> = []
+  let first = true
+  const walk = (usage: Usage.Usage, optional: boolean, repeated: boolean): void => {
+    switch (usage._tag) {
+      case "Named": {
+        // the first name of a command's usage is the command itself
+        if (first) {
+          first = false
+          return
+        }
+        if (usage.names.some((n) => n.startsWith("-"))) {
+          const names = [...usage.names].sort((a, b) => (a.startsWith("--") === b.startsWith("--") ? 0 : a.startsWith("--") ? -1 : 1))
+          // a repeated option (`Options.repeated`) may be given zero times
+          options.push({ names, value: usage.acceptedValues, optional: optional || repeated, repeated })
+        } else {
+          for (const name of usage.names) args.push({ name, optional, repeated })
+        }
+        return
+      }
+      case "Optional":
+        return walk(usage.usage, true, repeated)
+      case "Repeated":
+        return walk(usage.usage, optional, true)
+      case "Concat":
+      case "Alternation":
+        walk(usage.left, optional, repeated)
+        return walk(usage.right, optional, repeated)
+      case "Empty":
+      case "Mixed":
+        return
+    }
+  }
+  walk(Command.getUsage(command), false, false)
+  return { options, args }
+}
+
+/** The plain text of a span. */
+const spanText = (span: Span.Span): string => {
+  switch (span._tag) {
+    case "Text":
+    case "URI":
+      return span.value
+    case "Highlight":
+    case "Weak":
+    case "Strong":
+      return spanText(span.value)
+    case "Sequence":
+      return spanText(span.left) + spanText(span.right)
+  }
+}
+
+/** The paragraphs of a help document, in order (headers and lists flattened). */
+const flatten = (doc: HelpDoc.HelpDoc): ReadonlyArray<HelpDoc.HelpDoc> => {
+  switch (doc._tag) {
+    case "Sequence":
+      return [...flatten(doc.left), ...flatten(doc.right)]
+    case "Empty":
+      return []
+    default:
+      return [doc]
+  }
+}
+
+/**
+ * Sentences `@effect/cli` adds to an entry's description: the usage line and the option
+ * heading already say them.
+ */
+const generated = /^(This setting is optional\.|This option may be repeated zero or more times\.|This option must be repeated .*|This argument must be repeated .*|This argument is optional\.)$/
+
+/**
+ * Each option's and argument's description paragraphs, keyed by its first long name (`--store`)
+ * or its placeholder (`<store>`), from `Command.getHelp`. The first paragraph of an entry is
+ * `@effect/cli`'s sentence for the value type ("A user-defined piece of text."), dropped: the
+ * heading shows the placeholder.
+ */
+const descriptionsOf = (command: AnyCommand): {
+  readonly description: ReadonlyArray<string>
+  readonly entries: ReadonlyMap<string, ReadonlyArray<string>>
+} => {
+  const description: Array<string> = []
+  const entries = new Map<string, ReadonlyArray<string>>()
+  let section = ""
+  for (const block of flatten(Command.getHelp(command, helpConfig))) {
+    if (block._tag === "Header") section = spanText(block.value)
+    else if (block._tag === "Paragraph" && section === "DESCRIPTION") description.push(spanText(block.value))
+    else if (block._tag === "DescriptionList") {
+      for (const [span, doc] of block.definitions) {
+        const heading = spanText(span)
+        const key = heading.match(/--[\w-]+/)?.[0] ?? heading.match(/<[^>]+>/)?.[0] ?? heading
+        const paragraphs = flatten(doc).flatMap((p) => (p._tag === "Paragraph" ? [spanText(p.value)] : []))
+        entries.set(key, paragraphs.slice(1).filter((p) => !generated.test(p)))
+      }
+    }
+  }
+  return { description, entries }
+}
+
+/**
+ * A command's one-line description (its first description paragraph).
+ *
+ * @since 0.1.0
+ * @category descriptors
+ */
+export const summaryOf = (command: AnyCommand): string => descriptionsOf(command).description[0] ?? ""
+
+/**
+ * The name of a command.
+ *
+ * @since 0.1.0
+ * @category descriptors
+ */
+export const nameOf = (command: AnyCommand): string => [...Command.getNames(command)][0] ?? ""
+
+// -------------------------------------------------------------------------------------------
+// Layout
+// -------------------------------------------------------------------------------------------
+
+/**
+ * Word-wraps `text` to `width` columns, the first line after `first` and the others after
+ * `rest` (both counted in the width). A single word longer than the room is put on its own line.
+ *
+ * @since 0.1.0
+ * @category layout
+ */
+export const wrap = (text: string, first: string, rest: string = first, width: number = WIDTH): Array<string> => {
+  const lines: Array<string> = []
+  let line = first
+  let empty = true
+  for (const word of text.split(/\s+/).filter((w) => w !== "")) {
+    if (!empty && line.length + 1 + word.length > width) {
+      lines.push(line)
+      line = rest + word
+    } else {
+      line = empty ? line + word : `${line} ${word}`
+    }
+    empty = false
+  }
+  lines.push(line)
+  return lines
+}
+
+/** Lays out usage tokens (kept whole) as `$ assay ...` lines, continued four columns in. */
+const usageLines = (tokens: ReadonlyArray<string>): Array<string> => {
+  const lines: Array<string> = []
+  let line = "  $"
+  for (const token of tokens) {
+    if (line.length + 1 + token.length > WIDTH && line !== "  $") {
+      lines.push(line)
+      line = `      ${token}`
+    } else {
+      line = `${line} ${token}`
+    }
+  }
+  lines.push(line)
+  return lines
+}
+
+const bold = (text: string): string => `\u001b[1m${text}\u001b[22m`
+
+const section = (title: string, lines: ReadonlyArray<string>): Array<string> =>
+  lines.length === 0 ? [] : ["", bold(title), ...lines]
+
+/** The placeholder of a value: `<file>`, or the choices `full|summary`. */
+const placeholder = (value: string): string => (value.includes(" | ") ? value.replaceAll(" | ", "|") : `<${value}>`)
+
+/** An option's heading: `-c, --config <file>`. */
+const heading = (option: OptionSpec): string => {
+  const short = option.names.filter((n) => !n.startsWith("--"))
+  const long = option.names.filter((n) => n.startsWith("--"))
+  const names = [...short, ...long].join(", ")
+  return Option.match(option.value, { onNone: () => names, onSome: (v) => `${names} ${placeholder(v)}` })
+}
+
+/** `--config <file>` as the usage line shows a required option. */
+const usageToken = (option: OptionSpec): string => {
+  const name = option.names.find((n) => !n.startsWith("--")) ?? option.names[0]!
+  return Option.match(option.value, { onNone: () => name, onSome: (v) => `${name} ${placeholder(v)}` })
+}
+
+const exampleLines = (examples: ReadonlyArray<Example>): Array<string> =>
+  examples.flatMap((e, i) =>
+    e.comment === ""
+      ? wrap(e.command, "  $ ", "      ")
+      : [...(i > 0 ? [""] : []), ...wrap(e.comment, "  # ", "  # "), ...wrap(e.command, "  $ ", "      ")]
+  )
+
+/** One entry of a definition list: the heading, then its sentences six columns in. */
+const entryLines = (title: string, paragraphs: ReadonlyArray<string>): Array<string> => [
+  `  ${title}`,
+  ...(paragraphs.length === 0 ? [] : wrap(paragraphs.join(" "), "      "))
+]
+
+/**
+ * The options every command accepts besides its own, as `(-h, --help)`; `--log-level` takes
+ * a value.
+ *
+ * @since 0.1.0
+ * @category descriptors
+ */
+export const commonOptions: ReadonlyArray<OptionSpec & { readonly description: string }> = [
+  {
+    names: ["--help", "-h"],
+    value: Option.none(),
+    optional: true,
+    repeated: false,
+    description: "Show this help."
+  },
+  {
+    names: ["--log-level"],
+    value: Option.some("all | trace | debug | info | warning | error | fatal | none"),
+    optional: true,
+    repeated: false,
+    description: "The least severe log messages printed (default: info)."
+  }
+]
+
+/**
+ * The options of `assay` itself (before a command name).
+ *
+ * @since 0.1.0
+ * @category descriptors
+ */
+export const rootOptions: ReadonlyArray<OptionSpec & { readonly description: string }> = [
+  { ...commonOptions[0]!, description: "Show this help; `assay COMMAND --help` shows a command's." },
+  { names: ["--version"], value: Option.none(), optional: true, repeated: false, description: "Print assay's version." },
+  {
+    names: ["--completions"],
+    value: Option.some("sh | bash | fish | zsh"),
+    optional: true,
+    repeated: false,
+    description: "Print a completion script for this shell."
+  }
+]
+
+/**
+ * The help of `assay` itself: what it is, the commands with their one-line descriptions, the
+ * root options and a few examples, every line within {@link WIDTH} columns.
+ *
+ * @param version the version printed in the first line
+ * @param commands the subcommands, in the order listed
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderRoot = (version: string, description: string, commands: ReadonlyArray<AnyCommand>): string => {
+  const names = commands.map(nameOf)
+  const column = Math.max(...names.map((n) => n.length)) + 4
+  return [
+    ...wrap(`assay ${version}: ${description}`, ""),
+    ...section("USAGE", ["  $ assay COMMAND [options]", "  $ assay COMMAND --help"]),
+    ...section(
+      "COMMANDS",
+      commands.flatMap((command, i) =>
+        wrap(summaryOf(command), `  ${names[i]!.padEnd(column - 2)}`, " ".repeat(column))
+      )
+    ),
+    ...section("OPTIONS", rootOptions.flatMap((o) => entryLines(heading(o), [o.description]))),
+    ...section("EXAMPLES", exampleLines(rootExamples)),
+    ""
+  ].join("\n")
+}
+
+/**
+ * The help of one command: its description, its usage (required options and arguments,
+ * `[options]` for the rest), each argument and option with its description and default, and
+ * its examples, every line within {@link WIDTH} columns.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderCommand = (command: AnyCommand): string => {
+  const name = nameOf(command)
+  const { args, options } = specOf(command)
+  const { description, entries } = descriptionsOf(command)
+  const tokens = [
+    "assay",
+    name,
+    ...options.filter((o) => !o.optional).map(usageToken),
+    "[options]",
+    ...args.map((a) => `${a.optional ? `[${a.name}]` : a.name}${a.repeated ? "..." : ""}`)
+  ]
+  const all = [...options.map((o) => ({ ...o, description: entries.get(o.names[0]!) ?? [] })), ...commonOptions.map((o) => ({ ...o, description: [o.description] }))]
+  return [
+    ...description.flatMap((p, i) => wrap(i === 0 ? `assay ${name}: ${p}` : p, "")),
+    ...section("USAGE", usageLines(tokens)),
+    ...section(
+      "ARGUMENTS",
+      args.flatMap((a) => entryLines(`${a.name}${a.repeated ? "..." : ""}`, entries.get(a.name) ?? []))
+    ),
+    ...section(
+      "OPTIONS",
+      all.flatMap((o) =>
+        entryLines(heading(o), [
+          ...o.description,
+          ...(o.optional ? [] : ["Required."]),
+          ...(o.repeated ? ["Repeatable."] : [])
+        ])
+      )
+    ),
+    ...section("EXAMPLES", exampleLines(examplesOf(name))),
+    ""
+  ].join("\n")
+}
+
+// -------------------------------------------------------------------------------------------
+// Routing
+// -------------------------------------------------------------------------------------------
+
+/**
+ * What a command line asks for before it is parsed: a help screen, a refusal of an unknown
+ * option or command (with the candidates to suggest from), or a run by `@effect/cli`.
+ *
+ * @since 0.1.0
+ * @category routing
+ */
+export type Route =
+  | { readonly _tag: "RootHelp" }
+  | { readonly _tag: "CommandHelp"; readonly command: AnyCommand }
+  | {
+    readonly _tag: "Unknown"
+    readonly kind: "option" | "command"
+    /** The word as typed (`--concurency`). */
+    readonly word: string
+    /** Where: `assay run`. */
+    readonly where: string
+    readonly candidates: ReadonlyArray<string>
+  }
+  | { readonly _tag: "Parse" }
+
+const isHelp = (token: string) => token === "--help" || token === "-h"
+
+/** The option name of a token (`--store=x` → `--store`), none for a value or a positional. */
+const optionName = (token: string): string | undefined =>
+  token.startsWith("-") && token !== "-" && !/^-\d/.test(token) ? token.split("=")[0] : undefined
+
+/**
+ * Walks `args` (the command line after the program) over the options and commands the
+ * descriptors declare: `--help` anywhere (before `--`) is a help screen, an option no
+ * descriptor declares (`--concurency`, `--wizard`) or an unknown command name is refused, the
+ * rest goes to `@effect/cli`'s parser (values, required options, types).
+ *
+ * @param args the command line without node and the script (`process.argv.slice(2)`)
+ * @param commands the loaded subcommands (those `args` can name)
+ * @param all the names of every subcommand (the candidates of a misspelt command)
+ * @since 0.1.0
+ * @category routing
+ */
+export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCommand>, all: ReadonlyArray<string>): Route => {
+  /** Checks the options of `tokens` against `known`; stops at the first positional it is given. */
+  const scan = (
+    tokens: ReadonlyArray<string>,
+    known: ReadonlyArray<OptionSpec>,
+    where: string
+  ): { readonly help: boolean; readonly unknown?: Route; readonly positional?: number } => {
+    let help = false
+    for (let i = 0; i < tokens.length; i++) {
+      const token = tokens[i]!
+      if (token === "--") break
+      const name = optionName(token)
+      if (name === undefined) {
+        if (where === "assay") return { help, positional: i }
+        continue
+      }
+      if (isHelp(name)) {
+        help = true
+        continue
+      }
+      const option = known.find((o) =>
+        o.names.includes(name) ||
+        // a short option with its value attached: -cfile.yaml
+        (!name.startsWith("--") && o.names.some((n) => !n.startsWith("--") && name.startsWith(n)))
+      )
+      if (option === undefined) {
+        const candidates = known.flatMap((o) => o.names.filter((n) => n.startsWith("--")))
+        return { help, unknown: { _tag: "Unknown", kind: "option", word: name, where, candidates } }
+      }
+      // the next token is this option's value
+      if (Option.isSome(option.value) && option.names.includes(token)) i++
+    }
+    return { help }
+  }
+  if (args.length === 0) return { _tag: "RootHelp" }
+  const root = scan(args, [...rootOptions, ...commonOptions.slice(1)], "assay")
+  if (root.unknown !== undefined) return root.unknown
+  if (root.positional === undefined) return root.help ? { _tag: "RootHelp" } : { _tag: "Parse" }
+  const name = args[root.positional]!
+  const command = commands.find((c) => nameOf(c) === name)
+  if (command === undefined) {
+    return root.help ? { _tag: "RootHelp" } : { _tag: "Unknown", kind: "command", word: name, where: "assay", candidates: all }
+  }
+  const sub = scan(args.slice(root.positional + 1), [...specOf(command).options, ...commonOptions], `assay ${name}`)
+  if (root.help || sub.help) return { _tag: "CommandHelp", command }
+  return sub.unknown ?? { _tag: "Parse" }
+}
+
+/**
+ * The message of an unknown option or command, with the closest candidate when one is close
+ * enough (`suggest`, the config loader's `closest`): `unknown option --concurency: did you mean
+ * --concurrency?`.
+ *
+ * @param suggest picks the candidate closest to a word, if any is a plausible typo
+ * @since 0.1.0
+ * @category routing
+ */
+export const unknownMessage = (
+  unknown: Extract<Route, { readonly _tag: "Unknown" }>,
+  suggest: (word: string, candidates: ReadonlyArray<string>) => string | undefined
+): string => {
+  const bare = (s: string) => s.replace(/^-+/, "")
+  const near = suggest(bare(unknown.word), unknown.candidates.map(bare))
+  const match = near === undefined ? undefined : unknown.candidates.find((c) => bare(c) === near)
+  const hint = match !== undefined ? `did you mean ${match}?` : `see \`${unknown.where} --help\``
+  return `unknown ${unknown.kind} ${unknown.word}: ${hint}`
+}

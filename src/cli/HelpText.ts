@@ -1,0 +1,101 @@
+/**
+ * The examples `assay --help` and `assay COMMAND --help` show (the descriptions come from the
+ * commands' own `@effect/cli` descriptors). Every command has at least one; the paths are the
+ * repository's examples and the stores they write.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * One example: a comment saying what it does, then the command line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Example {
+  readonly comment: string
+  readonly command: string
+}
+
+const e = (comment: string, command: string): Example => ({ comment, command })
+
+/**
+ * The examples of each command, by command name.
+ *
+ * @since 0.1.0
+ * @category examples
+ */
+export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> = {
+  "mock-llm": [
+    e("Serve the mock on port 8080 (three preset endpoints under /e/NAME/v1)", "assay mock-llm --port 8080"),
+    e("Slow every endpoint down and fail one request in ten", "assay mock-llm --latency-ms 200 --error-rate 0.1")
+  ],
+  validate: [
+    e(
+      "Check an experiment and print the effective one; an unset ${VAR} is an error",
+      "assay validate -c examples/experiments/delay.yaml --strict-env"
+    )
+  ],
+  run: [
+    e("Run the example experiment into a store", "assay run -c examples/experiments/delay.yaml --store runs/demo.db"),
+    e(
+      "Eight attempts at once, only the first 100 rows, the report as JSON",
+      "assay run -c examples/experiments/delay.yaml --concurrency 8 --limit 100 --summary json"
+    ),
+    e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2")
+  ],
+  resume: [
+    e(
+      "Continue an interrupted run (same experiment, same store)",
+      "assay resume -c examples/experiments/delay.yaml --store runs/demo.db"
+    )
+  ],
+  plugins: [
+    e("List the built-in tasks and algorithms", "assay plugins"),
+    e("Also load the plugins an experiment names, as JSON", "assay plugins -c vault.json --json")
+  ],
+  schema: [e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json")],
+  report: [
+    e("Report on the most recent run of a store", "assay report runs/demo.db"),
+    e("Every run of two shard stores, merged, as JSON", "assay report runs/qa.shard0of2.db runs/qa.shard1of2.db --run-id all --json")
+  ],
+  export: [
+    e("The results as CSV", "assay export runs/demo.db out.csv --rows results"),
+    e(
+      "For a spreadsheet: flat columns, ISO times, no formulas",
+      "assay export runs/demo.db sheet.csv --rows results --flatten --time iso --csv-safe"
+    ),
+    e("Every attempt as JSON lines on standard output", "assay export runs/demo.db - --rows attempts --format jsonl")
+  ],
+  merge: [
+    e("Merge four shard stores into one JSON lines file", "assay merge runs/qa.shard*of4.db -o merged.jsonl")
+  ],
+  serve: [
+    e("Open the dashboard of a store on http://127.0.0.1:8787", "assay serve runs/demo.db"),
+    e("Any free port, refreshed every 5 s", "assay serve runs/demo.db --port 0 --refresh-ms 5000")
+  ],
+  watch: [
+    e("Follow the latest run of a store (waits for the store to appear)", "assay watch runs/demo.db"),
+    e("Every run of the store, refreshed every half second", "assay watch runs/demo.db --run-id all --interval 0.5")
+  ]
+}
+
+/**
+ * The examples of a command (none for an unknown name).
+ *
+ * @since 0.1.0
+ * @category examples
+ */
+export const examplesOf = (name: string): ReadonlyArray<Example> => commandExamples[name] ?? []
+
+/**
+ * The examples of `assay --help`: a first session.
+ *
+ * @since 0.1.0
+ * @category examples
+ */
+export const rootExamples: ReadonlyArray<Example> = [
+  e("Check an experiment, run it, then see the results", "assay validate -c examples/experiments/delay.yaml"),
+  e("", "assay run -c examples/experiments/delay.yaml --store runs/demo.db"),
+  e("", "assay report runs/demo.db")
+]

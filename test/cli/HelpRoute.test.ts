@@ -1,0 +1,82 @@
+/**
+ * The help renderer and the option-name check of `src/cli/Help.ts`, in process over the real
+ * command descriptors (the spawned `bin/assay` is tested in `help.test.ts`; `Help.test.ts` would
+ * differ from it only in case).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as ExportCommand from "../../src/cli/ExportCommand.js"
+import * as Help from "../../src/cli/Help.js"
+import * as ReportCommand from "../../src/cli/ReportCommand.js"
+import * as RunCommand from "../../src/cli/RunCommand.js"
+import { closest } from "../../src/layers/Experiment.js"
+
+const all = ["run", "resume", "report", "export"]
+const commands = [RunCommand.run, RunCommand.resume, ReportCommand.report, ExportCommand.exportCommand] as ReadonlyArray<
+  Parameters<typeof Help.renderCommand>[0]
+>
+const route = (...args: ReadonlyArray<string>) => Help.route(args, commands, all)
+
+describe("Help.wrap", () => {
+  it("never exceeds the width, keeps every word, indents continuation lines", () => {
+    const text = Array.from({ length: 60 }, (_, i) => "w".repeat((i * 7) % 13 + 1)).join(" ")
+    const lines = Help.wrap(text, "  # ", "      ")
+    for (const line of lines) assert.isAtMost(line.length, Help.WIDTH)
+    assert.isTrue(lines.slice(1).every((l) => l.startsWith("      ")))
+    assert.strictEqual(lines.join(" ").replace(/^ {2}# /, "").split(/\s+/).join(" "), text)
+  })
+})
+
+describe("Help.route", () => {
+  it("help screens: none, --help, -h before or after the command", () => {
+    assert.strictEqual(route()._tag, "RootHelp")
+    assert.strictEqual(route("--help")._tag, "RootHelp")
+    assert.strictEqual(route("-h", "run")._tag, "CommandHelp")
+    assert.strictEqual(route("report", "a.db", "--help")._tag, "CommandHelp")
+    // after `--` it is an argument
+    assert.strictEqual(route("report", "--", "--help")._tag, "Parse")
+  })
+
+  it("known options, values that look like options, attached values and `--` go to the parser", () => {
+    for (
+      const args of [
+        ["run", "-c", "x.yaml", "--concurrency", "4"],
+        ["run", "-cx.yaml", "--concurrency=4", "--quiet"],
+        ["report", "--run-id", "--concurency", "a.db"],
+        ["export", "a.db", "-", "--limit", "-1"],
+        ["--log-level", "debug", "report", "a.db"],
+        ["report", "a.db", "--", "--concurency"],
+        ["--version"]
+      ]
+    ) assert.strictEqual(route(...args)._tag, "Parse", args.join(" "))
+  })
+
+  it("unknown options and commands, with the closest name", () => {
+    const suggest = closest
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+      [["run", "--concurency", "4"], "unknown option --concurency: did you mean --concurrency?"],
+      [["run", "-c", "x.yaml", "--stop-afer=5s"], "unknown option --stop-afer: did you mean --stop-after?"],
+      [["resume", "--wizard"], "unknown option --wizard: see `assay resume --help`"],
+      [["--wizard"], "unknown option --wizard: see `assay --help`"],
+      [["--verison"], "unknown option --verison: did you mean --version?"],
+      [["export", "a.db", "o.csv", "-x"], "unknown option -x: see `assay export --help`"],
+      [["exprot", "a.db"], "unknown command exprot: did you mean export?"]
+    ]
+    for (const [args, message] of cases) {
+      const routed = route(...args)
+      assert.strictEqual(routed._tag, "Unknown", args.join(" "))
+      if (routed._tag === "Unknown") assert.strictEqual(Help.unknownMessage(routed, suggest), message)
+    }
+  })
+})
+
+describe("Help.renderCommand", () => {
+  it("lists every declared option once, with the required ones in the usage line", () => {
+    const text = Help.renderCommand(commands[0]!)
+    const { options } = Help.specOf(commands[0]!)
+    for (const o of options) {
+      const long = o.names.find((n) => n.startsWith("--"))!
+      assert.strictEqual(text.split("\n").filter((l) => new RegExp(`^  (-\\w, )?${long}( |$)`).test(l)).length, 1, long)
+    }
+    assert.include(text, "  $ assay run -c <file> [options]")
+  })
+})

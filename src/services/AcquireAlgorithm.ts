@@ -87,8 +87,13 @@ export interface AcquireOps {
   readonly pipelineId: string
   /** The current preference order, if any. */
   readonly ranker: Ranker | undefined
-  /** Takes a free matching slot now, or `None` when there is none. */
-  readonly tryTake: (pool?: string) => Effect.Effect<Option.Option<Slot>, PoolNotFound>
+  /**
+   * Takes a free matching slot now, or `None` when there is none. Fails with
+   * `ServerDelayRefused` when none is free and every usable matching resource is throttled by
+   * its server longer than the acquire accepts (`retry.maxServerDelay`): polling (as
+   * {@link backoff} does) would otherwise wait out a day-long `Retry-After`.
+   */
+  readonly tryTake: (pool?: string) => Effect.Effect<Option.Option<Slot>, PoolNotFound | ServerDelayRefused>
   /**
    * Queues FIFO (among waiters whose selectors match) until a matching slot frees up, a
    * resource is added, a cooldown, a throttle window or an open breaker ends. Interruptible;

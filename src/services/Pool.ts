@@ -1068,11 +1068,16 @@ class Core {
       pipelineId: holder.pipelineId,
       ranker,
       tryTake: (name) =>
-        Effect.suspend(() => {
+        Effect.suspend((): Effect.Effect<Option.Option<AcquireAlgorithm.Slot>, PoolNotFound | ServerDelayRefused> => {
           const pool = poolOf(name)
           if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
-          const res = core.pick(pool, selector, ranker, core.now())
+          const now = core.now()
+          const res = core.pick(pool, selector, ranker, now)
           if (res === undefined) {
+            // nothing free: a wait the holder would not accept is refused now (issue 20 §2),
+            // whichever algorithm asks (backoff polls instead of queueing)
+            const refused = core.overlong(pool, selector, holder.maxServerDelayMs ?? defaultMaxServerDelayMs, now)
+            if (refused !== undefined) return Effect.fail(refused)
             core.markWaiting(attempt, home)
             return Effect.succeed(Option.none())
           }

@@ -96,6 +96,24 @@ describe("a server delay past the ceiling is refused, not waited out (issue 20 Â
         yield* Fiber.join(patient)
       })))
 
+  it.effect.each(["backoff", "leastBusy", "wait"] as const)("with %s, pollers and queued waiters alike are refused at once (no day-long hang)", (algorithm) =>
+    withPools([Pool.make("llm", [Resource.make("llm", { id: "key-a", capacity: 2 })], { algorithm })], (pools) =>
+      Effect.gen(function*() {
+        const holder = yield* pools.acquireRaw("llm")
+        const other = yield* pools.acquireRaw("llm")
+        // a backoff poller is not queued: it must find out at its next poll
+        const waiter = yield* Effect.fork(Effect.scoped(pools.acquire("llm")))
+        yield* settle
+        yield* holder.report({ ok: false, error: err429(86_400_000) })
+        yield* TestClock.adjust("30 seconds")
+        const exit = yield* Fiber.await(waiter)
+        assert.isTrue(Exit.isFailure(exit) && Exit.isFailure(exit) && JSON.stringify(exit.cause).includes("ServerDelayRefused"), String(exit))
+        yield* Effect.all([holder.releaseNow, other.releaseNow])
+        // with both slots free again, a fresh acquire is still refused: the only key is throttled for a day
+        const e = yield* Effect.flip(Effect.scoped(pools.acquire("llm")))
+        assert.strictEqual(e._tag, "ServerDelayRefused")
+      })))
+
   it.effect("another key that is not throttled keeps serving: no refusal while something usable is left", () =>
     withPools([Pool.make("llm", [Resource.make("llm", { id: "a" }), Resource.make("llm", { id: "b" })])], (pools) =>
       Effect.gen(function*() {

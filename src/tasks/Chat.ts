@@ -214,7 +214,8 @@ const str = (o: Readonly<Record<string, unknown>>, ...keys: ReadonlyArray<string
 
 /**
  * The URL chat completions are sent to, from a base URL: `/chat/completions` is appended to
- * the path (one slash, whatever the base ends with), the query string is kept after it
+ * the path (one slash, whatever the base ends with; not again when the base already ends with
+ * it), the query string is kept after it
  * (`…/deployments/d1?api-version=2024-02-01` → `…/deployments/d1/chat/completions?api-version=…`),
  * a fragment is dropped, and the userinfo is taken out (returned apart, decoded; the client
  * sends it as HTTP Basic authentication when there is no key). Fails with a message when the
@@ -247,7 +248,9 @@ export const completionsUrl = (
   u.username = ""
   u.password = ""
   u.hash = ""
-  u.pathname = `${u.pathname.replace(/\/+$/, "")}/chat/completions`
+  // a base that already names the endpoint (…/v1/chat/completions) is taken as it is
+  const path = u.pathname.replace(/\/+$/, "")
+  u.pathname = /\/chat\/completions$/.test(path) ? path : `${path}/chat/completions`
   return Either.right({ url: u.toString(), user, password })
 }
 
@@ -648,7 +651,9 @@ export const makeChatClient = (
       const promptTokens = usage.prompt_tokens ?? 0
       const completionTokens = usage.completion_tokens ?? 0
       return {
-        content,
+        // a model that echoes the request (a debugging proxy, a prompt that quotes headers)
+        // must not put the key into the store: the answer is masked like every error text
+        content: secrets.length === 0 ? content : Secrets.maskText(content, secrets),
         model: c.model ?? model,
         finishReason: choice.finish_reason ?? null,
         usage: { promptTokens, completionTokens, totalTokens: usage.total_tokens ?? promptTokens + completionTokens },

@@ -90,6 +90,22 @@ describe("chat client", () => {
       assert.isNotNull(log[0]!.keyHash) // the key was sent
     }))
 
+  it.scopedLive("an answer that echoes the key or a secret header (in any encoding) is masked before anyone sees it", () =>
+    Effect.gen(function*() {
+      const cookie = "session=c00kie-s3cret-v4lue"
+      const echoed = `key ${KEY}, url-encoded ${encodeURIComponent(KEY)}, base64 ${Buffer.from(KEY).toString("base64")}, cookie ${cookie}`
+      const server = yield* rawServer(200, JSON.stringify({ choices: [{ message: { content: echoed }, finish_reason: "stop" }] }))
+      const client = yield* clientFor("echo", { baseUrl: server.url, apiKey: KEY, model: "m", headers: { Cookie: cookie } })
+      const c = Either.getOrThrow(yield* ask(client))
+      assert.notInclude(c.content, KEY)
+      assert.notInclude(c.content, Buffer.from(KEY).toString("base64"))
+      assert.notInclude(c.content, "c00kie-s3cret")
+      assert.include(c.content, "***")
+      // a baseUrl that already ends with the endpoint path is not doubled
+      const direct = yield* clientFor("direct", { baseUrl: `${server.url}/chat/completions`, apiKey: KEY, model: "m" })
+      assert.isTrue(Either.isRight(yield* ask(direct)))
+    }))
+
   it.scopedLive("HTTP 429 is rate_limit and carries the server's Retry-After in milliseconds", () =>
     Effect.gen(function*() {
       const server = yield* mock([{ name: "t", latency: { medianMs: 0 }, throttle: { forS: 60, retryAfterS: 3 } }])

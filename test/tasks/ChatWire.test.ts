@@ -15,7 +15,9 @@ describe("completionsUrl (C12)", () => {
       ["https://h:8443/openai/deployments/d1?api-version=2024-02-01", "https://h:8443/openai/deployments/d1/chat/completions?api-version=2024-02-01"],
       ["https://h/openai/deployments/d1/?api-version=2024-02-01&api-key=k", "https://h/openai/deployments/d1/chat/completions?api-version=2024-02-01&api-key=k"],
       ["http://h/v1#frag", "http://h/v1/chat/completions"],
-      ["  http://h/v1  ", "http://h/v1/chat/completions"]
+      ["  http://h/v1  ", "http://h/v1/chat/completions"],
+      ["http://h/v1/chat/completions", "http://h/v1/chat/completions"],
+      ["http://h/v1/chat/completions/?api-version=1", "http://h/v1/chat/completions?api-version=1"]
     ]
     for (const [base, url] of table) {
       const r = completionsUrl(base)

@@ -290,15 +290,19 @@ export interface ResourceRow {
 }
 
 /**
- * A clock time for a progress line, `watch`, `report` and the dashboard: `14:03:10` (local time) within the next 24 hours of
- * `nowMs`, else the full ISO date and time (UTC).
+ * A clock time for a progress line, `watch`, `report` and the dashboard: `14:03:10` (local time)
+ * when `untilMs` falls on the same local day as `nowMs` and less than 12 hours from it, else the
+ * full ISO date and time (UTC): a time of day alone must never read as "today" for tomorrow
+ * (a `Retry-After: 86400` ends at this very clock time, a day later).
  *
  * @since 0.2.0
  * @category rendering
  */
 export const formatUntil = (untilMs: number, nowMs: number): string => {
-  if (untilMs - nowMs >= 86_400_000 || untilMs < nowMs - 86_400_000) return new Date(untilMs).toISOString()
   const d = new Date(untilMs)
+  const now = new Date(nowMs)
+  const sameDay = d.getFullYear() === now.getFullYear() && d.getMonth() === now.getMonth() && d.getDate() === now.getDate()
+  if (!sameDay || Math.abs(untilMs - nowMs) >= 43_200_000) return d.toISOString()
   const pad = (n: number) => String(n).padStart(2, "0")
   return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
 }

@@ -221,3 +221,15 @@ describe("Monitor: resumed runs", () => {
       Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
     ))))
 })
+
+describe("formatUntil", () => {
+  it("a clock time only for later today; a day-long wait (even a few ms short of 24 h) shows its date", () => {
+    const now = new Date(2026, 10, 30, 9, 0, 0).getTime() // 09:00 local time
+    assert.strictEqual(Monitor.formatUntil(now + 3_600_000, now), "10:00:00")
+    assert.strictEqual(Monitor.formatUntil(now + 86_400_000, now), new Date(now + 86_400_000).toISOString())
+    assert.strictEqual(Monitor.formatUntil(now + 86_399_990, now), new Date(now + 86_399_990).toISOString())
+    // past midnight is another day, even 16 h ahead; 12 h or more is never shown as a bare time
+    assert.strictEqual(Monitor.formatUntil(now + 16 * 3_600_000, now), new Date(now + 16 * 3_600_000).toISOString())
+    assert.strictEqual(Monitor.formatUntil(now + 12 * 3_600_000, now), new Date(now + 12 * 3_600_000).toISOString())
+  })
+})

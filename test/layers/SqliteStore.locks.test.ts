@@ -20,10 +20,8 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { root, start } from "../support/cli.js"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(root, "bin/assay")
 const N = Number(process.env.ASSAY_CHAOS_PIPELINES ?? 20_000)
 const SQLITE3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].find((p) => fs.existsSync(p))
 
@@ -93,15 +91,8 @@ const tick = () => {
 tick()
 `
 
-const run = (args: ReadonlyArray<string>, cwd: string) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-  })
+/** `bin/assay args` in `cwd`, to its end. */
+const run = (args: ReadonlyArray<string>, cwd: string) => start(args, { cwd }).done
 
 describe("SqliteStore: outside read-write connections during a run", () => {
   it.live(`a run of ${N} pipelines keeps its lock and its WAL; every pipeline and the run's close are stored`, () =>

@@ -121,7 +121,7 @@ const runOptions = {
   staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),
   grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\").", "duration"),
   artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path.", "backend"),
-  noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM handlers (Ctrl-C interrupts at once)."),
+  noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM/SIGHUP handlers (Ctrl-C interrupts at once)."),
   strictEnv: flag("strict-env", "An unset ${VAR} in the experiment is an error."),
   summary: Options.choice("summary", ["text", "json"]).pipe(
     Options.withDescription("How the report is printed on stdout."),

@@ -931,12 +931,7 @@ class Core {
       } else {
         const hopeless = this.hopeless(pool, w.selector)
         if (hopeless !== undefined) {
-          this.unlink(pool, w)
-          const fail = w.fail
-          w.resume = undefined
-          w.fail = undefined
-          w.refuse = undefined
-          fail?.(hopeless)
+          this.detach(pool, w).fail?.(hopeless)
         } else {
           this.refuseIfOverlong(pool, w, now)
         }
@@ -959,12 +954,20 @@ class Core {
   refuseIfOverlong(pool: PoolState, w: Waiter, now: number): void {
     const refused = this.overlong(pool, w.selector, w.maxDelayMs, now)
     if (refused === undefined) return
+    this.detach(pool, w).refuse?.(refused)
+  }
+
+  /**
+   * Takes a waiter out of its queue and clears its callbacks (a waiter is ended once), then
+   * returns them so that the caller ends it the one way it chose.
+   */
+  detach(pool: PoolState, w: Waiter): Pick<Waiter, "resume" | "fail" | "refuse"> {
     this.unlink(pool, w)
-    const refuse = w.refuse
+    const callbacks = { resume: w.resume, fail: w.fail, refuse: w.refuse }
     w.resume = undefined
     w.fail = undefined
     w.refuse = undefined
-    refuse?.(refused)
+    return callbacks
   }
 
   /**
@@ -1171,10 +1174,7 @@ class Core {
         this.enqueue(pool, waiter)
         return Effect.sync(() => {
           // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
-          waiter.resume = undefined
-          waiter.fail = undefined
-          waiter.refuse = undefined
-          this.unlink(pool, waiter)
+          this.detach(pool, waiter)
         })
       })
       return held.length === 0 ? parked : this.watchDeadlock(parked, pool, holder, held)

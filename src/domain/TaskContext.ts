@@ -9,12 +9,12 @@
 import type { Effect, Scope, Stream } from "effect"
 // Type-only references to the services a task can reach through its context: the runner
 // builds the values, so the domain stays free of their implementations.
-import type { BusService } from "../services/Bus.js"
-import type { EventFilter, ResourceEvent } from "../services/Pool.js"
 import type { StoreService } from "../services/Store.js"
 import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
 import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
+import type { EventFilter, ResourceEvent } from "./PoolEvent.js"
 import type { Resource, ResourceOptions } from "./Resource.js"
+import type { TaskBus } from "./TaskBus.js"
 
 /**
  * How a reported metric is displayed: a number, a ratio shown as a percentage, or text.
@@ -66,7 +66,7 @@ export interface TaskContext {
   /** Free-form values for this attempt only. */
   readonly meta: Record<string, unknown>
   /** The run's cross-pipeline signal bus (`publish` returns the subscriber count). */
-  readonly bus: BusService
+  readonly bus: TaskBus
   /** The run's store, for tasks that read history (writes go through the runner). */
   readonly store: StoreService
   /**

@@ -4,45 +4,41 @@
  *
  * A subscriber gets the messages published to its topic (or to every topic with `"*"`)
  * after it subscribed, in publication order, through a sliding buffer of 1024 messages
- * (a subscriber that falls behind loses the oldest ones, never blocks publishers).
+ * (a subscriber that falls behind loses the oldest ones, never blocks publishers). What a
+ * task may use of it is the domain's {@link TaskBus}; the fan-out is the topic hub shared
+ * with the pools' events (`internal/hub.ts`).
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Layer, Queue, Stream } from "effect"
-import type { Scope } from "effect"
+import { Clock, Context, Effect, Layer, Stream } from "effect"
+import type { BusMessage, TaskBus } from "../domain/TaskBus.js"
+import * as Hub from "./internal/hub.js"
+
+export type {
+  /**
+   * One message: its topic, its data and the epoch millisecond it was published (`Clock`).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  BusMessage,
+  /**
+   * What a task may do with the bus (`ctx.bus`).
+   *
+   * @since 0.2.0
+   * @category models
+   */
+  TaskBus
+} from "../domain/TaskBus.js"
 
 /**
- * One message: its topic, its data and the epoch millisecond it was published (`Clock`).
+ * The bus service: the task's {@link TaskBus} (`publish`, `subscribeScoped`, `subscribe`)
+ * plus what the host reads.
  *
  * @since 0.1.0
  * @category models
  */
-export interface BusMessage {
-  readonly topic: string
-  readonly data: Readonly<Record<string, unknown>>
-  readonly ts: number
-}
-
-/**
- * The bus service.
- *
- * @since 0.1.0
- * @category models
- */
-export interface BusService {
-  /**
-   * Publishes `data` on `topic` and returns how many subscribers it was delivered to (those
-   * of the topic plus those of `"*"`). Never blocks.
-   */
-  readonly publish: (topic: string, data?: Readonly<Record<string, unknown>>) => Effect.Effect<number>
-  /**
-   * Subscribes now, for the enclosing scope, to a topic or to `"*"` (every topic); returns
-   * the queue messages arrive on. Use it when the subscription must exist before something
-   * is published.
-   */
-  readonly subscribeScoped: (topic: string) => Effect.Effect<Queue.Dequeue<BusMessage>, never, Scope.Scope>
-  /** A Stream of the messages of a topic (or `"*"`), subscribed when the stream starts. */
-  readonly subscribe: (topic: string) => Stream.Stream<BusMessage>
+export interface BusService extends TaskBus {
   /** The number of current subscribers of a topic (`"*"` subscribers not included). */
   readonly subscribers: (topic: string) => Effect.Effect<number>
 }
@@ -63,6 +59,11 @@ export class Bus extends Context.Tag("assay/Bus")<Bus, BusService>() {}
  */
 export const everything = "*"
 
+/** The subscriber buffer of the bus (messages, sliding). */
+const CAPACITY = 1024
+
+const keyOf = (topic: string): Hub.Key => topic === everything ? Hub.all : topic
+
 /**
  * Builds a bus. Subscriber queues are shut down when their scope closes.
  *
@@ -70,36 +71,15 @@ export const everything = "*"
  * @category constructors
  */
 export const make: Effect.Effect<BusService> = Effect.sync(() => {
-  const topics = new Map<string, Set<Queue.Queue<BusMessage>>>()
-  const subscribeScoped = (topic: string): Effect.Effect<Queue.Dequeue<BusMessage>, never, Scope.Scope> =>
-    Effect.acquireRelease(
-      Effect.tap(Queue.sliding<BusMessage>(1024), (q) =>
-        Effect.sync(() => {
-          let set = topics.get(topic)
-          if (set === undefined) topics.set(topic, set = new Set())
-          set.add(q)
-        })),
-      (q) =>
-        Effect.zipRight(
-          Effect.sync(() => {
-            const set = topics.get(topic)
-            set?.delete(q)
-            if (set !== undefined && set.size === 0) topics.delete(topic)
-          }),
-          Queue.shutdown(q)
-        )
-    )
+  const hub = Hub.make<BusMessage>(CAPACITY)
+  const subscribeScoped = (topic: string) => hub.subscribe(keyOf(topic))
   return {
-    publish: (topic, data = {}) =>
-      Effect.flatMap(Clock.currentTimeMillis, (ts) =>
-        Effect.suspend(() => {
-          const message: BusMessage = { topic, data, ts }
-          const targets = [...(topics.get(topic) ?? []), ...(topic === everything ? [] : topics.get(everything) ?? [])]
-          return Effect.as(Effect.forEach(targets, (q) => Queue.offer(q, message), { discard: true }), targets.length)
-        })),
+    // a message on "*" itself reaches the "*" subscribers only (nobody subscribes to the
+    // string topic "*": it is mapped to the hub's every-topic key)
+    publish: (topic, data = {}) => Effect.flatMap(Clock.currentTimeMillis, (ts) => hub.publish(topic, { topic, data, ts })),
     subscribeScoped,
     subscribe: (topic) => Stream.unwrapScoped(Effect.map(subscribeScoped(topic), (q) => Stream.fromQueue(q))),
-    subscribers: (topic) => Effect.sync(() => topics.get(topic)?.size ?? 0)
+    subscribers: (topic) => Effect.sync(() => hub.size(keyOf(topic)))
   }
 })
 

@@ -1,0 +1,410 @@
+/**
+ * The pools of a run, as a service: the {@link Pools} tag, what it offers ({@link PoolsService}),
+ * and its constructors ({@link makePools}, {@link layer}). A pool is declared with
+ * `Pool.make` (`Pool.ts`, the value); this service brings the declarations to life, the way
+ * `@effect/cluster`'s `Runners.ts` (the service) runs what `Runner.ts` (the value) describes.
+ *
+ * A lease is one use of one resource. {@link PoolsService.acquire} returns it **scoped**
+ * (given back on every exit path: success, failure, interruption, timeout);
+ * {@link PoolsService.acquireRaw} is the escape hatch whose leases the caller releases itself
+ * and the runner reclaims ({@link PoolsService.reclaim}) when the attempt ends.
+ *
+ * The code is in `internal/pool/`: the waiter queue (`waiters.ts`), the client build
+ * (`client.ts`), statistics (`stats.ts`), the event fan-out (`events.ts`, over the topic hub
+ * shared with the bus) and the core that ties them (`core.ts`).
+ *
+ * @since 0.2.0
+ */
+import { Context, Effect, Layer, Stream } from "effect"
+import type { Queue, Scope } from "effect"
+import type * as Breaker from "../domain/Breaker.js"
+import { ConfigError, type PoolNotFound } from "../domain/Errors.js"
+import type { ConfigIssue } from "../domain/Errors.js"
+import type { AcquireError, AcquireOptions, AlgorithmInput, Lease, ResourceInfo, Selector } from "../domain/Lease.js"
+import type { EventCallback, EventFilter, ResourceEvent } from "../domain/PoolEvent.js"
+import type * as Resource from "../domain/Resource.js"
+import type * as AcquireAlgorithm from "./AcquireAlgorithm.js"
+import * as internal from "./internal/pool/core.js"
+import type { PoolState } from "./internal/pool/state.js"
+import * as state from "./internal/pool/state.js"
+import * as Stats from "./internal/pool/stats.js"
+import type { PoolConfig } from "./Pool.js"
+
+export type {
+  /**
+   * Called with every event of a pool (see `domain/PoolEvent.ts`).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  EventCallback,
+  /**
+   * What to subscribe to (see `domain/PoolEvent.ts`).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  EventFilter
+} from "../domain/PoolEvent.js"
+export {
+  /**
+   * A pool event (see `domain/PoolEvent.ts`).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  ResourceEvent
+} from "../domain/PoolEvent.js"
+
+/**
+ * The longest server-requested wait (a rate limit's Retry-After or reset hint) an acquire
+ * accepts by default, in milliseconds: 10 minutes. Longer throttles make waiters fail with
+ * `ServerDelayRefused` instead of waiting silently. The runner passes each task's
+ * `retry.maxServerDelay` instead ({@link Holder.maxServerDelayMs}).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxServerDelayMs: number = state.defaultMaxServerDelayMs
+
+/**
+ * Who is acquiring: the runner passes one per task attempt.
+ *
+ * - `taskName`, `pipelineId`: recorded on the lease; `sticky` remembers resources per
+ *   pipeline.
+ * - `defaultPool`: the pool used when the acquire names none (the task's `resource`).
+ * - `defaultAlgorithm`: the task's algorithm (a per-call algorithm beats it; it beats the
+ *   pool's).
+ * - `heldPools()`: the pools it already holds leases from; when non-empty and the acquire
+ *   waits longer than the smallest `deadlockWarn` of those pools, `acquire.suspected_deadlock`
+ *   is emitted. Without it, the pools of the unreleased leases tracked under `owner` are used.
+ * - `owner`: a key (for example the attempt id) under which leases are tracked, for
+ *   {@link PoolsService.heldBy}, {@link PoolsService.releaseAll} and
+ *   {@link PoolsService.reclaim}.
+ * - `maxServerDelayMs`: the longest server-requested throttle (ms) this acquire waits out;
+ *   when every usable resource it could take is throttled longer, it fails with
+ *   `ServerDelayRefused` (default {@link defaultMaxServerDelayMs}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Holder {
+  readonly taskName: string
+  readonly pipelineId: string
+  readonly defaultPool?: string | undefined
+  readonly defaultAlgorithm?: AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined
+  readonly heldPools?: (() => ReadonlyArray<string>) | undefined
+  readonly owner?: string | undefined
+  readonly maxServerDelayMs?: number | undefined
+}
+
+/**
+ * The holder used when none is given: task `"anonymous"`, pipeline `""`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const anonymous: Holder = state.anonymous
+
+/**
+ * One resource as {@link PoolsService.snapshot} shows it: id, kind, effective state, active
+ * leases and their ids, capacity, latency moving average (ms), accumulated usage,
+ * consecutive failures, and the last reported error message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResourceSnapshot {
+  readonly id: string
+  readonly kind: string
+  readonly state: Resource.ResourceState
+  readonly active: number
+  readonly capacity: number
+  readonly leases: ReadonlyArray<string>
+  readonly latencyEmaMs: number | undefined
+  readonly usage: Readonly<Record<string, number>>
+  readonly consecutiveFailures: number
+  /** Epoch ms at which a running cooldown ends, when degraded. */
+  readonly cooldownUntil: number | undefined
+  readonly lastError: string | undefined
+  /** Epoch ms until which the server asked us to wait (a rate-limit Retry-After), if now. */
+  readonly throttledUntil: number | undefined
+  /** How many times the resource was throttled by a Retry-After. */
+  readonly throttledTotal: number
+  /**
+   * After a rate limit: one lease at a time (a probe) until a successful report. Set by a
+   * 429 without a hint at once, by one with a hint once its window has passed.
+   */
+  readonly probing: boolean
+  /** The circuit breaker: `closed`, `open` (no leases) or `half_open` (one probe at a time). */
+  readonly breaker: Breaker.BreakerState
+  /** Epoch ms at which an open breaker turns half-open, when open. */
+  readonly breakerUntil: number | undefined
+  /** How many times the breaker opened. */
+  readonly breakerOpened: number
+}
+
+/**
+ * Aggregated figures of a pool (optionally restricted to the resources matching a selector;
+ * `waiting` and the wait figures are always pool-wide).
+ *
+ * - `active`, `capacity` (sum over non-revoked resources), `utilization` (= active / capacity,
+ *   0 when capacity is 0);
+ * - `ready`, `degraded`, `dead`: resource counts by effective state; `total` resources
+ *   ever added, `revoked` of them;
+ * - `waiting`: acquires currently waiting (queued or backing off), `queued` of them in the
+ *   pool's FIFO queue;
+ * - `throttled`: resources inside a server-requested throttle window now;
+ *   `breakerOpen`: resources whose circuit breaker is open or half-open;
+ * - `leasesTotal` granted, `okTotal` / `failedTotal` reports (factory failures count as
+ *   failed), `leakedTotal` raw leases reclaimed at attempt end;
+ * - `waitsTotal`: acquires that could not be served at once; `waitMsAvg`, `waitMsMax` over all
+ *   of them, `waitMsP50`, `waitMsP95` over the last 1024 (nearest-rank percentiles);
+ * - `usage`: the accumulated `lease.report({ usage })` counters;
+ * - `holds`: the resources held out of rotation by time now, soonest end first: a server's
+ *   throttle (`throttled`) or an open circuit breaker (`breaker_open`), with the epoch ms it
+ *   ends (`until`). What the progress line, `watch` and the dashboard show as "waiting for
+ *   key-a until 14:03:10".
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PoolStats {
+  readonly pool: string
+  readonly active: number
+  readonly capacity: number
+  readonly utilization: number
+  readonly ready: number
+  readonly degraded: number
+  readonly dead: number
+  readonly waiting: number
+  readonly queued: number
+  readonly throttled: number
+  readonly breakerOpen: number
+  readonly leasesTotal: number
+  readonly okTotal: number
+  readonly failedTotal: number
+  readonly total: number
+  readonly revoked: number
+  readonly leakedTotal: number
+  readonly waitsTotal: number
+  readonly waitMsAvg: number
+  readonly waitMsP50: number
+  readonly waitMsP95: number
+  readonly waitMsMax: number
+  readonly usage: Readonly<Record<string, number>>
+  readonly holds: ReadonlyArray<PoolHold>
+}
+
+/**
+ * A resource held out of rotation until a time (see {@link PoolStats.holds}).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface PoolHold {
+  readonly resourceId: string
+  readonly reason: "throttled" | "breaker_open"
+  /** Epoch ms. */
+  readonly until: number
+}
+
+/**
+ * A raw lease that was still held when its owner was reclaimed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LeakedLease {
+  readonly leaseId: string
+  readonly pool: string
+  readonly resourceId: string
+  readonly taskName: string
+  readonly heldMs: number
+}
+
+/**
+ * One pool, seen through the service.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PoolHandle {
+  readonly name: string
+  /** Scoped acquire from this pool (see {@link PoolsService.acquire}). */
+  readonly acquire: <Client = unknown>(
+    options?: AcquireOptions,
+    holder?: Holder
+  ) => Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
+  /** Raw acquire from this pool (see {@link PoolsService.acquireRaw}). */
+  readonly acquireRaw: <Client = unknown>(options?: AcquireOptions, holder?: Holder) => Effect.Effect<Lease<Client>, AcquireError>
+  readonly add: (resource: Resource.Resource<any> | Resource.ResourceOptions<any>) => Effect.Effect<ResourceInfo, ConfigError>
+  readonly revoke: (resourceId: string, reason?: string) => Effect.Effect<boolean>
+  /** The current resources (revoked ones excluded). */
+  readonly resources: Effect.Effect<ReadonlyArray<ResourceInfo>>
+  readonly stats: (selector?: Selector) => Effect.Effect<PoolStats>
+  readonly snapshot: Effect.Effect<ReadonlyArray<ResourceSnapshot>>
+  readonly subscribe: (kinds?: ReadonlyArray<string>) => Stream.Stream<ResourceEvent>
+}
+
+/**
+ * The pools of a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PoolsService {
+  /**
+   * Leases a resource for the enclosing `Scope`; the lease is released when the scope
+   * closes, whatever the exit. `options` may be a pool name. The pool is
+   * `options.pool ?? holder.defaultPool`, else the only pool if there is exactly one. The
+   * algorithm is `options.algorithm ?? holder.defaultAlgorithm ?? the pool's`. `timeout`
+   * fails the wait with `AcquireTimeout` (it fires while blocked).
+   * Fails with `PoolNotFound`, `ResourceUnavailable` (algorithm `immediate`, a failed client
+   * factory), `AcquireTimeout`, or `ConfigError` / `PluginError` for an unresolvable
+   * algorithm.
+   */
+  readonly acquire: <Client = unknown>(
+    options?: AcquireOptions | string,
+    holder?: Holder
+  ) => Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
+  /**
+   * The escape hatch: a lease the caller must give back with `lease.releaseNow`. Tracked
+   * under `holder.owner` so that {@link PoolsService.reclaim} can take back what was
+   * forgotten. Same failures as {@link PoolsService.acquire}.
+   */
+  readonly acquireRaw: <Client = unknown>(
+    options?: AcquireOptions | string,
+    holder?: Holder
+  ) => Effect.Effect<Lease<Client>, AcquireError>
+  /** The live leases (scoped and raw) acquired under an owner key. */
+  readonly heldBy: (owner: string) => Effect.Effect<ReadonlyArray<Lease>>
+  /** Releases every live lease of an owner now (not counted as leaked). Returns how many. */
+  readonly releaseAll: (owner: string) => Effect.Effect<number>
+  /**
+   * Ends an owner (an attempt): every raw lease it still holds is released, counted in its
+   * pool's `leakedTotal` and reported as a `lease.leaked` event. Scoped leases still live are
+   * released too without counting as leaks. Returns the leaked raw leases (the runner turns
+   * a non-empty result into `LeaseLeakError` under `strictLeases`).
+   */
+  readonly reclaim: (owner: string) => Effect.Effect<ReadonlyArray<LeakedLease>>
+  /** One pool, or `PoolNotFound`. */
+  readonly get: (name: string) => Effect.Effect<PoolHandle, PoolNotFound>
+  /** The pool names, in registration order. */
+  readonly names: Effect.Effect<ReadonlyArray<string>>
+  /** Registers another pool; `ConfigError` if the name is taken or a resource is invalid. */
+  readonly addPool: (config: PoolConfig) => Effect.Effect<PoolHandle, ConfigError>
+  /**
+   * Adds a resource to a pool at run time and wakes the waiters it can serve. Plain
+   * resource options get the pool's default `kind`. A generated id already present is
+   * suffixed (`~2`, …); an explicit duplicate id or an invalid resource fails with
+   * `ConfigError`. Emits `resource.added`.
+   */
+  readonly add: (
+    pool: string,
+    resource: Resource.Resource<any> | Resource.ResourceOptions<any>
+  ) => Effect.Effect<ResourceInfo, PoolNotFound | ConfigError>
+  /**
+   * Revokes a resource for good: no new leases; live ones run to their release. Emits
+   * `resource.revoked`. `false` when the id is unknown or already revoked.
+   */
+  readonly revoke: (pool: string, resourceId: string, reason?: string) => Effect.Effect<boolean, PoolNotFound>
+  /** Per-resource state of a pool. */
+  readonly snapshot: (pool: string) => Effect.Effect<ReadonlyArray<ResourceSnapshot>, PoolNotFound>
+  /** Aggregated figures of a pool, optionally over the resources matching a selector. */
+  readonly stats: (pool: string, selector?: Selector) => Effect.Effect<PoolStats, PoolNotFound>
+  /** A Stream of events (subscribed when the stream starts; a sliding buffer of 4096). */
+  readonly subscribe: (filter?: EventFilter) => Stream.Stream<ResourceEvent>
+  /** Subscribes now, for the enclosing scope; returns the queue the events arrive on. */
+  readonly events: (filter?: EventFilter) => Effect.Effect<Queue.Dequeue<ResourceEvent>, never, Scope.Scope>
+  /** Registers a callback for every event, for the enclosing scope (no event is dropped). */
+  readonly listen: (callback: EventCallback) => Effect.Effect<void, never, Scope.Scope>
+}
+
+/**
+ * The pools of a run, as a service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Pools extends Context.Tag("assay/Pools")<Pools, PoolsService>() {}
+
+/**
+ * Options of {@link makePools} / {@link layer}: `onEvent` (every pool's events),
+ * `plugins` (user algorithms by name).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PoolsOptions {
+  readonly onEvent?: EventCallback | undefined
+  readonly plugins?: ReadonlyMap<string, AcquireAlgorithm.AlgorithmPlugin> | undefined
+}
+
+
+/**
+ * Builds the pools service from pool declarations, for the enclosing scope (cooldown timers
+ * and event hubs live in it). Uses the `Clock` of the calling fiber (so `TestClock` in
+ * tests). Fails with `ConfigError` listing every problem (duplicate pool names, invalid
+ * resources with their field paths, unresolvable algorithms).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makePools = (
+  pools: Iterable<PoolConfig>,
+  options: PoolsOptions = {}
+): Effect.Effect<PoolsService, ConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const scope = yield* Effect.scope
+    const core = new internal.Core(clock, scope, options)
+    const issues: Array<ConfigIssue> = []
+    for (const p of pools) {
+      const r = yield* Effect.either(core.createPool(p))
+      if (r._tag === "Left") issues.push(...r.left.issues)
+    }
+    if (issues.length > 0) {
+      return yield* new ConfigError({
+        message: `invalid pools: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    }
+    const poolOf = (name: string): Effect.Effect<PoolState, PoolNotFound> =>
+      Effect.suspend(() => {
+        const p = core.pools.get(name)
+        return p === undefined ? Effect.fail(core.unknownPool(name)) : Effect.succeed(p)
+      })
+    const service: PoolsService = {
+      acquire: <Client>(o?: AcquireOptions | string, holder?: Holder) => core.scoped<Client>(o, holder ?? anonymous),
+      acquireRaw: <Client>(o?: AcquireOptions | string, holder?: Holder) =>
+        core.acquireCore(o, holder ?? anonymous, true) as Effect.Effect<Lease<Client>, AcquireError>,
+      heldBy: (owner) => Effect.sync(() => [...(core.owners.get(owner) ?? [])]),
+      releaseAll: (owner) =>
+        Effect.suspend(() => {
+          const n = core.owners.get(owner)?.size ?? 0
+          return Effect.as(core.reclaimOwner(owner, false), n)
+        }),
+      reclaim: (owner) => core.reclaimOwner(owner, true),
+      get: (name) => Effect.map(poolOf(name), (p) => p.handle!),
+      names: Effect.sync(() => [...core.pools.keys()]),
+      addPool: (config) => Effect.map(core.createPool(config), (p) => p.handle!),
+      add: (pool, resource) => Effect.flatMap(poolOf(pool), (p) => core.addResource(p, resource)),
+      revoke: (pool, id, reason) => Effect.flatMap(poolOf(pool), (p) => core.revokeResource(p, id, reason)),
+      snapshot: (pool) => Effect.map(poolOf(pool), (p) => Stats.snapshotOf(p, core.now())),
+      stats: (pool, selector) => Effect.map(poolOf(pool), (p) => Stats.statsOf(p, selector, core.now())),
+      subscribe: (filter) => core.fanout.subscribe(filter),
+      events: (filter) => core.fanout.events(filter),
+      listen: (callback) => core.fanout.listen(callback)
+    }
+    return service
+  })
+
+/**
+ * The {@link Pools} service as a scoped layer (see {@link makePools}).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (pools: Iterable<PoolConfig>, options: PoolsOptions = {}): Layer.Layer<Pools, ConfigError> =>
+  Layer.scoped(Pools, makePools(pools, options))

@@ -1,0 +1,1060 @@
+/**
+ * The pools service's core: pool registry, slot taking, FIFO dispatch to waiters, the acquire
+ * paths (synchronous fast path, plain wait, algorithm-driven), lease reports driving health,
+ * throttles and circuit breakers, and the timers that end them.
+ *
+ * All state lives in the plain structures of `state.ts`, changed only inside synchronous
+ * blocks (atomic: one fiber step at a time). Waiters are a FIFO per pool (`waiters.ts`),
+ * resumed by callback; a slot granted to a waiter is recorded on the acquire attempt first, so
+ * an interruption at any point gives it back. Health comes only from `lease.report` (and
+ * factory failures) via the pure machines of `src/domain/Resource.ts` and `Breaker.ts`;
+ * cooldown, throttle and breaker timers are fibers in the service's scope, sleeping on
+ * Effect's `Clock`, that wake matching waiters when they fire. The client build lives in
+ * `client.ts`, the read-outs in `stats.ts`, the event fan-out in `events.ts`.
+ *
+ * @internal
+ */
+import { Duration, Effect, Exit, Fiber, Option, Scope } from "effect"
+import type { Clock } from "effect"
+import * as Breaker from "../../../domain/Breaker.js"
+import {
+  AcquireTimeout,
+  classify,
+  ConfigError,
+  messageOf,
+  PoolNotFound,
+  ResourceUnavailable,
+  retryAfterOf,
+  ServerDelayRefused
+} from "../../../domain/Errors.js"
+import type { ConfigIssue } from "../../../domain/Errors.js"
+import type { Json } from "../../../domain/Json.js"
+import type {
+  AcquireError,
+  AcquireOptions,
+  AlgorithmInput,
+  Lease,
+  LeaseReport,
+  ResourceInfo,
+  Selector
+} from "../../../domain/Lease.js"
+import type { ResourceEvent } from "../../../domain/PoolEvent.js"
+import * as Resource from "../../../domain/Resource.js"
+import * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
+import type { PoolConfig } from "../../Pool.js"
+import type { Holder, LeakedLease, PoolHandle, PoolsOptions } from "../../Pools.js"
+import * as Client from "./client.js"
+import { EventFanout } from "./events.js"
+import type { Attempt, Effects, PoolState, Res } from "./state.js"
+import { anonymous, clientNone, defaultMaxServerDelayMs, STICKY_MAX } from "./state.js"
+import * as Stats from "./stats.js"
+import { emptyWaits, recordWait } from "./stats.js"
+import * as Waiters from "./waiters.js"
+import { WaiterQueue } from "./waiters.js"
+
+/** The weight of the newest latency in the moving average. */
+const EMA_ALPHA = 0.2
+
+const jsonError = (u: unknown): Json => messageOf(u)
+
+// ---------------------------------------------------------------------------------------------
+// The lease
+// ---------------------------------------------------------------------------------------------
+
+export class LeaseImpl implements Lease<any> {
+  released = false
+  /** Granted while the resource's breaker was half-open: its report decides the breaker. */
+  probe = false
+  /** The breaker's `opened` count at grant: reports of leases from before an opening are stale. */
+  breakerEpoch = 0
+  constructor(
+    readonly id: string,
+    readonly pool: string,
+    readonly res: Res,
+    readonly client: any,
+    readonly taskName: string,
+    readonly acquiredAt: number,
+    readonly owner: string | undefined,
+    readonly raw: boolean,
+    readonly core: Core
+  ) {}
+  get resource(): ResourceInfo {
+    return this.res.info
+  }
+  get options(): Readonly<Record<string, unknown>> {
+    return this.res.info.options
+  }
+  get heldMs(): Effect.Effect<number> {
+    return Effect.sync(() => this.core.now() - this.acquiredAt)
+  }
+  report(report: LeaseReport): Effect.Effect<void> {
+    return this.core.report(this, report)
+  }
+  degrade(reason?: string): Effect.Effect<void> {
+    return this.core.degrade(this, reason)
+  }
+  get releaseNow(): Effect.Effect<void> {
+    return this.core.release(this)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The core
+// ---------------------------------------------------------------------------------------------
+
+export class Core implements Client.ClientEnv {
+  readonly pools = new Map<string, PoolState>()
+  readonly owners = new Map<string, Set<LeaseImpl>>()
+  readonly fanout: EventFanout
+  readonly resolved = new Map<string, AcquireAlgorithm.AcquireAlgorithm>()
+  leaseSeq = 0
+
+  constructor(
+    readonly clock: Clock.Clock,
+    readonly scope: Scope.Scope,
+    readonly options: PoolsOptions
+  ) {
+    this.fanout = new EventFanout(options.onEvent)
+  }
+
+  now(): number {
+    return this.clock.unsafeCurrentTimeMillis()
+  }
+
+  // --- pools ---------------------------------------------------------------------------------
+
+  unknownPool(name: string): PoolNotFound {
+    return new PoolNotFound({ pool: name, known: [...this.pools.keys()] })
+  }
+
+  createPool(config: PoolConfig): Effect.Effect<PoolState, ConfigError> {
+    return Effect.suspend(() => {
+      const issues: Array<ConfigIssue> = []
+      const base = `pools.${config.name}`
+      if (config.name === "") issues.push({ path: "pools", message: "a pool needs a non-empty name" })
+      if (this.pools.has(config.name)) issues.push({ path: base, message: `a pool named "${config.name}" already exists` })
+      const algo = AcquireAlgorithm.resolveAlgorithm(config.options.algorithm ?? "wait", this.options.plugins)
+      if (algo._tag === "Left") {
+        const e = algo.left
+        if (e._tag === "ConfigError") {
+          for (const i of e.issues) issues.push({ ...i, path: `${base}.${i.path}` })
+        } else issues.push({ path: `${base}.algorithm`, message: e.message })
+      }
+      const deadlockWarnMs = config.options.deadlockWarn === undefined ? 5_000 : Duration.toMillis(config.options.deadlockWarn)
+      let breaker: Breaker.BreakerPolicy | undefined
+      if (config.options.breaker !== false) {
+        const b = Breaker.policy(config.options.breaker)
+        if ("issues" in b) {
+          for (const i of b.issues) issues.push({ path: `${base}.breaker.${i.field}`, message: i.message })
+        } else breaker = b.policy
+      }
+      const state: PoolState = {
+        name: config.name,
+        kind: config.options.kind,
+        algorithm: algo._tag === "Right" ? algo.right : AcquireAlgorithm.wait(),
+        deadlockWarnMs,
+        onEvent: config.options.onEvent,
+        breaker,
+        throttledUntilMax: 0,
+        list: [],
+        byId: new Map(),
+        waiters: new WaiterQueue(),
+        waiting: 0,
+        leasesTotal: 0,
+        okTotal: 0,
+        failedTotal: 0,
+        leakedTotal: 0,
+        waits: emptyWaits(),
+        usage: {},
+        sticky: new Map(),
+        handle: undefined
+      }
+      config.resources.forEach((r, i) => {
+        const err = this.insertResource(state, r, `${base}.resources[${i}]`)
+        if (err !== undefined) issues.push(...err)
+      })
+      if (issues.length > 0) {
+        return Effect.fail(
+          new ConfigError({
+            message: `invalid pool "${config.name}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+            issues
+          })
+        )
+      }
+      this.pools.set(config.name, state)
+      state.handle = this.handle(state)
+      return Effect.succeed(state)
+    })
+  }
+
+  /** Validates and inserts; returns issues on failure. */
+  insertResource(
+    pool: PoolState,
+    input: Resource.Resource<any> | Resource.ResourceOptions<any>,
+    path: string
+  ): ReadonlyArray<ConfigIssue> | undefined {
+    let resource: Resource.Resource<unknown> = (input as { _tag?: unknown })._tag === "Resource"
+      ? input as Resource.Resource<unknown>
+      : Resource.make(pool.kind ?? "generic", input as Resource.ResourceOptions<unknown>)
+    const issues = Resource.validate(resource, path)
+    if (issues.length > 0) return issues
+    if (pool.byId.has(resource.id)) {
+      if (!resource.generatedId) {
+        return [{ path: `${path}.id`, message: `duplicate resource id "${resource.id}" in pool "${pool.name}"` }]
+      }
+      let n = 2
+      while (pool.byId.has(`${resource.id}~${n}`)) n++
+      resource = Resource.withId(resource, `${resource.id}~${n}`)
+    }
+    const res: Res = {
+      resource,
+      info: Resource.info(resource),
+      index: pool.list.length,
+      health: Resource.initialHealth,
+      active: 0,
+      leases: new Set(),
+      client: clientNone,
+      usage: {},
+      latencyEmaMs: undefined,
+      lastError: undefined,
+      cooldownGen: 0,
+      throttledUntil: 0,
+      probing: false,
+      throttledTotal: 0,
+      breaker: Breaker.initial,
+      slot: { pool: pool.name, resourceId: resource.id }
+    }
+    pool.list.push(res)
+    pool.byId.set(resource.id, res)
+    return undefined
+  }
+
+  // --- events --------------------------------------------------------------------------------
+
+  event(
+    fx: Effects,
+    pool: PoolState,
+    kind: string,
+    resourceId: string | undefined,
+    data: Record<string, Json> = {}
+  ): void {
+    const e: ResourceEvent = resourceId === undefined
+      ? { kind, pool: pool.name, data, ts: this.now() }
+      : { kind, pool: pool.name, resourceId, data, ts: this.now() }
+    ;(fx.events ??= []).push(e)
+  }
+
+  /** Applies a health step to a resource, recording events and cooldown timers. */
+  applyStep(fx: Effects, pool: PoolState, res: Res, step: Resource.Step, data: Record<string, Json> = {}): void {
+    const before = res.health
+    res.health = step.health
+    if (step.health.state === "degraded" && step.health.cooldownUntil !== before.cooldownUntil) {
+      const gen = ++res.cooldownGen
+      ;(fx.timers ??= []).push({ pool, res, gen, until: step.health.cooldownUntil })
+    } else if (step.health.state !== "degraded") {
+      res.cooldownGen++
+    }
+    if (step.transition !== undefined) {
+      this.event(fx, pool, `resource.${step.transition}`, res.resource.id, {
+        consecutiveFailures: step.health.consecutiveFailures,
+        ...(step.transition === "degraded" ? { cooldownUntil: step.health.cooldownUntil } : {}),
+        ...data
+      })
+    }
+  }
+
+  /**
+   * Sleeps until the clock reads `until` (epoch ms) or later. A timer may fire early (Node
+   * fires up to ~1 ms before its deadline as `Date.now()` sees it) or late; every wake-up
+   * re-reads the clock and sleeps again while the deadline is still ahead, so whatever is
+   * checked after it (a throttle window, a cooldown, an open breaker) holds when it runs.
+   */
+  sleepUntil(until: number): Effect.Effect<void> {
+    const loop: Effect.Effect<void> = Effect.suspend(() => {
+      const left = until - this.now()
+      return left <= 0 ? Effect.void : Effect.zipRight(this.clock.sleep(Duration.millis(Math.max(1, left))), loop)
+    })
+    return loop
+  }
+
+  /**
+   * Runs a timer fiber in the service's scope, interruptible whatever region it is forked
+   * from (a fiber inherits its parent's interruptibility: a timer forked inside an
+   * uninterruptible region, a lease release or an acquire's bookkeeping, would otherwise
+   * hold the scope's closing, or its interrupter, until it fires).
+   */
+  timer(effect: Effect.Effect<void>): Effect.Effect<Fiber.RuntimeFiber<void>> {
+    return Effect.forkIn(Effect.interruptible(effect), this.scope)
+  }
+
+  flush(fx: Effects): Effect.Effect<void> {
+    if (fx.events === undefined && fx.timers === undefined && fx.throttles === undefined && fx.breakers === undefined) {
+      return Effect.void
+    }
+    return Effect.suspend(() => {
+      const effects: Array<Effect.Effect<unknown>> = []
+      if (fx.timers !== undefined) {
+        for (const t of fx.timers) effects.push(this.timer(this.cooldownTimer(t.pool, t.res, t.gen, t.until)))
+      }
+      if (fx.throttles !== undefined) {
+        for (const t of fx.throttles) {
+          // the window's end re-checked by `sleepUntil`; `dispatch` serves what is free then
+          effects.push(this.timer(Effect.zipRight(this.sleepUntil(t.until), Effect.sync(() => this.dispatch(t.pool)))))
+        }
+      }
+      if (fx.breakers !== undefined) {
+        for (const t of fx.breakers) effects.push(this.timer(this.breakerTimer(t.pool, t.res, t.opened, t.until)))
+      }
+      if (fx.events !== undefined) {
+        for (const e of fx.events) effects.push(this.fanout.deliver(e, this.pools.get(e.pool)?.onEvent))
+      }
+      return Effect.all(effects, { discard: true })
+    })
+  }
+
+  cooldownTimer(pool: PoolState, res: Res, gen: number, until: number): Effect.Effect<void> {
+    return Effect.flatMap(
+      this.sleepUntil(until),
+      () =>
+        Effect.suspend(() => {
+          const fx: Effects = { events: undefined, timers: undefined }
+          if (res.cooldownGen === gen) {
+            const step = Resource.onCooldownEnd(res.health, this.now())
+            if (step.transition !== undefined) {
+              // a stored factory failure gets a real retry after the cooldown
+              if (res.client._tag === "failed") res.client = clientNone
+              this.applyStep(fx, pool, res, step)
+              this.dispatch(pool)
+            }
+          }
+          return this.flush(fx)
+        })
+    )
+  }
+
+  /** An open breaker's time is over: half-open (one probe at a time), waiters woken. */
+  breakerTimer(pool: PoolState, res: Res, opened: number, until: number): Effect.Effect<void> {
+    return Effect.flatMap(this.sleepUntil(until), () =>
+      Effect.suspend(() => {
+        if (res.breaker.opened !== opened) return Effect.void
+        const fx: Effects = { events: undefined, timers: undefined }
+        this.applyBreaker(fx, pool, res, Breaker.onOpenEnd(res.breaker, this.now()))
+        if (pool.waiters.head !== undefined) this.dispatch(pool)
+        return this.flush(fx)
+      }))
+  }
+
+  /** Applies a breaker step, recording its event and, when it opened, its timer. */
+  applyBreaker(fx: Effects, pool: PoolState, res: Res, step: Breaker.BreakerStep, data: Record<string, Json> = {}): void {
+    res.breaker = step.breaker
+    if (step.transition === undefined) return
+    if (step.transition === "opened") {
+      ;(fx.breakers ??= []).push({ pool, res, opened: step.breaker.opened, until: step.breaker.openUntil })
+    }
+    this.event(fx, pool, `breaker.${step.transition}`, res.resource.id, {
+      ...(step.transition === "opened" ? { openUntil: step.breaker.openUntil, failedProbes: step.breaker.failedProbes } : {}),
+      ...data
+    })
+  }
+
+  // --- taking slots --------------------------------------------------------------------------
+
+  free(res: Res, now: number): boolean {
+    if (now < res.throttledUntil) return false
+    const b = res.breaker
+    if (b.state === "open" && now < b.openUntil) return false
+    // a probe at a time: after a rate limit, or while the breaker is half-open
+    const capacity = res.probing || b.state !== "closed" ? 1 : res.resource.capacity
+    return res.active < capacity && Resource.inRotation(res.health, now)
+  }
+
+  /** Picks a free matching resource (no side effects). */
+  pick(pool: PoolState, selector: Selector, ranker: AcquireAlgorithm.Ranker | undefined, now: number): Res | undefined {
+    if (ranker === undefined) {
+      for (const res of pool.list) {
+        if (this.free(res, now) && Resource.matches(selector, res.info)) return res
+      }
+      return undefined
+    }
+    const candidates: Array<AcquireAlgorithm.Candidate> = []
+    for (const res of pool.list) {
+      if (this.free(res, now) && Resource.matches(selector, res.info)) {
+        candidates.push({
+          resource: res.info,
+          index: res.index,
+          active: res.active,
+          capacity: res.resource.capacity,
+          usage: res.usage,
+          latencyEmaMs: res.latencyEmaMs,
+          consecutiveFailures: res.health.consecutiveFailures
+        })
+      }
+    }
+    if (candidates.length === 0) return undefined
+    const first = ranker(candidates)[0]
+    if (first === undefined) return undefined
+    const res = pool.byId.get(first.resource.id)
+    return res !== undefined && this.free(res, now) && Resource.matches(selector, res.info) ? res : undefined
+  }
+
+  take(attempt: Attempt, res: Res): void {
+    res.active++
+    attempt.taken.push(res)
+  }
+
+  /** Gives a slot back (not a lease) and wakes waiters. */
+  untake(pool: PoolState, res: Res): void {
+    res.active--
+    if (pool.waiters.head !== undefined) this.dispatch(pool)
+  }
+
+  /** Serves queued waiters FIFO (skipping those no free resource matches). */
+  dispatch(pool: PoolState): void {
+    const now = this.now()
+    let w = pool.waiters.head
+    while (w !== undefined) {
+      const next = w.next
+      const res = this.pick(pool, w.selector, w.ranker, now)
+      if (res !== undefined) {
+        // the slot is recorded on the attempt first: an interruption from here gives it back
+        this.take(w.attempt, res)
+        pool.waiters.detach(w)?.(Effect.succeed(res.slot))
+        if (!this.anyFree(pool, now)) return
+      } else {
+        const hopeless = this.hopeless(pool, w.selector)
+        if (hopeless !== undefined) {
+          pool.waiters.detach(w)?.(Effect.fail(hopeless))
+        } else {
+          this.refuseIfOverlong(pool, w, now)
+        }
+      }
+      w = next
+    }
+  }
+
+  /** Fails every queued waiter whose usable resources are all throttled past its ceiling. */
+  refuseOverlong(pool: PoolState): void {
+    const now = this.now()
+    let w = pool.waiters.head
+    while (w !== undefined) {
+      const next = w.next
+      this.refuseIfOverlong(pool, w, now)
+      w = next
+    }
+  }
+
+  refuseIfOverlong(pool: PoolState, w: Waiters.Waiter<Attempt>, now: number): void {
+    const refused = this.overlong(pool, w.selector, w.maxDelayMs, now)
+    if (refused === undefined) return
+    pool.waiters.detach(w)?.(Effect.fail(refused))
+  }
+
+  /**
+   * A wait longer than the acquire accepts: every resource matching the selector that is not
+   * dead or revoked is throttled by its server past `now + maxDelayMs`, and there is at least
+   * one (the earliest end is reported).
+   */
+  overlong(pool: PoolState, selector: Selector, maxDelayMs: number, now: number): ServerDelayRefused | undefined {
+    if (pool.throttledUntilMax - now <= maxDelayMs) return undefined
+    let earliest: Res | undefined
+    for (const res of pool.list) {
+      if (!Resource.matches(selector, res.info)) continue
+      const state = Resource.effectiveState(res.health, now)
+      if (state === "dead" || state === "revoked") continue
+      if (res.throttledUntil - now <= maxDelayMs) return undefined
+      if (earliest === undefined || res.throttledUntil < earliest.throttledUntil) earliest = res
+    }
+    if (earliest === undefined) return undefined
+    return new ServerDelayRefused({
+      pool: pool.name,
+      resourceId: earliest.resource.id,
+      retryAfterMs: earliest.throttledUntil - now,
+      untilMs: earliest.throttledUntil,
+      maxDelayMs,
+      errorClass: "rate_limit"
+    })
+  }
+
+  /**
+   * A wait that can never be served: every resource matching the selector is dead or revoked
+   * (neither comes back by itself) and at least one of them died (its endpoint keeps failing,
+   * so waiting would hang the run). A selector whose resources were all revoked, or that
+   * matches no resource at all, keeps waiting: revocation is an operator's move, usually
+   * followed by an `add`.
+   */
+  hopeless(pool: PoolState, selector: Selector): ResourceUnavailable | undefined {
+    const now = this.now()
+    let matching = 0
+    let dead = 0
+    for (const res of pool.list) {
+      if (!Resource.matches(selector, res.info)) continue
+      matching++
+      const state = Resource.effectiveState(res.health, now)
+      if (state === "dead") dead++
+      else if (state !== "revoked") return undefined
+    }
+    if (matching === 0 || dead === 0) return undefined
+    return new ResourceUnavailable({
+      pool: pool.name,
+      message: `every resource of pool "${pool.name}" that matches the request is dead or revoked (${dead} dead of ${matching}); a successful report or an added resource is needed`
+    })
+  }
+
+  anyFree(pool: PoolState, now: number): boolean {
+    for (const res of pool.list) if (this.free(res, now)) return true
+    return false
+  }
+
+  markWaiting(attempt: Attempt, pool: PoolState): void {
+    if (!attempt.waited) {
+      attempt.waited = true
+      pool.waiting++
+    }
+  }
+
+  ops(
+    attempt: Attempt,
+    target: string,
+    selector: Selector,
+    holder: Holder,
+    ranker: AcquireAlgorithm.Ranker | undefined,
+    home: PoolState
+  ): AcquireAlgorithm.AcquireOps {
+    const core = this
+    const poolOf = (name: string | undefined) => core.pools.get(name ?? target)
+    const ops: AcquireAlgorithm.AcquireOps = {
+      pool: target,
+      selector,
+      taskName: holder.taskName,
+      pipelineId: holder.pipelineId,
+      ranker,
+      tryTake: (name) =>
+        Effect.suspend((): Effect.Effect<Option.Option<AcquireAlgorithm.Slot>, PoolNotFound | ServerDelayRefused> => {
+          const pool = poolOf(name)
+          if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
+          const now = core.now()
+          const res = core.pick(pool, selector, ranker, now)
+          if (res === undefined) {
+            // nothing free: a wait the holder would not accept is refused now (issue 20 §2),
+            // whichever algorithm asks (backoff polls instead of queueing)
+            const refused = core.overlong(pool, selector, holder.maxServerDelayMs ?? defaultMaxServerDelayMs, now)
+            if (refused !== undefined) return Effect.fail(refused)
+            core.markWaiting(attempt, home)
+            return Effect.succeed(Option.none())
+          }
+          core.take(attempt, res)
+          return Effect.succeed(Option.some(res.slot))
+        }),
+      wait: (name) =>
+        Effect.suspend((): Effect.Effect<AcquireAlgorithm.Slot, PoolNotFound | ResourceUnavailable | ServerDelayRefused> => {
+          const pool = poolOf(name)
+          if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
+          return core.park(pool, selector, ranker, attempt, home, holder)
+        }),
+      lastResourceId: (name) => poolOf(name)?.sticky.get(holder.pipelineId),
+      with: (patch) =>
+        core.ops(
+          attempt,
+          patch.pool ?? target,
+          selector,
+          holder,
+          "ranker" in patch ? patch.ranker : ranker,
+          home
+        )
+    }
+    return ops
+  }
+
+  /**
+   * Takes a free slot or queues FIFO for one; check and enqueue happen in one synchronous
+   * step. Fails at once with `ResourceUnavailable` when every matching resource is dead or
+   * revoked (see {@link Core.hopeless}), and with `ServerDelayRefused` when every usable one
+   * is throttled longer than the holder accepts.
+   *
+   * Only a waiter that is really queued starts the deadlock watch: an acquire served at once
+   * never arms a timer (issue 21: a task holding a lease that acquired a free slot of another
+   * pool waited for the watch's timer, forked uninterruptible, to fire before going on).
+   */
+  park(
+    pool: PoolState,
+    selector: Selector,
+    ranker: AcquireAlgorithm.Ranker | undefined,
+    attempt: Attempt,
+    home: PoolState,
+    holder: Holder
+  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused> {
+    return Effect.suspend(() => {
+      const held = this.heldPoolsFor(holder)
+      if (held.length > 0) {
+        // a holder of other leases is watched for deadlocks only when it really queues
+        const res = this.pick(pool, selector, ranker, this.now())
+        if (res !== undefined) {
+          this.take(attempt, res)
+          return Effect.succeed(res.slot)
+        }
+      }
+      const maxDelayMs = holder.maxServerDelayMs ?? defaultMaxServerDelayMs
+      const waiter = Waiters.waiter(selector, ranker, maxDelayMs, attempt)
+      const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused>((resume) => {
+        // check, refuse or enqueue in one synchronous step (a fiber can yield between two)
+        const now = this.now()
+        const res = this.pick(pool, selector, ranker, now)
+        if (res !== undefined) {
+          this.take(attempt, res)
+          resume(Effect.succeed(res.slot))
+          return
+        }
+        const hopeless = this.hopeless(pool, selector)
+        if (hopeless !== undefined) {
+          resume(Effect.fail(hopeless))
+          return
+        }
+        const refused = this.overlong(pool, selector, maxDelayMs, now)
+        if (refused !== undefined) {
+          resume(Effect.fail(refused))
+          return
+        }
+        this.markWaiting(attempt, home)
+        waiter.resume = resume
+        pool.waiters.push(waiter)
+        return Effect.sync(() => {
+          // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
+          pool.waiters.detach(waiter)
+        })
+      })
+      return held.length === 0 ? parked : this.watchDeadlock(parked, pool, holder, held)
+    })
+  }
+
+  /** The pools a holder already holds leases from. */
+  heldPoolsFor(holder: Holder): ReadonlyArray<string> {
+    return holder.heldPools?.() ?? this.heldPoolsOf(holder.owner)
+  }
+
+  /** The pools an owner holds unreleased leases from (what `heldPools` defaults to). */
+  heldPoolsOf(owner: string | undefined): ReadonlyArray<string> {
+    const set = owner === undefined ? undefined : this.owners.get(owner)
+    if (set === undefined || set.size === 0) return []
+    const pools = new Set<string>()
+    for (const lease of set) pools.add(lease.pool)
+    return Array.from(pools)
+  }
+
+  /**
+   * Runs `wait` with a warning timer: when the holder already holds leases and the wait lasts
+   * the smallest `deadlockWarn` of their pools, `acquire.suspected_deadlock` is emitted. The
+   * timer is an interruptible fiber of the service's scope, stopped without waiting for it
+   * (`interruptFork`) as soon as the wait ends in any way.
+   */
+  watchDeadlock<A, E>(
+    wait: Effect.Effect<A, E>,
+    pool: PoolState,
+    holder: Holder,
+    held: ReadonlyArray<string>
+  ): Effect.Effect<A, E> {
+    let warnMs = Infinity
+    for (const name of held) {
+      const p = this.pools.get(name)
+      warnMs = Math.min(warnMs, p === undefined ? 5_000 : p.deadlockWarnMs)
+    }
+    if (!Number.isFinite(warnMs)) return wait
+    const deadline = this.now() + warnMs
+    const warn = Effect.flatMap(this.sleepUntil(deadline), () => {
+      const fx: Effects = { events: undefined, timers: undefined }
+      this.event(fx, pool, "acquire.suspected_deadlock", undefined, {
+        taskName: holder.taskName,
+        pipelineId: holder.pipelineId,
+        heldPools: [...held],
+        waitedMs: warnMs
+      })
+      return this.flush(fx)
+    })
+    return Effect.flatMap(this.timer(warn), (fiber) => Effect.ensuring(wait, Fiber.interruptFork(fiber)))
+  }
+
+  // --- acquiring -----------------------------------------------------------------------------
+
+  resolveInput(
+    input: AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm
+  ): Effect.Effect<AcquireAlgorithm.AcquireAlgorithm, AcquireError> {
+    if (typeof input === "string") {
+      const hit = this.resolved.get(input)
+      if (hit !== undefined) return Effect.succeed(hit)
+    } else if (AcquireAlgorithm.isAcquireAlgorithm(input)) {
+      return Effect.succeed(input)
+    }
+    const r = AcquireAlgorithm.resolveAlgorithm(input, this.options.plugins)
+    if (r._tag === "Left") return Effect.fail(r.left)
+    if (typeof input === "string") this.resolved.set(input, r.right)
+    return Effect.succeed(r.right)
+  }
+
+  /** Keeps `slot`, gives back every other slot of the attempt. */
+  settle(attempt: Attempt, keep: Res | undefined): void {
+    for (const res of attempt.taken) {
+      if (res === keep) {
+        keep = undefined
+        continue
+      }
+      const pool = this.pools.get(res.slot.pool)
+      if (pool !== undefined) this.untake(pool, res)
+    }
+    attempt.taken.length = 0
+  }
+
+  acquireCore(
+    options: AcquireOptions | string | undefined,
+    holder: Holder,
+    raw: boolean
+  ): Effect.Effect<LeaseImpl, AcquireError> {
+    return Effect.suspend(() => {
+      const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
+      let poolName = opts.pool ?? holder.defaultPool
+      if (poolName === undefined && this.pools.size === 1) poolName = this.pools.keys().next().value
+      const pool = poolName === undefined ? undefined : this.pools.get(poolName)
+      if (pool === undefined) return Effect.fail(this.unknownPool(poolName ?? "(none given)"))
+      const algoInput = opts.algorithm ?? holder.defaultAlgorithm
+      const selector: Selector = opts
+      const go = (algorithm: AcquireAlgorithm.AcquireAlgorithm): Effect.Effect<LeaseImpl, AcquireError> => {
+        const started = this.now()
+        if (algorithm.hints?.firstFreeInPoolOrder === true) {
+          // fast path: a free resource whose client needs no building is leased synchronously
+          const res = this.pick(pool, selector, undefined, started)
+          if (res !== undefined && (res.resource.factory === undefined || res.client._tag === "ready")) {
+            res.active++
+            const client = res.client._tag === "ready" ? res.client.value : undefined
+            return Effect.succeed(this.newLease(pool, res, client, holder, raw, started))
+          }
+        }
+        const attempt: Attempt = { taken: [], waited: false }
+        let phase: Effect.Effect<LeaseImpl, AcquireError> = algorithm.hints?.plainWait === true
+          ? Effect.flatMap(
+            this.park(pool, selector, undefined, attempt, pool, holder),
+            (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
+          )
+          : Effect.flatMap(
+            algorithm.acquire(this.ops(attempt, pool.name, selector, holder, undefined, pool)),
+            (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
+          )
+        if (opts.timeout !== undefined) {
+          const timeout = Duration.decode(opts.timeout)
+          phase = Effect.timeoutFail(phase, {
+            duration: timeout,
+            onTimeout: () => new AcquireTimeout({ pool: pool.name, timeoutMs: Duration.toMillis(timeout) })
+          })
+        }
+        return Effect.uninterruptible(
+          Effect.onExit(Effect.interruptible(phase), (exit) =>
+            Effect.sync(() => {
+              if (attempt.waited) pool.waiting--
+              if (Exit.isFailure(exit)) this.settle(attempt, undefined)
+            }))
+        )
+      }
+      return algoInput === undefined ? go(pool.algorithm) : Effect.flatMap(this.resolveInput(algoInput), go)
+    })
+  }
+
+  buildLease(
+    attempt: Attempt,
+    slot: AcquireAlgorithm.Slot,
+    holder: Holder,
+    raw: boolean,
+    started: number,
+    home: PoolState
+  ): Effect.Effect<LeaseImpl, AcquireError> {
+    const pool = this.pools.get(slot.pool)
+    const res = pool?.byId.get(slot.resourceId)
+    if (pool === undefined || res === undefined || !attempt.taken.includes(res)) {
+      return Effect.dieMessage(`algorithm returned a slot it did not take: ${slot.pool}/${slot.resourceId}`)
+    }
+    const finish = (client: unknown): Effect.Effect<LeaseImpl> =>
+      Effect.sync(() => {
+        this.settle(attempt, res)
+        const now = this.now()
+        if (attempt.waited) {
+          recordWait(home.waits, now - started)
+        }
+        return this.newLease(pool, res, client, holder, raw, now)
+      })
+    const factory = res.resource.factory
+    if (factory === undefined) return finish(undefined)
+    return Effect.flatMap(Client.client(this, pool, res, factory), finish)
+  }
+
+  /** Records a lease on a slot already counted in `res.active`. */
+  newLease(pool: PoolState, res: Res, client: unknown, holder: Holder, raw: boolean, now: number): LeaseImpl {
+    const id = `${pool.name}/${res.resource.id}#${++this.leaseSeq}`
+    const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
+    lease.breakerEpoch = res.breaker.opened
+    lease.probe = res.breaker.state !== "closed"
+    res.leases.add(id)
+    pool.leasesTotal++
+    if (holder.pipelineId !== "") {
+      // Most recently used last; the oldest entry goes once the map is full, so that an
+      // endless run does not keep one entry per pipeline it ever saw.
+      const sticky = pool.sticky
+      sticky.delete(holder.pipelineId)
+      sticky.set(holder.pipelineId, res.resource.id)
+      if (sticky.size > STICKY_MAX) sticky.delete(sticky.keys().next().value!)
+    }
+    if (holder.owner !== undefined) {
+      let set = this.owners.get(holder.owner)
+      if (set === undefined) this.owners.set(holder.owner, set = new Set())
+      set.add(lease)
+    }
+    return lease
+  }
+
+  countFactoryFailure(fx: Effects, pool: PoolState, res: Res): void {
+    pool.failedTotal++
+    res.lastError = res.client._tag === "failed" ? messageOf(res.client.error) : res.lastError
+    this.applyStep(fx, pool, res, Resource.onFailure(res.health, res.resource, this.now()))
+  }
+
+  // --- lease operations ----------------------------------------------------------------------
+
+  release(lease: LeaseImpl): Effect.Effect<void> {
+    return Effect.sync(() => {
+      if (lease.released) return
+      lease.released = true
+      const res = lease.res
+      res.leases.delete(lease.id)
+      if (lease.owner !== undefined) {
+        const set = this.owners.get(lease.owner)
+        if (set !== undefined) {
+          set.delete(lease)
+          if (set.size === 0) this.owners.delete(lease.owner)
+        }
+      }
+      const pool = this.pools.get(lease.pool)
+      res.active--
+      if (pool !== undefined && pool.waiters.head !== undefined) this.dispatch(pool)
+    })
+  }
+
+  report(lease: LeaseImpl, report: LeaseReport): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const pool = this.pools.get(lease.pool)
+      if (pool === undefined) return Effect.void
+      const res = lease.res
+      const fx: Effects = { events: undefined, timers: undefined }
+      if (report.latencyMs !== undefined && Number.isFinite(report.latencyMs)) {
+        res.latencyEmaMs = res.latencyEmaMs === undefined
+          ? report.latencyMs
+          : EMA_ALPHA * report.latencyMs + (1 - EMA_ALPHA) * res.latencyEmaMs
+      }
+      if (report.usage !== undefined) {
+        for (const [k, v] of Object.entries(report.usage)) {
+          if (typeof v !== "number" || !Number.isFinite(v)) continue
+          res.usage[k] = (res.usage[k] ?? 0) + v
+          pool.usage[k] = (pool.usage[k] ?? 0) + v
+        }
+      }
+      const now = this.now()
+      const errorClass = report.ok === false && report.error !== undefined ? classify(report.error) : undefined
+      const breaker = pool.breaker
+      // The breaker hears probes, and the leases granted since it last closed.
+      const current = lease.breakerEpoch === res.breaker.opened
+      if (breaker !== undefined && lease.probe && current && res.breaker.state === "open") {
+        this.applyBreaker(fx, pool, res, Breaker.onOpenEnd(res.breaker, now))
+      }
+      const probeOf = (outcome: "ok" | "failed" | "other") => {
+        if (breaker === undefined || !current) return
+        if (lease.probe) {
+          this.applyBreaker(fx, pool, res, Breaker.onProbe(res.breaker, breaker, outcome, now))
+          lease.probe = false
+        } else if (outcome !== "other") {
+          this.applyBreaker(fx, pool, res, Breaker.onOutcome(res.breaker, breaker, outcome === "failed", now))
+        }
+      }
+      if (errorClass === "rate_limit") {
+        // Throttled by the server: the endpoint works, it asked us to slow down. Never a
+        // health failure (it never degrades or kills the resource), never a breaker failure.
+        // With a hint (Retry-After, reset headers, a body hint: the error's retry-after) the
+        // resource is out of rotation until then, then one probe lease at a time until a
+        // success; without one, one lease at a time at once (each pipeline backs off by its
+        // retry policy).
+        pool.failedTotal++
+        res.lastError = messageOf(report.error)
+        res.probing = true
+        res.throttledTotal++
+        const retryAfterMs = retryAfterOf(report.error, now)
+        if (retryAfterMs !== undefined && retryAfterMs > 0) {
+          const until = now + retryAfterMs
+          if (until > res.throttledUntil) {
+            res.throttledUntil = until
+            if (until > pool.throttledUntilMax) pool.throttledUntilMax = until
+            ;(fx.throttles ??= []).push({ pool, until })
+          }
+          this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs, until })
+          // waiters that will not wait this long fail now instead of waiting silently
+          if (pool.waiters.head !== undefined) this.refuseOverlong(pool)
+        } else {
+          this.event(fx, pool, "resource.throttled", res.resource.id, { retryAfterMs: null, until: null })
+        }
+        probeOf("other")
+      } else if (report.ok === false && breaker !== undefined && errorClass !== undefined && Breaker.breakerClasses.has(errorClass)) {
+        // A transient failure (5xx, connection, timeout): the breaker's business, not the
+        // failure streak's; an endpoint whose probes keep failing `deadAfter` times in a row
+        // is dead (it will not come back by itself).
+        pool.failedTotal++
+        res.lastError = messageOf(report.error)
+        const wasProbe = lease.probe && current
+        probeOf("failed")
+        if (wasProbe && res.breaker.failedProbes >= res.resource.deadAfter && res.health.state !== "dead") {
+          this.applyStep(fx, pool, res, {
+            health: { state: "dead", consecutiveFailures: res.health.consecutiveFailures, cooldownUntil: 0 },
+            transition: "dead"
+          }, { error: jsonError(report.error), failedProbes: res.breaker.failedProbes })
+          if (pool.waiters.head !== undefined) this.dispatch(pool)
+        }
+      } else if (report.ok === false) {
+        pool.failedTotal++
+        if (report.error !== undefined) res.lastError = messageOf(report.error)
+        this.applyStep(
+          fx,
+          pool,
+          res,
+          Resource.onFailure(res.health, res.resource, this.now()),
+          report.error === undefined ? {} : { error: jsonError(report.error) }
+        )
+        probeOf("other")
+        // A resource that just died may leave waiters nothing to wait for: fail those now.
+        if (res.health.state === "dead" && pool.waiters.head !== undefined) this.dispatch(pool)
+      } else {
+        pool.okTotal++
+        const wasOpen = res.breaker.state !== "closed"
+        if (report.ok === true) probeOf("ok")
+        if (res.probing || (wasOpen && res.breaker.state === "closed")) {
+          res.probing = false
+          if (pool.waiters.head !== undefined) this.dispatch(pool)
+        }
+        const step = Resource.onSuccess(res.health)
+        this.applyStep(fx, pool, res, step)
+        if (step.transition === "revived" && pool.waiters.head !== undefined) this.dispatch(pool)
+      }
+      return this.flush(fx)
+    })
+  }
+
+  degrade(lease: LeaseImpl, reason: string | undefined): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const pool = this.pools.get(lease.pool)
+      if (pool === undefined) return Effect.void
+      const fx: Effects = { events: undefined, timers: undefined }
+      this.applyStep(
+        fx,
+        pool,
+        lease.res,
+        Resource.onDegrade(lease.res.health, lease.res.resource, this.now()),
+        reason === undefined || reason === "" ? { explicit: true } : { explicit: true, reason }
+      )
+      return this.flush(fx)
+    })
+  }
+
+  // --- registry operations -------------------------------------------------------------------
+
+  addResource(
+    pool: PoolState,
+    input: Resource.Resource<any> | Resource.ResourceOptions<any>
+  ): Effect.Effect<ResourceInfo, ConfigError> {
+    return Effect.suspend(() => {
+      const issues = this.insertResource(pool, input, `pools.${pool.name}.resources[${pool.list.length}]`)
+      if (issues !== undefined) {
+        return Effect.fail(
+          new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("; "), issues: [...issues] })
+        )
+      }
+      const res = pool.list[pool.list.length - 1]!
+      const fx: Effects = { events: undefined, timers: undefined }
+      this.event(fx, pool, "resource.added", res.resource.id, { spec: Resource.spec(res.resource) })
+      if (pool.waiters.head !== undefined) this.dispatch(pool)
+      return Effect.as(this.flush(fx), res.info)
+    })
+  }
+
+  revokeResource(pool: PoolState, id: string, reason: string | undefined): Effect.Effect<boolean> {
+    return Effect.suspend(() => {
+      const res = pool.byId.get(id)
+      if (res === undefined || res.health.state === "revoked") return Effect.succeed(false)
+      const fx: Effects = { events: undefined, timers: undefined }
+      this.applyStep(fx, pool, res, Resource.onRevoke(res.health))
+      this.event(fx, pool, "resource.revoked", id, reason === undefined ? {} : { reason })
+      if (pool.waiters.head !== undefined) this.dispatch(pool)
+      return Effect.as(this.flush(fx), true)
+    })
+  }
+
+  handle(pool: PoolState): PoolHandle {
+    const core = this
+    return {
+      name: pool.name,
+      acquire: <Client>(options?: AcquireOptions, holder?: Holder) =>
+        core.scoped<Client>({ ...options, pool: pool.name }, holder ?? anonymous),
+      acquireRaw: <Client>(options?: AcquireOptions, holder?: Holder) =>
+        core.acquireCore({ ...options, pool: pool.name }, holder ?? anonymous, true) as Effect.Effect<
+          Lease<Client>,
+          AcquireError
+        >,
+      add: (resource) => core.addResource(pool, resource),
+      revoke: (id, reason) => core.revokeResource(pool, id, reason),
+      resources: Effect.sync(() => pool.list.filter((r) => r.health.state !== "revoked").map((r) => r.info)),
+      stats: (selector) => Effect.sync(() => Stats.statsOf(pool, selector, core.now())),
+      snapshot: Effect.sync(() => Stats.snapshotOf(pool, core.now())),
+      subscribe: (kinds) => core.fanout.subscribe({ pool: pool.name, kinds })
+    }
+  }
+
+  scoped<Client>(
+    options: AcquireOptions | string | undefined,
+    holder: Holder
+  ): Effect.Effect<Lease<Client>, AcquireError, Scope.Scope> {
+    // The shape of `Effect.acquireRelease` (uninterruptible acquire whose wait is made
+    // interruptible inside `acquireCore`, then a finalizer on the scope), registering the
+    // finalizer with `Scope.addFinalizer` directly: the release reads no FiberRefs, so the
+    // FiberRefs snapshot/diff that `acquireRelease` performs on every release is pure cost.
+    return Effect.uninterruptible(
+      Effect.flatMap(this.acquireCore(options, holder, false), (lease) =>
+        Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizer(scope, this.release(lease)), lease)))
+    ) as Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
+  }
+
+  reclaimOwner(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {
+    return Effect.suspend(() => {
+      const set = this.owners.get(owner)
+      if (set === undefined) return Effect.succeed([])
+      const leaked: Array<LeakedLease> = []
+      const fx: Effects = { events: undefined, timers: undefined }
+      const now = this.now()
+      const releases: Array<Effect.Effect<void>> = []
+      for (const lease of [...set]) {
+        if (countLeaks && lease.raw) {
+          const pool = this.pools.get(lease.pool)
+          const item: LeakedLease = {
+            leaseId: lease.id,
+            pool: lease.pool,
+            resourceId: lease.res.resource.id,
+            taskName: lease.taskName,
+            heldMs: now - lease.acquiredAt
+          }
+          leaked.push(item)
+          if (pool !== undefined) {
+            pool.leakedTotal++
+            this.event(fx, pool, "lease.leaked", item.resourceId, {
+              leaseId: item.leaseId,
+              taskName: item.taskName,
+              owner,
+              heldMs: item.heldMs
+            })
+          }
+        }
+        releases.push(this.release(lease))
+      }
+      this.owners.delete(owner)
+      return Effect.as(Effect.zipRight(Effect.all(releases, { discard: true }), this.flush(fx)), leaked)
+    })
+  }
+}
+

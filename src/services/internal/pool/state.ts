@@ -1,0 +1,142 @@
+/**
+ * The mutable state of the pools service: one {@link PoolState} per pool, one {@link Res} per
+ * resource. Plain structures changed only inside synchronous `Effect.sync` blocks (JavaScript
+ * runs one fiber step at a time, so each block is atomic: in effect one lock around the whole
+ * state, without STM and without allocation beyond the lease on the uncontended path).
+ *
+ * @internal
+ */
+import type { Deferred } from "effect"
+import type * as Breaker from "../../../domain/Breaker.js"
+import type { EventCallback, ResourceEvent } from "../../../domain/PoolEvent.js"
+import type { ResourceInfo } from "../../../domain/Lease.js"
+import type * as Resource from "../../../domain/Resource.js"
+import type * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
+import type { Holder, PoolHandle } from "../../Pools.js"
+import type { WaitStats } from "./stats.js"
+import type { WaiterQueue } from "./waiters.js"
+
+/**
+ * The longest server-requested wait an acquire accepts by default, in milliseconds
+ * (10 minutes); see `Pools.defaultMaxServerDelayMs`.
+ *
+ * @internal
+ */
+export const defaultMaxServerDelayMs = 600_000
+
+/**
+ * The holder used when none is given; see `Pools.anonymous`.
+ *
+ * @internal
+ */
+export const anonymous: Holder = { taskName: "anonymous", pipelineId: "" }
+
+/**
+ * A resource's shared client: not built, being built (those who need it await `done`, then
+ * look again), built, or failed (the failure stays until the cooldown ends).
+ *
+ * @internal
+ */
+export type ClientState =
+  | { readonly _tag: "none" }
+  | { readonly _tag: "building"; readonly done: Deferred.Deferred<void> }
+  | { readonly _tag: "ready"; readonly value: unknown }
+  | { readonly _tag: "failed"; readonly error: unknown }
+
+/** @internal */
+export const clientNone: ClientState = { _tag: "none" }
+
+/**
+ * One resource of a pool.
+ *
+ * @internal
+ */
+export interface Res {
+  resource: Resource.Resource<unknown>
+  readonly info: ResourceInfo
+  readonly index: number
+  health: Resource.Health
+  active: number
+  readonly leases: Set<string>
+  client: ClientState
+  readonly usage: Record<string, number>
+  latencyEmaMs: number | undefined
+  lastError: string | undefined
+  /** Bumped at every (re)degradation so that stale cooldown timers do nothing. */
+  cooldownGen: number
+  /**
+   * Epoch ms until which the resource is throttled (a rate-limit report carrying the server's
+   * Retry-After); 0 when not throttled.
+   */
+  throttledUntil: number
+  /** After a throttle window: one lease at a time (a probe) until a successful report. */
+  probing: boolean
+  /** How many times the resource was throttled. */
+  throttledTotal: number
+  /** The circuit breaker (pure state, see `src/domain/Breaker.ts`). */
+  breaker: Breaker.Breaker
+  readonly slot: AcquireAlgorithm.Slot
+}
+
+/**
+ * The slots one acquire has taken so far; all but the one it keeps are given back.
+ *
+ * @internal
+ */
+export interface Attempt {
+  readonly taken: Array<Res>
+  waited: boolean
+}
+
+/**
+ * One pool.
+ *
+ * @internal
+ */
+export interface PoolState {
+  readonly name: string
+  readonly kind: string | undefined
+  readonly algorithm: AcquireAlgorithm.AcquireAlgorithm
+  readonly deadlockWarnMs: number
+  readonly onEvent: EventCallback | undefined
+  /** `undefined`: the breaker is off. */
+  readonly breaker: Breaker.BreakerPolicy | undefined
+  /** The latest throttle end of any resource (epoch ms): a cheap "nothing to refuse" test. */
+  throttledUntilMax: number
+  readonly list: Array<Res>
+  readonly byId: Map<string, Res>
+  /** Queued acquires, oldest first. */
+  readonly waiters: WaiterQueue<Attempt>
+  /** Acquires currently waiting (queued or backing off). */
+  waiting: number
+  leasesTotal: number
+  okTotal: number
+  failedTotal: number
+  leakedTotal: number
+  readonly waits: WaitStats
+  readonly usage: Record<string, number>
+  readonly sticky: Map<string, string>
+  handle: PoolHandle | undefined
+}
+
+/**
+ * How many pipelines' last resource a pool remembers for `sticky` (least recently leased
+ * forgotten first): far more than can be in flight at once, bounded for endless runs.
+ *
+ * @internal
+ */
+export const STICKY_MAX = 16_384
+
+/**
+ * Effects produced by a state change, run after the synchronous block.
+ *
+ * @internal
+ */
+export interface Effects {
+  events: Array<ResourceEvent> | undefined
+  timers: Array<{ readonly pool: PoolState; readonly res: Res; readonly gen: number; readonly until: number }> | undefined
+  /** Throttle windows to end (wake the waiters only this resource can serve). */
+  throttles?: Array<{ readonly pool: PoolState; readonly until: number }> | undefined
+  /** Open breakers to turn half-open at `until`. */
+  breakers?: Array<{ readonly pool: PoolState; readonly res: Res; readonly opened: number; readonly until: number }> | undefined
+}

@@ -59,6 +59,8 @@ export * as Task from "./domain/Task.js"
 export type { AcquireOptions, AlgorithmInput, Lease, LeaseReport, Selector } from "./domain/Lease.js"
 /** @since 0.1.0 */
 export type { TaskContext } from "./domain/TaskContext.js"
+/** What a task may use of the run's bus (`ctx.bus`). @since 0.2.0 */
+export type { BusMessage, TaskBus } from "./domain/TaskBus.js"
 
 // services
 /** @since 0.1.0 */
@@ -75,8 +77,10 @@ export * as Merge from "./services/Merge.js"
 export * as MockLlm from "./services/MockLlm.js"
 /** The monitoring picture of a store (what `serve` and `watch` show). @since 0.1.0 */
 export * as Monitor from "./services/Monitor.js"
-/** @since 0.1.0 */
+/** A pool declaration (`Pool.make`); also re-exports the service's `layer`. @since 0.1.0 */
 export * as Pool from "./services/Pool.js"
+/** The pools of a run, as a service (`Pools.Pools`, `Pools.layer`). @since 0.2.0 */
+export * as Pools from "./services/Pools.js"
 /** @since 0.1.0 */
 export * as ProcessRunner from "./services/ProcessRunner.js"
 /** The progress display of a run (`Progress.track`). @since 0.1.0 */

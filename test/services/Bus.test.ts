@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Queue, Stream, TestClock } from "effect"
 import * as Bus from "../../src/services/Bus.js"
+import * as Hub from "../../src/services/internal/hub.js"
 
 describe("Bus", () => {
   it.scoped("publish returns the number of subscribers reached: the topic's plus '*'", () =>
@@ -49,4 +50,34 @@ describe("Bus", () => {
       const bus = yield* Bus.Bus
       assert.strictEqual(yield* bus.publish("x"), 0)
     }).pipe(Effect.provide(Bus.layer)))
+})
+
+describe("topic hub (shared by the bus and the pools' events)", () => {
+  it.scoped("a message reaches its topic's and the every-topic subscribers whose predicate accepts it", () =>
+    Effect.gen(function*() {
+      const hub = Hub.make<{ readonly kind: string; readonly n: number }>(16)
+      const a = yield* hub.subscribe("a")
+      const aOdd = yield* hub.subscribe("a", (m) => m.n % 2 === 1)
+      const every = yield* hub.subscribe(Hub.all)
+      const everyX = yield* hub.subscribe(Hub.all, (m) => m.kind === "x")
+      assert.strictEqual(yield* hub.publish("a", { kind: "x", n: 1 }), 4)
+      assert.strictEqual(yield* hub.publish("a", { kind: "y", n: 2 }), 2)
+      assert.strictEqual(yield* hub.publish("b", { kind: "y", n: 3 }), 1)
+      const ns = (q: Queue.Dequeue<{ readonly n: number }>) => Effect.map(Queue.takeAll(q), (c) => Chunk.toReadonlyArray(c).map((m) => m.n))
+      assert.deepStrictEqual(yield* ns(a), [1, 2])
+      assert.deepStrictEqual(yield* ns(aOdd), [1])
+      assert.deepStrictEqual(yield* ns(every), [1, 2, 3])
+      assert.deepStrictEqual(yield* ns(everyX), [1])
+      assert.strictEqual(hub.size("a"), 2)
+      assert.strictEqual(hub.size(Hub.all), 2)
+      assert.strictEqual(hub.size("b"), 0)
+    }))
+
+  it.scoped("a subscriber that falls behind loses its oldest messages; publishing never blocks", () =>
+    Effect.gen(function*() {
+      const hub = Hub.make<number>(2)
+      const q = yield* hub.subscribe("t")
+      for (const n of [1, 2, 3, 4]) assert.strictEqual(yield* hub.publish("t", n), 1)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Queue.takeAll(q)), [3, 4])
+    }))
 })

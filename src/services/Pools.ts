@@ -15,19 +15,16 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, Layer, Stream } from "effect"
-import type { Queue, Scope } from "effect"
+import { Context, Layer } from "effect"
+import type { Effect, Queue, Scope, Stream } from "effect"
 import type * as Breaker from "../domain/Breaker.js"
-import { ConfigError, type PoolNotFound } from "../domain/Errors.js"
-import type { ConfigIssue } from "../domain/Errors.js"
+import type { ConfigError, PoolNotFound } from "../domain/Errors.js"
 import type { AcquireError, AcquireOptions, AlgorithmInput, Lease, ResourceInfo, Selector } from "../domain/Lease.js"
 import type { EventCallback, EventFilter, ResourceEvent } from "../domain/PoolEvent.js"
 import type * as Resource from "../domain/Resource.js"
 import type * as AcquireAlgorithm from "./AcquireAlgorithm.js"
 import * as internal from "./internal/pool/core.js"
-import type { PoolState } from "./internal/pool/state.js"
 import * as state from "./internal/pool/state.js"
-import * as Stats from "./internal/pool/stats.js"
 import type { PoolConfig } from "./Pool.js"
 
 export type {
@@ -341,7 +338,6 @@ export interface PoolsOptions {
   readonly plugins?: ReadonlyMap<string, AcquireAlgorithm.AlgorithmPlugin> | undefined
 }
 
-
 /**
  * Builds the pools service from pool declarations, for the enclosing scope (cooldown timers
  * and event hubs live in it). Uses the `Clock` of the calling fiber (so `TestClock` in
@@ -355,50 +351,7 @@ export const makePools = (
   pools: Iterable<PoolConfig>,
   options: PoolsOptions = {}
 ): Effect.Effect<PoolsService, ConfigError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const clock = yield* Effect.clock
-    const scope = yield* Effect.scope
-    const core = new internal.Core(clock, scope, options)
-    const issues: Array<ConfigIssue> = []
-    for (const p of pools) {
-      const r = yield* Effect.either(core.createPool(p))
-      if (r._tag === "Left") issues.push(...r.left.issues)
-    }
-    if (issues.length > 0) {
-      return yield* new ConfigError({
-        message: `invalid pools: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
-        issues
-      })
-    }
-    const poolOf = (name: string): Effect.Effect<PoolState, PoolNotFound> =>
-      Effect.suspend(() => {
-        const p = core.pools.get(name)
-        return p === undefined ? Effect.fail(core.unknownPool(name)) : Effect.succeed(p)
-      })
-    const service: PoolsService = {
-      acquire: <Client>(o?: AcquireOptions | string, holder?: Holder) => core.scoped<Client>(o, holder ?? anonymous),
-      acquireRaw: <Client>(o?: AcquireOptions | string, holder?: Holder) =>
-        core.acquireCore(o, holder ?? anonymous, true) as Effect.Effect<Lease<Client>, AcquireError>,
-      heldBy: (owner) => Effect.sync(() => [...(core.owners.get(owner) ?? [])]),
-      releaseAll: (owner) =>
-        Effect.suspend(() => {
-          const n = core.owners.get(owner)?.size ?? 0
-          return Effect.as(core.reclaimOwner(owner, false), n)
-        }),
-      reclaim: (owner) => core.reclaimOwner(owner, true),
-      get: (name) => Effect.map(poolOf(name), (p) => p.handle!),
-      names: Effect.sync(() => [...core.pools.keys()]),
-      addPool: (config) => Effect.map(core.createPool(config), (p) => p.handle!),
-      add: (pool, resource) => Effect.flatMap(poolOf(pool), (p) => core.addResource(p, resource)),
-      revoke: (pool, id, reason) => Effect.flatMap(poolOf(pool), (p) => core.revokeResource(p, id, reason)),
-      snapshot: (pool) => Effect.map(poolOf(pool), (p) => Stats.snapshotOf(p, core.now())),
-      stats: (pool, selector) => Effect.map(poolOf(pool), (p) => Stats.statsOf(p, selector, core.now())),
-      subscribe: (filter) => core.fanout.subscribe(filter),
-      events: (filter) => core.fanout.events(filter),
-      listen: (callback) => core.fanout.listen(callback)
-    }
-    return service
-  })
+  internal.make(pools, options)
 
 /**
  * The {@link Pools} service as a scoped layer (see {@link makePools}).

@@ -42,7 +42,7 @@ import type { ResourceEvent } from "../../../domain/PoolEvent.js"
 import * as Resource from "../../../domain/Resource.js"
 import * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
 import type { PoolConfig } from "../../Pool.js"
-import type { Holder, LeakedLease, PoolHandle, PoolsOptions } from "../../Pools.js"
+import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../Pools.js"
 import * as Client from "./client.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
@@ -1058,3 +1058,57 @@ export class Core implements Client.ClientEnv {
   }
 }
 
+
+/**
+ * Builds the pools service (see `Pools.makePools`).
+ *
+ * @internal
+ */
+export const make = (
+  pools: Iterable<PoolConfig>,
+  options: PoolsOptions
+): Effect.Effect<PoolsService, ConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const scope = yield* Effect.scope
+    const core = new Core(clock, scope, options)
+    const issues: Array<ConfigIssue> = []
+    for (const p of pools) {
+      const r = yield* Effect.either(core.createPool(p))
+      if (r._tag === "Left") issues.push(...r.left.issues)
+    }
+    if (issues.length > 0) {
+      return yield* new ConfigError({
+        message: `invalid pools: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    }
+    const poolOf = (name: string): Effect.Effect<PoolState, PoolNotFound> =>
+      Effect.suspend(() => {
+        const p = core.pools.get(name)
+        return p === undefined ? Effect.fail(core.unknownPool(name)) : Effect.succeed(p)
+      })
+    const service: PoolsService = {
+      acquire: <Client>(o?: AcquireOptions | string, holder?: Holder) => core.scoped<Client>(o, holder ?? anonymous),
+      acquireRaw: <Client>(o?: AcquireOptions | string, holder?: Holder) =>
+        core.acquireCore(o, holder ?? anonymous, true) as Effect.Effect<Lease<Client>, AcquireError>,
+      heldBy: (owner) => Effect.sync(() => [...(core.owners.get(owner) ?? [])]),
+      releaseAll: (owner) =>
+        Effect.suspend(() => {
+          const n = core.owners.get(owner)?.size ?? 0
+          return Effect.as(core.reclaimOwner(owner, false), n)
+        }),
+      reclaim: (owner) => core.reclaimOwner(owner, true),
+      get: (name) => Effect.map(poolOf(name), (p) => p.handle!),
+      names: Effect.sync(() => [...core.pools.keys()]),
+      addPool: (config) => Effect.map(core.createPool(config), (p) => p.handle!),
+      add: (pool, resource) => Effect.flatMap(poolOf(pool), (p) => core.addResource(p, resource)),
+      revoke: (pool, id, reason) => Effect.flatMap(poolOf(pool), (p) => core.revokeResource(p, id, reason)),
+      snapshot: (pool) => Effect.map(poolOf(pool), (p) => Stats.snapshotOf(p, core.now())),
+      stats: (pool, selector) => Effect.map(poolOf(pool), (p) => Stats.statsOf(p, selector, core.now())),
+      subscribe: (filter) => core.fanout.subscribe(filter),
+      events: (filter) => core.fanout.events(filter),
+      listen: (callback) => core.fanout.listen(callback)
+    }
+    return service
+  })

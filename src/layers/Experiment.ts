@@ -1413,6 +1413,70 @@ export const sourceSize = (
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * An experiment file read and parsed but not yet checked (see {@link read}).
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export interface RawExperiment {
+  /** The absolute path of the file. */
+  readonly file: string
+  /** Its format, from its suffix. */
+  readonly format: Format
+  /** The folder relative paths inside the file resolve against. */
+  readonly baseDir: string
+  /** The parsed document (or a module's default export), not yet decoded. */
+  readonly raw: unknown
+}
+
+/**
+ * Reads and parses an experiment file without checking it against the Schema: the first half
+ * of {@link load}, shared with `assay plugins` (which only needs the `plugins` list). Fails
+ * with the same `ConfigError`s as `load`: unknown suffix, missing or unreadable file, a module
+ * that cannot be imported or has no default export, a syntax error (compiler-style, with line
+ * and column).
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const read = (file: string): Effect.Effect<RawExperiment, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(file)
+    const format = formatOf(abs)
+    const baseDir = path.dirname(abs)
+    if (format === undefined) {
+      return yield* failWith(abs, [
+        issue("", `unknown experiment format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")
+      ])
+    }
+    const fs = yield* FileSystem.FileSystem
+    if (!(yield* Effect.orElseSucceed(fs.exists(abs), () => false))) {
+      return yield* failWith(abs, [issue("", `no such file: ${abs}`)])
+    }
+    if (format === "module") {
+      const mod = yield* Effect.either(Plugins.importModule(abs, baseDir))
+      if (mod._tag === "Left") return yield* failWith(abs, [issue("", `cannot load module: ${mod.left}`)])
+      if (!("default" in mod.right)) {
+        return yield* failWith(abs, [
+          issue("", "the module has no default export", "export default defineExperiment({ ... })")
+        ])
+      }
+      return { file: abs, format, baseDir, raw: mod.right["default"] }
+    }
+    const text = yield* Effect.mapError(
+      fs.readFileString(abs),
+      (e) => failWith(abs, [issue("", `cannot read the file: ${e.message}`)])
+    )
+    const parsed = parseText(text, format, abs)
+    if (Either.isLeft(parsed)) {
+      // a syntax error is already written like a compiler's (file:line:column, the line, a caret)
+      const located = parsed.left.issues.some((i) => i.line !== undefined)
+      return yield* (located ? parsed.left : failWith(abs, parsed.left.issues))
+    }
+    return { file: abs, format, baseDir, raw: parsed.right }
+  })
+
+/**
  * Loads and checks an experiment file (`.json`, `.toml`, `.yaml`/`.yml`, or a `.ts`/`.mts`/
  * `.js`/`.mjs` module whose default export is the definition). Relative paths inside the file
  * (`source.jsonl.path`, `run.store`, `use: "./tasks.ts#ask"`, plugins, `writeJsonl`'s path)
@@ -1427,44 +1491,7 @@ export const load = (
   file: string,
   options: LoadOptions = {}
 ): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> =>
-  Effect.gen(function*() {
-    const abs = path.resolve(file)
-    const format = formatOf(abs)
-    const ctx = { file: abs, baseDir: path.dirname(abs) }
-    if (format === undefined) {
-      return yield* failWith(abs, [
-        issue("", `unknown experiment format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")
-      ])
-    }
-    const fs = yield* FileSystem.FileSystem
-    if (!(yield* Effect.orElseSucceed(fs.exists(abs), () => false))) {
-      return yield* failWith(abs, [issue("", `no such file: ${abs}`)])
-    }
-    let raw: unknown
-    if (format === "module") {
-      const mod = yield* Effect.either(Plugins.importModule(abs, ctx.baseDir))
-      if (mod._tag === "Left") return yield* failWith(abs, [issue("", `cannot load module: ${mod.left}`)])
-      if (!("default" in mod.right)) {
-        return yield* failWith(abs, [
-          issue("", "the module has no default export", "export default defineExperiment({ ... })")
-        ])
-      }
-      raw = mod.right["default"]
-    } else {
-      const text = yield* Effect.mapError(
-        fs.readFileString(abs),
-        (e) => failWith(abs, [issue("", `cannot read the file: ${e.message}`)])
-      )
-      const parsed = parseText(text, format, abs)
-      if (Either.isLeft(parsed)) {
-        // a syntax error is already written like a compiler's (file:line:column, the line, a caret)
-        const located = parsed.left.issues.some((i) => i.line !== undefined)
-        return yield* (located ? parsed.left : failWith(abs, parsed.left.issues))
-      }
-      raw = parsed.right
-    }
-    return yield* check(raw, { ...ctx, format }, options)
-  })
+  Effect.flatMap(read(file), ({ baseDir, file: abs, format, raw }) => check(raw, { file: abs, baseDir, format }, options))
 
 /**
  * Checks and builds an experiment from an in-code definition (what a TypeScript experiment

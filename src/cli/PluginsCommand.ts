@@ -14,7 +14,7 @@ import * as Options from "@effect/cli/Options"
 import * as path from "node:path"
 import { Console, Effect, Option } from "effect"
 import { builtinNames as builtinAlgorithms } from "../services/AcquireAlgorithm.js"
-import * as Experiment from "../layers/Experiment.js"
+import * as Experiment from "../config/Experiment.js"
 import * as Plugins from "../layers/Plugins.js"
 import { builtins } from "../tasks/Builtins.js"
 

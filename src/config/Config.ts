@@ -17,6 +17,7 @@
  */
 import { Schema } from "effect"
 import { DurationFromString, RetryPolicyFromConfig } from "../domain/RetryPolicy.js"
+import * as RunConfig from "../domain/RunConfig.js"
 import { isTask } from "../domain/Task.js"
 import type * as Task from "../domain/Task.js"
 
@@ -39,35 +40,13 @@ export const AlgorithmSection = Schema.Union(
 ).annotations({ identifier: "Algorithm", description: "an algorithm name or { name, ...options }" })
 
 /**
- * The `run` section: every `RunConfig` field (durations with a unit).
+ * The `run` section: every `RunConfig` field (durations with a unit). Declared once, in
+ * `domain/RunConfig.ts`, where the runner's `RunConfigInput` is derived from the same fields.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const RunSection = Schema.Struct({
-  store: opt(Schema.String),
-  journal: opt(Schema.Literal("full", "summary")),
-  concurrency: opt(PositiveInt),
-  maxAdmitted: opt(PositiveInt),
-  label: opt(Schema.String),
-  runId: opt(Schema.String),
-  resume: opt(Schema.Boolean),
-  retrySucceeded: opt(Schema.Boolean),
-  freshRestart: opt(Schema.Boolean),
-  heartbeat: opt(DurationFromString),
-  grace: opt(DurationFromString),
-  staleAfter: opt(DurationFromString),
-  strictLeases: opt(Schema.Boolean),
-  stopAfterFailures: opt(PositiveInt),
-  stopAfter: opt(DurationFromString),
-  handleSignals: opt(Schema.Boolean),
-  writeBehind: opt(Schema.Boolean),
-  writeBatch: opt(PositiveInt),
-  flushInterval: opt(DurationFromString),
-  artifactBackend: opt(Schema.Union(Schema.String, Schema.Struct({ kind: Schema.String }, JsonRecord))),
-  notes: opt(Schema.String),
-  meta: opt(JsonRecord)
-}).annotations({ identifier: "RunSection" })
+export const RunSection = RunConfig.RunSection
 
 /**
  * One resource of a pool. Fields not given take the pool's defaults.

@@ -13,7 +13,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { against, areaOf, check, keyOf } from "./importRules.js"
+import { against, areaOf, check, keyOf, specifiersOf } from "./importRules.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
@@ -68,6 +68,28 @@ describe("import directions of src/", () => {
     const { fresh, stale } = against(check(files), ALLOWLIST)
     assert.deepStrictEqual(fresh.map(keyOf), [], "imports against the direction (or listeners outside Signals)")
     assert.deepStrictEqual(stale, [], "allowlist entries that match nothing any more: delete them")
+  })
+})
+
+describe("examples/", () => {
+  it("import assay as users do (\"assay\"), never a path into src/ or outside their folder", () => {
+    const outside: Array<string> = []
+    const walk = (dir: string): void => {
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name)
+        if (entry.isDirectory()) walk(full)
+        else if (/\.(m?ts|m?js)$/.test(entry.name)) {
+          for (const spec of specifiersOf(full, fs.readFileSync(full, "utf8"))) {
+            const resolved = path.resolve(path.dirname(full), spec)
+            if (spec.startsWith(".") && !resolved.startsWith(path.join(root, "examples") + path.sep)) {
+              outside.push(`${path.relative(root, full)} -> ${spec}`)
+            }
+          }
+        }
+      }
+    }
+    walk(path.join(root, "examples"))
+    assert.deepStrictEqual(outside, [])
   })
 })
 

@@ -30,13 +30,6 @@
 // domain
 /** @since 0.1.0 */
 export * as Codec from "./domain/Codec.js"
-/**
- * The experiment file's Schema (`ExperimentFile`, `ExperimentDefinition`) and
- * `defineExperiment` for TypeScript experiments.
- *
- * @since 0.1.0
- */
-export * as Config from "./domain/Config.js"
 /** @since 0.1.0 */
 export * as Errors from "./domain/Errors.js"
 /** @since 0.1.0 */
@@ -94,15 +87,24 @@ export * as StatsServer from "./services/StatsServer.js"
 /** @since 0.1.0 */
 export * as Store from "./services/Store.js"
 
-// layers
-/** @since 0.1.0 */
-export * as ArtifactBackends from "./layers/ArtifactBackends.js"
+// config: the experiment compiler (beside the layers; its code is in config/internal/)
+/**
+ * The experiment file's Schema (`ExperimentFile`, `ExperimentDefinition`) and
+ * `defineExperiment` for TypeScript experiments.
+ *
+ * @since 0.1.0
+ */
+export * as Config from "./config/Config.js"
 /**
  * Loading and checking experiments (`Experiment.load(file)`, `Experiment.fromDefinition`).
  *
  * @since 0.1.0
  */
-export * as Experiment from "./layers/Experiment.js"
+export * as Experiment from "./config/Experiment.js"
+
+// layers
+/** @since 0.1.0 */
+export * as ArtifactBackends from "./layers/ArtifactBackends.js"
 /** @since 0.1.0 */
 export * as MemoryStore from "./layers/MemoryStore.js"
 /**

@@ -4,40 +4,29 @@
  * file, by `--plugin` or by the `ASSAY_PLUGINS` environment variable (comma-separated), with
  * what it provides (tasks, algorithms, codecs, store and artifact backend URI schemes) or the
  * error that stopped it from loading. Exit 0 even when a plugin is broken (that is what it
- * reports).
+ * reports); exit 2 with the loader's message (`file:line:column`, the line, a caret) when the
+ * experiment file itself cannot be read or parsed, as `validate` does.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, Effect, Either, Option } from "effect"
-import { parse as parseToml } from "smol-toml"
-import * as YAML from "yaml"
+import { Console, Effect, Option } from "effect"
 import { builtinNames as builtinAlgorithms } from "../services/AcquireAlgorithm.js"
-import * as Experiment from "../layers/Experiment.js"
+import * as Experiment from "../config/Experiment.js"
 import * as Plugins from "../layers/Plugins.js"
 import { builtins } from "../tasks/Builtins.js"
 
-/** The `plugins` list of a config file, read without validating the rest. */
+/**
+ * The `plugins` list of a config file, read without validating the rest. The file is read and
+ * parsed by the loader's own reader (`Experiment.read`), so an unknown suffix, a missing file,
+ * a syntax error or a module that cannot be imported fail with the same `ConfigError` (exit 2,
+ * a clear message) as `validate` and `run`.
+ */
 const pluginsOfFile = (file: string) =>
-  Effect.gen(function*() {
-    const format = Experiment.formatOf(file)
-    if (format === undefined || format === "module") {
-      if (format === "module") {
-        const mod = yield* Effect.either(Plugins.importModule(path.resolve(file), path.dirname(path.resolve(file))))
-        const d = Either.isRight(mod) ? (mod.right["default"] as Record<string, unknown> | undefined) : undefined
-        return Array.isArray(d?.["plugins"]) ? (d["plugins"] as Array<string>) : []
-      }
-      return []
-    }
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* fs.readFileString(file)
-    const raw = (format === "json" ? JSON.parse(text) : format === "toml" ? parseToml(text) : YAML.parse(text)) as
-      | Record<string, unknown>
-      | null
-    const list = raw?.["plugins"]
+  Effect.map(Experiment.read(file), ({ raw }) => {
+    const list = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>)["plugins"] : undefined
     return Array.isArray(list) ? list.filter((p): p is string => typeof p === "string") : []
   })
 

@@ -7,7 +7,7 @@
  */
 import * as Command from "@effect/cli/Command"
 import { Console, Effect, JSONSchema, Schema } from "effect"
-import { ExperimentFile } from "../domain/Config.js"
+import { ExperimentFile } from "../config/Config.js"
 
 /**
  * The JSON Schema (draft-07) of an experiment file as written (durations as strings).

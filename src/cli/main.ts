@@ -127,7 +127,7 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
       return Console.log(Help.renderCommand(routed.command))
     case "Unknown":
       // the suggestion helper lives with the config loader: loaded only on this path
-      return Effect.promise(() => import("../layers/Experiment.js")).pipe(
+      return Effect.promise(() => import("../config/internal/issues.js")).pipe(
         Effect.map((m) => Help.unknownMessage(routed, m.closest)),
         Effect.tap((message) => Console.error(message)),
         Effect.flatMap((message) => Effect.fail(ValidationError.invalidArgument(HelpDoc.p(message))))

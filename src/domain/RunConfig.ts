@@ -2,14 +2,24 @@
  * RunConfig: everything that shapes one run (concurrency, admission window, resume rules,
  * heartbeats, stop conditions, write-behind, journal and artifact backend).
  *
- * In code, pass a partial {@link RunConfigInput} (durations as `Duration.DurationInput`); the
- * declarative layer decodes the same fields from a config file. {@link resolve} fills the
- * defaults and validates, failing with a `ConfigError` that names each bad field.
+ * The fields are declared once, as a Schema ({@link fieldsWith}), and every form derives from
+ * that declaration:
+ *
+ * - {@link RunSection}: the `run` section of an experiment file (durations are strings with a
+ *   unit, `"5 seconds"`; its JSON Schema is part of what `assay schema` prints);
+ * - {@link RunConfigInput}: what code passes (`Runner.layer({ concurrency: 4 })`, the runner's
+ *   `RunOptions`, the CLI's overrides): every field optional, durations as
+ *   `Duration.DurationInput` (`"5 seconds"`, `Duration.millis(500)`, or a number of ms);
+ * - {@link RunConfig}: the resolved configuration, every default filled in.
+ *
+ * {@link resolve} decodes a {@link RunConfigInput} with the same Schema, fills the defaults
+ * and fails with a `ConfigError` that names each bad field (`run.concurrency`).
  *
  * @since 0.1.0
  */
-import { Duration, Either } from "effect"
+import { Duration, Either, Option, ParseResult, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "./Errors.js"
+import { DurationFromString } from "./RetryPolicy.js"
 
 /**
  * Journal mode: `"full"` keeps artifact payloads (task-level resume); `"summary"` keeps
@@ -20,166 +30,162 @@ import { ConfigError, type ConfigIssue } from "./Errors.js"
  */
 export type Journal = "full" | "summary"
 
+const PositiveInt = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+  message: () => "must be an integer >= 1"
+})
+const JsonRecord = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
 /**
- * The fields a caller may set, all optional. Durations accept `Duration.DurationInput`
- * (`"5 seconds"`, `Duration.millis(500)`, or a number of milliseconds).
+ * A duration given in code: anything `Duration.decodeUnknown` reads (`"5 seconds"`,
+ * `Duration.millis(500)`, a number of milliseconds), decoded to a finite `Duration`.
  *
  * @since 0.1.0
- * @category models
+ * @category schemas
  */
-export interface RunConfigInput {
-  /** Store location recorded on the run (the store itself is chosen by a layer). */
-  readonly store?: string | undefined
+export const DurationFromInput: Schema.Schema<Duration.Duration, Duration.DurationInput> = Schema.transformOrFail(
+  Schema.declare((u: unknown): u is Duration.DurationInput => true, { identifier: "DurationInput" }),
+  Schema.DurationFromSelf,
+  {
+    strict: true,
+    decode: (input, _, ast) => {
+      const d = Duration.decodeUnknown(input)
+      return Option.isSome(d) && Duration.isFinite(d.value)
+        ? ParseResult.succeed(d.value)
+        : ParseResult.fail(
+          new ParseResult.Type(ast, input, `must be a finite duration such as "5 seconds", got ${JSON.stringify(input)}`)
+        )
+    },
+    encode: (d) => ParseResult.succeed(d)
+  }
+).annotations({ identifier: "DurationFromInput" })
+
+/**
+ * The one declaration of the run config's fields, every field required, with durations
+ * decoded by `duration` ({@link DurationFromString} in a file, {@link DurationFromInput} in
+ * code). Defaults are in {@link resolve}.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(duration: D) => ({
+  /** Store location recorded on the run (the store itself is chosen by a layer). Default `":memory:"`. */
+  store: Schema.String,
   /** `"full"` (default) or `"summary"`. */
-  readonly journal?: Journal | undefined
+  journal: Schema.Literal("full", "summary"),
   /** Attempts running at once (default 16). Pipelines waiting out a retry delay hold none. */
-  readonly concurrency?: number | undefined
+  concurrency: PositiveInt,
   /** Queued + running + waiting-to-retry pipelines (default 4 × concurrency). */
-  readonly maxAdmitted?: number | undefined
+  maxAdmitted: PositiveInt,
   /** Label recorded on the run. */
-  readonly label?: string | undefined
+  label: Schema.String,
   /** Explicit run id (default: time-based plus a digest). */
-  readonly runId?: string | undefined
+  runId: Schema.String,
   /** Claim pipelines abandoned by runs whose heartbeat is older than `staleAfter`. */
-  readonly resume?: boolean | undefined
+  resume: Schema.Boolean,
   /** Re-run pipelines that already succeeded. */
-  readonly retrySucceeded?: boolean | undefined
+  retrySucceeded: Schema.Boolean,
   /** Discard checkpoints of admitted pipelines and start them from their seed. */
-  readonly freshRestart?: boolean | undefined
+  freshRestart: Schema.Boolean,
   /** How often the run's heartbeat is written (default 5 s). */
-  readonly heartbeat?: Duration.DurationInput | undefined
+  heartbeat: duration,
   /** How long in-flight attempts may finish after a stop before they are interrupted (5 s). */
-  readonly grace?: Duration.DurationInput | undefined
+  grace: duration,
   /** A run whose heartbeat is older than this is considered dead (default 30 s). */
-  readonly staleAfter?: Duration.DurationInput | undefined
+  staleAfter: duration,
   /** A leaked lease fails its task with `LeaseLeakError` instead of being reclaimed quietly. */
-  readonly strictLeases?: boolean | undefined
+  strictLeases: Schema.Boolean,
   /** Stop admitting after this many failed pipelines (best effort). */
-  readonly stopAfterFailures?: number | undefined
+  stopAfterFailures: PositiveInt,
   /** Stop admitting after this much wall time. */
-  readonly stopAfter?: Duration.DurationInput | undefined
+  stopAfter: duration,
   /** Install SIGINT/SIGTERM handlers that call `stop` (default true; a second signal stops at once). */
-  readonly handleSignals?: boolean | undefined
+  handleSignals: Schema.Boolean,
   /** Batch attempts and events (default true for file stores). */
-  readonly writeBehind?: boolean | undefined
+  writeBehind: Schema.Boolean,
   /** Write-behind batch size (default 128). */
-  readonly writeBatch?: number | undefined
+  writeBatch: PositiveInt,
   /** Write-behind flush interval (default 1 s). */
-  readonly flushInterval?: Duration.DurationInput | undefined
+  flushInterval: duration,
   /** Where payloads go: `"inline"`, `"file:///path"`, `"null"` or `{ kind, root, minBytes }`. */
-  readonly artifactBackend?: string | { readonly kind: string; readonly [key: string]: unknown } | undefined
+  artifactBackend: Schema.Union(Schema.String, Schema.Struct({ kind: Schema.String }, JsonRecord)),
   /** Free-form notes recorded on the run. */
-  readonly notes?: string | undefined
+  notes: Schema.String,
   /** Free-form metadata recorded on the run (strict JSON). */
-  readonly meta?: Readonly<Record<string, unknown>> | undefined
-}
+  meta: JsonRecord
+})
 
 /**
- * A resolved configuration: every default filled in, durations decoded.
+ * The `run` section of an experiment file: every field of the run config, optional, with
+ * durations written with a unit (`"30 seconds"`).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunSection = Schema.partialWith(Schema.Struct(fieldsWith(DurationFromString)), { exact: true })
+  .annotations({ identifier: "RunSection" })
+
+/**
+ * The run config as code passes it: every field optional, durations as
+ * `Duration.DurationInput`. {@link resolve} drops keys whose value is `undefined` ("not set")
+ * before decoding with it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RunConfigInput = Schema.partialWith(Schema.Struct(fieldsWith(DurationFromInput)), { exact: true })
+  .annotations({ identifier: "RunConfigInput" })
+
+/**
+ * The fields a caller may set, all optional, `undefined` meaning "not set" (see the field
+ * docs of {@link fieldsWith}). Durations accept `Duration.DurationInput` (`"5 seconds"`,
+ * `Duration.millis(500)`, or a number of milliseconds).
  *
  * @since 0.1.0
  * @category models
  */
-export interface RunConfig {
-  readonly store: string
-  readonly journal: Journal
-  readonly concurrency: number
-  readonly maxAdmitted: number
-  readonly label: string
-  readonly runId: string | undefined
-  readonly resume: boolean
-  readonly retrySucceeded: boolean
-  readonly freshRestart: boolean
-  readonly heartbeat: Duration.Duration
-  readonly grace: Duration.Duration
-  readonly staleAfter: Duration.Duration
-  readonly strictLeases: boolean
-  readonly stopAfterFailures: number | undefined
-  readonly stopAfter: Duration.Duration | undefined
-  readonly handleSignals: boolean
-  readonly writeBehind: boolean
-  readonly writeBatch: number
-  readonly flushInterval: Duration.Duration
-  readonly artifactBackend: RunConfigInput["artifactBackend"]
-  readonly notes: string
-  readonly meta: Readonly<Record<string, unknown>>
-}
+export type RunConfigInput = { readonly [K in keyof typeof RunConfigInput.Encoded]?: typeof RunConfigInput.Encoded[K] | undefined }
 
-const positiveInt = (
-  issues: Array<ConfigIssue>,
-  path: string,
-  value: number | undefined,
-  fallback: number
-): number => {
-  if (value === undefined) return fallback
-  if (!Number.isInteger(value) || value < 1) {
-    issues.push({ path, message: `must be a positive integer, got ${String(value)}` })
-    return fallback
-  }
-  return value
-}
-
-const duration = (
-  issues: Array<ConfigIssue>,
-  path: string,
-  value: Duration.DurationInput | undefined,
-  fallback: Duration.Duration
-): Duration.Duration => {
-  if (value === undefined) return fallback
-  const decoded = Duration.decodeUnknown(value)
-  if (decoded._tag === "None" || !Duration.isFinite(decoded.value)) {
-    issues.push({ path, message: `must be a finite duration such as "5 seconds", got ${JSON.stringify(value)}` })
-    return fallback
-  }
-  return decoded.value
-}
+type Full = Schema.Struct.Type<ReturnType<typeof fieldsWith<typeof DurationFromInput>>>
+type Unset = "runId" | "stopAfterFailures" | "stopAfter" | "artifactBackend"
 
 /**
- * Fills defaults and validates a {@link RunConfigInput}. Every problem is reported at once in
- * the `ConfigError`'s `issues`, each with its field path (`run.concurrency`).
+ * A resolved configuration: every default filled in, durations decoded; `runId`,
+ * `stopAfterFailures`, `stopAfter` and `artifactBackend` stay `undefined` when not set.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunConfig = Omit<Full, Unset> & { readonly [K in Unset]: Full[K] | undefined }
+
+const decodeInput = Schema.decodeUnknownEither(RunConfigInput, { errors: "all", onExcessProperty: "ignore" })
+
+/**
+ * Fills defaults and validates a {@link RunConfigInput} against the run config's Schema.
+ * Every problem is reported at once in the `ConfigError`'s `issues`, each with its field path
+ * (`run.concurrency`). Keys that are not run config fields (the runner's `onPipelineFinished`,
+ * `registry`) are ignored.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, ConfigError> => {
-  const issues: Array<ConfigIssue> = []
-  const concurrency = positiveInt(issues, "run.concurrency", input.concurrency, 16)
-  const maxAdmitted = positiveInt(issues, "run.maxAdmitted", input.maxAdmitted, 4 * concurrency)
-  const writeBatch = positiveInt(issues, "run.writeBatch", input.writeBatch, 128)
-  let stopAfterFailures: number | undefined
-  if (input.stopAfterFailures !== undefined) {
-    stopAfterFailures = positiveInt(issues, "run.stopAfterFailures", input.stopAfterFailures, 1)
-  }
-  if (input.journal !== undefined && input.journal !== "full" && input.journal !== "summary") {
-    issues.push({ path: "run.journal", message: `must be "full" or "summary", got ${JSON.stringify(input.journal)}` })
-  }
-  const config: RunConfig = {
-    store: input.store ?? ":memory:",
-    journal: input.journal === "summary" ? "summary" : "full",
-    concurrency,
-    maxAdmitted,
-    label: input.label ?? "",
-    runId: input.runId,
-    resume: input.resume ?? false,
-    retrySucceeded: input.retrySucceeded ?? false,
-    freshRestart: input.freshRestart ?? false,
-    heartbeat: duration(issues, "run.heartbeat", input.heartbeat, Duration.seconds(5)),
-    grace: duration(issues, "run.grace", input.grace, Duration.seconds(5)),
-    staleAfter: duration(issues, "run.staleAfter", input.staleAfter, Duration.seconds(30)),
-    strictLeases: input.strictLeases ?? false,
-    stopAfterFailures,
-    stopAfter: input.stopAfter === undefined
-      ? undefined
-      : duration(issues, "run.stopAfter", input.stopAfter, Duration.infinity),
-    handleSignals: input.handleSignals ?? true,
-    writeBehind: input.writeBehind ?? true,
-    writeBatch,
-    flushInterval: duration(issues, "run.flushInterval", input.flushInterval, Duration.seconds(1)),
-    artifactBackend: input.artifactBackend,
-    notes: input.notes ?? "",
-    meta: input.meta ?? {}
-  }
-  if (issues.length > 0) {
+  const set: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(input)) if (v !== undefined) set[k] = v
+  const decoded = decodeInput(set)
+  if (Either.isLeft(decoded)) {
+    // one issue per field: a literal union (`journal`) fails once per member, merged here into
+    // `expected "full" or "summary", got "ful"` (the wording of the experiment loader)
+    const byPath = new Map<string, Array<string>>()
+    for (const i of ParseResult.ArrayFormatter.formatErrorSync(decoded.left)) {
+      const at = ["run", ...i.path.map(String)].join(".")
+      byPath.set(at, [...(byPath.get(at) ?? []), i.message])
+    }
+    const issues: Array<ConfigIssue> = [...byPath].map(([path, messages]) => {
+      const literals = messages.map((m) => /^Expected (".*"), actual (.*)$/.exec(m))
+      return literals.length > 1 && literals.every((m) => m !== null)
+        ? { path, message: `expected ${literals.map((m) => m![1]).join(" or ")}, got ${literals[0]![2]}` }
+        : { path, message: messages.join("; ") }
+    })
     return Either.left(
       new ConfigError({
         message: `invalid run configuration: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
@@ -187,7 +193,32 @@ export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, Co
       })
     )
   }
-  return Either.right(config)
+  const d = decoded.right
+  const concurrency = d.concurrency ?? 16
+  return Either.right({
+    store: d.store ?? ":memory:",
+    journal: d.journal ?? "full",
+    concurrency,
+    maxAdmitted: d.maxAdmitted ?? 4 * concurrency,
+    label: d.label ?? "",
+    runId: d.runId,
+    resume: d.resume ?? false,
+    retrySucceeded: d.retrySucceeded ?? false,
+    freshRestart: d.freshRestart ?? false,
+    heartbeat: d.heartbeat ?? Duration.seconds(5),
+    grace: d.grace ?? Duration.seconds(5),
+    staleAfter: d.staleAfter ?? Duration.seconds(30),
+    strictLeases: d.strictLeases ?? false,
+    stopAfterFailures: d.stopAfterFailures,
+    stopAfter: d.stopAfter,
+    handleSignals: d.handleSignals ?? true,
+    writeBehind: d.writeBehind ?? true,
+    writeBatch: d.writeBatch ?? 128,
+    flushInterval: d.flushInterval ?? Duration.seconds(1),
+    artifactBackend: d.artifactBackend,
+    notes: d.notes ?? "",
+    meta: d.meta ?? {}
+  })
 }
 
 /**

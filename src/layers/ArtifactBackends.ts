@@ -7,11 +7,12 @@
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Either, Layer, Option, Random } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import { digestFull } from "../domain/Json.js"
 import type { ArtifactBackendService, BackendInput, Placement } from "../services/ArtifactBackend.js"
 import { ArtifactBackend, DEFAULT_MIN_BYTES, parseBackendSpec } from "../services/ArtifactBackend.js"
+import * as OutputFile from "../services/OutputFile.js"
 import type { ArtifactBackendFactory, Provided } from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 
@@ -45,9 +46,10 @@ const blobRefPattern = /^[0-9a-f]{128}$/
 
 /**
  * Builds the file backend: payloads of at least `minBytes` bytes (default 262,144) are written
- * to `<root>/<first 2 hex>/<BLAKE2b-512 hex of the bytes>` through a temporary file and a
- * rename (atomic on POSIX), so identical payloads share one file and a crash never leaves a
- * half-written blob under its final name. Smaller payloads stay inline. A missing blob reads
+ * to `<root>/<first 2 hex>/<BLAKE2b-512 hex of the bytes>` by `OutputFile.writeAll` (a temp
+ * file beside the blob, flushed to disk, renamed over it: atomic on POSIX), so identical
+ * payloads share one file, a crash never leaves a half-written blob under its final name, and
+ * a temp file left by a killed process is swept by the next write to the same blob. Smaller payloads stay inline. A missing blob reads
  * as `None`. Fails with `StoreUnavailable` on I/O errors.
  *
  * @since 0.1.0
@@ -71,11 +73,9 @@ export const makeFile = (options: { readonly root: string; readonly minBytes?: n
           const present = yield* fs.exists(target)
           if (!present) {
             yield* fs.makeDirectory(`${root}/${ref.slice(0, 2)}`, { recursive: true })
-            const tmp = `${root}/.tmp-${ref.slice(0, 16)}-${yield* Random.nextInt}`
-            yield* fs.writeFile(tmp, payload).pipe(
-              Effect.zipRight(fs.rename(tmp, target)),
-              Effect.onError(() => fs.remove(tmp).pipe(Effect.ignore))
-            )
+            // the one atomic writer: a temp file beside the blob, flushed, renamed over it;
+            // removed on failure or interruption, swept by the next write if a crash left it
+            yield* OutputFile.writeAll(target, payload)
           }
           return { storage: "blob", ref } as Placement
         }).pipe(Effect.mapError(fail(`cannot write blob under ${root}`))),

@@ -1158,15 +1158,6 @@ const drain = (sink: ByteSink, out: OutputFile.OutputFile, all: boolean): Effect
   })
 }
 
-/**
- * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
- * https://www.sqlite.org/fileformat.html §1.3 (the same as `StoreFiles.SQLITE_HEADER`).
- *
- * @since 0.1.0
- * @category validation
- */
-export const SQLITE_HEADER: Uint8Array = StoreFiles.SQLITE_HEADER
-
 /** The file a store argument names (a path, or a `file:` URI), absolute; `undefined` for other URIs. */
 const fileOfSpec = (spec: string): string | undefined => {
   const parsed = PluginUri.parse(spec)
@@ -1195,7 +1186,7 @@ const realOrSelf = (p: string): string => {
  * the CLI) when `out` resolves (symbolic links followed) to the same file as one of the
  * `inputs` store arguments (paths or `file:` URIs; other URIs are not files) or one of their
  * `-wal`, `-shm`, `-journal`, `.lock` files, when `out` is a file of a store open in this
- * process, or when `out` exists and is an SQLite file (starts with {@link SQLITE_HEADER}). The
+ * process, or when `out` exists and is an SQLite file (starts with `StoreFiles.SQLITE_HEADER`). The
  * check never opens a file of a store open in this process (closing that descriptor would drop
  * the process's SQLite locks on it; see `StoreFiles`). `-` (standard output) and
  * descriptor aliases (`/dev/stdout`, …) are always accepted. Check it before anything is

@@ -139,7 +139,7 @@ const makeChat = (args: ReadonlyArray<unknown>, options: Readonly<Record<string,
 const entries: ReadonlyArray<Builtin> = [
   {
     // Listed for `assay plugins`; the experiment loader builds `use: fanout` entries itself
-    // from their nested `tasks:` list (see layers/Experiment.ts), so `make` is never reached
+    // from their nested `tasks:` list (see config/internal/build.ts), so `make` is never reached
     // from a valid file.
     name: "fanout",
     description: "runs nested tasks concurrently on the same input, in one checkpoint",

@@ -8,7 +8,7 @@ import * as ExportCommand from "../../src/cli/ExportCommand.js"
 import * as Help from "../../src/cli/Help.js"
 import * as ReportCommand from "../../src/cli/ReportCommand.js"
 import * as RunCommand from "../../src/cli/RunCommand.js"
-import { closest } from "../../src/layers/Experiment.js"
+import { closest } from "../../src/config/internal/issues.js"
 
 const all = ["run", "resume", "report", "export"]
 const commands = [RunCommand.run, RunCommand.resume, ReportCommand.report, ExportCommand.exportCommand] as ReadonlyArray<

@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Experiment from "../../src/layers/Experiment.js"
+import * as Experiment from "../../src/config/Experiment.js"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const bin = path.join(root, "bin/assay")

@@ -152,8 +152,8 @@ describe("plugin stores (bin/assay)", () => {
     }), 300_000)
 
   // `validate` checks run.store once the experiment loader calls StoreResolver.checkStoreSpec
-  // (src/layers/Experiment.ts belongs to another change; this test turns itself on with it).
-  const loaderChecksStores = fs.readFileSync(path.join(root, "src/layers/Experiment.ts"), "utf8").includes("checkStoreSpec")
+  // (the config loader, src/config/internal/check.ts, belongs to another change; this test turns itself on with it).
+  const loaderChecksStores = fs.readFileSync(path.join(root, "src/config/internal/check.ts"), "utf8").includes("checkStoreSpec")
   it.live.skipIf(!loaderChecksStores)("validate refuses an unknown run.store scheme with its field path, as run does", () =>
     Effect.gen(function*() {
       const { dir, env } = setup()

@@ -8,7 +8,7 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import { addScore, emptyConfusion, metricsOf } from "../../examples/spam-eval/pipeline.js"
 import { defaultPaths, runSpamEval } from "../../examples/spam-eval/program.js"
-import * as Experiment from "../../src/layers/Experiment.js"
+import { parseText } from "../../src/config/internal/parse.js"
 import { sampleStratified, loadIndex } from "../../examples/spam-eval/corpus.js"
 
 describe("spam-eval program", () => {
@@ -32,7 +32,7 @@ describe("spam-eval program", () => {
   it.effect("the program and the config of the same job never share a default store or results file", () =>
     Effect.gen(function*() {
       const file = NodePath.resolve(import.meta.dirname, "../../examples/spam-eval/experiment.yaml")
-      const parsed = Experiment.parseText(fs.readFileSync(file, "utf8"), "yaml", file)
+      const parsed = parseText(fs.readFileSync(file, "utf8"), "yaml", file)
       assert.isTrue(Either.isRight(parsed))
       // run.store is "${SPAM_EVAL_STORE:-<default>}", relative to the config file
       const written = String((Either.getOrThrow(parsed) as { run: { store: string } }).run.store)

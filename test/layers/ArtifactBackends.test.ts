@@ -4,8 +4,11 @@ import { Effect, Either, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
+import { spawnSync } from "node:child_process"
+import { digestFull } from "../../src/domain/Json.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import { ArtifactBackend, DEFAULT_MIN_BYTES, parseBackendSpec } from "../../src/services/ArtifactBackend.js"
+import * as OutputFile from "../../src/services/OutputFile.js"
 
 const withBackend = <A, E>(
   layer: Layer.Layer<ArtifactBackend, unknown, never>,
@@ -69,8 +72,11 @@ describe("file backend", () => {
           assert.deepStrictEqual(p1, p2)
           const ref = (p1 as { ref: string }).ref
           const files = fs.readdirSync(root, { recursive: true }).map(String).filter((f) => f.includes(ref))
-          assert.strictEqual(files.length, 1)
-          assert.isFalse(fs.readdirSync(root).some((f) => f.startsWith(".tmp-")), "no temp file left behind")
+          assert.strictEqual(files.length, 1, files.join(", "))
+          assert.isFalse(
+            fs.readdirSync(root, { recursive: true }).map(String).some((f) => f.includes("tmp")),
+            "no temp file left behind"
+          )
           assert.deepStrictEqual(Option.getOrThrow(yield* b.get(ref)), payload)
           assert.isTrue(yield* b.exists(ref))
           fs.unlinkSync(nodePath.join(root, ref.slice(0, 2), ref))
@@ -78,6 +84,26 @@ describe("file backend", () => {
           assert.isFalse(yield* b.exists(ref))
           // refs that are not digests never escape the root
           assert.isTrue(Option.isNone(yield* b.get("../../etc/passwd")))
+        }))
+    }))
+
+  it.effect("writes through the one atomic writer (OutputFile): a temp left by a killed process is swept", () =>
+    Effect.gen(function*() {
+      const root = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-file-"))
+      const payload = new Uint8Array(64).fill(9)
+      const ref = digestFull(payload)
+      const dir = nodePath.join(root, ref.slice(0, 2))
+      fs.mkdirSync(dir, { recursive: true })
+      // what a writer killed mid-blob leaves: OutputFile's temp name, with a pid that is gone
+      const dead = spawnSync(process.execPath, ["-e", ""]).pid!
+      const stale = OutputFile.tempPath(nodePath.join(dir, ref), dead)
+      fs.writeFileSync(stale, "half a blob")
+      const layer = ArtifactBackends.layerFile({ root, minBytes: 8 }).pipe(Layer.provide(NodeFileSystem.layer))
+      yield* withBackend(layer, (b) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* b.put(payload), { storage: "blob", ref })
+          assert.deepStrictEqual(fs.readdirSync(dir), [ref], "the stale temp is gone, the blob is there")
+          assert.deepStrictEqual(new Uint8Array(fs.readFileSync(nodePath.join(dir, ref))), payload)
         }))
     }))
 })

@@ -8,7 +8,7 @@
  *
  * The Schema only describes shapes (types, ranges, unknown keys). Cross-references (a task's
  * pool exists, an algorithm name resolves, a `use:` target exists) are checked by the loader
- * in `layers/Experiment.ts`, which reports both kinds of problems together.
+ * in `config/Experiment.ts` (code in `config/internal/`), which reports both kinds of problems together.
  *
  * Durations are strings with a unit (`"500 millis"`, `"30 seconds"`); a bare number is refused
  * with a hint (see {@link DurationFromString}).
@@ -16,10 +16,10 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import type * as AST from "effect/SchemaAST"
-import { DurationFromString, RetryPolicyFromConfig } from "./RetryPolicy.js"
-import { isTask } from "./Task.js"
-import type * as Task from "./Task.js"
+import { DurationFromString, RetryPolicyFromConfig } from "../domain/RetryPolicy.js"
+import * as RunConfig from "../domain/RunConfig.js"
+import { isTask } from "../domain/Task.js"
+import type * as Task from "../domain/Task.js"
 
 const PositiveInt = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
   message: () => "must be an integer >= 1"
@@ -40,35 +40,13 @@ export const AlgorithmSection = Schema.Union(
 ).annotations({ identifier: "Algorithm", description: "an algorithm name or { name, ...options }" })
 
 /**
- * The `run` section: every `RunConfig` field (durations with a unit).
+ * The `run` section: every `RunConfig` field (durations with a unit). Declared once, in
+ * `domain/RunConfig.ts`, where the runner's `RunConfigInput` is derived from the same fields.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const RunSection = Schema.Struct({
-  store: opt(Schema.String),
-  journal: opt(Schema.Literal("full", "summary")),
-  concurrency: opt(PositiveInt),
-  maxAdmitted: opt(PositiveInt),
-  label: opt(Schema.String),
-  runId: opt(Schema.String),
-  resume: opt(Schema.Boolean),
-  retrySucceeded: opt(Schema.Boolean),
-  freshRestart: opt(Schema.Boolean),
-  heartbeat: opt(DurationFromString),
-  grace: opt(DurationFromString),
-  staleAfter: opt(DurationFromString),
-  strictLeases: opt(Schema.Boolean),
-  stopAfterFailures: opt(PositiveInt),
-  stopAfter: opt(DurationFromString),
-  handleSignals: opt(Schema.Boolean),
-  writeBehind: opt(Schema.Boolean),
-  writeBatch: opt(PositiveInt),
-  flushInterval: opt(DurationFromString),
-  artifactBackend: opt(Schema.Union(Schema.String, Schema.Struct({ kind: Schema.String }, JsonRecord))),
-  notes: opt(Schema.String),
-  meta: opt(JsonRecord)
-}).annotations({ identifier: "RunSection" })
+export const RunSection = RunConfig.RunSection
 
 /**
  * One resource of a pool. Fields not given take the pool's defaults.
@@ -288,106 +266,3 @@ export type ExperimentDefinition = typeof ExperimentDefinition.Type
  * @category constructors
  */
 export const defineExperiment = (definition: ExperimentInput): ExperimentInput => definition
-
-// ---------------------------------------------------------------------------------------------
-// Keys per level (for did-you-mean suggestions)
-// ---------------------------------------------------------------------------------------------
-
-const structsOf = (ast: AST.AST): Array<AST.TypeLiteral> => {
-  switch (ast._tag) {
-    case "TypeLiteral":
-      return [ast]
-    case "Union":
-      return ast.types.flatMap(structsOf)
-    case "Refinement":
-      return structsOf(ast.from)
-    case "Transformation":
-      return structsOf(ast.from)
-    case "Suspend":
-      return structsOf(ast.f())
-    case "Declaration":
-      return []
-    default:
-      return []
-  }
-}
-
-const arraysOf = (ast: AST.AST): Array<AST.TupleType> => {
-  switch (ast._tag) {
-    case "TupleType":
-      return [ast]
-    case "Union":
-      return ast.types.flatMap(arraysOf)
-    case "Refinement":
-      return arraysOf(ast.from)
-    case "Transformation":
-      return arraysOf(ast.from)
-    case "Suspend":
-      return arraysOf(ast.f())
-    default:
-      return []
-  }
-}
-
-const step = (ast: AST.AST, segment: PropertyKey): Array<AST.AST> => {
-  if (typeof segment === "number") {
-    return arraysOf(ast).flatMap((t) => {
-      const el = t.elements[segment]
-      return el !== undefined ? [el.type] : t.rest.map((r) => r.type)
-    })
-  }
-  return structsOf(ast).flatMap((s) => {
-    const p = s.propertySignatures.find((ps) => ps.name === segment)
-    if (p !== undefined) return [p.type]
-    return s.indexSignatures.map((i) => i.type)
-  })
-}
-
-/**
- * The keys a config object may have at a path of the encoded file (`["pools", "apis"]` →
- * `kind, algorithm, capacity, ...`); empty when the path does not lead to an object with
- * named keys. Used for "did you mean" suggestions.
- *
- * @since 0.1.0
- * @category introspection
- */
-export const allowedKeysAt = (path: ReadonlyArray<PropertyKey>): ReadonlyArray<string> => {
-  let nodes: Array<AST.AST> = [Schema.encodedSchema(ExperimentFile).ast]
-  for (const seg of path) nodes = nodes.flatMap((n) => step(n, seg))
-  const keys = new Set<string>()
-  for (const n of nodes) {
-    for (const s of structsOf(n)) for (const p of s.propertySignatures) keys.add(String(p.name))
-  }
-  return [...keys]
-}
-
-/**
- * Every place a key may appear in the file, as display paths (`retry` →
- * `["pipeline.tasks[].retry"]`): used to tell a user where a misplaced block belongs.
- *
- * @since 0.1.0
- * @category introspection
- */
-export const placesOfKey = (key: string): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  // A recursive entry (a fanout's `tasks`) is entered once per path: its keys are listed at
-  // the first level (`pipeline.tasks[].retry`), not again for every nesting depth.
-  const visit = (ast: AST.AST, at: string, depth: number, inSuspend: boolean): void => {
-    if (depth > 6) return
-    if (ast._tag === "Suspend") {
-      if (!inSuspend) visit(ast.f(), at, depth, true)
-      return
-    }
-    for (const s of structsOf(ast)) {
-      for (const p of s.propertySignatures) {
-        const here = at === "" ? String(p.name) : `${at}.${String(p.name)}`
-        if (p.name === key) out.push(here)
-        visit(p.type, here, depth + 1, inSuspend)
-      }
-      for (const i of s.indexSignatures) visit(i.type, `${at}.<name>`, depth + 1, inSuspend)
-    }
-    for (const t of arraysOf(ast)) for (const r of t.rest) visit(r.type, `${at}[]`, depth + 1, inSuspend)
-  }
-  visit(Schema.encodedSchema(ExperimentFile).ast, "", 0, false)
-  return [...new Set(out)]
-}

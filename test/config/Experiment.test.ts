@@ -6,11 +6,13 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as TOML from "smol-toml"
 import * as YAML from "yaml"
-import { allowedKeysAt, placesOfKey } from "../../src/domain/Config.js"
+import { allowedKeysAt, placesOfKey } from "../../src/config/internal/keys.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as Experiment from "../../src/layers/Experiment.js"
+import * as Experiment from "../../src/config/Experiment.js"
+import { expandEnv } from "../../src/config/internal/env.js"
+import { closest, formatPath } from "../../src/config/internal/issues.js"
 import { fanout } from "../../src/tasks/Fanout.js"
 import { delay, echo, simulateLlm } from "../../src/tasks/Mock.js"
 
@@ -84,7 +86,7 @@ describe("Experiment loader", () => {
 
   it("env expansion: defaults, empty values, $$ escapes, unresolved paths", () => {
     const unresolved: Array<{ name: string; path: string }> = []
-    const out = Experiment.expandEnv(
+    const out = expandEnv(
       { a: "${A}", b: ["${B:-x}", "${E:-y}"], c: { d: "$${A} and ${MISSING}" }, n: 3 },
       { A: "1", E: "" },
       unresolved
@@ -97,9 +99,9 @@ describe("Experiment loader", () => {
     assert.include(allowedKeysAt(["run"]), "concurrency")
     assert.include(allowedKeysAt(["pools", "anyName", "resources", 3]), "capacity")
     assert.deepStrictEqual(placesOfKey("retry"), ["pipeline.tasks[].retry"])
-    assert.strictEqual(Experiment.formatPath(["pools", "apis", "resources", 1, "capacity"]), "pools.apis.resources[1].capacity")
-    assert.strictEqual(Experiment.closest("concurency", ["concurrency", "journal"]), "concurrency")
-    assert.isUndefined(Experiment.closest("gpus", ["apis"]))
+    assert.strictEqual(formatPath(["pools", "apis", "resources", 1, "capacity"]), "pools.apis.resources[1].capacity")
+    assert.strictEqual(closest("concurency", ["concurrency", "journal"]), "concurrency")
+    assert.isUndefined(closest("gpus", ["apis"]))
   })
 })
 

@@ -4,8 +4,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import { parseText } from "../../../src/layers/Experiment.js"
-import * as SyntaxErrors from "../../../src/layers/internal/syntaxErrors.js"
+import { parseText } from "../../../src/config/internal/parse.js"
+import * as SyntaxErrors from "../../../src/config/internal/syntaxErrors.js"
 
 /** The column (1-based) the caret of a rendered frame points at, in the shown line. */
 const caretColumn = (rendered: string): { readonly shown: string; readonly column: number } => {

@@ -8,7 +8,8 @@ import { Either, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { experimentJsonSchema } from "../../src/cli/SchemaCommand.js"
-import { allowedKeysAt, ExperimentDefinition, ExperimentFile, placesOfKey } from "../../src/domain/Config.js"
+import { ExperimentDefinition, ExperimentFile } from "../../src/config/Config.js"
+import { allowedKeysAt, placesOfKey } from "../../src/config/internal/keys.js"
 import { echo } from "../../src/tasks/Mock.js"
 
 const decode = (u: unknown) =>

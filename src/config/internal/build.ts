@@ -1,0 +1,631 @@
+/**
+ * @internal
+ *
+ * Building an experiment from its decoded sections: `use:` targets, fanout groups, pools,
+ * algorithms, the source and the run settings.
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as path from "node:path"
+import { Chunk, Effect, Either, Stream } from "effect"
+import { type ExperimentDefinition as Definition, FANOUT } from "../Config.js"
+import { ConfigError, type ConfigIssue, PipelineBuildError } from "../../domain/Errors.js"
+import type { Json } from "../../domain/Json.js"
+import type { AlgorithmInput } from "../../domain/Lease.js"
+import * as Pipeline from "../../domain/Pipeline.js"
+import * as Resource from "../../domain/Resource.js"
+import type { RetryPolicy } from "../../domain/RetryPolicy.js"
+import * as RunConfig from "../../domain/RunConfig.js"
+import * as Task from "../../domain/Task.js"
+import { type AcquireAlgorithm, resolveAlgorithm } from "../../services/AcquireAlgorithm.js"
+import * as Pool from "../../services/Pool.js"
+import { builtins, builtinTaskNames } from "../../tasks/Builtins.js"
+import { fanout, type FanoutOptions } from "../../tasks/Fanout.js"
+import {
+  jsonlKeyedRows,
+  jsonlSource,
+  type KeyedRow,
+  rangeSource,
+  scanSource,
+  type SourceError,
+  type SourceScan,
+  unsafeIntegersWarning
+} from "../../tasks/Sources.js"
+import * as Plugins from "../../layers/Plugins.js"
+import * as PluginUri from "../../layers/PluginUri.js"
+
+import type { Experiment, Format, SourceSpec } from "../Experiment.js"
+import { closest, issue } from "./issues.js"
+import { KEY_SCAN_FULL_MAX_BYTES, KEY_SCAN_HEAD_ROWS, KEY_SCAN_LARGE_ROWS, sourceSize } from "./sources.js"
+
+// ---------------------------------------------------------------------------------------------
+// Building
+// ---------------------------------------------------------------------------------------------
+
+export type TaskSection = Definition["pipeline"]["tasks"][number]
+
+export const argPathFields = new Set(["command", "duration", "path", "message", "failTimes"])
+
+export const taskIssuePath = (base: string, p: string): string => {
+  if (p === "" ) return base
+  if (p.startsWith("args") || p.startsWith("options") || p.startsWith("tasks") || p === "onError") return `${base}.${p}`
+  if (argPathFields.has(p)) return `${base}.args[0]`
+  // an element of the first argument (shellRun's argv: command[2] → args[0][2])
+  const element = /^(\w+)(\[\d+\].*)$/.exec(p)
+  if (element !== null && argPathFields.has(element[1]!)) return `${base}.args[0]${element[2]}`
+  if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config") return `${base}.${p}`
+  return `${base}.options.${p}`
+}
+
+export const definitionIssues = (e: unknown, base: string): Array<ConfigIssue> => {
+  if (e instanceof ConfigError) {
+    return e.issues.length > 0
+      ? e.issues.map((i) => ({ ...i, path: taskIssuePath(base, i.path) }))
+      : [issue(base, e.message)]
+  }
+  if (e instanceof PipelineBuildError) return [issue(base, e.message)]
+  return [issue(base, `the task could not be built: ${e instanceof Error ? e.message : String(e)}`)]
+}
+
+/** Calls `define`, turning any throw into issues under `base`. */
+export const attempt = <A>(define: () => A, base: string, issues: Array<ConfigIssue>): A | undefined => {
+  try {
+    return define()
+  } catch (e) {
+    issues.push(...definitionIssues(e, base))
+    return undefined
+  }
+}
+
+export const algorithmIssues = (e: unknown, base: string): Array<ConfigIssue> => {
+  if (e instanceof ConfigError && e.issues.length > 0) {
+    return e.issues.map((i) => ({ ...i, path: i.path.replace(/^algorithm/, base) }))
+  }
+  return [issue(base, e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e))]
+}
+
+/** Resolves a `use:` target to a task (or a factory's result). */
+export const resolveUse = (
+  section: TaskSection,
+  base: string,
+  baseDir: string,
+  plugins: Plugins.PluginRegistry,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined> =>
+  Effect.gen(function*() {
+    const use = section.use
+    const args = section.args ?? []
+    const options = section.options
+    const instantiate = (value: unknown, what: string): Task.Any | undefined => {
+      if (Task.isTask(value)) {
+        if (section.args !== undefined || options !== undefined) {
+          issues.push(issue(`${base}.${section.args !== undefined ? "args" : "options"}`, `${what} is a task, not a factory: it takes no args or options`))
+          return undefined
+        }
+        return value
+      }
+      if (typeof value === "function") {
+        const made = attempt(
+          () => (value as (...a: Array<unknown>) => unknown)(...args, ...(options === undefined ? [] : [options])),
+          base,
+          issues
+        )
+        if (made === undefined) return undefined
+        if (!Task.isTask(made)) {
+          issues.push(issue(`${base}.use`, `${what} is a function that did not return a task`))
+          return undefined
+        }
+        return made
+      }
+      issues.push(issue(`${base}.use`, `${what} is neither a task nor a task factory`))
+      return undefined
+    }
+    if (typeof use !== "string") return instantiate(use, "the task value")
+    const builtin = builtins.get(use)
+    if (builtin !== undefined) return attempt(() => builtin.make(args, options, { baseDir }), base, issues)
+    const hash = use.lastIndexOf("#")
+    if (hash > 0 || use.startsWith(".") || path.isAbsolute(use)) {
+      const spec = hash > 0 ? use.slice(0, hash) : use
+      const exportName = hash > 0 ? use.slice(hash + 1) : "default"
+      const mod = yield* Effect.either(Plugins.importModule(spec, baseDir))
+      if (mod._tag === "Left") {
+        issues.push(issue(`${base}.use`, `cannot load module "${spec}": ${mod.left}`))
+        return undefined
+      }
+      if (!(exportName in mod.right)) {
+        const near = closest(exportName, Object.keys(mod.right))
+        issues.push(issue(
+          `${base}.use`,
+          `module "${spec}" has no export "${exportName}"`,
+          near !== undefined ? `did you mean ${spec}#${near}?` : `exports: ${Object.keys(mod.right).join(", ")}`
+        ))
+        return undefined
+      }
+      return instantiate(mod.right[exportName], `"${use}"`)
+    }
+    const plugged = plugins.tasks.get(use)
+    if (plugged !== undefined) return instantiate(plugged.value, `"${use}" (from plugin ${plugged.plugin})`)
+    const builtinNames = [...new Set([FANOUT, ...builtinTaskNames])]
+    const known = [...builtinNames, ...plugins.tasks.keys()]
+    const near = closest(use, known)
+    const broken = [...plugins.errors.entries()].map(([p, e]) => `${p} (${e})`)
+    issues.push(issue(
+      `${base}.use`,
+      `unknown task "${use}"${broken.length > 0 ? `; plugins that failed to load: ${broken.join(", ")}` : ""}`,
+      near !== undefined
+        ? `did you mean ${near}?`
+        : `use a built-in (${builtinNames.join(", ")}), a plugin task, "./file.ts#export" or "package#export"`
+    ))
+    return undefined
+  })
+
+export const overridesOf = (section: TaskSection): Task.Overrides => {
+  const o: Record<string, unknown> = {}
+  if (section.name !== undefined) o["name"] = section.name
+  if (section.resource !== undefined) o["resource"] = section.resource
+  if (section.algorithm !== undefined) o["algorithm"] = section.algorithm
+  if (section.timeout !== undefined) o["timeout"] = section.timeout
+  if (section.retry !== undefined) o["retry"] = section.retry as RetryPolicy
+  if (section.config !== undefined) o["config"] = section.config
+  if (section.version !== undefined) o["version"] = section.version
+  return o as Task.Overrides
+}
+
+export const resourcesOf = (task: Task.Any): Array<string> => [
+  ...(task.options.resource === null ? [] : [task.options.resource]),
+  ...task.children.flatMap(resourcesOf)
+]
+
+export const buildPools = (
+  def: Definition,
+  plugins: Plugins.PluginRegistry,
+  issues: Array<ConfigIssue>
+): Array<Pool.PoolConfig> => {
+  const out: Array<Pool.PoolConfig> = []
+  for (const [name, p] of Object.entries(def.pools ?? {})) {
+    const base = `pools.${name}`
+    let algorithm: AcquireAlgorithm | undefined
+    if (p.algorithm !== undefined) {
+      const r = resolveAlgorithm(p.algorithm as AlgorithmInput, plugins.algorithms)
+      if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+      else algorithm = r.right
+    }
+    if (p.resources.length === 0) {
+      issues.push(issue(`${base}.resources`, "a pool needs at least one resource", "add { capacity: 1 }"))
+    }
+    const explicitIds = new Map<string, number>()
+    p.resources.forEach((r, j) => {
+      if (r.id === undefined) return
+      const first = explicitIds.get(r.id)
+      if (first === undefined) explicitIds.set(r.id, j)
+      else {
+        issues.push(issue(
+          `${base}.resources[${j}].id`,
+          `duplicate resource id "${r.id}" in pool "${name}" (also ${base}.resources[${first}])`,
+          "give each resource a distinct id, or leave id out to get a generated one"
+        ))
+      }
+    })
+    const resources = p.resources.map((r, j) => {
+      const res = Resource.make(r.kind ?? p.kind ?? name, {
+        ...(r.id !== undefined ? { id: r.id } : {}),
+        ...(r.options !== undefined ? { options: r.options } : {}),
+        ...(r.tags !== undefined ? { tags: r.tags } : {}),
+        capacity: r.capacity ?? p.capacity ?? 1,
+        degradeAfter: r.degradeAfter ?? p.degradeAfter,
+        deadAfter: r.deadAfter ?? p.deadAfter,
+        ...(r.cooldown ?? p.cooldown) !== undefined ? { cooldown: (r.cooldown ?? p.cooldown)! } : {}
+      })
+      issues.push(...Resource.validate(res, `${base}.resources[${j}]`))
+      return res
+    })
+    out.push(Pool.make(name, resources, {
+      kind: p.kind ?? name,
+      ...(algorithm !== undefined ? { algorithm } : {}),
+      ...(p.deadlockWarn !== undefined ? { deadlockWarn: p.deadlockWarn } : {})
+    }))
+  }
+  return out
+}
+
+export const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput => {
+  const r = def.run ?? {}
+  const out: Record<string, unknown> = { ...r }
+  // a plugin URI (`vault://qa`) is not a path
+  if (r.store !== undefined && r.store !== ":memory:" && !PluginUri.isUri(r.store)) out["store"] = path.resolve(baseDir, r.store)
+  return out as RunConfig.RunConfigInput
+}
+
+/**
+ * Reads the head (or, for `"full"`, all of a small file) of a `jsonl` source: with a
+ * `keyField`, pushes the first key problem as an issue at `source.keyField`; in every row,
+ * finds the integers beyond 2^53 (see `Sources.scanSource`). Returns what was read.
+ */
+export const scanSourceRows = (
+  file: string,
+  keyField: string | undefined,
+  mode: "head" | "full",
+  issues: Array<ConfigIssue>
+): Effect.Effect<SourceScan | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    let maxRows = KEY_SCAN_HEAD_ROWS
+    if (mode === "full") {
+      const size = yield* Effect.orElseSucceed(Effect.map(fs.stat(file), (i) => Number(i.size)), () => Infinity)
+      maxRows = size < KEY_SCAN_FULL_MAX_BYTES ? Number.MAX_SAFE_INTEGER : KEY_SCAN_LARGE_ROWS
+    }
+    const hint = (fields: ReadonlyArray<string>): string | undefined => {
+      if (keyField === undefined) return undefined
+      const near = closest(keyField, fields)
+      return near === undefined ? undefined : `did you mean "${near}"?`
+    }
+    const scanned = yield* Effect.either(scanSource(file, { keyField, maxRows, hint }))
+    if (Either.isRight(scanned)) return scanned.right
+    const e = scanned.left
+    if (e._tag === "ConfigError") issues.push(...e.issues)
+    else if (keyField !== undefined) issues.push(issue("source.jsonl.path", e.message))
+    return undefined
+  })
+
+export const sourceOf = (
+  def: Definition,
+  baseDir: string,
+  issues: Array<ConfigIssue>,
+  scanMode: "head" | "full"
+): Effect.Effect<SourceSpec | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const s = def.source
+    const repeats = s.repeats ?? 1
+    if (s.range !== undefined && s.jsonl !== undefined) {
+      issues.push(issue("source", "a source is either range or jsonl, not both"))
+      return undefined
+    }
+    if (s.range !== undefined) {
+      if (s.keyField !== undefined) {
+        issues.push(issue("source.keyField", "keyField needs rows that are objects: use it with a jsonl source"))
+      }
+      return { kind: "range", n: s.range.n, keyField: undefined, repeats }
+    }
+    if (s.jsonl !== undefined) {
+      const p = path.resolve(baseDir, s.jsonl.path)
+      const fs = yield* FileSystem.FileSystem
+      const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
+      if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
+      const scan = exists ? yield* scanSourceRows(p, s.keyField, scanMode, issues) : undefined
+      const keyScan = scan !== undefined && s.keyField !== undefined ? { rows: scan.rows, complete: scan.complete } : undefined
+      return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan, scan, keyField: s.keyField, repeats }
+    }
+    issues.push(issue("source", "a source needs range or jsonl", "source: { range: { n: 10 } }"))
+    return undefined
+  })
+
+export const suggestPool = (name: string, pools: ReadonlyArray<string>): string => {
+  const near = closest(name, pools)
+  return near !== undefined
+    ? `did you mean ${near}?`
+    : pools.length > 0
+    ? `pools: ${pools.join(", ")}`
+    : `declare it under pools.${name}`
+}
+
+export const describeAlgorithm = (a: unknown): Json =>
+  a === undefined ? null : (JSON.parse(JSON.stringify(a)) as Json)
+
+/** What {@link buildEntry} needs besides the entry. */
+export interface EntryContext {
+  readonly baseDir: string
+  readonly plugins: Plugins.PluginRegistry
+  readonly poolNames: ReadonlyArray<string>
+  readonly pipelineResource: string | undefined
+}
+
+/** How an entry's `use:` reads in a message: `"echo"` or `the task value "ask"`. */
+export const useLabel = (use: TaskSection["use"]): string =>
+  typeof use === "string" ? `"${use}"` : `the task value "${use.name}"`
+
+/**
+ * Refuses `tasks` / `onError` on an entry that is not `use: fanout`. Returns whether the
+ * entry is clean.
+ */
+export const fanoutKeysOnlyOnFanout = (section: TaskSection, base: string, issues: Array<ConfigIssue>): boolean => {
+  let clean = true
+  if (section.tasks !== undefined) {
+    clean = false
+    issues.push(issue(
+      `${base}.tasks`,
+      `only a "use: ${FANOUT}" entry takes nested tasks; ${useLabel(section.use)} is not a fanout`,
+      `to run these tasks concurrently on the same input, write use: ${FANOUT} here and put ${useLabel(section.use)} among the nested tasks`
+    ))
+  }
+  if (section.onError !== undefined) {
+    clean = false
+    issues.push(issue(
+      `${base}.onError`,
+      `only a "use: ${FANOUT}" entry takes onError; ${useLabel(section.use)} is not a fanout`,
+      "remove it, or make this entry a fanout"
+    ))
+  }
+  return clean
+}
+
+/**
+ * Builds a `use: fanout` entry: each nested entry with {@link buildEntry} (paths
+ * `<base>.tasks[j]`), then `fanout(...branches, { name, onError, retry, version, config })`
+ * exactly as a TypeScript program would call it (so both give the same identity), then the
+ * entry's `resource`, `algorithm` and `timeout` as overrides of the group.
+ */
+export const buildFanout = (
+  section: TaskSection,
+  base: string,
+  ctx: EntryContext,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined, never, never> =>
+  Effect.gen(function*() {
+    let ok = true
+    for (const key of ["args", "options"] as const) {
+      if (section[key] !== undefined) {
+        ok = false
+        issues.push(issue(
+          `${base}.${key}`,
+          `${FANOUT} takes no ${key}: its branches are the entries under tasks, its settings are fields of this entry`,
+          "onError: collect, retry: { maxAttempts: 3 }, tasks: [{ use: echo, name: a }, ...]"
+        ))
+      }
+    }
+    if (section.tasks === undefined) {
+      issues.push(issue(
+        `${base}.tasks`,
+        `is missing: a ${FANOUT} runs the task entries listed under tasks`,
+        "tasks: [{ use: echo, name: a }, { use: echo, name: b }]"
+      ))
+      return undefined
+    }
+    const children: Array<Task.Any> = []
+    for (let j = 0; j < section.tasks.length; j++) {
+      const child = yield* buildEntry(section.tasks[j]!, `${base}.tasks[${j}]`, ctx, issues)
+      if (child === undefined) ok = false
+      else children.push(child)
+    }
+    if (!ok) return undefined
+    const seen = new Map<string, number>()
+    children.forEach((c, j) => {
+      const previous = seen.get(c.name)
+      if (previous === undefined) {
+        seen.set(c.name, j)
+        return
+      }
+      ok = false
+      issues.push(issue(
+        `${base}.tasks[${j}]${section.tasks![j]!.name !== undefined ? ".name" : ""}`,
+        `duplicate branch name "${c.name}" (also ${base}.tasks[${previous}]): a fanout returns its branches' values by name`,
+        "give each branch a distinct name: name: ..."
+      ))
+    })
+    if (!ok) return undefined
+    const options: FanoutOptions = {
+      ...(section.name !== undefined ? { name: section.name } : {}),
+      ...(section.onError !== undefined ? { onError: section.onError } : {}),
+      ...(section.retry !== undefined ? { retry: section.retry as RetryPolicy } : {}),
+      ...(section.version !== undefined ? { version: section.version } : {}),
+      ...(section.config !== undefined ? { config: section.config as Task.JsonObject } : {})
+    }
+    const group = attempt(
+      () => (fanout as (...args: ReadonlyArray<unknown>) => Task.Any)(...children, options),
+      base,
+      issues
+    )
+    if (group === undefined) return undefined
+    const overrides: Record<string, unknown> = {}
+    if (section.resource !== undefined) overrides["resource"] = section.resource
+    if (section.algorithm !== undefined) overrides["algorithm"] = section.algorithm
+    if (section.timeout !== undefined) overrides["timeout"] = section.timeout
+    if (Object.keys(overrides).length === 0) return group
+    return attempt(() => Task.withOverrides(group, overrides as Task.Overrides), base, issues)
+  })
+
+/**
+ * Builds one task entry at `base` (`pipeline.tasks[1]`, `pipeline.tasks[1].tasks[0]`):
+ * resolves `use:` (or builds a fanout from its nested `tasks`), applies the entry's
+ * overrides, gives a task without a resource `pipeline.resource` (a fanout group takes its
+ * resource from its branches, which got the default themselves), and checks its pools and
+ * algorithm. Every problem is pushed to `issues` with its full path; `undefined` when the
+ * entry could not be built.
+ */
+export const buildEntry = (
+  section: TaskSection,
+  base: string,
+  ctx: EntryContext,
+  issues: Array<ConfigIssue>
+): Effect.Effect<Task.Any | undefined, never, never> =>
+  Effect.gen(function*() {
+    const poolNames = ctx.poolNames
+    const isFanout = section.use === FANOUT
+    if (isFanout) {
+      const group = yield* buildFanout(section, base, ctx, issues)
+      if (group === undefined) return undefined
+      if (section.resource !== undefined && section.resource !== null && !poolNames.includes(section.resource)) {
+        issues.push(issue(`${base}.resource`, `no pool named "${section.resource}"`, suggestPool(section.resource, poolNames)))
+      }
+      if (section.algorithm !== undefined && section.algorithm !== null) {
+        const r = resolveAlgorithm(section.algorithm as AlgorithmInput, ctx.plugins.algorithms)
+        if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+      }
+      return group
+    }
+    const clean = fanoutKeysOnlyOnFanout(section, base, issues)
+    let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
+    if (task === undefined) return undefined
+    const t0 = task
+    task = attempt(() => Task.withOverrides(t0, overridesOf(section)), base, issues)
+    if (task === undefined) return undefined
+    if (task.options.resource === null && section.resource === undefined && ctx.pipelineResource !== undefined) {
+      const t1 = task
+      task = attempt(() => Task.withOverrides(t1, { resource: ctx.pipelineResource! }), base, issues)
+      if (task === undefined) return undefined
+    }
+    for (const r of resourcesOf(task)) {
+      if (!poolNames.includes(r)) {
+        const own = section.resource === undefined && ctx.pipelineResource !== r
+        const near = closest(r, poolNames)
+        issues.push(issue(
+          section.resource !== undefined ? `${base}.resource` : own ? `${base}.use` : "pipeline.resource",
+          own
+            ? `no pool named "${r}": task "${task.name}" declares it as its resource`
+            : `no pool named "${r}"`,
+          near !== undefined
+            ? `did you mean ${near}?`
+            : poolNames.length > 0
+            ? `pools: ${poolNames.join(", ")}`
+            : `declare it under pools.${r}`
+        ))
+      }
+    }
+    if (task.options.algorithmInstance === null && task.options.algorithm !== null) {
+      const r = resolveAlgorithm(task.options.algorithm as AlgorithmInput, ctx.plugins.algorithms)
+      if (Either.isLeft(r)) issues.push(...algorithmIssues(r.left, `${base}.algorithm`))
+    }
+    return clean ? task : undefined
+  })
+
+/** Semantic checks and construction from a decoded definition. */
+export const build = (
+  def: Definition,
+  ctx: {
+    readonly file: string
+    readonly format: Format
+    readonly baseDir: string
+    readonly plugins: Plugins.PluginRegistry
+    readonly unresolved: ReadonlyArray<{ name: string; path: string }>
+    readonly scanKeys: "head" | "full"
+  },
+  issues: Array<ConfigIssue>
+): Effect.Effect<Experiment | undefined, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const poolNames = Object.keys(def.pools ?? {})
+    const before = issues.length
+    const pools = buildPools(def, ctx.plugins, issues)
+    if (!issues.slice(before).some((i) => i.path.startsWith("pools"))) {
+      // Backstop: whatever else the pool service would refuse at run time is refused here.
+      const made = yield* Effect.either(Effect.scoped(Pool.makePools(pools, { plugins: ctx.plugins.algorithms })))
+      if (Either.isLeft(made)) issues.push(...made.left.issues)
+    }
+    const entryCtx: EntryContext = {
+      baseDir: ctx.baseDir,
+      plugins: ctx.plugins,
+      poolNames,
+      pipelineResource: def.pipeline.resource
+    }
+    const tasks: Array<Task.Any> = []
+    let allBuilt = true
+    for (let i = 0; i < def.pipeline.tasks.length; i++) {
+      const task = yield* buildEntry(def.pipeline.tasks[i]!, `pipeline.tasks[${i}]`, entryCtx, issues)
+      if (task === undefined) allBuilt = false
+      else tasks.push(task)
+    }
+    const source = yield* sourceOf(def, ctx.baseDir, issues, ctx.scanKeys)
+    const run = runInputOf(def, ctx.baseDir)
+    const resolvedRun = RunConfig.resolve(run)
+    if (Either.isLeft(resolvedRun)) issues.push(...resolvedRun.left.issues)
+    if (!allBuilt || tasks.length === 0) return undefined
+    const options: Pipeline.MakeOptions = {
+      ...(def.pipeline.tags !== undefined ? { tags: def.pipeline.tags as Task.JsonObject } : {}),
+      ...(def.pipeline.includeCode !== undefined ? { includeCode: def.pipeline.includeCode } : {})
+    }
+    const template = attempt(
+      () => (Pipeline.make as unknown as (name: string, ...args: Array<unknown>) => Pipeline.AnyTemplate)(def.pipeline.name, options, ...tasks),
+      "pipeline",
+      issues
+    )
+    if (template === undefined || source === undefined || Either.isLeft(resolvedRun)) return undefined
+
+    const seeds = (limit?: number): Stream.Stream<unknown, SourceError | ConfigError, FileSystem.FileSystem> => {
+      const all: Stream.Stream<unknown, SourceError | ConfigError, FileSystem.FileSystem> = source.kind === "range"
+        ? rangeSource(limit === undefined ? source.n : Math.min(limit, source.n))
+        : jsonlSource(source.path, {
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit),
+          // rows without a key and repeated keys fail the stream (ConfigError, exit 2)
+          keyField: source.keyField
+        })
+      return all
+    }
+    const keyField = source.keyField
+    // A keyed jsonl source keys each row as its line writes the key (an integer beyond 2^53
+    // is not rounded), so its pipelines are bound from the keyed rows; `template.map` would
+    // only see the parsed (rounded) row.
+    const keyedPipelines = (
+      file: string,
+      rows: Stream.Stream<KeyedRow, SourceError | ConfigError, FileSystem.FileSystem>
+    ): Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, SourceError | ConfigError | Pipeline.SeedError, FileSystem.FileSystem> =>
+      Stream.mapChunksEffect(rows, (chunk) =>
+        Effect.suspend(() => {
+          const out: Array<Pipeline.PipelineSpec<any, any, any, any>> = []
+          for (const r of chunk) {
+            for (let repeat = 0; repeat < source.repeats; repeat++) {
+              try {
+                out.push(template.bind(r.value, { key: source.repeats > 1 ? `${r.key}#${repeat}` : r.key, repeat }))
+              } catch (e) {
+                const reason = e instanceof Error ? e.message : String(e)
+                return Effect.fail(new Pipeline.SeedError({ message: `row ${r.row} (line ${r.line}) of ${path.basename(file)}: ${reason}`, index: r.row - 1 }))
+              }
+            }
+          }
+          return Effect.succeed(Chunk.unsafeFromArray(out))
+        }))
+    const pipelines = (limit?: number) =>
+      source.kind === "jsonl" && keyField !== undefined
+        ? keyedPipelines(source.path, jsonlKeyedRows(source.path, {
+          limit: limit === undefined ? source.limit : Math.min(limit, source.limit ?? limit),
+          keyField
+        }))
+        : template.map(seeds(limit), { repeats: source.repeats })
+    const warnings = source.kind === "jsonl" && source.scan !== undefined
+      ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
+      : []
+    const experiment: Experiment = {
+      file: ctx.file,
+      format: ctx.format,
+      baseDir: ctx.baseDir,
+      definition: def,
+      template,
+      pools,
+      source,
+      run,
+      plugins: ctx.plugins,
+      unresolvedEnv: ctx.unresolved,
+      seeds,
+      pipelines,
+      warnings,
+      size: (limit) => sourceSize(source, limit),
+      describe: () => ({
+        file: ctx.file,
+        format: ctx.format,
+        pipeline: template.describe(),
+        pools: pools.map((p) => ({
+          name: p.name,
+          algorithm: describeAlgorithm(def.pools?.[p.name]?.algorithm ?? "wait"),
+          resources: p.resources.map((r) => Resource.spec(r))
+        })),
+        source: source.kind === "range"
+          ? { kind: "range", n: source.n, keyField: null, repeats: source.repeats }
+          : {
+            kind: "jsonl",
+            path: source.path,
+            limit: source.limit ?? null,
+            keyField: source.keyField ?? null,
+            repeats: source.repeats,
+            ...(source.keyScan !== undefined ? { keysChecked: { rows: source.keyScan.rows, wholeFile: source.keyScan.complete } } : {}),
+            ...(source.scan !== undefined && source.scan.unsafeRows > 0
+              ? {
+                unsafeIntegers: {
+                  rows: source.scan.unsafeRows,
+                  first: source.scan.unsafeIntegers.map((u) => ({ ...u }))
+                }
+              }
+              : {})
+          },
+        run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
+        plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
+        unresolvedEnv: ctx.unresolved.map((u) => ({ ...u }))
+      })
+    }
+    return experiment
+  })

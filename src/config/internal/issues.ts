@@ -1,0 +1,225 @@
+/**
+ * @internal
+ *
+ * Problems of an experiment file as `ConfigIssue`s: field paths, did-you-mean suggestions
+ * (Levenshtein distance), the wording of Schema decode errors, and the one `ConfigError` that
+ * lists them.
+ */
+import { ParseResult } from "effect"
+import { FANOUT } from "../Config.js"
+import { allowedKeysAt, placesOfKey } from "./keys.js"
+import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: paths, suggestions
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Writes a Schema issue path the way users read it: `pools.apis.resources[1].capacity`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatPath = (segments: ReadonlyArray<PropertyKey>): string => {
+  let out = ""
+  for (const s of segments) {
+    if (typeof s === "number") out += `[${s}]`
+    else out += out === "" ? String(s) : `.${String(s)}`
+  }
+  return out
+}
+
+/**
+ * Edit distance between two strings with insertions, deletions, substitutions and swaps of
+ * two adjacent characters each costing 1 (the "optimal string alignment" variant of the
+ * Damerau–Levenshtein distance; F. J. Damerau 1964, V. I. Levenshtein 1966), so `dealy` is
+ * one edit from `delay`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const levenshtein = (a: string, b: string): number => {
+  const d: Array<Array<number>> = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1)
+      d[i]![j] = v
+    }
+  }
+  return d[a.length]![b.length]!
+}
+
+/**
+ * The closest candidate to `word` (case-insensitive {@link levenshtein}), if it is close enough to
+ * be a plausible typo: distance at most `max(2, ⌊len/3⌋)` and below half the word's length.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const closest = (word: string, candidates: Iterable<string>): string | undefined => {
+  let best: string | undefined
+  let bestD = Infinity
+  for (const c of candidates) {
+    const d = levenshtein(word.toLowerCase(), c.toLowerCase())
+    if (d < bestD) {
+      best = c
+      bestD = d
+    }
+  }
+  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) && bestD < word.length / 2 ? best : undefined
+}
+
+export const issue = (p: string, message: string, suggestion?: string): ConfigIssue =>
+  suggestion === undefined ? { path: p, message } : { path: p, message, suggestion }
+
+export const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+// ---------------------------------------------------------------------------------------------
+// Schema decoding
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether a Schema path is the first element of a task list (`pipeline.tasks[0]` or a
+ * fanout's `...tasks[0]`): a missing one means the list is empty.
+ */
+export const isEmptyTaskList = (p: ReadonlyArray<PropertyKey>): boolean =>
+  p.length >= 3 && p[0] === "pipeline" && p[p.length - 1] === 0 && p[p.length - 2] === "tasks"
+
+export const isFanoutEntry = (entry: unknown): boolean => isRecord(entry) && entry["use"] === FANOUT
+
+/** The value at a path of a parsed file (`undefined` when the path leads nowhere). */
+export const valueAt = (root: unknown, p: ReadonlyArray<PropertyKey>): unknown => {
+  let v: unknown = root
+  for (const seg of p) {
+    if (Array.isArray(v) && typeof seg === "number") v = v[seg]
+    else if (isRecord(v) && typeof seg === "string") v = v[seg]
+    else return undefined
+  }
+  return v
+}
+
+export const literalExpected = /^Expected ("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false), actual /
+
+/**
+ * Merges the "Expected "full", actual "ful"" / "Expected "summary", actual "ful"" pair that a
+ * union of literals gives into one line: `expected "full" or "summary", got "ful"`, with a
+ * did-you-mean.
+ */
+export const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, actual: unknown): ConfigIssue | undefined => {
+  const literals: Array<string> = []
+  for (const m of messages) {
+    const match = literalExpected.exec(m)
+    if (match === null) return undefined
+    literals.push(match[1]!)
+  }
+  if (literals.length < 2) return undefined
+  const choices = literals.length === 2
+    ? `${literals[0]} or ${literals[1]}`
+    : `${literals.slice(0, -1).join(", ")} or ${literals[literals.length - 1]}`
+  const near = typeof actual === "string"
+    ? closest(actual, literals.filter((l) => l.startsWith("\"")).map((l) => JSON.parse(l) as string))
+    : undefined
+  return issue(p, `expected ${choices}, got ${JSON.stringify(actual)}`, near === undefined ? undefined : `did you mean ${JSON.stringify(near)}?`)
+}
+
+/**
+ * `args: "echo {value}"`: a task's `args` is a list of its arguments. For `shellRun` the
+ * command is the first argument, so the message shows both of its forms.
+ */
+export const argsNotAList = (p: string, text: string, task: unknown): ConfigIssue => {
+  const use = typeof task === "object" && task !== null ? (task as { use?: unknown }).use : undefined
+  if (use === "shellRun") {
+    const argv = text.trim().split(/\s+/).filter((w) => w !== "")
+    return issue(
+      p,
+      "is a list of the task's arguments, and shellRun's first argument is the command",
+      `write the command as an argv list, one element per argument and no shell: args: [${JSON.stringify(argv)}]` +
+        (text.includes("{value}") ? "" : `; or as one shell line: args: [${JSON.stringify(text)}]`)
+    )
+  }
+  return issue(p, "is a list of the task's arguments, got a string", `args: [${JSON.stringify(text)}]`)
+}
+
+export const decodeIssues = (error: ParseResult.ParseError, input: unknown): Array<ConfigIssue> => {
+  const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const byPath = new Map<string, number>()
+  for (const i of raw) byPath.set(formatPath(i.path), (byPath.get(formatPath(i.path)) ?? 0) + 1)
+  const out: Array<ConfigIssue> = []
+  const seen = new Set<string>()
+  const merged = new Set<string>()
+  for (const i of raw) {
+    const p = formatPath(i.path)
+    // `NullOr(x)` adds "Expected null" next to the real problem: drop that noise.
+    if (i.message.startsWith("Expected null") && (byPath.get(p) ?? 0) > 1) continue
+    if (merged.has(p)) continue
+    let entry: ConfigIssue
+    const atPath = raw.filter((j) => formatPath(j.path) === p && j._tag === "Type").map((j) => j.message)
+    const choice = i._tag === "Type" && atPath.length > 1 ? mergeLiteralChoices(p, atPath, valueAt(input, i.path)) : undefined
+    if (choice !== undefined) {
+      merged.add(p)
+      entry = choice
+    } else if (i._tag === "Missing" && isEmptyTaskList(i.path) && i.path.length > 3 && !isFanoutEntry(valueAt(input, i.path.slice(0, -2)))) {
+      // `tasks: []` on an entry that is not a fanout: the loader says "only a use: fanout
+      // entry takes nested tasks", which is the real problem.
+      continue
+    } else if (i._tag === "Unexpected") {
+      const key = String(i.path[i.path.length - 1])
+      const parent = i.path.slice(0, -1)
+      const allowed = allowedKeysAt(parent)
+      const near = closest(key, allowed)
+      const places = placesOfKey(key).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
+      const suggestion = near !== undefined
+        ? `did you mean ${near}?`
+        : places.length > 0
+        ? `${key} belongs under ${places.join(" or ")}`
+        : allowed.length > 0
+        ? `allowed keys here: ${allowed.join(", ")}`
+        : undefined
+      entry = issue(p, `unknown key "${key}"`, suggestion)
+    } else if (i._tag === "Missing" && isEmptyTaskList(i.path)) {
+      const list = i.path.slice(0, -1)
+      entry = list.length === 2
+        ? issue(formatPath(list), "is empty: a pipeline needs at least one task", "tasks: [{ use: echo }]")
+        : issue(
+          formatPath(list),
+          "is empty: a fanout needs at least one task",
+          "tasks: [{ use: echo, name: a }, { use: echo, name: b }]"
+        )
+    } else if (i._tag === "Missing") {
+      entry = issue(p, "is missing")
+    } else if (i._tag === "Type" && i.path[i.path.length - 1] === "args" && typeof valueAt(input, i.path) === "string") {
+      entry = argsNotAList(p, String(valueAt(input, i.path)), valueAt(input, i.path.slice(0, -1)))
+    } else {
+      entry = issue(p, i.message)
+    }
+    const k = `${entry.path}\u0000${entry.message}`
+    if (seen.has(k)) continue
+    seen.add(k)
+    out.push(entry)
+  }
+  return out
+}
+
+export const failWith = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+  // One problem reached along several routes (two branches defaulting to the same missing
+  // pool) is reported once.
+  const seen = new Set<string>()
+  const issues = all.filter((i) => {
+    const k = `${i.path}\u0000${i.message}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+  return new ConfigError({
+    message: `invalid experiment ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
+      issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
+        .join("\n")
+    }`,
+    issues
+  })
+}
+

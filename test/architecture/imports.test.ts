@@ -24,8 +24,6 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
  */
 const ALLOWLIST: ReadonlyArray<string> = [
   // §2 (pool and store helpers): TaskContext's types move to domain (TaskStore, TaskBus, pool events)
-  "src/domain/TaskContext.ts -> src/services/Bus.ts",
-  "src/domain/TaskContext.ts -> src/services/Pool.ts",
   "src/domain/TaskContext.ts -> src/services/Store.ts",
   // §4 (store helper): Export opens stores through one read-only opener, not the SQLite layer
   "src/services/Export.ts -> src/layers/PluginUri.ts",

@@ -1,10 +1,10 @@
 /**
  * `assay mock-llm`: runs the deterministic OpenAI-compatible mock server (see
- * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until SIGINT/SIGTERM.
+ * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until a stop signal.
  *
  * Once listening it prints exactly one JSON line on stdout,
  * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"endpoints":[{"name","model","baseUrl"}]}`,
- * so that a parent process can read the port; on SIGINT or SIGTERM it drops every connection,
+ * so that a parent process can read the port; on SIGINT, SIGTERM or SIGHUP it drops every connection,
  * closes the socket and exits 0.
  *
  * @since 0.1.0
@@ -12,8 +12,9 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Flags from "./Flags.js"
-import { Console, Effect, Option, Schema } from "effect"
+import { Console, Effect, Option, Queue, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import * as Signals from "../services/Signals.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
 const port = Options.integer("port").pipe(
@@ -75,21 +76,14 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
 export const isLoopbackHost = (h: string): boolean =>
   h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)
 
-/** Completes with the name of the first SIGINT or SIGTERM the process receives. */
-const waitForSignal = Effect.async<string>((resume) => {
-  const on = (signal: string) => resume(Effect.succeed(signal))
-  process.once("SIGINT", on)
-  process.once("SIGTERM", on)
-  return Effect.sync(() => {
-    process.off("SIGINT", on)
-    process.off("SIGTERM", on)
-  })
-})
-
-/** Ends the process with exit code 0 (after the server's scope has closed). */
-const exitZero = Effect.sync((): void => {
-  process.exit(0)
-})
+/**
+ * Completes with the first stop signal (SIGINT, SIGTERM or SIGHUP) the process receives,
+ * claimed from `Signals` while it waits (so the signal ends the server instead of interrupting
+ * the command).
+ */
+const waitForSignal = Effect.scoped(
+  Effect.flatMap(Signals.Signals, (signals) => Effect.flatMap(signals.claim, Queue.take))
+)
 
 interface Overrides {
   readonly seed: Option.Option<number>
@@ -154,13 +148,9 @@ export const mockLlm = Command.make(
           ]
         })
       const finalProfile = yield* applyOverrides(base, args)
-      // The server runs uninterruptibly until SIGINT/SIGTERM. runMain turns a signal into an
-      // interruption, which assay's teardown maps to exit 130, and Effect strips any failure
-      // raised while an interruption is pending (so an ExitWith(0) cannot get through). For this
-      // command a signal is the normal end: the interruption stays pending while the scope
-      // closes (dropping every connection, hung ones included), then the process exits 0.
-      // A second signal gets Node's default action.
-      return yield* Effect.uninterruptible(Effect.scoped(
+      // The server runs until a stop signal, which is its normal end: the scope closes
+      // (dropping every connection, hung ones included) and the command succeeds (exit 0).
+      yield* Effect.scoped(
         Effect.gen(function*() {
           const server = yield* serve({
             profile: finalProfile,
@@ -179,6 +169,6 @@ export const mockLlm = Command.make(
           }))
           yield* waitForSignal
         })
-      ).pipe(Effect.zipRight(exitZero)))
+      )
     })
 ).pipe(Command.withDescription("Run a deterministic OpenAI-compatible mock LLM server on loopback (for tests and demos)."))

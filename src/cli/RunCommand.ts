@@ -44,40 +44,13 @@ import * as Progress from "../services/Progress.js"
 import * as Report from "../services/Report.js"
 import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
+import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
-
-// ---------------------------------------------------------------------------------------------
-// Signal governance (read by main.ts)
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Whether a run with the runner's own SIGINT/SIGTERM handlers is in progress. While it is,
- * the CLI's main leaves SIGINT/SIGTERM to the runner (first signal: graceful stop; second:
- * immediate stop) instead of interrupting the program, which would cut the grace short.
- *
- * @since 0.1.0
- * @category signals
- */
-export const signalGovernor = { runnerGoverns: false }
-
-const governSignals = <A, E, R>(enabled: boolean, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  enabled
-    ? Effect.acquireUseRelease(
-      Effect.sync(() => {
-        signalGovernor.runnerGoverns = true
-      }),
-      () => effect,
-      () =>
-        Effect.sync(() => {
-          signalGovernor.runnerGoverns = false
-        })
-    )
-    : effect
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -329,7 +302,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
       const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })
       return { report, metrics }
     }))
-    const { metrics, report } = yield* governSignals(settings.handleSignals, tracked).pipe(
+    const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(
@@ -509,39 +482,30 @@ const lastJsonLine = (stdout: string): Record<string, any> | null => {
 }
 
 /**
- * The parent's SIGINT/SIGTERM/SIGHUP handling while shard children run (in the current scope): the
- * CLI's main leaves the signals to it (`signalGovernor`), and each signal is sent on to every
+ * The parent's stop signals while shard children run (in the current scope): the relay claims
+ * them from `Signals` (so they do not interrupt the parent), and each signal is sent on to every
  * running child (`kill(pid, signal)`: the child's own runner stops it gracefully, a second
  * signal at once). `signal()` is the first signal received, if any.
  */
 const signalRelay = Effect.gen(function*() {
   const pids = new Set<number>()
-  let received: NodeJS.Signals | undefined
-  const forward = (signal: NodeJS.Signals) => () => {
-    received ??= signal
-    for (const pid of pids) {
-      try {
-        process.kill(pid, signal)
-      } catch {
-        // already gone: its exit is being collected
-      }
-    }
-  }
-  const handlers = Runner.stopSignals.map((signal) => [signal, forward(signal)] as const)
-  yield* Effect.acquireRelease(
+  let received: Signals.StopSignal | undefined
+  const signals = yield* Signals.Signals
+  yield* signals.handle((signal) =>
     Effect.sync(() => {
-      signalGovernor.runnerGoverns = true
-      for (const [signal, handler] of handlers) process.on(signal, handler)
-    }),
-    () =>
-      Effect.sync(() => {
-        for (const [signal, handler] of handlers) process.off(signal, handler)
-        signalGovernor.runnerGoverns = false
-      })
+      received ??= signal
+      for (const pid of pids) {
+        try {
+          process.kill(pid, signal)
+        } catch {
+          // already gone: its exit is being collected
+        }
+      }
+    })
   )
   return {
     pids,
-    signal: (): NodeJS.Signals | undefined => received
+    signal: (): Signals.StopSignal | undefined => received
   }
 })
 

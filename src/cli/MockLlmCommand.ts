@@ -76,15 +76,6 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
 export const isLoopbackHost = (h: string): boolean =>
   h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)
 
-/**
- * Completes with the first stop signal (SIGINT, SIGTERM or SIGHUP) the process receives,
- * claimed from `Signals` while it waits (so the signal ends the server instead of interrupting
- * the command).
- */
-const waitForSignal = Effect.scoped(
-  Effect.flatMap(Signals.Signals, (signals) => Effect.flatMap(signals.claim, Queue.take))
-)
-
 interface Overrides {
   readonly seed: Option.Option<number>
   readonly rps: Option.Option<number>
@@ -152,6 +143,8 @@ export const mockLlm = Command.make(
       // (dropping every connection, hung ones included) and the command succeeds (exit 0).
       yield* Effect.scoped(
         Effect.gen(function*() {
+          // claimed before the address is printed: a parent may signal as soon as it reads it
+          const stops = yield* Effect.flatMap(Signals.Signals, (signals) => signals.claim)
           const server = yield* serve({
             profile: finalProfile,
             host: args.host,
@@ -167,7 +160,7 @@ export const mockLlm = Command.make(
             seed: finalProfile.seed,
             endpoints: server.endpoints
           }))
-          yield* waitForSignal
+          yield* Queue.take(stops)
         })
       )
     })

@@ -192,7 +192,9 @@ export const interruptOnStop = <A, E, R>(program: Effect.Effect<A, E, R>): Effec
       const signals = yield* Signals
       // claimed before the program starts: a signal that comes at once still interrupts it
       const queue = yield* signals.claim
-      const fiber = yield* Effect.fork(restore(program))
+      // Not a child of the caller's fiber: Effect passes an interruption on to a fiber's
+      // children at once, even while the fiber itself is uninterruptible.
+      const fiber = yield* Effect.forkIn(restore(program), yield* Effect.scope)
       yield* Effect.forkScoped(
         Effect.interruptible(Stream.runForEach(Stream.fromQueue(queue), () => Fiber.interruptFork(fiber)))
       )

@@ -15,6 +15,7 @@ import * as Flags from "./Flags.js"
 import { Console, Effect, Option, Queue, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Signals from "../services/Signals.js"
+import { isLoopback } from "../services/StatsServer.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
 const port = Options.integer("port").pipe(
@@ -67,15 +68,6 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
   Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
 )
 
-/**
- * Whether a host string names a loopback address (`localhost`, `127.0.0.0/8`, `::1`).
- *
- * @since 0.1.0
- * @category guards
- */
-export const isLoopbackHost = (h: string): boolean =>
-  h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)
-
 interface Overrides {
   readonly seed: Option.Option<number>
   readonly rps: Option.Option<number>
@@ -118,7 +110,7 @@ export const mockLlm = Command.make(
   { port, host, allowRemote, profile, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
   (args) =>
     Effect.gen(function*() {
-      if (!args.allowRemote && !isLoopbackHost(args.host)) {
+      if (!args.allowRemote && !isLoopback(args.host)) {
         return yield* new ConfigError({
           message: `refusing to bind non-loopback host ${args.host}; pass --allow-remote to do it anyway`,
           issues: [{ path: "host", message: "not a loopback address", suggestion: "127.0.0.1" }]

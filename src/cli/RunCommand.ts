@@ -36,6 +36,7 @@ import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
 import * as Experiment from "../layers/Experiment.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as Otel from "../layers/Otel.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/StoreResolver.js"
 import { mergeReports } from "../services/Merge.js"
@@ -96,6 +97,10 @@ const runOptions = {
   artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path.", "backend"),
   noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM/SIGHUP handlers (Ctrl-C interrupts at once)."),
   strictEnv: flag("strict-env", "An unset ${VAR} in the experiment is an error."),
+  otel: flag(
+    "otel",
+    "Export spans to an OpenTelemetry collector (OTLP/HTTP at OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318); also on with OTEL_TRACES_EXPORTER=otlp."
+  ),
   summary: Options.choice("summary", ["text", "json"]).pipe(
     Options.withDescription("How the report is printed on stdout."),
     Flags.withDefault("text" as const)
@@ -296,7 +301,16 @@ const runOne = (args: RunArgs, resume: boolean) =>
         Runner.RunReport,
         Runner.RunError | SourceError | SeedError | ConfigError,
         FileSystem.FileSystem | ProcessRunner
-      >)
+      >).pipe(
+        Effect.tap((r) => Effect.annotateCurrentSpan({ "assay.run.id": r.runId, "assay.run.status": r.status })),
+        Effect.withSpan("assay.run", {
+          attributes: {
+            "assay.command": resume ? "resume" : "run",
+            "assay.config": path.basename(args.config),
+            ...(shard === undefined ? {} : { "assay.shard": `${shard.index}/${shard.count}` })
+          }
+        })
+      )
       // the run-scope metrics the tasks reported: the headline a user came for
       const st = yield* Store
       const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })
@@ -451,6 +465,7 @@ const childFlags = (args: RunArgs): Array<string> => {
   text("artifact-backend", args.artifactBackend)
   bool("no-signals", args.noSignals)
   bool("strict-env", args.strictEnv)
+  bool("otel", args.otel)
   // Children report through their JSON summary; their progress would only fill the
   // captured stderr that explains a dead shard.
   out.push("--quiet")
@@ -714,7 +729,11 @@ const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknow
         ? Effect.fail(configError("--jobs", "--jobs only applies with --shards N (how many shard processes run at once)"))
         : runOne(args, resume),
     onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
-  })
+  }).pipe(
+    // spans (the run's, its attempts') go to the collector while the command runs; the last
+    // batch is sent when it ends
+    Effect.provide(Otel.layerFromEnv(args.otel))
+  )
 
 /**
  * `assay run -c FILE [overrides]`.

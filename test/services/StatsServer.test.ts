@@ -280,6 +280,23 @@ describe("StatsServer", () => {
           assert.strictEqual(r.status, 400, q)
           assert.isString(r.json.error, q)
         }
+        // each refusal names the parameter and what it must be (decoded by Schema)
+        const expected: ReadonlyArray<readonly [string, string]> = [
+          ["/pipelines?limit=0", `"limit": must be between 1 and 1000, got 0`],
+          ["/events?limit=abc", `"limit": must be an integer between 1 and 1000, got "abc"`],
+          ["/errors?limit=5&limit=6", `"limit": given more than once`],
+          ["/stats?run_id=%20", `"run_id": must not be empty`],
+          ["/pipelines?after=garbage", `"after": is not a cursor returned by /pipelines`],
+          ["/export?rows=nope", `"rows": must be one of pipelines, tasks, attempts, events, artifacts, results, got "nope"`],
+          ["/export?format=xml", `"format": must be one of jsonl, json, csv, got "xml"`],
+          ["/export?rows=events&state=failed", `"state": filters results or pipelines rows only`],
+          ["/export?state=weird&format=xml", `"format": must be one of jsonl, json, csv, got "xml"; "state": must be one of pending, running, succeeded, failed, interrupted, got "weird"`]
+        ]
+        for (const [q, message] of expected) {
+          const r = yield* request(`${base}${q}`)
+          assert.strictEqual(r.status, 400, q)
+          assert.strictEqual(r.json.error, message, q)
+        }
         for (const q of ["/stats?run_id=nope", "/metrics?run_id=nope", `/artifacts/${template(0).bind(1).pipelineId}/0`, "/artifact", "/nothing"]) {
           assert.strictEqual((yield* request(`${base}${q}`)).status, 404, q)
         }

@@ -18,18 +18,9 @@ import * as Signals from "../services/Signals.js"
 import { isLoopback } from "../services/StatsServer.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
-const port = Options.integer("port").pipe(
-  Options.withSchema(Schema.Int.pipe(Schema.between(0, 65535))),
-  Options.withDescription("TCP port to listen on; 0 picks a free port (printed on stdout)."),
-  Flags.withDefault(0)
-)
-const host = Options.text("host").pipe(
-  Options.withDescription("Address to bind; only loopback addresses unless --allow-remote."),
-  Flags.withDefault("127.0.0.1")
-)
-const allowRemote = Options.boolean("allow-remote").pipe(
-  Options.withDescription("Allow binding a non-loopback address (the mock has no real authentication).")
-)
+const port = Flags.port(0, "TCP port to listen on; 0 picks a free port (printed on stdout).")
+const host = Flags.host("Address to bind; only loopback addresses unless --allow-remote.")
+const allowRemote = Flags.allowRemote("Allow binding a non-loopback address (the mock has no real authentication).")
 const profile = Options.file("profile", { exists: "yes" }).pipe(
   Options.optional,
   Options.withDescription("JSON profile file (seed and endpoints); see docs/mock-llm.md.")

@@ -6,7 +6,7 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Effect, type Option, Schema } from "effect"
+import { Effect, type Option } from "effect"
 import { dual } from "effect/Function"
 
 /**
@@ -50,7 +50,7 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
 
 /**
  * `--port N`: a TCP port in 0..65535 (0 = any free port), `fallback` when absent. Another
- * value is refused (exit 2). Shared by `serve` and `mock-llm`.
+ * value is refused (exit 2) with `--port must be an integer between 0 and 65535 (got N)`. Shared by `serve` and `mock-llm`.
  *
  * @param fallback the port used when the flag is absent
  * @param description the command's help text for it
@@ -59,7 +59,11 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
  */
 export const port = (fallback: number, description: string): Options.Options<number> =>
   Options.integer("port").pipe(
-    Options.withSchema(Schema.Int.pipe(Schema.between(0, 65535))),
+    Options.mapEffect((n) =>
+      Number.isInteger(n) && n >= 0 && n <= 65535
+        ? Effect.succeed(n)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port must be an integer between 0 and 65535 (got ${n})`)))
+    ),
     Options.withDescription(description),
     withDefault(fallback)
   )

@@ -29,14 +29,8 @@ const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
   Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
 )
-const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
-  Options.withDescription("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results."),
-  Flags.withDefault("pipelines" as const)
-)
-const format = Options.choice("format", Export.FORMATS).pipe(
-  Options.optional,
-  Options.withDescription("Output format: jsonl, json or csv (default: from OUT's suffix).")
-)
+const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results.")
+const format = StoreArgs.formatOption("Output format: jsonl, json or csv (default: from OUT's suffix).")
 const limit = integerAtLeast("limit", 0).pipe(
   Options.optional,
   Options.withDescription("At most this many rows per store (0 = none; default all).")
@@ -55,10 +49,7 @@ const flattenDepth = integerAtLeast("flatten-depth", 1).pipe(
 const csvSafe = Options.boolean("csv-safe").pipe(
   Options.withDescription("CSV only: prefix cells starting with = + - @ tab or CR with ' so spreadsheets do not run them as formulas.")
 )
-const runId = Options.text("run-id").pipe(
-  Options.optional,
-  Options.withDescription("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
-)
+const runId = Flags.runId("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
 
 /** Fails with `ConfigError` (exit 2) when `runId` is a run of none of the opened stores. */
 const checkRunId = (runId: string, opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>

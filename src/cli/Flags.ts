@@ -6,7 +6,7 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Effect } from "effect"
+import { Effect, type Option } from "effect"
 import { dual } from "effect/Function"
 
 /**
@@ -47,3 +47,56 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
         : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} must be an integer >= ${min} (got ${n})`)))
     )
   )
+
+/**
+ * `--port N`: a TCP port in 0..65535 (0 = any free port), `fallback` when absent. Another
+ * value is refused (exit 2) with `--port must be an integer between 0 and 65535 (got N)`. Shared by `serve` and `mock-llm`.
+ *
+ * @param fallback the port used when the flag is absent
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const port = (fallback: number, description: string): Options.Options<number> =>
+  Options.integer("port").pipe(
+    Options.mapEffect((n) =>
+      Number.isInteger(n) && n >= 0 && n <= 65535
+        ? Effect.succeed(n)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--port must be an integer between 0 and 65535 (got ${n})`)))
+    ),
+    Options.withDescription(description),
+    withDefault(fallback)
+  )
+
+/**
+ * `--host ADDRESS`: the address a server binds, `127.0.0.1` when absent (anything but loopback
+ * needs {@link allowRemote}). Shared by `serve` and `mock-llm`.
+ *
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const host = (description: string): Options.Options<string> =>
+  Options.text("host").pipe(Options.withDescription(description), withDefault("127.0.0.1"))
+
+/**
+ * `--allow-remote`: lets a server bind a non-loopback `--host`. Shared by `serve` and
+ * `mock-llm`.
+ *
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const allowRemote = (description: string): Options.Options<boolean> =>
+  Options.boolean("allow-remote").pipe(Options.withDescription(description))
+
+/**
+ * `--run-id ID` (optional): the run a read command looks at. Shared by `report`, `export`,
+ * `serve` and `watch` (each says what it does without one).
+ *
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const runId = (description: string): Options.Options<Option.Option<string>> =>
+  Options.text("run-id").pipe(Options.optional, Options.withDescription(description))

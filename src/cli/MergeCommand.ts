@@ -12,7 +12,6 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Flags from "./Flags.js"
 import { Console, Effect, Option } from "effect"
 import * as Export from "../services/Export.js"
 import { mergeSources, readSource } from "../services/Merge.js"
@@ -20,14 +19,8 @@ import * as StoreArgs from "./StoreArgs.js"
 
 const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files (or plugin URIs) to merge."))
 const output = Options.text("output").pipe(Options.withAlias("o"), Options.withDescription("Output file of the merged rows."))
-const rows = Options.choice("rows", Export.ROW_KINDS).pipe(
-  Options.withDescription("Row kind of the merged file."),
-  Flags.withDefault("pipelines" as const)
-)
-const format = Options.choice("format", Export.FORMATS).pipe(
-  Options.optional,
-  Options.withDescription("Output format (default: from OUT's suffix).")
-)
+const rows = StoreArgs.rowsOption("Row kind of the merged file.")
+const format = StoreArgs.formatOption("Output format (default: from OUT's suffix).")
 
 
 /**

@@ -1,10 +1,10 @@
 /**
  * `assay mock-llm`: runs the deterministic OpenAI-compatible mock server (see
- * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until SIGINT/SIGTERM.
+ * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until a stop signal.
  *
  * Once listening it prints exactly one JSON line on stdout,
  * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"endpoints":[{"name","model","baseUrl"}]}`,
- * so that a parent process can read the port; on SIGINT or SIGTERM it drops every connection,
+ * so that a parent process can read the port; on SIGINT, SIGTERM or SIGHUP it drops every connection,
  * closes the socket and exits 0.
  *
  * @since 0.1.0
@@ -12,22 +12,15 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Flags from "./Flags.js"
-import { Console, Effect, Option, Schema } from "effect"
+import { Console, Effect, Option, Queue, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import * as Signals from "../services/Signals.js"
+import { isLoopback } from "../services/StatsServer.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
-const port = Options.integer("port").pipe(
-  Options.withSchema(Schema.Int.pipe(Schema.between(0, 65535))),
-  Options.withDescription("TCP port to listen on; 0 picks a free port (printed on stdout)."),
-  Flags.withDefault(0)
-)
-const host = Options.text("host").pipe(
-  Options.withDescription("Address to bind; only loopback addresses unless --allow-remote."),
-  Flags.withDefault("127.0.0.1")
-)
-const allowRemote = Options.boolean("allow-remote").pipe(
-  Options.withDescription("Allow binding a non-loopback address (the mock has no real authentication).")
-)
+const port = Flags.port(0, "TCP port to listen on; 0 picks a free port (printed on stdout).")
+const host = Flags.host("Address to bind; only loopback addresses unless --allow-remote.")
+const allowRemote = Flags.allowRemote("Allow binding a non-loopback address (the mock has no real authentication).")
 const profile = Options.file("profile", { exists: "yes" }).pipe(
   Options.optional,
   Options.withDescription("JSON profile file (seed and endpoints); see docs/mock-llm.md.")
@@ -65,31 +58,6 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
   Options.optional,
   Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
 )
-
-/**
- * Whether a host string names a loopback address (`localhost`, `127.0.0.0/8`, `::1`).
- *
- * @since 0.1.0
- * @category guards
- */
-export const isLoopbackHost = (h: string): boolean =>
-  h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)
-
-/** Completes with the name of the first SIGINT or SIGTERM the process receives. */
-const waitForSignal = Effect.async<string>((resume) => {
-  const on = (signal: string) => resume(Effect.succeed(signal))
-  process.once("SIGINT", on)
-  process.once("SIGTERM", on)
-  return Effect.sync(() => {
-    process.off("SIGINT", on)
-    process.off("SIGTERM", on)
-  })
-})
-
-/** Ends the process with exit code 0 (after the server's scope has closed). */
-const exitZero = Effect.sync((): void => {
-  process.exit(0)
-})
 
 interface Overrides {
   readonly seed: Option.Option<number>
@@ -133,7 +101,7 @@ export const mockLlm = Command.make(
   { port, host, allowRemote, profile, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
   (args) =>
     Effect.gen(function*() {
-      if (!args.allowRemote && !isLoopbackHost(args.host)) {
+      if (!args.allowRemote && !isLoopback(args.host)) {
         return yield* new ConfigError({
           message: `refusing to bind non-loopback host ${args.host}; pass --allow-remote to do it anyway`,
           issues: [{ path: "host", message: "not a loopback address", suggestion: "127.0.0.1" }]
@@ -154,14 +122,12 @@ export const mockLlm = Command.make(
           ]
         })
       const finalProfile = yield* applyOverrides(base, args)
-      // The server runs uninterruptibly until SIGINT/SIGTERM. runMain turns a signal into an
-      // interruption, which assay's teardown maps to exit 130, and Effect strips any failure
-      // raised while an interruption is pending (so an ExitWith(0) cannot get through). For this
-      // command a signal is the normal end: the interruption stays pending while the scope
-      // closes (dropping every connection, hung ones included), then the process exits 0.
-      // A second signal gets Node's default action.
-      return yield* Effect.uninterruptible(Effect.scoped(
+      // The server runs until a stop signal, which is its normal end: the scope closes
+      // (dropping every connection, hung ones included) and the command succeeds (exit 0).
+      yield* Effect.scoped(
         Effect.gen(function*() {
+          // claimed before the address is printed: a parent may signal as soon as it reads it
+          const stops = yield* Effect.flatMap(Signals.Signals, (signals) => signals.claim)
           const server = yield* serve({
             profile: finalProfile,
             host: args.host,
@@ -177,8 +143,8 @@ export const mockLlm = Command.make(
             seed: finalProfile.seed,
             endpoints: server.endpoints
           }))
-          yield* waitForSignal
+          yield* Queue.take(stops)
         })
-      ).pipe(Effect.zipRight(exitZero)))
+      )
     })
 ).pipe(Command.withDescription("Run a deterministic OpenAI-compatible mock LLM server on loopback (for tests and demos)."))

@@ -12,6 +12,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import * as Report from "../services/Report.js"
+import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
 import * as StoreArgs from "./StoreArgs.js"
 
@@ -19,10 +20,7 @@ const stores = Args.text({ name: "store" }).pipe(
   Args.atLeast(1),
   Args.withDescription("Store file(s) or plugin URI(s) to report on; several are merged.")
 )
-const runId = Options.text("run-id").pipe(
-  Options.optional,
-  Options.withDescription("Run to report: an id, or `all` (default: each store's most recent run).")
-)
+const runId = Flags.runId("Run to report: an id, or `all` (default: each store's most recent run).")
 const errors = integerAtLeast("errors", 0).pipe(
   Options.optional,
   Options.withDescription("How many recent errors to list (default 10).")

@@ -36,6 +36,7 @@ import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
 import * as Experiment from "../config/Experiment.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as Otel from "../layers/Otel.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/StoreResolver.js"
 import { mergeReports } from "../services/Merge.js"
@@ -44,40 +45,13 @@ import * as Progress from "../services/Progress.js"
 import * as Report from "../services/Report.js"
 import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
+import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
-
-// ---------------------------------------------------------------------------------------------
-// Signal governance (read by main.ts)
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Whether a run with the runner's own SIGINT/SIGTERM handlers is in progress. While it is,
- * the CLI's main leaves SIGINT/SIGTERM to the runner (first signal: graceful stop; second:
- * immediate stop) instead of interrupting the program, which would cut the grace short.
- *
- * @since 0.1.0
- * @category signals
- */
-export const signalGovernor = { runnerGoverns: false }
-
-const governSignals = <A, E, R>(enabled: boolean, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  enabled
-    ? Effect.acquireUseRelease(
-      Effect.sync(() => {
-        signalGovernor.runnerGoverns = true
-      }),
-      () => effect,
-      () =>
-        Effect.sync(() => {
-          signalGovernor.runnerGoverns = false
-        })
-    )
-    : effect
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -123,6 +97,10 @@ const runOptions = {
   artifactBackend: optText("artifact-backend", "Where payloads go: inline, null or file:///path.", "backend"),
   noSignals: flag("no-signals", "Do not install the runner's SIGINT/SIGTERM/SIGHUP handlers (Ctrl-C interrupts at once)."),
   strictEnv: flag("strict-env", "An unset ${VAR} in the experiment is an error."),
+  otel: flag(
+    "otel",
+    "Export spans to an OpenTelemetry collector (OTLP/HTTP at OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318); also on with OTEL_TRACES_EXPORTER=otlp."
+  ),
   summary: Options.choice("summary", ["text", "json"]).pipe(
     Options.withDescription("How the report is printed on stdout."),
     Flags.withDefault("text" as const)
@@ -323,13 +301,22 @@ const runOne = (args: RunArgs, resume: boolean) =>
         Runner.RunReport,
         Runner.RunError | SourceError | SeedError | ConfigError,
         FileSystem.FileSystem | ProcessRunner
-      >)
+      >).pipe(
+        Effect.tap((r) => Effect.annotateCurrentSpan({ "assay.run.id": r.runId, "assay.run.status": r.status })),
+        Effect.withSpan("assay.run", {
+          attributes: {
+            "assay.command": resume ? "resume" : "run",
+            "assay.config": path.basename(args.config),
+            ...(shard === undefined ? {} : { "assay.shard": `${shard.index}/${shard.count}` })
+          }
+        })
+      )
       // the run-scope metrics the tasks reported: the headline a user came for
       const st = yield* Store
       const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })
       return { report, metrics }
     }))
-    const { metrics, report } = yield* governSignals(settings.handleSignals, tracked).pipe(
+    const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(
@@ -478,6 +465,7 @@ const childFlags = (args: RunArgs): Array<string> => {
   text("artifact-backend", args.artifactBackend)
   bool("no-signals", args.noSignals)
   bool("strict-env", args.strictEnv)
+  bool("otel", args.otel)
   // Children report through their JSON summary; their progress would only fill the
   // captured stderr that explains a dead shard.
   out.push("--quiet")
@@ -509,39 +497,30 @@ const lastJsonLine = (stdout: string): Record<string, any> | null => {
 }
 
 /**
- * The parent's SIGINT/SIGTERM/SIGHUP handling while shard children run (in the current scope): the
- * CLI's main leaves the signals to it (`signalGovernor`), and each signal is sent on to every
+ * The parent's stop signals while shard children run (in the current scope): the relay claims
+ * them from `Signals` (so they do not interrupt the parent), and each signal is sent on to every
  * running child (`kill(pid, signal)`: the child's own runner stops it gracefully, a second
  * signal at once). `signal()` is the first signal received, if any.
  */
 const signalRelay = Effect.gen(function*() {
   const pids = new Set<number>()
-  let received: NodeJS.Signals | undefined
-  const forward = (signal: NodeJS.Signals) => () => {
-    received ??= signal
-    for (const pid of pids) {
-      try {
-        process.kill(pid, signal)
-      } catch {
-        // already gone: its exit is being collected
-      }
-    }
-  }
-  const handlers = Runner.stopSignals.map((signal) => [signal, forward(signal)] as const)
-  yield* Effect.acquireRelease(
+  let received: Signals.StopSignal | undefined
+  const signals = yield* Signals.Signals
+  yield* signals.handle((signal) =>
     Effect.sync(() => {
-      signalGovernor.runnerGoverns = true
-      for (const [signal, handler] of handlers) process.on(signal, handler)
-    }),
-    () =>
-      Effect.sync(() => {
-        for (const [signal, handler] of handlers) process.off(signal, handler)
-        signalGovernor.runnerGoverns = false
-      })
+      received ??= signal
+      for (const pid of pids) {
+        try {
+          process.kill(pid, signal)
+        } catch {
+          // already gone: its exit is being collected
+        }
+      }
+    })
   )
   return {
     pids,
-    signal: (): NodeJS.Signals | undefined => received
+    signal: (): Signals.StopSignal | undefined => received
   }
 })
 
@@ -750,7 +729,11 @@ const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknow
         ? Effect.fail(configError("--jobs", "--jobs only applies with --shards N (how many shard processes run at once)"))
         : runOne(args, resume),
     onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
-  })
+  }).pipe(
+    // spans (the run's, its attempts') go to the collector while the command runs; the last
+    // batch is sent when it ends
+    Effect.provide(Otel.layerFromEnv(args.otel))
+  )
 
 /**
  * `assay run -c FILE [overrides]`.

@@ -28,20 +28,13 @@ import * as StoreArgs from "./StoreArgs.js"
 const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
 )
-const port = Options.integer("port").pipe(
-  Options.withDescription("TCP port (0 = any free port)."),
-  Flags.withDefault(8787)
+const port = Flags.port(8787, "TCP port (0 = any free port).")
+const host = Flags.host("Address to bind; anything but loopback needs --allow-remote.")
+const runId = Flags.runId(
+  "Default view when a request names none: `all` (the whole store, the default), `latest` (the most recently started run) or a run id."
 )
-const host = Options.text("host").pipe(
-  Options.withDescription("Address to bind; anything but loopback needs --allow-remote."),
-  Flags.withDefault("127.0.0.1")
-)
-const runId = Options.text("run-id").pipe(
-  Options.optional,
-  Options.withDescription("Default view when a request names none: `all` (the whole store, the default), `latest` (the most recently started run) or a run id.")
-)
-const allowRemote = Options.boolean("allow-remote").pipe(
-  Options.withDescription("Allow a non-loopback --host (there is no authentication: put your own proxy in front).")
+const allowRemote = Flags.allowRemote(
+  "Allow a non-loopback --host (there is no authentication: put your own proxy in front)."
 )
 const refresh = Options.integer("refresh-ms").pipe(
   Options.withDescription("Dashboard refresh period in ms."),

@@ -15,6 +15,7 @@ import * as Plugins from "../layers/Plugins.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/StoreResolver.js"
 import * as Export from "../services/Export.js"
+import * as Flags from "./Flags.js"
 import type { Store, StoreService } from "../services/Store.js"
 
 /**
@@ -29,6 +30,28 @@ export const pluginOption = Options.text("plugin").pipe(
     "A plugin module (path or package) providing a store URI scheme; repeatable (also read from ASSAY_PLUGINS=a,b)."
   )
 )
+
+/**
+ * `--rows KIND`: the row kind a command writes (`pipelines` when absent). Shared by `export`
+ * and `merge`.
+ *
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const rowsOption = (description: string) =>
+  Options.choice("rows", Export.ROW_KINDS).pipe(Options.withDescription(description), Flags.withDefault("pipelines" as const))
+
+/**
+ * `--format jsonl|json|csv` (optional; a command takes it from the output file's suffix when
+ * absent). Shared by `export` and `merge`.
+ *
+ * @param description the command's help text for it
+ * @since 0.1.0
+ * @category options
+ */
+export const formatOption = (description: string) =>
+  Options.choice("format", Export.FORMATS).pipe(Options.optional, Options.withDescription(description))
 
 /**
  * The plugin specifiers of `ASSAY_PLUGINS` (comma-separated, blanks dropped).

@@ -31,10 +31,7 @@ import * as StoreArgs from "./StoreArgs.js"
 const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("The store to watch (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
 )
-const runId = Options.text("run-id").pipe(
-  Options.optional,
-  Options.withDescription("Run to watch: an id or `all` (default: the most recently started run).")
-)
+const runId = Flags.runId("Run to watch: an id or `all` (default: the most recently started run).")
 const interval = Options.float("interval").pipe(
   Options.withDescription("Seconds between refreshes (> 0)."),
   Flags.withDefault(2)

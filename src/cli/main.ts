@@ -9,14 +9,15 @@ import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
 import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
+import * as Signals from "../services/Signals.js"
 import { exitCodeOf } from "./Exit.js"
 import * as Help from "./Help.js"
 
@@ -31,10 +32,9 @@ export const version = "0.1.0"
 /** Any subcommand: its parsed value is not looked at here. */
 type Sub = CliCommand.Command<string, never, unknown, unknown>
 
-/** What a command module gives: its commands, and the run commands' signal switch. */
+/** What a command module gives: its commands. */
 interface Loaded {
   readonly commands: ReadonlyArray<Sub>
-  readonly governor?: { readonly runnerGoverns: boolean } | undefined
 }
 
 const one = (command: unknown): Loaded => ({ commands: [command as Sub] })
@@ -47,11 +47,8 @@ const one = (command: unknown): Loaded => ({ commands: [command as Sub] })
 const subcommands: ReadonlyArray<readonly [string, () => Promise<Loaded>]> = [
   ["mock-llm", () => import("./MockLlmCommand.js").then((m) => one(m.mockLlm))],
   ["validate", () => import("./ValidateCommand.js").then((m) => one(m.validate))],
-  ["run", () => import("./RunCommand.js").then((m) => ({ commands: [m.run as Sub], governor: m.signalGovernor }))],
-  [
-    "resume",
-    () => import("./RunCommand.js").then((m) => ({ commands: [m.resume as Sub], governor: m.signalGovernor }))
-  ],
+  ["run", () => import("./RunCommand.js").then((m) => one(m.run))],
+  ["resume", () => import("./RunCommand.js").then((m) => one(m.resume))],
   ["plugins", () => import("./PluginsCommand.js").then((m) => one(m.plugins))],
   ["schema", () => import("./SchemaCommand.js").then((m) => one(m.schema))],
   ["report", () => import("./ReportCommand.js").then((m) => one(m.report))],
@@ -79,14 +76,10 @@ export const subcommandNames: ReadonlyArray<string> = subcommands.map(([name]) =
  */
 export const loadSubcommands = async (argv: ReadonlyArray<string>): Promise<{
   readonly commands: ReadonlyArray<Sub>
-  readonly governor: { readonly runnerGoverns: boolean }
 }> => {
   const named = subcommands.find(([name]) => name === argv[2])
   const loaded = await Promise.all((named === undefined ? subcommands : [named]).map(([, load]) => load()))
-  return {
-    commands: loaded.flatMap((l) => l.commands),
-    governor: loaded.find((l) => l.governor !== undefined)?.governor ?? { runnerGoverns: false }
-  }
+  return { commands: loaded.flatMap((l) => l.commands) }
 }
 
 /**
@@ -198,45 +191,46 @@ const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<stri
     : Option.none()
 
 /**
- * Runs the CLI as the process's main program and exits with {@link exitCodeOf}'s code.
+ * Runs the CLI as the process's main program (`NodeRuntime.runMain`) and exits with
+ * {@link exitCodeOf}'s code: 0 / 1 / 2 / 130.
  *
- * Unlike `NodeRuntime.runMain` (which exits 0 after Ctrl-C), SIGINT/SIGTERM/SIGHUP interrupt the
- * program (exit 130) *unless* a run with the runner's own signal handlers is in progress
- * (`signalGovernor.runnerGoverns`): then the runner governs (first signal: graceful stop with
- * its grace period; second: immediate stop) and the run command exits 130 itself.
+ * The stop signals (SIGINT, SIGTERM, SIGHUP) are the `Signals` service's: one that nothing
+ * newer claims interrupts the command (exit 130); a run with the runner's signal handling
+ * claims them while it runs (first signal: graceful stop with its grace period; second:
+ * immediate stop), prints its report and exits 130 itself (`Signals.interruptOnStop`).
+ * `NodeRuntime.runMain` exits 0 after Ctrl-C and interrupts its main fiber on SIGINT/SIGTERM
+ * whatever else listens: the exit code is therefore the command's own exit, not the main
+ * fiber's, and the process ends when the command is done (an open handle a plugin left does not
+ * keep it alive).
  *
  * @since 0.1.0
  * @category running
  */
 export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): void => {
-  const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
-  let governor: { readonly runnerGoverns: boolean } = { runnerGoverns: false }
-  const program = Effect.flatMap(Effect.promise(() => loadSubcommands(argv)), (loaded) => {
-    governor = loaded.governor
-    return runCommandLine(argv, loaded.commands)
-  })
-  const fiber = Effect.runFork(
-    plainWhenPiped(program).pipe(
-      Effect.provideService(ModuleLoader, options.modules ?? ModuleLoader.defaultValue()),
-      Effect.provide(NodeContext.layer)
-    )
+  let outcome: Exit.Exit<unknown, unknown> | undefined
+  const program = plainWhenPiped(cli(argv)).pipe(
+    Effect.onExit((exit) =>
+      Effect.sync(() => {
+        outcome = exit
+      })
+    ),
+    Signals.interruptOnStop,
+    Effect.provideService(ModuleLoader, options.modules ?? ModuleLoader.defaultValue()),
+    // one instance of its own: the bundle's and the unbundled runtime's never share listeners
+    Effect.provideService(Signals.Signals, Signals.makeProcess()),
+    Effect.provide(NodeContext.layer)
   )
-  const onSignal = (signal: NodeJS.Signals) => () => {
-    // The runner's handler is installed: let it stop the run gracefully.
-    if (governor.runnerGoverns && process.listenerCount(signal) > 1) return
-    fiber.unsafeInterruptAsFork(FiberId.none)
-  }
-  // SIGHUP (the terminal closed) is a stop like Ctrl-C (C14).
-  const handlers = (["SIGINT", "SIGTERM", "SIGHUP"] as const).map((signal) => [signal, onSignal(signal)] as const)
-  for (const [signal, handler] of handlers) process.on(signal, handler)
-  fiber.addObserver((exit) => {
-    clearInterval(keepAlive)
-    for (const [signal, handler] of handlers) process.off(signal, handler)
-    const fallback = needsFullRuntime(exit)
-    if (Option.isSome(fallback) && options.onNeedsFullRuntime !== undefined) {
-      options.onNeedsFullRuntime(fallback.value)
-      return
+  NodeRuntime.runMain(program, {
+    disableErrorReporting: true,
+    disablePrettyLogger: true,
+    teardown: (mainExit) => {
+      const exit = outcome ?? mainExit
+      const fallback = needsFullRuntime(exit)
+      if (Option.isSome(fallback) && options.onNeedsFullRuntime !== undefined) {
+        options.onNeedsFullRuntime(fallback.value)
+        return
+      }
+      process.exit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
     }
-    process.exit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
   })
 }

@@ -69,6 +69,7 @@ import * as RetryPolicy from "../domain/RetryPolicy.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type * as Task from "../domain/Task.js"
 import type { MetricDisplay, MetricOptions, TaskContext } from "../domain/TaskContext.js"
+import * as Signals from "./Signals.js"
 import { Bus, type BusService, make as makeBus } from "./Bus.js"
 import { type Holder, Pools, type PoolStats } from "./Pool.js"
 import {
@@ -1831,21 +1832,13 @@ const runOnce = <S extends AnySpec, SE, SR>(
  * @since 0.1.0
  * @category signals
  */
-export const stopSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+export const stopSignals: ReadonlyArray<NodeJS.Signals> = Signals.stopSignals
 
+/** While the run's scope lasts, the stop signals (claimed from `Signals`) request a stop. */
 const installSignalHandlers = (requestStop: (reason: string) => void) =>
-  Effect.acquireRelease(
-    Effect.sync(() =>
-      stopSignals.map((signal) => {
-        const handler = () => requestStop(signal.toLowerCase())
-        process.on(signal, handler)
-        return [signal, handler] as const
-      })
-    ),
-    (handlers) =>
-      Effect.sync(() => {
-        for (const [signal, handler] of handlers) process.off(signal, handler)
-      })
+  Effect.flatMap(
+    Signals.Signals,
+    (signals) => signals.handle((signal) => Effect.sync(() => requestStop(signal.toLowerCase())))
   )
 
 // ---------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Data, Effect, Option, type Scope, Stream } from "effect"
+import { Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"
@@ -81,6 +81,9 @@ export interface AppOptions {
 /** Largest `limit` any endpoint accepts. */
 const MAX_LIMIT = 1000
 
+/** The pipeline states a `?state=` filter of `/export` accepts. */
+const STATES = ["pending", "running", "succeeded", "failed", "interrupted"] as const
+
 const loadAsset = (specifier: string): Option.Option<Uint8Array> => {
   try {
     return Option.some(fs.readFileSync(createRequire(import.meta.url).resolve(specifier)))
@@ -89,23 +92,102 @@ const loadAsset = (specifier: string): Option.Option<Uint8Array> => {
   }
 }
 
-const single = (params: Readonly<Record<string, string | ReadonlyArray<string>>>, name: string) => {
-  const v = params[name]
-  if (v === undefined) return Effect.succeed(undefined)
-  if (typeof v !== "string") return Effect.fail(new BadRequest({ message: `parameter "${name}" given more than once` }))
-  return Effect.succeed(v)
-}
+// ---------------------------------------------------------------------------------------------
+// Query parameters (decoded by Schema; a bad one answers 400 naming it)
+// ---------------------------------------------------------------------------------------------
 
-const limitOf = (raw: string | undefined, fallback: number) => {
-  if (raw === undefined) return Effect.succeed(fallback)
-  if (!/^\d+$/.test(raw)) {
-    return Effect.fail(new BadRequest({ message: `"limit" must be an integer between 1 and ${MAX_LIMIT}, got "${raw}"` }))
-  }
-  const n = Number(raw)
-  return n >= 1 && n <= MAX_LIMIT
-    ? Effect.succeed(n)
-    : Effect.fail(new BadRequest({ message: `"limit" must be between 1 and ${MAX_LIMIT}, got ${n}` }))
-}
+/** A parameter given once (a repeated one, which arrives as an array, is refused). */
+const Once = Schema.String.annotations({ message: () => "given more than once" })
+
+/** An optional parameter given at most once. */
+const optionalOnce = Schema.optionalWith(Once, { exact: true })
+
+/** `limit`: an integer in 1..{@link MAX_LIMIT}, `fallback` when absent. */
+const limitParam = (fallback: number) =>
+  Schema.optionalWith(
+    Schema.compose(
+      Once.pipe(Schema.pattern(/^\d+$/, { message: (i) => `must be an integer between 1 and ${MAX_LIMIT}, got ${JSON.stringify(i.actual)}` })),
+      Schema.NumberFromString.pipe(
+        Schema.between(1, MAX_LIMIT, { message: (i) => `must be between 1 and ${MAX_LIMIT}, got ${String(i.actual)}` })
+      )
+    ),
+    { default: () => fallback, exact: true }
+  )
+
+/** One of `values`, given once. */
+const choiceParam = <const L extends ReadonlyArray<string>>(values: L) =>
+  Once.pipe(
+    Schema.filter((s): s is L[number] => values.includes(s), {
+      message: (i) => `must be one of ${values.join(", ")}, got ${JSON.stringify(i.actual)}`
+    })
+  )
+
+/** `run_id`: absent, or a non-empty selector (`all`, `latest` or a run id). */
+const RunIdParams = Schema.Struct({
+  run_id: Schema.optionalWith(Once.pipe(Schema.filter((s) => s.trim() !== "", { message: () => "must not be empty" })), {
+    exact: true
+  })
+})
+
+/** `after`: a cursor `/pipelines` returned (empty = the first page). */
+const CursorParam = Schema.transformOrFail(Once, Schema.Unknown, {
+  strict: true,
+  decode: (token, _, ast) =>
+    token === ""
+      ? ParseResult.succeed(undefined)
+      : Option.match(Monitor.decodeCursor(token), {
+        onNone: () => ParseResult.fail(new ParseResult.Type(ast, token, "is not a cursor returned by /pipelines")),
+        onSome: (cursor) => ParseResult.succeed(cursor)
+      }),
+  encode: (cursor) => ParseResult.succeed(cursor === undefined ? "" : Monitor.encodeCursor(cursor as Monitor.PipelineCursor))
+})
+
+/**
+ * The query parameters of each route, as Schemas of the parsed search parameters (unknown
+ * parameters are ignored).
+ *
+ * @since 0.1.0
+ * @category parameters
+ */
+export const QueryParams = {
+  "/": RunIdParams,
+  "/stats": RunIdParams,
+  "/resources": RunIdParams,
+  "/metrics": Schema.Struct({ ...RunIdParams.fields, pipeline_id: optionalOnce }),
+  "/events": Schema.Struct({ ...RunIdParams.fields, kind: optionalOnce, limit: limitParam(100) }),
+  "/errors": Schema.Struct({ ...RunIdParams.fields, limit: limitParam(20) }),
+  "/pipelines": Schema.Struct({ ...RunIdParams.fields, limit: limitParam(50), after: Schema.optionalWith(CursorParam, { exact: true }) }),
+  "/export": Schema.Struct({
+    ...RunIdParams.fields,
+    rows: Schema.optionalWith(choiceParam(Export.ROW_KINDS), { default: () => "results" as const, exact: true }),
+    format: Schema.optionalWith(choiceParam(Export.FORMATS), { default: () => "csv" as const, exact: true }),
+    state: Schema.optionalWith(choiceParam(STATES), { exact: true })
+  }).pipe(
+    Schema.filter((p) =>
+      p.state === undefined || p.rows === "results" || p.rows === "pipelines"
+        ? undefined
+        : { path: ["state"], message: "filters results or pipelines rows only" }
+    )
+  )
+} as const
+
+/**
+ * Decodes the request's query parameters with `schema`; a bad parameter fails with
+ * {@link BadRequest} naming it: `"limit": must be between 1 and 1000, got 0` (every problem,
+ * separated by `; `).
+ */
+const queryParams = <A, I extends Readonly<Record<string, string | ReadonlyArray<string> | undefined>>>(
+  schema: Schema.Schema<A, I>
+) =>
+  HttpServerRequest.schemaSearchParams(schema, { errors: "all" }).pipe(
+    Effect.mapError((e) =>
+      new BadRequest({
+        message: ParseResult.ArrayFormatter.formatErrorSync(e).map((issue) =>
+          issue.path.length === 0 ? issue.message : `"${issue.path.join(".")}": ${issue.message}`
+        ).join("; ")
+      })
+    )
+  )
 
 const json = (body: unknown, status = 200) =>
   HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
@@ -117,8 +199,6 @@ const EXPORT_TYPES: Readonly<Record<Export.Format, string>> = {
   json: "application/json; charset=utf-8"
 }
 
-/** The pipeline states a `?state=` filter of `/export` accepts. */
-const STATES: ReadonlyArray<string> = ["pending", "running", "succeeded", "failed", "interrupted"]
 
 /**
  * The file name of an `/export` download: `assay-ROWS[-STATE][-RUN].FORMAT` (the run id
@@ -175,22 +255,15 @@ export const makeApp = (
   const uplotJs = loadAsset("uplot/dist/uPlot.iife.min.js")
   const uplotCss = loadAsset("uplot/dist/uPlot.min.css")
 
-  /** The request's selection: its `run_id`, else the server's default. */
-  const selection = Effect.gen(function*() {
-    const params = yield* HttpServerRequest.ParsedSearchParams
-    const raw = yield* single(params, "run_id")
-    if (raw !== undefined && raw.trim() === "") return yield* new BadRequest({ message: `"run_id" must not be empty` })
-    return yield* Monitor.resolveSelection(store, raw ?? options.runId ?? "all")
-  })
-  const params = HttpServerRequest.ParsedSearchParams
+  /** The selection a request's `run_id` names, else the server's default. */
+  const selectionOf = (runId: string | undefined) => Monitor.resolveSelection(store, runId ?? options.runId ?? "all")
 
   const router = HttpRouter.empty.pipe(
     HttpRouter.get(
       "/",
       Effect.gen(function*() {
-        const p = yield* params
-        const raw = yield* single(p, "run_id")
-        const sel = yield* selection
+        const { run_id: raw } = yield* queryParams(QueryParams["/"])
+        const sel = yield* selectionOf(raw)
         const snapshot = yield* Monitor.snapshotOf(store, sel, errorsN, reads)
         // (HttpServerResponse.html escapes nothing: renderDashboard escapes every store value)
         return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw }), {
@@ -202,15 +275,15 @@ export const makeApp = (
     HttpRouter.get(
       "/stats",
       Effect.gen(function*() {
-        const sel = yield* selection
+        const sel = yield* selectionOf((yield* queryParams(QueryParams["/stats"])).run_id)
         return json(yield* Monitor.snapshotOf(store, sel, errorsN, reads))
       })
     ),
     HttpRouter.get(
       "/metrics",
       Effect.gen(function*() {
-        const sel = yield* selection
-        const pipelineId = yield* single(yield* params, "pipeline_id")
+        const { pipeline_id: pipelineId, run_id } = yield* queryParams(QueryParams["/metrics"])
+        const sel = yield* selectionOf(run_id)
         const runs = sel._tag === "Run" ? [sel.run.runId] : sel._tag === "All" ? sel.runs.map((r) => r.runId) : []
         const rows: Array<Monitor.MetricRow> = []
         for (const runId of runs) {
@@ -222,10 +295,8 @@ export const makeApp = (
     HttpRouter.get(
       "/events",
       Effect.gen(function*() {
-        const sel = yield* selection
-        const p = yield* params
-        const kind = yield* single(p, "kind")
-        const limit = yield* limitOf(yield* single(p, "limit"), 100)
+        const { kind, limit, run_id } = yield* queryParams(QueryParams["/events"])
+        const sel = yield* selectionOf(run_id)
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
         const rows = sel._tag === "Empty" ? [] : yield* store.events({ runId, kind, limit })
         return json({ run_id: Monitor.selectionRunId(sel), rows: rows.map(Monitor.eventRow) })
@@ -234,16 +305,10 @@ export const makeApp = (
     HttpRouter.get(
       "/pipelines",
       Effect.gen(function*() {
-        const sel = yield* selection
-        const p = yield* params
-        const limit = yield* limitOf(yield* single(p, "limit"), 50)
-        const afterRaw = yield* single(p, "after")
-        const after = afterRaw === undefined || afterRaw === ""
-          ? undefined
-          : yield* Option.match(Monitor.decodeCursor(afterRaw), {
-            onNone: () => Effect.fail(new BadRequest({ message: `"after" is not a cursor returned by /pipelines` })),
-            onSome: Effect.succeed
-          })
+        const q = yield* queryParams(QueryParams["/pipelines"])
+        const { limit } = q
+        const after = q.after as Monitor.PipelineCursor | undefined
+        const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
         const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, after, limit })
         return json({
@@ -256,7 +321,7 @@ export const makeApp = (
     HttpRouter.get(
       "/resources",
       Effect.gen(function*() {
-        const sel = yield* selection
+        const sel = yield* selectionOf((yield* queryParams(QueryParams["/resources"])).run_id)
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
         const rows = (yield* store.resources).map(Monitor.resourceRow).filter((r) =>
           runId === undefined || r.run_id === null || r.run_id === runId
@@ -267,8 +332,8 @@ export const makeApp = (
     HttpRouter.get(
       "/errors",
       Effect.gen(function*() {
-        const sel = yield* selection
-        const limit = yield* limitOf(yield* single(yield* params, "limit"), 20)
+        const { limit, run_id } = yield* queryParams(QueryParams["/errors"])
+        const sel = yield* selectionOf(run_id)
         const rows = sel._tag === "Empty"
           ? []
           : yield* store.errors({ runId: sel._tag === "Run" ? sel.run.runId : undefined, limit })
@@ -279,25 +344,8 @@ export const makeApp = (
       "/export",
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const sel = yield* selection
-        const p = yield* params
-        const rowsRaw = (yield* single(p, "rows")) ?? "results"
-        const formatRaw = (yield* single(p, "format")) ?? "csv"
-        const state = yield* single(p, "state")
-        if (!(Export.ROW_KINDS as ReadonlyArray<string>).includes(rowsRaw)) {
-          return yield* new BadRequest({ message: `"rows" must be one of ${Export.ROW_KINDS.join(", ")}, got "${rowsRaw}"` })
-        }
-        if (!(Export.FORMATS as ReadonlyArray<string>).includes(formatRaw)) {
-          return yield* new BadRequest({ message: `"format" must be one of ${Export.FORMATS.join(", ")}, got "${formatRaw}"` })
-        }
-        const kind = rowsRaw as Export.RowKind
-        const format = formatRaw as Export.Format
-        if (state !== undefined && (kind !== "results" && kind !== "pipelines")) {
-          return yield* new BadRequest({ message: `"state" filters results or pipelines rows only` })
-        }
-        if (state !== undefined && !STATES.includes(state)) {
-          return yield* new BadRequest({ message: `"state" must be one of ${STATES.join(", ")}, got "${state}"` })
-        }
+        const { format, rows: kind, run_id, state } = yield* queryParams(QueryParams["/export"])
+        const sel = yield* selectionOf(run_id)
         const runId = Monitor.selectionRunId(sel)
         const headers = {
           "cache-control": "no-store",

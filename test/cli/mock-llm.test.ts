@@ -97,6 +97,19 @@ describe("assay mock-llm", () => {
       }
     }))
 
+  it.live("a signal the moment the address is printed still ends it with exit 0 (SIGHUP too: the terminal closed)", () =>
+    Effect.promise(async () => {
+      const run = start(["mock-llm", "--endpoints", "1"])
+      try {
+        JSON.parse(await run.first)
+        // at once: the signal is claimed before the address is printed
+        run.kill("SIGHUP")
+        assert.strictEqual((await run.exit).code, 0)
+      } finally {
+        run.kill("SIGKILL")
+      }
+    }))
+
   it.live("a bad profile file exits 2 naming the field path", () =>
     Effect.promise(async () => {
       const profile = tmp("profile.json")

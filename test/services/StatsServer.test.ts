@@ -1,10 +1,9 @@
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer } from "effect"
+import { assert, layer } from "@effect/vitest"
+import { Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { beforeAll } from "vitest"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Export from "../../src/services/Export.js"
 import * as Monitor from "../../src/services/Monitor.js"
@@ -44,31 +43,46 @@ const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E,
     return yield* f(info.url)
   })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
 
-// Two finished runs in one store: A (rows 100..104), then B (rows 0..9; rows 3 and 8 fail).
-const fixed = tmpFile()
-let runA = ""
-let runB = ""
-beforeAll(async () => {
-  const ids = await Effect.runPromise(
-    Effect.gen(function*() {
+/** The fixture store: two finished runs in one file, A (rows 100..104) then B (rows 0..9; rows 3 and 8 fail). */
+class Fixture extends Context.Tag("test/StatsServer/Fixture")<Fixture, {
+  readonly file: string
+  readonly runA: string
+  readonly runB: string
+}>() {}
+
+/** Writes the fixture store once for this file's tests; its folder is removed after them. */
+const FixtureLive = Layer.scoped(
+  Fixture,
+  Effect.gen(function*() {
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "assay-serve-"))),
+      (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+    )
+    const file = path.join(dir, "store.db")
+    return yield* Effect.gen(function*() {
       const a = yield* runRows(5, 2, {}, 100)
       yield* Effect.sleep("5 millis")
       const b = yield* runRows(10, 2)
-      return [a.runId, b.runId] as const
-    }).pipe(Effect.provide(writerLayer(fixed)))
-  )
-  runA = ids[0]
-  runB = ids[1]
-}, 30_000)
+      return { file, runA: a.runId, runB: b.runId }
+    }).pipe(Effect.provide(writerLayer(file)))
+  })
+)
 
-describe("StatsServer", () => {
-  it.live("/stats?run_id=latest selects the most recently started run", () =>
-    withServer(fixed, (base) =>
+layer(FixtureLive, { excludeTestServices: true, timeout: "30 seconds" })("StatsServer", (it) => {
+  /** A test over the fixture store (live clock: real servers and sockets). */
+  const test = <A, E>(
+    name: string,
+    body: (fx: Context.Tag.Service<Fixture>) => Effect.Effect<A, E, Fixture>,
+    options?: { readonly timeout?: number }
+  ) => it.effect(name, () => Effect.flatMap(Fixture, body), options)
+
+  test("/stats?run_id=latest selects the most recently started run", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const r = yield* request(`${base}/stats?run_id=latest`)
         assert.strictEqual(r.status, 200)
         const s = r.json as Monitor.Snapshot
-        assert.strictEqual(s.run_id, runB)
+        assert.strictEqual(s.run_id, fx.runB)
         assert.strictEqual(s.selection, "latest")
         assert.strictEqual(s.run?.status, "completed")
         assert.deepStrictEqual(s.pipelines.by_state, { pending: 0, running: 0, succeeded: 8, failed: 2, interrupted: 0 })
@@ -83,11 +97,11 @@ describe("StatsServer", () => {
         assert.strictEqual(s.throughput.series.reduce((a, [, n]) => a + n, 0), 10, "the histogram counts every finished pipeline")
       })))
 
-  it.live("run_id selects an explicit run, `all` aggregates without picking any run's metrics", () =>
-    withServer(fixed, (base) =>
+  test("run_id selects an explicit run, `all` aggregates without picking any run's metrics", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
-        const a = (yield* request(`${base}/stats?run_id=${runA}`)).json as Monitor.Snapshot
-        assert.strictEqual(a.run_id, runA)
+        const a = (yield* request(`${base}/stats?run_id=${fx.runA}`)).json as Monitor.Snapshot
+        assert.strictEqual(a.run_id, fx.runA)
         assert.strictEqual(a.selection, "run")
         assert.strictEqual(a.pipelines.total, 5)
         assert.strictEqual(a.pipelines.by_state.failed, 1) // row 103
@@ -99,26 +113,26 @@ describe("StatsServer", () => {
         assert.strictEqual(all.pipelines.total, 15)
         assert.strictEqual(all.pipelines.by_state.failed, 3)
         // the whole store shows the latest run's metrics, and says whose
-        assert.strictEqual(all.metrics_run_id, runB)
-        assert.deepStrictEqual(new Set(all.metrics.map((m) => m.run_id)), new Set([runB]))
+        assert.strictEqual(all.metrics_run_id, fx.runB)
+        assert.deepStrictEqual(new Set(all.metrics.map((m) => m.run_id)), new Set([fx.runB]))
         assert.isNull(all.eta_ms)
-        assert.deepStrictEqual(all.recent_runs.map((r) => r.run_id), [runB, runA])
-        assert.strictEqual(all.latest_run?.run_id, runB)
+        assert.deepStrictEqual(all.recent_runs.map((r) => r.run_id), [fx.runB, fx.runA])
+        assert.strictEqual(all.latest_run?.run_id, fx.runB)
 
         const m = (yield* request(`${base}/metrics?run_id=all`)).json
         assert.strictEqual(m.run_id, "all")
-        assert.deepStrictEqual(new Set(m.rows.map((r: Monitor.MetricRow) => r.run_id)), new Set([runA, runB]))
+        assert.deepStrictEqual(new Set(m.rows.map((r: Monitor.MetricRow) => r.run_id)), new Set([fx.runA, fx.runB]))
 
         // the server's own default selection (serve --run-id) applies when a request names none
-        yield* withServer(fixed, (base2) =>
-          Effect.map(request(`${base2}/stats`), (r) => assert.strictEqual(r.json.run_id, runA)), { runId: runA })
+        yield* withServer(fx.file, (base2) =>
+          Effect.map(request(`${base2}/stats`), (r) => assert.strictEqual(r.json.run_id, fx.runA)), { runId: fx.runA })
       })))
 
-  it.live("/metrics returns run and pipeline rows; ?pipeline_id= one pipeline's values", () =>
-    withServer(fixed, (base) =>
+  test("/metrics returns run and pipeline rows; ?pipeline_id= one pipeline's values", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const r = yield* request(`${base}/metrics?run_id=latest`)
-        assert.strictEqual(r.json.run_id, runB)
+        assert.strictEqual(r.json.run_id, fx.runB)
         const rows = r.json.rows as Array<Monitor.MetricRow>
         for (const k of ["run_id", "pipeline_id", "name", "value", "label", "display", "updated_at"]) {
           assert.property(rows[0], k)
@@ -133,12 +147,12 @@ describe("StatsServer", () => {
         )
       })))
 
-  it.live("/events filters by kind and limit; /errors and /resources answer for the selection", () =>
-    withServer(fixed, (base) =>
+  test("/events filters by kind and limit; /errors and /resources answer for the selection", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const started = yield* request(`${base}/events?kind=run.started&run_id=latest`)
         assert.strictEqual(started.json.rows.length, 1)
-        assert.strictEqual(started.json.rows[0].run_id, runB)
+        assert.strictEqual(started.json.rows[0].run_id, fx.runB)
         const both = yield* request(`${base}/events?kind=run.started&run_id=all`)
         assert.strictEqual(both.json.rows.length, 2)
         const two = yield* request(`${base}/events?limit=2&run_id=latest`)
@@ -158,12 +172,12 @@ describe("StatsServer", () => {
         assert.deepStrictEqual(rows.map((r) => r.resource_id), ["llm-a", "llm-b"])
         assert.strictEqual(rows[0]!.capacity, 2)
         assert.strictEqual(rows[0]!.state, "ready")
-        assert.strictEqual(rows[0]!.run_id, runB)
+        assert.strictEqual(rows[0]!.run_id, fx.runB)
         assert.notInclude(JSON.stringify(rows), "sk-secret-123", "secrets are masked")
       })))
 
-  it.live("/pipelines pages by key: following `next` visits every pipeline of the run once", () =>
-    withServer(fixed, (base) =>
+  test("/pipelines pages by key: following `next` visits every pipeline of the run once", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const seen: Array<Monitor.PipelineRow> = []
         let next: string | null = null
@@ -180,7 +194,7 @@ describe("StatsServer", () => {
         const expected = Array.from({ length: 10 }, (_, n) => template(0).bind(n).pipelineId)
         assert.deepStrictEqual(seen.map((p) => p.pipeline_id).sort(), expected.sort())
         for (const p of seen) {
-          assert.strictEqual(p.run_id, runB)
+          assert.strictEqual(p.run_id, fx.runB)
           assert.strictEqual(p.n_tasks_total, 1)
           assert.strictEqual(p.attempts_total, 1)
           if (p.state === "succeeded") {
@@ -197,20 +211,20 @@ describe("StatsServer", () => {
         assert.isNull(all.json.next)
       })))
 
-  it.live("by default every view is the whole store (after a resume: the full evaluation); the latest run one link away", () =>
-    withServer(fixed, (base) =>
+  test("by default every view is the whole store (after a resume: the full evaluation); the latest run one link away", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const s = (yield* request(`${base}/stats`)).json as Monitor.Snapshot
         assert.strictEqual(s.run_id, "all")
         assert.strictEqual(s.pipelines.total, 15)
         assert.strictEqual(s.done, 15)
-        assert.strictEqual(s.metrics_run_id, runB)
+        assert.strictEqual(s.metrics_run_id, fx.runB)
         assert.strictEqual((yield* request(`${base}/pipelines?limit=1000`)).json.rows.length, 15)
         assert.strictEqual((yield* request(`${base}/errors`)).json.rows.length, 3)
         const page = (yield* request(`${base}/`)).body
         assert.include(page, "<h1>assay <span id=\"run-title\">whole store (2 runs)</span></h1>")
-        assert.include(page, `<a id="view-latest" class="" href="/?run_id=latest">latest run <span id="latest-id" class="mono">${runB}</span></a>`)
-        assert.include(page, `href="/?run_id=${runA}"`, "every recent run one click away")
+        assert.include(page, `<a id="view-latest" class="" href="/?run_id=latest">latest run <span id="latest-id" class="mono">${fx.runB}</span></a>`)
+        assert.include(page, `href="/?run_id=${fx.runA}"`, "every recent run one click away")
         // full pipeline ids with copy buttons (the error rows are rendered on the server)
         const failed = template(0).bind(3).pipelineId
         assert.isAbove(failed.length, 12)
@@ -222,12 +236,12 @@ describe("StatsServer", () => {
         assert.include(page, `href="/export?rows=results&amp;format=csv&amp;run_id=all&amp;state=failed"`)
         assert.include(page, `href="/export?rows=events&amp;format=jsonl&amp;run_id=all"`)
         const latest = (yield* request(`${base}/?run_id=latest`)).body
-        assert.include(latest, `<span id="run-title">run ${runB}</span>`)
-        assert.include(latest, `href="/export?rows=results&amp;format=csv&amp;run_id=${runB}"`)
+        assert.include(latest, `<span id="run-title">run ${fx.runB}</span>`)
+        assert.include(latest, `href="/export?rows=results&amp;format=csv&amp;run_id=${fx.runB}"`)
       })))
 
-  it.live("/export answers the bytes `assay export` writes for the same rows (every kind and format, any selection)", () =>
-    withServer(fixed, (base) =>
+  test("/export answers the bytes `assay export` writes for the same rows (every kind and format, any selection)", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const store = yield* Store
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-export-cmp-"))
@@ -235,7 +249,7 @@ describe("StatsServer", () => {
         const before = leftovers()
         for (const kind of Export.ROW_KINDS) {
           for (const format of Export.FORMATS) {
-            for (const sel of ["all", runA, runB]) {
+            for (const sel of ["all", fx.runA, fx.runB]) {
               const file = path.join(dir, `${kind}-${sel}.${format}`)
               yield* Export.exportStore(store, file, { kind, format, runId: sel === "all" ? undefined : sel })
               const r = yield* Effect.promise(() => fetch(`${base}/export?rows=${kind}&format=${format}&run_id=${sel}`))
@@ -272,13 +286,30 @@ describe("StatsServer", () => {
         fs.rmSync(dir, { recursive: true, force: true })
       })))
 
-  it.live("bad parameters answer 400, unknown runs and routes 404, writes 405; no artifact route", () =>
-    withServer(fixed, (base) =>
+  test("bad parameters answer 400, unknown runs and routes 404, writes 405; no artifact route", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         for (const q of ["/pipelines?limit=0", "/pipelines?limit=abc", "/events?limit=1001", "/pipelines?after=garbage", "/stats?run_id=", "/stats?run_id=a&run_id=b", "/errors?limit=-1"]) {
           const r = yield* request(`${base}${q}`)
           assert.strictEqual(r.status, 400, q)
           assert.isString(r.json.error, q)
+        }
+        // each refusal names the parameter and what it must be (decoded by Schema)
+        const expected: ReadonlyArray<readonly [string, string]> = [
+          ["/pipelines?limit=0", `"limit": must be between 1 and 1000, got 0`],
+          ["/events?limit=abc", `"limit": must be an integer between 1 and 1000, got "abc"`],
+          ["/errors?limit=5&limit=6", `"limit": given more than once`],
+          ["/stats?run_id=%20", `"run_id": must not be empty`],
+          ["/pipelines?after=garbage", `"after": is not a cursor returned by /pipelines`],
+          ["/export?rows=nope", `"rows": must be one of pipelines, tasks, attempts, events, artifacts, results, got "nope"`],
+          ["/export?format=xml", `"format": must be one of jsonl, json, csv, got "xml"`],
+          ["/export?rows=events&state=failed", `"state": filters results or pipelines rows only`],
+          ["/export?state=weird&format=xml", `"format": must be one of jsonl, json, csv, got "xml"; "state": must be one of pending, running, succeeded, failed, interrupted, got "weird"`]
+        ]
+        for (const [q, message] of expected) {
+          const r = yield* request(`${base}${q}`)
+          assert.strictEqual(r.status, 400, q)
+          assert.strictEqual(r.json.error, message, q)
         }
         for (const q of ["/stats?run_id=nope", "/metrics?run_id=nope", `/artifacts/${template(0).bind(1).pipelineId}/0`, "/artifact", "/nothing"]) {
           assert.strictEqual((yield* request(`${base}${q}`)).status, 404, q)
@@ -290,8 +321,8 @@ describe("StatsServer", () => {
         }
       })))
 
-  it.live("the dashboard escapes store text: an error message with <script> renders as text", () =>
-    withServer(fixed, (base) =>
+  test("the dashboard escapes store text: an error message with <script> renders as text", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const r = yield* request(`${base}/`)
         assert.strictEqual(r.status, 200)
@@ -307,7 +338,7 @@ describe("StatsServer", () => {
         assert.include(js.body, "uPlot")
       })))
 
-  it.live("refuses a non-loopback host unless allowed", () =>
+  test("refuses a non-loopback host unless allowed", (fx) =>
     Effect.gen(function*() {
       assert.isTrue(StatsServer.isLoopback("127.0.0.1"))
       assert.isTrue(StatsServer.isLoopback("::1"))
@@ -317,13 +348,13 @@ describe("StatsServer", () => {
       const exit = yield* Effect.exit(Effect.scoped(Effect.gen(function*() {
         const store = yield* Store
         return yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), host: "0.0.0.0", port: 0 })
-      })).pipe(Effect.provide(SqliteStore.layerReadOnly(fixed))))
+      })).pipe(Effect.provide(SqliteStore.layerReadOnly(fx.file))))
       assert.isTrue(Exit.isFailure(exit))
       assert.include(JSON.stringify(exit), "refusing to listen on 0.0.0.0")
     }))
 
-  it.live("answers only requests addressed to a loopback name with its port (DNS rebinding refused with 403)", () =>
-    withServer(fixed, (base) =>
+  test("answers only requests addressed to a loopback name with its port (DNS rebinding refused with 403)", (fx) =>
+    withServer(fx.file, (base) =>
       Effect.gen(function*() {
         const port = Number(new URL(base).port)
         // node:http lets a test set Host as a browser on a rebound name would (fetch forbids it)
@@ -347,7 +378,7 @@ describe("StatsServer", () => {
           for (const route of ["/", "/stats", "/events", "/assets/uplot.js"]) {
             const answer = yield* get(bad, route)
             assert.strictEqual(answer.status, 403, `${bad} ${route}`)
-            assert.notInclude(answer.body, runB)
+            assert.notInclude(answer.body, fx.runB)
           }
         }
         // (Node itself answers 400 to an HTTP/1.1 request without Host)
@@ -360,7 +391,7 @@ describe("StatsServer", () => {
         assert.isFalse(StatsServer.hostAllowed(undefined, 80))
       })))
 
-  it.live("with allowAnyHost the Host header is not checked (serve --allow-remote, behind the user's proxy)", () =>
+  test("with allowAnyHost the Host header is not checked (serve --allow-remote, behind the user's proxy)", (fx) =>
     Effect.scoped(Effect.gen(function*() {
       const store = yield* Store
       const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0, allowRemote: true })
@@ -375,9 +406,9 @@ describe("StatsServer", () => {
         })
       )
       assert.strictEqual(status, 200)
-    })).pipe(Effect.provide(SqliteStore.layerReadOnly(fixed))))
+    })).pipe(Effect.provide(SqliteStore.layerReadOnly(fx.file))))
 
-  it.live("serves a store while a live runner writes it, through its read-only connection", () =>
+  it.effect("serves a store while a live runner writes it, through its read-only connection", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = tmpFile()
       const writer = yield* Layer.build(writerLayer(file, { concurrency: 2 }))

@@ -28,13 +28,8 @@ const ALLOWLIST: ReadonlyArray<string> = [
   // §4 (store helper): Export opens stores through one read-only opener, not the SQLite layer
   "src/services/Export.ts -> src/layers/PluginUri.ts",
   "src/services/Export.ts -> src/layers/SqliteStore.ts",
-  // §6 (cli helper): the Signals service becomes the only place that listens on `process`
-  "src/services/Runner.ts: process.on",
-  "src/cli/main.ts: process.on",
-  "src/cli/RunCommand.ts: process.on",
-  "src/cli/MockLlmCommand.ts: process.once",
-  // the launcher's V8 code-cache write at exit runs before any Effect runtime exists; the cli
-  // helper / lead decide whether it moves behind Signals or is allowed here for good
+  // Allowed for good: the launcher writes the V8 code cache on the process's `exit` event, before
+  // any Effect runtime exists and for no stop signal (signals are Signals' alone).
   "src/cli/launcher.ts: process.once"
 ]
 

@@ -42,7 +42,7 @@ import type {
 } from "../services/Store.js"
 import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
-import { applyPatch, settleToPatch, type WriteOp } from "./internal/storeOps.js"
+import { applyPatch, settleToPatch, type WriteOp } from "../services/internal/store/ops.js"
 import {
   checkBucket,
   checkLimit,
@@ -56,7 +56,7 @@ import {
   placeAll,
   placeArtifact,
   artifactRecordOf
-} from "./internal/storeShared.js"
+} from "../services/internal/store/shared.js"
 
 /**
  * Test hook: while `failWrites` is true every write transaction of the memory store fails

@@ -79,7 +79,7 @@ import type {
 import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
 import * as StoreFiles from "../services/StoreFiles.js"
 import { layerInline } from "./ArtifactBackends.js"
-import { settleToPatch, type WriteOp } from "./internal/storeOps.js"
+import { settleToPatch, type WriteOp } from "../services/internal/store/ops.js"
 import {
   ARTIFACT_META,
   ATTEMPT_COLUMNS,
@@ -102,7 +102,7 @@ import {
   toResource,
   toRun,
   toTask
-} from "./internal/storeSchema.js"
+} from "./internal/sqlite/schema.js"
 import {
   checkBucket,
   checkLimit,
@@ -119,7 +119,7 @@ import {
   quantileAt,
   quantileRanks,
   artifactRecordOf
-} from "./internal/storeShared.js"
+} from "../services/internal/store/shared.js"
 
 /**
  * Options of the SQLite store.

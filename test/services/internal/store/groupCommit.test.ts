@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { makeGroupCommit } from "../../../src/layers/internal/storeShared.js"
+import { makeGroupCommit } from "../../../../src/services/internal/store/shared.js"
 
 interface Op {
   readonly id: number

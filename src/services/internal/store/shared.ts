@@ -5,11 +5,11 @@
  * @since 0.1.0
  */
 import { Effect, Fiber, Option, type Scope } from "effect"
-import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
-import { ArtifactRecord, trusted } from "../../domain/Records.js"
-import * as Resource from "../../domain/Resource.js"
-import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
-import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../services/Store.js"
+import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { ArtifactRecord, trusted } from "../../../domain/Records.js"
+import * as Resource from "../../../domain/Resource.js"
+import type { ArtifactBackendService } from "../../ArtifactBackend.js"
+import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../Store.js"
 
 /**
  * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails

@@ -7,8 +7,8 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import { defaultPipelineId } from "../../domain/Pipeline.js"
-import type { PipelineFields } from "../../services/Store.js"
+import { defaultPipelineId } from "../../../domain/Pipeline.js"
+import type { PipelineFields } from "../../../services/Store.js"
 import {
   ArtifactRecord,
   AttemptRecord,
@@ -19,7 +19,7 @@ import {
   RunRecord,
   TaskRecord,
   trusted
-} from "../../domain/Records.js"
+} from "../../../domain/Records.js"
 
 /**
  * Schema version written by this build into `store_meta`.

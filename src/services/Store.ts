@@ -21,9 +21,13 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Option, Stream } from "effect"
+import type { Effect, Option, Scope, Stream } from "effect"
 import { Context } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import * as front from "./internal/store/front.js"
+import type { WriteOp } from "./internal/store/ops.js"
+import * as shared from "./internal/store/shared.js"
+import type { ArtifactBackend } from "./ArtifactBackend.js"
 import type {
   ArtifactRecord,
   AttemptOutcome,
@@ -75,6 +79,29 @@ export interface NewRun {
   readonly startedAt: number
   readonly notes?: string | null | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The run's write policy (the run config's `writeBehind`, `writeBatch`, `flushInterval`):
+   * applied by the store from this run on, in place of the one it was opened with. Absent
+   * fields keep the store's.
+   */
+  readonly writes?: Partial<WritePolicy> | undefined
+}
+
+/**
+ * How a store writes attempts and events (the run config's `writeBehind`, `writeBatch`,
+ * `flushInterval`):
+ * - `writeBehind`: buffer them and write them in batches (default `true`); `false` writes each
+ *   one before `recordAttempt` / `emitEvent` returns;
+ * - `batchSize`: buffered facts that trigger a write (positive integer, default 128);
+ * - `flushIntervalMs`: period of the background write in ms (default 1000; 0 = none).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WritePolicy {
+  readonly writeBehind: boolean
+  readonly batchSize: number
+  readonly flushIntervalMs: number
 }
 
 /**
@@ -682,7 +709,10 @@ export class Store extends Context.Tag("assay/Store")<Store, StoreService>() {}
  *
  * - `journal`: `"full"` (default) or `"summary"` (payloads are never stored);
  * - `batchSize`: write-behind rows buffered before a flush (default 128);
- * - `flushIntervalMs`: write-behind flush period in ms (default 1000).
+ * - `flushIntervalMs`: write-behind flush period in ms (default 1000);
+ * - `writeBehind`: buffer attempts and events (default `true`; see {@link WritePolicy}).
+ *
+ * A run may replace the last three for its duration (`NewRun.writes`).
  *
  * @since 0.1.0
  * @category models
@@ -691,6 +721,7 @@ export interface StoreOptions {
   readonly journal?: "full" | "summary" | undefined
   readonly batchSize?: number | undefined
   readonly flushIntervalMs?: number | undefined
+  readonly writeBehind?: boolean | undefined
 }
 
 /**
@@ -700,3 +731,128 @@ export interface StoreOptions {
  * @category constants
  */
 export const PAGE_SIZE = 1000
+
+// ---------------------------------------------------------------------------------------------
+// Drivers
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One queued pipeline write as the front hands it to {@link StoreDriver.commit}: an admission
+ * (pipelines and their placed seeds), a checkpoint unit (its artifact placed), a task row, a
+ * pipeline patch or settle, a final-artifact mark.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export type StoreWrite = WriteOp
+
+/**
+ * Where an artifact's bytes went (`storage`, the inline `payload` or the backend's `blobRef`),
+ * as the front placed them before handing the artifact to the driver.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export type PlacedArtifact = shared.PlacedArtifact
+
+/**
+ * What a store implements below the front ({@link makeWith}): commits, fact writes and typed
+ * reads, nothing else. The front owns the group commit, the write-behind buffer and its policy,
+ * flush-before-read, limit validation, artifact placement, secret masking and read-only
+ * refusal, so a driver never sees an invalid limit, an unplaced artifact or a write on a
+ * read-only store.
+ *
+ * - `readOnlyError`: `undefined` for a writable store, else the error every write fails with;
+ * - `commit`: writes one batch of queued writes atomically (all or nothing), in order;
+ * - `writeFacts`: writes buffered attempts and events atomically (ids assigned by the driver);
+ * - `finishRun`: the run row only (the front flushes first);
+ * - `putArtifact`: an artifact already placed; `reportMetric` gets `label` and `display`
+ *   filled; `putResource` gets its `spec` already masked;
+ * - reads with a limit get it validated (`errors`, `events`: a positive integer or
+ *   `undefined` = all; `pipelinesPage`: positive); streams are unlimited (the front takes);
+ *   `streamAttempts` / `streamEvents` are bounded by the high-water mark at their start.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export interface StoreDriver extends
+  Pick<
+    StoreService,
+    | "kind"
+    | "featureLevel"
+    | "exclusiveWriter"
+    | "openRun"
+    | "heartbeat"
+    | "finishRun"
+    | "getRun"
+    | "latestRun"
+    | "listRuns"
+    | "interruptStale"
+    | "getPipelines"
+    | "getPipeline"
+    | "getArtifact"
+    | "listArtifacts"
+    | "metrics"
+    | "putResource"
+    | "resources"
+    | "stats"
+    | "countEvents"
+    | "pipelinesBySpec"
+    | "loadBundles"
+  >
+{
+  readonly readOnlyError: StoreUnavailable | undefined
+  readonly commit: (writes: ReadonlyArray<StoreWrite>) => Effect.Effect<void, StoreUnavailable>
+  readonly writeFacts: (
+    attempts: ReadonlyArray<NewAttempt>,
+    events: ReadonlyArray<NewEvent>
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly putArtifact: (artifact: NewArtifact, placed: PlacedArtifact) => Effect.Effect<ArtifactRecord, StoreUnavailable>
+  readonly reportMetric: (
+    metric: MetricInput & { readonly label: string | null; readonly display: MetricDisplay }
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly errors: (options: {
+    readonly runId?: string | undefined
+    readonly limit: number | undefined
+  }) => Effect.Effect<ReadonlyArray<ErrorRow>, StoreUnavailable>
+  readonly events: (filter: EventFilter, limit: number | undefined) => Effect.Effect<ReadonlyArray<EventRecord>, StoreUnavailable>
+  readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, StoreUnavailable>
+  readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, StoreUnavailable>
+  readonly streamPipelines: (options: {
+    readonly runId?: string | undefined
+    readonly state?: PipelineState | undefined
+  }) => Stream.Stream<PipelineRecord, StoreUnavailable>
+  readonly streamTasks: (options: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+  }) => Stream.Stream<TaskRecord, StoreUnavailable>
+  readonly streamAttempts: (options: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+  }) => Stream.Stream<AttemptRecord, StoreUnavailable>
+  readonly streamEvents: (filter: EventFilter) => Stream.Stream<EventRecord, StoreUnavailable>
+  readonly streamArtifacts: (options: { readonly pipelineId: string }) => Stream.Stream<ArtifactRecord, StoreUnavailable>
+}
+
+/**
+ * Builds the store service of a driver in the current scope, using the `ArtifactBackend` in
+ * context (see {@link StoreDriver} for the split). Closing the scope commits queued writes and
+ * flushes buffered facts. Fails with `ConfigError` on invalid `options` (a `batchSize` that is
+ * not a positive integer, a negative `flushIntervalMs`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeWith: (
+  driver: StoreDriver,
+  options?: StoreOptions
+) => Effect.Effect<StoreService, ConfigError, ArtifactBackend | Scope.Scope> = front.makeWith
+
+/**
+ * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails
+ * with `ConfigError` (issue path `limit`). The one check behind every store read and export.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, ConfigError> = shared.checkLimit

@@ -44,7 +44,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import Database from "better-sqlite3"
-import { Chunk, Clock, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Clock, Effect, Layer, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import * as os from "node:os"
@@ -66,20 +66,23 @@ import type {
   LoadedArtifact,
   PipelineBundle,
   PipelinesPage,
+  PlacedArtifact,
   SpecCount,
   NewArtifact,
   NewAttempt,
   NewEvent,
   PipelineFields,
   PipelinePatch,
+  StoreDriver,
   StoreOptions,
   StoreService,
-  StoreStats
+  StoreStats,
+  StoreWrite
 } from "../services/Store.js"
-import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
+import { errorRowOf, makeWith, PAGE_SIZE, Store } from "../services/Store.js"
 import * as StoreFiles from "../services/StoreFiles.js"
 import { layerInline } from "./ArtifactBackends.js"
-import { settleToPatch, type WriteOp } from "../services/internal/store/ops.js"
+import { settleToPatch } from "../services/internal/store/ops.js"
 import {
   ARTIFACT_META,
   ATTEMPT_COLUMNS,
@@ -104,21 +107,12 @@ import {
   toTask
 } from "./internal/sqlite/schema.js"
 import {
-  checkBucket,
-  checkLimit,
+  artifactRecordOf,
   checkOptions,
   latencyOf,
   loadPayload,
-  makeGroupCommit,
-  makeWriteBehind,
-  maskSecrets,
-  type PlacedArtifact,
-  placeAll,
-  placeArtifact,
-  placeSync,
   quantileAt,
-  quantileRanks,
-  artifactRecordOf
+  quantileRanks
 } from "../services/internal/store/shared.js"
 
 /**
@@ -500,24 +494,6 @@ const BIG_PAYLOAD = 256 * 1024
 /** Artifact ids bound in one `artifact_id IN (…)` payload read (below SQLite's 32,766 variables). */
 const ROWID_CHUNK = 5000
 
-/**
- * The payload bytes a queued write holds in memory (the group commit's byte budget): the
- * artifact of a checkpoint and the seeds of an admission, whatever the backend did with them.
- */
-const bytesOf = (op: WriteOp): number => {
-  switch (op._tag) {
-    case "Checkpoint":
-      return op.unit.artifact?.payload.byteLength ?? 0
-    case "Admit": {
-      let n = 0
-      for (const [a] of op.seeds) n += a.payload.byteLength
-      return n
-    }
-    default:
-      return 0
-  }
-}
-
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
@@ -580,13 +556,11 @@ const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: SqliteStoreOptions) =>
+export const makeDriver = (options: SqliteStoreOptions) =>
   Effect.gen(function*() {
-    const { batchSize, flushIntervalMs } = yield* checkOptions(options)
     const backend: ArtifactBackendService = yield* ArtifactBackend
     const path = options.filename
     const readOnly = options.readonly === true
-    const journal = options.journal ?? "full"
     if (path === ":memory:" || path === "") {
       return yield* new ConfigError({ message: "SqliteStore needs a file path; use MemoryStore for an in-memory store" })
     }
@@ -826,7 +800,7 @@ export const make = (options: SqliteStoreOptions) =>
       }
       if (small.length > 0) write!.artifacts(small)
     }
-    const commit = (ops: ReadonlyArray<WriteOp>) =>
+    const commit = (ops: ReadonlyArray<StoreWrite>) =>
       tx(() => {
         const s = write!
         // pipelines first (as before), so that the child rows below resolve their numbers
@@ -883,19 +857,6 @@ export const make = (options: SqliteStoreOptions) =>
         for (const f of ordered) f()
       })
 
-    const writer = yield* makeGroupCommit<WriteOp>({ commit, sizeOf: bytesOf })
-    const wb = yield* makeWriteBehind({
-      batchSize,
-      flushIntervalMs: readOnly ? 0 : flushIntervalMs,
-      write: (as, es) =>
-        tx(() => {
-          if (as.length > 0) write!.attempts(as.map(attemptRow))
-          if (es.length > 0) write!.events(es.map(eventRow))
-        })
-    })
-    yield* Effect.addFinalizer(() => Effect.orDie(wb.flush))
-
-    const submit = (op: WriteOp) => (readOnly ? Effect.fail(roError) : writer.submit(op))
     const q = <A>(e: Effect.Effect<A, SqlError>) => Effect.mapError(e, fromSql)
     const rows = (e: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
       q(e as Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>)
@@ -919,12 +880,6 @@ export const make = (options: SqliteStoreOptions) =>
             page.length < PAGE_SIZE || last === undefined ? Option.none() : Option.some(cursorOf(last) as C | undefined)
           ] as const
         }))
-
-    const limited = <A>(
-      limit: number | undefined,
-      f: () => Stream.Stream<A, StoreUnavailable>
-    ): Stream.Stream<A, StoreUnavailable | ConfigError> =>
-      Stream.unwrap(Effect.map(checkLimit(limit), (l) => l === 0 ? Stream.empty : l === undefined ? f() : Stream.take(f(), l)))
 
     /**
      * The rows of one pipeline in a child table. Version 3: by its number (the leading column
@@ -1030,13 +985,18 @@ export const make = (options: SqliteStoreOptions) =>
       }
     )
 
-    const service: StoreService = {
+    const driver: StoreDriver = {
       kind: "sqlite",
       featureLevel: "base",
-      readOnly,
+      readOnlyError: readOnly ? roError : undefined,
       // a writer holds the file's OS lock: no other process writes while it is open
       exclusiveWriter: !readOnly,
-      journal,
+      commit,
+      writeFacts: (as, es) =>
+        tx(() => {
+          if (as.length > 0) write!.attempts(as.map(attemptRow))
+          if (es.length > 0) write!.events(es.map(eventRow))
+        }),
 
       openRun: (run) =>
         Effect.flatMap(
@@ -1051,15 +1011,12 @@ export const make = (options: SqliteStoreOptions) =>
       heartbeat: (runId, nowMs) =>
         tx((d) => void d.prepare("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?").run(nowMs, runId)),
       finishRun: (runId, finish) =>
-        Effect.zipRight(
-          wb.flush,
-          tx((d) =>
-            void d.prepare("UPDATE runs SET status = ?, ended_at = ?, stop_reason = ? WHERE run_id = ?").run(
-              finish.status,
-              finish.endedAt,
-              finish.stopReason ?? null,
-              runId
-            )
+        tx((d) =>
+          void d.prepare("UPDATE runs SET status = ?, ended_at = ?, stop_reason = ? WHERE run_id = ?").run(
+            finish.status,
+            finish.endedAt,
+            finish.stopReason ?? null,
+            runId
           )
         ),
       getRun,
@@ -1081,27 +1038,6 @@ export const make = (options: SqliteStoreOptions) =>
           (ids) => Effect.map(Effect.forEach(ids, getRun), (rs) => rs.flatMap((o) => Option.toArray(o)))
         ),
 
-      admit: (ps, seeds = []) =>
-        ps.length === 0 && seeds.length === 0
-          ? Effect.void
-          : readOnly
-          ? Effect.fail(roError)
-          : Effect.flatMap(
-            placeAll(seeds, journal, backend),
-            (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
-          ),
-      checkpoint: (unit) => {
-        if (readOnly) return Effect.fail(roError)
-        if (unit.artifact === undefined) return writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
-        const placed = placeSync(unit.artifact, journal, backend)
-        return placed !== undefined
-          ? writer.submit({ _tag: "Checkpoint", unit, placed })
-          : Effect.flatMap(placeArtifact(unit.artifact, journal, backend), (p) =>
-            writer.submit({ _tag: "Checkpoint", unit, placed: p }))
-      },
-      putTask: (task) => submit({ _tag: "PutTask", task }),
-      updatePipeline: (pipelineId, patch) => submit({ _tag: "Patch", pipelineId, patch }),
-      settlePipeline: (pipelineId, settle) => submit({ _tag: "Settle", pipelineId, settle }),
       getPipelines: (ids) =>
         Effect.map(
           Effect.forEach(
@@ -1117,23 +1053,15 @@ export const make = (options: SqliteStoreOptions) =>
       getPipeline: (id) =>
         Effect.map(rows(sql`SELECT * FROM pipelines WHERE pipeline_id = ${id}`), (r) => Option.map(Option.fromNullable(r[0]), toPipeline)),
 
-      recordAttempt: (a) => (readOnly ? Effect.fail(roError) : wb.addAttempt(a)),
-      emitEvent: (e) => (readOnly ? Effect.fail(roError) : wb.addEvent(e)),
-      flush: wb.flush,
-      pending: wb.pending,
-
-      putArtifact: (a) =>
-        readOnly
-          ? Effect.fail(roError)
-          : Effect.flatMap(placeArtifact(a, journal, backend), (placed) =>
-            tx(() => {
-              const rows: Array<Array<unknown>> = []
-              const ordered: Array<() => void> = []
-              const id = addArtifact(rows, ordered, a, placed)
-              write!.artifacts(rows)
-              for (const f of ordered) f()
-              return artifactRecordOf(id, a, placed)
-            })),
+      putArtifact: (a, placed) =>
+        tx(() => {
+          const rows: Array<Array<unknown>> = []
+          const ordered: Array<() => void> = []
+          const id = addArtifact(rows, ordered, a, placed)
+          write!.artifacts(rows)
+          for (const f of ordered) f()
+          return artifactRecordOf(id, a, placed)
+        }),
       getArtifact: (pipelineId, seq) =>
         Effect.flatMap(
           rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE ${byPipeline(pipelineId)} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
@@ -1155,7 +1083,6 @@ export const make = (options: SqliteStoreOptions) =>
           rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(pipelineId)} ORDER BY seq, artifact_id`),
           (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
         ),
-      markFinal: (pipelineId, seq) => submit({ _tag: "MarkFinal", pipelineId, seq }),
 
       reportMetric: (m) =>
         tx((d) =>
@@ -1166,8 +1093,8 @@ export const make = (options: SqliteStoreOptions) =>
             m.pipelineId ?? "",
             m.name,
             jsonOrNull(m.value),
-            m.label ?? null,
-            m.display ?? (typeof m.value === "number" ? "number" : "text"),
+            m.label,
+            m.display,
             m.updatedAt
           )
         ),
@@ -1184,13 +1111,12 @@ export const make = (options: SqliteStoreOptions) =>
         tx((d) =>
           void d.prepare(
             "INSERT INTO resources (pool, resource_id, kind, spec, health, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(pool, resource_id) DO UPDATE SET kind = excluded.kind, spec = excluded.spec, health = excluded.health, updated_at = excluded.updated_at"
-          ).run(r.pool, r.resourceId, r.kind, jsonOrNull(maskSecrets(r.spec)), jsonOrNull(r.health), r.updatedAt)
+          ).run(r.pool, r.resourceId, r.kind, jsonOrNull(r.spec), jsonOrNull(r.health), r.updatedAt)
         ),
       resources: Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource)),
 
       stats: (runId) =>
         Effect.gen(function*() {
-          yield* wb.flush
           const byRun = (col = "run_id") => runId === undefined ? sql`1=1` : sql`${sql(col)} = ${runId}`
           const states = yield* rows(sql`SELECT state, count(*) AS n FROM pipelines WHERE ${byRun()} GROUP BY state`)
           const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -1217,37 +1143,28 @@ export const make = (options: SqliteStoreOptions) =>
             ...(walPendingFrames > 0 ? { walPendingFrames } : {})
           } satisfies StoreStats
         }),
-      errors: (o = {}) =>
-        Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
-          limit === 0 ? Effect.succeed([]) : Effect.map(
-            rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${limit === undefined ? sql`` : sql`LIMIT ${limit}`}`),
-            (r) =>
-              r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
-          )),
-      events: (o = {}) =>
-        Effect.flatMap(checkLimit(o.limit), (limit) =>
-          limit === 0 ? Effect.succeed([]) : Effect.zipRight(
-            wb.flush,
-            limit === undefined
-              ? Effect.map(rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id`), (r) => r.map(toEvent))
-              : Effect.map(
-                rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id DESC LIMIT ${limit}`),
-                (r) => r.map(toEvent).reverse()
-              )
-          )),
-      countEvents: (f = {}) =>
-        Effect.zipRight(
-          wb.flush,
-          Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0))
+      errors: (o) =>
+        Effect.map(
+          rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${o.limit === undefined ? sql`` : sql`LIMIT ${o.limit}`}`),
+          (r) => r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
         ),
+      events: (o, limit) =>
+        limit === undefined
+          ? Effect.map(rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id`), (r) => r.map(toEvent))
+          : Effect.map(
+            rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id DESC LIMIT ${limit}`),
+            (r) => r.map(toEvent).reverse()
+          ),
+      countEvents: (f = {}) =>
+        Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0)),
       pipelinesBySpec: Effect.map(
         rows(sql`SELECT spec_digest, count(*) AS n FROM pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest`),
         (r) => r.map((row): SpecCount => ({ specDigest: String(row["spec_digest"]), pipelines: Number(row["n"]) }))
       ),
 
       pipelinesPage: (o) =>
-        Effect.flatMap(checkLimit(o.limit), (limit = 0) => {
-          if (limit === 0) return Effect.succeed<PipelinesPage>({ pipelines: [], next: null })
+        Effect.suspend(() => {
+          const limit = o.limit
           const conds = []
           if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
           if (o.state !== undefined) conds.push(sql`state = ${o.state}`)
@@ -1265,7 +1182,8 @@ export const make = (options: SqliteStoreOptions) =>
           )
         }),
       completions: (o) =>
-        Effect.flatMap(checkBucket(o.bucketMs), (bucketMs) => {
+        Effect.suspend(() => {
+          const bucketMs = o.bucketMs
           const origin = Math.trunc(o.since ?? 0)
           const conds = [sql`state IN ('succeeded', 'failed', 'interrupted')`, sql`ended_at IS NOT NULL`]
           if (o.runId !== undefined) conds.unshift(sql`run_id = ${o.runId}`)
@@ -1359,9 +1277,8 @@ export const make = (options: SqliteStoreOptions) =>
           return out as ReadonlyMap<string, PipelineBundle>
         }),
 
-      streamPipelines: (o = {}) =>
-        limited(o.limit, () =>
-          pager<readonly [number, string], PipelineRecord>(
+      streamPipelines: (o) =>
+        pager<readonly [number, string], PipelineRecord>(
             (c) => {
               const conds = []
               if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
@@ -1371,9 +1288,8 @@ export const make = (options: SqliteStoreOptions) =>
             },
             (r) => [Number(r.created_at), String(r.pipeline_id)] as const,
             toPipeline
-          )),
-      streamTasks: (o = {}) =>
-        limited(o.limit, () =>
+          ),
+      streamTasks: (o) =>
           pager<readonly [string | number, number, string], ReturnType<typeof toTask>>(
             (c) => {
               const conds = []
@@ -1384,12 +1300,11 @@ export const make = (options: SqliteStoreOptions) =>
             },
             (r) => [numbered ? Number(r.pno) : String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
             toTask
-          )),
-      streamAttempts: (o = {}) =>
-        limited(o.limit, () =>
+          ),
+      streamAttempts: (o) =>
           Stream.unwrap(
             Effect.map(
-              Effect.zipRight(wb.flush, rows(sql`SELECT coalesce(max(attempt_id), 0) AS m FROM attempts`)),
+              rows(sql`SELECT coalesce(max(attempt_id), 0) AS m FROM attempts`),
               (m) => {
                 const hwm = Number(m[0]?.m ?? 0)
                 return pager<number, ReturnType<typeof toAttempt>>(
@@ -1404,12 +1319,11 @@ export const make = (options: SqliteStoreOptions) =>
                 )
               }
             )
-          )),
-      streamEvents: (o = {}) =>
-        limited(o.limit, () =>
+          ),
+      streamEvents: (o) =>
           Stream.unwrap(
             Effect.map(
-              Effect.zipRight(wb.flush, rows(sql`SELECT coalesce(max(event_id), 0) AS m FROM events`)),
+              rows(sql`SELECT coalesce(max(event_id), 0) AS m FROM events`),
               (m) => {
                 const hwm = Number(m[0]?.m ?? 0)
                 return pager<number, ReturnType<typeof toEvent>>(
@@ -1422,9 +1336,8 @@ export const make = (options: SqliteStoreOptions) =>
                 )
               }
             )
-          )),
+          ),
       streamArtifacts: (o) =>
-        limited(o.limit, () =>
           Stream.mapEffect(
             pager<readonly [number, number], ArtifactRecord>(
               (c) =>
@@ -1437,10 +1350,31 @@ export const make = (options: SqliteStoreOptions) =>
               toArtifact
             ),
             refine
-          ))
+          )
     }
-    return service
+    return driver
   })
+
+/**
+ * Opens the SQLite store in the current scope: the SQLite driver ({@link makeDriver}) behind
+ * the store front (`Store.makeWith`), using the {@link ArtifactBackend} in context. Closing the
+ * scope flushes buffered facts, commits queued writes, releases the connections and the writer
+ * lock; a failed final flush is re-raised as a defect carrying the `StoreUnavailable` (call
+ * `flush` before closing to handle it as a typed error).
+ *
+ * Fails as {@link makeDriver}, and with `ConfigError` on invalid options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: SqliteStoreOptions
+): Effect.Effect<StoreService, StoreUnavailable | ConfigError, ArtifactBackend | Scope.Scope> =>
+  Effect.flatMap(
+    // options are checked before the file is touched
+    Effect.zipRight(checkOptions(options), makeDriver(options)),
+    (driver) => makeWith(driver, options)
+  )
 
 /**
  * The SQLite store as a layer, using the {@link ArtifactBackend} in context. Hoist the layer

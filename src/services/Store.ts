@@ -23,7 +23,7 @@
  */
 import type { Effect, Option, Scope, Stream } from "effect"
 import { Context } from "effect"
-import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { ConfigError, PluginError, StoreUnavailable } from "../domain/Errors.js"
 import * as front from "./internal/store/front.js"
 import type { WriteOp } from "./internal/store/ops.js"
 import * as shared from "./internal/store/shared.js"
@@ -703,6 +703,34 @@ export interface StoreService {
  * @category tags
  */
 export class Store extends Context.Tag("assay/Store")<Store, StoreService>() {}
+
+/**
+ * How the read side (export, report, merge) opens a store it is given by name: `openReadOnly`
+ * takes a store argument as the CLI takes it (a path, a `file:` URI, a plugin URI) and opens
+ * it read-only in the current scope (never created, migrated or written). Services never open
+ * a store file themselves; the layer of this tag (`StoreResolver.layerOpener`) decides what a
+ * name means.
+ *
+ * Fails with `ConfigError` on a spec that does not resolve (unknown scheme, malformed URI),
+ * `StoreUnavailable` when the store is missing or not an assay store, `PluginError` when a
+ * plugin's factory fails.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreOpenerService {
+  readonly openReadOnly: (
+    source: string
+  ) => Effect.Effect<StoreService, StoreUnavailable | ConfigError | PluginError, Scope.Scope>
+}
+
+/**
+ * The store opener tag (see {@link StoreOpenerService}).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class StoreOpener extends Context.Tag("assay/StoreOpener")<StoreOpener, StoreOpenerService>() {}
 
 /**
  * Options shared by both store layers.

@@ -11,10 +11,10 @@ import type { Effect, Scope, Stream } from "effect"
 // builds the values, so the domain stays free of their implementations.
 import type { BusService } from "../services/Bus.js"
 import type { EventFilter, ResourceEvent } from "../services/Pool.js"
-import type { StoreService } from "../services/Store.js"
 import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
 import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
 import type { Resource, ResourceOptions } from "./Resource.js"
+import type { TaskStore } from "./TaskStore.js"
 
 /**
  * How a reported metric is displayed: a number, a ratio shown as a percentage, or text.
@@ -67,8 +67,11 @@ export interface TaskContext {
   readonly meta: Record<string, unknown>
   /** The run's cross-pipeline signal bus (`publish` returns the subscriber count). */
   readonly bus: BusService
-  /** The run's store, for tasks that read history (writes go through the runner). */
-  readonly store: StoreService
+  /**
+   * The run's store, read-only, for tasks that read history: writes go through the runner
+   * (`reportMetric`, `emit`, the task's output).
+   */
+  readonly store: TaskStore
   /**
    * Adds a resource to a pool at run time; waiting pipelines can lease it at once. Fails with
    * `PoolNotFound` or `ConfigError` (invalid resource, duplicate explicit id).

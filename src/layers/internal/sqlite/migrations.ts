@@ -1,0 +1,342 @@
+/**
+ * The SQLite schema of the store: migrations 1 to 5, the schema version and feature levels
+ * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
+ *
+ * @since 0.1.0
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import { defaultPipelineId } from "../../../domain/Pipeline.js"
+
+/**
+ * Schema version written by this build into `store_meta`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SCHEMA_VERSION = 5
+
+/**
+ * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
+ * percentiles from. Written exactly like this in the partial indexes of
+ * {@link MIGRATION_0002} and in the queries that must use them (SQLite matches a partial
+ * index only when the query's WHERE implies the index's).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const TIMED_TERMINAL =
+  "state IN ('succeeded', 'failed', 'interrupted') AND started_at IS NOT NULL AND ended_at IS NOT NULL"
+
+/**
+ * Feature levels this build understands. A store at any other level is refused.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KNOWN_FEATURE_LEVELS: ReadonlySet<string> = new Set(["base"])
+
+/**
+ * The statements of migration 0001 (one statement each: better-sqlite3 prepares one at a time).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0001: ReadonlyArray<string> = [
+  `CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+  `INSERT INTO store_meta (key, value) VALUES ('schema_version', '1'), ('feature_level', 'base')`,
+  `CREATE TABLE store_writer (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL,
+     run_id TEXT, since INTEGER NOT NULL)`,
+  `CREATE TABLE runs (run_id TEXT PRIMARY KEY, label TEXT, status TEXT NOT NULL, config TEXT,
+     started_at INTEGER NOT NULL, heartbeat_at INTEGER NOT NULL, ended_at INTEGER, stop_reason TEXT,
+     notes TEXT, meta TEXT NOT NULL)`,
+  `CREATE INDEX runs_started ON runs (started_at, run_id)`,
+  `CREATE INDEX runs_status_heartbeat ON runs (status, heartbeat_at)`,
+  `CREATE TABLE pipelines (pipeline_id TEXT PRIMARY KEY, key TEXT, name TEXT NOT NULL, state TEXT NOT NULL,
+     n_tasks_done INTEGER NOT NULL, n_tasks_total INTEGER NOT NULL, spec_digest TEXT NOT NULL,
+     seed_digest TEXT NOT NULL, tags TEXT NOT NULL, attempts_total INTEGER NOT NULL, run_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER,
+     failed_task TEXT, error_type TEXT, error_message TEXT, error_class TEXT) WITHOUT ROWID`,
+  `CREATE INDEX pipelines_created ON pipelines (created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_run ON pipelines (run_id, created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_state ON pipelines (state, created_at, pipeline_id)`,
+  `CREATE TABLE tasks (task_run_id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL, task_name TEXT NOT NULL, state TEXT NOT NULL, attempts_used INTEGER NOT NULL,
+     started_at INTEGER NOT NULL, ended_at INTEGER, duration_ms REAL, error_type TEXT, error_message TEXT,
+     error_class TEXT, lease_ids TEXT NOT NULL) WITHOUT ROWID`,
+  `CREATE INDEX tasks_pipeline ON tasks (pipeline_id, seq, task_run_id)`,
+  `CREATE INDEX tasks_run ON tasks (run_id, pipeline_id, seq, task_run_id)`,
+  `CREATE TABLE attempts (attempt_id INTEGER PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     task_run_id TEXT NOT NULL, task_name TEXT NOT NULL, seq INTEGER NOT NULL, attempt_no INTEGER NOT NULL,
+     outcome TEXT NOT NULL, error_class TEXT, error_type TEXT, error_message TEXT, decision TEXT,
+     lease_ids TEXT NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL, duration_ms REAL NOT NULL)`,
+  `CREATE INDEX attempts_pipeline ON attempts (pipeline_id, attempt_id)`,
+  `CREATE INDEX attempts_run ON attempts (run_id, attempt_id)`,
+  `CREATE TABLE artifacts (artifact_id INTEGER PRIMARY KEY, pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL, task_name TEXT, type_name TEXT NOT NULL, codec TEXT NOT NULL, digest TEXT NOT NULL,
+     size INTEGER NOT NULL, storage TEXT NOT NULL, blob_ref TEXT, payload BLOB, is_final INTEGER NOT NULL,
+     created_at INTEGER NOT NULL)`,
+  `CREATE INDEX artifacts_pipeline ON artifacts (pipeline_id, seq, artifact_id)`,
+  `CREATE TABLE events (event_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, pipeline_id TEXT, run_id TEXT,
+     data TEXT, ts INTEGER NOT NULL)`,
+  `CREATE INDEX events_pipeline ON events (pipeline_id, event_id)`,
+  `CREATE INDEX events_run ON events (run_id, event_id)`,
+  `CREATE INDEX events_kind ON events (kind, event_id)`,
+  `CREATE TABLE metrics (run_id TEXT NOT NULL, scope TEXT NOT NULL, name TEXT NOT NULL, value TEXT,
+     label TEXT, display TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, scope, name))`,
+  `CREATE TABLE resources (pool TEXT NOT NULL, resource_id TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT,
+     health TEXT, updated_at INTEGER NOT NULL, PRIMARY KEY (pool, resource_id))`
+]
+
+/**
+ * The statements of migration 0002 (schema version 2): read-side indexes, nothing else.
+ *
+ * - `pipelines_run_state (run_id, state, ended_at, started_at)`: counts by state of a run and
+ *   the completion histogram, index-only (no row lookups in the WITHOUT ROWID table);
+ * - `pipelines_run_latency (run_id, ended_at - started_at, …)` and `pipelines_latency
+ *   (ended_at - started_at, …)`, partial on {@link TIMED_TERMINAL}: the latency percentiles
+ *   read the k-th duration by `ORDER BY … LIMIT 1 OFFSET k` from the index (covering: the
+ *   trailing columns let SQLite check the partial condition without the table).
+ *
+ * A store at version 1 opened read-only keeps working without them (slower `stats`).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0002: ReadonlyArray<string> = [
+  `CREATE INDEX pipelines_run_state ON pipelines (run_id, state, ended_at, started_at)`,
+  `CREATE INDEX pipelines_run_latency ON pipelines (run_id, (ended_at - started_at), state, ended_at, started_at)
+     WHERE ${TIMED_TERMINAL}`,
+  `CREATE INDEX pipelines_latency ON pipelines ((ended_at - started_at), state, ended_at, started_at)
+     WHERE ${TIMED_TERMINAL}`,
+  `UPDATE store_meta SET value = '2' WHERE key = 'schema_version'`
+]
+
+/**
+ * The pipeline number of a child row (task, attempt, artifact, event) whose pipeline the
+ * writer did not know when it wrote the row (never admitted, or not yet): such rows are
+ * re-numbered when the pipeline is admitted (see {@link MIGRATION_0003}).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const UNADMITTED_PNO = 0
+
+const PIPELINE_COLUMNS_SQL = `key TEXT, name TEXT NOT NULL, state TEXT NOT NULL,
+     n_tasks_done INTEGER NOT NULL, n_tasks_total INTEGER NOT NULL, spec_digest TEXT NOT NULL,
+     seed_digest TEXT NOT NULL, tags TEXT NOT NULL, attempts_total INTEGER NOT NULL, run_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER,
+     failed_task TEXT, error_type TEXT, error_message TEXT, error_class TEXT`
+const PIPELINE_COPY = `pipeline_id, key, name, state, n_tasks_done, n_tasks_total, spec_digest, seed_digest, tags,
+     attempts_total, run_id, created_at, updated_at, started_at, ended_at, failed_task, error_type, error_message,
+     error_class`
+const TASK_COPY = `task_run_id, pipeline_id, run_id, seq, task_name, state, attempts_used, started_at, ended_at,
+     duration_ms, error_type, error_message, error_class, lease_ids`
+const ATTEMPT_COPY = `attempt_id, pipeline_id, run_id, task_run_id, task_name, seq, attempt_no, outcome, error_class,
+     error_type, error_message, decision, lease_ids, started_at, ended_at, duration_ms`
+const ARTIFACT_COPY = `artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage,
+     blob_ref, payload, is_final, created_at`
+const EVENT_COPY = `event_id, kind, pipeline_id, run_id, data, ts`
+/** `t.` before each column of a copy list (for the joins of the rebuild). */
+const prefixed = (cols: string) => cols.split(",").map((c) => `t.${c.trim()}`).join(", ")
+/** The pipeline number of the row `t` of an old child table, by its pipeline id. */
+const PNO_OF = `coalesce((SELECT p.pno FROM pipelines_v3 p WHERE p.pipeline_id = t.pipeline_id), ${UNADMITTED_PNO})`
+
+/**
+ * The statements of migration 0003 (schema version 3): the tables rebuilt for write locality.
+ *
+ * Versions 1–2 keyed everything by the content-addressed `pipeline_id` (a random hash):
+ * `pipelines` and `tasks` were WITHOUT ROWID tables keyed by random ids and every per-pipeline
+ * index led with `pipeline_id`, so each group commit dirtied a random leaf page per row and
+ * index (WAL mode writes every dirty page in full). Version 3 numbers pipelines at admission:
+ *
+ * - `pipelines.pno INTEGER PRIMARY KEY` (the rowid, assigned in admission order; the rebuild
+ *   numbers existing rows by `(created_at, pipeline_id)`), `pipeline_id` unique by the index
+ *   `pipelines_id` (the one per-pipeline index that stays keyed by the random id: one insert
+ *   per admission);
+ * - `tasks`, `attempts`, `artifacts` and `events` carry `pno`, and their per-pipeline indexes
+ *   lead with it (`tasks` is WITHOUT ROWID keyed `(pno, seq, task_run_id)`), so the rows of
+ *   pipelines in flight (admitted together) share pages. `pipeline_id` stays as a plain column
+ *   for readers and exports. A child row whose pipeline is not (yet) admitted gets
+ *   {@link UNADMITTED_PNO}, found through small partial indexes on `pipeline_id` (only such
+ *   rows are in them) and re-numbered by the writer when that pipeline is admitted. Events
+ *   without a pipeline have `pno` NULL.
+ *
+ * Every other index of version 2 is kept (their leading columns are run ids, kinds, states
+ * and times, which append). The rebuild runs inside the migrator's transaction.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0003: ReadonlyArray<string> = [
+  `CREATE TABLE pipelines_v3 (pno INTEGER PRIMARY KEY, pipeline_id TEXT NOT NULL, ${PIPELINE_COLUMNS_SQL})`,
+  `CREATE UNIQUE INDEX pipelines_id ON pipelines_v3 (pipeline_id)`,
+  `INSERT INTO pipelines_v3 (${PIPELINE_COPY}) SELECT ${PIPELINE_COPY} FROM pipelines ORDER BY created_at, pipeline_id`,
+  `CREATE TABLE tasks_v3 (pno INTEGER NOT NULL, seq INTEGER NOT NULL, task_run_id TEXT NOT NULL,
+     pipeline_id TEXT NOT NULL, run_id TEXT NOT NULL, task_name TEXT NOT NULL, state TEXT NOT NULL,
+     attempts_used INTEGER NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER, duration_ms REAL,
+     error_type TEXT, error_message TEXT, error_class TEXT, lease_ids TEXT NOT NULL,
+     PRIMARY KEY (pno, seq, task_run_id)) WITHOUT ROWID`,
+  `INSERT INTO tasks_v3 (pno, ${TASK_COPY}) SELECT ${PNO_OF}, ${prefixed(TASK_COPY)} FROM tasks t`,
+  `CREATE TABLE attempts_v3 (attempt_id INTEGER PRIMARY KEY, pno INTEGER NOT NULL, pipeline_id TEXT NOT NULL,
+     run_id TEXT NOT NULL, task_run_id TEXT NOT NULL, task_name TEXT NOT NULL, seq INTEGER NOT NULL,
+     attempt_no INTEGER NOT NULL, outcome TEXT NOT NULL, error_class TEXT, error_type TEXT, error_message TEXT,
+     decision TEXT, lease_ids TEXT NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL,
+     duration_ms REAL NOT NULL)`,
+  `INSERT INTO attempts_v3 (pno, ${ATTEMPT_COPY}) SELECT ${PNO_OF}, ${prefixed(ATTEMPT_COPY)} FROM attempts t`,
+  `CREATE TABLE artifacts_v3 (artifact_id INTEGER PRIMARY KEY, pno INTEGER NOT NULL, pipeline_id TEXT NOT NULL,
+     run_id TEXT NOT NULL, seq INTEGER NOT NULL, task_name TEXT, type_name TEXT NOT NULL, codec TEXT NOT NULL,
+     digest TEXT NOT NULL, size INTEGER NOT NULL, storage TEXT NOT NULL, blob_ref TEXT, payload BLOB,
+     is_final INTEGER NOT NULL, created_at INTEGER NOT NULL)`,
+  `INSERT INTO artifacts_v3 (pno, ${ARTIFACT_COPY}) SELECT ${PNO_OF}, ${prefixed(ARTIFACT_COPY)} FROM artifacts t`,
+  `CREATE TABLE events_v3 (event_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, pno INTEGER, pipeline_id TEXT,
+     run_id TEXT, data TEXT, ts INTEGER NOT NULL)`,
+  `INSERT INTO events_v3 (pno, ${EVENT_COPY}) SELECT CASE WHEN t.pipeline_id IS NULL THEN NULL ELSE ${PNO_OF} END,
+     ${prefixed(EVENT_COPY)} FROM events t`,
+  `DROP TABLE pipelines`,
+  `DROP TABLE tasks`,
+  `DROP TABLE attempts`,
+  `DROP TABLE artifacts`,
+  `DROP TABLE events`,
+  `ALTER TABLE pipelines_v3 RENAME TO pipelines`,
+  `ALTER TABLE tasks_v3 RENAME TO tasks`,
+  `ALTER TABLE attempts_v3 RENAME TO attempts`,
+  `ALTER TABLE artifacts_v3 RENAME TO artifacts`,
+  `ALTER TABLE events_v3 RENAME TO events`,
+  `CREATE INDEX pipelines_created ON pipelines (created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_run ON pipelines (run_id, created_at, pipeline_id)`,
+  `CREATE INDEX pipelines_state ON pipelines (state, created_at, pipeline_id)`,
+  ...MIGRATION_0002.slice(0, 3),
+  `CREATE INDEX tasks_run ON tasks (run_id, pno, seq, task_run_id)`,
+  `CREATE INDEX tasks_unadmitted ON tasks (pipeline_id) WHERE pno = ${UNADMITTED_PNO}`,
+  `CREATE INDEX attempts_pipeline ON attempts (pno, attempt_id)`,
+  `CREATE INDEX attempts_run ON attempts (run_id, attempt_id)`,
+  `CREATE INDEX attempts_unadmitted ON attempts (pipeline_id) WHERE pno = ${UNADMITTED_PNO}`,
+  `CREATE INDEX artifacts_pipeline ON artifacts (pno, seq, artifact_id)`,
+  `CREATE INDEX artifacts_unadmitted ON artifacts (pipeline_id) WHERE pno = ${UNADMITTED_PNO}`,
+  `CREATE INDEX events_pipeline ON events (pno, event_id)`,
+  `CREATE INDEX events_run ON events (run_id, event_id)`,
+  `CREATE INDEX events_kind ON events (kind, event_id)`,
+  `CREATE INDEX events_unadmitted ON events (pipeline_id) WHERE pno = ${UNADMITTED_PNO}`,
+  `UPDATE store_meta SET value = '3' WHERE key = 'schema_version'`
+]
+
+/**
+ * The statements of migration 0004 (schema version 4): the repeat index of each pipeline
+ * (`pipelines.repeat`, which of the `repeats` samples of its seed it is, from 0; `NULL` when
+ * unknown). Versions 1–3 did not store it; {@link backfillRepeats} recovers it for the
+ * content-addressed pipelines of an existing store.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0004: ReadonlyArray<string> = [
+  `ALTER TABLE pipelines ADD COLUMN repeat INTEGER`,
+  `UPDATE store_meta SET value = '4' WHERE key = 'schema_version'`
+]
+
+/**
+ * The statements of migration 0005 (schema version 5): `pipelines_spec (spec_digest)`, so
+ * that counting the pipelines of each definition (`Store.pipelinesBySpec`, what `resume` and
+ * `validate` say before a run whose definition changed) is one `GROUP BY` read from the index
+ * alone. A new pipeline appends at the end of its definition's range (its `pno` grows); state
+ * changes do not touch it.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0005: ReadonlyArray<string> = [
+  `CREATE INDEX pipelines_spec ON pipelines (spec_digest)`,
+  `UPDATE store_meta SET value = '5' WHERE key = 'schema_version'`
+]
+
+/**
+ * The largest repeat index {@link repeatOfContentAddress} tries (exclusive).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const REPEAT_SEARCH_LIMIT = 1024
+
+/**
+ * The repeat index of a content-addressed pipeline, recovered from its identity: the `r` in
+ * `[0, REPEAT_SEARCH_LIMIT)` with `defaultPipelineId(specDigest, seedDigest, r) === pipelineId`
+ * (src/domain/Pipeline.ts), else `null` (an explicit key, or more repeats than the limit).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const repeatOfContentAddress = (pipelineId: string, specDigest: string, seedDigest: string): number | null => {
+  for (let r = 0; r < REPEAT_SEARCH_LIMIT; r++) {
+    if (defaultPipelineId(specDigest, seedDigest, r) === pipelineId) return r
+  }
+  return null
+}
+
+/**
+ * The data step of migration 0004, run in the migrator's transaction after its statements:
+ * fills `pipelines.repeat` for content-addressed pipelines (`key IS NULL`) by
+ * {@link repeatOfContentAddress}, 5,000 rows at a time (keyset by `pno`), one `UPDATE … WHERE
+ * pno IN (…)` per repeat value and page. Rows with an explicit key keep `NULL`: their id does
+ * not encode the repeat.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const backfillRepeats = (client: SqlClient.SqlClient): Effect.Effect<void, SqlError> =>
+  Effect.gen(function*() {
+    let after = -1
+    for (;;) {
+      const page = yield* client.unsafe<{ pno: number; pipeline_id: string; spec_digest: string; seed_digest: string }>(
+        `SELECT pno, pipeline_id, spec_digest, seed_digest FROM pipelines WHERE key IS NULL AND pno > ? ORDER BY pno LIMIT 5000`,
+        [after]
+      )
+      if (page.length === 0) return
+      const byRepeat = new Map<number, Array<number>>()
+      for (const r of page) {
+        const repeat = repeatOfContentAddress(r.pipeline_id, r.spec_digest, r.seed_digest)
+        if (repeat === null) continue
+        const list = byRepeat.get(repeat) ?? []
+        list.push(Number(r.pno))
+        byRepeat.set(repeat, list)
+      }
+      for (const [repeat, pnos] of byRepeat) {
+        for (let i = 0; i < pnos.length; i += 500) {
+          const chunk = pnos.slice(i, i + 500)
+          yield* client.unsafe(`UPDATE pipelines SET repeat = ? WHERE pno IN (${chunk.map(() => "?").join(",")})`, [repeat, ...chunk])
+        }
+      }
+      after = Number(page[page.length - 1]!.pno)
+    }
+  })
+
+/**
+ * One migration: its id (recorded by the migrator in `effect_sql_migrations`), its statements,
+ * and an optional data step run after them in the same transaction (on an empty store it does
+ * nothing).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export type Migration = readonly [
+  id: string,
+  statements: ReadonlyArray<string>,
+  data?: (client: SqlClient.SqlClient) => Effect.Effect<void, SqlError>
+]
+
+/**
+ * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
+ * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
+ * the data steps have nothing to do on a fresh file).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATIONS: ReadonlyArray<Migration> = [
+  ["0001_base", MIGRATION_0001],
+  ["0002_read_indexes", MIGRATION_0002],
+  ["0003_pipeline_numbers", MIGRATION_0003],
+  ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats],
+  ["0005_pipelines_by_spec", MIGRATION_0005]
+]

@@ -1,10 +1,12 @@
 /**
- * The group-commit writer's budgets (issue 19 §3): batches bounded in bytes as well as in ops,
- * and submitters of payload-carrying ops held back while the bytes queued or being committed
- * exceed the budget.
+ * The group-commit writer, a hand-written primitive kept for speed: batches bounded in bytes as
+ * well as in ops, submitters of payload-carrying ops held back while the bytes queued or being
+ * committed exceed the budget (issue 19 §3); batching, durability and failure on the clock
+ * (TestClock, issue 12 §8); one span per batch (issue 12 §9).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber } from "effect"
+import { Clock, Deferred, Effect, Either, Exit, Fiber, Scope, TestClock } from "effect"
+import { StoreUnavailable } from "../../../../src/domain/Errors.js"
 import { makeGroupCommit } from "../../../../src/services/internal/store/shared.js"
 
 interface Op {
@@ -78,5 +80,85 @@ describe("makeGroupCommit budgets", () => {
       yield* Fiber.join(big)
       assert.deepStrictEqual(batches[2], [9])
       assert.deepStrictEqual(done.slice(0, 1), [0])
+    }))
+})
+
+describe("makeGroupCommit on the clock", () => {
+  /**
+   * Commits that take 10 ms of (test) clock each: what arrives while one commits goes into the
+   * next batch, whole; a caller resumes only once its own batch has committed; a failed batch
+   * fails exactly its callers; closing the scope commits what is still queued.
+   */
+  it.effect("batches form while a commit runs; callers resume with their batch; failures stay in their batch", () =>
+    Effect.gen(function*() {
+      const batches: Array<ReadonlyArray<number>> = []
+      const committedAt: Array<number> = []
+      const scope = yield* Scope.make()
+      const writer = yield* Scope.extend(
+        makeGroupCommit<Op>({
+          commit: (ops) =>
+            Effect.gen(function*() {
+              batches.push(ops.map((o) => o.id))
+              yield* Effect.sleep("10 millis")
+              committedAt.push(yield* Clock.currentTimeMillis)
+              if (ops.some((o) => o.id === 13)) {
+                return yield* Effect.fail(new StoreUnavailable({ message: "disk full" }))
+              }
+            })
+        }),
+        scope
+      )
+      const submit = (id: number) => Effect.fork(Effect.either(writer.submit({ id, bytes: 0 })))
+      const first = yield* submit(1)
+      yield* Effect.yieldNow()
+      // while 1 commits (t = 0..10), 2, 3 and 13 queue
+      const rest = yield* Effect.forEach([2, 3, 13], submit)
+      yield* Effect.yieldNow()
+      assert.deepStrictEqual(batches, [[1]])
+      yield* TestClock.adjust("9 millis")
+      assert.isNull(first.unsafePoll(), "not durable before its commit ends")
+      yield* TestClock.adjust("1 millis")
+      assert.isTrue(Either.isRight(yield* Fiber.join(first)))
+      // the next batch took everything queued, in arrival order
+      assert.deepStrictEqual(batches, [[1], [2, 3, 13]])
+      yield* TestClock.adjust("10 millis")
+      const results = yield* Effect.forEach(rest, Fiber.join)
+      assert.deepStrictEqual(results.map((r) => Either.isLeft(r) ? r.left.message : "ok"), ["disk full", "disk full", "disk full"])
+      assert.deepStrictEqual(committedAt, [10, 20])
+      // a later batch is unaffected by the failed one; the scope's close commits what is queued
+      const late = yield* submit(4)
+      yield* Effect.yieldNow()
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* TestClock.adjust("10 millis")
+      yield* Fiber.join(closing)
+      assert.isTrue(Either.isRight(yield* Fiber.join(late)))
+      assert.deepStrictEqual(batches, [[1], [2, 3, 13], [4]])
+      // after close, submissions are refused
+      const refused = yield* Effect.either(writer.submit({ id: 5, bytes: 0 }))
+      assert.isTrue(Either.isLeft(refused))
+    }))
+})
+
+describe("makeGroupCommit tracing", () => {
+  it.scoped("each batch commits inside its own span Store.groupCommit, with its op count", () =>
+    Effect.gen(function*() {
+      const seen: Array<readonly [string, unknown]> = []
+      const gate = yield* Deferred.make<void>()
+      const writer = yield* makeGroupCommit<Op>({
+        commit: (ops) =>
+          Effect.gen(function*() {
+            const span = yield* Effect.currentSpan
+            seen.push([span.name, span.attributes.get("ops")])
+            if (ops[0]!.id === 0) yield* Deferred.await(gate)
+          }).pipe(Effect.orDie)
+      })
+      const first = yield* Effect.fork(writer.submit({ id: 0, bytes: 0 }))
+      yield* Effect.yieldNow()
+      const rest = yield* Effect.fork(Effect.forEach([1, 2], (id) => writer.submit({ id, bytes: 0 }), { concurrency: "unbounded" }))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(first)
+      yield* Fiber.join(rest)
+      assert.deepStrictEqual(seen, [["Store.groupCommit", 1], ["Store.groupCommit", 2]])
     }))
 })

@@ -271,7 +271,7 @@ export const lockOnce = (lockPath: string): Database.Database | "stale" => {
  * Holds `<path>.lock` with an OS-level lock for the scope and removes the file when the scope
  * closes (while still holding the lock); fails fast when another writer holds it.
  */
-export const acquireWriterLock = (path: string) =>
+export const acquireWriterLock = (path: string): Effect.Effect<Database.Database, StoreUnavailable, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {

@@ -39,6 +39,7 @@ import { performance } from "node:perf_hooks"
 import { digest } from "../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../src/domain/Records.js"
 import * as SqliteStore from "../src/layers/SqliteStore.js"
+import * as StoreResolver from "../src/layers/StoreResolver.js"
 import * as Export from "../src/services/Export.js"
 import type { NewArtifact } from "../src/services/Store.js"
 import { Store } from "../src/services/Store.js"
@@ -336,7 +337,7 @@ const throughput = async () => {
       fs.rmSync(rawOut)
       for (const format of FORMATS) {
         const out = nodePath.join(dir, `out-${kind}.${format}`)
-        const m = await measure(() => Effect.runPromise(Export.exportStores([file], out, { kind, format })))
+        const m = await measure(() => Effect.runPromise(Export.exportStores([file], out, { kind, format }).pipe(Effect.provide(StoreResolver.layerOpener()))))
         const line = {
           bench: "export", round, kind, format, rows: m.rows, seconds: +m.sec.toFixed(2), cpu_s: +m.cpu.toFixed(2),
           rows_per_s: Math.round(m.rows / m.sec), ratio_to_raw: +((m.rows / m.sec) / rawRate).toFixed(2),

@@ -6,7 +6,7 @@
  */
 import Database from "better-sqlite3"
 import { performance } from "node:perf_hooks"
-import { MIGRATIONS } from "../../src/layers/internal/storeSchema.js"
+import { MIGRATIONS } from "../../src/layers/internal/sqlite/migrations.js"
 
 export const payload = (i: number, seq: number) => Buffer.from(JSON.stringify({ row: i, seq, text: "lorem ipsum dolor sit amet" }))
 

@@ -12,9 +12,9 @@
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Clock, Effect, Either, Option, Stream } from "effect"
+import { Effect, Either, Option, Stream } from "effect"
 import * as NodePath from "node:path"
-import { Chat, Pipeline, type Records, Runner, type Store, Task } from "assay"
+import { Chat, Pipeline, type Records, Runner, type Store, Task, type TaskContext } from "assay"
 import {
   buildPrompt,
   type CorpusEntry,
@@ -311,7 +311,7 @@ const isScore = (u: unknown): u is { readonly gold: Label; readonly predicted: L
   ((u as Score).predicted === "spam" || (u as Score).predicted === "ham")
 
 /** The emails the store already settled (earlier runs of a resumed job), read once per run. */
-const seedTally = (store: Store.StoreService) =>
+const seedTally = (store: Store.TaskStore) =>
   Effect.gen(function*() {
     const tally: Tally = { scored: new Map(), invalid: new Set() }
     yield* Stream.runForEach(store.streamPipelines({ state: "succeeded" }), (p) =>
@@ -337,12 +337,13 @@ const confusionOf = (t: Tally): Confusion => {
 /**
  * Records one settled email (`outcome`: a scored label, or `"invalid"`) in the run's tally and
  * reports the run-scope metrics `evaluated`, `accuracy`, `precision`, `recall`, `f1` and
- * `invalid` to the store. The first call of a run also counts what the store already holds
+ * `invalid` through the runner (`ctx.reportMetric` with `scope: "run"`; the task's store is
+ * read-only). The first call of a run also counts what the store already holds
  * (succeeded spam-eval pipelines and label failures of class `invalid`), so a resumed run's
  * figures cover the whole job. Counting is by pipeline id, so an email is never counted twice.
  */
 const recordOutcome = (
-  ctx: { readonly runId: string; readonly pipelineId: string; readonly store: Store.StoreService },
+  ctx: Pick<TaskContext, "runId" | "pipelineId" | "store" | "reportMetric">,
   outcome: { readonly gold: Label; readonly predicted: Label } | "invalid"
 ) =>
   tallyLock.withPermits(1)(Effect.gen(function*() {
@@ -359,9 +360,8 @@ const recordOutcome = (
       tally.invalid.delete(ctx.pipelineId)
     }
     const m = metricsOf(confusionOf(tally))
-    const now = yield* Clock.currentTimeMillis
     const put = (name: string, value: number, label: string, display: "number" | "percent") =>
-      ctx.store.reportMetric({ runId: ctx.runId, pipelineId: null, name, value, label, display, updatedAt: now })
+      ctx.reportMetric(name, value, { label, display, scope: "run" })
     yield* put("evaluated", m.evaluated, "evaluated", "number")
     yield* put("accuracy", m.accuracy, "accuracy", "percent")
     yield* put("precision", m.precision, "precision (spam)", "percent")

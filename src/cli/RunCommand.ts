@@ -650,7 +650,7 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
     // The merged view is read back from the shard stores (deduplicated by pipeline id and
     // recounted), so it includes what a dead shard committed before it died.
     // A store a dead child left half-created cannot be read: say so instead of failing.
-    const read = present.length === 0 ? null : yield* Effect.either(mergeReports(present))
+    const read = present.length === 0 ? null : yield* Effect.either(mergeReports(present).pipe(Effect.provide(StoreResolver.layerOpener())))
     const merged = read === null || Either.isLeft(read) ? null : read.right.stats()
     const mergeError = read !== null && Either.isLeft(read) ? read.left.message : null
     const shardsJson = outcomes.map((o) => ({

@@ -7,14 +7,14 @@
  * @since 0.1.0
  */
 import type { Effect, Scope, Stream } from "effect"
-// Type-only references to the services a task can reach through its context: the runner
-// builds the values, so the domain stays free of their implementations.
-import type { StoreService } from "../services/Store.js"
+// The context names only domain interfaces (TaskStore, TaskBus, pool events): the runner builds
+// the values from its services.
 import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
 import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
 import type { EventFilter, ResourceEvent } from "./PoolEvent.js"
 import type { Resource, ResourceOptions } from "./Resource.js"
 import type { TaskBus } from "./TaskBus.js"
+import type { TaskStore } from "./TaskStore.js"
 
 /**
  * How a reported metric is displayed: a number, a ratio shown as a percentage, or text.
@@ -67,8 +67,11 @@ export interface TaskContext {
   readonly meta: Record<string, unknown>
   /** The run's cross-pipeline signal bus (`publish` returns the subscriber count). */
   readonly bus: TaskBus
-  /** The run's store, for tasks that read history (writes go through the runner). */
-  readonly store: StoreService
+  /**
+   * The run's store, read-only, for tasks that read history: writes go through the runner
+   * (`reportMetric`, `emit`, the task's output).
+   */
+  readonly store: TaskStore
   /**
    * Adds a resource to a pool at run time; waiting pipelines can lease it at once. Fails with
    * `PoolNotFound` or `ConfigError` (invalid resource, duplicate explicit id).

@@ -3,13 +3,14 @@
  * both), kept in maps for tests and short-lived runs. Everything is lost when the layer's
  * scope closes.
  *
- * Writes go through the same group-commit writer and write-behind buffer as the SQLite store,
- * so ordering, flush-on-read and failed-flush retry behave identically. A write applies all
- * its rows synchronously, so no reader ever sees part of a batch.
+ * The memory driver ({@link makeDriver}) sits behind the same store front as the SQLite driver
+ * (`Store.makeWith`: group commit, write-behind, flush-on-read, limits), so ordering,
+ * flush-on-read and failed-flush retry behave identically. A write applies all its rows
+ * synchronously, so no reader ever sees part of a batch.
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import {
   ArtifactRecord,
@@ -35,28 +36,18 @@ import type {
   NewArtifact,
   NewAttempt,
   NewEvent,
+  PlacedArtifact,
   SpecCount,
+  StoreDriver,
   StoreOptions,
   StoreService,
-  StoreStats
+  StoreStats,
+  StoreWrite
 } from "../services/Store.js"
-import { errorRowOf, PAGE_SIZE, Store } from "../services/Store.js"
+import { errorRowOf, makeWith, PAGE_SIZE, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
-import { applyPatch, settleToPatch, type WriteOp } from "./internal/storeOps.js"
-import {
-  checkBucket,
-  checkLimit,
-  checkOptions,
-  latencyOf,
-  loadPayload,
-  makeGroupCommit,
-  makeWriteBehind,
-  maskSecrets,
-  type PlacedArtifact,
-  placeAll,
-  placeArtifact,
-  artifactRecordOf
-} from "./internal/storeShared.js"
+import { applyPatch, settleToPatch } from "../services/internal/store/ops.js"
+import { artifactRecordOf, latencyOf, loadPayload } from "../services/internal/store/shared.js"
 
 /**
  * Test hook: while `failWrites` is true every write transaction of the memory store fails
@@ -86,17 +77,14 @@ interface StoredArtifact {
   readonly payload: Uint8Array | null
 }
 
-const pageStream = <A>(rows: () => ReadonlyArray<A>, limit: number | undefined): Stream.Stream<A> => {
-  if (limit === 0) return Stream.empty
-  const s = Stream.flatMap(
+const pageStream = <A>(rows: () => ReadonlyArray<A>): Stream.Stream<A> =>
+  Stream.flatMap(
     Stream.sync(rows),
     (all) =>
       Stream.fromIterable(Array.from({ length: Math.ceil(all.length / PAGE_SIZE) }, (_, i) => i)).pipe(
         Stream.mapConcatChunk((i) => Chunk.unsafeFromArray(all.slice(i * PAGE_SIZE, (i + 1) * PAGE_SIZE)))
       )
   )
-  return limit === undefined ? s : Stream.take(s, limit)
-}
 
 const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): TaskRecord =>
   t instanceof TaskRecord ? t : trusted(TaskRecord, t)
@@ -112,17 +100,16 @@ const matchEvent = (f: EventFilter) => (e: EventRecord) =>
   (f.kind === undefined || e.kind === f.kind)
 
 /**
- * Builds a memory store in the current scope, using the {@link ArtifactBackend} in context.
- * Fails with `ConfigError` on invalid options.
+ * The memory driver (see `Store.StoreDriver`): maps in this process, each write applied
+ * synchronously (so no reader ever sees part of a batch), using the {@link ArtifactBackend} in
+ * context for blob payloads.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: MemoryStoreOptions = {}) =>
+export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | undefined } = {}) =>
   Effect.gen(function*() {
-    const { batchSize, flushIntervalMs } = yield* checkOptions(options)
     const backend: ArtifactBackendService = yield* ArtifactBackend
-    const journal = options.journal ?? "full"
     const faults = options.faults ?? { failWrites: false }
 
     const runs = new Map<string, RunRecord>()
@@ -182,7 +169,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
       if (row !== undefined) pipelines.set(id, applyPatch(row, p))
     }
 
-    const applyOp = (op: WriteOp) => {
+    const applyOp = (op: StoreWrite) => {
       switch (op._tag) {
         case "Admit":
           for (const p of op.pipelines) {
@@ -220,20 +207,6 @@ export const make = (options: MemoryStoreOptions = {}) =>
       }
     }
 
-    const writer = yield* makeGroupCommit<WriteOp>({
-      commit: (ops) => tx(() => ops.forEach(applyOp))
-    })
-    const wb = yield* makeWriteBehind({
-      batchSize,
-      flushIntervalMs,
-      write: (as, es) =>
-        tx(() => {
-          as.forEach(insertAttempt)
-          es.forEach(insertEvent)
-        })
-    })
-    yield* Effect.addFinalizer(() => Effect.orDie(wb.flush))
-
     const withAvailability = (a: StoredArtifact): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
       a.record.storage === "blob" && a.record.blobRef !== null
         ? Effect.map(
@@ -248,16 +221,18 @@ export const make = (options: MemoryStoreOptions = {}) =>
         .filter((a): a is StoredArtifact => a !== undefined)
         .sort((x, y) => x.record.seq - y.record.seq || x.record.artifactId - y.record.artifactId)
 
-    const withLimit = <A, R>(limit: number | undefined, f: (limit: number | undefined) => Stream.Stream<A, StoreUnavailable, R>) =>
-      Stream.unwrap(Effect.map(checkLimit(limit), f)) as Stream.Stream<A, StoreUnavailable | ConfigError, R>
-
-    const service: StoreService = {
+    const driver: StoreDriver = {
       kind: "memory",
       featureLevel: "base",
-      readOnly: false,
+      readOnlyError: undefined,
       // one instance may be shared by several runners of the process
       exclusiveWriter: false,
-      journal,
+      commit: (ops) => tx(() => ops.forEach(applyOp)),
+      writeFacts: (as, es) =>
+        tx(() => {
+          as.forEach(insertAttempt)
+          es.forEach(insertEvent)
+        }),
 
       openRun: (run) =>
         tx(() => {
@@ -282,23 +257,20 @@ export const make = (options: MemoryStoreOptions = {}) =>
           if (r !== undefined) runs.set(runId, trusted(RunRecord, { ...r, heartbeatAt: nowMs }))
         }),
       finishRun: (runId, finish) =>
-        Effect.zipRight(
-          wb.flush,
-          tx(() => {
-            const r = runs.get(runId)
-            if (r !== undefined) {
-              runs.set(
-                runId,
-                trusted(RunRecord, {
-                  ...r,
-                  status: finish.status,
-                  endedAt: finish.endedAt,
-                  stopReason: finish.stopReason ?? null
-                })
-              )
-            }
-          })
-        ),
+        tx(() => {
+          const r = runs.get(runId)
+          if (r !== undefined) {
+            runs.set(
+              runId,
+              trusted(RunRecord, {
+                ...r,
+                status: finish.status,
+                endedAt: finish.endedAt,
+                stopReason: finish.stopReason ?? null
+              })
+            )
+          }
+        }),
       getRun: (runId) => Effect.sync(() => Option.fromNullable(runs.get(runId))),
       latestRun: Effect.sync(() => {
         let best: RunRecord | undefined
@@ -319,21 +291,6 @@ export const make = (options: MemoryStoreOptions = {}) =>
           return out
         }),
 
-      admit: (ps, seeds = []) =>
-        ps.length === 0 && seeds.length === 0
-          ? Effect.void
-          : Effect.flatMap(
-            placeAll(seeds, journal, backend),
-            (placed) => writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed })
-          ),
-      checkpoint: (unit) =>
-        unit.artifact === undefined
-          ? writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
-          : Effect.flatMap(placeArtifact(unit.artifact, journal, backend), (placed) =>
-            writer.submit({ _tag: "Checkpoint", unit, placed })),
-      putTask: (task) => writer.submit({ _tag: "PutTask", task }),
-      updatePipeline: (pipelineId, p) => writer.submit({ _tag: "Patch", pipelineId, patch: p }),
-      settlePipeline: (pipelineId, settle) => writer.submit({ _tag: "Settle", pipelineId, settle }),
       getPipelines: (ids) =>
         Effect.sync(() => {
           const out = new Map<string, PipelineRecord>()
@@ -345,12 +302,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
         }),
       getPipeline: (id) => Effect.sync(() => Option.fromNullable(pipelines.get(id))),
 
-      recordAttempt: wb.addAttempt,
-      emitEvent: wb.addEvent,
-      flush: wb.flush,
-      pending: wb.pending,
-
-      putArtifact: (a) => Effect.flatMap(placeArtifact(a, journal, backend), (placed) => tx(() => insertArtifact(a, placed))),
+      putArtifact: (a, placed) => tx(() => insertArtifact(a, placed)),
       getArtifact: (pipelineId, seq) =>
         Effect.suspend(() => {
           const a = latestAt(pipelineId, seq)
@@ -364,7 +316,6 @@ export const make = (options: MemoryStoreOptions = {}) =>
             }))
         }),
       listArtifacts: (pipelineId) => Effect.forEach(sortedArtifacts(pipelineId), withAvailability),
-      markFinal: (pipelineId, seq) => writer.submit({ _tag: "MarkFinal", pipelineId, seq }),
 
       reportMetric: (m) =>
         tx(() => {
@@ -375,8 +326,8 @@ export const make = (options: MemoryStoreOptions = {}) =>
               pipelineId: m.pipelineId,
               name: m.name,
               value: m.value,
-              label: m.label ?? null,
-              display: m.display ?? (typeof m.value === "number" ? "number" : "text"),
+              label: m.label,
+              display: m.display,
               updatedAt: m.updatedAt
             })
           )
@@ -397,7 +348,7 @@ export const make = (options: MemoryStoreOptions = {}) =>
               pool: r.pool,
               resourceId: r.resourceId,
               kind: r.kind,
-              spec: maskSecrets(r.spec),
+              spec: r.spec,
               health: r.health,
               updatedAt: r.updatedAt
             })
@@ -410,8 +361,6 @@ export const make = (options: MemoryStoreOptions = {}) =>
       ),
 
       stats: (runId) =>
-        Effect.zipRight(
-          wb.flush,
           Effect.sync((): StoreStats => {
             const byState: Record<PipelineState, number> = {
               pending: 0,
@@ -452,27 +401,22 @@ export const make = (options: MemoryStoreOptions = {}) =>
               latencyMs: latencyOf(durations),
               resources: Array.from(resources.values())
             }
-          })
-        ),
-      errors: (o = {}) =>
-        Effect.map(checkLimit(o.limit ?? 20), (limit) => {
+          }),
+      errors: (o) =>
+        Effect.sync(() => {
+          const limit = o.limit
           const rows: Array<ErrorRow> = Array.from(pipelines.values())
             .filter((p) => p.state === "failed" && (o.runId === undefined || p.runId === o.runId))
             .sort((a, b) => b.updatedAt - a.updatedAt || (a.pipelineId < b.pipelineId ? -1 : 1))
             .map(errorRowOf)
           return limit === undefined ? rows : rows.slice(0, limit)
         }),
-      events: (o = {}) =>
-        Effect.flatMap(checkLimit(o.limit), (limit) =>
-          Effect.zipRight(
-            wb.flush,
-            Effect.sync(() => {
-              if (limit === 0) return []
-              const all = events.filter(matchEvent(o))
-              return limit === undefined ? all : all.slice(Math.max(0, all.length - limit))
-            })
-          )),
-      countEvents: (f = {}) => Effect.zipRight(wb.flush, Effect.sync(() => events.filter(matchEvent(f)).length)),
+      events: (o, limit) =>
+        Effect.sync(() => {
+          const all = events.filter(matchEvent(o))
+          return limit === undefined ? all : all.slice(Math.max(0, all.length - limit))
+        }),
+      countEvents: (f = {}) => Effect.sync(() => events.filter(matchEvent(f)).length),
       pipelinesBySpec: Effect.sync(() => {
         const counts = new Map<string, number>()
         for (const p of pipelines.values()) counts.set(p.specDigest, (counts.get(p.specDigest) ?? 0) + 1)
@@ -481,8 +425,8 @@ export const make = (options: MemoryStoreOptions = {}) =>
       }),
 
       pipelinesPage: (o) =>
-        Effect.map(checkLimit(o.limit), (limit = 0): PipelinesPage => {
-          if (limit === 0) return { pipelines: [], next: null }
+        Effect.sync((): PipelinesPage => {
+          const limit = o.limit
           const after = o.after
           // one scan, then a sort of the rows after the cursor only (O(n) per page: the memory
           // store has no ordered index)
@@ -499,7 +443,8 @@ export const make = (options: MemoryStoreOptions = {}) =>
           }
         }),
       completions: (o) =>
-        Effect.map(checkBucket(o.bucketMs), (bucketMs) => {
+        Effect.sync(() => {
+          const bucketMs = o.bucketMs
           const origin = Math.trunc(o.since ?? 0)
           const counts = new Map<number, number>()
           for (const p of pipelines.values()) {
@@ -559,42 +504,41 @@ export const make = (options: MemoryStoreOptions = {}) =>
           return out
         }),
 
-      streamPipelines: (o = {}) =>
-        withLimit(o.limit, (limit) =>
-          pageStream(
-            () =>
-              Array.from(pipelines.values())
-                .filter((p) => (o.runId === undefined || p.runId === o.runId) && (o.state === undefined || p.state === o.state))
-                .sort(byCreated),
-            limit
-          )),
-      streamTasks: (o = {}) =>
-        withLimit(o.limit, (limit) =>
-          pageStream(
-            () =>
-              Array.from(tasks.values())
-                .filter((t) => (o.pipelineId === undefined || t.pipelineId === o.pipelineId) && (o.runId === undefined || t.runId === o.runId))
-                .sort(byTaskOrder),
-            limit
-          )),
-      streamAttempts: (o = {}) =>
-        withLimit(o.limit, (limit) =>
-          Stream.unwrap(Effect.as(
-            wb.flush,
-            pageStream(
-              () => attempts.filter((a) => (o.pipelineId === undefined || a.pipelineId === o.pipelineId) && (o.runId === undefined || a.runId === o.runId)),
-              limit
-            )
-          ))),
-      streamEvents: (o = {}) =>
-        withLimit(o.limit, (limit) =>
-          Stream.unwrap(Effect.as(wb.flush, pageStream(() => events.filter(matchEvent(o)), limit)))),
-      streamArtifacts: (o) =>
-        withLimit(o.limit, (limit) =>
-          Stream.mapEffect(pageStream(() => sortedArtifacts(o.pipelineId), limit), withAvailability))
+      streamPipelines: (o) =>
+        pageStream(() =>
+          Array.from(pipelines.values())
+            .filter((p) => (o.runId === undefined || p.runId === o.runId) && (o.state === undefined || p.state === o.state))
+            .sort(byCreated)
+        ),
+      streamTasks: (o) =>
+        pageStream(() =>
+          Array.from(tasks.values())
+            .filter((t) => (o.pipelineId === undefined || t.pipelineId === o.pipelineId) && (o.runId === undefined || t.runId === o.runId))
+            .sort(byTaskOrder)
+        ),
+      streamAttempts: (o) =>
+        pageStream(() =>
+          attempts.filter((a) =>
+            (o.pipelineId === undefined || a.pipelineId === o.pipelineId) && (o.runId === undefined || a.runId === o.runId)
+          )
+        ),
+      streamEvents: (o) => pageStream(() => events.filter(matchEvent(o))),
+      streamArtifacts: (o) => Stream.mapEffect(pageStream(() => sortedArtifacts(o.pipelineId)), withAvailability)
     }
-    return service
+    return driver
   })
+
+/**
+ * Builds a memory store in the current scope: the memory driver behind the store front
+ * (`Store.makeWith`), using the {@link ArtifactBackend} in context. Fails with `ConfigError` on
+ * invalid options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: MemoryStoreOptions = {}): Effect.Effect<StoreService, ConfigError, ArtifactBackend | Scope.Scope> =>
+  Effect.flatMap(makeDriver({ faults: options.faults }), (driver) => makeWith(driver, options))
+
 
 /**
  * The memory store as a layer, using the {@link ArtifactBackend} in context.

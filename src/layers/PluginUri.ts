@@ -12,22 +12,15 @@
  */
 import { Cause, Layer, Option } from "effect"
 import { type ConfigError, PluginError, type StoreUnavailable } from "../domain/Errors.js"
+import * as SpecUri from "../domain/SpecUri.js"
 
 /**
- * What a store or backend spec is:
- * - `NotUri`: a path or a built-in word (the caller decides);
- * - `Uri`: `scheme` (lowercased) and the parsed `uri`;
- * - `Malformed`: it starts like a URI (`scheme://`) but `new URL` refuses it (`message`).
+ * What a store or backend spec is (see `domain/SpecUri.ts`, re-exported here).
  *
  * @since 0.1.0
  * @category models
  */
-export type ParsedSpec =
-  | { readonly _tag: "NotUri" }
-  | { readonly _tag: "Uri"; readonly scheme: string; readonly uri: URL }
-  | { readonly _tag: "Malformed"; readonly scheme: string; readonly message: string }
-
-const uriStart = /^([A-Za-z][A-Za-z0-9+.-]+):\/\//
+export type ParsedSpec = SpecUri.ParsedSpec
 
 /**
  * Classifies a spec (see the module docs for what counts as a URI). Pure.
@@ -35,16 +28,7 @@ const uriStart = /^([A-Za-z][A-Za-z0-9+.-]+):\/\//
  * @since 0.1.0
  * @category parsing
  */
-export const parse = (spec: string): ParsedSpec => {
-  const m = uriStart.exec(spec)
-  if (m === null) return { _tag: "NotUri" }
-  const scheme = m[1]!.toLowerCase()
-  try {
-    return { _tag: "Uri", scheme, uri: new URL(spec) }
-  } catch (e) {
-    return { _tag: "Malformed", scheme, message: e instanceof Error ? e.message : String(e) }
-  }
-}
+export const parse: (spec: string) => ParsedSpec = SpecUri.parse
 
 /**
  * Whether a spec is written as a plugin URI (`scheme://...`, well-formed or not).
@@ -52,7 +36,7 @@ export const parse = (spec: string): ParsedSpec => {
  * @since 0.1.0
  * @category parsing
  */
-export const isUri = (spec: string): boolean => uriStart.test(spec)
+export const isUri: (spec: string) => boolean = SpecUri.isUri
 
 const passThrough = new Set(["StoreUnavailable", "ConfigError", "PluginError"])
 

@@ -23,9 +23,10 @@ import type { Scope } from "effect"
 import { Context, Effect, Either, Layer, Option } from "effect"
 import { ConfigError, type ConfigIssue, type PluginError, type StoreUnavailable } from "../domain/Errors.js"
 import type { BackendInput } from "../services/ArtifactBackend.js"
-import { Store, type StoreService } from "../services/Store.js"
+import { Store, StoreOpener, type StoreService } from "../services/Store.js"
 import * as ArtifactBackends from "./ArtifactBackends.js"
 import * as MemoryStore from "./MemoryStore.js"
+import * as Plugins from "./Plugins.js"
 import type { PluginRegistry, Provided, StoreFactory } from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 import * as SqliteStore from "./SqliteStore.js"
@@ -274,6 +275,31 @@ export const openReadOnly = (
     Layer.build(layer(spec, { ...options, journal: "full", readOnly: true, path: "store" })),
     (ctx) => Context.get(ctx, Store)
   )
+
+/**
+ * The {@link Store.StoreOpener} of this resolver: what `Export`, `Report` and `Merge` open their
+ * store arguments with, exactly as the CLI does ({@link openReadOnly}: paths, `file:` URIs, and
+ * the plugin URIs of `registry`, default none; relative plugin URI parts against `baseDir`,
+ * default the working directory at each open).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerOpener = (
+  options: {
+    readonly registry?: OpenOptions["registry"] | undefined
+    readonly baseDir?: string | undefined
+  } = {}
+): Layer.Layer<StoreOpener> =>
+  Layer.succeed(StoreOpener, {
+    openReadOnly: (source) =>
+      Effect.suspend(() =>
+        openReadOnly(source, {
+          registry: options.registry ?? Plugins.empty,
+          baseDir: options.baseDir ?? process.cwd()
+        })
+      )
+  })
 
 /**
  * Creates the parent directory of an SQLite target (a run writes a fresh file there); does

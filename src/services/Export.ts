@@ -41,19 +41,19 @@
  * @since 0.1.0
  */
 import { stringify } from "csv-stringify/sync"
-import { Chunk, Context, Effect, Either, Layer, Option, Schema, type Scope, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type PluginError, type StoreUnavailable } from "../domain/Errors.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../domain/Records.js"
-import * as PluginUri from "../layers/PluginUri.js"
-import * as SqliteStore from "../layers/SqliteStore.js"
+import * as SpecUri from "../domain/SpecUri.js"
 import * as OutputFile from "./OutputFile.js"
 import * as StoreFiles from "./StoreFiles.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "./Store.js"
-import { PAGE_SIZE, Store } from "./Store.js"
+import * as Store from "./Store.js"
+import { PAGE_SIZE } from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Models
@@ -278,20 +278,13 @@ export interface BulkReader {
 
 /**
  * Validates a row limit: `undefined` (all) or a non-negative integer; anything else fails
- * with `ConfigError`.
+ * with `ConfigError`. The store's own check (`Store.checkLimit`), re-exported: one check for
+ * every read and export.
  *
  * @since 0.1.0
  * @category validation
  */
-export const checkLimit = (limit: Limit): Effect.Effect<number | undefined, ConfigError> =>
-  limit === undefined || (Number.isInteger(limit) && limit >= 0)
-    ? Effect.succeed(limit)
-    : Effect.fail(
-      new ConfigError({
-        message: `limit must be a non-negative integer (or absent for all rows), got ${String(limit)}`,
-        issues: [{ path: "limit", message: `invalid limit ${String(limit)}` }]
-      })
-    )
+export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, ConfigError> = Store.checkLimit
 
 const registry = CodecRegistry.default()
 const utf8 = new TextDecoder("utf-8", { fatal: true })
@@ -1160,7 +1153,7 @@ const drain = (sink: ByteSink, out: OutputFile.OutputFile, all: boolean): Effect
 
 /** The file a store argument names (a path, or a `file:` URI), absolute; `undefined` for other URIs. */
 const fileOfSpec = (spec: string): string | undefined => {
-  const parsed = PluginUri.parse(spec)
+  const parsed = SpecUri.parse(spec)
   if (parsed._tag === "NotUri") return nodePath.resolve(spec)
   if (parsed._tag === "Uri" && parsed.scheme === "file") {
     try {
@@ -1273,26 +1266,31 @@ export const exportStore = (
 ): Effect.Effect<number, ReadError | ExportError> => writeRows(rowItems(store, options, bulk), path, options)
 
 /**
- * Opens an SQLite store file read-only in the current scope (`SqliteStore.layerReadOnly`:
- * never migrates, never writes, takes no lock) with its {@link storeBulk} reader. Fails with
- * `StoreUnavailable` when the file is missing or not an assay store (read-only opens never
- * create anything).
+ * Opens a store argument read-only in the current scope through the {@link Store.StoreOpener}
+ * in context (a path, a `file:` URI or a plugin URI, as the CLI takes them;
+ * `StoreResolver.layerOpener` provides it), with its {@link storeBulk} reader. Fails with
+ * `StoreUnavailable` when the store is missing or not an assay store (read-only opens never
+ * create anything), `ConfigError` on a spec that does not resolve, `PluginError` when a
+ * plugin's factory fails.
  *
  * @since 0.1.0
  * @category stores
  */
 export const openReadOnly = (
-  filename: string
-): Effect.Effect<{ readonly store: StoreService; readonly bulk: BulkReader }, StoreUnavailable | ConfigError | ExportError, Scope.Scope> =>
-  Effect.map(Layer.build(SqliteStore.layerReadOnly(filename)), (ctx) => {
-    const store = Context.get(ctx, Store)
-    return { store, bulk: storeBulk(store) }
-  })
+  source: string
+): Effect.Effect<
+  { readonly store: StoreService; readonly bulk: BulkReader },
+  StoreUnavailable | ConfigError | PluginError,
+  Store.StoreOpener | Scope.Scope
+> =>
+  Effect.flatMap(Store.StoreOpener, (opener) =>
+    Effect.map(opener.openReadOnly(source), (store) => ({ store, bulk: storeBulk(store) })))
 
 /**
- * Exports several store files into one output, concatenated in the given order (no dedupe:
- * use `Merge.mergeReports(paths).export` for the merged view). `limit` applies to each store
- * separately. Every store is opened read-only. Returns the number of rows written.
+ * Exports several stores into one output, concatenated in the given order (no dedupe: use
+ * `Merge.mergeReports(paths).export` for the merged view). `limit` applies to each store
+ * separately. Every store is opened read-only through the {@link Store.StoreOpener} in context
+ * (see {@link openReadOnly}). Returns the number of rows written.
  *
  * @since 0.1.0
  * @category writing
@@ -1301,7 +1299,7 @@ export const exportStores = (
   paths: ReadonlyArray<string>,
   out: string,
   options: ExportOptions
-): Effect.Effect<number, ReadError | ExportError> =>
+): Effect.Effect<number, ReadError | ExportError | PluginError, Store.StoreOpener> =>
   Effect.scoped(
     Effect.gen(function*() {
       yield* checkLimit(options.limit)

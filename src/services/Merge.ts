@@ -15,10 +15,11 @@
  * @since 0.1.0
  */
 import { Chunk, Effect, type Scope, Stream } from "effect"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineRecord, PipelineState } from "../domain/Records.js"
 import * as Export from "./Export.js"
 import type { ErrorRow, Latency, ReadError, StoreService } from "./Store.js"
+import { StoreOpener } from "./Store.js"
 
 /**
  * A surviving pipeline row: the record, the source it came from, and the number of task rows
@@ -289,19 +290,31 @@ export const readSource = (source: string, store: StoreService): Effect.Effect<M
   })
 
 /**
- * Opens every store file read-only, reads it, and merges (see the module docs). A path given
- * twice is read twice, and changes nothing (idempotence).
+ * Opens every store read-only through the `Store.StoreOpener` in context (paths, `file:` URIs,
+ * plugin URIs, as the CLI takes them), reads it, and merges (see the module docs). A source
+ * given twice is read twice, and changes nothing (idempotence).
  *
- * Fails with `StoreUnavailable` when a file is missing or not an assay store, `ConfigError`
- * as {@link mergeSources}.
+ * Fails with `StoreUnavailable` when a store is missing or not an assay store, `ConfigError`
+ * as {@link mergeSources} or on a spec that does not resolve, `PluginError` when a plugin's
+ * factory fails.
  *
  * @since 0.1.0
  * @category merging
  */
 export const mergeReports = (
   paths: ReadonlyArray<string>
-): Effect.Effect<MergedReport, StoreUnavailable | ConfigError | Export.ExportError> =>
-  Effect.flatMap(
-    Effect.forEach(paths, (p) => Effect.scoped(Effect.flatMap(Export.openReadOnly(p), ({ store }) => readSource(p, store)))),
-    (sources) => mergeSources(sources, Export.openReadOnly)
-  )
+): Effect.Effect<MergedReport, StoreUnavailable | ConfigError | PluginError | Export.ExportError, StoreOpener> =>
+  Effect.flatMap(StoreOpener, (opener) => {
+    const provided = Effect.provideService(StoreOpener, opener)
+    // the merged export reopens a source that opened once already: a plugin failure there is
+    // reported as the source being unavailable
+    const reopen = (source: string) =>
+      Export.openReadOnly(source).pipe(
+        provided,
+        Effect.catchTag("PluginError", (e) => Effect.fail(new StoreUnavailable({ message: e.message, path: source })))
+      )
+    return Effect.flatMap(
+      Effect.forEach(paths, (p) => Effect.scoped(Effect.flatMap(Export.openReadOnly(p), ({ store }) => readSource(p, store)))),
+      (sources) => mergeSources(sources, reopen)
+    )
+  })

@@ -11,11 +11,11 @@
  * @since 0.1.0
  */
 import { Clock, Effect, Stream } from "effect"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type PluginError, type StoreUnavailable } from "../domain/Errors.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
 import * as Export from "./Export.js"
 import { beats, latencyOf } from "./Merge.js"
-import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreService } from "./Store.js"
+import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreOpener, type StoreService } from "./Store.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -335,8 +335,11 @@ export const buildReport = (
   })
 
 /**
- * Opens every store file read-only and builds their report (see {@link buildReport}). Fails
- * with `StoreUnavailable` when a file is missing or not an assay store.
+ * Opens every store read-only through the `Store.StoreOpener` in context (paths, `file:` URIs,
+ * plugin URIs, as the CLI takes them) and builds their report (see {@link buildReport}).
+ * Fails with `StoreUnavailable` when a store is missing or not an assay store, `ConfigError`
+ * on a spec that does not resolve (or as {@link buildReport}), `PluginError` when a plugin's
+ * factory fails.
  *
  * @since 0.1.0
  * @category reports
@@ -344,7 +347,7 @@ export const buildReport = (
 export const reportPaths = (
   paths: ReadonlyArray<string>,
   options: ReportOptions = {}
-): Effect.Effect<ReportData, StoreUnavailable | ConfigError | Export.ExportError> =>
+): Effect.Effect<ReportData, StoreUnavailable | ConfigError | PluginError | Export.ExportError, StoreOpener> =>
   Effect.scoped(
     Effect.flatMap(
       Effect.forEach(paths, (p) => Effect.map(Export.openReadOnly(p), ({ store }) => ({ source: p, store }))),

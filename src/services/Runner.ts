@@ -793,7 +793,13 @@ const runOnce = <S extends AnySpec, SE, SR>(
       config: RunConfig.toJson(config),
       startedAt,
       notes: config.notes === "" ? null : config.notes,
-      meta: config.meta
+      meta: config.meta,
+      // the run's write policy reaches the store's write path (run config, file or options)
+      writes: {
+        writeBehind: config.writeBehind,
+        batchSize: config.writeBatch,
+        flushIntervalMs: Duration.toMillis(config.flushInterval)
+      }
     })
     // If this fiber is interrupted from outside (NodeRuntime.runMain on Ctrl-C, a timeout, a
     // parent scope closing) the steps below that close the run never run: close it here

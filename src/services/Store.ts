@@ -21,19 +21,31 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Option, Stream } from "effect"
+import type { Effect, Scope, Stream } from "effect"
 import { Context } from "effect"
-import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { ConfigError, PluginError, StoreUnavailable } from "../domain/Errors.js"
+import * as front from "./internal/store/front.js"
+import type { WriteOp } from "./internal/store/ops.js"
+import * as shared from "./internal/store/shared.js"
+import type {
+  CompletionBucket,
+  CompletionsOptions,
+  ErrorRow,
+  EventFilter,
+  Limit,
+  PipelinesPage,
+  PipelinesPageOptions,
+  TaskStore
+} from "../domain/TaskStore.js"
+import type { ArtifactBackend } from "./ArtifactBackend.js"
 import type {
   ArtifactRecord,
   AttemptOutcome,
   AttemptRecord,
   EventRecord,
   MetricDisplay,
-  MetricRecord,
   PipelineRecord,
   PipelineState,
-  ResourceRecord,
   RunRecord,
   RunStatus,
   TaskRecord
@@ -75,6 +87,29 @@ export interface NewRun {
   readonly startedAt: number
   readonly notes?: string | null | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The run's write policy (the run config's `writeBehind`, `writeBatch`, `flushInterval`):
+   * applied by the store from this run on, in place of the one it was opened with. Absent
+   * fields keep the store's.
+   */
+  readonly writes?: Partial<WritePolicy> | undefined
+}
+
+/**
+ * How a store writes attempts and events (the run config's `writeBehind`, `writeBatch`,
+ * `flushInterval`):
+ * - `writeBehind`: buffer them and write them in batches (default `true`); `false` writes each
+ *   one before `recordAttempt` / `emitEvent` returns;
+ * - `batchSize`: buffered facts that trigger a write (positive integer, default 128);
+ * - `flushIntervalMs`: period of the background write in ms (default 1000; 0 = none).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WritePolicy {
+  readonly writeBehind: boolean
+  readonly batchSize: number
+  readonly flushIntervalMs: number
 }
 
 /**
@@ -237,250 +272,29 @@ export interface ResourceInput {
   readonly updatedAt: number
 }
 
-/**
- * An artifact with its payload: `payload` is `undefined` when `artifact.available` is false.
- *
- * @since 0.1.0
- * @category models
- */
-export interface LoadedArtifact {
-  readonly artifact: ArtifactRecord
-  readonly payload: Uint8Array | undefined
-}
-
 // ---------------------------------------------------------------------------------------------
-// Read-side shapes
+// Read-side shapes (domain/TaskStore.ts, re-exported)
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Latency percentiles in ms (linear interpolation between closest ranks, the default of
- * NumPy's `percentile` / Hyndman & Fan type 7).
- *
- * @since 0.1.0
- * @category models
- */
-export interface Latency {
-  readonly p50: number
-  readonly p95: number
-  readonly p99: number
-}
-
-/**
- * What `stats` returns. Counts are scoped to `runId` when one is given (pipelines owned by the
- * run; tasks, attempts of the run).
- *
- * @since 0.1.0
- * @category models
- */
-export interface StoreStats {
-  readonly pipelines: number
-  readonly byState: Readonly<Record<PipelineState, number>>
-  readonly tasks: number
-  readonly attemptsTotal: number
-  /** Attempts with `attemptNo > 1`. */
-  readonly retries: number
-  readonly events: number
-  /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
-  readonly latencyMs: Latency | null
-  readonly resources: ReadonlyArray<ResourceRecord>
-  /**
-   * SQLite only: WAL frames (pages) that the last writer could not copy into the database file
-   * at close because readers kept it busy. Present (and > 0) only while the `-wal` beside the
-   * file still holds them: a copy of the database file alone then lacks that work, so copy the
-   * `-wal` with it (or open the store for writing once, which completes the checkpoint).
-   */
-  readonly walPendingFrames?: number | undefined
-}
-
-/**
- * How many pipelines of one definition a store holds (what `pipelinesBySpec` returns): the
- * definition's `specDigest` (a template's digest, see `Pipeline.computeSpecDigest`) and its
- * number of `pipelines` (any state, any run).
- *
- * @since 0.1.0
- * @category models
- */
-export interface SpecCount {
-  readonly specDigest: string
-  readonly pipelines: number
-}
-
-/**
- * One failed pipeline as `errors` lists it.
- *
- * @since 0.1.0
- * @category models
- */
-export interface ErrorRow {
-  readonly pipelineId: string
-  readonly name: string
-  readonly key: string | null
-  readonly runId: string
-  readonly failedTask: string | null
-  readonly errorType: string | null
-  readonly errorMessage: string | null
-  readonly errorClass: string | null
-  readonly endedAt: number | null
-}
-
-/**
- * The {@link ErrorRow} of a failed pipeline record.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const errorRowOf = (p: PipelineRecord): ErrorRow => ({
-  pipelineId: p.pipelineId,
-  name: p.name,
-  key: p.key,
-  runId: p.runId,
-  failedTask: p.failedTask,
-  errorType: p.errorType,
-  errorMessage: p.errorMessage,
-  errorClass: p.errorClass,
-  endedAt: p.endedAt
-})
-
-/**
- * A row limit: `undefined` = all, `0` = none, a positive integer = at most that many.
- * Negative or non-integer limits fail with `ConfigError`.
- *
- * @since 0.1.0
- * @category models
- */
-export type Limit = number | undefined
-
-/**
- * Filters of event reads.
- *
- * @since 0.1.0
- * @category models
- */
-export interface EventFilter {
-  readonly pipelineId?: string | undefined
-  readonly runId?: string | undefined
-  readonly kind?: string | undefined
-}
-
-/**
- * A keyset position in the pipeline order (createdAt, then pipelineId): the last row of a
- * page. The next page holds the rows strictly after it.
- *
- * @since 0.1.0
- * @category models
- */
-export interface PipelineCursor {
-  /** Epoch ms. */
-  readonly createdAt: number
-  readonly pipelineId: string
-}
-
-/**
- * What {@link StoreService.pipelinesPage} reads: pipelines of `runId` (owner run; absent = every
- * run) in `state` (absent = every state), ordered by (createdAt, pipelineId), strictly after
- * `after` (absent = from the start), at most `limit` rows (a non-negative integer; anything
- * else fails with `ConfigError`).
- *
- * @since 0.1.0
- * @category models
- */
-export interface PipelinesPageOptions {
-  readonly runId?: string | undefined
-  readonly state?: PipelineState | undefined
-  readonly after?: PipelineCursor | undefined
-  readonly limit: number
-}
-
-/**
- * One page of pipelines and the cursor to pass as `after` for the next page (`null` when no
- * row follows this page, or when `limit` is 0).
- *
- * @since 0.1.0
- * @category models
- */
-export interface PipelinesPage {
-  readonly pipelines: ReadonlyArray<PipelineRecord>
-  readonly next: PipelineCursor | null
-}
-
-/**
- * What {@link StoreService.completions} counts: terminal pipelines (`succeeded`, `failed`,
- * `interrupted`) with an `endedAt`, owned by `runId` (absent = every run), bucketed by
- * `endedAt` into buckets of `bucketMs` (a positive integer, ms) aligned on `since` (epoch ms;
- * only pipelines with `endedAt >= since` count). Without `since`, buckets are aligned on 0
- * (the epoch) and every terminal pipeline counts.
- *
- * @since 0.1.0
- * @category models
- */
-export interface CompletionsOptions {
-  readonly runId?: string | undefined
-  readonly bucketMs: number
-  readonly since?: number | undefined
-}
-
-/**
- * One non-empty completion bucket: `[startMs, startMs + bucketMs)` held `count` completions.
- *
- * @since 0.1.0
- * @category models
- */
-export interface CompletionBucket {
-  /** Epoch ms: `since + k × bucketMs` (or `k × bucketMs` without `since`). */
-  readonly startMs: number
-  readonly count: number
-}
-
-/**
- * What {@link StoreService.loadBundles} reads for each pipeline.
- *
- * - `payloads`: which artifacts come with their bytes: every one (`"all"`), only the final one
- *   (`"final"`), none (`"none"`: metadata only);
- * - `artifacts`: which artifacts are listed: every one (`"all"`, the default) or only the
- *   final one (`"final"`);
- * - `tasks`: whether task rows are read (default `true`);
- * - `payloadBytes`: a budget in bytes (stored sizes) for the payloads asked for (default: no
- *   budget). The store walks the pipelines one at a time, in an order of its choosing, each
- *   pipeline's artifacts by seq then artifactId, and returns a payload while the running total
- *   of the sizes of the available payloads asked for stays within the budget, and always the
- *   first of them (so a budget of 0, or a payload above the budget, still yields one). From the
- *   first payload that does not fit on, artifacts come back as metadata only (`payload:
- *   undefined`, `available` still true): so the loaded payloads are, pipeline by pipeline, a
- *   prefix of the wanted ones, at most one pipeline is partly loaded, and their total is within
- *   the budget unless only one payload is loaded. The caller reads the rest where it stopped.
- *   A negative or NaN budget counts as 0; `Infinity` is no budget.
- *
- * @since 0.1.0
- * @category models
- */
-export interface BundleOptions {
-  readonly payloads: "final" | "all" | "none"
-  readonly artifacts?: "all" | "final" | undefined
-  readonly tasks?: boolean | undefined
-  readonly payloadBytes?: number | undefined
-}
-
-/**
- * One pipeline's facts as {@link StoreService.loadBundles} returns them: its task rows (by seq,
- * then taskRunId) and its artifacts (by seq, then artifactId). An artifact whose bytes were not
- * asked for has `payload: undefined` (its `available` flag still says whether they exist).
- *
- * @since 0.1.0
- * @category models
- */
-export interface PipelineBundle {
-  readonly pipelineId: string
-  readonly tasks: ReadonlyArray<TaskRecord>
-  readonly artifacts: ReadonlyArray<LoadedArtifact>
-}
-
-/**
- * The store's errors on reads that take a limit.
- *
- * @since 0.1.0
- * @category models
- */
-export type ReadError = StoreUnavailable | ConfigError
+export type {
+  LoadedArtifact,
+  Latency,
+  StoreStats,
+  SpecCount,
+  ErrorRow,
+  Limit,
+  EventFilter,
+  PipelineCursor,
+  PipelinesPageOptions,
+  PipelinesPage,
+  CompletionsOptions,
+  CompletionBucket,
+  BundleOptions,
+  PipelineBundle,
+  ReadError,
+  TaskStore
+} from "../domain/TaskStore.js"
+export { errorRowOf } from "../domain/TaskStore.js"
 
 // ---------------------------------------------------------------------------------------------
 // The service
@@ -492,13 +306,7 @@ export type ReadError = StoreUnavailable | ConfigError
  * @since 0.1.0
  * @category models
  */
-export interface StoreService {
-  /** `"sqlite"`, `"memory"`, …: for messages and reports. */
-  readonly kind: string
-  /** The feature level of the opened store (`"base"`). */
-  readonly featureLevel: string
-  /** Whether the store was opened read-only: every write fails with `StoreUnavailable`. */
-  readonly readOnly: boolean
+export interface StoreService extends TaskStore {
   /**
    * `true` when this handle is the only writer the store can have (SqliteStore's writer holds
    * an OS lock on the file): any other run the store still marks `running` is then certainly
@@ -506,8 +314,6 @@ export interface StoreService {
    * `false` when other processes may write (or when unknown).
    */
   readonly exclusiveWriter: boolean
-  /** `"full"` (payloads kept) or `"summary"` (metadata only). */
-  readonly journal: "full" | "summary"
 
   // runs
   /** Creates a run with status `running`. */
@@ -516,11 +322,6 @@ export interface StoreService {
   readonly heartbeat: (runId: string, nowMs: number) => Effect.Effect<void, StoreUnavailable>
   /** Ends a run (flushes buffered facts first). */
   readonly finishRun: (runId: string, finish: FinishRun) => Effect.Effect<void, StoreUnavailable>
-  readonly getRun: (runId: string) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
-  /** The most recently started run. */
-  readonly latestRun: Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
-  /** All runs, oldest first. */
-  readonly listRuns: Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
   /**
    * Marks `running` runs whose heartbeat is older than `nowMs - staleAfterMs` as
    * `interrupted` (stop reason `stale`, `endedAt = nowMs`) and returns them as they are now.
@@ -547,11 +348,6 @@ export interface StoreService {
   readonly updatePipeline: (pipelineId: string, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
   /** One write: terminal state, cursor, owner run, end time; failure fields cleared. */
   readonly settlePipeline: (pipelineId: string, settle: SettleInput) => Effect.Effect<void, StoreUnavailable>
-  /** The pipelines among `ids` that exist (one query per call). */
-  readonly getPipelines: (
-    ids: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyMap<string, PipelineRecord>, StoreUnavailable>
-  readonly getPipeline: (id: string) => Effect.Effect<Option.Option<PipelineRecord>, StoreUnavailable>
 
   // write-behind facts
   /** Buffers an attempt (write-behind). */
@@ -566,107 +362,12 @@ export interface StoreService {
   // artifacts
   /** Stores one artifact outside a checkpoint (the seed, at seq -1); returns its record. */
   readonly putArtifact: (artifact: NewArtifact) => Effect.Effect<ArtifactRecord, StoreUnavailable>
-  /** The latest artifact of `pipelineId` at `seq`, with its payload when available. */
-  readonly getArtifact: (
-    pipelineId: string,
-    seq: number
-  ) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
-  /** Every artifact of a pipeline, by seq then artifactId (metadata only). */
-  readonly listArtifacts: (pipelineId: string) => Effect.Effect<ReadonlyArray<ArtifactRecord>, StoreUnavailable>
   /** Makes the latest artifact at `seq` the pipeline's only final one (idempotent). */
   readonly markFinal: (pipelineId: string, seq: number) => Effect.Effect<void, StoreUnavailable>
 
   // metrics, resources
   readonly reportMetric: (metric: MetricInput) => Effect.Effect<void, StoreUnavailable>
-  readonly metrics: (filter: {
-    readonly runId: string
-    readonly pipelineId?: string | null | undefined
-  }) => Effect.Effect<ReadonlyArray<MetricRecord>, StoreUnavailable>
   readonly putResource: (resource: ResourceInput) => Effect.Effect<void, StoreUnavailable>
-  readonly resources: Effect.Effect<ReadonlyArray<ResourceRecord>, StoreUnavailable>
-
-  // read side
-  readonly stats: (runId?: string | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
-  /** Failed pipelines, latest first (default limit 20). */
-  readonly errors: (options?: {
-    readonly runId?: string | undefined
-    readonly limit?: Limit
-  }) => Effect.Effect<ReadonlyArray<ErrorRow>, ReadError>
-  /** The latest `limit` matching events, returned oldest first (no limit = all). */
-  readonly events: (
-    options?: EventFilter & { readonly limit?: Limit }
-  ) => Effect.Effect<ReadonlyArray<EventRecord>, ReadError>
-  /** Exact count of matching events (an aggregate query; nothing decoded). */
-  readonly countEvents: (filter?: EventFilter) => Effect.Effect<number, StoreUnavailable>
-  /**
-   * The pipelines of the store counted by definition (spec digest), most pipelines first
-   * (ties by digest); empty for an empty store. One aggregate read, nothing decoded: SQLite
-   * answers it from the `pipelines_spec` index (schema version 5; an older store opened
-   * read-only is scanned). What `resume` and `validate` use to say how many stored pipelines
-   * match the current definition.
-   */
-  readonly pipelinesBySpec: Effect.Effect<ReadonlyArray<SpecCount>, StoreUnavailable>
-
-  /**
-   * One keyset page of pipelines (see {@link PipelinesPageOptions}): the cost depends on the
-   * page size, not on its position (SQLite: one indexed range query; memory: one scan).
-   * Fails with `ConfigError` on an invalid `limit`.
-   */
-  readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, ReadError>
-  /**
-   * Completions over time (see {@link CompletionsOptions}): the non-empty buckets, ascending by
-   * `startMs`. One aggregate query; nothing decoded. Fails with `ConfigError` when `bucketMs`
-   * is not a positive integer.
-   */
-  readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, ReadError>
-  /**
-   * The task rows and artifacts of many pipelines at once (see {@link BundleOptions}), for
-   * exports: SQLite answers each 500 ids with one query per table. Every id in `pipelineIds`
-   * has an entry (empty lists for an unknown id); within a bundle, rows are ordered as
-   * {@link PipelineBundle} says. On SQLite (schema version 3) only rows of admitted
-   * pipelines are found: child rows written before their pipeline's admission appear once it
-   * is admitted. Blob payloads are read from the artifact backend; a missing blob reads as
-   * `available: false` without a payload.
-   */
-  readonly loadBundles: (
-    pipelineIds: ReadonlyArray<string>,
-    options: BundleOptions
-  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, StoreUnavailable>
-
-  /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
-  readonly streamPipelines: (options?: {
-    readonly runId?: string | undefined
-    readonly state?: PipelineState | undefined
-    readonly limit?: Limit
-  }) => Stream.Stream<PipelineRecord, ReadError>
-  /**
-   * Task rows grouped by pipeline in the store's pipeline order, then by seq, then taskRunId.
-   * The pipeline order is the store's own: admission order on SQLite schema version 3 (the
-   * pipeline number given at first admission; rows of pipelines not yet admitted come first),
-   * pipelineId on a read-only open of an older SQLite store and in `MemoryStore`. It is neither
-   * {@link streamPipelines}' order nor stable across stores, so callers that join tasks to
-   * pipelines must group by pipelineId, not rely on matching orders.
-   */
-  readonly streamTasks: (options?: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
-    readonly limit?: Limit
-  }) => Stream.Stream<TaskRecord, ReadError>
-  /** Attempts by attemptId, bounded by the high-water mark taken when the read starts. */
-  readonly streamAttempts: (options?: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
-    readonly limit?: Limit
-  }) => Stream.Stream<AttemptRecord, ReadError>
-  /** Events by eventId (oldest first), bounded by the high-water mark taken at the start. */
-  readonly streamEvents: (
-    options?: EventFilter & { readonly limit?: Limit }
-  ) => Stream.Stream<EventRecord, ReadError>
-  /** A pipeline's artifacts by seq then artifactId. */
-  readonly streamArtifacts: (options: {
-    readonly pipelineId: string
-    readonly limit?: Limit
-  }) => Stream.Stream<ArtifactRecord, ReadError>
 }
 
 /**
@@ -678,11 +379,42 @@ export interface StoreService {
 export class Store extends Context.Tag("assay/Store")<Store, StoreService>() {}
 
 /**
+ * How the read side (export, report, merge) opens a store it is given by name: `openReadOnly`
+ * takes a store argument as the CLI takes it (a path, a `file:` URI, a plugin URI) and opens
+ * it read-only in the current scope (never created, migrated or written). Services never open
+ * a store file themselves; the layer of this tag (`StoreResolver.layerOpener`) decides what a
+ * name means.
+ *
+ * Fails with `ConfigError` on a spec that does not resolve (unknown scheme, malformed URI),
+ * `StoreUnavailable` when the store is missing or not an assay store, `PluginError` when a
+ * plugin's factory fails.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreOpenerService {
+  readonly openReadOnly: (
+    source: string
+  ) => Effect.Effect<StoreService, StoreUnavailable | ConfigError | PluginError, Scope.Scope>
+}
+
+/**
+ * The store opener tag (see {@link StoreOpenerService}).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class StoreOpener extends Context.Tag("assay/StoreOpener")<StoreOpener, StoreOpenerService>() {}
+
+/**
  * Options shared by both store layers.
  *
  * - `journal`: `"full"` (default) or `"summary"` (payloads are never stored);
  * - `batchSize`: write-behind rows buffered before a flush (default 128);
- * - `flushIntervalMs`: write-behind flush period in ms (default 1000).
+ * - `flushIntervalMs`: write-behind flush period in ms (default 1000);
+ * - `writeBehind`: buffer attempts and events (default `true`; see {@link WritePolicy}).
+ *
+ * A run may replace the last three for its duration (`NewRun.writes`).
  *
  * @since 0.1.0
  * @category models
@@ -691,6 +423,7 @@ export interface StoreOptions {
   readonly journal?: "full" | "summary" | undefined
   readonly batchSize?: number | undefined
   readonly flushIntervalMs?: number | undefined
+  readonly writeBehind?: boolean | undefined
 }
 
 /**
@@ -700,3 +433,128 @@ export interface StoreOptions {
  * @category constants
  */
 export const PAGE_SIZE = 1000
+
+// ---------------------------------------------------------------------------------------------
+// Drivers
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One queued pipeline write as the front hands it to {@link StoreDriver.commit}: an admission
+ * (pipelines and their placed seeds), a checkpoint unit (its artifact placed), a task row, a
+ * pipeline patch or settle, a final-artifact mark.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export type StoreWrite = WriteOp
+
+/**
+ * Where an artifact's bytes went (`storage`, the inline `payload` or the backend's `blobRef`),
+ * as the front placed them before handing the artifact to the driver.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export type PlacedArtifact = shared.PlacedArtifact
+
+/**
+ * What a store implements below the front ({@link makeWith}): commits, fact writes and typed
+ * reads, nothing else. The front owns the group commit, the write-behind buffer and its policy,
+ * flush-before-read, limit validation, artifact placement, secret masking and read-only
+ * refusal, so a driver never sees an invalid limit, an unplaced artifact or a write on a
+ * read-only store.
+ *
+ * - `readOnlyError`: `undefined` for a writable store, else the error every write fails with;
+ * - `commit`: writes one batch of queued writes atomically (all or nothing), in order;
+ * - `writeFacts`: writes buffered attempts and events atomically (ids assigned by the driver);
+ * - `finishRun`: the run row only (the front flushes first);
+ * - `putArtifact`: an artifact already placed; `reportMetric` gets `label` and `display`
+ *   filled; `putResource` gets its `spec` already masked;
+ * - reads with a limit get it validated (`errors`, `events`: a positive integer or
+ *   `undefined` = all; `pipelinesPage`: positive); streams are unlimited (the front takes);
+ *   `streamAttempts` / `streamEvents` are bounded by the high-water mark at their start.
+ *
+ * @since 0.1.0
+ * @category drivers
+ */
+export interface StoreDriver extends
+  Pick<
+    StoreService,
+    | "kind"
+    | "featureLevel"
+    | "exclusiveWriter"
+    | "openRun"
+    | "heartbeat"
+    | "finishRun"
+    | "getRun"
+    | "latestRun"
+    | "listRuns"
+    | "interruptStale"
+    | "getPipelines"
+    | "getPipeline"
+    | "getArtifact"
+    | "listArtifacts"
+    | "metrics"
+    | "putResource"
+    | "resources"
+    | "stats"
+    | "countEvents"
+    | "pipelinesBySpec"
+    | "loadBundles"
+  >
+{
+  readonly readOnlyError: StoreUnavailable | undefined
+  readonly commit: (writes: ReadonlyArray<StoreWrite>) => Effect.Effect<void, StoreUnavailable>
+  readonly writeFacts: (
+    attempts: ReadonlyArray<NewAttempt>,
+    events: ReadonlyArray<NewEvent>
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly putArtifact: (artifact: NewArtifact, placed: PlacedArtifact) => Effect.Effect<ArtifactRecord, StoreUnavailable>
+  readonly reportMetric: (
+    metric: MetricInput & { readonly label: string | null; readonly display: MetricDisplay }
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly errors: (options: {
+    readonly runId?: string | undefined
+    readonly limit: number | undefined
+  }) => Effect.Effect<ReadonlyArray<ErrorRow>, StoreUnavailable>
+  readonly events: (filter: EventFilter, limit: number | undefined) => Effect.Effect<ReadonlyArray<EventRecord>, StoreUnavailable>
+  readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, StoreUnavailable>
+  readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, StoreUnavailable>
+  readonly streamPipelines: (options: {
+    readonly runId?: string | undefined
+    readonly state?: PipelineState | undefined
+  }) => Stream.Stream<PipelineRecord, StoreUnavailable>
+  readonly streamTasks: (options: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+  }) => Stream.Stream<TaskRecord, StoreUnavailable>
+  readonly streamAttempts: (options: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+  }) => Stream.Stream<AttemptRecord, StoreUnavailable>
+  readonly streamEvents: (filter: EventFilter) => Stream.Stream<EventRecord, StoreUnavailable>
+  readonly streamArtifacts: (options: { readonly pipelineId: string }) => Stream.Stream<ArtifactRecord, StoreUnavailable>
+}
+
+/**
+ * Builds the store service of a driver in the current scope, using the `ArtifactBackend` in
+ * context (see {@link StoreDriver} for the split). Closing the scope commits queued writes and
+ * flushes buffered facts. Fails with `ConfigError` on invalid `options` (a `batchSize` that is
+ * not a positive integer, a negative `flushIntervalMs`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeWith: (
+  driver: StoreDriver,
+  options?: StoreOptions
+) => Effect.Effect<StoreService, ConfigError, ArtifactBackend | Scope.Scope> = front.makeWith
+
+/**
+ * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails
+ * with `ConfigError` (issue path `limit`). The one check behind every store read and export.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, ConfigError> = shared.checkLimit

@@ -10,7 +10,8 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/storeSchema.js"
+import * as StoreResolver from "../../src/layers/StoreResolver.js"
+import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/sqlite/migrations.js"
 import { defaultPipelineId } from "../../src/domain/Pipeline.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
@@ -640,7 +641,7 @@ describe("SqliteStore: a closed store is one file", () => {
         assert.strictEqual(stats.pipelines, 50)
         assert.isAbove(stats.walPendingFrames ?? 0, 0)
       }))
-      const text = Report.renderText(yield* Report.reportPaths([file]))
+      const text = Report.renderText(yield* Report.reportPaths([file]).pipe(Effect.provide(StoreResolver.layerOpener())))
       assert.match(text, /WAL of .*runs\.db holds \d+ page\(s\) not yet in the database file: copy .*runs\.db-wal with it/)
       // once the reader is gone, the next writer's close completes the checkpoint
       reader.rows?.return?.()

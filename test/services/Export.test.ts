@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Chunk, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
@@ -6,7 +6,7 @@ import { PipelineRecord } from "../../src/domain/Records.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Export from "../../src/services/Export.js"
 import { Store } from "../../src/services/Store.js"
-import { buildStore, pid, tmpDir, writeRun } from "./ExportFixture.js"
+import { buildStore, pid, tmpDir, writeRun, storeFixture } from "./ExportFixture.js"
 
 /** Minimal RFC 4180 reader for checking our own output. */
 const parseCsv = (text: string): Array<Array<string>> => {
@@ -40,7 +40,8 @@ const readRows = (file: string, format: Export.Format): Array<Record<string, unk
 const dir = tmpDir()
 const file = nodePath.join(dir, "store.db")
 // 1205 pipelines (every 5th fails), all with the same createdAt: paging crosses a 1000-row boundary on a tie
-const built = Effect.runPromise(buildStore(file, [{ n: 1205, failEvery: 5 }]))
+/** The store file, built once for this file's tests (a `layer()` fixture), and the store opener. */
+const Built = storeFixture(buildStore(file, [{ n: 1205, failEvery: 5 }]))
 
 const expected: Record<Export.RowKind, number> = {
   pipelines: 1205,
@@ -51,12 +52,11 @@ const expected: Record<Export.RowKind, number> = {
   artifacts: 964 * 3 + 241 * 2
 }
 
-describe("Export", () => {
+layer(Built, { excludeTestServices: true })("Export", (it) => {
   for (const kind of Export.ROW_KINDS) {
     for (const format of Export.FORMATS) {
-      it.live(`${kind} as ${format}: every row once`, () =>
+      it.effect(`${kind} as ${format}: every row once`, () =>
         Effect.gen(function*() {
-          yield* Effect.promise(() => built)
           const out = nodePath.join(dir, `${kind}.${format}`)
           const n = yield* Export.exportStores([file], out, { kind, format })
           assert.strictEqual(n, expected[kind])
@@ -70,9 +70,8 @@ describe("Export", () => {
     }
   }
 
-  it.live("bulk rows (loadBundles) equal rows assembled one pipeline at a time from the port's single reads", () =>
+  it.effect("bulk rows (loadBundles) equal rows assembled one pipeline at a time from the port's single reads", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       /** The reference: per pipeline, its task stream, its artifact listing and one payload read per artifact. */
       const perPipeline = (store: Store["Type"]): Export.BulkReader => ({
         bundles: (ids, o) =>
@@ -105,9 +104,8 @@ describe("Export", () => {
       }
     }))
 
-  it.live("nested pipeline rows carry tasks and decoded payloads; results keep failed pipelines", () =>
+  it.effect("nested pipeline rows carry tasks and decoded payloads; results keep failed pipelines", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const out = nodePath.join(dir, "nested.jsonl")
       yield* Export.exportStores([file], out, { kind: "pipelines", format: "jsonl", limit: 5 })
       const rows = readRows(out, "jsonl") as Array<any>
@@ -126,9 +124,8 @@ describe("Export", () => {
       assert.deepStrictEqual(results[0].payload, { i: 0, seq: 1, answer: "a,\"0\"\n" })
     }))
 
-  it.live("limits: none = all, 0 = none, N = first N, negative or fractional = ConfigError", () =>
+  it.effect("limits: none = all, 0 = none, N = first N, negative or fractional = ConfigError", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const out = nodePath.join(dir, "lim.jsonl")
       assert.strictEqual(yield* Export.exportStores([file], out, { kind: "artifacts", format: "jsonl", limit: 0 }), 0)
       assert.strictEqual(fs.readFileSync(out, "utf8"), "")
@@ -140,7 +137,7 @@ describe("Export", () => {
       }
     }))
 
-  it.live("csv: keys first seen after the header prefix go to the extra column", () =>
+  it.effect("csv: keys first seen after the header prefix go to the extra column", () =>
     Effect.gen(function*() {
       const out = nodePath.join(dir, "extra.csv")
       const rows = Stream.fromIterable(
@@ -153,7 +150,7 @@ describe("Export", () => {
       assert.deepStrictEqual(parsed.at(-1), [String(Export.CSV_HEADER_ROWS + 2), "", JSON.stringify({ late: { deep: [Export.CSV_HEADER_ROWS + 2] } })])
     }))
 
-  it.live("a failure mid-export leaves no partial output and no temp file; an old file survives", () =>
+  it.effect("a failure mid-export leaves no partial output and no temp file; an old file survives", () =>
     Effect.gen(function*() {
       const sub = nodePath.join(dir, "atomic")
       fs.mkdirSync(sub)
@@ -169,7 +166,7 @@ describe("Export", () => {
       assert.strictEqual(fs.readFileSync(out, "utf8"), "old\n")
     }))
 
-  it.live("a missing output directory is an ExportError", () =>
+  it.effect("a missing output directory is an ExportError", () =>
     Effect.gen(function*() {
       const e = yield* Effect.flip(Export.writeRows(Stream.make({ a: 1 }), nodePath.join(dir, "no", "such", "x.jsonl"), "jsonl"))
       assert.strictEqual(e._tag, "ExportError")

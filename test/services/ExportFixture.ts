@@ -10,6 +10,7 @@ import * as nodePath from "node:path"
 import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import { type NewArtifact, Store, type StoreService } from "../../src/services/Store.js"
 
 export const tmpDir = () => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-export-test-"))
@@ -137,3 +138,11 @@ export const buildPayloadStore = (file: string, pipelines: ReadonlyArray<Payload
       yield* store.finishRun(runId, { status: "completed", endedAt: 5000 })
     }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: file }))))
   )
+
+/**
+ * A `layer()` fixture (@effect/vitest): builds the store files once for the tests of a file
+ * (`build`), then provides the read side's store opener (`StoreResolver.layerOpener`, as the
+ * CLI opens store arguments). The stores are only read by the tests that share it.
+ */
+export const storeFixture = <E>(build: Effect.Effect<unknown, E>) =>
+  Layer.merge(Layer.effectDiscard(build), StoreResolver.layerOpener())

@@ -4,12 +4,12 @@
  * `LargeRow` for `pipelines`). A counting `BulkReader` around the store's own records what each
  * read returned; the files written must still hold every payload.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import * as Export from "../../src/services/Export.js"
-import { buildPayloadStore, pid, tmpDir } from "./ExportFixture.js"
+import { buildPayloadStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
 
 const dir = tmpDir()
 const file = nodePath.join(dir, "payloads.db")
@@ -21,7 +21,6 @@ const MB = 1024 * KB
 const sizes = (i: number): ReadonlyArray<number> =>
   i === 10 ? [KB, 2.5 * MB, 2.5 * MB, 2.5 * MB] : i === 20 ? [KB, 5 * MB] : [KB, 600 * KB]
 const N = 40
-const built = Effect.runPromise(buildPayloadStore(file, Array.from({ length: N }, (_, i) => ({ sizes: sizes(i) }))))
 
 interface Reads {
   /** Stored payload bytes and payload count returned by each `bundles` call. */
@@ -53,13 +52,15 @@ const counting = (bulk: Export.BulkReader, reads: Reads): Export.BulkReader => (
 // 450 pipelines of two 1 KB payloads: small enough for every page to fit the budget
 const smallFile = nodePath.join(dir, "small.db")
 const SMALL = 450
-const smallBuilt = Effect.runPromise(
+
+/** Both store files, built once for this file's tests (a `layer()` fixture), and the store opener. */
+const Built = storeFixture(Effect.all([
+  buildPayloadStore(file, Array.from({ length: N }, (_, i) => ({ sizes: sizes(i) }))),
   buildPayloadStore(smallFile, Array.from({ length: SMALL }, () => ({ sizes: [KB, KB] })))
-)
+]))
 
 const exportCounted = (kind: Export.RowKind, format: Export.Format, db = file) =>
   Effect.scoped(Effect.gen(function*() {
-    yield* Effect.promise(() => (db === file ? built : smallBuilt))
     const { bulk, store } = yield* Export.openReadOnly(db)
     const reads: Reads = { bundles: [], single: [] }
     const out = nodePath.join(dir, `${nodePath.basename(db, ".db")}-${kind}.${format}`)
@@ -77,8 +78,9 @@ const assertBounded = (reads: Reads) => {
 
 const textLengths = (row: any): Array<number> => row.artifacts.map((a: any) => a.payload.text.length)
 
-describe("Export memory: payloads read in groups bounded in bytes", { timeout: 120_000 }, () => {
-  it.live("pipelines: no read returns more than BATCH_BYTES; the large pipeline is read one artifact at a time", () =>
+// the fixture builds ~34 MB of stores once (its own timeout); each test gets 120 s
+layer(Built, { excludeTestServices: true, timeout: "120 seconds" })("Export memory: payloads read in groups bounded in bytes", (it) => {
+  it.effect("pipelines: no read returns more than BATCH_BYTES; the large pipeline is read one artifact at a time", () =>
     Effect.gen(function*() {
       const { n, out, reads } = yield* exportCounted("pipelines", "jsonl")
       assert.strictEqual(n, N)
@@ -91,9 +93,9 @@ describe("Export memory: payloads read in groups bounded in bytes", { timeout: 1
       assert.deepStrictEqual(rows.map((r) => r.pipelineId), Array.from({ length: N }, (_, i) => pid(i)))
       for (let i = 0; i < N; i++) assert.deepStrictEqual(textLengths(rows[i]), sizes(i).map((s) => s))
       assert.deepStrictEqual(Object.keys(rows[10]), Object.keys(rows[0]))
-    }))
+    }), 120_000)
 
-  it.live("artifacts and results: bounded the same way, every payload written", () =>
+  it.effect("artifacts and results: bounded the same way, every payload written", () =>
     Effect.gen(function*() {
       const arts = yield* exportCounted("artifacts", "jsonl")
       assert.strictEqual(arts.n, N * 2 + 2)
@@ -106,9 +108,9 @@ describe("Export memory: payloads read in groups bounded in bytes", { timeout: 1
       assertBounded(res.reads)
       // the 5 MB final is read alone
       assert.isTrue(res.reads.bundles.some((r) => r.payloads === 1 && r.bytes > Export.BATCH_BYTES))
-    }))
+    }), 120_000)
 
-  it.live("small payloads: each page is read once (payloads with the page, no metadata-only read first)", () =>
+  it.effect("small payloads: each page is read once (payloads with the page, no metadata-only read first)", () =>
     Effect.gen(function*() {
       const pages = (batch: number) => Math.ceil(SMALL / batch)
       const pipelines = yield* exportCounted("pipelines", "jsonl", smallFile)
@@ -124,11 +126,10 @@ describe("Export memory: payloads read in groups bounded in bytes", { timeout: 1
       assert.deepStrictEqual(results.reads.bundles.map((r) => r.payloads), [SMALL], "finals only, one page")
       const rows = fs.readFileSync(pipelines.out, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.isTrue(rows.every((r) => textLengths(r).join() === `${KB},${KB}`))
-    }))
+    }), 120_000)
 
-  it.live("a large row is written exactly as its materialized row (jsonl, json, csv)", () =>
+  it.effect("a large row is written exactly as its materialized row (jsonl, json, csv)", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       for (const format of Export.FORMATS) {
         const [streamed, whole] = yield* Effect.scoped(Effect.gen(function*() {
           const { store } = yield* Export.openReadOnly(file)
@@ -142,5 +143,5 @@ describe("Export memory: payloads read in groups bounded in bytes", { timeout: 1
         }))
         assert.isTrue(streamed.equals(whole), `${format} differs`)
       }
-    }))
+    }), 120_000)
 })

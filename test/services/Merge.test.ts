@@ -1,16 +1,17 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { PipelineRecord } from "../../src/domain/Records.js"
 import * as Merge from "../../src/services/Merge.js"
-import { buildStore, pid, tmpDir } from "./ExportFixture.js"
+import { buildStore, pid, tmpDir, storeFixture } from "./ExportFixture.js"
 
 const dir = tmpDir()
 const a = nodePath.join(dir, "a.db")
 const b = nodePath.join(dir, "b.db")
 // a: p0..p9, p4 and p9 failed; b: p0..p14, p0..p4 interrupted, the rest succeeded (overlap p0..p9)
-const built = Effect.runPromise(Effect.all([
+/** The two store files, built once for this file's tests (a `layer()` fixture), and the store opener. */
+const Built = storeFixture(Effect.all([
   buildStore(a, [{ n: 10, failEvery: 5 }]),
   buildStore(b, [{ n: 15, runId: "r2", startedAt: 5000, state: (i) => (i < 5 ? "interrupted" : "succeeded") }])
 ]))
@@ -22,10 +23,9 @@ const rec = (id: string, state: PipelineRecord["state"], endedAt: number | null,
     errorMessage: null, errorClass: null
   })
 
-describe("Merge", () => {
-  it.live("the same store twice changes nothing but duplicates; events stay raw", () =>
+layer(Built, { excludeTestServices: true })("Merge", (it) => {
+  it.effect("the same store twice changes nothing but duplicates; events stay raw", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const one = yield* Merge.mergeReports([a])
       const two = yield* Merge.mergeReports([a, a])
       assert.deepStrictEqual({ ...two.stats(), duplicates: 0, sources: [], sourceEventsTotal: 0 }, { ...one.stats(), duplicates: 0, sources: [], sourceEventsTotal: 0 })
@@ -35,9 +35,8 @@ describe("Merge", () => {
       assert.strictEqual(one.attemptsTotal, 8 * 2 + 2 * 3)
     }))
 
-  it.live("overlapping shards: best state wins, counts from survivors, merged export deduplicated", () =>
+  it.effect("overlapping shards: best state wins, counts from survivors, merged export deduplicated", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const m = yield* Merge.mergeReports([a, b])
       assert.strictEqual(m.pipelines, 15)
       assert.strictEqual(m.duplicates, 10)
@@ -73,9 +72,8 @@ describe("Merge", () => {
       assert.match(e.message, /shard3\.db/)
     }))
 
-  it.live("merging never modifies the store files", () =>
+  it.effect("merging never modifies the store files", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const before = [fs.readFileSync(a), fs.statSync(a).mtimeMs]
       const m = yield* Merge.mergeReports([a, a])
       yield* m.export(nodePath.join(dir, "ro.csv"), { format: "csv" })

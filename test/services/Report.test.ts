@@ -1,13 +1,15 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import * as Report from "../../src/services/Report.js"
-import { buildStore, pid, tmpDir } from "./ExportFixture.js"
+import { buildStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
 
 const dir = tmpDir()
 const file = nodePath.join(dir, "r.db")
-const built = Effect.runPromise(buildStore(file, [{ n: 4, runId: "old", startedAt: 1000 }, { n: 10, runId: "new", startedAt: 9000, failEvery: 5 }], (s) =>
+/** The store file, built once for this file's tests (a `layer()` fixture), and the store opener. */
+const Built = storeFixture(buildStore(file, [{ n: 4, runId: "old", startedAt: 1000 }, { n: 10, runId: "new", startedAt: 9000, failEvery: 5 }], (s) =>
   Effect.gen(function*() {
     yield* s.openRun({ runId: "zombie", startedAt: 20_000 })
     yield* s.finishRun("zombie", { status: "completed", endedAt: 20_001 })
@@ -17,10 +19,33 @@ const built = Effect.runPromise(buildStore(file, [{ n: 4, runId: "old", startedA
     }
   })))
 
-describe("Report", () => {
-  it.live("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
+// TestClock moves the "now" a stale run is judged against: this test keeps the test services.
+// It is declared before the `layer()` block: @effect/vitest's `layer()` reassigns the shared
+// `it.effect` to its own (here without the test services) for everything declared after it.
+describe("Report (stale runs)", () => {
+  it.effect("a running run with an old heartbeat is shown as interrupted (stale), not rewritten", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
+      const stale = nodePath.join(dir, "stale.db")
+      yield* buildStore(stale, [])
+      // write a running run directly (no finishRun)
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      const db = new Database(stale)
+      db.prepare("INSERT INTO runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES ('live', NULL, 'running', NULL, 1000, 1000, NULL, NULL, NULL, '{}')").run()
+      db.close()
+      yield* TestClock.setTime(1000 + 10_000)
+      const fresh = yield* Report.reportPaths([stale])
+      assert.strictEqual(fresh.runs[0]!.shownStatus, "running")
+      yield* TestClock.setTime(1000 + 31_000)
+      const old = yield* Report.reportPaths([stale])
+      assert.strictEqual(old.runs[0]!.status, "running")
+      assert.strictEqual(old.runs[0]!.shownStatus, "interrupted")
+      assert.match(Report.renderText(old), /interrupted \(stale/)
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
+layer(Built, { excludeTestServices: true })("Report", (it) => {
+  it.effect("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
+    Effect.gen(function*() {
       const latest = yield* Report.reportPaths([file])
       assert.deepStrictEqual(latest.runs.map((r) => r.runId), ["zombie"])
       const one = yield* Report.reportPaths([file], { runId: "new" })
@@ -50,41 +75,20 @@ describe("Report", () => {
       ])
     }))
 
-  it.live("two copies of one store: pipelines and repair failures counted once", () =>
+  it.effect("two copies of one store: pipelines and repair failures counted once", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const r = yield* Report.reportPaths([file, file], { runId: "new" })
       assert.strictEqual(r.pipelines, 10)
       assert.strictEqual(r.duplicates, 10)
       assert.strictEqual(r.repairFailures.count, 1)
     }))
 
-  it.live("report never modifies the store file", () =>
+  it.effect("report never modifies the store file", () =>
     Effect.gen(function*() {
-      yield* Effect.promise(() => built)
       const bytes = fs.readFileSync(file)
       const mtime = fs.statSync(file).mtimeMs
       yield* Report.reportPaths([file], { runId: "all" })
       assert.isTrue(bytes.equals(fs.readFileSync(file)))
       assert.strictEqual(fs.statSync(file).mtimeMs, mtime)
-    }))
-
-  it.effect("a running run with an old heartbeat is shown as interrupted (stale), not rewritten", () =>
-    Effect.gen(function*() {
-      const stale = nodePath.join(dir, "stale.db")
-      yield* buildStore(stale, [])
-      // write a running run directly (no finishRun)
-      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
-      const db = new Database(stale)
-      db.prepare("INSERT INTO runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES ('live', NULL, 'running', NULL, 1000, 1000, NULL, NULL, NULL, '{}')").run()
-      db.close()
-      yield* TestClock.setTime(1000 + 10_000)
-      const fresh = yield* Report.reportPaths([stale])
-      assert.strictEqual(fresh.runs[0]!.shownStatus, "running")
-      yield* TestClock.setTime(1000 + 31_000)
-      const old = yield* Report.reportPaths([stale])
-      assert.strictEqual(old.runs[0]!.status, "running")
-      assert.strictEqual(old.runs[0]!.shownStatus, "interrupted")
-      assert.match(Report.renderText(old), /interrupted \(stale/)
     }))
 })

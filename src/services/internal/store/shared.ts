@@ -5,11 +5,11 @@
  * @since 0.1.0
  */
 import { Effect, Fiber, Option, type Scope } from "effect"
-import { ConfigError, StoreUnavailable } from "../../domain/Errors.js"
-import { ArtifactRecord, trusted } from "../../domain/Records.js"
-import * as Resource from "../../domain/Resource.js"
-import type { ArtifactBackendService } from "../../services/ArtifactBackend.js"
-import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../services/Store.js"
+import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { ArtifactRecord, trusted } from "../../../domain/Records.js"
+import * as Resource from "../../../domain/Resource.js"
+import type { ArtifactBackendService } from "../../ArtifactBackend.js"
+import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../Store.js"
 
 /**
  * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails
@@ -315,7 +315,10 @@ export const makeGroupCommit = <Op>(options: {
       queued = n === queued.length ? [] : queued.slice(n)
       if (queued.length === 0) latch.unsafeClose()
       if (batch.length === 0) return Effect.void
-      return Effect.map(Effect.exit(options.commit(batch.map((i) => i[0]))), (exit) => {
+      const commit = Effect.withSpan(options.commit(batch.map((i) => i[0])), "Store.groupCommit", {
+        attributes: { ops: batch.length }
+      })
+      return Effect.map(Effect.exit(commit), (exit) => {
         for (const [, resume, size] of batch) {
           bytes -= size
           resume(exit)
@@ -367,13 +370,33 @@ export interface WriteBehind {
   /** Writes everything buffered in one call of `write`; on failure it all stays buffered. */
   readonly flush: Effect.Effect<void, StoreUnavailable>
   readonly pending: Effect.Effect<number>
+  /**
+   * Changes the policy from now on: the batch size, the flush period (the periodic flusher is
+   * restarted with it; 0 = none) and whether facts are buffered at all (`enabled: false`: each
+   * add writes what is buffered before it returns, and fails when that write fails).
+   */
+  readonly configure: (policy: WriteBehindPolicy) => Effect.Effect<void>
+}
+
+/**
+ * The policy of a {@link WriteBehind}: `batchSize` facts trigger a flush, `flushIntervalMs`
+ * (ms, 0 = no periodic flush) between periodic flushes, `enabled` whether adds are buffered.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export interface WriteBehindPolicy {
+  readonly batchSize: number
+  readonly flushIntervalMs: number
+  readonly enabled: boolean
 }
 
 /**
  * Builds a {@link WriteBehind} in the current scope. A flush happens when `batchSize` facts are
  * buffered (failures there are kept for the next flush), every `flushIntervalMs` (a `Clock`
  * sleep, so `TestClock` drives it), and on demand. When more than `64 × batchSize` facts are
- * buffered because flushes keep failing, new facts are refused with `StoreUnavailable`.
+ * buffered because flushes keep failing, new facts are refused with `StoreUnavailable`. With
+ * `enabled: false` every add is written before it returns (see {@link WriteBehind.configure}).
  *
  * @since 0.1.0
  * @category writers
@@ -385,11 +408,18 @@ export const makeWriteBehind = (options: {
   ) => Effect.Effect<void, StoreUnavailable>
   readonly batchSize: number
   readonly flushIntervalMs: number
+  readonly enabled?: boolean | undefined
 }): Effect.Effect<WriteBehind, never, Scope.Scope> =>
   Effect.gen(function*() {
     const attempts: Array<NewAttempt> = []
     const events: Array<NewEvent> = []
     const lock = yield* Effect.makeSemaphore(1)
+    const scope = yield* Effect.scope
+    let policy: WriteBehindPolicy = {
+      batchSize: options.batchSize,
+      flushIntervalMs: options.flushIntervalMs,
+      enabled: options.enabled ?? true
+    }
     const flush: Effect.Effect<void, StoreUnavailable> = lock.withPermits(1)(
       Effect.suspend(() => {
         const na = attempts.length
@@ -402,27 +432,44 @@ export const makeWriteBehind = (options: {
           }))
       })
     )
-    const hardCap = Math.max(1, options.batchSize) * 64
     const add = (push: () => void) =>
       Effect.suspend(() => {
+        const hardCap = Math.max(1, policy.batchSize) * 64
         if (attempts.length + events.length >= hardCap) {
           return Effect.fail(
             new StoreUnavailable({ message: `write-behind buffer is full (${hardCap} facts): flushes keep failing` })
           )
         }
         push()
-        return attempts.length + events.length >= options.batchSize ? Effect.ignore(flush) : Effect.void
+        if (!policy.enabled) return flush
+        return attempts.length + events.length >= policy.batchSize ? Effect.ignore(flush) : Effect.void
       })
-    if (options.flushIntervalMs > 0) {
-      yield* Effect.forkScoped(
-        Effect.forever(Effect.zipRight(Effect.sleep(options.flushIntervalMs), Effect.ignore(flush)))
+    let flusher: Fiber.RuntimeFiber<never> | undefined
+    const startFlusher = Effect.suspend(() => {
+      const ms = policy.flushIntervalMs
+      if (ms <= 0) return Effect.void
+      return Effect.map(
+        Effect.forkIn(Effect.forever(Effect.zipRight(Effect.sleep(ms), Effect.ignore(flush))), scope),
+        (f) => {
+          flusher = f
+        }
       )
-    }
+    })
+    yield* startFlusher
     return {
       addAttempt: (a) => add(() => attempts.push(a)),
       addEvent: (e) => add(() => events.push(e)),
       flush,
-      pending: Effect.sync(() => attempts.length + events.length)
+      pending: Effect.sync(() => attempts.length + events.length),
+      configure: (next) =>
+        Effect.suspend(() => {
+          const restart = next.flushIntervalMs !== policy.flushIntervalMs
+          policy = next
+          if (!restart) return Effect.void
+          const old = flusher
+          flusher = undefined
+          return Effect.zipRight(old === undefined ? Effect.void : Fiber.interrupt(old), startFlusher)
+        })
     }
   })
 

@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import { PipelineRecord, trusted } from "../../domain/Records.js"
-import type { CheckpointUnit, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../services/Store.js"
-import type { PlacedArtifact } from "./storeShared.js"
+import { PipelineRecord, trusted } from "../../../domain/Records.js"
+import type { CheckpointUnit, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../Store.js"
+import type { PlacedArtifact } from "./shared.js"
 
 /**
  * One queued write. A checkpoint carries its artifact already placed by the backend.

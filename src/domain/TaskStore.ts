@@ -1,0 +1,393 @@
+/**
+ * The read side of the store as a task sees it (`TaskContext.store`): runs, pipelines, tasks,
+ * artifacts, attempts, events, metrics and resources, read through keyset-paged streams and
+ * typed queries; nothing here writes. `StoreService` (src/services/Store.ts) extends it with the
+ * write port only the runner uses, so a task cannot write behind the runner's back (metrics go
+ * through `ctx.reportMetric`).
+ *
+ * The read shapes live here, in the domain, and `services/Store.ts` re-exports them.
+ *
+ * @since 0.1.0
+ */
+import type { Effect, Option, Stream } from "effect"
+import type { ConfigError, StoreUnavailable } from "./Errors.js"
+import type {
+  ArtifactRecord,
+  AttemptRecord,
+  EventRecord,
+  MetricRecord,
+  PipelineRecord,
+  PipelineState,
+  ResourceRecord,
+  RunRecord,
+  TaskRecord
+} from "./Records.js"
+
+/**
+ * An artifact with its payload: `payload` is `undefined` when `artifact.available` is false.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoadedArtifact {
+  readonly artifact: ArtifactRecord
+  readonly payload: Uint8Array | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-side shapes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Latency percentiles in ms (linear interpolation between closest ranks, the default of
+ * NumPy's `percentile` / Hyndman & Fan type 7).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Latency {
+  readonly p50: number
+  readonly p95: number
+  readonly p99: number
+}
+
+/**
+ * What `stats` returns. Counts are scoped to `runId` when one is given (pipelines owned by the
+ * run; tasks, attempts of the run).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreStats {
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  readonly tasks: number
+  readonly attemptsTotal: number
+  /** Attempts with `attemptNo > 1`. */
+  readonly retries: number
+  readonly events: number
+  /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
+  readonly latencyMs: Latency | null
+  readonly resources: ReadonlyArray<ResourceRecord>
+  /**
+   * SQLite only: WAL frames (pages) that the last writer could not copy into the database file
+   * at close because readers kept it busy. Present (and > 0) only while the `-wal` beside the
+   * file still holds them: a copy of the database file alone then lacks that work, so copy the
+   * `-wal` with it (or open the store for writing once, which completes the checkpoint).
+   */
+  readonly walPendingFrames?: number | undefined
+}
+
+/**
+ * How many pipelines of one definition a store holds (what `pipelinesBySpec` returns): the
+ * definition's `specDigest` (a template's digest, see `Pipeline.computeSpecDigest`) and its
+ * number of `pipelines` (any state, any run).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SpecCount {
+  readonly specDigest: string
+  readonly pipelines: number
+}
+
+/**
+ * One failed pipeline as `errors` lists it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ErrorRow {
+  readonly pipelineId: string
+  readonly name: string
+  readonly key: string | null
+  readonly runId: string
+  readonly failedTask: string | null
+  readonly errorType: string | null
+  readonly errorMessage: string | null
+  readonly errorClass: string | null
+  readonly endedAt: number | null
+}
+
+/**
+ * The {@link ErrorRow} of a failed pipeline record.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const errorRowOf = (p: PipelineRecord): ErrorRow => ({
+  pipelineId: p.pipelineId,
+  name: p.name,
+  key: p.key,
+  runId: p.runId,
+  failedTask: p.failedTask,
+  errorType: p.errorType,
+  errorMessage: p.errorMessage,
+  errorClass: p.errorClass,
+  endedAt: p.endedAt
+})
+
+/**
+ * A row limit: `undefined` = all, `0` = none, a positive integer = at most that many.
+ * Negative or non-integer limits fail with `ConfigError`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Limit = number | undefined
+
+/**
+ * Filters of event reads.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EventFilter {
+  readonly pipelineId?: string | undefined
+  readonly runId?: string | undefined
+  readonly kind?: string | undefined
+}
+
+/**
+ * A keyset position in the pipeline order (createdAt, then pipelineId): the last row of a
+ * page. The next page holds the rows strictly after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineCursor {
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly pipelineId: string
+}
+
+/**
+ * What {@link TaskStore.pipelinesPage} reads: pipelines of `runId` (owner run; absent = every
+ * run) in `state` (absent = every state), ordered by (createdAt, pipelineId), strictly after
+ * `after` (absent = from the start), at most `limit` rows (a non-negative integer; anything
+ * else fails with `ConfigError`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinesPageOptions {
+  readonly runId?: string | undefined
+  readonly state?: PipelineState | undefined
+  readonly after?: PipelineCursor | undefined
+  readonly limit: number
+}
+
+/**
+ * One page of pipelines and the cursor to pass as `after` for the next page (`null` when no
+ * row follows this page, or when `limit` is 0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinesPage {
+  readonly pipelines: ReadonlyArray<PipelineRecord>
+  readonly next: PipelineCursor | null
+}
+
+/**
+ * What {@link TaskStore.completions} counts: terminal pipelines (`succeeded`, `failed`,
+ * `interrupted`) with an `endedAt`, owned by `runId` (absent = every run), bucketed by
+ * `endedAt` into buckets of `bucketMs` (a positive integer, ms) aligned on `since` (epoch ms;
+ * only pipelines with `endedAt >= since` count). Without `since`, buckets are aligned on 0
+ * (the epoch) and every terminal pipeline counts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompletionsOptions {
+  readonly runId?: string | undefined
+  readonly bucketMs: number
+  readonly since?: number | undefined
+}
+
+/**
+ * One non-empty completion bucket: `[startMs, startMs + bucketMs)` held `count` completions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompletionBucket {
+  /** Epoch ms: `since + k × bucketMs` (or `k × bucketMs` without `since`). */
+  readonly startMs: number
+  readonly count: number
+}
+
+/**
+ * What {@link TaskStore.loadBundles} reads for each pipeline.
+ *
+ * - `payloads`: which artifacts come with their bytes: every one (`"all"`), only the final one
+ *   (`"final"`), none (`"none"`: metadata only);
+ * - `artifacts`: which artifacts are listed: every one (`"all"`, the default) or only the
+ *   final one (`"final"`);
+ * - `tasks`: whether task rows are read (default `true`);
+ * - `payloadBytes`: a budget in bytes (stored sizes) for the payloads asked for (default: no
+ *   budget). The store walks the pipelines one at a time, in an order of its choosing, each
+ *   pipeline's artifacts by seq then artifactId, and returns a payload while the running total
+ *   of the sizes of the available payloads asked for stays within the budget, and always the
+ *   first of them (so a budget of 0, or a payload above the budget, still yields one). From the
+ *   first payload that does not fit on, artifacts come back as metadata only (`payload:
+ *   undefined`, `available` still true): so the loaded payloads are, pipeline by pipeline, a
+ *   prefix of the wanted ones, at most one pipeline is partly loaded, and their total is within
+ *   the budget unless only one payload is loaded. The caller reads the rest where it stopped.
+ *   A negative or NaN budget counts as 0; `Infinity` is no budget.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BundleOptions {
+  readonly payloads: "final" | "all" | "none"
+  readonly artifacts?: "all" | "final" | undefined
+  readonly tasks?: boolean | undefined
+  readonly payloadBytes?: number | undefined
+}
+
+/**
+ * One pipeline's facts as {@link TaskStore.loadBundles} returns them: its task rows (by seq,
+ * then taskRunId) and its artifacts (by seq, then artifactId). An artifact whose bytes were not
+ * asked for has `payload: undefined` (its `available` flag still says whether they exist).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineBundle {
+  readonly pipelineId: string
+  readonly tasks: ReadonlyArray<TaskRecord>
+  readonly artifacts: ReadonlyArray<LoadedArtifact>
+}
+
+/**
+ * The store's errors on reads that take a limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReadError = StoreUnavailable | ConfigError
+
+// ---------------------------------------------------------------------------------------------
+// The read-only store
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The read-only store a task may use (see the module docs). Every method has `R = never` and
+ * fails only with the errors shown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TaskStore {
+  /** `"sqlite"`, `"memory"`, …: for messages and reports. */
+  readonly kind: string
+  /** The feature level of the opened store (`"base"`). */
+  readonly featureLevel: string
+  /** Whether the store was opened read-only: every write fails with `StoreUnavailable`. */
+  readonly readOnly: boolean
+  /** `"full"` (payloads kept) or `"summary"` (metadata only). */
+  readonly journal: "full" | "summary"
+
+  readonly getRun: (runId: string) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
+  /** The most recently started run. */
+  readonly latestRun: Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
+  /** All runs, oldest first. */
+  readonly listRuns: Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
+  /** The pipelines among `ids` that exist (one query per call). */
+  readonly getPipelines: (
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyMap<string, PipelineRecord>, StoreUnavailable>
+  readonly getPipeline: (id: string) => Effect.Effect<Option.Option<PipelineRecord>, StoreUnavailable>
+  /** The latest artifact of `pipelineId` at `seq`, with its payload when available. */
+  readonly getArtifact: (
+    pipelineId: string,
+    seq: number
+  ) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
+  /** Every artifact of a pipeline, by seq then artifactId (metadata only). */
+  readonly listArtifacts: (pipelineId: string) => Effect.Effect<ReadonlyArray<ArtifactRecord>, StoreUnavailable>
+  readonly metrics: (filter: {
+    readonly runId: string
+    readonly pipelineId?: string | null | undefined
+  }) => Effect.Effect<ReadonlyArray<MetricRecord>, StoreUnavailable>
+  readonly resources: Effect.Effect<ReadonlyArray<ResourceRecord>, StoreUnavailable>
+  readonly stats: (runId?: string | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
+  /** Failed pipelines, latest first (default limit 20). */
+  readonly errors: (options?: {
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Effect.Effect<ReadonlyArray<ErrorRow>, ReadError>
+  /** The latest `limit` matching events, returned oldest first (no limit = all). */
+  readonly events: (
+    options?: EventFilter & { readonly limit?: Limit }
+  ) => Effect.Effect<ReadonlyArray<EventRecord>, ReadError>
+  /** Exact count of matching events (an aggregate query; nothing decoded). */
+  readonly countEvents: (filter?: EventFilter) => Effect.Effect<number, StoreUnavailable>
+  /**
+   * The pipelines of the store counted by definition (spec digest), most pipelines first
+   * (ties by digest); empty for an empty store. One aggregate read, nothing decoded: SQLite
+   * answers it from the `pipelines_spec` index (schema version 5; an older store opened
+   * read-only is scanned). What `resume` and `validate` use to say how many stored pipelines
+   * match the current definition.
+   */
+  readonly pipelinesBySpec: Effect.Effect<ReadonlyArray<SpecCount>, StoreUnavailable>
+  /**
+   * One keyset page of pipelines (see {@link PipelinesPageOptions}): the cost depends on the
+   * page size, not on its position (SQLite: one indexed range query; memory: one scan).
+   * Fails with `ConfigError` on an invalid `limit`.
+   */
+  readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, ReadError>
+  /**
+   * Completions over time (see {@link CompletionsOptions}): the non-empty buckets, ascending by
+   * `startMs`. One aggregate query; nothing decoded. Fails with `ConfigError` when `bucketMs`
+   * is not a positive integer.
+   */
+  readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, ReadError>
+  /**
+   * The task rows and artifacts of many pipelines at once (see {@link BundleOptions}), for
+   * exports: SQLite answers each 500 ids with one query per table. Every id in `pipelineIds`
+   * has an entry (empty lists for an unknown id); within a bundle, rows are ordered as
+   * {@link PipelineBundle} says. On SQLite (schema version 3) only rows of admitted
+   * pipelines are found: child rows written before their pipeline's admission appear once it
+   * is admitted. Blob payloads are read from the artifact backend; a missing blob reads as
+   * `available: false` without a payload.
+   */
+  readonly loadBundles: (
+    pipelineIds: ReadonlyArray<string>,
+    options: BundleOptions
+  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, StoreUnavailable>
+  /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
+  readonly streamPipelines: (options?: {
+    readonly runId?: string | undefined
+    readonly state?: PipelineState | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<PipelineRecord, ReadError>
+  /**
+   * Task rows grouped by pipeline in the store's pipeline order, then by seq, then taskRunId.
+   * The pipeline order is the store's own: admission order on SQLite schema version 3 (the
+   * pipeline number given at first admission; rows of pipelines not yet admitted come first),
+   * pipelineId on a read-only open of an older SQLite store and in `MemoryStore`. It is neither
+   * {@link streamPipelines}' order nor stable across stores, so callers that join tasks to
+   * pipelines must group by pipelineId, not rely on matching orders.
+   */
+  readonly streamTasks: (options?: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<TaskRecord, ReadError>
+  /** Attempts by attemptId, bounded by the high-water mark taken when the read starts. */
+  readonly streamAttempts: (options?: {
+    readonly pipelineId?: string | undefined
+    readonly runId?: string | undefined
+    readonly limit?: Limit
+  }) => Stream.Stream<AttemptRecord, ReadError>
+  /** Events by eventId (oldest first), bounded by the high-water mark taken at the start. */
+  readonly streamEvents: (
+    options?: EventFilter & { readonly limit?: Limit }
+  ) => Stream.Stream<EventRecord, ReadError>
+  /** A pipeline's artifacts by seq then artifactId. */
+  readonly streamArtifacts: (options: {
+    readonly pipelineId: string
+    readonly limit?: Limit
+  }) => Stream.Stream<ArtifactRecord, ReadError>
+}

@@ -1,0 +1,477 @@
+/**
+ * The SQLite driver's reads: typed queries and keyset-paged streams through `@effect/sql`
+ * (the client has no `.stream`), by pipeline number on schema version 3 and by pipeline id on a
+ * read-only open of an older file. Limits arrive validated and attempts and events flushed (the
+ * store front does both).
+ *
+ * @since 0.1.0
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Effect, Option, Stream } from "effect"
+import * as fs from "node:fs"
+import type { StoreUnavailable } from "../../../domain/Errors.js"
+import { ArtifactRecord, type PipelineRecord, type PipelineState, type TaskRecord, trusted } from "../../../domain/Records.js"
+import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
+import { latencyOf, loadPayload, quantileAt, quantileRanks } from "../../../services/internal/store/shared.js"
+import type {
+  CompletionBucket,
+  ErrorRow,
+  EventFilter,
+  Latency,
+  LoadedArtifact,
+  PipelineBundle,
+  PipelinesPage,
+  SpecCount,
+  StoreDriver,
+  StoreStats
+} from "../../../services/Store.js"
+import { errorRowOf, PAGE_SIZE } from "../../../services/Store.js"
+import { type SqliteEnv, WAL_PENDING } from "./open.js"
+import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
+import {
+  ARTIFACT_META,
+  toArtifact,
+  toArtifactValues,
+  toAttempt,
+  toEvent,
+  toMetric,
+  toPipeline,
+  toResource,
+  toRun,
+  toTask
+} from "./rows.js"
+import { ROWID_CHUNK, toBytes } from "./writer.js"
+
+/**
+ * The reads of the SQLite driver (see `Store.StoreDriver`) of an open store, using `backend`
+ * for blob payloads.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeReads = (
+  env: SqliteEnv,
+  backend: ArtifactBackendService
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> => {
+  const { fromSql, indexed, numbered, path, sql } = env
+  const q = <A>(e: Effect.Effect<A, SqlError>) => Effect.mapError(e, fromSql)
+  const rows = (e: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+    q(e as Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>)
+
+  const refine = (a: ArtifactRecord): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
+    a.storage === "blob" && a.blobRef !== null
+      ? Effect.map(backend.exists(a.blobRef), (ok) => ok ? a : trusted(ArtifactRecord, { ...a, available: false }))
+      : Effect.succeed(a)
+
+  /** Keyset pager: `fetch(cursor)` returns one page (at most PAGE_SIZE rows) after `cursor`. */
+  const pager = <C, A>(
+    fetch: (cursor: C | undefined) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, StoreUnavailable>,
+    cursorOf: (row: Record<string, unknown>) => C,
+    map: (row: Record<string, unknown>) => A
+  ): Stream.Stream<A, StoreUnavailable> =>
+    Stream.paginateChunkEffect(undefined as C | undefined, (cursor) =>
+      Effect.map(fetch(cursor), (page) => {
+        const last = page[page.length - 1]
+        return [
+          Chunk.unsafeFromArray(page.map(map)),
+          page.length < PAGE_SIZE || last === undefined ? Option.none() : Option.some(cursorOf(last) as C | undefined)
+        ] as const
+      }))
+
+  /**
+   * The rows of one pipeline in a child table. Version 3: by its number (the leading column
+   * of every per-pipeline index), or among the unadmitted rows when it has none; older
+   * versions: by `pipeline_id`.
+   */
+  const byPipeline = (pipelineId: string) =>
+    numbered
+      ? sql`pno = coalesce((SELECT pno FROM pipelines WHERE pipeline_id = ${pipelineId}), ${UNADMITTED_PNO}) AND pipeline_id = ${pipelineId}`
+      : sql`pipeline_id = ${pipelineId}`
+  /** The rows of admitted pipelines among `ids` in a child table (as {@link byPipeline}). */
+  const byPipelines = (ids: ReadonlyArray<string>) =>
+    numbered
+      ? sql`pno IN (SELECT pno FROM pipelines WHERE ${sql.in("pipeline_id", ids)})`
+      : sql.in("pipeline_id", ids)
+  /** Pipeline grouping of child-table orders: admission order (version 3) or pipeline id. */
+  const pipelineKey = numbered ? "pno" : "pipeline_id"
+
+  const eventConds = (f: EventFilter) => {
+    const c = []
+    if (f.pipelineId !== undefined) c.push(byPipeline(f.pipelineId))
+    if (f.runId !== undefined) c.push(sql`run_id = ${f.runId}`)
+    if (f.kind !== undefined) c.push(sql`kind = ${f.kind}`)
+    return c
+  }
+
+  const getRun = (runId: string) =>
+    Effect.map(rows(sql`SELECT * FROM runs WHERE run_id = ${runId}`), (r) => Option.map(Option.fromNullable(r[0]), toRun))
+
+
+  const PERCENTILES = [0.5, 0.95, 0.99] as const
+  /**
+   * p50/p95/p99 of `endedAt - startedAt` over terminal pipelines. Schema version 2: a count
+   * and, per needed rank, one `LIMIT 1 OFFSET k` read of the covering partial index on the
+   * duration (from whichever end is nearer), so only a few values leave SQLite. Version 1
+   * (a read-only open of an un-migrated store): every duration, sorted by SQLite.
+   */
+  const latency = (runId: string | undefined): Effect.Effect<Latency | null, StoreUnavailable> =>
+    Effect.gen(function*() {
+      const where = runId === undefined
+        ? sql`${sql.literal(TIMED_TERMINAL)}`
+        : sql`run_id = ${runId} AND ${sql.literal(TIMED_TERMINAL)}`
+      if (!indexed) {
+        const durations = yield* q(sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${where} ORDER BY d`.values)
+        return latencyOf(durations.map((d) => Number(d[0])))
+      }
+      const [c] = yield* rows(sql`SELECT count(*) AS n FROM pipelines WHERE ${where}`)
+      const n = Number(c?.n ?? 0)
+      if (n === 0) return null
+      const values = new Map<number, number>()
+      for (const k of quantileRanks(n, PERCENTILES)) {
+        const fromTop = k > (n - 1) / 2
+        const [r] = yield* rows(
+          sql`SELECT ended_at - started_at AS d FROM pipelines WHERE ${where} ORDER BY ended_at - started_at ${
+            sql.literal(fromTop ? "DESC" : "ASC")
+          } LIMIT 1 OFFSET ${fromTop ? n - 1 - k : k}`
+        )
+        values.set(k, Number(r?.d ?? 0))
+      }
+      const at = (k: number) => values.get(k) ?? 0
+      return { p50: quantileAt(n, at, 0.5), p95: quantileAt(n, at, 0.95), p99: quantileAt(n, at, 0.99) }
+    })
+
+  /** Loads the payloads asked for (inline bytes from the row, blobs from the backend). */
+  const bundleArtifact = (row: Record<string, unknown>, wanted: boolean): Effect.Effect<LoadedArtifact, StoreUnavailable> =>
+    loadedArtifact(toArtifact(row), wanted, row.payload)
+
+  /**
+   * An artifact with its payload when `wanted`: an inline payload is `inlineBytes` (the
+   * column the caller read), a blob is read from the backend; when not wanted, the metadata
+   * with a blob's availability refined.
+   */
+  const loadedArtifact = (
+    meta: ArtifactRecord,
+    wanted: boolean,
+    inlineBytes: unknown
+  ): Effect.Effect<LoadedArtifact, StoreUnavailable> => {
+    if (!wanted) return Effect.map(refine(meta), (artifact) => ({ artifact, payload: undefined }))
+    if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(inlineBytes) ?? undefined })
+    return Effect.map(loadPayload(meta.storage, null, meta.blobRef, backend), (payload) => ({
+      artifact: meta.available === (payload !== undefined) ? meta : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+      payload
+    }))
+  }
+
+  /**
+   * Frames the last writer could not checkpoint into the database file at close (recorded by
+   * {@link closeWriter}), when its WAL still holds them (a later writer or checkpointer that
+   * emptied the WAL makes them moot): 0 otherwise.
+   */
+  const walPending = Effect.map(
+    rows(sql`SELECT value FROM store_meta WHERE key = ${WAL_PENDING}`),
+    (r) => {
+      const n = Number(r[0]?.value ?? 0)
+      if (!(n > 0)) return 0
+      let walBytes = 0
+      try {
+        walBytes = fs.statSync(`${path}-wal`).size // stat(2): no descriptor opened
+      } catch {
+        walBytes = 0
+      }
+      return walBytes > 0 ? n : 0
+    }
+  )
+
+  return {
+    getRun,
+    latestRun: Effect.map(
+      rows(sql`SELECT * FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1`),
+      (r) => Option.map(Option.fromNullable(r[0]), toRun)
+    ),
+    listRuns: Effect.map(rows(sql`SELECT * FROM runs ORDER BY started_at, run_id`), (r) => r.map(toRun)),
+    getPipelines: (ids) =>
+      Effect.map(
+        Effect.forEach(
+          Array.from({ length: Math.ceil(ids.length / 500) }, (_, i) => ids.slice(i * 500, (i + 1) * 500)),
+          (chunk) => rows(sql`SELECT * FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`)
+        ),
+        (pages) => {
+          const out = new Map<string, PipelineRecord>()
+          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id), toPipeline(r))
+          return out
+        }
+      ),
+    getPipeline: (id) =>
+      Effect.map(rows(sql`SELECT * FROM pipelines WHERE pipeline_id = ${id}`), (r) => Option.map(Option.fromNullable(r[0]), toPipeline)),
+
+    getArtifact: (pipelineId, seq) =>
+      Effect.flatMap(
+        rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE ${byPipeline(pipelineId)} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
+        (r) => {
+          const row = r[0]
+          if (row === undefined) return Effect.succeed(Option.none())
+          const meta = toArtifact(row)
+          return Effect.map(loadPayload(meta.storage, toBytes(row.payload), meta.blobRef, backend), (payload) =>
+            Option.some({
+              artifact: meta.available === (payload !== undefined)
+                ? meta
+                : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+              payload
+            }))
+        }
+      ),
+    listArtifacts: (pipelineId) =>
+      Effect.flatMap(
+        rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(pipelineId)} ORDER BY seq, artifact_id`),
+        (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
+      ),
+
+    metrics: (f) =>
+      Effect.map(
+        rows(
+          f.pipelineId === undefined
+            ? sql`SELECT * FROM metrics WHERE run_id = ${f.runId} ORDER BY scope, name`
+            : sql`SELECT * FROM metrics WHERE run_id = ${f.runId} AND scope = ${f.pipelineId ?? ""} ORDER BY scope, name`
+        ),
+        (r) => r.map(toMetric)
+      ),
+    resources: Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource)),
+
+    stats: (runId) =>
+      Effect.gen(function*() {
+        const byRun = (col = "run_id") => runId === undefined ? sql`1=1` : sql`${sql(col)} = ${runId}`
+        const states = yield* rows(sql`SELECT state, count(*) AS n FROM pipelines WHERE ${byRun()} GROUP BY state`)
+        const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+        let n = 0
+        for (const r of states) {
+          byState[r.state as PipelineState] = Number(r.n)
+          n += Number(r.n)
+        }
+        const latencyMs = yield* latency(runId)
+        const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
+        const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
+        const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
+        const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
+        const walPendingFrames = yield* walPending
+        return {
+          pipelines: n,
+          byState,
+          tasks: Number(tasks?.n ?? 0),
+          attemptsTotal: Number(att?.n ?? 0),
+          retries: Number(att?.r ?? 0),
+          events: Number(ev?.n ?? 0),
+          latencyMs,
+          resources,
+          ...(walPendingFrames > 0 ? { walPendingFrames } : {})
+        } satisfies StoreStats
+      }),
+    errors: (o) =>
+      Effect.map(
+        rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${o.limit === undefined ? sql`` : sql`LIMIT ${o.limit}`}`),
+        (r) => r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
+      ),
+    events: (o, limit) =>
+      limit === undefined
+        ? Effect.map(rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id`), (r) => r.map(toEvent))
+        : Effect.map(
+          rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id DESC LIMIT ${limit}`),
+          (r) => r.map(toEvent).reverse()
+        ),
+    countEvents: (f = {}) =>
+      Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0)),
+    pipelinesBySpec: Effect.map(
+      rows(sql`SELECT spec_digest, count(*) AS n FROM pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest`),
+      (r) => r.map((row): SpecCount => ({ specDigest: String(row["spec_digest"]), pipelines: Number(row["n"]) }))
+    ),
+
+    pipelinesPage: (o) =>
+      Effect.suspend(() => {
+        const limit = o.limit
+        const conds = []
+        if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+        if (o.state !== undefined) conds.push(sql`state = ${o.state}`)
+        if (o.after !== undefined) conds.push(sql`(created_at, pipeline_id) > (${o.after.createdAt}, ${o.after.pipelineId})`)
+        return Effect.map(
+          rows(sql`SELECT * FROM pipelines WHERE ${sql.and(conds)} ORDER BY created_at, pipeline_id LIMIT ${limit + 1}`),
+          (r): PipelinesPage => {
+            const pipelines = r.slice(0, limit).map(toPipeline)
+            const last = pipelines[pipelines.length - 1]
+            return {
+              pipelines,
+              next: r.length > limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
+            }
+          }
+        )
+      }),
+    completions: (o) =>
+      Effect.suspend(() => {
+        const bucketMs = o.bucketMs
+        const origin = Math.trunc(o.since ?? 0)
+        const conds = [sql`state IN ('succeeded', 'failed', 'interrupted')`, sql`ended_at IS NOT NULL`]
+        if (o.runId !== undefined) conds.unshift(sql`run_id = ${o.runId}`)
+        if (o.since !== undefined) conds.push(sql`ended_at >= ${o.since}`)
+        // floor division on integers: bound numbers arrive as REAL, hence the casts, and
+        // SQLite's integer `/` truncates toward zero, hence the negative branch
+        const o0 = sql`CAST(${origin} AS INTEGER)`
+        const w = sql`CAST(${bucketMs} AS INTEGER)`
+        return Effect.map(
+          rows(
+            sql`SELECT b, count(*) AS n FROM (SELECT CASE WHEN ended_at >= ${o0} THEN (ended_at - ${o0}) / ${w} ELSE -((${o0} - ended_at + ${w} - 1) / ${w}) END AS b FROM pipelines WHERE ${
+              sql.and(conds)
+            }) GROUP BY b ORDER BY b`
+          ),
+          (r) => r.map((x): CompletionBucket => ({ startMs: origin + Number(x.b) * bucketMs, count: Number(x.n) }))
+        )
+      }),
+    loadBundles: (ids, o) =>
+      Effect.gen(function*() {
+        const out = new Map<string, { pipelineId: string; tasks: Array<TaskRecord>; artifacts: Array<LoadedArtifact> }>()
+        for (const id of ids) out.set(id, { pipelineId: id, tasks: [], artifacts: [] })
+        const unique = Array.from(out.keys())
+        const onlyFinal = o.artifacts === "final"
+        const payloadCol = o.payloads === "all"
+          ? sql`, payload`
+          : o.payloads === "final"
+          ? sql`, CASE WHEN is_final = 1 THEN payload END AS payload`
+          : sql``
+        const budget = o.payloadBytes === undefined || o.payloadBytes === Infinity
+          ? undefined
+          : Number.isNaN(o.payloadBytes) ? 0 : Math.max(0, o.payloadBytes)
+        /** Stored bytes of the wanted, available payloads met so far (the budget's running total). */
+        let spent = 0
+        for (let i = 0; i < unique.length; i += 500) {
+          const chunk = unique.slice(i, i + 500)
+          if (o.tasks !== false) {
+            const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
+            for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
+          }
+          const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
+          if (budget === undefined || o.payloads === "none") {
+            const as = yield* rows(
+              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${where} ORDER BY ${
+                sql(pipelineKey)
+              }, seq, artifact_id`
+            )
+            for (const r of as) {
+              const wanted = o.payloads === "all" || (o.payloads === "final" && Number(r.is_final) === 1)
+              const loaded = r.storage === "blob" || !wanted
+                ? yield* bundleArtifact(r, wanted)
+                : { artifact: toArtifact(r), payload: toBytes(r.payload) ?? undefined }
+              out.get(loaded.artifact.pipelineId)?.artifacts.push(loaded)
+            }
+            continue
+          }
+          // with a budget: the metadata in read order, the running total of the wanted, available
+          // sizes kept here, then the inline payloads that fit read by rowid (measured faster than
+          // one query with a window sum and a payload subquery: bench/export.ts, BENCHMARKS.md)
+          const metas = (yield* q(
+            sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
+              .values
+          )).map(toArtifactValues)
+          const fits: Array<boolean> = new Array(metas.length)
+          const inline: Array<number> = []
+          for (let k = 0; k < metas.length; k++) {
+            const meta = metas[k]!
+            let fit = false
+            if ((o.payloads === "all" || meta.isFinal) && meta.available) {
+              fit = spent + meta.size <= budget || spent === 0
+              spent += meta.size
+            }
+            fits[k] = fit
+            if (fit && meta.storage === "inline") inline.push(meta.artifactId)
+          }
+          const payloads = new Map<number, Uint8Array | undefined>()
+          for (let j = 0; j < inline.length; j += ROWID_CHUNK) {
+            const got = yield* q(
+              sql`SELECT artifact_id, payload FROM artifacts WHERE ${sql.in("artifact_id", inline.slice(j, j + ROWID_CHUNK))}`
+                .values
+            )
+            for (const r of got) payloads.set(Number(r[0]), toBytes(r[1]) ?? undefined)
+          }
+          for (let k = 0; k < metas.length; k++) {
+            const meta = metas[k]!
+            const loaded = meta.storage === "blob" || !fits[k]
+              ? yield* loadedArtifact(meta, fits[k]!, null)
+              : { artifact: meta, payload: payloads.get(meta.artifactId) }
+            out.get(meta.pipelineId)?.artifacts.push(loaded)
+          }
+        }
+        return out as ReadonlyMap<string, PipelineBundle>
+      }),
+
+    streamPipelines: (o) =>
+      pager<readonly [number, string], PipelineRecord>(
+          (c) => {
+            const conds = []
+            if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+            if (o.state !== undefined) conds.push(sql`state = ${o.state}`)
+            if (c !== undefined) conds.push(sql`(created_at, pipeline_id) > (${c[0]}, ${c[1]})`)
+            return rows(sql`SELECT * FROM pipelines WHERE ${sql.and(conds)} ORDER BY created_at, pipeline_id LIMIT ${PAGE_SIZE}`)
+          },
+          (r) => [Number(r.created_at), String(r.pipeline_id)] as const,
+          toPipeline
+        ),
+    streamTasks: (o) =>
+        pager<readonly [string | number, number, string], ReturnType<typeof toTask>>(
+          (c) => {
+            const conds = []
+            if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
+            if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+            if (c !== undefined) conds.push(sql`(${sql(pipelineKey)}, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[2]})`)
+            return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id LIMIT ${PAGE_SIZE}`)
+          },
+          (r) => [numbered ? Number(r.pno) : String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
+          toTask
+        ),
+    streamAttempts: (o) =>
+        Stream.unwrap(
+          Effect.map(
+            rows(sql`SELECT coalesce(max(attempt_id), 0) AS m FROM attempts`),
+            (m) => {
+              const hwm = Number(m[0]?.m ?? 0)
+              return pager<number, ReturnType<typeof toAttempt>>(
+                (c) => {
+                  const conds = [sql`attempt_id > ${c ?? 0}`, sql`attempt_id <= ${hwm}`]
+                  if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
+                  if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+                  return rows(sql`SELECT * FROM attempts WHERE ${sql.and(conds)} ORDER BY attempt_id LIMIT ${PAGE_SIZE}`)
+                },
+                (r) => Number(r.attempt_id),
+                toAttempt
+              )
+            }
+          )
+        ),
+    streamEvents: (o) =>
+        Stream.unwrap(
+          Effect.map(
+            rows(sql`SELECT coalesce(max(event_id), 0) AS m FROM events`),
+            (m) => {
+              const hwm = Number(m[0]?.m ?? 0)
+              return pager<number, ReturnType<typeof toEvent>>(
+                (c) =>
+                  rows(
+                    sql`SELECT * FROM events WHERE ${sql.and([sql`event_id > ${c ?? 0}`, sql`event_id <= ${hwm}`, ...eventConds(o)])} ORDER BY event_id LIMIT ${PAGE_SIZE}`
+                  ),
+                (r) => Number(r.event_id),
+                toEvent
+              )
+            }
+          )
+        ),
+    streamArtifacts: (o) =>
+        Stream.mapEffect(
+          pager<readonly [number, number], ArtifactRecord>(
+            (c) =>
+              rows(
+                c === undefined
+                  ? sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                  : sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+              ),
+            (r) => [Number(r.seq), Number(r.artifact_id)] as const,
+            toArtifact
+          ),
+          refine
+        )
+  }
+}

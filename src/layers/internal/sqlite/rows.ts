@@ -1,0 +1,299 @@
+/**
+ * The SQLite driver's hand-written row mappers: record → statement parameters
+ * (`pipelineParams`, `taskParams`) and row → record (`toPipeline`, `toTask`, …), built with
+ * `trusted` (no Schema decode on the hot path: measured, see BENCHMARKS.md). Their round trip
+ * is tested against the record Schemas of `domain/Records.ts`
+ * (test/layers/internal/sqlite/rows.test.ts).
+ *
+ * @since 0.1.0
+ */
+import {
+  ArtifactRecord,
+  AttemptRecord,
+  EventRecord,
+  MetricRecord,
+  PipelineRecord,
+  ResourceRecord,
+  RunRecord,
+  TaskRecord,
+  trusted
+} from "../../../domain/Records.js"
+import type { PipelineFields } from "../../../services/Store.js"
+
+type Row = Record<string, unknown>
+
+const json = (u: unknown): unknown => (typeof u === "string" ? JSON.parse(u) : null)
+const str = (u: unknown): string => String(u)
+const nstr = (u: unknown): string | null => (u === null || u === undefined ? null : String(u))
+const num = (u: unknown): number => Number(u)
+const nnum = (u: unknown): number | null => (u === null || u === undefined ? null : Number(u))
+
+/**
+ * Column list of `pipelines` in insert order (`pno`, the rowid, is assigned by SQLite).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const PIPELINE_COLUMNS = [
+  "pipeline_id", "key", "name", "state", "n_tasks_done", "n_tasks_total", "spec_digest", "seed_digest", "tags",
+  "attempts_total", "run_id", "created_at", "updated_at", "started_at", "ended_at", "failed_task", "error_type",
+  "error_message", "error_class", "repeat"
+] as const
+
+/**
+ * A pipeline record (or the fields `admit` takes) as bound parameters (order of
+ * {@link PIPELINE_COLUMNS}; an absent `repeat` is `NULL`).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const pipelineParams = (p: PipelineFields): Array<unknown> => [
+  p.pipelineId, p.key, p.name, p.state, p.nTasksDone, p.nTasksTotal, p.specDigest, p.seedDigest,
+  JSON.stringify(p.tags), p.attemptsTotal, p.runId, p.createdAt, p.updatedAt, p.startedAt, p.endedAt,
+  p.failedTask, p.errorType, p.errorMessage, p.errorClass, p.repeat ?? null
+]
+
+/**
+ * Maps a `pipelines` row. Rows come from this schema (the store wrote them), so the record is
+ * built with `trusted` (no constructor, no validation): see src/domain/Records.ts.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toPipeline = (r: Row): PipelineRecord =>
+  trusted(PipelineRecord, {
+    pipelineId: str(r.pipeline_id),
+    key: nstr(r.key),
+    name: str(r.name),
+    state: r.state as PipelineRecord["state"],
+    nTasksDone: num(r.n_tasks_done),
+    nTasksTotal: num(r.n_tasks_total),
+    specDigest: str(r.spec_digest),
+    seedDigest: str(r.seed_digest),
+    tags: json(r.tags) as Record<string, string>,
+    attemptsTotal: num(r.attempts_total),
+    runId: str(r.run_id),
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+    startedAt: nnum(r.started_at),
+    endedAt: nnum(r.ended_at),
+    failedTask: nstr(r.failed_task),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    errorClass: nstr(r.error_class),
+    // absent from stores before version 4 (read-only opens do not migrate): unknown
+    repeat: nnum(r.repeat)
+  })
+
+/**
+ * Column list of `tasks` in insert order (schema version 3).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const TASK_COLUMNS = [
+  "pno", "task_run_id", "pipeline_id", "run_id", "seq", "task_name", "state", "attempts_used", "started_at", "ended_at",
+  "duration_ms", "error_type", "error_message", "error_class", "lease_ids"
+] as const
+
+/**
+ * A task record as bound parameters (order of {@link TASK_COLUMNS}), `pno` its pipeline's
+ * number (schema version 3).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const taskParams = (t: TaskRecord, pno: number): Array<unknown> => [
+  pno, t.taskRunId, t.pipelineId, t.runId, t.seq, t.taskName, t.state, t.attemptsUsed, t.startedAt, t.endedAt,
+  t.durationMs, t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds)
+]
+
+/**
+ * Maps a `tasks` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toTask = (r: Row): TaskRecord =>
+  trusted(TaskRecord, {
+    taskRunId: str(r.task_run_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    seq: num(r.seq),
+    taskName: str(r.task_name),
+    state: r.state as TaskRecord["state"],
+    attemptsUsed: num(r.attempts_used),
+    startedAt: num(r.started_at),
+    endedAt: nnum(r.ended_at),
+    durationMs: nnum(r.duration_ms),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    errorClass: nstr(r.error_class),
+    leaseIds: json(r.lease_ids) as Array<string>
+  })
+
+/**
+ * Column list of `attempts` in insert order (schema version 3).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const ATTEMPT_COLUMNS = [
+  "attempt_id", "pno", "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class",
+  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms"
+] as const
+
+/**
+ * Maps an `attempts` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toAttempt = (r: Row): AttemptRecord =>
+  trusted(AttemptRecord, {
+    attemptId: num(r.attempt_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    taskRunId: str(r.task_run_id),
+    taskName: str(r.task_name),
+    seq: num(r.seq),
+    attemptNo: num(r.attempt_no),
+    outcome: r.outcome as AttemptRecord["outcome"],
+    errorClass: nstr(r.error_class),
+    errorType: nstr(r.error_type),
+    errorMessage: nstr(r.error_message),
+    decision: json(r.decision),
+    leaseIds: json(r.lease_ids) as Array<string>,
+    startedAt: num(r.started_at),
+    endedAt: num(r.ended_at),
+    durationMs: num(r.duration_ms)
+  })
+
+/**
+ * Column list of `artifacts` (without the payload) as selected by reads.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const ARTIFACT_META =
+  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, payload IS NOT NULL AS has_payload"
+
+/**
+ * Maps an `artifacts` row; `available` is the stored view (inline payload present, or a blob
+ * reference) and is refined against the backend by the store.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toArtifact = (r: Row): ArtifactRecord =>
+  trusted(ArtifactRecord, {
+    artifactId: num(r.artifact_id),
+    pipelineId: str(r.pipeline_id),
+    runId: str(r.run_id),
+    seq: num(r.seq),
+    taskName: nstr(r.task_name),
+    typeName: str(r.type_name),
+    codec: str(r.codec),
+    digest: str(r.digest),
+    size: num(r.size),
+    storage: r.storage as ArtifactRecord["storage"],
+    blobRef: nstr(r.blob_ref),
+    isFinal: num(r.is_final) === 1,
+    available: r.storage === "inline" ? num(r.has_payload) === 1 : r.storage === "blob",
+    createdAt: num(r.created_at)
+  })
+
+/**
+ * Maps an `artifacts` row selected as {@link ARTIFACT_META} in array form (`.values`: one value
+ * per column, in that list's order), as {@link toArtifact} maps the object form. Bulk reads use
+ * it: an array per row costs less to build than an object per row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toArtifactValues = (v: ReadonlyArray<unknown>): ArtifactRecord =>
+  trusted(ArtifactRecord, {
+    artifactId: num(v[0]),
+    pipelineId: str(v[1]),
+    runId: str(v[2]),
+    seq: num(v[3]),
+    taskName: nstr(v[4]),
+    typeName: str(v[5]),
+    codec: str(v[6]),
+    digest: str(v[7]),
+    size: num(v[8]),
+    storage: v[9] as ArtifactRecord["storage"],
+    blobRef: nstr(v[10]),
+    isFinal: num(v[11]) === 1,
+    available: v[9] === "inline" ? num(v[13]) === 1 : v[9] === "blob",
+    createdAt: num(v[12])
+  })
+
+/**
+ * Maps an `events` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toEvent = (r: Row): EventRecord =>
+  trusted(EventRecord, {
+    eventId: num(r.event_id),
+    kind: str(r.kind),
+    pipelineId: nstr(r.pipeline_id),
+    runId: nstr(r.run_id),
+    data: json(r.data),
+    ts: num(r.ts)
+  })
+
+/**
+ * Maps a `runs` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toRun = (r: Row): RunRecord =>
+  trusted(RunRecord, {
+    runId: str(r.run_id),
+    label: nstr(r.label),
+    status: r.status as RunRecord["status"],
+    config: json(r.config),
+    startedAt: num(r.started_at),
+    heartbeatAt: num(r.heartbeat_at),
+    endedAt: nnum(r.ended_at),
+    stopReason: nstr(r.stop_reason),
+    notes: nstr(r.notes),
+    meta: (json(r.meta) ?? {}) as Record<string, unknown>
+  })
+
+/**
+ * Maps a `metrics` row (scope `''` is the run scope).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toMetric = (r: Row): MetricRecord =>
+  trusted(MetricRecord, {
+    runId: str(r.run_id),
+    pipelineId: r.scope === "" ? null : str(r.scope),
+    name: str(r.name),
+    value: json(r.value),
+    label: nstr(r.label),
+    display: r.display as MetricRecord["display"],
+    updatedAt: num(r.updated_at)
+  })
+
+/**
+ * Maps a `resources` row.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toResource = (r: Row): ResourceRecord =>
+  trusted(ResourceRecord, {
+    pool: str(r.pool),
+    resourceId: str(r.resource_id),
+    kind: str(r.kind),
+    spec: json(r.spec),
+    health: json(r.health),
+    updatedAt: num(r.updated_at)
+  })

@@ -1,0 +1,377 @@
+/**
+ * The SQLite driver's writer: one synchronous better-sqlite3 connection, cached multi-row
+ * prepared statements, pipeline numbers (`pno`) resolved through a bounded map of unfinished
+ * pipelines, and the commit of one group-commit batch or one write-behind batch as one
+ * IMMEDIATE transaction. See `SqliteStore` for the design and the measurements behind it.
+ *
+ * @since 0.1.0
+ */
+import type Database from "better-sqlite3"
+import { Clock, Effect } from "effect"
+import * as os from "node:os"
+import type { StoreUnavailable } from "../../../domain/Errors.js"
+import type { PipelineState } from "../../../domain/Records.js"
+import { settleToPatch } from "../../../services/internal/store/ops.js"
+import { artifactRecordOf } from "../../../services/internal/store/shared.js"
+import type {
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PipelineFields,
+  PipelinePatch,
+  PlacedArtifact,
+  StoreDriver,
+  StoreWrite
+} from "../../../services/Store.js"
+import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
+import { UNADMITTED_PNO } from "./migrations.js"
+import { ATTEMPT_COLUMNS, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams } from "./rows.js"
+
+/** Bytes as a Buffer for better-sqlite3 (no copy). */
+export const toBuffer = (u: Uint8Array | null): Buffer | null =>
+  u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
+
+/** A BLOB column as bytes (no copy), or `null`. */
+export const toBytes = (u: unknown): Uint8Array | null =>
+  u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null
+
+const CHUNKS = [128, 64, 32, 16, 8, 4, 2, 1]
+
+/** A multi-row INSERT helper with one cached statement per chunk size. */
+const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArray<string>, suffix = "") => {
+  const cache = new Map<number, Database.Statement>()
+  const row = `(${columns.map(() => "?").join(",")})`
+  const stmt = (k: number) => {
+    let s = cache.get(k)
+    if (s === undefined) {
+      s = db.prepare(`INSERT INTO ${table} (${columns.join(",")}) VALUES ${Array(k).fill(row).join(",")} ${suffix}`)
+      cache.set(k, s)
+    }
+    return s
+  }
+  return (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned?: Array<unknown>) => {
+    let i = 0
+    while (i < rows.length) {
+      const left = rows.length - i
+      const k = CHUNKS.find((c) => c <= left) ?? 1
+      const params: Array<unknown> = []
+      for (let j = i; j < i + k; j++) for (const v of rows[j]!) params.push(v)
+      if (returned === undefined) stmt(k).run(params)
+      else for (const r of stmt(k).all(params)) returned.push(r)
+      i += k
+    }
+  }
+}
+
+/** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
+const KEEP_KNOWN = new Set(["repeat"])
+
+const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
+  `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
+    columns.filter((c) => !keys.includes(c)).map((c) =>
+      KEEP_KNOWN.has(c) ? `${c} = coalesce(excluded.${c}, ${c})` : `${c} = excluded.${c}`
+    ).join(", ")
+  }`
+
+/** The columns of an artifact row as the writer inserts it. */
+export const ARTIFACT_COLUMNS = [
+  "artifact_id", "pno", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
+  "blob_ref", "payload", "is_final", "created_at"
+]
+/** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
+const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
+
+/** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
+const BIG_PAYLOAD = 256 * 1024
+
+/** Artifact ids bound in one `artifact_id IN (…)` payload read (below SQLite's 32,766 variables). */
+export const ROWID_CHUNK = 5000
+
+const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
+
+/** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
+const PNO_CACHE = 65_536
+
+/**
+ * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
+ * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
+ * `pipelines` alone (it maintains the indexes whose columns appear in the SET list).
+ */
+const makePatcher = (db: Database.Database) => {
+  const cache = new Map<number, Database.Statement>()
+  return (pno: number, p: PipelinePatch): void => {
+    const sets: Array<string> = []
+    const params: Array<unknown> = []
+    let shape = 0
+    const set = (bit: number, column: string, value: unknown) => {
+      shape |= bit
+      sets.push(`${column} = ?`)
+      params.push(value)
+    }
+    if (p.state !== undefined) set(1, "state", p.state)
+    if (p.nTasksDone !== undefined) set(2, "n_tasks_done", p.nTasksDone)
+    if (p.runId !== undefined) set(4, "run_id", p.runId)
+    if (p.startedAt !== undefined) set(8, "started_at", p.startedAt)
+    if (p.endedAt !== undefined) set(16, "ended_at", p.endedAt)
+    if (p.error !== undefined) {
+      set(32, "failed_task", p.error?.failedTask ?? null)
+      sets.push("error_type = ?", "error_message = ?", "error_class = ?")
+      params.push(p.error?.errorType ?? null, p.error?.errorMessage ?? null, p.error?.errorClass ?? null)
+    }
+    if (p.attemptsDelta !== undefined && p.attemptsDelta !== 0) {
+      shape |= 64
+      sets.push("attempts_total = attempts_total + ?")
+      params.push(p.attemptsDelta)
+    }
+    sets.push("updated_at = ?")
+    params.push(p.updatedAt, pno)
+    let stmt = cache.get(shape)
+    if (stmt === undefined) {
+      stmt = db.prepare(`UPDATE pipelines SET ${sets.join(", ")} WHERE pno = ?`)
+      cache.set(shape, stmt)
+    }
+    stmt.run(params)
+  }
+}
+
+/** JSON text of a value, `null` for `undefined`. */
+export const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON.stringify(u))
+
+/**
+ * The writer of an open store (see the module docs): `commit` (one group-commit batch),
+ * `writeFacts` (one write-behind batch) and `putArtifact`, each one transaction. On a read-only
+ * open every write fails with the open's read-only error. Fails with `StoreUnavailable` when
+ * the statements cannot be prepared.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeWriter = (
+  env: SqliteEnv
+): Effect.Effect<Pick<StoreDriver, "commit" | "writeFacts" | "putArtifact">, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const { path, tx } = env
+    const w = env.db
+    // --- prepared write statements ------------------------------------------------------------
+    let nextAttemptId = 1
+    let nextEventId = 1
+    let nextArtifactId = 1
+    let write: {
+      pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned: Array<unknown>) => void
+      tasks: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      patch: (pno: number, p: PipelinePatch) => void
+      pnoOf: Database.Statement
+      adopt: ReadonlyArray<Database.Statement>
+      clearFinal: Database.Statement
+      latestAt: Database.Statement
+      setFinal: Database.Statement
+    } | undefined
+    /** Some child row has {@link UNADMITTED_PNO} (checked at open, set when one is written). */
+    let unadmitted = false
+    if (w !== undefined) {
+      const openedAt = yield* Clock.currentTimeMillis
+      yield* Effect.try({
+        try: () => {
+          const max = (t: string, c: string) => Number((w.prepare(`SELECT coalesce(max(${c}), 0) AS m FROM ${t}`).get() as { m: number }).m)
+          nextAttemptId = max("attempts", "attempt_id") + 1
+          nextEventId = max("events", "event_id") + 1
+          nextArtifactId = max("artifacts", "artifact_id") + 1
+          const CHILDREN = ["tasks", "attempts", "artifacts", "events"]
+          unadmitted = CHILDREN.some((t) => w.prepare(`SELECT 1 FROM ${t} WHERE pno = ${UNADMITTED_PNO} LIMIT 1`).get() !== undefined)
+          w.prepare(
+            "INSERT INTO store_writer (id, pid, host, run_id, since) VALUES (1, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, host = excluded.host, run_id = NULL, since = excluded.since"
+          ).run(process.pid, os.hostname(), openedAt)
+          write = {
+            pipelines: makeInserter(
+              w,
+              "pipelines",
+              PIPELINE_COLUMNS,
+              `${upsertSuffix(["pipeline_id"], PIPELINE_COLUMNS)} RETURNING pipeline_id, pno, state`
+            ),
+            // a task run id names its pipeline and seq, so (pno, seq, task_run_id) is as unique
+            tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix(["pno", "seq", "task_run_id"], TASK_COLUMNS)),
+            artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
+            attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
+            events: makeInserter(w, "events", EVENT_COLUMNS),
+            patch: makePatcher(w),
+            pnoOf: w.prepare("SELECT pno FROM pipelines WHERE pipeline_id = ?").pluck(),
+            adopt: CHILDREN.map((t) =>
+              w.prepare(`UPDATE ${t} SET pno = ? WHERE pno = ${UNADMITTED_PNO} AND pipeline_id = ?`)
+            ),
+            clearFinal: w.prepare(
+              "UPDATE artifacts SET is_final = 0 WHERE pno = ? AND pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
+            ),
+            latestAt: w.prepare(
+              "SELECT max(artifact_id) AS id FROM artifacts WHERE pno = ? AND pipeline_id = ? AND seq = ?"
+            ),
+            setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0")
+          }
+        },
+        catch: (cause) => unavailable(path, `cannot prepare store ${path}: ${describeSqlError(cause)}`, cause)
+      })
+    }
+
+    /**
+     * Pipeline numbers the writer has seen (admitted or looked up) and whose pipeline is not
+     * terminal yet, in insertion order: at most {@link PNO_CACHE} (the oldest is dropped; a
+     * miss costs one lookup in the unique index on `pipeline_id`).
+     */
+    const pnos = new Map<string, number>()
+    const remember = (pipelineId: string, pno: number) => {
+      if (pnos.size >= PNO_CACHE && !pnos.has(pipelineId)) {
+        const oldest = pnos.keys().next()
+        if (oldest.done !== true) pnos.delete(oldest.value)
+      }
+      pnos.set(pipelineId, pno)
+    }
+    /** The number of `pipelineId`, or {@link UNADMITTED_PNO} (runs inside a write transaction). */
+    const pnoOf = (pipelineId: string): number => {
+      const known = pnos.get(pipelineId)
+      if (known !== undefined) return known
+      const found = write!.pnoOf.get(pipelineId) as number | undefined
+      if (found === undefined) {
+        unadmitted = true
+        return UNADMITTED_PNO
+      }
+      remember(pipelineId, found)
+      return found
+    }
+    const isTerminal = (state: PipelinePatch["state"]) => state === "succeeded" || state === "failed" || state === "interrupted"
+    /** Applies a patch by pipeline number; forgets the number once the pipeline is terminal. */
+    const patchPipeline = (pipelineId: string, patch: PipelinePatch) => {
+      const known = pnos.get(pipelineId)
+      const pno = known ?? (write!.pnoOf.get(pipelineId) as number | undefined)
+      if (pno === undefined) return
+      write!.patch(pno, patch)
+      if (isTerminal(patch.state)) pnos.delete(pipelineId)
+      else if (known === undefined) remember(pipelineId, pno)
+    }
+
+    const attemptRow = (a: NewAttempt): Array<unknown> => [
+      nextAttemptId++, pnoOf(a.pipelineId), a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome,
+      a.errorClass, a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt,
+      a.durationMs
+    ]
+    const eventRow = (e: NewEvent): Array<unknown> => [
+      nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
+    ]
+    const artifactRow = (id: number, pno: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
+      id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
+      placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
+    ]
+    /** Inserts (or replaces) pipeline rows, learns their numbers, adopts their unadmitted rows. */
+    const admitRows = (ps: ReadonlyArray<PipelineFields>) => {
+      const returned: Array<unknown> = []
+      write!.pipelines(ps.map(pipelineParams), returned)
+      for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
+        if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
+        if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
+      }
+    }
+    /** Appends an artifact row (and clears the older final one when it is final). */
+    const addArtifact = (
+      rows: Array<Array<unknown>>,
+      ordered: Array<() => void>,
+      a: NewArtifact,
+      placed: PlacedArtifact
+    ): number => {
+      const id = nextArtifactId++
+      const pno = pnoOf(a.pipelineId)
+      rows.push(artifactRow(id, pno, a, placed))
+      if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
+      return id
+    }
+    /**
+     * Inserts artifact rows: small ones in multi-row statements, each payload of at least
+     * {@link BIG_PAYLOAD} bytes in a statement of its own, so that SQLite holds one big bound
+     * copy at a time (better-sqlite3 binds blobs as `SQLITE_TRANSIENT`: SQLite copies them, and
+     * a 16-row statement of 4 MB outputs held 64 MB of copies at once).
+     */
+    const insertArtifacts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+      const small: Array<ReadonlyArray<unknown>> = []
+      for (const r of rows) {
+        const payload = r[ARTIFACT_PAYLOAD] as Buffer | null
+        if (payload !== null && payload.byteLength >= BIG_PAYLOAD) write!.artifacts([r])
+        else small.push(r)
+      }
+      if (small.length > 0) write!.artifacts(small)
+    }
+    const commit = (ops: ReadonlyArray<StoreWrite>) =>
+      tx(() => {
+        const s = write!
+        // pipelines first (as before), so that the child rows below resolve their numbers
+        for (const op of ops) if (op._tag === "Admit" && op.pipelines.length > 0) admitRows(op.pipelines)
+        const tasks: Array<Array<unknown>> = []
+        const artifacts: Array<Array<unknown>> = []
+        const attempts: Array<Array<unknown>> = []
+        const events: Array<Array<unknown>> = []
+        const ordered: Array<() => void> = []
+        for (const op of ops) {
+          switch (op._tag) {
+            case "Admit":
+              for (const [a, placed] of op.seeds) addArtifact(artifacts, ordered, a, placed)
+              break
+            case "Checkpoint": {
+              const u = op.unit
+              if (u.artifact !== undefined && op.placed !== undefined) addArtifact(artifacts, ordered, u.artifact, op.placed)
+              if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
+              for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+              for (const e of u.events ?? []) events.push(eventRow(e))
+              if (u.pipeline !== undefined) {
+                const patch = u.pipeline
+                ordered.push(() => patchPipeline(u.pipelineId, patch))
+              }
+              break
+            }
+            case "PutTask":
+              tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
+              break
+            case "Patch": {
+              ordered.push(() => patchPipeline(op.pipelineId, op.patch))
+              break
+            }
+            case "Settle": {
+              const patch = settleToPatch(op.settle)
+              ordered.push(() => patchPipeline(op.pipelineId, patch))
+              break
+            }
+            case "MarkFinal":
+              ordered.push(() => {
+                const pno = pnoOf(op.pipelineId)
+                const row = s.latestAt.get(pno, op.pipelineId, op.seq) as { id: number | null }
+                if (row.id === null) return
+                s.setFinal.run(row.id)
+                s.clearFinal.run(pno, op.pipelineId, row.id)
+              })
+              break
+          }
+        }
+        if (tasks.length > 0) s.tasks(tasks)
+        if (artifacts.length > 0) insertArtifacts(artifacts)
+        if (attempts.length > 0) s.attempts(attempts)
+        if (events.length > 0) s.events(events)
+        for (const f of ordered) f()
+      })
+
+    return {
+      commit,
+      writeFacts: (as, es) =>
+        tx(() => {
+          if (as.length > 0) write!.attempts(as.map(attemptRow))
+          if (es.length > 0) write!.events(es.map(eventRow))
+        }),
+
+      putArtifact: (a, placed) =>
+        tx(() => {
+          const rows: Array<Array<unknown>> = []
+          const ordered: Array<() => void> = []
+          const id = addArtifact(rows, ordered, a, placed)
+          write!.artifacts(rows)
+          for (const f of ordered) f()
+          return artifactRecordOf(id, a, placed)
+        }),
+    }
+  })

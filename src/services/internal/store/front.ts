@@ -1,0 +1,191 @@
+/**
+ * The store front, written once: everything a store does that does not depend on where the
+ * facts live. A driver (`StoreDriver`: the memory maps, one SQLite file, later a Postgres
+ * database) implements commits, fact writes and typed reads; the front adds
+ *
+ * - the group commit of pipeline writes ({@link makeGroupCommit}, byte budgets by payload
+ *   size),
+ * - the write-behind buffer of attempts and events ({@link makeWriteBehind}) and its policy
+ *   (`writeBehind`, `batchSize`, `flushIntervalMs`: at open, and per run through
+ *   `NewRun.writes`),
+ * - flush-before-read (reads that return attempts or events, `stats`, `finishRun`),
+ * - limit and bucket validation (`checkLimit`, `checkBucket`),
+ * - artifact placement (journal mode, artifact backend), secret masking of resources and the
+ *   default metric display,
+ * - the refusal of every write on a read-only driver.
+ *
+ * The shape follows `@effect/cluster`'s `MessageStorage.makeEncoded(driver)`: one front, narrow
+ * drivers (`MemoryDriver`, `SqlMessageStorage`).
+ *
+ * @since 0.1.0
+ */
+import { Effect, Stream } from "effect"
+import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { ArtifactBackend } from "../../ArtifactBackend.js"
+import type { Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
+import type { WriteOp } from "./ops.js"
+import {
+  checkBucket,
+  checkLimit,
+  checkOptions,
+  makeGroupCommit,
+  makeWriteBehind,
+  maskSecrets,
+  placeAll,
+  placeArtifact,
+  placeSync
+} from "./shared.js"
+
+/**
+ * The payload bytes a queued write holds in memory (the group commit's byte budget): the
+ * artifact of a checkpoint and the seeds of an admission, whatever the backend did with them.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export const bytesOf = (op: WriteOp): number => {
+  switch (op._tag) {
+    case "Checkpoint":
+      return op.unit.artifact?.payload.byteLength ?? 0
+    case "Admit": {
+      let n = 0
+      for (const [a] of op.seeds) n += a.payload.byteLength
+      return n
+    }
+    default:
+      return 0
+  }
+}
+
+/**
+ * Builds the store service of `driver` in the current scope (see the module docs), using the
+ * `ArtifactBackend` in context. Closing the scope commits queued writes and flushes buffered
+ * facts (a failed final flush is a defect carrying the `StoreUnavailable`: call `flush` before
+ * closing to handle it as a typed error). Fails with `ConfigError` on invalid `options`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeWith = (
+  driver: StoreDriver,
+  options: StoreOptions = {}
+) =>
+  Effect.gen(function*() {
+    const policy = yield* checkOptions(options)
+    const backend = yield* ArtifactBackend
+    const journal = options.journal ?? "full"
+    const refused = driver.readOnlyError
+    const readOnly = refused !== undefined
+
+    const writer = yield* makeGroupCommit<WriteOp>({ commit: driver.commit, sizeOf: bytesOf })
+    const wb = yield* makeWriteBehind({
+      write: driver.writeFacts,
+      batchSize: policy.batchSize,
+      // a read-only store buffers nothing: no flusher
+      flushIntervalMs: readOnly ? 0 : policy.flushIntervalMs,
+      enabled: options.writeBehind ?? true
+    })
+    yield* Effect.addFinalizer(() => Effect.orDie(wb.flush))
+
+    const refuse = <A>(write: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> =>
+      refused === undefined ? write : Effect.fail(refused)
+    const submit = (op: WriteOp) => (refused === undefined ? writer.submit(op) : Effect.fail(refused))
+    const limited = <A, E>(
+      limit: Limit,
+      stream: () => Stream.Stream<A, E>
+    ): Stream.Stream<A, E | ConfigError> =>
+      Stream.unwrap(Effect.map(checkLimit(limit), (l) => l === 0 ? Stream.empty : l === undefined ? stream() : Stream.take(stream(), l)))
+    const flushed = <A, E>(stream: () => Stream.Stream<A, E>): Stream.Stream<A, E | StoreUnavailable> =>
+      Stream.unwrap(Effect.as(wb.flush, Stream.suspend(stream)))
+    /** Applies a run's write policy (validated by `RunConfig.resolve`; anything else is a bug). */
+    const configure = (writes: Partial<WritePolicy>) =>
+      Effect.flatMap(
+        Effect.orDie(checkOptions({
+          batchSize: writes.batchSize ?? policy.batchSize,
+          flushIntervalMs: writes.flushIntervalMs ?? policy.flushIntervalMs
+        })),
+        (p) => wb.configure({ ...p, enabled: writes.writeBehind ?? options.writeBehind ?? true })
+      )
+
+    const service: StoreService = {
+      kind: driver.kind,
+      featureLevel: driver.featureLevel,
+      readOnly,
+      exclusiveWriter: driver.exclusiveWriter,
+      journal,
+
+      openRun: (run) =>
+        refuse(
+          run.writes === undefined ? driver.openRun(run) : Effect.zipRight(configure(run.writes), driver.openRun(run))
+        ),
+      heartbeat: (runId, nowMs) => refuse(driver.heartbeat(runId, nowMs)),
+      finishRun: (runId, finish) => refuse(Effect.zipRight(wb.flush, driver.finishRun(runId, finish))),
+      getRun: driver.getRun,
+      latestRun: driver.latestRun,
+      listRuns: driver.listRuns,
+      interruptStale: (staleAfterMs, nowMs) => refuse(driver.interruptStale(staleAfterMs, nowMs)),
+
+      admit: (ps, seeds = []) =>
+        ps.length === 0 && seeds.length === 0
+          ? Effect.void
+          : refuse(Effect.flatMap(placeAll(seeds, journal, backend), (placed) =>
+            writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed }))),
+      checkpoint: (unit) => {
+        if (refused !== undefined) return Effect.fail(refused)
+        if (unit.artifact === undefined) return writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
+        const placed = placeSync(unit.artifact, journal, backend)
+        return placed !== undefined
+          ? writer.submit({ _tag: "Checkpoint", unit, placed })
+          : Effect.flatMap(placeArtifact(unit.artifact, journal, backend), (p) =>
+            writer.submit({ _tag: "Checkpoint", unit, placed: p }))
+      },
+      putTask: (task) => submit({ _tag: "PutTask", task }),
+      updatePipeline: (pipelineId, patch) => submit({ _tag: "Patch", pipelineId, patch }),
+      settlePipeline: (pipelineId, settle) => submit({ _tag: "Settle", pipelineId, settle }),
+      getPipelines: driver.getPipelines,
+      getPipeline: driver.getPipeline,
+
+      recordAttempt: (a: NewAttempt) => (refused === undefined ? wb.addAttempt(a) : Effect.fail(refused)),
+      emitEvent: (e: NewEvent) => (refused === undefined ? wb.addEvent(e) : Effect.fail(refused)),
+      flush: wb.flush,
+      pending: wb.pending,
+
+      putArtifact: (a) =>
+        refuse(Effect.flatMap(placeArtifact(a, journal, backend), (placed) => driver.putArtifact(a, placed))),
+      getArtifact: driver.getArtifact,
+      listArtifacts: driver.listArtifacts,
+      markFinal: (pipelineId, seq) => submit({ _tag: "MarkFinal", pipelineId, seq }),
+
+      reportMetric: (m) =>
+        refuse(driver.reportMetric({
+          ...m,
+          label: m.label ?? null,
+          display: m.display ?? (typeof m.value === "number" ? "number" : "text")
+        })),
+      metrics: driver.metrics,
+      putResource: (r) => refuse(driver.putResource({ ...r, spec: maskSecrets(r.spec) })),
+      resources: driver.resources,
+
+      stats: (runId) => Effect.zipRight(wb.flush, driver.stats(runId)),
+      errors: (o = {}) =>
+        Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
+          limit === 0 ? Effect.succeed([]) : driver.errors({ runId: o.runId, limit })),
+      events: (o = {}) =>
+        Effect.flatMap(checkLimit(o.limit), (limit) =>
+          limit === 0 ? Effect.succeed([]) : Effect.zipRight(wb.flush, driver.events(o, limit))),
+      countEvents: (f = {}) => Effect.zipRight(wb.flush, driver.countEvents(f)),
+      pipelinesBySpec: driver.pipelinesBySpec,
+      pipelinesPage: (o) =>
+        Effect.flatMap(checkLimit(o.limit), (limit = 0) =>
+          limit === 0 ? Effect.succeed({ pipelines: [], next: null }) : driver.pipelinesPage({ ...o, limit })),
+      completions: (o) => Effect.flatMap(checkBucket(o.bucketMs), (bucketMs) => driver.completions({ ...o, bucketMs })),
+      loadBundles: driver.loadBundles,
+
+      streamPipelines: (o = {}) => limited(o.limit, () => driver.streamPipelines(o)),
+      streamTasks: (o = {}) => limited(o.limit, () => driver.streamTasks(o)),
+      streamAttempts: (o = {}) => limited(o.limit, () => flushed(() => driver.streamAttempts(o))),
+      streamEvents: (o = {}) => limited(o.limit, () => flushed(() => driver.streamEvents(o))),
+      streamArtifacts: (o) => limited(o.limit, () => driver.streamArtifacts(o))
+    }
+    return service
+  })

@@ -27,7 +27,7 @@ import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
 import { constants as osConstants } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Console, Duration, Effect, Either, Layer, Option, Stream } from "effect"
+import { Console, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
@@ -310,7 +310,13 @@ const runOne = (args: RunArgs, resume: boolean) =>
         if (notice !== undefined) yield* Console.error(notice)
       }
       const runner = yield* Runner.Runner
-      yield* Progress.track(runner, {
+      // Built-in tasks need the subprocess runner and the file system; both are provided here.
+      const run = yield* (runner.start(specs, { registry }) as Effect.Effect<
+        Runner.RunHandle<SourceError | SeedError | ConfigError>,
+        ConfigError,
+        FileSystem.FileSystem | ProcessRunner | Scope.Scope
+      >)
+      yield* Progress.track(run, {
         total,
         quiet: args.quiet,
         ...Progress.stderrSink(),
@@ -318,12 +324,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         width: process.stderr.columns !== undefined && process.stderr.columns > 0 ? process.stderr.columns : 80,
         ...(progressInterval !== undefined ? { interval: progressInterval } : {})
       })
-      // Built-in tasks need the subprocess runner and the file system; both are provided here.
-      const report = yield* (runner.run(specs, { registry }) as Effect.Effect<
-        Runner.RunReport,
-        Runner.RunError | SourceError | SeedError | ConfigError,
-        FileSystem.FileSystem | ProcessRunner
-      >)
+      const report = yield* run.await
       // the run-scope metrics the tasks reported: the headline a user came for
       const st = yield* Store
       const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })

@@ -140,8 +140,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   })
 
   // ---- one task: attempts until success or a declined retry ---------------------------------
-  const runTask = (task: Task.Any, seq: number, input: unknown): Effect.Effect<TaskOutcome, StoreUnavailable> =>
-    Effect.gen(function*() {
+  // `fnUntraced`: the hot path of every task gets no span or call-site trace of its own (the
+  // attempt's span is enough).
+  const runTask: (task: Task.Any, seq: number, input: unknown) => Effect.Effect<TaskOutcome, StoreUnavailable> = Effect
+    .fnUntraced(function*(task: Task.Any, seq: number, input: unknown) {
       // The task row's start is when its first attempt actually started (not when the
       // pipeline began waiting for a worker slot).
       let taskStarted = clock.unsafeCurrentTimeMillis()

@@ -70,6 +70,14 @@ export interface PipelineEnv {
   readonly registryFor: (task: Task.Any) => CodecRegistry
   readonly whileParked: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   readonly onTerminal: (pipelineId: string, finalValue: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Whether each attempt gets its span `assay.attempt`: when the run's tracer is not Effect's
+   * default one (which keeps nothing). A span that becomes the parent of the task's effects
+   * costs about 30 µs of CPU per attempt here (two copies of the fiber's refs to provide it,
+   * random span ids, the clock in nanoseconds), 40 % of a trivial run's time measured by
+   * bench/runner.ts, so it is made only when something records it.
+   */
+  readonly traceAttempts: boolean
 }
 
 /**
@@ -394,9 +402,14 @@ const runAttempt = (
     )
     // The tasks' requirements come from the run's own context, which every pipeline fiber
     // inherits (the run's type carries them).
-    const provided = Effect.withSpan(budgeted as Effect.Effect<unknown, unknown, never>, "assay.attempt", {
-      attributes: { pipelineId: spec.pipelineId, task: task.name, seq, attempt }
-    })
+    // The attempt's span, when a tracer records spans (see `PipelineEnv.traceAttempts`); no
+    // stack trace capture (`withSpan` would allocate an `Error` per attempt).
+    const provided = env.traceAttempts
+      ? Effect.withSpan(budgeted as Effect.Effect<unknown, unknown, never>, "assay.attempt", {
+        attributes: { pipelineId: spec.pipelineId, task: task.name, seq, attempt },
+        captureStackTrace: false
+      })
+      : budgeted as Effect.Effect<unknown, unknown, never>
     return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
       slot.inAttempt = false
       state.inFlight--

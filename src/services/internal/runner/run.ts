@@ -11,7 +11,8 @@
 import {
   Cause,
   Clock,
-  type Context,
+  Context,
+  DefaultServices,
   Deferred,
   Duration,
   Effect,
@@ -23,7 +24,8 @@ import {
   Random,
   Schedule,
   type Scope,
-  Stream
+  Stream,
+  Tracer
 } from "effect"
 import { CodecRegistry } from "../../../domain/Codec.js"
 import {
@@ -415,7 +417,11 @@ const runLoop = <S extends AnySpec, SE, SR>(
       emit,
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
     }
+    // Attempt spans only when a tracer records them (see PipelineEnv.traceAttempts).
+    const tracer = yield* Effect.tracer
+    const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
     const pipelineEnv: Pipe.PipelineEnv = {
+      traceAttempts,
       state,
       store,
       pools,

@@ -28,16 +28,10 @@ import {
   Tracer
 } from "effect"
 import { CodecRegistry } from "../../../domain/Codec.js"
-import {
-  ConfigError,
-  CorruptCheckpoint,
-  type PipelineIdentityConflict,
-  StoreUnavailable,
-  WorkerCrashed
-} from "../../../domain/Errors.js"
+import { ConfigError, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
-import type { PipelineRecord, RunRecord, RunStatus } from "../../../domain/Records.js"
+import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
 import { maskSecrets } from "../../../domain/Resource.js"
 import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
@@ -52,12 +46,11 @@ import type {
   SpecContext,
   SpecSource
 } from "../../Runner.js"
-import type { NewEvent, StoreService } from "../../Store.js"
-import * as Admission from "./admission.js"
+import type { StoreService } from "../../Store.js"
+import * as Admit from "./admit.js"
 import type { AttemptShared } from "./attemptContext.js"
 import * as Pipe from "./pipeline.js"
 import { makeReport } from "./report.js"
-import * as Rows from "./rows.js"
 import { onStopSignal } from "./signals.js"
 import * as SlotGate from "./slotGate.js"
 import * as State from "./state.js"
@@ -342,11 +335,6 @@ const runLoop = <S extends AnySpec, SE, SR>(
     // The clock of the run, read synchronously on the hot path (TestClock in tests).
     const clock = yield* Effect.clock
     const fibers = yield* FiberSet.make<void, never>()
-    const runCaches = new Map<string, Option.Option<RunRecord>>()
-    // Pipelines admitted by this run and not finished (at most maxAdmitted): a repeat of one of
-    // them must not start it a second time while its admission row may not be durable yet.
-    const inFlight = new Map<string, AnySpec>()
-    let conflict: PipelineIdentityConflict | null = null
 
     const crash = (cause: Cause.Cause<unknown>) =>
       Effect.sync(() => {
@@ -434,233 +422,33 @@ const runLoop = <S extends AnySpec, SE, SR>(
     }
 
     // ---- admission --------------------------------------------------------------------------
-
-    const policy: Admission.Policy = {
-      runId,
-      resume: config.resume,
-      freshRestart: config.freshRestart,
-      retrySucceeded: config.retrySucceeded,
-      exclusiveWriter: store.exclusiveWriter
-    }
-
-    const ownerStatus = (ownerRunId: string, now: number) =>
-      Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
-        let cached = runCaches.get(ownerRunId)
-        if (cached === undefined) {
-          cached = yield* store.getRun(ownerRunId)
-          runCaches.set(ownerRunId, cached)
-        }
-        if (Option.isNone(cached)) return "silent"
-        const r = cached.value
-        if (r.status !== "running") return "finished"
-        return now - r.heartbeatAt < staleAfterMs ? "live" : "silent"
-      })
-
-    /** The input of a resume at `cursor` (> 0): its checkpoint, or a restart from the seed. */
-    const loadStart = (spec: AnySpec, d: Extract<Admission.Admission, { _tag: "Resume" }>, now: number) =>
-      Effect.gen(function*(): Effect.fn.Return<{ start: Pipe.Start; events: ReadonlyArray<NewEvent> }, StoreUnavailable> {
-        const cursor = d.cursor
-        const restart = (kind: string, why: string) => ({
-          start: { cursor: 0, input: spec.seed, abandonedTask: d.abandonedTask },
-          events: [{ kind, pipelineId: spec.pipelineId, runId, data: { cursor, reason: why }, ts: now }]
-        })
-        const loaded = yield* store.getArtifact(spec.pipelineId, cursor - 1)
-        if (Option.isNone(loaded)) return restart("pipeline.checkpoint_missing", "no artifact at the cursor")
-        const { artifact, payload } = loaded.value
-        if (!artifact.available || payload === undefined) {
-          return restart("pipeline.checkpoint_missing", "artifact payload unavailable")
-        }
-        const task = (spec.template.tasks as ReadonlyArray<Task.Any>)[cursor - 1]!
-        const decoded = registryFor(task).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
-        if (decoded._tag === "Left") return restart("pipeline.checkpoint_unusable", decoded.left.message)
-        return {
-          start: { cursor, input: decoded.right, abandonedTask: d.abandonedTask },
-          events: d.claimedFrom === undefined
-            ? []
-            : [{ kind: "pipeline.claimed", pipelineId: spec.pipelineId, runId, data: { from: d.claimedFrom, cursor }, ts: now }]
-        }
-      })
-
-    const repair = (spec: AnySpec, stored: PipelineRecord) =>
-      Effect.gen(function*(): Effect.fn.Return<Option.Option<Option.Option<unknown>>, StoreUnavailable> {
-        const now = yield* Clock.currentTimeMillis
-        const nTasks = spec.template.nTasks
-        const loaded = yield* store.getArtifact(spec.pipelineId, nTasks - 1)
-        const task = (spec.template.tasks as ReadonlyArray<Task.Any>)[nTasks - 1]!
-        const usable = Option.flatMap(loaded, ({ artifact, payload }) => {
-          if (!artifact.available || payload === undefined) return Option.none()
-          const decoded = registryFor(task).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
-          return decoded._tag === "Right" ? Option.some(decoded.right) : Option.none()
-        })
-        if (Option.isNone(usable)) return Option.none()
-        const settled = yield* Effect.either(
-          Effect.zipRight(
-            store.markFinal(spec.pipelineId, nTasks - 1),
-            store.settlePipeline(spec.pipelineId, { state: "succeeded", nTasksDone: nTasks, runId, endedAt: now })
-          )
-        )
-        if (settled._tag === "Left") {
-          state.counters.repairFailures++
-          yield* emit("pipeline.terminal_repair_failed", spec.pipelineId, { phase: "settle", error: settled.left.message })
-          return Option.some(Option.none<unknown>())
-        }
-        yield* emit("pipeline.terminal_repaired", spec.pipelineId, {
-          previousState: stored.state,
-          previousRunId: stored.runId,
-          errorMessage: stored.errorMessage
-        })
-        return Option.some(Option.some(usable.value))
-      })
-
-    const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
-      Effect.gen(function*() {
-        if (batch.length === 0) return
-        const now = yield* Clock.currentTimeMillis
-        const storedMap = yield* store.getPipelines(batch.map((s) => s.pipelineId))
-        const seenInBatch = new Map<string, AnySpec>()
-        for (const spec of batch) {
-          if (state.stopping) return
-          const stored = storedMap.get(spec.pipelineId)
-          const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
-          if (earlier === undefined) seenInBatch.set(spec.pipelineId, spec)
-          const owner = earlier === undefined && Admission.needsOwner(stored, policy)
-            ? yield* ownerStatus(stored.runId, now)
-            : undefined
-          const decision = Admission.decide({
-            spec: {
-              pipelineId: spec.pipelineId,
-              specDigest: spec.specDigest,
-              seedDigest: spec.seedDigest,
-              nTasks: spec.template.nTasks
-            },
-            earlier,
-            stored,
-            owner,
-            policy
-          })
-          switch (decision._tag) {
-            case "Skip":
-              state.counters.skipped++
-              if (decision.reason !== "succeeded") {
-                yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
-                  ? { reason: decision.reason }
-                  : { reason: decision.reason, owner: decision.owner })
-              }
-              continue
-            case "Conflict": {
-              const e = decision.error
-              conflict = e
-              yield* emit("pipeline.identity_conflict", spec.pipelineId, {
-                storedSpecDigest: e.storedSpecDigest,
-                specDigest: e.specDigest,
-                storedSeedDigest: e.storedSeedDigest,
-                seedDigest: e.seedDigest,
-                ...(decision.duplicateInRun ? { duplicateInRun: true } : {})
-              })
-              requestStop("identity_conflict")
-              return
-            }
-            case "Corrupt":
-              state.counters.failed++
-              yield* emit("pipeline.corrupt_cursor", spec.pipelineId, {
-                cursor: decision.record.nTasksDone,
-                nTasks: spec.template.nTasks,
-                error: new CorruptCheckpoint({
-                  pipelineId: spec.pipelineId,
-                  message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
-                }).message
-              })
-              continue
-            case "Repair": {
-              const repaired = yield* repair(spec, decision.record)
-              if (Option.isSome(repaired)) {
-                if (Option.isSome(repaired.value)) {
-                  state.counters.succeeded++
-                  const record = yield* readRecord(spec.pipelineId)
-                  yield* finishCallback(record, repaired.value)
-                }
-                continue
-              }
-              // The terminal artifact is unusable: restart from the seed.
-              yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
-                kind: "pipeline.checkpoint_unusable",
-                pipelineId: spec.pipelineId,
-                runId,
-                data: { cursor: decision.record.nTasksDone, reason: "terminal artifact missing or undecodable" },
-                ts: now
-              }], decision.record, now)
-              continue
-            }
-            case "FromSeed":
-              yield* admitOne(
-                spec,
-                { cursor: 0, input: spec.seed, abandonedTask: decision.abandonedTask },
-                decision.isNew,
-                decision.event === undefined
-                  ? []
-                  : [{ kind: decision.event.kind, pipelineId: spec.pipelineId, runId, data: decision.event.data, ts: now }],
-                stored,
-                now
-              )
-              continue
-            case "Resume": {
-              const { events, start } = yield* loadStart(spec, decision, now)
-              yield* admitOne(spec, start, false, events, stored, now)
-            }
-          }
-        }
-      })
-
-    const admitOne = (
-      spec: AnySpec,
-      start: Pipe.Start,
-      isNew: boolean,
-      events: ReadonlyArray<NewEvent>,
-      stored: PipelineRecord | undefined,
-      now: number
-    ) =>
-      Effect.gen(function*() {
-        // The feeder is interrupted when the run stops, which ends this wait.
-        const hold = SlotGate.emptyHold()
-        yield* admission.take(hold)
-        if (state.stopping) {
-          admission.release(hold)
-          return
-        }
-        state.admitted++
-        state.counters.admitted++
-        inFlight.set(spec.pipelineId, spec)
-        if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
-        const record = Rows.admissionRow(spec, start.cursor, stored, runId, now)
-        // The seed is stored once, with the row, as the artifact at seq -1.
-        const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
-        // The row is written by the pipeline's own fiber, so that the admissions of many
-        // pipelines share one group commit instead of the feeder waiting for each.
-        const admitted = events.length === 0
-          ? store.admit([record], seeds)
-          : Effect.zipRight(
-            store.admit([record], seeds),
-            Effect.forEach(events, (e) => store.emitEvent(e), { discard: true })
-          )
-        yield* FiberSet.run(
-          fibers,
-          Effect.zipRight(admitted, Pipe.run(pipelineEnv, spec, start)).pipe(
-            Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
-            Effect.ensuring(Effect.sync(() => {
-              admission.release(hold)
-              state.admitted--
-              inFlight.delete(spec.pipelineId)
-            }))
-          )
-        )
-      })
+    const admit = Admit.make({
+      state,
+      store,
+      policy: {
+        runId,
+        resume: config.resume,
+        freshRestart: config.freshRestart,
+        retrySucceeded: config.retrySucceeded,
+        exclusiveWriter: store.exclusiveWriter
+      },
+      staleAfterMs,
+      registryFor,
+      emit,
+      readRecord,
+      finishCallback,
+      admission,
+      fibers,
+      launch: (spec, start) => Pipe.run(pipelineEnv, spec, start),
+      crash
+    })
 
     const feeder = Effect.gen(function*() {
       const stream = sourceToStream<AnySpec, SE, SR>(source)
       const batchSize = Math.max(1, Math.min(256, config.maxAdmitted))
       yield* stream.pipe(
         Stream.rechunk(batchSize),
-        Stream.runForEachChunk((chunk) => state.stopping ? Effect.interrupt : admitBatch(Array.from(chunk)))
+        Stream.runForEachChunk((chunk) => state.stopping ? Effect.interrupt : admit.admitBatch(Array.from(chunk)))
       )
     })
 
@@ -691,6 +479,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     yield* persistResources
     const endedAt = yield* Clock.currentTimeMillis
     const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
+    const conflict = admit.conflict()
     yield* store.finishRun(runId, { status: conflict !== null ? "failed" : status, endedAt, stopReason: state.stopReason })
     runClosed = true
     yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
@@ -706,7 +495,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       }
       return yield* (new WorkerCrashed({ message: `a worker crashed: ${Cause.pretty(c).slice(0, 2000)}` }))
     }
-    if (conflict !== null) return yield* (conflict as PipelineIdentityConflict)
+    if (conflict !== null) return yield* conflict
     if (Option.isSome(sourceFailure) && !Cause.isInterruptedOnly(sourceFailure.value)) {
       return yield* Effect.failCause(sourceFailure.value)
     }

@@ -21,9 +21,10 @@
  * (`start` returns it in a `Scope`, the way `Command.start` returns a `Process`; `run` is
  * start + await). The code is in `internal/runner/`: the run loop (`run.ts`), admission
  * (`admit.ts`, performing the decisions of `admission.ts`: a data type and a pure `decide`),
- * one pipeline's fiber (`pipeline.ts`), the rows a run writes (`rows.ts`), the FIFO slot gate (`slotGate.ts`), the
- * attempt context (`attemptContext.ts`), the run state (`state.ts`), the report
- * (`report.ts`) and the stop signals (`signals.ts`).
+ * one pipeline's fiber (`pipeline.ts`), the rows a run writes (`rows.ts`), the FIFO slot
+ * gate (`slotGate.ts`), the attempt context (`attemptContext.ts`), the run state
+ * (`state.ts`), the report (`report.ts`) and the stop signals (`signals.ts`). Each receives
+ * an explicit environment record (`RunnerEnv`, `AdmitEnv`, `PipelineEnv`).
  *
  * @since 0.1.0
  */

@@ -27,7 +27,7 @@ import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
 import { constants as osConstants } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Console, Duration, Effect, Either, Layer, Option, Stream } from "effect"
+import { Console, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
@@ -288,7 +288,13 @@ const runOne = (args: RunArgs, resume: boolean) =>
         if (notice !== undefined) yield* Console.error(notice)
       }
       const runner = yield* Runner.Runner
-      yield* Progress.track(runner, {
+      // Built-in tasks need the subprocess runner and the file system; both are provided here.
+      const run = yield* (runner.start(specs, { registry }) as Effect.Effect<
+        Runner.RunHandle<SourceError | SeedError | ConfigError>,
+        ConfigError,
+        FileSystem.FileSystem | ProcessRunner | Scope.Scope
+      >)
+      yield* Progress.track(run, {
         total,
         quiet: args.quiet,
         ...Progress.stderrSink(),
@@ -296,14 +302,9 @@ const runOne = (args: RunArgs, resume: boolean) =>
         width: process.stderr.columns !== undefined && process.stderr.columns > 0 ? process.stderr.columns : 80,
         ...(progressInterval !== undefined ? { interval: progressInterval } : {})
       })
-      // Built-in tasks need the subprocess runner and the file system; both are provided here.
-      const report = yield* (runner.run(specs, { registry }) as Effect.Effect<
-        Runner.RunReport,
-        Runner.RunError | SourceError | SeedError | ConfigError,
-        FileSystem.FileSystem | ProcessRunner
-      >).pipe(
-        Effect.tap((r) => Effect.annotateCurrentSpan({ "assay.run.id": r.runId, "assay.run.status": r.status })),
-        Effect.withSpan("assay.run", {
+      // the command's span: the runner's `assay.run` span (run id, status) is its child
+      const report = yield* run.await.pipe(
+        Effect.withSpan("assay.command", {
           attributes: {
             "assay.command": resume ? "resume" : "run",
             "assay.config": path.basename(args.config),

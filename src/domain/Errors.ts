@@ -392,6 +392,48 @@ export class WorkerCrashed extends Schema.TaggedError<WorkerCrashed>("assay/Work
 }) {}
 
 /**
+ * An attempt ran longer than its task's `timeout` and was interrupted. Class `timeout`.
+ * Raised by the runner (re-exported as `Runner.TaskTimeout`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TaskTimeout extends Schema.TaggedError<TaskTimeout>("assay/TaskTimeout")("TaskTimeout", {
+  taskName: Schema.String,
+  /** The per-attempt timeout, in milliseconds. */
+  timeoutMs: Schema.Number,
+  errorClass: Schema.Literal("timeout")
+}) {
+  override get message(): string {
+    return `task "${this.taskName}" did not finish within ${this.timeoutMs} ms`
+  }
+}
+
+/**
+ * A task spent its `retry.maxTotal`: the attempt running (or waiting for a lease) when the
+ * budget ran out was interrupted. The budget counts from the task's first attempt and covers
+ * attempts, retry delays and lease waits. `waitingFor` says what held the pool, when
+ * something did (throttled keys, open breakers). Class `timeout`; never retried (its
+ * decision is `total_budget`). Raised by the runner (re-exported as `Runner.MaxTotalExceeded`).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class MaxTotalExceeded extends Schema.TaggedError<MaxTotalExceeded>("assay/MaxTotalExceeded")("MaxTotalExceeded", {
+  taskName: Schema.String,
+  /** The budget, in milliseconds. */
+  maxTotalMs: Schema.Number,
+  waitingFor: Schema.optional(Schema.String),
+  errorClass: Schema.Literal("timeout")
+}) {
+  override get message(): string {
+    return `task "${this.taskName}" spent its retry.maxTotal of ${humanDuration(this.maxTotalMs)}${
+      this.waitingFor === undefined ? "" : ` (${this.waitingFor})`
+    }`
+  }
+}
+
+/**
  * Every tagged error assay raises.
  *
  * @since 0.1.0
@@ -414,6 +456,8 @@ export type AssayError =
   | CorruptCheckpoint
   | StoreUnavailable
   | WorkerCrashed
+  | TaskTimeout
+  | MaxTotalExceeded
 
 const tagOf = (u: unknown): string | undefined =>
   Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" ? u._tag : undefined

@@ -1,7 +1,8 @@
 /**
- * The progress display of `assay run`: a scoped fiber that samples the runner's live figures
- * ({@link LiveStats}) and renders done / total (when the source size is known), rate, ETA,
- * failures, interrupted pipelines, retries waiting, attempts in flight and admitted pipelines.
+ * The progress display of `assay run`: a scoped fiber that samples a run's live figures
+ * ({@link LiveStats}, from its `RunHandle`) and renders done / total (when the source size is
+ * known), rate, ETA, failures, interrupted pipelines, retries waiting, attempts in flight and
+ * admitted pipelines.
  *
  * - on a terminal: one line redrawn in place (`\r` + ANSI "erase line") every 200 ms, cut to
  *   the terminal's width, ended with a newline when the scope closes;
@@ -17,7 +18,7 @@
  */
 import { Clock, Duration, Effect, Schedule, type Scope } from "effect"
 import { bar, formatDuration, formatRate, formatUntil } from "./Monitor.js"
-import type { LiveStats } from "./Runner.js"
+import type { LiveStats, RunHandle } from "./Runner.js"
 
 /**
  * What the display shows at one instant.
@@ -228,26 +229,29 @@ export const makeSampler = (startMs: number, total: number | undefined) => {
 }
 
 /**
- * Starts the progress display for the scope: a fiber samples `source.stats` every
- * `interval` and writes to `out`; when the scope closes the fiber stops and a final line is
- * written (on a terminal: the line completed with a newline). With `quiet` it does nothing.
- * `source` is the runner (any value with a `stats` Effect).
+ * Starts the progress display of one run for the scope: a fiber samples `run.stats` (the
+ * run's {@link RunHandle}) every `interval` and writes to `out`; when the scope closes the
+ * fiber stops and a final line is written (on a terminal: the line completed with a newline).
+ * With `quiet` it does nothing. Any value with a `stats` Effect fits (the `Runner` service
+ * too: it shows the run it started last).
  *
  * How `assay run` uses it (progress on stderr, so stdout keeps the report):
  *
  * ```ts
  * Effect.scoped(Effect.gen(function*() {
  *   const runner = yield* Runner.Runner
- *   yield* Progress.track(runner, { total, quiet, ...Progress.stderrSink() })
- *   return yield* runner.run(specs, options)
+ *   const run = yield* runner.start(specs, options)
+ *   yield* Progress.track(run, { total, quiet, ...Progress.stderrSink() })
+ *   return yield* run.await
  * }))
  * ```
  *
+ * @param run the run to show (its live figures)
  * @since 0.1.0
  * @category constructors
  */
 export const track = (
-  source: { readonly stats: Effect.Effect<LiveStats> },
+  run: Pick<RunHandle, "stats">,
   options: ProgressOptions
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -257,7 +261,7 @@ export const track = (
     const intervalMs = Duration.toMillis(Duration.decode(options.interval ?? (tty ? "200 millis" : "10 seconds")))
     const start = yield* Clock.currentTimeMillis
     const sample = makeSampler(start, options.total)
-    const view = (final: boolean) => Effect.zipWith(source.stats, Clock.currentTimeMillis, (st, now) => sample(st, now, final))
+    const view = (final: boolean) => Effect.zipWith(run.stats, Clock.currentTimeMillis, (st, now) => sample(st, now, final))
     const line = (v: ProgressView) => renderProgress(v, width)
     // Registered first, so it runs after the ticking fiber is interrupted: the last frame.
     yield* Effect.addFinalizer(() =>

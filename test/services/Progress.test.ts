@@ -1,6 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Ref, TestClock } from "effect"
+import { Effect, Fiber, Layer, Ref, TestClock } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
 import * as Progress from "../../src/services/Progress.js"
+import * as Runner from "../../src/services/Runner.js"
 import type { LiveStats } from "../../src/services/Runner.js"
 
 const stats = (
@@ -232,4 +237,36 @@ describe("Progress", () => {
         assert.match(l.trimEnd(), / · \d+s$/)
       }
     }))
+
+  it.effect("tracks a run through its handle: live figures while it runs, the run's own totals at the end", () =>
+    Effect.gen(function*() {
+      const written = yield* Ref.make<ReadonlyArray<string>>([])
+      const out = (text: string) => Ref.update(written, (w) => [...w, text])
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("400 millis"), n))
+      const template = Pipeline.make("tracked", slow)
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        const runner = yield* Runner.Runner
+        const run = yield* runner.start(template.map(Array.from({ length: 12 }, (_, i) => i)))
+        yield* Progress.track(run, { total: 12, tty: false, out })
+        return yield* run.await
+      })))
+      yield* TestClock.adjust("1100 millis")
+      const mid = yield* Ref.get(written)
+      assert.strictEqual(mid.length, 1)
+      // 4 attempts at a time, 400 ms each: 8 done at 800 ms, the last 4 in flight at 1 s
+      assert.include(mid[0]!, "8/12")
+      assert.include(mid[0]!, "4 in flight")
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 12)
+      const lines = yield* Ref.get(written)
+      assert.include(lines[lines.length - 1]!, "12/12 100.0%")
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          Runner.layer({ handleSignals: false, concurrency: 4 }),
+          Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+        )
+      )
+    ))
 })

@@ -3,8 +3,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Clock, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
-import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import { Clock, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestClock, Tracer } from "effect"
+import { FatalError, RetryableError, StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
@@ -655,4 +655,102 @@ describe("Runner: resume rules", () => {
       const rows = fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.deepStrictEqual(rows.map((r) => r.state), ["succeeded", "succeeded", "succeeded"])
     }).pipe(Effect.provide(Layer.merge(env(), NodeContext.layer))))
+})
+
+describe("Runner: run handles, spans, the report", () => {
+  it.effect("start returns the run's handle at once; two runs of one runner go on side by side, each with its own figures and stop", () =>
+    Effect.gen(function*() {
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("1 second"), n))
+      const template = Pipeline.make("handles", slow)
+      const runner = yield* Runner.Runner
+      const { a, b, reportA, reportB } = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* runner.start(template.map([1, 2, 3, 4]), { runId: "run-a" })
+        const b = yield* runner.start(template.map([5, 6]), { runId: "run-b", concurrency: 1 })
+        assert.strictEqual(a.runId, "run-a")
+        yield* TestClock.adjust("10 millis")
+        const liveA = yield* a.stats
+        const liveB = yield* b.stats
+        assert.deepStrictEqual([liveA.runId, liveA.inFlight], ["run-a", 4])
+        assert.deepStrictEqual([liveB.runId, liveB.inFlight], ["run-b", 1])
+        // the runner's own figures are those of the run started last
+        assert.strictEqual((yield* runner.stats).runId, "run-b")
+        yield* b.stop("only b")
+        yield* TestClock.adjust("2 seconds")
+        const reportA = yield* a.await
+        const reportB = yield* b.await
+        return { a, b, reportA, reportB }
+      }))
+      assert.deepStrictEqual([reportA.runId, reportA.status, reportA.stats.byState.succeeded], ["run-a", "completed", 4])
+      assert.deepStrictEqual([reportB.runId, reportB.status, reportB.stopReason], ["run-b", "interrupted", "only b"])
+      // a finished run's handle still reads its figures; stopping it does nothing
+      yield* a.stop("late")
+      assert.isFalse((yield* a.stats).stopping)
+      assert.strictEqual((yield* b.stats).counters.interrupted + (yield* b.stats).counters.succeeded, 2)
+    }).pipe(Effect.provide(env({ grace: "1 second" }))))
+
+  it.effect("closing the scope a run was started in interrupts it: its rows end interrupted and the run is closed", () =>
+    Effect.gen(function*() {
+      const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("10 seconds"), n))
+      const runner = yield* Runner.Runner
+      const runId = yield* Effect.scoped(Effect.gen(function*() {
+        const run = yield* runner.start(Pipeline.make("scoped", slow).map([1, 2]))
+        yield* TestClock.adjust("1 second")
+        return run.runId
+      }))
+      const store = yield* Store
+      const record = yield* store.getRun(runId)
+      assert.isTrue(Option.isSome(record))
+      assert.strictEqual(Option.getOrThrow(record).status, "interrupted")
+      assert.strictEqual((yield* store.stats(runId)).byState.interrupted, 2)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a span per run (assay.run, with its runId) and per attempt (assay.attempt, child of the run's span)", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.Span> = []
+      const base = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: (f) => f()
+      })
+      const flaky = Task.make("flaky", { retry: { maxAttempts: 2, base: "10 millis", jitter: "none" } }, (n: number, ctx) =>
+        ctx.attempt === 1 ? Effect.fail(new RetryableError({ message: "once", errorClass: "upstream" })) : Effect.succeed(n))
+      const report = yield* Effect.fork(Runner.run(Pipeline.make("spans", inc, flaky).map([1, 2]))).pipe(
+        Effect.flatMap((f) => Effect.zipRight(TestClock.adjust("1 second"), Fiber.join(f))),
+        Effect.withTracer(recording)
+      )
+      const run = spans.filter((s) => s.name === "assay.run")
+      assert.strictEqual(run.length, 1)
+      assert.strictEqual(run[0]!.attributes.get("runId"), report.runId)
+      const attempts = spans.filter((s) => s.name === "assay.attempt")
+      // 2 pipelines × (inc once + flaky twice)
+      assert.strictEqual(attempts.length, 6)
+      for (const s of attempts) {
+        assert.strictEqual(Option.getOrThrow(s.parent).spanId, run[0]!.spanId)
+        assert.strictEqual(s.status._tag, "Ended")
+      }
+      const flakyAttempts = attempts.filter((s) => s.attributes.get("task") === "flaky").map((s) => s.attributes.get("attempt"))
+      assert.deepStrictEqual(flakyAttempts.sort(), [1, 1, 2, 2])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("exportJsonl writes atomically: a read failure half-way leaves neither the file nor a temp file", () =>
+    Effect.gen(function*() {
+      const report = yield* Runner.run(Pipeline.make("export", inc, double).map([1, 2, 3]))
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-export-"))
+      const file = path.join(dir, "run.jsonl")
+      const store = yield* Store
+      const failing = {
+        ...store,
+        streamPipelines: (o?: Parameters<typeof store.streamPipelines>[0]) =>
+          Stream.concat(Stream.take(store.streamPipelines(o), 1), Stream.fail(new StoreUnavailable({ message: "disk gone" })))
+      }
+      const exit = yield* Effect.exit(report.exportJsonl(file).pipe(Effect.provideService(Store, failing)))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepStrictEqual(fs.readdirSync(dir), [])
+      // and the plain report is data: JSON round-trips its facts
+      assert.deepStrictEqual(JSON.parse(JSON.stringify(report)), report.toJSON())
+    }).pipe(Effect.provide(env())))
 })

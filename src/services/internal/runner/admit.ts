@@ -1,0 +1,285 @@
+/**
+ * Admission: the feeder's side of a run. For each batch of specs it reads their stored rows in
+ * one query, asks the pure {@link Admission.decide} what to do with each, and performs the
+ * decision: skip (with its event), load a resume's checkpoint, repair a torn terminal state,
+ * report a conflict (which stops the run), or admit the pipeline once an admission slot
+ * (`maxAdmitted`) is free and launch its fiber.
+ *
+ * Everything it needs comes in one {@link AdmitEnv} record, built once per run.
+ *
+ * @internal
+ */
+import { Cause, Clock, Effect, FiberSet, Option } from "effect"
+import type { CodecRegistry } from "../../../domain/Codec.js"
+import { CorruptCheckpoint, type PipelineIdentityConflict, type StoreUnavailable } from "../../../domain/Errors.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { PipelineRecord, RunRecord } from "../../../domain/Records.js"
+import type * as Task from "../../../domain/Task.js"
+import type { NewEvent, StoreService } from "../../Store.js"
+import * as Admission from "./admission.js"
+import type * as Pipe from "./pipeline.js"
+import * as Rows from "./rows.js"
+import * as SlotGate from "./slotGate.js"
+import * as State from "./state.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * What admission reads from its run.
+ *
+ * - `policy`: the run's admission policy; `staleAfterMs`: how old an owner's heartbeat may be
+ *   for the owner to count as live;
+ * - `readRecord` / `finishCallback`: the durable row of a pipeline, and the user's
+ *   finished-pipeline callback (for repaired pipelines);
+ * - `admission`: the admission slots (`maxAdmitted`); `fibers`: where pipeline fibers run;
+ * - `launch`: runs one admitted pipeline from its start; `crash`: what a pipeline fiber's
+ *   defect does to the run.
+ *
+ * @internal
+ */
+export interface AdmitEnv {
+  readonly state: State.RunState
+  readonly store: StoreService
+  readonly policy: Admission.Policy
+  readonly staleAfterMs: number
+  readonly registryFor: (task: Task.Any) => CodecRegistry
+  readonly emit: (kind: string, pipelineId: string | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
+  readonly readRecord: (pipelineId: string) => Effect.Effect<PipelineRecord, StoreUnavailable>
+  readonly finishCallback: (record: PipelineRecord, output: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
+  readonly admission: SlotGate.SlotGate
+  readonly fibers: FiberSet.FiberSet<void, never>
+  readonly launch: (spec: AnySpec, start: Pipe.Start) => Effect.Effect<void, StoreUnavailable>
+  readonly crash: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
+}
+
+/**
+ * The admission of one run: `admitBatch(specs)` (called by the feeder, in source order) and
+ * `conflict()`, the identity conflict that stopped the run (or `null`).
+ *
+ * @internal
+ */
+export const make = (env: AdmitEnv) => {
+  const { admission, crash, emit, fibers, finishCallback, readRecord, registryFor, staleAfterMs, state, store } = env
+  const runId = state.runId
+  const policy = env.policy
+  // Run records of the owners of stored rows, looked up once per run.
+  const runCaches = new Map<string, Option.Option<RunRecord>>()
+  // Pipelines admitted by this run and not finished (at most maxAdmitted): a repeat of one of
+  // them must not start it a second time while its admission row may not be durable yet.
+  const inFlight = new Map<string, AnySpec>()
+  let conflict: PipelineIdentityConflict | null = null
+
+  const ownerStatus = (ownerRunId: string, now: number) =>
+    Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
+      let cached = runCaches.get(ownerRunId)
+      if (cached === undefined) {
+        cached = yield* store.getRun(ownerRunId)
+        runCaches.set(ownerRunId, cached)
+      }
+      if (Option.isNone(cached)) return "silent"
+      const r = cached.value
+      if (r.status !== "running") return "finished"
+      return now - r.heartbeatAt < staleAfterMs ? "live" : "silent"
+    })
+
+  /** The input of a resume at `cursor` (> 0): its checkpoint, or a restart from the seed. */
+  const loadStart = (spec: AnySpec, d: Extract<Admission.Admission, { _tag: "Resume" }>, now: number) =>
+    Effect.gen(function*(): Effect.fn.Return<{ start: Pipe.Start; events: ReadonlyArray<NewEvent> }, StoreUnavailable> {
+      const cursor = d.cursor
+      const restart = (kind: string, why: string) => ({
+        start: { cursor: 0, input: spec.seed, abandonedTask: d.abandonedTask },
+        events: [{ kind, pipelineId: spec.pipelineId, runId, data: { cursor, reason: why }, ts: now }]
+      })
+      const loaded = yield* store.getArtifact(spec.pipelineId, cursor - 1)
+      if (Option.isNone(loaded)) return restart("pipeline.checkpoint_missing", "no artifact at the cursor")
+      const { artifact, payload } = loaded.value
+      if (!artifact.available || payload === undefined) {
+        return restart("pipeline.checkpoint_missing", "artifact payload unavailable")
+      }
+      const task = (spec.template.tasks as ReadonlyArray<Task.Any>)[cursor - 1]!
+      const decoded = registryFor(task).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
+      if (decoded._tag === "Left") return restart("pipeline.checkpoint_unusable", decoded.left.message)
+      return {
+        start: { cursor, input: decoded.right, abandonedTask: d.abandonedTask },
+        events: d.claimedFrom === undefined
+          ? []
+          : [{ kind: "pipeline.claimed", pipelineId: spec.pipelineId, runId, data: { from: d.claimedFrom, cursor }, ts: now }]
+      }
+    })
+
+  const repair = (spec: AnySpec, stored: PipelineRecord) =>
+    Effect.gen(function*(): Effect.fn.Return<Option.Option<Option.Option<unknown>>, StoreUnavailable> {
+      const now = yield* Clock.currentTimeMillis
+      const nTasks = spec.template.nTasks
+      const loaded = yield* store.getArtifact(spec.pipelineId, nTasks - 1)
+      const task = (spec.template.tasks as ReadonlyArray<Task.Any>)[nTasks - 1]!
+      const usable = Option.flatMap(loaded, ({ artifact, payload }) => {
+        if (!artifact.available || payload === undefined) return Option.none()
+        const decoded = registryFor(task).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
+        return decoded._tag === "Right" ? Option.some(decoded.right) : Option.none()
+      })
+      if (Option.isNone(usable)) return Option.none()
+      const settled = yield* Effect.either(
+        Effect.zipRight(
+          store.markFinal(spec.pipelineId, nTasks - 1),
+          store.settlePipeline(spec.pipelineId, { state: "succeeded", nTasksDone: nTasks, runId, endedAt: now })
+        )
+      )
+      if (settled._tag === "Left") {
+        state.counters.repairFailures++
+        yield* emit("pipeline.terminal_repair_failed", spec.pipelineId, { phase: "settle", error: settled.left.message })
+        return Option.some(Option.none<unknown>())
+      }
+      yield* emit("pipeline.terminal_repaired", spec.pipelineId, {
+        previousState: stored.state,
+        previousRunId: stored.runId,
+        errorMessage: stored.errorMessage
+      })
+      return Option.some(Option.some(usable.value))
+    })
+
+  const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
+    Effect.gen(function*() {
+      if (batch.length === 0) return
+      const now = yield* Clock.currentTimeMillis
+      const storedMap = yield* store.getPipelines(batch.map((s) => s.pipelineId))
+      const seenInBatch = new Map<string, AnySpec>()
+      for (const spec of batch) {
+        if (state.stopping) return
+        const stored = storedMap.get(spec.pipelineId)
+        const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
+        if (earlier === undefined) seenInBatch.set(spec.pipelineId, spec)
+        const owner = earlier === undefined && Admission.needsOwner(stored, policy)
+          ? yield* ownerStatus(stored.runId, now)
+          : undefined
+        const decision = Admission.decide({
+          spec: {
+            pipelineId: spec.pipelineId,
+            specDigest: spec.specDigest,
+            seedDigest: spec.seedDigest,
+            nTasks: spec.template.nTasks
+          },
+          earlier,
+          stored,
+          owner,
+          policy
+        })
+        switch (decision._tag) {
+          case "Skip":
+            state.counters.skipped++
+            if (decision.reason !== "succeeded") {
+              yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
+                ? { reason: decision.reason }
+                : { reason: decision.reason, owner: decision.owner })
+            }
+            continue
+          case "Conflict": {
+            const e = decision.error
+            conflict = e
+            yield* emit("pipeline.identity_conflict", spec.pipelineId, {
+              storedSpecDigest: e.storedSpecDigest,
+              specDigest: e.specDigest,
+              storedSeedDigest: e.storedSeedDigest,
+              seedDigest: e.seedDigest,
+              ...(decision.duplicateInRun ? { duplicateInRun: true } : {})
+            })
+            State.requestStop(state, "identity_conflict")
+            return
+          }
+          case "Corrupt":
+            state.counters.failed++
+            yield* emit("pipeline.corrupt_cursor", spec.pipelineId, {
+              cursor: decision.record.nTasksDone,
+              nTasks: spec.template.nTasks,
+              error: new CorruptCheckpoint({
+                pipelineId: spec.pipelineId,
+                message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
+              }).message
+            })
+            continue
+          case "Repair": {
+            const repaired = yield* repair(spec, decision.record)
+            if (Option.isSome(repaired)) {
+              if (Option.isSome(repaired.value)) {
+                state.counters.succeeded++
+                const record = yield* readRecord(spec.pipelineId)
+                yield* finishCallback(record, repaired.value)
+              }
+              continue
+            }
+            // The terminal artifact is unusable: restart from the seed.
+            yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
+              kind: "pipeline.checkpoint_unusable",
+              pipelineId: spec.pipelineId,
+              runId,
+              data: { cursor: decision.record.nTasksDone, reason: "terminal artifact missing or undecodable" },
+              ts: now
+            }], decision.record, now)
+            continue
+          }
+          case "FromSeed":
+            yield* admitOne(
+              spec,
+              { cursor: 0, input: spec.seed, abandonedTask: decision.abandonedTask },
+              decision.isNew,
+              decision.event === undefined
+                ? []
+                : [{ kind: decision.event.kind, pipelineId: spec.pipelineId, runId, data: decision.event.data, ts: now }],
+              stored,
+              now
+            )
+            continue
+          case "Resume": {
+            const { events, start } = yield* loadStart(spec, decision, now)
+            yield* admitOne(spec, start, false, events, stored, now)
+          }
+        }
+      }
+    })
+
+  const admitOne = (
+    spec: AnySpec,
+    start: Pipe.Start,
+    isNew: boolean,
+    events: ReadonlyArray<NewEvent>,
+    stored: PipelineRecord | undefined,
+    now: number
+  ) =>
+    Effect.gen(function*() {
+      // The feeder is interrupted when the run stops, which ends this wait.
+      const hold = SlotGate.emptyHold()
+      yield* admission.take(hold)
+      if (state.stopping) {
+        admission.release(hold)
+        return
+      }
+      state.admitted++
+      state.counters.admitted++
+      inFlight.set(spec.pipelineId, spec)
+      if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
+      const record = Rows.admissionRow(spec, start.cursor, stored, runId, now)
+      // The seed is stored once, with the row, as the artifact at seq -1.
+      const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
+      // The row is written by the pipeline's own fiber, so that the admissions of many
+      // pipelines share one group commit instead of the feeder waiting for each.
+      const admitted = events.length === 0
+        ? store.admit([record], seeds)
+        : Effect.zipRight(
+          store.admit([record], seeds),
+          Effect.forEach(events, (e) => store.emitEvent(e), { discard: true })
+        )
+      yield* FiberSet.run(
+        fibers,
+        Effect.zipRight(admitted, env.launch(spec, start)).pipe(
+          Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
+          Effect.ensuring(Effect.sync(() => {
+            admission.release(hold)
+            state.admitted--
+            inFlight.delete(spec.pipelineId)
+          }))
+        )
+      )
+    })
+
+  return { admitBatch, conflict: (): PipelineIdentityConflict | null => conflict }
+}

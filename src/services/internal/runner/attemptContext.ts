@@ -1,0 +1,145 @@
+/**
+ * The {@link TaskContext} of one attempt, and what every attempt context of a run shares.
+ *
+ * @internal
+ */
+import { type Context, Effect } from "effect"
+import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { digest } from "../../../domain/Json.js"
+import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
+import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Task from "../../../domain/Task.js"
+import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
+import type { BusService } from "../../Bus.js"
+import type { Holder, Pools } from "../../Pool.js"
+import type { StoreService } from "../../Store.js"
+
+/**
+ * A 32-bit seed per (pipeline, seq, attempt): the same attempt always gets the same seed.
+ *
+ * @internal
+ */
+export const attemptSeed = (pipelineId: string, seq: number, attempt: number): number =>
+  Number.parseInt(digest(`${pipelineId}:${seq}:${attempt}`).slice(0, 8), 16) >>> 0
+
+/**
+ * What every attempt context of a run shares.
+ *
+ * @internal
+ */
+export interface AttemptShared {
+  readonly runId: string
+  readonly bus: BusService
+  readonly store: StoreService
+  readonly pools: Context.Tag.Service<Pools>
+  readonly emit: (kind: string, pipelineId: string | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
+  readonly reportMetric: (
+    name: string,
+    value: unknown,
+    options: MetricOptions & { readonly pipelineId?: string | null | undefined }
+  ) => Effect.Effect<void, StoreUnavailable | ConfigError>
+}
+
+/**
+ * The {@link TaskContext} of one attempt. A class, so that an attempt allocates one object:
+ * the functions a task may call are built on first access (getters returning closures, so
+ * destructuring `const { acquire } = ctx` still works), and the lease bookkeeping only when a
+ * lease is taken.
+ *
+ * @internal
+ */
+export class AttemptContext implements TaskContext {
+  readonly runId: string
+  readonly bus: BusService
+  readonly store: StoreService
+  readonly taskName: string
+  readonly meta: Record<string, unknown> = {}
+  /** Ids of every lease taken by the attempt (undefined until the first). */
+  leaseIds: Array<string> | undefined = undefined
+  /** Whether the escape hatch was used (its leases are reclaimed after the attempt). */
+  rawLeases = false
+  #seed: number | undefined = undefined
+  #holder: Holder | undefined = undefined
+  readonly #shared: AttemptShared
+  readonly #task: Task.Any
+
+  constructor(
+    shared: AttemptShared,
+    task: Task.Any,
+    readonly pipelineId: string,
+    readonly seq: number,
+    readonly attempt: number
+  ) {
+    this.#shared = shared
+    this.#task = task
+    this.runId = shared.runId
+    this.bus = shared.bus
+    this.store = shared.store
+    this.taskName = task.name
+  }
+
+  /** The pool owner key of this attempt (leases, reclaim). */
+  get owner(): string {
+    return `${this.pipelineId}:${this.seq}:${this.attempt}`
+  }
+  get seed(): number {
+    return this.#seed ??= attemptSeed(this.pipelineId, this.seq, this.attempt)
+  }
+  #holderOf(): Holder {
+    const task = this.#task
+    return this.#holder ??= {
+      taskName: task.name,
+      pipelineId: this.pipelineId,
+      defaultPool: task.options.resource ?? undefined,
+      defaultAlgorithm: (task.options.algorithmInstance ?? task.options.algorithm ?? undefined) as Holder[
+        "defaultAlgorithm"
+      ],
+      owner: this.owner,
+      maxServerDelayMs: RetryPolicy.maxServerDelayMs(task.options.retry)
+    }
+  }
+  #track(lease: Lease): void {
+    ;(this.leaseIds ??= []).push(lease.id)
+  }
+  get publishResource(): TaskContext["publishResource"] {
+    return (pool, resource) => this.#shared.pools.add(pool, resource)
+  }
+  get revokeResource(): TaskContext["revokeResource"] {
+    return (pool, id, reason) => this.#shared.pools.revoke(pool, id, reason)
+  }
+  get subscribe(): TaskContext["subscribe"] {
+    return (filter) => this.#shared.pools.subscribe(filter)
+  }
+  get acquire(): TaskContext["acquire"] {
+    return <Client,>(opts?: AcquireOptions | string) =>
+      // The pool tracks the attempt's unreleased leases under its owner key (held pools for
+      // deadlock warnings, reclaim); the attempt only records the ids for its task row.
+      Effect.map(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
+        this.#track(lease)
+        return lease
+      })
+  }
+  get acquireLease(): TaskContext["acquireLease"] {
+    return <Client,>(opts?: AcquireOptions | string) =>
+      Effect.tap(
+        Effect.suspend(() => {
+          this.rawLeases = true
+          return this.#shared.pools.acquireRaw<Client>(opts, this.#holderOf())
+        }),
+        (lease) => Effect.sync(() => this.#track(lease))
+      )
+  }
+  get heldLeases(): TaskContext["heldLeases"] {
+    return this.#shared.pools.heldBy(this.owner)
+  }
+  get reclaimNow(): TaskContext["reclaimNow"] {
+    return Effect.asVoid(this.#shared.pools.releaseAll(this.owner))
+  }
+  get emit(): TaskContext["emit"] {
+    return (kind, data) => this.#shared.emit(kind, this.pipelineId, data ?? {})
+  }
+  get reportMetric(): TaskContext["reportMetric"] {
+    return (name, value, o) =>
+      this.#shared.reportMetric(name, value, { ...o, pipelineId: o?.scope === "run" ? null : this.pipelineId })
+  }
+}

@@ -1,0 +1,429 @@
+/**
+ * One admitted pipeline, run to a terminal state on its own fiber: its tasks in order, each
+ * task's attempts until success or a declined retry, a checkpoint after every task, and the
+ * interrupted row when a stop (or an interruption from outside) ends it early.
+ *
+ * Everything it needs comes in one {@link PipelineEnv} record, built once per run.
+ *
+ * @internal
+ */
+import {
+  Cause,
+  type Clock,
+  type Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Option,
+  Predicate
+} from "effect"
+import type { CodecRegistry } from "../../../domain/Codec.js"
+import { classifyCause, LeaseLeakError, MaxTotalExceeded, type StoreUnavailable, TaskTimeout } from "../../../domain/Errors.js"
+import { digest } from "../../../domain/Json.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { AttemptOutcome } from "../../../domain/Records.js"
+import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Task from "../../../domain/Task.js"
+import type { Pools } from "../../Pool.js"
+import type { StoreService } from "../../Store.js"
+import { type AttemptShared, AttemptContext } from "./attemptContext.js"
+import * as Rows from "./rows.js"
+import type { SlotGate, SlotHold } from "./slotGate.js"
+import { emptyHold } from "./slotGate.js"
+import type { RunState } from "./state.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * Where a pipeline starts: its cursor and the input of the task at that cursor.
+ *
+ * @internal
+ */
+export interface Start {
+  readonly cursor: number
+  readonly input: unknown
+  /** An attempt in flight when the previous owner died, to record as abandoned. */
+  readonly abandonedTask: boolean
+}
+
+/**
+ * What a pipeline fiber reads from its run.
+ *
+ * - `slots`: the worker slots (`concurrency`);
+ * - `clock`: the run's clock, read synchronously on the hot path (`TestClock` in tests);
+ * - `registryFor`: the codec registry of a task (its output Schema registered);
+ * - `whileParked`: runs an effect as parked (a stop interrupts it at once: waiting pipelines
+ *   are not in flight and get no grace);
+ * - `onTerminal`: called once the pipeline's terminal state is durable, with its final value
+ *   on success.
+ *
+ * @internal
+ */
+export interface PipelineEnv {
+  readonly state: RunState
+  readonly store: StoreService
+  readonly pools: Context.Tag.Service<Pools>
+  readonly shared: AttemptShared
+  readonly slots: SlotGate
+  readonly clock: Clock.Clock
+  readonly registryFor: (task: Task.Any) => CodecRegistry
+  readonly whileParked: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly onTerminal: (pipelineId: string, finalValue: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Whether each attempt gets its span `assay.attempt`: when the run's tracer is not Effect's
+   * default one (which keeps nothing). A span that becomes the parent of the task's effects
+   * costs about 30 µs of CPU per attempt here (two copies of the fiber's refs to provide it,
+   * random span ids, the clock in nanoseconds), 40 % of a trivial run's time measured by
+   * bench/runner.ts, so it is made only when something records it.
+   */
+  readonly traceAttempts: boolean
+}
+
+/**
+ * Outputs of at least this many encoded bytes (256 KiB) keep their worker slot until their
+ * checkpoint commits: the outputs waiting for the store are then bounded by `concurrency`
+ * (not by `maxAdmitted`), which keeps a run's memory bounded by bytes (issue 19: 4 MB outputs
+ * at concurrency 20 held 80 of them).
+ *
+ * @internal
+ */
+export const BIG_OUTPUT_BYTES = 256 * 1024
+
+const noLeases: ReadonlyArray<string> = []
+
+interface AttemptResult {
+  exit: Exit.Exit<unknown, unknown>
+  readonly leaseIds: ReadonlyArray<string>
+  readonly startedAt: number
+}
+
+type TaskOutcome = { readonly _tag: "Ok"; readonly value: unknown } | { readonly _tag: "Failed" }
+
+/**
+ * Runs `spec` from `start` to a terminal state. On interruption (a stop, or the run's scope
+ * closing) its row ends `interrupted` at its last checkpoint; whatever step it ends in, it
+ * gives back its worker slot and its in-flight count.
+ *
+ * @internal
+ */
+export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effect<void, StoreUnavailable> => {
+  const { clock, slots, state, store } = env
+  const runId = state.runId
+  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  const nTasks = tasks.length
+  const pipelineId = spec.pipelineId
+  let cursor = start.cursor
+  let currentTask: Rows.CurrentTask | undefined = undefined
+  const holder: SlotHold = emptyHold()
+
+  const markInterrupted = Effect.suspend(() => {
+    const now = clock.unsafeCurrentTimeMillis()
+    state.counters.interrupted++
+    return store.checkpoint(Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now))
+  })
+
+  const body = Effect.gen(function*() {
+    let input = start.input
+    if (start.abandonedTask) {
+      const now = clock.unsafeCurrentTimeMillis()
+      yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, tasks[cursor]?.name ?? "?", cursor, now))
+    }
+    let finalValue: unknown = input
+    while (cursor < nTasks) {
+      if (state.stopping) return yield* Effect.interrupt
+      const seq = cursor
+      const outcome = yield* runTask(tasks[seq]!, seq, input)
+      if (outcome._tag === "Failed") {
+        state.counters.failed++
+        yield* env.onTerminal(pipelineId, Option.none())
+        return
+      }
+      input = outcome.value
+      finalValue = outcome.value
+      cursor = seq + 1
+    }
+    state.counters.succeeded++
+    yield* env.onTerminal(pipelineId, Option.some(finalValue))
+  })
+
+  // ---- one task: attempts until success or a declined retry ---------------------------------
+  // `fnUntraced`: the hot path of every task gets no span or call-site trace of its own (the
+  // attempt's span is enough).
+  const runTask: (task: Task.Any, seq: number, input: unknown) => Effect.Effect<TaskOutcome, StoreUnavailable> = Effect
+    .fnUntraced(function*(task: Task.Any, seq: number, input: unknown) {
+      // The task row's start is when its first attempt actually started (not when the
+      // pipeline began waiting for a worker slot).
+      let taskStarted = clock.unsafeCurrentTimeMillis()
+      const current: Rows.CurrentTask = {
+        pipelineId,
+        runId,
+        taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
+        taskName: task.name,
+        seq,
+        startedAt: taskStarted,
+        attempt: 0,
+        committed: 0
+      }
+      currentTask = current
+      let attempt = 0
+      // Every lease the task used across its attempts, for the task row.
+      const taskLeaseIds: Array<string> = []
+      while (true) {
+        attempt++
+        current.attempt = attempt
+        // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
+        // holding it (not parked: a stop gives it the grace period).
+        yield* slots.take(holder)
+        const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
+        // A big output keeps its worker slot until its checkpoint has committed (see
+        // BIG_OUTPUT_BYTES). Every exit gives the slot back (the fiber's `ensuring`).
+        const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
+        const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
+          encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+        if (!holdSlot) slots.release(holder)
+        const ended = clock.unsafeCurrentTimeMillis()
+        if (attempt === 1) {
+          taskStarted = result.startedAt
+          current.startedAt = taskStarted
+        }
+        taskLeaseIds.push(...result.leaseIds)
+        if (result.exit._tag === "Success" && encoded !== undefined) {
+          const value = result.exit.value
+          if (Either.isLeft(encoded)) {
+            result.exit = Exit.fail(encoded.left)
+          } else {
+            const enc = encoded.right
+            const attemptRow = Rows.attemptRow(
+              current,
+              attempt,
+              "succeeded",
+              null,
+              RetryPolicy.succeeded(attempt),
+              result.leaseIds,
+              result.startedAt,
+              ended
+            )
+            // Earlier failed attempts went to the write-behind buffer: make them durable
+            // first, so attempt ids keep the order the attempts ran in.
+            if (current.committed > 0) yield* store.flush
+            yield* Effect.uninterruptible(store.checkpoint(Rows.succeededUnit(
+              current,
+              { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+              seq === nTasks - 1,
+              attempt,
+              taskStarted,
+              ended,
+              taskLeaseIds,
+              attemptRow
+            )))
+            if (holdSlot) slots.release(holder)
+            currentTask = undefined
+            return { _tag: "Ok" as const, value }
+          }
+        }
+        // Failure: classify, decide, persist the decision.
+        const cause = (result.exit as Exit.Failure<unknown, unknown>).cause
+        const error = Cause.isInterruptedOnly(cause)
+          ? undefined
+          : Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
+        const errorClass = error === undefined ? "cancelled" : classifyCause(cause)
+        const elapsed = ended - taskStarted
+        const decision: RetryPolicy.RetryDecision = error === undefined
+          ? { retry: false, reason: "policy_declined" as const, delayMs: 0, errorClass, attempt }
+          : Predicate.isTagged(error, "MaxTotalExceeded")
+          ? { retry: false, reason: "total_budget" as const, delayMs: 0, errorClass, attempt }
+          : yield* RetryPolicy.decide(task.options.retry, error, attempt, elapsed)
+        const outcome: AttemptOutcome = error !== undefined && Predicate.isTagged(error, "TaskTimeout")
+          ? "timeout"
+          : error === undefined
+          ? "cancelled"
+          : "failed"
+        const fields = error === undefined ? Rows.interruptedColumns() : Rows.errorColumns(error)
+        // a refused server delay says so first (the pool's own refusal already does)
+        if (
+          decision.reason === "server_delay" && decision.message !== undefined &&
+          !Predicate.isTagged(error, "ServerDelayRefused")
+        ) {
+          fields.errorMessage = `${decision.message}: ${fields.errorMessage}`.slice(0, 4000)
+        }
+        const attemptRow = Rows.attemptRow(
+          current,
+          attempt,
+          outcome,
+          fields,
+          decision,
+          result.leaseIds,
+          result.startedAt,
+          ended
+        )
+        if (decision.retry && !state.stopping) {
+          yield* store.recordAttempt(attemptRow)
+          current.committed++
+          state.counters.retries++
+          // Wait out the delay holding no worker; a stop ends the wait.
+          state.delayed++
+          yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
+            Effect.ensuring(Effect.sync(() => state.delayed--))
+          )
+          continue
+        }
+        // A stop cut this task short: a failure the policy would have retried (or an attempt
+        // cancelled by the stop itself) is not the task's verdict. The attempt is recorded
+        // with the reason `stopped`, and the pipeline ends `interrupted` (resumable: resume
+        // makes the next attempt), never `failed`.
+        if (state.stopping && (decision.retry || error === undefined)) {
+          yield* store.recordAttempt({
+            ...attemptRow,
+            decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
+          })
+          current.committed++
+          if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
+          return yield* Effect.interrupt
+        }
+        // Terminal failure of the task, hence of the pipeline.
+        if (current.committed > 0) yield* store.flush
+        yield* Effect.uninterruptible(store.checkpoint(
+          Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
+        ))
+        currentTask = undefined
+        return { _tag: "Failed" as const }
+      }
+    })
+
+  return body.pipe(
+    Effect.onInterrupt(() =>
+      Effect.uninterruptible(markInterrupted).pipe(
+        Effect.catchAll((e) =>
+          Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
+            Effect.annotateLogs({ runId, pipelineId })
+          )
+        )
+      )
+    ),
+    // Whatever step the fiber ended in, give back the slot and the in-flight count it holds.
+    Effect.ensuring(Effect.sync(() => {
+      if (holder.inAttempt) {
+        holder.inAttempt = false
+        state.inFlight--
+      }
+      slots.release(holder)
+    }))
+  )
+}
+
+// ---- one attempt ------------------------------------------------------------------------------
+
+/** What holds a pool up now, in words: throttled keys and open breakers (or undefined). */
+const heldUp = (pools: Context.Tag.Service<Pools>, pool: string | null | undefined): Effect.Effect<string | undefined> =>
+  pool === null || pool === undefined ? Effect.succeed(undefined) : pools.snapshot(pool).pipe(
+    Effect.map((snap) => {
+      const parts: Array<string> = []
+      for (const r of snap) {
+        if (r.throttledUntil !== undefined) {
+          parts.push(`${r.id} throttled until ${new Date(r.throttledUntil).toISOString()}`)
+        } else if (r.breakerUntil !== undefined) {
+          parts.push(`${r.id} breaker open until ${new Date(r.breakerUntil).toISOString()}`)
+        }
+      }
+      return parts.length === 0 ? undefined : `pool "${pool}": ${parts.join(", ")}`
+    }),
+    Effect.orElseSucceed(() => undefined)
+  )
+
+const withinBudget = <A, E, R>(
+  pools: Context.Tag.Service<Pools>,
+  body: Effect.Effect<A, E, R>,
+  task: Task.Any,
+  maxTotalMs: number,
+  leftMs: number
+): Effect.Effect<A, E | MaxTotalExceeded, R> =>
+  Effect.flatMap(
+    Effect.timeoutTo(body, { duration: Duration.millis(leftMs), onSuccess: Option.some, onTimeout: Option.none }),
+    (o) =>
+      Option.isSome(o)
+        ? Effect.succeed(o.value)
+        : Effect.flatMap(heldUp(pools, task.options.resource), (waitingFor) =>
+          Effect.fail(
+            new MaxTotalExceeded({
+              taskName: task.name,
+              maxTotalMs,
+              errorClass: "timeout",
+              ...(waitingFor === undefined ? {} : { waitingFor })
+            })
+          ))
+  )
+
+/**
+ * One attempt of `task`, holding a worker slot: counted in flight while it runs, in a span
+ * `assay.attempt` (pipeline id, task, seq, attempt number), bounded by the task's `timeout`
+ * and its `retry.maxTotal` budget; raw leases it leaked are reclaimed (and fail it under
+ * `strictLeases`). Never fails: the attempt's exit is in the result.
+ */
+const runAttempt = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  input: unknown,
+  slot: SlotHold,
+  taskStartedAt: number | undefined
+): Effect.Effect<AttemptResult> =>
+  Effect.suspend(() => {
+    const state = env.state
+    if (state.stopping) return Effect.interrupt
+    state.inFlight++
+    slot.inAttempt = true
+    if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
+    const startedAt = env.clock.unsafeCurrentTimeMillis()
+    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt)
+    const timeout = task.options.timeout
+    // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
+    // more than the rest of a trivial attempt).
+    const run = Effect.suspend(() => task.run(input, ctx))
+    const body = task.scoped ? Effect.scoped(run) : run
+    const timed = timeout === null
+      ? body
+      : Effect.timeoutFail(body, {
+        duration: timeout,
+        onTimeout: () =>
+          new TaskTimeout({ taskName: task.name, timeoutMs: Duration.toMillis(timeout), errorClass: "timeout" })
+      })
+    // retry.maxTotal bounds the task's whole time, a lease wait included: the attempt running
+    // when it runs out is interrupted (from the first attempt's start)
+    const maxTotal = task.options.retry.maxTotal
+    const budgeted = maxTotal === undefined ? timed : withinBudget(
+      env.pools,
+      timed,
+      task,
+      Duration.toMillis(maxTotal),
+      Math.max(0, (taskStartedAt ?? startedAt) + Duration.toMillis(maxTotal) - startedAt)
+    )
+    // The tasks' requirements come from the run's own context, which every pipeline fiber
+    // inherits (the run's type carries them).
+    // The attempt's span, when a tracer records spans (see `PipelineEnv.traceAttempts`); no
+    // stack trace capture (`withSpan` would allocate an `Error` per attempt).
+    const provided = env.traceAttempts
+      ? Effect.withSpan(budgeted as Effect.Effect<unknown, unknown, never>, "assay.attempt", {
+        attributes: { pipelineId: spec.pipelineId, task: task.name, seq, attempt },
+        captureStackTrace: false
+      })
+      : budgeted as Effect.Effect<unknown, unknown, never>
+    return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
+      slot.inAttempt = false
+      state.inFlight--
+      const leaseIds = ctx.leaseIds
+      if (!ctx.rawLeases) return Effect.succeed({ exit, leaseIds: leaseIds ?? noLeases, startedAt })
+      // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
+      return Effect.map(env.pools.reclaim(ctx.owner), (leaked) => {
+        if (leaked.length > 0) {
+          state.counters.leasesLeaked += leaked.length
+          if (state.config.strictLeases && Exit.isSuccess(exit)) {
+            exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
+          }
+        }
+        return { exit, leaseIds: leaseIds ?? noLeases, startedAt }
+      })
+    })
+  })

@@ -1,0 +1,113 @@
+/**
+ * The run report: plain data (the facts of a finished run) with derived views (`summary`,
+ * `toJSON`) and `exportJsonl`, which writes through `Export.writeRows` (hence `OutputFile`:
+ * atomic, no temp file left on failure) with the store taken from the context.
+ *
+ * @internal
+ */
+import { Effect, Schema, Stream } from "effect"
+import { PipelineRecord, type RunStatus } from "../../../domain/Records.js"
+import * as Export from "../../Export.js"
+import type { RunReport } from "../../Runner.js"
+import { Store, type StoreStats } from "../../Store.js"
+
+/**
+ * The facts a report is made of.
+ *
+ * @internal
+ */
+export interface ReportFacts {
+  readonly runId: string
+  readonly status: Exclude<RunStatus, "running">
+  readonly startedAt: number
+  readonly durationMs: number
+  readonly stats: StoreStats
+  readonly skipped: number
+  readonly repairFailures: number
+  readonly leasesLeaked: number
+  readonly retries: number
+  readonly stopReason: string | null
+}
+
+const encodePipeline = Schema.encodeSync(PipelineRecord)
+
+class Report implements RunReport {
+  readonly runId: string
+  readonly status: Exclude<RunStatus, "running">
+  readonly startedAt: number
+  readonly durationMs: number
+  readonly stats: StoreStats
+  readonly skipped: number
+  readonly repairFailures: number
+  readonly leasesLeaked: number
+  readonly retries: number
+  readonly stopReason: string | null
+  constructor(facts: ReportFacts) {
+    this.runId = facts.runId
+    this.status = facts.status
+    this.startedAt = facts.startedAt
+    this.durationMs = facts.durationMs
+    this.stats = facts.stats
+    this.skipped = facts.skipped
+    this.repairFailures = facts.repairFailures
+    this.leasesLeaked = facts.leasesLeaked
+    this.retries = facts.retries
+    this.stopReason = facts.stopReason
+  }
+  toJSON(): Record<string, unknown> {
+    return {
+      runId: this.runId,
+      status: this.status,
+      startedAt: this.startedAt,
+      durationMs: this.durationMs,
+      stopReason: this.stopReason,
+      skipped: this.skipped,
+      repairFailures: this.repairFailures,
+      leasesLeaked: this.leasesLeaked,
+      retries: this.retries,
+      stats: {
+        pipelines: { total: this.stats.pipelines, byState: this.stats.byState },
+        tasks: this.stats.tasks,
+        attemptsTotal: this.stats.attemptsTotal,
+        retries: this.stats.retries,
+        latencyMs: this.stats.latencyMs
+      }
+    }
+  }
+  summary(): string {
+    const s = this.stats
+    const by = Object.entries(s.byState).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")
+    const lines = [
+      `run ${this.runId}: ${this.status}${this.stopReason !== null ? ` (${this.stopReason})` : ""} in ${
+        (this.durationMs / 1000).toFixed(1)
+      } s`,
+      `pipelines: ${s.pipelines}${by === "" ? "" : ` (${by})`}, skipped ${this.skipped}`,
+      `tasks: ${s.tasks}, attempts: ${s.attemptsTotal}, retries: ${s.retries}, leases leaked: ${this.leasesLeaked}`
+    ]
+    if (s.latencyMs !== null) {
+      lines.push(
+        `pipeline latency: p50 ${s.latencyMs.p50.toFixed(0)} ms, p95 ${s.latencyMs.p95.toFixed(0)} ms, p99 ${
+          s.latencyMs.p99.toFixed(0)
+        } ms`
+      )
+    }
+    if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)
+    return lines.join("\n")
+  }
+  exportJsonl(path: string) {
+    const runId = this.runId
+    return Effect.flatMap(Store, (store) =>
+      Export.writeRows(
+        Stream.map(store.streamPipelines({ runId }), (p) => encodePipeline(p) as Export.Row),
+        path,
+        "jsonl"
+      ))
+  }
+}
+
+/**
+ * The report of a finished run.
+ *
+ * @internal
+ */
+export const makeReport = (facts: ReportFacts): RunReport => new Report(facts)

@@ -1,0 +1,380 @@
+/**
+ * The one place that builds what a run writes: the admission row and stored seed, the task
+ * row, the attempt row and the checkpoint units (succeeded, failed, interrupted) that commit
+ * them together through the store's group commit.
+ *
+ * @internal
+ */
+import { utf8 } from "../../../domain/Codec.js"
+import { classify, errorTypeOf, messageOf } from "../../../domain/Errors.js"
+import type { AttemptOutcome, PipelineRecord } from "../../../domain/Records.js"
+import type * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Task from "../../../domain/Task.js"
+import type {
+  CheckpointUnit,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PipelineError,
+  PipelineFields,
+  TaskFields
+} from "../../Store.js"
+
+/** Longest error message stored (characters). */
+const MAX_MESSAGE = 4000
+
+/**
+ * The error columns of a failed attempt, task or pipeline.
+ *
+ * @internal
+ */
+export interface ErrorColumns {
+  errorType: string
+  errorMessage: string
+  errorClass: string
+}
+
+/**
+ * The error columns of `error` (message cut to 4,000 characters).
+ *
+ * @internal
+ */
+export const errorColumns = (error: unknown): ErrorColumns => ({
+  errorType: errorTypeOf(error),
+  errorMessage: messageOf(error).slice(0, MAX_MESSAGE),
+  errorClass: classify(error) as string
+})
+
+/**
+ * The error columns of an attempt that was interrupted (no error of its own).
+ *
+ * @internal
+ */
+export const interruptedColumns = (): ErrorColumns => ({
+  errorType: "Interrupted",
+  errorMessage: "interrupted",
+  errorClass: "cancelled"
+})
+
+/**
+ * What a pipeline's spec contributes to its rows.
+ *
+ * @internal
+ */
+export interface SpecFacts {
+  readonly pipelineId: string
+  readonly key: string
+  readonly explicitKey: boolean
+  readonly specDigest: string
+  readonly seedDigest: string
+  readonly seedJson: string
+  readonly repeat: number
+  readonly template: { readonly name: string; readonly nTasks: number; readonly tags: Task.JsonObject }
+}
+
+const tagsOf = (tags: Task.JsonObject): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(tags)) out[k] = typeof v === "string" ? v : JSON.stringify(v)
+  return out
+}
+
+/**
+ * The row written when a pipeline is admitted (state `running` at `cursor`), keeping the
+ * stored row's creation time and attempt total.
+ *
+ * @internal
+ */
+export const admissionRow = (
+  spec: SpecFacts,
+  cursor: number,
+  stored: PipelineRecord | undefined,
+  runId: string,
+  now: number
+): PipelineFields => ({
+  pipelineId: spec.pipelineId,
+  key: spec.explicitKey ? spec.key : null,
+  name: spec.template.name,
+  state: "running",
+  nTasksDone: cursor,
+  nTasksTotal: spec.template.nTasks,
+  specDigest: spec.specDigest,
+  seedDigest: spec.seedDigest,
+  tags: tagsOf(spec.template.tags),
+  attemptsTotal: stored?.attemptsTotal ?? 0,
+  runId,
+  createdAt: stored?.createdAt ?? now,
+  updatedAt: now,
+  startedAt: now,
+  endedAt: null,
+  failedTask: null,
+  errorType: null,
+  errorMessage: null,
+  errorClass: null,
+  repeat: spec.repeat
+})
+
+/**
+ * The seed, stored once with a new pipeline's row as its artifact at seq -1.
+ *
+ * @internal
+ */
+export const seedArtifact = (spec: SpecFacts, runId: string, now: number): NewArtifact => ({
+  pipelineId: spec.pipelineId,
+  runId,
+  seq: -1,
+  taskName: null,
+  typeName: "json",
+  codec: "json",
+  digest: spec.seedDigest,
+  payload: utf8(spec.seedJson),
+  isFinal: false,
+  createdAt: now
+})
+
+/**
+ * One task of one pipeline in this run: what every row of it shares.
+ *
+ * @internal
+ */
+export interface TaskRun {
+  readonly pipelineId: string
+  readonly runId: string
+  readonly taskRunId: string
+  readonly taskName: string
+  readonly seq: number
+}
+
+/**
+ * An attempt row.
+ *
+ * @internal
+ */
+export const attemptRow = (
+  t: TaskRun,
+  attemptNo: number,
+  outcome: AttemptOutcome,
+  error: ErrorColumns | null,
+  decision: RetryPolicy.RetryDecision | null,
+  leaseIds: ReadonlyArray<string>,
+  startedAt: number,
+  endedAt: number
+): NewAttempt => ({
+  pipelineId: t.pipelineId,
+  runId: t.runId,
+  taskRunId: t.taskRunId,
+  taskName: t.taskName,
+  seq: t.seq,
+  attemptNo,
+  outcome,
+  errorClass: error === null ? null : error.errorClass,
+  errorType: error === null ? null : error.errorType,
+  errorMessage: error === null ? null : error.errorMessage,
+  decision,
+  leaseIds,
+  startedAt,
+  endedAt,
+  durationMs: endedAt - startedAt
+})
+
+/**
+ * The attempt recorded for a task whose attempt was in flight when its run died.
+ *
+ * @internal
+ */
+export const abandonedAttempt = (
+  pipelineId: string,
+  runId: string,
+  taskName: string,
+  seq: number,
+  now: number
+): NewAttempt =>
+  attemptRow(
+    { pipelineId, runId, taskRunId: `${pipelineId}:${seq}:abandoned:${now}`, taskName, seq },
+    0,
+    "cancelled",
+    {
+      errorClass: "cancelled",
+      errorType: "Abandoned",
+      errorMessage: "attempt abandoned: its run died (no heartbeat) while it was in flight"
+    },
+    null,
+    [],
+    now,
+    now
+  )
+
+/**
+ * A task row in a terminal state.
+ *
+ * @internal
+ */
+export const taskRow = (
+  t: TaskRun,
+  state: "succeeded" | "failed" | "interrupted",
+  attemptsUsed: number,
+  startedAt: number,
+  endedAt: number,
+  error: ErrorColumns | null,
+  leaseIds: ReadonlyArray<string>
+): TaskFields => ({
+  taskRunId: t.taskRunId,
+  pipelineId: t.pipelineId,
+  runId: t.runId,
+  seq: t.seq,
+  taskName: t.taskName,
+  state,
+  attemptsUsed,
+  startedAt,
+  endedAt,
+  durationMs: endedAt - startedAt,
+  errorType: error === null ? null : error.errorType,
+  errorMessage: error === null ? null : error.errorMessage,
+  errorClass: error === null ? null : error.errorClass,
+  leaseIds
+})
+
+/**
+ * The checkpoint of a succeeded task: its output artifact (final when it is the last task),
+ * its task row, its last attempt and the pipeline cursor (`succeeded` after the last task).
+ *
+ * @internal
+ */
+export const succeededUnit = (
+  t: TaskRun,
+  output: { readonly typeName: string; readonly codec: string; readonly digest: string; readonly data: Uint8Array },
+  isLast: boolean,
+  attempt: number,
+  taskStartedAt: number,
+  endedAt: number,
+  taskLeaseIds: ReadonlyArray<string>,
+  lastAttempt: NewAttempt
+): CheckpointUnit => ({
+  pipelineId: t.pipelineId,
+  artifact: {
+    pipelineId: t.pipelineId,
+    runId: t.runId,
+    seq: t.seq,
+    taskName: t.taskName,
+    typeName: output.typeName,
+    codec: output.codec,
+    digest: output.digest,
+    payload: output.data,
+    isFinal: isLast,
+    createdAt: endedAt
+  },
+  task: taskRow(t, "succeeded", attempt, taskStartedAt, endedAt, null, taskLeaseIds),
+  pipeline: {
+    nTasksDone: t.seq + 1,
+    state: isLast ? "succeeded" : "running",
+    runId: t.runId,
+    endedAt: isLast ? endedAt : null,
+    updatedAt: endedAt,
+    error: null,
+    attemptsDelta: attempt
+  },
+  attempts: [lastAttempt]
+})
+
+/**
+ * The checkpoint of a task that failed for good, which fails its pipeline.
+ *
+ * @internal
+ */
+export const failedUnit = (
+  t: TaskRun,
+  attempt: number,
+  taskStartedAt: number,
+  endedAt: number,
+  error: ErrorColumns,
+  taskLeaseIds: ReadonlyArray<string>,
+  lastAttempt: NewAttempt,
+  reason: string
+): CheckpointUnit => ({
+  pipelineId: t.pipelineId,
+  task: taskRow(t, "failed", attempt, taskStartedAt, endedAt, error, taskLeaseIds),
+  pipeline: {
+    state: "failed",
+    runId: t.runId,
+    endedAt,
+    updatedAt: endedAt,
+    error: { failedTask: t.taskName, ...error },
+    attemptsDelta: attempt
+  },
+  attempts: [lastAttempt],
+  events: [{
+    kind: "pipeline.failed",
+    pipelineId: t.pipelineId,
+    runId: t.runId,
+    data: { task: t.taskName, seq: t.seq, attempts: attempt, errorClass: error.errorClass, reason },
+    ts: endedAt
+  }]
+})
+
+/**
+ * The task being run when a pipeline was interrupted.
+ *
+ * @internal
+ */
+export interface CurrentTask extends TaskRun {
+  startedAt: number
+  attempt: number
+  /** Failed attempts of this task already recorded (write-behind). */
+  committed: number
+  /** The retryable failure a stop cut short (its retry not made), for the interrupted row. */
+  stoppedAfter?: string
+}
+
+/**
+ * The checkpoint of an interrupted pipeline: its current task (if any) ends `interrupted`,
+ * the pipeline keeps its cursor and ends `interrupted` (resumable).
+ *
+ * @internal
+ */
+export const interruptedUnit = (
+  pipelineId: string,
+  runId: string,
+  cursor: number,
+  task: CurrentTask | undefined,
+  stopReason: string | null,
+  now: number
+): CheckpointUnit => {
+  const stopped = `run stopped: ${stopReason ?? "interrupted"}`
+  const message = task?.stoppedAfter === undefined
+    ? stopped
+    : `${stopped} (before retrying: ${task.stoppedAfter})`.slice(0, MAX_MESSAGE)
+  const error: PipelineError = {
+    failedTask: task === undefined ? null : task.taskName,
+    errorType: "Interrupted",
+    errorMessage: message,
+    errorClass: "cancelled"
+  }
+  const events: ReadonlyArray<NewEvent> = [{
+    kind: "pipeline.interrupted",
+    pipelineId,
+    runId,
+    data: { cursor, reason: stopReason },
+    ts: now
+  }]
+  return {
+    pipelineId,
+    task: task === undefined ? undefined : taskRow(
+      task,
+      "interrupted",
+      task.attempt,
+      task.startedAt,
+      now,
+      { errorType: "Interrupted", errorMessage: message, errorClass: "cancelled" },
+      []
+    ),
+    pipeline: {
+      state: "interrupted",
+      nTasksDone: cursor,
+      runId,
+      endedAt: now,
+      updatedAt: now,
+      attemptsDelta: task === undefined ? 0 : task.committed,
+      error
+    },
+    events
+  }
+}

@@ -1,0 +1,523 @@
+/**
+ * The run loop: `start` creates one run's state, forks the loop in the caller's scope and
+ * returns its handle. The loop opens the run, claims what dead runs left, feeds specs through
+ * admission into pipeline fibers, keeps the heartbeat, stops on request (grace, then
+ * interruption), closes the run and builds its report.
+ *
+ * Everything it needs from the runner service comes in one {@link RunnerEnv} record.
+ *
+ * @internal
+ */
+import {
+  Cause,
+  Clock,
+  Context,
+  DefaultServices,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberSet,
+  Option,
+  Predicate,
+  Random,
+  Schedule,
+  type Scope,
+  Stream,
+  Tracer
+} from "effect"
+import { CodecRegistry } from "../../../domain/Codec.js"
+import { ConfigError, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
+import { digest } from "../../../domain/Json.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
+import { maskSecrets } from "../../../domain/Resource.js"
+import * as RunConfig from "../../../domain/RunConfig.js"
+import type * as Task from "../../../domain/Task.js"
+import type { MetricDisplay } from "../../../domain/TaskContext.js"
+import type { BusService } from "../../Bus.js"
+import type { Pools, PoolStats } from "../../Pool.js"
+import type {
+  ReportMetricOptions,
+  RunError,
+  RunHandle,
+  RunOptions,
+  SpecContext,
+  SpecSource
+} from "../../Runner.js"
+import type { StoreService } from "../../Store.js"
+import * as Admit from "./admit.js"
+import type { AttemptShared } from "./attemptContext.js"
+import * as Pipe from "./pipeline.js"
+import { makeReport } from "./report.js"
+import { onStopSignal } from "./signals.js"
+import * as SlotGate from "./slotGate.js"
+import * as State from "./state.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * The run-scoped metric of skipped pipelines (see `Runner.SKIPPED_METRIC`).
+ *
+ * @internal
+ */
+export const SKIPPED_METRIC = "skipped"
+
+/**
+ * What every run of a runner shares: its store, its pools and its bus.
+ *
+ * @internal
+ */
+export interface RunnerEnv {
+  readonly store: StoreService
+  readonly pools: Context.Tag.Service<Pools>
+  readonly bus: BusService
+}
+
+const configError = (path: string, message: string): ConfigError =>
+  new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+const isMetricValue = (v: unknown): v is string | number | boolean =>
+  typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v))
+
+const makeRunId = (now: number) =>
+  Effect.map(Random.nextIntBetween(0, 0x7fffffff), (r) => {
+    const stamp = new Date(now).toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
+    return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}`
+  })
+
+const sourceToStream = <S, SE, SR>(source: SpecSource<any, SE, SR>): Stream.Stream<S, SE, SR> => {
+  if (Stream.StreamTypeId in (source as object)) return source as Stream.Stream<S, SE, SR>
+  if (Predicate.hasProperty(source, Symbol.asyncIterator)) {
+    return Stream.fromAsyncIterable(source as AsyncIterable<S>, (e) => {
+      throw e
+    }) as unknown as Stream.Stream<S, SE, SR>
+  }
+  const iterator = (source as Iterable<S>)[Symbol.iterator]()
+  return Stream.fromIteratorSucceed(iterator as IterableIterator<S>, 16) as unknown as Stream.Stream<S, SE, SR>
+}
+
+/**
+ * Stores the latest value of an application metric of run `runId` (strings, booleans, finite
+ * numbers). A non-finite number is dropped with a warning and a `metric.dropped` event; any
+ * other value fails with `ConfigError`.
+ *
+ * @internal
+ */
+export const reportMetric = (
+  store: StoreService,
+  runId: string,
+  name: string,
+  value: unknown,
+  options: ReportMetricOptions | undefined
+): Effect.Effect<void, StoreUnavailable | ConfigError> =>
+  Effect.gen(function*() {
+    const pipelineId = options?.pipelineId ?? null
+    if (typeof value === "number" && !Number.isFinite(value)) {
+      // NaN or ±Infinity (a 0/0 accuracy, say): dropped, said so, and the task goes on
+      yield* Effect.logWarning(`metric "${name}" dropped: ${value} is not a finite number`).pipe(
+        Effect.annotateLogs({ runId, pipelineId: pipelineId ?? "run" })
+      )
+      const ts = yield* Clock.currentTimeMillis
+      return yield* store.emitEvent({
+        kind: "metric.dropped",
+        pipelineId,
+        runId,
+        data: { name, value: String(value), reason: "not a finite number" },
+        ts
+      })
+    }
+    if (!isMetricValue(value)) {
+      return yield* configError("reportMetric", `value of "${name}" must be a string, boolean or finite number`)
+    }
+    const display: MetricDisplay = options?.display ?? (typeof value === "string" ? "text" : "number")
+    const now = yield* Clock.currentTimeMillis
+    yield* store.reportMetric({
+      runId,
+      pipelineId,
+      name,
+      value,
+      label: options?.label ?? null,
+      display,
+      updatedAt: now
+    })
+  })
+
+/**
+ * The live figures of a run with its pools' figures.
+ *
+ * @internal
+ */
+export const statsOf = (env: RunnerEnv, state: State.RunState) =>
+  Effect.gen(function*() {
+    const byPool: Record<string, PoolStats> = {}
+    for (const name of yield* env.pools.names) {
+      const stats = yield* Effect.option(env.pools.stats(name))
+      if (Option.isSome(stats)) byPool[name] = stats.value
+    }
+    return State.liveStats(state, byPool)
+  })
+
+/**
+ * Starts a run of `source` in the current scope and returns its handle at once: the options
+ * are resolved (fails with `ConfigError`), the run id chosen, and the loop forked in the
+ * scope (closing the scope interrupts the run, which then closes its record `interrupted`).
+ * The loop runs in a span `assay.run` and its logs carry `runId`.
+ *
+ * @internal
+ */
+export const start = <S extends AnySpec, SE, SR>(
+  env: RunnerEnv,
+  source: SpecSource<S, SE, SR>,
+  options: RunOptions
+): Effect.Effect<RunHandle<SE>, ConfigError, Scope.Scope | Exclude<SpecContext<S>, Scope.Scope> | SR> =>
+  Effect.gen(function*() {
+    const config = yield* RunConfig.resolve(options)
+    const startedAt = yield* Clock.currentTimeMillis
+    const runId = config.runId ?? (yield* makeRunId(startedAt))
+    const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
+    const loop = runLoop(env, state, options, source, startedAt).pipe(
+      Effect.ensuring(Effect.sync(() => {
+        state.finished = true
+      })),
+      Effect.tap((report) => Effect.annotateCurrentSpan("assay.run.status", report.status)),
+      Effect.withSpan("assay.run", { attributes: { "assay.run.id": runId, "assay.run.concurrency": config.concurrency } }),
+      Effect.annotateLogs({ runId })
+    ) as Effect.Effect<import("../../Runner.js").RunReport, RunError | SE, never>
+    const fiber = yield* Effect.forkScoped(loop)
+    const handle: RunHandle<SE> = {
+      runId,
+      stats: statsOf(env, state),
+      stop: (reason = "user") => Effect.sync(() => State.requestStop(state, reason)),
+      reportMetric: (name, value, o) => reportMetric(env.store, runId, name, value, o),
+      await: Fiber.join(fiber)
+    }
+    return handle
+  })
+
+const runLoop = <S extends AnySpec, SE, SR>(
+  env: RunnerEnv,
+  state: State.RunState,
+  options: RunOptions,
+  source: SpecSource<S, SE, SR>,
+  startedAt: number
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { pools, store } = env
+    const { config, hardStop, runId, stopRequested } = state
+    const registry = options.registry ?? CodecRegistry.default()
+    const requestStop = (reason: string) => State.requestStop(state, reason)
+    const emit = (kind: string, pipelineId: string | null, data: unknown) =>
+      Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
+
+    // Claim what dead runs left behind before anything else.
+    // With an exclusive writer (SqliteStore's OS lock) no other run can be alive: a run still
+    // marked running died without closing, whatever its heartbeat says.
+    // A plain run claims them too on such a store: the owner is provably dead, and skipping its
+    // rows as "owned by another run" would report success with work left undone. Elsewhere
+    // (heartbeats only) claiming a possibly live run's rows needs an explicit resume.
+    const staleAfterMs = store.exclusiveWriter ? 0 : Duration.toMillis(config.staleAfter)
+    const staleRuns = config.resume || store.exclusiveWriter
+      ? yield* store.interruptStale(staleAfterMs, startedAt)
+      : []
+    yield* store.openRun({
+      runId,
+      label: config.label === "" ? null : config.label,
+      config: RunConfig.toJson(config),
+      startedAt,
+      notes: config.notes === "" ? null : config.notes,
+      meta: config.meta,
+      // the run's write policy reaches the store's write path (run config, file or options)
+      writes: {
+        writeBehind: config.writeBehind,
+        batchSize: config.writeBatch,
+        flushIntervalMs: Duration.toMillis(config.flushInterval)
+      }
+    })
+    // If this fiber is interrupted from outside (NodeRuntime.runMain on Ctrl-C, a timeout, a
+    // parent scope closing) the steps below that close the run never run: close it here
+    // instead. Finalizers run in reverse order, so this one runs after the pipeline fibers
+    // (created later) have been interrupted and have marked their rows interrupted.
+    let runClosed = false
+    yield* Effect.addFinalizer(() =>
+      runClosed
+        ? Effect.void
+        : Effect.gen(function*() {
+          const endedAt = yield* Clock.currentTimeMillis
+          const stopReason = state.stopReason ?? "interrupted"
+          yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason })
+          yield* emit("run.finished", null, { status: "interrupted", stopReason, counters: state.counters })
+          yield* store.flush
+        }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the interrupted run: ${e.message}`)))
+    )
+    yield* emit("run.started", null, { concurrency: config.concurrency, maxAdmitted: config.maxAdmitted })
+    for (const r of staleRuns) {
+      yield* emit("run.stale_interrupted", null, { staleRunId: r.runId, heartbeatAt: r.heartbeatAt })
+    }
+
+    // Pool events go to the event log.
+    yield* pools.listen((event) =>
+      store.emitEvent({
+        kind: event.kind,
+        pipelineId: null,
+        runId,
+        data: { pool: event.pool, resourceId: event.resourceId, ...(event.data as object) },
+        ts: event.ts
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
+    )
+
+    // Pool resources (spec with secrets masked, health) go to the store at start, with every
+    // heartbeat and at the end, so that report / watch / serve can show them.
+    const persistResources = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      for (const name of yield* pools.names) {
+        const handle = yield* pools.get(name)
+        const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
+        const stats = yield* handle.stats()
+        for (const snap of yield* handle.snapshot) {
+          const info = infos.get(snap.id)
+          yield* store.putResource({
+            pool: name,
+            resourceId: snap.id,
+            kind: snap.kind,
+            spec: {
+              id: snap.id,
+              kind: snap.kind,
+              capacity: snap.capacity,
+              options: maskSecrets(info?.options ?? {}),
+              tags: maskSecrets(info?.tags ?? {})
+            },
+            health: {
+              state: snap.state,
+              active: snap.active,
+              capacity: snap.capacity,
+              consecutiveFailures: snap.consecutiveFailures,
+              latencyEmaMs: snap.latencyEmaMs ?? null,
+              usage: snap.usage,
+              cooldownUntil: snap.cooldownUntil ?? null,
+              lastError: snap.lastError ?? null,
+              throttledUntil: snap.throttledUntil ?? null,
+              throttledTotal: snap.throttledTotal,
+              breaker: snap.breaker,
+              breakerUntil: snap.breakerUntil ?? null,
+              poolWaitMsP95: stats.waitMsP95,
+              poolWaiting: stats.waiting,
+              runId
+            },
+            updatedAt: now
+          })
+        }
+      }
+      // Pipelines skipped because they were already done (resume) count toward the run's
+      // progress: monitors read this run-scoped metric.
+      if (state.counters.skipped > 0) {
+        yield* reportMetric(store, runId, SKIPPED_METRIC, state.counters.skipped, {
+          label: "Skipped (already done)",
+          display: "number"
+        }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
+      }
+    }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
+    yield* persistResources
+
+    // Heartbeat.
+    yield* Effect.forkScoped(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.heartbeat(runId, now)).pipe(
+        Effect.zipLeft(persistResources),
+        Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)),
+        Effect.repeat(Schedule.spaced(config.heartbeat)),
+        Effect.delay(config.heartbeat)
+      )
+    )
+    if (config.stopAfter !== undefined) {
+      const after = config.stopAfter
+      yield* Effect.forkScoped(Effect.delay(Effect.sync(() => requestStop("stop_after")), after))
+    }
+    if (config.handleSignals) yield* onStopSignal(requestStop)
+
+    // Admission slots: the feeder waits here when maxAdmitted pipelines are in; a stop
+    // interrupts the feeder itself (its wait included).
+    const admission = SlotGate.make(config.maxAdmitted, () => false)
+    const slots = SlotGate.make(config.concurrency, () => state.stopping)
+    // The clock of the run, read synchronously on the hot path (TestClock in tests).
+    const clock = yield* Effect.clock
+    const fibers = yield* FiberSet.make<void, never>()
+
+    const crash = (cause: Cause.Cause<unknown>) =>
+      Effect.sync(() => {
+        if (state.crash === null) state.crash = cause
+        requestStop("worker_crashed")
+        Deferred.unsafeDone(hardStop, Exit.void)
+      })
+
+    const finishCallback = (record: PipelineRecord, output: Option.Option<unknown>) =>
+      options.onPipelineFinished === undefined
+        ? Effect.void
+        : Effect.suspend(() => options.onPipelineFinished!(record, output)).pipe(
+          Effect.catchAllCause((cause) =>
+            emit("monitor.callback_failed", record.pipelineId, { error: Cause.pretty(cause).slice(0, 2000) })
+          )
+        )
+
+    const readRecord = (pipelineId: string) =>
+      Effect.flatMap(store.getPipeline(pipelineId), (o) =>
+        Option.match(o, {
+          onNone: () => Effect.fail(new StoreUnavailable({ message: `pipeline ${pipelineId} vanished from the store` })),
+          onSome: Effect.succeed
+        }))
+
+    const onTerminal = (pipelineId: string, finalValue: Option.Option<unknown>) =>
+      Effect.suspend(() => {
+        if (config.stopAfterFailures !== undefined && state.counters.failed >= config.stopAfterFailures) {
+          requestStop("stop_after_failures")
+        }
+        // The callback gets the durable row, read back from the store.
+        return options.onPipelineFinished === undefined
+          ? Effect.void
+          : Effect.flatMap(readRecord(pipelineId), (record) => finishCallback(record, finalValue))
+      })
+
+    // Fibers parked waiting for a worker slot or in a retry delay: a stop interrupts them at
+    // once (they are not in flight), while attempts in flight get the grace period.
+    const parked = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+    const whileParked = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.withFiberRuntime<A, E, R>((fiber) => {
+        if (state.stopping) return Effect.interrupt
+        parked.add(fiber)
+        return Effect.ensuring(self, Effect.sync(() => parked.delete(fiber)))
+      })
+    yield* Effect.forkScoped(
+      Effect.flatMap(Deferred.await(stopRequested), () => {
+        slots.interruptWaiters()
+        return Effect.forEach(Array.from(parked), (fiber) => Fiber.interruptFork(fiber), { discard: true })
+      })
+    )
+
+    // Per-task codec registries (a task's output Schema decodes back to its class).
+    const registries = new Map<Task.Any, CodecRegistry>()
+    const registryFor = (task: Task.Any): CodecRegistry => {
+      let r = registries.get(task)
+      if (r === undefined) {
+        r = task.outputSchema === undefined ? registry : registry.registerSchema(task.outputSchema)
+        registries.set(task, r)
+      }
+      return r
+    }
+
+    const shared: AttemptShared = {
+      runId,
+      bus: env.bus,
+      store,
+      pools,
+      emit,
+      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
+    }
+    // Attempt spans only when a tracer records them (see PipelineEnv.traceAttempts).
+    const tracer = yield* Effect.tracer
+    const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
+    const pipelineEnv: Pipe.PipelineEnv = {
+      traceAttempts,
+      state,
+      store,
+      pools,
+      shared,
+      slots,
+      clock,
+      registryFor,
+      whileParked,
+      onTerminal
+    }
+
+    // ---- admission --------------------------------------------------------------------------
+    const admit = Admit.make({
+      state,
+      store,
+      policy: {
+        runId,
+        resume: config.resume,
+        freshRestart: config.freshRestart,
+        retrySucceeded: config.retrySucceeded,
+        exclusiveWriter: store.exclusiveWriter
+      },
+      staleAfterMs,
+      registryFor,
+      emit,
+      readRecord,
+      finishCallback,
+      admission,
+      fibers,
+      launch: (spec, start) => Pipe.run(pipelineEnv, spec, start),
+      crash
+    })
+
+    const feeder = Effect.gen(function*() {
+      const stream = sourceToStream<AnySpec, SE, SR>(source)
+      const batchSize = Math.max(1, Math.min(256, config.maxAdmitted))
+      yield* stream.pipe(
+        Stream.rechunk(batchSize),
+        Stream.runForEachChunk((chunk) => state.stopping ? Effect.interrupt : admit.admitBatch(Array.from(chunk)))
+      )
+    })
+
+    // ---- drive ------------------------------------------------------------------------------
+    const feederFiber = yield* Effect.fork(feeder)
+    const completion = Effect.zipRight(Fiber.join(feederFiber), FiberSet.awaitEmpty(fibers))
+    const finished = yield* Effect.raceFirst(
+      Effect.as(completion, "done" as const),
+      Effect.as(Deferred.await(stopRequested), "stop" as const)
+    ).pipe(Effect.exit)
+
+    let sourceFailure: Option.Option<Cause.Cause<SE | StoreUnavailable>> = Option.none()
+    if (Exit.isFailure(finished)) {
+      // The source (or admission) failed: stop what is running, then report it.
+      sourceFailure = Option.some(finished.cause as Cause.Cause<SE | StoreUnavailable>)
+      if (state.stopReason === null) requestStop("source_failed")
+    }
+    if (state.stopping) {
+      yield* Fiber.interrupt(feederFiber)
+      yield* Effect.raceFirst(
+        FiberSet.awaitEmpty(fibers),
+        Effect.raceFirst(Effect.sleep(config.grace), Deferred.await(hardStop))
+      )
+      yield* FiberSet.clear(fibers)
+    }
+    yield* FiberSet.awaitEmpty(fibers)
+
+    yield* persistResources
+    const endedAt = yield* Clock.currentTimeMillis
+    const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
+    const conflict = admit.conflict()
+    yield* store.finishRun(runId, { status: conflict !== null ? "failed" : status, endedAt, stopReason: state.stopReason })
+    runClosed = true
+    yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
+      Effect.zipRight(store.flush),
+      Effect.catchAll((e) => Effect.logWarning(`could not record run.finished: ${e.message}`))
+    )
+
+    if (state.crash !== null) {
+      const c = state.crash
+      const failure = Cause.failureOption(c)
+      if (Option.isSome(failure) && Predicate.isTagged(failure.value, "StoreUnavailable")) {
+        return yield* (failure.value as StoreUnavailable)
+      }
+      return yield* (new WorkerCrashed({ message: `a worker crashed: ${Cause.pretty(c).slice(0, 2000)}` }))
+    }
+    if (conflict !== null) return yield* conflict
+    if (Option.isSome(sourceFailure) && !Cause.isInterruptedOnly(sourceFailure.value)) {
+      return yield* Effect.failCause(sourceFailure.value)
+    }
+
+    const stats = yield* store.stats(runId)
+    return makeReport({
+      runId,
+      status,
+      startedAt,
+      durationMs: endedAt - startedAt,
+      stats,
+      skipped: state.counters.skipped,
+      repairFailures: state.counters.repairFailures,
+      leasesLeaked: state.counters.leasesLeaked,
+      retries: state.counters.retries,
+      stopReason: state.stopReason
+    })
+  }))

@@ -1,0 +1,126 @@
+/**
+ * The state of one run, created by `start` (no field of it is ever absent): live figures,
+ * counters, the stop request and the first crash. Mutated in place on the hot path (plain
+ * field updates, no `Ref`), read by `stats` at any time.
+ *
+ * @internal
+ */
+import { type Cause, Deferred, Exit } from "effect"
+import type * as RunConfig from "../../../domain/RunConfig.js"
+import type { PoolStats } from "../../Pool.js"
+import type { LiveStats } from "../../Runner.js"
+
+/**
+ * The counters of a run (see `LiveStats.counters`).
+ *
+ * @internal
+ */
+export interface Counters {
+  admitted: number
+  succeeded: number
+  failed: number
+  interrupted: number
+  skipped: number
+  retries: number
+  leasesLeaked: number
+  repairFailures: number
+}
+
+/**
+ * One run's mutable state.
+ *
+ * - `stopRequested`: completed with the first stop's reason; `hardStop`: completed by a
+ *   second stop or a crash (ends the grace period at once);
+ * - `stopReason`: `null` until a stop; `crash`: `null` unless a pipeline fiber died.
+ *
+ * @internal
+ */
+export interface RunState {
+  readonly runId: string
+  readonly config: RunConfig.RunConfig
+  readonly stopRequested: Deferred.Deferred<string>
+  readonly hardStop: Deferred.Deferred<void>
+  readonly counters: Counters
+  stopping: boolean
+  stopReason: string | null
+  inFlight: number
+  delayed: number
+  admitted: number
+  peakInFlight: number
+  peakAdmitted: number
+  crash: Cause.Cause<unknown> | null
+  finished: boolean
+}
+
+/**
+ * A fresh state for the run `runId`.
+ *
+ * @internal
+ */
+export const make = (
+  runId: string,
+  config: RunConfig.RunConfig,
+  stopRequested: Deferred.Deferred<string>,
+  hardStop: Deferred.Deferred<void>
+): RunState => ({
+  runId,
+  config,
+  stopRequested,
+  hardStop,
+  counters: {
+    admitted: 0,
+    succeeded: 0,
+    failed: 0,
+    interrupted: 0,
+    skipped: 0,
+    retries: 0,
+    leasesLeaked: 0,
+    repairFailures: 0
+  },
+  stopping: false,
+  stopReason: null,
+  inFlight: 0,
+  delayed: 0,
+  admitted: 0,
+  peakInFlight: 0,
+  peakAdmitted: 0,
+  crash: null,
+  finished: false
+})
+
+/**
+ * Requests a stop (synchronously, callable from a signal handler): the first request records
+ * its reason and completes `stopRequested`; a later one completes `hardStop` (stop at once).
+ * Nothing happens once the run is finished.
+ *
+ * @internal
+ */
+export const requestStop = (state: RunState, reason: string): void => {
+  if (state.finished) return
+  if (state.stopping) {
+    Deferred.unsafeDone(state.hardStop, Exit.void)
+    return
+  }
+  state.stopping = true
+  state.stopReason = reason
+  Deferred.unsafeDone(state.stopRequested, Exit.succeed(reason))
+}
+
+/**
+ * The live figures of a run (a copy, safe to keep).
+ *
+ * @internal
+ */
+export const liveStats = (state: RunState, pools: Readonly<Record<string, PoolStats>>): LiveStats => ({
+  runId: state.runId,
+  stopping: state.stopping,
+  inFlight: state.inFlight,
+  delayed: state.delayed,
+  admitted: state.admitted,
+  maxAdmitted: state.config.maxAdmitted,
+  concurrency: state.config.concurrency,
+  counters: { ...state.counters },
+  peakInFlight: state.peakInFlight,
+  peakAdmitted: state.peakAdmitted,
+  pools
+})

@@ -5,7 +5,7 @@
  * (TestClock, issue 12 §8); one span per batch (issue 12 §9).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, Either, Exit, Fiber, Scope, TestClock } from "effect"
+import { Clock, Context, DefaultServices, Deferred, Effect, Either, Exit, Fiber, Scope, TestClock, Tracer } from "effect"
 import { StoreUnavailable } from "../../../../src/domain/Errors.js"
 import { makeGroupCommit } from "../../../../src/services/internal/store/shared.js"
 
@@ -139,18 +139,32 @@ describe("makeGroupCommit on the clock", () => {
     }))
 })
 
+/** A tracer that records every span it starts (name, `ops` attribute) and delegates to Effect's own. */
+const recordingTracer = (seen: Array<readonly [string, unknown]>) => {
+  const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+  return Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = native.span(name, parent, context, links, startTime, kind, options)
+      const attribute = span.attribute.bind(span)
+      seen.push([name, undefined])
+      const at = seen.length - 1
+      span.attribute = (key, value) => {
+        if (key === "ops") seen[at] = [name, value]
+        attribute(key, value)
+      }
+      for (const [key, value] of Object.entries(options?.attributes ?? {})) if (key === "ops") seen[at] = [name, value]
+      return span
+    },
+    context: native.context
+  })
+}
+
 describe("makeGroupCommit tracing", () => {
-  it.scoped("each batch commits inside its own span Store.groupCommit, with its op count", () =>
+  const twoBatches = (seen: Array<readonly [string, unknown]>) =>
     Effect.gen(function*() {
-      const seen: Array<readonly [string, unknown]> = []
       const gate = yield* Deferred.make<void>()
       const writer = yield* makeGroupCommit<Op>({
-        commit: (ops) =>
-          Effect.gen(function*() {
-            const span = yield* Effect.currentSpan
-            seen.push([span.name, span.attributes.get("ops")])
-            if (ops[0]!.id === 0) yield* Deferred.await(gate)
-          }).pipe(Effect.orDie)
+        commit: (ops) => (ops[0]!.id === 0 ? Deferred.await(gate) : Effect.void)
       })
       const first = yield* Effect.fork(writer.submit({ id: 0, bytes: 0 }))
       yield* Effect.yieldNow()
@@ -159,6 +173,29 @@ describe("makeGroupCommit tracing", () => {
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(first)
       yield* Fiber.join(rest)
-      assert.deepStrictEqual(seen, [["Store.groupCommit", 1], ["Store.groupCommit", 2]])
+      return seen.filter(([name]) => name === "Store.groupCommit")
+    })
+
+  it.scoped("with a tracer installed, each batch commits in its own span Store.groupCommit, with its op count", () =>
+    Effect.gen(function*() {
+      const seen: Array<readonly [string, unknown]> = []
+      const spans = yield* twoBatches(seen).pipe(Effect.withTracer(recordingTracer(seen)))
+      assert.deepStrictEqual(spans, [["Store.groupCommit", 1], ["Store.groupCommit", 2]])
+    }))
+
+  it.scoped("with Effect's default tracer (nobody collects spans), batches make no span", () =>
+    Effect.gen(function*() {
+      const spans: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const writer = yield* makeGroupCommit<Op>({
+        commit: () =>
+          Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+            Effect.sync(() => {
+              if (span._tag === "Some") spans.push(span.value.name)
+            })).pipe(Effect.zipRight(Deferred.succeed(gate, undefined)))
+      })
+      yield* writer.submit({ id: 0, bytes: 0 })
+      yield* Deferred.await(gate)
+      assert.deepStrictEqual(spans, [])
     }))
 })

@@ -302,21 +302,21 @@ const runOne = (args: RunArgs, resume: boolean) =>
         width: process.stderr.columns !== undefined && process.stderr.columns > 0 ? process.stderr.columns : 80,
         ...(progressInterval !== undefined ? { interval: progressInterval } : {})
       })
-      // the command's span: the runner's `assay.run` span (run id, status) is its child
-      const report = yield* run.await.pipe(
-        Effect.withSpan("assay.command", {
-          attributes: {
-            "assay.command": resume ? "resume" : "run",
-            "assay.config": path.basename(args.config),
-            ...(shard === undefined ? {} : { "assay.shard": `${shard.index}/${shard.count}` })
-          }
-        })
-      )
+      const report = yield* run.await
       // the run-scope metrics the tasks reported: the headline a user came for
       const st = yield* Store
       const metrics = yield* st.metrics({ runId: report.runId, pipelineId: null })
       return { report, metrics }
-    }))
+    })).pipe(
+      // the command's span: the runner's `assay.run` span (run id, status) is its child
+      Effect.withSpan("assay.command", {
+        attributes: {
+          "assay.command": resume ? "resume" : "run",
+          "assay.config": path.basename(args.config),
+          ...(shard === undefined ? {} : { "assay.shard": `${shard.index}/${shard.count}` })
+        }
+      })
+    )
     const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(

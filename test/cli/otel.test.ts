@@ -32,8 +32,12 @@ describe("assay run --otel", () => {
       assert.isDefined(run, `spans received: ${receiver.spans.map((s) => s.name).join(", ")}`)
       assert.strictEqual(run!.attributes["assay.run.id"], report.runId)
       assert.strictEqual(run!.attributes["assay.run.status"], "completed")
-      assert.strictEqual(run!.attributes["assay.command"], "run")
       assert.strictEqual(run!.serviceName, "qa-otel")
+      // the CLI's span names the command; the runner's run span is its child
+      const command = receiver.spans.find((s) => s.name === "assay.command")
+      assert.isDefined(command)
+      assert.strictEqual(command!.attributes["assay.command"], "run")
+      assert.strictEqual(run!.parentSpanId, command!.spanId)
     })))
 
   it.live("OTEL_TRACES_EXPORTER=otlp switches export on; a malformed header list exits 2 naming the variable", () =>

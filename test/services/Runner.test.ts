@@ -724,7 +724,7 @@ describe("Runner: run handles, spans, the report", () => {
       )
       const run = spans.filter((s) => s.name === "assay.run")
       assert.strictEqual(run.length, 1)
-      assert.strictEqual(run[0]!.attributes.get("runId"), report.runId)
+      assert.strictEqual(run[0]!.attributes.get("assay.run.id"), report.runId)
       const attempts = spans.filter((s) => s.name === "assay.attempt")
       // 2 pipelines × (inc once + flaky twice)
       assert.strictEqual(attempts.length, 6)

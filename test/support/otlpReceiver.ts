@@ -6,9 +6,12 @@ import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 
-/** One received span: its name and its attributes (string, number and boolean values). */
+/** One received span: its name, ids, and its attributes (string, number and boolean values). */
 export interface ReceivedSpan {
   readonly name: string
+  readonly spanId: string
+  /** The parent's span id; absent for a root span. */
+  readonly parentSpanId: string | undefined
   readonly attributes: Readonly<Record<string, unknown>>
   readonly serviceName: unknown
 }
@@ -41,13 +44,28 @@ export const otlpReceiver = Effect.acquireRelease(
           const json = JSON.parse(body) as {
             resourceSpans: Array<{
               resource?: { attributes?: Array<{ key: string; value: AnyValue }> }
-              scopeSpans: Array<{ spans: Array<{ name: string; attributes?: Array<{ key: string; value: AnyValue }> }> }>
+              scopeSpans: Array<{
+                spans: Array<{
+                  name: string
+                  spanId: string
+                  parentSpanId?: string
+                  attributes?: Array<{ key: string; value: AnyValue }>
+                }>
+              }>
             }>
           }
           for (const rs of json.resourceSpans) {
             const serviceName = attributesOf(rs.resource?.attributes)["service.name"]
             for (const ss of rs.scopeSpans) {
-              for (const s of ss.spans) spans.push({ name: s.name, attributes: attributesOf(s.attributes), serviceName })
+              for (const s of ss.spans) {
+                spans.push({
+                  name: s.name,
+                  spanId: s.spanId,
+                  parentSpanId: s.parentSpanId === undefined || s.parentSpanId === "" ? undefined : s.parentSpanId,
+                  attributes: attributesOf(s.attributes),
+                  serviceName
+                })
+              }
             }
           }
         }

@@ -117,6 +117,38 @@ describe("pool waiters on TestClock", () => {
     ))
 })
 
+describe("an acquire interrupted as its lease is built", () => {
+  // Found by Pool.property.test.ts (seed 1951585115): with a `timeout`, the wait runs in a
+  // child fiber raced against the timer; an interruption arriving as that fiber built the
+  // lease dropped the lease with the race's result, and its slot stayed taken for good.
+  it.effect("gives the slot back: nothing stays active, the next waiter is served", () =>
+    withPools([Pool.make("p", [Resource.make("w", { id: "r", capacity: 2 })])], (pools) =>
+      Effect.gen(function*() {
+        const use = (i: number, options: Omit<Parameters<Pools.PoolsService["acquire"]>[0] & object, "pool">) =>
+          Effect.fork(Effect.zipRight(
+            Effect.sleep(0),
+            Effect.scoped(Effect.gen(function*() {
+              const lease = yield* pools.acquire({ pool: "p", ...options }, { taskName: `t${i}`, pipelineId: `p${i}`, owner: `o${i}` })
+              yield* lease.report({ ok: true })
+              yield* Effect.sleep(0)
+            }))
+          ))
+        const timed = yield* use(0, { algorithm: "leastBusy", timeout: 1 })
+        const plain = yield* use(1, { algorithm: "wait" })
+        yield* Effect.fork(Effect.zipRight(Effect.sleep(0), Fiber.interrupt(timed)))
+        for (let i = 0; i < 4; i++) {
+          yield* TestClock.adjust("25 millis")
+          yield* settle
+        }
+        assert.isTrue(Exit.isInterrupted(yield* Fiber.await(timed)))
+        assert.isTrue(Exit.isSuccess(yield* Fiber.await(plain)))
+        const [r] = yield* pools.snapshot("p")
+        assert.strictEqual(r!.active, 0, `leases still held: ${r!.leases.join(", ")}`)
+        assert.deepStrictEqual(r!.leases, [])
+        assert.deepStrictEqual(yield* pools.heldBy("o0"), [])
+      })))
+})
+
 describe("client build (one Deferred per build)", () => {
   it.effect("concurrent first users wait for one build and share its client", () =>
     Effect.gen(function*() {

@@ -726,7 +726,7 @@ export class Core implements Client.ClientEnv {
             return Effect.succeed(this.newLease(pool, res, client, holder, raw, started))
           }
         }
-        const attempt: Attempt = { taken: [], waited: false }
+        const attempt: Attempt = { taken: [], waited: false, lease: undefined }
         let phase: Effect.Effect<LeaseImpl, AcquireError> = algorithm.hints?.plainWait === true
           ? Effect.flatMap(
             this.park(pool, selector, undefined, attempt, pool, holder),
@@ -747,7 +747,12 @@ export class Core implements Client.ClientEnv {
           Effect.onExit(Effect.interruptible(phase), (exit) =>
             Effect.sync(() => {
               if (attempt.waited) pool.waiting--
-              if (Exit.isFailure(exit)) this.settle(attempt, undefined)
+              if (Exit.isFailure(exit)) {
+                this.settle(attempt, undefined)
+                // a lease built as the acquire was interrupted (its timeout races the build in
+                // another fiber, whose result is then dropped) reaches nobody: give it back
+                if (attempt.lease !== undefined) this.releaseNow(attempt.lease)
+              }
             }))
         )
       }
@@ -775,7 +780,7 @@ export class Core implements Client.ClientEnv {
         if (attempt.waited) {
           recordWait(home.waits, now - started)
         }
-        return this.newLease(pool, res, client, holder, raw, now)
+        return attempt.lease = this.newLease(pool, res, client, holder, raw, now)
       })
     const factory = res.resource.factory
     if (factory === undefined) return finish(undefined)
@@ -815,22 +820,25 @@ export class Core implements Client.ClientEnv {
   // --- lease operations ----------------------------------------------------------------------
 
   release(lease: LeaseImpl): Effect.Effect<void> {
-    return Effect.sync(() => {
-      if (lease.released) return
-      lease.released = true
-      const res = lease.res
-      res.leases.delete(lease.id)
-      if (lease.owner !== undefined) {
-        const set = this.owners.get(lease.owner)
-        if (set !== undefined) {
-          set.delete(lease)
-          if (set.size === 0) this.owners.delete(lease.owner)
-        }
+    return Effect.sync(() => this.releaseNow(lease))
+  }
+
+  /** Gives a lease back now (idempotent) and serves the waiters its slot can. */
+  releaseNow(lease: LeaseImpl): void {
+    if (lease.released) return
+    lease.released = true
+    const res = lease.res
+    res.leases.delete(lease.id)
+    if (lease.owner !== undefined) {
+      const set = this.owners.get(lease.owner)
+      if (set !== undefined) {
+        set.delete(lease)
+        if (set.size === 0) this.owners.delete(lease.owner)
       }
-      const pool = this.pools.get(lease.pool)
-      res.active--
-      if (pool !== undefined && pool.waiters.head !== undefined) this.dispatch(pool)
-    })
+    }
+    const pool = this.pools.get(lease.pool)
+    res.active--
+    if (pool !== undefined && pool.waiters.head !== undefined) this.dispatch(pool)
   }
 
   report(lease: LeaseImpl, report: LeaseReport): Effect.Effect<void> {

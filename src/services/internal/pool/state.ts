@@ -13,6 +13,7 @@ import type { ResourceInfo } from "../../../domain/Lease.js"
 import type * as Resource from "../../../domain/Resource.js"
 import type * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
 import type { Holder, PoolHandle } from "../../Pools.js"
+import type { LeaseImpl } from "./core.js"
 import type { WaitStats } from "./stats.js"
 import type { WaiterQueue } from "./waiters.js"
 
@@ -86,6 +87,8 @@ export interface Res {
 export interface Attempt {
   readonly taken: Array<Res>
   waited: boolean
+  /** The lease built from the kept slot (given back if the acquire ends in failure anyway). */
+  lease: LeaseImpl | undefined
 }
 
 /**

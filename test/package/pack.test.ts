@@ -7,9 +7,9 @@
  * program (and refusing a wrong one: the `.d.ts` carry real types). Then, in the same project,
  * every step of `docs/tutorial.md` in order.
  */
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, layer } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Schedule } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -159,21 +159,28 @@ const succeededIn = (store: string): number => {
   }
 }
 
-let dir = ""
-let project = ""
+/** The packed tarball installed into a new project under a temporary directory (removed after). */
+class Packed extends Context.Tag("test/Packed")<Packed, { readonly dir: string; readonly project: string }>() {}
 
-describe("the packed package, installed from npm's cache into a new project", { timeout: 600_000 }, () => {
-  beforeAll(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-pack-"))
-    project = path.join(dir, "project")
-    await Effect.runPromise(installPacked(dir, project))
-  }, 600_000)
-  afterAll(() => {
-    if (dir !== "") fs.rmSync(dir, { recursive: true, force: true })
-  })
+const PackedLive = Layer.scoped(
+  Packed,
+  Effect.acquireRelease(
+    Effect.suspend(() => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-pack-"))
+      const project = path.join(dir, "project")
+      return installPacked(dir, project).pipe(
+        Effect.as({ dir, project }),
+        Effect.onError(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      )
+    }),
+    ({ dir }) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )
+)
 
-  it.live("has no tests in the tarball; npx assay, a YAML run, a TS program with a test layer, tsc", () =>
+layer(PackedLive, { timeout: "10 minutes", excludeTestServices: true })("the packed package, installed from npm's cache into a new project", (it) => {
+  it.effect("has no tests in the tarball; npx assay, a YAML run, a TS program with a test layer, tsc", () =>
     Effect.gen(function*() {
+      const { dir, project } = yield* Packed
       // 1. What the tarball holds (dist/ was built by the run's global setup).
       const dry = yield* exec("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"])
       assert.strictEqual(dry.code, 0, dry.stderr)
@@ -218,10 +225,11 @@ describe("the packed package, installed from npm's cache into a new project", { 
       const refused = yield* exec(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd })
       assert.notStrictEqual(refused.code, 0)
       assert.include(refused.stdout, "wrong.ts")
-    }))
+    }), 600_000)
 
-  it.scopedLive("docs/tutorial.md, every step in order", () =>
+  it.scoped("docs/tutorial.md, every step in order", () =>
     Effect.gen(function*() {
+      const { project } = yield* Packed
       const steps = readTutorial(path.join(root, "docs/tutorial.md"))
       const mockPort = yield* freePort()
       const servePort = yield* freePort()
@@ -317,5 +325,5 @@ describe("the packed package, installed from npm's cache into a new project", { 
       const tsc = path.join(project, "node_modules/typescript/bin/tsc")
       const typed = yield* exec(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project })
       assert.strictEqual(typed.code, 0, typed.stdout + typed.stderr)
-    }))
+    }), 600_000)
 })

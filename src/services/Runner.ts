@@ -371,7 +371,9 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     const env: internal.RunnerEnv = {
       store: yield* Store,
       pools: yield* Pools,
-      bus: yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
+      bus: yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed })),
+      claimed: new Map(),
+      signalTargets: new Set()
     }
     // The runs still going (the target of `stop`) and the run started last (`stats`,
     // `reportMetric`): handles, not a shared mutable "current run".

@@ -688,6 +688,31 @@ describe("Runner: run handles, spans, the report", () => {
       assert.strictEqual((yield* b.stats).counters.interrupted + (yield* b.stats).counters.succeeded, 2)
     }).pipe(Effect.provide(env({ grace: "1 second" }))))
 
+  it.effect("two runs of one source at once on one store: each pipeline runs once, neither run is taken for dead", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const counted = Task.make("counted", (n: number) => Effect.as(Effect.zipRight(Effect.sync(() => calls++), Effect.sleep("1 second")), n))
+      const template = Pipeline.make("shared-source", counted)
+      const runner = yield* Runner.Runner
+      const seeds = Array.from({ length: 20 }, (_, i) => i)
+      const [ra, rb] = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* runner.start(template.map(seeds), { runId: "run-a", concurrency: 4 })
+        yield* TestClock.adjust("10 millis")
+        const b = yield* runner.start(template.map(seeds), { runId: "run-b", concurrency: 4 })
+        yield* TestClock.adjust("30 seconds")
+        return [yield* a.await, yield* b.await] as const
+      }))
+      assert.strictEqual(calls, 20, "every pipeline ran exactly once")
+      assert.deepStrictEqual([ra.status, rb.status], ["completed", "completed"])
+      const store = yield* Store
+      const runs = yield* store.listRuns
+      assert.deepStrictEqual(runs.map((r) => [r.runId, r.status, r.stopReason]), [
+        ["run-a", "completed", null],
+        ["run-b", "completed", null]
+      ])
+      assert.strictEqual((yield* store.stats()).byState.succeeded, 20)
+    }).pipe(Effect.provide(env())))
+
   it.effect("closing the scope a run was started in interrupts it: its rows end interrupted and the run is closed", () =>
     Effect.gen(function*() {
       const slow = Task.make("slow", (n: number) => Effect.as(Effect.sleep("10 seconds"), n))

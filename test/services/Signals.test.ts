@@ -146,6 +146,23 @@ describe("Signals", () => {
       }).pipe(Effect.provide(env({ grace: "30 seconds" }, signals)))
     })
 
+    it.effect("two runs of one runner at once: one signal stops both (not only the run started last)", () => {
+      const { send, signals } = Signals.makeTest()
+      return Effect.gen(function*() {
+        const runner = yield* Runner.Runner
+        const a = yield* Effect.fork(runner.run(template.map([1, 2, 3, 4]), { runId: "a" }))
+        const b = yield* Effect.fork(runner.run(template.map([5, 6, 7, 8]), { runId: "b" }))
+        yield* TestClock.adjust("1 second")
+        assert.isTrue(yield* send("SIGINT"))
+        yield* TestClock.adjust("9 seconds")
+        const [ra, rb] = [yield* Fiber.join(a), yield* Fiber.join(b)]
+        assert.deepStrictEqual([ra.status, ra.stopReason], ["interrupted", "sigint"])
+        assert.deepStrictEqual([rb.status, rb.stopReason], ["interrupted", "sigint"])
+        // each let its two in flight finish within the grace and started nothing more
+        assert.deepStrictEqual([ra.stats.byState.succeeded, rb.stats.byState.succeeded], [2, 2])
+      }).pipe(Effect.provide(env({ grace: "30 seconds" }, signals)))
+    })
+
     it.effect("handleSignals: false: the runner claims nothing (a signal goes to whoever claimed before)", () => {
       const { send, signals } = Signals.makeTest()
       return Effect.gen(function*() {

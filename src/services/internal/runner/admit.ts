@@ -40,6 +40,8 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 export interface AdmitEnv {
   readonly state: State.RunState
   readonly store: StoreService
+  /** Pipeline id → the run of this runner that runs it (shared by the runner's runs). */
+  readonly claimed: Map<string, string>
   readonly policy: Admission.Policy
   readonly staleAfterMs: number
   readonly registryFor: (task: Task.Any) => CodecRegistry
@@ -71,6 +73,8 @@ export const make = (env: AdmitEnv) => {
 
   const ownerStatus = (ownerRunId: string, now: number) =>
     Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
+      // another run of this process on this store: alive whatever its heartbeat says
+      if (store.isOpenHere?.(ownerRunId) === true) return "live"
       let cached = runCaches.get(ownerRunId)
       if (cached === undefined) {
         cached = yield* store.getRun(ownerRunId)
@@ -147,6 +151,34 @@ export const make = (env: AdmitEnv) => {
       for (const spec of batch) {
         if (state.stopping) return
         const stored = storedMap.get(spec.pipelineId)
+        // Another run of this runner is running it (its rows may not be durable yet): skip.
+        const claimant = env.claimed.get(spec.pipelineId)
+        if (claimant !== undefined && claimant !== runId) {
+          state.counters.skipped++
+          yield* emit("pipeline.skipped", spec.pipelineId, { reason: "owned_by_another_run", owner: claimant })
+          continue
+        }
+        // Claimed from the decision on (admission may wait for a slot); given back below unless
+        // the pipeline was launched (then its fiber gives it back when it ends).
+        if (claimant === undefined) env.claimed.set(spec.pipelineId, runId)
+        try {
+          yield* decideAndAdmit(spec, stored, seenInBatch, now)
+        } finally {
+          if (!inFlight.has(spec.pipelineId) && env.claimed.get(spec.pipelineId) === runId) {
+            env.claimed.delete(spec.pipelineId)
+          }
+        }
+      }
+    })
+
+  const decideAndAdmit = (
+    spec: AnySpec,
+    stored: PipelineRecord | undefined,
+    seenInBatch: Map<string, AnySpec>,
+    now: number
+  ) =>
+    Effect.gen(function*() {
+      {
         const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
         if (earlier === undefined) seenInBatch.set(spec.pipelineId, spec)
         const owner = earlier === undefined && Admission.needsOwner(stored, policy)
@@ -172,7 +204,7 @@ export const make = (env: AdmitEnv) => {
                 ? { reason: decision.reason }
                 : { reason: decision.reason, owner: decision.owner })
             }
-            continue
+            return
           case "Conflict": {
             const e = decision.error
             conflict = e
@@ -196,7 +228,7 @@ export const make = (env: AdmitEnv) => {
                 message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
               }).message
             })
-            continue
+            return
           case "Repair": {
             const repaired = yield* repair(spec, decision.record)
             if (Option.isSome(repaired)) {
@@ -205,7 +237,7 @@ export const make = (env: AdmitEnv) => {
                 const record = yield* readRecord(spec.pipelineId)
                 yield* finishCallback(record, repaired.value)
               }
-              continue
+              return
             }
             // The terminal artifact is unusable: restart from the seed.
             yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
@@ -215,7 +247,7 @@ export const make = (env: AdmitEnv) => {
               data: { cursor: decision.record.nTasksDone, reason: "terminal artifact missing or undecodable" },
               ts: now
             }], decision.record, now)
-            continue
+            return
           }
           case "FromSeed":
             yield* admitOne(
@@ -228,7 +260,7 @@ export const make = (env: AdmitEnv) => {
               stored,
               now
             )
-            continue
+            return
           case "Resume": {
             const { events, start } = yield* loadStart(spec, decision, now)
             yield* admitOne(spec, start, false, events, stored, now)
@@ -276,6 +308,7 @@ export const make = (env: AdmitEnv) => {
             admission.release(hold)
             state.admitted--
             inFlight.delete(spec.pipelineId)
+            if (env.claimed.get(spec.pipelineId) === runId) env.claimed.delete(spec.pipelineId)
           }))
         )
       )

@@ -73,6 +73,14 @@ export interface RunnerEnv {
   readonly store: StoreService
   readonly pools: Context.Tag.Service<Pools>
   readonly bus: BusService
+  /**
+   * The pipelines that the runner's runs have decided to run and not finished: pipeline id →
+   * run id. Shared by the runs of one runner so that two runs at once never run the same
+   * pipeline (the store's rows are durable only after the group commit).
+   */
+  readonly claimed: Map<string, string>
+  /** The stop requests of the runner's runs that handle signals (each run adds its own). */
+  readonly signalTargets: Set<(reason: string) => void>
 }
 
 const configError = (path: string, message: string): ConfigError =>
@@ -180,6 +188,8 @@ export const start = <S extends AnySpec, SE, SR>(
     const loop = runLoop(env, state, options, source, startedAt).pipe(
       Effect.ensuring(Effect.sync(() => {
         state.finished = true
+        // whatever ended the run, its claims end with it
+        for (const [pipelineId, owner] of env.claimed) if (owner === runId) env.claimed.delete(pipelineId)
       })),
       Effect.tap((report) => Effect.annotateCurrentSpan("assay.run.status", report.status)),
       Effect.withSpan("assay.run", { attributes: { "assay.run.id": runId, "assay.run.concurrency": config.concurrency } }),
@@ -333,7 +343,17 @@ const runLoop = <S extends AnySpec, SE, SR>(
       const after = config.stopAfter
       yield* Effect.forkScoped(Effect.delay(Effect.sync(() => requestStop("stop_after")), after))
     }
-    if (config.handleSignals) yield* onStopSignal(requestStop)
+    // A stop signal stops every run of this runner that handles signals (the newest run's
+    // claim receives it: claims nest), not only the run started last.
+    if (config.handleSignals) {
+      yield* Effect.acquireRelease(
+        Effect.sync(() => env.signalTargets.add(requestStop)),
+        () => Effect.sync(() => env.signalTargets.delete(requestStop))
+      )
+      yield* onStopSignal((reason) => {
+        for (const stop of env.signalTargets) stop(reason)
+      })
+    }
 
     // Admission slots: the feeder waits here when maxAdmitted pipelines are in; a stop
     // interrupts the feeder itself (its wait included).
@@ -432,6 +452,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const admit = Admit.make({
       state,
       store,
+      claimed: env.claimed,
       policy: {
         runId,
         resume: config.resume,

@@ -107,6 +107,10 @@ export const makeWith = (
         (p) => wb.configure({ ...p, enabled: writes.writeBehind ?? options.writeBehind ?? true })
       )
 
+    // Runs opened through this front and not finished yet: alive in this process, whatever
+    // their heartbeat says (two runs of one runner share the store).
+    const openHere = new Set<string>()
+
     const service: StoreService = {
       kind: driver.kind,
       featureLevel: driver.featureLevel,
@@ -116,14 +120,24 @@ export const makeWith = (
 
       openRun: (run) =>
         refuse(
-          run.writes === undefined ? driver.openRun(run) : Effect.zipRight(configure(run.writes), driver.openRun(run))
+          (run.writes === undefined ? driver.openRun(run) : Effect.zipRight(configure(run.writes), driver.openRun(run)))
+            .pipe(Effect.tap(() => Effect.sync(() => openHere.add(run.runId))))
         ),
       heartbeat: (runId, nowMs) => refuse(driver.heartbeat(runId, nowMs)),
-      finishRun: (runId, finish) => refuse(Effect.zipRight(wb.flush, driver.finishRun(runId, finish))),
+      finishRun: (runId, finish) =>
+        refuse(Effect.zipRight(wb.flush, driver.finishRun(runId, finish))).pipe(
+          Effect.tap(() => Effect.sync(() => openHere.delete(runId)))
+        ),
+      isOpenHere: (runId) => openHere.has(runId),
       getRun: driver.getRun,
       latestRun: driver.latestRun,
       listRuns: driver.listRuns,
-      interruptStale: (staleAfterMs, nowMs) => refuse(driver.interruptStale(staleAfterMs, nowMs)),
+      // A run open here is alive: refresh its heartbeat first so that it is never taken for dead.
+      interruptStale: (staleAfterMs, nowMs) =>
+        refuse(Effect.zipRight(
+          Effect.forEach(openHere, (runId) => driver.heartbeat(runId, nowMs), { discard: true }),
+          driver.interruptStale(staleAfterMs, nowMs)
+        )),
 
       admit: (ps, seeds = []) =>
         ps.length === 0 && seeds.length === 0

@@ -1222,8 +1222,9 @@ export const checkOutput = (out: string, inputs: ReadonlyArray<string>): Effect.
  * A {@link LargeRow}'s field is written part by part. On failure or interruption a file
  * output is untouched and its temp file removed. Returns the number of rows written.
  *
- * Fails with the stream's error, a large row's read error, or `ExportError` on file-system
- * failures.
+ * Fails with the stream's error, a large row's read error, `ConfigError` when `path` is a
+ * database (see {@link checkOutput}: a file of a store open in this process, or any existing
+ * SQLite file), or `ExportError` on file-system failures.
  *
  * @param options the format, or the format and the shaping
  * @since 0.1.0
@@ -1236,6 +1237,8 @@ export const writeRows = <E, R>(
 ): Effect.Effect<number, E | ReadError | ExportError, R> =>
   Effect.scoped(Effect.gen(function*() {
     const o: WriteOptions = typeof options === "string" ? { format: options } : options
+    // OUT is never a database: not a store open in this process (the input), not any SQLite file
+    yield* checkOutput(path, [])
     const out = yield* Effect.mapError(OutputFile.open(path), toExportError)
     const enc = encoderOf(o)
     const sink = new ByteSink()
@@ -1303,6 +1306,7 @@ export const exportStores = (
   Effect.scoped(
     Effect.gen(function*() {
       yield* checkLimit(options.limit)
+      yield* checkOutput(out, paths)
       const opened = yield* Effect.forEach(paths, openReadOnly)
       const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ bulk, store }) => rowItems(store, options, bulk))))
       return yield* writeRows(rows, out, options)

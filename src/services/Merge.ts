@@ -240,6 +240,7 @@ export const mergeSources = (
         return Effect.fail(new ConfigError({ message: "this merged report has no openable sources; export needs store paths" }))
       }
       return Effect.scoped(Effect.gen(function*() {
+        yield* Export.checkOutput(path, names)
         const opened = yield* Effect.forEach(names, (name) => Effect.map(open(name), (o) => [name, o] as const))
         const seen = new Set<string>()
         const streams = opened.flatMap(([name, o]) => {

@@ -46,6 +46,8 @@ export const DurationFromString: Schema.Schema<Duration.Duration, string> = Sche
   {
     strict: true,
     decode: (s, _, ast) => {
+      // Effect's Duration clamps a negative amount to zero: refuse it instead of meaning 0
+      if (/^\s*-/.test(s)) return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is negative: a duration is 0 or more`))
       const d = Duration.decodeUnknown(s.trim())
       if (Option.isNone(d)) {
         return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is not a duration: ${durationHint}`))

@@ -48,6 +48,10 @@ export const DurationFromInput: Schema.Schema<Duration.Duration, Duration.Durati
   {
     strict: true,
     decode: (input, _, ast) => {
+      // Effect's Duration clamps a negative amount to zero: refuse it instead of meaning 0
+      if ((typeof input === "number" && input < 0) || (typeof input === "string" && /^\s*-/.test(input))) {
+        return ParseResult.fail(new ParseResult.Type(ast, input, `${JSON.stringify(input)} is negative: a duration is 0 or more`))
+      }
       const d = Duration.decodeUnknown(input)
       return Option.isSome(d) && Duration.isFinite(d.value)
         ? ParseResult.succeed(d.value)
@@ -67,7 +71,19 @@ export const DurationFromInput: Schema.Schema<Duration.Duration, Duration.Durati
  * @since 0.1.0
  * @category schemas
  */
-export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(duration: D) => ({
+export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(duration: D) => {
+  // a period (heartbeat, flush interval) or a deadline (stopAfter) of 0 makes no sense: a busy
+  // loop or an immediate stop
+  // (same Type, Encoded and Context as `duration`: the cast only forgets the refinement)
+  const positive = Schema.compose(duration, PositiveDuration) as unknown as D
+  return fieldsOf(duration, positive)
+}
+
+const PositiveDuration = Schema.DurationFromSelf.pipe(
+  Schema.filter((d) => Duration.greaterThan(d, Duration.zero) || "must be longer than 0")
+)
+
+const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, positive: D) => ({
   /** Store location recorded on the run (the store itself is chosen by a layer). Default `":memory:"`. */
   store: Schema.String,
   /** `"full"` (default) or `"summary"`. */
@@ -87,7 +103,7 @@ export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(dura
   /** Discard checkpoints of admitted pipelines and start them from their seed. */
   freshRestart: Schema.Boolean,
   /** How often the run's heartbeat is written (default 5 s). */
-  heartbeat: duration,
+  heartbeat: positive,
   /** How long in-flight attempts may finish after a stop before they are interrupted (5 s). */
   grace: duration,
   /** A run whose heartbeat is older than this is considered dead (default 30 s). */
@@ -97,7 +113,7 @@ export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(dura
   /** Stop admitting after this many failed pipelines (best effort). */
   stopAfterFailures: PositiveInt,
   /** Stop admitting after this much wall time. */
-  stopAfter: duration,
+  stopAfter: positive,
   /** Install SIGINT/SIGTERM handlers that call `stop` (default true; a second signal stops at once). */
   handleSignals: Schema.Boolean,
   /** Batch attempts and events (default true for file stores). */
@@ -105,7 +121,7 @@ export const fieldsWith = <D extends Schema.Schema<Duration.Duration, any>>(dura
   /** Write-behind batch size (default 128). */
   writeBatch: PositiveInt,
   /** Write-behind flush interval (default 1 s). */
-  flushInterval: duration,
+  flushInterval: positive,
   /** Where payloads go: `"inline"`, `"file:///path"`, `"null"` or `{ kind, root, minBytes }`. */
   artifactBackend: Schema.Union(Schema.String, Schema.Struct({ kind: Schema.String }, JsonRecord)),
   /** Free-form notes recorded on the run. */

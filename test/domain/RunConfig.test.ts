@@ -79,6 +79,21 @@ describe("RunConfig: one Schema", () => {
     assert.include(Either.isLeft(r) ? r.left.message : "", "invalid run configuration: ")
   })
 
+  it("a negative duration is refused, not clamped to 0; a period or deadline of 0 is refused (file and code)", () => {
+    const code = RunConfig.resolve({ heartbeat: "0 millis", flushInterval: "-5 seconds", grace: -5, stopAfter: 0, staleAfter: "-3 seconds" })
+    const issues = Either.isLeft(code) ? code.left.issues : []
+    const byPath = new Map(issues.map((i) => [i.path, i.message]))
+    assert.strictEqual(byPath.get("run.heartbeat"), "must be longer than 0")
+    assert.strictEqual(byPath.get("run.stopAfter"), "must be longer than 0")
+    assert.include(byPath.get("run.flushInterval"), "is negative")
+    assert.include(byPath.get("run.grace"), "is negative")
+    assert.include(byPath.get("run.staleAfter"), "is negative")
+    const file = Schema.decodeUnknownEither(RunConfig.RunSection)({ grace: "-1 seconds", heartbeat: "0 seconds" })
+    assert.isTrue(Either.isLeft(file))
+    // 0 stays a valid grace (stop at once)
+    assert.isTrue(Either.isRight(RunConfig.resolve({ grace: 0 })))
+  })
+
   it("the file form refuses a bare number for a duration; the code form takes it as milliseconds", () => {
     const file = Schema.decodeUnknownEither(RunConfig.RunSection)({ heartbeat: 5 })
     assert.isTrue(Either.isLeft(file))

@@ -13,7 +13,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import * as Export from "../services/Export.js"
+import * as Export from "../services/internal/export.js"
 import { mergeSources, readSource } from "../services/Merge.js"
 import * as StoreArgs from "./StoreArgs.js"
 

@@ -14,7 +14,7 @@ import { type ConfigError, type PluginError, StoreUnavailable } from "../domain/
 import * as Plugins from "../layers/Plugins.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/StoreResolver.js"
-import * as Export from "../services/Export.js"
+import * as Export from "../services/internal/export.js"
 import * as Flags from "./Flags.js"
 import type { Store, StoreService } from "../services/Store.js"
 

@@ -17,7 +17,7 @@
 import { Chunk, Effect, type Scope, Stream } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineRecord, PipelineState } from "../domain/Records.js"
-import * as Export from "./Export.js"
+import * as Export from "./internal/export.js"
 import type { ErrorRow, Latency, ReadError, StoreService } from "./Store.js"
 import { StoreOpener } from "./Store.js"
 

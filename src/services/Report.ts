@@ -13,7 +13,7 @@
 import { Clock, Effect, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../domain/Errors.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../domain/Records.js"
-import * as Export from "./Export.js"
+import * as Export from "./internal/export.js"
 import { beats, latencyOf } from "./Merge.js"
 import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreOpener, type StoreService } from "./Store.js"
 

@@ -45,6 +45,7 @@ import * as Progress from "../services/Progress.js"
 import * as Report from "../services/Report.js"
 import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
 import * as Runner from "../services/Runner.js"
+import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
 import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
@@ -328,7 +329,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         )
       )
     )
-    const shown = metrics.filter((m) => m.name !== Runner.SKIPPED_METRIC)
+    const shown = metrics.filter((m) => m.name !== SKIPPED_METRIC)
     if (args.summary === "json") {
       yield* Console.log(JSON.stringify({
         ...report.toJSON(),

@@ -29,7 +29,7 @@ import {
   type SourceError,
   type SourceScan,
   unsafeIntegersWarning
-} from "../../tasks/Sources.js"
+} from "../../tasks/internal/sources.js"
 import * as Plugins from "../../layers/Plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
 

@@ -30,7 +30,7 @@ import {
   type SourceScan,
   unsafeIntegersWarning
 } from "../../tasks/internal/sources.js"
-import * as Plugins from "../../layers/Plugins.js"
+import * as Plugins from "../../layers/internal/plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
 
 import type { Experiment, Format, SourceSpec } from "../Experiment.js"

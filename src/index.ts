@@ -122,9 +122,15 @@ export * as ModuleLoader from "./layers/ModuleLoader.js"
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */
 export * as Plugins from "./layers/Plugins.js"
-export * as PluginUri from "./layers/PluginUri.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+/**
+ * Opening stores by name as the CLI does (a path, a `file:` URI or a plugin URI):
+ * `StoreResolver.layerOpener({ registry, baseDir })` is the `StoreOpener` that `Export`,
+ * `Report` and `Merge` read through; `StoreResolver.layer(spec)` opens one store as a layer.
+ *
+ * @since 0.1.0
+ */
 export * as StoreResolver from "./layers/StoreResolver.js"
 
 // built-in tasks and sources

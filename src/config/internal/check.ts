@@ -15,7 +15,7 @@ import * as Task from "../../domain/Task.js"
 import { resolveAlgorithm } from "../../services/AcquireAlgorithm.js"
 import * as Chat from "../../tasks/internal/chat.js"
 import * as Plugins from "../../layers/Plugins.js"
-import * as StoreResolver from "../../layers/StoreResolver.js"
+import * as StoreResolver from "../../layers/internal/storeResolver.js"
 
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import {

@@ -21,7 +21,7 @@
 import { createHash } from "node:crypto"
 import type { MetricRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
-import { formatMetric } from "./Report.js"
+import { formatMetric } from "./internal/report.js"
 
 /**
  * Escapes text for HTML element content and quoted attribute values: `& < > " '` become

@@ -27,9 +27,9 @@ import type * as Pool from "../../services/Pool.js"
 import type { KeyScan, SourceError, SourceScan } from "../../tasks/Sources.js"
 import type * as Plugins from "../../layers/Plugins.js"
 import type { ExperimentDefinition as Definition, ExperimentInput } from "../Config.js"
-import { check } from "../internal/check.js"
-import * as parse from "../internal/parse.js"
-import * as sources from "../internal/sources.js"
+import { check } from "./check.js"
+import * as parse from "./parse.js"
+import * as sources from "./sources.js"
 
 /**
  * Identity helper for TypeScript experiments (`export default defineExperiment({...})`),

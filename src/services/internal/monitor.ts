@@ -18,8 +18,8 @@
 import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../../domain/Errors.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
-import { formatMetric, isStale, STALE_AFTER_MS } from "../Report.js"
-import { SKIPPED_METRIC } from "../internal/runner/run.js"
+import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
+import { SKIPPED_METRIC } from "./runner/run.js"
 import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { ConfigError } from "../../domain/Errors.js"
 import { DASHBOARD_CSP, renderDashboard } from "../Dashboard.js"
-import * as Export from "../internal/export.js"
+import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
 import type { StoreService } from "../Store.js"
 

@@ -25,7 +25,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
-import { checkKeys, jsonlRows, keyOfRow, scanSource } from "../src/tasks/Sources.js"
+import { checkKeys, jsonlRows, keyOfRow, scanSource } from "../src/tasks/internal/sources.js"
 
 const N = Number(process.env.BENCH_ROWS ?? 200_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)

@@ -52,6 +52,8 @@ export * as Task from "./domain/Task.js"
 export type { AcquireOptions, AlgorithmInput, Lease, LeaseReport, Selector } from "./domain/Lease.js"
 /** @since 0.1.0 */
 export type { TaskContext } from "./domain/TaskContext.js"
+/** The read-only store a task sees as `ctx.store` (writes go through the runner). @since 0.1.0 */
+export type { TaskStore } from "./domain/TaskStore.js"
 /** What a task may use of the run's bus (`ctx.bus`). @since 0.2.0 */
 export type { BusMessage, TaskBus } from "./domain/TaskBus.js"
 
@@ -84,6 +86,11 @@ export * as Report from "./services/Report.js"
 export * as Runner from "./services/Runner.js"
 /** The read-only HTTP server of `assay serve` (JSON endpoints and the dashboard). @since 0.1.0 */
 export * as StatsServer from "./services/StatsServer.js"
+/**
+ * The one owner of the process's stop signals (SIGINT, SIGTERM, SIGHUP): claims nest, the
+ * newest gets them; `makeTest` for tests. @since 0.1.0
+ */
+export * as Signals from "./services/Signals.js"
 /** @since 0.1.0 */
 export * as Store from "./services/Store.js"
 
@@ -108,6 +115,11 @@ export * as ArtifactBackends from "./layers/ArtifactBackends.js"
 /** @since 0.1.0 */
 export * as MemoryStore from "./layers/MemoryStore.js"
 /**
+ * OpenTelemetry span export (OTLP/HTTP JSON) from the standard `OTEL_*` variables or explicit
+ * settings. @since 0.1.0
+ */
+export * as Otel from "./layers/Otel.js"
+/**
  * Running a program as the process's main with assay's exit codes (`NodeMain.runMain`).
  *
  * @since 0.1.0
@@ -122,9 +134,15 @@ export * as ModuleLoader from "./layers/ModuleLoader.js"
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */
 export * as Plugins from "./layers/Plugins.js"
-export * as PluginUri from "./layers/PluginUri.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+/**
+ * Opening stores by name as the CLI does (a path, a `file:` URI or a plugin URI):
+ * `StoreResolver.layerOpener({ registry, baseDir })` is the `StoreOpener` that `Export`,
+ * `Report` and `Merge` read through; `StoreResolver.layer(spec)` opens one store as a layer.
+ *
+ * @since 0.1.0
+ */
 export * as StoreResolver from "./layers/StoreResolver.js"
 
 // built-in tasks and sources

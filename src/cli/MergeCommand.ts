@@ -13,8 +13,8 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import * as Export from "../services/Export.js"
-import { mergeSources, readSource } from "../services/Merge.js"
+import * as Export from "../services/internal/export.js"
+import { mergeSources, readSource } from "../services/internal/merge.js"
 import * as StoreArgs from "./StoreArgs.js"
 
 const stores = Args.text({ name: "store" }).pipe(Args.atLeast(1), Args.withDescription("Store files (or plugin URIs) to merge."))

@@ -15,7 +15,7 @@ import * as Flags from "./Flags.js"
 import { Console, Effect, Option, Queue, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as Signals from "../services/Signals.js"
-import { isLoopback } from "../services/StatsServer.js"
+import { isLoopback } from "../services/internal/statsServer.js"
 import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
 
 const port = Flags.port(0, "TCP port to listen on; 0 picks a free port (printed on stdout).")

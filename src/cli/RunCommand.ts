@@ -34,17 +34,18 @@ import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
 import type { SeedError } from "../domain/Pipeline.js"
 import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
-import * as Experiment from "../config/Experiment.js"
+import * as Experiment from "../config/internal/experiment.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as Otel from "../layers/Otel.js"
 import * as PluginUri from "../layers/PluginUri.js"
-import * as StoreResolver from "../layers/StoreResolver.js"
+import * as StoreResolver from "../layers/internal/storeResolver.js"
 import { mergeReports } from "../services/Merge.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
-import * as Report from "../services/Report.js"
-import { ProcessRunner, shellQuote } from "../services/ProcessRunner.js"
+import * as Report from "../services/internal/report.js"
+import { ProcessRunner, shellQuote } from "../services/internal/processRunner.js"
 import * as Runner from "../services/Runner.js"
+import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
 import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
@@ -328,7 +329,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         )
       )
     )
-    const shown = metrics.filter((m) => m.name !== Runner.SKIPPED_METRIC)
+    const shown = metrics.filter((m) => m.name !== SKIPPED_METRIC)
     if (args.summary === "json") {
       yield* Console.log(JSON.stringify({
         ...report.toJSON(),

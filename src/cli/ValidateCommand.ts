@@ -19,9 +19,9 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
-import * as Experiment from "../config/Experiment.js"
+import * as Experiment from "../config/internal/experiment.js"
 import * as PluginUri from "../layers/PluginUri.js"
-import * as StoreResolver from "../layers/StoreResolver.js"
+import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 
 const text = (experiment: Experiment.Experiment): string => {

@@ -24,7 +24,7 @@ import { Duration, Effect, Option, Schedule } from "effect"
 import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
-import * as Monitor from "../services/Monitor.js"
+import * as Monitor from "../services/internal/monitor.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
 

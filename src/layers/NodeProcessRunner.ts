@@ -54,7 +54,7 @@ import {
   tail,
   timeoutMillis,
   toArgv
-} from "../services/ProcessRunner.js"
+} from "../services/internal/processRunner.js"
 
 /**
  * How long the cleanup waits for a SIGKILLed child to be reported as exited: 5 seconds. Only

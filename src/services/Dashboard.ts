@@ -19,9 +19,9 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import type { MetricRow, RunView, Snapshot } from "./Monitor.js"
-import { formatDuration, formatRate, holdOf } from "./Monitor.js"
-import { formatMetric } from "./Report.js"
+import type { MetricRow, RunView, Snapshot } from "./internal/monitor.js"
+import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
+import { formatMetric } from "./internal/report.js"
 
 /**
  * Escapes text for HTML element content and quoted attribute values: `& < > " '` become

@@ -45,7 +45,6 @@ import type { MetricOptions } from "../domain/TaskContext.js"
 import { Bus, make as makeBus } from "./Bus.js"
 import type { ExportError } from "./Export.js"
 import * as internal from "./internal/runner/run.js"
-import * as signals from "./internal/runner/signals.js"
 import { Pools, type PoolStats } from "./Pool.js"
 import { type ReadError, Store, type StoreStats } from "./Store.js"
 
@@ -303,26 +302,6 @@ export interface RunnerService {
  * @category models
  */
 export type SpecContext<S> = S extends Pipeline.PipelineSpec<any, any, any, infer R> ? R : never
-
-/**
- * The run-scoped metric in which the runner records how many pipelines it skipped because they
- * had already succeeded (written with each heartbeat and at the end of the run); monitors add
- * it to the run's done count.
- *
- * @since 0.1.0
- * @category constants
- */
-export const SKIPPED_METRIC: "skipped" = internal.SKIPPED_METRIC as "skipped"
-
-/**
- * The signals that stop a run gracefully: Ctrl-C (SIGINT), a service manager or `kill`
- * (SIGTERM), and the terminal closing (SIGHUP). The stop reason is the signal's name in lower
- * case (`sigint`, `sigterm`, `sighup`).
- *
- * @since 0.1.0
- * @category signals
- */
-export const stopSignals: ReadonlyArray<NodeJS.Signals> = signals.stopSignals
 
 /**
  * The runner service tag.

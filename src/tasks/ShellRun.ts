@@ -32,7 +32,7 @@ import {
   ProcessRunner,
   substituteArgv,
   toArgv
-} from "../services/ProcessRunner.js"
+} from "../services/internal/processRunner.js"
 
 /**
  * Options of {@link shellRun}:

@@ -228,7 +228,7 @@ describe("shards and signals", () => {
 describe("the resume command printed after a stop", () => {
   it("is the same command line with run → resume, --run-id and --stop-after dropped, quoted for a shell", async () => {
     const { resumeCommandOf } = await import("../../src/cli/RunCommand.js")
-    const { shellQuote } = await import("../../src/services/ProcessRunner.js")
+    const { shellQuote } = await import("../../src/services/internal/processRunner.js")
     assert.strictEqual(
       resumeCommandOf(["run", "-c", "exp.yaml", "--store", "runs/a b.db", "--run-id", "r1", "--stop-after", "5 minutes", "--concurrency", "8"]),
       "assay resume -c exp.yaml --store 'runs/a b.db' --concurrency 8"

@@ -20,7 +20,7 @@ import {
   ProcessTimeout,
   substituteArgv,
   summarize
-} from "../../src/services/ProcessRunner.js"
+} from "../../src/services/internal/processRunner.js"
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "proc")
 const fixture = (name: string) => path.join(fixtures, name)

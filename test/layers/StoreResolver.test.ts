@@ -14,7 +14,7 @@ import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Plugins from "../../src/layers/Plugins.js"
 import * as PluginUri from "../../src/layers/PluginUri.js"
-import * as StoreResolver from "../../src/layers/StoreResolver.js"
+import * as StoreResolver from "../../src/layers/internal/storeResolver.js"
 import { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import { Store } from "../../src/services/Store.js"
 

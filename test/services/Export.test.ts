@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { PipelineRecord } from "../../src/domain/Records.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Export from "../../src/services/Export.js"
+import * as Export from "../../src/services/internal/export.js"
 import { Store } from "../../src/services/Store.js"
 import { buildStore, pid, tmpDir, writeRun, storeFixture } from "./ExportFixture.js"
 

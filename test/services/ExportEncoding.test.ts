@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../../src/domain/Codec.js"
 import { ArtifactRecord } from "../../src/domain/Records.js"
-import * as Export from "../../src/services/Export.js"
+import * as Export from "../../src/services/internal/export.js"
 import { tmpDir } from "./ExportFixture.js"
 
 const cell = (v: unknown): string =>

@@ -8,7 +8,7 @@ import { assert, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import * as Export from "../../src/services/Export.js"
+import * as Export from "../../src/services/internal/export.js"
 import { buildPayloadStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
 
 const dir = tmpDir()

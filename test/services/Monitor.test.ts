@@ -6,7 +6,7 @@ import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import type { PipelineState } from "../../src/domain/Records.js"
-import * as Monitor from "../../src/services/Monitor.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
 import { type PipelineFields, Store } from "../../src/services/Store.js"
 
 const row = (runId: string, i: number, state: PipelineState, endedAt: number | null, message?: string): PipelineFields => ({

@@ -7,7 +7,7 @@ import * as path from "node:path"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Export from "../../src/services/Export.js"
 import * as Monitor from "../../src/services/Monitor.js"
-import * as StatsServer from "../../src/services/StatsServer.js"
+import * as StatsServer from "../../src/services/internal/statsServer.js"
 import { Store } from "../../src/services/Store.js"
 import { fails, runRows, SCRIPT_MESSAGE, template, writerLayer } from "../fixtures/monitor/liveRun.js"
 

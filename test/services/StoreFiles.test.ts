@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import * as Export from "../../src/services/Export.js"
+import * as Export from "../../src/services/internal/export.js"
 import { Store } from "../../src/services/Store.js"
 import * as StoreFiles from "../../src/services/StoreFiles.js"
 

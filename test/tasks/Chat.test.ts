@@ -16,7 +16,7 @@ import * as MockLlm from "../../src/services/MockLlm.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
-import { chat, ChatError, chatClientFactory, type ChatClient, maskText, renderTemplate } from "../../src/tasks/Chat.js"
+import { chat, ChatError, chatClientFactory, type ChatClient, maskText, renderTemplate } from "../../src/tasks/internal/chat.js"
 
 const KEY = "sk-test-3f9a1c7e5b2d4e6f8a0b"
 

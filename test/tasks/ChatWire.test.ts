@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Layer } from "effect"
 import { hintOf } from "../../src/domain/RateLimit.js"
 import { RateLimitSignal, throttled } from "../../src/services/MockLlm.js"
-import { classOfEmbeddedError, completionsUrl, credentialIssues, proxySettings } from "../../src/tasks/Chat.js"
+import { classOfEmbeddedError, completionsUrl, credentialIssues, proxySettings } from "../../src/tasks/internal/chat.js"
 
 describe("completionsUrl (C12)", () => {
   it("joins /chat/completions with and without a trailing slash, keeps the query, takes the userinfo out", () => {

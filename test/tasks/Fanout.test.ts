@@ -5,7 +5,7 @@ import * as Resource from "../../src/domain/Resource.js"
 import { identityFields, RetryPolicy } from "../../src/domain/RetryPolicy.js"
 import * as Task from "../../src/domain/Task.js"
 import * as Pool from "../../src/services/Pool.js"
-import { branchSeed, fanout, isBranchFailure, mostPermissiveRetry } from "../../src/tasks/Fanout.js"
+import { branchSeed, fanout, isBranchFailure, mostPermissiveRetry } from "../../src/tasks/internal/fanout.js"
 import { boom, delay, echo, flaky, leaky, simulateLlm } from "../../src/tasks/Mock.js"
 import { type FakeContextOptions, makeFakeContext } from "./fakeContext.js"
 

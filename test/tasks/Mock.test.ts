@@ -16,7 +16,7 @@ import {
   leaky,
   mockError,
   simulateLlm
-} from "../../src/tasks/Mock.js"
+} from "../../src/tasks/internal/mock.js"
 import { type FakeContextOptions, makeFakeContext } from "./fakeContext.js"
 
 /** Lets forked fibers run until they block. */

@@ -14,7 +14,7 @@ import {
   scanSource,
   unsafeIntegersOf,
   unsafeIntegersWarning
-} from "../../src/tasks/Sources.js"
+} from "../../src/tasks/internal/sources.js"
 import { writeJsonl } from "../../src/tasks/WriteJsonl.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-src-"))

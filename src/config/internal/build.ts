@@ -29,8 +29,8 @@ import {
   type SourceError,
   type SourceScan,
   unsafeIntegersWarning
-} from "../../tasks/Sources.js"
-import * as Plugins from "../../layers/Plugins.js"
+} from "../../tasks/internal/sources.js"
+import * as Plugins from "../../layers/internal/plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
 
 import type { Experiment, Format, SourceSpec } from "../Experiment.js"

@@ -13,9 +13,9 @@ import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import type { AlgorithmInput } from "../../domain/Lease.js"
 import * as Task from "../../domain/Task.js"
 import { resolveAlgorithm } from "../../services/AcquireAlgorithm.js"
-import * as Chat from "../../tasks/Chat.js"
+import * as Chat from "../../tasks/internal/chat.js"
 import * as Plugins from "../../layers/Plugins.js"
-import * as StoreResolver from "../../layers/StoreResolver.js"
+import * as StoreResolver from "../../layers/internal/storeResolver.js"
 
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import {

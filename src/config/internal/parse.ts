@@ -11,7 +11,7 @@ import { parse as parseToml } from "smol-toml"
 import * as YAML from "yaml"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import * as SyntaxErrors from "./syntaxErrors.js"
-import * as Plugins from "../../layers/Plugins.js"
+import * as Plugins from "../../layers/internal/plugins.js"
 
 import type { Format, RawExperiment } from "../Experiment.js"
 import { failWith, formatPath, isRecord, issue } from "./issues.js"

@@ -7,7 +7,7 @@
  */
 import { Effect, Schema, Stream } from "effect"
 import { PipelineRecord, type RunStatus } from "../../../domain/Records.js"
-import * as Export from "../../Export.js"
+import * as Export from "../export.js"
 import type { RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 

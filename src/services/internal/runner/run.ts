@@ -58,7 +58,9 @@ import * as State from "./state.js"
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
- * The run-scoped metric of skipped pipelines (see `Runner.SKIPPED_METRIC`).
+ * The run-scoped metric in which the runner records how many pipelines it skipped because they
+ * had already succeeded (written with each heartbeat and at the end of the run); monitors add
+ * it to the run's done count.
  *
  * @internal
  */

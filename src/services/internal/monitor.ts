@@ -1,0 +1,990 @@
+/**
+ * The monitoring picture of a store: what `assay serve` (as JSON and as a dashboard) and
+ * `assay watch` (as terminal text) show.
+ *
+ * - {@link readSnapshot} reads one picture of the selected run (or of every run) from a
+ *   {@link StoreService} alone: counts and latency from `stats`, the throughput series from
+ *   `completions`, and `/pipelines` pages from `pipelinesPage` (keyset, O(page) at any depth),
+ *   through {@link storeReads};
+ * - {@link renderSnapshot} and {@link renderLine} turn it into terminal text.
+ *
+ * Nothing here knows which store it reads: open a file with `SqliteStore.layerReadOnly`
+ * (never migrates, never writes, takes no lock: safe beside a running writer).
+ *
+ * Every JSON shape here uses snake_case keys: it is the wire format of the HTTP endpoints.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Option, Schema } from "effect"
+import type { StoreUnavailable } from "../../domain/Errors.js"
+import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
+import { SKIPPED_METRIC } from "./runner/run.js"
+import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "../Store.js"
+
+// ---------------------------------------------------------------------------------------------
+// Selection
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Which run a read is about: `undefined` or `"latest"` = the most recently started run,
+ * `"all"` = every run of the store (the whole store: the cumulative picture), any other
+ * string = that run id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunSelector = string | undefined
+
+/**
+ * A resolved selection: the latest run (if any), an explicit run, or all runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Selection =
+  | { readonly _tag: "Run"; readonly run: RunRecord; readonly latest: boolean }
+  | { readonly _tag: "All"; readonly runs: ReadonlyArray<RunRecord> }
+  | { readonly _tag: "Empty" }
+
+/**
+ * Raised when an explicit run id is not in the store (the HTTP server answers 404).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnknownRun extends Schema.TaggedError<UnknownRun>("assay/UnknownRun")("UnknownRun", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `unknown run id "${this.runId}"`
+  }
+}
+
+/**
+ * Resolves a {@link RunSelector}: `"all"` → every run; `undefined` or `"latest"` → the most
+ * recently started run (`Empty` when the store has none); an id → that run. Fails with
+ * {@link UnknownRun} for an id the store does not know, `StoreUnavailable` on read errors.
+ *
+ * @since 0.1.0
+ * @category selection
+ */
+export const resolveSelection = (
+  store: StoreService,
+  selector: RunSelector
+): Effect.Effect<Selection, StoreUnavailable | UnknownRun> => {
+  if (selector === "all") return Effect.map(store.listRuns, (runs): Selection => ({ _tag: "All", runs }))
+  if (selector === undefined || selector === "latest") {
+    return Effect.map(store.latestRun, (o): Selection =>
+      Option.match(o, { onNone: () => ({ _tag: "Empty" }), onSome: (run) => ({ _tag: "Run", run, latest: true }) }))
+  }
+  return Effect.flatMap(store.getRun(selector), (o) =>
+    Option.match(o, {
+      onNone: () => Effect.fail(new UnknownRun({ runId: selector })),
+      onSome: (run) => Effect.succeed<Selection>({ _tag: "Run", run, latest: false })
+    }))
+}
+
+/**
+ * The `run_id` a selection reports: the run's id, `"all"`, or `null` for an empty store.
+ *
+ * @since 0.1.0
+ * @category selection
+ */
+export const selectionRunId = (s: Selection): string | null =>
+  s._tag === "Run" ? s.run.runId : s._tag === "All" ? "all" : null
+
+/** The run id filter of store reads (`undefined` = no filter, for `all`). */
+const filterOf = (s: Selection): string | undefined => (s._tag === "Run" ? s.run.runId : undefined)
+
+// ---------------------------------------------------------------------------------------------
+// Wire rows
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A reported metric as the HTTP API returns it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MetricRow {
+  readonly run_id: string
+  readonly pipeline_id: string | null
+  readonly name: string
+  readonly value: unknown
+  readonly label: string | null
+  readonly display: "number" | "percent" | "text"
+  /** Epoch ms. */
+  readonly updated_at: number
+}
+
+/**
+ * Converts a stored metric to its wire row.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const metricRow = (m: MetricRecord): MetricRow => ({
+  run_id: m.runId,
+  pipeline_id: m.pipelineId === "" ? null : m.pipelineId,
+  name: m.name,
+  value: m.value,
+  label: m.label,
+  display: m.display,
+  updated_at: m.updatedAt
+})
+
+/**
+ * A pipeline as `/pipelines` returns it: state, cursor (`n_tasks_done` / `n_tasks_total`),
+ * attempts, times (epoch ms), failure fields and its pipeline-scoped reported metrics.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelineRow {
+  readonly pipeline_id: string
+  readonly key: string | null
+  readonly name: string
+  readonly run_id: string
+  readonly state: PipelineState
+  readonly n_tasks_done: number
+  readonly n_tasks_total: number
+  readonly attempts_total: number
+  readonly created_at: number
+  readonly updated_at: number
+  readonly started_at: number | null
+  readonly ended_at: number | null
+  readonly failed_task: string | null
+  readonly error_type: string | null
+  readonly error_message: string | null
+  readonly error_class: string | null
+  readonly reported_metrics: ReadonlyArray<MetricRow>
+}
+
+/**
+ * Converts a stored pipeline (without its metrics) to its wire row.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const pipelineRow = (p: PipelineRecord, metrics: ReadonlyArray<MetricRow> = []): PipelineRow => ({
+  pipeline_id: p.pipelineId,
+  key: p.key,
+  name: p.name,
+  run_id: p.runId,
+  state: p.state,
+  n_tasks_done: p.nTasksDone,
+  n_tasks_total: p.nTasksTotal,
+  attempts_total: p.attemptsTotal,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
+  started_at: p.startedAt,
+  ended_at: p.endedAt,
+  failed_task: p.failedTask,
+  error_type: p.errorType,
+  error_message: p.errorMessage,
+  error_class: p.errorClass,
+  reported_metrics: metrics
+})
+
+/**
+ * A failed pipeline as `/errors` and `recent_errors` return it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ErrorWire {
+  readonly pipeline_id: string
+  readonly name: string
+  readonly key: string | null
+  readonly run_id: string
+  readonly failed_task: string | null
+  readonly error_type: string | null
+  readonly error_message: string | null
+  readonly error_class: string | null
+  readonly ended_at: number | null
+}
+
+/**
+ * Converts an error row to its wire form.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const errorRow = (e: ErrorRow): ErrorWire => ({
+  pipeline_id: e.pipelineId,
+  name: e.name,
+  key: e.key,
+  run_id: e.runId,
+  failed_task: e.failedTask,
+  error_type: e.errorType,
+  error_message: e.errorMessage,
+  error_class: e.errorClass,
+  ended_at: e.endedAt
+})
+
+/**
+ * An event as `/events` returns it (`data` as recorded).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EventWire {
+  readonly event_id: number
+  readonly kind: string
+  readonly pipeline_id: string | null
+  readonly run_id: string | null
+  readonly data: unknown
+  /** Epoch ms. */
+  readonly ts: number
+}
+
+/**
+ * Converts an event to its wire form.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const eventRow = (e: EventRecord): EventWire => ({
+  event_id: e.eventId,
+  kind: e.kind,
+  pipeline_id: e.pipelineId,
+  run_id: e.runId,
+  data: e.data,
+  ts: e.ts
+})
+
+/**
+ * A pool resource as `/resources` returns it: its health as the runner last wrote it
+ * (at start, every heartbeat and at the end), flattened. Absent health fields are `null`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResourceRow {
+  readonly pool: string
+  readonly resource_id: string
+  readonly kind: string
+  /** `ready`, `degraded`, `cooldown`, `dead`, … */
+  readonly state: string | null
+  readonly active: number | null
+  readonly capacity: number | null
+  readonly consecutive_failures: number | null
+  readonly latency_ema_ms: number | null
+  readonly usage: unknown
+  readonly pool_wait_ms_p95: number | null
+  readonly pool_waiting: number | null
+  readonly last_error: unknown
+  /** Epoch ms until which the server asked to wait (a rate limit), when it did. */
+  readonly throttled_until: number | null
+  /** The circuit breaker: `closed`, `open`, `half_open` (null before this field existed). */
+  readonly breaker: string | null
+  /** Epoch ms at which an open breaker turns half-open. */
+  readonly breaker_until: number | null
+  /** The run that wrote this health. */
+  readonly run_id: string | null
+  /** Masked spec (secrets replaced by the store). */
+  readonly spec: unknown
+  /** Epoch ms. */
+  readonly updated_at: number
+}
+
+/**
+ * A clock time for a progress line, `watch`, `report` and the dashboard: `14:03:10` (local time)
+ * when `untilMs` falls on the same local day as `nowMs` and less than 12 hours from it, else the
+ * full ISO date and time (UTC): a time of day alone must never read as "today" for tomorrow
+ * (a `Retry-After: 86400` ends at this very clock time, a day later).
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const formatUntil = (untilMs: number, nowMs: number): string => {
+  const d = new Date(untilMs)
+  const now = new Date(nowMs)
+  const sameDay = d.getFullYear() === now.getFullYear() && d.getMonth() === now.getMonth() && d.getDate() === now.getDate()
+  if (!sameDay || Math.abs(untilMs - nowMs) >= 43_200_000) return d.toISOString()
+  const pad = (n: number) => String(n).padStart(2, "0")
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+}
+
+/**
+ * What holds a stored resource out of rotation by time, in words, when its hold is still
+ * ahead of `nowMs`: `throttled until 14:03:10` or `breaker open until 14:03:10`; else "".
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const holdOf = (r: Pick<ResourceRow, "throttled_until" | "breaker_until">, nowMs: number): string =>
+  r.throttled_until !== null && r.throttled_until > nowMs
+    ? `throttled until ${formatUntil(r.throttled_until, nowMs)}`
+    : r.breaker_until !== null && r.breaker_until > nowMs
+    ? `breaker open until ${formatUntil(r.breaker_until, nowMs)}`
+    : ""
+
+const numOrNull = (u: unknown): number | null => (typeof u === "number" && Number.isFinite(u) ? u : null)
+const strOrNull = (u: unknown): string | null => (typeof u === "string" ? u : null)
+
+/**
+ * Flattens a stored resource's health into its wire row.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const resourceRow = (r: {
+  readonly pool: string
+  readonly resourceId: string
+  readonly kind: string
+  readonly spec: unknown
+  readonly health: unknown
+  readonly updatedAt: number
+}): ResourceRow => {
+  const h = (typeof r.health === "object" && r.health !== null ? r.health : {}) as Record<string, unknown>
+  return {
+    pool: r.pool,
+    resource_id: r.resourceId,
+    kind: r.kind,
+    state: strOrNull(h.state),
+    active: numOrNull(h.active),
+    capacity: numOrNull(h.capacity),
+    consecutive_failures: numOrNull(h.consecutiveFailures),
+    latency_ema_ms: numOrNull(h.latencyEmaMs),
+    usage: h.usage ?? null,
+    pool_wait_ms_p95: numOrNull(h.poolWaitMsP95),
+    pool_waiting: numOrNull(h.poolWaiting),
+    last_error: h.lastError ?? null,
+    throttled_until: numOrNull(h.throttledUntil),
+    breaker: strOrNull(h.breaker),
+    breaker_until: numOrNull(h.breakerUntil),
+    run_id: strOrNull(h.runId),
+    spec: r.spec,
+    updated_at: r.updatedAt
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paged and histogram reads
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A `/pipelines` keyset cursor: the (createdAt, pipelineId) of the last row of a page (the
+ * `Store` port's cursor).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type PipelineCursor = StoreCursor
+
+/**
+ * Encodes a cursor as an opaque URL-safe token (base64url of `[createdAt, pipelineId]`).
+ *
+ * @since 0.1.0
+ * @category cursors
+ */
+export const encodeCursor = (c: PipelineCursor): string =>
+  Buffer.from(JSON.stringify([c.createdAt, c.pipelineId]), "utf8").toString("base64url")
+
+/**
+ * Decodes a token made by {@link encodeCursor}; `Option.none()` when it is malformed.
+ *
+ * @since 0.1.0
+ * @category cursors
+ */
+export const decodeCursor = (token: string): Option.Option<PipelineCursor> => {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"))
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "number" && Number.isFinite(v[0]) && typeof v[1] === "string") {
+      return Option.some({ createdAt: v[0], pipelineId: v[1] })
+    }
+  } catch {
+    // malformed
+  }
+  return Option.none()
+}
+
+/**
+ * One page of pipelines and the cursor of the next page (`null` at the end).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PipelinePage {
+  readonly rows: ReadonlyArray<PipelineRow>
+  readonly next: PipelineCursor | null
+}
+
+/**
+ * The paged and histogram reads monitoring needs, in its wire shapes (implemented by
+ * {@link storeReads} over the `Store` port):
+ *
+ * - `pipelinesPage`: pipelines ordered by (createdAt, pipelineId) strictly after `after`, at
+ *   most `limit` rows, each with its pipeline-scoped metrics (of its owner run);
+ * - `completions`: terminal pipelines bucketed by `floor((endedAt - originMs) / bucketMs)`,
+ *   as `[bucketIndex, count]` pairs, ascending.
+ *
+ * `runId` `undefined` means every run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MonitorReads {
+  readonly pipelinesPage: (options: {
+    readonly runId: string | undefined
+    readonly after: PipelineCursor | undefined
+    readonly limit: number
+  }) => Effect.Effect<PipelinePage, StoreUnavailable | ReadError>
+  readonly completions: (options: {
+    readonly runId: string | undefined
+    readonly originMs: number
+    readonly bucketMs: number
+  }) => Effect.Effect<ReadonlyArray<readonly [number, number]>, StoreUnavailable | ReadError>
+}
+
+/**
+ * {@link MonitorReads} over the `Store` port: a page is one `pipelinesPage` (keyset: the same
+ * cost at any depth on SQLite) plus one `metrics` read per row shown (pipeline-scoped metrics
+ * of the row's owner run); the histogram is one `completions` aggregate aligned on `originMs`
+ * (completions that ended before `originMs` are not counted).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const storeReads = (store: StoreService): MonitorReads => ({
+  pipelinesPage: ({ after, limit, runId }) =>
+    Effect.gen(function*() {
+      const page = yield* store.pipelinesPage({ runId, after, limit })
+      const rows = yield* Effect.forEach(page.pipelines, (p) =>
+        Effect.map(store.metrics({ runId: p.runId, pipelineId: p.pipelineId }), (ms) => pipelineRow(p, ms.map(metricRow))))
+      return { rows, next: page.next }
+    }),
+  completions: ({ bucketMs, originMs, runId }) =>
+    Effect.map(
+      store.completions({ runId, bucketMs, since: originMs }),
+      (buckets) => buckets.map((b) => [Math.round((b.startMs - originMs) / bucketMs), b.count] as const)
+    )
+})
+
+// ---------------------------------------------------------------------------------------------
+// The snapshot
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The selected run as the snapshot shows it (times in epoch ms).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunView {
+  readonly run_id: string
+  readonly label: string | null
+  readonly status: string
+  readonly started_at: number
+  readonly heartbeat_at: number
+  readonly ended_at: number | null
+  readonly stop_reason: string | null
+  /** The run's `staleAfter` in ms (from its config), when recorded. */
+  readonly stale_after_ms: number | null
+  /**
+   * Stored as `running` but its heartbeat is older than its `staleAfter` (default
+   * {@link STALE_AFTER_MS}): its writer died without closing it. Shown as stale (as `report`
+   * shows it interrupted), never as running; a resume takes it up.
+   */
+  readonly stale: boolean
+}
+
+/**
+ * Completions over time: `series` is `[bucketStartMs, completed]` for every bucket from the
+ * run's start to now (or its end), gaps filled with 0.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Throughput {
+  /** Terminal pipelines per second since the start; `null` before one second has passed. */
+  readonly per_sec: number | null
+  /** Terminal pipelines per second over the last {@link RECENT_WINDOW_MS} (bucket-aligned). */
+  readonly recent_per_sec: number | null
+  readonly bucket_ms: number
+  readonly series: ReadonlyArray<readonly [number, number]>
+}
+
+/**
+ * The monitoring picture of one selection (what `/stats` returns and `watch` renders).
+ *
+ * - `run_id`: the selected run, `"all"` (the whole store: every run's pipelines, each row as
+ *   its last run left it), or `null` when the store has no run yet;
+ * - `running`: the selected run (any run, for `all`) is still running: stored as `running`
+ *   and not stale;
+ * - `stale`: the selected run (for `all`: a run) is stored as `running` but sends no
+ *   heartbeat any more (see {@link RunView.stale});
+ * - `done`: pipelines finished for good (succeeded + failed) in the selection, plus those a
+ *   resumed run skipped as already done (`skipped`, from the runner's run-scoped metric).
+ *   Interrupted pipelines are not done (they resume): `pipelines.by_state.interrupted`;
+ * - `total`: the source size when the run recorded it (`meta.total` or `config.total`; for
+ *   `all`, the largest any run recorded), else `null`; `progress` = `done / total`;
+ *   `eta_ms` from the recent rate (null when unknown or not running);
+ * - `metrics`: run-level reported metrics of the selected run; for `all`, those of the most
+ *   recently started run that reported any (`metrics_run_id` names it);
+ * - `latest_run` and `recent_runs` (newest first, at most {@link RECENT_RUNS}): the runs of
+ *   the store, so a view can offer each of them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Snapshot {
+  readonly run_id: string | null
+  readonly selection: "latest" | "run" | "all"
+  /** Epoch ms when the snapshot was read. */
+  readonly generated_at: number
+  readonly run: RunView | null
+  readonly runs_total: number
+  readonly running: boolean
+  readonly stale: boolean
+  /** The most recently started run of the store (whatever the selection). */
+  readonly latest_run: RunView | null
+  /** The store's runs, newest first, at most {@link RECENT_RUNS}. */
+  readonly recent_runs: ReadonlyArray<RunView>
+  readonly pipelines: { readonly total: number; readonly by_state: Readonly<Record<PipelineState, number>> }
+  readonly done: number
+  /** Pipelines the selected run skipped because they were already done (counted in `done`). */
+  readonly skipped: number
+  readonly total: number | null
+  readonly progress: number | null
+  readonly eta_ms: number | null
+  readonly elapsed_ms: number | null
+  readonly tasks: number
+  readonly attempts_total: number
+  readonly retries: number
+  readonly events: number
+  readonly latency_ms: Latency | null
+  readonly throughput: Throughput
+  readonly recent_errors: ReadonlyArray<ErrorWire>
+  readonly resources: ReadonlyArray<ResourceRow>
+  readonly metrics: ReadonlyArray<MetricRow>
+  /** The run whose metrics `metrics` holds (the selected run; for `all`, see above), or null. */
+  readonly metrics_run_id: string | null
+}
+
+/**
+ * How many runs a snapshot lists in `recent_runs`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const RECENT_RUNS = 20
+
+/**
+ * Width of the window of `recent_per_sec` (ms).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const RECENT_WINDOW_MS = 30_000
+
+const NICE_BUCKETS = [
+  1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000,
+  7_200_000, 21_600_000, 43_200_000, 86_400_000
+]
+
+/**
+ * The histogram bucket for a span (ms): the smallest "nice" width giving at most
+ * `maxPoints` buckets (1 s … 1 day).
+ *
+ * @since 0.1.0
+ * @category snapshot
+ */
+export const bucketFor = (spanMs: number, maxPoints = 120): number =>
+  NICE_BUCKETS.find((b) => spanMs / b <= maxPoints) ?? NICE_BUCKETS[NICE_BUCKETS.length - 1]!
+
+/** A positive finite number from `u`, else null. */
+const positive = (u: unknown): number | null => (typeof u === "number" && Number.isFinite(u) && u > 0 ? u : null)
+
+/**
+ * The source size a run recorded: `meta.total`, else `config.total`, else `null`.
+ *
+ * @since 0.1.0
+ * @category snapshot
+ */
+export const totalOf = (run: RunRecord): number | null => {
+  const fromMeta = positive(run.meta.total)
+  if (fromMeta !== null) return fromMeta
+  const config = run.config as Record<string, unknown> | null
+  return typeof config === "object" && config !== null ? positive(config.total) : null
+}
+
+const staleAfterMsOf = (r: RunRecord): number | null => {
+  const config = r.config as Record<string, unknown> | null
+  return typeof config === "object" && config !== null ? numOrNull(config.staleAfterMs) : null
+}
+
+const runView = (r: RunRecord, nowMs: number): RunView => ({
+  run_id: r.runId,
+  label: r.label,
+  status: r.status,
+  started_at: r.startedAt,
+  heartbeat_at: r.heartbeatAt,
+  ended_at: r.endedAt,
+  stop_reason: r.stopReason,
+  stale_after_ms: staleAfterMsOf(r),
+  stale: isStale(r, nowMs)
+})
+
+/**
+ * Options of {@link readSnapshot}: the run selector and how many recent errors to include
+ * (default 10).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SnapshotOptions {
+  readonly runId?: RunSelector
+  readonly errors?: number | undefined
+}
+
+/**
+ * Reads the monitoring picture of a store: the selected run's status, counts by state,
+ * progress and ETA (when the source size is known), throughput over time, latency
+ * percentiles, recent errors, pool resources and run-level reported metrics. Time comes from
+ * `Clock`. `reads` defaults to {@link storeReads}.
+ *
+ * The rates: `per_sec = done / elapsed`; `recent_per_sec` = completions in the buckets that
+ * started within the last {@link RECENT_WINDOW_MS}, divided by the time those buckets span
+ * up to now; `eta_ms = (total - done) / recent_per_sec` (overall rate when no recent one).
+ *
+ * Fails with {@link UnknownRun} for an explicit id the store does not know, or the store's
+ * read errors.
+ *
+ * @since 0.1.0
+ * @category snapshot
+ */
+export const readSnapshot = (
+  store: StoreService,
+  options: SnapshotOptions = {},
+  reads: MonitorReads = storeReads(store)
+): Effect.Effect<Snapshot, StoreUnavailable | ReadError | UnknownRun> =>
+  Effect.gen(function*() {
+    const selection = yield* resolveSelection(store, options.runId)
+    return yield* snapshotOf(store, selection, options.errors ?? 10, reads)
+  })
+
+/**
+ * {@link readSnapshot} for an already resolved selection.
+ *
+ * @since 0.1.0
+ * @category snapshot
+ */
+export const snapshotOf = (
+  store: StoreService,
+  selection: Selection,
+  errors: number,
+  reads: MonitorReads
+): Effect.Effect<Snapshot, StoreUnavailable | ReadError> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const runId = filterOf(selection)
+    const allRuns = selection._tag === "All" ? selection.runs : yield* store.listRuns
+    const newestFirst = [...allRuns].sort((a, b) => b.startedAt - a.startedAt || (a.runId < b.runId ? 1 : -1))
+    const stats = yield* store.stats(runId)
+    const errorRows = yield* store.errors({ runId, limit: errors })
+    const run = selection._tag === "Run" ? selection.run : null
+    // A run stored as running whose writer died (no heartbeat) is not running: it is stale.
+    const alive = (r: RunRecord) => r.status === "running" && !isStale(r, now)
+    const running = selection._tag === "Run"
+      ? alive(selection.run)
+      : selection._tag === "All" && selection.runs.some(alive)
+    const stale = selection._tag === "Run"
+      ? isStale(selection.run, now)
+      : selection._tag === "All" && selection.runs.some((r) => isStale(r, now))
+    const start = selection._tag === "Run"
+      ? selection.run.startedAt
+      : selection._tag === "All" && selection.runs.length > 0
+      ? Math.min(...selection.runs.map((r) => r.startedAt))
+      : null
+    // where the selection's time ends: now while running; the end (or, for a run that died,
+    // its last heartbeat) otherwise, so that a dead run's rate is not diluted by the time since
+    const endOf = (r: RunRecord) => r.endedAt ?? r.heartbeatAt
+    const end = running
+      ? now
+      : selection._tag === "Run"
+      ? endOf(selection.run)
+      : selection._tag === "All" && selection.runs.length > 0
+      ? Math.max(...selection.runs.map(endOf))
+      : now
+    const elapsed = start === null ? null : Math.max(0, end - start)
+    const bucketMs = bucketFor(elapsed ?? 0)
+    const buckets = start === null ? [] : yield* reads.completions({ runId, originMs: start, bucketMs })
+    const series: Array<readonly [number, number]> = []
+    if (start !== null) {
+      const counts = new Map(buckets)
+      const lastIndex = Math.max(Math.floor(Math.max(0, end - start) / bucketMs), buckets[buckets.length - 1]?.[0] ?? 0)
+      const firstIndex = Math.min(0, buckets[0]?.[0] ?? 0)
+      for (let i = firstIndex; i <= lastIndex; i++) series.push([start + i * bucketMs, counts.get(i) ?? 0])
+    }
+    const by = stats.byState
+    // the metrics shown: the selected run's; for the whole store, the most recent run's that
+    // reported any (a resumed job's live metrics cover the whole job)
+    let metricsRunId: string | null = selection._tag === "Run" ? selection.run.runId : null
+    let metricRows = selection._tag === "Run" ? yield* store.metrics({ runId: selection.run.runId, pipelineId: null }) : []
+    if (selection._tag === "All") {
+      for (const r of newestFirst.slice(0, RECENT_RUNS)) {
+        const ms = (yield* store.metrics({ runId: r.runId, pipelineId: null })).filter((m) => m.name !== SKIPPED_METRIC)
+        if (ms.length > 0) {
+          metricsRunId = r.runId
+          metricRows = ms
+          break
+        }
+      }
+    }
+    // Pipelines a resumed run skipped (already done) count as done for its progress (the
+    // whole store's rows already include them).
+    const skippedValue = selection._tag === "Run" ? metricRows.find((m) => m.name === SKIPPED_METRIC)?.value : undefined
+    const skipped = typeof skippedValue === "number" ? skippedValue : 0
+    const done = by.succeeded + by.failed + skipped
+    const perSec = elapsed !== null && elapsed >= 1000 ? done / (elapsed / 1000) : null
+    let recentPerSec: number | null = null
+    if (series.length > 0 && elapsed !== null && elapsed >= 1000) {
+      const from = end - RECENT_WINDOW_MS
+      const recent = series.filter(([t]) => t >= from)
+      const t0 = recent[0]?.[0]
+      if (t0 !== undefined && end - t0 >= 1000) {
+        recentPerSec = recent.reduce((a, [, n]) => a + n, 0) / ((end - t0) / 1000)
+      }
+    }
+    const totals = (selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : [])
+      .map(totalOf)
+      .filter((t): t is number => t !== null)
+    const total = totals.length === 0 ? null : Math.max(...totals)
+    const rate = recentPerSec !== null && recentPerSec > 0 ? recentPerSec : perSec
+    const eta = total !== null && running && rate !== null && rate > 0
+      ? Math.max(0, Math.round(((total - done) / rate) * 1000))
+      : null
+    const resources = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
+    const metrics = metricRows.map(metricRow)
+    return {
+      run_id: selectionRunId(selection),
+      selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
+      generated_at: now,
+      run: run === null ? null : runView(run, now),
+      runs_total: allRuns.length,
+      running,
+      stale,
+      latest_run: newestFirst.length === 0 ? null : runView(newestFirst[0]!, now),
+      recent_runs: newestFirst.slice(0, RECENT_RUNS).map((r) => runView(r, now)),
+      pipelines: { total: stats.pipelines, by_state: by },
+      done,
+      skipped,
+      total,
+      progress: total === null ? null : Math.min(1, done / total),
+      eta_ms: eta,
+      elapsed_ms: elapsed,
+      tasks: stats.tasks,
+      attempts_total: stats.attemptsTotal,
+      retries: stats.retries,
+      events: stats.events,
+      latency_ms: stats.latencyMs,
+      throughput: { per_sec: perSec, recent_per_sec: recentPerSec, bucket_ms: bucketMs, series },
+      recent_errors: errorRows.map(errorRow),
+      resources,
+      metrics,
+      metrics_run_id: metricsRunId
+    } satisfies Snapshot
+  })
+
+/**
+ * Whether a snapshot's run is over for `watch`: not running (finished, or stale: stored as
+ * running with a heartbeat older than its `staleAfter`, its writer gone).
+ *
+ * @since 0.1.0
+ * @category snapshot
+ */
+export const isOver = (s: Snapshot): boolean => s.run_id !== null && !s.running
+
+// ---------------------------------------------------------------------------------------------
+// Terminal rendering
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A duration in ms as compact text: `850ms`, `12s`, `3m05s`, `2h04m`, `3d04h`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatDuration = (ms: number): string => {
+  if (!Number.isFinite(ms)) return "?"
+  if (ms < 1000) return `${Math.round(ms)}ms`
+  const s = Math.round(ms / 1000)
+  if (s < 60) return `${s}s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m}m${String(s % 60).padStart(2, "0")}s`
+  const h = Math.floor(m / 60)
+  if (h < 24) return `${h}h${String(m % 60).padStart(2, "0")}m`
+  return `${Math.floor(h / 24)}d${String(h % 24).padStart(2, "0")}h`
+}
+
+/**
+ * A rate per second as text: `12.3/s`, `0.25/s`, `1.2k/s`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatRate = (perSec: number): string =>
+  perSec >= 1000 ? `${(perSec / 1000).toFixed(1)}k/s` : perSec >= 10 ? `${perSec.toFixed(1)}/s` : `${perSec.toFixed(2)}/s`
+
+/**
+ * A text progress bar of `width` cells for a fraction in [0, 1].
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const bar = (fraction: number, width: number): string => {
+  const f = Math.max(0, Math.min(1, fraction))
+  const full = Math.round(f * width)
+  return `[${"#".repeat(full)}${".".repeat(Math.max(0, width - full))}]`
+}
+
+/**
+ * Options of {@link renderSnapshot}: line width in columns (default 80) and ANSI colour
+ * (default off).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RenderOptions {
+  readonly width?: number | undefined
+  readonly color?: boolean | undefined
+}
+
+const ANSI = { green: "32", red: "31", yellow: "33", cyan: "36", dim: "2", bold: "1" } as const
+
+/** Replaces control characters (a stored message must not drive the terminal). */
+const clean = (s: string): string => s.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
+
+const truncate = (s: string, width: number): string => (s.length <= width ? s : `${s.slice(0, Math.max(0, width - 1))}…`)
+
+/**
+ * The status words of a snapshot: the run's stored status, except a stale run (stored as
+ * running, no heartbeat any more), which reads
+ * `stale (no heartbeat since 14:03:10: its writer is gone; resume continues it)`; for the
+ * whole store, `running`, `stale` or `finished`.
+ *
+ * @since 0.2.0
+ * @category rendering
+ */
+export const statusOf = (s: Snapshot): string => {
+  if (s.run !== null) {
+    return s.run.stale
+      ? `stale (no heartbeat since ${formatUntil(s.run.heartbeat_at, s.generated_at)}: its writer is gone; resume continues it)`
+      : s.run.status
+  }
+  return s.running ? "running" : s.stale ? "stale" : "finished"
+}
+
+/**
+ * The one-line summary `watch` prints when stdout is not a terminal, e.g.
+ * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 admitted · 12.3/s · ETA 44s`.
+ * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
+ * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
+ * interrupted count appears when there are some. Store text is stripped of control characters.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderLine = (s: Snapshot): string => {
+  if (s.run_id === null) return "no run yet"
+  const by = s.pipelines.by_state
+  const head = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
+  const parts = [
+    s.total !== null
+      ? `${s.done}/${s.total} done (${((s.progress ?? 0) * 100).toFixed(1)}%)`
+      : `${s.done}/${s.pipelines.total} done`,
+    `${by.failed} failed`
+  ]
+  if (by.interrupted > 0) parts.push(`${by.interrupted} interrupted`)
+  parts.push(`${by.running} admitted`)
+  const rate = s.throughput.recent_per_sec ?? s.throughput.per_sec
+  if (rate !== null) parts.push(formatRate(rate))
+  if (s.eta_ms !== null) parts.push(`ETA ${formatDuration(s.eta_ms)}`)
+  if (s.retries > 0) parts.push(`${s.retries} retries`)
+  return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
+}
+
+/**
+ * The multi-line terminal picture of a snapshot (what `watch` draws on a terminal): run
+ * header (a stale run reads as stale, see {@link statusOf}), progress bar, counts by state
+ * (`admitted` for pipelines admitted and not finished), throughput and ETA, latency
+ * percentiles, reported metrics, pool resources and recent errors (full pipeline ids). Lines are cut to `width`; store text is
+ * stripped of control characters; colour is ANSI SGR when `color` is set.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string => {
+  const width = Math.max(40, options.width ?? 80)
+  const paint = (code: keyof typeof ANSI, text: string) => (options.color === true ? `\u001b[${ANSI[code]}m${text}\u001b[0m` : text)
+  const lines: Array<string> = []
+  const push = (plain: string, painted?: string) => {
+    const cut = truncate(plain, width)
+    lines.push(painted !== undefined && cut === plain ? painted : cut)
+  }
+  if (s.run_id === null) return "assay: no run in this store yet\n"
+  const by = s.pipelines.by_state
+  const shown = clean(statusOf(s))
+  if (s.run !== null) {
+    const r = s.run
+    const status = r.stale
+      ? paint("yellow", shown)
+      : r.status === "running"
+      ? paint("cyan", shown)
+      : r.status === "completed"
+      ? paint("green", shown)
+      : paint("yellow", shown)
+    const label = r.label === null ? "" : ` (${clean(r.label)})`
+    const tail = ` · ${s.elapsed_ms === null ? "" : formatDuration(s.elapsed_ms)}${r.stop_reason === null ? "" : ` · stop: ${clean(r.stop_reason)}`}`
+    push(`run ${clean(r.run_id)}${label} · ${shown}${tail}`, `run ${paint("bold", clean(r.run_id))}${label} · ${status}${tail}`)
+  } else {
+    const latest = s.latest_run === null ? "" : ` · latest run ${clean(s.latest_run.run_id)}`
+    push(`all runs (${s.runs_total}) · ${shown}${latest}`)
+  }
+  const rate = s.throughput.recent_per_sec ?? s.throughput.per_sec
+  const rateText = rate === null ? "" : ` · ${formatRate(rate)}`
+  const eta = s.eta_ms === null ? "" : ` · ETA ${formatDuration(s.eta_ms)}`
+  if (s.total !== null) {
+    const pct = `${((s.progress ?? 0) * 100).toFixed(1)}%`
+    const text = `${s.done}/${s.total} ${pct}${rateText}${eta}`
+    const barWidth = Math.max(10, Math.min(40, width - text.length - 12))
+    push(`progress ${bar(s.progress ?? 0, barWidth)} ${text}`)
+  } else {
+    push(`progress ${s.done}/${s.pipelines.total} done${rateText} (source size unknown: no ETA)`)
+  }
+  push(
+    `pipelines ${s.pipelines.total}: ${by.succeeded} succeeded · ${by.failed} failed · ${by.interrupted} interrupted · ${by.running} admitted · ${by.pending} pending`,
+    `pipelines ${s.pipelines.total}: ${paint("green", `${by.succeeded} succeeded`)} · ${
+      by.failed > 0 ? paint("red", `${by.failed} failed`) : `${by.failed} failed`
+    } · ${by.interrupted} interrupted · ${by.running} admitted · ${by.pending} pending`
+  )
+  const lat = s.latency_ms === null
+    ? ""
+    : ` · latency p50 ${formatDuration(s.latency_ms.p50)} p95 ${formatDuration(s.latency_ms.p95)} p99 ${formatDuration(s.latency_ms.p99)}`
+  push(`tasks ${s.tasks} · attempts ${s.attempts_total} · retries ${s.retries}${lat}`)
+  if (s.metrics.length > 0) {
+    push(s.run_id === "all" && s.metrics_run_id !== null ? `metrics (of run ${clean(s.metrics_run_id)})` : "metrics")
+    for (const m of s.metrics) push(`  ${clean(m.label ?? m.name)}: ${clean(formatMetric(m.value, m.display))}`)
+  }
+  if (s.resources.length > 0) {
+    push("pools")
+    for (const r of s.resources) {
+      const occ = r.capacity === null ? "" : ` ${r.active ?? 0}/${r.capacity}`
+      const wait = r.pool_wait_ms_p95 === null ? "" : ` · wait p95 ${formatDuration(r.pool_wait_ms_p95)}`
+      const fails = r.consecutive_failures !== null && r.consecutive_failures > 0 ? ` · ${r.consecutive_failures} failures` : ""
+      const hold = holdOf(r, s.generated_at)
+      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}`)
+    }
+  }
+  if (s.recent_errors.length > 0) {
+    push(`errors (${by.failed} failed; latest ${s.recent_errors.length})`)
+    for (const e of s.recent_errors) {
+      const what = [e.error_type, e.error_message].filter((x) => x !== null).join(": ")
+      push(`  ${clean(e.pipeline_id)} ${clean(e.failed_task ?? "?")}: ${clean(what)}`)
+    }
+  }
+  return `${lines.join("\n")}\n`
+}

@@ -1,0 +1,436 @@
+/**
+ * The after-the-fact report of one or more stores (`assay report STORE...`): which runs,
+ * their status, pipeline counts by state, attempts and retries, latency percentiles, pool
+ * resource health with per-resource attempts / retries / rate limits, reported metrics,
+ * recent errors, and pipelines whose terminal repair failed. Several stores are merged:
+ * pipelines are deduplicated by id with the rules of `Merge.beats`.
+ *
+ * Reports only read: every store is opened read-only, and a `running` run whose heartbeat is
+ * older than {@link STALE_AFTER_MS} is *shown* as interrupted (stale) without being rewritten.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Stream } from "effect"
+import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
+import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import * as Export from "./export.js"
+import { beats, latencyOf } from "./merge.js"
+import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreOpener, type StoreService } from "../Store.js"
+
+/**
+ * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const STALE_AFTER_MS = 30_000
+
+/**
+ * The stale threshold of a run (ms): `staleAfterMs` when given, else the `staleAfter` the run
+ * recorded in its config (`config.staleAfterMs`), else {@link STALE_AFTER_MS}.
+ *
+ * @since 0.2.0
+ * @category reports
+ */
+export const staleAfterOf = (r: RunRecord, staleAfterMs?: number | undefined): number => {
+  if (staleAfterMs !== undefined) return staleAfterMs
+  const config = r.config as Record<string, unknown> | null
+  const recorded = typeof config === "object" && config !== null ? config.staleAfterMs : undefined
+  return typeof recorded === "number" && Number.isFinite(recorded) && recorded > 0 ? recorded : STALE_AFTER_MS
+}
+
+/**
+ * Whether a run is stale at `nowMs` (epoch ms): stored as `running` with a heartbeat older
+ * than {@link staleAfterOf} — its writer died without closing it. `report` shows it as
+ * interrupted (stale), `watch` and `serve` as stale; none of them shows it running.
+ *
+ * @since 0.2.0
+ * @category reports
+ */
+export const isStale = (r: RunRecord, nowMs: number, staleAfterMs?: number | undefined): boolean =>
+  r.status === "running" && nowMs - r.heartbeatAt > staleAfterOf(r, staleAfterMs)
+
+/**
+ * Report options: `runId` selects runs (absent: each store's most recent run; `"all"`: every
+ * run; an id: that run, which must exist in at least one store), `errors` the number of
+ * recent errors listed (default 10; non-negative integer), `staleAfterMs` the stale threshold
+ * (default: each run's own `staleAfter`, see {@link staleAfterOf}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReportOptions {
+  readonly runId?: string | undefined
+  readonly errors?: number | undefined
+  readonly staleAfterMs?: number | undefined
+}
+
+/**
+ * One selected run as reported: `status` is the stored status, `shownStatus` what the report
+ * says (`interrupted` for a stale running run), `stale` whether its heartbeat is too old.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReportRun {
+  readonly source: string
+  readonly runId: string
+  readonly label: string | null
+  readonly status: RunRecord["status"]
+  readonly shownStatus: RunRecord["status"]
+  readonly stale: boolean
+  readonly startedAt: number
+  readonly heartbeatAt: number
+  readonly endedAt: number | null
+  readonly stopReason: string | null
+}
+
+/**
+ * One pool resource: its stored health, and what the selected runs' attempts did on it
+ * (joined through lease ids `pool/resourceId#n`): attempts, retries (attempt > 1) and
+ * rate-limited attempts (`errorClass` `rate_limit`, e.g. HTTP 429).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReportResource {
+  readonly source: string
+  readonly pool: string
+  readonly resourceId: string
+  readonly kind: string
+  readonly health: unknown
+  readonly attempts: number
+  readonly retries: number
+  readonly rateLimited: number
+}
+
+/**
+ * One reported metric card, with `text` formatted by its display (number, percent, text).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReportMetric {
+  readonly runId: string
+  readonly pipelineId: string | null
+  readonly name: string
+  readonly label: string | null
+  readonly display: MetricDisplay
+  readonly value: unknown
+  readonly text: string
+}
+
+/**
+ * The whole report (what `--json` prints).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReportData {
+  readonly stores: ReadonlyArray<string>
+  /** `"latest"`, `"all"` or the explicit run id. */
+  readonly selection: string
+  readonly runs: ReadonlyArray<ReportRun>
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  readonly duplicates: number
+  readonly tasks: number
+  readonly attempts: number
+  readonly retries: number
+  readonly latencyMs: Latency | null
+  readonly resources: ReadonlyArray<ReportResource>
+  readonly metrics: ReadonlyArray<ReportMetric>
+  readonly errors: ReadonlyArray<ErrorRow & { readonly source: string }>
+  /**
+   * Stores whose WAL still holds pages the last writer could not copy into the database file
+   * at close (readers kept it busy; SQLite only): the `-wal` must be copied with such a file.
+   */
+  readonly walPending: ReadonlyArray<{ readonly source: string; readonly frames: number }>
+  readonly repairFailures: {
+    readonly count: number
+    readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
+  }
+}
+
+/**
+ * A metric value as its card shows it: `percent` multiplies a number by 100 (one decimal,
+ * `%`), `number` prints up to 4 significant decimals, `text` prints strings as is and other
+ * values as JSON.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatMetric = (value: unknown, display: MetricDisplay): string => {
+  if (display === "percent" && typeof value === "number") return `${(value * 100).toFixed(1)}%`
+  if (display === "number" && typeof value === "number") return String(Number(value.toPrecision(6)))
+  return typeof value === "string" ? value : JSON.stringify(value)
+}
+
+const leaseTarget = (leaseId: string): string => {
+  const hash = leaseId.lastIndexOf("#")
+  return hash < 0 ? leaseId : leaseId.slice(0, hash)
+}
+
+/**
+ * Builds the report of already-opened stores (`source` names each one).
+ *
+ * Fails with `ConfigError` when an explicit run id is in none of the stores or `errors` is
+ * not a non-negative integer, `StoreUnavailable` when a store cannot be read.
+ *
+ * @since 0.1.0
+ * @category reports
+ */
+export const buildReport = (
+  stores: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>,
+  options: ReportOptions = {}
+): Effect.Effect<ReportData, ReadError> =>
+  Effect.gen(function*() {
+    const errorsLimit = (yield* Export.checkLimit(options.errors)) ?? 10
+    const now = yield* Clock.currentTimeMillis
+    const all = options.runId === "all"
+
+    // run selection, per store: undefined = no run filter (all)
+    const selected: Array<{ source: string; store: StoreService; runs: ReadonlyArray<RunRecord> }> = []
+    for (const s of stores) {
+      const runs = yield* s.store.listRuns
+      const chosen = all
+        ? runs
+        : options.runId === undefined
+        ? runs.slice(-1) // listRuns is oldest first
+        : runs.filter((r) => r.runId === options.runId)
+      selected.push({ ...s, runs: chosen })
+    }
+    if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
+      return yield* new ConfigError({
+        message: `run ${options.runId} is in none of the stores (${stores.map((s) => s.source).join(", ")})`,
+        issues: [{ path: "runId", message: `unknown run ${options.runId}` }]
+      })
+    }
+
+    const runs: Array<ReportRun> = selected.flatMap((s) =>
+      s.runs.map((r) => {
+        const stale = isStale(r, now, options.staleAfterMs)
+        return {
+          source: s.source,
+          runId: r.runId,
+          label: r.label,
+          status: r.status,
+          shownStatus: stale ? "interrupted" : r.status,
+          stale,
+          startedAt: r.startedAt,
+          heartbeatAt: r.heartbeatAt,
+          endedAt: r.endedAt,
+          stopReason: stale ? "stale (no heartbeat)" : r.stopReason
+        }
+      })
+    )
+
+    // pipelines in scope, deduplicated across stores
+    const winners = new Map<string, { p: PipelineRecord; source: string }>()
+    let duplicates = 0
+    let tasks = 0
+    let attempts = 0
+    let retries = 0
+    const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+    const selectedRunIds = new Set<string>()
+    const walPending: Array<{ source: string; frames: number }> = []
+    for (const s of selected) {
+      const scopes: ReadonlyArray<string | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
+      for (const runId of scopes) {
+        if (runId !== undefined) selectedRunIds.add(runId)
+        yield* Stream.runForEach(s.store.streamPipelines({ runId }), (p) =>
+          Effect.sync(() => {
+            const prev = winners.get(p.pipelineId)
+            if (prev === undefined) winners.set(p.pipelineId, { p, source: s.source })
+            else {
+              duplicates++
+              if (beats(p, prev.p)) winners.set(p.pipelineId, { p, source: s.source })
+            }
+          }))
+        const st = yield* s.store.stats(runId)
+        if (st.walPendingFrames !== undefined && st.walPendingFrames > 0 && !walPending.some((w) => w.source === s.source)) {
+          walPending.push({ source: s.source, frames: st.walPendingFrames })
+        }
+        tasks += st.tasks
+        attempts += st.attemptsTotal
+        retries += st.retries
+        yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
+          Effect.sync(() => {
+            for (const id of new Set(a.leaseIds.map(leaseTarget))) {
+              const key = `${s.source}\u0000${id}`
+              const u = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+              u.attempts++
+              if (a.attemptNo > 1) u.retries++
+              if (a.errorClass === "rate_limit") u.rateLimited++
+              usage.set(key, u)
+            }
+          }))
+      }
+    }
+    const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+    for (const { p } of winners.values()) byState[p.state]++
+
+    const resources: Array<ReportResource> = []
+    const metrics: Array<ReportMetric> = []
+    const repair = new Map<string, { phases: Set<string>; source: string }>()
+    for (const s of selected) {
+      for (const r of yield* s.store.resources) {
+        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+        resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
+      }
+      const runIds = s.runs.map((r) => r.runId)
+      for (const runId of runIds) {
+        for (const m of yield* s.store.metrics({ runId })) {
+          metrics.push({
+            runId: m.runId,
+            pipelineId: m.pipelineId,
+            name: m.name,
+            label: m.label,
+            display: m.display,
+            value: m.value,
+            text: formatMetric(m.value, m.display)
+          })
+        }
+      }
+      // repair failures of pipelines in scope, or emitted by a selected run
+      const events = yield* s.store.events({ kind: "pipeline.terminal_repair_failed" })
+      for (const e of events) {
+        if (e.pipelineId === null) continue
+        const inScope = all || winners.has(e.pipelineId) || (e.runId !== null && selectedRunIds.has(e.runId))
+        if (!inScope) continue
+        const entry = repair.get(e.pipelineId) ?? { phases: new Set<string>(), source: s.source }
+        const phase = (e.data as { phase?: unknown } | null)?.phase
+        entry.phases.add(typeof phase === "string" ? phase : "unknown")
+        repair.set(e.pipelineId, entry)
+      }
+    }
+
+    const survivors = Array.from(winners.values())
+    const errors = survivors
+      .filter(({ p }) => p.state === "failed")
+      .sort((a, b) => (b.p.endedAt ?? b.p.updatedAt) - (a.p.endedAt ?? a.p.updatedAt))
+      .slice(0, errorsLimit)
+      .map(({ p, source }) => ({ ...errorRowOf(p), source }))
+
+    return {
+      stores: stores.map((s) => s.source),
+      selection: all ? "all" : options.runId ?? "latest",
+      runs,
+      pipelines: winners.size,
+      byState,
+      duplicates,
+      tasks,
+      attempts,
+      retries,
+      latencyMs: latencyOf(survivors.map((w) => w.p)),
+      resources,
+      metrics,
+      errors,
+      walPending,
+      repairFailures: {
+        count: repair.size,
+        pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
+      }
+    }
+  })
+
+/**
+ * Opens every store read-only through the `Store.StoreOpener` in context (paths, `file:` URIs,
+ * plugin URIs, as the CLI takes them) and builds their report (see {@link buildReport}).
+ * Fails with `StoreUnavailable` when a store is missing or not an assay store, `ConfigError`
+ * on a spec that does not resolve (or as {@link buildReport}), `PluginError` when a plugin's
+ * factory fails.
+ *
+ * @since 0.1.0
+ * @category reports
+ */
+export const reportPaths = (
+  paths: ReadonlyArray<string>,
+  options: ReportOptions = {}
+): Effect.Effect<ReportData, StoreUnavailable | ConfigError | PluginError | Export.ExportError, StoreOpener> =>
+  Effect.scoped(
+    Effect.flatMap(
+      Effect.forEach(paths, (p) => Effect.map(Export.openReadOnly(p), ({ store }) => ({ source: p, store }))),
+      (stores) => buildReport(stores, options)
+    )
+  )
+
+const time = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOString())
+
+/**
+ * The report as text (what `assay report` prints without `--json`).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const renderText = (r: ReportData): string => {
+  const out: Array<string> = []
+  out.push(`Report of ${r.stores.join(", ")} (runs: ${r.selection})`)
+  if (r.runs.length === 0) out.push("  no runs")
+  for (const run of r.runs) {
+    const status = run.stale ? `interrupted (stale: stored as running, no heartbeat since ${time(run.heartbeatAt)})` : run.shownStatus
+    out.push(
+      `  run ${run.runId}${run.label === null ? "" : ` [${run.label}]`}${r.stores.length > 1 ? ` in ${run.source}` : ""}: ${status}, started ${
+        time(run.startedAt)
+      }, ended ${time(run.endedAt)}${run.stopReason === null || run.stale ? "" : ` (${run.stopReason})`}`
+    )
+  }
+  const states = (Object.keys(r.byState) as Array<PipelineState>).map((k) => `${k} ${r.byState[k]}`).join(", ")
+  out.push(`Pipelines: ${r.pipelines} (${states})${r.duplicates > 0 ? `, ${r.duplicates} duplicate row(s) merged` : ""}`)
+  out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}`)
+  out.push(
+    r.latencyMs === null
+      ? "Latency: n/a"
+      : `Latency ms: p50 ${r.latencyMs.p50.toFixed(1)}  p95 ${r.latencyMs.p95.toFixed(1)}  p99 ${r.latencyMs.p99.toFixed(1)}`
+  )
+  if (r.resources.length > 0) {
+    out.push("Resources:")
+    for (const res of r.resources) {
+      const h = res.health !== null && typeof res.health === "object" ? res.health as Record<string, unknown> : undefined
+      const state = h !== undefined && "state" in h ? String(h["state"]) : JSON.stringify(res.health)
+      // a throttle or an open breaker as of the last write of the health (the report's own
+      // time is not the run's: say when it was meant to end, not whether it still holds)
+      const until = (k: string) => (typeof h?.[k] === "number" ? new Date(h[k] as number).toISOString() : undefined)
+      const throttled = until("throttledUntil")
+      const breaker = until("breakerUntil")
+      const health = throttled !== undefined
+        ? `${state}, throttled until ${throttled}`
+        : breaker !== undefined
+        ? `${state}, breaker open until ${breaker}`
+        : state
+      out.push(
+        `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`
+      )
+    }
+  }
+  if (r.metrics.length > 0) {
+    out.push("Metrics:")
+    // several runs in the report: say which run each metric belongs to
+    const manyRuns = new Set(r.metrics.map((m) => m.runId)).size > 1
+    for (const m of r.metrics) {
+      out.push(
+        `  ${m.label ?? m.name}${m.pipelineId === null ? "" : ` [${m.pipelineId}]`}${manyRuns ? ` (run ${m.runId})` : ""}: ${m.text}`
+      )
+    }
+  }
+  if (r.errors.length > 0) {
+    out.push(`Recent errors (${r.errors.length}):`)
+    for (const e of r.errors) {
+      out.push(
+        `  ${e.pipelineId}${e.key === null ? "" : ` (${e.key})`} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${
+          e.errorMessage ?? ""
+        }`
+      )
+    }
+  }
+  if (r.repairFailures.count > 0) {
+    out.push(`Terminal repair failures: ${r.repairFailures.count} pipeline(s)`)
+    for (const p of r.repairFailures.pipelines) out.push(`  ${p.pipelineId}: failed at ${p.phases.join(", ")}`)
+  }
+  for (const w of r.walPending) {
+    out.push(
+      `Warning: the WAL of ${w.source} holds ${w.frames} page(s) not yet in the database file: copy ${w.source}-wal with it (or open it for writing once, which moves them in)`
+    )
+  }
+  return out.join("\n")
+}

@@ -209,6 +209,14 @@ layer(FixtureLive, { excludeTestServices: true, timeout: "30 seconds" })("StatsS
         const all = yield* request(`${base}/pipelines?run_id=all&limit=1000`)
         assert.strictEqual(all.json.rows.length, 15)
         assert.isNull(all.json.next)
+        // `state` filters the rows, and pages by key like the rest
+        const failed = yield* request(`${base}/pipelines?run_id=all&state=failed&limit=1`)
+        assert.strictEqual(failed.json.rows.length, 1)
+        assert.strictEqual(failed.json.rows[0]!.state, "failed")
+        const rest = yield* request(`${base}/pipelines?run_id=all&state=failed&limit=1000&after=${failed.json.next}`)
+        assert.isTrue(rest.json.rows.every((p: { state: string }) => p.state === "failed"))
+        const nFailed = all.json.rows.filter((p: { state: string }) => p.state === "failed").length
+        assert.strictEqual(1 + rest.json.rows.length, nFailed)
       })))
 
   test("by default every view is the whole store (after a resume: the full evaluation); the latest run one link away", (fx) =>
@@ -301,6 +309,7 @@ layer(FixtureLive, { excludeTestServices: true, timeout: "30 seconds" })("StatsS
           ["/errors?limit=5&limit=6", `"limit": given more than once`],
           ["/stats?run_id=%20", `"run_id": must not be empty`],
           ["/pipelines?after=garbage", `"after": is not a cursor returned by /pipelines`],
+          ["/pipelines?state=bogus", `"state": must be one of pending, running, succeeded, failed, interrupted, got "bogus"`],
           ["/export?rows=nope", `"rows": must be one of pipelines, tasks, attempts, events, artifacts, results, got "nope"`],
           ["/export?format=xml", `"format": must be one of jsonl, json, csv, got "xml"`],
           ["/export?rows=events&state=failed", `"state": filters results or pipelines rows only`],

@@ -429,6 +429,8 @@ export interface PipelinePage {
 export interface MonitorReads {
   readonly pipelinesPage: (options: {
     readonly runId: string | undefined
+    /** Only pipelines in this state (all when absent). */
+    readonly state?: PipelineState | undefined
     readonly after: PipelineCursor | undefined
     readonly limit: number
   }) => Effect.Effect<PipelinePage, StoreUnavailable | ReadError>
@@ -449,9 +451,9 @@ export interface MonitorReads {
  * @category constructors
  */
 export const storeReads = (store: StoreService): MonitorReads => ({
-  pipelinesPage: ({ after, limit, runId }) =>
+  pipelinesPage: ({ after, limit, runId, state }) =>
     Effect.gen(function*() {
-      const page = yield* store.pipelinesPage({ runId, after, limit })
+      const page = yield* store.pipelinesPage({ runId, state, after, limit })
       const rows = yield* Effect.forEach(page.pipelines, (p) =>
         Effect.map(store.metrics({ runId: p.runId, pipelineId: p.pipelineId }), (ms) => pipelineRow(p, ms.map(metricRow))))
       return { rows, next: page.next }

@@ -156,7 +156,12 @@ export const QueryParams = {
   "/metrics": Schema.Struct({ ...RunIdParams.fields, pipeline_id: optionalOnce }),
   "/events": Schema.Struct({ ...RunIdParams.fields, kind: optionalOnce, limit: limitParam(100) }),
   "/errors": Schema.Struct({ ...RunIdParams.fields, limit: limitParam(20) }),
-  "/pipelines": Schema.Struct({ ...RunIdParams.fields, limit: limitParam(50), after: Schema.optionalWith(CursorParam, { exact: true }) }),
+  "/pipelines": Schema.Struct({
+    ...RunIdParams.fields,
+    limit: limitParam(50),
+    after: Schema.optionalWith(CursorParam, { exact: true }),
+    state: Schema.optionalWith(choiceParam(STATES), { exact: true })
+  }),
   "/export": Schema.Struct({
     ...RunIdParams.fields,
     rows: Schema.optionalWith(choiceParam(Export.ROW_KINDS), { default: () => "results" as const, exact: true }),
@@ -310,7 +315,7 @@ export const makeApp = (
         const after = q.after as Monitor.PipelineCursor | undefined
         const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
-        const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, after, limit })
+        const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit })
         return json({
           run_id: Monitor.selectionRunId(sel),
           rows: page.rows,

@@ -48,6 +48,7 @@ import * as internal from "./internal/runner/run.js"
 import * as signals from "./internal/runner/signals.js"
 import { Pools, type PoolStats } from "./Pool.js"
 import { type ReadError, Store, type StoreStats } from "./Store.js"
+import type { PipelineId, RunId } from "../domain/Ids.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors and models
@@ -147,7 +148,7 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * @category models
  */
 export interface LiveStats {
-  readonly runId: string | null
+  readonly runId: RunId | null
   readonly stopping: boolean
   readonly inFlight: number
   readonly delayed: number
@@ -193,7 +194,7 @@ export interface LiveStats {
  * @category models
  */
 export interface RunReport {
-  readonly runId: string
+  readonly runId: RunId
   readonly status: Exclude<RunStatus, "running">
   readonly startedAt: number
   readonly durationMs: number
@@ -216,7 +217,7 @@ export interface RunReport {
  * @category models
  */
 export interface ReportMetricOptions extends MetricOptions {
-  readonly pipelineId?: string | null | undefined
+  readonly pipelineId?: PipelineId | null | undefined
 }
 
 /**
@@ -237,7 +238,7 @@ export interface ReportMetricOptions extends MetricOptions {
  * @category models
  */
 export interface RunHandle<E = never> {
-  readonly runId: string
+  readonly runId: RunId
   readonly stats: Effect.Effect<LiveStats>
   readonly stop: (reason?: string) => Effect.Effect<void>
   readonly reportMetric: (

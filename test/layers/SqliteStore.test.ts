@@ -664,7 +664,6 @@ const holderScript = (file: string) => `
 import { Effect, Layer } from "effect"
 import * as SqliteStore from ${JSON.stringify(nodePath.resolve("src/layers/SqliteStore.ts"))}
 import { Store } from ${JSON.stringify(nodePath.resolve("src/services/Store.ts"))}
-import { pid, rid } from "../support/ids.js"
 const program = Effect.gen(function*() {
   const store = yield* Store
   yield* store.openRun({ runId: "child-run", startedAt: Date.now() })

@@ -43,6 +43,7 @@ import * as StoreResolver from "../src/layers/StoreResolver.js"
 import * as Export from "../src/services/Export.js"
 import type { NewArtifact } from "../src/services/Store.js"
 import { Store } from "../src/services/Store.js"
+import { PipelineId, RunId } from "../src/domain/Ids.js"
 
 const N = Number(process.env.BENCH_PIPELINES ?? 100_000)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-export-"))
@@ -56,7 +57,7 @@ const enc = new TextEncoder()
 const artifact = (id: string, seq: number, value: unknown, isFinal: boolean, at: number): NewArtifact => {
   const payload = enc.encode(JSON.stringify(value))
   return {
-    pipelineId: id, runId: "bench", seq, taskName: seq < 0 ? null : `t${seq}`, typeName: "json", codec: "json",
+    pipelineId: PipelineId.make(id), runId: RunId.make("bench"), seq, taskName: seq < 0 ? null : `t${seq}`, typeName: "json", codec: "json",
     digest: digest(payload), payload, isFinal, createdAt: at
   }
 }
@@ -64,7 +65,7 @@ const artifact = (id: string, seq: number, value: unknown, isFinal: boolean, at:
 const build = Effect.gen(function*() {
   const store = yield* Store
   const t0 = performance.now()
-  yield* store.openRun({ runId: "bench", startedAt: 1000 })
+  yield* store.openRun({ runId: RunId.make("bench"), startedAt: 1000 })
   const BATCH = 1000
   for (let from = 0; from < N; from += BATCH) {
     const ids = Array.from({ length: Math.min(BATCH, N - from) }, (_, k) => from + k)
@@ -73,9 +74,9 @@ const build = Effect.gen(function*() {
     yield* store.admit(
       ids.map((i) =>
         new PipelineRecord({
-          pipelineId: `p${String(i).padStart(7, "0")}`, key: null, name: "bench", state: failed(i) ? "failed" : "succeeded",
+          pipelineId: PipelineId.make(`p${String(i).padStart(7, "0")}`), key: null, name: "bench", state: failed(i) ? "failed" : "succeeded",
           nTasksDone: failed(i) ? 2 : 3, nTasksTotal: 3, specDigest: "spec", seedDigest: `seed${i}`, tags: {},
-          attemptsTotal: 3, runId: "bench", createdAt: at(i), updatedAt: at(i) + 5, startedAt: at(i), endedAt: at(i) + 5,
+          attemptsTotal: 3, runId: RunId.make("bench"), createdAt: at(i), updatedAt: at(i) + 5, startedAt: at(i), endedAt: at(i) + 5,
           failedTask: failed(i) ? "t2" : null, errorType: failed(i) ? "FatalError" : null,
           errorMessage: failed(i) ? "bad row" : null, errorClass: failed(i) ? "fatal" : null
         })
@@ -87,10 +88,10 @@ const build = Effect.gen(function*() {
       ([i, seq]) => {
         const id = `p${String(i).padStart(7, "0")}`
         return store.checkpoint({
-          pipelineId: id,
+          pipelineId: PipelineId.make(id),
           artifact: artifact(id, seq, { row: i, seq, answer: `value ${i * seq}`, score: seq / 3 }, seq === 2, at(i)),
           task: new TaskRecord({
-            taskRunId: `${id}/${seq}`, pipelineId: id, runId: "bench", seq, taskName: `t${seq}`, state: "succeeded",
+            taskRunId: `${id}/${seq}`, pipelineId: PipelineId.make(id), runId: RunId.make("bench"), seq, taskName: `t${seq}`, state: "succeeded",
             attemptsUsed: 1, startedAt: at(i), endedAt: at(i) + 1, durationMs: 1, errorType: null, errorMessage: null,
             errorClass: null, leaseIds: []
           })
@@ -99,7 +100,7 @@ const build = Effect.gen(function*() {
       { concurrency: 64, discard: true }
     )
   }
-  yield* store.finishRun("bench", { status: "completed", endedAt: 2000 })
+  yield* store.finishRun(RunId.make("bench"), { status: "completed", endedAt: 2000 })
   emit({ bench: "build", pipelines: N, seconds: +((performance.now() - t0) / 1000).toFixed(2) })
 })
 
@@ -218,33 +219,33 @@ const buildMem = (m: MemStore, path: string) =>
   Effect.scoped(Effect.provide(
     Effect.gen(function*() {
       const store = yield* Store
-      yield* store.openRun({ runId: "mem", startedAt: 1000 })
+      yield* store.openRun({ runId: RunId.make("mem"), startedAt: 1000 })
       const BATCH = 100
       for (let from = 0; from < m.pipelines; from += BATCH) {
         const ids = Array.from({ length: Math.min(BATCH, m.pipelines - from) }, (_, k) => from + k)
-        const idOf = (i: number) => `m${String(i).padStart(7, "0")}`
+        const idOf = (i: number) => PipelineId.make(`m${String(i).padStart(7, "0")}`)
         yield* store.admit(
           ids.map((i) =>
             new PipelineRecord({
               pipelineId: idOf(i), key: null, name: "mem", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "spec",
-              seedDigest: `seed${i}`, tags: {}, attemptsTotal: 1, runId: "mem", createdAt: 1000 + i, updatedAt: 1001 + i,
+              seedDigest: `seed${i}`, tags: {}, attemptsTotal: 1, runId: RunId.make("mem"), createdAt: 1000 + i, updatedAt: 1001 + i,
               startedAt: 1000 + i, endedAt: 1001 + i, failedTask: null, errorType: null, errorMessage: null, errorClass: null
             })
           ),
-          ids.map((i) => ({ ...artifact(idOf(i), -1, { row: i, text: "seed" }, false, 1000 + i), runId: "mem" }))
+          ids.map((i) => ({ ...artifact(idOf(i), -1, { row: i, text: "seed" }, false, 1000 + i), runId: RunId.make("mem") }))
         )
         yield* Effect.forEach(ids, (i) =>
           store.checkpoint({
             pipelineId: idOf(i),
-            artifact: { ...artifact(idOf(i), 0, { row: i, text: String(i % 10).repeat(m.bytes) }, true, 1000 + i), runId: "mem" },
+            artifact: { ...artifact(idOf(i), 0, { row: i, text: String(i % 10).repeat(m.bytes) }, true, 1000 + i), runId: RunId.make("mem") },
             task: new TaskRecord({
-              taskRunId: `${idOf(i)}/0`, pipelineId: idOf(i), runId: "mem", seq: 0, taskName: "t0", state: "succeeded",
+              taskRunId: `${idOf(i)}/0`, pipelineId: idOf(i), runId: RunId.make("mem"), seq: 0, taskName: "t0", state: "succeeded",
               attemptsUsed: 1, startedAt: 1000 + i, endedAt: 1001 + i, durationMs: 1, errorType: null, errorMessage: null,
               errorClass: null, leaseIds: []
             })
           }), { concurrency: 20, discard: true })
       }
-      yield* store.finishRun("mem", { status: "completed", endedAt: 5000 })
+      yield* store.finishRun(RunId.make("mem"), { status: "completed", endedAt: 5000 })
     }),
     SqliteStore.layer({ filename: path })
   ))

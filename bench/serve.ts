@@ -28,19 +28,20 @@ import * as Monitor from "../src/services/internal/monitor.js"
 import * as StatsServer from "../src/services/StatsServer.js"
 import type { PipelineFields } from "../src/services/Store.js"
 import { Store } from "../src/services/Store.js"
+import { PipelineId, RunId } from "../src/domain/Ids.js"
 
 const SIZES = (process.env.BENCH_SIZES ?? "1000,100000").split(",").map(Number)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 30)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-serve-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
-const RUN = "bench-run"
+const RUN = RunId.make("bench-run")
 const T0 = 1_700_000_000_000
 
 const pipeline = (i: number): PipelineFields => {
   const failed = i % 20 === 7
   const created = T0 + i
   return {
-    pipelineId: `p${String(i).padStart(8, "0")}`,
+    pipelineId: PipelineId.make(`p${String(i).padStart(8, "0")}`),
     key: null,
     name: "bench",
     state: failed ? "failed" : "succeeded",
@@ -121,7 +122,7 @@ const measure = (file: string, n: number) =>
     const store = yield* Store
     const reads = Monitor.storeReads(store)
     const info = yield* StatsServer.serve({ store, reads, port: 0 })
-    const deep = Monitor.encodeCursor({ createdAt: T0 + Math.floor(n * 0.9), pipelineId: `p${String(Math.floor(n * 0.9)).padStart(8, "0")}` })
+    const deep = Monitor.encodeCursor({ createdAt: T0 + Math.floor(n * 0.9), pipelineId: PipelineId.make(`p${String(Math.floor(n * 0.9)).padStart(8, "0")}`) })
     yield* get(`${info.url}/stats?run_id=latest`) // warm up
     const out: Record<string, { median_ms: number; p95_ms: number }> = {
       stats_http: yield* time(get(`${info.url}/stats?run_id=latest`)),

@@ -18,6 +18,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
 import { freshSchema, payload, rawBound } from "./lib/raw.js"
+import { type PipelineId, RunId } from "../src/domain/Ids.js"
 import * as SqliteStore from "../src/layers/SqliteStore.js"
 import type { NewArtifact } from "../src/services/Store.js"
 import { Store } from "../src/services/Store.js"
@@ -39,22 +40,24 @@ const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N
 // ---------------------------------------------------------------------------------------------
 // 2. SqliteStore through its public operations
 // ---------------------------------------------------------------------------------------------
+const RUN = RunId.make("run")
 const store = (file: string, concurrency: number) =>
   Effect.gen(function*() {
     const s = yield* Store
     const one = (i: number) =>
       Effect.gen(function*() {
-        const id = idOf(i)
+        // a cast, as the runner's own ids are (no validation cost inside the measured loop)
+        const id = idOf(i) as PipelineId
         const now = 1000 + i
         const seedBytes = payload(i, -1)
         const seed: NewArtifact = {
-          pipelineId: id, runId: "run", seq: -1, taskName: null, typeName: "Json", codec: "json", digest: "d",
+          pipelineId: id, runId: RUN, seq: -1, taskName: null, typeName: "Json", codec: "json", digest: "d",
           payload: seedBytes, isFinal: false, createdAt: now
         }
         yield* s.admit([
           {
             pipelineId: id, key: null, name: "bench", state: "running", nTasksDone: 0, nTasksTotal: 3,
-            specDigest: "spec", seedDigest: `seed${i}`, tags: {}, attemptsTotal: 0, runId: "run", createdAt: now,
+            specDigest: "spec", seedDigest: `seed${i}`, tags: {}, attemptsTotal: 0, runId: RUN, createdAt: now,
             updatedAt: now, startedAt: now, endedAt: null, failedTask: null, errorType: null, errorMessage: null,
             errorClass: null
           }
@@ -65,7 +68,7 @@ const store = (file: string, concurrency: number) =>
             pipelineId: id,
             artifact: { ...seed, seq, taskName: `t${seq}`, payload: payload(i, seq), isFinal: last },
             task: {
-              taskRunId: `${id}/${seq}`, pipelineId: id, runId: "run", seq, taskName: `t${seq}`, state: "succeeded",
+              taskRunId: `${id}/${seq}`, pipelineId: id, runId: RUN, seq, taskName: `t${seq}`, state: "succeeded",
               attemptsUsed: 1, startedAt: now, endedAt: now + 1, durationMs: 1, errorType: null, errorMessage: null,
               errorClass: null, leaseIds: []
             },
@@ -73,11 +76,11 @@ const store = (file: string, concurrency: number) =>
               ? { nTasksDone: 3, state: "succeeded", endedAt: now + 1, attemptsDelta: 1, updatedAt: now + 1 }
               : { nTasksDone: seq + 1, attemptsDelta: 1, updatedAt: now + 1 },
             attempts: [{
-              pipelineId: id, runId: "run", taskRunId: `${id}/${seq}`, taskName: `t${seq}`, seq, attemptNo: 1,
+              pipelineId: id, runId: RUN, taskRunId: `${id}/${seq}`, taskName: `t${seq}`, seq, attemptNo: 1,
               outcome: "succeeded", errorClass: null, errorType: null, errorMessage: null, decision: null,
               leaseIds: [], startedAt: now, endedAt: now + 1, durationMs: 1
             }],
-            events: [{ kind: "task.succeeded", pipelineId: id, runId: "run", data: { seq }, ts: now }]
+            events: [{ kind: "task.succeeded", pipelineId: id, runId: RUN, data: { seq }, ts: now }]
           })
         }
       })

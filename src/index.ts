@@ -32,6 +32,8 @@
 export * as Codec from "./domain/Codec.js"
 /** @since 0.1.0 */
 export * as Errors from "./domain/Errors.js"
+/** Branded `RunId` and `PipelineId` (the store's two identities). @since 0.3.0 */
+export * as Ids from "./domain/Ids.js"
 /** @since 0.1.0 */
 export * as Json from "./domain/Json.js"
 /** @since 0.1.0 */

@@ -24,7 +24,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Duration, Effect, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import * as NodePath from "node:path"
-import { type AlgorithmInput, Chat, Errors, MockLlm, NodeMain, Pool, Resource, Runner, SqliteStore, Store } from "assay"
+import { type AlgorithmInput, Chat, Errors, type Ids, MockLlm, NodeMain, Pool, Resource, Runner, SqliteStore, Store } from "assay"
 import { corpusDirectory, loadIndex, sampleStratified } from "./corpus.js"
 import { addScore, emptyConfusion, type EmailSeed, makeLiveMetrics, makePipeline, metricsOf, type Score, seedOf, type SpamPipelineOptions } from "./pipeline.js"
 
@@ -155,7 +155,7 @@ const resourceOfLease = (leaseId: string): string => {
   return m === null ? leaseId : m[1]!
 }
 
-const loadResults = (seeds: ReadonlyArray<EmailSeed>, ids: ReadonlyArray<string>) =>
+const loadResults = (seeds: ReadonlyArray<EmailSeed>, ids: ReadonlyArray<Ids.PipelineId>) =>
   Effect.gen(function*() {
     const store = yield* Store.Store
     const rows: Array<ResultRow> = []

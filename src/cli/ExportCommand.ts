@@ -19,6 +19,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import { RunId } from "../domain/Ids.js"
 import * as Export from "../services/internal/export.js"
 import type { StoreService } from "../services/Store.js"
 import * as Flags from "./Flags.js"
@@ -52,7 +53,7 @@ const csvSafe = Options.boolean("csv-safe").pipe(
 const runId = Flags.runId("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
 
 /** Fails with `ConfigError` (exit 2) when `runId` is a run of none of the opened stores. */
-const checkRunId = (runId: string, opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>
+const checkRunId = (runId: RunId, opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>
   Effect.gen(function*() {
     for (const { store } of opened) {
       if (Option.isSome(yield* store.getRun(runId))) return
@@ -101,7 +102,7 @@ export const exportCommand = Command.make("export", {
       kind: o.rows,
       format: chosen,
       limit: Option.getOrUndefined(o.limit),
-      runId: runIdArg === "all" ? undefined : runIdArg,
+      runId: runIdArg === undefined || runIdArg === "all" ? undefined : RunId.make(runIdArg),
       time: o.time,
       flatten: o.flatten || depth !== undefined ? depth ?? Export.DEFAULT_FLATTEN_DEPTH : undefined,
       csvSafe: o.csvSafe

@@ -30,6 +30,7 @@ import { fileURLToPath } from "node:url"
 import { Console, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
+import { RunId } from "../domain/Ids.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
 import type { SeedError } from "../domain/Pipeline.js"
 import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
@@ -409,11 +410,14 @@ const deliberateStops: Readonly<Record<string, string>> = {
   stop_after: "--stop-after / run.stopAfter elapsed"
 }
 
-/** Fails with `ConfigError` (exit 2) when `runId` is already a run of the store. */
+/**
+ * Fails with `ConfigError` (exit 2) when `runId` (the user's `--run-id` or `run.runId`, plain
+ * text, branded here) is already a run of the store.
+ */
 const refuseExistingRun = (runId: string, store: string) =>
   Effect.gen(function*() {
     const s = yield* Store
-    const existing = yield* s.getRun(runId)
+    const existing = yield* s.getRun(RunId.make(runId))
     if (Option.isSome(existing)) {
       return yield* configError(
         "--run-id",

@@ -26,6 +26,7 @@
  */
 import { Arbitrary, Chunk, Effect, Either, FastCheck, Option, ParseResult, Predicate, Schema, Stream } from "effect"
 import { PipelineBuildError } from "./Errors.js"
+import type { PipelineId } from "./Ids.js"
 import { canonicalJson, canonicalJsonUnsafe, digest, type Json } from "./Json.js"
 import * as Task from "./Task.js"
 
@@ -197,7 +198,7 @@ export interface MapOptions<Seed> {
  */
 export interface PipelineSpec<Seed, Out, E = never, R = never> {
   readonly _tag: "PipelineSpec"
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly key: string
   readonly explicitKey: boolean
   readonly seed: Seed
@@ -296,11 +297,11 @@ export const computeSpecDigest = (
  * @since 0.1.0
  * @category identity
  */
-export const defaultPipelineId = (specDigest: string, seedDigest: string, repeat: number): string =>
+export const defaultPipelineId = (specDigest: string, seedDigest: string, repeat: number): PipelineId =>
   // digests are lowercase hex and repeat an integer, so this literal is exactly their canonical JSON
-  /^[0-9a-f]*$/.test(specDigest) && /^[0-9a-f]*$/.test(seedDigest) && Number.isSafeInteger(repeat) ?
+  (/^[0-9a-f]*$/.test(specDigest) && /^[0-9a-f]*$/.test(seedDigest) && Number.isSafeInteger(repeat) ?
     digest(`["${specDigest}","${seedDigest}",${repeat}]`) :
-    digest(canonicalJsonUnsafe([specDigest, seedDigest, repeat]))
+    digest(canonicalJsonUnsafe([specDigest, seedDigest, repeat]))) as PipelineId
 
 // ---------------------------------------------------------------------------------------------
 // Build-time Schema check
@@ -662,7 +663,8 @@ const bindSpec = (
     if (Either.isLeft(r)) return Either.left(r.left)
     p = r.right
   }
-  const pipelineId = key ?? defaultPipelineId(template.specDigest, p.seedDigest, repeat)
+  // an explicit key is the pipeline id as given (checked above: a non-empty string)
+  const pipelineId = (key as PipelineId | undefined) ?? defaultPipelineId(template.specDigest, p.seedDigest, repeat)
   return Either.right(Object.freeze({
     _tag: "PipelineSpec" as const,
     pipelineId,

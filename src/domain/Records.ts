@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { PipelineId, RunId } from "./Ids.js"
 
 // ---------------------------------------------------------------------------------------------
 // State literals
@@ -100,6 +101,8 @@ export type MetricDisplay = typeof MetricDisplay.Type
 const NullableString = Schema.NullOr(Schema.String)
 const NullableNumber = Schema.NullOr(Schema.Number)
 const StringArray = Schema.Array(Schema.String)
+const NullableRunId = Schema.NullOr(RunId)
+const NullablePipelineId = Schema.NullOr(PipelineId)
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -117,7 +120,7 @@ const StringArray = Schema.Array(Schema.String)
  * @category records
  */
 export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
-  runId: Schema.String,
+  runId: RunId,
   label: NullableString,
   status: RunStatus,
   config: Schema.Unknown,
@@ -150,7 +153,7 @@ export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
  * @category records
  */
 export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/PipelineRecord")({
-  pipelineId: Schema.String,
+  pipelineId: PipelineId,
   key: NullableString,
   name: Schema.String,
   state: PipelineState,
@@ -160,7 +163,7 @@ export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/Pipeline
   seedDigest: Schema.String,
   tags: Schema.Record({ key: Schema.String, value: Schema.String }),
   attemptsTotal: Schema.Number,
-  runId: Schema.String,
+  runId: RunId,
   createdAt: Schema.Number,
   updatedAt: Schema.Number,
   startedAt: NullableNumber,
@@ -184,8 +187,8 @@ export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/Pipeline
  */
 export class TaskRecord extends Schema.Class<TaskRecord>("assay/TaskRecord")({
   taskRunId: Schema.String,
-  pipelineId: Schema.String,
-  runId: Schema.String,
+  pipelineId: PipelineId,
+  runId: RunId,
   seq: Schema.Number,
   taskName: Schema.String,
   state: TaskState,
@@ -209,8 +212,8 @@ export class TaskRecord extends Schema.Class<TaskRecord>("assay/TaskRecord")({
  */
 export class AttemptRecord extends Schema.Class<AttemptRecord>("assay/AttemptRecord")({
   attemptId: Schema.Number,
-  pipelineId: Schema.String,
-  runId: Schema.String,
+  pipelineId: PipelineId,
+  runId: RunId,
   taskRunId: Schema.String,
   taskName: Schema.String,
   seq: Schema.Number,
@@ -240,8 +243,8 @@ export class AttemptRecord extends Schema.Class<AttemptRecord>("assay/AttemptRec
  */
 export class ArtifactRecord extends Schema.Class<ArtifactRecord>("assay/ArtifactRecord")({
   artifactId: Schema.Number,
-  pipelineId: Schema.String,
-  runId: Schema.String,
+  pipelineId: PipelineId,
+  runId: RunId,
   seq: Schema.Number,
   taskName: NullableString,
   typeName: Schema.String,
@@ -265,8 +268,8 @@ export class ArtifactRecord extends Schema.Class<ArtifactRecord>("assay/Artifact
 export class EventRecord extends Schema.Class<EventRecord>("assay/EventRecord")({
   eventId: Schema.Number,
   kind: Schema.String,
-  pipelineId: NullableString,
-  runId: NullableString,
+  pipelineId: NullablePipelineId,
+  runId: NullableRunId,
   data: Schema.Unknown,
   ts: Schema.Number
 }) {}
@@ -279,8 +282,8 @@ export class EventRecord extends Schema.Class<EventRecord>("assay/EventRecord")(
  * @category records
  */
 export class MetricRecord extends Schema.Class<MetricRecord>("assay/MetricRecord")({
-  runId: Schema.String,
-  pipelineId: NullableString,
+  runId: RunId,
+  pipelineId: NullablePipelineId,
   name: Schema.String,
   value: Schema.Unknown,
   label: NullableString,

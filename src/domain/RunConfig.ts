@@ -19,6 +19,7 @@
  */
 import { Duration, Either, Option, ParseResult, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "./Errors.js"
+import { RunId } from "./Ids.js"
 import { DurationFromString } from "./RetryPolicy.js"
 
 /**
@@ -94,8 +95,8 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
   maxAdmitted: PositiveInt,
   /** Label recorded on the run. */
   label: Schema.String,
-  /** Explicit run id (default: time-based plus a digest). */
-  runId: Schema.String,
+  /** Explicit run id (default: time-based plus a digest); a plain string, branded on decode. */
+  runId: RunId,
   /** Claim pipelines abandoned by runs whose heartbeat is older than `staleAfter`. */
   resume: Schema.Boolean,
   /** Re-run pipelines that already succeeded. */

@@ -10,6 +10,7 @@ import type { Effect, Scope, Stream } from "effect"
 // The context names only domain interfaces (TaskStore, TaskBus, pool events): the runner builds
 // the values from its services.
 import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
+import type { PipelineId, RunId } from "./Ids.js"
 import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
 import type { EventFilter, ResourceEvent } from "./PoolEvent.js"
 import type { Resource, ResourceOptions } from "./Resource.js"
@@ -48,9 +49,9 @@ export interface MetricOptions {
  */
 export interface TaskContext {
   /** The content-addressed (or explicit) id of the pipeline being run. */
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   /** The id of the current run. */
-  readonly runId: string
+  readonly runId: RunId
   /** The running task's name. */
   readonly taskName: string
   /** The task's position in the pipeline, from 0. */

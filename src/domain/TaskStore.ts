@@ -11,6 +11,7 @@
  */
 import type { Effect, Option, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "./Errors.js"
+import type { PipelineId, RunId } from "./Ids.js"
 import type {
   ArtifactRecord,
   AttemptRecord,
@@ -98,10 +99,10 @@ export interface SpecCount {
  * @category models
  */
 export interface ErrorRow {
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly name: string
   readonly key: string | null
-  readonly runId: string
+  readonly runId: RunId
   readonly failedTask: string | null
   readonly errorType: string | null
   readonly errorMessage: string | null
@@ -143,8 +144,8 @@ export type Limit = number | undefined
  * @category models
  */
 export interface EventFilter {
-  readonly pipelineId?: string | undefined
-  readonly runId?: string | undefined
+  readonly pipelineId?: PipelineId | undefined
+  readonly runId?: RunId | undefined
   readonly kind?: string | undefined
 }
 
@@ -158,7 +159,7 @@ export interface EventFilter {
 export interface PipelineCursor {
   /** Epoch ms. */
   readonly createdAt: number
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
 }
 
 /**
@@ -171,7 +172,7 @@ export interface PipelineCursor {
  * @category models
  */
 export interface PipelinesPageOptions {
-  readonly runId?: string | undefined
+  readonly runId?: RunId | undefined
   readonly state?: PipelineState | undefined
   readonly after?: PipelineCursor | undefined
   readonly limit: number
@@ -200,7 +201,7 @@ export interface PipelinesPage {
  * @category models
  */
 export interface CompletionsOptions {
-  readonly runId?: string | undefined
+  readonly runId?: RunId | undefined
   readonly bucketMs: number
   readonly since?: number | undefined
 }
@@ -255,7 +256,7 @@ export interface BundleOptions {
  * @category models
  */
 export interface PipelineBundle {
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly tasks: ReadonlyArray<TaskRecord>
   readonly artifacts: ReadonlyArray<LoadedArtifact>
 }
@@ -289,32 +290,32 @@ export interface TaskStore {
   /** `"full"` (payloads kept) or `"summary"` (metadata only). */
   readonly journal: "full" | "summary"
 
-  readonly getRun: (runId: string) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
+  readonly getRun: (runId: RunId) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
   /** The most recently started run. */
   readonly latestRun: Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
   /** All runs, oldest first. */
   readonly listRuns: Effect.Effect<ReadonlyArray<RunRecord>, StoreUnavailable>
   /** The pipelines among `ids` that exist (one query per call). */
   readonly getPipelines: (
-    ids: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyMap<string, PipelineRecord>, StoreUnavailable>
-  readonly getPipeline: (id: string) => Effect.Effect<Option.Option<PipelineRecord>, StoreUnavailable>
+    ids: ReadonlyArray<PipelineId>
+  ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineRecord>, StoreUnavailable>
+  readonly getPipeline: (id: PipelineId) => Effect.Effect<Option.Option<PipelineRecord>, StoreUnavailable>
   /** The latest artifact of `pipelineId` at `seq`, with its payload when available. */
   readonly getArtifact: (
-    pipelineId: string,
+    pipelineId: PipelineId,
     seq: number
   ) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
   /** Every artifact of a pipeline, by seq then artifactId (metadata only). */
-  readonly listArtifacts: (pipelineId: string) => Effect.Effect<ReadonlyArray<ArtifactRecord>, StoreUnavailable>
+  readonly listArtifacts: (pipelineId: PipelineId) => Effect.Effect<ReadonlyArray<ArtifactRecord>, StoreUnavailable>
   readonly metrics: (filter: {
-    readonly runId: string
-    readonly pipelineId?: string | null | undefined
+    readonly runId: RunId
+    readonly pipelineId?: PipelineId | null | undefined
   }) => Effect.Effect<ReadonlyArray<MetricRecord>, StoreUnavailable>
   readonly resources: Effect.Effect<ReadonlyArray<ResourceRecord>, StoreUnavailable>
-  readonly stats: (runId?: string | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
+  readonly stats: (runId?: RunId | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
   /** Failed pipelines, latest first (default limit 20). */
   readonly errors: (options?: {
-    readonly runId?: string | undefined
+    readonly runId?: RunId | undefined
     readonly limit?: Limit
   }) => Effect.Effect<ReadonlyArray<ErrorRow>, ReadError>
   /** The latest `limit` matching events, returned oldest first (no limit = all). */
@@ -353,12 +354,12 @@ export interface TaskStore {
    * `available: false` without a payload.
    */
   readonly loadBundles: (
-    pipelineIds: ReadonlyArray<string>,
+    pipelineIds: ReadonlyArray<PipelineId>,
     options: BundleOptions
-  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, StoreUnavailable>
+  ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineBundle>, StoreUnavailable>
   /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
   readonly streamPipelines: (options?: {
-    readonly runId?: string | undefined
+    readonly runId?: RunId | undefined
     readonly state?: PipelineState | undefined
     readonly limit?: Limit
   }) => Stream.Stream<PipelineRecord, ReadError>
@@ -371,14 +372,14 @@ export interface TaskStore {
    * pipelines must group by pipelineId, not rely on matching orders.
    */
   readonly streamTasks: (options?: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
+    readonly pipelineId?: PipelineId | undefined
+    readonly runId?: RunId | undefined
     readonly limit?: Limit
   }) => Stream.Stream<TaskRecord, ReadError>
   /** Attempts by attemptId, bounded by the high-water mark taken when the read starts. */
   readonly streamAttempts: (options?: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
+    readonly pipelineId?: PipelineId | undefined
+    readonly runId?: RunId | undefined
     readonly limit?: Limit
   }) => Stream.Stream<AttemptRecord, ReadError>
   /** Events by eventId (oldest first), bounded by the high-water mark taken at the start. */
@@ -387,7 +388,7 @@ export interface TaskStore {
   ) => Stream.Stream<EventRecord, ReadError>
   /** A pipeline's artifacts by seq then artifactId. */
   readonly streamArtifacts: (options: {
-    readonly pipelineId: string
+    readonly pipelineId: PipelineId
     readonly limit?: Limit
   }) => Stream.Stream<ArtifactRecord, ReadError>
 }

@@ -12,6 +12,7 @@
  */
 import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { PipelineId } from "../domain/Ids.js"
 import {
   ArtifactRecord,
   AttemptRecord,
@@ -293,7 +294,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
 
       getPipelines: (ids) =>
         Effect.sync(() => {
-          const out = new Map<string, PipelineRecord>()
+          const out = new Map<PipelineId, PipelineRecord>()
           for (const id of ids) {
             const p = pipelines.get(id)
             if (p !== undefined) out.set(id, p)
@@ -460,7 +461,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
         }),
       loadBundles: (ids, o) =>
         Effect.gen(function*() {
-          const out = new Map<string, PipelineBundle>()
+          const out = new Map<PipelineId, PipelineBundle>()
           const wantedIds = new Set(ids)
           const tasksOf = new Map<string, Array<TaskRecord>>()
           if (o.tasks !== false) {

@@ -40,6 +40,7 @@
  */
 import { Effect, Layer, Option, type Scope } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { RunId } from "../domain/Ids.js"
 import type { RunRecord } from "../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
 import { checkOptions } from "../services/internal/store/shared.js"
@@ -144,7 +145,7 @@ export const makeDriver = (
           tx((d) => {
             const ids = (d.prepare("SELECT run_id FROM runs WHERE status = 'running' AND heartbeat_at < ?").all(
               nowMs - staleAfterMs
-            ) as Array<{ run_id: string }>).map((r) => r.run_id)
+            ) as Array<{ run_id: RunId }>).map((r) => r.run_id)
             const upd = d.prepare("UPDATE runs SET status = 'interrupted', ended_at = ?, stop_reason = 'stale' WHERE run_id = ?")
             for (const id of ids) upd.run(nowMs, id)
             return ids

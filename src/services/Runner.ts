@@ -47,6 +47,7 @@ import type { ExportError } from "./Export.js"
 import * as internal from "./internal/runner/run.js"
 import { Pools, type PoolStats } from "./Pool.js"
 import { type ReadError, Store, type StoreStats } from "./Store.js"
+import type { PipelineId, RunId } from "../domain/Ids.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors and models
@@ -146,7 +147,7 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * @category models
  */
 export interface LiveStats {
-  readonly runId: string | null
+  readonly runId: RunId | null
   readonly stopping: boolean
   readonly inFlight: number
   readonly delayed: number
@@ -192,7 +193,7 @@ export interface LiveStats {
  * @category models
  */
 export interface RunReport {
-  readonly runId: string
+  readonly runId: RunId
   readonly status: Exclude<RunStatus, "running">
   readonly startedAt: number
   readonly durationMs: number
@@ -215,7 +216,7 @@ export interface RunReport {
  * @category models
  */
 export interface ReportMetricOptions extends MetricOptions {
-  readonly pipelineId?: string | null | undefined
+  readonly pipelineId?: PipelineId | null | undefined
 }
 
 /**
@@ -236,7 +237,7 @@ export interface ReportMetricOptions extends MetricOptions {
  * @category models
  */
 export interface RunHandle<E = never> {
-  readonly runId: string
+  readonly runId: RunId
   readonly stats: Effect.Effect<LiveStats>
   readonly stop: (reason?: string) => Effect.Effect<void>
   readonly reportMetric: (

@@ -24,6 +24,7 @@
 import type { Effect, Scope, Stream } from "effect"
 import { Context } from "effect"
 import type { ConfigError, PluginError, StoreUnavailable } from "../domain/Errors.js"
+import type { PipelineId, RunId } from "../domain/Ids.js"
 import * as front from "./internal/store/front.js"
 import type { WriteOp } from "./internal/store/ops.js"
 import * as shared from "./internal/store/shared.js"
@@ -79,7 +80,7 @@ export type TaskFields = ConstructorParameters<typeof TaskRecord>[0]
  * @category models
  */
 export interface NewRun {
-  readonly runId: string
+  readonly runId: RunId
   readonly label?: string | null | undefined
   /** Configuration snapshot, strict JSON. */
   readonly config?: unknown
@@ -130,8 +131,8 @@ export type NewAttempt = Omit<AttemptRecord, "attemptId"> & {
  */
 export interface NewEvent {
   readonly kind: string
-  readonly pipelineId: string | null
-  readonly runId: string | null
+  readonly pipelineId: PipelineId | null
+  readonly runId: RunId | null
   /** Strict JSON. */
   readonly data: unknown
   /** Epoch ms. */
@@ -146,8 +147,8 @@ export interface NewEvent {
  * @category models
  */
 export interface NewArtifact {
-  readonly pipelineId: string
-  readonly runId: string
+  readonly pipelineId: PipelineId
+  readonly runId: RunId
   readonly seq: number
   readonly taskName: string | null
   readonly typeName: string
@@ -184,7 +185,7 @@ export interface PipelineError {
 export interface PipelinePatch {
   readonly state?: PipelineState | undefined
   readonly nTasksDone?: number | undefined
-  readonly runId?: string | undefined
+  readonly runId?: RunId | undefined
   readonly startedAt?: number | null | undefined
   readonly endedAt?: number | null | undefined
   readonly error?: PipelineError | null | undefined
@@ -202,7 +203,7 @@ export interface PipelinePatch {
  * @category models
  */
 export interface CheckpointUnit {
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly artifact?: NewArtifact | undefined
   readonly task?: TaskFields | undefined
   readonly pipeline?: PipelinePatch | undefined
@@ -220,7 +221,7 @@ export interface CheckpointUnit {
 export interface SettleInput {
   readonly state: PipelineState
   readonly nTasksDone: number
-  readonly runId: string
+  readonly runId: RunId
   /** Epoch ms. */
   readonly endedAt: number
 }
@@ -245,8 +246,8 @@ export interface FinishRun {
  * @category models
  */
 export interface MetricInput {
-  readonly runId: string
-  readonly pipelineId: string | null
+  readonly runId: RunId
+  readonly pipelineId: PipelineId | null
   readonly name: string
   /** Strict JSON. */
   readonly value: unknown
@@ -319,15 +320,15 @@ export interface StoreService extends TaskStore {
   /** Creates a run with status `running`. */
   readonly openRun: (run: NewRun) => Effect.Effect<RunRecord, StoreUnavailable>
   /** Refreshes a run's heartbeat (epoch ms). */
-  readonly heartbeat: (runId: string, nowMs: number) => Effect.Effect<void, StoreUnavailable>
+  readonly heartbeat: (runId: RunId, nowMs: number) => Effect.Effect<void, StoreUnavailable>
   /** Ends a run (flushes buffered facts first). */
-  readonly finishRun: (runId: string, finish: FinishRun) => Effect.Effect<void, StoreUnavailable>
+  readonly finishRun: (runId: RunId, finish: FinishRun) => Effect.Effect<void, StoreUnavailable>
   /**
    * Whether `runId` was opened through this store instance and not finished yet: a run alive
    * in this process (another run of the same runner), never to be taken for dead whatever its
    * heartbeat. Optional: a store without it only knows runs by their heartbeats.
    */
-  readonly isOpenHere?: ((runId: string) => boolean) | undefined
+  readonly isOpenHere?: ((runId: RunId) => boolean) | undefined
   /**
    * Marks `running` runs whose heartbeat is older than `nowMs - staleAfterMs` as
    * `interrupted` (stop reason `stale`, `endedAt = nowMs`) and returns them as they are now.
@@ -352,9 +353,9 @@ export interface StoreService extends TaskStore {
   /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
   readonly putTask: (task: TaskFields) => Effect.Effect<void, StoreUnavailable>
   /** Applies a partial update to one pipeline row. */
-  readonly updatePipeline: (pipelineId: string, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
+  readonly updatePipeline: (pipelineId: PipelineId, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
   /** One write: terminal state, cursor, owner run, end time; failure fields cleared. */
-  readonly settlePipeline: (pipelineId: string, settle: SettleInput) => Effect.Effect<void, StoreUnavailable>
+  readonly settlePipeline: (pipelineId: PipelineId, settle: SettleInput) => Effect.Effect<void, StoreUnavailable>
 
   // write-behind facts
   /** Buffers an attempt (write-behind). */
@@ -370,7 +371,7 @@ export interface StoreService extends TaskStore {
   /** Stores one artifact outside a checkpoint (the seed, at seq -1); returns its record. */
   readonly putArtifact: (artifact: NewArtifact) => Effect.Effect<ArtifactRecord, StoreUnavailable>
   /** Makes the latest artifact at `seq` the pipeline's only final one (idempotent). */
-  readonly markFinal: (pipelineId: string, seq: number) => Effect.Effect<void, StoreUnavailable>
+  readonly markFinal: (pipelineId: PipelineId, seq: number) => Effect.Effect<void, StoreUnavailable>
 
   // metrics, resources
   readonly reportMetric: (metric: MetricInput) => Effect.Effect<void, StoreUnavailable>
@@ -521,26 +522,26 @@ export interface StoreDriver extends
     metric: MetricInput & { readonly label: string | null; readonly display: MetricDisplay }
   ) => Effect.Effect<void, StoreUnavailable>
   readonly errors: (options: {
-    readonly runId?: string | undefined
+    readonly runId?: RunId | undefined
     readonly limit: number | undefined
   }) => Effect.Effect<ReadonlyArray<ErrorRow>, StoreUnavailable>
   readonly events: (filter: EventFilter, limit: number | undefined) => Effect.Effect<ReadonlyArray<EventRecord>, StoreUnavailable>
   readonly pipelinesPage: (options: PipelinesPageOptions) => Effect.Effect<PipelinesPage, StoreUnavailable>
   readonly completions: (options: CompletionsOptions) => Effect.Effect<ReadonlyArray<CompletionBucket>, StoreUnavailable>
   readonly streamPipelines: (options: {
-    readonly runId?: string | undefined
+    readonly runId?: RunId | undefined
     readonly state?: PipelineState | undefined
   }) => Stream.Stream<PipelineRecord, StoreUnavailable>
   readonly streamTasks: (options: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
+    readonly pipelineId?: PipelineId | undefined
+    readonly runId?: RunId | undefined
   }) => Stream.Stream<TaskRecord, StoreUnavailable>
   readonly streamAttempts: (options: {
-    readonly pipelineId?: string | undefined
-    readonly runId?: string | undefined
+    readonly pipelineId?: PipelineId | undefined
+    readonly runId?: RunId | undefined
   }) => Stream.Stream<AttemptRecord, StoreUnavailable>
   readonly streamEvents: (filter: EventFilter) => Stream.Stream<EventRecord, StoreUnavailable>
-  readonly streamArtifacts: (options: { readonly pipelineId: string }) => Stream.Stream<ArtifactRecord, StoreUnavailable>
+  readonly streamArtifacts: (options: { readonly pipelineId: PipelineId }) => Stream.Stream<ArtifactRecord, StoreUnavailable>
 }
 
 /**

@@ -31,6 +31,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Data, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { MemoryStore, Pipeline, Pool, Runner, Store, Task } from "../../src/index.js"
+import { rid } from "../support/ids.js"
 
 /** What the scripted provider answers with: an HTTP status, classified by assay. */
 class ProviderError extends Data.TaggedError("ProviderError")<{ readonly status: number; readonly message: string }> {}
@@ -81,7 +82,7 @@ const attemptsOf = (runId: string) =>
     const store = yield* Store.Store
     // Ordered by attempt number: the point here is each pipeline's sequence, not the order in
     // which the write-behind batches happened to land.
-    return Array.from(yield* Stream.runCollect(store.streamAttempts({ runId }))).sort((a, b) => a.attemptNo - b.attemptNo)
+    return Array.from(yield* Stream.runCollect(store.streamAttempts({ runId: rid(runId) }))).sort((a, b) => a.attemptNo - b.attemptNo)
   })
 
 describe("C3: retries are bounded, and the bounds hold (simulated time)", () => {

@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Equal, FastCheck, Hash, Schema } from "effect"
 import { ArtifactRecord, PipelineRecord, type PipelineState, TaskRecord, trusted } from "../../src/domain/Records.js"
+import { pid, rid } from "../support/ids.js"
 
 const pipelineArb = FastCheck.record({
-  pipelineId: FastCheck.string(),
+  pipelineId: FastCheck.string().map(pid),
   key: FastCheck.option(FastCheck.string(), { nil: null }),
   name: FastCheck.string(),
   state: FastCheck.constantFrom("pending", "running", "succeeded", "failed", "interrupted") as FastCheck.Arbitrary<PipelineState>,
@@ -16,7 +17,7 @@ const pipelineArb = FastCheck.record({
   // store wrote, so the two forms differ on that one key by design.
   tags: FastCheck.dictionary(FastCheck.string().filter((k) => k !== "__proto__"), FastCheck.string()),
   attemptsTotal: FastCheck.nat(),
-  runId: FastCheck.string(),
+  runId: FastCheck.string().map(rid),
   createdAt: FastCheck.integer(),
   updatedAt: FastCheck.integer(),
   startedAt: FastCheck.option(FastCheck.integer(), { nil: null }),
@@ -46,13 +47,13 @@ describe("Records.trusted", () => {
 
   it("differs from an instance with other field values, and copies its input", () => {
     const fields = {
-      taskRunId: "t", pipelineId: "p", runId: "r", seq: 0, taskName: "a", state: "succeeded" as const, attemptsUsed: 1,
+      taskRunId: "t", pipelineId: pid("p"), runId: rid("r"), seq: 0, taskName: "a", state: "succeeded" as const, attemptsUsed: 1,
       startedAt: 1, endedAt: 2, durationMs: 1, errorType: null, errorMessage: null, errorClass: null, leaseIds: ["l"]
     }
     const a = trusted(TaskRecord, fields)
     assert.isFalse(Equal.equals(a, trusted(TaskRecord, { ...fields, seq: 1 })))
     assert.isFalse(Equal.equals(a, new ArtifactRecord({
-      artifactId: 1, pipelineId: "p", runId: "r", seq: 0, taskName: null, typeName: "x", codec: "json", digest: "d",
+      artifactId: 1, pipelineId: pid("p"), runId: rid("r"), seq: 0, taskName: null, typeName: "x", codec: "json", digest: "d",
       size: 0, storage: "none", blobRef: null, isFinal: false, available: false, createdAt: 0
     })))
     fields.seq = 5

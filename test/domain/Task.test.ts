@@ -6,10 +6,11 @@ import { RetryPolicy } from "../../src/domain/RetryPolicy.js"
 import * as Task from "../../src/domain/Task.js"
 import type { TaskContext } from "../../src/domain/TaskContext.js"
 import { unused } from "../support/unused.js"
+import { pid, rid } from "../support/ids.js"
 
 const ctx: TaskContext = {
-  pipelineId: "p-1",
-  runId: "r-1",
+  pipelineId: pid("p-1"),
+  runId: rid("r-1"),
   taskName: "t",
   seq: 0,
   attempt: 2,

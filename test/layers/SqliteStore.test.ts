@@ -16,6 +16,7 @@ import { defaultPipelineId } from "../../src/domain/Pipeline.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
+import { pid, rid } from "../support/ids.js"
 
 /** A fresh temporary store path (the directory is under os.tmpdir()). */
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-store-")), "runs.db")
@@ -65,10 +66,10 @@ const snapshot = (file: string) => ({
 const populate = (file: string) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* open({ filename: file })
-    yield* store.openRun({ runId: "run-1", startedAt: 1 })
+    yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
     yield* store.admit([pipeline("p1"), pipeline("p2")])
     yield* store.checkpoint({
-      pipelineId: "p1",
+      pipelineId: pid("p1"),
       artifact: artifact("p1", 0, new Uint8Array([1, 2, 3]), true),
       task: task("p1", 0),
       pipeline: { nTasksDone: 1, updatedAt: 5 }
@@ -152,18 +153,18 @@ const readEverything = (store: Store["Type"]) =>
     const ids = (yield* all(store.streamPipelines())).map((p) => p.pipelineId)
     return {
       pipelines: yield* all(store.streamPipelines()),
-      page: yield* store.pipelinesPage({ limit: 7, after: { createdAt: 1003, pipelineId: "m03" } }),
+      page: yield* store.pipelinesPage({ limit: 7, after: { createdAt: 1003, pipelineId: pid("m03") } }),
       tasks: yield* all(store.streamTasks()),
-      tasksOf: yield* all(store.streamTasks({ pipelineId: "m05" })),
+      tasksOf: yield* all(store.streamTasks({ pipelineId: pid("m05") })),
       attempts: yield* all(store.streamAttempts()),
-      attemptsOf: yield* all(store.streamAttempts({ pipelineId: "m06" })),
-      ghostAttempts: yield* all(store.streamAttempts({ pipelineId: "ghost" })),
+      attemptsOf: yield* all(store.streamAttempts({ pipelineId: pid("m06") })),
+      ghostAttempts: yield* all(store.streamAttempts({ pipelineId: pid("ghost") })),
       events: yield* all(store.streamEvents()),
-      eventsOf: yield* store.events({ pipelineId: "m07" }),
-      ghostEvents: yield* store.countEvents({ pipelineId: "ghost" }),
+      eventsOf: yield* store.events({ pipelineId: pid("m07") }),
+      ghostEvents: yield* store.countEvents({ pipelineId: pid("ghost") }),
       artifacts: yield* Effect.forEach(ids, (id) => store.listArtifacts(id)),
-      streamed: yield* all(store.streamArtifacts({ pipelineId: "m08" })),
-      latest: Option.getOrNull(yield* store.getArtifact("m09", 2)),
+      streamed: yield* all(store.streamArtifacts({ pipelineId: pid("m08") })),
+      latest: Option.getOrNull(yield* store.getArtifact(pid("m09"), 2)),
       bundles: Array.from((yield* store.loadBundles(ids, { payloads: "all" })).entries()),
       stats: yield* store.stats(),
       errors: yield* store.errors()
@@ -177,9 +178,9 @@ describe("SqliteStore (SQLite only)", () => {
       yield* populate(file)
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file })
-        assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("p1")).nTasksDone, 1)
+        assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("p1"))).nTasksDone, 1)
         assert.strictEqual(yield* store.countEvents({ kind: "k" }), 1)
-        const a = Option.getOrThrow(yield* store.getArtifact("p1", 0))
+        const a = Option.getOrThrow(yield* store.getArtifact(pid("p1"), 0))
         assert.deepStrictEqual(a.payload, new Uint8Array([1, 2, 3]))
         assert.isTrue(a.artifact.isFinal)
         assert.strictEqual(Option.getOrThrow(yield* store.latestRun).runId, "run-1")
@@ -206,7 +207,7 @@ describe("SqliteStore (SQLite only)", () => {
         assert.include(e1.message, "read-only")
         const e2 = yield* Effect.flip(store.emitEvent(event("x")))
         assert.strictEqual(e2._tag, "StoreUnavailable")
-        const e3 = yield* Effect.flip(store.openRun({ runId: "r", startedAt: 1 }))
+        const e3 = yield* Effect.flip(store.openRun({ runId: rid("r"), startedAt: 1 }))
         assert.strictEqual(e3._tag, "StoreUnavailable")
       }))
       const after = snapshot(file)
@@ -233,10 +234,10 @@ describe("SqliteStore (SQLite only)", () => {
       const before = snapshot(file)
       const old = yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file, readonly: true })
-        const page = yield* store.pipelinesPage({ runId: "run-1", limit: 10 })
+        const page = yield* store.pipelinesPage({ runId: rid("run-1"), limit: 10 })
         assert.strictEqual(page.pipelines.length, 10)
-        assert.strictEqual((yield* store.completions({ runId: "run-1", bucketMs: 10, since: 100 })).reduce((a, b) => a + b.count, 0), 50)
-        return yield* store.stats("run-1")
+        assert.strictEqual((yield* store.completions({ runId: rid("run-1"), bucketMs: 10, since: 100 })).reduce((a, b) => a + b.count, 0), 50)
+        return yield* store.stats(rid("run-1"))
       }))
       assert.strictEqual(old.pipelines, 50)
       assert.isNotNull(old.latencyMs)
@@ -246,7 +247,7 @@ describe("SqliteStore (SQLite only)", () => {
       yield* Effect.scoped(open({ filename: file }))
       assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
       assert.includeMembers(storeMeta(file).indexes, ["pipelines_latency", "pipelines_run_latency", "pipelines_run_state"])
-      const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats("run-1")))
+      const migrated = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), (s) => s.stats(rid("run-1"))))
       assert.deepStrictEqual(migrated, old, "the indexed path on version 3 computes the same stats")
       // version 5: the pipelines of each definition are counted from the index alone
       assert.includeMembers(storeMeta(file).indexes, ["pipelines_spec"])
@@ -316,17 +317,17 @@ describe("SqliteStore (SQLite only)", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file })
         yield* store.checkpoint({
-          pipelineId: "m00",
+          pipelineId: pid("m00"),
           artifact: artifact("m00", 3, new Uint8Array([9]), true),
           task: task("m00", 3),
           pipeline: { nTasksDone: 4, updatedAt: 9000 }
         })
         yield* store.admit([pipeline("ghost", { createdAt: 5000 })])
         yield* store.recordAttempt(attempt("ghost", 1, 2))
-        assert.deepStrictEqual((yield* store.listArtifacts("m00")).filter((a) => a.isFinal).map((a) => a.seq), [3])
-        const ghost = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: "ghost" })))
+        assert.deepStrictEqual((yield* store.listArtifacts(pid("m00"))).filter((a) => a.isFinal).map((a) => a.seq), [3])
+        const ghost = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: pid("ghost") })))
         assert.deepStrictEqual(ghost.map((a) => a.attemptNo), [1, 2])
-        assert.deepStrictEqual((yield* store.events({ pipelineId: "ghost" })).map((e) => e.kind), ["ghost.event"])
+        assert.deepStrictEqual((yield* store.events({ pipelineId: pid("ghost") })).map((e) => e.kind), ["ghost.event"])
       }))
       const db2 = new Database(file, { readonly: true })
       try {
@@ -364,12 +365,12 @@ describe("SqliteStore (SQLite only)", () => {
         const got = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
         assert.deepStrictEqual(got.map((p) => [p.pipelineId, p.repeat]), [
           ...rows.map((r) => [r.id, r.repeat]),
-          ["my-key#1", null] // an explicit key does not encode its repeat
+          [pid("my-key#1"), null] // an explicit key does not encode its repeat
         ])
         // new admissions store theirs; a re-admission that does not know it keeps it
         yield* store.admit([pipeline("k#2", { key: "k#2", repeat: 2 })])
         yield* store.admit([pipeline("k#2", { key: "k#2", state: "succeeded" })])
-        const k = Option.getOrThrow(yield* store.getPipeline("k#2"))
+        const k = Option.getOrThrow(yield* store.getPipeline(pid("k#2")))
         assert.strictEqual(k.repeat, 2)
         assert.strictEqual(k.state, "succeeded")
         assert.deepStrictEqual(yield* store.pipelinesBySpec, [{ specDigest: spec, pipelines: 13 }, { specDigest: "spec", pipelines: 1 }])
@@ -398,9 +399,9 @@ describe("SqliteStore (SQLite only)", () => {
         order.flatMap((id) => [`${id}/0`, `${id}/1`]),
         "admission order, then seq"
       )
-      const byRun = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ runId: "run-1" })))
+      const byRun = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ runId: rid("run-1") })))
       assert.deepStrictEqual(byRun.map((t) => t.taskRunId), tasks.map((t) => t.taskRunId))
-      const one = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: "q0450" })))
+      const one = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("q0450") })))
       assert.deepStrictEqual(one.map((t) => t.seq), [0, 1])
       // pipelines keep their documented order whatever the admission order
       const ps = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines())).map((p) => p.pipelineId)
@@ -409,8 +410,8 @@ describe("SqliteStore (SQLite only)", () => {
       const page2 = yield* store.pipelinesPage({ limit: 500, after: page1.next! })
       assert.deepStrictEqual([...page1.pipelines, ...page2.pipelines].map((p) => p.pipelineId), ids)
       assert.isNull(page2.next)
-      const bundles = yield* store.loadBundles(["q0001", "q0898"], { payloads: "none" })
-      assert.deepStrictEqual(bundles.get("q0898")!.tasks.map((t) => t.seq), [0, 1])
+      const bundles = yield* store.loadBundles([pid("q0001"), pid("q0898")], { payloads: "none" })
+      assert.deepStrictEqual(bundles.get(pid("q0898"))!.tasks.map((t) => t.seq), [0, 1])
     }))
   })
 
@@ -425,18 +426,18 @@ describe("SqliteStore (SQLite only)", () => {
       yield* store.emitEvent(event("k", "early"))
       const read = Effect.gen(function*() {
         return {
-          tasks: Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: "early" }))).map((t) => t.taskRunId),
-          finals: (yield* store.listArtifacts("early")).filter((a) => a.isFinal).length,
-          lateFinals: (yield* store.listArtifacts("late")).filter((a) => a.isFinal).length,
-          events: yield* store.countEvents({ pipelineId: "early" })
+          tasks: Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("early") }))).map((t) => t.taskRunId),
+          finals: (yield* store.listArtifacts(pid("early"))).filter((a) => a.isFinal).length,
+          lateFinals: (yield* store.listArtifacts(pid("late"))).filter((a) => a.isFinal).length,
+          events: yield* store.countEvents({ pipelineId: pid("early") })
         }
       })
       const expected = { tasks: ["early/0"], finals: 1, lateFinals: 1, events: 1 }
       assert.deepStrictEqual(yield* read, expected, "a final artifact of one unadmitted pipeline leaves another's alone")
       yield* store.admit([pipeline("early")])
-      yield* store.checkpoint({ pipelineId: "early", task: task("early", 1), pipeline: { nTasksDone: 2, updatedAt: 3000 } })
+      yield* store.checkpoint({ pipelineId: pid("early"), task: task("early", 1), pipeline: { nTasksDone: 2, updatedAt: 3000 } })
       assert.deepStrictEqual(yield* read, { ...expected, tasks: ["early/0", "early/1"] })
-      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("early")).nTasksDone, 2)
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("early"))).nTasksDone, 2)
     }))
   })
 
@@ -510,7 +511,7 @@ describe("SqliteStore (SQLite only)", () => {
     const file = tempStorePath()
     return Effect.scoped(Effect.gen(function*() {
       const first = yield* open({ filename: file })
-      yield* first.openRun({ runId: "run-A", startedAt: 1 })
+      yield* first.openRun({ runId: rid("run-A"), startedAt: 1 })
       const e = yield* refusal({ filename: file })
       assert.include(e.message, "already open for writing")
       assert.include(e.message, `pid ${process.pid}`)
@@ -546,7 +547,7 @@ describe("SqliteStore: the process keeps its SQLite locks", () => {
     const file = tempStorePath()
     return Effect.scoped(Effect.gen(function*() {
       const store = yield* open({ filename: file })
-      yield* store.openRun({ runId: "run-1", startedAt: 1 })
+      yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
       assert.isAbove(myLocks(file).length, 0, "the writer holds its lock on the database file")
       assert.isAbove(myLocks(`${file}-shm`).length, 0, "and on the shared-memory file")
       // every reader opener in this process (report, watch, serve, export) goes through a read-only open
@@ -571,7 +572,7 @@ describe("SqliteStore: a closed store is one file", () => {
     return Effect.gen(function*() {
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file })
-        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
         assert.isTrue(fs.existsSync(`${file}.lock`), "the lock file exists while the writer is open")
       }))
       assert.deepStrictEqual(Object.keys(filesBeside(file)), ["runs.db"])
@@ -590,12 +591,12 @@ describe("SqliteStore: a closed store is one file", () => {
       )
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file })
-        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
         // an outside reader (like `watch`) connected while the writer closes
         reader.current = new Database(file, { readonly: true })
         assert.strictEqual(reader.current.prepare("SELECT count(*) FROM runs").pluck().get(), 1)
         yield* store.admit(Array.from({ length: 300 }, (_, i) => pipeline(`p${i}`)))
-        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+        yield* store.finishRun(rid("run-1"), { status: "completed", endedAt: 9 })
       }))
       const files = filesBeside(file)
       assert.isUndefined(files["runs.db.lock"], "no lock file")
@@ -625,13 +626,13 @@ describe("SqliteStore: a closed store is one file", () => {
       const t0 = Date.now()
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* open({ filename: file, busyTimeoutMs: 300 })
-        yield* store.openRun({ runId: "run-1", startedAt: 1 })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
         reader.db = new Database(file, { readonly: true })
         // a read transaction held open (an iterator not run to its end) on an old snapshot
         reader.rows = reader.db.prepare("SELECT * FROM runs").iterate()
         reader.rows.next()
         yield* store.admit(Array.from({ length: 50 }, (_, i) => pipeline(`p${i}`)))
-        yield* store.finishRun("run-1", { status: "completed", endedAt: 9 })
+        yield* store.finishRun(rid("run-1"), { status: "completed", endedAt: 9 })
       }))
       assert.isAtLeast(Date.now() - t0, 300, "the writer waited for the reader")
       assert.isAbove(filesBeside(file)["runs.db-wal"] ?? 0, 0)

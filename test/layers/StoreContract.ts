@@ -8,12 +8,14 @@ import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
+import type { PipelineId, RunId } from "../../src/domain/Ids.js"
 import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, StoreOptions } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
+import { pid, rid } from "../support/ids.js"
 
 /** What a store implementation provides to the contract. */
 export interface StoreHarness {
@@ -28,7 +30,7 @@ export interface StoreHarness {
 
 export const pipeline = (id: string, over: Partial<ConstructorParameters<typeof PipelineRecord>[0]> = {}) =>
   new PipelineRecord({
-    pipelineId: id,
+    pipelineId: pid(id),
     key: null,
     name: "demo",
     state: "running",
@@ -38,7 +40,7 @@ export const pipeline = (id: string, over: Partial<ConstructorParameters<typeof 
     seedDigest: `seed-${id}`,
     tags: { split: "test" },
     attemptsTotal: 0,
-    runId: "run-1",
+    runId: rid("run-1"),
     createdAt: 1000,
     updatedAt: 1000,
     startedAt: 1000,
@@ -51,8 +53,8 @@ export const pipeline = (id: string, over: Partial<ConstructorParameters<typeof 
   })
 
 export const artifact = (pipelineId: string, seq: number, payload: Uint8Array, isFinal = false): NewArtifact => ({
-  pipelineId,
-  runId: "run-1",
+  pipelineId: pid(pipelineId),
+  runId: rid("run-1"),
   seq,
   taskName: seq < 0 ? null : `t${seq}`,
   typeName: "Json",
@@ -66,8 +68,8 @@ export const artifact = (pipelineId: string, seq: number, payload: Uint8Array, i
 export const task = (pipelineId: string, seq: number, state: TaskRecord["state"] = "succeeded") =>
   new TaskRecord({
     taskRunId: `${pipelineId}/${seq}`,
-    pipelineId,
-    runId: "run-1",
+    pipelineId: pid(pipelineId),
+    runId: rid("run-1"),
     seq,
     taskName: `t${seq}`,
     state,
@@ -82,8 +84,8 @@ export const task = (pipelineId: string, seq: number, state: TaskRecord["state"]
   })
 
 export const attempt = (pipelineId: string, seq: number, attemptNo = 1): NewAttempt => ({
-  pipelineId,
-  runId: "run-1",
+  pipelineId: pid(pipelineId),
+  runId: rid("run-1"),
   taskRunId: `${pipelineId}/${seq}`,
   taskName: `t${seq}`,
   seq,
@@ -101,8 +103,8 @@ export const attempt = (pipelineId: string, seq: number, attemptNo = 1): NewAtte
 
 export const event = (kind: string, pipelineId: string | null = null, ts = 1000, runId = "run-1"): NewEvent => ({
   kind,
-  pipelineId,
-  runId,
+  pipelineId: pipelineId === null ? null : pid(pipelineId),
+  runId: rid(runId),
   data: { n: ts },
   ts
 })
@@ -133,19 +135,19 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           const { repeat: _absent, ...noRepeat } = pipeline("r-none")
           yield* store.admit([pipeline("r0", { repeat: 0 }), pipeline("r3", { repeat: 3 }), noRepeat])
-          const byId = yield* store.getPipelines(["r0", "r3", "r-none"])
-          assert.strictEqual(byId.get("r0")!.repeat, 0)
-          assert.strictEqual(byId.get("r3")!.repeat, 3)
-          assert.strictEqual(byId.get("r-none")!.repeat, null)
+          const byId = yield* store.getPipelines([pid("r0"), pid("r3"), pid("r-none")])
+          assert.strictEqual(byId.get(pid("r0"))!.repeat, 0)
+          assert.strictEqual(byId.get(pid("r3"))!.repeat, 3)
+          assert.strictEqual(byId.get(pid("r-none"))!.repeat, null)
           const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
-          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.repeat]), [["r-none", null], ["r0", 0], ["r3", 3]])
+          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.repeat]), [[pid("r-none"), null], [pid("r0"), 0], [pid("r3"), 3]])
           const { repeat: _r, ...again } = pipeline("r3", { state: "succeeded", updatedAt: 2000 })
           yield* store.admit([again])
-          const r3 = Option.getOrThrow(yield* store.getPipeline("r3"))
+          const r3 = Option.getOrThrow(yield* store.getPipeline(pid("r3")))
           assert.strictEqual(r3.repeat, 3)
           assert.strictEqual(r3.state, "succeeded")
-          yield* store.updatePipeline("r3", { state: "failed", updatedAt: 3000 })
-          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("r3")).repeat, 3)
+          yield* store.updatePipeline(pid("r3"), { state: "failed", updatedAt: 3000 })
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("r3"))).repeat, 3)
         })))
 
     it.effect("pages across equal timestamps without loss or duplicates", () =>
@@ -234,7 +236,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(yield* store.pending, 0)
             yield* store.emitEvent(event("b"))
             assert.strictEqual(yield* store.countEvents(), 2)
-            const atts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: "p1" })))
+            const atts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: pid("p1") })))
             assert.strictEqual(atts.length, 1)
             assert.deepStrictEqual(atts[0]!.decision, { retry: true, reason: "timeout", delayMs: 100 })
           }),
@@ -273,13 +275,13 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
     it.effect("group commit: concurrent checkpoints are all durable and visible when they resolve", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const ids = Array.from({ length: 300 }, (_, i) => `g${i}`)
+          const ids = Array.from({ length: 300 }, (_, i) => pid(`g${i}`))
           yield* Effect.forEach(ids, (id) => store.admit([pipeline(id)]), { concurrency: 64 })
           yield* Effect.forEach(ids, (id) =>
             Effect.gen(function*() {
               for (let seq = 0; seq < 3; seq++) {
                 yield* store.checkpoint({
-                  pipelineId: id,
+                  pipelineId: pid(id),
                   artifact: artifact(id, seq, bytes(`${id}:${seq}`), seq === 2),
                   task: task(id, seq),
                   pipeline: {
@@ -292,7 +294,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
                   events: [event("task.done", id)]
                 })
                 // resolved ⇒ committed: another read sees the cursor at once
-                const row = yield* store.getPipeline(id)
+                const row = yield* store.getPipeline(pid(id))
                 assert.strictEqual(Option.getOrThrow(row).nTasksDone, seq + 1)
               }
             }), { concurrency: 64 })
@@ -303,10 +305,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(p.nTasksDone, 3)
             assert.strictEqual(p.attemptsTotal, 3)
           }
-          const arts = yield* store.listArtifacts("g7")
+          const arts = yield* store.listArtifacts(pid("g7"))
           assert.deepStrictEqual(arts.map((a) => [a.seq, a.isFinal]), [[0, false], [1, false], [2, true]])
           assert.strictEqual(yield* store.countEvents({ kind: "task.done" }), 900)
-          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: "g7" }))), 3)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("g7") }))), 3)
         })))
 
     it.effect("a failed group commit fails its callers and leaves nothing visible", () =>
@@ -315,7 +317,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* store.admit([pipeline("f1")])
           yield* h.injectWriteFailure(true)
           const exit = yield* Effect.exit(store.checkpoint({
-            pipelineId: "f1",
+            pipelineId: pid("f1"),
             artifact: artifact("f1", 0, bytes("x")),
             task: task("f1", 0),
             pipeline: { nTasksDone: 1, updatedAt: 2 },
@@ -323,8 +325,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           }))
           assert.isTrue(Exit.isFailure(exit))
           yield* h.injectWriteFailure(false)
-          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline("f1")).nTasksDone, 0)
-          assert.strictEqual((yield* store.listArtifacts("f1")).length, 0)
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("f1"))).nTasksDone, 0)
+          assert.strictEqual((yield* store.listArtifacts(pid("f1"))).length, 0)
           assert.strictEqual(yield* store.countEvents(), 0)
         })))
 
@@ -337,22 +339,22 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* store.putArtifact(artifact("a1", 1, bytes("one")))
           yield* store.putArtifact(artifact("a1", 0, bytes("zero-old")))
           yield* store.putArtifact(artifact("a1", 0, bytes("zero-new")))
-          const list = yield* store.listArtifacts("a1")
+          const list = yield* store.listArtifacts(pid("a1"))
           assert.deepStrictEqual(list.map((a) => a.seq), [-1, 0, 0, 1])
           assert.isTrue(list[1]!.artifactId < list[2]!.artifactId)
-          const got = Option.getOrThrow(yield* store.getArtifact("a1", 0))
+          const got = Option.getOrThrow(yield* store.getArtifact(pid("a1"), 0))
           assert.deepStrictEqual(got.payload, bytes("zero-new"))
           assert.isTrue(got.artifact.available)
           assert.strictEqual(got.artifact.typeName, "Json")
-          assert.isTrue(Option.isNone(yield* store.getArtifact("a1", 5)))
-          yield* store.markFinal("a1", 1)
-          yield* store.markFinal("a1", 1)
-          const finals = (yield* store.listArtifacts("a1")).filter((a) => a.isFinal)
+          assert.isTrue(Option.isNone(yield* store.getArtifact(pid("a1"), 5)))
+          yield* store.markFinal(pid("a1"), 1)
+          yield* store.markFinal(pid("a1"), 1)
+          const finals = (yield* store.listArtifacts(pid("a1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals.map((a) => a.seq), [1])
-          yield* store.markFinal("a1", 0)
-          const finals2 = (yield* store.listArtifacts("a1")).filter((a) => a.isFinal)
+          yield* store.markFinal(pid("a1"), 0)
+          const finals2 = (yield* store.listArtifacts(pid("a1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals2.map((a) => a.artifactId), [list[2]!.artifactId])
-          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamArtifacts({ pipelineId: "a1" })))
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamArtifacts({ pipelineId: pid("a1") })))
           assert.deepStrictEqual(streamed.map((a) => a.artifactId), list.map((a) => a.artifactId))
         })))
 
@@ -363,9 +365,9 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(store.journal, "summary")
             const p = bytes("payload")
             yield* store.putArtifact(artifact("s1", -1, p))
-            yield* store.checkpoint({ pipelineId: "s1", artifact: artifact("s1", 0, p) })
+            yield* store.checkpoint({ pipelineId: pid("s1"), artifact: artifact("s1", 0, p) })
             for (const seq of [-1, 0]) {
-              const got = Option.getOrThrow(yield* store.getArtifact("s1", seq))
+              const got = Option.getOrThrow(yield* store.getArtifact(pid("s1"), seq))
               assert.isFalse(got.artifact.available)
               assert.isUndefined(got.payload)
               assert.strictEqual(got.artifact.digest, digest(p))
@@ -389,16 +391,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             const files = filesUnder(root)
             assert.strictEqual(files.length, 1, "identical payloads share one file, no temp files left")
             assert.deepStrictEqual(new Uint8Array(fs.readFileSync(files[0]!)), big)
-            const b1 = Option.getOrThrow(yield* store.getArtifact("b1", 0))
+            const b1 = Option.getOrThrow(yield* store.getArtifact(pid("b1"), 0))
             assert.strictEqual(b1.artifact.storage, "blob")
             assert.deepStrictEqual(b1.payload, big)
-            const b3 = Option.getOrThrow(yield* store.getArtifact("b3", 0))
+            const b3 = Option.getOrThrow(yield* store.getArtifact(pid("b3"), 0))
             assert.strictEqual(b3.artifact.storage, "inline")
             fs.unlinkSync(files[0]!)
-            const gone = Option.getOrThrow(yield* store.getArtifact("b2", 0))
+            const gone = Option.getOrThrow(yield* store.getArtifact(pid("b2"), 0))
             assert.isFalse(gone.artifact.available)
             assert.isUndefined(gone.payload)
-            assert.isFalse((yield* store.listArtifacts("b2"))[0]!.available)
+            assert.isFalse((yield* store.listArtifacts(pid("b2")))[0]!.available)
           }),
         {},
         backend
@@ -411,7 +413,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           Effect.gen(function*() {
             const p = bytes("gone")
             yield* store.putArtifact(artifact("n1", 0, p))
-            const got = Option.getOrThrow(yield* store.getArtifact("n1", 0))
+            const got = Option.getOrThrow(yield* store.getArtifact(pid("n1"), 0))
             assert.isFalse(got.artifact.available)
             assert.strictEqual(got.artifact.digest, digest(p))
             assert.strictEqual(got.artifact.size, 4)
@@ -426,10 +428,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           // durations 1..100 ms
           yield* store.admit(Array.from({ length: 100 }, (_, i) =>
             pipeline(`d${i}`, { state: i % 10 === 0 ? "failed" : "succeeded", startedAt: 0, endedAt: i + 1 })))
-          yield* store.admit([pipeline("other", { runId: "run-2" })])
+          yield* store.admit([pipeline("other", { runId: rid("run-2") })])
           yield* store.recordAttempt(attempt("d1", 0, 1))
           yield* store.recordAttempt(attempt("d1", 0, 2))
-          const s = yield* store.stats("run-1")
+          const s = yield* store.stats(rid("run-1"))
           assert.strictEqual(s.pipelines, 100)
           assert.strictEqual(s.byState.failed, 10)
           assert.strictEqual(s.byState.succeeded, 90)
@@ -442,7 +444,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const all = yield* store.stats()
           assert.strictEqual(all.pipelines, 101)
           assert.strictEqual(all.byState.running, 1)
-          assert.isNull((yield* store.stats("nobody")).latencyMs)
+          assert.isNull((yield* store.stats(rid("nobody"))).latencyMs)
         })))
 
     it.effect("stats: percentiles match the type-7 definition on random durations, per run and for all", () =>
@@ -453,7 +455,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const next = () => (x = (x * 1103515245 + 12345) % 2147483648) % 997
           const rows = Array.from({ length: 777 }, (_, i) =>
             pipeline(`r${i}`, {
-              runId: i % 3 === 0 ? "run-b" : "run-a",
+              runId: rid(i % 3 === 0 ? "run-b" : "run-a"),
               state: i % 7 === 0 ? "running" : i % 5 === 0 ? "interrupted" : "succeeded",
               startedAt: i % 11 === 0 ? null : 10_000 + i,
               endedAt: i % 7 === 0 ? null : 10_000 + i + next()
@@ -471,7 +473,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             }
             return { p50: q(0.5), p95: q(0.95), p99: q(0.99) }
           }
-          for (const runId of ["run-a", "run-b", undefined]) {
+          for (const runId of [rid("run-a"), rid("run-b"), undefined]) {
             const got = (yield* store.stats(runId)).latencyMs!
             const want = expect(runId)
             assert.closeTo(got.p50, want.p50, 1e-9)
@@ -479,8 +481,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.closeTo(got.p99, want.p99, 1e-9)
           }
           // one timed pipeline: every percentile is its duration
-          yield* store.admit([pipeline("solo", { runId: "run-c", state: "failed", startedAt: 5, endedAt: 47 })])
-          assert.deepStrictEqual((yield* store.stats("run-c")).latencyMs, { p50: 42, p95: 42, p99: 42 })
+          yield* store.admit([pipeline("solo", { runId: rid("run-c"), state: "failed", startedAt: 5, endedAt: 47 })])
+          assert.deepStrictEqual((yield* store.stats(rid("run-c"))).latencyMs, { p50: 42, p95: 42, p99: 42 })
         })))
 
     it.effect("pipelinesPage: keyset pages across equal createdAt at a page boundary, filters, limits", () =>
@@ -491,16 +493,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             const id = `q${String(i).padStart(2, "0")}`
             return pipeline(id, {
               createdAt: i < 5 ? 50 + i : i < 15 ? 100 : 200 + i,
-              runId: i % 2 === 0 ? "run-1" : "run-2",
+              runId: rid(i % 2 === 0 ? "run-1" : "run-2"),
               state: i % 4 === 0 ? "failed" : "succeeded"
             })
           })
           yield* store.admit([...all].reverse())
-          const walk = (o: { runId?: string; state?: "failed" }, limit: number) =>
+          const walk = (o: { runId?: RunId; state?: "failed" }, limit: number) =>
             Effect.gen(function*() {
               const seen: Array<string> = []
               const sizes: Array<number> = []
-              let after: { createdAt: number; pipelineId: string } | undefined
+              let after: { createdAt: number; pipelineId: PipelineId } | undefined
               for (;;) {
                 const page = yield* store.pipelinesPage({ ...o, after, limit })
                 seen.push(...page.pipelines.map((p) => p.pipelineId))
@@ -516,18 +518,18 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual(everything.seen, all.map((p) => p.pipelineId))
           assert.deepStrictEqual(everything.sizes, [7, 7, 7, 4])
           // the page boundary falls between q06 and q07, both at createdAt 100
-          const second = yield* store.pipelinesPage({ after: { createdAt: 100, pipelineId: "q06" }, limit: 3 })
+          const second = yield* store.pipelinesPage({ after: { createdAt: 100, pipelineId: pid("q06") }, limit: 3 })
           assert.deepStrictEqual(second.pipelines.map((p) => p.pipelineId), ["q07", "q08", "q09"])
           // exact fit: the last page knows there is no next one
           const exact = yield* walk({}, 5)
           assert.deepStrictEqual(exact.sizes, [5, 5, 5, 5, 5])
-          const run2 = yield* walk({ runId: "run-2" }, 4)
+          const run2 = yield* walk({ runId: rid("run-2") }, 4)
           assert.deepStrictEqual(run2.seen, all.filter((p) => p.runId === "run-2").map((p) => p.pipelineId))
-          const failed1 = yield* walk({ runId: "run-1", state: "failed" }, 2)
+          const failed1 = yield* walk({ runId: rid("run-1"), state: "failed" }, 2)
           assert.deepStrictEqual(failed1.seen, all.filter((p) => p.runId === "run-1" && p.state === "failed").map((p) => p.pipelineId))
           const empty = yield* store.pipelinesPage({ limit: 0 })
           assert.deepStrictEqual(empty, { pipelines: [], next: null })
-          const past = yield* store.pipelinesPage({ after: { createdAt: 1e12, pipelineId: "" }, limit: 10 })
+          const past = yield* store.pipelinesPage({ after: { createdAt: 1e12, pipelineId: pid("") }, limit: 10 })
           assert.deepStrictEqual(past, { pipelines: [], next: null })
           for (const bad of [-1, 2.5, Number.NaN]) {
             assert.strictEqual((yield* Effect.flip(store.pipelinesPage({ limit: bad })))._tag, "ConfigError")
@@ -548,15 +550,15 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             pipeline("c5", { state: "succeeded", endedAt: 999 }),
             pipeline("c6", { state: "running", endedAt: 1500 }), // not terminal
             pipeline("c7", { state: "succeeded", endedAt: null }), // no end time
-            pipeline("c8", { state: "succeeded", endedAt: 1200, runId: "run-2" })
+            pipeline("c8", { state: "succeeded", endedAt: 1200, runId: rid("run-2") })
           ])
-          assert.deepStrictEqual(yield* store.completions({ runId: "run-1", bucketMs: 1000, since: 1000 }), [
+          assert.deepStrictEqual(yield* store.completions({ runId: rid("run-1"), bucketMs: 1000, since: 1000 }), [
             { startMs: 1000, count: 2 },
             { startMs: 2000, count: 1 },
             { startMs: 4000, count: 1 }
           ])
           // aligned on since (500): [500,1500) [1500,2500) [4500,5500)
-          assert.deepStrictEqual(yield* store.completions({ runId: "run-1", bucketMs: 1000, since: 500 }), [
+          assert.deepStrictEqual(yield* store.completions({ runId: rid("run-1"), bucketMs: 1000, since: 500 }), [
             { startMs: 500, count: 2 },
             { startMs: 1500, count: 2 },
             { startMs: 4500, count: 1 }
@@ -567,7 +569,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             { startMs: 2000, count: 1 },
             { startMs: 4000, count: 1 }
           ])
-          assert.deepStrictEqual(yield* store.completions({ runId: "nobody", bucketMs: 10 }), [])
+          assert.deepStrictEqual(yield* store.completions({ runId: rid("nobody"), bucketMs: 10 }), [])
           for (const bad of [0, -5, 1.5]) {
             assert.strictEqual((yield* Effect.flip(store.completions({ bucketMs: bad })))._tag, "ConfigError")
           }
@@ -576,23 +578,23 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
     it.effect("loadBundles: tasks and artifacts of many pipelines, payloads all / final / none", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const ids = Array.from({ length: 620 }, (_, i) => `b${String(i).padStart(4, "0")}`) // > 500: two chunks
+          const ids = Array.from({ length: 620 }, (_, i) => pid(`b${String(i).padStart(4, "0")}`)) // > 500: two chunks
           yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, bytes(`"seed ${id}"`))))
           yield* Effect.forEach(ids, (id) =>
             Effect.forEach([1, 0], (seq) =>
               store.checkpoint({
-                pipelineId: id,
+                pipelineId: pid(id),
                 artifact: artifact(id, seq, bytes(`{"seq":${seq}}`), seq === 1),
                 task: task(id, seq)
               })), { concurrency: 32, discard: true })
           // a superseded output at seq 0 of b0001: both versions are listed, each with its bytes
-          yield* store.checkpoint({ pipelineId: "b0001", artifact: artifact("b0001", 0, bytes(`"again"`)) })
+          yield* store.checkpoint({ pipelineId: pid("b0001"), artifact: artifact("b0001", 0, bytes(`"again"`)) })
           const text = (u: Uint8Array | undefined) => (u === undefined ? undefined : new TextDecoder().decode(u))
 
-          const full = yield* store.loadBundles([...ids, "missing", "b0001"], { payloads: "all" })
+          const full = yield* store.loadBundles([...ids, pid("missing"), pid("b0001")], { payloads: "all" })
           assert.strictEqual(full.size, 621)
-          assert.deepStrictEqual(full.get("missing"), { pipelineId: "missing", tasks: [], artifacts: [] })
-          const b1 = full.get("b0001")!
+          assert.deepStrictEqual(full.get(pid("missing")), { pipelineId: pid("missing"), tasks: [], artifacts: [] })
+          const b1 = full.get(pid("b0001"))!
           assert.deepStrictEqual(b1.tasks.map((t) => t.taskRunId), ["b0001/0", "b0001/1"])
           assert.instanceOf(b1.tasks[0], TaskRecord)
           assert.deepStrictEqual(b1.artifacts.map((a) => [a.artifact.seq, text(a.payload), a.artifact.isFinal]), [
@@ -603,24 +605,24 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           ])
           assert.deepStrictEqual(
             b1.artifacts.map((a) => a.artifact),
-            yield* store.listArtifacts("b0001"),
+            yield* store.listArtifacts(pid("b0001")),
             "the same metadata as listArtifacts"
           )
-          assert.isTrue(ids.every((id) => full.get(id)!.tasks.length === 2 && full.get(id)!.artifacts.length >= 3))
+          assert.isTrue(ids.every((id) => full.get(pid(id))!.tasks.length === 2 && full.get(pid(id))!.artifacts.length >= 3))
 
           const finals = yield* store.loadBundles(ids.slice(0, 3), { payloads: "final" })
-          assert.deepStrictEqual(finals.get("b0000")!.artifacts.map((a) => [a.artifact.seq, text(a.payload)]), [
+          assert.deepStrictEqual(finals.get(pid("b0000"))!.artifacts.map((a) => [a.artifact.seq, text(a.payload)]), [
             [-1, undefined],
             [0, undefined],
             [1, `{"seq":1}`]
           ])
-          assert.isTrue(finals.get("b0000")!.artifacts.every((a) => a.artifact.available))
+          assert.isTrue(finals.get(pid("b0000"))!.artifacts.every((a) => a.artifact.available))
 
-          const none = yield* store.loadBundles(["b0002"], { payloads: "none", tasks: false })
-          assert.deepStrictEqual(none.get("b0002")!.tasks, [])
-          assert.isTrue(none.get("b0002")!.artifacts.every((a) => a.payload === undefined && a.artifact.available))
+          const none = yield* store.loadBundles([pid("b0002")], { payloads: "none", tasks: false })
+          assert.deepStrictEqual(none.get(pid("b0002"))!.tasks, [])
+          assert.isTrue(none.get(pid("b0002"))!.artifacts.every((a) => a.payload === undefined && a.artifact.available))
 
-          const onlyFinal = yield* store.loadBundles(["b0002", "b0003"], { payloads: "final", artifacts: "final", tasks: false })
+          const onlyFinal = yield* store.loadBundles([pid("b0002"), pid("b0003")], { payloads: "final", artifacts: "final", tasks: false })
           assert.deepStrictEqual(
             Array.from(onlyFinal.values()).map((b) => b.artifacts.map((a) => [a.artifact.pipelineId, a.artifact.seq, text(a.payload)])),
             [[["b0002", 1, `{"seq":1}`]], [["b0003", 1, `{"seq":1}`]]]
@@ -632,12 +634,12 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
       withStore((store) =>
         Effect.gen(function*() {
           // 620 pipelines (two SQLite chunks of 500) of three 10-byte payloads, the last final
-          const ids = Array.from({ length: 620 }, (_, i) => `q${String(i).padStart(4, "0")}`)
+          const ids = Array.from({ length: 620 }, (_, i) => pid(`q${String(i).padStart(4, "0")}`))
           const ten = (id: string, seq: number) => bytes(JSON.stringify(`${id}:${seq}`.padEnd(8, "_")))
           yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, ten(id, -1))))
           yield* Effect.forEach(ids, (id) =>
             Effect.forEach([0, 1], (seq) =>
-              store.checkpoint({ pipelineId: id, artifact: artifact(id, seq, ten(id, seq), seq === 1), task: task(id, seq) })), {
+              store.checkpoint({ pipelineId: pid(id), artifact: artifact(id, seq, ten(id, seq), seq === 1), task: task(id, seq) })), {
             concurrency: 32,
             discard: true
           })
@@ -649,7 +651,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             let partial = 0
             for (const id of ids) {
               const as = got.get(id)!.artifacts
-              const full = all.get(id)!.artifacts.filter((a) => !final || a.artifact.isFinal)
+              const full = all.get(pid(id))!.artifacts.filter((a) => !final || a.artifact.isFinal)
               assert.deepStrictEqual(as.map((a) => a.artifact), full.map((a) => a.artifact), `every artifact listed (${id})`)
               assert.isTrue(as.every((a) => a.artifact.available), "available still true")
               const have = as.map((a) => a.payload !== undefined)
@@ -678,7 +680,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const finals = yield* store.loadBundles(ids, { payloads: "final", tasks: false, payloadBytes: 3_000 })
           let finalsLoaded = 0
           for (const id of ids) {
-            const as = finals.get(id)!.artifacts
+            const as = finals.get(pid(id))!.artifacts
             assert.strictEqual(as.length, 3)
             assert.isTrue(as.every((a) => a.payload === undefined || a.artifact.isFinal))
             finalsLoaded += as.filter((a) => a.payload !== undefined).length
@@ -695,8 +697,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
       withStore((store) =>
         Effect.gen(function*() {
           yield* store.admit([pipeline("s1")], [artifact("s1", -1, bytes(`"seed"`))])
-          yield* store.checkpoint({ pipelineId: "s1", artifact: artifact("s1", 0, bytes(`1`), true), task: task("s1", 0) })
-          const b = (yield* store.loadBundles(["s1"], { payloads: "all" })).get("s1")!
+          yield* store.checkpoint({ pipelineId: pid("s1"), artifact: artifact("s1", 0, bytes(`1`), true), task: task("s1", 0) })
+          const b = (yield* store.loadBundles([pid("s1")], { payloads: "all" })).get(pid("s1"))!
           assert.deepStrictEqual(b.artifacts.map((a) => [a.artifact.seq, a.artifact.available, a.payload]), [
             [-1, false, undefined],
             [0, false, undefined]
@@ -709,7 +711,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           yield* store.admit([pipeline("e1"), pipeline("e2"), pipeline("ok")])
           const fail = (id: string, at: number) =>
-            store.updatePipeline(id, {
+            store.updatePipeline(pid(id), {
               state: "failed",
               endedAt: at,
               updatedAt: at,
@@ -722,10 +724,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.strictEqual(rows[0]!.errorMessage, "boom e2")
           assert.strictEqual(rows[0]!.failedTask, "t1")
           assert.strictEqual((yield* store.errors({ limit: 1 })).length, 1)
-          assert.strictEqual((yield* store.errors({ runId: "run-9" })).length, 0)
+          assert.strictEqual((yield* store.errors({ runId: rid("run-9") })).length, 0)
           // settle clears the failure in one write
-          yield* store.settlePipeline("e1", { state: "succeeded", nTasksDone: 3, runId: "run-2", endedAt: 30 })
-          const e1 = Option.getOrThrow(yield* store.getPipeline("e1"))
+          yield* store.settlePipeline(pid("e1"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 30 })
+          const e1 = Option.getOrThrow(yield* store.getPipeline(pid("e1")))
           assert.strictEqual(e1.state, "succeeded")
           assert.strictEqual(e1.runId, "run-2")
           assert.strictEqual(e1.nTasksDone, 3)
@@ -744,10 +746,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual(last3.map((e) => e.ts), [17, 18, 19])
           const even = yield* store.events({ kind: "even", limit: 2 })
           assert.deepStrictEqual(even.map((e) => e.ts), [16, 18])
-          assert.deepStrictEqual((yield* store.events({ pipelineId: "p1", kind: "odd" })).map((e) => e.ts), [1, 3, 5, 7, 9])
+          assert.deepStrictEqual((yield* store.events({ pipelineId: pid("p1"), kind: "odd" })).map((e) => e.ts), [1, 3, 5, 7, 9])
           assert.strictEqual(yield* store.countEvents({ kind: "even" }), 10)
-          assert.strictEqual(yield* store.countEvents({ runId: "run-2" }), 5)
-          assert.strictEqual(yield* store.countEvents({ runId: "run-2", kind: "odd", pipelineId: "p2" }), 3)
+          assert.strictEqual(yield* store.countEvents({ runId: rid("run-2") }), 5)
+          assert.strictEqual(yield* store.countEvents({ runId: rid("run-2"), kind: "odd", pipelineId: pid("p2") }), 3)
           assert.strictEqual(yield* store.countEvents(), 20)
           assert.deepStrictEqual((yield* store.events({ limit: 1 }))[0]!.data, { n: 19 })
         })))
@@ -758,7 +760,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual(yield* store.pipelinesBySpec, [])
           yield* store.admit([
             ...Array.from({ length: 3 }, (_, i) => pipeline(`a${i}`, { specDigest: "aaaa", state: i === 0 ? "failed" : "succeeded" })),
-            ...Array.from({ length: 5 }, (_, i) => pipeline(`b${i}`, { specDigest: "bbbb", runId: i < 2 ? "run-1" : "run-2" })),
+            ...Array.from({ length: 5 }, (_, i) => pipeline(`b${i}`, { specDigest: "bbbb", runId: rid(i < 2 ? "run-1" : "run-2") })),
             pipeline("c0", { specDigest: "cccc", state: "pending" }),
             pipeline("d0", { specDigest: "0ddd", state: "interrupted" })
           ])
@@ -770,7 +772,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           ])
           // a re-admission or a state change does not count a pipeline twice
           yield* store.admit([pipeline("b0", { specDigest: "bbbb", state: "succeeded", updatedAt: 2000 })])
-          yield* store.settlePipeline("c0", { state: "succeeded", nTasksDone: 3, runId: "run-2", endedAt: 3000 })
+          yield* store.settlePipeline(pid("c0"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 3000 })
           const after = yield* store.pipelinesBySpec
           assert.deepStrictEqual(after.map((s) => [s.specDigest, s.pipelines]), [["bbbb", 5], ["aaaa", 3], ["0ddd", 1], ["cccc", 1]])
         })))
@@ -778,35 +780,35 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
     it.effect("runs: open, heartbeat, finish, latest, list, interruptStale", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const r1 = yield* store.openRun({ runId: "r1", label: "first", config: { a: 1 }, startedAt: 100, meta: { host: "h" } })
+          const r1 = yield* store.openRun({ runId: rid("r1"), label: "first", config: { a: 1 }, startedAt: 100, meta: { host: "h" } })
           assert.strictEqual(r1.status, "running")
-          yield* store.openRun({ runId: "r2", startedAt: 200 })
-          yield* store.openRun({ runId: "r3", startedAt: 300 })
-          yield* store.heartbeat("r2", 5000)
-          yield* store.finishRun("r3", { status: "completed", endedAt: 400 })
+          yield* store.openRun({ runId: rid("r2"), startedAt: 200 })
+          yield* store.openRun({ runId: rid("r3"), startedAt: 300 })
+          yield* store.heartbeat(rid("r2"), 5000)
+          yield* store.finishRun(rid("r3"), { status: "completed", endedAt: 400 })
           assert.strictEqual(Option.getOrThrow(yield* store.latestRun).runId, "r3")
           assert.deepStrictEqual((yield* store.listRuns).map((r) => r.runId), ["r1", "r2", "r3"])
           const stale = yield* store.interruptStale(1000, 5500)
           assert.deepStrictEqual(stale.map((r) => [r.runId, r.status, r.stopReason]), [["r1", "interrupted", "stale"]])
-          const got = Option.getOrThrow(yield* store.getRun("r1"))
+          const got = Option.getOrThrow(yield* store.getRun(rid("r1")))
           assert.deepStrictEqual(got.config, { a: 1 })
           assert.deepStrictEqual(got.meta, { host: "h" })
           assert.strictEqual(got.endedAt, 5500)
-          assert.strictEqual(Option.getOrThrow(yield* store.getRun("r3")).status, "completed")
-          assert.isTrue(Option.isNone(yield* store.getRun("nope")))
+          assert.strictEqual(Option.getOrThrow(yield* store.getRun(rid("r3"))).status, "completed")
+          assert.isTrue(Option.isNone(yield* store.getRun(rid("nope"))))
         })))
 
     it.effect("metrics upsert by run, scope and name", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 1 })
-          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "acc", value: 0.75, display: "percent", updatedAt: 2 })
-          yield* store.reportMetric({ runId: "r", pipelineId: "p1", name: "acc", value: 1, updatedAt: 3 })
-          yield* store.reportMetric({ runId: "r", pipelineId: null, name: "phase", value: "scoring", label: "Phase", updatedAt: 4 })
-          const run = yield* store.metrics({ runId: "r", pipelineId: null })
+          yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 1 })
+          yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "acc", value: 0.75, display: "percent", updatedAt: 2 })
+          yield* store.reportMetric({ runId: rid("r"), pipelineId: pid("p1"), name: "acc", value: 1, updatedAt: 3 })
+          yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "phase", value: "scoring", label: "Phase", updatedAt: 4 })
+          const run = yield* store.metrics({ runId: rid("r"), pipelineId: null })
           assert.deepStrictEqual(run.map((m) => [m.name, m.value, m.display]), [["acc", 0.75, "percent"], ["phase", "scoring", "text"]])
-          assert.strictEqual((yield* store.metrics({ runId: "r" })).length, 3)
-          assert.deepStrictEqual((yield* store.metrics({ runId: "r", pipelineId: "p1" })).map((m) => m.value), [1])
+          assert.strictEqual((yield* store.metrics({ runId: rid("r") })).length, 3)
+          assert.deepStrictEqual((yield* store.metrics({ runId: rid("r"), pipelineId: pid("p1") })).map((m) => m.value), [1])
         })))
 
     it.effect("resource specs are stored with secrets masked", () =>

@@ -17,6 +17,7 @@ import * as PluginUri from "../../src/layers/PluginUri.js"
 import * as StoreResolver from "../../src/layers/internal/storeResolver.js"
 import { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import { Store } from "../../src/services/Store.js"
+import { rid } from "../support/ids.js"
 
 type Seen = Array<{ uri: string; options: Plugins.StoreFactoryOptions }>
 
@@ -156,8 +157,8 @@ describe("StoreResolver.layer", () => {
             StoreResolver.layer("mem://bucket/a", { journal: "summary", readOnly: false, baseDir: "/base", registry })
           )
           const store = Context.get(ctx, Store)
-          yield* store.openRun({ runId: "r1", startedAt: 5 })
-          return { kind: store.kind, journal: store.journal, run: yield* store.getRun("r1") }
+          yield* store.openRun({ runId: rid("r1"), startedAt: 5 })
+          return { kind: store.kind, journal: store.journal, run: yield* store.getRun(rid("r1")) }
         })
       )
       assert.strictEqual(found.kind, "memory")

@@ -7,6 +7,8 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Export from "../../src/services/internal/export.js"
 import { Store } from "../../src/services/Store.js"
 import { buildStore, pid, tmpDir, writeRun, storeFixture } from "./ExportFixture.js"
+import { PipelineId } from "../../src/domain/Ids.js"
+import { rid } from "../support/ids.js"
 
 /** Minimal RFC 4180 reader for checking our own output. */
 const parseCsv = (text: string): Array<Array<string>> => {
@@ -185,8 +187,8 @@ layer(Built, { excludeTestServices: true })("Export", (it) => {
 
 describe("Export.repeatOf", () => {
   const base = new PipelineRecord({
-    pipelineId: "p", key: null, name: "n", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "s", seedDigest: "d",
-    tags: {}, attemptsTotal: 1, runId: "r", createdAt: 0, updatedAt: 0, startedAt: 0, endedAt: 0, failedTask: null, errorType: null,
+    pipelineId: PipelineId.make("p"), key: null, name: "n", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "s", seedDigest: "d",
+    tags: {}, attemptsTotal: 1, runId: rid("r"), createdAt: 0, updatedAt: 0, startedAt: 0, endedAt: 0, failedTask: null, errorType: null,
     errorMessage: null, errorClass: null
   })
   it("a stored repeat field first (when the store records one), then a repeat tag, then a key's #N, else null", () => {

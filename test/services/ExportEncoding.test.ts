@@ -13,6 +13,7 @@ import { CodecRegistry } from "../../src/domain/Codec.js"
 import { ArtifactRecord } from "../../src/domain/Records.js"
 import * as Export from "../../src/services/internal/export.js"
 import { tmpDir } from "./ExportFixture.js"
+import { pid, rid } from "../support/ids.js"
 
 const cell = (v: unknown): string =>
   v === null || v === undefined ? "" : typeof v === "string" ? v : typeof v === "object" ? JSON.stringify(v) : String(v)
@@ -141,7 +142,7 @@ describe("Export.decodePayload", () => {
   const registry = CodecRegistry.default()
   const meta = (payload: Uint8Array) =>
     new ArtifactRecord({
-      artifactId: 1, pipelineId: "p", runId: "r", seq: 0, taskName: "t0", typeName: "json", codec: "json",
+      artifactId: 1, pipelineId: pid("p"), runId: rid("r"), seq: 0, taskName: "t0", typeName: "json", codec: "json",
       digest: "d", size: payload.byteLength, storage: "inline", blobRef: null, isFinal: true, available: true, createdAt: 0
     })
   /** The registry's decoding, as the export did it before its direct JSON.parse. */

@@ -7,6 +7,7 @@ import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
+import { PipelineId, RunId } from "../../src/domain/Ids.js"
 import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
@@ -16,12 +17,12 @@ import { type NewArtifact, Store, type StoreService } from "../../src/services/S
 export const tmpDir = () => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-export-test-"))
 
 const enc = new TextEncoder()
-export const art = (id: string, runId: string, seq: number, value: unknown, isFinal: boolean, at: number): NewArtifact => {
+export const art = (id: PipelineId, runId: RunId, seq: number, value: unknown, isFinal: boolean, at: number): NewArtifact => {
   const payload = enc.encode(JSON.stringify(value))
   return { pipelineId: id, runId, seq, taskName: seq < 0 ? null : `t${seq}`, typeName: "json", codec: "json", digest: digest(payload), payload, isFinal, createdAt: at }
 }
 
-export const pid = (i: number) => `p${String(i).padStart(5, "0")}`
+export const pid = (i: number): PipelineId => PipelineId.make(`p${String(i).padStart(5, "0")}`)
 
 export interface FixtureOptions {
   readonly n: number
@@ -37,7 +38,7 @@ export interface FixtureOptions {
 /** Writes pipelines of 2 tasks each for one run into an open store. */
 export const writeRun = (store: StoreService, o: FixtureOptions) =>
   Effect.gen(function*() {
-    const runId = o.runId ?? "r1"
+    const runId = RunId.make(o.runId ?? "r1")
     const t0 = o.startedAt ?? 1000
     yield* store.openRun({ runId, startedAt: t0 })
     const failEvery = o.failEvery ?? 0
@@ -91,10 +92,10 @@ export const buildStore = (file: string, runs: ReadonlyArray<FixtureOptions>, ex
       yield* store.putResource({ pool: "llm", resourceId: "k1", kind: "llm", spec: { apiKey: "secret" }, health: { state: "ready" }, updatedAt: 1 })
       const last = runs[runs.length - 1]
       if (last !== undefined) {
-        yield* store.reportMetric({ runId: last.runId ?? "r1", pipelineId: null, name: "accuracy", value: 0.875, display: "percent", updatedAt: 1 })
+        yield* store.reportMetric({ runId: RunId.make(last.runId ?? "r1"), pipelineId: null, name: "accuracy", value: 0.875, display: "percent", updatedAt: 1 })
       }
       if (extra !== undefined) yield* extra(store)
-      for (const r of runs) yield* store.finishRun(r.runId ?? "r1", { status: "completed", endedAt: (r.startedAt ?? 1000) + 100 })
+      for (const r of runs) yield* store.finishRun(RunId.make(r.runId ?? "r1"), { status: "completed", endedAt: (r.startedAt ?? 1000) + 100 })
     }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: file }))))
   )
 
@@ -108,7 +109,7 @@ export interface PayloadPipeline {
  * Builds a closed SQLite store of one run whose pipelines carry payloads of the given sizes
  * (JSON `{ i, seq, text }`, the last artifact final), for export memory tests.
  */
-export const buildPayloadStore = (file: string, pipelines: ReadonlyArray<PayloadPipeline>, runId = "r1") =>
+export const buildPayloadStore = (file: string, pipelines: ReadonlyArray<PayloadPipeline>, runId = RunId.make("r1")) =>
   Effect.scoped(
     Effect.gen(function*() {
       const store = yield* Store

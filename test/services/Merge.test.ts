@@ -5,6 +5,8 @@ import * as nodePath from "node:path"
 import { PipelineRecord } from "../../src/domain/Records.js"
 import * as Merge from "../../src/services/Merge.js"
 import { buildStore, pid, tmpDir, storeFixture } from "./ExportFixture.js"
+import { PipelineId } from "../../src/domain/Ids.js"
+import { rid } from "../support/ids.js"
 
 const dir = tmpDir()
 const a = nodePath.join(dir, "a.db")
@@ -18,8 +20,8 @@ const Built = storeFixture(Effect.all([
 
 const rec = (id: string, state: PipelineRecord["state"], endedAt: number | null, attemptsTotal = 1) =>
   new PipelineRecord({
-    pipelineId: id, key: null, name: "m", state, nTasksDone: 0, nTasksTotal: 1, specDigest: "s", seedDigest: "d", tags: {},
-    attemptsTotal, runId: "r", createdAt: 0, updatedAt: endedAt ?? 0, startedAt: 0, endedAt, failedTask: null, errorType: null,
+    pipelineId: PipelineId.make(id), key: null, name: "m", state, nTasksDone: 0, nTasksTotal: 1, specDigest: "s", seedDigest: "d", tags: {},
+    attemptsTotal, runId: rid("r"), createdAt: 0, updatedAt: endedAt ?? 0, startedAt: 0, endedAt, failedTask: null, errorType: null,
     errorMessage: null, errorClass: null
   })
 

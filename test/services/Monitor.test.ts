@@ -8,9 +8,10 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import type { PipelineState } from "../../src/domain/Records.js"
 import * as Monitor from "../../src/services/internal/monitor.js"
 import { type PipelineFields, Store } from "../../src/services/Store.js"
+import { pid, rid } from "../support/ids.js"
 
 const row = (runId: string, i: number, state: PipelineState, endedAt: number | null, message?: string): PipelineFields => ({
-  pipelineId: `${runId}-p${String(i).padStart(3, "0")}`,
+  pipelineId: pid(`${runId}-p${String(i).padStart(3, "0")}`),
   key: null,
   name: "t",
   state,
@@ -20,7 +21,7 @@ const row = (runId: string, i: number, state: PipelineState, endedAt: number | n
   seedDigest: `d${i}`,
   tags: {},
   attemptsTotal: 1,
-  runId,
+  runId: rid(runId),
   createdAt: 1000 + i,
   updatedAt: endedAt ?? 1000 + i,
   startedAt: 1000 + i,
@@ -34,11 +35,11 @@ const row = (runId: string, i: number, state: PipelineState, endedAt: number | n
 /** Run "old" (finished, 3 pipelines) and run "new" started at 1000 ms, 100 pipelines planned. */
 const seed = Effect.gen(function*() {
   const store = yield* Store
-  yield* store.openRun({ runId: "old", startedAt: 0 })
+  yield* store.openRun({ runId: rid("old"), startedAt: 0 })
   yield* store.admit([row("old", 0, "succeeded", 10), row("old", 1, "succeeded", 20), row("old", 2, "failed", 30)])
-  yield* store.reportMetric({ runId: "old", pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 30 })
-  yield* store.finishRun("old", { status: "completed", endedAt: 40 })
-  yield* store.openRun({ runId: "new", startedAt: 1000, meta: { total: 100 } })
+  yield* store.reportMetric({ runId: rid("old"), pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 30 })
+  yield* store.finishRun(rid("old"), { status: "completed", endedAt: 40 })
+  yield* store.openRun({ runId: rid("new"), startedAt: 1000, meta: { total: 100 } })
   // 10 pipelines finished per second over the first 4 s; one failure with control characters
   const ps: Array<PipelineFields> = []
   for (let i = 0; i < 40; i++) {
@@ -46,8 +47,8 @@ const seed = Effect.gen(function*() {
   }
   ps.push(row("new", 40, "running", null), row("new", 41, "pending", null))
   yield* store.admit(ps)
-  yield* store.reportMetric({ runId: "new", pipelineId: null, name: "evaluated", value: 40, label: "Evaluated", updatedAt: 4000 })
-  yield* store.reportMetric({ runId: "new", pipelineId: "new-p001", name: "score", value: 1, updatedAt: 4000 })
+  yield* store.reportMetric({ runId: rid("new"), pipelineId: null, name: "evaluated", value: 40, label: "Evaluated", updatedAt: 4000 })
+  yield* store.reportMetric({ runId: rid("new"), pipelineId: pid("new-p001"), name: "score", value: 1, updatedAt: 4000 })
   return store
 })
 
@@ -143,7 +144,7 @@ describe("Monitor", () => {
       const ids: Array<string> = []
       let after: Monitor.PipelineCursor | undefined
       do {
-        const page = yield* reads.pipelinesPage({ runId: "new", after, limit: 7 })
+        const page = yield* reads.pipelinesPage({ runId: rid("new"), after, limit: 7 })
         ids.push(...page.rows.map((r) => r.pipeline_id))
         const one = page.rows.find((r) => r.pipeline_id === "new-p001")
         if (one !== undefined) assert.deepStrictEqual(one.reported_metrics.map((m) => m.name), ["score"])
@@ -151,7 +152,7 @@ describe("Monitor", () => {
       } while (after !== undefined)
       assert.strictEqual(ids.length, 42)
       assert.deepStrictEqual(ids, [...ids].sort())
-      const token = Monitor.encodeCursor({ createdAt: 1005, pipelineId: "new-p005" })
+      const token = Monitor.encodeCursor({ createdAt: 1005, pipelineId: pid("new-p005") })
       assert.deepStrictEqual(Monitor.decodeCursor(token), Option.some({ createdAt: 1005, pipelineId: "new-p005" }))
       assert.isTrue(Option.isNone(Monitor.decodeCursor("garbage")))
       assert.isTrue(Option.isNone(Monitor.decodeCursor(Buffer.from("[1]").toString("base64url"))))
@@ -163,7 +164,7 @@ describe("Monitor: stale runs and interrupted pipelines", () => {
     Effect.gen(function*() {
       const store = yield* seed
       // the writer of "new" died at 4.5 s (its last heartbeat); 40 s later
-      yield* store.heartbeat("new", 4500)
+      yield* store.heartbeat(rid("new"), 4500)
       yield* TestClock.setTime(44_500)
       const s = yield* Monitor.readSnapshot(store)
       assert.isFalse(s.running)
@@ -191,9 +192,9 @@ describe("Monitor: stale runs and interrupted pipelines", () => {
   it.effect("interrupted pipelines are not done: a stopped run never reads 100%", () =>
     Effect.gen(function*() {
       const store = yield* Store
-      yield* store.openRun({ runId: "stopped", startedAt: 0, meta: { total: 16 } })
+      yield* store.openRun({ runId: rid("stopped"), startedAt: 0, meta: { total: 16 } })
       yield* store.admit(Array.from({ length: 16 }, (_, i) => row("stopped", i, i < 4 ? "succeeded" : "interrupted", 100 + i)))
-      yield* store.finishRun("stopped", { status: "interrupted", endedAt: 2000, stopReason: "sigint" })
+      yield* store.finishRun(rid("stopped"), { status: "interrupted", endedAt: 2000, stopReason: "sigint" })
       yield* TestClock.setTime(3000)
       const s = yield* Monitor.readSnapshot(store)
       assert.strictEqual(s.done, 4)

@@ -7,6 +7,7 @@ import * as Pool from "../../src/services/Pool.js"
 import * as Progress from "../../src/services/Progress.js"
 import * as Runner from "../../src/services/Runner.js"
 import type { LiveStats } from "../../src/services/Runner.js"
+import { rid } from "../support/ids.js"
 
 const stats = (
   succeeded: number,
@@ -15,7 +16,7 @@ const stats = (
   inFlight = 0,
   more: { interrupted?: number; skipped?: number; stopping?: boolean; admitted?: number } = {}
 ): LiveStats => ({
-  runId: "r1",
+  runId: rid("r1"),
   stopping: more.stopping ?? false,
   inFlight,
   delayed,

@@ -5,17 +5,18 @@ import * as nodePath from "node:path"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import * as Report from "../../src/services/Report.js"
 import { buildStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
+import { rid } from "../support/ids.js"
 
 const dir = tmpDir()
 const file = nodePath.join(dir, "r.db")
 /** The store file, built once for this file's tests (a `layer()` fixture), and the store opener. */
 const Built = storeFixture(buildStore(file, [{ n: 4, runId: "old", startedAt: 1000 }, { n: 10, runId: "new", startedAt: 9000, failEvery: 5 }], (s) =>
   Effect.gen(function*() {
-    yield* s.openRun({ runId: "zombie", startedAt: 20_000 })
-    yield* s.finishRun("zombie", { status: "completed", endedAt: 20_001 })
-    yield* s.reportMetric({ runId: "old", pipelineId: null, name: "accuracy", value: 0.5, display: "percent", updatedAt: 2 })
+    yield* s.openRun({ runId: rid("zombie"), startedAt: 20_000 })
+    yield* s.finishRun(rid("zombie"), { status: "completed", endedAt: 20_001 })
+    yield* s.reportMetric({ runId: rid("old"), pipelineId: null, name: "accuracy", value: 0.5, display: "percent", updatedAt: 2 })
     for (const phase of ["settle", "mark_final"]) {
-      yield* s.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid(4), runId: "new", data: { phase }, ts: 9500 })
+      yield* s.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid(4), runId: rid("new"), data: { phase }, ts: 9500 })
     }
   })))
 

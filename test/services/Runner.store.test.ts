@@ -13,6 +13,7 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
+import { pid } from "../support/ids.js"
 
 const env = () =>
   Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(MemoryStore.layer(), Pool.layer([])))
@@ -31,8 +32,8 @@ describe("Runner: repeat index", () => {
       for (const seed of [1, 2]) {
         for (let r = 0; r < 3; r++) assert.strictEqual(byId.get(template.bind(seed, { repeat: r }).pipelineId), r)
       }
-      assert.strictEqual(byId.get("row-10#0"), 0)
-      assert.strictEqual(byId.get("row-10#1"), 1)
+      assert.strictEqual(byId.get(pid("row-10#0")), 0)
+      assert.strictEqual(byId.get(pid("row-10#1")), 1)
       assert.strictEqual(rows.length, 8)
     }).pipe(Effect.provide(env())))
 })

@@ -12,6 +12,8 @@ import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
+import type { PipelineId } from "../../src/domain/Ids.js"
+import { pid, rid } from "../support/ids.js"
 
 const env = (options: Runner.RunOptions = {}) => {
   const base = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
@@ -23,7 +25,7 @@ const double = Task.sync("double", (n: number) => n * 2)
 const show = Task.sync("show", (n: number) => `value=${n}`)
 
 /** A pipeline row left `running` by run `runId` (admitted at `at`, nothing done yet). */
-const runningRow = (spec: { pipelineId: string; specDigest: string; seedDigest: string }, runId: string, at: number) => ({
+const runningRow = (spec: { pipelineId: PipelineId; specDigest: string; seedDigest: string }, runId: string, at: number) => ({
   pipelineId: spec.pipelineId,
   key: null,
   name: "rules",
@@ -34,7 +36,7 @@ const runningRow = (spec: { pipelineId: string; specDigest: string; seedDigest: 
   seedDigest: spec.seedDigest,
   tags: {},
   attemptsTotal: 0,
-  runId,
+  runId: rid(runId),
   createdAt: at,
   updatedAt: at,
   startedAt: at,
@@ -583,7 +585,7 @@ describe("Runner: resume rules", () => {
       const { ran, template } = counting()
       const store = yield* Store
       const spec = template.bind(1)
-      yield* store.openRun({ runId: "other", startedAt: 0 })
+      yield* store.openRun({ runId: rid("other"), startedAt: 0 })
       yield* store.admit([runningRow(spec, "other", 0)])
       const report = yield* Runner.run(template.map([1]))
       assert.strictEqual(report.skipped, 1)
@@ -601,7 +603,7 @@ describe("Runner: resume rules", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* Store
         const now = yield* Clock.currentTimeMillis
-        yield* store.openRun({ runId: "dead", startedAt: now })
+        yield* store.openRun({ runId: rid("dead"), startedAt: now })
         yield* store.admit([runningRow(spec, "dead", now)])
       }).pipe(Effect.provide(SqliteStore.layer({ filename: file }))))
       // no time passes: the default staleAfter (30 s) has not elapsed, yet the lock proves it dead
@@ -622,10 +624,10 @@ describe("Runner: resume rules", () => {
       const two = Pipeline.make("keyed", Task.sync("v2", (n: number) => n + 2))
       yield* Runner.run(one.map([{ n: 1 }].map((s) => s.n), { keyOf: () => "row-1" }))
       const store = yield* Store
-      const before = Option.getOrThrow(yield* store.getPipeline("row-1"))
+      const before = Option.getOrThrow(yield* store.getPipeline(pid("row-1")))
       const error = yield* Effect.flip(Runner.run(two.map([1], { keyOf: () => "row-1" })))
       assert.strictEqual(error._tag, "PipelineIdentityConflict")
-      const after = Option.getOrThrow(yield* store.getPipeline("row-1"))
+      const after = Option.getOrThrow(yield* store.getPipeline(pid("row-1")))
       assert.deepStrictEqual(after, before)
     }).pipe(Effect.provide(env())))
 

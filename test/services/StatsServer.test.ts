@@ -10,6 +10,7 @@ import * as Monitor from "../../src/services/Monitor.js"
 import * as StatsServer from "../../src/services/internal/statsServer.js"
 import { Store } from "../../src/services/Store.js"
 import { fails, runRows, SCRIPT_MESSAGE, template, writerLayer } from "../fixtures/monitor/liveRun.js"
+import type { RunId } from "../../src/domain/Ids.js"
 
 const tmpFile = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-serve-")), "store.db")
 
@@ -46,8 +47,8 @@ const withServer = <A, E>(file: string, f: (base: string) => Effect.Effect<A, E,
 /** The fixture store: two finished runs in one file, A (rows 100..104) then B (rows 0..9; rows 3 and 8 fail). */
 class Fixture extends Context.Tag("test/StatsServer/Fixture")<Fixture, {
   readonly file: string
-  readonly runA: string
-  readonly runB: string
+  readonly runA: RunId
+  readonly runB: RunId
 }>() {}
 
 /** Writes the fixture store once for this file's tests; its folder is removed after them. */
@@ -257,7 +258,7 @@ layer(FixtureLive, { excludeTestServices: true, timeout: "30 seconds" })("StatsS
         const before = leftovers()
         for (const kind of Export.ROW_KINDS) {
           for (const format of Export.FORMATS) {
-            for (const sel of ["all", fx.runA, fx.runB]) {
+            for (const sel of ["all", fx.runA, fx.runB] as const) {
               const file = path.join(dir, `${kind}-${sel}.${format}`)
               yield* Export.exportStore(store, file, { kind, format, runId: sel === "all" ? undefined : sel })
               const r = yield* Effect.promise(() => fetch(`${base}/export?rows=${kind}&format=${format}&run_id=${sel}`))

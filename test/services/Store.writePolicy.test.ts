@@ -12,10 +12,11 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { type NewAttempt, Store, type StoreService } from "../../src/services/Store.js"
+import { pid, rid } from "../support/ids.js"
 
 const attempt = (n: number): NewAttempt => ({
-  pipelineId: "p",
-  runId: "r",
+  pipelineId: pid("p"),
+  runId: rid("r"),
   taskRunId: `t${n}`,
   taskName: "t",
   seq: 0,
@@ -35,7 +36,7 @@ describe("the run's write policy at the store front", () => {
   it.scoped("writeBehind: false writes each attempt before recordAttempt returns", () =>
     Effect.gen(function*() {
       const store = yield* Store
-      yield* store.openRun({ runId: "r", startedAt: 0, writes: { writeBehind: false } })
+      yield* store.openRun({ runId: rid("r"), startedAt: 0, writes: { writeBehind: false } })
       yield* store.recordAttempt(attempt(1))
       assert.strictEqual(yield* store.pending, 0)
     }).pipe(Effect.provide(MemoryStore.layer({ batchSize: 1000, flushIntervalMs: 0 }))))
@@ -43,7 +44,7 @@ describe("the run's write policy at the store front", () => {
   it.scoped("batchSize from the run: a full batch is written at once", () =>
     Effect.gen(function*() {
       const store = yield* Store
-      yield* store.openRun({ runId: "r", startedAt: 0, writes: { batchSize: 2 } })
+      yield* store.openRun({ runId: rid("r"), startedAt: 0, writes: { batchSize: 2 } })
       yield* store.recordAttempt(attempt(1))
       assert.strictEqual(yield* store.pending, 1)
       yield* store.recordAttempt(attempt(2))
@@ -53,7 +54,7 @@ describe("the run's write policy at the store front", () => {
   it.scoped("flushIntervalMs from the run replaces the store's period (the flusher is restarted)", () =>
     Effect.gen(function*() {
       const store = yield* Store
-      yield* store.openRun({ runId: "r", startedAt: 0, writes: { flushIntervalMs: 100 } })
+      yield* store.openRun({ runId: rid("r"), startedAt: 0, writes: { flushIntervalMs: 100 } })
       yield* store.recordAttempt(attempt(1))
       yield* TestClock.adjust("99 millis")
       assert.strictEqual(yield* store.pending, 1)

@@ -12,6 +12,7 @@ import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Export from "../../src/services/internal/export.js"
 import { Store } from "../../src/services/Store.js"
 import * as StoreFiles from "../../src/services/StoreFiles.js"
+import { rid } from "../support/ids.js"
 
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-storefiles-")), "runs.db")
 
@@ -33,7 +34,7 @@ describe("StoreFiles", () => {
     const link = `${file}.link`
     return Effect.scoped(Effect.gen(function*() {
       const store = yield* open({ filename: file })
-      yield* store.openRun({ runId: "run-1", startedAt: 1 })
+      yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
       fs.symlinkSync(file, link)
       assert.isAbove(myLocks(file).length, 0, "the writer holds its lock on the database file")
       assert.isAbove(myLocks(`${file}-shm`).length, 0)
@@ -48,7 +49,7 @@ describe("StoreFiles", () => {
       assert.isFalse(StoreFiles.isSqliteFile(`${file}-wal`))
       assert.strictEqual(StoreFiles.openStoreFileOf(link), file)
       assert.strictEqual(StoreFiles.openStoreFileOf(`${file}-shm`), file)
-      yield* store.openRun({ runId: "run-2", startedAt: 2 })
+      yield* store.openRun({ runId: rid("run-2"), startedAt: 2 })
       assert.isAbove(myLocks(file).length, 0, "still locked after every check")
       assert.isAbove(myLocks(`${file}-shm`).length, 0)
     }))

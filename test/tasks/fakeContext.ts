@@ -15,6 +15,7 @@ import type { AcquireOptions } from "../../src/domain/Lease.js"
 import type * as Task from "../../src/domain/Task.js"
 import type { MetricOptions, TaskContext } from "../../src/domain/TaskContext.js"
 import { Pools } from "../../src/services/Pool.js"
+import { pid, rid } from "../support/ids.js"
 
 /**
  * What {@link makeFakeContext} accepts; every field has a default (`pipelineId` "p-test",
@@ -79,8 +80,8 @@ export const makeFakeContext = (options: FakeContextOptions = {}): Effect.Effect
       defaultAlgorithm: task?.options.algorithmInstance ?? task?.options.algorithm ?? undefined
     }
     const ctx: TaskContext = {
-      pipelineId,
-      runId,
+      pipelineId: pid(pipelineId),
+      runId: rid(runId),
       taskName,
       seq,
       attempt,

@@ -47,6 +47,7 @@ import * as nodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import { CodecRegistry } from "../../domain/Codec.js"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
+import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../../domain/Records.js"
 import * as SpecUri from "../../domain/SpecUri.js"
 import * as OutputFile from "../OutputFile.js"
@@ -192,7 +193,7 @@ export type RowItem = Row | LargeRow
  */
 export interface RowOptions {
   readonly kind: RowKind
-  readonly runId?: string | undefined
+  readonly runId?: RunId | undefined
   readonly limit?: Limit
 }
 
@@ -266,9 +267,9 @@ export class ExportError extends Schema.TaggedError<ExportError>("assay/ExportEr
  */
 export interface BulkReader {
   readonly bundles: (
-    ids: ReadonlyArray<string>,
+    ids: ReadonlyArray<PipelineId>,
     options: BundleOptions
-  ) => Effect.Effect<ReadonlyMap<string, PipelineBundle>, ReadError>
+  ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineBundle>, ReadError>
   readonly artifact?: ((artifact: ArtifactRecord) => Effect.Effect<LoadedArtifact, ReadError>) | undefined
 }
 
@@ -471,12 +472,12 @@ const incomplete = (b: PipelineBundle | undefined, options: BundleOptions): bool
  */
 const groupByBytes = (
   ps: ReadonlyArray<PipelineRecord>,
-  first: ReadonlyMap<string, PipelineBundle>,
+  first: ReadonlyMap<PipelineId, PipelineBundle>,
   options: BundleOptions,
   budget: number
-): { readonly groups: Array<Group>; readonly meta: Map<string, PipelineBundle> } => {
+): { readonly groups: Array<Group>; readonly meta: Map<PipelineId, PipelineBundle> } => {
   const groups: Array<Group> = []
-  const meta = new Map<string, PipelineBundle>()
+  const meta = new Map<PipelineId, PipelineBundle>()
   let current: Group | undefined
   let whole: Group | undefined
   for (const p of ps) {
@@ -528,12 +529,12 @@ const loadOne = (bulk: BulkReader, a: ArtifactRecord): Effect.Effect<LoadedArtif
  */
 const byPayloadGroups = (
   store: StoreService,
-  runId: string | undefined,
+  runId: RunId | undefined,
   limit: number | undefined,
   batch: number,
   options: BundleOptions,
   bulk: BulkReader,
-  rows: (group: Group, meta: ReadonlyMap<string, PipelineBundle>) => Stream.Stream<RowItem, ReadError>
+  rows: (group: Group, meta: ReadonlyMap<PipelineId, PipelineBundle>) => Stream.Stream<RowItem, ReadError>
 ): Stream.Stream<RowItem, ReadError> =>
   store.streamPipelines({ runId, limit }).pipe(
     Stream.rechunk(batch),
@@ -558,9 +559,9 @@ const byPayloadGroups = (
 const groupPayloads = (
   bulk: BulkReader,
   group: Group,
-  meta: ReadonlyMap<string, PipelineBundle>,
+  meta: ReadonlyMap<PipelineId, PipelineBundle>,
   options: BundleOptions
-): Effect.Effect<ReadonlyMap<string, PipelineBundle>, ReadError> =>
+): Effect.Effect<ReadonlyMap<PipelineId, PipelineBundle>, ReadError> =>
   group.load ? bulk.bundles(group.ps.map((p) => p.pipelineId), options) : Effect.succeed(meta)
 
 const chunkOf = <A>(as: ReadonlyArray<A>): Chunk.Chunk<A> => Chunk.unsafeFromArray(as as Array<A>)

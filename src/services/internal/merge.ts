@@ -232,7 +232,7 @@ export const mergeSources = (
           : `latency ms: p50 ${st.latencyMs.p50.toFixed(0)}, p95 ${st.latencyMs.p95.toFixed(0)}, p99 ${st.latencyMs.p99.toFixed(0)}`
       ].join("\n")
     }
-    const owner = new Map(rows.map((r) => [r.pipeline.pipelineId, r.source]))
+    const owner = new Map<string, string>(rows.map((r) => [r.pipeline.pipelineId, r.source]))
     const exportTo: MergedReport["export"] = (path, options = {}) => {
       const kind = options.kind ?? "pipelines"
       const format = options.format ?? "jsonl"

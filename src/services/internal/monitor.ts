@@ -17,6 +17,7 @@
  */
 import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../../domain/Errors.js"
+import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
@@ -78,7 +79,7 @@ export const resolveSelection = (
     return Effect.map(store.latestRun, (o): Selection =>
       Option.match(o, { onNone: () => ({ _tag: "Empty" }), onSome: (run) => ({ _tag: "Run", run, latest: true }) }))
   }
-  return Effect.flatMap(store.getRun(selector), (o) =>
+  return Effect.flatMap(store.getRun(RunId.make(selector)), (o) =>
     Option.match(o, {
       onNone: () => Effect.fail(new UnknownRun({ runId: selector })),
       onSome: (run) => Effect.succeed<Selection>({ _tag: "Run", run, latest: false })
@@ -95,7 +96,7 @@ export const selectionRunId = (s: Selection): string | null =>
   s._tag === "Run" ? s.run.runId : s._tag === "All" ? "all" : null
 
 /** The run id filter of store reads (`undefined` = no filter, for `all`). */
-const filterOf = (s: Selection): string | undefined => (s._tag === "Run" ? s.run.runId : undefined)
+const filterOf = (s: Selection): RunId | undefined => (s._tag === "Run" ? s.run.runId : undefined)
 
 // ---------------------------------------------------------------------------------------------
 // Wire rows
@@ -393,7 +394,7 @@ export const decodeCursor = (token: string): Option.Option<PipelineCursor> => {
   try {
     const v: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"))
     if (Array.isArray(v) && v.length === 2 && typeof v[0] === "number" && Number.isFinite(v[0]) && typeof v[1] === "string") {
-      return Option.some({ createdAt: v[0], pipelineId: v[1] })
+      return Option.some({ createdAt: v[0], pipelineId: PipelineId.make(v[1]) })
     }
   } catch {
     // malformed
@@ -428,14 +429,14 @@ export interface PipelinePage {
  */
 export interface MonitorReads {
   readonly pipelinesPage: (options: {
-    readonly runId: string | undefined
+    readonly runId: RunId | undefined
     /** Only pipelines in this state (all when absent). */
     readonly state?: PipelineState | undefined
     readonly after: PipelineCursor | undefined
     readonly limit: number
   }) => Effect.Effect<PipelinePage, StoreUnavailable | ReadError>
   readonly completions: (options: {
-    readonly runId: string | undefined
+    readonly runId: RunId | undefined
     readonly originMs: number
     readonly bucketMs: number
   }) => Effect.Effect<ReadonlyArray<readonly [number, number]>, StoreUnavailable | ReadError>

@@ -12,6 +12,7 @@
  */
 import { Clock, Effect, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
+import type { RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
@@ -235,7 +236,7 @@ export const buildReport = (
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
     for (const s of selected) {
-      const scopes: ReadonlyArray<string | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
+      const scopes: ReadonlyArray<RunId | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
       for (const runId of scopes) {
         if (runId !== undefined) selectedRunIds.add(runId)
         yield* Stream.runForEach(s.store.streamPipelines({ runId }), (p) =>

@@ -36,6 +36,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { ConfigError } from "../../domain/Errors.js"
+import { PipelineId } from "../../domain/Ids.js"
 import { DASHBOARD_CSP, renderDashboard } from "../Dashboard.js"
 import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
@@ -153,7 +154,11 @@ export const QueryParams = {
   "/": RunIdParams,
   "/stats": RunIdParams,
   "/resources": RunIdParams,
-  "/metrics": Schema.Struct({ ...RunIdParams.fields, pipeline_id: optionalOnce }),
+  "/metrics": Schema.Struct({
+    ...RunIdParams.fields,
+    // branded here, at the boundary
+    pipeline_id: Schema.optionalWith(Once.pipe(Schema.compose(PipelineId)), { exact: true })
+  }),
   "/events": Schema.Struct({ ...RunIdParams.fields, kind: optionalOnce, limit: limitParam(100) }),
   "/errors": Schema.Struct({ ...RunIdParams.fields, limit: limitParam(20) }),
   "/pipelines": Schema.Struct({

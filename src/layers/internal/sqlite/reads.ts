@@ -10,6 +10,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
+import type { PipelineId } from "../../../domain/Ids.js"
 import { ArtifactRecord, type PipelineRecord, type PipelineState, type TaskRecord, trusted } from "../../../domain/Records.js"
 import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
 import { latencyOf, loadPayload, quantileAt, quantileRanks } from "../../../services/internal/store/shared.js"
@@ -196,8 +197,8 @@ export const makeReads = (
           (chunk) => rows(sql`SELECT * FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`)
         ),
         (pages) => {
-          const out = new Map<string, PipelineRecord>()
-          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id), toPipeline(r))
+          const out = new Map<PipelineId, PipelineRecord>()
+          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, toPipeline(r))
           return out
         }
       ),
@@ -325,7 +326,7 @@ export const makeReads = (
       }),
     loadBundles: (ids, o) =>
       Effect.gen(function*() {
-        const out = new Map<string, { pipelineId: string; tasks: Array<TaskRecord>; artifacts: Array<LoadedArtifact> }>()
+        const out = new Map<PipelineId, { pipelineId: PipelineId; tasks: Array<TaskRecord>; artifacts: Array<LoadedArtifact> }>()
         for (const id of ids) out.set(id, { pipelineId: id, tasks: [], artifacts: [] })
         const unique = Array.from(out.keys())
         const onlyFinal = o.artifacts === "final"
@@ -343,7 +344,7 @@ export const makeReads = (
           const chunk = unique.slice(i, i + 500)
           if (o.tasks !== false) {
             const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
-            for (const r of ts) out.get(String(r.pipeline_id))?.tasks.push(toTask(r))
+            for (const r of ts) out.get(String(r.pipeline_id) as PipelineId)?.tasks.push(toTask(r))
           }
           const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
           if (budget === undefined || o.payloads === "none") {
@@ -396,7 +397,7 @@ export const makeReads = (
             out.get(meta.pipelineId)?.artifacts.push(loaded)
           }
         }
-        return out as ReadonlyMap<string, PipelineBundle>
+        return out as ReadonlyMap<PipelineId, PipelineBundle>
       }),
 
     streamPipelines: (o) =>

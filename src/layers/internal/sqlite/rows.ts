@@ -18,6 +18,7 @@ import {
   TaskRecord,
   trusted
 } from "../../../domain/Records.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import type { PipelineFields } from "../../../services/Store.js"
 
 type Row = Record<string, unknown>
@@ -26,6 +27,11 @@ const json = (u: unknown): unknown => (typeof u === "string" ? JSON.parse(u) : n
 const str = (u: unknown): string => String(u)
 const nstr = (u: unknown): string | null => (u === null || u === undefined ? null : String(u))
 const num = (u: unknown): number => Number(u)
+// ids the store wrote itself: branded by a cast, never validated per row (see domain/Ids.ts)
+const rid = (u: unknown): RunId => String(u) as RunId
+const nrid = (u: unknown): RunId | null => (u === null || u === undefined ? null : String(u) as RunId)
+const pid = (u: unknown): PipelineId => String(u) as PipelineId
+const npid = (u: unknown): PipelineId | null => (u === null || u === undefined ? null : String(u) as PipelineId)
 const nnum = (u: unknown): number | null => (u === null || u === undefined ? null : Number(u))
 
 /**
@@ -62,7 +68,7 @@ export const pipelineParams = (p: PipelineFields): Array<unknown> => [
  */
 export const toPipeline = (r: Row): PipelineRecord =>
   trusted(PipelineRecord, {
-    pipelineId: str(r.pipeline_id),
+    pipelineId: pid(r.pipeline_id),
     key: nstr(r.key),
     name: str(r.name),
     state: r.state as PipelineRecord["state"],
@@ -72,7 +78,7 @@ export const toPipeline = (r: Row): PipelineRecord =>
     seedDigest: str(r.seed_digest),
     tags: json(r.tags) as Record<string, string>,
     attemptsTotal: num(r.attempts_total),
-    runId: str(r.run_id),
+    runId: rid(r.run_id),
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),
     startedAt: nnum(r.started_at),
@@ -117,8 +123,8 @@ export const taskParams = (t: TaskRecord, pno: number): Array<unknown> => [
 export const toTask = (r: Row): TaskRecord =>
   trusted(TaskRecord, {
     taskRunId: str(r.task_run_id),
-    pipelineId: str(r.pipeline_id),
-    runId: str(r.run_id),
+    pipelineId: pid(r.pipeline_id),
+    runId: rid(r.run_id),
     seq: num(r.seq),
     taskName: str(r.task_name),
     state: r.state as TaskRecord["state"],
@@ -152,8 +158,8 @@ export const ATTEMPT_COLUMNS = [
 export const toAttempt = (r: Row): AttemptRecord =>
   trusted(AttemptRecord, {
     attemptId: num(r.attempt_id),
-    pipelineId: str(r.pipeline_id),
-    runId: str(r.run_id),
+    pipelineId: pid(r.pipeline_id),
+    runId: rid(r.run_id),
     taskRunId: str(r.task_run_id),
     taskName: str(r.task_name),
     seq: num(r.seq),
@@ -188,8 +194,8 @@ export const ARTIFACT_META =
 export const toArtifact = (r: Row): ArtifactRecord =>
   trusted(ArtifactRecord, {
     artifactId: num(r.artifact_id),
-    pipelineId: str(r.pipeline_id),
-    runId: str(r.run_id),
+    pipelineId: pid(r.pipeline_id),
+    runId: rid(r.run_id),
     seq: num(r.seq),
     taskName: nstr(r.task_name),
     typeName: str(r.type_name),
@@ -214,8 +220,8 @@ export const toArtifact = (r: Row): ArtifactRecord =>
 export const toArtifactValues = (v: ReadonlyArray<unknown>): ArtifactRecord =>
   trusted(ArtifactRecord, {
     artifactId: num(v[0]),
-    pipelineId: str(v[1]),
-    runId: str(v[2]),
+    pipelineId: pid(v[1]),
+    runId: rid(v[2]),
     seq: num(v[3]),
     taskName: nstr(v[4]),
     typeName: str(v[5]),
@@ -239,8 +245,8 @@ export const toEvent = (r: Row): EventRecord =>
   trusted(EventRecord, {
     eventId: num(r.event_id),
     kind: str(r.kind),
-    pipelineId: nstr(r.pipeline_id),
-    runId: nstr(r.run_id),
+    pipelineId: npid(r.pipeline_id),
+    runId: nrid(r.run_id),
     data: json(r.data),
     ts: num(r.ts)
   })
@@ -253,7 +259,7 @@ export const toEvent = (r: Row): EventRecord =>
  */
 export const toRun = (r: Row): RunRecord =>
   trusted(RunRecord, {
-    runId: str(r.run_id),
+    runId: rid(r.run_id),
     label: nstr(r.label),
     status: r.status as RunRecord["status"],
     config: json(r.config),
@@ -273,8 +279,8 @@ export const toRun = (r: Row): RunRecord =>
  */
 export const toMetric = (r: Row): MetricRecord =>
   trusted(MetricRecord, {
-    runId: str(r.run_id),
-    pipelineId: r.scope === "" ? null : str(r.scope),
+    runId: rid(r.run_id),
+    pipelineId: r.scope === "" ? null : pid(r.scope),
     name: str(r.name),
     value: json(r.value),
     label: nstr(r.label),

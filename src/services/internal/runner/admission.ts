@@ -9,6 +9,7 @@
 import { Data } from "effect"
 import { PipelineIdentityConflict } from "../../../domain/Errors.js"
 import type { PipelineRecord, PipelineState } from "../../../domain/Records.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
  * Why a pipeline is skipped: it already `succeeded` (a resume), it came twice in this run
@@ -72,7 +73,7 @@ export const Admission = Data.taggedEnum<Admission>()
  * @internal
  */
 export interface SpecIdentity {
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly specDigest: string
   readonly seedDigest: string
   readonly nTasks: number
@@ -84,7 +85,7 @@ export interface SpecIdentity {
  * @internal
  */
 export interface Policy {
-  readonly runId: string
+  readonly runId: RunId
   readonly resume: boolean
   readonly freshRestart: boolean
   readonly retrySucceeded: boolean

@@ -21,6 +21,7 @@ import type * as Pipe from "./pipeline.js"
 import * as Rows from "./rows.js"
 import * as SlotGate from "./slotGate.js"
 import * as State from "./state.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -45,8 +46,8 @@ export interface AdmitEnv {
   readonly policy: Admission.Policy
   readonly staleAfterMs: number
   readonly registryFor: (task: Task.Any) => CodecRegistry
-  readonly emit: (kind: string, pipelineId: string | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
-  readonly readRecord: (pipelineId: string) => Effect.Effect<PipelineRecord, StoreUnavailable>
+  readonly emit: (kind: string, pipelineId: PipelineId | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
+  readonly readRecord: (pipelineId: PipelineId) => Effect.Effect<PipelineRecord, StoreUnavailable>
   readonly finishCallback: (record: PipelineRecord, output: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
   readonly admission: SlotGate.SlotGate
   readonly fibers: FiberSet.FiberSet<void, never>
@@ -71,7 +72,7 @@ export const make = (env: AdmitEnv) => {
   const inFlight = new Map<string, AnySpec>()
   let conflict: PipelineIdentityConflict | null = null
 
-  const ownerStatus = (ownerRunId: string, now: number) =>
+  const ownerStatus = (ownerRunId: RunId, now: number) =>
     Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
       // another run of this process on this store: alive whatever its heartbeat says
       if (store.isOpenHere?.(ownerRunId) === true) return "live"

@@ -13,13 +13,14 @@ import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
 import type { Holder, Pools } from "../../Pool.js"
 import type { StoreService } from "../../Store.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
  * A 32-bit seed per (pipeline, seq, attempt): the same attempt always gets the same seed.
  *
  * @internal
  */
-export const attemptSeed = (pipelineId: string, seq: number, attempt: number): number =>
+export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number): number =>
   Number.parseInt(digest(`${pipelineId}:${seq}:${attempt}`).slice(0, 8), 16) >>> 0
 
 /**
@@ -28,15 +29,15 @@ export const attemptSeed = (pipelineId: string, seq: number, attempt: number): n
  * @internal
  */
 export interface AttemptShared {
-  readonly runId: string
+  readonly runId: RunId
   readonly bus: BusService
   readonly store: StoreService
   readonly pools: Context.Tag.Service<Pools>
-  readonly emit: (kind: string, pipelineId: string | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
+  readonly emit: (kind: string, pipelineId: PipelineId | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
   readonly reportMetric: (
     name: string,
     value: unknown,
-    options: MetricOptions & { readonly pipelineId?: string | null | undefined }
+    options: MetricOptions & { readonly pipelineId?: PipelineId | null | undefined }
   ) => Effect.Effect<void, StoreUnavailable | ConfigError>
 }
 
@@ -49,7 +50,7 @@ export interface AttemptShared {
  * @internal
  */
 export class AttemptContext implements TaskContext {
-  readonly runId: string
+  readonly runId: RunId
   readonly bus: BusService
   readonly store: StoreService
   readonly taskName: string
@@ -66,7 +67,7 @@ export class AttemptContext implements TaskContext {
   constructor(
     shared: AttemptShared,
     task: Task.Any,
-    readonly pipelineId: string,
+    readonly pipelineId: PipelineId,
     readonly seq: number,
     readonly attempt: number
   ) {

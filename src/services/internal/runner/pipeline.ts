@@ -32,6 +32,7 @@ import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
 import { emptyHold } from "./slotGate.js"
 import type { RunState } from "./state.js"
+import type { PipelineId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -69,7 +70,7 @@ export interface PipelineEnv {
   readonly clock: Clock.Clock
   readonly registryFor: (task: Task.Any) => CodecRegistry
   readonly whileParked: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  readonly onTerminal: (pipelineId: string, finalValue: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
+  readonly onTerminal: (pipelineId: PipelineId, finalValue: Option.Option<unknown>) => Effect.Effect<void, StoreUnavailable>
   /**
    * Whether each attempt gets its span `assay.attempt`: when the run's tracer is not Effect's
    * default one (which keeps nothing). A span that becomes the parent of the task's effects

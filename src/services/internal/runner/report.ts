@@ -10,6 +10,7 @@ import { PipelineRecord, type RunStatus } from "../../../domain/Records.js"
 import * as Export from "../export.js"
 import type { RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
+import type { RunId } from "../../../domain/Ids.js"
 
 /**
  * The facts a report is made of.
@@ -17,7 +18,7 @@ import { Store, type StoreStats } from "../../Store.js"
  * @internal
  */
 export interface ReportFacts {
-  readonly runId: string
+  readonly runId: RunId
   readonly status: Exclude<RunStatus, "running">
   readonly startedAt: number
   readonly durationMs: number
@@ -32,7 +33,7 @@ export interface ReportFacts {
 const encodePipeline = Schema.encodeSync(PipelineRecord)
 
 class Report implements RunReport {
-  readonly runId: string
+  readonly runId: RunId
   readonly status: Exclude<RunStatus, "running">
   readonly startedAt: number
   readonly durationMs: number

@@ -19,6 +19,7 @@ import type {
   PipelineFields,
   TaskFields
 } from "../../Store.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /** Longest error message stored (characters). */
 const MAX_MESSAGE = 4000
@@ -62,7 +63,7 @@ export const interruptedColumns = (): ErrorColumns => ({
  * @internal
  */
 export interface SpecFacts {
-  readonly pipelineId: string
+  readonly pipelineId: PipelineId
   readonly key: string
   readonly explicitKey: boolean
   readonly specDigest: string
@@ -88,7 +89,7 @@ export const admissionRow = (
   spec: SpecFacts,
   cursor: number,
   stored: PipelineRecord | undefined,
-  runId: string,
+  runId: RunId,
   now: number
 ): PipelineFields => ({
   pipelineId: spec.pipelineId,
@@ -118,7 +119,7 @@ export const admissionRow = (
  *
  * @internal
  */
-export const seedArtifact = (spec: SpecFacts, runId: string, now: number): NewArtifact => ({
+export const seedArtifact = (spec: SpecFacts, runId: RunId, now: number): NewArtifact => ({
   pipelineId: spec.pipelineId,
   runId,
   seq: -1,
@@ -137,8 +138,8 @@ export const seedArtifact = (spec: SpecFacts, runId: string, now: number): NewAr
  * @internal
  */
 export interface TaskRun {
-  readonly pipelineId: string
-  readonly runId: string
+  readonly pipelineId: PipelineId
+  readonly runId: RunId
   readonly taskRunId: string
   readonly taskName: string
   readonly seq: number
@@ -182,8 +183,8 @@ export const attemptRow = (
  * @internal
  */
 export const abandonedAttempt = (
-  pipelineId: string,
-  runId: string,
+  pipelineId: PipelineId,
+  runId: RunId,
   taskName: string,
   seq: number,
   now: number
@@ -331,8 +332,8 @@ export interface CurrentTask extends TaskRun {
  * @internal
  */
 export const interruptedUnit = (
-  pipelineId: string,
-  runId: string,
+  pipelineId: PipelineId,
+  runId: RunId,
   cursor: number,
   task: CurrentTask | undefined,
   stopReason: string | null,

@@ -54,6 +54,7 @@ import { makeReport } from "./report.js"
 import { onStopSignal } from "./signals.js"
 import * as SlotGate from "./slotGate.js"
 import * as State from "./state.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -91,10 +92,11 @@ const configError = (path: string, message: string): ConfigError =>
 const isMetricValue = (v: unknown): v is string | number | boolean =>
   typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v))
 
+// the runner's own choice of run id (see `RunId`): the UTC start time and 8 hex digits
 const makeRunId = (now: number) =>
-  Effect.map(Random.nextIntBetween(0, 0x7fffffff), (r) => {
+  Effect.map(Random.nextIntBetween(0, 0x7fffffff), (r): RunId => {
     const stamp = new Date(now).toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
-    return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}`
+    return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}` as RunId
   })
 
 const sourceToStream = <S, SE, SR>(source: SpecSource<any, SE, SR>): Stream.Stream<S, SE, SR> => {
@@ -117,7 +119,7 @@ const sourceToStream = <S, SE, SR>(source: SpecSource<any, SE, SR>): Stream.Stre
  */
 export const reportMetric = (
   store: StoreService,
-  runId: string,
+  runId: RunId,
   name: string,
   value: unknown,
   options: ReportMetricOptions | undefined
@@ -220,7 +222,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const { config, hardStop, runId, stopRequested } = state
     const registry = options.registry ?? CodecRegistry.default()
     const requestStop = (reason: string) => State.requestStop(state, reason)
-    const emit = (kind: string, pipelineId: string | null, data: unknown) =>
+    const emit = (kind: string, pipelineId: PipelineId | null, data: unknown) =>
       Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
 
     // Claim what dead runs left behind before anything else.
@@ -381,14 +383,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
           )
         )
 
-    const readRecord = (pipelineId: string) =>
+    const readRecord = (pipelineId: PipelineId) =>
       Effect.flatMap(store.getPipeline(pipelineId), (o) =>
         Option.match(o, {
           onNone: () => Effect.fail(new StoreUnavailable({ message: `pipeline ${pipelineId} vanished from the store` })),
           onSome: Effect.succeed
         }))
 
-    const onTerminal = (pipelineId: string, finalValue: Option.Option<unknown>) =>
+    const onTerminal = (pipelineId: PipelineId, finalValue: Option.Option<unknown>) =>
       Effect.suspend(() => {
         if (config.stopAfterFailures !== undefined && state.counters.failed >= config.stopAfterFailures) {
           requestStop("stop_after_failures")

@@ -9,6 +9,7 @@ import { type Cause, Deferred, Exit } from "effect"
 import type * as RunConfig from "../../../domain/RunConfig.js"
 import type { PoolStats } from "../../Pool.js"
 import type { LiveStats } from "../../Runner.js"
+import type { RunId } from "../../../domain/Ids.js"
 
 /**
  * The counters of a run (see `LiveStats.counters`).
@@ -36,7 +37,7 @@ export interface Counters {
  * @internal
  */
 export interface RunState {
-  readonly runId: string
+  readonly runId: RunId
   readonly config: RunConfig.RunConfig
   readonly stopRequested: Deferred.Deferred<string>
   readonly hardStop: Deferred.Deferred<void>
@@ -58,7 +59,7 @@ export interface RunState {
  * @internal
  */
 export const make = (
-  runId: string,
+  runId: RunId,
   config: RunConfig.RunConfig,
   stopRequested: Deferred.Deferred<string>,
   hardStop: Deferred.Deferred<void>

@@ -21,6 +21,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import type { RunId } from "../../../domain/Ids.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
 import type { Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
 import type { WriteOp } from "./ops.js"
@@ -109,7 +110,7 @@ export const makeWith = (
 
     // Runs opened through this front and not finished yet: alive in this process, whatever
     // their heartbeat says (two runs of one runner share the store).
-    const openHere = new Set<string>()
+    const openHere = new Set<RunId>()
 
     const service: StoreService = {
       kind: driver.kind,

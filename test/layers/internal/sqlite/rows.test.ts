@@ -23,6 +23,7 @@ import {
 } from "../../../../src/domain/Records.js"
 import * as SqliteStore from "../../../../src/layers/SqliteStore.js"
 import { type NewArtifact, Store } from "../../../../src/services/Store.js"
+import { pid, rid } from "../../../support/ids.js"
 
 const BIG = Number.MAX_SAFE_INTEGER
 
@@ -35,48 +36,48 @@ const roundTrips = <A, I>(schema: Schema.Schema<A, I>, got: A, expected: A) => {
 
 const pipelines = [
   new PipelineRecord({
-    pipelineId: "p-full", key: "row-1#2", name: "naïve — 評価", state: "failed", nTasksDone: 2, nTasksTotal: 3,
-    specDigest: "spec", seedDigest: "seed", tags: { a: "1", "ü": "ß", empty: "" }, attemptsTotal: BIG, runId: "r1",
+    pipelineId: pid("p-full"), key: "row-1#2", name: "naïve — 評価", state: "failed", nTasksDone: 2, nTasksTotal: 3,
+    specDigest: "spec", seedDigest: "seed", tags: { a: "1", "ü": "ß", empty: "" }, attemptsTotal: BIG, runId: rid("r1"),
     createdAt: 1.5, updatedAt: BIG, startedAt: 2, endedAt: 3.25, failedTask: "t", errorType: "E", errorMessage: "m\n\"q\"",
     errorClass: "upstream", repeat: 2
   }),
   new PipelineRecord({
-    pipelineId: "p-nulls", key: null, name: "", state: "pending", nTasksDone: 0, nTasksTotal: 0, specDigest: "s",
-    seedDigest: "d", tags: {}, attemptsTotal: 0, runId: "r1", createdAt: 0, updatedAt: 0, startedAt: null, endedAt: null,
+    pipelineId: pid("p-nulls"), key: null, name: "", state: "pending", nTasksDone: 0, nTasksTotal: 0, specDigest: "s",
+    seedDigest: "d", tags: {}, attemptsTotal: 0, runId: rid("r1"), createdAt: 0, updatedAt: 0, startedAt: null, endedAt: null,
     failedTask: null, errorType: null, errorMessage: null, errorClass: null, repeat: null
   })
 ]
 
 const tasks = [
   new TaskRecord({
-    taskRunId: "p-full:0", pipelineId: "p-full", runId: "r1", seq: 0, taskName: "t", state: "failed", attemptsUsed: 3,
+    taskRunId: "p-full:0", pipelineId: pid("p-full"), runId: rid("r1"), seq: 0, taskName: "t", state: "failed", attemptsUsed: 3,
     startedAt: 1, endedAt: 2.5, durationMs: 1.5, errorType: "E", errorMessage: "ü", errorClass: "c", leaseIds: ["l1", "l2"]
   }),
   new TaskRecord({
-    taskRunId: "p-nulls:0", pipelineId: "p-nulls", runId: "r1", seq: 0, taskName: "t", state: "running", attemptsUsed: 0,
+    taskRunId: "p-nulls:0", pipelineId: pid("p-nulls"), runId: rid("r1"), seq: 0, taskName: "t", state: "running", attemptsUsed: 0,
     startedAt: BIG, endedAt: null, durationMs: null, errorType: null, errorMessage: null, errorClass: null, leaseIds: []
   })
 ]
 
 const attempts = [
   {
-    pipelineId: "p-full", runId: "r1", taskRunId: "p-full:0", taskName: "t", seq: 0, attemptNo: 1, outcome: "failed" as const,
+    pipelineId: pid("p-full"), runId: rid("r1"), taskRunId: "p-full:0", taskName: "t", seq: 0, attemptNo: 1, outcome: "failed" as const,
     errorClass: "c", errorType: "E", errorMessage: "m", decision: { retry: true, delayMs: 1000, nested: [1, { x: null }] },
     leaseIds: ["l1"], startedAt: 1, endedAt: 2, durationMs: 1
   },
   {
-    pipelineId: "p-nulls", runId: "r1", taskRunId: "p-nulls:0", taskName: "t", seq: 0, attemptNo: 2, outcome: "succeeded" as const,
+    pipelineId: pid("p-nulls"), runId: rid("r1"), taskRunId: "p-nulls:0", taskName: "t", seq: 0, attemptNo: 2, outcome: "succeeded" as const,
     errorClass: null, errorType: null, errorMessage: null, decision: null, leaseIds: [], startedAt: 0.5, endedAt: BIG, durationMs: 0
   }
 ]
 
 const events = [
-  { kind: "k", pipelineId: "p-full", runId: "r1", data: { a: [1, "ü", true, null], b: {} }, ts: 1.25 },
+  { kind: "k", pipelineId: pid("p-full"), runId: rid("r1"), data: { a: [1, "ü", true, null], b: {} }, ts: 1.25 },
   { kind: "run.note", pipelineId: null, runId: null, data: null, ts: BIG }
 ]
 
 const artifact = (seq: number, isFinal: boolean, taskName: string | null): NewArtifact => ({
-  pipelineId: "p-full", runId: "r1", seq, taskName, typeName: "Json", codec: "json", digest: `d${seq}`,
+  pipelineId: pid("p-full"), runId: rid("r1"), seq, taskName, typeName: "Json", codec: "json", digest: `d${seq}`,
   payload: new TextEncoder().encode(JSON.stringify({ seq })), isFinal, createdAt: 10 + seq
 })
 
@@ -88,10 +89,10 @@ describe("SQLite row mappers round-trip against the record Schemas", () => {
     Effect.gen(function*() {
       const store = yield* Store
       const run = yield* store.openRun({
-        runId: "r1", label: "ü", config: { nested: { a: [1, 2] } }, startedAt: 1.5, notes: null, meta: { k: "v", n: 1 }
+        runId: rid("r1"), label: "ü", config: { nested: { a: [1, 2] } }, startedAt: 1.5, notes: null, meta: { k: "v", n: 1 }
       })
       roundTrips(RunRecord, run, new RunRecord({
-        runId: "r1", label: "ü", status: "running", config: { nested: { a: [1, 2] } }, startedAt: 1.5, heartbeatAt: 1.5,
+        runId: rid("r1"), label: "ü", status: "running", config: { nested: { a: [1, 2] } }, startedAt: 1.5, heartbeatAt: 1.5,
         endedAt: null, stopReason: null, notes: null, meta: { k: "v", n: 1 }
       }))
       yield* store.admit(pipelines)
@@ -112,8 +113,8 @@ describe("SQLite row mappers round-trip against the record Schemas", () => {
       readEvents.forEach((e, i) => roundTrips(EventRecord, e, new EventRecord({ ...events[i]!, eventId: e.eventId })))
 
       const seed = yield* store.putArtifact(artifact(-1, false, null))
-      yield* store.checkpoint({ pipelineId: "p-full", artifact: artifact(0, true, "t") })
-      const listed = yield* store.listArtifacts("p-full")
+      yield* store.checkpoint({ pipelineId: pid("p-full"), artifact: artifact(0, true, "t") })
+      const listed = yield* store.listArtifacts(pid("p-full"))
       assert.deepStrictEqual(listed.map((a) => a.seq), [-1, 0])
       const expectedArtifact = (a: NewArtifact, artifactId: number) =>
         new ArtifactRecord({
@@ -125,20 +126,20 @@ describe("SQLite row mappers round-trip against the record Schemas", () => {
       roundTrips(ArtifactRecord, listed[0]!, expectedArtifact(artifact(-1, false, null), seed.artifactId))
       roundTrips(ArtifactRecord, listed[1]!, expectedArtifact(artifact(0, true, "t"), listed[1]!.artifactId))
       // the metadata-only mapper of bundle reads (`toArtifactValues`) agrees with `toArtifact`
-      const bundles = yield* store.loadBundles(["p-full"], { payloads: "none", payloadBytes: 1 << 20 })
-      const bundled = bundles.get("p-full")!.artifacts.map((l) => l.artifact)
+      const bundles = yield* store.loadBundles([pid("p-full")], { payloads: "none", payloadBytes: 1 << 20 })
+      const bundled = bundles.get(pid("p-full"))!.artifacts.map((l) => l.artifact)
       bundled.forEach((a, i) => roundTrips(ArtifactRecord, a, listed[i]!))
-      const loaded = Option.getOrThrow(yield* store.getArtifact("p-full", 0))
+      const loaded = Option.getOrThrow(yield* store.getArtifact(pid("p-full"), 0))
       roundTrips(ArtifactRecord, loaded.artifact, listed[1]!)
 
-      yield* store.reportMetric({ runId: "r1", pipelineId: null, name: "acc", value: 0.875, display: "percent", updatedAt: 5 })
-      yield* store.reportMetric({ runId: "r1", pipelineId: "p-full", name: "note", value: { x: ["ü"] }, label: "L", updatedAt: BIG })
-      const metrics = yield* store.metrics({ runId: "r1" })
+      yield* store.reportMetric({ runId: rid("r1"), pipelineId: null, name: "acc", value: 0.875, display: "percent", updatedAt: 5 })
+      yield* store.reportMetric({ runId: rid("r1"), pipelineId: pid("p-full"), name: "note", value: { x: ["ü"] }, label: "L", updatedAt: BIG })
+      const metrics = yield* store.metrics({ runId: rid("r1") })
       roundTrips(MetricRecord, metrics[0]!, new MetricRecord({
-        runId: "r1", pipelineId: null, name: "acc", value: 0.875, label: null, display: "percent", updatedAt: 5
+        runId: rid("r1"), pipelineId: null, name: "acc", value: 0.875, label: null, display: "percent", updatedAt: 5
       }))
       roundTrips(MetricRecord, metrics[1]!, new MetricRecord({
-        runId: "r1", pipelineId: "p-full", name: "note", value: { x: ["ü"] }, label: "L", display: "text", updatedAt: BIG
+        runId: rid("r1"), pipelineId: pid("p-full"), name: "note", value: { x: ["ü"] }, label: "L", display: "text", updatedAt: BIG
       }))
 
       yield* store.putResource({ pool: "llm", resourceId: "k1", kind: "llm", spec: { model: "m" }, health: null, updatedAt: 3 })
@@ -147,9 +148,9 @@ describe("SQLite row mappers round-trip against the record Schemas", () => {
         pool: "llm", resourceId: "k1", kind: "llm", spec: { model: "m" }, health: null, updatedAt: 3
       }))
 
-      yield* store.finishRun("r1", { status: "failed", endedAt: BIG, stopReason: "x" })
-      roundTrips(RunRecord, Option.getOrThrow(yield* store.getRun("r1")), new RunRecord({
-        runId: "r1", label: "ü", status: "failed", config: { nested: { a: [1, 2] } }, startedAt: 1.5, heartbeatAt: 1.5,
+      yield* store.finishRun(rid("r1"), { status: "failed", endedAt: BIG, stopReason: "x" })
+      roundTrips(RunRecord, Option.getOrThrow(yield* store.getRun(rid("r1"))), new RunRecord({
+        runId: rid("r1"), label: "ü", status: "failed", config: { nested: { a: [1, 2] } }, startedAt: 1.5, heartbeatAt: 1.5,
         endedAt: BIG, stopReason: "x", notes: null, meta: { k: "v", n: 1 }
       }))
     }).pipe(Effect.provide(Layer.fresh(storeLayer()))))

@@ -8,13 +8,14 @@ import {
   type OwnerStatus,
   type Policy
 } from "../../../../src/services/internal/runner/admission.js"
+import { pid, rid } from "../../../support/ids.js"
 
-const spec = { pipelineId: "p1", specDigest: "spec-a", seedDigest: "seed-a", nTasks: 3 }
-const policy: Policy = { runId: "run-now", resume: false, freshRestart: false, retrySucceeded: false, exclusiveWriter: false }
+const spec = { pipelineId: pid("p1"), specDigest: "spec-a", seedDigest: "seed-a", nTasks: 3 }
+const policy: Policy = { runId: rid("run-now"), resume: false, freshRestart: false, retrySucceeded: false, exclusiveWriter: false }
 
 const stored = (state: PipelineState, nTasksDone: number, over: Partial<PipelineRecord> = {}) =>
   new PipelineRecord({
-    pipelineId: "p1",
+    pipelineId: pid("p1"),
     key: null,
     name: "n",
     state,
@@ -24,7 +25,7 @@ const stored = (state: PipelineState, nTasksDone: number, over: Partial<Pipeline
     seedDigest: "seed-a",
     tags: {},
     attemptsTotal: 1,
-    runId: "run-old",
+    runId: rid("run-old"),
     createdAt: 0,
     updatedAt: 0,
     startedAt: 0,
@@ -74,7 +75,7 @@ describe("admission decide (pure)", () => {
   })
 
   it("a row this run wrote is a duplicate", () => {
-    assert.deepInclude(run({ stored: stored("running", 1, { runId: "run-now" }) }), { _tag: "Skip", reason: "duplicate" })
+    assert.deepInclude(run({ stored: stored("running", 1, { runId: rid("run-now") }) }), { _tag: "Skip", reason: "duplicate" })
   })
 
   it("succeeded: skipped, or restarted from the seed with retrySucceeded", () => {
@@ -139,7 +140,7 @@ describe("admission decide (pure)", () => {
     assert.isTrue(needsOwner(stored("running", 1), policy))
     assert.isTrue(needsOwner(stored("pending", 1), policy))
     assert.isFalse(needsOwner(stored("pending", 1), { ...policy, freshRestart: true }))
-    assert.isFalse(needsOwner(stored("running", 1, { runId: "run-now" }), policy))
+    assert.isFalse(needsOwner(stored("running", 1, { runId: rid("run-now") }), policy))
     assert.isFalse(needsOwner(stored("failed", 1), policy))
     assert.isFalse(needsOwner(undefined, policy))
   })

@@ -392,3 +392,54 @@ export interface TaskStore {
     readonly limit?: Limit
   }) => Stream.Stream<ArtifactRecord, ReadError>
 }
+
+/** Every member of {@link TaskStore}: what {@link readOnlyView} copies. */
+const TASK_STORE_MEMBERS = [
+  "kind",
+  "featureLevel",
+  "readOnly",
+  "journal",
+  "getRun",
+  "latestRun",
+  "listRuns",
+  "getPipelines",
+  "getPipeline",
+  "getArtifact",
+  "listArtifacts",
+  "metrics",
+  "resources",
+  "stats",
+  "errors",
+  "events",
+  "countEvents",
+  "pipelinesBySpec",
+  "pipelinesPage",
+  "completions",
+  "loadBundles",
+  "streamPipelines",
+  "streamTasks",
+  "streamAttempts",
+  "streamEvents",
+  "streamArtifacts"
+] as const satisfies ReadonlyArray<keyof TaskStore>
+
+// fails to compile when TaskStore gains a member the list above lacks
+const _everyMember: Exclude<keyof TaskStore, (typeof TASK_STORE_MEMBERS)[number]> extends never ? true : never = true
+void _everyMember
+
+/**
+ * A read-only view of a store: an object with exactly the members of {@link TaskStore}, taken
+ * from `store` (a full store service fits). What a task receives as `ctx.store`, so that a
+ * task (or a JavaScript plugin that ignores the types) cannot write behind the runner's back:
+ * the write operations are not there at all.
+ *
+ * @param store any object implementing at least {@link TaskStore}
+ * @returns a new object holding only the read members (bound to the same store)
+ * @since 0.1.0
+ * @category constructors
+ */
+export const readOnlyView = (store: TaskStore): TaskStore => {
+  const view: Record<string, unknown> = {}
+  for (const key of TASK_STORE_MEMBERS) view[key] = store[key]
+  return Object.freeze(view) as unknown as TaskStore
+}

@@ -690,6 +690,21 @@ describe("Runner: run handles, spans, the report", () => {
       assert.strictEqual((yield* b.stats).counters.interrupted + (yield* b.stats).counters.succeeded, 2)
     }).pipe(Effect.provide(env({ grace: "1 second" }))))
 
+  it.effect("ctx.store reads history but has no write operation at all, even for code that ignores the types", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const probe = Task.make("probe", (n: number, ctx) =>
+        Effect.gen(function*() {
+          const raw = ctx.store as unknown as Record<string, unknown>
+          seen.push(["checkpoint", "reportMetric", "emitEvent", "admit", "openRun", "flush"].map((k) => typeof raw[k]))
+          const run = yield* ctx.store.getRun(ctx.runId)
+          seen.push(Option.map(run, (r) => r.status))
+          return n
+        }))
+      yield* Runner.run(Pipeline.make("read-only", probe).map([1]))
+      assert.deepStrictEqual(seen, [Array(6).fill("undefined"), Option.some("running")])
+    }).pipe(Effect.provide(env())))
+
   it.effect("two runs of one source at once on one store: each pipeline runs once, neither run is taken for dead", () =>
     Effect.gen(function*() {
       let calls = 0

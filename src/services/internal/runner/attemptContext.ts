@@ -12,7 +12,7 @@ import type * as Task from "../../../domain/Task.js"
 import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
 import type { Holder, Pools } from "../../Pool.js"
-import type { StoreService } from "../../Store.js"
+import type { TaskStore } from "../../../domain/TaskStore.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
@@ -31,7 +31,7 @@ export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number
 export interface AttemptShared {
   readonly runId: RunId
   readonly bus: BusService
-  readonly store: StoreService
+  readonly store: TaskStore
   readonly pools: Context.Tag.Service<Pools>
   readonly emit: (kind: string, pipelineId: PipelineId | null, data: unknown) => Effect.Effect<void, StoreUnavailable>
   readonly reportMetric: (
@@ -52,7 +52,7 @@ export interface AttemptShared {
 export class AttemptContext implements TaskContext {
   readonly runId: RunId
   readonly bus: BusService
-  readonly store: StoreService
+  readonly store: TaskStore
   readonly taskName: string
   readonly meta: Record<string, unknown> = {}
   /** Ids of every lease taken by the attempt (undefined until the first). */

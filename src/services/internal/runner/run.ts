@@ -52,6 +52,7 @@ import type { AttemptShared } from "./attemptContext.js"
 import * as Pipe from "./pipeline.js"
 import { makeReport } from "./report.js"
 import { onStopSignal } from "./signals.js"
+import { readOnlyView } from "../../../domain/TaskStore.js"
 import * as SlotGate from "./slotGate.js"
 import * as State from "./state.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -431,7 +432,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const shared: AttemptShared = {
       runId,
       bus: env.bus,
-      store,
+      // a task reads history; it never writes behind the runner's back (not even from JavaScript)
+      store: readOnlyView(store),
       pools,
       emit,
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)

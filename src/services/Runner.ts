@@ -353,6 +353,7 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
       pools: yield* Pools,
       bus: yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed })),
       claimed: new Map(),
+      liveRuns: new Set(),
       signalTargets: new Set()
     }
     // The runs still going (the target of `stop`) and the run started last (`stats`,

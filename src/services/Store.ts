@@ -324,15 +324,8 @@ export interface StoreService extends TaskStore {
   /** Ends a run (flushes buffered facts first). */
   readonly finishRun: (runId: RunId, finish: FinishRun) => Effect.Effect<void, StoreUnavailable>
   /**
-   * Whether `runId` was opened through this store instance and not finished yet: a run alive
-   * in this process (another run of the same runner), never to be taken for dead whatever its
-   * heartbeat. Optional: a store without it only knows runs by their heartbeats.
-   */
-  readonly isOpenHere?: ((runId: RunId) => boolean) | undefined
-  /**
    * Marks `running` runs whose heartbeat is older than `nowMs - staleAfterMs` as
    * `interrupted` (stop reason `stale`, `endedAt = nowMs`) and returns them as they are now.
-   * Runs open through this instance ({@link StoreService.isOpenHere}) are never marked.
    */
   readonly interruptStale: (
     staleAfterMs: number,

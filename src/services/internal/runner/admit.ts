@@ -41,6 +41,8 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 export interface AdmitEnv {
   readonly state: State.RunState
   readonly store: StoreService
+  /** The runs of this runner still going: alive whatever their heartbeats say. */
+  readonly liveRuns: ReadonlySet<RunId>
   /** Pipeline id → the run of this runner that runs it (shared by the runner's runs). */
   readonly claimed: Map<string, string>
   readonly policy: Admission.Policy
@@ -75,7 +77,7 @@ export const make = (env: AdmitEnv) => {
   const ownerStatus = (ownerRunId: RunId, now: number) =>
     Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
       // another run of this process on this store: alive whatever its heartbeat says
-      if (store.isOpenHere?.(ownerRunId) === true) return "live"
+      if (env.liveRuns.has(ownerRunId)) return "live"
       let cached = runCaches.get(ownerRunId)
       if (cached === undefined) {
         cached = yield* store.getRun(ownerRunId)

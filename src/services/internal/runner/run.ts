@@ -83,6 +83,8 @@ export interface RunnerEnv {
    * pipeline (the store's rows are durable only after the group commit).
    */
   readonly claimed: Map<string, string>
+  /** The runs of this runner that are open (opened in the store and not finished). */
+  readonly liveRuns: Set<RunId>
   /** The stop requests of the runner's runs that handle signals (each run adds its own). */
   readonly signalTargets: Set<(reason: string) => void>
 }
@@ -194,6 +196,7 @@ export const start = <S extends AnySpec, SE, SR>(
       Effect.ensuring(Effect.sync(() => {
         state.finished = true
         // whatever ended the run, its claims end with it
+        env.liveRuns.delete(runId)
         for (const [pipelineId, owner] of env.claimed) if (owner === runId) env.claimed.delete(pipelineId)
       })),
       Effect.tap((report) => Effect.annotateCurrentSpan("assay.run.status", report.status)),
@@ -233,8 +236,13 @@ const runLoop = <S extends AnySpec, SE, SR>(
     // rows as "owned by another run" would report success with work left undone. Elsewhere
     // (heartbeats only) claiming a possibly live run's rows needs an explicit resume.
     const staleAfterMs = store.exclusiveWriter ? 0 : Duration.toMillis(config.staleAfter)
+    // The other runs of this runner are alive whatever their heartbeats say: refresh them first
+    // so that they are never taken for dead.
     const staleRuns = config.resume || store.exclusiveWriter
-      ? yield* store.interruptStale(staleAfterMs, startedAt)
+      ? yield* Effect.zipRight(
+        Effect.forEach(env.liveRuns, (other) => store.heartbeat(other, startedAt), { discard: true }),
+        store.interruptStale(staleAfterMs, startedAt)
+      )
       : []
     yield* store.openRun({
       runId,
@@ -250,6 +258,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
         flushIntervalMs: Duration.toMillis(config.flushInterval)
       }
     })
+    env.liveRuns.add(runId)
     // If this fiber is interrupted from outside (NodeRuntime.runMain on Ctrl-C, a timeout, a
     // parent scope closing) the steps below that close the run never run: close it here
     // instead. Finalizers run in reverse order, so this one runs after the pipeline fibers
@@ -458,6 +467,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const admit = Admit.make({
       state,
       store,
+      liveRuns: env.liveRuns,
       claimed: env.claimed,
       policy: {
         runId,

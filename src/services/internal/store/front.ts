@@ -21,7 +21,6 @@
  */
 import { Effect, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
-import type { RunId } from "../../../domain/Ids.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
 import type { Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
 import type { WriteOp } from "./ops.js"
@@ -108,10 +107,6 @@ export const makeWith = (
         (p) => wb.configure({ ...p, enabled: writes.writeBehind ?? options.writeBehind ?? true })
       )
 
-    // Runs opened through this front and not finished yet: alive in this process, whatever
-    // their heartbeat says (two runs of one runner share the store).
-    const openHere = new Set<RunId>()
-
     const service: StoreService = {
       kind: driver.kind,
       featureLevel: driver.featureLevel,
@@ -121,24 +116,14 @@ export const makeWith = (
 
       openRun: (run) =>
         refuse(
-          (run.writes === undefined ? driver.openRun(run) : Effect.zipRight(configure(run.writes), driver.openRun(run)))
-            .pipe(Effect.tap(() => Effect.sync(() => openHere.add(run.runId))))
+          run.writes === undefined ? driver.openRun(run) : Effect.zipRight(configure(run.writes), driver.openRun(run))
         ),
       heartbeat: (runId, nowMs) => refuse(driver.heartbeat(runId, nowMs)),
-      finishRun: (runId, finish) =>
-        refuse(Effect.zipRight(wb.flush, driver.finishRun(runId, finish))).pipe(
-          Effect.tap(() => Effect.sync(() => openHere.delete(runId)))
-        ),
-      isOpenHere: (runId) => openHere.has(runId),
+      finishRun: (runId, finish) => refuse(Effect.zipRight(wb.flush, driver.finishRun(runId, finish))),
       getRun: driver.getRun,
       latestRun: driver.latestRun,
       listRuns: driver.listRuns,
-      // A run open here is alive: refresh its heartbeat first so that it is never taken for dead.
-      interruptStale: (staleAfterMs, nowMs) =>
-        refuse(Effect.zipRight(
-          Effect.forEach(openHere, (runId) => driver.heartbeat(runId, nowMs), { discard: true }),
-          driver.interruptStale(staleAfterMs, nowMs)
-        )),
+      interruptStale: (staleAfterMs, nowMs) => refuse(driver.interruptStale(staleAfterMs, nowMs)),
 
       admit: (ps, seeds = []) =>
         ps.length === 0 && seeds.length === 0

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { maskSecrets, spec, make } from "../../src/domain/Resource.js"
+import { spec, make } from "../../src/domain/Resource.js"
+import { maskSecrets } from "../../src/domain/internal/resource.js"
 import {
   formsOf,
   hasWhitespaceOrControl,

@@ -7,9 +7,12 @@
 import { Context, DefaultServices, Effect, Fiber, Option, type Scope, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, trusted } from "../../../domain/Records.js"
-import * as Resource from "../../../domain/Resource.js"
+import * as Resource from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../Store.js"
+
+/** Keyset paging batch size of every stream (rows per query). */
+export const PAGE_SIZE = 1000
 
 /**
  * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails

@@ -83,7 +83,7 @@ describe("maskText: every form, before truncating", () => {
   })
 })
 
-describe("Resource.maskSecrets", () => {
+describe("maskSecrets (domain/internal/resource.ts, used by Resource.spec)", () => {
   it("headers (all but the allow-list), URLs, secret names; variable names shown", () => {
     const masked = maskSecrets({
       baseUrl: "https://u:p4ss@h/v1?api-version=1&api-key=sk-q-SECRET",

@@ -597,8 +597,9 @@ const classifyDepth = (u: unknown, depth: number): ErrorClass => {
  * 1. an explicit `errorClass` / `error_class` property holding a valid class;
  * 2. an HTTP status read by {@link statusOf} (425/429 → rate_limit, 408/504 → timeout,
  *    500/502/503/505/507/529 → upstream, any other 4xx → fatal);
- * 3. a connection error code (`code`/`errno` in `connectionErrorCodes`: ECONNREFUSED, ECONNRESET, ETIMEDOUT, …), on the error
- *    or in its `cause` chain (fetch's `TypeError("fetch failed")` carries it in `cause`);
+ * 3. a connection error code (`code`/`errno`: ECONNREFUSED, ECONNRESET, EPIPE, ETIMEDOUT,
+ *    ENOTFOUND, EAI_AGAIN, EHOSTUNREACH, ENETUNREACH, undici's UND_ERR_SOCKET/CONNECT_TIMEOUT/CLOSED), on the
+ *    error or in its `cause` chain (fetch's `TypeError("fetch failed")` carries it in `cause`);
  * 4. the tag of assay's and Effect's errors (RetryableError → retryable, FatalError → fatal,
  *    TimeoutException → timeout, ParseError → invalid, InterruptedException → cancelled,
  *    ResourceUnavailable / AcquireTimeout → unknown);

@@ -13,6 +13,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Option, Predicate, Schema } from "effect"
+import { connectionErrorCodes, humanDuration, serverDelayMessage, tagOf } from "./internal/errors.js"
 import * as RateLimit from "./RateLimit.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ export class AcquireTimeout extends Schema.TaggedError<AcquireTimeout>("assay/Ac
  * (`errorClass`), with the server's remaining delay in `retryAfterMs` (milliseconds) and the
  * epoch millisecond it named in `untilMs`. Raised by the pool for an acquire whose every
  * usable resource is throttled past the ceiling; the runner words a task failure declined
- * for the same reason the same way ({@link serverDelayMessage}).
+ * for the same reason the same way (`serverDelayMessage`).
  *
  * @since 0.2.0
  * @category errors
@@ -242,35 +243,6 @@ export class ServerDelayRefused extends Schema.TaggedError<ServerDelayRefused>("
     }`
   }
 }
-
-/**
- * A duration for people: `850 ms`, `12 s`, `6 min`, `24 h`, `3 d` (rounded; `h` and `d`
- * keep one decimal when not whole).
- *
- * @since 0.2.0
- * @category utils
- */
-export const humanDuration = (ms: number): string => {
-  const r1 = (x: number) => (Math.round(x * 10) / 10).toString()
-  if (ms < 1_000) return `${Math.round(ms)} ms`
-  if (ms < 120_000) return `${Math.round(ms / 1_000)} s`
-  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`
-  if (ms < 172_800_000) return `${r1(ms / 3_600_000)} h`
-  return `${r1(ms / 86_400_000)} d`
-}
-
-/**
- * The words of a refused server delay: `the server asked to wait 24 h (until
- * 2025-01-02T14:03:10.000Z), more than retry.maxServerDelay (10 min)`. `delayMs`: the delay
- * asked; `untilMs`: the epoch millisecond it ends; `maxDelayMs`: the ceiling.
- *
- * @since 0.2.0
- * @category utils
- */
-export const serverDelayMessage = (delayMs: number, untilMs: number, maxDelayMs: number): string =>
-  `the server asked to wait ${humanDuration(delayMs)} (until ${
-    Number.isFinite(untilMs) && Math.abs(untilMs) < 8.64e15 ? new Date(untilMs).toISOString() : "an unreadable time"
-  }), more than retry.maxServerDelay (${humanDuration(maxDelayMs)})`
 
 /**
  * No pool is registered under that name.
@@ -459,8 +431,6 @@ export type AssayError =
   | TaskTimeout
   | MaxTotalExceeded
 
-const tagOf = (u: unknown): string | undefined =>
-  Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" ? u._tag : undefined
 
 /**
  * The config family: {@link ConfigError} and {@link PipelineIdentityConflict} (CLI exit 2).
@@ -501,29 +471,6 @@ export const isUnavailable = (u: unknown): u is ResourceUnavailable | AcquireTim
 // ---------------------------------------------------------------------------------------------
 // classify
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Node.js / undici error codes that mean the connection failed.
- *
- * @since 0.1.0
- * @category constants
- */
-export const connectionErrorCodes: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "EHOSTDOWN",
-  "UND_ERR_SOCKET",
-  "UND_ERR_CONNECT_TIMEOUT",
-  "UND_ERR_CLOSED"
-])
 
 const upstreamStatuses: ReadonlySet<number> = new Set([500, 502, 503, 505, 507, 529])
 
@@ -650,8 +597,9 @@ const classifyDepth = (u: unknown, depth: number): ErrorClass => {
  * 1. an explicit `errorClass` / `error_class` property holding a valid class;
  * 2. an HTTP status read by {@link statusOf} (425/429 → rate_limit, 408/504 → timeout,
  *    500/502/503/505/507/529 → upstream, any other 4xx → fatal);
- * 3. a connection error code (`code`/`errno` in {@link connectionErrorCodes}), on the error
- *    or in its `cause` chain (fetch's `TypeError("fetch failed")` carries it in `cause`);
+ * 3. a connection error code (`code`/`errno`: ECONNREFUSED, ECONNRESET, EPIPE, ETIMEDOUT,
+ *    ENOTFOUND, EAI_AGAIN, EHOSTUNREACH, ENETUNREACH, undici's UND_ERR_SOCKET/CONNECT_TIMEOUT/CLOSED), on the
+ *    error or in its `cause` chain (fetch's `TypeError("fetch failed")` carries it in `cause`);
  * 4. the tag of assay's and Effect's errors (RetryableError → retryable, FatalError → fatal,
  *    TimeoutException → timeout, ParseError → invalid, InterruptedException → cancelled,
  *    ResourceUnavailable / AcquireTimeout → unknown);
@@ -686,20 +634,6 @@ export const classifyCause = (cause: Cause.Cause<unknown>): ErrorClass => {
 // ---------------------------------------------------------------------------------------------
 // Retry-After
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Parses a `Retry-After` header value: delta-seconds (`"2"`, `"1.5"`), an HTTP-date, or a
- * Unix timestamp (a delta of 10⁹ or more is epoch seconds, 10¹² or more epoch milliseconds:
- * read as an absolute time, never a 57-year wait). Returns the delay in milliseconds (never
- * negative), or `undefined` when unparseable. `nowMs` is the current time in epoch
- * milliseconds (take it from `Clock`). See `RateLimit.parseRetryAfter`.
- *
- * Source: RFC 9110 §10.2.3.
- *
- * @since 0.1.0
- * @category classification
- */
-export const parseRetryAfter = (value: string, nowMs: number): number | undefined => RateLimit.parseRetryAfter(value, nowMs)
 
 const headerOf = (headers: unknown, name: string): string | undefined => {
   if (!Predicate.isObject(headers)) return undefined
@@ -740,9 +674,9 @@ export const retryAfterOf = (u: unknown, nowMs: number): number | undefined => {
   const ms = o["retryAfterMs"] ?? o["retry_after_ms"]
   if (typeof ms === "number" && Number.isFinite(ms) && ms >= 0) return ms
   const ra = o["retryAfter"] ?? o["retry_after"]
-  if (typeof ra === "number" && Number.isFinite(ra) && ra >= 0) return parseRetryAfter(String(ra), nowMs)
+  if (typeof ra === "number" && Number.isFinite(ra) && ra >= 0) return RateLimit.parseRetryAfter(String(ra), nowMs)
   if (typeof ra === "string") {
-    const parsed = parseRetryAfter(ra, nowMs)
+    const parsed = RateLimit.parseRetryAfter(ra, nowMs)
     if (parsed !== undefined) return parsed
   }
   if (Duration.isDuration(ra)) return Duration.toMillis(ra)
@@ -755,28 +689,6 @@ export const retryAfterOf = (u: unknown, nowMs: number): number | undefined => {
     if (h !== undefined) return h.delayMs
   }
   return undefined
-}
-
-/**
- * A short human description of any failure: the `message` of an Error-like value, or its
- * JSON/`String` form.
- *
- * @since 0.1.0
- * @category classification
- */
-export const messageOf = (u: unknown): string => {
-  if (Predicate.isObject(u)) {
-    const m = (u as Record<string, unknown>)["message"]
-    if (typeof m === "string" && m !== "") return m
-    const tag = tagOf(u)
-    if (tag !== undefined) return tag
-  }
-  if (typeof u === "string") return u
-  try {
-    return String(u)
-  } catch {
-    return "unprintable error"
-  }
 }
 
 /**

@@ -9,7 +9,8 @@
  */
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Cause, Exit, Option } from "effect"
-import { isConfigFamily, messageOf } from "./Errors.js"
+import { isConfigFamily } from "./Errors.js"
+import { messageOf } from "./internal/errors.js"
 
 /**
  * The exit codes: 0 everything succeeded (or was skipped), 1 some pipelines failed, 2 invalid

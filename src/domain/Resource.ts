@@ -16,7 +16,7 @@ import type { ConfigIssue } from "./Errors.js"
 import { canonicalJsonUnsafe, digest } from "./Json.js"
 import type { Json } from "./Json.js"
 import type { ResourceInfo, Selector } from "./Lease.js"
-import * as Secrets from "./Secrets.js"
+import { deepEqual, maskSecrets, toJsonSafe } from "./internal/resource.js"
 
 // ---------------------------------------------------------------------------------------------
 // Definition
@@ -180,84 +180,8 @@ export const info = (resource: Resource<unknown>): ResourceInfo => ({
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Whether an option key names a secret; see `Secrets.isSecretName`: it contains `key`,
- * `token`, `secret`, `password`, `auth`, `cookie`, `credential`, `signature`, … (any case, not
- * followed by another letter: `api_key`, `apiKey`, `Authorization`, `accessToken`,
- * `client_secret`, `x-api-key`), and does not end in `env` (`apiKeyEnv` holds a variable's
- * name, which is shown). The letter rule keeps counters such as `quota.tokens` (and `keyId`,
- * `tokenizer`) readable.
- *
- * @since 0.1.0
- * @category secrets
- */
-export const isSecretKey = (key: string): boolean => Secrets.isSecretName(key)
-
-/**
- * Converts any value to strict JSON for display: non-finite numbers and `undefined` become
- * `null`, functions `"[function]"`, bigints their decimal string, `Date`s their ISO string,
- * other class instances `"[ClassName]"`, cycles `"[cycle]"`.
- *
- * @since 0.1.0
- * @category secrets
- */
-export const toJsonSafe = (value: unknown): Json => jsonSafe(value, new Set(), false)
-
-/**
- * {@link toJsonSafe} that also masks secrets, at any depth (see `Secrets`): the value of
- * every key for which {@link isSecretKey} holds becomes `"***"`; inside an object under a key
- * named `headers` (any case), every value except those of `Secrets.publicHeaders`; in every
- * string that is a URL, its userinfo and non-public query values (`Secrets.maskUrl`).
- *
- * @since 0.1.0
- * @category secrets
- */
-export const maskSecrets = (value: unknown): Json => jsonSafe(value, new Set(), true)
-
-const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean, headers = false): Json => {
-  switch (typeof u) {
-    case "string":
-      return mask ? Secrets.maskUrl(u) : u
-    case "boolean":
-      return u
-    case "number":
-      return Number.isFinite(u) ? u : null
-    case "bigint":
-      return u.toString()
-    case "function":
-      return "[function]"
-    case "undefined":
-    case "symbol":
-      return null
-    case "object": {
-      if (u === null) return null
-      if (seen.has(u)) return "[cycle]"
-      if (u instanceof Date) return Number.isNaN(u.getTime()) ? null : u.toISOString()
-      seen.add(u)
-      try {
-        if (Array.isArray(u)) return u.map((x) => jsonSafe(x, seen, mask, headers))
-        const proto = Object.getPrototypeOf(u)
-        if (proto !== Object.prototype && proto !== null) {
-          const name = proto?.constructor?.name
-          return `[${typeof name === "string" && name !== "" ? name : "object"}]`
-        }
-        const out: Record<string, Json> = {}
-        for (const [k, v] of Object.entries(u as Record<string, unknown>)) {
-          if (v === undefined) continue
-          out[k] = mask && (isSecretKey(k) || (headers && !Secrets.isPublicHeader(k)))
-            ? Secrets.MASK
-            : jsonSafe(v, seen, mask, mask && k.toLowerCase() === "headers")
-        }
-        return out
-      } finally {
-        seen.delete(u)
-      }
-    }
-  }
-}
-
-/**
  * The JSON description of a resource, safe to print and persist: id, kind, options and meta
- * with secrets masked (see {@link maskSecrets}), tags, capacity, health parameters
+ * with secrets masked (see `maskSecrets`), tags, capacity, health parameters
  * (`cooldownMs` in milliseconds) and whether it has a factory. Never contains the client.
  *
  * @since 0.1.0
@@ -310,34 +234,9 @@ export const lookup = (resource: ResourceInfo, key: string): Option.Option<unkno
 }
 
 /**
- * Structural equality on JSON-like values (primitives by `Object.is` except `0 === -0`,
- * arrays element-wise, plain objects key-wise).
- *
- * @since 0.1.0
- * @category selectors
- */
-export const deepEqual = (a: unknown, b: unknown): boolean => {
-  if (a === b) return true
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) {
-    return typeof a === "number" && typeof b === "number" && Number.isNaN(a) && Number.isNaN(b)
-  }
-  if (Array.isArray(a) !== Array.isArray(b)) return false
-  if (Array.isArray(a) && Array.isArray(b)) {
-    return a.length === b.length && a.every((x, i) => deepEqual(x, b[i]))
-  }
-  const ka = Object.keys(a)
-  const kb = Object.keys(b)
-  if (ka.length !== kb.length) return false
-  return ka.every((k) =>
-    Object.prototype.hasOwnProperty.call(b, k) &&
-    deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
-  )
-}
-
-/**
  * Whether a resource satisfies a selector: every given field must match (`id` and `kind`
  * exactly, each `tags` entry exactly, each `options` entry by dot path into options with
- * {@link deepEqual}, and the `where` predicate). An empty selector matches everything.
+ * structural equality (`deepEqual`), and the `where` predicate). An empty selector matches everything.
  *
  * @since 0.1.0
  * @category selectors

@@ -14,7 +14,8 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, ParseResult, Predicate, Random, Schema } from "effect"
-import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf, serverDelayMessage } from "./Errors.js"
+import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf } from "./Errors.js"
+import { serverDelayMessage } from "./internal/errors.js"
 import type { Json } from "./Json.js"
 
 // ---------------------------------------------------------------------------------------------

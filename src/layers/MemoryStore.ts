@@ -45,7 +45,9 @@ import type {
   StoreStats,
   StoreWrite
 } from "../services/Store.js"
-import { errorRowOf, makeWith, PAGE_SIZE, Store } from "../services/Store.js"
+import { makeWith, Store } from "../services/Store.js"
+import { PAGE_SIZE } from "../services/internal/store/shared.js"
+import { errorRowOf } from "../domain/TaskStore.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch } from "../services/internal/store/ops.js"
 import { artifactRecordOf, latencyOf, loadPayload } from "../services/internal/store/shared.js"

@@ -22,6 +22,7 @@ import type { ConfigIssue, PoolNotFound, ServerDelayRefused } from "../domain/Er
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
 import { DurationFromString } from "../domain/RetryPolicy.js"
+import { backoffDelayMs, remainingQuota } from "./internal/acquireAlgorithm.js"
 
 // ---------------------------------------------------------------------------------------------
 // The interface
@@ -233,16 +234,6 @@ export interface BackoffOptions {
 }
 
 /**
- * The delay in milliseconds before poll `n + 1` (n from 0) of {@link backoff}, before
- * jitter: `min(cap, base * factor^n)`.
- *
- * @since 0.1.0
- * @category utils
- */
-export const backoffDelayMs = (baseMs: number, factor: number, capMs: number, n: number): number =>
-  Math.min(capMs, baseMs * Math.pow(factor, n))
-
-/**
  * Polls instead of queueing: tries to take a slot, and when none is free sleeps
  * `min(cap, base * factor^n)` randomised by `jitter` (from Effect's `Random`), then tries
  * again. With `maxWait`, fails with `AcquireTimeout` once that much time has passed.
@@ -402,21 +393,6 @@ export const sticky = (options: FallbackOptions = {}): AcquireAlgorithm => {
 export interface QuotaAwareOptions extends FallbackOptions {
   readonly metric?: string | undefined
   readonly reserve?: number | undefined
-}
-
-/**
- * The remaining quota of a candidate for a metric: `options.quota[metric]` minus the
- * accumulated `usage[metric]`, or `undefined` when no quota is declared.
- *
- * @since 0.1.0
- * @category utils
- */
-export const remainingQuota = (c: Candidate, metric: string): number | undefined => {
-  const quota = c.resource.options["quota"]
-  if (typeof quota !== "object" || quota === null) return undefined
-  const q = (quota as Record<string, unknown>)[metric]
-  if (typeof q !== "number" || !Number.isFinite(q)) return undefined
-  return q - (c.usage[metric] ?? 0)
 }
 
 /**
@@ -704,15 +680,3 @@ export const resolveAlgorithm = (
   plugins: ReadonlyMap<string, AlgorithmPlugin> = new Map()
 ): Either.Either<AcquireAlgorithm, ConfigError | PluginError> => resolveAt(input, plugins, "algorithm")
 
-/**
- * The fingerprint of an algorithm input, or the resolution error (see
- * {@link resolveAlgorithm}). `"leastBusy"`, `{ name: "least_busy" }` and `leastBusy()` have
- * one fingerprint, with the implicit `wait` fallback written out.
- *
- * @since 0.1.0
- * @category resolution
- */
-export const fingerprintOf = (
-  input: AlgorithmInput | AcquireAlgorithm,
-  plugins?: ReadonlyMap<string, AlgorithmPlugin>
-): Either.Either<Json, ConfigError | PluginError> => Either.map(resolveAlgorithm(input, plugins), (a) => a.fingerprint())

@@ -34,6 +34,7 @@ import type { Scope } from "effect"
 import { createServer } from "node:http"
 import { ConfigError } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, digest } from "../domain/Json.js"
+import { emailSection, errorBody, throttled } from "./internal/mockLlm.js"
 
 // ---------------------------------------------------------------------------------------------
 // Profile
@@ -374,22 +375,6 @@ const countCapped = (re: RegExp, text: string, cap: number): number => {
 }
 
 /**
- * The part of a prompt that holds the email: the text between the lines `--- email ---` and
- * `--- end of email ---` when present (the shape `buildPrompt` in examples/spam-eval writes),
- * otherwise the whole text.
- *
- * @since 0.1.0
- * @category scorer
- */
-export const emailSection = (prompt: string): string => {
-  const start = prompt.indexOf("--- email ---")
-  if (start < 0) return prompt
-  const from = start + "--- email ---".length
-  const end = prompt.indexOf("--- end of email ---", from)
-  return end < 0 ? prompt.slice(from) : prompt.slice(from, end)
-}
-
-/**
  * The mock model's classifier: a weighted feature score over an email's text (subject, sender
  * and body as they appear in the prompt). Positive features: spam vocabulary (money, offers,
  * urgency, prizes, pills, "click here", "remove"), dollar amounts, "!!", links, the share of
@@ -515,95 +500,6 @@ const messageText = (m: typeof ChatMessage.Type): string =>
     : typeof m.content === "string"
     ? m.content
     : m.content.map((p) => p.text ?? "").join("")
-
-const errorBody = (status: number, message: string) => ({
-  error: {
-    message,
-    type: status === 429
-      ? "rate_limit_exceeded"
-      : status === 401
-      ? "invalid_request_error"
-      : status >= 500
-      ? "server_error"
-      : "invalid_request_error",
-    code: status === 429 ? "rate_limit_exceeded" : status === 401 ? "invalid_api_key" : null
-  }
-})
-
-/**
- * The body and headers of a 429 that names a wait of `seconds` in the form `signal` (see
- * {@link RateLimitSignal}); `nowMs` dates the absolute forms.
- *
- * @since 0.1.0
- * @category models
- */
-export const throttled = (
-  signal: RateLimitSignal,
-  seconds: number,
-  nowMs: number
-): { readonly body: unknown; readonly headers: Record<string, string> } => {
-  const plain = errorBody(429, "throttled")
-  switch (signal) {
-    case "retry-after":
-      return { body: plain, headers: { "retry-after": String(seconds) } }
-    case "retry-after-ms":
-      return { body: plain, headers: { "retry-after-ms": String(seconds * 1000) } }
-    case "http-date":
-      return { body: plain, headers: { "retry-after": new Date(nowMs + seconds * 1000).toUTCString() } }
-    case "epoch":
-      return { body: plain, headers: { "retry-after": String(Math.ceil(nowMs / 1000) + seconds) } }
-    case "reset-requests":
-      return {
-        body: plain,
-        headers: { "x-ratelimit-reset-requests": goDuration(seconds), "x-ratelimit-remaining-requests": "0", "x-ratelimit-limit-requests": "60" }
-      }
-    case "reset-tokens":
-      return {
-        body: plain,
-        headers: { "x-ratelimit-reset-tokens": goDuration(seconds), "x-ratelimit-remaining-tokens": "0", "x-ratelimit-limit-tokens": "10000" }
-      }
-    case "anthropic":
-      return {
-        body: { type: "error", error: { type: "rate_limit_error", message: "Number of requests has exceeded your rate limit" } },
-        headers: {
-          "anthropic-ratelimit-requests-reset": new Date(Math.ceil(nowMs / 1000) * 1000 + seconds * 1000).toISOString(),
-          "anthropic-ratelimit-requests-remaining": "0"
-        }
-      }
-    case "body-message":
-      return {
-        body: errorBody(
-          429,
-          `Rate limit reached for mock-spam-1 on requests per min (RPM): Limit 60, Used 60, Requested 1. Please try again in ${goDuration(seconds)}.`
-        ),
-        headers: {}
-      }
-    case "body-field":
-      return { body: { error: { ...plain.error, retry_after: seconds } }, headers: {} }
-    case "google":
-      return {
-        body: {
-          error: {
-            code: 429,
-            message: "Resource has been exhausted (e.g. check quota).",
-            status: "RESOURCE_EXHAUSTED",
-            details: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${seconds}s` }]
-          }
-        },
-        headers: {}
-      }
-    case "none":
-      return { body: plain, headers: {} }
-  }
-}
-
-/** Seconds as Go's `time.Duration.String()` writes them: `3s`, `6m0s`, `24h0m0s`. */
-const goDuration = (seconds: number): string => {
-  const h = Math.floor(seconds / 3600)
-  const m = Math.floor((seconds % 3600) / 60)
-  const s = seconds % 60
-  return `${h > 0 ? `${h}h` : ""}${h > 0 || m > 0 ? `${m}m` : ""}${s}s`
-}
 
 const noiseTemplates: ReadonlyArray<(l: string) => string> = [
   (l) => `Label: ${l.toUpperCase()}`,

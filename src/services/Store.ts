@@ -295,7 +295,6 @@ export type {
   ReadError,
   TaskStore
 } from "../domain/TaskStore.js"
-export { errorRowOf } from "../domain/TaskStore.js"
 
 // ---------------------------------------------------------------------------------------------
 // The service
@@ -426,14 +425,6 @@ export interface StoreOptions {
   readonly flushIntervalMs?: number | undefined
   readonly writeBehind?: boolean | undefined
 }
-
-/**
- * Keyset paging batch size of every stream (rows per query).
- *
- * @since 0.1.0
- * @category constants
- */
-export const PAGE_SIZE = 1000
 
 // ---------------------------------------------------------------------------------------------
 // Drivers

@@ -20,7 +20,7 @@
  */
 import { Duration, Effect, Either } from "effect"
 import { ConfigError, type ConfigIssue, FatalError } from "../domain/Errors.js"
-import { maskSecrets } from "../domain/Resource.js"
+import { maskSecrets } from "../domain/internal/resource.js"
 import * as Task from "../domain/Task.js"
 import {
   check as checkResult,

@@ -46,7 +46,23 @@ const INTERNAL = [
   "formatDuration",
   "renderLine",
   "stopSignals",
-  "SKIPPED_METRIC"
+  "SKIPPED_METRIC",
+  "backoffDelayMs",
+  "fingerprintOf",
+  "remainingQuota",
+  "connectionErrorCodes",
+  "humanDuration",
+  "parseRetryAfter",
+  "serverDelayMessage",
+  "messageOf",
+  "deepEqual",
+  "isSecretKey",
+  "toJsonSafe",
+  "maskSecrets",
+  "emailSection",
+  "throttled",
+  "errorRowOf",
+  "PAGE_SIZE"
 ]
 
 describe("the package entry (src/index.ts)", () => {

@@ -16,8 +16,6 @@ import {
   isResourceFamily,
   isUnavailable,
   LeaseLeakError,
-  messageOf,
-  parseRetryAfter,
   PipelineIdentityConflict,
   PoolNotFound,
   ResourceUnavailable,
@@ -27,6 +25,8 @@ import {
   statusOf,
   StoreUnavailable
 } from "../../src/domain/Errors.js"
+import { parseRetryAfter } from "../../src/domain/RateLimit.js"
+import { messageOf } from "../../src/domain/internal/errors.js"
 
 /** An SDK-style HTTP error carrying its status in a given field. */
 const httpError = (field: string, status: unknown): Error => Object.assign(new Error(`HTTP ${String(status)}`), {

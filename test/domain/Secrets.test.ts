@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { maskSecrets, spec, make } from "../../src/domain/Resource.js"
+import { spec, make } from "../../src/domain/Resource.js"
+import { maskSecrets } from "../../src/domain/internal/resource.js"
 import {
   formsOf,
   hasWhitespaceOrControl,
@@ -82,7 +83,7 @@ describe("maskText: every form, before truncating", () => {
   })
 })
 
-describe("Resource.maskSecrets", () => {
+describe("maskSecrets (domain/internal/resource.ts, used by Resource.spec)", () => {
   it("headers (all but the allow-list), URLs, secret names; variable names shown", () => {
     const masked = maskSecrets({
       baseUrl: "https://u:p4ss@h/v1?api-version=1&api-key=sk-q-SECRET",

@@ -3,6 +3,8 @@ import { Duration, Effect, Either, Fiber, Option, Scope, TestClock } from "effec
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Algo from "../../src/services/AcquireAlgorithm.js"
+import { backoffDelayMs } from "../../src/services/internal/acquireAlgorithm.js"
+import { fingerprintOf } from "../../src/services/internal/algorithmFingerprint.js"
 import * as Pool from "../../src/services/Pool.js"
 
 const settle = Effect.forEach(Array.from({ length: 20 }), () => Effect.yieldNow(), { discard: true })
@@ -19,7 +21,7 @@ const idOf = (l: Lease) => l.resource.id
 
 describe("resolveAlgorithm", () => {
   it("resolves names, aliases and option objects to built-ins with normalised fingerprints", () => {
-    const fp = (i: Parameters<typeof Algo.resolveAlgorithm>[0]) => Either.getOrThrow(Algo.fingerprintOf(i))
+    const fp = (i: Parameters<typeof Algo.resolveAlgorithm>[0]) => Either.getOrThrow(fingerprintOf(i))
     assert.deepStrictEqual(fp("wait"), { name: "wait", timeoutMs: null })
     assert.deepStrictEqual(fp("least_busy"), fp(Algo.leastBusy()))
     assert.deepStrictEqual(fp({ name: "leastBusy" }), {
@@ -76,7 +78,7 @@ describe("resolveAlgorithm", () => {
       }]
     ])
     assert.strictEqual(Either.getOrThrow(Algo.resolveAlgorithm("wait", plugins)).name, "wait")
-    assert.deepStrictEqual(Either.getOrThrow(Algo.fingerprintOf({ name: "mine", level: 2 }, plugins)), { name: "mine", level: 2 })
+    assert.deepStrictEqual(Either.getOrThrow(fingerprintOf({ name: "mine", level: 2 }, plugins)), { name: "mine", level: 2 })
     const broken = Either.getOrThrow(Either.flip(Algo.resolveAlgorithm("broken", plugins)))
     assert.strictEqual(broken._tag, "PluginError")
     assert.strictEqual(Either.getOrThrow(Algo.resolveAlgorithm(mine)), mine)
@@ -111,7 +113,7 @@ describe("algorithms in a pool", () => {
       })))
 
   it("backoff delays are capped: min(cap, base * factor^n)", () => {
-    assert.deepStrictEqual([0, 1, 2, 3, 4, 5].map((n) => Algo.backoffDelayMs(200, 2, 2000, n)), [200, 400, 800, 1600, 2000, 2000])
+    assert.deepStrictEqual([0, 1, 2, 3, 4, 5].map((n) => backoffDelayMs(200, 2, 2000, n)), [200, 400, 800, 1600, 2000, 2000])
   })
 
   it.effect("full jitter draws each delay from Random within [0, delay]", () =>

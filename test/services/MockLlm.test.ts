@@ -6,15 +6,8 @@ import * as os from "node:os"
 import * as NodePath from "node:path"
 import { classify } from "../../src/domain/Errors.js"
 import { digest } from "../../src/domain/Json.js"
-import {
-  decodeProfile,
-  emailSection,
-  makeApp,
-  MockProfile,
-  presetEndpoints,
-  scoreEmail,
-  serve
-} from "../../src/services/MockLlm.js"
+import { decodeProfile, makeApp, MockProfile, presetEndpoints, scoreEmail, serve } from "../../src/services/MockLlm.js"
+import { emailSection } from "../../src/services/internal/mockLlm.js"
 
 const messages = (text: string) => [{ role: "user", content: text }]
 

@@ -3,6 +3,7 @@ import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Scope, Stre
 import { Data } from "effect"
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
+import { maskSecrets } from "../../src/domain/internal/resource.js"
 import * as Pool from "../../src/services/Pool.js"
 import { RetryableError } from "../../src/domain/Errors.js"
 
@@ -34,10 +35,10 @@ describe("Resource", () => {
     assert.deepStrictEqual(spec["options"], { apiKey: "***", nested: { Authorization: "***", url: "u" } })
     assert.notInclude(JSON.stringify(spec), "sk-1")
     assert.deepStrictEqual(
-      Resource.maskSecrets({ list: [{ client_secret: 1, PASSWORD: "p", accessToken: "t", keep: 2 }] }),
+      maskSecrets({ list: [{ client_secret: 1, PASSWORD: "p", accessToken: "t", keep: 2 }] }),
       { list: [{ client_secret: "***", PASSWORD: "***", accessToken: "***", keep: 2 }] }
     )
-    assert.deepStrictEqual(Resource.maskSecrets({ quota: { tokens: 5 }, "x-api-key": "k", keyId: 1 }), {
+    assert.deepStrictEqual(maskSecrets({ quota: { tokens: 5 }, "x-api-key": "k", keyId: 1 }), {
       quota: { tokens: 5 },
       "x-api-key": "***",
       keyId: 1

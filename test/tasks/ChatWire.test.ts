@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Layer } from "effect"
 import { hintOf } from "../../src/domain/RateLimit.js"
-import { RateLimitSignal, throttled } from "../../src/services/MockLlm.js"
+import { RateLimitSignal } from "../../src/services/MockLlm.js"
+import { throttled } from "../../src/services/internal/mockLlm.js"
 import { classOfEmbeddedError, completionsUrl, credentialIssues, proxySettings } from "../../src/tasks/internal/chat.js"
 
 describe("completionsUrl (C12)", () => {

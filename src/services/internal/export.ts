@@ -54,7 +54,7 @@ import * as OutputFile from "../OutputFile.js"
 import * as StoreFiles from "../StoreFiles.js"
 import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "../Store.js"
 import * as Store from "../Store.js"
-import { PAGE_SIZE } from "../Store.js"
+import { PAGE_SIZE } from "./store/shared.js"
 
 // ---------------------------------------------------------------------------------------------
 // Models

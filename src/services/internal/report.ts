@@ -16,7 +16,8 @@ import type { RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
-import { type ErrorRow, errorRowOf, type Latency, type ReadError, type StoreOpener, type StoreService } from "../Store.js"
+import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type StoreService } from "../Store.js"
+import { errorRowOf } from "../../domain/TaskStore.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).

@@ -20,14 +20,8 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Either, Predicate } from "effect"
-import {
-  classify,
-  ConfigError,
-  type ConfigIssue,
-  type ErrorClass,
-  errorTypeOf,
-  messageOf
-} from "../../domain/Errors.js"
+import { classify, ConfigError, type ConfigIssue, type ErrorClass, errorTypeOf } from "../../domain/Errors.js"
+import { messageOf } from "../../domain/internal/errors.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
 import type { AcquireOptions } from "../../domain/Lease.js"
 import { RetryPolicy, type RetryPolicyInput } from "../../domain/RetryPolicy.js"

@@ -11,7 +11,13 @@ import { Chunk, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
-import { ArtifactRecord, type PipelineRecord, type PipelineState, type TaskRecord, trusted } from "../../../domain/Records.js"
+import {
+  ArtifactRecord,
+  type PipelineRecord,
+  type PipelineState,
+  type TaskRecord,
+  trusted
+} from "../../../domain/Records.js"
 import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
 import { latencyOf, loadPayload, quantileAt, quantileRanks } from "../../../services/internal/store/shared.js"
 import type {
@@ -26,7 +32,8 @@ import type {
   StoreDriver,
   StoreStats
 } from "../../../services/Store.js"
-import { errorRowOf, PAGE_SIZE } from "../../../services/Store.js"
+import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
+import { errorRowOf } from "../../../domain/TaskStore.js"
 import { type SqliteEnv, WAL_PENDING } from "./open.js"
 import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
 import {

@@ -9,7 +9,8 @@
  * @internal
  */
 import { Cause, Deferred, Effect, Exit, FiberId, Option } from "effect"
-import { messageOf, ResourceUnavailable } from "../../../domain/Errors.js"
+import { ResourceUnavailable } from "../../../domain/Errors.js"
+import { messageOf } from "../../../domain/internal/errors.js"
 import type { Json } from "../../../domain/Json.js"
 import type * as Resource from "../../../domain/Resource.js"
 import type { Effects, PoolState, Res } from "./state.js"

@@ -21,12 +21,12 @@ import {
   AcquireTimeout,
   classify,
   ConfigError,
-  messageOf,
   PoolNotFound,
   ResourceUnavailable,
   retryAfterOf,
   ServerDelayRefused
 } from "../../../domain/Errors.js"
+import { messageOf } from "../../../domain/internal/errors.js"
 import type { ConfigIssue } from "../../../domain/Errors.js"
 import type { Json } from "../../../domain/Json.js"
 import type {

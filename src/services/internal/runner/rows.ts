@@ -6,7 +6,8 @@
  * @internal
  */
 import { utf8 } from "../../../domain/Codec.js"
-import { classify, errorTypeOf, messageOf } from "../../../domain/Errors.js"
+import { classify, errorTypeOf } from "../../../domain/Errors.js"
+import { messageOf } from "../../../domain/internal/errors.js"
 import type { AttemptOutcome, PipelineRecord } from "../../../domain/Records.js"
 import type * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"

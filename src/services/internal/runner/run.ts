@@ -32,7 +32,7 @@ import { ConfigError, StoreUnavailable, WorkerCrashed } from "../../../domain/Er
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
-import { maskSecrets } from "../../../domain/Resource.js"
+import { maskSecrets } from "../../../domain/internal/resource.js"
 import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricDisplay } from "../../../domain/TaskContext.js"

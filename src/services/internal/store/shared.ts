@@ -7,9 +7,12 @@
 import { Context, DefaultServices, Effect, Fiber, Option, type Scope, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, trusted } from "../../../domain/Records.js"
-import * as Resource from "../../../domain/Resource.js"
+import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../Store.js"
+
+/** Keyset paging batch size of every stream (rows per query). */
+export const PAGE_SIZE = 1000
 
 /**
  * Validates a read limit: `undefined` (all) or a non-negative integer; anything else fails
@@ -103,15 +106,15 @@ export const latencyOf = (sorted: ReadonlyArray<number>): Latency | null =>
   sorted.length === 0 ? null : { p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), p99: quantile(sorted, 0.99) }
 
 /**
- * Returns a copy of a JSON-like value with its secrets masked, by the rules of
- * `Resource.maskSecrets` (secret-named keys, every non-public header value, a URL's userinfo
- * and query values), so that what the store writes follows the same rules as what the runner
- * hands it.
+ * Returns a copy of a JSON-like value with its secrets masked, by the rules of `maskSecrets`
+ * in `domain/internal/resource.ts` (secret-named keys, every non-public header value, a URL's
+ * userinfo and query values), so that what the store writes follows the same rules as what the
+ * runner hands it.
  *
  * @since 0.1.0
  * @category security
  */
-export const maskSecrets = (value: unknown): unknown => Resource.maskSecrets(value)
+export const maskSecrets = (value: unknown): unknown => ResourceHelpers.maskSecrets(value)
 
 /**
  * Where an artifact's bytes go: nowhere under `journal: "summary"`, else where the backend

@@ -165,108 +165,96 @@ export const make = (env: AdmitEnv) => {
         // the pipeline was launched (then its fiber gives it back when it ends).
         if (claimant === undefined) env.claimed.set(spec.pipelineId, runId)
         try {
-          yield* decideAndAdmit(spec, stored, seenInBatch, now)
+          const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
+          if (earlier === undefined) seenInBatch.set(spec.pipelineId, spec)
+          const owner = earlier === undefined && Admission.needsOwner(stored, policy)
+            ? yield* ownerStatus(stored.runId, now)
+            : undefined
+          const decision = Admission.decide({
+            spec: {
+              pipelineId: spec.pipelineId,
+              specDigest: spec.specDigest,
+              seedDigest: spec.seedDigest,
+              nTasks: spec.template.nTasks
+            },
+            earlier,
+            stored,
+            owner,
+            policy
+          })
+          switch (decision._tag) {
+            case "Skip":
+              state.counters.skipped++
+              if (decision.reason !== "succeeded") {
+                yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
+                  ? { reason: decision.reason }
+                  : { reason: decision.reason, owner: decision.owner })
+              }
+              continue
+            case "Conflict": {
+              const e = decision.error
+              conflict = e
+              yield* emit("pipeline.identity_conflict", spec.pipelineId, {
+                storedSpecDigest: e.storedSpecDigest,
+                specDigest: e.specDigest,
+                storedSeedDigest: e.storedSeedDigest,
+                seedDigest: e.seedDigest,
+                ...(decision.duplicateInRun ? { duplicateInRun: true } : {})
+              })
+              State.requestStop(state, "identity_conflict")
+              return
+            }
+            case "Corrupt":
+              state.counters.failed++
+              yield* emit("pipeline.corrupt_cursor", spec.pipelineId, {
+                cursor: decision.record.nTasksDone,
+                nTasks: spec.template.nTasks,
+                error: new CorruptCheckpoint({
+                  pipelineId: spec.pipelineId,
+                  message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
+                }).message
+              })
+              continue
+            case "Repair": {
+              const repaired = yield* repair(spec, decision.record)
+              if (Option.isSome(repaired)) {
+                if (Option.isSome(repaired.value)) {
+                  state.counters.succeeded++
+                  const record = yield* readRecord(spec.pipelineId)
+                  yield* finishCallback(record, repaired.value)
+                }
+                continue
+              }
+              // The terminal artifact is unusable: restart from the seed.
+              yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
+                kind: "pipeline.checkpoint_unusable",
+                pipelineId: spec.pipelineId,
+                runId,
+                data: { cursor: decision.record.nTasksDone, reason: "terminal artifact missing or undecodable" },
+                ts: now
+              }], decision.record, now)
+              continue
+            }
+            case "FromSeed":
+              yield* admitOne(
+                spec,
+                { cursor: 0, input: spec.seed, abandonedTask: decision.abandonedTask },
+                decision.isNew,
+                decision.event === undefined
+                  ? []
+                  : [{ kind: decision.event.kind, pipelineId: spec.pipelineId, runId, data: decision.event.data, ts: now }],
+                stored,
+                now
+              )
+              continue
+            case "Resume": {
+              const { events, start } = yield* loadStart(spec, decision, now)
+              yield* admitOne(spec, start, false, events, stored, now)
+            }
+          }
         } finally {
           if (!inFlight.has(spec.pipelineId) && env.claimed.get(spec.pipelineId) === runId) {
             env.claimed.delete(spec.pipelineId)
-          }
-        }
-      }
-    })
-
-  const decideAndAdmit = (
-    spec: AnySpec,
-    stored: PipelineRecord | undefined,
-    seenInBatch: Map<string, AnySpec>,
-    now: number
-  ) =>
-    Effect.gen(function*() {
-      {
-        const earlier = seenInBatch.get(spec.pipelineId) ?? inFlight.get(spec.pipelineId)
-        if (earlier === undefined) seenInBatch.set(spec.pipelineId, spec)
-        const owner = earlier === undefined && Admission.needsOwner(stored, policy)
-          ? yield* ownerStatus(stored.runId, now)
-          : undefined
-        const decision = Admission.decide({
-          spec: {
-            pipelineId: spec.pipelineId,
-            specDigest: spec.specDigest,
-            seedDigest: spec.seedDigest,
-            nTasks: spec.template.nTasks
-          },
-          earlier,
-          stored,
-          owner,
-          policy
-        })
-        switch (decision._tag) {
-          case "Skip":
-            state.counters.skipped++
-            if (decision.reason !== "succeeded") {
-              yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
-                ? { reason: decision.reason }
-                : { reason: decision.reason, owner: decision.owner })
-            }
-            return
-          case "Conflict": {
-            const e = decision.error
-            conflict = e
-            yield* emit("pipeline.identity_conflict", spec.pipelineId, {
-              storedSpecDigest: e.storedSpecDigest,
-              specDigest: e.specDigest,
-              storedSeedDigest: e.storedSeedDigest,
-              seedDigest: e.seedDigest,
-              ...(decision.duplicateInRun ? { duplicateInRun: true } : {})
-            })
-            State.requestStop(state, "identity_conflict")
-            return
-          }
-          case "Corrupt":
-            state.counters.failed++
-            yield* emit("pipeline.corrupt_cursor", spec.pipelineId, {
-              cursor: decision.record.nTasksDone,
-              nTasks: spec.template.nTasks,
-              error: new CorruptCheckpoint({
-                pipelineId: spec.pipelineId,
-                message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
-              }).message
-            })
-            return
-          case "Repair": {
-            const repaired = yield* repair(spec, decision.record)
-            if (Option.isSome(repaired)) {
-              if (Option.isSome(repaired.value)) {
-                state.counters.succeeded++
-                const record = yield* readRecord(spec.pipelineId)
-                yield* finishCallback(record, repaired.value)
-              }
-              return
-            }
-            // The terminal artifact is unusable: restart from the seed.
-            yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
-              kind: "pipeline.checkpoint_unusable",
-              pipelineId: spec.pipelineId,
-              runId,
-              data: { cursor: decision.record.nTasksDone, reason: "terminal artifact missing or undecodable" },
-              ts: now
-            }], decision.record, now)
-            return
-          }
-          case "FromSeed":
-            yield* admitOne(
-              spec,
-              { cursor: 0, input: spec.seed, abandonedTask: decision.abandonedTask },
-              decision.isNew,
-              decision.event === undefined
-                ? []
-                : [{ kind: decision.event.kind, pipelineId: spec.pipelineId, runId, data: decision.event.data, ts: now }],
-              stored,
-              now
-            )
-            return
-          case "Resume": {
-            const { events, start } = yield* loadStart(spec, decision, now)
-            yield* admitOne(spec, start, false, events, stored, now)
           }
         }
       }

@@ -15,6 +15,7 @@
 // (what `import { ProcessRunner } from "assay"` gives). Helpers used only inside
 // src/ are imported from the internal module.
 export {
+  check,
   ProcessFailed,
   ProcessRunner,
   ProcessSpawnError,

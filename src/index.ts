@@ -32,6 +32,11 @@
 export * as Codec from "./domain/Codec.js"
 /** @since 0.1.0 */
 export * as Errors from "./domain/Errors.js"
+/**
+ * A payload with named, detached snapshots of application state (`HistoryArtifact.Class`,
+ * `HistoryArtifact.register` for the `history-v1` codec). @since 0.4.0
+ */
+export * as HistoryArtifact from "./domain/HistoryArtifact.js"
 /** Branded `RunId` and `PipelineId` (the store's two identities). @since 0.3.0 */
 export * as Ids from "./domain/Ids.js"
 /** @since 0.1.0 */

@@ -302,10 +302,15 @@ const fields = {
  * @category models
  */
 export class HistoryArtifact extends Schema.Class<HistoryArtifact>("assay/HistoryArtifact")(fields) {
+  // The one override of a Schema class constructor in assay, on purpose: it keeps the Schema
+  // constructor's signature (decoding calls `new this(props, true)` and lands here too, which the
+  // codec tests check), and it is the only place every construction path (`new`, decoding, the
+  // operations' copies) passes through, so detachment, freezing and the invariants cannot be
+  // skipped. Every invariant is checked here, so the Schema's validation of the same fields
+  // would only repeat it.
+  // @effect-diagnostics-next-line overriddenSchemaConstructor:off
   constructor(props: Props, options?: Schema.MakeOptions) {
     void options
-    // every invariant is checked (and every value detached) here, so the Schema's own
-    // validation of the same fields would only repeat it
     super(normalize(props), true)
     Object.freeze(this)
   }

@@ -36,6 +36,11 @@ export * as Control from "./domain/Control.js"
 export * as Errors from "./domain/Errors.js"
 /** Control-flow directives a task returns (`Handoff.to/end/rewind/retryAll`) and the ledger row. @since 0.1.0 */
 export * as Handoff from "./domain/Handoff.js"
+/**
+ * A payload with named, detached snapshots of application state (`HistoryArtifact.Class`,
+ * `HistoryArtifact.register` for the `history-v1` codec). @since 0.4.0
+ */
+export * as HistoryArtifact from "./domain/HistoryArtifact.js"
 /** Branded `RunId` and `PipelineId` (the store's two identities). @since 0.3.0 */
 export * as Ids from "./domain/Ids.js"
 /** @since 0.1.0 */

@@ -276,6 +276,28 @@ const constructorNameOf = (u: unknown): string => {
 }
 
 /**
+ * The key of a type's own registration hook: a Schema class with a static method under this
+ * symbol is registered by calling it (`CodecRegistry.registerSchema(Class)` returns
+ * `Class[SelfRegisteringId](registry)`) instead of getting a plain {@link SchemaCodec}. It is
+ * how a `HistoryArtifact` class declared as a task's output gets its versioned `history-v1`
+ * codec from the runner's automatic registration.
+ *
+ * @since 0.1.0
+ * @category registry
+ */
+export const SelfRegisteringId: unique symbol = Symbol.for("assay/Codec/SelfRegistering")
+
+/**
+ * A type that registers its own codec (see {@link SelfRegisteringId}).
+ *
+ * @since 0.1.0
+ * @category registry
+ */
+export interface SelfRegistering {
+  readonly [SelfRegisteringId]: (registry: CodecRegistry) => CodecRegistry
+}
+
+/**
  * Decides how values become bytes and how recorded bytes come back.
  *
  * An immutable value: `register` and `registerSchema` return a new registry and leave the
@@ -353,6 +375,9 @@ export class CodecRegistry {
     schema: Schema.Schema<A, I, never>,
     options?: { readonly typeName?: string | undefined }
   ): CodecRegistry {
+    // a type with its own codec (a `HistoryArtifact` class) registers that codec instead
+    const self = (schema as unknown as Partial<SelfRegistering>)[SelfRegisteringId]
+    if (typeof self === "function") return self.call(schema, this)
     const codec = SchemaCodec(schema, options)
     if (this.schemas.get(codec.typeName)?.schema === schema) return this
     return this.register(codec)

@@ -43,7 +43,7 @@
  * @since 0.4.0
  */
 import { Either, Equal, Hash, Predicate, Schema } from "effect"
-import type { Codec, CodecRegistry } from "./Codec.js"
+import { type Codec, type CodecRegistry, SelfRegisteringId } from "./Codec.js"
 import { ArtifactCodecError } from "./Errors.js"
 import { canonicalJson, canonicalJsonBytes, type Json } from "./Json.js"
 
@@ -313,6 +313,15 @@ export class HistoryArtifact extends Schema.Class<HistoryArtifact>("assay/Histor
     void options
     super(normalize(props), true)
     Object.freeze(this)
+  }
+
+  /**
+   * Registers this class (the one it is called on, a subclass included) with the `history-v1`
+   * codec: what `CodecRegistry.registerSchema` does for a HistoryArtifact class, so a task that
+   * declares one as its output Schema gets the versioned codec without calling {@link register}.
+   */
+  static [SelfRegisteringId](this: HistoryClass, registry: CodecRegistry): CodecRegistry {
+    return register(registry, this)
   }
 
   /**

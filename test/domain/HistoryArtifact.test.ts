@@ -354,6 +354,17 @@ describe("HistoryArtifact: codec", () => {
     assert.instanceOf(right(withSchema.load(encoded)), GenerationState)
   })
 
+  it("registerSchema of a HistoryArtifact class (the runner's output registration) gives it the history-v1 codec", () => {
+    const auto = CodecRegistry.default().registerSchema(GenerationState)
+    const encoded = right(auto.dump(start().checkpoint("a")))
+    assert.strictEqual(encoded.codec, "history-v1")
+    assert.strictEqual(encoded.typeName, "test/GenerationState")
+    assert.instanceOf(right(auto.load(encoded)), GenerationState)
+    // an output declared as the base class: a subclass instance is refused, never stored as the base
+    const base = CodecRegistry.default().registerSchema(HistoryArtifact)
+    assert.include(codecError(base.dump(new JudgeState({ state: 1 }))).message, "HistoryArtifact.register(registry, JudgeState)")
+  })
+
   it("an unregistered subclass fails to encode, naming the class and the fix", () => {
     const error = codecError(registry.dump(new Unregistered({ state: 1 })))
     assert.strictEqual(error.codec, "history-v1")

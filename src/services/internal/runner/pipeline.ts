@@ -93,7 +93,13 @@ export const BIG_OUTPUT_BYTES = 256 * 1024
 
 const noLeases: ReadonlyArray<string> = []
 
-interface AttemptResult {
+/**
+ * What one attempt ended with: its exit (a success's value, or the cause), the leases it
+ * took and when it started (epoch ms).
+ *
+ * @internal
+ */
+export interface AttemptResult {
   exit: Exit.Exit<unknown, unknown>
   readonly leaseIds: ReadonlyArray<string>
   readonly startedAt: number
@@ -359,9 +365,13 @@ const withinBudget = <A, E, R>(
  * One attempt of `task`, holding a worker slot: counted in flight while it runs, in a span
  * `assay.attempt` (pipeline id, task, seq, attempt number), bounded by the task's `timeout`
  * and its `retry.maxTotal` budget; raw leases it leaked are reclaimed (and fail it under
- * `strictLeases`). Never fails: the attempt's exit is in the result.
+ * `strictLeases`). `visit` is the station's visit (0 without control): it reaches the
+ * attempt's context (`ctx.visit`, its seed and lease owner key). Never fails: the attempt's
+ * exit is in the result.
+ *
+ * @internal
  */
-const runAttempt = (
+export const runAttempt = (
   env: PipelineEnv,
   spec: AnySpec,
   task: Task.Any,
@@ -369,7 +379,8 @@ const runAttempt = (
   attempt: number,
   input: unknown,
   slot: SlotHold,
-  taskStartedAt: number | undefined
+  taskStartedAt: number | undefined,
+  visit = 0
 ): Effect.Effect<AttemptResult> =>
   Effect.suspend(() => {
     const state = env.state
@@ -378,7 +389,7 @@ const runAttempt = (
     slot.inAttempt = true
     if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
     const startedAt = env.clock.unsafeCurrentTimeMillis()
-    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt)
+    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt, visit)
     const timeout = task.options.timeout
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
     // more than the rest of a trivial attempt).

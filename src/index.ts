@@ -30,8 +30,12 @@
 // domain
 /** @since 0.1.0 */
 export * as Codec from "./domain/Codec.js"
+/** The `control` block of a pipeline: declared handoffs, rewinds and the loop budget. @since 0.1.0 */
+export * as Control from "./domain/Control.js"
 /** @since 0.1.0 */
 export * as Errors from "./domain/Errors.js"
+/** Control-flow directives a task returns (`Handoff.to/end/rewind/retryAll`) and the ledger row. @since 0.1.0 */
+export * as Handoff from "./domain/Handoff.js"
 /** Branded `RunId` and `PipelineId` (the store's two identities). @since 0.3.0 */
 export * as Ids from "./domain/Ids.js"
 /** @since 0.1.0 */

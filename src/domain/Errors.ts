@@ -309,6 +309,21 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>("assay/Bu
 }) {}
 
 /**
+ * A task returned a control-flow directive (`Handoff`) the pipeline does not allow: no
+ * `control` block, an undeclared edge (named in the message, `validate → report`), a malformed
+ * directive, a directive from a fanout branch, or a leaked lease under `strictLeases`. Fatal:
+ * never retried, never a silent jump. `task` and `seq` name the source task when known.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HandoffRefused extends Schema.TaggedError<HandoffRefused>("assay/HandoffRefused")("HandoffRefused", {
+  message: Schema.String,
+  task: Schema.optional(Schema.String),
+  seq: Schema.optional(Schema.Number)
+}) {}
+
+/**
  * The run was stopped (signal, `stop()`, stop conditions) before every pipeline finished.
  *
  * @since 0.1.0
@@ -424,6 +439,7 @@ export type AssayError =
   | RetryableError
   | FatalError
   | BudgetExceeded
+  | HandoffRefused
   | RunInterrupted
   | CorruptCheckpoint
   | StoreUnavailable
@@ -543,6 +559,7 @@ const byTag: Record<string, ErrorClass> = {
   PoolNotFound: "fatal",
   LeaseLeakError: "fatal",
   BudgetExceeded: "fatal",
+  HandoffRefused: "fatal",
   RunInterrupted: "cancelled"
 }
 

@@ -261,6 +261,10 @@ export const resolve = (
       add([section], `${section} must be an object { source: [targets] }, got ${shown(raw)}`)
       return
     }
+    if (Object.keys(raw).length === 0) {
+      add([section], `${section} is empty: declare at least one source or remove ${section}`)
+      return
+    }
     for (const [key, targets] of Object.entries(raw)) {
       const from = sourceOf(section, key)
       if (!Array.isArray(targets)) {
@@ -335,9 +339,9 @@ export const resolve = (
     }
   }
 
-  const declaresBackward = (isRecord(decl["rewind"]) && Object.keys(decl["rewind"]).length > 0) ||
-    (Array.isArray(decl["retryAll"]) && decl["retryAll"].length > 0)
-  const declaresForward = isRecord(decl["edges"]) && Object.keys(decl["edges"]).length > 0
+  // a present section counts as declared (a malformed one is reported on its own path)
+  const declaresBackward = decl["rewind"] !== undefined || decl["retryAll"] !== undefined
+  const declaresForward = decl["edges"] !== undefined
   const max = decl["maxHandoffs"]
   if (max === undefined) {
     if (declaresBackward) {
@@ -348,7 +352,7 @@ export const resolve = (
   } else if (!declaresBackward) {
     add(["maxHandoffs"], "control: maxHandoffs requires backward operations")
   }
-  if (!declaresBackward && !declaresForward && issues.length === 0) {
+  if (!declaresBackward && !declaresForward && max === undefined && issues.length === 0) {
     add([], "control declares no operation: declare edges, rewind or retryAll (or remove control)")
   }
   if (issues.length > 0) return Either.left(issues)

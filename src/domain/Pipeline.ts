@@ -25,6 +25,7 @@
  * @since 0.1.0
  */
 import { Arbitrary, Chunk, Effect, Either, FastCheck, Option, ParseResult, Predicate, Schema, Stream } from "effect"
+import * as Control from "./Control.js"
 import { PipelineBuildError } from "./Errors.js"
 import type { PipelineId } from "./Ids.js"
 import { canonicalJson, canonicalJsonUnsafe, digest, type Json } from "./Json.js"
@@ -141,9 +142,10 @@ export type TemplateOf<T extends Tasks> = Template<SeedOf<T>, OutOf<T>, ErrorOf<
 
 /**
  * Options of {@link make}: `tags` (a strict JSON object stored with every pipeline, for
- * filtering; not part of the identity) and `includeCode` (default `true`: every task's code
+ * filtering; not part of the identity), `includeCode` (default `true`: every task's code
  * digest, children's included, is part of the identity; `false` lets task bodies change
- * without losing checkpoints).
+ * without losing checkpoints) and `control` (the declared handoffs, rewinds and loop budget,
+ * see `Control`; part of the identity only when given).
  *
  * @since 0.1.0
  * @category models
@@ -151,6 +153,7 @@ export type TemplateOf<T extends Tasks> = Template<SeedOf<T>, OutOf<T>, ErrorOf<
 export interface MakeOptions {
   readonly tags?: Task.JsonObject | undefined
   readonly includeCode?: boolean | undefined
+  readonly control?: Control.ControlDecl | undefined
 }
 
 /**
@@ -214,8 +217,12 @@ export interface PipelineSpec<Seed, Out, E = never, R = never> {
  *
  * - `name`, `tags`, `includeCode`: as given to {@link make};
  * - `tasks`, `nTasks`, `taskNames`: the chain;
- * - `specDigest`: {@link computeSpecDigest} of the tasks (32 hex characters);
- * - `describe()`: a JSON summary (what `assay validate` prints);
+ * - `specDigest`: {@link computeSpecDigest} of the tasks (and of the control block when
+ *   there is one; 32 hex characters);
+ * - `control`: the resolved `control` block (`Control.ResolvedControl`), `undefined` for a
+ *   plain linear chain;
+ * - `describe()`: a JSON summary (what `assay validate` prints), with the control block when
+ *   there is one;
  * - `bind(seed, options)`: one {@link PipelineSpec}; throws {@link SeedError} for a seed that
  *   is not strict JSON or an invalid key/repeat;
  * - `map(seeds, options)`: a lazy `Stream` of specs from an `Iterable`, an `AsyncIterable` or
@@ -235,6 +242,7 @@ export interface Template<Seed, Out, E = never, R = never> {
   readonly taskNames: ReadonlyArray<string>
   readonly includeCode: boolean
   readonly specDigest: string
+  readonly control: Control.ResolvedControl | undefined
   readonly describe: () => Json
   readonly bind: (seed: Seed, options?: BindOptions) => PipelineSpec<Seed, Out, E, R>
   readonly map: {
@@ -270,24 +278,43 @@ export type AnyTemplate = Template<any, any, any, any>
 export const SPEC_FORMAT = "assay.spec/v1"
 
 /**
+ * Options of {@link computeSpecDigest}: `includeCode` (as in {@link make}) and the resolved
+ * `control` block, if any.
+ *
+ * @since 0.1.0
+ * @category identity
+ */
+export interface SpecDigestOptions extends Task.FingerprintOptions {
+  readonly control?: Control.ResolvedControl | undefined
+}
+
+/**
  * The spec digest of a chain: the 32-hex {@link digest} of the canonical JSON of
- * `{ format: SPEC_FORMAT, tasks: [fingerprint(task, { includeCode }) ...] }`. It covers each
- * task's name, resource, timeout, retry timing fields, algorithm config, config, version,
- * parameters, children and (with `includeCode`, the default) code digest. Compare it with a
- * stored digest to know whether a changed chain will resume old pipelines.
+ * `{ format: SPEC_FORMAT, tasks: [fingerprint(task, { includeCode }) ...] }`, plus
+ * `control: <canonical control>` only when the pipeline declares a control block. It covers
+ * each task's name, resource, timeout, retry timing fields, algorithm config, config,
+ * version, parameters, children and (with `includeCode`, the default) code digest. A chain
+ * without control keeps exactly the digest it had before control flow existed (so its ids,
+ * checkpoints and shard assignment); a control block is folded in its resolved form (seqs,
+ * sorted: `Control.ResolvedControl.canonical`), so a target written as a name or as a seq is
+ * the same pipeline. Compare it with a stored digest to know whether a changed chain will
+ * resume old pipelines.
  *
  * @since 0.1.0
  * @category identity
  */
 export const computeSpecDigest = (
   tasks: ReadonlyArray<Task.Any>,
-  options?: Task.FingerprintOptions
+  options?: SpecDigestOptions
 ): string => {
   const includeCode = options?.includeCode ?? true
-  return digest(canonicalJsonUnsafe({
-    format: SPEC_FORMAT,
-    tasks: tasks.map((t) => Task.fingerprint(t, { includeCode }))
-  }))
+  const fingerprints = tasks.map((t) => Task.fingerprint(t, { includeCode }))
+  const control = options?.control
+  return digest(canonicalJsonUnsafe(
+    control === undefined ?
+      { format: SPEC_FORMAT, tasks: fingerprints } :
+      { format: SPEC_FORMAT, tasks: fingerprints, control: control.canonical }
+  ))
 }
 
 /**
@@ -438,16 +465,25 @@ const isPositiveInt = (n: unknown, min: number): n is number => typeof n === "nu
 // Construction
 // ---------------------------------------------------------------------------------------------
 
-/** The arguments after the name: the checked chain, or options then the checked chain. */
-type MakeArgs<A extends ReadonlyArray<unknown>> = A extends
-  readonly [infer F, ...infer Rest extends ReadonlyArray<Task.Any>] ?
-  F extends Task.Any ? (A extends ReadonlyArray<Task.Any> ? CheckChain<A> : never)
+/**
+ * The arguments after the name: the checked chain, options then the checked chain, or the
+ * checked chain then options.
+ */
+type MakeArgs<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest] ?
+  F extends Task.Any ? (
+      A extends ReadonlyArray<Task.Any> ? CheckChain<A>
+        : A extends readonly [...infer Init, infer _L] ? Init extends Tasks ? readonly [...CheckChain<Init>, MakeOptions]
+          : readonly [Task.Any, ...ReadonlyArray<Task.Any>, MakeOptions]
+        : never
+    )
   : Rest extends Tasks ? readonly [MakeOptions, ...CheckChain<Rest>]
   : readonly [MakeOptions, Task.Any, ...ReadonlyArray<Task.Any>]
   : never
 
 type TasksOf<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest] ?
-  F extends Task.Any ? A extends Tasks ? A : never
+  F extends Task.Any ? A extends Tasks ? A
+    : A extends readonly [...infer Init, infer _L] ? Init extends Tasks ? Init : never
+    : never
   : Rest extends Tasks ? Rest
   : never
   : never
@@ -456,33 +492,43 @@ const buildError = (name: string, message: string): PipelineBuildError =>
   new PipelineBuildError({ message: `pipeline "${name}": ${message}` })
 
 /**
- * Builds a template from a chain of tasks: `make(name, ...tasks)` or
- * `make(name, { tags, includeCode }, ...tasks)`. A single task is a valid pipeline.
+ * Builds a template from a chain of tasks: `make(name, ...tasks)`,
+ * `make(name, options, ...tasks)` or `make(name, ...tasks, options)` with the options
+ * `{ tags, includeCode, control }` (see {@link MakeOptions}). A single task is a valid
+ * pipeline.
  *
  * Type parameters: `Seed` is the first task's input, `Out` the last task's output, `E` and `R`
  * the unions of the tasks' errors and requirements. A task whose input type does not accept
  * the previous output type does not compile (see {@link ChainMismatch}).
  *
  * Throws {@link PipelineBuildError} when: the name is empty; there is no task or an argument is
- * not a task; the options are malformed (unknown key, `tags` not a strict JSON object,
- * `includeCode` not a boolean); or two adjacent tasks declare Schemas that do not fit
- * ({@link checkSchemas}).
+ * not a task; options are given both first and last; the options are malformed (unknown key,
+ * `tags` not a strict JSON object, `includeCode` not a boolean, a `control` block that
+ * `Control.resolve` refuses: every issue with its path, `control.edges.validate[0]: ...`); or
+ * two adjacent tasks declare Schemas that do not fit ({@link checkSchemas}).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = <const A extends readonly [MakeOptions | Task.Any, ...ReadonlyArray<Task.Any>]>(
+export const make = <const A extends readonly [MakeOptions | Task.Any, ...ReadonlyArray<MakeOptions | Task.Any>]>(
   name: string,
   ...args: A extends MakeArgs<A> ? A : MakeArgs<A>
 ): TemplateOf<TasksOf<A>> => {
-  const [first, ...rest] = args as ReadonlyArray<unknown>
+  const all = args as ReadonlyArray<unknown>
+  const first = all[0]
+  const last = all.length > 1 ? all[all.length - 1] : undefined
+  const isOptions = (u: unknown) => Predicate.isObject(u) && !Array.isArray(u) && !Task.isTask(u)
   if (first !== undefined && !Task.isTask(first)) {
-    if (!Predicate.isObject(first) || Array.isArray(first)) {
-      throw buildError(String(name), "expected options or a task after the name")
+    if (!isOptions(first)) throw buildError(String(name), "expected options or a task after the name")
+    if (last !== undefined && isOptions(last)) {
+      throw buildError(String(name), "options are given twice (first and last): pass one options object")
     }
-    return build(name, first as MakeOptions, rest) as TemplateOf<TasksOf<A>>
+    return build(name, first as MakeOptions, all.slice(1)) as TemplateOf<TasksOf<A>>
   }
-  return build(name, {}, args) as TemplateOf<TasksOf<A>>
+  if (last !== undefined && isOptions(last)) {
+    return build(name, last as MakeOptions, all.slice(0, -1)) as TemplateOf<TasksOf<A>>
+  }
+  return build(name, {}, all) as TemplateOf<TasksOf<A>>
 }
 
 /**
@@ -509,7 +555,9 @@ const build = (name: string, options: MakeOptions, taskArgs: ReadonlyArray<unkno
   if (!Predicate.isObject(options) || Array.isArray(options)) throw buildError(name, "options must be an object")
   if (!Array.isArray(taskArgs)) throw buildError(name, "tasks must be an array")
   for (const key of Object.keys(options)) {
-    if (key !== "tags" && key !== "includeCode") throw buildError(name, `unknown option "${key}"`)
+    if (key !== "tags" && key !== "includeCode" && key !== "control") {
+      throw buildError(name, `unknown option "${key}" (the options are tags, includeCode and control)`)
+    }
   }
   if (options.includeCode !== undefined && typeof options.includeCode !== "boolean") {
     throw buildError(name, "includeCode must be a boolean")
@@ -544,7 +592,22 @@ const build = (name: string, options: MakeOptions, taskArgs: ReadonlyArray<unkno
       }
     }
   }
-  return makeTemplate(name, tags, tasks, includeCode)
+  let control: Control.ResolvedControl | undefined
+  if (options.control !== undefined) {
+    const resolved = Control.resolve(tasks.map((t) => t.name), options.control)
+    if (Either.isLeft(resolved)) {
+      throw buildError(
+        name,
+        resolved.left.map((i) =>
+          `${Control.formatIssuePath(["control", ...i.path])}: ${i.message}${
+            i.suggestion === undefined ? "" : ` (${i.suggestion})`
+          }`
+        ).join("; ")
+      )
+    }
+    control = resolved.right
+  }
+  return makeTemplate(name, tags, tasks, includeCode, control)
 }
 
 const deepFreeze = <A>(value: A): A => {
@@ -559,9 +622,10 @@ const makeTemplate = (
   name: string,
   tags: Task.JsonObject,
   tasks: ReadonlyArray<Task.Any>,
-  includeCode: boolean
+  includeCode: boolean,
+  control: Control.ResolvedControl | undefined
 ): AnyTemplate => {
-  const specDigest = computeSpecDigest(tasks, { includeCode })
+  const specDigest = computeSpecDigest(tasks, { includeCode, control })
   const template: { -readonly [K in keyof AnyTemplate]: AnyTemplate[K] } = {
     _tag: "PipelineTemplate",
     name,
@@ -571,13 +635,15 @@ const makeTemplate = (
     taskNames: Object.freeze(tasks.map((t) => t.name)),
     includeCode,
     specDigest,
+    control,
     describe: () => ({
       name,
       tags,
       specDigest,
       includeCode,
       nTasks: tasks.length,
-      tasks: tasks.map(Task.describe)
+      tasks: tasks.map(Task.describe),
+      ...(control === undefined ? {} : { control: Control.describe(control) })
     }),
     bind: (seed, options) => {
       const result = bindSpec(template, seed, options?.key, options?.repeat ?? 0, undefined)

@@ -23,6 +23,7 @@ import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
+import type * as Handoff from "./Handoff.js"
 import { canonicalJson, digest, type Json } from "./Json.js"
 import type { AlgorithmInput } from "./Lease.js"
 import { identityFields, RetryPolicy, type RetryPolicyInput } from "./RetryPolicy.js"
@@ -138,12 +139,16 @@ export type Any = Task<any, any, any, any>
 export type Input<T> = T extends Task<infer In, infer _Out, infer _E, infer _R> ? In : never
 
 /**
- * The output type of a task.
+ * The output type of a task: the values it passes to the next task. A {@link Handoff.Handoff}
+ * directive the task may return instead (`(row) => Sample | Handoff`) is excluded: it never
+ * reaches the next task as input, so the chain types `Sample` into the next task. A task that
+ * only hands off has the output `never`, which any next task accepts.
  *
  * @since 0.1.0
  * @category type-level
  */
-export type Output<T> = T extends Task<infer _In, infer Out, infer _E, infer _R> ? Out : never
+export type Output<T> = T extends Task<infer _In, infer Out, infer _E, infer _R> ? Exclude<Out, Handoff.Handoff>
+  : never
 
 /**
  * The error type of a task.
@@ -572,8 +577,11 @@ const splitArgs = (args: ReadonlyArray<unknown>): { options: Record<string, unkn
  * Defines a task from an Effect function `(input, ctx) => Effect<Out, E, R>`.
  *
  * `make(name, fn)` or `make(name, options, fn)` (see {@link Options}); with `input` /
- * `output` Schemas the `In` / `Out` types are inferred from them. A synchronous throw from
- * `fn` (before it returns an Effect) is a defect, as everywhere in Effect.
+ * `output` Schemas the `In` / `Out` types are inferred from them. A body whose branches
+ * return different Effects (`ok ? Effect.succeed(row) : Effect.succeed(Handoff.rewind(...))`)
+ * is typed from its whole return type (`Out = Sample | Handoff`); with an `output` Schema, the
+ * body may also return a `Handoff` directive. A synchronous throw from `fn` (before it returns
+ * an Effect) is a defect, as everywhere in Effect.
  *
  * Throws {@link ConfigError} (with every issue and its path) on a malformed definition.
  *
@@ -584,16 +592,35 @@ export function make<In, Out, E = never, R = never>(
   name: string,
   fn: (input: In, ctx: TaskContext) => Effect.Effect<Out, E, R>
 ): Task<In, Out, E, R>
-export function make<In, Out, Ret extends Out, E = never, R = never>(
+export function make<In, Out, Ret extends Out | Handoff.Handoff, E = never, R = never>(
   name: string,
   options: Options<In, Out> & { readonly output: Schema.Schema<Out, any, never> },
   fn: (input: In, ctx: TaskContext) => Effect.Effect<Ret, E, R>
-): Task<In, Out, E, R>
+): Task<In, Out | Extract<Ret, Handoff.Handoff>, E, R>
 export function make<In, Out, E = never, R = never>(
   name: string,
   options: Options<In, Out>,
   fn: (input: In, ctx: TaskContext) => Effect.Effect<Out, E, R>
 ): Task<In, Out, E, R>
+export function make<In, Ret extends Effect.Effect<any, any, any>>(
+  name: string,
+  fn: (input: In, ctx: TaskContext) => Ret
+): Task<In, Effect.Effect.Success<Ret>, Effect.Effect.Error<Ret>, Effect.Effect.Context<Ret>>
+export function make<In, Out, Ret extends Effect.Effect<Out | Handoff.Handoff, any, any>>(
+  name: string,
+  options: Options<In, Out> & { readonly output: Schema.Schema<Out, any, never> },
+  fn: (input: In, ctx: TaskContext) => Ret
+): Task<
+  In,
+  Out | Extract<Effect.Effect.Success<Ret>, Handoff.Handoff>,
+  Effect.Effect.Error<Ret>,
+  Effect.Effect.Context<Ret>
+>
+export function make<In, Ret extends Effect.Effect<any, any, any>>(
+  name: string,
+  options: Options<In> & { readonly output?: undefined },
+  fn: (input: In, ctx: TaskContext) => Ret
+): Task<In, Effect.Effect.Success<Ret>, Effect.Effect.Error<Ret>, Effect.Effect.Context<Ret>>
 export function make(name: string, ...rest: ReadonlyArray<unknown>): Any {
   const { fn, options } = splitArgs([name, ...rest])
   const f = fn as (input: unknown, ctx: TaskContext) => Effect.Effect<unknown, unknown, unknown>
@@ -625,11 +652,11 @@ export function sync<In, Out>(
   name: string,
   fn: (input: In, ctx: TaskContext) => Out
 ): Task<In, Out, unknown>
-export function sync<In, Out, const Ret extends Out>(
+export function sync<In, Out, const Ret extends Out | Handoff.Handoff>(
   name: string,
   options: Options<In, Out> & { readonly output: Schema.Schema<Out, any, never> },
   fn: (input: In, ctx: TaskContext) => Ret
-): Task<In, Out, unknown>
+): Task<In, Out | Extract<Ret, Handoff.Handoff>, unknown>
 export function sync<In, Out>(
   name: string,
   options: Options<In, Out>,
@@ -677,11 +704,11 @@ export function promise<In, Out>(
   name: string,
   fn: (input: In, ctx: TaskContext, signal: AbortSignal) => PromiseLike<Out>
 ): Task<In, Out, unknown>
-export function promise<In, Out, const Ret extends Out>(
+export function promise<In, Out, const Ret extends Out | Handoff.Handoff>(
   name: string,
   options: Options<In, Out> & { readonly output: Schema.Schema<Out, any, never> },
   fn: (input: In, ctx: TaskContext, signal: AbortSignal) => PromiseLike<Ret>
-): Task<In, Out, unknown>
+): Task<In, Out | Extract<Ret, Handoff.Handoff>, unknown>
 export function promise<In, Out>(
   name: string,
   options: Options<In, Out>,

@@ -6,6 +6,7 @@
  */
 import { Context, Effect, Schema, Stream } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
+import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 
@@ -151,5 +152,49 @@ describe("Pipeline chain types", () => {
     >()
     // @ts-expect-error seeds of the wrong type
     Task.tryDefine(() => template.map([1, 2]))
+  })
+})
+
+describe("Handoff directives in a chain", () => {
+  interface Sample {
+    readonly prompt: string
+    readonly ok: boolean
+  }
+  const generate = Task.make("generate", (prompt: string) => Effect.succeed<Sample>({ prompt, ok: prompt !== "" }))
+  const validate = Task.make("validate", (row: Sample) =>
+    row.ok ?
+      Effect.succeed(row) :
+      Effect.succeed(Handoff.rewind("generate", { prompt: row.prompt, feedback: "warmer" }, { reason: "invalid" })))
+  const report = Task.sync("report", (row: Sample) => row.prompt.length)
+
+  it("a task returning Sample | Handoff keeps the directive in its own type, not in its output", () => {
+    expectTypeOf(validate).toEqualTypeOf<Task.Task<Sample, Sample | Handoff.Handoff, never, never>>()
+    expectTypeOf<Task.Output<typeof validate>>().toEqualTypeOf<Sample>()
+  })
+
+  it("the next task's Sample input accepts it, with the options first or last", () => {
+    const control = { edges: { validate: ["report", "end"] }, rewind: { validate: ["generate"] }, maxHandoffs: 3 }
+    expectTypeOf(Pipeline.make("gen", generate, validate, report, { control }))
+      .toEqualTypeOf<Pipeline.Template<string, number, never, never>>()
+    expectTypeOf(Pipeline.make("gen", { control }, generate, validate, report))
+      .toEqualTypeOf<Pipeline.Template<string, number, never, never>>()
+    // @ts-expect-error options last still check the chain
+    Task.tryDefine(() => Pipeline.make("bad-last", generate, report, validate, { control }))
+  })
+
+  it("a task that only hands off has output never, which any next task accepts", () => {
+    const skip = Task.sync("skip", (_: Sample) => Handoff.end(null, { reason: "done" }))
+    expectTypeOf<Task.Output<typeof skip>>().toEqualTypeOf<never>()
+    const t = Pipeline.make("skipper", generate, skip, report, { control: { edges: { skip: ["end"] } } })
+    expectTypeOf(t).toEqualTypeOf<Pipeline.Template<string, number, unknown, never>>()
+  })
+
+  it("a task with an output Schema may still return a directive", () => {
+    const checked = Task.make("checked", { output: Verdict }, (s: string) =>
+      s === "" ? Effect.succeed(Handoff.to("report")) : Effect.succeed(new Verdict({ label: "ham" })))
+    expectTypeOf<Task.Output<typeof checked>>().toEqualTypeOf<Verdict>()
+    const sync = Task.sync("checked-sync", { output: Label }, (s: string) =>
+      s === "" ? Handoff.end() : { label: "spam" as const })
+    expectTypeOf<Task.Output<typeof sync>>().toEqualTypeOf<{ readonly label: "spam" | "ham" }>()
   })
 })

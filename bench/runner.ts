@@ -76,7 +76,7 @@ const poolLayer = Pool.layer([
 ])
 
 const runWith = (
-  template: Pipeline.AnyTemplate,
+  template: Pipeline.Template<any, any, any, never>,
   store: Layer.Layer<import("../src/services/Store.js").Store, unknown>,
   n: number,
   options: Runner.RunOptions = {}

@@ -17,7 +17,7 @@
  *
  * @internal
  */
-import { Effect, Either, Exit, Option } from "effect"
+import { Duration, Effect, Either, Exit, Option } from "effect"
 import * as Control from "../../../domain/Control.js"
 import { BudgetExceeded, HandoffRefused, type StoreUnavailable } from "../../../domain/Errors.js"
 import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
@@ -30,10 +30,10 @@ import type { CheckpointUnit, NewArtifact } from "../../Store.js"
 import { controlOf, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
-import { Duration } from "effect"
 import type { PipelineId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+type TraversalWrite = NonNullable<CheckpointUnit["traversal"]>
 
 /**
  * Where a controlled pipeline starts: its durable traversal state, the decoded input of its
@@ -101,7 +101,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   const holder: SlotHold = emptyHold()
 
   /** Commits `unit` with the traversal moving to `next` (version-checked), then adopts it. */
-  const commit = (unit: CheckpointUnit, next: Traversal.VisitState, extra?: Partial<Traversal.TraversalWrite>) =>
+  const commit = (unit: CheckpointUnit, next: Traversal.VisitState, extra?: Partial<TraversalWrite>) =>
     Effect.map(
       Effect.uninterruptible(store.checkpoint({
         ...unit,
@@ -303,7 +303,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       let nextInput: unknown
       if (t.operation === "retryAll") {
         entrySeq = -1
-        entryAddress = Traversal.address(pipelineId, -1, 0)
+        entryAddress = vs.seed
         nextInput = seedInput(spec)
       } else if (Option.isNone(t.value)) {
         entryAddress = pending.input

@@ -335,8 +335,7 @@ export const refuseDirective = (spec: AnySpec, seq: number, directive: Handoff):
  *
  * @internal
  */
-export const controlOf = (template: Pipeline.AnyTemplate): Control.ResolvedControl | undefined =>
-  (template as { readonly control?: Control.ResolvedControl | undefined }).control
+export const controlOf = (template: Pipeline.AnyTemplate): Control.ResolvedControl | undefined => template.control
 
 /**
  * The verdict on a failed attempt: its error (`undefined` when it was interrupted), the retry

@@ -184,6 +184,32 @@ export const SourceSection = Schema.Struct({
   repeats: opt(PositiveInt)
 }).annotations({ identifier: "SourceSection" })
 
+/** A task as a control block addresses it: its unique name or its seq. */
+const TaskRef = Schema.Union(
+  Schema.String,
+  Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({ message: () => "a seq is an integer >= 0" })
+).annotations({ identifier: "TaskRef", description: "a task's unique name or its seq (0-based position)" })
+
+/**
+ * The `pipeline.control` section: the declared handoffs (`edges`: `{ source: [later targets or
+ * "end"] }`), rewinds (`rewind`: `{ source: [earlier targets] }`), `retryAll` sources and the
+ * loop budget `maxHandoffs` (a positive integer, required with `rewind`/`retryAll`). The Schema
+ * checks the shape; the loader resolves the names and seqs against the chain with
+ * `Control.resolve` and reports each problem at its `pipeline.control.*` path.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ControlSection = Schema.Struct({
+  edges: opt(Schema.Record({ key: Schema.String, value: Schema.Array(TaskRef) })),
+  rewind: opt(Schema.Record({ key: Schema.String, value: Schema.Array(TaskRef) })),
+  retryAll: opt(Schema.Array(TaskRef)),
+  maxHandoffs: opt(PositiveInt)
+}).annotations({
+  identifier: "ControlSection",
+  description: "declared handoffs (edges), rewinds, retryAll sources and the loop budget (maxHandoffs)"
+})
+
 const makeExperiment = <A, I>(task: Schema.Schema<TaskSection<A>, TaskSectionEncoded<I>>, identifier: string) =>
   Schema.Struct({
     $schema: opt(Schema.String),
@@ -194,6 +220,7 @@ const makeExperiment = <A, I>(task: Schema.Schema<TaskSection<A>, TaskSectionEnc
       resource: opt(Schema.String),
       tags: opt(JsonRecord),
       includeCode: opt(Schema.Boolean),
+      control: opt(ControlSection),
       tasks: Schema.NonEmptyArray(task)
     }).annotations({ identifier: "PipelineSection" }),
     source: SourceSection,

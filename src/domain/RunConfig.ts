@@ -111,6 +111,13 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
   staleAfter: duration,
   /** A leaked lease fails its task with `LeaseLeakError` instead of being reclaimed quietly. */
   strictLeases: Schema.Boolean,
+  /**
+   * Ceiling on the control transitions (handoffs, rewinds, retry-alls) of each pipeline that
+   * declares `control` (default 1000): the effective limit is the smaller of this and the
+   * pipeline's `control.maxHandoffs` (`Control.effectiveLimit`), so a run can lower a
+   * pipeline's budget, never raise it.
+   */
+  maxHandoffs: PositiveInt,
   /** Stop admitting after this many failed pipelines (best effort). */
   stopAfterFailures: PositiveInt,
   /** Stop admitting after this much wall time. */
@@ -226,6 +233,7 @@ export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, Co
     grace: d.grace ?? Duration.seconds(5),
     staleAfter: d.staleAfter ?? Duration.seconds(30),
     strictLeases: d.strictLeases ?? false,
+    maxHandoffs: d.maxHandoffs ?? 1000,
     stopAfterFailures: d.stopAfterFailures,
     stopAfter: d.stopAfter,
     handleSignals: d.handleSignals ?? true,
@@ -258,6 +266,7 @@ export const toJson = (config: RunConfig): Record<string, unknown> => ({
   graceMs: Duration.toMillis(config.grace),
   staleAfterMs: Duration.toMillis(config.staleAfter),
   strictLeases: config.strictLeases,
+  maxHandoffs: config.maxHandoffs,
   stopAfterFailures: config.stopAfterFailures ?? null,
   stopAfterMs: config.stopAfter === undefined ? null : Duration.toMillis(config.stopAfter),
   handleSignals: config.handleSignals,

@@ -111,3 +111,22 @@ describe("RunConfig: one Schema", () => {
     assert.notProperty(c, "registry")
   })
 })
+
+describe("RunConfig.maxHandoffs (issue 13)", () => {
+  it("defaults to 1000 and is recorded on the run", () => {
+    assert.strictEqual(Either.getOrThrow(RunConfig.resolve()).maxHandoffs, 1000)
+    const c = Either.getOrThrow(RunConfig.resolve({ maxHandoffs: 5 }))
+    assert.strictEqual(c.maxHandoffs, 5)
+    assert.strictEqual(RunConfig.toJson(c)["maxHandoffs"], 5)
+  })
+
+  it("is a positive integer: 0, negatives, fractions, booleans and strings are refused at run.maxHandoffs", () => {
+    for (const bad of [0, -1, 2.5, true, "3", Number.POSITIVE_INFINITY]) {
+      const r = RunConfig.resolve({ maxHandoffs: bad as number })
+      assert.isTrue(Either.isLeft(r), String(bad))
+      const issues = Either.isLeft(r) ? r.left.issues : []
+      assert.deepStrictEqual(issues.map((i) => i.path), ["run.maxHandoffs"])
+      assert.match(issues[0]!.message, /integer|Expected number/)
+    }
+  })
+})

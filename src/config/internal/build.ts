@@ -8,6 +8,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Chunk, Effect, Either, Stream } from "effect"
 import { type ExperimentDefinition as Definition, FANOUT } from "../Config.js"
+import * as Control from "../../domain/Control.js"
 import { ConfigError, type ConfigIssue, PipelineBuildError } from "../../domain/Errors.js"
 import type { Json } from "../../domain/Json.js"
 import type { AlgorithmInput } from "../../domain/Lease.js"
@@ -34,7 +35,7 @@ import * as Plugins from "../../layers/internal/plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
 
 import type { Experiment, Format, SourceSpec } from "../Experiment.js"
-import { closest, issue } from "./issues.js"
+import { closest, formatPath, issue } from "./issues.js"
 import { KEY_SCAN_FULL_MAX_BYTES, KEY_SCAN_HEAD_ROWS, KEY_SCAN_LARGE_ROWS, sourceSize } from "./sources.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -526,9 +527,22 @@ export const build = (
     const resolvedRun = RunConfig.resolve(run)
     if (Either.isLeft(resolvedRun)) issues.push(...resolvedRun.left.issues)
     if (!allBuilt || tasks.length === 0) return undefined
+    let control: Control.ResolvedControl | undefined
+    if (def.pipeline.control !== undefined) {
+      // names and seqs resolve against the built chain; each problem at its own field path
+      const resolved = Control.resolve(tasks.map((t) => t.name), def.pipeline.control)
+      if (Either.isLeft(resolved)) {
+        for (const i of resolved.left) {
+          issues.push(issue(formatPath(["pipeline", "control", ...i.path]), i.message, i.suggestion))
+        }
+        return undefined
+      }
+      control = resolved.right
+    }
     const options: Pipeline.MakeOptions = {
       ...(def.pipeline.tags !== undefined ? { tags: def.pipeline.tags as Task.JsonObject } : {}),
-      ...(def.pipeline.includeCode !== undefined ? { includeCode: def.pipeline.includeCode } : {})
+      ...(def.pipeline.includeCode !== undefined ? { includeCode: def.pipeline.includeCode } : {}),
+      ...(control !== undefined ? { control: def.pipeline.control as Control.ControlDecl } : {})
     }
     const template = attempt(
       () => (Pipeline.make as unknown as (name: string, ...args: Array<unknown>) => Pipeline.AnyTemplate)(def.pipeline.name, options, ...tasks),

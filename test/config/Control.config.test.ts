@@ -1,0 +1,158 @@
+/**
+ * Issue 13: `pipeline.control` and `run.maxHandoffs` in JSON, TOML and YAML experiments:
+ * the same pipeline (and spec digest) as `Pipeline.make(..., { control })` in code, and every
+ * problem reported at its field path (a ConfigError: exit 2).
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as TOML from "smol-toml"
+import * as YAML from "yaml"
+import * as Experiment from "../../src/config/internal/experiment.js"
+import { type ConfigError, isConfigFamily } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import { echo } from "../../src/tasks/Mock.js"
+
+const issuesOf = (e: ConfigError) => e.issues.map((i) => `${i.path}: ${i.message}${i.suggestion ? ` | ${i.suggestion}` : ""}`)
+
+const writeAll = (dir: string, name: string, value: Record<string, unknown>): Record<"json" | "yaml" | "toml", string> => {
+  const files = {
+    json: path.join(dir, `${name}.json`),
+    yaml: path.join(dir, `${name}.yaml`),
+    toml: path.join(dir, `${name}.toml`)
+  }
+  fs.writeFileSync(files.json, JSON.stringify(value, null, 2))
+  fs.writeFileSync(files.yaml, YAML.stringify(value))
+  fs.writeFileSync(files.toml, TOML.stringify(value))
+  return files
+}
+
+const experiment = (control: unknown, run: Record<string, unknown> = {}) => ({
+  run,
+  pipeline: {
+    name: "gen",
+    tasks: [{ use: "echo", name: "generate" }, { use: "echo", name: "validate" }, { use: "echo", name: "report" }],
+    control
+  },
+  source: { range: { n: 2 } }
+})
+
+const named = (name: string) => Task.withOverrides(echo, { name })
+const inCode = (control: Pipeline.MakeOptions["control"]) =>
+  Pipeline.make("gen", named("generate"), named("validate"), named("report"), { control })
+
+describe("pipeline.control in experiment files", () => {
+  it.effect("JSON, YAML and TOML build the same pipeline as the control option in code (names or seqs)", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const control = { edges: { validate: ["report", "end"] }, rewind: { validate: ["generate"] }, maxHandoffs: 3 }
+      const expected = inCode(control)
+      const files = writeAll(dir, "gen", experiment(control, { maxHandoffs: 50 }))
+      for (const [format, file] of Object.entries(files)) {
+        const e = yield* Experiment.load(file)
+        assert.strictEqual(e.template.specDigest, expected.specDigest, format)
+        assert.strictEqual(e.template.control?.maxHandoffs, 3, format)
+        assert.strictEqual(e.run.maxHandoffs, 50, format)
+        const d = e.describe() as any
+        assert.deepStrictEqual(d.pipeline.control, {
+          edges: ["validate(1) → report(2)", "validate(1) → end"],
+          rewind: ["validate(1) → generate(0)"],
+          retryAll: [],
+          maxHandoffs: 3,
+          backward: true
+        }, format)
+        assert.strictEqual(d.run.maxHandoffs, 50, format)
+      }
+      const bySeq = writeAll(dir, "seq", experiment({ edges: { "1": [2, "end"] }, rewind: { "1": [0] }, maxHandoffs: 3 }))
+      for (const file of Object.values(bySeq)) {
+        assert.strictEqual((yield* Experiment.load(file)).template.specDigest, expected.specDigest)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a file without control keeps the plain digest; run.maxHandoffs defaults to 1000", () =>
+    Effect.gen(function*() {
+      const e = yield* Experiment.fromDefinition({
+        pipeline: { name: "gen", tasks: [{ use: "echo", name: "generate" }] },
+        source: { range: { n: 1 } }
+      })
+      assert.isUndefined(e.template.control)
+      assert.strictEqual(e.template.specDigest, Pipeline.make("gen", named("generate")).specDigest)
+      assert.isUndefined((e.describe() as any).pipeline.control)
+      assert.strictEqual((e.describe() as any).run.maxHandoffs, 1000)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("shape problems are refused by the Schema with pipeline.control.* paths and did-you-mean", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const files = writeAll(dir, "bad", experiment({ edges: { validate: ["report"] }, retry_all: ["report"], maxHandoff: 2 }))
+      for (const [format, file] of Object.entries(files)) {
+        const error = yield* Effect.flip(Experiment.load(file))
+        assert.isTrue(isConfigFamily(error), "a config error: exit 2")
+        assert.deepStrictEqual(issuesOf(error), [
+          `pipeline.control.retry_all: unknown key "retry_all" | did you mean retryAll?`,
+          `pipeline.control.maxHandoff: unknown key "maxHandoff" | did you mean maxHandoffs?`
+        ], format)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("maxHandoffs: true, \"3\", 0 and negatives are refused at pipeline.control.maxHandoffs", () =>
+    Effect.gen(function*() {
+      for (const bad of [true, "3", 0, -1, 2.5]) {
+        const error = yield* Effect.flip(Experiment.fromDefinition(experiment({ retryAll: ["report"], maxHandoffs: bad }) as never))
+        const lines = issuesOf(error)
+        assert.strictEqual(lines.length, 1, `${JSON.stringify(bad)}: ${lines.join("\n")}`)
+        assert.match(lines[0]!, /^pipeline\.control\.maxHandoffs: /)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resolution problems come from Control.resolve, each at its pipeline.control.* path", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const files = writeAll(dir, "bad", experiment({
+        edges: { validate: ["generate", "reprot"], report: ["end"] },
+        rewind: { generate: ["report"] }
+      }))
+      for (const [format, file] of Object.entries(files)) {
+        const error = yield* Effect.flip(Experiment.load(file))
+        assert.deepStrictEqual(issuesOf(error), [
+          `pipeline.control.edges.validate[0]: edges go strictly forward: "generate" (seq 0) is not after "validate" (seq 1) (declare going back in rewind)`,
+          `pipeline.control.edges.validate[1]: unknown task "reprot" (the tasks are "generate", "validate", "report") | did you mean "report"?`,
+          `pipeline.control.edges.report[0]: "end" from the last task "report" (seq 2) changes nothing`,
+          `pipeline.control.rewind.generate[0]: rewind goes strictly back: "report" (seq 2) is not before "generate" (seq 0) (declare going forward in edges)`,
+          "pipeline.control.maxHandoffs: maxHandoffs is required when rewind or retryAll is declared (the loop budget)"
+        ], format)
+      }
+      const noBackward = yield* Effect.flip(
+        Experiment.fromDefinition(experiment({ edges: { generate: ["report"] }, maxHandoffs: 3 }) as never)
+      )
+      assert.deepStrictEqual(issuesOf(noBackward), [
+        "pipeline.control.maxHandoffs: control: maxHandoffs requires backward operations"
+      ])
+      const repeated = yield* Effect.flip(Experiment.fromDefinition({
+        pipeline: {
+          name: "r",
+          tasks: [{ use: "echo", name: "ask" }, { use: "echo", name: "judge" }, { use: "echo", name: "ask" }],
+          control: { edges: { judge: ["ask"] } }
+        },
+        source: { range: { n: 1 } }
+      } as never))
+      assert.deepStrictEqual(issuesOf(repeated), [
+        `pipeline.control.edges.judge[0]: task name "ask" is used by seqs 0, 2: address the task by its seq`
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("run.maxHandoffs is a positive integer, reported at run.maxHandoffs", () =>
+    Effect.gen(function*() {
+      for (const bad of [0, -3, 1.5, "10", false]) {
+        const error = yield* Effect.flip(Experiment.fromDefinition(
+          experiment({ retryAll: ["report"], maxHandoffs: 2 }, { maxHandoffs: bad }) as never
+        ))
+        const paths = error.issues.map((i) => i.path)
+        assert.deepStrictEqual([...new Set(paths)], ["run.maxHandoffs"], JSON.stringify(bad))
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

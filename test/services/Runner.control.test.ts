@@ -4,7 +4,7 @@
  * recovery table, the store-capability refusal, and plain pipelines unchanged.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import type { PipelineId } from "../../src/domain/Ids.js"
@@ -378,11 +378,12 @@ describe("Runner with control: attempt numbers and recovery", () => {
     Effect.gen(function*() {
       const seen: Array<[number, number]> = []
       let hang = true
+      const started = yield* Deferred.make<void>()
       const gen = Task.sync("gen", (n: number) => n)
       const slow = Task.make("slow", (n: number, ctx) =>
         Effect.suspend(() => {
           seen.push([ctx.visit, ctx.attempt])
-          return hang ? Effect.as(Effect.never, n) : Effect.succeed(n)
+          return hang && ctx.visit === 1 ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(n)
         }))
       const judge = Task.sync("judge", (n: number, ctx) => ctx.visit === 0 ? Handoff.rewind("slow", n) : n)
       const template = Pipeline.fromTasks("reserve", [gen, slow, judge], {
@@ -390,11 +391,14 @@ describe("Runner with control: attempt numbers and recovery", () => {
       })
       const spec = template.bind(1)
       const runner = yield* Runner.Runner
-      // first run: slow's revisit (visit 1, attempt 1) hangs; the run is cut off (as by a kill)
+      // first run: slow's revisit (visit 1, attempt 1) hangs; the run is cut off while it runs
       yield* Effect.scoped(Effect.gen(function*() {
-        yield* runner.start([spec])
-        yield* TestClock.adjust("1 second")
-        while (seen.length < 2) yield* Effect.yieldNow()
+        const handle = yield* runner.start([spec])
+        const first = yield* Effect.raceFirst(
+          Effect.as(Deferred.await(started), "started" as const),
+          Effect.as(handle.await, "ended" as const)
+        )
+        assert.strictEqual(first, "started")
       }))
       assert.deepStrictEqual(seen, [[0, 1], [1, 1]])
       const before = yield* visitState(spec.pipelineId)

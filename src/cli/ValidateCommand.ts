@@ -44,6 +44,23 @@ const text = (experiment: Experiment.Experiment): string => {
     }
   }
   taskLines(p["tasks"] as Array<Record<string, any>>, 0)
+  // The declared control flow (issue 13): each allowed transition, and the loop budget with the
+  // run's ceiling (the smaller one applies).
+  const control = p["control"] as Record<string, any> | undefined
+  if (control !== undefined) {
+    const ceiling = d["run"]?.["maxHandoffs"] as number | undefined
+    const declared = control["maxHandoffs"] as number | null
+    lines.push(
+      declared === null
+        ? `control: forward only, at most ${ceiling ?? "-"} handoffs per pipeline (run.maxHandoffs)`
+        : `control: maxHandoffs ${declared}, run.maxHandoffs ${ceiling ?? "-"}: at most ${
+          ceiling === undefined ? declared : Math.min(declared, ceiling)
+        } transitions per pipeline`
+    )
+    for (const e of control["edges"] as Array<string>) lines.push(`  edge ${e}`)
+    for (const r of control["rewind"] as Array<string>) lines.push(`  rewind ${r}`)
+    for (const s of control["retryAll"] as Array<string>) lines.push(`  retryAll from ${s}`)
+  }
   for (const pool of d["pools"] as Array<Record<string, any>>) {
     lines.push(`pool ${pool["name"]}: algorithm ${JSON.stringify(pool["algorithm"])}`)
     for (const r of pool["resources"] as Array<Record<string, any>>) {

@@ -356,10 +356,18 @@ const matchesOn = (policy: RetryPolicy, error: unknown, errorClass: ErrorClass):
   return policy.on.some((entry) => entry === type || entry === name || entry === errorClass)
 }
 
-const isFatalError = (u: unknown): boolean => Predicate.isTagged(u, "FatalError")
+/**
+ * Failures that are final whatever the policy says, even when named in `on`: a declared
+ * `FatalError`, a refused control-flow directive (`HandoffRefused`) and a spent handoff budget
+ * (`BudgetExceeded`): retrying them would only repeat the same refusal.
+ */
+const finalTags: ReadonlySet<string> = new Set(["FatalError", "HandoffRefused", "BudgetExceeded"])
+
+const isFatalError = (u: unknown): boolean => Predicate.hasProperty(u, "_tag") && finalTags.has(u._tag as string)
 
 const retryableWithClass = (policy: RetryPolicy, error: unknown, errorClass: ErrorClass): boolean => {
-  // Cancellation and a declared FatalError are final whatever the policy says.
+  // Cancellation, a declared FatalError and a refused or over-budget handoff are final
+  // whatever the policy says.
   if (errorClass === "cancelled" || isFatalError(error)) return false
   if (matchesOn(policy, error, errorClass)) return true
   if (policy.retryClassified && retryableClasses.has(errorClass)) return true
@@ -369,7 +377,8 @@ const retryableWithClass = (policy: RetryPolicy, error: unknown, errorClass: Err
 
 /**
  * Whether the policy would retry this failure (ignoring the attempt count and the time
- * budget). Cancellation and a `FatalError` are never retryable; an `on` entry matching the
+ * budget). Cancellation, a `FatalError`, a `HandoffRefused` and a `BudgetExceeded` are never
+ * retryable (not even when named in `on`); an `on` entry matching the
  * error's `_tag`, `name` or class makes it retryable; otherwise the classified retryable
  * classes when `retryClassified`, and `unknown` when `retryUnknown`. `invalid` and `fatal` are
  * declined unless named in `on`.

@@ -31,6 +31,7 @@ export type {
   Branches,
   CollectedOutputOf,
   FanoutOptions,
+  HandoffErrorOf,
   InputOf,
   OnError,
   OutputOf

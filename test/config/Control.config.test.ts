@@ -155,4 +155,54 @@ describe("pipeline.control in experiment files", () => {
         assert.deepStrictEqual([...new Set(paths)], ["run.maxHandoffs"], JSON.stringify(bad))
       }
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("3.0 (a float literal, which parses as 3) is refused in JSON, YAML and TOML, at its path", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const texts: Record<string, string> = {
+        "f.json": JSON.stringify(experiment({ retryAll: ["report"], maxHandoffs: 3 }, { maxHandoffs: 10 }), null, 2)
+          .replace(`"maxHandoffs": 3`, `"maxHandoffs": 3.0`)
+          .replace(`"maxHandoffs": 10`, `"maxHandoffs": 1e1`),
+        "f.yaml": YAML.stringify(experiment({ retryAll: ["report"], maxHandoffs: 3 }, { maxHandoffs: 10 }))
+          .replace("maxHandoffs: 3", "maxHandoffs: 3.0")
+          .replace("maxHandoffs: 10", "maxHandoffs: 1e1"),
+        "f.toml": [
+          "[run]",
+          "maxHandoffs = 1e1",
+          "[pipeline]",
+          "name = \"gen\"",
+          "control = { retryAll = [\"report\"], maxHandoffs = 3.0 }",
+          "[[pipeline.tasks]]",
+          "use = \"echo\"",
+          "name = \"report\"",
+          "[source.range]",
+          "n = 1"
+        ].join("\n"),
+        "g.toml": [
+          "[pipeline]",
+          "name = \"gen\"",
+          "[[pipeline.tasks]]",
+          "use = \"echo\"",
+          "name = \"report\"",
+          "[pipeline.control]",
+          "retryAll = [\"report\"]",
+          "maxHandoffs = 3.0 # a float",
+          "[source.range]",
+          "n = 1"
+        ].join("\n")
+      }
+      for (const [name, text] of Object.entries(texts)) {
+        const file = path.join(dir, name)
+        fs.writeFileSync(file, text)
+        const error = yield* Effect.flip(Experiment.load(file))
+        const expected = [
+          ...(name === "g.toml" ? [] : ["run.maxHandoffs: maxHandoffs must be an integer, got the float 1e1 | write 10"]),
+          "pipeline.control.maxHandoffs: maxHandoffs must be an integer, got the float 3.0 | write 3"
+        ]
+        assert.deepStrictEqual(issuesOf(error).sort(), expected.sort(), name)
+      }
+      // written as an integer, the same files load
+      fs.writeFileSync(path.join(dir, "ok.toml"), texts["g.toml"]!.replace("3.0", "3"))
+      assert.strictEqual((yield* Experiment.load(path.join(dir, "ok.toml"))).template.control?.maxHandoffs, 3)
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -117,7 +117,12 @@ export const isUnder = (p: string, root: string): boolean =>
 
 export const check = (
   raw: unknown,
-  ctx: { readonly file: string; readonly format: Format; readonly baseDir: string },
+  ctx: {
+    readonly file: string
+    readonly format: Format
+    readonly baseDir: string
+    readonly literalIssues?: ReadonlyArray<ConfigIssue> | undefined
+  },
   options: LoadOptions
 ): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
@@ -136,6 +141,7 @@ export const check = (
     const schema = (ctx.format === "module" ? ExperimentDefinition : ExperimentFile) as unknown as Schema.Schema<Definition, unknown>
     const strict = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(expanded)
     if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, expanded))
+    issues.push(...(ctx.literalIssues ?? []))
     const lenient = Either.isRight(strict)
       ? strict
       : Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })(expanded)

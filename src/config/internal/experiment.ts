@@ -19,7 +19,7 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, type Either, Option, type Stream } from "effect"
-import type { ConfigError } from "../../domain/Errors.js"
+import type { ConfigError, ConfigIssue } from "../../domain/Errors.js"
 import type { Json } from "../../domain/Json.js"
 import type * as Pipeline from "../../domain/Pipeline.js"
 import * as RunConfig from "../../domain/RunConfig.js"
@@ -225,6 +225,11 @@ export interface RawExperiment {
   readonly baseDir: string
   /** The parsed document (or a module's default export), not yet decoded. */
   readonly raw: unknown
+  /**
+   * Problems only the text shows (an integer field written as a float literal, `3.0`, which
+   * parses as the number 3), reported with the Schema's by `load`.
+   */
+  readonly literalIssues?: ReadonlyArray<ConfigIssue> | undefined
 }
 
 /**
@@ -254,7 +259,10 @@ export const load = (
   file: string,
   options: LoadOptions = {}
 ): Effect.Effect<Experiment, ConfigError, FileSystem.FileSystem> =>
-  Effect.flatMap(read(file), ({ baseDir, file: abs, format, raw }) => check(raw, { file: abs, baseDir, format }, options))
+  Effect.flatMap(
+    read(file),
+    ({ baseDir, file: abs, format, literalIssues, raw }) => check(raw, { file: abs, baseDir, format, literalIssues }, options)
+  )
 
 /**
  * Checks and builds an experiment from an in-code definition (what a TypeScript experiment

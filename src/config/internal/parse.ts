@@ -15,6 +15,7 @@ import * as Plugins from "../../layers/internal/plugins.js"
 
 import type { Format, RawExperiment } from "../Experiment.js"
 import { failWith, formatPath, isRecord, issue } from "./issues.js"
+import { floatLiteralIssues } from "./literals.js"
 
 // ---------------------------------------------------------------------------------------------
 // Parsing
@@ -165,6 +166,6 @@ export const read = (file: string): Effect.Effect<RawExperiment, ConfigError, Fi
       const located = parsed.left.issues.some((i) => i.line !== undefined)
       return yield* (located ? parsed.left : failWith(abs, parsed.left.issues))
     }
-    return { file: abs, format, baseDir, raw: parsed.right }
+    return { file: abs, format, baseDir, raw: parsed.right, literalIssues: floatLiteralIssues(text, format) }
   })
 

@@ -20,7 +20,8 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Either, Predicate } from "effect"
-import { classify, ConfigError, type ConfigIssue, type ErrorClass, errorTypeOf } from "../../domain/Errors.js"
+import { classify, ConfigError, type ConfigIssue, type ErrorClass, errorTypeOf, HandoffRefused } from "../../domain/Errors.js"
+import { type Handoff, isHandoff } from "../../domain/Handoff.js"
 import { messageOf } from "../../domain/internal/errors.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
 import type { AcquireOptions } from "../../domain/Lease.js"
@@ -113,6 +114,20 @@ export type InputOf<T extends ReadonlyArray<Task.Any>> = T[number] extends Task.
  * @category type-level
  */
 export type OutputOf<T extends ReadonlyArray<Task.Any>> = { readonly [name: string]: Task.Output<T[number]> }
+
+/**
+ * The extra error of a group whose branches may return a `Handoff` directive: such a
+ * directive is refused with a fatal {@link HandoffRefused} (a group is one step, so a control
+ * transition cannot belong to one of its concurrent branches). `never` when no branch's type
+ * includes a directive.
+ *
+ * @since 0.1.0
+ * @category type-level
+ */
+export type HandoffErrorOf<T extends ReadonlyArray<Task.Any>> = [
+  Extract<T[number] extends Task.Task<any, infer O, any, any> ? O : never, Handoff>
+] extends [never] ? never
+  : HandoffRefused
 
 /**
  * The output of a group with `onError: "collect"`.
@@ -247,6 +262,9 @@ const describeFailure = (e: unknown): BranchFailure => ({
  * - with `onError: "raise"` fails with the first branch failure (the others are interrupted,
  *   their scoped leases released); with `"collect"` returns a {@link BranchFailure} for each
  *   failed branch and never fails (defects and interruptions still propagate);
+ * - refuses a branch that returns a `Handoff` directive, in both modes: the group fails with a
+ *   fatal {@link HandoffRefused} naming the group and the branch (never retried, never
+ *   collected; a nested group's refusal propagates through a collecting parent too);
  * - retries as a whole, with `retry` or {@link mostPermissiveRetry} of the children;
  * - declares `resource`, `algorithm` and `timeout` only when every child declares the same
  *   (a shared custom algorithm known only through the children's `version` is declared only
@@ -263,16 +281,16 @@ const describeFailure = (e: unknown): BranchFailure => ({
  */
 export function fanout<const T extends Branches>(
   ...tasks: T
-): Task.Task<InputOf<T>, OutputOf<T>, Task.Error<T[number]>, Task.Context<T[number]>>
+): Task.Task<InputOf<T>, OutputOf<T>, Task.Error<T[number]> | HandoffErrorOf<T>, Task.Context<T[number]>>
 export function fanout<const T extends Branches>(
   ...args: [...T, FanoutOptions & { readonly onError: "collect" }]
-): Task.Task<InputOf<T>, CollectedOutputOf<T>, never, Task.Context<T[number]>>
+): Task.Task<InputOf<T>, CollectedOutputOf<T>, HandoffErrorOf<T>, Task.Context<T[number]>>
 export function fanout<const T extends Branches>(
   ...args: [...T, FanoutOptions & { readonly onError?: "raise" | undefined }]
-): Task.Task<InputOf<T>, OutputOf<T>, Task.Error<T[number]>, Task.Context<T[number]>>
+): Task.Task<InputOf<T>, OutputOf<T>, Task.Error<T[number]> | HandoffErrorOf<T>, Task.Context<T[number]>>
 export function fanout<const T extends Branches>(
   ...args: [...T, FanoutOptions]
-): Task.Task<InputOf<T>, CollectedOutputOf<T>, Task.Error<T[number]>, Task.Context<T[number]>>
+): Task.Task<InputOf<T>, CollectedOutputOf<T>, Task.Error<T[number]> | HandoffErrorOf<T>, Task.Context<T[number]>>
 export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
   const issues: Array<ConfigIssue> = []
   const last = args[args.length - 1]
@@ -349,12 +367,23 @@ export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
   }
   const names = children.map((c) => c.name)
   const collect = onError === "collect"
+  const refuse = (child: Task.Any, directive: Handoff): HandoffRefused =>
+    new HandoffRefused({
+      message: `fanout "${name}": branch "${child.name}" returned ${
+        String(directive)
+      }, but a fanout branch cannot hand off (the group is one step, so a control transition cannot belong to one of its concurrent branches): return the directive from a task of its own, after the group`,
+      task: name
+    })
   return Task.make(name, groupOptions, (input: unknown, ctx) => {
     const branches = children.map((child) => {
       const run = Effect.suspend(() => child.run(input, branchContext(ctx, child)))
       return collect ?
-        Effect.map(Effect.either(run), (e) => (Either.isRight(e) ? e.right : describeFailure(e.left))) :
-        run
+        Effect.flatMap(Effect.either(run), (e): Effect.Effect<unknown, HandoffRefused> =>
+          Either.isRight(e) ?
+            (isHandoff(e.right) ? Effect.fail(refuse(child, e.right)) : Effect.succeed(e.right)) :
+            // a nested group's refusal is a definition error, never a collected branch failure
+            e.left instanceof HandoffRefused ? Effect.fail(e.left) : Effect.succeed(describeFailure(e.left))) :
+        Effect.flatMap(run, (v) => (isHandoff(v) ? Effect.fail(refuse(child, v)) : Effect.succeed(v)))
     })
     return Effect.map(
       Effect.all(branches, { concurrency: "unbounded" }),

@@ -102,15 +102,12 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
 
   /** Commits `unit` with the traversal moving to `next` (version-checked), then adopts it. */
   const commit = (unit: CheckpointUnit, next: Traversal.VisitState, extra?: Partial<TraversalWrite>) =>
-    Effect.map(
-      Effect.uninterruptible(store.checkpoint({
-        ...unit,
-        traversal: { expectedVersion: vs.version, state: next, ...extra }
-      })),
+    Effect.uninterruptible(Effect.map(
+      store.checkpoint({ ...unit, traversal: { expectedVersion: vs.version, state: next, ...extra } }),
       () => {
         vs = next
       }
-    )
+    ))
 
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()

@@ -57,12 +57,13 @@ export const isTerminalPipelineState = (state: PipelineState): boolean =>
   state === "succeeded" || state === "failed" || state === "interrupted"
 
 /**
- * State of one task run (one row per execution of one task of one pipeline).
+ * State of one task run (one row per execution of one task of one pipeline). `handed_off`:
+ * the task returned a control directive (a handoff), committed with its transition.
  *
  * @since 0.1.0
  * @category models
  */
-export const TaskState = Schema.Literal("running", "succeeded", "failed", "interrupted", "skipped")
+export const TaskState = Schema.Literal("running", "succeeded", "failed", "interrupted", "skipped", "handed_off")
 
 /**
  * @since 0.1.0
@@ -71,12 +72,12 @@ export const TaskState = Schema.Literal("running", "succeeded", "failed", "inter
 export type TaskState = typeof TaskState.Type
 
 /**
- * Outcome of one attempt of a task.
+ * Outcome of one attempt of a task. `handed_off`: the attempt returned a control directive.
  *
  * @since 0.1.0
  * @category models
  */
-export const AttemptOutcome = Schema.Literal("succeeded", "failed", "timeout", "cancelled")
+export const AttemptOutcome = Schema.Literal("succeeded", "failed", "timeout", "cancelled", "handed_off")
 
 /**
  * @since 0.1.0
@@ -103,6 +104,18 @@ const NullableNumber = Schema.NullOr(Schema.Number)
 const StringArray = Schema.Array(Schema.String)
 const NullableRunId = Schema.NullOr(RunId)
 const NullablePipelineId = Schema.NullOr(PipelineId)
+/**
+ * The visit of a task, attempt or artifact row (which occurrence of its station it belongs to):
+ * 0 for the first entry, and for every row of a pipeline without `control`; missing in rows
+ * written before visits existed, which read as 0.
+ */
+const Visit = Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 0 })
+/**
+ * Whether a task or artifact row is part of the pipeline's current traversal (`true`), or
+ * history superseded by a rewind, a retry-all or a restart (`false`). Rows written before
+ * visits existed read as `true`.
+ */
+const Active = Schema.optionalWith(Schema.Boolean, { default: () => true })
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -199,7 +212,9 @@ export class TaskRecord extends Schema.Class<TaskRecord>("assay/TaskRecord")({
   errorType: NullableString,
   errorMessage: NullableString,
   errorClass: NullableString,
-  leaseIds: StringArray
+  leaseIds: StringArray,
+  visit: Visit,
+  active: Active
 }) {}
 
 /**
@@ -226,7 +241,8 @@ export class AttemptRecord extends Schema.Class<AttemptRecord>("assay/AttemptRec
   leaseIds: StringArray,
   startedAt: Schema.Number,
   endedAt: Schema.Number,
-  durationMs: Schema.Number
+  durationMs: Schema.Number,
+  visit: Visit
 }) {}
 
 /**
@@ -255,7 +271,9 @@ export class ArtifactRecord extends Schema.Class<ArtifactRecord>("assay/Artifact
   blobRef: NullableString,
   isFinal: Schema.Boolean,
   available: Schema.Boolean,
-  createdAt: Schema.Number
+  createdAt: Schema.Number,
+  visit: Visit,
+  active: Active
 }) {}
 
 /**

@@ -67,6 +67,11 @@ export interface StoreStats {
   /** Attempts with `attemptNo > 1`. */
   readonly retries: number
   readonly events: number
+  /**
+   * Committed control transitions (handoff ledger rows); for a run, only those that run
+   * committed. 0 on a store without the traversal capability.
+   */
+  readonly handoffsTotal: number
   /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
   readonly latencyMs: Latency | null
   readonly resources: ReadonlyArray<ResourceRecord>
@@ -283,7 +288,10 @@ export type ReadError = StoreUnavailable | ConfigError
 export interface TaskStore {
   /** `"sqlite"`, `"memory"`, …: for messages and reports. */
   readonly kind: string
-  /** The feature level of the opened store (`"base"`). */
+  /**
+   * The feature level of the opened store, read when accessed: `"base"`, or `"visits-v1"` once
+   * a revisit (a station entered a second time) has been committed; it never goes back.
+   */
   readonly featureLevel: string
   /** Whether the store was opened read-only: every write fails with `StoreUnavailable`. */
   readonly readOnly: boolean
@@ -440,6 +448,10 @@ void _everyMember
  */
 export const readOnlyView = (store: TaskStore): TaskStore => {
   const view: Record<string, unknown> = {}
-  for (const key of TASK_STORE_MEMBERS) view[key] = store[key]
+  for (const key of TASK_STORE_MEMBERS) {
+    // the feature level can move while the store is open: read through
+    if (key === "featureLevel") Object.defineProperty(view, key, { get: () => store.featureLevel, enumerable: true })
+    else view[key] = store[key]
+  }
   return Object.freeze(view) as unknown as TaskStore
 }

@@ -345,3 +345,36 @@ export const seedReplay = (s: VisitState, nTasks: number): VisitState => ({
  * @category predicates
  */
 export const hasRevisit = (s: VisitState): boolean => s.counters.some((c) => c > 1)
+
+/**
+ * A traversal write refused because the stored state's version is not the one the write was
+ * based on (another writer moved the traversal, or the state is missing: `actual` null).
+ * Nothing of the refused checkpoint is written. The store fails the checkpoint with
+ * `StoreUnavailable` carrying this error as its `cause` (see {@link conflictOf}).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TraversalConflict extends Schema.TaggedError<TraversalConflict>("assay/TraversalConflict")(
+  "TraversalConflict",
+  {
+    pipelineId: Schema.String,
+    expected: Schema.Int,
+    actual: Schema.NullOr(Schema.Int),
+    message: Schema.String
+  }
+) {}
+
+/**
+ * The {@link TraversalConflict} behind a failed checkpoint, if that is why it failed.
+ *
+ * @param error - the error of a failed `checkpoint` (any value).
+ * @returns the conflict, or `undefined`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const conflictOf = (error: unknown): TraversalConflict | undefined => {
+  const cause = typeof error === "object" && error !== null ? (error as { readonly cause?: unknown }).cause : undefined
+  return cause instanceof TraversalConflict ? cause : undefined
+}

@@ -48,6 +48,10 @@ import type {
 import { makeWith, Store } from "../services/Store.js"
 import { PAGE_SIZE } from "../services/internal/store/shared.js"
 import { errorRowOf } from "../domain/TaskStore.js"
+import { HandoffRecord } from "../domain/Handoff.js"
+import * as Traversal from "../domain/Traversal.js"
+import type { TraversalWrite } from "../services/Store.js"
+import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../services/internal/store/traversal.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch } from "../services/internal/store/ops.js"
 import { artifactRecordOf, latencyOf, loadPayload } from "../services/internal/store/shared.js"
@@ -90,7 +94,11 @@ const pageStream = <A>(rows: () => ReadonlyArray<A>): Stream.Stream<A> =>
   )
 
 const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): TaskRecord =>
-  t instanceof TaskRecord ? t : trusted(TaskRecord, t)
+  t instanceof TaskRecord ?
+    t :
+    t.visit === undefined || t.active === undefined ?
+    trusted(TaskRecord, { ...t, visit: t.visit ?? 0, active: t.active ?? true }) :
+    trusted(TaskRecord, t)
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 const byCreated = (a: PipelineRecord, b: PipelineRecord) => a.createdAt - b.createdAt || cmp(a.pipelineId, b.pipelineId)
@@ -127,6 +135,11 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
     let nextAttemptId = 1
     let nextEventId = 1
     let nextArtifactId = 1
+    // the traversal capability: states by pipeline, the ledger, the feature level
+    const traversals = new Map<string, Traversal.VisitState>()
+    const ledger: Array<HandoffRecord> = []
+    let nextHandoffId = 1
+    let level: string = BASE_LEVEL
 
     const tx = <A>(f: () => A): Effect.Effect<A, StoreUnavailable> =>
       Effect.suspend(() =>
@@ -136,7 +149,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       )
 
     const insertAttempt = (a: NewAttempt) => {
-      attempts.push(trusted(AttemptRecord, { ...a, attemptId: nextAttemptId++ }))
+      attempts.push(trusted(AttemptRecord, { ...a, attemptId: nextAttemptId++, visit: a.visit ?? 0 }))
     }
     const insertEvent = (e: NewEvent) => {
       events.push(trusted(EventRecord, { ...e, eventId: nextEventId++ }))
@@ -159,13 +172,56 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       if (a.isFinal) clearFinal(a.pipelineId, artifactId)
       return record
     }
-    const latestAt = (pipelineId: string, seq: number): StoredArtifact | undefined => {
+    /** The latest active artifact at `seq` (or, with `visit`, the latest of that occurrence, active or not). */
+    const latestAt = (pipelineId: string, seq: number, visit?: number): StoredArtifact | undefined => {
       let best: StoredArtifact | undefined
       for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
         const a = artifacts.get(id)
-        if (a !== undefined && a.record.seq === seq && (best === undefined || id > best.record.artifactId)) best = a
+        if (
+          a !== undefined && a.record.seq === seq && (visit === undefined ? a.record.active : a.record.visit === visit) &&
+          (best === undefined || id > best.record.artifactId)
+        ) best = a
       }
       return best
+    }
+    const setFinal = (a: StoredArtifact) => {
+      if (!a.record.isFinal) {
+        artifacts.set(a.record.artifactId, { ...a, record: trusted(ArtifactRecord, { ...a.record, isFinal: true }) })
+      }
+      clearFinal(a.record.pipelineId, a.record.artifactId)
+    }
+    /** Task and artifact rows of stations `from..nTasks-1` become inactive history. */
+    const invalidate = (pipelineId: string, from: number, nTasks: number) => {
+      for (const [k, t] of tasks) {
+        if (t.pipelineId === pipelineId && t.seq >= from && t.active) tasks.set(k, trusted(TaskRecord, { ...t, active: false }))
+      }
+      for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
+        const a = artifacts.get(id)
+        if (a !== undefined && a.record.active && a.record.seq >= from && a.record.seq < nTasks) {
+          artifacts.set(id, { ...a, record: trusted(ArtifactRecord, { ...a.record, active: false }) })
+        }
+      }
+    }
+    /** Stores a traversal state; the first revisit moves the store to `visits-v1`. */
+    const putState = (pipelineId: string, state: Traversal.VisitState) => {
+      traversals.set(pipelineId, state)
+      if (level === BASE_LEVEL && needsVisits(state)) level = VISITS_LEVEL
+    }
+    /**
+     * The traversal part of a checkpoint, after the version check: the unit's rows are written
+     * first (by the caller), then the entry payload, the ledger row, the invalidation, the final
+     * mark and the state.
+     */
+    const applyTraversal = (pipelineId: string, t: TraversalWrite, entryPlaced: PlacedArtifact | undefined) => {
+      if (t.entry !== undefined && entryPlaced !== undefined) insertArtifact(t.entry, entryPlaced)
+      if (t.handoff !== undefined) ledger.push(trusted(HandoffRecord, { ...t.handoff, handoffId: nextHandoffId++ }))
+      if (t.invalidateFrom !== undefined) invalidate(pipelineId, t.invalidateFrom, t.state.counters.length)
+      if (t.final !== undefined) {
+        const at = Traversal.parseAddress(t.final)
+        const a = at === undefined ? undefined : latestAt(pipelineId, at.seq, at.visit)
+        if (a !== undefined) setFinal(a)
+      }
+      putState(pipelineId, t.state)
     }
     const patch = (id: string, p: Parameters<typeof applyPatch>[1]) => {
       const row = pipelines.get(id)
@@ -181,6 +237,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
             pipelines.set(p.pipelineId, p instanceof PipelineRecord && p.repeat === repeat ? p : trusted(PipelineRecord, { ...p, repeat }))
           }
           for (const [a, placed] of op.seeds) insertArtifact(a, placed)
+          for (const t of op.traversals) putState(t.pipelineId, t.state)
           return
         case "Checkpoint": {
           const u = op.unit
@@ -189,6 +246,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           for (const a of u.attempts ?? []) insertAttempt(a)
           for (const e of u.events ?? []) insertEvent(e)
           if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
+          if (u.traversal !== undefined) applyTraversal(u.pipelineId, u.traversal, op.entryPlaced)
           return
         }
         case "PutTask":
@@ -200,15 +258,20 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           return patch(op.pipelineId, settleToPatch(op.settle))
         case "MarkFinal": {
           const a = latestAt(op.pipelineId, op.seq)
-          if (a === undefined) return
-          if (!a.record.isFinal) {
-            artifacts.set(a.record.artifactId, { ...a, record: trusted(ArtifactRecord, { ...a.record, isFinal: true }) })
-          }
-          clearFinal(op.pipelineId, a.record.artifactId)
+          if (a !== undefined) setFinal(a)
           return
         }
       }
     }
+
+    const loaded = (a: StoredArtifact): Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable> =>
+      Effect.map(loadPayload(a.record.storage, a.payload, a.record.blobRef, backend), (payload) =>
+        Option.some({
+          artifact: a.record.available === (payload !== undefined)
+            ? a.record
+            : trusted(ArtifactRecord, { ...a.record, available: payload !== undefined }),
+          payload
+        }))
 
     const withAvailability = (a: StoredArtifact): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
       a.record.storage === "blob" && a.record.blobRef !== null
@@ -224,13 +287,69 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
         .filter((a): a is StoredArtifact => a !== undefined)
         .sort((x, y) => x.record.seq - y.record.seq || x.record.artifactId - y.record.artifactId)
 
+    /**
+     * The version check of the traversal writes of a batch, before anything is applied: a
+     * refused checkpoint is skipped whole. Writes of one pipeline in one batch chain (each
+     * expects the version the previous one wrote).
+     */
+    const checkVersions = (ops: ReadonlyArray<StoreWrite>) => {
+      let refused: Array<readonly [number, StoreUnavailable]> | undefined
+      let seen: Map<string, number | null> | undefined
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i]!
+        if (op._tag === "Admit" && op.traversals.length > 0) {
+          seen ??= new Map()
+          for (const t of op.traversals) seen.set(t.pipelineId, t.state.version)
+        }
+        if (op._tag !== "Checkpoint" || op.unit.traversal === undefined) continue
+        seen ??= new Map()
+        const pid = op.unit.pipelineId
+        const actual = seen.has(pid) ? seen.get(pid)! : (traversals.get(pid)?.version ?? null)
+        if (actual !== op.unit.traversal.expectedVersion) {
+          ;(refused ??= []).push([i, conflict(pid, op.unit.traversal.expectedVersion, actual)])
+        } else {
+          seen.set(pid, op.unit.traversal.state.version)
+        }
+      }
+      return refused
+    }
+
     const driver: StoreDriver = {
       kind: "memory",
-      featureLevel: "base",
+      get featureLevel() {
+        return level
+      },
       readOnlyError: undefined,
       // one instance may be shared by several runners of the process
       exclusiveWriter: false,
-      commit: (ops) => tx(() => ops.forEach(applyOp)),
+      commit: (ops) =>
+        tx(() => {
+          const refused = checkVersions(ops)
+          if (refused === undefined) return ops.forEach(applyOp)
+          ops.forEach((op, i) => {
+            if (!refused.some((r) => r[0] === i)) applyOp(op)
+          })
+          return refused
+        }),
+      traversal: {
+        visitState: (pipelineId) => Effect.sync(() => Option.fromNullable(traversals.get(pipelineId))),
+        handoffs: (o) =>
+          Effect.sync(() =>
+            newest(
+              ledger.filter((h) =>
+                (o.pipelineId === undefined || h.pipelineId === o.pipelineId) &&
+                (o.runId === undefined || h.runId === o.runId)
+              ),
+              o.limit
+            )
+          ),
+        getArtifactById: (address) =>
+          Effect.suspend(() => {
+            const at = Traversal.parseAddress(address)
+            const a = at === undefined ? undefined : latestAt(at.pipelineId, at.seq, at.visit)
+            return a === undefined ? Effect.succeed(Option.none()) : loaded(a)
+          })
+      },
       writeFacts: (as, es) =>
         tx(() => {
           as.forEach(insertAttempt)
@@ -309,14 +428,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       getArtifact: (pipelineId, seq) =>
         Effect.suspend(() => {
           const a = latestAt(pipelineId, seq)
-          if (a === undefined) return Effect.succeed(Option.none())
-          return Effect.map(loadPayload(a.record.storage, a.payload, a.record.blobRef, backend), (payload) =>
-            Option.some({
-              artifact: a.record.available === (payload !== undefined)
-                ? a.record
-                : trusted(ArtifactRecord, { ...a.record, available: payload !== undefined }),
-              payload
-            }))
+          return a === undefined ? Effect.succeed(Option.none()) : loaded(a)
         }),
       listArtifacts: (pipelineId) => Effect.forEach(sortedArtifacts(pipelineId), withAvailability),
 
@@ -401,6 +513,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
               attemptsTotal: nAttempts,
               retries,
               events: nEvents,
+              handoffsTotal: runId === undefined ? ledger.length : ledger.filter((h) => h.runId === runId).length,
               latencyMs: latencyOf(durations),
               resources: Array.from(resources.values())
             }

@@ -111,11 +111,15 @@ export const makeDriver = (
     const writer = yield* makeWriter(env)
     const reads = makeReads(env, backend)
     const getRun = reads.getRun
+    const { featureLevel, ...writes } = writer
     const driver: StoreDriver = {
       ...reads,
-      ...writer,
+      ...writes,
       kind: "sqlite",
-      featureLevel: "base",
+      get featureLevel() {
+        // a read-only open keeps the level it found
+        return readOnly ? env.featureLevel : featureLevel()
+      },
       readOnlyError: readOnly ? roError : undefined,
       // a writer holds the file's OS lock: no other process writes while it is open
       exclusiveWriter: !readOnly,

@@ -21,7 +21,9 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Scope, Stream } from "effect"
+import type { Effect, Option, Scope, Stream } from "effect"
+import type { HandoffRecord } from "../domain/Handoff.js"
+import type { VisitState } from "../domain/Traversal.js"
 import { Context } from "effect"
 import type { ConfigError, PluginError, StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId, RunId } from "../domain/Ids.js"
@@ -34,6 +36,8 @@ import type {
   ErrorRow,
   EventFilter,
   Limit,
+  LoadedArtifact,
+  ReadError,
   PipelinesPage,
   PipelinesPageOptions,
   TaskStore
@@ -119,8 +123,10 @@ export interface WritePolicy {
  * @since 0.1.0
  * @category models
  */
-export type NewAttempt = Omit<AttemptRecord, "attemptId"> & {
+export type NewAttempt = Omit<AttemptRecord, "attemptId" | "visit"> & {
   readonly outcome: AttemptOutcome
+  /** The visit of the task run the attempt belongs to (default 0). */
+  readonly visit?: number | undefined
 }
 
 /**
@@ -160,6 +166,86 @@ export interface NewArtifact {
   readonly isFinal: boolean
   /** Epoch ms. */
   readonly createdAt: number
+  /** The visit that produced it (default 0; handoff payloads are always visit 0). */
+  readonly visit?: number | undefined
+}
+
+/**
+ * A handoff ledger row to append (the store assigns `handoffId`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type NewHandoff = Omit<HandoffRecord, "handoffId">
+
+/**
+ * The traversal part of a {@link CheckpointUnit} (pipelines that declare `control`):
+ *
+ * - `expectedVersion`: the stored state's version this write is based on; any other stored
+ *   version fails the checkpoint with `StoreUnavailable` whose `cause` is a
+ *   `Traversal.TraversalConflict`, and nothing of the unit is written;
+ * - `state`: the new state (stored as is);
+ * - `handoff`: the ledger row of a transition;
+ * - `entry`: a new handoff payload (at `seq = nTasks + k`, visit 0);
+ * - `invalidateFrom`: task and artifact rows of stations `>= invalidateFrom` (and `< nTasks`,
+ *   the payloads stay) become inactive history (rewind, retry-all, restarts: 0);
+ * - `final`: the occurrence address of the artifact that becomes the pipeline's only final one
+ *   (an `end` transition).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TraversalWrite {
+  readonly expectedVersion: number
+  readonly state: VisitState
+  readonly handoff?: NewHandoff | undefined
+  readonly entry?: NewArtifact | undefined
+  readonly invalidateFrom?: number | undefined
+  readonly final?: string | undefined
+}
+
+/**
+ * Options of {@link TraversalStore.handoffs}: a pipeline and/or a run, and `limit` (the
+ * newest N rows, still oldest first; `undefined` = all).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandoffsOptions {
+  readonly pipelineId?: PipelineId | undefined
+  readonly runId?: RunId | undefined
+  readonly limit?: Limit
+}
+
+/**
+ * The traversal capability of a store (optional): what pipelines that declare `control` need.
+ * Writes go through `checkpoint` (`CheckpointUnit.traversal`) and `admit` (initial states).
+ *
+ * - `visitState`: the pipeline's durable traversal state, `None` for a plain pipeline (or a
+ *   state that is missing);
+ * - `handoffs`: ledger rows, oldest first; `limit` keeps the newest N;
+ * - `getArtifactById`: any occurrence by its address (`pipelineId:seq` for visit 0,
+ *   `pipelineId:seq#visit` for revisits), superseded ones included; `None` when unknown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TraversalStore {
+  readonly visitState: (pipelineId: PipelineId) => Effect.Effect<Option.Option<VisitState>, StoreUnavailable>
+  readonly handoffs: (options?: HandoffsOptions) => Effect.Effect<ReadonlyArray<HandoffRecord>, ReadError>
+  readonly getArtifactById: (address: string) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
+}
+
+/**
+ * The initial traversal state of a control pipeline, written by `admit` with its row
+ * (replacing any stored state).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InitialTraversal {
+  readonly pipelineId: PipelineId
+  readonly state: VisitState
 }
 
 /**
@@ -209,6 +295,8 @@ export interface CheckpointUnit {
   readonly pipeline?: PipelinePatch | undefined
   readonly attempts?: ReadonlyArray<NewAttempt> | undefined
   readonly events?: ReadonlyArray<NewEvent> | undefined
+  /** The traversal write of a control pipeline (stores with the traversal capability only). */
+  readonly traversal?: TraversalWrite | undefined
 }
 
 /**
@@ -338,8 +426,11 @@ export interface StoreService extends TaskStore {
    */
   readonly admit: (
     pipelines: ReadonlyArray<PipelineFields>,
-    seeds?: ReadonlyArray<NewArtifact> | undefined
+    seeds?: ReadonlyArray<NewArtifact> | undefined,
+    traversals?: ReadonlyArray<InitialTraversal> | undefined
   ) => Effect.Effect<void, StoreUnavailable>
+  /** The traversal capability (both built-in stores have it; see {@link TraversalStore}). */
+  readonly traversal?: TraversalStore | undefined
   /** Commits one task completion atomically; resolves once durable. */
   readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
   /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
@@ -496,7 +587,20 @@ export interface StoreDriver extends
   >
 {
   readonly readOnlyError: StoreUnavailable | undefined
-  readonly commit: (writes: ReadonlyArray<StoreWrite>) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Commits a batch. A checkpoint whose traversal version does not match is skipped (nothing
+   * of it written) and returned with its error, by index in `writes`; every other write of the
+   * batch commits. Plain batches return nothing.
+   */
+  readonly commit: (
+    writes: ReadonlyArray<StoreWrite>
+  ) => Effect.Effect<void | ReadonlyArray<readonly [number, StoreUnavailable]>, StoreUnavailable>
+  /** The traversal capability (reads; writes go through `commit`). `handoffs` gets a validated limit. */
+  readonly traversal?: {
+    readonly visitState: TraversalStore["visitState"]
+    readonly handoffs: (options: HandoffsOptions) => Effect.Effect<ReadonlyArray<HandoffRecord>, StoreUnavailable>
+    readonly getArtifactById: TraversalStore["getArtifactById"]
+  } | undefined
   readonly writeFacts: (
     attempts: ReadonlyArray<NewAttempt>,
     events: ReadonlyArray<NewEvent>

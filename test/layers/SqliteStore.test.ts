@@ -498,11 +498,11 @@ describe("SqliteStore (SQLite only)", () => {
     return Effect.gen(function*() {
       yield* populate(file)
       const db = new Database(file)
-      db.prepare("UPDATE store_meta SET value = 'visits-v1' WHERE key = 'feature_level'").run()
+      db.prepare("UPDATE store_meta SET value = 'visits-v9' WHERE key = 'feature_level'").run()
       db.close()
       for (const readonly of [false, true]) {
         const e = yield* refusal({ filename: file, readonly })
-        assert.include(e.message, `feature level "visits-v1"`)
+        assert.include(e.message, `feature level "visits-v9"`)
       }
     })
   })

@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 5, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 6, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 5
+export const SCHEMA_VERSION = 6
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -35,7 +35,7 @@ export const TIMED_TERMINAL =
  * @since 0.1.0
  * @category constants
  */
-export const KNOWN_FEATURE_LEVELS: ReadonlySet<string> = new Set(["base"])
+export const KNOWN_FEATURE_LEVELS: ReadonlySet<string> = new Set(["base", "visits-v1"])
 
 /**
  * The statements of migration 0001 (one statement each: better-sqlite3 prepares one at a time).
@@ -252,6 +252,56 @@ export const MIGRATION_0005: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0006 (schema version 6): visits and the handoff ledger, added
+ * without rewriting a row.
+ *
+ * - `tasks.visit`, `attempts.visit`, `artifacts.visit`: the occurrence a row belongs to. The
+ *   columns have no default: every writer of this build writes them, rows from before read as
+ *   0 (`NULL`), and at feature level `visits-v1` the guard triggers ({@link VISITS_GUARD})
+ *   refuse an insert without one;
+ * - `tasks.active`, `artifacts.active`: 0 once superseded by a rewind, a retry-all or a
+ *   restart (`NULL`, from before, reads as active);
+ * - `pipelines.traversal`: the traversal state (JSON) of a pipeline that declares control,
+ *   `NULL` for the others;
+ * - `handoffs`: the ledger, one row per committed transition (`handoffs_pipeline`,
+ *   `handoffs_run` for the two filters).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const MIGRATION_0006: ReadonlyArray<string> = [
+  `ALTER TABLE tasks ADD COLUMN visit INTEGER`,
+  `ALTER TABLE tasks ADD COLUMN active INTEGER`,
+  `ALTER TABLE attempts ADD COLUMN visit INTEGER`,
+  `ALTER TABLE artifacts ADD COLUMN visit INTEGER`,
+  `ALTER TABLE artifacts ADD COLUMN active INTEGER`,
+  `ALTER TABLE pipelines ADD COLUMN traversal TEXT`,
+  `CREATE TABLE handoffs (handoff_id INTEGER PRIMARY KEY, pno INTEGER NOT NULL, pipeline_id TEXT NOT NULL,
+     run_id TEXT NOT NULL, from_seq INTEGER NOT NULL, from_task TEXT NOT NULL, to_seq INTEGER, to_task TEXT,
+     operation TEXT NOT NULL, entry_seq INTEGER NOT NULL, entry_artifact_id TEXT NOT NULL,
+     entry_reused INTEGER NOT NULL, reason TEXT NOT NULL, ts INTEGER NOT NULL)`,
+  `CREATE INDEX handoffs_pipeline ON handoffs (pno, handoff_id)`,
+  `CREATE INDEX handoffs_run ON handoffs (run_id, handoff_id)`,
+  `UPDATE store_meta SET value = '6' WHERE key = 'schema_version'`
+]
+
+/**
+ * The guard of a store at feature level `visits-v1`, created in the transaction that moves it
+ * there: an insert into `tasks`, `attempts` or `artifacts` without a `visit` (a writer built
+ * before visits, which does not know the column) is aborted, so that such a writer cannot
+ * silently write rows whose occurrence nobody knows. The triggers cost nothing to writers of
+ * this build (the `WHEN` is false) and are inherited by backups and `.dump` copies.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const VISITS_GUARD: ReadonlyArray<string> = ["tasks", "attempts", "artifacts"].map((table) =>
+  `CREATE TRIGGER IF NOT EXISTS ${table}_visits_guard BEFORE INSERT ON ${table} WHEN NEW.visit IS NULL BEGIN
+     SELECT RAISE(ABORT, 'assay store at feature level visits-v1: this writer does not record visits (use a newer assay)');
+   END`
+)
+
+/**
  * The largest repeat index {@link repeatOfContentAddress} tries (exclusive).
  *
  * @since 0.1.0
@@ -338,5 +388,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0002_read_indexes", MIGRATION_0002],
   ["0003_pipeline_numbers", MIGRATION_0003],
   ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats],
-  ["0005_pipelines_by_spec", MIGRATION_0005]
+  ["0005_pipelines_by_spec", MIGRATION_0005],
+  ["0006_visits", MIGRATION_0006]
 ]

@@ -38,6 +38,10 @@ export interface SqliteEnv {
   readonly fromSql: (e: SqlError) => StoreUnavailable
   readonly indexed: boolean
   readonly numbered: boolean
+  /** Version 6: visit and active columns, the traversal column and the handoff ledger. */
+  readonly visits: boolean
+  /** The feature level in `store_meta` at open. */
+  readonly featureLevel: string
   readonly roError: StoreUnavailable
   readonly tx: <A>(f: (d: Database.Database) => A) => Effect.Effect<A, StoreUnavailable>
 }
@@ -420,6 +424,7 @@ export const openSqlite = (
 
     // a read-only open of an older store keeps its version: reads fall back to slower queries
     let schemaVersion = Number(info.meta.get("schema_version") ?? "0")
+    let featureLevel = info.meta.get("feature_level") ?? "base"
     if (!readOnly) {
       const migration = ([, statements, data]: Migration) =>
         Effect.gen(function*() {
@@ -441,6 +446,7 @@ export const openSqlite = (
       })
       yield* checkCompatible(path, migrated)
       schemaVersion = Number(migrated.meta.get("schema_version") ?? "0")
+      featureLevel = migrated.meta.get("feature_level") ?? featureLevel
     }
     /** Version 2 has the read-side indexes (`stats` percentiles by rank, covering counts). */
     const indexed = schemaVersion >= 2
@@ -449,6 +455,7 @@ export const openSqlite = (
      * open of an older store reads by `pipeline_id` (see {@link byPipeline}).
      */
     const numbered = schemaVersion >= 3
+    const visits = schemaVersion >= 6
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -462,5 +469,5 @@ export const openSqlite = (
           try: () => runTx.immediate(f) as A,
           catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
         })
-    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, roError, tx }
+    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, featureLevel, roError, tx }
   })

@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import * as Traversal from "../../../domain/Traversal.js"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -34,14 +35,16 @@ import type {
 } from "../../../services/Store.js"
 import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
-import { type SqliteEnv, WAL_PENDING } from "./open.js"
+import { type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
 import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
 import {
   ARTIFACT_META,
+  ARTIFACT_META_V5,
   toArtifact,
   toArtifactValues,
   toAttempt,
   toEvent,
+  toHandoff,
   toMetric,
   toPipeline,
   toResource,
@@ -60,8 +63,12 @@ import { ROWID_CHUNK, toBytes } from "./writer.js"
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> => {
-  const { fromSql, indexed, numbered, path, sql } = env
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+  const { fromSql, indexed, numbered, path, sql, visits } = env
+  /** Artifact columns: an older schema (read-only) has no visit columns. */
+  const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
+  /** Only the active occurrence of a station (every row of an older schema is). */
+  const activeOnly = visits ? sql` AND active IS NOT 0` : sql``
   const q = <A>(e: Effect.Effect<A, SqlError>) => Effect.mapError(e, fromSql)
   const rows = (e: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
     q(e as Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>)
@@ -102,6 +109,59 @@ export const makeReads = (
       : sql.in("pipeline_id", ids)
   /** Pipeline grouping of child-table orders: admission order (version 3) or pipeline id. */
   const pipelineKey = numbered ? "pno" : "pipeline_id"
+
+  /** The first row (artifact metadata and `payload`) with its payload loaded, or `None`. */
+  const loadedRow = (r: ReadonlyArray<Record<string, unknown>>): Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable> => {
+    const row = r[0]
+    if (row === undefined) return Effect.succeed(Option.none())
+    const meta = toArtifact(row)
+    return Effect.map(loadPayload(meta.storage, toBytes(row.payload), meta.blobRef, backend), (payload) =>
+      Option.some({
+        artifact: meta.available === (payload !== undefined)
+          ? meta
+          : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+        payload
+      }))
+  }
+
+  const decodeState = Schema.decodeUnknownEither(Schema.parseJson(Traversal.VisitState))
+  /** The traversal reads (schema version 6; an older schema has no traversal: empty answers). */
+  const traversal: NonNullable<StoreDriver["traversal"]> = {
+    visitState: (pipelineId) =>
+      !visits ? Effect.succeed(Option.none()) : Effect.flatMap(
+        rows(sql`SELECT traversal FROM pipelines WHERE pipeline_id = ${pipelineId}`),
+        (r) => {
+          const text = r[0]?.traversal
+          if (typeof text !== "string") return Effect.succeed(Option.none())
+          const decoded = decodeState(text)
+          return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(
+            unavailable(path, `store ${path}: the traversal state of pipeline ${pipelineId} is corrupt: ${decoded.left.message}`)
+          )
+        }
+      ),
+    handoffs: (o) => {
+      if (!visits) return Effect.succeed([])
+      const conds = [sql`1=1`]
+      if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
+      if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+      const query = o.limit === undefined ?
+        sql`SELECT * FROM handoffs WHERE ${sql.and(conds)} ORDER BY handoff_id` :
+        sql`SELECT * FROM (SELECT * FROM handoffs WHERE ${sql.and(conds)} ORDER BY handoff_id DESC LIMIT ${o.limit}) ORDER BY handoff_id`
+      return Effect.map(rows(query), (r) => r.map(toHandoff))
+    },
+    getArtifactById: (address) => {
+      const at = Traversal.parseAddress(address)
+      if (at === undefined) return Effect.succeed(Option.none())
+      return Effect.flatMap(
+        rows(
+          sql`SELECT ${sql.literal(META)}, payload FROM artifacts WHERE ${byPipeline(at.pipelineId)} AND seq = ${at.seq} AND ${
+            visits ? sql`coalesce(visit, 0) = ${at.visit}` : sql`${at.visit} = 0`
+          } ORDER BY artifact_id DESC LIMIT 1`
+        ),
+        loadedRow
+      )
+    }
+  }
 
   const eventConds = (f: EventFilter) => {
     const c = []
@@ -191,6 +251,7 @@ export const makeReads = (
   )
 
   return {
+    traversal,
     getRun,
     latestRun: Effect.map(
       rows(sql`SELECT * FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1`),
@@ -214,23 +275,12 @@ export const makeReads = (
 
     getArtifact: (pipelineId, seq) =>
       Effect.flatMap(
-        rows(sql`SELECT ${sql.literal(ARTIFACT_META)}, payload FROM artifacts WHERE ${byPipeline(pipelineId)} AND seq = ${seq} ORDER BY artifact_id DESC LIMIT 1`),
-        (r) => {
-          const row = r[0]
-          if (row === undefined) return Effect.succeed(Option.none())
-          const meta = toArtifact(row)
-          return Effect.map(loadPayload(meta.storage, toBytes(row.payload), meta.blobRef, backend), (payload) =>
-            Option.some({
-              artifact: meta.available === (payload !== undefined)
-                ? meta
-                : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
-              payload
-            }))
-        }
+        rows(sql`SELECT ${sql.literal(META)}, payload FROM artifacts WHERE ${byPipeline(pipelineId)} AND seq = ${seq}${activeOnly} ORDER BY artifact_id DESC LIMIT 1`),
+        loadedRow
       ),
     listArtifacts: (pipelineId) =>
       Effect.flatMap(
-        rows(sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(pipelineId)} ORDER BY seq, artifact_id`),
+        rows(sql`SELECT ${sql.literal(META)} FROM artifacts WHERE ${byPipeline(pipelineId)} ORDER BY seq, artifact_id`),
         (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
       ),
 
@@ -259,6 +309,7 @@ export const makeReads = (
         const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
         const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
+        const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
         const walPendingFrames = yield* walPending
         return {
@@ -268,6 +319,7 @@ export const makeReads = (
           attemptsTotal: Number(att?.n ?? 0),
           retries: Number(att?.r ?? 0),
           events: Number(ev?.n ?? 0),
+          handoffsTotal: Number(ho?.n ?? 0),
           latencyMs,
           resources,
           ...(walPendingFrames > 0 ? { walPendingFrames } : {})
@@ -356,7 +408,7 @@ export const makeReads = (
           const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
           if (budget === undefined || o.payloads === "none") {
             const as = yield* rows(
-              sql`SELECT ${sql.literal(ARTIFACT_META)}${payloadCol} FROM artifacts WHERE ${where} ORDER BY ${
+              sql`SELECT ${sql.literal(META)}${payloadCol} FROM artifacts WHERE ${where} ORDER BY ${
                 sql(pipelineKey)
               }, seq, artifact_id`
             )
@@ -373,7 +425,7 @@ export const makeReads = (
           // sizes kept here, then the inline payloads that fit read by rowid (measured faster than
           // one query with a window sum and a payload subquery: bench/export.ts, BENCHMARKS.md)
           const metas = (yield* q(
-            sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
+            sql`SELECT ${sql.literal(META)} FROM artifacts WHERE ${where} ORDER BY ${sql(pipelineKey)}, seq, artifact_id`
               .values
           )).map(toArtifactValues)
           const fits: Array<boolean> = new Array(metas.length)
@@ -473,8 +525,8 @@ export const makeReads = (
             (c) =>
               rows(
                 c === undefined
-                  ? sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
-                  : sql`SELECT ${sql.literal(ARTIFACT_META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                  ? sql`SELECT ${sql.literal(META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
+                  : sql`SELECT ${sql.literal(META)} FROM artifacts WHERE ${byPipeline(o.pipelineId)} AND (seq, artifact_id) > (${c[0]}, ${c[1]}) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`
               ),
             (r) => [Number(r.seq), Number(r.artifact_id)] as const,
             toArtifact

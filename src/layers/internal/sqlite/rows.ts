@@ -19,7 +19,8 @@ import {
   trusted
 } from "../../../domain/Records.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
-import type { PipelineFields } from "../../../services/Store.js"
+import { HandoffRecord } from "../../../domain/Handoff.js"
+import type { PipelineFields, TaskFields } from "../../../services/Store.js"
 
 type Row = Record<string, unknown>
 
@@ -32,6 +33,10 @@ const rid = (u: unknown): RunId => String(u) as RunId
 const nrid = (u: unknown): RunId | null => (u === null || u === undefined ? null : String(u) as RunId)
 const pid = (u: unknown): PipelineId => String(u) as PipelineId
 const npid = (u: unknown): PipelineId | null => (u === null || u === undefined ? null : String(u) as PipelineId)
+/** A visit column: `NULL` (a row from before visits) or absent (an older schema) reads 0. */
+const visitOf = (u: unknown): number => (u === null || u === undefined ? 0 : Number(u))
+/** An active column: only 0 is inactive (`NULL` or absent: a row from before visits). */
+const activeOf = (u: unknown): boolean => !(u === 0 || u === 0n)
 const nnum = (u: unknown): number | null => (u === null || u === undefined ? null : Number(u))
 
 /**
@@ -99,7 +104,7 @@ export const toPipeline = (r: Row): PipelineRecord =>
  */
 export const TASK_COLUMNS = [
   "pno", "task_run_id", "pipeline_id", "run_id", "seq", "task_name", "state", "attempts_used", "started_at", "ended_at",
-  "duration_ms", "error_type", "error_message", "error_class", "lease_ids"
+  "duration_ms", "error_type", "error_message", "error_class", "lease_ids", "visit", "active"
 ] as const
 
 /**
@@ -109,9 +114,10 @@ export const TASK_COLUMNS = [
  * @since 0.1.0
  * @category mappers
  */
-export const taskParams = (t: TaskRecord, pno: number): Array<unknown> => [
+export const taskParams = (t: TaskFields, pno: number): Array<unknown> => [
   pno, t.taskRunId, t.pipelineId, t.runId, t.seq, t.taskName, t.state, t.attemptsUsed, t.startedAt, t.endedAt,
-  t.durationMs, t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds)
+  t.durationMs, t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds), t.visit ?? 0,
+  t.active === false ? 0 : 1
 ]
 
 /**
@@ -135,7 +141,9 @@ export const toTask = (r: Row): TaskRecord =>
     errorType: nstr(r.error_type),
     errorMessage: nstr(r.error_message),
     errorClass: nstr(r.error_class),
-    leaseIds: json(r.lease_ids) as Array<string>
+    leaseIds: json(r.lease_ids) as Array<string>,
+    visit: visitOf(r.visit),
+    active: activeOf(r.active)
   })
 
 /**
@@ -146,7 +154,7 @@ export const toTask = (r: Row): TaskRecord =>
  */
 export const ATTEMPT_COLUMNS = [
   "attempt_id", "pno", "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class",
-  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms"
+  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit"
 ] as const
 
 /**
@@ -172,7 +180,8 @@ export const toAttempt = (r: Row): AttemptRecord =>
     leaseIds: json(r.lease_ids) as Array<string>,
     startedAt: num(r.started_at),
     endedAt: num(r.ended_at),
-    durationMs: num(r.duration_ms)
+    durationMs: num(r.duration_ms),
+    visit: visitOf(r.visit)
   })
 
 /**
@@ -182,7 +191,17 @@ export const toAttempt = (r: Row): AttemptRecord =>
  * @category mappers
  */
 export const ARTIFACT_META =
-  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, payload IS NOT NULL AS has_payload"
+  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, payload IS NOT NULL AS has_payload, visit, active"
+
+/**
+ * {@link ARTIFACT_META} for a store before schema version 6 (opened read-only): no visit
+ * columns, every row visit 0 and active.
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const ARTIFACT_META_V5 =
+  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, payload IS NOT NULL AS has_payload, 0 AS visit, 1 AS active"
 
 /**
  * Maps an `artifacts` row; `available` is the stored view (inline payload present, or a blob
@@ -206,7 +225,9 @@ export const toArtifact = (r: Row): ArtifactRecord =>
     blobRef: nstr(r.blob_ref),
     isFinal: num(r.is_final) === 1,
     available: r.storage === "inline" ? num(r.has_payload) === 1 : r.storage === "blob",
-    createdAt: num(r.created_at)
+    createdAt: num(r.created_at),
+    visit: visitOf(r.visit),
+    active: activeOf(r.active)
   })
 
 /**
@@ -232,7 +253,9 @@ export const toArtifactValues = (v: ReadonlyArray<unknown>): ArtifactRecord =>
     blobRef: nstr(v[10]),
     isFinal: num(v[11]) === 1,
     available: v[9] === "inline" ? num(v[13]) === 1 : v[9] === "blob",
-    createdAt: num(v[12])
+    createdAt: num(v[12]),
+    visit: visitOf(v[14]),
+    active: activeOf(v[15])
   })
 
 /**
@@ -302,4 +325,27 @@ export const toResource = (r: Row): ResourceRecord =>
     spec: json(r.spec),
     health: json(r.health),
     updatedAt: num(r.updated_at)
+  })
+
+/**
+ * Maps a `handoffs` row (schema version 6).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const toHandoff = (r: Row): HandoffRecord =>
+  trusted(HandoffRecord, {
+    handoffId: num(r.handoff_id),
+    pipelineId: pid(r.pipeline_id),
+    runId: rid(r.run_id),
+    fromSeq: num(r.from_seq),
+    fromTask: str(r.from_task),
+    toSeq: nnum(r.to_seq),
+    toTask: nstr(r.to_task),
+    operation: r.operation as HandoffRecord["operation"],
+    entrySeq: num(r.entry_seq),
+    entryArtifactId: str(r.entry_artifact_id),
+    entryReused: num(r.entry_reused) === 1,
+    reason: str(r.reason),
+    ts: num(r.ts)
   })

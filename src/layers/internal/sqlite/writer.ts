@@ -21,10 +21,13 @@ import type {
   PipelinePatch,
   PlacedArtifact,
   StoreDriver,
-  StoreWrite
+  StoreWrite,
+  TraversalWrite
 } from "../../../services/Store.js"
 import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
-import { UNADMITTED_PNO } from "./migrations.js"
+import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
+import * as Traversal from "../../../domain/Traversal.js"
+import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams } from "./rows.js"
 
 /** Bytes as a Buffer for better-sqlite3 (no copy). */
@@ -76,7 +79,7 @@ const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string
 /** The columns of an artifact row as the writer inserts it. */
 export const ARTIFACT_COLUMNS = [
   "artifact_id", "pno", "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage",
-  "blob_ref", "payload", "is_final", "created_at"
+  "blob_ref", "payload", "is_final", "created_at", "visit", "active"
 ]
 /** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
 const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
@@ -148,7 +151,10 @@ export const jsonOrNull = (u: unknown): string | null => (u === undefined ? null
  */
 export const makeWriter = (
   env: SqliteEnv
-): Effect.Effect<Pick<StoreDriver, "commit" | "writeFacts" | "putArtifact">, StoreUnavailable> =>
+): Effect.Effect<
+  Pick<StoreDriver, "commit" | "writeFacts" | "putArtifact"> & { readonly featureLevel: () => string },
+  StoreUnavailable
+> =>
   Effect.gen(function*() {
     const { path, tx } = env
     const w = env.db
@@ -168,7 +174,16 @@ export const makeWriter = (
       clearFinal: Database.Statement
       latestAt: Database.Statement
       setFinal: Database.Statement
+      traversalOf: Database.Statement
+      setTraversal: Database.Statement
+      handoff: Database.Statement
+      invalidateTasks: Database.Statement
+      invalidateArtifacts: Database.Statement
+      occurrence: Database.Statement
+      setLevel: Database.Statement
     } | undefined
+    /** The feature level; moved to `visits-v1` by the commit of the first revisit. */
+    let level = env.featureLevel
     /** Some child row has {@link UNADMITTED_PNO} (checked at open, set when one is written). */
     let unadmitted = false
     if (w !== undefined) {
@@ -205,9 +220,23 @@ export const makeWriter = (
               "UPDATE artifacts SET is_final = 0 WHERE pno = ? AND pipeline_id = ? AND is_final = 1 AND artifact_id <> ?"
             ),
             latestAt: w.prepare(
-              "SELECT max(artifact_id) AS id FROM artifacts WHERE pno = ? AND pipeline_id = ? AND seq = ?"
+              "SELECT max(artifact_id) AS id FROM artifacts WHERE pno = ? AND pipeline_id = ? AND seq = ? AND active IS NOT 0"
             ),
-            setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0")
+            setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0"),
+            traversalOf: w.prepare("SELECT traversal FROM pipelines WHERE pno = ?").pluck(),
+            setTraversal: w.prepare("UPDATE pipelines SET traversal = ? WHERE pno = ?"),
+            handoff: w.prepare(
+              `INSERT INTO handoffs (pno, pipeline_id, run_id, from_seq, from_task, to_seq, to_task, operation, entry_seq,
+                 entry_artifact_id, entry_reused, reason, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+            ),
+            invalidateTasks: w.prepare("UPDATE tasks SET active = 0 WHERE pno = ? AND seq >= ? AND active IS NOT 0"),
+            invalidateArtifacts: w.prepare(
+              "UPDATE artifacts SET active = 0 WHERE pno = ? AND seq >= ? AND seq < ? AND active IS NOT 0"
+            ),
+            occurrence: w.prepare(
+              "SELECT max(artifact_id) AS id FROM artifacts WHERE pno = ? AND pipeline_id = ? AND seq = ? AND coalesce(visit, 0) = ?"
+            ),
+            setLevel: w.prepare("UPDATE store_meta SET value = ? WHERE key = 'feature_level'")
           }
         },
         catch: (cause) => unavailable(path, `cannot prepare store ${path}: ${describeSqlError(cause)}`, cause)
@@ -253,14 +282,14 @@ export const makeWriter = (
     const attemptRow = (a: NewAttempt): Array<unknown> => [
       nextAttemptId++, pnoOf(a.pipelineId), a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome,
       a.errorClass, a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt,
-      a.durationMs
+      a.durationMs, a.visit ?? 0
     ]
     const eventRow = (e: NewEvent): Array<unknown> => [
       nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
     ]
     const artifactRow = (id: number, pno: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
       id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
-      placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt
+      placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
     ]
     /** Inserts (or replaces) pipeline rows, learns their numbers, adopts their unadmitted rows. */
     const admitRows = (ps: ReadonlyArray<PipelineFields>) => {
@@ -299,23 +328,98 @@ export const makeWriter = (
       }
       if (small.length > 0) write!.artifacts(small)
     }
-    const commit = (ops: ReadonlyArray<StoreWrite>) =>
-      tx(() => {
+    /** The stored traversal version of a pipeline (`null`: none), inside the write transaction. */
+    const storedVersion = (pno: number): number | null => {
+      const text = write!.traversalOf.get(pno) as string | null | undefined
+      if (typeof text !== "string") return null
+      const v = (JSON.parse(text) as { readonly version?: unknown }).version
+      return typeof v === "number" ? v : null
+    }
+    /** Stores a traversal state; the first revisit moves the store to `visits-v1` and arms the guard. */
+    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
+      write!.setTraversal.run(JSON.stringify(state), pno)
+      if (level === BASE_LEVEL && needsVisits(state)) {
+        write!.setLevel.run(VISITS_LEVEL)
+        for (const statement of VISITS_GUARD) d.exec(statement)
+        level = VISITS_LEVEL
+      }
+    }
+    /** The traversal part of a checkpoint (after the unit's rows): ledger, invalidation, final, state. */
+    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite) => {
+      const s = write!
+      const pno = pnoOf(pipelineId)
+      const h = t.handoff
+      if (h !== undefined) {
+        s.handoff.run(
+          pno, h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq, h.entryArtifactId,
+          h.entryReused ? 1 : 0, h.reason, h.ts
+        )
+      }
+      if (t.invalidateFrom !== undefined) {
+        s.invalidateTasks.run(pno, t.invalidateFrom)
+        s.invalidateArtifacts.run(pno, t.invalidateFrom, t.state.counters.length)
+      }
+      if (t.final !== undefined) {
+        const at = Traversal.parseAddress(t.final)
+        const row = at === undefined ? undefined : s.occurrence.get(pno, pipelineId, at.seq, at.visit) as { id: number | null }
+        if (row !== undefined && row.id !== null) {
+          s.setFinal.run(row.id)
+          s.clearFinal.run(pno, pipelineId, row.id)
+        }
+      }
+      putState(d, pno, t.state)
+    }
+    const commit = (ops: ReadonlyArray<StoreWrite>) => {
+      const levelBefore = level
+      return Effect.tapError(commitTx(ops), () =>
+        Effect.sync(() => {
+          // rolled back: the level did not move
+          level = levelBefore
+        }))
+    }
+    const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
+      tx((d) => {
         const s = write!
+        let refused: Array<readonly [number, StoreUnavailable]> | undefined
+        /** Traversal versions written earlier in this batch, by pipeline. */
+        let seen: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
-        for (const op of ops) if (op._tag === "Admit" && op.pipelines.length > 0) admitRows(op.pipelines)
+        for (const op of ops) {
+          if (op._tag !== "Admit") continue
+          if (op.pipelines.length > 0) admitRows(op.pipelines)
+          for (const t of op.traversals) {
+            putState(d, pnoOf(t.pipelineId), t.state)
+            ;(seen ??= new Map()).set(t.pipelineId, t.state.version)
+          }
+        }
         const tasks: Array<Array<unknown>> = []
         const artifacts: Array<Array<unknown>> = []
         const attempts: Array<Array<unknown>> = []
         const events: Array<Array<unknown>> = []
         const ordered: Array<() => void> = []
-        for (const op of ops) {
+        for (let i = 0; i < ops.length; i++) {
+          const op = ops[i]!
           switch (op._tag) {
             case "Admit":
               for (const [a, placed] of op.seeds) addArtifact(artifacts, ordered, a, placed)
               break
             case "Checkpoint": {
               const u = op.unit
+              const t = u.traversal
+              if (t !== undefined) {
+                // the version check, before any row of the unit is queued: a refused unit writes nothing
+                seen ??= new Map()
+                const pid = u.pipelineId
+                const actual = seen.has(pid) ? seen.get(pid)! : storedVersion(pnoOf(pid))
+                if (actual !== t.expectedVersion) {
+                  ;(refused ??= []).push([i, conflict(pid, t.expectedVersion, actual)])
+                  break
+                }
+                seen.set(pid, t.state.version)
+                if (t.entry !== undefined && op.entryPlaced !== undefined) {
+                  addArtifact(artifacts, ordered, t.entry, op.entryPlaced)
+                }
+              }
               if (u.artifact !== undefined && op.placed !== undefined) addArtifact(artifacts, ordered, u.artifact, op.placed)
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
@@ -324,6 +428,7 @@ export const makeWriter = (
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
+              if (t !== undefined) ordered.push(() => applyTraversal(d, u.pipelineId, t))
               break
             }
             case "PutTask":
@@ -354,10 +459,12 @@ export const makeWriter = (
         if (attempts.length > 0) s.attempts(attempts)
         if (events.length > 0) s.events(events)
         for (const f of ordered) f()
+        return refused
       })
 
     return {
       commit,
+      featureLevel: () => level,
       writeFacts: (as, es) =>
         tx(() => {
           if (as.length > 0) write!.attempts(as.map(attemptRow))

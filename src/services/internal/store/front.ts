@@ -20,9 +20,9 @@
  * @since 0.1.0
  */
 import { Effect, Stream } from "effect"
-import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
-import type { Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
+import type { CheckpointUnit, Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
 import type { WriteOp } from "./ops.js"
 import {
   checkBucket,
@@ -107,9 +107,33 @@ export const makeWith = (
         (p) => wb.configure({ ...p, enabled: writes.writeBehind ?? options.writeBehind ?? true })
       )
 
+    const noTraversal = new StoreUnavailable({
+      message: `the ${driver.kind} store has no traversal capability (pipelines with control cannot be stored in it)`
+    })
+    /** A checkpoint of a control pipeline: the unit's artifact and the entry payload placed. */
+    const checkpointTraversal = (unit: CheckpointUnit) =>
+      driver.traversal === undefined ? Effect.fail(noTraversal) : Effect.flatMap(
+        Effect.all([
+          unit.artifact === undefined ? Effect.succeed(undefined) : placeArtifact(unit.artifact, journal, backend),
+          unit.traversal?.entry === undefined ?
+            Effect.succeed(undefined) :
+            placeArtifact(unit.traversal.entry, journal, backend)
+        ]),
+        ([placed, entryPlaced]) => writer.submit({ _tag: "Checkpoint", unit, placed, entryPlaced })
+      )
+    const traversal = driver.traversal
     const service: StoreService = {
       kind: driver.kind,
-      featureLevel: driver.featureLevel,
+      get featureLevel() {
+        return driver.featureLevel
+      },
+      traversal: traversal === undefined ? undefined : {
+        visitState: traversal.visitState,
+        getArtifactById: traversal.getArtifactById,
+        handoffs: (o = {}) =>
+          Effect.flatMap(checkLimit(o.limit), (limit) =>
+            limit === 0 ? Effect.succeed([]) : traversal.handoffs({ ...o, limit }))
+      },
       readOnly,
       exclusiveWriter: driver.exclusiveWriter,
       journal,
@@ -125,13 +149,16 @@ export const makeWith = (
       listRuns: driver.listRuns,
       interruptStale: (staleAfterMs, nowMs) => refuse(driver.interruptStale(staleAfterMs, nowMs)),
 
-      admit: (ps, seeds = []) =>
-        ps.length === 0 && seeds.length === 0
+      admit: (ps, seeds = [], traversals = []) =>
+        ps.length === 0 && seeds.length === 0 && traversals.length === 0
           ? Effect.void
+          : traversals.length > 0 && driver.traversal === undefined
+          ? Effect.fail(noTraversal)
           : refuse(Effect.flatMap(placeAll(seeds, journal, backend), (placed) =>
-            writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed }))),
+            writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed, traversals }))),
       checkpoint: (unit) => {
         if (refused !== undefined) return Effect.fail(refused)
+        if (unit.traversal !== undefined) return checkpointTraversal(unit)
         if (unit.artifact === undefined) return writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
         const placed = placeSync(unit.artifact, journal, backend)
         return placed !== undefined

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { PipelineRecord, trusted } from "../../../domain/Records.js"
-import type { CheckpointUnit, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../Store.js"
+import type { CheckpointUnit, InitialTraversal, NewArtifact, PipelineFields, PipelinePatch, SettleInput, TaskFields } from "../../Store.js"
 import type { PlacedArtifact } from "./shared.js"
 
 /**
@@ -19,8 +19,15 @@ export type WriteOp =
     readonly _tag: "Admit"
     readonly pipelines: ReadonlyArray<PipelineFields>
     readonly seeds: ReadonlyArray<readonly [NewArtifact, PlacedArtifact]>
+    readonly traversals: ReadonlyArray<InitialTraversal>
   }
-  | { readonly _tag: "Checkpoint"; readonly unit: CheckpointUnit; readonly placed: PlacedArtifact | undefined }
+  | {
+    readonly _tag: "Checkpoint"
+    readonly unit: CheckpointUnit
+    readonly placed: PlacedArtifact | undefined
+    /** The traversal entry payload, placed (only when `unit.traversal.entry` is set). */
+    readonly entryPlaced?: PlacedArtifact | undefined
+  }
   | { readonly _tag: "PutTask"; readonly task: TaskFields }
   | { readonly _tag: "Patch"; readonly pipelineId: string; readonly patch: PipelinePatch }
   | { readonly _tag: "Settle"; readonly pipelineId: string; readonly settle: SettleInput }

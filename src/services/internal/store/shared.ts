@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, DefaultServices, Effect, Fiber, Option, type Scope, Tracer } from "effect"
+import { Context, DefaultServices, Effect, Exit, Fiber, Option, type Scope, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, trusted } from "../../../domain/Records.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
@@ -150,7 +150,9 @@ export const artifactRecordOf = (artifactId: number, a: NewArtifact, placed: Pla
     blobRef: placed.blobRef,
     isFinal: a.isFinal,
     available: placed.storage !== "none",
-    createdAt: a.createdAt
+    createdAt: a.createdAt,
+    visit: a.visit ?? 0,
+    active: true
   })
 
 /**
@@ -245,7 +247,8 @@ const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
 /**
  * The group-commit writer: `submit(op)` queues an operation and resolves once the batch that
- * contains it has committed (or fails with that batch's error). One fiber drains the queue and
+ * contains it has committed (or fails with that batch's error; a commit that refuses single ops,
+ * returning their index and error, fails only those callers). One fiber drains the queue and
  * hands what is queued to `commit` in one call: at most `maxBatch` ops and, past the first op,
  * at most `maxBatchBytes` bytes (as `sizeOf` counts them: the payloads an op carries), so that
  * one transaction never binds and writes more than that at once.
@@ -275,14 +278,16 @@ export interface GroupCommit<Op> {
  * @category writers
  */
 export const makeGroupCommit = <Op>(options: {
-  readonly commit: (ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreUnavailable>
+  readonly commit: (
+    ops: ReadonlyArray<Op>
+  ) => Effect.Effect<void | ReadonlyArray<readonly [number, StoreUnavailable]>, StoreUnavailable>
   readonly maxBatch?: number | undefined
   readonly sizeOf?: ((op: Op) => number) | undefined
   readonly maxBatchBytes?: number | undefined
   readonly maxQueuedBytes?: number | undefined
 }): Effect.Effect<GroupCommit<Op>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    type Item = readonly [Op, (exit: Effect.Effect<void, StoreUnavailable>) => void, number]
+    type Item = readonly [Op, (exit: Exit.Exit<void, StoreUnavailable>) => void, number]
     // A plain array and a latch instead of a Queue + Deferred per op: submitting costs one
     // `Effect.async` registration, and the writer takes everything queued in one swap.
     let queued: Array<Item> = []
@@ -335,9 +340,14 @@ export const makeGroupCommit = <Op>(options: {
           })
       )
       return Effect.map(Effect.exit(commit), (exit) => {
-        for (const [, resume, size] of batch) {
+        // a batch that committed may still have refused some of its ops (their index, error)
+        const refused = Exit.isSuccess(exit) && exit.value !== undefined && exit.value.length > 0 ? exit.value : undefined
+        const done = Exit.isSuccess(exit) ? Exit.void : exit
+        for (let i = 0; i < batch.length; i++) {
+          const [, resume, size] = batch[i]!
           bytes -= size
-          resume(exit)
+          const own = refused?.find((r) => r[0] === i)
+          resume(own === undefined ? done : Exit.fail(own[1]))
         }
         admitWaiting()
       })

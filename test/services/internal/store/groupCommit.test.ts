@@ -192,7 +192,7 @@ describe("makeGroupCommit tracing", () => {
           Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
             Effect.sync(() => {
               if (span._tag === "Some") spans.push(span.value.name)
-            })).pipe(Effect.zipRight(Deferred.succeed(gate, undefined)))
+            })).pipe(Effect.zipRight(Deferred.succeed(gate, undefined)), Effect.asVoid)
       })
       yield* writer.submit({ id: 0, bytes: 0 })
       yield* Deferred.await(gate)

@@ -102,7 +102,7 @@ describe("Runner with control: forward handoffs", () => {
       assert.deepStrictEqual(bRuns, [])
       assert.deepStrictEqual(cRuns, [10])
       assert.deepStrictEqual(outputs, [11])
-      const tasks = yield* tasksOf(pid)
+      const tasks = (yield* tasksOf(pid)).sort((x, y) => x.seq - y.seq)
       assert.deepStrictEqual(tasks.map((t) => [t.seq, t.taskName, t.state, t.visit]), [
         [0, "a", "handed_off", 0],
         [2, "c", "succeeded", 0]
@@ -192,7 +192,7 @@ describe("Runner with control: forward handoffs", () => {
 })
 
 describe("Runner with control: refusals", () => {
-  const flakyPolicy = { retry: { maxAttempts: 5, base: "1 second", jitter: "none" as const } }
+  const flakyPolicy = { retry: { maxAttempts: 5, base: "1 second" as const, jitter: "none" as const } }
 
   it.effect("a directive from a pipeline without control fails fatally; the retry policy is not consulted", () =>
     Effect.gen(function*() {
@@ -282,7 +282,7 @@ describe("Runner with control: backward traversal and visits", () => {
       // visit 0 derives its seed exactly as a plain pipeline; the revisit samples anew
       assert.strictEqual(seen[0]![2], Number.parseInt(digest(`${pid}:0:1`).slice(0, 8), 16) >>> 0)
       assert.notStrictEqual(seen[1]![2], seen[0]![2])
-      const tasks = yield* tasksOf(pid)
+      const tasks = (yield* tasksOf(pid)).sort((x, y) => x.visit - y.visit || x.seq - y.seq)
       assert.deepStrictEqual(tasks.map((t) => [t.seq, t.visit, t.state]), [
         [0, 0, "succeeded"],
         [1, 0, "handed_off"],

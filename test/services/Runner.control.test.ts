@@ -10,6 +10,7 @@ import * as Handoff from "../../src/domain/Handoff.js"
 import type { PipelineId } from "../../src/domain/Ids.js"
 import { digest } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
@@ -44,10 +45,10 @@ const faultyStore = (faults: Faults) =>
     })
   ).pipe(Layer.provide(MemoryStore.layer()))
 
-const env = (options: Runner.RunOptions = {}, faults: Faults = faultsNone()) =>
+const env = (options: Runner.RunOptions = {}, faults: Faults = faultsNone(), pools: ReadonlyArray<Pool.PoolConfig> = []) =>
   Layer.provideMerge(
     Runner.layer({ handleSignals: false, ...options }),
-    Layer.mergeAll(faultyStore(faults), Pool.layer([]))
+    Layer.mergeAll(faultyStore(faults), Pool.layer(pools))
   )
 
 const traversalOf = Effect.map(Store, (s) => s.traversal!)
@@ -243,6 +244,19 @@ describe("Runner with control: refusals", () => {
         assert.deepInclude(last.decision as object, { reason: "control_refused" })
       }
     }).pipe(Effect.provide(env())))
+
+  it.effect("under strictLeases a leaked lease fails the task instead of handing off", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", { resource: "p" }, (n: number, ctx) => Effect.as(ctx.acquireLease(), Handoff.end(n)))
+      const template = Pipeline.fromTasks("leak", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      const report = yield* Runner.run([spec], { strictLeases: true })
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.strictEqual(report.handoffsTotal, 0)
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts[0]!.errorType, "LeaseLeakError")
+    }).pipe(Effect.provide(env({}, faultsNone(), [Pool.make("p", [Resource.make("worker", { id: "w0", capacity: 1 })])]))))
 
   it.effect("a cancelled (timed-out) attempt never hands off", () =>
     Effect.gen(function*() {

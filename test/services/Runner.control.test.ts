@@ -3,7 +3,11 @@
  * retryAll), visits and occurrence addresses, budgets, attempt-number reservation, the
  * recovery table, the store-capability refusal, and plain pipelines unchanged.
  */
+import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -13,6 +17,7 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
@@ -100,6 +105,8 @@ describe("Runner with control: forward handoffs", () => {
       })
       assert.strictEqual(report.stats.byState.succeeded, 1)
       assert.strictEqual(report.handoffsTotal, 1)
+      assert.strictEqual(report.stats.handoffsTotal, 1)
+      assert.strictEqual(report.toJSON().handoffsTotal, 1)
       assert.deepStrictEqual(bRuns, [])
       assert.deepStrictEqual(cRuns, [10])
       assert.deepStrictEqual(outputs, [11])
@@ -624,4 +631,53 @@ describe("Runner with control: store capability and plain pipelines", () => {
       const tasks = yield* tasksOf(spec.pipelineId)
       assert.deepStrictEqual(tasks.map((x) => [x.state, x.visit]), [["succeeded", 0]])
     }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control on SqliteStore", () => {
+  it.effect("a rewind, a failure at the revisit, and a resume in a second process-like open continue the visit", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const file = path.join(dir, "control.db")
+      let broken = true
+      const inputs: Array<[unknown, number, number]> = []
+      const gen = Task.sync("gen", (n: number, ctx) => n * 10 + ctx.visit)
+      const fragile = Task.make("fragile", (n: unknown, ctx) =>
+        Effect.suspend(() => {
+          inputs.push([n, ctx.visit, ctx.attempt])
+          return broken && ctx.visit === 1 ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n)
+        }))
+      const judge = Task.sync("judge", (n: unknown, ctx) =>
+        ctx.visit === 0 ? Handoff.rewind("fragile", { again: true }, { reason: "retry" }) : n)
+      const template = Pipeline.fromTasks("sqlite-control", [gen, fragile, judge], {
+        control: { rewind: { judge: ["fragile"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind(1)
+      const pid = spec.pipelineId
+      // each run opens the file afresh: nothing survives but what was committed
+      const sqlite = () =>
+        Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([])))
+      const first = yield* Runner.run([spec]).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(first.stats.byState.failed, 1)
+      assert.strictEqual(first.handoffsTotal, 1)
+      broken = false
+      const second = yield* Effect.gen(function*() {
+        const report = yield* Runner.run([spec])
+        const vs = Option.getOrThrow(yield* (yield* traversalOf).visitState(pid))
+        const rows = yield* ledger(pid)
+        const payload = yield* decodeAt(`${pid}:3`)
+        const tasks = (yield* tasksOf(pid)).sort((x, y) => x.visit - y.visit || x.seq - y.seq)
+        return { report, vs, rows, payload, tasks }
+      }).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(second.report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(inputs, [[10, 0, 1], [{ again: true }, 1, 1], [{ again: true }, 1, 2]])
+      assert.strictEqual(second.vs.handoffs, 1)
+      assert.deepStrictEqual(second.vs.counters, [1, 2, 2])
+      assert.strictEqual(second.rows.length, 1)
+      assert.deepStrictEqual(second.payload, { again: true })
+      assert.deepStrictEqual(
+        second.tasks.filter((t) => t.state !== "failed").map((t) => [t.seq, t.visit, t.state]),
+        [[0, 0, "succeeded"], [1, 0, "succeeded"], [2, 0, "handed_off"], [1, 1, "succeeded"], [2, 1, "succeeded"]]
+      )
+      fs.rmSync(dir, { recursive: true, force: true })
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -140,6 +140,17 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
     const ledger: Array<HandoffRecord> = []
     let nextHandoffId = 1
     let level: string = BASE_LEVEL
+    /** Task run ids of the control pipelines (the ones a rewind may invalidate), by pipeline. */
+    const taskIdsByPipeline = new Map<string, Set<string>>()
+    const putTask = (t: TaskRecord) => {
+      tasks.set(t.taskRunId, t)
+      // plain pipelines are never invalidated: they pay no index
+      if (traversals.has(t.pipelineId)) {
+        const ids = taskIdsByPipeline.get(t.pipelineId)
+        if (ids === undefined) taskIdsByPipeline.set(t.pipelineId, new Set([t.taskRunId]))
+        else ids.add(t.taskRunId)
+      }
+    }
 
     const tx = <A>(f: () => A): Effect.Effect<A, StoreUnavailable> =>
       Effect.suspend(() =>
@@ -192,8 +203,9 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
     }
     /** Task and artifact rows of stations `from..nTasks-1` become inactive history. */
     const invalidate = (pipelineId: string, from: number, nTasks: number) => {
-      for (const [k, t] of tasks) {
-        if (t.pipelineId === pipelineId && t.seq >= from && t.active) tasks.set(k, trusted(TaskRecord, { ...t, active: false }))
+      for (const k of taskIdsByPipeline.get(pipelineId) ?? []) {
+        const t = tasks.get(k)
+        if (t !== undefined && t.seq >= from && t.active) tasks.set(k, trusted(TaskRecord, { ...t, active: false }))
       }
       for (const id of artifactsByPipeline.get(pipelineId) ?? []) {
         const a = artifacts.get(id)
@@ -242,7 +254,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
         case "Checkpoint": {
           const u = op.unit
           if (u.artifact !== undefined && op.placed !== undefined) insertArtifact(u.artifact, op.placed)
-          if (u.task !== undefined) tasks.set(u.task.taskRunId, asTask(u.task))
+          if (u.task !== undefined) putTask(asTask(u.task))
           for (const a of u.attempts ?? []) insertAttempt(a)
           for (const e of u.events ?? []) insertEvent(e)
           if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
@@ -250,7 +262,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           return
         }
         case "PutTask":
-          tasks.set(op.task.taskRunId, asTask(op.task))
+          putTask(asTask(op.task))
           return
         case "Patch":
           return patch(op.pipelineId, op.patch)

@@ -15,7 +15,16 @@ import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/sqlite/mig
 import { defaultPipelineId } from "../../src/domain/Pipeline.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, attempt, event, pipeline, type StoreHarness, storeContract, task } from "./StoreContract.js"
+import {
+  artifact,
+  attempt,
+  controlledToRewind,
+  event,
+  pipeline,
+  type StoreHarness,
+  storeContract,
+  task
+} from "./StoreContract.js"
 import { pid, rid } from "../support/ids.js"
 
 /** A fresh temporary store path (the directory is under os.tmpdir()). */
@@ -504,6 +513,89 @@ describe("SqliteStore (SQLite only)", () => {
         const e = yield* refusal({ filename: file, readonly })
         assert.include(e.message, `feature level "visits-v9"`)
       }
+    })
+  })
+
+  it.effect("visits: a reopened store keeps the traversal state, ledger, occurrences and level visits-v1", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const before = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* controlledToRewind(store, "k1")
+        return Option.getOrThrow(yield* store.traversal!.visitState(pid("k1")))
+      }))
+      for (const readonly of [false, true]) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const store = yield* open({ filename: file, readonly })
+          assert.strictEqual(store.featureLevel, "visits-v1")
+          assert.deepStrictEqual(Option.getOrThrow(yield* store.traversal!.visitState(pid("k1"))), before)
+          assert.deepStrictEqual((yield* store.traversal!.handoffs()).map((h) => h.entryArtifactId), ["k1:3"])
+          assert.isFalse(Option.getOrThrow(yield* store.traversal!.getArtifactById("k1:0")).artifact.active)
+          assert.isTrue(Option.isNone(yield* store.getArtifact(pid("k1"), 0)))
+        }))
+      }
+    })
+  })
+
+  it.effect("visits: at visits-v1 the guard aborts an insert without a visit (a writer unaware of visits); base has no guard", () => {
+    const file = tempStorePath()
+    const rawInsert = (id: string) => {
+      const db = new Database(file, { timeout: 5000 })
+      try {
+        db.prepare(
+          "INSERT INTO tasks (pno, seq, task_run_id, pipeline_id, run_id, task_name, state, attempts_used, started_at, lease_ids) VALUES (1, 0, ?, 'x', 'run-1', 't0', 'succeeded', 1, 1, '[]')"
+        ).run(id)
+        return "written"
+      } catch (e) {
+        return String(e)
+      } finally {
+        db.close()
+      }
+    }
+    return Effect.gen(function*() {
+      yield* populate(file)
+      assert.strictEqual(rawInsert("old-writer-1"), "written")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* controlledToRewind(store, "g1")
+        // this build's writers always write the visit: unaffected by the guard
+        yield* store.checkpoint({ pipelineId: pid("p2"), task: task("p2", 0), artifact: artifact("p2", 0, new Uint8Array([1])) })
+        yield* store.recordAttempt(attempt("p2", 0))
+        yield* store.flush
+      }))
+      assert.include(rawInsert("old-writer-2"), "does not record visits")
+    })
+  })
+
+  it.effect("visits: a version-5 store migrates without rewriting rows; its rows read visit 0 and active, read-only too", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 5, (db) => {
+        db.prepare(
+          "INSERT INTO pipelines (pipeline_id, key, name, state, n_tasks_done, n_tasks_total, spec_digest, seed_digest, tags, attempts_total, run_id, created_at, updated_at) VALUES ('o1', NULL, 'demo', 'succeeded', 1, 1, 'spec', 'seed', '{}', 1, 'run-1', 1, 2)"
+        ).run()
+        db.prepare(
+          "INSERT INTO tasks (pno, seq, task_run_id, pipeline_id, run_id, task_name, state, attempts_used, started_at, lease_ids) VALUES (1, 0, 'o1/0', 'o1', 'run-1', 't0', 'succeeded', 1, 1, '[]')"
+        ).run()
+        db.prepare(
+          "INSERT INTO artifacts (pno, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, payload, is_final, created_at) VALUES (1, 'o1', 'run-1', 0, 't0', 'Json', 'json', 'd', 1, 'inline', x'31', 1, 2)"
+        ).run()
+      })
+      for (const readonly of [true, false]) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const store = yield* open({ filename: file, readonly })
+          const t = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
+          assert.deepStrictEqual(t.map((r) => [r.visit, r.active]), [[0, true]])
+          const a = Option.getOrThrow(yield* store.getArtifact(pid("o1"), 0))
+          assert.deepStrictEqual([a.artifact.visit, a.artifact.active], [0, true])
+          assert.deepStrictEqual(Option.getOrThrow(yield* store.traversal!.getArtifactById("o1:0")).payload, a.payload)
+          assert.isTrue(Option.isNone(yield* store.traversal!.visitState(pid("o1"))))
+          assert.deepStrictEqual(yield* store.traversal!.handoffs(), [])
+          assert.strictEqual((yield* store.stats()).handoffsTotal, 0)
+          assert.strictEqual(store.featureLevel, "base")
+        }))
+      }
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
     })
   })
 

@@ -4,7 +4,9 @@
  */
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
+import { Cause, Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
+import type * as Handoff from "../../src/domain/Handoff.js"
+import * as Traversal from "../../src/domain/Traversal.js"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -13,7 +15,7 @@ import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
-import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, StoreOptions } from "../../src/services/Store.js"
+import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, NewHandoff, StoreOptions } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
 
@@ -108,6 +110,78 @@ export const event = (kind: string, pipelineId: string | null = null, ts = 1000,
   data: { n: ts },
   ts
 })
+
+/** Admits a 3-task control pipeline with its seed and initial traversal state. */
+export const controlled = (store: Store["Type"], id: string, run = "run-1") =>
+  Effect.as(
+    store.admit(
+      [pipeline(id, { runId: rid(run) })],
+      [{ ...artifact(id, -1, new TextEncoder().encode("seed")), runId: rid(run) }],
+      [{ pipelineId: pid(id), state: Traversal.initial(id, 3) }]
+    ),
+    Traversal.initial(id, 3)
+  )
+
+/** A ledger row. */
+export const ledgerRow = (
+  id: string,
+  operation: Handoff.Operation,
+  fromSeq: number,
+  toSeq: number | null,
+  entry: string,
+  run = "run-1"
+): NewHandoff => ({
+  pipelineId: pid(id),
+  runId: rid(run),
+  fromSeq,
+  fromTask: `t${fromSeq}`,
+  toSeq,
+  toTask: toSeq === null ? null : `t${toSeq}`,
+  operation,
+  entrySeq: Traversal.parseAddress(entry)!.seq,
+  entryArtifactId: entry,
+  entryReused: operation === "end",
+  reason: "test",
+  ts: 2500
+})
+
+/** Seq 1 of `id` rewinds to seq 0 with a new payload (at seq 3): one transition commit. */
+export const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.VisitState, run: string) => {
+  const s2 = Either.getOrThrow(Traversal.transition(s1, {
+    operation: "rewind", fromSeq: 1, toSeq: 0, entry: `${id}:3`, payload: true, nTasks: 3, limit: 5
+  }))
+  const encoder = new TextEncoder()
+  return store.checkpoint({
+    pipelineId: pid(id),
+    task: { ...task(id, 1, "handed_off"), runId: rid(run) },
+    attempts: [{ ...attempt(id, 1, 1), runId: rid(run), outcome: "handed_off", decision: null, errorClass: null, errorType: null }],
+    traversal: {
+      expectedVersion: s1.version,
+      state: s2,
+      handoff: ledgerRow(id, "rewind", 1, 0, `${id}:3`, run),
+      entry: { ...artifact(id, 3, encoder.encode("feedback")), runId: rid(run), taskName: "t1" },
+      invalidateFrom: 0
+    }
+  })
+}
+
+/**
+ * A control pipeline `id` whose seq 0 succeeded ("a0") and whose seq 1 rewinds to seq 0 with a
+ * payload; returns the state before the rewind (or, with `stopBefore`, without rewinding).
+ */
+export const controlledToRewind = (store: Store["Type"], id: string, run = "run-1", stopBefore = false) =>
+  Effect.gen(function*() {
+    const s0 = yield* controlled(store, id, run)
+    const s1 = Traversal.succeed(s0, 0, `${id}:0`, 3)
+    yield* store.checkpoint({
+      pipelineId: pid(id),
+      artifact: { ...artifact(id, 0, new TextEncoder().encode("a0")), runId: rid(run) },
+      task: { ...task(id, 0), runId: rid(run) },
+      traversal: { expectedVersion: s0.version, state: s1 }
+    })
+    if (!stopBefore) yield* rewindFrom(store, id, s1, run)
+    return s1
+  })
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
@@ -835,6 +909,158 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual(r!.health, { state: "ready", failures: 0 })
           assert.strictEqual((yield* store.stats()).resources.length, 1)
           assert.isFalse(JSON.stringify(yield* store.resources).includes("sk-1"))
+        })))
+
+    // ---- the traversal capability ------------------------------------------------------------
+    it.effect("traversal: plain rows read visit 0 and active; admit stores the initial state; base level", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const tv = store.traversal!
+          yield* store.admit([pipeline("plain")], [artifact("plain", -1, bytes("s"))])
+          yield* store.checkpoint({ pipelineId: pid("plain"), artifact: artifact("plain", 0, bytes("a")), task: task("plain", 0) })
+          const [seed, out] = yield* store.listArtifacts(pid("plain"))
+          assert.deepStrictEqual([seed!.visit, seed!.active, out!.visit, out!.active], [0, true, 0, true])
+          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("plain") })))
+          assert.deepStrictEqual(tasks.map((t) => [t.visit, t.active]), [[0, true]])
+          assert.isTrue(Option.isNone(yield* tv.visitState(pid("plain"))))
+          yield* controlled(store, "c0")
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("c0"))), Traversal.initial("c0", 3))
+          assert.strictEqual(store.featureLevel, "base")
+          assert.strictEqual((yield* store.stats()).handoffsTotal, 0)
+        })))
+
+    it.effect("traversal: a rewind commits atomically: handed_off source, payload, ledger, invalidation, state; visits-v1", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const tv = store.traversal!
+          const s1 = yield* controlledToRewind(store, "c1")
+          assert.strictEqual(store.featureLevel, "visits-v1")
+          const vs = Option.getOrThrow(yield* tv.visitState(pid("c1")))
+          assert.strictEqual(vs.version, s1.version + 1)
+          assert.deepStrictEqual(vs.pending, { seq: 0, visit: 1, input: "c1:3", attempts: 1 })
+          // the output of seq 0 is history: not the station's output any more, still addressable
+          assert.isTrue(Option.isNone(yield* store.getArtifact(pid("c1"), 0)))
+          const old = Option.getOrThrow(yield* tv.getArtifactById("c1:0"))
+          assert.deepStrictEqual(old.payload, bytes("a0"))
+          assert.isFalse(old.artifact.active)
+          const payload = Option.getOrThrow(yield* tv.getArtifactById("c1:3"))
+          assert.deepStrictEqual(payload.payload, bytes("feedback"))
+          assert.isTrue(payload.artifact.active)
+          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("c1") })))
+          assert.deepStrictEqual(tasks.map((t) => [t.seq, t.state, t.active]), [[0, "succeeded", false], [1, "handed_off", false]])
+          const attempts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: pid("c1") })))
+          assert.deepStrictEqual(attempts.map((a) => a.outcome), ["handed_off"])
+          const ledger = yield* tv.handoffs({ pipelineId: pid("c1") })
+          assert.strictEqual(ledger.length, 1)
+          assert.deepStrictEqual(
+            [ledger[0]!.operation, ledger[0]!.fromSeq, ledger[0]!.toSeq, ledger[0]!.entryArtifactId, ledger[0]!.entryReused],
+            ["rewind", 1, 0, "c1:3", false]
+          )
+          assert.strictEqual((yield* store.stats()).handoffsTotal, 1)
+          assert.strictEqual((yield* store.stats(rid("run-1"))).handoffsTotal, 1)
+          assert.strictEqual((yield* store.stats(rid("run-other"))).handoffsTotal, 0)
+          // the revisit: a new occurrence, the station's output again; the old one unchanged
+          const s3 = Traversal.succeed(vs, 0, "c1:0#1", 3)
+          yield* store.checkpoint({
+            pipelineId: pid("c1"),
+            artifact: { ...artifact("c1", 0, bytes("a0-again")), visit: 1 },
+            task: { ...task("c1", 0), taskRunId: "c1/0#1", visit: 1 },
+            traversal: { expectedVersion: vs.version, state: s3 }
+          })
+          const now = Option.getOrThrow(yield* store.getArtifact(pid("c1"), 0))
+          assert.deepStrictEqual([now.payload, now.artifact.visit], [bytes("a0-again"), 1])
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById("c1:0#1")).payload, bytes("a0-again"))
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById("c1:0")).payload, bytes("a0"))
+          assert.isTrue(Option.isNone(yield* tv.getArtifactById("c1:0#2")))
+          assert.isTrue(Option.isNone(yield* tv.getArtifactById("not an address")))
+          // an end at seq 1 reusing its input: the input becomes the only final artifact
+          const end = Either.getOrThrow(Traversal.transition(s3, {
+            operation: "end", fromSeq: 1, toSeq: "end", entry: "c1:0#1", payload: false, nTasks: 3, limit: 1
+          }))
+          yield* store.checkpoint({
+            pipelineId: pid("c1"),
+            task: { ...task("c1", 1, "handed_off"), taskRunId: "c1/1#1", visit: 1 },
+            pipeline: { state: "succeeded", updatedAt: 3000 },
+            traversal: { expectedVersion: s3.version, state: end, handoff: ledgerRow("c1", "end", 1, null, "c1:0#1"), final: "c1:0#1" }
+          })
+          const finals = (yield* store.listArtifacts(pid("c1"))).filter((a) => a.isFinal)
+          assert.deepStrictEqual(finals.map((a) => [a.seq, a.visit]), [[0, 1]])
+          assert.isNull(Option.getOrThrow(yield* tv.visitState(pid("c1"))).pending)
+        })))
+
+    it.effect("traversal: a stale version is refused with a typed conflict and writes nothing; other units commit", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const tv = store.traversal!
+          const s0 = yield* controlled(store, "v1")
+          yield* store.admit([pipeline("plain2")])
+          const s1 = Traversal.succeed(s0, 0, "v1:0", 3)
+          const stale = {
+            pipelineId: pid("v1"),
+            artifact: artifact("v1", 0, bytes("late")),
+            task: task("v1", 0),
+            events: [event("late", "v1")],
+            traversal: { expectedVersion: s0.version + 7, state: s1 }
+          }
+          // submitted together: the stale unit fails alone
+          const [exit, plain] = yield* Effect.all([
+            Effect.exit(store.checkpoint(stale)),
+            Effect.exit(store.checkpoint({ pipelineId: pid("plain2"), task: task("plain2", 0) }))
+          ], { concurrency: "unbounded" })
+          assert.isTrue(Exit.isSuccess(plain))
+          assert.isTrue(Exit.isFailure(exit))
+          const error = Exit.isFailure(exit) ? Option.getOrThrow(Cause.failureOption(exit.cause)) : undefined
+          const c = Traversal.conflictOf(error)
+          assert.isDefined(c)
+          assert.deepStrictEqual([c!.expected, c!.actual], [s0.version + 7, s0.version])
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("v1"))), s0)
+          assert.deepStrictEqual((yield* store.listArtifacts(pid("v1"))).map((a) => a.seq), [-1])
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("v1") }))), 0)
+          assert.strictEqual(yield* store.countEvents({ pipelineId: pid("v1") }), 0)
+          // a pipeline without a state: refused too
+          const none = yield* Effect.flip(store.checkpoint({ pipelineId: pid("plain2"), traversal: { expectedVersion: 0, state: s1 } }))
+          assert.isNull(Traversal.conflictOf(none)!.actual)
+          // two writes of one pipeline in one batch chain their versions
+          const s2 = Traversal.reserveAttempt(s1)
+          yield* Effect.all([
+            store.checkpoint({ pipelineId: pid("v1"), traversal: { expectedVersion: s0.version, state: s1 } }),
+            store.checkpoint({ pipelineId: pid("v1"), traversal: { expectedVersion: s1.version, state: s2 } })
+          ], { concurrency: "unbounded" })
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("v1"))), s2)
+        })))
+
+    it.effect("traversal: the ledger reads oldest first; limit keeps the newest N; filters by pipeline and run", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const tv = store.traversal!
+          yield* controlledToRewind(store, "l1")
+          yield* controlledToRewind(store, "l2", "run-2")
+          const all = yield* tv.handoffs()
+          assert.deepStrictEqual(all.map((h) => h.pipelineId), ["l1", "l2"])
+          assert.isTrue(all[0]!.handoffId < all[1]!.handoffId)
+          assert.deepStrictEqual((yield* tv.handoffs({ limit: 1 })).map((h) => h.pipelineId), ["l2"])
+          assert.deepStrictEqual((yield* tv.handoffs({ limit: 5 })).map((h) => h.pipelineId), ["l1", "l2"])
+          assert.deepStrictEqual(yield* tv.handoffs({ limit: 0 }), [])
+          assert.deepStrictEqual((yield* tv.handoffs({ pipelineId: pid("l1") })).map((h) => h.pipelineId), ["l1"])
+          assert.deepStrictEqual((yield* tv.handoffs({ runId: rid("run-2") })).map((h) => h.pipelineId), ["l2"])
+          assert.strictEqual((yield* store.stats(rid("run-2"))).handoffsTotal, 1)
+          const bad = yield* Effect.flip(tv.handoffs({ limit: -1 }))
+          assert.strictEqual(bad._tag, "ConfigError")
+        })))
+
+    it.effect("traversal: a failed write changes nothing (state, ledger, level)", () =>
+      withStore((store, h) =>
+        Effect.gen(function*() {
+          const tv = store.traversal!
+          const s1 = yield* controlledToRewind(store, "f1", "run-1", true)
+          yield* h.injectWriteFailure(true)
+          const exit = yield* Effect.exit(rewindFrom(store, "f1", s1, "run-1"))
+          yield* h.injectWriteFailure(false)
+          assert.isTrue(Exit.isFailure(exit))
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("f1"))), s1)
+          assert.deepStrictEqual(yield* tv.handoffs(), [])
+          assert.strictEqual(store.featureLevel, "base")
+          assert.isTrue(Option.isSome(yield* store.getArtifact(pid("f1"), 0)))
         })))
 
     it.effect("invalid options are a ConfigError", () => {

@@ -595,6 +595,43 @@ describe("Runner with control: attempt numbers and recovery", () => {
     }).pipe(Effect.provide(env())))
 })
 
+describe("Runner with control: torn completion and big outputs", () => {
+  it.effect("a complete traversal under a row left failed is settled succeeded without running anything", () =>
+    Effect.gen(function*() {
+      const runs: Array<unknown> = []
+      const a = Task.sync("a", (n: number) => Handoff.end(n + 1))
+      const template = Pipeline.fromTasks("torn", [a, plusOne("b", runs)], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      yield* Runner.run([spec])
+      const store = yield* Store
+      // the row no longer says what the traversal says (a torn final write)
+      yield* store.updatePipeline(spec.pipelineId, { state: "failed", updatedAt: 0 })
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.handoffsTotal, 0)
+      assert.strictEqual((yield* eventsOf(spec.pipelineId, "pipeline.terminal_repaired")).length, 1)
+      assert.strictEqual((yield* pipelineRow(spec.pipelineId)).state, "succeeded")
+      assert.deepStrictEqual(runs, [])
+      assert.strictEqual((yield* ledger(spec.pipelineId)).length, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a big output (>= 256 KiB) on a control pipeline is checkpointed at its occurrence", () =>
+    Effect.gen(function*() {
+      const big = Task.sync("big", (n: number) => "x".repeat(300 * 1024 + n))
+      const judge = Task.sync("judge", (s: string, ctx) => ctx.visit === 0 ? Handoff.rewind("big", 1) : s.length)
+      const template = Pipeline.fromTasks("big", [big, judge], { control: { rewind: { judge: ["big"] }, maxHandoffs: 1 } })
+      const spec = template.bind(0)
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        concurrency: 1,
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(outputs, [300 * 1024 + 1])
+      assert.strictEqual(((yield* decodeAt(`${spec.pipelineId}:0#1`)) as string).length, 300 * 1024 + 1)
+    }).pipe(Effect.provide(env())))
+})
+
 describe("Runner with control: store capability and plain pipelines", () => {
   it.effect("a store without the traversal capability refuses a control pipeline before writing it", () => {
     const faults = { ...faultsNone(), noTraversal: true }

@@ -360,9 +360,23 @@ export const make = (env: AdmitEnv) => {
         events.push(event("pipeline.claimed", { from: decision.claimedFrom, cursor: vs.cursor }))
       }
       if (vs.pending === null) {
-        // the traversal is complete (its last commit settled it): nothing to run
-        state.counters.skipped++
-        return
+        // Every step is committed (the traversal is complete) but the row says otherwise:
+        // settle it succeeded without running anything (its final artifact was marked by the
+        // same commit that completed the traversal).
+        const settled = yield* Effect.either(
+          store.settlePipeline(pipelineId, { state: "succeeded", nTasksDone: vs.cursor, runId, endedAt: now })
+        )
+        if (settled._tag === "Left") {
+          state.counters.repairFailures++
+          return yield* emit("pipeline.terminal_repair_failed", pipelineId, { phase: "settle", error: settled.left.message })
+        }
+        yield* emit("pipeline.terminal_repaired", pipelineId, {
+          previousState: stored?.state ?? null,
+          previousRunId: stored?.runId ?? null,
+          errorMessage: stored?.errorMessage ?? null
+        })
+        state.counters.succeeded++
+        return yield* finishCallback(yield* readRecord(pipelineId), Option.none())
       }
       const loaded = yield* loadEntry(spec, vs.pending.input)
       if (Either.isLeft(loaded)) {

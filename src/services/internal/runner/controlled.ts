@@ -27,7 +27,7 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact } from "../../Store.js"
-import { controlOf, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
+import { BIG_OUTPUT_BYTES, controlOf, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -174,7 +174,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         current.attempt = attempt
         yield* slots.take(holder)
         const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
-        slots.release(holder)
+        // a plain value is encoded at once; a big one keeps its worker slot until its
+        // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back
+        const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
+          ? env.registryFor(task).dump(result.exit.value)
+          : undefined
+        const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
+          encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+        if (!holdSlot) slots.release(holder)
         const ended = clock.unsafeCurrentTimeMillis()
         if (first) {
           taskStarted = result.startedAt
@@ -192,8 +199,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
               return handed
             }
             result.exit = Exit.fail(handed.error)
-          } else {
-            const encoded = env.registryFor(task).dump(value)
+          } else if (encoded !== undefined) {
             if (Either.isLeft(encoded)) {
               result.exit = Exit.fail(encoded.left)
             } else {
@@ -226,6 +232,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 task: withVisit(unit.task!),
                 pipeline: { ...unit.pipeline!, nTasksDone: next.cursor, attemptsDelta: 1 }
               }, next)
+              if (holdSlot) slots.release(holder)
               currentTask = undefined
               return isLast ? { _tag: "Ended", value } : { _tag: "Next", input: value }
             }

@@ -410,7 +410,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         handoff: ledger,
         ...(entryArtifact === undefined ? {} : { entry: entryArtifact }),
         ...(t.operation === "rewind" || t.operation === "retryAll" ? { invalidateFrom: t.toSeq as number } : {}),
-        ...(isEnd ? { final: entryAddress } : {})
+        // a new payload is written final itself; a reused entry (input, seed) is marked
+        ...(isEnd && entryArtifact === undefined ? { final: entryAddress } : {})
       })
       state.counters.handoffs++
       return isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }

@@ -2,16 +2,17 @@
  * Export: a store's facts as files (`exportStore`, `exportStores`); `resolveFormat` picks the
  * format of an output path.
  *
- * Six row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
+ * Seven row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
  *
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
- * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat` | createdAt, pipelineId |
+ * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat`; `control` (traversal record) and `handoffs` (ledger rows) for pipelines that declare control | createdAt, pipelineId |
  * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
  * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
+ * | `handoffs` | control transition (handoff ledger row) | handoffId |
  *
  * **Memory is bounded by bytes, not by row counts.** Pipelines are paged (`NESTED_BATCH`
  * or the store's `PAGE_SIZE` at a time); each page is read once with its payloads up to

@@ -51,7 +51,8 @@ const expected: Record<Export.RowKind, number> = {
   tasks: 964 * 2 + 241,
   attempts: 964 * 2 + 241 * 2,
   events: 964 * 2 + 241,
-  artifacts: 964 * 3 + 241 * 2
+  artifacts: 964 * 3 + 241 * 2,
+  handoffs: 0 // no pipeline of the fixture declares control
 }
 
 layer(Built, { excludeTestServices: true })("Export", (it) => {
@@ -67,7 +68,7 @@ layer(Built, { excludeTestServices: true })("Export", (it) => {
           if (kind === "pipelines" || kind === "results") {
             assert.strictEqual(new Set(rows.map((r) => r.pipelineId)).size, 1205)
           }
-          if (format === "csv") assert.isTrue(fs.readFileSync(out, "utf8").split("\n")[0]!.endsWith(",extra"))
+          if (format === "csv" && expected[kind] > 0) assert.isTrue(fs.readFileSync(out, "utf8").split("\n")[0]!.endsWith(",extra"))
         }))
     }
   }
@@ -101,7 +102,7 @@ layer(Built, { excludeTestServices: true })("Export", (it) => {
           const slow = yield* Stream.runCollect(Export.iterRows(store, { kind, limit: 1100 }, perPipeline(store)))
           return [Chunk.toReadonlyArray(fast), Chunk.toReadonlyArray(slow)] as const
         }))
-        assert.strictEqual(a.length, 1100)
+        assert.strictEqual(a.length, Math.min(1100, expected[kind]))
         assert.deepStrictEqual(a, b)
       }
     }))

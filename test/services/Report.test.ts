@@ -72,7 +72,7 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "attempts", "byState", "duplicates", "errors", "latencyMs", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
+        "attempts", "byState", "duplicates", "errors", "handoffsTotal", "latencyMs", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
       ])
     }))
 

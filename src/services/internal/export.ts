@@ -2,16 +2,21 @@
  * Export: a store's facts as rows (`iterRows`, `rowItems`) and as files (`writeRows`,
  * `exportStore`, `exportStores`).
  *
- * Six row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
+ * Seven row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
  *
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
- * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat` | createdAt, pipelineId |
+ * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat`; for a pipeline that declares `control`, also `control` (its traversal record) and `handoffs` (its ledger rows) | createdAt, pipelineId |
  * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
  * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
+ * | `handoffs` | control transition (handoff ledger row: from/to seq and task, operation, entry artifact, reused, reason) | handoffId |
+ *
+ * Task and artifact rows (top-level or nested) carry `visit` (which entry of the station made
+ * them) and `active` (part of the current traversal, or history superseded by a rewind, a
+ * retry-all or a restart); attempt rows carry `visit`.
  *
  * **Memory is bounded by bytes, not by row counts.** Pipelines are paged ({@link NESTED_BATCH}
  * or the store's `PAGE_SIZE` at a time); each page is read once with its payloads up to
@@ -48,7 +53,10 @@ import { fileURLToPath } from "node:url"
 import { CodecRegistry } from "../../domain/Codec.js"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
+import type { HandoffRecord } from "../../domain/Handoff.js"
 import type { ArtifactRecord, PipelineRecord, TaskRecord } from "../../domain/Records.js"
+import * as Traversal from "../../domain/Traversal.js"
+import type { VisitState } from "../../domain/Traversal.js"
 import * as SpecUri from "../../domain/SpecUri.js"
 import * as OutputFile from "../OutputFile.js"
 import * as StoreFiles from "../StoreFiles.js"
@@ -66,7 +74,7 @@ import { PAGE_SIZE } from "./store/shared.js"
  * @since 0.1.0
  * @category constants
  */
-export const ROW_KINDS = ["pipelines", "tasks", "attempts", "events", "artifacts", "results"] as const
+export const ROW_KINDS = ["pipelines", "tasks", "attempts", "events", "artifacts", "results", "handoffs"] as const
 
 /**
  * One of {@link ROW_KINDS}.
@@ -202,7 +210,7 @@ export interface RowOptions {
  *
  * - `time`: `"ms"` (default: epoch milliseconds, as stored) or `"iso"` (ISO-8601 UTC strings,
  *   `2024-05-01T12:00:00.000Z`) for the records' time fields ({@link TIME_FIELDS}) at the top
- *   of a row and in its nested `tasks` and `artifacts`; payloads and event data are never
+ *   of a row and in its nested `tasks`, `artifacts` and `handoffs`; payloads and event data are never
  *   touched;
  * - `flatten`: a depth ≥ 1, or `undefined` (no flattening): every non-empty plain object in a
  *   row (a payload, `tags`, a `decision`, event `data`) becomes one field per key, named with
@@ -348,8 +356,52 @@ export const repeatOf = (p: PipelineRecord): number | null => {
 }
 
 /**
+ * What a pipeline that declares `control` adds to its `pipelines` row: its traversal state
+ * and its handoff ledger rows (oldest first, every budget lifetime).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ControlOf {
+  readonly state: VisitState
+  readonly handoffs: ReadonlyArray<HandoffRecord>
+}
+
+/**
+ * The `control` record of a `pipelines` row: the traversal state's fields (`version`,
+ * `cursor` (a position: the pending entry's seq, `nTasksTotal` once complete), `pending`,
+ * `active`, `counters`, `handoffs` consumed from the current budget, `payloads`, `ledger`,
+ * `floor`, `seed`), `cursorKind: "position"`, `input` (the occurrence address of the pending
+ * entry's exact input, `null` when complete) and `terminal` (the occurrence address of the
+ * final artifact, `null` while there is none).
+ *
+ * @since 0.1.0
+ * @category rows
+ */
+export const controlRecord = (state: VisitState, artifacts: ReadonlyArray<ArtifactRecord>): Row => {
+  const final = artifacts.find((a) => a.isFinal)
+  return {
+    version: state.version,
+    cursor: state.cursor,
+    cursorKind: "position",
+    pending: state.pending === null ? null : { ...state.pending },
+    active: state.active.map((a) => ({ ...a })),
+    counters: [...state.counters],
+    handoffs: state.handoffs,
+    payloads: state.payloads,
+    ledger: state.ledger,
+    floor: state.floor,
+    seed: state.seed,
+    input: state.pending?.input ?? null,
+    terminal: final === undefined ? null : Traversal.address(final.pipelineId, final.seq, final.visit)
+  }
+}
+
+/**
  * A nested `pipelines` row: every field of the pipeline record, `repeat`, then `tasks` (task
- * rows) and `artifacts` (artifact metadata with decoded `payload`).
+ * rows) and `artifacts` (artifact metadata with decoded `payload`); with `control` (a pipeline
+ * that declares control), `control` ({@link controlRecord}) and `handoffs` (its ledger rows)
+ * after `tasks`. A plain pipeline's row has neither.
  *
  * @since 0.1.0
  * @category rows
@@ -357,18 +409,48 @@ export const repeatOf = (p: PipelineRecord): number | null => {
 export const pipelineRow = (
   p: PipelineRecord,
   tasks: ReadonlyArray<TaskRecord>,
-  artifacts: ReadonlyArray<LoadedArtifact>
+  artifacts: ReadonlyArray<LoadedArtifact>,
+  control?: ControlOf | undefined
 ): Row => ({
-  ...pipelineHead(p, tasks),
+  ...pipelineHead(p, tasks, control, artifacts.map((a) => a.artifact)),
   artifacts: artifacts.map(artifactRow)
 })
 
 /** A `pipelines` row without its `artifacts` (the head of a {@link LargeRow}). */
-const pipelineHead = (p: PipelineRecord, tasks: ReadonlyArray<TaskRecord>): Row => ({
+const pipelineHead = (
+  p: PipelineRecord,
+  tasks: ReadonlyArray<TaskRecord>,
+  control: ControlOf | undefined,
+  artifacts: ReadonlyArray<ArtifactRecord>
+): Row => ({
   ...p,
   repeat: repeatOf(p),
-  tasks: tasks.map(plain)
+  tasks: tasks.map(plain),
+  ...(control === undefined ? {} : { control: controlRecord(control.state, artifacts), handoffs: control.handoffs.map(plain) })
 })
+
+/**
+ * The traversal state and ledger rows of the pipelines of `ps` that declare `control` (one
+ * `visitState` read per pipeline, and one ledger read per control pipeline); empty on a store
+ * without the traversal capability.
+ */
+const controlsOf = (
+  store: StoreService,
+  ps: ReadonlyArray<PipelineRecord>
+): Effect.Effect<ReadonlyMap<PipelineId, ControlOf>, ReadError> => {
+  const traversal = store.traversal
+  if (traversal === undefined) return Effect.succeed(new Map())
+  return Effect.map(
+    Effect.forEach(ps, (p) =>
+      Effect.flatMap(traversal.visitState(p.pipelineId), (state) =>
+        Option.isNone(state)
+          ? Effect.succeed(undefined)
+          : Effect.map(traversal.handoffs({ pipelineId: p.pipelineId }), (handoffs) =>
+            [p.pipelineId, { state: state.value, handoffs }] as const
+          ))),
+    (pairs) => new Map(pairs.filter((x) => x !== undefined))
+  )
+}
 
 /**
  * A `results` row: `pipelineId`, `key`, `name`, `repeat`, `state`, `runId`, the cursor,
@@ -605,15 +687,42 @@ export const rowItems = (
             const p = g.ps[0]!
             const b = meta.get(p.pipelineId)
             const parts = (b?.artifacts ?? []).map((a) => Effect.map(loadOne(bulk, a.artifact), artifactRow))
-            return Stream.succeed(new LargeRow(pipelineHead(p, b?.tasks ?? []), "artifacts", parts))
+            return chunkStream(
+              Effect.map(controlsOf(store, g.ps), (controls) =>
+                Chunk.of<RowItem>(
+                  new LargeRow(
+                    pipelineHead(p, b?.tasks ?? [], controls.get(p.pipelineId), (b?.artifacts ?? []).map((a) => a.artifact)),
+                    "artifacts",
+                    parts
+                  )
+                ))
+            )
           }
           return chunkStream(
-            Effect.map(groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }), (loaded) =>
-              chunkOf<RowItem>(g.ps.map((p) =>
-                pipelineRow(p, meta.get(p.pipelineId)?.tasks ?? [], loaded.get(p.pipelineId)?.artifacts ?? [])
-              )))
+            Effect.zipWith(
+              groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }),
+              controlsOf(store, g.ps),
+              (loaded, controls) =>
+                chunkOf<RowItem>(g.ps.map((p) =>
+                  pipelineRow(
+                    p,
+                    meta.get(p.pipelineId)?.tasks ?? [],
+                    loaded.get(p.pipelineId)?.artifacts ?? [],
+                    controls.get(p.pipelineId)
+                  )
+                ))
+            )
           )
         })
+      case "handoffs": {
+        // the ledger in write order (handoffId); a store without the capability has none
+        const traversal = store.traversal
+        if (traversal === undefined) return Stream.empty
+        return Stream.flatMap(
+          Stream.fromEffect(traversal.handoffs({ runId })),
+          (rows) => Stream.fromIterable((limit === undefined ? rows : rows.slice(0, limit)).map(plain))
+        )
+      }
       case "results": {
         const finals: BundleOptions = { payloads: "final", artifacts: "final", tasks: false }
         return byPayloadGroups(store, runId, limit, PAGE_SIZE, finals, bulk, (g, meta) =>
@@ -682,7 +791,7 @@ export const iterRows = (
 export const TIME_FIELDS: ReadonlySet<string> = new Set(["createdAt", "updatedAt", "startedAt", "endedAt", "heartbeatAt", "ts"])
 
 /** Row fields whose elements are records (their time fields are converted too). */
-const NESTED_RECORDS: ReadonlySet<string> = new Set(["tasks", "artifacts"])
+const NESTED_RECORDS: ReadonlySet<string> = new Set(["tasks", "artifacts", "handoffs"])
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 

@@ -4,7 +4,7 @@
  * Pipelines are deduplicated by id: the best state wins (`succeeded` > `failed` >
  * `interrupted` > `running` / `pending`), the latest finish (`endedAt`, then `updatedAt`)
  * breaks ties, and the first source wins a complete tie. Work counts (`pipelines`, `tasks`,
- * `attemptsTotal`) are recounted from the surviving rows, so merging is idempotent: the same
+ * `attemptsTotal`, `handoffsTotal`) are recounted from the surviving rows, so merging is idempotent: the same
  * store given twice, or one pipeline present in two shards, counts once. `sourceEventsTotal`
  * is deliberately the raw sum of each source's event count: events are not attached to a
  * pipeline row, so nothing tells which copy owns an event.
@@ -22,8 +22,8 @@ import type { ErrorRow, Latency, ReadError, StoreService } from "../Store.js"
 import { StoreOpener } from "../Store.js"
 
 /**
- * A surviving pipeline row: the record, the source it came from, and the number of task rows
- * it has in that source.
+ * A surviving pipeline row: the record, the source it came from, and the numbers of task rows
+ * and of handoff ledger rows it has in that source.
  *
  * @since 0.1.0
  * @category models
@@ -32,12 +32,15 @@ export interface MergedRow {
   readonly pipeline: PipelineRecord
   readonly source: string
   readonly tasks: number
+  /** Handoff ledger rows of the pipeline in that source (0 for a plain pipeline). */
+  readonly handoffs: number
 }
 
 /**
  * One source of a merge, already read: its name (a path), its pipeline rows (as read; each
- * must carry a numeric `attemptsTotal`), the task-row count of each pipeline, and its raw
- * event count.
+ * must carry a numeric `attemptsTotal`), the task-row count of each pipeline, the handoff
+ * ledger-row count of each pipeline (absent: none, as for a store without the traversal
+ * capability), and its raw event count.
  *
  * @since 0.1.0
  * @category models
@@ -46,6 +49,7 @@ export interface MergeSource {
   readonly source: string
   readonly pipelines: ReadonlyArray<PipelineRecord>
   readonly taskCounts: ReadonlyMap<string, number>
+  readonly handoffCounts?: ReadonlyMap<string, number> | undefined
   readonly eventsTotal: number
 }
 
@@ -53,6 +57,9 @@ export interface MergeSource {
  * The counts of a merged report.
  *
  * - `pipelines`, `byState`, `tasks`, `attemptsTotal`: recounted from the surviving rows;
+ * - `handoffsTotal`: the control transitions (ledger rows) of the surviving rows, each
+ *   pipeline's counted in its winning source (so shards add up and a store given twice
+ *   counts once);
  * - `sourceEventsTotal`: raw sum of the sources' events (duplicates included);
  * - `duplicates`: rows folded away; `sources`: the sources in the given order;
  * - `latencyMs`: percentiles of `endedAt - startedAt` of terminal surviving rows (ms,
@@ -66,6 +73,7 @@ export interface MergedStats {
   readonly byState: Readonly<Record<PipelineState, number>>
   readonly tasks: number
   readonly attemptsTotal: number
+  readonly handoffsTotal: number
   readonly sourceEventsTotal: number
   readonly duplicates: number
   readonly sources: ReadonlyArray<string>
@@ -88,6 +96,8 @@ export interface MergedReport {
   readonly pipelines: number
   readonly tasks: number
   readonly attemptsTotal: number
+  /** See {@link MergedStats}. */
+  readonly handoffsTotal: number
   readonly sourceEventsTotal: number
   readonly stats: () => MergedStats
   /** A few human-readable lines. */
@@ -171,7 +181,12 @@ export const mergeSources = (
             issues: [{ path: `${s.source}:${String(p.pipelineId)}.attemptsTotal`, message: "missing attemptsTotal" }]
           })
         }
-        const row: MergedRow = { pipeline: p, source: s.source, tasks: s.taskCounts.get(p.pipelineId) ?? 0 }
+        const row: MergedRow = {
+          pipeline: p,
+          source: s.source,
+          tasks: s.taskCounts.get(p.pipelineId) ?? 0,
+          handoffs: s.handoffCounts?.get(p.pipelineId) ?? 0
+        }
         const prev = winners.get(p.pipelineId)
         if (prev === undefined) winners.set(p.pipelineId, row)
         else {
@@ -185,9 +200,11 @@ export const mergeSources = (
     const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
     let tasks = 0
     let attemptsTotal = 0
+    let handoffsTotal = 0
     for (const r of rows) {
       byState[r.pipeline.state]++
       tasks += r.tasks
+      handoffsTotal += r.handoffs
       attemptsTotal += r.pipeline.attemptsTotal
     }
     const sourceEventsTotal = sources.reduce((n, s) => n + s.eventsTotal, 0)
@@ -196,6 +213,7 @@ export const mergeSources = (
       byState: { ...byState },
       tasks,
       attemptsTotal,
+      handoffsTotal,
       sourceEventsTotal,
       duplicates,
       sources: names,
@@ -226,7 +244,7 @@ export const mergeSources = (
         .join(", ")
       return [
         `merged ${st.sources.length} store(s): ${st.pipelines} pipeline(s)${states === "" ? "" : ` (${states})`}`,
-        `tasks ${st.tasks}, attempts ${st.attemptsTotal}, duplicates folded ${st.duplicates}, source events ${st.sourceEventsTotal}`,
+        `tasks ${st.tasks}, attempts ${st.attemptsTotal}${st.handoffsTotal > 0 ? `, handoffs ${st.handoffsTotal}` : ""}, duplicates folded ${st.duplicates}, source events ${st.sourceEventsTotal}`,
         st.latencyMs === null
           ? "latency: n/a"
           : `latency ms: p50 ${st.latencyMs.p50.toFixed(0)}, p95 ${st.latencyMs.p95.toFixed(0)}, p99 ${st.latencyMs.p99.toFixed(0)}`
@@ -266,6 +284,7 @@ export const mergeSources = (
       pipelines: rows.length,
       tasks,
       attemptsTotal,
+      handoffsTotal,
       sourceEventsTotal,
       stats,
       summary,
@@ -276,7 +295,8 @@ export const mergeSources = (
 
 /**
  * Reads one opened store as a {@link MergeSource}: every pipeline row, the task-row count of
- * each pipeline, and the raw event count.
+ * each pipeline, the ledger-row count of each pipeline (through the traversal capability;
+ * none without it), and the raw event count.
  *
  * @since 0.1.0
  * @category merging
@@ -286,8 +306,12 @@ export const readSource = (source: string, store: StoreService): Effect.Effect<M
     const pipelines = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamPipelines()))
     const taskCounts = new Map<string, number>()
     yield* Stream.runForEach(store.streamTasks(), (t) => Effect.sync(() => void taskCounts.set(t.pipelineId, (taskCounts.get(t.pipelineId) ?? 0) + 1)))
+    const handoffCounts = new Map<string, number>()
+    if (store.traversal !== undefined) {
+      for (const h of yield* store.traversal.handoffs()) handoffCounts.set(h.pipelineId, (handoffCounts.get(h.pipelineId) ?? 0) + 1)
+    }
     const eventsTotal = yield* store.countEvents()
-    return { source, pipelines, taskCounts, eventsTotal }
+    return { source, pipelines, taskCounts, handoffCounts, eventsTotal }
   })
 
 /**

@@ -21,6 +21,7 @@ import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
+import type { VisitState } from "../../domain/Traversal.js"
 import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -136,8 +137,58 @@ export const metricRow = (m: MetricRecord): MetricRow => ({
 })
 
 /**
+ * The traversal state of a pipeline that declares `control`, as `/pipelines` shows it (the
+ * store's `VisitState`, see `domain/Traversal.ts`): `cursor` is a position (the seq of the
+ * pending entry, `n_tasks_total` once complete; it moves back on a rewind), `pending` the next
+ * entry (`{ seq, visit, input, attempts }`, `null` when complete), `active` the valid outputs
+ * (`{ seq, visit, artifact }`), `counters` the entries made per seq, `handoffs` the transitions
+ * consumed from the current budget, `payloads` the handoff payloads written, `ledger` the
+ * pipeline's ledger rows over every budget lifetime and `floor` the ledger rows of earlier
+ * lifetimes (before the last fresh restart), `seed` the seed's occurrence address and
+ * `version` the state's version.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TraversalWire {
+  readonly version: number
+  readonly cursor: number
+  readonly pending: { readonly seq: number; readonly visit: number; readonly input: string; readonly attempts: number } | null
+  readonly active: ReadonlyArray<{ readonly seq: number; readonly visit: number; readonly artifact: string }>
+  readonly counters: ReadonlyArray<number>
+  readonly handoffs: number
+  readonly payloads: number
+  readonly ledger: number
+  readonly floor: number
+  readonly seed: string
+}
+
+/**
+ * Converts a stored traversal state to its wire form.
+ *
+ * @since 0.1.0
+ * @category wire
+ */
+export const traversalWire = (s: VisitState): TraversalWire => ({
+  version: s.version,
+  cursor: s.cursor,
+  pending: s.pending === null ? null : { seq: s.pending.seq, visit: s.pending.visit, input: s.pending.input, attempts: s.pending.attempts },
+  active: s.active.map((a) => ({ seq: a.seq, visit: a.visit, artifact: a.artifact })),
+  counters: [...s.counters],
+  handoffs: s.handoffs,
+  payloads: s.payloads,
+  ledger: s.ledger,
+  floor: s.floor,
+  seed: s.seed
+})
+
+/**
  * A pipeline as `/pipelines` returns it: state, cursor (`n_tasks_done` / `n_tasks_total`),
  * attempts, times (epoch ms), failure fields and its pipeline-scoped reported metrics.
+ *
+ * A pipeline that declares `control` also has `cursor_kind: "position"` (its cursor is the
+ * traversal's position, which moves back on a rewind, not a count of finished tasks) and
+ * `traversal` (its {@link TraversalWire}); a plain pipeline's row has neither.
  *
  * @since 0.1.0
  * @category models
@@ -160,15 +211,24 @@ export interface PipelineRow {
   readonly error_message: string | null
   readonly error_class: string | null
   readonly reported_metrics: ReadonlyArray<MetricRow>
+  /** Control pipelines only: the cursor is a position (see {@link PipelineRow}). */
+  readonly cursor_kind?: "position"
+  /** Control pipelines only: the traversal state. */
+  readonly traversal?: TraversalWire
 }
 
 /**
- * Converts a stored pipeline (without its metrics) to its wire row.
+ * Converts a stored pipeline (without its metrics) to its wire row; `traversal`, the
+ * pipeline's traversal state when it declares `control`, adds `cursor_kind` and `traversal`.
  *
  * @since 0.1.0
  * @category wire
  */
-export const pipelineRow = (p: PipelineRecord, metrics: ReadonlyArray<MetricRow> = []): PipelineRow => ({
+export const pipelineRow = (
+  p: PipelineRecord,
+  metrics: ReadonlyArray<MetricRow> = [],
+  traversal: Option.Option<VisitState> = Option.none()
+): PipelineRow => ({
   pipeline_id: p.pipelineId,
   key: p.key,
   name: p.name,
@@ -185,7 +245,8 @@ export const pipelineRow = (p: PipelineRecord, metrics: ReadonlyArray<MetricRow>
   error_type: p.errorType,
   error_message: p.errorMessage,
   error_class: p.errorClass,
-  reported_metrics: metrics
+  reported_metrics: metrics,
+  ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {})
 })
 
 /**
@@ -445,7 +506,8 @@ export interface MonitorReads {
 /**
  * {@link MonitorReads} over the `Store` port: a page is one `pipelinesPage` (keyset: the same
  * cost at any depth on SQLite) plus one `metrics` read per row shown (pipeline-scoped metrics
- * of the row's owner run); the histogram is one `completions` aggregate aligned on `originMs`
+ * of the row's owner run) and, on a store with the traversal capability, one `visitState`
+ * read per row (the traversal of a pipeline that declares `control`); the histogram is one `completions` aggregate aligned on `originMs`
  * (completions that ended before `originMs` are not counted).
  *
  * @since 0.1.0
@@ -455,8 +517,13 @@ export const storeReads = (store: StoreService): MonitorReads => ({
   pipelinesPage: ({ after, limit, runId, state }) =>
     Effect.gen(function*() {
       const page = yield* store.pipelinesPage({ runId, state, after, limit })
+      const traversal = store.traversal
       const rows = yield* Effect.forEach(page.pipelines, (p) =>
-        Effect.map(store.metrics({ runId: p.runId, pipelineId: p.pipelineId }), (ms) => pipelineRow(p, ms.map(metricRow))))
+        Effect.zipWith(
+          store.metrics({ runId: p.runId, pipelineId: p.pipelineId }),
+          traversal === undefined ? Effect.succeed(Option.none<VisitState>()) : traversal.visitState(p.pipelineId),
+          (ms, state) => pipelineRow(p, ms.map(metricRow), state)
+        ))
       return { rows, next: page.next }
     }),
   completions: ({ bucketMs, originMs, runId }) =>
@@ -557,6 +624,8 @@ export interface Snapshot {
   readonly tasks: number
   readonly attempts_total: number
   readonly retries: number
+  /** Control transitions (handoff ledger rows) committed in the selection (0 without control). */
+  readonly handoffs_total: number
   readonly events: number
   readonly latency_ms: Latency | null
   readonly throughput: Throughput
@@ -782,6 +851,7 @@ export const snapshotOf = (
       tasks: stats.tasks,
       attempts_total: stats.attemptsTotal,
       retries: stats.retries,
+      handoffs_total: stats.handoffsTotal,
       events: stats.events,
       latency_ms: stats.latencyMs,
       throughput: { per_sec: perSec, recent_per_sec: recentPerSec, bucket_ms: bucketMs, series },
@@ -907,6 +977,7 @@ export const renderLine = (s: Snapshot): string => {
   if (rate !== null) parts.push(formatRate(rate))
   if (s.eta_ms !== null) parts.push(`ETA ${formatDuration(s.eta_ms)}`)
   if (s.retries > 0) parts.push(`${s.retries} retries`)
+  if (s.handoffs_total > 0) parts.push(`${s.handoffs_total} handoffs`)
   return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
 }
 
@@ -967,7 +1038,7 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
   const lat = s.latency_ms === null
     ? ""
     : ` · latency p50 ${formatDuration(s.latency_ms.p50)} p95 ${formatDuration(s.latency_ms.p95)} p99 ${formatDuration(s.latency_ms.p99)}`
-  push(`tasks ${s.tasks} · attempts ${s.attempts_total} · retries ${s.retries}${lat}`)
+  push(`tasks ${s.tasks} · attempts ${s.attempts_total} · retries ${s.retries}${s.handoffs_total > 0 ? ` · handoffs ${s.handoffs_total}` : ""}${lat}`)
   if (s.metrics.length > 0) {
     push(s.run_id === "all" && s.metrics_run_id !== null ? `metrics (of run ${clean(s.metrics_run_id)})` : "metrics")
     for (const m of s.metrics) push(`  ${clean(m.label ?? m.name)}: ${clean(formatMetric(m.value, m.display))}`)

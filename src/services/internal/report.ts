@@ -139,6 +139,12 @@ export interface ReportData {
   readonly tasks: number
   readonly attempts: number
   readonly retries: number
+  /**
+   * Control transitions (handoff ledger rows) the selected runs committed, summed over the
+   * stores (`StoreStats.handoffsTotal`; 0 for runs of plain pipelines). Like `tasks` and
+   * `attempts` it counts work, so a revisited station's rows all count.
+   */
+  readonly handoffsTotal: number
   readonly latencyMs: Latency | null
   readonly resources: ReadonlyArray<ReportResource>
   readonly metrics: ReadonlyArray<ReportMetric>
@@ -233,6 +239,7 @@ export const buildReport = (
     let tasks = 0
     let attempts = 0
     let retries = 0
+    let handoffsTotal = 0
     const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
@@ -256,6 +263,7 @@ export const buildReport = (
         tasks += st.tasks
         attempts += st.attemptsTotal
         retries += st.retries
+        handoffsTotal += st.handoffsTotal
         yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
           Effect.sync(() => {
             for (const id of new Set(a.leaseIds.map(leaseTarget))) {
@@ -324,6 +332,7 @@ export const buildReport = (
       tasks,
       attempts,
       retries,
+      handoffsTotal,
       latencyMs: latencyOf(survivors.map((w) => w.p)),
       resources,
       metrics,
@@ -379,7 +388,8 @@ export const renderText = (r: ReportData): string => {
   }
   const states = (Object.keys(r.byState) as Array<PipelineState>).map((k) => `${k} ${r.byState[k]}`).join(", ")
   out.push(`Pipelines: ${r.pipelines} (${states})${r.duplicates > 0 ? `, ${r.duplicates} duplicate row(s) merged` : ""}`)
-  out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}`)
+  // control transitions only when some were committed: a plain run's text is unchanged
+  out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}${r.handoffsTotal > 0 ? `  Handoffs: ${r.handoffsTotal}` : ""}`)
   out.push(
     r.latencyMs === null
       ? "Latency: n/a"

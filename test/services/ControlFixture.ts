@@ -1,0 +1,63 @@
+/**
+ * Test fixture: a real SQLite store written by the runner with control flow. Two pipelines of
+ * `gen → validate → report` whose validator rewinds the generator once (with new state), and one
+ * plain pipeline of one task; what report, merge, export and serve read in their control tests.
+ */
+import { Effect, Layer } from "effect"
+import * as Handoff from "../../src/domain/Handoff.js"
+import type { PipelineId } from "../../src/domain/Ids.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+
+interface Draft {
+  readonly n: number
+  readonly hint: string | null
+  readonly visit: number
+}
+
+const generate = Task.sync("generate", (row: { readonly n: number; readonly hint?: string }, ctx): Draft => ({
+  n: row.n,
+  hint: row.hint ?? null,
+  visit: ctx.visit
+}))
+
+const validate = Task.sync("validate", (draft: Draft, ctx) =>
+  ctx.visit === 0 ? Handoff.rewind("generate", { n: draft.n, hint: "again" }, { reason: "first draft refused" }) : draft)
+
+const report = Task.sync("report", (draft: Draft) => ({ ...draft, ok: true }))
+
+/** The control template (rewind validate → generate, budget 2). */
+export const controlTemplate = Pipeline.fromTasks("gen-check", [generate, validate, report], {
+  control: { rewind: { validate: ["generate"] }, maxHandoffs: 2 }
+})
+
+/** The plain template (one task, no control). */
+export const plainTemplate = Pipeline.fromTasks("plain", [Task.sync("double", (n: number) => n * 2)])
+
+/** What the fixture wrote: the ids of the two control pipelines and of the plain one. */
+export interface ControlStore {
+  readonly control: ReadonlyArray<PipelineId>
+  readonly plain: PipelineId
+}
+
+/**
+ * Runs the fixture's three pipelines into the SQLite file `file` (one run) and returns their
+ * ids; the store is closed afterwards.
+ */
+export const writeControlStore = (file: string): Effect.Effect<ControlStore, unknown> =>
+  Effect.gen(function*() {
+    const specs = [controlTemplate.bind({ n: 1 }), controlTemplate.bind({ n: 2 })]
+    const plain = plainTemplate.bind(21)
+    yield* Runner.run([...specs, plain])
+    return { control: specs.map((s) => s.pipelineId), plain: plain.pipelineId }
+  }).pipe(
+    Effect.provide(
+      Layer.provideMerge(
+        Runner.layer({ handleSignals: false }),
+        Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]))
+      )
+    )
+  )

@@ -1,8 +1,9 @@
-import { assert, describe, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { execFile, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import { writeControlStore } from "../services/ControlFixture.js"
 import { buildPayloadStore, buildStore, tmpDir } from "../services/ExportFixture.js"
 
 const bin = nodePath.resolve(__dirname, "../../bin/assay")
@@ -227,4 +228,25 @@ layer(Built, { excludeTestServices: true, timeout: "120 seconds" })((it) => {
         }))
     })
   })
+})
+
+describe("assay report / export / merge on a store with control flow", { timeout: 120_000 }, () => {
+  it.live("report shows Handoffs, export --rows handoffs writes the ledger, merge counts handoffs once per pipeline", () =>
+    Effect.gen(function*() {
+      const file = nodePath.join(dir, "control.db")
+      yield* Effect.orDie(writeControlStore(file))
+      const text = yield* run(["report", file])
+      assert.strictEqual(text.code, 0, text.err)
+      assert.match(text.out, /Handoffs: 2/)
+      const json = yield* run(["report", "--json", file])
+      assert.strictEqual(JSON.parse(json.out).handoffsTotal, 2)
+      const out = nodePath.join(dir, "handoffs.jsonl")
+      const exported = yield* run(["export", file, out, "--rows", "handoffs"])
+      assert.strictEqual(exported.code, 0, exported.err)
+      const rows = fs.readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(rows.map((r) => r.operation), ["rewind", "rewind"])
+      const merged = yield* run(["merge", file, file, "-o", nodePath.join(dir, "merged.jsonl")])
+      assert.strictEqual(merged.code, 0, merged.err)
+      assert.match(merged.out, /handoffs 2, duplicates folded 3/)
+    }), 120_000)
 })

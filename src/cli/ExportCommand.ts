@@ -30,7 +30,7 @@ const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
   Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
 )
-const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results.")
+const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results, handoffs (the control-flow ledger).")
 const format = StoreArgs.formatOption("Output format: jsonl, json or csv (default: from OUT's suffix).")
 const limit = integerAtLeast("limit", 0).pipe(
   Options.optional,

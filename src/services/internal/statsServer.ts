@@ -11,7 +11,7 @@
  * | `/pipelines` | `{ run_id, rows, next }` paged by key: `?after=<next>&limit=` (≤ 1000, default 50) |
  * | `/resources` | `{ run_id, rows }` pool resources with health |
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
- * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
+ * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`, `handoffs`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
  * Every route takes `run_id`: absent = the server's default selection (the whole store unless

@@ -10,8 +10,11 @@
  * 2. assay on SqliteStore (file, journal full);
  * 3. assay on MemoryStore;
  * 4. a bare `Effect.forEach` over the same task functions, same concurrency;
- * 5. assay on SqliteStore where each task takes a lease from a pool of 4 resources × 8.
- * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.35), `pool_ratio` = (5)/(2) (target ≥ 0.6).
+ * 5. assay on SqliteStore where each task takes a lease from a pool of 4 resources × 8;
+ * 6. assay on SqliteStore, a pipeline of 4 tasks that declares control and rewinds once:
+ *    t0, t1, t2 → rewind to t1, t1, t2 → end (5 task executions, 2 transitions).
+ * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.35), `pool_ratio` = (5)/(2) (target ≥ 0.6),
+ * `rewind_ratio` = pipelines/s of (6) / (2) (target ≥ 0.6).
  * Then, each in a child process of its own: peak RSS for 100k and 1M pipelines streamed from a
  * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 50,000).
@@ -26,6 +29,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
+import * as Handoff from "../src/domain/Handoff.js"
 import * as Pipeline from "../src/domain/Pipeline.js"
 import * as Resource from "../src/domain/Resource.js"
 import * as Task from "../src/domain/Task.js"
@@ -52,6 +56,17 @@ const leased = <A, B>(name: string, f: (a: A) => B) =>
   Task.make(name, { resource: "pool" }, (a: A, ctx) => Effect.map(ctx.acquire(), () => f(a)))
 const withLeases = Pipeline.make("bench-leased", leased("t0", f1), leased("t1", f2), leased("t2", f3))
 
+// Every pipeline rewinds once: t2's first visit sends t1 back its input, its second ends.
+const rewinding = Pipeline.make(
+  "bench-rewind",
+  Task.sync("t0", f1),
+  Task.sync("t1", f2),
+  Task.sync("t2", (r: { readonly i: number; readonly n: number }, ctx) =>
+    ctx.visit === 0 ? Handoff.rewind("t1", { i: r.i, text: "again" }) : Handoff.end(f3(r))),
+  Task.sync("t3", f3),
+  { control: { rewind: { t2: ["t1"] }, edges: { t2: ["end"] }, maxHandoffs: 1 } }
+)
+
 function* seeds(n: number) {
   for (let i = 0; i < n; i++) yield { i }
 }
@@ -61,7 +76,7 @@ const poolLayer = Pool.layer([
 ])
 
 const runWith = (
-  template: typeof plain | typeof withLeases,
+  template: Pipeline.Template<any, any, any, never>,
   store: Layer.Layer<import("../src/services/Store.js").Store, unknown>,
   n: number,
   options: Runner.RunOptions = {}
@@ -142,6 +157,7 @@ if (mode === "rss") {
     const memories: Array<{ ms: number; cpuMs: number }> = []
     const pooleds: Array<{ ms: number; cpuMs: number }> = []
     const bares: Array<{ ms: number; cpuMs: number }> = []
+    const rewinds: Array<{ ms: number; cpuMs: number }> = []
     for (let round = 0; round < rounds; round++) {
       raws.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-${round}.db`), N, (i) => ids[i]!))))
       rawSeqs.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-seq-${round}.db`), N))))
@@ -153,8 +169,12 @@ if (mode === "rss") {
       pooleds.push(
         yield* timed(Effect.map(runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, `pooled-${round}.db`) }), N), (r) => r.ms))
       )
+      rewinds.push(
+        yield* timed(Effect.map(runWith(rewinding, SqliteStore.layer({ filename: nodePath.join(dir, `rewind-${round}.db`) }), N), (r) => r.ms))
+      )
     }
-    const [raw, rawSeq, sqlite, memory, pooled, bareB] = [raws, rawSeqs, sqlites, memories, pooleds, bares].map(best)
+    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds]
+      .map(best)
     const line = (name: string, x: { ms: number; cpuMs: number }) =>
       emit({
         bench: `runner.${name}`,
@@ -168,6 +188,7 @@ if (mode === "rss") {
     line("memory", memory!)
     line("bare_forEach", bareB!)
     line("sqlite_pooled", pooled!)
+    line("sqlite_rewind_once", rewind!)
     emit({
       bench: "runner.ratios",
       ratio_to_raw: +(raw!.ms / sqlite!.ms).toFixed(3),
@@ -176,7 +197,9 @@ if (mode === "rss") {
       ratio_to_raw_sequential_ids: +(rawSeq!.ms / sqlite!.ms).toFixed(3),
       pool_ratio: +(sqlite!.ms / pooled!.ms).toFixed(3),
       pool_ratio_target: 0.6,
-      memory_to_sqlite: +(sqlite!.ms / memory!.ms).toFixed(3)
+      memory_to_sqlite: +(sqlite!.ms / memory!.ms).toFixed(3),
+      rewind_ratio: +(sqlite!.ms / rewind!.ms).toFixed(3),
+      rewind_ratio_target: 0.6
     })
   })
   Effect.runPromise(main).then(

@@ -268,7 +268,10 @@ export const identityFields = (policy: RetryPolicy): Json => ({
  * - `server_delay`: the server asked to wait longer than `maxServerDelay`;
  * - `stopped`: the failure would have been retried (or the attempt was cancelled), but the run
  *   was stopping: no retry in this run, the pipeline ends `interrupted` and a resume makes
- *   the next attempt.
+ *   the next attempt;
+ * - `control_refused`: the task returned a control directive (a `Handoff`) that its pipeline
+ *   refuses (undeclared edge, no `control` block, spent budget): fatal, and the policy is
+ *   never consulted.
  *
  * @since 0.1.0
  * @category models
@@ -280,7 +283,8 @@ export const RetryReason = Schema.Literal(
   "policy_declined",
   "total_budget",
   "server_delay",
-  "stopped"
+  "stopped",
+  "control_refused"
 )
 
 /**

@@ -56,12 +56,22 @@ export interface TaskContext {
   readonly taskName: string
   /** The task's position in the pipeline, from 0. */
   readonly seq: number
-  /** The attempt number, from 1: `attempt > 1` means this is a retry. */
+  /**
+   * The attempt number within the current visit, from 1: `attempt > 1` means this is a retry.
+   */
   readonly attempt: number
   /**
+   * Which entry into this task's station this is, from 0: always 0 on a pipeline without
+   * `control`; on a pipeline with `control`, each fresh entry of the station (after a rewind or
+   * retry-all, or a later station's ordinary entry after one) adds 1. Put it in idempotency keys
+   * when every regeneration must be a new external action.
+   */
+  readonly visit: number
+  /**
    * A deterministic seed for this attempt (an unsigned 32-bit integer derived from the
-   * pipeline id, seq and attempt): the same attempt of the same pipeline always gets the same
-   * seed, so sampling is reproducible across runs and resumes.
+   * pipeline id, seq, visit and attempt): the same attempt of the same pipeline always gets
+   * the same seed, so sampling is reproducible across runs and resumes, while a revisit samples
+   * anew (visit 0 derives exactly as before visits existed).
    */
   readonly seed: number
   /** Free-form values for this attempt only. */

@@ -163,6 +163,8 @@ export interface LiveStats {
     readonly retries: number
     readonly leasesLeaked: number
     readonly repairFailures: number
+    /** Control transitions (handoffs) committed by pipelines that declare `control`. */
+    readonly handoffs: number
   }
   readonly peakInFlight: number
   readonly peakAdmitted: number
@@ -180,7 +182,8 @@ export interface LiveStats {
  *   latency percentiles);
  * - `skipped`: pipelines not run because they had already succeeded or belong to another
  *   live run; `repairFailures`: pipelines whose torn terminal state could not be repaired;
- *   `leasesLeaked`: leases that had to be reclaimed;
+ *   `leasesLeaked`: leases that had to be reclaimed; `handoffsTotal`: control transitions
+ *   (`Handoff` directives: to, end, rewind, retryAll) this run committed;
  * - `summary()`: a human report; `toJSON()`: the same facts as JSON (both derived from the
  *   fields above: the report is plain data and holds no service);
  * - `exportJsonl(path)`: writes this run's pipeline rows (each a `PipelineRecord` in its
@@ -202,6 +205,7 @@ export interface RunReport {
   readonly repairFailures: number
   readonly leasesLeaked: number
   readonly retries: number
+  readonly handoffsTotal: number
   readonly stopReason: string | null
   summary(): string
   toJSON(): Record<string, unknown>
@@ -330,7 +334,8 @@ const idleStats: LiveStats = {
     skipped: 0,
     retries: 0,
     leasesLeaked: 0,
-    repairFailures: 0
+    repairFailures: 0,
+    handoffs: 0
   },
   peakInFlight: 0,
   peakAdmitted: 0,

@@ -14,6 +14,7 @@ const ctx: TaskContext = {
   taskName: "t",
   seq: 0,
   attempt: 2,
+  visit: 0,
   seed: 7,
   meta: {},
   bus: unused("bus"),

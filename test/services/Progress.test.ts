@@ -31,7 +31,8 @@ const stats = (
     skipped: more.skipped ?? 0,
     retries: delayed,
     leasesLeaked: 0,
-    repairFailures: 0
+    repairFailures: 0,
+    handoffs: 0
   },
   peakInFlight: inFlight,
   peakAdmitted: inFlight,

@@ -85,6 +85,7 @@ export const makeFakeContext = (options: FakeContextOptions = {}): Effect.Effect
       taskName,
       seq,
       attempt,
+      visit: 0,
       seed: options.seed ?? 0,
       meta: options.meta ?? {},
       bus,

@@ -9,14 +9,22 @@
  *
  * @internal
  */
-import { Cause, Clock, Effect, FiberSet, Option } from "effect"
+import { Cause, Clock, Effect, Either, FiberSet, Option } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
-import { CorruptCheckpoint, type PipelineIdentityConflict, type StoreUnavailable } from "../../../domain/Errors.js"
+import {
+  ConfigError,
+  CorruptCheckpoint,
+  type PipelineIdentityConflict,
+  type StoreUnavailable
+} from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunRecord } from "../../../domain/Records.js"
 import type * as Task from "../../../domain/Task.js"
 import type { NewEvent, StoreService } from "../../Store.js"
+import * as Traversal from "../../../domain/Traversal.js"
 import * as Admission from "./admission.js"
+import * as Controlled from "./controlled.js"
+import { controlOf } from "./pipeline.js"
 import type * as Pipe from "./pipeline.js"
 import * as Rows from "./rows.js"
 import * as SlotGate from "./slotGate.js"
@@ -33,7 +41,8 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
  * - `readRecord` / `finishCallback`: the durable row of a pipeline, and the user's
  *   finished-pipeline callback (for repaired pipelines);
  * - `admission`: the admission slots (`maxAdmitted`); `fibers`: where pipeline fibers run;
- * - `launch`: runs one admitted pipeline from its start; `crash`: what a pipeline fiber's
+ * - `launch` / `launchControlled`: runs one admitted pipeline (plain, or declaring `control`)
+ *   from its start; `crash`: what a pipeline fiber's
  *   defect does to the run.
  *
  * @internal
@@ -54,6 +63,8 @@ export interface AdmitEnv {
   readonly admission: SlotGate.SlotGate
   readonly fibers: FiberSet.FiberSet<void, never>
   readonly launch: (spec: AnySpec, start: Pipe.Start) => Effect.Effect<void, StoreUnavailable>
+  /** Runs one admitted pipeline that declares `control` (see `controlled.ts`). */
+  readonly launchControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Effect.Effect<void, StoreUnavailable>
   readonly crash: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
 }
 
@@ -73,6 +84,9 @@ export const make = (env: AdmitEnv) => {
   // them must not start it a second time while its admission row may not be durable yet.
   const inFlight = new Map<string, AnySpec>()
   let conflict: PipelineIdentityConflict | null = null
+  // A pipeline that declares control on a store without the traversal capability: the run
+  // stops before writing it (never a silent, non-durable loop).
+  let refusal: ConfigError | null = null
 
   const ownerStatus = (ownerRunId: RunId, now: number) =>
     Effect.gen(function*(): Effect.fn.Return<Admission.OwnerStatus, StoreUnavailable> {
@@ -154,6 +168,14 @@ export const make = (env: AdmitEnv) => {
       for (const spec of batch) {
         if (state.stopping) return
         const stored = storedMap.get(spec.pipelineId)
+        const controlled = controlOf(spec.template) !== undefined
+        if (controlled && store.traversal === undefined) {
+          const message = `pipeline "${spec.template.name}" declares control, but the store has no traversal ` +
+            `capability (durable visit state, handoff ledger): it cannot run control flow durably`
+          refusal = new ConfigError({ message, issues: [{ path: "pipeline.control", message }] })
+          State.requestStop(state, "config_error")
+          return
+        }
         // Another run of this runner is running it (its rows may not be durable yet): skip.
         const claimant = env.claimed.get(spec.pipelineId)
         if (claimant !== undefined && claimant !== runId) {
@@ -182,6 +204,10 @@ export const make = (env: AdmitEnv) => {
             owner,
             policy
           })
+          if (controlled && decision._tag !== "Skip" && decision._tag !== "Conflict") {
+            yield* admitControlled(spec, decision, stored, now)
+            continue
+          }
           switch (decision._tag) {
             case "Skip":
               state.counters.skipped++
@@ -260,6 +286,147 @@ export const make = (env: AdmitEnv) => {
       }
     })
 
+  /**
+   * Admission of a pipeline that declares control (the seed's recovery table): a new one
+   * starts its traversal at the seed; a restart (`freshRestart`, or a succeeded one under
+   * `retrySucceeded`) starts from the seed with a fresh budget, keeping the visit counters;
+   * any other stored row continues at its exact persisted visit, pending entry and attempt
+   * numbers (the next number reserved before the task runs). A row without traversal state is
+   * refused (corrupt visit checkpoint); a pending entry whose payload is gone replays the seed
+   * keeping budget and counters (`pipeline.checkpoint_missing`).
+   */
+  const admitControlled = (spec: AnySpec, decision: Admission.Admission, stored: PipelineRecord | undefined, now: number) =>
+    Effect.gen(function*() {
+      const pipelineId = spec.pipelineId
+      const nTasks = spec.template.nTasks
+      const traversal = store.traversal!
+      const event = (kind: string, data: unknown): NewEvent => ({ kind, pipelineId, runId, data, ts: now })
+      const launch = (start: Controlled.ControlledStart) => env.launchControlled(spec, start)
+      if (decision._tag === "FromSeed" && decision.isNew) {
+        const initial = Traversal.initial(pipelineId, nTasks)
+        return yield* admitWith(
+          spec,
+          0,
+          launch({ state: initial, input: Controlled.seedInput(spec), prepare: undefined }),
+          true,
+          [],
+          stored,
+          now,
+          initial
+        )
+      }
+      const persisted = yield* traversal.visitState(pipelineId)
+      if (decision._tag === "FromSeed" && decision.event !== undefined) {
+        // a deliberate restart from the seed: new budget, active traversal cleared, counters kept
+        const events = [event(decision.event.kind, decision.event.data)]
+        if (Option.isNone(persisted)) {
+          // nothing to keep: the traversal starts over (the fix for a missing traversal state)
+          const initial = Traversal.initial(pipelineId, nTasks)
+          return yield* admitWith(
+            spec,
+            0,
+            launch({ state: initial, input: Controlled.seedInput(spec), prepare: undefined }),
+            false,
+            events,
+            stored,
+            now,
+            initial
+          )
+        }
+        const fresh = Traversal.freshRestart(persisted.value, nTasks)
+        return yield* admitWith(
+          spec,
+          persisted.value.cursor,
+          launch({ state: persisted.value, input: Controlled.seedInput(spec), prepare: fresh, invalidateFrom: 0 }),
+          false,
+          events,
+          stored,
+          now,
+          undefined
+        )
+      }
+      if (Option.isNone(persisted)) {
+        state.counters.failed++
+        return yield* emit("pipeline.corrupt_checkpoint", pipelineId, {
+          cursor: stored?.nTasksDone ?? null,
+          error: new CorruptCheckpoint({ pipelineId, message: "corrupt visit checkpoint: missing traversal state" })
+            .message,
+          fix: "freshRestart"
+        })
+      }
+      const vs = persisted.value
+      const events: Array<NewEvent> = []
+      if (decision._tag === "Resume" && decision.claimedFrom !== undefined) {
+        events.push(event("pipeline.claimed", { from: decision.claimedFrom, cursor: vs.cursor }))
+      }
+      if (vs.pending === null) {
+        // Every step is committed (the traversal is complete) but the row says otherwise:
+        // settle it succeeded without running anything (its final artifact was marked by the
+        // same commit that completed the traversal).
+        const settled = yield* Effect.either(
+          store.settlePipeline(pipelineId, { state: "succeeded", nTasksDone: vs.cursor, runId, endedAt: now })
+        )
+        if (settled._tag === "Left") {
+          state.counters.repairFailures++
+          return yield* emit("pipeline.terminal_repair_failed", pipelineId, { phase: "settle", error: settled.left.message })
+        }
+        yield* emit("pipeline.terminal_repaired", pipelineId, {
+          previousState: stored?.state ?? null,
+          previousRunId: stored?.runId ?? null,
+          errorMessage: stored?.errorMessage ?? null
+        })
+        state.counters.succeeded++
+        return yield* finishCallback(yield* readRecord(pipelineId), Option.none())
+      }
+      const loaded = yield* loadEntry(spec, vs.pending.input)
+      if (Either.isLeft(loaded)) {
+        // the pending payload is gone: replay the seed, keeping the budget and the counters
+        events.push(event("pipeline.checkpoint_missing", {
+          cursor: vs.cursor,
+          entry: vs.pending.input,
+          reason: loaded.left
+        }))
+        const replay = Traversal.seedReplay(vs, nTasks)
+        return yield* admitWith(
+          spec,
+          vs.cursor,
+          launch({ state: vs, input: Controlled.seedInput(spec), prepare: replay, invalidateFrom: 0 }),
+          false,
+          events,
+          stored,
+          now,
+          undefined
+        )
+      }
+      return yield* admitWith(
+        spec,
+        vs.cursor,
+        launch({ state: vs, input: loaded.right, prepare: Traversal.reserveAttempt(vs) }),
+        false,
+        events,
+        stored,
+        now,
+        undefined
+      )
+    })
+
+  /** The decoded input at an occurrence address, or why it cannot be had. */
+  const loadEntry = (spec: AnySpec, address: string) =>
+    Effect.gen(function*(): Effect.fn.Return<Either.Either<unknown, string>, StoreUnavailable> {
+      const pipelineId = spec.pipelineId
+      if (address === Traversal.address(pipelineId, -1, 0)) return Either.right(Controlled.seedInput(spec))
+      const loaded = yield* store.traversal!.getArtifactById(address)
+      if (Option.isNone(loaded)) return Either.left(`no artifact ${address}`)
+      const { artifact, payload } = loaded.value
+      if (!artifact.available || payload === undefined) return Either.left(`artifact ${address} payload unavailable`)
+      const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+      // a task output decodes with its task's registry; a handoff payload with its source's
+      const producer = artifact.seq < tasks.length ? tasks[artifact.seq] : tasks.find((t) => t.name === artifact.taskName)
+      const registry = producer === undefined ? registryFor(tasks[0]!) : registryFor(producer)
+      const decoded = registry.load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
+      return Either.mapLeft(decoded, (e) => `artifact ${address} undecodable: ${e.message}`)
+    })
+
   const admitOne = (
     spec: AnySpec,
     start: Pipe.Start,
@@ -267,6 +434,17 @@ export const make = (env: AdmitEnv) => {
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
     now: number
+  ) => admitWith(spec, start.cursor, env.launch(spec, start), isNew, events, stored, now, undefined)
+
+  const admitWith = (
+    spec: AnySpec,
+    cursor: number,
+    launch: Effect.Effect<void, StoreUnavailable>,
+    isNew: boolean,
+    events: ReadonlyArray<NewEvent>,
+    stored: PipelineRecord | undefined,
+    now: number,
+    initial: Traversal.VisitState | undefined
   ) =>
     Effect.gen(function*() {
       // The feeder is interrupted when the run stops, which ends this wait.
@@ -280,20 +458,20 @@ export const make = (env: AdmitEnv) => {
       state.counters.admitted++
       inFlight.set(spec.pipelineId, spec)
       if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
-      const record = Rows.admissionRow(spec, start.cursor, stored, runId, now)
+      const record = Rows.admissionRow(spec, cursor, stored, runId, now)
       // The seed is stored once, with the row, as the artifact at seq -1.
       const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
       // The row is written by the pipeline's own fiber, so that the admissions of many
       // pipelines share one group commit instead of the feeder waiting for each.
-      const admitted = events.length === 0
+      const write = initial === undefined
         ? store.admit([record], seeds)
-        : Effect.zipRight(
-          store.admit([record], seeds),
-          Effect.forEach(events, (e) => store.emitEvent(e), { discard: true })
-        )
+        : store.admit([record], seeds, [{ pipelineId: spec.pipelineId, state: initial }])
+      const admitted = events.length === 0
+        ? write
+        : Effect.zipRight(write, Effect.forEach(events, (e) => store.emitEvent(e), { discard: true }))
       yield* FiberSet.run(
         fibers,
-        Effect.zipRight(admitted, env.launch(spec, start)).pipe(
+        Effect.zipRight(admitted, launch).pipe(
           Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
           Effect.ensuring(Effect.sync(() => {
             admission.release(hold)
@@ -305,5 +483,9 @@ export const make = (env: AdmitEnv) => {
       )
     })
 
-  return { admitBatch, conflict: (): PipelineIdentityConflict | null => conflict }
+  return {
+    admitBatch,
+    conflict: (): PipelineIdentityConflict | null => conflict,
+    refusal: (): ConfigError | null => refusal
+  }
 }

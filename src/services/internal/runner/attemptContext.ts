@@ -16,12 +16,18 @@ import type { TaskStore } from "../../../domain/TaskStore.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
- * A 32-bit seed per (pipeline, seq, attempt): the same attempt always gets the same seed.
+ * A 32-bit seed per (pipeline, seq, visit, attempt): the same attempt always gets the same
+ * seed. Visit 0 (every station of a pipeline without control, and first entries) hashes
+ * `pipelineId:seq:attempt` exactly as before visits existed; a revisit hashes the occurrence
+ * `pipelineId:seq#visit:attempt`, so a regeneration samples anew.
  *
  * @internal
  */
-export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number): number =>
-  Number.parseInt(digest(`${pipelineId}:${seq}:${attempt}`).slice(0, 8), 16) >>> 0
+export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number, visit = 0): number =>
+  Number.parseInt(
+    digest(visit === 0 ? `${pipelineId}:${seq}:${attempt}` : `${pipelineId}:${seq}#${visit}:${attempt}`).slice(0, 8),
+    16
+  ) >>> 0
 
 /**
  * What every attempt context of a run shares.
@@ -69,7 +75,8 @@ export class AttemptContext implements TaskContext {
     task: Task.Any,
     readonly pipelineId: PipelineId,
     readonly seq: number,
-    readonly attempt: number
+    readonly attempt: number,
+    readonly visit: number = 0
   ) {
     this.#shared = shared
     this.#task = task
@@ -79,12 +86,14 @@ export class AttemptContext implements TaskContext {
     this.taskName = task.name
   }
 
-  /** The pool owner key of this attempt (leases, reclaim). */
+  /** The pool owner key of this attempt (leases, reclaim); a revisit names its visit. */
   get owner(): string {
-    return `${this.pipelineId}:${this.seq}:${this.attempt}`
+    return this.visit === 0
+      ? `${this.pipelineId}:${this.seq}:${this.attempt}`
+      : `${this.pipelineId}:${this.seq}#${this.visit}:${this.attempt}`
   }
   get seed(): number {
-    return this.#seed ??= attemptSeed(this.pipelineId, this.seq, this.attempt)
+    return this.#seed ??= attemptSeed(this.pipelineId, this.seq, this.attempt, this.visit)
   }
   #holderOf(): Holder {
     const task = this.#task

@@ -19,7 +19,16 @@ import {
   Predicate
 } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
-import { classifyCause, LeaseLeakError, MaxTotalExceeded, type StoreUnavailable, TaskTimeout } from "../../../domain/Errors.js"
+import * as Control from "../../../domain/Control.js"
+import {
+  classifyCause,
+  HandoffRefused,
+  LeaseLeakError,
+  MaxTotalExceeded,
+  type StoreUnavailable,
+  TaskTimeout
+} from "../../../domain/Errors.js"
+import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { AttemptOutcome } from "../../../domain/Records.js"
@@ -93,7 +102,13 @@ export const BIG_OUTPUT_BYTES = 256 * 1024
 
 const noLeases: ReadonlyArray<string> = []
 
-interface AttemptResult {
+/**
+ * What one attempt ended with: its exit (a success's value, or the cause), the leases it
+ * took and when it started (epoch ms).
+ *
+ * @internal
+ */
+export interface AttemptResult {
   exit: Exit.Exit<unknown, unknown>
   readonly leaseIds: ReadonlyArray<string>
   readonly startedAt: number
@@ -177,6 +192,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         // holding it (not parked: a stop gives it the grace period).
         yield* slots.take(holder)
         const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
+        // A control directive from a pipeline without `control` is refused (fatal, not encoded).
+        if (result.exit._tag === "Success" && isHandoff(result.exit.value)) {
+          result.exit = Exit.fail(refuseDirective(spec, seq, result.exit.value))
+        }
         // A big output keeps its worker slot until its checkpoint has committed (see
         // BIG_OUTPUT_BYTES). Every exit gives the slot back (the fiber's `ensuring`).
         const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
@@ -224,30 +243,12 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           }
         }
         // Failure: classify, decide, persist the decision.
-        const cause = (result.exit as Exit.Failure<unknown, unknown>).cause
-        const error = Cause.isInterruptedOnly(cause)
-          ? undefined
-          : Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
-        const errorClass = error === undefined ? "cancelled" : classifyCause(cause)
-        const elapsed = ended - taskStarted
-        const decision: RetryPolicy.RetryDecision = error === undefined
-          ? { retry: false, reason: "policy_declined" as const, delayMs: 0, errorClass, attempt }
-          : Predicate.isTagged(error, "MaxTotalExceeded")
-          ? { retry: false, reason: "total_budget" as const, delayMs: 0, errorClass, attempt }
-          : yield* RetryPolicy.decide(task.options.retry, error, attempt, elapsed)
-        const outcome: AttemptOutcome = error !== undefined && Predicate.isTagged(error, "TaskTimeout")
-          ? "timeout"
-          : error === undefined
-          ? "cancelled"
-          : "failed"
-        const fields = error === undefined ? Rows.interruptedColumns() : Rows.errorColumns(error)
-        // a refused server delay says so first (the pool's own refusal already does)
-        if (
-          decision.reason === "server_delay" && decision.message !== undefined &&
-          !Predicate.isTagged(error, "ServerDelayRefused")
-        ) {
-          fields.errorMessage = `${decision.message}: ${fields.errorMessage}`.slice(0, 4000)
-        }
+        const { decision, error, fields, outcome } = yield* judgeFailure(
+          task,
+          (result.exit as Exit.Failure<unknown, unknown>).cause,
+          attempt,
+          ended - taskStarted
+        )
         const attemptRow = Rows.attemptRow(
           current,
           attempt,
@@ -313,6 +314,85 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   )
 }
 
+/**
+ * The fatal `HandoffRefused` for a directive that `spec`'s declaration does not allow (the
+ * message names the refused edge, or says the pipeline declares no control).
+ *
+ * @internal
+ */
+export const refuseDirective = (spec: AnySpec, seq: number, directive: Handoff): HandoffRefused => {
+  const task = spec.template.tasks[seq]!.name
+  const checked = Control.check(controlOf(spec.template), spec.template.nTasks, seq, directive)
+  return new HandoffRefused({
+    message: Either.isLeft(checked) ? checked.left : `the task at seq ${seq} returned ${directive.operation}`,
+    task,
+    seq
+  })
+}
+
+/**
+ * The resolved `control` declaration of a template (`undefined` for a plain pipeline).
+ *
+ * @internal
+ */
+export const controlOf = (template: Pipeline.AnyTemplate): Control.ResolvedControl | undefined => template.control
+
+/**
+ * The verdict on a failed attempt: its error (`undefined` when it was interrupted), the retry
+ * decision, the attempt's outcome and its error columns.
+ *
+ * @internal
+ */
+export interface FailureVerdict {
+  readonly error: unknown
+  readonly decision: RetryPolicy.RetryDecision
+  readonly outcome: AttemptOutcome
+  readonly fields: Rows.ErrorColumns
+}
+
+/**
+ * Classifies a failed attempt of `task` and decides its retry: an interruption is
+ * `cancelled` (never retried), a spent `retry.maxTotal` is `total_budget`, a refused control
+ * directive (`HandoffRefused`, `BudgetExceeded`) is `control_refused` without consulting the
+ * policy, anything else is the policy's decision (`elapsedMs`: since the task's first attempt
+ * started). A refused server delay prefixes the error message with its words.
+ *
+ * @internal
+ */
+export const judgeFailure = (
+  task: Task.Any,
+  cause: Cause.Cause<unknown>,
+  attempt: number,
+  elapsedMs: number
+): Effect.Effect<FailureVerdict> =>
+  Effect.gen(function*() {
+    const error = Cause.isInterruptedOnly(cause)
+      ? undefined
+      : Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
+    const errorClass = error === undefined ? "cancelled" : classifyCause(cause)
+    const decision: RetryPolicy.RetryDecision = error === undefined
+      ? { retry: false, reason: "policy_declined" as const, delayMs: 0, errorClass, attempt }
+      : Predicate.isTagged(error, "MaxTotalExceeded")
+      ? { retry: false, reason: "total_budget" as const, delayMs: 0, errorClass, attempt }
+      : Predicate.isTagged(error, "HandoffRefused") || Predicate.isTagged(error, "BudgetExceeded")
+      ? { retry: false, reason: "control_refused" as const, delayMs: 0, errorClass, attempt }
+      : yield* RetryPolicy.decide(task.options.retry, error, attempt, elapsedMs)
+    const outcome: AttemptOutcome = error !== undefined && Predicate.isTagged(error, "TaskTimeout")
+      ? "timeout"
+      : error === undefined
+      ? "cancelled"
+      : "failed"
+    const fields = error === undefined ? Rows.interruptedColumns() : Rows.errorColumns(error)
+    // a refused server delay says so first (the pool's own refusal already does)
+    if (
+      decision.reason === "server_delay" && decision.message !== undefined &&
+      !Predicate.isTagged(error, "ServerDelayRefused")
+    ) {
+      fields.errorMessage = `${decision.message}: ${fields.errorMessage}`.slice(0, 4000)
+    }
+    return { error, decision, outcome, fields }
+  })
+
 // ---- one attempt ------------------------------------------------------------------------------
 
 /** What holds a pool up now, in words: throttled keys and open breakers (or undefined). */
@@ -359,9 +439,13 @@ const withinBudget = <A, E, R>(
  * One attempt of `task`, holding a worker slot: counted in flight while it runs, in a span
  * `assay.attempt` (pipeline id, task, seq, attempt number), bounded by the task's `timeout`
  * and its `retry.maxTotal` budget; raw leases it leaked are reclaimed (and fail it under
- * `strictLeases`). Never fails: the attempt's exit is in the result.
+ * `strictLeases`). `visit` is the station's visit (0 without control): it reaches the
+ * attempt's context (`ctx.visit`, its seed and lease owner key). Never fails: the attempt's
+ * exit is in the result.
+ *
+ * @internal
  */
-const runAttempt = (
+export const runAttempt = (
   env: PipelineEnv,
   spec: AnySpec,
   task: Task.Any,
@@ -369,7 +453,8 @@ const runAttempt = (
   attempt: number,
   input: unknown,
   slot: SlotHold,
-  taskStartedAt: number | undefined
+  taskStartedAt: number | undefined,
+  visit = 0
 ): Effect.Effect<AttemptResult> =>
   Effect.suspend(() => {
     const state = env.state
@@ -378,7 +463,7 @@ const runAttempt = (
     slot.inAttempt = true
     if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
     const startedAt = env.clock.unsafeCurrentTimeMillis()
-    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt)
+    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt, visit)
     const timeout = task.options.timeout
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
     // more than the rest of a trivial attempt).

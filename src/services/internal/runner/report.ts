@@ -27,6 +27,7 @@ export interface ReportFacts {
   readonly repairFailures: number
   readonly leasesLeaked: number
   readonly retries: number
+  readonly handoffsTotal: number
   readonly stopReason: string | null
 }
 
@@ -42,6 +43,7 @@ class Report implements RunReport {
   readonly repairFailures: number
   readonly leasesLeaked: number
   readonly retries: number
+  readonly handoffsTotal: number
   readonly stopReason: string | null
   constructor(facts: ReportFacts) {
     this.runId = facts.runId
@@ -53,6 +55,7 @@ class Report implements RunReport {
     this.repairFailures = facts.repairFailures
     this.leasesLeaked = facts.leasesLeaked
     this.retries = facts.retries
+    this.handoffsTotal = facts.handoffsTotal
     this.stopReason = facts.stopReason
   }
   toJSON(): Record<string, unknown> {
@@ -66,6 +69,7 @@ class Report implements RunReport {
       repairFailures: this.repairFailures,
       leasesLeaked: this.leasesLeaked,
       retries: this.retries,
+      handoffsTotal: this.handoffsTotal,
       stats: {
         pipelines: { total: this.stats.pipelines, byState: this.stats.byState },
         tasks: this.stats.tasks,
@@ -93,6 +97,7 @@ class Report implements RunReport {
       )
     }
     if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)
+    if (this.handoffsTotal > 0) lines.push(`handoffs: ${this.handoffsTotal}`)
     return lines.join("\n")
   }
   exportJsonl(path: string) {

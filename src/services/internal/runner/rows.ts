@@ -212,7 +212,7 @@ export const abandonedAttempt = (
  */
 export const taskRow = (
   t: TaskRun,
-  state: "succeeded" | "failed" | "interrupted",
+  state: Exclude<TaskFields["state"], "running" | "skipped">,
   attemptsUsed: number,
   startedAt: number,
   endedAt: number,

@@ -48,6 +48,7 @@ import type {
 } from "../../Runner.js"
 import type { StoreService } from "../../Store.js"
 import * as Admit from "./admit.js"
+import * as Controlled from "./controlled.js"
 import type { AttemptShared } from "./attemptContext.js"
 import * as Pipe from "./pipeline.js"
 import { makeReport } from "./report.js"
@@ -484,6 +485,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       admission,
       fibers,
       launch: (spec, start) => Pipe.run(pipelineEnv, spec, start),
+      launchControlled: (spec, start) => Controlled.run(pipelineEnv, spec, start),
       crash
     })
 
@@ -524,7 +526,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const endedAt = yield* Clock.currentTimeMillis
     const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
     const conflict = admit.conflict()
-    yield* store.finishRun(runId, { status: conflict !== null ? "failed" : status, endedAt, stopReason: state.stopReason })
+    const refusal = admit.refusal()
+    yield* store.finishRun(runId, {
+      status: conflict !== null || refusal !== null ? "failed" : status,
+      endedAt,
+      stopReason: state.stopReason
+    })
     runClosed = true
     yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
       Effect.zipRight(store.flush),
@@ -540,6 +547,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       return yield* (new WorkerCrashed({ message: `a worker crashed: ${Cause.pretty(c).slice(0, 2000)}` }))
     }
     if (conflict !== null) return yield* conflict
+    if (refusal !== null) return yield* refusal
     if (Option.isSome(sourceFailure) && !Cause.isInterruptedOnly(sourceFailure.value)) {
       return yield* Effect.failCause(sourceFailure.value)
     }
@@ -555,6 +563,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       repairFailures: state.counters.repairFailures,
       leasesLeaked: state.counters.leasesLeaked,
       retries: state.counters.retries,
+      handoffsTotal: state.counters.handoffs,
       stopReason: state.stopReason
     })
   }))

@@ -25,6 +25,8 @@ export interface Counters {
   retries: number
   leasesLeaked: number
   repairFailures: number
+  /** Control transitions (handoffs) this run committed. */
+  handoffs: number
 }
 
 /**
@@ -76,7 +78,8 @@ export const make = (
     skipped: 0,
     retries: 0,
     leasesLeaked: 0,
-    repairFailures: 0
+    repairFailures: 0,
+    handoffs: 0
   },
   stopping: false,
   stopReason: null,

@@ -1,0 +1,438 @@
+/**
+ * One admitted pipeline whose template declares `control`, run to a terminal state on its own
+ * fiber. The plain path (`pipeline.ts`) is untouched: a run picks this path once per pipeline.
+ *
+ * The pipeline's durable traversal state (`VisitState`, kept by the store's `traversal`
+ * capability) says where it is: the pending entry (station, visit, input occurrence, reserved
+ * attempt numbers), the active slots, the per-station visit counters and the budget spent.
+ * Every step is one atomic checkpoint that carries the next state with a version check:
+ * - a success: the output artifact at its occurrence, the task and attempt rows, the next entry;
+ * - a directive (`Handoff`) allowed by the declaration and the budget: the source task
+ *   `handed_off`, its attempt `handed_off` (no decision), the entry payload (at seq
+ *   `nTasks + k`, or the source's own input reused, or the seed for `retryAll`), the ledger row,
+ *   the invalidation of `target..end` for `rewind`/`retryAll`, the budget and the new pending
+ *   entry (for `end`: the pipeline's final state);
+ * - a failed attempt that will be retried: its row and the reservation of the next attempt
+ *   number (durable, not write-behind, so a kill never reuses a number).
+ *
+ * @internal
+ */
+import { Duration, Effect, Either, Exit, Option } from "effect"
+import * as Control from "../../../domain/Control.js"
+import { BudgetExceeded, HandoffRefused, type StoreUnavailable } from "../../../domain/Errors.js"
+import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
+import { digest } from "../../../domain/Json.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Task from "../../../domain/Task.js"
+import * as Traversal from "../../../domain/Traversal.js"
+import type { CheckpointUnit, NewArtifact } from "../../Store.js"
+import { BIG_OUTPUT_BYTES, controlOf, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
+import * as Rows from "./rows.js"
+import { emptyHold, type SlotHold } from "./slotGate.js"
+import type { PipelineId } from "../../../domain/Ids.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+type TraversalWrite = NonNullable<CheckpointUnit["traversal"]>
+
+/**
+ * Where a controlled pipeline starts: its durable traversal state, the decoded input of its
+ * pending entry, and the state to commit before any task runs (`prepare`: the reservation of
+ * a resume's next attempt number, a seed replay, a fresh restart), with the events that go
+ * with it.
+ *
+ * @internal
+ */
+export interface ControlledStart {
+  readonly state: Traversal.VisitState
+  readonly input: unknown
+  readonly prepare: Traversal.VisitState | undefined
+  /** For `prepare`: the station from which results become history (fresh restart, replay). */
+  readonly invalidateFrom?: number | undefined
+}
+
+/**
+ * The input a station's entry receives when it enters from the seed: the seed decoded afresh
+ * from the canonical JSON captured at binding (never the bound object, which a task may have
+ * mutated).
+ *
+ * @internal
+ */
+export const seedInput = (spec: AnySpec): unknown => JSON.parse(spec.seedJson)
+
+/**
+ * The seq named by an occurrence address (`pipelineId:seq` or `pipelineId:seq#visit`).
+ *
+ * @internal
+ */
+export const seqOfAddress = (pipelineId: PipelineId, address: string): number => {
+  const rest = address.slice(pipelineId.length + 1)
+  const hash = rest.indexOf("#")
+  return Number(hash === -1 ? rest : rest.slice(0, hash))
+}
+
+interface ControlledTask extends Rows.CurrentTask {
+  readonly visit: number
+}
+
+type EntryOutcome =
+  | { readonly _tag: "Next"; readonly input: unknown }
+  | { readonly _tag: "Ended"; readonly value: unknown }
+  | { readonly _tag: "Failed" }
+
+/**
+ * Runs a controlled pipeline from `start` to a terminal state (see the module comment). On
+ * interruption its row ends `interrupted` at its current position; the pending entry and its
+ * reserved attempt numbers stay as committed, so a resume continues the same visit.
+ *
+ * @internal
+ */
+export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Effect.Effect<void, StoreUnavailable> => {
+  const { clock, slots, state, store } = env
+  const runId = state.runId
+  const template = spec.template
+  const tasks = template.tasks as ReadonlyArray<Task.Any>
+  const nTasks = tasks.length
+  const pipelineId = spec.pipelineId
+  const control = controlOf(template)!
+  const limit = Control.effectiveLimit(control, state.config.maxHandoffs)
+  let vs = start.state
+  let currentTask: ControlledTask | undefined = undefined
+  const holder: SlotHold = emptyHold()
+
+  /** Commits `unit` with the traversal moving to `next` (version-checked), then adopts it. */
+  const commit = (unit: CheckpointUnit, next: Traversal.VisitState, extra?: Partial<TraversalWrite>) =>
+    Effect.uninterruptible(Effect.map(
+      store.checkpoint({ ...unit, traversal: { expectedVersion: vs.version, state: next, ...extra } }),
+      () => {
+        vs = next
+      }
+    ))
+
+  const markInterrupted = Effect.suspend(() => {
+    const now = clock.unsafeCurrentTimeMillis()
+    state.counters.interrupted++
+    const unit = Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now)
+    const task = currentTask
+    return store.checkpoint(
+      task === undefined || unit.task === undefined ? unit : { ...unit, task: { ...unit.task, visit: task.visit } }
+    )
+  })
+
+  const body = Effect.gen(function*() {
+    if (start.prepare !== undefined) {
+      yield* commit(
+        { pipelineId },
+        start.prepare,
+        start.invalidateFrom === undefined ? undefined : { invalidateFrom: start.invalidateFrom }
+      )
+    }
+    let input = start.input
+    while (vs.pending !== null) {
+      if (state.stopping) return yield* Effect.interrupt
+      const pending = vs.pending
+      const outcome = yield* runEntry(tasks[pending.seq]!, pending.seq, pending.visit, input)
+      switch (outcome._tag) {
+        case "Failed":
+          state.counters.failed++
+          yield* env.onTerminal(pipelineId, Option.none())
+          return
+        case "Ended":
+          state.counters.succeeded++
+          yield* env.onTerminal(pipelineId, Option.some(outcome.value))
+          return
+        case "Next":
+          input = outcome.input
+      }
+    }
+    state.counters.succeeded++
+    yield* env.onTerminal(pipelineId, Option.some(input))
+  })
+
+  // ---- one entry of one station: attempts until a success, a directive or a declined retry ---
+  const runEntry = (task: Task.Any, seq: number, visit: number, input: unknown) =>
+    Effect.gen(function*(): Effect.fn.Return<EntryOutcome, StoreUnavailable> {
+      let taskStarted = clock.unsafeCurrentTimeMillis()
+      const current: ControlledTask = {
+        pipelineId,
+        runId,
+        taskRunId: `${Traversal.address(pipelineId, seq, visit)}:${runId}:${taskStarted}`,
+        taskName: task.name,
+        seq,
+        visit,
+        startedAt: taskStarted,
+        attempt: 0,
+        // every attempt of a controlled task is committed with its own count
+        committed: 0
+      }
+      currentTask = current
+      let first = true
+      const taskLeaseIds: Array<string> = []
+      while (true) {
+        // the number reserved durably before this attempt runs
+        const attempt = vs.pending!.attempts
+        current.attempt = attempt
+        yield* slots.take(holder)
+        const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
+        // a plain value is encoded at once; a big one keeps its worker slot until its
+        // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back
+        const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
+          ? env.registryFor(task).dump(result.exit.value)
+          : undefined
+        const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
+          encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+        if (!holdSlot) slots.release(holder)
+        const ended = clock.unsafeCurrentTimeMillis()
+        if (first) {
+          taskStarted = result.startedAt
+          current.startedAt = taskStarted
+          first = false
+        }
+        taskLeaseIds.push(...result.leaseIds)
+        const withVisit = <A extends object>(row: A) => ({ ...row, visit })
+        if (result.exit._tag === "Success") {
+          const value = result.exit.value
+          if (isHandoff(value)) {
+            const handed = yield* handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
+            if (handed._tag !== "Refused") {
+              currentTask = undefined
+              return handed
+            }
+            result.exit = Exit.fail(handed.error)
+          } else if (encoded !== undefined) {
+            if (Either.isLeft(encoded)) {
+              result.exit = Exit.fail(encoded.left)
+            } else {
+              const enc = encoded.right
+              const address = Traversal.address(pipelineId, seq, visit)
+              const next = Traversal.succeed(vs, seq, address, nTasks)
+              const isLast = next.pending === null
+              const unit = Rows.succeededUnit(
+                current,
+                { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+                isLast,
+                attempt,
+                taskStarted,
+                ended,
+                taskLeaseIds,
+                withVisit(Rows.attemptRow(
+                  current,
+                  attempt,
+                  "succeeded",
+                  null,
+                  RetryPolicy.succeeded(attempt),
+                  result.leaseIds,
+                  result.startedAt,
+                  ended
+                ))
+              )
+              yield* commit({
+                ...unit,
+                artifact: withVisit(unit.artifact!),
+                task: withVisit(unit.task!),
+                pipeline: { ...unit.pipeline!, nTasksDone: next.cursor, attemptsDelta: 1 }
+              }, next)
+              if (holdSlot) slots.release(holder)
+              currentTask = undefined
+              return isLast ? { _tag: "Ended", value } : { _tag: "Next", input: value }
+            }
+          }
+        }
+        const { decision, error, fields, outcome } = yield* judgeFailure(
+          task,
+          (result.exit as Exit.Failure<unknown, unknown>).cause,
+          attempt,
+          ended - taskStarted
+        )
+        const attemptRow = withVisit(
+          Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
+        )
+        const counted = { updatedAt: ended, attemptsDelta: 1 }
+        if (decision.retry && !state.stopping) {
+          // the failed attempt and the next attempt number, durably together
+          yield* commit({ pipelineId, attempts: [attemptRow], pipeline: counted }, Traversal.reserveAttempt(vs))
+          state.counters.retries++
+          state.delayed++
+          yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
+            Effect.ensuring(Effect.sync(() => state.delayed--))
+          )
+          continue
+        }
+        if (state.stopping && (decision.retry || error === undefined)) {
+          // cut short by a stop: recorded as `stopped`; a resume reserves the next number
+          yield* Effect.uninterruptible(store.checkpoint({
+            pipelineId,
+            attempts: [{ ...attemptRow, decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 } }],
+            pipeline: counted
+          }))
+          if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
+          return yield* Effect.interrupt
+        }
+        const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
+        yield* Effect.uninterruptible(store.checkpoint({
+          ...unit,
+          task: withVisit(unit.task!),
+          pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
+        }))
+        currentTask = undefined
+        return { _tag: "Failed" }
+      }
+    })
+
+  // ---- a directive: check, budget, one atomic transition ----------------------------------
+  type Handed = Exclude<EntryOutcome, { _tag: "Failed" }> | { readonly _tag: "Refused"; readonly error: unknown }
+  const handOff = (
+    task: Task.Any,
+    current: ControlledTask,
+    attempt: number,
+    directive: Handoff,
+    input: unknown,
+    result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number },
+    taskStarted: number,
+    ended: number,
+    taskLeaseIds: ReadonlyArray<string>
+  ) =>
+    Effect.gen(function*(): Effect.fn.Return<Handed, StoreUnavailable> {
+      const seq = current.seq
+      const checked = Control.check(control, nTasks, seq, directive)
+      if (Either.isLeft(checked)) {
+        return { _tag: "Refused", error: new HandoffRefused({ message: checked.left, task: task.name, seq }) }
+      }
+      const t = checked.right
+      const pending = vs.pending!
+      // the entry: the seed (retryAll), the source's own input (no value), or a new payload
+      let entryAddress: string
+      let entrySeq: number
+      let entryArtifact: NewArtifact | undefined = undefined
+      let nextInput: unknown
+      if (t.operation === "retryAll") {
+        entrySeq = -1
+        entryAddress = vs.seed
+        nextInput = seedInput(spec)
+      } else if (Option.isNone(t.value)) {
+        entryAddress = pending.input
+        entrySeq = seqOfAddress(pipelineId, entryAddress)
+        nextInput = input
+      } else {
+        const encoded = env.registryFor(task).dump(t.value.value)
+        if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
+        const enc = encoded.right
+        entrySeq = nTasks + vs.payloads
+        entryAddress = Traversal.address(pipelineId, entrySeq, 0)
+        entryArtifact = {
+          pipelineId,
+          runId,
+          seq: entrySeq,
+          taskName: task.name,
+          typeName: enc.typeName,
+          codec: enc.codec,
+          digest: digest(enc.data),
+          payload: enc.data,
+          isFinal: t.toSeq === "end",
+          createdAt: ended
+        }
+        nextInput = t.value.value
+      }
+      const moved = Traversal.transition(vs, {
+        operation: t.operation,
+        fromSeq: seq,
+        toSeq: t.toSeq,
+        entry: entryAddress,
+        payload: entryArtifact !== undefined,
+        nTasks,
+        limit
+      })
+      if (Either.isLeft(moved)) {
+        return {
+          _tag: "Refused",
+          error: new BudgetExceeded({
+            budget: "maxHandoffs",
+            message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
+              `transitions: the control budget is spent (effective maxHandoffs = ${limit})`
+          })
+        }
+      }
+      const next = moved.right
+      const isEnd = t.toSeq === "end"
+      const toTask = isEnd ? null : tasks[t.toSeq as number]!.name
+      const ledger = {
+        pipelineId,
+        runId,
+        fromSeq: seq,
+        fromTask: task.name,
+        toSeq: isEnd ? null : t.toSeq as number,
+        toTask,
+        operation: t.operation,
+        entrySeq,
+        entryArtifactId: entryAddress,
+        entryReused: entryArtifact === undefined,
+        reason: t.reason,
+        ts: ended
+      }
+      const visit = current.visit
+      const unit: CheckpointUnit = {
+        pipelineId,
+        task: { ...Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds), visit },
+        attempts: [{
+          ...Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended),
+          visit
+        }],
+        pipeline: {
+          nTasksDone: next.cursor,
+          state: isEnd ? "succeeded" : "running",
+          runId,
+          endedAt: isEnd ? ended : null,
+          updatedAt: ended,
+          error: null,
+          attemptsDelta: 1
+        },
+        events: [{
+          kind: "pipeline.handoff",
+          pipelineId,
+          runId,
+          data: {
+            operation: t.operation,
+            fromSeq: seq,
+            fromTask: task.name,
+            visit,
+            toSeq: ledger.toSeq,
+            toTask,
+            entry: entryAddress,
+            entryReused: ledger.entryReused,
+            reason: t.reason,
+            handoffs: next.handoffs,
+            limit
+          },
+          ts: ended
+        }]
+      }
+      yield* commit(unit, next, {
+        handoff: ledger,
+        ...(entryArtifact === undefined ? {} : { entry: entryArtifact }),
+        ...(t.operation === "rewind" || t.operation === "retryAll" ? { invalidateFrom: t.toSeq as number } : {}),
+        // a new payload is written final itself; a reused entry (input, seed) is marked
+        ...(isEnd && entryArtifact === undefined ? { final: entryAddress } : {})
+      })
+      state.counters.handoffs++
+      return isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
+    })
+
+  return body.pipe(
+    Effect.onInterrupt(() =>
+      Effect.uninterruptible(markInterrupted).pipe(
+        Effect.catchAll((e) =>
+          Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
+            Effect.annotateLogs({ runId, pipelineId })
+          )
+        )
+      )
+    ),
+    Effect.ensuring(Effect.sync(() => {
+      if (holder.inAttempt) {
+        holder.inAttempt = false
+        state.inFlight--
+      }
+      slots.release(holder)
+    }))
+  )
+}

@@ -1,0 +1,720 @@
+/**
+ * The runner's control-flow path (issue 13): handoffs (to / end), backward traversal (rewind,
+ * retryAll), visits and occurrence addresses, budgets, attempt-number reservation, the
+ * recovery table, the store-capability refusal, and plain pipelines unchanged.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import * as Handoff from "../../src/domain/Handoff.js"
+import type { PipelineId } from "../../src/domain/Ids.js"
+import { digest } from "../../src/domain/Json.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+
+/** What the faulty store wrapper hides or removes (toggled between runs of one test). */
+interface Faults {
+  noTraversal: boolean
+  hideState: boolean
+  hideArtifacts: ReadonlySet<string>
+}
+
+const faultsNone = (): Faults => ({ noTraversal: false, hideState: false, hideArtifacts: new Set() })
+
+/** A MemoryStore whose traversal capability can be removed or made to lose state / payloads. */
+const faultyStore = (faults: Faults) =>
+  Layer.effect(
+    Store,
+    Effect.map(Store, (inner): StoreService => {
+      const t = inner.traversal!
+      const traversal: NonNullable<StoreService["traversal"]> = {
+        ...t,
+        visitState: (pipelineId) => faults.hideState ? Effect.succeed(Option.none()) : t.visitState(pipelineId),
+        getArtifactById: (address) =>
+          faults.hideArtifacts.has(address) ? Effect.succeed(Option.none()) : t.getArtifactById(address)
+      }
+      return new Proxy(inner, {
+        get: (target, key, receiver) =>
+          key === "traversal" ? (faults.noTraversal ? undefined : traversal) : Reflect.get(target, key, receiver)
+      })
+    })
+  ).pipe(Layer.provide(MemoryStore.layer()))
+
+const env = (options: Runner.RunOptions = {}, faults: Faults = faultsNone(), pools: ReadonlyArray<Pool.PoolConfig> = []) =>
+  Layer.provideMerge(
+    Runner.layer({ handleSignals: false, ...options }),
+    Layer.mergeAll(faultyStore(faults), Pool.layer(pools))
+  )
+
+const traversalOf = Effect.map(Store, (s) => s.traversal!)
+
+const visitState = (pipelineId: PipelineId) =>
+  Effect.flatMap(traversalOf, (t) => Effect.map(t.visitState(pipelineId), Option.getOrThrow))
+
+const ledger = (pipelineId: PipelineId) => Effect.flatMap(traversalOf, (t) => t.handoffs({ pipelineId }))
+
+const tasksOf = (pipelineId: PipelineId) =>
+  Effect.flatMap(Store, (s) => Effect.map(Stream.runCollect(s.streamTasks({ pipelineId })), (c) => Array.from(c)))
+
+const attemptsOf = (pipelineId: PipelineId) =>
+  Effect.flatMap(Store, (s) => Effect.map(Stream.runCollect(s.streamAttempts({ pipelineId })), (c) => Array.from(c)))
+
+const eventsOf = (pipelineId: PipelineId, kind: string) =>
+  Effect.flatMap(Store, (s) => s.events({ pipelineId, kind }))
+
+const pipelineRow = (pipelineId: PipelineId) =>
+  Effect.flatMap(Store, (s) => Effect.map(s.getPipeline(pipelineId), Option.getOrThrow))
+
+const decodeAt = (address: string) =>
+  Effect.flatMap(traversalOf, (t) =>
+    Effect.map(t.getArtifactById(address), (o) => {
+      const loaded = Option.getOrThrow(o)
+      return JSON.parse(new TextDecoder().decode(loaded.payload!)) as unknown
+    }))
+
+const plusOne = (name: string, runs: Array<unknown>) =>
+  Task.sync(name, (n: number) => {
+    runs.push(n)
+    return n + 1
+  })
+
+describe("Runner with control: forward handoffs", () => {
+  it.effect("Handoff.to with a value: skips the stations between, one atomic transition, ledger and event", () =>
+    Effect.gen(function*() {
+      const bRuns: Array<unknown> = []
+      const cRuns: Array<unknown> = []
+      const a = Task.sync("a", (n: number) => Handoff.to("c", n * 10, { reason: "skip b" }))
+      const template = Pipeline.fromTasks("fwd", [a, plusOne("b", bRuns), plusOne("c", cRuns)], {
+        control: { edges: { a: ["c"] } }
+      })
+      const spec = template.bind(1)
+      const pid = spec.pipelineId
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.handoffsTotal, 1)
+      assert.strictEqual(report.stats.handoffsTotal, 1)
+      assert.strictEqual(report.toJSON().handoffsTotal, 1)
+      assert.deepStrictEqual(bRuns, [])
+      assert.deepStrictEqual(cRuns, [10])
+      assert.deepStrictEqual(outputs, [11])
+      const tasks = (yield* tasksOf(pid)).sort((x, y) => x.seq - y.seq)
+      assert.deepStrictEqual(tasks.map((t) => [t.seq, t.taskName, t.state, t.visit]), [
+        [0, "a", "handed_off", 0],
+        [2, "c", "succeeded", 0]
+      ])
+      const attempts = yield* attemptsOf(pid)
+      const handed = attempts.find((x) => x.taskName === "a")!
+      assert.strictEqual(handed.outcome, "handed_off")
+      assert.isNull(handed.decision)
+      const rows = yield* ledger(pid)
+      assert.strictEqual(rows.length, 1)
+      assert.deepInclude(rows[0]!, {
+        fromSeq: 0,
+        fromTask: "a",
+        toSeq: 2,
+        toTask: "c",
+        operation: "to",
+        entrySeq: 3,
+        entryArtifactId: `${pid}:3`,
+        entryReused: false,
+        reason: "skip b"
+      })
+      assert.strictEqual(yield* decodeAt(`${pid}:3`), 10)
+      const events = yield* eventsOf(pid, "pipeline.handoff")
+      assert.strictEqual(events.length, 1)
+      assert.deepInclude(events[0]!.data as object, { operation: "to", fromSeq: 0, toSeq: 2, reason: "skip b" })
+      const row = yield* pipelineRow(pid)
+      assert.strictEqual(row.state, "succeeded")
+      assert.strictEqual(row.nTasksDone, 3)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("Handoff.to without a value reuses the source's own input (the seed for seq 0)", () =>
+    Effect.gen(function*() {
+      const cRuns: Array<unknown> = []
+      const a = Task.sync("a", (_n: number) => Handoff.to(2))
+      const template = Pipeline.fromTasks("fwd-reuse", [a, plusOne("b", []), plusOne("c", cRuns)], {
+        control: { edges: { a: [2] } }
+      })
+      const spec = template.bind(5)
+      yield* Runner.run([spec])
+      assert.deepStrictEqual(cRuns, [5])
+      const rows = yield* ledger(spec.pipelineId)
+      assert.deepInclude(rows[0]!, { entryReused: true, entrySeq: -1, entryArtifactId: `${spec.pipelineId}:-1` })
+      // no payload artifact was written
+      const artifacts = yield* Effect.flatMap(Store, (s) => s.listArtifacts(spec.pipelineId))
+      assert.isFalse(artifacts.some((x) => x.seq >= 3))
+    }).pipe(Effect.provide(env())))
+
+  it.effect("Handoff.end with a value finishes at once with that value as the final artifact", () =>
+    Effect.gen(function*() {
+      const bRuns: Array<unknown> = []
+      const a = Task.sync("a", (n: number) => Handoff.end({ done: n }, { reason: "good enough" }))
+      const template = Pipeline.fromTasks("end", [a, plusOne("b", bRuns)], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(3)
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(outputs, [{ done: 3 }])
+      assert.deepStrictEqual(bRuns, [])
+      const rows = yield* ledger(spec.pipelineId)
+      assert.deepInclude(rows[0]!, { operation: "end", toSeq: null, toTask: null, entrySeq: 2 })
+      const artifacts = yield* Effect.flatMap(Store, (s) => s.listArtifacts(spec.pipelineId))
+      const finals = artifacts.filter((x) => x.isFinal)
+      assert.deepStrictEqual(finals.map((x) => x.seq), [2])
+      const vs = yield* visitState(spec.pipelineId)
+      assert.isNull(vs.pending)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("Handoff.end without a value ends with the source's own input", () =>
+    Effect.gen(function*() {
+      const a = plusOne("a", [])
+      const b = Task.sync("b", (_n: number) => Handoff.end())
+      const template = Pipeline.fromTasks("end-reuse", [a, b, plusOne("c", [])], {
+        control: { edges: { b: ["end"] } }
+      })
+      const spec = template.bind(1)
+      const outputs: Array<unknown> = []
+      yield* Runner.run([spec], {
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.deepStrictEqual(outputs, [2])
+      const rows = yield* ledger(spec.pipelineId)
+      assert.deepInclude(rows[0]!, { operation: "end", entryReused: true, entryArtifactId: `${spec.pipelineId}:0` })
+      assert.strictEqual((yield* pipelineRow(spec.pipelineId)).state, "succeeded")
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: refusals", () => {
+  const flakyPolicy = { retry: { maxAttempts: 5, base: "1 second" as const, jitter: "none" as const } }
+
+  it.effect("a directive from a pipeline without control fails fatally; the retry policy is not consulted", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", flakyPolicy, (_n: number) => Effect.succeed(Handoff.to("b")))
+      const template = Pipeline.fromTasks("plain", [a, plusOne("b", [])])
+      const spec = template.bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts.length, 1)
+      assert.strictEqual(attempts[0]!.errorType, "HandoffRefused")
+      assert.include(attempts[0]!.errorMessage!, "declares no control block")
+      assert.deepInclude(attempts[0]!.decision as object, { retry: false, reason: "control_refused" })
+      const row = yield* pipelineRow(spec.pipelineId)
+      assert.strictEqual(row.errorType, "HandoffRefused")
+    }).pipe(Effect.provide(env())))
+
+  it.effect("an undeclared edge is refused naming the edge; nothing is written for it", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", flakyPolicy, (_n: number) => Effect.succeed(Handoff.to("c")))
+      const template = Pipeline.fromTasks("undeclared", [a, plusOne("b", []), plusOne("c", [])], {
+        control: { edges: { a: ["b"] } }
+      })
+      const spec = template.bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.strictEqual(report.handoffsTotal, 0)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts.length, 1)
+      assert.strictEqual(attempts[0]!.errorType, "HandoffRefused")
+      assert.include(attempts[0]!.errorMessage!, "a → c")
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a rewind without a value and a backward Handoff.to are refused", () =>
+    Effect.gen(function*() {
+      const a = plusOne("a", [])
+      const b1 = Task.sync("b", (_n: number) => Handoff.rewind("a", undefined))
+      const t1 = Pipeline.fromTasks("rw-novalue", [a, b1], { control: { rewind: { b: ["a"] }, maxHandoffs: 2 } })
+      const b2 = Task.sync("b", (_n: number) => Handoff.to("a"))
+      const t2 = Pipeline.fromTasks("to-back", [a, b2], { control: { rewind: { b: ["a"] }, maxHandoffs: 2 } })
+      const report = yield* Runner.run([t1.bind(1), t2.bind(1)])
+      assert.strictEqual(report.stats.byState.failed, 2)
+      for (const spec of [t1.bind(1), t2.bind(1)]) {
+        const attempts = yield* attemptsOf(spec.pipelineId)
+        const last = attempts[attempts.length - 1]!
+        assert.strictEqual(last.errorType, "HandoffRefused")
+        assert.deepInclude(last.decision as object, { reason: "control_refused" })
+      }
+    }).pipe(Effect.provide(env())))
+
+  it.effect("under strictLeases a leaked lease fails the task instead of handing off", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", { resource: "p" }, (n: number, ctx) => Effect.as(ctx.acquireLease(), Handoff.end(n)))
+      const template = Pipeline.fromTasks("leak", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      const report = yield* Runner.run([spec], { strictLeases: true })
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.strictEqual(report.handoffsTotal, 0)
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts[0]!.errorType, "LeaseLeakError")
+    }).pipe(Effect.provide(env({}, faultsNone(), [Pool.make("p", [Resource.make("worker", { id: "w0", capacity: 1 })])]))))
+
+  it.effect("a cancelled (timed-out) attempt never hands off", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", { timeout: "1 second" }, (_n: number) =>
+        Effect.as(Effect.sleep("5 seconds"), Handoff.end()))
+      const template = Pipeline.fromTasks("timeout", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      const fiber = yield* Effect.fork(Runner.run([spec]))
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts[0]!.outcome, "timeout")
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: backward traversal and visits", () => {
+  it.effect("rewind with an explicit value (null too): a new visit, new seed, addressed occurrences", () =>
+    Effect.gen(function*() {
+      const seen: Array<[unknown, number, number]> = []
+      const generate = Task.sync("generate", (row: unknown, ctx) => {
+        seen.push([row, ctx.visit, ctx.seed])
+        return { row, visit: ctx.visit }
+      })
+      const validate = Task.sync("validate", (x: { visit: number }, ctx) =>
+        x.visit === 0 ? Handoff.rewind("generate", null, { reason: "invalid" }) : { ok: true, visit: ctx.visit })
+      const template = Pipeline.fromTasks("rewind", [generate, validate], {
+        control: { rewind: { validate: ["generate"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind({ prompt: "p" })
+      const pid = spec.pipelineId
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.handoffsTotal, 1)
+      assert.deepStrictEqual(seen.map(([row, visit]) => [row, visit]), [[{ prompt: "p" }, 0], [null, 1]])
+      // visit 0 derives its seed exactly as a plain pipeline; the revisit samples anew
+      assert.strictEqual(seen[0]![2], Number.parseInt(digest(`${pid}:0:1`).slice(0, 8), 16) >>> 0)
+      assert.notStrictEqual(seen[1]![2], seen[0]![2])
+      const tasks = (yield* tasksOf(pid)).sort((x, y) => x.visit - y.visit || x.seq - y.seq)
+      assert.deepStrictEqual(tasks.map((t) => [t.seq, t.visit, t.state]), [
+        [0, 0, "succeeded"],
+        [1, 0, "handed_off"],
+        [0, 1, "succeeded"],
+        [1, 1, "succeeded"]
+      ])
+      // history stays addressable; the active output is the revisit's
+      assert.deepStrictEqual(yield* decodeAt(`${pid}:0`), { row: { prompt: "p" }, visit: 0 })
+      assert.deepStrictEqual(yield* decodeAt(`${pid}:0#1`), { row: null, visit: 1 })
+      assert.deepStrictEqual(yield* decodeAt(`${pid}:2`), null)
+      const vs = yield* visitState(pid)
+      assert.strictEqual(vs.handoffs, 1)
+      assert.deepStrictEqual(vs.counters, [2, 2])
+      assert.deepStrictEqual(vs.active.map((s) => s.artifact), [`${pid}:0#1`, `${pid}:1#1`])
+      const rows = yield* ledger(pid)
+      assert.deepInclude(rows[0]!, { operation: "rewind", fromSeq: 1, toSeq: 0, entrySeq: 2, entryReused: false })
+    }).pipe(Effect.provide(env())))
+
+  it.effect("retryAll replays the seed from its bytes captured at binding, not the (mutated) object", () =>
+    Effect.gen(function*() {
+      const entries: Array<[number, unknown]> = []
+      const prepare = Task.sync("prepare", (seed: { items: Array<number> }, ctx) => {
+        entries.push([ctx.visit, structuredClone(seed)])
+        seed.items.push(99) // a task that mutates its input must not change what a replay runs
+        return { prepared: seed.items.length }
+      })
+      const check = Task.sync("check", (row: unknown, ctx) => ctx.visit === 0 ? Handoff.retryAll({ reason: "again" }) : row)
+      const template = Pipeline.fromTasks("retry-all", [prepare, check], {
+        control: { retryAll: ["check"], maxHandoffs: 2 }
+      })
+      const spec = template.bind({ items: [1] })
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(entries, [[0, { items: [1] }], [1, { items: [1] }]])
+      const rows = yield* ledger(spec.pipelineId)
+      assert.deepInclude(rows[0]!, { operation: "retryAll", toSeq: 0, entryArtifactId: `${spec.pipelineId}:-1` })
+      assert.strictEqual((yield* visitState(spec.pipelineId)).handoffs, 1)
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: budgets", () => {
+  const looping = (maxHandoffs: number) => {
+    const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
+    const judge = Task.sync("judge", (n: number) => Handoff.rewind("gen", n, { reason: "never good" }))
+    return Pipeline.fromTasks(`loop-${maxHandoffs}`, [gen, judge], {
+      control: { rewind: { judge: ["gen"] }, maxHandoffs }
+    })
+  }
+
+  it.effect("exactly N transitions; the N+1th is refused with BudgetExceeded before anything is written", () =>
+    Effect.gen(function*() {
+      const spec = looping(2).bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.strictEqual(report.handoffsTotal, 2)
+      assert.strictEqual((yield* ledger(spec.pipelineId)).length, 2)
+      const vs = yield* visitState(spec.pipelineId)
+      assert.strictEqual(vs.handoffs, 2)
+      // the refused third rewind left the judge's third visit failed, no third payload
+      const artifacts = yield* Effect.flatMap(Store, (s) => s.listArtifacts(spec.pipelineId))
+      assert.deepStrictEqual(artifacts.filter((x) => x.seq >= 2).map((x) => x.seq), [2, 3])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      const last = attempts[attempts.length - 1]!
+      assert.strictEqual(last.errorType, "BudgetExceeded")
+      assert.deepInclude(last.decision as object, { reason: "control_refused" })
+    }).pipe(Effect.provide(env())))
+
+  it.effect("the run's maxHandoffs lowers the pipeline's budget, never raises it", () =>
+    Effect.gen(function*() {
+      const low = looping(5).bind(1)
+      const report = yield* Runner.run([low], { maxHandoffs: 1 })
+      assert.strictEqual(report.handoffsTotal, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("end at the limit still completes", () =>
+    Effect.gen(function*() {
+      const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
+      const judge = Task.sync("judge", (n: number, ctx) =>
+        ctx.visit < 1 ? Handoff.rewind("gen", n, { reason: "once" }) : Handoff.end(n))
+      const template = Pipeline.fromTasks("end-at-limit", [gen, judge, plusOne("after", [])], {
+        control: { rewind: { judge: ["gen"] }, edges: { judge: ["end"] }, maxHandoffs: 1 }
+      })
+      const spec = template.bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.handoffsTotal, 2)
+      assert.strictEqual((yield* visitState(spec.pipelineId)).handoffs, 1)
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: attempt numbers and recovery", () => {
+  it.effect("attempt numbers are reserved before the task runs: an interrupted attempt's number is never reused", () =>
+    Effect.gen(function*() {
+      const seen: Array<[number, number]> = []
+      let hang = true
+      const started = yield* Deferred.make<void>()
+      const gen = Task.sync("gen", (n: number) => n)
+      const slow = Task.make("slow", (n: number, ctx) =>
+        Effect.suspend(() => {
+          seen.push([ctx.visit, ctx.attempt])
+          return hang && ctx.visit === 1 ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(n)
+        }))
+      const judge = Task.sync("judge", (n: number, ctx) => ctx.visit === 0 ? Handoff.rewind("slow", n) : n)
+      const template = Pipeline.fromTasks("reserve", [gen, slow, judge], {
+        control: { rewind: { judge: ["slow"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind(1)
+      const runner = yield* Runner.Runner
+      // first run: slow's revisit (visit 1, attempt 1) hangs; the run is cut off while it runs
+      yield* Effect.scoped(Effect.gen(function*() {
+        const handle = yield* runner.start([spec])
+        const first = yield* Effect.raceFirst(
+          Effect.as(Deferred.await(started), "started" as const),
+          Effect.as(handle.await, "ended" as const)
+        )
+        assert.strictEqual(first, "started")
+      }))
+      assert.deepStrictEqual(seen, [[0, 1], [1, 1]])
+      const before = yield* visitState(spec.pipelineId)
+      assert.deepInclude(before.pending!, { seq: 1, visit: 1, attempts: 1 })
+      // resume: the same visit continues with the next attempt number, reserved first
+      hang = false
+      const report = yield* runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(seen, [[0, 1], [1, 1], [1, 2]])
+      const attempts = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.taskName === "slow")
+      // attempt 1 of visit 1 was cut off: its number is a gap, never reused
+      assert.deepStrictEqual(attempts.map((x) => [x.visit, x.attemptNo, x.outcome]), [
+        [0, 1, "succeeded"],
+        [1, 2, "succeeded"]
+      ])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a retried failure is written durably with the next reservation", () =>
+    Effect.gen(function*() {
+      const flaky = Task.make(
+        "flaky",
+        { retry: { maxAttempts: 3, base: "1 second", jitter: "none" } },
+        (n: number, ctx) => ctx.attempt < 2 ? Effect.fail(new RetryableError({ message: "busy" })) : Effect.succeed(n)
+      )
+      const template = Pipeline.fromTasks("retry-durable", [flaky, plusOne("b", [])], {
+        control: { edges: { flaky: ["end"] } }
+      })
+      const spec = template.bind(1)
+      const fiber = yield* Effect.fork(Runner.run([spec]))
+      yield* TestClock.adjust("500 millis")
+      // during the delay the failed attempt is durable and attempt 2 is reserved
+      const mid = yield* visitState(spec.pipelineId)
+      assert.deepInclude(mid.pending!, { seq: 0, attempts: 2 })
+      assert.strictEqual((yield* attemptsOf(spec.pipelineId)).length, 1)
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("failed: a resume continues at the exact persisted visit, entry, budget and attempt numbers", () =>
+    Effect.gen(function*() {
+      let broken = true
+      const inputs: Array<[unknown, number, number]> = []
+      const gen = Task.sync("gen", (n: number, ctx) => n * 10 + ctx.visit)
+      const fragile = Task.make("fragile", (n: unknown, ctx) =>
+        Effect.suspend(() => {
+          inputs.push([n, ctx.visit, ctx.attempt])
+          return broken && ctx.visit === 1 ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n)
+        }))
+      const judge = Task.sync("judge", (n: unknown, ctx) => ctx.visit === 0 ? Handoff.rewind("fragile", "again") : n)
+      const template = Pipeline.fromTasks("resume-failed", [gen, fragile, judge], {
+        control: { rewind: { judge: ["fragile"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind(1)
+      const first = yield* Runner.run([spec])
+      assert.strictEqual(first.stats.byState.failed, 1)
+      broken = false
+      const second = yield* Runner.run([spec])
+      assert.strictEqual(second.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(inputs, [[10, 0, 1], ["again", 1, 1], ["again", 1, 2]])
+      const vs = yield* visitState(spec.pipelineId)
+      assert.strictEqual(vs.handoffs, 1)
+      assert.deepStrictEqual(vs.counters, [1, 2, 2])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("running, owned by another run: skipped as owned_by_another_run; with resume: continued", () =>
+    Effect.gen(function*() {
+      let broken = true
+      const a = Task.make("a", (n: number) => broken ? Effect.fail(new FatalError({ message: "x" })) : Effect.succeed(n))
+      const template = Pipeline.fromTasks("owned", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      yield* Runner.run([spec])
+      const store = yield* Store
+      // the row now looks owned by a run that is still marked running (silent, no resume)
+      yield* store.updatePipeline(spec.pipelineId, { state: "running", runId: "other-run" as never, updatedAt: 0 })
+      broken = false
+      const skipped = yield* Runner.run([spec])
+      assert.strictEqual(skipped.skipped, 1)
+      const events = yield* eventsOf(spec.pipelineId, "pipeline.skipped")
+      assert.deepStrictEqual(events[0]!.data, { reason: "owned_by_another_run", owner: "other-run" })
+      const resumed = yield* Runner.run([spec], { resume: true })
+      assert.strictEqual(resumed.stats.byState.succeeded, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a row whose traversal state is missing is refused (corrupt visit checkpoint); freshRestart fixes it", () => {
+    const faults = faultsNone()
+    return Effect.gen(function*() {
+      let broken = true
+      const a = Task.make("a", (n: number) => broken ? Effect.fail(new FatalError({ message: "x" })) : Effect.succeed(n))
+      const template = Pipeline.fromTasks("lost", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      yield* Runner.run([spec])
+      broken = false
+      faults.hideState = true
+      const refused = yield* Runner.run([spec])
+      assert.strictEqual(refused.stats.byState.succeeded ?? 0, 0)
+      const events = yield* eventsOf(spec.pipelineId, "pipeline.corrupt_checkpoint")
+      assert.include((events[0]!.data as { error: string }).error, "corrupt visit checkpoint: missing traversal state")
+      const fresh = yield* Runner.run([spec], { freshRestart: true })
+      assert.strictEqual(fresh.stats.byState.succeeded, 1)
+    }).pipe(Effect.provide(env({}, faults)))
+  })
+
+  it.effect("a missing pending payload replays the seed, keeping budget and counters", () => {
+    const faults = faultsNone()
+    return Effect.gen(function*() {
+      let broken = true
+      const seen: Array<[unknown, number]> = []
+      const gen = Task.sync("gen", (n: unknown, ctx) => {
+        seen.push([n, ctx.visit])
+        return n
+      })
+      const fragile = Task.make("fragile", (n: unknown, ctx) =>
+        broken && ctx.visit === 1 ? Effect.fail(new FatalError({ message: "x" })) : Effect.succeed(n))
+      const judge = Task.sync("judge", (n: unknown, ctx) => ctx.visit === 0 ? Handoff.rewind("fragile", "payload") : n)
+      const template = Pipeline.fromTasks("replay", [gen, fragile, judge], {
+        control: { rewind: { judge: ["fragile"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind(7)
+      const pid = spec.pipelineId
+      yield* Runner.run([spec])
+      broken = false
+      const before = yield* visitState(pid)
+      faults.hideArtifacts = new Set([before.pending!.input])
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      const missing = yield* eventsOf(pid, "pipeline.checkpoint_missing")
+      assert.strictEqual(missing.length, 1)
+      assert.deepStrictEqual(seen, [[7, 0], [7, 1]])
+      const vs = yield* visitState(pid)
+      assert.strictEqual(vs.handoffs, 1)
+      assert.deepStrictEqual(vs.counters, [2, 3, 2])
+    }).pipe(Effect.provide(env({}, faults)))
+  })
+
+  it.effect("freshRestart: pipeline.restarted with the dropped cursor, new budget, counters and audit kept", () =>
+    Effect.gen(function*() {
+      const spec = (() => {
+        const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
+        const judge = Task.sync("judge", (n: number) => Handoff.rewind("gen", n))
+        return Pipeline.fromTasks("fresh", [gen, judge], { control: { rewind: { judge: ["gen"] }, maxHandoffs: 2 } })
+      })().bind(1)
+      const pid = spec.pipelineId
+      yield* Runner.run([spec])
+      const spent = yield* visitState(pid)
+      assert.strictEqual(spent.handoffs, 2)
+      const report = yield* Runner.run([spec], { freshRestart: true })
+      assert.strictEqual(report.handoffsTotal, 2)
+      const restarted = yield* eventsOf(pid, "pipeline.restarted")
+      assert.strictEqual(restarted.length, 1)
+      assert.property(restarted[0]!.data as object, "discardedCursor")
+      const vs = yield* visitState(pid)
+      assert.strictEqual(vs.handoffs, 2)
+      // visits continued from the kept counters: 3 entries per run of gen
+      assert.strictEqual(vs.counters[0], 6)
+      assert.strictEqual((yield* ledger(pid)).length, 4)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("succeeded + retrySucceeded restarts from the seed with a fresh budget", () =>
+    Effect.gen(function*() {
+      const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
+      const judge = Task.sync("judge", (n: number, ctx) => ctx.visit % 2 === 0 ? Handoff.rewind("gen", n) : n)
+      const template = Pipeline.fromTasks("again", [gen, judge], { control: { rewind: { judge: ["gen"] }, maxHandoffs: 1 } })
+      const spec = template.bind(1)
+      const first = yield* Runner.run([spec])
+      assert.strictEqual(first.stats.byState.succeeded, 1)
+      const skipped = yield* Runner.run([spec])
+      assert.strictEqual(skipped.skipped, 1)
+      const again = yield* Runner.run([spec], { retrySucceeded: true })
+      assert.strictEqual(again.stats.byState.succeeded, 1)
+      assert.strictEqual(again.handoffsTotal, 1)
+      assert.strictEqual((yield* visitState(spec.pipelineId)).handoffs, 1)
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: torn completion and big outputs", () => {
+  it.effect("a complete traversal under a row left failed is settled succeeded without running anything", () =>
+    Effect.gen(function*() {
+      const runs: Array<unknown> = []
+      const a = Task.sync("a", (n: number) => Handoff.end(n + 1))
+      const template = Pipeline.fromTasks("torn", [a, plusOne("b", runs)], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      yield* Runner.run([spec])
+      const store = yield* Store
+      // the row no longer says what the traversal says (a torn final write)
+      yield* store.updatePipeline(spec.pipelineId, { state: "failed", updatedAt: 0 })
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.handoffsTotal, 0)
+      assert.strictEqual((yield* eventsOf(spec.pipelineId, "pipeline.terminal_repaired")).length, 1)
+      assert.strictEqual((yield* pipelineRow(spec.pipelineId)).state, "succeeded")
+      assert.deepStrictEqual(runs, [])
+      assert.strictEqual((yield* ledger(spec.pipelineId)).length, 1)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a big output (>= 256 KiB) on a control pipeline is checkpointed at its occurrence", () =>
+    Effect.gen(function*() {
+      const big = Task.sync("big", (n: number) => "x".repeat(300 * 1024 + n))
+      const judge = Task.sync("judge", (s: string, ctx) => ctx.visit === 0 ? Handoff.rewind("big", 1) : s.length)
+      const template = Pipeline.fromTasks("big", [big, judge], { control: { rewind: { judge: ["big"] }, maxHandoffs: 1 } })
+      const spec = template.bind(0)
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        concurrency: 1,
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(outputs, [300 * 1024 + 1])
+      assert.strictEqual(((yield* decodeAt(`${spec.pipelineId}:0#1`)) as string).length, 300 * 1024 + 1)
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: store capability and plain pipelines", () => {
+  it.effect("a store without the traversal capability refuses a control pipeline before writing it", () => {
+    const faults = { ...faultsNone(), noTraversal: true }
+    return Effect.gen(function*() {
+      const a = Task.sync("a", (n: number) => Handoff.end(n))
+      const template = Pipeline.fromTasks("no-cap", [a, plusOne("b", [])], { control: { edges: { a: ["end"] } } })
+      const spec = template.bind(1)
+      const exit = yield* Effect.exit(Runner.run([spec]))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        assert.strictEqual((error as { _tag?: string })._tag, "ConfigError")
+        assert.include((error as { message: string }).message, "traversal")
+      }
+      const row = yield* Effect.flatMap(Store, (s) => s.getPipeline(spec.pipelineId))
+      assert.isTrue(Option.isNone(row))
+    }).pipe(Effect.provide(env({}, faults)))
+  })
+
+  it.effect("plain pipelines keep their ids, seeds and rows (visit 0, no traversal state)", () =>
+    Effect.gen(function*() {
+      const seeds: Array<number> = []
+      const a = Task.sync("a", (n: number, ctx) => {
+        seeds.push(ctx.seed)
+        assert.strictEqual(ctx.visit, 0)
+        return n + 1
+      })
+      const template = Pipeline.make("plain", a)
+      const spec = template.bind(1)
+      yield* Runner.run([spec])
+      assert.deepStrictEqual(seeds, [Number.parseInt(digest(`${spec.pipelineId}:0:1`).slice(0, 8), 16) >>> 0])
+      const t = yield* traversalOf
+      assert.isTrue(Option.isNone(yield* t.visitState(spec.pipelineId)))
+      const tasks = yield* tasksOf(spec.pipelineId)
+      assert.deepStrictEqual(tasks.map((x) => [x.state, x.visit]), [["succeeded", 0]])
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control on SqliteStore", () => {
+  it.effect("a rewind, a failure at the revisit, and a resume in a second process-like open continue the visit", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const file = path.join(dir, "control.db")
+      let broken = true
+      const inputs: Array<[unknown, number, number]> = []
+      const gen = Task.sync("gen", (n: number, ctx) => n * 10 + ctx.visit)
+      const fragile = Task.make("fragile", (n: unknown, ctx) =>
+        Effect.suspend(() => {
+          inputs.push([n, ctx.visit, ctx.attempt])
+          return broken && ctx.visit === 1 ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n)
+        }))
+      const judge = Task.sync("judge", (n: unknown, ctx) =>
+        ctx.visit === 0 ? Handoff.rewind("fragile", { again: true }, { reason: "retry" }) : n)
+      const template = Pipeline.fromTasks("sqlite-control", [gen, fragile, judge], {
+        control: { rewind: { judge: ["fragile"] }, maxHandoffs: 3 }
+      })
+      const spec = template.bind(1)
+      const pid = spec.pipelineId
+      // each run opens the file afresh: nothing survives but what was committed
+      const sqlite = () =>
+        Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([])))
+      const first = yield* Runner.run([spec]).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(first.stats.byState.failed, 1)
+      assert.strictEqual(first.handoffsTotal, 1)
+      broken = false
+      const second = yield* Effect.gen(function*() {
+        const report = yield* Runner.run([spec])
+        const vs = Option.getOrThrow(yield* (yield* traversalOf).visitState(pid))
+        const rows = yield* ledger(pid)
+        const payload = yield* decodeAt(`${pid}:3`)
+        const tasks = (yield* tasksOf(pid)).sort((x, y) => x.visit - y.visit || x.seq - y.seq)
+        return { report, vs, rows, payload, tasks }
+      }).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(second.report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(inputs, [[10, 0, 1], [{ again: true }, 1, 1], [{ again: true }, 1, 2]])
+      assert.strictEqual(second.vs.handoffs, 1)
+      assert.deepStrictEqual(second.vs.counters, [1, 2, 2])
+      assert.strictEqual(second.rows.length, 1)
+      assert.deepStrictEqual(second.payload, { again: true })
+      assert.deepStrictEqual(
+        second.tasks.filter((t) => t.state !== "failed").map((t) => [t.seq, t.visit, t.state]),
+        [[0, 0, "succeeded"], [1, 0, "succeeded"], [2, 0, "handed_off"], [1, 1, "succeeded"], [2, 1, "succeeded"]]
+      )
+      fs.rmSync(dir, { recursive: true, force: true })
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

@@ -11,7 +11,9 @@
  */
 import type { Effect, Option, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "./Errors.js"
+import type { HandoffRecord } from "./Handoff.js"
 import type { PipelineId, RunId } from "./Ids.js"
+import type { VisitState } from "./Traversal.js"
 import type {
   ArtifactRecord,
   AttemptRecord,
@@ -274,6 +276,39 @@ export interface PipelineBundle {
  */
 export type ReadError = StoreUnavailable | ConfigError
 
+/**
+ * Options of {@link TraversalStore.handoffs}: a pipeline and/or a run, and `limit` (the
+ * newest N rows, still oldest first; `undefined` = all).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandoffsOptions {
+  readonly pipelineId?: PipelineId | undefined
+  readonly runId?: RunId | undefined
+  readonly limit?: Limit
+}
+
+/**
+ * The traversal capability of a store (optional): what pipelines that declare `control` need.
+ * Writes go through `checkpoint` (`CheckpointUnit.traversal`) and `admit` (initial states).
+ *
+ * - `visitState`: the pipeline's durable traversal state, `None` for a plain pipeline (or a
+ *   state that is missing);
+ * - `handoffs`: ledger rows, oldest first; `limit` keeps the newest N;
+ * - `getArtifactById`: any occurrence by its address (`pipelineId:seq` for visit 0,
+ *   `pipelineId:seq#visit` for revisits), superseded ones included; `None` when unknown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TraversalStore {
+  readonly visitState: (pipelineId: PipelineId) => Effect.Effect<Option.Option<VisitState>, StoreUnavailable>
+  readonly handoffs: (options?: HandoffsOptions) => Effect.Effect<ReadonlyArray<HandoffRecord>, ReadError>
+  readonly getArtifactById: (address: string) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // The read-only store
 // ---------------------------------------------------------------------------------------------
@@ -297,6 +332,12 @@ export interface TaskStore {
   readonly readOnly: boolean
   /** `"full"` (payloads kept) or `"summary"` (metadata only). */
   readonly journal: "full" | "summary"
+  /**
+   * The traversal capability's reads (both built-in stores have it; `undefined` on a store
+   * without it): visit states, the handoff ledger, any occurrence by its address. A task reads
+   * a superseded occurrence with `ctx.store.traversal?.getArtifactById(address)`.
+   */
+  readonly traversal?: TraversalStore | undefined
 
   readonly getRun: (runId: RunId) => Effect.Effect<Option.Option<RunRecord>, StoreUnavailable>
   /** The most recently started run. */
@@ -428,7 +469,8 @@ const TASK_STORE_MEMBERS = [
   "streamTasks",
   "streamAttempts",
   "streamEvents",
-  "streamArtifacts"
+  "streamArtifacts",
+  "traversal"
 ] as const satisfies ReadonlyArray<keyof TaskStore>
 
 // fails to compile when TaskStore gains a member the list above lacks

@@ -21,7 +21,7 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Option, Scope, Stream } from "effect"
+import type { Effect, Scope, Stream } from "effect"
 import type { HandoffRecord } from "../domain/Handoff.js"
 import type { VisitState } from "../domain/Traversal.js"
 import { Context } from "effect"
@@ -36,11 +36,11 @@ import type {
   ErrorRow,
   EventFilter,
   Limit,
-  LoadedArtifact,
-  ReadError,
   PipelinesPage,
   PipelinesPageOptions,
-  TaskStore
+  TaskStore,
+  HandoffsOptions,
+  TraversalStore
 } from "../domain/TaskStore.js"
 import type { ArtifactBackend } from "./ArtifactBackend.js"
 import type {
@@ -205,38 +205,6 @@ export interface TraversalWrite {
 }
 
 /**
- * Options of {@link TraversalStore.handoffs}: a pipeline and/or a run, and `limit` (the
- * newest N rows, still oldest first; `undefined` = all).
- *
- * @since 0.1.0
- * @category models
- */
-export interface HandoffsOptions {
-  readonly pipelineId?: PipelineId | undefined
-  readonly runId?: RunId | undefined
-  readonly limit?: Limit
-}
-
-/**
- * The traversal capability of a store (optional): what pipelines that declare `control` need.
- * Writes go through `checkpoint` (`CheckpointUnit.traversal`) and `admit` (initial states).
- *
- * - `visitState`: the pipeline's durable traversal state, `None` for a plain pipeline (or a
- *   state that is missing);
- * - `handoffs`: ledger rows, oldest first; `limit` keeps the newest N;
- * - `getArtifactById`: any occurrence by its address (`pipelineId:seq` for visit 0,
- *   `pipelineId:seq#visit` for revisits), superseded ones included; `None` when unknown.
- *
- * @since 0.1.0
- * @category models
- */
-export interface TraversalStore {
-  readonly visitState: (pipelineId: PipelineId) => Effect.Effect<Option.Option<VisitState>, StoreUnavailable>
-  readonly handoffs: (options?: HandoffsOptions) => Effect.Effect<ReadonlyArray<HandoffRecord>, ReadError>
-  readonly getArtifactById: (address: string) => Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable>
-}
-
-/**
  * The initial traversal state of a control pipeline, written by `admit` with its row
  * (replacing any stored state).
  *
@@ -381,7 +349,9 @@ export type {
   BundleOptions,
   PipelineBundle,
   ReadError,
-  TaskStore
+  TaskStore,
+  HandoffsOptions,
+  TraversalStore
 } from "../domain/TaskStore.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -429,8 +399,6 @@ export interface StoreService extends TaskStore {
     seeds?: ReadonlyArray<NewArtifact> | undefined,
     traversals?: ReadonlyArray<InitialTraversal> | undefined
   ) => Effect.Effect<void, StoreUnavailable>
-  /** The traversal capability (both built-in stores have it; see {@link TraversalStore}). */
-  readonly traversal?: TraversalStore | undefined
   /** Commits one task completion atomically; resolves once durable. */
   readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
   /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */

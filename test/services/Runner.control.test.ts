@@ -322,6 +322,37 @@ describe("Runner with control: backward traversal and visits", () => {
       assert.deepInclude(rows[0]!, { operation: "rewind", fromSeq: 1, toSeq: 0, entrySeq: 2, entryReused: false })
     }).pipe(Effect.provide(env())))
 
+  it.effect("a task reads a superseded occurrence through ctx.store.traversal (read-only view)", () =>
+    Effect.gen(function*() {
+      const generate = Task.sync("generate", (row: unknown, ctx) => ({ row, visit: ctx.visit }))
+      const validate = Task.make("validate", {}, (x: { visit: number }, ctx) =>
+        x.visit === 0
+          ? Effect.succeed(Handoff.rewind("generate", "again", { reason: "invalid" }))
+          : Effect.gen(function*() {
+            const t = ctx.store.traversal!
+            const first = yield* t.getArtifactById(`${ctx.pipelineId}:0`)
+            const handoffs = yield* t.handoffs({ pipelineId: ctx.pipelineId })
+            return {
+              firstAvailable: Option.isSome(first) && first.value.payload !== undefined,
+              firstVisit: Option.map(first, (a) => a.artifact.visit).pipe(Option.getOrNull),
+              handoffs: handoffs.length,
+              writable: "checkpoint" in ctx.store
+            }
+          }))
+      const template = Pipeline.fromTasks("reads-history", [generate, validate], {
+        control: { rewind: { validate: ["generate"] }, maxHandoffs: 1 }
+      })
+      const spec = template.bind({ prompt: "p" })
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(yield* decodeAt(`${spec.pipelineId}:1#1`), {
+        firstAvailable: true,
+        firstVisit: 0,
+        handoffs: 1,
+        writable: false
+      })
+    }).pipe(Effect.provide(env())))
+
   it.effect("retryAll replays the seed from its bytes captured at binding, not the (mutated) object", () =>
     Effect.gen(function*() {
       const entries: Array<[number, unknown]> = []

@@ -147,5 +147,28 @@ describe("Runner control-flow crash safety (real processes, real SQLite)", () =>
     const handedOff = query<{ n: number }>(db, "SELECT COUNT(*) AS n FROM tasks WHERE state = 'handed_off'")[0]!.n
     expect(ledger).toBe(2 * N)
     expect(handedOff).toBe(ledger)
+    // row by row: per pipeline, a rewind judge→gen then a retry-all judge→prep, each with a
+    // handed_off judge row of its visit (0, then 1) and an entry artifact that exists
+    const rows = query<{ pipeline_id: string; operation: string; from_seq: number; to_seq: number; entry_artifact_id: string; entry_reused: number }>(
+      db,
+      "SELECT pipeline_id, operation, from_seq, to_seq, entry_artifact_id, entry_reused FROM handoffs ORDER BY handoff_id"
+    )
+    const handedOffRows = new Set(
+      query<{ pipeline_id: string; seq: number; visit: number }>(db, "SELECT pipeline_id, seq, visit FROM tasks WHERE state = 'handed_off'")
+        .map((r) => `${r.pipeline_id} ${r.seq} ${r.visit}`)
+    )
+    const artifactAddresses = new Set(
+      query<{ pipeline_id: string; seq: number; visit: number }>(db, "SELECT pipeline_id, seq, coalesce(visit, 0) AS visit FROM artifacts")
+        .map((r) => (r.visit === 0 ? `${r.pipeline_id}:${r.seq}` : `${r.pipeline_id}:${r.seq}#${r.visit}`))
+    )
+    const byPipeline = new Map<string, Array<(typeof rows)[number]>>()
+    for (const r of rows) byPipeline.set(r.pipeline_id, [...(byPipeline.get(r.pipeline_id) ?? []), r])
+    expect(byPipeline.size).toBe(N)
+    for (const [pipelineId, own] of byPipeline) {
+      expect(own.map((r) => [r.operation, r.from_seq, r.to_seq])).toEqual([["rewind", 2, 1], ["retryAll", 2, 0]])
+      own.forEach((_, visit) => expect(handedOffRows.has(`${pipelineId} 2 ${visit}`)).toBe(true))
+      expect(own.map((r) => r.entry_artifact_id)).toEqual([`${pipelineId}:4`, `${pipelineId}:-1`])
+      for (const r of own) expect(artifactAddresses.has(r.entry_artifact_id)).toBe(true)
+    }
   }, 300_000)
 })

@@ -430,26 +430,41 @@ const pipelineHead = (
 })
 
 /**
- * The traversal state and ledger rows of the pipelines of `ps` that declare `control` (one
- * `visitState` read per pipeline, and one ledger read per control pipeline); empty on a store
- * without the traversal capability.
+ * Reads the traversal state and ledger rows of the pipelines that declare `control`, for one
+ * export stream. Whether a pipeline declares control is a property of its definition, and the
+ * definition is folded into its `specDigest`; so the state of one pipeline per digest is read
+ * first, and a digest whose first pipeline has none (a plain definition) costs no further read:
+ * a plain store pays one `visitState` read per definition, not per pipeline. A digest with a
+ * state is read for every pipeline (state, then its ledger rows). A store without the traversal
+ * capability answers empty maps without reading.
+ *
+ * The returned function reads a group of pipelines; it remembers digests across calls.
+ *
+ * @since 0.1.0
+ * @category rows
  */
-const controlsOf = (
-  store: StoreService,
-  ps: ReadonlyArray<PipelineRecord>
-): Effect.Effect<ReadonlyMap<PipelineId, ControlOf>, ReadError> => {
+export const controlReader = (
+  store: StoreService
+): ((ps: ReadonlyArray<PipelineRecord>) => Effect.Effect<ReadonlyMap<PipelineId, ControlOf>, ReadError>) => {
   const traversal = store.traversal
-  if (traversal === undefined) return Effect.succeed(new Map())
-  return Effect.map(
-    Effect.forEach(ps, (p) =>
-      Effect.flatMap(traversal.visitState(p.pipelineId), (state) =>
-        Option.isNone(state)
-          ? Effect.succeed(undefined)
-          : Effect.map(traversal.handoffs({ pipelineId: p.pipelineId }), (handoffs) =>
-            [p.pipelineId, { state: state.value, handoffs }] as const
-          ))),
-    (pairs) => new Map(pairs.filter((x) => x !== undefined))
-  )
+  if (traversal === undefined) return () => Effect.succeed(new Map())
+  /** specDigest → whether its pipelines declare control (absent: not probed yet). */
+  const declares = new Map<string, boolean>()
+  return (ps) =>
+    Effect.map(
+      Effect.forEach(ps, (p) => {
+        if (declares.get(p.specDigest) === false) return Effect.succeed(undefined)
+        return Effect.flatMap(traversal.visitState(p.pipelineId), (state) => {
+          if (!declares.has(p.specDigest)) declares.set(p.specDigest, Option.isSome(state))
+          return Option.isNone(state)
+            ? Effect.succeed(undefined)
+            : Effect.map(traversal.handoffs({ pipelineId: p.pipelineId }), (handoffs) =>
+              [p.pipelineId, { state: state.value, handoffs }] as const
+            )
+        })
+      }),
+      (pairs) => new Map(pairs.filter((x) => x !== undefined))
+    )
 }
 
 /**
@@ -681,14 +696,15 @@ export const rowItems = (
         return Stream.map(store.streamAttempts({ runId, limit }), plain)
       case "events":
         return Stream.map(store.streamEvents({ runId, limit }), plain)
-      case "pipelines":
+      case "pipelines": {
+        const controlsOf = controlReader(store)
         return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "all" }, bulk, (g, meta) => {
           if (g.large) {
             const p = g.ps[0]!
             const b = meta.get(p.pipelineId)
             const parts = (b?.artifacts ?? []).map((a) => Effect.map(loadOne(bulk, a.artifact), artifactRow))
             return chunkStream(
-              Effect.map(controlsOf(store, g.ps), (controls) =>
+              Effect.map(controlsOf(g.ps), (controls) =>
                 Chunk.of<RowItem>(
                   new LargeRow(
                     pipelineHead(p, b?.tasks ?? [], controls.get(p.pipelineId), (b?.artifacts ?? []).map((a) => a.artifact)),
@@ -701,7 +717,7 @@ export const rowItems = (
           return chunkStream(
             Effect.zipWith(
               groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }),
-              controlsOf(store, g.ps),
+              controlsOf(g.ps),
               (loaded, controls) =>
                 chunkOf<RowItem>(g.ps.map((p) =>
                   pipelineRow(
@@ -714,6 +730,7 @@ export const rowItems = (
             )
           )
         })
+      }
       case "handoffs": {
         // the ledger in write order (handoffId); a store without the capability has none
         const traversal = store.traversal

@@ -243,6 +243,11 @@ const exportBytes = (
       exit._tag === "Success" ? Effect.void : remove
     ))
     const size = yield* Effect.sync(() => fs.statSync(file).size)
+    // nothing to stream (no rows, e.g. the ledger of a store without control): no file kept
+    if (size === 0) {
+      yield* remove
+      return { body: Stream.empty, size }
+    }
     const body = NodeStream.fromReadable<Error, Uint8Array>(() => fs.createReadStream(file), (e) => e as Error).pipe(
       Stream.ensuring(remove)
     )
@@ -370,7 +375,10 @@ export const makeApp = (
           format,
           state === undefined ? undefined : (row) => row["state"] === state
         )
-        return HttpServerResponse.stream(body, { contentType: EXPORT_TYPES[format], contentLength: size, headers })
+        // an empty body (no rows) with an explicit `content-length: 0` (Node sends none for it)
+        return size === 0
+          ? HttpServerResponse.uint8Array(new Uint8Array(0), { contentType: EXPORT_TYPES[format], headers: { ...headers, "content-length": "0" } })
+          : HttpServerResponse.stream(body, { contentType: EXPORT_TYPES[format], contentLength: size, headers })
       })
     ),
     HttpRouter.get(

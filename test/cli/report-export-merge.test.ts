@@ -247,6 +247,6 @@ describe("assay report / export / merge on a store with control flow", { timeout
       assert.deepStrictEqual(rows.map((r) => r.operation), ["rewind", "rewind"])
       const merged = yield* run(["merge", file, file, "-o", nodePath.join(dir, "merged.jsonl")])
       assert.strictEqual(merged.code, 0, merged.err)
-      assert.match(merged.out, /handoffs 2, duplicates folded 3/)
+      assert.match(merged.out, /handoffs 2, duplicates folded 5/)
     }), 120_000)
 })

@@ -1,7 +1,7 @@
 /**
  * Test fixture: a real SQLite store written by the runner with control flow. Two pipelines of
  * `gen → validate → report` whose validator rewinds the generator once (with new state), and one
- * plain pipeline of one task; what report, merge, export and serve read in their control tests.
+ * three plain pipelines of one task; what report, merge, export and serve read in their control tests.
  */
 import { Effect, Layer } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -37,10 +37,11 @@ export const controlTemplate = Pipeline.fromTasks("gen-check", [generate, valida
 /** The plain template (one task, no control). */
 export const plainTemplate = Pipeline.fromTasks("plain", [Task.sync("double", (n: number) => n * 2)])
 
-/** What the fixture wrote: the ids of the two control pipelines and of the plain one. */
+/** What the fixture wrote: the ids of the two control pipelines and of the three plain ones. */
 export interface ControlStore {
   readonly control: ReadonlyArray<PipelineId>
   readonly plain: PipelineId
+  readonly plains: ReadonlyArray<PipelineId>
 }
 
 /**
@@ -50,9 +51,9 @@ export interface ControlStore {
 export const writeControlStore = (file: string): Effect.Effect<ControlStore, unknown> =>
   Effect.gen(function*() {
     const specs = [controlTemplate.bind({ n: 1 }), controlTemplate.bind({ n: 2 })]
-    const plain = plainTemplate.bind(21)
-    yield* Runner.run([...specs, plain])
-    return { control: specs.map((s) => s.pipelineId), plain: plain.pipelineId }
+    const plains = [21, 22, 23].map((n) => plainTemplate.bind(n))
+    yield* Runner.run([...specs, ...plains])
+    return { control: specs.map((s) => s.pipelineId), plain: plains[0]!.pipelineId, plains: plains.map((s) => s.pipelineId) }
   }).pipe(
     Effect.provide(
       Layer.provideMerge(

@@ -40,17 +40,17 @@ describe("control flow on the read surfaces", () => {
       const { control } = yield* fixture
       const r = yield* Report.reportPaths([file]).pipe(Effect.provide(StoreResolver.layerOpener()))
       assert.strictEqual(r.handoffsTotal, control.length)
-      assert.strictEqual(r.pipelines, 3)
-      // 2 × (generate, validate (handed off), generate#1, validate#1, report) + 1 plain task
-      assert.strictEqual(r.tasks, 11)
-      assert.match(Report.renderText(r), /Tasks: 11 {2}Attempts: 11 {2}Retries: 0 {2}Handoffs: 2$/m)
+      assert.strictEqual(r.pipelines, 5)
+      // 2 × (generate, validate (handed off), generate#1, validate#1, report) + 3 plain tasks
+      assert.strictEqual(r.tasks, 13)
+      assert.match(Report.renderText(r), /Tasks: 13 {2}Attempts: 13 {2}Retries: 0 {2}Handoffs: 2$/m)
       assert.strictEqual(JSON.parse(JSON.stringify(r)).handoffsTotal, 2)
       // the same store twice: each store's run-scoped ledger count is summed, like tasks
       const twice = yield* Report.reportPaths([file, file]).pipe(Effect.provide(StoreResolver.layerOpener()))
       assert.strictEqual(twice.handoffsTotal, 4)
-      assert.strictEqual(twice.tasks, 22)
+      assert.strictEqual(twice.tasks, 26)
       const text = Report.renderText({ ...r, handoffsTotal: 0 })
-      assert.match(text, /Tasks: 11 {2}Attempts: 11 {2}Retries: 0$/m)
+      assert.match(text, /Tasks: 13 {2}Attempts: 13 {2}Retries: 0$/m)
     }))
 
   it.live("merge: handoffsTotal recounted from the surviving rows (a store given twice counts once)", () =>
@@ -61,12 +61,12 @@ describe("control flow on the read surfaces", () => {
       assert.strictEqual(one.stats().handoffsTotal, 2)
       assert.deepStrictEqual(
         one.rows.map((r) => [r.pipeline.pipelineId, r.handoffs]).sort(),
-        [...control.map((id) => [id, 1]), [ids!.plain, 0]].sort()
+        [...control.map((id) => [id, 1]), ...ids!.plains.map((id) => [id, 0])].sort()
       )
-      assert.match(one.summary(), /tasks 11, attempts 11, handoffs 2, duplicates folded 0/)
+      assert.match(one.summary(), /tasks 13, attempts 13, handoffs 2, duplicates folded 0/)
       const twice = yield* Merge.mergeReports([file, file]).pipe(Effect.provide(StoreResolver.layerOpener()))
       assert.strictEqual(twice.handoffsTotal, 2)
-      assert.strictEqual(twice.duplicates, 3)
+      assert.strictEqual(twice.duplicates, 5)
       // sources read without the traversal capability (older MergeSource values) count none
       const bare = yield* Merge.mergeSources([{ source: "x", pipelines: [], taskCounts: new Map(), eventsTotal: 0 }])
       assert.strictEqual(bare.handoffsTotal, 0)
@@ -178,7 +178,7 @@ describe("control flow on the read surfaces", () => {
         const stats = yield* get("/stats")
         assert.strictEqual(stats.handoffs_total, 2)
         const page = yield* get("/pipelines?limit=10")
-        assert.strictEqual(page.rows.length, 3)
+        assert.strictEqual(page.rows.length, 5)
         const plainRow = page.rows.find((r: any) => r.pipeline_id === plain)
         assert.isFalse("cursor_kind" in plainRow)
         assert.isFalse("traversal" in plainRow)
@@ -199,6 +199,23 @@ describe("control flow on the read surfaces", () => {
       })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
     }))
 
+  it.live("export reads the traversal state once per plain definition, and for every pipeline of a control definition", () =>
+    Effect.gen(function*() {
+      const { control, plains } = yield* fixture
+      const probed: Array<string> = []
+      const exported = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* Store
+        const t = store.traversal!
+        const counting = { ...t, visitState: (id: typeof plains[number]) => Effect.zipRight(Effect.sync(() => probed.push(id)), t.visitState(id)) }
+        const wrapped = new Proxy(store, { get: (s, k, r) => (k === "traversal" ? counting : Reflect.get(s, k, r)) })
+        return Chunk.toReadonlyArray(yield* Stream.runCollect(Export.iterRows(wrapped, { kind: "pipelines" })))
+      })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
+      assert.strictEqual(exported.length, 5)
+      assert.strictEqual(probed.filter((id) => plains.includes(id as never)).length, 1)
+      assert.deepStrictEqual(probed.filter((id) => control.includes(id as never)).sort(), [...control].sort())
+      assert.strictEqual(exported.filter((r) => "control" in r).length, 2)
+    }))
+
   it.live("the read surfaces of a plain store are unchanged: no handoffs, no control fields", () =>
     Effect.gen(function*() {
       yield* fixture
@@ -217,6 +234,6 @@ describe("control flow on the read surfaces", () => {
       assert.isTrue(snapshotPage.page.rows.every((r) => r.cursor_kind === undefined && r.traversal === undefined))
       assert.isTrue(snapshotPage.exported.every((r) => !("control" in r) && !("handoffs" in r)))
       assert.deepStrictEqual(snapshotPage.handoffs, [])
-      assert.strictEqual(rows.length, 3)
+      assert.strictEqual(rows.length, 5)
     }))
 })

@@ -187,6 +187,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>elapsed <b id="elapsed">${s.elapsed_ms === null ? "–" : escapeHtml(formatDuration(s.elapsed_ms))}</b></span>
     <span>attempts <b id="attempts">${s.attempts_total}</b></span>
     <span>retries <b id="retries">${s.retries}</b></span>
+    <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
     <span>latency p50/p95/p99 <b id="latency">${
     s.latency_ms === null
       ? "–"
@@ -377,6 +378,7 @@ const SCRIPT = `
     text("elapsed", dur(s.elapsed_ms));
     text("attempts", s.attempts_total);
     text("retries", s.retries);
+    text("handoffs", s.handoffs_total);
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {
       var frac = x.capacity ? Math.min(1, (x.active || 0) / x.capacity) : 0;
@@ -440,7 +442,9 @@ const SCRIPT = `
       var metrics = x.reported_metrics.map(function (m) { return (m.label || m.name) + "=" + metricText(m); }).join(", ");
       var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === "running" ? "admitted" : x.state));
       var err = [x.error_type, x.error_message].filter(function (v) { return v !== null; }).join(": ");
-      return row([idCell(x.pipeline_id), x.name, st, x.n_tasks_done + "/" + x.n_tasks_total, x.attempts_total, metrics, el("td", "msg", err)]);
+      // a control pipeline's cursor is a position (it moves back on a rewind): say so, with the budget spent
+      var cursor = x.traversal ? "at " + x.traversal.cursor + "/" + x.n_tasks_total + ", " + x.traversal.handoffs + " handoffs" : x.n_tasks_done + "/" + x.n_tasks_total;
+      return row([idCell(x.pipeline_id), x.name, st, cursor, x.attempts_total, metrics, el("td", "msg", err)]);
     }));
   }
 

@@ -177,6 +177,8 @@ describe("control flow on the read surfaces", () => {
         const get = (p: string) => Effect.promise(() => fetch(`${info.url}${p}`).then((r) => r.json() as Promise<any>))
         const stats = yield* get("/stats")
         assert.strictEqual(stats.handoffs_total, 2)
+        const page0 = yield* Effect.promise(() => fetch(`${info.url}/`).then((r) => r.text()))
+        assert.include(page0, `handoffs <b id="handoffs">2</b>`)
         const page = yield* get("/pipelines?limit=10")
         assert.strictEqual(page.rows.length, 5)
         const plainRow = page.rows.find((r: any) => r.pipeline_id === plain)

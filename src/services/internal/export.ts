@@ -46,7 +46,7 @@
  * @since 0.1.0
  */
 import { stringify } from "csv-stringify/sync"
-import { Chunk, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
+import { Array as Arr, Chunk, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { fileURLToPath } from "node:url"
@@ -453,17 +453,17 @@ export const controlReader = (
   return (ps) =>
     Effect.map(
       Effect.forEach(ps, (p) => {
-        if (declares.get(p.specDigest) === false) return Effect.succeed(undefined)
+        if (declares.get(p.specDigest) === false) return Effect.succeedNone
         return Effect.flatMap(traversal.visitState(p.pipelineId), (state) => {
           if (!declares.has(p.specDigest)) declares.set(p.specDigest, Option.isSome(state))
           return Option.isNone(state)
-            ? Effect.succeed(undefined)
+            ? Effect.succeedNone
             : Effect.map(traversal.handoffs({ pipelineId: p.pipelineId }), (handoffs) =>
-              [p.pipelineId, { state: state.value, handoffs }] as const
+              Option.some([p.pipelineId, { state: state.value, handoffs }] as const)
             )
         })
       }),
-      (pairs) => new Map(pairs.filter((x) => x !== undefined))
+      (pairs) => new Map(Arr.getSomes(pairs))
     )
 }
 

@@ -427,7 +427,25 @@ export class CodecRegistry {
     // the codec throws)
     try {
       const typeName = this.typeNameWith(codec, value)
-      return Either.map(codec.encode(value), (data): Encoded => ({ typeName, codec: codec.name, data }))
+      const encoded = codec.encode(value)
+      if (encoded._tag === "Left" && codec === JsonCodec) {
+        // a type that brings its own codec (a HistoryArtifact class) reached the JSON fallback:
+        // say which registration is missing rather than "not a plain object"
+        const ctor = (value as { readonly constructor?: unknown } | null | undefined)?.constructor
+        if (typeof ctor === "function" && SelfRegisteringId in ctor) {
+          const name = ctor.name !== "" ? ctor.name : typeName
+          return Either.left(
+            new ArtifactCodecError({
+              codec: codec.name,
+              typeName: name,
+              message: `${name} has its own codec, which this CodecRegistry lacks: declare ${name} as the task's` +
+                ` output Schema, or register it (for a HistoryArtifact: HistoryArtifact.register(registry, ${name}))`,
+              unregistered: true
+            })
+          )
+        }
+      }
+      return Either.map(encoded, (data): Encoded => ({ typeName, codec: codec.name, data }))
     } catch (e) {
       return Either.left(
         new ArtifactCodecError({ codec: codec.name, typeName: constructorNameOf(value), message: `codec threw: ${errorMessage(e)}` })
@@ -453,7 +471,8 @@ export class CodecRegistry {
             codec: name,
             typeName,
             message: `no schema registered under type name "${typeName}"` +
-              ` (registered: ${this.schemas.size === 0 ? "none" : [...this.schemas.keys()].join(", ")})`
+              ` (registered: ${this.schemas.size === 0 ? "none" : [...this.schemas.keys()].join(", ")})`,
+            unregistered: true
           })
         )
       }
@@ -464,7 +483,8 @@ export class CodecRegistry {
           new ArtifactCodecError({
             codec: name,
             typeName,
-            message: `no codec named "${name}" is registered (known: ${this.names().join(", ")})`
+            message: `no codec named "${name}" is registered (known: ${this.names().join(", ")})`,
+            unregistered: true
           })
         )
       }

@@ -169,6 +169,9 @@ export class PluginError extends Schema.TaggedError<PluginError>("assay/PluginEr
 
 /**
  * A payload could not be encoded or decoded by its codec. Never a silent wrong value.
+ * `unregistered: true` when the registry in use does not know the payload's codec or type (a
+ * registration missing from this program, not damaged bytes): a resume refuses such a
+ * checkpoint instead of treating it as lost.
  *
  * @since 0.1.0
  * @category errors
@@ -178,7 +181,8 @@ export class ArtifactCodecError extends Schema.TaggedError<ArtifactCodecError>("
   {
     codec: Schema.String,
     typeName: Schema.String,
-    message: Schema.String
+    message: Schema.String,
+    unregistered: Schema.optional(Schema.Boolean)
   }
 ) {}
 

@@ -654,7 +654,11 @@ const makeCodec = (types: ReadonlyMap<string, HistoryClass>): HistoryCodec => {
         )
       }
       const cls = types.get(typeName)
-      if (cls === undefined) return Either.left(fail(typeName, unregistered(typeName)))
+      if (cls === undefined) {
+        return Either.left(
+          new ArtifactCodecError({ codec: codecName, typeName, message: unregistered(typeName), unregistered: true })
+        )
+      }
       try {
         return Either.mapLeft(
           Schema.decodeUnknownEither(cls as unknown as Schema.Schema<HistoryArtifact, object>, {

@@ -365,6 +365,14 @@ describe("HistoryArtifact: codec", () => {
     assert.include(codecError(base.dump(new JudgeState({ state: 1 }))).message, "HistoryArtifact.register(registry, JudgeState)")
   })
 
+  it("a registry without any history codec names the missing registration (not 'not a plain object')", () => {
+    const error = codecError(CodecRegistry.default().dump(new JudgeState({ state: 1 })))
+    assert.strictEqual(error.typeName, "JudgeState")
+    assert.isTrue(error.unregistered)
+    assert.include(error.message, "HistoryArtifact.register(registry, JudgeState)")
+    assert.notInclude(error.message, "plain object")
+  })
+
   it("an unregistered subclass fails to encode, naming the class and the fix", () => {
     const error = codecError(registry.dump(new Unregistered({ state: 1 })))
     assert.strictEqual(error.codec, "history-v1")

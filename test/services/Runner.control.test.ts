@@ -10,7 +10,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import { CodecRegistry } from "../../src/domain/Codec.js"
 import * as Handoff from "../../src/domain/Handoff.js"
+import * as HistoryArtifact from "../../src/domain/HistoryArtifact.js"
 import type { PipelineId } from "../../src/domain/Ids.js"
 import { digest } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -514,6 +516,40 @@ describe("Runner with control: attempt numbers and recovery", () => {
       const vs = yield* visitState(spec.pipelineId)
       assert.strictEqual(vs.handoffs, 1)
       assert.deepStrictEqual(vs.counters, [1, 2, 2])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a pending payload this program cannot decode (registration left out) is refused, never replaced by the seed", () =>
+    Effect.gen(function*() {
+      class Feedback extends HistoryArtifact.Class<Feedback>("test/Feedback") {}
+      const registry = HistoryArtifact.register(CodecRegistry.default(), Feedback)
+      let broken = true
+      const inputs: Array<[unknown, number]> = []
+      const gen = Task.make("gen", (row: unknown, ctx) =>
+        Effect.suspend(() => {
+          inputs.push([row instanceof Feedback ? row.stateObject() : row, ctx.visit])
+          return broken && ctx.visit === 1 ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(ctx.visit)
+        }))
+      const judge = Task.sync("judge", (v: number) =>
+        v === 0 ? Handoff.rewind("gen", new Feedback({ state: { feedback: "warmer" } })) : v)
+      const template = Pipeline.fromTasks("undecodable", [gen, judge], {
+        control: { rewind: { judge: ["gen"] }, maxHandoffs: 2 }
+      })
+      const spec = template.bind({ prompt: "p" })
+      const pid = spec.pipelineId
+      assert.strictEqual((yield* Runner.run([spec], { registry })).stats.byState.failed, 1)
+      const before = yield* visitState(pid)
+      broken = false
+      // resumed without the registration: refused, the row and the traversal untouched
+      const second = yield* Runner.run([spec])
+      assert.strictEqual(second.stats.byState.succeeded ?? 0, 0)
+      const refused = yield* eventsOf(pid, "pipeline.checkpoint_undecodable")
+      assert.strictEqual(refused.length, 1)
+      assert.include(JSON.stringify(refused[0]!.data), "history-v1")
+      assert.strictEqual((yield* eventsOf(pid, "pipeline.checkpoint_missing")).length, 0)
+      assert.deepStrictEqual(yield* visitState(pid), before)
+      // with it: the same visit continues from the author's payload
+      assert.strictEqual((yield* Runner.run([spec], { registry })).stats.byState.succeeded, 1)
+      assert.deepStrictEqual(inputs, [[{ prompt: "p" }, 0], [{ feedback: "warmer" }, 1], [{ feedback: "warmer" }, 1]])
     }).pipe(Effect.provide(env())))
 
   it.effect("running, owned by another run: skipped as owned_by_another_run; with resume: continued", () =>

@@ -379,12 +379,25 @@ export const make = (env: AdmitEnv) => {
         return yield* finishCallback(yield* readRecord(pipelineId), Option.none())
       }
       const loaded = yield* loadEntry(spec, vs.pending.input)
+      if (Either.isLeft(loaded) && loaded.left.unregistered) {
+        // The payload is there but this program's codec registry does not know its codec or
+        // type (a registration left out, e.g. `HistoryArtifact.register`): replaying the seed
+        // would silently drop the entry state the author chose. Refused, nothing touched: a
+        // resume with the registration continues the same visit.
+        state.counters.failed++
+        return yield* emit("pipeline.checkpoint_undecodable", pipelineId, {
+          cursor: vs.cursor,
+          entry: vs.pending.input,
+          error: loaded.left.reason,
+          fix: "register the payload's codec or type in the run's CodecRegistry (or declare it as the task's output Schema) and resume"
+        })
+      }
       if (Either.isLeft(loaded)) {
         // the pending payload is gone: replay the seed, keeping the budget and the counters
         events.push(event("pipeline.checkpoint_missing", {
           cursor: vs.cursor,
           entry: vs.pending.input,
-          reason: loaded.left
+          reason: loaded.left.reason
         }))
         const replay = Traversal.seedReplay(vs, nTasks)
         return yield* admitWith(
@@ -410,21 +423,31 @@ export const make = (env: AdmitEnv) => {
       )
     })
 
-  /** The decoded input at an occurrence address, or why it cannot be had. */
+  /**
+   * The decoded input at an occurrence address, or why it cannot be had (`unregistered`: the
+   * payload exists but this registry does not know its codec or type).
+   */
   const loadEntry = (spec: AnySpec, address: string) =>
-    Effect.gen(function*(): Effect.fn.Return<Either.Either<unknown, string>, StoreUnavailable> {
+    Effect.gen(function*(): Effect.fn.Return<
+      Either.Either<unknown, { readonly reason: string; readonly unregistered: boolean }>,
+      StoreUnavailable
+    > {
       const pipelineId = spec.pipelineId
+      const missing = (reason: string) => Either.left({ reason, unregistered: false })
       if (address === Traversal.address(pipelineId, -1, 0)) return Either.right(Controlled.seedInput(spec))
       const loaded = yield* store.traversal!.getArtifactById(address)
-      if (Option.isNone(loaded)) return Either.left(`no artifact ${address}`)
+      if (Option.isNone(loaded)) return missing(`no artifact ${address}`)
       const { artifact, payload } = loaded.value
-      if (!artifact.available || payload === undefined) return Either.left(`artifact ${address} payload unavailable`)
+      if (!artifact.available || payload === undefined) return missing(`artifact ${address} payload unavailable`)
       const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
       // a task output decodes with its task's registry; a handoff payload with its source's
       const producer = artifact.seq < tasks.length ? tasks[artifact.seq] : tasks.find((t) => t.name === artifact.taskName)
       const registry = producer === undefined ? registryFor(tasks[0]!) : registryFor(producer)
       const decoded = registry.load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
-      return Either.mapLeft(decoded, (e) => `artifact ${address} undecodable: ${e.message}`)
+      return Either.mapLeft(decoded, (e) => ({
+        reason: `artifact ${address} undecodable: ${e.message}`,
+        unregistered: e.unregistered === true
+      }))
     })
 
   const admitOne = (

@@ -71,7 +71,9 @@ export interface TaskContext {
    * A deterministic seed for this attempt (an unsigned 32-bit integer derived from the
    * pipeline id, seq, visit and attempt): the same attempt of the same pipeline always gets
    * the same seed, so sampling is reproducible across runs and resumes, while a revisit samples
-   * anew (visit 0 derives exactly as before visits existed).
+   * anew (visit 0 derives exactly as before visits existed). An Effect task's `Random`
+   * service is seeded with it (`Random.make(seed)`), so `Random.next` inside the task is
+   * reproducible in the same way.
    */
   readonly seed: number
   /** Free-form values for this attempt only. */

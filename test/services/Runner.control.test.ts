@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Random, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import { CodecRegistry } from "../../src/domain/Codec.js"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -354,6 +354,33 @@ describe("Runner with control: backward traversal and visits", () => {
         writable: false
       })
     }).pipe(Effect.provide(env())))
+
+  it.effect("an Effect task's Random is seeded per attempt and visit: reproducible across runs, new on a revisit", () =>
+    Effect.gen(function*() {
+      const draws: Array<[number, number]> = []
+      const generate = Task.make("generate", (row: unknown, ctx) =>
+        Effect.map(Random.next, (r) => {
+          draws.push([ctx.visit, r])
+          return { row, visit: ctx.visit }
+        }))
+      const validate = Task.sync("validate", (x: { visit: number }) =>
+        x.visit === 0 ? Handoff.rewind("generate", "again") : x)
+      const template = Pipeline.fromTasks("random", [generate, validate], {
+        control: { rewind: { validate: ["generate"] }, maxHandoffs: 1 }
+      })
+      const spec = template.bind({ prompt: "p" })
+      const once = () => Effect.provide(Runner.run([spec]), env())
+      yield* once()
+      yield* once()
+      assert.strictEqual(draws.length, 4)
+      const [a0, a1, b0, b1] = draws.map(([, r]) => r)
+      assert.deepStrictEqual(draws.map(([v]) => v), [0, 1, 0, 1])
+      assert.strictEqual(a0, b0, "a rerun in a fresh store draws the same value")
+      assert.strictEqual(a1, b1)
+      assert.notStrictEqual(a0, a1, "a revisit draws anew")
+      const expected = yield* Effect.withRandom(Random.next, Random.make(Number.parseInt(digest(`${spec.pipelineId}:0:1`).slice(0, 8), 16) >>> 0))
+      assert.strictEqual(a0, expected, "visit 0 is seeded with ctx.seed's plain derivation")
+    }))
 
   it.effect("retryAll replays the seed from its bytes captured at binding, not the (mutated) object", () =>
     Effect.gen(function*() {

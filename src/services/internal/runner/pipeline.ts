@@ -16,6 +16,7 @@ import {
   Either,
   Exit,
   Option,
+  Random,
   Predicate
 } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
@@ -468,7 +469,10 @@ export const runAttempt = (
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
     // more than the rest of a trivial attempt).
     const run = Effect.suspend(() => task.run(input, ctx))
-    const body = task.scoped ? Effect.scoped(run) : run
+    // Effect tasks also get Effect's `Random` seeded with the attempt's seed (`ctx.seed`: the
+    // pipeline, seq, attempt and, past visit 0, the visit), so a rerun samples the same values
+    // and a retry or a revisit samples anew. Sync and promise bodies cannot read it.
+    const body = task.scoped ? Effect.withRandom(Effect.scoped(run), Random.make(ctx.seed)) : run
     const timed = timeout === null
       ? body
       : Effect.timeoutFail(body, {

@@ -98,11 +98,12 @@ const PNO_CACHE = 65_536
 /**
  * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
  * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
- * `pipelines` alone (it maintains the indexes whose columns appear in the SET list).
+ * `pipelines` alone (it maintains the indexes whose columns appear in the SET list). A control
+ * pipeline's traversal state (`traversal`, JSON) rides in the same statement.
  */
 const makePatcher = (db: Database.Database) => {
   const cache = new Map<number, Database.Statement>()
-  return (pno: number, p: PipelinePatch): void => {
+  return (pno: number, p: PipelinePatch, traversal?: string): void => {
     const sets: Array<string> = []
     const params: Array<unknown> = []
     let shape = 0
@@ -126,6 +127,7 @@ const makePatcher = (db: Database.Database) => {
       sets.push("attempts_total = attempts_total + ?")
       params.push(p.attemptsDelta)
     }
+    if (traversal !== undefined) set(128, "traversal", traversal)
     sets.push("updated_at = ?")
     params.push(p.updatedAt, pno)
     let stmt = cache.get(shape)
@@ -168,7 +170,7 @@ export const makeWriter = (
       artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
-      patch: (pno: number, p: PipelinePatch) => void
+      patch: (pno: number, p: PipelinePatch, traversal?: string) => void
       pnoOf: Database.Statement
       adopt: ReadonlyArray<Database.Statement>
       clearFinal: Database.Statement
@@ -268,15 +270,42 @@ export const makeWriter = (
       remember(pipelineId, found)
       return found
     }
+    /**
+     * The traversal version of each pipeline whose state this writer has accepted in the
+     * current transaction or committed in an earlier one, at most {@link PNO_CACHE} (the
+     * oldest is dropped), forgotten once the pipeline is terminal. The store's file lock makes
+     * this writer the only one of the file, so what it wrote is what is stored: the version
+     * check reads the stored state only on a miss (a pipeline admitted by an earlier writer, a
+     * dropped entry). Cleared whole when a transaction fails (it may hold versions that were
+     * rolled back).
+     */
+    const versions = new Map<string, number>()
+    const rememberVersion = (pipelineId: string, version: number) => {
+      if (versions.size >= PNO_CACHE && !versions.has(pipelineId)) {
+        const oldest = versions.keys().next()
+        if (oldest.done !== true) versions.delete(oldest.value)
+      }
+      versions.set(pipelineId, version)
+    }
+    /** The traversal version of `pipelineId` as stored (`null`: none), inside the write transaction. */
+    const versionOf = (pipelineId: string): number | null => {
+      const known = versions.get(pipelineId)
+      return known !== undefined ? known : storedVersion(pnoOf(pipelineId))
+    }
     const isTerminal = (state: PipelinePatch["state"]) => state === "succeeded" || state === "failed" || state === "interrupted"
-    /** Applies a patch by pipeline number; forgets the number once the pipeline is terminal. */
-    const patchPipeline = (pipelineId: string, patch: PipelinePatch) => {
+    /**
+     * Applies a patch by pipeline number (with the traversal state's JSON, when given);
+     * forgets the number and the traversal version once the pipeline is terminal.
+     */
+    const patchPipeline = (pipelineId: string, patch: PipelinePatch, traversal?: string) => {
       const known = pnos.get(pipelineId)
       const pno = known ?? (write!.pnoOf.get(pipelineId) as number | undefined)
       if (pno === undefined) return
-      write!.patch(pno, patch)
-      if (isTerminal(patch.state)) pnos.delete(pipelineId)
-      else if (known === undefined) remember(pipelineId, pno)
+      write!.patch(pno, patch, traversal)
+      if (isTerminal(patch.state)) {
+        pnos.delete(pipelineId)
+        versions.delete(pipelineId)
+      } else if (known === undefined) remember(pipelineId, pno)
     }
 
     const attemptRow = (a: NewAttempt): Array<unknown> => [
@@ -335,17 +364,24 @@ export const makeWriter = (
       const v = (JSON.parse(text) as { readonly version?: unknown }).version
       return typeof v === "number" ? v : null
     }
-    /** Stores a traversal state; the first revisit moves the store to `visits-v1` and arms the guard. */
-    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
-      write!.setTraversal.run(JSON.stringify(state), pno)
+    /** The first revisit moves the store to `visits-v1` and arms the guard. */
+    const levelFor = (d: Database.Database, state: Traversal.VisitState) => {
       if (level === BASE_LEVEL && needsVisits(state)) {
         write!.setLevel.run(VISITS_LEVEL)
         for (const statement of VISITS_GUARD) d.exec(statement)
         level = VISITS_LEVEL
       }
     }
-    /** The traversal part of a checkpoint (after the unit's rows): ledger, invalidation, final, state. */
-    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite) => {
+    /** Stores a traversal state (see {@link levelFor}). */
+    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
+      write!.setTraversal.run(JSON.stringify(state), pno)
+      levelFor(d, state)
+    }
+    /**
+     * The traversal part of a checkpoint (after the unit's rows): ledger, invalidation, final,
+     * then the state, in the same UPDATE as the unit's pipeline patch when it has one.
+     */
+    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite, patch: PipelinePatch | undefined) => {
       const s = write!
       const pno = pnoOf(pipelineId)
       const h = t.handoff
@@ -367,29 +403,32 @@ export const makeWriter = (
           s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
-      putState(d, pno, t.state)
+      if (patch === undefined) putState(d, pno, t.state)
+      else {
+        patchPipeline(pipelineId, patch, JSON.stringify(t.state))
+        levelFor(d, t.state)
+      }
     }
     const commit = (ops: ReadonlyArray<StoreWrite>) => {
       const levelBefore = level
       return Effect.tapError(commitTx(ops), () =>
         Effect.sync(() => {
-          // rolled back: the level did not move
+          // rolled back: the level did not move, the versions accepted in it were not stored
           level = levelBefore
+          versions.clear()
         }))
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
       tx((d) => {
         const s = write!
         let refused: Array<readonly [number, StoreUnavailable]> | undefined
-        /** Traversal versions written earlier in this batch, by pipeline. */
-        let seen: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
           if (op.pipelines.length > 0) admitRows(op.pipelines)
           for (const t of op.traversals) {
             putState(d, pnoOf(t.pipelineId), t.state)
-            ;(seen ??= new Map()).set(t.pipelineId, t.state.version)
+            rememberVersion(t.pipelineId, t.state.version)
           }
         }
         const tasks: Array<Array<unknown>> = []
@@ -408,14 +447,14 @@ export const makeWriter = (
               const t = u.traversal
               if (t !== undefined) {
                 // the version check, before any row of the unit is queued: a refused unit writes nothing
-                seen ??= new Map()
+                // (a version accepted earlier in this batch counts: `versions` has it)
                 const pid = u.pipelineId
-                const actual = seen.has(pid) ? seen.get(pid)! : storedVersion(pnoOf(pid))
+                const actual = versionOf(pid)
                 if (actual !== t.expectedVersion) {
                   ;(refused ??= []).push([i, conflict(pid, t.expectedVersion, actual)])
                   break
                 }
-                seen.set(pid, t.state.version)
+                rememberVersion(pid, t.state.version)
                 if (t.entry !== undefined && op.entryPlaced !== undefined) {
                   addArtifact(artifacts, ordered, t.entry, op.entryPlaced)
                 }
@@ -424,11 +463,13 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
-              if (u.pipeline !== undefined) {
+              if (t !== undefined) {
+                const patch = u.pipeline
+                ordered.push(() => applyTraversal(d, u.pipelineId, t, patch))
+              } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
-              if (t !== undefined) ordered.push(() => applyTraversal(d, u.pipelineId, t))
               break
             }
             case "PutTask":

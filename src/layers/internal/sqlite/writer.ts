@@ -67,7 +67,10 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
 }
 
 /** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
-const KEEP_KNOWN = new Set(["repeat"])
+const KEEP_KNOWN = new Set(["repeat", "traversal"])
+
+/** The columns of a pipeline row as admission writes it: a control pipeline's initial traversal state too. */
+const ADMIT_COLUMNS = [...PIPELINE_COLUMNS, "traversal"]
 
 const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
   `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
@@ -205,8 +208,8 @@ export const makeWriter = (
             pipelines: makeInserter(
               w,
               "pipelines",
-              PIPELINE_COLUMNS,
-              `${upsertSuffix(["pipeline_id"], PIPELINE_COLUMNS)} RETURNING pipeline_id, pno, state`
+              ADMIT_COLUMNS,
+              `${upsertSuffix(["pipeline_id"], ADMIT_COLUMNS)} RETURNING pipeline_id, pno, state`
             ),
             // a task run id names its pipeline and seq, so (pno, seq, task_run_id) is as unique
             tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix(["pno", "seq", "task_run_id"], TASK_COLUMNS)),
@@ -320,10 +323,21 @@ export const makeWriter = (
       id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
       placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
     ]
-    /** Inserts (or replaces) pipeline rows, learns their numbers, adopts their unadmitted rows. */
-    const admitRows = (ps: ReadonlyArray<PipelineFields>) => {
+    /**
+     * Inserts (or replaces) pipeline rows with the traversal states in `states` (JSON, by
+     * pipeline; a row without one keeps its stored state), learns their numbers, adopts their
+     * unadmitted rows.
+     */
+    const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
       const returned: Array<unknown> = []
-      write!.pipelines(ps.map(pipelineParams), returned)
+      write!.pipelines(
+        ps.map((p) => {
+          const row = pipelineParams(p)
+          row.push(states?.get(p.pipelineId) ?? null)
+          return row
+        }),
+        returned
+      )
       for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
         if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
@@ -425,9 +439,18 @@ export const makeWriter = (
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          if (op.pipelines.length > 0) admitRows(op.pipelines)
+          // the initial states of the admitted rows ride in their INSERT; any other by an UPDATE
+          let states: Map<string, string> | undefined
+          if (op.traversals.length > 0 && op.pipelines.length > 0) {
+            const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
+            for (const t of op.traversals) {
+              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, JSON.stringify(t.state))
+            }
+          }
+          if (op.pipelines.length > 0) admitRows(op.pipelines, states)
           for (const t of op.traversals) {
-            putState(d, pnoOf(t.pipelineId), t.state)
+            if (states?.has(t.pipelineId) === true) levelFor(d, t.state)
+            else putState(d, pnoOf(t.pipelineId), t.state)
             rememberVersion(t.pipelineId, t.state.version)
           }
         }

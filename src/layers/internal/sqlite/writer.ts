@@ -95,6 +95,11 @@ export const ROWID_CHUNK = 5000
 
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
+const HANDOFF_COLUMNS = [
+  "pno", "pipeline_id", "run_id", "from_seq", "from_task", "to_seq", "to_task", "operation", "entry_seq",
+  "entry_artifact_id", "entry_reused", "reason", "ts"
+]
+
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
 const PNO_CACHE = 65_536
 
@@ -173,6 +178,7 @@ export const makeWriter = (
       artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      handoffs: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       patch: (pno: number, p: PipelinePatch, traversal?: string) => void
       pnoOf: Database.Statement
       adopt: ReadonlyArray<Database.Statement>
@@ -181,7 +187,6 @@ export const makeWriter = (
       setFinal: Database.Statement
       traversalOf: Database.Statement
       setTraversal: Database.Statement
-      handoff: Database.Statement
       invalidateTasks: Database.Statement
       invalidateArtifacts: Database.Statement
       occurrence: Database.Statement
@@ -216,6 +221,7 @@ export const makeWriter = (
             artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
             attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
             events: makeInserter(w, "events", EVENT_COLUMNS),
+            handoffs: makeInserter(w, "handoffs", HANDOFF_COLUMNS),
             patch: makePatcher(w),
             pnoOf: w.prepare("SELECT pno FROM pipelines WHERE pipeline_id = ?").pluck(),
             adopt: CHILDREN.map((t) =>
@@ -230,10 +236,6 @@ export const makeWriter = (
             setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0"),
             traversalOf: w.prepare("SELECT traversal FROM pipelines WHERE pno = ?").pluck(),
             setTraversal: w.prepare("UPDATE pipelines SET traversal = ? WHERE pno = ?"),
-            handoff: w.prepare(
-              `INSERT INTO handoffs (pno, pipeline_id, run_id, from_seq, from_task, to_seq, to_task, operation, entry_seq,
-                 entry_artifact_id, entry_reused, reason, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-            ),
             invalidateTasks: w.prepare("UPDATE tasks SET active = 0 WHERE pno = ? AND seq >= ? AND active IS NOT 0"),
             invalidateArtifacts: w.prepare(
               "UPDATE artifacts SET active = 0 WHERE pno = ? AND seq >= ? AND seq < ? AND active IS NOT 0"
@@ -392,19 +394,13 @@ export const makeWriter = (
       levelFor(d, state)
     }
     /**
-     * The traversal part of a checkpoint (after the unit's rows): ledger, invalidation, final,
-     * then the state, in the same UPDATE as the unit's pipeline patch when it has one.
+     * The traversal part of a checkpoint (after the unit's rows, its ledger row among them):
+     * invalidation, final, then the state, in the same UPDATE as the unit's pipeline patch when
+     * it has one.
      */
     const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite, patch: PipelinePatch | undefined) => {
       const s = write!
       const pno = pnoOf(pipelineId)
-      const h = t.handoff
-      if (h !== undefined) {
-        s.handoff.run(
-          pno, h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq, h.entryArtifactId,
-          h.entryReused ? 1 : 0, h.reason, h.ts
-        )
-      }
       if (t.invalidateFrom !== undefined) {
         s.invalidateTasks.run(pno, t.invalidateFrom)
         s.invalidateArtifacts.run(pno, t.invalidateFrom, t.state.counters.length)
@@ -458,6 +454,7 @@ export const makeWriter = (
         const artifacts: Array<Array<unknown>> = []
         const attempts: Array<Array<unknown>> = []
         const events: Array<Array<unknown>> = []
+        const handoffs: Array<Array<unknown>> = []
         const ordered: Array<() => void> = []
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
@@ -478,6 +475,13 @@ export const makeWriter = (
                   break
                 }
                 rememberVersion(pid, t.state.version)
+                const h = t.handoff
+                if (h !== undefined) {
+                  handoffs.push([
+                    pnoOf(pid), h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq,
+                    h.entryArtifactId, h.entryReused ? 1 : 0, h.reason, h.ts
+                  ])
+                }
                 if (t.entry !== undefined && op.entryPlaced !== undefined) {
                   addArtifact(artifacts, ordered, t.entry, op.entryPlaced)
                 }
@@ -522,6 +526,7 @@ export const makeWriter = (
         if (artifacts.length > 0) insertArtifacts(artifacts)
         if (attempts.length > 0) s.attempts(attempts)
         if (events.length > 0) s.events(events)
+        if (handoffs.length > 0) s.handoffs(handoffs)
         for (const f of ordered) f()
         return refused
       })

@@ -21,7 +21,9 @@
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 50,000).
  *
  * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (2), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
- * BENCH_RESUME (100000).
+ * BENCH_RESUME (100000), BENCH_CASES (a comma-separated subset of raw, raw_sequential_ids, sqlite,
+ * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, rss, resume; default: all; a ratio is
+ * printed only when both its cases ran).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
@@ -41,6 +43,11 @@ import * as Runner from "../src/services/Runner.js"
 import { rawBound } from "./lib/raw.js"
 
 const N = Number(process.env.BENCH_PIPELINES ?? 20_000)
+const CASES = process.env.BENCH_CASES === undefined || process.env.BENCH_CASES.trim() === ""
+  ? undefined
+  : new Set(process.env.BENCH_CASES.split(",").map((c) => c.trim()))
+/** Whether the case `name` runs (BENCH_CASES). */
+const runs = (name: string) => CASES === undefined || CASES.has(name)
 const CONCURRENCY = 64
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-runner-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
@@ -159,23 +166,31 @@ if (mode === "rss") {
     const pooleds: Array<{ ms: number; cpuMs: number }> = []
     const bares: Array<{ ms: number; cpuMs: number }> = []
     const rewinds: Array<{ ms: number; cpuMs: number }> = []
+    const measure = <E>(name: string, into: Array<{ ms: number; cpuMs: number }>, self: Effect.Effect<number, E>) =>
+      runs(name) ? Effect.map(timed(self), (x) => void into.push(x)) : Effect.void
     for (let round = 0; round < rounds; round++) {
-      raws.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-${round}.db`), N, (i) => ids[i]!))))
-      rawSeqs.push(yield* timed(Effect.sync(() => rawBound(nodePath.join(dir, `raw-seq-${round}.db`), N))))
-      sqlites.push(
-        yield* timed(Effect.map(runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, `assay-${round}.db`) }), N), (r) => r.ms))
+      yield* measure("raw", raws, Effect.sync(() => rawBound(nodePath.join(dir, `raw-${round}.db`), N, (i) => ids[i]!)))
+      yield* measure("raw_sequential_ids", rawSeqs, Effect.sync(() => rawBound(nodePath.join(dir, `raw-seq-${round}.db`), N)))
+      yield* measure(
+        "sqlite",
+        sqlites,
+        Effect.map(runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, `assay-${round}.db`) }), N), (r) => r.ms)
       )
-      memories.push(yield* timed(Effect.map(runWith(plain, MemoryStore.layer(), N), (r) => r.ms)))
-      bares.push(yield* timed(bare(N)))
-      pooleds.push(
-        yield* timed(Effect.map(runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, `pooled-${round}.db`) }), N), (r) => r.ms))
+      yield* measure("memory", memories, Effect.map(runWith(plain, MemoryStore.layer(), N), (r) => r.ms))
+      yield* measure("bare_forEach", bares, bare(N))
+      yield* measure(
+        "sqlite_pooled",
+        pooleds,
+        Effect.map(runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, `pooled-${round}.db`) }), N), (r) => r.ms)
       )
-      rewinds.push(
-        yield* timed(Effect.map(runWith(rewinding, SqliteStore.layer({ filename: nodePath.join(dir, `rewind-${round}.db`) }), N), (r) => r.ms))
+      yield* measure(
+        "sqlite_rewind_once",
+        rewinds,
+        Effect.map(runWith(rewinding, SqliteStore.layer({ filename: nodePath.join(dir, `rewind-${round}.db`) }), N), (r) => r.ms)
       )
     }
     const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds]
-      .map(best)
+      .map((xs) => xs.length === 0 ? undefined : best(xs))
     const line = (name: string, x: { ms: number; cpuMs: number }) =>
       emit({
         bench: `runner.${name}`,
@@ -183,29 +198,32 @@ if (mode === "rss") {
         pipelines_per_s: rate(N, x.ms),
         cpu_us_per_pipeline: Math.round((x.cpuMs * 1000) / N)
       })
-    line("raw", raw!)
-    line("raw_sequential_ids", rawSeq!)
-    line("sqlite", sqlite!)
-    line("memory", memory!)
-    line("bare_forEach", bareB!)
-    line("sqlite_pooled", pooled!)
-    line("sqlite_rewind_once", rewind!)
+    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind }
+    for (const [name, x] of Object.entries(cases)) if (x !== undefined) line(name, x)
+    const ratio = (a: { ms: number } | undefined, b: { ms: number } | undefined) =>
+      a === undefined || b === undefined ? undefined : +(a.ms / b.ms).toFixed(3)
+    const cpuRatio = (a: { cpuMs: number } | undefined, b: { cpuMs: number } | undefined) =>
+      a === undefined || b === undefined ? undefined : +(a.cpuMs / b.cpuMs).toFixed(3)
     emit({
       bench: "runner.ratios",
-      ratio_to_raw: +(raw!.ms / sqlite!.ms).toFixed(3),
+      ratio_to_raw: ratio(raw, sqlite),
       ratio_to_raw_target: 0.35,
-      cpu_ratio_to_raw: +(raw!.cpuMs / sqlite!.cpuMs).toFixed(3),
-      ratio_to_raw_sequential_ids: +(rawSeq!.ms / sqlite!.ms).toFixed(3),
-      pool_ratio: +(sqlite!.ms / pooled!.ms).toFixed(3),
+      cpu_ratio_to_raw: cpuRatio(raw, sqlite),
+      ratio_to_raw_sequential_ids: ratio(rawSeq, sqlite),
+      pool_ratio: ratio(sqlite, pooled),
       pool_ratio_target: 0.6,
-      memory_to_sqlite: +(sqlite!.ms / memory!.ms).toFixed(3),
-      rewind_ratio: +(sqlite!.ms / rewind!.ms).toFixed(3),
+      memory_to_sqlite: ratio(sqlite, memory),
+      rewind_ratio: ratio(sqlite, rewind),
       rewind_ratio_target: 0.6,
       // CPU time per pipeline of the plain case over the rewinding case's (the machine may be shared)
-      cpu_rewind_ratio: +(sqlite!.cpuMs / rewind!.cpuMs).toFixed(3),
+      cpu_rewind_ratio: cpuRatio(sqlite, rewind),
       // per task execution (plain 3, rewinding 5): what the control path costs beyond the extra work
-      rewind_ratio_per_execution: +((sqlite!.ms / 3) / (rewind!.ms / 5)).toFixed(3),
-      cpu_rewind_ratio_per_execution: +((sqlite!.cpuMs / 3) / (rewind!.cpuMs / 5)).toFixed(3)
+      rewind_ratio_per_execution: sqlite === undefined || rewind === undefined
+        ? undefined
+        : +((sqlite.ms / 3) / (rewind.ms / 5)).toFixed(3),
+      cpu_rewind_ratio_per_execution: sqlite === undefined || rewind === undefined
+        ? undefined
+        : +((sqlite.cpuMs / 3) / (rewind.cpuMs / 5)).toFixed(3)
     })
   })
   Effect.runPromise(main).then(
@@ -235,14 +253,16 @@ if (mode === "rss") {
       if (r.status !== 0) throw new Error(`child ${args.join(" ")} failed: ${r.stderr}`)
       return JSON.parse(r.stdout.trim().split("\n").pop()!)
     }
-    const small = Number(process.env.BENCH_RSS_SMALL ?? 100_000)
-    const big = Number(process.env.BENCH_RSS_BIG ?? 1_000_000)
-    const a = child(["rss", String(small)])
-    emit({ bench: "runner.rss", pipelines: small, peak_rss_mb: a.peak_rss_mb, ms: Math.round(a.ms) })
-    const b = child(["rss", String(big)])
-    emit({ bench: "runner.rss", pipelines: big, peak_rss_mb: b.peak_rss_mb, ms: Math.round(b.ms) })
-    emit({ bench: "runner.rss_ratio", rss_ratio_1m_to_100k: +(b.peak_rss_mb / a.peak_rss_mb).toFixed(3), target: 1.3 })
-
+    if (runs("rss")) {
+      const small = Number(process.env.BENCH_RSS_SMALL ?? 100_000)
+      const big = Number(process.env.BENCH_RSS_BIG ?? 1_000_000)
+      const a = child(["rss", String(small)])
+      emit({ bench: "runner.rss", pipelines: small, peak_rss_mb: a.peak_rss_mb, ms: Math.round(a.ms) })
+      const b = child(["rss", String(big)])
+      emit({ bench: "runner.rss", pipelines: big, peak_rss_mb: b.peak_rss_mb, ms: Math.round(b.ms) })
+      emit({ bench: "runner.rss_ratio", rss_ratio_1m_to_100k: +(b.peak_rss_mb / a.peak_rss_mb).toFixed(3), target: 1.3 })
+    }
+    if (!runs("resume")) return
     const resumeN = Number(process.env.BENCH_RESUME ?? 100_000)
     const r = child(["resume", String(resumeN)])
     emit({

@@ -225,8 +225,25 @@ export const reserveAttempt = (s: VisitState): VisitState => {
 export const succeed = (s: VisitState, seq: number, artifact: string, nTasks: number): VisitState => {
   const p = requirePending(s, "succeed")
   if (p.seq !== seq) throw new Error(`Traversal.succeed: seq ${seq} is not the pending entry (seq ${p.seq})`)
-  const active = [...s.active.filter((a) => a.seq !== seq), { seq, visit: p.visit, artifact }]
-    .sort((a, b) => a.seq - b.seq)
+  // the slots stay ordered by seq: the new one replaces its seq's slot or goes before the first later one
+  const slot = { seq, visit: p.visit, artifact }
+  const active: Array<ActiveSlot> = []
+  let placed = false
+  for (const a of s.active) {
+    if (!placed && a.seq >= seq) {
+      active.push(slot)
+      placed = true
+    }
+    if (a.seq !== seq) active.push(a)
+  }
+  if (!placed) active.push(slot)
+  // (a state decoded from elsewhere whose slots were out of order comes out sorted)
+  for (let i = 1; i < active.length; i++) {
+    if (active[i - 1]!.seq > active[i]!.seq) {
+      active.sort((a, b) => a.seq - b.seq)
+      break
+    }
+  }
   if (seq + 1 >= nTasks) {
     return { ...s, version: s.version + 1, cursor: nTasks, pending: null, active }
   }

@@ -3,7 +3,7 @@ import { Reactivity } from "@effect/experimental"
 import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Chunk, Data, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Data, Effect, Either, Layer, Option, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -13,6 +13,7 @@ import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/sqlite/migrations.js"
 import { defaultPipelineId } from "../../src/domain/Pipeline.js"
+import * as Traversal from "../../src/domain/Traversal.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
 import {
@@ -534,6 +535,67 @@ describe("SqliteStore (SQLite only)", () => {
           assert.isTrue(Option.isNone(yield* store.getArtifact(pid("k1"), 0)))
         }))
       }
+    })
+  })
+
+  it.effect("traversal versions: the writer's in-memory versions; a reopen reads the stored one, a rolled-back commit leaves none behind", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      const s1 = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        return yield* controlledToRewind(store, "w1", "run-1", true)
+      }))
+      const s2 = Traversal.reserveAttempt(s1)
+      const s3 = Traversal.reserveAttempt(s2)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        // a new writer knows no version: it reads the stored one and refuses a stale write
+        const stale = yield* Effect.flip(
+          store.checkpoint({ pipelineId: pid("w1"), traversal: { expectedVersion: s1.version - 1, state: s2 } })
+        )
+        assert.deepStrictEqual([Traversal.conflictOf(stale)?.expected, Traversal.conflictOf(stale)?.actual], [
+          s1.version - 1,
+          s1.version
+        ])
+        yield* store.checkpoint({ pipelineId: pid("w1"), traversal: { expectedVersion: s1.version, state: s2 } })
+        // a commit that fails after its version check passed is rolled back, version included
+        setWriteFailure(file, true)
+        const failed = yield* Effect.flip(
+          store.checkpoint({
+            pipelineId: pid("w1"),
+            pipeline: { updatedAt: 5 },
+            traversal: { expectedVersion: s2.version, state: s3 }
+          })
+        )
+        assert.isUndefined(Traversal.conflictOf(failed))
+        assert.include(failed.message, "injected failure")
+        setWriteFailure(file, false)
+        // ... so the stored version is still s2's: a write based on s3 is refused, one on s2 commits
+        const ahead = yield* Effect.flip(
+          store.checkpoint({ pipelineId: pid("w1"), traversal: { expectedVersion: s3.version, state: Traversal.reserveAttempt(s3) } })
+        )
+        assert.strictEqual(Traversal.conflictOf(ahead)?.actual, s2.version)
+        yield* store.checkpoint({ pipelineId: pid("w1"), pipeline: { updatedAt: 6 }, traversal: { expectedVersion: s2.version, state: s3 } })
+        assert.deepStrictEqual(Option.getOrThrow(yield* store.traversal!.visitState(pid("w1"))), s3)
+        // a terminal pipeline's version is forgotten by the writer, never mistaken: read again
+        const end = Either.getOrThrow(Traversal.transition(s3, {
+          operation: "end", fromSeq: 1, toSeq: "end", entry: "w1:0", payload: false, nTasks: 3, limit: 1
+        }))
+        yield* store.checkpoint({
+          pipelineId: pid("w1"),
+          pipeline: { state: "succeeded", updatedAt: 7 },
+          traversal: { expectedVersion: s3.version, state: end }
+        })
+        const afterEnd = yield* Effect.flip(
+          store.checkpoint({ pipelineId: pid("w1"), traversal: { expectedVersion: s3.version, state: end } })
+        )
+        assert.strictEqual(Traversal.conflictOf(afterEnd)?.actual, end.version)
+      }))
+      // and the file holds what the last writer committed
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, readonly: true })
+        assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(pid("w1"))).version, s3.version + 1)
+      }))
     })
   })
 

@@ -67,7 +67,10 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
 }
 
 /** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
-const KEEP_KNOWN = new Set(["repeat"])
+const KEEP_KNOWN = new Set(["repeat", "traversal"])
+
+/** The columns of a pipeline row as admission writes it: a control pipeline's initial traversal state too. */
+const ADMIT_COLUMNS = [...PIPELINE_COLUMNS, "traversal"]
 
 const upsertSuffix = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>) =>
   `ON CONFLICT(${keys.join(", ")}) DO UPDATE SET ${
@@ -92,17 +95,23 @@ export const ROWID_CHUNK = 5000
 
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
+const HANDOFF_COLUMNS = [
+  "pno", "pipeline_id", "run_id", "from_seq", "from_task", "to_seq", "to_task", "operation", "entry_seq",
+  "entry_artifact_id", "entry_reused", "reason", "ts"
+]
+
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
 const PNO_CACHE = 65_536
 
 /**
  * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
  * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
- * `pipelines` alone (it maintains the indexes whose columns appear in the SET list).
+ * `pipelines` alone (it maintains the indexes whose columns appear in the SET list). A control
+ * pipeline's traversal state (`traversal`, JSON) rides in the same statement.
  */
 const makePatcher = (db: Database.Database) => {
   const cache = new Map<number, Database.Statement>()
-  return (pno: number, p: PipelinePatch): void => {
+  return (pno: number, p: PipelinePatch, traversal?: string): void => {
     const sets: Array<string> = []
     const params: Array<unknown> = []
     let shape = 0
@@ -126,6 +135,7 @@ const makePatcher = (db: Database.Database) => {
       sets.push("attempts_total = attempts_total + ?")
       params.push(p.attemptsDelta)
     }
+    if (traversal !== undefined) set(128, "traversal", traversal)
     sets.push("updated_at = ?")
     params.push(p.updatedAt, pno)
     let stmt = cache.get(shape)
@@ -168,7 +178,8 @@ export const makeWriter = (
       artifacts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       attempts: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
       events: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
-      patch: (pno: number, p: PipelinePatch) => void
+      handoffs: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
+      patch: (pno: number, p: PipelinePatch, traversal?: string) => void
       pnoOf: Database.Statement
       adopt: ReadonlyArray<Database.Statement>
       clearFinal: Database.Statement
@@ -176,7 +187,6 @@ export const makeWriter = (
       setFinal: Database.Statement
       traversalOf: Database.Statement
       setTraversal: Database.Statement
-      handoff: Database.Statement
       invalidateTasks: Database.Statement
       invalidateArtifacts: Database.Statement
       occurrence: Database.Statement
@@ -203,14 +213,15 @@ export const makeWriter = (
             pipelines: makeInserter(
               w,
               "pipelines",
-              PIPELINE_COLUMNS,
-              `${upsertSuffix(["pipeline_id"], PIPELINE_COLUMNS)} RETURNING pipeline_id, pno, state`
+              ADMIT_COLUMNS,
+              `${upsertSuffix(["pipeline_id"], ADMIT_COLUMNS)} RETURNING pipeline_id, pno, state`
             ),
             // a task run id names its pipeline and seq, so (pno, seq, task_run_id) is as unique
             tasks: makeInserter(w, "tasks", TASK_COLUMNS, upsertSuffix(["pno", "seq", "task_run_id"], TASK_COLUMNS)),
             artifacts: makeInserter(w, "artifacts", ARTIFACT_COLUMNS),
             attempts: makeInserter(w, "attempts", ATTEMPT_COLUMNS),
             events: makeInserter(w, "events", EVENT_COLUMNS),
+            handoffs: makeInserter(w, "handoffs", HANDOFF_COLUMNS),
             patch: makePatcher(w),
             pnoOf: w.prepare("SELECT pno FROM pipelines WHERE pipeline_id = ?").pluck(),
             adopt: CHILDREN.map((t) =>
@@ -225,10 +236,6 @@ export const makeWriter = (
             setFinal: w.prepare("UPDATE artifacts SET is_final = 1 WHERE artifact_id = ? AND is_final = 0"),
             traversalOf: w.prepare("SELECT traversal FROM pipelines WHERE pno = ?").pluck(),
             setTraversal: w.prepare("UPDATE pipelines SET traversal = ? WHERE pno = ?"),
-            handoff: w.prepare(
-              `INSERT INTO handoffs (pno, pipeline_id, run_id, from_seq, from_task, to_seq, to_task, operation, entry_seq,
-                 entry_artifact_id, entry_reused, reason, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-            ),
             invalidateTasks: w.prepare("UPDATE tasks SET active = 0 WHERE pno = ? AND seq >= ? AND active IS NOT 0"),
             invalidateArtifacts: w.prepare(
               "UPDATE artifacts SET active = 0 WHERE pno = ? AND seq >= ? AND seq < ? AND active IS NOT 0"
@@ -268,15 +275,42 @@ export const makeWriter = (
       remember(pipelineId, found)
       return found
     }
+    /**
+     * The traversal version of each pipeline whose state this writer has accepted in the
+     * current transaction or committed in an earlier one, at most {@link PNO_CACHE} (the
+     * oldest is dropped), forgotten once the pipeline is terminal. The store's file lock makes
+     * this writer the only one of the file, so what it wrote is what is stored: the version
+     * check reads the stored state only on a miss (a pipeline admitted by an earlier writer, a
+     * dropped entry). Cleared whole when a transaction fails (it may hold versions that were
+     * rolled back).
+     */
+    const versions = new Map<string, number>()
+    const rememberVersion = (pipelineId: string, version: number) => {
+      if (versions.size >= PNO_CACHE && !versions.has(pipelineId)) {
+        const oldest = versions.keys().next()
+        if (oldest.done !== true) versions.delete(oldest.value)
+      }
+      versions.set(pipelineId, version)
+    }
+    /** The traversal version of `pipelineId` as stored (`null`: none), inside the write transaction. */
+    const versionOf = (pipelineId: string): number | null => {
+      const known = versions.get(pipelineId)
+      return known !== undefined ? known : storedVersion(pnoOf(pipelineId))
+    }
     const isTerminal = (state: PipelinePatch["state"]) => state === "succeeded" || state === "failed" || state === "interrupted"
-    /** Applies a patch by pipeline number; forgets the number once the pipeline is terminal. */
-    const patchPipeline = (pipelineId: string, patch: PipelinePatch) => {
+    /**
+     * Applies a patch by pipeline number (with the traversal state's JSON, when given);
+     * forgets the number and the traversal version once the pipeline is terminal.
+     */
+    const patchPipeline = (pipelineId: string, patch: PipelinePatch, traversal?: string) => {
       const known = pnos.get(pipelineId)
       const pno = known ?? (write!.pnoOf.get(pipelineId) as number | undefined)
       if (pno === undefined) return
-      write!.patch(pno, patch)
-      if (isTerminal(patch.state)) pnos.delete(pipelineId)
-      else if (known === undefined) remember(pipelineId, pno)
+      write!.patch(pno, patch, traversal)
+      if (isTerminal(patch.state)) {
+        pnos.delete(pipelineId)
+        versions.delete(pipelineId)
+      } else if (known === undefined) remember(pipelineId, pno)
     }
 
     const attemptRow = (a: NewAttempt): Array<unknown> => [
@@ -291,10 +325,21 @@ export const makeWriter = (
       id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
       placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
     ]
-    /** Inserts (or replaces) pipeline rows, learns their numbers, adopts their unadmitted rows. */
-    const admitRows = (ps: ReadonlyArray<PipelineFields>) => {
+    /**
+     * Inserts (or replaces) pipeline rows with the traversal states in `states` (JSON, by
+     * pipeline; a row without one keeps its stored state), learns their numbers, adopts their
+     * unadmitted rows.
+     */
+    const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
       const returned: Array<unknown> = []
-      write!.pipelines(ps.map(pipelineParams), returned)
+      write!.pipelines(
+        ps.map((p) => {
+          const row = pipelineParams(p)
+          row.push(states?.get(p.pipelineId) ?? null)
+          return row
+        }),
+        returned
+      )
       for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
         if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
@@ -335,26 +380,27 @@ export const makeWriter = (
       const v = (JSON.parse(text) as { readonly version?: unknown }).version
       return typeof v === "number" ? v : null
     }
-    /** Stores a traversal state; the first revisit moves the store to `visits-v1` and arms the guard. */
-    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
-      write!.setTraversal.run(JSON.stringify(state), pno)
+    /** The first revisit moves the store to `visits-v1` and arms the guard. */
+    const levelFor = (d: Database.Database, state: Traversal.VisitState) => {
       if (level === BASE_LEVEL && needsVisits(state)) {
         write!.setLevel.run(VISITS_LEVEL)
         for (const statement of VISITS_GUARD) d.exec(statement)
         level = VISITS_LEVEL
       }
     }
-    /** The traversal part of a checkpoint (after the unit's rows): ledger, invalidation, final, state. */
-    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite) => {
+    /** Stores a traversal state (see {@link levelFor}). */
+    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
+      write!.setTraversal.run(JSON.stringify(state), pno)
+      levelFor(d, state)
+    }
+    /**
+     * The traversal part of a checkpoint (after the unit's rows, its ledger row among them):
+     * invalidation, final, then the state, in the same UPDATE as the unit's pipeline patch when
+     * it has one.
+     */
+    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite, patch: PipelinePatch | undefined) => {
       const s = write!
       const pno = pnoOf(pipelineId)
-      const h = t.handoff
-      if (h !== undefined) {
-        s.handoff.run(
-          pno, h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq, h.entryArtifactId,
-          h.entryReused ? 1 : 0, h.reason, h.ts
-        )
-      }
       if (t.invalidateFrom !== undefined) {
         s.invalidateTasks.run(pno, t.invalidateFrom)
         s.invalidateArtifacts.run(pno, t.invalidateFrom, t.state.counters.length)
@@ -367,35 +413,48 @@ export const makeWriter = (
           s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
-      putState(d, pno, t.state)
+      if (patch === undefined) putState(d, pno, t.state)
+      else {
+        patchPipeline(pipelineId, patch, JSON.stringify(t.state))
+        levelFor(d, t.state)
+      }
     }
     const commit = (ops: ReadonlyArray<StoreWrite>) => {
       const levelBefore = level
       return Effect.tapError(commitTx(ops), () =>
         Effect.sync(() => {
-          // rolled back: the level did not move
+          // rolled back: the level did not move, the versions accepted in it were not stored
           level = levelBefore
+          versions.clear()
         }))
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
       tx((d) => {
         const s = write!
         let refused: Array<readonly [number, StoreUnavailable]> | undefined
-        /** Traversal versions written earlier in this batch, by pipeline. */
-        let seen: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          if (op.pipelines.length > 0) admitRows(op.pipelines)
+          // the initial states of the admitted rows ride in their INSERT; any other by an UPDATE
+          let states: Map<string, string> | undefined
+          if (op.traversals.length > 0 && op.pipelines.length > 0) {
+            const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
+            for (const t of op.traversals) {
+              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, JSON.stringify(t.state))
+            }
+          }
+          if (op.pipelines.length > 0) admitRows(op.pipelines, states)
           for (const t of op.traversals) {
-            putState(d, pnoOf(t.pipelineId), t.state)
-            ;(seen ??= new Map()).set(t.pipelineId, t.state.version)
+            if (states?.has(t.pipelineId) === true) levelFor(d, t.state)
+            else putState(d, pnoOf(t.pipelineId), t.state)
+            rememberVersion(t.pipelineId, t.state.version)
           }
         }
         const tasks: Array<Array<unknown>> = []
         const artifacts: Array<Array<unknown>> = []
         const attempts: Array<Array<unknown>> = []
         const events: Array<Array<unknown>> = []
+        const handoffs: Array<Array<unknown>> = []
         const ordered: Array<() => void> = []
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
@@ -408,14 +467,21 @@ export const makeWriter = (
               const t = u.traversal
               if (t !== undefined) {
                 // the version check, before any row of the unit is queued: a refused unit writes nothing
-                seen ??= new Map()
+                // (a version accepted earlier in this batch counts: `versions` has it)
                 const pid = u.pipelineId
-                const actual = seen.has(pid) ? seen.get(pid)! : storedVersion(pnoOf(pid))
+                const actual = versionOf(pid)
                 if (actual !== t.expectedVersion) {
                   ;(refused ??= []).push([i, conflict(pid, t.expectedVersion, actual)])
                   break
                 }
-                seen.set(pid, t.state.version)
+                rememberVersion(pid, t.state.version)
+                const h = t.handoff
+                if (h !== undefined) {
+                  handoffs.push([
+                    pnoOf(pid), h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq,
+                    h.entryArtifactId, h.entryReused ? 1 : 0, h.reason, h.ts
+                  ])
+                }
                 if (t.entry !== undefined && op.entryPlaced !== undefined) {
                   addArtifact(artifacts, ordered, t.entry, op.entryPlaced)
                 }
@@ -424,11 +490,13 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
-              if (u.pipeline !== undefined) {
+              if (t !== undefined) {
+                const patch = u.pipeline
+                ordered.push(() => applyTraversal(d, u.pipelineId, t, patch))
+              } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
-              if (t !== undefined) ordered.push(() => applyTraversal(d, u.pipelineId, t))
               break
             }
             case "PutTask":
@@ -458,6 +526,7 @@ export const makeWriter = (
         if (artifacts.length > 0) insertArtifacts(artifacts)
         if (attempts.length > 0) s.attempts(attempts)
         if (events.length > 0) s.events(events)
+        if (handoffs.length > 0) s.handoffs(handoffs)
         for (const f of ordered) f()
         return refused
       })

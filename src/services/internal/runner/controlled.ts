@@ -112,11 +112,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()
     state.counters.interrupted++
-    const unit = Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now)
-    const task = currentTask
-    return store.checkpoint(
-      task === undefined || unit.task === undefined ? unit : { ...unit, task: { ...unit.task, visit: task.visit } }
-    )
+    // the task row carries the current task's visit
+    return store.checkpoint(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now))
   })
 
   const body = Effect.gen(function*() {
@@ -189,7 +186,6 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           first = false
         }
         taskLeaseIds.push(...result.leaseIds)
-        const withVisit = <A extends object>(row: A) => ({ ...row, visit })
         if (result.exit._tag === "Success") {
           const value = result.exit.value
           if (isHandoff(value)) {
@@ -215,7 +211,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 taskStarted,
                 ended,
                 taskLeaseIds,
-                withVisit(Rows.attemptRow(
+                Rows.attemptRow(
                   current,
                   attempt,
                   "succeeded",
@@ -224,14 +220,11 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                   result.leaseIds,
                   result.startedAt,
                   ended
-                ))
+                ),
+                next.cursor,
+                1
               )
-              yield* commit({
-                ...unit,
-                artifact: withVisit(unit.artifact!),
-                task: withVisit(unit.task!),
-                pipeline: { ...unit.pipeline!, nTasksDone: next.cursor, attemptsDelta: 1 }
-              }, next)
+              yield* commit(unit, next)
               if (holdSlot) slots.release(holder)
               currentTask = undefined
               return isLast ? { _tag: "Ended", value } : { _tag: "Next", input: value }
@@ -244,8 +237,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           attempt,
           ended - taskStarted
         )
-        const attemptRow = withVisit(
-          Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
+        const attemptRow = Rows.attemptRow(
+          current,
+          attempt,
+          outcome,
+          fields,
+          decision,
+          result.leaseIds,
+          result.startedAt,
+          ended
         )
         const counted = { updatedAt: ended, attemptsDelta: 1 }
         if (decision.retry && !state.stopping) {
@@ -271,7 +271,6 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
         yield* Effect.uninterruptible(store.checkpoint({
           ...unit,
-          task: withVisit(unit.task!),
           pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
         }))
         currentTask = undefined
@@ -372,11 +371,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       const visit = current.visit
       const unit: CheckpointUnit = {
         pipelineId,
-        task: { ...Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds), visit },
-        attempts: [{
-          ...Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended),
-          visit
-        }],
+        task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
+        attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended)],
         pipeline: {
           nTasksDone: next.cursor,
           state: isEnd ? "succeeded" : "running",

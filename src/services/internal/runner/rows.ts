@@ -144,6 +144,8 @@ export interface TaskRun {
   readonly taskRunId: string
   readonly taskName: string
   readonly seq: number
+  /** The visit (0 for a plain pipeline; a control pipeline's revisits count up). */
+  readonly visit?: number | undefined
 }
 
 /**
@@ -175,7 +177,8 @@ export const attemptRow = (
   leaseIds,
   startedAt,
   endedAt,
-  durationMs: endedAt - startedAt
+  durationMs: endedAt - startedAt,
+  visit: t.visit ?? 0
 })
 
 /**
@@ -232,12 +235,15 @@ export const taskRow = (
   errorType: error === null ? null : error.errorType,
   errorMessage: error === null ? null : error.errorMessage,
   errorClass: error === null ? null : error.errorClass,
-  leaseIds
+  leaseIds,
+  visit: t.visit ?? 0
 })
 
 /**
  * The checkpoint of a succeeded task: its output artifact (final when it is the last task),
- * its task row, its last attempt and the pipeline cursor (`succeeded` after the last task).
+ * its task row, its last attempt and the pipeline cursor (`succeeded` after the last task;
+ * `cursor`, default `seq + 1`) with `attemptsDelta` attempts counted (default `attempt`).
+ * Rows carry the task's visit.
  *
  * @internal
  */
@@ -249,7 +255,9 @@ export const succeededUnit = (
   taskStartedAt: number,
   endedAt: number,
   taskLeaseIds: ReadonlyArray<string>,
-  lastAttempt: NewAttempt
+  lastAttempt: NewAttempt,
+  cursor: number = t.seq + 1,
+  attemptsDelta: number = attempt
 ): CheckpointUnit => ({
   pipelineId: t.pipelineId,
   artifact: {
@@ -262,17 +270,18 @@ export const succeededUnit = (
     digest: output.digest,
     payload: output.data,
     isFinal: isLast,
-    createdAt: endedAt
+    createdAt: endedAt,
+    visit: t.visit ?? 0
   },
   task: taskRow(t, "succeeded", attempt, taskStartedAt, endedAt, null, taskLeaseIds),
   pipeline: {
-    nTasksDone: t.seq + 1,
+    nTasksDone: cursor,
     state: isLast ? "succeeded" : "running",
     runId: t.runId,
     endedAt: isLast ? endedAt : null,
     updatedAt: endedAt,
     error: null,
-    attemptsDelta: attempt
+    attemptsDelta
   },
   attempts: [lastAttempt]
 })

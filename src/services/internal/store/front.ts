@@ -111,8 +111,16 @@ export const makeWith = (
       message: `the ${driver.kind} store has no traversal capability (pipelines with control cannot be stored in it)`
     })
     /** A checkpoint of a control pipeline: the unit's artifact and the entry payload placed. */
-    const checkpointTraversal = (unit: CheckpointUnit) =>
-      driver.traversal === undefined ? Effect.fail(noTraversal) : Effect.flatMap(
+    const checkpointTraversal = (unit: CheckpointUnit) => {
+      if (driver.traversal === undefined) return Effect.fail(noTraversal)
+      // no I/O to place either payload (inline or null backend, summary journal): no Effect per payload
+      const placed = unit.artifact === undefined ? undefined : placeSync(unit.artifact, journal, backend)
+      const entry = unit.traversal?.entry
+      const entryPlaced = entry === undefined ? undefined : placeSync(entry, journal, backend)
+      if ((unit.artifact === undefined || placed !== undefined) && (entry === undefined || entryPlaced !== undefined)) {
+        return writer.submit({ _tag: "Checkpoint", unit, placed, entryPlaced })
+      }
+      return Effect.flatMap(
         Effect.all([
           unit.artifact === undefined ? Effect.succeed(undefined) : placeArtifact(unit.artifact, journal, backend),
           unit.traversal?.entry === undefined ?
@@ -121,6 +129,7 @@ export const makeWith = (
         ]),
         ([placed, entryPlaced]) => writer.submit({ _tag: "Checkpoint", unit, placed, entryPlaced })
       )
+    }
     const traversal = driver.traversal
     const service: StoreService = {
       kind: driver.kind,

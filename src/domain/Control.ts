@@ -211,7 +211,7 @@ const sortTargets = (targets: Iterable<number | "end">): Array<number | "end"> =
  * not a unique task name or a seq in range (a repeated name says which seqs use it); an edge
  * that is not strictly forward, or `"end"` from the last task; a rewind target that is not
  * strictly earlier (or is `"end"`); `maxHandoffs` missing while `rewind`/`retryAll` is
- * declared, present without them (`control: maxHandoffs requires backward operations`), or
+ * declared, present without them (`maxHandoffs requires backward operations`), or
  * not a positive integer (`true`, `"3"`, `0`, `-1`, `2.5` are refused; JavaScript cannot tell
  * `3.0` from `3`, a config file can: see the config module).
  *
@@ -349,8 +349,9 @@ export const resolve = (
     }
   } else if (typeof max !== "number" || !Number.isSafeInteger(max) || max < 1) {
     add(["maxHandoffs"], `maxHandoffs must be a positive integer, got ${shown(max)}`)
-  } else if (!declaresBackward) {
-    add(["maxHandoffs"], "control: maxHandoffs requires backward operations")
+  } else if (!declaresBackward && !Object.keys(decl).some((key) => !CONTROL_KEYS.includes(key))) {
+    // (not after an unknown key: a misspelt `rewind` would report this as a knock-on)
+    add(["maxHandoffs"], "maxHandoffs requires backward operations (rewind or retryAll)")
   }
   if (!declaresBackward && !declaresForward && max === undefined && issues.length === 0) {
     add([], "control declares no operation: declare edges, rewind or retryAll (or remove control)")

@@ -130,7 +130,7 @@ describe("pipeline.control in experiment files", () => {
         Experiment.fromDefinition(experiment({ edges: { generate: ["report"] }, maxHandoffs: 3 }) as never)
       )
       assert.deepStrictEqual(issuesOf(noBackward), [
-        "pipeline.control.maxHandoffs: control: maxHandoffs requires backward operations"
+        "pipeline.control.maxHandoffs: maxHandoffs requires backward operations (rewind or retryAll)"
       ])
       const repeated = yield* Effect.flip(Experiment.fromDefinition({
         pipeline: {

@@ -105,6 +105,10 @@ describe("Control.resolve: every refusal, with its field path", () => {
       `max_handoffs: unknown key "max_handoffs" (did you mean "maxHandoffs"?)`,
       `whatever: unknown key "whatever"`
     ])
+    // a misspelt backward section is reported once, without a knock-on about maxHandoffs
+    assert.deepStrictEqual(refused(names, { rewnid: { report: ["generate"] }, maxHandoffs: 3 }), [
+      `rewnid: unknown key "rewnid" (did you mean "rewind"?)`
+    ])
   })
 
   it("unknown tasks, with did-you-mean; seqs out of range or not integers", () => {
@@ -162,7 +166,7 @@ describe("Control.resolve: every refusal, with its field path", () => {
       "rewind: rewind is empty: declare at least one source or remove rewind"
     ])
     assert.deepStrictEqual(refused(names, { maxHandoffs: 1 }), [
-      "maxHandoffs: control: maxHandoffs requires backward operations"
+      "maxHandoffs: maxHandoffs requires backward operations (rewind or retryAll)"
     ])
   })
 
@@ -174,7 +178,7 @@ describe("Control.resolve: every refusal, with its field path", () => {
       "maxHandoffs: maxHandoffs is required when rewind or retryAll is declared (the loop budget)"
     ])
     assert.deepStrictEqual(refused(names, { edges: { validate: ["report"] }, maxHandoffs: 3 }), [
-      "maxHandoffs: control: maxHandoffs requires backward operations"
+      "maxHandoffs: maxHandoffs requires backward operations (rewind or retryAll)"
     ])
     for (const bad of [true, "3", 0, -2, 2.5, Number.NaN, Number.POSITIVE_INFINITY, null]) {
       const shown = typeof bad === "string" ? `"${bad}"` : String(bad)

@@ -220,6 +220,27 @@ describe("Runner with control: refusals", () => {
       assert.strictEqual(row.errorType, "HandoffRefused")
     }).pipe(Effect.provide(env())))
 
+  it.effect("a thrown (or failed-with) Handoff is refused with the fix, never retried", () =>
+    Effect.gen(function*() {
+      const a = Task.make("a", flakyPolicy, (_n: number) => Effect.fail(Handoff.end(0)))
+      const b = Task.sync("b", (_n: number): number => {
+        throw Handoff.rewind("a", 1)
+      })
+      const template = Pipeline.fromTasks("thrown", [a, plusOne("c", [])], { control: { edges: { a: ["end"] } } })
+      const other = Pipeline.fromTasks("thrown2", [plusOne("z", []), b], { control: { rewind: { b: ["z"] }, maxHandoffs: 1 } })
+      const specs = [template.bind(1), other.bind(1)]
+      const report = yield* Runner.run(specs)
+      assert.strictEqual(report.stats.byState.failed, 2)
+      for (const [spec, task, op] of [[specs[0]!, "a", "end"], [specs[1]!, "b", "rewind"]] as const) {
+        const attempts = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.taskName === task)
+        assert.strictEqual(attempts.length, 1, "not retried")
+        assert.strictEqual(attempts[0]!.errorType, "HandoffRefused")
+        assert.strictEqual(attempts[0]!.errorClass, "fatal")
+        assert.include(attempts[0]!.errorMessage!, `failed with a Handoff (${op})`)
+        assert.include(attempts[0]!.errorMessage!, "never thrown")
+      }
+    }).pipe(Effect.provide(env())))
+
   it.effect("an undeclared edge is refused naming the edge; nothing is written for it", () =>
     Effect.gen(function*() {
       const a = Task.make("a", flakyPolicy, (_n: number) => Effect.succeed(Handoff.to("c")))

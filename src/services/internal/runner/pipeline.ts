@@ -367,10 +367,18 @@ export const judgeFailure = (
   elapsedMs: number
 ): Effect.Effect<FailureVerdict> =>
   Effect.gen(function*() {
-    const error = Cause.isInterruptedOnly(cause)
+    const raw = Cause.isInterruptedOnly(cause)
       ? undefined
       : Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
-    const errorClass = error === undefined ? "cancelled" : classifyCause(cause)
+    // a directive thrown or failed with instead of returned: refused with the fix, never retried
+    const error = isHandoff(raw)
+      ? new HandoffRefused({
+        message: `task "${task.name}" threw or failed with a Handoff (${raw.operation}): a directive is` +
+          ` returned as the task's value (Effect.succeed(Handoff.${raw.operation}(...)) or return it), never thrown`,
+        task: task.name
+      })
+      : raw
+    const errorClass = error === undefined ? "cancelled" : error === raw ? classifyCause(cause) : "fatal"
     const decision: RetryPolicy.RetryDecision = error === undefined
       ? { retry: false, reason: "policy_declined" as const, delayMs: 0, errorClass, attempt }
       : Predicate.isTagged(error, "MaxTotalExceeded")

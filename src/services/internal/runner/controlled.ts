@@ -27,7 +27,7 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact } from "../../Store.js"
-import { BIG_OUTPUT_BYTES, controlOf, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
+import { BIG_OUTPUT_BYTES, controlOf, endOfFiber, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -413,22 +413,5 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       return isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
     })
 
-  return body.pipe(
-    Effect.onInterrupt(() =>
-      Effect.uninterruptible(markInterrupted).pipe(
-        Effect.catchAll((e) =>
-          Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
-            Effect.annotateLogs({ runId, pipelineId })
-          )
-        )
-      )
-    ),
-    Effect.ensuring(Effect.sync(() => {
-      if (holder.inAttempt) {
-        holder.inAttempt = false
-        state.inFlight--
-      }
-      slots.release(holder)
-    }))
-  )
+  return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
 }

@@ -294,26 +294,41 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       }
     })
 
-  return body.pipe(
+  return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
+}
+
+/**
+ * The end of a pipeline fiber, plain or controlled: on interruption its row is marked
+ * interrupted (`markInterrupted`, uninterruptible; a store failure is logged), and whatever
+ * step it ended in, it gives back the worker slot and the in-flight count `holder` holds.
+ *
+ * @internal
+ */
+export const endOfFiber = (
+  env: PipelineEnv,
+  pipelineId: PipelineId,
+  holder: SlotHold,
+  markInterrupted: Effect.Effect<void, StoreUnavailable>
+) =>
+<A>(body: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> =>
+  body.pipe(
     Effect.onInterrupt(() =>
       Effect.uninterruptible(markInterrupted).pipe(
         Effect.catchAll((e) =>
           Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
-            Effect.annotateLogs({ runId, pipelineId })
+            Effect.annotateLogs({ runId: env.state.runId, pipelineId })
           )
         )
       )
     ),
-    // Whatever step the fiber ended in, give back the slot and the in-flight count it holds.
     Effect.ensuring(Effect.sync(() => {
       if (holder.inAttempt) {
         holder.inAttempt = false
-        state.inFlight--
+        env.state.inFlight--
       }
-      slots.release(holder)
+      env.slots.release(holder)
     }))
   )
-}
 
 /**
  * The fatal `HandoffRefused` for a directive that `spec`'s declaration does not allow (the

@@ -184,6 +184,13 @@ export const SourceSection = Schema.Struct({
   repeats: opt(PositiveInt)
 }).annotations({ identifier: "SourceSection" })
 
+/** A value as a message shows it: `null`, `3`, `"x"`, `a list`. */
+const shownValue = (u: unknown): string =>
+  u === null || typeof u === "number" || typeof u === "boolean" ? String(u) :
+  typeof u === "string" ? JSON.stringify(u) :
+  Array.isArray(u) ? "a list" :
+  typeof u
+
 /** A task as a control block addresses it: its unique name or its seq. */
 const TaskRef = Schema.Union(
   Schema.String,
@@ -207,7 +214,13 @@ export const ControlSection = Schema.Struct({
   maxHandoffs: opt(PositiveInt)
 }).annotations({
   identifier: "ControlSection",
-  description: "declared handoffs (edges), rewinds, retryAll sources and the loop budget (maxHandoffs)"
+  description: "declared handoffs (edges), rewinds, retryAll sources and the loop budget (maxHandoffs)",
+  // only for a value that is not an object at all (null, a number, a list): a problem inside
+  // the block keeps its own message and path
+  message: (issue) =>
+    `pipeline.control must be an object with edges, rewind, retryAll or maxHandoffs, got ${
+      shownValue(issue.actual)
+    }: declare at least one of them, or omit pipeline.control for a pipeline without control flow`
 })
 
 const makeExperiment = <A, I>(task: Schema.Schema<TaskSection<A>, TaskSectionEncoded<I>>, identifier: string) =>

@@ -99,6 +99,25 @@ describe("pipeline.control in experiment files", () => {
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("a control block that is not an object (null, a number, a list) names pipeline.control and says to omit it", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const yaml = path.join(dir, "null.yaml")
+      fs.writeFileSync(yaml, YAML.stringify(experiment(null)))
+      const fromFile = yield* Effect.flip(Experiment.load(yaml))
+      assert.deepStrictEqual(issuesOf(fromFile), [
+        "pipeline.control: pipeline.control must be an object with edges, rewind, retryAll or maxHandoffs, got null: " +
+        "declare at least one of them, or omit pipeline.control for a pipeline without control flow"
+      ])
+      for (const [bad, shown] of [[3, "3"], ["x", "\"x\""], [[], "a list"]] as const) {
+        const error = yield* Effect.flip(Experiment.fromDefinition(experiment(bad) as never))
+        const lines = issuesOf(error)
+        assert.strictEqual(lines.length, 1, lines.join("\n"))
+        assert.include(lines[0]!, `pipeline.control must be an object with edges, rewind, retryAll or maxHandoffs, got ${shown}:`)
+        assert.notInclude(lines[0]!, "ControlSection")
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("maxHandoffs: true, \"3\", 0 and negatives are refused at pipeline.control.maxHandoffs", () =>
     Effect.gen(function*() {
       for (const bad of [true, "3", 0, -1, 2.5]) {

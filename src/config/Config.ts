@@ -191,10 +191,14 @@ const shownValue = (u: unknown): string =>
   Array.isArray(u) ? "a list" :
   typeof u
 
-/** A task as a control block addresses it: its unique name or its seq. */
+/**
+ * A task as a control block addresses it: its unique name or its seq. Any number passes the
+ * shape check: `Control.resolve` judges the seq against the chain (out of range, with the
+ * valid seqs listed).
+ */
 const TaskRef = Schema.Union(
   Schema.String,
-  Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({ message: () => "a seq is an integer >= 0" })
+  Schema.Number.annotations({ jsonSchema: { type: "integer", minimum: 0 } })
 ).annotations({ identifier: "TaskRef", description: "a task's unique name or its seq (0-based position)" })
 
 /**

@@ -11,7 +11,7 @@
  *   something, refused otherwise: the pipeline's budget of control transitions.
  *
  * Tasks are addressed by unique name or by seq (0-based position, a number or a numeric
- * string). An exact task name wins over a numeric string; a name used by several tasks is
+ * string; a seq out of range, negative ones included, is refused with the valid seqs listed). An exact task name wins over a numeric string; a name used by several tasks is
  * ambiguous and must be addressed by seq. The word `"end"` as an edge target is the end of the
  * pipeline (a task named `end` is addressed by seq).
  *
@@ -139,6 +139,15 @@ const isRecord = (u: unknown): u is Record<string, unknown> => Predicate.isObjec
 
 const NUMERIC = /^(0|[1-9][0-9]*)$/
 
+/** A string that reads as a number but is no seq (`"-1"`, `"1.5"`): judged as that number. */
+const NUMBER_LIKE = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/
+
+/** The seqs a reference may use, with their tasks: `0 ("generate"), 1 ("validate")`. */
+const validSeqs = (names: ReadonlyArray<string>): string =>
+  names.length <= 12 ?
+    `the valid seqs are ${names.map((n, i) => `${i} ("${n}")`).join(", ")}` :
+    `the valid seqs are 0..${names.length - 1}`
+
 const shown = (u: unknown): string => {
   if (typeof u === "string") return JSON.stringify(u)
   if (typeof u === "number" || typeof u === "boolean" || u === null) return String(u)
@@ -172,7 +181,7 @@ const resolveRef = (
         message: `task name "${ref}" is used by seqs ${seqs.join(", ")}: address the task by its seq`
       })
     }
-    if (NUMERIC.test(ref)) return resolveRef(names, Number(ref))
+    if (NUMERIC.test(ref) || NUMBER_LIKE.test(ref)) return resolveRef(names, Number(ref))
     const near = closest(ref, names)
     return Either.left({
       message: `unknown task "${ref}" (the tasks are ${names.map((n) => `"${n}"`).join(", ")})`,
@@ -180,14 +189,14 @@ const resolveRef = (
     })
   }
   if (typeof ref === "number") {
-    if (!Number.isInteger(ref) || ref < 0) {
-      return Either.left({ message: `a seq is an integer >= 0, got ${ref}` })
+    if (!Number.isInteger(ref)) {
+      return Either.left({ message: `a seq is an integer >= 0, got ${ref} (${validSeqs(names)})` })
     }
-    if (ref >= names.length) {
+    if (ref < 0 || ref >= names.length) {
       return Either.left({
         message: `seq ${ref} is out of range: the pipeline has ${names.length} task${
           names.length === 1 ? "" : "s"
-        } (seqs 0..${names.length - 1})`
+        }, ${validSeqs(names)}`
       })
     }
     return Either.right(ref)

@@ -151,6 +151,15 @@ describe("pipeline.control in experiment files", () => {
       assert.deepStrictEqual(issuesOf(noBackward), [
         "pipeline.control.maxHandoffs: maxHandoffs requires backward operations (rewind or retryAll)"
       ])
+      const outOfRange = yield* Effect.flip(
+        Experiment.fromDefinition(experiment({ edges: { "-1": ["report"], validate: [-1, 1.5] } }) as never)
+      )
+      const valid = `the valid seqs are 0 ("generate"), 1 ("validate"), 2 ("report")`
+      assert.deepStrictEqual(issuesOf(outOfRange), [
+        `pipeline.control.edges.-1: seq -1 is out of range: the pipeline has 3 tasks, ${valid}`,
+        `pipeline.control.edges.validate[0]: seq -1 is out of range: the pipeline has 3 tasks, ${valid}`,
+        `pipeline.control.edges.validate[1]: a seq is an integer >= 0, got 1.5 (${valid})`
+      ])
       const repeated = yield* Effect.flip(Experiment.fromDefinition({
         pipeline: {
           name: "r",

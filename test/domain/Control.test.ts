@@ -4,6 +4,7 @@ import * as Control from "../../src/domain/Control.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 
 const names = ["generate", "validate", "report"]
+const VALID = `the valid seqs are 0 ("generate"), 1 ("validate"), 2 ("report")`
 
 const ok = (taskNames: ReadonlyArray<string>, decl: unknown): Control.ResolvedControl => {
   const r = Control.resolve(taskNames, decl)
@@ -115,10 +116,23 @@ describe("Control.resolve: every refusal, with its field path", () => {
     assert.deepStrictEqual(refused(names, { edges: { validat: ["report"], validate: ["reprot", 7, 1.5, -1, true] } }), [
       `edges.validat: unknown task "validat" (the tasks are "generate", "validate", "report") (did you mean "validate"?)`,
       `edges.validate[0]: unknown task "reprot" (the tasks are "generate", "validate", "report") (did you mean "report"?)`,
-      "edges.validate[1]: seq 7 is out of range: the pipeline has 3 tasks (seqs 0..2)",
-      "edges.validate[2]: a seq is an integer >= 0, got 1.5",
-      "edges.validate[3]: a seq is an integer >= 0, got -1",
+      `edges.validate[1]: seq 7 is out of range: the pipeline has 3 tasks, ${VALID}`,
+      `edges.validate[2]: a seq is an integer >= 0, got 1.5 (${VALID})`,
+      `edges.validate[3]: seq -1 is out of range: the pipeline has 3 tasks, ${VALID}`,
       "edges.validate[4]: a task is a name or a seq, got true"
+    ])
+  })
+
+  it("a negative or out-of-range seq written as a key or a string is out of range, with the valid seqs (not an unknown task)", () => {
+    assert.deepStrictEqual(refused(names, { edges: { "-1": ["report"], "3": ["end"], validate: ["-2", "9", "1.5"] } }), [
+      `edges.3: seq 3 is out of range: the pipeline has 3 tasks, ${VALID}`,
+      `edges.-1: seq -1 is out of range: the pipeline has 3 tasks, ${VALID}`,
+      `edges.validate[0]: seq -2 is out of range: the pipeline has 3 tasks, ${VALID}`,
+      `edges.validate[1]: seq 9 is out of range: the pipeline has 3 tasks, ${VALID}`,
+      `edges.validate[2]: a seq is an integer >= 0, got 1.5 (${VALID})`
+    ])
+    assert.deepStrictEqual(refused(["only"], { retryAll: ["-1"], maxHandoffs: 1 }), [
+      `retryAll[0]: seq -1 is out of range: the pipeline has 1 task, the valid seqs are 0 ("only")`
     ])
   })
 

@@ -12,8 +12,9 @@
  *
  * Tasks are addressed by unique name or by seq (0-based position, a number or a numeric
  * string; a seq out of range, negative ones included, is refused with the valid seqs listed). An exact task name wins over a numeric string; a name used by several tasks is
- * ambiguous and must be addressed by seq. The word `"end"` as an edge target is the end of the
- * pipeline (a task named `end` is addressed by seq).
+ * ambiguous and must be addressed by seq. The word `"end"` as a target is always the end of
+ * the pipeline, in `edges` as in `Handoff.to("end")`: a task named `end` is addressed as a
+ * target by its seq (as a source, by name or seq), and `"end"` is never a rewind target.
  *
  * {@link resolve} turns a declaration into seqs ({@link ResolvedControl}) and reports every
  * problem at once with its field path; {@link check} judges a directive a task returned against
@@ -204,6 +205,14 @@ const resolveRef = (
   return Either.left({ message: `a task is a name or a seq, got ${shown(ref)}` })
 }
 
+/** Why `"end"` is refused as a rewind target, with the seq of a task named `end` if any. */
+const endIsNoRewindTarget = (names: ReadonlyArray<string>): string => {
+  const named = names.indexOf(END)
+  return `"end" is not a rewind target: rewind goes to a strictly earlier task${
+    named < 0 ? "" : ` ("end" as a target is the end of the pipeline: address the task named "end" by its seq ${named})`
+  }`
+}
+
 const sortTargets = (targets: Iterable<number | "end">): Array<number | "end"> =>
   [...targets].sort((a, b) => (a === END ? 1 : b === END ? -1 : a - b))
 
@@ -316,9 +325,7 @@ export const resolve = (
 
   lists("rewind", (from, key, t, i) => {
     const path = ["rewind", key, i]
-    if (t === END && !taskNames.includes(END)) {
-      return add(path, `"end" is not a rewind target: rewind goes to a strictly earlier task`)
-    }
+    if (t === END) return add(path, endIsNoRewindTarget(taskNames))
     const r = resolveRef(taskNames, t)
     if (Either.isLeft(r)) return add(path, r.left.message, r.left.suggestion)
     if (r.right >= from) {
@@ -481,6 +488,7 @@ export const check = (
           `${source} returned Handoff.rewind without a value: rewind needs the target's explicit entry state (null is a value)`
         )
       }
+      if (directive.target === END) return Either.left(`${source} returned Handoff.rewind("end"): ${endIsNoRewindTarget(names)}`)
       const t = target()
       if (Either.isLeft(t)) return Either.left(t.left)
       const to = t.right

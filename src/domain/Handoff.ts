@@ -53,7 +53,8 @@ export type Operation = typeof Operation.Type
 
 /**
  * How a directive names a task: its name (unique in the pipeline) or its seq (0-based
- * position). An exact task name wins over a numeric string.
+ * position). An exact task name wins over a numeric string. The word `"end"` is never a task
+ * name as a target: it is the end of the pipeline (a task named `end` is addressed by its seq).
  *
  * @since 0.1.0
  * @category models
@@ -134,7 +135,11 @@ const valueOf = (value: unknown): Option.Option<unknown> => value === undefined 
 /**
  * Continue at a strictly later task, declared in `control.edges` for this task.
  *
- * @param target - the task's unique name or its seq.
+ * The word `"end"` as a target means the end of the pipeline here as it does in
+ * `control.edges`: `to("end", value?, options?)` is {@link end}`(value?, options?)` (a task
+ * named `end` is addressed by its seq).
+ *
+ * @param target - the task's unique name or its seq; `"end"` for the end of the pipeline.
  * @param value - the target's entry state; omitted (or `undefined`) reuses this task's own
  *   input; `null` is a value.
  * @param options - `reason` for the ledger.
@@ -144,7 +149,12 @@ const valueOf = (value: unknown): Option.Option<unknown> => value === undefined 
  * @category constructors
  */
 export const to = (target: Target, value?: unknown, options?: HandoffOptions): Handoff =>
-  makeDirective("to", target, valueOf(value), options?.reason)
+  target === END_WORD ?
+    makeDirective("end", null, valueOf(value), options?.reason) :
+    makeDirective("to", target, valueOf(value), options?.reason)
+
+/** The word for the end of the pipeline as a target (`Control.END`). */
+const END_WORD = "end"
 
 /**
  * Finish the pipeline at this task, declared as an `"end"` edge in `control.edges`; refused

@@ -289,6 +289,29 @@ describe("Control.check", () => {
     assert.isTrue(Either.isRight(Control.check(repeated, 3, 1, Handoff.to(2))))
   })
 
+  it("\"end\" as a target is the end of the pipeline in edges and in Handoff.to; a task named end is addressed by seq", () => {
+    assert.deepStrictEqual(
+      Either.map(check(1, Handoff.to("end", { verdict: 1 }, { reason: "good" })), (t): Array<unknown> => [t.operation, t.toSeq, t.value]),
+      Either.right<Array<unknown>>(["end", "end", Option.some({ verdict: 1 })])
+    )
+    assert.strictEqual(
+      refusal(check(0, Handoff.to("end"))),
+      "undeclared edge generate → end: control.edges allows generate → [report]"
+    )
+    const withEnd = ["ask", "end", "report"]
+    const c = ok(withEnd, { edges: { ask: ["end", 1] }, rewind: { report: [1] }, maxHandoffs: 2 })
+    assert.deepStrictEqual([...c.edges.get(0)!], ["end", 1])
+    assert.deepStrictEqual(Either.getOrThrow(Control.check(c, 3, 0, Handoff.to("end"))).toSeq, "end")
+    assert.deepStrictEqual(Either.getOrThrow(Control.check(c, 3, 0, Handoff.to(1))).toSeq, 1)
+    assert.deepStrictEqual(refused(withEnd, { rewind: { report: ["end"] }, maxHandoffs: 2 }), [
+      `rewind.report[0]: "end" is not a rewind target: rewind goes to a strictly earlier task ("end" as a target is the end of the pipeline: address the task named "end" by its seq 1)`
+    ])
+    assert.strictEqual(
+      refusal(Control.check(c, 3, 2, Handoff.rewind("end", null))),
+      `"report" (seq 2) returned Handoff.rewind("end"): "end" is not a rewind target: rewind goes to a strictly earlier task ("end" as a target is the end of the pipeline: address the task named "end" by its seq 1)`
+    )
+  })
+
   it("end from the last task is refused", () => {
     assert.strictEqual(
       refusal(check(2, Handoff.end())),

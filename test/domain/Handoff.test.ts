@@ -40,6 +40,17 @@ describe("Handoff directives", () => {
     assert.isFalse(v.reusesInput)
   })
 
+  it("to(\"end\") is end, as \"end\" is in control.edges (value and reason kept)", () => {
+    const d = Handoff.to("end", { verdict: "good" }, { reason: "done early" })
+    assert.strictEqual(d.operation, "end")
+    assert.isNull(d.target)
+    assert.isTrue(d.isEnd)
+    assert.deepStrictEqual(d.value, Option.some({ verdict: "good" }))
+    assert.strictEqual(d.reason, "done early")
+    assert.isTrue(Handoff.to("end").reusesInput)
+    assert.strictEqual(Handoff.to("End").operation, "to")
+  })
+
   it("rewind keeps its explicit value; without one the value is None (refused by Control.check)", () => {
     const d = Handoff.rewind("generate", { feedback: "warmer" }, { reason: "invalid" })
     assert.strictEqual(d.operation, "rewind")

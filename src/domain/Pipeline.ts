@@ -466,18 +466,43 @@ const isPositiveInt = (n: unknown, min: number): n is number => typeof n === "nu
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The key of an object that has no place there, as the type a misspelt key must match: the
+ * compiler's message then names the key and the allowed ones.
+ */
+type UnknownKey<K, Allowed extends string> = `unknown key "${K & string}": the keys are ${Allowed}`
+
+/**
+ * The `control` block as written, with every key that {@link Control.ControlDecl} does not
+ * have mapped to {@link UnknownKey}: `make`'s generic options escape TypeScript's excess
+ * property check, this restores it.
+ */
+type ExactControl<C> = C extends object ? {
+    readonly [K in keyof C]: K extends keyof Control.ControlDecl ? C[K]
+      : UnknownKey<K, "edges, rewind, retryAll, maxHandoffs">
+  }
+  : C
+
+/** The options as written, with unknown keys (top level and in `control`) refused. */
+type ExactOptions<O> = O extends MakeOptions ? {
+    readonly [K in keyof O]: K extends "control" ? ExactControl<O[K]>
+      : K extends keyof MakeOptions ? O[K]
+      : UnknownKey<K, "tags, includeCode, control">
+  }
+  : MakeOptions
+
+/**
  * The arguments after the name: the checked chain, options then the checked chain, or the
- * checked chain then options.
+ * checked chain then options (options checked for unknown keys, see {@link ExactOptions}).
  */
 type MakeArgs<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest] ?
   F extends Task.Any ? (
       A extends ReadonlyArray<Task.Any> ? CheckChain<A>
-        : A extends readonly [...infer Init, infer _L] ? Init extends Tasks ? readonly [...CheckChain<Init>, MakeOptions]
-          : readonly [Task.Any, ...ReadonlyArray<Task.Any>, MakeOptions]
+        : A extends readonly [...infer Init, infer L] ? Init extends Tasks ? readonly [...CheckChain<Init>, ExactOptions<L>]
+          : readonly [Task.Any, ...ReadonlyArray<Task.Any>, ExactOptions<L>]
         : never
     )
-  : Rest extends Tasks ? readonly [MakeOptions, ...CheckChain<Rest>]
-  : readonly [MakeOptions, Task.Any, ...ReadonlyArray<Task.Any>]
+  : Rest extends Tasks ? readonly [ExactOptions<F>, ...CheckChain<Rest>]
+  : readonly [ExactOptions<F>, Task.Any, ...ReadonlyArray<Task.Any>]
   : never
 
 type TasksOf<A extends ReadonlyArray<unknown>> = A extends readonly [infer F, ...infer Rest] ?

@@ -6,6 +6,8 @@
  */
 import { Context, Effect, Schema, Stream } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
+import { defineExperiment } from "../../src/config/Config.js"
+import type * as Control from "../../src/domain/Control.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -180,6 +182,26 @@ describe("Handoff directives in a chain", () => {
       .toEqualTypeOf<Pipeline.Template<string, number, never, never>>()
     // @ts-expect-error options last still check the chain
     Task.tryDefine(() => Pipeline.make("bad-last", generate, report, validate, { control }))
+  })
+
+  it("a misspelt key in control or in the options does not compile (options first or last, and in defineExperiment)", () => {
+    // @ts-expect-error maxHandof is not a control key (options last)
+    Task.tryDefine(() => Pipeline.make("typo", generate, validate, report, { control: { rewind: { validate: [0] }, maxHandof: 3 } }))
+    // @ts-expect-error retry_all is not a control key (options first)
+    Task.tryDefine(() => Pipeline.make("typo", { control: { retry_all: ["report"], maxHandoffs: 1 } }, generate, validate, report))
+    // @ts-expect-error tagz is not an option
+    Task.tryDefine(() => Pipeline.make("typo", generate, validate, report, { tagz: {} }))
+    defineExperiment({
+      // @ts-expect-error maxHandof is not a control key of pipeline.control
+      pipeline: { name: "typo", tasks: [{ use: "echo" }], control: { retryAll: [0], maxHandof: 1 } },
+      source: { range: { n: 1 } }
+    })
+    // the exact keys still compile, with a control block held in a variable or typed as ControlDecl
+    const decl: Control.ControlDecl = { retryAll: ["report"], maxHandoffs: 1 }
+    expectTypeOf(Pipeline.make("exact", generate, validate, report, { control: decl, includeCode: false }))
+      .toEqualTypeOf<Pipeline.Template<string, number, never, never>>()
+    expectTypeOf(Pipeline.make("exact", { control: { edges: { validate: ["end"] } }, tags: { k: 1 } }, generate, validate, report))
+      .toEqualTypeOf<Pipeline.Template<string, number, never, never>>()
   })
 
   it("a task that only hands off has output never, which any next task accepts", () => {

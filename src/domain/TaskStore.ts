@@ -413,7 +413,7 @@ export interface TaskStore {
     readonly limit?: Limit
   }) => Stream.Stream<PipelineRecord, ReadError>
   /**
-   * Task rows grouped by pipeline in the store's pipeline order, then by seq, then taskRunId.
+   * Task rows grouped by pipeline in the store's pipeline order, then by seq, then visit (0 first), then taskRunId.
    * The pipeline order is the store's own: admission order on SQLite schema version 3 (the
    * pipeline number given at first admission; rows of pipelines not yet admitted come first),
    * pipelineId on a read-only open of an older SQLite store and in `MemoryStore`. It is neither

@@ -103,7 +103,7 @@ const asTask = (t: TaskRecord | ConstructorParameters<typeof TaskRecord>[0]): Ta
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 const byCreated = (a: PipelineRecord, b: PipelineRecord) => a.createdAt - b.createdAt || cmp(a.pipelineId, b.pipelineId)
 const byTaskOrder = (a: TaskRecord, b: TaskRecord) =>
-  cmp(a.pipelineId, b.pipelineId) || a.seq - b.seq || cmp(a.taskRunId, b.taskRunId)
+  cmp(a.pipelineId, b.pipelineId) || a.seq - b.seq || a.visit - b.visit || cmp(a.taskRunId, b.taskRunId)
 
 const matchEvent = (f: EventFilter) => (e: EventRecord) =>
   (f.pipelineId === undefined || e.pipelineId === f.pipelineId) &&

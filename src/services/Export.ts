@@ -7,7 +7,7 @@
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
  * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat`; `control` (traversal record) and `handoffs` (ledger rows) for pipelines that declare control | createdAt, pipelineId |
- * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, taskRunId |
+ * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, visit (0 first), taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
  * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |

@@ -988,6 +988,23 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.isNull(Option.getOrThrow(yield* tv.visitState(pid("c1"))).pending)
         })))
 
+    it.effect("traversal: task rows stream by station, then visit (0 first, numerically), then taskRunId", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* controlledToRewind(store, "o1")
+          // the revisits' run ids sort before visit 0's and "#10" before "#2" as text
+          for (const visit of [10, 2, 1]) {
+            yield* store.checkpoint({ pipelineId: pid("o1"), task: { ...task("o1", 0), taskRunId: `o1/0#${visit}`, visit } })
+          }
+          yield* store.checkpoint({ pipelineId: pid("o1"), task: { ...task("o1", 1), taskRunId: "o1/1#1", visit: 1 } })
+          const order = [[0, 0], [0, 1], [0, 2], [0, 10], [1, 0], [1, 1]]
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("o1") })))
+          assert.deepStrictEqual(streamed.map((t) => [t.seq, t.visit]), order)
+          assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(store.streamTasks())).map((t) => [t.seq, t.visit]), order)
+          const bundle = (yield* store.loadBundles([pid("o1")], { payloads: "none" })).get(pid("o1"))!
+          assert.deepStrictEqual(bundle.tasks.map((t) => [t.seq, t.visit]), order)
+        })))
+
     it.effect("traversal: a stale version is refused with a typed conflict and writes nothing; other units commit", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -7,7 +7,7 @@
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
  * | `pipelines` | pipeline, nested: `tasks`, `artifacts` (decoded payloads), `attemptsTotal`, `repeat`; for a pipeline that declares `control`, also `control` (its traversal record) and `handoffs` (its ledger rows) | createdAt, pipelineId |
- * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, taskRunId |
+ * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, visit (0 first), taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
  * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
@@ -264,7 +264,7 @@ export class ExportError extends Schema.TaggedError<ExportError>("assay/ExportEr
 
 /**
  * The bulk reads nested rows need, for one group of pipelines at a time: their task rows (by
- * seq, then taskRunId) and their artifacts (by seq, then artifactId) with the payloads asked
+ * seq, then visit, then taskRunId) and their artifacts (by seq, then artifactId) with the payloads asked
  * for; optionally `artifact`, one artifact with its payload (for pipelines too large to read
  * whole). {@link storeBulk} answers both with the store's `loadBundles` and `getArtifact` (on
  * SQLite one query per table per 500 pipelines). Without `artifact`, one artifact is read

@@ -109,6 +109,10 @@ export const makeReads = (
       : sql.in("pipeline_id", ids)
   /** Pipeline grouping of child-table orders: admission order (version 3) or pipeline id. */
   const pipelineKey = numbered ? "pno" : "pipeline_id"
+  /** Task rows in station order, each station's visits in order (0 first), then taskRunId. */
+  const taskOrder = visits ?
+    sql`${sql(pipelineKey)}, seq, coalesce(visit, 0), task_run_id` :
+    sql`${sql(pipelineKey)}, seq, task_run_id`
 
   /** The first row (artifact metadata and `payload`) with its payload loaded, or `None`. */
   const loadedRow = (r: ReadonlyArray<Record<string, unknown>>): Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable> => {
@@ -402,7 +406,7 @@ export const makeReads = (
         for (let i = 0; i < unique.length; i += 500) {
           const chunk = unique.slice(i, i + 500)
           if (o.tasks !== false) {
-            const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id`)
+            const ts = yield* rows(sql`SELECT * FROM tasks WHERE ${byPipelines(chunk)} ORDER BY ${taskOrder}`)
             for (const r of ts) out.get(String(r.pipeline_id) as PipelineId)?.tasks.push(toTask(r))
           }
           const where = sql`${byPipelines(chunk)}${onlyFinal ? sql` AND is_final = 1` : sql``}`
@@ -472,15 +476,22 @@ export const makeReads = (
           toPipeline
         ),
     streamTasks: (o) =>
-        pager<readonly [string | number, number, string], ReturnType<typeof toTask>>(
+        pager<readonly [string | number, number, number, string], ReturnType<typeof toTask>>(
           (c) => {
             const conds = []
             if (o.pipelineId !== undefined) conds.push(byPipeline(o.pipelineId))
             if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
-            if (c !== undefined) conds.push(sql`(${sql(pipelineKey)}, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[2]})`)
-            return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY ${sql(pipelineKey)}, seq, task_run_id LIMIT ${PAGE_SIZE}`)
+            // the (pipeline, seq) bound lets the index start the page; the visit is sorted within
+            // each station by SQLite's partial sort (the index gives the leading two terms)
+            if (c !== undefined && visits) {
+              conds.push(sql`(${sql(pipelineKey)}, seq) >= (${c[0]}, ${c[1]})`)
+              conds.push(sql`(${sql(pipelineKey)}, seq, coalesce(visit, 0), task_run_id) > (${c[0]}, ${c[1]}, ${c[2]}, ${c[3]})`)
+            } else if (c !== undefined) {
+              conds.push(sql`(${sql(pipelineKey)}, seq, task_run_id) > (${c[0]}, ${c[1]}, ${c[3]})`)
+            }
+            return rows(sql`SELECT * FROM tasks WHERE ${sql.and(conds)} ORDER BY ${taskOrder} LIMIT ${PAGE_SIZE}`)
           },
-          (r) => [numbered ? Number(r.pno) : String(r.pipeline_id), Number(r.seq), String(r.task_run_id)] as const,
+          (r) => [numbered ? Number(r.pno) : String(r.pipeline_id), Number(r.seq), r.visit == null ? 0 : Number(r.visit), String(r.task_run_id)] as const,
           toTask
         ),
     streamAttempts: (o) =>

@@ -10,7 +10,7 @@
  * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, visit (0 first), taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
- * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
+ * | `artifacts` | artifact (seeds and intermediates included, its occurrence `address`, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  * | `handoffs` | control transition (handoff ledger row) | handoffId |
  *

@@ -168,6 +168,33 @@ describe("control flow on the read surfaces", () => {
       )
     }))
 
+  it.live("export: artifact rows carry the occurrence address after the numeric id (top-level, nested, CSV); task rows visit 0 first", () =>
+    Effect.gen(function*() {
+      const { control, plain } = yield* fixture
+      const id = control[0]!
+      const rows = (yield* rowsOf("artifacts")).filter((r) => r.pipelineId === id)
+      assert.deepStrictEqual(rows.map((r) => [r.seq, r.visit, r.address]), [
+        [-1, 0, `${id}:-1`],
+        [0, 0, `${id}:0`],
+        [0, 1, `${id}:0#1`],
+        [1, 1, `${id}:1#1`],
+        [2, 0, `${id}:2`],
+        [3, 0, `${id}:3`]
+      ])
+      assert.deepStrictEqual(Object.keys(rows[0]).slice(0, 2), ["artifactId", "address"])
+      assert.isNumber(rows[0].artifactId)
+      const nested = (yield* rowsOf("pipelines")).find((r) => r.pipelineId === plain)
+      assert.deepStrictEqual(nested.artifacts.map((a: any) => a.address), [`${plain}:-1`, `${plain}:0`])
+      const out = nodePath.join(dir, "artifacts.csv")
+      yield* Export.exportStores([file], out, { kind: "artifacts", format: "csv" }).pipe(Effect.provide(StoreResolver.layerOpener()))
+      const [header, ...lines] = fs.readFileSync(out, "utf8").trim().split("\n")
+      assert.match(header!, /^artifactId,address,pipelineId,/)
+      assert.isTrue(lines.some((l) => l.includes(`,${id}:0#1,`)))
+      // the top-level task rows: by station, visit 0 before the revisit
+      const tasks = (yield* rowsOf("tasks")).filter((r) => r.pipelineId === id)
+      assert.deepStrictEqual(tasks.map((t) => [t.seq, t.visit]), [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0]])
+    }))
+
   it.live("serve: /stats handoffs_total, /pipelines traversal and cursor_kind only on control rows", () =>
     Effect.gen(function*() {
       const { control, plain } = yield* fixture

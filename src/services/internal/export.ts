@@ -10,11 +10,13 @@
  * | `tasks` | task run | the store's pipeline order (admission order on SQLite v3), seq, visit (0 first), taskRunId |
  * | `attempts` | attempt (with its retry `decision`) | attemptId |
  * | `events` | event | eventId |
- * | `artifacts` | artifact (seeds and intermediates included, decoded payload) | pipeline order, seq, artifactId |
+ * | `artifacts` | artifact (seeds and intermediates included, its occurrence `address`, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  * | `handoffs` | control transition (handoff ledger row: from/to seq and task, operation, entry artifact, reused, reason) | handoffId |
  *
- * Task and artifact rows (top-level or nested) carry `visit` (which entry of the station made
+ * Artifact rows (top-level or nested) carry `address`, the occurrence address
+ * (`pipelineId:seq`, `pipelineId:seq#visit`), beside the store's numeric `artifactId`. Task and
+ * artifact rows (top-level or nested) carry `visit` (which entry of the station made
  * them) and `active` (part of the current traversal, or history superseded by a rewind, a
  * retry-all or a restart); attempt rows carry `visit`.
  *
@@ -332,10 +334,20 @@ export const decodePayload = (artifact: ArtifactRecord, payload: Uint8Array | un
 
 const plain = (record: object): Row => ({ ...record })
 
-const artifactRow = (loaded: LoadedArtifact): Row => ({
-  ...loaded.artifact,
-  payload: decodePayload(loaded.artifact, loaded.payload)
-})
+/**
+ * An artifact row: `artifactId` (the store's number), then `address`, the occurrence address
+ * people and `getArtifactById` use (`pipelineId:seq`, `pipelineId:seq#visit` for a revisit,
+ * `pipelineId:-1` for the seed), then the record's other fields and the decoded `payload`.
+ */
+const artifactRow = (loaded: LoadedArtifact): Row => {
+  const { artifactId, ...rest } = loaded.artifact
+  return {
+    artifactId,
+    address: Traversal.address(rest.pipelineId, rest.seq, rest.visit),
+    ...rest,
+    payload: decodePayload(loaded.artifact, loaded.payload)
+  }
+}
 
 /**
  * The repeat index of a pipeline when it can be known from the row: its stored `repeat` field

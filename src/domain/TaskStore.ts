@@ -66,7 +66,11 @@ export interface StoreStats {
   readonly byState: Readonly<Record<PipelineState, number>>
   readonly tasks: number
   readonly attemptsTotal: number
-  /** Attempts with `attemptNo > 1`. */
+  /**
+   * Retries: attempts that ended with the retry policy's decision to retry
+   * (`decision.retry === true`). A task re-run after its run died
+   * (a gap in the attempt numbers) or on a resume after the policy gave up is no retry.
+   */
   readonly retries: number
   readonly events: number
   /**

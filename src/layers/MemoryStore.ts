@@ -48,6 +48,7 @@ import type {
 import { makeWith, Store } from "../services/Store.js"
 import { PAGE_SIZE } from "../services/internal/store/shared.js"
 import { errorRowOf } from "../domain/TaskStore.js"
+import { isRetryDecision } from "../domain/internal/retries.js"
 import { HandoffRecord } from "../domain/Handoff.js"
 import * as Traversal from "../domain/Traversal.js"
 import type { TraversalWrite } from "../services/Store.js"
@@ -514,7 +515,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
             for (const a of attempts) {
               if (runId !== undefined && a.runId !== runId) continue
               nAttempts++
-              if (a.attemptNo > 1) retries++
+              if (isRetryDecision(a.decision)) retries++
             }
             let nEvents = 0
             for (const e of events) if (runId === undefined || e.runId === runId) nEvents++

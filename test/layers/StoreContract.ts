@@ -521,6 +521,23 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.isNull((yield* store.stats(rid("nobody"))).latencyMs)
         })))
 
+    it.effect("stats: a retry is a retry decision, not an attempt number above 1 (a re-run after a kill is none)", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([pipeline("k1"), pipeline("k2")])
+          // k1: attempt 1 failed and the policy gave up; attempt 2 was killed (reserved, no row);
+          // attempt 3 ran on the resume: a re-run, not a retry
+          yield* store.recordAttempt({ ...attempt("k1", 0, 1), decision: { retry: false, reason: "fatal", delayMs: null } })
+          yield* store.recordAttempt(attempt("k1", 0, 3))
+          // k2: attempt 1 failed and was retried (one retry decision), attempt 2 succeeded
+          yield* store.recordAttempt(attempt("k2", 0, 1))
+          yield* store.recordAttempt(attempt("k2", 0, 2))
+          const s = yield* store.stats(rid("run-1"))
+          assert.strictEqual(s.attemptsTotal, 4)
+          assert.strictEqual(s.retries, 1)
+          assert.strictEqual((yield* store.stats()).retries, 1)
+        })))
+
     it.effect("stats: percentiles match the type-7 definition on random durations, per run and for all", () =>
       withStore((store) =>
         Effect.gen(function*() {

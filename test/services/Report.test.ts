@@ -44,6 +44,35 @@ describe("Report (stale runs)", () => {
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 
+describe("Report (retries)", () => {
+  it.effect("Retries counts the retry policy's decisions, not attempts re-run after a kill (total and per resource)", () =>
+    Effect.gen(function*() {
+      const retries = nodePath.join(dir, "retries.db")
+      yield* buildStore(retries, [], (s) =>
+        Effect.gen(function*() {
+          const runId = rid("k")
+          yield* s.openRun({ runId, startedAt: 1000 })
+          const att = (id: string, attemptNo: number, decision: unknown, lease: string) => ({
+            pipelineId: pid(Number(id)), runId, taskRunId: `${id}/0`, taskName: "t0", seq: 0, attemptNo,
+            outcome: decision === null ? "succeeded" as const : "failed" as const, errorClass: decision === null ? null : "rate_limit" as const,
+            errorType: null, errorMessage: null, decision, leaseIds: [lease], startedAt: 1000, endedAt: 1001, durationMs: 1
+          })
+          // pipeline 0: a 429 retried once (attempt 2 runs on k1 because of the decision)
+          yield* s.recordAttempt(att("0", 1, { retry: true, reason: "rate_limit", delayMs: 10 }, "llm/k1#1"))
+          yield* s.recordAttempt(att("0", 2, null, "llm/k1#2"))
+          // pipeline 1: attempt 1 given up, attempt 2 killed in flight (no row), attempt 3 run on the resume
+          yield* s.recordAttempt(att("1", 1, { retry: false, reason: "fatal", delayMs: null }, "llm/k1#3"))
+          yield* s.recordAttempt(att("1", 3, null, "llm/k1#4"))
+          yield* s.finishRun(runId, { status: "completed", endedAt: 2000 })
+        }))
+      const r = yield* Report.reportPaths([retries], { runId: "k" })
+      assert.strictEqual(r.attempts, 4)
+      assert.strictEqual(r.retries, 1)
+      assert.deepStrictEqual(r.resources.map((x) => [x.resourceId, x.attempts, x.retries]), [["k1", 4, 1]])
+      assert.match(Report.renderText(r), /Attempts: 4 {2}Retries: 1/)
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
 layer(Built, { excludeTestServices: true })("Report", (it) => {
   it.effect("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
     Effect.gen(function*() {
@@ -52,8 +81,9 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       const one = yield* Report.reportPaths([file], { runId: "new" })
       assert.strictEqual(one.pipelines, 10)
       assert.strictEqual(one.byState.failed, 2)
-      assert.strictEqual(one.retries, 2)
-      assert.deepStrictEqual(one.resources.map((r) => [r.resourceId, r.rateLimited, r.retries]), [["k1", 2, 2]])
+      // the fixture's failed attempts are numbered 2 but follow no decision to retry: no retries
+      assert.strictEqual(one.retries, 0)
+      assert.deepStrictEqual(one.resources.map((r) => [r.resourceId, r.rateLimited, r.retries]), [["k1", 2, 0]])
       assert.deepStrictEqual(one.metrics.map((m) => m.text), ["87.5%"])
       assert.strictEqual(one.errors.length, 2)
       assert.deepStrictEqual(one.repairFailures, { count: 1, pipelines: [{ pipelineId: pid(4), phases: ["mark_final", "settle"], source: file }] })

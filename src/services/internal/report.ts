@@ -18,6 +18,7 @@ import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
 import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type StoreService } from "../Store.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
+import { retryTracker } from "../../domain/internal/retries.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -89,7 +90,9 @@ export interface ReportRun {
 
 /**
  * One pool resource: its stored health, and what the selected runs' attempts did on it
- * (joined through lease ids `pool/resourceId#n`): attempts, retries (attempt > 1) and
+ * (joined through lease ids `pool/resourceId#n`): attempts, retries (attempts run because the
+ * previous attempt of the same task run ended with a decision to retry; a re-run after a kill
+ * is none) and
  * rate-limited attempts (`errorClass` `rate_limit`, e.g. HTTP 429).
  *
  * @since 0.1.0
@@ -264,13 +267,15 @@ export const buildReport = (
         attempts += st.attemptsTotal
         retries += st.retries
         handoffsTotal += st.handoffsTotal
+        const isRetry = retryTracker()
         yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
           Effect.sync(() => {
+            const retry = isRetry(a)
             for (const id of new Set(a.leaseIds.map(leaseTarget))) {
               const key = `${s.source}\u0000${id}`
               const u = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
               u.attempts++
-              if (a.attemptNo > 1) u.retries++
+              if (retry) u.retries++
               if (a.errorClass === "rate_limit") u.rateLimited++
               usage.set(key, u)
             }

@@ -311,7 +311,10 @@ export const makeReads = (
         }
         const latencyMs = yield* latency(runId)
         const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
-        const [att] = yield* rows(sql`SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE ${byRun()}`)
+        // a retry is the retry policy's decision (`decision.retry`), never a re-run after a kill
+        const [att] = yield* rows(
+          sql`SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r FROM attempts WHERE ${byRun()}`
+        )
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
         const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))

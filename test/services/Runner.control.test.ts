@@ -617,6 +617,35 @@ describe("Runner with control: attempt numbers and recovery", () => {
       assert.deepStrictEqual(events[0]!.data, { reason: "owned_by_another_run", owner: "other-run" })
       const resumed = yield* Runner.run([spec], { resume: true })
       assert.strictEqual(resumed.stats.byState.succeeded, 1)
+      // the dead owner's in-flight attempt is recorded as abandoned (as on the plain path),
+      // at the pending entry's station and visit, before the claimed run's own attempt
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.deepStrictEqual(
+        attempts.map((x) => [x.taskName, x.visit, x.attemptNo, x.outcome, x.errorType]),
+        [["a", 0, 1, "failed", "FatalError"], ["a", 0, 0, "cancelled", "Abandoned"], ["a", 0, 2, "succeeded", null], ["b", 0, 1, "succeeded", null]]
+      )
+    }).pipe(Effect.provide(env())))
+
+  it.effect("claimed from a dead run at a revisit: the abandoned attempt carries the pending visit", () =>
+    Effect.gen(function*() {
+      let broken = true
+      const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
+      const check = Task.make("check", (n: number, ctx) =>
+        ctx.visit === 1 && broken ? Effect.fail(new FatalError({ message: "x" })) : Effect.succeed(n))
+      const judge = Task.sync("judge", (n: number, ctx) => ctx.visit === 0 ? Handoff.rewind("check", n) : n)
+      const template = Pipeline.fromTasks("abandoned-visit", [gen, check, judge], {
+        control: { rewind: { judge: ["check"] }, maxHandoffs: 2 }
+      })
+      const spec = template.bind(1)
+      assert.strictEqual((yield* Runner.run([spec])).stats.byState.failed, 1)
+      const store = yield* Store
+      yield* store.updatePipeline(spec.pipelineId, { state: "running", runId: "dead-run" as never, updatedAt: 0 })
+      broken = false
+      assert.strictEqual((yield* Runner.run([spec], { resume: true })).stats.byState.succeeded, 1)
+      const abandoned = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.errorType === "Abandoned")
+      assert.deepStrictEqual(abandoned.map((x) => [x.taskName, x.seq, x.visit, x.attemptNo, x.taskRunId.includes(":1#1:abandoned:")]), [
+        ["check", 1, 1, 0, true]
+      ])
     }).pipe(Effect.provide(env())))
 
   it.effect("a row whose traversal state is missing is refused (corrupt visit checkpoint); freshRestart fixes it", () => {

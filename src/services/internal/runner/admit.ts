@@ -355,6 +355,10 @@ export const make = (env: AdmitEnv) => {
         })
       }
       const vs = persisted.value
+      // an attempt of the dead owner was in flight at the pending entry: recorded as abandoned
+      const abandoned = (decision._tag === "Resume" || decision._tag === "FromSeed") && decision.abandonedTask && vs.pending !== null
+        ? { seq: vs.pending.seq, visit: vs.pending.visit }
+        : undefined
       const events: Array<NewEvent> = []
       if (decision._tag === "Resume" && decision.claimedFrom !== undefined) {
         events.push(event("pipeline.claimed", { from: decision.claimedFrom, cursor: vs.cursor }))
@@ -403,7 +407,7 @@ export const make = (env: AdmitEnv) => {
         return yield* admitWith(
           spec,
           vs.cursor,
-          launch({ state: vs, input: Controlled.seedInput(spec), prepare: replay, invalidateFrom: 0 }),
+          launch({ state: vs, input: Controlled.seedInput(spec), prepare: replay, invalidateFrom: 0, abandoned }),
           false,
           events,
           stored,
@@ -414,7 +418,7 @@ export const make = (env: AdmitEnv) => {
       return yield* admitWith(
         spec,
         vs.cursor,
-        launch({ state: vs, input: loaded.right, prepare: Traversal.reserveAttempt(vs) }),
+        launch({ state: vs, input: loaded.right, prepare: Traversal.reserveAttempt(vs), abandoned }),
         false,
         events,
         stored,

@@ -49,6 +49,11 @@ export interface ControlledStart {
   readonly prepare: Traversal.VisitState | undefined
   /** For `prepare`: the station from which results become history (fresh restart, replay). */
   readonly invalidateFrom?: number | undefined
+  /**
+   * The entry whose attempt was in flight when the previous owner's run died (claimed from a
+   * dead run): recorded as an abandoned attempt before anything runs, as the plain path does.
+   */
+  readonly abandoned?: { readonly seq: number; readonly visit: number } | undefined
 }
 
 /**
@@ -117,12 +122,26 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   })
 
   const body = Effect.gen(function*() {
+    // the dead owner's in-flight attempt, durable like every attempt row of a control
+    // pipeline, in the same commit as the start's reservation
+    const abandoned = start.abandoned === undefined ? [] : [
+      Rows.abandonedAttempt(
+        pipelineId,
+        runId,
+        tasks[start.abandoned.seq]?.name ?? "?",
+        start.abandoned.seq,
+        clock.unsafeCurrentTimeMillis(),
+        start.abandoned.visit
+      )
+    ]
     if (start.prepare !== undefined) {
       yield* commit(
-        { pipelineId },
+        { pipelineId, ...(abandoned.length === 0 ? {} : { attempts: abandoned }) },
         start.prepare,
         start.invalidateFrom === undefined ? undefined : { invalidateFrom: start.invalidateFrom }
       )
+    } else if (abandoned.length > 0) {
+      yield* store.checkpoint({ pipelineId, attempts: abandoned })
     }
     let input = start.input
     while (vs.pending !== null) {

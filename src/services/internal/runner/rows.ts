@@ -182,7 +182,9 @@ export const attemptRow = (
 })
 
 /**
- * The attempt recorded for a task whose attempt was in flight when its run died.
+ * The attempt recorded for a task whose attempt was in flight when its run died (attempt
+ * number 0, outcome `cancelled`, error type `Abandoned`); `visit` is the station's visit on a
+ * control pipeline (0 otherwise).
  *
  * @internal
  */
@@ -191,10 +193,18 @@ export const abandonedAttempt = (
   runId: RunId,
   taskName: string,
   seq: number,
-  now: number
+  now: number,
+  visit = 0
 ): NewAttempt =>
   attemptRow(
-    { pipelineId, runId, taskRunId: `${pipelineId}:${seq}:abandoned:${now}`, taskName, seq },
+    {
+      pipelineId,
+      runId,
+      taskRunId: `${pipelineId}:${seq}${visit === 0 ? "" : `#${visit}`}:abandoned:${now}`,
+      taskName,
+      seq,
+      visit
+    },
     0,
     "cancelled",
     {

@@ -27,6 +27,7 @@
 import { Arbitrary, Chunk, Effect, Either, FastCheck, Option, ParseResult, Predicate, Schema, Stream } from "effect"
 import * as Control from "./Control.js"
 import { PipelineBuildError } from "./Errors.js"
+import { isHistoryArtifact } from "./HistoryArtifact.js"
 import type { PipelineId } from "./Ids.js"
 import { canonicalJson, canonicalJsonUnsafe, digest, type Json } from "./Json.js"
 import * as Task from "./Task.js"
@@ -723,6 +724,20 @@ interface PreparedSeed {
 }
 
 const prepareSeed = (seed: unknown, index: number | undefined): Either.Either<PreparedSeed, SeedError> => {
+  if (isHistoryArtifact(seed)) {
+    // a seed is its canonical JSON (the pipeline's identity, what retryAll replays), decoded
+    // without a codec registry: a typed payload cannot be one
+    return Either.left(
+      new SeedError({
+        message: `${index === undefined ? "the seed" : `seed #${index}`} is a HistoryArtifact (${
+          seed.constructor.name
+        }), which cannot be a seed: a seed is strict JSON, its canonical bytes are the pipeline's identity and what ` +
+          "retryAll replays. Bind its state (`artifact.stateObject()`) and build the HistoryArtifact in the first task " +
+          "(a later task may send one back with Handoff.rewind)",
+        ...(index === undefined ? {} : { index })
+      })
+    )
+  }
   const encoded = canonicalJson(seed)
   if (Either.isLeft(encoded)) {
     return Either.left(

@@ -1,10 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Equal, Hash, Schema } from "effect"
+import { Effect, Either, Equal, Hash, Schema, Stream } from "effect"
 import { CodecRegistry, type Encoded, utf8 } from "../../src/domain/Codec.js"
 import { ArtifactCodecError } from "../../src/domain/Errors.js"
 import * as History from "../../src/domain/HistoryArtifact.js"
 import { HistoryArtifact, HistoryArtifactError } from "../../src/domain/HistoryArtifact.js"
 import type { Json } from "../../src/domain/Json.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import { SeedError } from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
 
 class GenerationState extends History.Class<GenerationState>("test/GenerationState") {
   get prompt(): string {
@@ -433,4 +436,26 @@ describe("HistoryArtifact: codec", () => {
       "selected 2"
     )
   })
+})
+
+describe("HistoryArtifact as a seed", () => {
+  class Draft extends History.Class<Draft>("test/SeedDraft") {}
+  const first = Task.sync("first", (d: unknown) => d)
+  const template = Pipeline.make("seeded", first)
+
+  it.effect("is refused at bind with a SeedError that says why and what to bind instead (bind, and a mapped source)", () =>
+    Effect.gen(function*() {
+      const draft = new Draft({ state: { prompt: "p" } }).checkpoint("start")
+      const bound = Either.try({ try: () => template.bind(draft), catch: (e) => e })
+      if (Either.isRight(bound)) return assert.fail("a HistoryArtifact seed was bound")
+      const error = bound.left as SeedError
+      assert.instanceOf(error, SeedError)
+      assert.include(error.message, "the seed is a HistoryArtifact (Draft), which cannot be a seed")
+      assert.include(error.message, "artifact.stateObject()")
+      const mapped = yield* Effect.flip(Stream.runCollect(template.map([{ prompt: "ok" }, draft])))
+      assert.include(mapped.message, "seed #1 is a HistoryArtifact (Draft)")
+      assert.strictEqual(mapped.index, 1)
+      // its state binds
+      assert.strictEqual(template.bind(draft.stateObject()).seedJson, `{"prompt":"p"}`)
+    }))
 })

@@ -298,47 +298,33 @@ export const resolve = (
     }
   }
 
-  lists("edges", (from, key, t, i) => {
-    const path = ["edges", key, i]
-    if (t === END) {
-      if (from === n - 1) {
-        add(path, `"end" from the last task ${taskLabel(taskNames, from)} changes nothing`)
-        return
-      }
-      const set = edges.get(from) ?? new Set()
-      edges.set(from, set.add(END))
-      return
-    }
-    const r = resolveRef(taskNames, t)
-    if (Either.isLeft(r)) return add(path, r.left.message, r.left.suggestion)
-    if (r.right <= from) {
-      return add(
-        path,
-        `edges go strictly forward: ${taskLabel(taskNames, r.right)} is not after ${
-          taskLabel(taskNames, from)
-        } (declare going back in rewind)`
-      )
-    }
-    const set = edges.get(from) ?? new Set()
-    edges.set(from, set.add(r.right))
-  })
+  const addTo = <V>(m: Map<number, Set<V>>, from: number, to: V) => {
+    m.set(from, (m.get(from) ?? new Set<V>()).add(to))
+  }
 
-  lists("rewind", (from, key, t, i) => {
-    const path = ["rewind", key, i]
-    if (t === END) return add(path, endIsNoRewindTarget(taskNames))
+  // a target of `edges` (forward, or "end") or of `rewind` (strictly back)
+  const target = (section: "edges" | "rewind") => (from: number, key: string, t: unknown, i: number) => {
+    const path = [section, key, i]
+    const forward = section === "edges"
+    if (t === END) {
+      if (!forward) return add(path, endIsNoRewindTarget(taskNames))
+      if (from === n - 1) return add(path, `"end" from the last task ${taskLabel(taskNames, from)} changes nothing`)
+      return addTo(edges, from, END)
+    }
     const r = resolveRef(taskNames, t)
     if (Either.isLeft(r)) return add(path, r.left.message, r.left.suggestion)
-    if (r.right >= from) {
-      return add(
-        path,
-        `rewind goes strictly back: ${taskLabel(taskNames, r.right)} is not before ${
-          taskLabel(taskNames, from)
-        } (declare going forward in edges)`
-      )
+    const to = r.right
+    if (forward ? to <= from : to >= from) {
+      const [rule, relation, other] = forward ?
+        ["edges go strictly forward", "after", "going back in rewind"] :
+        ["rewind goes strictly back", "before", "going forward in edges"]
+      const label = (seq: number) => taskLabel(taskNames, seq)
+      return add(path, `${rule}: ${label(to)} is not ${relation} ${label(from)} (declare ${other})`)
     }
-    const set = rewind.get(from) ?? new Set()
-    rewind.set(from, set.add(r.right))
-  })
+    return forward ? addTo(edges, from, to) : addTo(rewind, from, to)
+  }
+  lists("edges", target("edges"))
+  lists("rewind", target("rewind"))
 
   if (decl["retryAll"] !== undefined) {
     const raw = decl["retryAll"]

@@ -9,7 +9,7 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer, Option } from "effect"
-import { Handoff, Pipeline, Pool, Runner, SqliteStore, Store, Task } from "assay"
+import { Handoff, NodeMain, Pipeline, Pool, Runner, SqliteStore, Store, Task } from "assay"
 
 interface Question {
   readonly id: number
@@ -62,10 +62,5 @@ const MainLive = Runner.layer({}).pipe(
   Layer.provideMerge(Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]), NodeContext.layer))
 )
 
-Effect.runPromise(program.pipe(Effect.provide(MainLive))).then(
-  (run) => process.exit(run.stats.byState.failed > 0 ? 1 : 0),
-  (error) => {
-    console.error(String(error))
-    process.exit(2)
-  }
-)
+// exit codes 0 / 1 / 2, and 130 on Ctrl-C (the run is recorded interrupted: run again to resume)
+NodeMain.runMain(program.pipe(Effect.provide(MainLive)))

@@ -9,7 +9,7 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer, Option } from "effect"
-import { Codec, Handoff, HistoryArtifact, Pipeline, Pool, Runner, SqliteStore, Store, Task } from "assay"
+import { Codec, Handoff, HistoryArtifact, NodeMain, Pipeline, Pool, Runner, SqliteStore, Store, Task } from "assay"
 
 // The payload the generator and the validator pass around: the current state of the work and
 // the named snapshots taken along the way.
@@ -86,10 +86,5 @@ const MainLive = Runner.layer({ registry }).pipe(
   Layer.provideMerge(Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]), NodeContext.layer))
 )
 
-Effect.runPromise(program.pipe(Effect.provide(MainLive))).then(
-  (run) => process.exit(run.stats.byState.failed > 0 ? 1 : 0),
-  (error) => {
-    console.error(String(error))
-    process.exit(2)
-  }
-)
+// exit codes 0 / 1 / 2, and 130 on Ctrl-C (the run is recorded interrupted: run again to resume)
+NodeMain.runMain(program.pipe(Effect.provide(MainLive)))

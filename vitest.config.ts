@@ -20,7 +20,7 @@ const integration = [
   "test/cases/**/*.test.ts",
   "test/package/**/*.test.ts",
   "test/docs/**/*.test.ts",
-  "test/services/Runner.kill.test.ts",
+  "test/services/Runner.kill*.test.ts",
   "test/layers/SqliteStore.locks.test.ts"
 ]
 

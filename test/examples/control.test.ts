@@ -5,26 +5,14 @@
  * changes nothing in the ledger.
  */
 import { describe, expect, it } from "@effect/vitest"
-import Database from "better-sqlite3"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-
-const root = path.resolve(import.meta.dirname, "../..")
-const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
+import { loader, query, root } from "../support/killHarness.js"
 
 const runExample = (script: string, db: string) =>
   spawnSync(process.execPath, ["--conditions=assay-source", "--import", loader, script, db], { cwd: root, encoding: "utf8" })
-
-const query = <A>(db: string, sql: string): Array<A> => {
-  const conn = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return conn.prepare(sql).all() as Array<A>
-  } finally {
-    conn.close()
-  }
-}
 
 describe("examples/control", () => {
   it("rewind: odd ids are sent back once with a restored HistoryArtifact; a second run skips all", () => {

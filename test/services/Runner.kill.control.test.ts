@@ -4,99 +4,15 @@
  * times, and resumed each time. The end state must equal an uninterrupted run's.
  */
 import { describe, expect, it } from "@effect/vitest"
-import Database from "better-sqlite3"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-
-const root = path.resolve(import.meta.dirname, "../..")
-const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
-const script = path.join(root, "test/fixtures/runner/killableControl.ts")
-
-interface Child {
-  readonly proc: ChildProcess
-  readonly progress: () => number
-  readonly exited: Promise<number | null>
-  readonly stdout: () => string
-  readonly stderr: () => string
-}
-
-const start = (db: string, log: string, n: number, runIndex: number): Child => {
-  const proc = spawn(process.execPath, ["--import", loader, script, db, log, String(n), "8", "15", String(runIndex)], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let out = ""
-  let err = ""
-  let progress = 0
-  proc.stdout!.on("data", (d: Buffer) => {
-    const text = d.toString()
-    out += text
-    progress += text.split("\n").filter((l) => l === "progress").length
-  })
-  proc.stderr!.on("data", (d: Buffer) => {
-    err += d.toString()
-  })
-  const exited = new Promise<number | null>((resolve) =>
-    proc.on("exit", (code, signal) => resolve(code ?? (signal === "SIGKILL" ? -9 : null)))
-  )
-  return { proc, progress: () => progress, exited, stdout: () => out, stderr: () => err }
-}
-
-const waitFor = async (cond: () => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for the child")
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
-
-// A small seeded generator so a failing run can be replayed (mulberry32).
-const seeded = (seed: number) => () => {
-  seed |= 0
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
-
-const query = <A>(db: string, sql: string): Array<A> => {
-  const conn = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return conn.prepare(sql).all() as Array<A>
-  } finally {
-    conn.close()
-  }
-}
-
-/** `pipelineId seq visit` of every task execution whose result (or handoff) is committed. */
-const committedVisits = (db: string): Set<string> =>
-  new Set(
-    query<{ pipeline_id: string; seq: number; visit: number | null }>(
-      db,
-      "SELECT pipeline_id, seq, visit FROM tasks WHERE state IN ('succeeded', 'handed_off')"
-    ).map((r) => `${r.pipeline_id} ${r.seq} ${r.visit ?? 0}`)
-  )
-
-const finalResults = (db: string): Map<string, string> =>
-  new Map(
-    query<{ pipeline_id: string; payload: Buffer }>(db, "SELECT pipeline_id, payload FROM artifacts WHERE is_final = 1")
-      .map((r) => [r.pipeline_id, r.payload.toString("utf8")])
-  )
+import { type Child, executions, finalResults, killRepeatedly, query, start } from "../support/killHarness.js"
 
 const states = (child: Child): Record<string, { handoffs: number; counters: Array<number> }> => {
   const line = child.stdout().trim().split("\n").reverse().find((l) => l.startsWith("{\"states\""))!
   return JSON.parse(line).states
 }
-
-const executions = (log: string) =>
-  fs.existsSync(log)
-    ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => {
-      const [run, pipelineId, seq, visit] = l.split(" ")
-      return { run: Number(run), key: `${pipelineId} ${seq} ${visit}` }
-    })
-    : []
 
 const N = 60
 
@@ -105,7 +21,7 @@ describe("Runner control-flow crash safety (real processes, real SQLite)", () =>
 
   it("survives repeated SIGKILL: terminal once, same budgets and visit counters, no committed visit recomputed", async () => {
     const refDb = path.join(dir, "ref.db")
-    const ref = start(refDb, path.join(dir, "ref.log"), N, 0)
+    const ref = start(refDb, path.join(dir, "ref.log"), N, 0, "control")
     expect(await ref.exited, ref.stderr()).toBe(0)
     const expectedResults = finalResults(refDb)
     const expectedStates = states(ref)
@@ -114,23 +30,17 @@ describe("Runner control-flow crash safety (real processes, real SQLite)", () =>
 
     const db = path.join(dir, "killed.db")
     const log = path.join(dir, "killed.log")
-    const random = seeded(20261201)
-    const committedBefore: Array<Set<string>> = [new Set()]
-    const codes: Array<number | null> = []
-    let run = 1
-    for (let kill = 0; kill < 5; kill++, run++) {
-      const child = start(db, log, N, run)
-      await waitFor(() => executions(log).some((e) => e.run === run) || child.proc.exitCode !== null, 60_000)
-      await new Promise((r) => setTimeout(r, Math.floor(random() * 400)))
-      child.proc.kill("SIGKILL")
-      codes.push(await child.exited)
-      committedBefore.push(committedVisits(db))
-      // past the stale threshold (400 ms) so the next run may claim the dead run's rows
-      await new Promise((r) => setTimeout(r, 600))
-    }
+    const { codes, committedBefore, run } = await killRepeatedly(
+      db,
+      log,
+      N,
+      20261201,
+      (_, run) => executions(log).some((e) => e.run === run),
+      "control"
+    )
     // the kills landed while the runs were working (a run that already finished is no test)
     expect(codes.filter((c) => c === -9).length).toBeGreaterThanOrEqual(3)
-    const last = start(db, log, N, run)
+    const last = start(db, log, N, run, "control")
     expect(await last.exited, last.stderr()).toBe(0)
 
     // every pipeline terminal exactly once, with the uninterrupted run's result

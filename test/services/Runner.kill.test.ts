@@ -4,104 +4,21 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { type ChildProcess, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-
-const root = path.resolve(import.meta.dirname, "../..")
-const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
-const script = path.join(root, "test/fixtures/runner/killable.ts")
-
-interface Child {
-  readonly proc: ChildProcess
-  readonly progress: () => number
-  readonly exited: Promise<number | null>
-  readonly stdout: () => string
-  readonly stderr: () => string
-}
-
-const start = (db: string, log: string, n: number, runIndex: number): Child => {
-  const proc = spawn(process.execPath, ["--import", loader, script, db, log, String(n), "8", "15", String(runIndex)], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let out = ""
-  let err = ""
-  let progress = 0
-  proc.stdout!.on("data", (d: Buffer) => {
-    const text = d.toString()
-    out += text
-    progress += text.split("\n").filter((l) => l === "progress").length
-  })
-  proc.stderr!.on("data", (d: Buffer) => {
-    err += d.toString()
-  })
-  const exited = new Promise<number | null>((resolve) => proc.on("exit", (code, signal) => resolve(code ?? (signal === "SIGKILL" ? -9 : null))))
-  return { proc, progress: () => progress, exited, stdout: () => out, stderr: () => err }
-}
-
-const waitFor = async (cond: () => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for the child")
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
-
-// A small seeded generator so a failing run can be replayed (mulberry32).
-const seeded = (seed: number) => () => {
-  seed |= 0
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
-
-const committedTasks = (db: string): Set<string> => {
-  const conn = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    const rows = conn.prepare("SELECT pipeline_id, seq FROM tasks WHERE state = 'succeeded'").all() as Array<
-      { pipeline_id: string; seq: number }
-    >
-    return new Set(rows.map((r) => `${r.pipeline_id} ${r.seq}`))
-  } finally {
-    conn.close()
-  }
-}
-
-const finalResults = (db: string): Map<string, string> => {
-  const conn = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    const rows = conn.prepare("SELECT pipeline_id, payload FROM artifacts WHERE is_final = 1").all() as Array<
-      { pipeline_id: string; payload: Buffer }
-    >
-    return new Map(rows.map((r) => [r.pipeline_id, r.payload.toString("utf8")]))
-  } finally {
-    conn.close()
-  }
-}
-
-const pipelineStates = (db: string): Map<string, number> => {
-  const conn = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    const rows = conn.prepare("SELECT state, COUNT(*) AS n FROM pipelines GROUP BY state").all() as Array<
-      { state: string; n: number }
-    >
-    return new Map(rows.map((r) => [r.state, r.n]))
-  } finally {
-    conn.close()
-  }
-}
-
-/** Lines `<runIndex> <pipelineId> <seq>` of the execution log. */
-const executions = (log: string) =>
-  fs.existsSync(log)
-    ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => {
-      const [run, pipelineId, seq] = l.split(" ")
-      return { run: Number(run), key: `${pipelineId} ${seq}` }
-    })
-    : []
+import {
+  committedVisits,
+  executions,
+  finalResults,
+  killRepeatedly,
+  loader,
+  pipelineStates,
+  root,
+  start,
+  waitFor
+} from "../support/killHarness.js"
 
 const N = 240
 
@@ -118,20 +35,8 @@ describe("Runner crash safety (real processes, real SQLite)", () => {
 
     const db = path.join(dir, "killed.db")
     const log = path.join(dir, "killed.log")
-    const random = seeded(20261130)
-    const committedBefore: Array<Set<string>> = [new Set()]
-    let run = 1
-    for (let kill = 0; kill < 5; kill++, run++) {
-      const child = start(db, log, N, run)
-      // Let it make some progress, then kill it at a random moment.
-      await waitFor(() => child.progress() >= 1 || child.proc.exitCode !== null, 60_000)
-      await new Promise((r) => setTimeout(r, Math.floor(random() * 400)))
-      child.proc.kill("SIGKILL")
-      await child.exited
-      committedBefore.push(committedTasks(db))
-      // Past the stale threshold (400 ms) so the next run may claim the dead run's rows.
-      await new Promise((r) => setTimeout(r, 600))
-    }
+    // Let each run make some progress, then kill it at a random moment.
+    const { committedBefore, run } = await killRepeatedly(db, log, N, 20261130, (child) => child.progress() >= 1)
     const last = start(db, log, N, run)
     const code = await last.exited
     expect(code, last.stderr()).toBe(0)
@@ -160,7 +65,7 @@ describe("Runner crash safety (real processes, real SQLite)", () => {
     const states = pipelineStates(db)
     expect(states.get("running") ?? 0).toBe(0)
     expect(states.get("interrupted") ?? 0).toBeGreaterThan(0)
-    const committed = committedTasks(db)
+    const committed = committedVisits(db)
 
     const resumed = start(db, log, N, 2)
     expect(await resumed.exited).toBe(0)

@@ -30,7 +30,29 @@ export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number
   ) >>> 0
 
 /**
- * What every attempt context of a run shares.
+ * The suite facts of a member pipeline, as the runner reads them from `spec.member` (the
+ * `Membership` of `domain/Suite.ts`).
+ *
+ * @internal
+ */
+export interface MemberFacts {
+  readonly suiteId: string
+  readonly experimentId: string
+  readonly localKey: string
+  readonly poolAliases: Readonly<Record<string, string>>
+  readonly outputDir: string
+}
+
+/**
+ * The suite membership of a spec, if any (absent outside suites).
+ *
+ * @internal
+ */
+export const memberOf = (spec: object): MemberFacts | undefined => (spec as { readonly member?: MemberFacts }).member
+
+/**
+ * What every attempt context of a run shares (for a suite member's pipelines: the member's
+ * view of the pools, see `Pools.aliased`).
  *
  * @internal
  */
@@ -60,6 +82,10 @@ export class AttemptContext implements TaskContext {
   readonly bus: BusService
   readonly store: TaskStore
   readonly taskName: string
+  readonly suiteId: string | null
+  readonly experimentId: string | null
+  readonly localKey: string | null
+  readonly outputDir: string | null
   readonly meta: Record<string, unknown> = {}
   /** Ids of every lease taken by the attempt (undefined until the first). */
   leaseIds: Array<string> | undefined = undefined
@@ -76,7 +102,8 @@ export class AttemptContext implements TaskContext {
     readonly pipelineId: PipelineId,
     readonly seq: number,
     readonly attempt: number,
-    readonly visit: number = 0
+    readonly visit: number = 0,
+    member: MemberFacts | undefined = undefined
   ) {
     this.#shared = shared
     this.#task = task
@@ -84,6 +111,15 @@ export class AttemptContext implements TaskContext {
     this.bus = shared.bus
     this.store = shared.store
     this.taskName = task.name
+    // plain fields (not getters on private state): a fanout branch context inherits them
+    if (member === undefined) {
+      this.suiteId = this.experimentId = this.localKey = this.outputDir = null
+    } else {
+      this.suiteId = member.suiteId
+      this.experimentId = member.experimentId
+      this.localKey = member.localKey
+      this.outputDir = member.outputDir
+    }
   }
 
   /** The pool owner key of this attempt (leases, reclaim); a revisit names its visit. */

@@ -8,6 +8,8 @@ import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { Membership } from "../../../domain/Suite.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
@@ -30,25 +32,18 @@ export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number
   ) >>> 0
 
 /**
- * The suite facts of a member pipeline, as the runner reads them from `spec.member` (the
- * `Membership` of `domain/Suite.ts`).
+ * The suite facts of a member pipeline (`spec.member`, see `domain/Suite.ts`).
  *
  * @internal
  */
-export interface MemberFacts {
-  readonly suiteId: string
-  readonly experimentId: string
-  readonly localKey: string
-  readonly poolAliases: Readonly<Record<string, string>>
-  readonly outputDir: string
-}
+export type MemberFacts = Membership
 
 /**
  * The suite membership of a spec, if any (absent outside suites).
  *
  * @internal
  */
-export const memberOf = (spec: object): MemberFacts | undefined => (spec as { readonly member?: MemberFacts }).member
+export const memberOf = (spec: Pipeline.PipelineSpec<any, any, any, any>): MemberFacts | undefined => spec.member
 
 /**
  * What every attempt context of a run shares (for a suite member's pipelines: the member's

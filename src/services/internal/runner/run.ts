@@ -47,6 +47,7 @@ import type {
   SpecSource
 } from "../../Runner.js"
 import type { StoreService } from "../../Store.js"
+import { checkId } from "../../../domain/Suite.js"
 import { memberMetricName } from "../suite/metric.js"
 import * as Admit from "./admit.js"
 import * as Controlled from "./controlled.js"
@@ -137,8 +138,9 @@ export const reportMetric = (
       if (pipelineId !== null) {
         return yield* configError("reportMetric", "give either pipelineId or experiment, not both")
       }
-      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/.test(experiment)) {
-        return yield* configError("reportMetric.experiment", `"${experiment}" is not a suite member id`)
+      const invalid = checkId(experiment)
+      if (invalid !== undefined) {
+        return yield* configError("reportMetric.experiment", `"${experiment}" ${invalid}`)
       }
       name = memberMetricName(experiment, name)
     }

@@ -124,6 +124,11 @@ export * as Config from "./config/Config.js"
  * @since 0.1.0
  */
 export * as Experiment from "./config/Experiment.js"
+/**
+ * The suite file: `SuiteConfig.load(file)` (members loaded as experiments, shared pools,
+ * bindings, definition digests), `SuiteConfig.isSuiteFile`, `defineSuite`. @since 0.5.0
+ */
+export * as SuiteConfig from "./config/Suite.js"
 
 // layers
 /** @since 0.1.0 */

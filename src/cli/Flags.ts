@@ -107,7 +107,7 @@ export const runId = (description: string): Options.Options<Option.Option<string
  *
  * @param description the command's help text for it
  * @returns the member ids given, in order (empty when none)
- * @since 0.4.0
+ * @since 0.5.0
  * @category options
  */
 export const experiments = (description: string): Options.Options<ReadonlyArray<string>> =>
@@ -118,7 +118,7 @@ export const experiments = (description: string): Options.Options<ReadonlyArray<
  * file's `output.root` is relative to the file). Only for a suite file.
  *
  * @param description the command's help text for it
- * @since 0.4.0
+ * @since 0.5.0
  * @category options
  */
 export const outputRoot = (description: string): Options.Options<Option.Option<string>> =>

@@ -14,7 +14,7 @@
  * - `validate`: prints what the suite loader describes (ignored member run fields, effective
  *   run overrides, pool mapping per member), as text or `--json`.
  *
- * @since 0.4.0
+ * @since 0.5.0
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
@@ -41,7 +41,7 @@ import { ExitCode, ExitWith } from "./Exit.js"
  * (already checked and made into a `RunConfigInput`, without `store`), the flags a suite
  * refuses (to name them), the selection and the output root.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface SuiteRunArgs {
@@ -97,7 +97,7 @@ const resumeCommandOf = (argv: ReadonlyArray<string>): string => {
 /**
  * Loads a suite file into a runnable {@link Suite.Suite}, with the loaded description.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category loading
  */
 export const loadSuite = (config: string, options: { readonly strictEnv: boolean; readonly outputRoot?: string | undefined }) =>
@@ -126,7 +126,7 @@ export const loadSuite = (config: string, options: { readonly strictEnv: boolean
 /**
  * `assay run|resume -c SUITE`: see the module documentation.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category commands
  */
 export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
@@ -259,7 +259,7 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
 /**
  * `assay validate -c SUITE`: prints the loaded suite's description (`--json`: as JSON).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category commands
  */
 export const validateSuite = (

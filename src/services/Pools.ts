@@ -378,7 +378,7 @@ export const layer = (pools: Iterable<PoolConfig>, options: PoolsOptions = {}): 
  * @param pools the service to view
  * @param aliases local pool name → actual pool name
  * @returns the aliased view
- * @since 0.4.0
+ * @since 0.5.0
  * @category combinators
  */
 export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, string>>): PoolsService =>

@@ -24,7 +24,7 @@
  * Fairness: admission is round-robin by submission (one spec of each member in turn); it does
  * not reserve equal execution time or pool capacity.
  *
- * @since 0.4.0
+ * @since 0.5.0
  */
 import { Cause, Chunk, Clock, Deferred, Effect, Exit, Option, Predicate, Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
@@ -48,7 +48,7 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
  * A member's source of specs: an `Iterable`, an `AsyncIterable` or an Effect `Stream` of
  * ordinary (untagged) pipeline specs.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> | AsyncIterable<S> | Stream.Stream<S, E, R>
@@ -65,7 +65,7 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  * - `label`: a display name (changes no identity);
  * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface MemberOptions {
@@ -78,7 +78,7 @@ export interface MemberOptions {
 /**
  * One member of a suite (see {@link member}).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
@@ -99,7 +99,7 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
  * @param id the member (experiment) id: 1–80 ASCII letters, digits, `-`, `_`
  * @param factory a fresh source of the member's specs on every call
  * @param options definition digest, pool aliases, label, limit
- * @since 0.4.0
+ * @since 0.5.0
  * @category constructors
  */
 export const member = <S extends AnySpec, E = never, R = never>(
@@ -123,7 +123,7 @@ export const member = <S extends AnySpec, E = never, R = never>(
 /**
  * A checked suite (see {@link make}).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface Suite<S extends AnySpec = AnySpec, E = never, R = never> {
@@ -140,7 +140,7 @@ export interface Suite<S extends AnySpec = AnySpec, E = never, R = never> {
 /**
  * Options of {@link make}.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface MakeOptions<S extends AnySpec, E, R> {
@@ -171,7 +171,7 @@ const refuse = (issues: ReadonlyArray<{ readonly path: string; readonly message:
  *
  * @param options id, members, output root, layout, pools
  * @returns the suite
- * @since 0.4.0
+ * @since 0.5.0
  * @category constructors
  */
 export const make = <S extends AnySpec, E = never, R = never>(
@@ -236,7 +236,7 @@ export const make = <S extends AnySpec, E = never, R = never>(
  *
  * @param experimentId the member
  * @param name the metric's name
- * @since 0.4.0
+ * @since 0.5.0
  * @category metrics
  */
 export const memberMetricName: (experimentId: string, name: string) => string = metric.memberMetricName
@@ -246,7 +246,7 @@ export const memberMetricName: (experimentId: string, name: string) => string = 
  * {@link memberMetricName}), `undefined` for any other metric.
  *
  * @param stored a stored metric name
- * @since 0.4.0
+ * @since 0.5.0
  * @category metrics
  */
 export const parseMemberMetric: (stored: string) => { readonly experimentId: string; readonly name: string } | undefined =
@@ -261,7 +261,7 @@ export const parseMemberMetric: (stored: string) => { readonly experimentId: str
  * specs submitted (`admitted`), whether its source ended by itself (`sourceExhausted`), its
  * source's failure (`sourceError`) and whether a limit stopped it (`limitReached`).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface MemberFacts {
@@ -278,7 +278,7 @@ export interface MemberFacts {
  * (default: all, in the suite's order; unknown ids fail with `ConfigError`), and the total
  * `limit` of specs submitted (integer ≥ 0).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface PipelinesOptions {
@@ -291,7 +291,7 @@ export interface PipelinesOptions {
  * The members a selection names, in the suite's order; `ConfigError` (`--experiment`) for an
  * unknown id (ids compare case-insensitively).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category admission
  */
 export const select = <S extends AnySpec, E, R>(
@@ -358,7 +358,7 @@ const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
  * @param suite the suite
  * @param options the run id, selection and total limit
  * @returns the tagged specs
- * @since 0.4.0
+ * @since 0.5.0
  * @category admission
  */
 export const pipelines = <S extends AnySpec, E, R>(
@@ -527,7 +527,7 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
  * this run's figures for its pipelines (`null` when the member was not selected, or its view
  * could not be read).
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface MemberOutcome extends Readonly<MemberFacts> {
@@ -540,7 +540,7 @@ export interface MemberOutcome extends Readonly<MemberFacts> {
  * whether a member's source failed, `summary()` (the run's summary and a line per member) and
  * `toJSON()`. No suite-level average of the members' figures is made up.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface SuiteReport {
@@ -557,7 +557,7 @@ export interface SuiteReport {
  * Options of {@link start} / {@link run}: the runner's run options plus the members to run
  * (`experiments`, default all) and the total `limit` of specs submitted.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface SuiteRunOptions extends Runner.RunOptions {
@@ -569,7 +569,7 @@ export interface SuiteRunOptions extends Runner.RunOptions {
  * A suite run started by {@link start}: the run's handle, plus `awaitSuite`, its
  * {@link SuiteReport}.
  *
- * @since 0.4.0
+ * @since 0.5.0
  * @category models
  */
 export interface SuiteRunHandle extends Runner.RunHandle<ConfigError | StoreUnavailable> {
@@ -652,7 +652,7 @@ const outcomes = (
  *
  * @param suite the suite
  * @param options run options, selection, total limit
- * @since 0.4.0
+ * @since 0.5.0
  * @category running
  */
 export const start = <S extends AnySpec, E, R>(
@@ -699,7 +699,7 @@ export const start = <S extends AnySpec, E, R>(
  *
  * @param suite the suite
  * @param options run options, selection, total limit
- * @since 0.4.0
+ * @since 0.5.0
  * @category running
  */
 export const run = <S extends AnySpec, E, R>(

@@ -18,7 +18,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, Effect, Layer, Option, type Scope } from "effect"
+import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as RunConfig from "../domain/RunConfig.js"
@@ -54,7 +54,7 @@ export interface SuiteRunArgs {
   readonly strictEnv: boolean
   readonly summary: "text" | "json"
   readonly quiet: boolean
-  readonly progressInterval: import("effect").Duration.Duration | undefined
+  readonly progressInterval: Duration.Duration | undefined
   readonly argv: ReadonlyArray<string>
 }
 

@@ -70,10 +70,11 @@ const setup = () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-suite-kill-"))
   const log = path.join(dir, "exec.log")
   fs.mkdirSync(path.join(dir, "lib"))
+  fs.writeFileSync(path.join(dir, "lib/package.json"), JSON.stringify({ type: "module" }))
   fs.writeFileSync(
     path.join(dir, "lib/tasks.ts"),
     [
-      `import { Effect } from "effect"`,
+      `import { Effect } from ${JSON.stringify(path.join(root, "node_modules/effect/dist/esm/index.js"))}`,
       `import * as fs from "node:fs"`,
       `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
       `const logged = (name: string, f: (n: number) => number) => (log: string) =>`,

@@ -147,7 +147,8 @@ describe("SuiteConfig.load: a valid suite", () => {
       assert.deepStrictEqual(a.ignoredRunFields, ["concurrency", "label", "store"])
       assert.deepStrictEqual(a.runOverrides.concurrency, { member: 2, effective: 4 })
       assert.deepStrictEqual(a.runOverrides.label, { member: "standalone", effective: "" })
-      assert.deepStrictEqual(a.runOverrides.store, { member: "member.db", effective: ":memory:" })
+      assert.deepStrictEqual(a.runOverrides.store, { member: "member.db", effective: `output.root (${path.join(dir, "out/cmp")})` })
+      assert.notProperty(d.run, "store")
       assert.deepStrictEqual(a.pools, { apis: "shared" })
       assert.deepStrictEqual(d.experiments[1].pools, { apis: "experiment:b:apis" })
       assert.deepStrictEqual(d.pools.map((p: any) => [p.name, p.shared, p.boundBy]), [

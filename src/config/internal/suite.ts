@@ -463,7 +463,9 @@ export const load = (
     if (issues.length > 0 || suiteId === undefined || root === undefined || Either.isLeft(resolvedRun) || decoded === undefined) {
       return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the suite could not be loaded")])
     }
-    const effective = RunConfig.toJson(resolvedRun.right)
+    // in a suite the storage entry is the output root, never a run.store
+    const { store: _memory, ...effective } = RunConfig.toJson(resolvedRun.right) as Record<string, Json>
+    const effectiveOf = (k: string): Json => (k === "store" ? `output.root (${root})` : effective[k] ?? null)
     const allPools = [...sharedPools, ...privatePools]
     const suite: LoadedSuite = {
       id: suiteId,
@@ -501,7 +503,7 @@ export const load = (
             pools: m.poolAliases,
             ignoredRunFields: m.ignoredRunFields,
             runOverrides: Object.fromEntries(
-              m.ignoredRunFields.map((k) => [k, { member: plain((m.experiment.definition.run as Record<string, unknown>)[k]), effective: effective[k] ?? null }])
+              m.ignoredRunFields.map((k) => [k, { member: plain((m.experiment.definition.run as Record<string, unknown>)[k]), effective: effectiveOf(k) }])
             ),
             experiment: m.experiment.describe()
           })),

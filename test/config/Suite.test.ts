@@ -313,6 +313,13 @@ describe("SuiteConfig.load: members", () => {
       ])
     }))
 
+  it.effect("a top-level pool cannot take a private pool's name", () =>
+    Effect.gen(function*() {
+      const dir = standard({ pools: { "experiment:b:apis": { resources: [{ capacity: 1 }] } }, experiments: { b: { config: "members/b.json" } } })
+      const out = yield* failure(path.join(dir, "suite.json"))
+      assert.deepStrictEqual(out, ["pools.experiment:b:apis: names starting with \"experiment:\" are reserved for members' private pools | rename the pool"])
+    }))
+
   it.effect("unbound pools of the same name stay private to each member; a shared pool bound by nobody is a warning", () =>
     Effect.gen(function*() {
       const dir = standard({ experiments: { a: { config: "members/a.json" }, b: { config: "members/b.json" } } })

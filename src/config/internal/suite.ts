@@ -385,6 +385,11 @@ export const load = (
         }
       })
     }
+    for (const name of sharedNames) {
+      if (name.startsWith("experiment:")) {
+        issues.push(issue(`pools.${name}`, "names starting with \"experiment:\" are reserved for members' private pools", "rename the pool"))
+      }
+    }
     const rawShared = isRecord(read.raw) && isRecord(read.raw["pools"]) ? read.raw["pools"] : {}
 
     // bindings, aliases, private pools, digests

@@ -161,6 +161,8 @@ export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
  * - `repeat`: which of the `repeats` samples of its seed this pipeline is (from 0), `null` when
  *   unknown (a pipeline stored before schema version 4 under an explicit key). Optional in the
  *   constructor (default `null`).
+ * - `suiteId`, `experimentId`, `localKey`: the suite member that owns it and the spec's
+ *   original key (see `Suite.memberPipelineId`); `null` outside suites (optional, default `null`).
  *
  * @since 0.1.0
  * @category records
@@ -185,7 +187,10 @@ export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/Pipeline
   errorType: NullableString,
   errorMessage: NullableString,
   errorClass: NullableString,
-  repeat: Schema.optionalWith(NullableNumber, { default: () => null })
+  repeat: Schema.optionalWith(NullableNumber, { default: () => null }),
+  suiteId: Schema.optionalWith(NullableString, { default: () => null }),
+  experimentId: Schema.optionalWith(NullableString, { default: () => null }),
+  localKey: Schema.optionalWith(NullableString, { default: () => null })
 }) {}
 
 /**

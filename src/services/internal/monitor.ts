@@ -22,7 +22,7 @@ import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecor
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
-import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "../Store.js"
+import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -72,7 +72,7 @@ export class UnknownRun extends Schema.TaggedError<UnknownRun>("assay/UnknownRun
  * @category selection
  */
 export const resolveSelection = (
-  store: StoreService,
+  store: TaskStore,
   selector: RunSelector
 ): Effect.Effect<Selection, StoreUnavailable | UnknownRun> => {
   if (selector === "all") return Effect.map(store.listRuns, (runs): Selection => ({ _tag: "All", runs }))
@@ -513,7 +513,7 @@ export interface MonitorReads {
  * @since 0.1.0
  * @category constructors
  */
-export const storeReads = (store: StoreService): MonitorReads => ({
+export const storeReads = (store: TaskStore): MonitorReads => ({
   pipelinesPage: ({ after, limit, runId, state }) =>
     Effect.gen(function*() {
       const page = yield* store.pipelinesPage({ runId, state, after, limit })
@@ -729,7 +729,7 @@ export interface SnapshotOptions {
  * @category snapshot
  */
 export const readSnapshot = (
-  store: StoreService,
+  store: TaskStore,
   options: SnapshotOptions = {},
   reads: MonitorReads = storeReads(store)
 ): Effect.Effect<Snapshot, StoreUnavailable | ReadError | UnknownRun> =>
@@ -745,7 +745,7 @@ export const readSnapshot = (
  * @category snapshot
  */
 export const snapshotOf = (
-  store: StoreService,
+  store: TaskStore,
   selection: Selection,
   errors: number,
   reads: MonitorReads

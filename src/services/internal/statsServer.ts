@@ -40,7 +40,7 @@ import { PipelineId } from "../../domain/Ids.js"
 import { DASHBOARD_CSP, renderDashboard } from "../Dashboard.js"
 import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
-import type { StoreService } from "../Store.js"
+import type { TaskStore } from "../Store.js"
 
 /**
  * A request parameter the server cannot accept (answered with 400).
@@ -66,7 +66,7 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  * @category models
  */
 export interface AppOptions {
-  readonly store: StoreService
+  readonly store: TaskStore
   /**
    * Answer requests whatever their `Host` header names (default `false`: only
    * `127.0.0.1`, `localhost` and `[::1]` with the port the request came in on are answered;
@@ -229,7 +229,7 @@ export const exportFileName = (rows: string, format: string, runId: string | nul
  * `ExportError`; the directory is removed on every failure.
  */
 const exportBytes = (
-  store: StoreService,
+  store: TaskStore,
   options: Export.RowOptions,
   format: Export.Format,
   keep: ((row: Export.Row) => boolean) | undefined

@@ -17,6 +17,8 @@ import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import { layerInline } from "../../src/layers/ArtifactBackends.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Export from "../../src/services/internal/export.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import * as StatsServer from "../../src/services/internal/statsServer.js"
 import * as SuiteViews from "../../src/services/internal/suiteViews.js"
 import type { StoreService } from "../../src/services/Store.js"
 import { art } from "./ExportFixture.js"
@@ -219,5 +221,82 @@ describe("SuiteViews", () => {
       const csv = yield* SuiteViews.exportByExperiment(f.suite, out, { kind: "attempts", format: "csv", experiment: "beta" })
       assert.deepStrictEqual(csv.files.map((x) => x.experimentId), ["beta"])
       assert.isTrue(fs.existsSync(nodePath.join(out, "beta", "attempts.csv")))
+    }))
+
+  it.scoped("serve: /experiments, ?experiment= with run_id, shared pools, member links on the dashboard", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite })
+      const get = (route: string) =>
+        Effect.promise(async () => {
+          const r = await fetch(`${info.url}${route}`)
+          const body = await r.text()
+          return { status: r.status, body, json: r.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(body) : undefined }
+        })
+      const ex = yield* get("/experiments")
+      assert.strictEqual(ex.status, 200)
+      assert.strictEqual(ex.json.suite_id, "s1")
+      assert.deepStrictEqual(ex.json.rows.map((m: any) => [m.experiment_id, m.pipelines, m.source_status, m.metrics.map((x: any) => x.value)]), [
+        ["alpha", 2, "exhausted", [0.75]],
+        ["beta", 2, "limit", [0.5]]
+      ])
+      const exA = yield* get("/experiments?run_id=runA&experiment=alpha")
+      assert.deepStrictEqual(exA.json.rows.map((m: any) => [m.experiment_id, m.by_state.failed, m.source.run_id]), [["alpha", 1, "runA"]])
+      // one member's snapshot for one run: its durable outcomes (p2 stays failed in run A)
+      const st = yield* get("/stats?experiment=alpha&run_id=runA")
+      assert.strictEqual(st.json.pipelines.total, 2)
+      assert.strictEqual(st.json.pipelines.by_state.failed, 1)
+      assert.strictEqual(st.json.suite.experiment, "alpha")
+      const whole = yield* get("/stats")
+      assert.strictEqual(whole.json.run_id, "all")
+      assert.strictEqual(whole.json.pipelines.by_state.succeeded, 4)
+      assert.deepStrictEqual(whole.json.suite.pools, [
+        { pool: "llm", shared: true, experiment_id: null },
+        { pool: "experiment:beta:judge", shared: false, experiment_id: "beta" }
+      ])
+      const res = yield* get("/resources?experiment=alpha")
+      assert.deepStrictEqual(res.json.rows.map((r: any) => [r.pool, r.shared]), [["llm", true]])
+      const pipes = yield* get("/pipelines?experiment=beta")
+      assert.isTrue(pipes.json.rows.length === 2 && pipes.json.rows.every((r: any) => String(r.pipeline_id).startsWith("be")))
+      const exp = yield* get("/export?experiment=beta&rows=events&format=jsonl")
+      const events = exp.body.trim().split("\n").map((l) => JSON.parse(l))
+      assert.isTrue(events.filter((e) => e.pipelineId !== null).every((e) => e.experimentId === "beta"))
+      assert.strictEqual((yield* get("/stats?experiment=gamma")).status, 404)
+      // the dashboard lists the members, each linking to its detail view
+      const page = yield* get("/?run_id=runB")
+      assert.include(page.body, `href="/?run_id=runB&amp;experiment=alpha"`)
+      assert.include(page.body, `href="/?run_id=runB&amp;experiment=beta"`)
+      assert.include(page.body, `llm/k1 <span class="muted">(shared)</span>`)
+      assert.include(page.body, `experiment:beta:judge/j1 <span class="muted">(private to beta)</span>`)
+      const detail = yield* get("/?experiment=beta")
+      assert.include(detail.body, `id="whole-suite" href="/"`)
+      assert.include(detail.body, `"experiment":"beta"`)
+    }))
+
+  it.scoped("serve: ?experiment= on an ordinary store is refused; /experiments is not there", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0 })
+      const status = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).status)
+      assert.strictEqual(yield* status("/stats?experiment=alpha"), 400)
+      assert.strictEqual(yield* status("/experiments"), 404)
+      assert.strictEqual(yield* status("/stats"), 200)
+    }))
+
+  it.scoped("the dashboard escapes member ids, labels and source errors", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const evil: SuiteViews.SuiteReads = {
+        ...f.suite,
+        suiteId: "<s1>",
+        members: Effect.succeed([{ experimentId: "alpha", definitionDigest: "d", label: "<img src=x onerror=alert(1)>", limit: null, createdAt: 1 }]),
+        membership: () => Effect.succeed([{ ...membership(A, "alpha", 2), sourceError: "<script>alert(2)</script>" }])
+      }
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: evil })
+      const body = yield* Effect.promise(async () => (await fetch(`${info.url}/`)).text())
+      assert.notInclude(body, "<img src=x")
+      assert.notInclude(body, "<script>alert(2)")
+      assert.include(body, "&lt;img src=x onerror=alert(1)&gt;")
+      assert.include(body, "&lt;s1&gt;")
     }))
 })

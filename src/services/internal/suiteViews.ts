@@ -27,6 +27,7 @@ import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { PipelineRecord, PipelineState } from "../../domain/Records.js"
 import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
+import * as Monitor from "./monitor.js"
 import * as Report from "./report.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -294,7 +295,7 @@ export interface MemberSummary {
   readonly source: SuiteMembership | null
   readonly sourceStatus: SourceStatus
   readonly metricsRunId: string | null
-  readonly metrics: ReadonlyArray<Report.ReportMetric>
+  readonly metrics: ReadonlyArray<Report.ReportMetric & { readonly updatedAt: number }>
 }
 
 /**
@@ -334,7 +335,7 @@ export const memberSummaries = (
       }
       const runs = options.runId !== undefined ? [options.runId] : (yield* view.listRuns).map((r) => r.runId).reverse()
       let metricsRunId: string | null = null
-      let metrics: ReadonlyArray<Report.ReportMetric> = []
+      let metrics: MemberSummary["metrics"] = []
       for (const runId of runs) {
         const ms = (yield* view.metrics({ runId, pipelineId: null })).filter((x) => x.name !== "skipped")
         if (ms.length > 0 || options.runId !== undefined) {
@@ -346,7 +347,8 @@ export const memberSummaries = (
             label: x.label,
             display: x.display,
             value: x.value,
-            text: Report.formatMetric(x.value, x.display)
+            text: Report.formatMetric(x.value, x.display),
+            updatedAt: x.updatedAt
           }))
           break
         }
@@ -633,4 +635,96 @@ export const exportByExperiment = (
       total += rows
     }
     return { files, rows: total }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Monitoring (watch, serve)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A {@link MemberSummary} as the HTTP API returns it.
+ *
+ * @since 0.3.0
+ * @category monitoring
+ */
+export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
+  experiment_id: m.experimentId,
+  label: m.label,
+  limit: m.limit,
+  pipelines: m.pipelines,
+  by_state: m.byState,
+  skipped: m.skipped,
+  source_status: m.sourceStatus,
+  source: m.source === null
+    ? null
+    : {
+      run_id: m.source.runId,
+      selected: m.source.selected,
+      admitted: m.source.admitted,
+      source_exhausted: m.source.sourceExhausted,
+      source_error: m.source.sourceError,
+      limit_reached: m.source.limitReached,
+      updated_at: m.source.updatedAt
+    },
+  metrics_run_id: m.metricsRunId,
+  metrics: m.metrics.map((x) => ({
+    run_id: x.runId,
+    pipeline_id: x.pipelineId,
+    name: x.name,
+    value: x.value,
+    label: x.label,
+    display: x.display,
+    updated_at: x.updatedAt
+  }))
+})
+
+/**
+ * The monitoring picture of a suite view: the {@link Monitor.snapshotOf} of the member's view
+ * (`experiment`) or of the whole suite, for a selection resolved against the whole suite's
+ * runs; for one run, the pipeline counts are that run's durable outcomes ({@link runOutcomes})
+ * and `skipped` what its members' sources handed it that it did not execute; plus the suite
+ * section (members in id order, pools marked shared or private). Pools private to another
+ * member are left out of a member's view.
+ *
+ * @since 0.3.0
+ * @category monitoring
+ */
+export const suiteSnapshot = (
+  suite: SuiteReads,
+  selection: Monitor.Selection,
+  options: { readonly experiment?: string | undefined; readonly errors: number }
+): Effect.Effect<Monitor.Snapshot, ReadError> =>
+  Effect.gen(function*() {
+    const store = yield* suite.view(options.experiment)
+    const base = yield* Monitor.snapshotOf(store, selection, options.errors, Monitor.storeReads(store))
+    const runId = selection._tag === "Run" ? selection.run.runId : undefined
+    const members = yield* memberSummaries(suite, { runId })
+    const shown = options.experiment === undefined ? members : members.filter((m) => m.experimentId === options.experiment)
+    let pipelines = base.pipelines
+    let done = base.done
+    let skipped = base.skipped
+    if (runId !== undefined) {
+      const o = yield* runOutcomes(store, runId)
+      const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
+      skipped = known.reduce((a, b) => a + b, 0)
+      pipelines = { total: o.pipelines, by_state: o.byState }
+      done = o.byState.succeeded + o.byState.failed + skipped
+    }
+    const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
+    return {
+      ...base,
+      pipelines,
+      done,
+      skipped,
+      progress: base.total === null ? null : Math.min(1, done / base.total),
+      resources,
+      suite: {
+        suite_id: suite.suiteId,
+        layout: suite.layout,
+        experiment: options.experiment ?? null,
+        members: members.map(memberWire),
+        pools: resources.map((r) => ({ pool: r.pool, shared: poolOwner(r.pool) === null, experiment_id: poolOwner(r.pool) }))
+          .sort((a, b) => Number(!a.shared) - Number(!b.shared))
+      }
+    }
   })

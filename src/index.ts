@@ -57,6 +57,11 @@ export * as RetryPolicy from "./domain/RetryPolicy.js"
 export * as RunConfig from "./domain/RunConfig.js"
 /** @since 0.1.0 */
 export * as Shard from "./domain/Shard.js"
+/**
+ * Suite identity: id rules (`checkId`), member pipeline ids (`memberPipelineId`,
+ * `memberDigestOf`), `Membership` and `tagSpec`. @since 0.5.0
+ */
+export * as SuiteIdentity from "./domain/Suite.js"
 /** @since 0.1.0 */
 export * as Task from "./domain/Task.js"
 /** @since 0.1.0 */

@@ -107,8 +107,10 @@ const makeFake = Effect.gen(function*() {
     yield* s.putResource({ pool: "experiment:beta:judge", resourceId: "j1", kind: "llm", spec: {}, health: { state: "ready" }, updatedAt: 1 })
     yield* s.emitEvent({ kind: "pool.throttled", pipelineId: null, runId: B, data: { pool: "llm" }, ts: 2050 })
   }
-  yield* members.alpha.reportMetric({ runId: B, pipelineId: null, name: "accuracy", value: 0.75, display: "percent", updatedAt: 2200 })
-  yield* members.beta.reportMetric({ runId: A, pipelineId: null, name: "accuracy", value: 0.5, display: "percent", updatedAt: 1500 })
+  // member-scoped metrics (`reportMetric(…, { experiment })`) and a suite-level one no member owns
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:accuracy", value: 0.75, display: "percent", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: A, pipelineId: null, name: "experiment:beta:accuracy", value: 0.5, display: "percent", updatedAt: 1500 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "cost", value: 3, display: "number", updatedAt: 2200 })
   for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
   for (const s of all) yield* s.flush
   return f

@@ -24,7 +24,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { PipelineRecord, PipelineState } from "../../domain/Records.js"
+import type { MetricRecord, PipelineRecord, PipelineState } from "../../domain/Records.js"
 import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
@@ -155,6 +155,18 @@ export const poolVisible = (pool: string, experimentId: string | undefined): boo
   return owner === null || experimentId === undefined || owner === experimentId
 }
 
+/**
+ * The member and metric name of a member-scoped metric's stored name (`experiment:ID:NAME`, the
+ * runner's `reportMetric(name, v, { experiment: ID })`), `undefined` for any other metric.
+ *
+ * @since 0.3.0
+ * @category pools
+ */
+export const memberMetricOf = (stored: string): { readonly experimentId: string; readonly name: string } | undefined => {
+  const m = /^experiment:([^:]+):(.+)$/s.exec(stored)
+  return m === null ? undefined : { experimentId: m[1]!, name: m[2]! }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Durable outcomes of one run
 // ---------------------------------------------------------------------------------------------
@@ -278,8 +290,9 @@ export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
  *   not execute (already succeeded): `admitted - pipelines` of the run, `null` without facts;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
- * - `metrics`: the member-scoped metrics (run-level metrics of its view, no pipeline scope) of
- *   the run, else of the latest run that reported any for it. Never averaged across members.
+ * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
+ *   `experiment:ID:NAME`; shown under `NAME`) of the run, else of the latest run that reported
+ *   any for the member. Never averaged across members.
  *
  * @since 0.3.0
  * @category members
@@ -314,6 +327,16 @@ export const memberSummaries = (
     if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
     const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
     const facts = yield* suite.membership(options.runId)
+    const merged = yield* suite.view()
+    const runsNewestFirst = (yield* merged.listRuns).map((r) => r.runId).reverse()
+    const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
+    const runMetrics = (runId: RunId) =>
+      Effect.suspend(() => {
+        const known = metricsByRun.get(runId)
+        return known !== undefined
+          ? Effect.succeed(known)
+          : Effect.tap(merged.metrics({ runId, pipelineId: null }), (ms) => Effect.sync(() => metricsByRun.set(runId, ms)))
+      })
     const out: Array<MemberSummary> = []
     for (const m of members) {
       const view = yield* suite.view(m.experimentId)
@@ -333,17 +356,22 @@ export const memberSummaries = (
         pipelines = st.pipelines
         byState = st.byState
       }
-      const runs = options.runId !== undefined ? [options.runId] : (yield* view.listRuns).map((r) => r.runId).reverse()
+      // member-scoped metrics are run-scope metrics named `experiment:ID:NAME` (see
+      // `Suite.memberMetricName`): the run's, else the latest run that reported any for it
+      const runs = options.runId !== undefined ? [options.runId] : runsNewestFirst
       let metricsRunId: string | null = null
       let metrics: MemberSummary["metrics"] = []
       for (const runId of runs) {
-        const ms = (yield* view.metrics({ runId, pipelineId: null })).filter((x) => x.name !== "skipped")
+        const ms = (yield* runMetrics(runId)).flatMap((x) => {
+          const scoped = memberMetricOf(x.name)
+          return scoped === undefined || scoped.experimentId !== m.experimentId ? [] : [{ x, name: scoped.name }]
+        })
         if (ms.length > 0 || options.runId !== undefined) {
           metricsRunId = runId
-          metrics = ms.map((x) => ({
+          metrics = ms.map(({ name, x }) => ({
             runId: x.runId,
             pipelineId: x.pipelineId,
-            name: x.name,
+            name,
             label: x.label,
             display: x.display,
             value: x.value,

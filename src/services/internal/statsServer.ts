@@ -12,11 +12,15 @@
  * | `/resources` | `{ run_id, rows }` pool resources with health |
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
  * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`, `handoffs`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
+ * | `/experiments` | suite roots only: `{ suite_id, layout, run_id, rows }` the members (counts, source status and facts, member-scoped metrics) |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
  * Every route takes `run_id`: absent = the server's default selection (the whole store unless
  * the server was given one), `all` = the whole store (every run), `latest` = the most recently
- * started run, an id = that run (404 when unknown). Bad parameters answer 400 with `{ error }`;
+ * started run, an id = that run (404 when unknown). On a suite root every route also takes
+ * `experiment` (one member's view, combined with `run_id`; 404 for an unknown member, 400 on an
+ * ordinary store); a run's counts there are its durable outcomes, and pools are marked shared
+ * (never attributed to a member) or private. Bad parameters answer 400 with `{ error }`;
  * any method but GET/HEAD answers 405. Only `/export` serves artifact payloads (decoded, as
  * `assay export` does, with the secrets the store never held); nothing writes to the store.
  *
@@ -92,6 +96,8 @@ export interface AppOptions {
    * members, and pools are marked shared or private.
    */
   readonly suite?: SuiteViews.SuiteReads | undefined
+  /** With `suite`: the member shown when a request names none (default: the whole suite). */
+  readonly experiment?: string | undefined
 }
 
 /** Largest `limit` any endpoint accepts. */
@@ -303,8 +309,9 @@ export const makeApp = (
    * The store a request reads: the server's, or (`?experiment=ID`, suite roots only) that
    * member's view; 400 outside a suite, 404 for an unknown member.
    */
-  const scopeOf = (experiment: string | undefined) =>
+  const scopeOf = (requested: string | undefined) =>
     Effect.gen(function*() {
+      const experiment = requested ?? options.experiment
       if (experiment === undefined) return { store, reads, experiment }
       if (suite === undefined) return yield* new BadRequest({ message: `"experiment": only a suite root has members` })
       const known = views.get(experiment)
@@ -351,11 +358,11 @@ export const makeApp = (
       Effect.gen(function*() {
         const { experiment, run_id } = yield* queryParams(QueryParams["/experiments"])
         if (suite === undefined) return json({ error: "not a suite root: /experiments lists the members of a suite" }, 404)
-        yield* scopeOf(experiment)
+        const scope = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const rows = sel._tag === "Empty"
           ? []
-          : yield* SuiteViews.memberSummaries(suite, { experiment, runId: sel._tag === "Run" ? sel.run.runId : undefined })
+          : yield* SuiteViews.memberSummaries(suite, { experiment: scope.experiment, runId: sel._tag === "Run" ? sel.run.runId : undefined })
         return json({
           suite_id: suite.suiteId,
           layout: suite.layout,
@@ -415,7 +422,7 @@ export const makeApp = (
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
         const rows = (yield* store.resources).map(Monitor.resourceRow).filter((r) =>
           runId === undefined || r.run_id === null || r.run_id === runId
-        ).filter((r) => suite === undefined || SuiteViews.poolVisible(r.pool, experiment)).map((r) =>
+        ).filter((r) => suite === undefined || SuiteViews.poolVisible(r.pool, experiment ?? options.experiment)).map((r) =>
           // a suite's pools: shared ones are never attributed to a member
           suite === undefined ? r : { ...r, shared: SuiteViews.poolOwner(r.pool) === null, experiment_id: SuiteViews.poolOwner(r.pool) }
         )

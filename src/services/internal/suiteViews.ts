@@ -27,6 +27,7 @@ import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { MetricRecord, PipelineRecord, PipelineState } from "../../domain/Records.js"
 import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
+import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
 import * as Report from "./report.js"
 
@@ -35,40 +36,21 @@ import * as Report from "./report.js"
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One member of a suite as the catalog records it: its id, the digest of its definition, its
- * label and admission limit (`null`: none), and when it was first registered (epoch ms).
+ * One member of a suite as the catalog records it (`SuiteCatalog.MemberRecord`).
  *
  * @since 0.3.0
  * @category models
  */
-export interface SuiteMember {
-  readonly experimentId: string
-  readonly definitionDigest: string
-  readonly label: string | null
-  readonly limit: number | null
-  readonly createdAt: number
-}
+export type SuiteMember = MemberRecord
 
 /**
- * The source facts of one member in one run: whether the run selected it, how many pipelines
- * its source handed to the runner (`admitted`), whether its source ran dry (`sourceExhausted`),
- * failed (`sourceError`, the message) or was cut by a limit (`limitReached`: the suite's total
- * `--limit` or the member's own `limit`; never "exhausted"), and when these facts last changed
- * (epoch ms).
+ * The source facts of one member in one run (`SuiteCatalog.MembershipRecord`): selected,
+ * admitted, source exhausted, source error, limit reached.
  *
  * @since 0.3.0
  * @category models
  */
-export interface SuiteMembership {
-  readonly runId: RunId
-  readonly experimentId: string
-  readonly selected: boolean
-  readonly admitted: number
-  readonly sourceExhausted: boolean
-  readonly sourceError: string | null
-  readonly limitReached: boolean
-  readonly updatedAt: number
-}
+export type SuiteMembership = MembershipRecord
 
 /**
  * What the views read of a suite root: the structural read half of `SuiteCatalog` (so the

@@ -54,7 +54,10 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
     e("List the built-in tasks and algorithms", "assay plugins"),
     e("Also load the plugins an experiment names, as JSON", "assay plugins -c vault.json --json")
   ],
-  schema: [e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json")],
+  schema: [
+    e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json"),
+    e("The same for suite files", "assay schema --suite > suite.schema.json")
+  ],
   report: [
     e("Report on the most recent run of a store", "assay report runs/demo.db"),
     e("Every run of two shard stores, merged, as JSON", "assay report runs/qa.shard0of2.db runs/qa.shard1of2.db --run-id all --json")

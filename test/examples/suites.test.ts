@@ -22,15 +22,23 @@ const root = fileURLToPath(new URL("../../", import.meta.url))
 const bin = NodePath.join(root, "bin/assay")
 const suiteFile = NodePath.join(root, "examples/suites/suite.yaml")
 
-const assay = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+/** Runs `bin/assay ...args`; a process still running after `limitMs` is killed (code null, said in stderr). */
+const assay = (args: ReadonlyArray<string>, env: Record<string, string>, limitMs = 90_000) =>
   Effect.promise(() =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = spawn(bin, [...args], { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] })
       let stdout = ""
       let stderr = ""
+      const timer = setTimeout(() => {
+        stderr += `\n[test] assay ${args.join(" ")} still running after ${limitMs} ms: killed`
+        child.kill("SIGKILL")
+      }, limitMs)
       child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      child.on("close", (code) => resolve({ code, stdout, stderr }))
+      child.on("close", (code) => {
+        clearTimeout(timer)
+        resolve({ code, stdout, stderr })
+      })
     })
   )
 
@@ -102,7 +110,7 @@ describe("examples/suites (bin/assay)", () => {
       const vars = env((name) => mock.endpoints.find((e) => e.name === name)!.baseUrl)
       const out = NodePath.join(dir, "out")
 
-      const validate = yield* assay(["validate", "-c", suiteFile, "--output-root", out], vars)
+      const validate = yield* assay(["validate", "-c", suiteFile], vars)
       assert.strictEqual(validate.code, 0, validate.stderr)
       assert.include(validate.stdout, "ignoredRunFields")
       assert.include(validate.stdout, "\"llm\"")

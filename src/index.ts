@@ -114,6 +114,12 @@ export * as Store from "./services/Store.js"
  * read views of one member or all (`SuiteCatalog` tag). @since 0.5.0
  */
 export * as SuiteCatalog from "./services/SuiteCatalog.js"
+/**
+ * Suites at run time: `Suite.member` / `Suite.make`, round-robin admission of the members
+ * (`Suite.pipelines`, facts per member in the catalog), `Suite.run` / `Suite.start` with a
+ * report per member, member-scoped metric names. @since 0.5.0
+ */
+export * as Suite from "./services/Suite.js"
 
 // config: the experiment compiler (beside the layers; its code is in config/internal/)
 /**
@@ -129,6 +135,11 @@ export * as Config from "./config/Config.js"
  * @since 0.1.0
  */
 export * as Experiment from "./config/Experiment.js"
+/**
+ * The suite file: `SuiteConfig.load(file)` (members loaded as experiments, shared pools,
+ * bindings, definition digests), `SuiteConfig.isSuiteFile`, `defineSuite`. @since 0.5.0
+ */
+export * as SuiteConfig from "./config/Suite.js"
 
 // layers
 /** @since 0.1.0 */

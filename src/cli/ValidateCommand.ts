@@ -20,9 +20,12 @@ import * as path from "node:path"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../config/internal/experiment.js"
+import * as SuiteConfig from "../config/Suite.js"
+import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
+import * as SuiteRun from "./SuiteRun.js"
 
 const text = (experiment: Experiment.Experiment): string => {
   const d = experiment.describe() as Record<string, any>
@@ -158,6 +161,16 @@ export const validate = Command.make(
   },
   ({ config, json, store, strictEnv }) =>
     Effect.gen(function*() {
+      // a suite file: its members, ignored run fields, overrides and pool mapping
+      if (yield* SuiteConfig.isSuiteFile(config)) {
+        if (Option.isSome(store)) {
+          return yield* new ConfigError({
+            message: "--store: refused in suite mode: a suite's one storage entry is its output root",
+            issues: [{ path: "--store", message: "refused in suite mode: a suite's one storage entry is its output root" }]
+          })
+        }
+        return yield* SuiteRun.validateSuite(config, { strictEnv, json })
+      }
       // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
       const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(
         // With --json an invalid file is also described on stdout, for tools and editors:

@@ -325,6 +325,24 @@ describe("suite pools", () => {
       assert.strictEqual(Pools.aliased(pools, {}), pools)
     })))
 
+  it.effect("two members bound to one pool share its health: failures reported through one view degrade it for the other", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const pools = yield* Pools.makePools([
+        Pool.make("shared", [Resource.make("api", { id: "k1", degradeAfter: 2 })]),
+        Pool.make("experiment:b:apis", [Resource.make("api", { id: "own", degradeAfter: 2 })])
+      ])
+      const a = Pools.aliased(pools, { apis: "shared" })
+      const b = Pools.aliased(pools, { apis: "shared" })
+      const c = Pools.aliased(pools, { apis: "experiment:b:apis" })
+      for (let i = 0; i < 2; i++) {
+        const lease = yield* a.acquireRaw("apis")
+        yield* lease.report({ ok: false, error: "boom" })
+        yield* lease.releaseNow
+      }
+      assert.strictEqual((yield* b.snapshot("apis"))[0]!.state, "degraded")
+      assert.strictEqual((yield* c.snapshot("apis"))[0]!.state, "ready", "a private pool of the same local name is another instance")
+    })))
+
   it.effect.prop(
     "a shared pool's capacity is never exceeded across members",
     {

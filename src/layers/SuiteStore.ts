@@ -243,8 +243,9 @@ export const make = (
     // --- members -------------------------------------------------------------------------------
     const registered: Array<MemberRecord> = [...(yield* Catalog.members(env))]
     const created = new Set(yield* Catalog.memberDbs(env))
+    const found = layout === "combined" ? yield* Catalog.pipelineMembers(env) : []
     const memberIds = (): ReadonlyArray<string> =>
-      Array.from(new Set([...o.members, ...registered.map((m) => m.experimentId), ...created])).sort()
+      Array.from(new Set([...o.members, ...registered.map((m) => m.experimentId), ...created, ...found])).sort()
     const memberOfDigest = new Map<string, string>()
     const learn = (id: string) => memberOfDigest.set(memberDigest(o.suiteId, id), id)
     for (const id of memberIds()) learn(id)

@@ -176,6 +176,15 @@ describe("Suite.run", () => {
       assert.include(report.summary(), "source failed: no input file")
     }).pipe(Effect.provide(suiteEnv("s"))))
 
+  it.effect("a store failure (the catalog) stops the suite with StoreUnavailable", () =>
+    Effect.gen(function*() {
+      // 2 calls at the start (a, b selected), then a member's end fails
+      const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 1), memberOf("b", 50)] })
+      const exit = yield* Effect.exit(Suite.run(suite))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(JSON.stringify(exit), "the catalog is gone")
+    }).pipe(Effect.provide(suiteEnv("s", [], {}, 2))))
+
   it.effect("a changed definition under a known member id is refused before anything runs", () =>
     Effect.gen(function*() {
       const v1 = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 1)] })

@@ -118,13 +118,15 @@ export const makeCache = (o: CacheOptions) =>
         }
         const backend = yield* o.backendOf(id, writable)
         const scope = yield* Scope.make()
-        const built = yield* Effect.exit(
+        // interruptible: the fibers the store forks (group commit, flusher) inherit it, and
+        // closing the member's scope interrupts them (the cache opens inside an acquire)
+        const built = yield* Effect.exit(Effect.interruptible(
           Effect.gen(function*() {
             const { driver, env } = yield* makeDriverWithEnv({ ...o.storeOptions, filename: file, readonly: !writable })
             const service = yield* makeWith(driver, o.storeOptions)
             return { service, env }
           }).pipe(Effect.provideService(ArtifactBackend, backend), Scope.extend(scope))
-        )
+        ))
         if (Exit.isFailure(built)) {
           yield* Scope.close(scope, Exit.void)
           return yield* Effect.failCause(built.cause)

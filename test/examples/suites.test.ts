@@ -98,6 +98,15 @@ describe("examples/suites (in process)", () => {
 })
 
 describe("examples/suites (bin/assay)", () => {
+  it.live("assay schema --suite prints the suite file's JSON Schema (docs/suite.schema.json); assay schema the experiment's", () =>
+    Effect.gen(function*() {
+      const suite = yield* assay(["schema", "--suite"], {})
+      assert.strictEqual(suite.code, 0, suite.stderr)
+      assert.deepStrictEqual(JSON.parse(suite.stdout), JSON.parse(fs.readFileSync(NodePath.join(root, "docs/suite.schema.json"), "utf8")))
+      const experiment = yield* assay(["schema"], {})
+      assert.deepStrictEqual(JSON.parse(experiment.stdout), JSON.parse(fs.readFileSync(NodePath.join(root, "docs/experiment.schema.json"), "utf8")))
+    }), 60_000)
+
   it.live("validate, run against the mock server, resume one member, export per member", () =>
     Effect.scoped(Effect.gen(function*() {
       const size = 12

@@ -24,7 +24,7 @@ import { makeWith } from "../../../services/Store.js"
 import { makeDriverWithEnv } from "../sqlite/driver.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import * as Catalog from "./catalog.js"
-import type { Db } from "./view.js"
+import { type Db, makeDb } from "./view.js"
 
 /**
  * One open member database.
@@ -124,14 +124,15 @@ export const makeCache = (o: CacheOptions) =>
           Effect.gen(function*() {
             const { driver, env } = yield* makeDriverWithEnv({ ...o.storeOptions, filename: file, readonly: !writable })
             const service = yield* makeWith(driver, o.storeOptions)
-            return { service, env }
+            const db = yield* makeDb(service, env)
+            return { service, env, db }
           }).pipe(Effect.provideService(ArtifactBackend, backend), Scope.extend(scope))
         ))
         if (Exit.isFailure(built)) {
           yield* Scope.close(scope, Exit.void)
           return yield* Effect.failCause(built.cause)
         }
-        const { env, service } = built.value
+        const { db, service } = built.value
         if (!present) {
           yield* Catalog.markMemberDb(o.catalog, id, yield* Clock.currentTimeMillis)
           o.created.add(id)
@@ -140,7 +141,7 @@ export const makeCache = (o: CacheOptions) =>
         if (writable && run !== undefined && Option.isNone(yield* service.getRun(run.runId))) {
           yield* service.openRun(run)
         }
-        const e: Entry = { id, db: { service, env, prefix: undefined }, writable, scope, refs: 0, tick: 0 }
+        const e: Entry = { id, db, writable, scope, refs: 0, tick: 0 }
         entries.set(id, e)
         return Option.some(e)
       }).pipe(

@@ -42,13 +42,15 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
       "Eight attempts at once, only the first 100 rows, the report as JSON",
       "assay run -c examples/experiments/delay.yaml --concurrency 8 --limit 100 --summary json"
     ),
-    e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2")
+    e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2"),
+    e("A suite (members side by side on shared pools), one member only", "assay run -c examples/suites/suite.yaml --experiment subject")
   ],
   resume: [
     e(
       "Continue an interrupted run (same experiment, same store)",
       "assay resume -c examples/experiments/delay.yaml --store runs/demo.db"
-    )
+    ),
+    e("Resume one member of a suite; the others' databases stay untouched", "assay resume -c examples/suites/suite.yaml --experiment full")
   ],
   plugins: [
     e("List the built-in tasks and algorithms", "assay plugins"),

@@ -18,7 +18,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, Effect, Layer, Option, type Scope } from "effect"
+import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as RunConfig from "../domain/RunConfig.js"
@@ -28,7 +28,6 @@ import * as SuiteStore from "../layers/SuiteStore.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
 import * as Report from "../services/internal/report.js"
-import type { ProcessRunner } from "../services/internal/processRunner.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import * as Runner from "../services/Runner.js"
 import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
@@ -54,7 +53,7 @@ export interface SuiteRunArgs {
   readonly strictEnv: boolean
   readonly summary: "text" | "json"
   readonly quiet: boolean
-  readonly progressInterval: import("effect").Duration.Duration | undefined
+  readonly progressInterval: Duration.Duration | undefined
   readonly argv: ReadonlyArray<string>
 }
 
@@ -192,18 +191,14 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
         attributes: { "assay.command": "suite", "assay.config": path.basename(args.config), "assay.suite": loaded.id }
       })
     )
-    const { metrics, report } = yield* (tracked.pipe(
+    const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(
           Layer.provideMerge(Layer.merge(storeLayer, Pool.layer(loaded.pools, { plugins: loaded.plugins.algorithms }))),
           Layer.merge(NodeProcessRunner.layer)
         )
       )
-    ) as Effect.Effect<
-      { report: Suite.SuiteReport; metrics: ReadonlyArray<{ name: string; value: unknown; label: string | null; display: any }> },
-      unknown,
-      FileSystem.FileSystem | ProcessRunner
-    >).pipe(Effect.provide(NodeProcessRunner.layer))
+    )
 
     // 3. The report: the run's, a line per member, the metrics (member-scoped ones under their member).
     const runMetrics = metrics.filter((m) => m.name !== SKIPPED_METRIC && Suite.parseMemberMetric(m.name) === undefined)

@@ -58,7 +58,7 @@ import * as Catalog from "./internal/suite/catalog.js"
 import * as Manifest from "./internal/suite/manifest.js"
 import { makeCache } from "./internal/suite/members.js"
 import { makeRouter } from "./internal/suite/router.js"
-import { type Db, makeView, type Source } from "./internal/suite/view.js"
+import { type Db, makeDb, makeView, type Source } from "./internal/suite/view.js"
 
 /**
  * Options of a suite store.
@@ -232,7 +232,7 @@ export const make = (
       Effect.provideService(ArtifactBackend, catalogBackend)
     )
     const catalogService = yield* makeWith(driver, storeOptions).pipe(Effect.provideService(ArtifactBackend, catalogBackend))
-    const catalogDb: Db = { service: catalogService, env, prefix: undefined }
+    const catalogDb: Db = yield* makeDb(catalogService, env)
     const always = (db: Db): Source => ({
       name: "",
       use: (f) => f(db),
@@ -243,8 +243,9 @@ export const make = (
     // --- members -------------------------------------------------------------------------------
     const registered: Array<MemberRecord> = [...(yield* Catalog.members(env))]
     const created = new Set(yield* Catalog.memberDbs(env))
+    const found = layout === "combined" ? yield* Catalog.pipelineMembers(env) : []
     const memberIds = (): ReadonlyArray<string> =>
-      Array.from(new Set([...o.members, ...registered.map((m) => m.experimentId), ...created])).sort()
+      Array.from(new Set([...o.members, ...registered.map((m) => m.experimentId), ...created, ...found])).sort()
     const memberOfDigest = new Map<string, string>()
     const learn = (id: string) => memberOfDigest.set(memberDigest(o.suiteId, id), id)
     for (const id of memberIds()) learn(id)

@@ -64,8 +64,9 @@ const logLines = (log: string) => fs.existsSync(log) ? fs.readFileSync(log, "utf
 const suiteDir = (options: { readonly n?: number; readonly layout?: string; readonly withFailing?: boolean } = {}) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-suite-cli-"))
   const log = path.join(dir, "exec.log")
+  write(dir, "lib/package.json", { type: "module" })
   write(dir, "lib/tasks.ts", [
-    `import { Effect } from "effect"`,
+    `import { Effect } from ${JSON.stringify(path.join(root, "node_modules/effect/dist/esm/index.js"))}`,
     `import * as fs from "node:fs"`,
     `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
     `import { FatalError } from ${JSON.stringify(path.join(root, "src/domain/Errors.ts"))}`,

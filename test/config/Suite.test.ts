@@ -147,7 +147,8 @@ describe("SuiteConfig.load: a valid suite", () => {
       assert.deepStrictEqual(a.ignoredRunFields, ["concurrency", "label", "store"])
       assert.deepStrictEqual(a.runOverrides.concurrency, { member: 2, effective: 4 })
       assert.deepStrictEqual(a.runOverrides.label, { member: "standalone", effective: "" })
-      assert.deepStrictEqual(a.runOverrides.store, { member: "member.db", effective: ":memory:" })
+      assert.deepStrictEqual(a.runOverrides.store, { member: "member.db", effective: `output.root (${path.join(dir, "out/cmp")})` })
+      assert.notProperty(d.run, "store")
       assert.deepStrictEqual(a.pools, { apis: "shared" })
       assert.deepStrictEqual(d.experiments[1].pools, { apis: "experiment:b:apis" })
       assert.deepStrictEqual(d.pools.map((p: any) => [p.name, p.shared, p.boundBy]), [
@@ -310,6 +311,13 @@ describe("SuiteConfig.load: members", () => {
         "experiments.a.poolBindings.apsi: members/a.json declares no pool \"apsi\" | did you mean apis?",
         "experiments.b.poolBindings.apis: no top-level pool \"shraed\" | did you mean shared?"
       ])
+    }))
+
+  it.effect("a top-level pool cannot take a private pool's name", () =>
+    Effect.gen(function*() {
+      const dir = standard({ pools: { "experiment:b:apis": { resources: [{ capacity: 1 }] } }, experiments: { b: { config: "members/b.json" } } })
+      const out = yield* failure(path.join(dir, "suite.json"))
+      assert.deepStrictEqual(out, ["pools.experiment:b:apis: names starting with \"experiment:\" are reserved for members' private pools | rename the pool"])
     }))
 
   it.effect("unbound pools of the same name stay private to each member; a shared pool bound by nobody is a warning", () =>

@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url"
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const bin = path.join(root, "bin/assay")
 const MEMBERS = ["a", "b", "c"] as const
-const N = 30
+const N = 40
 
 interface Child {
   readonly proc: ChildProcess
@@ -70,16 +70,17 @@ const setup = () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-suite-kill-"))
   const log = path.join(dir, "exec.log")
   fs.mkdirSync(path.join(dir, "lib"))
+  fs.writeFileSync(path.join(dir, "lib/package.json"), JSON.stringify({ type: "module" }))
   fs.writeFileSync(
     path.join(dir, "lib/tasks.ts"),
     [
-      `import { Effect } from "effect"`,
+      `import { Effect } from ${JSON.stringify(path.join(root, "node_modules/effect/dist/esm/index.js"))}`,
       `import * as fs from "node:fs"`,
       `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
       `const logged = (name: string, f: (n: number) => number) => (log: string) =>`,
       `  Task.make(name, (n: number, ctx) => Effect.scoped(Effect.gen(function*() {`,
       `    yield* ctx.acquire()`,
-      `    yield* Effect.sleep("15 millis")`,
+      `    yield* Effect.sleep("25 millis")`,
       `    fs.appendFileSync(log, [process.env.SUITE_KILL_RUN, ctx.experimentId, ctx.pipelineId, ctx.seq].join(" ") + "\\n")`,
       `    return f(n)`,
       `  })))`,
@@ -160,7 +161,7 @@ describe("Suite crash safety (real processes, one SQLite file per member)", () =
         if (Date.now() - t0 > 60_000) throw new Error(`no progress: ${child.stderr()}`)
         await sleep(10)
       }
-      await sleep(Math.floor(random() * 300))
+      await sleep(Math.floor(random() * 200))
       child.proc.kill("SIGKILL")
       await child.exited
     }
@@ -172,10 +173,16 @@ describe("Suite crash safety (real processes, one SQLite file per member)", () =
     // a selective resume: b only; a's and c's files stay exactly as the kill left them
     await killAfterProgress(["resume", "-c", s.suite], run++)
     committedBefore.set(run, committed())
+    // the kills left work in every member (so a resume of all would touch every file)
+    for (const m of MEMBERS) {
+      const done = read<{ n: number }>(s.dbOf(m), "SELECT count(*) AS n FROM pipelines WHERE state = 'succeeded'")[0]?.n ?? 0
+      expect(done, m).toBeLessThan(N)
+    }
     const others = { a: fingerprint(path.dirname(s.dbOf("a"))), c: fingerprint(path.dirname(s.dbOf("c"))) }
     const onlyB = start(["resume", "-c", s.suite, "--experiment", "b"], run)
     expect(await onlyB.exited, onlyB.stderr()).toBe(0)
     expect(executions(s.log).filter((e) => e.run === run && e.member !== "b")).toEqual([])
+    expect(executions(s.log).filter((e) => e.run === run).length).toBeGreaterThan(0)
     expect(fingerprint(path.dirname(s.dbOf("a")))).toBe(others.a)
     expect(fingerprint(path.dirname(s.dbOf("c")))).toBe(others.c)
     run++

@@ -385,6 +385,11 @@ export const load = (
         }
       })
     }
+    for (const name of sharedNames) {
+      if (name.startsWith("experiment:")) {
+        issues.push(issue(`pools.${name}`, "names starting with \"experiment:\" are reserved for members' private pools", "rename the pool"))
+      }
+    }
     const rawShared = isRecord(read.raw) && isRecord(read.raw["pools"]) ? read.raw["pools"] : {}
 
     // bindings, aliases, private pools, digests
@@ -463,7 +468,9 @@ export const load = (
     if (issues.length > 0 || suiteId === undefined || root === undefined || Either.isLeft(resolvedRun) || decoded === undefined) {
       return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the suite could not be loaded")])
     }
-    const effective = RunConfig.toJson(resolvedRun.right)
+    // in a suite the storage entry is the output root, never a run.store
+    const { store: _memory, ...effective } = RunConfig.toJson(resolvedRun.right) as Record<string, Json>
+    const effectiveOf = (k: string): Json => (k === "store" ? `output.root (${root})` : effective[k] ?? null)
     const allPools = [...sharedPools, ...privatePools]
     const suite: LoadedSuite = {
       id: suiteId,
@@ -501,7 +508,7 @@ export const load = (
             pools: m.poolAliases,
             ignoredRunFields: m.ignoredRunFields,
             runOverrides: Object.fromEntries(
-              m.ignoredRunFields.map((k) => [k, { member: plain((m.experiment.definition.run as Record<string, unknown>)[k]), effective: effective[k] ?? null }])
+              m.ignoredRunFields.map((k) => [k, { member: plain((m.experiment.definition.run as Record<string, unknown>)[k]), effective: effectiveOf(k) }])
             ),
             experiment: m.experiment.describe()
           })),

@@ -159,3 +159,16 @@ export const markMemberDb = (env: SqliteEnv, experimentId: string, nowMs: number
   env.tx((d) =>
     void d.prepare("INSERT INTO suite_member_dbs (experiment_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING").run(experimentId, nowMs)
   )
+
+/**
+ * The member ids found on the pipelines of a database (`pipelines.experiment_id`, read from
+ * its index): the members of a combined root whose catalog rows a run did not write.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const pipelineMembers = (env: SqliteEnv): Effect.Effect<ReadonlyArray<string>, StoreUnavailable> =>
+  Effect.map(
+    query(env, "SELECT DISTINCT experiment_id FROM pipelines WHERE experiment_id IS NOT NULL"),
+    (rs) => rs.map((r) => String(r.experiment_id))
+  )

@@ -24,7 +24,7 @@ import { makeWith } from "../../../services/Store.js"
 import { makeDriverWithEnv } from "../sqlite/driver.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import * as Catalog from "./catalog.js"
-import type { Db } from "./view.js"
+import { type Db, makeDb } from "./view.js"
 
 /**
  * One open member database.
@@ -118,18 +118,21 @@ export const makeCache = (o: CacheOptions) =>
         }
         const backend = yield* o.backendOf(id, writable)
         const scope = yield* Scope.make()
-        const built = yield* Effect.exit(
+        // interruptible: the fibers the store forks (group commit, flusher) inherit it, and
+        // closing the member's scope interrupts them (the cache opens inside an acquire)
+        const built = yield* Effect.exit(Effect.interruptible(
           Effect.gen(function*() {
             const { driver, env } = yield* makeDriverWithEnv({ ...o.storeOptions, filename: file, readonly: !writable })
             const service = yield* makeWith(driver, o.storeOptions)
-            return { service, env }
+            const db = yield* makeDb(service, env)
+            return { service, env, db }
           }).pipe(Effect.provideService(ArtifactBackend, backend), Scope.extend(scope))
-        )
+        ))
         if (Exit.isFailure(built)) {
           yield* Scope.close(scope, Exit.void)
           return yield* Effect.failCause(built.cause)
         }
-        const { env, service } = built.value
+        const { db, service } = built.value
         if (!present) {
           yield* Catalog.markMemberDb(o.catalog, id, yield* Clock.currentTimeMillis)
           o.created.add(id)
@@ -138,7 +141,7 @@ export const makeCache = (o: CacheOptions) =>
         if (writable && run !== undefined && Option.isNone(yield* service.getRun(run.runId))) {
           yield* service.openRun(run)
         }
-        const e: Entry = { id, db: { service, env, prefix: undefined }, writable, scope, refs: 0, tick: 0 }
+        const e: Entry = { id, db, writable, scope, refs: 0, tick: 0 }
         entries.set(id, e)
         return Option.some(e)
       }).pipe(

@@ -16,15 +16,17 @@
  *
  * @since 0.5.0
  */
+import Database from "better-sqlite3"
 import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
-import type {
+import {
   EventRecord,
-  MetricRecord,
-  PipelineRecord,
-  PipelineState,
-  TaskRecord
+  type MetricRecord,
+  type PipelineRecord,
+  type PipelineState,
+  type TaskRecord,
+  trusted
 } from "../../../domain/Records.js"
 import {
   type CompletionBucket,
@@ -44,13 +46,16 @@ import type { StoreService } from "../../../services/Store.js"
 import { TIMED_TERMINAL } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
-import { toEvent, toPipeline, toTask } from "../sqlite/rows.js"
+import { toPipeline, toTask } from "../sqlite/rows.js"
 
 type Row = Record<string, unknown>
 
 /**
- * One open database as the view reads it: its store service, its opened file, and the
- * pipeline-id prefix that scopes it to one member (`undefined`: every row).
+ * One open database as the view reads it: its store service, its opened file, the
+ * pipeline-id prefix that scopes it to one member (`undefined`: every row), and `all`, a
+ * synchronous query on a plain SQLite connection with cached prepared statements (the write
+ * connection of a writer, a read-only connection otherwise): the merged reads run a few small
+ * queries per database, where `@effect/sql`'s per-statement cost would dominate.
  *
  * @since 0.5.0
  * @category models
@@ -59,7 +64,47 @@ export interface Db {
   readonly service: StoreService
   readonly env: SqliteEnv
   readonly prefix: string | undefined
+  readonly all: (sql: string, params: ReadonlyArray<unknown>) => ReadonlyArray<Row>
+  /** As `all`, each row an array of its column values (no object built per row). */
+  readonly values: (sql: string, params: ReadonlyArray<unknown>) => ReadonlyArray<ReadonlyArray<unknown>>
 }
+
+/**
+ * The {@link Db} of an opened store in the current scope: reads go through the write connection
+ * of a writer, or a read-only connection of their own (closed with the scope).
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const makeDb = (service: StoreService, env: SqliteEnv): Effect.Effect<Db, StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const conn = env.db ?? (yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => new Database(env.path, { readonly: true, fileMustExist: true }),
+        catch: (cause) => new StoreUnavailable({ message: `cannot open store ${env.path}: ${describeSqlError(cause)}`, path: env.path, cause })
+      }),
+      (d) => Effect.sync(() => d.close())
+    ))
+    const cache = new Map<string, Database.Statement>()
+    const statement = (sql: string, raw: boolean) => {
+      const key = raw ? `raw:${sql}` : sql
+      let st = cache.get(key)
+      if (st === undefined) {
+        st = conn.prepare(sql)
+        if (raw) st.raw(true)
+        if (cache.size > 256) cache.clear()
+        cache.set(key, st)
+      }
+      return st
+    }
+    return {
+      service,
+      env,
+      prefix: undefined,
+      all: (sql, params) => statement(sql, false).all(...params) as ReadonlyArray<Row>,
+      values: (sql, params) => statement(sql, true).all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+    }
+  })
 
 /**
  * A database of the view, opened on demand: `use(f)` runs `f` with it open (and holds it for
@@ -105,13 +150,12 @@ const prefixCond = (prefix: string | undefined, column = "pipeline_id"): [string
   return [` AND ${column} >= ? AND ${column} < ?`, [prefix, upper]]
 }
 
-/** One query on a database's read client. */
+/** One query on a database (see {@link Db}). */
 const query = (db: Db, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<Row>, StoreUnavailable> =>
-  db.env.sql.unsafe<Row>(text, params as Array<unknown>).pipe(
-    Effect.mapError((e) =>
-      new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(e.cause)}`, path: db.env.path, cause: e })
-    )
-  )
+  Effect.try({
+    try: () => db.all(text, params),
+    catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+  })
 
 /** Writes buffered attempts and events of a writable database before an aggregate read. */
 const flushed = (db: Db) => (db.service.readOnly ? Effect.void : db.service.flush)
@@ -140,7 +184,18 @@ const eventConds = (db: Db, f: EventFilter, withPrefix: boolean): [string, Array
 
 const STATES: ReadonlyArray<PipelineState> = ["pending", "running", "succeeded", "failed", "interrupted"]
 
-const byEventDesc = (a: { ts: number; id: number; src: number }, b: { ts: number; id: number; src: number }) =>
+/**
+ * An event candidate: its key (ts, id) in its database (`src`, an index of the view's event
+ * sources) and its raw columns (ts, event_id, kind, pipeline_id, run_id, data).
+ */
+interface Candidate {
+  readonly ts: number
+  readonly id: number
+  readonly src: number
+  readonly row: ReadonlyArray<unknown>
+}
+
+const byEventDesc = (a: Candidate, b: Candidate) =>
   b.ts - a.ts || b.id - a.id || a.src - b.src
 
 const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
@@ -302,50 +357,70 @@ export const makeView = (parts: ViewParts): TaskStore => {
     Effect.gen(function*() {
       const limit = yield* checkLimit(o.limit)
       if (limit === 0) return []
-      // candidates: (ts, id) of at most `limit` latest rows of each database, nothing decoded
-      const candidates: Array<{ ts: number; id: number; src: number }> = []
-      const dbs: Array<Db | undefined> = []
-      const selected = new Map<number, Array<number>>()
-      for (let src = 0; src < eventSources.length; src++) {
-        const { prefixed, source } = eventSources[src]!
-        if (o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source) continue
-        yield* source.use((db) =>
+      // candidates: the latest rows of each database as raw column values (no object, no JSON
+      // parse: only the chosen rows are decoded). Pages of `page` rows per database, a bit more
+      // than an even share; a database is asked for more only while its last candidate is
+      // among the best `limit` so far (its next rows rank below it), and never for more than
+      // `limit` in all: O(limit) candidates per database.
+      const candidates: Array<Candidate> = []
+      const active = eventSources.flatMap(({ prefixed, source }, src) =>
+        o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source ? [] : [src]
+      )
+      const page = limit === undefined
+        ? undefined
+        : Math.min(limit, Math.max(8, Math.ceil((1.25 * limit) / Math.max(1, active.length)) + 2))
+      const state = new Map<number, { last: Candidate | undefined; taken: number; done: boolean }>()
+      const fetch = (src: number) =>
+        eventSources[src]!.source.use((db) =>
           Effect.gen(function*() {
-            yield* flushed(db)
-            const [w, p] = eventConds(db, o, prefixed)
-            const rows = yield* query(
-              db,
-              `SELECT event_id, ts FROM events WHERE ${w} ORDER BY ts DESC, event_id DESC${limit === undefined ? "" : " LIMIT ?"}`,
-              limit === undefined ? p : [...p, limit]
-            )
-            for (const r of rows) candidates.push({ ts: Number(r.ts), id: Number(r.event_id), src })
-            dbs[src] = db
-          }), undefined)
-      }
-      candidates.sort(byEventDesc)
-      const chosen = limit === undefined ? candidates : candidates.slice(0, limit)
-      for (const c of chosen) {
-        const list = selected.get(c.src) ?? []
-        list.push(c.id)
-        selected.set(c.src, list)
-      }
-      // decode only the chosen rows, one query per database (ids are local to it)
-      const decoded = new Map<string, EventRecord>()
-      for (const [src, ids] of selected) {
-        yield* eventSources[src]!.source.use((db) =>
-          Effect.gen(function*() {
-            for (let i = 0; i < ids.length; i += 5000) {
-              const chunk = ids.slice(i, i + 5000)
-              const rows = yield* query(db, `SELECT * FROM events WHERE event_id IN (${chunk.map(() => "?").join(",")})`, chunk)
-              for (const r of rows) decoded.set(`${src}:${Number(r.event_id)}`, toEvent(r))
+            const st = state.get(src) ?? { last: undefined, taken: 0, done: false }
+            state.set(src, st)
+            if (st.last === undefined) yield* flushed(db)
+            const [w, p] = eventConds(db, o, eventSources[src]!.prefixed)
+            const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
+            const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
+            const rows = yield* Effect.try({
+              try: () =>
+                db.values(
+                  `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
+                    n === undefined ? "" : " LIMIT ?"
+                  }`,
+                  [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
+                ),
+              catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+            })
+            for (const r of rows) {
+              const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
+              candidates.push(c)
+              st.last = c
             }
+            st.taken += rows.length
+            st.done = n === undefined || rows.length < n || (limit !== undefined && st.taken >= limit)
           }), undefined)
+      for (const src of active) yield* fetch(src)
+      for (;;) {
+        candidates.sort(byEventDesc)
+        if (limit === undefined) break
+        const top = new Set(candidates.slice(0, limit))
+        const more = active.filter((src) => {
+          const st = state.get(src)
+          return st !== undefined && !st.done && (candidates.length < limit || (st.last !== undefined && top.has(st.last)))
+        })
+        if (more.length === 0) break
+        for (const src of more) yield* fetch(src)
       }
+      const chosen = limit === undefined ? candidates : candidates.slice(0, limit)
       const out: Array<EventRecord> = []
       for (let i = chosen.length - 1; i >= 0; i--) {
-        const c = chosen[i]!
-        const e = decoded.get(`${c.src}:${c.id}`)
-        if (e !== undefined) out.push(e)
+        const r = chosen[i]!.row
+        out.push(trusted(EventRecord, {
+          eventId: Number(r[1]),
+          kind: String(r[2]),
+          pipelineId: r[3] === null ? null : String(r[3]) as PipelineId,
+          runId: r[4] === null ? null : String(r[4]) as RunId,
+          data: typeof r[5] === "string" ? JSON.parse(r[5]) : null,
+          ts: Number(r[0])
+        }))
       }
       return out
     })

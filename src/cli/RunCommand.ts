@@ -16,6 +16,12 @@
  * on the parent is forwarded to the running children (graceful stop), no new child starts, and
  * the merged partial report is printed before exiting 130.
  *
+ * Suites: a suite file (`-c SUITE`, detected by its top-level `suite`) runs its members side by
+ * side under one runner (see `SuiteRun.ts`): `--experiment ID` (repeatable) selects members,
+ * `--output-root DIR` (relative to the working directory) replaces `output.root`; `--store`,
+ * `--shard`, `--shards` and `--jobs` are refused (exit 2). `--experiment` and `--output-root`
+ * are refused for an ordinary experiment file.
+ *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"

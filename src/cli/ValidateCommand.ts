@@ -10,6 +10,9 @@
  * receive rounded (a `warning:` line on stderr, `warnings` in `--json`). With `--store PATH`, or
  * when `run.store` exists, it also says how many of the store's pipelines match this
  * definition when some are of another one (stderr; `store` in `--json`): see `DefinitionMatch`.
+ * A suite file (a document with a top-level `suite`) is checked by the suite loader instead and
+ * described (members, ignored run fields, effective overrides, pool mapping; see `SuiteRun.ts`);
+ * `--store` is refused for it (exit 2).
  *
  * @since 0.1.0
  */

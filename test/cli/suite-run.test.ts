@@ -61,7 +61,15 @@ const logLines = (log: string) => fs.existsSync(log) ? fs.readFileSync(log, "utf
  * each a range of `n` rows through a task that leases from `apis` and logs what it ran;
  * member c (optional) fails its task on row 1.
  */
-const suiteDir = (options: { readonly n?: number; readonly layout?: string; readonly withFailing?: boolean } = {}) => {
+const suiteDir = (
+  options: {
+    readonly n?: number
+    readonly layout?: string
+    readonly withFailing?: boolean
+    readonly withBadSource?: boolean
+    readonly ms?: number
+  } = {}
+) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-suite-cli-"))
   const log = path.join(dir, "exec.log")
   write(dir, "lib/package.json", { type: "module" })
@@ -70,9 +78,10 @@ const suiteDir = (options: { readonly n?: number; readonly layout?: string; read
     `import * as fs from "node:fs"`,
     `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
     `import { FatalError } from ${JSON.stringify(path.join(root, "src/domain/Errors.ts"))}`,
-    `export const logged = (log: string, failOn: number = -1) =>`,
+    `export const logged = (log: string, failOn: number = -1, ms: number = 0) =>`,
     `  Task.make("work", { parameters: { failOn } }, (n: number, ctx) => Effect.scoped(Effect.gen(function*() {`,
     `    const lease = yield* ctx.acquire()`,
+    `    if (ms > 0) yield* Effect.sleep(ms)`,
     `    if (n === failOn) return yield* Effect.fail(new FatalError({ message: "row " + n + " is bad" }))`,
     `    fs.appendFileSync(log, [ctx.experimentId, ctx.localKey, ctx.seq, lease.pool, ctx.outputDir].join(" ") + "\\n")`,
     `    return n * 2`,
@@ -84,7 +93,7 @@ const suiteDir = (options: { readonly n?: number; readonly layout?: string; read
     pools: { apis: { resources: [{ id: "k", capacity: 2 }] } },
     pipeline: {
       name: "m",
-      tasks: [{ use: "../lib/tasks.ts#logged", args: failOn === undefined ? [log] : [log, failOn], resource: "apis" }]
+      tasks: [{ use: "../lib/tasks.ts#logged", args: [log, failOn ?? -1, options.ms ?? 0], resource: "apis" }]
     },
     source: { range: { n } }
   })
@@ -96,6 +105,12 @@ const suiteDir = (options: { readonly n?: number; readonly layout?: string; read
     b: { config: "members/b.json" }
   }
   if (options.withFailing === true) experiments["c"] = { config: "members/c.json", poolBindings: { apis: "shared" } }
+  if (options.withBadSource === true) {
+    // a source that breaks at run time: its third row is not JSON
+    write(dir, "members/rows.jsonl", "1\n2\n{not json\n4\n")
+    write(dir, "members/d.json", { ...memberFile(), source: { jsonl: { path: path.join(dir, "members/rows.jsonl") } } })
+    experiments["d"] = { config: "members/d.json" }
+  }
   const suite = write(dir, "suite.json", {
     suite: { id: "cmp" },
     run: { concurrency: 4 },
@@ -182,6 +197,9 @@ describe("assay run -c SUITE", () => {
       const s = suiteDir({ withFailing: true, layout: "combined" })
       const r = yield* assay(["run", "-c", s.suite, "--output-root", "elsewhere"], s.dir)
       assert.strictEqual(r.code, 1, r.stderr)
+      // the member lines count each member's own pipelines (one database for all)
+      assert.match(r.stdout, /a \(A\): submitted 4 · succeeded 4 · failed 0/)
+      assert.match(r.stdout, /c: submitted 4 · succeeded 3 · failed 1/)
       const db = path.join(s.dir, "elsewhere/state.db")
       assert.isTrue(fs.existsSync(db))
       assert.isFalse(fs.existsSync(s.out))
@@ -197,6 +215,51 @@ describe("assay run -c SUITE", () => {
       const described = JSON.parse(v.stdout)
       assert.isTrue(described.valid)
       assert.include(v.stdout, "experiment:b:apis")
+    }), 120_000)
+
+  it.live("exit 1 when a member's source fails at run time, the other members finishing", () =>
+    Effect.gen(function*() {
+      const s = suiteDir({ withBadSource: true, layout: "combined" })
+      const r = yield* assay(["run", "-c", s.suite])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "member d: its source failed")
+      assert.match(r.stdout, /d: submitted 2 .*source failed/)
+      const states = query(path.join(s.out, "state.db"), "SELECT experiment_id, count(*) AS n FROM pipelines WHERE state = 'succeeded' GROUP BY 1 ORDER BY 1")
+      assert.deepStrictEqual(states, [
+        { experiment_id: "a", n: 4 },
+        { experiment_id: "b", n: 4 },
+        { experiment_id: "d", n: 2 }
+      ])
+    }), 120_000)
+
+  it.live("SIGINT: exit 130 with the resume command; resume finishes the rest", () =>
+    Effect.gen(function*() {
+      const s = suiteDir({ n: 30, ms: 40 })
+      const code = yield* Effect.promise(() =>
+        new Promise<{ code: number | null; stderr: string }>((resolve) => {
+          const child = spawn(bin, ["run", "-c", s.suite], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+          let stderr = ""
+          child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
+          child.stdout!.on("data", () => {})
+          const poll = setInterval(() => {
+            if (logLines(s.log).length >= 3) {
+              clearInterval(poll)
+              child.kill("SIGINT")
+            }
+          }, 20)
+          child.on("close", (c) => {
+            clearInterval(poll)
+            resolve({ code: c, stderr })
+          })
+        })
+      )
+      assert.strictEqual(code.code, 130, code.stderr)
+      assert.include(code.stderr, "resume with: assay resume -c")
+      assert.isBelow(logLines(s.log).length, 60)
+      const resumed = yield* assay(["resume", "-c", s.suite])
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const done = query(path.join(s.out, "experiments/a/state.db"), "SELECT count(*) AS n FROM pipelines WHERE state = 'succeeded'")
+      assert.strictEqual(done[0]!["n"], 30)
     }), 120_000)
 
   it.live("a changed member definition under a known id exits 2 and writes nothing", () =>

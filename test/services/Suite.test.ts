@@ -176,6 +176,15 @@ describe("Suite.run", () => {
       assert.include(report.summary(), "source failed: no input file")
     }).pipe(Effect.provide(suiteEnv("s"))))
 
+  it.effect("a store failure (the catalog) stops the suite with StoreUnavailable", () =>
+    Effect.gen(function*() {
+      // 2 calls at the start (a, b selected), then a member's end fails
+      const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 1), memberOf("b", 50)] })
+      const exit = yield* Effect.exit(Suite.run(suite))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(JSON.stringify(exit), "the catalog is gone")
+    }).pipe(Effect.provide(suiteEnv("s", [], {}, 2))))
+
   it.effect("a changed definition under a known member id is refused before anything runs", () =>
     Effect.gen(function*() {
       const v1 = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 1)] })
@@ -314,6 +323,24 @@ describe("suite pools", () => {
       assert.strictEqual(lease.pool, "shared")
       assert.strictEqual((yield* pools.stats("shared")).active, 1)
       assert.strictEqual(Pools.aliased(pools, {}), pools)
+    })))
+
+  it.effect("two members bound to one pool share its health: failures reported through one view degrade it for the other", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const pools = yield* Pools.makePools([
+        Pool.make("shared", [Resource.make("api", { id: "k1", degradeAfter: 2 })]),
+        Pool.make("experiment:b:apis", [Resource.make("api", { id: "own", degradeAfter: 2 })])
+      ])
+      const a = Pools.aliased(pools, { apis: "shared" })
+      const b = Pools.aliased(pools, { apis: "shared" })
+      const c = Pools.aliased(pools, { apis: "experiment:b:apis" })
+      for (let i = 0; i < 2; i++) {
+        const lease = yield* a.acquireRaw("apis")
+        yield* lease.report({ ok: false, error: "boom" })
+        yield* lease.releaseNow
+      }
+      assert.strictEqual((yield* b.snapshot("apis"))[0]!.state, "degraded")
+      assert.strictEqual((yield* c.snapshot("apis"))[0]!.state, "ready", "a private pool of the same local name is another instance")
     })))
 
   it.effect.prop(

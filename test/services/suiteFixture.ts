@@ -4,7 +4,7 @@
  * field by field) and the layers of a suite run on a `MemoryStore`.
  */
 import { Effect, Layer } from "effect"
-import { ConfigError } from "../../src/domain/Errors.js"
+import { ConfigError, StoreUnavailable } from "../../src/domain/Errors.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import { readOnlyView } from "../../src/domain/TaskStore.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
@@ -23,8 +23,11 @@ export interface FakeCatalog extends SuiteCatalogService {
   readonly calls: Array<{ readonly experimentId: string; readonly facts: Record<string, unknown> }>
 }
 
-/** An in-memory catalog of suite `suiteId` (layout combined, root `root`). */
-export const fakeCatalog = (suiteId: string, root = "/suite-root") =>
+/**
+ * An in-memory catalog of suite `suiteId` (layout combined, root `root`); with `failAfter`, every
+ * `recordMembership` call after that many fails with `StoreUnavailable` (a broken catalog).
+ */
+export const fakeCatalog = (suiteId: string, root = "/suite-root", failAfter = Infinity) =>
   Layer.effect(
     SuiteCatalog,
     Effect.gen(function*() {
@@ -56,7 +59,9 @@ export const fakeCatalog = (suiteId: string, root = "/suite-root") =>
           }),
         members: Effect.sync(() => [...members.values()]),
         recordMembership: (runId: RunId, experimentId, facts, now) =>
-          Effect.sync(() => {
+          calls.length >= failAfter
+            ? Effect.fail(new StoreUnavailable({ message: "the catalog is gone" }))
+            : Effect.sync(() => {
             calls.push({ experimentId, facts: { ...facts } })
             const key = `${runId}\u0000${experimentId}`
             const prev: MembershipRecord = membership.get(key) ?? {
@@ -83,11 +88,12 @@ export const fakeCatalog = (suiteId: string, root = "/suite-root") =>
 export const suiteEnv = (
   suiteId: string,
   pools: ReadonlyArray<Pool.PoolConfig> = [],
-  options: Runner.RunOptions = {}
+  options: Runner.RunOptions = {},
+  failAfter = Infinity
 ) => {
   const base = Layer.mergeAll(MemoryStore.layer(), Pool.layer(pools))
   return Layer.provideMerge(
-    Layer.merge(Runner.layer({ handleSignals: false, ...options }), fakeCatalog(suiteId)),
+    Layer.merge(Runner.layer({ handleSignals: false, ...options }), fakeCatalog(suiteId, "/suite-root", failAfter)),
     base
   )
 }

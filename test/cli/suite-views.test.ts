@@ -32,6 +32,9 @@ const assay = (args: ReadonlyArray<string>, cwd: string = repo) =>
   Effect.promise(() =>
     new Promise<Result>((resolve) => {
       const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+      // a command that hangs fails the test instead of outliving it
+      const guard = setTimeout(() => child.kill("SIGKILL"), 90_000)
+      child.on("close", () => clearTimeout(guard))
       let stdout = ""
       let stderr = ""
       child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
@@ -52,22 +55,19 @@ const makeRoot = (layout: "combined" | "byExperiment") =>
   Effect.gen(function*() {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-suite-views-"))
     const flag = path.join(dir, "fail-now")
-    write(dir, "lib/tasks.ts", [
-      `import { Effect } from "effect"`,
+    write(dir, "lib/tasks.mts", [
       `import * as fs from "node:fs"`,
       `import * as Task from ${JSON.stringify(path.join(repo, "src/domain/Task.ts"))}`,
-      `import { FatalError } from ${JSON.stringify(path.join(repo, "src/domain/Errors.ts"))}`,
       `export const work = (flag: string, failOn: number) =>`,
-      `  Task.make("work", { parameters: { failOn } }, (n: number, ctx) => Effect.scoped(Effect.gen(function*() {`,
-      `    yield* ctx.acquire()`,
-      `    if (n === failOn && fs.existsSync(flag)) return yield* Effect.fail(new FatalError({ message: "row " + n + " is bad" }))`,
+      `  Task.promise("work", { parameters: { failOn } }, async (n: number) => {`,
+      `    if (n === failOn && fs.existsSync(flag)) throw Object.assign(new Error("row " + n + " is bad"), { errorClass: "fatal" })`,
       `    return n * 2`,
-      `  })))`
+      `  })`
     ].join("\n"))
     const member = (failOn: number) => ({
       run: { concurrency: 1 },
       pools: { apis: { resources: [{ id: "k", capacity: 2 }] } },
-      pipeline: { name: "m", tasks: [{ use: "../lib/tasks.ts#work", args: [flag, failOn], resource: "apis" }] },
+      pipeline: { name: "m", tasks: [{ use: "../lib/tasks.mts#work", args: [flag, failOn], resource: "apis" }] },
       source: { range: { n: 4 } }
     })
     write(dir, "members/a.json", member(1))
@@ -95,6 +95,48 @@ const jsonOf = (r: Result): any => {
   assert.strictEqual(r.code, 0, r.stderr)
   return JSON.parse(r.stdout)
 }
+
+/** serve ROOT on 127.0.0.1: /experiments, ?experiment= with run_id, the dashboard's member links. */
+const checkServe = (root: string, runA: string) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => spawn(bin, ["serve", root, "--port", "0"], { cwd: repo, stdio: ["ignore", "pipe", "pipe"] })),
+    (child) =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() =>
+          new Promise<string>((resolve, reject) => {
+            let seen = ""
+            child.stdout!.on("data", (d: Buffer) => {
+              seen += d.toString()
+              const m = /at (http:\/\/127\.0\.0\.1:\d+)\//.exec(seen)
+              if (m !== null) resolve(m[1]!)
+            })
+            child.on("close", (code) => reject(new Error(`serve exited ${code}`)))
+          })
+        )
+        const get = (route: string) => Effect.promise(async () => {
+          const r = await fetch(`${url}${route}`)
+          return { status: r.status, body: await r.text() }
+        })
+        const ex = yield* get("/experiments")
+        assert.strictEqual(ex.status, 200)
+        const members = JSON.parse(ex.body)
+        assert.strictEqual(members.suite_id, "cmp")
+        assert.deepStrictEqual(members.rows.map((m: any) => [m.experiment_id, m.pipelines, m.source_status]), [
+          ["a", 4, "exhausted"],
+          ["b", 4, "exhausted"]
+        ])
+        const st = JSON.parse((yield* get(`/stats?experiment=a&run_id=${encodeURIComponent(runA)}`)).body)
+        assert.strictEqual(st.pipelines.by_state.failed, 1)
+        assert.strictEqual(st.suite.experiment, "a")
+        const res = JSON.parse((yield* get("/resources?experiment=a")).body)
+        assert.isTrue(res.rows.length > 0 && res.rows.every((r: any) => r.pool !== "experiment:b:apis"))
+        assert.strictEqual((yield* get("/stats?experiment=zz")).status, 404)
+        const page = (yield* get("/")).body
+        assert.include(page, `href="/?experiment=a"`)
+        assert.include(page, `href="/?experiment=b"`)
+      }),
+    (child) => Effect.sync(() => child.kill("SIGTERM"))
+  )
 
 describe("assay report / export / serve on a suite root", { timeout: 240_000 }, () => {
   it.live("byExperiment: report views, exports, serve", () =>
@@ -178,46 +220,7 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       assert.isTrue(fs.existsSync(path.join(split, "b", "attempts.csv")))
       assert.strictEqual((yield* assay(["export", plain, split, "--by-experiment"])).code, 2)
 
-      // serve: /experiments, ?experiment= with run_id, the dashboard links members
-      yield* Effect.acquireUseRelease(
-        Effect.sync(() => spawn(bin, ["serve", root, "--port", "0"], { cwd: repo, stdio: ["ignore", "pipe", "pipe"] })),
-        (child) =>
-          Effect.gen(function*() {
-            const url = yield* Effect.promise(() =>
-              new Promise<string>((resolve, reject) => {
-                let seen = ""
-                child.stdout!.on("data", (d: Buffer) => {
-                  seen += d.toString()
-                  const m = /at (http:\/\/127\.0\.0\.1:\d+)\//.exec(seen)
-                  if (m !== null) resolve(m[1]!)
-                })
-                child.on("close", (code) => reject(new Error(`serve exited ${code}`)))
-              })
-            )
-            const get = (route: string) => Effect.promise(async () => {
-              const r = await fetch(`${url}${route}`)
-              return { status: r.status, body: await r.text() }
-            })
-            const ex = yield* get("/experiments")
-            assert.strictEqual(ex.status, 200)
-            const members = JSON.parse(ex.body)
-            assert.strictEqual(members.suite_id, "cmp")
-            assert.deepStrictEqual(members.rows.map((m: any) => [m.experiment_id, m.pipelines, m.source_status]), [
-              ["a", 4, "exhausted"],
-              ["b", 4, "exhausted"]
-            ])
-            const st = JSON.parse((yield* get(`/stats?experiment=a&run_id=${encodeURIComponent(runA!)}`)).body)
-            assert.strictEqual(st.pipelines.by_state.failed, 1)
-            assert.strictEqual(st.suite.experiment, "a")
-            const res = JSON.parse((yield* get("/resources?experiment=a")).body)
-            assert.isTrue(res.rows.length > 0 && res.rows.every((r: any) => r.pool !== "experiment:b:apis"))
-            assert.strictEqual((yield* get("/stats?experiment=zz")).status, 404)
-            const page = (yield* get("/")).body
-            assert.include(page, `href="/?experiment=a"`)
-            assert.include(page, `href="/?experiment=b"`)
-          }),
-        (child) => Effect.sync(() => child.kill("SIGTERM"))
-      )
+      yield* checkServe(root, runA!)
     }))
 
   it.live("combined: the same views and a split export from one database", () =>
@@ -229,6 +232,18 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       const runA = all.runs[0].runId as string
       const a1 = jsonOf(yield* assay(["report", root, "--json", "--run-id", runA, "--experiment", "a"]))
       assert.strictEqual(a1.byState.failed, 1)
+      // watch (not a terminal): the suite is not running, so one line and the final picture
+      const w = yield* assay(["watch", root, "--interval", "0.2"])
+      assert.strictEqual(w.code, 0, w.stderr)
+      assert.match(w.stdout, /all runs \(2\)/)
+      assert.match(w.stdout, /suite cmp \(combined\)/)
+      assert.match(w.stdout, /  a: 4 \(4 ok · 0 failed · 0 interrupted\) · source exhausted/)
+      const wa = yield* assay(["watch", root, "--interval", "0.2", "--experiment", "a", "--run-id", runA])
+      assert.strictEqual(wa.code, 0, wa.stderr)
+      assert.match(wa.stdout, /suite cmp \(combined\) · member a/)
+      assert.match(wa.stdout, /pipelines 4: 3 succeeded · 1 failed/)
+      assert.strictEqual((yield* assay(["watch", root, "--experiment", "zz"])).code, 2)
+      yield* checkServe(root, runA)
       const split = path.join(dir, "split")
       const s = yield* assay(["export", root, split, "--rows", "results", "--by-experiment"])
       assert.strictEqual(s.code, 0, s.stderr)

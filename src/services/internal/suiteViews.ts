@@ -29,6 +29,7 @@ import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
+import { parseMemberMetric } from "./suite/metric.js"
 import * as Report from "./report.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -139,15 +140,14 @@ export const poolVisible = (pool: string, experimentId: string | undefined): boo
 
 /**
  * The member and metric name of a member-scoped metric's stored name (`experiment:ID:NAME`, the
- * runner's `reportMetric(name, v, { experiment: ID })`), `undefined` for any other metric.
+ * runner's `reportMetric(name, v, { experiment: ID })`, see `Suite.memberMetricName`),
+ * `undefined` for any other metric.
  *
  * @since 0.3.0
  * @category pools
  */
-export const memberMetricOf = (stored: string): { readonly experimentId: string; readonly name: string } | undefined => {
-  const m = /^experiment:([^:]+):(.+)$/s.exec(stored)
-  return m === null ? undefined : { experimentId: m[1]!, name: m[2]! }
-}
+export const memberMetricOf: (stored: string) => { readonly experimentId: string; readonly name: string } | undefined =
+  parseMemberMetric
 
 // ---------------------------------------------------------------------------------------------
 // Durable outcomes of one run

@@ -21,6 +21,7 @@ const integration = [
   "test/package/**/*.test.ts",
   "test/docs/**/*.test.ts",
   "test/services/Runner.kill*.test.ts",
+  "test/services/Suite.kill.test.ts",
   "test/layers/SqliteStore.locks.test.ts"
 ]
 

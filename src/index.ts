@@ -57,6 +57,11 @@ export * as RetryPolicy from "./domain/RetryPolicy.js"
 export * as RunConfig from "./domain/RunConfig.js"
 /** @since 0.1.0 */
 export * as Shard from "./domain/Shard.js"
+/**
+ * Suite identity: id rules (`checkId`), member pipeline ids (`memberPipelineId`,
+ * `memberDigestOf`), `Membership` and `tagSpec`. @since 0.5.0
+ */
+export * as SuiteIdentity from "./domain/Suite.js"
 /** @since 0.1.0 */
 export * as Task from "./domain/Task.js"
 /** @since 0.1.0 */
@@ -104,6 +109,17 @@ export * as StatsServer from "./services/StatsServer.js"
 export * as Signals from "./services/Signals.js"
 /** @since 0.1.0 */
 export * as Store from "./services/Store.js"
+/**
+ * The suite catalog port: members and their definition digests, per-run membership facts,
+ * read views of one member or all (`SuiteCatalog` tag). @since 0.5.0
+ */
+export * as SuiteCatalog from "./services/SuiteCatalog.js"
+/**
+ * Suites at run time: `Suite.member` / `Suite.make`, round-robin admission of the members
+ * (`Suite.pipelines`, facts per member in the catalog), `Suite.run` / `Suite.start` with a
+ * report per member, member-scoped metric names. @since 0.5.0
+ */
+export * as Suite from "./services/Suite.js"
 
 // config: the experiment compiler (beside the layers; its code is in config/internal/)
 /**
@@ -119,6 +135,11 @@ export * as Config from "./config/Config.js"
  * @since 0.1.0
  */
 export * as Experiment from "./config/Experiment.js"
+/**
+ * The suite file: `SuiteConfig.load(file)` (members loaded as experiments, shared pools,
+ * bindings, definition digests), `SuiteConfig.isSuiteFile`, `defineSuite`. @since 0.5.0
+ */
+export * as SuiteConfig from "./config/Suite.js"
 
 // layers
 /** @since 0.1.0 */
@@ -147,6 +168,11 @@ export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 export * as Plugins from "./layers/Plugins.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+/**
+ * The store of a suite root, `combined` or `byExperiment` (`SuiteStore.layer` for a run,
+ * `SuiteStore.layerRead` for report/watch/serve/export, `SuiteStore.isSuiteRoot`). @since 0.5.0
+ */
+export * as SuiteStore from "./layers/SuiteStore.js"
 /**
  * Opening stores by name as the CLI does (a path, a `file:` URI or a plugin URI):
  * `StoreResolver.layerOpener({ registry, baseDir })` is the `StoreOpener` that `Export`,

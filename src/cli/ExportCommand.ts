@@ -12,6 +12,13 @@
  * may be a plugin URI (`scheme://...`) whose scheme a `--plugin SPEC` module (or
  * `ASSAY_PLUGINS`) provides.
  *
+ * On a suite root (a directory holding `manifest.json`, given as the only store): the rows of
+ * the cumulative suite view (or `--experiment ID`'s), `results` rows with `suiteId`,
+ * `experimentId`, `localKey` and `repeat`, audit rows with member identity (a shared pool's
+ * events with `experimentId: null`); `--by-experiment` treats OUT as a directory and writes
+ * `OUT/ID/ROWS.FORMAT` per member (members in id order, each file atomic; FORMAT from
+ * `--format`, default jsonl). `--by-experiment` without a suite root is refused (exit 2).
+ *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
@@ -21,6 +28,7 @@ import { Chunk, Console, Effect, Option, Stream } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as Export from "../services/internal/export.js"
+import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
@@ -51,6 +59,9 @@ const csvSafe = Options.boolean("csv-safe").pipe(
   Options.withDescription("CSV only: prefix cells starting with = + - @ tab or CR with ' so spreadsheets do not run them as formulas.")
 )
 const runId = Flags.runId("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
+const byExperiment = Options.boolean("by-experiment").pipe(
+  Options.withDescription("Suite roots only: OUT is a directory; write OUT/ID/ROWS.FORMAT per member (members in id order, each file atomic).")
+)
 
 /** Fails with `ConfigError` (exit 2) when `runId` is a run of none of the opened stores. */
 const checkRunId = (runId: RunId, opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>
@@ -80,7 +91,9 @@ export const exportCommand = Command.make("export", {
   flatten,
   flattenDepth,
   csvSafe,
-  plugin: StoreArgs.pluginOption
+  plugin: StoreArgs.pluginOption,
+  experiment: StoreArgs.experimentOption,
+  byExperiment
 }, (o) =>
   Effect.scoped(Effect.gen(function*() {
     if (o.paths.length < 2) {
@@ -88,7 +101,20 @@ export const exportCommand = Command.make("export", {
     }
     const out = o.paths[o.paths.length - 1]!
     const stores = o.paths.slice(0, -1)
-    const chosen = yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
+    const experiment = Option.getOrUndefined(o.experiment)
+    const root = yield* StoreArgs.suiteRootOf(stores, experiment)
+    if (o.byExperiment && (root === undefined || out === "-")) {
+      return yield* new ConfigError({
+        message: root === undefined
+          ? "--by-experiment splits a suite root's rows by member: give a suite root (a directory with manifest.json)"
+          : "--by-experiment writes files under OUT: OUT must be a directory, not -",
+        issues: [{ path: "--by-experiment", message: root === undefined ? "not a suite root" : "OUT is -" }]
+      })
+    }
+    // a split export's OUT is a directory: the format is --format's (default jsonl)
+    const chosen = o.byExperiment
+      ? Option.getOrElse(o.format, () => "jsonl" as const)
+      : yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
     // `all` (as in `report --run-id all`) is every run: the same as no filter.
     const runIdArg = Option.getOrUndefined(o.runId)
     if (o.csvSafe && chosen !== "csv") {
@@ -108,6 +134,20 @@ export const exportCommand = Command.make("export", {
       csvSafe: o.csvSafe
     }
     yield* Export.checkLimit(options.limit)
+    if (root !== undefined) {
+      const { store, suite } = yield* StoreArgs.openSuite(root)
+      if (options.runId !== undefined) yield* checkRunId(options.runId, [{ source: root, store }])
+      if (o.byExperiment) {
+        const split = yield* SuiteViews.exportByExperiment(suite, out, { ...options, experiment })
+        return yield* Console.log(`exported ${split.rows} ${o.rows} row(s) to ${split.files.length} file(s) under ${out}: ${
+          split.files.map((f) => `${f.experimentId} ${f.rows}`).join(", ")
+        }`)
+      }
+      yield* Export.checkOutput(out, [])
+      const n = yield* Export.writeRows(SuiteViews.suiteRowItems(suite, { ...options, experiment }), out, options)
+      const summary = `exported ${n} ${o.rows} row(s) to ${out === "-" ? "standard output" : out}`
+      return yield* out === "-" ? Console.error(summary) : Console.log(summary)
+    }
     // Never overwrite a database (an input store, or any SQLite file given as OUT).
     yield* Export.checkOutput(out, stores)
     // Concatenated in the given order, `limit` per store (as `Export.exportStores`).

@@ -100,3 +100,26 @@ export const allowRemote = (description: string): Options.Options<boolean> =>
  */
 export const runId = (description: string): Options.Options<Option.Option<string>> =>
   Options.text("run-id").pipe(Options.optional, Options.withDescription(description))
+
+/**
+ * `--experiment ID` (repeatable): the suite members a command runs or resumes (default: every
+ * member). Only for a suite file.
+ *
+ * @param description the command's help text for it
+ * @returns the member ids given, in order (empty when none)
+ * @since 0.5.0
+ * @category options
+ */
+export const experiments = (description: string): Options.Options<ReadonlyArray<string>> =>
+  Options.text("experiment").pipe(Options.withPseudoName("ID"), Options.repeated, Options.withDescription(description))
+
+/**
+ * `--output-root DIR`: a suite's output root, relative to the working directory (the suite
+ * file's `output.root` is relative to the file). Only for a suite file.
+ *
+ * @param description the command's help text for it
+ * @since 0.5.0
+ * @category options
+ */
+export const outputRoot = (description: string): Options.Options<Option.Option<string>> =>
+  Options.text("output-root").pipe(Options.withPseudoName("DIR"), Options.optional, Options.withDescription(description))

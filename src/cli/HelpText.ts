@@ -42,19 +42,24 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
       "Eight attempts at once, only the first 100 rows, the report as JSON",
       "assay run -c examples/experiments/delay.yaml --concurrency 8 --limit 100 --summary json"
     ),
-    e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2")
+    e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2"),
+    e("A suite (members side by side on shared pools), one member only", "assay run -c examples/suites/suite.yaml --experiment subject")
   ],
   resume: [
     e(
       "Continue an interrupted run (same experiment, same store)",
       "assay resume -c examples/experiments/delay.yaml --store runs/demo.db"
-    )
+    ),
+    e("Resume one member of a suite; the others' databases stay untouched", "assay resume -c examples/suites/suite.yaml --experiment full")
   ],
   plugins: [
     e("List the built-in tasks and algorithms", "assay plugins"),
     e("Also load the plugins an experiment names, as JSON", "assay plugins -c vault.json --json")
   ],
-  schema: [e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json")],
+  schema: [
+    e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json"),
+    e("The same for suite files", "assay schema --suite > suite.schema.json")
+  ],
   report: [
     e("Report on the most recent run of a store", "assay report runs/demo.db"),
     e("Every run of two shard stores, merged, as JSON", "assay report runs/qa.shard0of2.db runs/qa.shard1of2.db --run-id all --json")

@@ -16,6 +16,12 @@
  * on the parent is forwarded to the running children (graceful stop), no new child starts, and
  * the merged partial report is printed before exiting 130.
  *
+ * Suites: a suite file (`-c SUITE`, detected by its top-level `suite`) runs its members side by
+ * side under one runner (see `SuiteRun.ts`): `--experiment ID` (repeatable) selects members,
+ * `--output-root DIR` (relative to the working directory) replaces `output.root`; `--store`,
+ * `--shard`, `--shards` and `--jobs` are refused (exit 2). `--experiment` and `--output-root`
+ * are refused for an ordinary experiment file.
+ *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
@@ -36,6 +42,7 @@ import type { SeedError } from "../domain/Pipeline.js"
 import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
 import * as Experiment from "../config/internal/experiment.js"
+import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as Otel from "../layers/Otel.js"
 import * as PluginUri from "../layers/PluginUri.js"
@@ -53,6 +60,7 @@ import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
+import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -115,7 +123,9 @@ const runOptions = {
   ),
   shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db).", "I/N"),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
-  jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all).")
+  jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all)."),
+  experiment: Flags.experiments("Suite only: run just this member (repeatable); the others' state is left untouched."),
+  outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root).")
 }
 
 type RunArgs = {
@@ -728,14 +738,46 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
     if (codes.some((c) => c !== 0)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   }).pipe(Effect.scoped, Effect.provide(NodeCommandExecutor.layer))
 
-const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  Option.match(args.shards, {
+/** `run` / `resume` on a suite file (see `SuiteRun.ts`). */
+const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const refused: Array<string> = []
+    if (Option.isSome(args.store)) refused.push("--store")
+    if (Option.isSome(args.shard)) refused.push("--shard")
+    if (Option.isSome(args.shards)) refused.push("--shards")
+    if (Option.isSome(args.jobs)) refused.push("--jobs")
+    const { store: _store, ...overrides } = yield* overridesOf(args, resume)
+    return yield* SuiteRun.runSuite({
+      config: args.config,
+      overrides: definedOnly(overrides),
+      refused,
+      experiments: args.experiment,
+      outputRoot: args.outputRoot,
+      limit: args.limit,
+      strictEnv: args.strictEnv,
+      summary: args.summary,
+      quiet: args.quiet,
+      progressInterval: yield* durationFlag("progress-interval", args.progressInterval),
+      argv: process.argv.slice(2)
+    })
+  })
+
+const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  args.experiment.length > 0
+    ? Effect.fail(configError("--experiment", "only a suite file has members: --experiment needs -c SUITE"))
+    : Option.isSome(args.outputRoot)
+    ? Effect.fail(configError("--output-root", "only a suite file has an output root: --output-root needs -c SUITE"))
+    : Option.match(args.shards, {
     onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
       Option.isSome(args.jobs)
         ? Effect.fail(configError("--jobs", "--jobs only applies with --shards N (how many shard processes run at once)"))
         : runOne(args, resume),
     onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
-  }).pipe(
+  })
+
+const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.flatMap(SuiteConfig.isSuiteFile(args.config), (suite) =>
+    suite ? suiteRun(args, resume) : experimentHandler(resume)(args)).pipe(
     // spans (the run's, its attempts') go to the collector while the command runs; the last
     // batch is sent when it ends
     Effect.provide(Otel.layerFromEnv(args.otel))

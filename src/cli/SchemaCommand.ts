@@ -1,13 +1,16 @@
 /**
  * `assay schema`: prints the JSON Schema of the experiment file, generated from the Effect
  * Schema (`ExperimentFile`), so that editors validate and complete configs (see
- * `docs/config.md` for how to reference it).
+ * `docs/config.md` for how to reference it); `assay schema --suite` prints the suite file's
+ * (`SuiteFile`, see `docs/suites.md`).
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Console, Effect, JSONSchema, Schema } from "effect"
 import { ExperimentFile } from "../config/Config.js"
+import { SuiteFile } from "../config/Suite.js"
 
 /**
  * The JSON Schema (draft-07) of an experiment file as written (durations as strings).
@@ -21,12 +24,31 @@ export const experimentJsonSchema = (): JSONSchema.JsonSchema7Root => {
 }
 
 /**
- * `assay schema`.
+ * The JSON Schema (draft-07) of a suite file as written (durations as strings).
+ *
+ * @since 0.5.0
+ * @category schema
+ */
+export const suiteJsonSchema = (): JSONSchema.JsonSchema7Root => {
+  const root = JSONSchema.make(Schema.encodedBoundSchema(SuiteFile))
+  return {
+    ...root,
+    title: "assay suite",
+    description: "An assay suite file (JSON, TOML or YAML): several experiment files run as one suite."
+  } as JSONSchema.JsonSchema7Root
+}
+
+const suite = Options.boolean("suite").pipe(
+  Options.withDescription("Print the JSON Schema of suite files instead of experiment files.")
+)
+
+/**
+ * `assay schema [--suite]`.
  *
  * @since 0.1.0
  * @category commands
  */
-export const schema = Command.make("schema", {}, () =>
-  Effect.flatMap(Effect.sync(experimentJsonSchema), (s) => Console.log(JSON.stringify(s, null, 2)))).pipe(
-    Command.withDescription("Print the JSON Schema of experiment files (for editors).")
+export const schema = Command.make("schema", { suite }, ({ suite }) =>
+  Effect.flatMap(Effect.sync(suite ? suiteJsonSchema : experimentJsonSchema), (s) => Console.log(JSON.stringify(s, null, 2)))).pipe(
+    Command.withDescription("Print the JSON Schema of experiment files (or, with --suite, of suite files) for editors.")
   )

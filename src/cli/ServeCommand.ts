@@ -9,6 +9,10 @@
  *
  * STORE may be a plugin URI whose scheme a `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
  *
+ * STORE may be a suite root (a directory holding `manifest.json`): the cumulative suite view by
+ * default, `--experiment ID` one member by default; every JSON route takes `?experiment=ID`,
+ * `/experiments` lists the members and the dashboard links each member's detail view.
+ *
  * Exit codes: 2 for a refused host, a bad flag, an unknown `--run-id` or an unknown store
  * scheme; 1 when the store cannot be opened or the port cannot be bound.
  *
@@ -24,6 +28,8 @@ import * as Monitor from "../services/Monitor.js"
 import * as StatsServer from "../services/StatsServer.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
+import * as SuiteViews from "../services/internal/suiteViews.js"
+import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
@@ -47,9 +53,35 @@ const refresh = Options.integer("refresh-ms").pipe(
  * @since 0.1.0
  * @category commands
  */
-export const serve = Command.make("serve", { store, port, host, runId, allowRemote, refresh, plugin: StoreArgs.pluginOption }, (o) =>
+export const serve = Command.make("serve", { store, port, host, runId, allowRemote, refresh, plugin: StoreArgs.pluginOption, experiment: StoreArgs.experimentOption }, (o) =>
+  Effect.gen(function*() {
+    const experiment = Option.getOrUndefined(o.experiment)
+    const root = yield* StoreArgs.suiteRootOf([o.store], experiment)
+    if (root === undefined) return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const { store: st, suite } = yield* StoreArgs.openSuite(root)
+      if (experiment !== undefined) yield* SuiteViews.checkMember(suite, experiment)
+      return yield* serveStore(o, st, suite, experiment)
+    }))
+  })).pipe(
+    Command.withDescription("Serve a read-only dashboard and JSON views of a store or a suite root (loopback only by default).")
+  )
+
+/** Serves one opened store (a suite root's merged store with `suite`) until interrupted. */
+const serveStore = (
+  o: {
+    readonly store: string
+    readonly port: number
+    readonly host: string
+    readonly runId: Option.Option<string>
+    readonly allowRemote: boolean
+    readonly refresh: number
+  },
+  st: StoreService,
+  suite?: SuiteViews.SuiteReads | undefined,
+  experiment?: string | undefined
+) =>
   Effect.scoped(Effect.gen(function*() {
-    const st = yield* Store
     const selector = Option.getOrUndefined(o.runId)
     // an explicit default run must exist (a typo should not serve an empty page)
     if (selector !== undefined && selector !== "all" && selector !== "latest") {
@@ -65,7 +97,9 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
       port: o.port,
       allowRemote: o.allowRemote,
       runId: selector,
-      refreshMs: o.refresh
+      refreshMs: o.refresh,
+      suite,
+      experiment
     })
     yield* Console.log(
       `assay serve: ${o.store} (read-only) at ${info.url}/ ${
@@ -73,6 +107,4 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
       }`
     )
     return yield* Effect.never
-  })).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))).pipe(
-    Command.withDescription("Serve a read-only dashboard and JSON views of a store (loopback only by default).")
-  )
+  }))

@@ -5,13 +5,20 @@
  * some argument is a plugin URI, and resolved against the working directory. Every store is
  * opened read-only (`StoreResolver.openReadOnly`).
  *
+ * A store argument may also be a suite root (a directory holding `manifest.json`): the read
+ * commands then show the suite's views (src/services/internal/suiteViews.ts), opened read-only
+ * through `SuiteStore.makeRead`; `--experiment ID` selects one member.
+ *
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
-import { type ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import * as Plugins from "../layers/Plugins.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import type { SuiteReads } from "../services/internal/suiteViews.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as Export from "../services/internal/export.js"
@@ -159,3 +166,62 @@ export const readLayer = (
         StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
     )
   )
+
+/**
+ * `--experiment ID`: on a suite root, one member's view (default: the whole suite).
+ *
+ * @since 0.3.0
+ * @category options
+ */
+export const experimentOption = Options.text("experiment").pipe(
+  Options.optional,
+  Options.withDescription("Suite roots only: show this member alone (default: the whole suite, members in id order).")
+)
+
+/**
+ * The suite root among some store arguments: `undefined` when none is a suite root (a
+ * directory holding `manifest.json`), the root when it is the only argument; a suite root
+ * beside other stores fails with `ConfigError` (exit 2), as does `--experiment` without a
+ * suite root (when `experiment` is given).
+ *
+ * @since 0.3.0
+ * @category suites
+ */
+export const suiteRootOf = (
+  specs: ReadonlyArray<string>,
+  experiment: string | undefined
+): Effect.Effect<string | undefined, ConfigError> =>
+  Effect.gen(function*() {
+    const roots: Array<string> = []
+    for (const spec of specs) if (yield* SuiteStore.isSuiteRoot(spec)) roots.push(spec)
+    if (roots.length > 0 && specs.length > 1) {
+      return yield* new ConfigError({
+        message: `a suite root (${roots[0]}) is read alone: give it as the only store (its members are merged already)`,
+        issues: [{ path: "store", message: "a suite root beside other stores" }]
+      })
+    }
+    if (roots.length === 0 && experiment !== undefined) {
+      return yield* new ConfigError({
+        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members`,
+        issues: [{ path: "--experiment", message: "not a suite root" }]
+      })
+    }
+    return roots[0]
+  })
+
+/**
+ * Opens a suite root read-only in the current scope (`SuiteStore.makeRead`: no lock, no
+ * migration, no write): its merged cumulative store and its catalog as {@link SuiteReads}.
+ * Fails with `StoreUnavailable` when the root cannot be read, `ConfigError` for a bad manifest.
+ *
+ * @since 0.3.0
+ * @category suites
+ */
+export const openSuite = (
+  root: string
+): Effect.Effect<
+  { readonly store: StoreService; readonly suite: SuiteReads },
+  StoreUnavailable | ConfigError,
+  Scope.Scope
+> =>
+  Effect.map(SuiteStore.makeRead(root), (h) => ({ store: h.store, suite: h.catalog })).pipe(Effect.provide(NodeFileSystem.layer))

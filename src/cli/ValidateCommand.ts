@@ -10,6 +10,9 @@
  * receive rounded (a `warning:` line on stderr, `warnings` in `--json`). With `--store PATH`, or
  * when `run.store` exists, it also says how many of the store's pipelines match this
  * definition when some are of another one (stderr; `store` in `--json`): see `DefinitionMatch`.
+ * A suite file (a document with a top-level `suite`) is checked by the suite loader instead and
+ * described (members, ignored run fields, effective overrides, pool mapping; see `SuiteRun.ts`);
+ * `--store` is refused for it (exit 2).
  *
  * @since 0.1.0
  */
@@ -20,9 +23,12 @@ import * as path from "node:path"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../config/internal/experiment.js"
+import * as SuiteConfig from "../config/Suite.js"
+import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
+import * as SuiteRun from "./SuiteRun.js"
 
 const text = (experiment: Experiment.Experiment): string => {
   const d = experiment.describe() as Record<string, any>
@@ -158,6 +164,16 @@ export const validate = Command.make(
   },
   ({ config, json, store, strictEnv }) =>
     Effect.gen(function*() {
+      // a suite file: its members, ignored run fields, overrides and pool mapping
+      if (yield* SuiteConfig.isSuiteFile(config)) {
+        if (Option.isSome(store)) {
+          return yield* new ConfigError({
+            message: "--store: refused in suite mode: a suite's one storage entry is its output root",
+            issues: [{ path: "--store", message: "refused in suite mode: a suite's one storage entry is its output root" }]
+          })
+        }
+        return yield* SuiteRun.validateSuite(config, { strictEnv, json })
+      }
       // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
       const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(
         // With --json an invalid file is also described on stdout, for tools and editors:

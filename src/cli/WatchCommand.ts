@@ -14,6 +14,11 @@
  * provides. Exit codes: 0 when the run ended; 2 for an unknown `--run-id`, a bad flag or an
  * unknown store scheme; 1 when the store cannot be opened.
  *
+ * On a suite root (a directory holding `manifest.json`) it shows the cumulative suite view by
+ * default (once a run exists, until no run of the suite is running), `--experiment ID` one
+ * member, `--run-id` one invocation's durable outcomes; the picture lists the members with
+ * their counts and source status, and pools as shared or private.
+ *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
@@ -27,6 +32,8 @@ import * as PluginUri from "../layers/PluginUri.js"
 import * as Monitor from "../services/internal/monitor.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
+import * as SuiteViews from "../services/internal/suiteViews.js"
+import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("The store to watch (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
@@ -80,17 +87,46 @@ export const waitForStoreFile = <A, E extends { readonly _tag: string }, R>(
  * @since 0.1.0
  * @category commands
  */
-export const watch = Command.make("watch", { store, runId, interval, plugin: StoreArgs.pluginOption }, (o) =>
-  Effect.scoped(Effect.gen(function*() {
+export const watch = Command.make("watch", { store, runId, interval, plugin: StoreArgs.pluginOption, experiment: StoreArgs.experimentOption }, (o) =>
+  Effect.gen(function*() {
     if (!(o.interval > 0) || !Number.isFinite(o.interval)) {
       return yield* new ConfigError({ message: `--interval must be a positive number of seconds, got ${o.interval}` })
     }
-    const st = yield* Store
-    const reads = Monitor.storeReads(st)
+    const experiment = Option.getOrUndefined(o.experiment)
+    const root = yield* StoreArgs.suiteRootOf([o.store], experiment)
+    if (root !== undefined) {
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const { store: st, suite } = yield* StoreArgs.openSuite(root)
+        if (experiment !== undefined) yield* SuiteViews.checkMember(suite, experiment)
+        yield* follow(o, st, "all", (selector) =>
+          Effect.flatMap(Monitor.resolveSelection(st, selector), (sel) => SuiteViews.suiteSnapshot(suite, sel, { experiment, errors: 10 })))
+      }))
+    }
+    return yield* Effect.scoped(Effect.flatMap(Store, (st) =>
+      follow(o, st, undefined, (selector) => Monitor.readSnapshot(st, { runId: selector }, Monitor.storeReads(st))))).pipe(
+      Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
+      (watching) => waitForStoreFile(o.store, o.interval, watching)
+    )
+  })).pipe(
+    Command.withDescription("Watch a run's progress (or a suite's) in the terminal until it ends (read-only).")
+  )
+
+/**
+ * The watch loop over an opened store: pins the selection (`--run-id`, else `fallback` once a
+ * run exists: the latest run's id for a store, `all` (the cumulative view) for a suite), then
+ * shows `read(selection)` every interval until it is over.
+ */
+const follow = <E>(
+  o: { readonly store: string; readonly runId: Option.Option<string>; readonly interval: number },
+  st: StoreService,
+  fallback: "all" | undefined,
+  read: (selector: string) => Effect.Effect<Monitor.Snapshot, E | Monitor.UnknownRun>
+) =>
+  Effect.gen(function*() {
     const tty = process.stdout.isTTY === true
     const every = `${Math.round(o.interval * 1000)} millis` as const
     /** Runs `eff` every interval until `done` holds for its result, and returns that result. */
-    const pollUntil = <A, E, R>(eff: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
+    const pollUntil = <A, E2, R>(eff: Effect.Effect<A, E2, R>, done: (a: A) => boolean) =>
       Effect.gen(function*() {
         while (true) {
           const a = yield* eff
@@ -114,24 +150,22 @@ export const watch = Command.make("watch", { store, runId, interval, plugin: Sto
         ),
         Option.isSome
       )
-      selector = Option.getOrThrow(latest).runId
+      selector = fallback ?? Option.getOrThrow(latest).runId
     }
     const pinned = selector
-    const read = Monitor.readSnapshot(st, { runId: pinned }, reads).pipe(
-      Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
+    const snapshot = read(pinned).pipe(
+      Effect.catchIf(
+        (e): e is Monitor.UnknownRun => e instanceof Monitor.UnknownRun,
+        (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` }))
+      )
     )
     const show = (s: Monitor.Snapshot) =>
       tty
         ? write(`\u001b[H\u001b[2J${Monitor.renderSnapshot(s, { width: process.stdout.columns ?? 80, color: true })}`)
         : write(`${Monitor.renderLine(s)}\n`)
-    const last = yield* pollUntil(Effect.tap(read, show), Monitor.isOver)
+    const last = yield* pollUntil(Effect.tap(snapshot, show), Monitor.isOver)
     if (!tty) yield* write(Monitor.renderSnapshot(last, { width: 100, color: false }))
     if (last.run !== null && last.run.stale) {
       yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
     }
-  })).pipe(
-    Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
-    (watching) => waitForStoreFile(o.store, o.interval, watching)
-  )).pipe(
-    Command.withDescription("Watch a run's progress in the terminal until it ends (read-only).")
-  )
+  })

@@ -30,6 +30,7 @@ import { PipelineBuildError } from "./Errors.js"
 import { isHistoryArtifact } from "./HistoryArtifact.js"
 import type { PipelineId } from "./Ids.js"
 import { canonicalJson, canonicalJsonUnsafe, digest, type Json } from "./Json.js"
+import type { Membership } from "./Suite.js"
 import * as Task from "./Task.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -195,7 +196,10 @@ export interface MapOptions<Seed> {
  * - `seed`: the row, as given; `seedJson`: its canonical JSON, captured at binding;
  * - `seedDigest`: 32-hex digest of `seedJson`; `specDigest`: the template's;
  * - `repeat`: which of the `repeats` samples this is (from 0);
- * - `template`: the template (name, tags, tasks, nTasks, ...).
+ * - `template`: the template (name, tags, tasks, nTasks, ...);
+ * - `member`: the suite member the pipeline belongs to (`Suite.tagSpec`), absent outside
+ *   suites; inside a suite `pipelineId`/`key` are the member pipeline id and
+ *   `member.localKey` the key above.
  *
  * @since 0.1.0
  * @category models
@@ -211,6 +215,7 @@ export interface PipelineSpec<Seed, Out, E = never, R = never> {
   readonly specDigest: string
   readonly repeat: number
   readonly template: Template<Seed, Out, E, R>
+  readonly member?: Membership | undefined
 }
 
 /**

@@ -160,7 +160,11 @@ export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
  *   `interrupted` pipeline, cleared when it settles as `succeeded`;
  * - `repeat`: which of the `repeats` samples of its seed this pipeline is (from 0), `null` when
  *   unknown (a pipeline stored before schema version 4 under an explicit key). Optional in the
- *   constructor (default `null`).
+ *   constructor (default `null`);
+ * - `suiteId`, `experimentId`, `localKey`: the suite and member (experiment) the pipeline
+ *   belongs to and its key outside the suite (its content address or explicit key; see
+ *   `domain/Suite.ts`), `null` for a pipeline run outside suites (and in stores before schema
+ *   version 7). Optional in the constructor (default `null`).
  *
  * @since 0.1.0
  * @category records
@@ -185,7 +189,10 @@ export class PipelineRecord extends Schema.Class<PipelineRecord>("assay/Pipeline
   errorType: NullableString,
   errorMessage: NullableString,
   errorClass: NullableString,
-  repeat: Schema.optionalWith(NullableNumber, { default: () => null })
+  repeat: Schema.optionalWith(NullableNumber, { default: () => null }),
+  suiteId: Schema.optionalWith(NullableString, { default: () => null }),
+  experimentId: Schema.optionalWith(NullableString, { default: () => null }),
+  localKey: Schema.optionalWith(NullableString, { default: () => null })
 }) {}
 
 /**

@@ -54,6 +54,26 @@ export interface TaskContext {
   readonly runId: RunId
   /** The running task's name. */
   readonly taskName: string
+  /**
+   * The suite the pipeline belongs to (its `suite.id`), `null` outside a suite. With
+   * `experimentId`, `localKey` and `outputDir` it tells which member of a suite an attempt
+   * works for, without changing the task's input.
+   */
+  readonly suiteId: string | null
+  /** The suite member (experiment id) the pipeline belongs to, `null` outside a suite. */
+  readonly experimentId: string | null
+  /**
+   * The pipeline's key within its member: the content address or explicit key it had before
+   * the suite re-keyed it (`pipelineId` is then the suite-wide id). `null` outside a suite.
+   */
+  readonly localKey: string | null
+  /**
+   * The directory for the application's own files of this member, absolute: the suite's output
+   * root (layout `combined`) or the member's `experiments/ID` directory (layout
+   * `byExperiment`); `null` outside a suite. Nothing is written there or redirected for the
+   * task: naming files, concurrent appends and idempotency across retries stay the task's own.
+   */
+  readonly outputDir: string | null
   /** The task's position in the pipeline, from 0. */
   readonly seq: number
   /**

@@ -245,9 +245,20 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       switch (op._tag) {
         case "Admit":
           for (const p of op.pipelines) {
-            // a re-admission without a repeat index keeps the known one (as SqliteStore's upsert does)
-            const repeat = p.repeat ?? pipelines.get(p.pipelineId)?.repeat ?? null
-            pipelines.set(p.pipelineId, p instanceof PipelineRecord && p.repeat === repeat ? p : trusted(PipelineRecord, { ...p, repeat }))
+            // a re-admission without a repeat index or member fields keeps the known ones (as
+            // SqliteStore's upsert does)
+            const known = pipelines.get(p.pipelineId)
+            const repeat = p.repeat ?? known?.repeat ?? null
+            const suiteId = p.suiteId ?? known?.suiteId ?? null
+            const experimentId = p.experimentId ?? known?.experimentId ?? null
+            const localKey = p.localKey ?? known?.localKey ?? null
+            pipelines.set(
+              p.pipelineId,
+              p instanceof PipelineRecord && p.repeat === repeat && p.suiteId === suiteId &&
+                p.experimentId === experimentId && p.localKey === localKey
+                ? p
+                : trusted(PipelineRecord, { ...p, repeat, suiteId, experimentId, localKey })
+            )
           }
           for (const [a, placed] of op.seeds) insertArtifact(a, placed)
           for (const t of op.traversals) putState(t.pipelineId, t.state)

@@ -38,19 +38,16 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Option, type Scope } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
-import type { RunId } from "../domain/Ids.js"
-import type { RunRecord } from "../domain/Records.js"
-import { ArtifactBackend, type ArtifactBackendService } from "../services/ArtifactBackend.js"
+import { ArtifactBackend } from "../services/ArtifactBackend.js"
 import { checkOptions } from "../services/internal/store/shared.js"
 import type { StoreDriver, StoreOptions, StoreService } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
 import * as StoreFiles from "../services/StoreFiles.js"
 import { layerInline } from "./ArtifactBackends.js"
+import { makeDriverWithEnv } from "./internal/sqlite/driver.js"
 import * as open from "./internal/sqlite/open.js"
-import { makeReads } from "./internal/sqlite/reads.js"
-import { jsonOrNull, makeWriter } from "./internal/sqlite/writer.js"
 
 /**
  * Options of the SQLite store.
@@ -104,82 +101,7 @@ export const isSqliteFile: (path: string) => boolean = open.isSqliteFile
 export const makeDriver = (
   options: SqliteStoreOptions
 ): Effect.Effect<StoreDriver, StoreUnavailable | ConfigError, ArtifactBackend | Scope.Scope> =>
-  Effect.gen(function*() {
-    const backend: ArtifactBackendService = yield* ArtifactBackend
-    const env = yield* open.openSqlite(options)
-    const { readOnly, roError, tx } = env
-    const writer = yield* makeWriter(env)
-    const reads = makeReads(env, backend)
-    const getRun = reads.getRun
-    const { featureLevel, ...writes } = writer
-    const driver: StoreDriver = {
-      ...reads,
-      ...writes,
-      kind: "sqlite",
-      get featureLevel() {
-        // a read-only open keeps the level it found
-        return readOnly ? env.featureLevel : featureLevel()
-      },
-      readOnlyError: readOnly ? roError : undefined,
-      // a writer holds the file's OS lock: no other process writes while it is open
-      exclusiveWriter: !readOnly,
-      openRun: (run) =>
-        Effect.flatMap(
-          tx((d) => {
-            d.prepare(
-              "INSERT INTO runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES (?, ?, 'running', ?, ?, ?, NULL, NULL, ?, ?)"
-            ).run(run.runId, run.label ?? null, jsonOrNull(run.config ?? null), run.startedAt, run.startedAt, run.notes ?? null, JSON.stringify(run.meta ?? {}))
-            d.prepare("UPDATE store_writer SET run_id = ? WHERE id = 1").run(run.runId)
-          }),
-          () => Effect.map(getRun(run.runId), (o) => Option.getOrThrow(o) as RunRecord)
-        ),
-      heartbeat: (runId, nowMs) =>
-        tx((d) => void d.prepare("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?").run(nowMs, runId)),
-      finishRun: (runId, finish) =>
-        tx((d) =>
-          void d.prepare("UPDATE runs SET status = ?, ended_at = ?, stop_reason = ? WHERE run_id = ?").run(
-            finish.status,
-            finish.endedAt,
-            finish.stopReason ?? null,
-            runId
-          )
-        ),
-      interruptStale: (staleAfterMs, nowMs) =>
-        Effect.flatMap(
-          tx((d) => {
-            const ids = (d.prepare("SELECT run_id FROM runs WHERE status = 'running' AND heartbeat_at < ?").all(
-              nowMs - staleAfterMs
-            ) as Array<{ run_id: RunId }>).map((r) => r.run_id)
-            const upd = d.prepare("UPDATE runs SET status = 'interrupted', ended_at = ?, stop_reason = 'stale' WHERE run_id = ?")
-            for (const id of ids) upd.run(nowMs, id)
-            return ids
-          }),
-          (ids) => Effect.map(Effect.forEach(ids, getRun), (rs) => rs.flatMap((o) => Option.toArray(o)))
-        ),
-
-      reportMetric: (m) =>
-        tx((d) =>
-          void d.prepare(
-            "INSERT INTO metrics (run_id, scope, name, value, label, display, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, scope, name) DO UPDATE SET value = excluded.value, label = excluded.label, display = excluded.display, updated_at = excluded.updated_at"
-          ).run(
-            m.runId,
-            m.pipelineId ?? "",
-            m.name,
-            jsonOrNull(m.value),
-            m.label,
-            m.display,
-            m.updatedAt
-          )
-        ),
-      putResource: (r) =>
-        tx((d) =>
-          void d.prepare(
-            "INSERT INTO resources (pool, resource_id, kind, spec, health, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(pool, resource_id) DO UPDATE SET kind = excluded.kind, spec = excluded.spec, health = excluded.health, updated_at = excluded.updated_at"
-          ).run(r.pool, r.resourceId, r.kind, jsonOrNull(r.spec), jsonOrNull(r.health), r.updatedAt)
-        ),
-    }
-    return driver
-  })
+  Effect.map(makeDriverWithEnv(options), (d) => d.driver)
 
 
 /**

@@ -16,10 +16,14 @@
  * through `textContent` / attributes, never `innerHTML`. The script first reads `/stats`
  * to learn the selection, then asks `/pipelines` and `/events` for that same selection.
  *
+ * On a suite root (the snapshot has `suite`) the page also lists the members (counts, source
+ * status, member-scoped metrics), each linking to its detail view (`?experiment=ID`, kept on
+ * every request the page makes, with the selected run), and marks each pool shared or private.
+ *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import type { MetricRow, RunView, Snapshot } from "./internal/monitor.js"
+import type { MemberWire, MetricRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
 import { formatMetric } from "./internal/report.js"
 
@@ -37,7 +41,7 @@ export const escapeHtml = (value: unknown): string =>
 /**
  * Options of {@link renderDashboard}: the page's refresh period (ms, default 2000) and the
  * `run_id` the page was opened with (`undefined` = the server's default selection; passed on
- * to every request).
+ * to every request), and on a suite root the `experiment` it was opened with (likewise).
  *
  * @since 0.1.0
  * @category models
@@ -45,6 +49,8 @@ export const escapeHtml = (value: unknown): string =>
 export interface DashboardOptions {
   readonly refreshMs?: number | undefined
   readonly runIdParam?: string | undefined
+  /** The `experiment` the page was opened with (a suite member; passed on to every request). */
+  readonly experimentParam?: string | undefined
 }
 
 /** The pipeline states in card order, with the words shown for them. */
@@ -109,6 +115,48 @@ const optionsText = (spec: unknown): string => {
     .join(", ")
 }
 
+/** A suite pool's scope as the page says it: `shared`, or `private to ID` for `experiment:ID:NAME`. */
+const poolScope = (pool: string): string => {
+  const m = /^experiment:([^:]+):/.exec(pool)
+  return m === null ? "shared" : `private to ${m[1]}`
+}
+
+const sourceWord = (m: MemberWire): string =>
+  m.source_status === "error"
+    ? `source error: ${m.source?.source_error ?? ""}`
+    : m.source_status === "exhausted"
+    ? "source exhausted"
+    : m.source_status === "limit"
+    ? "limit reached"
+    : m.source_status === "running"
+    ? "source not exhausted"
+    : "never run"
+
+/** The members table of a suite root's page: each member links to its detail view. */
+const renderMembers = (s: Snapshot, runIdParam: string | undefined): string => {
+  const suite = s.suite!
+  const link = (id: string | undefined) => {
+    const parts = [runIdParam === undefined ? "" : `run_id=${encodeURIComponent(runIdParam)}`, id === undefined ? "" : `experiment=${encodeURIComponent(id)}`]
+      .filter((x) => x !== "")
+    return `/${parts.length === 0 ? "" : `?${parts.join("&")}`}`
+  }
+  const rows = suite.members.map((m) =>
+    `<tr class="${m.experiment_id === suite.experiment ? "selected" : ""}"><td class="mono id"><a class="member" href="${escapeHtml(link(m.experiment_id))}">${
+      escapeHtml(m.experiment_id)
+    }</a></td><td>${escapeHtml(m.label ?? "")}</td><td>${escapeHtml(m.pipelines)}</td><td>${escapeHtml(m.by_state.succeeded)}</td><td>${
+      escapeHtml(m.by_state.failed)
+    }</td><td>${escapeHtml(m.by_state.interrupted)}</td><td>${escapeHtml(m.skipped ?? "")}</td><td class="msg">${escapeHtml(sourceWord(m))}</td><td>${
+      escapeHtml(m.metrics.map((x) => `${x.label ?? x.name}: ${formatMetric(x.value, x.display)}`).join(", "))
+    }</td></tr>`
+  ).join("")
+  const scope = suite.experiment === null
+    ? "all members"
+    : `member <span class="mono">${escapeHtml(suite.experiment)}</span> · <a id="whole-suite" href="${escapeHtml(link(undefined))}">whole suite</a>`
+  return `<section id="suite"><h2>Suite <span class="mono">${escapeHtml(suite.suite_id)}</span> (${escapeHtml(suite.layout)}) · ${scope}</h2>
+<table><thead><tr><th>member</th><th>label</th><th>pipelines</th><th>succeeded</th><th>failed</th><th>interrupted</th><th>skipped</th><th>source</th><th>metrics</th></tr></thead><tbody id="members">${rows}</tbody></table></section>
+`
+}
+
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
  * loads `/assets/uplot.js` and `/assets/uplot.css` and refreshes itself every `refreshMs`.
@@ -118,6 +166,9 @@ const optionsText = (spec: unknown): string => {
  */
 export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): string => {
   const refreshMs = Math.max(250, options.refreshMs ?? 2000)
+  const member = options.experimentParam
+  /** A link to a run of the view shown (the member kept). */
+  const withMember = (runId: string) => `/?run_id=${encodeURIComponent(runId)}${member === undefined ? "" : `&experiment=${encodeURIComponent(member)}`}`
   const by = s.pipelines.by_state
   const title = s.run_id === null ? "no run yet" : s.run_id === "all" ? `whole store (${s.runs_total} runs)` : `run ${s.run_id}`
   const status = statusWord(s)
@@ -131,7 +182,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
   const pools = s.resources.map((r) => {
     const frac = r.capacity === null || r.capacity === 0 ? 0 : Math.min(1, (r.active ?? 0) / r.capacity)
     const hold = holdOf(r, s.generated_at)
-    return `<tr><td>${escapeHtml(r.pool)}/${escapeHtml(r.resource_id)}</td><td><span class="state ${escapeHtml(r.state ?? "")}">${
+    return `<tr><td>${escapeHtml(r.pool)}/${escapeHtml(r.resource_id)}${s.suite === undefined ? "" : ` <span class="muted">(${escapeHtml(poolScope(r.pool))})</span>`}</td><td><span class="state ${escapeHtml(r.state ?? "")}">${
       escapeHtml(r.state ?? "?")
     }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
@@ -145,17 +196,20 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     }</td><td>${escapeHtml(when(e.ended_at))}</td></tr>`
   ).join("")
   const runs = s.recent_runs.map((r) =>
-    `<tr class="${r.run_id === s.run_id ? "selected" : ""}"><td class="mono id"><a href="/?run_id=${escapeHtml(encodeURIComponent(r.run_id))}">${
+    `<tr class="${r.run_id === s.run_id ? "selected" : ""}"><td class="mono id"><a href="${escapeHtml(withMember(r.run_id))}">${
       escapeHtml(r.run_id)
     }</a> ${copyButton(r.run_id)}</td><td>${escapeHtml(r.label ?? "")}</td><td><span class="status ${escapeHtml(runStatus(r))}">${
       escapeHtml(runStatus(r))
     }</span></td><td>${escapeHtml(when(r.started_at))}</td><td>${escapeHtml(when(r.ended_at))}</td><td>${escapeHtml(r.stop_reason ?? "")}</td></tr>`
   ).join("")
   const latest = s.latest_run
-  const nav = `<nav id="views">view: <a id="view-all" class="${s.run_id === "all" ? "current" : ""}" href="/?run_id=all">whole store (<span id="runs-total">${s.runs_total}</span> runs)</a> · <a id="view-latest" class="${
+  const nav = `<nav id="views">view: <a id="view-all" class="${s.run_id === "all" ? "current" : ""}" href="${
+    escapeHtml(withMember("all"))
+  }">${s.suite === undefined ? "whole store" : "cumulative"} (<span id="runs-total">${s.runs_total}</span> runs)</a> · <a id="view-latest" class="${
     latest !== null && s.run_id === latest.run_id ? "current" : ""
-  }" href="/?run_id=latest">latest run <span id="latest-id" class="mono">${escapeHtml(latest?.run_id ?? "–")}</span></a></nav>`
-  const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null }).replace(/</g, "\\u003c")
+  }" href="${escapeHtml(withMember("latest"))}">latest run <span id="latest-id" class="mono">${escapeHtml(latest?.run_id ?? "–")}</span></a></nav>`
+  const suiteSection = s.suite === undefined ? "" : renderMembers(s, options.runIdParam)
+  const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null, experiment: member ?? null }).replace(/</g, "\\u003c")
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -195,7 +249,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
   }</b></span>
   </div>
 </section>
-<section class="grid counters">${counters}</section>
+${suiteSection}<section class="grid counters">${counters}</section>
 <section><h2>Throughput</h2><div id="chart" data-points="${s.throughput.series.length}" data-done="${s.done}"></div></section>
 <section><h2>Reported metrics <span id="metrics-note" class="muted">${escapeHtml(metricsNote)}</span></h2><div id="metrics" class="grid">${metrics}</div></section>
 <section class="two">
@@ -271,6 +325,7 @@ const SCRIPT = `
     return parts.length ? "?" + parts.join("&") : "";
   }
   function getJson(path, params) {
+    if (config.experiment !== null) params = Object.assign({}, params, { experiment: config.experiment });
     return fetch(path + q(params), { headers: { accept: "application/json" } }).then(function (r) {
       if (!r.ok) throw new Error(path + ": HTTP " + r.status);
       return r.json();
@@ -350,7 +405,7 @@ const SCRIPT = `
   // the download links follow the selection the page shows
   function pointDownloads(runId) {
     Array.prototype.forEach.call(document.querySelectorAll("a.download"), function (a) {
-      a.setAttribute("href", "/export" + q({ rows: a.getAttribute("data-rows"), format: a.getAttribute("data-format"), run_id: runId, state: a.getAttribute("data-state") }));
+      a.setAttribute("href", "/export" + q({ rows: a.getAttribute("data-rows"), format: a.getAttribute("data-format"), run_id: runId, state: a.getAttribute("data-state"), experiment: config.experiment }));
     });
   }
 
@@ -388,7 +443,9 @@ const SCRIPT = `
       var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === null ? "?" : x.state));
       var now = s.generated_at, until = x.throttled_until !== null && x.throttled_until > now ? ["throttled", x.throttled_until] : x.breaker_until !== null && x.breaker_until > now ? ["breaker open", x.breaker_until] : null;
       if (until !== null) { var t = new Date(until[1]); st.appendChild(el("span", "hold", " " + until[0] + " until " + (until[1] - now >= 86400000 ? t.toISOString() : t.toTimeString().slice(0, 8)))); }
-      return row([el("td", null, x.pool + "/" + x.resource_id), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "msg", optionsText(x.spec))]);
+      var owner = /^experiment:([^:]+):/.exec(x.pool);
+      var name = x.pool + "/" + x.resource_id + (s.suite ? (owner ? " (private to " + owner[1] + ")" : " (shared)") : "");
+      return row([el("td", null, name), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "msg", optionsText(x.spec))]);
     }));
     replace("errors", s.recent_errors.map(function (e) {
       var msg = [e.error_type, e.error_message].filter(function (v) { return v !== null; }).join(": ");
@@ -401,13 +458,25 @@ const SCRIPT = `
       return card;
     }));
     replace("runs", s.recent_runs.map(function (x) {
-      var td = el("td", "mono id"); var a = el("a", null, x.run_id); a.setAttribute("href", "/" + q({ run_id: x.run_id }));
+      var td = el("td", "mono id"); var a = el("a", null, x.run_id); a.setAttribute("href", "/" + q({ run_id: x.run_id, experiment: config.experiment }));
       td.appendChild(a); td.appendChild(document.createTextNode(" ")); td.appendChild(copyButton(x.run_id));
       var st = el("td"); var word = x.stale ? "stale" : x.status; st.appendChild(el("span", safeClass("status", word), word));
       var tr = row([td, x.label || "", st, when(x.started_at), when(x.ended_at), x.stop_reason || ""]);
       if (x.run_id === s.run_id) tr.className = "selected";
       return tr;
     }));
+    if (s.suite && $("members")) {
+      replace("members", s.suite.members.map(function (m) {
+        var td = el("td", "mono id"); var a = el("a", "member", m.experiment_id);
+        a.setAttribute("href", "/" + q({ run_id: config.runId, experiment: m.experiment_id }));
+        td.appendChild(a);
+        var src = m.source_status === "error" ? "source error: " + (m.source && m.source.source_error || "") : m.source_status === "exhausted" ? "source exhausted" : m.source_status === "limit" ? "limit reached" : m.source_status === "running" ? "source not exhausted" : "never run";
+        var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? "" : m.skipped, el("td", "msg", src),
+          m.metrics.map(function (x) { return (x.label || x.name) + ": " + metricText(x); }).join(", ")]);
+        if (m.experiment_id === s.suite.experiment) tr.className = "selected";
+        return tr;
+      }));
+    }
     pointDownloads(s.run_id);
     renderChart(s);
   }

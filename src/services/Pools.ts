@@ -23,6 +23,7 @@ import type { AcquireError, AcquireOptions, AlgorithmInput, Lease, ResourceInfo,
 import type { EventCallback, EventFilter, ResourceEvent } from "../domain/PoolEvent.js"
 import type * as Resource from "../domain/Resource.js"
 import type * as AcquireAlgorithm from "./AcquireAlgorithm.js"
+import { aliased as aliasedView } from "./internal/pool/aliased.js"
 import * as internal from "./internal/pool/core.js"
 import * as state from "./internal/pool/state.js"
 import type { PoolConfig } from "./Pool.js"
@@ -361,3 +362,24 @@ export const makePools = (
  */
 export const layer = (pools: Iterable<PoolConfig>, options: PoolsOptions = {}): Layer.Layer<Pools, ConfigError> =>
   Layer.scoped(Pools, makePools(pools, options))
+
+/**
+ * A view of `pools` under local names, as a suite member sees its pools: each key of
+ * `aliases` (a pool name of the member's own configuration) means the pool named by its value
+ * (a shared top-level pool, or the member's private `experiment:ID:NAME`). The mapping applies
+ * to every place a pool is named: acquire by name, by `options.pool` and by the holder's
+ * default pool (the task's declared `resource`), `get`, `add` (publish), `revoke`, `snapshot`,
+ * `stats` and the pool of an event filter (`subscribe`, `events`). Events, handles and stats of
+ * a pool that exactly one local name maps to carry that local name. Names without an alias
+ * pass through unchanged; the leases, the owners' bookkeeping and the pools themselves are
+ * those of `pools` (one instance: capacity, health, cooldown, throttles and quotas are shared
+ * with every other view). With no alias (or only identity aliases) `pools` itself is returned.
+ *
+ * @param pools the service to view
+ * @param aliases local pool name → actual pool name
+ * @returns the aliased view
+ * @since 0.5.0
+ * @category combinators
+ */
+export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, string>>): PoolsService =>
+  aliasedView(pools, aliases)

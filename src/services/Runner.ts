@@ -213,14 +213,17 @@ export interface RunReport {
 }
 
 /**
- * Options of {@link RunnerService.reportMetric}: label, display and the pipeline scope
- * (`null`/absent: the run's scope).
+ * Options of {@link RunnerService.reportMetric}: label, display and the scope: one pipeline
+ * (`pipelineId`), one suite member (`experiment`: the member's id; stored as the run-scope
+ * metric `experiment:ID:NAME`, see `Suite.memberMetricName`), else (both absent) the run.
+ * Giving both fails with `ConfigError`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface ReportMetricOptions extends MetricOptions {
   readonly pipelineId?: PipelineId | null | undefined
+  readonly experiment?: string | undefined
 }
 
 /**

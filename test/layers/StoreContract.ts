@@ -224,6 +224,24 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("r3"))).repeat, 3)
         })))
 
+    it.effect("the member fields (suiteId, experimentId, localKey) are stored: read back, null by default, kept by a re-admission that lacks them", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const member = { suiteId: "cmp", experimentId: "baseline", localKey: "sample-7" }
+          yield* store.admit([pipeline("m1", member), pipeline("plain")])
+          const byId = yield* store.getPipelines([pid("m1"), pid("plain")])
+          const m1 = byId.get(pid("m1"))!
+          assert.deepStrictEqual([m1.suiteId, m1.experimentId, m1.localKey], ["cmp", "baseline", "sample-7"])
+          const plain = byId.get(pid("plain"))!
+          assert.deepStrictEqual([plain.suiteId, plain.experimentId, plain.localKey], [null, null, null])
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
+          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.experimentId]), [[pid("m1"), "baseline"], [pid("plain"), null]])
+          const { suiteId: _s, experimentId: _e, localKey: _l, ...again } = pipeline("m1", { state: "succeeded", updatedAt: 2000 })
+          yield* store.admit([again])
+          const after = Option.getOrThrow(yield* store.getPipeline(pid("m1")))
+          assert.deepStrictEqual([after.suiteId, after.experimentId, after.localKey, after.state], ["cmp", "baseline", "sample-7", "succeeded"])
+        })))
+
     it.effect("pages across equal timestamps without loss or duplicates", () =>
       withStore((store) =>
         Effect.gen(function*() {

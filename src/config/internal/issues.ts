@@ -5,7 +5,7 @@
  * (Levenshtein distance), the wording of Schema decode errors, and the one `ConfigError` that
  * lists them.
  */
-import { ParseResult } from "effect"
+import { ParseResult, type Schema } from "effect"
 import { FANOUT } from "../Config.js"
 import { allowedKeysAt, placesOfKey } from "./keys.js"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
@@ -105,7 +105,11 @@ export const argsNotAList = (p: string, text: string, task: unknown): ConfigIssu
   return issue(p, "is a list of the task's arguments, got a string", `args: [${JSON.stringify(text)}]`)
 }
 
-export const decodeIssues = (error: ParseResult.ParseError, input: unknown): Array<ConfigIssue> => {
+export const decodeIssues = (
+  error: ParseResult.ParseError,
+  input: unknown,
+  root?: Schema.Schema.Any
+): Array<ConfigIssue> => {
   const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
   const byPath = new Map<string, number>()
   for (const i of raw) byPath.set(formatPath(i.path), (byPath.get(formatPath(i.path)) ?? 0) + 1)
@@ -130,9 +134,9 @@ export const decodeIssues = (error: ParseResult.ParseError, input: unknown): Arr
     } else if (i._tag === "Unexpected") {
       const key = String(i.path[i.path.length - 1])
       const parent = i.path.slice(0, -1)
-      const allowed = allowedKeysAt(parent)
+      const allowed = allowedKeysAt(parent, root)
       const near = closest(key, allowed)
-      const places = placesOfKey(key).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
+      const places = placesOfKey(key, root).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
       const suggestion = near !== undefined
         ? `did you mean ${near}?`
         : places.length > 0

@@ -65,13 +65,17 @@ const step = (ast: AST.AST, segment: PropertyKey): Array<AST.AST> => {
 /**
  * The keys a config object may have at a path of the encoded file (`["pools", "apis"]` →
  * `kind, algorithm, capacity, ...`); empty when the path does not lead to an object with
- * named keys. Used for "did you mean" suggestions.
+ * named keys. Used for "did you mean" suggestions. `root` is the file's Schema (default the
+ * experiment file; the suite file passes its own).
  *
  * @since 0.1.0
  * @category introspection
  */
-export const allowedKeysAt = (path: ReadonlyArray<PropertyKey>): ReadonlyArray<string> => {
-  let nodes: Array<AST.AST> = [Schema.encodedSchema(ExperimentFile).ast]
+export const allowedKeysAt = (
+  path: ReadonlyArray<PropertyKey>,
+  root: Schema.Schema.Any = ExperimentFile
+): ReadonlyArray<string> => {
+  let nodes: Array<AST.AST> = [Schema.encodedSchema(root).ast]
   for (const seg of path) nodes = nodes.flatMap((n) => step(n, seg))
   const keys = new Set<string>()
   for (const n of nodes) {
@@ -87,7 +91,7 @@ export const allowedKeysAt = (path: ReadonlyArray<PropertyKey>): ReadonlyArray<s
  * @since 0.1.0
  * @category introspection
  */
-export const placesOfKey = (key: string): ReadonlyArray<string> => {
+export const placesOfKey = (key: string, root: Schema.Schema.Any = ExperimentFile): ReadonlyArray<string> => {
   const out: Array<string> = []
   // A recursive entry (a fanout's `tasks`) is entered once per path: its keys are listed at
   // the first level (`pipeline.tasks[].retry`), not again for every nesting depth.
@@ -107,6 +111,6 @@ export const placesOfKey = (key: string): ReadonlyArray<string> => {
     }
     for (const t of arraysOf(ast)) for (const r of t.rest) visit(r.type, `${at}[]`, depth + 1, inSuspend)
   }
-  visit(Schema.encodedSchema(ExperimentFile).ast, "", 0, false)
+  visit(Schema.encodedSchema(root).ast, "", 0, false)
   return [...new Set(out)]
 }

@@ -62,7 +62,7 @@ import type { VisitState } from "../../domain/Traversal.js"
 import * as SpecUri from "../../domain/SpecUri.js"
 import * as OutputFile from "../OutputFile.js"
 import * as StoreFiles from "../StoreFiles.js"
-import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService } from "../Store.js"
+import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService, TaskStore } from "../Store.js"
 import * as Store from "../Store.js"
 import { PAGE_SIZE } from "./store/shared.js"
 
@@ -456,7 +456,7 @@ const pipelineHead = (
  * @category rows
  */
 export const controlReader = (
-  store: StoreService
+  store: TaskStore
 ): ((ps: ReadonlyArray<PipelineRecord>) => Effect.Effect<ReadonlyMap<PipelineId, ControlOf>, ReadError>) => {
   const traversal = store.traversal
   if (traversal === undefined) return () => Effect.succeed(new Map())
@@ -480,7 +480,8 @@ export const controlReader = (
 }
 
 /**
- * A `results` row: `pipelineId`, `key`, `name`, `repeat`, `state`, `runId`, the cursor,
+ * A `results` row: `pipelineId`, `key`, for a suite member's pipeline `suiteId`,
+ * `experimentId` and `localKey` (absent outside suites), `name`, `repeat`, `state`, `runId`, the cursor,
  * `attemptsTotal`, times, the final artifact's decoded `payload` (`null` when there is none),
  * and the failure fields (`failedTask`, `errorType`, `errorMessage`, `errorClass`).
  *
@@ -490,6 +491,8 @@ export const controlReader = (
 export const resultRow = (p: PipelineRecord, final: LoadedArtifact | undefined): Row => ({
   pipelineId: p.pipelineId,
   key: p.key,
+  // a suite member's pipeline: which suite and member, and the spec's own key (C14)
+  ...(p.suiteId === null && p.experimentId === null ? {} : { suiteId: p.suiteId, experimentId: p.experimentId, localKey: p.localKey }),
   name: p.name,
   // which definition made the row: two configurations in one store are told apart (C16)
   specDigest: p.specDigest,
@@ -530,7 +533,7 @@ const artifactViaBundles = (
  * @since 0.1.0
  * @category bulk
  */
-export const storeBulk = (store: StoreService): BulkReader => ({
+export const storeBulk = (store: TaskStore): BulkReader => ({
   bundles: store.loadBundles,
   artifact: (a) =>
     Effect.flatMap(store.getArtifact(a.pipelineId, a.seq), (found) =>
@@ -637,7 +640,7 @@ const loadOne = (bulk: BulkReader, a: ArtifactRecord): Effect.Effect<LoadedArtif
  * once its rows are made.
  */
 const byPayloadGroups = (
-  store: StoreService,
+  store: TaskStore,
   runId: RunId | undefined,
   limit: number | undefined,
   batch: number,
@@ -694,7 +697,7 @@ const chunkStream = <A, E>(effect: Effect.Effect<Chunk.Chunk<A>, E>): Stream.Str
  * @category rows
  */
 export const rowItems = (
-  store: StoreService,
+  store: TaskStore,
   options: RowOptions,
   bulk: BulkReader = storeBulk(store)
 ): Stream.Stream<RowItem, ReadError> =>
@@ -801,7 +804,7 @@ export const materialize = (item: RowItem): Effect.Effect<Row, ReadError> =>
  * @category rows
  */
 export const iterRows = (
-  store: StoreService,
+  store: TaskStore,
   options: RowOptions,
   bulk: BulkReader = storeBulk(store)
 ): Stream.Stream<Row, ReadError> => Stream.mapEffect(rowItems(store, options, bulk), materialize)
@@ -1401,7 +1404,7 @@ export const writeRows = <E, R>(
  * @category writing
  */
 export const exportStore = (
-  store: StoreService,
+  store: TaskStore,
   path: string,
   options: ExportOptions,
   bulk?: BulkReader

@@ -22,7 +22,7 @@ import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecor
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
-import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService } from "../Store.js"
+import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -72,7 +72,7 @@ export class UnknownRun extends Schema.TaggedError<UnknownRun>("assay/UnknownRun
  * @category selection
  */
 export const resolveSelection = (
-  store: StoreService,
+  store: TaskStore,
   selector: RunSelector
 ): Effect.Effect<Selection, StoreUnavailable | UnknownRun> => {
   if (selector === "all") return Effect.map(store.listRuns, (runs): Selection => ({ _tag: "All", runs }))
@@ -513,7 +513,7 @@ export interface MonitorReads {
  * @since 0.1.0
  * @category constructors
  */
-export const storeReads = (store: StoreService): MonitorReads => ({
+export const storeReads = (store: TaskStore): MonitorReads => ({
   pipelinesPage: ({ after, limit, runId, state }) =>
     Effect.gen(function*() {
       const page = yield* store.pipelinesPage({ runId, state, after, limit })
@@ -634,6 +634,63 @@ export interface Snapshot {
   readonly metrics: ReadonlyArray<MetricRow>
   /** The run whose metrics `metrics` holds (the selected run; for `all`, see above), or null. */
   readonly metrics_run_id: string | null
+  /** Present only for a suite root: its identity, the member shown and its members. */
+  readonly suite?: SuiteSection | undefined
+}
+
+/**
+ * The source facts of one member in one run, as the HTTP API returns them.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface MembershipWire {
+  readonly run_id: string
+  readonly selected: boolean
+  readonly admitted: number
+  readonly source_exhausted: boolean
+  readonly source_error: string | null
+  readonly limit_reached: boolean
+  /** Epoch ms. */
+  readonly updated_at: number
+}
+
+/**
+ * One suite member as `/experiments` and the dashboard list it: its counts (cumulative, or the
+ * durable outcomes of the selected run, with `skipped` then), its source status and facts
+ * (`exhausted`, `error`, `limit`, `running` or `unknown`), and its member-scoped metrics
+ * (never averaged across members).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface MemberWire {
+  readonly experiment_id: string
+  readonly label: string | null
+  readonly limit: number | null
+  readonly pipelines: number
+  readonly by_state: Readonly<Record<PipelineState, number>>
+  readonly skipped: number | null
+  readonly source_status: string
+  readonly source: MembershipWire | null
+  readonly metrics_run_id: string | null
+  readonly metrics: ReadonlyArray<MetricRow>
+}
+
+/**
+ * The suite part of a {@link Snapshot} (suite roots only): `experiment` is the member shown
+ * (`null`: the whole suite); `members` every member in id order. Pools in `resources` carry
+ * `shared` (and the owner of a private `experiment:ID:NAME` pool) in `suite.pools`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface SuiteSection {
+  readonly suite_id: string
+  readonly layout: string
+  readonly experiment: string | null
+  readonly members: ReadonlyArray<MemberWire>
+  readonly pools: ReadonlyArray<{ readonly pool: string; readonly shared: boolean; readonly experiment_id: string | null }>
 }
 
 /**
@@ -729,7 +786,7 @@ export interface SnapshotOptions {
  * @category snapshot
  */
 export const readSnapshot = (
-  store: StoreService,
+  store: TaskStore,
   options: SnapshotOptions = {},
   reads: MonitorReads = storeReads(store)
 ): Effect.Effect<Snapshot, StoreUnavailable | ReadError | UnknownRun> =>
@@ -745,7 +802,7 @@ export const readSnapshot = (
  * @category snapshot
  */
 export const snapshotOf = (
-  store: StoreService,
+  store: TaskStore,
   selection: Selection,
   errors: number,
   reads: MonitorReads
@@ -1051,6 +1108,16 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const fails = r.consecutive_failures !== null && r.consecutive_failures > 0 ? ` · ${r.consecutive_failures} failures` : ""
       const hold = holdOf(r, s.generated_at)
       push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}`)
+    }
+  }
+  if (s.suite !== undefined) {
+    push(`suite ${clean(s.suite.suite_id)} (${s.suite.layout})${s.suite.experiment === null ? "" : ` · member ${clean(s.suite.experiment)}`}`)
+    for (const m of s.suite.members) {
+      const b = m.by_state
+      const skipped = m.skipped === null ? "" : ` · ${m.skipped} skipped`
+      const err = m.source?.source_error
+      const source = m.source_status === "error" ? `source error: ${clean(err ?? "")}` : `source ${m.source_status}`
+      push(`  ${clean(m.experiment_id)}: ${m.pipelines} (${b.succeeded} ok · ${b.failed} failed · ${b.interrupted} interrupted)${skipped} · ${source}`)
     }
   }
   if (s.recent_errors.length > 0) {

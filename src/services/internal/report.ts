@@ -16,7 +16,7 @@ import type { RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
-import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type StoreService } from "../Store.js"
+import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type TaskStore } from "../Store.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { retryTracker } from "../../domain/internal/retries.js"
 
@@ -192,7 +192,7 @@ const leaseTarget = (leaseId: string): string => {
  * @category reports
  */
 export const buildReport = (
-  stores: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>,
+  stores: ReadonlyArray<{ readonly source: string; readonly store: TaskStore }>,
   options: ReportOptions = {}
 ): Effect.Effect<ReportData, ReadError> =>
   Effect.gen(function*() {
@@ -201,7 +201,7 @@ export const buildReport = (
     const all = options.runId === "all"
 
     // run selection, per store: undefined = no run filter (all)
-    const selected: Array<{ source: string; store: StoreService; runs: ReadonlyArray<RunRecord> }> = []
+    const selected: Array<{ source: string; store: TaskStore; runs: ReadonlyArray<RunRecord> }> = []
     for (const s of stores) {
       const runs = yield* s.store.listRuns
       const chosen = all

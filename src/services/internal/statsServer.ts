@@ -12,11 +12,15 @@
  * | `/resources` | `{ run_id, rows }` pool resources with health |
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
  * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`, `handoffs`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
+ * | `/experiments` | suite roots only: `{ suite_id, layout, run_id, rows }` the members (counts, source status and facts, member-scoped metrics) |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
  * Every route takes `run_id`: absent = the server's default selection (the whole store unless
  * the server was given one), `all` = the whole store (every run), `latest` = the most recently
- * started run, an id = that run (404 when unknown). Bad parameters answer 400 with `{ error }`;
+ * started run, an id = that run (404 when unknown). On a suite root every route also takes
+ * `experiment` (one member's view, combined with `run_id`; 404 for an unknown member, 400 on an
+ * ordinary store); a run's counts there are its durable outcomes, and pools are marked shared
+ * (never attributed to a member) or private. Bad parameters answer 400 with `{ error }`;
  * any method but GET/HEAD answers 405. Only `/export` serves artifact payloads (decoded, as
  * `assay export` does, with the secrets the store never held); nothing writes to the store.
  *
@@ -40,7 +44,8 @@ import { PipelineId } from "../../domain/Ids.js"
 import { DASHBOARD_CSP, renderDashboard } from "../Dashboard.js"
 import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
-import type { StoreService } from "../Store.js"
+import * as SuiteViews from "./suiteViews.js"
+import type { TaskStore } from "../Store.js"
 
 /**
  * A request parameter the server cannot accept (answered with 400).
@@ -49,6 +54,14 @@ import type { StoreService } from "../Store.js"
  * @category errors
  */
 export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly message: string }> {}
+
+/**
+ * `?experiment=` names no member of the served suite (answered with 404).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class UnknownMember extends Data.TaggedError("UnknownMember")<{ readonly message: string }> {}
 
 /**
  * Options of {@link makeApp}.
@@ -66,7 +79,7 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly messag
  * @category models
  */
 export interface AppOptions {
-  readonly store: StoreService
+  readonly store: TaskStore
   /**
    * Answer requests whatever their `Host` header names (default `false`: only
    * `127.0.0.1`, `localhost` and `[::1]` with the port the request came in on are answered;
@@ -77,6 +90,14 @@ export interface AppOptions {
   readonly runId?: Monitor.RunSelector
   readonly errors?: number | undefined
   readonly refreshMs?: number | undefined
+  /**
+   * The suite when `store` is a suite root's merged view: every route then takes
+   * `?experiment=ID` (one member's view, combined with `run_id`), `/experiments` lists the
+   * members, and pools are marked shared or private.
+   */
+  readonly suite?: SuiteViews.SuiteReads | undefined
+  /** With `suite`: the member shown when a request names none (default: the whole suite). */
+  readonly experiment?: string | undefined
 }
 
 /** Largest `limit` any endpoint accepts. */
@@ -127,6 +148,10 @@ const choiceParam = <const L extends ReadonlyArray<string>>(values: L) =>
 const RunIdParams = Schema.Struct({
   run_id: Schema.optionalWith(Once.pipe(Schema.filter((s) => s.trim() !== "", { message: () => "must not be empty" })), {
     exact: true
+  }),
+  // a suite root only: one member's view (combined with run_id)
+  experiment: Schema.optionalWith(Once.pipe(Schema.filter((s) => s.trim() !== "", { message: () => "must not be empty" })), {
+    exact: true
   })
 })
 
@@ -153,6 +178,7 @@ const CursorParam = Schema.transformOrFail(Once, Schema.Unknown, {
 export const QueryParams = {
   "/": RunIdParams,
   "/stats": RunIdParams,
+  "/experiments": RunIdParams,
   "/resources": RunIdParams,
   "/metrics": Schema.Struct({
     ...RunIdParams.fields,
@@ -229,7 +255,8 @@ export const exportFileName = (rows: string, format: string, runId: string | nul
  * `ExportError`; the directory is removed on every failure.
  */
 const exportBytes = (
-  store: StoreService,
+  store: TaskStore,
+  suiteId: string | undefined,
   options: Export.RowOptions,
   format: Export.Format,
   keep: ((row: Export.Row) => boolean) | undefined
@@ -238,7 +265,9 @@ const exportBytes = (
     const dir = yield* Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-serve-export-")))
     const remove = Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
     const file = nodePath.join(dir, `rows.${format}`)
-    const rows = Export.iterRows(store, options)
+    const items = Export.rowItems(store, options)
+    // a suite's audit rows keep their member identity (as `assay export ROOT` writes them)
+    const rows = Stream.mapEffect(suiteId === undefined ? items : SuiteViews.withMemberIdentity(store, suiteId, options.kind, items), Export.materialize)
     yield* Export.writeRows(keep === undefined ? rows : Stream.filter(rows, keep), file, format).pipe(Effect.onExit((exit) =>
       exit._tag === "Success" ? Effect.void : remove
     ))
@@ -273,15 +302,44 @@ export const makeApp = (
   /** The selection a request's `run_id` names, else the server's default. */
   const selectionOf = (runId: string | undefined) => Monitor.resolveSelection(store, runId ?? options.runId ?? "all")
 
+  const suite = options.suite
+  /** Member views already opened (by member id). */
+  const views = new Map<string, { readonly store: TaskStore; readonly reads: Monitor.MonitorReads }>()
+  /**
+   * The store a request reads: the server's, or (`?experiment=ID`, suite roots only) that
+   * member's view; 400 outside a suite, 404 for an unknown member.
+   */
+  const scopeOf = (requested: string | undefined) =>
+    Effect.gen(function*() {
+      const experiment = requested ?? options.experiment
+      if (experiment === undefined) return { store, reads, experiment }
+      if (suite === undefined) return yield* new BadRequest({ message: `"experiment": only a suite root has members` })
+      const known = views.get(experiment)
+      if (known !== undefined) return { ...known, experiment }
+      yield* SuiteViews.checkMember(suite, experiment).pipe(
+        Effect.catchTag("ConfigError", (e) => Effect.fail(new UnknownMember({ message: e.message })))
+      )
+      const view = yield* suite.view(experiment)
+      const opened = { store: view, reads: Monitor.storeReads(view) }
+      views.set(experiment, opened)
+      return { ...opened, experiment }
+    })
+  /** The monitoring picture of a selection in a scope (the suite's when serving a suite root). */
+  const snapshotIn = (sel: Monitor.Selection, scope: { readonly store: TaskStore; readonly reads: Monitor.MonitorReads; readonly experiment: string | undefined }) =>
+    suite === undefined
+      ? Monitor.snapshotOf(scope.store, sel, errorsN, scope.reads)
+      : SuiteViews.suiteSnapshot(suite, sel, { experiment: scope.experiment, errors: errorsN })
+
   const router = HttpRouter.empty.pipe(
     HttpRouter.get(
       "/",
       Effect.gen(function*() {
-        const { run_id: raw } = yield* queryParams(QueryParams["/"])
+        const { experiment, run_id: raw } = yield* queryParams(QueryParams["/"])
+        const scope = yield* scopeOf(experiment)
         const sel = yield* selectionOf(raw)
-        const snapshot = yield* Monitor.snapshotOf(store, sel, errorsN, reads)
+        const snapshot = yield* snapshotIn(sel, scope)
         // (HttpServerResponse.html escapes nothing: renderDashboard escapes every store value)
-        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw }), {
+        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw, experimentParam: experiment }), {
           contentType: "text/html; charset=utf-8",
           headers: { "cache-control": "no-store", "content-security-policy": DASHBOARD_CSP, "x-content-type-options": "nosniff" }
         })
@@ -290,14 +348,34 @@ export const makeApp = (
     HttpRouter.get(
       "/stats",
       Effect.gen(function*() {
-        const sel = yield* selectionOf((yield* queryParams(QueryParams["/stats"])).run_id)
-        return json(yield* Monitor.snapshotOf(store, sel, errorsN, reads))
+        const { experiment, run_id } = yield* queryParams(QueryParams["/stats"])
+        const scope = yield* scopeOf(experiment)
+        return json(yield* snapshotIn(yield* selectionOf(run_id), scope))
+      })
+    ),
+    HttpRouter.get(
+      "/experiments",
+      Effect.gen(function*() {
+        const { experiment, run_id } = yield* queryParams(QueryParams["/experiments"])
+        if (suite === undefined) return json({ error: "not a suite root: /experiments lists the members of a suite" }, 404)
+        const scope = yield* scopeOf(experiment)
+        const sel = yield* selectionOf(run_id)
+        const rows = sel._tag === "Empty"
+          ? []
+          : yield* SuiteViews.memberSummaries(suite, { experiment: scope.experiment, runId: sel._tag === "Run" ? sel.run.runId : undefined })
+        return json({
+          suite_id: suite.suiteId,
+          layout: suite.layout,
+          run_id: Monitor.selectionRunId(sel),
+          rows: rows.map(SuiteViews.memberWire)
+        })
       })
     ),
     HttpRouter.get(
       "/metrics",
       Effect.gen(function*() {
-        const { pipeline_id: pipelineId, run_id } = yield* queryParams(QueryParams["/metrics"])
+        const { experiment, pipeline_id: pipelineId, run_id } = yield* queryParams(QueryParams["/metrics"])
+        const { store } = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const runs = sel._tag === "Run" ? [sel.run.runId] : sel._tag === "All" ? sel.runs.map((r) => r.runId) : []
         const rows: Array<Monitor.MetricRow> = []
@@ -310,7 +388,8 @@ export const makeApp = (
     HttpRouter.get(
       "/events",
       Effect.gen(function*() {
-        const { kind, limit, run_id } = yield* queryParams(QueryParams["/events"])
+        const { experiment, kind, limit, run_id } = yield* queryParams(QueryParams["/events"])
+        const { store } = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
         const rows = sel._tag === "Empty" ? [] : yield* store.events({ runId, kind, limit })
@@ -323,6 +402,7 @@ export const makeApp = (
         const q = yield* queryParams(QueryParams["/pipelines"])
         const { limit } = q
         const after = q.after as Monitor.PipelineCursor | undefined
+        const { reads } = yield* scopeOf(q.experiment)
         const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
         const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit })
@@ -336,10 +416,15 @@ export const makeApp = (
     HttpRouter.get(
       "/resources",
       Effect.gen(function*() {
-        const sel = yield* selectionOf((yield* queryParams(QueryParams["/resources"])).run_id)
+        const { experiment, run_id } = yield* queryParams(QueryParams["/resources"])
+        const { store } = yield* scopeOf(experiment)
+        const sel = yield* selectionOf(run_id)
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
         const rows = (yield* store.resources).map(Monitor.resourceRow).filter((r) =>
           runId === undefined || r.run_id === null || r.run_id === runId
+        ).filter((r) => suite === undefined || SuiteViews.poolVisible(r.pool, experiment ?? options.experiment)).map((r) =>
+          // a suite's pools: shared ones are never attributed to a member
+          suite === undefined ? r : { ...r, shared: SuiteViews.poolOwner(r.pool) === null, experiment_id: SuiteViews.poolOwner(r.pool) }
         )
         return json({ run_id: Monitor.selectionRunId(sel), rows })
       })
@@ -347,7 +432,8 @@ export const makeApp = (
     HttpRouter.get(
       "/errors",
       Effect.gen(function*() {
-        const { limit, run_id } = yield* queryParams(QueryParams["/errors"])
+        const { experiment, limit, run_id } = yield* queryParams(QueryParams["/errors"])
+        const { store } = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const rows = sel._tag === "Empty"
           ? []
@@ -359,7 +445,8 @@ export const makeApp = (
       "/export",
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const { format, rows: kind, run_id, state } = yield* queryParams(QueryParams["/export"])
+        const { experiment, format, rows: kind, run_id, state } = yield* queryParams(QueryParams["/export"])
+        const { store } = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const runId = Monitor.selectionRunId(sel)
         const headers = {
@@ -371,6 +458,7 @@ export const makeApp = (
         if (request.method === "HEAD") return HttpServerResponse.empty({ status: 200, headers: { ...headers, "content-type": EXPORT_TYPES[format] } })
         const { body, size } = yield* exportBytes(
           store,
+          suite?.suiteId,
           { kind, runId: sel._tag === "Run" ? sel.run.runId : undefined, limit: sel._tag === "Empty" ? 0 : undefined },
           format,
           state === undefined ? undefined : (row) => row["state"] === state
@@ -406,6 +494,7 @@ export const makeApp = (
     HttpRouter.catchTags({
       BadRequest: (e) => Effect.succeed(json({ error: e.message }, 400)),
       UnknownRun: (e) => Effect.succeed(json({ error: e.message }, 404)),
+      UnknownMember: (e) => Effect.succeed(json({ error: e.message }, 404)),
       ConfigError: (e) => Effect.succeed(json({ error: e.message }, 400)),
       StoreUnavailable: (e) => Effect.succeed(json({ error: e.message }, 503)),
       ExportError: (e) => Effect.succeed(json({ error: e.message }, 500)),

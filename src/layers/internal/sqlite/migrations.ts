@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 6, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 7, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 6
+export const SCHEMA_VERSION = 7
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -286,6 +286,42 @@ export const MIGRATION_0006: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0007 (schema version 7): suites (see `domain/Suite.ts` and
+ * `layers/SuiteStore.ts`), added without rewriting a row.
+ *
+ * - `pipelines.suite_id`, `pipelines.experiment_id`, `pipelines.local_key`: the member a
+ *   pipeline belongs to and its key outside the suite (`NULL` outside suites and for rows from
+ *   before); `pipelines_experiment (experiment_id, created_at, pipeline_id)` serves the
+ *   per-member pipeline reads of a combined suite root;
+ * - `events_time (ts, event_id)` and `events_run_time (run_id, ts, event_id)`: the latest
+ *   events by time (what a suite's merged `events(limit)` asks every database for), read from
+ *   the end of the index;
+ * - the suite catalog: `suite_members` (each member's persisted definition digest, label and
+ *   limit), `suite_membership` (per run and member: selection, admitted count, source facts),
+ *   `suite_member_dbs` (the members whose own database a `byExperiment` root has created, so a
+ *   missing one is an error, never silently recreated). Every store has the (empty) tables;
+ *   only a suite root's catalog database fills them.
+ *
+ * @since 0.5.0
+ * @category migrations
+ */
+export const MIGRATION_0007: ReadonlyArray<string> = [
+  `ALTER TABLE pipelines ADD COLUMN suite_id TEXT`,
+  `ALTER TABLE pipelines ADD COLUMN experiment_id TEXT`,
+  `ALTER TABLE pipelines ADD COLUMN local_key TEXT`,
+  `CREATE INDEX pipelines_experiment ON pipelines (experiment_id, created_at, pipeline_id)`,
+  `CREATE INDEX events_time ON events (ts, event_id)`,
+  `CREATE INDEX events_run_time ON events (run_id, ts, event_id)`,
+  `CREATE TABLE suite_members (experiment_id TEXT PRIMARY KEY, definition_digest TEXT NOT NULL, label TEXT,
+     member_limit INTEGER, created_at INTEGER NOT NULL)`,
+  `CREATE TABLE suite_membership (run_id TEXT NOT NULL, experiment_id TEXT NOT NULL, selected INTEGER NOT NULL,
+     admitted INTEGER NOT NULL, source_exhausted INTEGER NOT NULL, source_error TEXT, limit_reached INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, experiment_id))`,
+  `CREATE TABLE suite_member_dbs (experiment_id TEXT PRIMARY KEY, created_at INTEGER NOT NULL)`,
+  `UPDATE store_meta SET value = '7' WHERE key = 'schema_version'`
+]
+
+/**
  * The guard of a store at feature level `visits-v1`, created in the transaction that moves it
  * there: an insert into `tasks`, `attempts` or `artifacts` without a `visit` (a writer built
  * before visits, which does not know the column) is aborted, so that such a writer cannot
@@ -389,5 +425,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0003_pipeline_numbers", MIGRATION_0003],
   ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats],
   ["0005_pipelines_by_spec", MIGRATION_0005],
-  ["0006_visits", MIGRATION_0006]
+  ["0006_visits", MIGRATION_0006],
+  ["0007_suites", MIGRATION_0007]
 ]

@@ -48,12 +48,12 @@ const nnum = (u: unknown): number | null => (u === null || u === undefined ? nul
 export const PIPELINE_COLUMNS = [
   "pipeline_id", "key", "name", "state", "n_tasks_done", "n_tasks_total", "spec_digest", "seed_digest", "tags",
   "attempts_total", "run_id", "created_at", "updated_at", "started_at", "ended_at", "failed_task", "error_type",
-  "error_message", "error_class", "repeat"
+  "error_message", "error_class", "repeat", "suite_id", "experiment_id", "local_key"
 ] as const
 
 /**
  * A pipeline record (or the fields `admit` takes) as bound parameters (order of
- * {@link PIPELINE_COLUMNS}; an absent `repeat` is `NULL`).
+ * {@link PIPELINE_COLUMNS}; an absent `repeat`, `suiteId`, `experimentId` or `localKey` is `NULL`).
  *
  * @since 0.1.0
  * @category mappers
@@ -61,7 +61,8 @@ export const PIPELINE_COLUMNS = [
 export const pipelineParams = (p: PipelineFields): Array<unknown> => [
   p.pipelineId, p.key, p.name, p.state, p.nTasksDone, p.nTasksTotal, p.specDigest, p.seedDigest,
   JSON.stringify(p.tags), p.attemptsTotal, p.runId, p.createdAt, p.updatedAt, p.startedAt, p.endedAt,
-  p.failedTask, p.errorType, p.errorMessage, p.errorClass, p.repeat ?? null
+  p.failedTask, p.errorType, p.errorMessage, p.errorClass, p.repeat ?? null, p.suiteId ?? null,
+  p.experimentId ?? null, p.localKey ?? null
 ]
 
 /**
@@ -93,7 +94,11 @@ export const toPipeline = (r: Row): PipelineRecord =>
     errorMessage: nstr(r.error_message),
     errorClass: nstr(r.error_class),
     // absent from stores before version 4 (read-only opens do not migrate): unknown
-    repeat: nnum(r.repeat)
+    repeat: nnum(r.repeat),
+    // absent from stores before version 7: outside suites
+    suiteId: nstr(r.suite_id),
+    experimentId: nstr(r.experiment_id),
+    localKey: nstr(r.local_key)
   })
 
 /**

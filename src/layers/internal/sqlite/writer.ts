@@ -67,7 +67,7 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
 }
 
 /** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
-const KEEP_KNOWN = new Set(["repeat", "traversal"])
+const KEEP_KNOWN = new Set(["repeat", "traversal", "suite_id", "experiment_id", "local_key"])
 
 /** The columns of a pipeline row as admission writes it: a control pipeline's initial traversal state too. */
 const ADMIT_COLUMNS = [...PIPELINE_COLUMNS, "traversal"]

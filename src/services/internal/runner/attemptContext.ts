@@ -8,6 +8,8 @@ import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { Membership } from "../../../domain/Suite.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
@@ -30,7 +32,22 @@ export const attemptSeed = (pipelineId: PipelineId, seq: number, attempt: number
   ) >>> 0
 
 /**
- * What every attempt context of a run shares.
+ * The suite facts of a member pipeline (`spec.member`, see `domain/Suite.ts`).
+ *
+ * @internal
+ */
+export type MemberFacts = Membership
+
+/**
+ * The suite membership of a spec, if any (absent outside suites).
+ *
+ * @internal
+ */
+export const memberOf = (spec: Pipeline.PipelineSpec<any, any, any, any>): MemberFacts | undefined => spec.member
+
+/**
+ * What every attempt context of a run shares (for a suite member's pipelines: the member's
+ * view of the pools, see `Pools.aliased`).
  *
  * @internal
  */
@@ -60,6 +77,10 @@ export class AttemptContext implements TaskContext {
   readonly bus: BusService
   readonly store: TaskStore
   readonly taskName: string
+  readonly suiteId: string | null
+  readonly experimentId: string | null
+  readonly localKey: string | null
+  readonly outputDir: string | null
   readonly meta: Record<string, unknown> = {}
   /** Ids of every lease taken by the attempt (undefined until the first). */
   leaseIds: Array<string> | undefined = undefined
@@ -76,7 +97,8 @@ export class AttemptContext implements TaskContext {
     readonly pipelineId: PipelineId,
     readonly seq: number,
     readonly attempt: number,
-    readonly visit: number = 0
+    readonly visit: number = 0,
+    member: MemberFacts | undefined = undefined
   ) {
     this.#shared = shared
     this.#task = task
@@ -84,6 +106,15 @@ export class AttemptContext implements TaskContext {
     this.bus = shared.bus
     this.store = shared.store
     this.taskName = task.name
+    // plain fields (not getters on private state): a fanout branch context inherits them
+    if (member === undefined) {
+      this.suiteId = this.experimentId = this.localKey = this.outputDir = null
+    } else {
+      this.suiteId = member.suiteId
+      this.experimentId = member.experimentId
+      this.localKey = member.localKey
+      this.outputDir = member.outputDir
+    }
   }
 
   /** The pool owner key of this attempt (leases, reclaim); a revisit names its visit. */

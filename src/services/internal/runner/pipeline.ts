@@ -37,7 +37,7 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { StoreService } from "../../Store.js"
-import { type AttemptShared, AttemptContext } from "./attemptContext.js"
+import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
 import { emptyHold } from "./slotGate.js"
@@ -76,6 +76,11 @@ export interface PipelineEnv {
   readonly store: StoreService
   readonly pools: Context.Tag.Service<Pools>
   readonly shared: AttemptShared
+  /**
+   * What the attempts of a suite member's pipelines share: `shared` with the member's view of
+   * the pools (`Pools.aliased` over its pool aliases), made once per member.
+   */
+  readonly memberShared: (member: MemberFacts) => AttemptShared
   readonly slots: SlotGate
   readonly clock: Clock.Clock
   readonly registryFor: (task: Task.Any) => CodecRegistry
@@ -487,7 +492,11 @@ export const runAttempt = (
     slot.inAttempt = true
     if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
     const startedAt = env.clock.unsafeCurrentTimeMillis()
-    const ctx = new AttemptContext(env.shared, task, spec.pipelineId, seq, attempt, visit)
+    // a suite member's pipeline sees its pools under its own names (one lookup per attempt;
+    // a plain pipeline pays one property read)
+    const member = memberOf(spec)
+    const shared = member === undefined ? env.shared : env.memberShared(member)
+    const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
     const timeout = task.options.timeout
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
     // more than the rest of a trivial attempt).
@@ -507,7 +516,7 @@ export const runAttempt = (
     // when it runs out is interrupted (from the first attempt's start)
     const maxTotal = task.options.retry.maxTotal
     const budgeted = maxTotal === undefined ? timed : withinBudget(
-      env.pools,
+      shared.pools,
       timed,
       task,
       Duration.toMillis(maxTotal),

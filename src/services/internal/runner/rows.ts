@@ -72,6 +72,8 @@ export interface SpecFacts {
   readonly seedJson: string
   readonly repeat: number
   readonly template: { readonly name: string; readonly nTasks: number; readonly tags: Task.JsonObject }
+  /** The suite membership of a suite member's spec (absent outside suites). */
+  readonly member?: { readonly suiteId: string; readonly experimentId: string; readonly localKey: string } | undefined
 }
 
 const tagsOf = (tags: Task.JsonObject): Record<string, string> => {
@@ -112,7 +114,10 @@ export const admissionRow = (
   errorType: null,
   errorMessage: null,
   errorClass: null,
-  repeat: spec.repeat
+  repeat: spec.repeat,
+  suiteId: spec.member?.suiteId ?? null,
+  experimentId: spec.member?.experimentId ?? null,
+  localKey: spec.member?.localKey ?? null
 })
 
 /**

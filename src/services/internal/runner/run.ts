@@ -47,9 +47,12 @@ import type {
   SpecSource
 } from "../../Runner.js"
 import type { StoreService } from "../../Store.js"
+import { checkId } from "../../../domain/Suite.js"
+import { memberMetricName } from "../suite/metric.js"
 import * as Admit from "./admit.js"
 import * as Controlled from "./controlled.js"
-import type { AttemptShared } from "./attemptContext.js"
+import type { AttemptShared, MemberFacts } from "./attemptContext.js"
+import { aliased } from "../pool/aliased.js"
 import * as Pipe from "./pipeline.js"
 import { makeReport } from "./report.js"
 import { onStopSignal } from "./signals.js"
@@ -130,6 +133,17 @@ export const reportMetric = (
 ): Effect.Effect<void, StoreUnavailable | ConfigError> =>
   Effect.gen(function*() {
     const pipelineId = options?.pipelineId ?? null
+    const experiment = options?.experiment
+    if (experiment !== undefined) {
+      if (pipelineId !== null) {
+        return yield* configError("reportMetric", "give either pipelineId or experiment, not both")
+      }
+      const invalid = checkId(experiment)
+      if (invalid !== undefined) {
+        return yield* configError("reportMetric.experiment", `"${experiment}" ${invalid}`)
+      }
+      name = memberMetricName(experiment, name)
+    }
     if (typeof value === "number" && !Number.isFinite(value)) {
       // NaN or ±Infinity (a 0/0 accuracy, say): dropped, said so, and the task goes on
       yield* Effect.logWarning(`metric "${name}" dropped: ${value} is not a finite number`).pipe(
@@ -448,6 +462,17 @@ const runLoop = <S extends AnySpec, SE, SR>(
       emit,
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
     }
+    // A suite member's attempts see the pools under the member's own names.
+    const memberShared = new Map<string, AttemptShared>()
+    const sharedOf = (member: MemberFacts): AttemptShared => {
+      const key = `${member.suiteId}\u0000${member.experimentId}`
+      let s = memberShared.get(key)
+      if (s === undefined) {
+        s = { ...shared, pools: aliased(pools, member.poolAliases) }
+        memberShared.set(key, s)
+      }
+      return s
+    }
     // Attempt spans only when a tracer records them (see PipelineEnv.traceAttempts).
     const tracer = yield* Effect.tracer
     const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
@@ -457,6 +482,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       store,
       pools,
       shared,
+      memberShared: sharedOf,
       slots,
       clock,
       registryFor,

@@ -1,0 +1,289 @@
+/**
+ * `assay run|resume|validate -c SUITE`: the suite side of those commands (a file whose document
+ * has a top-level `suite` is a suite file; `RunCommand` / `ValidateCommand` hand it here).
+ *
+ * - `run` / `resume`: the suite file is loaded and checked (exit 2 before any store is opened),
+ *   `--store`, `--shard`, `--shards` and `--jobs` are refused (exit 2: a suite's one storage
+ *   entry is its output root, and separate processes cannot share live pool quotas), the
+ *   suite's output root (`output.root`, or `--output-root` relative to the working directory)
+ *   is opened with `SuiteStore` for the selected members only (`--experiment ID`, repeatable;
+ *   the others' databases are not opened for writing), the members run round-robin under one
+ *   runner, and the report is printed with one line per member. Exit 0 (every selected member's
+ *   pipelines succeeded or were skipped), 1 (a pipeline failed or a member's source failed),
+ *   2 (invalid configuration, a changed member definition) or 130 (stopped; resumable).
+ * - `validate`: prints what the suite loader describes (ignored member run fields, effective
+ *   run overrides, pool mapping per member), as text or `--json`.
+ *
+ * @since 0.5.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as path from "node:path"
+import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
+import { CodecRegistry } from "../domain/Codec.js"
+import { ConfigError } from "../domain/Errors.js"
+import { RunId } from "../domain/Ids.js"
+import * as RunConfig from "../domain/RunConfig.js"
+import * as SuiteConfig from "../config/Suite.js"
+import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
+import * as Pool from "../services/Pool.js"
+import * as Progress from "../services/Progress.js"
+import * as Report from "../services/internal/report.js"
+import { shellQuote } from "../services/internal/processRunner.js"
+import * as Runner from "../services/Runner.js"
+import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
+import { Store } from "../services/Store.js"
+import * as Suite from "../services/Suite.js"
+import { ExitCode, ExitWith } from "./Exit.js"
+
+/**
+ * What the suite side of `run` / `resume` reads from the command line: the run overrides
+ * (already checked and made into a `RunConfigInput`, without `store`), the flags a suite
+ * refuses (to name them), the selection and the output root.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface SuiteRunArgs {
+  readonly config: string
+  readonly overrides: RunConfig.RunConfigInput
+  readonly refused: ReadonlyArray<string>
+  readonly experiments: ReadonlyArray<string>
+  readonly outputRoot: Option.Option<string>
+  readonly limit: Option.Option<number>
+  readonly strictEnv: boolean
+  readonly summary: "text" | "json"
+  readonly quiet: boolean
+  readonly progressInterval: Duration.Duration | undefined
+  readonly argv: ReadonlyArray<string>
+}
+
+const configError = (p: string, message: string) => new ConfigError({ message: `${p}: ${message}`, issues: [{ path: p, message }] })
+
+const refusedReason: Readonly<Record<string, string>> = {
+  "--store": "a suite's one storage entry is its output root (output.root, or --output-root)",
+  "--shard": "separate processes cannot share a suite's live pool quotas",
+  "--shards": "separate processes cannot share a suite's live pool quotas",
+  "--jobs": "it only applies with --shards, which a suite refuses"
+}
+
+/** Stop reasons that are limits the user set (not aborts). */
+const deliberateStops: Readonly<Record<string, string>> = {
+  stop_after_failures: "--stop-after-failures / run.stopAfterFailures reached",
+  stop_after: "--stop-after / run.stopAfter elapsed"
+}
+
+/** The command that resumes the same members of the suite, from the user's arguments. */
+const resumeCommandOf = (argv: ReadonlyArray<string>): string => {
+  const out: Array<string> = ["assay"]
+  let commandSeen = false
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!
+    if (!commandSeen && (a === "run" || a === "resume")) {
+      out.push("resume")
+      commandSeen = true
+      continue
+    }
+    if (a === "--run-id" || a === "--stop-after") {
+      i++
+      continue
+    }
+    if (a.startsWith("--run-id=") || a.startsWith("--stop-after=")) continue
+    out.push(shellQuote(a))
+  }
+  return out.join(" ")
+}
+
+/**
+ * Loads a suite file into a runnable {@link Suite.Suite}, with the loaded description.
+ *
+ * @since 0.5.0
+ * @category loading
+ */
+export const loadSuite = (config: string, options: { readonly strictEnv: boolean; readonly outputRoot?: string | undefined }) =>
+  Effect.gen(function*() {
+    const loaded = yield* SuiteConfig.load(config, {
+      strictEnv: options.strictEnv,
+      ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) })
+    })
+    const suite = yield* Suite.make({
+      id: loaded.id,
+      outputRoot: loaded.output.root,
+      layout: loaded.output.layout,
+      pools: loaded.pools,
+      experiments: loaded.members.map((m) =>
+        Suite.member(m.id, () => m.experiment.pipelines(), {
+          definitionDigest: m.definitionDigest,
+          poolAliases: m.poolAliases,
+          label: m.label ?? null,
+          limit: m.limit ?? null
+        })
+      )
+    })
+    return { loaded, suite }
+  })
+
+/**
+ * `assay run|resume -c SUITE`: see the module documentation.
+ *
+ * @since 0.5.0
+ * @category commands
+ */
+export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    // 1. Everything that can be refused is refused before the output root is opened.
+    for (const flag of args.refused) {
+      return yield* configError(flag, `refused in suite mode: ${refusedReason[flag] ?? "not supported for a suite"}`)
+    }
+    const { loaded, suite } = yield* loadSuite(args.config, {
+      strictEnv: args.strictEnv,
+      outputRoot: Option.getOrUndefined(args.outputRoot)
+    })
+    for (const u of loaded.unresolvedEnv) {
+      yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
+    }
+    for (const w of loaded.warnings) yield* Console.error(w)
+    const selected = yield* Suite.select(suite, args.experiments.length === 0 ? undefined : args.experiments)
+    const input: RunConfig.RunConfigInput = { ...loaded.run, ...args.overrides }
+    const settings = yield* RunConfig.resolve(input)
+    const limit = Option.getOrUndefined(args.limit)
+    // the progress total: the selected members' sizes within their limits, when all are known
+    let total: number | undefined = 0
+    for (const m of loaded.members) {
+      if (!selected.some((s) => s.id === m.id)) continue
+      const size = yield* m.experiment.size(m.limit)
+      total = size === undefined || total === undefined ? undefined : total + size
+    }
+    if (total !== undefined && limit !== undefined) total = Math.min(total, limit)
+    let registry = CodecRegistry.default()
+    for (const codec of loaded.plugins.codecs) registry = registry.register(codec)
+
+    // 2. Open the output root (the selected members only) and run.
+    const storeLayer = SuiteStore.layer({
+      root: loaded.output.root,
+      suiteId: loaded.id,
+      layout: loaded.output.layout,
+      members: loaded.members.map((m) => m.id),
+      selected: selected.map((m) => m.id),
+      journal: settings.journal,
+      ...(settings.artifactBackend === undefined || settings.artifactBackend === null
+        ? {}
+        : { artifactBackend: settings.artifactBackend })
+    })
+    const tracked = Effect.scoped(Effect.gen(function*() {
+      // a reused run id would only fail at openRun (a primary key): refused first (exit 2)
+      if (input.runId !== undefined) {
+        const existing = yield* Effect.flatMap(Store, (st) => st.getRun(RunId.make(input.runId!)))
+        if (Option.isSome(existing)) {
+          return yield* configError("--run-id", `run id ${input.runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
+        }
+      }
+      const handle = yield* (Suite.start(suite, {
+        registry,
+        experiments: selected.map((m) => m.id),
+        ...(limit === undefined ? {} : { limit })
+      }) as Effect.Effect<Suite.SuiteRunHandle, ConfigError, Scope.Scope>)
+      yield* Progress.track(handle, {
+        total,
+        quiet: args.quiet,
+        ...Progress.stderrSink(),
+        width: process.stderr.columns !== undefined && process.stderr.columns > 0 ? process.stderr.columns : 80,
+        ...(args.progressInterval !== undefined ? { interval: args.progressInterval } : {})
+      })
+      const report = yield* handle.awaitSuite
+      const st = yield* Store
+      const metrics = yield* st.metrics({ runId: report.run.runId, pipelineId: null })
+      return { report, metrics }
+    })).pipe(
+      Effect.withSpan("assay.command", {
+        attributes: { "assay.command": "suite", "assay.config": path.basename(args.config), "assay.suite": loaded.id }
+      })
+    )
+    const { metrics, report } = yield* tracked.pipe(
+      Effect.provide(
+        Runner.layer(input).pipe(
+          Layer.provideMerge(Layer.merge(storeLayer, Pool.layer(loaded.pools, { plugins: loaded.plugins.algorithms }))),
+          Layer.merge(NodeProcessRunner.layer)
+        )
+      )
+    )
+
+    // 3. The report: the run's, a line per member, the metrics (member-scoped ones under their member).
+    const runMetrics = metrics.filter((m) => m.name !== SKIPPED_METRIC && Suite.parseMemberMetric(m.name) === undefined)
+    const byMember = new Map<string, Array<(typeof metrics)[number] & { shortName: string }>>()
+    for (const m of metrics) {
+      const parsed = Suite.parseMemberMetric(m.name)
+      if (parsed === undefined) continue
+      const list = byMember.get(parsed.experimentId) ?? []
+      list.push({ ...m, shortName: parsed.name })
+      byMember.set(parsed.experimentId, list)
+    }
+    if (args.summary === "json") {
+      yield* Console.log(JSON.stringify({
+        ...report.toJSON(),
+        root: loaded.output.root,
+        layout: loaded.output.layout,
+        metrics: Object.fromEntries(runMetrics.map((m) => [m.name, m.value])),
+        memberMetrics: Object.fromEntries(
+          [...byMember].map(([id, ms]) => [id, Object.fromEntries(ms.map((m) => [m.shortName, m.value]))])
+        )
+      }))
+    } else {
+      yield* Console.log(report.summary())
+      for (const [id, ms] of byMember) {
+        yield* Console.log(
+          `  ${id} metrics: ${ms.map((m) => `${m.label ?? m.shortName} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`
+        )
+      }
+      if (runMetrics.length > 0) {
+        yield* Console.log(
+          `metrics: ${runMetrics.map((m) => `${m.label ?? m.name} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`
+        )
+      }
+      yield* Console.log(`output: ${loaded.output.root} (${loaded.output.layout})`)
+      yield* Console.log(`results: assay report ${shellQuote(loaded.output.root)}`)
+    }
+    const run = report.run
+    if (run.status === "interrupted") {
+      const why = run.stopReason === null ? undefined : deliberateStops[run.stopReason]
+      if (why === undefined) {
+        yield* Console.error(`resume with: ${resumeCommandOf(args.argv)}`)
+        return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+      }
+      yield* Console.error(`run ${run.runId} stopped early (${why}); \`assay resume\` continues it`)
+    }
+    for (const m of report.members) {
+      if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)
+    }
+    const failed = (run.stats.byState.failed ?? 0) > 0 || run.repairFailures > 0 || report.sourceFailed
+    if (failed) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  })
+
+/**
+ * `assay validate -c SUITE`: prints the loaded suite's description (`--json`: as JSON).
+ *
+ * @since 0.5.0
+ * @category commands
+ */
+export const validateSuite = (
+  config: string,
+  options: { readonly strictEnv: boolean; readonly json: boolean; readonly outputRoot?: string | undefined }
+): Effect.Effect<void, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const { loaded } = yield* loadSuite(config, options).pipe(
+      Effect.tapError((e) =>
+        options.json
+          ? Console.log(JSON.stringify({ valid: false, file: path.resolve(config), message: e.message, issues: e.issues }, null, 2))
+          : Effect.void
+      )
+    )
+    const described = loaded.describe() as Record<string, unknown>
+    if (options.json) {
+      yield* Console.log(JSON.stringify({ valid: true, file: loaded.file, ...described }, null, 2))
+      return
+    }
+    yield* Console.log(`suite ${loaded.id} (${loaded.file}): valid`)
+    yield* Console.log(`output: ${loaded.output.root} (${loaded.output.layout})`)
+    yield* Console.log(JSON.stringify(described, null, 2))
+    for (const w of loaded.warnings) yield* Console.error(w)
+  })

@@ -1,0 +1,174 @@
+/**
+ * The suite catalog tables (migration 0007: `suite_members`, `suite_membership`,
+ * `suite_member_dbs`) read and written on the catalog database of a suite root (`state.db`
+ * of a combined root, `suite.db` of a byExperiment root). Writes are one synchronous
+ * transaction each on the store's write connection; reads go through its read client.
+ *
+ * @since 0.5.0
+ */
+import { Effect } from "effect"
+import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import type { RunId } from "../../../domain/Ids.js"
+import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
+import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
+
+type Row = Record<string, unknown>
+
+const query = (env: SqliteEnv, text: string, params: ReadonlyArray<unknown> = []) =>
+  env.sql.unsafe<Row>(text, params as Array<unknown>).pipe(
+    Effect.mapError((e) => new StoreUnavailable({ message: `store ${env.path}: ${describeSqlError(e.cause)}`, path: env.path, cause: e }))
+  )
+
+const toMember = (r: Row): MemberRecord => ({
+  experimentId: String(r.experiment_id),
+  definitionDigest: String(r.definition_digest),
+  label: r.label === null || r.label === undefined ? null : String(r.label),
+  limit: r.member_limit === null || r.member_limit === undefined ? null : Number(r.member_limit),
+  createdAt: Number(r.created_at)
+})
+
+const toMembership = (r: Row): MembershipRecord => ({
+  runId: String(r.run_id) as RunId,
+  experimentId: String(r.experiment_id),
+  selected: Number(r.selected) === 1,
+  admitted: Number(r.admitted),
+  sourceExhausted: Number(r.source_exhausted) === 1,
+  sourceError: r.source_error === null || r.source_error === undefined ? null : String(r.source_error),
+  limitReached: Number(r.limit_reached) === 1,
+  updatedAt: Number(r.updated_at)
+})
+
+/**
+ * Every registered member, by id.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const members = (env: SqliteEnv): Effect.Effect<ReadonlyArray<MemberRecord>, StoreUnavailable> =>
+  Effect.map(query(env, "SELECT * FROM suite_members ORDER BY experiment_id"), (rs) => rs.map(toMember))
+
+/**
+ * Registers members (see `SuiteCatalogService.registerMembers`): every digest is checked
+ * before the one transaction that writes.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const registerMembers = (
+  env: SqliteEnv,
+  ms: ReadonlyArray<Omit<MemberRecord, "createdAt">>,
+  nowMs: number
+): Effect.Effect<void, ConfigError | StoreUnavailable> =>
+  Effect.gen(function*() {
+    const known = new Map((yield* members(env)).map((m) => [m.experimentId, m]))
+    const issues = ms.flatMap((m) => {
+      const k = known.get(m.experimentId)
+      return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
+        path: `experiments.${m.experimentId}`,
+        message:
+          `the definition of member "${m.experimentId}" changed (stored digest ${k.definitionDigest}, now ${m.definitionDigest}); ` +
+          `a member id keeps its definition for life: use a new member id or another output root`
+      }]
+    })
+    if (issues.length > 0) {
+      return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("; "), issues })
+    }
+    yield* env.tx((d) => {
+      const upsert = d.prepare(
+        `INSERT INTO suite_members (experiment_id, definition_digest, label, member_limit, created_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT(experiment_id) DO UPDATE SET label = excluded.label, member_limit = excluded.member_limit`
+      )
+      for (const m of ms) upsert.run(m.experimentId, m.definitionDigest, m.label, m.limit, nowMs)
+    })
+  })
+
+const FACT_COLUMNS: ReadonlyArray<readonly [keyof MembershipFacts, string]> = [
+  ["selected", "selected"],
+  ["admitted", "admitted"],
+  ["sourceExhausted", "source_exhausted"],
+  ["sourceError", "source_error"],
+  ["limitReached", "limit_reached"]
+]
+
+/**
+ * Upserts the facts of (run, member): only the given fields change.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const recordMembership = (
+  env: SqliteEnv,
+  runId: RunId,
+  experimentId: string,
+  facts: MembershipFacts,
+  nowMs: number
+): Effect.Effect<void, StoreUnavailable> =>
+  env.tx((d) => {
+    d.prepare(
+      `INSERT INTO suite_membership (run_id, experiment_id, selected, admitted, source_exhausted, source_error, limit_reached, updated_at)
+       VALUES (?, ?, 0, 0, 0, NULL, 0, ?) ON CONFLICT(run_id, experiment_id) DO NOTHING`
+    ).run(runId, experimentId, nowMs)
+    const sets: Array<string> = ["updated_at = ?"]
+    const params: Array<unknown> = [nowMs]
+    for (const [field, column] of FACT_COLUMNS) {
+      const v = facts[field]
+      if (v === undefined) continue
+      sets.push(`${column} = ?`)
+      params.push(typeof v === "boolean" ? (v ? 1 : 0) : v)
+    }
+    d.prepare(`UPDATE suite_membership SET ${sets.join(", ")} WHERE run_id = ? AND experiment_id = ?`).run(
+      ...params,
+      runId,
+      experimentId
+    )
+  })
+
+/**
+ * The membership rows of one run (or every run), by run start then member id.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const membership = (env: SqliteEnv, runId?: RunId): Effect.Effect<ReadonlyArray<MembershipRecord>, StoreUnavailable> =>
+  Effect.map(
+    runId === undefined
+      ? query(
+        env,
+        `SELECT m.* FROM suite_membership m LEFT JOIN runs r ON r.run_id = m.run_id ORDER BY r.started_at, m.run_id, m.experiment_id`
+      )
+      : query(env, "SELECT * FROM suite_membership WHERE run_id = ? ORDER BY experiment_id", [runId]),
+    (rs) => rs.map(toMembership)
+  )
+
+/**
+ * The members whose own database the root has created (`byExperiment`).
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const memberDbs = (env: SqliteEnv): Effect.Effect<ReadonlySet<string>, StoreUnavailable> =>
+  Effect.map(query(env, "SELECT experiment_id FROM suite_member_dbs"), (rs) => new Set(rs.map((r) => String(r.experiment_id))))
+
+/**
+ * Records that a member's database was created.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const markMemberDb = (env: SqliteEnv, experimentId: string, nowMs: number): Effect.Effect<void, StoreUnavailable> =>
+  env.tx((d) =>
+    void d.prepare("INSERT INTO suite_member_dbs (experiment_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING").run(experimentId, nowMs)
+  )
+
+/**
+ * The member ids found on the pipelines of a database (`pipelines.experiment_id`, read from
+ * its index): the members of a combined root whose catalog rows a run did not write.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const pipelineMembers = (env: SqliteEnv): Effect.Effect<ReadonlyArray<string>, StoreUnavailable> =>
+  Effect.map(
+    query(env, "SELECT DISTINCT experiment_id FROM pipelines WHERE experiment_id IS NOT NULL"),
+    (rs) => rs.map((r) => String(r.experiment_id))
+  )

@@ -1,0 +1,675 @@
+/**
+ * The read side of a suite root: one `TaskStore` over several SQLite databases (the members of
+ * a `byExperiment` root, or one combined database), optionally scoped to one member by its
+ * pipeline-id prefix (a member of a `combined` root).
+ *
+ * - Per-pipeline reads are routed to the one database that holds the pipeline.
+ * - Limited queries ask every database for at most N candidates (`events`: the latest N by
+ *   `(ts, eventId)` from the `events_time` index, ids only; `errors`, `pipelinesPage`,
+ *   limited `streamTasks`: N rows in the merged order), merge them, and decode only the
+ *   selected rows (events) or the candidates (the others). Databases are visited one at a
+ *   time, so this works with a single cached connection.
+ * - Counts and statistics are SQL aggregates per database, summed; latency percentiles read the
+ *   durations (numbers only) of every database.
+ * - Unlimited streams are the concatenation of the databases' own streams, members in id
+ *   order (attempt, event and artifact ids are local to their database).
+ *
+ * @since 0.5.0
+ */
+import Database from "better-sqlite3"
+import { Chunk, Effect, Option, type Scope, Stream } from "effect"
+import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import {
+  EventRecord,
+  type MetricRecord,
+  type PipelineRecord,
+  type PipelineState,
+  type TaskRecord,
+  trusted
+} from "../../../domain/Records.js"
+import {
+  type CompletionBucket,
+  type ErrorRow,
+  errorRowOf,
+  type EventFilter,
+  type PipelineBundle,
+  type PipelinesPage,
+  type SpecCount,
+  type StoreStats,
+  type TaskStore,
+  type TraversalStore
+} from "../../../domain/TaskStore.js"
+import type { HandoffRecord } from "../../../domain/Handoff.js"
+import { checkBucket, checkLimit, latencyOf, PAGE_SIZE } from "../../../services/internal/store/shared.js"
+import type { StoreService } from "../../../services/Store.js"
+import { TIMED_TERMINAL } from "../sqlite/migrations.js"
+import type { SqliteEnv } from "../sqlite/open.js"
+import { describeSqlError } from "../sqlite/open.js"
+import { toPipeline, toTask } from "../sqlite/rows.js"
+
+type Row = Record<string, unknown>
+
+/**
+ * One open database as the view reads it: its store service, its opened file, the
+ * pipeline-id prefix that scopes it to one member (`undefined`: every row), and `all`, a
+ * synchronous query on a plain SQLite connection with cached prepared statements (the write
+ * connection of a writer, a read-only connection otherwise): the merged reads run a few small
+ * queries per database, where `@effect/sql`'s per-statement cost would dominate.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface Db {
+  readonly service: StoreService
+  readonly env: SqliteEnv
+  readonly prefix: string | undefined
+  readonly all: (sql: string, params: ReadonlyArray<unknown>) => ReadonlyArray<Row>
+  /** As `all`, each row an array of its column values (no object built per row). */
+  readonly values: (sql: string, params: ReadonlyArray<unknown>) => ReadonlyArray<ReadonlyArray<unknown>>
+}
+
+/**
+ * The {@link Db} of an opened store in the current scope: reads go through the write connection
+ * of a writer, or a read-only connection of their own (closed with the scope).
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const makeDb = (service: StoreService, env: SqliteEnv): Effect.Effect<Db, StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const conn = env.db ?? (yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => new Database(env.path, { readonly: true, fileMustExist: true }),
+        catch: (cause) => new StoreUnavailable({ message: `cannot open store ${env.path}: ${describeSqlError(cause)}`, path: env.path, cause })
+      }),
+      (d) => Effect.sync(() => d.close())
+    ))
+    const cache = new Map<string, Database.Statement>()
+    const statement = (sql: string, raw: boolean) => {
+      const key = raw ? `raw:${sql}` : sql
+      let st = cache.get(key)
+      if (st === undefined) {
+        st = conn.prepare(sql)
+        if (raw) st.raw(true)
+        if (cache.size > 256) cache.clear()
+        cache.set(key, st)
+      }
+      return st
+    }
+    return {
+      service,
+      env,
+      prefix: undefined,
+      all: (sql, params) => statement(sql, false).all(...params) as ReadonlyArray<Row>,
+      values: (sql, params) => statement(sql, true).all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+    }
+  })
+
+/**
+ * A database of the view, opened on demand: `use(f)` runs `f` with it open (and holds it for
+ * `f`'s duration), or returns `empty` when the database does not exist (a member that never
+ * ran); `hold` holds it open for the current scope (`None`: no database). `name` is the member
+ * id (`""` for the catalog or a combined root).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface Source {
+  readonly name: string
+  readonly use: <A, E>(f: (db: Db) => Effect.Effect<A, E>, empty: A) => Effect.Effect<A, E | StoreUnavailable>
+  readonly hold: Effect.Effect<Option.Option<Db>, StoreUnavailable, Scope.Scope>
+}
+
+/**
+ * What a view is made of: `runs` (the database of runs, resources and run-scope metrics: the
+ * catalog), `extraEvents` (a database whose events without a pipeline belong to the view: the
+ * catalog of a byExperiment root in the merged view; `undefined` otherwise), `sources` (the
+ * databases of the pipelines, in member id order), `route` (the source of a pipeline id,
+ * `undefined` when it belongs to none), `memberMetricPrefix` (a member view: only run-scope
+ * metrics named `experiment:ID:` belong to it).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface ViewParts {
+  readonly runs: Source
+  readonly extraEvents: Source | undefined
+  readonly sources: ReadonlyArray<Source>
+  readonly route: (pipelineId: string) => Source | undefined
+  readonly memberMetricPrefix: string | undefined
+  readonly readOnly: boolean
+  readonly journal: "full" | "summary"
+}
+
+/** The SQL condition (and its parameters) of a pipeline-id prefix: a half-open range. */
+const prefixCond = (prefix: string | undefined, column = "pipeline_id"): [string, Array<unknown>] => {
+  if (prefix === undefined) return ["", []]
+  const last = prefix.charCodeAt(prefix.length - 1)
+  const upper = prefix.slice(0, -1) + String.fromCharCode(last + 1)
+  return [` AND ${column} >= ? AND ${column} < ?`, [prefix, upper]]
+}
+
+/** One query on a database (see {@link Db}). */
+const query = (db: Db, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<Row>, StoreUnavailable> =>
+  Effect.try({
+    try: () => db.all(text, params),
+    catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+  })
+
+/** Writes buffered attempts and events of a writable database before an aggregate read. */
+const flushed = (db: Db) => (db.service.readOnly ? Effect.void : db.service.flush)
+
+const runCond = (runId: RunId | undefined): [string, Array<unknown>] =>
+  runId === undefined ? ["", []] : [" AND run_id = ?", [runId]]
+
+const eventConds = (db: Db, f: EventFilter, withPrefix: boolean): [string, Array<unknown>] => {
+  const parts: Array<string> = ["1 = 1"]
+  const params: Array<unknown> = []
+  if (f.pipelineId !== undefined) {
+    parts.push("pipeline_id = ?")
+    params.push(f.pipelineId)
+  }
+  if (f.runId !== undefined) {
+    parts.push("run_id = ?")
+    params.push(f.runId)
+  }
+  if (f.kind !== undefined) {
+    parts.push("kind = ?")
+    params.push(f.kind)
+  }
+  const [pc, pp] = withPrefix ? prefixCond(db.prefix) : ["", []]
+  return [parts.join(" AND ") + pc, [...params, ...pp]]
+}
+
+const STATES: ReadonlyArray<PipelineState> = ["pending", "running", "succeeded", "failed", "interrupted"]
+
+/**
+ * An event candidate: its key (ts, id) in its database (`src`, an index of the view's event
+ * sources) and its raw columns (ts, event_id, kind, pipeline_id, run_id, data).
+ */
+interface Candidate {
+  readonly ts: number
+  readonly id: number
+  readonly src: number
+  readonly row: ReadonlyArray<unknown>
+}
+
+const byEventDesc = (a: Candidate, b: Candidate) =>
+  b.ts - a.ts || b.id - a.id || a.src - b.src
+
+const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+/**
+ * Builds the merged read view of `parts` (see the module docs).
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const makeView = (parts: ViewParts): TaskStore => {
+  const { sources, route } = parts
+  /** Sources of event reads: the catalog's pipeline-less events first (merged view of a byExperiment root). */
+  const eventSources: ReadonlyArray<{ readonly source: Source; readonly prefixed: boolean }> = [
+    ...(parts.extraEvents !== undefined ? [{ source: parts.extraEvents, prefixed: false }] : []),
+    ...sources.map((source) => ({ source, prefixed: true }))
+  ]
+  const runSource = parts.runs
+  const none = <A>() => Effect.succeed(Option.none<A>())
+  const inScope = (db: Db, pipelineId: string) => db.prefix === undefined || pipelineId.startsWith(db.prefix)
+  /** Runs `f` on the database of `pipelineId`, or returns `empty`. */
+  const onPipeline = <A, E>(pipelineId: string, f: (db: Db) => Effect.Effect<A, E>, empty: A) => {
+    const source = route(pipelineId)
+    return source === undefined
+      ? Effect.succeed(empty)
+      : source.use((db) => (inScope(db, pipelineId) ? f(db) : Effect.succeed(empty)), empty)
+  }
+  const forEachSource = <A, E>(f: (db: Db, index: number) => Effect.Effect<A, E>) =>
+    Effect.forEach(sources, (s, i) => s.use((db) => Effect.map(f(db, i), Option.some), Option.none<A>()))
+      .pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
+
+  // --- runs, resources, metrics ----------------------------------------------------------------
+  const runsFrom = <A>(f: (s: StoreService) => Effect.Effect<A, StoreUnavailable>, empty: A) =>
+    runSource.use((db) => f(db.service), empty)
+
+  const metrics: TaskStore["metrics"] = (f) =>
+    Effect.gen(function*() {
+      if (f.pipelineId !== undefined && f.pipelineId !== null) {
+        return yield* onPipeline(f.pipelineId, (db) => db.service.metrics(f), [] as ReadonlyArray<MetricRecord>)
+      }
+      const out: Array<MetricRecord> = []
+      const runScope = yield* runsFrom((s) => s.metrics({ runId: f.runId, pipelineId: null }), [] as ReadonlyArray<MetricRecord>)
+      const prefix = parts.memberMetricPrefix
+      for (const m of runScope) if (prefix === undefined || m.name.startsWith(prefix)) out.push(m)
+      if (f.pipelineId === undefined) {
+        const perSource = yield* forEachSource((db) =>
+          Effect.map(db.service.metrics({ runId: f.runId }), (ms) => ms.filter((m) => m.pipelineId !== null && inScope(db, m.pipelineId)))
+        )
+        for (const ms of perSource) out.push(...ms)
+      }
+      return out.sort((a, b) => cmpStr(a.pipelineId ?? "", b.pipelineId ?? "") || cmpStr(a.name, b.name))
+    })
+
+  // --- statistics --------------------------------------------------------------------------------
+  const countsOf = (db: Db, runId: RunId | undefined) =>
+    Effect.gen(function*() {
+      yield* flushed(db)
+      const [rc, rp] = runCond(runId)
+      const [pc, pp] = prefixCond(db.prefix)
+      const states = yield* query(db, `SELECT state, count(*) AS n FROM pipelines WHERE 1 = 1${rc}${pc} GROUP BY state`, [...rp, ...pp])
+      const [tasks] = yield* query(db, `SELECT count(*) AS n FROM tasks WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
+      const [att] = yield* query(
+        db,
+        `SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
+        [...rp, ...pp]
+      )
+      const [ho] = db.env.visits
+        ? yield* query(db, `SELECT count(*) AS n FROM handoffs WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
+        : [undefined]
+      const durations = yield* query(
+        db,
+        `SELECT ended_at - started_at AS d FROM pipelines WHERE ${TIMED_TERMINAL}${rc}${pc}`,
+        [...rp, ...pp]
+      )
+      return {
+        byState: new Map(states.map((r) => [String(r.state), Number(r.n)])),
+        tasks: Number(tasks?.n ?? 0),
+        attempts: Number(att?.n ?? 0),
+        retries: Number(att?.r ?? 0),
+        handoffs: Number(ho?.n ?? 0),
+        durations: durations.map((r) => Number(r.d))
+      }
+    })
+
+  const countEventsIn = (db: Db, f: EventFilter, prefixed: boolean) =>
+    Effect.gen(function*() {
+      yield* flushed(db)
+      const [w, p] = eventConds(db, f, prefixed)
+      const [r] = yield* query(db, `SELECT count(*) AS n FROM events WHERE ${w}`, p)
+      return Number(r?.n ?? 0)
+    })
+
+  const countEvents: TaskStore["countEvents"] = (f = {}) =>
+    Effect.map(
+      Effect.forEach(eventSources, ({ prefixed, source }) =>
+        (f.pipelineId !== undefined && prefixed && route(f.pipelineId) !== source)
+          ? Effect.succeed(0)
+          : source.use((db) => countEventsIn(db, f, prefixed), 0)),
+      (ns) => ns.reduce((a, b) => a + b, 0)
+    )
+
+  const stats: TaskStore["stats"] = (runId) =>
+    Effect.gen(function*() {
+      const per = yield* forEachSource((db) => countsOf(db, runId))
+      const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+      let pipelines = 0, tasks = 0, attemptsTotal = 0, retries = 0, handoffsTotal = 0
+      const durations: Array<number> = []
+      for (const c of per) {
+        for (const s of STATES) {
+          const n = c.byState.get(s) ?? 0
+          byState[s] += n
+          pipelines += n
+        }
+        tasks += c.tasks
+        attemptsTotal += c.attempts
+        retries += c.retries
+        handoffsTotal += c.handoffs
+        for (const d of c.durations) durations.push(d)
+      }
+      durations.sort((a, b) => a - b)
+      const events = yield* countEvents(runId === undefined ? {} : { runId })
+      const resources = yield* resourcesRead
+      const out: StoreStats = {
+        pipelines,
+        byState,
+        tasks,
+        attemptsTotal,
+        retries,
+        events,
+        handoffsTotal,
+        latencyMs: latencyOf(durations),
+        resources
+      }
+      return out
+    })
+
+  const resourcesRead = runsFrom((s) => s.resources, [])
+
+  // --- limited reads ---------------------------------------------------------------------------
+  const errors: TaskStore["errors"] = (o = {}) =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(o.limit ?? 20)
+      if (limit === 0) return []
+      const [rc, rp] = runCond(o.runId)
+      const per = yield* forEachSource((db) => {
+        const [pc, pp] = prefixCond(db.prefix)
+        return query(
+          db,
+          `SELECT * FROM pipelines WHERE state = 'failed'${rc}${pc} ORDER BY updated_at DESC, pipeline_id${limit === undefined ? "" : " LIMIT ?"}`,
+          [...rp, ...pp, ...(limit === undefined ? [] : [limit])]
+        )
+      })
+      const all = per.flat().map(toPipeline).sort((a, b) => b.updatedAt - a.updatedAt || cmpStr(a.pipelineId, b.pipelineId))
+      const rows: ReadonlyArray<ErrorRow> = (limit === undefined ? all : all.slice(0, limit)).map(errorRowOf)
+      return rows
+    })
+
+  const events: TaskStore["events"] = (o = {}) =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(o.limit)
+      if (limit === 0) return []
+      // candidates: the latest rows of each database as raw column values (no object, no JSON
+      // parse: only the chosen rows are decoded). Pages of `page` rows per database, a bit more
+      // than an even share; a database is asked for more only while its last candidate is
+      // among the best `limit` so far (its next rows rank below it), and never for more than
+      // `limit` in all: O(limit) candidates per database.
+      const candidates: Array<Candidate> = []
+      const active = eventSources.flatMap(({ prefixed, source }, src) =>
+        o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source ? [] : [src]
+      )
+      const page = limit === undefined
+        ? undefined
+        : Math.min(limit, Math.max(8, Math.ceil((1.25 * limit) / Math.max(1, active.length)) + 2))
+      const state = new Map<number, { last: Candidate | undefined; taken: number; done: boolean }>()
+      const fetch = (src: number) =>
+        eventSources[src]!.source.use((db) =>
+          Effect.gen(function*() {
+            const st = state.get(src) ?? { last: undefined, taken: 0, done: false }
+            state.set(src, st)
+            if (st.last === undefined) yield* flushed(db)
+            const [w, p] = eventConds(db, o, eventSources[src]!.prefixed)
+            const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
+            const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
+            const rows = yield* Effect.try({
+              try: () =>
+                db.values(
+                  `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
+                    n === undefined ? "" : " LIMIT ?"
+                  }`,
+                  [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
+                ),
+              catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+            })
+            for (const r of rows) {
+              const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
+              candidates.push(c)
+              st.last = c
+            }
+            st.taken += rows.length
+            st.done = n === undefined || rows.length < n || (limit !== undefined && st.taken >= limit)
+          }), undefined)
+      for (const src of active) yield* fetch(src)
+      for (;;) {
+        candidates.sort(byEventDesc)
+        if (limit === undefined) break
+        const top = new Set(candidates.slice(0, limit))
+        const more = active.filter((src) => {
+          const st = state.get(src)
+          return st !== undefined && !st.done && (candidates.length < limit || (st.last !== undefined && top.has(st.last)))
+        })
+        if (more.length === 0) break
+        for (const src of more) yield* fetch(src)
+      }
+      const chosen = limit === undefined ? candidates : candidates.slice(0, limit)
+      const out: Array<EventRecord> = []
+      for (let i = chosen.length - 1; i >= 0; i--) {
+        const r = chosen[i]!.row
+        out.push(trusted(EventRecord, {
+          eventId: Number(r[1]),
+          kind: String(r[2]),
+          pipelineId: r[3] === null ? null : String(r[3]) as PipelineId,
+          runId: r[4] === null ? null : String(r[4]) as RunId,
+          data: typeof r[5] === "string" ? JSON.parse(r[5]) : null,
+          ts: Number(r[0])
+        }))
+      }
+      return out
+    })
+
+  const pipelinesBySpec: TaskStore["pipelinesBySpec"] = Effect.map(
+    forEachSource((db) => {
+      const [pc, pp] = prefixCond(db.prefix)
+      return query(db, `SELECT spec_digest, count(*) AS n FROM pipelines WHERE 1 = 1${pc} GROUP BY spec_digest`, pp)
+    }),
+    (per) => {
+      const counts = new Map<string, number>()
+      for (const rows of per) for (const r of rows) counts.set(String(r.spec_digest), (counts.get(String(r.spec_digest)) ?? 0) + Number(r.n))
+      return Array.from(counts, ([specDigest, pipelines]): SpecCount => ({ specDigest, pipelines }))
+        .sort((a, b) => b.pipelines - a.pipelines || cmpStr(a.specDigest, b.specDigest))
+    }
+  )
+
+  const page = (o: {
+    readonly runId?: RunId | undefined
+    readonly state?: PipelineState | undefined
+    readonly after?: { readonly createdAt: number; readonly pipelineId: PipelineId } | undefined
+    readonly limit: number
+  }) =>
+    Effect.gen(function*() {
+      const per = yield* forEachSource((db) => {
+        const conds: Array<string> = ["1 = 1"]
+        const params: Array<unknown> = []
+        if (o.runId !== undefined) conds.push("run_id = ?"), params.push(o.runId)
+        if (o.state !== undefined) conds.push("state = ?"), params.push(o.state)
+        if (o.after !== undefined) conds.push("(created_at, pipeline_id) > (?, ?)"), params.push(o.after.createdAt, o.after.pipelineId)
+        const [pc, pp] = prefixCond(db.prefix)
+        return query(
+          db,
+          `SELECT * FROM pipelines WHERE ${conds.join(" AND ")}${pc} ORDER BY created_at, pipeline_id LIMIT ?`,
+          [...params, ...pp, o.limit + 1]
+        )
+      })
+      const all = per.flat().map(toPipeline).sort((a, b) => a.createdAt - b.createdAt || cmpStr(a.pipelineId, b.pipelineId))
+      const pipelines = all.slice(0, o.limit)
+      const last = pipelines[pipelines.length - 1]
+      const out: PipelinesPage = {
+        pipelines,
+        next: all.length > o.limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
+      }
+      return out
+    })
+
+  const pipelinesPage: TaskStore["pipelinesPage"] = (o) =>
+    Effect.flatMap(checkLimit(o.limit), (limit = 0) =>
+      limit === 0 ? Effect.succeed<PipelinesPage>({ pipelines: [], next: null }) : page({ ...o, limit }))
+
+  const completions: TaskStore["completions"] = (o) =>
+    Effect.gen(function*() {
+      const bucketMs = yield* checkBucket(o.bucketMs)
+      const origin = Math.trunc(o.since ?? 0)
+      const per = yield* forEachSource((db) => {
+        const conds = ["state IN ('succeeded', 'failed', 'interrupted')", "ended_at IS NOT NULL"]
+        const params: Array<unknown> = [origin, origin, bucketMs, origin, bucketMs, bucketMs]
+        if (o.runId !== undefined) conds.push("run_id = ?"), params.push(o.runId)
+        if (o.since !== undefined) conds.push("ended_at >= ?"), params.push(o.since)
+        const [pc, pp] = prefixCond(db.prefix)
+        return query(
+          db,
+          `SELECT b, count(*) AS n FROM (SELECT CASE WHEN ended_at >= CAST(? AS INTEGER) THEN (ended_at - CAST(? AS INTEGER)) / CAST(? AS INTEGER) ELSE -((CAST(? AS INTEGER) - ended_at + CAST(? AS INTEGER) - 1) / CAST(? AS INTEGER)) END AS b FROM pipelines WHERE ${
+            conds.join(" AND ")
+          }${pc}) GROUP BY b`,
+          [...params, ...pp]
+        )
+      })
+      const buckets = new Map<number, number>()
+      for (const rows of per) for (const r of rows) buckets.set(Number(r.b), (buckets.get(Number(r.b)) ?? 0) + Number(r.n))
+      return Array.from(buckets, ([b, count]): CompletionBucket => ({ startMs: origin + b * bucketMs, count }))
+        .sort((a, b) => a.startMs - b.startMs)
+    })
+
+  // --- per-pipeline reads ------------------------------------------------------------------------
+  const getPipelines: TaskStore["getPipelines"] = (ids) =>
+    Effect.gen(function*() {
+      const groups = new Map<Source, Array<PipelineId>>()
+      for (const id of ids) {
+        const s = route(id)
+        if (s === undefined) continue
+        const list = groups.get(s) ?? []
+        list.push(id)
+        groups.set(s, list)
+      }
+      const out = new Map<PipelineId, PipelineRecord>()
+      for (const [s, list] of groups) {
+        yield* s.use((db) =>
+          Effect.map(db.service.getPipelines(list.filter((id) => inScope(db, id))), (m) => {
+            for (const [k, v] of m) out.set(k, v)
+          }), undefined)
+      }
+      return out as ReadonlyMap<PipelineId, PipelineRecord>
+    })
+
+  const loadBundles: TaskStore["loadBundles"] = (ids, options) =>
+    Effect.gen(function*() {
+      const out = new Map<PipelineId, PipelineBundle>()
+      for (const id of ids) out.set(id, { pipelineId: id, tasks: [], artifacts: [] })
+      const groups = new Map<Source, Array<PipelineId>>()
+      for (const id of out.keys()) {
+        const s = route(id)
+        if (s === undefined) continue
+        const list = groups.get(s) ?? []
+        list.push(id)
+        groups.set(s, list)
+      }
+      for (const [s, list] of groups) {
+        yield* s.use((db) =>
+          Effect.map(db.service.loadBundles(list.filter((id) => inScope(db, id)), options), (m) => {
+            for (const [k, v] of m) out.set(k, v)
+          }), undefined)
+      }
+      return out as ReadonlyMap<PipelineId, PipelineBundle>
+    })
+
+  const traversal: TraversalStore = {
+    visitState: (pipelineId) =>
+      onPipeline(pipelineId, (db) => db.service.traversal?.visitState(pipelineId) ?? none(), Option.none()),
+    getArtifactById: (address) => {
+      const pipelineId = address.slice(0, Math.max(0, address.lastIndexOf(":")))
+      return onPipeline(pipelineId, (db) => db.service.traversal?.getArtifactById(address) ?? none(), Option.none())
+    },
+    handoffs: (o = {}) =>
+      Effect.gen(function*() {
+        const limit = yield* checkLimit(o.limit)
+        if (limit === 0) return []
+        if (o.pipelineId !== undefined) {
+          const pid = o.pipelineId
+          return yield* onPipeline(pid, (db) => db.service.traversal?.handoffs(o) ?? Effect.succeed([]), [] as ReadonlyArray<HandoffRecord>)
+        }
+        const per = yield* forEachSource((db) =>
+          Effect.map(db.service.traversal?.handoffs({ runId: o.runId, limit }) ?? Effect.succeed([]), (hs) =>
+            hs.filter((h) => inScope(db, h.pipelineId)))
+        )
+        // (ts, handoffId); on exact ties later members are selected
+        const all = per.flatMap((hs, src) => hs.map((h) => ({ h, src })))
+          .sort((a, b) => a.h.ts - b.h.ts || a.h.handoffId - b.h.handoffId || a.src - b.src)
+        return (limit === undefined ? all : all.slice(Math.max(0, all.length - limit))).map((x) => x.h)
+      })
+  }
+
+  // --- streams -----------------------------------------------------------------------------------
+  const limited = <A, E>(limit: number | undefined, s: () => Stream.Stream<A, E>) =>
+    Stream.unwrap(Effect.map(checkLimit(limit), (l) => (l === 0 ? Stream.empty : l === undefined ? s() : Stream.take(s(), l))))
+  /** A source's stream, read while its database is held (empty when it has none). */
+  const held = <A>(source: Source, f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) =>
+    Stream.unwrapScoped(Effect.map(source.hold, Option.match({ onNone: () => Stream.empty, onSome: f })))
+  /** The stream of the database of one pipeline (empty when none holds it). */
+  const pipelineStream = <A>(pipelineId: string, f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) => {
+    const source = route(pipelineId)
+    return source === undefined
+      ? Stream.empty
+      : held(source, (db) => (inScope(db, pipelineId) ? f(db) : Stream.empty))
+  }
+  /** The concatenation of a stream of every source, in order. */
+  const concat = <A>(f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) =>
+    Stream.flatMap(Stream.fromIterable(sources), (s) => held(s, f), { concurrency: 1 })
+
+  const streamPipelines: TaskStore["streamPipelines"] = (o = {}) =>
+    limited(o.limit, () =>
+      Stream.paginateChunkEffect(undefined as PipelinesPage["next"] | undefined, (after) =>
+        Effect.map(page({ runId: o.runId, state: o.state, after: after ?? undefined, limit: PAGE_SIZE }), (p) =>
+          [Chunk.unsafeFromArray(p.pipelines), p.next === null ? Option.none() : Option.some(p.next)] as const)))
+
+  const streamTasks: TaskStore["streamTasks"] = (o = {}) => {
+    if (o.pipelineId !== undefined) {
+      const pid = o.pipelineId
+      return limited(o.limit, () =>
+        pipelineStream(pid, (db) => db.service.streamTasks({ pipelineId: pid, runId: o.runId })))
+    }
+    if (o.limit !== undefined) {
+      // N candidates per database in (pipelineId, seq, visit, taskRunId) order, merged
+      return Stream.unwrap(Effect.gen(function*() {
+        const limit = yield* checkLimit(o.limit)
+        if (limit === 0 || limit === undefined) return Stream.empty
+        const [rc, rp] = runCond(o.runId)
+        const per = yield* forEachSource((db) => {
+          const [pc, pp] = prefixCond(db.prefix)
+          return query(
+            db,
+            `SELECT * FROM tasks WHERE 1 = 1${rc}${pc} ORDER BY pipeline_id, seq, coalesce(visit, 0), task_run_id LIMIT ?`,
+            [...rp, ...pp, limit]
+          )
+        })
+        const all: Array<TaskRecord> = per.flat().map(toTask).sort((a, b) =>
+          cmpStr(a.pipelineId, b.pipelineId) || a.seq - b.seq || a.visit - b.visit || cmpStr(a.taskRunId, b.taskRunId)
+        )
+        return Stream.fromIterable(all.slice(0, limit))
+      }))
+    }
+    return concat((db) => Stream.filter(db.service.streamTasks({ runId: o.runId }), (t) => inScope(db, t.pipelineId)))
+  }
+
+  const streamAttempts: TaskStore["streamAttempts"] = (o = {}) => {
+    if (o.pipelineId !== undefined) {
+      const pid = o.pipelineId
+      return limited(o.limit, () =>
+        pipelineStream(pid, (db) => db.service.streamAttempts({ pipelineId: pid, runId: o.runId })))
+    }
+    return limited(o.limit, () =>
+      concat((db) => Stream.filter(db.service.streamAttempts({ runId: o.runId }), (a) => inScope(db, a.pipelineId))))
+  }
+
+  const streamEvents: TaskStore["streamEvents"] = (o = {}) =>
+    limited(o.limit, () =>
+      Stream.flatMap(
+        Stream.fromIterable(eventSources),
+        ({ prefixed, source }) =>
+          (o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)
+            ? Stream.empty
+            : held(source, (db) =>
+              Stream.filter(
+                db.service.streamEvents({ pipelineId: o.pipelineId, runId: o.runId, kind: o.kind }),
+                (e) => !prefixed || db.prefix === undefined || (e.pipelineId !== null && e.pipelineId.startsWith(db.prefix))
+              )),
+        { concurrency: 1 }
+      ))
+
+  const view: TaskStore = {
+    kind: "suite",
+    featureLevel: "base",
+    readOnly: parts.readOnly,
+    journal: parts.journal,
+    traversal,
+    getRun: (runId) => runsFrom((s) => s.getRun(runId), Option.none()),
+    latestRun: runsFrom((s) => s.latestRun, Option.none()),
+    listRuns: runsFrom((s) => s.listRuns, []),
+    getPipelines,
+    getPipeline: (id) => onPipeline(id, (db) => db.service.getPipeline(id), Option.none()),
+    getArtifact: (pipelineId, seq) => onPipeline(pipelineId, (db) => db.service.getArtifact(pipelineId, seq), Option.none()),
+    listArtifacts: (pipelineId) => onPipeline(pipelineId, (db) => db.service.listArtifacts(pipelineId), []),
+    metrics,
+    resources: resourcesRead,
+    stats,
+    errors,
+    events,
+    countEvents,
+    pipelinesBySpec,
+    pipelinesPage,
+    completions,
+    loadBundles,
+    streamPipelines,
+    streamTasks,
+    streamAttempts,
+    streamEvents,
+    streamArtifacts: (o) =>
+      pipelineStream(o.pipelineId, (db) => db.service.streamArtifacts(o))
+  }
+  return view
+}

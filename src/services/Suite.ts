@@ -1,0 +1,712 @@
+/**
+ * Suites at run time: several experiments (members) under one runner, sharing its worker
+ * limit, its bounded admission and, where bound, the same pool instances, each keeping its own
+ * pipeline identities, checkpoints and metrics.
+ *
+ * - {@link member} declares a member: an id, a factory giving a fresh source of ordinary
+ *   pipeline specs on every call, and its definition digest (what makes a changed member
+ *   definition detectable), pool aliases, label and limit;
+ * - {@link make} checks a suite's ids and options (`ConfigError` naming the field);
+ * - {@link pipelines} streams the selected members' specs, re-keyed into the suite
+ *   (`Suite.tagSpec` of `domain/Suite.ts`), taking one spec from each member in turn under
+ *   the runner's one bounded admission, and records each member's facts for the run in the
+ *   {@link SuiteCatalog} (how many it submitted, whether its source was exhausted, failed or
+ *   stopped by a limit);
+ * - {@link start} / {@link run} register the members and run them with the `Runner`, and
+ *   report the run with an outcome per member ({@link SuiteReport}).
+ *
+ * Failure isolation: a member's source failing (a failed stream, a throwing iterator or
+ * factory, a value that is not a spec) ends that member only, recorded as its `sourceError`;
+ * the others go on. A failure of the store (recording facts included) or of a worker stops the
+ * suite, as it stops any run. A limit (a member's `limit`, or the total `limit`) never claims a
+ * source exhausted: `sourceExhausted` is true only when the source itself ended.
+ *
+ * Fairness: admission is round-robin by submission (one spec of each member in turn); it does
+ * not reserve equal execution time or pool capacity.
+ *
+ * @since 0.5.0
+ */
+import { Cause, Chunk, Clock, Deferred, Effect, Exit, Option, Predicate, Scope, Stream } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import type { RunId } from "../domain/Ids.js"
+import { messageOf } from "../domain/internal/errors.js"
+import type * as Pipeline from "../domain/Pipeline.js"
+import { checkId, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
+import type { StoreStats } from "../domain/TaskStore.js"
+import * as metric from "./internal/suite/metric.js"
+import type { PoolConfig } from "./Pool.js"
+import * as Runner from "./Runner.js"
+import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+// ---------------------------------------------------------------------------------------------
+// Members
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A member's source of specs: an `Iterable`, an `AsyncIterable` or an Effect `Stream` of
+ * ordinary (untagged) pipeline specs.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> | AsyncIterable<S> | Stream.Stream<S, E, R>
+
+/**
+ * Options of {@link member}.
+ *
+ * - `definitionDigest`: the member's persisted definition digest; a changed digest under an
+ *   existing member id is refused by the catalog (`ConfigError`, exit 2). SDK users supply it
+ *   and must fold in whatever input semantics the task fingerprint does not cover;
+ * - `poolAliases`: local pool name → actual pool name (a shared top-level pool, or a private
+ *   `experiment:ID:NAME` one), applied to task declarations, `ctx.acquire`, publish and
+ *   subscribe (see `Pools.aliased`);
+ * - `label`: a display name (changes no identity);
+ * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MemberOptions {
+  readonly definitionDigest: string
+  readonly poolAliases?: Readonly<Record<string, string>> | undefined
+  readonly label?: string | null | undefined
+  readonly limit?: number | null | undefined
+}
+
+/**
+ * One member of a suite (see {@link member}).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
+  readonly _tag: "SuiteMember"
+  readonly id: string
+  /** Gives a fresh source on every call (a run, a resume). */
+  readonly factory: () => MemberSource<S, E, R>
+  readonly definitionDigest: string
+  readonly poolAliases: Readonly<Record<string, string>>
+  readonly label: string | null
+  readonly limit: number | null
+}
+
+/**
+ * Declares a suite member. Nothing is checked here: {@link make} checks the members of a
+ * suite together (ids, uniqueness, limits, aliases).
+ *
+ * @param id the member (experiment) id: 1–80 ASCII letters, digits, `-`, `_`
+ * @param factory a fresh source of the member's specs on every call
+ * @param options definition digest, pool aliases, label, limit
+ * @since 0.5.0
+ * @category constructors
+ */
+export const member = <S extends AnySpec, E = never, R = never>(
+  id: string,
+  factory: () => MemberSource<S, E, R>,
+  options: MemberOptions
+): Member<S, E, R> => ({
+  _tag: "SuiteMember",
+  id,
+  factory,
+  definitionDigest: options.definitionDigest,
+  poolAliases: { ...(options.poolAliases ?? {}) },
+  label: options.label ?? null,
+  limit: options.limit ?? null
+})
+
+// ---------------------------------------------------------------------------------------------
+// Suites
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A checked suite (see {@link make}).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface Suite<S extends AnySpec = AnySpec, E = never, R = never> {
+  readonly _tag: "Suite"
+  readonly id: string
+  readonly experiments: ReadonlyArray<Member<S, E, R>>
+  /** The output root, as given (the `SuiteStore` layer opens it). */
+  readonly outputRoot: string
+  readonly layout: SuiteLayout
+  /** The pools of the suite: top-level ones and the members' private `experiment:ID:NAME`. */
+  readonly pools: ReadonlyArray<PoolConfig>
+}
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MakeOptions<S extends AnySpec, E, R> {
+  readonly id: string
+  readonly experiments: ReadonlyArray<Member<S, E, R>>
+  readonly outputRoot: string
+  /** Default `combined`. */
+  readonly layout?: SuiteLayout | undefined
+  /** When given, every alias target must name one of them. */
+  readonly pools?: ReadonlyArray<PoolConfig> | undefined
+}
+
+const issue = (path: string, message: string) => ({ path, message })
+
+const refuse = (issues: ReadonlyArray<{ readonly path: string; readonly message: string }>): ConfigError =>
+  new ConfigError({
+    message: issues.map((i) => `${i.path}: ${i.message}`).join("; "),
+    issues: [...issues]
+  })
+
+/**
+ * Checks and builds a suite. Fails with `ConfigError` listing every problem by field path:
+ * an invalid suite or member id (`id`, `experiments[i].id`: 1–80 ASCII letters, digits, `-`,
+ * `_`, starting with a letter or digit, no reserved device name), member ids equal
+ * case-insensitively, an empty `definitionDigest`, a `limit` that is not an integer ≥ 0, an
+ * alias naming no pool of `pools` (when `pools` is given), no member, an empty `outputRoot`,
+ * an unknown `layout`.
+ *
+ * @param options id, members, output root, layout, pools
+ * @returns the suite
+ * @since 0.5.0
+ * @category constructors
+ */
+export const make = <S extends AnySpec, E = never, R = never>(
+  options: MakeOptions<S, E, R>
+): Effect.Effect<Suite<S, E, R>, ConfigError> =>
+  Effect.suspend(() => {
+    const issues: Array<{ path: string; message: string }> = []
+    const idIssue = checkId(options.id)
+    if (idIssue !== undefined) issues.push(issue("id", `${JSON.stringify(options.id)} ${idIssue}`))
+    if (typeof options.outputRoot !== "string" || options.outputRoot === "") {
+      issues.push(issue("outputRoot", "must be a non-empty path"))
+    }
+    const layout = options.layout ?? "combined"
+    if (layout !== "combined" && layout !== "byExperiment") {
+      issues.push(issue("layout", `must be "combined" or "byExperiment", not ${JSON.stringify(layout)}`))
+    }
+    if (options.experiments.length === 0) issues.push(issue("experiments", "a suite needs at least one member"))
+    const poolNames = options.pools === undefined ? undefined : new Set(options.pools.map((p) => p.name))
+    const seen = new Map<string, string>()
+    options.experiments.forEach((m, i) => {
+      const at = `experiments[${i}]`
+      const bad = checkId(m.id)
+      if (bad !== undefined) issues.push(issue(`${at}.id`, `${JSON.stringify(m.id)} ${bad}`))
+      else {
+        const other = seen.get(idKey(m.id))
+        if (other !== undefined) {
+          issues.push(issue(`${at}.id`, `"${m.id}" is the same id as "${other}" (ids are compared case-insensitively)`))
+        } else seen.set(idKey(m.id), m.id)
+      }
+      if (typeof m.definitionDigest !== "string" || m.definitionDigest === "") {
+        issues.push(issue(`${at}.definitionDigest`, "must be a non-empty string"))
+      }
+      if (m.limit !== null && !(Number.isInteger(m.limit) && m.limit >= 0)) {
+        issues.push(issue(`${at}.limit`, `must be an integer >= 0, not ${m.limit}`))
+      }
+      if (poolNames !== undefined) {
+        for (const [local, actual] of Object.entries(m.poolAliases)) {
+          if (!poolNames.has(actual)) {
+            issues.push(issue(`${at}.poolAliases.${local}`, `names no pool of the suite: "${actual}"`))
+          }
+        }
+      }
+    })
+    if (issues.length > 0) return Effect.fail(refuse(issues))
+    return Effect.succeed({
+      _tag: "Suite" as const,
+      id: options.id,
+      experiments: options.experiments,
+      outputRoot: options.outputRoot,
+      layout,
+      pools: options.pools ?? []
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Member-scoped metrics
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The stored name of a member-scoped metric (`runner.reportMetric(name, v, { experiment })`):
+ * a run-scope metric named `experiment:ID:NAME`.
+ *
+ * @param experimentId the member
+ * @param name the metric's name
+ * @since 0.5.0
+ * @category metrics
+ */
+export const memberMetricName: (experimentId: string, name: string) => string = metric.memberMetricName
+
+/**
+ * The member and the metric name of a stored member-scoped metric name (see
+ * {@link memberMetricName}), `undefined` for any other metric.
+ *
+ * @param stored a stored metric name
+ * @since 0.5.0
+ * @category metrics
+ */
+export const parseMemberMetric: (stored: string) => { readonly experimentId: string; readonly name: string } | undefined =
+  metric.parseMemberMetric
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What a member did in one run, as recorded in the catalog (`MembershipRecord`'s facts):
+ * specs submitted (`admitted`), whether its source ended by itself (`sourceExhausted`), its
+ * source's failure (`sourceError`) and whether a limit stopped it (`limitReached`).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MemberFacts {
+  readonly experimentId: string
+  readonly selected: boolean
+  admitted: number
+  sourceExhausted: boolean
+  sourceError: string | null
+  limitReached: boolean
+}
+
+/**
+ * Options of {@link pipelines}: the run the facts are recorded under, the members to run
+ * (default: all, in the suite's order; unknown ids fail with `ConfigError`), and the total
+ * `limit` of specs submitted (integer ≥ 0).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface PipelinesOptions {
+  readonly runId: RunId
+  readonly experiments?: ReadonlyArray<string> | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * The members a selection names, in the suite's order; `ConfigError` (`--experiment`) for an
+ * unknown id (ids compare case-insensitively).
+ *
+ * @since 0.5.0
+ * @category admission
+ */
+export const select = <S extends AnySpec, E, R>(
+  suite: Suite<S, E, R>,
+  experiments: ReadonlyArray<string> | undefined
+): Effect.Effect<ReadonlyArray<Member<S, E, R>>, ConfigError> =>
+  Effect.suspend(() => {
+    if (experiments === undefined || experiments.length === 0) return Effect.succeed(suite.experiments)
+    const wanted = new Set(experiments.map(idKey))
+    const known = new Set(suite.experiments.map((m) => idKey(m.id)))
+    const unknown = experiments.filter((e) => !known.has(idKey(e)))
+    if (unknown.length > 0) {
+      return Effect.fail(refuse(unknown.map((u) =>
+        issue(
+          "--experiment",
+          `"${u}" is not a member of suite "${suite.id}" (members: ${suite.experiments.map((m) => m.id).join(", ")})`
+        )
+      )))
+    }
+    return Effect.succeed(suite.experiments.filter((m) => wanted.has(idKey(m.id))))
+  })
+
+const toStream = <S, E, R>(source: MemberSource<any, E, R>): Stream.Stream<S, unknown, R> => {
+  if (Predicate.hasProperty(source, Stream.StreamTypeId)) return source as Stream.Stream<S, E, R>
+  if (Predicate.hasProperty(source, Symbol.asyncIterator)) {
+    return Stream.fromAsyncIterable(source as AsyncIterable<S>, (e) => e)
+  }
+  if (Predicate.hasProperty(source, Symbol.iterator)) return Stream.fromIterable(source as Iterable<S>)
+  return Stream.die(new TypeError("the member's factory gave neither a Stream nor an (async) iterable"))
+}
+
+type Lane = {
+  readonly member: Member<any, any, any>
+  readonly facts: MemberFacts
+  readonly outputDir: string
+  // the source's next specs (pulled a chunk at a time) and where the next one is
+  buffer: Chunk.Chunk<unknown>
+  index: number
+  pull: Effect.Effect<Chunk.Chunk<unknown>, Option.Option<unknown>> | undefined
+  ended: boolean
+}
+
+/**
+ * The failure of a member's source as recorded: its message; a defect (a throwing iterator
+ * or factory) too.
+ */
+const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return messageOf(failure.value)
+  const defect = Cause.dieOption(cause)
+  return Option.isSome(defect) ? messageOf(defect.value) : Cause.pretty(cause)
+}
+
+/**
+ * Streams the selected members' specs, re-keyed into the suite (pipeline id from the suite,
+ * member and local key; `spec.member` set with the member's pool aliases and output
+ * directory), one spec of each member in turn (round-robin), pulled only as fast as the
+ * runner's admission takes them. Each member's facts for `runId` are recorded in the
+ * {@link SuiteCatalog}: at the start (`selected`, and `selected: false` for the members not
+ * selected), when the member ends (its source exhausted, failed, or a limit reached) and when
+ * the stream ends (specs submitted so far). A member's source failure ends that member only;
+ * a failure of the catalog fails the stream (`StoreUnavailable`), which stops a run.
+ *
+ * @param suite the suite
+ * @param options the run id, selection and total limit
+ * @returns the tagged specs
+ * @since 0.5.0
+ * @category admission
+ */
+export const pipelines = <S extends AnySpec, E, R>(
+  suite: Suite<S, E, R>,
+  options: PipelinesOptions
+): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> => pipelinesTracked(suite, options, new Map())
+
+const pipelinesTracked = <S extends AnySpec, E, R>(
+  suite: Suite<S, E, R>,
+  options: PipelinesOptions,
+  tracker: Map<string, MemberFacts>
+): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const catalog = yield* SuiteCatalog
+    const runId = options.runId
+    const totalLimit = options.limit
+    if (totalLimit !== undefined && !(Number.isInteger(totalLimit) && totalLimit >= 0)) {
+      return yield* refuse([issue("limit", `must be an integer >= 0, not ${totalLimit}`)])
+    }
+    const selected = yield* select(suite, options.experiments)
+    const chosen = new Set(selected.map((m) => m.id))
+    const record = (facts: MemberFacts, fields: Partial<Omit<MemberFacts, "experimentId">>) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => catalog.recordMembership(runId, facts.experimentId, fields, now))
+
+    const lanes: Array<Lane> = []
+    for (const m of suite.experiments) {
+      const facts: MemberFacts = {
+        experimentId: m.id,
+        selected: chosen.has(m.id),
+        admitted: 0,
+        sourceExhausted: false,
+        sourceError: null,
+        limitReached: false
+      }
+      tracker.set(m.id, facts)
+      if (!facts.selected) {
+        yield* record(facts, { selected: false })
+        continue
+      }
+      yield* record(facts, { selected: true, admitted: 0, sourceExhausted: false, sourceError: null, limitReached: false })
+      lanes.push({
+        member: m,
+        facts,
+        outputDir: catalog.outputDirOf(m.id),
+        buffer: Chunk.empty(),
+        index: 0,
+        pull: undefined,
+        ended: false
+      })
+    }
+    // what is not final yet when the stream ends (interrupted, or the total limit): the count
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(lanes, (l) => l.ended ? Effect.void : record(l.facts, { admitted: l.facts.admitted }), {
+        discard: true
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record the members' facts: ${e.message}`)))
+    )
+    const scope = yield* Effect.scope
+
+    const end = (lane: Lane, fields: Partial<Omit<MemberFacts, "experimentId" | "selected">>) => {
+      lane.ended = true
+      Object.assign(lane.facts, fields)
+      return record(lane.facts, { ...fields, admitted: lane.facts.admitted })
+    }
+    const fail = (lane: Lane, cause: Cause.Cause<unknown>) =>
+      Effect.zipRight(
+        Effect.logWarning(`suite member "${lane.member.id}": its source failed; the other members go on`).pipe(
+          Effect.annotateLogs({ experimentId: lane.member.id, error: sourceErrorOf(cause) })
+        ),
+        end(lane, { sourceError: sourceErrorOf(cause).slice(0, 4000) })
+      )
+
+    // the member's next spec, or undefined once it ended (its facts recorded)
+    const take = (lane: Lane): Effect.Effect<AnySpec | undefined, StoreUnavailable, R> =>
+      Effect.gen(function*() {
+        while (!lane.ended) {
+          if (lane.index < lane.buffer.length) {
+            const value = Chunk.unsafeGet(lane.buffer, lane.index++)
+            if (!Predicate.isTagged(value, "PipelineSpec")) {
+              yield* fail(lane, Cause.die(new TypeError(`the source gave a value that is not a PipelineSpec`)))
+              return undefined
+            }
+            if ((value as AnySpec).member !== undefined) {
+              yield* fail(lane, Cause.die(new TypeError(`nested suites are not supported (a spec already belongs to a suite)`)))
+              return undefined
+            }
+            return value as AnySpec
+          }
+          if (lane.pull === undefined) {
+            const made = yield* Effect.exit(
+              Effect.flatMap(
+                Effect.try({ try: () => toStream<unknown, E, R>(lane.member.factory()), catch: (e) => e }),
+                (stream) => Scope.extend(Stream.toPull(stream), scope)
+              )
+            )
+            if (Exit.isFailure(made)) {
+              yield* fail(lane, made.cause)
+              return undefined
+            }
+            lane.pull = made.value as Effect.Effect<Chunk.Chunk<unknown>, Option.Option<unknown>>
+          }
+          const pulled = yield* Effect.exit(lane.pull)
+          if (Exit.isSuccess(pulled)) {
+            lane.buffer = pulled.value
+            lane.index = 0
+            continue
+          }
+          if (Cause.isInterruptedOnly(pulled.cause)) return yield* Effect.failCause(pulled.cause as Cause.Cause<never>)
+          const failure = Cause.failureOption(pulled.cause)
+          if (Option.isSome(failure) && Option.isNone(failure.value)) {
+            yield* end(lane, { sourceExhausted: true })
+            return undefined
+          }
+          yield* fail(
+            lane,
+            Option.isSome(failure) && Option.isSome(failure.value) ? Cause.fail(failure.value.value) : pulled.cause
+          )
+          return undefined
+        }
+        return undefined
+      })
+
+    let total = 0
+    let active: Array<Lane> = []
+    for (const lane of lanes) {
+      if (lane.member.limit === 0) yield* end(lane, { limitReached: true })
+      else active.push(lane)
+    }
+    // one round: a spec from each active member, in the suite's order
+    const round: Effect.Effect<Chunk.Chunk<S>, Option.Option<StoreUnavailable>, R> = Effect.gen(function*() {
+      while (active.length > 0) {
+        const out: Array<S> = []
+        for (const lane of active) {
+          if (totalLimit !== undefined && total >= totalLimit) break
+          const spec = yield* take(lane)
+          if (spec === undefined) continue
+          out.push(tagSpec(spec, {
+            suiteId: suite.id,
+            experimentId: lane.member.id,
+            poolAliases: lane.member.poolAliases,
+            outputDir: lane.outputDir
+          }) as S)
+          lane.facts.admitted++
+          total++
+          if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
+            yield* end(lane, { limitReached: true })
+          }
+        }
+        if (totalLimit !== undefined && total >= totalLimit) {
+          // the total limit stops every member still going: none of them is exhausted
+          for (const lane of active) if (!lane.ended) yield* end(lane, { limitReached: true })
+        }
+        active = active.filter((l) => !l.ended)
+        if (out.length > 0) return Chunk.unsafeFromArray(out)
+      }
+      return yield* Effect.fail(Option.none())
+    }).pipe(Effect.mapError((e) => Option.isOption(e) ? e : Option.some(e)))
+    return Stream.repeatEffectChunkOption(round)
+  }))
+
+// ---------------------------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One member's outcome in a suite run: its facts (see {@link MemberFacts}), its label and
+ * this run's figures for its pipelines (`null` when the member was not selected, or its view
+ * could not be read).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MemberOutcome extends Readonly<MemberFacts> {
+  readonly label: string | null
+  readonly stats: StoreStats | null
+}
+
+/**
+ * What a suite run returns: the run's report, one outcome per member (in the suite's order),
+ * whether a member's source failed, `summary()` (the run's summary and a line per member) and
+ * `toJSON()`. No suite-level average of the members' figures is made up.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface SuiteReport {
+  readonly suiteId: string
+  readonly run: Runner.RunReport
+  readonly members: ReadonlyArray<MemberOutcome>
+  /** Some selected member's source failed. */
+  readonly sourceFailed: boolean
+  summary(): string
+  toJSON(): Record<string, unknown>
+}
+
+/**
+ * Options of {@link start} / {@link run}: the runner's run options plus the members to run
+ * (`experiments`, default all) and the total `limit` of specs submitted.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface SuiteRunOptions extends Runner.RunOptions {
+  readonly experiments?: ReadonlyArray<string> | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * A suite run started by {@link start}: the run's handle, plus `awaitSuite`, its
+ * {@link SuiteReport}.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface SuiteRunHandle extends Runner.RunHandle<ConfigError | StoreUnavailable> {
+  readonly awaitSuite: Effect.Effect<SuiteReport, Runner.RunError | StoreUnavailable | ConfigError>
+}
+
+const memberLine = (m: MemberOutcome): string => {
+  const name = m.label === null ? m.experimentId : `${m.experimentId} (${m.label})`
+  if (!m.selected) return `  ${name}: not selected`
+  const by = m.stats?.byState
+  const counts = by === undefined
+    ? ""
+    : ` · succeeded ${by.succeeded ?? 0} · failed ${by.failed ?? 0} · interrupted ${by.interrupted ?? 0}`
+  const source = m.sourceError !== null
+    ? `source failed: ${m.sourceError}`
+    : m.sourceExhausted
+    ? "source exhausted"
+    : m.limitReached
+    ? "limit reached (source not exhausted)"
+    : "source not exhausted"
+  return `  ${name}: submitted ${m.admitted}${counts} · ${source}`
+}
+
+const makeSuiteReport = (suiteId: string, run: Runner.RunReport, members: ReadonlyArray<MemberOutcome>): SuiteReport => ({
+  suiteId,
+  run,
+  members,
+  sourceFailed: members.some((m) => m.sourceError !== null),
+  summary: () => [run.summary(), `suite ${suiteId}:`, ...members.map(memberLine)].join("\n"),
+  toJSON: () => ({
+    ...run.toJSON(),
+    suiteId,
+    members: members.map((m) => ({
+      experimentId: m.experimentId,
+      label: m.label,
+      selected: m.selected,
+      admitted: m.admitted,
+      sourceExhausted: m.sourceExhausted,
+      sourceError: m.sourceError,
+      limitReached: m.limitReached,
+      byState: m.stats?.byState ?? null
+    }))
+  })
+})
+
+const outcomes = (
+  suite: Suite<any, any, any>,
+  catalog: SuiteCatalogService,
+  runId: RunId,
+  tracker: Map<string, MemberFacts>
+): Effect.Effect<ReadonlyArray<MemberOutcome>> =>
+  Effect.forEach(suite.experiments, (m) => {
+    const facts: MemberFacts = tracker.get(m.id) ?? {
+      experimentId: m.id,
+      selected: false,
+      admitted: 0,
+      sourceExhausted: false,
+      sourceError: null,
+      limitReached: false
+    }
+    const stats = facts.selected
+      ? Effect.flatMap(catalog.view(m.id), (v) => v.stats(runId)).pipe(
+        Effect.map((s): StoreStats | null => s),
+        Effect.catchAll((e) =>
+          Effect.as(Effect.logWarning(`could not read member "${m.id}"'s figures: ${e.message}`), null)
+        )
+      )
+      : Effect.succeed(null)
+    return Effect.map(stats, (s): MemberOutcome => ({ ...facts, label: m.label, stats: s }))
+  })
+
+/**
+ * Starts a suite run in the current scope: checks that the catalog is this suite's, registers
+ * the selected members' definitions (a changed definition under a known id fails with
+ * `ConfigError` before anything runs), then starts the `Runner` on {@link pipelines}. Returns
+ * the run's handle at once.
+ *
+ * Needs the `Runner` (built on the suite's `Store` and `Pools`, e.g. from the `SuiteStore`
+ * layer) and the {@link SuiteCatalog}.
+ *
+ * @param suite the suite
+ * @param options run options, selection, total limit
+ * @since 0.5.0
+ * @category running
+ */
+export const start = <S extends AnySpec, E, R>(
+  suite: Suite<S, E, R>,
+  options: SuiteRunOptions = {}
+): Effect.Effect<
+  SuiteRunHandle,
+  ConfigError | StoreUnavailable,
+  Runner.Runner | SuiteCatalog | Scope.Scope | R | Exclude<Runner.SpecContext<S>, Scope.Scope>
+> =>
+  Effect.gen(function*() {
+    const catalog = yield* SuiteCatalog
+    if (catalog.suiteId !== suite.id) {
+      return yield* refuse([issue("suite.id", `the output root belongs to suite "${catalog.suiteId}", not "${suite.id}"`)])
+    }
+    const selected = yield* select(suite, options.experiments)
+    const now = yield* Clock.currentTimeMillis
+    yield* catalog.registerMembers(
+      selected.map((m) => ({ experimentId: m.id, definitionDigest: m.definitionDigest, label: m.label, limit: m.limit })),
+      now
+    )
+    const runner = yield* Runner.Runner
+    const tracker = new Map<string, MemberFacts>()
+    const runIdOf = yield* Deferred.make<RunId>()
+    const { experiments, limit, ...runOptions } = options
+    const source = Stream.unwrap(Effect.map(Deferred.await(runIdOf), (runId) =>
+      pipelinesTracked(suite, {
+        runId,
+        ...(experiments === undefined ? {} : { experiments }),
+        ...(limit === undefined ? {} : { limit })
+      }, tracker)))
+    const handle = yield* runner.start(source, runOptions)
+    yield* Deferred.succeed(runIdOf, handle.runId)
+    const awaitSuite = Effect.flatMap(handle.await, (report) =>
+      Effect.map(outcomes(suite, catalog, report.runId, tracker), (members) =>
+        makeSuiteReport(suite.id, report, members)))
+    return { ...handle, awaitSuite } as SuiteRunHandle
+  })
+
+/**
+ * Runs a suite to its end (see {@link start}) and returns its {@link SuiteReport}. A member's
+ * source failure does not fail the effect (see `SuiteReport.sourceFailed`); the store's or a
+ * worker's does, as `Runner.run`'s.
+ *
+ * @param suite the suite
+ * @param options run options, selection, total limit
+ * @since 0.5.0
+ * @category running
+ */
+export const run = <S extends AnySpec, E, R>(
+  suite: Suite<S, E, R>,
+  options: SuiteRunOptions = {}
+): Effect.Effect<
+  SuiteReport,
+  Runner.RunError | StoreUnavailable | ConfigError,
+  Runner.Runner | SuiteCatalog | R | Exclude<Runner.SpecContext<S>, Scope.Scope>
+> => Effect.scoped(Effect.flatMap(start(suite, options), (h) => h.awaitSuite))

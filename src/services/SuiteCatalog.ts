@@ -1,0 +1,123 @@
+/**
+ * The suite catalog: what a suite root records about its members beyond their pipelines, and
+ * the read views of one member or of all of them. `SuiteStore` (src/layers/SuiteStore.ts)
+ * implements it beside the `Store` it provides; the suite runtime (`Suite.run`) and the read
+ * commands (report, watch, serve, export on a suite root) use it.
+ *
+ * - **members**: one row per member id, with its persisted definition digest (task
+ *   fingerprint, source configuration, pool declarations before env expansion, bindings,
+ *   limit): a known member whose digest changed is refused before anything is written;
+ * - **membership**: per run and member, whether the member was selected, how many pipelines
+ *   were admitted, and the source facts (`sourceExhausted`, `sourceError`, `limitReached`) that
+ *   tell "the submitted work finished" from "the member finished".
+ *
+ * @since 0.5.0
+ */
+import type { Effect } from "effect"
+import { Context } from "effect"
+import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { RunId } from "../domain/Ids.js"
+import type { SuiteLayout } from "../domain/Suite.js"
+import type { TaskStore } from "../domain/TaskStore.js"
+
+/**
+ * One registered member of a suite.
+ *
+ * - `experimentId`: the member id (see `Suite.checkId`);
+ * - `definitionDigest`: the member's persisted definition digest;
+ * - `label`: display only (`null` when none); `limit`: the member's pipeline limit, `null`
+ *   when unlimited;
+ * - `createdAt`: when it was first registered (epoch ms).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MemberRecord {
+  readonly experimentId: string
+  readonly definitionDigest: string
+  readonly label: string | null
+  readonly limit: number | null
+  readonly createdAt: number
+}
+
+/**
+ * The facts of one member in one run.
+ *
+ * - `selected`: whether the run ran this member (`--experiment`);
+ * - `admitted`: pipelines (repeats included) the run admitted for it;
+ * - `sourceExhausted`: the member's source was read to its end in this run (a limit never
+ *   sets it);
+ * - `sourceError`: the message of the source's failure, `null` when none;
+ * - `limitReached`: admission stopped at the member's or the run's limit;
+ * - `updatedAt`: epoch ms of the last change.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface MembershipRecord {
+  readonly runId: RunId
+  readonly experimentId: string
+  readonly selected: boolean
+  readonly admitted: number
+  readonly sourceExhausted: boolean
+  readonly sourceError: string | null
+  readonly limitReached: boolean
+  readonly updatedAt: number
+}
+
+/**
+ * The changeable facts of a membership row (see {@link MembershipRecord}).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type MembershipFacts = Partial<Omit<MembershipRecord, "runId" | "experimentId" | "updatedAt">>
+
+/**
+ * The suite catalog service. Every method has `R = never`.
+ *
+ * - `suiteId`, `layout`, `root` (absolute output root), `outputDirOf(id)`: the root itself
+ *   (`combined`) or `root/experiments/ID` (`byExperiment`);
+ * - `registerMembers`: records new members (at `nowMs`, epoch ms); a known member given with
+ *   another definition digest fails with `ConfigError` (path `experiments.ID`) before anything
+ *   is written; label and limit of known members are updated;
+ * - `members`: every registered member, by id;
+ * - `recordMembership`: upserts the facts of (run, member); only the given fields change (a
+ *   new row starts unselected, 0 admitted, nothing exhausted, no error);
+ * - `membership`: the rows of one run (or of every run), by run then member id;
+ * - `view`: the read view of one member (`experimentId`), or the merged cumulative view of
+ *   every member (`undefined`); an unknown member fails with `ConfigError` (path
+ *   `experiment`).
+ *
+ * Writes fail with `StoreUnavailable` on a read-only root.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface SuiteCatalogService {
+  readonly suiteId: string
+  readonly layout: SuiteLayout
+  readonly root: string
+  readonly outputDirOf: (experimentId: string) => string
+  readonly registerMembers: (
+    members: ReadonlyArray<Omit<MemberRecord, "createdAt">>,
+    nowMs: number
+  ) => Effect.Effect<void, ConfigError | StoreUnavailable>
+  readonly members: Effect.Effect<ReadonlyArray<MemberRecord>, StoreUnavailable>
+  readonly recordMembership: (
+    runId: RunId,
+    experimentId: string,
+    facts: MembershipFacts,
+    nowMs: number
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<MembershipRecord>, StoreUnavailable>
+  readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+}
+
+/**
+ * The suite catalog tag (see {@link SuiteCatalogService}).
+ *
+ * @since 0.5.0
+ * @category tags
+ */
+export class SuiteCatalog extends Context.Tag("assay/SuiteCatalog")<SuiteCatalog, SuiteCatalogService>() {}

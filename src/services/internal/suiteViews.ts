@@ -1,0 +1,740 @@
+/**
+ * The read views of a suite root (`assay report|watch|serve|export ROOT` on a directory holding
+ * `manifest.json`): the cumulative suite view, one member's view, and one invocation's durable
+ * outcomes, built over the read side of the suite store (`SuiteCatalog`: members, per-run
+ * membership facts, and a read view of one member or of the whole suite).
+ *
+ * - **Cumulative** (the default): every pipeline as its last run left it, so successes skipped
+ *   by later resumes are counted (as the runs that did them left them: no attempts of the
+ *   later runs are attributed to them);
+ * - **one member** (`experiment`): the member's own view (`SuiteCatalog.view(ID)`);
+ * - **one run** (`runId`): the durable outcome of every pipeline that run executed, derived from
+ *   the task rows it committed (they carry their run, and are written in the same transaction
+ *   as the checkpoint), so a pipeline that failed in run A stays failed in A's view after run B
+ *   re-ran it successfully (see {@link runOutcomes}).
+ *
+ * Shared pools (any pool not named `experiment:ID:NAME`) are shown as shared and never
+ * attributed to one member; a member's private pools (`experiment:ID:NAME`) belong to it.
+ * Nothing here writes.
+ *
+ * @since 0.3.0
+ */
+import { Chunk, Effect, Option, Stream } from "effect"
+import * as fs from "node:fs"
+import * as nodePath from "node:path"
+import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
+import type { PipelineId, RunId } from "../../domain/Ids.js"
+import type { MetricRecord, PipelineRecord, PipelineState } from "../../domain/Records.js"
+import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
+import * as Export from "./export.js"
+import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
+import * as Monitor from "./monitor.js"
+import { parseMemberMetric } from "./suite/metric.js"
+import * as Report from "./report.js"
+
+// ---------------------------------------------------------------------------------------------
+// The suite read port (the read half of `SuiteCatalog`)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One member of a suite as the catalog records it (`SuiteCatalog.MemberRecord`).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type SuiteMember = MemberRecord
+
+/**
+ * The source facts of one member in one run (`SuiteCatalog.MembershipRecord`): selected,
+ * admitted, source exhausted, source error, limit reached.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type SuiteMembership = MembershipRecord
+
+/**
+ * What the views read of a suite root: the structural read half of `SuiteCatalog` (so the
+ * catalog itself, or a test fake, fits).
+ *
+ * - `view(ID)`: the read store of one member; `view()`: the merged cumulative suite store.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface SuiteReads {
+  readonly suiteId: string
+  readonly layout: "combined" | "byExperiment"
+  /** The absolute output root. */
+  readonly root: string
+  readonly members: Effect.Effect<ReadonlyArray<SuiteMember>, StoreUnavailable>
+  readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<SuiteMembership>, StoreUnavailable>
+  readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+}
+
+/**
+ * The members of a suite in id order (the order every suite view and split export uses).
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export const membersInOrder = (suite: SuiteReads): Effect.Effect<ReadonlyArray<SuiteMember>, StoreUnavailable> =>
+  Effect.map(suite.members, (ms) => [...ms].sort((a, b) => (a.experimentId < b.experimentId ? -1 : a.experimentId > b.experimentId ? 1 : 0)))
+
+/**
+ * Checks that `experimentId` is a member of the suite. Fails with `ConfigError` naming
+ * `--experiment` (and the members there are) otherwise.
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export const checkMember = (suite: SuiteReads, experimentId: string): Effect.Effect<SuiteMember, StoreUnavailable | ConfigError> =>
+  Effect.flatMap(membersInOrder(suite), (ms) => {
+    const m = ms.find((x) => x.experimentId === experimentId)
+    if (m !== undefined) return Effect.succeed(m)
+    const known = ms.map((x) => x.experimentId).join(", ")
+    const message = `suite ${suite.suiteId} has no member "${experimentId}" (members: ${known === "" ? "none" : known})`
+    return Effect.fail(new ConfigError({ message, issues: [{ path: "--experiment", message }] }))
+  })
+
+/**
+ * Checks that `runId` is a run of the suite (of its merged store). Fails with `ConfigError`
+ * naming `--run-id` otherwise.
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export const checkRun = (store: TaskStore, runId: RunId, where: string): Effect.Effect<void, ReadError> =>
+  Effect.flatMap(store.getRun(runId), (o) =>
+    Option.isSome(o)
+      ? Effect.void
+      : Effect.fail(new ConfigError({ message: `run ${runId} is not a run of ${where}`, issues: [{ path: "--run-id", message: `unknown run ${runId}` }] })))
+
+// ---------------------------------------------------------------------------------------------
+// Pools: shared or private
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The member owning a private pool (`experiment:ID:NAME` → `ID`), or `null` for a shared pool
+ * (any other name: bound by several members or by none, never attributed to one).
+ *
+ * @since 0.3.0
+ * @category pools
+ */
+export const poolOwner = (pool: string): string | null => {
+  const m = /^experiment:([^:]+):/.exec(pool)
+  return m === null ? null : m[1]!
+}
+
+/**
+ * Whether a pool is visible in the view of `experimentId` (`undefined`: the whole suite):
+ * shared pools are always shown (as shared), private pools only in their member's view.
+ *
+ * @since 0.3.0
+ * @category pools
+ */
+export const poolVisible = (pool: string, experimentId: string | undefined): boolean => {
+  const owner = poolOwner(pool)
+  return owner === null || experimentId === undefined || owner === experimentId
+}
+
+/**
+ * The member and metric name of a member-scoped metric's stored name (`experiment:ID:NAME`, the
+ * runner's `reportMetric(name, v, { experiment: ID })`, see `Suite.memberMetricName`),
+ * `undefined` for any other metric.
+ *
+ * @since 0.3.0
+ * @category pools
+ */
+export const memberMetricOf: (stored: string) => { readonly experimentId: string; readonly name: string } | undefined =
+  parseMemberMetric
+
+// ---------------------------------------------------------------------------------------------
+// Durable outcomes of one run
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The durable outcomes of one run in one store (see {@link runOutcomes}): the pipelines it
+ * executed counted by the state that run left them in, and the ids of those it failed.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export interface RunOutcomes {
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  /** Pipelines the run left failed (also those a later run then took over). */
+  readonly failed: ReadonlyArray<PipelineId>
+}
+
+const emptyByState = (): Record<PipelineState, number> => ({ pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 })
+
+/** What one run's task rows say about one pipeline. */
+interface TaskFacts {
+  failed: boolean
+  unfinished: boolean
+  lastSucceededSeq: number
+}
+
+/**
+ * The durable outcome of every pipeline that run `runId` executed, in `store`:
+ *
+ * - a pipeline the run still owns: its stored state (the run settled it last);
+ * - a pipeline a later run took over: what the run's own task rows say (they carry their run
+ *   and are committed with the checkpoints): `failed` when one of them failed, `interrupted`
+ *   when one was left running or interrupted, or the last task was not reached; `succeeded`
+ *   when its task rows reached the pipeline's last task.
+ *
+ * Pipelines the run skipped (already succeeded) are not among them: they have no task rows of
+ * that run and no attempts. One pass over the run's pipelines and one over its task rows, plus
+ * one `getPipelines` read per 500 pipelines taken over; memory is O(pipelines of the run).
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOutcomes, ReadError> =>
+  Effect.gen(function*() {
+    const byState = emptyByState()
+    const failed: Array<PipelineId> = []
+    const owned = new Set<string>()
+    yield* Stream.runForEach(store.streamPipelines({ runId }), (p) =>
+      Effect.sync(() => {
+        owned.add(p.pipelineId)
+        byState[p.state]++
+        if (p.state === "failed") failed.push(p.pipelineId)
+      }))
+    const facts = new Map<PipelineId, TaskFacts>()
+    yield* Stream.runForEach(store.streamTasks({ runId }), (t) =>
+      Effect.sync(() => {
+        if (owned.has(t.pipelineId)) return
+        const f = facts.get(t.pipelineId) ?? { failed: false, unfinished: false, lastSucceededSeq: -1 }
+        if (t.state === "failed") f.failed = true
+        else if (t.state === "running" || t.state === "interrupted") f.unfinished = true
+        else if (t.state === "succeeded" || t.state === "skipped") f.lastSucceededSeq = Math.max(f.lastSucceededSeq, t.seq)
+        facts.set(t.pipelineId, f)
+      }))
+    const ids = Array.from(facts.keys())
+    for (let i = 0; i < ids.length; i += 500) {
+      const chunk = ids.slice(i, i + 500)
+      const rows = yield* store.getPipelines(chunk)
+      for (const id of chunk) {
+        const f = facts.get(id)!
+        const total = rows.get(id)?.nTasksTotal
+        const state: PipelineState = f.failed
+          ? "failed"
+          : f.unfinished || total === undefined || f.lastSucceededSeq < total - 1
+          ? "interrupted"
+          : "succeeded"
+        byState[state]++
+        if (state === "failed") failed.push(id)
+      }
+    }
+    return { pipelines: owned.size + ids.length, byState, failed }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Members
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The source status of a member: `exhausted` (its source ran dry), `error` (its source failed:
+ * the member failed, the others went on), `limit` (a limit stopped admission; the source is not
+ * known to be exhausted), `running` (none of these yet), or `unknown` (no run selected it).
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "unknown"
+
+/**
+ * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member).
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
+  m === undefined
+    ? "unknown"
+    : m.sourceError !== null
+    ? "error"
+    : m.sourceExhausted
+    ? "exhausted"
+    : m.limitReached
+    ? "limit"
+    : "running"
+
+/**
+ * One member as the suite views list it.
+ *
+ * - `pipelines` / `byState`: the cumulative view of the member, or, with a run, the durable
+ *   outcomes of that run in the member ({@link runOutcomes});
+ * - `skipped` (with a run only): pipelines the member's source handed to that run that it did
+ *   not execute (already succeeded): `admitted - pipelines` of the run, `null` without facts;
+ * - `source`: the membership facts of the run (with a run), else of the latest run that
+ *   selected the member (`null` when none did), and their {@link SourceStatus};
+ * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
+ *   `experiment:ID:NAME`; shown under `NAME`) of the run, else of the latest run that reported
+ *   any for the member. Never averaged across members.
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export interface MemberSummary {
+  readonly experimentId: string
+  readonly label: string | null
+  readonly limit: number | null
+  readonly definitionDigest: string
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  readonly skipped: number | null
+  readonly source: SuiteMembership | null
+  readonly sourceStatus: SourceStatus
+  readonly metricsRunId: string | null
+  readonly metrics: ReadonlyArray<Report.ReportMetric & { readonly updatedAt: number }>
+}
+
+/**
+ * The summaries of the suite's members, in id order: all of them, or only `experiment`
+ * (which must be a member: `ConfigError` otherwise); with `runId`, scoped to that run.
+ *
+ * @since 0.3.0
+ * @category members
+ */
+export const memberSummaries = (
+  suite: SuiteReads,
+  options: { readonly experiment?: string | undefined; readonly runId?: RunId | undefined } = {}
+): Effect.Effect<ReadonlyArray<MemberSummary>, ReadError> =>
+  Effect.gen(function*() {
+    const all = yield* membersInOrder(suite)
+    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
+    const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
+    const facts = yield* suite.membership(options.runId)
+    const merged = yield* suite.view()
+    const runsNewestFirst = (yield* merged.listRuns).map((r) => r.runId).reverse()
+    const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
+    const runMetrics = (runId: RunId) =>
+      Effect.suspend(() => {
+        const known = metricsByRun.get(runId)
+        return known !== undefined
+          ? Effect.succeed(known)
+          : Effect.tap(merged.metrics({ runId, pipelineId: null }), (ms) => Effect.sync(() => metricsByRun.set(runId, ms)))
+      })
+    const out: Array<MemberSummary> = []
+    for (const m of members) {
+      const view = yield* suite.view(m.experimentId)
+      const mine = facts.filter((f) => f.experimentId === m.experimentId && (options.runId === undefined || f.runId === options.runId))
+      // the run's facts, else the latest run that selected it
+      const source = mine.filter((f) => f.selected).sort((a, b) => b.updatedAt - a.updatedAt)[0] ?? mine[0]
+      let pipelines: number
+      let byState: Readonly<Record<PipelineState, number>>
+      let skipped: number | null = null
+      if (options.runId !== undefined) {
+        const o = yield* runOutcomes(view, options.runId)
+        pipelines = o.pipelines
+        byState = o.byState
+        skipped = source === undefined ? null : Math.max(0, source.admitted - o.pipelines)
+      } else {
+        const st = yield* view.stats()
+        pipelines = st.pipelines
+        byState = st.byState
+      }
+      // member-scoped metrics are run-scope metrics named `experiment:ID:NAME` (see
+      // `Suite.memberMetricName`): the run's, else the latest run that reported any for it
+      const runs = options.runId !== undefined ? [options.runId] : runsNewestFirst
+      let metricsRunId: string | null = null
+      let metrics: MemberSummary["metrics"] = []
+      for (const runId of runs) {
+        const ms = (yield* runMetrics(runId)).flatMap((x) => {
+          const scoped = memberMetricOf(x.name)
+          return scoped === undefined || scoped.experimentId !== m.experimentId ? [] : [{ x, name: scoped.name }]
+        })
+        if (ms.length > 0 || options.runId !== undefined) {
+          metricsRunId = runId
+          metrics = ms.map(({ name, x }) => ({
+            runId: x.runId,
+            pipelineId: x.pipelineId,
+            name,
+            label: x.label,
+            display: x.display,
+            value: x.value,
+            text: Report.formatMetric(x.value, x.display),
+            updatedAt: x.updatedAt
+          }))
+          break
+        }
+      }
+      out.push({
+        experimentId: m.experimentId,
+        label: m.label,
+        limit: m.limit,
+        definitionDigest: m.definitionDigest,
+        pipelines,
+        byState,
+        skipped,
+        source: source ?? null,
+        sourceStatus: sourceStatusOf(source),
+        metricsRunId,
+        metrics
+      })
+    }
+    return out
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Options of {@link buildSuiteReport}: `experiment` (one member; default the whole suite),
+ * `runId` (one invocation's durable outcomes; default the cumulative view), `errors` (recent
+ * errors listed, default 10).
+ *
+ * @since 0.3.0
+ * @category report
+ */
+export interface SuiteReportOptions {
+  readonly experiment?: string | undefined
+  readonly runId?: string | undefined
+  readonly errors?: number | undefined
+}
+
+/**
+ * One pool resource of the suite report: a {@link Report.ReportResource} marked `shared`
+ * (with `experimentId: null`) or private to one member.
+ *
+ * @since 0.3.0
+ * @category report
+ */
+export type SuiteResource = Report.ReportResource & { readonly shared: boolean; readonly experimentId: string | null }
+
+/**
+ * The report of a suite root (what `assay report ROOT --json` prints): the ordinary report of
+ * the selected view (`selection` is `"cumulative"` or the run id; with a run, `pipelines` and
+ * `byState` are its durable outcomes and `skipped` what it did not execute), plus the suite's
+ * identity, the selected member, the members, and the resources marked shared or private.
+ *
+ * @since 0.3.0
+ * @category report
+ */
+export interface SuiteReportData extends Omit<Report.ReportData, "resources"> {
+  readonly suite: {
+    readonly suiteId: string
+    readonly layout: "combined" | "byExperiment"
+    readonly root: string
+    readonly experiment: string | null
+    readonly runId: string | null
+  }
+  readonly skipped: number | null
+  readonly members: ReadonlyArray<MemberSummary>
+  readonly resources: ReadonlyArray<SuiteResource>
+}
+
+/**
+ * Builds the report of a suite (see the module docs). Fails with `ConfigError` for an unknown
+ * member or run (naming `--experiment` / `--run-id`), or the stores' read errors.
+ *
+ * @since 0.3.0
+ * @category report
+ */
+export const buildSuiteReport = (
+  suite: SuiteReads,
+  options: SuiteReportOptions = {}
+): Effect.Effect<SuiteReportData, ReadError> =>
+  Effect.gen(function*() {
+    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
+    const merged = yield* suite.view()
+    const runId = options.runId === undefined || options.runId === "all" ? undefined : (options.runId as RunId)
+    if (runId !== undefined) yield* checkRun(merged, runId, `suite ${suite.suiteId}`)
+    const store = options.experiment === undefined ? merged : yield* suite.view(options.experiment)
+    const source = options.experiment === undefined ? suite.root : `${suite.root} [${options.experiment}]`
+    const base = yield* Report.buildReport([{ source, store }], { runId: runId ?? "all", errors: options.errors })
+    const members = yield* memberSummaries(suite, { experiment: options.experiment, runId })
+    let pipelines = base.pipelines
+    let byState = base.byState
+    let skipped: number | null = null
+    if (runId !== undefined) {
+      const o = yield* runOutcomes(store, runId)
+      pipelines = o.pipelines
+      byState = o.byState
+      const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
+      skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
+    }
+    const resources = base.resources
+      .filter((r) => poolVisible(r.pool, options.experiment))
+      .map((r) => ({ ...r, shared: poolOwner(r.pool) === null, experimentId: poolOwner(r.pool) }))
+      // shared pools first, then each member's private ones (stable within each group)
+      .sort((a, b) => Number(!a.shared) - Number(!b.shared))
+    return {
+      ...base,
+      selection: runId ?? "cumulative",
+      pipelines,
+      byState,
+      skipped,
+      resources,
+      suite: {
+        suiteId: suite.suiteId,
+        layout: suite.layout,
+        root: suite.root,
+        experiment: options.experiment ?? null,
+        runId: runId ?? null
+      },
+      members
+    }
+  })
+
+const statesText = (by: Readonly<Record<PipelineState, number>>): string =>
+  (Object.keys(by) as Array<PipelineState>).map((k) => `${k} ${by[k]}`).join(", ")
+
+const sourceText = (m: MemberSummary): string => {
+  const s = m.source
+  switch (m.sourceStatus) {
+    case "unknown":
+      return "source: never run"
+    case "error":
+      return `source error: ${s?.sourceError ?? ""}`
+    case "exhausted":
+      return `source exhausted (${s?.admitted ?? 0} admitted)`
+    case "limit":
+      return `limit reached (${s?.admitted ?? 0} admitted)`
+    case "running":
+      return `source not exhausted (${s?.admitted ?? 0} admitted)`
+  }
+}
+
+/**
+ * The suite report as text (what `assay report ROOT` prints without `--json`).
+ *
+ * @since 0.3.0
+ * @category report
+ */
+export const renderSuiteText = (r: SuiteReportData): string => {
+  const out: Array<string> = []
+  const scope = r.suite.experiment === null ? "all members" : `member ${r.suite.experiment}`
+  const view = r.suite.runId === null ? "cumulative view" : `run ${r.suite.runId} (durable outcomes)`
+  out.push(`Suite ${r.suite.suiteId} (${r.suite.layout}) at ${r.suite.root}: ${scope}, ${view}`)
+  const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [] }).split("\n").slice(1)
+  out.push(...base.filter((l) => !l.startsWith("Pipelines: ")))
+  out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${r.skipped === null ? "" : `, skipped ${r.skipped} (already done)`}`)
+  out.push("Members:")
+  if (r.members.length === 0) out.push("  none")
+  for (const m of r.members) {
+    out.push(
+      `  ${m.experimentId}${m.label === null ? "" : ` [${m.label}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
+        m.skipped === null ? "" : `, skipped ${m.skipped}`
+      }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
+    )
+    for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
+  }
+  if (r.resources.length > 0) {
+    out.push("Pools:")
+    for (const res of r.resources) {
+      const who = res.shared ? "shared" : `private to ${res.experimentId}`
+      out.push(`  ${res.pool}/${res.resourceId} (${res.kind}, ${who}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
+    }
+  }
+  return out.join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Adds member identity to audit rows (tasks, attempts, events, artifacts, handoffs) of a suite
+ * view: `suiteId` and `experimentId` of the pipeline a row belongs to (read from its stored
+ * pipeline row, one `getPipelines` read per chunk of rows); a row without a pipeline (a shared
+ * pool's or a run's event) gets `experimentId: null` (no member is made up). Rows that already
+ * carry the identity (`pipelines`, `results`) pass through.
+ *
+ * @since 0.3.0
+ * @category export
+ */
+export const withMemberIdentity = <E>(
+  store: TaskStore,
+  suiteId: string,
+  kind: Export.RowKind,
+  rows: Stream.Stream<Export.RowItem, E>
+): Stream.Stream<Export.RowItem, E | StoreUnavailable> => {
+  if (kind === "pipelines" || kind === "results") return rows
+  return Stream.mapChunksEffect(rows, (chunk) =>
+    Effect.gen(function*() {
+      const items = Array.from(chunk)
+      const ids = new Set<PipelineId>()
+      for (const item of items) {
+        const row = item instanceof Export.LargeRow ? item.head : item
+        const id = row["pipelineId"]
+        if (typeof id === "string") ids.add(id as PipelineId)
+      }
+      const found: ReadonlyMap<PipelineId, PipelineRecord> = ids.size === 0 ? new Map() : yield* store.getPipelines(Array.from(ids))
+      const tag = (row: Export.Row): Export.Row => {
+        const id = row["pipelineId"]
+        const p = typeof id === "string" ? found.get(id as PipelineId) : undefined
+        return { ...row, suiteId, experimentId: p?.experimentId ?? null }
+      }
+      return Chunk.unsafeFromArray(items.map((item): Export.RowItem =>
+        item instanceof Export.LargeRow ? new Export.LargeRow(tag(item.head), item.field, item.parts) : tag(item)
+      ))
+    }))
+}
+
+/**
+ * The rows of one kind of a suite view, as `assay export ROOT OUT` writes them: the
+ * cumulative suite (or one member's) rows in the store's order, audit rows with member
+ * identity ({@link withMemberIdentity}); `results` and `pipelines` rows carry it from their
+ * pipeline rows. `limit` applies to the view as a whole.
+ *
+ * @since 0.3.0
+ * @category export
+ */
+export const suiteRowItems = (
+  suite: SuiteReads,
+  options: Export.RowOptions & { readonly experiment?: string | undefined }
+): Stream.Stream<Export.RowItem, ReadError> =>
+  Stream.unwrap(Effect.gen(function*() {
+    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
+    const store = yield* suite.view(options.experiment)
+    return withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options))
+  }))
+
+/**
+ * What {@link exportByExperiment} wrote: one file per member, in id order.
+ *
+ * @since 0.3.0
+ * @category export
+ */
+export interface SplitExport {
+  readonly files: ReadonlyArray<{ readonly experimentId: string; readonly path: string; readonly rows: number }>
+  readonly rows: number
+}
+
+/**
+ * `assay export ROOT OUT --by-experiment`: writes each member's rows to `OUT/ID/KIND.FORMAT`,
+ * members in id order (all of them, or only `experiment`), each member's rows in its view's
+ * normal order (`limit` per member), with member identity as {@link suiteRowItems}. Works for
+ * either layout (it reads each member's view). Each file is written atomically (a temporary
+ * file renamed into place), so a failure leaves earlier members' files complete and the failed
+ * member's file as it was; the directory as a whole is not atomic. `OUT` and `OUT/ID` are
+ * created when missing.
+ *
+ * Fails with `ConfigError` for an unknown member, `ExportError` when a directory or file cannot
+ * be written, or the stores' read errors.
+ *
+ * @since 0.3.0
+ * @category export
+ */
+export const exportByExperiment = (
+  suite: SuiteReads,
+  out: string,
+  options: Export.ExportOptions & { readonly experiment?: string | undefined }
+): Effect.Effect<SplitExport, ReadError | Export.ExportError> =>
+  Effect.gen(function*() {
+    const members = options.experiment === undefined
+      ? yield* membersInOrder(suite)
+      : [yield* checkMember(suite, options.experiment)]
+    const files: Array<{ experimentId: string; path: string; rows: number }> = []
+    let total = 0
+    for (const m of members) {
+      const dir = nodePath.join(out, m.experimentId)
+      yield* Effect.try({
+        try: () => fs.mkdirSync(dir, { recursive: true }),
+        catch: (e) => new Export.ExportError({ message: `cannot create ${dir}: ${e instanceof Error ? e.message : String(e)}`, path: dir })
+      })
+      const path = nodePath.join(dir, `${options.kind}.${options.format}`)
+      const rows = yield* Export.writeRows(suiteRowItems(suite, { ...options, experiment: m.experimentId }), path, options)
+      files.push({ experimentId: m.experimentId, path, rows })
+      total += rows
+    }
+    return { files, rows: total }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Monitoring (watch, serve)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A {@link MemberSummary} as the HTTP API returns it.
+ *
+ * @since 0.3.0
+ * @category monitoring
+ */
+export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
+  experiment_id: m.experimentId,
+  label: m.label,
+  limit: m.limit,
+  pipelines: m.pipelines,
+  by_state: m.byState,
+  skipped: m.skipped,
+  source_status: m.sourceStatus,
+  source: m.source === null
+    ? null
+    : {
+      run_id: m.source.runId,
+      selected: m.source.selected,
+      admitted: m.source.admitted,
+      source_exhausted: m.source.sourceExhausted,
+      source_error: m.source.sourceError,
+      limit_reached: m.source.limitReached,
+      updated_at: m.source.updatedAt
+    },
+  metrics_run_id: m.metricsRunId,
+  metrics: m.metrics.map((x) => ({
+    run_id: x.runId,
+    pipeline_id: x.pipelineId,
+    name: x.name,
+    value: x.value,
+    label: x.label,
+    display: x.display,
+    updated_at: x.updatedAt
+  }))
+})
+
+/**
+ * The monitoring picture of a suite view: the {@link Monitor.snapshotOf} of the member's view
+ * (`experiment`) or of the whole suite, for a selection resolved against the whole suite's
+ * runs; for one run, the pipeline counts are that run's durable outcomes ({@link runOutcomes})
+ * and `skipped` what its members' sources handed it that it did not execute; plus the suite
+ * section (members in id order, pools marked shared or private). Pools private to another
+ * member are left out of a member's view.
+ *
+ * @since 0.3.0
+ * @category monitoring
+ */
+export const suiteSnapshot = (
+  suite: SuiteReads,
+  selection: Monitor.Selection,
+  options: { readonly experiment?: string | undefined; readonly errors: number }
+): Effect.Effect<Monitor.Snapshot, ReadError> =>
+  Effect.gen(function*() {
+    const store = yield* suite.view(options.experiment)
+    const base = yield* Monitor.snapshotOf(store, selection, options.errors, Monitor.storeReads(store))
+    const runId = selection._tag === "Run" ? selection.run.runId : undefined
+    const members = yield* memberSummaries(suite, { runId })
+    const shown = options.experiment === undefined ? members : members.filter((m) => m.experimentId === options.experiment)
+    let pipelines = base.pipelines
+    let done = base.done
+    let skipped = base.skipped
+    if (runId !== undefined) {
+      const o = yield* runOutcomes(store, runId)
+      const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
+      skipped = known.reduce((a, b) => a + b, 0)
+      pipelines = { total: o.pipelines, by_state: o.byState }
+      done = o.byState.succeeded + o.byState.failed + skipped
+    }
+    const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
+    return {
+      ...base,
+      pipelines,
+      done,
+      skipped,
+      progress: base.total === null ? null : Math.min(1, done / base.total),
+      resources,
+      suite: {
+        suite_id: suite.suiteId,
+        layout: suite.layout,
+        experiment: options.experiment ?? null,
+        members: members.map(memberWire),
+        pools: resources.map((r) => ({ pool: r.pool, shared: poolOwner(r.pool) === null, experiment_id: poolOwner(r.pool) }))
+          .sort((a, b) => Number(!a.shared) - Number(!b.shared))
+      }
+    }
+  })

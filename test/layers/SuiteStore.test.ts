@@ -1,0 +1,418 @@
+import { NodeFileSystem } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import type { PipelineId } from "../../src/domain/Ids.js"
+import { memberDigest, memberPipelineId } from "../../src/domain/Suite.js"
+import type { SuiteLayout } from "../../src/domain/Suite.js"
+import type { EventRecord } from "../../src/domain/Records.js"
+import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as SuiteStore from "../../src/layers/SuiteStore.js"
+import { Store } from "../../src/services/Store.js"
+import { artifact, event, pipeline, storeContract, task } from "./StoreContract.js"
+import { rid } from "../support/ids.js"
+
+const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-")), "root")
+
+const SUITE = "cmp"
+const mpid = (member: string, local: string): PipelineId => memberPipelineId(SUITE, member, local)
+const mpipe = (member: string, local: string, over: Parameters<typeof pipeline>[1] = {}) =>
+  pipeline(mpid(member, local), { suiteId: SUITE, experimentId: member, localKey: local, ...over })
+
+/** Opens a suite store for the body's duration. */
+const withSuite = <A, E>(
+  o: Partial<SuiteStore.SuiteStoreOptions> & { readonly root: string },
+  body: (h: SuiteStore.SuiteStoreHandle) => Effect.Effect<A, E>
+) =>
+  Effect.scoped(
+    Effect.flatMap(
+      SuiteStore.make({ suiteId: SUITE, layout: "byExperiment", members: ["a", "b", "c"], flushIntervalMs: 0, ...o }),
+      body
+    )
+  ).pipe(Effect.provide(NodeFileSystem.layer))
+
+const bytesOf = (file: string) => fs.readFileSync(file)
+const rows = (file: string, sql: string) => {
+  const db = new Database(file, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare(sql).all() as Array<Record<string, unknown>>
+  } finally {
+    db.close()
+  }
+}
+
+const newRun = (runId: string, startedAt = 1000) => ({ runId: rid(runId), startedAt })
+
+/** Writes a run over the given members: run row, pipelines, a checkpoint each, a pool event. */
+const runOver = (store: Store["Type"], runId: string, members: ReadonlyArray<string>, n = 2) =>
+  Effect.gen(function*() {
+    yield* store.openRun(newRun(runId))
+    for (const m of members) {
+      const ps = Array.from({ length: n }, (_, i) => mpipe(m, `k${i}`, { runId: rid(runId) }))
+      yield* store.admit(ps)
+      for (const p of ps) {
+        yield* store.checkpoint({
+          pipelineId: p.pipelineId,
+          task: task(p.pipelineId, 0),
+          artifact: artifact(p.pipelineId, 0, new TextEncoder().encode(`"${m}"`), true),
+          pipeline: { state: "succeeded", nTasksDone: 1, updatedAt: 2000, endedAt: 2000 },
+          events: [event("task.end", p.pipelineId, 2000, runId)]
+        })
+      }
+    }
+    yield* store.emitEvent(event("pool.health", null, 2500, runId))
+    yield* store.finishRun(rid(runId), { status: "completed", endedAt: 3000 })
+  })
+
+describe("SuiteStore", () => {
+  it.effect("combined: manifest.json, one state.db holding pipelines and the catalog; no secrets in the manifest", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root, layout: "combined", artifactBackend: "file" }, ({ catalog, store }) =>
+        Effect.gen(function*() {
+          yield* catalog.registerMembers([
+            { experimentId: "a", definitionDigest: "d-a", label: "Baseline", limit: null },
+            { experimentId: "b", definitionDigest: "d-b", label: null, limit: 10 }
+          ], 500)
+          yield* runOver(store, "r1", ["a", "b"])
+          assert.strictEqual(catalog.outputDirOf("a"), nodePath.resolve(root))
+          assert.strictEqual(catalog.layout, "combined")
+        }))
+      assert.deepStrictEqual(fs.readdirSync(root).sort(), ["artifacts", "manifest.json", "state.db"])
+      const manifest = JSON.parse(fs.readFileSync(nodePath.join(root, "manifest.json"), "utf8"))
+      assert.deepStrictEqual(manifest, { layoutVersion: 1, suiteId: SUITE, layout: "combined", catalog: "state.db", artifactBackend: "file" })
+      const db = nodePath.join(root, "state.db")
+      assert.deepStrictEqual(rows(db, "SELECT experiment_id, definition_digest, label, member_limit FROM suite_members ORDER BY 1"), [
+        { experiment_id: "a", definition_digest: "d-a", label: "Baseline", member_limit: null },
+        { experiment_id: "b", definition_digest: "d-b", label: null, member_limit: 10 }
+      ])
+      assert.deepStrictEqual(
+        rows(db, "SELECT experiment_id, local_key, suite_id FROM pipelines ORDER BY experiment_id, local_key").map((r) => Object.values(r)),
+        [["a", "k0", SUITE], ["a", "k1", SUITE], ["b", "k0", SUITE], ["b", "k1", SUITE]]
+      )
+    }))
+
+  it.effect("byExperiment: writes are routed by member; runs go to the catalog and every selected member; pipeline-less events to suite.db", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root }, ({ catalog, store }) =>
+        Effect.gen(function*() {
+          yield* runOver(store, "r1", ["a", "b"])
+          assert.strictEqual(catalog.outputDirOf("b"), nodePath.join(nodePath.resolve(root), "experiments", "b"))
+          // the merged view
+          const all = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
+          assert.strictEqual(all.length, 4)
+          const st = yield* store.stats()
+          assert.strictEqual(st.pipelines, 4)
+          assert.strictEqual(st.byState.succeeded, 4)
+          assert.strictEqual(st.tasks, 4)
+          assert.strictEqual(st.events, 5)
+          const got = yield* store.getPipelines([mpid("a", "k0"), mpid("b", "k1"), mpid("c", "k0")])
+          assert.deepStrictEqual(Array.from(got.keys()).sort(), [mpid("a", "k0"), mpid("b", "k1")].sort())
+          const art = Option.getOrThrow(yield* store.getArtifact(mpid("b", "k1"), 0))
+          assert.strictEqual(new TextDecoder().decode(art.payload), `"b"`)
+          const member = yield* catalog.view("a")
+          assert.strictEqual((yield* member.stats()).pipelines, 2)
+          assert.strictEqual(yield* member.countEvents(), 2)
+        }))
+      assert.deepStrictEqual(fs.readdirSync(root).sort(), ["experiments", "manifest.json", "suite.db"])
+      // the selected member "c" got its database and run row at openRun, with no pipelines
+      assert.deepStrictEqual(fs.readdirSync(nodePath.join(root, "experiments")).sort(), ["a", "b", "c"])
+      const fileOf = (m: string) => nodePath.join(root, "experiments", m, "state.db")
+      for (const m of ["a", "b"]) {
+        assert.deepStrictEqual(rows(fileOf(m), "SELECT DISTINCT experiment_id AS e FROM pipelines"), [{ e: m }])
+        assert.deepStrictEqual(rows(fileOf(m), "SELECT run_id, status FROM runs"), [{ run_id: "r1", status: "completed" }])
+        assert.strictEqual(rows(fileOf(m), "SELECT count(*) AS n FROM events WHERE pipeline_id IS NULL")[0]!.n, 0)
+      }
+      assert.strictEqual(rows(fileOf("c"), "SELECT count(*) AS n FROM pipelines")[0]!.n, 0)
+      const suiteDb = nodePath.join(root, "suite.db")
+      assert.strictEqual(rows(suiteDb, "SELECT count(*) AS n FROM pipelines")[0]!.n, 0)
+      assert.deepStrictEqual(rows(suiteDb, "SELECT kind FROM events"), [{ kind: "pool.health" }])
+      assert.deepStrictEqual(rows(suiteDb, "SELECT run_id, status FROM runs"), [{ run_id: "r1", status: "completed" }])
+      assert.deepStrictEqual(rows(suiteDb, "SELECT experiment_id FROM suite_member_dbs ORDER BY 1"), [
+        { experiment_id: "a" },
+        { experiment_id: "b" },
+        { experiment_id: "c" }
+      ])
+    }))
+
+  it.effect("a selective run writes only the selected member: the others' files stay byte-identical (not even migrated), and writing them is refused", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root }, ({ store }) => runOver(store, "r1", ["a", "b", "c"]))
+      const fileOf = (m: string) => nodePath.join(root, "experiments", m, "state.db")
+      // make "c" look like an older store: a writer would migrate it
+      const old = new Database(fileOf("c"))
+      old.exec("UPDATE store_meta SET value = '6' WHERE key = 'schema_version'")
+      old.close()
+      const before = { b: bytesOf(fileOf("b")), c: bytesOf(fileOf("c")) }
+      yield* withSuite({ root, selected: ["a"] }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r2", 5000))
+          yield* store.admit([mpipe("a", "k9", { runId: rid("r2") })])
+          // reads of the other members open them read-only
+          assert.strictEqual((yield* store.stats()).pipelines, 7)
+          assert.strictEqual((yield* store.events({ limit: 100 })).length, 7)
+          const refused = yield* Effect.exit(store.admit([mpipe("b", "k9")]))
+          assert.isTrue(Exit.isFailure(refused))
+          assert.match(String(Exit.isFailure(refused) ? refused.cause : ""), /did not select/)
+          yield* store.finishRun(rid("r2"), { status: "completed", endedAt: 6000 })
+        }))
+      assert.isTrue(bytesOf(fileOf("b")).equals(before.b))
+      assert.isTrue(bytesOf(fileOf("c")).equals(before.c))
+      assert.isFalse(fs.existsSync(`${fileOf("b")}-wal`))
+      assert.deepStrictEqual(rows(fileOf("a"), "SELECT run_id FROM runs ORDER BY 1"), [{ run_id: "r1" }, { run_id: "r2" }])
+    }))
+
+  it.effect("a missing member database is an error, never silently recreated", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root }, ({ store }) => runOver(store, "r1", ["a", "b"]))
+      const gone = nodePath.join(root, "experiments", "b", "state.db")
+      fs.rmSync(gone)
+      const resumed = yield* Effect.exit(withSuite({ root, selected: ["b"] }, ({ store }) => store.openRun(newRun("r2", 5000))))
+      assert.isTrue(Exit.isFailure(resumed))
+      assert.match(String(Exit.isFailure(resumed) ? resumed.cause : ""), /member "b".*missing.*never recreated/)
+      assert.isFalse(fs.existsSync(gone))
+      // a read of the merged view fails the same way
+      const read = yield* Effect.exit(
+        Effect.scoped(Effect.flatMap(SuiteStore.makeRead(root), (h) => h.store.stats())).pipe(Effect.provide(NodeFileSystem.layer))
+      )
+      assert.isTrue(Exit.isFailure(read))
+      assert.isFalse(fs.existsSync(gone))
+    }))
+
+  it.effect("a root never changes its suite id, layout or backend; a directory of store files without a manifest is refused", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root }, ({ store }) => runOver(store, "r1", ["a"]))
+      const before = bytesOf(nodePath.join(root, "suite.db"))
+      const pathOf = (o: Partial<SuiteStore.SuiteStoreOptions>) =>
+        Effect.map(Effect.flip(withSuite({ root, ...o }, () => Effect.void)), (e) => e._tag === "ConfigError" ? e.issues[0]?.path : e._tag)
+      assert.strictEqual(yield* pathOf({ suiteId: "other" }), "suite.id")
+      assert.strictEqual(yield* pathOf({ layout: "combined" }), "output.layout")
+      assert.strictEqual(yield* pathOf({ artifactBackend: "file" }), "run.artifactBackend")
+      assert.isTrue(bytesOf(nodePath.join(root, "suite.db")).equals(before))
+      const plain = tempRoot()
+      fs.mkdirSync(plain, { recursive: true })
+      fs.writeFileSync(nodePath.join(plain, "state.db"), "")
+      assert.strictEqual(yield* Effect.map(Effect.flip(withSuite({ root: plain }, () => Effect.void)), (e) => e._tag === "ConfigError" ? e.issues[0]?.path : e._tag), "output.root")
+    }))
+
+  for (const layout of ["combined", "byExperiment"] as const) {
+    it.effect(`${layout}: registerMembers refuses a changed digest and writes nothing; membership facts upsert field by field`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ catalog }) =>
+          Effect.gen(function*() {
+            yield* catalog.registerMembers([{ experimentId: "a", definitionDigest: "d1", label: null, limit: null }], 100)
+            const e = yield* Effect.flip(catalog.registerMembers([
+              { experimentId: "b", definitionDigest: "d2", label: null, limit: null },
+              { experimentId: "a", definitionDigest: "CHANGED", label: null, limit: null }
+            ], 200))
+            assert.strictEqual(e._tag, "ConfigError")
+            assert.deepStrictEqual(e._tag === "ConfigError" ? e.issues.map((i) => i.path) : [], ["experiments.a"])
+            assert.deepStrictEqual((yield* catalog.members).map((m) => [m.experimentId, m.definitionDigest, m.createdAt]), [["a", "d1", 100]])
+            yield* catalog.recordMembership(rid("r1"), "a", { selected: true }, 300)
+            yield* catalog.recordMembership(rid("r1"), "a", { admitted: 5, sourceError: "boom" }, 400)
+            yield* catalog.recordMembership(rid("r1"), "b", { limitReached: true }, 410)
+            const ms = yield* catalog.membership(rid("r1"))
+            assert.deepStrictEqual(ms.map((m) => ({ ...m })), [
+              { runId: rid("r1"), experimentId: "a", selected: true, admitted: 5, sourceExhausted: false, sourceError: "boom", limitReached: false, updatedAt: 400 },
+              { runId: rid("r1"), experimentId: "b", selected: false, admitted: 0, sourceExhausted: false, sourceError: null, limitReached: true, updatedAt: 410 }
+            ])
+            const unknown = yield* Effect.flip(catalog.view("zz"))
+            assert.strictEqual(unknown._tag === "ConfigError" ? unknown.issues[0]?.path : "", "experiment")
+          }))
+      }))
+
+    it.effect(`${layout}: read-only opens (layerRead) see the merged view and one member's; every write is refused`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ store }) => runOver(store, "r1", ["a", "b"], 3))
+        const read = (experiment?: string) =>
+          Effect.scoped(Effect.flatMap(SuiteStore.makeRead(root, { experiment }), (h) =>
+            Effect.gen(function*() {
+              const st = yield* h.store.stats()
+              const evs = yield* h.store.events({ limit: 50 })
+              const write = yield* Effect.exit(h.store.openRun(newRun("r9")))
+              return { pipelines: st.pipelines, events: evs.length, refused: Exit.isFailure(write), runs: (yield* h.store.listRuns).length }
+            }))).pipe(Effect.provide(NodeFileSystem.layer))
+        assert.deepStrictEqual(yield* read(), { pipelines: 6, events: 7, refused: true, runs: 1 })
+        assert.deepStrictEqual(yield* read("b"), { pipelines: 3, events: 3, refused: true, runs: 1 })
+        assert.isTrue(yield* SuiteStore.isSuiteRoot(root))
+        assert.isFalse(yield* SuiteStore.isSuiteRoot(nodePath.join(root, "manifest.json")))
+      }))
+  }
+
+  it.effect("more members than maxOpen: at most maxOpen member databases are open; eviction flushes buffered facts and loses nothing", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      const members = Array.from({ length: 11 }, (_, i) => `m${String(i).padStart(2, "0")}`)
+      const locks = () =>
+        fs.readdirSync(nodePath.join(root, "experiments")).filter((m) => fs.existsSync(nodePath.join(root, "experiments", m, "state.db.lock"))).length
+      let peak = 0
+      yield* withSuite({ root, members, maxOpen: 3, flushIntervalMs: 3_600_000, batchSize: 100_000 }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r1"))
+          for (let round = 0; round < 3; round++) {
+            for (const m of members) {
+              const id = mpid(m, `k${round}`)
+              yield* store.admit([mpipe(m, `k${round}`)])
+              // buffered (write-behind) until a flush: the eviction must write them
+              yield* store.emitEvent(event("note", id, 1000 + round, "r1"))
+              yield* store.recordAttempt({ ...attemptOf(id), runId: rid("r1") })
+              peak = Math.max(peak, locks())
+            }
+          }
+          assert.isAtMost(peak, 3)
+          yield* store.finishRun(rid("r1"), { status: "completed", endedAt: 9000 })
+        }))
+      let events = 0, attempts = 0, pipelines = 0
+      for (const m of members) {
+        const f = nodePath.join(root, "experiments", m, "state.db")
+        events += Number(rows(f, "SELECT count(*) AS n FROM events")[0]!.n)
+        attempts += Number(rows(f, "SELECT count(*) AS n FROM attempts")[0]!.n)
+        pipelines += Number(rows(f, "SELECT count(*) AS n FROM pipelines")[0]!.n)
+      }
+      assert.deepStrictEqual({ events, attempts, pipelines }, { events: 33, attempts: 33, pipelines: 33 })
+    }))
+
+  for (const layout of ["combined", "byExperiment"] as const satisfies ReadonlyArray<SuiteLayout>) {
+    it.effect(`${layout}: limited queries merged across databases equal the naive merge (events by (ts, id), tasks, errors, pages, counts)`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        const members = ["a", "b", "c", "d"]
+        yield* withSuite({ root, layout, members, maxOpen: 2 }, ({ catalog, store }) =>
+          Effect.gen(function*() {
+            yield* store.openRun(newRun("r1"))
+            let seed = 7
+            const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n
+            for (const m of members) {
+              const ps = Array.from({ length: 12 }, (_, i) =>
+                mpipe(m, `k${i}`, { createdAt: 1000 + rnd(5), state: rnd(3) === 0 ? "failed" : "succeeded", updatedAt: 2000 + rnd(50) }))
+              yield* store.admit(ps)
+              for (const p of ps) {
+                for (let s = 0; s < 2; s++) yield* store.putTask({ ...task(p.pipelineId, s), runId: rid("r1") })
+                for (let k = 0; k < 4; k++) {
+                  yield* store.emitEvent(event(k % 2 === 0 ? "even" : "odd", p.pipelineId, 1000 + rnd(40), k === 3 ? "r2" : "r1"))
+                }
+              }
+            }
+            for (let k = 0; k < 6; k++) yield* store.emitEvent(event("pool", null, 1000 + rnd(40), "r1"))
+            yield* store.flush
+
+            const view = yield* catalog.view()
+            const allEvents = yield* view.events()
+            const key = (e: EventRecord) => `${e.ts}|${e.kind}|${e.pipelineId}|${e.runId}`
+            for (const f of [{}, { runId: rid("r1") }, { kind: "odd" }, { pipelineId: mpid("c", "k3") }]) {
+              const naive = allEvents.filter((e) =>
+                (f.runId === undefined || e.runId === f.runId) && (f.kind === undefined || e.kind === f.kind) &&
+                (f.pipelineId === undefined || e.pipelineId === f.pipelineId)
+              )
+              assert.strictEqual(yield* view.countEvents(f), naive.length)
+              for (const limit of [1, 7, 30, 1000]) {
+                const got = yield* view.events({ ...f, limit })
+                assert.deepStrictEqual(got.map(key), naive.slice(Math.max(0, naive.length - limit)).map(key))
+                assert.deepStrictEqual(got.map((e) => e.ts), [...got.map((e) => e.ts)].sort((x, y) => x - y))
+              }
+            }
+            const allTasks = Chunk.toArray(yield* Stream.runCollect(view.streamTasks()))
+              .sort((x, y) => (x.pipelineId < y.pipelineId ? -1 : x.pipelineId > y.pipelineId ? 1 : x.seq - y.seq))
+            assert.strictEqual(allTasks.length, 96)
+            for (const limit of [1, 5, 50]) {
+              const got = Chunk.toArray(yield* Stream.runCollect(view.streamTasks({ limit })))
+              assert.deepStrictEqual(got.map((t) => t.taskRunId), allTasks.slice(0, limit).map((t) => t.taskRunId))
+            }
+            const allPipes = Chunk.toArray(yield* Stream.runCollect(view.streamPipelines()))
+            assert.strictEqual(allPipes.length, 48)
+            const failed = allPipes.filter((p) => p.state === "failed")
+              .sort((x, y) => y.updatedAt - x.updatedAt || (x.pipelineId < y.pipelineId ? -1 : 1))
+            assert.deepStrictEqual((yield* view.errors({ limit: 5 })).map((e) => e.pipelineId), failed.slice(0, 5).map((p) => p.pipelineId))
+            const ordered = [...allPipes].sort((x, y) => x.createdAt - y.createdAt || (x.pipelineId < y.pipelineId ? -1 : 1))
+            assert.deepStrictEqual(allPipes.map((p) => p.pipelineId), ordered.map((p) => p.pipelineId))
+            let after: { createdAt: number; pipelineId: PipelineId } | undefined
+            const paged: Array<string> = []
+            for (;;) {
+              const page = yield* view.pipelinesPage({ limit: 7, after })
+              paged.push(...page.pipelines.map((p) => p.pipelineId))
+              if (page.next === null) break
+              after = page.next
+            }
+            assert.deepStrictEqual(paged, ordered.map((p) => p.pipelineId))
+            const st = yield* view.stats()
+            assert.deepStrictEqual([st.pipelines, st.tasks, st.events], [48, 96, 48 * 4 + 6])
+            assert.strictEqual(st.byState.failed, failed.length)
+            // one member of the view
+            const b = yield* catalog.view("b")
+            const bEvents = allEvents.filter((e) => e.pipelineId !== null && e.pipelineId.startsWith(`${memberDigest(SUITE, "b")}-`))
+            assert.deepStrictEqual((yield* b.events({ limit: 9 })).map(key), bEvents.slice(bEvents.length - 9).map(key))
+            assert.strictEqual((yield* b.stats()).pipelines, 12)
+            assert.strictEqual((yield* b.pipelinesBySpec)[0]?.pipelines, 12)
+          }))
+      }))
+  }
+})
+
+const attemptOf = (pipelineId: PipelineId) => ({
+  pipelineId,
+  runId: rid("r1"),
+  taskRunId: `${pipelineId}/0`,
+  taskName: "t0",
+  seq: 0,
+  attemptNo: 1,
+  outcome: "succeeded" as const,
+  errorClass: null,
+  errorType: null,
+  errorMessage: null,
+  decision: null,
+  leaseIds: [],
+  startedAt: 1000,
+  endedAt: 1001,
+  durationMs: 1
+})
+
+// The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
+storeContract("SuiteStore (combined)", () => {
+  const root = tempRoot()
+  let on = false
+  return {
+    layer: (options = {}, backend = ArtifactBackends.layerInline) =>
+      Layer.project(
+        SuiteStore.layer({
+          ...options,
+          root,
+          suiteId: "contract",
+          layout: "combined",
+          members: [],
+          artifactBackend: "contract-backend",
+          artifactBackendLayer: Layer.orDie(backend)
+        }),
+        Store,
+        Store,
+        (s) => s
+      ).pipe(Layer.provide(NodeFileSystem.layer)),
+    injectWriteFailure: (value) =>
+      Effect.sync(() => {
+        on = value
+        const db = new Database(nodePath.join(root, "state.db"), { timeout: 5000 })
+        try {
+          for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
+            for (const op of ["INSERT", "UPDATE"]) {
+              const name = `fail_${t}_${op.toLowerCase()}`
+              db.exec(
+                on
+                  ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
+                  : `DROP TRIGGER IF EXISTS ${name}`
+              )
+            }
+          }
+        } finally {
+          db.close()
+        }
+      })
+  }
+})

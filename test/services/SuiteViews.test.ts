@@ -1,0 +1,304 @@
+/**
+ * The suite views (src/services/internal/suiteViews.ts) over a fake suite: one memory store per
+ * member plus a merged store holding the same rows (what `SuiteCatalog.view(ID)` and `view()`
+ * answer), and a catalog of members and per-run membership facts.
+ *
+ * Story: suite `s1`, members `alpha` and `beta`. Run A: alpha/p1 succeeds, alpha/p2 fails,
+ * beta/q1 and beta/q2 succeed. Run B (a resume): alpha/p2 is re-run and succeeds; every other
+ * pipeline is skipped (already succeeded). Pools: `llm` shared, `experiment:beta:judge` private.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { PipelineId, RunId } from "../../src/domain/Ids.js"
+import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
+import { layerInline } from "../../src/layers/ArtifactBackends.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Export from "../../src/services/internal/export.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import * as StatsServer from "../../src/services/internal/statsServer.js"
+import * as SuiteViews from "../../src/services/internal/suiteViews.js"
+import type { StoreService } from "../../src/services/Store.js"
+import { art } from "./ExportFixture.js"
+
+const A = RunId.make("runA")
+const B = RunId.make("runB")
+type State = PipelineRecord["state"]
+
+interface Fake {
+  readonly suite: SuiteViews.SuiteReads
+  readonly merged: StoreService
+  readonly members: Record<string, StoreService>
+}
+
+/** Writes one execution of a 2-task pipeline of `member` by `runId` into its member store and the merged one. */
+const execute = (
+  f: Fake,
+  member: string,
+  localKey: string,
+  runId: RunId,
+  state: State,
+  at: number
+) =>
+  Effect.gen(function*() {
+    const id = PipelineId.make(`${member.slice(0, 2)}0000000000-${localKey}`)
+    const rec = new PipelineRecord({
+      pipelineId: id, key: id, name: "demo", state, nTasksDone: state === "succeeded" ? 2 : 1, nTasksTotal: 2, specDigest: "s",
+      seedDigest: `seed-${localKey}`, tags: {}, attemptsTotal: 2, runId, createdAt: 1000, updatedAt: at, startedAt: at - 5, endedAt: at,
+      failedTask: state === "failed" ? "t1" : null, errorType: state === "failed" ? "FatalError" : null,
+      errorMessage: state === "failed" ? `bad ${localKey}` : null, errorClass: state === "failed" ? "fatal" : null,
+      repeat: 0, suiteId: "s1", experimentId: member, localKey
+    })
+    for (const store of [f.members[member]!, f.merged]) {
+      yield* store.admit([rec], [art(id, runId, -1, { localKey }, false, at)])
+      for (const seq of [0, 1]) {
+        const taskState = seq === 1 && state === "failed" ? "failed" : "succeeded"
+        yield* store.checkpoint({
+          pipelineId: id,
+          ...(taskState === "succeeded" ? { artifact: art(id, runId, seq, { localKey, seq, member }, seq === 1, at) } : {}),
+          task: new TaskRecord({
+            taskRunId: `${id}/${seq}/${runId}`, pipelineId: id, runId, seq, taskName: `t${seq}`, state: taskState, attemptsUsed: 1,
+            startedAt: at, endedAt: at + 1, durationMs: 1, errorType: null, errorMessage: null, errorClass: null, leaseIds: ["llm/k1#1"]
+          }),
+          events: [{ kind: "task.finished", pipelineId: id, runId, data: { seq }, ts: at }]
+        })
+      }
+      yield* store.flush
+    }
+  })
+
+const membership = (runId: RunId, experimentId: string, admitted: number): SuiteViews.SuiteMembership => ({
+  runId, experimentId, selected: true, admitted, sourceExhausted: experimentId === "alpha", sourceError: null,
+  limitReached: experimentId === "beta", updatedAt: runId === A ? 10 : 20
+})
+
+/** The fake suite, written with the story above. */
+const makeFake = Effect.gen(function*() {
+  const merged = yield* MemoryStore.make()
+  const members = { alpha: yield* MemoryStore.make(), beta: yield* MemoryStore.make() }
+  const facts = [membership(A, "alpha", 2), membership(A, "beta", 2), membership(B, "alpha", 2), membership(B, "beta", 2)]
+  const suite: SuiteViews.SuiteReads = {
+    suiteId: "s1",
+    layout: "byExperiment",
+    root: "/tmp/suite-root",
+    // registered out of order: views sort them
+    members: Effect.succeed([
+      { experimentId: "beta", definitionDigest: "d-beta", label: "Beta", limit: 2, createdAt: 1 },
+      { experimentId: "alpha", definitionDigest: "d-alpha", label: null, limit: null, createdAt: 1 }
+    ]),
+    membership: (runId) => Effect.succeed(facts.filter((m) => runId === undefined || m.runId === runId)),
+    view: (id) => Effect.succeed(id === undefined ? merged : members[id as "alpha" | "beta"])
+  }
+  const f: Fake = { suite, merged, members }
+  const all = [merged, members.alpha, members.beta]
+  for (const s of all) yield* s.openRun({ runId: A, startedAt: 900 })
+  yield* execute(f, "alpha", "p1", A, "succeeded", 1100)
+  yield* execute(f, "alpha", "p2", A, "failed", 1200)
+  yield* execute(f, "beta", "q1", A, "succeeded", 1300)
+  yield* execute(f, "beta", "q2", A, "succeeded", 1400)
+  for (const s of all) yield* s.finishRun(A, { status: "completed", endedAt: 1500 })
+  for (const s of all) yield* s.openRun({ runId: B, startedAt: 2000 })
+  yield* execute(f, "alpha", "p2", B, "succeeded", 2100)
+  // resources: the shared pool and beta's private one (a pool event of no member)
+  for (const s of all) {
+    yield* s.putResource({ pool: "llm", resourceId: "k1", kind: "llm", spec: {}, health: { state: "ready" }, updatedAt: 1 })
+    yield* s.putResource({ pool: "experiment:beta:judge", resourceId: "j1", kind: "llm", spec: {}, health: { state: "ready" }, updatedAt: 1 })
+    yield* s.emitEvent({ kind: "pool.throttled", pipelineId: null, runId: B, data: { pool: "llm" }, ts: 2050 })
+  }
+  // member-scoped metrics (`reportMetric(…, { experiment })`) and a suite-level one no member owns
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:accuracy", value: 0.75, display: "percent", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: A, pipelineId: null, name: "experiment:beta:accuracy", value: 0.5, display: "percent", updatedAt: 1500 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "cost", value: 3, display: "number", updatedAt: 2200 })
+  for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
+  for (const s of all) yield* s.flush
+  return f
+}).pipe(Effect.provide(Layer.empty), Effect.provide(layerInline))
+
+describe("SuiteViews", () => {
+  it.scoped("runOutcomes: a failure in run A stays failed after run B re-ran it successfully", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const a = yield* SuiteViews.runOutcomes(f.merged, A)
+      assert.deepStrictEqual(a.byState, { pending: 0, running: 0, succeeded: 3, failed: 1, interrupted: 0 })
+      assert.strictEqual(a.pipelines, 4)
+      assert.deepStrictEqual(a.failed.map(String), ["al0000000000-p2"])
+      const b = yield* SuiteViews.runOutcomes(f.merged, B)
+      assert.deepStrictEqual(b.byState, { pending: 0, running: 0, succeeded: 1, failed: 0, interrupted: 0 })
+    }))
+
+  it.scoped("report: cumulative by default, members in id order with source status, shared pools shared", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const r = yield* SuiteViews.buildSuiteReport(f.suite)
+      assert.strictEqual(r.selection, "cumulative")
+      assert.strictEqual(r.pipelines, 4)
+      assert.strictEqual(r.byState.succeeded, 4)
+      assert.strictEqual(r.skipped, null)
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.pipelines, m.byState.succeeded, m.sourceStatus]), [
+        ["alpha", 2, 2, "exhausted"],
+        ["beta", 2, 2, "limit"]
+      ])
+      // member metrics: each member's latest, never averaged into a suite value
+      assert.deepStrictEqual(r.members.map((m) => m.metrics.map((x) => x.text)), [["75.0%"], ["50.0%"]])
+      assert.deepStrictEqual(r.resources.map((x) => [x.pool, x.shared, x.experimentId]), [
+        ["llm", true, null],
+        ["experiment:beta:judge", false, "beta"]
+      ])
+      const text = SuiteViews.renderSuiteText(r)
+      assert.match(text, /Suite s1 \(byExperiment\).*all members, cumulative view/)
+      assert.match(text, /alpha: 2 pipeline\(s\).*source exhausted \(2 admitted\)/)
+      assert.match(text, /beta \[Beta\]: 2 pipeline\(s\).*limit reached \(2 admitted\); limit 2/)
+      assert.match(text, /llm\/k1 \(llm, shared\)/)
+      assert.match(text, /experiment:beta:judge\/j1 \(llm, private to beta\)/)
+    }))
+
+  it.scoped("report --run-id: durable outcomes of each invocation, skips counted", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const a = yield* SuiteViews.buildSuiteReport(f.suite, { runId: "runA" })
+      assert.strictEqual(a.selection, "runA")
+      assert.strictEqual(a.byState.failed, 1)
+      assert.strictEqual(a.byState.succeeded, 3)
+      assert.deepStrictEqual(a.members.map((m) => [m.experimentId, m.byState.failed, m.skipped]), [["alpha", 1, 0], ["beta", 0, 0]])
+      const b = yield* SuiteViews.buildSuiteReport(f.suite, { runId: "runB" })
+      assert.strictEqual(b.pipelines, 1)
+      assert.strictEqual(b.byState.succeeded, 1)
+      assert.strictEqual(b.skipped, 3)
+      assert.deepStrictEqual(b.members.map((m) => [m.experimentId, m.pipelines, m.skipped]), [["alpha", 1, 1], ["beta", 0, 2]])
+      assert.match(SuiteViews.renderSuiteText(b), /run runB \(durable outcomes\)[\s\S]*skipped 3 \(already done\)/)
+      const e = yield* Effect.flip(SuiteViews.buildSuiteReport(f.suite, { runId: "nope" }))
+      assert.strictEqual(e._tag, "ConfigError")
+      assert.match(e.message, /run nope is not a run of suite s1/)
+    }))
+
+  it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const r = yield* SuiteViews.buildSuiteReport(f.suite, { experiment: "alpha", runId: "runA" })
+      assert.deepStrictEqual(r.members.map((m) => m.experimentId), ["alpha"])
+      assert.strictEqual(r.pipelines, 2)
+      assert.strictEqual(r.byState.failed, 1)
+      assert.deepStrictEqual(r.resources.map((x) => x.pool), ["llm"])
+      const e = yield* Effect.flip(SuiteViews.buildSuiteReport(f.suite, { experiment: "gamma" }))
+      assert.strictEqual(e._tag, "ConfigError")
+      assert.match(e.message, /no member "gamma" \(members: alpha, beta\)/)
+    }))
+
+  it.scoped("export: results rows carry suite, member, local key and repeat; audit rows keep member identity", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const results = yield* Stream.runCollect(Stream.mapEffect(SuiteViews.suiteRowItems(f.suite, { kind: "results" }), Export.materialize))
+      const rows = Array.from(results)
+      assert.deepStrictEqual(rows.map((r) => [r["suiteId"], r["experimentId"], r["localKey"], r["repeat"], r["state"]]), [
+        ["s1", "alpha", "p1", 0, "succeeded"],
+        ["s1", "alpha", "p2", 0, "succeeded"],
+        ["s1", "beta", "q1", 0, "succeeded"],
+        ["s1", "beta", "q2", 0, "succeeded"]
+      ])
+      const events = Array.from(yield* Stream.runCollect(Stream.mapEffect(SuiteViews.suiteRowItems(f.suite, { kind: "events" }), Export.materialize)))
+      const pool = events.find((e) => e["kind"] === "pool.throttled")!
+      assert.strictEqual(pool["experimentId"], null) // no member made up for a shared pool's event
+      assert.strictEqual(pool["suiteId"], "s1")
+      const taskEvents = events.filter((e) => e["kind"] === "task.finished")
+      assert.isTrue(taskEvents.length > 0 && taskEvents.every((e) => e["experimentId"] === (String(e["pipelineId"]).startsWith("al") ? "alpha" : "beta")))
+      const tasks = Array.from(yield* Stream.runCollect(Stream.mapEffect(SuiteViews.suiteRowItems(f.suite, { kind: "tasks", experiment: "beta" }), Export.materialize)))
+      assert.isTrue(tasks.length === 4 && tasks.every((t) => t["experimentId"] === "beta"))
+    }))
+
+  it.scoped("export --by-experiment: OUT/ID/ROWS.FORMAT per member, in id order", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const out = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-views-")), "split")
+      const done = yield* SuiteViews.exportByExperiment(f.suite, out, { kind: "results", format: "jsonl" })
+      assert.deepStrictEqual(done.files.map((x) => [x.experimentId, nodePath.relative(out, x.path), x.rows]), [
+        ["alpha", nodePath.join("alpha", "results.jsonl"), 2],
+        ["beta", nodePath.join("beta", "results.jsonl"), 2]
+      ])
+      const alpha = fs.readFileSync(nodePath.join(out, "alpha", "results.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(alpha.map((r) => [r.experimentId, r.localKey]), [["alpha", "p1"], ["alpha", "p2"]])
+      // no temporary file left beside the outputs
+      assert.deepStrictEqual(fs.readdirSync(nodePath.join(out, "beta")), ["results.jsonl"])
+      const csv = yield* SuiteViews.exportByExperiment(f.suite, out, { kind: "attempts", format: "csv", experiment: "beta" })
+      assert.deepStrictEqual(csv.files.map((x) => x.experimentId), ["beta"])
+      assert.isTrue(fs.existsSync(nodePath.join(out, "beta", "attempts.csv")))
+    }))
+
+  it.scoped("serve: /experiments, ?experiment= with run_id, shared pools, member links on the dashboard", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite })
+      const get = (route: string) =>
+        Effect.promise(async () => {
+          const r = await fetch(`${info.url}${route}`)
+          const body = await r.text()
+          return { status: r.status, body, json: r.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(body) : undefined }
+        })
+      const ex = yield* get("/experiments")
+      assert.strictEqual(ex.status, 200)
+      assert.strictEqual(ex.json.suite_id, "s1")
+      assert.deepStrictEqual(ex.json.rows.map((m: any) => [m.experiment_id, m.pipelines, m.source_status, m.metrics.map((x: any) => x.value)]), [
+        ["alpha", 2, "exhausted", [0.75]],
+        ["beta", 2, "limit", [0.5]]
+      ])
+      const exA = yield* get("/experiments?run_id=runA&experiment=alpha")
+      assert.deepStrictEqual(exA.json.rows.map((m: any) => [m.experiment_id, m.by_state.failed, m.source.run_id]), [["alpha", 1, "runA"]])
+      // one member's snapshot for one run: its durable outcomes (p2 stays failed in run A)
+      const st = yield* get("/stats?experiment=alpha&run_id=runA")
+      assert.strictEqual(st.json.pipelines.total, 2)
+      assert.strictEqual(st.json.pipelines.by_state.failed, 1)
+      assert.strictEqual(st.json.suite.experiment, "alpha")
+      const whole = yield* get("/stats")
+      assert.strictEqual(whole.json.run_id, "all")
+      assert.strictEqual(whole.json.pipelines.by_state.succeeded, 4)
+      assert.deepStrictEqual(whole.json.suite.pools, [
+        { pool: "llm", shared: true, experiment_id: null },
+        { pool: "experiment:beta:judge", shared: false, experiment_id: "beta" }
+      ])
+      const res = yield* get("/resources?experiment=alpha")
+      assert.deepStrictEqual(res.json.rows.map((r: any) => [r.pool, r.shared]), [["llm", true]])
+      const pipes = yield* get("/pipelines?experiment=beta")
+      assert.isTrue(pipes.json.rows.length === 2 && pipes.json.rows.every((r: any) => String(r.pipeline_id).startsWith("be")))
+      const exp = yield* get("/export?experiment=beta&rows=events&format=jsonl")
+      const events = exp.body.trim().split("\n").map((l) => JSON.parse(l))
+      assert.isTrue(events.filter((e) => e.pipelineId !== null).every((e) => e.experimentId === "beta"))
+      assert.strictEqual((yield* get("/stats?experiment=gamma")).status, 404)
+      // the dashboard lists the members, each linking to its detail view
+      const page = yield* get("/?run_id=runB")
+      assert.include(page.body, `href="/?run_id=runB&amp;experiment=alpha"`)
+      assert.include(page.body, `href="/?run_id=runB&amp;experiment=beta"`)
+      assert.include(page.body, `llm/k1 <span class="muted">(shared)</span>`)
+      assert.include(page.body, `experiment:beta:judge/j1 <span class="muted">(private to beta)</span>`)
+      const detail = yield* get("/?experiment=beta")
+      assert.include(detail.body, `id="whole-suite" href="/"`)
+      assert.include(detail.body, `"experiment":"beta"`)
+    }))
+
+  it.scoped("serve: ?experiment= on an ordinary store is refused; /experiments is not there", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0 })
+      const status = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).status)
+      assert.strictEqual(yield* status("/stats?experiment=alpha"), 400)
+      assert.strictEqual(yield* status("/experiments"), 404)
+      assert.strictEqual(yield* status("/stats"), 200)
+    }))
+
+  it.scoped("the dashboard escapes member ids, labels and source errors", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const evil: SuiteViews.SuiteReads = {
+        ...f.suite,
+        suiteId: "<s1>",
+        members: Effect.succeed([{ experimentId: "alpha", definitionDigest: "d", label: "<img src=x onerror=alert(1)>", limit: null, createdAt: 1 }]),
+        membership: () => Effect.succeed([{ ...membership(A, "alpha", 2), sourceError: "<script>alert(2)</script>" }])
+      }
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: evil })
+      const body = yield* Effect.promise(async () => (await fetch(`${info.url}/`)).text())
+      assert.notInclude(body, "<img src=x")
+      assert.notInclude(body, "<script>alert(2)")
+      assert.include(body, "&lt;img src=x onerror=alert(1)&gt;")
+      assert.include(body, "&lt;s1&gt;")
+    }))
+})

@@ -265,18 +265,18 @@ export const makeView = (parts: ViewParts): TaskStore => {
       const [ho] = db.env.visits
         ? yield* query(db, `SELECT count(*) AS n FROM handoffs WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
         : [undefined]
-      const durations = yield* query(
-        db,
-        `SELECT ended_at - started_at AS d FROM pipelines WHERE ${TIMED_TERMINAL}${rc}${pc}`,
-        [...rp, ...pp]
-      )
+      // numbers only (no row objects): every terminal pipeline's duration
+      const durations = yield* Effect.try({
+        try: () => db.values(`SELECT ended_at - started_at FROM pipelines WHERE ${TIMED_TERMINAL}${rc}${pc}`, [...rp, ...pp]),
+        catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+      })
       return {
         byState: new Map(states.map((r) => [String(r.state), Number(r.n)])),
         tasks: Number(tasks?.n ?? 0),
         attempts: Number(att?.n ?? 0),
         retries: Number(att?.r ?? 0),
         handoffs: Number(ho?.n ?? 0),
-        durations: durations.map((r) => Number(r.d))
+        durations: durations.map((r) => Number(r[0]))
       }
     })
 

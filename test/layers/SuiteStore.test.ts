@@ -44,7 +44,12 @@ const rows = (file: string, sql: string) => {
   }
 }
 
-const newRun = (runId: string, startedAt = 1000) => ({ runId: rid(runId), startedAt })
+// with a write policy, as the runner opens runs (it reconfigures each database's write-behind)
+const newRun = (runId: string, startedAt = 1000) => ({
+  runId: rid(runId),
+  startedAt,
+  writes: { writeBehind: true, batchSize: 64, flushIntervalMs: 60_000 }
+})
 
 /** Writes a run over the given members: run row, pipelines, a checkpoint each, a pool event. */
 const runOver = (store: Store["Type"], runId: string, members: ReadonlyArray<string>, n = 2) =>

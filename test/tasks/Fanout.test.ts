@@ -5,7 +5,7 @@ import * as Resource from "../../src/domain/Resource.js"
 import { identityFields, RetryPolicy } from "../../src/domain/RetryPolicy.js"
 import * as Task from "../../src/domain/Task.js"
 import * as Pool from "../../src/services/Pool.js"
-import { branchSeed, fanout, isBranchFailure, mostPermissiveRetry } from "../../src/tasks/internal/fanout.js"
+import { branchContext, branchSeed, fanout, isBranchFailure, mostPermissiveRetry } from "../../src/tasks/internal/fanout.js"
 import { boom, delay, echo, flaky, leaky, simulateLlm } from "../../src/tasks/Mock.js"
 import { type FakeContextOptions, makeFakeContext } from "./fakeContext.js"
 
@@ -157,6 +157,27 @@ describe("fanout: running", () => {
 })
 
 describe("fanout: declared behaviour", () => {
+  it("a branch context reads the parent's getters that use private state (the runner's attempt context)", () => {
+    // The runner's attempt context is a class whose getters read `#private` fields: a branch
+    // made with Object.create(ctx) threw "Cannot read private member" on ctx.emit etc.
+    const emitted: Array<string> = []
+    class Ctx {
+      readonly #emitted = emitted
+      readonly seed = 7
+      get emit() {
+        return (kind: string) => Effect.sync(() => void this.#emitted.push(kind))
+      }
+      get acquire() {
+        return () => Effect.succeed("parent")
+      }
+    }
+    const branch = branchContext(new Ctx() as never, { ...echo, name: "child" } as never)
+    Effect.runSync(branch.emit("hello"))
+    assert.deepStrictEqual(emitted, ["hello"])
+    assert.strictEqual(branch.seed, branchSeed(7, "child"))
+    assert.isTrue("emit" in branch)
+  })
+
   it("uses the most permissive child retry policy unless retry is given", () => {
     const a = Task.make("a", { retry: { maxAttempts: 2, base: "100 millis", jitter: "none" } }, (x: number) =>
       Effect.succeed(x))

@@ -226,19 +226,17 @@ const withChildDefaults = (o: AcquireOptions | string | undefined, child: Task.A
  * @category branches
  */
 export const branchContext = (ctx: TaskContext, child: Task.Any): TaskContext => {
-  const branch = Object.create(ctx) as TaskContext
-  Object.defineProperties(branch, {
-    seed: { value: branchSeed(ctx.seed, child.name), enumerable: true },
-    acquire: {
-      value: (o?: AcquireOptions | string) => ctx.acquire(withChildDefaults(o, child)),
-      enumerable: true
-    },
-    acquireLease: {
-      value: (o?: AcquireOptions | string) => ctx.acquireLease(withChildDefaults(o, child)),
-      enumerable: true
-    }
+  const overrides: Partial<Record<PropertyKey, unknown>> = {
+    seed: branchSeed(ctx.seed, child.name),
+    acquire: (o?: AcquireOptions | string) => ctx.acquire(withChildDefaults(o, child)),
+    acquireLease: (o?: AcquireOptions | string) => ctx.acquireLease(withChildDefaults(o, child))
+  }
+  // A proxy, not `Object.create(ctx)`: the attempt context's getters read its private state
+  // (`#shared`), which only works with the context itself as the receiver.
+  return new Proxy(ctx, {
+    get: (target, prop) => Object.hasOwn(overrides, prop) ? overrides[prop] : Reflect.get(target, prop, target),
+    has: (target, prop) => Object.hasOwn(overrides, prop) || Reflect.has(target, prop)
   })
-  return branch
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
+import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
 
 const text = (experiment: Experiment.Experiment): string => {
@@ -160,9 +161,12 @@ export const validate = Command.make(
       Options.withDescription(
         "A store to compare with (default: run.store when it exists): how many of its pipelines match this definition."
       )
+    ),
+    outputRoot: Flags.outputRoot(
+      "A suite file only: its output root, relative to the working directory (overrides output.root)."
     )
   },
-  ({ config, json, store, strictEnv }) =>
+  ({ config, json, outputRoot, store, strictEnv }) =>
     Effect.gen(function*() {
       // a suite file: its members, ignored run fields, overrides and pool mapping
       if (yield* SuiteConfig.isSuiteFile(config)) {
@@ -172,7 +176,13 @@ export const validate = Command.make(
             issues: [{ path: "--store", message: "refused in suite mode: a suite's one storage entry is its output root" }]
           })
         }
-        return yield* SuiteRun.validateSuite(config, { strictEnv, json })
+        return yield* SuiteRun.validateSuite(config, { strictEnv, json, outputRoot: Option.getOrUndefined(outputRoot) })
+      }
+      if (Option.isSome(outputRoot)) {
+        return yield* new ConfigError({
+          message: "--output-root: only a suite file has an output root; an experiment names its store (run.store or --store)",
+          issues: [{ path: "--output-root", message: "only a suite file has an output root" }]
+        })
       }
       // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
       const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(

@@ -215,6 +215,14 @@ describe("assay run -c SUITE", () => {
       const described = JSON.parse(v.stdout)
       assert.isTrue(described.valid)
       assert.include(v.stdout, "experiment:b:apis")
+      // validate takes --output-root like run (relative to the working directory) and shows it
+      const vr = yield* assay(["validate", "-c", s.suite, "--json", "--output-root", "elsewhere"], s.dir)
+      assert.strictEqual(vr.code, 0, vr.stderr)
+      assert.include(vr.stdout, path.join(s.dir, "elsewhere"))
+      // ... and refuses it for an experiment file, which names its store instead
+      const ve = yield* assay(["validate", "-c", path.join(s.dir, "members/a.json"), "--output-root", "x"])
+      assert.strictEqual(ve.code, 2)
+      assert.include(ve.stderr, "--output-root")
     }), 120_000)
 
   it.live("exit 1 when a member's source fails at run time, the other members finishing", () =>

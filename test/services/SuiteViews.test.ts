@@ -162,6 +162,8 @@ describe("SuiteViews", () => {
       assert.strictEqual(a.byState.failed, 1)
       assert.strictEqual(a.byState.succeeded, 3)
       assert.deepStrictEqual(a.members.map((m) => [m.experimentId, m.byState.failed, m.skipped]), [["alpha", 1, 0], ["beta", 0, 0]])
+      // run A's failure is still listed, from its own task row (the pipeline row is run B's now)
+      assert.deepStrictEqual(a.errors.map((e) => [String(e.pipelineId), e.runId, e.failedTask]), [["al0000000000-p2", "runA", "t1"]])
       const b = yield* SuiteViews.buildSuiteReport(f.suite, { runId: "runB" })
       assert.strictEqual(b.pipelines, 1)
       assert.strictEqual(b.byState.succeeded, 1)

@@ -24,8 +24,8 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { MetricRecord, PipelineRecord, PipelineState } from "../../domain/Records.js"
-import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
+import type { MetricRecord, PipelineRecord, PipelineState, TaskRecord } from "../../domain/Records.js"
+import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
@@ -165,6 +165,11 @@ export interface RunOutcomes {
   readonly byState: Readonly<Record<PipelineState, number>>
   /** Pipelines the run left failed (also those a later run then took over). */
   readonly failed: ReadonlyArray<PipelineId>
+  /**
+   * The failures of pipelines a later run took over, as the run's failed task rows recorded
+   * them (the pipeline rows now hold the later run's outcome).
+   */
+  readonly takenOverErrors: ReadonlyArray<ErrorRow>
 }
 
 const emptyByState = (): Record<PipelineState, number> => ({ pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 })
@@ -172,6 +177,7 @@ const emptyByState = (): Record<PipelineState, number> => ({ pending: 0, running
 /** What one run's task rows say about one pipeline. */
 interface TaskFacts {
   failed: boolean
+  error: TaskRecord | undefined
   unfinished: boolean
   lastSucceededSeq: number
 }
@@ -207,13 +213,17 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
     yield* Stream.runForEach(store.streamTasks({ runId }), (t) =>
       Effect.sync(() => {
         if (owned.has(t.pipelineId)) return
-        const f = facts.get(t.pipelineId) ?? { failed: false, unfinished: false, lastSucceededSeq: -1 }
-        if (t.state === "failed") f.failed = true
+        const f = facts.get(t.pipelineId) ?? { failed: false, error: undefined, unfinished: false, lastSucceededSeq: -1 }
+        if (t.state === "failed") {
+          f.failed = true
+          f.error = t
+        }
         else if (t.state === "running" || t.state === "interrupted") f.unfinished = true
         else if (t.state === "succeeded" || t.state === "skipped") f.lastSucceededSeq = Math.max(f.lastSucceededSeq, t.seq)
         facts.set(t.pipelineId, f)
       }))
     const ids = Array.from(facts.keys())
+    const takenOverErrors: Array<ErrorRow> = []
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500)
       const rows = yield* store.getPipelines(chunk)
@@ -226,10 +236,24 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
           ? "interrupted"
           : "succeeded"
         byState[state]++
-        if (state === "failed") failed.push(id)
+        if (state === "failed") {
+          failed.push(id)
+          const p = rows.get(id)
+          takenOverErrors.push({
+            pipelineId: id,
+            name: p?.name ?? "",
+            key: p?.key ?? null,
+            runId,
+            failedTask: f.error?.taskName ?? null,
+            errorType: f.error?.errorType ?? null,
+            errorMessage: f.error?.errorMessage ?? null,
+            errorClass: f.error?.errorClass ?? null,
+            endedAt: f.error?.endedAt ?? null
+          })
+        }
       }
     }
-    return { pipelines: owned.size + ids.length, byState, failed }
+    return { pipelines: owned.size + ids.length, byState, failed, takenOverErrors }
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -452,10 +476,15 @@ export const buildSuiteReport = (
     let pipelines = base.pipelines
     let byState = base.byState
     let skipped: number | null = null
+    let errors = base.errors
     if (runId !== undefined) {
       const o = yield* runOutcomes(store, runId)
       pipelines = o.pipelines
       byState = o.byState
+      // the run's failures a later run took over stay listed (from the run's own task rows)
+      errors = [...base.errors, ...o.takenOverErrors.map((e) => ({ ...e, source }))]
+        .sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
+        .slice(0, options.errors ?? 10)
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
     }
@@ -470,6 +499,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
+      errors,
       resources,
       suite: {
         suiteId: suite.suiteId,

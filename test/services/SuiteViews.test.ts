@@ -277,6 +277,19 @@ describe("SuiteViews", () => {
       assert.include(detail.body, `"experiment":"beta"`)
     }))
 
+  it.scoped("serve --experiment: that member by default, others still one parameter away", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite, experiment: "beta" })
+      const body = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      assert.strictEqual(JSON.parse(yield* body("/stats")).suite.experiment, "beta")
+      assert.deepStrictEqual(JSON.parse(yield* body("/experiments")).rows.map((m: any) => m.experiment_id), ["beta"])
+      assert.strictEqual(JSON.parse(yield* body("/stats?experiment=alpha")).suite.experiment, "alpha")
+      const page = yield* body("/")
+      assert.include(page, `"experiment":"beta"`)
+      assert.notInclude(page, `id="whole-suite"`)
+    }))
+
   it.scoped("serve: ?experiment= on an ordinary store is refused; /experiments is not there", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

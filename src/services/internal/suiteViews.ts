@@ -256,6 +256,30 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
     return { pipelines: owned.size + ids.length, byState, failed, takenOverErrors }
   })
 
+/** Outcomes of finished runs, per store object (they no longer change, see {@link outcomesOf}). */
+const finishedOutcomes = new WeakMap<TaskStore, Map<RunId, RunOutcomes>>()
+
+/**
+ * {@link runOutcomes}, remembered for a run that has ended (`finished`): its own rows and task
+ * rows no longer change, and a later run taking one of its pipelines over leaves the derived
+ * outcome as it was, so a dashboard refreshing a finished run's view reads it once per store.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): Effect.Effect<RunOutcomes, ReadError> =>
+  Effect.suspend(() => {
+    const known = finished ? finishedOutcomes.get(store)?.get(runId) : undefined
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.tap(runOutcomes(store, runId), (o) =>
+      Effect.sync(() => {
+        if (!finished) return
+        const byRun = finishedOutcomes.get(store) ?? new Map<RunId, RunOutcomes>()
+        byRun.set(runId, o)
+        finishedOutcomes.set(store, byRun)
+      }))
+  })
+
 // ---------------------------------------------------------------------------------------------
 // Members
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +358,9 @@ export const memberSummaries = (
     const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
     const facts = yield* suite.membership(options.runId)
     const merged = yield* suite.view()
-    const runsNewestFirst = (yield* merged.listRuns).map((r) => r.runId).reverse()
+    const allRuns = yield* merged.listRuns
+    const runsNewestFirst = allRuns.map((r) => r.runId).reverse()
+    const finished = allRuns.some((r) => r.runId === options.runId && r.status !== "running")
     const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
     const runMetrics = (runId: RunId) =>
       Effect.suspend(() => {
@@ -353,7 +379,7 @@ export const memberSummaries = (
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
       if (options.runId !== undefined) {
-        const o = yield* runOutcomes(view, options.runId)
+        const o = yield* outcomesOf(view, options.runId, finished)
         pipelines = o.pipelines
         byState = o.byState
         skipped = source === undefined ? null : Math.max(0, source.admitted - o.pipelines)
@@ -744,7 +770,7 @@ export const suiteSnapshot = (
     let done = base.done
     let skipped = base.skipped
     if (runId !== undefined) {
-      const o = yield* runOutcomes(store, runId)
+      const o = yield* outcomesOf(store, runId, selection._tag === "Run" && selection.run.status !== "running")
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }

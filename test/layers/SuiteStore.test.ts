@@ -44,7 +44,12 @@ const rows = (file: string, sql: string) => {
   }
 }
 
-const newRun = (runId: string, startedAt = 1000) => ({ runId: rid(runId), startedAt })
+// with a write policy, as the runner opens runs (it reconfigures each database's write-behind)
+const newRun = (runId: string, startedAt = 1000) => ({
+  runId: rid(runId),
+  startedAt,
+  writes: { writeBehind: true, batchSize: 64, flushIntervalMs: 60_000 }
+})
 
 /** Writes a run over the given members: run row, pipelines, a checkpoint each, a pool event. */
 const runOver = (store: Store["Type"], runId: string, members: ReadonlyArray<string>, n = 2) =>
@@ -165,6 +170,30 @@ describe("SuiteStore", () => {
       assert.isTrue(bytesOf(fileOf("c")).equals(before.c))
       assert.isFalse(fs.existsSync(`${fileOf("b")}-wal`))
       assert.deepStrictEqual(rows(fileOf("a"), "SELECT run_id FROM runs ORDER BY 1"), [{ run_id: "r1" }, { run_id: "r2" }])
+    }))
+
+  it.effect("the writer lock proves earlier running runs dead: interruptStale marks them in the catalog and the selected members only", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      // a run that never finished (its process died): still `running` everywhere
+      yield* withSuite({ root }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("dead"))
+          yield* store.admit([mpipe("a", "k0", { runId: rid("dead") }), mpipe("b", "k0", { runId: rid("dead") })])
+        }))
+      const fileOf = (m: string) => nodePath.join(root, "experiments", m, "state.db")
+      const bBefore = bytesOf(fileOf("b"))
+      yield* withSuite({ root, selected: ["a"] }, ({ store }) =>
+        Effect.gen(function*() {
+          assert.isTrue(store.exclusiveWriter)
+          const stale = yield* store.interruptStale(0, 9000)
+          assert.deepStrictEqual(stale.map((r) => [r.runId, r.status, r.endedAt]), [[rid("dead"), "interrupted", 9000]])
+        }))
+      const statusOf = (file: string) => rows(file, "SELECT status, ended_at FROM runs WHERE run_id = 'dead'")[0]
+      assert.deepStrictEqual(statusOf(nodePath.join(root, "suite.db")), { status: "interrupted", ended_at: 9000 })
+      assert.deepStrictEqual(statusOf(fileOf("a")), { status: "interrupted", ended_at: 9000 })
+      assert.deepStrictEqual(statusOf(fileOf("b")), { status: "running", ended_at: null })
+      assert.isTrue(bytesOf(fileOf("b")).equals(bBefore))
     }))
 
   it.effect("a missing member database is an error, never silently recreated", () =>

@@ -139,7 +139,8 @@ export const makeCache = (o: CacheOptions) =>
         }
         const run = o.activeRun()
         if (writable && run !== undefined && Option.isNone(yield* service.getRun(run.runId))) {
-          yield* service.openRun(run)
+          // interruptible for the same reason as the build: the run's write policy may fork a flusher
+          yield* Effect.interruptible(service.openRun(run))
         }
         const e: Entry = { id, db, writable, scope, refs: 0, tick: 0 }
         entries.set(id, e)

@@ -265,18 +265,18 @@ export const makeView = (parts: ViewParts): TaskStore => {
       const [ho] = db.env.visits
         ? yield* query(db, `SELECT count(*) AS n FROM handoffs WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
         : [undefined]
-      const durations = yield* query(
-        db,
-        `SELECT ended_at - started_at AS d FROM pipelines WHERE ${TIMED_TERMINAL}${rc}${pc}`,
-        [...rp, ...pp]
-      )
+      // numbers only (no row objects): every terminal pipeline's duration
+      const durations = yield* Effect.try({
+        try: () => db.values(`SELECT ended_at - started_at FROM pipelines WHERE ${TIMED_TERMINAL}${rc}${pc}`, [...rp, ...pp]),
+        catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+      })
       return {
         byState: new Map(states.map((r) => [String(r.state), Number(r.n)])),
         tasks: Number(tasks?.n ?? 0),
         attempts: Number(att?.n ?? 0),
         retries: Number(att?.r ?? 0),
         handoffs: Number(ho?.n ?? 0),
-        durations: durations.map((r) => Number(r.d))
+        durations: durations.map((r) => Number(r[0]))
       }
     })
 
@@ -371,32 +371,34 @@ export const makeView = (parts: ViewParts): TaskStore => {
         : Math.min(limit, Math.max(8, Math.ceil((1.25 * limit) / Math.max(1, active.length)) + 2))
       const state = new Map<number, { last: Candidate | undefined; taken: number; done: boolean }>()
       const fetch = (src: number) =>
-        eventSources[src]!.source.use((db) =>
-          Effect.gen(function*() {
-            const st = state.get(src) ?? { last: undefined, taken: 0, done: false }
-            state.set(src, st)
-            if (st.last === undefined) yield* flushed(db)
-            const [w, p] = eventConds(db, o, eventSources[src]!.prefixed)
-            const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
-            const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
-            const rows = yield* Effect.try({
-              try: () =>
-                db.values(
-                  `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
-                    n === undefined ? "" : " LIMIT ?"
-                  }`,
-                  [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
-                ),
-              catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
-            })
-            for (const r of rows) {
-              const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
-              candidates.push(c)
-              st.last = c
-            }
-            st.taken += rows.length
-            st.done = n === undefined || rows.length < n || (limit !== undefined && st.taken >= limit)
-          }), undefined)
+        eventSources[src]!.source.use((db) => {
+          const first = !state.has(src)
+          // one synchronous read (no fiber work per database beyond the flush of a writer's buffer)
+          const read = Effect.try({
+            try: () => {
+              const st = state.get(src) ?? { last: undefined, taken: 0, done: false }
+              state.set(src, st)
+              const [w, p] = eventConds(db, o, eventSources[src]!.prefixed)
+              const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
+              const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
+              const rows = db.values(
+                `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
+                  n === undefined ? "" : " LIMIT ?"
+                }`,
+                [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
+              )
+              for (const r of rows) {
+                const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
+                candidates.push(c)
+                st.last = c
+              }
+              st.taken += rows.length
+              st.done = n === undefined || rows.length < n || (limit !== undefined && st.taken >= limit)
+            },
+            catch: (cause) => new StoreUnavailable({ message: `store ${db.env.path}: ${describeSqlError(cause)}`, path: db.env.path, cause })
+          })
+          return first && !db.service.readOnly ? Effect.zipRight(db.service.flush, read) : read
+        }, undefined)
       for (const src of active) yield* fetch(src)
       for (;;) {
         candidates.sort(byEventDesc)

@@ -21,6 +21,7 @@ import * as path from "node:path"
 import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError } from "../domain/Errors.js"
+import { RunId } from "../domain/Ids.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -170,6 +171,13 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
         : { artifactBackend: settings.artifactBackend })
     })
     const tracked = Effect.scoped(Effect.gen(function*() {
+      // a reused run id would only fail at openRun (a primary key): refused first (exit 2)
+      if (input.runId !== undefined) {
+        const existing = yield* Effect.flatMap(Store, (st) => st.getRun(RunId.make(input.runId!)))
+        if (Option.isSome(existing)) {
+          return yield* configError("--run-id", `run id ${input.runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
+        }
+      }
       const handle = yield* (Suite.start(suite, {
         registry,
         experiments: selected.map((m) => m.id),

@@ -262,12 +262,15 @@ describe("assay run -c SUITE", () => {
       assert.strictEqual(done[0]!["n"], 30)
     }), 120_000)
 
-  it.live("a changed member definition under a known id exits 2 and writes nothing", () =>
+  it.live("a changed member definition under a known id, or a reused --run-id, exits 2 and writes nothing", () =>
     Effect.gen(function*() {
       const s = suiteDir({ n: 2 })
-      const r = yield* assay(["run", "-c", s.suite])
+      const r = yield* assay(["run", "-c", s.suite, "--run-id", "first"])
       assert.strictEqual(r.code, 0, r.stderr)
       const before = logLines(s.log).length
+      const reused = yield* assay(["resume", "-c", s.suite, "--run-id", "first"])
+      assert.strictEqual(reused.code, 2, reused.stderr)
+      assert.include(reused.stderr, "--run-id")
       // the member's pool capacity changes: its definition digest changes
       const file = path.join(s.dir, "members/b.json")
       const member = JSON.parse(fs.readFileSync(file, "utf8"))

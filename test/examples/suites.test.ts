@@ -98,6 +98,15 @@ describe("examples/suites (in process)", () => {
 })
 
 describe("examples/suites (bin/assay)", () => {
+  it.live("assay schema --suite prints the suite file's JSON Schema (docs/suite.schema.json); assay schema the experiment's", () =>
+    Effect.gen(function*() {
+      const suite = yield* assay(["schema", "--suite"], {})
+      assert.strictEqual(suite.code, 0, suite.stderr)
+      assert.deepStrictEqual(JSON.parse(suite.stdout), JSON.parse(fs.readFileSync(NodePath.join(root, "docs/suite.schema.json"), "utf8")))
+      const experiment = yield* assay(["schema"], {})
+      assert.deepStrictEqual(JSON.parse(experiment.stdout), JSON.parse(fs.readFileSync(NodePath.join(root, "docs/experiment.schema.json"), "utf8")))
+    }), 60_000)
+
   it.live("validate, run against the mock server, resume one member, export per member", () =>
     Effect.scoped(Effect.gen(function*() {
       const size = 12
@@ -126,9 +135,15 @@ describe("examples/suites (bin/assay)", () => {
       const asked = (yield* mock.log).filter((e) => e.status === 200)
       assert.strictEqual(asked.length, 2 * size)
 
+      // resuming one member leaves the other's database as it was, byte for byte
+      const fullFiles = () =>
+        fs.readdirSync(NodePath.join(out, "experiments", "full")).filter((f) => f === "state.db" || f === "state.db-wal").sort()
+          .map((f) => [f, fs.readFileSync(NodePath.join(out, "experiments", "full", f)).toString("base64")])
+      const before = fullFiles()
       const resumed = yield* assay(["resume", "-c", suiteFile, "--output-root", out, "--experiment", "subject"], vars)
       assert.strictEqual(resumed.code, 0, resumed.stderr)
       assert.strictEqual((yield* mock.log).filter((e) => e.status === 200).length, 2 * size, "nothing asked again")
+      assert.deepStrictEqual(fullFiles(), before, "the unselected member's database is untouched")
 
       const split = NodePath.join(dir, "split")
       const exported = yield* assay(["export", out, split, "--rows", "results", "--by-experiment"], vars)

@@ -8,7 +8,7 @@
  * pipeline is skipped (already succeeded). Pools: `llm` shared, `experiment:beta:judge` private.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -114,7 +114,7 @@ const makeFake = Effect.gen(function*() {
   for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
   for (const s of all) yield* s.flush
   return f
-}).pipe(Effect.provide(Layer.empty), Effect.provide(layerInline))
+}).pipe(Effect.provide(layerInline))
 
 describe("SuiteViews", () => {
   it.scoped("runOutcomes: a failure in run A stays failed after run B re-ran it successfully", () =>

@@ -51,6 +51,11 @@ export interface DashboardOptions {
   readonly runIdParam?: string | undefined
   /** The `experiment` the page was opened with (a suite member; passed on to every request). */
   readonly experimentParam?: string | undefined
+  /**
+   * Whether the page of a member links back to the whole suite (default `true`; `false` when the
+   * server itself shows one member by default, `serve ROOT --experiment ID`).
+   */
+  readonly suiteLink?: boolean | undefined
 }
 
 /** The pipeline states in card order, with the words shown for them. */
@@ -133,7 +138,7 @@ const sourceWord = (m: MemberWire): string =>
     : "never run"
 
 /** The members table of a suite root's page: each member links to its detail view. */
-const renderMembers = (s: Snapshot, runIdParam: string | undefined): string => {
+const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: boolean): string => {
   const suite = s.suite!
   const link = (id: string | undefined) => {
     const parts = [runIdParam === undefined ? "" : `run_id=${encodeURIComponent(runIdParam)}`, id === undefined ? "" : `experiment=${encodeURIComponent(id)}`]
@@ -151,7 +156,9 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined): string => {
   ).join("")
   const scope = suite.experiment === null
     ? "all members"
-    : `member <span class="mono">${escapeHtml(suite.experiment)}</span> · <a id="whole-suite" href="${escapeHtml(link(undefined))}">whole suite</a>`
+    : `member <span class="mono">${escapeHtml(suite.experiment)}</span>${
+      suiteLink ? ` · <a id="whole-suite" href="${escapeHtml(link(undefined))}">whole suite</a>` : ""
+    }`
   return `<section id="suite"><h2>Suite <span class="mono">${escapeHtml(suite.suite_id)}</span> (${escapeHtml(suite.layout)}) · ${scope}</h2>
 <table><thead><tr><th>member</th><th>label</th><th>pipelines</th><th>succeeded</th><th>failed</th><th>interrupted</th><th>skipped</th><th>source</th><th>metrics</th></tr></thead><tbody id="members">${rows}</tbody></table></section>
 `
@@ -208,7 +215,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
   }">${s.suite === undefined ? "whole store" : "cumulative"} (<span id="runs-total">${s.runs_total}</span> runs)</a> · <a id="view-latest" class="${
     latest !== null && s.run_id === latest.run_id ? "current" : ""
   }" href="${escapeHtml(withMember("latest"))}">latest run <span id="latest-id" class="mono">${escapeHtml(latest?.run_id ?? "–")}</span></a></nav>`
-  const suiteSection = s.suite === undefined ? "" : renderMembers(s, options.runIdParam)
+  const suiteSection = s.suite === undefined ? "" : renderMembers(s, options.runIdParam, options.suiteLink !== false)
   const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null, experiment: member ?? null }).replace(/</g, "\\u003c")
   return `<!doctype html>
 <html lang="en">

@@ -169,6 +169,7 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       assert.strictEqual(a1.byState.failed, 1, "run 1's failure stays failed after run 2 succeeded")
       assert.strictEqual(a1.byState.succeeded, 7)
       assert.deepStrictEqual(a1.members.map((m: any) => [m.experimentId, m.byState.failed]), [["a", 1], ["b", 0]])
+      assert.deepStrictEqual(a1.errors.map((e: any) => [e.runId, e.errorMessage]), [[runA, "row 1 is bad"]])
       const b2 = jsonOf(yield* assay(["report", root, "--json", "--run-id", runB!]))
       assert.strictEqual(b2.pipelines, 1)
       assert.strictEqual(b2.byState.succeeded, 1)
@@ -186,7 +187,7 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       const plain = path.join(root, "experiments", "a", "state.db")
       const notSuite = yield* assay(["report", plain, "--experiment", "a"])
       assert.strictEqual(notSuite.code, 2)
-      assert.match(notSuite.stderr, /only a suite root has members/)
+      assert.match(notSuite.stderr, /only a suite root .* has members/)
 
       // export: results rows carry suite, member, local key and repeat
       const out = path.join(dir, "results.jsonl")

@@ -8,7 +8,7 @@
  * pipeline is skipped (already succeeded). Pools: `llm` shared, `experiment:beta:judge` private.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -114,7 +114,7 @@ const makeFake = Effect.gen(function*() {
   for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
   for (const s of all) yield* s.flush
   return f
-}).pipe(Effect.provide(Layer.empty), Effect.provide(layerInline))
+}).pipe(Effect.provide(layerInline))
 
 describe("SuiteViews", () => {
   it.scoped("runOutcomes: a failure in run A stays failed after run B re-ran it successfully", () =>
@@ -162,6 +162,8 @@ describe("SuiteViews", () => {
       assert.strictEqual(a.byState.failed, 1)
       assert.strictEqual(a.byState.succeeded, 3)
       assert.deepStrictEqual(a.members.map((m) => [m.experimentId, m.byState.failed, m.skipped]), [["alpha", 1, 0], ["beta", 0, 0]])
+      // run A's failure is still listed, from its own task row (the pipeline row is run B's now)
+      assert.deepStrictEqual(a.errors.map((e) => [String(e.pipelineId), e.runId, e.failedTask]), [["al0000000000-p2", "runA", "t1"]])
       const b = yield* SuiteViews.buildSuiteReport(f.suite, { runId: "runB" })
       assert.strictEqual(b.pipelines, 1)
       assert.strictEqual(b.byState.succeeded, 1)
@@ -273,6 +275,19 @@ describe("SuiteViews", () => {
       const detail = yield* get("/?experiment=beta")
       assert.include(detail.body, `id="whole-suite" href="/"`)
       assert.include(detail.body, `"experiment":"beta"`)
+    }))
+
+  it.scoped("serve --experiment: that member by default, others still one parameter away", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite, experiment: "beta" })
+      const body = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      assert.strictEqual(JSON.parse(yield* body("/stats")).suite.experiment, "beta")
+      assert.deepStrictEqual(JSON.parse(yield* body("/experiments")).rows.map((m: any) => m.experiment_id), ["beta"])
+      assert.strictEqual(JSON.parse(yield* body("/stats?experiment=alpha")).suite.experiment, "alpha")
+      const page = yield* body("/")
+      assert.include(page, `"experiment":"beta"`)
+      assert.notInclude(page, `id="whole-suite"`)
     }))
 
   it.scoped("serve: ?experiment= on an ordinary store is refused; /experiments is not there", () =>

@@ -339,7 +339,7 @@ export const makeApp = (
         const sel = yield* selectionOf(raw)
         const snapshot = yield* snapshotIn(sel, scope)
         // (HttpServerResponse.html escapes nothing: renderDashboard escapes every store value)
-        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw, experimentParam: experiment }), {
+        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw, experimentParam: scope.experiment, suiteLink: options.experiment === undefined }), {
           contentType: "text/html; charset=utf-8",
           headers: { "cache-control": "no-store", "content-security-policy": DASHBOARD_CSP, "x-content-type-options": "nosniff" }
         })

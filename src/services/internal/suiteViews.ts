@@ -24,8 +24,8 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { MetricRecord, PipelineRecord, PipelineState } from "../../domain/Records.js"
-import type { ReadError, TaskStore } from "../../domain/TaskStore.js"
+import type { MetricRecord, PipelineRecord, PipelineState, TaskRecord } from "../../domain/Records.js"
+import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
@@ -165,6 +165,11 @@ export interface RunOutcomes {
   readonly byState: Readonly<Record<PipelineState, number>>
   /** Pipelines the run left failed (also those a later run then took over). */
   readonly failed: ReadonlyArray<PipelineId>
+  /**
+   * The failures of pipelines a later run took over, as the run's failed task rows recorded
+   * them (the pipeline rows now hold the later run's outcome).
+   */
+  readonly takenOverErrors: ReadonlyArray<ErrorRow>
 }
 
 const emptyByState = (): Record<PipelineState, number> => ({ pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 })
@@ -172,6 +177,7 @@ const emptyByState = (): Record<PipelineState, number> => ({ pending: 0, running
 /** What one run's task rows say about one pipeline. */
 interface TaskFacts {
   failed: boolean
+  error: TaskRecord | undefined
   unfinished: boolean
   lastSucceededSeq: number
 }
@@ -207,13 +213,17 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
     yield* Stream.runForEach(store.streamTasks({ runId }), (t) =>
       Effect.sync(() => {
         if (owned.has(t.pipelineId)) return
-        const f = facts.get(t.pipelineId) ?? { failed: false, unfinished: false, lastSucceededSeq: -1 }
-        if (t.state === "failed") f.failed = true
+        const f = facts.get(t.pipelineId) ?? { failed: false, error: undefined, unfinished: false, lastSucceededSeq: -1 }
+        if (t.state === "failed") {
+          f.failed = true
+          f.error = t
+        }
         else if (t.state === "running" || t.state === "interrupted") f.unfinished = true
         else if (t.state === "succeeded" || t.state === "skipped") f.lastSucceededSeq = Math.max(f.lastSucceededSeq, t.seq)
         facts.set(t.pipelineId, f)
       }))
     const ids = Array.from(facts.keys())
+    const takenOverErrors: Array<ErrorRow> = []
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500)
       const rows = yield* store.getPipelines(chunk)
@@ -226,10 +236,48 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
           ? "interrupted"
           : "succeeded"
         byState[state]++
-        if (state === "failed") failed.push(id)
+        if (state === "failed") {
+          failed.push(id)
+          const p = rows.get(id)
+          takenOverErrors.push({
+            pipelineId: id,
+            name: p?.name ?? "",
+            key: p?.key ?? null,
+            runId,
+            failedTask: f.error?.taskName ?? null,
+            errorType: f.error?.errorType ?? null,
+            errorMessage: f.error?.errorMessage ?? null,
+            errorClass: f.error?.errorClass ?? null,
+            endedAt: f.error?.endedAt ?? null
+          })
+        }
       }
     }
-    return { pipelines: owned.size + ids.length, byState, failed }
+    return { pipelines: owned.size + ids.length, byState, failed, takenOverErrors }
+  })
+
+/** Outcomes of finished runs, per store object (they no longer change, see {@link outcomesOf}). */
+const finishedOutcomes = new WeakMap<TaskStore, Map<RunId, RunOutcomes>>()
+
+/**
+ * {@link runOutcomes}, remembered for a run that has ended (`finished`): its own rows and task
+ * rows no longer change, and a later run taking one of its pipelines over leaves the derived
+ * outcome as it was, so a dashboard refreshing a finished run's view reads it once per store.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): Effect.Effect<RunOutcomes, ReadError> =>
+  Effect.suspend(() => {
+    const known = finished ? finishedOutcomes.get(store)?.get(runId) : undefined
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.tap(runOutcomes(store, runId), (o) =>
+      Effect.sync(() => {
+        if (!finished) return
+        const byRun = finishedOutcomes.get(store) ?? new Map<RunId, RunOutcomes>()
+        byRun.set(runId, o)
+        finishedOutcomes.set(store, byRun)
+      }))
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -310,7 +358,9 @@ export const memberSummaries = (
     const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
     const facts = yield* suite.membership(options.runId)
     const merged = yield* suite.view()
-    const runsNewestFirst = (yield* merged.listRuns).map((r) => r.runId).reverse()
+    const allRuns = yield* merged.listRuns
+    const runsNewestFirst = allRuns.map((r) => r.runId).reverse()
+    const finished = allRuns.some((r) => r.runId === options.runId && r.status !== "running")
     const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
     const runMetrics = (runId: RunId) =>
       Effect.suspend(() => {
@@ -329,7 +379,7 @@ export const memberSummaries = (
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
       if (options.runId !== undefined) {
-        const o = yield* runOutcomes(view, options.runId)
+        const o = yield* outcomesOf(view, options.runId, finished)
         pipelines = o.pipelines
         byState = o.byState
         skipped = source === undefined ? null : Math.max(0, source.admitted - o.pipelines)
@@ -452,10 +502,15 @@ export const buildSuiteReport = (
     let pipelines = base.pipelines
     let byState = base.byState
     let skipped: number | null = null
+    let errors = base.errors
     if (runId !== undefined) {
       const o = yield* runOutcomes(store, runId)
       pipelines = o.pipelines
       byState = o.byState
+      // the run's failures a later run took over stay listed (from the run's own task rows)
+      errors = [...base.errors, ...o.takenOverErrors.map((e) => ({ ...e, source }))]
+        .sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
+        .slice(0, options.errors ?? 10)
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
     }
@@ -470,6 +525,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
+      errors,
       resources,
       suite: {
         suiteId: suite.suiteId,
@@ -714,7 +770,7 @@ export const suiteSnapshot = (
     let done = base.done
     let skipped = base.skipped
     if (runId !== undefined) {
-      const o = yield* runOutcomes(store, runId)
+      const o = yield* outcomesOf(store, runId, selection._tag === "Run" && selection.run.status !== "running")
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }

@@ -26,7 +26,11 @@ const pipelineArb = FastCheck.record({
   errorType: FastCheck.option(FastCheck.string(), { nil: null }),
   errorMessage: FastCheck.option(FastCheck.string(), { nil: null }),
   errorClass: FastCheck.option(FastCheck.string(), { nil: null }),
-  repeat: FastCheck.option(FastCheck.nat(), { nil: null })
+  repeat: FastCheck.option(FastCheck.nat(), { nil: null }),
+  // the suite member columns: the stores always give them (null outside a suite)
+  suiteId: FastCheck.option(FastCheck.string(), { nil: null }),
+  experimentId: FastCheck.option(FastCheck.string(), { nil: null }),
+  localKey: FastCheck.option(FastCheck.string(), { nil: null })
 })
 
 describe("Records.trusted", () => {

@@ -26,7 +26,7 @@ import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
-import type { CheckpointUnit, NewArtifact } from "../../Store.js"
+import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
 import { BIG_OUTPUT_BYTES, controlOf, endOfFiber, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
@@ -79,6 +79,23 @@ export const seqOfAddress = (pipelineId: PipelineId, address: string): number =>
 interface ControlledTask extends Rows.CurrentTask {
   readonly visit: number
 }
+
+/**
+ * The pipeline patch of a step that keeps the traversal going (a success before the end, a
+ * transition to a station): the position, the time and the attempt. The row's state, owner
+ * run, end time and error are what admission wrote (`running`, this run, none), so they are
+ * not written again: SQLite then leaves every index of `pipelines` alone.
+ */
+const stepPatch = (cursor: number, at: number): PipelinePatch => ({ nTasksDone: cursor, updatedAt: at, attemptsDelta: 1 })
+
+/** The pipeline patch of the step that completes the traversal: `succeeded`, ended `at` (owner and error as admitted). */
+const endPatch = (cursor: number, at: number): PipelinePatch => ({
+  nTasksDone: cursor,
+  state: "succeeded",
+  endedAt: at,
+  updatedAt: at,
+  attemptsDelta: 1
+})
 
 type EntryOutcome =
   | { readonly _tag: "Next"; readonly input: unknown }
@@ -243,7 +260,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 next.cursor,
                 1
               )
-              yield* commit(unit, next)
+              // a step inside the traversal moves the position only: the row already says
+              // `running` under this run (admission), so the patch sets no indexed column
+              yield* commit({ ...unit, pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended) }, next)
               if (holdSlot) slots.release(holder)
               currentTask = undefined
               return isLast ? { _tag: "Ended", value } : { _tag: "Next", input: value }
@@ -392,15 +411,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         pipelineId,
         task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
         attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended)],
-        pipeline: {
-          nTasksDone: next.cursor,
-          state: isEnd ? "succeeded" : "running",
-          runId,
-          endedAt: isEnd ? ended : null,
-          updatedAt: ended,
-          error: null,
-          attemptsDelta: 1
-        },
+        pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
         events: [{
           kind: "pipeline.handoff",
           pipelineId,

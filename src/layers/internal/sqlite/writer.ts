@@ -27,6 +27,7 @@ import type {
 import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
 import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
+import * as TraversalText from "./traversalText.js"
 import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams } from "./rows.js"
 
@@ -107,7 +108,7 @@ const PNO_CACHE = 65_536
  * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
  * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
  * `pipelines` alone (it maintains the indexes whose columns appear in the SET list). A control
- * pipeline's traversal state (`traversal`, JSON) rides in the same statement.
+ * pipeline's traversal state (`traversal`, see `traversalText.ts`) rides in the same statement.
  */
 const makePatcher = (db: Database.Database) => {
   const cache = new Map<number, Database.Statement>()
@@ -376,9 +377,7 @@ export const makeWriter = (
     /** The stored traversal version of a pipeline (`null`: none), inside the write transaction. */
     const storedVersion = (pno: number): number | null => {
       const text = write!.traversalOf.get(pno) as string | null | undefined
-      if (typeof text !== "string") return null
-      const v = (JSON.parse(text) as { readonly version?: unknown }).version
-      return typeof v === "number" ? v : null
+      return typeof text === "string" ? TraversalText.versionOf(text) : null
     }
     /** The first revisit moves the store to `visits-v1` and arms the guard. */
     const levelFor = (d: Database.Database, state: Traversal.VisitState) => {
@@ -389,8 +388,8 @@ export const makeWriter = (
       }
     }
     /** Stores a traversal state (see {@link levelFor}). */
-    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
-      write!.setTraversal.run(JSON.stringify(state), pno)
+    const putState = (d: Database.Database, pipelineId: string, state: Traversal.VisitState) => {
+      write!.setTraversal.run(TraversalText.encode(pipelineId, state), pnoOf(pipelineId))
       levelFor(d, state)
     }
     /**
@@ -413,9 +412,9 @@ export const makeWriter = (
           s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
-      if (patch === undefined) putState(d, pno, t.state)
+      if (patch === undefined) putState(d, pipelineId, t.state)
       else {
-        patchPipeline(pipelineId, patch, JSON.stringify(t.state))
+        patchPipeline(pipelineId, patch, TraversalText.encode(pipelineId, t.state))
         levelFor(d, t.state)
       }
     }
@@ -440,13 +439,13 @@ export const makeWriter = (
           if (op.traversals.length > 0 && op.pipelines.length > 0) {
             const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
             for (const t of op.traversals) {
-              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, JSON.stringify(t.state))
+              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, t.state))
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
           for (const t of op.traversals) {
             if (states?.has(t.pipelineId) === true) levelFor(d, t.state)
-            else putState(d, pnoOf(t.pipelineId), t.state)
+            else putState(d, t.pipelineId, t.state)
             rememberVersion(t.pipelineId, t.state.version)
           }
         }

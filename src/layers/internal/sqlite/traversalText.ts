@@ -26,18 +26,45 @@
  */
 import * as Traversal from "../../../domain/Traversal.js"
 
-/** The seq and visit of `address` when it is an occurrence of `pipelineId` written canonically. */
-const occurrence = (pipelineId: string, address: string): readonly [number, number] | undefined => {
-  if (address.length <= pipelineId.length + 1 || !address.startsWith(pipelineId) || address[pipelineId.length] !== ":") {
-    return undefined
+/** Where {@link occurrence} leaves the seq and visit it read (one scratch pair: no allocation per call). */
+const scratch: [number, number] = [0, 0]
+
+/** Reads a canonical decimal (no sign, no leading zero, at most 15 digits) at `from`; returns its end, or -1. */
+const digitsEnd = (text: string, from: number): number => {
+  let i = from
+  while (i < text.length) {
+    const c = text.charCodeAt(i)
+    if (c < 48 || c > 57) break
+    i++
   }
-  const rest = address.slice(pipelineId.length + 1)
-  const hash = rest.indexOf("#")
-  const seq = Number(hash === -1 ? rest : rest.slice(0, hash))
-  const visit = hash === -1 ? 0 : Number(rest.slice(hash + 1))
-  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(visit)) return undefined
-  // only the canonical spelling round-trips (no "+1", "01", "1#0", …)
-  return Traversal.address(pipelineId, seq, visit) === address ? [seq, visit] : undefined
+  return i === from || i - from > 15 || (text.charCodeAt(from) === 48 && i - from > 1) ? -1 : i
+}
+
+/**
+ * Whether `address` is an occurrence of `pipelineId` spelled canonically (as
+ * `Traversal.address` writes it: `pipelineId:seq`, `pipelineId:seq#visit` with visit ≥ 1, the
+ * seed `pipelineId:-1`); its seq and visit are left in {@link scratch}. Reads characters only:
+ * the encoder runs at every step of every control pipeline.
+ */
+const occurrence = (pipelineId: string, address: string): boolean => {
+  const n = pipelineId.length
+  if (address.length < n + 2 || address.charCodeAt(n) !== 58 || !address.startsWith(pipelineId)) return false
+  if (address.charCodeAt(n + 1) === 45) {
+    if (address.length !== n + 3 || address.charCodeAt(n + 2) !== 49) return false
+    scratch[0] = -1
+    scratch[1] = 0
+    return true
+  }
+  const seqEnd = digitsEnd(address, n + 1)
+  if (seqEnd === -1) return false
+  scratch[0] = Number(address.slice(n + 1, seqEnd))
+  scratch[1] = 0
+  if (seqEnd === address.length) return true
+  if (address.charCodeAt(seqEnd) !== 35) return false
+  const visitEnd = digitsEnd(address, seqEnd + 1)
+  if (visitEnd !== address.length || address.charCodeAt(seqEnd + 1) === 48) return false
+  scratch[1] = Number(address.slice(seqEnd + 1))
+  return true
 }
 
 /**
@@ -52,20 +79,21 @@ const occurrence = (pipelineId: string, address: string): readonly [number, numb
  * @category codec
  */
 export const encode = (pipelineId: string, state: Traversal.VisitState): string => {
-  if (state.seed !== Traversal.address(pipelineId, -1, 0)) return JSON.stringify(state)
+  if (!occurrence(pipelineId, state.seed) || scratch[0] !== -1) return JSON.stringify(state)
   let pending = "null"
   const p = state.pending
   if (p !== null) {
-    const input = occurrence(pipelineId, p.input)
-    if (input === undefined) return JSON.stringify(state)
-    pending = `[${p.seq},${p.visit},${input[0]},${input[1]},${p.attempts}]`
+    if (!occurrence(pipelineId, p.input)) return JSON.stringify(state)
+    pending = "[" + p.seq + "," + p.visit + "," + scratch[0] + "," + scratch[1] + "," + p.attempts + "]"
   }
-  let active = ""
-  for (const a of state.active) {
-    if (a.artifact !== Traversal.address(pipelineId, a.seq, a.visit)) return JSON.stringify(state)
-    active += active === "" ? `${a.seq},${a.visit}` : `,${a.seq},${a.visit}`
+  let active = "["
+  for (let i = 0; i < state.active.length; i++) {
+    const a = state.active[i]!
+    if (!occurrence(pipelineId, a.artifact) || scratch[0] !== a.seq || scratch[1] !== a.visit) return JSON.stringify(state)
+    active += (i === 0 ? "" : ",") + a.seq + "," + a.visit
   }
-  return `[${state.version},${state.cursor},${pending},[${active}],[${state.counters.join(",")}],${state.handoffs},${state.payloads},${state.ledger},${state.floor}]`
+  return "[" + state.version + "," + state.cursor + "," + pending + "," + active + "],[" + state.counters.join(",") +
+    "]," + state.handoffs + "," + state.payloads + "," + state.ledger + "," + state.floor + "]"
 }
 
 /** `value` when it is an array of `n` elements, else `undefined`. */

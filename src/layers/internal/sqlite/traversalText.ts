@@ -29,42 +29,47 @@ import * as Traversal from "../../../domain/Traversal.js"
 /** Where {@link occurrence} leaves the seq and visit it read (one scratch pair: no allocation per call). */
 const scratch: [number, number] = [0, 0]
 
-/** Reads a canonical decimal (no sign, no leading zero, at most 15 digits) at `from`; returns its end, or -1. */
-const digitsEnd = (text: string, from: number): number => {
+/** The end of the decimal {@link readDigits} read last (its value is in {@link scratch}). */
+let digitsAt = 0
+
+/**
+ * Reads a canonical decimal (no sign, no leading zero, at most 15 digits) at `from` into
+ * `scratch[slot]`, leaving its end in {@link digitsAt}; `false` when there is none.
+ */
+const readDigits = (text: string, from: number, slot: 0 | 1): boolean => {
   let i = from
+  let value = 0
   while (i < text.length) {
     const c = text.charCodeAt(i)
     if (c < 48 || c > 57) break
+    value = value * 10 + (c - 48)
     i++
   }
-  return i === from || i - from > 15 || (text.charCodeAt(from) === 48 && i - from > 1) ? -1 : i
+  if (i === from || i - from > 15 || (text.charCodeAt(from) === 48 && i - from > 1)) return false
+  scratch[slot] = value
+  digitsAt = i
+  return true
 }
 
 /**
  * Whether `address` is an occurrence of `pipelineId` spelled canonically (as
  * `Traversal.address` writes it: `pipelineId:seq`, `pipelineId:seq#visit` with visit ≥ 1, the
- * seed `pipelineId:-1`); its seq and visit are left in {@link scratch}. Reads characters only:
- * the encoder runs at every step of every control pipeline.
+ * seed `pipelineId:-1`); its seq and visit are left in {@link scratch}. Reads character codes
+ * only (no substring, no number parsing): the encoder runs at every step of every control
+ * pipeline.
  */
 const occurrence = (pipelineId: string, address: string): boolean => {
   const n = pipelineId.length
   if (address.length < n + 2 || address.charCodeAt(n) !== 58 || !address.startsWith(pipelineId)) return false
-  if (address.charCodeAt(n + 1) === 45) {
-    if (address.length !== n + 3 || address.charCodeAt(n + 2) !== 49) return false
-    scratch[0] = -1
-    scratch[1] = 0
-    return true
-  }
-  const seqEnd = digitsEnd(address, n + 1)
-  if (seqEnd === -1) return false
-  scratch[0] = Number(address.slice(n + 1, seqEnd))
   scratch[1] = 0
-  if (seqEnd === address.length) return true
-  if (address.charCodeAt(seqEnd) !== 35) return false
-  const visitEnd = digitsEnd(address, seqEnd + 1)
-  if (visitEnd !== address.length || address.charCodeAt(seqEnd + 1) === 48) return false
-  scratch[1] = Number(address.slice(seqEnd + 1))
-  return true
+  if (address.charCodeAt(n + 1) === 45) {
+    scratch[0] = -1
+    return address.length === n + 3 && address.charCodeAt(n + 2) === 49
+  }
+  if (!readDigits(address, n + 1, 0)) return false
+  if (digitsAt === address.length) return true
+  if (address.charCodeAt(digitsAt) !== 35 || address.charCodeAt(digitsAt + 1) === 48) return false
+  return readDigits(address, digitsAt + 1, 1) && digitsAt === address.length
 }
 
 /**
@@ -80,20 +85,29 @@ const occurrence = (pipelineId: string, address: string): boolean => {
  */
 export const encode = (pipelineId: string, state: Traversal.VisitState): string => {
   if (!occurrence(pipelineId, state.seed) || scratch[0] !== -1) return JSON.stringify(state)
-  let pending = "null"
   const p = state.pending
+  let pending: ReadonlyArray<number> | null = null
   if (p !== null) {
     if (!occurrence(pipelineId, p.input)) return JSON.stringify(state)
-    pending = "[" + p.seq + "," + p.visit + "," + scratch[0] + "," + scratch[1] + "," + p.attempts + "]"
+    pending = [p.seq, p.visit, scratch[0], scratch[1], p.attempts]
   }
-  let active = "["
-  for (let i = 0; i < state.active.length; i++) {
-    const a = state.active[i]!
+  const active: Array<number> = []
+  for (const a of state.active) {
     if (!occurrence(pipelineId, a.artifact) || scratch[0] !== a.seq || scratch[1] !== a.visit) return JSON.stringify(state)
-    active += (i === 0 ? "" : ",") + a.seq + "," + a.visit
+    active.push(a.seq, a.visit)
   }
-  return "[" + state.version + "," + state.cursor + "," + pending + "," + active + "],[" + state.counters.join(",") +
-    "]," + state.handoffs + "," + state.payloads + "," + state.ledger + "," + state.floor + "]"
+  // (JSON.stringify of numbers and arrays: faster than concatenating the text)
+  return JSON.stringify([
+    state.version,
+    state.cursor,
+    pending,
+    active,
+    state.counters,
+    state.handoffs,
+    state.payloads,
+    state.ledger,
+    state.floor
+  ])
 }
 
 /** `value` when it is an array of `n` elements, else `undefined`. */

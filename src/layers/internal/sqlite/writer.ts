@@ -286,6 +286,14 @@ export const makeWriter = (
      * rolled back).
      */
     const versions = new Map<string, number>()
+    /**
+     * Control pipelines this writer admitted new (their seed written with the row) that have no
+     * final artifact yet: the first final one of such a pipeline has no older final to clear,
+     * so its `clearFinal` (a scan of the pipeline's artifacts) is skipped. Any other final write
+     * (`markFinal`, `putArtifact`) and a terminal state take the pipeline out; cleared whole
+     * when a transaction fails; at most {@link PNO_CACHE} (past that, pipelines are not added).
+     */
+    const unfinalized = new Set<string>()
     const rememberVersion = (pipelineId: string, version: number) => {
       if (versions.size >= PNO_CACHE && !versions.has(pipelineId)) {
         const oldest = versions.keys().next()
@@ -311,6 +319,7 @@ export const makeWriter = (
       if (isTerminal(patch.state)) {
         pnos.delete(pipelineId)
         versions.delete(pipelineId)
+        unfinalized.delete(pipelineId)
       } else if (known === undefined) remember(pipelineId, pno)
     }
 
@@ -356,7 +365,8 @@ export const makeWriter = (
       const id = nextArtifactId++
       const pno = pnoOf(a.pipelineId)
       rows.push(artifactRow(id, pno, a, placed))
-      if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
+      // (the first final artifact of a traversal this writer admitted new has nothing to clear)
+      if (a.isFinal && !unfinalized.delete(a.pipelineId)) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
       return id
     }
     /**
@@ -409,7 +419,7 @@ export const makeWriter = (
         const row = at === undefined ? undefined : s.occurrence.get(pno, pipelineId, at.seq, at.visit) as { id: number | null }
         if (row !== undefined && row.id !== null) {
           s.setFinal.run(row.id)
-          s.clearFinal.run(pno, pipelineId, row.id)
+          if (!unfinalized.delete(pipelineId)) s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
       if (patch === undefined) putState(d, pipelineId, t.state)
@@ -425,6 +435,7 @@ export const makeWriter = (
           // rolled back: the level did not move, the versions accepted in it were not stored
           level = levelBefore
           versions.clear()
+          unfinalized.clear()
         }))
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
@@ -443,8 +454,15 @@ export const makeWriter = (
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          const seeded = states === undefined ? undefined : new Set(op.seeds.map(([a]) => a.pipelineId))
           for (const t of op.traversals) {
-            if (states?.has(t.pipelineId) === true) levelFor(d, t.state)
+            if (states?.has(t.pipelineId) === true) {
+              levelFor(d, t.state)
+              // admitted new (its seed in this admission, no orphan rows that could be its own)
+              if (!unadmitted && seeded?.has(t.pipelineId) === true && unfinalized.size < PNO_CACHE) {
+                unfinalized.add(t.pipelineId)
+              }
+            }
             else putState(d, t.pipelineId, t.state)
             rememberVersion(t.pipelineId, t.state.version)
           }
@@ -511,6 +529,7 @@ export const makeWriter = (
               break
             }
             case "MarkFinal":
+              unfinalized.delete(op.pipelineId)
               ordered.push(() => {
                 const pno = pnoOf(op.pipelineId)
                 const row = s.latestAt.get(pno, op.pipelineId, op.seq) as { id: number | null }
@@ -541,6 +560,7 @@ export const makeWriter = (
 
       putArtifact: (a, placed) =>
         tx(() => {
+          unfinalized.delete(a.pipelineId)
           const rows: Array<Array<unknown>> = []
           const ordered: Array<() => void> = []
           const id = addArtifact(rows, ordered, a, placed)

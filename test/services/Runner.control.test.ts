@@ -815,6 +815,35 @@ describe("Runner with control: store capability and plain pipelines", () => {
 })
 
 describe("Runner with control on SqliteStore", () => {
+  it.effect("exactly one final artifact: an end's payload, the last task's output, and after retrySucceeded in the same store", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const file = path.join(dir, "finals.db")
+      const gen = Task.sync("gen", (n: number) => n)
+      // odd seeds end at the judge with a payload, even ones go on to the report
+      const judge = Task.sync("judge", (n: number) => n % 2 === 1 ? Handoff.end({ n }) : n)
+      const report = Task.sync("report", (n: number) => n * 100)
+      const template = Pipeline.fromTasks("finals", [gen, judge, report], { control: { edges: { judge: ["end"] } } })
+      const [odd, even] = [template.bind(1), template.bind(2)]
+      const finals = (pid: string) =>
+        Effect.map(
+          Effect.flatMap(Store, (s) => s.listArtifacts(pid as never)),
+          (as) => as.filter((x) => x.isFinal).map((x) => [x.seq, x.visit])
+        )
+      yield* Effect.gen(function*() {
+        // new pipelines: the end payload (seq 3, the first payload) or the report's output
+        yield* Runner.run([odd, even])
+        assert.deepStrictEqual(yield* finals(odd.pipelineId), [[3, 0]])
+        assert.deepStrictEqual(yield* finals(even.pipelineId), [[2, 0]])
+        // a restart in the same store: the new final replaces the old one
+        yield* Runner.run([odd, even], { retrySucceeded: true })
+        assert.deepStrictEqual(yield* finals(odd.pipelineId), [[4, 0]])
+        assert.deepStrictEqual(yield* finals(even.pipelineId), [[2, 1]])
+      }).pipe(Effect.provide(
+        Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([])))
+      ))
+    }))
+
   it.effect("a rewind, a failure at the revisit, and a resume in a second process-like open continue the visit", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))

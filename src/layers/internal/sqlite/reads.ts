@@ -9,6 +9,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
 import * as Traversal from "../../../domain/Traversal.js"
+import * as TraversalText from "./traversalText.js"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -128,7 +129,13 @@ export const makeReads = (
       }))
   }
 
-  const decodeState = Schema.decodeUnknownEither(Schema.parseJson(Traversal.VisitState))
+  const validState = Schema.decodeUnknownEither(Traversal.VisitState)
+  /** The stored text of a pipeline's state (either form, see `traversalText.ts`), validated. */
+  const decodeState = (pipelineId: string, text: string) =>
+    Either.flatMap(
+      Either.try({ try: () => TraversalText.decode(pipelineId, text), catch: (e) => ({ message: String(e) }) }),
+      (u) => validState(u)
+    )
   /** The traversal reads (schema version 6; an older schema has no traversal: empty answers). */
   const traversal: NonNullable<StoreDriver["traversal"]> = {
     visitState: (pipelineId) =>
@@ -137,7 +144,7 @@ export const makeReads = (
         (r) => {
           const text = r[0]?.traversal
           if (typeof text !== "string") return Effect.succeed(Option.none())
-          const decoded = decodeState(text)
+          const decoded = decodeState(pipelineId, text)
           return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(
             unavailable(path, `store ${path}: the traversal state of pipeline ${pipelineId} is corrupt: ${decoded.left.message}`)
           )

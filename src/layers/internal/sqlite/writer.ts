@@ -27,6 +27,7 @@ import type {
 import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
 import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
+import * as TraversalText from "./traversalText.js"
 import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams } from "./rows.js"
 
@@ -107,7 +108,7 @@ const PNO_CACHE = 65_536
  * The pipeline patch writer: one cached UPDATE per patch shape (which fields are present), so
  * that a cursor-only checkpoint SETs no indexed column and SQLite leaves every index of
  * `pipelines` alone (it maintains the indexes whose columns appear in the SET list). A control
- * pipeline's traversal state (`traversal`, JSON) rides in the same statement.
+ * pipeline's traversal state (`traversal`, see `traversalText.ts`) rides in the same statement.
  */
 const makePatcher = (db: Database.Database) => {
   const cache = new Map<number, Database.Statement>()
@@ -285,6 +286,14 @@ export const makeWriter = (
      * rolled back).
      */
     const versions = new Map<string, number>()
+    /**
+     * Control pipelines this writer admitted new (their seed written with the row) that have no
+     * final artifact yet: the first final one of such a pipeline has no older final to clear,
+     * so its `clearFinal` (a scan of the pipeline's artifacts) is skipped. Any other final write
+     * (`markFinal`, `putArtifact`) and a terminal state take the pipeline out; cleared whole
+     * when a transaction fails; at most {@link PNO_CACHE} (past that, pipelines are not added).
+     */
+    const unfinalized = new Set<string>()
     const rememberVersion = (pipelineId: string, version: number) => {
       if (versions.size >= PNO_CACHE && !versions.has(pipelineId)) {
         const oldest = versions.keys().next()
@@ -310,6 +319,7 @@ export const makeWriter = (
       if (isTerminal(patch.state)) {
         pnos.delete(pipelineId)
         versions.delete(pipelineId)
+        unfinalized.delete(pipelineId)
       } else if (known === undefined) remember(pipelineId, pno)
     }
 
@@ -355,7 +365,8 @@ export const makeWriter = (
       const id = nextArtifactId++
       const pno = pnoOf(a.pipelineId)
       rows.push(artifactRow(id, pno, a, placed))
-      if (a.isFinal) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
+      // (the first final artifact of a traversal this writer admitted new has nothing to clear)
+      if (a.isFinal && !unfinalized.delete(a.pipelineId)) ordered.push(() => write!.clearFinal.run(pno, a.pipelineId, id))
       return id
     }
     /**
@@ -376,9 +387,7 @@ export const makeWriter = (
     /** The stored traversal version of a pipeline (`null`: none), inside the write transaction. */
     const storedVersion = (pno: number): number | null => {
       const text = write!.traversalOf.get(pno) as string | null | undefined
-      if (typeof text !== "string") return null
-      const v = (JSON.parse(text) as { readonly version?: unknown }).version
-      return typeof v === "number" ? v : null
+      return typeof text === "string" ? TraversalText.versionOf(text) : null
     }
     /** The first revisit moves the store to `visits-v1` and arms the guard. */
     const levelFor = (d: Database.Database, state: Traversal.VisitState) => {
@@ -389,8 +398,8 @@ export const makeWriter = (
       }
     }
     /** Stores a traversal state (see {@link levelFor}). */
-    const putState = (d: Database.Database, pno: number, state: Traversal.VisitState) => {
-      write!.setTraversal.run(JSON.stringify(state), pno)
+    const putState = (d: Database.Database, pipelineId: string, state: Traversal.VisitState) => {
+      write!.setTraversal.run(TraversalText.encode(pipelineId, state), pnoOf(pipelineId))
       levelFor(d, state)
     }
     /**
@@ -410,12 +419,12 @@ export const makeWriter = (
         const row = at === undefined ? undefined : s.occurrence.get(pno, pipelineId, at.seq, at.visit) as { id: number | null }
         if (row !== undefined && row.id !== null) {
           s.setFinal.run(row.id)
-          s.clearFinal.run(pno, pipelineId, row.id)
+          if (!unfinalized.delete(pipelineId)) s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
-      if (patch === undefined) putState(d, pno, t.state)
+      if (patch === undefined) putState(d, pipelineId, t.state)
       else {
-        patchPipeline(pipelineId, patch, JSON.stringify(t.state))
+        patchPipeline(pipelineId, patch, TraversalText.encode(pipelineId, t.state))
         levelFor(d, t.state)
       }
     }
@@ -426,6 +435,7 @@ export const makeWriter = (
           // rolled back: the level did not move, the versions accepted in it were not stored
           level = levelBefore
           versions.clear()
+          unfinalized.clear()
         }))
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
@@ -440,13 +450,20 @@ export const makeWriter = (
           if (op.traversals.length > 0 && op.pipelines.length > 0) {
             const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
             for (const t of op.traversals) {
-              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, JSON.stringify(t.state))
+              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, t.state))
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          const seeded = states === undefined ? undefined : new Set(op.seeds.map(([a]) => a.pipelineId))
           for (const t of op.traversals) {
-            if (states?.has(t.pipelineId) === true) levelFor(d, t.state)
-            else putState(d, pnoOf(t.pipelineId), t.state)
+            if (states?.has(t.pipelineId) === true) {
+              levelFor(d, t.state)
+              // admitted new (its seed in this admission, no orphan rows that could be its own)
+              if (!unadmitted && seeded?.has(t.pipelineId) === true && unfinalized.size < PNO_CACHE) {
+                unfinalized.add(t.pipelineId)
+              }
+            }
+            else putState(d, t.pipelineId, t.state)
             rememberVersion(t.pipelineId, t.state.version)
           }
         }
@@ -512,6 +529,7 @@ export const makeWriter = (
               break
             }
             case "MarkFinal":
+              unfinalized.delete(op.pipelineId)
               ordered.push(() => {
                 const pno = pnoOf(op.pipelineId)
                 const row = s.latestAt.get(pno, op.pipelineId, op.seq) as { id: number | null }
@@ -542,6 +560,7 @@ export const makeWriter = (
 
       putArtifact: (a, placed) =>
         tx(() => {
+          unfinalized.delete(a.pipelineId)
           const rows: Array<Array<unknown>> = []
           const ordered: Array<() => void> = []
           const id = addArtifact(rows, ordered, a, placed)

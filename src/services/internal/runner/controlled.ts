@@ -26,7 +26,7 @@ import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
-import type { CheckpointUnit, NewArtifact } from "../../Store.js"
+import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
 import { BIG_OUTPUT_BYTES, controlOf, endOfFiber, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
@@ -80,10 +80,37 @@ interface ControlledTask extends Rows.CurrentTask {
   readonly visit: number
 }
 
+/**
+ * The pipeline patch of a step that keeps the traversal going (a success before the end, a
+ * transition to a station): the position, the time and the attempt. The row's state, owner
+ * run, end time and error are what admission wrote (`running`, this run, none), so they are
+ * not written again: SQLite then leaves every index of `pipelines` alone.
+ */
+const stepPatch = (cursor: number, at: number): PipelinePatch => ({ nTasksDone: cursor, updatedAt: at, attemptsDelta: 1 })
+
+/** The pipeline patch of the step that completes the traversal: `succeeded`, ended `at` (owner and error as admitted). */
+const endPatch = (cursor: number, at: number): PipelinePatch => ({
+  nTasksDone: cursor,
+  state: "succeeded",
+  endedAt: at,
+  updatedAt: at,
+  attemptsDelta: 1
+})
+
 type EntryOutcome =
   | { readonly _tag: "Next"; readonly input: unknown }
   | { readonly _tag: "Ended"; readonly value: unknown }
   | { readonly _tag: "Failed" }
+
+/** A checkpoint unit that carries a traversal write. */
+type TraversalUnit = CheckpointUnit & { readonly traversal: TraversalWrite }
+
+/** A directive's verdict: the unit of its transition and what follows, or why it is refused. */
+type Handed =
+  | { readonly _tag: "Commit"; readonly unit: TraversalUnit; readonly outcome: Exclude<EntryOutcome, { _tag: "Failed" }> }
+  | { readonly _tag: "Refused"; readonly error: unknown }
+
+const noLeases: ReadonlyArray<string> = []
 
 /**
  * Runs a controlled pipeline from `start` to a terminal state (see the module comment). On
@@ -105,14 +132,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   let currentTask: ControlledTask | undefined = undefined
   const holder: SlotHold = emptyHold()
 
-  /** Commits `unit` with the traversal moving to `next` (version-checked), then adopts it. */
-  const commit = (unit: CheckpointUnit, next: Traversal.VisitState, extra?: Partial<TraversalWrite>) =>
-    Effect.uninterruptible(Effect.map(
-      store.checkpoint({ ...unit, traversal: { expectedVersion: vs.version, state: next, ...extra } }),
-      () => {
-        vs = next
-      }
-    ))
+  /**
+   * Commits `unit` (which carries its traversal write, version-checked against `vs`), then
+   * adopts the unit's state; uninterruptible, so that the state in memory is the committed one.
+   */
+  const commit = (unit: TraversalUnit) =>
+    Effect.uninterruptible(Effect.map(store.checkpoint(unit), () => {
+      vs = unit.traversal.state
+    }))
 
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()
@@ -121,6 +148,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     return store.checkpoint(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now))
   })
 
+  // One generator for the whole pipeline: an entry (`runEntry`) is a generator delegated to
+  // with `yield*`, not an Effect of its own, so a step costs no extra fiber frames.
   const body = Effect.gen(function*() {
     // the dead owner's in-flight attempt, durable like every attempt row of a control
     // pipeline, in the same commit as the start's reservation
@@ -135,11 +164,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       )
     ]
     if (start.prepare !== undefined) {
-      yield* commit(
-        { pipelineId, ...(abandoned.length === 0 ? {} : { attempts: abandoned }) },
-        start.prepare,
-        start.invalidateFrom === undefined ? undefined : { invalidateFrom: start.invalidateFrom }
-      )
+      yield* commit({
+        pipelineId,
+        ...(abandoned.length === 0 ? {} : { attempts: abandoned }),
+        traversal: {
+          expectedVersion: vs.version,
+          state: start.prepare,
+          ...(start.invalidateFrom === undefined ? {} : { invalidateFrom: start.invalidateFrom })
+        }
+      })
     } else if (abandoned.length > 0) {
       yield* store.checkpoint({ pipelineId, attempts: abandoned })
     }
@@ -166,70 +199,82 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   })
 
   // ---- one entry of one station: attempts until a success, a directive or a declined retry ---
-  const runEntry = (task: Task.Any, seq: number, visit: number, input: unknown) =>
-    Effect.gen(function*(): Effect.fn.Return<EntryOutcome, StoreUnavailable> {
-      let taskStarted = clock.unsafeCurrentTimeMillis()
-      const current: ControlledTask = {
-        pipelineId,
-        runId,
-        taskRunId: `${Traversal.address(pipelineId, seq, visit)}:${runId}:${taskStarted}`,
-        taskName: task.name,
-        seq,
-        visit,
-        startedAt: taskStarted,
-        attempt: 0,
-        // every attempt of a controlled task is committed with its own count
-        committed: 0
+  function* runEntry(task: Task.Any, seq: number, visit: number, input: unknown) {
+    let taskStarted = clock.unsafeCurrentTimeMillis()
+    const address = Traversal.address(pipelineId, seq, visit)
+    const current: ControlledTask = {
+      pipelineId,
+      runId,
+      taskRunId: `${address}:${runId}:${taskStarted}`,
+      taskName: task.name,
+      seq,
+      visit,
+      startedAt: taskStarted,
+      attempt: 0,
+      // every attempt of a controlled task is committed with its own count
+      committed: 0
+    }
+    currentTask = current
+    let first = true
+    let taskLeaseIds: ReadonlyArray<string> = noLeases
+    while (true) {
+      // the number reserved durably before this attempt runs
+      const attempt = vs.pending!.attempts
+      current.attempt = attempt
+      yield* slots.take(holder)
+      const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
+      // a plain value is encoded at once; a big one keeps its worker slot until its
+      // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back
+      const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
+        ? env.registryFor(task).dump(result.exit.value)
+        : undefined
+      const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
+        encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+      if (!holdSlot) slots.release(holder)
+      const ended = clock.unsafeCurrentTimeMillis()
+      if (first) {
+        taskStarted = result.startedAt
+        current.startedAt = taskStarted
+        first = false
       }
-      currentTask = current
-      let first = true
-      const taskLeaseIds: Array<string> = []
-      while (true) {
-        // the number reserved durably before this attempt runs
-        const attempt = vs.pending!.attempts
-        current.attempt = attempt
-        yield* slots.take(holder)
-        const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
-        // a plain value is encoded at once; a big one keeps its worker slot until its
-        // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back
-        const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
-          ? env.registryFor(task).dump(result.exit.value)
-          : undefined
-        const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
-          encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
-        if (!holdSlot) slots.release(holder)
-        const ended = clock.unsafeCurrentTimeMillis()
-        if (first) {
-          taskStarted = result.startedAt
-          current.startedAt = taskStarted
-          first = false
-        }
-        taskLeaseIds.push(...result.leaseIds)
-        if (result.exit._tag === "Success") {
-          const value = result.exit.value
-          if (isHandoff(value)) {
-            const handed = yield* handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
-            if (handed._tag !== "Refused") {
-              currentTask = undefined
-              return handed
-            }
-            result.exit = Exit.fail(handed.error)
-          } else if (encoded !== undefined) {
-            if (Either.isLeft(encoded)) {
-              result.exit = Exit.fail(encoded.left)
-            } else {
-              const enc = encoded.right
-              const address = Traversal.address(pipelineId, seq, visit)
-              const next = Traversal.succeed(vs, seq, address, nTasks)
-              const isLast = next.pending === null
-              const unit = Rows.succeededUnit(
-                current,
-                { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
-                isLast,
-                attempt,
-                taskStarted,
-                ended,
-                taskLeaseIds,
+      if (result.leaseIds.length > 0) taskLeaseIds = [...taskLeaseIds, ...result.leaseIds]
+      if (result.exit._tag === "Success") {
+        const value = result.exit.value
+        if (isHandoff(value)) {
+          const handed = handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
+          if (handed._tag === "Commit") {
+            yield* commit(handed.unit)
+            state.counters.handoffs++
+            currentTask = undefined
+            return handed.outcome
+          }
+          result.exit = Exit.fail(handed.error)
+        } else if (encoded !== undefined) {
+          if (Either.isLeft(encoded)) {
+            result.exit = Exit.fail(encoded.left)
+          } else {
+            const enc = encoded.right
+            const next = Traversal.succeed(vs, seq, address, nTasks)
+            const isLast = next.pending === null
+            yield* commit({
+              pipelineId,
+              artifact: {
+                pipelineId,
+                runId,
+                seq,
+                taskName: task.name,
+                typeName: enc.typeName,
+                codec: enc.codec,
+                digest: digest(enc.data),
+                payload: enc.data,
+                isFinal: isLast,
+                createdAt: ended,
+                visit
+              },
+              task: Rows.taskRow(current, "succeeded", attempt, taskStarted, ended, null, taskLeaseIds),
+              // a step inside the traversal moves the position only (see stepPatch)
+              pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+              attempts: [
                 Rows.attemptRow(
                   current,
                   attempt,
@@ -239,66 +284,74 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                   result.leaseIds,
                   result.startedAt,
                   ended
-                ),
-                next.cursor,
-                1
-              )
-              yield* commit(unit, next)
-              if (holdSlot) slots.release(holder)
-              currentTask = undefined
-              return isLast ? { _tag: "Ended", value } : { _tag: "Next", input: value }
-            }
+                )
+              ],
+              traversal: { expectedVersion: vs.version, state: next }
+            })
+            if (holdSlot) slots.release(holder)
+            currentTask = undefined
+            return isLast ? { _tag: "Ended", value } as const : { _tag: "Next", input: value } as const
           }
         }
-        const { decision, error, fields, outcome } = yield* judgeFailure(
-          task,
-          (result.exit as Exit.Failure<unknown, unknown>).cause,
-          attempt,
-          ended - taskStarted
-        )
-        const attemptRow = Rows.attemptRow(
-          current,
-          attempt,
-          outcome,
-          fields,
-          decision,
-          result.leaseIds,
-          result.startedAt,
-          ended
-        )
-        const counted = { updatedAt: ended, attemptsDelta: 1 }
-        if (decision.retry && !state.stopping) {
-          // the failed attempt and the next attempt number, durably together
-          yield* commit({ pipelineId, attempts: [attemptRow], pipeline: counted }, Traversal.reserveAttempt(vs))
-          state.counters.retries++
-          state.delayed++
-          yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
-            Effect.ensuring(Effect.sync(() => state.delayed--))
-          )
-          continue
-        }
-        if (state.stopping && (decision.retry || error === undefined)) {
-          // cut short by a stop: recorded as `stopped`; a resume reserves the next number
-          yield* Effect.uninterruptible(store.checkpoint({
-            pipelineId,
-            attempts: [{ ...attemptRow, decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 } }],
-            pipeline: counted
-          }))
-          if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
-          return yield* Effect.interrupt
-        }
-        const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
-        yield* Effect.uninterruptible(store.checkpoint({
-          ...unit,
-          pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
-        }))
-        currentTask = undefined
-        return { _tag: "Failed" }
       }
-    })
+      const { decision, error, fields, outcome } = yield* judgeFailure(
+        task,
+        (result.exit as Exit.Failure<unknown, unknown>).cause,
+        attempt,
+        ended - taskStarted
+      )
+      const attemptRow = Rows.attemptRow(
+        current,
+        attempt,
+        outcome,
+        fields,
+        decision,
+        result.leaseIds,
+        result.startedAt,
+        ended
+      )
+      const counted = { updatedAt: ended, attemptsDelta: 1 }
+      if (decision.retry && !state.stopping) {
+        // the failed attempt and the next attempt number, durably together
+        yield* commit({
+          pipelineId,
+          attempts: [attemptRow],
+          pipeline: counted,
+          traversal: { expectedVersion: vs.version, state: Traversal.reserveAttempt(vs) }
+        })
+        state.counters.retries++
+        state.delayed++
+        yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
+          Effect.ensuring(Effect.sync(() => state.delayed--))
+        )
+        continue
+      }
+      if (state.stopping && (decision.retry || error === undefined)) {
+        // cut short by a stop: recorded as `stopped`; a resume reserves the next number
+        yield* Effect.uninterruptible(store.checkpoint({
+          pipelineId,
+          attempts: [{ ...attemptRow, decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 } }],
+          pipeline: counted
+        }))
+        if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
+        return yield* Effect.interrupt
+      }
+      const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
+      yield* Effect.uninterruptible(store.checkpoint({
+        ...unit,
+        pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
+      }))
+      currentTask = undefined
+      return { _tag: "Failed" } as const
+    }
+  }
 
-  // ---- a directive: check, budget, one atomic transition ----------------------------------
-  type Handed = Exclude<EntryOutcome, { _tag: "Failed" }> | { readonly _tag: "Refused"; readonly error: unknown }
+  // ---- a directive: check, budget, the unit of one atomic transition ------------------------
+  /**
+   * The transition a directive asks for, as the checkpoint unit that commits it and the
+   * outcome that follows; or why it is refused (an undeclared edge, an undecodable value, a
+   * spent budget), before anything is written.
+   */
   const handOff = (
     task: Task.Any,
     current: ControlledTask,
@@ -309,98 +362,100 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     taskStarted: number,
     ended: number,
     taskLeaseIds: ReadonlyArray<string>
-  ) =>
-    Effect.gen(function*(): Effect.fn.Return<Handed, StoreUnavailable> {
-      const seq = current.seq
-      const checked = Control.check(control, nTasks, seq, directive)
-      if (Either.isLeft(checked)) {
-        return { _tag: "Refused", error: new HandoffRefused({ message: checked.left, task: task.name, seq }) }
+  ): Handed => {
+    const seq = current.seq
+    const checked = Control.check(control, nTasks, seq, directive)
+    if (Either.isLeft(checked)) {
+      return { _tag: "Refused", error: new HandoffRefused({ message: checked.left, task: task.name, seq }) }
+    }
+    const t = checked.right
+    const pending = vs.pending!
+    // the entry: the seed (retryAll), the source's own input (no value), or a new payload
+    let entryAddress: string
+    let entrySeq: number
+    let entryArtifact: NewArtifact | undefined = undefined
+    let nextInput: unknown
+    if (t.operation === "retryAll") {
+      entrySeq = -1
+      entryAddress = vs.seed
+      nextInput = seedInput(spec)
+    } else if (Option.isNone(t.value)) {
+      entryAddress = pending.input
+      entrySeq = seqOfAddress(pipelineId, entryAddress)
+      nextInput = input
+    } else {
+      const encoded = env.registryFor(task).dump(t.value.value)
+      if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
+      const enc = encoded.right
+      entrySeq = nTasks + vs.payloads
+      entryAddress = Traversal.address(pipelineId, entrySeq, 0)
+      entryArtifact = {
+        pipelineId,
+        runId,
+        seq: entrySeq,
+        taskName: task.name,
+        typeName: enc.typeName,
+        codec: enc.codec,
+        digest: digest(enc.data),
+        payload: enc.data,
+        isFinal: t.toSeq === "end",
+        createdAt: ended
       }
-      const t = checked.right
-      const pending = vs.pending!
-      // the entry: the seed (retryAll), the source's own input (no value), or a new payload
-      let entryAddress: string
-      let entrySeq: number
-      let entryArtifact: NewArtifact | undefined = undefined
-      let nextInput: unknown
-      if (t.operation === "retryAll") {
-        entrySeq = -1
-        entryAddress = vs.seed
-        nextInput = seedInput(spec)
-      } else if (Option.isNone(t.value)) {
-        entryAddress = pending.input
-        entrySeq = seqOfAddress(pipelineId, entryAddress)
-        nextInput = input
-      } else {
-        const encoded = env.registryFor(task).dump(t.value.value)
-        if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
-        const enc = encoded.right
-        entrySeq = nTasks + vs.payloads
-        entryAddress = Traversal.address(pipelineId, entrySeq, 0)
-        entryArtifact = {
-          pipelineId,
-          runId,
-          seq: entrySeq,
-          taskName: task.name,
-          typeName: enc.typeName,
-          codec: enc.codec,
-          digest: digest(enc.data),
-          payload: enc.data,
-          isFinal: t.toSeq === "end",
-          createdAt: ended
-        }
-        nextInput = t.value.value
+      nextInput = t.value.value
+    }
+    const moved = Traversal.transition(vs, {
+      operation: t.operation,
+      fromSeq: seq,
+      toSeq: t.toSeq,
+      entry: entryAddress,
+      payload: entryArtifact !== undefined,
+      nTasks,
+      limit
+    })
+    if (Either.isLeft(moved)) {
+      return {
+        _tag: "Refused",
+        error: new BudgetExceeded({
+          budget: "maxHandoffs",
+          message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
+            `transitions: the control budget is spent (effective maxHandoffs = ${limit})`
+        })
       }
-      const moved = Traversal.transition(vs, {
-        operation: t.operation,
-        fromSeq: seq,
-        toSeq: t.toSeq,
-        entry: entryAddress,
-        payload: entryArtifact !== undefined,
-        nTasks,
-        limit
-      })
-      if (Either.isLeft(moved)) {
-        return {
-          _tag: "Refused",
-          error: new BudgetExceeded({
-            budget: "maxHandoffs",
-            message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
-              `transitions: the control budget is spent (effective maxHandoffs = ${limit})`
-          })
-        }
-      }
-      const next = moved.right
-      const isEnd = t.toSeq === "end"
-      const toTask = isEnd ? null : tasks[t.toSeq as number]!.name
-      const ledger = {
+    }
+    const next = moved.right
+    const isEnd = t.toSeq === "end"
+    const toSeq = isEnd ? null : t.toSeq as number
+    const toTask = toSeq === null ? null : tasks[toSeq]!.name
+    const entryReused = entryArtifact === undefined
+    const traversal: TraversalWrite = {
+      expectedVersion: vs.version,
+      state: next,
+      handoff: {
         pipelineId,
         runId,
         fromSeq: seq,
         fromTask: task.name,
-        toSeq: isEnd ? null : t.toSeq as number,
+        toSeq,
         toTask,
         operation: t.operation,
         entrySeq,
         entryArtifactId: entryAddress,
-        entryReused: entryArtifact === undefined,
+        entryReused,
         reason: t.reason,
         ts: ended
-      }
-      const visit = current.visit
-      const unit: CheckpointUnit = {
+      },
+      ...(entryArtifact === undefined ? {} : { entry: entryArtifact }),
+      ...(t.operation === "rewind" || t.operation === "retryAll" ? { invalidateFrom: toSeq! } : {}),
+      // a new payload is written final itself; a reused entry (input, seed) is marked
+      ...(isEnd && entryReused ? { final: entryAddress } : {})
+    }
+    return {
+      _tag: "Commit",
+      unit: {
         pipelineId,
         task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
         attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended)],
-        pipeline: {
-          nTasksDone: next.cursor,
-          state: isEnd ? "succeeded" : "running",
-          runId,
-          endedAt: isEnd ? ended : null,
-          updatedAt: ended,
-          error: null,
-          attemptsDelta: 1
-        },
+        pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
         events: [{
           kind: "pipeline.handoff",
           pipelineId,
@@ -409,28 +464,22 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             operation: t.operation,
             fromSeq: seq,
             fromTask: task.name,
-            visit,
-            toSeq: ledger.toSeq,
+            visit: current.visit,
+            toSeq,
             toTask,
             entry: entryAddress,
-            entryReused: ledger.entryReused,
+            entryReused,
             reason: t.reason,
             handoffs: next.handoffs,
             limit
           },
           ts: ended
-        }]
-      }
-      yield* commit(unit, next, {
-        handoff: ledger,
-        ...(entryArtifact === undefined ? {} : { entry: entryArtifact }),
-        ...(t.operation === "rewind" || t.operation === "retryAll" ? { invalidateFrom: t.toSeq as number } : {}),
-        // a new payload is written final itself; a reused entry (input, seed) is marked
-        ...(isEnd && entryArtifact === undefined ? { final: entryAddress } : {})
-      })
-      state.counters.handoffs++
-      return isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
-    })
+        }],
+        traversal
+      },
+      outcome: isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
+    }
+  }
 
   return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
 }

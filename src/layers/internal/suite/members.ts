@@ -211,6 +211,8 @@ export const makeCache = (o: CacheOptions) =>
         Effect.map(Effect.acquireRelease(acquire(id), release), Option.map((e) => e.db)),
       /** The open members (a snapshot). */
       open: () => Array.from(entries.values()),
+      /** Whether member `id`'s database is open now. */
+      isOpen: (id: string) => entries.has(id),
       /** How many member databases are open now. */
       size: () => entries.size
     }

@@ -123,6 +123,11 @@ export const makeRouter = (p: RouterParts): StoreService => {
       for (const [id, list] of gp) slot(id).ps.push(...list)
       for (const [id, list] of gs) slot(id).seeds.push(...list)
       for (const [id, list] of gt) slot(id).trs.push(...list)
+      // one member (the runner admits pipeline by pipeline): no fibers forked and joined
+      if (byMember.size === 1) {
+        const [id, g] = byMember.entries().next().value!
+        return p.cache.use(id, (db) => db.service.admit(g.ps, g.seeds, g.trs), undefined)
+      }
       return Effect.forEach(
         byMember,
         ([id, g]) => p.cache.use(id, (db) => db.service.admit(g.ps, g.seeds, g.trs), undefined),

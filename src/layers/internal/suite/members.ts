@@ -173,6 +173,8 @@ export const makeCache = (o: CacheOptions) =>
             let victim: Entry | undefined
             for (const c of entries.values()) if (c.refs === 0 && (victim === undefined || c.tick < victim.tick)) victim = c
             if (victim !== undefined) {
+              // out of the map before anything yields: a use of an open member takes no lock
+              entries.delete(victim.id)
               yield* close(victim)
               break
             }

@@ -16,7 +16,8 @@
  *
  * Environment: BENCH_PIPELINES (20000, split over 4 members), BENCH_ROUNDS (2),
  * BENCH_EVENTS (100000 per database), BENCH_QUERY_REPEATS (200), BENCH_CASES (a comma-separated
- * subset of throughput, queries; default both).
+ * subset of throughput, queries; default both), BENCH_MEMBERS (4), BENCH_LAYOUTS (a comma-separated
+ * subset of combined, byExperiment; default both; `single` always runs, as the reference).
  */
 import { NodeContext, NodeFileSystem } from "@effect/platform-node"
 import Database from "better-sqlite3"
@@ -38,7 +39,7 @@ import { Store } from "../src/services/Store.js"
 import * as Suite from "../src/services/Suite.js"
 
 const N = Number(process.env.BENCH_PIPELINES ?? 20_000)
-const MEMBERS = 4
+const MEMBERS = Number(process.env.BENCH_MEMBERS ?? 4)
 const PER_MEMBER = Math.floor(N / MEMBERS)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 100_000)
@@ -49,6 +50,9 @@ const CASES = process.env.BENCH_CASES === undefined || process.env.BENCH_CASES.t
   ? undefined
   : new Set(process.env.BENCH_CASES.split(",").map((c) => c.trim()))
 const runs = (name: string) => CASES === undefined || CASES.has(name)
+const LAYOUTS: ReadonlyArray<SuiteLayout> = process.env.BENCH_LAYOUTS === undefined || process.env.BENCH_LAYOUTS.trim() === ""
+  ? ["combined", "byExperiment"]
+  : process.env.BENCH_LAYOUTS.split(",").map((c) => c.trim() as SuiteLayout)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-suite-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
 
@@ -122,13 +126,12 @@ const throughput = Effect.gen(function*() {
   const results: Record<string, Array<Timing>> = { single: [], combined: [], byExperiment: [] }
   for (let round = 0; round < ROUNDS; round++) {
     results.single!.push(yield* timed(single(round)))
-    results.combined!.push(yield* timed(suiteRun("combined", round)))
-    results.byExperiment!.push(yield* timed(suiteRun("byExperiment", round)))
+    for (const layout of LAYOUTS) results[layout]!.push(yield* timed(suiteRun(layout, round)))
   }
   const n = MEMBERS * PER_MEMBER
   const s = best(results.single!)
   emit({ bench: "suite.single", pipelines: n, ms: Math.round(s.ms), cpu_ms: Math.round(s.cpuMs), pipelines_per_s: Math.round(n / (s.ms / 1000)) })
-  for (const layout of ["combined", "byExperiment"] as const) {
+  for (const layout of LAYOUTS) {
     const x = best(results[layout]!)
     emit({
       bench: `suite.${layout}`,

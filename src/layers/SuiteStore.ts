@@ -271,7 +271,7 @@ export const make = (
     const memberSource = (id: string): Source =>
       cache === undefined
         ? always({ ...catalogDb, prefix: `${memberDigest(o.suiteId, id)}-` })
-        : { name: id, use: (f, empty) => cache.use(id, f, empty), hold: cache.hold(id) }
+        : { name: id, use: (f, empty) => cache.use(id, f, empty), hold: cache.hold(id), isOpen: () => cache.isOpen(id) }
 
     const mergedView = (): TaskStore => {
       if (cache === undefined) {

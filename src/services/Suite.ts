@@ -21,8 +21,9 @@
  * suite, as it stops any run. A limit (a member's `limit`, or the total `limit`) never claims a
  * source exhausted: `sourceExhausted` is true only when the source itself ended.
  *
- * Fairness: admission is round-robin by submission (one spec of each member in turn); it does
- * not reserve equal execution time or pool capacity.
+ * Fairness: admission is round-robin by submission (one spec of each member in turn; a turn
+ * of 64 specs while more than 8 members are active, so that the admitted pipelines stay within a
+ * few member databases); it does not reserve equal execution time or pool capacity.
  *
  * @since 0.5.0
  */
@@ -348,7 +349,8 @@ const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
 /**
  * Streams the selected members' specs, re-keyed into the suite (pipeline id from the suite,
  * member and local key; `spec.member` set with the member's pool aliases and output
- * directory), one spec of each member in turn (round-robin), pulled only as fast as the
+ * directory), one spec of each member in turn (round-robin; 64 specs per turn while more than 8
+ * members are active: see the module docs), pulled only as fast as the
  * runner's admission takes them. Each member's facts for `runId` are recorded in the
  * {@link SuiteCatalog}: at the start (`selected`, and `selected: false` for the members not
  * selected), when the member ends (its source exhausted, failed, or a limit reached) and when
@@ -365,6 +367,27 @@ export const pipelines = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
   options: PipelinesOptions
 ): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> => pipelinesTracked(suite, options, new Map())
+
+/**
+ * How many members may be active before a turn grows past one spec: the suite store's member
+ * cache holds 8 databases (`SuiteStore.DEFAULT_MAX_OPEN`; services do not import layers).
+ */
+const CACHED_MEMBERS = 8
+/**
+ * A member's turn once more than {@link CACHED_MEMBERS} members are active: its next 64 specs.
+ * With one spec each, the admitted pipelines (4 × concurrency by default) spread over every
+ * member, and a `byExperiment` root evicts and reopens a member database on nearly every write
+ * (12 members: 0.11 of one experiment's throughput); with turns of 64 they stay within a few
+ * members, each reopened once per round.
+ */
+const WIDE_TURN = 64
+
+/**
+ * The specs each active member submits per round: one, or {@link WIDE_TURN} past the cache.
+ * Wide rounds alternate direction (1..n, n..1, ...): with an LRU cache of 8 and 12 members a
+ * one-way cycle reopens all 12 databases per round, a sweep only the 4 the cache let go.
+ */
+const turnOf = (activeMembers: number): number => (activeMembers > CACHED_MEMBERS ? WIDE_TURN : 1)
 
 const pipelinesTracked = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
@@ -481,29 +504,35 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
       })
 
     let total = 0
+    let backward = true
     let active: Array<Lane> = []
     for (const lane of lanes) {
       if (lane.member.limit === 0) yield* end(lane, { limitReached: true })
       else active.push(lane)
     }
-    // one round: a spec from each active member, in the suite's order
+    // one round: a turn of each active member, in the suite's order (see `turnOf`)
     const round: Effect.Effect<Chunk.Chunk<S>, Option.Option<StoreUnavailable>, R> = Effect.gen(function*() {
       while (active.length > 0) {
         const out: Array<S> = []
-        for (const lane of active) {
-          if (totalLimit !== undefined && total >= totalLimit) break
-          const spec = yield* take(lane)
-          if (spec === undefined) continue
-          out.push(tagSpec(spec, {
-            suiteId: suite.id,
-            experimentId: lane.member.id,
-            poolAliases: lane.member.poolAliases,
-            outputDir: lane.outputDir
-          }) as S)
-          lane.facts.admitted++
-          total++
-          if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
-            yield* end(lane, { limitReached: true })
+        const turn = turnOf(active.length)
+        // wide turns sweep back and forth: the members of the last turns (still cached) go first
+        const order = turn > 1 && (backward = !backward) ? active.slice().reverse() : active
+        for (const lane of order) {
+          for (let k = 0; k < turn && !lane.ended; k++) {
+            if (totalLimit !== undefined && total >= totalLimit) break
+            const spec = yield* take(lane)
+            if (spec === undefined) break
+            out.push(tagSpec(spec, {
+              suiteId: suite.id,
+              experimentId: lane.member.id,
+              poolAliases: lane.member.poolAliases,
+              outputDir: lane.outputDir
+            }) as S)
+            lane.facts.admitted++
+            total++
+            if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
+              yield* end(lane, { limitReached: true })
+            }
           }
         }
         if (totalLimit !== undefined && total >= totalLimit) {

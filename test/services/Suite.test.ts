@@ -85,6 +85,41 @@ describe("Suite.pipelines", () => {
       assert.deepStrictEqual([facts.get("a")!.admitted, facts.get("b")!.admitted, facts.get("c")!.admitted], [4, 2, 3])
     }))
 
+  it.effect("more than 8 active members: turns of 64 specs, sweeping back and forth; one spec each again at 8", () =>
+    Effect.gen(function*() {
+      // 9 members: m0..m7 have 130 specs, m8 has 64 (it ends after the first round)
+      const ids = Array.from({ length: 9 }, (_, k) => `m${k}`)
+      const suite = yield* Suite.make({
+        id: "s",
+        outputRoot: "r",
+        experiments: ids.map((id) => memberOf(id, id === "m8" ? 64 : 130))
+      })
+      const { facts, specs } = yield* collect(suite)
+      const order = specs.map((s) => s.member!.experimentId)
+      // runs of the same member, as [id, length]
+      const runs: Array<[string, number]> = []
+      for (const id of order) {
+        const last = runs[runs.length - 1]
+        if (last !== undefined && last[0] === id) last[1]++
+        else runs.push([id, 1])
+      }
+      const forward = ids.map((id): [string, number] => [id, 64])
+      // round 2 (9 active: m8 ends when its source runs dry, at its next pull) sweeps backwards
+      const backward = ids.slice(0, 8).reverse().map((id): [string, number] => [id, 64])
+      // round 3: 8 active, one spec each (2 left per member); its first (m0) joins m0's wide turn
+      backward[7] = ["m0", 65]
+      const single = [...ids.slice(1, 8), ...ids.slice(0, 8)].map((id): [string, number] => [id, 1])
+      assert.deepStrictEqual(runs, [...forward, ...backward, ...single])
+      for (const id of ids) {
+        assert.strictEqual(facts.get(id)!.admitted, id === "m8" ? 64 : 130)
+        assert.isTrue(facts.get(id)!.sourceExhausted)
+      }
+      // the total limit counts specs across wide turns too
+      const cut = yield* collect(suite, { limit: 100 })
+      assert.deepStrictEqual(cut.specs.map((s) => s.member!.experimentId).slice(62, 66), ["m0", "m0", "m1", "m1"])
+      assert.strictEqual(cut.specs.length, 100)
+    }))
+
   it.effect("a member's limit and the total limit never claim a source exhausted", () =>
     Effect.gen(function*() {
       const suite = yield* Suite.make({

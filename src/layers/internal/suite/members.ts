@@ -173,6 +173,8 @@ export const makeCache = (o: CacheOptions) =>
             let victim: Entry | undefined
             for (const c of entries.values()) if (c.refs === 0 && (victim === undefined || c.tick < victim.tick)) victim = c
             if (victim !== undefined) {
+              // out of the map before anything yields: a use of an open member takes no lock
+              entries.delete(victim.id)
               yield* close(victim)
               break
             }
@@ -187,12 +189,12 @@ export const makeCache = (o: CacheOptions) =>
         }))
       })
 
-    const release = (e: Option.Option<Entry>) =>
+    const releaseEntry = (e: Entry) =>
       Effect.suspend(() => {
-        if (Option.isNone(e)) return Effect.void
-        e.value.refs--
-        return e.value.refs === 0 ? Effect.asVoid(Queue.offer(idle, undefined)) : Effect.void
+        e.refs--
+        return e.refs === 0 ? Effect.asVoid(Queue.offer(idle, undefined)) : Effect.void
       })
+    const release = (e: Option.Option<Entry>) => (Option.isNone(e) ? Effect.void : releaseEntry(e.value))
 
     yield* Effect.addFinalizer(() =>
       Effect.forEach(Array.from(entries.values()), (e) => Effect.orDie(close(e)), { discard: true })
@@ -201,16 +203,29 @@ export const makeCache = (o: CacheOptions) =>
     return {
       /** Runs `f` with member `id` open, or returns `empty` when it has no database (read). */
       use: <A, E>(id: string, f: (db: Db) => Effect.Effect<A, E>, empty: A) =>
-        Effect.acquireUseRelease(
-          acquire(id),
-          (e) => (Option.isNone(e) ? Effect.succeed(empty) : f(e.value.db)),
-          release
+        Effect.uninterruptibleMask((restore) =>
+          Effect.suspend(() => {
+            // an open member (the common case): one reference, taken and dropped around `f`
+            const e = entries.get(id)
+            if (e === undefined) {
+              return Effect.acquireUseRelease(
+                acquire(id),
+                (e) => (Option.isNone(e) ? Effect.succeed(empty) : restore(f(e.value.db))),
+                release
+              )
+            }
+            e.refs++
+            e.tick = ++clock
+            return Effect.onExit(restore(f(e.db)), () => releaseEntry(e))
+          })
         ),
       /** Holds member `id` open for the current scope (`None`: no database). */
       hold: (id: string) =>
         Effect.map(Effect.acquireRelease(acquire(id), release), Option.map((e) => e.db)),
       /** The open members (a snapshot). */
       open: () => Array.from(entries.values()),
+      /** Whether member `id`'s database is open now. */
+      isOpen: (id: string) => entries.has(id),
       /** How many member databases are open now. */
       size: () => entries.size
     }

@@ -75,9 +75,14 @@ export const makeRouter = (p: RouterParts): StoreService => {
         ? p.cache.use(id, (db) => f(db.service), undefined as A)
         : Effect.fail(id)
     })
+  // the open members first: a sweep over more members than the cache holds then reopens only
+  // the ones that were closed (open last, it would evict each open one before reaching it)
   const eachSelected = <A>(f: (s: StoreService) => Effect.Effect<A, StoreUnavailable>) =>
-    Effect.forEach(p.selected, (id) => p.cache.use(id, (db) => Effect.map(f(db.service), Option.some), Option.none<A>()))
-      .pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
+    Effect.suspend(() => {
+      const open = new Set(p.cache.open().map((e) => e.id))
+      const order = [...p.selected.filter((id) => open.has(id)), ...p.selected.filter((id) => !open.has(id))]
+      return Effect.forEach(order, (id) => p.cache.use(id, (db) => Effect.map(f(db.service), Option.some), Option.none<A>()))
+    }).pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
   const eachOpenWritable = <A>(f: (s: StoreService) => Effect.Effect<A, StoreUnavailable>) =>
     Effect.forEach(
       p.cache.open().filter((e) => e.writable).map((e) => e.id),
@@ -118,6 +123,11 @@ export const makeRouter = (p: RouterParts): StoreService => {
       for (const [id, list] of gp) slot(id).ps.push(...list)
       for (const [id, list] of gs) slot(id).seeds.push(...list)
       for (const [id, list] of gt) slot(id).trs.push(...list)
+      // one member (the runner admits pipeline by pipeline): no fibers forked and joined
+      if (byMember.size === 1) {
+        const [id, g] = byMember.entries().next().value!
+        return p.cache.use(id, (db) => db.service.admit(g.ps, g.seeds, g.trs), undefined)
+      }
       return Effect.forEach(
         byMember,
         ([id, g]) => p.cache.use(id, (db) => db.service.admit(g.ps, g.seeds, g.trs), undefined),

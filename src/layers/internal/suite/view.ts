@@ -119,6 +119,8 @@ export interface Source {
   readonly name: string
   readonly use: <A, E>(f: (db: Db) => Effect.Effect<A, E>, empty: A) => Effect.Effect<A, E | StoreUnavailable>
   readonly hold: Effect.Effect<Option.Option<Db>, StoreUnavailable, Scope.Scope>
+  /** Whether the database is open now (a cached member; absent: always open). */
+  readonly isOpen?: (() => boolean) | undefined
 }
 
 /**
@@ -223,9 +225,22 @@ export const makeView = (parts: ViewParts): TaskStore => {
       ? Effect.succeed(empty)
       : source.use((db) => (inScope(db, pipelineId) ? f(db) : Effect.succeed(empty)), empty)
   }
+  // the open databases first (results still in source order): a pass over more members than
+  // the member cache holds then reopens only the closed ones, not every one of them
   const forEachSource = <A, E>(f: (db: Db, index: number) => Effect.Effect<A, E>) =>
-    Effect.forEach(sources, (s, i) => s.use((db) => Effect.map(f(db, i), Option.some), Option.none<A>()))
-      .pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
+    Effect.suspend(() => {
+      const order = sources.map((_, i) => i)
+      const closed = (i: number) => (sources[i]!.isOpen?.() ?? true) ? 0 : 1
+      order.sort((a, b) => closed(a) - closed(b) || a - b)
+      const rs = new Array<Option.Option<A>>(sources.length)
+      return Effect.as(
+        Effect.forEach(order, (i) =>
+          Effect.map(sources[i]!.use((db) => Effect.map(f(db, i), Option.some), Option.none<A>()), (r) => {
+            rs[i] = r
+          }), { discard: true }),
+        rs
+      )
+    }).pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
 
   // --- runs, resources, metrics ----------------------------------------------------------------
   const runsFrom = <A>(f: (s: StoreService) => Effect.Effect<A, StoreUnavailable>, empty: A) =>

@@ -111,6 +111,10 @@ const makeFake = Effect.gen(function*() {
   yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:accuracy", value: 0.75, display: "percent", updatedAt: 2200 })
   yield* merged.reportMetric({ runId: A, pipelineId: null, name: "experiment:beta:accuracy", value: 0.5, display: "percent", updatedAt: 1500 })
   yield* merged.reportMetric({ runId: B, pipelineId: null, name: "cost", value: 3, display: "number", updatedAt: 2200 })
+  // the runner's skip counts of run B: the run's and each member's (`experiment:ID:skipped`)
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "skipped", value: 3, display: "number", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:skipped", value: 1, display: "number", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:beta:skipped", value: 2, display: "number", updatedAt: 2200 })
   for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
   for (const s of all) yield* s.flush
   return f
@@ -173,6 +177,39 @@ describe("SuiteViews", () => {
       const e = yield* Effect.flip(SuiteViews.buildSuiteReport(f.suite, { runId: "nope" }))
       assert.strictEqual(e._tag, "ConfigError")
       assert.match(e.message, /run nope is not a run of suite s1/)
+    }))
+
+  it.scoped("an interrupted run on a fresh root: no skips invented, done not inflated, source not 'running'", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      // run C: alpha's source handed it 5 specs, one ran (interrupted) before Ctrl-C, nothing was skipped
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: C, startedAt: 3000 })
+      yield* execute(f, "alpha", "p3", C, "interrupted", 3100)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.finishRun(C, { status: "interrupted", endedAt: 3200 })
+      const facts = [{ ...membership(C, "alpha", 5), sourceExhausted: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const r = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.strictEqual(r.skipped, 0)
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.pipelines, m.skipped, m.sourceStatus]), [["alpha", 1, 0, "interrupted"]].concat(
+        [["beta", 0, null, "unknown"]] as any
+      ))
+      assert.match(SuiteViews.renderSuiteText(r), /Pipelines: 1 \(.*\), skipped 0 \(already done\)/)
+      assert.match(SuiteViews.renderSuiteText(r), /alpha: .*source not exhausted \(5 admitted; run runC ended\)/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments?run_id=runC")
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.skipped, m.source_status]), [["alpha", 0, "interrupted"], ["beta", null, "unknown"]])
+      const st = yield* json("/stats?run_id=runC")
+      assert.strictEqual(st.skipped, 0)
+      assert.strictEqual(st.done, 0)
+      // the runner's per-member skip counts are not listed as metrics
+      const stB = yield* json("/stats?run_id=runB")
+      assert.strictEqual(stB.skipped, 3)
+      assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
     }))
 
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>

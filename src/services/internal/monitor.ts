@@ -1116,7 +1116,11 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const b = m.by_state
       const skipped = m.skipped === null ? "" : ` · ${m.skipped} skipped`
       const err = m.source?.source_error
-      const source = m.source_status === "error" ? `source error: ${clean(err ?? "")}` : `source ${m.source_status}`
+      const source = m.source_status === "error"
+        ? `source error: ${clean(err ?? "")}`
+        : m.source_status === "interrupted"
+        ? "source not exhausted (run ended)"
+        : `source ${m.source_status}`
       push(`  ${clean(m.experiment_id)}: ${m.pipelines} (${b.succeeded} ok · ${b.failed} failed · ${b.interrupted} interrupted)${skipped} · ${source}`)
     }
   }

@@ -19,18 +19,19 @@
  *
  * @since 0.3.0
  */
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Clock, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { MetricRecord, PipelineRecord, PipelineState, TaskRecord } from "../../domain/Records.js"
+import type { MetricRecord, PipelineRecord, PipelineState, RunRecord, TaskRecord } from "../../domain/Records.js"
 import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
 import { parseMemberMetric } from "./suite/metric.js"
 import * as Report from "./report.js"
+import { SKIPPED_METRIC } from "./runner/run.js"
 
 // ---------------------------------------------------------------------------------------------
 // The suite read port (the read half of `SuiteCatalog`)
@@ -287,20 +288,24 @@ export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): E
 /**
  * The source status of a member: `exhausted` (its source ran dry), `error` (its source failed:
  * the member failed, the others went on), `limit` (a limit stopped admission; the source is not
- * known to be exhausted), `running` (none of these yet), or `unknown` (no run selected it).
+ * known to be exhausted), `running` (none of these yet, and its run is still running),
+ * `interrupted` (none of these, and its run is no longer running: finished, interrupted or
+ * stale; the source is not exhausted), or `unknown` (no run selected it).
  *
  * @since 0.3.0
  * @category members
  */
-export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "unknown"
+export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interrupted" | "unknown"
 
 /**
- * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member).
+ * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member);
+ * `runAlive`: whether the record's run is still running (stored as running and not stale;
+ * default `true`).
  *
  * @since 0.3.0
  * @category members
  */
-export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
+export const sourceStatusOf = (m: SuiteMembership | undefined, runAlive = true): SourceStatus =>
   m === undefined
     ? "unknown"
     : m.sourceError !== null
@@ -309,7 +314,36 @@ export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
     ? "exhausted"
     : m.limitReached
     ? "limit"
-    : "running"
+    : runAlive
+    ? "running"
+    : "interrupted"
+
+/**
+ * Whether a run is still running: stored as `running` and not stale (its heartbeat is within
+ * its `staleAfter`, see `Report.isStale`). A run missing from the records is not.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const runAlive = (r: RunRecord | undefined, nowMs: number): boolean =>
+  r !== undefined && r.status === "running" && !Report.isStale(r, nowMs)
+
+/**
+ * How many pipelines of `experimentId` run `runId` skipped because they were already done:
+ * the runner's member-scoped skip count (`experiment:ID:skipped`, written with each heartbeat
+ * and at the end of the run), 0 when it recorded none. Read from the run-scope metrics of the
+ * run (`runMetrics`).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberSkipsOf = (runMetrics: ReadonlyArray<MetricRecord>, experimentId: string): number => {
+  const hit = runMetrics.find((x) => {
+    const scoped = memberMetricOf(x.name)
+    return scoped !== undefined && scoped.experimentId === experimentId && scoped.name === SKIPPED_METRIC
+  })
+  return typeof hit?.value === "number" ? hit.value : 0
+}
 
 /**
  * One member as the suite views list it.
@@ -317,7 +351,8 @@ export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
  * - `pipelines` / `byState`: the cumulative view of the member, or, with a run, the durable
  *   outcomes of that run in the member ({@link runOutcomes});
  * - `skipped` (with a run only): pipelines the member's source handed to that run that it did
- *   not execute (already succeeded): `admitted - pipelines` of the run, `null` without facts;
+ *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsOf}),
+ *   `null` without facts;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
@@ -360,6 +395,8 @@ export const memberSummaries = (
     const merged = yield* suite.view()
     const allRuns = yield* merged.listRuns
     const runsNewestFirst = allRuns.map((r) => r.runId).reverse()
+    const now = yield* Clock.currentTimeMillis
+    const runsById = new Map(allRuns.map((r) => [r.runId, r] as const))
     const finished = allRuns.some((r) => r.runId === options.runId && r.status !== "running")
     const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
     const runMetrics = (runId: RunId) =>
@@ -382,7 +419,9 @@ export const memberSummaries = (
         const o = yield* outcomesOf(view, options.runId, finished)
         pipelines = o.pipelines
         byState = o.byState
-        skipped = source === undefined ? null : Math.max(0, source.admitted - o.pipelines)
+        // the runner's own count: what it found already done (never "admitted minus recorded":
+        // an interrupted run's admitted specs may never have reached a row)
+        skipped = source === undefined ? null : memberSkipsOf(yield* runMetrics(options.runId), m.experimentId)
       } else {
         const st = yield* view.stats()
         pipelines = st.pipelines
@@ -396,7 +435,9 @@ export const memberSummaries = (
       for (const runId of runs) {
         const ms = (yield* runMetrics(runId)).flatMap((x) => {
           const scoped = memberMetricOf(x.name)
-          return scoped === undefined || scoped.experimentId !== m.experimentId ? [] : [{ x, name: scoped.name }]
+          return scoped === undefined || scoped.experimentId !== m.experimentId || scoped.name === SKIPPED_METRIC
+            ? []
+            : [{ x, name: scoped.name }]
         })
         if (ms.length > 0 || options.runId !== undefined) {
           metricsRunId = runId
@@ -422,7 +463,7 @@ export const memberSummaries = (
         byState,
         skipped,
         source: source ?? null,
-        sourceStatus: sourceStatusOf(source),
+        sourceStatus: sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now)),
         metricsRunId,
         metrics
       })
@@ -553,7 +594,9 @@ const sourceText = (m: MemberSummary): string => {
     case "limit":
       return `limit reached (${s?.admitted ?? 0} admitted)`
     case "running":
-      return `source not exhausted (${s?.admitted ?? 0} admitted)`
+      return `source not exhausted yet (${s?.admitted ?? 0} admitted, run ${s?.runId ?? ""} running)`
+    case "interrupted":
+      return `source not exhausted (${s?.admitted ?? 0} admitted; run ${s?.runId ?? ""} ended)`
   }
 }
 
@@ -777,8 +820,11 @@ export const suiteSnapshot = (
       done = o.byState.succeeded + o.byState.failed + skipped
     }
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
+    // the runner's per-member skip counts are figures of the members, not run metrics
+    const metrics = base.metrics.filter((x) => memberMetricOf(x.name)?.name !== SKIPPED_METRIC)
     return {
       ...base,
+      metrics,
       pipelines,
       done,
       skipped,

@@ -8,7 +8,7 @@
  * pipeline is skipped (already succeeded). Pools: `llm` shared, `experiment:beta:judge` private.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Effect, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -210,6 +210,40 @@ describe("SuiteViews", () => {
       const stB = yield* json("/stats?run_id=runB")
       assert.strictEqual(stB.skipped, 3)
       assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
+    }))
+
+  it.scoped("pipelines left running by a run that is no longer running (stale) read as interrupted; a live run's stay running", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      // run D (beta) dies with q3 running: nothing is written afterwards, the rows stay as it left them
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      const facts = [{ ...membership(D, "beta", 3), limitReached: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3200) // D is alive (heartbeat 50 ms ago): its pipeline is running
+      const live = yield* SuiteViews.buildSuiteReport(suite)
+      assert.deepStrictEqual([live.byState.running, live.byState.interrupted], [1, 0])
+      assert.strictEqual(live.members.find((m) => m.experimentId === "beta")!.sourceStatus, "running")
+      yield* TestClock.setTime(3500) // no heartbeat within its staleAfter (100 ms): D is stale
+      const r = yield* SuiteViews.buildSuiteReport(suite)
+      assert.deepStrictEqual([r.byState.running, r.byState.interrupted], [0, 1])
+      const beta = r.members.find((m) => m.experimentId === "beta")!
+      assert.deepStrictEqual([beta.byState.running, beta.byState.interrupted, beta.sourceStatus], [0, 1, "interrupted"])
+      assert.notMatch(SuiteViews.renderSuiteText(r), /running [1-9]/)
+      const d = yield* SuiteViews.buildSuiteReport(suite, { runId: "runD" })
+      assert.deepStrictEqual([d.byState.running, d.byState.interrupted], [0, 1])
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const st = yield* json("/stats?run_id=all")
+      assert.deepStrictEqual([st.pipelines.by_state.running, st.pipelines.by_state.interrupted], [0, 1])
+      // the member's database is not modified
+      const row = yield* f.members["beta"]!.getPipeline(PipelineId.make("be0000000000-q3"))
+      assert.strictEqual(row._tag === "Some" ? row.value.state : undefined, "running")
     }))
 
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>

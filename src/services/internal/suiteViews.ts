@@ -186,7 +186,10 @@ interface TaskFacts {
 /**
  * The durable outcome of every pipeline that run `runId` executed, in `store`:
  *
- * - a pipeline the run still owns: its stored state (the run settled it last);
+ * - a pipeline the run still owns: its stored state (the run settled it last), except that a
+ *   pipeline still stored `running` by a run that is no longer running (`ended`: finished,
+ *   interrupted, or stale, its writer gone) counts as `interrupted` (a read-side reading: an
+ *   unselected member's database keeps the row as the dead run left it);
  * - a pipeline a later run took over: what the run's own task rows say (they carry their run
  *   and are committed with the checkpoints): `failed` when one of them failed, `interrupted`
  *   when one was left running or interrupted, or the last task was not reached; `succeeded`
@@ -199,7 +202,7 @@ interface TaskFacts {
  * @since 0.3.0
  * @category outcomes
  */
-export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOutcomes, ReadError> =>
+export const runOutcomes = (store: TaskStore, runId: RunId, ended = false): Effect.Effect<RunOutcomes, ReadError> =>
   Effect.gen(function*() {
     const byState = emptyByState()
     const failed: Array<PipelineId> = []
@@ -207,7 +210,7 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
     yield* Stream.runForEach(store.streamPipelines({ runId }), (p) =>
       Effect.sync(() => {
         owned.add(p.pipelineId)
-        byState[p.state]++
+        byState[ended && p.state === "running" ? "interrupted" : p.state]++
         if (p.state === "failed") failed.push(p.pipelineId)
       }))
     const facts = new Map<PipelineId, TaskFacts>()
@@ -264,21 +267,54 @@ const finishedOutcomes = new WeakMap<TaskStore, Map<RunId, RunOutcomes>>()
  * {@link runOutcomes}, remembered for a run that has ended (`finished`): its own rows and task
  * rows no longer change, and a later run taking one of its pipelines over leaves the derived
  * outcome as it was, so a dashboard refreshing a finished run's view reads it once per store.
+ * `ended` (default `finished`): the run is no longer running (also a stale one), so the
+ * pipelines it left `running` count as interrupted.
  *
  * @since 0.3.0
  * @category outcomes
  */
-export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): Effect.Effect<RunOutcomes, ReadError> =>
+export const outcomesOf = (
+  store: TaskStore,
+  runId: RunId,
+  finished: boolean,
+  ended: boolean = finished
+): Effect.Effect<RunOutcomes, ReadError> =>
   Effect.suspend(() => {
     const known = finished ? finishedOutcomes.get(store)?.get(runId) : undefined
     if (known !== undefined) return Effect.succeed(known)
-    return Effect.tap(runOutcomes(store, runId), (o) =>
+    return Effect.tap(runOutcomes(store, runId, ended || finished), (o) =>
       Effect.sync(() => {
         if (!finished) return
         const byRun = finishedOutcomes.get(store) ?? new Map<RunId, RunOutcomes>()
         byRun.set(runId, o)
         finishedOutcomes.set(store, byRun)
       }))
+  })
+
+/**
+ * A cumulative count by state read as the views show it: pipelines stored `running` whose run
+ * is no longer running (finished, interrupted or stale per the catalog's run records, see
+ * {@link runAlive}) count as `interrupted`; only those of a live run stay `running`. Nothing
+ * is written: an unselected member's database keeps the rows the dead run left. One
+ * `stats(runId)` read per live run, and only when some pipeline is stored `running`.
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const settleRunning = (
+  store: TaskStore,
+  byState: Readonly<Record<PipelineState, number>>,
+  runs: ReadonlyArray<RunRecord>,
+  nowMs: number
+): Effect.Effect<Readonly<Record<PipelineState, number>>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    if (byState.running === 0) return byState
+    let live = 0
+    for (const r of runs) {
+      if (runAlive(r, nowMs)) live += (yield* store.stats(r.runId)).byState.running
+    }
+    const running = Math.min(byState.running, live)
+    return { ...byState, running, interrupted: byState.interrupted + byState.running - running }
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -416,7 +452,7 @@ export const memberSummaries = (
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
       if (options.runId !== undefined) {
-        const o = yield* outcomesOf(view, options.runId, finished)
+        const o = yield* outcomesOf(view, options.runId, finished, !runAlive(runsById.get(options.runId), now))
         pipelines = o.pipelines
         byState = o.byState
         // the runner's own count: what it found already done (never "admitted minus recorded":
@@ -425,7 +461,7 @@ export const memberSummaries = (
       } else {
         const st = yield* view.stats()
         pipelines = st.pipelines
-        byState = st.byState
+        byState = yield* settleRunning(view, st.byState, allRuns, now)
       }
       // member-scoped metrics are run-scope metrics named `experiment:ID:NAME` (see
       // `Suite.memberMetricName`): the run's, else the latest run that reported any for it
@@ -540,12 +576,14 @@ export const buildSuiteReport = (
     const source = options.experiment === undefined ? suite.root : `${suite.root} [${options.experiment}]`
     const base = yield* Report.buildReport([{ source, store }], { runId: runId ?? "all", errors: options.errors })
     const members = yield* memberSummaries(suite, { experiment: options.experiment, runId })
+    const now = yield* Clock.currentTimeMillis
+    const runs = yield* merged.listRuns
     let pipelines = base.pipelines
-    let byState = base.byState
+    let byState = yield* settleRunning(store, base.byState, runs, now)
     let skipped: number | null = null
     let errors = base.errors
     if (runId !== undefined) {
-      const o = yield* runOutcomes(store, runId)
+      const o = yield* runOutcomes(store, runId, !runAlive(runs.find((r) => r.runId === runId), now))
       pipelines = o.pipelines
       byState = o.byState
       // the run's failures a later run took over stay listed (from the run's own task rows)
@@ -809,11 +847,13 @@ export const suiteSnapshot = (
     const runId = selection._tag === "Run" ? selection.run.runId : undefined
     const members = yield* memberSummaries(suite, { runId })
     const shown = options.experiment === undefined ? members : members.filter((m) => m.experimentId === options.experiment)
-    let pipelines = base.pipelines
+    const now = yield* Clock.currentTimeMillis
+    const runs = selection._tag === "All" ? selection.runs : yield* store.listRuns
+    let pipelines = { ...base.pipelines, by_state: yield* settleRunning(store, base.pipelines.by_state, runs, now) }
     let done = base.done
     let skipped = base.skipped
-    if (runId !== undefined) {
-      const o = yield* outcomesOf(store, runId, selection._tag === "Run" && selection.run.status !== "running")
+    if (runId !== undefined && selection._tag === "Run") {
+      const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }

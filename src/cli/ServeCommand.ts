@@ -60,8 +60,7 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
     if (root === undefined) return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))
     return yield* Effect.scoped(Effect.gen(function*() {
       const { store: st, suite } = yield* StoreArgs.openSuite(root)
-      if (experiment !== undefined) yield* SuiteViews.checkMember(suite, experiment)
-      return yield* serveStore(o, st, suite, experiment)
+      return yield* serveStore(o, st, suite, yield* SuiteViews.canonicalMember(suite, experiment))
     }))
   })).pipe(
     Command.withDescription("Serve a read-only dashboard and JSON views of a store or a suite root (loopback only by default).")

@@ -314,15 +314,17 @@ export const makeApp = (
       const experiment = requested ?? options.experiment
       if (experiment === undefined) return { store, reads, experiment }
       if (suite === undefined) return yield* new BadRequest({ message: `"experiment": only a suite root has members` })
-      const known = views.get(experiment)
-      if (known !== undefined) return { ...known, experiment }
-      yield* SuiteViews.checkMember(suite, experiment).pipe(
+      // member ids are unique ignoring case: `?experiment=FULL` is the member `full`
+      const member = yield* SuiteViews.checkMember(suite, experiment).pipe(
         Effect.catchTag("ConfigError", (e) => Effect.fail(new UnknownMember({ message: e.message })))
       )
-      const view = yield* suite.view(experiment)
+      const canonical = member.experimentId
+      const known = views.get(canonical)
+      if (known !== undefined) return { ...known, experiment: canonical }
+      const view = yield* suite.view(canonical)
       const opened = { store: view, reads: Monitor.storeReads(view) }
-      views.set(experiment, opened)
-      return { ...opened, experiment }
+      views.set(canonical, opened)
+      return { ...opened, experiment: canonical }
     })
   /** The monitoring picture of a selection in a scope (the suite's when serving a suite root). */
   const snapshotIn = (sel: Monitor.Selection, scope: { readonly store: TaskStore; readonly reads: Monitor.MonitorReads; readonly experiment: string | undefined }) =>

@@ -25,6 +25,7 @@ import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { MetricRecord, PipelineRecord, PipelineState, RunRecord, TaskRecord } from "../../domain/Records.js"
+import { idKey } from "../../domain/Suite.js"
 import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
@@ -83,20 +84,36 @@ export const membersInOrder = (suite: SuiteReads): Effect.Effect<ReadonlyArray<S
   Effect.map(suite.members, (ms) => [...ms].sort((a, b) => (a.experimentId < b.experimentId ? -1 : a.experimentId > b.experimentId ? 1 : 0)))
 
 /**
- * Checks that `experimentId` is a member of the suite. Fails with `ConfigError` naming
- * `--experiment` (and the members there are) otherwise.
+ * The member `experimentId` names: member ids are unique ignoring case (they name
+ * directories), so `FULL` resolves to the member `full`; use the returned record's
+ * `experimentId` (the canonical id) from then on. Fails with `ConfigError` naming
+ * `--experiment` (and the members there are) when no member has that id in any case.
  *
  * @since 0.3.0
  * @category members
  */
 export const checkMember = (suite: SuiteReads, experimentId: string): Effect.Effect<SuiteMember, StoreUnavailable | ConfigError> =>
   Effect.flatMap(membersInOrder(suite), (ms) => {
-    const m = ms.find((x) => x.experimentId === experimentId)
+    const m = ms.find((x) => x.experimentId === experimentId) ??
+      ms.find((x) => idKey(x.experimentId) === idKey(experimentId))
     if (m !== undefined) return Effect.succeed(m)
     const known = ms.map((x) => x.experimentId).join(", ")
     const message = `suite ${suite.suiteId} has no member "${experimentId}" (members: ${known === "" ? "none" : known})`
     return Effect.fail(new ConfigError({ message, issues: [{ path: "--experiment", message }] }))
   })
+
+/**
+ * The canonical id of member `experimentId` ({@link checkMember}), `undefined` for none (the
+ * whole suite).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const canonicalMember = (
+  suite: SuiteReads,
+  experimentId: string | undefined
+): Effect.Effect<string | undefined, StoreUnavailable | ConfigError> =>
+  experimentId === undefined ? Effect.succeed(undefined) : Effect.map(checkMember(suite, experimentId), (m) => m.experimentId)
 
 /**
  * Checks that `runId` is a run of the suite (of its merged store). Fails with `ConfigError`
@@ -425,8 +442,8 @@ export const memberSummaries = (
 ): Effect.Effect<ReadonlyArray<MemberSummary>, ReadError> =>
   Effect.gen(function*() {
     const all = yield* membersInOrder(suite)
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
-    const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
+    const experiment = yield* canonicalMember(suite, options.experiment)
+    const members = experiment === undefined ? all : all.filter((m) => m.experimentId === experiment)
     const facts = yield* suite.membership(options.runId)
     const merged = yield* suite.view()
     const allRuns = yield* merged.listRuns
@@ -565,10 +582,10 @@ export interface SuiteReportData extends Omit<Report.ReportData, "resources"> {
  */
 export const buildSuiteReport = (
   suite: SuiteReads,
-  options: SuiteReportOptions = {}
+  given: SuiteReportOptions = {}
 ): Effect.Effect<SuiteReportData, ReadError> =>
   Effect.gen(function*() {
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
+    const options = { ...given, experiment: yield* canonicalMember(suite, given.experiment) }
     const merged = yield* suite.view()
     const runId = options.runId === undefined || options.runId === "all" ? undefined : (options.runId as RunId)
     if (runId !== undefined) yield* checkRun(merged, runId, `suite ${suite.suiteId}`)
@@ -728,8 +745,7 @@ export const suiteRowItems = (
   options: Export.RowOptions & { readonly experiment?: string | undefined }
 ): Stream.Stream<Export.RowItem, ReadError> =>
   Stream.unwrap(Effect.gen(function*() {
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
-    const store = yield* suite.view(options.experiment)
+    const store = yield* suite.view(yield* canonicalMember(suite, options.experiment))
     return withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options))
   }))
 
@@ -839,9 +855,10 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
 export const suiteSnapshot = (
   suite: SuiteReads,
   selection: Monitor.Selection,
-  options: { readonly experiment?: string | undefined; readonly errors: number }
+  given: { readonly experiment?: string | undefined; readonly errors: number }
 ): Effect.Effect<Monitor.Snapshot, ReadError> =>
   Effect.gen(function*() {
+    const options = { ...given, experiment: yield* canonicalMember(suite, given.experiment) }
     const store = yield* suite.view(options.experiment)
     const base = yield* Monitor.snapshotOf(store, selection, options.errors, Monitor.storeReads(store))
     const runId = selection._tag === "Run" ? selection.run.runId : undefined

@@ -25,6 +25,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
+import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as Export from "../services/internal/export.js"
@@ -109,6 +110,14 @@ export const exportCommand = Command.make("export", {
           ? "--by-experiment splits a suite root's rows by member: give a suite root (a directory with manifest.json)"
           : "--by-experiment writes files under OUT: OUT must be a directory, not -",
         issues: [{ path: "--by-experiment", message: root === undefined ? "not a suite root" : "OUT is -" }]
+      })
+    }
+    // a split export's OUT is a directory (made when missing): an existing file there is refused
+    if (o.byExperiment && fs.statSync(out, { throwIfNoEntry: false })?.isDirectory() === false) {
+      return yield* new ConfigError({
+        message: `--by-experiment writes OUT/ID/${o.rows}.FORMAT: OUT (${out}) is an existing file, not a directory; ` +
+          `give a directory (it is created when missing) or drop --by-experiment to write one file`,
+        issues: [{ path: "OUT", message: "an existing file, not a directory" }]
       })
     }
     // a split export's OUT is a directory: the format is --format's (default jsonl)

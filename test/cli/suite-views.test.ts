@@ -220,6 +220,18 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       assert.strictEqual(csv.code, 0, csv.stderr)
       assert.isTrue(fs.existsSync(path.join(split, "b", "attempts.csv")))
       assert.strictEqual((yield* assay(["export", plain, split, "--by-experiment"])).code, 2)
+      // into an existing FILE: a clear refusal (exit 2), the file untouched
+      const file = path.join(dir, "taken.jsonl")
+      fs.writeFileSync(file, "keep\n")
+      const intoFile = yield* assay(["export", root, file, "--rows", "results", "--by-experiment"])
+      assert.strictEqual(intoFile.code, 2, intoFile.stderr)
+      assert.match(intoFile.stderr, /is an existing file, not a directory/)
+      assert.notMatch(intoFile.stderr, /ENOTDIR/)
+      assert.strictEqual(fs.readFileSync(file, "utf8"), "keep\n")
+      // --experiment resolves case-insensitively to the canonical member id
+      const upper = yield* assay(["report", root, "--experiment", "A", "--json"])
+      assert.strictEqual(upper.code, 0, upper.stderr)
+      assert.strictEqual(JSON.parse(upper.stdout).suite.experiment, "a")
 
       yield* checkServe(root, runA!)
     }))

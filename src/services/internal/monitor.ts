@@ -211,6 +211,9 @@ export interface PipelineRow {
   readonly error_message: string | null
   readonly error_class: string | null
   readonly reported_metrics: ReadonlyArray<MetricRow>
+  /** Suite pipelines only: the member (experiment id) and the pipeline's key in the member. */
+  readonly experiment_id?: string
+  readonly local_key?: string | null
   /** Control pipelines only: the cursor is a position (see {@link PipelineRow}). */
   readonly cursor_kind?: "position"
   /** Control pipelines only: the traversal state. */
@@ -246,6 +249,7 @@ export const pipelineRow = (
   error_message: p.errorMessage,
   error_class: p.errorClass,
   reported_metrics: metrics,
+  ...(p.experimentId === null ? {} : { experiment_id: p.experimentId, local_key: p.localKey }),
   ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {})
 })
 
@@ -265,6 +269,9 @@ export interface ErrorWire {
   readonly error_message: string | null
   readonly error_class: string | null
   readonly ended_at: number | null
+  /** Suite pipelines only: the member (experiment id) and the pipeline's key in the member. */
+  readonly experiment_id?: string
+  readonly local_key?: string | null
 }
 
 /**

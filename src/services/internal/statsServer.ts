@@ -440,7 +440,9 @@ export const makeApp = (
         const rows = sel._tag === "Empty"
           ? []
           : yield* store.errors({ runId: sel._tag === "Run" ? sel.run.runId : undefined, limit })
-        return json({ run_id: Monitor.selectionRunId(sel), rows: rows.map(Monitor.errorRow) })
+        const wires = rows.map(Monitor.errorRow)
+        // suite pipelines: each row names its member and local key
+        return json({ run_id: Monitor.selectionRunId(sel), rows: suite === undefined ? wires : yield* SuiteViews.errorWiresWithMember(store, wires) })
       })
     ),
     HttpRouter.get(

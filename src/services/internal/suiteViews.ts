@@ -128,6 +128,42 @@ export const checkRun = (store: TaskStore, runId: RunId, where: string): Effect.
       ? Effect.void
       : Effect.fail(new ConfigError({ message: `run ${runId} is not a run of ${where}`, issues: [{ path: "--run-id", message: `unknown run ${runId}` }] })))
 
+/**
+ * The member identity of some pipelines (`experimentId`, `localKey`), read from their stored
+ * rows (one `getPipelines` read); pipelines outside a member are left out.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberIdentities = (
+  store: TaskStore,
+  ids: ReadonlyArray<string>
+): Effect.Effect<ReadonlyMap<string, { readonly experimentId: string; readonly localKey: string | null }>, StoreUnavailable> =>
+  ids.length === 0
+    ? Effect.succeed(new Map())
+    : Effect.map(store.getPipelines([...new Set(ids)] as Array<PipelineId>), (found) => {
+      const out = new Map<string, { experimentId: string; localKey: string | null }>()
+      for (const [id, p] of found) if (p.experimentId !== null) out.set(id, { experimentId: p.experimentId, localKey: p.localKey })
+      return out
+    })
+
+/**
+ * Error wire rows (`/errors`, a snapshot's `recent_errors`) with their member identity
+ * (`experiment_id`, `local_key`) added, read from `store` ({@link memberIdentities}).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const errorWiresWithMember = (
+  store: TaskStore,
+  rows: ReadonlyArray<Monitor.ErrorWire>
+): Effect.Effect<ReadonlyArray<Monitor.ErrorWire>, StoreUnavailable> =>
+  Effect.map(memberIdentities(store, rows.map((e) => e.pipeline_id)), (ids) =>
+    rows.map((e) => {
+      const m = ids.get(e.pipeline_id)
+      return m === undefined ? e : { ...e, experiment_id: m.experimentId, local_key: m.localKey }
+    }))
+
 // ---------------------------------------------------------------------------------------------
 // Pools: shared or private
 // ---------------------------------------------------------------------------------------------
@@ -560,7 +596,11 @@ export type SuiteResource = Report.ReportResource & { readonly shared: boolean; 
  * @since 0.3.0
  * @category report
  */
-export interface SuiteReportData extends Omit<Report.ReportData, "resources"> {
+export interface SuiteReportData extends Omit<Report.ReportData, "resources" | "errors"> {
+  /** The recent errors, each with its member (`experimentId`) and `localKey` (`null` outside a member). */
+  readonly errors: ReadonlyArray<
+    Report.ReportData["errors"][number] & { readonly experimentId: string | null; readonly localKey: string | null }
+  >
   readonly suite: {
     readonly suiteId: string
     readonly layout: "combined" | "byExperiment"
@@ -610,6 +650,12 @@ export const buildSuiteReport = (
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
     }
+    // each error names its member and local key (a suite pipeline's key is its id)
+    const identities = yield* memberIdentities(store, errors.map((e) => e.pipelineId))
+    const named = errors.map((e) => {
+      const m = identities.get(e.pipelineId)
+      return { ...e, experimentId: m?.experimentId ?? null, localKey: m?.localKey ?? null }
+    })
     const resources = base.resources
       .filter((r) => poolVisible(r.pool, options.experiment))
       .map((r) => ({ ...r, shared: poolOwner(r.pool) === null, experimentId: poolOwner(r.pool) }))
@@ -621,7 +667,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
-      errors,
+      errors: named,
       resources,
       suite: {
         suiteId: suite.suiteId,
@@ -666,8 +712,16 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   const scope = r.suite.experiment === null ? "all members" : `member ${r.suite.experiment}`
   const view = r.suite.runId === null ? "cumulative view" : `run ${r.suite.runId} (durable outcomes)`
   out.push(`Suite ${r.suite.suiteId} (${r.suite.layout}) at ${r.suite.root}: ${scope}, ${view}`)
-  const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [] }).split("\n").slice(1)
+  const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [], errors: [] }).split("\n").slice(1)
   out.push(...base.filter((l) => !l.startsWith("Pipelines: ")))
+  const errorLines: Array<string> = []
+  if (r.errors.length > 0) {
+    errorLines.push(`Recent errors (${r.errors.length}):`)
+    for (const e of r.errors) {
+      const who = e.experimentId === null ? "" : ` [member ${e.experimentId}${e.localKey === null ? "" : `, local key ${e.localKey}`}]`
+      errorLines.push(`  ${e.pipelineId}${who} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${e.errorMessage ?? ""}`)
+    }
+  }
   out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${r.skipped === null ? "" : `, skipped ${r.skipped} (already done)`}`)
   out.push("Members:")
   if (r.members.length === 0) out.push("  none")
@@ -686,6 +740,7 @@ export const renderSuiteText = (r: SuiteReportData): string => {
       out.push(`  ${res.pool}/${res.resourceId} (${res.kind}, ${who}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
     }
   }
+  out.push(...errorLines)
   return out.join("\n")
 }
 
@@ -879,9 +934,11 @@ export const suiteSnapshot = (
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
     // the runner's per-member skip counts are figures of the members, not run metrics
     const metrics = base.metrics.filter((x) => memberMetricOf(x.name)?.name !== SKIPPED_METRIC)
+    const recentErrors = yield* errorWiresWithMember(store, base.recent_errors)
     return {
       ...base,
       metrics,
+      recent_errors: recentErrors,
       pipelines,
       done,
       skipped,

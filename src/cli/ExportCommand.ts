@@ -37,7 +37,7 @@ import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
-  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
+  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), or one suite root (a directory with manifest.json), then the output file (- = standard output; a directory with --by-experiment).")
 )
 const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results, handoffs (the control-flow ledger).")
 const format = StoreArgs.formatOption("Output format: jsonl, json or csv (default: from OUT's suffix).")
@@ -167,4 +167,4 @@ export const exportCommand = Command.make("export", {
     // with `-` the rows are standard output: the summary goes to standard error
     const summary = `exported ${n} ${o.rows} row(s) to ${out === "-" ? "standard output" : out}`
     yield* out === "-" ? Console.error(summary) : Console.log(summary)
-  }))).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))
+  }))).pipe(Command.withDescription("Export rows of one or more stores, or of a suite root (read-only), to a jsonl, json or csv file."))

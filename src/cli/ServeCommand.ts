@@ -32,7 +32,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
-  Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+  Args.withDescription("What to serve (opened read-only): an SQLite store file, a plugin URI (scheme://..., see --plugin), or a suite root (a directory with manifest.json).")
 )
 const port = Flags.port(8787, "TCP port (0 = any free port).")
 const host = Flags.host("Address to bind; anything but loopback needs --allow-remote.")

@@ -36,7 +36,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
-  Args.withDescription("The store to watch (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+  Args.withDescription("What to watch (opened read-only): an SQLite store file, a plugin URI (scheme://..., see --plugin), or a suite root (a directory with manifest.json).")
 )
 const runId = Flags.runId("Run to watch: an id or `all` (default: the most recently started run).")
 const interval = Options.float("interval").pipe(

@@ -139,6 +139,15 @@ const checkServe = (root: string, runA: string) =>
   )
 
 describe("assay report / export / serve on a suite root", { timeout: 240_000 }, () => {
+  it.live("the help of report, watch, serve and export names a suite root", () =>
+    Effect.gen(function*() {
+      for (const command of ["report", "watch", "serve", "export"]) {
+        const r = yield* assay([command, "--help"])
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.include(r.stdout, "suite root", command)
+      }
+    }))
+
   it.live("byExperiment: report views, exports, serve", () =>
     Effect.gen(function*() {
       const { dir, root } = yield* makeRoot("byExperiment")

@@ -154,8 +154,8 @@ describe("SuiteViews", () => {
       assert.match(text, /Suite s1 \(byExperiment\).*all members, cumulative view/)
       assert.match(text, /alpha: 2 pipeline\(s\).*source exhausted \(2 admitted\)/)
       assert.match(text, /beta \[Beta\]: 2 pipeline\(s\).*limit reached \(2 admitted\); limit 2/)
-      assert.match(text, /llm\/k1 \(llm, shared\)/)
-      assert.match(text, /experiment:beta:judge\/j1 \(llm, private to beta\)/)
+      assert.match(text, /llm\/k1 \(shared pool; kind llm\)/)
+      assert.match(text, /experiment:beta:judge\/j1 \(pool private to beta; kind llm\)/)
     }))
 
   it.scoped("report --run-id: durable outcomes of each invocation, skips counted", () =>

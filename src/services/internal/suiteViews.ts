@@ -736,8 +736,8 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   if (r.resources.length > 0) {
     out.push("Pools:")
     for (const res of r.resources) {
-      const who = res.shared ? "shared" : `private to ${res.experimentId}`
-      out.push(`  ${res.pool}/${res.resourceId} (${res.kind}, ${who}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
+      const who = res.shared ? "shared pool" : `pool private to ${res.experimentId}`
+      out.push(`  ${res.pool}/${res.resourceId} (${who}; kind ${res.kind}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
     }
   }
   out.push(...errorLines)

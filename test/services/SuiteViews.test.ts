@@ -246,6 +246,8 @@ describe("SuiteViews", () => {
       const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
       const st = yield* json("/stats?run_id=all")
       assert.deepStrictEqual([st.pipelines.by_state.running, st.pipelines.by_state.interrupted], [0, 1])
+      const rows = (yield* json("/pipelines?run_id=runD")).rows
+      assert.deepStrictEqual(rows.map((r: any) => [r.local_key, r.state, r.stored_state]), [["q3", "interrupted", "running"]])
       // the member's database is not modified
       const row = yield* f.members["beta"]!.getPipeline(PipelineId.make("be0000000000-q3"))
       assert.strictEqual(row._tag === "Some" ? row.value.state : undefined, "running")

@@ -214,6 +214,11 @@ export interface PipelineRow {
   /** Suite pipelines only: the member (experiment id) and the pipeline's key in the member. */
   readonly experiment_id?: string
   readonly local_key?: string | null
+  /**
+   * Suite roots only: the stored state when `state` is a reading of it (a pipeline stored
+   * `running` by a run that is no longer running reads `interrupted`).
+   */
+  readonly stored_state?: PipelineState
   /** Control pipelines only: the cursor is a position (see {@link PipelineRow}). */
   readonly cursor_kind?: "position"
   /** Control pipelines only: the traversal state. */

@@ -33,7 +33,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
+import { Clock, Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"
@@ -404,13 +404,25 @@ export const makeApp = (
         const q = yield* queryParams(QueryParams["/pipelines"])
         const { limit } = q
         const after = q.after as Monitor.PipelineCursor | undefined
-        const { reads } = yield* scopeOf(q.experiment)
+        const { reads, store } = yield* scopeOf(q.experiment)
         const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
         const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit })
+        // a suite root: a row left running by a run that is no longer running reads interrupted
+        // (its stored state kept as `stored_state`; nothing is written)
+        let rows: ReadonlyArray<Monitor.PipelineRow> = page.rows
+        if (suite !== undefined && rows.some((r) => r.state === "running")) {
+          const now = yield* Clock.currentTimeMillis
+          const runs = new Map((yield* store.listRuns).map((r) => [r.runId as string, r] as const))
+          rows = rows.map((r) =>
+            r.state === "running" && !SuiteViews.runAlive(runs.get(r.run_id), now)
+              ? { ...r, state: "interrupted" as const, stored_state: "running" as const }
+              : r
+          )
+        }
         return json({
           run_id: Monitor.selectionRunId(sel),
-          rows: page.rows,
+          rows,
           next: page.next === null ? null : Monitor.encodeCursor(page.next)
         })
       })

@@ -276,6 +276,13 @@ describe("assay run -c SUITE", () => {
       }
       assert.include(code.stderr, "resume with: assay resume -c")
       assert.isBelow(logLines(s.log).length, 60)
+      // the interrupted run's view on this fresh root: nothing skipped, no member source "running"
+      const [run] = query(path.join(s.out, "suite.db"), "SELECT run_id FROM runs")
+      const view = yield* assay(["report", s.out, "--run-id", String(run!["run_id"]), "--json"])
+      assert.strictEqual(view.code, 0, view.stderr)
+      const rep = JSON.parse(view.stdout)
+      assert.strictEqual(rep.skipped, 0)
+      assert.deepStrictEqual(rep.members.map((m: any) => [m.skipped, m.sourceStatus, m.byState.running]), [[0, "interrupted", 0], [0, "interrupted", 0]])
       const resumed = yield* assay(["resume", "-c", s.suite])
       assert.strictEqual(resumed.code, 0, resumed.stderr)
       const done = query(path.join(s.out, "experiments/a/state.db"), "SELECT count(*) AS n FROM pipelines WHERE state = 'succeeded'")

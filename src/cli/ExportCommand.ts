@@ -25,6 +25,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
+import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as Export from "../services/internal/export.js"
@@ -36,7 +37,7 @@ import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
-  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), then the output file (- = standard output).")
+  Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), or one suite root (a directory with manifest.json), then the output file (- = standard output; a directory with --by-experiment).")
 )
 const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results, handoffs (the control-flow ledger).")
 const format = StoreArgs.formatOption("Output format: jsonl, json or csv (default: from OUT's suffix).")
@@ -111,6 +112,14 @@ export const exportCommand = Command.make("export", {
         issues: [{ path: "--by-experiment", message: root === undefined ? "not a suite root" : "OUT is -" }]
       })
     }
+    // a split export's OUT is a directory (made when missing): an existing file there is refused
+    if (o.byExperiment && fs.statSync(out, { throwIfNoEntry: false })?.isDirectory() === false) {
+      return yield* new ConfigError({
+        message: `--by-experiment writes OUT/ID/${o.rows}.FORMAT: OUT (${out}) is an existing file, not a directory; ` +
+          `give a directory (it is created when missing) or drop --by-experiment to write one file`,
+        issues: [{ path: "OUT", message: "an existing file, not a directory" }]
+      })
+    }
     // a split export's OUT is a directory: the format is --format's (default jsonl)
     const chosen = o.byExperiment
       ? Option.getOrElse(o.format, () => "jsonl" as const)
@@ -158,4 +167,4 @@ export const exportCommand = Command.make("export", {
     // with `-` the rows are standard output: the summary goes to standard error
     const summary = `exported ${n} ${o.rows} row(s) to ${out === "-" ? "standard output" : out}`
     yield* out === "-" ? Console.error(summary) : Console.log(summary)
-  }))).pipe(Command.withDescription("Export rows of one or more stores (read-only) to a jsonl, json or csv file."))
+  }))).pipe(Command.withDescription("Export rows of one or more stores, or of a suite root (read-only), to a jsonl, json or csv file."))

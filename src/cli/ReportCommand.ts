@@ -61,4 +61,4 @@ export const report = Command.make("report", { stores, runId, errors, json, plug
       errors: Option.getOrUndefined(o.errors)
     })
     yield* Console.log(o.json ? JSON.stringify(data, null, 2) : Report.renderText(data))
-  }))).pipe(Command.withDescription("Report on one or more stores (read-only): runs, counts, latency, resources, metrics, errors."))
+  }))).pipe(Command.withDescription("Report on one or more stores, or on one suite root (read-only): runs, counts, latency, resources, metrics, errors; a suite root adds its members."))

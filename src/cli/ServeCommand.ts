@@ -32,7 +32,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
-  Args.withDescription("The store to serve (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+  Args.withDescription("What to serve (opened read-only): an SQLite store file, a plugin URI (scheme://..., see --plugin), or a suite root (a directory with manifest.json).")
 )
 const port = Flags.port(8787, "TCP port (0 = any free port).")
 const host = Flags.host("Address to bind; anything but loopback needs --allow-remote.")
@@ -60,8 +60,7 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
     if (root === undefined) return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))
     return yield* Effect.scoped(Effect.gen(function*() {
       const { store: st, suite } = yield* StoreArgs.openSuite(root)
-      if (experiment !== undefined) yield* SuiteViews.checkMember(suite, experiment)
-      return yield* serveStore(o, st, suite, experiment)
+      return yield* serveStore(o, st, suite, yield* SuiteViews.canonicalMember(suite, experiment))
     }))
   })).pipe(
     Command.withDescription("Serve a read-only dashboard and JSON views of a store or a suite root (loopback only by default).")

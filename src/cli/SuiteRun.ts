@@ -213,7 +213,8 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     const byMember = new Map<string, Array<(typeof metrics)[number] & { shortName: string }>>()
     for (const m of metrics) {
       const parsed = Suite.parseMemberMetric(m.name)
-      if (parsed === undefined) continue
+      // the runner's per-member skip count is on the member's line, not a metric of it
+      if (parsed === undefined || parsed.name === SKIPPED_METRIC) continue
       const list = byMember.get(parsed.experimentId) ?? []
       list.push({ ...m, shortName: parsed.name })
       byMember.set(parsed.experimentId, list)

@@ -36,7 +36,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
-  Args.withDescription("The store to watch (opened read-only): an SQLite file or a plugin URI (scheme://..., see --plugin).")
+  Args.withDescription("What to watch (opened read-only): an SQLite store file, a plugin URI (scheme://..., see --plugin), or a suite root (a directory with manifest.json).")
 )
 const runId = Flags.runId("Run to watch: an id or `all` (default: the most recently started run).")
 const interval = Options.float("interval").pipe(
@@ -92,12 +92,12 @@ export const watch = Command.make("watch", { store, runId, interval, plugin: Sto
     if (!(o.interval > 0) || !Number.isFinite(o.interval)) {
       return yield* new ConfigError({ message: `--interval must be a positive number of seconds, got ${o.interval}` })
     }
-    const experiment = Option.getOrUndefined(o.experiment)
-    const root = yield* StoreArgs.suiteRootOf([o.store], experiment)
+    const given = Option.getOrUndefined(o.experiment)
+    const root = yield* StoreArgs.suiteRootOf([o.store], given)
     if (root !== undefined) {
       return yield* Effect.scoped(Effect.gen(function*() {
         const { store: st, suite } = yield* StoreArgs.openSuite(root)
-        if (experiment !== undefined) yield* SuiteViews.checkMember(suite, experiment)
+        const experiment = yield* SuiteViews.canonicalMember(suite, given)
         yield* follow(o, st, "all", (selector) =>
           Effect.flatMap(Monitor.resolveSelection(st, selector), (sel) => SuiteViews.suiteSnapshot(suite, sel, { experiment, errors: 10 })))
       }))

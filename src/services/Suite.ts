@@ -34,6 +34,7 @@ import { messageOf } from "../domain/internal/errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { checkId, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
 import type { StoreStats } from "../domain/TaskStore.js"
+import { SKIPPED_METRIC } from "./internal/runner/run.js"
 import * as metric from "./internal/suite/metric.js"
 import type { PoolConfig } from "./Pool.js"
 import * as Runner from "./Runner.js"
@@ -552,9 +553,12 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One member's outcome in a suite run: its facts (see {@link MemberFacts}), its label and
- * this run's figures for its pipelines (`null` when the member was not selected, or its view
- * could not be read).
+ * One member's outcome in a suite run: its facts (see {@link MemberFacts}), its label,
+ * this run's figures for its pipelines (`stats`) and how many of its pipelines the run
+ * skipped because they were already done (`skipped`, the runner's member-scoped count); both
+ * `null` when the member was not selected, or its view could not be read. Of `admitted`,
+ * what is neither in `stats.byState` nor skipped was handed to the runner but never started
+ * (an interrupted run).
  *
  * @since 0.5.0
  * @category models
@@ -562,6 +566,7 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
 export interface MemberOutcome extends Readonly<MemberFacts> {
   readonly label: string | null
   readonly stats: StoreStats | null
+  readonly skipped: number | null
 }
 
 /**
@@ -609,9 +614,15 @@ const memberLine = (m: MemberOutcome): string => {
   const name = m.label === null ? m.experimentId : `${m.experimentId} (${m.label})`
   if (!m.selected) return `  ${name}: not selected`
   const by = m.stats?.byState
+  // submitted = succeeded + failed + interrupted + skipped + pending (handed over, not started)
+  const skipped = m.skipped ?? 0
+  const pending = by === undefined
+    ? 0
+    : Math.max(0, m.admitted - (by.succeeded ?? 0) - (by.failed ?? 0) - (by.interrupted ?? 0) - skipped)
   const counts = by === undefined
     ? ""
-    : ` · succeeded ${by.succeeded ?? 0} · failed ${by.failed ?? 0} · interrupted ${by.interrupted ?? 0}`
+    : ` · succeeded ${by.succeeded ?? 0} · failed ${by.failed ?? 0} · interrupted ${by.interrupted ?? 0} · skipped ${skipped}` +
+      (pending > 0 ? ` · pending ${pending}` : "")
   const source = m.sourceError !== null
     ? `source failed: ${m.sourceError}`
     : m.sourceExhausted
@@ -639,7 +650,8 @@ const makeSuiteReport = (suiteId: string, run: Runner.RunReport, members: Readon
       sourceExhausted: m.sourceExhausted,
       sourceError: m.sourceError,
       limitReached: m.limitReached,
-      byState: m.stats?.byState ?? null
+      byState: m.stats?.byState ?? null,
+      skipped: m.skipped
     }))
   })
 })
@@ -659,15 +671,24 @@ const outcomes = (
       sourceError: null,
       limitReached: false
     }
-    const stats = facts.selected
-      ? Effect.flatMap(catalog.view(m.id), (v) => v.stats(runId)).pipe(
-        Effect.map((s): StoreStats | null => s),
-        Effect.catchAll((e) =>
-          Effect.as(Effect.logWarning(`could not read member "${m.id}"'s figures: ${e.message}`), null)
+    // the member's figures of this run, and the runner's count of its skips (the member-scoped
+    // run metric `experiment:ID:skipped`; none recorded: nothing skipped)
+    const figures = facts.selected
+      ? Effect.flatMap(catalog.view(m.id), (v) =>
+        Effect.all({
+          stats: v.stats(runId),
+          skipped: Effect.map(v.metrics({ runId, pipelineId: null }), (ms) => {
+            const hit = ms.find((x) => x.name === metric.memberMetricName(m.id, SKIPPED_METRIC))?.value
+            return typeof hit === "number" ? hit : 0
+          })
+        })).pipe(
+          Effect.map((x): { stats: StoreStats | null; skipped: number | null } => x),
+          Effect.catchAll((e) =>
+            Effect.as(Effect.logWarning(`could not read member "${m.id}"'s figures: ${e.message}`), { stats: null, skipped: null })
+          )
         )
-      )
-      : Effect.succeed(null)
-    return Effect.map(stats, (s): MemberOutcome => ({ ...facts, label: m.label, stats: s }))
+      : Effect.succeed({ stats: null, skipped: null })
+    return Effect.map(figures, (x): MemberOutcome => ({ ...facts, label: m.label, stats: x.stats, skipped: x.skipped }))
   })
 
 /**

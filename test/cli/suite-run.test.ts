@@ -151,6 +151,10 @@ describe("assay run -c SUITE", () => {
       assert.strictEqual(logLines(s.log).length, 8, "nothing ran again")
       const json = JSON.parse(again.stdout.trim().split("\n").pop()!)
       assert.strictEqual(json.suiteId, "cmp")
+      // the member line adds up: submitted = succeeded + failed + interrupted + skipped
+      assert.deepStrictEqual(json.members.map((m: any) => [m.experimentId, m.admitted, m.skipped]), [["a", 4, 4], ["b", 4, 4]])
+      const text = yield* assay(["resume", "-c", s.suite])
+      assert.match(text.stdout, /a \(A\): submitted 4 · succeeded 0 · failed 0 · interrupted 0 · skipped 4 · source exhausted/)
       assert.deepStrictEqual(json.members.map((m: any) => [m.experimentId, m.selected, m.sourceExhausted]), [
         ["a", true, true],
         ["b", true, true]
@@ -244,11 +248,12 @@ describe("assay run -c SUITE", () => {
     Effect.gen(function*() {
       const s = suiteDir({ n: 30, ms: 40 })
       const code = yield* Effect.promise(() =>
-        new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
           const child = spawn(bin, ["run", "-c", s.suite], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
           let stderr = ""
+          let stdout = ""
           child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-          child.stdout!.on("data", () => {})
+          child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
           const poll = setInterval(() => {
             if (logLines(s.log).length >= 3) {
               clearInterval(poll)
@@ -257,13 +262,27 @@ describe("assay run -c SUITE", () => {
           }, 20)
           child.on("close", (c) => {
             clearInterval(poll)
-            resolve({ code: c, stderr })
+            resolve({ code: c, stderr, stdout })
           })
         })
       )
       assert.strictEqual(code.code, 130, code.stderr)
+      // every submitted pipeline is in one state: none "lost" between admission and a row
+      const lines = [...code.stdout.matchAll(/: submitted (\d+) · succeeded (\d+) · failed (\d+) · interrupted (\d+) · skipped (\d+)(?: · pending (\d+))?/g)]
+      assert.strictEqual(lines.length, 2, code.stdout)
+      for (const m of lines) {
+        const [, submitted, ...rest] = m
+        assert.strictEqual(rest.reduce((a, x) => a + Number(x ?? 0), 0), Number(submitted), m[0])
+      }
       assert.include(code.stderr, "resume with: assay resume -c")
       assert.isBelow(logLines(s.log).length, 60)
+      // the interrupted run's view on this fresh root: nothing skipped, no member source "running"
+      const [run] = query(path.join(s.out, "suite.db"), "SELECT run_id FROM runs")
+      const view = yield* assay(["report", s.out, "--run-id", String(run!["run_id"]), "--json"])
+      assert.strictEqual(view.code, 0, view.stderr)
+      const rep = JSON.parse(view.stdout)
+      assert.strictEqual(rep.skipped, 0)
+      assert.deepStrictEqual(rep.members.map((m: any) => [m.skipped, m.sourceStatus, m.byState.running]), [[0, "interrupted", 0], [0, "interrupted", 0]])
       const resumed = yield* assay(["resume", "-c", s.suite])
       assert.strictEqual(resumed.code, 0, resumed.stderr)
       const done = query(path.join(s.out, "experiments/a/state.db"), "SELECT count(*) AS n FROM pipelines WHERE state = 'succeeded'")

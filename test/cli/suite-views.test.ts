@@ -139,6 +139,15 @@ const checkServe = (root: string, runA: string) =>
   )
 
 describe("assay report / export / serve on a suite root", { timeout: 240_000 }, () => {
+  it.live("the help of report, watch, serve and export names a suite root", () =>
+    Effect.gen(function*() {
+      for (const command of ["report", "watch", "serve", "export"]) {
+        const r = yield* assay([command, "--help"])
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.include(r.stdout, "suite root", command)
+      }
+    }))
+
   it.live("byExperiment: report views, exports, serve", () =>
     Effect.gen(function*() {
       const { dir, root } = yield* makeRoot("byExperiment")
@@ -220,6 +229,18 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       assert.strictEqual(csv.code, 0, csv.stderr)
       assert.isTrue(fs.existsSync(path.join(split, "b", "attempts.csv")))
       assert.strictEqual((yield* assay(["export", plain, split, "--by-experiment"])).code, 2)
+      // into an existing FILE: a clear refusal (exit 2), the file untouched
+      const file = path.join(dir, "taken.jsonl")
+      fs.writeFileSync(file, "keep\n")
+      const intoFile = yield* assay(["export", root, file, "--rows", "results", "--by-experiment"])
+      assert.strictEqual(intoFile.code, 2, intoFile.stderr)
+      assert.match(intoFile.stderr, /is an existing file, not a directory/)
+      assert.notMatch(intoFile.stderr, /ENOTDIR/)
+      assert.strictEqual(fs.readFileSync(file, "utf8"), "keep\n")
+      // --experiment resolves case-insensitively to the canonical member id
+      const upper = yield* assay(["report", root, "--experiment", "A", "--json"])
+      assert.strictEqual(upper.code, 0, upper.stderr)
+      assert.strictEqual(JSON.parse(upper.stdout).suite.experiment, "a")
 
       yield* checkServe(root, runA!)
     }))

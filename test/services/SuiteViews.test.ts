@@ -8,7 +8,7 @@
  * pipeline is skipped (already succeeded). Pools: `llm` shared, `experiment:beta:judge` private.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Effect, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -111,6 +111,10 @@ const makeFake = Effect.gen(function*() {
   yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:accuracy", value: 0.75, display: "percent", updatedAt: 2200 })
   yield* merged.reportMetric({ runId: A, pipelineId: null, name: "experiment:beta:accuracy", value: 0.5, display: "percent", updatedAt: 1500 })
   yield* merged.reportMetric({ runId: B, pipelineId: null, name: "cost", value: 3, display: "number", updatedAt: 2200 })
+  // the runner's skip counts of run B: the run's and each member's (`experiment:ID:skipped`)
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "skipped", value: 3, display: "number", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:alpha:skipped", value: 1, display: "number", updatedAt: 2200 })
+  yield* merged.reportMetric({ runId: B, pipelineId: null, name: "experiment:beta:skipped", value: 2, display: "number", updatedAt: 2200 })
   for (const s of all) yield* s.finishRun(B, { status: "completed", endedAt: 2300 })
   for (const s of all) yield* s.flush
   return f
@@ -150,8 +154,8 @@ describe("SuiteViews", () => {
       assert.match(text, /Suite s1 \(byExperiment\).*all members, cumulative view/)
       assert.match(text, /alpha: 2 pipeline\(s\).*source exhausted \(2 admitted\)/)
       assert.match(text, /beta \[Beta\]: 2 pipeline\(s\).*limit reached \(2 admitted\); limit 2/)
-      assert.match(text, /llm\/k1 \(llm, shared\)/)
-      assert.match(text, /experiment:beta:judge\/j1 \(llm, private to beta\)/)
+      assert.match(text, /llm\/k1 \(shared pool; kind llm\)/)
+      assert.match(text, /experiment:beta:judge\/j1 \(pool private to beta; kind llm\)/)
     }))
 
   it.scoped("report --run-id: durable outcomes of each invocation, skips counted", () =>
@@ -170,9 +174,83 @@ describe("SuiteViews", () => {
       assert.strictEqual(b.skipped, 3)
       assert.deepStrictEqual(b.members.map((m) => [m.experimentId, m.pipelines, m.skipped]), [["alpha", 1, 1], ["beta", 0, 2]])
       assert.match(SuiteViews.renderSuiteText(b), /run runB \(durable outcomes\)[\s\S]*skipped 3 \(already done\)/)
+      // a suite pipeline's error is printed once (its key is its id), naming its member and local key
+      assert.deepStrictEqual(a.errors.map((e) => [e.experimentId, e.localKey]), [["alpha", "p2"]])
+      const errorLine = SuiteViews.renderSuiteText(a).split("\n").filter((l) => l.includes("al0000000000-p2"))
+      assert.strictEqual(errorLine.length, 1)
+      assert.match(errorLine[0]!, /^ {2}al0000000000-p2 \[member alpha, local key p2\] at t1: /)
       const e = yield* Effect.flip(SuiteViews.buildSuiteReport(f.suite, { runId: "nope" }))
       assert.strictEqual(e._tag, "ConfigError")
       assert.match(e.message, /run nope is not a run of suite s1/)
+    }))
+
+  it.scoped("an interrupted run on a fresh root: no skips invented, done not inflated, source not 'running'", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      // run C: alpha's source handed it 5 specs, one ran (interrupted) before Ctrl-C, nothing was skipped
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: C, startedAt: 3000 })
+      yield* execute(f, "alpha", "p3", C, "interrupted", 3100)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.finishRun(C, { status: "interrupted", endedAt: 3200 })
+      const facts = [{ ...membership(C, "alpha", 5), sourceExhausted: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const r = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.strictEqual(r.skipped, 0)
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.pipelines, m.skipped, m.sourceStatus]), [["alpha", 1, 0, "interrupted"]].concat(
+        [["beta", 0, null, "unknown"]] as any
+      ))
+      assert.match(SuiteViews.renderSuiteText(r), /Pipelines: 1 \(.*\), skipped 0 \(already done\)/)
+      assert.match(SuiteViews.renderSuiteText(r), /alpha: .*source not exhausted \(5 admitted; run runC ended\)/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments?run_id=runC")
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.skipped, m.source_status]), [["alpha", 0, "interrupted"], ["beta", null, "unknown"]])
+      const st = yield* json("/stats?run_id=runC")
+      assert.strictEqual(st.skipped, 0)
+      assert.strictEqual(st.done, 0)
+      // the runner's per-member skip counts are not listed as metrics
+      const stB = yield* json("/stats?run_id=runB")
+      assert.strictEqual(stB.skipped, 3)
+      assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
+    }))
+
+  it.scoped("pipelines left running by a run that is no longer running (stale) read as interrupted; a live run's stay running", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      // run D (beta) dies with q3 running: nothing is written afterwards, the rows stay as it left them
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      const facts = [{ ...membership(D, "beta", 3), limitReached: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3200) // D is alive (heartbeat 50 ms ago): its pipeline is running
+      const live = yield* SuiteViews.buildSuiteReport(suite)
+      assert.deepStrictEqual([live.byState.running, live.byState.interrupted], [1, 0])
+      assert.strictEqual(live.members.find((m) => m.experimentId === "beta")!.sourceStatus, "running")
+      yield* TestClock.setTime(3500) // no heartbeat within its staleAfter (100 ms): D is stale
+      const r = yield* SuiteViews.buildSuiteReport(suite)
+      assert.deepStrictEqual([r.byState.running, r.byState.interrupted], [0, 1])
+      const beta = r.members.find((m) => m.experimentId === "beta")!
+      assert.deepStrictEqual([beta.byState.running, beta.byState.interrupted, beta.sourceStatus], [0, 1, "interrupted"])
+      assert.notMatch(SuiteViews.renderSuiteText(r), /running [1-9]/)
+      const d = yield* SuiteViews.buildSuiteReport(suite, { runId: "runD" })
+      assert.deepStrictEqual([d.byState.running, d.byState.interrupted], [0, 1])
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const st = yield* json("/stats?run_id=all")
+      assert.deepStrictEqual([st.pipelines.by_state.running, st.pipelines.by_state.interrupted], [0, 1])
+      const rows = (yield* json("/pipelines?run_id=runD")).rows
+      assert.deepStrictEqual(rows.map((r: any) => [r.local_key, r.state, r.stored_state]), [["q3", "interrupted", "running"]])
+      // the member's database is not modified
+      const row = yield* f.members["beta"]!.getPipeline(PipelineId.make("be0000000000-q3"))
+      assert.strictEqual(row._tag === "Some" ? row.value.state : undefined, "running")
     }))
 
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>
@@ -183,6 +261,16 @@ describe("SuiteViews", () => {
       assert.strictEqual(r.pipelines, 2)
       assert.strictEqual(r.byState.failed, 1)
       assert.deepStrictEqual(r.resources.map((x) => x.pool), ["llm"])
+      // member ids are unique ignoring case: ALPHA is the member alpha (its canonical id shown)
+      const upper = yield* SuiteViews.buildSuiteReport(f.suite, { experiment: "ALPHA", runId: "runA" })
+      assert.deepStrictEqual([upper.suite.experiment, upper.pipelines, upper.members.map((m) => m.experimentId)], ["alpha", 2, ["alpha"]])
+      const rows = Array.from(yield* Stream.runCollect(SuiteViews.suiteRowItems(f.suite, { kind: "results", experiment: "Beta" })))
+      assert.strictEqual(rows.length, 2)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite })
+      const st = yield* Effect.promise(async () => (await fetch(`${info.url}/stats?experiment=BETA`)).json() as Promise<any>)
+      assert.strictEqual(st.suite.experiment, "beta")
+      const snap = yield* SuiteViews.suiteSnapshot(f.suite, { _tag: "All", runs: [] }, { experiment: "bEtA", errors: 1 })
+      assert.strictEqual(snap.suite?.experiment, "beta")
       const e = yield* Effect.flip(SuiteViews.buildSuiteReport(f.suite, { experiment: "gamma" }))
       assert.strictEqual(e._tag, "ConfigError")
       assert.match(e.message, /no member "gamma" \(members: alpha, beta\)/)
@@ -262,6 +350,20 @@ describe("SuiteViews", () => {
       assert.deepStrictEqual(res.json.rows.map((r: any) => [r.pool, r.shared]), [["llm", true]])
       const pipes = yield* get("/pipelines?experiment=beta")
       assert.isTrue(pipes.json.rows.length === 2 && pipes.json.rows.every((r: any) => String(r.pipeline_id).startsWith("be")))
+      // /pipelines and /errors rows name the member and the local key
+      assert.deepStrictEqual(pipes.json.rows.map((r: any) => [r.experiment_id, r.local_key]), [["beta", "q1"], ["beta", "q2"]])
+      // a current failure: beta/q9 fails in run E
+      const E = RunId.make("runE")
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: E, startedAt: 5000 })
+      yield* execute(f, "beta", "q9", E, "failed", 5100)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.finishRun(E, { status: "completed", endedAt: 5200 })
+      const errs = yield* get("/errors?run_id=runE")
+      assert.deepStrictEqual(errs.json.rows.map((r: any) => [r.pipeline_id, r.experiment_id, r.local_key]), [["be0000000000-q9", "beta", "q9"]])
+      const recent = yield* get("/stats?run_id=runE")
+      assert.deepStrictEqual(recent.json.recent_errors.map((r: any) => [r.experiment_id, r.local_key]), [["beta", "q9"]])
+      const rep = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite))
+      assert.include(rep, "  be0000000000-q9 [member beta, local key q9] at t1: FatalError [fatal] bad q9")
+      assert.notInclude(rep, "be0000000000-q9 (be0000000000-q9)")
       const exp = yield* get("/export?experiment=beta&rows=events&format=jsonl")
       const events = exp.body.trim().split("\n").map((l) => JSON.parse(l))
       assert.isTrue(events.filter((e) => e.pipelineId !== null).every((e) => e.experimentId === "beta"))

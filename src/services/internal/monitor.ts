@@ -211,6 +211,14 @@ export interface PipelineRow {
   readonly error_message: string | null
   readonly error_class: string | null
   readonly reported_metrics: ReadonlyArray<MetricRow>
+  /** Suite pipelines only: the member (experiment id) and the pipeline's key in the member. */
+  readonly experiment_id?: string
+  readonly local_key?: string | null
+  /**
+   * Suite roots only: the stored state when `state` is a reading of it (a pipeline stored
+   * `running` by a run that is no longer running reads `interrupted`).
+   */
+  readonly stored_state?: PipelineState
   /** Control pipelines only: the cursor is a position (see {@link PipelineRow}). */
   readonly cursor_kind?: "position"
   /** Control pipelines only: the traversal state. */
@@ -246,6 +254,7 @@ export const pipelineRow = (
   error_message: p.errorMessage,
   error_class: p.errorClass,
   reported_metrics: metrics,
+  ...(p.experimentId === null ? {} : { experiment_id: p.experimentId, local_key: p.localKey }),
   ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {})
 })
 
@@ -265,6 +274,9 @@ export interface ErrorWire {
   readonly error_message: string | null
   readonly error_class: string | null
   readonly ended_at: number | null
+  /** Suite pipelines only: the member (experiment id) and the pipeline's key in the member. */
+  readonly experiment_id?: string
+  readonly local_key?: string | null
 }
 
 /**
@@ -1116,7 +1128,11 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const b = m.by_state
       const skipped = m.skipped === null ? "" : ` · ${m.skipped} skipped`
       const err = m.source?.source_error
-      const source = m.source_status === "error" ? `source error: ${clean(err ?? "")}` : `source ${m.source_status}`
+      const source = m.source_status === "error"
+        ? `source error: ${clean(err ?? "")}`
+        : m.source_status === "interrupted"
+        ? "source not exhausted (run ended)"
+        : `source ${m.source_status}`
       push(`  ${clean(m.experiment_id)}: ${m.pipelines} (${b.succeeded} ok · ${b.failed} failed · ${b.interrupted} interrupted)${skipped} · ${source}`)
     }
   }

@@ -434,7 +434,7 @@ export const renderText = (r: ReportData): string => {
     out.push(`Recent errors (${r.errors.length}):`)
     for (const e of r.errors) {
       out.push(
-        `  ${e.pipelineId}${e.key === null ? "" : ` (${e.key})`} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${
+        `  ${e.pipelineId}${e.key === null || e.key === e.pipelineId ? "" : ` (${e.key})`} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${
           e.errorMessage ?? ""
         }`
       )

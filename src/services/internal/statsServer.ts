@@ -33,7 +33,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
+import { Clock, Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"
@@ -314,15 +314,17 @@ export const makeApp = (
       const experiment = requested ?? options.experiment
       if (experiment === undefined) return { store, reads, experiment }
       if (suite === undefined) return yield* new BadRequest({ message: `"experiment": only a suite root has members` })
-      const known = views.get(experiment)
-      if (known !== undefined) return { ...known, experiment }
-      yield* SuiteViews.checkMember(suite, experiment).pipe(
+      // member ids are unique ignoring case: `?experiment=FULL` is the member `full`
+      const member = yield* SuiteViews.checkMember(suite, experiment).pipe(
         Effect.catchTag("ConfigError", (e) => Effect.fail(new UnknownMember({ message: e.message })))
       )
-      const view = yield* suite.view(experiment)
+      const canonical = member.experimentId
+      const known = views.get(canonical)
+      if (known !== undefined) return { ...known, experiment: canonical }
+      const view = yield* suite.view(canonical)
       const opened = { store: view, reads: Monitor.storeReads(view) }
-      views.set(experiment, opened)
-      return { ...opened, experiment }
+      views.set(canonical, opened)
+      return { ...opened, experiment: canonical }
     })
   /** The monitoring picture of a selection in a scope (the suite's when serving a suite root). */
   const snapshotIn = (sel: Monitor.Selection, scope: { readonly store: TaskStore; readonly reads: Monitor.MonitorReads; readonly experiment: string | undefined }) =>
@@ -402,13 +404,25 @@ export const makeApp = (
         const q = yield* queryParams(QueryParams["/pipelines"])
         const { limit } = q
         const after = q.after as Monitor.PipelineCursor | undefined
-        const { reads } = yield* scopeOf(q.experiment)
+        const { reads, store } = yield* scopeOf(q.experiment)
         const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
         const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit })
+        // a suite root: a row left running by a run that is no longer running reads interrupted
+        // (its stored state kept as `stored_state`; nothing is written)
+        let rows: ReadonlyArray<Monitor.PipelineRow> = page.rows
+        if (suite !== undefined && rows.some((r) => r.state === "running")) {
+          const now = yield* Clock.currentTimeMillis
+          const runs = new Map((yield* store.listRuns).map((r) => [r.runId as string, r] as const))
+          rows = rows.map((r) =>
+            r.state === "running" && !SuiteViews.runAlive(runs.get(r.run_id), now)
+              ? { ...r, state: "interrupted" as const, stored_state: "running" as const }
+              : r
+          )
+        }
         return json({
           run_id: Monitor.selectionRunId(sel),
-          rows: page.rows,
+          rows,
           next: page.next === null ? null : Monitor.encodeCursor(page.next)
         })
       })
@@ -438,7 +452,9 @@ export const makeApp = (
         const rows = sel._tag === "Empty"
           ? []
           : yield* store.errors({ runId: sel._tag === "Run" ? sel.run.runId : undefined, limit })
-        return json({ run_id: Monitor.selectionRunId(sel), rows: rows.map(Monitor.errorRow) })
+        const wires = rows.map(Monitor.errorRow)
+        // suite pipelines: each row names its member and local key
+        return json({ run_id: Monitor.selectionRunId(sel), rows: suite === undefined ? wires : yield* SuiteViews.errorWiresWithMember(store, wires) })
       })
     ),
     HttpRouter.get(

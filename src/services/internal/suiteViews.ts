@@ -19,18 +19,20 @@
  *
  * @since 0.3.0
  */
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Clock, Effect, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { MetricRecord, PipelineRecord, PipelineState, TaskRecord } from "../../domain/Records.js"
+import type { MetricRecord, PipelineRecord, PipelineState, RunRecord, TaskRecord } from "../../domain/Records.js"
+import { idKey } from "../../domain/Suite.js"
 import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
 import { parseMemberMetric } from "./suite/metric.js"
 import * as Report from "./report.js"
+import { SKIPPED_METRIC } from "./runner/run.js"
 
 // ---------------------------------------------------------------------------------------------
 // The suite read port (the read half of `SuiteCatalog`)
@@ -82,20 +84,36 @@ export const membersInOrder = (suite: SuiteReads): Effect.Effect<ReadonlyArray<S
   Effect.map(suite.members, (ms) => [...ms].sort((a, b) => (a.experimentId < b.experimentId ? -1 : a.experimentId > b.experimentId ? 1 : 0)))
 
 /**
- * Checks that `experimentId` is a member of the suite. Fails with `ConfigError` naming
- * `--experiment` (and the members there are) otherwise.
+ * The member `experimentId` names: member ids are unique ignoring case (they name
+ * directories), so `FULL` resolves to the member `full`; use the returned record's
+ * `experimentId` (the canonical id) from then on. Fails with `ConfigError` naming
+ * `--experiment` (and the members there are) when no member has that id in any case.
  *
  * @since 0.3.0
  * @category members
  */
 export const checkMember = (suite: SuiteReads, experimentId: string): Effect.Effect<SuiteMember, StoreUnavailable | ConfigError> =>
   Effect.flatMap(membersInOrder(suite), (ms) => {
-    const m = ms.find((x) => x.experimentId === experimentId)
+    const m = ms.find((x) => x.experimentId === experimentId) ??
+      ms.find((x) => idKey(x.experimentId) === idKey(experimentId))
     if (m !== undefined) return Effect.succeed(m)
     const known = ms.map((x) => x.experimentId).join(", ")
     const message = `suite ${suite.suiteId} has no member "${experimentId}" (members: ${known === "" ? "none" : known})`
     return Effect.fail(new ConfigError({ message, issues: [{ path: "--experiment", message }] }))
   })
+
+/**
+ * The canonical id of member `experimentId` ({@link checkMember}), `undefined` for none (the
+ * whole suite).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const canonicalMember = (
+  suite: SuiteReads,
+  experimentId: string | undefined
+): Effect.Effect<string | undefined, StoreUnavailable | ConfigError> =>
+  experimentId === undefined ? Effect.succeed(undefined) : Effect.map(checkMember(suite, experimentId), (m) => m.experimentId)
 
 /**
  * Checks that `runId` is a run of the suite (of its merged store). Fails with `ConfigError`
@@ -109,6 +127,42 @@ export const checkRun = (store: TaskStore, runId: RunId, where: string): Effect.
     Option.isSome(o)
       ? Effect.void
       : Effect.fail(new ConfigError({ message: `run ${runId} is not a run of ${where}`, issues: [{ path: "--run-id", message: `unknown run ${runId}` }] })))
+
+/**
+ * The member identity of some pipelines (`experimentId`, `localKey`), read from their stored
+ * rows (one `getPipelines` read); pipelines outside a member are left out.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberIdentities = (
+  store: TaskStore,
+  ids: ReadonlyArray<string>
+): Effect.Effect<ReadonlyMap<string, { readonly experimentId: string; readonly localKey: string | null }>, StoreUnavailable> =>
+  ids.length === 0
+    ? Effect.succeed(new Map())
+    : Effect.map(store.getPipelines([...new Set(ids)] as Array<PipelineId>), (found) => {
+      const out = new Map<string, { experimentId: string; localKey: string | null }>()
+      for (const [id, p] of found) if (p.experimentId !== null) out.set(id, { experimentId: p.experimentId, localKey: p.localKey })
+      return out
+    })
+
+/**
+ * Error wire rows (`/errors`, a snapshot's `recent_errors`) with their member identity
+ * (`experiment_id`, `local_key`) added, read from `store` ({@link memberIdentities}).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const errorWiresWithMember = (
+  store: TaskStore,
+  rows: ReadonlyArray<Monitor.ErrorWire>
+): Effect.Effect<ReadonlyArray<Monitor.ErrorWire>, StoreUnavailable> =>
+  Effect.map(memberIdentities(store, rows.map((e) => e.pipeline_id)), (ids) =>
+    rows.map((e) => {
+      const m = ids.get(e.pipeline_id)
+      return m === undefined ? e : { ...e, experiment_id: m.experimentId, local_key: m.localKey }
+    }))
 
 // ---------------------------------------------------------------------------------------------
 // Pools: shared or private
@@ -185,7 +239,10 @@ interface TaskFacts {
 /**
  * The durable outcome of every pipeline that run `runId` executed, in `store`:
  *
- * - a pipeline the run still owns: its stored state (the run settled it last);
+ * - a pipeline the run still owns: its stored state (the run settled it last), except that a
+ *   pipeline still stored `running` by a run that is no longer running (`ended`: finished,
+ *   interrupted, or stale, its writer gone) counts as `interrupted` (a read-side reading: an
+ *   unselected member's database keeps the row as the dead run left it);
  * - a pipeline a later run took over: what the run's own task rows say (they carry their run
  *   and are committed with the checkpoints): `failed` when one of them failed, `interrupted`
  *   when one was left running or interrupted, or the last task was not reached; `succeeded`
@@ -198,7 +255,7 @@ interface TaskFacts {
  * @since 0.3.0
  * @category outcomes
  */
-export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOutcomes, ReadError> =>
+export const runOutcomes = (store: TaskStore, runId: RunId, ended = false): Effect.Effect<RunOutcomes, ReadError> =>
   Effect.gen(function*() {
     const byState = emptyByState()
     const failed: Array<PipelineId> = []
@@ -206,7 +263,7 @@ export const runOutcomes = (store: TaskStore, runId: RunId): Effect.Effect<RunOu
     yield* Stream.runForEach(store.streamPipelines({ runId }), (p) =>
       Effect.sync(() => {
         owned.add(p.pipelineId)
-        byState[p.state]++
+        byState[ended && p.state === "running" ? "interrupted" : p.state]++
         if (p.state === "failed") failed.push(p.pipelineId)
       }))
     const facts = new Map<PipelineId, TaskFacts>()
@@ -263,21 +320,54 @@ const finishedOutcomes = new WeakMap<TaskStore, Map<RunId, RunOutcomes>>()
  * {@link runOutcomes}, remembered for a run that has ended (`finished`): its own rows and task
  * rows no longer change, and a later run taking one of its pipelines over leaves the derived
  * outcome as it was, so a dashboard refreshing a finished run's view reads it once per store.
+ * `ended` (default `finished`): the run is no longer running (also a stale one), so the
+ * pipelines it left `running` count as interrupted.
  *
  * @since 0.3.0
  * @category outcomes
  */
-export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): Effect.Effect<RunOutcomes, ReadError> =>
+export const outcomesOf = (
+  store: TaskStore,
+  runId: RunId,
+  finished: boolean,
+  ended: boolean = finished
+): Effect.Effect<RunOutcomes, ReadError> =>
   Effect.suspend(() => {
     const known = finished ? finishedOutcomes.get(store)?.get(runId) : undefined
     if (known !== undefined) return Effect.succeed(known)
-    return Effect.tap(runOutcomes(store, runId), (o) =>
+    return Effect.tap(runOutcomes(store, runId, ended || finished), (o) =>
       Effect.sync(() => {
         if (!finished) return
         const byRun = finishedOutcomes.get(store) ?? new Map<RunId, RunOutcomes>()
         byRun.set(runId, o)
         finishedOutcomes.set(store, byRun)
       }))
+  })
+
+/**
+ * A cumulative count by state read as the views show it: pipelines stored `running` whose run
+ * is no longer running (finished, interrupted or stale per the catalog's run records, see
+ * {@link runAlive}) count as `interrupted`; only those of a live run stay `running`. Nothing
+ * is written: an unselected member's database keeps the rows the dead run left. One
+ * `stats(runId)` read per live run, and only when some pipeline is stored `running`.
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const settleRunning = (
+  store: TaskStore,
+  byState: Readonly<Record<PipelineState, number>>,
+  runs: ReadonlyArray<RunRecord>,
+  nowMs: number
+): Effect.Effect<Readonly<Record<PipelineState, number>>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    if (byState.running === 0) return byState
+    let live = 0
+    for (const r of runs) {
+      if (runAlive(r, nowMs)) live += (yield* store.stats(r.runId)).byState.running
+    }
+    const running = Math.min(byState.running, live)
+    return { ...byState, running, interrupted: byState.interrupted + byState.running - running }
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -287,20 +377,24 @@ export const outcomesOf = (store: TaskStore, runId: RunId, finished: boolean): E
 /**
  * The source status of a member: `exhausted` (its source ran dry), `error` (its source failed:
  * the member failed, the others went on), `limit` (a limit stopped admission; the source is not
- * known to be exhausted), `running` (none of these yet), or `unknown` (no run selected it).
+ * known to be exhausted), `running` (none of these yet, and its run is still running),
+ * `interrupted` (none of these, and its run is no longer running: finished, interrupted or
+ * stale; the source is not exhausted), or `unknown` (no run selected it).
  *
  * @since 0.3.0
  * @category members
  */
-export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "unknown"
+export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interrupted" | "unknown"
 
 /**
- * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member).
+ * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member);
+ * `runAlive`: whether the record's run is still running (stored as running and not stale;
+ * default `true`).
  *
  * @since 0.3.0
  * @category members
  */
-export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
+export const sourceStatusOf = (m: SuiteMembership | undefined, runAlive = true): SourceStatus =>
   m === undefined
     ? "unknown"
     : m.sourceError !== null
@@ -309,7 +403,36 @@ export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
     ? "exhausted"
     : m.limitReached
     ? "limit"
-    : "running"
+    : runAlive
+    ? "running"
+    : "interrupted"
+
+/**
+ * Whether a run is still running: stored as `running` and not stale (its heartbeat is within
+ * its `staleAfter`, see `Report.isStale`). A run missing from the records is not.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const runAlive = (r: RunRecord | undefined, nowMs: number): boolean =>
+  r !== undefined && r.status === "running" && !Report.isStale(r, nowMs)
+
+/**
+ * How many pipelines of `experimentId` run `runId` skipped because they were already done:
+ * the runner's member-scoped skip count (`experiment:ID:skipped`, written with each heartbeat
+ * and at the end of the run), 0 when it recorded none. Read from the run-scope metrics of the
+ * run (`runMetrics`).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberSkipsOf = (runMetrics: ReadonlyArray<MetricRecord>, experimentId: string): number => {
+  const hit = runMetrics.find((x) => {
+    const scoped = memberMetricOf(x.name)
+    return scoped !== undefined && scoped.experimentId === experimentId && scoped.name === SKIPPED_METRIC
+  })
+  return typeof hit?.value === "number" ? hit.value : 0
+}
 
 /**
  * One member as the suite views list it.
@@ -317,7 +440,8 @@ export const sourceStatusOf = (m: SuiteMembership | undefined): SourceStatus =>
  * - `pipelines` / `byState`: the cumulative view of the member, or, with a run, the durable
  *   outcomes of that run in the member ({@link runOutcomes});
  * - `skipped` (with a run only): pipelines the member's source handed to that run that it did
- *   not execute (already succeeded): `admitted - pipelines` of the run, `null` without facts;
+ *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsOf}),
+ *   `null` without facts;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
@@ -354,12 +478,14 @@ export const memberSummaries = (
 ): Effect.Effect<ReadonlyArray<MemberSummary>, ReadError> =>
   Effect.gen(function*() {
     const all = yield* membersInOrder(suite)
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
-    const members = options.experiment === undefined ? all : all.filter((m) => m.experimentId === options.experiment)
+    const experiment = yield* canonicalMember(suite, options.experiment)
+    const members = experiment === undefined ? all : all.filter((m) => m.experimentId === experiment)
     const facts = yield* suite.membership(options.runId)
     const merged = yield* suite.view()
     const allRuns = yield* merged.listRuns
     const runsNewestFirst = allRuns.map((r) => r.runId).reverse()
+    const now = yield* Clock.currentTimeMillis
+    const runsById = new Map(allRuns.map((r) => [r.runId, r] as const))
     const finished = allRuns.some((r) => r.runId === options.runId && r.status !== "running")
     const metricsByRun = new Map<RunId, ReadonlyArray<MetricRecord>>()
     const runMetrics = (runId: RunId) =>
@@ -379,14 +505,16 @@ export const memberSummaries = (
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
       if (options.runId !== undefined) {
-        const o = yield* outcomesOf(view, options.runId, finished)
+        const o = yield* outcomesOf(view, options.runId, finished, !runAlive(runsById.get(options.runId), now))
         pipelines = o.pipelines
         byState = o.byState
-        skipped = source === undefined ? null : Math.max(0, source.admitted - o.pipelines)
+        // the runner's own count: what it found already done (never "admitted minus recorded":
+        // an interrupted run's admitted specs may never have reached a row)
+        skipped = source === undefined ? null : memberSkipsOf(yield* runMetrics(options.runId), m.experimentId)
       } else {
         const st = yield* view.stats()
         pipelines = st.pipelines
-        byState = st.byState
+        byState = yield* settleRunning(view, st.byState, allRuns, now)
       }
       // member-scoped metrics are run-scope metrics named `experiment:ID:NAME` (see
       // `Suite.memberMetricName`): the run's, else the latest run that reported any for it
@@ -396,7 +524,9 @@ export const memberSummaries = (
       for (const runId of runs) {
         const ms = (yield* runMetrics(runId)).flatMap((x) => {
           const scoped = memberMetricOf(x.name)
-          return scoped === undefined || scoped.experimentId !== m.experimentId ? [] : [{ x, name: scoped.name }]
+          return scoped === undefined || scoped.experimentId !== m.experimentId || scoped.name === SKIPPED_METRIC
+            ? []
+            : [{ x, name: scoped.name }]
         })
         if (ms.length > 0 || options.runId !== undefined) {
           metricsRunId = runId
@@ -422,7 +552,7 @@ export const memberSummaries = (
         byState,
         skipped,
         source: source ?? null,
-        sourceStatus: sourceStatusOf(source),
+        sourceStatus: sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now)),
         metricsRunId,
         metrics
       })
@@ -466,7 +596,11 @@ export type SuiteResource = Report.ReportResource & { readonly shared: boolean; 
  * @since 0.3.0
  * @category report
  */
-export interface SuiteReportData extends Omit<Report.ReportData, "resources"> {
+export interface SuiteReportData extends Omit<Report.ReportData, "resources" | "errors"> {
+  /** The recent errors, each with its member (`experimentId`) and `localKey` (`null` outside a member). */
+  readonly errors: ReadonlyArray<
+    Report.ReportData["errors"][number] & { readonly experimentId: string | null; readonly localKey: string | null }
+  >
   readonly suite: {
     readonly suiteId: string
     readonly layout: "combined" | "byExperiment"
@@ -488,10 +622,10 @@ export interface SuiteReportData extends Omit<Report.ReportData, "resources"> {
  */
 export const buildSuiteReport = (
   suite: SuiteReads,
-  options: SuiteReportOptions = {}
+  given: SuiteReportOptions = {}
 ): Effect.Effect<SuiteReportData, ReadError> =>
   Effect.gen(function*() {
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
+    const options = { ...given, experiment: yield* canonicalMember(suite, given.experiment) }
     const merged = yield* suite.view()
     const runId = options.runId === undefined || options.runId === "all" ? undefined : (options.runId as RunId)
     if (runId !== undefined) yield* checkRun(merged, runId, `suite ${suite.suiteId}`)
@@ -499,12 +633,14 @@ export const buildSuiteReport = (
     const source = options.experiment === undefined ? suite.root : `${suite.root} [${options.experiment}]`
     const base = yield* Report.buildReport([{ source, store }], { runId: runId ?? "all", errors: options.errors })
     const members = yield* memberSummaries(suite, { experiment: options.experiment, runId })
+    const now = yield* Clock.currentTimeMillis
+    const runs = yield* merged.listRuns
     let pipelines = base.pipelines
-    let byState = base.byState
+    let byState = yield* settleRunning(store, base.byState, runs, now)
     let skipped: number | null = null
     let errors = base.errors
     if (runId !== undefined) {
-      const o = yield* runOutcomes(store, runId)
+      const o = yield* runOutcomes(store, runId, !runAlive(runs.find((r) => r.runId === runId), now))
       pipelines = o.pipelines
       byState = o.byState
       // the run's failures a later run took over stay listed (from the run's own task rows)
@@ -514,6 +650,12 @@ export const buildSuiteReport = (
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
     }
+    // each error names its member and local key (a suite pipeline's key is its id)
+    const identities = yield* memberIdentities(store, errors.map((e) => e.pipelineId))
+    const named = errors.map((e) => {
+      const m = identities.get(e.pipelineId)
+      return { ...e, experimentId: m?.experimentId ?? null, localKey: m?.localKey ?? null }
+    })
     const resources = base.resources
       .filter((r) => poolVisible(r.pool, options.experiment))
       .map((r) => ({ ...r, shared: poolOwner(r.pool) === null, experimentId: poolOwner(r.pool) }))
@@ -525,7 +667,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
-      errors,
+      errors: named,
       resources,
       suite: {
         suiteId: suite.suiteId,
@@ -553,7 +695,9 @@ const sourceText = (m: MemberSummary): string => {
     case "limit":
       return `limit reached (${s?.admitted ?? 0} admitted)`
     case "running":
-      return `source not exhausted (${s?.admitted ?? 0} admitted)`
+      return `source not exhausted yet (${s?.admitted ?? 0} admitted, run ${s?.runId ?? ""} running)`
+    case "interrupted":
+      return `source not exhausted (${s?.admitted ?? 0} admitted; run ${s?.runId ?? ""} ended)`
   }
 }
 
@@ -568,8 +712,16 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   const scope = r.suite.experiment === null ? "all members" : `member ${r.suite.experiment}`
   const view = r.suite.runId === null ? "cumulative view" : `run ${r.suite.runId} (durable outcomes)`
   out.push(`Suite ${r.suite.suiteId} (${r.suite.layout}) at ${r.suite.root}: ${scope}, ${view}`)
-  const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [] }).split("\n").slice(1)
+  const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [], errors: [] }).split("\n").slice(1)
   out.push(...base.filter((l) => !l.startsWith("Pipelines: ")))
+  const errorLines: Array<string> = []
+  if (r.errors.length > 0) {
+    errorLines.push(`Recent errors (${r.errors.length}):`)
+    for (const e of r.errors) {
+      const who = e.experimentId === null ? "" : ` [member ${e.experimentId}${e.localKey === null ? "" : `, local key ${e.localKey}`}]`
+      errorLines.push(`  ${e.pipelineId}${who} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${e.errorMessage ?? ""}`)
+    }
+  }
   out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${r.skipped === null ? "" : `, skipped ${r.skipped} (already done)`}`)
   out.push("Members:")
   if (r.members.length === 0) out.push("  none")
@@ -584,10 +736,11 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   if (r.resources.length > 0) {
     out.push("Pools:")
     for (const res of r.resources) {
-      const who = res.shared ? "shared" : `private to ${res.experimentId}`
-      out.push(`  ${res.pool}/${res.resourceId} (${res.kind}, ${who}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
+      const who = res.shared ? "shared pool" : `pool private to ${res.experimentId}`
+      out.push(`  ${res.pool}/${res.resourceId} (${who}; kind ${res.kind}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
     }
   }
+  out.push(...errorLines)
   return out.join("\n")
 }
 
@@ -647,8 +800,7 @@ export const suiteRowItems = (
   options: Export.RowOptions & { readonly experiment?: string | undefined }
 ): Stream.Stream<Export.RowItem, ReadError> =>
   Stream.unwrap(Effect.gen(function*() {
-    if (options.experiment !== undefined) yield* checkMember(suite, options.experiment)
-    const store = yield* suite.view(options.experiment)
+    const store = yield* suite.view(yield* canonicalMember(suite, options.experiment))
     return withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options))
   }))
 
@@ -758,27 +910,35 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
 export const suiteSnapshot = (
   suite: SuiteReads,
   selection: Monitor.Selection,
-  options: { readonly experiment?: string | undefined; readonly errors: number }
+  given: { readonly experiment?: string | undefined; readonly errors: number }
 ): Effect.Effect<Monitor.Snapshot, ReadError> =>
   Effect.gen(function*() {
+    const options = { ...given, experiment: yield* canonicalMember(suite, given.experiment) }
     const store = yield* suite.view(options.experiment)
     const base = yield* Monitor.snapshotOf(store, selection, options.errors, Monitor.storeReads(store))
     const runId = selection._tag === "Run" ? selection.run.runId : undefined
     const members = yield* memberSummaries(suite, { runId })
     const shown = options.experiment === undefined ? members : members.filter((m) => m.experimentId === options.experiment)
-    let pipelines = base.pipelines
+    const now = yield* Clock.currentTimeMillis
+    const runs = selection._tag === "All" ? selection.runs : yield* store.listRuns
+    let pipelines = { ...base.pipelines, by_state: yield* settleRunning(store, base.pipelines.by_state, runs, now) }
     let done = base.done
     let skipped = base.skipped
-    if (runId !== undefined) {
-      const o = yield* outcomesOf(store, runId, selection._tag === "Run" && selection.run.status !== "running")
+    if (runId !== undefined && selection._tag === "Run") {
+      const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }
       done = o.byState.succeeded + o.byState.failed + skipped
     }
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
+    // the runner's per-member skip counts are figures of the members, not run metrics
+    const metrics = base.metrics.filter((x) => memberMetricOf(x.name)?.name !== SKIPPED_METRIC)
+    const recentErrors = yield* errorWiresWithMember(store, base.recent_errors)
     return {
       ...base,
+      metrics,
+      recent_errors: recentErrors,
       pipelines,
       done,
       skipped,

@@ -179,7 +179,7 @@ export const make = (env: AdmitEnv) => {
         // Another run of this runner is running it (its rows may not be durable yet): skip.
         const claimant = env.claimed.get(spec.pipelineId)
         if (claimant !== undefined && claimant !== runId) {
-          state.counters.skipped++
+          State.countSkip(state, spec)
           yield* emit("pipeline.skipped", spec.pipelineId, { reason: "owned_by_another_run", owner: claimant })
           continue
         }
@@ -210,7 +210,7 @@ export const make = (env: AdmitEnv) => {
           }
           switch (decision._tag) {
             case "Skip":
-              state.counters.skipped++
+              State.countSkip(state, spec)
               if (decision.reason !== "succeeded") {
                 yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
                   ? { reason: decision.reason }

@@ -66,7 +66,8 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 /**
  * The run-scoped metric in which the runner records how many pipelines it skipped because they
  * had already succeeded (written with each heartbeat and at the end of the run); monitors add
- * it to the run's done count.
+ * it to the run's done count. In a suite run the runner also records each member's share as
+ * the member-scoped metric of that name (`experiment:ID:skipped`, see `Suite.memberMetricName`).
  *
  * @internal
  */
@@ -352,6 +353,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       // progress: monitors read this run-scoped metric.
       if (state.counters.skipped > 0) {
         yield* reportMetric(store, runId, SKIPPED_METRIC, state.counters.skipped, {
+          label: "Skipped (already done)",
+          display: "number"
+        }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
+      }
+      // ... and per suite member (`experiment:ID:skipped`): the suite views' per-member skips
+      for (const [experiment, n] of state.skippedByMember) {
+        yield* reportMetric(store, runId, SKIPPED_METRIC, n, {
+          experiment,
           label: "Skipped (already done)",
           display: "number"
         }).pipe(Effect.catchTag("ConfigError", () => Effect.void))

@@ -44,6 +44,11 @@ export interface RunState {
   readonly stopRequested: Deferred.Deferred<string>
   readonly hardStop: Deferred.Deferred<void>
   readonly counters: Counters
+  /**
+   * Of `counters.skipped`, how many per suite member (`spec.member.experimentId`); pipelines
+   * outside suites are not counted here.
+   */
+  readonly skippedByMember: Map<string, number>
   stopping: boolean
   stopReason: string | null
   inFlight: number
@@ -81,6 +86,7 @@ export const make = (
     repairFailures: 0,
     handoffs: 0
   },
+  skippedByMember: new Map(),
   stopping: false,
   stopReason: null,
   inFlight: 0,
@@ -128,3 +134,15 @@ export const liveStats = (state: RunState, pools: Readonly<Record<string, PoolSt
   peakAdmitted: state.peakAdmitted,
   pools
 })
+
+/**
+ * Counts one pipeline the run skipped (`counters.skipped`), and under its suite member
+ * (`skippedByMember`) when it has one.
+ *
+ * @internal
+ */
+export const countSkip = (state: RunState, spec: { readonly member?: { readonly experimentId: string } | undefined }): void => {
+  state.counters.skipped++
+  const id = spec.member?.experimentId
+  if (id !== undefined) state.skippedByMember.set(id, (state.skippedByMember.get(id) ?? 0) + 1)
+}

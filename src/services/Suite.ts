@@ -61,7 +61,8 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  *   and must fold in whatever input semantics the task fingerprint does not cover;
  * - `poolAliases`: local pool name → actual pool name (a shared top-level pool, or a private
  *   `experiment:ID:NAME` one), applied to task declarations, `ctx.acquire`, publish and
- *   subscribe (see `Pools.aliased`);
+ *   subscribe (see `Pools.aliased`). They are the only pool names the member reaches: any
+ *   other name (an unbound top-level pool, another member's private pool) is `PoolNotFound`;
  * - `label`: a display name (changes no identity);
  * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0).
  *

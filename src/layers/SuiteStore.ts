@@ -340,6 +340,19 @@ export const make = (
             if (reason !== undefined) return yield* issue(`experiments.${m.experimentId}`, `the member id ${reason}`)
           }
           if (readOnly) return yield* env.roError
+          // a member database or pipelines under an id that differs only in case (a root the catalog
+          // rows do not cover): refused like a registered one, before anything is written
+          const existing = new Map([...created, ...found].map((id) => [idKey(id), id]))
+          for (const m of ms) {
+            const other = existing.get(idKey(m.experimentId))
+            if (other !== undefined && other !== m.experimentId) {
+              return yield* issue(
+                `experiments.${m.experimentId}`,
+                `the member id "${m.experimentId}" differs only in letter case from the existing member "${other}" ` +
+                  `(ids name directories, which some file systems do not tell apart by case): spell it "${other}" or use another id`
+              )
+            }
+          }
           yield* Catalog.registerMembers(env, ms, nowMs)
           for (const m of ms) learn(m.experimentId)
           const now = yield* Catalog.members(env)

@@ -258,6 +258,25 @@ describe("SuiteStore", () => {
           }))
       }))
 
+    it.effect(`${layout}: a member id equal to a registered one ignoring case but spelled differently is refused; nothing is written`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout, members: ["alpha"] }, ({ catalog, store }) =>
+          Effect.gen(function*() {
+            yield* catalog.registerMembers([{ experimentId: "alpha", definitionDigest: "d1", label: null, limit: null }], 100)
+            yield* runOver(store, "r1", ["alpha"], 1)
+          }))
+        const before = fs.readdirSync(layout === "combined" ? root : nodePath.join(root, "experiments")).sort()
+        const e = yield* Effect.flip(withSuite({ root, layout, members: ["Alpha"] }, ({ catalog }) =>
+          catalog.registerMembers([{ experimentId: "Alpha", definitionDigest: "d1", label: null, limit: null }], 200)))
+        assert.strictEqual(e._tag, "ConfigError")
+        assert.deepStrictEqual(e._tag === "ConfigError" ? e.issues.map((i) => i.path) : [], ["experiments.Alpha"])
+        assert.include(e.message, "\"alpha\"")
+        assert.deepStrictEqual(fs.readdirSync(layout === "combined" ? root : nodePath.join(root, "experiments")).sort(), before)
+        yield* withSuite({ root, layout, members: ["alpha"], readOnly: true }, ({ catalog }) =>
+          Effect.map(catalog.members, (ms) => assert.deepStrictEqual(ms.map((m) => m.experimentId), ["alpha"])))
+      }))
+
     it.effect(`${layout}: read-only opens (layerRead) see the merged view and one member's; every write is refused`, () =>
       Effect.gen(function*() {
         const root = tempRoot()

@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
+import { idKey } from "../../../domain/Suite.js"
 import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
@@ -60,9 +61,18 @@ export const registerMembers = (
   nowMs: number
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
-    const known = new Map((yield* members(env)).map((m) => [m.experimentId, m]))
+    // ids are compared ignoring case: they name directories, one directory on some file systems
+    const known = new Map((yield* members(env)).map((m) => [idKey(m.experimentId), m]))
     const issues = ms.flatMap((m) => {
-      const k = known.get(m.experimentId)
+      const k = known.get(idKey(m.experimentId))
+      if (k !== undefined && k.experimentId !== m.experimentId) {
+        return [{
+          path: `experiments.${m.experimentId}`,
+          message: `the member id "${m.experimentId}" differs only in letter case from the registered member ` +
+            `"${k.experimentId}" (ids name directories, which some file systems do not tell apart by case): ` +
+            `spell it "${k.experimentId}" or use another id`
+        }]
+      }
       return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
         path: `experiments.${m.experimentId}`,
         message:

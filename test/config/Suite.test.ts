@@ -257,6 +257,15 @@ describe("SuiteConfig.load: shape, run, output", () => {
       ])
     }))
 
+  it.effect("run.artifactBackend: file is the layout-owned artifacts/ (accepted); an unknown backend is still refused", () =>
+    Effect.gen(function*() {
+      const loaded = yield* load(path.join(standard({ run: { artifactBackend: "file" } }), "suite.json"))
+      assert.strictEqual(loaded.run.artifactBackend, "file")
+      const out = yield* failure(path.join(standard({ run: { artifactBackend: "fyle" } }), "suite.json"))
+      assert.strictEqual(out.length, 1)
+      assert.match(out[0]!, /^run\.artifactBackend: unknown artifact backend "fyle"/)
+    }))
+
   it.effect("${VAR} in the suite file: expanded; unresolved under strictEnv is an error at its path", () =>
     Effect.gen(function*() {
       const dir = standard({ output: { root: "${OUT_DIR:-out}/x" } })

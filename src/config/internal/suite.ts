@@ -366,7 +366,10 @@ export const load = (
       else loaded.push({ entry, experiment: checked.right, raw: r.right.raw })
     }
     const plugins = loaded.reduce((acc, l) => Plugins.merge(acc, l.experiment.plugins), Plugins.empty)
-    issues.push(...Option.getOrElse(StoreResolver.checkArtifactBackendSpec(rawRun?.["artifactBackend"], plugins), () => []))
+    // "file" in a suite is the layout-owned artifacts/ of the output root (SuiteStore), not a path
+    if (rawRun?.["artifactBackend"] !== "file") {
+      issues.push(...Option.getOrElse(StoreResolver.checkArtifactBackendSpec(rawRun?.["artifactBackend"], plugins), () => []))
+    }
 
     // shared pools
     const shared = decoded?.pools ?? {}

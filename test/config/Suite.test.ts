@@ -11,7 +11,9 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as TOML from "smol-toml"
 import * as YAML from "yaml"
+import * as Experiment from "../../src/config/Experiment.js"
 import * as SuiteConfig from "../../src/config/Suite.js"
+import * as Root from "../../src/index.js"
 import { suiteJsonSchema } from "../../src/cli/SchemaCommand.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as SuiteIdentity from "../../src/domain/Suite.js"
@@ -405,6 +407,26 @@ describe("SuiteConfig.load: definition digest", () => {
     assert.match(SuiteConfig.definitionDigest(d), /^[0-9a-f]{32}$/)
     assert.notStrictEqual(SuiteConfig.definitionDigest(d), SuiteConfig.definitionDigest({ ...d, limit: 1 }))
   })
+})
+
+describe("defineSuite and a suite file missing its suite key", () => {
+  it("defineSuite is exported from the package root, the same function as SuiteConfig.defineSuite", () => {
+    assert.strictEqual(Root.defineSuite, SuiteConfig.defineSuite)
+    const doc = suite() as unknown as Parameters<typeof Root.defineSuite>[0]
+    assert.strictEqual(Root.defineSuite(doc), doc)
+  })
+
+  it.effect("a file with experiments but no suite key is loaded as an experiment, with a hint that it looks like a suite", () =>
+    Effect.gen(function*() {
+      const { suite: _, ...headless } = suite()
+      const dir = standard({}, { "headless.json": headless })
+      const file = path.join(dir, "headless.json")
+      assert.isFalse(yield* SuiteConfig.isSuiteFile(file).pipe(Effect.provide(NodeContext.layer)))
+      const e = yield* Effect.flip(Experiment.load(file).pipe(Effect.provide(NodeContext.layer)))
+      const hint = e._tag === "ConfigError" ? e.issues.find((i) => i.path === "experiments") : undefined
+      assert.isDefined(hint)
+      assert.include(hint!.suggestion ?? "", "looks like a suite file missing its suite.id")
+    }))
 })
 
 describe("SuiteConfig.isSuiteFile and the JSON Schema", () => {

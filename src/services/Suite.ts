@@ -59,6 +59,8 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  * - `definitionDigest`: the member's persisted definition digest; a changed digest under an
  *   existing member id is refused by the catalog (`ConfigError`, exit 2). SDK users supply it
  *   and must fold in whatever input semantics the task fingerprint does not cover;
+ * - `definitionParts`: optional, what the digest covers part by part (name -> value or short
+ *   digest); stored beside it so a refused change names the parts that changed;
  * - `poolAliases`: local pool name → actual pool name (a shared top-level pool, or a private
  *   `experiment:ID:NAME` one), applied to task declarations, `ctx.acquire`, publish and
  *   subscribe (see `Pools.aliased`). They are the only pool names the member reaches: any
@@ -71,6 +73,7 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  */
 export interface MemberOptions {
   readonly definitionDigest: string
+  readonly definitionParts?: Readonly<Record<string, string>> | undefined
   readonly poolAliases?: Readonly<Record<string, string>> | undefined
   readonly label?: string | null | undefined
   readonly limit?: number | null | undefined
@@ -88,6 +91,7 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
   /** Gives a fresh source on every call (a run, a resume). */
   readonly factory: () => MemberSource<S, E, R>
   readonly definitionDigest: string
+  readonly definitionParts: Readonly<Record<string, string>> | null
   readonly poolAliases: Readonly<Record<string, string>>
   readonly label: string | null
   readonly limit: number | null
@@ -112,6 +116,7 @@ export const member = <S extends AnySpec, E = never, R = never>(
   id,
   factory,
   definitionDigest: options.definitionDigest,
+  definitionParts: options.definitionParts ?? null,
   poolAliases: { ...(options.poolAliases ?? {}) },
   label: options.label ?? null,
   limit: options.limit ?? null
@@ -672,7 +677,13 @@ export const start = <S extends AnySpec, E, R>(
     const selected = yield* select(suite, options.experiments)
     const now = yield* Clock.currentTimeMillis
     yield* catalog.registerMembers(
-      selected.map((m) => ({ experimentId: m.id, definitionDigest: m.definitionDigest, label: m.label, limit: m.limit })),
+      selected.map((m) => ({
+        experimentId: m.id,
+        definitionDigest: m.definitionDigest,
+        definitionParts: m.definitionParts,
+        label: m.label,
+        limit: m.limit
+      })),
       now
     )
     const runner = yield* Runner.Runner

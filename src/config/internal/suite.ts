@@ -50,6 +50,8 @@ export interface SuiteLoadOptions extends LoadOptions {
  *   experiment loader, its paths keeping their standalone meaning;
  * - `memberDigest`: `SuiteIdentity.memberDigest(suiteId, id)` (the prefix of its pipeline ids);
  * - `definitionDigest`: the digest of what the member computes (see {@link definitionOf});
+ * - `definitionParts`: that definition part by part ({@link definitionParts}), stored beside
+ *   the digest so a refused change names what changed;
  * - `poolAliases`: every pool the member declares, local name → actual name (a shared pool
  *   it is bound to, or its private `experiment:ID:NAME`);
  * - `ignoredRunFields`: the fields of its own `run` block (validated, not applied);
@@ -67,6 +69,7 @@ export interface LoadedMember {
   readonly experiment: Experiment
   readonly memberDigest: string
   readonly definitionDigest: string
+  readonly definitionParts: Readonly<Record<string, string>>
   readonly poolAliases: Readonly<Record<string, string>>
   readonly ignoredRunFields: ReadonlyArray<string>
   readonly outputDir: string
@@ -162,6 +165,35 @@ export interface MemberDefinition {
  */
 export const definitionDigest = (definition: MemberDefinition): string =>
   digest(Either.getOrThrow(canonicalJson([DEFINITION_FORMAT, definition])))
+
+/** The first 12 hex characters of a JSON value's digest (a part too long or too private to show). */
+const shortDigest = (u: Json): string => digest(Either.getOrThrow(canonicalJson(u))).slice(0, 12)
+
+/**
+ * A member's definition part by part, as the catalog stores it beside the digest: `tasks` (the
+ * first 12 characters of the template's spec digest), `source` (a 12-character digest of the
+ * source section), `limit` (the number, or `none`), and for each local pool `bindings.NAME`
+ * (the shared pool it is bound to, or `(private)`) and `pools.NAME` (a 12-character digest of
+ * the declaration as written). Values are shown, never secrets: sections that may hold
+ * literal values are digested.
+ *
+ * @param definition what the digest covers (see {@link MemberDefinition})
+ * @returns part name -> value
+ * @since 0.5.0
+ * @category identity
+ */
+export const definitionParts = (definition: MemberDefinition): Readonly<Record<string, string>> => {
+  const parts: Record<string, string> = {
+    tasks: definition.task.slice(0, 12),
+    source: shortDigest(definition.source),
+    limit: definition.limit === null ? "none" : String(definition.limit)
+  }
+  for (const [name, p] of Object.entries(definition.pools)) {
+    parts[`bindings.${name}`] = p.bound ?? "(private)"
+    parts[`pools.${name}`] = shortDigest(p.declaration)
+  }
+  return parts
+}
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -456,6 +488,7 @@ export const load = (
         experiment,
         memberDigest: Suite.memberDigest(suiteId, entry.id),
         definitionDigest: definitionDigest(definition),
+        definitionParts: definitionParts(definition),
         poolAliases: aliases,
         // in the order the member file writes them
         ignoredRunFields: Object.keys(isRecord(raw) && isRecord(raw["run"]) ? raw["run"] : {})

@@ -23,7 +23,7 @@ import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as RunConfig from "../domain/RunConfig.js"
-import { idKey } from "../domain/Suite.js"
+import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import { definitionChangeMessage } from "../layers/internal/suite/catalog.js"
@@ -342,11 +342,11 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
       if (k === undefined) added.push(m.id)
       else if (k.experimentId !== m.id) {
         issues.push({
-          path: `experiments.${m.id}`,
+          path: memberPath(m.id),
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
       } else if (k.definitionDigest === m.definitionDigest) matching.push(m.id)
-      else issues.push({ path: `experiments.${m.id}`, message: definitionChangeMessage(m.id, k, m) })
+      else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
     }
     return { exists: true, matching, added, issues }
   })

@@ -346,7 +346,16 @@ type Lane = {
  */
 const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) return messageOf(failure.value)
+  if (Option.isSome(failure)) {
+    const e = failure.value
+    const message = messageOf(e)
+    // a source error (SourceError) carries its file and line apart from its message: name them
+    if (Predicate.hasProperty(e, "path") && typeof e.path === "string" && e.path !== "" && !message.includes(e.path)) {
+      const line = Predicate.hasProperty(e, "line") && typeof e.line === "number" ? `:${e.line}` : ""
+      return `${e.path}${line}: ${message}`
+    }
+    return message
+  }
   const defect = Cause.dieOption(cause)
   return Option.isSome(defect) ? messageOf(defect.value) : Cause.pretty(cause)
 }

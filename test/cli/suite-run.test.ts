@@ -193,6 +193,19 @@ describe("assay run -c SUITE", () => {
       const plain = yield* assay(["run", "-c", path.join(s.dir, "members/a.json"), "--experiment", "a", "--store", ":memory:"])
       assert.strictEqual(plain.code, 2)
       assert.include(plain.stderr, "--experiment")
+      // help: run and validate name suite files; --experiment says "Repeatable." once
+      for (const command of ["run", "validate"]) {
+        const help = yield* assay([command, "--help"])
+        assert.strictEqual(help.code, 0, help.stderr)
+        assert.include(help.stdout, "suite file", command)
+        if (command === "run") {
+          const at = help.stdout.indexOf("--experiment")
+          assert.isAtLeast(at, 0)
+          const section = help.stdout.slice(at, help.stdout.indexOf("\n  -", at + 1) === -1 ? undefined : help.stdout.indexOf("\n  -", at + 1))
+          assert.notInclude(section, "(repeatable)")
+          assert.strictEqual(section.split("Repeatable.").length - 1, 1, section)
+        }
+      }
     }), 120_000)
 
   it.live("exit 1 when a member's task fails, the others finishing; --output-root is relative to the working directory; validate", () =>
@@ -234,6 +247,8 @@ describe("assay run -c SUITE", () => {
       const r = yield* assay(["run", "-c", s.suite])
       assert.strictEqual(r.code, 1, r.stderr)
       assert.include(r.stderr, "member d: its source failed")
+      // the source error names the file and line
+      assert.include(r.stderr, `${path.join(s.dir, "members/rows.jsonl")}:3: `)
       assert.match(r.stdout, /d: submitted 2 .*source failed/)
       const states = query(path.join(s.out, "state.db"), "SELECT experiment_id, count(*) AS n FROM pipelines WHERE state = 'succeeded' GROUP BY 1 ORDER BY 1")
       assert.deepStrictEqual(states, [

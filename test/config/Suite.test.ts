@@ -188,7 +188,7 @@ describe("SuiteConfig.load: ids", () => {
       assert.deepStrictEqual(out, [
         "experiments.LPT1: member id \"LPT1\" is a reserved device name (LPT1) on Windows",
         "experiments._a: member id \"_a\" must start with an ASCII letter or digit",
-        "experiments.a.b: member id \"a.b\" contains \".\": only ASCII letters, digits, \"-\" and \"_\" are allowed",
+        "experiments[\"a.b\"]: member id \"a.b\" contains \".\": only ASCII letters, digits, \"-\" and \"_\" are allowed",
         `experiments.${long}: member id "${long}" is longer than 80 characters (81)`
       ])
     }))
@@ -201,7 +201,7 @@ describe("SuiteConfig.load: ids", () => {
       })
       const out = yield* failure(path.join(dir, "suite.json"))
       assert.deepStrictEqual(out, [
-        "experiments.base: member id \"base\" is the same as \"Base\" ignoring case | member ids are unique case-insensitively (they name directories)"
+        "experiments.base: member id \"base\" is the same as \"Base\" ignoring case | member ids must differ ignoring case: they name directories"
       ])
     }))
 

@@ -269,7 +269,7 @@ const entriesOf = (doc: unknown): Array<Entry> => {
 /** A member's problems, re-pathed under `experiments.ID.config` and naming the member's file. */
 const memberIssues = (id: string, file: string, baseDir: string, e: ConfigError): Array<ConfigIssue> => {
   const rel = path.relative(baseDir, file) || file
-  const at = `experiments.${id}.config`
+  const at = Suite.memberPath(id, ".config")
   const issues = e.issues.length > 0 ? e.issues : [{ path: "", message: e.message }]
   return issues.map((i) =>
     issue(
@@ -343,13 +343,13 @@ export const load = (
       const seen = new Map<string, string>()
       for (const id of Object.keys(rawExperiments)) {
         const reason = Suite.checkId(id)
-        if (reason !== undefined) issues.push(issue(`experiments.${id}`, `member id ${JSON.stringify(id)} ${reason}`))
+        if (reason !== undefined) issues.push(issue(Suite.memberPath(id), `member id ${JSON.stringify(id)} ${reason}`))
         const first = seen.get(Suite.idKey(id))
         if (first !== undefined) {
           issues.push(issue(
-            `experiments.${id}`,
+            Suite.memberPath(id),
             `member id ${JSON.stringify(id)} is the same as ${JSON.stringify(first)} ignoring case`,
-            "member ids are unique case-insensitively (they name directories)"
+            "member ids must differ ignoring case: they name directories"
           ))
         } else seen.set(Suite.idKey(id), id)
       }
@@ -379,7 +379,7 @@ export const load = (
     for (const entry of entries) {
       const memberFile = path.resolve(baseDir, entry.config)
       if (memberFile === abs) {
-        issues.push(issue(`experiments.${entry.id}.config`, "is the suite file itself: a member is an experiment file"))
+        issues.push(issue(Suite.memberPath(entry.id, ".config"), "is the suite file itself: a member is an experiment file"))
         continue
       }
       const r = yield* Effect.either(parse.read(memberFile))
@@ -388,7 +388,7 @@ export const load = (
         continue
       }
       if (isRecord(r.right.raw) && r.right.raw["suite"] !== undefined) {
-        issues.push(issue(`experiments.${entry.id}.config`, `${entry.config} is a suite file: suites do not nest`))
+        issues.push(issue(Suite.memberPath(entry.id, ".config"), `${entry.config} is a suite file: suites do not nest`))
         continue
       }
       const checked = yield* Effect.either(
@@ -434,7 +434,7 @@ export const load = (
     const algorithms = new Map<string, unknown>(Object.entries(shared).map(([n, p]) => [n, p.algorithm]))
     for (const { entry, experiment, raw } of loaded) {
       const localNames = experiment.pools.map((p) => p.name)
-      const base = `experiments.${entry.id}.poolBindings`
+      const base = Suite.memberPath(entry.id, ".poolBindings")
       let bindingsOk = true
       for (const [local, target] of Object.entries(entry.poolBindings)) {
         if (!localNames.includes(local)) {

@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
-import { idKey } from "../../../domain/Suite.js"
+import { idKey, memberPath } from "../../../domain/Suite.js"
 import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
@@ -125,14 +125,14 @@ export const registerMembers = (
       const k = known.get(idKey(m.experimentId))
       if (k !== undefined && k.experimentId !== m.experimentId) {
         return [{
-          path: `experiments.${m.experimentId}`,
+          path: memberPath(m.experimentId),
           message: `the member id "${m.experimentId}" differs only in letter case from the registered member ` +
             `"${k.experimentId}" (ids name directories, which some file systems do not tell apart by case): ` +
             `spell it "${k.experimentId}" or use another id`
         }]
       }
       return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
-        path: `experiments.${m.experimentId}`,
+        path: memberPath(m.experimentId),
         message: definitionChangeMessage(m.experimentId, k, m)
       }]
     })

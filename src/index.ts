@@ -140,6 +140,11 @@ export * as Experiment from "./config/Experiment.js"
  * bindings, definition digests), `SuiteConfig.isSuiteFile`, `defineSuite`. @since 0.5.0
  */
 export * as SuiteConfig from "./config/Suite.js"
+/**
+ * `export default defineSuite({...})`: the default export of a TypeScript suite file (the
+ * same function as `SuiteConfig.defineSuite`; it only types the definition). @since 0.5.0
+ */
+export { defineSuite } from "./config/Suite.js"
 
 // layers
 /** @since 0.1.0 */

@@ -69,7 +69,9 @@ import { integerAtLeast } from "./Flags.js"
 
 const configFile = Options.file("config", { exists: "either" }).pipe(
   Options.withAlias("c"),
-  Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
+  Options.withDescription(
+    "The experiment file or suite file (.json, .toml, .yaml/.yml or .ts); a suite file has a top-level suite key."
+  )
 )
 const optInt = (name: string, description: string) =>
   integerAtLeast(name, 1).pipe(Options.optional, Options.withDescription(description))
@@ -124,7 +126,7 @@ const runOptions = {
   shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db).", "I/N"),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
   jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all)."),
-  experiment: Flags.experiments("Suite only: run just this member (repeatable); the others' state is left untouched."),
+  experiment: Flags.experiments("Suite only: run just this member; the others' state is left untouched."),
   outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root).")
 }
 
@@ -790,7 +792,7 @@ const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknow
  * @category commands
  */
 export const run = Command.make("run", runOptions, handler(false)).pipe(
-  Command.withDescription("Run an experiment (exit 0 ok, 1 failures, 2 invalid configuration, 130 interrupted).")
+  Command.withDescription("Run an experiment or a suite (exit 0 ok, 1 failures, 2 invalid configuration, 130 interrupted).")
 )
 
 /**
@@ -801,5 +803,5 @@ export const run = Command.make("run", runOptions, handler(false)).pipe(
  * @category commands
  */
 export const resume = Command.make("resume", runOptions, handler(true)).pipe(
-  Command.withDescription("Resume an experiment: finished pipelines are skipped, the rest continue from their checkpoints.")
+  Command.withDescription("Resume an experiment or a suite: finished pipelines are skipped, the rest continue from their checkpoints.")
 )

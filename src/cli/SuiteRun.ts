@@ -20,11 +20,13 @@ import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError } from "../domain/Errors.js"
+import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as RunConfig from "../domain/RunConfig.js"
+import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import { definitionChangeMessage } from "../layers/internal/suite/catalog.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
@@ -114,6 +116,7 @@ export const loadSuite = (config: string, options: { readonly strictEnv: boolean
       experiments: loaded.members.map((m) =>
         Suite.member(m.id, () => m.experiment.pipelines(), {
           definitionDigest: m.definitionDigest,
+          definitionParts: m.definitionParts,
           poolAliases: m.poolAliases,
           label: m.label ?? null,
           limit: m.limit ?? null
@@ -278,13 +281,73 @@ export const validateSuite = (
           : Effect.void
       )
     )
+    const root = yield* compareWithRoot(loaded)
+    const fail = (e: ConfigError) =>
+      Effect.zipRight(
+        options.json
+          ? Console.log(JSON.stringify({ valid: false, file: loaded.file, message: e.message, issues: e.issues, root }, null, 2))
+          : Effect.void,
+        Effect.fail(e)
+      )
+    if (root.issues.length > 0) {
+      return yield* fail(new ConfigError({ message: root.issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues: root.issues }))
+    }
     const described = loaded.describe() as Record<string, unknown>
     if (options.json) {
-      yield* Console.log(JSON.stringify({ valid: true, file: loaded.file, ...described }, null, 2))
+      yield* Console.log(JSON.stringify({ valid: true, file: loaded.file, ...described, root }, null, 2))
       return
     }
     yield* Console.log(`suite ${loaded.id} (${loaded.file}): valid`)
     yield* Console.log(`output: ${loaded.output.root} (${loaded.output.layout})`)
     yield* Console.log(JSON.stringify(described, null, 2))
+    if (root.exists) {
+      yield* Console.log(
+        `existing root: ${root.matching.length} member(s) match (${root.matching.join(", ") || "none"}), ` +
+          `${root.added.length} new (${root.added.join(", ") || "none"})`
+      )
+    }
     for (const w of loaded.warnings) yield* Console.error(w)
+  })
+
+/**
+ * What `validate` finds in the suite's existing output root, opened read-only (nothing is
+ * created or migrated; no root, nothing to compare): the members whose registered definition
+ * matches, the new ones, and the problems `run` would refuse (another suite id or layout, a
+ * changed definition naming the changed parts, a member id differing only in case).
+ */
+const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
+  Effect.gen(function*() {
+    const none = { exists: false, matching: [] as Array<string>, added: [] as Array<string>, issues: [] as Array<ConfigIssue> }
+    if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) return none
+    const opened = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
+      const { catalog } = yield* SuiteStore.makeRead(loaded.output.root)
+      return { suiteId: catalog.suiteId, layout: catalog.layout, members: yield* catalog.members }
+    })))
+    if (opened._tag === "Left") {
+      const e = opened.left
+      return { ...none, exists: true, issues: e._tag === "ConfigError" ? [...e.issues] : [{ path: "output.root", message: e.message }] }
+    }
+    const { layout, members, suiteId } = opened.right
+    const issues: Array<ConfigIssue> = []
+    if (suiteId !== loaded.id) {
+      issues.push({ path: "suite.id", message: `the output root ${loaded.output.root} belongs to suite "${suiteId}", not "${loaded.id}"` })
+    }
+    if (layout !== loaded.output.layout) {
+      issues.push({ path: "output.layout", message: `the output root ${loaded.output.root} has layout ${layout}, not ${loaded.output.layout}` })
+    }
+    const known = new Map(members.map((m) => [idKey(m.experimentId), m]))
+    const matching: Array<string> = []
+    const added: Array<string> = []
+    for (const m of loaded.members) {
+      const k = known.get(idKey(m.id))
+      if (k === undefined) added.push(m.id)
+      else if (k.experimentId !== m.id) {
+        issues.push({
+          path: memberPath(m.id),
+          message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
+        })
+      } else if (k.definitionDigest === m.definitionDigest) matching.push(m.id)
+      else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
+    }
+    return { exists: true, matching, added, issues }
   })

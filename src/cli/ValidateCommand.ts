@@ -152,7 +152,9 @@ export const validate = Command.make(
   {
     config: Options.file("config", { exists: "either" }).pipe(
       Options.withAlias("c"),
-      Options.withDescription("The experiment file (.json, .toml, .yaml/.yml or .ts).")
+      Options.withDescription(
+        "The experiment file or suite file (.json, .toml, .yaml/.yml or .ts); a suite file has a top-level suite key."
+      )
     ),
     strictEnv: Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error.")),
     json: Options.boolean("json").pipe(Options.withDescription("Print the effective experiment as JSON.")),
@@ -221,4 +223,6 @@ export const validate = Command.make(
       for (const w of experiment.warnings) yield* Console.error(w)
       if (empty) yield* Console.error(`warning: ${Experiment.emptySourceMessage(experiment)}: \`assay run\` would exit 1 with nothing to do`)
     })
-).pipe(Command.withDescription("Check an experiment file and print the effective experiment (exit 2 when invalid)."))
+).pipe(Command.withDescription(
+    "Check an experiment or suite file and print the effective experiment or suite (exit 2 when invalid)."
+  ))

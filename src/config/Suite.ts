@@ -35,5 +35,5 @@
  */
 export { defineSuite, MemberSection, OutputSection, SuiteFile, SuiteSection } from "./internal/suiteSchema.js"
 export type { SuiteInput } from "./internal/suiteSchema.js"
-export { DEFINITION_FORMAT, definitionDigest, isSuiteFile, load } from "./internal/suite.js"
+export { DEFINITION_FORMAT, definitionDigest, definitionParts, isSuiteFile, load } from "./internal/suite.js"
 export type { LoadedMember, LoadedSuite, MemberDefinition, SuiteLoadOptions } from "./internal/suite.js"

@@ -131,6 +131,21 @@ export const checkId = (text: string): string | undefined => {
 export const idKey = (id: string): string => id.toLowerCase()
 
 /**
+ * The field path of member `id` in a suite file, for error messages: `experiments.baseline`,
+ * or `experiments["a.b"]` when the id holds a character that would make the path ambiguous (a
+ * dot, a bracket, a quote, white space) or is empty; `rest` is appended (`.config`).
+ *
+ * @param id - a member id (valid or not)
+ * @param rest - the rest of the path, starting with "." or "[" (default none)
+ * @returns the path
+ *
+ * @since 0.5.0
+ * @category ids
+ */
+export const memberPath = (id: string, rest = ""): string =>
+  (id === "" || /[.\s[\]"'`]/.test(id) ? `experiments[${JSON.stringify(id)}]` : `experiments.${id}`) + rest
+
+/**
  * A suite or member id as a Schema: a string that passes {@link checkId}; the failure message is
  * the reason {@link checkId} gives.
  *

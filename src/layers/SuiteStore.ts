@@ -45,7 +45,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import type { SuiteLayout } from "../domain/Suite.js"
-import { checkId, idKey, memberDigest, memberDigestOf } from "../domain/Suite.js"
+import { checkId, idKey, memberDigest, memberDigestOf, memberPath } from "../domain/Suite.js"
 import type { TaskStore } from "../domain/TaskStore.js"
 import { ArtifactBackend, type ArtifactBackendService, type BackendInput } from "../services/ArtifactBackend.js"
 import { checkOptions } from "../services/internal/store/shared.js"
@@ -127,9 +127,9 @@ const checkOptionsOf = (o: SuiteStoreOptions): Effect.Effect<void, ConfigError> 
     const seen = new Map<string, string>()
     for (const m of o.members) {
       const reason = checkId(m)
-      if (reason !== undefined) return yield* issue(`experiments.${m}`, `the member id ${JSON.stringify(m)} ${reason}`)
+      if (reason !== undefined) return yield* issue(memberPath(m), `the member id ${JSON.stringify(m)} ${reason}`)
       const other = seen.get(idKey(m))
-      if (other !== undefined) return yield* issue(`experiments.${m}`, `the member ids "${other}" and "${m}" differ only in letter case`)
+      if (other !== undefined) return yield* issue(memberPath(m), `the member ids "${other}" and "${m}" differ only in letter case`)
       seen.set(idKey(m), m)
     }
     for (const s of o.selected ?? []) {
@@ -337,9 +337,22 @@ export const make = (
         Effect.gen(function*() {
           for (const m of ms) {
             const reason = checkId(m.experimentId)
-            if (reason !== undefined) return yield* issue(`experiments.${m.experimentId}`, `the member id ${reason}`)
+            if (reason !== undefined) return yield* issue(memberPath(m.experimentId), `the member id ${reason}`)
           }
           if (readOnly) return yield* env.roError
+          // a member database or pipelines under an id that differs only in case (a root the catalog
+          // rows do not cover): refused like a registered one, before anything is written
+          const existing = new Map([...created, ...found].map((id) => [idKey(id), id]))
+          for (const m of ms) {
+            const other = existing.get(idKey(m.experimentId))
+            if (other !== undefined && other !== m.experimentId) {
+              return yield* issue(
+                memberPath(m.experimentId),
+                `the member id "${m.experimentId}" differs only in letter case from the existing member "${other}" ` +
+                  `(ids name directories, which some file systems do not tell apart by case): spell it "${other}" or use another id`
+              )
+            }
+          }
           yield* Catalog.registerMembers(env, ms, nowMs)
           for (const m of ms) learn(m.experimentId)
           const now = yield* Catalog.members(env)

@@ -370,14 +370,17 @@ export const layer = (pools: Iterable<PoolConfig>, options: PoolsOptions = {}): 
  * to every place a pool is named: acquire by name, by `options.pool` and by the holder's
  * default pool (the task's declared `resource`), `get`, `add` (publish), `revoke`, `snapshot`,
  * `stats` and the pool of an event filter (`subscribe`, `events`). Events, handles and stats of
- * a pool that exactly one local name maps to carry that local name. Names without an alias
- * pass through unchanged; the leases, the owners' bookkeeping and the pools themselves are
- * those of `pools` (one instance: capacity, health, cooldown, throttles and quotas are shared
- * with every other view). With no alias (or only identity aliases) `pools` itself is returned.
+ * a pool that exactly one local name maps to carry that local name. The view is closed: it
+ * reaches only the keys of `aliases` (bind a pool under its own name with an identity alias).
+ * Any other name, an actual name included, fails with `PoolNotFound` whose `known` lists the
+ * local names; `names` gives the local names; event streams carry only the view's pools; an
+ * acquire naming no pool (and no default) takes the only local pool when there is exactly one.
+ * The leases, the owners' bookkeeping and the pools themselves are those of `pools` (one
+ * instance: capacity, health, cooldown, throttles and quotas are shared with every other view).
  *
  * @param pools the service to view
- * @param aliases local pool name → actual pool name
- * @returns the aliased view
+ * @param aliases local pool name → actual pool name: the only names the view knows
+ * @returns the closed aliased view
  * @since 0.5.0
  * @category combinators
  */

@@ -61,9 +61,12 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  * - `definitionDigest`: the member's persisted definition digest; a changed digest under an
  *   existing member id is refused by the catalog (`ConfigError`, exit 2). SDK users supply it
  *   and must fold in whatever input semantics the task fingerprint does not cover;
+ * - `definitionParts`: optional, what the digest covers part by part (name -> value or short
+ *   digest); stored beside it so a refused change names the parts that changed;
  * - `poolAliases`: local pool name → actual pool name (a shared top-level pool, or a private
  *   `experiment:ID:NAME` one), applied to task declarations, `ctx.acquire`, publish and
- *   subscribe (see `Pools.aliased`);
+ *   subscribe (see `Pools.aliased`). They are the only pool names the member reaches: any
+ *   other name (an unbound top-level pool, another member's private pool) is `PoolNotFound`;
  * - `label`: a display name (changes no identity);
  * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0).
  *
@@ -72,6 +75,7 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  */
 export interface MemberOptions {
   readonly definitionDigest: string
+  readonly definitionParts?: Readonly<Record<string, string>> | undefined
   readonly poolAliases?: Readonly<Record<string, string>> | undefined
   readonly label?: string | null | undefined
   readonly limit?: number | null | undefined
@@ -89,6 +93,7 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
   /** Gives a fresh source on every call (a run, a resume). */
   readonly factory: () => MemberSource<S, E, R>
   readonly definitionDigest: string
+  readonly definitionParts: Readonly<Record<string, string>> | null
   readonly poolAliases: Readonly<Record<string, string>>
   readonly label: string | null
   readonly limit: number | null
@@ -113,6 +118,7 @@ export const member = <S extends AnySpec, E = never, R = never>(
   id,
   factory,
   definitionDigest: options.definitionDigest,
+  definitionParts: options.definitionParts ?? null,
   poolAliases: { ...(options.poolAliases ?? {}) },
   label: options.label ?? null,
   limit: options.limit ?? null
@@ -342,7 +348,16 @@ type Lane = {
  */
 const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) return messageOf(failure.value)
+  if (Option.isSome(failure)) {
+    const e = failure.value
+    const message = messageOf(e)
+    // a source error (SourceError) carries its file and line apart from its message: name them
+    if (Predicate.hasProperty(e, "path") && typeof e.path === "string" && e.path !== "" && !message.includes(e.path)) {
+      const line = Predicate.hasProperty(e, "line") && typeof e.line === "number" ? `:${e.line}` : ""
+      return `${e.path}${line}: ${message}`
+    }
+    return message
+  }
   const defect = Cause.dieOption(cause)
   return Option.isSome(defect) ? messageOf(defect.value) : Cause.pretty(cause)
 }
@@ -721,7 +736,13 @@ export const start = <S extends AnySpec, E, R>(
     const selected = yield* select(suite, options.experiments)
     const now = yield* Clock.currentTimeMillis
     yield* catalog.registerMembers(
-      selected.map((m) => ({ experimentId: m.id, definitionDigest: m.definitionDigest, label: m.label, limit: m.limit })),
+      selected.map((m) => ({
+        experimentId: m.id,
+        definitionDigest: m.definitionDigest,
+        definitionParts: m.definitionParts,
+        label: m.label,
+        limit: m.limit
+      })),
       now
     )
     const runner = yield* Runner.Runner

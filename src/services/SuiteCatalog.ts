@@ -25,6 +25,10 @@ import type { TaskStore } from "../domain/TaskStore.js"
  *
  * - `experimentId`: the member id (see `Suite.checkId`);
  * - `definitionDigest`: the member's persisted definition digest;
+ * - `definitionParts`: what the digest covers, part by part (part name -> its value or a short
+ *   digest of it, e.g. `tasks`, `source`, `limit`, `bindings.apis`, `pools.apis`), so a refused
+ *   change names the parts that changed; `null` when unknown (registered by an older build or
+ *   by code that gives none);
  * - `label`: display only (`null` when none); `limit`: the member's pipeline limit, `null`
  *   when unlimited;
  * - `createdAt`: when it was first registered (epoch ms).
@@ -35,6 +39,7 @@ import type { TaskStore } from "../domain/TaskStore.js"
 export interface MemberRecord {
   readonly experimentId: string
   readonly definitionDigest: string
+  readonly definitionParts?: Readonly<Record<string, string>> | null | undefined
   readonly label: string | null
   readonly limit: number | null
   readonly createdAt: number

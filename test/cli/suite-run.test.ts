@@ -164,8 +164,10 @@ describe("assay run -c SUITE", () => {
   it.live("--experiment runs only that member, leaving the other's database unopened; resume --experiment runs the rest", () =>
     Effect.gen(function*() {
       const s = suiteDir()
-      const first = yield* assay(["run", "-c", s.suite, "--experiment", "a"])
+      // the id resolves ignoring case to the canonical member id
+      const first = yield* assay(["run", "-c", s.suite, "--experiment", "A"])
       assert.strictEqual(first.code, 0, first.stderr)
+      assert.isFalse(fs.existsSync(path.join(s.out, "experiments/A")) && !fs.existsSync(path.join(s.out, "experiments/a")))
       assert.match(first.stdout, /b: not selected/)
       assert.isFalse(fs.existsSync(path.join(s.out, "experiments/b/state.db")), "b's database is not created")
       assert.deepStrictEqual([...new Set(logLines(s.log).map((l) => l.split(" ")[0]))], ["a"])
@@ -179,6 +181,7 @@ describe("assay run -c SUITE", () => {
       const unknown = yield* assay(["run", "-c", s.suite, "--experiment", "zzz"])
       assert.strictEqual(unknown.code, 2)
       assert.include(unknown.stderr, "--experiment")
+      assert.include(unknown.stderr, "(members: a, b)")
     }), 120_000)
 
   it.live("refused flags (--store, --shard, --shards) exit 2 before anything is written; --experiment needs a suite", () =>
@@ -194,6 +197,19 @@ describe("assay run -c SUITE", () => {
       const plain = yield* assay(["run", "-c", path.join(s.dir, "members/a.json"), "--experiment", "a", "--store", ":memory:"])
       assert.strictEqual(plain.code, 2)
       assert.include(plain.stderr, "--experiment")
+      // help: run and validate name suite files; --experiment says "Repeatable." once
+      for (const command of ["run", "validate"]) {
+        const help = yield* assay([command, "--help"])
+        assert.strictEqual(help.code, 0, help.stderr)
+        assert.include(help.stdout, "suite file", command)
+        if (command === "run") {
+          const at = help.stdout.indexOf("--experiment")
+          assert.isAtLeast(at, 0)
+          const section = help.stdout.slice(at, help.stdout.indexOf("\n  -", at + 1) === -1 ? undefined : help.stdout.indexOf("\n  -", at + 1))
+          assert.notInclude(section, "(repeatable)")
+          assert.strictEqual(section.split("Repeatable.").length - 1, 1, section)
+        }
+      }
     }), 120_000)
 
   it.live("exit 1 when a member's task fails, the others finishing; --output-root is relative to the working directory; validate", () =>
@@ -235,6 +251,8 @@ describe("assay run -c SUITE", () => {
       const r = yield* assay(["run", "-c", s.suite])
       assert.strictEqual(r.code, 1, r.stderr)
       assert.include(r.stderr, "member d: its source failed")
+      // the source error names the file and line
+      assert.include(r.stderr, `${path.join(s.dir, "members/rows.jsonl")}:3: `)
       assert.match(r.stdout, /d: submitted 2 .*source failed/)
       const states = query(path.join(s.out, "state.db"), "SELECT experiment_id, count(*) AS n FROM pipelines WHERE state = 'succeeded' GROUP BY 1 ORDER BY 1")
       assert.deepStrictEqual(states, [
@@ -298,15 +316,37 @@ describe("assay run -c SUITE", () => {
       const reused = yield* assay(["resume", "-c", s.suite, "--run-id", "first"])
       assert.strictEqual(reused.code, 2, reused.stderr)
       assert.include(reused.stderr, "--run-id")
-      // the member's pool capacity changes: its definition digest changes
+      // validate compares with the existing root (read-only): both members match
+      const same = yield* assay(["validate", "-c", s.suite])
+      assert.strictEqual(same.code, 0, same.stderr)
+      assert.include(same.stdout, "existing root: 2 member(s) match (a, b), 0 new (none)")
+      // the member's pool capacity and source change (b), and a's source: their definition digests change
       const file = path.join(s.dir, "members/b.json")
       const member = JSON.parse(fs.readFileSync(file, "utf8"))
       member.pools.apis.resources[0].capacity = 3
       member.source.range.n = 3
       fs.writeFileSync(file, JSON.stringify(member))
-      const changed = yield* assay(["run", "-c", s.suite])
-      assert.strictEqual(changed.code, 2, changed.stderr)
-      assert.include(changed.stderr, "experiments.b")
+      const aFile = path.join(s.dir, "members/a.json")
+      const a = JSON.parse(fs.readFileSync(aFile, "utf8"))
+      a.source.range.n = 5
+      fs.writeFileSync(aFile, JSON.stringify(a))
+      const dbFiles = () => fs.readdirSync(s.out, { recursive: true }).map(String).sort().map((f) => [f, fs.statSync(path.join(s.out, f)).mtimeMs])
+      const filesBefore = dbFiles()
+      for (const command of ["validate", "run"]) {
+        const changed = yield* assay([command, "-c", s.suite])
+        assert.strictEqual(changed.code, 2, changed.stderr)
+        // one problem per line, each naming the parts that changed
+        const lines = changed.stderr.split("\n")
+        const aLine = lines.find((l) => l.includes("experiments.a:"))
+        const bLine = lines.find((l) => l.includes("experiments.b:"))
+        assert.isDefined(aLine, changed.stderr)
+        assert.isDefined(bLine, changed.stderr)
+        assert.match(aLine!, /changed source: [0-9a-f]{12} -> [0-9a-f]{12};/)
+        assert.notInclude(aLine!, "pools.apis")
+        assert.match(bLine!, /changed pools\.apis: [0-9a-f]{12} -> [0-9a-f]{12}, source: /)
+        assert.notInclude(changed.stderr, "; experiments.")
+        if (command === "validate") assert.deepStrictEqual(dbFiles(), filesBefore, "validate reads the root only")
+      }
       assert.strictEqual(logLines(s.log).length, before)
     }), 120_000)
 })

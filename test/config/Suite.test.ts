@@ -11,7 +11,9 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as TOML from "smol-toml"
 import * as YAML from "yaml"
+import * as Experiment from "../../src/config/Experiment.js"
 import * as SuiteConfig from "../../src/config/Suite.js"
+import * as Root from "../../src/index.js"
 import { suiteJsonSchema } from "../../src/cli/SchemaCommand.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as SuiteIdentity from "../../src/domain/Suite.js"
@@ -186,7 +188,7 @@ describe("SuiteConfig.load: ids", () => {
       assert.deepStrictEqual(out, [
         "experiments.LPT1: member id \"LPT1\" is a reserved device name (LPT1) on Windows",
         "experiments._a: member id \"_a\" must start with an ASCII letter or digit",
-        "experiments.a.b: member id \"a.b\" contains \".\": only ASCII letters, digits, \"-\" and \"_\" are allowed",
+        "experiments[\"a.b\"]: member id \"a.b\" contains \".\": only ASCII letters, digits, \"-\" and \"_\" are allowed",
         `experiments.${long}: member id "${long}" is longer than 80 characters (81)`
       ])
     }))
@@ -199,7 +201,7 @@ describe("SuiteConfig.load: ids", () => {
       })
       const out = yield* failure(path.join(dir, "suite.json"))
       assert.deepStrictEqual(out, [
-        "experiments.base: member id \"base\" is the same as \"Base\" ignoring case | member ids are unique case-insensitively (they name directories)"
+        "experiments.base: member id \"base\" is the same as \"Base\" ignoring case | member ids must differ ignoring case: they name directories"
       ])
     }))
 
@@ -255,6 +257,15 @@ describe("SuiteConfig.load: shape, run, output", () => {
         "run.journal: expected \"full\" or \"summary\", got \"ful\" | did you mean \"full\"?",
         "run.store: is refused in a suite: output.root is the suite's one storage entry | remove run.store and set output.root"
       ])
+    }))
+
+  it.effect("run.artifactBackend: file is the layout-owned artifacts/ (accepted); an unknown backend is still refused", () =>
+    Effect.gen(function*() {
+      const loaded = yield* load(path.join(standard({ run: { artifactBackend: "file" } }), "suite.json"))
+      assert.strictEqual(loaded.run.artifactBackend, "file")
+      const out = yield* failure(path.join(standard({ run: { artifactBackend: "fyle" } }), "suite.json"))
+      assert.strictEqual(out.length, 1)
+      assert.match(out[0]!, /^run\.artifactBackend: unknown artifact backend "fyle"/)
     }))
 
   it.effect("${VAR} in the suite file: expanded; unresolved under strictEnv is an error at its path", () =>
@@ -396,6 +407,26 @@ describe("SuiteConfig.load: definition digest", () => {
     assert.match(SuiteConfig.definitionDigest(d), /^[0-9a-f]{32}$/)
     assert.notStrictEqual(SuiteConfig.definitionDigest(d), SuiteConfig.definitionDigest({ ...d, limit: 1 }))
   })
+})
+
+describe("defineSuite and a suite file missing its suite key", () => {
+  it("defineSuite is exported from the package root, the same function as SuiteConfig.defineSuite", () => {
+    assert.strictEqual(Root.defineSuite, SuiteConfig.defineSuite)
+    const doc = suite() as unknown as Parameters<typeof Root.defineSuite>[0]
+    assert.strictEqual(Root.defineSuite(doc), doc)
+  })
+
+  it.effect("a file with experiments but no suite key is loaded as an experiment, with a hint that it looks like a suite", () =>
+    Effect.gen(function*() {
+      const { suite: _, ...headless } = suite()
+      const dir = standard({}, { "headless.json": headless })
+      const file = path.join(dir, "headless.json")
+      assert.isFalse(yield* SuiteConfig.isSuiteFile(file).pipe(Effect.provide(NodeContext.layer)))
+      const e = yield* Effect.flip(Experiment.load(file).pipe(Effect.provide(NodeContext.layer)))
+      const hint = e._tag === "ConfigError" ? e.issues.find((i) => i.path === "experiments") : undefined
+      assert.isDefined(hint)
+      assert.include(hint!.suggestion ?? "", "looks like a suite file missing its suite.id")
+    }))
 })
 
 describe("SuiteConfig.isSuiteFile and the JSON Schema", () => {

@@ -258,6 +258,56 @@ describe("SuiteStore", () => {
           }))
       }))
 
+    it.effect(`${layout}: a refused definition change names the changed parts (one line each); without stored parts, the digests`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ catalog }) =>
+          Effect.gen(function*() {
+            const parts = { tasks: "t1", source: "s1", limit: "none", "bindings.apis": "shared" }
+            yield* catalog.registerMembers([
+              { experimentId: "a", definitionDigest: "d1", definitionParts: parts, label: null, limit: null },
+              { experimentId: "b", definitionDigest: "d2", label: null, limit: null }
+            ], 100)
+            assert.deepStrictEqual((yield* catalog.members).map((m) => m.definitionParts), [parts, null])
+            const e = yield* Effect.flip(catalog.registerMembers([
+              {
+                experimentId: "a",
+                definitionDigest: "d9",
+                definitionParts: { ...parts, source: "s2", "bindings.apis": "(private)" },
+                label: null,
+                limit: null
+              },
+              { experimentId: "b", definitionDigest: "d8", definitionParts: parts, label: null, limit: null }
+            ], 200))
+            const lines = e.message.split("\n")
+            assert.strictEqual(lines.length, 2)
+            assert.include(lines[0]!, "experiments.a: the definition of member \"a\" changed bindings.apis: shared -> (private), source: s1 -> s2;")
+            assert.include(lines[1]!, "experiments.b: the definition of member \"b\" changed (stored digest d2, now d8;")
+            // an unchanged member registered without parts gets them recorded
+            yield* catalog.registerMembers([{ experimentId: "b", definitionDigest: "d2", definitionParts: parts, label: null, limit: null }], 300)
+            assert.deepStrictEqual((yield* catalog.members).map((m) => m.definitionParts), [parts, parts])
+          }))
+      }))
+
+    it.effect(`${layout}: a member id equal to a registered one ignoring case but spelled differently is refused; nothing is written`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout, members: ["alpha"] }, ({ catalog, store }) =>
+          Effect.gen(function*() {
+            yield* catalog.registerMembers([{ experimentId: "alpha", definitionDigest: "d1", label: null, limit: null }], 100)
+            yield* runOver(store, "r1", ["alpha"], 1)
+          }))
+        const before = fs.readdirSync(layout === "combined" ? root : nodePath.join(root, "experiments")).sort()
+        const e = yield* Effect.flip(withSuite({ root, layout, members: ["Alpha"] }, ({ catalog }) =>
+          catalog.registerMembers([{ experimentId: "Alpha", definitionDigest: "d1", label: null, limit: null }], 200)))
+        assert.strictEqual(e._tag, "ConfigError")
+        assert.deepStrictEqual(e._tag === "ConfigError" ? e.issues.map((i) => i.path) : [], ["experiments.Alpha"])
+        assert.include(e.message, "\"alpha\"")
+        assert.deepStrictEqual(fs.readdirSync(layout === "combined" ? root : nodePath.join(root, "experiments")).sort(), before)
+        yield* withSuite({ root, layout, members: ["alpha"], readOnly: true }, ({ catalog }) =>
+          Effect.map(catalog.members, (ms) => assert.deepStrictEqual(ms.map((m) => m.experimentId), ["alpha"])))
+      }))
+
     it.effect(`${layout}: read-only opens (layerRead) see the merged view and one member's; every write is refused`, () =>
       Effect.gen(function*() {
         const root = tempRoot()

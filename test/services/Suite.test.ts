@@ -357,8 +357,116 @@ describe("suite pools", () => {
       const lease = yield* view.acquire(undefined, { taskName: "t", pipelineId: "p", defaultPool: "apis" })
       assert.strictEqual(lease.pool, "shared")
       assert.strictEqual((yield* pools.stats("shared")).active, 1)
-      assert.strictEqual(Pools.aliased(pools, {}), pools)
+      const none = yield* Effect.either(Pools.aliased(pools, {}).snapshot("shared"))
+      assert.isTrue(none._tag === "Left" && none.left._tag === "PoolNotFound", "no alias: no pool")
     })))
+
+  it.effect("Pools.aliased is closed: unbound, other members' and actual names fail like an unknown pool, listing the local names", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const pools = yield* Pools.makePools([
+        Pool.make("shared", [Resource.make("api", { id: "k1" })]),
+        Pool.make("free", [Resource.make("api", { id: "f1" })]),
+        Pool.make("experiment:b:gpu", [Resource.make("api", { id: "g1" })]),
+        Pool.make("experiment:a:gpu", [Resource.make("api", { id: "a1" })])
+      ])
+      const view = Pools.aliased(pools, { apis: "shared", gpu: "experiment:a:gpu" })
+      const holder = { taskName: "t", pipelineId: "p" }
+      const refused = <A, E>(e: Effect.Effect<A, E, any>, name: string) =>
+        Effect.gen(function*() {
+          const r = yield* Effect.either(Effect.scoped(e as Effect.Effect<A, E>))
+          assert.isTrue(r._tag === "Left", `${name} must be refused`)
+          const err = (r as any).left
+          assert.strictEqual(err._tag, "PoolNotFound", name)
+          assert.strictEqual(err.pool, name)
+          assert.deepStrictEqual(err.known, ["apis", "gpu"])
+          assert.include(err.message, "known pools: apis, gpu")
+        })
+      for (const name of ["shared", "free", "experiment:b:gpu", "experiment:a:gpu", "nope"]) {
+        yield* refused(view.acquire(name, holder), name)
+        yield* refused(view.acquireRaw({ pool: name }, holder), name)
+        yield* refused(view.acquire(undefined, { ...holder, defaultPool: name }), name)
+        yield* refused(view.add(name, { id: "x" }), name)
+        yield* refused(view.revoke(name, "k1"), name)
+        yield* refused(view.snapshot(name), name)
+        yield* refused(view.stats(name), name)
+        yield* refused(view.get(name), name)
+      }
+      // two local pools: an acquire naming none has no default
+      yield* refused(view.acquire(undefined, holder), "(none given)")
+      assert.deepStrictEqual(yield* view.names, ["apis", "gpu"])
+      // nothing was added to, or revoked from, a pool the view does not reach
+      assert.deepStrictEqual((yield* pools.snapshot("free")).map((r) => [r.id, r.state]), [["f1", "ready"]])
+      // the local names still work, an identity binding included
+      const same = Pools.aliased(pools, { shared: "shared" })
+      assert.strictEqual((yield* Effect.scoped(same.acquire("shared", holder))).pool, "shared")
+      yield* refused(Pools.aliased(pools, { apis: "shared", gpu: "experiment:a:gpu" }).acquire("free", holder), "free")
+      // a member with one local pool gets it when the call names none
+      assert.strictEqual((yield* Effect.scoped(Pools.aliased(pools, { apis: "shared" }).acquire(undefined, holder))).pool, "shared")
+      // events: only the view's pools, under local names; a filter on a foreign name gets nothing
+      const all = yield* view.events()
+      const foreign = yield* view.events({ pool: "free" })
+      yield* pools.add("free", { id: "f2" })
+      yield* pools.add("experiment:b:gpu", { id: "g2" })
+      yield* pools.add("shared", { id: "k2" })
+      const first = yield* all.take
+      assert.strictEqual(first.pool, "apis")
+      assert.strictEqual(yield* all.size, 0)
+      assert.strictEqual(yield* foreign.size, 0)
+    })))
+
+  it.effect("a member's task reaches only its own local names (ctx.acquire, resource, publish, revoke)", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const probe = Task.make("probe", (n: number, ctx) =>
+        Effect.gen(function*() {
+          for (const name of ["shared", "experiment:b:gpu", "free"]) {
+            const r = yield* Effect.either(Effect.scoped(ctx.acquire(name)))
+            seen.push(`${ctx.experimentId}:${name}:${r._tag === "Left" ? r.left._tag : r.right.pool}`)
+            const p = yield* Effect.either(ctx.publishResource(name, { id: `x${n}` }))
+            seen.push(`${ctx.experimentId}:publish:${name}:${p._tag}`)
+          }
+          const own = yield* Effect.scoped(ctx.acquire("gpu"))
+          seen.push(`${ctx.experimentId}:gpu:${own.pool}`)
+          return n
+        }))
+      const undeclared = Task.make("undeclared", { resource: "free" }, (n: number, ctx) =>
+        Effect.map(Effect.scoped(ctx.acquire()), () => n))
+      const suite = yield* Suite.make({
+        id: "s",
+        outputRoot: "r",
+        experiments: [
+          Suite.member("a", () => Pipeline.make("probe", probe).map([1]), {
+            definitionDigest: "a",
+            poolAliases: { gpu: "experiment:a:gpu" }
+          }),
+          Suite.member("c", () => Pipeline.make("undeclared", undeclared).map([1]), {
+            definitionDigest: "c",
+            poolAliases: { gpu: "experiment:c:gpu" }
+          })
+        ]
+      })
+      const report = yield* Suite.run(suite)
+      assert.deepStrictEqual(seen, [
+        "a:shared:PoolNotFound",
+        "a:publish:shared:Left",
+        "a:experiment:b:gpu:PoolNotFound",
+        "a:publish:experiment:b:gpu:Left",
+        "a:free:PoolNotFound",
+        "a:publish:free:Left",
+        "a:gpu:experiment:a:gpu"
+      ])
+      assert.strictEqual(report.run.stats.byState.succeeded, 1)
+      assert.strictEqual(report.run.stats.byState.failed, 1, "a task resource the member does not declare is no pool")
+      const pools = yield* Pools.Pools
+      assert.strictEqual((yield* pools.stats("free")).leasesTotal, 0)
+      assert.strictEqual((yield* pools.stats("experiment:b:gpu")).leasesTotal, 0)
+    }).pipe(Effect.provide(suiteEnv("s", [
+      Pool.make("shared", [Resource.make("api", { id: "k1" })]),
+      Pool.make("free", [Resource.make("api", { id: "f1" })]),
+      Pool.make("experiment:a:gpu", [Resource.make("api", { id: "a1" })]),
+      Pool.make("experiment:b:gpu", [Resource.make("api", { id: "b1" })]),
+      Pool.make("experiment:c:gpu", [Resource.make("api", { id: "c1" })])
+    ], { concurrency: 2 }))))
 
   it.effect("two members bound to one pool share its health: failures reported through one view degrade it for the other", () =>
     Effect.scoped(Effect.gen(function*() {

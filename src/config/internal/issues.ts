@@ -137,7 +137,10 @@ export const decodeIssues = (
       const allowed = allowedKeysAt(parent, root)
       const near = closest(key, allowed)
       const places = placesOfKey(key, root).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
-      const suggestion = near !== undefined
+      // an experiment file does not know `experiments`: a suite file whose `suite` key is missing
+      const suggestion = parent.length === 0 && key === "experiments"
+        ? "this looks like a suite file missing its suite.id: add `suite: { id: NAME }` at the top level"
+        : near !== undefined
         ? `did you mean ${near}?`
         : places.length > 0
         ? `${key} belongs under ${places.join(" or ")}`

@@ -50,6 +50,8 @@ export interface SuiteLoadOptions extends LoadOptions {
  *   experiment loader, its paths keeping their standalone meaning;
  * - `memberDigest`: `SuiteIdentity.memberDigest(suiteId, id)` (the prefix of its pipeline ids);
  * - `definitionDigest`: the digest of what the member computes (see {@link definitionOf});
+ * - `definitionParts`: that definition part by part ({@link definitionParts}), stored beside
+ *   the digest so a refused change names what changed;
  * - `poolAliases`: every pool the member declares, local name → actual name (a shared pool
  *   it is bound to, or its private `experiment:ID:NAME`);
  * - `ignoredRunFields`: the fields of its own `run` block (validated, not applied);
@@ -67,6 +69,7 @@ export interface LoadedMember {
   readonly experiment: Experiment
   readonly memberDigest: string
   readonly definitionDigest: string
+  readonly definitionParts: Readonly<Record<string, string>>
   readonly poolAliases: Readonly<Record<string, string>>
   readonly ignoredRunFields: ReadonlyArray<string>
   readonly outputDir: string
@@ -163,6 +166,35 @@ export interface MemberDefinition {
 export const definitionDigest = (definition: MemberDefinition): string =>
   digest(Either.getOrThrow(canonicalJson([DEFINITION_FORMAT, definition])))
 
+/** The first 12 hex characters of a JSON value's digest (a part too long or too private to show). */
+const shortDigest = (u: Json): string => digest(Either.getOrThrow(canonicalJson(u))).slice(0, 12)
+
+/**
+ * A member's definition part by part, as the catalog stores it beside the digest: `tasks` (the
+ * first 12 characters of the template's spec digest), `source` (a 12-character digest of the
+ * source section), `limit` (the number, or `none`), and for each local pool `bindings.NAME`
+ * (the shared pool it is bound to, or `(private)`) and `pools.NAME` (a 12-character digest of
+ * the declaration as written). Values are shown, never secrets: sections that may hold
+ * literal values are digested.
+ *
+ * @param definition what the digest covers (see {@link MemberDefinition})
+ * @returns part name -> value
+ * @since 0.5.0
+ * @category identity
+ */
+export const definitionParts = (definition: MemberDefinition): Readonly<Record<string, string>> => {
+  const parts: Record<string, string> = {
+    tasks: definition.task.slice(0, 12),
+    source: shortDigest(definition.source),
+    limit: definition.limit === null ? "none" : String(definition.limit)
+  }
+  for (const [name, p] of Object.entries(definition.pools)) {
+    parts[`bindings.${name}`] = p.bound ?? "(private)"
+    parts[`pools.${name}`] = shortDigest(p.declaration)
+  }
+  return parts
+}
+
 // ---------------------------------------------------------------------------------------------
 // Loading
 // ---------------------------------------------------------------------------------------------
@@ -237,7 +269,7 @@ const entriesOf = (doc: unknown): Array<Entry> => {
 /** A member's problems, re-pathed under `experiments.ID.config` and naming the member's file. */
 const memberIssues = (id: string, file: string, baseDir: string, e: ConfigError): Array<ConfigIssue> => {
   const rel = path.relative(baseDir, file) || file
-  const at = `experiments.${id}.config`
+  const at = Suite.memberPath(id, ".config")
   const issues = e.issues.length > 0 ? e.issues : [{ path: "", message: e.message }]
   return issues.map((i) =>
     issue(
@@ -311,13 +343,13 @@ export const load = (
       const seen = new Map<string, string>()
       for (const id of Object.keys(rawExperiments)) {
         const reason = Suite.checkId(id)
-        if (reason !== undefined) issues.push(issue(`experiments.${id}`, `member id ${JSON.stringify(id)} ${reason}`))
+        if (reason !== undefined) issues.push(issue(Suite.memberPath(id), `member id ${JSON.stringify(id)} ${reason}`))
         const first = seen.get(Suite.idKey(id))
         if (first !== undefined) {
           issues.push(issue(
-            `experiments.${id}`,
+            Suite.memberPath(id),
             `member id ${JSON.stringify(id)} is the same as ${JSON.stringify(first)} ignoring case`,
-            "member ids are unique case-insensitively (they name directories)"
+            "member ids must differ ignoring case: they name directories"
           ))
         } else seen.set(Suite.idKey(id), id)
       }
@@ -347,7 +379,7 @@ export const load = (
     for (const entry of entries) {
       const memberFile = path.resolve(baseDir, entry.config)
       if (memberFile === abs) {
-        issues.push(issue(`experiments.${entry.id}.config`, "is the suite file itself: a member is an experiment file"))
+        issues.push(issue(Suite.memberPath(entry.id, ".config"), "is the suite file itself: a member is an experiment file"))
         continue
       }
       const r = yield* Effect.either(parse.read(memberFile))
@@ -356,7 +388,7 @@ export const load = (
         continue
       }
       if (isRecord(r.right.raw) && r.right.raw["suite"] !== undefined) {
-        issues.push(issue(`experiments.${entry.id}.config`, `${entry.config} is a suite file: suites do not nest`))
+        issues.push(issue(Suite.memberPath(entry.id, ".config"), `${entry.config} is a suite file: suites do not nest`))
         continue
       }
       const checked = yield* Effect.either(
@@ -366,7 +398,10 @@ export const load = (
       else loaded.push({ entry, experiment: checked.right, raw: r.right.raw })
     }
     const plugins = loaded.reduce((acc, l) => Plugins.merge(acc, l.experiment.plugins), Plugins.empty)
-    issues.push(...Option.getOrElse(StoreResolver.checkArtifactBackendSpec(rawRun?.["artifactBackend"], plugins), () => []))
+    // "file" in a suite is the layout-owned artifacts/ of the output root (SuiteStore), not a path
+    if (rawRun?.["artifactBackend"] !== "file") {
+      issues.push(...Option.getOrElse(StoreResolver.checkArtifactBackendSpec(rawRun?.["artifactBackend"], plugins), () => []))
+    }
 
     // shared pools
     const shared = decoded?.pools ?? {}
@@ -399,7 +434,7 @@ export const load = (
     const algorithms = new Map<string, unknown>(Object.entries(shared).map(([n, p]) => [n, p.algorithm]))
     for (const { entry, experiment, raw } of loaded) {
       const localNames = experiment.pools.map((p) => p.name)
-      const base = `experiments.${entry.id}.poolBindings`
+      const base = Suite.memberPath(entry.id, ".poolBindings")
       let bindingsOk = true
       for (const [local, target] of Object.entries(entry.poolBindings)) {
         if (!localNames.includes(local)) {
@@ -453,6 +488,7 @@ export const load = (
         experiment,
         memberDigest: Suite.memberDigest(suiteId, entry.id),
         definitionDigest: definitionDigest(definition),
+        definitionParts: definitionParts(definition),
         poolAliases: aliases,
         // in the order the member file writes them
         ignoredRunFields: Object.keys(isRecord(raw) && isRecord(raw["run"]) ? raw["run"] : {})

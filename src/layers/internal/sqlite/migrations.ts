@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 7
+export const SCHEMA_VERSION = 8
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -322,6 +322,19 @@ export const MIGRATION_0007: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0008 (schema version 8): `suite_members.definition_parts`, the
+ * parts a member's definition digest covers (JSON object: part name -> value or short digest),
+ * so a refused definition change can name what changed. `NULL` for members registered before.
+ *
+ * @since 0.5.0
+ * @category migrations
+ */
+export const MIGRATION_0008: ReadonlyArray<string> = [
+  `ALTER TABLE suite_members ADD COLUMN definition_parts TEXT`,
+  `UPDATE store_meta SET value = '8' WHERE key = 'schema_version'`
+]
+
+/**
  * The guard of a store at feature level `visits-v1`, created in the transaction that moves it
  * there: an insert into `tasks`, `attempts` or `artifacts` without a `visit` (a writer built
  * before visits, which does not know the column) is aborted, so that such a writer cannot
@@ -426,5 +439,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0004_pipeline_repeat", MIGRATION_0004, backfillRepeats],
   ["0005_pipelines_by_spec", MIGRATION_0005],
   ["0006_visits", MIGRATION_0006],
-  ["0007_suites", MIGRATION_0007]
+  ["0007_suites", MIGRATION_0007],
+  ["0008_suite_definition_parts", MIGRATION_0008]
 ]

@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
+import { idKey, memberPath } from "../../../domain/Suite.js"
 import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
@@ -19,9 +20,22 @@ const query = (env: SqliteEnv, text: string, params: ReadonlyArray<unknown> = []
     Effect.mapError((e) => new StoreUnavailable({ message: `store ${env.path}: ${describeSqlError(e.cause)}`, path: env.path, cause: e }))
   )
 
+const partsOf = (u: unknown): Readonly<Record<string, string>> | null => {
+  if (typeof u !== "string") return null
+  try {
+    const parsed: unknown = JSON.parse(u)
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+      ? Object.fromEntries(Object.entries(parsed).map(([k, v]) => [k, String(v)]))
+      : null
+  } catch {
+    return null
+  }
+}
+
 const toMember = (r: Row): MemberRecord => ({
   experimentId: String(r.experiment_id),
   definitionDigest: String(r.definition_digest),
+  definitionParts: partsOf(r.definition_parts),
   label: r.label === null || r.label === undefined ? null : String(r.label),
   limit: r.member_limit === null || r.member_limit === undefined ? null : Number(r.member_limit),
   createdAt: Number(r.created_at)
@@ -48,6 +62,51 @@ export const members = (env: SqliteEnv): Effect.Effect<ReadonlyArray<MemberRecor
   Effect.map(query(env, "SELECT * FROM suite_members ORDER BY experiment_id"), (rs) => rs.map(toMember))
 
 /**
+ * The parts of a member's definition that differ between the registered record and a new one,
+ * one phrase each (`source: 1a2b3c4d5e6f -> 6f5e4d3c2b1a`, `bindings.apis: shared -> (private)`),
+ * in part-name order; parts present on one side only count as changed (`(none)`). When either
+ * side has no parts (a root registered by an older build) the result is empty: only the
+ * digests can be compared.
+ *
+ * @param registered the parts stored in the catalog (or `null`)
+ * @param now the parts of the definition given now (or `null`)
+ * @returns the changed parts, described
+ * @since 0.5.0
+ * @category catalog
+ */
+export const changedParts = (
+  registered: Readonly<Record<string, string>> | null | undefined,
+  now: Readonly<Record<string, string>> | null | undefined
+): ReadonlyArray<string> => {
+  if (registered === null || registered === undefined || now === null || now === undefined) return []
+  const names = Array.from(new Set([...Object.keys(registered), ...Object.keys(now)])).sort()
+  return names.flatMap((n) =>
+    registered[n] === now[n] ? [] : [`${n}: ${registered[n] ?? "(none)"} -> ${now[n] ?? "(none)"}`]
+  )
+}
+
+/**
+ * The message of a refused definition change of member `id`: the changed parts when both sides
+ * have them, else the two digests.
+ *
+ * @since 0.5.0
+ * @category catalog
+ */
+export const definitionChangeMessage = (
+  id: string,
+  registered: Pick<MemberRecord, "definitionDigest" | "definitionParts">,
+  now: Pick<MemberRecord, "definitionDigest" | "definitionParts">
+): string => {
+  const parts = changedParts(registered.definitionParts, now.definitionParts)
+  const what = parts.length > 0
+    ? `changed ${parts.join(", ")}`
+    : `changed (stored digest ${registered.definitionDigest}, now ${now.definitionDigest}; ` +
+      `the root does not record the digest's parts, so it cannot tell which part)`
+  return `the definition of member "${id}" ${what}; a member id keeps its definition for life: ` +
+    `use a new member id or another output root`
+}
+
+/**
  * Registers members (see `SuiteCatalogService.registerMembers`): every digest is checked
  * before the one transaction that writes.
  *
@@ -60,25 +119,40 @@ export const registerMembers = (
   nowMs: number
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
-    const known = new Map((yield* members(env)).map((m) => [m.experimentId, m]))
+    // ids are compared ignoring case: they name directories, one directory on some file systems
+    const known = new Map((yield* members(env)).map((m) => [idKey(m.experimentId), m]))
     const issues = ms.flatMap((m) => {
-      const k = known.get(m.experimentId)
+      const k = known.get(idKey(m.experimentId))
+      if (k !== undefined && k.experimentId !== m.experimentId) {
+        return [{
+          path: memberPath(m.experimentId),
+          message: `the member id "${m.experimentId}" differs only in letter case from the registered member ` +
+            `"${k.experimentId}" (ids name directories, which some file systems do not tell apart by case): ` +
+            `spell it "${k.experimentId}" or use another id`
+        }]
+      }
       return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
-        path: `experiments.${m.experimentId}`,
-        message:
-          `the definition of member "${m.experimentId}" changed (stored digest ${k.definitionDigest}, now ${m.definitionDigest}); ` +
-          `a member id keeps its definition for life: use a new member id or another output root`
+        path: memberPath(m.experimentId),
+        message: definitionChangeMessage(m.experimentId, k, m)
       }]
     })
     if (issues.length > 0) {
-      return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("; "), issues })
+      // one problem per line
+      return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
     }
     yield* env.tx((d) => {
+      // the parts are recorded when the member is first registered, and filled in for a member
+      // registered by a build that did not record them (same digest, so the same definition)
       const upsert = d.prepare(
-        `INSERT INTO suite_members (experiment_id, definition_digest, label, member_limit, created_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT(experiment_id) DO UPDATE SET label = excluded.label, member_limit = excluded.member_limit`
+        `INSERT INTO suite_members (experiment_id, definition_digest, definition_parts, label, member_limit, created_at)
+         VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT(experiment_id) DO UPDATE SET label = excluded.label, member_limit = excluded.member_limit,
+           definition_parts = COALESCE(suite_members.definition_parts, excluded.definition_parts)`
       )
-      for (const m of ms) upsert.run(m.experimentId, m.definitionDigest, m.label, m.limit, nowMs)
+      for (const m of ms) {
+        const parts = m.definitionParts === null || m.definitionParts === undefined ? null : JSON.stringify(m.definitionParts)
+        upsert.run(m.experimentId, m.definitionDigest, parts, m.label, m.limit, nowMs)
+      }
     })
   })
 

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
+import { Chunk, Data, Effect, Exit, Layer, Option, Stream } from "effect"
 import * as fc from "effect/FastCheck"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -15,6 +15,9 @@ import { Store } from "../../src/services/Store.js"
 import * as Suite from "../../src/services/Suite.js"
 import { SuiteCatalog } from "../../src/services/SuiteCatalog.js"
 import { fakeCatalog, suiteEnv } from "./suiteFixture.js"
+
+/** A member source's own failure (a tagged error, as a source would fail). */
+class SourceBroke extends Data.TaggedError("SourceBroke")<{ readonly message: string }> {}
 
 const rid = (s: string) => s as RunId
 const echo = Task.sync("echo", (n: number) => n)
@@ -167,7 +170,7 @@ describe("Suite.pipelines", () => {
     Effect.gen(function*() {
       const failing = Suite.member(
         "failing",
-        () => Stream.concat(template.map([100]), Stream.fail(new Error("source broke"))),
+        () => Stream.concat(template.map([100]), Stream.fail(new SourceBroke({ message: "source broke" }))),
         { definitionDigest: "f" }
       )
       const throwing = Suite.member("throwing", () => ({
@@ -198,7 +201,7 @@ describe("Suite.pipelines", () => {
 describe("Suite.run", () => {
   it.effect("runs every member; a source error fails its member and the others finish; facts per member", () =>
     Effect.gen(function*() {
-      const broken = Suite.member("broken", () => Stream.fail(new Error("no input file")), { definitionDigest: "b" })
+      const broken = Suite.member("broken", () => Stream.fail(new Pipeline.SeedError({ message: "no input file" })), { definitionDigest: "b" })
       const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 3), broken, memberOf("c", 2)] })
       const report = yield* Suite.run(suite)
       assert.strictEqual(report.run.status, "completed")

@@ -65,7 +65,6 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-browser-"))
       const file = path.join(dir, "store.db")
       const writer = yield* Layer.build(writerLayer(file, { concurrency: 4 }))
-      const run = yield* Effect.fork(Effect.provide(runRows(ROWS, 150), writer))
 
       const store = yield* Effect.provide(Store, yield* Layer.build(SqliteStore.layerReadOnly(file)))
       const reads = Monitor.storeReads(store)
@@ -81,6 +80,9 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       const pageErrors: Array<string> = []
       page.on("pageerror", (e) => pageErrors.push(e.message))
       yield* Effect.promise(() => page.goto(`${info.url}/`))
+      // The run starts once the page is up (status "" until its run appears): started before
+      // Chromium, a 3 s run could end before a loaded CI machine showed the first frame.
+      const run = yield* Effect.fork(Effect.provide(runRows(ROWS, 150), writer))
 
       const read = Effect.promise((): Promise<Seen> =>
         page.evaluate(() => {
@@ -99,11 +101,15 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
         })
       )
       // sample the page (the default view: the whole store) while the run proceeds
+      // (before the run opens, the whole-store view of an empty store reads "finished": sample
+      // until the run has been seen running and then no longer is, at most ~30 s)
       const samples: Array<Seen> = []
+      let seenRunning = false
       while (true) {
         const s = yield* read
         samples.push(s)
-        if (s.status !== "running" && s.status !== "") break
+        if (s.status === "running") seenRunning = true
+        else if (seenRunning || samples.length > 100) break
         yield* Effect.sleep("300 millis")
       }
       const report = yield* Fiber.join(run)

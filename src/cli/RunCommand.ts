@@ -58,7 +58,7 @@ import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
-import { ExitCode, ExitWith } from "./Exit.js"
+import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
@@ -388,33 +388,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
     }
   })
 
-/**
- * The command that resumes an interrupted run, from the arguments the user gave
- * (`process.argv.slice(2)`): the same command line with `run` turned into `resume` and
- * `--run-id` dropped (a new run gets a new id); `--stop-after` too, as it bounded that run.
- *
- * @since 0.1.0
- * @category messages
- */
-export const resumeCommandOf = (argv: ReadonlyArray<string>): string => {
-  const out: Array<string> = ["assay"]
-  let commandSeen = false
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!
-    if (!commandSeen && (a === "run" || a === "resume")) {
-      out.push("resume")
-      commandSeen = true
-      continue
-    }
-    if (a === "--run-id" || a === "--stop-after") {
-      i++
-      continue
-    }
-    if (a.startsWith("--run-id=") || a.startsWith("--stop-after=")) continue
-    out.push(shellQuote(a))
-  }
-  return out.join(" ")
-}
+export { resumeCommandOf } from "./Exit.js"
 
 /** Stop reasons that are limits the user set (not aborts), with the words that explain them. */
 const deliberateStops: Readonly<Record<string, string>> = {

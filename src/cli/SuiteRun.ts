@@ -36,7 +36,7 @@ import * as Runner from "../services/Runner.js"
 import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
 import { Store } from "../services/Store.js"
 import * as Suite from "../services/Suite.js"
-import { ExitCode, ExitWith } from "./Exit.js"
+import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 
 /**
  * What the suite side of `run` / `resume` reads from the command line: the run overrides
@@ -75,26 +75,6 @@ const deliberateStops: Readonly<Record<string, string>> = {
   stop_after: "--stop-after / run.stopAfter elapsed"
 }
 
-/** The command that resumes the same members of the suite, from the user's arguments. */
-const resumeCommandOf = (argv: ReadonlyArray<string>): string => {
-  const out: Array<string> = ["assay"]
-  let commandSeen = false
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!
-    if (!commandSeen && (a === "run" || a === "resume")) {
-      out.push("resume")
-      commandSeen = true
-      continue
-    }
-    if (a === "--run-id" || a === "--stop-after") {
-      i++
-      continue
-    }
-    if (a.startsWith("--run-id=") || a.startsWith("--stop-after=")) continue
-    out.push(shellQuote(a))
-  }
-  return out.join(" ")
-}
 
 /**
  * Loads a suite file into a runnable {@link Suite.Suite}, with the loaded description.

@@ -208,10 +208,14 @@ const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<stri
  */
 export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): void => {
   let outcome: Exit.Exit<unknown, unknown> | undefined
+  let release = () => {}
   const program = plainWhenPiped(cli(argv)).pipe(
     Effect.onExit((exit) =>
       Effect.sync(() => {
         outcome = exit
+        // before the program's claim on the signals ends: a late signal (a second Ctrl-C just
+        // as a graceful stop finishes) must not kill the process by its default action
+        release = Signals.absorb()
       })
     ),
     Signals.interruptOnStop,
@@ -227,6 +231,7 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
       const exit = outcome ?? mainExit
       const fallback = needsFullRuntime(exit)
       if (Option.isSome(fallback) && options.onNeedsFullRuntime !== undefined) {
+        release()
         options.onNeedsFullRuntime(fallback.value)
         return
       }

@@ -133,6 +133,30 @@ export class Signals extends Context.Reference<Signals>()("assay/Signals", {
 }) {}
 
 /**
+ * Keeps the stop signals from killing the process once its main program has ended: listeners
+ * that do nothing, on `source` (the real process by default), until the returned function
+ * removes them. Without them, a signal arriving between the release of the last claim and the
+ * process's `exit` (a second Ctrl-C during a graceful stop that has just finished) would take
+ * Node's default action and kill the process by the signal, losing the exit code (130) that the
+ * finished program chose.
+ *
+ * @param source where signals come from (default: the real process)
+ * @returns a function that removes the listeners (idempotent)
+ * @since 0.1.0
+ * @category running
+ */
+export const absorb = (source: SignalSource = processSource): (() => void) => {
+  const ignore = () => {}
+  for (const signal of stopSignals) source.on(signal, ignore)
+  let removed = false
+  return () => {
+    if (removed) return
+    removed = true
+    for (const signal of stopSignals) source.off(signal, ignore)
+  }
+}
+
+/**
  * A fresh signals service over the real process (the CLI's main program provides one, so that
  * no instance is shared with another copy of assay in the same process).
  *
@@ -142,9 +166,9 @@ export class Signals extends Context.Reference<Signals>()("assay/Signals", {
 export const makeProcess = (): SignalsService => make(processSource)
 
 /**
- * A signals service for tests, and `send(signal)`, which delivers a signal as the process
- * would; `send` returns whether anything listened (`false`: no claim was held, so a real
- * process would have taken Node's default action).
+ * A signals service for tests, its `source` (for {@link absorb}), and `send(signal)`, which
+ * delivers a signal as the process would; `send` returns whether anything listened (`false`:
+ * nothing listened, so a real process would have taken Node's default action).
  *
  * @since 0.1.0
  * @category testing
@@ -152,6 +176,7 @@ export const makeProcess = (): SignalsService => make(processSource)
 export const makeTest = (): {
   readonly signals: SignalsService
   readonly send: (signal: StopSignal) => Effect.Effect<boolean>
+  readonly source: SignalSource
 } => {
   const listeners = new Map<StopSignal, Set<() => void>>()
   const source: SignalSource = {
@@ -164,6 +189,7 @@ export const makeTest = (): {
   }
   return {
     signals: make(source),
+    source,
     send: (signal) =>
       Effect.sync(() => {
         const set = listeners.get(signal)

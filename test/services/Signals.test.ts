@@ -38,6 +38,22 @@ describe("Signals", () => {
       assert.isFalse(yield* send("SIGINT"), "the last claim released: listeners removed")
     }))
 
+  it.effect("absorb: a signal after the main program ended (claims released) is never left to Node's default action", () =>
+    Effect.gen(function*() {
+      const { send, signals, source } = Signals.makeTest()
+      let release = () => {}
+      // the CLI's main program: its outcome recorded and the signals absorbed before its claim ends
+      const result = yield* Signals.interruptOnStop(
+        Effect.succeed(130).pipe(Effect.onExit(() => Effect.sync(() => (release = Signals.absorb(source)))))
+      ).pipe(Effect.provideService(Signals.Signals, signals))
+      assert.strictEqual(result, 130)
+      assert.isTrue(yield* send("SIGINT"), "a late second Ctrl-C is absorbed, the chosen exit code stands")
+      assert.isTrue(yield* send("SIGTERM"))
+      release()
+      release()
+      assert.isFalse(yield* send("SIGINT"), "released (e.g. handing over to another runtime): default action again")
+    }))
+
   it.effect("handle runs its callback once per signal, in order", () =>
     Effect.gen(function*() {
       const { send, signals } = Signals.makeTest()

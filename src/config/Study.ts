@@ -30,3 +30,14 @@ export {
   StudySection
 } from "./internal/studySchema.js"
 export type { StudyInput } from "./internal/studySchema.js"
+export {
+  bind,
+  CHAT_CODE_DIGEST,
+  DEFAULT_TRIAL_CONCURRENCY,
+  findRefs,
+  isStudyFile,
+  load,
+  planText,
+  VAR_KEY
+} from "./internal/study.js"
+export type { LoadedStudy, Plan, StudyLoadOptions, Trial, VariableRef } from "./internal/study.js"

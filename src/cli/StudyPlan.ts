@@ -91,7 +91,8 @@ export const planStudy = (config: string, options: StudyPlanOptions): Effect.Eff
     )
     for (const w of study.warnings) yield* Console.error(w)
     if (over.length > 0) {
-      const reduce = `reduce the variables (${study.plan.variants} variants x ${study.plan.repeats} repeats); a study is never sampled`
+      const { repeats, variants } = study.plan
+      const reduce = `reduce the variables (${variants} variant${variants === 1 ? "" : "s"} x ${repeats} repeat${repeats === 1 ? "" : "s"}); a study is never sampled`
       const issues = over.map((c) => ({
         path: `limits.${c.name}`,
         message: `planned ${c.planned}, above the cap of ${c.limit}: ${reduce}`

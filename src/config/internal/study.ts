@@ -131,7 +131,10 @@ export interface Trial {
  * - `stop` (the declared conditions, `running` defaulted to `drain`), `objectives`;
  * - `trialConcurrency` (default 3); `run`: the suite's run settings (no `store`);
  * - `outputRoot`: the absolute output root;
- * - `protocol`: the protocol's parts as JSON (what is digested; stored by `study run`),
+ * - `protocol`: the protocol's parts as JSON (what is digested; stored by `study run`): `experiment`
+ *   is the base experiment's document as written (before `${VAR}` expansion, references
+ *   unbound) and the code digests of its tasks; `variables`, `stop`, `objectives` as decoded
+ *   (defaults applied); `baseline` the baseline's assignment; `budget` as figures;
  *   `protocolDigest` (32 hex), `protocolParts` (part → 12-hex digest, `repeats` as its number);
  * - `plan`: see {@link Plan};
  * - `suiteFor(version)`: the suite to run for a protocol version: its members are the trials
@@ -303,7 +306,7 @@ const valueAtPath = (value: Json, p: ReadonlyArray<string>): Json | undefined =>
 
 /** A value's strings with `$` doubled, so that the experiment loader's `${VAR}` expansion leaves them as they are. */
 const escapeDollars = (v: Json): Json => {
-  if (typeof v === "string") return v.replaceAll("$", "$$")
+  if (typeof v === "string") return v.replaceAll("$", () => "$$")
   if (Array.isArray(v)) return (v as ReadonlyArray<Json>).map(escapeDollars)
   if (v !== null && typeof v === "object") {
     const out: Record<string, Json> = {}
@@ -354,6 +357,14 @@ const hasCodeTasks = (raw: unknown): boolean => {
     })
   return isRecord(raw) && isRecord(raw["pipeline"]) && visit(raw["pipeline"]["tasks"])
 }
+
+/**
+ * The code digests of a template's tasks, branches nested: what the protocol's `experiment` part
+ * adds to the base document (a code task's body is not in the document). Independent of the
+ * variables' values, which enter a task's parameters, not its code.
+ */
+const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
+  tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
 
 // ---------------------------------------------------------------------------------------------
 // Plan
@@ -458,6 +469,31 @@ export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSys
     onSuccess: (r) => isRecord(r.raw) && r.raw["study"] !== undefined
   })
 
+const LITERALS = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual (.*)$/
+
+/**
+ * A discriminated union's refusal of its tag (`Expected "enum" | "range" | ..., actual "rnage"`,
+ * the variables' `type`, a stop condition's `when`) in words, with a did-you-mean.
+ */
+const literalChoice = (i: ConfigIssue): ConfigIssue => {
+  const m = LITERALS.exec(i.message)
+  if (m === null) return i
+  const choices = m[1]!.split(" | ").map((l) => JSON.parse(l) as string)
+  const actual = m[2]!
+  let near: string | undefined
+  try {
+    const a = JSON.parse(actual) as unknown
+    near = typeof a === "string" ? closest(a, choices) : undefined
+  } catch {
+    near = undefined
+  }
+  return issue(
+    i.path,
+    `expected ${choices.slice(0, -1).map((c) => JSON.stringify(c)).join(", ")} or ${JSON.stringify(choices[choices.length - 1])}, got ${actual}`,
+    near !== undefined ? `did you mean ${JSON.stringify(near)}?` : i.suggestion
+  )
+}
+
 const shown = (u: unknown): string => {
   const s = typeof u === "string" ? JSON.stringify(u) : Either.getOrElse(Either.try(() => canonicalJsonUnsafe(u)), () => String(u))
   return s.length > 60 ? `${s.slice(0, 57)}...` : s
@@ -510,7 +546,7 @@ export const load = (
       issues.push(issue("run.store", "is refused in a study: output.root is the study's one storage entry", "remove run.store and set output.root"))
     }
     const strict = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })(shaped)
-    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, shaped, StudyFile))
+    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, shaped, StudyFile).map(literalChoice))
     if (Either.isLeft(strict)) return yield* invalid(abs, issues)
     const doc = strict.right
     const studyId = doc.study.id
@@ -706,14 +742,25 @@ export const load = (
     }
     const variants = overTrials ? [baseline] : Study.expand(variables, { baselineIndex })
     const experiments = new Map<string, Experiment>([[baseline.id, baselineExp.right]])
+    // one problem shared by several variants is reported once, with the variants it concerns
+    const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
     for (const v of variants) {
       if (experiments.has(v.id)) continue
       const e = yield* checkVariant(v)
       if (Either.isLeft(e)) {
         for (const i of e.left.issues) {
-          issues.push(expIssue(i.path, `${i.message} (variant ${v.id}: ${Study.describeAssignment(v.assignment)})`, i.suggestion))
+          const k = `${i.path}\u0000${i.message}\u0000${i.suggestion ?? ""}`
+          const entry = byProblem.get(k) ?? { issue: i, variants: [] }
+          entry.variants.push(v)
+          byProblem.set(k, entry)
         }
       } else experiments.set(v.id, e.right)
+    }
+    for (const { issue: i, variants: vs } of byProblem.values()) {
+      const which = vs.length === 1
+        ? `variant ${vs[0]!.id}: ${Study.describeAssignment(vs[0]!.assignment)}`
+        : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+      issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
     }
     if (issues.length > 0) return yield* invalid(abs, issues)
     const experiment = baselineExp.right
@@ -755,9 +802,10 @@ export const load = (
         const lmax = est.latency?.max ?? c.timeoutMs ?? undefined
         const minMs = lmin === undefined && est.rpm === undefined ? null : Math.max((n * c.callsMin * (lmin ?? 0)) / parallel, rateMin)
         const maxMs = lmax === undefined ? null : Math.max((n * c.callsMax * lmax) / parallel, rateMax)
-        const w = poolWork.get(pool) ?? { minMs: 0, maxMs: 0 }
+        // min: the known lower bounds add up (unknown = none yet); max: one unbounded call makes it unbounded
+        const w = poolWork.get(pool) ?? { minMs: null, maxMs: 0 }
         poolWork.set(pool, {
-          minMs: w.minMs === null || minMs === null ? (w.minMs ?? minMs) : w.minMs + minMs,
+          minMs: w.minMs === null ? minMs : minMs === null ? w.minMs : w.minMs + minMs,
           maxMs: w.maxMs === null || maxMs === null ? null : w.maxMs + maxMs
         })
       }
@@ -770,6 +818,7 @@ export const load = (
     const mins = [...poolWork.values()].map((w) => w.minMs)
     const maxs = [...poolWork.values()].map((w) => w.maxMs)
     let timeMin: number | null = mins.some((m) => m !== null) ? Math.max(...mins.map((m) => m ?? 0)) : null
+    const minUnknown = anyModel && timeMin === null
     let timeMax: number | null = anyModel && maxs.every((m) => m !== null) ? maxs.reduce<number>((a, m) => a + m!, 0) : null
     const budgetBound = [
       perTrial.timeMs === undefined ? undefined : Math.ceil(trials / trialConcurrency) * perTrial.timeMs,
@@ -780,6 +829,7 @@ export const load = (
       timeMax = timeMax === null ? b : Math.min(timeMax, b)
       timeMin = timeMin === null ? 0 : Math.min(timeMin, b)
     }
+    if (minUnknown && timeMax !== null) notes.push("no latency estimate or rate limit: the shortest time is unknown (shown as 0; set estimate.latency)")
     if (anyModel && timeMin === null && timeMax === null) notes.push("no latency estimate, rate limit, task timeout or time budget: the time range is unknown (set estimate.latency)")
     const timeMs = timeMin === null && timeMax === null ? null : { min: Math.round(timeMin ?? 0), max: timeMax === null ? null : Math.round(timeMax) }
     const maxModelCalls = pipelinesPerTrial === null ? null : callsMax
@@ -822,7 +872,7 @@ export const load = (
     // the protocol
     const budgetJson = { perTrial: perTrial as Json, total: total as Json }
     const protocol: Study.Protocol = {
-      experiment: { document: plain(base.raw), tasks: experiment.template.specDigest },
+      experiment: { document: plain(base.raw), code: codeDigests(experiment.template.tasks) },
       variables: plain(variables),
       baseline: baseline.assignment,
       repeats,
@@ -976,7 +1026,7 @@ export const planText = (plan: Plan): string => {
   const lines = [
     `variants:          ${int(plan.variants)}`,
     `repeats:           ${plan.repeats}`,
-    `trials:            ${int(plan.trials)} (${int(plan.variants)} variants x ${plan.repeats} repeats)`,
+    `trials:            ${int(plan.trials)} (${int(plan.variants)} variant${plan.variants === 1 ? "" : "s"} x ${plan.repeats} repeat${plan.repeats === 1 ? "" : "s"})`,
     `cases per trial:   ${plan.casesPerTrial === null ? unknown : int(plan.casesPerTrial)}`,
     `pipelines:         ${plan.pipelines === null ? unknown : int(plan.pipelines)}`,
     `tasks per pipeline: ${plan.tasksPerPipeline}`,

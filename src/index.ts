@@ -57,6 +57,7 @@ export * as RetryPolicy from "./domain/RetryPolicy.js"
 export * as RunConfig from "./domain/RunConfig.js"
 /** @since 0.1.0 */
 export * as Shard from "./domain/Shard.js"
+export * as Study from "./domain/Study.js"
 /**
  * Suite identity: id rules (`checkId`), member pipeline ids (`memberPipelineId`,
  * `memberDigestOf`), `Membership` and `tagSpec`. @since 0.5.0
@@ -145,6 +146,8 @@ export * as SuiteConfig from "./config/Suite.js"
  * same function as `SuiteConfig.defineSuite`; it only types the definition). @since 0.5.0
  */
 export { defineSuite } from "./config/Suite.js"
+export * as StudyConfig from "./config/Study.js"
+export { defineStudy } from "./config/Study.js"
 
 // layers
 /** @since 0.1.0 */

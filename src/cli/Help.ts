@@ -188,6 +188,32 @@ export const summaryOf = (command: AnyCommand): string => descriptionsOf(command
  */
 export const nameOf = (command: AnyCommand): string => [...Command.getNames(command)][0] ?? ""
 
+const groups = new WeakMap<object, ReadonlyArray<AnyCommand>>()
+
+/**
+ * Declares `parent` a command group (`assay study plan|run|...`): its `children` are routed and
+ * get their own help screens (`assay study plan --help`), and `assay study --help` lists them.
+ * The same children must be given to `Command.withSubcommands` for parsing.
+ *
+ * @param parent the group's command (`Command.make("study")` with the children as subcommands)
+ * @param children the subcommands, in the order listed
+ * @returns `parent`
+ * @since 0.6.0
+ * @category descriptors
+ */
+export const group = <C extends object>(parent: C, children: ReadonlyArray<unknown>): C => {
+  groups.set(parent, children as ReadonlyArray<AnyCommand>)
+  return parent
+}
+
+/**
+ * The subcommands of a command group (see {@link group}), or `undefined` for a plain command.
+ *
+ * @since 0.6.0
+ * @category descriptors
+ */
+export const childrenOf = (command: AnyCommand): ReadonlyArray<AnyCommand> | undefined => groups.get(command)
+
 // -------------------------------------------------------------------------------------------
 // Layout
 // -------------------------------------------------------------------------------------------
@@ -344,8 +370,20 @@ export const renderRoot = (version: string, description: string, commands: Reado
  * @since 0.1.0
  * @category rendering
  */
-export const renderCommand = (command: AnyCommand): string => {
-  const name = nameOf(command)
+export const renderCommand = (command: AnyCommand, parent?: string): string => {
+  const name = parent === undefined ? nameOf(command) : `${parent} ${nameOf(command)}`
+  const children = childrenOf(command)
+  if (children !== undefined) {
+    const names = children.map(nameOf)
+    const column = Math.max(...names.map((n) => n.length)) + 4
+    return [
+      ...descriptionsOf(command).description.flatMap((p, i) => wrap(i === 0 ? `assay ${name}: ${p}` : p, "")),
+      ...section("USAGE", [`  $ assay ${name} COMMAND [options]`, `  $ assay ${name} COMMAND --help`]),
+      ...section("COMMANDS", children.flatMap((c, i) => wrap(summaryOf(c), `  ${names[i]!.padEnd(column - 2)}`, " ".repeat(column)))),
+      ...section("EXAMPLES", exampleLines(examplesOf(name))),
+      ""
+    ].join("\n")
+  }
   const { args, options } = specOf(command)
   const { description, entries } = descriptionsOf(command)
   const tokens = [
@@ -391,7 +429,12 @@ export const renderCommand = (command: AnyCommand): string => {
  */
 export type Route =
   | { readonly _tag: "RootHelp" }
-  | { readonly _tag: "CommandHelp"; readonly command: AnyCommand }
+  | {
+    readonly _tag: "CommandHelp"
+    readonly command: AnyCommand
+    /** The group a subcommand belongs to (`study` for `assay study plan`), if any. */
+    readonly parent?: string | undefined
+  }
   | {
     readonly _tag: "Unknown"
     readonly kind: "option" | "command"
@@ -464,7 +507,28 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
   if (command === undefined) {
     return root.help ? { _tag: "RootHelp" } : { _tag: "Unknown", kind: "command", word: name, where: "assay", candidates: all }
   }
-  const sub = scan(args.slice(root.positional + 1), [...specOf(command).options, ...commonOptions], `assay ${name}`)
+  const rest = args.slice(root.positional + 1)
+  const children = childrenOf(command)
+  if (children !== undefined) {
+    // a group: its first positional names the subcommand
+    const at = rest.findIndex((t) => optionName(t) === undefined)
+    const help = root.help || rest.slice(0, at === -1 ? rest.length : at).some((t) => isHelp(t))
+    if (at === -1) return help || rest.length === 0 ? { _tag: "CommandHelp", command } : { _tag: "Parse" }
+    const child = children.find((c) => nameOf(c) === rest[at])
+    if (child === undefined) {
+      return help ? { _tag: "CommandHelp", command } : {
+        _tag: "Unknown",
+        kind: "command",
+        word: rest[at]!,
+        where: `assay ${name}`,
+        candidates: children.map(nameOf)
+      }
+    }
+    const sub = scan(rest.slice(at + 1), [...specOf(child).options, ...commonOptions], `assay ${name} ${rest[at]}`)
+    if (help || sub.help) return { _tag: "CommandHelp", command: child, parent: name }
+    return sub.unknown ?? { _tag: "Parse" }
+  }
+  const sub = scan(rest, [...specOf(command).options, ...commonOptions], `assay ${name}`)
   if (root.help || sub.help) return { _tag: "CommandHelp", command }
   return sub.unknown ?? { _tag: "Parse" }
 }

@@ -58,7 +58,8 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
   ],
   schema: [
     e("Write the JSON Schema of experiment files for an editor", "assay schema > experiment.schema.json"),
-    e("The same for suite files", "assay schema --suite > suite.schema.json")
+    e("The same for suite files", "assay schema --suite > suite.schema.json"),
+    e("The same for study files", "assay schema --study > study.schema.json")
   ],
   report: [
     e("Report on the most recent run of a store", "assay report runs/demo.db"),
@@ -82,6 +83,13 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
   watch: [
     e("Follow the latest run of a store (waits for the store to appear)", "assay watch runs/demo.db"),
     e("Every run of the store, refreshed every half second", "assay watch runs/demo.db --run-id all --interval 0.5")
+  ],
+  study: [
+    e("What a study would run and the most it may cost, before anything runs", "assay study plan study.yaml")
+  ],
+  "study plan": [
+    e("Print the plan of a study (exit 2 when a cap is exceeded)", "assay study plan study.yaml"),
+    e("The plan and the variants as JSON", "assay study plan study.yaml --json")
   ]
 }
 

@@ -42,6 +42,7 @@ import type { SeedError } from "../domain/Pipeline.js"
 import { parseShard, shardSpecs, shardStorePath } from "../domain/Shard.js"
 import * as ArtifactBackends from "../layers/ArtifactBackends.js"
 import * as Experiment from "../config/internal/experiment.js"
+import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as Otel from "../layers/Otel.js"
@@ -752,8 +753,15 @@ const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<vo
   })
 
 const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  Effect.flatMap(SuiteConfig.isSuiteFile(args.config), (suite) =>
-    suite ? suiteRun(args, resume) : experimentHandler(resume)(args)).pipe(
+  Effect.flatMap(
+    Effect.zip(SuiteConfig.isSuiteFile(args.config), StudyConfig.isStudyFile(args.config)),
+    ([suite, study]): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+      study
+        ? Effect.fail(configError("--config", `${args.config} is a study file: run it with \`assay study ${resume ? "resume" : "run"} ${args.config}\``))
+        : suite
+        ? suiteRun(args, resume)
+        : experimentHandler(resume)(args)
+  ).pipe(
     // spans (the run's, its attempts') go to the collector while the command runs; the last
     // batch is sent when it ends
     Effect.provide(Otel.layerFromEnv(args.otel))

@@ -2,14 +2,17 @@
  * `assay schema`: prints the JSON Schema of the experiment file, generated from the Effect
  * Schema (`ExperimentFile`), so that editors validate and complete configs (see
  * `docs/config.md` for how to reference it); `assay schema --suite` prints the suite file's
- * (`SuiteFile`, see `docs/suites.md`).
+ * (`SuiteFile`, see `docs/suites.md`); `assay schema --study` the study file's (`StudyFile`, see
+ * `docs/studies.md`).
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, JSONSchema, Schema } from "effect"
+import { ConfigError } from "../domain/Errors.js"
 import { ExperimentFile } from "../config/Config.js"
+import { StudyFile } from "../config/Study.js"
 import { SuiteFile } from "../config/Suite.js"
 
 /**
@@ -38,6 +41,25 @@ export const suiteJsonSchema = (): JSONSchema.JsonSchema7Root => {
   } as JSONSchema.JsonSchema7Root
 }
 
+/**
+ * The JSON Schema (draft-07) of a study file as written (durations as strings).
+ *
+ * @since 0.6.0
+ * @category schema
+ */
+export const studyJsonSchema = (): JSONSchema.JsonSchema7Root => {
+  const root = JSONSchema.make(Schema.encodedBoundSchema(StudyFile))
+  return {
+    ...root,
+    title: "assay study",
+    description: "An assay study file (JSON, TOML or YAML): variants of an experiment run as isolated trials."
+  } as JSONSchema.JsonSchema7Root
+}
+
+const study = Options.boolean("study").pipe(
+  Options.withDescription("Print the JSON Schema of study files instead of experiment files.")
+)
+
 const suite = Options.boolean("suite").pipe(
   Options.withDescription("Print the JSON Schema of suite files instead of experiment files.")
 )
@@ -48,7 +70,16 @@ const suite = Options.boolean("suite").pipe(
  * @since 0.1.0
  * @category commands
  */
-export const schema = Command.make("schema", { suite }, ({ suite }) =>
-  Effect.flatMap(Effect.sync(suite ? suiteJsonSchema : experimentJsonSchema), (s) => Console.log(JSON.stringify(s, null, 2)))).pipe(
-    Command.withDescription("Print the JSON Schema of experiment files (or, with --suite, of suite files) for editors.")
+export const schema = Command.make("schema", { suite, study }, ({ study, suite }) =>
+  Effect.gen(function*() {
+    if (suite && study) {
+      return yield* new ConfigError({
+        message: "--suite and --study: give one of them",
+        issues: [{ path: "--study", message: "give --suite or --study, not both" }]
+      })
+    }
+    const s = study ? studyJsonSchema() : suite ? suiteJsonSchema() : experimentJsonSchema()
+    yield* Console.log(JSON.stringify(s, null, 2))
+  })).pipe(
+    Command.withDescription("Print the JSON Schema of experiment files (or, with --suite / --study, of suite / study files) for editors.")
   )

@@ -12,7 +12,8 @@
  * definition when some are of another one (stderr; `store` in `--json`): see `DefinitionMatch`.
  * A suite file (a document with a top-level `suite`) is checked by the suite loader instead and
  * described (members, ignored run fields, effective overrides, pool mapping; see `SuiteRun.ts`);
- * `--store` is refused for it (exit 2).
+ * `--store` is refused for it (exit 2). A study file (a top-level `study`) is checked by the
+ * study loader and described with its plan (`StudyPlan.ts`); a cap exceeded is an error (exit 2).
  *
  * @since 0.1.0
  */
@@ -23,12 +24,14 @@ import * as path from "node:path"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import type { Json } from "../domain/Json.js"
 import * as Experiment from "../config/internal/experiment.js"
+import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import * as Flags from "./Flags.js"
+import * as StudyPlan from "./StudyPlan.js"
 import * as SuiteRun from "./SuiteRun.js"
 
 const text = (experiment: Experiment.Experiment): string => {
@@ -153,7 +156,7 @@ export const validate = Command.make(
     config: Options.file("config", { exists: "either" }).pipe(
       Options.withAlias("c"),
       Options.withDescription(
-        "The experiment file or suite file (.json, .toml, .yaml/.yml or .ts); a suite file has a top-level suite key."
+        "The experiment, suite or study file (.json, .toml, .yaml/.yml or .ts); a suite file has a top-level suite key, a study file a study key."
       )
     ),
     strictEnv: Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error.")),
@@ -165,11 +168,21 @@ export const validate = Command.make(
       )
     ),
     outputRoot: Flags.outputRoot(
-      "A suite file only: its output root, relative to the working directory (overrides output.root)."
+      "A suite or study file only: its output root, relative to the working directory (overrides output.root)."
     )
   },
   ({ config, json, outputRoot, store, strictEnv }) =>
     Effect.gen(function*() {
+      // a study file: the study, its variants and its plan (StudyPlan.ts)
+      if (yield* StudyConfig.isStudyFile(config)) {
+        if (Option.isSome(store)) {
+          return yield* new ConfigError({
+            message: "--store: refused for a study: a study's one storage entry is its output root",
+            issues: [{ path: "--store", message: "refused for a study: a study's one storage entry is its output root" }]
+          })
+        }
+        return yield* StudyPlan.validateStudy(config, { strictEnv, json, outputRoot: Option.getOrUndefined(outputRoot) })
+      }
       // a suite file: its members, ignored run fields, overrides and pool mapping
       if (yield* SuiteConfig.isSuiteFile(config)) {
         if (Option.isSome(store)) {
@@ -224,5 +237,5 @@ export const validate = Command.make(
       if (empty) yield* Console.error(`warning: ${Experiment.emptySourceMessage(experiment)}: \`assay run\` would exit 1 with nothing to do`)
     })
 ).pipe(Command.withDescription(
-    "Check an experiment or suite file and print the effective experiment or suite (exit 2 when invalid)."
+    "Check an experiment, suite or study file and print the effective experiment, suite or study plan (exit 2 when invalid)."
   ))

@@ -55,7 +55,8 @@ const subcommands: ReadonlyArray<readonly [string, () => Promise<Loaded>]> = [
   ["export", () => import("./ExportCommand.js").then((m) => one(m.exportCommand))],
   ["merge", () => import("./MergeCommand.js").then((m) => one(m.merge))],
   ["serve", () => import("./ServeCommand.js").then((m) => one(m.serve))],
-  ["watch", () => import("./WatchCommand.js").then((m) => one(m.watch))]
+  ["watch", () => import("./WatchCommand.js").then((m) => one(m.watch))],
+  ["study", () => import("./StudyCommand.js").then((m) => one(m.study))]
 ]
 
 /**
@@ -117,7 +118,7 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
     case "RootHelp":
       return Console.log(Help.renderRoot(version, description, commands))
     case "CommandHelp":
-      return Console.log(Help.renderCommand(routed.command))
+      return Console.log(Help.renderCommand(routed.command, routed.parent))
     case "Unknown":
       // the suggestion helper lives with the config loader: loaded only on this path
       return Effect.promise(() => import("../config/internal/issues.js")).pipe(

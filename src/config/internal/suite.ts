@@ -122,8 +122,8 @@ export interface LoadedSuite {
  */
 export const DEFINITION_FORMAT = "assay-suite-definition-v1"
 
-/** A parsed value as plain JSON (dates as ISO strings, functions dropped). */
-const plain = (u: unknown): Json => {
+/** A parsed value as plain JSON (dates as ISO strings, functions dropped). Also used by the study loader. */
+export const plain = (u: unknown): Json => {
   if (u === undefined) return null
   try {
     return JSON.parse(JSON.stringify(u, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))) as Json

@@ -1,0 +1,121 @@
+/**
+ * `assay study plan FILE` and `assay validate -c STUDY`: a study file is loaded and checked
+ * (the study, its base experiment with every variant's values bound, the caps) and its plan is
+ * printed before anything runs.
+ *
+ * - `study plan`: the plan as text (or `--json`); a plan above a cap (`limits.maxTrials`, 200
+ *   by default, or a declared `maxPipelines` / `maxCalls` / `maxTokens`) is printed and then
+ *   refused: exit 2 with the caps exceeded, asking to reduce the variables. Any other problem of
+ *   the file: exit 2 with every problem and its field path.
+ * - `validate -c STUDY`: the same checks (a cap exceeded is an error like any other) and the
+ *   study described: variables, variants, baseline, protocol digest and the plan.
+ *
+ * Neither opens the study's output root.
+ *
+ * @since 0.6.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as path from "node:path"
+import { Console, Effect } from "effect"
+import * as StudyConfig from "../config/Study.js"
+import { ConfigError } from "../domain/Errors.js"
+import * as Study from "../domain/Study.js"
+
+/**
+ * Options of {@link planStudy} and {@link validateStudy}.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyPlanOptions {
+  readonly strictEnv: boolean
+  readonly json: boolean
+  readonly outputRoot?: string | undefined
+}
+
+/**
+ * The study described in text: id, question, protocol digest, variables, baseline and the plan.
+ *
+ * @since 0.6.0
+ * @category formatting
+ */
+export const describeText = (study: StudyConfig.LoadedStudy): string => {
+  const lines = [
+    `study ${study.id} (${study.file}): ${study.plan.caps.length === 0 ? "valid" : "over its caps"}`,
+    `question: ${study.question}`,
+    ...(study.hypothesis === null ? [] : [`hypothesis: ${study.hypothesis}`]),
+    `type: ${study.type}`,
+    `protocol: ${study.experimentFile} (digest ${study.protocolDigest})`,
+    `output: ${study.outputRoot}`
+  ]
+  for (const v of study.variables) {
+    const values = Study.valuesOf(v).map((c) => (typeof c.assignment === "string" ? c.assignment : JSON.stringify(c.assignment)))
+    const shown = values.length > 10 ? [...values.slice(0, 10), `... (${values.length})`] : values
+    lines.push(`variable ${v.name} (${v.type}): ${shown.join(", ")}`)
+  }
+  lines.push(`baseline: ${study.baseline.id}${study.variables.length === 0 ? "" : ` (${Study.describeAssignment(study.baseline.assignment)})`}`)
+  lines.push(StudyConfig.planText(study.plan))
+  return lines.join("\n")
+}
+
+const load = (config: string, options: StudyPlanOptions, allowOverCap: boolean) =>
+  StudyConfig.load(config, {
+    strictEnv: options.strictEnv,
+    allowOverCap,
+    scanKeys: "full",
+    ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) })
+  }).pipe(
+    Effect.tapError((e) =>
+      options.json
+        ? Console.log(JSON.stringify({ valid: false, file: path.resolve(config), message: e.message, issues: e.issues }, null, 2))
+        : Effect.void
+    )
+  )
+
+/**
+ * `assay study plan FILE [--json] [--strict-env] [--output-root DIR]`: see the module
+ * documentation. Fails with `ConfigError` (exit 2) for an invalid file or a plan above a cap
+ * (after printing the plan).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const planStudy = (config: string, options: StudyPlanOptions): Effect.Effect<void, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const study = yield* load(config, options, true)
+    const over = study.plan.caps
+    yield* Console.log(
+      options.json
+        ? JSON.stringify({ valid: over.length === 0, file: study.file, ...(study.describe() as Record<string, unknown>) }, null, 2)
+        : describeText(study)
+    )
+    for (const w of study.warnings) yield* Console.error(w)
+    if (over.length > 0) {
+      const { repeats, variants } = study.plan
+      const reduce = `reduce the variables (${variants} variant${variants === 1 ? "" : "s"} x ${repeats} repeat${repeats === 1 ? "" : "s"}); a study is never sampled`
+      const issues = over.map((c) => ({
+        path: `limits.${c.name}`,
+        message: `planned ${c.planned}, above the cap of ${c.limit}: ${reduce}`
+      }))
+      return yield* new ConfigError({
+        message: `study ${study.id} is over its caps:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`,
+        issues
+      })
+    }
+  })
+
+/**
+ * `assay validate -c STUDY [--json] [--strict-env] [--output-root DIR]`: the study checked
+ * (a cap exceeded is an error) and described with its plan.
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const validateStudy = (config: string, options: StudyPlanOptions): Effect.Effect<void, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const study = yield* load(config, options, false)
+    yield* Console.log(
+      options.json ? JSON.stringify({ valid: true, file: study.file, ...(study.describe() as Record<string, unknown>) }, null, 2) : describeText(study)
+    )
+    for (const w of study.warnings) yield* Console.error(w)
+  })

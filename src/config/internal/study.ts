@@ -1,0 +1,1042 @@
+/**
+ * @internal
+ *
+ * Loading a study file: the Schema decode, the variables and baseline, the variable references
+ * of the base experiment, one checked experiment per variant (the base experiment's raw
+ * document with the variant's values bound, checked by the experiment loader), the protocol
+ * digest, the plan and its caps, and the suite of a protocol version.
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as path from "node:path"
+import { Duration, Effect, Either, Schema } from "effect"
+import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
+import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
+import * as Control from "../../domain/Control.js"
+import * as Resource from "../../domain/Resource.js"
+import * as RunConfig from "../../domain/RunConfig.js"
+import * as Study from "../../domain/Study.js"
+import * as Suite from "../../domain/Suite.js"
+import type * as Task from "../../domain/Task.js"
+import { builtinTaskNames } from "../../tasks/Builtins.js"
+import type { Experiment, Format, LoadOptions } from "../Experiment.js"
+import { describeAlgorithm } from "./build.js"
+import { check } from "./check.js"
+import { expandEnv } from "./env.js"
+import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
+import * as parse from "./parse.js"
+import * as sources from "./sources.js"
+import { definitionDigest, definitionParts, type LoadedMember, type LoadedSuite, type MemberDefinition, plain } from "./suite.js"
+import { StudyFile } from "./studySchema.js"
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Options of {@link load}: those of `Experiment.load` (`strictEnv`, `env`, `scanKeys`, applied
+ * to the study file and to the base experiment), plus:
+ *
+ * - `outputRoot`: replaces `output.root`, relative to the working directory (`--output-root`);
+ * - `newVersion`: accepted for the run command's sake (`--new-version`); loading does not
+ *   depend on it;
+ * - `allowOverCap`: a plan above a cap is returned (with `plan.caps` listing what is exceeded)
+ *   instead of failing; what `assay study plan` uses to print the plan before exiting 2. Such a
+ *   study is never run: when the trials exceed `limits.maxTrials` only the baseline variant is
+ *   built and `suiteFor` / `trialsFor` die.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyLoadOptions extends LoadOptions {
+  readonly outputRoot?: string | undefined
+  readonly newVersion?: boolean | undefined
+  readonly allowOverCap?: boolean | undefined
+}
+
+/**
+ * What a study will run and the most it may cost, computed before anything runs
+ * (`assay study plan`, `validate`, the start of `study run`). Figures the study cannot know
+ * are `null`.
+ *
+ * - `variants`, `repeats`, `trials` (= variants × repeats);
+ * - `casesPerTrial`: the source's rows (`null` when it cannot be counted cheaply: a `jsonl`
+ *   file over 64 MiB without a limit); `pipelines`: trials × cases × the source's `repeats`;
+ * - `tasksPerPipeline`: the base pipeline's tasks (fanout branches counted);
+ * - `maxModelCalls`: the most model calls, attempts included: for every trial, pipelines × the
+ *   sum over its model-calling tasks of their `maxAttempts` (a fanout group's `maxAttempts`
+ *   multiplies its branches'; a pipeline whose control flow can go backwards multiplies by
+ *   1 + its handoff limit). Model-calling tasks are the `chat` task (config `use: chat` or
+ *   `Chat.chat` in code, recognised by its code digest `assay.chat/v1`); a code task that
+ *   calls a model itself is not counted;
+ * - `maxTaskAttempts`: the same sum over every task;
+ * - `tokens`: `min` = the model calls of one attempt each × the prompt estimate (the chat
+ *   task's `system` + `template` text without its `{{field}}` placeholders, at 4 characters
+ *   a token, OpenAI's rule of thumb for English; row values are not counted); `max` =
+ *   `maxModelCalls` × (prompt estimate + the task's `maxTokens`); `null` when a model-calling
+ *   task has no `maxTokens`, or the cases cannot be counted;
+ * - `timeMs`: the wall time range (milliseconds): each pool used by model-calling tasks runs
+ *   `min(capacity, run.concurrency)` calls at once (capacity = the sum of its resources');
+ *   a call takes the variant's model profile `latency` (else the study's `estimate.latency`;
+ *   with neither, the task's `timeout` bounds the longest call); a `requestsPerMinute`
+ *   (profile, else `estimate`) bounds a pool's call rate. `min` = the largest over pools of
+ *   max(one attempt per call × min latency / parallel calls, calls / rate); `max` = the sum
+ *   over pools of max(every attempt × max latency / parallel calls, attempts / rate), `null`
+ *   when a call has no upper bound. A per-trial `time` budget bounds `max` by
+ *   ceil(trials / trialConcurrency) × that time, a total `time` budget by itself. `null` when
+ *   nothing bounds either end. Retry delays and non-model tasks are not counted;
+ * - `concurrency`: `pipelines` (the run's `concurrency`) and `trials` (`run.trialConcurrency`);
+ * - `caps`: each cap exceeded (`maxTrials`, `maxPipelines`, `maxCalls`, `maxTokens`) with its
+ *   limit and the planned figure; empty when the plan is within every cap;
+ * - `notes`: the assumptions behind the figures, one line each.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Plan {
+  readonly variants: number
+  readonly repeats: number
+  readonly trials: number
+  readonly casesPerTrial: number | null
+  readonly pipelines: number | null
+  readonly tasksPerPipeline: number
+  readonly maxModelCalls: number | null
+  readonly maxTaskAttempts: number | null
+  readonly tokens: { readonly min: number; readonly max: number } | null
+  readonly timeMs: { readonly min: number; readonly max: number | null } | null
+  readonly concurrency: { readonly pipelines: number; readonly trials: number }
+  readonly caps: ReadonlyArray<{ readonly name: string; readonly limit: number; readonly planned: number }>
+  readonly notes: ReadonlyArray<string>
+}
+
+/**
+ * One trial of a protocol version: its id (`p1-v03-r2`), its variant and its repeat (1-based).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Trial {
+  readonly trialId: string
+  readonly variant: Study.Variant
+  readonly repeat: number
+}
+
+/**
+ * A loaded, checked study.
+ *
+ * - `id`, `file`, `format`, `baseDir`, `question`, `hypothesis`, `type`: the study;
+ * - `experimentFile`: the base experiment (absolute); `experiment`: it checked with the
+ *   baseline's values;
+ * - `variables`; `variants` (expansion order) and `baseline` (one of them);
+ * - `repeats`; `budget` (`perTrial`, `total` as figures); `limits` (`maxTrials` defaulted);
+ * - `stop` (the declared conditions, `running` defaulted to `drain`), `objectives`;
+ * - `trialConcurrency` (default 3); `run`: the suite's run settings (no `store`);
+ * - `outputRoot`: the absolute output root;
+ * - `protocol`: the protocol's parts as JSON (what is digested; stored by `study run`): `experiment`
+ *   is the base experiment's document as written (before `${VAR}` expansion, references
+ *   unbound) and the code digests of its tasks; `variables`, `stop`, `objectives` as decoded
+ *   (defaults applied); `baseline` the baseline's assignment; `budget` as figures;
+ *   `protocolDigest` (32 hex), `protocolParts` (part → 12-hex digest, `repeats` as its number);
+ * - `plan`: see {@link Plan};
+ * - `suiteFor(version)`: the suite to run for a protocol version: its members are the trials
+ *   `p<version>-vNN-rK` in variant-major, repeat-minor order, each running the variant's
+ *   experiment; every pool of the base experiment is a shared pool of the suite (one quota for
+ *   all trials) under its own name; layout `combined` in `outputRoot`;
+ * - `trialsFor(version)`: the same trials as data;
+ * - `warnings`: one line each (an unused variable in a study whose tasks are code, a default
+ *   baseline, the experiment's source warnings); `unresolvedEnv`: `${VAR}`s without a value;
+ * - `describe()`: the JSON `assay validate` and `assay study plan --json` print.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LoadedStudy {
+  readonly id: string
+  readonly file: string
+  readonly format: Format
+  readonly baseDir: string
+  readonly question: string
+  readonly hypothesis: string | null
+  readonly type: Study.StudyType
+  readonly experimentFile: string
+  readonly experiment: Experiment
+  readonly variables: ReadonlyArray<Study.Variable>
+  readonly variants: ReadonlyArray<Study.Variant>
+  readonly baseline: Study.Variant
+  readonly repeats: number
+  readonly budget: { readonly perTrial: Study.BudgetFigures; readonly total: Study.BudgetFigures }
+  readonly limits: {
+    readonly maxTrials: number
+    readonly maxPipelines: number | null
+    readonly maxCalls: number | null
+    readonly maxTokens: number | null
+  }
+  readonly stop: ReadonlyArray<Study.StopCondition>
+  readonly objectives: ReadonlyArray<Study.Objective>
+  readonly trialConcurrency: number
+  readonly run: RunConfig.RunConfigInput
+  readonly outputRoot: string
+  readonly protocol: Study.Protocol
+  readonly protocolDigest: string
+  readonly protocolParts: Readonly<Record<string, string>>
+  readonly plan: Plan
+  readonly suiteFor: (version: number) => LoadedSuite
+  readonly trialsFor: (version: number) => ReadonlyArray<Trial>
+  readonly warnings: ReadonlyArray<string>
+  readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
+  readonly describe: () => Json
+}
+
+/**
+ * The default of `run.trialConcurrency`: 3 trials at once.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const DEFAULT_TRIAL_CONCURRENCY = 3
+
+/**
+ * The code digest that marks the built-in chat task (a model-calling task for the plan).
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const CHAT_CODE_DIGEST = "assay.chat/v1"
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+const invalid = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+  const seen = new Set<string>()
+  const issues = all.filter((i) => {
+    const k = `${i.path}\u0000${i.message}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+  return new ConfigError({
+    message: `invalid study ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
+      issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
+        .join("\n")
+    }`,
+    issues
+  })
+}
+
+const quoted = (names: ReadonlyArray<string>) => names.map((n) => JSON.stringify(n)).join(", ")
+
+// ---------------------------------------------------------------------------------------------
+// Variable references
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The key of a variable reference: `{ $var: "NAME" }` or `{ $var: "NAME.path.in.value" }`.
+ *
+ * @since 0.6.0
+ * @category references
+ */
+export const VAR_KEY = "$var"
+
+/**
+ * One variable reference found in the base experiment: where (`at`, path segments of the
+ * experiment document), the variable `name` and the `path` into its value.
+ *
+ * @since 0.6.0
+ * @category references
+ */
+export interface VariableRef {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly name: string
+  readonly path: ReadonlyArray<string>
+}
+
+const isPlain = (u: unknown): u is Record<string, unknown> => {
+  if (!isRecord(u)) return false
+  const proto = Object.getPrototypeOf(u)
+  return proto === Object.prototype || proto === null
+}
+
+/**
+ * Every `{ $var: ... }` of a document (plain objects and arrays only: task values and other
+ * class instances are not entered), with the malformed ones (`$var` beside other keys, or not
+ * a non-empty string) as issues.
+ *
+ * @since 0.6.0
+ * @category references
+ */
+export const findRefs = (doc: unknown): { readonly refs: ReadonlyArray<VariableRef>; readonly malformed: ReadonlyArray<ConfigIssue> } => {
+  const refs: Array<VariableRef> = []
+  const malformed: Array<ConfigIssue> = []
+  const visit = (v: unknown, at: Array<PropertyKey>) => {
+    if (Array.isArray(v)) v.forEach((x, i) => visit(x, [...at, i]))
+    else if (isPlain(v)) {
+      if (VAR_KEY in v) {
+        const target = v[VAR_KEY]
+        if (Object.keys(v).length !== 1 || typeof target !== "string" || target === "") {
+          malformed.push(issue(
+            formatPath(at),
+            "a variable reference is an object with the one key $var and the variable's name",
+            "{ $var: \"temperature\" } or { $var: \"model.params.temperature\" }"
+          ))
+          return
+        }
+        const [name, ...rest] = target.split(".")
+        refs.push({ at, name: name!, path: rest })
+        return
+      }
+      for (const [k, x] of Object.entries(v)) visit(x, [...at, k])
+    }
+  }
+  visit(doc, [])
+  return { refs, malformed }
+}
+
+/** The value at a dotted path inside a variable's value (`undefined` when it leads nowhere). */
+const valueAtPath = (value: Json, p: ReadonlyArray<string>): Json | undefined => {
+  let v: Json | undefined = value
+  for (const seg of p) {
+    if (Array.isArray(v) && /^(0|[1-9][0-9]*)$/.test(seg)) v = (v as ReadonlyArray<Json>)[Number(seg)]
+    else if (v !== null && typeof v === "object" && !Array.isArray(v) && Object.prototype.hasOwnProperty.call(v, seg)) {
+      v = (v as Record<string, Json>)[seg]
+    } else return undefined
+    if (v === undefined) return undefined
+  }
+  return v
+}
+
+/** A value's strings with `$` doubled, so that the experiment loader's `${VAR}` expansion leaves them as they are. */
+const escapeDollars = (v: Json): Json => {
+  if (typeof v === "string") return v.replaceAll("$", () => "$$")
+  if (Array.isArray(v)) return (v as ReadonlyArray<Json>).map(escapeDollars)
+  if (v !== null && typeof v === "object") {
+    const out: Record<string, Json> = {}
+    for (const [k, x] of Object.entries(v)) out[k] = escapeDollars(x)
+    return out
+  }
+  return v
+}
+
+/**
+ * A copy of a document with every reference replaced by the variable's value (or the value at
+ * its path) from `values`; strings of the bound values are escaped for the loader's `${VAR}`
+ * expansion (a prompt may contain `$`). Task values and class instances are shared, not copied.
+ *
+ * @since 0.6.0
+ * @category references
+ */
+export const bind = (doc: unknown, values: Readonly<Record<string, Json>>): unknown => {
+  const visit = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(visit)
+    if (isPlain(v)) {
+      const target = v[VAR_KEY]
+      if (typeof target === "string" && Object.keys(v).length === 1) {
+        const [name, ...rest] = target.split(".")
+        const value = values[name!]
+        const at = value === undefined ? undefined : valueAtPath(value, rest)
+        return at === undefined ? v : escapeDollars(at)
+      }
+      const out: Record<string, unknown> = {}
+      for (const [k, x] of Object.entries(v)) out[k] = visit(x)
+      return out
+    }
+    return v
+  }
+  return visit(doc)
+}
+
+/** Whether a pipeline of the raw experiment has a task that is code (not a built-in `use:` name). */
+const hasCodeTasks = (raw: unknown): boolean => {
+  const visit = (tasks: unknown): boolean =>
+    Array.isArray(tasks) &&
+    tasks.some((t) => {
+      if (!isRecord(t)) return false
+      const use = t["use"]
+      if (typeof use !== "string") return use !== undefined
+      if (!builtinTaskNames.includes(use)) return true
+      return visit(t["tasks"])
+    })
+  return isRecord(raw) && isRecord(raw["pipeline"]) && visit(raw["pipeline"]["tasks"])
+}
+
+/**
+ * The code digests of a template's tasks, branches nested: what the protocol's `experiment` part
+ * adds to the base document (a code task's body is not in the document). Independent of the
+ * variables' values, which enter a task's parameters, not its code.
+ */
+const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
+  tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
+
+// ---------------------------------------------------------------------------------------------
+// Plan
+// ---------------------------------------------------------------------------------------------
+
+/** Per pipeline of one variant: model calls, attempts, tokens, per pool. */
+interface PipelineFigures {
+  readonly tasks: number
+  readonly callsMin: number
+  readonly callsMax: number
+  readonly attemptsMax: number
+  readonly tokensMin: number
+  readonly tokensMax: number | null
+  /** pool -> { callsMin, callsMax, timeoutMs (the largest per-attempt timeout, or null) } */
+  readonly pools: ReadonlyMap<string, { callsMin: number; callsMax: number; timeoutMs: number | null }>
+}
+
+const promptEstimate = (parameters: Task.JsonObject): number => {
+  const text = (u: Json | undefined) => (typeof u === "string" ? u.replace(/\{\{[^}]*\}\}/g, "") : "")
+  return Math.ceil((text(parameters["system"]) + text(parameters["template"])).length / 4)
+}
+
+const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigures => {
+  const template = experiment.template
+  const control = template.control
+  const loop = control !== undefined && control.backward ? 1 + Control.effectiveLimit(control, runMaxHandoffs) : 1
+  let tasks = 0
+  let callsMin = 0
+  let callsMax = 0
+  let attemptsMax = 0
+  let tokensMin = 0
+  let tokensMax: number | null = 0
+  const pools = new Map<string, { callsMin: number; callsMax: number; timeoutMs: number | null }>()
+  const visit = (list: ReadonlyArray<Task.Any>, mult: number) => {
+    for (const t of list) {
+      const attempts = t.options.retry.maxAttempts
+      if (t.children.length > 0) {
+        visit(t.children, mult * attempts)
+        continue
+      }
+      tasks++
+      attemptsMax += attempts * mult * loop
+      if (t.codeDigest !== CHAT_CODE_DIGEST) continue
+      const max = attempts * mult * loop
+      const once = control === undefined ? 1 : 0
+      callsMin += once
+      callsMax += max
+      const prompt = promptEstimate(t.parameters)
+      tokensMin += once * prompt
+      const maxTokens = t.parameters["maxTokens"]
+      tokensMax = tokensMax === null || typeof maxTokens !== "number" ? null : tokensMax + max * (prompt + maxTokens)
+      const pool = t.options.resource ?? "llm"
+      const p = pools.get(pool) ?? { callsMin: 0, callsMax: 0, timeoutMs: 0 }
+      const timeoutMs = t.options.timeout === null ? null : Duration.toMillis(t.options.timeout)
+      pools.set(pool, {
+        callsMin: p.callsMin + once,
+        callsMax: p.callsMax + max,
+        timeoutMs: p.timeoutMs === null || timeoutMs === null ? null : Math.max(p.timeoutMs, timeoutMs)
+      })
+    }
+  }
+  visit(template.tasks, 1)
+  return { tasks, callsMin, callsMax, attemptsMax, tokensMin, tokensMax, pools }
+}
+
+/** The latency and rate estimate of a variant's model calls: its model profile's, else the study's `estimate`. */
+const estimateOf = (
+  variables: ReadonlyArray<Study.Variable>,
+  variant: Study.Variant,
+  estimate: { readonly latency?: { readonly min: string; readonly max: string } | undefined; readonly requestsPerMinute?: number | undefined } | undefined
+) => {
+  let latency = estimate?.latency
+  let rpm = estimate?.requestsPerMinute
+  for (const v of variables) {
+    if (v.type !== "model") continue
+    const profile = variant.values[v.name] as unknown as Study.ModelProfile
+    if (profile.latency !== undefined) latency = profile.latency
+    if (profile.requestsPerMinute !== undefined) rpm = profile.requestsPerMinute
+  }
+  const ms = (s: string) => Duration.toMillis(Duration.decode(s as Duration.DurationInput))
+  return {
+    latency: latency === undefined ? undefined : { min: ms(latency.min), max: ms(latency.max) },
+    rpm
+  }
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether a file is a study file: it parses (by suffix) and its document has a top-level
+ * `study`. Never fails.
+ *
+ * @since 0.6.0
+ * @category loading
+ */
+export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
+  Effect.match(parse.read(file), {
+    onFailure: () => false,
+    onSuccess: (r) => isRecord(r.raw) && r.raw["study"] !== undefined
+  })
+
+const LITERALS = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual (.*)$/
+
+/**
+ * A discriminated union's refusal of its tag (`Expected "enum" | "range" | ..., actual "rnage"`,
+ * the variables' `type`, a stop condition's `when`) in words, with a did-you-mean.
+ */
+const literalChoice = (i: ConfigIssue): ConfigIssue => {
+  const m = LITERALS.exec(i.message)
+  if (m === null) return i
+  const choices = m[1]!.split(" | ").map((l) => JSON.parse(l) as string)
+  const actual = m[2]!
+  let near: string | undefined
+  try {
+    const a = JSON.parse(actual) as unknown
+    near = typeof a === "string" ? closest(a, choices) : undefined
+  } catch {
+    near = undefined
+  }
+  return issue(
+    i.path,
+    `expected ${choices.slice(0, -1).map((c) => JSON.stringify(c)).join(", ")} or ${JSON.stringify(choices[choices.length - 1])}, got ${actual}`,
+    near !== undefined ? `did you mean ${JSON.stringify(near)}?` : i.suggestion
+  )
+}
+
+const shown = (u: unknown): string => {
+  const s = typeof u === "string" ? JSON.stringify(u) : Either.getOrElse(Either.try(() => canonicalJsonUnsafe(u)), () => String(u))
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s
+}
+
+/** The choices of a variable as the baseline writes them, for messages. */
+const choicesText = (v: Study.Variable): string => {
+  const n = Study.valueCount(v)
+  const first = Study.valuesOf(v).slice(0, 8).map((c) => shown(c.assignment))
+  return `${first.join(", ")}${n > 8 ? `, ... (${n} values)` : ""}`
+}
+
+/**
+ * Loads and checks a study file and its base experiment, and plans it. See `config/Study.ts`
+ * and `docs/studies.md` for the rules; every problem is reported at once in one `ConfigError`
+ * with field paths (a problem of the base experiment under `protocol.experiment`, naming the
+ * experiment file and its own field path).
+ *
+ * @since 0.6.0
+ * @category loading
+ */
+export const load = (
+  file: string,
+  options: StudyLoadOptions = {}
+): Effect.Effect<LoadedStudy, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(file)
+    if (parse.formatOf(abs) === undefined) {
+      return yield* invalid(abs, [issue("", `unknown study format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")])
+    }
+    const read = yield* Effect.mapError(parse.read(abs), (e) => e.issues.some((i) => i.line !== undefined) ? e : invalid(abs, e.issues))
+    const { baseDir, format } = read
+    const env = options.env ?? process.env
+    const issues: Array<ConfigIssue> = []
+    const warnings: Array<string> = []
+    const unresolved: Array<{ name: string; path: string }> = []
+    const emptyEnv: Array<{ name: string; path: string }> = []
+    const expanded = expandEnv(read.raw, env, unresolved, [], emptyEnv)
+    if (options.strictEnv === true) {
+      for (const u of unresolved) issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`))
+      for (const u of emptyEnv) issues.push(issue(u.path, `environment variable ${u.name} is set but empty (--strict-env)`))
+    }
+    if (!isRecord(expanded)) {
+      return yield* invalid(abs, [issue("", "a study file is an object with study, protocol, variables, ...")])
+    }
+    const rawRun = isRecord(expanded["run"]) ? expanded["run"] : undefined
+    const runStore = rawRun?.["store"]
+    const shaped = runStore === undefined ? expanded : { ...expanded, run: Object.fromEntries(Object.entries(rawRun!).filter(([k]) => k !== "store")) }
+    if (runStore !== undefined) {
+      issues.push(issue("run.store", "is refused in a study: output.root is the study's one storage entry", "remove run.store and set output.root"))
+    }
+    const strict = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })(shaped)
+    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, shaped, StudyFile).map(literalChoice))
+    if (Either.isLeft(strict)) return yield* invalid(abs, issues)
+    const doc = strict.right
+    const studyId = doc.study.id
+    const variables = doc.variables ?? []
+    const repeats = doc.repeats ?? 1
+    const type = doc.study.type ?? "explore"
+
+    // variables: unique names, distinct values, ranges that go somewhere
+    const seenNames = new Map<string, number>()
+    variables.forEach((v, i) => {
+      const at = `variables[${i}]`
+      const first = seenNames.get(v.name)
+      if (first !== undefined) issues.push(issue(`${at}.name`, `variable "${v.name}" is declared twice (first at variables[${first}])`))
+      else seenNames.set(v.name, i)
+      switch (v.type) {
+        case "range":
+          if (v.end < v.start) issues.push(issue(`${at}.end`, `must be >= start (${v.start}), got ${v.end}`))
+          break
+        case "prompt":
+        case "model":
+          if (Object.keys(v.values).length === 0) issues.push(issue(`${at}.values`, `a ${v.type} variable needs at least one named value`))
+          break
+        case "enum":
+        case "set": {
+          const seen = new Map<string, number>()
+          v.values.forEach((x, k) => {
+            const key = canonicalJsonUnsafe(x)
+            const j = seen.get(key)
+            if (j !== undefined) issues.push(issue(`${at}.values[${k}]`, `repeats values[${j}] (${shown(x)})`))
+            else seen.set(key, k)
+          })
+        }
+      }
+    })
+    const names = variables.map((v) => v.name)
+
+    // baseline
+    let baselinePositions: Array<number> | undefined
+    if (doc.baseline !== undefined) {
+      const positions: Array<number> = []
+      let ok = true
+      for (const key of Object.keys(doc.baseline)) {
+        if (!names.includes(key)) {
+          ok = false
+          const near = closest(key, names)
+          issues.push(issue(`baseline.${key}`, `no variable "${key}"`, near !== undefined ? `did you mean "${near}"?` : names.length > 0 ? `variables: ${quoted(names)}` : "declare it under variables"))
+        }
+      }
+      for (const v of variables) {
+        const value = doc.baseline[v.name]
+        if (value === undefined) {
+          ok = false
+          issues.push(issue(`baseline.${v.name}`, "is missing: the baseline gives every variable a value", `one of: ${choicesText(v)}`))
+          continue
+        }
+        const k = Study.indexOfAssignment(v, value)
+        if (k === -1) {
+          ok = false
+          const strings = Study.valuesOf(v).map((c) => c.assignment).filter((a): a is string => typeof a === "string")
+          const near = typeof value === "string" ? closest(value, strings) : undefined
+          issues.push(issue(
+            `baseline.${v.name}`,
+            `${shown(value)} is not a value of variable "${v.name}": the baseline must be one of the variants`,
+            near !== undefined ? `did you mean ${JSON.stringify(near)}?` : `one of: ${choicesText(v)}${v.type === "set" ? " (a set takes the index or the list)" : ""}`
+          ))
+        }
+        positions.push(k)
+      }
+      if (ok) baselinePositions = positions
+    } else if (variables.length > 0) {
+      if (type === "compare") {
+        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.valuesOf(v)[0]?.assignment)}`).join(", ")} }`))
+      } else {
+        warnings.push("warning: baseline: not given; the first variant (v01) is the baseline")
+        baselinePositions = variables.map(() => 0)
+      }
+    } else baselinePositions = []
+
+    // budgets, stop conditions
+    const perTrial = Study.budgetFigures(doc.budget?.perTrial)
+    const total = Study.budgetFigures(doc.budget?.total)
+    const models = variables.filter((v): v is Extract<Study.Variable, { type: "model" }> => v.type === "model")
+    for (const [which, figures] of [["perTrial", perTrial], ["total", total]] as const) {
+      if (figures.costUsd === undefined) continue
+      const unpriced = models.flatMap((v) => Object.entries(v.values).filter(([, p]) => p.price === undefined).map(([n]) => `${v.name}.${n}`))
+      if (models.length === 0) {
+        issues.push(issue(`budget.${which}.costUsd`, "a costUsd budget needs a price for every model profile, and the study has no model variable", "declare a variable of type model whose profiles have price: { promptPer1k, completionPer1k }"))
+      } else if (unpriced.length > 0) {
+        issues.push(issue(`budget.${which}.costUsd`, `a costUsd budget needs a price for every model profile; none for ${unpriced.join(", ")}`, "add price: { promptPer1k, completionPer1k } to each profile"))
+      }
+    }
+    const stop = doc.stop ?? []
+    stop.forEach((s, i) => {
+      if (s.when === "budget" && Object.keys(total).length === 0) {
+        issues.push(issue(`stop[${i}]`, "a budget stop condition needs budget.total (calls, tokens, costUsd or time)", "budget: { total: { calls: 10000 } }"))
+      }
+    })
+
+    // run, output
+    const { trialConcurrency: trialConcurrencyRaw, ...runRest } = doc.run ?? {}
+    const run = runRest as RunConfig.RunConfigInput
+    const resolvedRun = RunConfig.resolve(run)
+    if (Either.isLeft(resolvedRun)) issues.push(...resolvedRun.left.issues)
+    const trialConcurrency = trialConcurrencyRaw ?? DEFAULT_TRIAL_CONCURRENCY
+    let outputRoot: string | undefined
+    if (options.outputRoot !== undefined) outputRoot = path.resolve(options.outputRoot)
+    else if (doc.output?.root !== undefined) outputRoot = path.resolve(baseDir, doc.output.root)
+    else issues.push(issue("output.root", "is missing", `output: { root: runs/${studyId} } (relative to the study file), or --output-root DIR`))
+
+    // the base experiment: read, references
+    const experimentFile = path.resolve(baseDir, doc.protocol.experiment)
+    const rel = path.relative(baseDir, experimentFile) || experimentFile
+    const expIssue = (p: string, message: string, suggestion?: string) =>
+      issue("protocol.experiment", `${rel}: ${p === "" ? "(file)" : p}: ${message}`, suggestion)
+    if (experimentFile === abs) {
+      issues.push(issue("protocol.experiment", "is the study file itself: the protocol's experiment is an experiment file"))
+      return yield* invalid(abs, issues)
+    }
+    const rawExp = yield* Effect.either(parse.read(experimentFile))
+    if (Either.isLeft(rawExp)) {
+      for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
+      return yield* invalid(abs, issues)
+    }
+    const base = rawExp.right
+    for (const key of ["study", "suite"]) {
+      if (isRecord(base.raw) && base.raw[key] !== undefined) {
+        issues.push(issue("protocol.experiment", `${rel} is a ${key} file: the protocol's experiment is an experiment file`))
+        return yield* invalid(abs, issues)
+      }
+    }
+    const found = findRefs(base.raw)
+    for (const m of found.malformed) issues.push(expIssue(m.path, m.message, m.suggestion))
+    const used = new Set<string>()
+    for (const r of found.refs) {
+      const at = formatPath(r.at)
+      if (r.at[0] !== "pipeline") {
+        issues.push(expIssue(at, `a variable cannot be referenced under ${String(r.at[0])}: pools, source, run and plugins are shared by every trial`, "reference variables in the pipeline's tasks (args, options, resource)"))
+        continue
+      }
+      const variable = variables.find((v) => v.name === r.name)
+      if (variable === undefined) {
+        const near = closest(r.name, names)
+        issues.push(expIssue(at, `unknown variable "${r.name}"`, near !== undefined ? `did you mean "${near}"?` : names.length > 0 ? `variables: ${quoted(names)}` : "declare it under variables in the study file"))
+        continue
+      }
+      used.add(r.name)
+      if (r.path.length > 0) {
+        const missing = Study.valuesOf(variable).filter((c) => valueAtPath(c.value, r.path) === undefined).map((c) => shown(c.assignment))
+        if (missing.length > 0) {
+          issues.push(expIssue(at, `${r.path.join(".")} is not in the value of variable "${r.name}" for ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", ..." : ""}`))
+        }
+      }
+    }
+    const code = base.format === "module" || hasCodeTasks(base.raw)
+    variables.forEach((v, i) => {
+      if (used.has(v.name)) return
+      if (code) {
+        warnings.push(`warning: variables[${i}]: variable "${v.name}" is not referenced by ${rel}; its tasks are code and may read ctx.variables`)
+      } else {
+        issues.push(issue(`variables[${i}]`, `variable "${v.name}" is not used by the protocol: remove it or reference it with { $var: "${v.name}" } in ${rel}`))
+      }
+    })
+    const declaredPools = isRecord(base.raw) && isRecord(base.raw["pools"]) ? Object.keys(base.raw["pools"]) : []
+    variables.forEach((v, i) => {
+      if (v.type !== "model") return
+      for (const [n, p] of Object.entries(v.values)) {
+        if (p.pool !== undefined && !declaredPools.includes(p.pool)) {
+          const near = closest(p.pool, declaredPools)
+          issues.push(issue(`variables[${i}].values.${n}.pool`, `${rel} declares no pool "${p.pool}"`, near !== undefined ? `did you mean ${near}?` : declaredPools.length > 0 ? `pools: ${declaredPools.join(", ")}` : undefined))
+        }
+      }
+    })
+    if (issues.length > 0 || baselinePositions === undefined || outputRoot === undefined || Either.isLeft(resolvedRun)) {
+      return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")])
+    }
+
+    // one experiment per variant: the base document with the variant's values bound
+    const count = Study.variantCount(variables)
+    const baselineIndex = Study.indexOfPositions(variables, baselinePositions)
+    const trials = count * repeats
+    const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
+    const overTrials = trials > maxTrials
+    const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
+    const checkVariant = (variant: Study.Variant) => Effect.either(check(bind(base.raw, variant.values), ctx, options))
+    const baseline = Study.variantAt(variables, baselineIndex, baselineIndex)
+    const baselineExp = yield* checkVariant(baseline)
+    if (Either.isLeft(baselineExp)) {
+      const more = variables.length > 0 ? ` (with the baseline ${baseline.id}: ${Study.describeAssignment(baseline.assignment)})` : ""
+      for (const i of baselineExp.left.issues) {
+        issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, `${i.message}${more}`, i.suggestion))
+      }
+      return yield* invalid(abs, issues)
+    }
+    const variants = overTrials ? [baseline] : Study.expand(variables, { baselineIndex })
+    const experiments = new Map<string, Experiment>([[baseline.id, baselineExp.right]])
+    // one problem shared by several variants is reported once, with the variants it concerns
+    const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
+    for (const v of variants) {
+      if (experiments.has(v.id)) continue
+      const e = yield* checkVariant(v)
+      if (Either.isLeft(e)) {
+        for (const i of e.left.issues) {
+          const k = `${i.path}\u0000${i.message}\u0000${i.suggestion ?? ""}`
+          const entry = byProblem.get(k) ?? { issue: i, variants: [] }
+          entry.variants.push(v)
+          byProblem.set(k, entry)
+        }
+      } else experiments.set(v.id, e.right)
+    }
+    for (const { issue: i, variants: vs } of byProblem.values()) {
+      const which = vs.length === 1
+        ? `variant ${vs[0]!.id}: ${Study.describeAssignment(vs[0]!.assignment)}`
+        : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+      issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
+    }
+    if (issues.length > 0) return yield* invalid(abs, issues)
+    const experiment = baselineExp.right
+    warnings.push(...experiment.warnings)
+
+    // the plan
+    const runConfig = resolvedRun.right
+    const notes: Array<string> = []
+    const cases = yield* sources.sourceSize({ ...experiment.source, repeats: 1 })
+    const casesPerTrial = cases ?? null
+    const perCase = experiment.source.repeats
+    const pipelinesPerTrial = casesPerTrial === null ? null : casesPerTrial * perCase
+    const pipelines = pipelinesPerTrial === null ? null : trials * pipelinesPerTrial
+    if (casesPerTrial === null) notes.push("the source cannot be counted cheaply (a jsonl file over 64 MiB without a limit): pipelines, calls and tokens are unknown")
+    if (overTrials) notes.push(`figures from the baseline variant times ${count} variants (the variants were not expanded: too many trials)`)
+    const capacityOf = new Map<string, number>(experiment.pools.map((p) => [p.name, p.resources.reduce((n, r) => n + (r.capacity ?? 1), 0)]))
+    let callsMax = 0
+    let attemptsMax = 0
+    let tokensMin = 0
+    let tokensMax: number | null = 0
+    const poolWork = new Map<string, { minMs: number | null; maxMs: number | null }>()
+    let tasksPerPipeline = 0
+    const plannedVariants = overTrials ? [{ variant: baseline, weight: count }] : variants.map((v) => ({ variant: v, weight: 1 }))
+    for (const { variant, weight } of plannedVariants) {
+      const f = figuresOf(experiments.get(variant.id)!, runConfig.maxHandoffs)
+      tasksPerPipeline = Math.max(tasksPerPipeline, f.tasks)
+      if (pipelinesPerTrial === null) continue
+      const n = weight * repeats * pipelinesPerTrial
+      callsMax += n * f.callsMax
+      attemptsMax += n * f.attemptsMax
+      tokensMin += n * f.tokensMin
+      tokensMax = tokensMax === null || f.tokensMax === null ? null : tokensMax + n * f.tokensMax
+      const est = estimateOf(variables, variant, doc.estimate)
+      for (const [pool, c] of f.pools) {
+        const parallel = Math.max(1, Math.min(capacityOf.get(pool) ?? 1, runConfig.concurrency))
+        const rateMin = est.rpm === undefined ? 0 : (n * c.callsMin / est.rpm) * 60_000
+        const rateMax = est.rpm === undefined ? 0 : (n * c.callsMax / est.rpm) * 60_000
+        const lmin = est.latency?.min
+        const lmax = est.latency?.max ?? c.timeoutMs ?? undefined
+        const minMs = lmin === undefined && est.rpm === undefined ? null : Math.max((n * c.callsMin * (lmin ?? 0)) / parallel, rateMin)
+        const maxMs = lmax === undefined ? null : Math.max((n * c.callsMax * lmax) / parallel, rateMax)
+        // min: the known lower bounds add up (unknown = none yet); max: one unbounded call makes it unbounded
+        const w = poolWork.get(pool) ?? { minMs: null, maxMs: 0 }
+        poolWork.set(pool, {
+          minMs: w.minMs === null ? minMs : minMs === null ? w.minMs : w.minMs + minMs,
+          maxMs: w.maxMs === null || maxMs === null ? null : w.maxMs + maxMs
+        })
+      }
+    }
+    const anyModel = [...poolWork.keys()].length > 0
+    if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls and tokens are 0")
+    if (pipelinesPerTrial !== null && anyModel && tokensMax === null) notes.push("a chat task has no maxTokens: the token range has no upper bound")
+    const tokens = pipelinesPerTrial === null || tokensMax === null ? null : { min: Math.round(tokensMin), max: Math.round(tokensMax) }
+    // time
+    const mins = [...poolWork.values()].map((w) => w.minMs)
+    const maxs = [...poolWork.values()].map((w) => w.maxMs)
+    let timeMin: number | null = mins.some((m) => m !== null) ? Math.max(...mins.map((m) => m ?? 0)) : null
+    const minUnknown = anyModel && timeMin === null
+    let timeMax: number | null = anyModel && maxs.every((m) => m !== null) ? maxs.reduce<number>((a, m) => a + m!, 0) : null
+    const budgetBound = [
+      perTrial.timeMs === undefined ? undefined : Math.ceil(trials / trialConcurrency) * perTrial.timeMs,
+      total.timeMs
+    ].filter((x): x is number => x !== undefined)
+    if (budgetBound.length > 0) {
+      const b = Math.min(...budgetBound)
+      timeMax = timeMax === null ? b : Math.min(timeMax, b)
+      timeMin = timeMin === null ? 0 : Math.min(timeMin, b)
+    }
+    if (minUnknown && timeMax !== null) notes.push("no latency estimate or rate limit: the shortest time is unknown (shown as 0; set estimate.latency)")
+    if (anyModel && timeMin === null && timeMax === null) notes.push("no latency estimate, rate limit, task timeout or time budget: the time range is unknown (set estimate.latency)")
+    const timeMs = timeMin === null && timeMax === null ? null : { min: Math.round(timeMin ?? 0), max: timeMax === null ? null : Math.round(timeMax) }
+    const maxModelCalls = pipelinesPerTrial === null ? null : callsMax
+    const maxTaskAttempts = pipelinesPerTrial === null ? null : attemptsMax
+
+    // caps
+    const caps: Array<{ name: string; limit: number; planned: number }> = []
+    const reduce = `reduce the variables (${count} variant${count === 1 ? "" : "s"} x ${repeats} repeat${repeats === 1 ? "" : "s"})`
+    if (overTrials) caps.push({ name: "maxTrials", limit: maxTrials, planned: trials })
+    const capOf = (name: "maxPipelines" | "maxCalls" | "maxTokens", planned: number | null, unknown: string) => {
+      const limit = doc.limits?.[name]
+      if (limit === undefined) return
+      if (planned === null) issues.push(issue(`limits.${name}`, `cannot be checked: ${unknown}`, "remove the cap or make the figure known"))
+      else if (planned > limit) caps.push({ name, limit, planned })
+    }
+    capOf("maxPipelines", pipelines, "the source cannot be counted")
+    capOf("maxCalls", maxModelCalls, "the source cannot be counted")
+    capOf("maxTokens", tokens === null ? null : tokens.max, "the token range has no upper bound (set maxTokens on the chat tasks)")
+    if (issues.length > 0) return yield* invalid(abs, issues)
+    const what: Record<string, string> = { maxTrials: "trials", maxPipelines: "pipelines", maxCalls: "model calls", maxTokens: "tokens" }
+    if (caps.length > 0 && options.allowOverCap !== true) {
+      return yield* invalid(abs, caps.map((c) => issue(`limits.${c.name}`, `the plan has ${c.planned} ${what[c.name]}, above the cap of ${c.limit}: ${reduce}`, "studies are never sampled: narrow a range, drop values, or lower repeats")))
+    }
+    const plan: Plan = {
+      variants: count,
+      repeats,
+      trials,
+      casesPerTrial,
+      pipelines,
+      tasksPerPipeline,
+      maxModelCalls,
+      maxTaskAttempts,
+      tokens,
+      timeMs,
+      concurrency: { pipelines: runConfig.concurrency, trials: trialConcurrency },
+      caps,
+      notes
+    }
+
+    // the protocol
+    const budgetJson = { perTrial: perTrial as Json, total: total as Json }
+    const protocol: Study.Protocol = {
+      experiment: { document: plain(base.raw), code: codeDigests(experiment.template.tasks) },
+      variables: plain(variables),
+      baseline: baseline.assignment,
+      repeats,
+      budget: plain(budgetJson),
+      stop: plain(stop),
+      objectives: plain(doc.objectives ?? [])
+    }
+    const digestOfProtocol = Study.protocolDigest(protocol)
+    const parts = Study.protocolParts(protocol)
+
+    // trials and suites
+    const rawPools = isRecord(base.raw) && isRecord(base.raw["pools"]) ? base.raw["pools"] : {}
+    const poolNames = experiment.pools.map((p) => p.name)
+    const aliases = Object.fromEntries(poolNames.map((n) => [n, n]))
+    const declared: Record<string, { bound: string; declaration: Json }> = {}
+    for (const n of [...poolNames].sort()) declared[n] = { bound: n, declaration: plain(rawPools[n]) }
+    const ignoredRunFields = Object.keys(isRecord(base.raw) && isRecord(base.raw["run"]) ? base.raw["run"] : {})
+    const root = outputRoot
+    const trialsFor = (version: number): ReadonlyArray<Trial> => {
+      if (overTrials) throw new Error(`study ${studyId} is over limits.maxTrials: it is never run`)
+      const out: Array<Trial> = []
+      for (const variant of variants) for (let r = 1; r <= repeats; r++) out.push({ trialId: Study.trialId(version, variant.id, r), variant, repeat: r })
+      return out
+    }
+    const suites = new Map<number, LoadedSuite>()
+    const suiteFor = (version: number): LoadedSuite => {
+      const cached = suites.get(version)
+      if (cached !== undefined) return cached
+      const members: Array<LoadedMember> = trialsFor(version).map((t) => {
+        const e = experiments.get(t.variant.id)!
+        const definition: MemberDefinition = { task: e.template.specDigest, source: plain(e.definition.source), pools: declared, limit: null }
+        return {
+          id: t.trialId,
+          label: `${t.variant.id} r${t.repeat}`,
+          limit: undefined,
+          config: e.file,
+          experiment: e,
+          memberDigest: Suite.memberDigest(studyId, t.trialId),
+          definitionDigest: definitionDigest(definition),
+          definitionParts: definitionParts(definition),
+          poolAliases: aliases,
+          ignoredRunFields,
+          outputDir: root
+        }
+      })
+      const suite: LoadedSuite = {
+        id: studyId,
+        file: abs,
+        format,
+        baseDir,
+        run,
+        output: { root, layout: "combined" },
+        pools: experiment.pools,
+        sharedPools: poolNames,
+        members,
+        plugins: experiment.plugins,
+        unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
+        warnings,
+        describe: () =>
+          plain({
+            suite: { id: studyId, file: abs, format, study: true },
+            output: { root, layout: "combined" },
+            pools: experiment.pools.map((p) => ({
+              name: p.name,
+              shared: true,
+              algorithm: describeAlgorithm(experiment.definition.pools?.[p.name]?.algorithm ?? "wait"),
+              resources: p.resources.map((r) => Resource.spec(r))
+            })),
+            experiments: members.map((m) => ({ id: m.id, label: m.label ?? null, memberDigest: m.memberDigest, definitionDigest: m.definitionDigest }))
+          })
+      }
+      suites.set(version, suite)
+      return suite
+    }
+    const limits = {
+      maxTrials,
+      maxPipelines: doc.limits?.maxPipelines ?? null,
+      maxCalls: doc.limits?.maxCalls ?? null,
+      maxTokens: doc.limits?.maxTokens ?? null
+    }
+    const loaded: LoadedStudy = {
+      id: studyId,
+      file: abs,
+      format,
+      baseDir,
+      question: doc.study.question,
+      hypothesis: doc.study.hypothesis ?? null,
+      type,
+      experimentFile,
+      experiment,
+      variables,
+      variants,
+      baseline,
+      repeats,
+      budget: { perTrial, total },
+      limits,
+      stop,
+      objectives: doc.objectives ?? [],
+      trialConcurrency,
+      run,
+      outputRoot: root,
+      protocol,
+      protocolDigest: digestOfProtocol,
+      protocolParts: parts,
+      plan,
+      suiteFor,
+      trialsFor,
+      warnings,
+      unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
+      describe: () =>
+        plain({
+          study: { id: studyId, file: abs, format, question: doc.study.question, hypothesis: doc.study.hypothesis ?? null, type },
+          protocol: { experiment: experimentFile, digest: digestOfProtocol, parts },
+          output: { root },
+          variables,
+          variants: overTrials ? null : variants.map((v) => ({ id: v.id, assignment: v.assignment, digest: v.digest, isBaseline: v.isBaseline })),
+          baseline: { id: baseline.id, assignment: baseline.assignment },
+          repeats,
+          budget: budgetJson,
+          limits,
+          stop,
+          objectives: doc.objectives ?? [],
+          trialConcurrency,
+          plan,
+          warnings,
+          unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv]
+        })
+    }
+    return loaded
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Plan text
+// ---------------------------------------------------------------------------------------------
+
+const int = (n: number) => n.toLocaleString("en-US")
+
+/** A duration in milliseconds for people: `850 ms`, `12.5 s`, `3.2 min`, `1.4 h`. */
+const human = (ms: number): string =>
+  ms < 1000 ? `${Math.round(ms)} ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : ms < 3_600_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 3_600_000).toFixed(1)} h`
+
+/**
+ * The plan as lines of text (what `assay study plan` prints): counts, the largest model calls,
+ * the token and time ranges, the concurrency, each cap exceeded, the notes.
+ *
+ * @since 0.6.0
+ * @category plan
+ */
+export const planText = (plan: Plan): string => {
+  const unknown = "unknown"
+  const lines = [
+    `variants:          ${int(plan.variants)}`,
+    `repeats:           ${plan.repeats}`,
+    `trials:            ${int(plan.trials)} (${int(plan.variants)} variant${plan.variants === 1 ? "" : "s"} x ${plan.repeats} repeat${plan.repeats === 1 ? "" : "s"})`,
+    `cases per trial:   ${plan.casesPerTrial === null ? unknown : int(plan.casesPerTrial)}`,
+    `pipelines:         ${plan.pipelines === null ? unknown : int(plan.pipelines)}`,
+    `tasks per pipeline: ${plan.tasksPerPipeline}`,
+    `max model calls:   ${plan.maxModelCalls === null ? unknown : int(plan.maxModelCalls)}`,
+    `max task attempts: ${plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)}`,
+    `tokens:            ${plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`}`,
+    `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
+    `concurrency:       ${plan.concurrency.pipelines} pipelines, ${plan.concurrency.trials} trials at once`
+  ]
+  for (const c of plan.caps) lines.push(`OVER CAP limits.${c.name}: planned ${int(c.planned)} > ${int(c.limit)}`)
+  for (const n of plan.notes) lines.push(`note: ${n}`)
+  return lines.join("\n")
+}

@@ -1,0 +1,872 @@
+/**
+ * Studies: the data of a study and its pure rules. A study asks one question of one base
+ * experiment (its protocol) by running it once per **variant** (one assignment of every
+ * variable) and **repeat**; each (variant, repeat) is a **trial**, run as one member of a suite.
+ *
+ * This module holds what needs no I/O:
+ *
+ * - the variable Schemas ({@link Variable}: `enum`, `range`, `boolean`, `prompt`, `model`,
+ *   `set`) and their values ({@link valuesOf}; ranges in exact decimal steps,
+ *   {@link rangeValues});
+ * - the expansion into variants ({@link expand}, {@link variantAt}, {@link variantCount}) in a
+ *   fixed odometer order: variables in file order, the last one changing fastest;
+ * - identity: variant ids (`v01`), keys and digests, trial ids (`p1-v03-r2`,
+ *   {@link trialId} / {@link parseTrialId}), the protocol digest ({@link protocolDigest}) and its
+ *   parts ({@link protocolParts}, {@link changedParts});
+ * - the Schemas of stop conditions, objectives, budgets and limits, and the study and trial
+ *   statuses.
+ *
+ * The study file is read by `config/Study.ts`.
+ *
+ * @since 0.6.0
+ */
+import { Duration, Either, Schema } from "effect"
+import { canonicalJsonUnsafe, digest, isStrictJson, type Json } from "./Json.js"
+import { DurationFromString } from "./RetryPolicy.js"
+
+// ---------------------------------------------------------------------------------------------
+// Values
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A variable's value: any strict JSON value.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type VariableValue = Json
+
+const JsonValue = Schema.Unknown.pipe(
+  Schema.filter((u) => isStrictJson(u) || "must be a JSON value (null, a boolean, a finite number, a string, a list or an object)", {
+    jsonSchema: {}
+  })
+) as unknown as Schema.Schema<Json>
+
+const opt = <S extends Schema.Schema.Any>(s: S) => Schema.optionalWith(s, { exact: true })
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * A variable's name: an ASCII identifier (`^[A-Za-z_][A-Za-z0-9_]*$`), so that a reference
+ * `{ $var: "model.params.temperature" }` reads unambiguously as a name and a path.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const VariableName = Schema.String.pipe(
+  Schema.filter((s) => NAME.test(s) || `${JSON.stringify(s)} is not a variable name: letters, digits and _, not starting with a digit`, {
+    jsonSchema: { pattern: NAME.source }
+  })
+).annotations({ identifier: "VariableName" })
+
+const FiniteNumber = Schema.Number.pipe(Schema.finite()).annotations({ message: () => "must be a finite number" })
+
+/** A duration string with a unit, kept as written (a variable's values are plain JSON). */
+const DurationText = Schema.String.pipe(
+  Schema.filter((s) => Either.isRight(Schema.decodeUnknownEither(DurationFromString)(s)) || "expected a duration string with a unit: \"800 millis\", \"3 seconds\"", {
+    jsonSchema: { type: "string" }
+  })
+)
+
+/**
+ * A latency estimate of one model call: `{ min, max }`, duration strings with a unit. Used by
+ * the plan's time range only.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const LatencyEstimate = Schema.Struct({
+  min: DurationText,
+  max: DurationText
+}).annotations({ identifier: "LatencyEstimate", description: "the shortest and longest expected duration of one model call" })
+
+/**
+ * A price per 1,000 tokens in US dollars: `promptPer1k` (input tokens) and `completionPer1k`
+ * (output tokens), each a finite number >= 0.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Price = Schema.Struct({
+  promptPer1k: FiniteNumber.pipe(Schema.greaterThanOrEqualTo(0)),
+  completionPer1k: FiniteNumber.pipe(Schema.greaterThanOrEqualTo(0))
+}).annotations({ identifier: "Price", description: "US dollars per 1,000 prompt / completion tokens" })
+
+/**
+ * A model profile (one value of a `model` variable): `model` (the name sent to the endpoint),
+ * optional `pool` (a pool of the base experiment), `selector` (a resource selector, JSON),
+ * `params` (request parameters such as `temperature`, JSON), `price` (see {@link Price}; needed
+ * for a `costUsd` budget), and estimates for the plan: `latency` ({@link LatencyEstimate}) and
+ * `requestsPerMinute` (the provider's rate limit for this profile).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const ModelProfile = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1)).annotations({ message: () => "must be a non-empty model name" }),
+  pool: opt(Schema.String.pipe(Schema.minLength(1))),
+  selector: opt(Schema.Record({ key: Schema.String, value: JsonValue })),
+  params: opt(Schema.Record({ key: Schema.String, value: JsonValue })),
+  price: opt(Price),
+  latency: opt(LatencyEstimate),
+  requestsPerMinute: opt(FiniteNumber.pipe(Schema.greaterThan(0)))
+}).annotations({ identifier: "ModelProfile" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type ModelProfile = typeof ModelProfile.Type
+
+// ---------------------------------------------------------------------------------------------
+// Variables
+// ---------------------------------------------------------------------------------------------
+
+const named = <Type extends string, F extends Schema.Struct.Fields>(type: Type, fields: F, description: string) =>
+  Schema.Struct({ name: VariableName, type: Schema.Literal(type), ...fields }).annotations({
+    identifier: `${type[0]!.toUpperCase()}${type.slice(1)}Variable`,
+    description
+  })
+
+/**
+ * `{ name, type: enum, values: [JSON values] }`: the values in the order written (at least one;
+ * no two equal as canonical JSON). The assignment is the value itself.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const EnumVariable = named("enum", { values: Schema.NonEmptyArray(JsonValue) }, "a list of JSON values")
+
+/**
+ * `{ name, type: range, start, end, step }`: `start`, `start + step`, ... up to `end` included
+ * when reached, computed in exact decimal (see {@link rangeValues}); `step > 0`, `end >= start`.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const RangeVariable = named("range", {
+  start: FiniteNumber,
+  end: FiniteNumber,
+  step: FiniteNumber.pipe(Schema.greaterThan(0)).annotations({ message: () => "must be a finite number > 0" })
+}, "numbers from start to end (included when reached) in exact decimal steps")
+
+/**
+ * `{ name, type: boolean }`: `false`, then `true`.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const BooleanVariable = named("boolean", {}, "false, then true")
+
+/**
+ * `{ name, type: prompt, values: { NAME: text } }`: named texts, in the order written. The
+ * assignment is the name; the bound value is the text.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const PromptVariable = named("prompt", {
+  values: Schema.Record({ key: Schema.String, value: Schema.String })
+}, "named prompt texts: name -> text")
+
+/**
+ * `{ name, type: model, values: { NAME: profile } }`: named model profiles ({@link ModelProfile}),
+ * in the order written. The assignment is the name; the bound value is the profile object.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const ModelVariable = named("model", {
+  values: Schema.Record({ key: Schema.String, value: ModelProfile })
+}, "named model profiles: name -> { model, pool?, selector?, params?, price?, latency?, requestsPerMinute? }")
+
+/**
+ * `{ name, type: set, values: [[...], [...]] }`: a list of lists (expert sets, tool sets), in the
+ * order written. The assignment is the 0-based index; the bound value is the list.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const SetVariable = named("set", {
+  values: Schema.NonEmptyArray(Schema.Array(JsonValue))
+}, "a list of lists; the assignment is the index")
+
+/**
+ * One variable of a study, by `type`: {@link EnumVariable}, {@link RangeVariable},
+ * {@link BooleanVariable}, {@link PromptVariable}, {@link ModelVariable}, {@link SetVariable}.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Variable = Schema.Union(EnumVariable, RangeVariable, BooleanVariable, PromptVariable, ModelVariable, SetVariable)
+  .annotations({ identifier: "Variable" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Variable = typeof Variable.Type
+
+/**
+ * The variable types.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const VARIABLE_TYPES: ReadonlyArray<Variable["type"]> = ["enum", "range", "boolean", "prompt", "model", "set"]
+
+// ---------------------------------------------------------------------------------------------
+// Exact decimal ranges
+// ---------------------------------------------------------------------------------------------
+
+/** A finite number as an exact decimal: `mantissa × 10^exponent` (from its shortest repr). */
+const toDecimal = (n: number): { readonly mantissa: bigint; readonly exponent: number } => {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/.exec(String(n))
+  if (m === null) throw new RangeError(`not a finite number: ${n}`)
+  const frac = m[3] ?? ""
+  const mantissa = BigInt(`${m[1]}${m[2]}${frac}`)
+  return { mantissa, exponent: Number(m[4] ?? "0") - frac.length }
+}
+
+/** `mantissa × 10^exponent` as the nearest double (through its decimal text). */
+const fromDecimal = (mantissa: bigint, exponent: number): number => {
+  const n = Number(`${mantissa}e${exponent}`)
+  return Object.is(n, -0) ? 0 : n
+}
+
+const scaled = (start: number, end: number, step: number) => {
+  const ds = [toDecimal(start), toDecimal(end), toDecimal(step)]
+  const exponent = Math.min(...ds.map((d) => d.exponent))
+  const [s, e, t] = ds.map((d) => d.mantissa * 10n ** BigInt(d.exponent - exponent)) as [bigint, bigint, bigint]
+  return { s, e, t, exponent }
+}
+
+/**
+ * The number of values of a range: `floor((end - start) / step) + 1` computed in exact decimal
+ * (so `0, 1, 0.1` has 11), 0 when `end < start` or `step <= 0`.
+ *
+ * @param start the first value
+ * @param end the last value (included when `start + k × step` reaches it exactly)
+ * @param step the increment (> 0)
+ * @returns the count (may exceed 2^53 for absurd ranges: a cap refuses those before expansion)
+ * @since 0.6.0
+ * @category ranges
+ */
+export const rangeCount = (start: number, end: number, step: number): number => {
+  if (!(step > 0) || end < start || !Number.isFinite(start) || !Number.isFinite(end) || !Number.isFinite(step)) return 0
+  const { e, s, t } = scaled(start, end, step)
+  return Number((e - s) / t + 1n)
+}
+
+/**
+ * The values of a range in exact decimal arithmetic: value k is the decimal `start + k × step`
+ * (computed on integers scaled by the largest number of decimals of the three numbers), then
+ * read as the nearest double, so `0` to `1` by `0.1` gives `0, 0.1, 0.2, 0.3, ..., 1` (11 values,
+ * `0.3` and never `0.30000000000000004`). `end` is included when reached exactly.
+ *
+ * @param start the first value
+ * @param end the last value
+ * @param step the increment (> 0)
+ * @returns the values in increasing order (empty when `end < start` or `step <= 0`)
+ * @since 0.6.0
+ * @category ranges
+ */
+export const rangeValues = (start: number, end: number, step: number): ReadonlyArray<number> => {
+  const n = rangeCount(start, end, step)
+  if (n === 0) return []
+  const { exponent, s, t } = scaled(start, end, step)
+  const out: Array<number> = []
+  for (let k = 0; k < n; k++) out.push(fromDecimal(s + BigInt(k) * t, exponent))
+  return out
+}
+
+/**
+ * The k-th value of a range (0-based), as {@link rangeValues} gives it, without listing the
+ * others.
+ */
+const rangeValueAt = (start: number, end: number, step: number, k: number): number => {
+  const { exponent, s, t } = scaled(start, end, step)
+  return fromDecimal(s + BigInt(k) * t, exponent)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values of a variable
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One value of a variable: `assignment` (what identifies it in a variant's key: the value for
+ * `enum`/`range`/`boolean`, the name for `prompt`/`model`, the 0-based index for `set`) and
+ * `value` (what a reference binds: the value, the text, the profile object, the list).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface VariableChoice {
+  readonly assignment: Json
+  readonly value: Json
+}
+
+/**
+ * The number of values of a variable.
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const valueCount = (variable: Variable): number => {
+  switch (variable.type) {
+    case "enum":
+    case "set":
+      return variable.values.length
+    case "range":
+      return rangeCount(variable.start, variable.end, variable.step)
+    case "boolean":
+      return 2
+    case "prompt":
+    case "model":
+      return Object.keys(variable.values).length
+  }
+}
+
+const choiceAt = (variable: Variable, k: number): VariableChoice => {
+  switch (variable.type) {
+    case "enum":
+      return { assignment: variable.values[k]!, value: variable.values[k]! }
+    case "range": {
+      const v = rangeValueAt(variable.start, variable.end, variable.step, k)
+      return { assignment: v, value: v }
+    }
+    case "boolean":
+      return { assignment: k === 1, value: k === 1 }
+    case "prompt":
+    case "model": {
+      const [name, value] = Object.entries(variable.values)[k]!
+      return { assignment: name, value: value as unknown as Json }
+    }
+    case "set":
+      return { assignment: k, value: variable.values[k]! }
+  }
+}
+
+/**
+ * Every value of a variable in its order (see {@link VariableChoice}).
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const valuesOf = (variable: Variable): ReadonlyArray<VariableChoice> => {
+  const n = valueCount(variable)
+  const out: Array<VariableChoice> = []
+  for (let k = 0; k < n; k++) out.push(choiceAt(variable, k))
+  return out
+}
+
+/**
+ * The position of an assignment among a variable's values, or `-1`. A `set` accepts the
+ * 0-based index or the list itself; a `range` compares numbers exactly (the decimal `0.3`
+ * matches its value); the others compare canonical JSON.
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const indexOfAssignment = (variable: Variable, assignment: unknown): number => {
+  if (!isStrictJson(assignment)) return -1
+  switch (variable.type) {
+    case "range": {
+      if (typeof assignment !== "number") return -1
+      const n = rangeCount(variable.start, variable.end, variable.step)
+      const { exponent, s, t } = scaled(variable.start, variable.end, variable.step)
+      const d = toDecimal(assignment)
+      if (d.exponent < exponent) return -1 // more decimals than the range has
+      const a = d.mantissa * 10n ** BigInt(d.exponent - exponent)
+      if (a < s || (a - s) % t !== 0n) return -1
+      const k = Number((a - s) / t)
+      return k < n ? k : -1
+    }
+    case "set": {
+      if (typeof assignment === "number") return Number.isInteger(assignment) && assignment >= 0 && assignment < variable.values.length ? assignment : -1
+      const key = canonicalJsonUnsafe(assignment)
+      return variable.values.findIndex((v) => canonicalJsonUnsafe(v) === key)
+    }
+    case "prompt":
+    case "model":
+      return typeof assignment === "string" ? Object.keys(variable.values).indexOf(assignment) : -1
+    case "boolean":
+      return assignment === false ? 0 : assignment === true ? 1 : -1
+    case "enum": {
+      const key = canonicalJsonUnsafe(assignment)
+      return variable.values.findIndex((v) => canonicalJsonUnsafe(v) === key)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variants
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One variant: one value of every variable.
+ *
+ * - `id`: `v01`, `v02`, ... (1-based, zero-padded to the width of the variant count, at least 2);
+ * - `index`: its 0-based position in the expansion order;
+ * - `assignment`: variable name → its assignment (see {@link VariableChoice}: names for
+ *   `prompt`/`model`, the index for `set`);
+ * - `values`: variable name → the bound value (the text, the profile object, the list);
+ * - `key`: the canonical JSON of `assignment`; `digest`: the first 16 hex characters of its
+ *   `Json.digest`;
+ * - `isBaseline`: whether it is the study's baseline.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Variant {
+  readonly id: string
+  readonly index: number
+  readonly assignment: Readonly<Record<string, Json>>
+  readonly values: Readonly<Record<string, Json>>
+  readonly key: string
+  readonly digest: string
+  readonly isBaseline: boolean
+}
+
+/**
+ * The number of variants: the product of the variables' value counts (1 for no variables).
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const variantCount = (variables: ReadonlyArray<Variable>): number =>
+  variables.reduce((n, v) => n * valueCount(v), 1)
+
+/**
+ * The id of the variant at `index` (0-based) among `count`: `v` and the 1-based position,
+ * zero-padded to the digits of `count` (at least 2): `v01`, ..., `v12`; `v001` for 100+.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const variantId = (index: number, count: number): string =>
+  `v${String(index + 1).padStart(Math.max(2, String(count).length), "0")}`
+
+/** The per-variable positions of variant `index` (odometer: last variable fastest). */
+const positionsOf = (counts: ReadonlyArray<number>, index: number): Array<number> => {
+  const out = new Array<number>(counts.length)
+  let rest = index
+  for (let i = counts.length - 1; i >= 0; i--) {
+    out[i] = rest % counts[i]!
+    rest = Math.floor(rest / counts[i]!)
+  }
+  return out
+}
+
+/**
+ * The index of the variant with the given per-variable positions (the inverse of the odometer
+ * order).
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const indexOfPositions = (variables: ReadonlyArray<Variable>, positions: ReadonlyArray<number>): number =>
+  variables.reduce((acc, v, i) => acc * valueCount(v) + positions[i]!, 0)
+
+/**
+ * The variant at `index` (0-based) of the expansion, built without listing the others.
+ *
+ * @param variables the study's variables, in file order
+ * @param index 0-based, below {@link variantCount}
+ * @param baselineIndex the baseline's index (marks `isBaseline`), if any
+ * @since 0.6.0
+ * @category expansion
+ */
+export const variantAt = (variables: ReadonlyArray<Variable>, index: number, baselineIndex?: number): Variant => {
+  const counts = variables.map(valueCount)
+  const count = counts.reduce((a, b) => a * b, 1)
+  const positions = positionsOf(counts, index)
+  const assignment: Record<string, Json> = {}
+  const values: Record<string, Json> = {}
+  variables.forEach((v, i) => {
+    const c = choiceAt(v, positions[i]!)
+    assignment[v.name] = c.assignment
+    values[v.name] = c.value
+  })
+  const key = canonicalJsonUnsafe(assignment)
+  return {
+    id: variantId(index, count),
+    index,
+    assignment,
+    values,
+    key,
+    digest: digest(key).slice(0, 16),
+    isBaseline: index === baselineIndex
+  }
+}
+
+/**
+ * Expands variables into every variant, in a fixed order: the variables in file order, the
+ * last one changing fastest (an odometer), each variable's values in its own order (see
+ * {@link valuesOf}). No variables give one variant (`v01`, the empty assignment). The count is
+ * {@link variantCount}: check it against a cap before calling this.
+ *
+ * @param variables the study's variables, in file order
+ * @param options `baselineIndex`: the index of the baseline variant (marks `isBaseline`)
+ * @returns the variants in order, ids `v01`, `v02`, ...
+ * @since 0.6.0
+ * @category expansion
+ */
+export const expand = (
+  variables: ReadonlyArray<Variable>,
+  options: { readonly baselineIndex?: number | undefined } = {}
+): ReadonlyArray<Variant> => {
+  const n = variantCount(variables)
+  const out: Array<Variant> = []
+  for (let i = 0; i < n; i++) out.push(variantAt(variables, i, options.baselineIndex))
+  return out
+}
+
+/**
+ * The variant `assignment` names, as `name=value` pairs for messages and tables
+ * (`prompt=terse, temperature=0.5`).
+ *
+ * @since 0.6.0
+ * @category formatting
+ */
+export const describeAssignment = (assignment: Readonly<Record<string, Json>>): string =>
+  Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : canonicalJsonUnsafe(v)}`).join(", ")
+
+// ---------------------------------------------------------------------------------------------
+// Trials
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A trial's id (its suite member id): `p<version>-<variantId>-r<repeat>`, e.g. `p1-v03-r2`
+ * (protocol version and repeat are 1-based).
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const trialId = (version: number, variantId: string, repeat: number): string => `p${version}-${variantId}-r${repeat}`
+
+const TRIAL_ID = /^p([1-9][0-9]*)-(v[0-9]{2,})-r([1-9][0-9]*)$/
+
+/**
+ * The parts of a trial id, or `undefined` when `id` is not one.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const parseTrialId = (id: string): { readonly version: number; readonly variantId: string; readonly repeat: number } | undefined => {
+  const m = TRIAL_ID.exec(id)
+  return m === null ? undefined : { version: Number(m[1]), variantId: m[2]!, repeat: Number(m[3]) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparisons, stop conditions, objectives
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A comparison operator: `>`, `>=`, `<`, `<=`, `==`, `!=`.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Op = Schema.Literal(">", ">=", "<", "<=", "==", "!=").annotations({ identifier: "Op" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Op = typeof Op.Type
+
+/**
+ * Whether `actual op value` holds (plain number comparison).
+ *
+ * @since 0.6.0
+ * @category comparisons
+ */
+export const holds = (op: Op, actual: number, value: number): boolean => {
+  switch (op) {
+    case ">":
+      return actual > value
+    case ">=":
+      return actual >= value
+    case "<":
+      return actual < value
+    case "<=":
+      return actual <= value
+    case "==":
+      return actual === value
+    case "!=":
+      return actual !== value
+  }
+}
+
+/**
+ * What happens to the trials already running when a stop condition fires: `drain` (the
+ * default: they finish) or `cancel` (their pipelines are interrupted, resumable).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Running = Schema.Literal("drain", "cancel").annotations({ identifier: "Running" })
+
+const running = { running: Schema.optionalWith(Running, { default: () => "drain" as const, exact: true }) }
+const when = <W extends string, F extends Schema.Struct.Fields>(w: W, fields: F, description: string) =>
+  Schema.Struct({ when: Schema.Literal(w), ...fields, ...running }).annotations({ description })
+
+/**
+ * A stop condition, by `when` (each with `running: drain | cancel`, default `drain`):
+ *
+ * - `allTrialsTerminal`: every planned trial ended (always the natural end, implicit);
+ * - `successfulTrials`, `count`: that many trials succeeded;
+ * - `metricThreshold`, `metric`, `op`, `value`: a trial's metric compares so;
+ * - `budget`: the study's total budget (`budget.total`) is spent;
+ * - `deadline`, `at`: an ISO-8601 date-time passed;
+ * - `manual`: `assay study stop` or Ctrl-C.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const StopCondition = Schema.Union(
+  when("allTrialsTerminal", {}, "every planned trial ended"),
+  when("successfulTrials", {
+    count: Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ message: () => "must be an integer >= 1" })
+  }, "that many trials succeeded"),
+  when("metricThreshold", { metric: Schema.String.pipe(Schema.minLength(1)), op: Op, value: FiniteNumber }, "a trial's metric crossed a value"),
+  when("budget", {}, "the study's total budget is spent"),
+  when("deadline", {
+    at: Schema.String.pipe(Schema.filter((s) => !Number.isNaN(Date.parse(s)) || "must be an ISO-8601 date-time such as 2026-12-31T00:00:00Z"))
+  }, "a date-time passed"),
+  when("manual", {}, "assay study stop, or Ctrl-C")
+).annotations({ identifier: "StopCondition" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type StopCondition = typeof StopCondition.Type
+
+/**
+ * An objective over a metric: `direction` `maximize`, `minimize` or `target` (with `target`,
+ * closer is better), an optional `weight` (> 0, default 1) and an optional `hardConstraint`
+ * (`{ op, value }`: a trial breaking it is not successful).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Objective = Schema.Struct({
+  metric: Schema.String.pipe(Schema.minLength(1)),
+  direction: Schema.Literal("maximize", "minimize", "target"),
+  target: opt(FiniteNumber),
+  weight: Schema.optionalWith(FiniteNumber.pipe(Schema.greaterThan(0)), { default: () => 1, exact: true }),
+  hardConstraint: opt(Schema.Struct({ op: Op, value: FiniteNumber }))
+}).pipe(Schema.filter((o) => {
+  if (o.direction === "target" && o.target === undefined) return { path: ["target"], message: "is missing: direction target needs a target value" }
+  if (o.direction !== "target" && o.target !== undefined) return { path: ["target"], message: `only direction target takes a target (direction is ${o.direction})` }
+  return undefined
+})).annotations({ identifier: "Objective" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Objective = typeof Objective.Type
+
+// ---------------------------------------------------------------------------------------------
+// Budgets and limits
+// ---------------------------------------------------------------------------------------------
+
+const PositiveInt = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ message: () => "must be an integer >= 1" })
+
+/**
+ * A budget as written: `calls` (model calls: leases acquired), `tokens`, `costUsd` and `time`
+ * (a duration string), each optional.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const BudgetSection = Schema.Struct({
+  calls: opt(PositiveInt),
+  tokens: opt(PositiveInt),
+  costUsd: opt(FiniteNumber.pipe(Schema.greaterThan(0)).annotations({ message: () => "must be a number > 0 (US dollars)" })),
+  time: opt(DurationFromString)
+}).annotations({ identifier: "BudgetSection" })
+
+/**
+ * `budget`: `perTrial` (the same for every trial, enforced by the runner) and `total` (the
+ * study's, the `budget` stop condition).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Budget = Schema.Struct({
+  perTrial: opt(BudgetSection),
+  total: opt(BudgetSection)
+}).annotations({ identifier: "Budget" })
+
+/**
+ * A budget in numbers: `calls`, `tokens`, `costUsd` (US dollars), `timeMs` (milliseconds);
+ * absent = no limit.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface BudgetFigures {
+  readonly calls?: number | undefined
+  readonly tokens?: number | undefined
+  readonly costUsd?: number | undefined
+  readonly timeMs?: number | undefined
+}
+
+/**
+ * The figures of a decoded budget section (`time` in milliseconds).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export const budgetFigures = (section: typeof BudgetSection.Type | undefined): BudgetFigures => {
+  const out: { -readonly [K in keyof BudgetFigures]: BudgetFigures[K] } = {}
+  if (section?.calls !== undefined) out.calls = section.calls
+  if (section?.tokens !== undefined) out.tokens = section.tokens
+  if (section?.costUsd !== undefined) out.costUsd = section.costUsd
+  if (section?.time !== undefined) out.timeMs = Duration.toMillis(section.time)
+  return out
+}
+
+/**
+ * The default of `limits.maxTrials`: 200.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const DEFAULT_MAX_TRIALS = 200
+
+/**
+ * `limits`: caps the plan is checked against before anything runs: `maxTrials` (default
+ * {@link DEFAULT_MAX_TRIALS}), `maxPipelines`, `maxCalls` (model calls, attempts included),
+ * `maxTokens`. Above a cap the study is refused; it is never sampled.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Limits = Schema.Struct({
+  maxTrials: opt(PositiveInt),
+  maxPipelines: opt(PositiveInt),
+  maxCalls: opt(PositiveInt),
+  maxTokens: opt(PositiveInt)
+}).annotations({ identifier: "Limits" })
+
+// ---------------------------------------------------------------------------------------------
+// Study
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The kind of question: `explore`, `compare`, `optimize` or `replay`.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const StudyType = Schema.Literal("explore", "compare", "optimize", "replay").annotations({ identifier: "StudyType" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type StudyType = typeof StudyType.Type
+
+/**
+ * How a study ended (or where it is): `pending`, `running`, then `completed` (at least one
+ * trial succeeded, every planned trial settled), `failed` (none succeeded), `stopped_with_results`
+ * (stopped early with at least one success), `cancelled` (stopped early, none), `inconclusive`
+ * (successes, but the objectives cannot rank them).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StudyStatus = "pending" | "running" | "completed" | "failed" | "stopped_with_results" | "cancelled" | "inconclusive"
+
+/**
+ * @since 0.6.0
+ * @category schemas
+ */
+export const StudyStatus = Schema.Literal("pending", "running", "completed", "failed", "stopped_with_results", "cancelled", "inconclusive")
+
+/**
+ * How a trial ended (or where it is). Only `succeeded` trials are ever compared or ranked.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type TrialStatus = "pending" | "running" | "succeeded" | "failed" | "budget_exhausted" | "cancelled" | "incomplete" | "not_started"
+
+/**
+ * @since 0.6.0
+ * @category schemas
+ */
+export const TrialStatus = Schema.Literal("pending", "running", "succeeded", "failed", "budget_exhausted", "cancelled", "incomplete", "not_started")
+
+// ---------------------------------------------------------------------------------------------
+// Protocol identity
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The format marker of {@link protocolDigest}; bumping it changes every study's digest.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const PROTOCOL_FORMAT = "assay-study-protocol-v1"
+
+/**
+ * The parts of a protocol, in order: `experiment` (the base experiment's definition),
+ * `variables`, `baseline`, `repeats`, `budget`, `stop`, `objectives`.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const PROTOCOL_PARTS = ["experiment", "variables", "baseline", "repeats", "budget", "stop", "objectives"] as const
+
+/**
+ * A protocol: the JSON of each of {@link PROTOCOL_PARTS}.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type Protocol = { readonly [K in typeof PROTOCOL_PARTS[number]]: Json }
+
+/**
+ * The protocol's digest: `Json.digest` (32 hex) of the canonical JSON
+ * `["assay-study-protocol-v1", protocol]`.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const protocolDigest = (protocol: Protocol): string => digest(canonicalJsonUnsafe([PROTOCOL_FORMAT, protocol]))
+
+/**
+ * The protocol part by part, as stored beside its digest: `repeats` as its number, every other
+ * part as the first 12 hex characters of its canonical JSON's digest.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const protocolParts = (protocol: Protocol): Readonly<Record<string, string>> => {
+  const out: Record<string, string> = {}
+  for (const k of PROTOCOL_PARTS) out[k] = k === "repeats" ? String(protocol[k]) : digest(canonicalJsonUnsafe(protocol[k])).slice(0, 12)
+  return out
+}
+
+/**
+ * The names of the parts that differ between two protocols' parts (a part missing on one side
+ * counts as changed), in {@link PROTOCOL_PARTS} order then any others sorted.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const changedParts = (before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): ReadonlyArray<string> => {
+  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+  const order = (k: string) => {
+    const i = (PROTOCOL_PARTS as ReadonlyArray<string>).indexOf(k)
+    return i === -1 ? PROTOCOL_PARTS.length : i
+  }
+  names.sort((a, b) => order(a) - order(b) || (a < b ? -1 : a > b ? 1 : 0))
+  return names.filter((k) => before[k] !== after[k])
+}

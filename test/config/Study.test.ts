@@ -1,0 +1,392 @@
+/**
+ * The study file (src/config/Study.ts): the loader's rules through `StudyConfig.load` on the
+ * fixtures of test/fixtures/studies and on files written to a temporary directory: formats,
+ * variables, baseline, references, caps, budgets, the protocol digest, the plan, suiteFor.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as YAML from "yaml"
+import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
+import * as StudyConfig from "../../src/config/Study.js"
+import type { ConfigError } from "../../src/domain/Errors.js"
+import * as Study from "../../src/domain/Study.js"
+import * as Root from "../../src/index.js"
+
+const fixtures = fileURLToPath(new URL("../fixtures/studies/", import.meta.url))
+const lines = (e: ConfigError) => e.issues.map((i) => `${i.path}: ${i.message}${i.suggestion !== undefined ? ` | ${i.suggestion}` : ""}`)
+
+const load = (file: string, options: StudyConfig.StudyLoadOptions = {}) =>
+  StudyConfig.load(file, { env: {}, ...options }).pipe(Effect.provide(NodeContext.layer))
+const failure = (file: string, options: StudyConfig.StudyLoadOptions = {}) => Effect.map(Effect.flip(load(file, options)), lines)
+
+/** The base experiment: a chat task whose model, temperature and template are variables; a delay whose duration is one. */
+const experiment = (over: Record<string, unknown> = {}) => ({
+  pools: { llm: { resources: [{ id: "a", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", model: "base" } }] } },
+  pipeline: {
+    name: "classify",
+    tasks: [
+      {
+        use: "chat",
+        name: "classify",
+        options: { resource: "llm", model: { $var: "model.model" }, temperature: { $var: "temperature" }, maxTokens: 10, template: { $var: "prompt" } },
+        retry: { maxAttempts: 2 }
+      },
+      { use: "delay", name: "pause", args: [{ $var: "pause" }] }
+    ]
+  },
+  source: { range: { n: 3 } },
+  ...over
+})
+
+const study = (over: Record<string, unknown> = {}) => ({
+  study: { id: "t", question: "Which?", type: "compare" },
+  protocol: { experiment: "experiment.json" },
+  output: { root: "out" },
+  variables: [
+    { name: "prompt", type: "prompt", values: { terse: "Spam? {{text}}", long: "Is this spam? Answer yes or no. {{text}}" } },
+    { name: "model", type: "model", values: { small: { pool: "llm", model: "s-1" }, large: { pool: "llm", model: "l-1" } } },
+    { name: "temperature", type: "range", start: 0, end: 1, step: 0.5 },
+    { name: "pause", type: "enum", values: ["1 millis"] }
+  ],
+  baseline: { prompt: "terse", model: "small", temperature: 0, pause: "1 millis" },
+  ...over
+})
+
+/** Writes files (objects as JSON, strings as is) under a new temporary directory; returns the study file's path. */
+const write = (studyDoc: unknown, files: Record<string, unknown> = {}, name = "study.json"): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-"))
+  const all: Record<string, unknown> = { "experiment.json": experiment(), [name]: studyDoc, ...files }
+  for (const [n, content] of Object.entries(all)) {
+    fs.writeFileSync(path.join(dir, n), typeof content === "string" ? content : JSON.stringify(content, null, 2))
+  }
+  return path.join(dir, name)
+}
+
+describe("StudyConfig.load: formats and the protocol digest", () => {
+  it.effect("the same study in YAML, JSON, TOML and TypeScript (defineStudy) loads the same, with one protocol digest", () =>
+    Effect.gen(function*() {
+      const loaded = yield* Effect.forEach(["study.yaml", "study.json", "study.toml", "study.ts"], (f) => load(path.join(fixtures, f)))
+      const digests = new Set(loaded.map((s) => s.protocolDigest))
+      assert.strictEqual(digests.size, 1)
+      assert.deepStrictEqual(loaded.map((s) => s.format), ["yaml", "json", "toml", "module"])
+      for (const s of loaded) {
+        assert.deepStrictEqual(s.protocolParts, loaded[0]!.protocolParts)
+        assert.deepStrictEqual(s.variants.map((v) => v.key), loaded[0]!.variants.map((v) => v.key))
+        assert.deepStrictEqual(s.plan, loaded[0]!.plan)
+      }
+    }))
+
+  it.effect("each protocol part changes the digest, and only that part's value changes", () =>
+    Effect.gen(function*() {
+      const before = yield* load(write(study()))
+      const cases: Record<string, string> = {
+        experiment: write(study(), { "experiment.json": experiment({ source: { range: { n: 4 } } }) }),
+        variables: write(study({ variables: [...study().variables.slice(0, 3), { name: "pause", type: "enum", values: ["1 millis", "3 millis"] }] })),
+        baseline: write(study({ baseline: { prompt: "long", model: "small", temperature: 0, pause: "1 millis" } })),
+        repeats: write(study({ repeats: 2 })),
+        budget: write(study({ budget: { perTrial: { calls: 10 } } })),
+        stop: write(study({ stop: [{ when: "successfulTrials", count: 2 }] })),
+        objectives: write(study({ objectives: [{ metric: "accuracy", direction: "maximize" }] }))
+      }
+      for (const [part, file] of Object.entries(cases)) {
+        const after = yield* load(file)
+        assert.notStrictEqual(after.protocolDigest, before.protocolDigest, part)
+        assert.deepStrictEqual(Study.changedParts(before.protocolParts, after.protocolParts), [part], part)
+      }
+      // not in the protocol: the question, the output root, the run settings, the limits
+      const same = yield* load(write(study({ study: { id: "t", question: "Other?", type: "compare" }, output: { root: "elsewhere" }, run: { concurrency: 3 }, limits: { maxTrials: 50 } })))
+      assert.strictEqual(same.protocolDigest, before.protocolDigest)
+    }))
+
+  it.effect("a ${VAR} in the experiment is digested as written: a rotated value changes nothing", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      const withEnv = { ...exp, pools: { llm: { resources: [{ id: "a", options: { baseUrl: "${BASE_URL}", model: "base" } }] } } }
+      const file = write(study(), { "experiment.json": withEnv })
+      const a = yield* load(file, { env: { BASE_URL: "http://127.0.0.1:9/v1" } })
+      const b = yield* load(file, { env: { BASE_URL: "http://127.0.0.1:10/v1" } })
+      assert.strictEqual(a.protocolDigest, b.protocolDigest)
+    }))
+})
+
+describe("StudyConfig.load: variables and references", () => {
+  it.effect("each variant's experiment has its values bound; a prompt's $ and ${...} are kept as written", () =>
+    Effect.gen(function*() {
+      // the study file is expanded once (`$${HOME}` is a literal `${HOME}` there); the bound
+      // value is not expanded again by the experiment loader
+      const prompt = "Costs $5? ${HOME} {{text}}"
+      const s = yield* load(write(study({
+        variables: [
+          { name: "prompt", type: "prompt", values: { terse: "Costs $5? $${HOME} {{text}}" } },
+          ...study().variables.slice(1)
+        ],
+        baseline: { prompt: "terse", model: "large", temperature: 0.5, pause: "1 millis" }
+      })))
+      assert.strictEqual(s.variants.length, 6)
+      assert.strictEqual(s.baseline.id, "v05")
+      assert.isTrue(s.baseline.isBaseline)
+      const trial = s.suiteFor(1).members.find((m) => m.id === "p1-v05-r1")!
+      const chat = trial.experiment.template.tasks[0]!
+      assert.strictEqual(chat.parameters["model"], "l-1")
+      assert.strictEqual(chat.parameters["temperature"], 0.5)
+      assert.strictEqual(chat.parameters["template"], prompt)
+    }))
+
+  it.effect("an unknown variable is an error at the reference's path in the experiment file, with a did-you-mean", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      const tasks = exp.pipeline.tasks as Array<any>
+      tasks[0].options.temperature = { $var: "temprature" }
+      tasks[0].options.model = { $var: "model.modle" }
+      const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      assert.deepStrictEqual(problems, [
+        "protocol.experiment: experiment.json: pipeline.tasks[0].options.model: modle is not in the value of variable \"model\" for \"small\", \"large\"",
+        "protocol.experiment: experiment.json: pipeline.tasks[0].options.temperature: unknown variable \"temprature\" | did you mean \"temperature\"?",
+        "variables[2]: variable \"temperature\" is not used by the protocol: remove it or reference it with { $var: \"temperature\" } in experiment.json"
+      ])
+    }))
+
+  it.effect("a malformed reference and a reference outside the pipeline are errors", () =>
+    Effect.gen(function*() {
+      const exp = experiment({ source: { range: { n: { $var: "pause" } } } })
+      ;(exp.pipeline.tasks as Array<any>)[1].args = [{ $var: "pause", default: "1 millis" }]
+      const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      assert.deepStrictEqual(problems, [
+        "protocol.experiment: experiment.json: pipeline.tasks[1].args[0]: a variable reference is an object with the one key $var and the variable's name | { $var: \"temperature\" } or { $var: \"model.params.temperature\" }",
+        "protocol.experiment: experiment.json: source.range.n: a variable cannot be referenced under source: pools, source, run and plugins are shared by every trial | reference variables in the pipeline's tasks (args, options, resource)",
+        "variables[3]: variable \"pause\" is not used by the protocol: remove it or reference it with { $var: \"pause\" } in experiment.json"
+      ])
+    }))
+
+  it.effect("an unused variable of an experiment whose tasks are code is a warning, not an error", () =>
+    Effect.gen(function*() {
+      const s = yield* load(path.join(fixtures, "study-code.yaml"))
+      assert.deepStrictEqual(s.variants.map((v) => v.assignment), [{ loud: false }, { loud: true }])
+      assert.isTrue(s.warnings.some((w) => w.includes("variables[0]: variable \"loud\" is not referenced by experiment-code.yaml")))
+    }))
+
+  it.effect("a variant whose bound experiment is invalid is reported with the variant", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        variables: [...study().variables.slice(0, 3), { name: "pause", type: "enum", values: ["1 millis", "soon"] }]
+      })))
+      // one problem of 12 variants is listed once with them
+      assert.deepStrictEqual(problems, [
+        "protocol.experiment: experiment.json: pipeline.tasks[1].args[0]: \"soon\" is not a finite, non-negative duration (12 variants: v02, v04, v06, v08, v10, ...) | write a duration with a unit, for example \"300 millis\" or \"2 seconds\""
+      ])
+      const one = yield* failure(write(study({
+        variables: [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 0, step: 1 }, { name: "pause", type: "enum", values: ["1 millis", "soon"] }],
+        baseline: { prompt: "terse", model: "small", temperature: 0, pause: "1 millis" }
+      })))
+      assert.strictEqual(one.length, 1)
+      assert.match(one[0]!, /\(4 variants: v02, v04, v06, v08\)/)
+    }))
+
+  it.effect("duplicate names, repeated enum values, a range ending before its start, an unknown model pool", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        variables: [
+          ...study().variables.slice(0, 2),
+          { name: "temperature", type: "range", start: 1, end: 0, step: 0.5 },
+          { name: "pause", type: "enum", values: ["1 millis", "1 millis"] },
+          { name: "pause", type: "boolean" },
+          { name: "m2", type: "model", values: { x: { pool: "lml", model: "x" } } }
+        ]
+      })))
+      assert.includeMembers(problems, [
+        "variables[2].end: must be >= start (1), got 0",
+        "variables[3].values[1]: repeats values[0] (\"1 millis\")",
+        "variables[4].name: variable \"pause\" is declared twice (first at variables[3])",
+        "variables[5].values.x.pool: experiment.json declares no pool \"lml\" | did you mean llm?"
+      ])
+    }))
+
+  it.effect("Schema problems carry field paths and did-you-mean", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write({ ...study(), variabels: [], repeats: 0, variables: [{ name: "x", type: "rnage", values: [] }] }))
+      assert.includeMembers(problems, [
+        "variabels: unknown key \"variabels\" | did you mean variables?",
+        "repeats: must be an integer >= 1"
+      ])
+      assert.include(problems, "variables[0].type: expected \"enum\", \"range\", \"boolean\", \"prompt\", \"model\" or \"set\", got \"rnage\" | did you mean \"range\"?")
+    }))
+})
+
+describe("StudyConfig.load: the baseline", () => {
+  it.effect("missing, unknown and not-a-variant values are errors with their paths", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({ baseline: { prompt: "tesre", model: "small", temperature: 0.25, pauze: "1 millis" } })))
+      assert.deepStrictEqual(problems, [
+        "baseline.pauze: no variable \"pauze\" | did you mean \"pause\"?",
+        "baseline.prompt: \"tesre\" is not a value of variable \"prompt\": the baseline must be one of the variants | did you mean \"terse\"?",
+        "baseline.temperature: 0.25 is not a value of variable \"temperature\": the baseline must be one of the variants | one of: 0, 0.5, 1",
+        "baseline.pause: is missing: the baseline gives every variable a value | one of: \"1 millis\""
+      ])
+    }))
+
+  it.effect("a compare study must name its baseline; another type defaults to v01 with a warning", () =>
+    Effect.gen(function*() {
+      const { baseline: _b, ...rest } = study()
+      const problems = yield* failure(write(rest))
+      assert.strictEqual(problems.length, 1)
+      assert.match(problems[0]!, /^baseline: is missing: a compare study names its baseline/)
+      const s = yield* load(write({ ...rest, study: { id: "t", question: "Which?", type: "explore" } }))
+      assert.strictEqual(s.baseline.id, "v01")
+      assert.isTrue(s.warnings.includes("warning: baseline: not given; the first variant (v01) is the baseline"))
+    }))
+
+  it.effect("a set's baseline is its index or the list", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      ;(exp.pipeline.tasks as Array<any>).push({ use: "echo", name: "experts", resource: null, config: { experts: { $var: "experts" } } })
+      const variables = [...study().variables, { name: "experts", type: "set", values: [["a", "b"], ["a", "c"]] }]
+      const base = { prompt: "terse", model: "small", temperature: 0, pause: "1 millis" }
+      const byIndex = yield* load(write(study({ variables, baseline: { ...base, experts: 1 } }), { "experiment.json": exp }))
+      const byList = yield* load(write(study({ variables, baseline: { ...base, experts: ["a", "c"] } }), { "experiment.json": exp }))
+      assert.deepStrictEqual(byIndex.baseline.assignment["experts"], 1)
+      assert.strictEqual(byIndex.baseline.id, byList.baseline.id)
+      assert.deepStrictEqual(byIndex.baseline.values["experts"], ["a", "c"])
+    }))
+})
+
+describe("StudyConfig.load: caps, budgets, stop conditions", () => {
+  it.effect("more trials than limits.maxTrials (default 200) is refused at limits.maxTrials, asking to reduce the variables", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(path.join(fixtures, "too-many-trials.yaml"))
+      assert.deepStrictEqual(problems, [
+        "limits.maxTrials: the plan has 202 trials, above the cap of 200: reduce the variables (101 variants x 2 repeats) | studies are never sampled: narrow a range, drop values, or lower repeats"
+      ])
+    }))
+
+  it.effect("each declared cap is refused; with allowOverCap the plan lists them instead", () =>
+    Effect.gen(function*() {
+      const file = path.join(fixtures, "over-caps.yaml")
+      const problems = yield* failure(file)
+      assert.deepStrictEqual(problems.map((p) => p.split(":")[0]), ["limits.maxTrials", "limits.maxPipelines", "limits.maxCalls", "limits.maxTokens"])
+      const s = yield* load(file, { allowOverCap: true })
+      assert.deepStrictEqual(s.plan.caps, [
+        { name: "maxTrials", limit: 10, planned: 12 },
+        { name: "maxPipelines", limit: 40, planned: 48 },
+        { name: "maxCalls", limit: 100, planned: 144 },
+        { name: "maxTokens", limit: 1000, planned: 1728 }
+      ])
+      // each cap alone
+      for (const [cap, limit] of [["maxPipelines", 17], ["maxCalls", 35], ["maxTokens", 200]] as const) {
+        const alone = yield* failure(write(study({ limits: { [cap]: limit } })))
+        assert.strictEqual(alone.length, 1, cap)
+        assert.match(alone[0]!, new RegExp(`^limits\\.${cap}: the plan has \\d+ .*above the cap of ${limit}: reduce the variables \\(12 variants x 1 repeat\\)`))
+      }
+    }))
+
+  it.effect("a costUsd budget needs a price on every model profile; a budget stop needs budget.total", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({ budget: { perTrial: { costUsd: 0.5 } }, stop: [{ when: "budget" }] })))
+      assert.deepStrictEqual(problems, [
+        "budget.perTrial.costUsd: a costUsd budget needs a price for every model profile; none for model.small, model.large | add price: { promptPer1k, completionPer1k } to each profile",
+        "stop[0]: a budget stop condition needs budget.total (calls, tokens, costUsd or time) | budget: { total: { calls: 10000 } }"
+      ])
+      const s = yield* load(write(study({ budget: { perTrial: { calls: 7, time: "2 minutes" }, total: { tokens: 1000 } }, stop: [{ when: "budget", running: "cancel" }] })))
+      assert.deepStrictEqual(s.budget, { perTrial: { calls: 7, timeMs: 120_000 }, total: { tokens: 1000 } })
+      assert.deepStrictEqual(s.stop, [{ when: "budget", running: "cancel" }])
+    }))
+
+  it.effect("run.store is refused; output.root is required (or --output-root)", () =>
+    Effect.gen(function*() {
+      const { output: _o, ...rest } = study()
+      const problems = yield* failure(write({ ...rest, run: { store: "x.db" } }))
+      assert.deepStrictEqual(problems.map((p) => p.split(":")[0]), ["run.store", "output.root"])
+      const s = yield* load(write(rest), { outputRoot: "/tmp/elsewhere" })
+      assert.strictEqual(s.outputRoot, "/tmp/elsewhere")
+    }))
+})
+
+describe("StudyConfig.load: the plan", () => {
+  it.effect("figures of the small fixture: 24 variants x 2 repeats x 4 cases, 3 attempts of one chat task each", () =>
+    Effect.gen(function*() {
+      const s = yield* load(path.join(fixtures, "study.yaml"))
+      assert.deepStrictEqual(s.plan, {
+        variants: 24,
+        repeats: 2,
+        trials: 48,
+        casesPerTrial: 4,
+        pipelines: 192,
+        tasksPerPipeline: 2,
+        maxModelCalls: 192 * 3,
+        maxTaskAttempts: 192 * 4,
+        // prompt estimate: "Spam? " = 2 tokens, "Read the message and answer spam or ham: " = 11; maxTokens 10
+        tokens: { min: 96 * 2 + 96 * 11, max: 96 * 3 * (2 + 10) + 96 * 3 * (11 + 10) },
+        // pool llm runs min(3, concurrency 4) calls at once; small 100 ms..2 s, large 300 ms..4 s
+        timeMs: { min: (96 * 100 + 96 * 300) / 3, max: (96 * 3 * 2000 + 96 * 3 * 4000) / 3 },
+        concurrency: { pipelines: 4, trials: 2 },
+        caps: [],
+        notes: []
+      })
+      assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
+    }))
+
+  it.effect("a per-trial time budget bounds the longest time: ceil(trials / trialConcurrency) x the budget", () =>
+    Effect.gen(function*() {
+      const s = yield* load(write(study({ budget: { perTrial: { time: "1 second" } }, run: { trialConcurrency: 5 } })))
+      // 12 trials, 5 at once: 3 waves of at most 1 s; no latency estimate, so the shortest is unknown
+      assert.deepStrictEqual(s.plan.timeMs, { min: 0, max: 3000 })
+      assert.isTrue(s.plan.notes.some((n) => n.startsWith("no latency estimate or rate limit")))
+    }))
+})
+
+describe("StudyConfig.load: trials and suiteFor", () => {
+  it.effect("members are the trials p<version>-vNN-rK, variant-major; every pool shared under its name; one output root", () =>
+    Effect.gen(function*() {
+      const s = yield* load(write(study({ repeats: 2 })))
+      const suite = s.suiteFor(1)
+      assert.strictEqual(suite.id, "t")
+      assert.deepStrictEqual(suite.members.slice(0, 3).map((m) => m.id), ["p1-v01-r1", "p1-v01-r2", "p1-v02-r1"])
+      assert.strictEqual(suite.members.length, 24)
+      assert.deepStrictEqual(suite.pools.map((p) => p.name), ["llm"])
+      assert.deepStrictEqual(suite.sharedPools, ["llm"])
+      for (const m of suite.members) {
+        assert.deepStrictEqual(m.poolAliases, { llm: "llm" })
+        assert.strictEqual(m.outputDir, s.outputRoot)
+      }
+      assert.strictEqual(new Set(suite.members.map((m) => m.memberDigest)).size, 24)
+      assert.deepStrictEqual(suite.output, { root: s.outputRoot, layout: "combined" })
+      // the two repeats of a variant run the same experiment under different member ids
+      assert.strictEqual(suite.members[0]!.experiment, suite.members[1]!.experiment)
+      assert.strictEqual(suite.members[0]!.definitionDigest, suite.members[1]!.definitionDigest)
+      assert.notStrictEqual(suite.members[0]!.definitionDigest, suite.members[2]!.definitionDigest)
+      // bound values follow the odometer: v02 is temperature 0.5
+      assert.strictEqual(suite.members[2]!.experiment.template.tasks[0]!.parameters["temperature"], 0.5)
+      const v2 = s.suiteFor(2)
+      assert.deepStrictEqual(v2.members.slice(0, 2).map((m) => m.id), ["p2-v01-r1", "p2-v01-r2"])
+      assert.deepStrictEqual(s.trialsFor(2).slice(0, 3).map((t) => [t.trialId, t.variant.id, t.repeat]), [["p2-v01-r1", "v01", 1], ["p2-v01-r2", "v01", 2], ["p2-v02-r1", "v02", 1]])
+      assert.strictEqual(s.suiteFor(1), suite)
+    }))
+})
+
+describe("the study file's Schema and the package root", () => {
+  it("docs/study.schema.json is exactly what assay schema --study prints (regenerate: assay schema --study > docs/study.schema.json)", () => {
+    const file = fileURLToPath(new URL("../../docs/study.schema.json", import.meta.url))
+    assert.deepStrictEqual(JSON.parse(fs.readFileSync(file, "utf8")), JSON.parse(JSON.stringify(studyJsonSchema())))
+  })
+
+  it("defineStudy and the Study namespace are exported at the package root", () => {
+    assert.strictEqual(Root.defineStudy, StudyConfig.defineStudy)
+    assert.strictEqual(Root.Study.trialId, Study.trialId)
+    const input = { study: { id: "x", question: "?" }, protocol: { experiment: "e.yaml" } }
+    assert.strictEqual(Root.defineStudy(input), input)
+  })
+
+  it.effect("isStudyFile: a top-level study key; an experiment, a suite or a broken file is not one", () =>
+    Effect.gen(function*() {
+      const file = write(study())
+      const dir = path.dirname(file)
+      fs.writeFileSync(path.join(dir, "broken.yaml"), "study: [")
+      fs.writeFileSync(path.join(dir, "suite.yaml"), YAML.stringify({ suite: { id: "s" }, experiments: {} }))
+      const is = (f: string) => StudyConfig.isStudyFile(path.join(dir, f)).pipe(Effect.provide(NodeContext.layer))
+      assert.deepStrictEqual(yield* Effect.all([is("study.json"), is("experiment.json"), is("suite.yaml"), is("broken.yaml")]), [true, false, false, false])
+    }))
+})

@@ -37,11 +37,8 @@ import { canonicalJsonUnsafe, digest } from "../domain/Json.js"
 import { emailSection, errorBody, throttled, unknownModelBody } from "./internal/mockLlm.js"
 import {
   type Bucket,
-  chattyAnswers,
+  answerOf,
   costUsd,
-  effectiveAccuracy,
-  hashUnit,
-  invalidModelAnswers,
   makeBucket,
   promptStyleOf,
   styleName,
@@ -956,22 +953,9 @@ export const makeApp = (
           : Math.exp(Math.log(median) + sigma * normal)
         // the model's answer is fixed by hashes (not by the request counter), so it is known before
         // the wait, whose length depends on its tokens
-        const modelAnswer = model === undefined || style === undefined ? undefined : (() => {
-          const truth = scoreEmail(style.input).label
-          const agrees = hashUnit(profile.seed, model.name, "agree", style.input) <
-            effectiveAccuracy(model.accuracy, model.promptGains, style)
-          const label = agrees ? truth : truth === "spam" ? "ham" : "spam"
-          const w = hashUnit(profile.seed, model.name, "wording", fingerprint)
-          const content = w < model.invalidRate
-            ? invalidModelAnswers[Math.floor((w / model.invalidRate) * invalidModelAnswers.length) % invalidModelAnswers.length]!
-            : !style.oneWord && w < model.invalidRate + model.chattiness
-            ? chattyAnswers[
-              Math.floor(((w - model.invalidRate) / model.chattiness) * chattyAnswers.length) % chattyAnswers.length
-            ]!(label)
-            : label
-          const completionTokens = ceilTokens(content.length)
-          return { content, completionTokens, costUsd: costUsd(model.pricing, promptTokens, completionTokens) }
-        })()
+        const modelAnswer = model === undefined || style === undefined
+          ? undefined
+          : answerOf(model, style, scoreEmail(style.input).label, profile.seed, fingerprint, promptTokens)
         const uJitter = model === undefined ? 0 : yield* rng.next
         const modelLatencyMs = model === undefined || modelAnswer === undefined
           ? 0

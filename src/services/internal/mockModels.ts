@@ -4,6 +4,7 @@
  * (seed, profile, prompt, input), token counts and cost, and the per-profile rate-limit buckets.
  */
 import { digest } from "../../domain/Json.js"
+import type { ModelProfile } from "../MockLlm.js"
 import { emailSection } from "./mockLlm.js"
 
 /** A chat message reduced to its role and its text (parts joined). */
@@ -164,4 +165,36 @@ export const takeAll = (buckets: ReadonlyArray<Bucket>, nowMs: number): number |
     return undefined
   }
   return Math.max(1, ...buckets.filter((b) => b.tokens < 1).map((b) => Math.ceil((1 - b.tokens) / b.rate)))
+}
+
+/**
+ * A model profile's answer to a prompt of style `style` whose input the scorer labels `truth`:
+ * it agrees with `truth` when `hashUnit(seed, name, "agree", input)` is below the
+ * {@link effectiveAccuracy}, else names the other label; then `w = hashUnit(seed, name,
+ * "wording", fingerprint)` picks the wording: an answer naming no label when `w <
+ * invalidRate`, a sentence when the prompt does not ask for one word and `w < invalidRate +
+ * chattiness`, else the bare label. Returns the text, its completion tokens and the cost of
+ * `promptTokens` + those tokens. Pure: the same arguments give the same answer.
+ */
+export const answerOf = (
+  model: ModelProfile,
+  style: PromptStyle,
+  truth: "spam" | "ham",
+  seed: number,
+  fingerprint: string,
+  promptTokens: number
+): { readonly content: string; readonly agrees: boolean; readonly completionTokens: number; readonly costUsd: number } => {
+  const agrees = hashUnit(seed, model.name, "agree", style.input) <
+    effectiveAccuracy(model.accuracy, model.promptGains, style)
+  const label = agrees ? truth : truth === "spam" ? "ham" : "spam"
+  const w = hashUnit(seed, model.name, "wording", fingerprint)
+  const content = w < model.invalidRate
+    ? invalidModelAnswers[Math.floor((w / model.invalidRate) * invalidModelAnswers.length) % invalidModelAnswers.length]!
+    : !style.oneWord && w < model.invalidRate + model.chattiness
+    ? chattyAnswers[Math.floor(((w - model.invalidRate) / model.chattiness) * chattyAnswers.length) % chattyAnswers.length]!(
+      label
+    )
+    : label
+  const completionTokens = tokensOf(content.length)
+  return { content, agrees, completionTokens, costUsd: costUsd(model.pricing, promptTokens, completionTokens) }
 }

@@ -408,7 +408,9 @@ export class PromptGains extends Schema.Class<PromptGains>("PromptGains")({
 /**
  * A model profile of the mock, selected by a request's `model` field.
  *
- * - `name`: the model id clients send (`[A-Za-z0-9][A-Za-z0-9._:-]*`).
+ * - `name`: the model id clients send (`[A-Za-z0-9][A-Za-z0-9._:/-]*`, e.g. `small`,
+ *   `org/model-7b`; a name with `/` is listed by `GET /v1/models` but cannot be retrieved
+ *   by `GET /v1/models/<id>`).
  * - `accuracy`: the probability (0–1) that the answer agrees with the {@link scoreEmail}
  *   label for a terse prompt; otherwise it names the other label. Which inputs it gets wrong
  *   is fixed by a hash of (seed, name, input), so it is the same on every run, at any
@@ -427,7 +429,7 @@ export class PromptGains extends Schema.Class<PromptGains>("PromptGains")({
  * @category models
  */
 export class ModelProfile extends Schema.Class<ModelProfile>("ModelProfile")({
-  name: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/)),
+  name: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:/-]*$/)),
   accuracy: Rate,
   promptGains: Schema.optionalWith(PromptGains, { default: () => PromptGains.make({}) }),
   chattiness: Schema.optionalWith(Rate, { default: () => 0 }),

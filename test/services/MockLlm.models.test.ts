@@ -7,7 +7,7 @@
 import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import { NodeFileSystem, NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Fiber, TestClock } from "effect"
+import { Chunk, Duration, Effect, FastCheck, Fiber, TestClock } from "effect"
 import {
   builtinModels,
   decodeModelCatalog,
@@ -15,10 +15,13 @@ import {
   makeApp,
   type ModelCatalog,
   ModelPricing,
+  ModelProfile,
+  PromptGains,
   scoreEmail,
   serve
 } from "../../src/services/MockLlm.js"
 import {
+  answerOf,
   costUsd,
   DETAILED_WORDS,
   effectiveAccuracy,
@@ -147,6 +150,29 @@ describe("MockLlm model profiles: prompt style", () => {
     assert.closeTo(effectiveAccuracy(0.8, gains, style(true, true)), 1 - 0.2 * 0.6 * 0.7, 1e-12)
   })
 
+  it("property: a better prompt never turns a right answer wrong, and the answer depends on nothing else", () => {
+    FastCheck.assert(
+      FastCheck.property(
+        FastCheck.double({ min: 0, max: 1, noNaN: true }),
+        FastCheck.double({ min: 0, max: 1, noNaN: true }),
+        FastCheck.double({ min: 0, max: 1, noNaN: true }),
+        FastCheck.string(),
+        FastCheck.integer(),
+        (accuracy, instructions, examples, input, seed) => {
+          const model = ModelProfile.make({ name: "p", accuracy, promptGains: PromptGains.make({ instructions, examples }) })
+          const style = (detailed: boolean, ex: boolean) => ({ input, instructionWords: 0, detailed, examples: ex, oneWord: true })
+          const agrees = (detailed: boolean, ex: boolean) => answerOf(model, style(detailed, ex), "spam", seed, "f", 10).agrees
+          const base = agrees(false, false)
+          // the same arguments: the same answer
+          if (agrees(false, false) !== base) return false
+          // a right answer stays right with any better prompt
+          return !base || (agrees(true, false) && agrees(false, true) && agrees(true, true))
+        }
+      ),
+      { endOnFailure: true }
+    )
+  })
+
   it("cost: tokens / 1000 × price per 1k, rounded to 1e-9 USD", () => {
     const pricing = ModelPricing.make({ promptPer1k: 0.0025, completionPer1k: 0.01 })
     assert.strictEqual(costUsd(pricing, 1000, 10), 0.0026)
@@ -171,7 +197,7 @@ describe("MockLlm model profiles: prompt style", () => {
 describe("MockLlm model profiles: the catalog file", () => {
   it.effect("defaults: unknownModel reject, gains 0.3 / 0.2, no price, no latency", () =>
     Effect.gen(function*() {
-      const c = yield* decodeModelCatalog({ models: [{ name: "m1", accuracy: 0.5 }] })
+      const c = yield* decodeModelCatalog({ models: [{ name: "m1", accuracy: 0.5 }, { name: "org/m-7b:free", accuracy: 1 }] })
       assert.strictEqual(c.unknownModel, "reject")
       const m = c.models[0]
       assert.deepStrictEqual([m.promptGains.instructions, m.promptGains.examples], [0.3, 0.2])

@@ -5,9 +5,11 @@
  * behaviour left unchanged.
  */
 import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
-import { NodeFileSystem, NodeHttpServer } from "@effect/platform-node"
+import { NodeContext, NodeFileSystem, NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, FastCheck, Fiber, TestClock } from "effect"
+import { Chunk, Duration, Effect, Either, FastCheck, Fiber, TestClock } from "effect"
+import * as Resource from "../../src/domain/Resource.js"
+import { type ChatClient, chatClientFactory } from "../../src/tasks/internal/chat.js"
 import {
   builtinModels,
   decodeModelCatalog,
@@ -519,5 +521,41 @@ describe("MockLlm model profiles: the default behaviour is unchanged", () => {
       const without = yield* sequence(undefined)
       const withBuiltins = yield* sequence(builtinModels)
       assert.deepStrictEqual(withBuiltins, without)
+    }))
+})
+
+describe("MockLlm model profiles through the chat task's client", () => {
+  it.scopedLive("usage as the lease sees it, and the errors classified: 404 fatal, 429 rate_limit with its wait, 400 fatal", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({
+        profile: yield* Effect.orDie(decodeProfile(quiet)),
+        models: yield* catalogOf({
+          models: [{ name: "priced", accuracy: 1, pricing: { promptPer1k: 0.002 }, rateLimit: { rps: 1, burst: 1 }, maxContext: 80 }]
+        })
+      }).pipe(Effect.provide(NodeContext.layer))
+      const clientFor = (model: string) =>
+        chatClientFactory()(Resource.info(Resource.make("llm", {
+          id: model,
+          options: { baseUrl: server.endpoints[0]!.baseUrl, apiKey: "k", model }
+        }))) as Effect.Effect<ChatClient, unknown>
+      const prompt = terse(emailOf(0))
+      const priced = yield* clientFor("priced")
+      const ok = yield* priced.complete({ messages: [{ role: "user", content: prompt }], timeoutMs: 5_000 })
+      assert.strictEqual(ok.content, "spam")
+      assert.deepStrictEqual(ok.usage, { promptTokens: Math.ceil(prompt.length / 4), completionTokens: 1, totalTokens: Math.ceil(prompt.length / 4) + 1 })
+      // the context window is checked before the rate limit: a request too long is refused without using a token
+      const long = yield* Effect.flip(priced.complete({ messages: [{ role: "user", content: "x".repeat(400) }], timeoutMs: 5_000 }))
+      assert.strictEqual(long.errorClass, "fatal")
+      assert.strictEqual(long.status, 400)
+      const limited = yield* Effect.flip(priced.complete({ messages: [{ role: "user", content: "x" }], timeoutMs: 5_000 }))
+      assert.strictEqual(limited.errorClass, "rate_limit")
+      assert.strictEqual(limited.retryAfterMs, 1000)
+      const unknown = yield* Effect.either((yield* clientFor("nope")).complete({ messages: [{ role: "user", content: "x" }], timeoutMs: 5_000 }))
+      assert.isTrue(Either.isLeft(unknown))
+      if (Either.isLeft(unknown)) {
+        assert.strictEqual(unknown.left.errorClass, "fatal")
+        assert.strictEqual(unknown.left.status, 404)
+        assert.include(unknown.left.message, "Known models: mock-spam-1, priced")
+      }
     }))
 })

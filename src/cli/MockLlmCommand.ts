@@ -5,7 +5,9 @@
  * Once listening it prints exactly one JSON line on stdout,
  * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"seed":…,"endpoints":[{"name","model","baseUrl"}],"models":[…]}`,
  * so that a parent process can read the port; on SIGINT, SIGTERM or SIGHUP it drops every connection,
- * closes the socket and exits 0.
+ * closes the socket and exits 0. It serves the built-in model profiles (`small`, `medium`,
+ * `large`; any other model name keeps the default behaviour) unless `--models FILE` (alias
+ * `--profiles`; JSON, YAML or TOML) declares its own.
  *
  * @since 0.1.0
  */

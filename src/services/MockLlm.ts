@@ -10,6 +10,13 @@
  * concurrency, and answer noise. Its "model" classifies the email in a spam/ham prompt with
  * {@link scoreEmail}, a fixed weighted-feature scorer.
  *
+ * **Model profiles** ({@link ModelProfile}, {@link ModelCatalog}, {@link builtinModels}), when
+ * given, are selected by a request's `model`: each agrees with the scorer with its own accuracy
+ * (raised by a detailed prompt or examples, fixed per (seed, model, input) by a hash), adds its
+ * own latency, has its own rate limit and context window, and prices its tokens (`usage.cost`
+ * in USD; prices also in `GET /v1/models`). Other model names keep the endpoint's default
+ * behaviour, or get a 404 `model_not_found` when the catalog says `unknownModel: "reject"`.
+ *
  * Determinism: every random draw of a request comes from an Effect `Random` seeded with the
  * digest of (profile seed, endpoint, request fingerprint, per-key request counter), and time comes
  * from `Clock` (so `TestClock` drives storms, buckets and latency). The same request sequence

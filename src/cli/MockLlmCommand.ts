@@ -3,20 +3,35 @@
  * `src/services/MockLlm.ts` and `docs/mock-llm.md`) until a stop signal.
  *
  * Once listening it prints exactly one JSON line on stdout,
- * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"endpoints":[{"name","model","baseUrl"}]}`,
+ * `{"event":"listening","url":…,"host":…,"port":…,"pid":…,"seed":…,"endpoints":[{"name","model","baseUrl"}],"models":[…]}`,
  * so that a parent process can read the port; on SIGINT, SIGTERM or SIGHUP it drops every connection,
- * closes the socket and exits 0.
+ * closes the socket and exits 0. It serves the built-in model profiles (`small`, `medium`,
+ * `large`; any other model name keeps the default behaviour) unless `--models FILE` (alias
+ * `--profiles`; JSON, YAML or TOML) declares its own.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Flags from "./Flags.js"
-import { Console, Effect, Option, Queue, Schema } from "effect"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Console, Effect, Either, Option, Queue, Schema } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import { formatOf, parseText } from "../config/internal/parse.js"
 import * as Signals from "../services/Signals.js"
 import { isLoopback } from "../services/internal/statsServer.js"
-import { decodeProfile, EndpointProfile, LatencyProfile, MockProfile, presetEndpoints, readProfileFile, serve } from "../services/MockLlm.js"
+import {
+  builtinModels,
+  decodeModelCatalog,
+  decodeProfile,
+  EndpointProfile,
+  LatencyProfile,
+  type ModelCatalog,
+  MockProfile,
+  presetEndpoints,
+  readProfileFile,
+  serve
+} from "../services/MockLlm.js"
 
 const port = Flags.port(0, "TCP port to listen on; 0 picks a free port (printed on stdout).")
 const host = Flags.host("Address to bind; only loopback addresses unless --allow-remote.")
@@ -24,6 +39,13 @@ const allowRemote = Flags.allowRemote("Allow binding a non-loopback address (the
 const profile = Options.file("profile", { exists: "yes" }).pipe(
   Options.optional,
   Options.withDescription("JSON profile file (seed and endpoints); see docs/mock-llm.md.")
+)
+const models = Options.file("models", { exists: "yes" }).pipe(
+  Options.withAlias("profiles"),
+  Options.optional,
+  Options.withDescription(
+    "Model profiles (JSON, YAML or TOML: models with accuracy, latency, price, rate limit), selected by a request's model; default: the built-in small, medium, large. See docs/mock-llm.md."
+  )
 )
 const seed = Options.integer("seed").pipe(
   Options.optional,
@@ -91,6 +113,35 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
 }
 
 /**
+ * Reads a model-profiles file (`--models FILE`): JSON, YAML or TOML by its suffix, decoded as a
+ * {@link ModelCatalog}. Fails with a {@link ConfigError} (exit 2) for an unknown suffix, an
+ * unreadable file, a syntax error (with line and column) or schema problems, each with its
+ * field path (e.g. `models[1].pricing.promptPer1k`) and the file name in the message.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const readModelsFile = (file: string): Effect.Effect<ModelCatalog, ConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const format = formatOf(file)
+    if (format !== "json" && format !== "yaml" && format !== "toml") {
+      return yield* new ConfigError({
+        message: `mock-llm model profiles ${file}: unknown format; use .json, .yaml/.yml or .toml`,
+        issues: [{ path: "", message: "unknown format", suggestion: "use .json, .yaml/.yml or .toml" }]
+      })
+    }
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.mapError((e) => new ConfigError({ message: `cannot read mock-llm model profiles ${file}: ${e.message}` }))
+    )
+    const parsed = parseText(text, format, file)
+    if (Either.isLeft(parsed)) return yield* parsed.left
+    return yield* decodeModelCatalog(parsed.right).pipe(
+      Effect.mapError((e) => new ConfigError({ message: `${file}: ${e.message}`, issues: e.issues }))
+    )
+  })
+
+/**
  * The `mock-llm` subcommand.
  *
  * @since 0.1.0
@@ -98,7 +149,7 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
  */
 export const mockLlm = Command.make(
   "mock-llm",
-  { port, host, allowRemote, profile, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
+  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
   (args) =>
     Effect.gen(function*() {
       if (!args.allowRemote && !isLoopback(args.host)) {
@@ -122,6 +173,7 @@ export const mockLlm = Command.make(
           ]
         })
       const finalProfile = yield* applyOverrides(base, args)
+      const catalog = Option.isSome(args.models) ? yield* readModelsFile(args.models.value) : builtinModels
       // The server runs until a stop signal, which is its normal end: the scope closes
       // (dropping every connection, hung ones included) and the command succeeds (exit 0).
       yield* Effect.scoped(
@@ -130,6 +182,7 @@ export const mockLlm = Command.make(
           const stops = yield* Effect.flatMap(Signals.Signals, (signals) => signals.claim)
           const server = yield* serve({
             profile: finalProfile,
+            models: catalog,
             host: args.host,
             port: args.port,
             logFile: Option.getOrUndefined(args.log)
@@ -141,7 +194,8 @@ export const mockLlm = Command.make(
             port: server.port,
             pid: process.pid,
             seed: finalProfile.seed,
-            endpoints: server.endpoints
+            endpoints: server.endpoints,
+            models: server.models
           }))
           yield* Queue.take(stops)
         })

@@ -10,6 +10,13 @@
  * concurrency, and answer noise. Its "model" classifies the email in a spam/ham prompt with
  * {@link scoreEmail}, a fixed weighted-feature scorer.
  *
+ * **Model profiles** ({@link ModelProfile}, {@link ModelCatalog}, {@link builtinModels}), when
+ * given, are selected by a request's `model`: each agrees with the scorer with its own accuracy
+ * (raised by a detailed prompt or examples, fixed per (seed, model, input) by a hash), adds its
+ * own latency, has its own rate limit and context window, and prices its tokens (`usage.cost`
+ * in USD; prices also in `GET /v1/models`). Other model names keep the endpoint's default
+ * behaviour, or get a 404 `model_not_found` when the catalog says `unknownModel: "reject"`.
+ *
  * Determinism: every random draw of a request comes from an Effect `Random` seeded with the
  * digest of (profile seed, endpoint, request fingerprint, per-key request counter), and time comes
  * from `Clock` (so `TestClock` drives storms, buckets and latency). The same request sequence
@@ -34,7 +41,16 @@ import type { Scope } from "effect"
 import { createServer } from "node:http"
 import { ConfigError } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, digest } from "../domain/Json.js"
-import { emailSection, errorBody, throttled } from "./internal/mockLlm.js"
+import { emailSection, errorBody, throttled, unknownModelBody } from "./internal/mockLlm.js"
+import {
+  type Bucket,
+  answerOf,
+  costUsd,
+  makeBucket,
+  promptStyleOf,
+  styleName,
+  takeAll
+} from "./internal/mockModels.js"
 
 // ---------------------------------------------------------------------------------------------
 // Profile
@@ -338,6 +354,210 @@ export const readProfileFile = (path: string): Effect.Effect<MockProfile, Config
   })
 
 // ---------------------------------------------------------------------------------------------
+// Model profiles
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The latency a model profile adds to its endpoint's: `baseMs + U·jitterMs + perKTokensMs ×
+ * (prompt + completion tokens) / 1000` milliseconds, with U uniform in [0, 1) drawn from the
+ * request's seeded `Random`; slept on `Clock` (so `TestClock` drives it). All default to 0.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ModelLatency extends Schema.Class<ModelLatency>("ModelLatency")({
+  baseMs: Schema.optionalWith(NonNegative, { default: () => 0 }),
+  jitterMs: Schema.optionalWith(NonNegative, { default: () => 0 }),
+  perKTokensMs: Schema.optionalWith(NonNegative, { default: () => 0 })
+}) {}
+
+/**
+ * What a model profile charges, in US dollars per 1,000 tokens: `promptPer1k` for prompt
+ * tokens, `completionPer1k` for completion tokens. Both default to 0.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ModelPricing extends Schema.Class<ModelPricing>("ModelPricing")({
+  promptPer1k: Schema.optionalWith(NonNegative, { default: () => 0 }),
+  completionPer1k: Schema.optionalWith(NonNegative, { default: () => 0 })
+}) {}
+
+/**
+ * A model profile's rate limit, per (endpoint, API key, model): `rps` requests per second
+ * (bucket size `burst`, default `max(1, ⌈rps⌉)`) and/or `rpm` requests per minute (bucket size
+ * `rpm`, refilled at `rpm / 60` per second). A request needs a token from every given bucket;
+ * otherwise it is answered 429 with `Retry-After` = the seconds until every bucket has one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ModelRateLimit extends Schema.Class<ModelRateLimit>("ModelRateLimit")({
+  rps: Schema.optional(Schema.Number.pipe(Schema.positive())),
+  rpm: Schema.optional(Schema.Number.pipe(Schema.positive())),
+  burst: Schema.optional(Schema.Int.pipe(Schema.positive()))
+}) {}
+
+/**
+ * How much a prompt's style helps a model profile, as the fraction of its remaining error
+ * removed: `instructions` for a detailed prompt (at least 50 words of instructions outside the
+ * email), `examples` for a prompt with examples (an assistant turn before the last user
+ * message, or the word "example(s)" in the instructions). Defaults 0.3 and 0.2.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class PromptGains extends Schema.Class<PromptGains>("PromptGains")({
+  instructions: Schema.optionalWith(Rate, { default: () => 0.3 }),
+  examples: Schema.optionalWith(Rate, { default: () => 0.2 })
+}) {}
+
+/**
+ * A model profile of the mock, selected by a request's `model` field.
+ *
+ * - `name`: the model id clients send (`[A-Za-z0-9][A-Za-z0-9._:/-]*`, e.g. `small`,
+ *   `org/model-7b`; a name with `/` is listed by `GET /v1/models` but cannot be retrieved
+ *   by `GET /v1/models/<id>`).
+ * - `accuracy`: the probability (0–1) that the answer agrees with the {@link scoreEmail}
+ *   label for a terse prompt; otherwise it names the other label. Which inputs it gets wrong
+ *   is fixed by a hash of (seed, name, input), so it is the same on every run, at any
+ *   concurrency and for every prompt; a better prompt (see {@link PromptGains}) only turns
+ *   wrong answers right. Accuracy against true labels is therefore at most the scorer's.
+ * - `promptGains`: see {@link PromptGains}.
+ * - `chattiness`: the probability (0–1) of a sentence instead of a bare label when the prompt
+ *   does not ask for one word (more completion tokens); default 0.
+ * - `invalidRate`: the probability of an answer naming no label; default 0.
+ * - `latency`, `pricing`, `rateLimit`: see {@link ModelLatency}, {@link ModelPricing},
+ *   {@link ModelRateLimit}.
+ * - `maxContext`: tokens; a request whose prompt tokens plus `max_tokens` exceed it is answered
+ *   400 `context_length_exceeded`. No limit when absent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ModelProfile extends Schema.Class<ModelProfile>("ModelProfile")({
+  name: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:/-]*$/)),
+  accuracy: Rate,
+  promptGains: Schema.optionalWith(PromptGains, { default: () => PromptGains.make({}) }),
+  chattiness: Schema.optionalWith(Rate, { default: () => 0 }),
+  invalidRate: Schema.optionalWith(Rate, { default: () => 0 }),
+  latency: Schema.optionalWith(ModelLatency, { default: () => ModelLatency.make({}) }),
+  pricing: Schema.optionalWith(ModelPricing, { default: () => ModelPricing.make({}) }),
+  rateLimit: Schema.optional(ModelRateLimit),
+  maxContext: Schema.optional(Schema.Int.pipe(Schema.positive()))
+}) {}
+
+/**
+ * What the mock does with a request whose `model` names no profile (and is not its endpoint's
+ * own `model`): `reject` answers 404 `model_not_found` naming the known models; `default`
+ * answers it with the endpoint's default behaviour (any model name accepted and echoed, as
+ * without profiles).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const UnknownModel = Schema.Literal("reject", "default")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type UnknownModel = typeof UnknownModel.Type
+
+/**
+ * The model profiles of a server: `models` (at least one, unique names) and the policy for
+ * other model names, `unknownModel` (default `reject`). The format of `assay mock-llm --models
+ * FILE` (JSON, YAML or TOML).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ModelCatalog extends Schema.Class<ModelCatalog>("ModelCatalog")({
+  models: Schema.NonEmptyArray(ModelProfile).pipe(
+    Schema.filter((ms) => {
+      const seen = new Set<string>()
+      for (const [i, m] of ms.entries()) {
+        if (seen.has(m.name)) return { path: [i, "name"], message: `duplicate model name "${m.name}"` }
+        seen.add(m.name)
+      }
+      return true
+    })
+  ),
+  unknownModel: Schema.optionalWith(UnknownModel, { default: () => "reject" as const })
+}) {}
+
+/**
+ * The built-in model profiles, in order of price:
+ *
+ * | name | accuracy | price / 1k prompt, completion (USD) | latency | rate limit | context |
+ * | --- | --- | --- | --- | --- | --- |
+ * | `small` | 0.80 | 0.00015, 0.0006 | 40 ms + U·40 ms + 20 ms/1k tokens | 50 rps | 8,192 |
+ * | `medium` | 0.90 | 0.0006, 0.0024 | 150 ms + U·100 ms + 40 ms/1k tokens | 20 rps | 32,768 |
+ * | `large` | 0.97 | 0.0025, 0.01 | 400 ms + U·300 ms + 80 ms/1k tokens | 10 rps | 128,000 |
+ *
+ * `small` gains the most from a better prompt (instructions 0.4, examples 0.3) and is the
+ * chattiest (0.3); `medium` 0.3 / 0.2, chattiness 0.15; `large` 0.25 / 0.15, chattiness 0.05.
+ * `assay mock-llm` serves them unless `--models FILE` is given, with `unknownModel: "default"`
+ * (any other model name keeps the endpoint's default behaviour).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const builtinModels: ModelCatalog = ModelCatalog.make({
+  unknownModel: "default",
+  models: [
+    ModelProfile.make({
+      name: "small",
+      accuracy: 0.8,
+      promptGains: PromptGains.make({ instructions: 0.4, examples: 0.3 }),
+      chattiness: 0.3,
+      latency: ModelLatency.make({ baseMs: 40, jitterMs: 40, perKTokensMs: 20 }),
+      pricing: ModelPricing.make({ promptPer1k: 0.00015, completionPer1k: 0.0006 }),
+      rateLimit: ModelRateLimit.make({ rps: 50 }),
+      maxContext: 8192
+    }),
+    ModelProfile.make({
+      name: "medium",
+      accuracy: 0.9,
+      promptGains: PromptGains.make({ instructions: 0.3, examples: 0.2 }),
+      chattiness: 0.15,
+      latency: ModelLatency.make({ baseMs: 150, jitterMs: 100, perKTokensMs: 40 }),
+      pricing: ModelPricing.make({ promptPer1k: 0.0006, completionPer1k: 0.0024 }),
+      rateLimit: ModelRateLimit.make({ rps: 20 }),
+      maxContext: 32768
+    }),
+    ModelProfile.make({
+      name: "large",
+      accuracy: 0.97,
+      promptGains: PromptGains.make({ instructions: 0.25, examples: 0.15 }),
+      chattiness: 0.05,
+      latency: ModelLatency.make({ baseMs: 400, jitterMs: 300, perKTokensMs: 80 }),
+      pricing: ModelPricing.make({ promptPer1k: 0.0025, completionPer1k: 0.01 }),
+      rateLimit: ModelRateLimit.make({ rps: 10 }),
+      maxContext: 128000
+    })
+  ]
+})
+
+/**
+ * Decodes a model catalog from unknown data (excess properties are errors). Fails with a
+ * {@link ConfigError} listing every problem with its field path (e.g. `models[1].accuracy`).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeModelCatalog = (input: unknown): Effect.Effect<ModelCatalog, ConfigError> =>
+  Schema.decodeUnknown(ModelCatalog, { errors: "all", onExcessProperty: "error" })(input).pipe(
+    Effect.mapError((e) => {
+      const issues = formatIssues(e)
+      return new ConfigError({
+        message: `invalid mock-llm model profiles: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    })
+  )
+
+// ---------------------------------------------------------------------------------------------
 // Scorer
 // ---------------------------------------------------------------------------------------------
 
@@ -415,7 +635,10 @@ export const scoreEmail = (text: string): { readonly score: number; readonly lab
  * `fingerprint` is the digest of the canonical JSON of the request's `messages`; `counter` is
  * the per-(endpoint, key) request number (1-based); `atMs` is the `Clock` time of arrival
  * (epoch ms) and `offsetMs` the same relative to server start; `latencyMs` the simulated
- * latency; `answer` the label text sent, if any.
+ * latency; `answer` the label text sent, if any. For a request answered by a model profile
+ * (see {@link ModelProfile}): `model` (the profile's name), `style` (the prompt style read:
+ * `terse`, or `detailed`, `examples`, `one-word` joined by `+`), and on a 200 `promptTokens`,
+ * `completionTokens` and `costUsd` (as in the response's `usage`).
  *
  * @since 0.1.0
  * @category models
@@ -432,7 +655,12 @@ export class RequestLogEntry extends Schema.Class<RequestLogEntry>("RequestLogEn
   atMs: Schema.Number,
   offsetMs: Schema.Number,
   reason: Schema.String,
-  answer: Schema.optional(Schema.String)
+  answer: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  style: Schema.optional(Schema.String),
+  promptTokens: Schema.optional(Schema.Int),
+  completionTokens: Schema.optional(Schema.Int),
+  costUsd: Schema.optional(Schema.Number)
 }) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -440,7 +668,9 @@ export class RequestLogEntry extends Schema.Class<RequestLogEntry>("RequestLogEn
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Options of {@link makeApp} / {@link serve}: the profile, an optional JSONL log file, and the
+ * Options of {@link makeApp} / {@link serve}: the profile, the model profiles (`models`; none
+ * when absent: every request gets the endpoint's default behaviour, whatever its `model`; pass
+ * {@link builtinModels} for `small` / `medium` / `large`), an optional JSONL log file, and the
  * in-memory log capacity (default 200,000 entries; past it by a tenth, the oldest entries are
  * dropped down to the capacity; the JSONL file keeps everything).
  *
@@ -449,6 +679,7 @@ export class RequestLogEntry extends Schema.Class<RequestLogEntry>("RequestLogEn
  */
 export interface MockLlmOptions {
   readonly profile: MockProfile
+  readonly models?: ModelCatalog | undefined
   readonly logFile?: string | undefined
   readonly logCapacity?: number | undefined
 }
@@ -463,6 +694,8 @@ export interface MockLlmOptions {
 export interface MockLlmApp {
   readonly app: HttpApp.Default
   readonly profile: MockProfile
+  /** The model profiles served, if any. */
+  readonly models: ModelCatalog | undefined
   /** `Clock` time (epoch ms) at which the app was made: storm and throttle windows start here. */
   readonly startedAtMs: number
   /** A snapshot of the in-memory request log, oldest first. */
@@ -491,7 +724,9 @@ const ChatMessage = Schema.Struct({
 
 const ChatRequest = Schema.Struct({
   model: Schema.String,
-  messages: Schema.NonEmptyArray(ChatMessage)
+  messages: Schema.NonEmptyArray(ChatMessage),
+  max_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Number))
 })
 
 const messageText = (m: typeof ChatMessage.Type): string =>
@@ -548,6 +783,13 @@ export const makeApp = (
       }
     }
     const byName = new Map(profile.endpoints.map((e) => [e.name, e]))
+    const catalog = options.models
+    const modelsByName = new Map((catalog?.models ?? []).map((m) => [m.name, m]))
+    /** Per-(endpoint, key, model) rate-limit buckets of the model profiles. */
+    const modelBuckets = new Map<string, ReadonlyArray<Bucket>>()
+    /** The model ids an endpoint answers: its own `model` (default behaviour), then the profiles. */
+    const knownModels = (ep: EndpointProfile): ReadonlyArray<string> =>
+      modelsByName.has(ep.model) ? [...modelsByName.keys()] : [ep.model, ...modelsByName.keys()]
 
     const record = (fields: Omit<RequestLogEntry, "seq" | "offsetMs">) =>
       Effect.gen(function*() {
@@ -619,7 +861,26 @@ export const makeApp = (
           number, number, number, number, number, number, number, number
         ]
         const elapsedS = (now - startedAtMs) / 1000
-        const entryBase = { ...base, keyHash, fingerprint, counter }
+        const text = request.messages.map(messageText).join("\n")
+
+        // 0. the model profile the request names (none: the endpoint's default behaviour)
+        const model = modelsByName.get(request.model)
+        const style = model === undefined
+          ? undefined
+          : promptStyleOf(request.messages.map((m) => ({ role: m.role, text: messageText(m) })))
+        const entryBase = {
+          ...base,
+          keyHash,
+          fingerprint,
+          counter,
+          ...(model === undefined || style === undefined ? {} : { model: model.name, style: styleName(style) })
+        }
+        if (
+          model === undefined && catalog !== undefined && catalog.unknownModel === "reject" && request.model !== ep.model
+        ) {
+          yield* record({ ...entryBase, status: 404, latencyMs: 0, reason: "unknown_model" })
+          return respond(404, unknownModelBody(request.model, knownModels(ep)))
+        }
 
         // 1. throttle window (C5, C8, C9)
         const th = ep.throttle
@@ -638,8 +899,46 @@ export const makeApp = (
             "retry-after": String(waitS)
           })
         }
+        // 2a. the model's context window, then its rate limit
+        const promptTokens = ceilTokens(text.length)
+        if (model !== undefined && model.maxContext !== undefined) {
+          const wanted = request.max_completion_tokens ?? request.max_tokens ?? 0
+          if (promptTokens + wanted > model.maxContext) {
+            yield* record({ ...entryBase, status: 400, latencyMs: 0, reason: "context_length" })
+            return respond(400, {
+              error: {
+                message: `This model's maximum context length is ${model.maxContext} tokens. However, you requested ${
+                  promptTokens + wanted
+                } tokens (${promptTokens} in the messages, ${wanted} in the completion).`,
+                type: "invalid_request_error",
+                param: "messages",
+                code: "context_length_exceeded"
+              }
+            })
+          }
+        }
+        if (model !== undefined && model.rateLimit !== undefined) {
+          const rl = model.rateLimit
+          const bucketKey = `${ep.name}\u0000${key}\u0000${model.name}`
+          let buckets = modelBuckets.get(bucketKey)
+          if (buckets === undefined) {
+            buckets = [
+              ...(rl.rps === undefined ? [] : [makeBucket(rl.rps, rl.burst ?? Math.max(1, Math.ceil(rl.rps)), now)]),
+              ...(rl.rpm === undefined ? [] : [makeBucket(rl.rpm / 60, Math.max(1, Math.floor(rl.rpm)), now)])
+            ]
+            modelBuckets.set(bucketKey, buckets)
+          }
+          const wait = takeAll(buckets, now)
+          if (wait !== undefined) {
+            yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "model_rate_limit" })
+            const limits = [rl.rps === undefined ? "" : `${rl.rps} requests/s`, rl.rpm === undefined ? "" : `${rl.rpm} requests/min`]
+              .filter((l) => l !== "").join(" and ")
+            return respond(429, errorBody(429, `rate limit of ${limits} for model ${model.name} exceeded`), {
+              "retry-after": String(wait)
+            })
+          }
+        }
         // 3. hang rules (C4)
-        const text = request.messages.map(messageText).join("\n")
         const hangs = ep.hang.some((r) =>
           (r.contains === undefined || text.includes(r.contains)) &&
           (r.nth === undefined || r.nth === counter) &&
@@ -661,7 +960,17 @@ export const makeApp = (
           : lat.medianMs === 0
           ? 0
           : Math.exp(Math.log(median) + sigma * normal)
-        const latency = Math.round(latencyMs * 1000) / 1000
+        // the model's answer is fixed by hashes (not by the request counter), so it is known before
+        // the wait, whose length depends on its tokens
+        const modelAnswer = model === undefined || style === undefined
+          ? undefined
+          : answerOf(model, style, scoreEmail(style.input).label, profile.seed, fingerprint, promptTokens)
+        const uJitter = model === undefined ? 0 : yield* rng.next
+        const modelLatencyMs = model === undefined || modelAnswer === undefined
+          ? 0
+          : model.latency.baseMs + uJitter * model.latency.jitterMs +
+            (model.latency.perKTokensMs * (promptTokens + modelAnswer.completionTokens)) / 1000
+        const latency = Math.round((latencyMs + modelLatencyMs) * 1000) / 1000
 
         const answer = Effect.gen(function*() {
           if (latency > 0) yield* Effect.sleep(Duration.millis(latency))
@@ -713,10 +1022,41 @@ export const makeApp = (
                   violence: { filtered: false, severity: "safe" }
                 }
               }],
-              usage: { prompt_tokens: ceilTokens(text.length), completion_tokens: 0, total_tokens: ceilTokens(text.length) }
+              usage: {
+                prompt_tokens: promptTokens,
+                completion_tokens: 0,
+                total_tokens: promptTokens,
+                ...(model === undefined ? {} : { cost: costUsd(model.pricing, promptTokens, 0) })
+              }
             })
           }
-          // 8. the model
+          // 8. the model: a model profile's answer (fixed above), or the endpoint's default behaviour
+          if (modelAnswer !== undefined) {
+            const { completionTokens, content, costUsd: cost } = modelAnswer
+            yield* record({
+              ...entryBase,
+              status: 200,
+              latencyMs: latency,
+              reason: "ok",
+              answer: content,
+              promptTokens,
+              completionTokens,
+              costUsd: cost
+            })
+            return respond(200, {
+              id: `chatcmpl-${seedHex.slice(0, 24)}`,
+              object: "chat.completion",
+              created: Math.floor(now / 1000),
+              model: request.model,
+              choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+              usage: {
+                prompt_tokens: promptTokens,
+                completion_tokens: completionTokens,
+                total_tokens: promptTokens + completionTokens,
+                cost
+              }
+            })
+          }
           const lastUser = [...request.messages].reverse().find((m) => m.role === "user")
           const { label } = scoreEmail(emailSection(lastUser === undefined ? text : messageText(lastUser)))
           const inv = ep.answers.invalidRate
@@ -728,7 +1068,6 @@ export const makeApp = (
             ]!(label)
             : label
           yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "ok", answer: content })
-          const promptTokens = ceilTokens(text.length)
           const completionTokens = ceilTokens(content.length)
           return respond(200, {
             id: `chatcmpl-${seedHex.slice(0, 24)}`,
@@ -753,11 +1092,28 @@ export const makeApp = (
         })
       })
 
+    /** A model object; a profile's carries its price, context window and rate limit. */
+    const modelObject = (id: string) => {
+      const m = modelsByName.get(id)
+      const plain = { id, object: "model", created: Math.floor(startedAtMs / 1000), owned_by: "assay-mock" }
+      return m === undefined ? plain : {
+        ...plain,
+        context_length: m.maxContext ?? null,
+        pricing: { prompt_per_1k_usd: m.pricing.promptPer1k, completion_per_1k_usd: m.pricing.completionPer1k },
+        rate_limit: { rps: m.rateLimit?.rps ?? null, rpm: m.rateLimit?.rpm ?? null }
+      }
+    }
+
     const models = (ep: EndpointProfile) =>
-      Effect.succeed(respond(200, {
-        object: "list",
-        data: [{ id: ep.model, object: "model", created: Math.floor(startedAtMs / 1000), owned_by: "assay-mock" }]
-      }))
+      Effect.succeed(respond(200, { object: "list", data: knownModels(ep).map(modelObject) }))
+
+    const retrieveModel = (ep: EndpointProfile) =>
+      Effect.gen(function*() {
+        const params = yield* HttpRouter.params
+        const id = params["model"] ?? ""
+        const known = knownModels(ep)
+        return known.includes(id) ? respond(200, modelObject(id)) : respond(404, unknownModelBody(id, known))
+      })
 
     const withEndpoint = <A, E, R>(f: (ep: EndpointProfile) => Effect.Effect<A, E, R>) =>
       Effect.gen(function*() {
@@ -778,11 +1134,13 @@ export const makeApp = (
     const router = HttpRouter.empty.pipe(
       HttpRouter.post("/v1/chat/completions", chat(first, "/v1/chat/completions")),
       HttpRouter.get("/v1/models", models(first)),
+      HttpRouter.get("/v1/models/:model", retrieveModel(first)),
       HttpRouter.post(
         "/e/:endpoint/v1/chat/completions",
         withEndpoint((ep) => chat(ep, `/e/${ep.name}/v1/chat/completions`))
       ),
       HttpRouter.get("/e/:endpoint/v1/models", withEndpoint(models)),
+      HttpRouter.get("/e/:endpoint/v1/models/:model", withEndpoint(retrieveModel)),
       HttpRouter.get("/_mock/health", Effect.succeed(respond(200, { ok: true }))),
       HttpRouter.get(
         "/_mock/log",
@@ -805,6 +1163,7 @@ export const makeApp = (
     return {
       app,
       profile,
+      models: catalog,
       startedAtMs,
       log: Effect.sync(() => entries.slice())
     } satisfies MockLlmApp
@@ -816,7 +1175,8 @@ export const makeApp = (
 
 /**
  * A running mock server: its base URL (`http://127.0.0.1:<port>`), port, each endpoint's
- * OpenAI base URL (`<url>/e/<name>/v1`), and the request log.
+ * OpenAI base URL (`<url>/e/<name>/v1`), the names of its model profiles (empty without
+ * any), and the request log.
  *
  * @since 0.1.0
  * @category models
@@ -826,6 +1186,7 @@ export interface MockLlmServer {
   readonly host: string
   readonly port: number
   readonly endpoints: ReadonlyArray<{ readonly name: string; readonly model: string; readonly baseUrl: string }>
+  readonly models: ReadonlyArray<string>
   readonly log: Effect.Effect<ReadonlyArray<RequestLogEntry>>
 }
 
@@ -869,6 +1230,7 @@ export const serve = (
       host,
       port,
       endpoints: mock.profile.endpoints.map((e) => ({ name: e.name, model: e.model, baseUrl: `${url}/e/${e.name}/v1` })),
+      models: (mock.models?.models ?? []).map((m) => m.name),
       log: mock.log
     } satisfies MockLlmServer
   })

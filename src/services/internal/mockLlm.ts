@@ -2,6 +2,7 @@
  * Internal helpers of `MockLlm` (issue 12 §8: not reachable from the package entry): the
  * email section of a prompt, the OpenAI-shaped error body and the 429 of each rate-limit signal.
  */
+import { closest } from "../../domain/internal/suggest.js"
 import type { RateLimitSignal } from "../MockLlm.js"
 
 /**
@@ -31,6 +32,24 @@ export const errorBody = (status: number, message: string) => ({
     code: status === 429 ? "rate_limit_exceeded" : status === 401 ? "invalid_api_key" : null
   }
 })
+
+/**
+ * OpenAI's 404 for a model that does not exist (`code: "model_not_found"`, `param: "model"`),
+ * naming the `known` model ids and, for a near miss, the closest one.
+ */
+export const unknownModelBody = (model: string, known: ReadonlyArray<string>) => {
+  const near = closest(model, known)
+  return {
+    error: {
+      message: `The model "${model}" does not exist on this server.${near === undefined ? "" : ` Did you mean "${near}"?`} Known models: ${
+        known.join(", ")
+      }.`,
+      type: "invalid_request_error",
+      param: "model",
+      code: "model_not_found"
+    }
+  }
+}
 
 /**
  * The body and headers of a 429 that names a wait of `seconds` in the form `signal` (see

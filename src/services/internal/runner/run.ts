@@ -241,6 +241,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const { pools, store } = env
     const { config, hardStop, runId, stopRequested } = state
     const registry = options.registry ?? CodecRegistry.default()
+    const hooks = options.hooks
     const requestStop = (reason: string) => State.requestStop(state, reason)
     const emit = (kind: string, pipelineId: PipelineId | null, data: unknown) =>
       Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
@@ -477,7 +478,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       const key = `${member.suiteId}\u0000${member.experimentId}`
       let s = memberShared.get(key)
       if (s === undefined) {
-        s = { ...shared, pools: aliased(pools, member.poolAliases) }
+        const view = aliased(pools, member.poolAliases)
+        const onMetric = hooks?.memberMetric
+        s = {
+          ...shared,
+          pools: hooks?.memberPools === undefined ? view : hooks.memberPools(member, view),
+          reportMetric: onMetric === undefined ? shared.reportMetric : (name, value, o) =>
+            Effect.zipRight(shared.reportMetric(name, value, o), onMetric(member, name, value, o.pipelineId ?? null))
+        }
         memberShared.set(key, s)
       }
       return s
@@ -486,6 +494,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const tracer = yield* Effect.tracer
     const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
     const pipelineEnv: Pipe.PipelineEnv = {
+      startGate: hooks?.startGate,
       traceAttempts,
       state,
       store,
@@ -497,6 +506,25 @@ const runLoop = <S extends AnySpec, SE, SR>(
       registryFor,
       whileParked,
       onTerminal
+    }
+
+    // A pipeline fiber under the run's hooks (none: the fiber itself): told when it starts and
+    // ends, and interrupted (resumable) when its `cancelWhen` completes.
+    const hooked = (spec: AnySpec, fiber: Effect.Effect<void, StoreUnavailable>): Effect.Effect<void, StoreUnavailable> => {
+      if (hooks === undefined) return fiber
+      const cancel = hooks.cancelWhen?.(spec)
+      const body = cancel === undefined ? fiber : Effect.raceFirst(
+        fiber,
+        // the cancel wins the race: the pipeline's fiber is interrupted (and awaited: its row
+        // is marked interrupted), then this fiber ends interrupted, as a stop ends it
+        Effect.flatMap(cancel, (reason) =>
+          Effect.zipRight(emit("pipeline.cancelled", spec.pipelineId, { reason }), Effect.interrupt))
+      )
+      const ended = hooks.ended
+      return Effect.suspend(() => {
+        hooks.launched?.(spec)
+        return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
+      })
     }
 
     // ---- admission --------------------------------------------------------------------------
@@ -519,8 +547,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       finishCallback,
       admission,
       fibers,
-      launch: (spec, start) => Pipe.run(pipelineEnv, spec, start),
-      launchControlled: (spec, start) => Controlled.run(pipelineEnv, spec, start),
+      launch: (spec, start) => hooked(spec, Pipe.run(pipelineEnv, spec, start)),
+      launchControlled: (spec, start) => hooked(spec, Controlled.run(pipelineEnv, spec, start)),
       crash
     })
 

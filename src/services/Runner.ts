@@ -151,8 +151,10 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  *   word such as `budget_exhausted`) skips it: the slot goes back, the pipeline's row returns
  *   to `pending` at its cursor (neither failed nor run: a later run or resume admits it again)
  *   and a `pipeline.skipped` event names the reason;
- * - `launched(spec)` / `ended(spec)`: a pipeline's fiber starts (after its admission row) and
- *   ends (any exit, a skip by `startGate` included); synchronous, on the runner's path;
+ * - `ended(spec)`: an admitted pipeline's fiber ended (any exit: terminal, interrupted, or
+ *   skipped by `startGate`); `skipped(spec)`: a suite member's pipeline was not admitted
+ *   (already succeeded, a duplicate, owned by another run: the runner's skip count);
+ *   both synchronous, on the runner's path;
  * - `cancelWhen(spec)`: when it returns an Effect, the pipeline is interrupted once that Effect
  *   completes (its row ends `interrupted`, resumable, like a stop of the run) and a
  *   `pipeline.cancelled` event records the reason it gives.
@@ -166,8 +168,8 @@ export interface RunHooks {
     | ((member: Membership, name: string, value: unknown, pipelineId: PipelineId | null) => Effect.Effect<void>)
     | undefined
   readonly startGate?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string | undefined>) | undefined
-  readonly launched?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly ended?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
+  readonly skipped?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly cancelWhen?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
     | undefined

@@ -337,8 +337,10 @@ export interface MemberWindow {
  * - `pools(id, view)`: the pools the member's tasks see, given its aliased view (e.g. a view
  *   metering its leases);
  * - `metric(id, name, value, pipelineId)`: a member's task stored a metric;
- * - `pipelineLaunched(id)` / `pipelineEnded(id)`: one of the member's pipeline fibers began
- *   (after its admission) and ended (any exit); synchronous;
+ * - `specSubmitted(id)`: the member submitted one more spec; `pipelineSettled(id)`: one of its
+ *   submitted specs is done with in this run: its pipeline fiber ended (any exit, a skip by
+ *   `mayAdmit` included) or admission skipped it (already succeeded, a duplicate, another run's);
+ *   both synchronous. (A torn terminal state repaired at admission is not reported: rare.)
  * - `cancelled(id)`: an Effect that completes, with a reason, when the member's running
  *   pipelines must be interrupted (resumable), or `undefined` for none.
  *
@@ -353,8 +355,8 @@ export interface WindowObserver {
   readonly metric?:
     | ((experimentId: string, name: string, value: unknown, pipelineId: PipelineId | null) => Effect.Effect<void>)
     | undefined
-  readonly pipelineLaunched?: ((experimentId: string) => void) | undefined
-  readonly pipelineEnded?: ((experimentId: string) => void) | undefined
+  readonly specSubmitted?: ((experimentId: string) => void) | undefined
+  readonly pipelineSettled?: ((experimentId: string) => void) | undefined
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
 }
 
@@ -374,6 +376,10 @@ export const BUDGET_EXHAUSTED = "budget_exhausted"
 const hooksOf = (window: MemberWindow): Runner.RunHooks => {
   const o = window.observe
   const idOf = (spec: AnySpec): string | undefined => spec.member?.experimentId
+  const settled = o?.pipelineSettled === undefined ? undefined : (spec: AnySpec) => {
+    const id = idOf(spec)
+    if (id !== undefined) o.pipelineSettled!(id)
+  }
   return {
     startGate: (spec) => {
       const id = idOf(spec)
@@ -383,14 +389,8 @@ const hooksOf = (window: MemberWindow): Runner.RunHooks => {
     },
     memberPools: o?.pools === undefined ? undefined : (m, view) => o.pools!(m.experimentId, view),
     memberMetric: o?.metric === undefined ? undefined : (m, name, value, pid) => o.metric!(m.experimentId, name, value, pid),
-    launched: o?.pipelineLaunched === undefined ? undefined : (spec) => {
-      const id = idOf(spec)
-      if (id !== undefined) o.pipelineLaunched!(id)
-    },
-    ended: o?.pipelineEnded === undefined ? undefined : (spec) => {
-      const id = idOf(spec)
-      if (id !== undefined) o.pipelineEnded!(id)
-    },
+    ended: settled,
+    skipped: settled,
     cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
       const id = idOf(spec)
       return id === undefined ? undefined : o.cancelled!(id)
@@ -701,6 +701,7 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
               ...(lane.member.variables === null ? {} : { variables: lane.member.variables })
             }) as S)
             lane.facts.admitted++
+            observe?.specSubmitted?.(lane.member.id)
             total++
             if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
               yield* end(lane, { limitReached: true })

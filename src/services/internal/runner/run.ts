@@ -208,6 +208,7 @@ export const start = <S extends AnySpec, SE, SR>(
     const startedAt = yield* Clock.currentTimeMillis
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
+    state.onMemberSkip = options.hooks?.skipped as State.RunState["onMemberSkip"]
     const loop = runLoop(env, state, options, source, startedAt).pipe(
       Effect.ensuring(Effect.sync(() => {
         state.finished = true
@@ -508,8 +509,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       onTerminal
     }
 
-    // A pipeline fiber under the run's hooks (none: the fiber itself): told when it starts and
-    // ends, and interrupted (resumable) when its `cancelWhen` completes.
+    // A pipeline fiber under the run's hooks (none: the fiber itself): told when it ends, and
+    // interrupted (resumable) when its `cancelWhen` completes.
     const hooked = (spec: AnySpec, fiber: Effect.Effect<void, StoreUnavailable>): Effect.Effect<void, StoreUnavailable> => {
       if (hooks === undefined) return fiber
       const cancel = hooks.cancelWhen?.(spec)
@@ -521,10 +522,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
           Effect.zipRight(emit("pipeline.cancelled", spec.pipelineId, { reason }), Effect.interrupt))
       )
       const ended = hooks.ended
-      return Effect.suspend(() => {
-        hooks.launched?.(spec)
-        return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
-      })
+      return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
     }
 
     // ---- admission --------------------------------------------------------------------------

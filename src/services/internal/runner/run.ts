@@ -513,14 +513,17 @@ const runLoop = <S extends AnySpec, SE, SR>(
     // interrupted (resumable) when its `cancelWhen` completes.
     const hooked = (spec: AnySpec, fiber: Effect.Effect<void, StoreUnavailable>): Effect.Effect<void, StoreUnavailable> => {
       if (hooks === undefined) return fiber
-      const cancel = hooks.cancelWhen?.(spec)
-      const body = cancel === undefined ? fiber : Effect.raceFirst(
-        fiber,
-        // the cancel wins the race: the pipeline's fiber is interrupted (and awaited: its row
-        // is marked interrupted), then this fiber ends interrupted, as a stop ends it
-        Effect.flatMap(cancel, (reason) =>
-          Effect.zipRight(emit("pipeline.cancelled", spec.pipelineId, { reason }), Effect.interrupt))
-      )
+      // asked when the fiber starts (admission may have waited for a slot since the decision)
+      const body = hooks.cancelWhen === undefined ? fiber : Effect.suspend(() => {
+        const cancel = hooks.cancelWhen!(spec)
+        return cancel === undefined ? fiber : Effect.raceFirst(
+          fiber,
+          // the cancel wins the race: the pipeline's fiber is interrupted (and awaited: its row
+          // is marked interrupted), then this fiber ends interrupted, as a stop ends it
+          Effect.flatMap(cancel, (reason) =>
+            Effect.zipRight(emit("pipeline.cancelled", spec.pipelineId, { reason }), Effect.interrupt))
+        )
+      })
       const ended = hooks.ended
       return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
     }

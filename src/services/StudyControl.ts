@@ -349,6 +349,29 @@ export const usageOfReport = (
 }
 
 /**
+ * The price of a trial from its variant's resolved values: the `price` of the first value
+ * that is a model profile object carrying one (`{ promptPer1k, completionPer1k }`, numbers
+ * ≥ 0), `null` when none does.
+ *
+ * @param values variable name → resolved value (a model variable's value is its profile)
+ * @since 0.6.0
+ * @category helpers
+ */
+export const priceOf = (values: Readonly<Record<string, unknown>>): ModelPrice | null => {
+  for (const v of Object.values(values)) {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) continue
+    const price = (v as { readonly price?: unknown }).price
+    if (price === null || typeof price !== "object") continue
+    const { completionPer1k, promptPer1k } = price as Record<string, unknown>
+    if (
+      typeof promptPer1k === "number" && typeof completionPer1k === "number" && promptPer1k >= 0 &&
+      completionPer1k >= 0
+    ) return { promptPer1k, completionPer1k }
+  }
+  return null
+}
+
+/**
  * The first figure of `usage` that reached its limit in `budget` (`usage >= limit`), if any.
  *
  * @since 0.6.0

@@ -325,6 +325,17 @@ describe("usage meters", () => {
     assert.deepStrictEqual(StudyControl.usageOfReport({ ok: true }, price), { tokens: 0, costUsd: 0 })
   })
 
+  it("a trial's price comes from its model profile value", () => {
+    assert.deepStrictEqual(
+      StudyControl.priceOf({
+        temperature: 0.5,
+        model: { pool: "llm", model: "small", price: { promptPer1k: 0.5, completionPer1k: 1.5 } }
+      }),
+      { promptPer1k: 0.5, completionPer1k: 1.5 }
+    )
+    assert.isNull(StudyControl.priceOf({ model: { pool: "llm", model: "small" }, list: [1] }))
+  })
+
   it.effect("wall time counts only while a trial is active, and is written to the ledger", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger()

@@ -220,7 +220,11 @@ export interface StudyControlInput {
  *   (cancel). Run the suite with `handleSignals: false` then (the runner's own claim would
  *   take the signals otherwise);
  * - `pollMs`: how often (Clock ms) the ledger is polled for a stop request and usage is
- *   written (default 1000).
+ *   written (default 1000);
+ * - `settled`: trials settled by an earlier run (trial id → whether it succeeded), which this
+ *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
+ *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
+ *   condition these already meet fires before any trial starts.
  *
  * @since 0.6.0
  * @category models
@@ -231,6 +235,7 @@ export interface ControlOptions {
   readonly trialMetric?: ((trialId: string, metric: string) => Effect.Effect<number | null, StoreUnavailable>) | undefined
   readonly signals?: boolean | undefined
   readonly pollMs?: number | undefined
+  readonly settled?: ReadonlyMap<string, boolean> | undefined
 }
 
 /**
@@ -592,6 +597,12 @@ export const control = (
         perPipeline: new Map()
       })
     }
+    for (const [id, succeeded] of options.settled ?? []) {
+      const t = trials.get(id)
+      if (t === undefined) continue
+      t.phase = "ended"
+      t.succeeded = succeeded
+    }
     let fired: StopFired | null = null
     let stopRun: ((reason: string) => Effect.Effect<void>) | undefined = undefined
     let runStopped = false
@@ -745,7 +756,9 @@ export const control = (
       yield* flush
     }).pipe(Effect.catchAll((e) => Effect.logWarning(`study control: ${e.message}`)))
 
-    // the evaluator, the poll, and the deadline timers live in the scope
+    // the evaluator, the poll, and the deadline timers live in the scope (a first evaluation
+    // now: what earlier runs settled may already meet a condition)
+    yield* evaluate
     yield* Effect.forkIn(Effect.forever(Effect.zipRight(Queue.take(wakes), evaluate)), scope)
     yield* Effect.forkIn(
       Effect.repeat(Effect.zipRight(poll, Effect.sync(wake)), Schedule.spaced(Duration.millis(pollMs))).pipe(

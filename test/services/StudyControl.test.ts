@@ -508,6 +508,22 @@ describe("stop conditions", () => {
       })).pipe(Effect.provideService(Signals.Signals, test.signals))
     }).pipe(Effect.provide(env())))
 
+  it.effect("successfulTrials counts trials settled succeeded by an earlier run; met before the run: nothing starts", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(
+        studyOf(["a", "b", "c"], {}, [{ when: "successfulTrials", count: 2 }]),
+        ledger,
+        { trialSucceeded: () => Effect.succeed(true), settled: new Map([["a", true], ["b", true]]) }
+      )
+      const fired = (yield* handle.fired)!
+      assert.strictEqual(fired.condition.when, "successfulTrials")
+      assert.strictEqual(fired.at, 0)
+      const report = yield* runStudy(yield* suiteOf([trial("c", 1)]), handle)
+      assert.deepStrictEqual(startedOf(report), [])
+      assert.strictEqual(report.run.stats.byState.succeeded ?? 0, 0)
+    })).pipe(Effect.provide(env())))
+
   it.effect("allTrialsTerminal: the natural end is recorded as the stop", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger()

@@ -378,12 +378,19 @@ export const priceOf = (values: Readonly<Record<string, unknown>>): ModelPrice |
 
 /**
  * The first figure of `usage` that reached its limit in `budget` (`usage >= limit`), if any.
+ * Dollars are sums of binary fractions (0.1 + 0.2 is 0.30000000000000004): `costUsd` counts as
+ * reached within a relative 1e-9 of its limit, so that spending exactly the budget in several
+ * reports reaches it.
  *
  * @since 0.6.0
  * @category helpers
  */
 export const reached = (usage: TrialUsage, budget: BudgetFigures): BudgetFigure | undefined =>
-  FIGURES.find((f) => budget[f] !== undefined && usage[f] >= budget[f]!)
+  FIGURES.find((f) => {
+    const limit = budget[f]
+    if (limit === undefined) return false
+    return f === "costUsd" ? usage.costUsd >= limit - 1e-9 * Math.max(1, limit) : usage[f] >= limit
+  })
 
 /**
  * The epoch ms of a deadline's `at` (ISO 8601 or epoch ms), `undefined` when not a date.

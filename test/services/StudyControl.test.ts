@@ -259,6 +259,32 @@ describe("per-trial budgets", () => {
       assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.calls, 5)
     })).pipe(Effect.provide(env())))
 
+  it.effect("a pipeline that declares control is gated the same way, and resumes intact with budget left", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const controlled = Pipeline.fromTasks("ctl", [call, Task.sync("after", (n: number) => n + 100)], {
+        control: { edges: { call: ["end"] } }
+      })
+      const member = Suite.member("a", () => controlled.map(numbers(3)), {
+        definitionDigest: "a",
+        poolAliases: { llm: "llm" }
+      })
+      const suite = yield* suiteOf([member])
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 1 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(first.run.stats.byState.succeeded, 1)
+      assert.strictEqual(first.run.stats.byState.failed ?? 0, 0)
+      assert.isAtLeast((yield* skippedFor("budget_exhausted")).length, 1)
+      const more = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 3 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(more.run.stats.byState.succeeded, 2)
+      assert.strictEqual(more.run.stats.byState.failed ?? 0, 0)
+    })).pipe(Effect.provide(env())))
+
   it.effect("every trial gets the same budget: a trial that leads gets no more", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger({ a: { calls: 2, tokens: 0, costUsd: 0, timeMs: 0 } })
@@ -334,6 +360,18 @@ describe("usage meters", () => {
       { promptPer1k: 0.5, completionPer1k: 1.5 }
     )
     assert.isNull(StudyControl.priceOf({ model: { pool: "llm", model: "small" }, list: [1] }))
+  })
+
+  it("reached: the first figure at its limit; dollars summed in binary fractions still reach it exactly", () => {
+    const u = (o: Partial<StudyControl.TrialUsage>) => ({ ...StudyControl.emptyUsage, ...o })
+    assert.isUndefined(StudyControl.reached(u({ calls: 2 }), { calls: 3 }))
+    assert.strictEqual(StudyControl.reached(u({ calls: 3 }), { calls: 3 }), "calls")
+    assert.strictEqual(StudyControl.reached(u({ calls: 3, tokens: 10 }), { tokens: 10, calls: 3 }), "calls")
+    const cost = [0.1, 0.1, 0.1].reduce((a, b) => a + b, 0) // 0.30000000000000004
+    const under = [0.1, 0.2, 0.3, 0.4].reduce((a, b) => a + b, 0) - 1e-15 // 0.9999999999999999
+    assert.strictEqual(StudyControl.reached(u({ costUsd: cost }), { costUsd: 0.3 }), "costUsd")
+    assert.strictEqual(StudyControl.reached(u({ costUsd: under }), { costUsd: 1 }), "costUsd")
+    assert.isUndefined(StudyControl.reached(u({ costUsd: 0.99 }), { costUsd: 1 }))
   })
 
   it.effect("wall time counts only while a trial is active, and is written to the ledger", () =>

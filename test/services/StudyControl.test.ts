@@ -1,5 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, TestClock } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
 import type { PipelineId } from "../../src/domain/Ids.js"
 import type { Json } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -7,6 +10,7 @@ import type { PipelineRecord } from "../../src/domain/Records.js"
 import * as Resource from "../../src/domain/Resource.js"
 import { memberPipelineId } from "../../src/domain/Suite.js"
 import * as Task from "../../src/domain/Task.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 
 import * as Runner from "../../src/services/Runner.js"
@@ -14,7 +18,7 @@ import * as Signals from "../../src/services/Signals.js"
 import { Store } from "../../src/services/Store.js"
 import * as StudyControl from "../../src/services/StudyControl.js"
 import * as Suite from "../../src/services/Suite.js"
-import { suiteEnv } from "./suiteFixture.js"
+import { fakeCatalog, suiteEnv } from "./suiteFixture.js"
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures: trials are suite members whose pipelines each take one lease ("a call") of the
@@ -258,6 +262,35 @@ describe("per-trial budgets", () => {
       assert.strictEqual(more.run.stats.byState.succeeded, 3)
       assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.calls, 5)
     })).pipe(Effect.provide(env())))
+
+  it.effect("on a SQLite store: skipped pipelines are left pending, and a resume with budget left runs them", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-study-control-"))
+      const sqliteEnv = Layer.provideMerge(
+        Layer.merge(Runner.layer({ handleSignals: false, concurrency: 1, maxAdmitted: 2 }), fakeCatalog("study")),
+        Layer.mergeAll(
+          SqliteStore.layer({ filename: nodePath.join(dir, "state.db") }),
+          Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 8 })])])
+        )
+      )
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const suite = yield* suiteOf([trial("a", 5)])
+        const first = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 2 } }), ledger)
+          return yield* runStudy(suite, h)
+        }))
+        assert.strictEqual(first.run.stats.byState.succeeded, 2)
+        assert.isAtLeast(first.run.stats.byState.pending ?? 0, 1)
+        const more = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 5 } }), ledger)
+          return yield* runStudy(suite, h)
+        }))
+        assert.strictEqual(more.run.stats.byState.succeeded, 3)
+        const rows = (yield* rowsOf(["a"], 5)).get("a")!
+        assert.deepStrictEqual(rows.map((r) => r.state), Array(5).fill("succeeded"))
+      })).pipe(Effect.provide(sqliteEnv), Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
+    }))
 
   it.effect("a pipeline that declares control is gated the same way, and resumes intact with budget left", () =>
     Effect.scoped(Effect.gen(function*() {

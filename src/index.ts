@@ -121,6 +121,12 @@ export * as SuiteCatalog from "./services/SuiteCatalog.js"
  * report per member, member-scoped metric names. @since 0.5.0
  */
 export * as Suite from "./services/Suite.js"
+/**
+ * A study's running mechanics inside its suite run: the trial window, usage meters, equal
+ * per-trial budgets, stop conditions (`StudyControl.control`), the `TrialLedger` port and an
+ * in-memory ledger. @since 0.6.0
+ */
+export * as StudyControl from "./services/StudyControl.js"
 
 // config: the experiment compiler (beside the layers; its code is in config/internal/)
 /**

@@ -25,7 +25,7 @@
  */
 import { Schema } from "effect"
 import type { PipelineId } from "./Ids.js"
-import { canonicalJsonUnsafe, digest } from "./Json.js"
+import { canonicalJsonUnsafe, digest, type Json } from "./Json.js"
 import type { PipelineSpec } from "./Pipeline.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -259,7 +259,9 @@ export const memberDigestOf = (pipelineId: string): string | undefined => MEMBER
  * - `poolAliases`: the member's local pool name → the actual pool name in the suite (a shared
  *   pool it is bound to, or its private `experiment:ID:NAME`); a name absent here is used as is;
  * - `outputDir`: the absolute directory the member's files go to: the suite root (`combined`)
- *   or `ROOT/experiments/ID` (`byExperiment`); tasks see it as `ctx.outputDir`.
+ *   or `ROOT/experiments/ID` (`byExperiment`); tasks see it as `ctx.outputDir`;
+ * - `variables`: a study trial's variables (name → value), deeply frozen; tasks see them as
+ *   `ctx.variables` (`{}` when absent).
  *
  * @since 0.5.0
  * @category models
@@ -270,12 +272,46 @@ export interface Membership {
   readonly localKey: string
   readonly poolAliases: Readonly<Record<string, string>>
   readonly outputDir: string
+  readonly variables?: Readonly<Record<string, Json>> | undefined
+}
+
+const frozenCopies = new WeakMap<object, Readonly<Record<string, Json>>>()
+
+const deepFreeze = (value: Json): Json => {
+  if (value === null || typeof value !== "object") return value
+  if (Array.isArray(value)) return Object.freeze(value.map(deepFreeze))
+  const out: Record<string, Json> = {}
+  for (const [k, v] of Object.entries(value)) out[k] = deepFreeze(v as Json)
+  return Object.freeze(out)
+}
+
+/**
+ * A deeply frozen copy of a trial's variables (name → JSON value), made once per object given
+ * (the same object gives the same copy back, so tagging every spec of a member costs one
+ * lookup). A copy made here is its own copy: freezing it again gives it back unchanged. The
+ * caller's object is never frozen or shared, so no trial can change what another one reads.
+ *
+ * @param variables - name → JSON value
+ * @returns the frozen copy
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const frozenVariables = (variables: Readonly<Record<string, Json>>): Readonly<Record<string, Json>> => {
+  let copy = frozenCopies.get(variables)
+  if (copy === undefined) {
+    copy = deepFreeze(variables as Json) as Readonly<Record<string, Json>>
+    frozenCopies.set(variables, copy)
+    frozenCopies.set(copy, copy)
+  }
+  return copy
 }
 
 /**
  * Re-keys a spec into a suite member: `pipelineId` and `key` become
- * {@link memberPipelineId}`(suiteId, experimentId, localKey)` and `member` is set. The seed, its
- * digests, `repeat`, `explicitKey` and the template are unchanged.
+ * {@link memberPipelineId}`(suiteId, experimentId, localKey)` and `member` is set (its
+ * `variables`, when given, as their {@link frozenVariables} copy). The seed, its digests,
+ * `repeat`, `explicitKey` and the template are unchanged.
  *
  * The local key is the spec's `key`, or, for a spec that is already tagged, its
  * `member.localKey` (so tagging again, e.g. into another member, starts from the original key,
@@ -296,7 +332,8 @@ export const tagSpec = <S extends PipelineSpec<any, any, any, any>>(spec: S, m: 
     experimentId: m.experimentId,
     localKey,
     poolAliases: Object.freeze({ ...m.poolAliases }),
-    outputDir: m.outputDir
+    outputDir: m.outputDir,
+    ...(m.variables === undefined ? {} : { variables: frozenVariables(m.variables) })
   })
   return Object.freeze({ ...spec, pipelineId, key: pipelineId, member })
 }

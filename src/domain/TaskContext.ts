@@ -11,6 +11,7 @@ import type { Effect, Scope, Stream } from "effect"
 // the values from its services.
 import type { ConfigError, PoolNotFound, StoreUnavailable } from "./Errors.js"
 import type { PipelineId, RunId } from "./Ids.js"
+import type { Json } from "./Json.js"
 import type { AcquireError, AcquireOptions, Lease, ResourceInfo } from "./Lease.js"
 import type { EventFilter, ResourceEvent } from "./PoolEvent.js"
 import type { Resource, ResourceOptions } from "./Resource.js"
@@ -74,6 +75,12 @@ export interface TaskContext {
    * task: naming files, concurrent appends and idempotency across retries stay the task's own.
    */
   readonly outputDir: string | null
+  /**
+   * The variables of the study trial the pipeline belongs to: variable name → its value in the
+   * trial's variant (the prompt's text, the model profile object, the range's number, ...).
+   * `{}` outside studies. Frozen (deeply): one trial's values, shared with no other trial.
+   */
+  readonly variables: Readonly<Record<string, Json>>
   /** The task's position in the pipeline, from 0. */
   readonly seq: number
   /**

@@ -15,11 +15,19 @@
  *
  * @since 0.2.0
  */
-import { Context, Layer } from "effect"
-import type { Effect, Queue, Scope, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
+import type { Queue, Scope, Stream } from "effect"
 import type * as Breaker from "../domain/Breaker.js"
 import type { ConfigError, PoolNotFound } from "../domain/Errors.js"
-import type { AcquireError, AcquireOptions, AlgorithmInput, Lease, ResourceInfo, Selector } from "../domain/Lease.js"
+import type {
+  AcquireError,
+  AcquireOptions,
+  AlgorithmInput,
+  Lease,
+  LeaseReport,
+  ResourceInfo,
+  Selector
+} from "../domain/Lease.js"
 import type { EventCallback, EventFilter, ResourceEvent } from "../domain/PoolEvent.js"
 import type * as Resource from "../domain/Resource.js"
 import type * as AcquireAlgorithm from "./AcquireAlgorithm.js"
@@ -386,3 +394,75 @@ export const layer = (pools: Iterable<PoolConfig>, options: PoolsOptions = {}): 
  */
 export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, string>>): PoolsService =>
   aliasedView(pools, aliases)
+
+/**
+ * What {@link metered} tells of the leases taken through its view: `acquired(lease)` once per
+ * lease granted (scoped or raw), before the caller gets it; `reported(lease, report)` for each
+ * `lease.report` made through the lease the view handed out, before the report reaches the
+ * pool.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LeaseMeter {
+  readonly acquired: (lease: Lease) => Effect.Effect<void>
+  readonly reported: (lease: Lease, report: LeaseReport) => Effect.Effect<void>
+}
+
+const meteredLease = <Client>(lease: Lease<Client>, meter: LeaseMeter): Lease<Client> => ({
+  // the pool's lease reads its fields through getters: delegate, never copy
+  get id() {
+    return lease.id
+  },
+  get pool() {
+    return lease.pool
+  },
+  get resource() {
+    return lease.resource
+  },
+  get options() {
+    return lease.options
+  },
+  get client() {
+    return lease.client
+  },
+  get taskName() {
+    return lease.taskName
+  },
+  get heldMs() {
+    return lease.heldMs
+  },
+  report: (report) => Effect.zipRight(meter.reported(lease as Lease, report), lease.report(report)),
+  degrade: (reason) => lease.degrade(reason),
+  get releaseNow() {
+    return lease.releaseNow
+  }
+})
+
+/**
+ * A view of `pools` that meters its leases (a study trial's calls, tokens and cost; see
+ * `StudyControl`): every lease acquired through it (`acquire`, `acquireRaw`) is told to
+ * `meter.acquired`, and the lease handed out tells `meter.reported` of each report before
+ * passing it on. Everything else is `pools` itself (one instance: capacity, health and quotas
+ * are shared). The suite runtime applies it over a member's aliased view ({@link aliased}), so
+ * tasks need no change; leases read back through `heldBy` are the pool's own (not metered).
+ *
+ * @param pools the service (or view) to meter
+ * @param meter what to tell
+ * @returns the metered view
+ * @since 0.6.0
+ * @category combinators
+ */
+export const metered = (pools: PoolsService, meter: LeaseMeter): PoolsService => ({
+  ...pools,
+  acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
+    Effect.flatMap(
+      pools.acquire<Client>(o, h),
+      (lease) => Effect.as(meter.acquired(lease as Lease), meteredLease(lease, meter))
+    ),
+  acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
+    Effect.flatMap(
+      pools.acquireRaw<Client>(o, h),
+      (lease) => Effect.as(meter.acquired(lease as Lease), meteredLease(lease, meter))
+    )
+})

@@ -41,11 +41,13 @@ import {
 import type * as Pipeline from "../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../domain/Records.js"
 import * as RunConfig from "../domain/RunConfig.js"
+import type { Membership } from "../domain/Suite.js"
 import type { MetricOptions } from "../domain/TaskContext.js"
 import { Bus, make as makeBus } from "./Bus.js"
 import type { ExportError } from "./Export.js"
 import * as internal from "./internal/runner/run.js"
 import { Pools, type PoolStats } from "./Pool.js"
+import type { PoolsService } from "./Pools.js"
 import { type ReadError, Store, type StoreStats } from "./Store.js"
 import type { PipelineId, RunId } from "../domain/Ids.js"
 
@@ -131,6 +133,46 @@ export type OnPipelineFinished = (
 export interface RunOptions extends RunConfig.RunConfigInput {
   readonly onPipelineFinished?: OnPipelineFinished | undefined
   readonly registry?: CodecRegistry | undefined
+  /** What a suite run (a study's trial window, meters and budgets) plugs into the run; see {@link RunHooks}. */
+  readonly hooks?: RunHooks | undefined
+}
+
+/**
+ * Hooks of one run, for the suite runtime's trial window (`Suite.SuiteRunOptions.window`): none
+ * of them changes a task, and a run without hooks behaves exactly as before.
+ *
+ * - `memberPools(member, view)`: the pools a suite member's attempts see: given the member's
+ *   aliased view (`Pools.aliased`), returns the view to use (e.g. one that meters its leases);
+ *   called once per member per run;
+ * - `memberMetric(member, name, value, pipelineId)`: told after a member's task stored a metric
+ *   (`ctx.reportMetric`; `pipelineId` `null` for the run scope);
+ * - `startGate(spec)`: asked when an admitted pipeline is about to run its first attempt of this
+ *   run, holding the worker slot that attempt will use: `undefined` starts it; a reason (a short
+ *   word such as `budget_exhausted`) skips it: the slot goes back, the pipeline's row returns
+ *   to `pending` at its cursor (neither failed nor run: a later run or resume admits it again)
+ *   and a `pipeline.skipped` event names the reason;
+ * - `ended(spec)`: an admitted pipeline's fiber ended (any exit: terminal, interrupted, or
+ *   skipped by `startGate`); `skipped(spec)`: a suite member's pipeline was not admitted
+ *   (already succeeded, a duplicate, owned by another run: the runner's skip count);
+ *   both synchronous, on the runner's path;
+ * - `cancelWhen(spec)`: when it returns an Effect, the pipeline is interrupted once that Effect
+ *   completes (its row ends `interrupted`, resumable, like a stop of the run) and a
+ *   `pipeline.cancelled` event records the reason it gives.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface RunHooks {
+  readonly memberPools?: ((member: Membership, view: PoolsService) => PoolsService) | undefined
+  readonly memberMetric?:
+    | ((member: Membership, name: string, value: unknown, pipelineId: PipelineId | null) => Effect.Effect<void>)
+    | undefined
+  readonly startGate?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string | undefined>) | undefined
+  readonly ended?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
+  readonly skipped?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
+  readonly cancelWhen?:
+    | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
+    | undefined
 }
 
 /**

@@ -29,14 +29,16 @@
  */
 import { Cause, Chunk, Clock, Deferred, Effect, Exit, Option, Predicate, Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
-import type { RunId } from "../domain/Ids.js"
+import type { PipelineId, RunId } from "../domain/Ids.js"
+import type { Json } from "../domain/Json.js"
 import { messageOf } from "../domain/internal/errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
-import { checkId, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
+import { checkId, frozenVariables, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
 import type { StoreStats } from "../domain/TaskStore.js"
 import { SKIPPED_METRIC } from "./internal/runner/run.js"
 import * as metric from "./internal/suite/metric.js"
 import type { PoolConfig } from "./Pool.js"
+import type { PoolsService } from "./Pools.js"
 import * as Runner from "./Runner.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
 
@@ -68,7 +70,11 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  *   subscribe (see `Pools.aliased`). They are the only pool names the member reaches: any
  *   other name (an unbound top-level pool, another member's private pool) is `PoolNotFound`;
  * - `label`: a display name (changes no identity);
- * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0).
+ * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0);
+ * - `variables`: a study trial's variables (name → JSON value), seen by its tasks as
+ *   `ctx.variables`; kept as a deeply frozen copy (`Suite.frozenVariables` of
+ *   `domain/Suite.ts`), so no member shares a mutable object with another. They change no
+ *   identity: fold them into `definitionDigest` (a study's trial does).
  *
  * @since 0.5.0
  * @category models
@@ -79,6 +85,7 @@ export interface MemberOptions {
   readonly poolAliases?: Readonly<Record<string, string>> | undefined
   readonly label?: string | null | undefined
   readonly limit?: number | null | undefined
+  readonly variables?: Readonly<Record<string, Json>> | undefined
 }
 
 /**
@@ -97,6 +104,8 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
   readonly poolAliases: Readonly<Record<string, string>>
   readonly label: string | null
   readonly limit: number | null
+  /** The trial's variables (deeply frozen), `null` outside studies: `ctx.variables`. */
+  readonly variables: Readonly<Record<string, Json>> | null
 }
 
 /**
@@ -121,7 +130,8 @@ export const member = <S extends AnySpec, E = never, R = never>(
   definitionParts: options.definitionParts ?? null,
   poolAliases: { ...(options.poolAliases ?? {}) },
   label: options.label ?? null,
-  limit: options.limit ?? null
+  limit: options.limit ?? null,
+  variables: options.variables === undefined ? null : frozenVariables(options.variables)
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -269,6 +279,12 @@ export const parseMemberMetric: (stored: string) => { readonly experimentId: str
  * specs submitted (`admitted`), whether its source ended by itself (`sourceExhausted`), its
  * source's failure (`sourceError`) and whether a limit stopped it (`limitReached`).
  *
+ * Under a {@link MemberWindow} (not recorded in the catalog, which has no column for them;
+ * a study records them in its own tables): whether the member was started at all (`started`;
+ * without a window every selected member is), whether the window's `mayStart` refused it
+ * (`startRefused`: a stop fired before its turn) and whether `mayAdmit` ended its submissions
+ * (`admitRefused`: its budget was spent).
+ *
  * @since 0.5.0
  * @category models
  */
@@ -279,12 +295,114 @@ export interface MemberFacts {
   sourceExhausted: boolean
   sourceError: string | null
   limitReached: boolean
+  started: boolean
+  startRefused: boolean
+  admitRefused: boolean
+}
+
+/**
+ * The trial window of a suite run (a study's trials are its members): at most `active`
+ * members submitting specs at once, started in the suite's order; the next one starts when
+ * an active member submits nothing more (its source exhausted or failed, a limit, `mayAdmit`).
+ * Round-robin (and wide turns) apply within the active members.
+ *
+ * - `mayStart(id)`: asked when the member's turn to start comes; `false` leaves it not
+ *   started (`MemberFacts.startRefused`, nothing submitted);
+ * - `mayAdmit(id)`: asked before each spec the member submits, and by the runner before an
+ *   admitted pipeline of the member starts (`Runner.RunHooks.startGate`): `false` ends the
+ *   member's submissions (`MemberFacts.admitRefused`) and its admitted pipelines that have not
+ *   started are skipped with the reason `budget_exhausted` (left pending: neither failed nor
+ *   run; a later resume with budget left runs them). Pipelines already running finish.
+ * - `observe`: optional hooks for the window's owner (a study's control): see
+ *   {@link WindowObserver}.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface MemberWindow {
+  readonly active: number
+  readonly mayStart: (experimentId: string) => Effect.Effect<boolean>
+  readonly mayAdmit: (experimentId: string) => Effect.Effect<boolean>
+  readonly observe?: WindowObserver | undefined
+}
+
+/**
+ * What the owner of a {@link MemberWindow} is told of, and plugs in (each optional):
+ *
+ * - `attach(stop)`: once the run started, its graceful stop (`RunHandle.stop`), for a stop
+ *   that cancels running pipelines;
+ * - `memberStarted(id)`: the member entered the window (before its first spec);
+ * - `memberSubmitted(id)`: the member submits nothing more (source ended or failed, a limit,
+ *   `mayAdmit` false, or `mayStart` false);
+ * - `pools(id, view)`: the pools the member's tasks see, given its aliased view (e.g. a view
+ *   metering its leases);
+ * - `metric(id, name, value, pipelineId)`: a member's task stored a metric;
+ * - `specSubmitted(id)`: the member submitted one more spec; `pipelineSettled(id)`: one of its
+ *   submitted specs is done with in this run: its pipeline fiber ended (any exit, a skip by
+ *   `mayAdmit` included) or admission skipped it (already succeeded, a duplicate, another run's);
+ *   both synchronous. (A torn terminal state repaired at admission is not reported: rare.)
+ * - `cancelled(id)`: an Effect that completes, with a reason, when the member's running
+ *   pipelines must be interrupted (resumable), or `undefined` for none.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface WindowObserver {
+  readonly attach?: ((stop: (reason: string) => Effect.Effect<void>) => Effect.Effect<void>) | undefined
+  readonly memberStarted?: ((experimentId: string) => Effect.Effect<void>) | undefined
+  readonly memberSubmitted?: ((experimentId: string) => Effect.Effect<void>) | undefined
+  readonly pools?: ((experimentId: string, view: PoolsService) => PoolsService) | undefined
+  readonly metric?:
+    | ((experimentId: string, name: string, value: unknown, pipelineId: PipelineId | null) => Effect.Effect<void>)
+    | undefined
+  readonly specSubmitted?: ((experimentId: string) => void) | undefined
+  readonly pipelineSettled?: ((experimentId: string) => void) | undefined
+  readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
+}
+
+/**
+ * The reason the runner gives a member's admitted pipeline it skips because the window's
+ * `mayAdmit` said no (see {@link MemberWindow}).
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const BUDGET_EXHAUSTED = "budget_exhausted"
+
+/**
+ * The runner hooks of a {@link MemberWindow}: the start gate (`mayAdmit`, skip reason
+ * {@link BUDGET_EXHAUSTED}) and the observer's pools, metric, launch, end and cancel hooks.
+ */
+const hooksOf = (window: MemberWindow): Runner.RunHooks => {
+  const o = window.observe
+  const idOf = (spec: AnySpec): string | undefined => spec.member?.experimentId
+  const settled = o?.pipelineSettled === undefined ? undefined : (spec: AnySpec) => {
+    const id = idOf(spec)
+    if (id !== undefined) o.pipelineSettled!(id)
+  }
+  return {
+    startGate: (spec) => {
+      const id = idOf(spec)
+      return id === undefined
+        ? Effect.succeed(undefined)
+        : Effect.map(window.mayAdmit(id), (ok) => ok ? undefined : BUDGET_EXHAUSTED)
+    },
+    memberPools: o?.pools === undefined ? undefined : (m, view) => o.pools!(m.experimentId, view),
+    memberMetric: o?.metric === undefined ? undefined : (m, name, value, pid) => o.metric!(m.experimentId, name, value, pid),
+    ended: settled,
+    skipped: settled,
+    cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
+      const id = idOf(spec)
+      return id === undefined ? undefined : o.cancelled!(id)
+    }
+  }
 }
 
 /**
  * Options of {@link pipelines}: the run the facts are recorded under, the members to run
- * (default: all, in the suite's order; unknown ids fail with `ConfigError`), and the total
- * `limit` of specs submitted (integer ≥ 0).
+ * (default: all, in the suite's order; unknown ids fail with `ConfigError`), the total
+ * `limit` of specs submitted (integer ≥ 0), and the trial `window` ({@link MemberWindow}; none:
+ * every selected member submits from the start).
  *
  * @since 0.5.0
  * @category models
@@ -293,6 +411,7 @@ export interface PipelinesOptions {
   readonly runId: RunId
   readonly experiments?: ReadonlyArray<string> | undefined
   readonly limit?: number | undefined
+  readonly window?: MemberWindow | undefined
 }
 
 /**
@@ -417,6 +536,11 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
     if (totalLimit !== undefined && !(Number.isInteger(totalLimit) && totalLimit >= 0)) {
       return yield* refuse([issue("limit", `must be an integer >= 0, not ${totalLimit}`)])
     }
+    const window = options.window
+    if (window !== undefined && !(Number.isInteger(window.active) && window.active >= 1)) {
+      return yield* refuse([issue("window.active", `must be an integer >= 1, not ${window.active}`)])
+    }
+    const observe = window?.observe
     const selected = yield* select(suite, options.experiments)
     const chosen = new Set(selected.map((m) => m.id))
     const record = (facts: MemberFacts, fields: Partial<Omit<MemberFacts, "experimentId">>) =>
@@ -430,7 +554,11 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         admitted: 0,
         sourceExhausted: false,
         sourceError: null,
-        limitReached: false
+        limitReached: false,
+        // without a window every selected member starts with the run
+        started: window === undefined && chosen.has(m.id),
+        startRefused: false,
+        admitRefused: false
       }
       tracker.set(m.id, facts)
       if (!facts.selected) {
@@ -456,10 +584,15 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
     )
     const scope = yield* Effect.scope
 
-    const end = (lane: Lane, fields: Partial<Omit<MemberFacts, "experimentId" | "selected">>) => {
+    const end = (
+      lane: Lane,
+      fields: Partial<Omit<MemberFacts, "experimentId" | "selected" | "started" | "startRefused" | "admitRefused">>
+    ) => {
       lane.ended = true
       Object.assign(lane.facts, fields)
-      return record(lane.facts, { ...fields, admitted: lane.facts.admitted })
+      const recorded = record(lane.facts, { ...fields, admitted: lane.facts.admitted })
+      const submitted = observe?.memberSubmitted
+      return submitted === undefined ? recorded : Effect.zipRight(recorded, submitted(lane.member.id))
     }
     const fail = (lane: Lane, cause: Cause.Cause<unknown>) =>
       Effect.zipRight(
@@ -522,12 +655,29 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
     let total = 0
     let backward = true
     let active: Array<Lane> = []
+    // under a window: the members not started yet, in the suite's order
+    const waiting: Array<Lane> = []
     for (const lane of lanes) {
       if (lane.member.limit === 0) yield* end(lane, { limitReached: true })
-      else active.push(lane)
+      else (window === undefined ? active : waiting).push(lane)
     }
+    // the window: members start in the suite's order while fewer than `window.active` submit
+    const fill = Effect.gen(function*() {
+      while (window !== undefined && active.length < window.active && waiting.length > 0) {
+        const lane = waiting.shift()!
+        if (!(yield* window.mayStart(lane.member.id))) {
+          lane.facts.startRefused = true
+          yield* end(lane, {})
+          continue
+        }
+        lane.facts.started = true
+        if (observe?.memberStarted !== undefined) yield* observe.memberStarted(lane.member.id)
+        active.push(lane)
+      }
+    })
     // one round: a turn of each active member, in the suite's order (see `turnOf`)
     const round: Effect.Effect<Chunk.Chunk<S>, Option.Option<StoreUnavailable>, R> = Effect.gen(function*() {
+      yield* fill
       while (active.length > 0) {
         const out: Array<S> = []
         const turn = turnOf(active.length)
@@ -536,15 +686,22 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         for (const lane of order) {
           for (let k = 0; k < turn && !lane.ended; k++) {
             if (totalLimit !== undefined && total >= totalLimit) break
+            if (window !== undefined && !(yield* window.mayAdmit(lane.member.id))) {
+              lane.facts.admitRefused = true
+              yield* end(lane, {})
+              break
+            }
             const spec = yield* take(lane)
             if (spec === undefined) break
             out.push(tagSpec(spec, {
               suiteId: suite.id,
               experimentId: lane.member.id,
               poolAliases: lane.member.poolAliases,
-              outputDir: lane.outputDir
+              outputDir: lane.outputDir,
+              ...(lane.member.variables === null ? {} : { variables: lane.member.variables })
             }) as S)
             lane.facts.admitted++
+            observe?.specSubmitted?.(lane.member.id)
             total++
             if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
               yield* end(lane, { limitReached: true })
@@ -554,8 +711,11 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         if (totalLimit !== undefined && total >= totalLimit) {
           // the total limit stops every member still going: none of them is exhausted
           for (const lane of active) if (!lane.ended) yield* end(lane, { limitReached: true })
+          // the members the window had not started yet stay not started
+          waiting.length = 0
         }
         active = active.filter((l) => !l.ended)
+        yield* fill
         if (out.length > 0) return Chunk.unsafeFromArray(out)
       }
       return yield* Effect.fail(Option.none())
@@ -604,7 +764,9 @@ export interface SuiteReport {
 
 /**
  * Options of {@link start} / {@link run}: the runner's run options plus the members to run
- * (`experiments`, default all) and the total `limit` of specs submitted.
+ * (`experiments`, default all), the total `limit` of specs submitted, and the trial `window`
+ * ({@link MemberWindow}; absent: every selected member submits from the start, as before).
+ * With a window the run's `hooks` are the window's (`Runner.RunHooks`).
  *
  * @since 0.5.0
  * @category models
@@ -612,6 +774,7 @@ export interface SuiteReport {
 export interface SuiteRunOptions extends Runner.RunOptions {
   readonly experiments?: ReadonlyArray<string> | undefined
   readonly limit?: number | undefined
+  readonly window?: MemberWindow | undefined
 }
 
 /**
@@ -628,6 +791,7 @@ export interface SuiteRunHandle extends Runner.RunHandle<ConfigError | StoreUnav
 const memberLine = (m: MemberOutcome): string => {
   const name = m.label === null ? m.experimentId : `${m.experimentId} (${m.label})`
   if (!m.selected) return `  ${name}: not selected`
+  if (!m.started) return `  ${name}: not started${m.startRefused ? " (a stop fired before its turn)" : ""}`
   const by = m.stats?.byState
   // submitted = succeeded + failed + interrupted + skipped + pending (handed over, not started)
   const skipped = m.skipped ?? 0
@@ -644,6 +808,8 @@ const memberLine = (m: MemberOutcome): string => {
     ? "source exhausted"
     : m.limitReached
     ? "limit reached (source not exhausted)"
+    : m.admitRefused
+    ? "budget spent (source not exhausted)"
     : "source not exhausted"
   return `  ${name}: submitted ${m.admitted}${counts} · ${source}`
 }
@@ -665,6 +831,9 @@ const makeSuiteReport = (suiteId: string, run: Runner.RunReport, members: Readon
       sourceExhausted: m.sourceExhausted,
       sourceError: m.sourceError,
       limitReached: m.limitReached,
+      started: m.started,
+      startRefused: m.startRefused,
+      admitRefused: m.admitRefused,
       byState: m.stats?.byState ?? null,
       skipped: m.skipped
     }))
@@ -684,7 +853,10 @@ const outcomes = (
       admitted: 0,
       sourceExhausted: false,
       sourceError: null,
-      limitReached: false
+      limitReached: false,
+      started: false,
+      startRefused: false,
+      admitRefused: false
     }
     // the member's figures of this run, and the runner's count of its skips (the member-scoped
     // run metric `experiment:ID:skipped`; none recorded: nothing skipped)
@@ -748,14 +920,19 @@ export const start = <S extends AnySpec, E, R>(
     const runner = yield* Runner.Runner
     const tracker = new Map<string, MemberFacts>()
     const runIdOf = yield* Deferred.make<RunId>()
-    const { experiments, limit, ...runOptions } = options
+    const { experiments, limit, window, ...runOptions } = options
+    if (window !== undefined && !(Number.isInteger(window.active) && window.active >= 1)) {
+      return yield* refuse([issue("window.active", `must be an integer >= 1, not ${window.active}`)])
+    }
     const source = Stream.unwrap(Effect.map(Deferred.await(runIdOf), (runId) =>
       pipelinesTracked(suite, {
         runId,
         ...(experiments === undefined ? {} : { experiments }),
-        ...(limit === undefined ? {} : { limit })
+        ...(limit === undefined ? {} : { limit }),
+        ...(window === undefined ? {} : { window })
       }, tracker)))
-    const handle = yield* runner.start(source, runOptions)
+    const handle = yield* runner.start(source, window === undefined ? runOptions : { ...runOptions, hooks: hooksOf(window) })
+    if (window?.observe?.attach !== undefined) yield* window.observe.attach(handle.stop)
     yield* Deferred.succeed(runIdOf, handle.runId)
     const awaitSuite = Effect.flatMap(handle.await, (report) =>
       Effect.map(outcomes(suite, catalog, report.runId, tracker), (members) =>

@@ -16,6 +16,7 @@ const ctx: TaskContext = {
   experimentId: null,
   localKey: null,
   outputDir: null,
+  variables: {},
   seq: 0,
   attempt: 2,
   visit: 0,

@@ -87,6 +87,7 @@ export const makeFakeContext = (options: FakeContextOptions = {}): Effect.Effect
       experimentId: null,
       localKey: null,
       outputDir: null,
+      variables: {},
       seq,
       attempt,
       visit: 0,

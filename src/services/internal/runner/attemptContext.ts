@@ -5,7 +5,7 @@
  */
 import { type Context, Effect } from "effect"
 import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
-import { digest } from "../../../domain/Json.js"
+import { digest, type Json } from "../../../domain/Json.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -64,6 +64,9 @@ export interface AttemptShared {
   ) => Effect.Effect<void, StoreUnavailable | ConfigError>
 }
 
+/** `ctx.variables` outside studies (frozen: nothing can be added to it). */
+const noVariables: Readonly<Record<string, Json>> = Object.freeze({})
+
 /**
  * The {@link TaskContext} of one attempt. A class, so that an attempt allocates one object:
  * the functions a task may call are built on first access (getters returning closures, so
@@ -81,6 +84,7 @@ export class AttemptContext implements TaskContext {
   readonly experimentId: string | null
   readonly localKey: string | null
   readonly outputDir: string | null
+  readonly variables: Readonly<Record<string, Json>>
   readonly meta: Record<string, unknown> = {}
   /** Ids of every lease taken by the attempt (undefined until the first). */
   leaseIds: Array<string> | undefined = undefined
@@ -109,11 +113,13 @@ export class AttemptContext implements TaskContext {
     // plain fields (not getters on private state): a fanout branch context inherits them
     if (member === undefined) {
       this.suiteId = this.experimentId = this.localKey = this.outputDir = null
+      this.variables = noVariables
     } else {
       this.suiteId = member.suiteId
       this.experimentId = member.experimentId
       this.localKey = member.localKey
       this.outputDir = member.outputDir
+      this.variables = member.variables ?? noVariables
     }
   }
 

@@ -27,7 +27,15 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
-import { BIG_OUTPUT_BYTES, controlOf, endOfFiber, judgeFailure, type PipelineEnv, runAttempt } from "./pipeline.js"
+import {
+  BIG_OUTPUT_BYTES,
+  controlOf,
+  endOfFiber,
+  gateStart,
+  judgeFailure,
+  type PipelineEnv,
+  runAttempt
+} from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -151,6 +159,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   // One generator for the whole pipeline: an entry (`runEntry`) is a generator delegated to
   // with `yield*`, not an Effect of its own, so a step costs no extra fiber frames.
   const body = Effect.gen(function*() {
+    // the start gate first, before the start's reservation (a skipped pipeline writes nothing
+    // of its traversal; see `gateStart`)
+    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor))) return
     // the dead owner's in-flight attempt, durable like every attempt row of a control
     // pipeline, in the same commit as the start's reservation
     const abandoned = start.abandoned === undefined ? [] : [
@@ -221,7 +232,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // the number reserved durably before this attempt runs
       const attempt = vs.pending!.attempts
       current.attempt = attempt
-      yield* slots.take(holder)
+      if (!holder.holding) yield* slots.take(holder) // (held already: the start gate's slot)
       const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
       // a plain value is encoded at once; a big one keeps its worker slot until its
       // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back

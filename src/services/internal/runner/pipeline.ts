@@ -94,6 +94,8 @@ export interface PipelineEnv {
    * bench/runner.ts, so it is made only when something records it.
    */
   readonly traceAttempts: boolean
+  /** The run's start gate (`RunHooks.startGate`), if any: see {@link gateStart}. */
+  readonly startGate?: ((spec: AnySpec) => Effect.Effect<string | undefined>) | undefined
 }
 
 /**
@@ -151,6 +153,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       const now = clock.unsafeCurrentTimeMillis()
       yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, tasks[cursor]?.name ?? "?", cursor, now))
     }
+    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor))) return
     let finalValue: unknown = input
     while (cursor < nTasks) {
       if (state.stopping) return yield* Effect.interrupt
@@ -196,7 +199,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         current.attempt = attempt
         // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
         // holding it (not parked: a stop gives it the grace period).
-        yield* slots.take(holder)
+        if (!holder.holding) yield* slots.take(holder) // (held already: the start gate's slot)
         const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
         // A control directive from a pipeline without `control` is refused (fatal, not encoded).
         if (result.exit._tag === "Success" && isHandoff(result.exit.value)) {
@@ -301,6 +304,37 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
 
   return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
 }
+
+/**
+ * The run's start gate for an admitted pipeline about to run its first attempt of this run
+ * (`env.startGate`, see `RunHooks.startGate`): waits for a worker slot as that attempt would,
+ * then asks the gate. Started: returns `false`, the slot still held for the first attempt.
+ * Skipped: the slot goes back, the row returns to `pending` at `cursor` (not failed, not run:
+ * a later admission resumes it) with a `pipeline.skipped` event naming the reason; returns
+ * `true`.
+ *
+ * @internal
+ */
+export const gateStart = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  holder: SlotHold,
+  cursor: number
+): Effect.Effect<boolean, StoreUnavailable> =>
+  Effect.flatMap(Effect.zipRight(env.slots.take(holder), env.startGate!(spec)), (reason) => {
+    if (reason === undefined) return Effect.succeed(false)
+    env.slots.release(holder)
+    const now = env.clock.unsafeCurrentTimeMillis()
+    const pipelineId = spec.pipelineId
+    return Effect.as(
+      env.store.checkpoint({
+        pipelineId,
+        pipeline: { state: "pending", nTasksDone: cursor, startedAt: null, endedAt: null, updatedAt: now },
+        events: [{ kind: "pipeline.skipped", pipelineId, runId: env.state.runId, data: { reason, cursor }, ts: now }]
+      }),
+      true
+    )
+  })
 
 /**
  * The end of a pipeline fiber, plain or controlled: on interruption its row is marked

@@ -208,6 +208,7 @@ export const start = <S extends AnySpec, SE, SR>(
     const startedAt = yield* Clock.currentTimeMillis
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
+    state.onMemberSkip = options.hooks?.skipped as State.RunState["onMemberSkip"]
     const loop = runLoop(env, state, options, source, startedAt).pipe(
       Effect.ensuring(Effect.sync(() => {
         state.finished = true
@@ -241,6 +242,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const { pools, store } = env
     const { config, hardStop, runId, stopRequested } = state
     const registry = options.registry ?? CodecRegistry.default()
+    const hooks = options.hooks
     const requestStop = (reason: string) => State.requestStop(state, reason)
     const emit = (kind: string, pipelineId: PipelineId | null, data: unknown) =>
       Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId, runId, data, ts }))
@@ -477,7 +479,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       const key = `${member.suiteId}\u0000${member.experimentId}`
       let s = memberShared.get(key)
       if (s === undefined) {
-        s = { ...shared, pools: aliased(pools, member.poolAliases) }
+        const view = aliased(pools, member.poolAliases)
+        const onMetric = hooks?.memberMetric
+        s = {
+          ...shared,
+          pools: hooks?.memberPools === undefined ? view : hooks.memberPools(member, view),
+          reportMetric: onMetric === undefined ? shared.reportMetric : (name, value, o) =>
+            Effect.zipRight(shared.reportMetric(name, value, o), onMetric(member, name, value, o.pipelineId ?? null))
+        }
         memberShared.set(key, s)
       }
       return s
@@ -486,6 +495,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const tracer = yield* Effect.tracer
     const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
     const pipelineEnv: Pipe.PipelineEnv = {
+      startGate: hooks?.startGate,
       traceAttempts,
       state,
       store,
@@ -497,6 +507,25 @@ const runLoop = <S extends AnySpec, SE, SR>(
       registryFor,
       whileParked,
       onTerminal
+    }
+
+    // A pipeline fiber under the run's hooks (none: the fiber itself): told when it ends, and
+    // interrupted (resumable) when its `cancelWhen` completes.
+    const hooked = (spec: AnySpec, fiber: Effect.Effect<void, StoreUnavailable>): Effect.Effect<void, StoreUnavailable> => {
+      if (hooks === undefined) return fiber
+      // asked when the fiber starts (admission may have waited for a slot since the decision)
+      const body = hooks.cancelWhen === undefined ? fiber : Effect.suspend(() => {
+        const cancel = hooks.cancelWhen!(spec)
+        return cancel === undefined ? fiber : Effect.raceFirst(
+          fiber,
+          // the cancel wins the race: the pipeline's fiber is interrupted (and awaited: its row
+          // is marked interrupted), then this fiber ends interrupted, as a stop ends it
+          Effect.flatMap(cancel, (reason) =>
+            Effect.zipRight(emit("pipeline.cancelled", spec.pipelineId, { reason }), Effect.interrupt))
+        )
+      })
+      const ended = hooks.ended
+      return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
     }
 
     // ---- admission --------------------------------------------------------------------------
@@ -519,8 +548,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       finishCallback,
       admission,
       fibers,
-      launch: (spec, start) => Pipe.run(pipelineEnv, spec, start),
-      launchControlled: (spec, start) => Controlled.run(pipelineEnv, spec, start),
+      launch: (spec, start) => hooked(spec, Pipe.run(pipelineEnv, spec, start)),
+      launchControlled: (spec, start) => hooked(spec, Controlled.run(pipelineEnv, spec, start)),
       crash
     })
 

@@ -58,6 +58,8 @@ export interface RunState {
   peakAdmitted: number
   crash: Cause.Cause<unknown> | null
   finished: boolean
+  /** The run's `RunHooks.skipped`, told of each skipped suite member pipeline. */
+  onMemberSkip?: ((spec: { readonly member?: { readonly experimentId: string } | undefined }) => void) | undefined
 }
 
 /**
@@ -144,5 +146,8 @@ export const liveStats = (state: RunState, pools: Readonly<Record<string, PoolSt
 export const countSkip = (state: RunState, spec: { readonly member?: { readonly experimentId: string } | undefined }): void => {
   state.counters.skipped++
   const id = spec.member?.experimentId
-  if (id !== undefined) state.skippedByMember.set(id, (state.skippedByMember.get(id) ?? 0) + 1)
+  if (id !== undefined) {
+    state.skippedByMember.set(id, (state.skippedByMember.get(id) ?? 0) + 1)
+    state.onMemberSkip?.(spec)
+  }
 }

@@ -1,0 +1,927 @@
+/**
+ * The running mechanics of a study inside its suite run (a study's trials are the suite's
+ * members): the trial window, per-trial usage meters, equal per-trial budgets and the study's
+ * stop conditions. {@link control} builds them for one run, in a scope; its
+ * {@link StudyControlHandle.window} goes to `Suite.start` / `Suite.run`
+ * (`SuiteRunOptions.window`), and nothing in the tasks changes.
+ *
+ * **Meters** (per trial, summed across runs through the {@link TrialLedger}):
+ * - `calls`: leases acquired by the trial's tasks (counted at acquire, scoped or raw);
+ * - `tokens`: `usage.tokens` of each lease report, else `promptTokens + completionTokens`
+ *   (the chat task reports all three);
+ * - `costUsd`: `promptTokens × promptPer1k / 1000 + completionTokens × completionPer1k / 1000`
+ *   with the trial's model price ({@link ModelPrice}); a report giving only `tokens` is charged
+ *   at the higher of the two prices (a budget never under-counts); no price: no cost;
+ * - `timeMs`: wall time (Clock) while the trial is active: from its start in the window until
+ *   every spec it submitted is done with in this run (or the run ends).
+ *
+ * **Budgets** (`budget.perTrial`, the same for every trial; no trial ever gets more): a start
+ * gate. A trial whose figure reached its limit (`usage >= limit`) submits nothing more and
+ * starts no more pipelines: its admitted pipelines that have not started are skipped (reason
+ * `budget_exhausted`, left pending); pipelines already running finish. So a trial may use
+ * exactly its budget: with `calls: N` and one call per pipeline, N pipelines run and the
+ * N+1th is not started. Running pipelines can take a trial past a limit (by at most what
+ * they use); `timeMs` is the exception: once reached, the trial's running pipelines are
+ * interrupted too (resumable), a deadline.
+ *
+ * **Stop conditions**, evaluated when a trial ends, on each metric report, on usage, on the
+ * Clock (every `pollMs`, default 1 s, and at a deadline) and on a manual request (the
+ * ledger's `stopRequested`, polled every `pollMs`; Ctrl-C with `signals`). The first to hold
+ * fires (in declared order); after it no trial starts; `running: "cancel"` also stops the
+ * run (running pipelines interrupted after the run's grace, resumable), `"drain"` (the default)
+ * lets the started trials finish. The fired condition and its reason are recorded through the
+ * ledger and returned by {@link StudyControlHandle.fired}.
+ *
+ * Until the study file's domain types land (`domain/Study.ts`), {@link StopCondition} and
+ * {@link BudgetFigures} are defined here with the same field names.
+ *
+ * @since 0.6.0
+ */
+import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import type { Lease, LeaseReport } from "../domain/Lease.js"
+import * as Pools from "./Pools.js"
+import * as Signals from "./Signals.js"
+import type { MemberWindow } from "./Suite.js"
+
+// ---------------------------------------------------------------------------------------------
+// Contract types
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Budget figures, each optional: `calls` (leases), `tokens`, `costUsd` (US dollars) and
+ * `timeMs` (wall milliseconds while active).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface BudgetFigures {
+  readonly calls?: number | undefined
+  readonly tokens?: number | undefined
+  readonly costUsd?: number | undefined
+  readonly timeMs?: number | undefined
+}
+
+/**
+ * One figure of a budget.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type BudgetFigure = keyof BudgetFigures
+
+/**
+ * The figures in the order they are checked (the first reached is the one reported).
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const FIGURES: ReadonlyArray<BudgetFigure> = ["calls", "tokens", "costUsd", "timeMs"]
+
+/**
+ * What happens to running trials when a stop condition fires: `drain` lets them finish,
+ * `cancel` interrupts their pipelines (resumable).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StopRunning = "drain" | "cancel"
+
+/**
+ * A comparison of a metric with a threshold.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type ComparisonOp = ">" | ">=" | "<" | "<=" | "==" | "!="
+
+/**
+ * A study's stop condition (`running` defaults to `drain`):
+ *
+ * - `allTrialsTerminal`: every trial ended (the natural end);
+ * - `successfulTrials`: `count` trials succeeded (as the caller's `trialSucceeded` says);
+ * - `metricThreshold`: some trial's `metric` compares with `value` by `op`;
+ * - `budget`: the study total (`budget.total`) reached one of its figures;
+ * - `deadline`: the Clock passed `at` (an ISO 8601 date-time, or epoch ms);
+ * - `manual`: a stop request (the ledger's `stopRequested`, or Ctrl-C).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StopCondition =
+  | { readonly when: "allTrialsTerminal"; readonly running?: StopRunning | undefined }
+  | { readonly when: "successfulTrials"; readonly count: number; readonly running?: StopRunning | undefined }
+  | {
+    readonly when: "metricThreshold"
+    readonly metric: string
+    readonly op: ComparisonOp
+    readonly value: number
+    readonly running?: StopRunning | undefined
+  }
+  | { readonly when: "budget"; readonly running?: StopRunning | undefined }
+  | { readonly when: "deadline"; readonly at: string | number; readonly running?: StopRunning | undefined }
+  | { readonly when: "manual"; readonly running?: StopRunning | undefined }
+
+/**
+ * A model profile's price, in US dollars per 1000 tokens.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ModelPrice {
+  readonly promptPer1k: number
+  readonly completionPer1k: number
+}
+
+/**
+ * A trial's usage: leases acquired (`calls`), `tokens`, `costUsd` and wall `timeMs` while
+ * active.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialUsage {
+  readonly calls: number
+  readonly tokens: number
+  readonly costUsd: number
+  readonly timeMs: number
+}
+
+/**
+ * A fired stop condition: which (`condition`), why in words (`reason`), when (`at`, epoch
+ * ms) and what happens to running trials (`running`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StopFired {
+  readonly condition: StopCondition
+  readonly reason: string
+  readonly at: number
+  readonly running: StopRunning
+}
+
+/**
+ * Where a study's control keeps what outlives a run (the study store implements it on its
+ * tables; {@link memoryLedger} is the in-memory one for tests):
+ *
+ * - `usage(ids)`: the usage recorded so far per trial (absent: none);
+ * - `addUsage(id, delta, now)`: adds to a trial's usage (called with batches: every `pollMs`,
+ *   when a trial ends, and at the end);
+ * - `recordStop(fired)`: the fired stop condition;
+ * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialLedger {
+  readonly usage: (trialIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, TrialUsage>, StoreUnavailable>
+  readonly addUsage: (trialId: string, delta: TrialUsage, now: number) => Effect.Effect<void, StoreUnavailable>
+  readonly recordStop: (stop: StopFired) => Effect.Effect<void, StoreUnavailable>
+  readonly stopRequested: Effect.Effect<StopFired | null, StoreUnavailable>
+}
+
+/**
+ * One trial as the control sees it: its id (the suite member's id) and the price of its model
+ * profile (`null`: no price; a `costUsd` budget then refuses the control).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialInput {
+  readonly trialId: string
+  readonly price?: ModelPrice | null | undefined
+}
+
+/**
+ * What {@link control} reads of the study: its trials in suite order, the per-trial and total
+ * budgets, the stop conditions (objectives are not used here).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyControlInput {
+  readonly trials: ReadonlyArray<TrialInput>
+  readonly budget: { readonly perTrial: BudgetFigures; readonly total: BudgetFigures }
+  readonly stop: ReadonlyArray<StopCondition>
+}
+
+/**
+ * Options of {@link control}:
+ *
+ * - `trialConcurrency`: trials submitting at once (the window; default 3);
+ * - `trialSucceeded(id)`: whether an ended trial succeeded (the study store's settlement);
+ *   required by `successfulTrials`;
+ * - `trialMetric(id, metric)`: a trial's metric as stored (the member-scoped run metric, else
+ *   the mean over its pipelines), asked once when the trial ends; without it (or `null`), the
+ *   values its tasks reported in this run are used;
+ * - `signals`: Ctrl-C (and SIGTERM, SIGHUP) is a manual stop for the life of the scope: the
+ *   first with the `manual` condition's `running` (default drain), the next stops the run
+ *   (cancel). Run the suite with `handleSignals: false` then (the runner's own claim would
+ *   take the signals otherwise);
+ * - `pollMs`: how often (Clock ms) the ledger is polled for a stop request and usage is
+ *   written (default 1000);
+ * - `settled`: trials settled by an earlier run (trial id → whether it succeeded), which this
+ *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
+ *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
+ *   condition these already meet fires before any trial starts.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ControlOptions {
+  readonly trialConcurrency?: number | undefined
+  readonly trialSucceeded?: ((trialId: string) => Effect.Effect<boolean, StoreUnavailable>) | undefined
+  readonly trialMetric?: ((trialId: string, metric: string) => Effect.Effect<number | null, StoreUnavailable>) | undefined
+  readonly signals?: boolean | undefined
+  readonly pollMs?: number | undefined
+  readonly settled?: ReadonlyMap<string, boolean> | undefined
+}
+
+/**
+ * What one trial's leases feed: a call per lease acquired, and each lease report's usage.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface UsageMeter {
+  readonly acquired: Effect.Effect<void>
+  readonly reported: (report: LeaseReport) => Effect.Effect<void>
+}
+
+/**
+ * A study's control for one run (see the module docs).
+ *
+ * - `window`: for `SuiteRunOptions.window`;
+ * - `meter(id)`: the meter of a trial (the window meters the trials' pools by itself);
+ * - `fired`: the stop condition that fired, if any;
+ * - `trialUsage`: every trial's usage (recorded before this run + this run);
+ * - `exhausted`: the trials whose budget was reached, with the first figure reached;
+ * - `requestStop(running, reason)`: a manual stop from code;
+ * - `reportMetric(id, name, value)`: a trial's metric (e.g. an evaluator's member-scoped
+ *   metric), for `metricThreshold`;
+ * - `finish`: the run is over: closes the time of the trials still active, evaluates the
+ *   conditions once more and writes the usage (also done when the scope closes).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyControlHandle {
+  readonly window: MemberWindow
+  readonly meter: (trialId: string) => UsageMeter
+  readonly fired: Effect.Effect<StopFired | null>
+  readonly trialUsage: Effect.Effect<ReadonlyMap<string, TrialUsage>>
+  readonly exhausted: Effect.Effect<ReadonlyMap<string, BudgetFigure>>
+  readonly requestStop: (running: StopRunning, reason: string) => Effect.Effect<void>
+  readonly reportMetric: (trialId: string, name: string, value: number) => Effect.Effect<void>
+  readonly finish: Effect.Effect<void, StoreUnavailable>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure helpers
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * No usage.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const emptyUsage: TrialUsage = Object.freeze({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
+
+/**
+ * The sum of two usages, figure by figure.
+ *
+ * @since 0.6.0
+ * @category helpers
+ */
+export const addUsage = (a: TrialUsage, b: TrialUsage): TrialUsage => ({
+  calls: a.calls + b.calls,
+  tokens: a.tokens + b.tokens,
+  costUsd: a.costUsd + b.costUsd,
+  timeMs: a.timeMs + b.timeMs
+})
+
+/**
+ * Whether `value op threshold` holds (`==` and `!=` compare numbers exactly).
+ *
+ * @since 0.6.0
+ * @category helpers
+ */
+export const compare = (value: number, op: ComparisonOp, threshold: number): boolean => {
+  switch (op) {
+    case ">":
+      return value > threshold
+    case ">=":
+      return value >= threshold
+    case "<":
+      return value < threshold
+    case "<=":
+      return value <= threshold
+    case "==":
+      return value === threshold
+    case "!=":
+      return value !== threshold
+  }
+}
+
+const num = (u: Readonly<Record<string, number>> | undefined, key: string): number => {
+  const v = u?.[key]
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0
+}
+
+/**
+ * The tokens and cost (US dollars) of one lease report's usage with a model price (see the
+ * module docs): tokens = `tokens`, else `promptTokens + completionTokens`; cost from the split
+ * when given, else all tokens at the higher price; `null` price: cost 0.
+ *
+ * @since 0.6.0
+ * @category helpers
+ */
+export const usageOfReport = (
+  report: LeaseReport,
+  price: ModelPrice | null
+): { readonly tokens: number; readonly costUsd: number } => {
+  const u = report.usage
+  const prompt = num(u, "promptTokens")
+  const completion = num(u, "completionTokens")
+  const tokens = num(u, "tokens") || prompt + completion
+  if (price === null || tokens === 0) return { tokens, costUsd: 0 }
+  const costUsd = prompt + completion > 0
+    ? (prompt * price.promptPer1k + completion * price.completionPer1k) / 1000
+    : (tokens * Math.max(price.promptPer1k, price.completionPer1k)) / 1000
+  return { tokens, costUsd }
+}
+
+/**
+ * The price of a trial from its variant's resolved values: the `price` of the first value
+ * that is a model profile object carrying one (`{ promptPer1k, completionPer1k }`, numbers
+ * ≥ 0), `null` when none does.
+ *
+ * @param values variable name → resolved value (a model variable's value is its profile)
+ * @since 0.6.0
+ * @category helpers
+ */
+export const priceOf = (values: Readonly<Record<string, unknown>>): ModelPrice | null => {
+  for (const v of Object.values(values)) {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) continue
+    const price = (v as { readonly price?: unknown }).price
+    if (price === null || typeof price !== "object") continue
+    const { completionPer1k, promptPer1k } = price as Record<string, unknown>
+    if (
+      typeof promptPer1k === "number" && typeof completionPer1k === "number" && promptPer1k >= 0 &&
+      completionPer1k >= 0
+    ) return { promptPer1k, completionPer1k }
+  }
+  return null
+}
+
+/**
+ * The first figure of `usage` that reached its limit in `budget` (`usage >= limit`), if any.
+ * Dollars are sums of binary fractions (0.1 + 0.2 is 0.30000000000000004): `costUsd` counts as
+ * reached within a relative 1e-9 of its limit, so that spending exactly the budget in several
+ * reports reaches it.
+ *
+ * @since 0.6.0
+ * @category helpers
+ */
+export const reached = (usage: TrialUsage, budget: BudgetFigures): BudgetFigure | undefined =>
+  FIGURES.find((f) => {
+    const limit = budget[f]
+    if (limit === undefined) return false
+    return f === "costUsd" ? usage.costUsd >= limit - 1e-9 * Math.max(1, limit) : usage[f] >= limit
+  })
+
+/**
+ * The epoch ms of a deadline's `at` (ISO 8601 or epoch ms), `undefined` when not a date.
+ *
+ * @since 0.6.0
+ * @category helpers
+ */
+export const deadlineOf = (at: string | number): number | undefined => {
+  const ms = typeof at === "number" ? at : Date.parse(at)
+  return Number.isFinite(ms) ? ms : undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-memory ledger
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The in-memory {@link TrialLedger} (tests, and runs without a study store), with what a test
+ * needs: `request(stop)` files a manual stop request (as `assay study stop` does), `stops`
+ * the recorded stops.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface MemoryLedger extends TrialLedger {
+  readonly request: (stop: StopFired | null) => Effect.Effect<void>
+  readonly stops: Effect.Effect<ReadonlyArray<StopFired>>
+}
+
+/**
+ * Builds an in-memory ledger, optionally with recorded usage.
+ *
+ * @param initial trial id → usage recorded before
+ * @since 0.6.0
+ * @category constructors
+ */
+export const memoryLedger = (initial: Readonly<Record<string, TrialUsage>> = {}): Effect.Effect<MemoryLedger> =>
+  Effect.sync(() => {
+    const usage = new Map(Object.entries(initial))
+    const stops: Array<StopFired> = []
+    let requested: StopFired | null = null
+    return {
+      usage: (ids) =>
+        Effect.sync(() => new Map(ids.flatMap((id) => usage.has(id) ? [[id, usage.get(id)!] as const] : []))),
+      addUsage: (id, delta) => Effect.sync(() => void usage.set(id, addUsage(usage.get(id) ?? emptyUsage, delta))),
+      recordStop: (stop) => Effect.sync(() => void stops.push(stop)),
+      stopRequested: Effect.sync(() => requested),
+      request: (stop) => Effect.sync(() => void (requested = stop)),
+      stops: Effect.sync(() => stops.slice())
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// The control
+// ---------------------------------------------------------------------------------------------
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/** One trial's state in this run. */
+interface Trial {
+  readonly id: string
+  readonly price: ModelPrice | null
+  /** Recorded before this run (the ledger). */
+  readonly base: TrialUsage
+  /** This run's usage, time accrued up to `activeSince`. */
+  readonly live: Mutable<TrialUsage>
+  /** Not yet written to the ledger. */
+  delta: Mutable<TrialUsage>
+  phase: "waiting" | "active" | "ended" | "refused"
+  activeSince: number | null
+  /** Its source submits nothing more. */
+  submittedAll: boolean
+  /** Specs submitted and not yet done with. */
+  outstanding: number
+  exhausted: BudgetFigure | null
+  /** Completed (with the reason) when its running pipelines must be interrupted. */
+  readonly cancel: Deferred.Deferred<string>
+  /** Its time budget ran out (`cancel` completed). */
+  timeUp: boolean
+  /** `trialSucceeded` said yes. */
+  succeeded: boolean
+  /** Ended and not yet settled by `trialSucceeded` / `trialMetric`. */
+  unsettled: boolean
+  /** Metrics: the trial's own (member scope, or reported through the handle). */
+  readonly metrics: Map<string, number>
+  /** Metrics as the caller's `trialMetric` gave them when the trial ended. */
+  readonly stored: Map<string, number>
+  /** Pipeline-scope metrics its tasks reported: name → pipeline id → value. */
+  readonly perPipeline: Map<string, Map<string, number>>
+}
+
+const refuse = (path: string, message: string): ConfigError =>
+  new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
+
+/**
+ * The reason the runner gives a trial's pipelines it skips, and the word for a trial whose
+ * budget is spent.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const BUDGET_EXHAUSTED = "budget_exhausted"
+
+/**
+ * Builds the control of one run of a study (see the module docs), for the current scope: its
+ * timers, its poll of the ledger, the claim on stop signals (`signals`) and the final write
+ * of the usage live in it. Reads the recorded usage of every trial first.
+ *
+ * Fails with `ConfigError` (field path) for: duplicate trial ids (`trials[i]`), a
+ * `trialConcurrency` that is not an integer ≥ 1, a budget figure that is not a number ≥ 0, a
+ * `costUsd` budget with a trial without price, a `budget` stop without `budget.total`, a
+ * `successfulTrials` stop without `trialSucceeded` (or a count that is not an integer ≥ 1), a
+ * `deadline` whose `at` is not a date; with `StoreUnavailable` when the ledger cannot be read.
+ *
+ * @param study the trials (suite order), budgets and stop conditions
+ * @param ledger where usage and stops are kept across runs
+ * @param options window size, settlement and metric callbacks, signals, poll period
+ * @returns the handle
+ * @since 0.6.0
+ * @category constructors
+ */
+export const control = (
+  study: StudyControlInput,
+  ledger: TrialLedger,
+  options: ControlOptions = {}
+): Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const perTrial = study.budget.perTrial
+    const total = study.budget.total
+    const active = options.trialConcurrency ?? 3
+    const pollMs = options.pollMs ?? 1000
+    // ---- checks ---------------------------------------------------------------------------
+    if (!(Number.isInteger(active) && active >= 1)) {
+      return yield* refuse("run.trialConcurrency", `must be an integer >= 1, not ${active}`)
+    }
+    if (!(Number.isFinite(pollMs) && pollMs > 0)) return yield* refuse("pollMs", `must be a number > 0, not ${pollMs}`)
+    for (const [name, figures] of [["perTrial", perTrial], ["total", total]] as const) {
+      for (const f of FIGURES) {
+        const v = figures[f]
+        if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && v >= 0)) {
+          return yield* refuse(`budget.${name}.${f}`, `must be a number >= 0, not ${v}`)
+        }
+      }
+      if (figures.costUsd !== undefined) {
+        const unpriced = study.trials.find((t) => t.price === null || t.price === undefined)
+        if (unpriced !== undefined) {
+          return yield* refuse(
+            `budget.${name}.costUsd`,
+            `a costUsd budget needs a price for every model profile (trial ${unpriced.trialId} has none)`
+          )
+        }
+      }
+    }
+    const seen = new Set<string>()
+    for (const [i, t] of study.trials.entries()) {
+      if (seen.has(t.trialId)) return yield* refuse(`trials[${i}]`, `duplicate trial id ${t.trialId}`)
+      seen.add(t.trialId)
+    }
+    const deadlines = new Map<StopCondition, number>()
+    for (const [i, c] of study.stop.entries()) {
+      if (c.when === "budget" && FIGURES.every((f) => total[f] === undefined)) {
+        return yield* refuse(`stop[${i}]`, "a budget stop needs budget.total (calls, tokens, costUsd or time)")
+      }
+      if (c.when === "successfulTrials") {
+        if (!(Number.isInteger(c.count) && c.count >= 1)) {
+          return yield* refuse(`stop[${i}].count`, `must be an integer >= 1, not ${c.count}`)
+        }
+        if (options.trialSucceeded === undefined) {
+          return yield* refuse(`stop[${i}]`, "successfulTrials needs the caller's trialSucceeded (settlement)")
+        }
+      }
+      if (c.when === "deadline") {
+        const at = deadlineOf(c.at)
+        if (at === undefined) return yield* refuse(`stop[${i}].at`, `not a date: ${JSON.stringify(c.at)}`)
+        deadlines.set(c, at)
+      }
+    }
+    // a total budget is enforced even when no `budget` stop is declared (drain)
+    const conditions: ReadonlyArray<StopCondition> = FIGURES.some((f) => total[f] !== undefined) &&
+        !study.stop.some((c) => c.when === "budget")
+      ? [...study.stop, { when: "budget", running: "drain" }]
+      : study.stop
+    const manual: StopCondition = study.stop.find((c) => c.when === "manual") ?? { when: "manual" }
+
+    // ---- state ----------------------------------------------------------------------------
+    const clock = yield* Effect.clock
+    const now = () => clock.unsafeCurrentTimeMillis()
+    const scope = yield* Effect.scope
+    const recorded = yield* ledger.usage(study.trials.map((t) => t.trialId))
+    const trials = new Map<string, Trial>()
+    for (const t of study.trials) {
+      trials.set(t.trialId, {
+        id: t.trialId,
+        price: t.price ?? null,
+        base: recorded.get(t.trialId) ?? emptyUsage,
+        live: zero(),
+        delta: zero(),
+        phase: "waiting",
+        activeSince: null,
+        submittedAll: false,
+        outstanding: 0,
+        exhausted: null,
+        cancel: yield* Deferred.make<string>(),
+        timeUp: false,
+        succeeded: false,
+        unsettled: false,
+        metrics: new Map(),
+        stored: new Map(),
+        perPipeline: new Map()
+      })
+    }
+    for (const [id, succeeded] of options.settled ?? []) {
+      const t = trials.get(id)
+      if (t === undefined) continue
+      t.phase = "ended"
+      t.succeeded = succeeded
+    }
+    let fired: StopFired | null = null
+    let stopRun: ((reason: string) => Effect.Effect<void>) | undefined = undefined
+    let runStopped = false
+    // evaluation requests coalesce: one pending wake is enough
+    const wakes = yield* Effect.acquireRelease(Queue.sliding<void>(1), Queue.shutdown)
+    const wake = (): void => void Queue.unsafeOffer(wakes, undefined)
+
+    const accrue = (t: Trial, at: number): void => {
+      if (t.activeSince !== null && at > t.activeSince) {
+        const d = at - t.activeSince
+        t.live.timeMs += d
+        t.delta.timeMs += d
+        t.activeSince = at
+      }
+    }
+    const usageOf = (t: Trial): TrialUsage => addUsage(t.base, t.live)
+    /** Checks the trial's budget now: records the first figure reached; time also cancels. */
+    const checkBudget = (t: Trial, at: number): void => {
+      accrue(t, at)
+      const usage = usageOf(t)
+      if (t.exhausted === null) t.exhausted = reached(usage, perTrial) ?? null
+      if (!t.timeUp && perTrial.timeMs !== undefined && usage.timeMs >= perTrial.timeMs) {
+        t.timeUp = true
+        Deferred.unsafeDone(t.cancel, Exit.succeed(BUDGET_EXHAUSTED))
+      }
+    }
+    const maybeEnd = (t: Trial): void => {
+      if (t.phase !== "active" || !t.submittedAll || t.outstanding > 0) return
+      accrue(t, now())
+      t.activeSince = null
+      t.phase = "ended"
+      t.unsettled = true
+      wake()
+    }
+
+    const fire = (condition: StopCondition, reason: string, running?: StopRunning) =>
+      Effect.suspend(() => {
+        if (fired !== null) return Effect.void
+        const stop: StopFired = { condition, reason, at: now(), running: running ?? condition.running ?? "drain" }
+        fired = stop
+        return Effect.zipRight(
+          ledger.recordStop(stop).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`could not record the study's stop: ${e.message}`))
+          ),
+          stop.running === "cancel" ? cancelRun(`study_stop:${condition.when}`) : Effect.void
+        )
+      })
+    const cancelRun = (reason: string) =>
+      Effect.suspend(() => {
+        runStopped = true
+        return stopRun === undefined ? Effect.void : stopRun(reason)
+      })
+
+    // ---- evaluation -----------------------------------------------------------------------
+    const meanOf = (values: Map<string, number> | undefined): number | null => {
+      if (values === undefined || values.size === 0) return null
+      let sum = 0
+      for (const v of values.values()) sum += v
+      return sum / values.size
+    }
+    const metricOf = (t: Trial, name: string): number | null =>
+      t.stored.get(name) ?? t.metrics.get(name) ?? meanOf(t.perPipeline.get(name))
+    const metricNames = conditions.flatMap((c) => c.when === "metricThreshold" ? [c.metric] : [])
+    const countsSuccess = conditions.some((c) => c.when === "successfulTrials")
+
+    /** An ended trial's settlement (success, stored metrics), asked once per end. */
+    const settle = (t: Trial) =>
+      Effect.gen(function*() {
+        t.unsettled = false
+        if (countsSuccess && !t.succeeded) t.succeeded = yield* options.trialSucceeded!(t.id)
+        if (options.trialMetric !== undefined) {
+          for (const name of metricNames) {
+            const v = yield* options.trialMetric(t.id, name)
+            if (v !== null && Number.isFinite(v)) t.stored.set(name, v)
+          }
+        }
+      }).pipe(Effect.catchAll((e) =>
+        Effect.sync(() => {
+          t.unsettled = true // asked again at the next evaluation
+        }).pipe(Effect.zipLeft(Effect.logWarning(`could not settle trial ${t.id}: ${e.message}`)))
+      ))
+
+    const holds = (c: StopCondition, at: number): string | undefined => {
+      switch (c.when) {
+        case "allTrialsTerminal": {
+          const all = [...trials.values()]
+          return all.length > 0 && all.every((t) => t.phase === "ended") ? `all ${all.length} trials ended` : undefined
+        }
+        case "successfulTrials": {
+          let n = 0
+          for (const t of trials.values()) if (t.succeeded) n++
+          return n >= c.count ? `${n} trials succeeded (the condition asks for ${c.count})` : undefined
+        }
+        case "metricThreshold": {
+          for (const t of trials.values()) {
+            const v = metricOf(t, c.metric)
+            if (v !== null && compare(v, c.op, c.value)) return `trial ${t.id}: ${c.metric} ${v} ${c.op} ${c.value}`
+          }
+          return undefined
+        }
+        case "budget": {
+          let sum = emptyUsage
+          for (const t of trials.values()) {
+            accrue(t, at)
+            sum = addUsage(sum, usageOf(t))
+          }
+          const f = reached(sum, total)
+          return f === undefined ? undefined : `the study's total ${f} (${sum[f]}) reached its budget (${total[f]})`
+        }
+        case "deadline": {
+          const d = deadlines.get(c)!
+          return at >= d ? `the deadline ${new Date(d).toISOString()} passed` : undefined
+        }
+        case "manual":
+          return undefined // a request, polled (see `poll`)
+      }
+    }
+
+    const evaluate = Effect.gen(function*() {
+      const at = now()
+      for (const t of trials.values()) if (t.phase === "active") checkBudget(t, at)
+      for (const t of trials.values()) if (t.unsettled) yield* settle(t)
+      if (fired !== null) return
+      for (const c of conditions) {
+        const reason = holds(c, at)
+        if (reason !== undefined) return yield* fire(c, reason)
+      }
+    })
+
+    const flush = Effect.gen(function*() {
+      const at = now()
+      for (const t of trials.values()) {
+        accrue(t, at)
+        const d = t.delta
+        if (d.calls === 0 && d.tokens === 0 && d.costUsd === 0 && d.timeMs === 0) continue
+        t.delta = zero()
+        yield* ledger.addUsage(t.id, d, at).pipe(Effect.tapError(() =>
+          Effect.sync(() => {
+            // kept for the next write
+            t.delta = { ...addUsage(t.delta, d) }
+          })
+        ))
+      }
+    })
+
+    const poll = Effect.gen(function*() {
+      if (fired === null) {
+        const request = yield* ledger.stopRequested
+        if (request !== null) yield* fire(manual, request.reason, request.running)
+      }
+      yield* flush
+    }).pipe(Effect.catchAll((e) => Effect.logWarning(`study control: ${e.message}`)))
+
+    // the evaluator, the poll, and the deadline timers live in the scope (a first evaluation
+    // now: what earlier runs settled may already meet a condition)
+    yield* evaluate
+    yield* Effect.forkIn(Effect.forever(Effect.zipRight(Queue.take(wakes), evaluate)), scope)
+    yield* Effect.forkIn(
+      Effect.repeat(Effect.zipRight(poll, Effect.sync(wake)), Schedule.spaced(Duration.millis(pollMs))).pipe(
+        Effect.delay(Duration.millis(pollMs))
+      ),
+      scope
+    )
+    for (const at of deadlines.values()) {
+      yield* Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(Math.max(0, at - now()))), scope)
+    }
+    if (options.signals === true) {
+      const signals = yield* Signals.Signals
+      yield* Scope.extend(
+        signals.handle((signal) =>
+          fired === null ? fire(manual, `${signal} received`) : cancelRun(`study_stop:${signal.toLowerCase()}`)
+        ),
+        scope
+      )
+    }
+    const finish = Effect.gen(function*() {
+      const at = now()
+      for (const t of trials.values()) {
+        accrue(t, at)
+        t.activeSince = null
+      }
+      yield* evaluate
+      yield* flush
+    })
+    yield* Effect.addFinalizer(() =>
+      finish.pipe(Effect.catchAll((e) => Effect.logWarning(`could not write the trials' usage: ${e.message}`)))
+    )
+
+    // ---- the window and the meters --------------------------------------------------------
+    const meter = (id: string): UsageMeter => {
+      const t = trials.get(id)
+      if (t === undefined) return { acquired: Effect.void, reported: () => Effect.void }
+      const watchTotal = conditions.some((c) => c.when === "budget")
+      return {
+        acquired: Effect.sync(() => {
+          t.live.calls++
+          t.delta.calls++
+          if (watchTotal) wake()
+        }),
+        reported: (report) =>
+          Effect.sync(() => {
+            const { costUsd, tokens } = usageOfReport(report, t.price)
+            if (tokens === 0 && costUsd === 0) return
+            t.live.tokens += tokens
+            t.delta.tokens += tokens
+            t.live.costUsd += costUsd
+            t.delta.costUsd += costUsd
+            if (watchTotal) wake()
+          })
+      }
+    }
+    const leaseMeter = (id: string): Pools.LeaseMeter => {
+      const m = meter(id)
+      return { acquired: (_: Lease) => m.acquired, reported: (_: Lease, report) => m.reported(report) }
+    }
+    const onTrial = (id: string, f: (t: Trial) => void) =>
+      Effect.sync(() => {
+        const t = trials.get(id)
+        if (t !== undefined) f(t)
+      })
+
+    const window: MemberWindow = {
+      active,
+      mayStart: (id) => Effect.sync(() => fired === null || !trials.has(id)),
+      mayAdmit: (id) =>
+        Effect.sync(() => {
+          const t = trials.get(id)
+          if (t === undefined) return true
+          checkBudget(t, now())
+          return t.exhausted === null
+        }),
+      observe: {
+        attach: (stop) =>
+          Effect.suspend(() => {
+            stopRun = stop
+            // a cancel that fired before the run started stops it now
+            return runStopped ? stop(`study_stop:${fired?.condition.when ?? "manual"}`) : Effect.void
+          }),
+        memberStarted: (id) =>
+          Effect.suspend(() => {
+            const t = trials.get(id)
+            if (t === undefined) return Effect.void
+            t.phase = "active"
+            t.activeSince = now()
+            checkBudget(t, t.activeSince)
+            const limit = perTrial.timeMs
+            if (limit === undefined) return Effect.void
+            // wakes the evaluator when the trial's time budget runs out (it cancels then)
+            const left = Math.max(0, limit - usageOf(t).timeMs)
+            return Effect.asVoid(Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(left)), scope))
+          }),
+        memberSubmitted: (id) =>
+          onTrial(id, (t) => {
+            t.submittedAll = true
+            if (t.phase === "waiting") t.phase = "refused"
+            else maybeEnd(t)
+          }),
+        pools: (id, view) => trials.has(id) ? Pools.metered(view, leaseMeter(id)) : view,
+        metric: (id, name, value, pipelineId) =>
+          onTrial(id, (t) => {
+            if (typeof value !== "number" || !Number.isFinite(value)) return
+            if (pipelineId === null) t.metrics.set(name, value)
+            else {
+              let m = t.perPipeline.get(name)
+              if (m === undefined) t.perPipeline.set(name, m = new Map())
+              m.set(pipelineId, value)
+            }
+            wake()
+          }),
+        specSubmitted: (id) => {
+          const t = trials.get(id)
+          if (t !== undefined) t.outstanding++
+        },
+        pipelineSettled: (id) => {
+          const t = trials.get(id)
+          if (t === undefined) return
+          t.outstanding--
+          maybeEnd(t)
+        },
+        cancelled: (id) => {
+          const t = trials.get(id)
+          // a pipeline admitted once the time is up is left to the start gate (skipped, pending)
+          return t === undefined || perTrial.timeMs === undefined || t.timeUp ? undefined : Deferred.await(t.cancel)
+        }
+      }
+    }
+
+    return {
+      window,
+      meter,
+      fired: Effect.sync(() => fired),
+      trialUsage: Effect.sync(() => {
+        const at = now()
+        const out = new Map<string, TrialUsage>()
+        for (const t of trials.values()) {
+          accrue(t, at)
+          out.set(t.id, usageOf(t))
+        }
+        return out
+      }),
+      exhausted: Effect.sync(() => {
+        const out = new Map<string, BudgetFigure>()
+        for (const t of trials.values()) if (t.exhausted !== null) out.set(t.id, t.exhausted)
+        return out
+      }),
+      requestStop: (running, reason) => fire(manual, reason, running),
+      reportMetric: (id, name, value) =>
+        onTrial(id, (t) => {
+          if (!Number.isFinite(value)) return
+          t.metrics.set(name, value)
+          wake()
+        }),
+      finish
+    }
+  })

@@ -1,0 +1,673 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import type { PipelineId } from "../../src/domain/Ids.js"
+import type { Json } from "../../src/domain/Json.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import type { PipelineRecord } from "../../src/domain/Records.js"
+import * as Resource from "../../src/domain/Resource.js"
+import { memberPipelineId } from "../../src/domain/Suite.js"
+import * as Task from "../../src/domain/Task.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Pool from "../../src/services/Pool.js"
+
+import * as Runner from "../../src/services/Runner.js"
+import * as Signals from "../../src/services/Signals.js"
+import { Store } from "../../src/services/Store.js"
+import * as StudyControl from "../../src/services/StudyControl.js"
+import * as Suite from "../../src/services/Suite.js"
+import { fakeCatalog, suiteEnv } from "./suiteFixture.js"
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures: trials are suite members whose pipelines each take one lease ("a call") of the
+// shared pool `llm`, report 100 prompt + 50 completion tokens, then work for 10 s (TestClock).
+// ---------------------------------------------------------------------------------------------
+
+const numbers = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+/** One call: a lease, a usage report, 10 s of work; reports `accuracy` (the trial's variable) first. */
+const call = Task.make("call", { resource: "llm" }, (n: number, ctx) =>
+  Effect.scoped(Effect.gen(function*() {
+    const accuracy = ctx.variables.accuracy
+    if (typeof accuracy === "number") yield* Effect.orDie(ctx.reportMetric("accuracy", accuracy))
+    const lease = yield* Effect.orDie(ctx.acquire())
+    yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+    yield* Effect.sleep("10 seconds")
+    return n
+  })))
+const calls = Pipeline.make("calls", call)
+
+const trial = (id: string, pipelines: number, variables: Record<string, Json> = {}) =>
+  Suite.member(id, () => calls.map(numbers(pipelines)), {
+    definitionDigest: id,
+    poolAliases: { llm: "llm" },
+    variables
+  })
+
+const env = (options: Runner.RunOptions = {}) =>
+  suiteEnv("study", [Pool.make("llm", [Resource.make("api", { id: "k", capacity: 8 })])], {
+    concurrency: 1,
+    maxAdmitted: 1,
+    grace: "1 second",
+    ...options
+  })
+
+const suiteOf = (members: ReadonlyArray<Suite.Member<any, any, any>>) =>
+  Suite.make({ id: "study", outputRoot: "r", experiments: members })
+
+const studyOf = (
+  ids: ReadonlyArray<string>,
+  budget: Partial<StudyControl.StudyControlInput["budget"]> = {},
+  stop: ReadonlyArray<StudyControl.StopCondition> = []
+): StudyControl.StudyControlInput => ({
+  trials: ids.map((trialId) => ({ trialId, price: { promptPer1k: 2.5, completionPer1k: 5 } })),
+  budget: { perTrial: budget.perTrial ?? {}, total: budget.total ?? {} },
+  stop
+})
+
+/** Moves the TestClock 5 s at a time until `fiber` is done, and joins it. */
+const drive = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
+  Effect.gen(function*() {
+    while (Option.isNone(yield* Fiber.poll(fiber))) yield* TestClock.adjust("5 seconds")
+    return yield* Fiber.join(fiber)
+  })
+
+/** Runs `suite` under `control`'s window, moving the TestClock until it ends. */
+const runStudy = (
+  suite: Suite.Suite<any, any, any>,
+  handle: StudyControl.StudyControlHandle,
+  options: Suite.SuiteRunOptions = {},
+  during: Effect.Effect<void> = Effect.void
+) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(Suite.run(suite, { ...options, window: handle.window }))
+    yield* during
+    return yield* drive(fiber)
+  })
+
+/** The pipelines of a member that ran in `runId` by state, from the store. */
+const rowsOf = (ids: ReadonlyArray<string>, n: number) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const out = new Map<string, ReadonlyArray<PipelineRecord>>()
+    for (const id of ids) {
+      const pids = numbers(n).map((i) => memberPid(id, calls.bind(i).key))
+      const rows = yield* store.getPipelines(pids)
+      out.set(id, pids.flatMap((p) => rows.has(p) ? [rows.get(p)!] : []))
+    }
+    return out
+  })
+
+const memberPid = (id: string, key: string): PipelineId => memberPipelineId("study", id, key)
+
+
+const skippedFor = (reason: string) =>
+  Effect.flatMap(Store, (s) => s.events({ kind: "pipeline.skipped" })).pipe(
+    Effect.map((es) => es.filter((e) => (e.data as { reason?: string }).reason === reason))
+  )
+
+// ---------------------------------------------------------------------------------------------
+// The window
+// ---------------------------------------------------------------------------------------------
+
+describe("Suite window", () => {
+  it.effect("at most `active` members submit at once, started in the suite's order", () =>
+    Effect.gen(function*() {
+      const started: Array<string> = []
+      let submitting = 0
+      let peak = 0
+      const window: Suite.MemberWindow = {
+        active: 2,
+        mayStart: () => Effect.succeed(true),
+        mayAdmit: () => Effect.succeed(true),
+        observe: {
+          memberStarted: (id) =>
+            Effect.sync(() => {
+              started.push(id)
+              peak = Math.max(peak, ++submitting)
+            }),
+          memberSubmitted: () => Effect.sync(() => void submitting--)
+        }
+      }
+      const suite = yield* suiteOf([trial("a", 3), trial("b", 1), trial("c", 2), trial("d", 2), trial("e", 1)])
+      const fiber = yield* Effect.fork(Suite.run(suite, { window }))
+      const report = yield* drive(fiber)
+      assert.deepStrictEqual(started, ["a", "b", "c", "d", "e"])
+      assert.strictEqual(peak, 2)
+      assert.strictEqual(report.run.stats.byState.succeeded, 9)
+      assert.isTrue(report.members.every((m) => m.started && m.sourceExhausted))
+    }).pipe(Effect.provide(env({ concurrency: 4, maxAdmitted: 4 }))))
+
+  it.effect("without a window every selected member starts with the run (today's behaviour)", () =>
+    Effect.gen(function*() {
+      const suite = yield* suiteOf([trial("a", 1), trial("b", 1)])
+      const fiber = yield* Effect.fork(Suite.run(suite))
+      const report = yield* drive(fiber)
+      assert.isTrue(report.members.every((m) => m.started && !m.startRefused && !m.admitRefused))
+      assert.strictEqual(report.run.stats.byState.succeeded, 2)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("mayStart false: the member is never started, submits nothing and says so", () =>
+    Effect.gen(function*() {
+      const window: Suite.MemberWindow = {
+        active: 1,
+        mayStart: (id) => Effect.succeed(id !== "b"),
+        mayAdmit: () => Effect.succeed(true)
+      }
+      const suite = yield* suiteOf([trial("a", 1), trial("b", 2), trial("c", 1)])
+      const fiber = yield* Effect.fork(Suite.run(suite, { window }))
+      const report = yield* drive(fiber)
+      const b = report.members.find((m) => m.experimentId === "b")!
+      assert.isFalse(b.started)
+      assert.isTrue(b.startRefused)
+      assert.strictEqual(b.admitted, 0)
+      assert.include(report.summary(), "b: not started (a stop fired before its turn)")
+      assert.strictEqual(report.run.stats.byState.succeeded, 2, "a and c ran")
+      const rows = yield* rowsOf(["b"], 2)
+      assert.strictEqual(rows.get("b")!.length, 0)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("window.active must be an integer >= 1", () =>
+    Effect.gen(function*() {
+      const suite = yield* suiteOf([trial("a", 1)])
+      const exit = yield* Effect.exit(
+        Suite.run(suite, { window: { active: 0, mayStart: () => Effect.succeed(true), mayAdmit: () => Effect.succeed(true) } })
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(JSON.stringify(exit), "window.active")
+    }).pipe(Effect.provide(env())))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Budgets
+// ---------------------------------------------------------------------------------------------
+
+describe("per-trial budgets", () => {
+  // every pipeline: 1 call, 150 tokens, cost 100 × 2.5/1000 + 50 × 5/1000 = 0.5 USD, 10 s
+  const cases: ReadonlyArray<readonly [StudyControl.BudgetFigure, number]> = [
+    ["calls", 3],
+    ["tokens", 450],
+    ["costUsd", 1.5],
+    // at 30 s the third pipeline has just ended: the fourth is not started
+    ["timeMs", 30_000]
+  ]
+  for (const [figure, limit] of cases) {
+    it.effect(`${figure}: exactly the limit is used, the next pipeline is not started (budget_exhausted)`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { [figure]: limit } }), ledger)
+        const suite = yield* suiteOf([trial("a", 6)])
+        const report = yield* runStudy(suite, handle)
+        const a = report.members[0]!
+        const usage = (yield* handle.trialUsage).get("a")!
+        assert.strictEqual((yield* handle.exhausted).get("a"), figure)
+        assert.isTrue(a.admitRefused, "the trial submits nothing more")
+        if (figure === "timeMs") {
+          // the third pipeline ends at 30 s, exactly when the time runs out
+          assert.strictEqual(usage.timeMs, 30_000)
+          assert.isAtMost(report.run.stats.byState.succeeded ?? 0, 3)
+          assert.isAtLeast(report.run.stats.byState.succeeded ?? 0, 2)
+          assert.strictEqual(usage.calls, 3, "no fourth pipeline started")
+        } else {
+          assert.strictEqual(report.run.stats.byState.succeeded, 3)
+          assert.deepStrictEqual(usage, { calls: 3, tokens: 450, costUsd: 1.5, timeMs: 30_000 })
+        }
+        assert.strictEqual(report.run.stats.byState.failed ?? 0, 0, "never failed")
+        // the admitted pipeline that could not start is skipped, left pending (resumable)
+        const skipped = yield* skippedFor("budget_exhausted")
+        assert.isAtLeast(skipped.length, 1)
+        const rows = (yield* rowsOf(["a"], 6)).get("a")!
+        for (const r of rows) assert.include(["succeeded", "pending", "interrupted"], r.state)
+        assert.strictEqual(rows.filter((r) => r.state === "pending").length, skipped.length)
+        // written to the ledger
+        const written = (yield* ledger.usage(["a"])).get("a")!
+        assert.strictEqual(written.calls, 3)
+      })).pipe(Effect.provide(env())))
+  }
+
+  it.effect("one under the limit: the pipeline at limit-1 still starts (calls: 4 → 4 run)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 4 } }), ledger)
+      const report = yield* runStudy(yield* suiteOf([trial("a", 6)]), handle)
+      assert.strictEqual(report.run.stats.byState.succeeded, 4)
+    })).pipe(Effect.provide(env())))
+
+  it.effect("summed across resumes: a resume with the same budget starts nothing more; more budget runs the skipped rest", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const suite = yield* suiteOf([trial("a", 5)])
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 2 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(first.run.stats.byState.succeeded, 2)
+      // the same budget again: the two calls recorded count, nothing runs
+      const again = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 2 } }), ledger)
+        const r = yield* runStudy(suite, h)
+        assert.strictEqual((yield* h.trialUsage).get("a")!.calls, 2)
+        return r
+      }))
+      assert.strictEqual(again.run.stats.byState.succeeded ?? 0, 0)
+      const rows = (yield* rowsOf(["a"], 5)).get("a")!
+      assert.strictEqual(rows.filter((r) => r.state === "succeeded").length, 2)
+      // budget left: the pending pipelines run now
+      const more = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 5 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(more.run.stats.byState.succeeded, 3)
+      assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.calls, 5)
+    })).pipe(Effect.provide(env())))
+
+  it.effect("on a SQLite store: skipped pipelines are left pending, and a resume with budget left runs them", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-study-control-"))
+      const sqliteEnv = Layer.provideMerge(
+        Layer.merge(Runner.layer({ handleSignals: false, concurrency: 1, maxAdmitted: 2 }), fakeCatalog("study")),
+        Layer.mergeAll(
+          SqliteStore.layer({ filename: nodePath.join(dir, "state.db") }),
+          Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 8 })])])
+        )
+      )
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const suite = yield* suiteOf([trial("a", 5)])
+        const first = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 2 } }), ledger)
+          return yield* runStudy(suite, h)
+        }))
+        assert.strictEqual(first.run.stats.byState.succeeded, 2)
+        assert.isAtLeast(first.run.stats.byState.pending ?? 0, 1)
+        const more = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 5 } }), ledger)
+          return yield* runStudy(suite, h)
+        }))
+        assert.strictEqual(more.run.stats.byState.succeeded, 3)
+        const rows = (yield* rowsOf(["a"], 5)).get("a")!
+        assert.deepStrictEqual(rows.map((r) => r.state), Array(5).fill("succeeded"))
+      })).pipe(Effect.provide(sqliteEnv), Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
+    }))
+
+  it.effect("a pipeline that declares control is gated the same way, and resumes intact with budget left", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const controlled = Pipeline.fromTasks("ctl", [call, Task.sync("after", (n: number) => n + 100)], {
+        control: { edges: { call: ["end"] } }
+      })
+      const member = Suite.member("a", () => controlled.map(numbers(3)), {
+        definitionDigest: "a",
+        poolAliases: { llm: "llm" }
+      })
+      const suite = yield* suiteOf([member])
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 1 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(first.run.stats.byState.succeeded, 1)
+      assert.strictEqual(first.run.stats.byState.failed ?? 0, 0)
+      assert.isAtLeast((yield* skippedFor("budget_exhausted")).length, 1)
+      const more = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 3 } }), ledger)
+        return yield* runStudy(suite, h)
+      }))
+      assert.strictEqual(more.run.stats.byState.succeeded, 2)
+      assert.strictEqual(more.run.stats.byState.failed ?? 0, 0)
+    })).pipe(Effect.provide(env())))
+
+  it.effect("every trial gets the same budget: a trial that leads gets no more", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger({ a: { calls: 2, tokens: 0, costUsd: 0, timeMs: 0 } })
+      const handle = yield* StudyControl.control(studyOf(["a", "b"], { perTrial: { calls: 3 } }), ledger, {
+        trialConcurrency: 2
+      })
+      const report = yield* runStudy(yield* suiteOf([trial("a", 5), trial("b", 5)]), handle, {}, Effect.void)
+      const usage = yield* handle.trialUsage
+      assert.strictEqual(usage.get("a")!.calls, 3)
+      assert.strictEqual(usage.get("b")!.calls, 3)
+      assert.strictEqual(report.run.stats.byState.succeeded, 4, "a: 1 more, b: 3")
+    })).pipe(Effect.provide(env())))
+
+  it.effect("time: reaching the limit also interrupts the trial's running pipeline (resumable)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { timeMs: 25_000 } }), ledger)
+      const report = yield* runStudy(yield* suiteOf([trial("a", 6)]), handle)
+      assert.strictEqual(report.run.stats.byState.succeeded, 2)
+      assert.strictEqual(report.run.stats.byState.interrupted, 1, "the third, cut at 25 s")
+      const rows = (yield* rowsOf(["a"], 6)).get("a")!
+      assert.strictEqual(rows.filter((r) => r.state === "pending").length, 1, "the fourth: admitted, not started")
+      assert.strictEqual(report.run.stats.byState.failed ?? 0, 0)
+      assert.strictEqual((yield* handle.trialUsage).get("a")!.timeMs, 25_000)
+      const cancelled = yield* Effect.flatMap(Store, (s) => s.events({ kind: "pipeline.cancelled" }))
+      assert.strictEqual(cancelled.length, 1)
+      assert.deepStrictEqual(cancelled[0]!.data, { reason: "budget_exhausted" })
+    })).pipe(Effect.provide(env())))
+
+  it.effect("config: a costUsd budget without a price, a budget stop without a total, a bad deadline are refused by path", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const unpriced = yield* Effect.exit(StudyControl.control({
+        trials: [{ trialId: "a", price: null }],
+        budget: { perTrial: { costUsd: 1 }, total: {} },
+        stop: []
+      }, ledger))
+      assert.include(JSON.stringify(unpriced), "budget.perTrial.costUsd")
+      const noTotal = yield* Effect.exit(StudyControl.control(studyOf(["a"], {}, [{ when: "budget" }]), ledger))
+      assert.include(JSON.stringify(noTotal), "stop[0]")
+      const badDate = yield* Effect.exit(
+        StudyControl.control(studyOf(["a"], {}, [{ when: "deadline", at: "tomorrow-ish" }]), ledger)
+      )
+      assert.include(JSON.stringify(badDate), "stop[0].at")
+      const noSettle = yield* Effect.exit(
+        StudyControl.control(studyOf(["a"], {}, [{ when: "successfulTrials", count: 1 }]), ledger)
+      )
+      assert.include(JSON.stringify(noSettle), "trialSucceeded")
+    })))
+})
+
+describe("usage meters", () => {
+  it("tokens and cost of a lease report: split, total only (the higher price), no price", () => {
+    const price = { promptPer1k: 1, completionPer1k: 3 }
+    assert.deepStrictEqual(
+      StudyControl.usageOfReport({ usage: { tokens: 300, promptTokens: 200, completionTokens: 100 } }, price),
+      { tokens: 300, costUsd: 0.5 }
+    )
+    assert.deepStrictEqual(StudyControl.usageOfReport({ usage: { tokens: 1000 } }, price), { tokens: 1000, costUsd: 3 })
+    assert.deepStrictEqual(StudyControl.usageOfReport({ usage: { promptTokens: 10, completionTokens: 5 } }, null), {
+      tokens: 15,
+      costUsd: 0
+    })
+    assert.deepStrictEqual(StudyControl.usageOfReport({ ok: true }, price), { tokens: 0, costUsd: 0 })
+  })
+
+  it("a trial's price comes from its model profile value", () => {
+    assert.deepStrictEqual(
+      StudyControl.priceOf({
+        temperature: 0.5,
+        model: { pool: "llm", model: "small", price: { promptPer1k: 0.5, completionPer1k: 1.5 } }
+      }),
+      { promptPer1k: 0.5, completionPer1k: 1.5 }
+    )
+    assert.isNull(StudyControl.priceOf({ model: { pool: "llm", model: "small" }, list: [1] }))
+  })
+
+  it("reached: the first figure at its limit; dollars summed in binary fractions still reach it exactly", () => {
+    const u = (o: Partial<StudyControl.TrialUsage>) => ({ ...StudyControl.emptyUsage, ...o })
+    assert.isUndefined(StudyControl.reached(u({ calls: 2 }), { calls: 3 }))
+    assert.strictEqual(StudyControl.reached(u({ calls: 3 }), { calls: 3 }), "calls")
+    assert.strictEqual(StudyControl.reached(u({ calls: 3, tokens: 10 }), { tokens: 10, calls: 3 }), "calls")
+    const cost = [0.1, 0.1, 0.1].reduce((a, b) => a + b, 0) // 0.30000000000000004
+    const under = [0.1, 0.2, 0.3, 0.4].reduce((a, b) => a + b, 0) - 1e-15 // 0.9999999999999999
+    assert.strictEqual(StudyControl.reached(u({ costUsd: cost }), { costUsd: 0.3 }), "costUsd")
+    assert.strictEqual(StudyControl.reached(u({ costUsd: under }), { costUsd: 1 }), "costUsd")
+    assert.isUndefined(StudyControl.reached(u({ costUsd: 0.99 }), { costUsd: 1 }))
+  })
+
+  it.effect("wall time counts only while a trial is active, and is written to the ledger", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a", "b"]), ledger, { trialConcurrency: 1 })
+      yield* runStudy(yield* suiteOf([trial("a", 2), trial("b", 1)]), handle)
+      const usage = yield* handle.trialUsage
+      // a: 0-20 s; b starts when a has submitted everything (its 2nd spec admitted at 10 s)
+      // and ends with its pipeline (20-30 s): waiting for a worker counts, it is active
+      assert.strictEqual(usage.get("a")!.timeMs, 20_000)
+      assert.strictEqual(usage.get("b")!.timeMs, 20_000)
+      yield* handle.finish
+      assert.deepStrictEqual((yield* ledger.usage(["a"])).get("a"), { calls: 2, tokens: 300, costUsd: 1, timeMs: 20_000 })
+    })).pipe(Effect.provide(env())))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Stop conditions
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Four trials of two pipelines each, one trial submitting at a time, one worker: a runs 0–20 s;
+ * b starts at 10 s (a's source is exhausted once its 2nd spec is admitted) and runs 20–40 s;
+ * c would start at 30 s, d at 50 s.
+ */
+const four = (variables: Record<string, Record<string, Json>> = {}) =>
+  suiteOf(["a", "b", "c", "d"].map((id) => trial(id, 2, variables[id] ?? {})))
+
+const succeededOf = (finished: Map<string, number>) => (id: string) => Effect.succeed((finished.get(id) ?? 0) === 2)
+const tally = (finished: Map<string, number>): Runner.OnPipelineFinished => (record) =>
+  Effect.sync(() => {
+    if (record.state === "succeeded") finished.set(record.experimentId!, (finished.get(record.experimentId!) ?? 0) + 1)
+  })
+
+const startedOf = (report: Suite.SuiteReport) => report.members.filter((m) => m.started).map((m) => m.experimentId)
+
+describe("stop conditions", () => {
+  for (const running of ["drain", "cancel"] as const) {
+    it.effect(`successfulTrials (${running})`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const finished = new Map<string, number>()
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "successfulTrials", count: 1, running }]),
+          ledger,
+          { trialConcurrency: 1, trialSucceeded: succeededOf(finished) }
+        )
+        const report = yield* runStudy(yield* four(), handle, { onPipelineFinished: tally(finished) })
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "successfulTrials")
+        assert.strictEqual(fired.running, running)
+        assert.strictEqual(fired.at, 20_000, "when a ended")
+        assert.include(fired.reason, "1 trials succeeded")
+        assert.deepStrictEqual(yield* ledger.stops, [fired])
+        assert.deepStrictEqual(startedOf(report), ["a", "b"], "no trial starts after it fired")
+        if (running === "drain") {
+          assert.isTrue(report.members.find((m) => m.experimentId === "c")!.startRefused)
+          assert.strictEqual(report.run.status, "completed")
+          assert.strictEqual(finished.get("b"), 2, "the started trial finished")
+        } else {
+          assert.strictEqual(report.run.status, "interrupted")
+          assert.strictEqual(report.run.stopReason, "study_stop:successfulTrials")
+          assert.isBelow(finished.get("b") ?? 0, 2, "the running trial was cut")
+          assert.strictEqual(report.run.stats.byState.failed ?? 0, 0)
+        }
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`metricThreshold (${running}): a trial's reported metric reaches it`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "metricThreshold", metric: "accuracy", op: ">=", value: 0.97, running }]),
+          ledger,
+          { trialConcurrency: 1 }
+        )
+        const suite = yield* four({ a: { accuracy: 0.5 }, b: { accuracy: 0.98 }, c: { accuracy: 0.99 } })
+        const report = yield* runStudy(suite, handle)
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "metricThreshold")
+        assert.strictEqual(fired.reason, "trial b: accuracy 0.98 >= 0.97")
+        assert.strictEqual(fired.at, 20_000, "b's first pipeline reported it")
+        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        assert.strictEqual(report.run.status, running === "drain" ? "completed" : "interrupted")
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`budget, the study total (${running})`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], { total: { calls: 3 } }, [{ when: "budget", running }]),
+          ledger,
+          { trialConcurrency: 1 }
+        )
+        const report = yield* runStudy(yield* four(), handle)
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "budget")
+        assert.include(fired.reason, "total calls (3) reached its budget (3)")
+        assert.strictEqual(fired.at, 20_000, "b's first call")
+        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        const succeeded = report.run.stats.byState.succeeded ?? 0
+        if (running === "drain") assert.strictEqual(succeeded, 4)
+        else assert.strictEqual(succeeded, 2)
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`deadline (${running})`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "deadline", at: "1970-01-01T00:00:25Z", running }]),
+          ledger,
+          { trialConcurrency: 1 }
+        )
+        const report = yield* runStudy(yield* four(), handle)
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "deadline")
+        assert.strictEqual(fired.at, 25_000)
+        assert.strictEqual(fired.reason, "the deadline 1970-01-01T00:00:25.000Z passed")
+        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        if (running === "drain") assert.strictEqual(report.run.stats.byState.succeeded, 4)
+        else {
+          assert.strictEqual(report.run.stats.byState.succeeded, 2)
+          assert.strictEqual(report.run.stats.byState.interrupted, 1, "b's first pipeline, resumable")
+        }
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`manual: a stop request in the ledger, picked up within a poll (${running})`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "manual", running: "drain" }]),
+          ledger,
+          { trialConcurrency: 1 }
+        )
+        const request = Effect.delay(
+          ledger.request({ condition: { when: "manual" }, reason: "assay study stop", at: 24_500, running }),
+          "24500 millis"
+        )
+        const report = yield* runStudy(yield* four(), handle, {}, Effect.asVoid(Effect.fork(request)))
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "manual")
+        assert.strictEqual(fired.running, running, "the request's running wins")
+        assert.strictEqual(fired.reason, "assay study stop")
+        assert.strictEqual(fired.at, 25_000, "the next poll (1 s)")
+        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        assert.strictEqual(report.run.status, running === "drain" ? "completed" : "interrupted")
+      })).pipe(Effect.provide(env())))
+  }
+
+  it.effect("manual: Ctrl-C drains first, a second Ctrl-C cancels", () =>
+    Effect.gen(function*() {
+      const test = Signals.makeTest()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(studyOf(["a", "b", "c", "d"]), ledger, {
+          trialConcurrency: 1,
+          signals: true
+        })
+        const signals = Effect.zipRight(
+          Effect.delay(test.send("SIGINT"), "25 seconds"),
+          Effect.delay(test.send("SIGINT"), "5 seconds")
+        )
+        const report = yield* runStudy(yield* four(), handle, {}, Effect.asVoid(Effect.fork(signals)))
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.condition.when, "manual")
+        assert.strictEqual(fired.running, "drain")
+        assert.strictEqual(fired.reason, "SIGINT received")
+        assert.strictEqual(fired.at, 25_000)
+        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        assert.strictEqual(report.run.status, "interrupted", "the second signal stopped the run")
+        assert.strictEqual(report.run.stopReason, "study_stop:sigint")
+      })).pipe(Effect.provideService(Signals.Signals, test.signals))
+    }).pipe(Effect.provide(env())))
+
+  it.effect("successfulTrials counts trials settled succeeded by an earlier run; met before the run: nothing starts", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(
+        studyOf(["a", "b", "c"], {}, [{ when: "successfulTrials", count: 2 }]),
+        ledger,
+        { trialSucceeded: () => Effect.succeed(true), settled: new Map([["a", true], ["b", true]]) }
+      )
+      const fired = (yield* handle.fired)!
+      assert.strictEqual(fired.condition.when, "successfulTrials")
+      assert.strictEqual(fired.at, 0)
+      const report = yield* runStudy(yield* suiteOf([trial("c", 1)]), handle)
+      assert.deepStrictEqual(startedOf(report), [])
+      assert.strictEqual(report.run.stats.byState.succeeded ?? 0, 0)
+    })).pipe(Effect.provide(env())))
+
+  it.effect("allTrialsTerminal: the natural end is recorded as the stop", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a", "b"], {}, [{ when: "allTrialsTerminal" }]), ledger)
+      const report = yield* runStudy(yield* suiteOf([trial("a", 1), trial("b", 1)]), handle)
+      yield* handle.finish
+      assert.strictEqual(report.run.stats.byState.succeeded, 2)
+      const fired = (yield* handle.fired)!
+      assert.strictEqual(fired.condition.when, "allTrialsTerminal")
+      assert.strictEqual(fired.reason, "all 2 trials ended")
+    })).pipe(Effect.provide(env())))
+})
+
+// ---------------------------------------------------------------------------------------------
+// ctx.variables
+// ---------------------------------------------------------------------------------------------
+
+describe("ctx.variables", () => {
+  it.effect("a trial's tasks see only its own variables, deeply frozen; {} outside studies", () =>
+    Effect.gen(function*() {
+      const seen = new Map<string, unknown>()
+      const probe = Task.sync("probe", (n: number, ctx) => {
+        const v = ctx.variables
+        let mutated: string
+        try {
+          ;(v as any).model = "other"
+          mutated = "no error"
+        } catch (e) {
+          mutated = (e as Error).constructor.name
+        }
+        let deep = "no list"
+        try {
+          if (Array.isArray(v.list)) (v.list as Array<number>).push(9)
+        } catch (e) {
+          deep = (e as Error).constructor.name
+        }
+        seen.set(`${ctx.experimentId}:${n}`, { v: JSON.parse(JSON.stringify(v)), frozen: Object.isFrozen(v), mutated, deep })
+        return n
+      })
+      const t = Pipeline.make("probe", probe)
+      const mine = { model: "small", list: [1, 2] }
+      const suite = yield* Suite.make({
+        id: "study",
+        outputRoot: "r",
+        experiments: [
+          Suite.member("p1-v01-r1", () => t.map([0, 1]), { definitionDigest: "1", variables: mine }),
+          Suite.member("p1-v02-r1", () => t.map([0]), { definitionDigest: "2", variables: { model: "large" } })
+        ]
+      })
+      // the caller's object is copied, not frozen nor shared
+      mine.model = "changed later"
+      mine.list.push(3)
+      assert.isFalse(Object.isFrozen(mine))
+      yield* Suite.run(suite)
+      for (const n of [0, 1]) {
+        assert.deepStrictEqual(seen.get(`p1-v01-r1:${n}`), {
+          v: { model: "small", list: [1, 2] },
+          frozen: true,
+          mutated: "TypeError",
+          deep: "TypeError"
+        })
+      }
+      assert.deepStrictEqual(seen.get("p1-v02-r1:0"), { v: { model: "large" }, frozen: true, mutated: "TypeError", deep: "no list" })
+    }).pipe(Effect.provide(env({ concurrency: 2, maxAdmitted: 8 }))))
+
+  it.effect("outside studies ctx.variables is {} and frozen", () =>
+    Effect.gen(function*() {
+      let out: unknown = undefined
+      const probe = Task.sync("probe", (n: number, ctx) => {
+        out = { v: ctx.variables, frozen: Object.isFrozen(ctx.variables) }
+        return n
+      })
+      yield* Runner.run(Pipeline.make("probe", probe).map([1]))
+      assert.deepStrictEqual(out, { v: {}, frozen: true })
+    }).pipe(Effect.provide(env())))
+})

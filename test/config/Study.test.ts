@@ -16,6 +16,8 @@ import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
 import * as Root from "../../src/index.js"
+import * as Suite from "../../src/services/Suite.js"
+import { suiteEnv } from "../services/suiteFixture.js"
 
 const fixtures = fileURLToPath(new URL("../fixtures/studies/", import.meta.url))
 const lines = (e: ConfigError) => e.issues.map((i) => `${i.path}: ${i.message}${i.suggestion !== undefined ? ` | ${i.suggestion}` : ""}`)
@@ -365,6 +367,49 @@ describe("StudyConfig.load: trials and suiteFor", () => {
       assert.deepStrictEqual(s.trialsFor(2).slice(0, 3).map((t) => [t.trialId, t.variant.id, t.repeat]), [["p2-v01-r1", "v01", 1], ["p2-v01-r2", "v01", 2], ["p2-v02-r1", "v02", 1]])
       assert.strictEqual(s.suiteFor(1), suite)
     }))
+})
+
+describe("suiteFor runs as a suite", () => {
+  it.effect("Suite.make accepts it as SuiteRun builds a suite file's; every trial runs its cases under its own pipeline ids", () =>
+    Effect.gen(function*() {
+      const file = write({
+        study: { id: "run-me", question: "Does the level matter?" },
+        protocol: { experiment: "experiment.json" },
+        output: { root: "out" },
+        variables: [{ name: "level", type: "enum", values: [1, 2] }],
+        repeats: 2
+      }, {
+        "experiment.json": {
+          pipeline: { name: "levels", tasks: [{ use: "echo", name: "e", config: { level: { $var: "level" } } }] },
+          source: { range: { n: 3 } }
+        }
+      })
+      const loaded = yield* load(file)
+      const study = loaded.suiteFor(1)
+      const suite = yield* Suite.make({
+        id: study.id,
+        outputRoot: study.output.root,
+        layout: study.output.layout,
+        pools: study.pools,
+        experiments: study.members.map((m) =>
+          Suite.member(m.id, () => m.experiment.pipelines(), {
+            definitionDigest: m.definitionDigest,
+            definitionParts: m.definitionParts,
+            poolAliases: m.poolAliases,
+            label: m.label ?? null,
+            limit: m.limit ?? null
+          })
+        )
+      })
+      const report = yield* Suite.run(suite).pipe(Effect.provide(suiteEnv("run-me", study.pools)))
+      assert.strictEqual(report.run.stats.byState.succeeded, 12)
+      assert.deepStrictEqual(report.members.map((m) => [m.experimentId, m.admitted]), [["p1-v01-r1", 3], ["p1-v01-r2", 3], ["p1-v02-r1", 3], ["p1-v02-r2", 3]])
+      // the two repeats of a variant compute the same thing under different ids (and seeds)
+      const [r1, r2] = study.members
+      assert.strictEqual(r1!.definitionDigest, r2!.definitionDigest)
+      assert.notStrictEqual(r1!.memberDigest, r2!.memberDigest)
+      assert.deepStrictEqual(study.members.map((m) => m.experiment.template.tasks[0]!.options.config), [{ level: 1 }, { level: 1 }, { level: 2 }, { level: 2 }])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the study file's Schema and the package root", () => {

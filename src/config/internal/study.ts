@@ -730,7 +730,10 @@ export const load = (
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
-    const checkVariant = (variant: Study.Variant) => Effect.either(check(bind(base.raw, variant.values), ctx, options))
+    // the source is the same for every variant (references are refused outside the pipeline):
+    // the baseline's check reads it as asked, the others read only its head
+    const checkVariant = (variant: Study.Variant, scanKeys = options.scanKeys) =>
+      Effect.either(check(bind(base.raw, variant.values), ctx, { ...options, scanKeys }))
     const baseline = Study.variantAt(variables, baselineIndex, baselineIndex)
     const baselineExp = yield* checkVariant(baseline)
     if (Either.isLeft(baselineExp)) {
@@ -746,7 +749,7 @@ export const load = (
     const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
     for (const v of variants) {
       if (experiments.has(v.id)) continue
-      const e = yield* checkVariant(v)
+      const e = yield* checkVariant(v, "head")
       if (Either.isLeft(e)) {
         for (const i of e.left.issues) {
           const k = `${i.path}\u0000${i.message}\u0000${i.suggestion ?? ""}`

@@ -84,7 +84,7 @@ describe("Help.renderCommand", () => {
 
 describe("Help.route: a command group (assay study ...)", () => {
   const groupRoute = (...args: ReadonlyArray<string>) =>
-    Help.route(args, [StudyCommand.study] as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
+    Help.route(args, [StudyCommand.study] as unknown as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
 
   it("the group alone or with --help shows the group's help, listing its subcommands within 80 columns", () => {
     for (const args of [["study"], ["study", "--help"], ["--help", "study"]]) {

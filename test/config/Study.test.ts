@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
+import * as Experiment from "../../src/config/Experiment.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
@@ -162,6 +163,18 @@ describe("StudyConfig.load: variables and references", () => {
         "protocol.experiment: experiment.json: pipeline.tasks[1].args[0]: a variable reference is an object with the one key $var and the variable's name | { $var: \"temperature\" } or { $var: \"model.params.temperature\" }",
         "protocol.experiment: experiment.json: source.range.n: a variable cannot be referenced under source: pools, source, run and plugins are shared by every trial | reference variables in the pipeline's tasks (args, options, resource)",
         "variables[3]: variable \"pause\" is not used by the protocol: remove it or reference it with { $var: \"pause\" } in experiment.json"
+      ])
+    }))
+
+  it.effect("the base experiment loaded on its own (validate, run, a suite member) refuses its unbound references", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(Experiment.load(path.join(fixtures, "experiment.yaml"), { env: {} }).pipe(Effect.provide(NodeContext.layer)))
+      const refs = lines(e).filter((l) => l.includes("outside a study"))
+      assert.deepStrictEqual(refs, [
+        "pipeline.tasks[0].options.model: a study variable reference ({ $var: \"model.model\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[0].options.temperature: a study variable reference ({ $var: \"temperature\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[0].options.template: a study variable reference ({ $var: \"prompt\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[1].args[0]: a study variable reference ({ $var: \"pause\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)"
       ])
     }))
 

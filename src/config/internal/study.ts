@@ -23,6 +23,7 @@ import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv } from "./env.js"
 import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
+import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
 import { definitionDigest, definitionParts, type LoadedMember, type LoadedSuite, type MemberDefinition, plain } from "./suite.js"
@@ -228,68 +229,6 @@ const quoted = (names: ReadonlyArray<string>) => names.map((n) => JSON.stringify
 // ---------------------------------------------------------------------------------------------
 // Variable references
 // ---------------------------------------------------------------------------------------------
-
-/**
- * The key of a variable reference: `{ $var: "NAME" }` or `{ $var: "NAME.path.in.value" }`.
- *
- * @since 0.6.0
- * @category references
- */
-export const VAR_KEY = "$var"
-
-/**
- * One variable reference found in the base experiment: where (`at`, path segments of the
- * experiment document), the variable `name` and the `path` into its value.
- *
- * @since 0.6.0
- * @category references
- */
-export interface VariableRef {
-  readonly at: ReadonlyArray<PropertyKey>
-  readonly name: string
-  readonly path: ReadonlyArray<string>
-}
-
-const isPlain = (u: unknown): u is Record<string, unknown> => {
-  if (!isRecord(u)) return false
-  const proto = Object.getPrototypeOf(u)
-  return proto === Object.prototype || proto === null
-}
-
-/**
- * Every `{ $var: ... }` of a document (plain objects and arrays only: task values and other
- * class instances are not entered), with the malformed ones (`$var` beside other keys, or not
- * a non-empty string) as issues.
- *
- * @since 0.6.0
- * @category references
- */
-export const findRefs = (doc: unknown): { readonly refs: ReadonlyArray<VariableRef>; readonly malformed: ReadonlyArray<ConfigIssue> } => {
-  const refs: Array<VariableRef> = []
-  const malformed: Array<ConfigIssue> = []
-  const visit = (v: unknown, at: Array<PropertyKey>) => {
-    if (Array.isArray(v)) v.forEach((x, i) => visit(x, [...at, i]))
-    else if (isPlain(v)) {
-      if (VAR_KEY in v) {
-        const target = v[VAR_KEY]
-        if (Object.keys(v).length !== 1 || typeof target !== "string" || target === "") {
-          malformed.push(issue(
-            formatPath(at),
-            "a variable reference is an object with the one key $var and the variable's name",
-            "{ $var: \"temperature\" } or { $var: \"model.params.temperature\" }"
-          ))
-          return
-        }
-        const [name, ...rest] = target.split(".")
-        refs.push({ at, name: name!, path: rest })
-        return
-      }
-      for (const [k, x] of Object.entries(v)) visit(x, [...at, k])
-    }
-  }
-  visit(doc, [])
-  return { refs, malformed }
-}
 
 /** The value at a dotted path inside a variable's value (`undefined` when it leads nowhere). */
 const valueAtPath = (value: Json, p: ReadonlyArray<string>): Json | undefined => {
@@ -538,6 +477,12 @@ export const load = (
     }
     if (!isRecord(expanded)) {
       return yield* invalid(abs, [issue("", "a study file is an object with study, protocol, variables, ...")])
+    }
+    if (expanded["study"] === undefined) {
+      const kind = expanded["suite"] !== undefined ? "a suite file" : expanded["pipeline"] !== undefined ? "an experiment file" : undefined
+      if (kind !== undefined) {
+        return yield* invalid(abs, [issue("study", `is missing: this is ${kind}, not a study file`, "a study file has study: { id, question }, protocol: { experiment: FILE } and variables")])
+      }
     }
     const rawRun = isRecord(expanded["run"]) ? expanded["run"] : undefined
     const runStore = rawRun?.["store"]

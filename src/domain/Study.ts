@@ -335,7 +335,14 @@ export const valueCount = (variable: Variable): number => {
   }
 }
 
-const choiceAt = (variable: Variable, k: number): VariableChoice => {
+/**
+ * The value at position `k` (0-based, below {@link valueCount}) of a variable, without listing
+ * the others (a range of a million steps costs nothing).
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const choiceAt = (variable: Variable, k: number): VariableChoice => {
   switch (variable.type) {
     case "enum":
       return { assignment: variable.values[k]!, value: variable.values[k]! }

@@ -154,6 +154,14 @@ describe("StudyConfig.load: variables and references", () => {
       ])
     }))
 
+  it.effect("a path into a number or a boolean is an error", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      ;(exp.pipeline.tasks as Array<any>)[0].options.temperature = { $var: "temperature.value" }
+      const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      assert.include(problems, "protocol.experiment: experiment.json: pipeline.tasks[0].options.temperature: variable \"temperature\" is a range: its value has no field value | { $var: \"temperature\" }")
+    }))
+
   it.effect("a malformed reference and a reference outside the pipeline are errors", () =>
     Effect.gen(function*() {
       const exp = experiment({ source: { range: { n: { $var: "pause" } } } })
@@ -275,6 +283,19 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       const problems = yield* failure(path.join(fixtures, "too-many-trials.yaml"))
       assert.deepStrictEqual(problems, [
         "limits.maxTrials: the plan has 202 trials, above the cap of 200: reduce the variables (101 variants x 2 repeats) | studies are never sampled: narrow a range, drop values, or lower repeats"
+      ])
+    }))
+
+  it.effect("a range of a billion steps is refused by its count, without being listed", () =>
+    Effect.gen(function*() {
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 1e9, step: 1 }, study().variables[3]]
+      const problems = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 0.5, pause: "1 millis" } })))
+      assert.deepStrictEqual(problems, [
+        "baseline.temperature: 0.5 is not a value of variable \"temperature\": the baseline must be one of the variants | one of: 0, 1, 2, 3, 4, 5, 6, 7, ... (1000000001 values)"
+      ])
+      const over = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })))
+      assert.deepStrictEqual(over.map((p) => p.split(" | ")[0]), [
+        "limits.maxTrials: the plan has 4000000004 trials, above the cap of 200: reduce the variables (4000000004 variants x 1 repeat)"
       ])
     }))
 

@@ -441,7 +441,7 @@ const shown = (u: unknown): string => {
 /** The choices of a variable as the baseline writes them, for messages. */
 const choicesText = (v: Study.Variable): string => {
   const n = Study.valueCount(v)
-  const first = Study.valuesOf(v).slice(0, 8).map((c) => shown(c.assignment))
+  const first = Array.from({ length: Math.min(n, 8) }, (_, k) => shown(Study.choiceAt(v, k).assignment))
   return `${first.join(", ")}${n > 8 ? `, ... (${n} values)` : ""}`
 }
 
@@ -550,7 +550,11 @@ export const load = (
         const k = Study.indexOfAssignment(v, value)
         if (k === -1) {
           ok = false
-          const strings = Study.valuesOf(v).map((c) => c.assignment).filter((a): a is string => typeof a === "string")
+          const strings = v.type === "prompt" || v.type === "model"
+            ? Object.keys(v.values)
+            : v.type === "enum"
+            ? v.values.filter((a): a is string => typeof a === "string")
+            : []
           const near = typeof value === "string" ? closest(value, strings) : undefined
           issues.push(issue(
             `baseline.${v.name}`,
@@ -563,7 +567,7 @@ export const load = (
       if (ok) baselinePositions = positions
     } else if (variables.length > 0) {
       if (type === "compare") {
-        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.valuesOf(v)[0]?.assignment)}`).join(", ")} }`))
+        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.choiceAt(v, 0).assignment)}`).join(", ")} }`))
       } else {
         warnings.push("warning: baseline: not given; the first variant (v01) is the baseline")
         baselinePositions = variables.map(() => 0)
@@ -638,7 +642,9 @@ export const load = (
         continue
       }
       used.add(r.name)
-      if (r.path.length > 0) {
+      if (r.path.length > 0 && (variable.type === "range" || variable.type === "boolean")) {
+        issues.push(expIssue(at, `variable "${r.name}" is a ${variable.type}: its value has no field ${r.path.join(".")}`, `{ $var: "${r.name}" }`))
+      } else if (r.path.length > 0) {
         const missing = Study.valuesOf(variable).filter((c) => valueAtPath(c.value, r.path) === undefined).map((c) => shown(c.assignment))
         if (missing.length > 0) {
           issues.push(expIssue(at, `${r.path.join(".")} is not in the value of variable "${r.name}" for ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", ..." : ""}`))

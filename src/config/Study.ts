@@ -30,14 +30,7 @@ export {
   StudySection
 } from "./internal/studySchema.js"
 export type { StudyInput } from "./internal/studySchema.js"
-export {
-  bind,
-  CHAT_CODE_DIGEST,
-  DEFAULT_TRIAL_CONCURRENCY,
-  findRefs,
-  isStudyFile,
-  load,
-  planText,
-  VAR_KEY
-} from "./internal/study.js"
-export type { LoadedStudy, Plan, StudyLoadOptions, Trial, VariableRef } from "./internal/study.js"
+export { findRefs, VAR_KEY } from "./internal/refs.js"
+export type { VariableRef } from "./internal/refs.js"
+export { bind, CHAT_CODE_DIGEST, DEFAULT_TRIAL_CONCURRENCY, isStudyFile, load, planText } from "./internal/study.js"
+export type { LoadedStudy, Plan, StudyLoadOptions, Trial } from "./internal/study.js"

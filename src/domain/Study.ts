@@ -135,7 +135,9 @@ const named = <Type extends string, F extends Schema.Struct.Fields>(type: Type, 
  * @since 0.6.0
  * @category schemas
  */
-export const EnumVariable = named("enum", { values: Schema.NonEmptyArray(JsonValue) }, "a list of JSON values")
+export const EnumVariable = named("enum", {
+  values: Schema.Array(JsonValue).pipe(Schema.minItems(1)).annotations({ message: () => "must be a non-empty list of JSON values: values: [a, b]" })
+}, "a list of JSON values")
 
 /**
  * `{ name, type: range, start, end, step }`: `start`, `start + step`, ... up to `end` included
@@ -166,7 +168,9 @@ export const BooleanVariable = named("boolean", {}, "false, then true")
  * @category schemas
  */
 export const PromptVariable = named("prompt", {
-  values: Schema.Record({ key: Schema.String, value: Schema.String })
+  values: Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+    message: () => "must be an object of name -> text: values: { terse: \"...\", detailed: \"...\" }"
+  })
 }, "named prompt texts: name -> text")
 
 /**
@@ -177,7 +181,9 @@ export const PromptVariable = named("prompt", {
  * @category schemas
  */
 export const ModelVariable = named("model", {
-  values: Schema.Record({ key: Schema.String, value: ModelProfile })
+  values: Schema.Record({ key: Schema.String, value: ModelProfile }).annotations({
+    message: () => "must be an object of name -> profile: values: { small: { model: small-1 }, large: { model: large-1 } }"
+  })
 }, "named model profiles: name -> { model, pool?, selector?, params?, price?, latency?, requestsPerMinute? }")
 
 /**
@@ -188,7 +194,9 @@ export const ModelVariable = named("model", {
  * @category schemas
  */
 export const SetVariable = named("set", {
-  values: Schema.NonEmptyArray(Schema.Array(JsonValue))
+  values: Schema.Array(Schema.Array(JsonValue)).pipe(Schema.minItems(1)).annotations({
+    message: () => "must be a non-empty list of lists: values: [[a, b], [a, c]]"
+  })
 }, "a list of lists; the assignment is the index")
 
 /**
@@ -327,7 +335,14 @@ export const valueCount = (variable: Variable): number => {
   }
 }
 
-const choiceAt = (variable: Variable, k: number): VariableChoice => {
+/**
+ * The value at position `k` (0-based, below {@link valueCount}) of a variable, without listing
+ * the others (a range of a million steps costs nothing).
+ *
+ * @since 0.6.0
+ * @category expansion
+ */
+export const choiceAt = (variable: Variable, k: number): VariableChoice => {
   switch (variable.type) {
     case "enum":
       return { assignment: variable.values[k]!, value: variable.values[k]! }

@@ -8,6 +8,7 @@ import * as ExportCommand from "../../src/cli/ExportCommand.js"
 import * as Help from "../../src/cli/Help.js"
 import * as ReportCommand from "../../src/cli/ReportCommand.js"
 import * as RunCommand from "../../src/cli/RunCommand.js"
+import * as StudyCommand from "../../src/cli/StudyCommand.js"
 import { closest } from "../../src/config/internal/issues.js"
 
 const all = ["run", "resume", "report", "export"]
@@ -78,5 +79,38 @@ describe("Help.renderCommand", () => {
       assert.strictEqual(text.split("\n").filter((l) => new RegExp(`^  (-\\w, )?${long}( |$)`).test(l)).length, 1, long)
     }
     assert.include(text, "  $ assay run -c <file> [options]")
+  })
+})
+
+describe("Help.route: a command group (assay study ...)", () => {
+  const groupRoute = (...args: ReadonlyArray<string>) =>
+    Help.route(args, [StudyCommand.study] as unknown as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
+
+  it("the group alone or with --help shows the group's help, listing its subcommands within 80 columns", () => {
+    for (const args of [["study"], ["study", "--help"], ["--help", "study"]]) {
+      const r = groupRoute(...args)
+      assert.strictEqual(r._tag, "CommandHelp", args.join(" "))
+      if (r._tag !== "CommandHelp") continue
+      assert.isUndefined(r.parent)
+      const text = Help.renderCommand(r.command)
+      assert.match(text, /^assay study: /)
+      assert.match(text, /\n {2}plan {2}/)
+      for (const line of text.split("\n")) assert.isAtMost(line.length, Help.WIDTH)
+    }
+  })
+
+  it("a subcommand's help names it `assay study plan`; its options are known; a misspelt one or an unknown subcommand is refused", () => {
+    const help = groupRoute("study", "plan", "s.yaml", "--help")
+    assert.strictEqual(help._tag, "CommandHelp")
+    if (help._tag === "CommandHelp") {
+      assert.strictEqual(help.parent, "study")
+      assert.match(Help.renderCommand(help.command, help.parent), /^assay study plan: [^]*\$ assay study plan \[options\] <study>/)
+    }
+    assert.strictEqual(groupRoute("study", "plan", "s.yaml", "--json", "--output-root", "x")._tag, "Parse")
+    const option = groupRoute("study", "plan", "s.yaml", "--jsno")
+    assert.deepInclude(option, { _tag: "Unknown", kind: "option", word: "--jsno", where: "assay study plan" })
+    const command = groupRoute("study", "plna", "s.yaml")
+    assert.deepInclude(command, { _tag: "Unknown", kind: "command", word: "plna", where: "assay study" })
+    if (command._tag === "Unknown") assert.strictEqual(Help.unknownMessage(command, closest), "unknown command plna: did you mean plan?")
   })
 })

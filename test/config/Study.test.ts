@@ -12,10 +12,13 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
+import * as Experiment from "../../src/config/Experiment.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
 import * as Root from "../../src/index.js"
+import * as Suite from "../../src/services/Suite.js"
+import { suiteEnv } from "../services/suiteFixture.js"
 
 const fixtures = fileURLToPath(new URL("../fixtures/studies/", import.meta.url))
 const lines = (e: ConfigError) => e.issues.map((i) => `${i.path}: ${i.message}${i.suggestion !== undefined ? ` | ${i.suggestion}` : ""}`)
@@ -151,6 +154,14 @@ describe("StudyConfig.load: variables and references", () => {
       ])
     }))
 
+  it.effect("a path into a number or a boolean is an error", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      ;(exp.pipeline.tasks as Array<any>)[0].options.temperature = { $var: "temperature.value" }
+      const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      assert.include(problems, "protocol.experiment: experiment.json: pipeline.tasks[0].options.temperature: variable \"temperature\" is a range: its value has no field value | { $var: \"temperature\" }")
+    }))
+
   it.effect("a malformed reference and a reference outside the pipeline are errors", () =>
     Effect.gen(function*() {
       const exp = experiment({ source: { range: { n: { $var: "pause" } } } })
@@ -160,6 +171,18 @@ describe("StudyConfig.load: variables and references", () => {
         "protocol.experiment: experiment.json: pipeline.tasks[1].args[0]: a variable reference is an object with the one key $var and the variable's name | { $var: \"temperature\" } or { $var: \"model.params.temperature\" }",
         "protocol.experiment: experiment.json: source.range.n: a variable cannot be referenced under source: pools, source, run and plugins are shared by every trial | reference variables in the pipeline's tasks (args, options, resource)",
         "variables[3]: variable \"pause\" is not used by the protocol: remove it or reference it with { $var: \"pause\" } in experiment.json"
+      ])
+    }))
+
+  it.effect("the base experiment loaded on its own (validate, run, a suite member) refuses its unbound references", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(Experiment.load(path.join(fixtures, "experiment.yaml"), { env: {} }).pipe(Effect.provide(NodeContext.layer)))
+      const refs = lines(e).filter((l) => l.includes("outside a study"))
+      assert.deepStrictEqual(refs, [
+        "pipeline.tasks[0].options.model: a study variable reference ({ $var: \"model.model\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[0].options.temperature: a study variable reference ({ $var: \"temperature\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[0].options.template: a study variable reference ({ $var: \"prompt\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)",
+        "pipeline.tasks[1].args[0]: a study variable reference ({ $var: \"pause\" }) outside a study | this experiment is a study's protocol: check and run it through its study file (assay study plan STUDY)"
       ])
     }))
 
@@ -260,6 +283,19 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       const problems = yield* failure(path.join(fixtures, "too-many-trials.yaml"))
       assert.deepStrictEqual(problems, [
         "limits.maxTrials: the plan has 202 trials, above the cap of 200: reduce the variables (101 variants x 2 repeats) | studies are never sampled: narrow a range, drop values, or lower repeats"
+      ])
+    }))
+
+  it.effect("a range of a billion steps is refused by its count, without being listed", () =>
+    Effect.gen(function*() {
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 1e9, step: 1 }, study().variables[3]]
+      const problems = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 0.5, pause: "1 millis" } })))
+      assert.deepStrictEqual(problems, [
+        "baseline.temperature: 0.5 is not a value of variable \"temperature\": the baseline must be one of the variants | one of: 0, 1, 2, 3, 4, 5, 6, 7, ... (1000000001 values)"
+      ])
+      const over = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })))
+      assert.deepStrictEqual(over.map((p) => p.split(" | ")[0]), [
+        "limits.maxTrials: the plan has 4000000004 trials, above the cap of 200: reduce the variables (4000000004 variants x 1 repeat)"
       ])
     }))
 
@@ -365,6 +401,49 @@ describe("StudyConfig.load: trials and suiteFor", () => {
       assert.deepStrictEqual(s.trialsFor(2).slice(0, 3).map((t) => [t.trialId, t.variant.id, t.repeat]), [["p2-v01-r1", "v01", 1], ["p2-v01-r2", "v01", 2], ["p2-v02-r1", "v02", 1]])
       assert.strictEqual(s.suiteFor(1), suite)
     }))
+})
+
+describe("suiteFor runs as a suite", () => {
+  it.effect("Suite.make accepts it as SuiteRun builds a suite file's; every trial runs its cases under its own pipeline ids", () =>
+    Effect.gen(function*() {
+      const file = write({
+        study: { id: "run-me", question: "Does the level matter?" },
+        protocol: { experiment: "experiment.json" },
+        output: { root: "out" },
+        variables: [{ name: "level", type: "enum", values: [1, 2] }],
+        repeats: 2
+      }, {
+        "experiment.json": {
+          pipeline: { name: "levels", tasks: [{ use: "echo", name: "e", config: { level: { $var: "level" } } }] },
+          source: { range: { n: 3 } }
+        }
+      })
+      const loaded = yield* load(file)
+      const study = loaded.suiteFor(1)
+      const suite = yield* Suite.make({
+        id: study.id,
+        outputRoot: study.output.root,
+        layout: study.output.layout,
+        pools: study.pools,
+        experiments: study.members.map((m) =>
+          Suite.member(m.id, () => m.experiment.pipelines(), {
+            definitionDigest: m.definitionDigest,
+            definitionParts: m.definitionParts,
+            poolAliases: m.poolAliases,
+            label: m.label ?? null,
+            limit: m.limit ?? null
+          })
+        )
+      })
+      const report = yield* Suite.run(suite).pipe(Effect.provide(suiteEnv("run-me", study.pools)))
+      assert.strictEqual(report.run.stats.byState.succeeded, 12)
+      assert.deepStrictEqual(report.members.map((m) => [m.experimentId, m.admitted]), [["p1-v01-r1", 3], ["p1-v01-r2", 3], ["p1-v02-r1", 3], ["p1-v02-r2", 3]])
+      // the two repeats of a variant compute the same thing under different ids (and seeds)
+      const [r1, r2] = study.members
+      assert.strictEqual(r1!.definitionDigest, r2!.definitionDigest)
+      assert.notStrictEqual(r1!.memberDigest, r2!.memberDigest)
+      assert.deepStrictEqual(study.members.map((m) => m.experiment.template.tasks[0]!.options.config), [{ level: 1 }, { level: 1 }, { level: 2 }, { level: 2 }])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the study file's Schema and the package root", () => {

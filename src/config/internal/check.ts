@@ -28,6 +28,7 @@ import {
   type TaskSection
 } from "./build.js"
 import { expandEnv } from "./env.js"
+import { unboundRefIssues } from "./refs.js"
 import {
   decodeIssues,
   failWith,
@@ -129,6 +130,8 @@ export const check = (
     const issues: Array<ConfigIssue> = []
     const unresolved: Array<{ name: string; path: string }> = []
     const emptyEnv: Array<{ name: string; path: string }> = []
+    // a study's protocol with its variables unbound
+    issues.push(...unboundRefIssues(raw))
     const expanded = expandEnv(raw, options.env ?? process.env, unresolved, [], emptyEnv)
     if (options.strictEnv === true) {
       for (const u of unresolved) {

@@ -23,6 +23,7 @@ import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv } from "./env.js"
 import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
+import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
 import { definitionDigest, definitionParts, type LoadedMember, type LoadedSuite, type MemberDefinition, plain } from "./suite.js"
@@ -228,68 +229,6 @@ const quoted = (names: ReadonlyArray<string>) => names.map((n) => JSON.stringify
 // ---------------------------------------------------------------------------------------------
 // Variable references
 // ---------------------------------------------------------------------------------------------
-
-/**
- * The key of a variable reference: `{ $var: "NAME" }` or `{ $var: "NAME.path.in.value" }`.
- *
- * @since 0.6.0
- * @category references
- */
-export const VAR_KEY = "$var"
-
-/**
- * One variable reference found in the base experiment: where (`at`, path segments of the
- * experiment document), the variable `name` and the `path` into its value.
- *
- * @since 0.6.0
- * @category references
- */
-export interface VariableRef {
-  readonly at: ReadonlyArray<PropertyKey>
-  readonly name: string
-  readonly path: ReadonlyArray<string>
-}
-
-const isPlain = (u: unknown): u is Record<string, unknown> => {
-  if (!isRecord(u)) return false
-  const proto = Object.getPrototypeOf(u)
-  return proto === Object.prototype || proto === null
-}
-
-/**
- * Every `{ $var: ... }` of a document (plain objects and arrays only: task values and other
- * class instances are not entered), with the malformed ones (`$var` beside other keys, or not
- * a non-empty string) as issues.
- *
- * @since 0.6.0
- * @category references
- */
-export const findRefs = (doc: unknown): { readonly refs: ReadonlyArray<VariableRef>; readonly malformed: ReadonlyArray<ConfigIssue> } => {
-  const refs: Array<VariableRef> = []
-  const malformed: Array<ConfigIssue> = []
-  const visit = (v: unknown, at: Array<PropertyKey>) => {
-    if (Array.isArray(v)) v.forEach((x, i) => visit(x, [...at, i]))
-    else if (isPlain(v)) {
-      if (VAR_KEY in v) {
-        const target = v[VAR_KEY]
-        if (Object.keys(v).length !== 1 || typeof target !== "string" || target === "") {
-          malformed.push(issue(
-            formatPath(at),
-            "a variable reference is an object with the one key $var and the variable's name",
-            "{ $var: \"temperature\" } or { $var: \"model.params.temperature\" }"
-          ))
-          return
-        }
-        const [name, ...rest] = target.split(".")
-        refs.push({ at, name: name!, path: rest })
-        return
-      }
-      for (const [k, x] of Object.entries(v)) visit(x, [...at, k])
-    }
-  }
-  visit(doc, [])
-  return { refs, malformed }
-}
 
 /** The value at a dotted path inside a variable's value (`undefined` when it leads nowhere). */
 const valueAtPath = (value: Json, p: ReadonlyArray<string>): Json | undefined => {
@@ -502,7 +441,7 @@ const shown = (u: unknown): string => {
 /** The choices of a variable as the baseline writes them, for messages. */
 const choicesText = (v: Study.Variable): string => {
   const n = Study.valueCount(v)
-  const first = Study.valuesOf(v).slice(0, 8).map((c) => shown(c.assignment))
+  const first = Array.from({ length: Math.min(n, 8) }, (_, k) => shown(Study.choiceAt(v, k).assignment))
   return `${first.join(", ")}${n > 8 ? `, ... (${n} values)` : ""}`
 }
 
@@ -538,6 +477,12 @@ export const load = (
     }
     if (!isRecord(expanded)) {
       return yield* invalid(abs, [issue("", "a study file is an object with study, protocol, variables, ...")])
+    }
+    if (expanded["study"] === undefined) {
+      const kind = expanded["suite"] !== undefined ? "a suite file" : expanded["pipeline"] !== undefined ? "an experiment file" : undefined
+      if (kind !== undefined) {
+        return yield* invalid(abs, [issue("study", `is missing: this is ${kind}, not a study file`, "a study file has study: { id, question }, protocol: { experiment: FILE } and variables")])
+      }
     }
     const rawRun = isRecord(expanded["run"]) ? expanded["run"] : undefined
     const runStore = rawRun?.["store"]
@@ -605,7 +550,11 @@ export const load = (
         const k = Study.indexOfAssignment(v, value)
         if (k === -1) {
           ok = false
-          const strings = Study.valuesOf(v).map((c) => c.assignment).filter((a): a is string => typeof a === "string")
+          const strings = v.type === "prompt" || v.type === "model"
+            ? Object.keys(v.values)
+            : v.type === "enum"
+            ? v.values.filter((a): a is string => typeof a === "string")
+            : []
           const near = typeof value === "string" ? closest(value, strings) : undefined
           issues.push(issue(
             `baseline.${v.name}`,
@@ -618,7 +567,7 @@ export const load = (
       if (ok) baselinePositions = positions
     } else if (variables.length > 0) {
       if (type === "compare") {
-        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.valuesOf(v)[0]?.assignment)}`).join(", ")} }`))
+        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.choiceAt(v, 0).assignment)}`).join(", ")} }`))
       } else {
         warnings.push("warning: baseline: not given; the first variant (v01) is the baseline")
         baselinePositions = variables.map(() => 0)
@@ -693,7 +642,9 @@ export const load = (
         continue
       }
       used.add(r.name)
-      if (r.path.length > 0) {
+      if (r.path.length > 0 && (variable.type === "range" || variable.type === "boolean")) {
+        issues.push(expIssue(at, `variable "${r.name}" is a ${variable.type}: its value has no field ${r.path.join(".")}`, `{ $var: "${r.name}" }`))
+      } else if (r.path.length > 0) {
         const missing = Study.valuesOf(variable).filter((c) => valueAtPath(c.value, r.path) === undefined).map((c) => shown(c.assignment))
         if (missing.length > 0) {
           issues.push(expIssue(at, `${r.path.join(".")} is not in the value of variable "${r.name}" for ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", ..." : ""}`))
@@ -730,7 +681,10 @@ export const load = (
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
-    const checkVariant = (variant: Study.Variant) => Effect.either(check(bind(base.raw, variant.values), ctx, options))
+    // the source is the same for every variant (references are refused outside the pipeline):
+    // the baseline's check reads it as asked, the others read only its head
+    const checkVariant = (variant: Study.Variant, scanKeys = options.scanKeys) =>
+      Effect.either(check(bind(base.raw, variant.values), ctx, { ...options, scanKeys }))
     const baseline = Study.variantAt(variables, baselineIndex, baselineIndex)
     const baselineExp = yield* checkVariant(baseline)
     if (Either.isLeft(baselineExp)) {
@@ -746,7 +700,7 @@ export const load = (
     const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
     for (const v of variants) {
       if (experiments.has(v.id)) continue
-      const e = yield* checkVariant(v)
+      const e = yield* checkVariant(v, "head")
       if (Either.isLeft(e)) {
         for (const i of e.left.issues) {
           const k = `${i.path}\u0000${i.message}\u0000${i.suggestion ?? ""}`

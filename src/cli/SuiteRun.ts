@@ -99,7 +99,8 @@ export const loadSuite = (config: string, options: { readonly strictEnv: boolean
           definitionParts: m.definitionParts,
           poolAliases: m.poolAliases,
           label: m.label ?? null,
-          limit: m.limit ?? null
+          limit: m.limit ?? null,
+          ...(m.variables === undefined ? {} : { variables: m.variables })
         })
       )
     })

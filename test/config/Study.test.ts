@@ -396,6 +396,9 @@ describe("StudyConfig.load: trials and suiteFor", () => {
       assert.notStrictEqual(suite.members[0]!.definitionDigest, suite.members[2]!.definitionDigest)
       // bound values follow the odometer: v02 is temperature 0.5
       assert.strictEqual(suite.members[2]!.experiment.template.tasks[0]!.parameters["temperature"], 0.5)
+      // each trial carries its variant's values: its tasks read them as ctx.variables
+      assert.deepStrictEqual(suite.members[2]!.variables, s.variants[1]!.values)
+      assert.strictEqual(suite.members[2]!.variables!["temperature"], 0.5)
       const v2 = s.suiteFor(2)
       assert.deepStrictEqual(v2.members.slice(0, 2).map((m) => m.id), ["p2-v01-r1", "p2-v01-r2"])
       assert.deepStrictEqual(s.trialsFor(2).slice(0, 3).map((t) => [t.trialId, t.variant.id, t.repeat]), [["p2-v01-r1", "v01", 1], ["p2-v01-r2", "v01", 2], ["p2-v02-r1", "v02", 1]])

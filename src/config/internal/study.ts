@@ -869,7 +869,8 @@ export const load = (
           definitionParts: definitionParts(definition),
           poolAliases: aliases,
           ignoredRunFields,
-          outputDir: root
+          outputDir: root,
+          variables: t.variant.values
         }
       })
       const suite: LoadedSuite = {

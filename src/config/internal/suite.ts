@@ -56,7 +56,9 @@ export interface SuiteLoadOptions extends LoadOptions {
  *   it is bound to, or its private `experiment:ID:NAME`);
  * - `ignoredRunFields`: the fields of its own `run` block (validated, not applied);
  * - `outputDir`: the absolute directory its files go to (the root for `combined`,
- *   `ROOT/experiments/ID` for `byExperiment`).
+ *   `ROOT/experiments/ID` for `byExperiment`);
+ * - `variables`: a study trial's variable values (name → JSON), seen by its tasks as
+ *   `ctx.variables`; absent for a suite file's members.
  *
  * @since 0.5.0
  * @category models
@@ -73,6 +75,7 @@ export interface LoadedMember {
   readonly poolAliases: Readonly<Record<string, string>>
   readonly ignoredRunFields: ReadonlyArray<string>
   readonly outputDir: string
+  readonly variables?: Readonly<Record<string, Json>> | undefined
 }
 
 /**

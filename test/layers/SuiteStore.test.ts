@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import type { PipelineId } from "../../src/domain/Ids.js"
-import { memberDigest, memberPipelineId } from "../../src/domain/Suite.js"
+import { memberDigest, memberDigestOf, memberPipelineId } from "../../src/domain/Suite.js"
 import type { SuiteLayout } from "../../src/domain/Suite.js"
 import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
@@ -454,6 +454,25 @@ const attemptOf = (pipelineId: PipelineId) => ({
   durationMs: 1
 })
 
+/** Creates (on) or drops (off) triggers failing every insert and update of a store file's tables. */
+const setWriteFailure = (file: string, on: boolean) => {
+  const db = new Database(file, { timeout: 5000 })
+  try {
+    for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
+      for (const op of ["INSERT", "UPDATE"]) {
+        const name = `fail_${t}_${op.toLowerCase()}`
+        db.exec(
+          on
+            ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
+            : `DROP TRIGGER IF EXISTS ${name}`
+        )
+      }
+    }
+  } finally {
+    db.close()
+  }
+}
+
 // The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
 storeContract("SuiteStore (combined)", () => {
   const root = tempRoot()
@@ -477,21 +496,46 @@ storeContract("SuiteStore (combined)", () => {
     injectWriteFailure: (value) =>
       Effect.sync(() => {
         on = value
-        const db = new Database(nodePath.join(root, "state.db"), { timeout: 5000 })
-        try {
-          for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
-            for (const op of ["INSERT", "UPDATE"]) {
-              const name = `fail_${t}_${op.toLowerCase()}`
-              db.exec(
-                on
-                  ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
-                  : `DROP TRIGGER IF EXISTS ${name}`
-              )
-            }
-          }
-        } finally {
-          db.close()
-        }
+        setWriteFailure(nodePath.join(root, "state.db"), on)
       })
   }
 })
+
+// The store contract over a byExperiment suite root: the contract's pipelines spread over two
+// members (by the last character of their names), so every read is the merged view of two
+// member databases and the catalog, and every write is routed.
+const CONTRACT_SUITE = "contract"
+const CONTRACT_MEMBERS = ["m0", "m1"]
+/** A contract name as a member pipeline id: member digest, then the name's bytes in hex (at most 16). */
+const contractPipelineId = (name: string): PipelineId => {
+  if (memberDigestOf(name) !== undefined) return name as PipelineId
+  const hex = Buffer.from(name, "utf8").toString("hex")
+  if (hex.length > 32) throw new Error(`contract pipeline name too long for a member id: ${name}`)
+  const member = CONTRACT_MEMBERS[name.length === 0 ? 0 : name.charCodeAt(name.length - 1) % 2]!
+  return `${memberDigest(CONTRACT_SUITE, member)}-${hex.padEnd(32, "0")}` as PipelineId
+}
+storeContract("SuiteStore (byExperiment)", () => {
+  const root = tempRoot()
+  return {
+    layer: (options = {}, backend = ArtifactBackends.layerInline) =>
+      Layer.project(
+        SuiteStore.layer({
+          ...options,
+          root,
+          suiteId: CONTRACT_SUITE,
+          layout: "byExperiment",
+          members: CONTRACT_MEMBERS,
+          artifactBackend: "contract-backend",
+          artifactBackendLayer: Layer.orDie(backend)
+        }),
+        Store,
+        Store,
+        (s) => s
+      ).pipe(Layer.provide(NodeFileSystem.layer)),
+    injectWriteFailure: (on) =>
+      Effect.sync(() => {
+        const files = [nodePath.join(root, "suite.db"), ...CONTRACT_MEMBERS.map((m) => nodePath.join(root, "experiments", m, "state.db"))]
+        for (const file of files) if (fs.existsSync(file)) setWriteFailure(file, on)
+      })
+  }
+}, { pipelineId: contractPipelineId })

@@ -274,7 +274,8 @@ export const makeView = (parts: ViewParts): TaskStore => {
       const [tasks] = yield* query(db, `SELECT count(*) AS n FROM tasks WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
       const [att] = yield* query(
         db,
-        `SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
+        // a retry is the retry policy's decision (as a single store counts it), never a re-run after a kill
+        `SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
         [...rp, ...pp]
       )
       const [ho] = db.env.visits

@@ -780,8 +780,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
       withStore((store) =>
         Effect.gen(function*() {
           // 620 pipelines (two SQLite chunks of 500) of three 10-byte payloads, the last final
-          const ids = Array.from({ length: 620 }, (_, i) => P(`q${String(i).padStart(4, "0")}`))
-          const ten = (id: string, seq: number) => bytes(JSON.stringify(`${id}:${seq}`.padEnd(8, "_")))
+          const names = Array.from({ length: 620 }, (_, i) => `q${String(i).padStart(4, "0")}`)
+          const ids = names.map(P)
+          const nameOf = new Map(names.map((n) => [P(n), n]))
+          const ten = (id: string, seq: number) => bytes(JSON.stringify(`${nameOf.get(P(id))}:${seq}`.padEnd(8, "_")))
           yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, ten(id, -1))))
           yield* Effect.forEach(ids, (id) =>
             Effect.forEach([0, 1], (seq) =>

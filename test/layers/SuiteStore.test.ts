@@ -434,6 +434,84 @@ describe("SuiteStore", () => {
           }))
       }))
   }
+
+  it.effect("byExperiment: unlimited merged streams come in one order across members (tasks by pipeline id, events by time, attempts by end time); a limit is a prefix", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      const members = ["a", "b", "c"]
+      yield* withSuite({ root, members, maxOpen: 2 }, ({ catalog, store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r1"))
+          // written member by member (a, then b, then c), timestamps interleaved across members
+          for (const [i, m] of members.entries()) {
+            const ps = Array.from({ length: 4 }, (_, k) => mpipe(m, `k${k}`, { runId: rid("r1") }))
+            yield* store.admit(ps)
+            for (const [k, p] of ps.entries()) {
+              yield* store.putTask({ ...task(p.pipelineId, 0), runId: rid("r1") })
+              const t = 1000 + 10 * k + i
+              yield* store.emitEvent(event("e", p.pipelineId, t, "r1"))
+              yield* store.recordAttempt({ ...attemptOf(p.pipelineId), runId: rid("r1"), endedAt: t })
+            }
+          }
+          yield* store.emitEvent(event("pool", null, 1005, "r1"))
+          const view = yield* catalog.view()
+          const tasks = Chunk.toArray(yield* Stream.runCollect(view.streamTasks()))
+          assert.deepStrictEqual(tasks.map((t) => t.pipelineId), tasks.map((t) => t.pipelineId).sort())
+          const events = Chunk.toArray(yield* Stream.runCollect(view.streamEvents()))
+          assert.deepStrictEqual(events.map((e) => e.ts), [1000, 1001, 1002, 1005, 1010, 1011, 1012, 1020, 1021, 1022, 1030, 1031, 1032])
+          assert.deepStrictEqual(events.map((e) => [e.ts, e.pipelineId]), (yield* view.events()).map((e) => [e.ts, e.pipelineId]))
+          const attempts = Chunk.toArray(yield* Stream.runCollect(view.streamAttempts()))
+          assert.deepStrictEqual(attempts.map((a) => a.endedAt), [1000, 1001, 1002, 1010, 1011, 1012, 1020, 1021, 1022, 1030, 1031, 1032])
+          for (const limit of [1, 5, 12]) {
+            assert.deepStrictEqual(
+              Chunk.toArray(yield* Stream.runCollect(view.streamTasks({ limit }))).map((t) => t.taskRunId),
+              tasks.slice(0, limit).map((t) => t.taskRunId)
+            )
+            assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(view.streamEvents({ limit }))).map((e) => e.ts), events.slice(0, limit).map((e) => e.ts))
+            assert.deepStrictEqual(
+              Chunk.toArray(yield* Stream.runCollect(view.streamAttempts({ limit }))).map((a) => a.endedAt),
+              attempts.slice(0, limit).map((a) => a.endedAt)
+            )
+          }
+        }))
+    }))
+
+  // A stream that held a member's connection while the consumer wrote to another member could
+  // wait forever with maxOpen 1 (the write waits for the held member to become idle): the test
+  // would hang until the test timeout.
+  it.effect("byExperiment with maxOpen 1: a consumer of a merged or per-pipeline stream can write to another member while reading", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root, members: ["a", "b"], maxOpen: 1 }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r1"))
+          const a = Array.from({ length: 3 }, (_, k) => mpipe("a", `k${k}`, { runId: rid("r1") }))
+          yield* store.admit(a)
+          for (const p of a) {
+            yield* store.putTask({ ...task(p.pipelineId, 0), runId: rid("r1") })
+            yield* store.putArtifact({ ...artifact(p.pipelineId, 0, new TextEncoder().encode("1")), runId: rid("r1") })
+            yield* store.emitEvent(event("e", p.pipelineId, 1000, "r1"))
+            yield* store.recordAttempt({ ...attemptOf(p.pipelineId), runId: rid("r1") })
+          }
+          yield* store.flush
+          let n = 0
+          /** Writes one pipeline of member b per row read (member a's rows: b is not open). */
+          const writeB = () => store.admit([mpipe("b", `w${n++}`, { runId: rid("r1") })])
+          const a0 = a[0]!.pipelineId
+          const streams: ReadonlyArray<Stream.Stream<unknown, unknown>> = [
+            store.streamTasks(),
+            store.streamAttempts(),
+            store.streamEvents({ kind: "e" }),
+            store.streamTasks({ pipelineId: a0 }),
+            store.streamAttempts({ pipelineId: a0 }),
+            store.streamArtifacts({ pipelineId: a0 })
+          ]
+          const counts: Array<number> = []
+          for (const s of streams) counts.push(Chunk.size(yield* Stream.runCollect(Stream.tap(s, writeB))))
+          assert.deepStrictEqual(counts, [3, 3, 3, 1, 1, 1])
+          assert.strictEqual((yield* store.stats()).pipelines, 3 + n)
+        }))
+    }))
 })
 
 const attemptOf = (pipelineId: PipelineId) => ({

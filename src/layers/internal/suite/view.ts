@@ -10,9 +10,16 @@
  *   selected rows (events) or the candidates (the others). Databases are visited one at a
  *   time, so this works with a single cached connection.
  * - Counts and statistics are SQL aggregates per database, summed; latency percentiles read the
- *   durations (numbers only) of every database.
- * - Unlimited streams are the concatenation of the databases' own streams, members in id
- *   order (attempt, event and artifact ids are local to their database).
+ *   durations (numbers only) of every database. `loadBundles` spends one `payloadBytes` budget
+ *   across databases.
+ * - Streams come in one order across databases, the order of their limited form (a limit is a
+ *   prefix): pipelines by (createdAt, pipelineId); tasks by (pipelineId, seq, visit, taskRunId);
+ *   events by (ts, eventId), the catalog's first on ties; attempts by end time (each database's
+ *   in the order it recorded them). Attempt, event and artifact ids are local to their
+ *   database. Each database is read a page at a time, every page one `use` of it: no stream
+ *   holds a member between pages (a consumer may write to any member meanwhile), and event and
+ *   attempt streams stop at every database's high-water mark taken at the start. The feature
+ *   level is the highest of any database's.
  *
  * @since 0.5.0
  */

@@ -12,7 +12,7 @@ import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, event, pipeline, storeContract, task } from "./StoreContract.js"
+import { artifact, controlledToRewind, event, pipeline, storeContract, task } from "./StoreContract.js"
 import { rid } from "../support/ids.js"
 
 const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-")), "root")
@@ -326,6 +326,25 @@ describe("SuiteStore", () => {
         assert.isFalse(yield* SuiteStore.isSuiteRoot(nodePath.join(root, "manifest.json")))
       }))
   }
+
+  it.effect("byExperiment: the feature level is the highest member's, for the writer and for read-only opens (merged and per member)", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root, members: ["a", "b"], maxOpen: 1 }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("run-1"))
+          yield* store.admit([mpipe("b", "k0", { runId: rid("run-1") })])
+          assert.strictEqual(store.featureLevel, "base")
+          // a revisit in member a; then b is opened again, evicting a (maxOpen 1)
+          yield* controlledToRewind(store, mpid("a", "c1"))
+          assert.strictEqual(store.featureLevel, "visits-v1")
+          yield* store.admit([mpipe("b", "k1", { runId: rid("run-1") })])
+          assert.strictEqual(store.featureLevel, "visits-v1")
+        }))
+      const levelOf = (experiment?: string) =>
+        Effect.scoped(Effect.map(SuiteStore.makeRead(root, { experiment }), (h) => h.store.featureLevel)).pipe(Effect.provide(NodeFileSystem.layer))
+      assert.deepStrictEqual([yield* levelOf(), yield* levelOf("a"), yield* levelOf("b")], ["visits-v1", "visits-v1", "base"])
+    }))
 
   it.effect("more members than maxOpen: at most maxOpen member databases are open; eviction flushes buffered facts and loses nothing", () =>
     Effect.gen(function*() {

@@ -253,6 +253,46 @@ describe("SuiteViews", () => {
       assert.strictEqual(row._tag === "Some" ? row.value.state : undefined, "running")
     }))
 
+  it.scoped("serve's ?state= filter, its rows and exports agree on the read state: running rows of a run no longer running are interrupted", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      const all = [f.merged, f.members["alpha"]!, f.members["beta"]!]
+      for (const s of all) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      // run D dies with q3 running and q4 stored interrupted
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      yield* execute(f, "beta", "q4", D, "interrupted", 3100)
+      for (const s of all) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3500) // no heartbeat within 100 ms: D is stale
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite })
+      const get = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      const page = (state: string, extra = "") =>
+        Effect.map(get(`/pipelines?run_id=all&state=${state}${extra}`), (t) => {
+          const p = JSON.parse(t)
+          return { rows: p.rows.map((r: any) => [r.local_key, r.state, r.stored_state ?? null]), next: p.next }
+        })
+      assert.deepStrictEqual((yield* page("running")).rows, [])
+      assert.deepStrictEqual((yield* page("interrupted")).rows, [["q3", "interrupted", "running"], ["q4", "interrupted", null]])
+      // paged: the merged filter keeps its order across pages
+      const first = yield* page("interrupted", "&limit=1")
+      assert.deepStrictEqual(first.rows, [["q3", "interrupted", "running"]])
+      assert.deepStrictEqual((yield* page("interrupted", `&limit=1&after=${encodeURIComponent(first.next)}`)).rows, [["q4", "interrupted", null]])
+      // exports: the state column is the read state, and serve's export filters on it
+      const lines = (t: string) => t.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+      const exported = lines(yield* get("/export?rows=results&format=jsonl&run_id=all&state=interrupted"))
+      assert.deepStrictEqual(exported.map((r: any) => [r.localKey, r.state]), [["q3", "interrupted"], ["q4", "interrupted"]])
+      assert.deepStrictEqual(lines(yield* get("/export?rows=pipelines&format=jsonl&run_id=all&state=running")), [])
+      for (const kind of ["results", "pipelines"] as const) {
+        const rows = yield* Stream.runCollect(Stream.mapEffect(SuiteViews.suiteRowItems(f.suite, { kind, experiment: "beta" }), Export.materialize))
+        assert.deepStrictEqual(Array.from(rows).map((r) => [r["localKey"], r["state"]]), [["q1", "succeeded"], ["q2", "succeeded"], ["q3", "interrupted"], ["q4", "interrupted"]])
+      }
+      // a live run's running rows stay running (and are what ?state=running shows)
+      for (const s of all) yield* s.heartbeat(D, 3480)
+      assert.deepStrictEqual((yield* page("running")).rows, [["q3", "running", null]])
+      assert.deepStrictEqual((yield* page("interrupted")).rows, [["q4", "interrupted", null]])
+      assert.deepStrictEqual(lines(yield* get("/export?rows=results&format=jsonl&run_id=all&state=running")).map((r: any) => r.localKey), ["q3"])
+    }))
+
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -371,6 +371,116 @@ export const settleRunning = (
   })
 
 // ---------------------------------------------------------------------------------------------
+// The read state of a pipeline
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether each run is still running, as of now: a predicate over run ids built from the
+ * store's run records (see {@link runAlive}; an unknown run or `null` is not alive).
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const liveRuns = (store: TaskStore): Effect.Effect<(runId: string | null) => boolean, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const runs = new Map((yield* store.listRuns).map((r) => [r.runId as string, r] as const))
+    const now = yield* Clock.currentTimeMillis
+    return (runId) => runId !== null && runAlive(runs.get(runId), now)
+  })
+
+/**
+ * The state a suite view shows for a stored pipeline state (the read-side rule): a pipeline
+ * stored `running` whose run is no longer running (finished, interrupted, or stale: no
+ * heartbeat within its `staleAfter`) reads `interrupted`; every other state reads as stored.
+ * Nothing is written (a later resume of its member takes the pipeline up).
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const readState = (stored: PipelineState, runId: string | null, alive: (runId: string | null) => boolean): PipelineState =>
+  stored === "running" && !alive(runId) ? "interrupted" : stored
+
+/**
+ * `/pipelines` of a suite root: the page `reads` gives, each row in its read state
+ * ({@link readState}: a row it changes keeps its stored state as `stored_state`), and `state`
+ * filtering on the read state: `running` is the stored running rows of live runs,
+ * `interrupted` the stored interrupted rows and the stored running rows of runs no longer
+ * running, merged in the page order (createdAt, pipelineId). The other states are stored as
+ * read. A filtered page may read several store pages to fill `limit`.
+ *
+ * @since 0.5.0
+ * @category monitoring
+ */
+export const readPipelinesPage = (
+  reads: Monitor.MonitorReads,
+  alive: (runId: string | null) => boolean,
+  o: {
+    readonly runId: RunId | undefined
+    readonly state?: PipelineState | undefined
+    readonly after: Monitor.PipelineCursor | undefined
+    readonly limit: number
+  }
+): Effect.Effect<Monitor.PipelinePage, ReadError> =>
+  Effect.gen(function*() {
+    const show = (r: Monitor.PipelineRow): Monitor.PipelineRow =>
+      r.state === "running" && !alive(r.run_id) ? { ...r, state: "interrupted", stored_state: "running" } : r
+    if (o.state !== "running" && o.state !== "interrupted") {
+      const page = yield* reads.pipelinesPage(o)
+      return { rows: page.rows.map(show), next: page.next }
+    }
+    if (o.limit <= 0) return { rows: [], next: null }
+    /** Up to `n` stored-`stored` rows after the cursor that `keep` keeps, in page order. */
+    const collect = (stored: PipelineState, keep: (r: Monitor.PipelineRow) => boolean, n: number) =>
+      Effect.gen(function*() {
+        const out: Array<Monitor.PipelineRow> = []
+        let after = o.after
+        for (;;) {
+          const page = yield* reads.pipelinesPage({ runId: o.runId, state: stored, after, limit: n })
+          for (const r of page.rows) if (keep(r)) out.push(r)
+          if (out.length >= n || page.next === null) return out.slice(0, n)
+          after = page.next
+        }
+      })
+    const n = o.limit + 1 // one more than a page: whether there is a next one
+    const rows = o.state === "running"
+      ? yield* collect("running", (r) => alive(r.run_id), n)
+      : [...yield* collect("interrupted", () => true, n), ...yield* collect("running", (r) => !alive(r.run_id), n)]
+        .sort((a, b) => a.created_at - b.created_at || (a.pipeline_id < b.pipeline_id ? -1 : a.pipeline_id > b.pipeline_id ? 1 : 0))
+        .slice(0, n)
+    const shown = rows.slice(0, o.limit)
+    const last = shown[shown.length - 1]
+    return {
+      rows: shown.map(show),
+      next: rows.length > o.limit && last !== undefined ? { createdAt: last.created_at, pipelineId: last.pipeline_id as PipelineId } : null
+    }
+  })
+
+/**
+ * The `pipelines` and `results` rows of a suite view with their `state` in its read state
+ * ({@link readState}), so an export agrees with what `report` and `serve` show and with
+ * `serve`'s `?state=` filter; the other kinds pass as they are. The live runs are read once,
+ * when the stream starts.
+ *
+ * @since 0.5.0
+ * @category export
+ */
+export const withReadState = <E>(
+  store: TaskStore,
+  kind: Export.RowKind,
+  rows: Stream.Stream<Export.RowItem, E>
+): Stream.Stream<Export.RowItem, E | StoreUnavailable> => {
+  if (kind !== "pipelines" && kind !== "results") return rows
+  return Stream.unwrap(Effect.map(liveRuns(store), (alive) => {
+    const read = (row: Export.Row): Export.Row => {
+      const state = row["state"], runId = row["runId"]
+      return state === "running" && !alive(typeof runId === "string" ? runId : null) ? { ...row, state: "interrupted" } : row
+    }
+    return Stream.map(rows, (item): Export.RowItem =>
+      item instanceof Export.LargeRow ? new Export.LargeRow(read(item.head), item.field, item.parts) : read(item))
+  }))
+}
+
+// ---------------------------------------------------------------------------------------------
 // Members
 // ---------------------------------------------------------------------------------------------
 
@@ -801,7 +911,7 @@ export const suiteRowItems = (
 ): Stream.Stream<Export.RowItem, ReadError> =>
   Stream.unwrap(Effect.gen(function*() {
     const store = yield* suite.view(yield* canonicalMember(suite, options.experiment))
-    return withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options))
+    return withReadState(store, options.kind, withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options)))
   }))
 
 /**

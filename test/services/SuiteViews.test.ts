@@ -293,6 +293,49 @@ describe("SuiteViews", () => {
       assert.deepStrictEqual(lines(yield* get("/export?rows=results&format=jsonl&run_id=all&state=running")).map((r: any) => r.localKey), ["q3"])
     }))
 
+  it.scoped("a run from before per-member skip counts: members read 'skipped: not recorded' (not 0); the suite's total is the run's own count", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      const E = RunId.make("runE")
+      const all = [f.merged, f.members["alpha"]!, f.members["beta"]!]
+      // run C (an older assay) resumed both members and skipped 4 pipelines: only the run's count
+      // is recorded; run E resumed beta alone and skipped 2
+      for (const [runId, at, n] of [[C, 3000, 4], [E, 4000, 2]] as const) {
+        for (const s of all) yield* s.openRun({ runId, startedAt: at })
+        yield* f.merged.reportMetric({ runId, pipelineId: null, name: "skipped", value: n, display: "number", updatedAt: at + 100 })
+        for (const s of all) yield* s.finishRun(runId, { status: "completed", endedAt: at + 200 })
+      }
+      const facts = [membership(C, "alpha", 2), membership(C, "beta", 2), membership(E, "beta", 2)]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const c = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.deepStrictEqual(c.members.map((m) => [m.experimentId, m.skipped, m.skippedRecorded]), [["alpha", null, false], ["beta", null, false]])
+      assert.deepStrictEqual([c.skipped, c.skippedRecorded], [4, true])
+      const text = SuiteViews.renderSuiteText(c)
+      assert.match(text, /skipped 4 \(already done\)/)
+      assert.match(text, /  alpha: 0 pipeline\(s\) \([^)]*\), skipped: not recorded;/)
+      assert.notMatch(text, /skipped 0/)
+      const alpha = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC", experiment: "alpha" })
+      assert.deepStrictEqual([alpha.skipped, alpha.skippedRecorded], [null, false])
+      assert.match(SuiteViews.renderSuiteText(alpha), /Pipelines: 0 \([^)]*\), skipped: not recorded/)
+      // the only member run E selected: the run's count is beta's
+      const e = yield* SuiteViews.buildSuiteReport(suite, { runId: "runE" })
+      assert.deepStrictEqual(e.members.map((m) => [m.experimentId, m.skipped, m.skippedRecorded]), [["alpha", null, true], ["beta", 2, true]])
+      // run B recorded per-member counts: as recorded
+      const b = yield* SuiteViews.buildSuiteReport(suite, { runId: "runB" })
+      assert.deepStrictEqual(b.members.map((m) => [m.skipped, m.skippedRecorded]), [[1, true], [2, true]])
+      // the same in serve: /experiments and the dashboard
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const get = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      const ex = JSON.parse(yield* get("/experiments?run_id=runC"))
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.skipped, m.skipped_recorded]), [["alpha", null, false], ["beta", null, false]])
+      assert.strictEqual(JSON.parse(yield* get("/stats?run_id=runC")).skipped, 4)
+      assert.include(yield* get("/?run_id=runC"), "<td>not recorded</td>")
+    }))
+
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -545,13 +545,58 @@ export const memberSkipsOf = (runMetrics: ReadonlyArray<MetricRecord>, experimen
 }
 
 /**
+ * What the views print for a skip count the run did not record.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const NOT_RECORDED = "not recorded"
+
+/** The run's own skip count (run scope; 0 when it recorded none). */
+const runSkips = (store: TaskStore, runId: RunId): Effect.Effect<number, StoreUnavailable> =>
+  Effect.map(store.metrics({ runId, pipelineId: null }), (ms) => {
+    const v = ms.find((x) => x.name === SKIPPED_METRIC)?.value
+    return typeof v === "number" ? v : 0
+  })
+
+/**
+ * {@link memberSkipsOf}, telling a count the run did not record from a zero. The runner records
+ * the run's skip count (`skipped`, run scope) only when it is above 0, and each member's
+ * (`experiment:ID:skipped`) only since per-member counts exist. So, for member `experimentId`
+ * of a run that `selected` these members:
+ *
+ * - its member-scoped count, when recorded;
+ * - else 0 when the run recorded no skip count (it skipped nothing) or recorded some member's
+ *   (per-member counts existed: this member skipped nothing);
+ * - else the run's count when the member was the only one the run selected;
+ * - else `null`: the run skipped pipelines before per-member counts existed, and how many were
+ *   this member's is not recorded (the views say "not recorded", never a wrong 0).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberSkipsRecorded = (
+  runMetrics: ReadonlyArray<MetricRecord>,
+  experimentId: string,
+  selected: ReadonlyArray<string>
+): number | null => {
+  const runCount = runMetrics.find((x) => x.pipelineId === null && x.name === SKIPPED_METRIC)?.value
+  const perMember = runMetrics.some((x) => memberMetricOf(x.name)?.name === SKIPPED_METRIC)
+  if (perMember || typeof runCount !== "number" || runCount === 0) return memberSkipsOf(runMetrics, experimentId)
+  return selected.length === 1 && selected[0] === experimentId ? runCount : null
+}
+
+/**
  * One member as the suite views list it.
  *
  * - `pipelines` / `byState`: the cumulative view of the member, or, with a run, the durable
  *   outcomes of that run in the member ({@link runOutcomes});
  * - `skipped` (with a run only): pipelines the member's source handed to that run that it did
- *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsOf}),
- *   `null` without facts;
+ *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsRecorded}),
+ *   `null` without facts or when the run did not record it;
+ * - `skippedRecorded`: `false` when the run skipped pipelines but recorded no per-member count
+ *   that tells this member's (a run before per-member counts existed): the views print
+ *   "skipped: not recorded"; `true` otherwise;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
@@ -569,6 +614,7 @@ export interface MemberSummary {
   readonly pipelines: number
   readonly byState: Readonly<Record<PipelineState, number>>
   readonly skipped: number | null
+  readonly skippedRecorded: boolean
   readonly source: SuiteMembership | null
   readonly sourceStatus: SourceStatus
   readonly metricsRunId: string | null
@@ -614,13 +660,19 @@ export const memberSummaries = (
       let pipelines: number
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
+      let skippedRecorded = true
       if (options.runId !== undefined) {
         const o = yield* outcomesOf(view, options.runId, finished, !runAlive(runsById.get(options.runId), now))
         pipelines = o.pipelines
         byState = o.byState
         // the runner's own count: what it found already done (never "admitted minus recorded":
         // an interrupted run's admitted specs may never have reached a row)
-        skipped = source === undefined ? null : memberSkipsOf(yield* runMetrics(options.runId), m.experimentId)
+        if (source !== undefined) {
+          const runId = options.runId
+          const selected = facts.filter((f) => f.runId === runId && f.selected).map((f) => f.experimentId)
+          skipped = memberSkipsRecorded(yield* runMetrics(runId), m.experimentId, selected)
+          skippedRecorded = skipped !== null
+        }
       } else {
         const st = yield* view.stats()
         pipelines = st.pipelines
@@ -661,6 +713,7 @@ export const memberSummaries = (
         pipelines,
         byState,
         skipped,
+        skippedRecorded,
         source: source ?? null,
         sourceStatus: sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now)),
         metricsRunId,
@@ -719,6 +772,11 @@ export interface SuiteReportData extends Omit<Report.ReportData, "resources" | "
     readonly runId: string | null
   }
   readonly skipped: number | null
+  /**
+   * `false` when `skipped` is unknown: the run skipped pipelines before per-member counts
+   * existed and the member shown is not the only one it selected (see `memberSkipsRecorded`).
+   */
+  readonly skippedRecorded: boolean
   readonly members: ReadonlyArray<MemberSummary>
   readonly resources: ReadonlyArray<SuiteResource>
 }
@@ -748,6 +806,7 @@ export const buildSuiteReport = (
     let pipelines = base.pipelines
     let byState = yield* settleRunning(store, base.byState, runs, now)
     let skipped: number | null = null
+    let skippedRecorded = true
     let errors = base.errors
     if (runId !== undefined) {
       const o = yield* runOutcomes(store, runId, !runAlive(runs.find((r) => r.runId === runId), now))
@@ -759,6 +818,11 @@ export const buildSuiteReport = (
         .slice(0, options.errors ?? 10)
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
+      if (members.some((m) => !m.skippedRecorded)) {
+        // a run before per-member counts: the whole suite's is the run's own count
+        skipped = options.experiment === undefined ? yield* runSkips(merged, runId) : null
+        skippedRecorded = skipped !== null
+      }
     }
     // each error names its member and local key (a suite pipeline's key is its id)
     const identities = yield* memberIdentities(store, errors.map((e) => e.pipelineId))
@@ -777,6 +841,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
+      skippedRecorded,
       errors: named,
       resources,
       suite: {
@@ -832,13 +897,15 @@ export const renderSuiteText = (r: SuiteReportData): string => {
       errorLines.push(`  ${e.pipelineId}${who} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${e.errorMessage ?? ""}`)
     }
   }
-  out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${r.skipped === null ? "" : `, skipped ${r.skipped} (already done)`}`)
+  out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${
+    r.skipped !== null ? `, skipped ${r.skipped} (already done)` : r.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
+  }`)
   out.push("Members:")
   if (r.members.length === 0) out.push("  none")
   for (const m of r.members) {
     out.push(
       `  ${m.experimentId}${m.label === null ? "" : ` [${m.label}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
-        m.skipped === null ? "" : `, skipped ${m.skipped}`
+        m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
       }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
     )
     for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
@@ -982,6 +1049,7 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
   pipelines: m.pipelines,
   by_state: m.byState,
   skipped: m.skipped,
+  skipped_recorded: m.skippedRecorded,
   source_status: m.sourceStatus,
   source: m.source === null
     ? null
@@ -1037,7 +1105,9 @@ export const suiteSnapshot = (
     if (runId !== undefined && selection._tag === "Run") {
       const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
-      skipped = known.reduce((a, b) => a + b, 0)
+      // a run before per-member counts: the whole suite's is the run's own (base.skipped); a
+      // member whose count was not recorded adds none
+      skipped = options.experiment === undefined && shown.some((m) => !m.skippedRecorded) ? base.skipped : known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }
       done = o.byState.succeeded + o.byState.failed + skipped
     }

@@ -4,6 +4,7 @@
  */
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Cause, Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import type * as Handoff from "../../src/domain/Handoff.js"
 import * as Traversal from "../../src/domain/Traversal.js"
@@ -183,6 +184,28 @@ export const controlledToRewind = (store: Store["Type"], id: string, run = "run-
     if (!stopBefore) yield* rewindFrom(store, id, s1, run, ts)
     return s1
   })
+
+/**
+ * Injects a real SQLite failure from a second connection into the store file `file` (on), or
+ * removes it (off): triggers that abort every insert and update of the store's tables.
+ */
+export const setWriteFailure = (file: string, on: boolean) => {
+  const db = new Database(file, { timeout: 5000 })
+  try {
+    for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
+      for (const op of ["INSERT", "UPDATE"]) {
+        const name = `fail_${t}_${op.toLowerCase()}`
+        db.exec(
+          on
+            ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
+            : `DROP TRIGGER IF EXISTS ${name}`
+        )
+      }
+    }
+  } finally {
+    db.close()
+  }
+}
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 

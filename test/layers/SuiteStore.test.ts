@@ -12,7 +12,7 @@ import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, controlledToRewind, event, pipeline, storeContract, task } from "./StoreContract.js"
+import { artifact, controlledToRewind, event, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
 import { rid } from "../support/ids.js"
 
 const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-")), "root")
@@ -551,67 +551,13 @@ const attemptOf = (pipelineId: PipelineId) => ({
   durationMs: 1
 })
 
-/** Creates (on) or drops (off) triggers failing every insert and update of a store file's tables. */
-const setWriteFailure = (file: string, on: boolean) => {
-  const db = new Database(file, { timeout: 5000 })
-  try {
-    for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
-      for (const op of ["INSERT", "UPDATE"]) {
-        const name = `fail_${t}_${op.toLowerCase()}`
-        db.exec(
-          on
-            ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
-            : `DROP TRIGGER IF EXISTS ${name}`
-        )
-      }
-    }
-  } finally {
-    db.close()
-  }
-}
 
-// The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
-storeContract("SuiteStore (combined)", () => {
-  const root = tempRoot()
-  let on = false
-  return {
-    layer: (options = {}, backend = ArtifactBackends.layerInline) =>
-      Layer.project(
-        SuiteStore.layer({
-          ...options,
-          root,
-          suiteId: "contract",
-          layout: "combined",
-          members: [],
-          artifactBackend: "contract-backend",
-          artifactBackendLayer: Layer.orDie(backend)
-        }),
-        Store,
-        Store,
-        (s) => s
-      ).pipe(Layer.provide(NodeFileSystem.layer)),
-    injectWriteFailure: (value) =>
-      Effect.sync(() => {
-        on = value
-        setWriteFailure(nodePath.join(root, "state.db"), on)
-      })
-  }
-})
-
-// The store contract over a byExperiment suite root: the contract's pipelines spread over two
-// members (by the last character of their names), so every read is the merged view of two
-// member databases and the catalog, and every write is routed.
-const CONTRACT_SUITE = "contract"
-const CONTRACT_MEMBERS = ["m0", "m1"]
-/** A contract name as a member pipeline id: member digest, then the name's bytes in hex (at most 16). */
-const contractPipelineId = (name: string): PipelineId => {
-  if (memberDigestOf(name) !== undefined) return name as PipelineId
-  const hex = Buffer.from(name, "utf8").toString("hex")
-  if (hex.length > 32) throw new Error(`contract pipeline name too long for a member id: ${name}`)
-  const member = CONTRACT_MEMBERS[name.length === 0 ? 0 : name.charCodeAt(name.length - 1) % 2]!
-  return `${memberDigest(CONTRACT_SUITE, member)}-${hex.padEnd(32, "0")}` as PipelineId
-}
-storeContract("SuiteStore (byExperiment)", () => {
+/**
+ * The store contract's harness over a fresh suite root of `layout` with `members`: the root's
+ * `Store` over the contract's backend; a write failure is injected into every store file of the
+ * root that exists (`files`, relative to the root).
+ */
+const suiteHarness = (layout: SuiteLayout, members: ReadonlyArray<string>, files: ReadonlyArray<string>) => (): StoreHarness => {
   const root = tempRoot()
   return {
     layer: (options = {}, backend = ArtifactBackends.layerInline) =>
@@ -620,8 +566,8 @@ storeContract("SuiteStore (byExperiment)", () => {
           ...options,
           root,
           suiteId: CONTRACT_SUITE,
-          layout: "byExperiment",
-          members: CONTRACT_MEMBERS,
+          layout,
+          members,
           artifactBackend: "contract-backend",
           artifactBackendLayer: Layer.orDie(backend)
         }),
@@ -631,8 +577,30 @@ storeContract("SuiteStore (byExperiment)", () => {
       ).pipe(Layer.provide(NodeFileSystem.layer)),
     injectWriteFailure: (on) =>
       Effect.sync(() => {
-        const files = [nodePath.join(root, "suite.db"), ...CONTRACT_MEMBERS.map((m) => nodePath.join(root, "experiments", m, "state.db"))]
-        for (const file of files) if (fs.existsSync(file)) setWriteFailure(file, on)
+        for (const f of files) if (fs.existsSync(nodePath.join(root, f))) setWriteFailure(nodePath.join(root, f), on)
       })
   }
-}, { pipelineId: contractPipelineId })
+}
+
+const CONTRACT_SUITE = "contract"
+const CONTRACT_MEMBERS = ["m0", "m1"]
+
+// The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
+storeContract("SuiteStore (combined)", suiteHarness("combined", [], ["state.db"]))
+
+// The store contract over a byExperiment suite root: the contract's pipelines spread over two
+// members (by the last character of their names), so every read is the merged view of two
+// member databases and the catalog, and every write is routed.
+/** A contract name as a member pipeline id: member digest, then the name's bytes in hex (at most 16). */
+const contractPipelineId = (name: string): PipelineId => {
+  if (memberDigestOf(name) !== undefined) return name as PipelineId
+  const hex = Buffer.from(name, "utf8").toString("hex")
+  if (hex.length > 32) throw new Error(`contract pipeline name too long for a member id: ${name}`)
+  const member = CONTRACT_MEMBERS[name.length === 0 ? 0 : name.charCodeAt(name.length - 1) % 2]!
+  return `${memberDigest(CONTRACT_SUITE, member)}-${hex.padEnd(32, "0")}` as PipelineId
+}
+storeContract(
+  "SuiteStore (byExperiment)",
+  suiteHarness("byExperiment", CONTRACT_MEMBERS, ["suite.db", ...CONTRACT_MEMBERS.map((m) => `experiments/${m}/state.db`)]),
+  { pipelineId: contractPipelineId }
+)

@@ -52,7 +52,7 @@ import {
 import type { HandoffRecord } from "../../../domain/Handoff.js"
 import { checkBucket, checkLimit, latencyOf, PAGE_SIZE } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
-import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL } from "../sqlite/migrations.js"
+import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
 import { toAttempt, toEvent, toPipeline, toTask } from "../sqlite/rows.js"
@@ -666,10 +666,10 @@ export const makeView = (parts: ViewParts): TaskStore => {
    * database at the start of the stream (the first page of each is read before the first row is
    * emitted).
    */
-  const merged = <K, A, S = void>(
-    feeds: ReadonlyArray<{ readonly source: Source; readonly prefixed: boolean }>,
+  const merged = <K, A, S = void, F extends { readonly source: Source } = { readonly source: Source; readonly prefixed: boolean }>(
+    feeds: ReadonlyArray<F>,
     init: (db: Db) => Effect.Effect<S, StoreUnavailable>,
-    page: (db: Db, after: K | undefined, n: number, init: S, prefixed: boolean) => Effect.Effect<ReadonlyArray<readonly [K, A]>, StoreUnavailable>,
+    page: (db: Db, after: K | undefined, n: number, init: S, feed: F) => Effect.Effect<ReadonlyArray<readonly [K, A]>, StoreUnavailable>,
     cmp: (a: K, b: K) => number,
     pageSize: number
   ): Stream.Stream<A, StoreUnavailable> =>
@@ -688,7 +688,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
           feeds[i]!.source.use((db) =>
             Effect.gen(function*() {
               if (f.init === undefined) f.init = { value: yield* init(db) }
-              const rows = yield* page(db, f.after, pageSize, f.init.value, feeds[i]!.prefixed)
+              const rows = yield* page(db, f.after, pageSize, f.init.value, feeds[i]!)
               f.rows = rows
               f.pos = 0
               if (rows.length > 0) f.after = rows[rows.length - 1]![0]
@@ -761,24 +761,38 @@ export const makeView = (parts: ViewParts): TaskStore => {
         Effect.map(page({ runId: o.runId, state: o.state, after: after ?? undefined, limit: PAGE_SIZE }), (p) =>
           [Chunk.unsafeFromArray(p.pipelines), p.next === null ? Option.none() : Option.some(p.next)] as const)))
 
-  const taskOrder = (db: Db) => `pipeline_id, seq, ${db.env.visits ? "coalesce(visit, 0)" : "0"}, task_run_id`
   const streamTasks: TaskStore["streamTasks"] = (o = {}) => {
     if (o.pipelineId !== undefined) {
       const pid = o.pipelineId
       return limited(o.limit, () => pipelineStream(pid, (db) => db.service.streamTasks({ pipelineId: pid, runId: o.runId })))
     }
-    const [rc, rp] = runCond(o.runId)
-    // (pipelineId, seq, visit, taskRunId) across every database, as the limited form
+    // (pipelineId, seq, visit, taskRunId) across every database, as the limited form. A store
+    // of schema version 3+ keys tasks by pipeline number: its admitted pipelines' tasks are read
+    // through the pipeline-id index (each page an index range, not a sort of every task), its
+    // tasks of no admitted pipeline (number 0) as a second feed; an older store in one query
     return limited(o.limit, (n) =>
-      merged<TaskKey, TaskRecord>(
-        sources.map((source) => ({ source, prefixed: true })),
+      merged<TaskKey, TaskRecord, void, { readonly source: Source; readonly unadmitted: boolean }>(
+        sources.flatMap((source) => [{ source, unadmitted: false }, { source, unadmitted: true }]),
         () => Effect.void,
-        (db, after, n) => {
-          const [pc, pp] = prefixCond(db.prefix)
-          const order = taskOrder(db)
-          const [ac, ap] = after === undefined ? ["", []] : [` AND (${order}) > (?, ?, ?, ?)`, [after[0], after[1], after[2], after[3]]]
+        (db, after, n, _, { unadmitted }) => {
+          if (unadmitted && !db.env.numbered) return Effect.succeed([])
+          const joined = db.env.numbered && !unadmitted
+          const t = joined ? "t." : ""
+          const pipelineCol = joined ? "p.pipeline_id" : "pipeline_id"
+          const order = `${pipelineCol}, ${t}seq, ${db.env.visits ? `coalesce(${t}visit, 0)` : "0"}, ${t}task_run_id`
+          const [pc, pp] = prefixCond(db.prefix, pipelineCol)
+          const [ac, ap] = after === undefined
+            ? ["", []]
+            : [` AND ${pipelineCol} >= ? AND (${order}) > (?, ?, ?, ?)`, [after[0], after[0], after[1], after[2], after[3]]]
+          const [rc, rp] = o.runId === undefined ? ["", []] : [` AND ${t}run_id = ?`, [o.runId]]
+          const from = joined
+            ? "pipelines p JOIN tasks t ON t.pno = p.pno"
+            : unadmitted
+            ? `tasks WHERE pno = ${UNADMITTED_PNO}`
+            : "tasks"
+          const where = from.includes("WHERE") ? "" : " WHERE 1 = 1"
           return Effect.map(
-            query(db, `SELECT * FROM tasks WHERE 1 = 1${rc}${pc}${ac} ORDER BY ${order} LIMIT ?`, [...rp, ...pp, ...ap, n]),
+            query(db, `SELECT ${t}* FROM ${from}${where}${rc}${pc}${ac} ORDER BY ${order} LIMIT ?`, [...rp, ...pp, ...ap, n]),
             (rows) =>
               rows.map((r) => {
                 const t = toTask(r)
@@ -828,7 +842,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
       merged<readonly [number, number], EventRecord, number>(
         eventSources.filter(({ prefixed, source }) => !(o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)),
         (db) => highWater(db, "SELECT coalesce(max(event_id), 0) AS m FROM events"),
-        (db, after, n, hwm, prefixed) => {
+        (db, after, n, hwm, { prefixed }) => {
           const [w, p] = eventConds(db, o, prefixed)
           const [ac, ap] = after === undefined ? ["", []] : [" AND (ts, event_id) > (?, ?)", [after[0], after[1]]]
           return Effect.map(

@@ -658,13 +658,13 @@ export const makeView = (parts: ViewParts): TaskStore => {
   /**
    * A merged stream over `feeds`: each database is read in pages of its own order (`page`: the
    * rows after the key `after`, at most `n`, each with its key), and the heads are merged by
-   * `cmp`, then the feed's index. Every page is one `use` of its database: nothing
-   * is held between pages, so a consumer may write to any member while it reads (with the member
+   * `cmp`, then the feed's index. Every page is one `use` of its database: nothing is held
+   * between pages, so a consumer may write to any member while it reads (with the member
    * cache's `maxOpen`, a held database could leave a write waiting forever for a connection).
-   * Heads are compared only across databases, so `cmp` need not order a database's own rows
-   * (attempts: their recording order, merged by end time). `init` runs once per database before its first page (its high-water mark), for every
-   * database at the start of the stream (the first page of each is read before the first row is
-   * emitted).
+   * Heads are compared only across feeds, so `cmp` need not order a feed's own rows (attempts:
+   * their recording order, merged by end time). `init` runs once per feed before its first page
+   * (its high-water mark), for every feed at the start of the stream (the first page of each is
+   * read before the first row is emitted).
    */
   const merged = <K, A, S = void, F extends { readonly source: Source } = { readonly source: Source; readonly prefixed: boolean }>(
     feeds: ReadonlyArray<F>,

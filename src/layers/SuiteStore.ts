@@ -40,7 +40,7 @@
  * @since 0.5.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Context, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Effect, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
@@ -236,7 +236,7 @@ export const make = (
     const always = (db: Db): Source => ({
       name: "",
       use: (f) => f(db),
-      hold: Effect.succeed(Option.some(db))
+      featureLevel: () => db.service.featureLevel
     })
     const catalogSource = always(catalogDb)
 
@@ -271,7 +271,12 @@ export const make = (
     const memberSource = (id: string): Source =>
       cache === undefined
         ? always({ ...catalogDb, prefix: `${memberDigest(o.suiteId, id)}-` })
-        : { name: id, use: (f, empty) => cache.use(id, f, empty), hold: cache.hold(id), isOpen: () => cache.isOpen(id) }
+        : {
+          name: id,
+          use: (f, empty) => cache.use(id, f, empty),
+          isOpen: () => cache.isOpen(id),
+          featureLevel: () => cache.levelOf(id)
+        }
 
     const mergedView = (): TaskStore => {
       if (cache === undefined) {
@@ -412,7 +417,12 @@ export const makeRead = (
     const h = yield* make({ root, suiteId: manifest.suiteId, layout: manifest.layout, members: [], readOnly: true })
     if (options.experiment === undefined) return h
     const view = yield* h.catalog.view(options.experiment)
-    return { store: { ...h.store, ...view }, catalog: h.catalog }
+    // (a spread copies the feature level's value: read it through the view instead)
+    const store: StoreService = Object.defineProperty({ ...h.store, ...view }, "featureLevel", {
+      get: () => view.featureLevel,
+      enumerable: true
+    })
+    return { store, catalog: h.catalog }
   })
 
 /**

@@ -152,7 +152,7 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
       escapeHtml(m.experiment_id)
     }</a></td><td>${escapeHtml(m.label ?? "")}</td><td>${escapeHtml(m.pipelines)}</td><td>${escapeHtml(m.by_state.succeeded)}</td><td>${
       escapeHtml(m.by_state.failed)
-    }</td><td>${escapeHtml(m.by_state.interrupted)}</td><td>${escapeHtml(m.skipped ?? "")}</td><td class="msg">${escapeHtml(sourceWord(m))}</td><td>${
+    }</td><td>${escapeHtml(m.by_state.interrupted)}</td><td>${escapeHtml(m.skipped ?? (m.skipped_recorded ? "" : "not recorded"))}</td><td class="msg">${escapeHtml(sourceWord(m))}</td><td>${
       escapeHtml(m.metrics.map((x) => `${x.label ?? x.name}: ${formatMetric(x.value, x.display)}`).join(", "))
     }</td></tr>`
   ).join("")
@@ -480,7 +480,7 @@ const SCRIPT = `
         a.setAttribute("href", "/" + q({ run_id: config.runId, experiment: m.experiment_id }));
         td.appendChild(a);
         var src = m.source_status === "error" ? "source error: " + (m.source && m.source.source_error || "") : m.source_status === "exhausted" ? "source exhausted" : m.source_status === "limit" ? "limit reached" : m.source_status === "running" ? "source not exhausted yet (running)" : m.source_status === "interrupted" ? "source not exhausted (run ended)" : "never run";
-        var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? "" : m.skipped, el("td", "msg", src),
+        var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? (m.skipped_recorded === false ? "not recorded" : "") : m.skipped, el("td", "msg", src),
           m.metrics.map(function (x) { return (x.label || x.name) + ": " + metricText(x); }).join(", ")]);
         if (m.experiment_id === s.suite.experiment) tr.className = "selected";
         return tr;

@@ -3,7 +3,6 @@
  * a spawned `assay mock-llm`, loopback HTTP servers and a loopback forward proxy, store
  * queries. Everything binds 127.0.0.1; nothing needs the network.
  */
-import Database from "better-sqlite3"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -165,14 +164,8 @@ export const forwardProxy = async (targetPort: number) => {
   }
 }
 
-export const query = <A = Record<string, unknown>>(db: string, sql: string, ...params: Array<unknown>): Array<A> => {
-  const d = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return d.prepare(sql).all(...params) as Array<A>
-  } finally {
-    d.close()
-  }
-}
+/** The rows of a read-only query on a store file (see `test/support/cli.ts`). */
+export { query } from "../support/cli.js"
 
 /** An experiment with one pool `llm` and one chat task over `range: n` rows ("item <i>"). */
 export const chatExperiment = (o: {

@@ -9,65 +9,14 @@
  * Each spawn costs ~2 s of start-up: the tests share spawns where the assertions allow.
  */
 import { assert, describe, it } from "@effect/vitest"
-import Database from "better-sqlite3"
 import { Effect } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(root, "bin/assay")
-
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const start = (args: ReadonlyArray<string>, cwd = root): { child: ChildProcess; done: Promise<Result> } => {
-  const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-  const done = new Promise<Result>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })))
-  return { child, done }
-}
-const assay = (args: ReadonlyArray<string>, cwd = root) => Effect.promise(() => start(args, cwd).done)
+import { assay, count, query, start, waitFor, write } from "../support/cli.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-cli-fixes-"))
-const write = (dir: string, name: string, text: string) => {
-  const p = path.join(dir, name)
-  fs.writeFileSync(p, text)
-  return p
-}
-const query = <A = Record<string, unknown>>(db: string, sql: string, ...params: Array<unknown>): Array<A> => {
-  const d = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return d.prepare(sql).all(...params) as Array<A>
-  } finally {
-    d.close()
-  }
-}
-const count = (db: string, sql: string, ...params: Array<unknown>): number =>
-  Number(Object.values(query(db, sql, ...params)[0]!)[0])
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const waitFor = async (check: () => boolean, what: string, timeoutMs = 30_000) => {
-  const t0 = Date.now()
-  const safe = () => {
-    try {
-      return check()
-    } catch {
-      return false
-    }
-  }
-  while (!safe()) {
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`)
-    await sleep(20)
-  }
-}
 
 const delayExperiment = (n: number, ms: number, concurrency: number) =>
   JSON.stringify({
@@ -116,7 +65,7 @@ describe("export / merge / run ids", () => {
       assert.include(e1.stderr, "SQLite database")
       assert.isTrue(fs.readFileSync(other).equals(before))
       // merge -o its own input (written differently): refused, untouched.
-      const m1 = yield* assay(["merge", "a.db", "-o", "./a.db", "--format", "json"], dir)
+      const m1 = yield* assay(["merge", "a.db", "-o", "./a.db", "--format", "json"], { cwd: dir })
       assert.strictEqual(m1.code, 2, m1.stderr)
       assert.include(m1.stderr, "input store")
       assert.isTrue(fs.readFileSync(store).subarray(0, 15).equals(Buffer.from("SQLite format 3")))

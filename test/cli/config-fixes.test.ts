@@ -6,32 +6,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(root, "bin/assay")
-
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const assay = (args: ReadonlyArray<string>, cwd: string) =>
-  Effect.promise(() =>
-    new Promise<Result>((resolve) => {
-      const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      child.on("close", (code) => resolve({ code, stdout, stderr }))
-    })
-  )
+import { assay } from "../support/cli.js"
 
 describe("validate and run refuse the same files", () => {
   it.live("duplicate ids and a missing keyField are refused by validate; a repeated key by validate and by run (exit 2)", () =>
@@ -53,11 +32,11 @@ describe("validate and run refuse the same files", () => {
         "source: { jsonl: { path: rows.jsonl }, keyField: id, repeats: 2 }"
       ].join("\n"))
       const [bad, dup, dupRun, ok, noStore] = yield* Effect.all([
-        assay(["validate", "-c", "bad.yaml"], dir),
-        assay(["validate", "-c", "dup.yaml"], dir),
-        assay(["run", "-c", "dup.yaml", "--store", "dup.db"], dir),
-        assay(["validate", "-c", "ok.yaml", "--json"], dir),
-        assay(["run", "-c", "ok.yaml"], dir)
+        assay(["validate", "-c", "bad.yaml"], { cwd: dir }),
+        assay(["validate", "-c", "dup.yaml"], { cwd: dir }),
+        assay(["run", "-c", "dup.yaml", "--store", "dup.db"], { cwd: dir }),
+        assay(["validate", "-c", "ok.yaml", "--json"], { cwd: dir }),
+        assay(["run", "-c", "ok.yaml"], { cwd: dir })
       ], { concurrency: 5 })
       // no store named anywhere: the run works in memory and says that nothing is kept
       assert.strictEqual(noStore.code, 0, noStore.stderr)

@@ -10,74 +10,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(root, "bin/assay")
-
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-interface Started {
-  readonly child: ChildProcess
-  readonly done: Promise<Result>
-}
-
-const start = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Record<string, string | undefined> } = {}): Started => {
-  const env: Record<string, string | undefined> = { ...process.env, ...options.env }
-  for (const [k, v] of Object.entries(options.env ?? {})) if (v === undefined) delete env[k]
-  const child = spawn(bin, [...args], { cwd: options.cwd ?? root, env: env as NodeJS.ProcessEnv, stdio: ["ignore", "pipe", "pipe"] })
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-  const done = new Promise<Result>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })))
-  return { child, done }
-}
-
-const assay = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Record<string, string | undefined> } = {}) =>
-  Effect.promise(() => start(args, options).done)
+import { assay, count, exec, query, root, sleep, start, waitFor, write } from "../support/cli.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "assay-cli-"))
-const write = (dir: string, name: string, text: string) => {
-  const p = path.join(dir, name)
-  fs.mkdirSync(path.dirname(p), { recursive: true })
-  fs.writeFileSync(p, text)
-  return p
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const waitFor = async (check: () => boolean, what: string, timeoutMs = 30_000) => {
-  const t0 = Date.now()
-  const safe = () => {
-    try {
-      return check()
-    } catch {
-      return false // the store is being created
-    }
-  }
-  while (!safe()) {
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`)
-    await sleep(20)
-  }
-}
-
-const query = <A = Record<string, unknown>>(db: string, sql: string, ...params: Array<unknown>): Array<A> => {
-  const d = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return d.prepare(sql).all(...params) as Array<A>
-  } finally {
-    d.close()
-  }
-}
-const count = (db: string, sql: string, ...params: Array<unknown>): number =>
-  Number(Object.values(query(db, sql, ...params)[0]!)[0])
 const integrityOk = (db: string): boolean => {
   const d = new Database(db)
   try {
@@ -517,14 +456,7 @@ describe("assay run: signals, crashes, shards", () => {
         waitFor(() => fs.existsSync(shard1) && count(shard1, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'") >= 2, "shard 1 under way")
       )
       // The shard child is `node ... main.ts resume -c FILE --shard 1/2 ...` (its own process group).
-      const pids = (yield* Effect.promise(() =>
-        new Promise<string>((resolve) => {
-          const ps = spawn("ps", ["-eo", "pid=,args="], { stdio: ["ignore", "pipe", "ignore"] })
-          let out = ""
-          ps.stdout.on("data", (d: Buffer) => (out += d.toString()))
-          ps.on("close", () => resolve(out))
-        })
-      )).split("\n").filter((l) => l.includes(file) && l.includes("--shard 1/2")).map((l) => Number(l.trim().split(/\s+/)[0]))
+      const pids = (yield* exec("ps", ["-eo", "pid=,args="])).stdout.split("\n").filter((l) => l.includes(file) && l.includes("--shard 1/2")).map((l) => Number(l.trim().split(/\s+/)[0]))
       assert.isAbove(pids.length, 0)
       for (const pid of pids) process.kill(pid, "SIGKILL")
       const r = yield* Effect.promise(() => p.done)

@@ -8,50 +8,12 @@
  * Each spawn costs ~1.5 s of start-up: the tests share spawns where they can.
  */
 import { assert, describe, it } from "@effect/vitest"
-import Database from "better-sqlite3"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(root, "bin/assay")
-
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const assay = (args: ReadonlyArray<string>, cwd: string = root) =>
-  Effect.promise(() =>
-    new Promise<Result>((resolve) => {
-      const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-      child.on("close", (code) => resolve({ code, stdout, stderr }))
-    })
-  )
-
-const write = (dir: string, name: string, content: unknown) => {
-  const p = path.join(dir, name)
-  fs.mkdirSync(path.dirname(p), { recursive: true })
-  fs.writeFileSync(p, typeof content === "string" ? content : JSON.stringify(content, null, 2))
-  return p
-}
-
-const query = <A = Record<string, unknown>>(db: string, sql: string): Array<A> => {
-  const d = new Database(db, { readonly: true, fileMustExist: true })
-  try {
-    return d.prepare(sql).all() as Array<A>
-  } finally {
-    d.close()
-  }
-}
+import { assay, query, root, start, waitFor, write } from "../support/cli.js"
 
 /** `<member> <localKey> <seq> <actual pool>` per task execution. */
 const logLines = (log: string) => fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "") : []
@@ -215,7 +177,7 @@ describe("assay run -c SUITE", () => {
   it.live("exit 1 when a member's task fails, the others finishing; --output-root is relative to the working directory; validate", () =>
     Effect.gen(function*() {
       const s = suiteDir({ withFailing: true, layout: "combined" })
-      const r = yield* assay(["run", "-c", s.suite, "--output-root", "elsewhere"], s.dir)
+      const r = yield* assay(["run", "-c", s.suite, "--output-root", "elsewhere"], { cwd: s.dir })
       assert.strictEqual(r.code, 1, r.stderr)
       // the member lines count each member's own pipelines (one database for all)
       assert.match(r.stdout, /a \(A\): submitted 4 · succeeded 4 · failed 0/)
@@ -236,7 +198,7 @@ describe("assay run -c SUITE", () => {
       assert.isTrue(described.valid)
       assert.include(v.stdout, "experiment:b:apis")
       // validate takes --output-root like run (relative to the working directory) and shows it
-      const vr = yield* assay(["validate", "-c", s.suite, "--json", "--output-root", "elsewhere"], s.dir)
+      const vr = yield* assay(["validate", "-c", s.suite, "--json", "--output-root", "elsewhere"], { cwd: s.dir })
       assert.strictEqual(vr.code, 0, vr.stderr)
       assert.include(vr.stdout, path.join(s.dir, "elsewhere"))
       // ... and refuses it for an experiment file, which names its store instead
@@ -265,25 +227,10 @@ describe("assay run -c SUITE", () => {
   it.live("SIGINT: exit 130 with the resume command; resume finishes the rest", () =>
     Effect.gen(function*() {
       const s = suiteDir({ n: 30, ms: 40 })
-      const code = yield* Effect.promise(() =>
-        new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
-          const child = spawn(bin, ["run", "-c", s.suite], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
-          let stderr = ""
-          let stdout = ""
-          child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-          child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-          const poll = setInterval(() => {
-            if (logLines(s.log).length >= 3) {
-              clearInterval(poll)
-              child.kill("SIGINT")
-            }
-          }, 20)
-          child.on("close", (c) => {
-            clearInterval(poll)
-            resolve({ code: c, stderr, stdout })
-          })
-        })
-      )
+      const p = start(["run", "-c", s.suite])
+      yield* Effect.promise(() => waitFor(() => logLines(s.log).length >= 3, "3 tasks run"))
+      p.child.kill("SIGINT")
+      const code = yield* Effect.promise(() => p.done)
       assert.strictEqual(code.code, 130, code.stderr)
       // every submitted pipeline is in one state: none "lost" between admission and a row
       const lines = [...code.stdout.matchAll(/: submitted (\d+) · succeeded (\d+) · failed (\d+) · interrupted (\d+) · skipped (\d+)(?: · pending (\d+))?/g)]

@@ -13,42 +13,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
-const repo = fileURLToPath(new URL("../../", import.meta.url))
-const bin = path.join(repo, "bin/assay")
+import { assay as run, type Ran, root as repo, start, write } from "../support/cli.js"
 
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const assay = (args: ReadonlyArray<string>, cwd: string = repo) =>
-  Effect.promise(() =>
-    new Promise<Result>((resolve) => {
-      const child = spawn(bin, [...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
-      // a command that hangs fails the test instead of outliving it
-      const guard = setTimeout(() => child.kill("SIGKILL"), 90_000)
-      child.on("close", () => clearTimeout(guard))
-      let stdout = ""
-      let stderr = ""
-      child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()))
-      child.on("close", (code) => resolve({ code, stdout, stderr }))
-    })
-  )
-
-const write = (dir: string, name: string, content: unknown) => {
-  const p = path.join(dir, name)
-  fs.mkdirSync(path.dirname(p), { recursive: true })
-  fs.writeFileSync(p, typeof content === "string" ? content : JSON.stringify(content, null, 2))
-  return p
-}
+/** `bin/assay args`; one that hangs is killed after 90 s (the test fails instead of outliving it). */
+const assay = (args: ReadonlyArray<string>) => run(args, { killAfterMs: 90_000 })
 
 /** Writes the suite dir, runs it (a's row 1 fails), then resumes it (row 1 succeeds). */
 const makeRoot = (layout: "combined" | "byExperiment") =>
@@ -91,7 +63,7 @@ const makeRoot = (layout: "combined" | "byExperiment") =>
     return { dir, root: path.join(dir, "out/cmp") }
   })
 
-const jsonOf = (r: Result): any => {
+const jsonOf = (r: Ran): any => {
   assert.strictEqual(r.code, 0, r.stderr)
   return JSON.parse(r.stdout)
 }
@@ -99,7 +71,7 @@ const jsonOf = (r: Result): any => {
 /** serve ROOT on 127.0.0.1: /experiments, ?experiment= with run_id, the dashboard's member links. */
 const checkServe = (root: string, runA: string) =>
   Effect.acquireUseRelease(
-    Effect.sync(() => spawn(bin, ["serve", root, "--port", "0"], { cwd: repo, stdio: ["ignore", "pipe", "pipe"] })),
+    Effect.sync(() => start(["serve", root, "--port", "0"]).child),
     (child) =>
       Effect.gen(function*() {
         const url = yield* Effect.promise(() =>

@@ -22,6 +22,7 @@ import {
   controlledToRewind,
   event,
   pipeline,
+  setWriteFailure,
   type StoreHarness,
   storeContract,
   task
@@ -31,27 +32,6 @@ import { pid, rid } from "../support/ids.js"
 /** A fresh temporary store path (the directory is under os.tmpdir()). */
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-store-")), "runs.db")
 
-/**
- * Injects a real SQLite failure from a second connection: triggers that abort every insert
- * and update of the store's tables.
- */
-const setWriteFailure = (file: string, on: boolean) => {
-  const db = new Database(file, { timeout: 5000 })
-  try {
-    for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
-      for (const op of ["INSERT", "UPDATE"]) {
-        const name = `fail_${t}_${op.toLowerCase()}`
-        db.exec(
-          on
-            ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
-            : `DROP TRIGGER IF EXISTS ${name}`
-        )
-      }
-    }
-  } finally {
-    db.close()
-  }
-}
 
 const sqliteHarness = (): StoreHarness => {
   const file = tempStorePath()

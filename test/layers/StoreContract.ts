@@ -4,6 +4,7 @@
  */
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Cause, Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import type * as Handoff from "../../src/domain/Handoff.js"
 import * as Traversal from "../../src/domain/Traversal.js"
@@ -129,7 +130,8 @@ export const ledgerRow = (
   fromSeq: number,
   toSeq: number | null,
   entry: string,
-  run = "run-1"
+  run = "run-1",
+  ts = 2500
 ): NewHandoff => ({
   pipelineId: pid(id),
   runId: rid(run),
@@ -142,11 +144,11 @@ export const ledgerRow = (
   entryArtifactId: entry,
   entryReused: operation === "end",
   reason: "test",
-  ts: 2500
+  ts
 })
 
 /** Seq 1 of `id` rewinds to seq 0 with a new payload (at seq 3): one transition commit. */
-export const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.VisitState, run: string) => {
+export const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.VisitState, run: string, ts = 2500) => {
   const s2 = Either.getOrThrow(Traversal.transition(s1, {
     operation: "rewind", fromSeq: 1, toSeq: 0, entry: `${id}:3`, payload: true, nTasks: 3, limit: 5
   }))
@@ -158,7 +160,7 @@ export const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.Visit
     traversal: {
       expectedVersion: s1.version,
       state: s2,
-      handoff: ledgerRow(id, "rewind", 1, 0, `${id}:3`, run),
+      handoff: ledgerRow(id, "rewind", 1, 0, `${id}:3`, run, ts),
       entry: { ...artifact(id, 3, encoder.encode("feedback")), runId: rid(run), taskName: "t1" },
       invalidateFrom: 0
     }
@@ -169,7 +171,7 @@ export const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.Visit
  * A control pipeline `id` whose seq 0 succeeded ("a0") and whose seq 1 rewinds to seq 0 with a
  * payload; returns the state before the rewind (or, with `stopBefore`, without rewinding).
  */
-export const controlledToRewind = (store: Store["Type"], id: string, run = "run-1", stopBefore = false) =>
+export const controlledToRewind = (store: Store["Type"], id: string, run = "run-1", stopBefore = false, ts = 2500) =>
   Effect.gen(function*() {
     const s0 = yield* controlled(store, id, run)
     const s1 = Traversal.succeed(s0, 0, `${id}:0`, 3)
@@ -179,9 +181,31 @@ export const controlledToRewind = (store: Store["Type"], id: string, run = "run-
       task: { ...task(id, 0), runId: rid(run) },
       traversal: { expectedVersion: s0.version, state: s1 }
     })
-    if (!stopBefore) yield* rewindFrom(store, id, s1, run)
+    if (!stopBefore) yield* rewindFrom(store, id, s1, run, ts)
     return s1
   })
+
+/**
+ * Injects a real SQLite failure from a second connection into the store file `file` (on), or
+ * removes it (off): triggers that abort every insert and update of the store's tables.
+ */
+export const setWriteFailure = (file: string, on: boolean) => {
+  const db = new Database(file, { timeout: 5000 })
+  try {
+    for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
+      for (const op of ["INSERT", "UPDATE"]) {
+        const name = `fail_${t}_${op.toLowerCase()}`
+        db.exec(
+          on
+            ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
+            : `DROP TRIGGER IF EXISTS ${name}`
+        )
+      }
+    }
+  } finally {
+    db.close()
+  }
+}
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
@@ -192,8 +216,37 @@ const filesUnder = (root: string): Array<string> =>
     .filter((d) => d.isFile())
     .map((d) => nodePath.join(d.parentPath, d.name))
 
+/**
+ * How the contract names pipelines in a store: `pipelineId` turns a test's short name ("p1")
+ * into the pipeline id written to the store (default: the name itself). A suite store routes
+ * by member-shaped ids (`<12hex>-<32hex>`), so its harness maps names onto them. The mapping
+ * must be injective and leave an id it made unchanged (tests pass both names and ids); it need
+ * not keep the names' order: every expectation about order is stated over the mapped ids.
+ */
+export interface ContractOptions {
+  readonly pipelineId?: ((name: string) => PipelineId) | undefined
+}
+
+const base = { pipeline, artifact, task, attempt, event, controlled, ledgerRow, rewindFrom, controlledToRewind }
+
 /** Runs the whole contract against one implementation. */
-export const storeContract = (name: string, makeHarness: () => StoreHarness) => {
+export const storeContract = (name: string, makeHarness: () => StoreHarness, contractOptions: ContractOptions = {}) => {
+  const P = (id: string): PipelineId => (contractOptions.pipelineId ?? pid)(id)
+  /** Pipeline ids in the stores' id order (the order of equal timestamps). */
+  const ordered = (ids: ReadonlyArray<string>): Array<PipelineId> => ids.map(P).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+  /** An artifact address of pipeline `id`. */
+  const addr = (id: string, rest: string) => `${P(id)}:${rest}`
+  const pipeline = (id: string, over: Parameters<typeof base.pipeline>[1] = {}) => base.pipeline(P(id), over)
+  const artifact = (id: string, seq: number, payload: Uint8Array, isFinal = false) => base.artifact(P(id), seq, payload, isFinal)
+  const task = (id: string, seq: number, state: TaskRecord["state"] = "succeeded") => base.task(P(id), seq, state)
+  const attempt = (id: string, seq: number, attemptNo = 1) => base.attempt(P(id), seq, attemptNo)
+  const event = (kind: string, id: string | null = null, ts = 1000, runId = "run-1") => base.event(kind, id === null ? null : P(id), ts, runId)
+  const controlled = (store: Store["Type"], id: string, run = "run-1") => base.controlled(store, P(id), run)
+  const ledgerRow = (id: string, operation: Handoff.Operation, fromSeq: number, toSeq: number | null, entry: string, run = "run-1") =>
+    base.ledgerRow(P(id), operation, fromSeq, toSeq, entry, run)
+  const rewindFrom = (store: Store["Type"], id: string, s1: Traversal.VisitState, run: string) => base.rewindFrom(store, P(id), s1, run)
+  const controlledToRewind = (store: Store["Type"], id: string, run = "run-1", stopBefore = false, ts = 2500) =>
+    base.controlledToRewind(store, P(id), run, stopBefore, ts)
   const withStore = <A, E>(
     body: (store: Store["Type"], h: StoreHarness) => Effect.Effect<A, E>,
     options?: StoreOptions,
@@ -209,19 +262,21 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           const { repeat: _absent, ...noRepeat } = pipeline("r-none")
           yield* store.admit([pipeline("r0", { repeat: 0 }), pipeline("r3", { repeat: 3 }), noRepeat])
-          const byId = yield* store.getPipelines([pid("r0"), pid("r3"), pid("r-none")])
-          assert.strictEqual(byId.get(pid("r0"))!.repeat, 0)
-          assert.strictEqual(byId.get(pid("r3"))!.repeat, 3)
-          assert.strictEqual(byId.get(pid("r-none"))!.repeat, null)
+          const byId = yield* store.getPipelines([P("r0"), P("r3"), P("r-none")])
+          assert.strictEqual(byId.get(P("r0"))!.repeat, 0)
+          assert.strictEqual(byId.get(P("r3"))!.repeat, 3)
+          assert.strictEqual(byId.get(P("r-none"))!.repeat, null)
           const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
-          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.repeat]), [[pid("r-none"), null], [pid("r0"), 0], [pid("r3"), 3]])
+          // equal createdAt: by pipeline id
+          const repeats = new Map<string, number | null>([[P("r-none"), null], [P("r0"), 0], [P("r3"), 3]])
+          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.repeat]), ordered(["r-none", "r0", "r3"]).map((id) => [id, repeats.get(id)]))
           const { repeat: _r, ...again } = pipeline("r3", { state: "succeeded", updatedAt: 2000 })
           yield* store.admit([again])
-          const r3 = Option.getOrThrow(yield* store.getPipeline(pid("r3")))
+          const r3 = Option.getOrThrow(yield* store.getPipeline(P("r3")))
           assert.strictEqual(r3.repeat, 3)
           assert.strictEqual(r3.state, "succeeded")
-          yield* store.updatePipeline(pid("r3"), { state: "failed", updatedAt: 3000 })
-          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("r3"))).repeat, 3)
+          yield* store.updatePipeline(P("r3"), { state: "failed", updatedAt: 3000 })
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(P("r3"))).repeat, 3)
         })))
 
     it.effect("the member fields (suiteId, experimentId, localKey) are stored: read back, null by default, kept by a re-admission that lacks them", () =>
@@ -229,16 +284,19 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           const member = { suiteId: "cmp", experimentId: "baseline", localKey: "sample-7" }
           yield* store.admit([pipeline("m1", member), pipeline("plain")])
-          const byId = yield* store.getPipelines([pid("m1"), pid("plain")])
-          const m1 = byId.get(pid("m1"))!
+          const byId = yield* store.getPipelines([P("m1"), P("plain")])
+          const m1 = byId.get(P("m1"))!
           assert.deepStrictEqual([m1.suiteId, m1.experimentId, m1.localKey], ["cmp", "baseline", "sample-7"])
-          const plain = byId.get(pid("plain"))!
+          const plain = byId.get(P("plain"))!
           assert.deepStrictEqual([plain.suiteId, plain.experimentId, plain.localKey], [null, null, null])
           const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines()))
-          assert.deepStrictEqual(streamed.map((p) => [p.pipelineId, p.experimentId]), [[pid("m1"), "baseline"], [pid("plain"), null]])
+          assert.deepStrictEqual(
+            streamed.map((p) => [p.pipelineId, p.experimentId]),
+            ordered(["m1", "plain"]).map((id) => [id, id === P("m1") ? "baseline" : null])
+          )
           const { suiteId: _s, experimentId: _e, localKey: _l, ...again } = pipeline("m1", { state: "succeeded", updatedAt: 2000 })
           yield* store.admit([again])
-          const after = Option.getOrThrow(yield* store.getPipeline(pid("m1")))
+          const after = Option.getOrThrow(yield* store.getPipeline(P("m1")))
           assert.deepStrictEqual([after.suiteId, after.experimentId, after.localKey, after.state], ["cmp", "baseline", "sample-7", "succeeded"])
         })))
 
@@ -250,8 +308,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* store.admit([...ids].reverse().map((id) => pipeline(id)))
           const got = Chunk.toArray(yield* Stream.runCollect(store.streamPipelines())).map((p) => p.pipelineId)
           assert.strictEqual(got.length, ids.length)
-          assert.deepStrictEqual(got, ids)
-          const tasks = ids.slice(0, 1200).flatMap((id) => [task(id, 0), { ...task(id, 0), taskRunId: `${id}/0b` }])
+          assert.deepStrictEqual(got, ordered(ids))
+          const tasks = ids.slice(0, 1200).flatMap((id) => [task(id, 0), { ...task(id, 0), taskRunId: `${P(id)}/0b` }])
           yield* Effect.forEach(tasks, (t) => store.putTask(new TaskRecord(t)), { concurrency: 16 })
           const gotTasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
           assert.strictEqual(gotTasks.length, 2400)
@@ -328,7 +386,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(yield* store.pending, 0)
             yield* store.emitEvent(event("b"))
             assert.strictEqual(yield* store.countEvents(), 2)
-            const atts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: pid("p1") })))
+            const atts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: P("p1") })))
             assert.strictEqual(atts.length, 1)
             assert.deepStrictEqual(atts[0]!.decision, { retry: true, reason: "timeout", delayMs: 100 })
           }),
@@ -367,13 +425,13 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
     it.effect("group commit: concurrent checkpoints are all durable and visible when they resolve", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const ids = Array.from({ length: 300 }, (_, i) => pid(`g${i}`))
+          const ids = Array.from({ length: 300 }, (_, i) => P(`g${i}`))
           yield* Effect.forEach(ids, (id) => store.admit([pipeline(id)]), { concurrency: 64 })
           yield* Effect.forEach(ids, (id) =>
             Effect.gen(function*() {
               for (let seq = 0; seq < 3; seq++) {
                 yield* store.checkpoint({
-                  pipelineId: pid(id),
+                  pipelineId: P(id),
                   artifact: artifact(id, seq, bytes(`${id}:${seq}`), seq === 2),
                   task: task(id, seq),
                   pipeline: {
@@ -386,7 +444,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
                   events: [event("task.done", id)]
                 })
                 // resolved ⇒ committed: another read sees the cursor at once
-                const row = yield* store.getPipeline(pid(id))
+                const row = yield* store.getPipeline(P(id))
                 assert.strictEqual(Option.getOrThrow(row).nTasksDone, seq + 1)
               }
             }), { concurrency: 64 })
@@ -397,10 +455,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(p.nTasksDone, 3)
             assert.strictEqual(p.attemptsTotal, 3)
           }
-          const arts = yield* store.listArtifacts(pid("g7"))
+          const arts = yield* store.listArtifacts(P("g7"))
           assert.deepStrictEqual(arts.map((a) => [a.seq, a.isFinal]), [[0, false], [1, false], [2, true]])
           assert.strictEqual(yield* store.countEvents({ kind: "task.done" }), 900)
-          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("g7") }))), 3)
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: P("g7") }))), 3)
         })))
 
     it.effect("a failed group commit fails its callers and leaves nothing visible", () =>
@@ -409,7 +467,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* store.admit([pipeline("f1")])
           yield* h.injectWriteFailure(true)
           const exit = yield* Effect.exit(store.checkpoint({
-            pipelineId: pid("f1"),
+            pipelineId: P("f1"),
             artifact: artifact("f1", 0, bytes("x")),
             task: task("f1", 0),
             pipeline: { nTasksDone: 1, updatedAt: 2 },
@@ -417,8 +475,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           }))
           assert.isTrue(Exit.isFailure(exit))
           yield* h.injectWriteFailure(false)
-          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pid("f1"))).nTasksDone, 0)
-          assert.strictEqual((yield* store.listArtifacts(pid("f1"))).length, 0)
+          assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(P("f1"))).nTasksDone, 0)
+          assert.strictEqual((yield* store.listArtifacts(P("f1"))).length, 0)
           assert.strictEqual(yield* store.countEvents(), 0)
         })))
 
@@ -431,22 +489,22 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* store.putArtifact(artifact("a1", 1, bytes("one")))
           yield* store.putArtifact(artifact("a1", 0, bytes("zero-old")))
           yield* store.putArtifact(artifact("a1", 0, bytes("zero-new")))
-          const list = yield* store.listArtifacts(pid("a1"))
+          const list = yield* store.listArtifacts(P("a1"))
           assert.deepStrictEqual(list.map((a) => a.seq), [-1, 0, 0, 1])
           assert.isTrue(list[1]!.artifactId < list[2]!.artifactId)
-          const got = Option.getOrThrow(yield* store.getArtifact(pid("a1"), 0))
+          const got = Option.getOrThrow(yield* store.getArtifact(P("a1"), 0))
           assert.deepStrictEqual(got.payload, bytes("zero-new"))
           assert.isTrue(got.artifact.available)
           assert.strictEqual(got.artifact.typeName, "Json")
-          assert.isTrue(Option.isNone(yield* store.getArtifact(pid("a1"), 5)))
-          yield* store.markFinal(pid("a1"), 1)
-          yield* store.markFinal(pid("a1"), 1)
-          const finals = (yield* store.listArtifacts(pid("a1"))).filter((a) => a.isFinal)
+          assert.isTrue(Option.isNone(yield* store.getArtifact(P("a1"), 5)))
+          yield* store.markFinal(P("a1"), 1)
+          yield* store.markFinal(P("a1"), 1)
+          const finals = (yield* store.listArtifacts(P("a1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals.map((a) => a.seq), [1])
-          yield* store.markFinal(pid("a1"), 0)
-          const finals2 = (yield* store.listArtifacts(pid("a1"))).filter((a) => a.isFinal)
+          yield* store.markFinal(P("a1"), 0)
+          const finals2 = (yield* store.listArtifacts(P("a1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals2.map((a) => a.artifactId), [list[2]!.artifactId])
-          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamArtifacts({ pipelineId: pid("a1") })))
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamArtifacts({ pipelineId: P("a1") })))
           assert.deepStrictEqual(streamed.map((a) => a.artifactId), list.map((a) => a.artifactId))
         })))
 
@@ -457,9 +515,9 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             assert.strictEqual(store.journal, "summary")
             const p = bytes("payload")
             yield* store.putArtifact(artifact("s1", -1, p))
-            yield* store.checkpoint({ pipelineId: pid("s1"), artifact: artifact("s1", 0, p) })
+            yield* store.checkpoint({ pipelineId: P("s1"), artifact: artifact("s1", 0, p) })
             for (const seq of [-1, 0]) {
-              const got = Option.getOrThrow(yield* store.getArtifact(pid("s1"), seq))
+              const got = Option.getOrThrow(yield* store.getArtifact(P("s1"), seq))
               assert.isFalse(got.artifact.available)
               assert.isUndefined(got.payload)
               assert.strictEqual(got.artifact.digest, digest(p))
@@ -483,16 +541,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             const files = filesUnder(root)
             assert.strictEqual(files.length, 1, "identical payloads share one file, no temp files left")
             assert.deepStrictEqual(new Uint8Array(fs.readFileSync(files[0]!)), big)
-            const b1 = Option.getOrThrow(yield* store.getArtifact(pid("b1"), 0))
+            const b1 = Option.getOrThrow(yield* store.getArtifact(P("b1"), 0))
             assert.strictEqual(b1.artifact.storage, "blob")
             assert.deepStrictEqual(b1.payload, big)
-            const b3 = Option.getOrThrow(yield* store.getArtifact(pid("b3"), 0))
+            const b3 = Option.getOrThrow(yield* store.getArtifact(P("b3"), 0))
             assert.strictEqual(b3.artifact.storage, "inline")
             fs.unlinkSync(files[0]!)
-            const gone = Option.getOrThrow(yield* store.getArtifact(pid("b2"), 0))
+            const gone = Option.getOrThrow(yield* store.getArtifact(P("b2"), 0))
             assert.isFalse(gone.artifact.available)
             assert.isUndefined(gone.payload)
-            assert.isFalse((yield* store.listArtifacts(pid("b2")))[0]!.available)
+            assert.isFalse((yield* store.listArtifacts(P("b2")))[0]!.available)
           }),
         {},
         backend
@@ -505,7 +563,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           Effect.gen(function*() {
             const p = bytes("gone")
             yield* store.putArtifact(artifact("n1", 0, p))
-            const got = Option.getOrThrow(yield* store.getArtifact(pid("n1"), 0))
+            const got = Option.getOrThrow(yield* store.getArtifact(P("n1"), 0))
             assert.isFalse(got.artifact.available)
             assert.strictEqual(got.artifact.digest, digest(p))
             assert.strictEqual(got.artifact.size, 4)
@@ -607,6 +665,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             })
           })
           yield* store.admit([...all].reverse())
+          // the order of the pages: (createdAt, pipelineId)
+          const sorted = [...all].sort((a, b) => a.createdAt - b.createdAt || (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0))
           const walk = (o: { runId?: RunId; state?: "failed" }, limit: number) =>
             Effect.gen(function*() {
               const seen: Array<string> = []
@@ -624,28 +684,28 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
               return { seen, sizes }
             })
           const everything = yield* walk({}, 7)
-          assert.deepStrictEqual(everything.seen, all.map((p) => p.pipelineId))
+          assert.deepStrictEqual(everything.seen, sorted.map((p) => p.pipelineId))
           assert.deepStrictEqual(everything.sizes, [7, 7, 7, 4])
-          // the page boundary falls between q06 and q07, both at createdAt 100
-          const second = yield* store.pipelinesPage({ after: { createdAt: 100, pipelineId: pid("q06") }, limit: 3 })
-          assert.deepStrictEqual(second.pipelines.map((p) => p.pipelineId), ["q07", "q08", "q09"])
+          // the page boundary falls between the 7th and the 8th, both at createdAt 100
+          const second = yield* store.pipelinesPage({ after: { createdAt: 100, pipelineId: sorted[6]!.pipelineId }, limit: 3 })
+          assert.deepStrictEqual(second.pipelines.map((p) => p.pipelineId), sorted.slice(7, 10).map((p) => p.pipelineId))
           // exact fit: the last page knows there is no next one
           const exact = yield* walk({}, 5)
           assert.deepStrictEqual(exact.sizes, [5, 5, 5, 5, 5])
           const run2 = yield* walk({ runId: rid("run-2") }, 4)
-          assert.deepStrictEqual(run2.seen, all.filter((p) => p.runId === "run-2").map((p) => p.pipelineId))
+          assert.deepStrictEqual(run2.seen, sorted.filter((p) => p.runId === "run-2").map((p) => p.pipelineId))
           const failed1 = yield* walk({ runId: rid("run-1"), state: "failed" }, 2)
-          assert.deepStrictEqual(failed1.seen, all.filter((p) => p.runId === "run-1" && p.state === "failed").map((p) => p.pipelineId))
+          assert.deepStrictEqual(failed1.seen, sorted.filter((p) => p.runId === "run-1" && p.state === "failed").map((p) => p.pipelineId))
           const empty = yield* store.pipelinesPage({ limit: 0 })
           assert.deepStrictEqual(empty, { pipelines: [], next: null })
-          const past = yield* store.pipelinesPage({ after: { createdAt: 1e12, pipelineId: pid("") }, limit: 10 })
+          const past = yield* store.pipelinesPage({ after: { createdAt: 1e12, pipelineId: P("") }, limit: 10 })
           assert.deepStrictEqual(past, { pipelines: [], next: null })
           for (const bad of [-1, 2.5, Number.NaN]) {
             assert.strictEqual((yield* Effect.flip(store.pipelinesPage({ limit: bad })))._tag, "ConfigError")
           }
           const one = (yield* store.pipelinesPage({ limit: 1 })).pipelines[0]!
           assert.instanceOf(one, PipelineRecord)
-          assert.deepStrictEqual({ ...one }, { ...all[0]! })
+          assert.deepStrictEqual({ ...one }, { ...sorted[0]! })
         })))
 
     it.effect("completions: terminal pipelines per endedAt bucket, aligned on since, per run", () =>
@@ -687,54 +747,54 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
     it.effect("loadBundles: tasks and artifacts of many pipelines, payloads all / final / none", () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const ids = Array.from({ length: 620 }, (_, i) => pid(`b${String(i).padStart(4, "0")}`)) // > 500: two chunks
+          const ids = Array.from({ length: 620 }, (_, i) => P(`b${String(i).padStart(4, "0")}`)) // > 500: two chunks
           yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, bytes(`"seed ${id}"`))))
           yield* Effect.forEach(ids, (id) =>
             Effect.forEach([1, 0], (seq) =>
               store.checkpoint({
-                pipelineId: pid(id),
+                pipelineId: P(id),
                 artifact: artifact(id, seq, bytes(`{"seq":${seq}}`), seq === 1),
                 task: task(id, seq)
               })), { concurrency: 32, discard: true })
           // a superseded output at seq 0 of b0001: both versions are listed, each with its bytes
-          yield* store.checkpoint({ pipelineId: pid("b0001"), artifact: artifact("b0001", 0, bytes(`"again"`)) })
+          yield* store.checkpoint({ pipelineId: P("b0001"), artifact: artifact("b0001", 0, bytes(`"again"`)) })
           const text = (u: Uint8Array | undefined) => (u === undefined ? undefined : new TextDecoder().decode(u))
 
-          const full = yield* store.loadBundles([...ids, pid("missing"), pid("b0001")], { payloads: "all" })
+          const full = yield* store.loadBundles([...ids, P("missing"), P("b0001")], { payloads: "all" })
           assert.strictEqual(full.size, 621)
-          assert.deepStrictEqual(full.get(pid("missing")), { pipelineId: pid("missing"), tasks: [], artifacts: [] })
-          const b1 = full.get(pid("b0001"))!
-          assert.deepStrictEqual(b1.tasks.map((t) => t.taskRunId), ["b0001/0", "b0001/1"])
+          assert.deepStrictEqual(full.get(P("missing")), { pipelineId: P("missing"), tasks: [], artifacts: [] })
+          const b1 = full.get(P("b0001"))!
+          assert.deepStrictEqual(b1.tasks.map((t) => t.taskRunId), [`${P("b0001")}/0`, `${P("b0001")}/1`])
           assert.instanceOf(b1.tasks[0], TaskRecord)
           assert.deepStrictEqual(b1.artifacts.map((a) => [a.artifact.seq, text(a.payload), a.artifact.isFinal]), [
-            [-1, `"seed b0001"`, false],
+            [-1, `"seed ${P("b0001")}"`, false],
             [0, `{"seq":0}`, false],
             [0, `"again"`, false],
             [1, `{"seq":1}`, true]
           ])
           assert.deepStrictEqual(
             b1.artifacts.map((a) => a.artifact),
-            yield* store.listArtifacts(pid("b0001")),
+            yield* store.listArtifacts(P("b0001")),
             "the same metadata as listArtifacts"
           )
-          assert.isTrue(ids.every((id) => full.get(pid(id))!.tasks.length === 2 && full.get(pid(id))!.artifacts.length >= 3))
+          assert.isTrue(ids.every((id) => full.get(P(id))!.tasks.length === 2 && full.get(P(id))!.artifacts.length >= 3))
 
           const finals = yield* store.loadBundles(ids.slice(0, 3), { payloads: "final" })
-          assert.deepStrictEqual(finals.get(pid("b0000"))!.artifacts.map((a) => [a.artifact.seq, text(a.payload)]), [
+          assert.deepStrictEqual(finals.get(P("b0000"))!.artifacts.map((a) => [a.artifact.seq, text(a.payload)]), [
             [-1, undefined],
             [0, undefined],
             [1, `{"seq":1}`]
           ])
-          assert.isTrue(finals.get(pid("b0000"))!.artifacts.every((a) => a.artifact.available))
+          assert.isTrue(finals.get(P("b0000"))!.artifacts.every((a) => a.artifact.available))
 
-          const none = yield* store.loadBundles([pid("b0002")], { payloads: "none", tasks: false })
-          assert.deepStrictEqual(none.get(pid("b0002"))!.tasks, [])
-          assert.isTrue(none.get(pid("b0002"))!.artifacts.every((a) => a.payload === undefined && a.artifact.available))
+          const none = yield* store.loadBundles([P("b0002")], { payloads: "none", tasks: false })
+          assert.deepStrictEqual(none.get(P("b0002"))!.tasks, [])
+          assert.isTrue(none.get(P("b0002"))!.artifacts.every((a) => a.payload === undefined && a.artifact.available))
 
-          const onlyFinal = yield* store.loadBundles([pid("b0002"), pid("b0003")], { payloads: "final", artifacts: "final", tasks: false })
+          const onlyFinal = yield* store.loadBundles([P("b0002"), P("b0003")], { payloads: "final", artifacts: "final", tasks: false })
           assert.deepStrictEqual(
             Array.from(onlyFinal.values()).map((b) => b.artifacts.map((a) => [a.artifact.pipelineId, a.artifact.seq, text(a.payload)])),
-            [[["b0002", 1, `{"seq":1}`]], [["b0003", 1, `{"seq":1}`]]]
+            [[[P("b0002"), 1, `{"seq":1}`]], [[P("b0003"), 1, `{"seq":1}`]]]
           )
           assert.strictEqual((yield* store.loadBundles([], { payloads: "all" })).size, 0)
         })))
@@ -743,12 +803,14 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
       withStore((store) =>
         Effect.gen(function*() {
           // 620 pipelines (two SQLite chunks of 500) of three 10-byte payloads, the last final
-          const ids = Array.from({ length: 620 }, (_, i) => pid(`q${String(i).padStart(4, "0")}`))
-          const ten = (id: string, seq: number) => bytes(JSON.stringify(`${id}:${seq}`.padEnd(8, "_")))
+          const names = Array.from({ length: 620 }, (_, i) => `q${String(i).padStart(4, "0")}`)
+          const ids = names.map(P)
+          const nameOf = new Map(names.map((n) => [P(n), n]))
+          const ten = (id: string, seq: number) => bytes(JSON.stringify(`${nameOf.get(P(id))}:${seq}`.padEnd(8, "_")))
           yield* store.admit(ids.map((id) => pipeline(id)), ids.map((id) => artifact(id, -1, ten(id, -1))))
           yield* Effect.forEach(ids, (id) =>
             Effect.forEach([0, 1], (seq) =>
-              store.checkpoint({ pipelineId: pid(id), artifact: artifact(id, seq, ten(id, seq), seq === 1), task: task(id, seq) })), {
+              store.checkpoint({ pipelineId: P(id), artifact: artifact(id, seq, ten(id, seq), seq === 1), task: task(id, seq) })), {
             concurrency: 32,
             discard: true
           })
@@ -760,7 +822,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
             let partial = 0
             for (const id of ids) {
               const as = got.get(id)!.artifacts
-              const full = all.get(pid(id))!.artifacts.filter((a) => !final || a.artifact.isFinal)
+              const full = all.get(P(id))!.artifacts.filter((a) => !final || a.artifact.isFinal)
               assert.deepStrictEqual(as.map((a) => a.artifact), full.map((a) => a.artifact), `every artifact listed (${id})`)
               assert.isTrue(as.every((a) => a.artifact.available), "available still true")
               const have = as.map((a) => a.payload !== undefined)
@@ -789,7 +851,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const finals = yield* store.loadBundles(ids, { payloads: "final", tasks: false, payloadBytes: 3_000 })
           let finalsLoaded = 0
           for (const id of ids) {
-            const as = finals.get(pid(id))!.artifacts
+            const as = finals.get(P(id))!.artifacts
             assert.strictEqual(as.length, 3)
             assert.isTrue(as.every((a) => a.payload === undefined || a.artifact.isFinal))
             finalsLoaded += as.filter((a) => a.payload !== undefined).length
@@ -806,8 +868,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
       withStore((store) =>
         Effect.gen(function*() {
           yield* store.admit([pipeline("s1")], [artifact("s1", -1, bytes(`"seed"`))])
-          yield* store.checkpoint({ pipelineId: pid("s1"), artifact: artifact("s1", 0, bytes(`1`), true), task: task("s1", 0) })
-          const b = (yield* store.loadBundles([pid("s1")], { payloads: "all" })).get(pid("s1"))!
+          yield* store.checkpoint({ pipelineId: P("s1"), artifact: artifact("s1", 0, bytes(`1`), true), task: task("s1", 0) })
+          const b = (yield* store.loadBundles([P("s1")], { payloads: "all" })).get(P("s1"))!
           assert.deepStrictEqual(b.artifacts.map((a) => [a.artifact.seq, a.artifact.available, a.payload]), [
             [-1, false, undefined],
             [0, false, undefined]
@@ -820,7 +882,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           yield* store.admit([pipeline("e1"), pipeline("e2"), pipeline("ok")])
           const fail = (id: string, at: number) =>
-            store.updatePipeline(pid(id), {
+            store.updatePipeline(P(id), {
               state: "failed",
               endedAt: at,
               updatedAt: at,
@@ -829,20 +891,20 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* fail("e1", 10)
           yield* fail("e2", 20)
           const rows = yield* store.errors()
-          assert.deepStrictEqual(rows.map((r) => r.pipelineId), ["e2", "e1"])
+          assert.deepStrictEqual(rows.map((r) => r.pipelineId), [P("e2"), P("e1")])
           assert.strictEqual(rows[0]!.errorMessage, "boom e2")
           assert.strictEqual(rows[0]!.failedTask, "t1")
           assert.strictEqual((yield* store.errors({ limit: 1 })).length, 1)
           assert.strictEqual((yield* store.errors({ runId: rid("run-9") })).length, 0)
           // settle clears the failure in one write
-          yield* store.settlePipeline(pid("e1"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 30 })
-          const e1 = Option.getOrThrow(yield* store.getPipeline(pid("e1")))
+          yield* store.settlePipeline(P("e1"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 30 })
+          const e1 = Option.getOrThrow(yield* store.getPipeline(P("e1")))
           assert.strictEqual(e1.state, "succeeded")
           assert.strictEqual(e1.runId, "run-2")
           assert.strictEqual(e1.nTasksDone, 3)
           assert.isNull(e1.errorMessage)
           assert.isNull(e1.failedTask)
-          assert.deepStrictEqual((yield* store.errors()).map((r) => r.pipelineId), ["e2"])
+          assert.deepStrictEqual((yield* store.errors()).map((r) => r.pipelineId), [P("e2")])
         })))
 
     it.effect("events: latest N returned oldest first, filters, exact counts", () =>
@@ -855,10 +917,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           assert.deepStrictEqual(last3.map((e) => e.ts), [17, 18, 19])
           const even = yield* store.events({ kind: "even", limit: 2 })
           assert.deepStrictEqual(even.map((e) => e.ts), [16, 18])
-          assert.deepStrictEqual((yield* store.events({ pipelineId: pid("p1"), kind: "odd" })).map((e) => e.ts), [1, 3, 5, 7, 9])
+          assert.deepStrictEqual((yield* store.events({ pipelineId: P("p1"), kind: "odd" })).map((e) => e.ts), [1, 3, 5, 7, 9])
           assert.strictEqual(yield* store.countEvents({ kind: "even" }), 10)
           assert.strictEqual(yield* store.countEvents({ runId: rid("run-2") }), 5)
-          assert.strictEqual(yield* store.countEvents({ runId: rid("run-2"), kind: "odd", pipelineId: pid("p2") }), 3)
+          assert.strictEqual(yield* store.countEvents({ runId: rid("run-2"), kind: "odd", pipelineId: P("p2") }), 3)
           assert.strictEqual(yield* store.countEvents(), 20)
           assert.deepStrictEqual((yield* store.events({ limit: 1 }))[0]!.data, { n: 19 })
         })))
@@ -881,7 +943,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           ])
           // a re-admission or a state change does not count a pipeline twice
           yield* store.admit([pipeline("b0", { specDigest: "bbbb", state: "succeeded", updatedAt: 2000 })])
-          yield* store.settlePipeline(pid("c0"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 3000 })
+          yield* store.settlePipeline(P("c0"), { state: "succeeded", nTasksDone: 3, runId: rid("run-2"), endedAt: 3000 })
           const after = yield* store.pipelinesBySpec
           assert.deepStrictEqual(after.map((s) => [s.specDigest, s.pipelines]), [["bbbb", 5], ["aaaa", 3], ["0ddd", 1], ["cccc", 1]])
         })))
@@ -912,12 +974,12 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "acc", value: 0.5, display: "percent", updatedAt: 1 })
           yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "acc", value: 0.75, display: "percent", updatedAt: 2 })
-          yield* store.reportMetric({ runId: rid("r"), pipelineId: pid("p1"), name: "acc", value: 1, updatedAt: 3 })
+          yield* store.reportMetric({ runId: rid("r"), pipelineId: P("p1"), name: "acc", value: 1, updatedAt: 3 })
           yield* store.reportMetric({ runId: rid("r"), pipelineId: null, name: "phase", value: "scoring", label: "Phase", updatedAt: 4 })
           const run = yield* store.metrics({ runId: rid("r"), pipelineId: null })
           assert.deepStrictEqual(run.map((m) => [m.name, m.value, m.display]), [["acc", 0.75, "percent"], ["phase", "scoring", "text"]])
           assert.strictEqual((yield* store.metrics({ runId: rid("r") })).length, 3)
-          assert.deepStrictEqual((yield* store.metrics({ runId: rid("r"), pipelineId: pid("p1") })).map((m) => m.value), [1])
+          assert.deepStrictEqual((yield* store.metrics({ runId: rid("r"), pipelineId: P("p1") })).map((m) => m.value), [1])
         })))
 
     it.effect("resource specs are stored with secrets masked", () =>
@@ -952,14 +1014,14 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           const tv = store.traversal!
           yield* store.admit([pipeline("plain")], [artifact("plain", -1, bytes("s"))])
-          yield* store.checkpoint({ pipelineId: pid("plain"), artifact: artifact("plain", 0, bytes("a")), task: task("plain", 0) })
-          const [seed, out] = yield* store.listArtifacts(pid("plain"))
+          yield* store.checkpoint({ pipelineId: P("plain"), artifact: artifact("plain", 0, bytes("a")), task: task("plain", 0) })
+          const [seed, out] = yield* store.listArtifacts(P("plain"))
           assert.deepStrictEqual([seed!.visit, seed!.active, out!.visit, out!.active], [0, true, 0, true])
-          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("plain") })))
+          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: P("plain") })))
           assert.deepStrictEqual(tasks.map((t) => [t.visit, t.active]), [[0, true]])
-          assert.isTrue(Option.isNone(yield* tv.visitState(pid("plain"))))
+          assert.isTrue(Option.isNone(yield* tv.visitState(P("plain"))))
           yield* controlled(store, "c0")
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("c0"))), Traversal.initial("c0", 3))
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(P("c0"))), Traversal.initial(P("c0"), 3))
           assert.strictEqual(store.featureLevel, "base")
           assert.strictEqual((yield* store.stats()).handoffsTotal, 0)
         })))
@@ -970,57 +1032,57 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const tv = store.traversal!
           const s1 = yield* controlledToRewind(store, "c1")
           assert.strictEqual(store.featureLevel, "visits-v1")
-          const vs = Option.getOrThrow(yield* tv.visitState(pid("c1")))
+          const vs = Option.getOrThrow(yield* tv.visitState(P("c1")))
           assert.strictEqual(vs.version, s1.version + 1)
-          assert.deepStrictEqual(vs.pending, { seq: 0, visit: 1, input: "c1:3", attempts: 1 })
+          assert.deepStrictEqual(vs.pending, { seq: 0, visit: 1, input: addr("c1", "3"), attempts: 1 })
           // the output of seq 0 is history: not the station's output any more, still addressable
-          assert.isTrue(Option.isNone(yield* store.getArtifact(pid("c1"), 0)))
-          const old = Option.getOrThrow(yield* tv.getArtifactById("c1:0"))
+          assert.isTrue(Option.isNone(yield* store.getArtifact(P("c1"), 0)))
+          const old = Option.getOrThrow(yield* tv.getArtifactById(addr("c1", "0")))
           assert.deepStrictEqual(old.payload, bytes("a0"))
           assert.isFalse(old.artifact.active)
-          const payload = Option.getOrThrow(yield* tv.getArtifactById("c1:3"))
+          const payload = Option.getOrThrow(yield* tv.getArtifactById(addr("c1", "3")))
           assert.deepStrictEqual(payload.payload, bytes("feedback"))
           assert.isTrue(payload.artifact.active)
-          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("c1") })))
+          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: P("c1") })))
           assert.deepStrictEqual(tasks.map((t) => [t.seq, t.state, t.active]), [[0, "succeeded", false], [1, "handed_off", false]])
-          const attempts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: pid("c1") })))
+          const attempts = Chunk.toArray(yield* Stream.runCollect(store.streamAttempts({ pipelineId: P("c1") })))
           assert.deepStrictEqual(attempts.map((a) => a.outcome), ["handed_off"])
-          const ledger = yield* tv.handoffs({ pipelineId: pid("c1") })
+          const ledger = yield* tv.handoffs({ pipelineId: P("c1") })
           assert.strictEqual(ledger.length, 1)
           assert.deepStrictEqual(
             [ledger[0]!.operation, ledger[0]!.fromSeq, ledger[0]!.toSeq, ledger[0]!.entryArtifactId, ledger[0]!.entryReused],
-            ["rewind", 1, 0, "c1:3", false]
+            ["rewind", 1, 0, addr("c1", "3"), false]
           )
           assert.strictEqual((yield* store.stats()).handoffsTotal, 1)
           assert.strictEqual((yield* store.stats(rid("run-1"))).handoffsTotal, 1)
           assert.strictEqual((yield* store.stats(rid("run-other"))).handoffsTotal, 0)
           // the revisit: a new occurrence, the station's output again; the old one unchanged
-          const s3 = Traversal.succeed(vs, 0, "c1:0#1", 3)
+          const s3 = Traversal.succeed(vs, 0, addr("c1", "0#1"), 3)
           yield* store.checkpoint({
-            pipelineId: pid("c1"),
+            pipelineId: P("c1"),
             artifact: { ...artifact("c1", 0, bytes("a0-again")), visit: 1 },
-            task: { ...task("c1", 0), taskRunId: "c1/0#1", visit: 1 },
+            task: { ...task("c1", 0), taskRunId: `${P("c1")}/0#1`, visit: 1 },
             traversal: { expectedVersion: vs.version, state: s3 }
           })
-          const now = Option.getOrThrow(yield* store.getArtifact(pid("c1"), 0))
+          const now = Option.getOrThrow(yield* store.getArtifact(P("c1"), 0))
           assert.deepStrictEqual([now.payload, now.artifact.visit], [bytes("a0-again"), 1])
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById("c1:0#1")).payload, bytes("a0-again"))
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById("c1:0")).payload, bytes("a0"))
-          assert.isTrue(Option.isNone(yield* tv.getArtifactById("c1:0#2")))
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById(addr("c1", "0#1"))).payload, bytes("a0-again"))
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.getArtifactById(addr("c1", "0"))).payload, bytes("a0"))
+          assert.isTrue(Option.isNone(yield* tv.getArtifactById(addr("c1", "0#2"))))
           assert.isTrue(Option.isNone(yield* tv.getArtifactById("not an address")))
           // an end at seq 1 reusing its input: the input becomes the only final artifact
           const end = Either.getOrThrow(Traversal.transition(s3, {
-            operation: "end", fromSeq: 1, toSeq: "end", entry: "c1:0#1", payload: false, nTasks: 3, limit: 1
+            operation: "end", fromSeq: 1, toSeq: "end", entry: addr("c1", "0#1"), payload: false, nTasks: 3, limit: 1
           }))
           yield* store.checkpoint({
-            pipelineId: pid("c1"),
-            task: { ...task("c1", 1, "handed_off"), taskRunId: "c1/1#1", visit: 1 },
+            pipelineId: P("c1"),
+            task: { ...task("c1", 1, "handed_off"), taskRunId: `${P("c1")}/1#1`, visit: 1 },
             pipeline: { state: "succeeded", updatedAt: 3000 },
-            traversal: { expectedVersion: s3.version, state: end, handoff: ledgerRow("c1", "end", 1, null, "c1:0#1"), final: "c1:0#1" }
+            traversal: { expectedVersion: s3.version, state: end, handoff: ledgerRow("c1", "end", 1, null, addr("c1", "0#1")), final: addr("c1", "0#1") }
           })
-          const finals = (yield* store.listArtifacts(pid("c1"))).filter((a) => a.isFinal)
+          const finals = (yield* store.listArtifacts(P("c1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals.map((a) => [a.seq, a.visit]), [[0, 1]])
-          assert.isNull(Option.getOrThrow(yield* tv.visitState(pid("c1"))).pending)
+          assert.isNull(Option.getOrThrow(yield* tv.visitState(P("c1"))).pending)
         })))
 
     it.effect("traversal: task rows stream by station, then visit (0 first, numerically), then taskRunId", () =>
@@ -1029,14 +1091,14 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           yield* controlledToRewind(store, "o1")
           // the revisits' run ids sort before visit 0's and "#10" before "#2" as text
           for (const visit of [10, 2, 1]) {
-            yield* store.checkpoint({ pipelineId: pid("o1"), task: { ...task("o1", 0), taskRunId: `o1/0#${visit}`, visit } })
+            yield* store.checkpoint({ pipelineId: P("o1"), task: { ...task("o1", 0), taskRunId: `${P("o1")}/0#${visit}`, visit } })
           }
-          yield* store.checkpoint({ pipelineId: pid("o1"), task: { ...task("o1", 1), taskRunId: "o1/1#1", visit: 1 } })
+          yield* store.checkpoint({ pipelineId: P("o1"), task: { ...task("o1", 1), taskRunId: `${P("o1")}/1#1`, visit: 1 } })
           const order = [[0, 0], [0, 1], [0, 2], [0, 10], [1, 0], [1, 1]]
-          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("o1") })))
+          const streamed = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: P("o1") })))
           assert.deepStrictEqual(streamed.map((t) => [t.seq, t.visit]), order)
           assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(store.streamTasks())).map((t) => [t.seq, t.visit]), order)
-          const bundle = (yield* store.loadBundles([pid("o1")], { payloads: "none" })).get(pid("o1"))!
+          const bundle = (yield* store.loadBundles([P("o1")], { payloads: "none" })).get(P("o1"))!
           assert.deepStrictEqual(bundle.tasks.map((t) => [t.seq, t.visit]), order)
         })))
 
@@ -1046,9 +1108,9 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const tv = store.traversal!
           const s0 = yield* controlled(store, "v1")
           yield* store.admit([pipeline("plain2")])
-          const s1 = Traversal.succeed(s0, 0, "v1:0", 3)
+          const s1 = Traversal.succeed(s0, 0, addr("v1", "0"), 3)
           const stale = {
-            pipelineId: pid("v1"),
+            pipelineId: P("v1"),
             artifact: artifact("v1", 0, bytes("late")),
             task: task("v1", 0),
             events: [event("late", "v1")],
@@ -1057,7 +1119,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           // submitted together: the stale unit fails alone
           const [exit, plain] = yield* Effect.all([
             Effect.exit(store.checkpoint(stale)),
-            Effect.exit(store.checkpoint({ pipelineId: pid("plain2"), task: task("plain2", 0) }))
+            Effect.exit(store.checkpoint({ pipelineId: P("plain2"), task: task("plain2", 0) }))
           ], { concurrency: "unbounded" })
           assert.isTrue(Exit.isSuccess(plain))
           assert.isTrue(Exit.isFailure(exit))
@@ -1065,20 +1127,20 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const c = Traversal.conflictOf(error)
           assert.isDefined(c)
           assert.deepStrictEqual([c!.expected, c!.actual], [s0.version + 7, s0.version])
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("v1"))), s0)
-          assert.deepStrictEqual((yield* store.listArtifacts(pid("v1"))).map((a) => a.seq), [-1])
-          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid("v1") }))), 0)
-          assert.strictEqual(yield* store.countEvents({ pipelineId: pid("v1") }), 0)
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(P("v1"))), s0)
+          assert.deepStrictEqual((yield* store.listArtifacts(P("v1"))).map((a) => a.seq), [-1])
+          assert.strictEqual(Chunk.size(yield* Stream.runCollect(store.streamTasks({ pipelineId: P("v1") }))), 0)
+          assert.strictEqual(yield* store.countEvents({ pipelineId: P("v1") }), 0)
           // a pipeline without a state: refused too
-          const none = yield* Effect.flip(store.checkpoint({ pipelineId: pid("plain2"), traversal: { expectedVersion: 0, state: s1 } }))
+          const none = yield* Effect.flip(store.checkpoint({ pipelineId: P("plain2"), traversal: { expectedVersion: 0, state: s1 } }))
           assert.isNull(Traversal.conflictOf(none)!.actual)
           // two writes of one pipeline in one batch chain their versions
           const s2 = Traversal.reserveAttempt(s1)
           yield* Effect.all([
-            store.checkpoint({ pipelineId: pid("v1"), traversal: { expectedVersion: s0.version, state: s1 } }),
-            store.checkpoint({ pipelineId: pid("v1"), traversal: { expectedVersion: s1.version, state: s2 } })
+            store.checkpoint({ pipelineId: P("v1"), traversal: { expectedVersion: s0.version, state: s1 } }),
+            store.checkpoint({ pipelineId: P("v1"), traversal: { expectedVersion: s1.version, state: s2 } })
           ], { concurrency: "unbounded" })
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("v1"))), s2)
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(P("v1"))), s2)
         })))
 
     it.effect("traversal: the ledger reads oldest first; limit keeps the newest N; filters by pipeline and run", () =>
@@ -1086,15 +1148,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
         Effect.gen(function*() {
           const tv = store.traversal!
           yield* controlledToRewind(store, "l1")
-          yield* controlledToRewind(store, "l2", "run-2")
+          yield* controlledToRewind(store, "l2", "run-2", false, 2600)
           const all = yield* tv.handoffs()
-          assert.deepStrictEqual(all.map((h) => h.pipelineId), ["l1", "l2"])
-          assert.isTrue(all[0]!.handoffId < all[1]!.handoffId)
-          assert.deepStrictEqual((yield* tv.handoffs({ limit: 1 })).map((h) => h.pipelineId), ["l2"])
-          assert.deepStrictEqual((yield* tv.handoffs({ limit: 5 })).map((h) => h.pipelineId), ["l1", "l2"])
+          assert.deepStrictEqual(all.map((h) => h.pipelineId), [P("l1"), P("l2")])
+          // oldest first by time (handoff ids are local to a database: a suite's members each count their own)
+          assert.isTrue(all[0]!.ts < all[1]!.ts)
+          assert.deepStrictEqual((yield* tv.handoffs({ limit: 1 })).map((h) => h.pipelineId), [P("l2")])
+          assert.deepStrictEqual((yield* tv.handoffs({ limit: 5 })).map((h) => h.pipelineId), [P("l1"), P("l2")])
           assert.deepStrictEqual(yield* tv.handoffs({ limit: 0 }), [])
-          assert.deepStrictEqual((yield* tv.handoffs({ pipelineId: pid("l1") })).map((h) => h.pipelineId), ["l1"])
-          assert.deepStrictEqual((yield* tv.handoffs({ runId: rid("run-2") })).map((h) => h.pipelineId), ["l2"])
+          assert.deepStrictEqual((yield* tv.handoffs({ pipelineId: P("l1") })).map((h) => h.pipelineId), [P("l1")])
+          assert.deepStrictEqual((yield* tv.handoffs({ runId: rid("run-2") })).map((h) => h.pipelineId), [P("l2")])
           assert.strictEqual((yield* store.stats(rid("run-2"))).handoffsTotal, 1)
           const bad = yield* Effect.flip(tv.handoffs({ limit: -1 }))
           assert.strictEqual(bad._tag, "ConfigError")
@@ -1109,10 +1172,10 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness) => 
           const exit = yield* Effect.exit(rewindFrom(store, "f1", s1, "run-1"))
           yield* h.injectWriteFailure(false)
           assert.isTrue(Exit.isFailure(exit))
-          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(pid("f1"))), s1)
+          assert.deepStrictEqual(Option.getOrThrow(yield* tv.visitState(P("f1"))), s1)
           assert.deepStrictEqual(yield* tv.handoffs(), [])
           assert.strictEqual(store.featureLevel, "base")
-          assert.isTrue(Option.isSome(yield* store.getArtifact(pid("f1"), 0)))
+          assert.isTrue(Option.isSome(yield* store.getArtifact(P("f1"), 0)))
         })))
 
     it.effect("invalid options are a ConfigError", () => {

@@ -6,13 +6,13 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import type { PipelineId } from "../../src/domain/Ids.js"
-import { memberDigest, memberPipelineId } from "../../src/domain/Suite.js"
+import { memberDigest, memberDigestOf, memberPipelineId } from "../../src/domain/Suite.js"
 import type { SuiteLayout } from "../../src/domain/Suite.js"
 import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, event, pipeline, storeContract, task } from "./StoreContract.js"
+import { artifact, controlledToRewind, event, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
 import { rid } from "../support/ids.js"
 
 const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-")), "root")
@@ -327,6 +327,25 @@ describe("SuiteStore", () => {
       }))
   }
 
+  it.effect("byExperiment: the feature level is the highest member's, for the writer and for read-only opens (merged and per member)", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root, members: ["a", "b"], maxOpen: 1 }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("run-1"))
+          yield* store.admit([mpipe("b", "k0", { runId: rid("run-1") })])
+          assert.strictEqual(store.featureLevel, "base")
+          // a revisit in member a; then b is opened again, evicting a (maxOpen 1)
+          yield* controlledToRewind(store, mpid("a", "c1"))
+          assert.strictEqual(store.featureLevel, "visits-v1")
+          yield* store.admit([mpipe("b", "k1", { runId: rid("run-1") })])
+          assert.strictEqual(store.featureLevel, "visits-v1")
+        }))
+      const levelOf = (experiment?: string) =>
+        Effect.scoped(Effect.map(SuiteStore.makeRead(root, { experiment }), (h) => h.store.featureLevel)).pipe(Effect.provide(NodeFileSystem.layer))
+      assert.deepStrictEqual([yield* levelOf(), yield* levelOf("a"), yield* levelOf("b")], ["visits-v1", "visits-v1", "base"])
+    }))
+
   it.effect("more members than maxOpen: at most maxOpen member databases are open; eviction flushes buffered facts and loses nothing", () =>
     Effect.gen(function*() {
       const root = tempRoot()
@@ -434,6 +453,88 @@ describe("SuiteStore", () => {
           }))
       }))
   }
+
+  it.effect("byExperiment: unlimited merged streams come in one order across members (tasks by pipeline id, events by time, attempts by end time); a limit is a prefix", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      const members = ["a", "b", "c"]
+      yield* withSuite({ root, members, maxOpen: 2 }, ({ catalog, store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r1"))
+          // written member by member (a, then b, then c), timestamps interleaved across members
+          for (const [i, m] of members.entries()) {
+            const ps = Array.from({ length: 4 }, (_, k) => mpipe(m, `k${k}`, { runId: rid("r1") }))
+            yield* store.admit(ps)
+            for (const [k, p] of ps.entries()) {
+              yield* store.putTask({ ...task(p.pipelineId, 0), runId: rid("r1") })
+              const t = 1000 + 10 * k + i
+              yield* store.emitEvent(event("e", p.pipelineId, t, "r1"))
+              yield* store.recordAttempt({ ...attemptOf(p.pipelineId), runId: rid("r1"), endedAt: t })
+            }
+          }
+          yield* store.emitEvent(event("pool", null, 1005, "r1"))
+          // a task row of a pipeline never admitted is read too (in its place by pipeline id)
+          yield* store.putTask({ ...task(mpid("b", "ghost"), 0), runId: rid("r1") })
+          const view = yield* catalog.view()
+          const tasks = Chunk.toArray(yield* Stream.runCollect(view.streamTasks()))
+          assert.strictEqual(tasks.length, 13)
+          assert.include(tasks.map((t) => t.pipelineId), mpid("b", "ghost"))
+          assert.deepStrictEqual(tasks.map((t) => t.pipelineId), tasks.map((t) => t.pipelineId).sort())
+          const events = Chunk.toArray(yield* Stream.runCollect(view.streamEvents()))
+          assert.deepStrictEqual(events.map((e) => e.ts), [1000, 1001, 1002, 1005, 1010, 1011, 1012, 1020, 1021, 1022, 1030, 1031, 1032])
+          assert.deepStrictEqual(events.map((e) => [e.ts, e.pipelineId]), (yield* view.events()).map((e) => [e.ts, e.pipelineId]))
+          const attempts = Chunk.toArray(yield* Stream.runCollect(view.streamAttempts()))
+          assert.deepStrictEqual(attempts.map((a) => a.endedAt), [1000, 1001, 1002, 1010, 1011, 1012, 1020, 1021, 1022, 1030, 1031, 1032])
+          for (const limit of [1, 5, 12]) {
+            assert.deepStrictEqual(
+              Chunk.toArray(yield* Stream.runCollect(view.streamTasks({ limit, runId: rid("r1") }))).map((t) => t.taskRunId),
+              tasks.slice(0, limit).map((t) => t.taskRunId)
+            )
+            assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(view.streamEvents({ limit }))).map((e) => e.ts), events.slice(0, limit).map((e) => e.ts))
+            assert.deepStrictEqual(
+              Chunk.toArray(yield* Stream.runCollect(view.streamAttempts({ limit }))).map((a) => a.endedAt),
+              attempts.slice(0, limit).map((a) => a.endedAt)
+            )
+          }
+        }))
+    }))
+
+  // A stream that held a member's connection while the consumer wrote to another member could
+  // wait forever with maxOpen 1 (the write waits for the held member to become idle): the test
+  // would hang until the test timeout.
+  it.effect("byExperiment with maxOpen 1: a consumer of a merged or per-pipeline stream can write to another member while reading", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* withSuite({ root, members: ["a", "b"], maxOpen: 1 }, ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.openRun(newRun("r1"))
+          const a = Array.from({ length: 3 }, (_, k) => mpipe("a", `k${k}`, { runId: rid("r1") }))
+          yield* store.admit(a)
+          for (const p of a) {
+            yield* store.putTask({ ...task(p.pipelineId, 0), runId: rid("r1") })
+            yield* store.putArtifact({ ...artifact(p.pipelineId, 0, new TextEncoder().encode("1")), runId: rid("r1") })
+            yield* store.emitEvent(event("e", p.pipelineId, 1000, "r1"))
+            yield* store.recordAttempt({ ...attemptOf(p.pipelineId), runId: rid("r1") })
+          }
+          yield* store.flush
+          let n = 0
+          /** Writes one pipeline of member b per row read (member a's rows: b is not open). */
+          const writeB = () => store.admit([mpipe("b", `w${n++}`, { runId: rid("r1") })])
+          const a0 = a[0]!.pipelineId
+          const streams: ReadonlyArray<Stream.Stream<unknown, unknown>> = [
+            store.streamTasks(),
+            store.streamAttempts(),
+            store.streamEvents({ kind: "e" }),
+            store.streamTasks({ pipelineId: a0 }),
+            store.streamAttempts({ pipelineId: a0 }),
+            store.streamArtifacts({ pipelineId: a0 })
+          ]
+          const counts: Array<number> = []
+          for (const s of streams) counts.push(Chunk.size(yield* Stream.runCollect(Stream.tap(s, writeB))))
+          assert.deepStrictEqual(counts, [3, 3, 3, 1, 1, 1])
+          assert.strictEqual((yield* store.stats()).pipelines, 3 + n)
+        }))
+    }))
 })
 
 const attemptOf = (pipelineId: PipelineId) => ({
@@ -454,19 +555,23 @@ const attemptOf = (pipelineId: PipelineId) => ({
   durationMs: 1
 })
 
-// The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
-storeContract("SuiteStore (combined)", () => {
+
+/**
+ * The store contract's harness over a fresh suite root of `layout` with `members`: the root's
+ * `Store` over the contract's backend; a write failure is injected into every store file of the
+ * root that exists (`files`, relative to the root).
+ */
+const suiteHarness = (layout: SuiteLayout, members: ReadonlyArray<string>, files: ReadonlyArray<string>) => (): StoreHarness => {
   const root = tempRoot()
-  let on = false
   return {
     layer: (options = {}, backend = ArtifactBackends.layerInline) =>
       Layer.project(
         SuiteStore.layer({
           ...options,
           root,
-          suiteId: "contract",
-          layout: "combined",
-          members: [],
+          suiteId: CONTRACT_SUITE,
+          layout,
+          members,
           artifactBackend: "contract-backend",
           artifactBackendLayer: Layer.orDie(backend)
         }),
@@ -474,24 +579,32 @@ storeContract("SuiteStore (combined)", () => {
         Store,
         (s) => s
       ).pipe(Layer.provide(NodeFileSystem.layer)),
-    injectWriteFailure: (value) =>
+    injectWriteFailure: (on) =>
       Effect.sync(() => {
-        on = value
-        const db = new Database(nodePath.join(root, "state.db"), { timeout: 5000 })
-        try {
-          for (const t of ["events", "attempts", "artifacts", "tasks", "pipelines"]) {
-            for (const op of ["INSERT", "UPDATE"]) {
-              const name = `fail_${t}_${op.toLowerCase()}`
-              db.exec(
-                on
-                  ? `CREATE TRIGGER IF NOT EXISTS ${name} BEFORE ${op} ON ${t} BEGIN SELECT RAISE(ABORT, 'injected failure'); END`
-                  : `DROP TRIGGER IF EXISTS ${name}`
-              )
-            }
-          }
-        } finally {
-          db.close()
-        }
+        for (const f of files) if (fs.existsSync(nodePath.join(root, f))) setWriteFailure(nodePath.join(root, f), on)
       })
   }
-})
+}
+
+const CONTRACT_SUITE = "contract"
+const CONTRACT_MEMBERS = ["m0", "m1"]
+
+// The store contract over a combined suite root (an ordinary SQLite store with the catalog tables).
+storeContract("SuiteStore (combined)", suiteHarness("combined", [], ["state.db"]))
+
+// The store contract over a byExperiment suite root: the contract's pipelines spread over two
+// members (by the last character of their names), so every read is the merged view of two
+// member databases and the catalog, and every write is routed.
+/** A contract name as a member pipeline id: member digest, then the name's bytes in hex (at most 16). */
+const contractPipelineId = (name: string): PipelineId => {
+  if (memberDigestOf(name) !== undefined) return name as PipelineId
+  const hex = Buffer.from(name, "utf8").toString("hex")
+  if (hex.length > 32) throw new Error(`contract pipeline name too long for a member id: ${name}`)
+  const member = CONTRACT_MEMBERS[name.length === 0 ? 0 : name.charCodeAt(name.length - 1) % 2]!
+  return `${memberDigest(CONTRACT_SUITE, member)}-${hex.padEnd(32, "0")}` as PipelineId
+}
+storeContract(
+  "SuiteStore (byExperiment)",
+  suiteHarness("byExperiment", CONTRACT_MEMBERS, ["suite.db", ...CONTRACT_MEMBERS.map((m) => `experiments/${m}/state.db`)]),
+  { pipelineId: contractPipelineId }
+)

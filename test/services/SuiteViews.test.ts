@@ -253,6 +253,89 @@ describe("SuiteViews", () => {
       assert.strictEqual(row._tag === "Some" ? row.value.state : undefined, "running")
     }))
 
+  it.scoped("serve's ?state= filter, its rows and exports agree on the read state: running rows of a run no longer running are interrupted", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      const all = [f.merged, f.members["alpha"]!, f.members["beta"]!]
+      for (const s of all) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      // run D dies with q3 running and q4 stored interrupted
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      yield* execute(f, "beta", "q4", D, "interrupted", 3100)
+      for (const s of all) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3500) // no heartbeat within 100 ms: D is stale
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite: f.suite })
+      const get = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      const page = (state: string, extra = "") =>
+        Effect.map(get(`/pipelines?run_id=all&state=${state}${extra}`), (t) => {
+          const p = JSON.parse(t)
+          return { rows: p.rows.map((r: any) => [r.local_key, r.state, r.stored_state ?? null]), next: p.next }
+        })
+      assert.deepStrictEqual((yield* page("running")).rows, [])
+      assert.deepStrictEqual((yield* page("interrupted")).rows, [["q3", "interrupted", "running"], ["q4", "interrupted", null]])
+      // paged: the merged filter keeps its order across pages
+      const first = yield* page("interrupted", "&limit=1")
+      assert.deepStrictEqual(first.rows, [["q3", "interrupted", "running"]])
+      assert.deepStrictEqual((yield* page("interrupted", `&limit=1&after=${encodeURIComponent(first.next)}`)).rows, [["q4", "interrupted", null]])
+      // exports: the state column is the read state, and serve's export filters on it
+      const lines = (t: string) => t.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+      const exported = lines(yield* get("/export?rows=results&format=jsonl&run_id=all&state=interrupted"))
+      assert.deepStrictEqual(exported.map((r: any) => [r.localKey, r.state]), [["q3", "interrupted"], ["q4", "interrupted"]])
+      assert.deepStrictEqual(lines(yield* get("/export?rows=pipelines&format=jsonl&run_id=all&state=running")), [])
+      for (const kind of ["results", "pipelines"] as const) {
+        const rows = yield* Stream.runCollect(Stream.mapEffect(SuiteViews.suiteRowItems(f.suite, { kind, experiment: "beta" }), Export.materialize))
+        assert.deepStrictEqual(Array.from(rows).map((r) => [r["localKey"], r["state"]]), [["q1", "succeeded"], ["q2", "succeeded"], ["q3", "interrupted"], ["q4", "interrupted"]])
+      }
+      // a live run's running rows stay running (and are what ?state=running shows)
+      for (const s of all) yield* s.heartbeat(D, 3480)
+      assert.deepStrictEqual((yield* page("running")).rows, [["q3", "running", null]])
+      assert.deepStrictEqual((yield* page("interrupted")).rows, [["q4", "interrupted", null]])
+      assert.deepStrictEqual(lines(yield* get("/export?rows=results&format=jsonl&run_id=all&state=running")).map((r: any) => r.localKey), ["q3"])
+    }))
+
+  it.scoped("a run from before per-member skip counts: members read 'skipped: not recorded' (not 0); the suite's total is the run's own count", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      const E = RunId.make("runE")
+      const all = [f.merged, f.members["alpha"]!, f.members["beta"]!]
+      // run C (an older assay) resumed both members and skipped 4 pipelines: only the run's count
+      // is recorded; run E resumed beta alone and skipped 2
+      for (const [runId, at, n] of [[C, 3000, 4], [E, 4000, 2]] as const) {
+        for (const s of all) yield* s.openRun({ runId, startedAt: at })
+        yield* f.merged.reportMetric({ runId, pipelineId: null, name: "skipped", value: n, display: "number", updatedAt: at + 100 })
+        for (const s of all) yield* s.finishRun(runId, { status: "completed", endedAt: at + 200 })
+      }
+      const facts = [membership(C, "alpha", 2), membership(C, "beta", 2), membership(E, "beta", 2)]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const c = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.deepStrictEqual(c.members.map((m) => [m.experimentId, m.skipped, m.skippedRecorded]), [["alpha", null, false], ["beta", null, false]])
+      assert.deepStrictEqual([c.skipped, c.skippedRecorded], [4, true])
+      const text = SuiteViews.renderSuiteText(c)
+      assert.match(text, /skipped 4 \(already done\)/)
+      assert.match(text, /  alpha: 0 pipeline\(s\) \([^)]*\), skipped: not recorded;/)
+      assert.notMatch(text, /skipped 0/)
+      const alpha = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC", experiment: "alpha" })
+      assert.deepStrictEqual([alpha.skipped, alpha.skippedRecorded], [null, false])
+      assert.match(SuiteViews.renderSuiteText(alpha), /Pipelines: 0 \([^)]*\), skipped: not recorded/)
+      // the only member run E selected: the run's count is beta's
+      const e = yield* SuiteViews.buildSuiteReport(suite, { runId: "runE" })
+      assert.deepStrictEqual(e.members.map((m) => [m.experimentId, m.skipped, m.skippedRecorded]), [["alpha", null, true], ["beta", 2, true]])
+      // run B recorded per-member counts: as recorded
+      const b = yield* SuiteViews.buildSuiteReport(suite, { runId: "runB" })
+      assert.deepStrictEqual(b.members.map((m) => [m.skipped, m.skippedRecorded]), [[1, true], [2, true]])
+      // the same in serve: /experiments and the dashboard
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const get = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).text())
+      const ex = JSON.parse(yield* get("/experiments?run_id=runC"))
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.skipped, m.skipped_recorded]), [["alpha", null, false], ["beta", null, false]])
+      assert.strictEqual(JSON.parse(yield* get("/stats?run_id=runC")).skipped, 4)
+      assert.include(yield* get("/?run_id=runC"), "<td>not recorded</td>")
+    }))
+
   it.scoped("report --experiment: one member, its private pools and the shared ones; unknown member refused", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -1,8 +1,10 @@
 /**
  * Helpers of the tests that run assay as a user does: a spawned `bin/assay` (or any command)
- * with its output collected, and temporary folders that are removed when the test's scope
- * closes (the run's `tempRoot.ts` removes whatever is left under `$TMPDIR` too).
+ * with its output collected, temporary folders that are removed when the test's scope closes
+ * (the run's `tempRoot.ts` removes whatever is left under `$TMPDIR` too), files written into
+ * them, and read-only looks into the store files the processes leave.
  */
+import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -32,7 +34,7 @@ export interface Ran {
 export const exec = (
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd?: string; readonly env?: Record<string, string>; readonly input?: string } = {}
+  options: ExecOptions & { readonly input?: string } = {}
 ): Effect.Effect<Ran> =>
   Effect.async<Ran>((resume) => {
     const child = spawn(command, [...args], {
@@ -40,6 +42,9 @@ export const exec = (
       env: { ...process.env, ...options.env },
       stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })
+    // a command that hangs fails the test instead of outliving it
+    const guard = options.killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), options.killAfterMs)
+    child.on("close", () => clearTimeout(guard))
     let stdout = ""
     let stderr = ""
     child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))
@@ -50,11 +55,19 @@ export const exec = (
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
+/**
+ * Where and how a command runs: `cwd` (default: the checkout), `env` added to this process's
+ * environment (a key set to `undefined` is removed), and `killAfterMs`, after which a command
+ * still running is killed (SIGKILL: it ends with `signal` set).
+ */
+export interface ExecOptions {
+  readonly cwd?: string | undefined
+  readonly env?: Record<string, string | undefined> | undefined
+  readonly killAfterMs?: number | undefined
+}
+
 /** Runs the checkout's `bin/assay` with `args` (see {@link exec}). */
-export const assay = (
-  args: ReadonlyArray<string>,
-  options: { readonly cwd?: string; readonly env?: Record<string, string> } = {}
-): Effect.Effect<Ran> => exec(bin, args, options)
+export const assay = (args: ReadonlyArray<string>, options: ExecOptions = {}): Effect.Effect<Ran> => exec(bin, args, options)
 
 /**
  * A new empty folder under the system's temporary folder, removed with everything in it when
@@ -95,9 +108,50 @@ export const start = (
   return { child, stdout: () => stdout, stderr: () => stderr, done }
 }
 
-/** Writes `text` to `dir/name` and returns the path. */
-export const write = (dir: string, name: string, text: string): string => {
+/**
+ * Writes `content` to `dir/name` (its folders made as needed; a value other than a string as
+ * indented JSON) and returns the path.
+ */
+export const write = (dir: string, name: string, content: unknown): string => {
   const p = path.join(dir, name)
-  fs.writeFileSync(p, text)
+  fs.mkdirSync(path.dirname(p), { recursive: true })
+  fs.writeFileSync(p, typeof content === "string" ? content : JSON.stringify(content, null, 2))
   return p
+}
+
+/** The rows of `sql` (with `params`) on the SQLite file `db`, opened read-only for the query. */
+export const query = <A = Record<string, unknown>>(db: string, sql: string, ...params: Array<unknown>): Array<A> => {
+  const d = new Database(db, { readonly: true, fileMustExist: true })
+  try {
+    return d.prepare(sql).all(...params) as Array<A>
+  } finally {
+    d.close()
+  }
+}
+
+/** The first column of the first row of `sql` on `db`, as a number (a `count(*)`). */
+export const count = (db: string, sql: string, ...params: Array<unknown>): number =>
+  Number(Object.values(query(db, sql, ...params)[0]!)[0])
+
+/** Resolves after `ms` real milliseconds (spawned processes run on real time). */
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/**
+ * Polls `check` every 20 ms until it holds (a throw counts as not yet: a store being created),
+ * failing with "timed out waiting for `what`" after `timeoutMs`: what a test waits for in a
+ * process it started.
+ */
+export const waitFor = async (check: () => boolean, what: string, timeoutMs = 30_000): Promise<void> => {
+  const t0 = Date.now()
+  const safe = () => {
+    try {
+      return check()
+    } catch {
+      return false
+    }
+  }
+  while (!safe()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`)
+    await sleep(20)
+  }
 }

@@ -172,7 +172,15 @@ export const decodeIssues = (
   return out
 }
 
-export const failWith = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+/**
+ * The `ConfigError` of a configuration file: "invalid `what` FILE: N problem(s)" and one line
+ * per issue (`path: message (suggestion)`), each distinct (path, message) once.
+ *
+ * @param file - the file's path, as shown
+ * @param all - the issues found (duplicates allowed)
+ * @param what - what the file is: `"experiment"` (default) or `"suite"`
+ */
+export const failWith = (file: string, all: ReadonlyArray<ConfigIssue>, what: "experiment" | "suite" = "experiment"): ConfigError => {
   // One problem reached along several routes (two branches defaulting to the same missing
   // pool) is reported once.
   const seen = new Set<string>()
@@ -183,7 +191,7 @@ export const failWith = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigE
     return true
   })
   return new ConfigError({
-    message: `invalid experiment ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
+    message: `invalid ${what} ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
       issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
         .join("\n")
     }`,

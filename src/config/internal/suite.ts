@@ -22,7 +22,7 @@ import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { buildPools, describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv } from "./env.js"
-import { closest, decodeIssues, isRecord, issue } from "./issues.js"
+import { closest, decodeIssues, failWith, isRecord, issue } from "./issues.js"
 import * as parse from "./parse.js"
 import { SuiteFile } from "./suiteSchema.js"
 
@@ -202,22 +202,7 @@ export const definitionParts = (definition: MemberDefinition): Readonly<Record<s
 // Loading
 // ---------------------------------------------------------------------------------------------
 
-const invalid = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
-  const seen = new Set<string>()
-  const issues = all.filter((i) => {
-    const k = `${i.path}\u0000${i.message}`
-    if (seen.has(k)) return false
-    seen.add(k)
-    return true
-  })
-  return new ConfigError({
-    message: `invalid suite ${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}\n${
-      issues.map((i) => `  ${i.path === "" ? "(file)" : i.path}: ${i.message}${i.suggestion !== undefined ? ` (${i.suggestion})` : ""}`)
-        .join("\n")
-    }`,
-    issues
-  })
-}
+const invalid = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => failWith(file, all, "suite")
 
 /** `did you mean x?`, or the list to choose from, or a hint to declare one. */
 const choose = (name: string, among: ReadonlyArray<string>, none: string): string => {

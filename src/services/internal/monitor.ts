@@ -683,6 +683,11 @@ export interface MemberWire {
   readonly pipelines: number
   readonly by_state: Readonly<Record<PipelineState, number>>
   readonly skipped: number | null
+  /**
+   * `false` when the run skipped pipelines before per-member skip counts existed and this
+   * member's is not known (`skipped` is `null`; shown as "not recorded").
+   */
+  readonly skipped_recorded: boolean
   readonly source_status: string
   readonly source: MembershipWire | null
   readonly metrics_run_id: string | null
@@ -1126,7 +1131,7 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
     push(`suite ${clean(s.suite.suite_id)} (${s.suite.layout})${s.suite.experiment === null ? "" : ` · member ${clean(s.suite.experiment)}`}`)
     for (const m of s.suite.members) {
       const b = m.by_state
-      const skipped = m.skipped === null ? "" : ` · ${m.skipped} skipped`
+      const skipped = m.skipped !== null ? ` · ${m.skipped} skipped` : m.skipped_recorded ? "" : " · skipped: not recorded"
       const err = m.source?.source_error
       const source = m.source_status === "error"
         ? `source error: ${clean(err ?? "")}`

@@ -33,7 +33,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Clock, Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
+import { Data, Effect, Option, ParseResult, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"
@@ -266,8 +266,14 @@ const exportBytes = (
     const remove = Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
     const file = nodePath.join(dir, `rows.${format}`)
     const items = Export.rowItems(store, options)
-    // a suite's audit rows keep their member identity (as `assay export ROOT` writes them)
-    const rows = Stream.mapEffect(suiteId === undefined ? items : SuiteViews.withMemberIdentity(store, suiteId, options.kind, items), Export.materialize)
+    // a suite's audit rows keep their member identity, and its rows show the read state (as
+    // `assay export ROOT` writes them): `keep` filters on what is shown
+    const rows = Stream.mapEffect(
+      suiteId === undefined
+        ? items
+        : SuiteViews.withReadState(store, options.kind, SuiteViews.withMemberIdentity(store, suiteId, options.kind, items)),
+      Export.materialize
+    )
     yield* Export.writeRows(keep === undefined ? rows : Stream.filter(rows, keep), file, format).pipe(Effect.onExit((exit) =>
       exit._tag === "Success" ? Effect.void : remove
     ))
@@ -407,22 +413,16 @@ export const makeApp = (
         const { reads, store } = yield* scopeOf(q.experiment)
         const sel = yield* selectionOf(q.run_id)
         if (sel._tag === "Empty") return json({ run_id: null, rows: [], next: null })
-        const page = yield* reads.pipelinesPage({ runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit })
+        const o = { runId: sel._tag === "Run" ? sel.run.runId : undefined, state: q.state, after, limit }
         // a suite root: a row left running by a run that is no longer running reads interrupted
-        // (its stored state kept as `stored_state`; nothing is written)
-        let rows: ReadonlyArray<Monitor.PipelineRow> = page.rows
-        if (suite !== undefined && rows.some((r) => r.state === "running")) {
-          const now = yield* Clock.currentTimeMillis
-          const runs = new Map((yield* store.listRuns).map((r) => [r.runId as string, r] as const))
-          rows = rows.map((r) =>
-            r.state === "running" && !SuiteViews.runAlive(runs.get(r.run_id), now)
-              ? { ...r, state: "interrupted" as const, stored_state: "running" as const }
-              : r
-          )
-        }
+        // (its stored state kept as `stored_state`; nothing is written), and `?state=` filters on
+        // what is shown
+        const page = suite === undefined
+          ? yield* reads.pipelinesPage(o)
+          : yield* SuiteViews.readPipelinesPage(reads, yield* SuiteViews.liveRuns(store), o)
         return json({
           run_id: Monitor.selectionRunId(sel),
-          rows,
+          rows: page.rows,
           next: page.next === null ? null : Monitor.encodeCursor(page.next)
         })
       })

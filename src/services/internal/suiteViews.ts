@@ -371,6 +371,116 @@ export const settleRunning = (
   })
 
 // ---------------------------------------------------------------------------------------------
+// The read state of a pipeline
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether each run is still running, as of now: a predicate over run ids built from the
+ * store's run records (see {@link runAlive}; an unknown run or `null` is not alive).
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const liveRuns = (store: TaskStore): Effect.Effect<(runId: string | null) => boolean, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const runs = new Map((yield* store.listRuns).map((r) => [r.runId as string, r] as const))
+    const now = yield* Clock.currentTimeMillis
+    return (runId) => runId !== null && runAlive(runs.get(runId), now)
+  })
+
+/**
+ * The state a suite view shows for a stored pipeline state (the read-side rule): a pipeline
+ * stored `running` whose run is no longer running (finished, interrupted, or stale: no
+ * heartbeat within its `staleAfter`) reads `interrupted`; every other state reads as stored.
+ * Nothing is written (a later resume of its member takes the pipeline up).
+ *
+ * @since 0.5.0
+ * @category outcomes
+ */
+export const readState = (stored: PipelineState, runId: string | null, alive: (runId: string | null) => boolean): PipelineState =>
+  stored === "running" && !alive(runId) ? "interrupted" : stored
+
+/**
+ * `/pipelines` of a suite root: the page `reads` gives, each row in its read state
+ * ({@link readState}: a row it changes keeps its stored state as `stored_state`), and `state`
+ * filtering on the read state: `running` is the stored running rows of live runs,
+ * `interrupted` the stored interrupted rows and the stored running rows of runs no longer
+ * running, merged in the page order (createdAt, pipelineId). The other states are stored as
+ * read. A filtered page may read several store pages to fill `limit`.
+ *
+ * @since 0.5.0
+ * @category monitoring
+ */
+export const readPipelinesPage = (
+  reads: Monitor.MonitorReads,
+  alive: (runId: string | null) => boolean,
+  o: {
+    readonly runId: RunId | undefined
+    readonly state?: PipelineState | undefined
+    readonly after: Monitor.PipelineCursor | undefined
+    readonly limit: number
+  }
+): Effect.Effect<Monitor.PipelinePage, ReadError> =>
+  Effect.gen(function*() {
+    const show = (r: Monitor.PipelineRow): Monitor.PipelineRow =>
+      r.state === "running" && !alive(r.run_id) ? { ...r, state: "interrupted", stored_state: "running" } : r
+    if (o.state !== "running" && o.state !== "interrupted") {
+      const page = yield* reads.pipelinesPage(o)
+      return { rows: page.rows.map(show), next: page.next }
+    }
+    if (o.limit <= 0) return { rows: [], next: null }
+    /** Up to `n` stored-`stored` rows after the cursor that `keep` keeps, in page order. */
+    const collect = (stored: PipelineState, keep: (r: Monitor.PipelineRow) => boolean, n: number) =>
+      Effect.gen(function*() {
+        const out: Array<Monitor.PipelineRow> = []
+        let after = o.after
+        for (;;) {
+          const page = yield* reads.pipelinesPage({ runId: o.runId, state: stored, after, limit: n })
+          for (const r of page.rows) if (keep(r)) out.push(r)
+          if (out.length >= n || page.next === null) return out.slice(0, n)
+          after = page.next
+        }
+      })
+    const n = o.limit + 1 // one more than a page: whether there is a next one
+    const rows = o.state === "running"
+      ? yield* collect("running", (r) => alive(r.run_id), n)
+      : [...yield* collect("interrupted", () => true, n), ...yield* collect("running", (r) => !alive(r.run_id), n)]
+        .sort((a, b) => a.created_at - b.created_at || (a.pipeline_id < b.pipeline_id ? -1 : a.pipeline_id > b.pipeline_id ? 1 : 0))
+        .slice(0, n)
+    const shown = rows.slice(0, o.limit)
+    const last = shown[shown.length - 1]
+    return {
+      rows: shown.map(show),
+      next: rows.length > o.limit && last !== undefined ? { createdAt: last.created_at, pipelineId: last.pipeline_id as PipelineId } : null
+    }
+  })
+
+/**
+ * The `pipelines` and `results` rows of a suite view with their `state` in its read state
+ * ({@link readState}), so an export agrees with what `report` and `serve` show and with
+ * `serve`'s `?state=` filter; the other kinds pass as they are. The live runs are read once,
+ * when the stream starts.
+ *
+ * @since 0.5.0
+ * @category export
+ */
+export const withReadState = <E>(
+  store: TaskStore,
+  kind: Export.RowKind,
+  rows: Stream.Stream<Export.RowItem, E>
+): Stream.Stream<Export.RowItem, E | StoreUnavailable> => {
+  if (kind !== "pipelines" && kind !== "results") return rows
+  return Stream.unwrap(Effect.map(liveRuns(store), (alive) => {
+    const read = (row: Export.Row): Export.Row => {
+      const state = row["state"], runId = row["runId"]
+      return state === "running" && !alive(typeof runId === "string" ? runId : null) ? { ...row, state: "interrupted" } : row
+    }
+    return Stream.map(rows, (item): Export.RowItem =>
+      item instanceof Export.LargeRow ? new Export.LargeRow(read(item.head), item.field, item.parts) : read(item))
+  }))
+}
+
+// ---------------------------------------------------------------------------------------------
 // Members
 // ---------------------------------------------------------------------------------------------
 
@@ -435,13 +545,58 @@ export const memberSkipsOf = (runMetrics: ReadonlyArray<MetricRecord>, experimen
 }
 
 /**
+ * What the views print for a skip count the run did not record.
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const NOT_RECORDED = "not recorded"
+
+/** The run's own skip count (run scope; 0 when it recorded none). */
+const runSkips = (store: TaskStore, runId: RunId): Effect.Effect<number, StoreUnavailable> =>
+  Effect.map(store.metrics({ runId, pipelineId: null }), (ms) => {
+    const v = ms.find((x) => x.name === SKIPPED_METRIC)?.value
+    return typeof v === "number" ? v : 0
+  })
+
+/**
+ * {@link memberSkipsOf}, telling a count the run did not record from a zero. The runner records
+ * the run's skip count (`skipped`, run scope) only when it is above 0, and each member's
+ * (`experiment:ID:skipped`) only since per-member counts exist. So, for member `experimentId`
+ * of a run that `selected` these members:
+ *
+ * - its member-scoped count, when recorded;
+ * - else 0 when the run recorded no skip count (it skipped nothing) or recorded some member's
+ *   (per-member counts existed: this member skipped nothing);
+ * - else the run's count when the member was the only one the run selected;
+ * - else `null`: the run skipped pipelines before per-member counts existed, and how many were
+ *   this member's is not recorded (the views say "not recorded", never a wrong 0).
+ *
+ * @since 0.5.0
+ * @category members
+ */
+export const memberSkipsRecorded = (
+  runMetrics: ReadonlyArray<MetricRecord>,
+  experimentId: string,
+  selected: ReadonlyArray<string>
+): number | null => {
+  const runCount = runMetrics.find((x) => x.pipelineId === null && x.name === SKIPPED_METRIC)?.value
+  const perMember = runMetrics.some((x) => memberMetricOf(x.name)?.name === SKIPPED_METRIC)
+  if (perMember || typeof runCount !== "number" || runCount === 0) return memberSkipsOf(runMetrics, experimentId)
+  return selected.length === 1 && selected[0] === experimentId ? runCount : null
+}
+
+/**
  * One member as the suite views list it.
  *
  * - `pipelines` / `byState`: the cumulative view of the member, or, with a run, the durable
  *   outcomes of that run in the member ({@link runOutcomes});
  * - `skipped` (with a run only): pipelines the member's source handed to that run that it did
- *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsOf}),
- *   `null` without facts;
+ *   not execute (already succeeded): the runner's member-scoped skip count ({@link memberSkipsRecorded}),
+ *   `null` without facts or when the run did not record it;
+ * - `skippedRecorded`: `false` when the run skipped pipelines but recorded no per-member count
+ *   that tells this member's (a run before per-member counts existed): the views print
+ *   "skipped: not recorded"; `true` otherwise;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
@@ -459,6 +614,7 @@ export interface MemberSummary {
   readonly pipelines: number
   readonly byState: Readonly<Record<PipelineState, number>>
   readonly skipped: number | null
+  readonly skippedRecorded: boolean
   readonly source: SuiteMembership | null
   readonly sourceStatus: SourceStatus
   readonly metricsRunId: string | null
@@ -504,13 +660,19 @@ export const memberSummaries = (
       let pipelines: number
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
+      let skippedRecorded = true
       if (options.runId !== undefined) {
         const o = yield* outcomesOf(view, options.runId, finished, !runAlive(runsById.get(options.runId), now))
         pipelines = o.pipelines
         byState = o.byState
         // the runner's own count: what it found already done (never "admitted minus recorded":
         // an interrupted run's admitted specs may never have reached a row)
-        skipped = source === undefined ? null : memberSkipsOf(yield* runMetrics(options.runId), m.experimentId)
+        if (source !== undefined) {
+          const runId = options.runId
+          const selected = facts.filter((f) => f.runId === runId && f.selected).map((f) => f.experimentId)
+          skipped = memberSkipsRecorded(yield* runMetrics(runId), m.experimentId, selected)
+          skippedRecorded = skipped !== null
+        }
       } else {
         const st = yield* view.stats()
         pipelines = st.pipelines
@@ -551,6 +713,7 @@ export const memberSummaries = (
         pipelines,
         byState,
         skipped,
+        skippedRecorded,
         source: source ?? null,
         sourceStatus: sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now)),
         metricsRunId,
@@ -609,6 +772,11 @@ export interface SuiteReportData extends Omit<Report.ReportData, "resources" | "
     readonly runId: string | null
   }
   readonly skipped: number | null
+  /**
+   * `false` when `skipped` is unknown: the run skipped pipelines before per-member counts
+   * existed and the member shown is not the only one it selected (see `memberSkipsRecorded`).
+   */
+  readonly skippedRecorded: boolean
   readonly members: ReadonlyArray<MemberSummary>
   readonly resources: ReadonlyArray<SuiteResource>
 }
@@ -638,6 +806,7 @@ export const buildSuiteReport = (
     let pipelines = base.pipelines
     let byState = yield* settleRunning(store, base.byState, runs, now)
     let skipped: number | null = null
+    let skippedRecorded = true
     let errors = base.errors
     if (runId !== undefined) {
       const o = yield* runOutcomes(store, runId, !runAlive(runs.find((r) => r.runId === runId), now))
@@ -649,6 +818,11 @@ export const buildSuiteReport = (
         .slice(0, options.errors ?? 10)
       const known = members.map((m) => m.skipped).filter((n): n is number => n !== null)
       skipped = known.length === 0 ? null : known.reduce((a, b) => a + b, 0)
+      if (members.some((m) => !m.skippedRecorded)) {
+        // a run before per-member counts: the whole suite's is the run's own count
+        skipped = options.experiment === undefined ? yield* runSkips(merged, runId) : null
+        skippedRecorded = skipped !== null
+      }
     }
     // each error names its member and local key (a suite pipeline's key is its id)
     const identities = yield* memberIdentities(store, errors.map((e) => e.pipelineId))
@@ -667,6 +841,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
+      skippedRecorded,
       errors: named,
       resources,
       suite: {
@@ -722,13 +897,15 @@ export const renderSuiteText = (r: SuiteReportData): string => {
       errorLines.push(`  ${e.pipelineId}${who} at ${e.failedTask ?? "?"}: ${e.errorType ?? "Error"} [${e.errorClass ?? "unknown"}] ${e.errorMessage ?? ""}`)
     }
   }
-  out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${r.skipped === null ? "" : `, skipped ${r.skipped} (already done)`}`)
+  out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${
+    r.skipped !== null ? `, skipped ${r.skipped} (already done)` : r.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
+  }`)
   out.push("Members:")
   if (r.members.length === 0) out.push("  none")
   for (const m of r.members) {
     out.push(
       `  ${m.experimentId}${m.label === null ? "" : ` [${m.label}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
-        m.skipped === null ? "" : `, skipped ${m.skipped}`
+        m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
       }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
     )
     for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
@@ -801,7 +978,7 @@ export const suiteRowItems = (
 ): Stream.Stream<Export.RowItem, ReadError> =>
   Stream.unwrap(Effect.gen(function*() {
     const store = yield* suite.view(yield* canonicalMember(suite, options.experiment))
-    return withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options))
+    return withReadState(store, options.kind, withMemberIdentity(store, suite.suiteId, options.kind, Export.rowItems(store, options)))
   }))
 
 /**
@@ -872,6 +1049,7 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
   pipelines: m.pipelines,
   by_state: m.byState,
   skipped: m.skipped,
+  skipped_recorded: m.skippedRecorded,
   source_status: m.sourceStatus,
   source: m.source === null
     ? null
@@ -927,7 +1105,9 @@ export const suiteSnapshot = (
     if (runId !== undefined && selection._tag === "Run") {
       const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
-      skipped = known.reduce((a, b) => a + b, 0)
+      // a run before per-member counts: the whole suite's is the run's own (base.skipped); a
+      // member whose count was not recorded adds none
+      skipped = options.experiment === undefined && shown.some((m) => !m.skippedRecorded) ? base.skipped : known.reduce((a, b) => a + b, 0)
       pipelines = { total: o.pipelines, by_state: o.byState }
       done = o.byState.succeeded + o.byState.failed + skipped
     }

@@ -14,6 +14,7 @@
  *
  * @since 0.5.0
  */
+import Database from "better-sqlite3"
 import { Clock, Effect, Exit, Option, Queue, Scope } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
@@ -78,6 +79,21 @@ const exists = (file: string): boolean => {
   }
 }
 
+/** The `feature_level` in a store file's `store_meta` (`"base"` when it cannot be read). */
+const storedLevel = (file: string): string => {
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true })
+    try {
+      const row = db.prepare("SELECT value FROM store_meta WHERE key = 'feature_level'").get() as { value?: unknown } | undefined
+      return typeof row?.value === "string" ? row.value : "base"
+    } finally {
+      db.close()
+    }
+  } catch {
+    return "base"
+  }
+}
+
 /**
  * Builds the cache in the current scope; closing the scope closes every open member (flushed).
  *
@@ -91,9 +107,12 @@ export const makeCache = (o: CacheOptions) =>
     const idle = yield* Queue.dropping<void>(1)
     let clock = 0
 
+    /** The last known feature level of each member not open now (at its close, or read from its file). */
+    const levels = new Map<string, string>()
     const close = (e: Entry) =>
       Effect.gen(function*() {
         entries.delete(e.id)
+        levels.set(e.id, e.db.service.featureLevel)
         // commits queued writes and flushes buffered facts as a typed error first
         const flushed = e.writable ? yield* Effect.exit(e.db.service.flush) : Exit.void
         yield* Scope.close(e.scope, Exit.void)
@@ -219,11 +238,23 @@ export const makeCache = (o: CacheOptions) =>
             return Effect.onExit(restore(f(e.db)), () => releaseEntry(e))
           })
         ),
-      /** Holds member `id` open for the current scope (`None`: no database). */
-      hold: (id: string) =>
-        Effect.map(Effect.acquireRelease(acquire(id), release), Option.map((e) => e.db)),
       /** The open members (a snapshot). */
       open: () => Array.from(entries.values()),
+      /**
+       * Member `id`'s feature level: its open store's, else the last one seen, else the one in its
+       * file's `store_meta` (read once, read-only); `"base"` without a database.
+       */
+      levelOf: (id: string): string => {
+        const e = entries.get(id)
+        if (e !== undefined) return e.db.service.featureLevel
+        const known = levels.get(id)
+        if (known !== undefined) return known
+        const file = memberFile(o.root, id)
+        if (!exists(file)) return "base"
+        const level = storedLevel(file)
+        levels.set(id, level)
+        return level
+      },
       /** Whether member `id`'s database is open now. */
       isOpen: (id: string) => entries.has(id),
       /** How many member databases are open now. */

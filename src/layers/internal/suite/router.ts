@@ -83,11 +83,14 @@ export const makeRouter = (p: RouterParts): StoreService => {
       const order = [...p.selected.filter((id) => open.has(id)), ...p.selected.filter((id) => !open.has(id))]
       return Effect.forEach(order, (id) => p.cache.use(id, (db) => Effect.map(f(db.service), Option.some), Option.none<A>()))
     }).pipe(Effect.map((rs) => rs.flatMap(Option.toArray)))
+  // the open members when it runs (not when it is built: `flush` is a value)
   const eachOpenWritable = <A>(f: (s: StoreService) => Effect.Effect<A, StoreUnavailable>) =>
-    Effect.forEach(
-      p.cache.open().filter((e) => e.writable).map((e) => e.id),
-      (id) => p.cache.use(id, (db) => f(db.service), undefined),
-      { discard: true }
+    Effect.suspend(() =>
+      Effect.forEach(
+        p.cache.open().filter((e) => e.writable).map((e) => e.id),
+        (id) => p.cache.use(id, (db) => f(db.service), undefined),
+        { discard: true }
+      )
     )
 
   const group = <T>(items: ReadonlyArray<T>, idOf: (t: T) => string, groups: Map<string, Array<T>>) => {
@@ -138,8 +141,9 @@ export const makeRouter = (p: RouterParts): StoreService => {
   const service: StoreService = {
     ...p.view,
     kind: "suite",
+    // the highest level of any member (the catalog holds no pipelines)
     get featureLevel() {
-      return catalog.featureLevel
+      return p.view.featureLevel
     },
     readOnly: catalog.readOnly,
     journal: catalog.journal,

@@ -10,9 +10,16 @@
  *   selected rows (events) or the candidates (the others). Databases are visited one at a
  *   time, so this works with a single cached connection.
  * - Counts and statistics are SQL aggregates per database, summed; latency percentiles read the
- *   durations (numbers only) of every database.
- * - Unlimited streams are the concatenation of the databases' own streams, members in id
- *   order (attempt, event and artifact ids are local to their database).
+ *   durations (numbers only) of every database. `loadBundles` spends one `payloadBytes` budget
+ *   across databases.
+ * - Streams come in one order across databases, the order of their limited form (a limit is a
+ *   prefix): pipelines by (createdAt, pipelineId); tasks by (pipelineId, seq, visit, taskRunId);
+ *   events by (ts, eventId), the catalog's first on ties; attempts by end time (each database's
+ *   in the order it recorded them). Attempt, event and artifact ids are local to their
+ *   database. Each database is read a page at a time, every page one `use` of it: no stream
+ *   holds a member between pages (a consumer may write to any member meanwhile), and event and
+ *   attempt streams stop at every database's high-water mark taken at the start. The feature
+ *   level is the highest of any database's.
  *
  * @since 0.5.0
  */
@@ -21,6 +28,7 @@ import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import {
+  type AttemptRecord,
   EventRecord,
   type MetricRecord,
   type PipelineRecord,
@@ -29,6 +37,7 @@ import {
   trusted
 } from "../../../domain/Records.js"
 import {
+  type BundleOptions,
   type CompletionBucket,
   type ErrorRow,
   errorRowOf,
@@ -43,10 +52,10 @@ import {
 import type { HandoffRecord } from "../../../domain/Handoff.js"
 import { checkBucket, checkLimit, latencyOf, PAGE_SIZE } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
-import { TIMED_TERMINAL } from "../sqlite/migrations.js"
+import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
-import { toPipeline, toTask } from "../sqlite/rows.js"
+import { toAttempt, toEvent, toPipeline, toTask } from "../sqlite/rows.js"
 
 type Row = Record<string, unknown>
 
@@ -109,7 +118,7 @@ export const makeDb = (service: StoreService, env: SqliteEnv): Effect.Effect<Db,
 /**
  * A database of the view, opened on demand: `use(f)` runs `f` with it open (and holds it for
  * `f`'s duration), or returns `empty` when the database does not exist (a member that never
- * ran); `hold` holds it open for the current scope (`None`: no database). `name` is the member
+ * ran); nothing holds it between two uses. `name` is the member
  * id (`""` for the catalog or a combined root).
  *
  * @since 0.5.0
@@ -118,9 +127,27 @@ export const makeDb = (service: StoreService, env: SqliteEnv): Effect.Effect<Db,
 export interface Source {
   readonly name: string
   readonly use: <A, E>(f: (db: Db) => Effect.Effect<A, E>, empty: A) => Effect.Effect<A, E | StoreUnavailable>
-  readonly hold: Effect.Effect<Option.Option<Db>, StoreUnavailable, Scope.Scope>
   /** Whether the database is open now (a cached member; absent: always open). */
   readonly isOpen?: (() => boolean) | undefined
+  /** The database's feature level now (`"base"` when it has none), read without opening it. */
+  readonly featureLevel: () => string
+}
+
+/** The feature levels in the order they are reached; a level this build does not know ranks above them. */
+const LEVELS: ReadonlyArray<string> = Array.from(KNOWN_FEATURE_LEVELS)
+const levelRank = (level: string) => (LEVELS.includes(level) ? LEVELS.indexOf(level) : LEVELS.length)
+
+/**
+ * The highest of some feature levels (`"base"` for none): a merged view is at the level of its
+ * most advanced database.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export const highestLevel = (levels: Iterable<string>): string => {
+  let best = "base"
+  for (const l of levels) if (levelRank(l) > levelRank(best)) best = l
+  return best
 }
 
 /**
@@ -202,6 +229,9 @@ const byEventDesc = (a: Candidate, b: Candidate) =>
 
 const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
+/** The merged order of task rows: (pipelineId, seq, visit, taskRunId). */
+type TaskKey = readonly [string, number, number, string]
+
 /**
  * Builds the merged read view of `parts` (see the module docs).
  *
@@ -274,7 +304,8 @@ export const makeView = (parts: ViewParts): TaskStore => {
       const [tasks] = yield* query(db, `SELECT count(*) AS n FROM tasks WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
       const [att] = yield* query(
         db,
-        `SELECT count(*) AS n, coalesce(sum(attempt_no > 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
+        // a retry is the retry policy's decision (as a single store counts it), never a re-run after a kill
+        `SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
         [...rp, ...pp]
       )
       const [ho] = db.env.visits
@@ -546,11 +577,53 @@ export const makeView = (parts: ViewParts): TaskStore => {
         list.push(id)
         groups.set(s, list)
       }
-      for (const [s, list] of groups) {
-        yield* s.use((db) =>
-          Effect.map(db.service.loadBundles(list.filter((id) => inScope(db, id)), options), (m) => {
+      const load = (s: Source, list: ReadonlyArray<PipelineId>, o: BundleOptions) =>
+        s.use((db) =>
+          Effect.map(db.service.loadBundles(list.filter((id) => inScope(db, id)), o), (m) => {
             for (const [k, v] of m) out.set(k, v)
           }), undefined)
+      const budget = options.payloadBytes
+      if (groups.size <= 1 || options.payloads === "none" || budget === undefined || !(budget < Infinity)) {
+        for (const [s, list] of groups) yield* load(s, list, options)
+        return out as ReadonlyMap<PipelineId, PipelineBundle>
+      }
+      // one payload budget across databases: every bundle without payloads first, then the
+      // payloads the budget allows in (database, pipeline, artifact) order, as a single store
+      // spends it (always the first; a prefix of each pipeline's; at most one pipeline in part)
+      for (const [s, list] of groups) yield* load(s, list, { ...options, payloads: "none", payloadBytes: undefined })
+      let spent = 0
+      let over = false
+      for (const [s, list] of groups) {
+        const full: Array<PipelineId> = []
+        for (const id of list) {
+          if (over) break
+          let mine = 0
+          let all = true
+          for (const a of out.get(id)?.artifacts ?? []) {
+            if (!a.artifact.available || (options.payloads === "final" && !a.artifact.isFinal)) continue
+            if (spent + a.artifact.size <= budget || spent === 0) {
+              spent += a.artifact.size
+              mine += a.artifact.size
+            } else {
+              over = true
+              all = false
+              break
+            }
+          }
+          if (all) full.push(id)
+          else if (mine > 0) {
+            // the pipeline at the budget's edge: exactly the payloads that fit
+            const tasks = out.get(id)!.tasks
+            yield* load(s, [id], { ...options, tasks: false, payloadBytes: mine })
+            out.set(id, { ...out.get(id)!, tasks })
+          }
+        }
+        if (full.length > 0) {
+          const tasks = new Map(full.map((id) => [id, out.get(id)!.tasks]))
+          yield* load(s, full, { ...options, tasks: false, payloadBytes: undefined })
+          for (const [id, ts] of tasks) out.set(id, { ...out.get(id)!, tasks: ts })
+        }
+        if (over) break
       }
       return out as ReadonlyMap<PipelineId, PipelineBundle>
     })
@@ -582,21 +655,105 @@ export const makeView = (parts: ViewParts): TaskStore => {
   }
 
   // --- streams -----------------------------------------------------------------------------------
-  const limited = <A, E>(limit: number | undefined, s: () => Stream.Stream<A, E>) =>
-    Stream.unwrap(Effect.map(checkLimit(limit), (l) => (l === 0 ? Stream.empty : l === undefined ? s() : Stream.take(s(), l))))
-  /** A source's stream, read while its database is held (empty when it has none). */
-  const held = <A>(source: Source, f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) =>
-    Stream.unwrapScoped(Effect.map(source.hold, Option.match({ onNone: () => Stream.empty, onSome: f })))
-  /** The stream of the database of one pipeline (empty when none holds it). */
+  /**
+   * A merged stream over `feeds`: each database is read in pages of its own order (`page`: the
+   * rows after the key `after`, at most `n`, each with its key), and the heads are merged by
+   * `cmp`, then the feed's index. Every page is one `use` of its database: nothing is held
+   * between pages, so a consumer may write to any member while it reads (with the member
+   * cache's `maxOpen`, a held database could leave a write waiting forever for a connection).
+   * Heads are compared only across feeds, so `cmp` need not order a feed's own rows (attempts:
+   * their recording order, merged by end time). `init` runs once per feed before its first page
+   * (its high-water mark), for every feed at the start of the stream (the first page of each is
+   * read before the first row is emitted).
+   */
+  const merged = <K, A, S = void, F extends { readonly source: Source } = { readonly source: Source; readonly prefixed: boolean }>(
+    feeds: ReadonlyArray<F>,
+    init: (db: Db) => Effect.Effect<S, StoreUnavailable>,
+    page: (db: Db, after: K | undefined, n: number, init: S, feed: F) => Effect.Effect<ReadonlyArray<readonly [K, A]>, StoreUnavailable>,
+    cmp: (a: K, b: K) => number,
+    pageSize: number
+  ): Stream.Stream<A, StoreUnavailable> =>
+    Stream.suspend(() => {
+      interface Feed {
+        rows: ReadonlyArray<readonly [K, A]>
+        pos: number
+        after: K | undefined
+        done: boolean
+        init: { readonly value: S } | undefined
+      }
+      const state: Array<Feed> = feeds.map(() => ({ rows: [], pos: 0, after: undefined, done: false, init: undefined }))
+      const fill = (i: number) => {
+        const f = state[i]!
+        return Effect.map(
+          feeds[i]!.source.use((db) =>
+            Effect.gen(function*() {
+              if (f.init === undefined) f.init = { value: yield* init(db) }
+              const rows = yield* page(db, f.after, pageSize, f.init.value, feeds[i]!)
+              f.rows = rows
+              f.pos = 0
+              if (rows.length > 0) f.after = rows[rows.length - 1]![0]
+              if (rows.length < pageSize) f.done = true
+              return true
+            }), false),
+          (found) => {
+            if (!found) f.done = true // no database: nothing to read
+          }
+        )
+      }
+      let started = false
+      const pull = Effect.gen(function*() {
+        if (!started) {
+          started = true
+          for (let i = 0; i < state.length; i++) yield* fill(i)
+        }
+        const out: Array<A> = []
+        while (out.length < pageSize) {
+          let best = -1
+          for (let i = 0; i < state.length; i++) {
+            const f = state[i]!
+            if (f.pos >= f.rows.length) {
+              if (f.done) continue
+              yield* fill(i)
+              if (f.pos >= f.rows.length) continue
+            }
+            if (best < 0) {
+              best = i
+              continue
+            }
+            const b = state[best]!
+            // on equal keys the earlier feed first
+            if (cmp(f.rows[f.pos]![0], b.rows[b.pos]![0]) < 0) best = i
+          }
+          if (best < 0) break
+          const b = state[best]!
+          out.push(b.rows[b.pos++]![1])
+        }
+        return out
+      })
+      return Stream.paginateChunkEffect(undefined, () =>
+        Effect.map(pull, (out) => [Chunk.unsafeFromArray(out), out.length < pageSize ? Option.none<undefined>() : Option.some(undefined)] as const))
+    })
+  /** A writer's buffered facts flushed, then the largest id of a table: what a stream started now may read. */
+  const highWater = (db: Db, text: string) =>
+    Effect.zipRight(flushed(db), Effect.map(query(db, text, []), (rows) => Number(rows[0]?.m ?? 0)))
+  /** `s(pageSize)` taken to the checked limit (pages no larger than the limit). */
+  const limited = <A, E>(limit: number | undefined, s: (pageSize: number) => Stream.Stream<A, E>) =>
+    Stream.unwrap(Effect.map(checkLimit(limit), (l) =>
+      l === 0 ? Stream.empty : l === undefined ? s(PAGE_SIZE) : Stream.take(s(Math.min(l, PAGE_SIZE)), l)))
+  /**
+   * The stream of the database of one pipeline (empty when none holds it): one pipeline's rows,
+   * read whole while the database is in use and emitted after it is released, so a consumer
+   * that writes (to any member) never waits for a connection the stream holds.
+   */
   const pipelineStream = <A>(pipelineId: string, f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) => {
     const source = route(pipelineId)
-    return source === undefined
-      ? Stream.empty
-      : held(source, (db) => (inScope(db, pipelineId) ? f(db) : Stream.empty))
+    return source === undefined ? Stream.empty : Stream.unwrap(
+      Effect.map(
+        source.use((db) => (inScope(db, pipelineId) ? Stream.runCollect(f(db)) : Effect.succeed(Chunk.empty<A>())), Chunk.empty<A>()),
+        (rows) => Stream.fromChunk(rows)
+      )
+    )
   }
-  /** The concatenation of a stream of every source, in order. */
-  const concat = <A>(f: (db: Db) => Stream.Stream<A, ConfigError | StoreUnavailable>) =>
-    Stream.flatMap(Stream.fromIterable(sources), (s) => held(s, f), { concurrency: 1 })
 
   const streamPipelines: TaskStore["streamPipelines"] = (o = {}) =>
     limited(o.limit, () =>
@@ -607,60 +764,105 @@ export const makeView = (parts: ViewParts): TaskStore => {
   const streamTasks: TaskStore["streamTasks"] = (o = {}) => {
     if (o.pipelineId !== undefined) {
       const pid = o.pipelineId
-      return limited(o.limit, () =>
-        pipelineStream(pid, (db) => db.service.streamTasks({ pipelineId: pid, runId: o.runId })))
+      return limited(o.limit, () => pipelineStream(pid, (db) => db.service.streamTasks({ pipelineId: pid, runId: o.runId })))
     }
-    if (o.limit !== undefined) {
-      // N candidates per database in (pipelineId, seq, visit, taskRunId) order, merged
-      return Stream.unwrap(Effect.gen(function*() {
-        const limit = yield* checkLimit(o.limit)
-        if (limit === 0 || limit === undefined) return Stream.empty
-        const [rc, rp] = runCond(o.runId)
-        const per = yield* forEachSource((db) => {
-          const [pc, pp] = prefixCond(db.prefix)
-          return query(
-            db,
-            `SELECT * FROM tasks WHERE 1 = 1${rc}${pc} ORDER BY pipeline_id, seq, coalesce(visit, 0), task_run_id LIMIT ?`,
-            [...rp, ...pp, limit]
+    // (pipelineId, seq, visit, taskRunId) across every database, as the limited form. A store
+    // of schema version 3+ keys tasks by pipeline number: its admitted pipelines' tasks are read
+    // through the pipeline-id index (each page an index range, not a sort of every task), its
+    // tasks of no admitted pipeline (number 0) as a second feed; an older store in one query
+    return limited(o.limit, (n) =>
+      merged<TaskKey, TaskRecord, void, { readonly source: Source; readonly unadmitted: boolean }>(
+        sources.flatMap((source) => [{ source, unadmitted: false }, { source, unadmitted: true }]),
+        () => Effect.void,
+        (db, after, n, _, { unadmitted }) => {
+          if (unadmitted && !db.env.numbered) return Effect.succeed([])
+          const joined = db.env.numbered && !unadmitted
+          const t = joined ? "t." : ""
+          const pipelineCol = joined ? "p.pipeline_id" : "pipeline_id"
+          const order = `${pipelineCol}, ${t}seq, ${db.env.visits ? `coalesce(${t}visit, 0)` : "0"}, ${t}task_run_id`
+          const [pc, pp] = prefixCond(db.prefix, pipelineCol)
+          const [ac, ap] = after === undefined
+            ? ["", []]
+            : [` AND ${pipelineCol} >= ? AND (${order}) > (?, ?, ?, ?)`, [after[0], after[0], after[1], after[2], after[3]]]
+          const [rc, rp] = o.runId === undefined ? ["", []] : [` AND ${t}run_id = ?`, [o.runId]]
+          const from = joined
+            ? "pipelines p JOIN tasks t ON t.pno = p.pno"
+            : unadmitted
+            ? `tasks WHERE pno = ${UNADMITTED_PNO}`
+            : "tasks"
+          const where = from.includes("WHERE") ? "" : " WHERE 1 = 1"
+          return Effect.map(
+            query(db, `SELECT ${t}* FROM ${from}${where}${rc}${pc}${ac} ORDER BY ${order} LIMIT ?`, [...rp, ...pp, ...ap, n]),
+            (rows) =>
+              rows.map((r) => {
+                const t = toTask(r)
+                return [[t.pipelineId, t.seq, t.visit, t.taskRunId] as TaskKey, t] as const
+              })
           )
-        })
-        const all: Array<TaskRecord> = per.flat().map(toTask).sort((a, b) =>
-          cmpStr(a.pipelineId, b.pipelineId) || a.seq - b.seq || a.visit - b.visit || cmpStr(a.taskRunId, b.taskRunId)
-        )
-        return Stream.fromIterable(all.slice(0, limit))
-      }))
-    }
-    return concat((db) => Stream.filter(db.service.streamTasks({ runId: o.runId }), (t) => inScope(db, t.pipelineId)))
+        },
+        (a, b) => cmpStr(a[0], b[0]) || a[1] - b[1] || a[2] - b[2] || cmpStr(a[3], b[3]),
+        n
+      ))
   }
 
   const streamAttempts: TaskStore["streamAttempts"] = (o = {}) => {
     if (o.pipelineId !== undefined) {
       const pid = o.pipelineId
-      return limited(o.limit, () =>
-        pipelineStream(pid, (db) => db.service.streamAttempts({ pipelineId: pid, runId: o.runId })))
+      return limited(o.limit, () => pipelineStream(pid, (db) => db.service.streamAttempts({ pipelineId: pid, runId: o.runId })))
     }
-    return limited(o.limit, () =>
-      concat((db) => Stream.filter(db.service.streamAttempts({ runId: o.runId }), (a) => inScope(db, a.pipelineId))))
+    const [rc, rp] = runCond(o.runId)
+    // each database's attempts in the order they were recorded (up to its high-water mark at the
+    // start), interleaved by end time
+    return limited(o.limit, (n) =>
+      merged<readonly [number, number], AttemptRecord, number>(
+        sources.map((source) => ({ source, prefixed: true })),
+        (db) => highWater(db, "SELECT coalesce(max(attempt_id), 0) AS m FROM attempts"),
+        (db, after, n, hwm) => {
+          const [pc, pp] = prefixCond(db.prefix)
+          return Effect.map(
+            query(
+              db,
+              `SELECT * FROM attempts WHERE attempt_id > ? AND attempt_id <= ?${rc}${pc} ORDER BY attempt_id LIMIT ?`,
+              [after?.[1] ?? 0, hwm, ...rp, ...pp, n]
+            ),
+            (rows) =>
+              rows.map((r) => {
+                const a = toAttempt(r)
+                return [[a.endedAt, a.attemptId] as const, a] as const
+              })
+          )
+        },
+        (a, b) => a[0] - b[0],
+        n
+      ))
   }
 
   const streamEvents: TaskStore["streamEvents"] = (o = {}) =>
-    limited(o.limit, () =>
-      Stream.flatMap(
-        Stream.fromIterable(eventSources),
-        ({ prefixed, source }) =>
-          (o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)
-            ? Stream.empty
-            : held(source, (db) =>
-              Stream.filter(
-                db.service.streamEvents({ pipelineId: o.pipelineId, runId: o.runId, kind: o.kind }),
-                (e) => !prefixed || db.prefix === undefined || (e.pipelineId !== null && e.pipelineId.startsWith(db.prefix))
-              )),
-        { concurrency: 1 }
+    limited(o.limit, (n) =>
+      merged<readonly [number, number], EventRecord, number>(
+        eventSources.filter(({ prefixed, source }) => !(o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)),
+        (db) => highWater(db, "SELECT coalesce(max(event_id), 0) AS m FROM events"),
+        (db, after, n, hwm, { prefixed }) => {
+          const [w, p] = eventConds(db, o, prefixed)
+          const [ac, ap] = after === undefined ? ["", []] : [" AND (ts, event_id) > (?, ?)", [after[0], after[1]]]
+          return Effect.map(
+            query(db, `SELECT * FROM events WHERE ${w} AND event_id <= ?${ac} ORDER BY ts, event_id LIMIT ?`, [...p, hwm, ...ap, n]),
+            (rows) =>
+              rows.map((r) => {
+                const e = toEvent(r)
+                return [[e.ts, e.eventId] as const, e] as const
+              })
+          )
+        },
+        (a, b) => a[0] - b[0] || a[1] - b[1],
+        n
       ))
 
   const view: TaskStore = {
     kind: "suite",
-    featureLevel: "base",
+    get featureLevel() {
+      return highestLevel([runSource, ...sources].map((s) => s.featureLevel()))
+    },
     readOnly: parts.readOnly,
     journal: parts.journal,
     traversal,

@@ -338,6 +338,7 @@ export type {
   Latency,
   StoreStats,
   SpecCount,
+  ResourceUsage,
   ErrorRow,
   Limit,
   EventFilter,
@@ -549,6 +550,7 @@ export interface StoreDriver extends
     | "putResource"
     | "resources"
     | "stats"
+    | "resourceUsage"
     | "countEvents"
     | "pipelinesBySpec"
     | "loadBundles"

@@ -203,6 +203,7 @@ export const makeWith = (
       resources: driver.resources,
 
       stats: (runId) => Effect.zipRight(wb.flush, driver.stats(runId)),
+      resourceUsage: (runId) => Effect.zipRight(wb.flush, driver.resourceUsage(runId)),
       errors: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
           limit === 0 ? Effect.succeed([]) : driver.errors({ runId: o.runId, limit })),

@@ -26,7 +26,8 @@ import {
   leaseTarget,
   loadPayload,
   quantileAt,
-  quantileRanks
+  quantileRanks,
+  succeededIndexOf
 } from "../../../services/internal/store/shared.js"
 import type {
   CompletionBucket,
@@ -43,7 +44,7 @@ import type {
 } from "../../../services/Store.js"
 import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
-import { type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
+import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
 import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
 import {
   ARTIFACT_META,
@@ -62,6 +63,15 @@ import {
 import { ROWID_CHUNK, toBytes } from "./writer.js"
 
 /**
+ * The ids of the succeeded pipelines (`succeededPipelines`): from the state index alone (it
+ * holds the id), and the digests of those stored with an explicit key (a scan that builds
+ * nothing for the others).
+ */
+const SUCCEEDED_IDS = "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'"
+const SUCCEEDED_KEYED =
+  "SELECT pipeline_id, spec_digest, seed_digest FROM pipelines WHERE key IS NOT NULL AND state = 'succeeded'"
+
+/**
  * The reads of the SQLite driver (see `Store.StoreDriver`) of an open store, using `backend`
  * for blob payloads.
  *
@@ -71,7 +81,7 @@ import { ROWID_CHUNK, toBytes } from "./writer.js"
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
   const { fromSql, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
@@ -345,6 +355,21 @@ export const makeReads = (
           resources,
           ...(walPendingFrames > 0 ? { walPendingFrames } : {})
         } satisfies StoreStats
+      }),
+    // the writer's own connection when there is one: 200k ids as plain strings, without the
+    // SQL client's per-row work
+    succeededPipelines: env.db === undefined
+      ? Effect.map(
+        Effect.zip(q(sql.unsafe(SUCCEEDED_IDS).values), q(sql.unsafe(SUCCEEDED_KEYED).values)),
+        ([ids, keyed]) => succeededIndexOf(ids.map((r) => r[0]), keyed)
+      )
+      : Effect.try({
+        try: () =>
+          succeededIndexOf(
+            env.db!.prepare(SUCCEEDED_IDS).pluck().all(),
+            env.db!.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>
+          ),
+        catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
       }),
     resourceUsage: (runId) =>
       Effect.gen(function*() {

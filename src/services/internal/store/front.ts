@@ -146,6 +146,7 @@ export const makeWith = (
       readOnly,
       exclusiveWriter: driver.exclusiveWriter,
       journal,
+      succeededPipelines: driver.succeededPipelines,
 
       openRun: (run) =>
         refuse(

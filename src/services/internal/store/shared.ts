@@ -10,7 +10,7 @@ import { ArtifactRecord, trusted } from "../../../domain/Records.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import { retryTracker } from "../../../domain/internal/retries.js"
-import type { Latency, NewArtifact, NewAttempt, NewEvent, ResourceUsage } from "../../Store.js"
+import type { Latency, NewArtifact, NewAttempt, NewEvent, ResourceUsage, SucceededIndex } from "../../Store.js"
 
 /** Keyset paging batch size of every stream (rows per query). */
 export const PAGE_SIZE = 1000
@@ -78,6 +78,32 @@ export const usageAccumulator = () => {
     },
     result: (): ReadonlyArray<ResourceUsage> =>
       Array.from(usage, ([target, u]) => ({ target, ...u })).sort((a, b) => a.target < b.target ? -1 : a.target > b.target ? 1 : 0)
+  }
+}
+
+/**
+ * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`) and, for those stored with
+ * an explicit key, their rows `[pipelineId, specDigest, seedDigest]` (`keyed`): a keyed row
+ * is compared digest by digest; any other id, stored without a key, is content-addressed.
+ *
+ * @since 0.6.0
+ * @category statistics
+ */
+export const succeededIndexOf = (
+  ids: ReadonlyArray<unknown>,
+  keyed: Iterable<ReadonlyArray<unknown>>
+): SucceededIndex => {
+  const all = new Set<string>()
+  for (const id of ids) all.add(String(id))
+  const digests = new Map<string, { readonly spec: string; readonly seed: string }>()
+  for (const [id, spec, seed] of keyed) digests.set(String(id), { spec: String(spec), seed: String(seed) })
+  return {
+    size: all.size,
+    has: (pipelineId, specDigest, seedDigest, contentAddressed) => {
+      if (!all.has(pipelineId)) return false
+      const d = digests.get(pipelineId)
+      return d === undefined ? contentAddressed : d.spec === specDigest && d.seed === seedDigest
+    }
   }
 }
 

@@ -15,6 +15,9 @@ import type { PipelineState } from "../../src/domain/Records.js"
 import { PipelineRecord } from "../../src/domain/Records.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as SuiteStore from "../../src/layers/SuiteStore.js"
+import { memberPipelineId } from "../../src/domain/Suite.js"
+import { NodeFileSystem } from "@effect/platform-node"
 import * as Report from "../../src/services/Report.js"
 import type { NewAttempt, StoreService, TaskStore } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
@@ -29,8 +32,15 @@ const STATES: ReadonlyArray<PipelineState> = ["succeeded", "failed", "interrupte
  * without an end), attempts on pool/a and pool/b (retried, rate-limited, two leases, a
  * re-run after a kill), resources a, b, c, a metric, repair failures.
  */
-const fill = (store: StoreService, from: number, n: number, shift: number) =>
+const fill = (
+  store: StoreService,
+  from: number,
+  n: number,
+  shift: number,
+  member?: (i: number) => { readonly id: string; readonly suiteId: string; readonly experimentId: string; readonly localKey: string }
+) =>
   Effect.gen(function*() {
+    const idOf = (i: number) => pid(member === undefined ? `p${i}` : member(i).id)
     yield* store.openRun({ runId: rid("r1"), startedAt: 1000 })
     yield* store.finishRun(rid("r1"), { status: "completed", endedAt: 5000 })
     yield* store.openRun({ runId: rid("r2"), startedAt: 6000 })
@@ -42,9 +52,11 @@ const fill = (store: StoreService, from: number, n: number, shift: number) =>
       const state = STATES[(i + shift) % STATES.length]!
       const runId = runs[i % 3]!
       const terminal = state === "succeeded" || state === "failed" || state === "interrupted"
+      const m = member?.(i)
       rows.push(
         new PipelineRecord({
-          pipelineId: pid(`p${i}`),
+          ...(m === undefined ? {} : { suiteId: m.suiteId, experimentId: m.experimentId, localKey: m.localKey }),
+          pipelineId: idOf(i),
           key: i % 4 === 0 ? `k${i}` : null,
           name: "demo",
           state,
@@ -73,7 +85,7 @@ const fill = (store: StoreService, from: number, n: number, shift: number) =>
         taskRunId: `${p.pipelineId}/0`, pipelineId: p.pipelineId, runId: p.runId, seq: 0, taskName: "t0", state: "succeeded",
         attemptsUsed: 1, startedAt: 1000, endedAt: 1001, durationMs: 1, errorType: null, errorMessage: null, errorClass: null, leaseIds: []
       })
-      const i = Number(p.pipelineId.slice(1))
+      const i = rows.indexOf(p) + from
       const at = (attemptNo: number, over: Partial<NewAttempt>): NewAttempt => ({
         pipelineId: p.pipelineId, runId: p.runId, taskRunId: `${p.pipelineId}/0`, taskName: "t0", seq: 0, attemptNo,
         outcome: "succeeded", errorClass: null, errorType: null, errorMessage: null, decision: null,
@@ -95,9 +107,13 @@ const fill = (store: StoreService, from: number, n: number, shift: number) =>
       yield* store.putResource({ pool: "pool", resourceId: r, kind: "worker", spec: {}, health: { state: "ready" }, updatedAt: 1 })
     }
     yield* store.reportMetric({ runId: rid("r1"), pipelineId: null, name: "acc", value: 0.25, display: "percent", updatedAt: 1 })
-    yield* store.reportMetric({ runId: rid("r3"), pipelineId: pid(`p${from}`), name: "n", value: 3, updatedAt: 1 })
-    for (const [id, runId, phase] of [[`p${from}`, "r1", "settle"], [`p${from + 1}`, "r3", "mark_final"], ["ghost", "r9", "settle"], [`p${from + 2}`, "r9", "settle"]] as const) {
+    yield* store.reportMetric({ runId: rid("r3"), pipelineId: idOf(from), name: "n", value: 3, updatedAt: 1 })
+    for (const [id, runId, phase] of [[idOf(from), "r1", "settle"], [idOf(from + 1), "r3", "mark_final"], [idOf(from + 2), "r9", "settle"]] as const) {
       yield* store.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid(id), runId: rid(runId), data: { phase }, ts: 9000 })
+    }
+    // a pipeline no store holds (a suite routes pipeline events by member: none there)
+    if (member === undefined) {
+      yield* store.emitEvent({ kind: "pipeline.terminal_repair_failed", pipelineId: pid("ghost"), runId: rid("r9"), data: { phase: "settle" }, ts: 9000 })
     }
     yield* store.flush
   })
@@ -186,4 +202,18 @@ describe("Report from aggregates", () => {
         assert.deepStrictEqual([...read.byState.keys()], ["failed"])
         assert.strictEqual(read.pipelines, r.byState.failed)
       })))
+
+  it.effect.each(["combined", "byExperiment"] as const)("a suite root (%s): the cumulative view and one member's, as the streaming report's", (layout) =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const members = ["a", "b", "c"]
+        const h = yield* SuiteStore.make({ root: nodePath.join(tmp(), "root"), suiteId: "s", layout, members, flushIntervalMs: 0 })
+        yield* fill(h.store, 0, 45, 0, (i) => {
+          const experimentId = members[i % 3]!
+          return { id: memberPipelineId("s", experimentId, `k${i}`), suiteId: "s", experimentId, localKey: `k${i}` }
+        })
+        yield* sameReports([{ source: "root", store: yield* h.catalog.view() }])
+        yield* sameReports([{ source: "root [b]", store: yield* h.catalog.view("b") }])
+      })
+    ).pipe(Effect.provide(NodeFileSystem.layer)))
 })

@@ -178,6 +178,14 @@ describe("Report from aggregates", () => {
           })))
     }))
 
+  it.effect("a store without resourceUsage (a plugin written before it, in JavaScript): its attempts are folded, same report", () =>
+    storeIn(MemoryStore.layer(), (s) =>
+      Effect.gen(function*() {
+        yield* fill(s, 0, 30, 0)
+        const { resourceUsage: _, ...older } = s
+        yield* sameReports([{ source: "old", store: older as unknown as TaskStore }])
+      })))
+
   it.effect("one store reads no attempt and no pipeline row but its failed ones", () =>
     storeIn(MemoryStore.layer(), (s) =>
       Effect.gen(function*() {

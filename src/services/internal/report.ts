@@ -16,7 +16,8 @@ import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
-import type { ErrorRow, Latency, ReadError, StoreOpener, TaskStore } from "../Store.js"
+import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
+import { usageAccumulator } from "./store/shared.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 
 /**
@@ -188,6 +189,18 @@ interface Selected {
 /** The run scopes of a store: every pipeline (`undefined`) or each selected run's own. */
 const scopesOf = (s: Selected, all: boolean): ReadonlyArray<RunId | undefined> =>
   all ? [undefined] : s.runs.map((r) => r.runId)
+
+/**
+ * A store's resource usage for a scope: its `resourceUsage` aggregate, or, for a store that
+ * lacks it (a plugin written before it existed, in JavaScript), its attempts folded in order.
+ */
+const usageOf = (store: TaskStore, runId: RunId | undefined): Effect.Effect<ReadonlyArray<ResourceUsage>, ReadError> => {
+  if (typeof (store as Partial<TaskStore>).resourceUsage === "function") return store.resourceUsage(runId)
+  return Effect.suspend(() => {
+    const acc = usageAccumulator()
+    return Effect.map(Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => acc.add(a))), () => acc.result())
+  })
+}
 
 /** The pipeline figures of a report: what the scopes hold, deduplicated by pipeline id. */
 interface PipelineFigures {
@@ -396,7 +409,7 @@ export const buildReport = (
         singlePipelines += st.pipelines
         for (const k of STATES) singleByState[k] += st.byState[k]
         singleLatency = st.latencyMs
-        for (const u of yield* s.store.resourceUsage(runId)) {
+        for (const u of yield* usageOf(s.store, runId)) {
           const key = `${s.source}\u0000${u.target}`
           const prev = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
           usage.set(key, {

@@ -104,6 +104,25 @@ export interface SpecCount {
 }
 
 /**
+ * What the attempts did on one pool resource (what `resourceUsage` returns): `target` is the
+ * lease target `pool/resourceId` (a lease id `pool/resourceId#n` without its `#n`), `attempts`
+ * the attempts that held a lease on it (an attempt holding several leases on the same target
+ * counts once), `retries` those of them that ran because the previous attempt of the same task
+ * run (pipeline, seq, visit) in scope ended with the retry policy's decision to retry
+ * (`decision.retry === true`; a re-run after a kill is none), `rateLimited` those whose
+ * `errorClass` is `rate_limit`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ResourceUsage {
+  readonly target: string
+  readonly attempts: number
+  readonly retries: number
+  readonly rateLimited: number
+}
+
+/**
  * One failed pipeline as `errors` lists it.
  *
  * @since 0.1.0
@@ -366,6 +385,13 @@ export interface TaskStore {
   }) => Effect.Effect<ReadonlyArray<MetricRecord>, StoreUnavailable>
   readonly resources: Effect.Effect<ReadonlyArray<ResourceRecord>, StoreUnavailable>
   readonly stats: (runId?: RunId | undefined) => Effect.Effect<StoreStats, StoreUnavailable>
+  /**
+   * Per pool resource, what the attempts of `runId` (absent: of every run) did on it (see
+   * {@link ResourceUsage}), ascending by `target`; targets no attempt leased are absent. One
+   * aggregate read (SQLite: attempts in id order, leases unnested in SQL; nothing decoded per
+   * attempt). Write-behind attempts are flushed first.
+   */
+  readonly resourceUsage: (runId?: RunId | undefined) => Effect.Effect<ReadonlyArray<ResourceUsage>, StoreUnavailable>
   /** Failed pipelines, latest first (default limit 20). */
   readonly errors: (options?: {
     readonly runId?: RunId | undefined
@@ -462,6 +488,7 @@ const TASK_STORE_MEMBERS = [
   "metrics",
   "resources",
   "stats",
+  "resourceUsage",
   "errors",
   "events",
   "countEvents",

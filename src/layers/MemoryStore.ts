@@ -55,7 +55,13 @@ import type { TraversalWrite } from "../services/Store.js"
 import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../services/internal/store/traversal.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch } from "../services/internal/store/ops.js"
-import { artifactRecordOf, latencyOf, loadPayload } from "../services/internal/store/shared.js"
+import {
+  artifactRecordOf,
+  latencyOf,
+  loadPayload,
+  succeededIndexOf,
+  usageAccumulator
+} from "../services/internal/store/shared.js"
 
 /**
  * Test hook: while `failWrites` is true every write transaction of the memory store fails
@@ -542,6 +548,22 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
               resources: Array.from(resources.values())
             }
           }),
+      succeededPipelines: Effect.sync(() => {
+        const ids: Array<string> = []
+        const keyed: Array<readonly [string, string, string]> = []
+        for (const p of pipelines.values()) {
+          if (p.state !== "succeeded") continue
+          ids.push(p.pipelineId)
+          if (p.key !== null) keyed.push([p.pipelineId, p.specDigest, p.seedDigest])
+        }
+        return succeededIndexOf(ids, keyed)
+      }),
+      resourceUsage: (runId) =>
+        Effect.sync(() => {
+          const acc = usageAccumulator()
+          for (const a of attempts) if (runId === undefined || a.runId === runId) acc.add(a)
+          return acc.result()
+        }),
       errors: (o) =>
         Effect.sync(() => {
           const limit = o.limit

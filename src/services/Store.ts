@@ -338,6 +338,7 @@ export type {
   Latency,
   StoreStats,
   SpecCount,
+  ResourceUsage,
   ErrorRow,
   Limit,
   EventFilter,
@@ -353,6 +354,23 @@ export type {
   HandoffsOptions,
   TraversalStore
 } from "../domain/TaskStore.js"
+
+/**
+ * The pipelines a store holds as `succeeded`, with what identifies them (see
+ * {@link StoreService.succeededPipelines}): `size` of them; `has(id, specDigest, seedDigest,
+ * contentAddressed)` says whether pipeline `id` is one of them stored with exactly these
+ * definition and seed digests. A content-addressed id (no explicit key: the id is the digest
+ * of `[specDigest, seedDigest, repeat]`) stored without a key was made from the same digests,
+ * so for a content-addressed spec the id alone answers (the identity content addressing
+ * already rests on); a keyed row or a keyed spec compares the stored digests.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface SucceededIndex {
+  readonly size: number
+  readonly has: (pipelineId: string, specDigest: string, seedDigest: string, contentAddressed: boolean) => boolean
+}
 
 // ---------------------------------------------------------------------------------------------
 // The service
@@ -372,6 +390,18 @@ export interface StoreService extends TaskStore {
    * `false` when other processes may write (or when unknown).
    */
   readonly exclusiveWriter: boolean
+
+  /**
+   * Every pipeline stored as `succeeded`, with what identifies it ({@link SucceededIndex}),
+   * read at once (SQLite: the ids from the state index, the digests of keyed rows only;
+   * nothing else decoded).
+   * What admission asks once per run, so that a resume skips the specs of finished pipelines
+   * without reading their rows: only the specs this map does not settle (unknown ids,
+   * other digests) are looked up. Optional: a store without it (admission then reads every
+   * batch's rows) leaves it `undefined`. Costs memory in the number of succeeded pipelines
+   * (about 100 bytes each; a keyed one about twice that).
+   */
+  readonly succeededPipelines?: Effect.Effect<SucceededIndex, StoreUnavailable> | undefined
 
   // runs
   /** Creates a run with status `running`. */
@@ -549,12 +579,15 @@ export interface StoreDriver extends
     | "putResource"
     | "resources"
     | "stats"
+    | "resourceUsage"
     | "countEvents"
     | "pipelinesBySpec"
     | "loadBundles"
   >
 {
   readonly readOnlyError: StoreUnavailable | undefined
+  /** See {@link StoreService.succeededPipelines} (optional). */
+  readonly succeededPipelines?: StoreService["succeededPipelines"]
   /**
    * Commits a batch. A checkpoint whose traversal version does not match is skipped (nothing
    * of it written) and returned with its error, by index in `writes`; every other write of the

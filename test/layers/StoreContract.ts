@@ -614,6 +614,67 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual((yield* store.stats()).retries, 1)
         })))
 
+    it.effect("resourceUsage: attempts per lease target (once per attempt), retries after a retry decision of the same task run in scope, rate limits", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit(["u1", "u2", "u3", "u4"].map((id) => pipeline(id)))
+          const at = (id: string, seq: number, over: Partial<NewAttempt>): NewAttempt => ({
+            ...attempt(id, seq, 2),
+            decision: null,
+            errorClass: null,
+            ...over
+          })
+          const retry = { retry: true, reason: "rate_limit", delayMs: 1 }
+          // u1 seq 0: a rate-limited attempt retried on pool/a; seq 1 holds a twice and b once
+          yield* store.recordAttempt(at("u1", 0, { leaseIds: ["pool/a#1"], errorClass: "rate_limit", decision: retry }))
+          yield* store.recordAttempt(at("u1", 0, { leaseIds: ["pool/a#2"] }))
+          yield* store.recordAttempt(at("u1", 1, { leaseIds: ["pool/a#3", "pool/b#4", "pool/a#5"] }))
+          // u2: a decision whose retry is the number 1 is no retry decision
+          yield* store.recordAttempt(at("u2", 0, { leaseIds: ["pool/b#6"], decision: { retry: 1 } }))
+          yield* store.recordAttempt(at("u2", 0, { leaseIds: ["pool/b#7"] }))
+          // u3: retried in run-1, run again in run-2 (a retry for every run, none for run-2 alone)
+          yield* store.recordAttempt(at("u3", 0, { leaseIds: ["pool/b#8"], decision: retry }))
+          yield* store.recordAttempt(at("u3", 0, { leaseIds: ["pool/b#9"], runId: rid("run-2") }))
+          // u4: the next attempt of another visit is no retry; ids without '#' or with several
+          yield* store.recordAttempt(at("u4", 0, { leaseIds: ["plain"], decision: retry, visit: 0 }))
+          yield* store.recordAttempt(at("u4", 0, { leaseIds: ["x#y#7"], visit: 1 }))
+          const all = yield* store.resourceUsage()
+          assert.deepStrictEqual(all, [
+            { target: "plain", attempts: 1, retries: 0, rateLimited: 0 },
+            { target: "pool/a", attempts: 3, retries: 1, rateLimited: 1 },
+            { target: "pool/b", attempts: 5, retries: 1, rateLimited: 0 },
+            { target: "x#y", attempts: 1, retries: 0, rateLimited: 0 }
+          ])
+          assert.deepStrictEqual(yield* store.resourceUsage(rid("run-2")), [
+            { target: "pool/b", attempts: 1, retries: 0, rateLimited: 0 }
+          ])
+          assert.deepStrictEqual(yield* store.resourceUsage(rid("nobody")), [])
+        })))
+
+    it.effect("succeededPipelines: succeeded ids; a keyless (content-addressed) row answers by id, a keyed row by its digests", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit([
+            pipeline("c1", { state: "succeeded", specDigest: "s", seedDigest: "d1" }),
+            pipeline("c2", { state: "failed", specDigest: "s", seedDigest: "d2" }),
+            pipeline("k1", { key: "k1", state: "succeeded", specDigest: "s", seedDigest: "d3" }),
+            pipeline("k2", { key: "k2", state: "running", specDigest: "s", seedDigest: "d4" })
+          ])
+          assert.isDefined(store.succeededPipelines)
+          const index = yield* store.succeededPipelines!
+          assert.strictEqual(index.size, 2)
+          assert.isTrue(index.has("c1", "s", "d1", true))
+          assert.isFalse(index.has("c1", "s", "d1", false)) // a keyed spec with that id: not known
+          assert.isFalse(index.has("c2", "s", "d2", true)) // failed: work left
+          assert.isTrue(index.has("k1", "s", "d3", false))
+          assert.isTrue(index.has("k1", "s", "d3", true))
+          assert.isFalse(index.has("k1", "s", "other", false)) // another seed under the key
+          assert.isFalse(index.has("k1", "other", "d3", false)) // another definition
+          assert.isFalse(index.has("k2", "s", "d4", false))
+          assert.isFalse(index.has("nope", "s", "d1", true))
+          assert.strictEqual((yield* store.succeededPipelines!).size, 2)
+        })))
+
     it.effect("stats: percentiles match the type-7 definition on random durations, per run and for all", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -5,7 +5,9 @@ import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
-import type { PipelineId } from "../../src/domain/Ids.js"
+import type { PipelineId, RunId } from "../../src/domain/Ids.js"
+import type { TaskStore } from "../../src/domain/TaskStore.js"
+import { usageAccumulator } from "../../src/services/internal/store/shared.js"
 import { memberDigest, memberDigestOf, memberPipelineId } from "../../src/domain/Suite.js"
 import type { SuiteLayout } from "../../src/domain/Suite.js"
 import type { EventRecord } from "../../src/domain/Records.js"
@@ -398,6 +400,15 @@ describe("SuiteStore", () => {
                 for (let k = 0; k < 4; k++) {
                   yield* store.emitEvent(event(k % 2 === 0 ? "even" : "odd", p.pipelineId, 1000 + rnd(40), k === 3 ? "r2" : "r1"))
                 }
+                // leases on shared pools, some retried after a decision to retry, some rate-limited
+                const retried = rnd(3) === 0
+                yield* store.recordAttempt({
+                  ...attemptOf(p.pipelineId),
+                  leaseIds: [`llm/k${rnd(3)}#${rnd(1000)}`, `llm/k0#${rnd(1000)}`],
+                  errorClass: retried ? "rate_limit" : null,
+                  decision: retried ? { retry: true, reason: "rate_limit", delayMs: 1 } : null
+                })
+                if (retried) yield* store.recordAttempt({ ...attemptOf(p.pipelineId), attemptNo: 2, leaseIds: [`llm/k${rnd(3)}#${rnd(1000)}`] })
               }
             }
             for (let k = 0; k < 6; k++) yield* store.emitEvent(event("pool", null, 1000 + rnd(40), "r1"))
@@ -443,6 +454,16 @@ describe("SuiteStore", () => {
             assert.deepStrictEqual(paged, ordered.map((p) => p.pipelineId))
             const st = yield* view.stats()
             assert.deepStrictEqual([st.pipelines, st.tasks, st.events], [48, 96, 48 * 4 + 6])
+            // per-resource usage: the attempts of the view folded one by one, per run and for all
+            const naiveUsage = (v: TaskStore, runId?: RunId) =>
+              Effect.map(Stream.runCollect(v.streamAttempts({ runId })), (as) => {
+                const acc = usageAccumulator()
+                for (const a of as) acc.add(a)
+                return acc.result()
+              })
+            assert.isAbove((yield* view.resourceUsage()).length, 1)
+            assert.deepStrictEqual(yield* view.resourceUsage(), yield* naiveUsage(view))
+            assert.deepStrictEqual(yield* view.resourceUsage(rid("r1")), yield* naiveUsage(view, rid("r1")))
             assert.strictEqual(st.byState.failed, failed.length)
             // one member of the view
             const b = yield* catalog.view("b")
@@ -450,6 +471,7 @@ describe("SuiteStore", () => {
             assert.deepStrictEqual((yield* b.events({ limit: 9 })).map(key), bEvents.slice(bEvents.length - 9).map(key))
             assert.strictEqual((yield* b.stats()).pipelines, 12)
             assert.strictEqual((yield* b.pipelinesBySpec)[0]?.pipelines, 12)
+            assert.deepStrictEqual(yield* b.resourceUsage(), yield* naiveUsage(b))
           }))
       }))
   }

@@ -119,7 +119,10 @@ const RANK: Record<PipelineState, number> = { succeeded: 4, failed: 3, interrupt
  * @since 0.1.0
  * @category merging
  */
-export const beats = (a: PipelineRecord, b: PipelineRecord): boolean => {
+export const beats = (
+  a: Pick<PipelineRecord, "state" | "endedAt" | "updatedAt">,
+  b: Pick<PipelineRecord, "state" | "endedAt" | "updatedAt">
+): boolean => {
   const ra = RANK[a.state] ?? 0
   const rb = RANK[b.state] ?? 0
   if (ra !== rb) return ra > rb
@@ -143,7 +146,7 @@ const quantile = (sorted: ReadonlyArray<number>, p: number): number => {
  * @since 0.1.0
  * @category merging
  */
-export const latencyOf = (rows: Iterable<PipelineRecord>): Latency | null => {
+export const latencyOf = (rows: Iterable<Pick<PipelineRecord, "state" | "startedAt" | "endedAt">>): Latency | null => {
   const ds: Array<number> = []
   for (const p of rows) {
     if ((p.state === "succeeded" || p.state === "failed" || p.state === "interrupted") && p.startedAt !== null && p.endedAt !== null) {

@@ -12,13 +12,13 @@
  */
 import { Clock, Effect, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
-import type { RunId } from "../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
-import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type TaskStore } from "../Store.js"
+import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
+import { usageAccumulator } from "./store/shared.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
-import { retryTracker } from "../../domain/internal/retries.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -177,10 +177,156 @@ export const formatMetric = (value: unknown, display: MetricDisplay): string => 
   return typeof value === "string" ? value : JSON.stringify(value)
 }
 
-const leaseTarget = (leaseId: string): string => {
-  const hash = leaseId.lastIndexOf("#")
-  return hash < 0 ? leaseId : leaseId.slice(0, hash)
+const STATES: ReadonlyArray<PipelineState> = ["pending", "running", "succeeded", "failed", "interrupted"]
+
+/** One store with its selected runs. */
+interface Selected {
+  readonly source: string
+  readonly store: TaskStore
+  readonly runs: ReadonlyArray<RunRecord>
 }
+
+/** The run scopes of a store: every pipeline (`undefined`) or each selected run's own. */
+const scopesOf = (s: Selected, all: boolean): ReadonlyArray<RunId | undefined> =>
+  all ? [undefined] : s.runs.map((r) => r.runId)
+
+/**
+ * A store's resource usage for a scope: its `resourceUsage` aggregate, or, for a store that
+ * lacks it (a plugin written before it existed, in JavaScript), its attempts folded in order.
+ */
+const usageOf = (store: TaskStore, runId: RunId | undefined): Effect.Effect<ReadonlyArray<ResourceUsage>, ReadError> => {
+  if (typeof (store as Partial<TaskStore>).resourceUsage === "function") return store.resourceUsage(runId)
+  return Effect.suspend(() => {
+    const acc = usageAccumulator()
+    return Effect.map(Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => acc.add(a))), () => acc.result())
+  })
+}
+
+/** The pipeline figures of a report: what the scopes hold, deduplicated by pipeline id. */
+interface PipelineFigures {
+  readonly pipelines: number
+  readonly byState: Readonly<Record<PipelineState, number>>
+  readonly duplicates: number
+  readonly latencyMs: Latency | null
+  readonly errors: ReadonlyArray<ErrorRow & { readonly source: string }>
+  /** Those of `ids` whose pipeline is in scope (reported). */
+  readonly inScope: (ids: ReadonlyArray<PipelineId>) => Effect.Effect<ReadonlySet<string>, StoreUnavailable>
+}
+
+/**
+ * The first `limit` of the items added, in a stable descending order of `keyOf`: what sorting
+ * every item stably and taking the first `limit` gives, holding at most about `2 × limit`.
+ */
+const topBy = <A>(keyOf: (a: A) => number, limit: number) => {
+  let kept: Array<A> = []
+  const trim = () => {
+    kept.sort((a, b) => keyOf(b) - keyOf(a)) // stable: ties keep their order of arrival
+    if (kept.length > limit) kept = kept.slice(0, limit)
+  }
+  return {
+    add: (a: A) => {
+      kept.push(a)
+      if (kept.length >= 2 * limit + 64) trim()
+    },
+    result: (): ReadonlyArray<A> => {
+      trim()
+      return kept
+    }
+  }
+}
+
+/** The recent-error order: latest finish (`endedAt`, else `updatedAt`) first. */
+const finishOf = (p: Pick<PipelineRecord, "endedAt" | "updatedAt">) => p.endedAt ?? p.updatedAt
+
+/**
+ * One store: its scopes are disjoint (a pipeline has one owner run), so the counts and the
+ * latency are its aggregates (`given`); the recent errors are its failed pipelines of the
+ * scope, read through the state index (pipeline order, so ties keep the order of the rows).
+ */
+const singleScope = (
+  s: Selected,
+  all: boolean,
+  errorsLimit: number,
+  given: Pick<PipelineFigures, "pipelines" | "byState" | "latencyMs">
+): Effect.Effect<PipelineFigures, ReadError> =>
+  Effect.gen(function*() {
+    const scopes = scopesOf(s, all)
+    const top = topBy((p: PipelineRecord) => finishOf(p), errorsLimit)
+    for (const runId of scopes) {
+      yield* Stream.runForEach(s.store.streamPipelines({ runId, state: "failed" }), (p) => Effect.sync(() => top.add(p)))
+    }
+    const runIds = new Set<string>(scopes.flatMap((r) => (r === undefined ? [] : [r])))
+    return {
+      ...given,
+      duplicates: 0,
+      errors: top.result().map((p) => ({ ...errorRowOf(p), source: s.source })),
+      inScope: (ids) =>
+        Effect.map(s.store.getPipelines(ids), (found) => {
+          const out = new Set<string>()
+          for (const [id, p] of found) if (all || runIds.has(p.runId)) out.add(id)
+          return out
+        })
+    }
+  })
+
+/**
+ * Several stores: pipelines are deduplicated by id with the rules of `Merge.beats` (the first
+ * source wins a complete tie), which needs every pipeline id of every scope: each is read
+ * once, and only what the figures use is kept of it (state and times; the whole row of a
+ * failed one, for the errors).
+ */
+const mergedScopes = (
+  selected: ReadonlyArray<Selected>,
+  all: boolean,
+  errorsLimit: number
+): Effect.Effect<PipelineFigures, ReadError> =>
+  Effect.gen(function*() {
+    interface Kept {
+      readonly state: PipelineState
+      readonly startedAt: number | null
+      readonly endedAt: number | null
+      readonly updatedAt: number
+      readonly source: string
+      readonly failed: PipelineRecord | undefined
+    }
+    const winners = new Map<string, Kept>()
+    let duplicates = 0
+    for (const s of selected) {
+      for (const runId of scopesOf(s, all)) {
+        yield* Stream.runForEach(s.store.streamPipelines({ runId }), (p) =>
+          Effect.sync(() => {
+            const kept: Kept = {
+              state: p.state,
+              startedAt: p.startedAt,
+              endedAt: p.endedAt,
+              updatedAt: p.updatedAt,
+              source: s.source,
+              failed: p.state === "failed" ? p : undefined
+            }
+            const prev = winners.get(p.pipelineId)
+            if (prev === undefined) winners.set(p.pipelineId, kept)
+            else {
+              duplicates++
+              if (beats(kept, prev)) winners.set(p.pipelineId, kept)
+            }
+          }))
+      }
+    }
+    const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+    const top = topBy((k: Kept) => finishOf(k), errorsLimit)
+    for (const k of winners.values()) {
+      byState[k.state]++
+      if (k.failed !== undefined) top.add(k)
+    }
+    return {
+      pipelines: winners.size,
+      byState,
+      duplicates,
+      latencyMs: latencyOf(winners.values()),
+      errors: top.result().map((k) => ({ ...errorRowOf(k.failed!), source: k.source })),
+      inScope: (ids) => Effect.succeed(new Set(ids.filter((id) => winners.has(id))))
+    }
+  })
 
 /**
  * Builds the report of already-opened stores (`source` names each one).
@@ -201,7 +347,7 @@ export const buildReport = (
     const all = options.runId === "all"
 
     // run selection, per store: undefined = no run filter (all)
-    const selected: Array<{ source: string; store: TaskStore; runs: ReadonlyArray<RunRecord> }> = []
+    const selected: Array<Selected> = []
     for (const s of stores) {
       const runs = yield* s.store.listRuns
       const chosen = all
@@ -236,9 +382,9 @@ export const buildReport = (
       })
     )
 
-    // pipelines in scope, deduplicated across stores
-    const winners = new Map<string, { p: PipelineRecord; source: string }>()
-    let duplicates = 0
+    // Counts come from each store's aggregates (`stats`, `resourceUsage`): nothing is read per
+    // pipeline or per attempt. One store holds each pipeline once (its scopes are disjoint), so
+    // its aggregates are the answer; several stores are deduplicated by id (see `mergedScopes`).
     let tasks = 0
     let attempts = 0
     let retries = 0
@@ -246,19 +392,12 @@ export const buildReport = (
     const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
+    const singleByState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+    let singlePipelines = 0
+    let singleLatency: Latency | null = null
     for (const s of selected) {
-      const scopes: ReadonlyArray<RunId | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
-      for (const runId of scopes) {
+      for (const runId of scopesOf(s, all)) {
         if (runId !== undefined) selectedRunIds.add(runId)
-        yield* Stream.runForEach(s.store.streamPipelines({ runId }), (p) =>
-          Effect.sync(() => {
-            const prev = winners.get(p.pipelineId)
-            if (prev === undefined) winners.set(p.pipelineId, { p, source: s.source })
-            else {
-              duplicates++
-              if (beats(p, prev.p)) winners.set(p.pipelineId, { p, source: s.source })
-            }
-          }))
         const st = yield* s.store.stats(runId)
         if (st.walPendingFrames !== undefined && st.walPendingFrames > 0 && !walPending.some((w) => w.source === s.source)) {
           walPending.push({ source: s.source, frames: st.walPendingFrames })
@@ -267,23 +406,28 @@ export const buildReport = (
         attempts += st.attemptsTotal
         retries += st.retries
         handoffsTotal += st.handoffsTotal
-        const isRetry = retryTracker()
-        yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
-          Effect.sync(() => {
-            const retry = isRetry(a)
-            for (const id of new Set(a.leaseIds.map(leaseTarget))) {
-              const key = `${s.source}\u0000${id}`
-              const u = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
-              u.attempts++
-              if (retry) u.retries++
-              if (a.errorClass === "rate_limit") u.rateLimited++
-              usage.set(key, u)
-            }
-          }))
+        singlePipelines += st.pipelines
+        for (const k of STATES) singleByState[k] += st.byState[k]
+        singleLatency = st.latencyMs
+        for (const u of yield* usageOf(s.store, runId)) {
+          const key = `${s.source}\u0000${u.target}`
+          const prev = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+          usage.set(key, {
+            attempts: prev.attempts + u.attempts,
+            retries: prev.retries + u.retries,
+            rateLimited: prev.rateLimited + u.rateLimited
+          })
+        }
       }
     }
-    const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
-    for (const { p } of winners.values()) byState[p.state]++
+    const merged = selected.length === 1
+      ? yield* singleScope(selected[0]!, all, errorsLimit, {
+        pipelines: singlePipelines,
+        byState: singleByState,
+        latencyMs: singleLatency
+      })
+      : yield* mergedScopes(selected, all, errorsLimit)
+    const { byState, duplicates, errors, inScope, latencyMs, pipelines } = merged
 
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []
@@ -309,10 +453,14 @@ export const buildReport = (
       }
       // repair failures of pipelines in scope, or emitted by a selected run
       const events = yield* s.store.events({ kind: "pipeline.terminal_repair_failed" })
+      const asked = events.flatMap((e) =>
+        e.pipelineId === null || all || (e.runId !== null && selectedRunIds.has(e.runId)) ? [] : [e.pipelineId]
+      )
+      const counted = asked.length === 0 ? new Set<string>() : yield* inScope(asked)
       for (const e of events) {
         if (e.pipelineId === null) continue
-        const inScope = all || winners.has(e.pipelineId) || (e.runId !== null && selectedRunIds.has(e.runId))
-        if (!inScope) continue
+        const kept = all || counted.has(e.pipelineId) || (e.runId !== null && selectedRunIds.has(e.runId))
+        if (!kept) continue
         const entry = repair.get(e.pipelineId) ?? { phases: new Set<string>(), source: s.source }
         const phase = (e.data as { phase?: unknown } | null)?.phase
         entry.phases.add(typeof phase === "string" ? phase : "unknown")
@@ -320,25 +468,18 @@ export const buildReport = (
       }
     }
 
-    const survivors = Array.from(winners.values())
-    const errors = survivors
-      .filter(({ p }) => p.state === "failed")
-      .sort((a, b) => (b.p.endedAt ?? b.p.updatedAt) - (a.p.endedAt ?? a.p.updatedAt))
-      .slice(0, errorsLimit)
-      .map(({ p, source }) => ({ ...errorRowOf(p), source }))
-
     return {
       stores: stores.map((s) => s.source),
       selection: all ? "all" : options.runId ?? "latest",
       runs,
-      pipelines: winners.size,
+      pipelines,
       byState,
       duplicates,
       tasks,
       attempts,
       retries,
       handoffsTotal,
-      latencyMs: latencyOf(survivors.map((w) => w.p)),
+      latencyMs,
       resources,
       metrics,
       errors,

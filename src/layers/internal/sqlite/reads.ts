@@ -21,7 +21,14 @@ import {
   trusted
 } from "../../../domain/Records.js"
 import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
-import { latencyOf, loadPayload, quantileAt, quantileRanks } from "../../../services/internal/store/shared.js"
+import {
+  latencyOf,
+  leaseTarget,
+  loadPayload,
+  quantileAt,
+  quantileRanks,
+  succeededIndexOf
+} from "../../../services/internal/store/shared.js"
 import type {
   CompletionBucket,
   ErrorRow,
@@ -31,12 +38,13 @@ import type {
   PipelineBundle,
   PipelinesPage,
   SpecCount,
+  ResourceUsage,
   StoreDriver,
   StoreStats
 } from "../../../services/Store.js"
 import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
-import { type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
+import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
 import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
 import {
   ARTIFACT_META,
@@ -55,6 +63,15 @@ import {
 import { ROWID_CHUNK, toBytes } from "./writer.js"
 
 /**
+ * The ids of the succeeded pipelines (`succeededPipelines`): from the state index alone (it
+ * holds the id), and the digests of those stored with an explicit key (a scan that builds
+ * nothing for the others).
+ */
+const SUCCEEDED_IDS = "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'"
+const SUCCEEDED_KEYED =
+  "SELECT pipeline_id, spec_digest, seed_digest FROM pipelines WHERE key IS NOT NULL AND state = 'succeeded'"
+
+/**
  * The reads of the SQLite driver (see `Store.StoreDriver`) of an open store, using `backend`
  * for blob payloads.
  *
@@ -64,7 +81,7 @@ import { ROWID_CHUNK, toBytes } from "./writer.js"
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
   const { fromSql, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
@@ -338,6 +355,81 @@ export const makeReads = (
           resources,
           ...(walPendingFrames > 0 ? { walPendingFrames } : {})
         } satisfies StoreStats
+      }),
+    // the writer's own connection when there is one: 200k ids as plain strings, without the
+    // SQL client's per-row work
+    succeededPipelines: env.db === undefined
+      ? Effect.map(
+        Effect.zip(q(sql.unsafe(SUCCEEDED_IDS).values), q(sql.unsafe(SUCCEEDED_KEYED).values)),
+        ([ids, keyed]) => succeededIndexOf(ids.map((r) => r[0]), keyed)
+      )
+      : Effect.try({
+        try: () =>
+          succeededIndexOf(
+            env.db!.prepare(SUCCEEDED_IDS).pluck().all(),
+            env.db!.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>
+          ),
+        catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
+      }),
+    resourceUsage: (runId) =>
+      Effect.gen(function*() {
+        const scope = (t: string) => runId === undefined ? sql`1=1` : sql`${sql(t)}.run_id = ${runId}`
+        const visitOf = (t: string) => visits ? sql`coalesce(${sql(t)}.visit, 0)` : sql`0`
+        // the same task run (pipeline, seq, visit), by the leading column of attempts_pipeline
+        const sameRun = numbered
+          ? sql`b.pno = p.pno AND b.pipeline_id = p.pipeline_id`
+          : sql`b.pipeline_id = p.pipeline_id`
+        // the retries: each the next attempt in scope of its task run after one whose decision
+        // was to retry (`json_type` 'true': JSON true only, as `decision.retry === true`), found
+        // from the (few) retry decisions rather than by ordering every attempt
+        const retried = sql`SELECT id FROM (SELECT (SELECT min(b.attempt_id) FROM attempts b WHERE ${sameRun} AND b.seq = p.seq AND ${
+          visitOf("b")
+        } = ${visitOf("p")} AND b.attempt_id > p.attempt_id AND ${scope("b")}) AS id FROM attempts p WHERE ${
+          scope("p")
+        } AND p.decision IS NOT NULL AND json_type(p.decision, '$.retry') = 'true') WHERE id IS NOT NULL`
+        // a lease id's target is everything before its last '#' (`leaseTarget`); SQLite has no
+        // last-index function, so rows are grouped by the id without its trailing digits (the
+        // `#n` of a lease id; ids without '#' as they are), whose target is the same, and the
+        // few groups are named in JavaScript
+        const group = sql`CASE WHEN instr(j.value, '#') > 0 THEN rtrim(j.value, '0123456789') ELSE j.value END`
+        // an attempt counts once per target: a lease on a target one of its earlier leases had
+        // is skipped (that target computed in SQL: rtrim drops every trailing character but
+        // '#', then the '#' goes)
+        const targetOf = (v: string) =>
+          sql`CASE WHEN instr(${sql.literal(v)}, '#') = 0 THEN ${sql.literal(v)} ELSE substr(rtrim(${sql.literal(v)}, replace(${
+            sql.literal(v)
+          }, '#', '')), 1, length(rtrim(${sql.literal(v)}, replace(${sql.literal(v)}, '#', ''))) - 1) END`
+        const first = sql`CASE WHEN j.key = 0 THEN 1 ELSE NOT EXISTS (SELECT 1 FROM json_each(a.lease_ids) k WHERE k.key < j.key AND ${
+          targetOf("k.value")
+        } = ${targetOf("j.value")}) END`
+        const counts = yield* q(
+          sql`SELECT ${group} AS g, count(*), count(*) FILTER (WHERE a.error_class = 'rate_limit') FROM attempts a, json_each(a.lease_ids) j WHERE ${
+            scope("a")
+          } AND ${first} GROUP BY g`.values
+        )
+        const retries = yield* q(
+          sql`SELECT ${group} AS g, count(*) FROM (${retried}) r JOIN attempts a ON a.attempt_id = r.id, json_each(a.lease_ids) j WHERE ${first} GROUP BY g`
+            .values
+        )
+        const out = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+        const entry = (g: unknown) => {
+          const target = leaseTarget(String(g))
+          let u = out.get(target)
+          if (u === undefined) {
+            u = { attempts: 0, retries: 0, rateLimited: 0 }
+            out.set(target, u)
+          }
+          return u
+        }
+        for (const [g, n, limited] of counts) {
+          const u = entry(g)
+          u.attempts += Number(n)
+          u.rateLimited += Number(limited)
+        }
+        for (const [g, n] of retries) entry(g).retries += Number(n)
+        return Array.from(out, ([target, u]): ResourceUsage => ({ target, ...u })).sort((a, b) =>
+          a.target < b.target ? -1 : a.target > b.target ? 1 : 0
+        )
       }),
     errors: (o) =>
       Effect.map(

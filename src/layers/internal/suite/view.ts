@@ -50,7 +50,13 @@ import {
   type TraversalStore
 } from "../../../domain/TaskStore.js"
 import type { HandoffRecord } from "../../../domain/Handoff.js"
-import { checkBucket, checkLimit, latencyOf, PAGE_SIZE } from "../../../services/internal/store/shared.js"
+import {
+  checkBucket,
+  checkLimit,
+  latencyOf,
+  PAGE_SIZE,
+  usageAccumulator
+} from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
 import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
@@ -379,6 +385,40 @@ export const makeView = (parts: ViewParts): TaskStore => {
     })
 
   const resourcesRead = runsFrom((s) => s.resources, [])
+
+  /**
+   * Usage per lease target, summed over the databases (a task run lives in one database, so
+   * its retries are found there): a database's own aggregate, or, scoped to a member of a
+   * combined root, its in-scope attempts folded in attempt order.
+   */
+  const resourceUsage: TaskStore["resourceUsage"] = (runId) =>
+    Effect.gen(function*() {
+      const per = yield* forEachSource((db) =>
+        db.prefix === undefined
+          ? db.service.resourceUsage(runId)
+          : Effect.suspend(() => {
+            const acc = usageAccumulator()
+            return Stream.runForEach(
+              Stream.filter(db.service.streamAttempts({ runId }), (a) => inScope(db, a.pipelineId)),
+              (a) => Effect.sync(() => acc.add(a))
+            ).pipe(
+              // no limit is given: the stream cannot fail with a limit error
+              Effect.catchTag("ConfigError", (e) => Effect.die(e)),
+              Effect.map(() => acc.result())
+            )
+          })
+      )
+      const sum = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+      for (const usage of per) {
+        for (const u of usage) {
+          const s = sum.get(u.target) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+          sum.set(u.target, { attempts: s.attempts + u.attempts, retries: s.retries + u.retries, rateLimited: s.rateLimited + u.rateLimited })
+        }
+      }
+      return Array.from(sum, ([target, u]) => ({ target, ...u })).sort((a, b) =>
+        a.target < b.target ? -1 : a.target > b.target ? 1 : 0
+      )
+    })
 
   // --- limited reads ---------------------------------------------------------------------------
   const errors: TaskStore["errors"] = (o = {}) =>
@@ -876,6 +916,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
     metrics,
     resources: resourcesRead,
     stats,
+    resourceUsage,
     errors,
     events,
     countEvents,

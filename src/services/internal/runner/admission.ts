@@ -204,6 +204,28 @@ export const decide = (input: DecideInput): Admission => {
   }
 }
 
+/**
+ * {@link decide} for a spec whose stored row is known, without reading it, to be `succeeded`
+ * with the spec's own digests and written by an earlier run (what the store's index of
+ * succeeded pipelines says, loaded before this run admitted anything): a repeat within the run
+ * is skipped (`duplicate`) or a conflict, as {@link decide} says; anything else is skipped as
+ * `succeeded`. Only for a policy without `retrySucceeded` (which would restart the row from
+ * its stored cursor).
+ *
+ * @internal
+ */
+export const decideSucceeded = (
+  spec: SpecIdentity,
+  earlier: DecideInput["earlier"]
+): Admission => {
+  if (earlier !== undefined) {
+    return earlier.specDigest !== spec.specDigest || earlier.seedDigest !== spec.seedDigest
+      ? conflictOf(spec, earlier, true)
+      : SKIP_DUPLICATE
+  }
+  return SKIP_SUCCEEDED
+}
+
 const resumeFrom = (spec: SpecIdentity, stored: PipelineRecord, abandoned: boolean): Admission => {
   const cursor = stored.nTasksDone
   if (cursor > spec.nTasks || cursor < 0) return Admission.Corrupt({ record: stored })

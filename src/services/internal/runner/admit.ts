@@ -20,7 +20,7 @@ import {
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunRecord } from "../../../domain/Records.js"
 import type * as Task from "../../../domain/Task.js"
-import type { NewEvent, StoreService } from "../../Store.js"
+import type { NewEvent, StoreService, SucceededIndex } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as Admission from "./admission.js"
 import * as Controlled from "./controlled.js"
@@ -159,14 +159,45 @@ export const make = (env: AdmitEnv) => {
       return Option.some(Option.some(usable.value))
     })
 
+  // The pipelines the store held as succeeded before this run admitted anything, read once at
+  // the first batch (none under retrySucceeded, which skips nothing): a spec among them with
+  // the same digests is skipped without reading its row; every other spec (new, unfinished,
+  // other digests, or finished during this run) is looked up with its batch as before.
+  let succeeded: SucceededIndex | undefined | null = null
+  const succeededIndex = Effect.suspend(() =>
+    succeeded !== null
+      ? Effect.succeed(succeeded)
+      : policy.retrySucceeded || store.succeededPipelines === undefined
+      ? Effect.sync(() => (succeeded = undefined))
+      : Effect.map(store.succeededPipelines, (index) => (succeeded = index.size === 0 ? undefined : index))
+  )
+  const knownSucceeded = (index: SucceededIndex, spec: AnySpec): boolean =>
+    index.has(spec.pipelineId, spec.specDigest, spec.seedDigest, !spec.explicitKey)
+  const NO_ROWS: ReadonlyMap<PipelineId, PipelineRecord> = new Map()
+
   const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
     Effect.gen(function*() {
       if (batch.length === 0) return
       const now = yield* Clock.currentTimeMillis
-      const storedMap = yield* store.getPipelines(batch.map((s) => s.pipelineId))
+      const index = yield* succeededIndex
+      const known = index === undefined ? undefined : batch.map((s) => knownSucceeded(index, s))
+      const unknown = known === undefined ? batch : batch.filter((_, i) => !known[i])
+      const storedMap = unknown.length === 0 ? NO_ROWS : yield* store.getPipelines(unknown.map((s) => s.pipelineId))
       const seenInBatch = new Map<string, AnySpec>()
-      for (const spec of batch) {
+      for (let i = 0; i < batch.length; i++) {
+        const spec = batch[i]!
         if (state.stopping) return
+        const isKnown = known !== undefined && known[i]!
+        if (
+          isKnown && !env.claimed.has(spec.pipelineId) && !seenInBatch.has(spec.pipelineId) &&
+          !inFlight.has(spec.pipelineId) && (store.traversal !== undefined || controlOf(spec.template) === undefined)
+        ) {
+          // finished before this run, not repeated, not another run's of this runner: skipped
+          // as `decide` would (see `decideSucceeded`), without claiming it
+          seenInBatch.set(spec.pipelineId, spec)
+          State.countSkip(state, spec)
+          continue
+        }
         const stored = storedMap.get(spec.pipelineId)
         const controlled = controlOf(spec.template) !== undefined
         if (controlled && store.traversal === undefined) {
@@ -192,7 +223,12 @@ export const make = (env: AdmitEnv) => {
           const owner = earlier === undefined && Admission.needsOwner(stored, policy)
             ? yield* ownerStatus(stored.runId, now)
             : undefined
-          const decision = Admission.decide({
+          const decision = isKnown ? Admission.decideSucceeded({
+            pipelineId: spec.pipelineId,
+            specDigest: spec.specDigest,
+            seedDigest: spec.seedDigest,
+            nTasks: spec.template.nTasks
+          }, earlier) : Admission.decide({
             spec: {
               pipelineId: spec.pipelineId,
               specDigest: spec.specDigest,

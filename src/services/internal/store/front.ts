@@ -146,6 +146,7 @@ export const makeWith = (
       readOnly,
       exclusiveWriter: driver.exclusiveWriter,
       journal,
+      succeededPipelines: driver.succeededPipelines,
 
       openRun: (run) =>
         refuse(
@@ -203,6 +204,7 @@ export const makeWith = (
       resources: driver.resources,
 
       stats: (runId) => Effect.zipRight(wb.flush, driver.stats(runId)),
+      resourceUsage: (runId) => Effect.zipRight(wb.flush, driver.resourceUsage(runId)),
       errors: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
           limit === 0 ? Effect.succeed([]) : driver.errors({ runId: o.runId, limit })),

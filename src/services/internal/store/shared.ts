@@ -9,7 +9,8 @@ import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, trusted } from "../../../domain/Records.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
-import type { Latency, NewArtifact, NewAttempt, NewEvent } from "../../Store.js"
+import { retryTracker } from "../../../domain/internal/retries.js"
+import type { Latency, NewArtifact, NewAttempt, NewEvent, ResourceUsage, SucceededIndex } from "../../Store.js"
 
 /** Keyset paging batch size of every stream (rows per query). */
 export const PAGE_SIZE = 1000
@@ -30,6 +31,81 @@ export const checkLimit = (limit: number | undefined): Effect.Effect<number | un
         issues: [{ path: "limit", message: `invalid limit ${String(limit)}` }]
       })
     )
+
+/**
+ * The lease target of a lease id: `pool/resourceId#n` without its `#n` (everything before the
+ * last `#`; the whole id when it has none).
+ *
+ * @since 0.6.0
+ * @category statistics
+ */
+export const leaseTarget = (leaseId: string): string => {
+  const hash = leaseId.lastIndexOf("#")
+  return hash < 0 ? leaseId : leaseId.slice(0, hash)
+}
+
+/**
+ * An accumulator of `ResourceUsage` (see `TaskStore.resourceUsage`): `add` takes the attempts
+ * of one scope in attempt-id order, `result` gives the usage per target ascending by target.
+ * What stores without SQL compute `resourceUsage` with.
+ *
+ * @since 0.6.0
+ * @category statistics
+ */
+export const usageAccumulator = () => {
+  const isRetry = retryTracker()
+  const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+  return {
+    add: (a: {
+      readonly pipelineId: string
+      readonly seq: number
+      readonly visit?: number | undefined
+      readonly decision: unknown
+      readonly errorClass: string | null
+      readonly leaseIds: ReadonlyArray<string>
+    }): void => {
+      const retry = isRetry(a)
+      for (const target of new Set(a.leaseIds.map(leaseTarget))) {
+        let u = usage.get(target)
+        if (u === undefined) {
+          u = { attempts: 0, retries: 0, rateLimited: 0 }
+          usage.set(target, u)
+        }
+        u.attempts++
+        if (retry) u.retries++
+        if (a.errorClass === "rate_limit") u.rateLimited++
+      }
+    },
+    result: (): ReadonlyArray<ResourceUsage> =>
+      Array.from(usage, ([target, u]) => ({ target, ...u })).sort((a, b) => a.target < b.target ? -1 : a.target > b.target ? 1 : 0)
+  }
+}
+
+/**
+ * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`) and, for those stored with
+ * an explicit key, their rows `[pipelineId, specDigest, seedDigest]` (`keyed`): a keyed row
+ * is compared digest by digest; any other id, stored without a key, is content-addressed.
+ *
+ * @since 0.6.0
+ * @category statistics
+ */
+export const succeededIndexOf = (
+  ids: ReadonlyArray<unknown>,
+  keyed: Iterable<ReadonlyArray<unknown>>
+): SucceededIndex => {
+  const all = new Set<string>()
+  for (const id of ids) all.add(String(id))
+  const digests = new Map<string, { readonly spec: string; readonly seed: string }>()
+  for (const [id, spec, seed] of keyed) digests.set(String(id), { spec: String(spec), seed: String(seed) })
+  return {
+    size: all.size,
+    has: (pipelineId, specDigest, seedDigest, contentAddressed) => {
+      if (!all.has(pipelineId)) return false
+      const d = digests.get(pipelineId)
+      return d === undefined ? contentAddressed : d.spec === specDigest && d.seed === seedDigest
+    }
+  }
+}
 
 /**
  * Validates a histogram bucket width: a positive integer of ms; anything else fails with

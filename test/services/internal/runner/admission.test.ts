@@ -4,6 +4,7 @@ import {
   type Admission,
   decide,
   type DecideInput,
+  decideSucceeded,
   needsOwner,
   type OwnerStatus,
   type Policy
@@ -143,5 +144,33 @@ describe("admission decide (pure)", () => {
     assert.isFalse(needsOwner(stored("running", 1, { runId: rid("run-now") }), policy))
     assert.isFalse(needsOwner(stored("failed", 1), policy))
     assert.isFalse(needsOwner(undefined, policy))
+  })
+})
+
+describe("admission decideSucceeded (a row the store's succeeded index vouches for)", () => {
+  it("gives what decide gives for a succeeded row of an earlier run with the spec's digests, for every repeat and policy without retrySucceeded", () => {
+    const earliers = [
+      undefined,
+      { specDigest: "spec-a", seedDigest: "seed-a" },
+      { specDigest: "spec-b", seedDigest: "seed-a" },
+      { specDigest: "spec-a", seedDigest: "seed-b" }
+    ]
+    let checked = 0
+    for (const earlier of earliers) {
+      for (const resume of [false, true]) {
+        for (const freshRestart of [false, true]) {
+          for (const exclusiveWriter of [false, true]) {
+            for (const nTasksDone of [0, 2, 3]) {
+              const p: Policy = { ...policy, resume, freshRestart, exclusiveWriter }
+              const want = decide({ spec, earlier, stored: stored("succeeded", nTasksDone), owner: undefined, policy: p })
+              assert.deepStrictEqual(decideSucceeded(spec, earlier), want)
+              checked++
+            }
+          }
+        }
+      }
+    }
+    assert.strictEqual(checked, 96)
+    assert.deepInclude(decideSucceeded(spec, undefined), { _tag: "Skip", reason: "succeeded" })
   })
 })

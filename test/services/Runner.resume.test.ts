@@ -1,0 +1,122 @@
+/**
+ * Issue 19 §4: a resume asks the store once which pipelines already succeeded and skips their
+ * specs without reading their rows; it still starts exactly the pipelines that are not
+ * finished (failed, new, other repeats) and keeps every identity check.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { FatalError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+
+/** The pipeline ids each `getPipelines` call asked for. */
+const asked: Array<string> = []
+const counted = (base: Layer.Layer<Store, unknown>) =>
+  Layer.effect(
+    Store,
+    Effect.map(Store, (s): StoreService => ({
+      ...s,
+      getPipelines: (ids) => {
+        asked.push(...ids)
+        return s.getPipelines(ids)
+      }
+    }))
+  ).pipe(Layer.provide(base))
+
+const stores = {
+  memory: () => MemoryStore.layer(),
+  sqlite: () => SqliteStore.layer({ filename: nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-resume-")), "s.db") })
+}
+
+/** One store shared by the runs of a test, with the runner and an empty pool set. */
+const envOf = (store: Layer.Layer<Store, unknown>) =>
+  Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(counted(store), Pool.layer([]), NodeContext.layer))
+
+describe("Runner: resume from the store's succeeded index", () => {
+  it.effect.each(["memory", "sqlite"] as const)("%s: after a partial run, exactly the unfinished pipelines start; no finished row is read", (kind) => {
+    const ran: Array<number> = []
+    let failing = true
+    const template = Pipeline.make(
+      "partial",
+      Task.sync("a", (n: number) => n + 1),
+      Task.sync("b", (n: number) => {
+        ran.push(n - 1)
+        if (failing && (n - 1) % 7 === 3) throw new FatalError({ message: "down" })
+        return n * 2
+      })
+    )
+    const first = Array.from({ length: 30 }, (_, i) => i)
+    return Effect.gen(function*() {
+      const r1 = yield* Runner.run(template.map(first))
+      const failed = first.filter((i) => i % 7 === 3)
+      assert.strictEqual(r1.stats.byState.failed, failed.length)
+      failing = false
+      ran.length = 0
+      asked.length = 0
+      // the same source and 4 new seeds, in batches of 8
+      const r2 = yield* Runner.run(template.map([...first, 30, 31, 32, 33]), { resume: true, maxAdmitted: 8 })
+      assert.deepStrictEqual([...ran].sort((a, b) => a - b), [...failed, 30, 31, 32, 33])
+      assert.strictEqual(r2.skipped, 30 - failed.length)
+      assert.strictEqual(r2.stats.byState.succeeded, failed.length + 4)
+      // rows were read for the unfinished and the new pipelines only
+      const unfinished = new Set([...failed, 30, 31, 32, 33].map((i) => template.bind(i).pipelineId as string))
+      assert.isAbove(asked.length, 0)
+      assert.deepStrictEqual(asked.filter((id) => !unfinished.has(id)), [])
+      // everything done: a third run reads no row at all
+      asked.length = 0
+      ran.length = 0
+      const r3 = yield* Runner.run(template.map([...first, 30, 31, 32, 33]), { resume: true })
+      assert.strictEqual(r3.skipped, 34)
+      assert.deepStrictEqual(ran, [])
+      assert.deepStrictEqual(asked, [])
+    }).pipe(Effect.provide(envOf(stores[kind]())))
+  })
+
+  it.effect("repeats: only the repeat that failed runs again", () => {
+    let calls = 0
+    let failing = true
+    const template = Pipeline.make(
+      "repeats",
+      Task.sync("v", (n: number) => {
+        calls++
+        if (failing && calls === 4) throw new FatalError({ message: "one sample failed" })
+        return n
+      })
+    )
+    return Effect.gen(function*() {
+      const r1 = yield* Runner.run(template.map([1, 2], { repeats: 3 }), { concurrency: 1 })
+      assert.strictEqual(r1.stats.byState.failed, 1)
+      failing = false
+      calls = 0
+      const r2 = yield* Runner.run(template.map([1, 2], { repeats: 3 }), { resume: true })
+      assert.strictEqual(calls, 1)
+      assert.strictEqual(r2.skipped, 5)
+      assert.strictEqual(r2.stats.byState.succeeded, 1)
+    }).pipe(Effect.provide(envOf(stores.sqlite())))
+  })
+
+  it.effect("a finished key whose seed changed is still a conflict; a finished seed repeated in the source is still a duplicate", () => {
+    const template = Pipeline.make("keyed", Task.sync("v", (row: { readonly id: string; readonly v: number }) => row.v))
+    return Effect.gen(function*() {
+      yield* Runner.run(template.map([{ id: "a", v: 1 }, { id: "b", v: 2 }], { keyOf: (r) => r.id }))
+      const error = yield* Effect.flip(Runner.run(template.map([{ id: "a", v: 1 }, { id: "b", v: 3 }], { keyOf: (r) => r.id }), { resume: true }))
+      assert.strictEqual(error._tag, "PipelineIdentityConflict")
+      const plain = Pipeline.make("plain", Task.sync("w", (n: number) => n))
+      yield* Runner.run(plain.map([1, 2]))
+      const again = yield* Runner.run(plain.map([1, 2, 1]), { resume: true })
+      assert.strictEqual(again.skipped, 3)
+      const store = yield* Store
+      const skips = yield* store.events({ kind: "pipeline.skipped", runId: again.runId })
+      assert.deepStrictEqual(skips.map((e) => (e.data as { reason: string }).reason), ["duplicate"])
+    }).pipe(Effect.provide(envOf(stores.sqlite())))
+  })
+})

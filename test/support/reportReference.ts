@@ -1,0 +1,184 @@
+/**
+ * A reference implementation of `Report.buildReport`: the algorithm it replaced (issue 19 §4),
+ * kept in the tests to check that the aggregates give the same report on the same stores.
+ */
+import { Clock, Effect, Stream } from "effect"
+import { ConfigError } from "../../src/domain/Errors.js"
+import { retryTracker } from "../../src/domain/internal/retries.js"
+import type { RunId } from "../../src/domain/Ids.js"
+import type { PipelineRecord, PipelineState, RunRecord } from "../../src/domain/Records.js"
+import { errorRowOf } from "../../src/domain/TaskStore.js"
+import * as Export from "../../src/services/internal/export.js"
+import { beats, latencyOf } from "../../src/services/internal/merge.js"
+import { formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
+import type { ReadError, TaskStore } from "../../src/services/Store.js"
+
+const leaseTarget = (leaseId: string): string => {
+  const hash = leaseId.lastIndexOf("#")
+  return hash < 0 ? leaseId : leaseId.slice(0, hash)
+}
+
+/**
+ * The report as it was computed before issue 19 (every pipeline and attempt of the scopes
+ * streamed through JavaScript): the reference the aggregate-based `buildReport` must equal,
+ * figure for figure.
+ */
+export const referenceReport = (
+  stores: ReadonlyArray<{ readonly source: string; readonly store: TaskStore }>,
+  options: ReportOptions = {}
+): Effect.Effect<ReportData, ReadError> =>
+  Effect.gen(function*() {
+    const errorsLimit = (yield* Export.checkLimit(options.errors)) ?? 10
+    const now = yield* Clock.currentTimeMillis
+    const all = options.runId === "all"
+
+    // run selection, per store: undefined = no run filter (all)
+    const selected: Array<{ source: string; store: TaskStore; runs: ReadonlyArray<RunRecord> }> = []
+    for (const s of stores) {
+      const runs = yield* s.store.listRuns
+      const chosen = all
+        ? runs
+        : options.runId === undefined
+        ? runs.slice(-1) // listRuns is oldest first
+        : runs.filter((r) => r.runId === options.runId)
+      selected.push({ ...s, runs: chosen })
+    }
+    if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
+      return yield* new ConfigError({
+        message: `run ${options.runId} is in none of the stores (${stores.map((s) => s.source).join(", ")})`,
+        issues: [{ path: "runId", message: `unknown run ${options.runId}` }]
+      })
+    }
+
+    const runs: Array<ReportRun> = selected.flatMap((s) =>
+      s.runs.map((r) => {
+        const stale = isStale(r, now, options.staleAfterMs)
+        return {
+          source: s.source,
+          runId: r.runId,
+          label: r.label,
+          status: r.status,
+          shownStatus: stale ? "interrupted" : r.status,
+          stale,
+          startedAt: r.startedAt,
+          heartbeatAt: r.heartbeatAt,
+          endedAt: r.endedAt,
+          stopReason: stale ? "stale (no heartbeat)" : r.stopReason
+        }
+      })
+    )
+
+    // pipelines in scope, deduplicated across stores
+    const winners = new Map<string, { p: PipelineRecord; source: string }>()
+    let duplicates = 0
+    let tasks = 0
+    let attempts = 0
+    let retries = 0
+    let handoffsTotal = 0
+    const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+    const selectedRunIds = new Set<string>()
+    const walPending: Array<{ source: string; frames: number }> = []
+    for (const s of selected) {
+      const scopes: ReadonlyArray<RunId | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
+      for (const runId of scopes) {
+        if (runId !== undefined) selectedRunIds.add(runId)
+        yield* Stream.runForEach(s.store.streamPipelines({ runId }), (p) =>
+          Effect.sync(() => {
+            const prev = winners.get(p.pipelineId)
+            if (prev === undefined) winners.set(p.pipelineId, { p, source: s.source })
+            else {
+              duplicates++
+              if (beats(p, prev.p)) winners.set(p.pipelineId, { p, source: s.source })
+            }
+          }))
+        const st = yield* s.store.stats(runId)
+        if (st.walPendingFrames !== undefined && st.walPendingFrames > 0 && !walPending.some((w) => w.source === s.source)) {
+          walPending.push({ source: s.source, frames: st.walPendingFrames })
+        }
+        tasks += st.tasks
+        attempts += st.attemptsTotal
+        retries += st.retries
+        handoffsTotal += st.handoffsTotal
+        const isRetry = retryTracker()
+        yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
+          Effect.sync(() => {
+            const retry = isRetry(a)
+            for (const id of new Set(a.leaseIds.map(leaseTarget))) {
+              const key = `${s.source}\u0000${id}`
+              const u = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+              u.attempts++
+              if (retry) u.retries++
+              if (a.errorClass === "rate_limit") u.rateLimited++
+              usage.set(key, u)
+            }
+          }))
+      }
+    }
+    const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+    for (const { p } of winners.values()) byState[p.state]++
+
+    const resources: Array<ReportResource> = []
+    const metrics: Array<ReportMetric> = []
+    const repair = new Map<string, { phases: Set<string>; source: string }>()
+    for (const s of selected) {
+      for (const r of yield* s.store.resources) {
+        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+        resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
+      }
+      const runIds = s.runs.map((r) => r.runId)
+      for (const runId of runIds) {
+        for (const m of yield* s.store.metrics({ runId })) {
+          metrics.push({
+            runId: m.runId,
+            pipelineId: m.pipelineId,
+            name: m.name,
+            label: m.label,
+            display: m.display,
+            value: m.value,
+            text: formatMetric(m.value, m.display)
+          })
+        }
+      }
+      // repair failures of pipelines in scope, or emitted by a selected run
+      const events = yield* s.store.events({ kind: "pipeline.terminal_repair_failed" })
+      for (const e of events) {
+        if (e.pipelineId === null) continue
+        const inScope = all || winners.has(e.pipelineId) || (e.runId !== null && selectedRunIds.has(e.runId))
+        if (!inScope) continue
+        const entry = repair.get(e.pipelineId) ?? { phases: new Set<string>(), source: s.source }
+        const phase = (e.data as { phase?: unknown } | null)?.phase
+        entry.phases.add(typeof phase === "string" ? phase : "unknown")
+        repair.set(e.pipelineId, entry)
+      }
+    }
+
+    const survivors = Array.from(winners.values())
+    const errors = survivors
+      .filter(({ p }) => p.state === "failed")
+      .sort((a, b) => (b.p.endedAt ?? b.p.updatedAt) - (a.p.endedAt ?? a.p.updatedAt))
+      .slice(0, errorsLimit)
+      .map(({ p, source }) => ({ ...errorRowOf(p), source }))
+
+    return {
+      stores: stores.map((s) => s.source),
+      selection: all ? "all" : options.runId ?? "latest",
+      runs,
+      pipelines: winners.size,
+      byState,
+      duplicates,
+      tasks,
+      attempts,
+      retries,
+      handoffsTotal,
+      latencyMs: latencyOf(survivors.map((w) => w.p)),
+      resources,
+      metrics,
+      errors,
+      walPending,
+      repairFailures: {
+        count: repair.size,
+        pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
+      }
+    }
+  })
+

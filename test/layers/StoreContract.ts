@@ -663,15 +663,15 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.isDefined(store.succeededPipelines)
           const index = yield* store.succeededPipelines!
           assert.strictEqual(index.size, 2)
-          assert.isTrue(index.has("c1", "s", "d1", true))
-          assert.isFalse(index.has("c1", "s", "d1", false)) // a keyed spec with that id: not known
-          assert.isFalse(index.has("c2", "s", "d2", true)) // failed: work left
-          assert.isTrue(index.has("k1", "s", "d3", false))
-          assert.isTrue(index.has("k1", "s", "d3", true))
-          assert.isFalse(index.has("k1", "s", "other", false)) // another seed under the key
-          assert.isFalse(index.has("k1", "other", "d3", false)) // another definition
-          assert.isFalse(index.has("k2", "s", "d4", false))
-          assert.isFalse(index.has("nope", "s", "d1", true))
+          assert.isTrue(index.has(P("c1"), "s", "d1", true))
+          assert.isFalse(index.has(P("c1"), "s", "d1", false)) // a keyed spec with that id: not known
+          assert.isFalse(index.has(P("c2"), "s", "d2", true)) // failed: work left
+          assert.isTrue(index.has(P("k1"), "s", "d3", false))
+          assert.isTrue(index.has(P("k1"), "s", "d3", true))
+          assert.isFalse(index.has(P("k1"), "s", "other", false)) // another seed under the key
+          assert.isFalse(index.has(P("k1"), "other", "d3", false)) // another definition
+          assert.isFalse(index.has(P("k2"), "s", "d4", false))
+          assert.isFalse(index.has(P("nope"), "s", "d1", true))
           assert.strictEqual((yield* store.succeededPipelines!).size, 2)
         })))
 

@@ -21,7 +21,7 @@ import type { PipelineId } from "../../../domain/Ids.js"
 import type { RunRecord } from "../../../domain/Records.js"
 import { memberDigestOf } from "../../../domain/Suite.js"
 import type { TaskStore } from "../../../domain/TaskStore.js"
-import type { InitialTraversal, NewArtifact, NewRun, PipelineFields, StoreService } from "../../../services/Store.js"
+import type { InitialTraversal, NewArtifact, NewRun, PipelineFields, StoreService, SucceededIndex } from "../../../services/Store.js"
 import type { Cache } from "./members.js"
 import type { Db } from "./view.js"
 
@@ -188,6 +188,32 @@ export const makeRouter = (p: RouterParts): StoreService => {
       return n
     }),
 
+    // the selected members' indexes (the only pipelines this handle admits), each asked about
+    // its own pipelines: a member whose store has no index answers false, which sends its
+    // specs the reading path
+    succeededPipelines: Effect.gen(function*() {
+      const byMember = new Map<string, SucceededIndex>()
+      let size = 0
+      for (const id of p.selected) {
+        const index = yield* p.cache.use(
+          id,
+          (db) => db.service.succeededPipelines ?? Effect.succeed<SucceededIndex | undefined>(undefined),
+          undefined
+        )
+        if (index !== undefined && index.size > 0) {
+          byMember.set(id, index)
+          size += index.size
+        }
+      }
+      return {
+        size,
+        has: (pipelineId, specDigest, seedDigest, contentAddressed) => {
+          const member = memberOf(pipelineId)
+          return typeof member === "string" &&
+            (byMember.get(member)?.has(pipelineId, specDigest, seedDigest, contentAddressed) ?? false)
+        }
+      }
+    }),
     reportMetric: (m) => (m.pipelineId === null ? catalog.reportMetric(m) : onMember(m.pipelineId, (s) => s.reportMetric(m))),
     putResource: (r) => catalog.putResource(r)
   }

@@ -287,8 +287,8 @@ export const makeWriter = (
      */
     const versions = new Map<string, number>()
     /**
-     * Control pipelines this writer admitted new (their seed written with the row) that have no
-     * final artifact yet: the first final one of such a pipeline has no older final to clear,
+     * Pipelines this writer admitted new (their seed written with the row) that have no final
+     * artifact yet: the first final one of such a pipeline has no older final to clear,
      * so its `clearFinal` (a scan of the pipeline's artifacts) is skipped. Any other final write
      * (`markFinal`, `putArtifact`) and a terminal state take the pipeline out; cleared whole
      * when a transaction fails; at most {@link PNO_CACHE} (past that, pipelines are not added).
@@ -454,6 +454,18 @@ export const makeWriter = (
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          // a plain pipeline admitted new (its seed written with its row, no orphan rows that
+          // could be its own) has no final artifact yet: its first final one clears nothing
+          if (!unadmitted) {
+            for (const [a] of op.seeds) {
+              if (
+                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true &&
+                op.pipelines.some((p) => p.pipelineId === a.pipelineId)
+              ) {
+                unfinalized.add(a.pipelineId)
+              }
+            }
+          }
           const seeded = states === undefined ? undefined : new Set(op.seeds.map(([a]) => a.pipelineId))
           for (const t of op.traversals) {
             if (states?.has(t.pipelineId) === true) {

@@ -340,6 +340,8 @@ export const makeWriter = (
      * pipeline; a row without one keeps its stored state), learns their numbers, adopts their
      * unadmitted rows.
      */
+    /** Pipelines admitted terminal by the commit under way (forgotten when it ends). */
+    let admittedTerminal: Array<string> | undefined
     const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
       const returned: Array<unknown> = []
       write!.pipelines(
@@ -351,7 +353,10 @@ export const makeWriter = (
         returned
       )
       for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
-        if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
+        // a row admitted terminal (its checkpoints in this same commit) is known until the
+        // commit ends, so that its child rows below find their number without a lookup
+        remember(r.pipeline_id, r.pno)
+        if (isTerminal(r.state)) (admittedTerminal ??= []).push(r.pipeline_id)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
       }
     }
@@ -430,13 +435,28 @@ export const makeWriter = (
     }
     const commit = (ops: ReadonlyArray<StoreWrite>) => {
       const levelBefore = level
-      return Effect.tapError(commitTx(ops), () =>
+      admittedTerminal = undefined
+      return Effect.ensuring(
+        Effect.tapError(commitTx(ops), () =>
+          Effect.sync(() => {
+            // rolled back: the level did not move, the versions accepted in it were not stored,
+            // the numbers learnt in it may not exist
+            level = levelBefore
+            pnos.clear()
+            versions.clear()
+            unfinalized.clear()
+          })),
         Effect.sync(() => {
-          // rolled back: the level did not move, the versions accepted in it were not stored
-          level = levelBefore
-          versions.clear()
-          unfinalized.clear()
-        }))
+          if (admittedTerminal !== undefined) {
+            for (const id of admittedTerminal) {
+              pnos.delete(id)
+              versions.delete(id)
+              unfinalized.delete(id)
+            }
+            admittedTerminal = undefined
+          }
+        })
+      )
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
       tx((d) => {
@@ -485,6 +505,15 @@ export const makeWriter = (
         const events: Array<Array<unknown>> = []
         const handoffs: Array<Array<unknown>> = []
         const ordered: Array<() => void> = []
+        /** Writes the queued rows, then runs the queued ordered steps (rows before the steps, as for one unit). */
+        const flushQueued = () => {
+          if (tasks.length > 0) s.tasks(tasks.splice(0))
+          if (artifacts.length > 0) insertArtifacts(artifacts.splice(0))
+          if (attempts.length > 0) s.attempts(attempts.splice(0))
+          if (events.length > 0) s.events(events.splice(0))
+          if (handoffs.length > 0) s.handoffs(handoffs.splice(0))
+          for (const f of ordered.splice(0)) f()
+        }
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
           switch (op._tag) {
@@ -522,6 +551,9 @@ export const makeWriter = (
               if (t !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => applyTraversal(d, u.pipelineId, t, patch))
+                // an invalidation covers the rows written so far, never those of a later unit
+                // of the same pipeline in this batch (a group of consecutive steps): written now
+                if (t.invalidateFrom !== undefined) flushQueued()
               } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
@@ -552,12 +584,7 @@ export const makeWriter = (
               break
           }
         }
-        if (tasks.length > 0) s.tasks(tasks)
-        if (artifacts.length > 0) insertArtifacts(artifacts)
-        if (attempts.length > 0) s.attempts(attempts)
-        if (events.length > 0) s.events(events)
-        if (handoffs.length > 0) s.handoffs(handoffs)
-        for (const f of ordered) f()
+        flushQueued()
         return refused
       })
 

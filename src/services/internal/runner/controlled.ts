@@ -31,6 +31,7 @@ import {
   type Admission,
   BIG_OUTPUT_BYTES,
   controlOf,
+  defer,
   endOfFiber,
   isSyncTask,
   judgeFailure,
@@ -166,7 +167,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       deferrable && next !== null && uncommitted.units.length < MAX_UNCOMMITTED && isSyncTask(task) &&
       isSyncTask(tasks[next.seq])
     ) {
-      uncommitted.units.push(unit)
+      defer(uncommitted, unit)
       vs = unit.traversal.state
       return Effect.void
     }

@@ -23,6 +23,7 @@ import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
+import { markSync } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
 import { canonicalJson, digest, type Json } from "./Json.js"
 import type { AlgorithmInput } from "./Lease.js"
@@ -671,7 +672,9 @@ export function sync(name: string, ...rest: ReadonlyArray<unknown>): Any {
     source: fn,
     scoped: typeof fn !== "function",
     run: typeof fn === "function" ?
-      (input: unknown, ctx: TaskContext) =>
+      // marked synchronous: the runner may run the next synchronous task before this one's
+      // checkpoint commits, and commit both together
+      markSync((input: unknown, ctx: TaskContext) =>
         // one Effect step per call: this is the hot path of trivial tasks
         Effect.suspend(() => {
           let out: unknown
@@ -683,7 +686,7 @@ export function sync(name: string, ...rest: ReadonlyArray<unknown>): Any {
           return isThenable(out) ?
             Effect.fail(new FatalError({ message: `task "${name}" returned a Promise: define it with Task.promise` })) :
             Effect.succeed(out)
-        }) :
+        })) :
       fn
   })
 }

@@ -249,9 +249,28 @@ export interface PipelinePatch {
 }
 
 /**
+ * An admission as {@link Store.admit} takes it (pipeline rows, their seeds, the initial
+ * traversal states of control pipelines), carried by a {@link CheckpointUnit} whose
+ * pipeline's row is not written yet.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AdmissionWrite {
+  readonly pipelines: ReadonlyArray<PipelineFields>
+  readonly seeds?: ReadonlyArray<NewArtifact> | undefined
+  readonly traversals?: ReadonlyArray<InitialTraversal> | undefined
+}
+
+/**
  * One task's completion for one pipeline, committed atomically: the output artifact (if
  * any), the task row (final state), the pipeline cursor update, and the attempts and events
  * the task produced.
+ *
+ * A unit may carry what must be committed before it, in the same transaction: the
+ * pipeline's `admission` (when its row was not written yet) and then the `before` units of
+ * the same pipeline, in order (the runner commits the checkpoints of consecutive synchronous
+ * tasks together). Either all of it is durable when `checkpoint` resolves, or the call fails.
  *
  * @since 0.1.0
  * @category models
@@ -265,6 +284,10 @@ export interface CheckpointUnit {
   readonly events?: ReadonlyArray<NewEvent> | undefined
   /** The traversal write of a control pipeline (stores with the traversal capability only). */
   readonly traversal?: TraversalWrite | undefined
+  /** The pipeline's admission, committed first (see the interface docs). */
+  readonly admission?: AdmissionWrite | undefined
+  /** Earlier units of the same pipeline, committed after `admission` and before this one. */
+  readonly before?: ReadonlyArray<CheckpointUnit> | undefined
 }
 
 /**
@@ -429,7 +452,10 @@ export interface StoreService extends TaskStore {
     seeds?: ReadonlyArray<NewArtifact> | undefined,
     traversals?: ReadonlyArray<InitialTraversal> | undefined
   ) => Effect.Effect<void, StoreUnavailable>
-  /** Commits one task completion atomically; resolves once durable. */
+  /**
+   * Commits one task completion atomically (with its `admission` and `before` units, when
+   * given); resolves once durable.
+   */
   readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
   /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
   readonly putTask: (task: TaskFields) => Effect.Effect<void, StoreUnavailable>

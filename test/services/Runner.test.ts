@@ -796,3 +796,91 @@ describe("Runner: run handles, spans, the report", () => {
       assert.deepStrictEqual(JSON.parse(JSON.stringify(report)), report.toJSON())
     }).pipe(Effect.provide(env())))
 })
+
+describe("Runner: consecutive synchronous tasks (one commit for the admission and their checkpoints)", () => {
+  const sqliteEnv = () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-runner-sync-")), "s.db")
+    return Layer.provideMerge(
+      Runner.layer({ handleSignals: false }),
+      Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]))
+    ).pipe(Layer.provideMerge(NodeContext.layer))
+  }
+  /** What the store holds for a pipeline, without ids and times. */
+  const facts = (pipelineId: PipelineId) =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const row = Option.getOrThrow(yield* store.getPipeline(pipelineId))
+      const tasks = Array.from(yield* Stream.runCollect(store.streamTasks({ pipelineId })))
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId })))
+      const artifacts = yield* store.listArtifacts(pipelineId)
+      return {
+        state: row.state,
+        nTasksDone: row.nTasksDone,
+        attemptsTotal: row.attemptsTotal,
+        ended: row.endedAt !== null,
+        error: row.errorMessage,
+        tasks: tasks.map((t) => [t.seq, t.state, t.attemptsUsed]),
+        attempts: attempts.map((a) => [a.seq, a.attemptNo, a.outcome]),
+        artifacts: artifacts.map((a) => [a.seq, a.isFinal])
+      }
+    })
+
+  it.effect("a pipeline of Task.sync tasks stores what the same Effect tasks store (row, tasks, attempts, final artifact)", () =>
+    Effect.gen(function*() {
+      const eff = (name: string, f: (n: number) => number) => Task.make(name, {}, (n: number) => Effect.succeed(f(n)))
+      const sync = Pipeline.make("sync", Task.sync("a", (n: number) => n + 1), Task.sync("b", (n: number) => n * 2), Task.sync("c", (n: number) => n - 3))
+      const effects = Pipeline.make("sync", eff("a", (n) => n + 1), eff("b", (n) => n * 2), eff("c", (n) => n - 3))
+      const r1 = yield* Runner.run(sync.map([1, 2, 3]))
+      const r2 = yield* Runner.run(effects.map([1, 2, 3]))
+      assert.strictEqual(r1.stats.byState.succeeded, 3)
+      assert.strictEqual(r2.stats.byState.succeeded, 3)
+      const a = yield* facts(sync.bind(2).pipelineId)
+      const b = yield* facts(effects.bind(2).pipelineId)
+      assert.deepStrictEqual(a, b)
+      assert.deepStrictEqual(a, {
+        state: "succeeded",
+        nTasksDone: 3,
+        attemptsTotal: 3,
+        ended: true,
+        error: null,
+        tasks: [[0, "succeeded", 1], [1, "succeeded", 1], [2, "succeeded", 1]],
+        attempts: [[0, 1, "succeeded"], [1, 1, "succeeded"], [2, 1, "succeeded"]],
+        artifacts: [[-1, false], [0, false], [1, false], [2, true]]
+      })
+      const store = yield* Store
+      const final = Option.getOrThrow(yield* store.getArtifact(sync.bind(2).pipelineId, 2))
+      assert.strictEqual(new TextDecoder().decode(final.payload!), "3")
+    }).pipe(Effect.provide(sqliteEnv())))
+
+  it.effect("a failing synchronous task: the checkpoints before it are durable before its retry waits, and the totals count every attempt", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const flaky = Task.sync("flaky", { retry: { maxAttempts: 3, base: "1 second", jitter: "none" } }, (n: number) => {
+        calls++
+        if (calls === 1) throw new RetryableError({ message: "busy", errorClass: "upstream" })
+        return n * 10
+      })
+      const template = Pipeline.make("sync-retry", inc, double, flaky, show)
+      const id = template.bind(1).pipelineId
+      const fiber = yield* Effect.fork(Runner.run(template.map([1])))
+      // the retry's delay has not passed: what ran before the failure is stored, the failure too
+      const store = yield* Store
+      // (the run reaches its retry's sleep after a bounded number of scheduler turns)
+      const reached = (row: Option.Option<{ readonly nTasksDone: number }>) => Option.isSome(row) && row.value.nTasksDone >= 2
+      for (let turn = 0; turn < 10_000 && !reached(yield* store.getPipeline(id)); turn++) yield* Effect.yieldNow()
+      const during = yield* facts(id)
+      assert.strictEqual(during.state, "running")
+      assert.strictEqual(during.nTasksDone, 2)
+      assert.deepStrictEqual(during.tasks, [[0, "succeeded", 1], [1, "succeeded", 1]])
+      assert.deepStrictEqual(during.attempts, [[0, 1, "succeeded"], [1, 1, "succeeded"], [2, 1, "failed"]])
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      const after = yield* facts(id)
+      assert.strictEqual(after.nTasksDone, 4)
+      assert.strictEqual(after.attemptsTotal, 5)
+      assert.deepStrictEqual(after.attempts.map((a) => a[2]), ["succeeded", "succeeded", "failed", "succeeded", "succeeded"])
+      const final = Option.getOrThrow(yield* store.getArtifact(id, 3))
+      assert.strictEqual(new TextDecoder().decode(final.payload!), JSON.stringify("value=40"))
+    }).pipe(Effect.provide(env())))
+})

@@ -287,8 +287,8 @@ export const makeWriter = (
      */
     const versions = new Map<string, number>()
     /**
-     * Control pipelines this writer admitted new (their seed written with the row) that have no
-     * final artifact yet: the first final one of such a pipeline has no older final to clear,
+     * Pipelines this writer admitted new (their seed written with the row) that have no final
+     * artifact yet: the first final one of such a pipeline has no older final to clear,
      * so its `clearFinal` (a scan of the pipeline's artifacts) is skipped. Any other final write
      * (`markFinal`, `putArtifact`) and a terminal state take the pipeline out; cleared whole
      * when a transaction fails; at most {@link PNO_CACHE} (past that, pipelines are not added).
@@ -340,6 +340,8 @@ export const makeWriter = (
      * pipeline; a row without one keeps its stored state), learns their numbers, adopts their
      * unadmitted rows.
      */
+    /** Pipelines admitted terminal by the commit under way (forgotten when it ends). */
+    let admittedTerminal: Array<string> | undefined
     const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
       const returned: Array<unknown> = []
       write!.pipelines(
@@ -351,7 +353,10 @@ export const makeWriter = (
         returned
       )
       for (const r of returned as Array<{ pipeline_id: string; pno: number; state: PipelineState }>) {
-        if (!isTerminal(r.state)) remember(r.pipeline_id, r.pno)
+        // a row admitted terminal (its checkpoints in this same commit) is known until the
+        // commit ends, so that its child rows below find their number without a lookup
+        remember(r.pipeline_id, r.pno)
+        if (isTerminal(r.state)) (admittedTerminal ??= []).push(r.pipeline_id)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
       }
     }
@@ -407,7 +412,13 @@ export const makeWriter = (
      * invalidation, final, then the state, in the same UPDATE as the unit's pipeline patch when
      * it has one.
      */
-    const applyTraversal = (d: Database.Database, pipelineId: string, t: TraversalWrite, patch: PipelinePatch | undefined) => {
+    const applyTraversal = (
+      d: Database.Database,
+      pipelineId: string,
+      t: TraversalWrite,
+      patch: PipelinePatch | undefined,
+      superseded: boolean
+    ) => {
       const s = write!
       const pno = pnoOf(pipelineId)
       if (t.invalidateFrom !== undefined) {
@@ -422,7 +433,11 @@ export const makeWriter = (
           if (!unfinalized.delete(pipelineId)) s.clearFinal.run(pno, pipelineId, row.id)
         }
       }
-      if (patch === undefined) putState(d, pipelineId, t.state)
+      if (superseded) {
+        // a later step of this pipeline in the same commit writes the state
+        if (patch !== undefined) patchPipeline(pipelineId, patch)
+        levelFor(d, t.state)
+      } else if (patch === undefined) putState(d, pipelineId, t.state)
       else {
         patchPipeline(pipelineId, patch, TraversalText.encode(pipelineId, t.state))
         levelFor(d, t.state)
@@ -430,13 +445,28 @@ export const makeWriter = (
     }
     const commit = (ops: ReadonlyArray<StoreWrite>) => {
       const levelBefore = level
-      return Effect.tapError(commitTx(ops), () =>
+      admittedTerminal = undefined
+      return Effect.ensuring(
+        Effect.tapError(commitTx(ops), () =>
+          Effect.sync(() => {
+            // rolled back: the level did not move, the versions accepted in it were not stored,
+            // the numbers learnt in it may not exist
+            level = levelBefore
+            pnos.clear()
+            versions.clear()
+            unfinalized.clear()
+          })),
         Effect.sync(() => {
-          // rolled back: the level did not move, the versions accepted in it were not stored
-          level = levelBefore
-          versions.clear()
-          unfinalized.clear()
-        }))
+          if (admittedTerminal !== undefined) {
+            for (const id of admittedTerminal) {
+              pnos.delete(id)
+              versions.delete(id)
+              unfinalized.delete(id)
+            }
+            admittedTerminal = undefined
+          }
+        })
+      )
     }
     const commitTx = (ops: ReadonlyArray<StoreWrite>) =>
       tx((d) => {
@@ -454,6 +484,18 @@ export const makeWriter = (
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          // a plain pipeline admitted new (its seed written with its row, no orphan rows that
+          // could be its own) has no final artifact yet: its first final one clears nothing
+          if (!unadmitted) {
+            for (const [a] of op.seeds) {
+              if (
+                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true &&
+                op.pipelines.some((p) => p.pipelineId === a.pipelineId)
+              ) {
+                unfinalized.add(a.pipelineId)
+              }
+            }
+          }
           const seeded = states === undefined ? undefined : new Set(op.seeds.map(([a]) => a.pipelineId))
           for (const t of op.traversals) {
             if (states?.has(t.pipelineId) === true) {
@@ -467,21 +509,63 @@ export const makeWriter = (
             rememberVersion(t.pipelineId, t.state.version)
           }
         }
-        const tasks: Array<Array<unknown>> = []
-        const artifacts: Array<Array<unknown>> = []
-        const attempts: Array<Array<unknown>> = []
-        const events: Array<Array<unknown>> = []
-        const handoffs: Array<Array<unknown>> = []
-        const ordered: Array<() => void> = []
+        /**
+         * Rows and ordered steps queued by generation: a pipeline's unit goes to the generation
+         * after its last invalidation in this batch (a group of consecutive steps may rewind and
+         * go on), so that an invalidation covers the rows of that pipeline written before it and
+         * never those of its later steps. Each generation writes its rows in multi-row
+         * statements, then runs its ordered steps; almost every row is in generation 0.
+         */
+        interface Generation {
+          readonly tasks: Array<Array<unknown>>
+          readonly artifacts: Array<Array<unknown>>
+          readonly attempts: Array<Array<unknown>>
+          readonly events: Array<Array<unknown>>
+          readonly handoffs: Array<Array<unknown>>
+          readonly ordered: Array<() => void>
+        }
+        const generation = (): Generation => ({ tasks: [], artifacts: [], attempts: [], events: [], handoffs: [], ordered: [] })
+        const generations: Array<Generation> = [generation()]
+        /** The generation of each pipeline that invalidated in this batch (others: 0). */
+        let genOf: Map<string, number> | undefined
+        const genFor = (pipelineId: string): Generation => {
+          const g = genOf?.get(pipelineId)
+          return g === undefined ? generations[0]! : generations[g]!
+        }
+        /** Later units of `pipelineId` go to the next generation. */
+        const nextGen = (pipelineId: string) => {
+          const g = (genOf?.get(pipelineId) ?? 0) + 1
+          ;(genOf ??= new Map()).set(pipelineId, g)
+          while (generations.length <= g) generations.push(generation())
+        }
+        // Several traversal steps of one pipeline in this commit (a group of consecutive
+        // steps): only the last accepted one writes the traversal state (known once every
+        // version check of the commit has run, which is before any ordered step runs).
+        let lastAccepted: Map<string, number> | undefined
+        {
+          let steps: Set<string> | undefined
+          for (const op of ops) {
+            if (op._tag !== "Checkpoint" || op.unit.traversal === undefined) continue
+            if (steps?.has(op.unit.pipelineId) === true) {
+              lastAccepted = new Map()
+              break
+            }
+            ;(steps ??= new Set()).add(op.unit.pipelineId)
+          }
+        }
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
           switch (op._tag) {
             case "Admit":
-              for (const [a, placed] of op.seeds) addArtifact(artifacts, ordered, a, placed)
+              for (const [a, placed] of op.seeds) {
+                const g = genFor(a.pipelineId)
+                addArtifact(g.artifacts, g.ordered, a, placed)
+              }
               break
             case "Checkpoint": {
               const u = op.unit
               const t = u.traversal
+              const { artifacts, attempts, events, handoffs, ordered, tasks } = genFor(u.pipelineId)
               if (t !== undefined) {
                 // the version check, before any row of the unit is queued: a refused unit writes nothing
                 // (a version accepted earlier in this batch counts: `versions` has it)
@@ -492,6 +576,7 @@ export const makeWriter = (
                   break
                 }
                 rememberVersion(pid, t.state.version)
+                lastAccepted?.set(pid, i)
                 const h = t.handoff
                 if (h !== undefined) {
                   handoffs.push([
@@ -509,7 +594,13 @@ export const makeWriter = (
               for (const e of u.events ?? []) events.push(eventRow(e))
               if (t !== undefined) {
                 const patch = u.pipeline
-                ordered.push(() => applyTraversal(d, u.pipelineId, t, patch))
+                const accepted = lastAccepted
+                ordered.push(() =>
+                  applyTraversal(d, u.pipelineId, t, patch, accepted !== undefined && accepted.get(u.pipelineId) !== i)
+                )
+                // an invalidation covers the rows written so far, never those of a later unit
+                // of the same pipeline in this batch (see `Generation`)
+                if (t.invalidateFrom !== undefined) nextGen(u.pipelineId)
               } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
@@ -517,20 +608,20 @@ export const makeWriter = (
               break
             }
             case "PutTask":
-              tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
+              genFor(op.task.pipelineId).tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
               break
             case "Patch": {
-              ordered.push(() => patchPipeline(op.pipelineId, op.patch))
+              genFor(op.pipelineId).ordered.push(() => patchPipeline(op.pipelineId, op.patch))
               break
             }
             case "Settle": {
               const patch = settleToPatch(op.settle)
-              ordered.push(() => patchPipeline(op.pipelineId, patch))
+              genFor(op.pipelineId).ordered.push(() => patchPipeline(op.pipelineId, patch))
               break
             }
             case "MarkFinal":
               unfinalized.delete(op.pipelineId)
-              ordered.push(() => {
+              genFor(op.pipelineId).ordered.push(() => {
                 const pno = pnoOf(op.pipelineId)
                 const row = s.latestAt.get(pno, op.pipelineId, op.seq) as { id: number | null }
                 if (row.id === null) return
@@ -540,12 +631,14 @@ export const makeWriter = (
               break
           }
         }
-        if (tasks.length > 0) s.tasks(tasks)
-        if (artifacts.length > 0) insertArtifacts(artifacts)
-        if (attempts.length > 0) s.attempts(attempts)
-        if (events.length > 0) s.events(events)
-        if (handoffs.length > 0) s.handoffs(handoffs)
-        for (const f of ordered) f()
+        for (const g of generations) {
+          if (g.tasks.length > 0) s.tasks(g.tasks)
+          if (g.artifacts.length > 0) insertArtifacts(g.artifacts)
+          if (g.attempts.length > 0) s.attempts(g.attempts)
+          if (g.events.length > 0) s.events(g.events)
+          if (g.handoffs.length > 0) s.handoffs(g.handoffs)
+          for (const f of g.ordered) f()
+        }
         return refused
       })
 

@@ -337,7 +337,8 @@ export const make = (env: AdmitEnv) => {
       const nTasks = spec.template.nTasks
       const traversal = store.traversal!
       const event = (kind: string, data: unknown): NewEvent => ({ kind, pipelineId, runId, data, ts: now })
-      const launch = (start: Controlled.ControlledStart) => env.launchControlled(spec, start)
+      const launch = (start: Omit<Controlled.ControlledStart, "admission">) => (admission: Pipe.Admission) =>
+        env.launchControlled(spec, { ...start, admission })
       if (decision._tag === "FromSeed" && decision.isNew) {
         const initial = Traversal.initial(pipelineId, nTasks)
         return yield* admitWith(
@@ -497,12 +498,12 @@ export const make = (env: AdmitEnv) => {
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
     now: number
-  ) => admitWith(spec, start.cursor, env.launch(spec, start), isNew, events, stored, now, undefined)
+  ) => admitWith(spec, start.cursor, (admission) => env.launch(spec, { ...start, admission }), isNew, events, stored, now, undefined)
 
   const admitWith = (
     spec: AnySpec,
     cursor: number,
-    launch: Effect.Effect<void, StoreUnavailable>,
+    launch: (admission: Pipe.Admission) => Effect.Effect<void, StoreUnavailable>,
     isNew: boolean,
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
@@ -525,16 +526,17 @@ export const make = (env: AdmitEnv) => {
       // The seed is stored once, with the row, as the artifact at seq -1.
       const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
       // The row is written by the pipeline's own fiber, so that the admissions of many
-      // pipelines share one group commit instead of the feeder waiting for each.
-      const write = initial === undefined
-        ? store.admit([record], seeds)
-        : store.admit([record], seeds, [{ pipelineId: spec.pipelineId, state: initial }])
-      const admitted = events.length === 0
-        ? write
-        : Effect.zipRight(write, Effect.forEach(events, (e) => store.emitEvent(e), { discard: true }))
+      // pipelines share one group commit instead of the feeder waiting for each (and a plain
+      // pipeline whose first task is synchronous commits it with that task's checkpoint).
+      const written: Pipe.Admission = {
+        write: initial === undefined
+          ? { pipelines: [record], seeds }
+          : { pipelines: [record], seeds, traversals: [{ pipelineId: spec.pipelineId, state: initial }] },
+        events
+      }
       yield* FiberSet.run(
         fibers,
-        Effect.zipRight(admitted, launch).pipe(
+        launch(written).pipe(
           Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
           Effect.ensuring(Effect.sync(() => {
             admission.release(hold)

@@ -28,13 +28,20 @@ import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
 import {
+  type Admission,
   BIG_OUTPUT_BYTES,
   controlOf,
+  defer,
   endOfFiber,
   gateStart,
+  isSyncTask,
   judgeFailure,
+  MAX_UNCOMMITTED,
+  noneUncommitted,
   type PipelineEnv,
-  runAttempt
+  runAttempt,
+  withUncommitted,
+  writeAdmission
 } from "./pipeline.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
@@ -62,6 +69,8 @@ export interface ControlledStart {
    * dead run): recorded as an abandoned attempt before anything runs, as the plain path does.
    */
   readonly abandoned?: { readonly seq: number; readonly visit: number } | undefined
+  /** The pipeline's admission, written by its own fiber before anything else. */
+  readonly admission?: Admission | undefined
 }
 
 /**
@@ -140,27 +149,63 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   let currentTask: ControlledTask | undefined = undefined
   const holder: SlotHold = emptyHold()
 
+  // The admission and the steps of synchronous tasks followed by a synchronous task, not
+  // committed yet: they ride, whole and in order, in the next commit (see `Uncommitted`).
+  const uncommitted = noneUncommitted()
+  /** `unit` with what is uncommitted before it. */
+  const carrying = (unit: CheckpointUnit) => withUncommitted(uncommitted, unit)
+
   /**
    * Commits `unit` (which carries its traversal write, version-checked against `vs`), then
    * adopts the unit's state; uninterruptible, so that the state in memory is the committed one.
+   * With `deferrable`, a step whose next entry's task runs synchronously, as the step's own
+   * task did, is not committed yet: its state is adopted at once (the next step's version
+   * check follows it) and it commits with the next one.
    */
-  const commit = (unit: TraversalUnit) =>
-    Effect.uninterruptible(Effect.map(store.checkpoint(unit), () => {
+  const commit = (unit: TraversalUnit, deferrable: boolean, task: Task.Any | undefined) => {
+    const next = unit.traversal.state.pending
+    if (
+      deferrable && next !== null && uncommitted.units.length < MAX_UNCOMMITTED && isSyncTask(task) &&
+      isSyncTask(tasks[next.seq])
+    ) {
+      defer(uncommitted, unit)
+      vs = unit.traversal.state
+      return Effect.void
+    }
+    return Effect.uninterruptible(Effect.map(store.checkpoint(carrying(unit)), () => {
       vs = unit.traversal.state
     }))
+  }
 
+  // the position covers the uncommitted steps: the interrupted row commits them first
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()
     state.counters.interrupted++
     // the task row carries the current task's visit
-    return store.checkpoint(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now))
+    return store.checkpoint(
+      carrying(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now))
+    )
   })
 
   // One generator for the whole pipeline: an entry (`runEntry`) is a generator delegated to
   // with `yield*`, not an Effect of its own, so a step costs no extra fiber frames.
   const body = Effect.gen(function*() {
-    // the start gate first, before the start's reservation (a skipped pipeline writes nothing
-    // of its traversal; see `gateStart`)
+    const admission = start.admission
+    if (admission !== undefined) {
+      // nothing to commit before the first entry, whose task runs synchronously: the row
+      // rides in its step's commit
+      // (not with a start gate: a pipeline it skips must have its row to return to pending)
+      if (
+        env.startGate === undefined && admission.events.length === 0 && start.prepare === undefined && start.abandoned === undefined &&
+        vs.pending !== null && isSyncTask(tasks[vs.pending.seq])
+      ) {
+        uncommitted.admission = admission.write
+      } else {
+        yield* writeAdmission(store, admission)
+      }
+    }
+    // the start gate, before the start's reservation (a skipped pipeline writes nothing of its
+    // traversal; see `gateStart`)
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor))) return
     // the dead owner's in-flight attempt, durable like every attempt row of a control
     // pipeline, in the same commit as the start's reservation
@@ -183,9 +228,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           state: start.prepare,
           ...(start.invalidateFrom === undefined ? {} : { invalidateFrom: start.invalidateFrom })
         }
-      })
+      }, false, undefined)
     } else if (abandoned.length > 0) {
-      yield* store.checkpoint({ pipelineId, attempts: abandoned })
+      yield* store.checkpoint(carrying({ pipelineId, attempts: abandoned }))
     }
     let input = start.input
     while (vs.pending !== null) {
@@ -254,7 +299,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         if (isHandoff(value)) {
           const handed = handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
           if (handed._tag === "Commit") {
-            yield* commit(handed.unit)
+            yield* commit(handed.unit, true, task)
             state.counters.handoffs++
             currentTask = undefined
             return handed.outcome
@@ -298,7 +343,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 )
               ],
               traversal: { expectedVersion: vs.version, state: next }
-            })
+            }, !holdSlot, task)
             if (holdSlot) slots.release(holder)
             currentTask = undefined
             return isLast ? { _tag: "Ended", value } as const : { _tag: "Next", input: value } as const
@@ -329,7 +374,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           attempts: [attemptRow],
           pipeline: counted,
           traversal: { expectedVersion: vs.version, state: Traversal.reserveAttempt(vs) }
-        })
+        }, false, undefined)
         state.counters.retries++
         state.delayed++
         yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
@@ -339,19 +384,19 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       }
       if (state.stopping && (decision.retry || error === undefined)) {
         // cut short by a stop: recorded as `stopped`; a resume reserves the next number
-        yield* Effect.uninterruptible(store.checkpoint({
+        yield* Effect.uninterruptible(store.checkpoint(carrying({
           pipelineId,
           attempts: [{ ...attemptRow, decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 } }],
           pipeline: counted
-        }))
+        })))
         if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
         return yield* Effect.interrupt
       }
       const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
-      yield* Effect.uninterruptible(store.checkpoint({
+      yield* Effect.uninterruptible(store.checkpoint(carrying({
         ...unit,
         pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
-      }))
+      })))
       currentTask = undefined
       return { _tag: "Failed" } as const
     }

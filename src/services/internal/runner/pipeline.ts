@@ -36,7 +36,8 @@ import type { AttemptOutcome } from "../../../domain/Records.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
-import type { StoreService } from "../../Store.js"
+import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
+import { isSyncRun } from "../../../domain/internal/syncRun.js"
 import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -56,7 +57,156 @@ export interface Start {
   readonly input: unknown
   /** An attempt in flight when the previous owner died, to record as abandoned. */
   readonly abandonedTask: boolean
+  /** The pipeline's admission, written by its own fiber (see {@link Admission}). */
+  readonly admission?: Admission | undefined
 }
+
+/**
+ * A pipeline's admission as its fiber writes it: the store write (row, seed, initial traversal
+ * state) and the events recorded once the row is durable.
+ *
+ * @internal
+ */
+export interface Admission {
+  readonly write: AdmissionWrite
+  readonly events: ReadonlyArray<NewEvent>
+}
+
+/**
+ * Writes an admission now: the row (with its seed and initial traversal state), then its
+ * events; resolves once the row is durable.
+ *
+ * @internal
+ */
+export const writeAdmission = (store: StoreService, a: Admission): Effect.Effect<void, StoreUnavailable> => {
+  const write = store.admit(a.write.pipelines, a.write.seeds, a.write.traversals)
+  return a.events.length === 0
+    ? write
+    : Effect.zipRight(write, Effect.forEach(a.events, (e) => store.emitEvent(e), { discard: true }))
+}
+
+/**
+ * What a pipeline fiber has done but not committed yet: its admission and the checkpoints of
+ * synchronous tasks whose next task is synchronous too. They ride in the pipeline's next
+ * checkpoint (`admission`, `before`: one transaction, in order), so a crash before it loses
+ * them all (none was reported done, and a resume reruns them), and nothing later is durable
+ * without them.
+ *
+ * @internal
+ */
+export interface Uncommitted {
+  admission: AdmissionWrite | undefined
+  /** The units, without their pipeline patches (merged into `patch`). */
+  units: Array<CheckpointUnit>
+  /** The merged pipeline patch of `units` (see {@link mergePatch}). */
+  patch: PipelinePatch | undefined
+}
+
+/**
+ * An empty {@link Uncommitted}.
+ *
+ * @internal
+ */
+export const noneUncommitted = (): Uncommitted => ({ admission: undefined, units: [], patch: undefined })
+
+/**
+ * Defers `unit`: its rows wait in `u`, its pipeline patch is merged into `u.patch`.
+ *
+ * @internal
+ */
+export const defer = (u: Uncommitted, unit: CheckpointUnit): void => {
+  const { pipeline, ...rows } = unit
+  u.units.push(rows)
+  if (pipeline !== undefined) u.patch = u.patch === undefined ? pipeline : mergePatch(u.patch, pipeline)
+}
+
+/**
+ * Two pipeline patches of one row as one: the later one's fields win, attempt deltas add up.
+ *
+ * @internal
+ */
+export const mergePatch = (earlier: PipelinePatch, later: PipelinePatch): PipelinePatch => ({
+  ...earlier,
+  ...later,
+  attemptsDelta: (earlier.attemptsDelta ?? 0) + (later.attemptsDelta ?? 0)
+})
+
+/** A pipeline row as `patch` leaves it (the store's own patch semantics). */
+const foldPatch = (row: PipelineFields, patch: PipelinePatch): PipelineFields => {
+  const err = patch.error
+  return {
+    ...row,
+    state: patch.state ?? row.state,
+    nTasksDone: patch.nTasksDone ?? row.nTasksDone,
+    runId: patch.runId ?? row.runId,
+    startedAt: patch.startedAt !== undefined ? patch.startedAt : row.startedAt,
+    endedAt: patch.endedAt !== undefined ? patch.endedAt : row.endedAt,
+    failedTask: err === undefined ? row.failedTask : err === null ? null : err.failedTask,
+    errorType: err === undefined ? row.errorType : err === null ? null : err.errorType,
+    errorMessage: err === undefined ? row.errorMessage : err === null ? null : err.errorMessage,
+    errorClass: err === undefined ? row.errorClass : err === null ? null : err.errorClass,
+    attemptsTotal: row.attemptsTotal + (patch.attemptsDelta ?? 0),
+    updatedAt: patch.updatedAt
+  }
+}
+
+/**
+ * At most this many checkpoints of consecutive synchronous tasks wait for one commit.
+ *
+ * @internal
+ */
+export const MAX_UNCOMMITTED = 64
+
+/**
+ * `unit` carrying what `u` holds uncommitted before it (then `u` is empty).
+ *
+ * @internal
+ */
+export const withUncommitted = (u: Uncommitted, unit: CheckpointUnit): CheckpointUnit => {
+  if (u.admission === undefined && u.units.length === 0 && u.patch === undefined) return unit
+  let patch = u.patch === undefined
+    ? unit.pipeline
+    : unit.pipeline === undefined
+    ? u.patch
+    : mergePatch(u.patch, unit.pipeline)
+  let admission = u.admission
+  // the row is admitted in this same commit: written as the patch leaves it (no UPDATE),
+  // unless an earlier unit patches it itself (a controlled step keeps its own patch, which
+  // carries its traversal state): then the patches apply in order after the INSERT
+  if (
+    admission !== undefined && patch !== undefined &&
+    admission.pipelines.every((p) => p.pipelineId === unit.pipelineId) &&
+    u.units.every((b) => b.pipeline === undefined)
+  ) {
+    const merged = patch
+    admission = { ...admission, pipelines: admission.pipelines.map((p) => foldPatch(p, merged)) }
+    patch = undefined
+  }
+  const out: CheckpointUnit = {
+    ...unit,
+    pipeline: patch,
+    admission,
+    before: u.units.length === 0 ? undefined : u.units
+  }
+  u.admission = undefined
+  u.units = []
+  u.patch = undefined
+  return out
+}
+
+/**
+ * Whether `u` holds anything uncommitted.
+ *
+ * @internal
+ */
+export const hasUncommitted = (u: Uncommitted): boolean => u.admission !== undefined || u.units.length > 0 || u.patch !== undefined
+
+/**
+ * Whether `task` runs synchronously (built by `Task.sync` from a function, `run` unchanged).
+ *
+ * @internal
+ */
+export const isSyncTask = (task: Task.Any | undefined): boolean => task !== undefined && isSyncRun(task.run)
 
 /**
  * What a pipeline fiber reads from its run.
@@ -140,15 +290,35 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   let cursor = start.cursor
   let currentTask: Rows.CurrentTask | undefined = undefined
   const holder: SlotHold = emptyHold()
-
+  const uncommitted = noneUncommitted()
+  // the cursor covers the uncommitted checkpoints: the interrupted row commits them first
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()
     state.counters.interrupted++
-    return store.checkpoint(Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now))
+    return store.checkpoint(
+      withUncommitted(uncommitted, Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now))
+    )
   })
+  /** Commits what is uncommitted on its own (before a failed attempt's rows). */
+  const commitUncommitted = Effect.suspend(() =>
+    hasUncommitted(uncommitted)
+      ? Effect.uninterruptible(store.checkpoint(withUncommitted(uncommitted, { pipelineId })))
+      : Effect.void
+  )
 
   const body = Effect.gen(function*() {
     let input = start.input
+    const admission = start.admission
+    if (admission !== undefined) {
+      // A first task that runs synchronously: the row rides in its checkpoint (one commit
+      // instead of two). Otherwise (or with events to record after it) it is written now.
+      // (not with a start gate: a pipeline it skips must have its row to return to pending)
+      if (env.startGate === undefined && admission.events.length === 0 && !start.abandonedTask && isSyncTask(tasks[cursor])) {
+        uncommitted.admission = admission.write
+      } else {
+        yield* writeAdmission(store, admission)
+      }
+    }
     if (start.abandonedTask) {
       const now = clock.unsafeCurrentTimeMillis()
       yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, tasks[cursor]?.name ?? "?", cursor, now))
@@ -233,10 +403,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
               result.startedAt,
               ended
             )
-            // Earlier failed attempts went to the write-behind buffer: make them durable
-            // first, so attempt ids keep the order the attempts ran in.
-            if (current.committed > 0) yield* store.flush
-            yield* Effect.uninterruptible(store.checkpoint(Rows.succeededUnit(
+            const unit = Rows.succeededUnit(
               current,
               { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
               seq === nTasks - 1,
@@ -245,13 +412,30 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
               ended,
               taskLeaseIds,
               attemptRow
-            )))
+            )
+            // A synchronous task followed by a synchronous task (first attempt, small output):
+            // the next one runs at once and the two checkpoints commit together (see
+            // `Uncommitted`); the last task, or any other, commits now.
+            if (
+              seq < nTasks - 1 && !holdSlot && current.committed === 0 && uncommitted.units.length < MAX_UNCOMMITTED &&
+              isSyncRun(task.run) && isSyncTask(tasks[seq + 1])
+            ) {
+              defer(uncommitted, unit)
+              currentTask = undefined
+              return { _tag: "Ok" as const, value }
+            }
+            // Earlier failed attempts went to the write-behind buffer: make them durable
+            // first, so attempt ids keep the order the attempts ran in.
+            if (current.committed > 0) yield* store.flush
+            yield* Effect.uninterruptible(store.checkpoint(withUncommitted(uncommitted, unit)))
             if (holdSlot) slots.release(holder)
             currentTask = undefined
             return { _tag: "Ok" as const, value }
           }
         }
-        // Failure: classify, decide, persist the decision.
+        // Failure: what earlier synchronous tasks left uncommitted is committed first (the
+        // failed attempt's rows come after their pipeline's), then classify, decide, persist.
+        yield* commitUncommitted
         const { decision, error, fields, outcome } = yield* judgeFailure(
           task,
           (result.exit as Exit.Failure<unknown, unknown>).cause,

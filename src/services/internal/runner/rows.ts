@@ -289,15 +289,13 @@ export const succeededUnit = (
     visit: t.visit ?? 0
   },
   task: taskRow(t, "succeeded", attempt, taskStartedAt, endedAt, null, taskLeaseIds),
-  pipeline: {
-    nTasksDone: cursor,
-    state: isLast ? "succeeded" : "running",
-    runId: t.runId,
-    endedAt: isLast ? endedAt : null,
-    updatedAt: endedAt,
-    error: null,
-    attemptsDelta
-  },
+  // A step before the last patches only the cursor, the time and the attempt count: the
+  // admission row already says `running` under this run with no end and no error, and a patch
+  // that SETs no indexed column leaves every index of the pipelines table alone (state, run
+  // and latency indexes: about a third of a trivial pipeline's SQL time).
+  pipeline: isLast
+    ? { nTasksDone: cursor, state: "succeeded", runId: t.runId, endedAt, updatedAt: endedAt, error: null, attemptsDelta }
+    : { nTasksDone: cursor, updatedAt: endedAt, attemptsDelta },
   attempts: [lastAttempt]
 })
 

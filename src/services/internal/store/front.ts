@@ -22,7 +22,18 @@
 import { Effect, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
-import type { CheckpointUnit, Limit, NewAttempt, NewEvent, StoreDriver, StoreOptions, StoreService, WritePolicy } from "../../Store.js"
+import type {
+  CheckpointUnit,
+  Limit,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PlacedArtifact,
+  StoreDriver,
+  StoreOptions,
+  StoreService,
+  WritePolicy
+} from "../../Store.js"
 import type { WriteOp } from "./ops.js"
 import {
   checkBucket,
@@ -37,14 +48,73 @@ import {
 } from "./shared.js"
 
 /**
+ * What the front queues: a driver's write, or a group of writes of one pipeline that commit
+ * in the same transaction, in order (a checkpoint with its `admission` and `before` units).
+ * Groups are flattened before the driver sees them.
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export type QueuedOp = WriteOp | { readonly _tag: "Group"; readonly ops: ReadonlyArray<WriteOp> }
+
+/**
+ * Commits queued ops through `commit`, flattening groups; a refused op inside a group refuses
+ * the group (its caller fails with the first refusal).
+ *
+ * @since 0.1.0
+ * @category writers
+ */
+export const commitFlattened = (commit: StoreDriver["commit"]) =>
+(
+  ops: ReadonlyArray<QueuedOp>
+): Effect.Effect<void | ReadonlyArray<readonly [number, StoreUnavailable]>, StoreUnavailable> => {
+  let grouped = false
+  for (const op of ops) {
+    if (op._tag === "Group") {
+      grouped = true
+      break
+    }
+  }
+  if (!grouped) return commit(ops as ReadonlyArray<WriteOp>)
+  const flat: Array<WriteOp> = []
+  const owner: Array<number> = []
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i]!
+    if (op._tag === "Group") {
+      for (const o of op.ops) {
+        flat.push(o)
+        owner.push(i)
+      }
+    } else {
+      flat.push(op)
+      owner.push(i)
+    }
+  }
+  return Effect.map(commit(flat), (refused) => {
+    if (refused === undefined || refused.length === 0) return refused
+    const out: Array<readonly [number, StoreUnavailable]> = []
+    for (const [j, e] of refused) {
+      const i = owner[j]!
+      if (!out.some((r) => r[0] === i)) out.push([i, e])
+    }
+    return out
+  })
+}
+
+/**
  * The payload bytes a queued write holds in memory (the group commit's byte budget): the
  * artifact of a checkpoint and the seeds of an admission, whatever the backend did with them.
  *
  * @since 0.1.0
  * @category writers
  */
-export const bytesOf = (op: WriteOp): number => {
+export const bytesOf = (op: QueuedOp): number => {
   switch (op._tag) {
+    case "Group": {
+      let n = 0
+      for (const o of op.ops) n += bytesOf(o)
+      return n
+    }
     case "Checkpoint":
       return op.unit.artifact?.payload.byteLength ?? 0
     case "Admit": {
@@ -77,7 +147,7 @@ export const makeWith = (
     const refused = driver.readOnlyError
     const readOnly = refused !== undefined
 
-    const writer = yield* makeGroupCommit<WriteOp>({ commit: driver.commit, sizeOf: bytesOf })
+    const writer = yield* makeGroupCommit<QueuedOp>({ commit: commitFlattened(driver.commit), sizeOf: bytesOf })
     const wb = yield* makeWriteBehind({
       write: driver.writeFacts,
       batchSize: policy.batchSize,
@@ -130,6 +200,70 @@ export const makeWith = (
         ([placed, entryPlaced]) => writer.submit({ _tag: "Checkpoint", unit, placed, entryPlaced })
       )
     }
+    /** A unit's checkpoint op with its payloads placed: at once when no I/O is needed, else `undefined`. */
+    const placedUnitSync = (unit: CheckpointUnit): WriteOp | undefined => {
+      const placed = unit.artifact === undefined ? undefined : placeSync(unit.artifact, journal, backend)
+      if (unit.artifact !== undefined && placed === undefined) return undefined
+      const entry = unit.traversal?.entry
+      const entryPlaced = entry === undefined ? undefined : placeSync(entry, journal, backend)
+      if (entry !== undefined && entryPlaced === undefined) return undefined
+      return { _tag: "Checkpoint", unit, placed, entryPlaced }
+    }
+    const placedUnit = (unit: CheckpointUnit): Effect.Effect<WriteOp, StoreUnavailable> => {
+      const op = placedUnitSync(unit)
+      if (op !== undefined) return Effect.succeed(op)
+      return Effect.map(
+        Effect.all([
+          unit.artifact === undefined ? Effect.succeed(undefined) : placeArtifact(unit.artifact, journal, backend),
+          unit.traversal?.entry === undefined ?
+            Effect.succeed(undefined) :
+            placeArtifact(unit.traversal.entry, journal, backend)
+        ]),
+        ([placed, entryPlaced]): WriteOp => ({ _tag: "Checkpoint", unit, placed, entryPlaced })
+      )
+    }
+    /**
+     * A checkpoint with its admission and earlier units: one group (admission, `before`, the
+     * unit), so that the driver commits them in one transaction, in order.
+     */
+    const checkpointGroup = (unit: CheckpointUnit): Effect.Effect<void, StoreUnavailable> => {
+      const { admission, before, ...last } = unit
+      const units: ReadonlyArray<CheckpointUnit> = before === undefined ? [last] : [...before, last]
+      const traversals = admission?.traversals ?? []
+      if (driver.traversal === undefined && (traversals.length > 0 || units.some((u) => u.traversal !== undefined))) {
+        return Effect.fail(noTraversal)
+      }
+      const seeds = admission?.seeds ?? []
+      const group = (placedSeeds: ReadonlyArray<readonly [NewArtifact, PlacedArtifact]>, ops: ReadonlyArray<WriteOp>) =>
+        writer.submit({
+          _tag: "Group",
+          ops: admission === undefined
+            ? ops
+            : [{ _tag: "Admit", pipelines: admission.pipelines, seeds: placedSeeds, traversals }, ...ops]
+        })
+      // no I/O to place any payload: no Effect per payload
+      const syncSeeds: Array<readonly [NewArtifact, PlacedArtifact]> = []
+      const syncOps: Array<WriteOp> = []
+      let sync = true
+      for (const a of seeds) {
+        const p = placeSync(a, journal, backend)
+        if (p === undefined) {
+          sync = false
+          break
+        }
+        syncSeeds.push([a, p])
+      }
+      for (let i = 0; sync && i < units.length; i++) {
+        const op = placedUnitSync(units[i]!)
+        if (op === undefined) sync = false
+        else syncOps.push(op)
+      }
+      if (sync) return group(syncSeeds, syncOps)
+      return Effect.flatMap(
+        Effect.all([placeAll(seeds, journal, backend), Effect.forEach(units, placedUnit)]),
+        ([placedSeeds, ops]) => group(placedSeeds, ops)
+      )
+    }
     const traversal = driver.traversal
     const service: StoreService = {
       kind: driver.kind,
@@ -168,6 +302,7 @@ export const makeWith = (
             writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed, traversals }))),
       checkpoint: (unit) => {
         if (refused !== undefined) return Effect.fail(refused)
+        if (unit.admission !== undefined || unit.before !== undefined) return checkpointGroup(unit)
         if (unit.traversal !== undefined) return checkpointTraversal(unit)
         if (unit.artifact === undefined) return writer.submit({ _tag: "Checkpoint", unit, placed: undefined })
         const placed = placeSync(unit.artifact, journal, backend)

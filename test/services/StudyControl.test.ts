@@ -292,6 +292,36 @@ describe("per-trial budgets", () => {
       })).pipe(Effect.provide(sqliteEnv), Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
     }))
 
+  it.effect("on a SQLite store, a pipeline whose first task is synchronous: a skipped one is stored pending (its admission is not deferred)", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-study-control-"))
+      const sqliteEnv = Layer.provideMerge(
+        Layer.merge(Runner.layer({ handleSignals: false, concurrency: 1, maxAdmitted: 2 }), fakeCatalog("study")),
+        Layer.mergeAll(
+          SqliteStore.layer({ filename: nodePath.join(dir, "state.db") }),
+          Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 8 })])])
+        )
+      )
+      const prepared = Pipeline.fromTasks("prepared", [Task.sync("prep", (n: number) => n), call])
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const suite = yield* suiteOf([
+          Suite.member("a", () => prepared.map(numbers(5)), { definitionDigest: "a", poolAliases: { llm: "llm" } })
+        ])
+        const first = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* StudyControl.control(studyOf(["a"], { perTrial: { calls: 2 } }), ledger)
+          return yield* runStudy(suite, h)
+        }))
+        assert.strictEqual(first.run.stats.byState.succeeded, 2)
+        const store = yield* Store
+        const pids = numbers(5).map((i) => memberPid("a", prepared.bind(i).key))
+        const rows = yield* store.getPipelines(pids)
+        const skipped = (yield* skippedFor("budget_exhausted")).map((e) => e.pipelineId)
+        assert.isAtLeast(skipped.length, 1)
+        for (const id of skipped) assert.strictEqual(rows.get(id!)?.state, "pending", "a skipped pipeline's row exists, pending")
+      })).pipe(Effect.provide(sqliteEnv), Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
+    }))
+
   it.effect("a pipeline that declares control is gated the same way, and resumes intact with budget left", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger()

@@ -603,6 +603,14 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
     if (s === undefined) m.set(key, s = Aimd.initial(p, capacity, now))
     return s
   }
+  const batons = new WeakMap<object, Map<string, Effect.Semaphore>>()
+  const batonOf = (service: object, pool: string): Effect.Semaphore => {
+    let m = batons.get(service)
+    if (m === undefined) batons.set(service, m = new Map())
+    let b = m.get(pool)
+    if (b === undefined) m.set(pool, b = Effect.unsafeMakeSemaphore(1))
+    return b
+  }
   const finite = (x: number) => (Number.isFinite(x) ? x : null)
   return {
     _tag: "AcquireAlgorithm",
@@ -654,18 +662,27 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
           return [best]
         }
         const o = ops.with({ ranker })
-        for (;;) {
+        const take = Effect.suspend(() => {
           nextAt = Number.POSITIVE_INFINITY
-          const got = yield* o.tryTake()
-          if (Option.isSome(got)) return got.value
-          if (!Number.isFinite(nextAt)) return yield* o.wait()
-          const delay = Duration.millis(Math.max(1, nextAt - ops.now()))
-          const woken = yield* Effect.raceFirst(
-            Effect.map(o.wait(), Option.some),
-            Effect.as(Effect.sleep(delay), Option.none<Slot>())
-          )
-          if (Option.isSome(woken)) return woken.value
-        }
+          return o.tryTake()
+        })
+        const got = yield* take
+        if (Option.isSome(got)) return got.value
+        // held back by the window (or nothing free at all): a release or the pool wakes us
+        if (!Number.isFinite(nextAt)) return yield* o.wait()
+        // held back by the pacing: queue as usual, and let one acquire per pool at a time (the
+        // baton holder) sleep until the pacing allows the next request and take it; a timer
+        // per waiting acquire would wake them all for every request
+        const paced = batonOf(ops.service, ops.pool).withPermits(1)(Effect.gen(function*() {
+          for (;;) {
+            const got = yield* take
+            if (Option.isSome(got)) return got
+            if (!Number.isFinite(nextAt)) return Option.none<Slot>()
+            yield* Effect.sleep(Duration.millis(Math.max(1, nextAt - ops.now())))
+          }
+        }))
+        const woken = yield* Effect.raceFirst(Effect.map(o.wait(), Option.some), paced)
+        return Option.isSome(woken) ? woken.value : yield* o.wait()
       })
   }
 }

@@ -284,7 +284,8 @@ export const decrease = (s: AimdState, p: AimdParams, now: number, reason: Decre
  * The additive increase for one successful answer at `now`, when an acquire was held back by
  * us recently (RFC 7661). The rate: in slow start ×2 per `slowStartMs` of answers; after, by
  * `increase × knee` per second of answers (each answer adds that over the rate), `probe`
- * times as fast once within `goodputFloor` of the knee. The window: +1 per answer in slow start
+ * times as fast within ±(1 − `goodputFloor`) of the knee, and by `increase × rate` per second
+ * past that band (the knee is stale: the limit rose). The window: +1 per answer in slow start
  * (below its threshold), +1/window per answer after (one per window of answers, RFC 5681).
  * Both capped: the rate by `maxRate` and twice the headers' allowance, the window by
  * `capacity`.
@@ -298,9 +299,11 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
     if (s.phase === "slowStart") {
       s.rate = r * Math.pow(2, 1000 / (p.slowStartMs * r))
     } else {
+      // gentle within ±(1 − goodputFloor) of the knee; past it the knee is stale: fast again
       const knee = s.knee ?? r
-      const near = r >= p.goodputFloor * knee
-      s.rate = r + (p.increase * knee * (near ? p.probe : 1)) / r
+      const band = 1 - p.goodputFloor
+      const near = r >= (1 - band) * knee && r <= (1 + band) * knee
+      s.rate = r + (p.increase * Math.max(knee, r) * (near ? p.probe : 1)) / r
     }
     let cap = p.maxRate
     if (headerFresh(s, p, now)) cap = Math.min(cap, 2 * s.headerCeiling!)

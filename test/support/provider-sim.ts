@@ -11,7 +11,7 @@
  * seconds, nothing on answers) or `none` (a bare 429); a latency (lognormal around a median,
  * growing with the requests in flight past a `knee`), and optionally a hard concurrency limit.
  * A request is admitted or refused when it arrives (as providers do); the tokens it counts are
- * its prompt (characters / 4) plus the completion (`completionTokens`).
+ * its prompt (4 per message plus its characters / 4) plus the completion (`completionTokens`).
  *
  * **Reaching them**: {@link ProviderSim.httpClient} is an `@effect/platform` `HttpClient` that
  * answers `POST {baseUrl}/chat/completions` for each provider (`baseUrl` is
@@ -378,10 +378,18 @@ export interface ProviderSim {
   readonly capacityAt: (name: string, offsetMs: number, tokensPerRequest: number) => number
 }
 
+/** Prompt tokens, estimated as providers' rule of thumb: 4 characters a token, plus 4 a message. */
 const promptTokensOf = (request: HttpClientRequest.HttpClientRequest): number => {
   const body = request.body
-  if (body._tag === "Uint8Array") return Math.ceil(body.body.length / 4)
-  return 0
+  if (body._tag !== "Uint8Array") return 0
+  try {
+    const json = JSON.parse(new TextDecoder().decode(body.body)) as { messages?: Array<{ content?: unknown }> }
+    let n = 0
+    for (const m of json.messages ?? []) n += 4 + Math.ceil((typeof m.content === "string" ? m.content.length : 0) / 4)
+    return n
+  } catch {
+    return Math.ceil(body.body.length / 4)
+  }
 }
 
 /**

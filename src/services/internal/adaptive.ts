@@ -115,6 +115,8 @@ export interface AimdState {
   limitPressedAt: number
   latencyEmaMs: number | undefined
   latencyBaseMs: number | undefined
+  /** When the baseline was last set. */
+  latencyBaseAt: number
   latencySamples: number
   /** The request rate the last answer's rate-limit headers allow, and when it was read. */
   headerCeiling: number | undefined
@@ -124,6 +126,9 @@ export interface AimdState {
 }
 
 const EMA_ALPHA = 0.2
+
+/** How long the latency baseline holds before it is measured again (ms). */
+const BASE_TTL_MS = 60_000
 
 /**
  * A fresh state: the conservative start (`initialRate`, `initialConcurrency` capped by the
@@ -150,6 +155,7 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   limitPressedAt: Number.NEGATIVE_INFINITY,
   latencyEmaMs: undefined,
   latencyBaseMs: undefined,
+  latencyBaseAt: now,
   latencySamples: 0,
   headerCeiling: undefined,
   headerAt: Number.NEGATIVE_INFINITY,
@@ -248,9 +254,8 @@ export const headerCeiling = (
  * the same congestion event): the window is cut by `decrease`; on a rate limit the rate is cut
  * by `decrease` too, but never below `goodputFloor` of the rate the server delivered since the
  * previous decrease (measured over at least `holdMs`), and the pacing bucket is emptied. A
- * latency decrease cuts the window only (queueing is a concurrency problem) and lets the
- * latency baseline drift up a little, so a lasting slow-down is absorbed after a few cuts.
- * Returns whether it decreased.
+ * latency decrease cuts the window only (queueing is a concurrency problem). Returns whether
+ * it decreased.
  *
  * @internal
  */
@@ -269,7 +274,6 @@ export const decrease = (s: AimdState, p: AimdParams, now: number, reason: Decre
     s.tokensAt = now
   } else {
     s.rate = Math.max(p.minRate, Math.min(s.rate, Math.max(current, p.minRate)))
-    if (s.latencyBaseMs !== undefined) s.latencyBaseMs *= 1 + (p.latencyTolerance - 1) / 4
   }
   s.phase = "avoidance"
   s.lastDecreaseAt = now
@@ -359,8 +363,14 @@ export const onReport = (
   if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {
     s.latencyEmaMs = s.latencyEmaMs === undefined ? r.latencyMs : EMA_ALPHA * r.latencyMs + (1 - EMA_ALPHA) * s.latencyEmaMs
     s.latencySamples++
-    if (s.latencySamples >= 5 && (s.latencyBaseMs === undefined || s.latencyEmaMs < s.latencyBaseMs)) {
+    // the baseline: the lowest average seen, forgotten after BASE_TTL_MS (BBR's min-RTT
+    // expiry) so that a provider that became lastingly slower is not cut down to one lease
+    if (
+      s.latencySamples >= 5 &&
+      (s.latencyBaseMs === undefined || s.latencyEmaMs < s.latencyBaseMs || r.now - s.latencyBaseAt > BASE_TTL_MS)
+    ) {
       s.latencyBaseMs = s.latencyEmaMs
+      s.latencyBaseAt = r.now
     }
     if (
       s.latencySamples >= 10 && s.latencyBaseMs !== undefined && s.latencyBaseMs > 0 &&

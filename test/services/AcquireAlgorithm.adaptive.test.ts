@@ -3,8 +3,17 @@
  * the real chat task, the real pool and runner, in simulated time (test/support/provider-sim.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Layer } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Algo from "../../src/services/AcquireAlgorithm.js"
+import { renderDashboard } from "../../src/services/Dashboard.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import * as Report from "../../src/services/internal/report.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store } from "../../src/services/Store.js"
+import * as Chat from "../../src/tasks/Chat.js"
 import * as Sim from "../support/provider-sim.js"
 
 /** Prompt "question N: is this spam?" (4 + 7 tokens) + 20 completion tokens. */
@@ -133,4 +142,38 @@ describe("adaptive: options", () => {
       "algorithm.initialRate: initialRate (2) is outside [minRate, maxRate] = [10, 5]"
     ])
   })
+})
+
+describe("adaptive: its state where users look", () => {
+  it.effect("the pool snapshot, the stored health, report and the dashboard show the learned rate, window and last cut", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600 }, signals: "none", latency: { medianMs: 200 } }], { seed: 1 })
+      const env = Layer.provideMerge(
+        Runner.layer({ handleSignals: false, concurrency: 16, heartbeat: "1 hour", staleAfter: "3 hours" }),
+        Layer.mergeAll(MemoryStore.layer(), Pool.layer([Sim.chatPool(sim, { name: "adaptive", initialRate: 1 }, 16)]))
+      )
+      const { value } = yield* Sim.simulate(Effect.gen(function*() {
+        yield* Runner.run(Pipeline.make("p", Chat.chat<string>({ name: "ask", retry: { maxAttempts: 20 } })).map(
+          Array.from({ length: 150 }, (_, i) => `q${i}`)
+        ))
+        const pools = yield* Pool.Pools
+        const snap = (yield* pools.snapshot("llm"))[0]!
+        const store = yield* Store
+        const stored = (yield* store.resources)[0]!
+        const report = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
+        const page = renderDashboard(yield* Monitor.readSnapshot(store))
+        return { snap, stored, report, page }
+      }).pipe(Effect.provide(env)))
+      const learned = (value.snap.algorithm as Record<string, Record<string, unknown>>)["adaptive"]!
+      assert.isAbove(learned["rate"] as number, 5)
+      assert.strictEqual((learned["lastDecrease"] as { reason: string }).reason, "rate_limit")
+      // stored with the health at the end of the run
+      const health = value.stored.health as Record<string, unknown>
+      assert.deepStrictEqual(health["algorithm"], value.snap.algorithm)
+      const row = Monitor.resourceRow(value.stored)
+      assert.match(row.algorithm_text, /^adaptive [\d.]+ req\/s, \d+ at once; cut \d+× \(last: a 429 at /)
+      assert.include(value.report, `llm/p (llm): ready; attempts`)
+      assert.include(value.report, `; adaptive ${learned["rate"]} req/s, ${learned["concurrency"]} at once; cut `)
+      assert.include(value.page, `<span class="muted algo">adaptive ${learned["rate"]} req/s`)
+    }), 60_000)
 })

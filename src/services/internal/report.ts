@@ -19,6 +19,7 @@ import { beats, latencyOf } from "./merge.js"
 import { type ErrorRow, type Latency, type ReadError, type StoreOpener, type TaskStore } from "../Store.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { retryTracker } from "../../domain/internal/retries.js"
+import { algorithmText } from "./algorithmState.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -415,8 +416,11 @@ export const renderText = (r: ReportData): string => {
         : breaker !== undefined
         ? `${state}, breaker open until ${breaker}`
         : state
+      const learned = algorithmText(h?.["algorithm"])
       out.push(
-        `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`
+        `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}${
+          learned === "" ? "" : `; ${learned}`
+        }`
       )
     }
   }

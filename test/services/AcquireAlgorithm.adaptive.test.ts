@@ -2,8 +2,13 @@
  * The `adaptive` algorithm against simulated providers with hidden limits (issue 18 §3 tests):
  * the real chat task, the real pool and runner, in simulated time (test/support/provider-sim.ts).
  */
+import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Experiment from "../../src/config/internal/experiment.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Algo from "../../src/services/AcquireAlgorithm.js"
@@ -142,6 +147,34 @@ describe("adaptive: options", () => {
       "algorithm.initialRate: initialRate (2) is outside [minRate, maxRate] = [10, 5]"
     ])
   })
+})
+
+describe("adaptive in experiment configs", () => {
+  const write = (algorithm: string) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-adaptive-"))
+    const file = path.join(dir, "x.yaml")
+    fs.writeFileSync(file, [
+      "pools:",
+      `  llm: { algorithm: ${algorithm}, resources: [ {id: a, capacity: 8} ] }`,
+      "pipeline: { name: m, resource: llm, tasks: [ { use: echo } ] }",
+      "source: { range: { n: 2 } }"
+    ].join("\n"))
+    return file
+  }
+
+  it.effect("algorithm: { name: adaptive, ... } is accepted; bad options are refused at their paths, all at once", () =>
+    Effect.gen(function*() {
+      yield* Experiment.load(write("{ name: adaptive, initialRate: 5, hold: 2 seconds }"))
+      yield* Experiment.load(write("adaptive"))
+      const e = yield* Effect.flip(Experiment.load(write("{ name: adaptive, decrease: 1.5, hold: 5, burst: soon }")))
+      assert.deepStrictEqual(e.issues.map((i) => i.path), [
+        "pools.llm.algorithm.decrease",
+        "pools.llm.algorithm.hold",
+        "pools.llm.algorithm.burst"
+      ])
+      const cross = yield* Effect.flip(Experiment.load(write("{ name: adaptive, minRate: 10, maxRate: 5 }")))
+      assert.deepStrictEqual(cross.issues.map((i) => i.path), ["pools.llm.algorithm.minRate", "pools.llm.algorithm.initialRate"])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("adaptive: its state where users look", () => {

@@ -13,8 +13,9 @@
  *
  * Printed per algorithm (one JSON line): `pipelines`, `failed` (pipelines that did not succeed),
  * `requests`, `rate_429` (429 answers / requests), `utilisation` (answers / the capacity on
- * offer while the demand saturated it: from 0 to the arrival of the answer that completed 90 %
- * of the pipelines), `utilisation_run` (the same over the whole run, tail included),
+ * offer while the demand saturated it: from 0 to the arrival of the request whose answer was
+ * the run's 90th percentile of answers), `utilisation_run` (the same over the whole run, tail
+ * included),
  * `per_endpoint` (utilisation and 429 share each), `sim_s` (simulated makespan), `wall_s` and
  * `cpu_s` (real time and process CPU time of the simulation), `cpu_ratio` / `wall_ratio`
  * against `wait`, and the load average.
@@ -54,7 +55,7 @@ const one = (algorithm: string) =>
     const wallS = (performance.now() - wall0) / 1000
     const cpu = process.cpuUsage(cpu0)
     const served = run.log.filter((r) => r.status === 200)
-    const t90 = served[Math.floor(0.9 * PIPELINES) - 1]?.atMs ?? run.simMs
+    const t90 = served[Math.floor(0.9 * served.length) - 1]?.atMs ?? run.simMs
     const tokens = served.reduce((a, r) => a + r.tokens, 0) / Math.max(1, served.length)
     const sat = Sim.figures(sim, run.log, 0, t90, tokens)
     const all = Sim.figures(sim, run.log, 0, run.simMs, tokens)

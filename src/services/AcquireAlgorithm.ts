@@ -517,11 +517,12 @@ export const immediate = (): AcquireAlgorithm => ({
  *   rate the server sustained at the last cut (the knee).
  * - `probe` (0.1): the step is this much smaller once the rate is back near the knee (CUBIC's
  *   plateau), so the limit is probed gently.
- * - `latencyTolerance` (2): a latency moving average above this multiple of its lowest value
- *   counts as congestion.
+ * - `latencyTolerance` (2) and `latencySlack` (50 millis): a latency moving average above this
+ *   multiple of its lowest value plus the slack counts as congestion (the slack keeps the
+ *   jitter of a fast endpoint from reading as congestion).
  * - `hold` (1 second): at most one decrease per hold (RFC 5681: once per window).
- * - `slowStart` (1 second): before the first congestion signal the rate doubles per this much
- *   successful traffic (RFC 5681's slow start).
+ * - `slowStart` (250 millis): before the first congestion signal the rate doubles per this much
+ *   successful traffic (RFC 5681's slow start doubles per round trip).
  * - `burst` (100 millis): the pacing bucket holds this much of the rate (at least 1 request).
  *
  * @since 0.2.0
@@ -537,6 +538,7 @@ export interface AdaptiveOptions {
   readonly increase?: number | undefined
   readonly probe?: number | undefined
   readonly latencyTolerance?: number | undefined
+  readonly latencySlack?: Duration.DurationInput | undefined
   readonly hold?: Duration.DurationInput | undefined
   readonly slowStart?: Duration.DurationInput | undefined
   readonly burst?: Duration.DurationInput | undefined
@@ -555,6 +557,7 @@ const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
     increase: o.increase ?? d.increase,
     probe: o.probe ?? d.probe,
     latencyTolerance: o.latencyTolerance ?? d.latencyTolerance,
+    latencySlackMs: ms(o.latencySlack, d.latencySlackMs),
     holdMs: ms(o.hold, d.holdMs),
     slowStartMs: ms(o.slowStart, d.slowStartMs),
     burstMs: ms(o.burst, d.burstMs)
@@ -626,6 +629,7 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
       increase: p.increase,
       probe: p.probe,
       latencyTolerance: p.latencyTolerance,
+      latencySlackMs: p.latencySlackMs,
       holdMs: p.holdMs,
       slowStartMs: p.slowStartMs,
       burstMs: p.burstMs
@@ -759,6 +763,7 @@ const optionSchemas = {
     increase: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
     probe: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
     latencyTolerance: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.greaterThan(1))),
+    latencySlack: Schema.optional(DurationOption),
     hold: Schema.optional(DurationOption),
     slowStart: Schema.optional(DurationOption),
     burst: Schema.optional(DurationOption)
@@ -916,11 +921,11 @@ const resolveBuiltin = (
       if (init < min || init > max) {
         cross.push({ path: `${path}.initialRate`, message: `initialRate (${init}) is outside [minRate, maxRate] = [${min}, ${max}]` })
       }
-      for (const k of ["hold", "slowStart", "burst"]) {
+      for (const k of ["hold", "slowStart", "burst", "latencySlack"]) {
         const v = d(k)
-        if (v !== undefined && !(Duration.isFinite(v) && Duration.toMillis(v) > 0)) {
-          cross.push({ path: `${path}.${k}`, message: `${k} must be a finite, positive duration` })
-        }
+        const ok = v === undefined ||
+          (Duration.isFinite(v) && (k === "latencySlack" ? Duration.toMillis(v) >= 0 : Duration.toMillis(v) > 0))
+        if (!ok) cross.push({ path: `${path}.${k}`, message: `${k} must be a finite, ${k === "latencySlack" ? "non-negative" : "positive"} duration` })
       }
       if (cross.length > 0) {
         return Either.left(
@@ -941,6 +946,7 @@ const resolveBuiltin = (
           increase: n("increase"),
           probe: n("probe"),
           latencyTolerance: n("latencyTolerance"),
+          latencySlack: d("latencySlack"),
           hold: d("hold"),
           slowStart: d("slowStart"),
           burst: d("burst")

@@ -112,8 +112,9 @@ describe("adaptive in the provider simulator", () => {
       // latency doubles at 8 in flight (the tolerance): the window stays around there, far below 32
       for (const s of late) assert.isAtMost(adaptiveOf(s, "p")["concurrency"] as number, 10)
       assert.isTrue(run.samples.some((s) => (adaptiveOf(s, "p")["lastDecrease"] as { reason?: string } | null)?.reason === "latency"))
-      const slow = run.log.filter((r) => r.atMs >= 15_000 && r.latencyMs > 2 * 200 * 1.3).length
-      assert.isBelow(slow / run.log.filter((r) => r.atMs >= 15_000).length, 0.05, "few answers past twice the unloaded latency")
+      // answers stay near the unloaded latency (at 32 in flight they would take 5× as long)
+      const lat = run.log.filter((r) => r.atMs >= 15_000).map((r) => r.latencyMs).sort((a, b) => a - b)
+      assert.isAtMost(lat[Math.floor(lat.length / 2)]!, 2.5 * 200)
     }), 60_000)
 })
 

@@ -54,6 +54,7 @@ export interface AimdParams {
   readonly probe: number
   readonly goodputFloor: number
   readonly latencyTolerance: number
+  readonly latencySlackMs: number
   readonly holdMs: number
   readonly slowStartMs: number
   readonly burstMs: number
@@ -74,8 +75,9 @@ export const defaults: AimdParams = {
   probe: 0.1,
   goodputFloor: 0.95,
   latencyTolerance: 2,
+  latencySlackMs: 50,
   holdMs: 1000,
-  slowStartMs: 1000,
+  slowStartMs: 250,
   burstMs: 100
 }
 
@@ -275,7 +277,8 @@ export const decrease = (s: AimdState, p: AimdParams, now: number, reason: Decre
   } else {
     s.rate = Math.max(p.minRate, Math.min(s.rate, Math.max(current, p.minRate)))
   }
-  s.phase = "avoidance"
+  // a latency cut is the window's business: the rate keeps its phase
+  if (reason === "rate_limit") s.phase = "avoidance"
   s.lastDecreaseAt = now
   s.lastDecreaseReason = reason
   s.decreases++
@@ -321,7 +324,8 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
 /**
  * What one lease report does (see the module header): a rate limit decreases; a success
  * feeds the delivery count, the latency average and baseline, decreases when the average
- * exceeds `latencyTolerance` × the baseline, else increases; other failures change nothing.
+ * exceeds `latencyTolerance` × the baseline + `latencySlackMs` (the slack keeps the jitter of a
+ * fast endpoint, or of a busy event loop, from reading as congestion), else increases; other failures change nothing.
  * Headers, when present, set the pacing cap; reported `usage.tokens` feeds the tokens per
  * request.
  *
@@ -373,8 +377,8 @@ export const onReport = (
       s.latencyBaseAt = r.now
     }
     if (
-      s.latencySamples >= 10 && s.latencyBaseMs !== undefined && s.latencyBaseMs > 0 &&
-      s.latencyEmaMs > p.latencyTolerance * s.latencyBaseMs && decrease(s, p, r.now, "latency")
+      s.latencySamples >= 10 && s.latencyBaseMs !== undefined &&
+      s.latencyEmaMs > p.latencyTolerance * s.latencyBaseMs + p.latencySlackMs && decrease(s, p, r.now, "latency")
     ) return
   }
   increase(s, p, r.now, r.capacity)

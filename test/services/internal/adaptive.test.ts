@@ -53,12 +53,12 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(Aimd.initial(p, 1, 0).limit, 1)
   })
 
-  it("slow start doubles the rate per second of successful traffic while acquires are held back", () => {
+  it("slow start doubles the rate per 250 ms of successful traffic while acquires are held back", () => {
     const s = Aimd.initial(p, 64, 0)
     s.rate = 10
-    // answers arriving at the allowed rate: ×2 per second, ×8 in 3 s (within one answer's step)
-    clocked(s, 0, 3000)
-    assert.approximately(s.rate, 80, 2)
+    // answers arriving at the allowed rate: ×2 per `slowStart` (250 ms), ×8 in 750 ms
+    clocked(s, 0, 3 * p.slowStartMs)
+    assert.approximately(s.rate, 80, 8)
   })
 
   it("a sender that is not held back by its allowance does not grow it (RFC 7661)", () => {
@@ -152,6 +152,15 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(s.lastDecreaseReason, "latency")
     assert.approximately(s.limit, limit * 0.7, 1e-9)
     assert.strictEqual(s.rate, rate)
+    assert.strictEqual(s.phase, "slowStart", "the rate keeps its phase")
+  })
+
+  it("latency jitter within the slack (50 ms) is not congestion: a 20 ms endpoint answering in 60 ms is not cut", () => {
+    const s = Aimd.initial(p, 64, 0)
+    saturate(s, 0, 1000, 20, 20)
+    let t = 1000
+    for (let i = 0; i < 100; i++) Aimd.onReport(s, p, ok((t += 20), 60))
+    assert.strictEqual(s.decreases, 0)
   })
 
   it("admission: a full window says 'window'; an empty pacing bucket says when the next request may start", () => {

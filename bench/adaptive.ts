@@ -13,9 +13,11 @@
  *
  * Printed per algorithm (one JSON line): `pipelines`, `failed` (pipelines that did not succeed),
  * `requests`, `rate_429` (429 answers / requests), `utilisation` (answers / the capacity on
- * offer while the demand saturated it: from 0 to the arrival of the request whose answer was
- * the run's 90th percentile of answers), `utilisation_run` (the same over the whole run, tail
- * included),
+ * offer over the makespan, as `bench/llm-eval.ts` measures it: every pipeline has one chat
+ * call, so this is finished pipelines per unit of capacity), `utilisation_busy` (the same
+ * while the demand saturated the endpoints: from 0 to the arrival of the request whose answer
+ * was the 90th percentile of answers; a client that takes every token the instant it appears,
+ * however many 429s that costs, reaches about 1.0 here),
  * `per_endpoint` (utilisation and 429 share each), `sim_s` (simulated makespan), `wall_s` and
  * `cpu_s` (real time and process CPU time of the simulation), `cpu_ratio` / `wall_ratio`
  * against `wait`, and the load average.
@@ -73,8 +75,8 @@ const one = (algorithm: string) =>
       failed: run.report.stats.byState.failed + run.report.stats.byState.interrupted,
       requests: run.log.length,
       rate_429: Number(all.rate429.toFixed(4)),
-      utilisation: Number(sat.utilisation.toFixed(3)),
-      utilisation_run: Number(all.utilisation.toFixed(3)),
+      utilisation: Number(all.utilisation.toFixed(3)),
+      utilisation_busy: Number(sat.utilisation.toFixed(3)),
       per_endpoint: perEndpoint,
       sim_s: Number((run.simMs / 1000).toFixed(1)),
       wall_s: Number(wallS.toFixed(2)),

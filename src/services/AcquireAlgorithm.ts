@@ -123,7 +123,7 @@ export interface AcquireOps {
  * One lease report as an algorithm with {@link AcquireAlgorithm.observe} hears it: which
  * service (the token of {@link AcquireOps.service}), pool and resource; the resource's
  * `capacity` and the leases `active` on it when the report came (the reporter's included);
- * `now` (epoch ms); the report's `ok`, `latencyMs`, `usage` and `rateLimit` (the answer's
+ * `now` and `leasedAt` (when the reported lease was granted; epoch ms); the report's `ok`, `latencyMs`, `usage` and `rateLimit` (the answer's
  * rate-limit headers); the error's class (`rate_limit` for a 429) and the wait it names
  * (`retryAfterMs`), when the report carries an error.
  *
@@ -137,6 +137,7 @@ export interface ReportObservation {
   readonly capacity: number
   readonly active: number
   readonly now: number
+  readonly leasedAt: number
   readonly ok: boolean | undefined
   readonly latencyMs: number | undefined
   readonly usage: Readonly<Record<string, number>> | undefined

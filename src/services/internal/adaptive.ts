@@ -252,8 +252,9 @@ export const headerCeiling = (
 }
 
 /**
- * A multiplicative decrease at `now` (at most one per `holdMs`; later signals within it are
- * the same congestion event): the window is cut by `decrease`; on a rate limit the rate is cut
+ * A multiplicative decrease at `now` (at most one per `holdMs`: later signals within it are
+ * the same congestion event, except a 429 of a request leased after the last cut, `leasedAt`,
+ * which was refused at the lowered allowance): the window is cut by `decrease`; on a rate limit the rate is cut
  * by `decrease` too, but never below `goodputFloor` of the rate the server delivered since the
  * previous decrease (measured over at least `holdMs`), and the pacing bucket is emptied. A
  * latency decrease cuts the window only (queueing is a concurrency problem). Returns whether
@@ -261,8 +262,18 @@ export const headerCeiling = (
  *
  * @internal
  */
-export const decrease = (s: AimdState, p: AimdParams, now: number, reason: DecreaseReason): boolean => {
-  if (now - s.lastDecreaseAt < p.holdMs) return false
+export const decrease = (
+  s: AimdState,
+  p: AimdParams,
+  now: number,
+  reason: DecreaseReason,
+  leasedAt?: number | undefined
+): boolean => {
+  // the same congestion event: within a hold of the last cut, unless the refused request was
+  // sent after that cut (it saw the lowered allowance and was still refused: NewReno's rule,
+  // RFC 6582, of one reduction per window of data sent before it)
+  const sentAfter = reason === "rate_limit" && leasedAt !== undefined && leasedAt > s.lastDecreaseAt
+  if (now - s.lastDecreaseAt < p.holdMs && !sentAfter) return false
   const current = effectiveRate(s, p, now)
   s.limitThresh = Math.max(1, s.limit * p.decrease)
   s.limit = s.limitThresh
@@ -343,6 +354,8 @@ export const onReport = (
     readonly usage: Readonly<Record<string, number>> | undefined
     readonly rateLimit: RateLimitStatus | undefined
     readonly errorClass: string | undefined
+    /** When the reported lease was granted (epoch ms), when known. */
+    readonly leasedAt?: number | undefined
   }
 ): void => {
   const tokens = r.usage?.["tokens"]
@@ -358,7 +371,7 @@ export const onReport = (
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++
-    decrease(s, p, r.now, "rate_limit")
+    decrease(s, p, r.now, "rate_limit", r.leasedAt)
     return
   }
   if (r.ok === false || r.errorClass !== undefined) return

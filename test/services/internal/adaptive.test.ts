@@ -102,6 +102,17 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(s.decreases, 2)
   })
 
+  it("a 429 of a request leased after the last cut is a new congestion event: cut again at once (RFC 6582)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.rate = 40
+    Aimd.onReport(s, p, limited(100))
+    Aimd.onReport(s, p, { ...limited(300), leasedAt: 50 }) // sent before the cut: same event
+    assert.strictEqual(s.decreases, 1)
+    Aimd.onReport(s, p, { ...limited(300), leasedAt: 150 }) // sent after it, still refused
+    assert.strictEqual(s.decreases, 2)
+    assert.approximately(s.rate, 40 * 0.7 * 0.7, 1e-9)
+  })
+
   it("after a cut the rate grows additively: +10 % of the knee per second, 10× slower near the knee", () => {
     const s = Aimd.initial(p, 64, 0)
     s.phase = "avoidance"

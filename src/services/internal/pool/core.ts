@@ -868,7 +868,7 @@ export class Core implements Client.ClientEnv {
       }
       const now = this.now()
       const errorClass = report.ok === false && report.error !== undefined ? classify(report.error) : undefined
-      if (pool.observers.length > 0) this.observe(pool, res, report, errorClass, now)
+      if (pool.observers.length > 0) this.observe(pool, lease, report, errorClass, now)
       const breaker = pool.breaker
       // The breaker hears probes, and the leases granted since it last closed.
       const current = lease.breakerEpoch === res.breaker.opened
@@ -955,7 +955,8 @@ export class Core implements Client.ClientEnv {
   }
 
   /** Tells the pool's observing algorithms about one report (see `AcquireAlgorithm.observe`). */
-  observe(pool: PoolState, res: Res, report: LeaseReport, errorClass: ErrorClass | undefined, now: number): void {
+  observe(pool: PoolState, lease: LeaseImpl, report: LeaseReport, errorClass: ErrorClass | undefined, now: number): void {
+    const res = lease.res
     const observation: AcquireAlgorithm.ReportObservation = {
       service: this.token,
       pool: pool.name,
@@ -963,6 +964,7 @@ export class Core implements Client.ClientEnv {
       capacity: res.resource.capacity,
       active: res.active,
       now,
+      leasedAt: lease.acquiredAt,
       ok: report.ok,
       latencyMs: report.latencyMs,
       usage: report.usage,

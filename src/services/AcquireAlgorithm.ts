@@ -521,7 +521,8 @@ export const immediate = (): AcquireAlgorithm => ({
  * - `latencyTolerance` (2) and `latencySlack` (50 millis): a latency moving average above this
  *   multiple of its lowest value plus the slack counts as congestion (the slack keeps the
  *   jitter of a fast endpoint from reading as congestion).
- * - `hold` (1 second): at most one decrease per hold (RFC 5681: once per window).
+ * - `hold` (1 second): 429s within a hold of a decrease are the same congestion event, unless
+ *   the refused request was leased after the decrease (RFC 6582: one reduction per window).
  * - `slowStart` (250 millis): before the first congestion signal the rate doubles per this much
  *   successful traffic (RFC 5681's slow start doubles per round trip).
  * - `burst` (100 millis): the pacing bucket holds this much of the rate (at least 1 request).
@@ -568,10 +569,10 @@ const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
 /**
  * Learns each resource's limit instead of being told it. Per resource it keeps a concurrency
  * window and a paced request rate that follow AIMD: they start conservative, double per
- * second of successful traffic until the first congestion signal (slow start), then grow by a
- * constant step per second (additive increase) while answers are fast and 2xx and acquires are
- * held back by them; a 429 cuts both by `decrease` (at most once per `hold`), rising latency
- * cuts the window. When the server sends `x-ratelimit-remaining-*` / `x-ratelimit-reset-*`
+ * `slowStart` of successful traffic until the first congestion signal (slow start), then grow
+ * by a constant step per second (additive increase) while answers are fast and 2xx and
+ * acquires are held back by them; a 429 cuts both by `decrease` (once per congestion event),
+ * rising latency cuts the window. When the server sends `x-ratelimit-remaining-*` / `x-ratelimit-reset-*`
  * headers (the chat task reports them), the rate is also capped by what they allow, so a key
  * that announces its budget is paced under it instead of being probed with 429s. A resource
  * in its pool's throttle window (Retry-After) or with an open breaker is not leased, as with
@@ -579,7 +580,7 @@ const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
  * woken by a release or when the pacing allows the next request.
  *
  * Method and sources: TCP congestion control (Jacobson 1988; RFC 5681: AIMD, slow start, one
- * decrease per window; RFC 9438 CUBIC: the factor 0.7 and the gentle probing near the last
+ * decrease per window, RFC 6582 NewReno's reading of it; RFC 9438 CUBIC: the factor 0.7 and the gentle probing near the last
  * knee; RFC 7661: only a limited sender grows), TCP Vegas's delay signal, BBR's delivery-rate
  * floor, and the way LiteLLM's router and OpenAI's cookbook use the `x-ratelimit-*` headers
  * (pace under the announced budget rather than only back off after a 429). Parameters and

@@ -15,8 +15,9 @@
  *   server refuses).
  * - **Slow start** (RFC 5681 §3.1): before the first congestion signal the amount doubles per
  *   interval, so a conservative start reaches a large limit in a few seconds.
- * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data): signals that
- *   arrive within `holdMs` of a decrease are the same congestion event.
+ * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data; RFC 6582,
+ *   NewReno, counts only losses of data sent after the reduction): 429s within `holdMs` of a
+ *   decrease are the same congestion event, unless the refused request was leased after it.
  * - **Multiplicative factor** 0.7: CUBIC's β (RFC 9438 §4.6). The cut never goes below what the
  *   server was seen to deliver since the previous decrease (`goodputFloor` of it): the
  *   delivery-rate estimate of BBR (Cardwell et al., "BBR: Congestion-Based Congestion

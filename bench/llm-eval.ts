@@ -19,7 +19,7 @@
  * - `p95_ms`: 95th percentile of pipeline latency (start to end of each pipeline, from the
  *   store); `failed`: pipelines that did not succeed; `accuracy`.
  *
- * Run: `npx tsx bench/llm-eval.ts [--sample 2000]`
+ * Run: `npx tsx bench/llm-eval.ts [--sample 2000] [--algorithms wait,backoff,leastBusy,adaptive]`
  *
  * `--scenario storm` (issue 20 §8) instead runs 1,000 emails against one endpoint (capacity
  * 16, concurrency 16, latency median 40 ms / p95 120 ms) with 5 % background 5xx and an error
@@ -42,7 +42,10 @@ const argSample = process.argv.indexOf("--sample")
 const SAMPLE = argSample >= 0 ? Number(process.argv[argSample + 1]) : 2000
 const RATES = { a: 40, b: 30, c: 30 } as const
 const CAPACITY_RPS = RATES.a + RATES.b + RATES.c
-const ALGORITHMS = ["wait", "backoff", "leastBusy"] as const
+const argAlgorithms = process.argv.indexOf("--algorithms")
+const ALGORITHMS: ReadonlyArray<string> = argAlgorithms >= 0
+  ? process.argv[argAlgorithms + 1]!.split(",")
+  : ["wait", "backoff", "leastBusy"]
 
 const one = (algorithm: string, resultsDir: string) =>
   Effect.scoped(Effect.gen(function*() {

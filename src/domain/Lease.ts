@@ -6,6 +6,7 @@
  */
 import type { Duration, Effect } from "effect"
 import type { AcquireTimeout, ConfigError, PluginError, PoolNotFound, ResourceUnavailable, ServerDelayRefused } from "./Errors.js"
+import type { RateLimitStatus } from "./RateLimit.js"
 
 /**
  * A read-only view of a resource: one concrete external capability (an endpoint, an API key,
@@ -76,6 +77,9 @@ export interface AcquireOptions extends Selector {
  * health: `ok: false` counts one consecutive failure, `ok: true` resets the count and revives
  * a degraded or dead resource. `latencyMs` feeds a per-resource moving average, `usage`
  * accumulates quota counters (`{ tokens: 812 }`), `error` is kept for diagnosis.
+ * `rateLimit` is what the answer's headers said about the key's limits (remaining requests
+ * and tokens, time to reset; see `RateLimit.statusOfHeaders`): it changes no health, and an
+ * algorithm that paces by it (`adaptive`) reads it.
  *
  * @since 0.1.0
  * @category models
@@ -85,6 +89,7 @@ export interface LeaseReport {
   readonly latencyMs?: number | undefined
   readonly usage?: Readonly<Record<string, number>> | undefined
   readonly error?: unknown
+  readonly rateLimit?: RateLimitStatus | undefined
 }
 
 /**

@@ -345,3 +345,105 @@ export const formatWait = (ms: number): string => {
   if (ms < 172_800_000) return `${r(ms / 3_600_000)} h`
   return `${r(ms / 86_400_000)} d`
 }
+
+/**
+ * One limit as a response's headers describe it: `remaining` requests (or tokens) before the
+ * server refuses, `resetMs` until it is full again (milliseconds from the response), and the
+ * `limit` itself when the server names it. Any field the server did not send is `undefined`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface LimitStatus {
+  readonly limit: number | undefined
+  readonly remaining: number | undefined
+  readonly resetMs: number | undefined
+}
+
+/**
+ * What a response said about the key's rate limits (read on every answer, 2xx included):
+ * the request limit and the token limit, each a {@link LimitStatus}, or `undefined` when the
+ * response named none. Read by `statusOfHeaders`; carried to the pool in a lease report
+ * (`LeaseReport.rateLimit`), where the `adaptive` algorithm paces requests by it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface RateLimitStatus {
+  readonly requests: LimitStatus | undefined
+  readonly tokens: LimitStatus | undefined
+}
+
+/**
+ * The header names {@link statusOfHeaders} reads per limit (lower case): OpenAI's (also Azure
+ * OpenAI, Groq and most gateways) `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, and
+ * Anthropic's `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const statusHeaders: {
+  readonly requests: ReadonlyArray<{ readonly limit: string; readonly remaining: string; readonly reset: string }>
+  readonly tokens: ReadonlyArray<{ readonly limit: string; readonly remaining: string; readonly reset: string }>
+} = {
+  requests: [
+    { limit: "x-ratelimit-limit-requests", remaining: "x-ratelimit-remaining-requests", reset: "x-ratelimit-reset-requests" },
+    {
+      limit: "anthropic-ratelimit-requests-limit",
+      remaining: "anthropic-ratelimit-requests-remaining",
+      reset: "anthropic-ratelimit-requests-reset"
+    }
+  ],
+  tokens: [
+    { limit: "x-ratelimit-limit-tokens", remaining: "x-ratelimit-remaining-tokens", reset: "x-ratelimit-reset-tokens" },
+    {
+      limit: "anthropic-ratelimit-tokens-limit",
+      remaining: "anthropic-ratelimit-tokens-remaining",
+      reset: "anthropic-ratelimit-tokens-reset"
+    }
+  ]
+}
+
+const countOf = (v: string | undefined): number | undefined => {
+  if (v === undefined) return undefined
+  const t = v.trim()
+  if (!/^\d+(?:\.\d+)?$/.test(t)) return undefined
+  const n = Number(t)
+  return Number.isFinite(n) ? n : undefined
+}
+
+const limitStatusOf = (
+  header: (lowerCaseName: string) => string | undefined,
+  names: ReadonlyArray<{ readonly limit: string; readonly remaining: string; readonly reset: string }>,
+  nowMs: number
+): LimitStatus | undefined => {
+  for (const n of names) {
+    const limit = countOf(header(n.limit))
+    const remaining = countOf(header(n.remaining))
+    const r = header(n.reset)
+    const resetMs = r === undefined ? undefined : parseReset(r, nowMs)
+    if (limit !== undefined || remaining !== undefined || resetMs !== undefined) return { limit, remaining, resetMs }
+  }
+  return undefined
+}
+
+/**
+ * Reads the rate-limit status a response's headers announce, at `nowMs` (epoch ms; reset
+ * values may be durations, seconds or dates, see {@link parseReset}). `header(name)` returns
+ * a header by its lower-case name. Returns `undefined` when the response names no limit.
+ *
+ * Which headers: {@link statusHeaders}. OpenAI documents `x-ratelimit-reset-*` as the time
+ * until the limit is back to its full value (a duration such as `6m0s`), which is how the
+ * `adaptive` algorithm reads it.
+ *
+ * @since 0.2.0
+ * @category parsing
+ */
+export const statusOfHeaders = (
+  header: (lowerCaseName: string) => string | undefined,
+  nowMs: number
+): RateLimitStatus | undefined => {
+  const requests = limitStatusOf(header, statusHeaders.requests, nowMs)
+  const tokens = limitStatusOf(header, statusHeaders.tokens, nowMs)
+  return requests === undefined && tokens === undefined ? undefined : { requests, tokens }
+}

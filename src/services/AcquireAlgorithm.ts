@@ -9,8 +9,9 @@
  * if the algorithm fails or is interrupted, every slot it took is given back, so an algorithm
  * cannot leak capacity.
  *
- * Seven are built in: {@link wait}, {@link backoff}, {@link leastBusy}, {@link failover},
- * {@link sticky}, {@link quotaAware} and {@link immediate}. {@link resolveAlgorithm} turns a
+ * Eight are built in: {@link wait}, {@link backoff}, {@link leastBusy}, {@link failover},
+ * {@link sticky}, {@link quotaAware}, {@link immediate} and {@link adaptive} (which learns each
+ * resource's limit from the answers). {@link resolveAlgorithm} turns a
  * name or a `{ name, ...options }` object (the config-file form) into an algorithm; built-ins
  * are resolved before plugins, so a plugin cannot shadow them.
  *
@@ -18,11 +19,13 @@
  */
 import { Duration, Effect, Either, Option, ParseResult, Random, Schema } from "effect"
 import { AcquireTimeout, ConfigError, PluginError, ResourceUnavailable } from "../domain/Errors.js"
-import type { ConfigIssue, PoolNotFound, ServerDelayRefused } from "../domain/Errors.js"
+import type { ConfigIssue, ErrorClass, PoolNotFound, ServerDelayRefused } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
+import type { RateLimitStatus } from "../domain/RateLimit.js"
 import { DurationFromString } from "../domain/RetryPolicy.js"
 import { backoffDelayMs, remainingQuota } from "./internal/acquireAlgorithm.js"
+import * as Aimd from "./internal/adaptive.js"
 
 // ---------------------------------------------------------------------------------------------
 // The interface
@@ -107,6 +110,40 @@ export interface AcquireOps {
   readonly lastResourceId: (pool?: string) => string | undefined
   /** The same ops with another target pool and/or ranker. */
   readonly with: (patch: { readonly pool?: string; readonly ranker?: Ranker | undefined }) => AcquireOps
+  /**
+   * An opaque token of the pools service this acquire runs in: key per-service state by it
+   * (a `WeakMap`), so that one algorithm value used by two services keeps them apart.
+   */
+  readonly service: object
+  /** The pools service's clock, epoch milliseconds (for rankers, which are synchronous). */
+  readonly now: () => number
+}
+
+/**
+ * One lease report as an algorithm with {@link AcquireAlgorithm.observe} hears it: which
+ * service (the token of {@link AcquireOps.service}), pool and resource; the resource's
+ * `capacity` and the leases `active` on it when the report came (the reporter's included);
+ * `now` and `leasedAt` (when the reported lease was granted; epoch ms); the report's `ok`, `latencyMs`, `usage` and `rateLimit` (the answer's
+ * rate-limit headers); the error's class (`rate_limit` for a 429) and the wait it names
+ * (`retryAfterMs`), when the report carries an error.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ReportObservation {
+  readonly service: object
+  readonly pool: string
+  readonly resourceId: string
+  readonly capacity: number
+  readonly active: number
+  readonly now: number
+  readonly leasedAt: number
+  readonly ok: boolean | undefined
+  readonly latencyMs: number | undefined
+  readonly usage: Readonly<Record<string, number>> | undefined
+  readonly rateLimit: RateLimitStatus | undefined
+  readonly errorClass: ErrorClass | undefined
+  readonly retryAfterMs: number | undefined
 }
 
 /**
@@ -132,6 +169,19 @@ export interface AcquireAlgorithm {
    * algorithm is exactly "take or queue FIFO, no timeout, no ranker".
    */
   readonly hints?: AlgorithmHints | undefined
+  /**
+   * Optional feedback: the pool calls it synchronously with every lease report on a pool the
+   * algorithm has been used on (as the pool's algorithm, or per task or call), whichever
+   * algorithm granted the lease. Must not throw and should be cheap (it runs inside the
+   * pool's state update). Algorithms without it cost the pool nothing.
+   */
+  readonly observe?: ((observation: ReportObservation) => void) | undefined
+  /**
+   * Optional: the algorithm's own state of one resource at `now` (epoch ms) as strict JSON (shown in
+   * `snapshot()` under `algorithm[name]`, stored with the resource's health, printed by
+   * `report` and the dashboard), or `undefined` when it has none.
+   */
+  readonly describe?: ((service: object, pool: string, resourceId: string, now: number) => Json | undefined) | undefined
 }
 
 /**
@@ -453,6 +503,196 @@ export const immediate = (): AcquireAlgorithm => ({
         : Effect.fail(new ResourceUnavailable({ pool: ops.pool, message: `no free resource in pool "${ops.pool}"` })))
 })
 
+/**
+ * Options of {@link adaptive}, all optional (defaults in parentheses). Rates are requests per
+ * second; durations are `Duration` inputs (strings with a unit in config files).
+ *
+ * - `initialRate` (2) and `initialConcurrency` (2, at most the resource's `capacity`): the
+ *   conservative start of every resource.
+ * - `minRate` (0.05) and `maxRate` (none): bounds of the learned rate.
+ * - `decrease` (0.7): the multiplicative factor on a 429 (CUBIC's β, RFC 9438), applied to the
+ *   rate and the concurrency window; on rising latency to the window only.
+ * - `goodputFloor` (0.95): a 429 never cuts the rate below this share of the rate the server
+ *   delivered since the previous cut (BBR's delivery-rate estimate).
+ * - `increase` (0.1): the additive step, per second of successful traffic, as a share of the
+ *   rate the server sustained at the last cut (the knee).
+ * - `probe` (0.1): the step is this much smaller once the rate is back near the knee (CUBIC's
+ *   plateau), so the limit is probed gently.
+ * - `latencyTolerance` (2) and `latencySlack` (50 millis): a latency moving average above this
+ *   multiple of its lowest value plus the slack counts as congestion (the slack keeps the
+ *   jitter of a fast endpoint from reading as congestion).
+ * - `hold` (1 second): 429s within a hold of a decrease are the same congestion event, unless
+ *   the refused request was leased after the decrease (RFC 6582: one reduction per window).
+ * - `slowStart` (250 millis): before the first congestion signal the rate doubles per this much
+ *   successful traffic (RFC 5681's slow start doubles per round trip).
+ * - `burst` (100 millis): the pacing bucket holds this much of the rate (at least 1 request).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface AdaptiveOptions {
+  readonly initialRate?: number | undefined
+  readonly initialConcurrency?: number | undefined
+  readonly minRate?: number | undefined
+  readonly maxRate?: number | undefined
+  readonly decrease?: number | undefined
+  readonly goodputFloor?: number | undefined
+  readonly increase?: number | undefined
+  readonly probe?: number | undefined
+  readonly latencyTolerance?: number | undefined
+  readonly latencySlack?: Duration.DurationInput | undefined
+  readonly hold?: Duration.DurationInput | undefined
+  readonly slowStart?: Duration.DurationInput | undefined
+  readonly burst?: Duration.DurationInput | undefined
+}
+
+const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
+  const ms = (d: Duration.DurationInput | undefined, dflt: number) => d === undefined ? dflt : Duration.toMillis(d)
+  const d = Aimd.defaults
+  return {
+    initialRate: o.initialRate ?? d.initialRate,
+    initialConcurrency: o.initialConcurrency ?? d.initialConcurrency,
+    minRate: o.minRate ?? d.minRate,
+    maxRate: o.maxRate ?? d.maxRate,
+    decrease: o.decrease ?? d.decrease,
+    goodputFloor: o.goodputFloor ?? d.goodputFloor,
+    increase: o.increase ?? d.increase,
+    probe: o.probe ?? d.probe,
+    latencyTolerance: o.latencyTolerance ?? d.latencyTolerance,
+    latencySlackMs: ms(o.latencySlack, d.latencySlackMs),
+    holdMs: ms(o.hold, d.holdMs),
+    slowStartMs: ms(o.slowStart, d.slowStartMs),
+    burstMs: ms(o.burst, d.burstMs)
+  }
+}
+
+/**
+ * Learns each resource's limit instead of being told it. Per resource it keeps a concurrency
+ * window and a paced request rate that follow AIMD: they start conservative, double per
+ * `slowStart` of successful traffic until the first congestion signal (slow start), then grow
+ * by a constant step per second (additive increase) while answers are fast and 2xx and
+ * acquires are held back by them; a 429 cuts both by `decrease` (once per congestion event),
+ * rising latency cuts the window. When the server sends `x-ratelimit-remaining-*` / `x-ratelimit-reset-*`
+ * headers (the chat task reports them), the rate is also capped by what they allow, so a key
+ * that announces its budget is paced under it instead of being probed with 429s. A resource
+ * in its pool's throttle window (Retry-After) or with an open breaker is not leased, as with
+ * every algorithm. When no resource may take a request now, the acquire queues FIFO and is
+ * woken by a release or when the pacing allows the next request.
+ *
+ * Method and sources: TCP congestion control (Jacobson 1988; RFC 5681: AIMD, slow start, one
+ * decrease per window, RFC 6582 NewReno's reading of it; RFC 9438 CUBIC: the factor 0.7 and the gentle probing near the last
+ * knee; RFC 7661: only a limited sender grows), TCP Vegas's delay signal, BBR's delivery-rate
+ * floor, and the way LiteLLM's router and OpenAI's cookbook use the `x-ratelimit-*` headers
+ * (pace under the announced budget rather than only back off after a 429). Parameters and
+ * defaults: {@link AdaptiveOptions}; the rules: `docs/pools.md` ("adaptive").
+ *
+ * The learned state of each resource is in `snapshot()` under `algorithm.adaptive` (rate,
+ * concurrency, phase, last decrease and its reason), stored with the resource's health and
+ * shown by `report` and the dashboard. Fingerprint: `{ name: "adaptive", ...parameters }`
+ * (durations in ms). Use it as the pool's algorithm (or every task's on that pool): it hears
+ * every report on the pool, but paces only the leases it grants.
+ *
+ * When to use: providers whose limits are unknown, shared, or change during the run.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
+  const p = adaptiveParams(options)
+  const services = new WeakMap<object, Map<string, Aimd.AimdState>>()
+  const stateOf = (service: object, pool: string, resourceId: string, capacity: number, now: number): Aimd.AimdState => {
+    let m = services.get(service)
+    if (m === undefined) services.set(service, m = new Map())
+    const key = `${pool}\u0000${resourceId}`
+    let s = m.get(key)
+    if (s === undefined) m.set(key, s = Aimd.initial(p, capacity, now))
+    return s
+  }
+  const batons = new WeakMap<object, Map<string, Effect.Semaphore>>()
+  const batonOf = (service: object, pool: string): Effect.Semaphore => {
+    let m = batons.get(service)
+    if (m === undefined) batons.set(service, m = new Map())
+    let b = m.get(pool)
+    if (b === undefined) m.set(pool, b = Effect.unsafeMakeSemaphore(1))
+    return b
+  }
+  const finite = (x: number) => (Number.isFinite(x) ? x : null)
+  return {
+    _tag: "AcquireAlgorithm",
+    name: "adaptive",
+    fingerprint: () => ({
+      name: "adaptive",
+      initialRate: p.initialRate,
+      initialConcurrency: p.initialConcurrency,
+      minRate: p.minRate,
+      maxRate: finite(p.maxRate),
+      decrease: p.decrease,
+      goodputFloor: p.goodputFloor,
+      increase: p.increase,
+      probe: p.probe,
+      latencyTolerance: p.latencyTolerance,
+      latencySlackMs: p.latencySlackMs,
+      holdMs: p.holdMs,
+      slowStartMs: p.slowStartMs,
+      burstMs: p.burstMs
+    }),
+    observe: (o) => Aimd.onReport(stateOf(o.service, o.pool, o.resourceId, o.capacity, o.now), p, o),
+    describe: (service, pool, resourceId, now) => {
+      const s = services.get(service)?.get(`${pool}\u0000${resourceId}`)
+      return s === undefined ? undefined : Aimd.describe(s, p, now)
+    },
+    acquire: (ops) =>
+      Effect.gen(function*() {
+        // the earliest time the pacing lets a held-back resource take a request
+        let nextAt = Number.POSITIVE_INFINITY
+        const ranker: Ranker = (cs) => {
+          const now = ops.now()
+          let best: Candidate | undefined
+          let bestState: Aimd.AimdState | undefined
+          let bestLoad = Number.POSITIVE_INFINITY
+          for (const c of cs) {
+            const s = stateOf(ops.service, ops.pool, c.resource.id, c.capacity, now)
+            const a = Aimd.admit(s, p, c.active, now)
+            if (a === true) {
+              const load = c.active / Math.max(1, Math.floor(s.limit))
+              if (load < bestLoad) {
+                best = c
+                bestState = s
+                bestLoad = load
+              }
+            } else if (a !== "window" && a < nextAt) nextAt = a
+          }
+          if (best === undefined || bestState === undefined) return []
+          // the ranker's first choice is taken at once by the pool (it is free and matches)
+          Aimd.charge(bestState)
+          return [best]
+        }
+        const o = ops.with({ ranker })
+        const take = Effect.suspend(() => {
+          nextAt = Number.POSITIVE_INFINITY
+          return o.tryTake()
+        })
+        const got = yield* take
+        if (Option.isSome(got)) return got.value
+        // held back by the window (or nothing free at all): a release or the pool wakes us
+        if (!Number.isFinite(nextAt)) return yield* o.wait()
+        // held back by the pacing: queue as usual, and let one acquire per pool at a time (the
+        // baton holder) sleep until the pacing allows the next request and take it; a timer
+        // per waiting acquire would wake them all for every request
+        const paced = batonOf(ops.service, ops.pool).withPermits(1)(Effect.gen(function*() {
+          for (;;) {
+            const got = yield* take
+            if (Option.isSome(got)) return got
+            if (!Number.isFinite(nextAt)) return Option.none<Slot>()
+            yield* Effect.sleep(Duration.millis(Math.max(1, nextAt - ops.now())))
+          }
+        }))
+        const woken = yield* Effect.raceFirst(Effect.map(o.wait(), Option.some), paced)
+        return Option.isSome(woken) ? woken.value : yield* o.wait()
+      })
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Resolution
 // ---------------------------------------------------------------------------------------------
@@ -482,7 +722,8 @@ export const builtinNames: ReadonlyArray<string> = [
   "failover",
   "sticky",
   "quotaAware",
-  "immediate"
+  "immediate",
+  "adaptive"
 ]
 
 const aliases: Record<string, string> = {
@@ -494,6 +735,7 @@ const aliases: Record<string, string> = {
 
 const DurationOption = Schema.Union(DurationFromString, Schema.DurationFromSelf)
 const Fallback = Schema.optional(Schema.Unknown)
+const PositiveNumber = Schema.Number.pipe(Schema.finite(), Schema.greaterThan(0))
 
 const optionSchemas = {
   wait: Schema.Struct({ timeout: Schema.optional(DurationOption) }),
@@ -512,7 +754,22 @@ const optionSchemas = {
     reserve: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
     fallback: Fallback
   }),
-  immediate: Schema.Struct({})
+  immediate: Schema.Struct({}),
+  adaptive: Schema.Struct({
+    initialRate: Schema.optional(PositiveNumber),
+    initialConcurrency: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))),
+    minRate: Schema.optional(PositiveNumber),
+    maxRate: Schema.optional(PositiveNumber),
+    decrease: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThan(1))),
+    goodputFloor: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+    increase: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
+    probe: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
+    latencyTolerance: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.greaterThan(1))),
+    latencySlack: Schema.optional(DurationOption),
+    hold: Schema.optional(DurationOption),
+    slowStart: Schema.optional(DurationOption),
+    burst: Schema.optional(DurationOption)
+  })
 } as const
 
 /** One issue per field path (a union reports one per member; the first is the clearest). */
@@ -574,6 +831,7 @@ const resolveAt = (
     case "sticky":
     case "quotaAware":
     case "immediate":
+    case "adaptive":
       return resolveBuiltin(name, options, plugins, path)
   }
   const plugin = plugins.get(rawName)
@@ -655,6 +913,48 @@ const resolveBuiltin = (
       )
     case "immediate":
       return Either.right(immediate())
+    case "adaptive": {
+      const n = (k: string) => o[k] as number | undefined
+      const cross: Array<ConfigIssue> = []
+      const min = n("minRate") ?? Aimd.defaults.minRate
+      const max = n("maxRate") ?? Aimd.defaults.maxRate
+      const init = n("initialRate") ?? Aimd.defaults.initialRate
+      if (min > max) cross.push({ path: `${path}.minRate`, message: `minRate (${min}) is above maxRate (${max})` })
+      if (init < min || init > max) {
+        cross.push({ path: `${path}.initialRate`, message: `initialRate (${init}) is outside [minRate, maxRate] = [${min}, ${max}]` })
+      }
+      for (const k of ["hold", "slowStart", "burst", "latencySlack"]) {
+        const v = d(k)
+        const ok = v === undefined ||
+          (Duration.isFinite(v) && (k === "latencySlack" ? Duration.toMillis(v) >= 0 : Duration.toMillis(v) > 0))
+        if (!ok) cross.push({ path: `${path}.${k}`, message: `${k} must be a finite, ${k === "latencySlack" ? "non-negative" : "positive"} duration` })
+      }
+      if (cross.length > 0) {
+        return Either.left(
+          new ConfigError({
+            message: `invalid options for algorithm "adaptive": ${cross.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+            issues: cross
+          })
+        )
+      }
+      return Either.right(
+        adaptive({
+          initialRate: n("initialRate"),
+          initialConcurrency: n("initialConcurrency"),
+          minRate: n("minRate"),
+          maxRate: n("maxRate"),
+          decrease: n("decrease"),
+          goodputFloor: n("goodputFloor"),
+          increase: n("increase"),
+          probe: n("probe"),
+          latencyTolerance: n("latencyTolerance"),
+          latencySlack: d("latencySlack"),
+          hold: d("hold"),
+          slowStart: d("slowStart"),
+          burst: d("burst")
+        })
+      )
+    }
   }
 }
 

@@ -193,7 +193,9 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     const hold = holdOf(r, s.generated_at)
     return `<tr><td>${escapeHtml(r.pool)}/${escapeHtml(r.resource_id)}${s.suite === undefined ? "" : ` <span class="muted">(${escapeHtml(poolScope(r.pool))})</span>`}</td><td><span class="state ${escapeHtml(r.state ?? "")}">${
       escapeHtml(r.state ?? "?")
-    }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
+    }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}${
+      r.algorithm_text === "" ? "" : ` <span class="muted algo">${escapeHtml(r.algorithm_text)}</span>`
+    }</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
     }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td><td class="msg">${
       escapeHtml(optionsText(r.spec))
@@ -452,6 +454,7 @@ const SCRIPT = `
       var st = el("td"); st.appendChild(el("span", safeClass("state", x.state), x.state === null ? "?" : x.state));
       var now = s.generated_at, until = x.throttled_until !== null && x.throttled_until > now ? ["throttled", x.throttled_until] : x.breaker_until !== null && x.breaker_until > now ? ["breaker open", x.breaker_until] : null;
       if (until !== null) { var t = new Date(until[1]); st.appendChild(el("span", "hold", " " + until[0] + " until " + (until[1] - now >= 86400000 ? t.toISOString() : t.toTimeString().slice(0, 8)))); }
+      if (x.algorithm_text) st.appendChild(el("span", "muted algo", " " + x.algorithm_text));
       var owner = /^experiment:([^:]+):/.exec(x.pool);
       var name = x.pool + "/" + x.resource_id + (s.suite ? (owner ? " (private to " + owner[1] + ")" : " (shared)") : "");
       return row([el("td", null, name), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "msg", optionsText(x.spec))]);

@@ -19,6 +19,7 @@ import { Context, Effect, Layer } from "effect"
 import type { Queue, Scope, Stream } from "effect"
 import type * as Breaker from "../domain/Breaker.js"
 import type { ConfigError, PoolNotFound } from "../domain/Errors.js"
+import type { Json } from "../domain/Json.js"
 import type {
   AcquireError,
   AcquireOptions,
@@ -148,6 +149,12 @@ export interface ResourceSnapshot {
   readonly breakerUntil: number | undefined
   /** How many times the breaker opened. */
   readonly breakerOpened: number
+  /**
+   * The state an algorithm keeps of this resource, by algorithm name (for example
+   * `algorithm.adaptive`: its learned concurrency and rate; see `AcquireAlgorithm.adaptive`);
+   * absent when no algorithm used on the pool keeps any.
+   */
+  readonly algorithm?: Readonly<Record<string, Json>> | undefined
 }
 
 /**

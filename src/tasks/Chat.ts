@@ -19,8 +19,10 @@
  * inside a 200 → by its embedded code (`classOfEmbeddedError`); a 200 without text (the
  * content filter, a refusal) or a body that is not a chat completion → `invalid`; any other
  * 4xx → `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
- * (`usage: { tokens, promptTokens, completionTokens }`); a failure is reported `ok: false` only
- * when it is the endpoint's fault (rate_limit, upstream, connection, timeout).
+ * (`usage: { tokens, promptTokens, completionTokens }`), with what the answer's
+ * `x-ratelimit-*` headers said about the key's limits (`rateLimit`, read by the `adaptive`
+ * algorithm); a failure is reported `ok: false` only when it is the endpoint's fault
+ * (rate_limit, upstream, connection, timeout).
  *
  * **No secret leaves the client.** The key is held as a `Redacted` and sent only in the
  * `Authorization` header; every message a {@link ChatError} carries is masked (every form of

@@ -6,6 +6,7 @@ import {
   formatWait,
   hintOfBody,
   hintOfHeaders,
+  statusOfHeaders,
   parseDuration,
   parseReset,
   parseRetryAfter
@@ -245,5 +246,46 @@ describe("retryAfterOf reads the new signals on any error", () => {
 describe("formatWait", () => {
   it("words for waits", () => {
     assert.deepStrictEqual([250, 3000, 360_000, 86_400_000, 3 * 86_400_000].map(formatWait), ["250 ms", "3 s", "6 min", "24 h", "3 d"])
+  })
+})
+
+describe("statusOfHeaders (what every answer says about the key's limits)", () => {
+  const of = (h: Record<string, string>) => statusOfHeaders((n) => h[n], Date.parse("2025-01-01T00:00:00Z"))
+
+  it("OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}, resets as Go durations", () => {
+    assert.deepStrictEqual(
+      of({
+        "x-ratelimit-limit-requests": "500",
+        "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "120ms",
+        "x-ratelimit-limit-tokens": "30000",
+        "x-ratelimit-remaining-tokens": "29000",
+        "x-ratelimit-reset-tokens": "2s"
+      }),
+      {
+        requests: { limit: 500, remaining: 499, resetMs: 120 },
+        tokens: { limit: 30000, remaining: 29000, resetMs: 2000 }
+      }
+    )
+  })
+
+  it("Anthropic's anthropic-ratelimit-*, resets as RFC 3339 times; absent fields are undefined", () => {
+    assert.deepStrictEqual(
+      of({
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": "2025-01-01T00:00:30Z"
+      }),
+      { requests: { limit: 50, remaining: 0, resetMs: 30_000 }, tokens: undefined }
+    )
+    assert.deepStrictEqual(of({ "x-ratelimit-remaining-tokens": "12" }), {
+      requests: undefined,
+      tokens: { limit: undefined, remaining: 12, resetMs: undefined }
+    })
+  })
+
+  it("nothing named, or only garbage: undefined", () => {
+    assert.isUndefined(of({}))
+    assert.isUndefined(of({ "x-ratelimit-remaining-requests": "-3", "x-ratelimit-reset-requests": "soon" }))
   })
 })

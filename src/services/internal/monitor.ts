@@ -19,6 +19,7 @@ import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../../domain/Errors.js"
 import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import { algorithmText } from "./algorithmState.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
@@ -355,6 +356,10 @@ export interface ResourceRow {
   readonly breaker: string | null
   /** Epoch ms at which an open breaker turns half-open. */
   readonly breaker_until: number | null
+  /** An algorithm's state of the resource by algorithm name (`adaptive`: learned rate and window), or null. */
+  readonly algorithm: unknown
+  /** The same in words (`adaptive 19.8 req/s, 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
+  readonly algorithm_text: string
   /** The run that wrote this health. */
   readonly run_id: string | null
   /** Masked spec (secrets replaced by the store). */
@@ -429,6 +434,8 @@ export const resourceRow = (r: {
     throttled_until: numOrNull(h.throttledUntil),
     breaker: strOrNull(h.breaker),
     breaker_until: numOrNull(h.breakerUntil),
+    algorithm: h.algorithm ?? null,
+    algorithm_text: algorithmText(h.algorithm, (at) => formatUntil(at, r.updatedAt)),
     run_id: strOrNull(h.runId),
     spec: r.spec,
     updated_at: r.updatedAt

@@ -19,6 +19,7 @@ import { beats, latencyOf } from "./merge.js"
 import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
 import { usageAccumulator } from "./store/shared.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
+import { algorithmText } from "./algorithmState.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -556,8 +557,11 @@ export const renderText = (r: ReportData): string => {
         : breaker !== undefined
         ? `${state}, breaker open until ${breaker}`
         : state
+      const learned = algorithmText(h?.["algorithm"])
       out.push(
-        `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`
+        `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}${
+          learned === "" ? "" : `; ${learned}`
+        }`
       )
     }
   }

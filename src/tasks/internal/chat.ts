@@ -19,8 +19,10 @@
  * inside a 200 → by its embedded code ({@link classOfEmbeddedError}); a 200 without text (the
  * content filter, a refusal) or a body that is not a chat completion → `invalid`; any other
  * 4xx → `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
- * (`usage: { tokens, promptTokens, completionTokens }`); a failure is reported `ok: false` only
- * when it is the endpoint's fault (rate_limit, upstream, connection, timeout).
+ * (`usage: { tokens, promptTokens, completionTokens }`), with what the answer's
+ * `x-ratelimit-*` headers said about the key's limits (`rateLimit`, read by the `adaptive`
+ * algorithm); a failure is reported `ok: false` only when it is the endpoint's fault
+ * (rate_limit, upstream, connection, timeout).
  *
  * **No secret leaves the client.** The key is held as a `Redacted` and sent only in the
  * `Authorization` header; every message a {@link ChatError} carries is masked (every form of
@@ -149,6 +151,8 @@ export interface ChatCompletion {
   readonly finishReason: string | null
   readonly usage: ChatUsage
   readonly latencyMs: number
+  /** What the answer's `x-ratelimit-*` headers said about the key's limits, when it sent any. */
+  readonly rateLimit?: RateLimit.RateLimitStatus | undefined
 }
 
 /**
@@ -650,7 +654,9 @@ export const makeChatClient = (
       const usage = c.usage ?? {}
       const promptTokens = usage.prompt_tokens ?? 0
       const completionTokens = usage.completion_tokens ?? 0
+      const rateLimit = RateLimit.statusOfHeaders(header, now)
       return {
+        ...(rateLimit !== undefined ? { rateLimit } : {}),
         // a model that echoes the request (a debugging proxy, a prompt that quotes headers)
         // must not put the key into the store: the answer is masked like every error text
         content: secrets.length === 0 ? content : Secrets.maskText(content, secrets),
@@ -1053,7 +1059,8 @@ export const chat = <In = ChatInput>(
             tokens: c.usage.totalTokens,
             promptTokens: c.usage.promptTokens,
             completionTokens: c.usage.completionTokens
-          }
+          },
+          ...(c.rateLimit !== undefined ? { rateLimit: c.rateLimit } : {})
         })
         return {
           input,

@@ -27,7 +27,7 @@ import {
   ServerDelayRefused
 } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
-import type { ConfigIssue } from "../../../domain/Errors.js"
+import type { ConfigIssue, ErrorClass } from "../../../domain/Errors.js"
 import type { Json } from "../../../domain/Json.js"
 import type {
   AcquireError,
@@ -108,6 +108,8 @@ export class Core implements Client.ClientEnv {
   readonly fanout: EventFanout
   readonly resolved = new Map<string, AcquireAlgorithm.AcquireAlgorithm>()
   leaseSeq = 0
+  /** The opaque token algorithms key their per-service state by (`AcquireOps.service`). */
+  readonly token: object = {}
 
   constructor(
     readonly clock: Clock.Clock,
@@ -167,8 +169,10 @@ export class Core implements Client.ClientEnv {
         waits: emptyWaits(),
         usage: {},
         sticky: new Map(),
-        handle: undefined
+        handle: undefined,
+        observers: []
       }
+      if (state.algorithm.observe !== undefined) state.observers.push(state.algorithm)
       config.resources.forEach((r, i) => {
         const err = this.insertResource(state, r, `${base}.resources[${i}]`)
         if (err !== undefined) issues.push(...err)
@@ -552,6 +556,8 @@ export class Core implements Client.ClientEnv {
           return core.park(pool, selector, ranker, attempt, home, holder)
         }),
       lastResourceId: (name) => poolOf(name)?.sticky.get(holder.pipelineId),
+      service: core.token,
+      now: () => core.now(),
       with: (patch) =>
         core.ops(
           attempt,
@@ -716,6 +722,7 @@ export class Core implements Client.ClientEnv {
       const algoInput = opts.algorithm ?? holder.defaultAlgorithm
       const selector: Selector = opts
       const go = (algorithm: AcquireAlgorithm.AcquireAlgorithm): Effect.Effect<LeaseImpl, AcquireError> => {
+        if (algorithm.observe !== undefined && !pool.observers.includes(algorithm)) pool.observers.push(algorithm)
         const started = this.now()
         if (algorithm.hints?.firstFreeInPoolOrder === true) {
           // fast path: a free resource whose client needs no building is leased synchronously
@@ -861,6 +868,7 @@ export class Core implements Client.ClientEnv {
       }
       const now = this.now()
       const errorClass = report.ok === false && report.error !== undefined ? classify(report.error) : undefined
+      if (pool.observers.length > 0) this.observe(pool, lease, report, errorClass, now)
       const breaker = pool.breaker
       // The breaker hears probes, and the leases granted since it last closed.
       const current = lease.breakerEpoch === res.breaker.opened
@@ -946,6 +954,27 @@ export class Core implements Client.ClientEnv {
     })
   }
 
+  /** Tells the pool's observing algorithms about one report (see `AcquireAlgorithm.observe`). */
+  observe(pool: PoolState, lease: LeaseImpl, report: LeaseReport, errorClass: ErrorClass | undefined, now: number): void {
+    const res = lease.res
+    const observation: AcquireAlgorithm.ReportObservation = {
+      service: this.token,
+      pool: pool.name,
+      resourceId: res.resource.id,
+      capacity: res.resource.capacity,
+      active: res.active,
+      now,
+      leasedAt: lease.acquiredAt,
+      ok: report.ok,
+      latencyMs: report.latencyMs,
+      usage: report.usage,
+      rateLimit: report.rateLimit,
+      errorClass,
+      retryAfterMs: errorClass === "rate_limit" ? retryAfterOf(report.error, now) : undefined
+    }
+    for (const algorithm of pool.observers) algorithm.observe!(observation)
+  }
+
   degrade(lease: LeaseImpl, reason: string | undefined): Effect.Effect<void> {
     return Effect.suspend(() => {
       const pool = this.pools.get(lease.pool)
@@ -1010,7 +1039,7 @@ export class Core implements Client.ClientEnv {
       revoke: (id, reason) => core.revokeResource(pool, id, reason),
       resources: Effect.sync(() => pool.list.filter((r) => r.health.state !== "revoked").map((r) => r.info)),
       stats: (selector) => Effect.sync(() => Stats.statsOf(pool, selector, core.now())),
-      snapshot: Effect.sync(() => Stats.snapshotOf(pool, core.now())),
+      snapshot: Effect.sync(() => Stats.snapshotOf(pool, core.now(), core.token)),
       subscribe: (kinds) => core.fanout.subscribe({ pool: pool.name, kinds })
     }
   }
@@ -1112,7 +1141,7 @@ export const make = (
       addPool: (config) => Effect.map(core.createPool(config), (p) => p.handle!),
       add: (pool, resource) => Effect.flatMap(poolOf(pool), (p) => core.addResource(p, resource)),
       revoke: (pool, id, reason) => Effect.flatMap(poolOf(pool), (p) => core.revokeResource(p, id, reason)),
-      snapshot: (pool) => Effect.map(poolOf(pool), (p) => Stats.snapshotOf(p, core.now())),
+      snapshot: (pool) => Effect.map(poolOf(pool), (p) => Stats.snapshotOf(p, core.now(), core.token)),
       stats: (pool, selector) => Effect.map(poolOf(pool), (p) => Stats.statsOf(p, selector, core.now())),
       subscribe: (filter) => core.fanout.subscribe(filter),
       events: (filter) => core.fanout.events(filter),

@@ -120,6 +120,11 @@ export interface PoolState {
   readonly usage: Record<string, number>
   readonly sticky: Map<string, string>
   handle: PoolHandle | undefined
+  /**
+   * Algorithms used on this pool that hear its lease reports (`AcquireAlgorithm.observe`),
+   * registered on first use; usually empty, so a report costs nothing more.
+   */
+  readonly observers: Array<AcquireAlgorithm.AcquireAlgorithm>
 }
 
 /**

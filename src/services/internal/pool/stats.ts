@@ -5,6 +5,7 @@
  * @internal
  */
 import * as Breaker from "../../../domain/Breaker.js"
+import type { Json } from "../../../domain/Json.js"
 import type { Selector } from "../../../domain/Lease.js"
 import * as Resource from "../../../domain/Resource.js"
 import type { PoolHold, PoolStats, ResourceSnapshot } from "../../Pools.js"
@@ -54,15 +55,27 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
 
 const noHolds: ReadonlyArray<PoolHold> = []
 
+/** What the pool's observing algorithms say about one resource, by algorithm name (or none). */
+const algorithmStateOf = (pool: PoolState, service: object, resourceId: string, now: number): Record<string, Json> | undefined => {
+  let out: Record<string, Json> | undefined
+  for (const a of pool.observers) {
+    const d = a.describe?.(service, pool.name, resourceId, now)
+    if (d !== undefined) (out ??= {})[a.name] = d
+  }
+  return out
+}
+
 /**
  * The per-resource state of a pool at `now` (epoch ms).
  *
  * @internal
  */
-export const snapshotOf = (pool: PoolState, now: number): ReadonlyArray<ResourceSnapshot> =>
+export const snapshotOf = (pool: PoolState, now: number, service?: object): ReadonlyArray<ResourceSnapshot> =>
   pool.list.map((res) => {
     const state = Resource.effectiveState(res.health, now)
+    const algorithm = service === undefined ? undefined : algorithmStateOf(pool, service, res.resource.id, now)
     return {
+      ...(algorithm !== undefined ? { algorithm } : {}),
       id: res.resource.id,
       kind: res.resource.kind,
       state,

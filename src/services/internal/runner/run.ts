@@ -343,6 +343,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
               throttledTotal: snap.throttledTotal,
               breaker: snap.breaker,
               breakerUntil: snap.breakerUntil ?? null,
+              algorithm: snap.algorithm ?? null,
               poolWaitMsP95: stats.waitMsP95,
               poolWaiting: stats.waiting,
               runId

@@ -1,0 +1,429 @@
+/**
+ * The rules of the `adaptive` acquisition algorithm (`AcquireAlgorithm.adaptive`), as plain
+ * functions over a mutable per-resource {@link AimdState}: admission (a concurrency window and
+ * a paced request rate), and what one lease report does to them (additive increase,
+ * multiplicative decrease, pacing by the rate-limit headers). Internal (issue 12 §8): the public
+ * surface is `adaptive()` and its options; these are exported for the unit tests of the rules.
+ *
+ * Method, and where each rule comes from:
+ * - **AIMD** (additive increase, multiplicative decrease): Jacobson, "Congestion Avoidance and
+ *   Control" (SIGCOMM 1988) and TCP's congestion control, RFC 5681: the allowed amount grows by
+ *   a constant step per round of successful traffic, and is cut by a factor on a congestion
+ *   signal. Chiu and Jain (1989) showed this is the rule that converges to an efficient and fair
+ *   share. Here the signals are an HTTP 429 (the server's loss signal) and a rising latency (the
+ *   delay signal of TCP Vegas, Brakmo and Peterson 1995: the answer time grows before the
+ *   server refuses).
+ * - **Slow start** (RFC 5681 §3.1): before the first congestion signal the amount doubles per
+ *   interval, so a conservative start reaches a large limit in a few seconds.
+ * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data; RFC 6582,
+ *   NewReno, counts only losses of data sent after the reduction): 429s within `holdMs` of a
+ *   decrease are the same congestion event, unless the refused request was leased after it.
+ * - **Multiplicative factor** 0.7: CUBIC's β (RFC 9438 §4.6). The cut never goes below what the
+ *   server was seen to deliver since the previous decrease (`goodputFloor` of it): the
+ *   delivery-rate estimate of BBR (Cardwell et al., "BBR: Congestion-Based Congestion
+ *   Control", ACM Queue 2016), so a limit that holds steady is not undershot by a blind halving.
+ * - **Probing gently near the last knee**: CUBIC's plateau around W_max (RFC 9438 §4.2): the
+ *   additive step shrinks (`probe`) once the rate is back near where the server refused.
+ * - **Only a limited sender grows**: RFC 7661 (congestion window validation): a rate or window
+ *   that the demand does not fill is not raised.
+ * - **Pacing by headers**: OpenAI documents `x-ratelimit-{limit,remaining,reset}-{requests,
+ *   tokens}` on every answer and its cookbook ("How to handle rate limits") advises spacing
+ *   requests to stay under them rather than only backing off after a 429; LiteLLM's router
+ *   tracks each deployment's requests and tokens per minute and routes away from those near
+ *   their limits. When the server sends the headers, the rate is capped by what they allow:
+ *   the refill `(limit − remaining) / reset` plus the remaining budget spread over the time to
+ *   reset.
+ *
+ * @internal
+ */
+import type { Json } from "../../domain/Json.js"
+import type { LimitStatus, RateLimitStatus } from "../../domain/RateLimit.js"
+
+/**
+ * The parameters of the rules, resolved (see `AcquireAlgorithm.AdaptiveOptions` for the
+ * meaning and defaults of each).
+ *
+ * @internal
+ */
+export interface AimdParams {
+  readonly initialRate: number
+  readonly initialConcurrency: number
+  readonly minRate: number
+  readonly maxRate: number
+  readonly decrease: number
+  readonly increase: number
+  readonly probe: number
+  readonly goodputFloor: number
+  readonly latencyTolerance: number
+  readonly latencySlackMs: number
+  readonly holdMs: number
+  readonly slowStartMs: number
+  readonly burstMs: number
+}
+
+/**
+ * The defaults (see `AcquireAlgorithm.AdaptiveOptions`).
+ *
+ * @internal
+ */
+export const defaults: AimdParams = {
+  initialRate: 2,
+  initialConcurrency: 2,
+  minRate: 0.05,
+  maxRate: Number.POSITIVE_INFINITY,
+  decrease: 0.7,
+  increase: 0.1,
+  probe: 0.1,
+  goodputFloor: 0.95,
+  latencyTolerance: 2,
+  latencySlackMs: 50,
+  holdMs: 1000,
+  slowStartMs: 250,
+  burstMs: 100
+}
+
+/** Why the last decrease happened. */
+export type DecreaseReason = "rate_limit" | "latency"
+
+/**
+ * The learned state of one resource. Rates are requests per second, times epoch ms.
+ *
+ * @internal
+ */
+export interface AimdState {
+  /** `slowStart` until the first congestion signal, then `avoidance`. */
+  phase: "slowStart" | "avoidance"
+  /** The allowed request rate (before the header cap). */
+  rate: number
+  /** The allowed concurrent leases (a window; fractional, at least 1). */
+  limit: number
+  /** The window's slow-start threshold (RFC 5681 `ssthresh`). */
+  limitThresh: number
+  /** The rate the server was seen to sustain at the last decrease (`undefined` before). */
+  knee: number | undefined
+  /** The pacing bucket (requests that may start now), refilled at the effective rate. */
+  tokens: number
+  tokensAt: number
+  /** Start of the current epoch (creation or the last decrease). */
+  epochAt: number
+  lastDecreaseAt: number
+  lastDecreaseReason: DecreaseReason | undefined
+  decreases: number
+  /** Successful answers since the epoch began (the delivery-rate estimate). */
+  okInEpoch: number
+  okTotal: number
+  rateLimitedTotal: number
+  /** When an acquire last found the resource held back by the rate / by the window. */
+  ratePressedAt: number
+  limitPressedAt: number
+  latencyEmaMs: number | undefined
+  latencyBaseMs: number | undefined
+  /** When the baseline was last set. */
+  latencyBaseAt: number
+  latencySamples: number
+  /** The request rate the last answer's rate-limit headers allow, and when it was read. */
+  headerCeiling: number | undefined
+  headerAt: number
+  /** Moving average of the tokens one request used (for the token limits' headers). */
+  tokensPerRequest: number | undefined
+}
+
+const EMA_ALPHA = 0.2
+
+/** How long the latency baseline holds before it is measured again (ms). */
+const BASE_TTL_MS = 60_000
+
+/**
+ * A fresh state: the conservative start (`initialRate`, `initialConcurrency` capped by the
+ * resource's capacity), in slow start, at `now`.
+ *
+ * @internal
+ */
+export const initial = (p: AimdParams, capacity: number, now: number): AimdState => ({
+  phase: "slowStart",
+  rate: Math.min(p.maxRate, Math.max(p.minRate, p.initialRate)),
+  limit: Math.max(1, Math.min(capacity, p.initialConcurrency)),
+  limitThresh: Number.POSITIVE_INFINITY,
+  knee: undefined,
+  tokens: 1,
+  tokensAt: now,
+  epochAt: now,
+  lastDecreaseAt: Number.NEGATIVE_INFINITY,
+  lastDecreaseReason: undefined,
+  decreases: 0,
+  okInEpoch: 0,
+  okTotal: 0,
+  rateLimitedTotal: 0,
+  ratePressedAt: Number.NEGATIVE_INFINITY,
+  limitPressedAt: Number.NEGATIVE_INFINITY,
+  latencyEmaMs: undefined,
+  latencyBaseMs: undefined,
+  latencyBaseAt: now,
+  latencySamples: 0,
+  headerCeiling: undefined,
+  headerAt: Number.NEGATIVE_INFINITY,
+  tokensPerRequest: undefined
+})
+
+/** Whether the headers' cap is recent enough to hold (a server that stops sending them). */
+const headerFresh = (s: AimdState, p: AimdParams, now: number): boolean =>
+  s.headerCeiling !== undefined && now - s.headerAt <= 4 * p.holdMs
+
+/**
+ * The request rate in force at `now`: the AIMD rate, capped by the headers' allowance while
+ * the last one is fresh.
+ *
+ * @internal
+ */
+export const effectiveRate = (s: AimdState, p: AimdParams, now: number): number =>
+  headerFresh(s, p, now) ? Math.max(p.minRate, Math.min(s.rate, s.headerCeiling!)) : s.rate
+
+/** How long a resource counts as "held back by us" after an acquire found it so. */
+const pressWindowMs = (s: AimdState, p: AimdParams): number => Math.max(p.holdMs, 2 * (s.latencyEmaMs ?? 0))
+
+const refill = (s: AimdState, p: AimdParams, now: number): void => {
+  const rate = effectiveRate(s, p, now)
+  const cap = Math.max(1, (rate * p.burstMs) / 1000)
+  if (now > s.tokensAt) {
+    s.tokens = Math.min(cap, s.tokens + (rate * (now - s.tokensAt)) / 1000)
+    s.tokensAt = now
+  } else if (s.tokens > cap) s.tokens = cap
+}
+
+/**
+ * Whether a resource with `active` leases may take one more at `now`: `true`; `"window"` when
+ * the concurrency window is full (a release will wake the waiter); or the epoch ms at which the
+ * pacing allows the next request. A refusal marks the resource as held back by us (what lets
+ * it grow).
+ *
+ * @internal
+ */
+export const admit = (s: AimdState, p: AimdParams, active: number, now: number): true | "window" | number => {
+  if (active >= Math.max(1, Math.floor(s.limit))) {
+    s.limitPressedAt = now
+    return "window"
+  }
+  refill(s, p, now)
+  if (s.tokens >= 1) return true
+  s.ratePressedAt = now
+  return now + Math.max(1, Math.ceil(((1 - s.tokens) * 1000) / effectiveRate(s, p, now)))
+}
+
+/**
+ * Spends one request of the pacing bucket (the resource was just leased).
+ *
+ * @internal
+ */
+export const charge = (s: AimdState): void => {
+  s.tokens -= 1
+}
+
+/**
+ * The request rate a response's rate-limit headers allow (requests per second), given the
+ * leases `active` now and the tokens a request uses (for the token limit), or `undefined`
+ * when they name no remaining budget. Per limit: the refill rate `(limit − remaining) / reset`
+ * (the headers' reset is the time until the limit is full again) plus the remaining budget,
+ * less what is in flight, spread over the time to reset (at least one second); the smaller of
+ * the requests' and the tokens' (converted by `tokensPerRequest`).
+ *
+ * @internal
+ */
+export const headerCeiling = (
+  status: RateLimitStatus,
+  active: number,
+  tokensPerRequest: number | undefined
+): number | undefined => {
+  const one = (l: LimitStatus | undefined, inFlight: number): number | undefined => {
+    if (l === undefined || l.remaining === undefined) return undefined
+    const horizonMs = Math.max(1000, l.resetMs ?? 1000)
+    const refillPerS = l.limit !== undefined && l.resetMs !== undefined && l.resetMs > 0 && l.limit > l.remaining
+      ? ((l.limit - l.remaining) * 1000) / l.resetMs
+      : 0
+    const spare = Math.max(0, l.remaining - inFlight)
+    // nothing left and no refill known: one request per reset, never zero
+    return Math.max(refillPerS + (spare * 1000) / horizonMs, 1000 / horizonMs)
+  }
+  const inFlight = Math.max(0, active - 1)
+  const req = one(status.requests, inFlight)
+  const tpr = tokensPerRequest !== undefined && tokensPerRequest > 0 ? tokensPerRequest : undefined
+  const tok = tpr === undefined ? undefined : one(status.tokens, inFlight * tpr)
+  const tokReq = tok === undefined || tpr === undefined ? undefined : tok / tpr
+  if (req === undefined) return tokReq
+  return tokReq === undefined ? req : Math.min(req, tokReq)
+}
+
+/**
+ * A multiplicative decrease at `now` (at most one per `holdMs`: later signals within it are
+ * the same congestion event, except a 429 of a request leased after the last cut, `leasedAt`,
+ * which was refused at the lowered allowance): the window is cut by `decrease`; on a rate limit the rate is cut
+ * by `decrease` too, but never below `goodputFloor` of the rate the server delivered since the
+ * previous decrease (measured over at least `holdMs`), and the pacing bucket is emptied. A
+ * latency decrease cuts the window only (queueing is a concurrency problem). Returns whether
+ * it decreased.
+ *
+ * @internal
+ */
+export const decrease = (
+  s: AimdState,
+  p: AimdParams,
+  now: number,
+  reason: DecreaseReason,
+  leasedAt?: number | undefined
+): boolean => {
+  // the same congestion event: within a hold of the last cut, unless the refused request was
+  // sent after that cut (it saw the lowered allowance and was still refused: NewReno's rule,
+  // RFC 6582, of one reduction per window of data sent before it)
+  const sentAfter = reason === "rate_limit" && leasedAt !== undefined && leasedAt > s.lastDecreaseAt
+  if (now - s.lastDecreaseAt < p.holdMs && !sentAfter) return false
+  const current = effectiveRate(s, p, now)
+  s.limitThresh = Math.max(1, s.limit * p.decrease)
+  s.limit = s.limitThresh
+  if (reason === "rate_limit") {
+    const elapsedMs = now - s.epochAt
+    const goodput = elapsedMs >= p.holdMs ? (s.okInEpoch * 1000) / elapsedMs : undefined
+    const floor = goodput === undefined ? 0 : p.goodputFloor * goodput
+    s.rate = Math.max(p.minRate, Math.min(current, Math.max(current * p.decrease, floor)))
+    s.knee = goodput !== undefined ? Math.min(current, goodput) : current
+    s.tokens = Math.min(s.tokens, 0)
+    s.tokensAt = now
+  } else {
+    s.rate = Math.max(p.minRate, Math.min(s.rate, Math.max(current, p.minRate)))
+  }
+  // a latency cut is the window's business: the rate keeps its phase
+  if (reason === "rate_limit") s.phase = "avoidance"
+  s.lastDecreaseAt = now
+  s.lastDecreaseReason = reason
+  s.decreases++
+  s.epochAt = now
+  s.okInEpoch = 0
+  return true
+}
+
+/**
+ * The additive increase for one successful answer at `now`, when an acquire was held back by
+ * us recently (RFC 7661). The rate: in slow start ×2 per `slowStartMs` of answers; after, by
+ * `increase × knee` per second of answers (each answer adds that over the rate), `probe`
+ * times as fast within ±(1 − `goodputFloor`) of the knee, and by `increase × rate` per second
+ * past that band (the knee is stale: the limit rose). The window: +1 per answer in slow start
+ * (below its threshold), +1/window per answer after (one per window of answers, RFC 5681).
+ * Both capped: the rate by `maxRate` and twice the headers' allowance, the window by
+ * `capacity`.
+ *
+ * @internal
+ */
+export const increase = (s: AimdState, p: AimdParams, now: number, capacity: number): void => {
+  const press = pressWindowMs(s, p)
+  if (now - s.ratePressedAt <= press) {
+    const r = Math.max(s.rate, p.minRate)
+    if (s.phase === "slowStart") {
+      s.rate = r * Math.pow(2, 1000 / (p.slowStartMs * r))
+    } else {
+      // gentle within ±(1 − goodputFloor) of the knee; past it the knee is stale: fast again
+      const knee = s.knee ?? r
+      const band = 1 - p.goodputFloor
+      const near = r >= (1 - band) * knee && r <= (1 + band) * knee
+      s.rate = r + (p.increase * Math.max(knee, r) * (near ? p.probe : 1)) / r
+    }
+    let cap = p.maxRate
+    if (headerFresh(s, p, now)) cap = Math.min(cap, 2 * s.headerCeiling!)
+    s.rate = Math.max(p.minRate, Math.min(s.rate, Math.max(cap, p.minRate)))
+  }
+  if (now - s.limitPressedAt <= press) {
+    s.limit = Math.min(capacity, s.limit < s.limitThresh ? s.limit + 1 : s.limit + 1 / s.limit)
+  }
+}
+
+/**
+ * What one lease report does (see the module header): a rate limit decreases; a success
+ * feeds the delivery count, the latency average and baseline, decreases when the average
+ * exceeds `latencyTolerance` × the baseline + `latencySlackMs` (the slack keeps the jitter of a
+ * fast endpoint, or of a busy event loop, from reading as congestion), else increases; other failures change nothing.
+ * Headers, when present, set the pacing cap; reported `usage.tokens` feeds the tokens per
+ * request.
+ *
+ * @internal
+ */
+export const onReport = (
+  s: AimdState,
+  p: AimdParams,
+  r: {
+    readonly now: number
+    readonly capacity: number
+    readonly active: number
+    readonly ok: boolean | undefined
+    readonly latencyMs: number | undefined
+    readonly usage: Readonly<Record<string, number>> | undefined
+    readonly rateLimit: RateLimitStatus | undefined
+    readonly errorClass: string | undefined
+    /** When the reported lease was granted (epoch ms), when known. */
+    readonly leasedAt?: number | undefined
+  }
+): void => {
+  const tokens = r.usage?.["tokens"]
+  if (typeof tokens === "number" && Number.isFinite(tokens) && tokens > 0) {
+    s.tokensPerRequest = s.tokensPerRequest === undefined ? tokens : EMA_ALPHA * tokens + (1 - EMA_ALPHA) * s.tokensPerRequest
+  }
+  if (r.rateLimit !== undefined) {
+    const c = headerCeiling(r.rateLimit, r.active, s.tokensPerRequest)
+    if (c !== undefined) {
+      s.headerCeiling = c
+      s.headerAt = r.now
+    }
+  }
+  if (r.errorClass === "rate_limit") {
+    s.rateLimitedTotal++
+    decrease(s, p, r.now, "rate_limit", r.leasedAt)
+    return
+  }
+  if (r.ok === false || r.errorClass !== undefined) return
+  s.okTotal++
+  s.okInEpoch++
+  if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {
+    s.latencyEmaMs = s.latencyEmaMs === undefined ? r.latencyMs : EMA_ALPHA * r.latencyMs + (1 - EMA_ALPHA) * s.latencyEmaMs
+    s.latencySamples++
+    // the baseline: the lowest average seen, forgotten after BASE_TTL_MS (BBR's min-RTT
+    // expiry) so that a provider that became lastingly slower is not cut down to one lease
+    if (
+      s.latencySamples >= 5 &&
+      (s.latencyBaseMs === undefined || s.latencyEmaMs < s.latencyBaseMs || r.now - s.latencyBaseAt > BASE_TTL_MS)
+    ) {
+      s.latencyBaseMs = s.latencyEmaMs
+      s.latencyBaseAt = r.now
+    }
+    if (
+      s.latencySamples >= 10 && s.latencyBaseMs !== undefined &&
+      s.latencyEmaMs > p.latencyTolerance * s.latencyBaseMs + p.latencySlackMs && decrease(s, p, r.now, "latency")
+    ) return
+  }
+  increase(s, p, r.now, r.capacity)
+}
+
+const round = (x: number, digits = 2): number => {
+  const f = Math.pow(10, digits)
+  return Math.round(x * f) / f
+}
+
+/**
+ * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (requests/s in
+ * force), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
+ * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
+ * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
+ * `latencyEmaMs`, `latencyBaseMs`.
+ *
+ * @internal
+ */
+export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
+  const rate = effectiveRate(s, p, now)
+  return {
+    rate: round(rate),
+    concurrency: Math.max(1, Math.floor(s.limit)),
+    phase: s.phase,
+    pacedBy: headerFresh(s, p, now) && s.headerCeiling! < s.rate ? "headers" : "aimd",
+    knee: s.knee === undefined ? null : round(s.knee),
+    decreases: s.decreases,
+    lastDecrease: s.lastDecreaseReason === undefined ? null : { reason: s.lastDecreaseReason, at: s.lastDecreaseAt },
+    rateLimited: s.rateLimitedTotal,
+    latencyEmaMs: s.latencyEmaMs === undefined ? null : round(s.latencyEmaMs, 1),
+    latencyBaseMs: s.latencyBaseMs === undefined ? null : round(s.latencyBaseMs, 1)
+  }
+}

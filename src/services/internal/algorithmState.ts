@@ -1,0 +1,37 @@
+/**
+ * An acquisition algorithm's per-resource state in words, for `report`, `watch` and the
+ * dashboard: what the runner stores under the resource's `health.algorithm` (the pool
+ * snapshot's `algorithm`, by algorithm name). Kept apart from the report and monitor modules
+ * so that each adds it with one call.
+ *
+ * @internal
+ */
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const num = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) ? u : undefined)
+
+/**
+ * The state of the `adaptive` algorithm in words, from a stored `health.algorithm` value:
+ * `adaptive 19.8 req/s, 8 at once, paced by headers; cut 3× (last: a 429 at 14:03:10)`, or
+ * `""` when there is none. `formatAt` writes the time of the last cut (default: ISO 8601).
+ *
+ * @internal
+ */
+export const algorithmText = (algorithm: unknown, formatAt: (epochMs: number) => string = (ms) => new Date(ms).toISOString()): string => {
+  if (!isRecord(algorithm) || !isRecord(algorithm["adaptive"])) return ""
+  const a = algorithm["adaptive"]
+  const rate = num(a["rate"])
+  const window = num(a["concurrency"])
+  if (rate === undefined || window === undefined) return ""
+  const parts = [`adaptive ${rate} req/s, ${window} at once${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
+  if (a["phase"] === "slowStart") parts[0] += " (slow start)"
+  const last = a["lastDecrease"]
+  const cuts = num(a["decreases"]) ?? 0
+  if (isRecord(last) && typeof last["reason"] === "string") {
+    const why = last["reason"] === "rate_limit" ? "a 429" : last["reason"] === "latency" ? "rising latency" : String(last["reason"])
+    const at = num(last["at"])
+    parts.push(`cut ${cuts}× (last: ${why}${at === undefined ? "" : ` at ${formatAt(at)}`})`)
+  }
+  return parts.join("; ")
+}

@@ -1,0 +1,213 @@
+/**
+ * The `adaptive` algorithm against simulated providers with hidden limits (issue 18 §3 tests):
+ * the real chat task, the real pool and runner, in simulated time (test/support/provider-sim.ts).
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Experiment from "../../src/config/internal/experiment.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Algo from "../../src/services/AcquireAlgorithm.js"
+import { renderDashboard } from "../../src/services/Dashboard.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import * as Report from "../../src/services/internal/report.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store } from "../../src/services/Store.js"
+import * as Chat from "../../src/tasks/Chat.js"
+import * as Sim from "../support/provider-sim.js"
+
+/** Prompt "question N: is this spam?" (4 + 7 tokens) + 20 completion tokens. */
+const TOKENS_PER_REQUEST = 31
+
+const adaptiveOf = (s: Sim.PoolSample, id: string): Record<string, unknown> =>
+  ((s.resources.find((r) => r.id === id)?.algorithm ?? {}) as Record<string, Record<string, unknown>>)["adaptive"] ?? {}
+
+const sampleAt = (run: Sim.ChatRun, atMs: number): Sim.PoolSample => run.samples.find((s) => s.atMs >= atMs)!
+
+describe("adaptive in the provider simulator", () => {
+  it.effect.each(["none", "retry-after", "headers"] as const)(
+    "signals %s: reaches ≥ 90 %% of a hidden 20 requests/s within 30 s, then ≤ 2 %% of requests answered 429, no pipeline failed",
+    (signals) =>
+      Effect.gen(function*() {
+        const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals, latency: { medianMs: 300 } }], { seed: 7 })
+        const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 700, concurrency: 48, capacity: 48 })
+        assert.strictEqual(run.report.stats.byState.failed, 0)
+        const converged = Sim.figures(sim, run.log, 20_000, 30_000, TOKENS_PER_REQUEST)
+        assert.isAtLeast(converged.utilisation, 0.9, `served ${converged.served} of ${converged.offered} in [20 s, 30 s)`)
+        const after = Sim.figures(sim, run.log, 30_000, run.simMs, TOKENS_PER_REQUEST)
+        assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} after 30 s`)
+        // the learned rate is the hidden limit's (and shown in the snapshot)
+        const rate = adaptiveOf(sampleAt(run, 30_000), "p")["rate"] as number
+        assert.isAtLeast(rate, 18)
+        // with headers the cap also lends the unspent budget; without, the learned rate is the limit's
+        if (signals !== "headers") assert.isAtMost(rate, 23)
+      }), 60_000)
+
+  it.effect("the same provider under wait (capacity 48, the limit unknown): far more than 2 % of requests answered 429", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals: "none", latency: { medianMs: 300 } }], { seed: 7 })
+      const run = yield* Sim.runChat(sim, { algorithm: "wait", pipelines: 300, concurrency: 48, capacity: 48 })
+      const after = Sim.figures(sim, run.log, 5_000, run.simMs, TOKENS_PER_REQUEST)
+      assert.isAbove(after.rate429, 0.2)
+    }), 60_000)
+
+  it.effect("a limit that halves at 20 s: backed off within its window (5 s), then ≥ 90 % of the new limit with ≤ 2 % 429s", () =>
+    Effect.gen(function*() {
+      // 20 requests/s with a 5-second bucket (100 requests), halved at 20 s
+      const sim = Sim.makeProviders([{
+        name: "p",
+        requests: { perMinute: 1200, burst: 100 },
+        changes: [{ atMs: 20_000, factor: 0.5 }],
+        signals: "none",
+        latency: { medianMs: 300 }
+      }], { seed: 3 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 800, concurrency: 48, capacity: 48, sampleEvery: 500 })
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      const before = adaptiveOf(sampleAt(run, 19_500), "p")["rate"] as number
+      assert.isAbove(before, 15, "before the change it ran near the old limit")
+      const within = run.samples.filter((s) => s.atMs > 20_000 && s.atMs <= 25_000).map((s) => adaptiveOf(s, "p")["rate"] as number)
+      assert.isAtMost(Math.min(...within), 10.5, `rates within the window after the change: ${within.join(", ")}`)
+      const last = adaptiveOf(sampleAt(run, 25_000), "p")["lastDecrease"] as { reason: string; at: number }
+      assert.strictEqual(last.reason, "rate_limit")
+      const settled = Sim.figures(sim, run.log, 30_000, 40_000, TOKENS_PER_REQUEST)
+      assert.isAtLeast(settled.utilisation, 0.9, `served ${settled.served} of ${settled.offered} in [30 s, 40 s)`)
+      const after = Sim.figures(sim, run.log, 30_000, run.simMs, TOKENS_PER_REQUEST)
+      assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} after 30 s`)
+    }), 60_000)
+
+  it.effect("a token limit that binds before the request limit: paced by the x-ratelimit-*-tokens headers", () =>
+    Effect.gen(function*() {
+      // requests allow 50/s, tokens only 10 requests' worth per second
+      const sim = Sim.makeProviders([{
+        name: "p",
+        requests: { perMinute: 3000 },
+        tokens: { perMinute: 600 * TOKENS_PER_REQUEST },
+        signals: "headers",
+        latency: { medianMs: 300 }
+      }], { seed: 5 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 400, concurrency: 48, capacity: 48 })
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      const perRequest = run.log.reduce((a, r) => a + r.tokens, 0) / run.log.length
+      assert.approximately(perRequest, TOKENS_PER_REQUEST, 1)
+      const converged = Sim.figures(sim, run.log, 20_000, 30_000, perRequest)
+      assert.isAtLeast(converged.utilisation, 0.9, `served ${converged.served} of ${converged.offered}`)
+      const after = Sim.figures(sim, run.log, 10_000, run.simMs, perRequest)
+      assert.isAtMost(after.rate429, 0.02)
+      assert.isTrue(run.samples.some((s) => adaptiveOf(s, "p")["pacedBy"] === "headers"), "the headers' cap was the binding one")
+    }), 60_000)
+
+  it.effect("rising latency past the server's knee: the concurrency window settles near the knee, cut for latency", () =>
+    Effect.gen(function*() {
+      // no rate limit; past 4 requests in flight every answer slows down
+      const sim = Sim.makeProviders([{ name: "p", signals: "none", knee: 4, latency: { medianMs: 200, sigma: 0.1 } }], { seed: 11 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 600, concurrency: 32, capacity: 32 })
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      const late = run.samples.filter((s) => s.atMs >= 15_000)
+      assert.isAbove(late.length, 0)
+      // latency doubles at 8 in flight (the tolerance): the window stays around there, far below 32
+      for (const s of late) assert.isAtMost(adaptiveOf(s, "p")["concurrency"] as number, 10)
+      assert.isTrue(run.samples.some((s) => (adaptiveOf(s, "p")["lastDecrease"] as { reason?: string } | null)?.reason === "latency"))
+      // answers stay near the unloaded latency (at 32 in flight they would take 5× as long)
+      const lat = run.log.filter((r) => r.atMs >= 15_000).map((r) => r.latencyMs).sort((a, b) => a - b)
+      assert.isAtMost(lat[Math.floor(lat.length / 2)]!, 2.5 * 200)
+    }), 60_000)
+})
+
+describe("adaptive: options", () => {
+  const issues = (input: unknown) => {
+    const r = Algo.resolveAlgorithm(input as Algo.AcquireAlgorithm)
+    assert.isTrue(Either.isLeft(r))
+    const e = Either.getLeft(r)
+    return e._tag === "Some" && e.value._tag === "ConfigError" ? e.value.issues.map((i) => `${i.path}: ${i.message}`) : []
+  }
+
+  it("resolves by name and with options; the fingerprint carries the parameters (durations in ms)", () => {
+    const r = Algo.resolveAlgorithm({ name: "adaptive", initialRate: 5, hold: "2 seconds" })
+    assert.isTrue(Either.isRight(r))
+    const fp = Either.getOrThrow(r).fingerprint() as Record<string, unknown>
+    assert.strictEqual(fp["name"], "adaptive")
+    assert.strictEqual(fp["initialRate"], 5)
+    assert.strictEqual(fp["holdMs"], 2000)
+    assert.strictEqual(fp["decrease"], 0.7)
+    assert.strictEqual(fp["maxRate"], null)
+    assert.deepStrictEqual(Either.getOrThrow(Algo.resolveAlgorithm("adaptive")).fingerprint(), Algo.adaptive().fingerprint())
+  })
+
+  it("bad options are refused with their field paths", () => {
+    assert.deepStrictEqual(issues({ name: "adaptive", decrease: 1.5 }).map((l) => l.split(":")[0]), ["algorithm.decrease"])
+    assert.deepStrictEqual(issues({ name: "adaptive", bogus: 1 }).map((l) => l.split(":")[0]), ["algorithm.bogus"])
+    assert.deepStrictEqual(issues({ name: "adaptive", hold: 5 }).map((l) => l.split(":")[0]), ["algorithm.hold"])
+    assert.deepStrictEqual(issues({ name: "adaptive", initialConcurrency: 0 }).map((l) => l.split(":")[0]), ["algorithm.initialConcurrency"])
+    assert.deepStrictEqual(issues({ name: "adaptive", minRate: 10, maxRate: 5 }), [
+      "algorithm.minRate: minRate (10) is above maxRate (5)",
+      "algorithm.initialRate: initialRate (2) is outside [minRate, maxRate] = [10, 5]"
+    ])
+  })
+})
+
+describe("adaptive in experiment configs", () => {
+  const write = (algorithm: string) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-adaptive-"))
+    const file = path.join(dir, "x.yaml")
+    fs.writeFileSync(file, [
+      "pools:",
+      `  llm: { algorithm: ${algorithm}, resources: [ {id: a, capacity: 8} ] }`,
+      "pipeline: { name: m, resource: llm, tasks: [ { use: echo } ] }",
+      "source: { range: { n: 2 } }"
+    ].join("\n"))
+    return file
+  }
+
+  it.effect("algorithm: { name: adaptive, ... } is accepted; bad options are refused at their paths, all at once", () =>
+    Effect.gen(function*() {
+      yield* Experiment.load(write("{ name: adaptive, initialRate: 5, hold: 2 seconds }"))
+      yield* Experiment.load(write("adaptive"))
+      const e = yield* Effect.flip(Experiment.load(write("{ name: adaptive, decrease: 1.5, hold: 5, burst: soon }")))
+      assert.deepStrictEqual(e.issues.map((i) => i.path), [
+        "pools.llm.algorithm.decrease",
+        "pools.llm.algorithm.hold",
+        "pools.llm.algorithm.burst"
+      ])
+      const cross = yield* Effect.flip(Experiment.load(write("{ name: adaptive, minRate: 10, maxRate: 5 }")))
+      assert.deepStrictEqual(cross.issues.map((i) => i.path), ["pools.llm.algorithm.minRate", "pools.llm.algorithm.initialRate"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("adaptive: its state where users look", () => {
+  it.effect("the pool snapshot, the stored health, report and the dashboard show the learned rate, window and last cut", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600 }, signals: "none", latency: { medianMs: 200 } }], { seed: 1 })
+      const env = Layer.provideMerge(
+        Runner.layer({ handleSignals: false, concurrency: 16, heartbeat: "1 hour", staleAfter: "3 hours" }),
+        Layer.mergeAll(MemoryStore.layer(), Pool.layer([Sim.chatPool(sim, { name: "adaptive", initialRate: 1 }, 16)]))
+      )
+      const { value } = yield* Sim.simulate(Effect.gen(function*() {
+        yield* Runner.run(Pipeline.make("p", Chat.chat<string>({ name: "ask", retry: { maxAttempts: 20 } })).map(
+          Array.from({ length: 150 }, (_, i) => `q${i}`)
+        ))
+        const pools = yield* Pool.Pools
+        const snap = (yield* pools.snapshot("llm"))[0]!
+        const store = yield* Store
+        const stored = (yield* store.resources)[0]!
+        const report = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
+        const page = renderDashboard(yield* Monitor.readSnapshot(store))
+        return { snap, stored, report, page }
+      }).pipe(Effect.provide(env)))
+      const learned = (value.snap.algorithm as Record<string, Record<string, unknown>>)["adaptive"]!
+      assert.isAbove(learned["rate"] as number, 5)
+      assert.strictEqual((learned["lastDecrease"] as { reason: string }).reason, "rate_limit")
+      // stored with the health at the end of the run
+      const health = value.stored.health as Record<string, unknown>
+      assert.deepStrictEqual(health["algorithm"], value.snap.algorithm)
+      const row = Monitor.resourceRow(value.stored)
+      assert.match(row.algorithm_text, /^adaptive [\d.]+ req\/s, \d+ at once; cut \d+× \(last: a 429 at /)
+      assert.include(value.report, `llm/p (llm): ready; attempts`)
+      assert.include(value.report, `; adaptive ${learned["rate"]} req/s, ${learned["concurrency"]} at once; cut `)
+      assert.include(value.page, `<span class="muted algo">adaptive ${learned["rate"]} req/s`)
+    }), 60_000)
+})

@@ -87,6 +87,11 @@ export const ARTIFACT_COLUMNS = [
 ]
 /** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
 const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
+/** Indexes of `seq` and `active` in {@link ARTIFACT_COLUMNS} and in `TASK_COLUMNS`. */
+const ARTIFACT_SEQ = ARTIFACT_COLUMNS.indexOf("seq")
+const ARTIFACT_ACTIVE = ARTIFACT_COLUMNS.indexOf("active")
+const TASK_SEQ = TASK_COLUMNS.indexOf("seq")
+const TASK_ACTIVE = TASK_COLUMNS.indexOf("active")
 
 /** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
 const BIG_PAYLOAD = 256 * 1024
@@ -417,11 +422,12 @@ export const makeWriter = (
       pipelineId: string,
       t: TraversalWrite,
       patch: PipelinePatch | undefined,
-      superseded: boolean
+      superseded: boolean,
+      invalidated: boolean
     ) => {
       const s = write!
       const pno = pnoOf(pipelineId)
-      if (t.invalidateFrom !== undefined) {
+      if (t.invalidateFrom !== undefined && !invalidated) {
         s.invalidateTasks.run(pno, t.invalidateFrom)
         s.invalidateArtifacts.run(pno, t.invalidateFrom, t.state.counters.length)
       }
@@ -472,6 +478,12 @@ export const makeWriter = (
       tx((d) => {
         const s = write!
         let refused: Array<readonly [number, StoreUnavailable]> | undefined
+        /**
+         * Control pipelines admitted new in this commit, with their task and artifact rows
+         * queued so far: every stored row of such a pipeline is one of these, so an
+         * invalidation marks them inactive before they are inserted, and no UPDATE runs.
+         */
+        let fresh: Map<string, { tasks: Array<Array<unknown>>; artifacts: Array<Array<unknown>> }> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
@@ -501,8 +513,9 @@ export const makeWriter = (
             if (states?.has(t.pipelineId) === true) {
               levelFor(d, t.state)
               // admitted new (its seed in this admission, no orphan rows that could be its own)
-              if (!unadmitted && seeded?.has(t.pipelineId) === true && unfinalized.size < PNO_CACHE) {
-                unfinalized.add(t.pipelineId)
+              if (!unadmitted && seeded?.has(t.pipelineId) === true) {
+                if (unfinalized.size < PNO_CACHE) unfinalized.add(t.pipelineId)
+                ;(fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
               }
             }
             else putState(d, t.pipelineId, t.state)
@@ -560,12 +573,16 @@ export const makeWriter = (
               for (const [a, placed] of op.seeds) {
                 const g = genFor(a.pipelineId)
                 addArtifact(g.artifacts, g.ordered, a, placed)
+                fresh?.get(a.pipelineId)?.artifacts.push(g.artifacts[g.artifacts.length - 1]!)
               }
               break
             case "Checkpoint": {
               const u = op.unit
               const t = u.traversal
               const { artifacts, attempts, events, handoffs, ordered, tasks } = genFor(u.pipelineId)
+              const queued = fresh?.get(u.pipelineId)
+              const artifactsBefore = artifacts.length
+              const tasksBefore = tasks.length
               if (t !== undefined) {
                 // the version check, before any row of the unit is queued: a refused unit writes nothing
                 // (a version accepted earlier in this batch counts: `versions` has it)
@@ -592,24 +609,50 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
+              if (queued !== undefined) {
+                for (let k = artifactsBefore; k < artifacts.length; k++) queued.artifacts.push(artifacts[k]!)
+                for (let k = tasksBefore; k < tasks.length; k++) queued.tasks.push(tasks[k]!)
+              }
               if (t !== undefined) {
                 const patch = u.pipeline
                 const accepted = lastAccepted
+                // a pipeline admitted new in this commit: its rows so far (this unit's among
+                // them) are all queued here, so the invalidation marks them, and no UPDATE runs
+                const from = t.invalidateFrom
+                const invalidated = from !== undefined && queued !== undefined
+                if (invalidated) {
+                  const end = t.state.counters.length
+                  for (const r of queued.tasks) if ((r[TASK_SEQ] as number) >= from) r[TASK_ACTIVE] = 0
+                  for (const r of queued.artifacts) {
+                    const seq = r[ARTIFACT_SEQ] as number
+                    if (seq >= from && seq < end) r[ARTIFACT_ACTIVE] = 0
+                  }
+                }
                 ordered.push(() =>
-                  applyTraversal(d, u.pipelineId, t, patch, accepted !== undefined && accepted.get(u.pipelineId) !== i)
+                  applyTraversal(
+                    d,
+                    u.pipelineId,
+                    t,
+                    patch,
+                    accepted !== undefined && accepted.get(u.pipelineId) !== i,
+                    invalidated
+                  )
                 )
                 // an invalidation covers the rows written so far, never those of a later unit
                 // of the same pipeline in this batch (see `Generation`)
-                if (t.invalidateFrom !== undefined) nextGen(u.pipelineId)
+                if (from !== undefined && !invalidated) nextGen(u.pipelineId)
               } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
               break
             }
-            case "PutTask":
-              genFor(op.task.pipelineId).tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
+            case "PutTask": {
+              const row = taskParams(op.task, pnoOf(op.task.pipelineId))
+              genFor(op.task.pipelineId).tasks.push(row)
+              fresh?.get(op.task.pipelineId)?.tasks.push(row)
               break
+            }
             case "Patch": {
               genFor(op.pipelineId).ordered.push(() => patchPipeline(op.pipelineId, op.patch))
               break

@@ -484,6 +484,14 @@ export const makeWriter = (
          * invalidation marks them inactive before they are inserted, and no UPDATE runs.
          */
         let fresh: Map<string, { tasks: Array<Array<unknown>>; artifacts: Array<Array<unknown>> }> | undefined
+        /**
+         * The steps of each control pipeline in this commit, in order (built only when this
+         * commit admits one): a pipeline admitted here whose steps form one unbroken chain of
+         * versions gets the last step's state in its INSERT (`stateInRow`: that step's index),
+         * and that step writes no state of its own.
+         */
+        let stepsOf: Map<string, Array<readonly [number, TraversalWrite]>> | undefined
+        let stateInRow: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
@@ -492,7 +500,34 @@ export const makeWriter = (
           if (op.traversals.length > 0 && op.pipelines.length > 0) {
             const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
             for (const t of op.traversals) {
-              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, t.state))
+              if (!admitted.has(t.pipelineId)) continue
+              // the state as this commit's last step of the pipeline leaves it, when they all follow on
+              if (stepsOf === undefined) {
+                stepsOf = new Map()
+                for (let i = 0; i < ops.length; i++) {
+                  const o = ops[i]!
+                  if (o._tag !== "Checkpoint" || o.unit.traversal === undefined) continue
+                  const list = stepsOf.get(o.unit.pipelineId)
+                  if (list === undefined) stepsOf.set(o.unit.pipelineId, [[i, o.unit.traversal]])
+                  else list.push([i, o.unit.traversal])
+                }
+              }
+              let last = t.state
+              let lastAt = -1
+              for (const [i, step] of stepsOf.get(t.pipelineId) ?? []) {
+                if (step.expectedVersion !== last.version) {
+                  lastAt = -1
+                  last = t.state
+                  break
+                }
+                last = step.state
+                lastAt = i
+              }
+              if (lastAt >= 0) {
+                ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
+                levelFor(d, last)
+              }
+              ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
             }
           }
           if (op.pipelines.length > 0) admitRows(op.pipelines, states)
@@ -634,7 +669,7 @@ export const makeWriter = (
                     u.pipelineId,
                     t,
                     patch,
-                    accepted !== undefined && accepted.get(u.pipelineId) !== i,
+                    (accepted !== undefined && accepted.get(u.pipelineId) !== i) || stateInRow?.get(u.pipelineId) === i,
                     invalidated
                   )
                 )

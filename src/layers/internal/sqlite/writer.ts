@@ -178,6 +178,11 @@ export const makeWriter = (
     let nextAttemptId = 1
     let nextEventId = 1
     let nextArtifactId = 1
+    /**
+     * The largest pipeline number this writer has seen: an admission whose row comes back
+     * with a larger one inserted a new row (an upsert of an existing row keeps its number).
+     */
+    let topPno = 0
     let write: {
       pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned: Array<unknown>) => void
       tasks: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
@@ -210,6 +215,7 @@ export const makeWriter = (
           nextAttemptId = max("attempts", "attempt_id") + 1
           nextEventId = max("events", "event_id") + 1
           nextArtifactId = max("artifacts", "artifact_id") + 1
+          topPno = max("pipelines", "pno")
           const CHILDREN = ["tasks", "attempts", "artifacts", "events"]
           unadmitted = CHILDREN.some((t) => w.prepare(`SELECT 1 FROM ${t} WHERE pno = ${UNADMITTED_PNO} LIMIT 1`).get() !== undefined)
           w.prepare(
@@ -347,7 +353,11 @@ export const makeWriter = (
      */
     /** Pipelines admitted terminal by the commit under way (forgotten when it ends). */
     let admittedTerminal: Array<string> | undefined
-    const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
+    const admitRows = (
+      ps: ReadonlyArray<PipelineFields>,
+      states: ReadonlyMap<string, string> | undefined,
+      inserted?: Set<string>
+    ) => {
       const returned: Array<unknown> = []
       write!.pipelines(
         ps.map((p) => {
@@ -361,6 +371,10 @@ export const makeWriter = (
         // a row admitted terminal (its checkpoints in this same commit) is known until the
         // commit ends, so that its child rows below find their number without a lookup
         remember(r.pipeline_id, r.pno)
+        if (r.pno > topPno) {
+          topPno = r.pno
+          inserted?.add(r.pipeline_id)
+        }
         if (isTerminal(r.state)) (admittedTerminal ??= []).push(r.pipeline_id)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
       }
@@ -530,7 +544,8 @@ export const makeWriter = (
               ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
             }
           }
-          if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          const inserted = states === undefined ? undefined : new Set<string>()
+          if (op.pipelines.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
           // could be its own) has no final artifact yet: its first final one clears nothing
           if (!unadmitted) {
@@ -550,7 +565,8 @@ export const makeWriter = (
               // admitted new (its seed in this admission, no orphan rows that could be its own)
               if (!unadmitted && seeded?.has(t.pipelineId) === true) {
                 if (unfinalized.size < PNO_CACHE) unfinalized.add(t.pipelineId)
-                ;(fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
+                // (a row that existed before keeps its number: its rows may be stored already)
+                if (inserted?.has(t.pipelineId) === true) (fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
               }
             }
             else putState(d, t.pipelineId, t.state)

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Random, Stream, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Random, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import { CodecRegistry } from "../../src/domain/Codec.js"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -815,6 +815,65 @@ describe("Runner with control: store capability and plain pipelines", () => {
 })
 
 describe("Runner with control on SqliteStore", () => {
+  it.effect("synchronous tasks that rewind and end in one commit: history inactive, the stored state the last, ledger whole", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const file = path.join(dir, "one-commit.db")
+      const a = Task.sync("a", (n: number) => n + 1)
+      const b = Task.sync("b", (n: number, ctx) => n * 10 + ctx.visit)
+      const c = Task.sync("c", (n: number, ctx) => ctx.visit === 0 ? Handoff.rewind("b", n) : Handoff.end({ n }))
+      const d = Task.sync("d", (n: number) => n)
+      const template = Pipeline.fromTasks("one-commit", [a, b, c, d], {
+        control: { rewind: { c: ["b"] }, edges: { c: ["end"] }, maxHandoffs: 1 }
+      })
+      const specs = [template.bind(1), template.bind(2)]
+      const sqlite = () =>
+        Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([])))
+      const report = yield* Runner.run(specs).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(report.stats.byState.succeeded, 2)
+      // read back from a fresh open: only what was committed
+      yield* Effect.gen(function*() {
+        const store = yield* Store
+        for (const spec of specs) {
+          const pid = spec.pipelineId
+          const tasks = Chunk.toArray(yield* Stream.runCollect(store.streamTasks({ pipelineId: pid })))
+            .sort((x, y) => x.visit - y.visit || x.seq - y.seq)
+          // everything from b up to the rewind is history; the revisit's rows are active
+          assert.deepStrictEqual(tasks.map((t) => [t.seq, t.visit, t.state, t.active]), [
+            [0, 0, "succeeded", true],
+            [1, 0, "succeeded", false],
+            [2, 0, "handed_off", false],
+            [1, 1, "succeeded", true],
+            [2, 1, "handed_off", true]
+          ])
+          const artifacts = (yield* store.listArtifacts(pid)).map((x) => [x.seq, x.visit, x.active, x.isFinal])
+          assert.deepStrictEqual(artifacts.sort((x, y) => (x[0] as number) - (y[0] as number) || (x[1] as number) - (y[1] as number)), [
+            [-1, 0, true, false],
+            [0, 0, true, false],
+            [1, 0, false, false],
+            [1, 1, true, false],
+            [4, 0, true, false],
+            [5, 0, true, true]
+          ])
+          const vs = Option.getOrThrow(yield* store.traversal!.visitState(pid))
+          assert.deepStrictEqual([vs.pending, vs.cursor, vs.counters, vs.handoffs, vs.ledger, vs.payloads, vs.version], [
+            null,
+            4,
+            [1, 2, 2, 0],
+            1,
+            2,
+            2,
+            5
+          ])
+          const ledger = yield* store.traversal!.handoffs({ pipelineId: pid })
+          assert.deepStrictEqual(ledger.map((h) => [h.operation, h.fromSeq, h.toSeq]), [["rewind", 2, 1], ["end", 2, null]])
+        }
+      }).pipe(Effect.provide(SqliteStore.layer({ filename: file })))
+      // a second run finds both finished
+      const again = yield* Runner.run(specs).pipe(Effect.provide(sqlite()))
+      assert.strictEqual(again.skipped, 2)
+    }))
+
   it.effect("exactly one final artifact: an end's payload, the last task's output, and after retrySucceeded in the same store", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))

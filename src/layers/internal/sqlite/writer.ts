@@ -87,6 +87,11 @@ export const ARTIFACT_COLUMNS = [
 ]
 /** Index of `payload` in {@link ARTIFACT_COLUMNS}. */
 const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
+/** Indexes of `seq` and `active` in {@link ARTIFACT_COLUMNS} and in `TASK_COLUMNS`. */
+const ARTIFACT_SEQ = ARTIFACT_COLUMNS.indexOf("seq")
+const ARTIFACT_ACTIVE = ARTIFACT_COLUMNS.indexOf("active")
+const TASK_SEQ = TASK_COLUMNS.indexOf("seq")
+const TASK_ACTIVE = TASK_COLUMNS.indexOf("active")
 
 /** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
 const BIG_PAYLOAD = 256 * 1024
@@ -173,6 +178,11 @@ export const makeWriter = (
     let nextAttemptId = 1
     let nextEventId = 1
     let nextArtifactId = 1
+    /**
+     * The largest pipeline number this writer has seen: an admission whose row comes back
+     * with a larger one inserted a new row (an upsert of an existing row keeps its number).
+     */
+    let topPno = 0
     let write: {
       pipelines: (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned: Array<unknown>) => void
       tasks: (rows: ReadonlyArray<ReadonlyArray<unknown>>) => void
@@ -205,6 +215,7 @@ export const makeWriter = (
           nextAttemptId = max("attempts", "attempt_id") + 1
           nextEventId = max("events", "event_id") + 1
           nextArtifactId = max("artifacts", "artifact_id") + 1
+          topPno = max("pipelines", "pno")
           const CHILDREN = ["tasks", "attempts", "artifacts", "events"]
           unadmitted = CHILDREN.some((t) => w.prepare(`SELECT 1 FROM ${t} WHERE pno = ${UNADMITTED_PNO} LIMIT 1`).get() !== undefined)
           w.prepare(
@@ -342,7 +353,11 @@ export const makeWriter = (
      */
     /** Pipelines admitted terminal by the commit under way (forgotten when it ends). */
     let admittedTerminal: Array<string> | undefined
-    const admitRows = (ps: ReadonlyArray<PipelineFields>, states: ReadonlyMap<string, string> | undefined) => {
+    const admitRows = (
+      ps: ReadonlyArray<PipelineFields>,
+      states: ReadonlyMap<string, string> | undefined,
+      inserted?: Set<string>
+    ) => {
       const returned: Array<unknown> = []
       write!.pipelines(
         ps.map((p) => {
@@ -356,6 +371,10 @@ export const makeWriter = (
         // a row admitted terminal (its checkpoints in this same commit) is known until the
         // commit ends, so that its child rows below find their number without a lookup
         remember(r.pipeline_id, r.pno)
+        if (r.pno > topPno) {
+          topPno = r.pno
+          inserted?.add(r.pipeline_id)
+        }
         if (isTerminal(r.state)) (admittedTerminal ??= []).push(r.pipeline_id)
         if (unadmitted) for (const s of write!.adopt) s.run(r.pno, r.pipeline_id)
       }
@@ -417,11 +436,12 @@ export const makeWriter = (
       pipelineId: string,
       t: TraversalWrite,
       patch: PipelinePatch | undefined,
-      superseded: boolean
+      superseded: boolean,
+      invalidated: boolean
     ) => {
       const s = write!
       const pno = pnoOf(pipelineId)
-      if (t.invalidateFrom !== undefined) {
+      if (t.invalidateFrom !== undefined && !invalidated) {
         s.invalidateTasks.run(pno, t.invalidateFrom)
         s.invalidateArtifacts.run(pno, t.invalidateFrom, t.state.counters.length)
       }
@@ -472,6 +492,20 @@ export const makeWriter = (
       tx((d) => {
         const s = write!
         let refused: Array<readonly [number, StoreUnavailable]> | undefined
+        /**
+         * Control pipelines admitted new in this commit, with their task and artifact rows
+         * queued so far: every stored row of such a pipeline is one of these, so an
+         * invalidation marks them inactive before they are inserted, and no UPDATE runs.
+         */
+        let fresh: Map<string, { tasks: Array<Array<unknown>>; artifacts: Array<Array<unknown>> }> | undefined
+        /**
+         * The steps of each control pipeline in this commit, in order (built only when this
+         * commit admits one): a pipeline admitted here whose steps form one unbroken chain of
+         * versions gets the last step's state in its INSERT (`stateInRow`: that step's index),
+         * and that step writes no state of its own.
+         */
+        let stepsOf: Map<string, Array<readonly [number, TraversalWrite]>> | undefined
+        let stateInRow: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers
         for (const op of ops) {
           if (op._tag !== "Admit") continue
@@ -480,10 +514,38 @@ export const makeWriter = (
           if (op.traversals.length > 0 && op.pipelines.length > 0) {
             const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
             for (const t of op.traversals) {
-              if (admitted.has(t.pipelineId)) (states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, t.state))
+              if (!admitted.has(t.pipelineId)) continue
+              // the state as this commit's last step of the pipeline leaves it, when they all follow on
+              if (stepsOf === undefined) {
+                stepsOf = new Map()
+                for (let i = 0; i < ops.length; i++) {
+                  const o = ops[i]!
+                  if (o._tag !== "Checkpoint" || o.unit.traversal === undefined) continue
+                  const list = stepsOf.get(o.unit.pipelineId)
+                  if (list === undefined) stepsOf.set(o.unit.pipelineId, [[i, o.unit.traversal]])
+                  else list.push([i, o.unit.traversal])
+                }
+              }
+              let last = t.state
+              let lastAt = -1
+              for (const [i, step] of stepsOf.get(t.pipelineId) ?? []) {
+                if (step.expectedVersion !== last.version) {
+                  lastAt = -1
+                  last = t.state
+                  break
+                }
+                last = step.state
+                lastAt = i
+              }
+              if (lastAt >= 0) {
+                ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
+                levelFor(d, last)
+              }
+              ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
             }
           }
-          if (op.pipelines.length > 0) admitRows(op.pipelines, states)
+          const inserted = states === undefined ? undefined : new Set<string>()
+          if (op.pipelines.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
           // could be its own) has no final artifact yet: its first final one clears nothing
           if (!unadmitted) {
@@ -501,8 +563,10 @@ export const makeWriter = (
             if (states?.has(t.pipelineId) === true) {
               levelFor(d, t.state)
               // admitted new (its seed in this admission, no orphan rows that could be its own)
-              if (!unadmitted && seeded?.has(t.pipelineId) === true && unfinalized.size < PNO_CACHE) {
-                unfinalized.add(t.pipelineId)
+              if (!unadmitted && seeded?.has(t.pipelineId) === true) {
+                if (unfinalized.size < PNO_CACHE) unfinalized.add(t.pipelineId)
+                // (a row that existed before keeps its number: its rows may be stored already)
+                if (inserted?.has(t.pipelineId) === true) (fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
               }
             }
             else putState(d, t.pipelineId, t.state)
@@ -560,12 +624,16 @@ export const makeWriter = (
               for (const [a, placed] of op.seeds) {
                 const g = genFor(a.pipelineId)
                 addArtifact(g.artifacts, g.ordered, a, placed)
+                fresh?.get(a.pipelineId)?.artifacts.push(g.artifacts[g.artifacts.length - 1]!)
               }
               break
             case "Checkpoint": {
               const u = op.unit
               const t = u.traversal
               const { artifacts, attempts, events, handoffs, ordered, tasks } = genFor(u.pipelineId)
+              const queued = fresh?.get(u.pipelineId)
+              const artifactsBefore = artifacts.length
+              const tasksBefore = tasks.length
               if (t !== undefined) {
                 // the version check, before any row of the unit is queued: a refused unit writes nothing
                 // (a version accepted earlier in this batch counts: `versions` has it)
@@ -592,24 +660,50 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
+              if (queued !== undefined) {
+                for (let k = artifactsBefore; k < artifacts.length; k++) queued.artifacts.push(artifacts[k]!)
+                for (let k = tasksBefore; k < tasks.length; k++) queued.tasks.push(tasks[k]!)
+              }
               if (t !== undefined) {
                 const patch = u.pipeline
                 const accepted = lastAccepted
+                // a pipeline admitted new in this commit: its rows so far (this unit's among
+                // them) are all queued here, so the invalidation marks them, and no UPDATE runs
+                const from = t.invalidateFrom
+                const invalidated = from !== undefined && queued !== undefined
+                if (invalidated) {
+                  const end = t.state.counters.length
+                  for (const r of queued.tasks) if ((r[TASK_SEQ] as number) >= from) r[TASK_ACTIVE] = 0
+                  for (const r of queued.artifacts) {
+                    const seq = r[ARTIFACT_SEQ] as number
+                    if (seq >= from && seq < end) r[ARTIFACT_ACTIVE] = 0
+                  }
+                }
                 ordered.push(() =>
-                  applyTraversal(d, u.pipelineId, t, patch, accepted !== undefined && accepted.get(u.pipelineId) !== i)
+                  applyTraversal(
+                    d,
+                    u.pipelineId,
+                    t,
+                    patch,
+                    (accepted !== undefined && accepted.get(u.pipelineId) !== i) || stateInRow?.get(u.pipelineId) === i,
+                    invalidated
+                  )
                 )
                 // an invalidation covers the rows written so far, never those of a later unit
                 // of the same pipeline in this batch (see `Generation`)
-                if (t.invalidateFrom !== undefined) nextGen(u.pipelineId)
+                if (from !== undefined && !invalidated) nextGen(u.pipelineId)
               } else if (u.pipeline !== undefined) {
                 const patch = u.pipeline
                 ordered.push(() => patchPipeline(u.pipelineId, patch))
               }
               break
             }
-            case "PutTask":
-              genFor(op.task.pipelineId).tasks.push(taskParams(op.task, pnoOf(op.task.pipelineId)))
+            case "PutTask": {
+              const row = taskParams(op.task, pnoOf(op.task.pipelineId))
+              genFor(op.task.pipelineId).tasks.push(row)
+              fresh?.get(op.task.pipelineId)?.tasks.push(row)
               break
+            }
             case "Patch": {
               genFor(op.pipelineId).ordered.push(() => patchPipeline(op.pipelineId, op.patch))
               break

@@ -403,6 +403,36 @@ describe("Runner with control: backward traversal and visits", () => {
       assert.strictEqual(a0, expected, "visit 0 is seeded with ctx.seed's plain derivation")
     }))
 
+  it.effect("an Effect task's Random: a fiber it forks draws from the attempt's generator; a retry draws anew; a task that never draws changes no other's draws", () =>
+    Effect.gen(function*() {
+      const draws: Array<[string, number, number]> = []
+      const seedOf = (pipelineId: string, seq: number, attempt: number) =>
+        Number.parseInt(digest(`${pipelineId}:${seq}:${attempt}`).slice(0, 8), 16) >>> 0
+      // t0 draws in a forked child; t1 never draws; t2 draws, failing its first attempt
+      const t0 = Task.make("t0", (row: unknown, ctx) =>
+        Effect.map(Effect.flatMap(Effect.fork(Random.next), Fiber.join), (r) => {
+          draws.push(["t0", ctx.attempt, r])
+          return row
+        }))
+      const t1 = Task.make("t1", (row: unknown) => Effect.succeed(row))
+      const t2 = Task.make("t2", { retry: { maxAttempts: 2, base: "1 second", jitter: "none" } }, (row: unknown, ctx) =>
+        Effect.flatMap(Random.next, (r) => {
+          draws.push(["t2", ctx.attempt, r])
+          return ctx.attempt === 1 ? Effect.fail(new RetryableError({ message: "again" })) : Effect.succeed(row)
+        }))
+      const spec = Pipeline.fromTasks("random-fork", [t0, t1, t2]).bind({ prompt: "p" })
+      const fiber = yield* Effect.fork(Effect.provide(Runner.run([spec]), env()))
+      yield* TestClock.adjust("2 seconds")
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      const expected = (seq: number, attempt: number) => Effect.withRandom(Random.next, Random.make(seedOf(spec.pipelineId, seq, attempt)))
+      assert.deepStrictEqual(draws, [
+        ["t0", 1, yield* expected(0, 1)],
+        ["t2", 1, yield* expected(2, 1)],
+        ["t2", 2, yield* expected(2, 2)]
+      ])
+    }))
+
   it.effect("retryAll replays the seed from its bytes captured at binding, not the (mutated) object", () =>
     Effect.gen(function*() {
       const entries: Array<[number, unknown]> = []

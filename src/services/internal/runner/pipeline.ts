@@ -16,7 +16,6 @@ import {
   Either,
   Exit,
   Option,
-  Random,
   Predicate
 } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
@@ -38,6 +37,7 @@ import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { isSyncRun } from "../../../domain/internal/syncRun.js"
+import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
 import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -721,8 +721,9 @@ export const runAttempt = (
     const run = Effect.suspend(() => task.run(input, ctx))
     // Effect tasks also get Effect's `Random` seeded with the attempt's seed (`ctx.seed`: the
     // pipeline, seq, attempt and, past visit 0, the visit), so a rerun samples the same values
-    // and a retry or a revisit samples anew. Sync and promise bodies cannot read it.
-    const body = task.scoped ? Effect.withRandom(Effect.scoped(run), Random.make(ctx.seed)) : run
+    // and a retry or a revisit samples anew; the generator is built when the attempt first
+    // draws (see `attemptScope.ts`). Sync and promise bodies cannot read it.
+    const body = task.scoped ? attemptScoped(run, new AttemptGenerator(() => ctx.seed)) : run
     const timed = timeout === null
       ? body
       : Effect.timeoutFail(body, {

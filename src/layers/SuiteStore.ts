@@ -187,6 +187,12 @@ export const make = (
         return yield* new StoreUnavailable({ message: `no suite root at ${root} (no ${Manifest.MANIFEST}); read-only opens never create one`, path: root })
       }
       const present = ROOT_FILES.filter((f) => fs.existsSync(nodePath.join(root, f)))
+      // another writer creating the root at the same time writes its manifest before any database:
+      // read it again, so that this one meets that writer's lock (not a "no manifest" refusal)
+      if (present.length > 0) manifest = yield* Manifest.read(root)
+    }
+    if (manifest === undefined) {
+      const present = ROOT_FILES.filter((f) => fs.existsSync(nodePath.join(root, f)))
       if (present.length > 0) {
         return yield* issue(
           "output.root",

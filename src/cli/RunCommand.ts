@@ -62,6 +62,7 @@ import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
 import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -265,6 +266,19 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const target: StoreResolver.StoreTarget = shard === undefined || target0._tag !== "Sqlite"
       ? target0
       : { _tag: "Sqlite", filename: store }
+    // a suite root's databases are written only through the suite (its catalog counts its members)
+    if (target._tag === "Sqlite") {
+      const owner = yield* SuiteStore.suiteRootOfFile(target.filename)
+      if (owner !== undefined) {
+        const suite = owner.suiteId === undefined ? "a suite" : `suite "${owner.suiteId}"`
+        return yield* configError(
+          chosen.field,
+          `${target.filename} belongs to ${suite} (output root ${owner.root}): a plain run must not write into a suite's databases; ` +
+            `use \`assay ${resume ? "resume" : "run"} -c SUITE_FILE\` (with --experiment ID for one member) instead`,
+          "give another store path for a plain run; reading the file with report or export is fine"
+        )
+      }
+    }
     if (settings.artifactBackend !== undefined && settings.artifactBackend !== null) {
       const bad = ArtifactBackends.check(settings.artifactBackend, experiment.plugins.artifactBackends)
       if (Option.isSome(bad)) return yield* bad.value

@@ -40,7 +40,7 @@
  * @since 0.5.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Console, Context, Effect, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
@@ -56,7 +56,7 @@ import * as ArtifactBackends from "./ArtifactBackends.js"
 import { makeDriverWithEnv } from "./internal/sqlite/driver.js"
 import * as Catalog from "./internal/suite/catalog.js"
 import * as Manifest from "./internal/suite/manifest.js"
-import { makeCache } from "./internal/suite/members.js"
+import { makeCache, memberDbPresent, memberFile } from "./internal/suite/members.js"
 import { makeRouter } from "./internal/suite/router.js"
 import { type Db, makeDb, makeView, type Source } from "./internal/suite/view.js"
 
@@ -162,6 +162,32 @@ export const isSuiteRoot = (path: string): Effect.Effect<boolean> =>
   })
 
 /**
+ * The suite root a store file belongs to, if any: a file directly in a suite root (its
+ * `state.db`, `suite.db`, or any other file there) or in a member's folder
+ * (`ROOT/experiments/ID/…`). Returns the root (absolute) and the suite id of its manifest (the
+ * id is `undefined` when the manifest cannot be read); `undefined` when the file is in no suite
+ * root. Reads nothing but the manifest; never fails.
+ *
+ * @param file a store file path (made absolute against the working directory)
+ * @since 0.5.0
+ * @category files
+ */
+export const suiteRootOfFile = (
+  file: string
+): Effect.Effect<{ readonly root: string; readonly suiteId: string | undefined } | undefined> =>
+  Effect.gen(function*() {
+    const dir = nodePath.dirname(nodePath.resolve(file))
+    const experiments = nodePath.dirname(dir)
+    const candidates = [dir, ...(nodePath.basename(experiments) === "experiments" ? [nodePath.dirname(experiments)] : [])]
+    for (const root of candidates) {
+      if (!(yield* isSuiteRoot(root))) continue
+      const manifest = yield* Effect.orElseSucceed(Manifest.read(root), () => undefined)
+      return { root, suiteId: manifest?.suiteId }
+    }
+    return undefined
+  })
+
+/**
  * Opens a suite root in the current scope (see the module docs) and returns its store and
  * catalog. Fails with `ConfigError` on invalid options or a root of another suite, layout or
  * backend, `StoreUnavailable` when a database cannot be opened (held by another writer, a
@@ -186,6 +212,12 @@ export const make = (
       if (readOnly) {
         return yield* new StoreUnavailable({ message: `no suite root at ${root} (no ${Manifest.MANIFEST}); read-only opens never create one`, path: root })
       }
+      const present = ROOT_FILES.filter((f) => fs.existsSync(nodePath.join(root, f)))
+      // another writer creating the root at the same time writes its manifest before any database:
+      // read it again, so that this one meets that writer's lock (not a "no manifest" refusal)
+      if (present.length > 0) manifest = yield* Manifest.read(root)
+    }
+    if (manifest === undefined) {
       const present = ROOT_FILES.filter((f) => fs.existsSync(nodePath.join(root, f)))
       if (present.length > 0) {
         return yield* issue(
@@ -252,6 +284,27 @@ export const make = (
     const selected = readOnly ? [] : [...(o.selected ?? o.members)].sort()
     const memberMetricPrefix = (id: string) => `experiment:${id}:`
     const journal = o.journal ?? "full"
+
+    // member databases the catalog recorded as created but which are gone: a selected one refuses
+    // the run before anything is recorded; any other is only read, as empty, with a warning
+    const missing = layout === "byExperiment"
+      ? Array.from(created).filter((id) => !memberDbPresent(memberFile(root, id))).sort()
+      : []
+    for (const id of missing) {
+      if (selected.includes(id)) {
+        return yield* issue(
+          memberPath(id),
+          `the database of member "${id}" (${memberFile(root, id)}) is missing; a member database is never recreated ` +
+            `(restore it, leave the member out with --experiment, or run the suite into another output root)`
+        )
+      }
+    }
+    for (const id of missing) {
+      yield* Console.error(
+        `warning: suite "${o.suiteId}": the database of member "${id}" (${memberFile(root, id)}) is missing; ` +
+          `that member reads as empty (restore the file to see its results)`
+      )
+    }
 
     let activeRun: NewRun | undefined
     const cache = layout === "byExperiment"

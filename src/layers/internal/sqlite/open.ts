@@ -46,11 +46,33 @@ export interface SqliteEnv {
   readonly tx: <A>(f: (d: Database.Database) => A) => Effect.Effect<A, StoreUnavailable>
 }
 
-/** What a file holds: whether it exists, its tables and its `store_meta`. */
+/**
+ * What a file holds: whether it exists, its tables, its `store_meta`, and whether it is a
+ * half-made store (see {@link isHalfMade}).
+ */
 export interface Inspection {
   readonly exists: boolean
   readonly tables: ReadonlySet<string>
   readonly meta: ReadonlyMap<string, string>
+  readonly halfMade: boolean
+}
+
+/**
+ * The bookkeeping table `@effect/sql`'s `Migrator` creates (and commits) before it runs the
+ * migrations in one transaction: a writer killed in between leaves a file holding only it.
+ */
+export const MIGRATIONS_TABLE = "effect_sql_migrations"
+
+/**
+ * Whether an open database is a store whose creation was interrupted: its only table is the
+ * migrations bookkeeping table and that table has no rows (the first migration never
+ * committed). Such a file holds no data of anyone, so a writer finishes creating it; any other
+ * table, or any recorded migration, and it is not half-made.
+ */
+const isHalfMade = (db: Database.Database, tables: ReadonlySet<string>): boolean => {
+  if (tables.size !== 1 || !tables.has(MIGRATIONS_TABLE)) return false
+  const row = db.prepare(`SELECT count(*) AS n FROM ${MIGRATIONS_TABLE}`).get() as { n: number }
+  return row.n === 0
 }
 
 /** A `StoreUnavailable` naming the store file. */
@@ -142,9 +164,9 @@ export const inspect = (path: string): Effect.Effect<Inspection, StoreUnavailabl
       try {
         size = fs.statSync(path).size
       } catch {
-        return { exists: false, tables: new Set(), meta: new Map() }
+        return { exists: false, tables: new Set(), meta: new Map(), halfMade: false }
       }
-      if (size === 0) return { exists: false, tables: new Set(), meta: new Map() }
+      if (size === 0) return { exists: false, tables: new Set(), meta: new Map(), halfMade: false }
       const db = new Database(path, { readonly: true, fileMustExist: true })
       try {
         return catalogue(db)
@@ -173,14 +195,18 @@ export const catalogue = (db: Database.Database): Inspection => {
       meta.set(r.key, r.value)
     }
   }
-  return { exists: true, tables, meta }
+  return { exists: true, tables, meta, halfMade: isHalfMade(db, tables) }
 }
 
-/** Refuses another application's database, an unknown feature level or a newer schema. */
+/**
+ * Refuses another application's database, an unknown feature level or a newer schema. An empty
+ * database and a half-made store (whose creation a killed writer interrupted) pass: a writer
+ * creates or finishes them.
+ */
 export const checkCompatible = (path: string, info: Inspection): Effect.Effect<void, StoreUnavailable> => {
   if (!info.exists) return Effect.void
   if (!info.tables.has("store_meta")) {
-    return info.tables.size === 0
+    return info.tables.size === 0 || info.halfMade
       ? Effect.void
       : Effect.fail(
         unavailable(
@@ -383,6 +409,12 @@ export const openSqlite = (
     yield* checkCompatible(path, info)
     if (readOnly && !info.exists) {
       return yield* unavailable(path, `no assay store at ${path} (missing or empty file); read-only opens never create one`)
+    }
+    if (readOnly && info.halfMade) {
+      return yield* unavailable(
+        path,
+        `${path} is an assay store whose creation was interrupted (no run was ever recorded in it); open it for writing (run) to finish creating it`
+      )
     }
     if (readOnly && !info.tables.has("store_meta")) {
       return yield* unavailable(path, `${path} is an SQLite file without the assay tables (missing table store_meta): not an initialized store`)

@@ -9,8 +9,9 @@
  *   new, and recorded in the catalog as created);
  * - any other member is opened read-only (never created, migrated or written), and one without
  *   a database reads as empty;
- * - a member whose database the catalog records as created but which is missing is an error
- *   (`StoreUnavailable`): it is never silently recreated.
+ * - a member whose database the catalog records as created but which is missing is never
+ *   silently recreated: opening it for writing is an error (`StoreUnavailable`); read, it is
+ *   empty (the suite store refuses a run selecting it and warns about the others at open).
  *
  * @since 0.5.0
  */
@@ -79,6 +80,15 @@ const exists = (file: string): boolean => {
   }
 }
 
+/**
+ * Whether a member database file is there (exists and is not empty).
+ *
+ * @param file the member's database path ({@link memberFile})
+ * @since 0.5.0
+ * @category layout
+ */
+export const memberDbPresent = (file: string): boolean => exists(file)
+
 /** The `feature_level` in a store file's `store_meta` (`"base"` when it cannot be read). */
 const storedLevel = (file: string): string => {
   try {
@@ -125,7 +135,9 @@ export const makeCache = (o: CacheOptions) =>
         const writable = !o.readOnly && o.selected.has(id)
         const present = exists(file)
         if (!present) {
-          if (o.created.has(id)) {
+          // a missing database of a member this run does not write reads as empty (the suite
+          // store warned at open); a written member's is an error, never silently recreated
+          if (o.created.has(id) && writable) {
             return yield* new StoreUnavailable({
               message:
                 `suite "${o.suiteId}": the database of member "${id}" (${file}) is missing; a member database is never recreated ` +

@@ -217,6 +217,72 @@ describe("SuiteViews", () => {
       assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
     }))
 
+  it.scoped("a member the run did not select reads 'not selected' in that run's views, not 'interrupted'", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      // run C selects beta only (the catalog records alpha as not selected) and ends
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: C, startedAt: 3000 })
+      yield* execute(f, "beta", "q3", C, "succeeded", 3100)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.finishRun(C, { status: "completed", endedAt: 3200 })
+      const facts = [
+        { ...membership(C, "alpha", 0), selected: false, sourceExhausted: false, updatedAt: 30 },
+        { ...membership(C, "beta", 1), limitReached: false, sourceExhausted: true, updatedAt: 30 }
+      ]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const r = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.sourceStatus, m.admitted]), [["alpha", "not_selected", null], ["beta", "exhausted", 1]])
+      const text = SuiteViews.renderSuiteText(r)
+      assert.match(text, /\n  alpha: 0 pipeline\(s\) .*; not selected \(run runC\)/)
+      assert.notMatch(text, /alpha: .*source not exhausted/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments?run_id=runC")
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.source_status, m.source.selected, m.source.admitted]), [
+        ["alpha", "not_selected", false, null],
+        ["beta", "exhausted", true, 1]
+      ])
+      const snap = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, { errors: 5 })
+      assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
+    }))
+
+  it.scoped("admitted while a run is live and after it died: the store's count, never the recorded 0", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      // run D (beta) runs q3 and q4 and skips one already done; its recorded admitted count is
+      // still the 0 written when it started (the count is written when the source ends or the run stops)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      yield* execute(f, "beta", "q4", D, "succeeded", 3110)
+      yield* f.merged.reportMetric({ runId: D, pipelineId: null, name: "experiment:beta:skipped", value: 1, display: "number", updatedAt: 3120 })
+      const facts = [{ ...membership(D, "beta", 0), limitReached: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3200) // D is alive
+      const beta = (r: SuiteViews.SuiteReportData) => r.members.find((m) => m.experimentId === "beta")!
+      for (const runId of [undefined, "runD"]) {
+        const live = yield* SuiteViews.buildSuiteReport(suite, { runId })
+        assert.deepStrictEqual([beta(live).sourceStatus, beta(live).admitted, beta(live).admittedFrom], ["running", 3, "store"])
+        assert.match(SuiteViews.renderSuiteText(live), /beta \[Beta\]: .*source not exhausted yet \(at least 3 admitted \(as stored\), run runD running\)/)
+      }
+      yield* TestClock.setTime(3500) // killed: no heartbeat within its staleAfter, nothing recorded
+      const dead = yield* SuiteViews.buildSuiteReport(suite, { runId: "runD" })
+      assert.deepStrictEqual([beta(dead).sourceStatus, beta(dead).admitted], ["interrupted", 3])
+      assert.match(SuiteViews.renderSuiteText(dead), /source not exhausted \(at least 3 admitted \(as stored\); run runD ended\)/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments")
+      const b = ex.rows.find((m: any) => m.experiment_id === "beta")
+      assert.deepStrictEqual([b.source.admitted, b.source.admitted_from], [3, "store"])
+    }))
+
   it.scoped("pipelines left running by a run that is no longer running (stale) read as interrupted; a live run's stay running", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -249,6 +249,27 @@ describe("SuiteViews", () => {
       assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
     }))
 
+  it.scoped("report's Metrics section names the member of each member-scoped metric and labels the skip total as the run's", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      // what the runner writes: one skip count per member and the run's total, all labelled alike
+      for (const [name, value] of [["experiment:alpha:skipped", 4], ["experiment:beta:skipped", 5], ["skipped", 9]] as const) {
+        yield* f.merged.reportMetric({ runId: B, pipelineId: null, name, value, label: "Skipped (already done)", display: "number", updatedAt: 2250 })
+      }
+      const lines = (t: string) => t.split("\n").slice(t.split("\n").indexOf("Metrics:") + 1).filter((l) => l.startsWith("  "))
+      const text = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite))
+      const skips = lines(text).filter((l) => l.includes("Skipped (already done)"))
+      assert.deepStrictEqual([...skips].sort(), [
+        "  Skipped (already done) [member alpha] (run runB): 4",
+        "  Skipped (already done) [member beta] (run runB): 5",
+        "  Skipped (already done) [whole run] (run runB): 9"
+      ])
+      assert.isTrue(lines(text).some((l) => /^  accuracy \[member alpha\] \(run runB\): 75/.test(l)))
+      // one member's view: the other members' metrics are not its own
+      const alpha = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite, { experiment: "alpha" }))
+      assert.notMatch(alpha, /\[member beta\]/)
+    }))
+
   it.scoped("admitted while a run is live and after it died: the store's count, never the recorded 0", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -873,6 +873,7 @@ export const buildSuiteReport = (
       .sort((a, b) => Number(!a.shared) - Number(!b.shared))
     return {
       ...base,
+      metrics: suiteMetrics(base.metrics, options.experiment),
       selection: runId ?? "cumulative",
       pipelines,
       byState,
@@ -889,6 +890,29 @@ export const buildSuiteReport = (
       },
       members
     }
+  })
+
+/**
+ * The metrics of a suite report, each saying whose it is: a member-scoped metric (stored as
+ * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`), the run's own skip
+ * count (the total over its members) as the run's (`LABEL [whole run]`); the others are left as
+ * they are. In one member's view (`experiment`), the other members' metrics are left out.
+ *
+ * @since 0.5.0
+ * @category report
+ */
+export const suiteMetrics = (
+  metrics: ReadonlyArray<Report.ReportMetric>,
+  experiment: string | undefined
+): ReadonlyArray<Report.ReportMetric> =>
+  metrics.flatMap((x) => {
+    const scoped = memberMetricOf(x.name)
+    if (scoped !== undefined) {
+      return experiment !== undefined && scoped.experimentId !== experiment
+        ? []
+        : [{ ...x, label: `${x.label ?? scoped.name} [member ${scoped.experimentId}]` }]
+    }
+    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [{ ...x, label: `${x.label ?? x.name} [whole run]` }] : [x]
   })
 
 const statesText = (by: Readonly<Record<PipelineState, number>>): string =>

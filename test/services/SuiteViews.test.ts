@@ -248,6 +248,12 @@ describe("SuiteViews", () => {
       // the cumulative view has no skip count (skips belong to a run), and says nothing is missing
       const cum = yield* json("/experiments")
       assert.deepStrictEqual(cum.rows.map((m: any) => [m.skipped, m.skipped_recorded]), [[null, true], [null, true]])
+      // watch --experiment: the one-line form says whose figures these are
+      const one = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, {
+        errors: 5,
+        experiment: "beta"
+      })
+      assert.match(Monitor.renderLine(one), /^run runC \[member beta\] \w+: 1\/1 done/)
       const snap = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, { errors: 5 })
       assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
     }))
@@ -590,5 +596,21 @@ describe("SuiteViews", () => {
       assert.notInclude(body, "<script>alert(2)")
       assert.include(body, "&lt;img src=x onerror=alert(1)&gt;")
       assert.include(body, "&lt;s1&gt;")
+    }))
+
+  it.scoped("report: a label or source error holding a line break stays on its member's one line (escaped)", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const odd: SuiteViews.SuiteReads = {
+        ...f.suite,
+        members: Effect.succeed([{ experimentId: "alpha", definitionDigest: "d", label: "first\nsecond", limit: null, createdAt: 1 }]),
+        membership: () => Effect.succeed([{ ...membership(A, "alpha", 2), sourceError: "line 1\r\nline 2" }])
+      }
+      const text = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(odd))
+      const lines = text.split("\n")
+      const members = lines.slice(lines.indexOf("Members:") + 1, lines.indexOf("Pools:")).filter((l) => /^  \S/.test(l))
+      assert.deepStrictEqual(members.length, 1, text)
+      assert.include(members[0]!, "  alpha [first\\nsecond]: ")
+      assert.include(members[0]!, "source error: line 1\\r\\nline 2")
     }))
 })

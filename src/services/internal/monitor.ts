@@ -1045,7 +1045,8 @@ export const statusOf = (s: Snapshot): string => {
  * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 admitted · 12.3/s · ETA 44s`.
  * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
  * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
- * interrupted count appears when there are some. Store text is stripped of control characters.
+ * interrupted count appears when there are some; one member of a suite adds `[member ID]`
+ * after the run. Store text is stripped of control characters.
  *
  * @since 0.1.0
  * @category rendering
@@ -1053,7 +1054,10 @@ export const statusOf = (s: Snapshot): string => {
 export const renderLine = (s: Snapshot): string => {
   if (s.run_id === null) return "no run yet"
   const by = s.pipelines.by_state
-  const head = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
+  const run = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
+  // one member of a suite (`watch --experiment ID`): say whose figures these are
+  const member = s.suite?.experiment ?? null
+  const head = member === null ? run : `${run} [member ${clean(member)}]`
   const parts = [
     s.total !== null
       ? `${s.done}/${s.total} done (${((s.progress ?? 0) * 100).toFixed(1)}%)`

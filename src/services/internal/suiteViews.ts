@@ -929,6 +929,21 @@ const statesText = (by: Readonly<Record<PipelineState, number>>): string =>
 export const admittedText = (admitted: number | null, from: MemberSummary["admittedFrom"]): string =>
   admitted === null ? "admitted: not recorded" : from === "store" ? `at least ${admitted} admitted (as stored)` : `${admitted} admitted`
 
+/**
+ * `s` as one line of text: line breaks, tabs and other control characters (C0, DEL, C1, and the
+ * Unicode line and paragraph separators) escaped as `\\n`, `\\r`, `\\t` or `\\uXXXX`, so a
+ * member's id, label or source error cannot break a one-line-per-member listing.
+ *
+ * @since 0.5.0
+ * @category report
+ */
+export const oneLine = (s: string): string =>
+  s.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    (c) => c === "\n" ? "\\n" : c === "\r" ? "\\r" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+
 const sourceText = (m: MemberSummary): string => {
   const s = m.source
   const admitted = admittedText(m.admitted, m.admittedFrom)
@@ -938,7 +953,7 @@ const sourceText = (m: MemberSummary): string => {
     case "not_selected":
       return `not selected (run ${s?.runId ?? ""})`
     case "error":
-      return `source error: ${s?.sourceError ?? ""}`
+      return `source error: ${oneLine(s?.sourceError ?? "")}`
     case "exhausted":
       return `source exhausted (${admitted})`
     case "limit":
@@ -978,7 +993,7 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   if (r.members.length === 0) out.push("  none")
   for (const m of r.members) {
     out.push(
-      `  ${m.experimentId}${m.label === null ? "" : ` [${m.label}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
+      `  ${oneLine(m.experimentId)}${m.label === null ? "" : ` [${oneLine(m.label)}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
         m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
       }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
     )

@@ -234,10 +234,10 @@ describe("SuiteViews", () => {
         membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
       }
       const r = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
-      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.sourceStatus, m.admitted]), [["alpha", "not_selected", null], ["beta", "exhausted", 1]])
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.sourceStatus, m.admitted, m.skipped]), [["alpha", "not_selected", null, null], ["beta", "exhausted", 1, 0]])
       const text = SuiteViews.renderSuiteText(r)
       assert.match(text, /\n  alpha: 0 pipeline\(s\) .*; not selected \(run runC\)/)
-      assert.notMatch(text, /alpha: .*source not exhausted/)
+      assert.notMatch(text, /alpha: .*(source not exhausted|skipped)/)
       const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
       const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
       const ex = yield* json("/experiments?run_id=runC")

@@ -683,8 +683,9 @@ export const memberSummaries = (
         pipelines = o.pipelines
         byState = o.byState
         // the runner's own count: what it found already done (never "admitted minus recorded":
-        // an interrupted run's admitted specs may never have reached a row)
-        if (source !== undefined) {
+        // an interrupted run's admitted specs may never have reached a row); a member the run
+        // did not select has no count
+        if (source !== undefined && source.selected) {
           const runId = options.runId
           const selected = facts.filter((f) => f.runId === runId && f.selected).map((f) => f.experimentId)
           skipped = memberSkipsRecorded(yield* runMetrics(runId), m.experimentId, selected)

@@ -37,6 +37,7 @@ import { checkId, frozenVariables, idKey, type SuiteLayout, tagSpec } from "../d
 import type { StoreStats } from "../domain/TaskStore.js"
 import { SKIPPED_METRIC } from "./internal/runner/run.js"
 import * as metric from "./internal/suite/metric.js"
+import { oneLine } from "./internal/suiteViews.js"
 import type { PoolConfig } from "./Pool.js"
 import type { PoolsService } from "./Pools.js"
 import * as Runner from "./Runner.js"
@@ -788,22 +789,53 @@ export interface SuiteRunHandle extends Runner.RunHandle<ConfigError | StoreUnav
   readonly awaitSuite: Effect.Effect<SuiteReport, Runner.RunError | StoreUnavailable | ConfigError>
 }
 
+/** A member's counts in a run: submitted = succeeded + failed + interrupted + skipped + pending. */
+interface MemberCounts {
+  readonly submitted: number
+  readonly succeeded: number
+  readonly failed: number
+  readonly interrupted: number
+  readonly skipped: number
+  /** Handed to the runner but never started (after a stop), stored pending or not written. */
+  readonly pending: number
+}
+
+const memberCounts = (m: MemberOutcome): MemberCounts | undefined => {
+  const by = m.stats?.byState
+  if (!m.selected || !m.started || by === undefined) return undefined
+  const skipped = m.skipped ?? 0
+  const pending = Math.max(0, m.admitted - (by.succeeded ?? 0) - (by.failed ?? 0) - (by.interrupted ?? 0) - skipped)
+  return { submitted: m.admitted, succeeded: by.succeeded ?? 0, failed: by.failed ?? 0, interrupted: by.interrupted ?? 0, skipped, pending }
+}
+
+const countsText = (c: MemberCounts): string =>
+  ` · succeeded ${c.succeeded} · failed ${c.failed} · interrupted ${c.interrupted} · skipped ${c.skipped}` +
+  (c.pending > 0 ? ` · pending ${c.pending}` : "")
+
+/** The suite's totals over its members' lines (they add up the same way), or "" without any. */
+const totalsText = (members: ReadonlyArray<MemberOutcome>): string => {
+  const all = members.map(memberCounts).filter((c): c is MemberCounts => c !== undefined)
+  if (all.length === 0) return ""
+  const sum = (k: keyof MemberCounts) => all.reduce((a, c) => a + c[k], 0)
+  const total: MemberCounts = {
+    submitted: sum("submitted"),
+    succeeded: sum("succeeded"),
+    failed: sum("failed"),
+    interrupted: sum("interrupted"),
+    skipped: sum("skipped"),
+    pending: sum("pending")
+  }
+  return ` submitted ${total.submitted}${countsText(total)}`
+}
+
 const memberLine = (m: MemberOutcome): string => {
-  const name = m.label === null ? m.experimentId : `${m.experimentId} (${m.label})`
+  const name = oneLine(m.label === null ? m.experimentId : `${m.experimentId} (${m.label})`)
   if (!m.selected) return `  ${name}: not selected`
   if (!m.started) return `  ${name}: not started${m.startRefused ? " (a stop fired before its turn)" : ""}`
-  const by = m.stats?.byState
-  // submitted = succeeded + failed + interrupted + skipped + pending (handed over, not started)
-  const skipped = m.skipped ?? 0
-  const pending = by === undefined
-    ? 0
-    : Math.max(0, m.admitted - (by.succeeded ?? 0) - (by.failed ?? 0) - (by.interrupted ?? 0) - skipped)
-  const counts = by === undefined
-    ? ""
-    : ` · succeeded ${by.succeeded ?? 0} · failed ${by.failed ?? 0} · interrupted ${by.interrupted ?? 0} · skipped ${skipped}` +
-      (pending > 0 ? ` · pending ${pending}` : "")
+  const c = memberCounts(m)
+  const counts = c === undefined ? "" : countsText(c)
   const source = m.sourceError !== null
-    ? `source failed: ${m.sourceError}`
+    ? `source failed: ${oneLine(m.sourceError)}`
     : m.sourceExhausted
     ? "source exhausted"
     : m.limitReached
@@ -819,7 +851,7 @@ const makeSuiteReport = (suiteId: string, run: Runner.RunReport, members: Readon
   run,
   members,
   sourceFailed: members.some((m) => m.sourceError !== null),
-  summary: () => [run.summary(), `suite ${suiteId}:`, ...members.map(memberLine)].join("\n"),
+  summary: () => [run.summary(), `suite ${oneLine(suiteId)}:${totalsText(members)}`, ...members.map(memberLine)].join("\n"),
   toJSON: () => ({
     ...run.toJSON(),
     suiteId,

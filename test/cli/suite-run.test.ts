@@ -234,10 +234,16 @@ describe("assay run -c SUITE", () => {
       assert.strictEqual(code.code, 130, code.stderr)
       // every submitted pipeline is in one state: none "lost" between admission and a row
       const lines = [...code.stdout.matchAll(/: submitted (\d+) · succeeded (\d+) · failed (\d+) · interrupted (\d+) · skipped (\d+)(?: · pending (\d+))?/g)]
-      assert.strictEqual(lines.length, 2, code.stdout)
+      assert.strictEqual(lines.length, 3, code.stdout)
       for (const m of lines) {
         const [, submitted, ...rest] = m
         assert.strictEqual(rest.reduce((a, x) => a + Number(x ?? 0), 0), Number(submitted), m[0])
+      }
+      // the first is the suite's line: its totals are the sums of the members' (pending included)
+      assert.match(lines[0]![0], /^: submitted/)
+      assert.match(code.stdout, /\nsuite [^:\n]+: submitted \d+/)
+      for (let i = 1; i <= 6; i++) {
+        assert.strictEqual(Number(lines[0]![i] ?? 0), Number(lines[1]![i] ?? 0) + Number(lines[2]![i] ?? 0), `column ${i}: ${code.stdout}`)
       }
       assert.include(code.stderr, "resume with: assay resume -c")
       assert.isBelow(logLines(s.log).length, 60)

@@ -180,6 +180,8 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
         assert.strictEqual(r.suiteId, "cmp")
         assert.include(["a", "b"], r.experimentId)
         assert.isString(r.localKey)
+        // content-addressed members: the stored key is null, as outside suites (docs/suites.md)
+        assert.isNull(r.key)
         assert.strictEqual(r.repeat, 0)
         assert.strictEqual(r.state, "succeeded")
       }

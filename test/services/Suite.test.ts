@@ -202,7 +202,7 @@ describe("Suite.run", () => {
   it.effect("runs every member; a source error fails its member and the others finish; facts per member", () =>
     Effect.gen(function*() {
       const broken = Suite.member("broken", () => Stream.fail(new Pipeline.SeedError({ message: "no input file" })), { definitionDigest: "b" })
-      const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 3), broken, memberOf("c", 2)] })
+      const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 3), broken, memberOf("c", 2, { label: "two\nlines" })] })
       const report = yield* Suite.run(suite)
       assert.strictEqual(report.run.status, "completed")
       assert.strictEqual(report.run.stats.byState.succeeded, 5)
@@ -212,6 +212,17 @@ describe("Suite.run", () => {
       assert.isTrue(byId.get("a")!.sourceExhausted)
       assert.include(report.summary(), "broken: submitted 0")
       assert.include(report.summary(), "source failed: no input file")
+      // the suite's line totals its members' lines; one line per member, whatever the label holds
+      const lines = report.summary().split("\n")
+      const at = lines.indexOf(lines.find((l) => l.startsWith("suite s:"))!)
+      const counts = (l: string) => [...l.matchAll(/(submitted|succeeded|failed|interrupted|skipped|pending) (\d+)/g)].map((m) => `${m[1]} ${m[2]}`)
+      const sums = new Map<string, number>()
+      for (const l of lines.slice(at + 1)) {
+        for (const c of counts(l)) sums.set(c.split(" ")[0]!, (sums.get(c.split(" ")[0]!) ?? 0) + Number(c.split(" ")[1]))
+      }
+      assert.strictEqual(counts(lines[at]!)[0], "submitted 5")
+      assert.deepStrictEqual(counts(lines[at]!), [...sums].map(([k, n]) => `${k} ${n}`))
+      assert.deepStrictEqual(lines.slice(at + 1).map((l) => l.split(":")[0]), ["  a", "  broken", "  c (two\\nlines)"])
     }).pipe(Effect.provide(suiteEnv("s"))))
 
   it.effect("a store failure (the catalog) stops the suite with StoreUnavailable", () =>

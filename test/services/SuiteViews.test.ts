@@ -217,6 +217,102 @@ describe("SuiteViews", () => {
       assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
     }))
 
+  it.scoped("a member the run did not select reads 'not selected' in that run's views, not 'interrupted'", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const C = RunId.make("runC")
+      // run C selects beta only (the catalog records alpha as not selected) and ends
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: C, startedAt: 3000 })
+      yield* execute(f, "beta", "q3", C, "succeeded", 3100)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.finishRun(C, { status: "completed", endedAt: 3200 })
+      const facts = [
+        { ...membership(C, "alpha", 0), selected: false, sourceExhausted: false, updatedAt: 30 },
+        { ...membership(C, "beta", 1), limitReached: false, sourceExhausted: true, updatedAt: 30 }
+      ]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      const r = yield* SuiteViews.buildSuiteReport(suite, { runId: "runC" })
+      assert.deepStrictEqual(r.members.map((m) => [m.experimentId, m.sourceStatus, m.admitted, m.skipped]), [["alpha", "not_selected", null, null], ["beta", "exhausted", 1, 0]])
+      const text = SuiteViews.renderSuiteText(r)
+      assert.match(text, /\n  alpha: 0 pipeline\(s\) .*; not selected \(run runC\)/)
+      assert.notMatch(text, /alpha: .*(source not exhausted|skipped)/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments?run_id=runC")
+      assert.deepStrictEqual(ex.rows.map((m: any) => [m.experiment_id, m.source_status, m.source.selected, m.source.admitted]), [
+        ["alpha", "not_selected", false, null],
+        ["beta", "exhausted", true, 1]
+      ])
+      // the cumulative view has no skip count (skips belong to a run), and says nothing is missing
+      const cum = yield* json("/experiments")
+      assert.deepStrictEqual(cum.rows.map((m: any) => [m.skipped, m.skipped_recorded]), [[null, true], [null, true]])
+      // watch --experiment: the one-line form says whose figures these are
+      const one = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, {
+        errors: 5,
+        experiment: "beta"
+      })
+      assert.match(Monitor.renderLine(one), /^run runC \[member beta\] \w+: 1\/1 done/)
+      const snap = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, { errors: 5 })
+      assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
+    }))
+
+  it.scoped("report's Metrics section names the member of each member-scoped metric and labels the skip total as the run's", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      // what the runner writes: one skip count per member and the run's total, all labelled alike
+      for (const [name, value] of [["experiment:alpha:skipped", 4], ["experiment:beta:skipped", 5], ["skipped", 9]] as const) {
+        yield* f.merged.reportMetric({ runId: B, pipelineId: null, name, value, label: "Skipped (already done)", display: "number", updatedAt: 2250 })
+      }
+      const lines = (t: string) => t.split("\n").slice(t.split("\n").indexOf("Metrics:") + 1).filter((l) => l.startsWith("  "))
+      const text = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite))
+      const skips = lines(text).filter((l) => l.includes("Skipped (already done)"))
+      assert.deepStrictEqual([...skips].sort(), [
+        "  Skipped (already done) [member alpha] (run runB): 4",
+        "  Skipped (already done) [member beta] (run runB): 5",
+        "  Skipped (already done) [whole run] (run runB): 9"
+      ])
+      assert.isTrue(lines(text).some((l) => /^  accuracy \[member alpha\] \(run runB\): 75/.test(l)))
+      // one member's view: the other members' metrics are not its own
+      const alpha = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite, { experiment: "alpha" }))
+      assert.notMatch(alpha, /\[member beta\]/)
+    }))
+
+  it.scoped("admitted while a run is live and after it died: the store's count, never the recorded 0", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const D = RunId.make("runD")
+      // run D (beta) runs q3 and q4 and skips one already done; its recorded admitted count is
+      // still the 0 written when it started (the count is written when the source ends or the run stops)
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.openRun({ runId: D, startedAt: 3000, config: { staleAfterMs: 100 } })
+      yield* execute(f, "beta", "q3", D, "running", 3100)
+      yield* execute(f, "beta", "q4", D, "succeeded", 3110)
+      yield* f.merged.reportMetric({ runId: D, pipelineId: null, name: "experiment:beta:skipped", value: 1, display: "number", updatedAt: 3120 })
+      const facts = [{ ...membership(D, "beta", 0), limitReached: false, updatedAt: 30 }]
+      const suite: SuiteViews.SuiteReads = {
+        ...f.suite,
+        membership: (runId) => Effect.map(f.suite.membership(runId), (xs) => [...xs, ...facts.filter((m) => runId === undefined || m.runId === runId)])
+      }
+      for (const s of [f.merged, f.members["alpha"]!, f.members["beta"]!]) yield* s.heartbeat(D, 3150)
+      yield* TestClock.setTime(3200) // D is alive
+      const beta = (r: SuiteViews.SuiteReportData) => r.members.find((m) => m.experimentId === "beta")!
+      for (const runId of [undefined, "runD"]) {
+        const live = yield* SuiteViews.buildSuiteReport(suite, { runId })
+        assert.deepStrictEqual([beta(live).sourceStatus, beta(live).admitted, beta(live).admittedFrom], ["running", 3, "store"])
+        assert.match(SuiteViews.renderSuiteText(live), /beta \[Beta\]: .*source not exhausted yet \(at least 3 admitted \(as stored\), run runD running\)/)
+      }
+      yield* TestClock.setTime(3500) // killed: no heartbeat within its staleAfter, nothing recorded
+      const dead = yield* SuiteViews.buildSuiteReport(suite, { runId: "runD" })
+      assert.deepStrictEqual([beta(dead).sourceStatus, beta(dead).admitted], ["interrupted", 3])
+      assert.match(SuiteViews.renderSuiteText(dead), /source not exhausted \(at least 3 admitted \(as stored\); run runD ended\)/)
+      const info = yield* StatsServer.serve({ store: f.merged, reads: Monitor.storeReads(f.merged), port: 0, suite })
+      const json = (route: string) => Effect.promise(async () => (await fetch(`${info.url}${route}`)).json() as Promise<any>)
+      const ex = yield* json("/experiments")
+      const b = ex.rows.find((m: any) => m.experiment_id === "beta")
+      assert.deepStrictEqual([b.source.admitted, b.source.admitted_from], [3, "store"])
+    }))
+
   it.scoped("pipelines left running by a run that is no longer running (stale) read as interrupted; a live run's stay running", () =>
     Effect.gen(function*() {
       const f = yield* makeFake
@@ -500,5 +596,21 @@ describe("SuiteViews", () => {
       assert.notInclude(body, "<script>alert(2)")
       assert.include(body, "&lt;img src=x onerror=alert(1)&gt;")
       assert.include(body, "&lt;s1&gt;")
+    }))
+
+  it.scoped("report: a label or source error holding a line break stays on its member's one line (escaped)", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const odd: SuiteViews.SuiteReads = {
+        ...f.suite,
+        members: Effect.succeed([{ experimentId: "alpha", definitionDigest: "d", label: "first\nsecond", limit: null, createdAt: 1 }]),
+        membership: () => Effect.succeed([{ ...membership(A, "alpha", 2), sourceError: "line 1\r\nline 2" }])
+      }
+      const text = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(odd))
+      const lines = text.split("\n")
+      const members = lines.slice(lines.indexOf("Members:") + 1, lines.indexOf("Pools:")).filter((l) => /^  \S/.test(l))
+      assert.deepStrictEqual(members.length, 1, text)
+      assert.include(members[0]!, "  alpha [first\\nsecond]: ")
+      assert.include(members[0]!, "source error: line 1\\r\\nline 2")
     }))
 })

@@ -666,7 +666,15 @@ export interface Snapshot {
 export interface MembershipWire {
   readonly run_id: string
   readonly selected: boolean
-  readonly admitted: number
+  /**
+   * Specs the member's source handed to the run (`null` when the run did not select it): the
+   * run's recorded count, or, while the run is live or after it died without recording it, the
+   * count of the member's pipelines the store holds of that run plus those it skipped
+   * (`admitted_from: "store"`, a lower bound).
+   */
+  readonly admitted: number | null
+  /** `"recorded"` (the run's count), `"store"` (counted from the store's rows), `null` (not selected). */
+  readonly admitted_from: "recorded" | "store" | null
   readonly source_exhausted: boolean
   readonly source_error: string | null
   readonly limit_reached: boolean
@@ -677,7 +685,7 @@ export interface MembershipWire {
 /**
  * One suite member as `/experiments` and the dashboard list it: its counts (cumulative, or the
  * durable outcomes of the selected run, with `skipped` then), its source status and facts
- * (`exhausted`, `error`, `limit`, `running` or `unknown`), and its member-scoped metrics
+ * (`exhausted`, `error`, `limit`, `running`, `interrupted`, `not_selected` or `unknown`), and its member-scoped metrics
  * (never averaged across members).
  *
  * @since 0.3.0
@@ -1037,7 +1045,8 @@ export const statusOf = (s: Snapshot): string => {
  * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 admitted · 12.3/s · ETA 44s`.
  * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
  * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
- * interrupted count appears when there are some. Store text is stripped of control characters.
+ * interrupted count appears when there are some; one member of a suite adds `[member ID]`
+ * after the run. Store text is stripped of control characters.
  *
  * @since 0.1.0
  * @category rendering
@@ -1045,7 +1054,10 @@ export const statusOf = (s: Snapshot): string => {
 export const renderLine = (s: Snapshot): string => {
   if (s.run_id === null) return "no run yet"
   const by = s.pipelines.by_state
-  const head = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
+  const run = s.run_id === "all" ? `all runs (${s.runs_total})` : `run ${clean(s.run_id)}`
+  // one member of a suite (`watch --experiment ID`): say whose figures these are
+  const member = s.suite?.experiment ?? null
+  const head = member === null ? run : `${run} [member ${clean(member)}]`
   const parts = [
     s.total !== null
       ? `${s.done}/${s.total} done (${((s.progress ?? 0) * 100).toFixed(1)}%)`
@@ -1144,6 +1156,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
         ? `source error: ${clean(err ?? "")}`
         : m.source_status === "interrupted"
         ? "source not exhausted (run ended)"
+        : m.source_status === "not_selected"
+        ? "not selected"
         : `source ${m.source_status}`
       push(`  ${clean(m.experiment_id)}: ${m.pipelines} (${b.succeeded} ok · ${b.failed} failed · ${b.interrupted} interrupted)${skipped} · ${source}`)
     }

@@ -489,12 +489,14 @@ export const withReadState = <E>(
  * the member failed, the others went on), `limit` (a limit stopped admission; the source is not
  * known to be exhausted), `running` (none of these yet, and its run is still running),
  * `interrupted` (none of these, and its run is no longer running: finished, interrupted or
- * stale; the source is not exhausted), or `unknown` (no run selected it).
+ * stale; the source is not exhausted), `not_selected` (the run shown did not select the member:
+ * it read nothing of its source; in the cumulative view, no run ever selected it), or
+ * `unknown` (no run recorded anything of the member).
  *
  * @since 0.3.0
  * @category members
  */
-export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interrupted" | "unknown"
+export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interrupted" | "not_selected" | "unknown"
 
 /**
  * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member);
@@ -507,6 +509,8 @@ export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interr
 export const sourceStatusOf = (m: SuiteMembership | undefined, runAlive = true): SourceStatus =>
   m === undefined
     ? "unknown"
+    : !m.selected
+    ? "not_selected"
     : m.sourceError !== null
     ? "error"
     : m.sourceExhausted
@@ -599,6 +603,13 @@ export const memberSkipsRecorded = (
  *   "skipped: not recorded"; `true` otherwise;
  * - `source`: the membership facts of the run (with a run), else of the latest run that
  *   selected the member (`null` when none did), and their {@link SourceStatus};
+ * - `admitted`: how many specs the member's source handed to that run. The run records the
+ *   count when the member's source ends (exhausted, failed, limit) and when it stops; while it
+ *   is running, or after it died without recording it, the recorded count lags (it stays 0), so
+ *   the views show the store's instead (`admittedFrom: "store"`): the member's pipelines that
+ *   run holds plus those it skipped as already done (a lower bound: specs handed over but not
+ *   yet written are not in it). `null` (with `admittedFrom: null`) when the run shown did not
+ *   select the member or no run did;
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
  *   `experiment:ID:NAME`; shown under `NAME`) of the run, else of the latest run that reported
  *   any for the member. Never averaged across members.
@@ -617,6 +628,9 @@ export interface MemberSummary {
   readonly skippedRecorded: boolean
   readonly source: SuiteMembership | null
   readonly sourceStatus: SourceStatus
+  readonly admitted: number | null
+  /** Where `admitted` comes from: the run's `recorded` count, or the `store`'s rows (see above). */
+  readonly admittedFrom: "recorded" | "store" | null
   readonly metricsRunId: string | null
   readonly metrics: ReadonlyArray<Report.ReportMetric & { readonly updatedAt: number }>
 }
@@ -661,13 +675,17 @@ export const memberSummaries = (
       let byState: Readonly<Record<PipelineState, number>>
       let skipped: number | null = null
       let skippedRecorded = true
+      // the member's pipelines the source's run holds (undefined: not read yet)
+      let held: number | undefined
       if (options.runId !== undefined) {
         const o = yield* outcomesOf(view, options.runId, finished, !runAlive(runsById.get(options.runId), now))
+        held = o.pipelines
         pipelines = o.pipelines
         byState = o.byState
         // the runner's own count: what it found already done (never "admitted minus recorded":
-        // an interrupted run's admitted specs may never have reached a row)
-        if (source !== undefined) {
+        // an interrupted run's admitted specs may never have reached a row); a member the run
+        // did not select has no count
+        if (source !== undefined && source.selected) {
           const runId = options.runId
           const selected = facts.filter((f) => f.runId === runId && f.selected).map((f) => f.experimentId)
           skipped = memberSkipsRecorded(yield* runMetrics(runId), m.experimentId, selected)
@@ -705,6 +723,23 @@ export const memberSummaries = (
           break
         }
       }
+      const sourceStatus = sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now))
+      let admitted: number | null = null
+      let admittedFrom: MemberSummary["admittedFrom"] = null
+      if (source !== undefined && source.selected) {
+        admitted = source.admitted
+        admittedFrom = "recorded"
+        if (sourceStatus === "running" || sourceStatus === "interrupted") {
+          // the recorded count is written when the source ends or the run stops: live (or
+          // after a kill) it lags, so count what the store holds of that run for the member
+          const count = (held ?? (yield* view.stats(source.runId)).pipelines) +
+            memberSkipsOf(yield* runMetrics(source.runId), m.experimentId)
+          if (count > admitted) {
+            admitted = count
+            admittedFrom = "store"
+          }
+        }
+      }
       out.push({
         experimentId: m.experimentId,
         label: m.label,
@@ -715,7 +750,9 @@ export const memberSummaries = (
         skipped,
         skippedRecorded,
         source: source ?? null,
-        sourceStatus: sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now)),
+        sourceStatus,
+        admitted,
+        admittedFrom,
         metricsRunId,
         metrics
       })
@@ -837,6 +874,7 @@ export const buildSuiteReport = (
       .sort((a, b) => Number(!a.shared) - Number(!b.shared))
     return {
       ...base,
+      metrics: suiteMetrics(base.metrics, options.experiment),
       selection: runId ?? "cumulative",
       pipelines,
       byState,
@@ -855,24 +893,76 @@ export const buildSuiteReport = (
     }
   })
 
+/**
+ * The metrics of a suite report, each saying whose it is: a member-scoped metric (stored as
+ * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`), the run's own skip
+ * count (the total over its members) as the run's (`LABEL [whole run]`); the others are left as
+ * they are. In one member's view (`experiment`), the other members' metrics are left out.
+ *
+ * @since 0.5.0
+ * @category report
+ */
+export const suiteMetrics = (
+  metrics: ReadonlyArray<Report.ReportMetric>,
+  experiment: string | undefined
+): ReadonlyArray<Report.ReportMetric> =>
+  metrics.flatMap((x) => {
+    const scoped = memberMetricOf(x.name)
+    if (scoped !== undefined) {
+      return experiment !== undefined && scoped.experimentId !== experiment
+        ? []
+        : [{ ...x, label: `${x.label ?? scoped.name} [member ${scoped.experimentId}]` }]
+    }
+    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [{ ...x, label: `${x.label ?? x.name} [whole run]` }] : [x]
+  })
+
 const statesText = (by: Readonly<Record<PipelineState, number>>): string =>
   (Object.keys(by) as Array<PipelineState>).map((k) => `${k} ${by[k]}`).join(", ")
 
+/**
+ * How a member's admitted count reads: `N admitted` (recorded by the run), `at least N
+ * admitted (as stored)` (counted from the store while the run's own count lags), see
+ * {@link MemberSummary}.
+ *
+ * @since 0.5.0
+ * @category report
+ */
+export const admittedText = (admitted: number | null, from: MemberSummary["admittedFrom"]): string =>
+  admitted === null ? "admitted: not recorded" : from === "store" ? `at least ${admitted} admitted (as stored)` : `${admitted} admitted`
+
+/**
+ * `s` as one line of text: line breaks, tabs and other control characters (C0, DEL, C1, and the
+ * Unicode line and paragraph separators) escaped as `\\n`, `\\r`, `\\t` or `\\uXXXX`, so a
+ * member's id, label or source error cannot break a one-line-per-member listing.
+ *
+ * @since 0.5.0
+ * @category report
+ */
+export const oneLine = (s: string): string =>
+  s.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    (c) => c === "\n" ? "\\n" : c === "\r" ? "\\r" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+
 const sourceText = (m: MemberSummary): string => {
   const s = m.source
+  const admitted = admittedText(m.admitted, m.admittedFrom)
   switch (m.sourceStatus) {
     case "unknown":
       return "source: never run"
+    case "not_selected":
+      return `not selected (run ${s?.runId ?? ""})`
     case "error":
-      return `source error: ${s?.sourceError ?? ""}`
+      return `source error: ${oneLine(s?.sourceError ?? "")}`
     case "exhausted":
-      return `source exhausted (${s?.admitted ?? 0} admitted)`
+      return `source exhausted (${admitted})`
     case "limit":
-      return `limit reached (${s?.admitted ?? 0} admitted)`
+      return `limit reached (${admitted})`
     case "running":
-      return `source not exhausted yet (${s?.admitted ?? 0} admitted, run ${s?.runId ?? ""} running)`
+      return `source not exhausted yet (${admitted}, run ${s?.runId ?? ""} running)`
     case "interrupted":
-      return `source not exhausted (${s?.admitted ?? 0} admitted; run ${s?.runId ?? ""} ended)`
+      return `source not exhausted (${admitted}; run ${s?.runId ?? ""} ended)`
   }
 }
 
@@ -904,7 +994,7 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   if (r.members.length === 0) out.push("  none")
   for (const m of r.members) {
     out.push(
-      `  ${m.experimentId}${m.label === null ? "" : ` [${m.label}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
+      `  ${oneLine(m.experimentId)}${m.label === null ? "" : ` [${oneLine(m.label)}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
         m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
       }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
     )
@@ -1056,7 +1146,8 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
     : {
       run_id: m.source.runId,
       selected: m.source.selected,
-      admitted: m.source.admitted,
+      admitted: m.admitted,
+      admitted_from: m.admittedFrom,
       source_exhausted: m.source.sourceExhausted,
       source_error: m.source.sourceError,
       limit_reached: m.source.limitReached,

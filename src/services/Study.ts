@@ -444,7 +444,8 @@ export interface TrialReport {
  * What a study run returns: the study, the protocol version run, the study's settled status
  * and the reason, the stop that fired (or `null`), one entry per trial of the version (in
  * trial order), the trials eligible for a comparison (`succeeded` only), the trials never
- * started (left out of every comparison), the suite run's report, `summary()` and `toJSON()`.
+ * started (left out of every comparison), the suite run's report (`null` when every trial was
+ * already settled for good and nothing ran), `summary()` and `toJSON()`.
  *
  * @since 0.6.0
  * @category models
@@ -458,7 +459,7 @@ export interface StudyReport {
   readonly trials: ReadonlyArray<TrialReport>
   readonly eligible: ReadonlyArray<string>
   readonly notStarted: ReadonlyArray<string>
-  readonly suite: Suite.SuiteReport
+  readonly suite: Suite.SuiteReport | null
   summary(): string
   toJSON(): Record<string, unknown>
 }
@@ -498,7 +499,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     eligible: input.eligible,
     notStarted: input.notStarted,
     trials: input.trials.map((t) => ({ ...t })),
-    run: input.suite.run.toJSON()
+    run: input.suite === null ? null : input.suite.run.toJSON()
   })
 })
 
@@ -745,10 +746,11 @@ export const execute = (
     yield* catalog.dropStopRequests(study.id, start)
     yield* catalog.setStatus(study.id, "running", null, start)
     const control = yield* (options.control ?? noControl)({ study, version, trials: toRun, ledger })
-    const selected = toRun.map((t) => t.trialId)
+    // nothing left to run (every trial settled for good): settle from what is stored
+    if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
     const handle = yield* Suite.start(suite, {
       ...(options.runOptions ?? {}),
-      experiments: selected.length === 0 ? [] : selected,
+      experiments: toRun.map((t) => t.trialId),
       ...(control.window === undefined ? {} : { window: control.window })
     } as Suite.SuiteRunOptions)
     const suiteReport = yield* handle.awaitSuite
@@ -757,7 +759,7 @@ export const execute = (
 
 const settle = (
   prepared: Prepared,
-  suiteReport: Suite.SuiteReport,
+  suiteReport: Suite.SuiteReport | null,
   control: StudyControlHandle,
   catalog: StudyCatalogService
 ): Effect.Effect<StudyReport, StoreUnavailable | ConfigError, SuiteCatalog> =>
@@ -766,12 +768,12 @@ const settle = (
     const stop = yield* control.fired
     const exhausted = yield* control.exhausted
     const ran = new Set(prepared.toRun.map((t) => t.trialId))
-    const interrupted = suiteReport.run.status === "interrupted" && stop === null
+    const interrupted = suiteReport !== null && suiteReport.run.status === "interrupted" && stop === null
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
-    const outcome = new Map(suiteReport.members.map((m) => [m.experimentId, m]))
+    const outcome = new Map((suiteReport?.members ?? []).map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
     const settlements: Array<TrialSettlement> = []
     const reports: Array<TrialReport> = []

@@ -307,3 +307,28 @@ export const requestStopInFile = (
         ? cause
         : new StoreUnavailable({ message: `cannot write a stop request to ${file}: ${describeSqlError(cause)}`, path: file, cause })
   })
+
+/**
+ * Whether a process holds the writer lock of the store `file` (its `<file>.lock` is locked):
+ * probed with a lock attempt that is released at once (nothing is written; a lock file left
+ * by a killed writer holds no lock, so it reads as not alive).
+ *
+ * @param file the store file (the catalog database of a study root)
+ * @since 0.6.0
+ * @category stop
+ */
+export const writerAlive = (file: string): boolean => {
+  const lockPath = `${file}.lock`
+  if (!fs.existsSync(lockPath)) return false
+  let probe: Database.Database | undefined
+  try {
+    probe = new Database(lockPath, { timeout: 0, fileMustExist: true })
+    probe.exec("BEGIN EXCLUSIVE")
+    probe.exec("ROLLBACK")
+    return false
+  } catch (e) {
+    return String((e as { code?: unknown } | null)?.code ?? "").startsWith("SQLITE_BUSY")
+  } finally {
+    probe?.close()
+  }
+}

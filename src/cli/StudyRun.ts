@@ -210,6 +210,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
 
     if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root }))
     else {
+      if (report.run !== null) yield* Console.log(report.run.summary())
       yield* Console.log(report.summary())
       yield* Console.log(`output: ${first.output.root}`)
     }

@@ -444,8 +444,8 @@ export interface TrialReport {
  * What a study run returns: the study, the protocol version run, the study's settled status
  * and the reason, the stop that fired (or `null`), one entry per trial of the version (in
  * trial order), the trials eligible for a comparison (`succeeded` only), the trials never
- * started (left out of every comparison), the suite run's report (`null` when every trial was
- * already settled for good and nothing ran), `summary()` and `toJSON()`.
+ * started (left out of every comparison), the report of the trials' suite run (`null` when
+ * every trial was already settled for good and nothing ran), `summary()` and `toJSON()`.
  *
  * @since 0.6.0
  * @category models
@@ -459,7 +459,7 @@ export interface StudyReport {
   readonly trials: ReadonlyArray<TrialReport>
   readonly eligible: ReadonlyArray<string>
   readonly notStarted: ReadonlyArray<string>
-  readonly suite: Suite.SuiteReport | null
+  readonly run: Runner.RunReport | null
   summary(): string
   toJSON(): Record<string, unknown>
 }
@@ -499,7 +499,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     eligible: input.eligible,
     notStarted: input.notStarted,
     trials: input.trials.map((t) => ({ ...t })),
-    run: input.suite === null ? null : input.suite.run.toJSON()
+    run: input.run === null ? null : input.run.toJSON()
   })
 })
 
@@ -753,27 +753,30 @@ export const execute = (
       experiments: toRun.map((t) => t.trialId),
       ...(control.window === undefined ? {} : { window: control.window })
     } as Suite.SuiteRunOptions)
-    const suiteReport = yield* handle.awaitSuite
-    return yield* settle(prepared, suiteReport, control, catalog)
+    // the run's report and the members' facts of this run; not `awaitSuite`, whose figures per
+    // member cost a read of every member's rows each (settlement reads them once for all)
+    const runReport = yield* handle.await
+    return yield* settle(prepared, runReport, control, catalog)
   }))
 
 const settle = (
   prepared: Prepared,
-  suiteReport: Suite.SuiteReport | null,
+  runReport: Runner.RunReport | null,
   control: StudyControlHandle,
   catalog: StudyCatalogService
 ): Effect.Effect<StudyReport, StoreUnavailable | ConfigError, SuiteCatalog> =>
   Effect.gen(function*() {
+    const membership = runReport === null ? [] : yield* Effect.flatMap(SuiteCatalog, (c) => c.membership(runReport.runId))
     const { study, trials, version } = prepared
     const stop = yield* control.fired
     const exhausted = yield* control.exhausted
     const ran = new Set(prepared.toRun.map((t) => t.trialId))
-    const interrupted = suiteReport !== null && suiteReport.run.status === "interrupted" && stop === null
+    const interrupted = runReport !== null && runReport.status === "interrupted" && stop === null
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
-    const outcome = new Map((suiteReport?.members ?? []).map((m) => [m.experimentId, m]))
+    const outcome = new Map(membership.map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
     const settlements: Array<TrialSettlement> = []
     const reports: Array<TrialReport> = []
@@ -842,7 +845,7 @@ const settle = (
       trials: reports,
       eligible: reports.filter((r) => isEligible(r.status)).map((r) => r.trialId),
       notStarted: reports.filter((r) => r.status === "not_started").map((r) => r.trialId),
-      suite: suiteReport
+      run: runReport
     })
   })
 

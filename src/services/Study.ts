@@ -49,7 +49,7 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
-import type { LoadedSuite } from "../config/internal/suite.js"
+import type { PoolConfig } from "./Pool.js"
 import type * as Runner from "./Runner.js"
 import * as Suite from "./Suite.js"
 import { SuiteCatalog } from "./SuiteCatalog.js"
@@ -137,13 +137,37 @@ export interface StudyTrial {
 }
 
 /**
- * The suite of a protocol version: the loaded suite of a study file (`LoadedSuite`, its
- * members' experiments run as loaded) or a suite built in code (`Suite.make`).
+ * A loaded suite as a study run reads it (the shape of `config/Suite.ts`'s `LoadedSuite`):
+ * id, output root and layout, pools, and members whose experiment gives a fresh stream of
+ * specs (`pipelines()`; a loaded experiment's stream needs a `FileSystem`, which the caller
+ * provides).
  *
  * @since 0.6.0
  * @category models
  */
-export type StudySuite = LoadedSuite | Suite.Suite<AnySpec, any, any>
+export interface LoadedSuiteShape {
+  readonly id: string
+  readonly output: { readonly root: string; readonly layout: "combined" | "byExperiment" }
+  readonly pools: ReadonlyArray<PoolConfig>
+  readonly members: ReadonlyArray<{
+    readonly id: string
+    readonly label: string | undefined
+    readonly limit: number | undefined
+    readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
+    readonly definitionDigest: string
+    readonly definitionParts: Readonly<Record<string, string>>
+    readonly poolAliases: Readonly<Record<string, string>>
+  }>
+}
+
+/**
+ * The suite of a protocol version: the loaded suite of a study file (its members' experiments
+ * run as loaded) or a suite built in code (`Suite.make`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StudySuite = LoadedSuiteShape | Suite.Suite<AnySpec, any, any>
 
 /**
  * What a study run needs of a loaded study (`config/Study.ts`'s `LoadedStudy` has it all):
@@ -539,7 +563,7 @@ export interface Prepared {
   readonly suite: Suite.Suite<AnySpec, any, any>
 }
 
-const isLoadedSuite = (s: StudySuite): s is LoadedSuite => (s as { _tag?: unknown })._tag !== "Suite"
+const isLoadedSuite = (s: StudySuite): s is LoadedSuiteShape => (s as { _tag?: unknown })._tag !== "Suite"
 
 /**
  * The runnable suite of a {@link StudySuite} (a loaded suite's members run their experiments).

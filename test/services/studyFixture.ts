@@ -5,6 +5,7 @@
  * Every pipeline execution is counted per (trial, case) in `executions`.
  */
 import { Effect, Layer } from "effect"
+import { FatalError } from "../../src/domain/Errors.js"
 import type { Json } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -54,7 +55,7 @@ export const makeStudy = (o: FixtureOptions) => {
         Effect.gen(function*() {
           const k = `${trialId}/${n}`
           executions.set(k, (executions.get(k) ?? 0) + 1)
-          if (quality === "broken") return yield* Effect.fail(new Error("broken variant"))
+          if (quality === "broken") return yield* new FatalError({ message: "broken variant" })
           yield* ctx.reportMetric("accuracy", quality === "good" ? 0.9 : 0.5)
           return n
         }))

@@ -7,13 +7,16 @@
  *   an SqliteStore file), concurrency 64;
  * - `study`: a study of 20 variants × 5 repeats = 100 trials × 200 cases = the same 20,000
  *   pipelines (`Study.run` on a `SuiteStore` combined root: protocol freeze, 100 trial rows,
- *   the trials' suite, settlement of every trial and of the study), same concurrency.
+ *   the trials' suite under the study's control — trial window of 3, usage meters, ledger
+ *   writes — then the settlement of every trial and of the study), same concurrency.
  * Keys: `ratio` = pipelines/s of the study / of `plain` (target ≥ 0.8), `cpu_ratio` the same
  * with CPU time, `settle_ms` the part of the study's wall time after its suite ended (reading
  * every trial's pipelines and metrics, writing 100 settlements), `load` the 1-minute load
  * average before each case.
  *
- * Environment: BENCH_VARIANTS (20), BENCH_REPEATS (5), BENCH_CASES (200), BENCH_ROUNDS (2).
+ * Environment: BENCH_VARIANTS (20), BENCH_REPEATS (5), BENCH_CASES (200), BENCH_ROUNDS (2),
+ * BENCH_TRIAL_CONCURRENCY (the study's trials at once; default the study default, 3),
+ * BENCH_ONLY=study (only the study case, one line per round: a diagnostic).
  */
 import { NodeContext, NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
@@ -36,6 +39,7 @@ const VARIANTS = Number(process.env.BENCH_VARIANTS ?? 20)
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 5)
 const CASES = Number(process.env.BENCH_CASES ?? 200)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
+const TRIAL_CONCURRENCY = process.env.BENCH_TRIAL_CONCURRENCY === undefined ? undefined : Number(process.env.BENCH_TRIAL_CONCURRENCY)
 const N = VARIANTS * REPEATS * CASES
 const CONCURRENCY = 64
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-study-"))
@@ -109,7 +113,6 @@ const study = (round: number) => {
     variants.flatMap((variant) =>
       Array.from({ length: REPEATS }, (_, r) => ({ trialId: `p${version}-${variant.id}-r${r + 1}`, variant, repeat: r + 1 }))
     )
-  let settleStart: number | undefined
   const input: Study.StudyInput = {
     id,
     question: "bench",
@@ -119,6 +122,7 @@ const study = (round: number) => {
     protocolDigest: "bench-v1",
     protocolParts: { experiment: "bench" },
     describe: (): Json => ({ bench: true }),
+    ...(TRIAL_CONCURRENCY === undefined ? {} : { trialConcurrency: TRIAL_CONCURRENCY }),
     trialsFor,
     suiteFor: (version) => ({
       _tag: "Suite",
@@ -131,22 +135,15 @@ const study = (round: number) => {
       )
     })
   }
-  // the settlement starts when the suite's run ends: timed from the runner's last pipeline
-  const control: Study.StudyControlFactory = () =>
-    Effect.succeed({
-      fired: Effect.sync(() => {
-        settleStart = performance.now()
-        return null
-      }),
-      exhausted: Effect.succeed(new Map())
-    })
   const store = SuiteStore.layer({ root, suiteId: id, layout: "combined", members: [] }).pipe(Layer.provide(NodeFileSystem.layer))
   return Effect.gen(function*() {
-    const report = yield* Study.run(input, { control })
+    const report = yield* Study.run(input)
     if (report.status !== "completed" || report.eligible.length !== VARIANTS * REPEATS) {
       throw new Error(`study: ${report.summary().slice(0, 2000)}`)
     }
-    return settleStart
+    // the settlement started when the trials' run ended (epoch ms, both on the real clock)
+    const runEnd = report.run!.startedAt + report.run!.durationMs
+    return performance.now() - (Date.now() - runEnd)
   }).pipe(Effect.provide(
     Runner.layer({ concurrency: CONCURRENCY, handleSignals: false }).pipe(
       Layer.provideMerge(Layer.mergeAll(store, Pool.layer([]), NodeContext.layer))
@@ -157,6 +154,13 @@ const study = (round: number) => {
 const main = Effect.gen(function*() {
   const plainT: Array<Timing> = []
   const studyT: Array<Timing> = []
+  if (process.env.BENCH_ONLY === "study") {
+    for (let round = 0; round < ROUNDS; round++) {
+      const t = yield* timed(study(round))
+      emit({ bench: "study.study_only", round, ms: Math.round(t.ms), cpu_ms: Math.round(t.cpuMs), settle_ms: Math.round(t.settleMs ?? 0), load: t.load })
+    }
+    return
+  }
   for (let round = 0; round < ROUNDS; round++) {
     // alternate which case goes first
     if (round % 2 === 0) {

@@ -17,8 +17,9 @@
  * declared stop condition ended it with comparable results), or only named trials ran and
  * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
  * store failed, or another process runs the study (one process per study root); **2** an
- * invalid study file or flag, a changed protocol without `--new-version`; **130** stopped by
- * a signal before settling (`assay study resume` continues it). `stop`: 0 when the request was
+ * invalid study file or flag, a changed protocol without `--new-version`; **130** the run was
+ * interrupted without a stop condition firing (`assay study resume` continues it). Ctrl-C is
+ * the study's `manual` stop (see `Study.studyControl`): the study settles as stopped. `stop`: 0 when the request was
  * written, 1 when no process runs the study. `versions`, `status`: 0, or 2 when the study file
  * is invalid, 1 when the root cannot be read.
  *
@@ -169,7 +170,8 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     }
     for (const w of first.warnings) yield* Console.error(w)
     if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
-    const input: RunConfig.RunConfigInput = { ...first.run }
+    // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
+    const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false }
     const settings = yield* RunConfig.resolve(input)
     let registry = CodecRegistry.default()
     for (const codec of first.plugins.codecs) registry = registry.register(codec)
@@ -190,7 +192,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         newVersion: args.newVersion,
         resume: args.resume,
         trials: args.trials,
-        ...(deps.control === undefined ? {} : { control: deps.control(loaded) }),
+        control: deps.control === undefined ? Study.studyControl({ signals: true }) : deps.control(loaded),
         runOptions: { registry }
       }
       const prepared = yield* Study.prepare(loaded, options).pipe(Effect.provide(stores))

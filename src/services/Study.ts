@@ -26,9 +26,9 @@
  *
  * | study status | when (over the trials of the current protocol version) |
  * | --- | --- |
- * | `completed` | no stop fired early, every trial settled, ≥ 1 succeeded, every objective's metric known for the succeeded ones |
+ * | `completed` | nothing stopped early (a stop that fired once every trial had run to its settlement does not count), ≥ 1 succeeded, every objective's metric known for the succeeded ones |
  * | `failed` | no stop fired early, every trial settled, none succeeded (and not every clean one excluded by a hard constraint) |
- * | `stopped_with_results` | a stop condition fired early and ≥ 1 succeeded trial has every objective's metric |
+ * | `stopped_with_results` | a stop condition fired early (it left a trial not started, cancelled or incomplete) and ≥ 1 succeeded trial has every objective's metric |
  * | `cancelled` | a stop condition fired early and no trial succeeded |
  * | `inconclusive` | succeeded trials lack an objective's metric, or every trial that ran clean broke a hard constraint |
  * | `interrupted` | the process was stopped (a signal) before the study settled: `resume` continues it |
@@ -52,14 +52,14 @@ import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import type { PoolConfig } from "./Pool.js"
 import type * as Runner from "./Runner.js"
 import * as Suite from "./Suite.js"
-import { SuiteCatalog } from "./SuiteCatalog.js"
+import * as StudyControl from "./StudyControl.js"
+import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
 import {
   FINAL_TRIAL_STATUSES,
   type StopFired,
   StudyCatalog,
   type StudyCatalogService,
   type StudyRecordStatus,
-  type StudyStatus,
   type TrialLedger,
   type TrialRecord,
   type TrialSettlement,
@@ -112,17 +112,6 @@ export interface StudyObjective {
 }
 
 /**
- * A stop condition as this module reads it (`when` and `running`; the control reads the rest).
- *
- * @since 0.6.0
- * @category models
- */
-export interface StudyStopCondition {
-  readonly when: string
-  readonly running?: "drain" | "cancel" | undefined
-}
-
-/**
  * One trial of a protocol version: its id (`p<version>-<variant>-r<repeat>`), variant and
  * repeat (1-based); `seedable` (default true): its pipelines' seeds derive from their ids.
  *
@@ -157,6 +146,8 @@ export interface LoadedSuiteShape {
     readonly definitionDigest: string
     readonly definitionParts: Readonly<Record<string, string>>
     readonly poolAliases: Readonly<Record<string, string>>
+    /** The trial's variable values, seen by its tasks as `ctx.variables`. */
+    readonly variables?: Readonly<Record<string, Json>> | undefined
   }>
 }
 
@@ -183,7 +174,13 @@ export interface StudyInput {
   readonly question: string
   readonly type: string
   readonly objectives: ReadonlyArray<StudyObjective>
-  readonly stop: ReadonlyArray<StudyStopCondition>
+  readonly stop: ReadonlyArray<StudyControl.StopCondition>
+  /** Per-trial and total budgets (default none). */
+  readonly budget?: { readonly perTrial: StudyControl.BudgetFigures; readonly total: StudyControl.BudgetFigures } | undefined
+  /** Trials submitting at once (default 3). */
+  readonly trialConcurrency?: number | undefined
+  /** The variables (a `model` variable's profile gives a trial's price). */
+  readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   readonly describe: () => Json
@@ -204,9 +201,11 @@ export interface StudyInput {
  * @category models
  */
 export interface StudyControlHandle {
-  readonly window?: unknown
+  readonly window?: Suite.MemberWindow | undefined
   readonly fired: Effect.Effect<StopFired | null>
   readonly exhausted: Effect.Effect<ReadonlyMap<string, string>>
+  /** The run is over: the control's last evaluation and usage write (before settling). */
+  readonly finish?: Effect.Effect<void, StoreUnavailable> | undefined
 }
 
 /**
@@ -216,11 +215,12 @@ export interface StudyControlHandle {
  * @category models
  */
 export type StudyControlFactory = (input: {
+  readonly catalog: SuiteCatalogService
   readonly study: StudyInput
   readonly version: number
   readonly trials: ReadonlyArray<StudyTrial>
   readonly ledger: TrialLedger
-}) => Effect.Effect<StudyControlHandle, never, Scope.Scope>
+}) => Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope>
 
 /**
  * The control of a run without one: every trial runs, no budget, no stop condition.
@@ -230,6 +230,71 @@ export type StudyControlFactory = (input: {
  */
 export const noControl: StudyControlFactory = () =>
   Effect.succeed({ fired: Effect.succeed(null), exhausted: Effect.succeed(new Map()) })
+
+/**
+ * The price of a trial: the `price` of its variant's profile of the first `model` variable
+ * (`null` when the study has none or the profile gives none).
+ */
+const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice | null => {
+  const model = (study.variables ?? []).find((v) => v.type === "model")
+  if (model === undefined) return null
+  const values = (trial.variant as { readonly values?: Readonly<Record<string, Json>> }).values
+  const profile = values?.[model.name]
+  if (typeof profile !== "object" || profile === null || Array.isArray(profile)) return null
+  const price = (profile as Readonly<Record<string, Json>>).price
+  if (typeof price !== "object" || price === null || Array.isArray(price)) return null
+  const p = price as Readonly<Record<string, Json>>
+  return typeof p.promptPer1k === "number" && typeof p.completionPer1k === "number"
+    ? { promptPer1k: p.promptPer1k, completionPer1k: p.completionPer1k }
+    : null
+}
+
+/**
+ * The study's control (`StudyControl.control`): the trial window (`trialConcurrency`), the
+ * per-trial and total budgets, the stop conditions, a trial's success by {@link settleTrial}
+ * (read from the store when the trial ends), manual stops from the ledger (`assay study stop`)
+ * and, with `signals`, from Ctrl-C (then run the suite with `handleSignals: false`).
+ *
+ * @param options `signals`: Ctrl-C is a manual stop; `pollMs`: ledger poll period (ms)
+ * @since 0.6.0
+ * @category control
+ */
+export const studyControl = (
+  options: { readonly signals?: boolean | undefined; readonly pollMs?: number | undefined } = {}
+): StudyControlFactory =>
+({ catalog: suiteCatalog, ledger, study, trials }) =>
+  Effect.gen(function*() {
+    const succeeded = (trialId: string) =>
+      Effect.gen(function*() {
+        const rows = (yield* suiteCatalog.membership()).filter((m) => m.experimentId === trialId && m.selected)
+        const latest = rows[rows.length - 1]
+        // the trial's own view: its rows only
+        const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+        return trialSucceeded({
+          admitted: latest?.admitted ?? 0,
+          sourceExhausted: latest?.sourceExhausted ?? false,
+          sourceError: latest?.sourceError ?? null,
+          byState: figures.byState.get(trialId) ?? {},
+          metrics: figures.metrics.get(trialId) ?? {},
+          budgetSpent: null,
+          stop: null
+        }, study.objectives)
+      }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
+    return yield* StudyControl.control(
+      {
+        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        budget: study.budget ?? { perTrial: {}, total: {} },
+        stop: study.stop
+      },
+      ledger,
+      {
+        trialConcurrency: study.trialConcurrency,
+        trialSucceeded: succeeded,
+        ...(options.signals === undefined ? {} : { signals: options.signals }),
+        ...(options.pollMs === undefined ? {} : { pollMs: options.pollMs })
+      }
+    )
+  })
 
 // ---------------------------------------------------------------------------------------------
 // Settlement (pure)
@@ -503,7 +568,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
       `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
       `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
     ]
-    if (input.stop !== null) lines.push(`stop: ${input.stop.reason}`)
+    if (input.stop !== null && isEarly(input.stop)) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
       const metrics = formatMetrics(t.metrics)
       lines.push(
@@ -584,7 +649,8 @@ export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, 
           definitionParts: m.definitionParts,
           poolAliases: m.poolAliases,
           label: m.label ?? null,
-          limit: m.limit ?? null
+          limit: m.limit ?? null,
+          ...(m.variables === undefined ? {} : { variables: m.variables })
         })
       )
     }) as Effect.Effect<Suite.Suite<AnySpec, any, any>, ConfigError>
@@ -675,7 +741,9 @@ type ByState = Record<"pending" | "running" | "succeeded" | "failed" | "interrup
  */
 const trialFigures = (
   studyId: string,
-  trialIds: ReadonlyArray<string>
+  trialIds: ReadonlyArray<string>,
+  /** The view to read (default: the root's merged view). */
+  trialView?: string
 ): Effect.Effect<
   {
     readonly byState: ReadonlyMap<string, ByState>
@@ -686,7 +754,7 @@ const trialFigures = (
 > =>
   Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
-    const store = yield* catalog.view()
+    const store = yield* catalog.view(trialView)
     const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
     const wanted = new Set(trialIds)
     const byState = new Map<string, ByState>()
@@ -769,17 +837,19 @@ export const execute = (
     // requests written while no process ran are not this run's
     yield* catalog.dropStopRequests(study.id, start)
     yield* catalog.setStatus(study.id, "running", null, start)
-    const control = yield* (options.control ?? noControl)({ study, version, trials: toRun, ledger })
+    const suiteCatalog = yield* SuiteCatalog
+    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger })
     // nothing left to run (every trial settled for good): settle from what is stored
     if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
     const handle = yield* Suite.start(suite, {
       ...(options.runOptions ?? {}),
       experiments: toRun.map((t) => t.trialId),
       ...(control.window === undefined ? {} : { window: control.window })
-    } as Suite.SuiteRunOptions)
+    })
     // the run's report and the members' facts of this run; not `awaitSuite`, whose figures per
     // member cost a read of every member's rows each (settlement reads them once for all)
     const runReport = yield* handle.await
+    if (control.finish !== undefined) yield* control.finish
     return yield* settle(prepared, runReport, control, catalog)
   }))
 
@@ -856,7 +926,9 @@ const settle = (
         metrics: r.metrics,
         brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint")
       })),
-      stoppedEarly: isEarly(stop),
+      // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
+      stoppedEarly: isEarly(stop) &&
+        reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending"),
       interrupted
     }, study.objectives)
     yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
@@ -903,12 +975,3 @@ export const status = (studyId: string) =>
     const trials = yield* catalog.trials(studyId, row.value.currentVersion)
     return Option.some({ study: row.value, versions, trials })
   })
-
-/** @internal the settled statuses a study row may end in */
-export const SETTLED_STUDY: ReadonlySet<StudyStatus> = new Set([
-  "completed",
-  "failed",
-  "stopped_with_results",
-  "cancelled",
-  "inconclusive"
-])

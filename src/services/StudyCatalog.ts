@@ -17,27 +17,12 @@
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
+import type { StudyStatus, TrialStatus } from "../domain/Study.js"
+import type { StopFired, TrialLedger, TrialUsage } from "./StudyControl.js"
 
 // ---------------------------------------------------------------------------------------------
 // Statuses (the values of `domain/Study.ts`; a study row may also be `interrupted`)
 // ---------------------------------------------------------------------------------------------
-
-/**
- * A study's status: `pending` (registered, nothing run), `running`, or one settlement
- * (`completed`, `failed`, `stopped_with_results`, `cancelled`, `inconclusive`; see
- * `Study.settleStudy`).
- *
- * @since 0.6.0
- * @category models
- */
-export type StudyStatus =
-  | "pending"
-  | "running"
-  | "completed"
-  | "failed"
-  | "stopped_with_results"
-  | "cancelled"
-  | "inconclusive"
 
 /**
  * What a study row may hold: a {@link StudyStatus}, or `interrupted` (its last process was
@@ -47,24 +32,6 @@ export type StudyStatus =
  * @category models
  */
 export type StudyRecordStatus = StudyStatus | "interrupted"
-
-/**
- * A trial's status: `pending` (registered), `running`, or one settlement (`succeeded`,
- * `failed`, `budget_exhausted`, `cancelled`, `incomplete`, `not_started`; see
- * `Study.settleTrial`).
- *
- * @since 0.6.0
- * @category models
- */
-export type TrialStatus =
-  | "pending"
-  | "running"
-  | "succeeded"
-  | "failed"
-  | "budget_exhausted"
-  | "cancelled"
-  | "incomplete"
-  | "not_started"
 
 /**
  * The trial statuses a later run of the same version does not run again: the trial's outcome
@@ -77,58 +44,51 @@ export type TrialStatus =
  */
 export const FINAL_TRIAL_STATUSES: ReadonlySet<TrialStatus> = new Set(["succeeded", "failed", "budget_exhausted"])
 
+export type {
+  /**
+   * A study's status (see `Study.StudyStatus` of the domain).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  StudyStatus,
+  /**
+   * A trial's status (see `Study.TrialStatus` of the domain).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialStatus
+} from "../domain/Study.js"
+
 // ---------------------------------------------------------------------------------------------
-// The ledger port (the contract of `StudyControl.ts`)
+// The ledger port (`StudyControl.ts`)
 // ---------------------------------------------------------------------------------------------
 
-/**
- * A trial's usage: model `calls` (leases acquired by its tasks), `tokens` reported to those
- * leases, `costUsd` (from the model profile's price per 1k tokens) and `timeMs` (wall time,
- * Clock milliseconds, while the trial was active; summed across resumes).
- *
- * @since 0.6.0
- * @category models
- */
-export interface TrialUsage {
-  readonly calls: number
-  readonly tokens: number
-  readonly costUsd: number
-  readonly timeMs: number
-}
-
-/**
- * A stop condition that fired: the condition as declared (JSON), a sentence saying why, when
- * (epoch ms) and whether running trials drain or are cancelled.
- *
- * @since 0.6.0
- * @category models
- */
-export interface StopFired {
-  readonly condition: { readonly when: string } & Readonly<Record<string, unknown>>
-  readonly reason: string
-  readonly at: number
-  readonly running: "drain" | "cancel"
-}
-
-/**
- * The persistence port of a running study's control:
- *
- * - `usage`: the usage so far of each given trial (a trial without a row or usage: zeros);
- * - `addUsage`: adds `delta` to a trial's usage (the caller batches as it likes);
- * - `recordStop`: stores the stop that fired on the study row (reason, condition, time) and
- *   marks the pending manual stop requests taken;
- * - `stopRequested`: the oldest manual stop request not taken yet (written by `assay study
- *   stop` from another process), as a fired `manual` stop, or `null`.
- *
- * @since 0.6.0
- * @category models
- */
-export interface TrialLedger {
-  readonly usage: (trialIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, TrialUsage>, StoreUnavailable>
-  readonly addUsage: (trialId: string, delta: TrialUsage, now: number) => Effect.Effect<void, StoreUnavailable>
-  readonly recordStop: (stop: StopFired) => Effect.Effect<void, StoreUnavailable>
-  readonly stopRequested: Effect.Effect<StopFired | null, StoreUnavailable>
-}
+export type {
+  /**
+   * A fired stop condition (see `StudyControl.StopFired`).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  StopFired,
+  /**
+   * The persistence port of a running study's control (see `StudyControl.TrialLedger`):
+   * `catalog.ledger(studyId)` implements it on the study tables.
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialLedger,
+  /**
+   * A trial's usage (see `StudyControl.TrialUsage`).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialUsage
+} from "./StudyControl.js"
 
 // ---------------------------------------------------------------------------------------------
 // Records

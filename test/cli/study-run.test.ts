@@ -17,7 +17,8 @@ import { committedVisits, executions, query, waitFor } from "../support/killHarn
  * A study dir: an experiment over `cases` rows whose two tasks log every execution
  * (`<run> <pipelineId> <seq> <visit>`, the run index from `STUDY_RUN`) and sleep `ms`; the
  * variable `k` (enum 0..variants-1) is bound into the first task's arguments; the variant
- * `k == failK` fails its first task on every row.
+ * `k == failK` fails its first task on every row; the second task fails unless `ctx.variables.k`
+ * is its trial's `k` (the variables reach the trials' tasks).
  */
 const studyDir = (o: {
   readonly variants: number
@@ -49,6 +50,7 @@ const studyDir = (o: {
     `export const second = (ms: number) =>`,
     `  Task.make("second", (r: { n: number; k: number }, ctx) => Effect.gen(function*() {`,
     `    if (ms > 0) yield* Effect.sleep(ms)`,
+    `    if (ctx.variables.k !== r.k) return yield* Effect.fail(new FatalError({ message: "ctx.variables.k is " + JSON.stringify(ctx.variables.k) }))`,
     `    note(ctx)`,
     `    yield* ctx.reportMetric("accuracy", r.k === 0 ? 0.9 : 0.8)`,
     `    return r.n + r.k`,
@@ -157,6 +159,28 @@ describe("assay study run", () => {
       assert.strictEqual(stop.code, 1, stop.stderr)
       assert.include(stop.stderr, "nothing to stop")
     }))
+})
+
+describe("assay study stop", () => {
+  it.live("another process's stop request drains the running study: the started trials finish, the rest are not started", () =>
+    Effect.promise(async () => {
+      // 8 trials one at a time, ~1.5 s each: the stop comes long before the last one starts
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      const stop = await Effect.runPromise(assay(["study", "stop", s.file], { cwd: s.dir }))
+      assert.strictEqual(stop.code, 0, stop.stderr)
+      assert.include(stop.stdout, "stop requested")
+      const done = await run.done
+      assert.strictEqual(done.code, 0, done.stderr)
+      const out = JSON.parse(done.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "stopped_with_results")
+      assert.strictEqual(out.stop.condition.when, "manual")
+      assert.isAtLeast(out.notStarted.length, 1)
+      assert.include(out.eligible, "p1-v01-r1")
+      const rows = trialRows(s.db)
+      assert.deepStrictEqual(rows.filter((r) => r.status === "not_started").map((r) => r.trial_id), out.notStarted)
+    }), 120_000)
 })
 
 describe("assay study: two processes, SIGKILL and resume", () => {

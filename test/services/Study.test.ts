@@ -20,8 +20,8 @@ import { makeStudy, studyEnv } from "./studyFixture.js"
 // Settlement rules (pure)
 // ---------------------------------------------------------------------------------------------
 
-const stop = (when: string, running: "drain" | "cancel"): StopFired => ({
-  condition: { when, running },
+const stop = (when: "successfulTrials" | "deadline" | "manual", running: "drain" | "cancel"): StopFired => ({
+  condition: when === "successfulTrials" ? { when, count: 1, running } : when === "deadline" ? { when, at: 0, running } : { when, running },
   reason: `${when} fired`,
   at: 1,
   running
@@ -360,7 +360,7 @@ describe("Study.run", () => {
       assert.strictEqual(rest.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
-  it.effect("a control's early stop is stored and settles the study stopped_with_results; a spent budget does not undo a complete trial", () =>
+  it.effect("a stop that fired but left no trial unfinished is stored, and the study completes; a spent budget does not undo a complete trial", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
       const fired: StopFired = { condition: { when: "successfulTrials", count: 1, running: "drain" }, reason: "1 trial succeeded", at: 0, running: "drain" }
@@ -368,14 +368,70 @@ describe("Study.run", () => {
       const control: Study.StudyControlFactory = () =>
         Effect.succeed({ fired: Effect.succeed(fired), exhausted: Effect.succeed(new Map([["p1-v03-r1", "calls"]])) })
       const report = yield* Study.run(study, { control })
-      assert.strictEqual(report.status, "stopped_with_results")
+      assert.strictEqual(report.status, "completed")
       assert.strictEqual(report.stop?.reason, "1 trial succeeded")
       // every trial ran to its end: the spent budget does not undo a complete trial
       assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "succeeded"])
       const catalog = yield* StudyCatalog
       const row = Option.getOrThrow(yield* catalog.study("demo"))
-      assert.strictEqual(row.status, "stopped_with_results")
+      assert.strictEqual(row.status, "completed")
       assert.strictEqual(row.stopReason, "1 trial succeeded")
     }).pipe(Effect.provide(studyEnv("demo"))))
-})
 
+  it.effect("successfulTrials (drain) under a window of 1: the first success stops the study; the started trial drains, the rest are not started", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good", "good", "good"],
+        repeats: 1,
+        trialConcurrency: 1,
+        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }]
+      })
+      const report = yield* Study.run(study)
+      // the window starts v02 once v01 submitted its last case; v01's success then stops the
+      // study: v02 (started) drains to its end, v03 never starts
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
+      assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
+      assert.strictEqual(report.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(report.status, "stopped_with_results")
+      assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
+      // resume runs the trials never started (a stop is not a settlement of them)
+      const rest = yield* Study.run(study, { resume: true })
+      assert.deepStrictEqual(rest.trials.map((t) => t.ran), [false, false, true])
+      // every trial settled: the study completed (the stop ended nothing early this time)
+      assert.strictEqual(rest.status, "completed")
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a past deadline (cancel) stops before anything starts: every trial not started, the study cancelled", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good", "good"],
+        repeats: 1,
+        stop: [{ when: "deadline", at: 0, running: "cancel" }] // epoch 0: already passed on the TestClock
+      })
+      const report = yield* Study.run(study)
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["not_started", "not_started"])
+      assert.strictEqual(report.status, "cancelled")
+      assert.strictEqual(executions.size, 0)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a per-trial calls budget: exactly the limit is used; the trial settles budget_exhausted and its usage is stored", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 4,
+        leases: true,
+        budget: { perTrial: { calls: 2 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      assert.strictEqual(t.status, "budget_exhausted")
+      assert.include(t.reason, "calls budget is spent")
+      assert.strictEqual(t.usage.calls, 2)
+      assert.strictEqual(t.usage.tokens, 200)
+      assert.strictEqual(report.status, "failed")
+      const catalog = yield* StudyCatalog
+      const usage = yield* catalog.ledger("demo").usage(["p1-v01-r1"])
+      assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+})

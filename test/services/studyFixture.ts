@@ -8,6 +8,7 @@ import { Effect, Layer } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import type { Json } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
@@ -28,6 +29,11 @@ export interface FixtureOptions {
   readonly protocolTag?: string
   readonly objectives?: ReadonlyArray<Study.StudyObjective>
   readonly outputRoot?: string
+  /** Each task acquires a lease of pool `llm` (a model call) and reports 100 tokens. */
+  readonly leases?: boolean
+  readonly stop?: Study.StudyInput["stop"]
+  readonly budget?: Study.StudyInput["budget"]
+  readonly trialConcurrency?: number
 }
 
 export const variantId = (i: number) => `v${String(i + 1).padStart(2, "0")}`
@@ -56,6 +62,12 @@ export const makeStudy = (o: FixtureOptions) => {
           const k = `${trialId}/${n}`
           executions.set(k, (executions.get(k) ?? 0) + 1)
           if (quality === "broken") return yield* new FatalError({ message: "broken variant" })
+          if (o.leases === true) {
+            yield* Effect.scoped(Effect.gen(function*() {
+              const lease = yield* Effect.orDie(ctx.acquire())
+              yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
+            }))
+          }
           yield* ctx.reportMetric("accuracy", quality === "good" ? 0.9 : 0.5)
           return n
         }))
@@ -65,7 +77,8 @@ export const makeStudy = (o: FixtureOptions) => {
       const quality = t.variant.assignment.quality as Quality
       const template = templateOf(t.trialId, quality)
       return Suite.member(t.trialId, () => template.map(Array.from({ length: cases }, (_, i) => i)), {
-        definitionDigest: `${t.trialId}-${o.protocolTag ?? "base"}`
+        definitionDigest: `${t.trialId}-${o.protocolTag ?? "base"}`,
+        ...(o.leases === true ? { poolAliases: { llm: "llm" } } : {})
       })
     })
     return {
@@ -74,7 +87,7 @@ export const makeStudy = (o: FixtureOptions) => {
       experiments: members,
       outputRoot: o.outputRoot ?? "/study-root",
       layout: "combined",
-      pools: []
+      pools: o.leases === true ? [llmPool] : []
     }
   }
   const parts = {
@@ -87,7 +100,9 @@ export const makeStudy = (o: FixtureOptions) => {
     question: "which quality is best?",
     type: "compare",
     objectives: o.objectives ?? [{ metric: "accuracy", direction: "maximize" }],
-    stop: [{ when: "allTrialsTerminal" }],
+    stop: o.stop ?? [{ when: "allTrialsTerminal" }],
+    ...(o.budget === undefined ? {} : { budget: o.budget }),
+    ...(o.trialConcurrency === undefined ? {} : { trialConcurrency: o.trialConcurrency }),
     protocolDigest: JSON.stringify(parts),
     protocolParts: parts,
     describe: (): Json => ({ parts }),
@@ -97,9 +112,12 @@ export const makeStudy = (o: FixtureOptions) => {
   return { study, executions }
 }
 
-/** Store + catalogs + runner on a MemoryStore (no pools). */
-export const studyEnv = (suiteId: string) =>
+/** The pool the tasks lease from with `leases`: one resource of capacity 8. */
+export const llmPool = Pool.make("llm", [Resource.make("api", { id: "k", capacity: 8 })])
+
+/** Store + catalogs + runner on a MemoryStore (the `llm` pool), one pipeline at a time. */
+export const studyEnv = (suiteId: string, options: Runner.RunOptions = {}) =>
   Layer.provideMerge(
-    Layer.mergeAll(Runner.layer({ handleSignals: false }), fakeCatalog(suiteId), StudyCatalog.layerMemory),
-    Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+    Layer.mergeAll(Runner.layer({ handleSignals: false, ...options }), fakeCatalog(suiteId), StudyCatalog.layerMemory),
+    Layer.mergeAll(MemoryStore.layer(), Pool.layer([llmPool]))
   )

@@ -16,7 +16,8 @@
  *
  * Environment: BENCH_VARIANTS (20), BENCH_REPEATS (5), BENCH_CASES (200), BENCH_ROUNDS (2),
  * BENCH_TRIAL_CONCURRENCY (the study's trials at once; default the study default, 3),
- * BENCH_ONLY=study (only the study case, one line per round: a diagnostic).
+ * BENCH_ONLY=study (only the study case, one line per round: a diagnostic), BENCH_CONTROL=none
+ * (the study without its control: no window, meters or ledger; a diagnostic).
  */
 import { NodeContext, NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
@@ -137,7 +138,7 @@ const study = (round: number) => {
   }
   const store = SuiteStore.layer({ root, suiteId: id, layout: "combined", members: [] }).pipe(Layer.provide(NodeFileSystem.layer))
   return Effect.gen(function*() {
-    const report = yield* Study.run(input)
+    const report = yield* Study.run(input, process.env.BENCH_CONTROL === "none" ? { control: Study.noControl } : {})
     if (report.status !== "completed" || report.eligible.length !== VARIANTS * REPEATS) {
       throw new Error(`study: ${report.summary().slice(0, 2000)}`)
     }

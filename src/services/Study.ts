@@ -758,18 +758,34 @@ const trialFigures = (
     const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
     const wanted = new Set(trialIds)
     const byState = new Map<string, ByState>()
-    yield* Stream.runForEach(store.streamPipelines(), (p) =>
-      Effect.sync(() => {
-        const d = memberDigestOf(p.pipelineId)
-        const trial = d === undefined ? undefined : byDigest.get(d)
-        if (trial === undefined) return
-        let s = byState.get(trial)
-        if (s === undefined) {
-          s = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
-          byState.set(trial, s)
-        }
-        s[p.state] = (s[p.state] ?? 0) + 1
-      }))
+    const studyCatalog = yield* Effect.serviceOption(StudyCatalog)
+    const aggregate = trialView === undefined && Option.isSome(studyCatalog) ? studyCatalog.value.pipelineStates : undefined
+    if (aggregate !== undefined) {
+      // one aggregate read of the root's database (the catalog's own): no row decoded
+      for (const [id, states] of yield* aggregate(studyId)) {
+        if (!wanted.has(id)) continue
+        byState.set(id, {
+          pending: states.pending ?? 0,
+          running: states.running ?? 0,
+          succeeded: states.succeeded ?? 0,
+          failed: states.failed ?? 0,
+          interrupted: states.interrupted ?? 0
+        })
+      }
+    } else {
+      yield* Stream.runForEach(store.streamPipelines(), (p) =>
+        Effect.sync(() => {
+          const d = memberDigestOf(p.pipelineId)
+          const trial = d === undefined ? undefined : byDigest.get(d)
+          if (trial === undefined) return
+          let s = byState.get(trial)
+          if (s === undefined) {
+            s = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+            byState.set(trial, s)
+          }
+          s[p.state] = (s[p.state] ?? 0) + 1
+        }))
+    }
     const runs = yield* store.listRuns // oldest first: later values overwrite earlier ones
     const memberScoped = new Map<string, Map<string, number>>()
     const perPipeline = new Map<string, Map<string, number>>() // pipeline -> name -> value

@@ -250,7 +250,10 @@ export interface Frozen {
  * - `requestStop`: writes a manual stop request (what `assay study stop` does from another
  *   process through the store file itself);
  * - `dropStopRequests`: marks every request not taken yet as taken (at `now`): a new run
- *   starts with none pending.
+ *   starts with none pending;
+ * - `pipelineStates` (optional): the stored pipelines of a suite's members by state, member id
+ *   -> state -> count, in one aggregate read (the SQLite catalog of a combined root, whose
+ *   database holds the pipelines); absent, callers walk the pipelines themselves.
  *
  * @since 0.6.0
  * @category models
@@ -280,6 +283,9 @@ export interface StudyCatalogService {
   ) => Effect.Effect<void, StoreUnavailable>
   readonly stopRequests: (studyId: string) => Effect.Effect<ReadonlyArray<StopRequest>, StoreUnavailable>
   readonly dropStopRequests: (studyId: string, now: number) => Effect.Effect<void, StoreUnavailable>
+  readonly pipelineStates?:
+    | ((suiteId: string) => Effect.Effect<ReadonlyMap<string, Readonly<Record<string, number>>>, StoreUnavailable>)
+    | undefined
 }
 
 /**

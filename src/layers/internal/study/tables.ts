@@ -263,6 +263,20 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
       ),
     stopRequests: (studyId) =>
       Effect.map(query(env, "SELECT * FROM study_stop_requests WHERE study_id = ? ORDER BY id", [studyId]), (rs) => rs.map(toRequest)),
+    pipelineStates: (suiteId) =>
+      Effect.map(
+        query(env, "SELECT experiment_id, state, count(*) AS n FROM pipelines WHERE suite_id = ? GROUP BY experiment_id, state", [suiteId]),
+        (rs) => {
+          const out = new Map<string, Record<string, number>>()
+          for (const r of rs) {
+            const id = String(r.experiment_id)
+            const m = out.get(id) ?? {}
+            m[String(r.state)] = Number(r.n)
+            out.set(id, m)
+          }
+          return out
+        }
+      ),
     dropStopRequests: (studyId, now) =>
       env.tx((d) => void d.prepare("UPDATE study_stop_requests SET handled_at = ? WHERE study_id = ? AND handled_at IS NULL").run(now, studyId))
   }

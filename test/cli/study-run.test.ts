@@ -195,7 +195,7 @@ describe("assay study: two processes, SIGKILL and resume", () => {
       const [loser, winner] = first === "a" ? [a, b] : [b, a]
       const lost = await loser.done
       assert.strictEqual(lost.code, 1, lost.stderr)
-      assert.include(lost.stderr, "already running in another process")
+      assert.include(lost.stderr, "already running in another process", lost.stderr)
       // kill the winner once some tasks ran
       await waitFor(() => executions(s.log).length >= 20 || winner.child.exitCode !== null, 60_000)
       winner.child.kill("SIGKILL")

@@ -3,7 +3,9 @@
  * listed in {@link subcommands}; the group routes `assay study NAME` to it and gives it its
  * own help screen (`assay study NAME --help`).
  *
- * - `assay study plan FILE`: the plan before anything runs (see `StudyPlan.ts`).
+ * - `assay study plan FILE`: the plan before anything runs (see `StudyPlan.ts`);
+ * - `assay study run|resume|versions|stop|status FILE`: running a study and reading its state
+ *   (see `StudyRun.ts`).
  *
  * @since 0.6.0
  */
@@ -12,7 +14,9 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Flags from "./Flags.js"
 import * as Help from "./Help.js"
+import * as StudyConfig from "../config/Study.js"
 import { planStudy } from "./StudyPlan.js"
+import * as StudyRun from "./StudyRun.js"
 
 /**
  * The study file argument shared by the subcommands.
@@ -59,7 +63,13 @@ export const plan = Command.make(
  * @since 0.6.0
  * @category commands
  */
-export const subcommands = [plan] as const
+export const subcommands = [
+  plan,
+  ...StudyRun.subcommands({
+    load: StudyConfig.load,
+    planText: (loaded) => StudyConfig.planText((loaded as StudyConfig.LoadedStudy).plan)
+  })
+] as const
 
 /**
  * `assay study`: the command group.

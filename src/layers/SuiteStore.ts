@@ -51,9 +51,11 @@ import { ArtifactBackend, type ArtifactBackendService, type BackendInput } from 
 import { checkOptions } from "../services/internal/store/shared.js"
 import type { NewRun, StoreOptions, StoreService } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
+import { StudyCatalog, type StudyCatalogService } from "../services/StudyCatalog.js"
 import { type MemberRecord, SuiteCatalog, type SuiteCatalogService } from "../services/SuiteCatalog.js"
 import * as ArtifactBackends from "./ArtifactBackends.js"
 import { makeDriverWithEnv } from "./internal/sqlite/driver.js"
+import * as StudyTables from "./internal/study/tables.js"
 import * as Catalog from "./internal/suite/catalog.js"
 import * as Manifest from "./internal/suite/manifest.js"
 import { makeCache, memberDbPresent, memberFile } from "./internal/suite/members.js"
@@ -102,7 +104,8 @@ export interface SuiteStoreOptions extends StoreOptions {
 export const DEFAULT_MAX_OPEN = 8
 
 /**
- * The store and catalog of an open suite root.
+ * The store and catalogs of an open suite root: `study` is the study catalog on the same
+ * catalog database (a study's root is its suite's root; see `StudyCatalog`).
  *
  * @since 0.5.0
  * @category models
@@ -110,6 +113,7 @@ export const DEFAULT_MAX_OPEN = 8
 export interface SuiteStoreHandle {
   readonly store: StoreService
   readonly catalog: SuiteCatalogService
+  readonly study: StudyCatalogService
 }
 
 const issue = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -430,12 +434,12 @@ export const make = (
           return Effect.succeed(memberView(experimentId))
         })
     }
-    return { store, catalog }
+    return { store, catalog, study: StudyTables.make(env) }
   })
 
 /**
- * A suite root as layers: the `Store` (an ordinary store service, see the module docs) and the
- * `SuiteCatalog`. Hoist the layer into a module-level constant: two builds would be two
+ * A suite root as layers: the `Store` (an ordinary store service, see the module docs), the
+ * `SuiteCatalog` and the `StudyCatalog` (empty unless a study runs on the root). Hoist the layer into a module-level constant: two builds would be two
  * writers on one root (the second is refused).
  *
  * @since 0.5.0
@@ -443,10 +447,11 @@ export const make = (
  */
 export const layer = (
   o: SuiteStoreOptions
-): Layer.Layer<Store | SuiteCatalog, StoreUnavailable | ConfigError, FileSystem.FileSystem> =>
+): Layer.Layer<Store | SuiteCatalog | StudyCatalog, StoreUnavailable | ConfigError, FileSystem.FileSystem> =>
   Layer.scopedContext(Effect.map(make(o), contextOf))
 
-const contextOf = (h: SuiteStoreHandle) => Context.make(Store, h.store).pipe(Context.add(SuiteCatalog, h.catalog))
+const contextOf = (h: SuiteStoreHandle) =>
+  Context.make(Store, h.store).pipe(Context.add(SuiteCatalog, h.catalog), Context.add(StudyCatalog, h.study))
 
 /**
  * Opens an existing suite root read-only (report, watch, serve, export): suite id and layout
@@ -475,11 +480,11 @@ export const makeRead = (
       get: () => view.featureLevel,
       enumerable: true
     })
-    return { store, catalog: h.catalog }
+    return { store, catalog: h.catalog, study: h.study }
   })
 
 /**
- * {@link makeRead} as layers (`Store` and `SuiteCatalog`).
+ * {@link makeRead} as layers (`Store`, `SuiteCatalog` and `StudyCatalog`).
  *
  * @since 0.5.0
  * @category layers
@@ -487,5 +492,5 @@ export const makeRead = (
 export const layerRead = (
   root: string,
   options: { readonly experiment?: string | undefined } = {}
-): Layer.Layer<Store | SuiteCatalog, StoreUnavailable | ConfigError, FileSystem.FileSystem> =>
+): Layer.Layer<Store | SuiteCatalog | StudyCatalog, StoreUnavailable | ConfigError, FileSystem.FileSystem> =>
   Layer.scopedContext(Effect.map(makeRead(root, options), contextOf))

@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 7, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 9, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 8
+export const SCHEMA_VERSION = 9
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -335,6 +335,47 @@ export const MIGRATION_0008: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0009 (schema version 9): studies (see `services/Study.ts` and
+ * `services/StudyCatalog.ts`), added without rewriting a row. Every store has the (empty)
+ * tables; only the catalog database of a study's suite root fills them.
+ *
+ * - `studies`: one row per study id: question, type, the current protocol version, the
+ *   study's status (`pending` … `inconclusive`, or `interrupted`), the stop that fired (its
+ *   reason, the condition as JSON, when) and when the row last changed;
+ * - `study_protocol_versions`: each frozen protocol version: its digest, its parts (JSON
+ *   object: part -> short digest or value, what a refused change names) and the protocol's
+ *   description (JSON);
+ * - `study_trials`: one row per trial (`p<version>-<variant>-r<repeat>`): its variant (id,
+ *   key, assignment as JSON), repeat, whether its pipelines are seedable, its settled status
+ *   and reason, its usage so far (calls, tokens, cost in USD, active wall time in ms, summed
+ *   across resumes), its metrics at settlement (JSON), when it started and ended;
+ *   `study_trials_version (study_id, version, trial_id)` lists one version's trials;
+ * - `study_stop_requests`: manual stop requests (`assay study stop`), written by another
+ *   process while the study runs: when, `drain` or `cancel`, who, and when the running
+ *   process took it (`handled_at`, NULL until then).
+ *
+ * @since 0.6.0
+ * @category migrations
+ */
+export const MIGRATION_0009: ReadonlyArray<string> = [
+  `CREATE TABLE studies (study_id TEXT PRIMARY KEY, question TEXT NOT NULL, type TEXT NOT NULL,
+     created_at INTEGER NOT NULL, current_version INTEGER NOT NULL, status TEXT NOT NULL, stop_reason TEXT,
+     stop_condition_json TEXT, stopped_at INTEGER, updated_at INTEGER NOT NULL)`,
+  `CREATE TABLE study_protocol_versions (study_id TEXT NOT NULL, version INTEGER NOT NULL, protocol_digest TEXT NOT NULL,
+     protocol_parts_json TEXT NOT NULL, protocol_json TEXT NOT NULL, created_at INTEGER NOT NULL,
+     PRIMARY KEY (study_id, version))`,
+  `CREATE TABLE study_trials (trial_id TEXT PRIMARY KEY, study_id TEXT NOT NULL, version INTEGER NOT NULL,
+     variant_id TEXT NOT NULL, variant_key TEXT NOT NULL, variant_json TEXT NOT NULL, repeat INTEGER NOT NULL,
+     seedable INTEGER NOT NULL, status TEXT NOT NULL, reason TEXT, calls INTEGER NOT NULL DEFAULT 0,
+     tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0, time_ms REAL NOT NULL DEFAULT 0,
+     metrics_json TEXT, started_at INTEGER, ended_at INTEGER, updated_at INTEGER NOT NULL)`,
+  `CREATE INDEX study_trials_version ON study_trials (study_id, version, trial_id)`,
+  `CREATE TABLE study_stop_requests (id INTEGER PRIMARY KEY, study_id TEXT NOT NULL, at INTEGER NOT NULL,
+     running TEXT NOT NULL, by TEXT NOT NULL, handled_at INTEGER)`,
+  `UPDATE store_meta SET value = '9' WHERE key = 'schema_version'`
+]
+
+/**
  * The guard of a store at feature level `visits-v1`, created in the transaction that moves it
  * there: an insert into `tasks`, `attempts` or `artifacts` without a `visit` (a writer built
  * before visits, which does not know the column) is aborted, so that such a writer cannot
@@ -440,5 +481,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0005_pipelines_by_spec", MIGRATION_0005],
   ["0006_visits", MIGRATION_0006],
   ["0007_suites", MIGRATION_0007],
-  ["0008_suite_definition_parts", MIGRATION_0008]
+  ["0008_suite_definition_parts", MIGRATION_0008],
+  ["0009_studies", MIGRATION_0009]
 ]

@@ -405,6 +405,9 @@ export const openSqlite = (
       return yield* new ConfigError({ message: "SqliteStore needs a file path; use MemoryStore for an in-memory store" })
     }
 
+    // a writer takes the lock first: a second writer starting at the same moment must be told
+    // the store is held, not judge a file the first is still creating (half-migrated)
+    if (!readOnly) yield* acquireWriterLock(path)
     const info = yield* inspect(path)
     yield* checkCompatible(path, info)
     if (readOnly && !info.exists) {
@@ -423,7 +426,6 @@ export const openSqlite = (
     // --- writer side: lock, then the synchronous write connection -----------------------------
     let db: Database.Database | undefined
     if (!readOnly) {
-      yield* acquireWriterLock(path)
       db = yield* Effect.acquireRelease(
         Effect.try({
           try: () => {

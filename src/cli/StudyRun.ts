@@ -1,0 +1,413 @@
+/**
+ * `assay study run|resume|versions|stop|status FILE`: running a study file and reading its
+ * state (the `study` command group and `study plan` are `StudyCommand.ts`'s).
+ *
+ * - `run FILE [--new-version] [--output-root DIR] [--trial ID]... [--json]`: freezes the
+ *   protocol (a changed protocol is refused, exit 2, naming the changed parts, unless
+ *   `--new-version`), runs every trial of the current version not settled for good (or the
+ *   named ones), settles them and the study, prints the study's report;
+ * - `resume FILE`: the same for a study that already ran (refused, exit 2, when it never ran);
+ * - `versions FILE [--json]`: the frozen protocol versions with what changed from one to the
+ *   next, and whether the file's protocol matches the current version;
+ * - `stop FILE [--cancel]`: asks the process running the study to stop (running trials drain,
+ *   or are cancelled with `--cancel`); it takes the request within about a second;
+ * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks).
+ *
+ * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
+ * declared stop condition ended it with comparable results), or only named trials ran and
+ * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
+ * store failed, or another process runs the study (one process per study root); **2** an
+ * invalid study file or flag, a changed protocol without `--new-version`; **130** the run was
+ * interrupted without a stop condition firing (`assay study resume` continues it). Ctrl-C is
+ * the study's `manual` stop (see `Study.studyControl`): the study settles as stopped. `stop`: 0 when the request was
+ * written, 1 when no process runs the study. `versions`, `status`: 0, or 2 when the study file
+ * is invalid, 1 when the root cannot be read.
+ *
+ * @since 0.6.0
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import { Clock, Console, Context, Effect, Layer, Option } from "effect"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { CodecRegistry } from "../domain/Codec.js"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import * as RunConfig from "../domain/RunConfig.js"
+import type { LoadedSuite } from "../config/internal/suite.js"
+import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as StudyTables from "../layers/internal/study/tables.js"
+import * as Manifest from "../layers/internal/suite/manifest.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
+import * as Pool from "../services/Pool.js"
+import * as Runner from "../services/Runner.js"
+import { Store } from "../services/Store.js"
+import * as Study from "../services/Study.js"
+import { changedParts, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
+import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { ExitCode, ExitWith } from "./Exit.js"
+
+// ---------------------------------------------------------------------------------------------
+// What the study loader gives (`config/Study.ts`)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A loaded study file as these commands read it: a {@link Study.StudyInput} whose suite of a
+ * version is the loaded suite (output root, run settings, pools, plugins), and its file.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LoadedStudyFile extends Study.StudyInput {
+  readonly file: string
+  readonly suiteFor: (version: number) => LoadedSuite
+}
+
+/**
+ * Loads a study file (`config/Study.ts`'s `load`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type LoadStudy = (
+  file: string,
+  options: { readonly outputRoot?: string | undefined; readonly strictEnv?: boolean | undefined; readonly newVersion?: boolean | undefined }
+) => Effect.Effect<LoadedStudyFile, ConfigError, FileSystem.FileSystem>
+
+/**
+ * The pieces the commands take from the study group: the loader, the plan's text printed
+ * before a run (optional), and the control of a run (`StudyControl`; default none).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyCommandDeps {
+  readonly load: LoadStudy
+  readonly planText?: ((loaded: LoadedStudyFile) => string) | undefined
+  readonly control?: ((loaded: LoadedStudyFile) => Study.StudyControlFactory) | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exit codes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The exit code of a settled study run (see the module docs).
+ *
+ * @param status the study's status after the run
+ * @param namedTrialFailed with named trials only (`pending`): whether one of them failed
+ * @since 0.6.0
+ * @category exit codes
+ */
+export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = false): number => {
+  switch (status) {
+    case "completed":
+    case "stopped_with_results":
+      return ExitCode.Success
+    case "pending":
+      return namedTrialFailed ? ExitCode.Failures : ExitCode.Success
+    case "interrupted":
+      return ExitCode.Interrupted
+    default:
+      return ExitCode.Failures
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** The root, layout and suite settings of a loaded study (the same for every version). */
+const rootOf = (loaded: LoadedStudyFile) => loaded.suiteFor(1).output
+
+/** Another process holds the root: said plainly (exit 1). */
+const explainBusy = (loaded: LoadedStudyFile) => (e: StoreUnavailable | ConfigError) =>
+  e._tag === "StoreUnavailable" && e.message.includes("already open for writing")
+    ? new StoreUnavailable({
+      message: `study "${loaded.id}" is already running in another process (${
+        e.message.replace(/^.*already open for writing by /, "").replace(/; one writer.*$/, "")
+      }); one process per study: see assay study status, or assay study stop`,
+      ...(e.path === undefined ? {} : { path: e.path })
+    })
+    : e
+
+/**
+ * Options of {@link runStudy}.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface RunStudyArgs {
+  readonly file: string
+  readonly resume: boolean
+  readonly newVersion: boolean
+  readonly outputRoot: Option.Option<string>
+  readonly trials: ReadonlyArray<string>
+  readonly strictEnv: boolean
+  readonly json: boolean
+  readonly quiet: boolean
+}
+
+/**
+ * `assay study run|resume FILE` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const loaded = yield* deps.load(args.file, {
+      strictEnv: args.strictEnv,
+      newVersion: args.newVersion,
+      ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
+    })
+    const first = loaded.suiteFor(1)
+    for (const u of first.unresolvedEnv) {
+      yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
+    }
+    for (const w of first.warnings) yield* Console.error(w)
+    if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
+    // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
+    const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false }
+    const settings = yield* RunConfig.resolve(input)
+    let registry = CodecRegistry.default()
+    for (const codec of first.plugins.codecs) registry = registry.register(codec)
+
+    const report = yield* Effect.scoped(Effect.gen(function*() {
+      const h = yield* SuiteStore.make({
+        root: first.output.root,
+        suiteId: loaded.id,
+        layout: first.output.layout,
+        members: [],
+        journal: settings.journal,
+        ...(settings.artifactBackend === undefined || settings.artifactBackend === null
+          ? {}
+          : { artifactBackend: settings.artifactBackend })
+      }).pipe(Effect.mapError(explainBusy(loaded)))
+      const stores = Context.make(Store, h.store).pipe(Context.add(SuiteCatalog, h.catalog), Context.add(StudyCatalog, h.study))
+      const options: Study.StudyRunOptions = {
+        newVersion: args.newVersion,
+        resume: args.resume,
+        trials: args.trials,
+        control: deps.control === undefined ? Study.studyControl({ signals: true }) : deps.control(loaded),
+        runOptions: { registry }
+      }
+      const prepared = yield* Study.prepare(loaded, options).pipe(Effect.provide(stores))
+      if (!args.quiet) {
+        yield* Console.error(
+          `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
+            `${prepared.toRun.length} of ${prepared.trials.length} trial(s) to run`
+        )
+      }
+      // the pools of the version's suite (shared by every trial), the runner on the root's store
+      const env = Runner.layer(input).pipe(
+        Layer.provideMerge(Layer.merge(Layer.succeedContext(stores), Pool.layer(prepared.suite.pools, { plugins: first.plugins.algorithms }))),
+        Layer.merge(NodeProcessRunner.layer)
+      )
+      return yield* Study.execute(prepared, options).pipe(Effect.provide(env))
+    }))
+
+    if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root }))
+    else {
+      if (report.run !== null) yield* Console.log(report.run.summary())
+      yield* Console.log(report.summary())
+      yield* Console.log(`output: ${first.output.root}`)
+    }
+    if (report.status === "interrupted") {
+      yield* Console.error(`resume with: assay study resume ${args.file}`)
+    }
+    const namedFailed = report.trials.some((t) => t.ran && t.status !== "succeeded")
+    const code = exitCodeOfStatus(report.status, namedFailed)
+    if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
+  })
+
+/** Opens the study's root read-only; `undefined` when the study never ran there. */
+const openRead = (loaded: LoadedStudyFile) =>
+  Effect.gen(function*() {
+    const { root } = rootOf(loaded)
+    if (!(yield* SuiteStore.isSuiteRoot(root))) return undefined
+    const h = yield* SuiteStore.makeRead(root)
+    if (h.catalog.suiteId !== loaded.id) {
+      return yield* configError("study.id", `the output root ${root} belongs to "${h.catalog.suiteId}", not study "${loaded.id}"`)
+    }
+    return h
+  })
+
+/**
+ * `assay study versions FILE` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const versions = (
+  deps: StudyCommandDeps,
+  args: { readonly file: string; readonly outputRoot: Option.Option<string>; readonly json: boolean }
+): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.scoped(Effect.gen(function*() {
+    const loaded = yield* deps.load(args.file, Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
+    const h = yield* openRead(loaded)
+    const list = h === undefined ? [] : yield* h.study.versions(loaded.id)
+    const current = list[list.length - 1]
+    const fileMatches = current !== undefined && current.protocolDigest === loaded.protocolDigest
+    const rows = list.map((v, i) => ({
+      version: v.version,
+      protocolDigest: v.protocolDigest,
+      createdAt: new Date(v.createdAt).toISOString(),
+      changed: i === 0 ? [] : changedParts(list[i - 1]!.protocolParts, v.protocolParts)
+    }))
+    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, loaded.protocolParts)
+    if (args.json) {
+      yield* Console.log(JSON.stringify({ studyId: loaded.id, versions: rows, file: { protocolDigest: loaded.protocolDigest, matchesCurrent: fileMatches, changed: pendingChange } }))
+      return
+    }
+    if (rows.length === 0) {
+      yield* Console.log(`study ${loaded.id}: no protocol version yet (the study has not run in ${rootOf(loaded).root})`)
+      return
+    }
+    for (const r of rows) {
+      yield* Console.log(`version ${r.version} (${r.createdAt}, protocol ${r.protocolDigest.slice(0, 12)})${r.version === 1 ? "" : ":"}`)
+      for (const c of r.changed) yield* Console.log(`  ${c}`)
+    }
+    yield* Console.log(
+      fileMatches
+        ? `the file's protocol is version ${current!.version}`
+        : `the file's protocol differs from version ${current!.version} (run --new-version to start version ${current!.version + 1}):\n${
+          pendingChange.map((c) => `  ${c}`).join("\n")
+        }`
+    )
+  }))
+
+const pad = (s: string, n: number) => (s.length >= n ? s : s + " ".repeat(n - s.length))
+
+/**
+ * `assay study status FILE` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const status = (
+  deps: StudyCommandDeps,
+  args: { readonly file: string; readonly outputRoot: Option.Option<string>; readonly json: boolean }
+): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.scoped(Effect.gen(function*() {
+    const loaded = yield* deps.load(args.file, Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
+    const h = yield* openRead(loaded)
+    const state = h === undefined ? Option.none() : yield* Study.status(loaded.id).pipe(Effect.provideService(StudyCatalog, h.study))
+    if (Option.isNone(state)) {
+      if (args.json) yield* Console.log(JSON.stringify({ studyId: loaded.id, status: null, trials: [] }))
+      else yield* Console.log(`study ${loaded.id}: not run yet (no state in ${rootOf(loaded).root})`)
+      return
+    }
+    const { study, trials } = state.value
+    const live = StudyTables.writerAlive(nodePath.join(rootOf(loaded).root, Manifest.catalogOf(rootOf(loaded).layout)))
+    // a row left `running` by a process that died (kill -9) reads as interrupted
+    const shown: StudyRecordStatus = study.status === "running" && !live ? "interrupted" : study.status
+    if (args.json) {
+      yield* Console.log(JSON.stringify({ studyId: study.studyId, version: study.currentVersion, status: shown, running: live, stopReason: study.stopReason, trials }))
+      return
+    }
+    yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
+    if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
+    yield* Console.log(`${pad("trial", 16)} ${pad("status", 17)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`)
+    for (const t of trials) {
+      const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+      yield* Console.log(
+        `${pad(t.trialId, 16)} ${pad(t.status, 17)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+          pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
+        } ${metrics}`
+      )
+    }
+  }))
+
+/**
+ * `assay study stop FILE [--cancel]` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const stop = (
+  deps: StudyCommandDeps,
+  args: { readonly file: string; readonly outputRoot: Option.Option<string>; readonly cancel: boolean }
+): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const loaded = yield* deps.load(args.file, Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
+    const { layout, root } = rootOf(loaded)
+    const file = nodePath.join(root, Manifest.catalogOf(layout))
+    if (!StudyTables.writerAlive(file)) {
+      yield* Console.error(`no process is running study ${loaded.id} (${root}): nothing to stop`)
+      return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    }
+    const running = args.cancel ? "cancel" : "drain"
+    const at = yield* Clock.currentTimeMillis
+    yield* StudyTables.requestStopInFile(file, { studyId: loaded.id, running, by: `pid ${process.pid} on ${os.hostname()}`, at })
+    yield* Console.log(
+      `stop requested for study ${loaded.id}: running trials ${running === "cancel" ? "are cancelled" : "drain"}; ` +
+        `the running process takes the request within about a second`
+    )
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+
+const file = Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
+const outputRoot = Options.text("output-root").pipe(
+  Options.optional,
+  Options.withDescription("The study's output root (default: output.root of the study file).")
+)
+const json = Options.boolean("json").pipe(Options.withDescription("Print one JSON object."))
+const strictEnv = Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error."))
+const quiet = Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print no plan or progress lines."))
+const trial = Options.text("trial").pipe(
+  Options.repeated,
+  Options.withDescription("Run only this trial (p<version>-<variant>-r<repeat>); repeatable.")
+)
+const newVersion = Options.boolean("new-version").pipe(
+  Options.withDescription("Start a new protocol version when the protocol changed (the old trials are kept, never compared).")
+)
+const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
+
+/**
+ * The subcommands `run`, `resume`, `versions`, `stop` and `status` of `assay study`, over the
+ * given loader (the study group adds them beside `plan`:
+ * `Command.withSubcommands([plan, ...StudyRun.subcommands({ load, planText, control })])`).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const subcommands = (deps: StudyCommandDeps) => {
+  const runLike = (resume: boolean) =>
+    Command.make(resume ? "resume" : "run", { file, newVersion, outputRoot, trial, strictEnv, json, quiet }, (o) =>
+      runStudy(deps, {
+        file: o.file,
+        resume,
+        newVersion: o.newVersion,
+        outputRoot: o.outputRoot,
+        trials: o.trial,
+        strictEnv: o.strictEnv,
+        json: o.json,
+        quiet: o.quiet
+      })).pipe(
+        Command.withDescription(
+          resume
+            ? "Continue a study that already ran: unsettled trials resume at their checkpoints; settled ones are skipped."
+            : "Run a study: freeze its protocol, run its trials, settle them and the study."
+        )
+      )
+  return [
+    runLike(false),
+    runLike(true),
+    Command.make("versions", { file, outputRoot, json }, (o) => versions(deps, o)).pipe(
+      Command.withDescription("List the study's protocol versions and what changed between them.")
+    ),
+    Command.make("stop", { file, outputRoot, cancel }, (o) => stop(deps, o)).pipe(
+      Command.withDescription("Ask the process running the study to stop (drain, or --cancel).")
+    ),
+    Command.make("status", { file, outputRoot, json }, (o) => status(deps, o)).pipe(
+      Command.withDescription("Print the study's status and its trials (read-only).")
+    )
+  ] as const
+}

@@ -1,0 +1,993 @@
+/**
+ * Studies at run time: a study is a suite generated from variants (every trial — one variant ×
+ * one repeat — is one suite member: shared pools, namespaced ids, one combined output root).
+ * This module freezes the study's protocol, registers its trials, runs the trials' suite under
+ * the study's control (trial window, budgets, stop conditions), then **settles** every trial
+ * and the study and returns a {@link StudyReport}.
+ *
+ * - {@link prepare}: freezes the protocol (version 1 on the first run; a changed protocol is
+ *   refused with `ConfigError` naming the changed parts unless `newVersion`, which starts
+ *   version N+1), registers the version's trials and chooses the ones to run: every trial not
+ *   settled for good (see `FINAL_TRIAL_STATUSES`), or the ones named;
+ * - {@link execute}: runs the chosen trials (`Suite.start` with the control's window), then
+ *   settles them ({@link settleTrial}) and the study ({@link settleStudy}) and records both;
+ * - {@link run}: both.
+ *
+ * Settlement (the rules of the PRD's §11, made exact here):
+ *
+ * | trial status | when |
+ * | --- | --- |
+ * | `failed` | a pipeline failed, or its source failed, or it ran to its end but broke a hard constraint |
+ * | `succeeded` | its source was read to its end, every pipeline it submitted ended succeeded, no hard constraint broken |
+ * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started) |
+ * | `not_started` | a stop fired (or the run ended) before any of its pipelines was submitted |
+ * | `cancelled` | not complete, and a stop with `running: cancel` fired |
+ * | `incomplete` | anything else not complete (drained or interrupted mid-way, a limit) |
+ *
+ * | study status | when (over the trials of the current protocol version) |
+ * | --- | --- |
+ * | `completed` | nothing stopped early (a stop that fired once every trial had run to its settlement does not count), ≥ 1 succeeded, every objective's metric known for the succeeded ones |
+ * | `failed` | no stop fired early, every trial settled, none succeeded (and not every clean one excluded by a hard constraint) |
+ * | `stopped_with_results` | a stop condition fired early (it left a trial not started, cancelled or incomplete) and ≥ 1 succeeded trial has every objective's metric |
+ * | `cancelled` | a stop condition fired early and no trial succeeded |
+ * | `inconclusive` | succeeded trials lack an objective's metric, or every trial that ran clean broke a hard constraint |
+ * | `interrupted` | the process was stopped (a signal) before the study settled: `resume` continues it |
+ * | `pending` | some trials of the version were not run (a run of named trials only) |
+ *
+ * Only `succeeded` trials are ever eligible for a comparison or a best (`StudyReport.eligible`);
+ * `failed`, `cancelled`, `budget_exhausted`, `incomplete` and `not_started` never are, and a
+ * study where no trial succeeded reports neither success nor a best.
+ *
+ * Unknown side effects: assay tasks declare no side effects, and an attempt in flight when a
+ * run died is recorded `Abandoned` and run again from its checkpoint on resume; no trial is
+ * failed for it.
+ *
+ * @since 0.6.0
+ */
+import { Clock, Effect, Option, type Scope, Stream } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import type { Json } from "../domain/Json.js"
+import type * as Pipeline from "../domain/Pipeline.js"
+import { memberDigest, memberDigestOf } from "../domain/Suite.js"
+import type { PoolConfig } from "./Pool.js"
+import type * as Runner from "./Runner.js"
+import * as Suite from "./Suite.js"
+import * as StudyControl from "./StudyControl.js"
+import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
+import {
+  FINAL_TRIAL_STATUSES,
+  type StopFired,
+  StudyCatalog,
+  type StudyCatalogService,
+  type StudyRecordStatus,
+  type TrialLedger,
+  type TrialRecord,
+  type TrialSettlement,
+  type TrialStatus,
+  type TrialUsage,
+  ZERO_USAGE
+} from "./StudyCatalog.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+// ---------------------------------------------------------------------------------------------
+// What a study gives (the shape of `config/Study.ts`'s LoadedStudy that this module reads)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A variant as this module reads it: id (`v01` …), assignment (variable name -> JSON value;
+ * for `prompt`/`model` the name of the text/profile), canonical key, digest, whether it is the
+ * baseline.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyVariant {
+  readonly id: string
+  readonly assignment: Readonly<Record<string, Json>>
+  readonly key: string
+  readonly digest: string
+  readonly isBaseline: boolean
+}
+
+/**
+ * A comparison operator of a hard constraint or a metric threshold.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type MetricOp = ">" | ">=" | "<" | "<=" | "==" | "!="
+
+/**
+ * An objective as settlement reads it: its metric, and an optional hard constraint on it
+ * (`{ op, value }`) that a succeeding trial must meet.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyObjective {
+  readonly metric: string
+  readonly direction: "maximize" | "minimize" | "target"
+  readonly hardConstraint?: { readonly op: MetricOp; readonly value: number } | null | undefined
+}
+
+/**
+ * One trial of a protocol version: its id (`p<version>-<variant>-r<repeat>`), variant and
+ * repeat (1-based); `seedable` (default true): its pipelines' seeds derive from their ids.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyTrial {
+  readonly trialId: string
+  readonly variant: StudyVariant
+  readonly repeat: number
+  readonly seedable?: boolean | undefined
+}
+
+/**
+ * A loaded suite as a study run reads it (the shape of `config/Suite.ts`'s `LoadedSuite`):
+ * id, output root and layout, pools, and members whose experiment gives a fresh stream of
+ * specs (`pipelines()`; a loaded experiment's stream needs a `FileSystem`, which the caller
+ * provides).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LoadedSuiteShape {
+  readonly id: string
+  readonly output: { readonly root: string; readonly layout: "combined" | "byExperiment" }
+  readonly pools: ReadonlyArray<PoolConfig>
+  readonly members: ReadonlyArray<{
+    readonly id: string
+    readonly label: string | undefined
+    readonly limit: number | undefined
+    readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
+    readonly definitionDigest: string
+    readonly definitionParts: Readonly<Record<string, string>>
+    readonly poolAliases: Readonly<Record<string, string>>
+    /** The trial's variable values, seen by its tasks as `ctx.variables`. */
+    readonly variables?: Readonly<Record<string, Json>> | undefined
+  }>
+}
+
+/**
+ * The suite of a protocol version: the loaded suite of a study file (its members' experiments
+ * run as loaded) or a suite built in code (`Suite.make`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StudySuite = LoadedSuiteShape | Suite.Suite<AnySpec, any, any>
+
+/**
+ * What a study run needs of a loaded study (`config/Study.ts`'s `LoadedStudy` has it all):
+ * identity, protocol digest and parts (what a refused change names), its description (JSON,
+ * stored with the version), objectives and stop conditions (settlement), and per version the
+ * trials and the suite to run.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyInput {
+  readonly id: string
+  readonly question: string
+  readonly type: string
+  readonly objectives: ReadonlyArray<StudyObjective>
+  readonly stop: ReadonlyArray<StudyControl.StopCondition>
+  /** Per-trial and total budgets (default none). */
+  readonly budget?: { readonly perTrial: StudyControl.BudgetFigures; readonly total: StudyControl.BudgetFigures } | undefined
+  /** Trials submitting at once (default 3). */
+  readonly trialConcurrency?: number | undefined
+  /** The variables (a `model` variable's profile gives a trial's price). */
+  readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
+  readonly protocolDigest: string
+  readonly protocolParts: Readonly<Record<string, string>>
+  readonly describe: () => Json
+  readonly trialsFor: (version: number) => ReadonlyArray<StudyTrial>
+  readonly suiteFor: (version: number) => StudySuite
+}
+
+// ---------------------------------------------------------------------------------------------
+// The control (trial window, budgets, stop conditions): `StudyControl.ts`
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What the orchestration reads from the study's control while and after the suite runs:
+ * `window` (handed to the suite run: which trials start and when), the stop that `fired`
+ * (or `null`) and the trials whose budget was spent (trial id -> the figure spent).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyControlHandle {
+  readonly window?: Suite.MemberWindow | undefined
+  readonly fired: Effect.Effect<StopFired | null>
+  readonly exhausted: Effect.Effect<ReadonlyMap<string, string>>
+  /** The run is over: the control's last evaluation and usage write (before settling). */
+  readonly finish?: Effect.Effect<void, StoreUnavailable> | undefined
+}
+
+/**
+ * Builds the control of one run of a study version in the run's scope.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StudyControlFactory = (input: {
+  readonly catalog: SuiteCatalogService
+  readonly study: StudyInput
+  readonly version: number
+  readonly trials: ReadonlyArray<StudyTrial>
+  readonly ledger: TrialLedger
+}) => Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope>
+
+/**
+ * The control of a run without one: every trial runs, no budget, no stop condition.
+ *
+ * @since 0.6.0
+ * @category control
+ */
+export const noControl: StudyControlFactory = () =>
+  Effect.succeed({ fired: Effect.succeed(null), exhausted: Effect.succeed(new Map()) })
+
+/**
+ * The price of a trial: the `price` of its variant's profile of the first `model` variable
+ * (`null` when the study has none or the profile gives none).
+ */
+const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice | null => {
+  const model = (study.variables ?? []).find((v) => v.type === "model")
+  if (model === undefined) return null
+  const values = (trial.variant as { readonly values?: Readonly<Record<string, Json>> }).values
+  const profile = values?.[model.name]
+  if (typeof profile !== "object" || profile === null || Array.isArray(profile)) return null
+  const price = (profile as Readonly<Record<string, Json>>).price
+  if (typeof price !== "object" || price === null || Array.isArray(price)) return null
+  const p = price as Readonly<Record<string, Json>>
+  return typeof p.promptPer1k === "number" && typeof p.completionPer1k === "number"
+    ? { promptPer1k: p.promptPer1k, completionPer1k: p.completionPer1k }
+    : null
+}
+
+/**
+ * The study's control (`StudyControl.control`): the trial window (`trialConcurrency`), the
+ * per-trial and total budgets, the stop conditions, a trial's success by {@link settleTrial}
+ * (read from the store when the trial ends), manual stops from the ledger (`assay study stop`)
+ * and, with `signals`, from Ctrl-C (then run the suite with `handleSignals: false`).
+ *
+ * @param options `signals`: Ctrl-C is a manual stop; `pollMs`: ledger poll period (ms)
+ * @since 0.6.0
+ * @category control
+ */
+export const studyControl = (
+  options: { readonly signals?: boolean | undefined; readonly pollMs?: number | undefined } = {}
+): StudyControlFactory =>
+({ catalog: suiteCatalog, ledger, study, trials }) =>
+  Effect.gen(function*() {
+    const succeeded = (trialId: string) =>
+      Effect.gen(function*() {
+        const rows = (yield* suiteCatalog.membership()).filter((m) => m.experimentId === trialId && m.selected)
+        const latest = rows[rows.length - 1]
+        // the trial's own view: its rows only
+        const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+        return trialSucceeded({
+          admitted: latest?.admitted ?? 0,
+          sourceExhausted: latest?.sourceExhausted ?? false,
+          sourceError: latest?.sourceError ?? null,
+          byState: figures.byState.get(trialId) ?? {},
+          metrics: figures.metrics.get(trialId) ?? {},
+          budgetSpent: null,
+          stop: null
+        }, study.objectives)
+      }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
+    return yield* StudyControl.control(
+      {
+        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        budget: study.budget ?? { perTrial: {}, total: {} },
+        stop: study.stop
+      },
+      ledger,
+      {
+        trialConcurrency: study.trialConcurrency,
+        trialSucceeded: succeeded,
+        ...(options.signals === undefined ? {} : { signals: options.signals }),
+        ...(options.pollMs === undefined ? {} : { pollMs: options.pollMs })
+      }
+    )
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Settlement (pure)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What a trial's settlement is judged on:
+ *
+ * - `admitted`: pipelines it submitted in the run that settles it; `sourceExhausted`: its
+ *   source was read to its end then; `sourceError`: the source's failure (`null` when none);
+ * - `byState`: its stored pipelines by state (every run: a pipeline done earlier counts);
+ * - `metrics`: its metrics (see {@link StudyReport}); `budgetSpent`: the budget figure spent
+ *   (`calls`, `tokens`, `costUsd`, `timeMs`) or `null`;
+ * - `stop`: the stop that fired in the run (or `null`).
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export interface TrialFacts {
+  readonly admitted: number
+  readonly sourceExhausted: boolean
+  readonly sourceError: string | null
+  readonly byState: Readonly<Partial<Record<"pending" | "running" | "succeeded" | "failed" | "interrupted", number>>>
+  readonly metrics: Readonly<Record<string, number>>
+  readonly budgetSpent: string | null
+  readonly stop: StopFired | null
+}
+
+const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
+  ">": (a, b) => a > b,
+  ">=": (a, b) => a >= b,
+  "<": (a, b) => a < b,
+  "<=": (a, b) => a <= b,
+  "==": (a, b) => a === b,
+  "!=": (a, b) => a !== b
+}
+
+/**
+ * Whether `value op bound` holds.
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export const compare = (value: number, op: MetricOp, bound: number): boolean => OPS[op](value, bound)
+
+/**
+ * The hard constraints `metrics` break, one phrase each (`accuracy >= 0.8 broken: 0.75`); a
+ * constraint whose metric is missing is not broken (it is missing: see {@link missingMetrics}).
+ *
+ * @param metrics the trial's metrics
+ * @param objectives the study's objectives
+ * @since 0.6.0
+ * @category settlement
+ */
+export const brokenConstraints = (
+  metrics: Readonly<Record<string, number>>,
+  objectives: ReadonlyArray<StudyObjective>
+): ReadonlyArray<string> =>
+  objectives.flatMap((o) => {
+    const c = o.hardConstraint
+    const v = metrics[o.metric]
+    if (c === null || c === undefined || v === undefined) return []
+    return compare(v, c.op, c.value) ? [] : [`hard constraint ${o.metric} ${c.op} ${c.value} broken: ${v}`]
+  })
+
+/**
+ * The objectives' metrics `metrics` lacks (each name once, in objective order).
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export const missingMetrics = (
+  metrics: Readonly<Record<string, number>> | null,
+  objectives: ReadonlyArray<StudyObjective>
+): ReadonlyArray<string> =>
+  Array.from(new Set(objectives.map((o) => o.metric))).filter((m) => metrics === null || metrics[m] === undefined)
+
+const count = (n: number | undefined) => n ?? 0
+
+/**
+ * Whether a trial ran to its end: its source read to the end without failure, and every
+ * pipeline stored ended succeeded, at least as many as it submitted.
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted" | "sourceError" | "byState">): boolean => {
+  const s = f.byState
+  const succeeded = count(s.succeeded)
+  const other = count(s.failed) + count(s.interrupted) + count(s.pending) + count(s.running)
+  return f.sourceExhausted && f.sourceError === null && other === 0 && succeeded >= f.admitted
+}
+
+/**
+ * A trial's settlement: its status and the reason (see the module's table).
+ *
+ * @param f what it is judged on
+ * @param objectives the study's objectives (hard constraints)
+ * @returns status and reason
+ * @since 0.6.0
+ * @category settlement
+ */
+export const settleTrial = (
+  f: TrialFacts,
+  objectives: ReadonlyArray<StudyObjective>
+): { readonly status: TrialStatus; readonly reason: string } => {
+  const failed = count(f.byState.failed)
+  if (f.sourceError !== null) return { status: "failed", reason: `its source failed: ${f.sourceError}` }
+  if (failed > 0) return { status: "failed", reason: `${failed} pipeline(s) failed` }
+  const stored = Object.values(f.byState).reduce((a: number, b) => a + count(b), 0)
+  if (trialComplete(f)) {
+    const broken = brokenConstraints(f.metrics, objectives)
+    if (broken.length > 0) return { status: "failed", reason: broken.join("; ") }
+    return { status: "succeeded", reason: `${count(f.byState.succeeded)} pipeline(s) succeeded` }
+  }
+  const ended = count(f.byState.succeeded)
+  const progress = `${ended} of ${Math.max(f.admitted, stored)} pipeline(s) ended${f.sourceExhausted ? "" : ", source not read to its end"}`
+  if (f.budgetSpent !== null) return { status: "budget_exhausted", reason: `its ${f.budgetSpent} budget is spent (${progress})` }
+  if (stored === 0 && f.admitted === 0) {
+    return {
+      status: "not_started",
+      reason: f.stop === null ? "never started" : `never started: ${f.stop.reason}`
+    }
+  }
+  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}` }
+  return { status: "incomplete", reason: f.stop === null ? progress : `${progress}: ${f.stop.reason}` }
+}
+
+/**
+ * Whether a trial succeeded (for the `successfulTrials` stop condition and comparisons): the
+ * {@link settleTrial} rule.
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export const trialSucceeded = (f: TrialFacts, objectives: ReadonlyArray<StudyObjective>): boolean =>
+  settleTrial(f, objectives).status === "succeeded"
+
+/**
+ * Whether a trial status may be compared or chosen as a best: `succeeded` only.
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export const isEligible = (status: TrialStatus): boolean => status === "succeeded"
+
+/**
+ * What a study's settlement is judged on: every trial of the version (status, metrics, the
+ * broken constraints among its reasons), whether a stop condition fired early (other than the
+ * natural end), whether the run was interrupted before settling.
+ *
+ * @since 0.6.0
+ * @category settlement
+ */
+export interface StudyFacts {
+  readonly trials: ReadonlyArray<{
+    readonly status: TrialStatus
+    readonly metrics: Readonly<Record<string, number>> | null
+    readonly brokeConstraint: boolean
+  }>
+  readonly stoppedEarly: boolean
+  readonly interrupted: boolean
+}
+
+/**
+ * A study's settlement: its status and the reason (see the module's table).
+ *
+ * @param f what it is judged on
+ * @param objectives the study's objectives
+ * @since 0.6.0
+ * @category settlement
+ */
+export const settleStudy = (
+  f: StudyFacts,
+  objectives: ReadonlyArray<StudyObjective>
+): { readonly status: StudyRecordStatus; readonly reason: string } => {
+  const total = f.trials.length
+  const succeeded = f.trials.filter((t) => t.status === "succeeded")
+  const comparable = succeeded.filter((t) => missingMetrics(t.metrics, objectives).length === 0)
+  const unsettled = f.trials.filter((t) => t.status === "pending" || t.status === "running").length
+  const tally = `${succeeded.length} of ${total} trial(s) succeeded`
+  if (f.interrupted) return { status: "interrupted", reason: `interrupted before settling (${tally}); resume continues it` }
+  if (unsettled > 0 && !f.stoppedEarly) return { status: "pending", reason: `${unsettled} of ${total} trial(s) not run yet (${tally})` }
+  if (f.stoppedEarly) {
+    if (comparable.length > 0) return { status: "stopped_with_results", reason: `stopped early; ${tally}` }
+    if (succeeded.length > 0) {
+      return {
+        status: "inconclusive",
+        reason: `stopped early; ${tally} but none has every objective's metric (${missingMetrics(null, objectives).join(", ")})`
+      }
+    }
+    return { status: "cancelled", reason: `stopped early; no trial succeeded` }
+  }
+  if (succeeded.length === 0) {
+    const byConstraint = f.trials.filter((t) => t.status === "failed" && t.brokeConstraint).length
+    const otherFailures = f.trials.filter((t) => t.status === "failed" && !t.brokeConstraint).length
+    if (byConstraint > 0 && otherFailures === 0) {
+      return { status: "inconclusive", reason: `no trial succeeded: every trial that ran to its end broke a hard constraint` }
+    }
+    return { status: "failed", reason: `no trial succeeded (${total} settled)` }
+  }
+  if (comparable.length < succeeded.length) {
+    const missing = Array.from(new Set(succeeded.flatMap((t) => missingMetrics(t.metrics, objectives))))
+    return { status: "inconclusive", reason: `${tally}, but objective metric(s) ${missing.join(", ")} missing for some of them` }
+  }
+  return { status: "completed", reason: tally }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One trial in a {@link StudyReport}: identity, variant (id and assignment), repeat, settled
+ * status and reason, usage so far, metrics (member-scoped run metrics `experiment:ID:NAME` of
+ * its latest run, else the mean of the pipeline-scope metric over its pipelines; booleans as
+ * 0/1), its stored pipelines by state, and whether it ran in this process (`ran`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialReport {
+  readonly trialId: string
+  readonly variantId: string
+  readonly assignment: Json
+  readonly repeat: number
+  readonly status: TrialStatus
+  readonly reason: string | null
+  readonly usage: TrialUsage
+  readonly metrics: Readonly<Record<string, number>>
+  readonly byState: Readonly<Record<string, number>>
+  readonly ran: boolean
+}
+
+/**
+ * What a study run returns: the study, the protocol version run, the study's settled status
+ * and the reason, the stop that fired (or `null`), one entry per trial of the version (in
+ * trial order), the trials eligible for a comparison (`succeeded` only), the trials never
+ * started (left out of every comparison), the report of the trials' suite run (`null` when
+ * every trial was already settled for good and nothing ran), `summary()` and `toJSON()`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyReport {
+  readonly studyId: string
+  readonly version: number
+  readonly status: StudyRecordStatus
+  readonly reason: string
+  readonly stop: StopFired | null
+  readonly trials: ReadonlyArray<TrialReport>
+  readonly eligible: ReadonlyArray<string>
+  readonly notStarted: ReadonlyArray<string>
+  readonly run: Runner.RunReport | null
+  summary(): string
+  toJSON(): Record<string, unknown>
+}
+
+const formatUsage = (u: TrialUsage): string =>
+  `calls ${u.calls} · tokens ${u.tokens} · $${u.costUsd.toFixed(4)} · ${(u.timeMs / 1000).toFixed(1)} s`
+
+const formatMetrics = (m: Readonly<Record<string, number>>): string =>
+  Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
+
+const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport => ({
+  ...input,
+  summary: () => {
+    const byStatus = new Map<string, number>()
+    for (const t of input.trials) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1)
+    const lines = [
+      `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
+      `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
+    ]
+    if (input.stop !== null && isEarly(input.stop)) lines.push(`stop: ${input.stop.reason}`)
+    for (const t of input.trials) {
+      const metrics = formatMetrics(t.metrics)
+      lines.push(
+        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${metrics === "" ? "" : ` · ${metrics}`}`
+      )
+    }
+    if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
+    if (input.eligible.length === 0) lines.push("no trial succeeded: nothing to compare, no best")
+    return lines.join("\n")
+  },
+  toJSON: () => ({
+    studyId: input.studyId,
+    version: input.version,
+    status: input.status,
+    reason: input.reason,
+    stop: input.stop,
+    eligible: input.eligible,
+    notStarted: input.notStarted,
+    trials: input.trials.map((t) => ({ ...t })),
+    run: input.run === null ? null : input.run.toJSON()
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Options of {@link prepare} / {@link run}: `newVersion` (start version N+1 of a changed
+ * protocol), `resume` (refuse when the study never ran), `trials` (run only these trial ids of
+ * the version), and the suite run's options (`runOptions`, e.g. the codec registry).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyRunOptions {
+  readonly newVersion?: boolean | undefined
+  readonly resume?: boolean | undefined
+  readonly trials?: ReadonlyArray<string> | undefined
+  readonly control?: StudyControlFactory | undefined
+  readonly runOptions?: Runner.RunOptions | undefined
+}
+
+/**
+ * A prepared study run (see {@link prepare}): the version, its trials, the registered rows,
+ * the ones to run, and the suite.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Prepared {
+  readonly study: StudyInput
+  readonly version: number
+  readonly created: boolean
+  readonly trials: ReadonlyArray<StudyTrial>
+  readonly toRun: ReadonlyArray<StudyTrial>
+  readonly suite: Suite.Suite<AnySpec, any, any>
+}
+
+const isLoadedSuite = (s: StudySuite): s is LoadedSuiteShape => (s as { _tag?: unknown })._tag !== "Suite"
+
+/**
+ * The runnable suite of a {@link StudySuite} (a loaded suite's members run their experiments).
+ *
+ * @since 0.6.0
+ * @category running
+ */
+export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, any>, ConfigError> =>
+  isLoadedSuite(s)
+    ? Suite.make({
+      id: s.id,
+      outputRoot: s.output.root,
+      layout: s.output.layout,
+      pools: s.pools,
+      experiments: s.members.map((m) =>
+        Suite.member(m.id, () => m.experiment.pipelines(), {
+          definitionDigest: m.definitionDigest,
+          definitionParts: m.definitionParts,
+          poolAliases: m.poolAliases,
+          label: m.label ?? null,
+          limit: m.limit ?? null,
+          ...(m.variables === undefined ? {} : { variables: m.variables })
+        })
+      )
+    }) as Effect.Effect<Suite.Suite<AnySpec, any, any>, ConfigError>
+    : Effect.succeed(s)
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/**
+ * Freezes the protocol and registers the version's trials (see the module docs). Fails with
+ * `ConfigError`: a changed protocol without `newVersion` (path `protocol`), `newVersion` on an
+ * unchanged one (`--new-version`), `resume` of a study that never ran (`study.id`), `resume`
+ * with `newVersion`, a named trial that is not one of the version (`--trial`).
+ *
+ * @since 0.6.0
+ * @category running
+ */
+export const prepare = (
+  study: StudyInput,
+  options: StudyRunOptions = {}
+): Effect.Effect<Prepared, ConfigError | StoreUnavailable, StudyCatalog> =>
+  Effect.gen(function*() {
+    const catalog = yield* StudyCatalog
+    if (options.resume === true) {
+      if (options.newVersion === true) return yield* configError("--new-version", "resume continues a version: use run --new-version")
+      const known = yield* catalog.study(study.id)
+      if (Option.isNone(known)) {
+        return yield* configError("study.id", `study "${study.id}" has never run in this output root: nothing to resume (use assay study run)`)
+      }
+    }
+    const now = yield* Clock.currentTimeMillis
+    const frozen = yield* catalog.freeze({
+      studyId: study.id,
+      question: study.question,
+      type: study.type,
+      protocolDigest: study.protocolDigest,
+      protocolParts: study.protocolParts,
+      protocol: study.describe(),
+      newVersion: options.newVersion === true
+    }, now)
+    const trials = study.trialsFor(frozen.version)
+    yield* catalog.registerTrials(
+      study.id,
+      trials.map((t) => ({
+        trialId: t.trialId,
+        version: frozen.version,
+        variantId: t.variant.id,
+        variantKey: t.variant.key,
+        variant: t.variant.assignment as Json,
+        repeat: t.repeat,
+        seedable: t.seedable ?? true
+      })),
+      now
+    )
+    const rows = new Map((yield* catalog.trials(study.id, frozen.version)).map((r) => [r.trialId, r]))
+    let toRun: ReadonlyArray<StudyTrial>
+    if (options.trials !== undefined && options.trials.length > 0) {
+      const known = new Set(trials.map((t) => t.trialId))
+      const unknown = options.trials.filter((t) => !known.has(t))
+      if (unknown.length > 0) {
+        return yield* configError(
+          "--trial",
+          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${frozen.version} (trials: ${
+            trials.slice(0, 5).map((t) => t.trialId).join(", ")
+          }${trials.length > 5 ? ", …" : ""})`
+        )
+      }
+      const wanted = new Set(options.trials)
+      toRun = trials.filter((t) => wanted.has(t.trialId))
+    } else {
+      toRun = trials.filter((t) => !FINAL_TRIAL_STATUSES.has(rows.get(t.trialId)?.status ?? "pending"))
+    }
+    const suite = yield* toSuite(study.suiteFor(frozen.version))
+    return { study, version: frozen.version, created: frozen.created, trials, toRun, suite }
+  })
+
+/** A metric value as a number (booleans 0/1), else undefined. */
+const numeric = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) ? v : typeof v === "boolean" ? (v ? 1 : 0) : undefined
+
+type ByState = Record<"pending" | "running" | "succeeded" | "failed" | "interrupted", number>
+
+/**
+ * The stored figures of each trial, read from the root's merged view: its pipelines by state
+ * (one walk over the pipelines, grouped by member prefix) and its metrics: member-scoped run
+ * metrics (the latest run's value wins) over the mean of its pipelines' latest values of a
+ * pipeline-scope metric, read from every run of the root (a trial's pipelines may have ended
+ * in an earlier run).
+ */
+const trialFigures = (
+  studyId: string,
+  trialIds: ReadonlyArray<string>,
+  /** The view to read (default: the root's merged view). */
+  trialView?: string
+): Effect.Effect<
+  {
+    readonly byState: ReadonlyMap<string, ByState>
+    readonly metrics: ReadonlyMap<string, Readonly<Record<string, number>>>
+  },
+  StoreUnavailable | ConfigError,
+  SuiteCatalog
+> =>
+  Effect.gen(function*() {
+    const catalog = yield* SuiteCatalog
+    const store = yield* catalog.view(trialView)
+    const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
+    const wanted = new Set(trialIds)
+    const byState = new Map<string, ByState>()
+    const studyCatalog = yield* Effect.serviceOption(StudyCatalog)
+    const aggregate = trialView === undefined && Option.isSome(studyCatalog) ? studyCatalog.value.pipelineStates : undefined
+    if (aggregate !== undefined) {
+      // one aggregate read of the root's database (the catalog's own): no row decoded
+      for (const [id, states] of yield* aggregate(studyId)) {
+        if (!wanted.has(id)) continue
+        byState.set(id, {
+          pending: states.pending ?? 0,
+          running: states.running ?? 0,
+          succeeded: states.succeeded ?? 0,
+          failed: states.failed ?? 0,
+          interrupted: states.interrupted ?? 0
+        })
+      }
+    } else {
+      yield* Stream.runForEach(store.streamPipelines(), (p) =>
+        Effect.sync(() => {
+          const d = memberDigestOf(p.pipelineId)
+          const trial = d === undefined ? undefined : byDigest.get(d)
+          if (trial === undefined) return
+          let s = byState.get(trial)
+          if (s === undefined) {
+            s = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+            byState.set(trial, s)
+          }
+          s[p.state] = (s[p.state] ?? 0) + 1
+        }))
+    }
+    const runs = yield* store.listRuns // oldest first: later values overwrite earlier ones
+    const memberScoped = new Map<string, Map<string, number>>()
+    const perPipeline = new Map<string, Map<string, number>>() // pipeline -> name -> value
+    for (const r of runs) {
+      for (const m of yield* store.metrics({ runId: r.runId })) {
+        const v = numeric(m.value)
+        if (v === undefined) continue
+        if (m.pipelineId === null) {
+          const parsed = Suite.parseMemberMetric(m.name)
+          if (parsed === undefined || !wanted.has(parsed.experimentId)) continue
+          const ms = memberScoped.get(parsed.experimentId) ?? new Map<string, number>()
+          ms.set(parsed.name, v)
+          memberScoped.set(parsed.experimentId, ms)
+        } else {
+          const d = memberDigestOf(m.pipelineId)
+          if (d === undefined || !byDigest.has(d)) continue
+          const ps = perPipeline.get(m.pipelineId) ?? new Map<string, number>()
+          ps.set(m.name, v)
+          perPipeline.set(m.pipelineId, ps)
+        }
+      }
+    }
+    const sums = new Map<string, Map<string, { sum: number; n: number }>>()
+    for (const [pid, ms] of perPipeline) {
+      const trial = byDigest.get(memberDigestOf(pid)!)!
+      const acc = sums.get(trial) ?? new Map<string, { sum: number; n: number }>()
+      for (const [name, v] of ms) {
+        const a = acc.get(name) ?? { sum: 0, n: 0 }
+        a.sum += v
+        a.n++
+        acc.set(name, a)
+      }
+      sums.set(trial, acc)
+    }
+    const metrics = new Map<string, Record<string, number>>()
+    for (const id of trialIds) {
+      const m: Record<string, number> = {}
+      for (const [name, a] of sums.get(id) ?? []) m[name] = a.sum / a.n
+      for (const [name, v] of memberScoped.get(id) ?? []) m[name] = v
+      metrics.set(id, m)
+    }
+    return { byState, metrics }
+  })
+
+/** Whether a stop that fired ends the study early (every condition but the natural end). */
+const isEarly = (stop: StopFired | null): boolean => stop !== null && stop.condition.when !== "allTrialsTerminal"
+
+/**
+ * Runs a prepared study version (see the module docs) and settles it: the trials run, every
+ * trial of the version reported. Needs the `Runner` (on the root's `Store` and the suite's
+ * `Pools`), the `SuiteCatalog` and the `StudyCatalog` of the root.
+ *
+ * @since 0.6.0
+ * @category running
+ */
+export const execute = (
+  prepared: Prepared,
+  options: StudyRunOptions = {}
+): Effect.Effect<StudyReport, Runner.RunError | StoreUnavailable | ConfigError, Runner.Runner | SuiteCatalog | StudyCatalog> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { study, suite, toRun, version } = prepared
+    const catalog = yield* StudyCatalog
+    const ledger = catalog.ledger(study.id)
+    const start = yield* Clock.currentTimeMillis
+    // requests written while no process ran are not this run's
+    yield* catalog.dropStopRequests(study.id, start)
+    yield* catalog.setStatus(study.id, "running", null, start)
+    const suiteCatalog = yield* SuiteCatalog
+    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger })
+    // nothing left to run (every trial settled for good): settle from what is stored
+    if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
+    const handle = yield* Suite.start(suite, {
+      ...(options.runOptions ?? {}),
+      experiments: toRun.map((t) => t.trialId),
+      ...(control.window === undefined ? {} : { window: control.window })
+    })
+    // the run's report and the members' facts of this run; not `awaitSuite`, whose figures per
+    // member cost a read of every member's rows each (settlement reads them once for all)
+    const runReport = yield* handle.await
+    if (control.finish !== undefined) yield* control.finish
+    return yield* settle(prepared, runReport, control, catalog)
+  }))
+
+const settle = (
+  prepared: Prepared,
+  runReport: Runner.RunReport | null,
+  control: StudyControlHandle,
+  catalog: StudyCatalogService
+): Effect.Effect<StudyReport, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const membership = runReport === null ? [] : yield* Effect.flatMap(SuiteCatalog, (c) => c.membership(runReport.runId))
+    const { study, trials, version } = prepared
+    const stop = yield* control.fired
+    const exhausted = yield* control.exhausted
+    const ran = new Set(prepared.toRun.map((t) => t.trialId))
+    const interrupted = runReport !== null && runReport.status === "interrupted" && stop === null
+    const ids = trials.map((t) => t.trialId)
+    const figures = yield* trialFigures(study.id, ids)
+    const usage = yield* catalog.ledger(study.id).usage(ids)
+    const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
+    const outcome = new Map(membership.map((m) => [m.experimentId, m]))
+    const now = yield* Clock.currentTimeMillis
+    const settlements: Array<TrialSettlement> = []
+    const reports: Array<TrialReport> = []
+    for (const t of trials) {
+      const row: TrialRecord | undefined = rows.get(t.trialId)
+      const m = figures.metrics.get(t.trialId) ?? {}
+      let status: TrialStatus = row?.status ?? "pending"
+      let reason: string | null = row?.reason ?? null
+      let byState: Readonly<Record<string, number>> = {}
+      if (ran.has(t.trialId)) {
+        const o = outcome.get(t.trialId)
+        const states = figures.byState.get(t.trialId) ?? { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+        const stored = Object.values(states).reduce((a, b) => a + b, 0)
+        byState = Object.fromEntries(Object.entries(states).filter(([, n]) => n > 0))
+        const settled = settleTrial({
+          admitted: o?.admitted ?? 0,
+          sourceExhausted: o?.sourceExhausted ?? false,
+          sourceError: o?.sourceError ?? null,
+          byState: states,
+          metrics: m,
+          budgetSpent: exhausted.get(t.trialId) ?? null,
+          stop
+        }, study.objectives)
+        status = settled.status
+        reason = settled.reason
+        const firstStart = stored > 0 ? (row?.startedAt ?? now) : null
+        settlements.push({
+          trialId: t.trialId,
+          status,
+          reason,
+          metrics: m,
+          startedAt: firstStart,
+          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : now
+        })
+      }
+      reports.push({
+        trialId: t.trialId,
+        variantId: t.variant.id,
+        assignment: t.variant.assignment as Json,
+        repeat: t.repeat,
+        status,
+        reason,
+        usage: usage.get(t.trialId) ?? ZERO_USAGE,
+        metrics: ran.has(t.trialId) ? m : (row?.metrics ?? {}),
+        byState,
+        ran: ran.has(t.trialId)
+      })
+    }
+    yield* catalog.settle(settlements, now)
+    const settledStudy = settleStudy({
+      trials: reports.map((r) => ({
+        status: r.status,
+        metrics: r.metrics,
+        brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint")
+      })),
+      // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
+      stoppedEarly: isEarly(stop) &&
+        reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending"),
+      interrupted
+    }, study.objectives)
+    yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
+    return makeReport({
+      studyId: study.id,
+      version,
+      status: settledStudy.status,
+      reason: settledStudy.reason,
+      stop,
+      trials: reports,
+      eligible: reports.filter((r) => isEligible(r.status)).map((r) => r.trialId),
+      notStarted: reports.filter((r) => r.status === "not_started").map((r) => r.trialId),
+      run: runReport
+    })
+  })
+
+/**
+ * Prepares and runs a study version (see {@link prepare} and {@link execute}).
+ *
+ * @param study the loaded study
+ * @param options new version, resume, trials, control, run options
+ * @since 0.6.0
+ * @category running
+ */
+export const run = (
+  study: StudyInput,
+  options: StudyRunOptions = {}
+): Effect.Effect<StudyReport, Runner.RunError | StoreUnavailable | ConfigError, Runner.Runner | SuiteCatalog | StudyCatalog> =>
+  Effect.flatMap(prepare(study, options), (p) => execute(p, options))
+
+/**
+ * A study's status as stored (study row, versions, the current version's trials), without
+ * running anything: what `assay study status` prints.
+ *
+ * @since 0.6.0
+ * @category reading
+ */
+export const status = (studyId: string) =>
+  Effect.gen(function*() {
+    const catalog = yield* StudyCatalog
+    const row = yield* catalog.study(studyId)
+    if (Option.isNone(row)) return Option.none()
+    const versions = yield* catalog.versions(studyId)
+    const trials = yield* catalog.trials(studyId, row.value.currentVersion)
+    return Option.some({ study: row.value, versions, trials })
+  })

@@ -1,0 +1,548 @@
+/**
+ * The study catalog: what a study's suite root records about the study beyond its trials'
+ * pipelines (see `Study.ts`). The `SuiteStore` layer implements it on the catalog database of
+ * the root (tables of migration 0009: `studies`, `study_protocol_versions`, `study_trials`,
+ * `study_stop_requests`); {@link layerMemory} is an in-memory one for tests and embedders.
+ *
+ * - **protocol versions**: the protocol is frozen by its digest when the study first runs
+ *   (version 1); running a changed protocol under the same study id is refused (`ConfigError`
+ *   naming the changed parts) unless a new version is asked for, which starts version N+1;
+ * - **trials**: one row per trial of a version with its variant, repeat, settled status and
+ *   reason, usage so far (summed across resumes) and metrics at settlement;
+ * - **the trial ledger** ({@link TrialLedger}): the persistence port of the running study's
+ *   control (usage per trial, the stop that fired, manual stop requests).
+ *
+ * @since 0.6.0
+ */
+import { Context, Effect, Layer, Option, Ref } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import type { Json } from "../domain/Json.js"
+import type { StudyStatus, TrialStatus } from "../domain/Study.js"
+import type { StopFired, TrialLedger, TrialUsage } from "./StudyControl.js"
+
+// ---------------------------------------------------------------------------------------------
+// Statuses (the values of `domain/Study.ts`; a study row may also be `interrupted`)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What a study row may hold: a {@link StudyStatus}, or `interrupted` (its last process was
+ * stopped by a signal or died before settling: `assay study resume` continues it).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type StudyRecordStatus = StudyStatus | "interrupted"
+
+/**
+ * The trial statuses a later run of the same version does not run again: the trial's outcome
+ * is a fact about its variant (`succeeded`, `failed`) or its budget is spent
+ * (`budget_exhausted`). The others (`pending`, `running`, `cancelled`, `incomplete`,
+ * `not_started`) are run (resumed from their checkpoints) by the next `run` or `resume`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export const FINAL_TRIAL_STATUSES: ReadonlySet<TrialStatus> = new Set(["succeeded", "failed", "budget_exhausted"])
+
+export type {
+  /**
+   * A study's status (see `Study.StudyStatus` of the domain).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  StudyStatus,
+  /**
+   * A trial's status (see `Study.TrialStatus` of the domain).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialStatus
+} from "../domain/Study.js"
+
+// ---------------------------------------------------------------------------------------------
+// The ledger port (`StudyControl.ts`)
+// ---------------------------------------------------------------------------------------------
+
+export type {
+  /**
+   * A fired stop condition (see `StudyControl.StopFired`).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  StopFired,
+  /**
+   * The persistence port of a running study's control (see `StudyControl.TrialLedger`):
+   * `catalog.ledger(studyId)` implements it on the study tables.
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialLedger,
+  /**
+   * A trial's usage (see `StudyControl.TrialUsage`).
+   *
+   * @since 0.6.0
+   * @category models
+   */
+  TrialUsage
+} from "./StudyControl.js"
+
+// ---------------------------------------------------------------------------------------------
+// Records
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One study row.
+ *
+ * - `currentVersion`: the latest protocol version (trials of other versions are never
+ *   compared with its trials);
+ * - `stopReason`, `stopCondition`, `stoppedAt`: the stop condition that fired in the current
+ *   version's last run (`null` when none fired);
+ * - times in epoch ms.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyRecord {
+  readonly studyId: string
+  readonly question: string
+  readonly type: string
+  readonly createdAt: number
+  readonly currentVersion: number
+  readonly status: StudyRecordStatus
+  readonly stopReason: string | null
+  readonly stopCondition: Json | null
+  readonly stoppedAt: number | null
+  readonly updatedAt: number
+}
+
+/**
+ * One frozen protocol version: its digest, its parts (part name -> short digest or value:
+ * `experiment`, `variables`, `baseline`, `repeats`, `budget`, `stop`, `objectives`) and the
+ * protocol's description (JSON).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ProtocolVersionRecord {
+  readonly studyId: string
+  readonly version: number
+  readonly protocolDigest: string
+  readonly protocolParts: Readonly<Record<string, string>>
+  readonly protocol: Json
+  readonly createdAt: number
+}
+
+/**
+ * A trial to register: its id (`p<version>-<variant>-r<repeat>`), version, variant (id, key,
+ * JSON of its assignment), repeat (1-based) and whether its pipelines are seedable (a trial
+ * whose tasks cannot be seeded is not fully reproducible).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface NewTrial {
+  readonly trialId: string
+  readonly version: number
+  readonly variantId: string
+  readonly variantKey: string
+  readonly variant: Json
+  readonly repeat: number
+  readonly seedable: boolean
+}
+
+/**
+ * One trial row: {@link NewTrial} plus its status and reason (the sentence a settlement
+ * gives, `null` while pending), its usage so far, its metrics at settlement (`null` before),
+ * when it first started and when it was settled (`null` until then), epoch ms.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialRecord extends NewTrial {
+  readonly studyId: string
+  readonly status: TrialStatus
+  readonly reason: string | null
+  readonly usage: TrialUsage
+  readonly metrics: Readonly<Record<string, number>> | null
+  readonly startedAt: number | null
+  readonly endedAt: number | null
+  readonly updatedAt: number
+}
+
+/**
+ * A trial's settlement (see `Study.settleTrial`): status and reason, the metrics it was
+ * judged on, when it started (kept if already set) and ended (`null`: not ended).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface TrialSettlement {
+  readonly trialId: string
+  readonly status: TrialStatus
+  readonly reason: string | null
+  readonly metrics: Readonly<Record<string, number>> | null
+  readonly startedAt: number | null
+  readonly endedAt: number | null
+}
+
+/**
+ * A manual stop request (`assay study stop`): when (epoch ms), how running trials end, who
+ * asked (`pid N on HOST`), and when the running process took it (`null` until then).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StopRequest {
+  readonly id: number
+  readonly studyId: string
+  readonly at: number
+  readonly running: "drain" | "cancel"
+  readonly by: string
+  readonly handledAt: number | null
+}
+
+/**
+ * What {@link StudyCatalogService.freeze} is given: the study's identity and its protocol as
+ * loaded now; `newVersion`: start a new version when the protocol changed (`--new-version`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface FreezeInput {
+  readonly studyId: string
+  readonly question: string
+  readonly type: string
+  readonly protocolDigest: string
+  readonly protocolParts: Readonly<Record<string, string>>
+  readonly protocol: Json
+  readonly newVersion: boolean
+}
+
+/**
+ * What {@link StudyCatalogService.freeze} decided: the version to run and whether it was
+ * created now (`false`: the protocol matches the current version).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Frozen {
+  readonly version: number
+  readonly created: boolean
+}
+
+/**
+ * The study catalog service. Every method has `R = never`; writes fail with
+ * `StoreUnavailable` on a read-only root.
+ *
+ * - `study`: the study's row, if any;
+ * - `versions`: the frozen protocol versions, oldest first;
+ * - `freeze`: see {@link decideFreeze} (the rules); records the study row and the new version
+ *   in one transaction;
+ * - `registerTrials`: inserts the trials not registered yet (a known trial keeps its row);
+ * - `trials`: the trials of one version (or all), by trial id;
+ * - `settle`: writes trial settlements (status, reason, metrics, start kept if set, end);
+ * - `setStatus`: the study's status; `stop` given: the stop that fired (or `null` to clear it);
+ * - `ledger`: the {@link TrialLedger} of the study;
+ * - `requestStop`: writes a manual stop request (what `assay study stop` does from another
+ *   process through the store file itself);
+ * - `dropStopRequests`: marks every request not taken yet as taken (at `now`): a new run
+ *   starts with none pending;
+ * - `pipelineStates` (optional): the stored pipelines of a suite's members by state, member id
+ *   -> state -> count, in one aggregate read (the SQLite catalog of a combined root, whose
+ *   database holds the pipelines); absent, callers walk the pipelines themselves.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyCatalogService {
+  readonly study: (studyId: string) => Effect.Effect<Option.Option<StudyRecord>, StoreUnavailable>
+  readonly versions: (studyId: string) => Effect.Effect<ReadonlyArray<ProtocolVersionRecord>, StoreUnavailable>
+  readonly freeze: (input: FreezeInput, now: number) => Effect.Effect<Frozen, ConfigError | StoreUnavailable>
+  readonly registerTrials: (
+    studyId: string,
+    trials: ReadonlyArray<NewTrial>,
+    now: number
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly trials: (studyId: string, version?: number) => Effect.Effect<ReadonlyArray<TrialRecord>, StoreUnavailable>
+  readonly settle: (settlements: ReadonlyArray<TrialSettlement>, now: number) => Effect.Effect<void, StoreUnavailable>
+  readonly setStatus: (
+    studyId: string,
+    status: StudyRecordStatus,
+    stop: StopFired | null | undefined,
+    now: number
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly ledger: (studyId: string) => TrialLedger
+  readonly requestStop: (
+    studyId: string,
+    request: { readonly running: "drain" | "cancel"; readonly by: string },
+    now: number
+  ) => Effect.Effect<void, StoreUnavailable>
+  readonly stopRequests: (studyId: string) => Effect.Effect<ReadonlyArray<StopRequest>, StoreUnavailable>
+  readonly dropStopRequests: (studyId: string, now: number) => Effect.Effect<void, StoreUnavailable>
+  readonly pipelineStates?:
+    | ((suiteId: string) => Effect.Effect<ReadonlyMap<string, Readonly<Record<string, number>>>, StoreUnavailable>)
+    | undefined
+}
+
+/**
+ * The study catalog tag (see {@link StudyCatalogService}).
+ *
+ * @since 0.6.0
+ * @category tags
+ */
+export class StudyCatalog extends Context.Tag("assay/StudyCatalog")<StudyCatalog, StudyCatalogService>() {}
+
+// ---------------------------------------------------------------------------------------------
+// Shared rules
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Zero usage.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export const ZERO_USAGE: TrialUsage = { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 }
+
+/**
+ * The parts of a protocol that differ between two versions, one phrase each (`repeats: 1 ->
+ * 3`), in part-name order; a part present on one side only reads `(none)` on the other.
+ *
+ * @param before the parts of the earlier version
+ * @param after the parts of the later one
+ * @returns the changed parts, described
+ * @since 0.6.0
+ * @category versions
+ */
+export const changedParts = (
+  before: Readonly<Record<string, string>>,
+  after: Readonly<Record<string, string>>
+): ReadonlyArray<string> => {
+  const names = Array.from(new Set([...Object.keys(before), ...Object.keys(after)])).sort()
+  return names.flatMap((n) => before[n] === after[n] ? [] : [`${n}: ${before[n] ?? "(none)"} -> ${after[n] ?? "(none)"}`])
+}
+
+/**
+ * The freeze rule of a study's protocol, given the current version (if any):
+ *
+ * - no version yet: version 1 is created (`--new-version` changes nothing);
+ * - the same digest as the current version: that version is run again (resumed) — asking for
+ *   a new version of an unchanged protocol is refused (`ConfigError`, path `--new-version`);
+ * - another digest: refused (`ConfigError`, path `protocol`, naming the changed parts and the
+ *   way out) unless `newVersion`, which creates version N+1.
+ *
+ * @param current the current version's record, if any
+ * @param input the protocol as loaded now
+ * @returns the version to run and whether to create it, or the refusal
+ * @since 0.6.0
+ * @category versions
+ */
+export const decideFreeze = (
+  current: ProtocolVersionRecord | undefined,
+  input: FreezeInput
+): { readonly _tag: "Run"; readonly frozen: Frozen } | { readonly _tag: "Refused"; readonly error: ConfigError } => {
+  if (current === undefined) return { _tag: "Run", frozen: { version: 1, created: true } }
+  if (current.protocolDigest === input.protocolDigest) {
+    if (input.newVersion) {
+      const message = `the protocol of study "${input.studyId}" is unchanged since version ${current.version}: ` +
+        `--new-version needs a changed protocol (run without it to continue version ${current.version})`
+      return { _tag: "Refused", error: new ConfigError({ message: `--new-version: ${message}`, issues: [{ path: "--new-version", message }] }) }
+    }
+    return { _tag: "Run", frozen: { version: current.version, created: false } }
+  }
+  if (input.newVersion) return { _tag: "Run", frozen: { version: current.version + 1, created: true } }
+  const parts = changedParts(current.protocolParts, input.protocolParts)
+  const what = parts.length > 0 ? `changed ${parts.join(", ")}` : `changed (digest ${current.protocolDigest} -> ${input.protocolDigest})`
+  const message = `the protocol of study "${input.studyId}" (version ${current.version}) ${what}; a protocol is frozen ` +
+    `when the study first runs: run with --new-version to start version ${current.version + 1} beside the old trials ` +
+    `(never compared with them), or restore the protocol`
+  return { _tag: "Refused", error: new ConfigError({ message: `protocol: ${message}`, issues: [{ path: "protocol", message }] }) }
+}
+
+const addUsage = (a: TrialUsage, b: TrialUsage): TrialUsage => ({
+  calls: a.calls + b.calls,
+  tokens: a.tokens + b.tokens,
+  costUsd: a.costUsd + b.costUsd,
+  timeMs: a.timeMs + b.timeMs
+})
+
+/**
+ * The fired `manual` stop of a stop request.
+ *
+ * @since 0.6.0
+ * @category ledger
+ */
+export const stopOfRequest = (r: StopRequest): StopFired => ({
+  condition: { when: "manual", running: r.running },
+  reason: `manual stop requested by ${r.by} at ${new Date(r.at).toISOString()} (running trials ${
+    r.running === "cancel" ? "cancelled" : "drain"
+  })`,
+  at: r.at,
+  running: r.running
+})
+
+// ---------------------------------------------------------------------------------------------
+// In memory
+// ---------------------------------------------------------------------------------------------
+
+interface MemoryState {
+  readonly studies: Map<string, StudyRecord>
+  readonly versions: Map<string, Array<ProtocolVersionRecord>>
+  readonly trials: Map<string, TrialRecord>
+  readonly requests: Array<StopRequest>
+}
+
+/**
+ * An in-memory study catalog (tests, embedders with a `MemoryStore`): the same rules as the
+ * SQLite one, nothing persisted.
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const makeMemory: Effect.Effect<StudyCatalogService> = Effect.gen(function*() {
+  const state = yield* Ref.make<MemoryState>({ studies: new Map(), versions: new Map(), trials: new Map(), requests: [] })
+  const get = Ref.get(state)
+  const ledger = (studyId: string): TrialLedger => ({
+    usage: (ids) => Effect.map(get, (s) => new Map(ids.map((id) => [id, s.trials.get(id)?.usage ?? ZERO_USAGE]))),
+    addUsage: (trialId, delta, now) =>
+      Effect.map(get, (s) => {
+        const t = s.trials.get(trialId)
+        if (t !== undefined) s.trials.set(trialId, { ...t, usage: addUsage(t.usage, delta), updatedAt: now })
+      }),
+    recordStop: (stop) =>
+      Effect.map(get, (s) => {
+        const st = s.studies.get(studyId)
+        if (st !== undefined) {
+          s.studies.set(studyId, {
+            ...st,
+            stopReason: stop.reason,
+            stopCondition: stop.condition as Json,
+            stoppedAt: stop.at,
+            updatedAt: stop.at
+          })
+        }
+        s.requests.forEach((r, i) => {
+          if (r.studyId === studyId && r.handledAt === null) s.requests[i] = { ...r, handledAt: stop.at }
+        })
+      }),
+    stopRequested: Effect.map(get, (s) => {
+      const r = s.requests.find((x) => x.studyId === studyId && x.handledAt === null)
+      return r === undefined ? null : stopOfRequest(r)
+    })
+  })
+  const service: StudyCatalogService = {
+    study: (id) => Effect.map(get, (s) => Option.fromNullable(s.studies.get(id))),
+    versions: (id) => Effect.map(get, (s) => [...(s.versions.get(id) ?? [])]),
+    freeze: (input, now) =>
+      Effect.flatMap(get, (s) => {
+        const list = s.versions.get(input.studyId) ?? []
+        const decided = decideFreeze(list[list.length - 1], input)
+        if (decided._tag === "Refused") return Effect.fail(decided.error)
+        const { frozen } = decided
+        if (frozen.created) {
+          list.push({
+            studyId: input.studyId,
+            version: frozen.version,
+            protocolDigest: input.protocolDigest,
+            protocolParts: { ...input.protocolParts },
+            protocol: input.protocol,
+            createdAt: now
+          })
+          s.versions.set(input.studyId, list)
+        }
+        const prev = s.studies.get(input.studyId)
+        s.studies.set(input.studyId, {
+          studyId: input.studyId,
+          question: input.question,
+          type: input.type,
+          createdAt: prev?.createdAt ?? now,
+          currentVersion: frozen.version,
+          status: prev === undefined || frozen.created ? "pending" : prev.status,
+          stopReason: frozen.created ? null : prev?.stopReason ?? null,
+          stopCondition: frozen.created ? null : prev?.stopCondition ?? null,
+          stoppedAt: frozen.created ? null : prev?.stoppedAt ?? null,
+          updatedAt: now
+        })
+        return Effect.succeed(frozen)
+      }),
+    registerTrials: (studyId, trials, now) =>
+      Effect.map(get, (s) => {
+        for (const t of trials) {
+          if (s.trials.has(t.trialId)) continue
+          s.trials.set(t.trialId, {
+            ...t,
+            studyId,
+            status: "pending",
+            reason: null,
+            usage: ZERO_USAGE,
+            metrics: null,
+            startedAt: null,
+            endedAt: null,
+            updatedAt: now
+          })
+        }
+      }),
+    trials: (studyId, version) =>
+      Effect.map(get, (s) =>
+        [...s.trials.values()]
+          .filter((t) => t.studyId === studyId && (version === undefined || t.version === version))
+          .sort((a, b) => (a.trialId < b.trialId ? -1 : a.trialId > b.trialId ? 1 : 0))),
+    settle: (settlements, now) =>
+      Effect.map(get, (s) => {
+        for (const x of settlements) {
+          const t = s.trials.get(x.trialId)
+          if (t === undefined) continue
+          s.trials.set(x.trialId, {
+            ...t,
+            status: x.status,
+            reason: x.reason,
+            metrics: x.metrics,
+            startedAt: t.startedAt ?? x.startedAt,
+            endedAt: x.endedAt,
+            updatedAt: now
+          })
+        }
+      }),
+    setStatus: (studyId, status, stop, now) =>
+      Effect.map(get, (s) => {
+        const st = s.studies.get(studyId)
+        if (st === undefined) return
+        s.studies.set(studyId, {
+          ...st,
+          status,
+          ...(stop === undefined ? {} : {
+            stopReason: stop?.reason ?? null,
+            stopCondition: (stop?.condition ?? null) as Json | null,
+            stoppedAt: stop?.at ?? null
+          }),
+          updatedAt: now
+        })
+      }),
+    ledger,
+    requestStop: (studyId, request, now) =>
+      Effect.map(get, (s) => {
+        s.requests.push({ id: s.requests.length + 1, studyId, at: now, running: request.running, by: request.by, handledAt: null })
+      }),
+    stopRequests: (studyId) => Effect.map(get, (s) => s.requests.filter((r) => r.studyId === studyId)),
+    dropStopRequests: (studyId, now) =>
+      Effect.map(get, (s) => {
+        s.requests.forEach((r, i) => {
+          if (r.studyId === studyId && r.handledAt === null) s.requests[i] = { ...r, handledAt: now }
+        })
+      })
+  }
+  return service
+})
+
+/**
+ * {@link makeMemory} as a layer.
+ *
+ * @since 0.6.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<StudyCatalog> = Layer.effect(StudyCatalog, makeMemory)
+

@@ -1,0 +1,231 @@
+/**
+ * `assay study run|resume|versions|stop|status` through `bin/assay` processes: settlement and
+ * exit codes, the protocol freeze (refused change, `--new-version`, `versions`), the stop
+ * request of another process, two processes on one study (the second refused), and SIGKILL +
+ * resume of 9 variants × 3 repeats (exactly 27 trials settled, no task re-executed after its
+ * checkpoint).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assay, root, start, write } from "../support/cli.js"
+import { committedVisits, executions, query, waitFor } from "../support/killHarness.js"
+
+/**
+ * A study dir: an experiment over `cases` rows whose two tasks log every execution
+ * (`<run> <pipelineId> <seq> <visit>`, the run index from `STUDY_RUN`) and sleep `ms`; the
+ * variable `k` (enum 0..variants-1) is bound into the first task's arguments; the variant
+ * `k == failK` fails its first task on every row; the second task fails unless `ctx.variables.k`
+ * is its trial's `k` (the variables reach the trials' tasks).
+ */
+const studyDir = (o: {
+  readonly variants: number
+  readonly repeats: number
+  readonly cases: number
+  readonly ms?: number
+  readonly failK?: number
+  readonly trialConcurrency?: number
+  readonly concurrency?: number
+  readonly stop?: ReadonlyArray<unknown>
+}) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-cli-"))
+  const log = path.join(dir, "exec.log")
+  write(dir, "package.json", JSON.stringify({ type: "module" }))
+  write(dir, "tasks.ts", [
+    `import { Effect } from ${JSON.stringify(path.join(root, "node_modules/effect/dist/esm/index.js"))}`,
+    `import * as fs from "node:fs"`,
+    `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
+    `import { FatalError } from ${JSON.stringify(path.join(root, "src/domain/Errors.ts"))}`,
+    `const note = (ctx: { pipelineId: string; seq: number; visit: number }) =>`,
+    `  fs.appendFileSync(${JSON.stringify(log)}, [process.env.STUDY_RUN ?? "0", ctx.pipelineId, ctx.seq, ctx.visit].join(" ") + "\\n")`,
+    `export const first = (k: number, failK: number, ms: number) =>`,
+    `  Task.make("first", { parameters: { k, failK } }, (n: number, ctx) => Effect.gen(function*() {`,
+    `    if (ms > 0) yield* Effect.sleep(ms)`,
+    `    if (k === failK) return yield* Effect.fail(new FatalError({ message: "variant " + k + " is broken" }))`,
+    `    note(ctx)`,
+    `    return { n, k }`,
+    `  }))`,
+    `export const second = (ms: number) =>`,
+    `  Task.make("second", (r: { n: number; k: number }, ctx) => Effect.gen(function*() {`,
+    `    if (ms > 0) yield* Effect.sleep(ms)`,
+    `    if (ctx.variables.k !== r.k) return yield* Effect.fail(new FatalError({ message: "ctx.variables.k is " + JSON.stringify(ctx.variables.k) }))`,
+    `    note(ctx)`,
+    `    yield* ctx.reportMetric("accuracy", r.k === 0 ? 0.9 : 0.8)`,
+    `    return r.n + r.k`,
+    `  }))`
+  ].join("\n"))
+  const ms = o.ms ?? 0
+  write(dir, "experiment.json", JSON.stringify({
+    pipeline: {
+      name: "cases",
+      tasks: [
+        { use: "./tasks.ts#first", args: [{ $var: "k" }, o.failK ?? -1, ms] },
+        { use: "./tasks.ts#second", args: [ms] }
+      ]
+    },
+    source: { range: { n: o.cases } }
+  }))
+  const study = {
+    study: { id: "kstudy", question: "which k?", type: "compare" },
+    protocol: { experiment: "./experiment.json" },
+    output: { root: "out" },
+    run: { concurrency: o.concurrency ?? 4, trialConcurrency: o.trialConcurrency ?? 3 },
+    variables: [{ name: "k", type: "enum", values: Array.from({ length: o.variants }, (_, i) => i) }],
+    baseline: { k: 0 },
+    repeats: o.repeats,
+    stop: o.stop ?? [{ when: "allTrialsTerminal" }],
+    objectives: [{ metric: "accuracy", direction: "maximize" }]
+  }
+  const file = write(dir, "study.json", JSON.stringify(study))
+  const rewrite = (change: (s: typeof study) => unknown) => write(dir, "study.json", JSON.stringify(change(study)))
+  return { dir, log, file, rewrite, db: path.join(dir, "out", "state.db") }
+}
+
+const trialRows = (db: string) =>
+  query<{ trial_id: string; status: string; version: number }>(db, "SELECT trial_id, status, version FROM study_trials ORDER BY trial_id")
+
+describe("assay study run", () => {
+  it.live("runs and settles every trial: a broken variant fails, the study completes (exit 0); a rerun runs nothing", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 3, repeats: 2, cases: 3, failK: 2 })
+      const r = yield* assay(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(r.code, 0, r.stderr)
+      const out = JSON.parse(r.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "completed")
+      assert.deepStrictEqual(out.trials.map((t: { trialId: string; status: string }) => [t.trialId, t.status]), [
+        ["p1-v01-r1", "succeeded"],
+        ["p1-v01-r2", "succeeded"],
+        ["p1-v02-r1", "succeeded"],
+        ["p1-v02-r2", "succeeded"],
+        ["p1-v03-r1", "failed"],
+        ["p1-v03-r2", "failed"]
+      ])
+      assert.deepStrictEqual(out.eligible, ["p1-v01-r1", "p1-v01-r2", "p1-v02-r1", "p1-v02-r2"])
+      assert.closeTo(out.trials[0].metrics.accuracy, 0.9, 1e-9)
+      const executed = executions(s.log).length
+      const again = yield* assay(["study", "resume", s.file, "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.strictEqual(executions(s.log).length, executed)
+      const status = yield* assay(["study", "status", s.file], { cwd: s.dir })
+      assert.strictEqual(status.code, 0, status.stderr)
+      assert.include(status.stdout, "study kstudy (protocol version 1): completed")
+      assert.include(status.stdout, "p1-v03-r2")
+    }))
+
+  it.live("a study whose every trial fails exits 1 and reports no best", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 1, repeats: 2, cases: 2, failK: 0 })
+      const r = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stdout, "failed")
+      assert.include(r.stdout, "no trial succeeded: nothing to compare, no best")
+    }))
+
+  it.live("a changed protocol is refused (exit 2) naming the part; --new-version starts version 2; versions shows the diff", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 2 })
+      assert.strictEqual((yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })).code, 0)
+      s.rewrite((x) => ({ ...x, repeats: 2 }))
+      const refused = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(refused.stderr, "repeats")
+      assert.include(refused.stderr, "--new-version")
+      const pending = yield* assay(["study", "versions", s.file], { cwd: s.dir })
+      assert.strictEqual(pending.code, 0, pending.stderr)
+      assert.include(pending.stdout, "differs from version 1")
+      const v2 = yield* assay(["study", "run", s.file, "--new-version", "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(v2.code, 0, v2.stderr)
+      const out = JSON.parse(v2.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.version, 2)
+      assert.deepStrictEqual(out.trials.map((t: { trialId: string }) => t.trialId), ["p2-v01-r1", "p2-v01-r2", "p2-v02-r1", "p2-v02-r2"])
+      const versions = yield* assay(["study", "versions", s.file, "--json"], { cwd: s.dir })
+      const v = JSON.parse(versions.stdout)
+      assert.deepStrictEqual(v.versions.map((x: { version: number }) => x.version), [1, 2])
+      assert.isTrue(v.versions[1].changed.some((c: string) => c.startsWith("repeats")))
+      assert.isTrue(v.file.matchesCurrent)
+      // version 1's trials are kept beside version 2's
+      assert.deepStrictEqual(trialRows(s.db).map((t) => t.version), [1, 1, 2, 2, 2, 2])
+    }))
+
+  it.live("stop with no process running exits 1; resume of a study that never ran exits 2", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 1, repeats: 1, cases: 1 })
+      const never = yield* assay(["study", "resume", s.file], { cwd: s.dir })
+      assert.strictEqual(never.code, 2, never.stderr)
+      assert.include(never.stderr, "nothing to resume")
+      const stop = yield* assay(["study", "stop", s.file], { cwd: s.dir })
+      assert.strictEqual(stop.code, 1, stop.stderr)
+      assert.include(stop.stderr, "nothing to stop")
+    }))
+})
+
+describe("assay study stop", () => {
+  it.live("another process's stop request drains the running study: the started trials finish, the rest are not started", () =>
+    Effect.promise(async () => {
+      // 8 trials one at a time, ~1.5 s each: the stop comes long before the last one starts
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      const stop = await Effect.runPromise(assay(["study", "stop", s.file], { cwd: s.dir }))
+      assert.strictEqual(stop.code, 0, stop.stderr)
+      assert.include(stop.stdout, "stop requested")
+      const done = await run.done
+      assert.strictEqual(done.code, 0, done.stderr)
+      const out = JSON.parse(done.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "stopped_with_results")
+      assert.strictEqual(out.stop.condition.when, "manual")
+      assert.isAtLeast(out.notStarted.length, 1)
+      assert.include(out.eligible, "p1-v01-r1")
+      const rows = trialRows(s.db)
+      assert.deepStrictEqual(rows.filter((r) => r.status === "not_started").map((r) => r.trial_id), out.notStarted)
+    }), 120_000)
+})
+
+describe("assay study: two processes, SIGKILL and resume", () => {
+  it.live("9 variants x 3 repeats: the second process is refused; killed and resumed, exactly 27 trials settle, nothing re-executed after its checkpoint", () =>
+    Effect.promise(async () => {
+      const s = studyDir({ variants: 9, repeats: 3, cases: 4, ms: 20, concurrency: 4, trialConcurrency: 3 })
+      const env = (run: number) => ({ STUDY_RUN: String(run) })
+      // two processes at once on one study: exactly one runs, the other is refused at once
+      const a = start(["study", "run", s.file, "-q"], { cwd: s.dir, env: env(1) })
+      const b = start(["study", "run", s.file, "-q"], { cwd: s.dir, env: env(1) })
+      const first = await Promise.race([a.done.then(() => "a" as const), b.done.then(() => "b" as const)])
+      const [loser, winner] = first === "a" ? [a, b] : [b, a]
+      const lost = await loser.done
+      assert.strictEqual(lost.code, 1, lost.stderr)
+      assert.include(lost.stderr, "already running in another process", lost.stderr)
+      // kill the winner once some tasks ran
+      await waitFor(() => executions(s.log).length >= 20 || winner.child.exitCode !== null, 60_000)
+      winner.child.kill("SIGKILL")
+      const killed = await winner.done
+      assert.strictEqual(killed.signal, "SIGKILL", killed.stderr)
+      const committedBefore2 = committedVisits(s.db)
+      // status reads the dead process's row as interrupted
+      const status = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
+      assert.include(status.stdout, "interrupted")
+      // kill the second run too, later
+      const second = start(["study", "resume", s.file, "-q"], { cwd: s.dir, env: env(2) })
+      const before = executions(s.log).length
+      await waitFor(() => executions(s.log).length >= before + 20 || second.child.exitCode !== null, 60_000)
+      second.child.kill("SIGKILL")
+      await second.done
+      const committedBefore3 = committedVisits(s.db)
+      const last = await Effect.runPromise(assay(["study", "resume", s.file, "--json", "-q"], { cwd: s.dir, env: env(3) }))
+      assert.strictEqual(last.code, 0, last.stderr)
+      const out = JSON.parse(last.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "completed")
+      assert.strictEqual(out.trials.length, 27)
+      const rows = trialRows(s.db)
+      assert.strictEqual(rows.length, 27)
+      assert.isTrue(rows.every((r) => r.status === "succeeded"), JSON.stringify(rows))
+      // no task execution after its checkpoint was committed
+      for (const e of executions(s.log)) {
+        if (e.run === 2) assert.isFalse(committedBefore2.has(e.key), `run 2 re-ran ${e.key}`)
+        if (e.run === 3) assert.isFalse(committedBefore3.has(e.key), `run 3 re-ran ${e.key}`)
+      }
+      // every (trial, case, task) committed exactly once in the end: 27 x 4 x 2
+      assert.strictEqual(committedVisits(s.db).size, 27 * 4 * 2)
+    }), 180_000)
+})

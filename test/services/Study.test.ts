@@ -1,0 +1,437 @@
+import { NodeFileSystem } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import * as SuiteStore from "../../src/layers/SuiteStore.js"
+import * as StudyTables from "../../src/layers/internal/study/tables.js"
+import * as Study from "../../src/services/Study.js"
+import {
+  type FreezeInput,
+  type StopFired,
+  StudyCatalog,
+  type StudyCatalogService,
+  layerMemory
+} from "../../src/services/StudyCatalog.js"
+import { makeStudy, studyEnv } from "./studyFixture.js"
+
+// ---------------------------------------------------------------------------------------------
+// Settlement rules (pure)
+// ---------------------------------------------------------------------------------------------
+
+const stop = (when: "successfulTrials" | "deadline" | "manual", running: "drain" | "cancel"): StopFired => ({
+  condition: when === "successfulTrials" ? { when, count: 1, running } : when === "deadline" ? { when, at: 0, running } : { when, running },
+  reason: `${when} fired`,
+  at: 1,
+  running
+})
+
+const facts = (over: Partial<Study.TrialFacts> = {}): Study.TrialFacts => ({
+  admitted: 3,
+  sourceExhausted: true,
+  sourceError: null,
+  byState: { succeeded: 3 },
+  metrics: { accuracy: 0.9 },
+  budgetSpent: null,
+  stop: null,
+  ...over
+})
+
+const accuracy: ReadonlyArray<Study.StudyObjective> = [
+  { metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.8 } }
+]
+
+describe("Study.settleTrial", () => {
+  const cases: ReadonlyArray<readonly [string, Partial<Study.TrialFacts>, string, string]> = [
+    ["every pipeline succeeded, source read to its end", {}, "succeeded", "3 pipeline(s) succeeded"],
+    ["a pipeline failed", { byState: { succeeded: 2, failed: 1 } }, "failed", "1 pipeline(s) failed"],
+    ["its source failed", { sourceError: "bad row 3", sourceExhausted: false }, "failed", "its source failed: bad row 3"],
+    ["a hard constraint broken", { metrics: { accuracy: 0.5 } }, "failed", "hard constraint accuracy >= 0.8 broken: 0.5"],
+    ["budget spent mid-way", { byState: { succeeded: 1 }, budgetSpent: "calls" }, "budget_exhausted", "its calls budget is spent"],
+    [
+      "a stop fired before it submitted anything",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("successfulTrials", "drain") },
+      "not_started",
+      "never started: successfulTrials fired"
+    ],
+    [
+      "cancelled mid-way",
+      { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
+      "cancelled",
+      "cancelled (1 of 3 pipeline(s) ended)"
+    ],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 pipeline(s) ended"],
+    ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
+    ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
+  ]
+  for (const [title, over, status, reason] of cases) {
+    it(`${title} -> ${status}`, () => {
+      const settled = Study.settleTrial(facts(over), accuracy)
+      assert.strictEqual(settled.status, status)
+      assert.include(settled.reason, reason)
+      assert.strictEqual(Study.trialSucceeded(facts(over), accuracy), status === "succeeded")
+      assert.strictEqual(Study.isEligible(settled.status), status === "succeeded")
+    })
+  }
+
+  it("a failure wins over a spent budget and a stop; a missing constraint metric is not a broken constraint", () => {
+    assert.strictEqual(
+      Study.settleTrial(facts({ byState: { failed: 1 }, budgetSpent: "tokens", stop: stop("manual", "cancel") }), accuracy).status,
+      "failed"
+    )
+    assert.strictEqual(Study.settleTrial(facts({ metrics: {} }), accuracy).status, "succeeded")
+  })
+
+  it("compares with every operator", () => {
+    const table: ReadonlyArray<readonly [Study.MetricOp, boolean]> = [[">", false], [">=", true], ["<", false], ["<=", true], ["==", true], ["!=", false]]
+    for (const [op, expected] of table) assert.strictEqual(Study.compare(0.8, op, 0.8), expected, op)
+  })
+})
+
+describe("Study.settleStudy", () => {
+  const t = (status: Study.TrialReport["status"], metrics: Record<string, number> | null = { accuracy: 0.9 }, brokeConstraint = false) => ({
+    status,
+    metrics,
+    brokeConstraint
+  })
+  const objectives: ReadonlyArray<Study.StudyObjective> = [{ metric: "accuracy", direction: "maximize" }]
+  const cases: ReadonlyArray<readonly [string, Study.StudyFacts, string]> = [
+    ["one succeeded, all settled", { trials: [t("succeeded"), t("failed")], stoppedEarly: false, interrupted: false }, "completed"],
+    ["every trial failed", { trials: [t("failed"), t("failed")], stoppedEarly: false, interrupted: false }, "failed"],
+    [
+      "none succeeded: failed, budget spent, incomplete",
+      { trials: [t("failed"), t("budget_exhausted"), t("incomplete")], stoppedEarly: false, interrupted: false },
+      "failed"
+    ],
+    [
+      "stopped early with a comparable result",
+      { trials: [t("succeeded"), t("not_started"), t("cancelled")], stoppedEarly: true, interrupted: false },
+      "stopped_with_results"
+    ],
+    ["stopped early with nothing succeeded", { trials: [t("cancelled"), t("not_started")], stoppedEarly: true, interrupted: false }, "cancelled"],
+    [
+      "succeeded trials lack an objective's metric",
+      { trials: [t("succeeded", {}), t("succeeded")], stoppedEarly: false, interrupted: false },
+      "inconclusive"
+    ],
+    [
+      "stopped early, succeeded trials without the objective's metric",
+      { trials: [t("succeeded", {}), t("not_started")], stoppedEarly: true, interrupted: false },
+      "inconclusive"
+    ],
+    [
+      "every trial that ran to its end broke a hard constraint",
+      { trials: [t("failed", { accuracy: 0.5 }, true), t("budget_exhausted")], stoppedEarly: false, interrupted: false },
+      "inconclusive"
+    ],
+    ["interrupted by a signal", { trials: [t("succeeded"), t("incomplete")], stoppedEarly: false, interrupted: true }, "interrupted"],
+    ["some trials not run yet", { trials: [t("succeeded"), t("pending")], stoppedEarly: false, interrupted: false }, "pending"]
+  ]
+  for (const [title, f, status] of cases) {
+    it(`${title} -> ${status}`, () => {
+      assert.strictEqual(Study.settleStudy(f, objectives).status, status)
+    })
+  }
+
+  it("a study where every trial failed never settles as a success", () => {
+    for (const other of ["failed", "budget_exhausted", "cancelled", "incomplete", "not_started"] as const) {
+      for (const stoppedEarly of [false, true]) {
+        const s = Study.settleStudy({ trials: [t("failed"), t(other)], stoppedEarly, interrupted: false }, objectives).status
+        assert.notInclude(["completed", "stopped_with_results"], s, `${other} stopped=${stoppedEarly}`)
+      }
+    }
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// The catalog: memory and SQLite
+// ---------------------------------------------------------------------------------------------
+
+const input = (over: Partial<FreezeInput> = {}): FreezeInput => ({
+  studyId: "demo",
+  question: "q?",
+  type: "compare",
+  protocolDigest: "d1",
+  protocolParts: { experiment: "e1", repeats: "3" },
+  protocol: { repeats: 3 },
+  newVersion: false,
+  ...over
+})
+
+const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-study-")), "root")
+
+const openRoot = (root: string) =>
+  Effect.map(
+    SuiteStore.make({ root, suiteId: "demo", layout: "combined", members: [], flushIntervalMs: 0 }),
+    (h) => h.study
+  )
+
+const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogService) => Effect.Effect<A, E>) => Effect.Effect<A, E | unknown>) =>
+  describe(`StudyCatalog (${name})`, () => {
+    it.effect("freezes version 1, runs it again unchanged, refuses a change naming the parts, --new-version starts version 2", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* c.freeze(input(), 10), { version: 1, created: true })
+          assert.deepStrictEqual(yield* c.freeze(input(), 20), { version: 1, created: false })
+          const refused = yield* Effect.flip(c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" } }), 30))
+          assert.strictEqual(refused._tag, "ConfigError")
+          assert.include(refused.message, "repeats: 3 -> 5")
+          assert.include(refused.message, "--new-version")
+          assert.notInclude(refused.message, "experiment:")
+          const unchanged = yield* Effect.flip(c.freeze(input({ newVersion: true }), 30))
+          assert.include(unchanged.message, "unchanged")
+          const v2 = yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, newVersion: true }), 40)
+          assert.deepStrictEqual(v2, { version: 2, created: true })
+          // the old version's digest now differs from the current one: refused again without the flag
+          yield* Effect.flip(c.freeze(input(), 50))
+          const versions = yield* c.versions("demo")
+          assert.deepStrictEqual(versions.map((v) => [v.version, v.protocolDigest, v.protocolParts.repeats]), [[1, "d1", "3"], [2, "d2", "5"]])
+          const row = Option.getOrThrow(yield* c.study("demo"))
+          assert.strictEqual(row.currentVersion, 2)
+          assert.strictEqual(row.createdAt, 10)
+        })))
+
+    it.effect("registers trials once, settles them, keeps usage in the ledger and takes manual stop requests", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          yield* c.freeze(input(), 1)
+          const trial = { version: 1, variantId: "v01", variantKey: "{}", variant: { a: 1 }, repeat: 1, seedable: true }
+          yield* c.registerTrials("demo", [{ ...trial, trialId: "p1-v01-r1" }, { ...trial, trialId: "p1-v01-r2", repeat: 2 }], 2)
+          const ledger = c.ledger("demo")
+          yield* ledger.addUsage("p1-v01-r1", { calls: 2, tokens: 100, costUsd: 0.01, timeMs: 50 }, 3)
+          yield* ledger.addUsage("p1-v01-r1", { calls: 1, tokens: 10, costUsd: 0.001, timeMs: 5 }, 4)
+          // registering again keeps the row (and its usage)
+          yield* c.registerTrials("demo", [{ ...trial, trialId: "p1-v01-r1" }], 5)
+          const usage = yield* ledger.usage(["p1-v01-r1", "p1-v01-r2", "nope"])
+          assert.deepStrictEqual(usage.get("p1-v01-r1")!.calls, 3)
+          assert.deepStrictEqual(usage.get("p1-v01-r1")!.tokens, 110)
+          assert.closeTo(usage.get("p1-v01-r1")!.costUsd, 0.011, 1e-12)
+          assert.deepStrictEqual(usage.get("p1-v01-r2"), { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
+          assert.deepStrictEqual(usage.get("nope"), { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
+          yield* c.settle([{ trialId: "p1-v01-r1", status: "succeeded", reason: "ok", metrics: { accuracy: 0.5 }, startedAt: 6, endedAt: 7 }], 7)
+          const rows = yield* c.trials("demo", 1)
+          assert.deepStrictEqual(rows.map((r) => [r.trialId, r.status, r.metrics]), [
+            ["p1-v01-r1", "succeeded", { accuracy: 0.5 }],
+            ["p1-v01-r2", "pending", null]
+          ])
+          assert.strictEqual(rows[0]!.repeat, 1)
+          assert.deepStrictEqual(rows[0]!.variant, { a: 1 })
+
+          assert.isNull(yield* ledger.stopRequested)
+          yield* c.requestStop("demo", { running: "cancel", by: "pid 1 on h" }, 100)
+          const fired = yield* ledger.stopRequested
+          assert.strictEqual(fired?.running, "cancel")
+          assert.strictEqual(fired?.condition.when, "manual")
+          assert.include(fired?.reason, "pid 1 on h")
+          yield* ledger.recordStop(fired!)
+          assert.isNull(yield* ledger.stopRequested)
+          const row = Option.getOrThrow(yield* c.study("demo"))
+          assert.strictEqual(row.stoppedAt, 100)
+          assert.deepStrictEqual(row.stopCondition, { when: "manual", running: "cancel" })
+          // a request written while nothing ran is dropped when a run starts
+          yield* c.requestStop("demo", { running: "drain", by: "x" }, 200)
+          yield* c.dropStopRequests("demo", 300)
+          assert.isNull(yield* ledger.stopRequested)
+        })))
+  })
+
+contract("memory", (body) => Effect.flatMap(StudyCatalog, body).pipe(Effect.provide(layerMemory)))
+contract("SQLite", (body) => Effect.scoped(Effect.flatMap(openRoot(tempRoot()), body)).pipe(Effect.provide(NodeFileSystem.layer)))
+
+describe("StudyCatalog (SQLite) across processes", () => {
+  it.effect("usage, settlements and versions survive a reopen; another process's stop request is seen by the writer", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const c = yield* openRoot(root)
+        yield* c.freeze(input(), 1)
+        yield* c.registerTrials("demo", [{ trialId: "p1-v01-r1", version: 1, variantId: "v01", variantKey: "{}", variant: {}, repeat: 1, seedable: false }], 1)
+        yield* c.ledger("demo").addUsage("p1-v01-r1", { calls: 4, tokens: 40, costUsd: 0, timeMs: 1000 }, 2)
+      }))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const c = yield* openRoot(root)
+        const usage = yield* c.ledger("demo").usage(["p1-v01-r1"])
+        assert.strictEqual(usage.get("p1-v01-r1")!.calls, 4)
+        assert.strictEqual(usage.get("p1-v01-r1")!.timeMs, 1000)
+        assert.strictEqual((yield* c.trials("demo"))[0]!.seedable, false)
+        // the writer holds the root; a stop request comes through the file itself
+        yield* StudyTables.requestStopInFile(nodePath.join(root, "state.db"), { studyId: "demo", running: "drain", by: "test", at: 5 })
+        const fired = yield* c.ledger("demo").stopRequested
+        assert.strictEqual(fired?.running, "drain")
+      }))
+      const missing = yield* Effect.flip(StudyTables.requestStopInFile(nodePath.join(root, "nope.db"), { studyId: "demo", running: "drain", by: "t", at: 1 }))
+      assert.include(missing.message, "no study store")
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Study.run through the API (MemoryStore, TestClock)
+// ---------------------------------------------------------------------------------------------
+
+describe("Study.run", () => {
+  it.effect("runs every trial, settles each by its outcome and the study as completed; only succeeded trials are eligible", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good", "bad", "broken"],
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.8 } }]
+      })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.version, 1)
+      assert.strictEqual(report.status, "completed")
+      const byTrial = Object.fromEntries(report.trials.map((t) => [t.trialId, t]))
+      assert.deepStrictEqual(
+        report.trials.map((t) => [t.trialId, t.status]),
+        [
+          ["p1-v01-r1", "succeeded"],
+          ["p1-v01-r2", "succeeded"],
+          ["p1-v02-r1", "failed"],
+          ["p1-v02-r2", "failed"],
+          ["p1-v03-r1", "failed"],
+          ["p1-v03-r2", "failed"]
+        ]
+      )
+      assert.include(byTrial["p1-v02-r1"]!.reason, "hard constraint accuracy >= 0.8 broken: 0.5")
+      assert.include(byTrial["p1-v03-r1"]!.reason, "pipeline(s) failed")
+      assert.closeTo(byTrial["p1-v01-r1"]!.metrics.accuracy!, 0.9, 1e-12)
+      assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v01-r2"])
+      assert.deepStrictEqual(report.notStarted, [])
+      // repeats are distinct pipelines: each (trial, case) ran once
+      assert.strictEqual(executions.size, 6 * 3)
+      assert.isTrue([...executions].every(([k, n]) => k.includes("-v03-") || n === 1))
+      // the settlement is stored
+      const catalog = yield* StudyCatalog
+      const rows = yield* catalog.trials("demo", 1)
+      assert.deepStrictEqual(rows.map((r) => r.status), report.trials.map((t) => t.status))
+      assert.strictEqual(Option.getOrThrow(yield* catalog.study("demo")).status, "completed")
+      assert.include(report.summary(), "study demo (protocol version 1): completed")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a study where every trial failed settles failed, with no eligible trial and no best", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["broken", "broken"], repeats: 1 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.status, "failed")
+      assert.deepStrictEqual(report.eligible, [])
+      assert.include(report.summary(), "no trial succeeded: nothing to compare, no best")
+      assert.deepStrictEqual(report.toJSON().eligible, [])
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a second run skips settled trials; a changed protocol is refused until --new-version starts version 2", () =>
+    Effect.gen(function*() {
+      const first = makeStudy({ qualities: ["good", "broken"], repeats: 1 })
+      yield* Study.run(first.study)
+      const before = [...first.executions.values()].reduce((a, b) => a + b, 0)
+      const again = yield* Study.run(first.study)
+      assert.isTrue(again.trials.every((t) => !t.ran))
+      assert.deepStrictEqual(again.trials.map((t) => t.status), ["succeeded", "failed"])
+      assert.strictEqual(again.status, "completed")
+      // nothing executed by the second run
+      assert.strictEqual([...first.executions.values()].reduce((a, b) => a + b, 0), before)
+
+      const changed = makeStudy({ qualities: ["good", "broken"], repeats: 1, protocolTag: "v2" })
+      const refused = yield* Effect.flip(Study.run(changed.study))
+      assert.strictEqual(refused._tag, "ConfigError")
+      assert.include(refused.message, "experiment: exp-base -> exp-v2")
+      const v2 = yield* Study.run(changed.study, { newVersion: true })
+      assert.strictEqual(v2.version, 2)
+      assert.deepStrictEqual(v2.trials.map((t) => t.trialId), ["p2-v01-r1", "p2-v02-r1"])
+      const catalog = yield* StudyCatalog
+      assert.deepStrictEqual((yield* catalog.versions("demo")).map((v) => v.version), [1, 2])
+      // version 1's trials are kept beside version 2's, never mixed in its report
+      assert.strictEqual((yield* catalog.trials("demo", 1)).length, 2)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("resume refuses a study that never ran; --trial runs only the named trials and leaves the study pending", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good"], repeats: 1 })
+      const never = yield* Effect.flip(Study.run(study, { resume: true }))
+      assert.include(never.message, "nothing to resume")
+      const unknown = yield* Effect.flip(Study.run(study, { trials: ["p1-v09-r1"] }))
+      assert.include(unknown.message, "--trial")
+      const one = yield* Study.run(study, { trials: ["p1-v02-r1"] })
+      assert.deepStrictEqual(one.trials.map((t) => [t.trialId, t.status, t.ran]), [
+        ["p1-v01-r1", "pending", false],
+        ["p1-v02-r1", "succeeded", true]
+      ])
+      assert.strictEqual(one.status, "pending")
+      const rest = yield* Study.run(study, { resume: true })
+      assert.deepStrictEqual(rest.trials.map((t) => t.ran), [true, false])
+      assert.strictEqual(rest.status, "completed")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a stop that fired but left no trial unfinished is stored, and the study completes; a spent budget does not undo a complete trial", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
+      const fired: StopFired = { condition: { when: "successfulTrials", count: 1, running: "drain" }, reason: "1 trial succeeded", at: 0, running: "drain" }
+      // the stand-in control lets every trial run (no window) and reports a stop and a spent budget
+      const control: Study.StudyControlFactory = () =>
+        Effect.succeed({ fired: Effect.succeed(fired), exhausted: Effect.succeed(new Map([["p1-v03-r1", "calls"]])) })
+      const report = yield* Study.run(study, { control })
+      assert.strictEqual(report.status, "completed")
+      assert.strictEqual(report.stop?.reason, "1 trial succeeded")
+      // every trial ran to its end: the spent budget does not undo a complete trial
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "succeeded"])
+      const catalog = yield* StudyCatalog
+      const row = Option.getOrThrow(yield* catalog.study("demo"))
+      assert.strictEqual(row.status, "completed")
+      assert.strictEqual(row.stopReason, "1 trial succeeded")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("successfulTrials (drain) under a window of 1: the first success stops the study; the started trial drains, the rest are not started", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good", "good", "good"],
+        repeats: 1,
+        trialConcurrency: 1,
+        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }]
+      })
+      const report = yield* Study.run(study)
+      // the window starts v02 once v01 submitted its last case; v01's success then stops the
+      // study: v02 (started) drains to its end, v03 never starts
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
+      assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
+      assert.strictEqual(report.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(report.status, "stopped_with_results")
+      assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
+      // resume runs the trials never started (a stop is not a settlement of them)
+      const rest = yield* Study.run(study, { resume: true })
+      assert.deepStrictEqual(rest.trials.map((t) => t.ran), [false, false, true])
+      // every trial settled: the study completed (the stop ended nothing early this time)
+      assert.strictEqual(rest.status, "completed")
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a past deadline (cancel) stops before anything starts: every trial not started, the study cancelled", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good", "good"],
+        repeats: 1,
+        stop: [{ when: "deadline", at: 0, running: "cancel" }] // epoch 0: already passed on the TestClock
+      })
+      const report = yield* Study.run(study)
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["not_started", "not_started"])
+      assert.strictEqual(report.status, "cancelled")
+      assert.strictEqual(executions.size, 0)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a per-trial calls budget: exactly the limit is used; the trial settles budget_exhausted and its usage is stored", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 4,
+        leases: true,
+        budget: { perTrial: { calls: 2 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      assert.strictEqual(t.status, "budget_exhausted")
+      assert.include(t.reason, "calls budget is spent")
+      assert.strictEqual(t.usage.calls, 2)
+      assert.strictEqual(t.usage.tokens, 200)
+      assert.strictEqual(report.status, "failed")
+      const catalog = yield* StudyCatalog
+      const usage = yield* catalog.ledger("demo").usage(["p1-v01-r1"])
+      assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+})

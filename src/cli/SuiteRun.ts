@@ -88,22 +88,7 @@ export const loadSuite = (config: string, options: { readonly strictEnv: boolean
       strictEnv: options.strictEnv,
       ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) })
     })
-    const suite = yield* Suite.make({
-      id: loaded.id,
-      outputRoot: loaded.output.root,
-      layout: loaded.output.layout,
-      pools: loaded.pools,
-      experiments: loaded.members.map((m) =>
-        Suite.member(m.id, () => m.experiment.pipelines(), {
-          definitionDigest: m.definitionDigest,
-          definitionParts: m.definitionParts,
-          poolAliases: m.poolAliases,
-          label: m.label ?? null,
-          limit: m.limit ?? null,
-          ...(m.variables === undefined ? {} : { variables: m.variables })
-        })
-      )
-    })
+    const suite = yield* Suite.fromLoaded(loaded)
     return { loaded, suite }
   })
 

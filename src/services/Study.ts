@@ -49,7 +49,6 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
-import type { PoolConfig } from "./Pool.js"
 import type * as Runner from "./Runner.js"
 import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
@@ -134,22 +133,7 @@ export interface StudyTrial {
  * @since 0.6.0
  * @category models
  */
-export interface LoadedSuiteShape {
-  readonly id: string
-  readonly output: { readonly root: string; readonly layout: "combined" | "byExperiment" }
-  readonly pools: ReadonlyArray<PoolConfig>
-  readonly members: ReadonlyArray<{
-    readonly id: string
-    readonly label: string | undefined
-    readonly limit: number | undefined
-    readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
-    readonly definitionDigest: string
-    readonly definitionParts: Readonly<Record<string, string>>
-    readonly poolAliases: Readonly<Record<string, string>>
-    /** The trial's variable values, seen by its tasks as `ctx.variables`. */
-    readonly variables?: Readonly<Record<string, Json>> | undefined
-  }>
-}
+export type LoadedSuiteShape = Suite.LoadedSuiteLike
 
 /**
  * The suite of a protocol version: the loaded suite of a study file (its members' experiments
@@ -638,22 +622,7 @@ const isLoadedSuite = (s: StudySuite): s is LoadedSuiteShape => (s as { _tag?: u
  */
 export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, any>, ConfigError> =>
   isLoadedSuite(s)
-    ? Suite.make({
-      id: s.id,
-      outputRoot: s.output.root,
-      layout: s.output.layout,
-      pools: s.pools,
-      experiments: s.members.map((m) =>
-        Suite.member(m.id, () => m.experiment.pipelines(), {
-          definitionDigest: m.definitionDigest,
-          definitionParts: m.definitionParts,
-          poolAliases: m.poolAliases,
-          label: m.label ?? null,
-          limit: m.limit ?? null,
-          ...(m.variables === undefined ? {} : { variables: m.variables })
-        })
-      )
-    }) as Effect.Effect<Suite.Suite<AnySpec, any, any>, ConfigError>
+    ? Suite.fromLoaded(s)
     : Effect.succeed(s)
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })

@@ -245,6 +245,60 @@ export const make = <S extends AnySpec, E = never, R = never>(
     })
   })
 
+/**
+ * What {@link fromLoaded} needs of a loaded suite (the suite loader's `LoadedSuite`, or a
+ * study's `suiteFor(version)`, has it all): the id, output root and layout, the pools, and per
+ * member its id, label, limit, experiment (whose `pipelines()` gives a fresh stream of specs),
+ * definition digest and parts, pool aliases and, for a study's trial, its variable values.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LoadedSuiteLike {
+  readonly id: string
+  readonly output: { readonly root: string; readonly layout: SuiteLayout }
+  readonly pools: ReadonlyArray<PoolConfig>
+  readonly members: ReadonlyArray<{
+    readonly id: string
+    readonly label: string | undefined
+    readonly limit: number | undefined
+    readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
+    readonly definitionDigest: string
+    readonly definitionParts: Readonly<Record<string, string>>
+    readonly poolAliases: Readonly<Record<string, string>>
+    /** A study trial's variable values, seen by its tasks as `ctx.variables`. */
+    readonly variables?: Readonly<Record<string, Json>> | undefined
+  }>
+}
+
+/**
+ * The runnable suite of a loaded suite file (or a study's suite of one protocol version): one
+ * {@link member} per loaded member, running its experiment's pipelines, checked by
+ * {@link make} (fails with its `ConfigError`s).
+ *
+ * @param loaded the loaded suite ({@link LoadedSuiteLike})
+ * @returns the suite
+ * @since 0.6.0
+ * @category constructors
+ */
+export const fromLoaded = (loaded: LoadedSuiteLike): Effect.Effect<Suite<AnySpec, any, any>, ConfigError> =>
+  make<AnySpec, any, any>({
+    id: loaded.id,
+    outputRoot: loaded.output.root,
+    layout: loaded.output.layout,
+    pools: loaded.pools,
+    experiments: loaded.members.map((m) =>
+      member<AnySpec, any, any>(m.id, () => m.experiment.pipelines(), {
+        definitionDigest: m.definitionDigest,
+        definitionParts: m.definitionParts,
+        poolAliases: m.poolAliases,
+        label: m.label ?? null,
+        limit: m.limit ?? null,
+        ...(m.variables === undefined ? {} : { variables: m.variables })
+      })
+    )
+  })
+
 // ---------------------------------------------------------------------------------------------
 // Member-scoped metrics
 // ---------------------------------------------------------------------------------------------

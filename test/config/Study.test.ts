@@ -407,7 +407,7 @@ describe("StudyConfig.load: trials and suiteFor", () => {
 })
 
 describe("suiteFor runs as a suite", () => {
-  it.effect("Suite.make accepts it as SuiteRun builds a suite file's; every trial runs its cases under its own pipeline ids", () =>
+  it.effect("Suite.fromLoaded accepts it as it does a suite file; every trial runs its cases under its own pipeline ids", () =>
     Effect.gen(function*() {
       const file = write({
         study: { id: "run-me", question: "Does the level matter?" },
@@ -423,21 +423,7 @@ describe("suiteFor runs as a suite", () => {
       })
       const loaded = yield* load(file)
       const study = loaded.suiteFor(1)
-      const suite = yield* Suite.make({
-        id: study.id,
-        outputRoot: study.output.root,
-        layout: study.output.layout,
-        pools: study.pools,
-        experiments: study.members.map((m) =>
-          Suite.member(m.id, () => m.experiment.pipelines(), {
-            definitionDigest: m.definitionDigest,
-            definitionParts: m.definitionParts,
-            poolAliases: m.poolAliases,
-            label: m.label ?? null,
-            limit: m.limit ?? null
-          })
-        )
-      })
+      const suite = yield* Suite.fromLoaded(study)
       const report = yield* Suite.run(suite).pipe(Effect.provide(suiteEnv("run-me", study.pools)))
       assert.strictEqual(report.run.stats.byState.succeeded, 12)
       assert.deepStrictEqual(report.members.map((m) => [m.experimentId, m.admitted]), [["p1-v01-r1", 3], ["p1-v01-r2", 3], ["p1-v02-r1", 3], ["p1-v02-r2", 3]])

@@ -345,7 +345,13 @@ describe("StudyConfig.load: the plan", () => {
   it.effect("figures of the small fixture: 24 variants x 2 repeats x 4 cases, 3 attempts of one chat task each", () =>
     Effect.gen(function*() {
       const s = yield* load(path.join(fixtures, "study.yaml"))
-      assert.deepStrictEqual(s.plan, {
+      const { costUsd, ...figures } = s.plan
+      // prices: small 0.001 / 0.002, large 0.01 / 0.02 per 1k (prompt / completion); per model
+      // 96 pipelines, 48 per prompt. min: one attempt's prompt estimate, (48·2 + 48·11) = 624
+      // tokens per model; max: 3 attempts × (prompt + 10 completion tokens)
+      assert.closeTo(costUsd!.min, (624 * 0.001 + 624 * 0.01) / 1000, 1e-12)
+      assert.closeTo(costUsd!.max!, ((1872 * 0.001 + 2880 * 0.002) + (1872 * 0.01 + 2880 * 0.02)) / 1000, 1e-12)
+      assert.deepStrictEqual(figures, {
         variants: 24,
         repeats: 2,
         trials: 48,
@@ -363,6 +369,7 @@ describe("StudyConfig.load: the plan", () => {
         notes: []
       })
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
+      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.08\n/)
     }))
 
   it.effect("a per-trial time budget bounds the longest time: ceil(trials / trialConcurrency) x the budget", () =>

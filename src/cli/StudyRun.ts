@@ -170,7 +170,6 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
     }
     for (const w of first.warnings) yield* Console.error(w)
-    if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
     const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false }
     const settings = yield* RunConfig.resolve(input)
@@ -197,6 +196,8 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         runOptions: { registry }
       }
       const prepared = yield* Study.prepare(loaded, options).pipe(Effect.provide(stores))
+      // the plan once the study may run (lock held, protocol accepted): a refusal stays one line
+      if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
       if (!args.quiet) {
         yield* Console.error(
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +

@@ -6,6 +6,7 @@
  * document with the variant's values bound, checked by the experiment loader), the protocol
  * digest, the plan and its caps, and the suite of a protocol version.
  */
+import { formatUsd } from "../../services/internal/money.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, Either, Schema } from "effect"
@@ -1005,9 +1006,6 @@ export const load = (
 
 const int = (n: number) => n.toLocaleString("en-US")
 
-/** Dollars for people: `$0`, `$0.0012` (two significant digits below a cent), `$3.40`. */
-const usd = (x: number): string => (x === 0 ? "$0" : x < 0.01 ? `$${x.toPrecision(2)}` : `$${x.toFixed(2)}`)
-
 /** A duration in milliseconds for people: `850 ms`, `12.5 s`, `3.2 min`, `1.4 h`. */
 const human = (ms: number): string =>
   ms < 1000 ? `${Math.round(ms)} ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : ms < 3_600_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 3_600_000).toFixed(1)} h`
@@ -1031,7 +1029,7 @@ export const planText = (plan: Plan): string => {
     `max model calls:   ${plan.maxModelCalls === null ? unknown : int(plan.maxModelCalls)}`,
     `max task attempts: ${plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)}`,
     `tokens:            ${plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`}`,
-    `cost:              ${plan.costUsd === null ? unknown : `${usd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : usd(plan.costUsd.max)}`}`,
+    `cost:              ${plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`}`,
     `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
     `concurrency:       ${plan.concurrency.pipelines} pipelines, ${plan.concurrency.trials} trials at once`
   ]

@@ -84,6 +84,21 @@ describe("StudyConfig.load: formats and the protocol digest", () => {
       }
     }))
 
+  it.effect("a TypeScript study compiled as CommonJS (no \"type\": \"module\" nearby, not .mts) loads as written", () =>
+    Effect.gen(function*() {
+      // outside the repository: no package.json, so tsx compiles the file as CommonJS and
+      // `export default` arrives wrapped as { default: ... }
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-cjs-study-"))
+      const text = fs.readFileSync(path.join(fixtures, "study.ts"), "utf8")
+        .replace(/^import \{ defineStudy \}.*$/m, "")
+        .replace("defineStudy(", "(")
+        .replace(`experiment: "./experiment.yaml"`, `experiment: ${JSON.stringify(path.join(fixtures, "experiment.yaml"))}`)
+      assert.notMatch(text, /^import /m)
+      fs.writeFileSync(path.join(dir, "study.ts"), text)
+      const [yaml, cjs] = yield* Effect.forEach([path.join(fixtures, "study.yaml"), path.join(dir, "study.ts")], (f) => load(f))
+      assert.strictEqual(cjs!.protocolDigest, yaml!.protocolDigest)
+    }))
+
   it.effect("each protocol part changes the digest, and only that part's value changes", () =>
     Effect.gen(function*() {
       const before = yield* load(write(study()))

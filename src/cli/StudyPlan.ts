@@ -54,9 +54,38 @@ export const describeText = (study: StudyConfig.LoadedStudy): string => {
     lines.push(`variable ${v.name} (${v.type}): ${shown.join(", ")}`)
   }
   lines.push(`baseline: ${study.baseline.id}${study.variables.length === 0 ? "" : ` (${Study.describeAssignment(study.baseline.assignment)})`}`)
+  const perTrial = budgetText(study.budget.perTrial)
+  const total = budgetText(study.budget.total)
+  lines.push(`budget: ${perTrial === "" && total === "" ? "none" : [perTrial === "" ? "" : `per trial ${perTrial}`, total === "" ? "" : `total ${total}`].filter((x) => x !== "").join("; ")}`)
+  lines.push(`stop: ${study.stop.length === 0 ? "when every trial has ended" : study.stop.map(stopText).join("; ")}`)
+  lines.push(`objectives: ${study.objectives.length === 0 ? "none (trials are settled, not ranked)" : study.objectives.map(objectiveText).join("; ")}`)
   lines.push(StudyConfig.planText(study.plan))
   return lines.join("\n")
 }
+
+/** A budget's figures in words (`40 calls, $0.05, 2 min`), or "" when it has none. */
+const budgetText = (b: Study.BudgetFigures): string =>
+  [
+    b.calls === undefined ? "" : `${b.calls} calls`,
+    b.tokens === undefined ? "" : `${b.tokens} tokens`,
+    b.costUsd === undefined ? "" : `$${b.costUsd}`,
+    b.timeMs === undefined ? "" : `${b.timeMs / 1000} s`
+  ].filter((x) => x !== "").join(", ")
+
+/** A stop condition as written (`metricThreshold accuracy >= 0.97 (drain)`). */
+const stopText = (c: Study.StopCondition): string => {
+  const { running, when, ...rest } = c as Study.StopCondition & Record<string, unknown>
+  const detail = "metric" in rest
+    ? `${String(rest["metric"])} ${String(rest["op"])} ${String(rest["value"])}`
+    : Object.entries(rest).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
+  return `${when}${detail === "" ? "" : ` ${detail}`} (${String(running)})`
+}
+
+/** An objective in words (`accuracy maximize, weight 1, hard constraint >= 0.6`). */
+const objectiveText = (o: Study.Objective): string =>
+  `${o.metric} ${o.direction}${o.target === undefined ? "" : ` ${o.target}`}${o.weight === 1 ? "" : `, weight ${o.weight}`}${
+    o.hardConstraint === undefined ? "" : `, hard constraint ${o.hardConstraint.op} ${o.hardConstraint.value}`
+  }`
 
 const load = (config: string, options: StudyPlanOptions, allowOverCap: boolean) =>
   StudyConfig.load(config, {

@@ -47,6 +47,7 @@ import * as Study from "../services/Study.js"
 import { changedParts, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { ExitCode, ExitWith } from "./Exit.js"
+import * as Flags from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
 // What the study loader gives (`config/Study.ts`)
@@ -169,7 +170,6 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
     }
     for (const w of first.warnings) yield* Console.error(w)
-    if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
     const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false }
     const settings = yield* RunConfig.resolve(input)
@@ -196,6 +196,8 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         runOptions: { registry }
       }
       const prepared = yield* Study.prepare(loaded, options).pipe(Effect.provide(stores))
+      // the plan once the study may run (lock held, protocol accepted): a refusal stays one line
+      if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
       if (!args.quiet) {
         yield* Console.error(
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
@@ -353,17 +355,18 @@ export const stop = (
 // Commands
 // ---------------------------------------------------------------------------------------------
 
-const file = Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
-const outputRoot = Options.text("output-root").pipe(
-  Options.optional,
-  Options.withDescription("The study's output root (default: output.root of the study file).")
+// the same argument and flag as `study plan` (a missing file is the loader's error, in words,
+// exit 2, like every other problem with the file)
+const file = Args.file({ name: "study", exists: "either" }).pipe(
+  Args.withDescription("The study file (.json, .toml, .yaml/.yml or .ts): a document with a top-level study key.")
 )
+const outputRoot = Flags.outputRoot("The study's output root, relative to the working directory (overrides output.root).")
 const json = Options.boolean("json").pipe(Options.withDescription("Print one JSON object."))
 const strictEnv = Options.boolean("strict-env").pipe(Options.withDescription("An unset ${VAR} is an error."))
 const quiet = Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print no plan or progress lines."))
 const trial = Options.text("trial").pipe(
   Options.repeated,
-  Options.withDescription("Run only this trial (p<version>-<variant>-r<repeat>); repeatable.")
+  Options.withDescription("Run only this trial (p<version>-<variant>-r<repeat>).")
 )
 const newVersion = Options.boolean("new-version").pipe(
   Options.withDescription("Start a new protocol version when the protocol changed (the old trials are kept, never compared).")

@@ -13,6 +13,7 @@ import { digestFull } from "../domain/Json.js"
 import type { ArtifactBackendService, BackendInput, Placement } from "../services/ArtifactBackend.js"
 import { ArtifactBackend, DEFAULT_MIN_BYTES, parseBackendSpec } from "../services/ArtifactBackend.js"
 import * as OutputFile from "../services/OutputFile.js"
+import { makeDirectories } from "../services/internal/directories.js"
 import type { ArtifactBackendFactory, Provided } from "./Plugins.js"
 import * as PluginUri from "./PluginUri.js"
 
@@ -61,7 +62,7 @@ export const makeFile = (options: { readonly root: string; readonly minBytes?: n
     const root = options.root.replace(/\/+$/, "")
     const minBytes = options.minBytes ?? DEFAULT_MIN_BYTES
     const fail = (message: string) => (cause: unknown) => new StoreUnavailable({ message, path: root, cause })
-    yield* fs.makeDirectory(root, { recursive: true }).pipe(Effect.mapError(fail(`cannot create blob root ${root}`)))
+    yield* Effect.try({ try: () => makeDirectories(root), catch: (e) => fail(`cannot create blob root ${root}: ${e instanceof Error ? e.message : String(e)}`)(e) })
     const pathOf = (ref: string) => `${root}/${ref.slice(0, 2)}/${ref}`
     const service: ArtifactBackendService = {
       kind: "file",
@@ -72,7 +73,7 @@ export const makeFile = (options: { readonly root: string; readonly minBytes?: n
           const target = pathOf(ref)
           const present = yield* fs.exists(target)
           if (!present) {
-            yield* fs.makeDirectory(`${root}/${ref.slice(0, 2)}`, { recursive: true })
+            yield* fs.makeDirectory(`${root}/${ref.slice(0, 2)}`).pipe(Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void))
             // the one atomic writer: a temp file beside the blob, flushed, renamed over it;
             // removed on failure or interruption, swept by the next write if a crash left it
             yield* OutputFile.writeAll(target, payload)

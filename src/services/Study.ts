@@ -44,6 +44,7 @@
  *
  * @since 0.6.0
  */
+import { formatUsd } from "./internal/money.js"
 import { Clock, Effect, Option, type Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
@@ -538,7 +539,7 @@ export interface StudyReport {
 }
 
 const formatUsage = (u: TrialUsage): string =>
-  `calls ${u.calls} · tokens ${u.tokens} · $${u.costUsd.toFixed(4)} · ${(u.timeMs / 1000).toFixed(1)} s`
+  `calls ${u.calls} · tokens ${u.tokens} · ${formatUsd(u.costUsd)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
 const formatMetrics = (m: Readonly<Record<string, number>>): string =>
   Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")

@@ -11,6 +11,7 @@ import { dirname } from "node:path"
 import { ConfigError, FatalError } from "../domain/Errors.js"
 import { canonicalJson } from "../domain/Json.js"
 import * as Task from "../domain/Task.js"
+import { makeDirectories } from "../services/internal/directories.js"
 
 /**
  * Options of {@link writeJsonl}:
@@ -67,7 +68,10 @@ export const writeJsonl = <A = any>(
         yield* lock.withPermits(1)(Effect.gen(function*() {
           const flag = truncated ? "a" : "w"
           if (!ready) {
-            yield* fs.makeDirectory(dirname(path), { recursive: true })
+            yield* Effect.try({
+              try: () => makeDirectories(dirname(path)),
+              catch: (e) => new FatalError({ message: `writeJsonl: ${e instanceof Error ? e.message : String(e)}` })
+            })
             ready = true
           }
           truncated = true

@@ -84,6 +84,21 @@ describe("StudyConfig.load: formats and the protocol digest", () => {
       }
     }))
 
+  it.effect("a TypeScript study compiled as CommonJS (no \"type\": \"module\" nearby, not .mts) loads as written", () =>
+    Effect.gen(function*() {
+      // outside the repository: no package.json, so tsx compiles the file as CommonJS and
+      // `export default` arrives wrapped as { default: ... }
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-cjs-study-"))
+      const text = fs.readFileSync(path.join(fixtures, "study.ts"), "utf8")
+        .replace(/^import \{ defineStudy \}.*$/m, "")
+        .replace("defineStudy(", "(")
+        .replace(`experiment: "./experiment.yaml"`, `experiment: ${JSON.stringify(path.join(fixtures, "experiment.yaml"))}`)
+      assert.notMatch(text, /^import /m)
+      fs.writeFileSync(path.join(dir, "study.ts"), text)
+      const [yaml, cjs] = yield* Effect.forEach([path.join(fixtures, "study.yaml"), path.join(dir, "study.ts")], (f) => load(f))
+      assert.strictEqual(cjs!.protocolDigest, yaml!.protocolDigest)
+    }))
+
   it.effect("each protocol part changes the digest, and only that part's value changes", () =>
     Effect.gen(function*() {
       const before = yield* load(write(study()))
@@ -345,7 +360,13 @@ describe("StudyConfig.load: the plan", () => {
   it.effect("figures of the small fixture: 24 variants x 2 repeats x 4 cases, 3 attempts of one chat task each", () =>
     Effect.gen(function*() {
       const s = yield* load(path.join(fixtures, "study.yaml"))
-      assert.deepStrictEqual(s.plan, {
+      const { costUsd, ...figures } = s.plan
+      // prices: small 0.001 / 0.002, large 0.01 / 0.02 per 1k (prompt / completion); per model
+      // 96 pipelines, 48 per prompt. min: one attempt's prompt estimate, (48·2 + 48·11) = 624
+      // tokens per model; max: 3 attempts × (prompt + 10 completion tokens)
+      assert.closeTo(costUsd!.min, (624 * 0.001 + 624 * 0.01) / 1000, 1e-12)
+      assert.closeTo(costUsd!.max!, ((1872 * 0.001 + 2880 * 0.002) + (1872 * 0.01 + 2880 * 0.02)) / 1000, 1e-12)
+      assert.deepStrictEqual(figures, {
         variants: 24,
         repeats: 2,
         trials: 48,
@@ -363,6 +384,7 @@ describe("StudyConfig.load: the plan", () => {
         notes: []
       })
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
+      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.08\n/)
     }))
 
   it.effect("a per-trial time budget bounds the longest time: ceil(trials / trialConcurrency) x the budget", () =>

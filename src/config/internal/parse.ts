@@ -123,6 +123,18 @@ export const parseText = (text: string, format: "json" | "toml" | "yaml", file: 
 }
 
 /**
+ * A `.ts` file compiled as CommonJS (no `"type": "module"` in the nearest package.json, and not
+ * `.mts`) reaches an `import()` as `{ default: module.exports }`, and its `export default X` is
+ * `module.exports.default`: the document is then `{ default: X }` (plus `__esModule`). Such a
+ * wrapper is unwrapped once, so the file works as written whichever way it was compiled.
+ */
+const unwrapCommonJsDefault = (value: unknown): unknown => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return value
+  const keys = Object.keys(value).filter((k) => k !== "__esModule")
+  return keys.length === 1 && keys[0] === "default" ? (value as Record<string, unknown>)["default"] : value
+}
+
+/**
  * Reads and parses an experiment file without checking it against the Schema: the first half
  * of {@link load}, shared with `assay plugins` (which only needs the `plugins` list). Fails
  * with the same `ConfigError`s as `load`: unknown suffix, missing or unreadable file, a module
@@ -154,7 +166,7 @@ export const read = (file: string): Effect.Effect<RawExperiment, ConfigError, Fi
           issue("", "the module has no default export", "export default defineExperiment({ ... })")
         ])
       }
-      return { file: abs, format, baseDir, raw: mod.right["default"] }
+      return { file: abs, format, baseDir, raw: unwrapCommonJsDefault(mod.right["default"]) }
     }
     const text = yield* Effect.mapError(
       fs.readFileString(abs),

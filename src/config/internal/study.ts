@@ -6,6 +6,7 @@
  * document with the variant's values bound, checked by the experiment loader), the protocol
  * digest, the plan and its caps, and the suite of a protocol version.
  */
+import { formatUsd } from "../../services/internal/money.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, Either, Schema } from "effect"
@@ -75,6 +76,11 @@ export interface StudyLoadOptions extends LoadOptions {
  *   a token, OpenAI's rule of thumb for English; row values are not counted); `max` =
  *   `maxModelCalls` × (prompt estimate + the task's `maxTokens`); `null` when a model-calling
  *   task has no `maxTokens`, or the cases cannot be counted;
+ * - `costUsd`: the cost range in US dollars from the variants' model profile prices: `min` =
+ *   the `tokens` minimum priced as prompt tokens; `max` = every model call's prompt estimate at
+ *   `promptPer1k` plus its `maxTokens` at `completionPer1k`; `max` is `null` when a chat task has
+ *   no `maxTokens`; the whole range is `null` without a model-calling task or when a profile has
+ *   no price;
  * - `timeMs`: the wall time range (milliseconds): each pool used by model-calling tasks runs
  *   `min(capacity, run.concurrency)` calls at once (capacity = the sum of its resources');
  *   a call takes the variant's model profile `latency` (else the study's `estimate.latency`;
@@ -103,6 +109,7 @@ export interface Plan {
   readonly maxModelCalls: number | null
   readonly maxTaskAttempts: number | null
   readonly tokens: { readonly min: number; readonly max: number } | null
+  readonly costUsd: { readonly min: number; readonly max: number | null } | null
   readonly timeMs: { readonly min: number; readonly max: number | null } | null
   readonly concurrency: { readonly pipelines: number; readonly trials: number }
   readonly caps: ReadonlyArray<{ readonly name: string; readonly limit: number; readonly planned: number }>
@@ -317,6 +324,10 @@ interface PipelineFigures {
   readonly attemptsMax: number
   readonly tokensMin: number
   readonly tokensMax: number | null
+  /** the prompt part of `tokensMax` (always known) */
+  readonly promptTokensMax: number
+  /** the completion part of `tokensMax` (`null` when a chat task has no `maxTokens`) */
+  readonly completionTokensMax: number | null
   /** pool -> { callsMin, callsMax, timeoutMs (the largest per-attempt timeout, or null) } */
   readonly pools: ReadonlyMap<string, { callsMin: number; callsMax: number; timeoutMs: number | null }>
 }
@@ -336,6 +347,8 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
   let attemptsMax = 0
   let tokensMin = 0
   let tokensMax: number | null = 0
+  let promptTokensMax = 0
+  let completionTokensMax: number | null = 0
   const pools = new Map<string, { callsMin: number; callsMax: number; timeoutMs: number | null }>()
   const visit = (list: ReadonlyArray<Task.Any>, mult: number) => {
     for (const t of list) {
@@ -355,6 +368,8 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
       tokensMin += once * prompt
       const maxTokens = t.parameters["maxTokens"]
       tokensMax = tokensMax === null || typeof maxTokens !== "number" ? null : tokensMax + max * (prompt + maxTokens)
+      promptTokensMax += max * prompt
+      completionTokensMax = completionTokensMax === null || typeof maxTokens !== "number" ? null : completionTokensMax + max * maxTokens
       const pool = t.options.resource ?? "llm"
       const p = pools.get(pool) ?? { callsMin: 0, callsMax: 0, timeoutMs: 0 }
       const timeoutMs = t.options.timeout === null ? null : Duration.toMillis(t.options.timeout)
@@ -366,7 +381,23 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
     }
   }
   visit(template.tasks, 1)
-  return { tasks, callsMin, callsMax, attemptsMax, tokensMin, tokensMax, pools }
+  return { tasks, callsMin, callsMax, attemptsMax, tokensMin, tokensMax, promptTokensMax, completionTokensMax, pools }
+}
+
+/**
+ * The price of a variant's model calls: its model profile's `price` (the last model variable's),
+ * or `null` when the study has no model variable or the profile has no price.
+ */
+const priceOfVariant = (variables: ReadonlyArray<Study.Variable>, variant: Study.Variant) => {
+  let price: { readonly promptPer1k: number; readonly completionPer1k: number } | null = null
+  let any = false
+  for (const v of variables) {
+    if (v.type !== "model") continue
+    any = true
+    const profile = variant.values[v.name] as unknown as Study.ModelProfile
+    price = profile.price === undefined ? null : profile.price
+  }
+  return any ? price : null
 }
 
 /** The latency and rate estimate of a variant's model calls: its model profile's, else the study's `estimate`. */
@@ -735,6 +766,8 @@ export const load = (
     let attemptsMax = 0
     let tokensMin = 0
     let tokensMax: number | null = 0
+    let costMin: number | null = 0
+    let costMax: number | null = 0
     const poolWork = new Map<string, { minMs: number | null; maxMs: number | null }>()
     let tasksPerPipeline = 0
     const plannedVariants = overTrials ? [{ variant: baseline, weight: count }] : variants.map((v) => ({ variant: v, weight: 1 }))
@@ -747,6 +780,11 @@ export const load = (
       attemptsMax += n * f.attemptsMax
       tokensMin += n * f.tokensMin
       tokensMax = tokensMax === null || f.tokensMax === null ? null : tokensMax + n * f.tokensMax
+      const price = priceOfVariant(variables, variant)
+      costMin = costMin === null || price === null ? null : costMin + (n * f.tokensMin * price.promptPer1k) / 1000
+      costMax = costMax === null || price === null || f.completionTokensMax === null
+        ? null
+        : costMax + (n * (f.promptTokensMax * price.promptPer1k + f.completionTokensMax * price.completionPer1k)) / 1000
       const est = estimateOf(variables, variant, doc.estimate)
       for (const [pool, c] of f.pools) {
         const parallel = Math.max(1, Math.min(capacityOf.get(pool) ?? 1, runConfig.concurrency))
@@ -768,6 +806,8 @@ export const load = (
     if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls and tokens are 0")
     if (pipelinesPerTrial !== null && anyModel && tokensMax === null) notes.push("a chat task has no maxTokens: the token range has no upper bound")
     const tokens = pipelinesPerTrial === null || tokensMax === null ? null : { min: Math.round(tokensMin), max: Math.round(tokensMax) }
+    const costUsd = pipelinesPerTrial === null || !anyModel || costMin === null ? null : { min: costMin, max: costMax }
+    if (pipelinesPerTrial !== null && anyModel && costMin === null) notes.push("a model profile has no price (or no model variable): the cost is unknown (add price: { promptPer1k, completionPer1k })")
     // time
     const mins = [...poolWork.values()].map((w) => w.minMs)
     const maxs = [...poolWork.values()].map((w) => w.maxMs)
@@ -817,6 +857,7 @@ export const load = (
       maxModelCalls,
       maxTaskAttempts,
       tokens,
+      costUsd,
       timeMs,
       concurrency: { pipelines: runConfig.concurrency, trials: trialConcurrency },
       caps,
@@ -988,6 +1029,7 @@ export const planText = (plan: Plan): string => {
     `max model calls:   ${plan.maxModelCalls === null ? unknown : int(plan.maxModelCalls)}`,
     `max task attempts: ${plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)}`,
     `tokens:            ${plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`}`,
+    `cost:              ${plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`}`,
     `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
     `concurrency:       ${plan.concurrency.pipelines} pipelines, ${plan.concurrency.trials} trials at once`
   ]

@@ -24,6 +24,7 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { ConfigError, type ConfigIssue, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { BackendInput } from "../../services/ArtifactBackend.js"
 import { Store, StoreOpener, type StoreService } from "../../services/Store.js"
+import { makeDirectories } from "../../services/internal/directories.js"
 import * as ArtifactBackends from "../ArtifactBackends.js"
 import * as MemoryStore from "../MemoryStore.js"
 import * as Plugins from "../Plugins.js"
@@ -311,6 +312,11 @@ export const layerOpener = (
  */
 export const ensureParent = (target: StoreTarget): Effect.Effect<void, never, FileSystem.FileSystem> =>
   target._tag === "Sqlite"
-    ? Effect.flatMap(FileSystem.FileSystem, (fs) =>
-      fs.makeDirectory(path.dirname(target.filename), { recursive: true }).pipe(Effect.orElse(() => Effect.void)))
+    ? Effect.sync(() => {
+      try {
+        makeDirectories(path.dirname(target.filename))
+      } catch {
+        // opening the store reports it, in words
+      }
+    })
     : Effect.void

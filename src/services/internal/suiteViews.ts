@@ -20,7 +20,6 @@
  * @since 0.3.0
  */
 import { Chunk, Clock, Effect, Option, Stream } from "effect"
-import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
@@ -28,6 +27,7 @@ import type { MetricRecord, PipelineRecord, PipelineState, RunRecord, TaskRecord
 import { idKey } from "../../domain/Suite.js"
 import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
+import { makeDirectories } from "./directories.js"
 import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
 import { parseMemberMetric } from "./suite/metric.js"
@@ -1111,7 +1111,7 @@ export const exportByExperiment = (
     for (const m of members) {
       const dir = nodePath.join(out, m.experimentId)
       yield* Effect.try({
-        try: () => fs.mkdirSync(dir, { recursive: true }),
+        try: () => makeDirectories(dir),
         catch: (e) => new Export.ExportError({ message: `cannot create ${dir}: ${e instanceof Error ? e.message : String(e)}`, path: dir })
       })
       const path = nodePath.join(dir, `${options.kind}.${options.format}`)

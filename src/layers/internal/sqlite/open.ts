@@ -17,6 +17,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import * as StoreFiles from "../../../services/StoreFiles.js"
+import { DirectoryError, makeDirectories } from "../../../services/internal/directories.js"
 import type { SqliteStoreOptions } from "../../SqliteStore.js"
 import { KNOWN_FEATURE_LEVELS, type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.js"
 
@@ -84,6 +85,26 @@ export const describeSqlError = (cause: unknown): string => {
   const code = (cause as { code?: unknown } | null)?.code
   const msg = cause instanceof Error ? cause.message : String(cause)
   return typeof code === "string" ? `${code}: ${msg}` : msg
+}
+
+/**
+ * Why a store's folder refuses the lock file, in words (` (the folder X is on a read-only file
+ * system)`), or "" when it is writable or the reason is unknown: SQLite itself only says
+ * `SQLITE_CANTOPEN`.
+ */
+const unwritableFolder = (path: string): string => {
+  const dir = nodePath.dirname(nodePath.resolve(path))
+  try {
+    fs.accessSync(dir, fs.constants.W_OK)
+    return ""
+  } catch (e) {
+    const code = codeOf(e)
+    return code === "EROFS"
+      ? ` (the folder ${dir} is on a read-only file system)`
+      : code === "EACCES" || code === "EPERM"
+      ? ` (no permission to write in the folder ${dir})`
+      : ""
+  }
 }
 
 /** The SQLite error code of a thrown value, or "". */
@@ -306,7 +327,7 @@ export const acquireWriterLock = (path: string): Effect.Effect<Database.Database
     Effect.try({
       try: () => {
         // A writer creates the store's folder (`runs/` in a fresh checkout), as the CLI does.
-        fs.mkdirSync(nodePath.dirname(nodePath.resolve(path)), { recursive: true })
+        makeDirectories(nodePath.dirname(nodePath.resolve(path)))
         for (let i = 0; i < LOCK_ATTEMPTS; i++) {
           const held = lockOnce(`${path}.lock`)
           if (held !== "stale") return held
@@ -316,7 +337,9 @@ export const acquireWriterLock = (path: string): Effect.Effect<Database.Database
       catch: (cause) =>
         codeOf(cause).startsWith("SQLITE_BUSY")
           ? unavailable(path, `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`, cause)
-          : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}`, cause)
+          : cause instanceof DirectoryError
+          ? unavailable(path, `cannot create store ${path}: ${cause.message}`, cause)
+          : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}${unwritableFolder(path)}`, cause)
     }),
     (lock) =>
       Effect.sync(() => {

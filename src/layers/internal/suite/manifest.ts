@@ -15,6 +15,7 @@ import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { canonicalJson } from "../../../domain/Json.js"
 import { SuiteLayout } from "../../../domain/Suite.js"
 import type { BackendInput } from "../../../services/ArtifactBackend.js"
+import { DirectoryError, makeDirectories } from "../../../services/internal/directories.js"
 
 /**
  * The layout version this build writes and reads.
@@ -175,7 +176,7 @@ export const create = (root: string, m: Manifest): Effect.Effect<Manifest, Store
     const path = nodePath.join(root, MANIFEST)
     const tmp = `${path}.${process.pid}.tmp`
     try {
-      fs.mkdirSync(root, { recursive: true })
+      makeDirectories(root)
       const fd = fs.openSync(tmp, "w")
       try {
         fs.writeSync(fd, JSON.stringify(m, null, 2) + "\n")
@@ -193,6 +194,6 @@ export const create = (root: string, m: Manifest): Effect.Effect<Manifest, Store
       }
       return Effect.succeed(m)
     } catch (e) {
-      return Effect.fail(new StoreUnavailable({ message: `cannot write ${path}: ${String(e)}`, path, cause: e }))
+      return Effect.fail(new StoreUnavailable({ message: e instanceof DirectoryError ? e.message : `cannot write ${path}: ${String(e)}`, path, cause: e }))
     }
   })

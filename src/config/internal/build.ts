@@ -457,6 +457,14 @@ export const buildEntry = (
       return group
     }
     const clean = fanoutKeysOnlyOnFanout(section, base, issues)
+    if (section.use === "judge" && section.evaluator === false) {
+      issues.push(issue(
+        `${base}.evaluator`,
+        "the judge is always an evaluator: it runs blind to the variant (its score must not depend on it)",
+        "remove evaluator: false"
+      ))
+      return undefined
+    }
     let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
     if (task === undefined) return undefined
     const t0 = task

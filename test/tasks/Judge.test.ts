@@ -13,6 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Experiment from "../../src/config/internal/experiment.js"
 import { ConfigError, FatalError } from "../../src/domain/Errors.js"
+import { PipelineId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
@@ -79,7 +80,11 @@ const runJudge = (server: MockLlm.MockLlmServer, rows: ReadonlyArray<Row>, optio
     const report = yield* Runner.run(template.map(rows, { keyOf: (r) => r.id }))
     const store = yield* Store
     const errors = yield* store.errors({ runId: report.runId })
-    return { report, verdicts, errors }
+    const metrics = new Map<string, unknown>()
+    for (const r of rows) {
+      for (const m of yield* store.metrics({ runId: report.runId, pipelineId: PipelineId.make(r.id) })) metrics.set(`${r.id}/${m.name}`, m.value)
+    }
+    return { report, verdicts, errors, metrics }
   }).pipe(Effect.provide(envFor(server)))
 
 describe("judge through the runner", () => {
@@ -90,8 +95,15 @@ describe("judge through the runner", () => {
         { id: "r1", a: "This message is spam.", b: "I think it is ham.", gold: "spam" },
         { id: "r2", a: "ham, clearly", b: "SPAM", gold: "spam" }
       ]
-      const { report, verdicts } = yield* runJudge(server, rows)
+      const { metrics, report, verdicts } = yield* runJudge(server, rows, { metric: "quality" })
       assert.strictEqual(report.stats.byState.succeeded, 2)
+      // with a metric name, each candidate's overall score is a pipeline metric
+      assert.deepStrictEqual(Object.fromEntries(metrics), {
+        "r1/quality.first": 1,
+        "r1/quality.second": 0,
+        "r2/quality.first": 0,
+        "r2/quality.second": 1
+      })
       const v1 = verdicts.get("r1")!
       // the output is what its Schema says
       assert.isTrue(Either.isRight(Schema.decodeUnknownEither(JudgeOutput)(v1)))

@@ -7,7 +7,7 @@
  * @since 0.7.0
  */
 import { Chunk, Clock, Duration, Effect, Either, Option, ParseResult, Predicate, Random, Schema } from "effect"
-import { ConfigError, type ConfigIssue, ErrorClass } from "../../domain/Errors.js"
+import { ConfigError, type ConfigIssue, ErrorClass, type StoreUnavailable } from "../../domain/Errors.js"
 import * as Evaluator from "../../domain/Evaluator.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
 import type { AcquireError, AlgorithmInput, Selector } from "../../domain/Lease.js"
@@ -191,6 +191,10 @@ export class JudgeError extends Schema.TaggedError<JudgeError>("assay/JudgeError
  *   order;
  * - `context`: evidence shown beside the candidates, as name → field path (e.g. `{ question:
  *   "input.prompt", reference: "gold" }`); the names are shown to the judge;
+ * - `metric`: a metric name; when given, each verdict reports every candidate's `overall` score
+ *   as a pipeline-scope metric (`ctx.reportMetric`): named `metric` itself with one candidate,
+ *   `metric.NAME` per candidate with several (a `null` overall is not reported). A study's
+ *   trial metric is then the mean over its pipelines (docs/studies.md);
  * - `model`, `temperature` (default 0), `maxTokens` (default 1000), `requestTimeout` (default
  *   60 s), `jsonMode` (send `response_format: { type: "json_object" }`, default false);
  * - `resource` (pool, default `"llm"`), `selector`, `algorithm`, `name` (default `"judge"`),
@@ -203,6 +207,7 @@ export interface JudgeOptions {
   readonly rubric: RubricInput
   readonly candidates: string | Readonly<Record<string, string>>
   readonly context?: Readonly<Record<string, string>> | undefined
+  readonly metric?: string | undefined
   readonly name?: string | undefined
   readonly retry?: RetryPolicy | RetryPolicyInput | undefined
   readonly timeout?: Duration.DurationInput | null | undefined
@@ -222,6 +227,7 @@ const knownOptions = [
   "rubric",
   "candidates",
   "context",
+  "metric",
   "name",
   "retry",
   "timeout",
@@ -405,13 +411,16 @@ const problemOf = (e: ParseResult.ParseError): string => {
  * recorded in `formatRepair`; a second malformed answer fails with a {@link JudgeError} of
  * class `invalid` (not retried by the default policy).
  *
+ * With `metric`, the overall scores are reported as pipeline metrics (a store failure there
+ * fails the attempt with `StoreUnavailable`).
+ *
  * Each model call leases its own resource of the pool (so a repair counts as a call in usage
  * meters) and reports latency and token usage to it, exactly as `chat` does; endpoint faults
  * (rate_limit, upstream, connection, timeout) fail the attempt with a {@link ChatError} and
  * are retried by the retry policy.
  *
  * Identity: `parameters` records the rubric (as decoded), candidates, context, model,
- * temperature, maxTokens, requestTimeoutMs, jsonMode and selector; the task is an evaluator
+ * temperature, maxTokens, requestTimeoutMs, jsonMode, metric and selector; the task is an evaluator
  * (`evaluator: true` in its fingerprint).
  *
  * Throws a {@link ConfigError} (with field paths under the options) for a missing or malformed
@@ -423,7 +432,7 @@ const problemOf = (e: ParseResult.ParseError): string => {
  */
 export const judge = <In = unknown>(
   options: JudgeOptions
-): Task.Task<In, JudgeOutput, JudgeError | ChatError | AcquireError> => {
+): Task.Task<In, JudgeOutput, JudgeError | ChatError | AcquireError | StoreUnavailable> => {
   const issues: Array<ConfigIssue> = []
   const o = (Predicate.isObject(options) ? options : {}) as Partial<JudgeOptions>
   for (const key of Object.keys(o)) {
@@ -449,6 +458,9 @@ export const judge = <In = unknown>(
     ? (checkPath(o.candidates, "candidates", issues) ? [["answer", o.candidates] as const] : [])
     : pathsOf(o.candidates, "candidates", issues, 26)
   const context = o.context === undefined ? [] : pathsOf(o.context, "context", issues, 100)
+  if (o.metric !== undefined && (typeof o.metric !== "string" || o.metric.trim() === "")) {
+    issues.push({ path: "metric", message: "metric must be a non-empty string (a metric name)" })
+  }
   if (o.name !== undefined && (typeof o.name !== "string" || o.name.trim() === "")) {
     issues.push({ path: "name", message: "name must be a non-empty string" })
   }
@@ -501,6 +513,7 @@ export const judge = <In = unknown>(
     maxTokens,
     requestTimeoutMs,
     jsonMode,
+    metric: o.metric ?? null,
     selector: selectorJson
   } as unknown as Task.JsonObject
   const base: Task.BaseOptions = {
@@ -626,6 +639,13 @@ export const judge = <In = unknown>(
         scores[name] = s
         reasons[name] = why
         overall[name] = weights === 0 ? null : sum / weights
+      }
+      if (o.metric !== undefined) {
+        for (const name of names) {
+          const v = overall[name]
+          if (v === null || v === undefined) continue
+          yield* ctx.reportMetric(names.length === 1 ? o.metric : `${o.metric}.${name}`, v, { display: "percent" })
+        }
       }
       const output: JudgeOutput = {
         rubricId: r.id,

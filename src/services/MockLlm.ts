@@ -22,6 +22,12 @@
  * from `Clock` (so `TestClock` drives storms, buckets and latency). The same request sequence
  * therefore gets the same answers, statuses and latencies.
  *
+ * **Judge prompts** (the `judge` task's, recognised by their `--- rubric ---` and
+ * `--- response L ---` blocks) are answered with a JSON score object: with a `reference`
+ * evidence block, each criterion's max when the response contains it and its min otherwise;
+ * without one, a score fixed by a hash of the response. An endpoint's `judge` profile
+ * ({@link JudgeAnswers}) answers some of them badly, for the judge's format repair.
+ *
  * Every request it answers is kept in an in-memory log (`GET /_mock/log`) and, optionally,
  * appended as one JSON line to a file. The raw API key is never logged, only its digest.
  *

@@ -47,6 +47,11 @@ export * as Ids from "./domain/Ids.js"
 export * as Json from "./domain/Json.js"
 /** @since 0.1.0 */
 export * as Pipeline from "./domain/Pipeline.js"
+/**
+ * Evaluator blindness: what an `evaluator: true` task does not see (`blindContext`,
+ * `withheldValues`, `redact`, `WITHHELD`). @since 0.7.0
+ */
+export * as Evaluator from "./domain/Evaluator.js"
 /** @since 0.1.0 */
 export * as Records from "./domain/Records.js"
 /** @since 0.1.0 */
@@ -209,3 +214,5 @@ export * as WriteJsonl from "./tasks/WriteJsonl.js"
 export * as Sources from "./tasks/Sources.js"
 /** The OpenAI-compatible chat task. @since 0.1.0 */
 export * as Chat from "./tasks/Chat.js"
+/** The blind LLM-as-judge task with a versioned rubric. @since 0.7.0 */
+export * as Judge from "./tasks/Judge.js"

@@ -92,7 +92,10 @@ const entryFields = {
   timeout: opt(Schema.NullOr(DurationFromString)),
   retry: opt(RetryPolicyFromConfig),
   config: opt(JsonRecord),
-  version: opt(Schema.NullOr(Schema.String))
+  version: opt(Schema.NullOr(Schema.String)),
+  evaluator: opt(Schema.Boolean.annotations({
+    description: "run the task blind: no study variables or member labels in its context, its input redacted (docs/judge.md)"
+  }))
 }
 
 /**
@@ -122,6 +125,7 @@ export const OnErrorSection = Schema.Literal("raise", "collect").annotations({
  *
  * - `use`, `name`, `args`, `options`, `resource`, `algorithm`, `timeout` (a `Duration`),
  *   `retry` (a `RetryPolicy`), `config`, `version`: as for every task;
+ * - `evaluator`: `true` runs the task blind (`Task.Options.evaluator`; see `Evaluator.ts`);
  * - `onError` and `tasks`: only for `use: fanout` (the loader refuses them elsewhere);
  *   `tasks` holds the branches, each a task entry of the same shape (recursively).
  *

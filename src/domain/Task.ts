@@ -75,7 +75,9 @@ export type AlgorithmInstance = {
  * - `retry`: the retry policy (default {@link RetryPolicy.default}: one attempt);
  * - `timeout`: wall-clock limit of one attempt (`null`: none), applied by the runner;
  * - `config`: declared behaviour, a frozen deep copy taken at definition;
- * - `version`: explicit version of external or dynamic behaviour (`null`: none).
+ * - `version`: explicit version of external or dynamic behaviour (`null`: none);
+ * - `evaluator`: whether the runner runs the task blind (see `Evaluator.ts`: no study
+ *   variables or member labels in its context, its input redacted); default `false`.
  *
  * @since 0.1.0
  * @category models
@@ -88,6 +90,7 @@ export interface ResolvedOptions {
   readonly timeout: Duration.Duration | null
   readonly config: JsonObject
   readonly version: string | null
+  readonly evaluator: boolean
 }
 
 /**
@@ -179,7 +182,11 @@ export type Context<T> = T extends Task<infer _In, infer _Out, infer _E, infer R
  * - `version`: explicit version of behaviour the code digest cannot see;
  * - `parameters`: factory parameters (strict JSON), recorded apart from `config`;
  * - `children`: nested tasks (in order);
- * - `codeDigest`: replaces the digest of the function source.
+ * - `codeDigest`: replaces the digest of the function source;
+ * - `evaluator`: `true` makes the task an evaluator: the runner runs it blind, with
+ *   `ctx.variables = {}`, no suite or study member labels in its context, the store withheld
+ *   and its input passed through the redaction of the trial's variable values (see
+ *   `Evaluator.ts` and docs/judge.md). Part of the identity only when `true`.
  *
  * `null` is accepted for the nullable fields (`resource`, `algorithm`, `timeout`, `version`)
  * and means "none", as in {@link withOverrides}.
@@ -197,6 +204,7 @@ export interface BaseOptions {
   readonly parameters?: JsonObject | undefined
   readonly children?: ReadonlyArray<Any> | undefined
   readonly codeDigest?: string | undefined
+  readonly evaluator?: boolean | undefined
 }
 
 /**
@@ -459,7 +467,8 @@ const optionKeys = new Set([
   "children",
   "codeDigest",
   "input",
-  "output"
+  "output",
+  "evaluator"
 ])
 
 const isSchema = (u: unknown): u is Schema.Schema.AnyNoContext => Schema.isSchema(u)
@@ -513,6 +522,10 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     deepFreeze({}) :
     snapshotObject(o["parameters"], "parameters", issues)
   const children = resolveChildren(o["children"], issues)
+  const evaluator = o["evaluator"] === undefined ? false : o["evaluator"]
+  if (typeof evaluator !== "boolean") {
+    issues.push({ path: "evaluator", message: `evaluator must be true or false, got ${describeValue(evaluator)}` })
+  }
   const input = o["input"]
   const output = o["output"]
   if (input !== undefined && !isSchema(input)) issues.push({ path: "input", message: "input must be a Schema" })
@@ -543,7 +556,8 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     retry,
     timeout,
     config: config!,
-    version
+    version,
+    evaluator: evaluator === true
   })
   task.run = def.run as Task<In, Out, E, R>["run"]
   task.codeDigest = codeDigest
@@ -753,8 +767,9 @@ export interface FingerprintOptions {
  * codeDigest? }` where `timeoutMs` is milliseconds or `null`, `retry` is the policy's
  * {@link identityFields} (maxAttempts, base, factor, cap, jitter; `on`, `retryClassified`,
  * `retryUnknown` and `maxTotal` are deliberately out), `children` are the children's
- * fingerprints in order (same `includeCode`), and `codeDigest` is present only with
- * `includeCode` (default true). Schemas, closures, clients and the pool's default algorithm
+ * fingerprints in order (same `includeCode`), `evaluator: true` is present only for an
+ * evaluator task (so no other task's identity changed when the option appeared), and
+ * `codeDigest` is present only with `includeCode` (default true). Schemas, closures, clients and the pool's default algorithm
  * are not part of it: declare such behaviour in `config` or `version`.
  *
  * @since 0.1.0
@@ -774,6 +789,8 @@ export const fingerprint = (task: Any, options?: FingerprintOptions): Json => {
     parameters: task.parameters,
     children: task.children.map((c) => fingerprint(c, { includeCode }))
   }
+  // only when set: every task defined before evaluators existed keeps its identity
+  if (o.evaluator) fp["evaluator"] = true
   if (includeCode) fp["codeDigest"] = task.codeDigest
   return fp
 }
@@ -781,7 +798,8 @@ export const fingerprint = (task: Any, options?: FingerprintOptions): Json => {
 /**
  * A JSON summary of a task's resolved options (what `assay validate` prints): name,
  * resource, algorithm, retry (the policy's config-file form), `timeoutMs`, config, version,
- * parameters, codeDigest, whether input/output Schemas are declared, and children.
+ * `evaluator: true` (only for an evaluator), parameters, codeDigest, whether input/output
+ * Schemas are declared, and children.
  *
  * @since 0.1.0
  * @category identity
@@ -796,6 +814,7 @@ export const describe = (task: Any): Json => {
     timeoutMs: o.timeout === null ? null : Duration.toMillis(o.timeout),
     config: o.config,
     version: o.version,
+    ...(o.evaluator ? { evaluator: true } : {}),
     parameters: task.parameters,
     codeDigest: task.codeDigest,
     inputSchema: task.inputSchema !== undefined,
@@ -847,6 +866,7 @@ export interface Overrides<In = any, Out = any, E = any, R = any> {
   readonly children?: ReadonlyArray<Any> | Unset
   readonly run?: ((input: In, ctx: TaskContext) => Effect.Effect<Out, E, R>) | Unset
   readonly codeDigest?: string | Unset
+  readonly evaluator?: boolean | Unset
 }
 
 const nullableOverrides = new Set(["resource", "algorithm", "timeout", "version"])
@@ -858,7 +878,8 @@ const overrideKeys = new Set([
   "parameters",
   "children",
   "run",
-  "codeDigest"
+  "codeDigest",
+  "evaluator"
 ])
 
 /**
@@ -870,7 +891,7 @@ const overrideKeys = new Set([
  * - {@link UNSET} means "not given" even though the key is present.
  *
  * `null` for a non-nullable field (`name`, `retry`, `config`, `parameters`, `children`,
- * `run`, `codeDigest`) throws a {@link ConfigError} instead of silently doing nothing; so does
+ * `run`, `codeDigest`, `evaluator`) throws a {@link ConfigError} instead of silently doing nothing; so does
  * an unknown key or an invalid value (same validation as {@link make}). A new `run` gets the
  * digest of its own source unless `codeDigest` is given too.
  *
@@ -918,7 +939,8 @@ export const withOverrides: {
     config: has("config") ? given["config"] : o.config,
     version: has("version") ? given["version"] : o.version,
     parameters: has("parameters") ? given["parameters"] : task.parameters,
-    children: has("children") ? given["children"] : task.children
+    children: has("children") ? given["children"] : task.children,
+    evaluator: has("evaluator") ? given["evaluator"] : o.evaluator
   }
   if (task.inputSchema !== undefined) options["input"] = task.inputSchema
   if (task.outputSchema !== undefined) options["output"] = task.outputSchema

@@ -22,6 +22,12 @@
  * from `Clock` (so `TestClock` drives storms, buckets and latency). The same request sequence
  * therefore gets the same answers, statuses and latencies.
  *
+ * **Judge prompts** (the `judge` task's, recognised by their `--- rubric ---` and
+ * `--- response L ---` blocks) are answered with a JSON score object: with a `reference`
+ * evidence block, each criterion's max when the response contains it and its min otherwise;
+ * without one, a score fixed by a hash of the response. An endpoint's `judge` profile
+ * ({@link JudgeAnswers}) answers some of them badly, for the judge's format repair.
+ *
  * Every request it answers is kept in an in-memory log (`GET /_mock/log`) and, optionally,
  * appended as one JSON line to a file. The raw API key is never logged, only its digest.
  *
@@ -41,6 +47,7 @@ import type { Scope } from "effect"
 import { createServer } from "node:http"
 import { ConfigError } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, digest } from "../domain/Json.js"
+import { judgeAnswerOf, judgeRequestOf, malformedJudgeAnswer } from "./internal/mockJudge.js"
 import { emailSection, errorBody, throttled, unknownModelBody } from "./internal/mockLlm.js"
 import {
   type Bucket,
@@ -215,6 +222,22 @@ export class AnswerProfile extends Schema.Class<AnswerProfile>("AnswerProfile")(
 }) {}
 
 /**
+ * How the endpoint answers judge prompts (the `judge` task's requests, recognised by their
+ * `--- rubric ---` and `--- response L ---` blocks): the first `invalidFirst` judge requests
+ * the endpoint accepts (past its rate limits; repair requests count), and then each with
+ * probability `invalidRate`, get a malformed answer (prose, no JSON object), to exercise the
+ * judge's format repair and its typed failure. Every other judge request gets a JSON score
+ * object (see docs/mock-llm.md, "Judge prompts").
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export class JudgeAnswers extends Schema.Class<JudgeAnswers>("JudgeAnswers")({
+  invalidFirst: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 0 }),
+  invalidRate: Schema.optionalWith(Rate, { default: () => 0 })
+}) {}
+
+/**
  * The profile of one endpoint.
  *
  * - `name`: path segment (`/e/<name>/v1`), lowercase letters, digits, `-`, `_`.
@@ -223,7 +246,7 @@ export class AnswerProfile extends Schema.Class<AnswerProfile>("AnswerProfile")(
  *   `max(1, ceil(rps))`); no `rps` means unlimited.
  * - `latency`, `errorRate` (probability of a background error, status drawn from
  *   `errorStatuses`, default [500, 503]), `storms`, `throttle`, `hang`, `errorIn200`,
- *   `contentFilter`, `answers`.
+ *   `contentFilter`, `answers`, `judge` ({@link JudgeAnswers}).
  * - `maxConcurrency`: requests in progress on this endpoint beyond it are answered 429 with
  *   `Retry-After: 1`.
  *
@@ -244,7 +267,8 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
   errorIn200: Schema.optional(ErrorIn200),
   contentFilter: Schema.optional(ContentFilter),
   maxConcurrency: Schema.optional(Schema.Int.pipe(Schema.positive())),
-  answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) })
+  answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) }),
+  judge: Schema.optionalWith(JudgeAnswers, { default: () => JudgeAnswers.make({}) })
 }) {}
 
 /**
@@ -774,6 +798,8 @@ export const makeApp = (
     const keys = new Map<string, KeyState>()
     /** Chat requests per endpoint that reached the answer stage (for `errorIn200.first`). */
     const served = new Map<string, number>()
+    /** Judge requests per endpoint past its limits (for `judge.invalidFirst`). */
+    const judged = new Map<string, number>()
     /** `Clock` time of each endpoint's first chat request (for `throttle.fromFirstRequest`). */
     const firstRequestMs = new Map<string, number>()
     const semaphores = new Map<string, Effect.Semaphore>()
@@ -960,10 +986,28 @@ export const makeApp = (
           : lat.medianMs === 0
           ? 0
           : Math.exp(Math.log(median) + sigma * normal)
+        // a judge prompt is answered with scores (a model profile only prices it and adds its latency)
+        const judgeRequest = judgeRequestOf(text)
+        let judgeAnswer: { readonly content: string; readonly malformed: boolean } | undefined
+        if (judgeRequest !== undefined) {
+          const n = (judged.get(ep.name) ?? 0) + 1
+          judged.set(ep.name, n)
+          const malformed = n <= ep.judge.invalidFirst || uAnswer < ep.judge.invalidRate
+          judgeAnswer = {
+            content: malformed ? malformedJudgeAnswer(judgeRequest) : judgeAnswerOf(judgeRequest, profile.seed, request.model),
+            malformed
+          }
+        }
         // the model's answer is fixed by hashes (not by the request counter), so it is known before
         // the wait, whose length depends on its tokens
         const modelAnswer = model === undefined || style === undefined
           ? undefined
+          : judgeAnswer !== undefined
+          ? {
+            content: judgeAnswer.content,
+            completionTokens: ceilTokens(judgeAnswer.content.length),
+            costUsd: costUsd(model.pricing, promptTokens, ceilTokens(judgeAnswer.content.length))
+          }
           : answerOf(model, style, scoreEmail(style.input).label, profile.seed, fingerprint, promptTokens)
         const uJitter = model === undefined ? 0 : yield* rng.next
         const modelLatencyMs = model === undefined || modelAnswer === undefined
@@ -1031,13 +1075,14 @@ export const makeApp = (
             })
           }
           // 8. the model: a model profile's answer (fixed above), or the endpoint's default behaviour
+          const answerReason = judgeAnswer === undefined ? "ok" : judgeAnswer.malformed ? "judge_malformed" : "judge"
           if (modelAnswer !== undefined) {
             const { completionTokens, content, costUsd: cost } = modelAnswer
             yield* record({
               ...entryBase,
               status: 200,
               latencyMs: latency,
-              reason: "ok",
+              reason: answerReason,
               answer: content,
               promptTokens,
               completionTokens,
@@ -1060,14 +1105,16 @@ export const makeApp = (
           const lastUser = [...request.messages].reverse().find((m) => m.role === "user")
           const { label } = scoreEmail(emailSection(lastUser === undefined ? text : messageText(lastUser)))
           const inv = ep.answers.invalidRate
-          const content = uAnswer < inv
+          const content = judgeAnswer !== undefined
+            ? judgeAnswer.content
+            : uAnswer < inv
             ? invalidAnswers[Math.floor((uAnswer / inv) * invalidAnswers.length) % invalidAnswers.length]!
             : uAnswer < inv + ep.answers.noiseRate
             ? noiseTemplates[
               Math.floor(((uAnswer - inv) / ep.answers.noiseRate) * noiseTemplates.length) % noiseTemplates.length
             ]!(label)
             : label
-          yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "ok", answer: content })
+          yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: answerReason, answer: content })
           const completionTokens = ceilTokens(content.length)
           return respond(200, {
             id: `chatcmpl-${seedHex.slice(0, 24)}`,

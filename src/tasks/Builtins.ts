@@ -1,7 +1,7 @@
 /**
  * The registry of built-in task names a config file's `use:` resolves first (so a plugin can
  * never shadow them): `fanout`, `echo`, `delay`, `flaky`, `boom`, `leaky`, `simulateLlm`, `shellRun`,
- * `writeJsonl`, `chat`.
+ * `writeJsonl`, `chat`, `judge`.
  *
  * A built-in is called the way a factory export is: with the task section's `args` as
  * positional arguments and its `options` object as the last argument. Durations in a config
@@ -14,6 +14,7 @@ import * as path from "node:path"
 import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
 import type * as Task from "../domain/Task.js"
 import { chat, type ChatOptions } from "./Chat.js"
+import { judge, type JudgeOptions } from "./Judge.js"
 import { boom, delay, echo, flaky, leaky, simulateLlm } from "./Mock.js"
 import { shellRun } from "./ShellRun.js"
 import { writeJsonl } from "./WriteJsonl.js"
@@ -136,6 +137,31 @@ const makeChat = (args: ReadonlyArray<unknown>, options: Readonly<Record<string,
   }
 }
 
+/**
+ * The `judge` built-in's options: `args[0]` (an object) and the section's `options`, merged
+ * (`options` wins); `judge`'s own issues (paths like `rubric.criteria[0].scale.max`) are
+ * re-thrown with their path inside the task section (`options.rubric.criteria[0].scale.max`).
+ */
+const makeJudge = (args: ReadonlyArray<unknown>, options: Readonly<Record<string, unknown>> | undefined): Task.Any => {
+  const usage = "options: { rubric: { id: quality, version: 1, criteria: [{ name: correct, scale: { min: 1, max: 5 } }] }, candidates: { answer: content } }"
+  maxArgs("judge", args, 1, usage, "an object of options (or use options:)")
+  const first = args[0]
+  if (first !== undefined && !isPlainObject(first)) {
+    refuse("judge", [{ path: "args[0]", message: "judge takes one options object", suggestion: usage }])
+  }
+  const where = options !== undefined ? "options" : "args[0]"
+  const merged: Record<string, unknown> = { ...(first as Record<string, unknown> | undefined), ...options }
+  durationsWithUnit("judge", [[`${where}.requestTimeout`, merged["requestTimeout"]], [`${where}.timeout`, merged["timeout"]]])
+  try {
+    return judge(merged as unknown as JudgeOptions) as Task.Any
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      return refuse("judge", e.issues.map((i) => ({ ...i, path: `${where}.${i.path}` })))
+    }
+    throw e
+  }
+}
+
 const entries: ReadonlyArray<Builtin> = [
   {
     // Listed for `assay plugins`; the experiment loader builds `use: fanout` entries itself
@@ -235,6 +261,13 @@ const entries: ReadonlyArray<Builtin> = [
     signature:
       "chat({ name?, resource?, model?, temperature?, maxTokens?, system?, template?, requestTimeout?, retry?, timeout?, selector?, algorithm? })",
     make: (args, options) => makeChat(args, options)
+  },
+  {
+    name: "judge",
+    description: "a blind LLM-as-judge: scores candidates of its input against a versioned rubric (always an evaluator)",
+    signature:
+      "judge({ rubric: { id, version, criteria: [{ name, description?, scale: { min, max }, weight? }], instructions? }, candidates, context?, model?, temperature?, maxTokens?, jsonMode?, requestTimeout?, resource?, selector?, algorithm?, name?, retry?, timeout?, version?, config? })",
+    make: (args, options) => makeJudge(args, options)
   }
 ]
 

@@ -53,7 +53,9 @@ export const taskIssuePath = (base: string, p: string): string => {
   // an element of the first argument (shellRun's argv: command[2] → args[0][2])
   const element = /^(\w+)(\[\d+\].*)$/.exec(p)
   if (element !== null && argPathFields.has(element[1]!)) return `${base}.args[0]${element[2]}`
-  if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config") return `${base}.${p}`
+  if (p === "name" || p === "retry" || p === "timeout" || p === "version" || p === "config" || p === "evaluator") {
+    return `${base}.${p}`
+  }
   return `${base}.options.${p}`
 }
 
@@ -168,6 +170,7 @@ export const overridesOf = (section: TaskSection): Task.Overrides => {
   if (section.retry !== undefined) o["retry"] = section.retry as RetryPolicy
   if (section.config !== undefined) o["config"] = section.config
   if (section.version !== undefined) o["version"] = section.version
+  if (section.evaluator !== undefined) o["evaluator"] = section.evaluator
   return o as Task.Overrides
 }
 
@@ -419,6 +422,7 @@ export const buildFanout = (
     if (section.resource !== undefined) overrides["resource"] = section.resource
     if (section.algorithm !== undefined) overrides["algorithm"] = section.algorithm
     if (section.timeout !== undefined) overrides["timeout"] = section.timeout
+    if (section.evaluator !== undefined) overrides["evaluator"] = section.evaluator
     if (Object.keys(overrides).length === 0) return group
     return attempt(() => Task.withOverrides(group, overrides as Task.Overrides), base, issues)
   })
@@ -453,6 +457,14 @@ export const buildEntry = (
       return group
     }
     const clean = fanoutKeysOnlyOnFanout(section, base, issues)
+    if (section.use === "judge" && section.evaluator === false) {
+      issues.push(issue(
+        `${base}.evaluator`,
+        "the judge is always an evaluator: it runs blind to the variant (its score must not depend on it)",
+        "remove evaluator: false"
+      ))
+      return undefined
+    }
     let task = yield* resolveUse(section, base, ctx.baseDir, ctx.plugins, issues)
     if (task === undefined) return undefined
     const t0 = task

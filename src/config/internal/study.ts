@@ -68,13 +68,15 @@ export interface StudyLoadOptions extends LoadOptions {
  *   sum over its model-calling tasks of their `maxAttempts` (a fanout group's `maxAttempts`
  *   multiplies its branches'; a pipeline whose control flow can go backwards multiplies by
  *   1 + its handoff limit). Model-calling tasks are the `chat` task (config `use: chat` or
- *   `Chat.chat` in code, recognised by its code digest `assay.chat/v1`); a code task that
+ *   `Chat.chat` in code, recognised by its code digest `assay.chat/v1`) and the `judge` task
+ *   (`assay.judge/v1`, two calls per attempt at most: a format repair); a code task that
  *   calls a model itself is not counted;
  * - `maxTaskAttempts`: the same sum over every task;
  * - `tokens`: `min` = the model calls of one attempt each × the prompt estimate (the chat
  *   task's `system` + `template` text without its `{{field}}` placeholders, at 4 characters
  *   a token, OpenAI's rule of thumb for English; row values are not counted); `max` =
- *   `maxModelCalls` × (prompt estimate + the task's `maxTokens`); `null` when a model-calling
+ *   `maxModelCalls` × (prompt estimate + the task's `maxTokens`) (a judge's attempt: 2 × its
+ *   prompt estimate, its rubric as JSON, + 3 × `maxTokens`); `null` when a model-calling
  *   task has no `maxTokens`, or the cases cannot be counted;
  * - `costUsd`: the cost range in US dollars from the variants' model profile prices: `min` =
  *   the `tokens` minimum priced as prompt tokens; `max` = every model call's prompt estimate at
@@ -210,6 +212,15 @@ export const DEFAULT_TRIAL_CONCURRENCY = 3
  */
 export const CHAT_CODE_DIGEST = "assay.chat/v1"
 
+/**
+ * The code digest of the built-in `judge` task (`Judge.judge`): it calls a model too, once per
+ * attempt or twice with a format repair.
+ *
+ * @since 0.7.0
+ * @category constants
+ */
+export const JUDGE_CODE_DIGEST = "assay.judge/v1"
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------
@@ -337,6 +348,10 @@ const promptEstimate = (parameters: Task.JsonObject): number => {
   return Math.ceil((text(parameters["system"]) + text(parameters["template"])).length / 4)
 }
 
+/** The judge's fixed prompt: its rubric as JSON (candidates and context are row values, not counted). */
+const judgePromptEstimate = (parameters: Task.JsonObject): number =>
+  Math.ceil(JSON.stringify(parameters["rubric"] ?? "").length / 4)
+
 const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigures => {
   const template = experiment.template
   const control = template.control
@@ -359,16 +374,22 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
       }
       tasks++
       attemptsMax += attempts * mult * loop
-      if (t.codeDigest !== CHAT_CODE_DIGEST) continue
-      const max = attempts * mult * loop
+      // the judge makes one call per attempt, two when its first answer needs a repair (whose
+      // prompt also holds the first answer)
+      const isJudge = t.codeDigest === JUDGE_CODE_DIGEST
+      if (t.codeDigest !== CHAT_CODE_DIGEST && !isJudge) continue
+      const max = attempts * mult * loop * (isJudge ? 2 : 1)
       const once = control === undefined ? 1 : 0
       callsMin += once
       callsMax += max
-      const prompt = promptEstimate(t.parameters)
+      const prompt = isJudge ? judgePromptEstimate(t.parameters) : promptEstimate(t.parameters)
       tokensMin += once * prompt
       const maxTokens = t.parameters["maxTokens"]
-      tokensMax = tokensMax === null || typeof maxTokens !== "number" ? null : tokensMax + max * (prompt + maxTokens)
-      promptTokensMax += max * prompt
+      tokensMax = tokensMax === null || typeof maxTokens !== "number"
+        ? null
+        : tokensMax + (isJudge ? (max / 2) * (2 * prompt + 3 * maxTokens) : max * (prompt + maxTokens))
+      // a judge's repair prompt holds the first answer: prompt tokens, priced as such
+      promptTokensMax += max * prompt + (isJudge && typeof maxTokens === "number" ? (max / 2) * maxTokens : 0)
       completionTokensMax = completionTokensMax === null || typeof maxTokens !== "number" ? null : completionTokensMax + max * maxTokens
       const pool = t.options.resource ?? "llm"
       const p = pools.get(pool) ?? { callsMin: 0, callsMax: 0, timeoutMs: 0 }

@@ -796,7 +796,16 @@ export const isChatClient = (u: unknown): u is ChatClient =>
 // client, built here on first use.
 const fallbackClients = new WeakMap<ResourceInfo, ChatClient>()
 
-const clientOf = (lease: Lease<unknown>): Effect.Effect<ChatClient, ChatError> => {
+/**
+ * The {@link ChatClient} of a lease: the resource's own client (built by
+ * {@link chatClientFactory}), else one built here on first use from the resource's options
+ * (cached per resource). An endpoint that cannot be read fails with class `fatal`. Used by the
+ * `chat` and `judge` tasks.
+ *
+ * @since 0.7.0
+ * @category clients
+ */
+export const clientOf = (lease: Lease<unknown>): Effect.Effect<ChatClient, ChatError> => {
   if (isChatClient(lease.client)) return Effect.succeed(lease.client)
   const cached = fallbackClients.get(lease.resource)
   if (cached !== undefined) return Effect.succeed(cached)

@@ -22,6 +22,7 @@
 import { Duration, Effect, Either, Predicate } from "effect"
 import { classify, ConfigError, type ConfigIssue, type ErrorClass, errorTypeOf, HandoffRefused } from "../../domain/Errors.js"
 import { type Handoff, isHandoff } from "../../domain/Handoff.js"
+import * as Evaluator from "../../domain/Evaluator.js"
 import { messageOf } from "../../domain/internal/errors.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
 import type { AcquireOptions } from "../../domain/Lease.js"
@@ -374,7 +375,14 @@ export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
     })
   return Task.make(name, groupOptions, (input: unknown, ctx) => {
     const branches = children.map((child) => {
-      const run = Effect.suspend(() => child.run(input, branchContext(ctx, child)))
+      // an evaluator branch runs blind, as the runner runs an evaluator task (a blind group's
+      // branches are blind already: its context and input were blinded by the runner)
+      const run = child.options.evaluator
+        ? Effect.suspend(() => {
+          const blind = Evaluator.blind(branchContext(ctx, child), input)
+          return child.run(blind.input, blind.ctx)
+        })
+        : Effect.suspend(() => child.run(input, branchContext(ctx, child)))
       return collect ?
         Effect.flatMap(Effect.either(run), (e): Effect.Effect<unknown, HandoffRefused> =>
           Either.isRight(e) ?

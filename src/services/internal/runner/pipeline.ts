@@ -20,6 +20,7 @@ import {
 } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
 import * as Control from "../../../domain/Control.js"
+import * as Evaluator from "../../../domain/Evaluator.js"
 import {
   classifyCause,
   HandoffRefused,
@@ -717,8 +718,14 @@ export const runAttempt = (
     const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
     const timeout = task.options.timeout
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
-    // more than the rest of a trivial attempt).
-    const run = Effect.suspend(() => task.run(input, ctx))
+    // more than the rest of a trivial attempt). An evaluator runs blind: no variables or member
+    // labels in its context, no store, its input redacted (domain/Evaluator.ts).
+    const run = task.options.evaluator
+      ? Effect.suspend(() => {
+        const blind = Evaluator.blind(ctx, input)
+        return task.run(blind.input, blind.ctx)
+      })
+      : Effect.suspend(() => task.run(input, ctx))
     // Effect tasks also get Effect's `Random` seeded with the attempt's seed (`ctx.seed`: the
     // pipeline, seq, attempt and, past visit 0, the visit), so a rerun samples the same values
     // and a retry or a revisit samples anew; the generator is built when the attempt first

@@ -49,7 +49,9 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
+import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
+import * as StudyMetrics from "./StudyMetrics.js"
 import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
@@ -165,6 +167,11 @@ export interface StudyInput {
   readonly trialConcurrency?: number | undefined
   /** The variables (a `model` variable's profile gives a trial's price). */
   readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
+  /**
+   * The declared metrics (`metrics:` of the study file; default none): computed for every
+   * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
+   */
+  readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   readonly describe: () => Json
@@ -254,12 +261,16 @@ export const studyControl = (
         const latest = rows[rows.length - 1]
         // the trial's own view: its rows only
         const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+        const usage = yield* ledger.usage([trialId])
+        const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId).pipe(
+          Effect.provideService(SuiteCatalog, suiteCatalog)
+        )
         return trialSucceeded({
           admitted: latest?.admitted ?? 0,
           sourceExhausted: latest?.sourceExhausted ?? false,
           sourceError: latest?.sourceError ?? null,
           byState: figures.byState.get(trialId) ?? {},
-          metrics: figures.metrics.get(trialId) ?? {},
+          metrics: metrics.get(trialId) ?? {},
           budgetSpent: null,
           stop: null
         }, study.objectives)
@@ -799,6 +810,37 @@ const trialFigures = (
     return { byState, metrics }
   })
 
+/**
+ * The metrics settlement computes beyond the reported ones: the declared metrics and the
+ * built-in ones an objective or a `metricThreshold` names (see `StudyMetrics`).
+ */
+const settlementDefinitions = (study: StudyInput): ReadonlyArray<StudyMetrics.MetricDefinition> => {
+  const named = new Set([
+    ...study.objectives.map((o) => o.metric),
+    ...study.stop.flatMap((s) => s.when === "metricThreshold" ? [s.metric] : [])
+  ])
+  return StudyMetrics.definitions(study.metrics ?? [], study.objectives)
+    .filter((d) => d.kind === "declared" || (d.kind === "builtin" && named.has(d.name)))
+}
+
+/**
+ * Each trial's metrics for settlement: the reported ones ({@link trialFigures}) overlaid with
+ * the declared and named built-in ones.
+ */
+const withComputedMetrics = (
+  study: StudyInput,
+  ids: ReadonlyArray<string>,
+  reported: ReadonlyMap<string, Readonly<Record<string, number>>>,
+  usage: ReadonlyMap<string, TrialUsage>,
+  view?: string
+): Effect.Effect<ReadonlyMap<string, Readonly<Record<string, number>>>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const defs = settlementDefinitions(study)
+    if (defs.length === 0) return reported
+    const computed = yield* StudyMetrics.read({ studyId: study.id, trialIds: ids, metrics: defs, usage, view })
+    return new Map(ids.map((id) => [id, { ...(reported.get(id) ?? {}), ...(computed.get(id)?.values ?? {}) }]))
+  })
+
 /** Whether a stop that fired ends the study early (every condition but the natural end). */
 const isEarly = (stop: StopFired | null): boolean => stop !== null && stop.condition.when !== "allTrialsTerminal"
 
@@ -854,6 +896,7 @@ const settle = (
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
+    const metrics = yield* withComputedMetrics(study, ids, figures.metrics, usage)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
     const outcome = new Map(membership.map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
@@ -861,7 +904,7 @@ const settle = (
     const reports: Array<TrialReport> = []
     for (const t of trials) {
       const row: TrialRecord | undefined = rows.get(t.trialId)
-      const m = figures.metrics.get(t.trialId) ?? {}
+      const m = metrics.get(t.trialId) ?? {}
       let status: TrialStatus = row?.status ?? "pending"
       let reason: string | null = row?.reason ?? null
       let byState: Readonly<Record<string, number>> = {}

@@ -838,7 +838,13 @@ export const BUILTIN_METRIC_NAMES: ReadonlyArray<string> = Object.keys(BUILTIN_M
  * @since 0.6.0
  * @category constants
  */
-export const DEFAULT_ANALYSIS = { minPairedCases: 30, minRepeats: 3, level: 0.95, resamples: 10_000, seed: 1 } as const
+export const DEFAULT_ANALYSIS: {
+  readonly minPairedCases: number
+  readonly minRepeats: number
+  readonly level: number
+  readonly resamples: number
+  readonly seed: number
+} = { minPairedCases: 30, minRepeats: 3, level: 0.95, resamples: 10_000, seed: 1 }
 
 /**
  * `analysis:` of a study file: `minPairedCases` (default 30) and `minRepeats` (default 3), the

@@ -562,8 +562,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     if (baseline === undefined || baseline.succeeded === 0) limitations.push(`the baseline ${baselineId} has no successful trial: no paired comparison`)
     const insufficient = new Set<string>()
     for (const v of variants) {
+      if (v.succeeded === 0) continue
       for (const [m, x] of Object.entries(v.vsBaseline)) {
-        if (!x.sufficiency.sufficient && objectives.some((o) => o.metric === m)) insufficient.add(`${m}: ${x.sufficiency.reason}`)
+        if (x.paired !== null && !x.sufficiency.sufficient && objectives.some((o) => o.metric === m)) {
+          insufficient.add(`${v.variantId} vs ${baselineId} on ${m}: ${x.sufficiency.reason}`)
+        }
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
@@ -699,6 +702,8 @@ export const evidence = (
 export const fmt = (x: number | null | undefined): string =>
   x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
 
+const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
+
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
 const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
@@ -755,7 +760,8 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   // Compare
   lines.push("", h("Compare"))
-  const shown = c.metrics.filter((m) => c.objectives.some((o) => o.metric === m.name) || m.level === "case" || m.name === "costUsd" || m.name === "latencyP95Ms")
+  const chosen = c.metrics.filter((m) => c.objectives.some((o) => o.metric === m.name) || !BUILTIN.has(m.name))
+  const shown = chosen.length > 0 ? chosen : c.metrics.filter((m) => m.name === "calls" || m.name === "costUsd" || m.name === "latencyP95Ms")
   if (md) {
     lines.push("", `| variant | ${shown.map((m) => `${m.name}${m.unit === "" ? "" : ` (${m.unit})`}`).join(" | ")} | Pareto | rank |`)
     lines.push(`| --- | ${shown.map(() => "---").join(" | ")} | --- | --- |`)
@@ -771,6 +777,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       }).join(" | ")} | ${pareto} | ${v.rank ?? "—"} |`)
     } else {
       lines.push(`${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${v.succeeded} compared trial(s); Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
+      if (v.succeeded === 0) continue
       for (const m of shown) {
         const x = v.values[m.name]!
         lines.push(`    ${m.name}: ${fmt(x.mean)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
@@ -780,7 +787,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   if (md) lines.push("")
   lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)
   for (const v of c.variants) {
-    if (v.isBaseline) continue
+    if (v.isBaseline || v.succeeded === 0) continue
     for (const m of shown) {
       const x = v.vsBaseline[m.name]
       if (x === undefined) continue

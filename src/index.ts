@@ -59,6 +59,13 @@ export * as RunConfig from "./domain/RunConfig.js"
 export * as Shard from "./domain/Shard.js"
 export * as Study from "./domain/Study.js"
 /**
+ * The numbers of a study comparison, pure and seeded: mean / median / type-7 quantiles,
+ * two-stage percentile bootstrap intervals (`bootstrapMean`, `pairedBootstrap` with wins and
+ * losses), the exact McNemar test, the "insufficient sample" rule, strict and
+ * uncertainty-aware Pareto fronts and a weighted ranking. @since 0.6.0
+ */
+export * as Statistics from "./domain/Statistics.js"
+/**
  * Suite identity: id rules (`checkId`), member pipeline ids (`memberPipelineId`,
  * `memberDigestOf`), `Membership` and `tagSpec`. @since 0.5.0
  */

@@ -40,7 +40,7 @@ import { Effect, Option } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
-import * as Statistics from "./internal/statisticsStub.js"
+import * as Statistics from "../domain/Statistics.js"
 import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
 import * as StudyMetrics from "./StudyMetrics.js"
 import type { SuiteCatalog } from "./SuiteCatalog.js"
@@ -442,6 +442,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // against the baseline
     const baseRepeats = comparedOf.get(baselineId) ?? []
     const vsOf = new Map<string, Record<string, VersusBaseline>>()
+    const directionOf = (d: StudyMetrics.MetricDefinition): { direction: DomainStudy.Direction; target?: number } => {
+      const target = objectives.find((o) => o.metric === d.name)?.target
+      if (d.direction !== "target") return { direction: d.direction }
+      return target === undefined ? { direction: "maximize" } : { direction: "target", target }
+    }
     for (const v of variantBase) {
       if (v.variantId === baselineId) continue
       const candRepeats = comparedOf.get(v.variantId)!
@@ -456,7 +461,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const sufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
           const paired = keys.length === 0
             ? null
-            : Statistics.pairedBootstrap(keys.map((k) => base.get(k)!.values), keys.map((k) => cand.get(k)!.values), { seed: seed + salt, level, resamples })
+            : Statistics.pairedBootstrap(keys.map((k) => base.get(k)!.values), keys.map((k) => cand.get(k)!.values), {
+              seed: seed + salt,
+              level,
+              resamples,
+              ...directionOf(d)
+            })
           let mcnemar: Statistics.McNemar | null = null
           const binary = keys.length > 0 && keys.every((k) => [...base.get(k)!.values, ...cand.get(k)!.values].every((x) => x === 0 || x === 1))
           if (binary && sufficiency.sufficient) {
@@ -484,7 +494,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
           const paired = pairs.length === 0
             ? null
-            : Statistics.pairedBootstrap(pairs.map((p) => [p[0]]), pairs.map((p) => [p[1]]), { seed: seed + salt, level, resamples })
+            : Statistics.pairedBootstrap(pairs.map((p) => [p[0]]), pairs.map((p) => [p[1]]), { seed: seed + salt, level, resamples, ...directionOf(d) })
           vs[d.name] = { paired, mcnemar: null, sufficiency, claim: "repeat" }
         }
       }
@@ -723,7 +733,7 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   if (x.paired === null) return "nothing pairs with the baseline"
   const p = x.paired
   const unit = x.claim === "case" ? "cases" : "repeats"
-  const head = `Δ ${p.difference.estimate >= 0 ? "+" : ""}${fmt(p.difference.estimate)}${intervalText(p.difference)} over ${p.cases} paired ${unit} (wins ${p.candidateWins}/${p.baselineWins}, ties ${p.ties})`
+  const head = `Δ ${p.difference.estimate >= 0 ? "+" : ""}${fmt(p.difference.estimate)}${intervalText(p.difference)} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
   const excludes = p.difference.lower > 0 || p.difference.upper < 0
   const parts = [excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`]

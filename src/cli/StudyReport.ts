@@ -2,7 +2,7 @@
  * `assay study report|evidence FILE`: the comparison of a study's variants, read-only (never
  * waits for the writer lock).
  *
- * - `report FILE [--format text|markdown|json] [--version N] [--seed N]`: the sections Design,
+ * - `report FILE [--format text|markdown|json] [--protocol-version N] [--seed N]`: the sections Design,
  *   Run, Compare, Evidence and Conclusion (`StudyCompare.renderText` / `renderMarkdown`), or
  *   the `StudyComparison` as one JSON object;
  * - `evidence FILE METRIC VARIANT [--worst N] [--best N] [--json]`: the trials and pipelines
@@ -120,7 +120,8 @@ const outputRoot = Options.text("output-root").pipe(
   Options.withDescription("The study's output root, relative to the working directory (overrides output.root)."),
   Options.optional
 )
-const version = Options.integer("version").pipe(
+// not `--version`: @effect/cli reads that flag anywhere on the line as "print assay's version"
+const version = Options.integer("protocol-version").pipe(
   Options.withDescription("The protocol version to report (default: the current one)."),
   Options.optional
 )

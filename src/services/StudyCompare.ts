@@ -38,6 +38,7 @@
  */
 import { Effect, Option } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { closest } from "../domain/internal/suggest.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as Statistics from "../domain/Statistics.js"
@@ -301,7 +302,7 @@ const better = (direction: DomainStudy.Direction, target: number | undefined) =>
  * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
  * (trials, usage, the study's status) and the `SuiteCatalog`'s merged view (pipelines,
  * outputs, metrics, attempts). Fails with `ConfigError` when the study never ran in the root
- * (path `study.id`) or the version does not exist (`--version`).
+ * (path `study.id`) or the version does not exist (`--protocol-version`).
  *
  * @param study the loaded study (see {@link CompareInput})
  * @param options version, analysis overrides
@@ -330,7 +331,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const version = options.version ?? row.value.currentVersion
     const versions = yield* catalog.versions(study.id)
     if (!versions.some((v) => v.version === version)) {
-      return yield* configError("--version", `study "${study.id}" has no protocol version ${version} (versions: ${versions.map((v) => v.version).join(", ")})`)
+      return yield* configError("--protocol-version", `study "${study.id}" has no protocol version ${version} (versions: ${versions.map((v) => v.version).join(", ")})`)
     }
     const analysis = { ...DomainStudy.DEFAULT_ANALYSIS, ...(study.analysis ?? {}) }
     const seed = options.seed ?? analysis.seed
@@ -671,12 +672,13 @@ export const evidence = (
     const m = comparison.metrics.find((x) => x.name === metric)
     if (m === undefined) {
       const names = comparison.metrics.map((x) => x.name)
-      const near = names.find((n) => n.toLowerCase() === metric.toLowerCase()) ?? names.find((n) => n.toLowerCase().startsWith(metric.toLowerCase().slice(0, 3)))
+      const near = closest(metric, names)
       return yield* configError("METRIC", `unknown metric "${metric}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; metrics: ${names.join(", ")}`)
     }
     const v = comparison.variants.find((x) => x.variantId === variantId)
     if (v === undefined) {
-      return yield* configError("VARIANT", `unknown variant "${variantId}"; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
+      const near = closest(variantId, comparison.variants.map((x) => x.variantId))
+      return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
     const ev = v.evidence[metric]!
     return {

@@ -134,6 +134,17 @@ export * as Suite from "./services/Suite.js"
  * in-memory ledger. @since 0.6.0
  */
 export * as StudyControl from "./services/StudyControl.js"
+/**
+ * The metrics of a study's trials: declared reducers over outputs or reported metrics, the
+ * built-in runtime metrics, case keys that pair variants (`StudyMetrics.read`). @since 0.6.0
+ */
+export * as StudyMetrics from "./services/StudyMetrics.js"
+/**
+ * The comparison of a study's variants: intervals, paired differences against the baseline,
+ * exact McNemar tests, Pareto candidates, the conclusion and its evidence
+ * (`StudyCompare.compare`, `evidence`, `renderText`, `renderMarkdown`). @since 0.6.0
+ */
+export * as StudyCompare from "./services/StudyCompare.js"
 
 // config: the experiment compiler (beside the layers; its code is in config/internal/)
 /**

@@ -34,6 +34,11 @@
  * | `interrupted` | the process was stopped (a signal) before the study settled: `resume` continues it |
  * | `pending` | some trials of the version were not run (a run of named trials only) |
  *
+ * A trial's metrics at settlement: its reported metrics (member-scoped run metrics, else the
+ * mean of a pipeline-scope metric), the study's declared metrics (`StudyInput.metrics`) and the
+ * built-in metrics an objective or a `metricThreshold` names (see `StudyMetrics`), so a hard
+ * constraint may be on any of them. The comparison of the settled trials is `StudyCompare`.
+ *
  * Only `succeeded` trials are ever eligible for a comparison or a best (`StudyReport.eligible`);
  * `failed`, `cancelled`, `budget_exhausted`, `incomplete` and `not_started` never are, and a
  * study where no trial succeeded reports neither success nor a best.
@@ -506,7 +511,8 @@ export const settleStudy = (
  * One trial in a {@link StudyReport}: identity, variant (id and assignment), repeat, settled
  * status and reason, usage so far, metrics (member-scoped run metrics `experiment:ID:NAME` of
  * its latest run, else the mean of the pipeline-scope metric over its pipelines; booleans as
- * 0/1), its stored pipelines by state, and whether it ran in this process (`ran`).
+ * 0/1; plus the declared metrics and the built-in ones the objectives name), its stored
+ * pipelines by state, and whether it ran in this process (`ran`).
  *
  * @since 0.6.0
  * @category models

@@ -294,6 +294,25 @@ describe("StudyCompare: the conclusion", () => {
       assert.match(StudyCompare.renderText(c), /p1-v01-r1: failed \(.*\) — not compared/)
     }).pipe(Effect.provide(studyEnv("demo"))))
 
+  it.effect("a hard constraint on a declared metric fails the trial at settlement; breakers are listed, never compared", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        correct: [BASE, CAND],
+        cases: 40,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.9 } }]
+      })
+      const report = yield* Study.run(study)
+      assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.status]), [["p1-v01-r1", "failed"], ["p1-v02-r1", "succeeded"]])
+      assert.include(report.trials[0]!.reason, "hard constraint accuracy >= 0.9 broken: 0.7")
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7"])
+      assert.strictEqual(c.variants[0]!.succeeded, 0)
+      assert.isNull(c.variants[1]!.vsBaseline.accuracy!.paired)
+      assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.include(c.conclusion.limitations.join("\n"), "the baseline v01 has no successful trial: no paired comparison")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
   it.effect("a study that never ran in the root is a ConfigError at study.id", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good"] })

@@ -340,6 +340,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const minPairedCases = options.minPairedCases ?? analysis.minPairedCases
     const minRepeats = options.minRepeats ?? analysis.minRepeats
     const keep = options.evidenceCases ?? 5
+    if (!Number.isSafeInteger(seed) || seed < 0 || seed > 2 ** 31) return yield* configError("--seed", `must be an integer from 0 to 2^31, got ${seed}`)
+    if (!(level > 0 && level < 1)) return yield* configError("analysis.level", `must be a number between 0 and 1, got ${level}`)
+    if (!Number.isSafeInteger(resamples) || resamples < 1) return yield* configError("analysis.resamples", `must be a positive integer, got ${resamples}`)
     const rows = yield* catalog.trials(study.id, version)
     const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
     const usage = new Map(rows.map((r) => [r.trialId, r.usage]))

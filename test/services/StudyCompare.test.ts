@@ -313,11 +313,14 @@ describe("StudyCompare: the conclusion", () => {
       assert.include(c.conclusion.limitations.join("\n"), "the baseline v01 has no successful trial: no paired comparison")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
-  it.effect("a study that never ran in the root is a ConfigError at study.id", () =>
+  it.effect("a study that never ran in the root, or a negative seed, is a ConfigError at its path", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good"] })
       const e = yield* Effect.flip(StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [] }))
       assert.strictEqual(e._tag, "ConfigError")
       assert.strictEqual(e._tag === "ConfigError" ? e.issues[0]!.path : "", "study.id")
+      yield* Study.run(study)
+      const seed = yield* Effect.flip(StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [] }, { seed: -1 }))
+      assert.strictEqual(seed._tag === "ConfigError" ? seed.issues[0]!.path : "", "--seed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 })

@@ -194,7 +194,7 @@ export interface VariantComparison {
  *
  * - `studyId`, `version`, `question`, `hypothesis`, `baseline` (a variant id), `seed`, `level`,
  *   `resamples`, `minPairedCases`, `minRepeats`: the analysis;
- * - `objectives`, `metrics` (every metric compared: name, unit, direction, level, source);
+ * - `objectives`, `metrics` (every metric compared: name, unit, direction, level, kind, source);
  * - `run`: the study's status and reason, the stop that fired, trials by status, usage totals
  *   and budgets;
  * - `variants`: see {@link VariantComparison};
@@ -230,6 +230,7 @@ export interface StudyComparison {
     readonly unit: string
     readonly direction: DomainStudy.Direction
     readonly level: "case" | "trial"
+    readonly kind: "declared" | "builtin" | "reported"
     readonly source: string
   }>
   readonly run: {
@@ -603,7 +604,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       minRepeats,
       variables: (study.variables ?? []).map((v) => ({ name: v.name, type: v.type })),
       objectives,
-      metrics: defs.map((d) => ({ name: d.name, unit: d.unit, direction: d.direction, level: d.level, source: d.source })),
+      metrics: defs.map((d) => ({ name: d.name, unit: d.unit, direction: d.direction, level: d.level, kind: d.kind, source: d.source })),
       run: {
         status,
         stopReason: row.value.currentVersion === version ? row.value.stopReason : null,
@@ -634,7 +635,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
 export interface Evidence {
   readonly studyId: string
   readonly version: number
-  readonly metric: { readonly name: string; readonly unit: string; readonly direction: DomainStudy.Direction; readonly level: "case" | "trial"; readonly source: string }
+  readonly metric: StudyComparison["metrics"][number]
   readonly variantId: string
   readonly assignment: Readonly<Record<string, Json>>
   readonly value: MetricValue

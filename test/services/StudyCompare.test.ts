@@ -272,7 +272,7 @@ describe("StudyCompare: the conclusion", () => {
         for (const m of body.matchAll(/\bbest\b.{0,45}/g)) assert.match(m[0], /^best (for the declared objectives and constraints|cases)/)
       }
       // a reported metric (ctx.reportMetric) named by an objective is compared per case
-      assert.include(c.metrics.find((m) => m.name === "accuracy")!.source, "reported by tasks")
+      assert.strictEqual(c.metrics.find((m) => m.name === "accuracy")!.kind, "reported")
       assert.strictEqual(c.metrics.find((m) => m.name === "accuracy")!.level, "case")
       assert.closeTo(c.variants[1]!.vsBaseline.accuracy!.paired!.difference.estimate, 0.4, 1e-12)
     }).pipe(Effect.provide(studyEnv("demo"))))

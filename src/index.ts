@@ -64,6 +64,13 @@ export * as RunConfig from "./domain/RunConfig.js"
 export * as Shard from "./domain/Shard.js"
 export * as Study from "./domain/Study.js"
 /**
+ * The numbers of a study comparison, pure and seeded: mean / median / type-7 quantiles,
+ * two-stage percentile bootstrap intervals (`bootstrapMean`, `pairedBootstrap` with wins and
+ * losses), the exact McNemar test, the "insufficient sample" rule, strict and
+ * uncertainty-aware Pareto fronts and a weighted ranking. @since 0.6.0
+ */
+export * as Statistics from "./domain/Statistics.js"
+/**
  * Suite identity: id rules (`checkId`), member pipeline ids (`memberPipelineId`,
  * `memberDigestOf`), `Membership` and `tagSpec`. @since 0.5.0
  */
@@ -132,6 +139,17 @@ export * as Suite from "./services/Suite.js"
  * in-memory ledger. @since 0.6.0
  */
 export * as StudyControl from "./services/StudyControl.js"
+/**
+ * The metrics of a study's trials: declared reducers over outputs or reported metrics, the
+ * built-in runtime metrics, case keys that pair variants (`StudyMetrics.read`). @since 0.6.0
+ */
+export * as StudyMetrics from "./services/StudyMetrics.js"
+/**
+ * The comparison of a study's variants: intervals, paired differences against the baseline,
+ * exact McNemar tests, Pareto candidates, the conclusion and its evidence
+ * (`StudyCompare.compare`, `evidence`, `renderText`, `renderMarkdown`). @since 0.6.0
+ */
+export * as StudyCompare from "./services/StudyCompare.js"
 
 // config: the experiment compiler (beside the layers; its code is in config/internal/)
 /**

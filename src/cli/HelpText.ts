@@ -85,7 +85,16 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
     e("Every run of the store, refreshed every half second", "assay watch runs/demo.db --run-id all --interval 0.5")
   ],
   study: [
-    e("What a study would run and the most it may cost, before anything runs", "assay study plan study.yaml")
+    e("What a study would run and the most it may cost, before anything runs", "assay study plan study.yaml"),
+    e("Compare the variants once the study ran", "assay study report study.yaml")
+  ],
+  "study report": [
+    e("The comparison: Design, Run, Compare, Evidence, Conclusion", "assay study report study.yaml"),
+    e("As Markdown, with another bootstrap seed", "assay study report study.yaml --format markdown --seed 7"),
+    e("The StudyComparison as JSON", "assay study report study.yaml --format json")
+  ],
+  "study evidence": [
+    e("The trials, pipelines and worst cases behind v02's accuracy", "assay study evidence study.yaml accuracy v02 --worst 10")
   ],
   "study plan": [
     e("Print the plan of a study (exit 2 when a cap is exceeded)", "assay study plan study.yaml"),

@@ -5,7 +5,9 @@
  *
  * - `assay study plan FILE`: the plan before anything runs (see `StudyPlan.ts`);
  * - `assay study run|resume|versions|stop|status FILE`: running a study and reading its state
- *   (see `StudyRun.ts`).
+ *   (see `StudyRun.ts`);
+ * - `assay study report|evidence FILE`: the comparison of the variants and the evidence behind
+ *   its numbers (see `StudyReport.ts`).
  *
  * @since 0.6.0
  */
@@ -16,6 +18,7 @@ import * as Flags from "./Flags.js"
 import * as Help from "./Help.js"
 import * as StudyConfig from "../config/Study.js"
 import { planStudy } from "./StudyPlan.js"
+import * as StudyReport from "./StudyReport.js"
 import * as StudyRun from "./StudyRun.js"
 
 /**
@@ -68,7 +71,8 @@ export const subcommands = [
   ...StudyRun.subcommands({
     load: StudyConfig.load,
     planText: (loaded) => StudyConfig.planText((loaded as StudyConfig.LoadedStudy).plan)
-  })
+  }),
+  ...StudyReport.subcommands
 ] as const
 
 /**

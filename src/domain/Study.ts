@@ -686,6 +686,192 @@ export const Objective = Schema.Struct({
 export type Objective = typeof Objective.Type
 
 // ---------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * How a declared metric reduces its pipelines' values to a trial's value:
+ *
+ * - `mean`: the mean over the trial's cases of a numeric or boolean (0/1) value;
+ * - `rate`: the share of cases whose value equals `equals` (canonical JSON; `true` when
+ *   `equals` is not given);
+ * - `p50`, `p95`: the median and the 95th percentile (Hyndman–Fan type 7) of the values;
+ * - `sum`: their sum.
+ *
+ * `mean` and `rate` are **case-level** (one value per case, paired across variants); the others
+ * are **trial-level** (one value per trial, compared across repeats).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Reducer = Schema.Literal("mean", "rate", "p50", "p95", "sum").annotations({ identifier: "Reducer" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Reducer = typeof Reducer.Type
+
+/**
+ * Which way is better for a metric (or an objective): `maximize`, `minimize`, or `target`
+ * (closer to a target value).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Direction = Schema.Literal("maximize", "minimize", "target").annotations({ identifier: "Direction" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Direction = typeof Direction.Type
+
+const METRIC_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/
+const DOT_PATH = /^[^.\s]+(\.[^.\s]+)*$/
+
+/**
+ * Where a declared metric reads a pipeline's value: `{ output: "a.b" }`, a dot path into the
+ * pipeline's final output (a number indexes a list; `""` is the output itself), or
+ * `{ metric: NAME }`, a pipeline-scope metric reported by a task (`ctx.reportMetric`).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const MetricSource = Schema.Union(
+  Schema.Struct({
+    output: Schema.String.pipe(Schema.filter((s) => s === "" || DOT_PATH.test(s) || "must be a dot path such as correct or answer.label", {
+      jsonSchema: {}
+    }))
+  }).annotations({ description: "a dot path into the pipeline's final output" }),
+  Schema.Struct({ metric: Schema.String.pipe(Schema.minLength(1)) }).annotations({ description: "a pipeline-scope metric reported by a task" })
+).annotations({ identifier: "MetricSource" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type MetricSource = typeof MetricSource.Type
+
+/**
+ * A declared metric of a study (`metrics:` of the study file): `name` (letters, digits, `_`,
+ * `.`, `-`; not a built-in name), `reducer` ({@link Reducer}), `from` ({@link MetricSource}),
+ * `equals` (only with `rate`: the value counted), `unit` (free text, e.g. `ratio`, `ms`) and
+ * `direction` (default `maximize`).
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const MetricDecl = Schema.Struct({
+  name: Schema.String.pipe(Schema.filter((s) => METRIC_NAME.test(s) || "must be a metric name: letters, digits, _, . or -, not starting with a digit", {
+    jsonSchema: { pattern: METRIC_NAME.source }
+  })),
+  reducer: Reducer,
+  from: MetricSource,
+  equals: opt(JsonValue),
+  unit: opt(Schema.String),
+  direction: opt(Direction)
+}).pipe(Schema.filter((m) =>
+  m.equals !== undefined && m.reducer !== "rate"
+    ? { path: ["equals"], message: `only reducer rate takes equals (reducer is ${m.reducer})` }
+    : undefined
+)).annotations({ identifier: "MetricDecl" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type MetricDecl = typeof MetricDecl.Type
+
+/**
+ * Whether a reducer gives one value per case (`mean`, `rate`: "case") or one per trial
+ * (`p50`, `p95`, `sum`: "trial").
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || r === "rate" ? "case" : "trial"
+
+/**
+ * The runtime metrics every trial has, with their unit and default direction (all trial-level,
+ * read from what the store and the study tables record):
+ *
+ * | name | unit | what |
+ * | --- | --- | --- |
+ * | `calls` | calls | model calls (leases acquired by the trial's tasks), summed across resumes |
+ * | `tokensIn` | tokens | prompt tokens reported by the trial's chat outputs (`usage.promptTokens`) |
+ * | `tokensOut` | tokens | completion tokens reported there (`usage.completionTokens`) |
+ * | `tokens` | tokens | all tokens metered by the trial's leases |
+ * | `costUsd` | USD | the cost from the tokens and the trial's model price |
+ * | `wallMs` | ms | wall time while the trial was active |
+ * | `latencyP95Ms` | ms | 95th percentile of its succeeded pipelines' latency (end − start) |
+ * | `retries` | attempts | attempts after a task's first |
+ * | `rateLimited` | attempts | attempts that ended with error class `rate_limit` (HTTP 429) |
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const BUILTIN_METRICS: Readonly<Record<string, { readonly unit: string; readonly direction: Direction; readonly description: string }>> = {
+  calls: { unit: "calls", direction: "minimize", description: "model calls (leases acquired)" },
+  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens of the chat outputs" },
+  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens of the chat outputs" },
+  tokens: { unit: "tokens", direction: "minimize", description: "tokens metered by the leases" },
+  costUsd: { unit: "USD", direction: "minimize", description: "cost from tokens and the model price" },
+  wallMs: { unit: "ms", direction: "minimize", description: "wall time while the trial was active" },
+  latencyP95Ms: { unit: "ms", direction: "minimize", description: "p95 pipeline latency" },
+  retries: { unit: "attempts", direction: "minimize", description: "attempts after a task's first" },
+  rateLimited: { unit: "attempts", direction: "minimize", description: "attempts refused with a rate limit (429)" }
+}
+
+/**
+ * The names of {@link BUILTIN_METRICS}, in their order.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const BUILTIN_METRIC_NAMES: ReadonlyArray<string> = Object.keys(BUILTIN_METRICS)
+
+/**
+ * The defaults of the comparison's analysis: 30 paired cases for a case-level claim, 3
+ * repeats for a repeat-level one, a 95 % level, 10,000 bootstrap resamples, seed 1.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const DEFAULT_ANALYSIS: {
+  readonly minPairedCases: number
+  readonly minRepeats: number
+  readonly level: number
+  readonly resamples: number
+  readonly seed: number
+} = { minPairedCases: 30, minRepeats: 3, level: 0.95, resamples: 10_000, seed: 1 }
+
+/**
+ * `analysis:` of a study file: `minPairedCases` (default 30) and `minRepeats` (default 3), the
+ * smallest samples on which the report states a significance; `level` (0.5 < level < 1,
+ * default 0.95), `resamples` (bootstrap, default 10,000) and `seed` (default 1). Not part of
+ * the protocol: changing it re-analyses the same trials.
+ *
+ * @since 0.6.0
+ * @category schemas
+ */
+export const Analysis = Schema.Struct({
+  minPairedCases: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ message: () => "must be an integer >= 1" })),
+  minRepeats: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ message: () => "must be an integer >= 1" })),
+  level: opt(FiniteNumber.pipe(Schema.greaterThan(0.5), Schema.lessThan(1)).annotations({ message: () => "must be a number between 0.5 and 1, e.g. 0.95" })),
+  resamples: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100), Schema.lessThanOrEqualTo(1_000_000)).annotations({
+    message: () => "must be an integer from 100 to 1,000,000"
+  })),
+  seed: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({ message: () => "must be an integer >= 0" }))
+}).annotations({ identifier: "Analysis" })
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export type Analysis = typeof Analysis.Type
+
+// ---------------------------------------------------------------------------------------------
 // Budgets and limits
 // ---------------------------------------------------------------------------------------------
 
@@ -840,32 +1026,59 @@ export const PROTOCOL_FORMAT = "assay-study-protocol-v1"
 export const PROTOCOL_PARTS = ["experiment", "variables", "baseline", "repeats", "budget", "stop", "objectives"] as const
 
 /**
- * A protocol: the JSON of each of {@link PROTOCOL_PARTS}.
- *
- * @since 0.6.0
- * @category models
- */
-export type Protocol = { readonly [K in typeof PROTOCOL_PARTS[number]]: Json }
-
-/**
- * The protocol's digest: `Json.digest` (32 hex) of the canonical JSON
- * `["assay-study-protocol-v1", protocol]`.
+ * The protocol parts present only when declared: `metrics` (the study file's `metrics:`). A
+ * protocol without them has the digest and parts it had before they existed, so studies that
+ * declare none keep their frozen version.
  *
  * @since 0.6.0
  * @category identity
  */
-export const protocolDigest = (protocol: Protocol): string => digest(canonicalJsonUnsafe([PROTOCOL_FORMAT, protocol]))
+export const OPTIONAL_PROTOCOL_PARTS = ["metrics"] as const
+
+/**
+ * A protocol: the JSON of each of {@link PROTOCOL_PARTS}, and of each of
+ * {@link OPTIONAL_PROTOCOL_PARTS} when declared.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type Protocol =
+  & { readonly [K in typeof PROTOCOL_PARTS[number]]: Json }
+  & { readonly [K in typeof OPTIONAL_PROTOCOL_PARTS[number]]?: Json | undefined }
+
+const ALL_PARTS: ReadonlyArray<string> = [...PROTOCOL_PARTS, ...OPTIONAL_PROTOCOL_PARTS]
+
+/** The protocol without its optional parts that are absent (so they never reach a digest). */
+const present = (protocol: Protocol): Record<string, Json> => {
+  const out: Record<string, Json> = {}
+  for (const k of ALL_PARTS) {
+    const v = (protocol as Record<string, Json | undefined>)[k]
+    if (v !== undefined) out[k] = v
+  }
+  return out
+}
+
+/**
+ * The protocol's digest: `Json.digest` (32 hex) of the canonical JSON
+ * `["assay-study-protocol-v1", protocol]`, where an optional part that is not declared is
+ * absent (not `null`): a protocol without `metrics` digests as it did before `metrics` existed.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const protocolDigest = (protocol: Protocol): string => digest(canonicalJsonUnsafe([PROTOCOL_FORMAT, present(protocol)]))
 
 /**
  * The protocol part by part, as stored beside its digest: `repeats` as its number, every other
- * part as the first 12 hex characters of its canonical JSON's digest.
+ * part as the first 12 hex characters of its canonical JSON's digest; an optional part
+ * ({@link OPTIONAL_PROTOCOL_PARTS}) only when declared.
  *
  * @since 0.6.0
  * @category identity
  */
 export const protocolParts = (protocol: Protocol): Readonly<Record<string, string>> => {
   const out: Record<string, string> = {}
-  for (const k of PROTOCOL_PARTS) out[k] = k === "repeats" ? String(protocol[k]) : digest(canonicalJsonUnsafe(protocol[k])).slice(0, 12)
+  for (const [k, v] of Object.entries(present(protocol))) out[k] = k === "repeats" ? String(v) : digest(canonicalJsonUnsafe(v)).slice(0, 12)
   return out
 }
 
@@ -879,8 +1092,8 @@ export const protocolParts = (protocol: Protocol): Readonly<Record<string, strin
 export const changedParts = (before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): ReadonlyArray<string> => {
   const names = [...new Set([...Object.keys(before), ...Object.keys(after)])]
   const order = (k: string) => {
-    const i = (PROTOCOL_PARTS as ReadonlyArray<string>).indexOf(k)
-    return i === -1 ? PROTOCOL_PARTS.length : i
+    const i = ALL_PARTS.indexOf(k)
+    return i === -1 ? ALL_PARTS.length : i
   }
   names.sort((a, b) => order(a) - order(b) || (a < b ? -1 : a > b ? 1 : 0))
   return names.filter((k) => before[k] !== after[k])

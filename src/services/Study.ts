@@ -34,6 +34,11 @@
  * | `interrupted` | the process was stopped (a signal) before the study settled: `resume` continues it |
  * | `pending` | some trials of the version were not run (a run of named trials only) |
  *
+ * A trial's metrics at settlement: its reported metrics (member-scoped run metrics, else the
+ * mean of a pipeline-scope metric), the study's declared metrics (`StudyInput.metrics`) and the
+ * built-in metrics an objective or a `metricThreshold` names (see `StudyMetrics`), so a hard
+ * constraint may be on any of them. The comparison of the settled trials is `StudyCompare`.
+ *
  * Only `succeeded` trials are ever eligible for a comparison or a best (`StudyReport.eligible`);
  * `failed`, `cancelled`, `budget_exhausted`, `incomplete` and `not_started` never are, and a
  * study where no trial succeeded reports neither success nor a best.
@@ -50,7 +55,9 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
+import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
+import * as StudyMetrics from "./StudyMetrics.js"
 import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
@@ -166,6 +173,11 @@ export interface StudyInput {
   readonly trialConcurrency?: number | undefined
   /** The variables (a `model` variable's profile gives a trial's price). */
   readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
+  /**
+   * The declared metrics (`metrics:` of the study file; default none): computed for every
+   * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
+   */
+  readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   readonly describe: () => Json
@@ -255,12 +267,16 @@ export const studyControl = (
         const latest = rows[rows.length - 1]
         // the trial's own view: its rows only
         const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+        const usage = yield* ledger.usage([trialId])
+        const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId).pipe(
+          Effect.provideService(SuiteCatalog, suiteCatalog)
+        )
         return trialSucceeded({
           admitted: latest?.admitted ?? 0,
           sourceExhausted: latest?.sourceExhausted ?? false,
           sourceError: latest?.sourceError ?? null,
           byState: figures.byState.get(trialId) ?? {},
-          metrics: figures.metrics.get(trialId) ?? {},
+          metrics: metrics.get(trialId) ?? {},
           budgetSpent: null,
           stop: null
         }, study.objectives)
@@ -496,7 +512,8 @@ export const settleStudy = (
  * One trial in a {@link StudyReport}: identity, variant (id and assignment), repeat, settled
  * status and reason, usage so far, metrics (member-scoped run metrics `experiment:ID:NAME` of
  * its latest run, else the mean of the pipeline-scope metric over its pipelines; booleans as
- * 0/1), its stored pipelines by state, and whether it ran in this process (`ran`).
+ * 0/1; plus the declared metrics and the built-in ones the objectives name), its stored
+ * pipelines by state, and whether it ran in this process (`ran`).
  *
  * @since 0.6.0
  * @category models
@@ -800,6 +817,37 @@ const trialFigures = (
     return { byState, metrics }
   })
 
+/**
+ * The metrics settlement computes beyond the reported ones: the declared metrics and the
+ * built-in ones an objective or a `metricThreshold` names (see `StudyMetrics`).
+ */
+const settlementDefinitions = (study: StudyInput): ReadonlyArray<StudyMetrics.MetricDefinition> => {
+  const named = new Set([
+    ...study.objectives.map((o) => o.metric),
+    ...study.stop.flatMap((s) => s.when === "metricThreshold" ? [s.metric] : [])
+  ])
+  return StudyMetrics.definitions(study.metrics ?? [], study.objectives)
+    .filter((d) => d.kind === "declared" || (d.kind === "builtin" && named.has(d.name)))
+}
+
+/**
+ * Each trial's metrics for settlement: the reported ones ({@link trialFigures}) overlaid with
+ * the declared and named built-in ones.
+ */
+const withComputedMetrics = (
+  study: StudyInput,
+  ids: ReadonlyArray<string>,
+  reported: ReadonlyMap<string, Readonly<Record<string, number>>>,
+  usage: ReadonlyMap<string, TrialUsage>,
+  view?: string
+): Effect.Effect<ReadonlyMap<string, Readonly<Record<string, number>>>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const defs = settlementDefinitions(study)
+    if (defs.length === 0) return reported
+    const computed = yield* StudyMetrics.read({ studyId: study.id, trialIds: ids, metrics: defs, usage, view })
+    return new Map(ids.map((id) => [id, { ...(reported.get(id) ?? {}), ...(computed.get(id)?.values ?? {}) }]))
+  })
+
 /** Whether a stop that fired ends the study early (every condition but the natural end). */
 const isEarly = (stop: StopFired | null): boolean => stop !== null && stop.condition.when !== "allTrialsTerminal"
 
@@ -855,6 +903,7 @@ const settle = (
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
+    const metrics = yield* withComputedMetrics(study, ids, figures.metrics, usage)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
     const outcome = new Map(membership.map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
@@ -862,7 +911,7 @@ const settle = (
     const reports: Array<TrialReport> = []
     for (const t of trials) {
       const row: TrialRecord | undefined = rows.get(t.trialId)
-      const m = figures.metrics.get(t.trialId) ?? {}
+      const m = metrics.get(t.trialId) ?? {}
       let status: TrialStatus = row?.status ?? "pending"
       let reason: string | null = row?.reason ?? null
       let byState: Readonly<Record<string, number>> = {}

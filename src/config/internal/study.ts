@@ -139,6 +139,8 @@ export interface Trial {
  * - `variables`; `variants` (expansion order) and `baseline` (one of them);
  * - `repeats`; `budget` (`perTrial`, `total` as figures); `limits` (`maxTrials` defaulted);
  * - `stop` (the declared conditions, `running` defaulted to `drain`), `objectives`;
+ * - `metrics`: the declared metrics (`metrics:`, empty when none); `analysis`: the
+ *   comparison's settings with their defaults (`Study.DEFAULT_ANALYSIS`);
  * - `trialConcurrency` (default 3); `run`: the suite's run settings (no `store`);
  * - `outputRoot`: the absolute output root;
  * - `protocol`: the protocol's parts as JSON (what is digested; stored by `study run`): `experiment`
@@ -182,6 +184,14 @@ export interface LoadedStudy {
   }
   readonly stop: ReadonlyArray<Study.StopCondition>
   readonly objectives: ReadonlyArray<Study.Objective>
+  readonly metrics: ReadonlyArray<Study.MetricDecl>
+  readonly analysis: {
+    readonly minPairedCases: number
+    readonly minRepeats: number
+    readonly level: number
+    readonly resamples: number
+    readonly seed: number
+  }
   readonly trialConcurrency: number
   readonly run: RunConfig.RunConfigInput
   readonly outputRoot: string
@@ -646,6 +656,32 @@ export const load = (
       }
     })
 
+    // metrics, objectives
+    const declaredMetrics = doc.metrics ?? []
+    const metricNames = new Map<string, number>()
+    declaredMetrics.forEach((m, i) => {
+      const at = `metrics[${i}]`
+      if (Study.BUILTIN_METRICS[m.name] !== undefined) {
+        issues.push(issue(`${at}.name`, `"${m.name}" is a built-in metric (${Study.BUILTIN_METRIC_NAMES.join(", ")}): objectives name it without declaring it`))
+      }
+      const first = metricNames.get(m.name)
+      if (first !== undefined) issues.push(issue(`${at}.name`, `metric "${m.name}" is declared twice (first at metrics[${first}])`))
+      else metricNames.set(m.name, i)
+    })
+    if (doc.metrics !== undefined) {
+      // with a metrics section, every objective names a declared or built-in metric
+      const known = [...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES]
+      ;(doc.objectives ?? []).forEach((o, i) => {
+        if (known.includes(o.metric)) return
+        const near = closest(o.metric, known)
+        issues.push(issue(
+          `objectives[${i}].metric`,
+          `unknown metric "${o.metric}": not declared under metrics and not built in`,
+          near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted(known)}`
+        ))
+      })
+    }
+
     // run, output
     const { trialConcurrency: trialConcurrencyRaw, ...runRest } = doc.run ?? {}
     const run = runRest as RunConfig.RunConfigInput
@@ -894,7 +930,8 @@ export const load = (
       repeats,
       budget: plain(budgetJson),
       stop: plain(stop),
-      objectives: plain(doc.objectives ?? [])
+      objectives: plain(doc.objectives ?? []),
+      ...(doc.metrics === undefined ? {} : { metrics: plain(doc.metrics) })
     }
     const digestOfProtocol = Study.protocolDigest(protocol)
     const parts = Study.protocolParts(protocol)
@@ -988,6 +1025,8 @@ export const load = (
       limits,
       stop,
       objectives: doc.objectives ?? [],
+      metrics: declaredMetrics,
+      analysis: { ...Study.DEFAULT_ANALYSIS, ...(doc.analysis ?? {}) },
       trialConcurrency,
       run,
       outputRoot: root,
@@ -1012,6 +1051,8 @@ export const load = (
           limits,
           stop,
           objectives: doc.objectives ?? [],
+          ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
+          ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,
           warnings,

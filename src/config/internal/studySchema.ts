@@ -80,7 +80,9 @@ export const EstimateSection = Schema.Struct({
 /**
  * The study file: `study`, `protocol`, `output`, `run`, `variables`, `baseline` (variable name
  * → its value: the value, the name of a prompt or model, the index or list of a set),
- * `repeats` (>= 1, default 1), `budget`, `limits`, `stop`, `objectives`, `estimate`. Its JSON
+ * `repeats` (>= 1, default 1), `budget`, `limits`, `stop`, `objectives`, `metrics` (declared
+ * metrics, see `Study.MetricDecl`), `analysis` (the comparison's sample minimums, level,
+ * resamples and seed, see `Study.Analysis`), `estimate`. Its JSON
  * Schema is what `assay schema --study` prints.
  *
  * @since 0.6.0
@@ -101,6 +103,8 @@ export const StudyFile = Schema.Struct({
   limits: opt(Study.Limits),
   stop: opt(Schema.Array(Study.StopCondition)),
   objectives: opt(Schema.Array(Study.Objective)),
+  metrics: opt(Schema.Array(Study.MetricDecl)),
+  analysis: opt(Study.Analysis),
   estimate: opt(EstimateSection)
 }).annotations({ identifier: "AssayStudy" })
 

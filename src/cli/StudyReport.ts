@@ -1,0 +1,162 @@
+/**
+ * `assay study report|evidence FILE`: the comparison of a study's variants, read-only (never
+ * waits for the writer lock).
+ *
+ * - `report FILE [--format text|markdown|json] [--protocol-version N] [--seed N]`: the sections Design,
+ *   Run, Compare, Evidence and Conclusion (`StudyCompare.renderText` / `renderMarkdown`), or
+ *   the `StudyComparison` as one JSON object;
+ * - `evidence FILE METRIC VARIANT [--worst N] [--best N] [--json]`: the trials and pipelines
+ *   behind a variant's value of a metric, and its worst and best cases.
+ *
+ * Exit codes: 0; 2 for an invalid study file or flag, a study that never ran in its output
+ * root, an unknown version, metric or variant; 1 when the root cannot be read.
+ *
+ * @since 0.6.0
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import type { FileSystem } from "@effect/platform"
+import * as nodePath from "node:path"
+import { Console, Effect, Option } from "effect"
+import * as StudyConfig from "../config/Study.js"
+import { ConfigError } from "../domain/Errors.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
+import * as StudyCompare from "../services/StudyCompare.js"
+import { StudyCatalog } from "../services/StudyCatalog.js"
+import { SuiteCatalog } from "../services/SuiteCatalog.js"
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** The comparison input of a loaded study file. */
+const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareInput => ({
+  id: loaded.id,
+  question: loaded.question,
+  hypothesis: loaded.hypothesis,
+  type: loaded.type,
+  objectives: loaded.objectives,
+  metrics: loaded.metrics,
+  analysis: loaded.analysis,
+  baseline: { id: loaded.baseline.id },
+  variants: loaded.variants.map((v) => ({ id: v.id, assignment: v.assignment })),
+  variables: loaded.variables.map((v) => ({ name: v.name, type: v.type })),
+  repeats: loaded.repeats,
+  budget: loaded.budget
+})
+
+/** Runs `f` over the study's root opened read-only. */
+const withRoot = <A>(
+  file: string,
+  outputRoot: Option.Option<string>,
+  f: (input: StudyCompare.CompareInput) => Effect.Effect<A, unknown, StudyCatalog | SuiteCatalog>
+): Effect.Effect<A, unknown, FileSystem.FileSystem> =>
+  Effect.scoped(Effect.gen(function*() {
+    const loaded = yield* StudyConfig.load(file, {
+      allowOverCap: true,
+      ...(Option.isSome(outputRoot) ? { outputRoot: nodePath.resolve(outputRoot.value) } : {})
+    })
+    const root = loaded.outputRoot
+    if (!(yield* SuiteStore.isSuiteRoot(root))) {
+      return yield* configError("study.id", `study "${loaded.id}" has never run in ${root}: nothing to report (run assay study run first)`)
+    }
+    const h = yield* SuiteStore.makeRead(root)
+    if (h.catalog.suiteId !== loaded.id) {
+      return yield* configError("study.id", `the output root ${root} belongs to "${h.catalog.suiteId}", not study "${loaded.id}"`)
+    }
+    return yield* f(inputOf(loaded)).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
+  }))
+
+const some = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
+
+/**
+ * `assay study report FILE` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const report = (args: {
+  readonly file: string
+  readonly outputRoot: Option.Option<string>
+  readonly format: "text" | "markdown" | "json"
+  readonly version: Option.Option<number>
+  readonly seed: Option.Option<number>
+}): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  withRoot(args.file, args.outputRoot, (input) =>
+    Effect.gen(function*() {
+      const c = yield* StudyCompare.compare(input, { version: some(args.version), seed: some(args.seed) })
+      yield* Console.log(
+        args.format === "json" ? JSON.stringify(c) : args.format === "markdown" ? StudyCompare.renderMarkdown(c) : StudyCompare.renderText(c)
+      )
+    }))
+
+/**
+ * `assay study evidence FILE METRIC VARIANT` (see the module docs).
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const evidence = (args: {
+  readonly file: string
+  readonly metric: string
+  readonly variant: string
+  readonly outputRoot: Option.Option<string>
+  readonly version: Option.Option<number>
+  readonly worst: number
+  readonly best: number
+  readonly json: boolean
+}): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  withRoot(args.file, args.outputRoot, (input) =>
+    Effect.gen(function*() {
+      const e = yield* StudyCompare.evidence(input, args.metric, args.variant, {
+        version: some(args.version),
+        worst: args.worst,
+        best: args.best
+      })
+      yield* Console.log(args.json ? JSON.stringify(e) : StudyCompare.renderEvidence(e))
+    }))
+
+const file = Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
+const outputRoot = Options.text("output-root").pipe(
+  Options.withDescription("The study's output root, relative to the working directory (overrides output.root)."),
+  Options.optional
+)
+// not `--version`: @effect/cli reads that flag anywhere on the line as "print assay's version"
+const version = Options.integer("protocol-version").pipe(
+  Options.withDescription("The protocol version to report (default: the current one)."),
+  Options.optional
+)
+const count = (name: string, what: string) =>
+  Options.integer(name).pipe(Options.withDescription(`How many ${what} cases to list (default 5).`), Options.withDefault(5))
+
+/**
+ * The subcommands `report` and `evidence` of `assay study`.
+ *
+ * @since 0.6.0
+ * @category commands
+ */
+export const subcommands = [
+  Command.make("report", {
+    file,
+    outputRoot,
+    version,
+    format: Options.choice("format", ["text", "markdown", "json"]).pipe(
+      Options.withDescription("text (default), markdown, or json (the StudyComparison)."),
+      Options.withDefault("text" as const)
+    ),
+    seed: Options.integer("seed").pipe(Options.withDescription("The bootstrap seed (default: analysis.seed of the study, else 1)."), Options.optional)
+  }, (o) => report(o)).pipe(
+    Command.withDescription("Compare the variants of a study: Design, Run, Compare (intervals, paired deltas, Pareto), Evidence, Conclusion.")
+  ),
+  Command.make("evidence", {
+    file,
+    metric: Args.text({ name: "METRIC" }).pipe(Args.withDescription("A metric: declared, built in, or named by an objective.")),
+    variant: Args.text({ name: "VARIANT" }).pipe(Args.withDescription("A variant id, e.g. v02.")),
+    outputRoot,
+    version,
+    worst: count("worst", "worst"),
+    best: count("best", "best"),
+    json: Options.boolean("json").pipe(Options.withDescription("Print one JSON object."))
+  }, (o) => evidence(o)).pipe(
+    Command.withDescription("List the trials and pipelines behind a variant's value of a metric, with its worst and best cases.")
+  )
+] as const

@@ -1,0 +1,902 @@
+/**
+ * Statistics for comparing study variants: pure functions, no I/O, no ambient randomness.
+ *
+ * - summaries: {@link mean}, {@link median}, {@link quantile} (Hyndman & Fan type 7);
+ * - intervals: {@link bootstrapMean} (two-stage percentile bootstrap over cases, then repeats
+ *   within a case) and {@link pairedBootstrap} (the same over the per-case differences of two
+ *   variants measured on the same cases, with win / loss / tie counts);
+ * - binary outcomes: {@link mcnemarExact} (exact McNemar test on the discordant pairs);
+ * - how much data a claim needs: {@link sufficiency} ("insufficient sample" below 30 paired
+ *   cases, or 3 repeats for repeat-level claims);
+ * - several objectives at once: {@link dominates}, {@link paretoFront} (point estimates),
+ *   {@link paretoFrontUncertain} (dominated only beyond the intervals) and
+ *   {@link weightedRanking} (min-max normalized weighted sum, a secondary view).
+ *
+ * Randomness is seeded: every bootstrap takes a `seed`, draws from effect's `Utils.PCGRandom`
+ * seeded with it, and echoes the seed in its result, so the same input and seed give the same
+ * interval on every machine.
+ *
+ * Input rules (a breach is a caller bug and throws a `RangeError` naming the position, e.g.
+ * `values[3][1]`): every value is a finite number (NaN and ±Infinity are refused, never
+ * silently dropped: the caller decides what a missing value means and leaves it out); options
+ * are in range (`level` in (0, 1), `resamples` a positive integer, `seed` a non-negative safe
+ * integer). "Not enough data" is not an error: the summaries return NaN on an empty list and
+ * the bootstraps return `null` when there is no value (resp. no paired case) at all.
+ *
+ * `docs/statistics.md` is the guide.
+ *
+ * @since 0.6.0
+ */
+import { Utils } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Which way an objective is better: larger values (`maximize`), smaller values (`minimize`),
+ * or values closer to a target (`target`: the distance `|v − target|` is minimized).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type Direction = "maximize" | "minimize" | "target"
+
+/**
+ * A point estimate with a two-sided interval around it.
+ *
+ * - `estimate`: the statistic on the data as given (e.g. the mean of the per-case means);
+ * - `lower` / `upper`: the interval's ends, in the metric's unit (`lower ≤ upper`; equal for a
+ *   zero-width interval, e.g. when every value is the same);
+ * - `level`: the nominal coverage, a fraction (0.95 for a 95 % interval);
+ * - `method`: how it was computed, in words, for reports (e.g. "percentile bootstrap over
+ *   cases and repeats, 10000 resamples, seed 7");
+ * - `resamples` / `seed`: the bootstrap's settings, `null` for an interval not computed by
+ *   resampling.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Interval {
+  readonly estimate: number
+  readonly lower: number
+  readonly upper: number
+  readonly level: number
+  readonly method: string
+  readonly resamples: number | null
+  readonly seed: number | null
+}
+
+/**
+ * Settings of a bootstrap: `resamples` (a positive integer, default 10,000), `level` (the
+ * interval's coverage in (0, 1), default 0.95) and `seed` (a non-negative safe integer; the
+ * same seed gives the same interval).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface BootstrapOptions {
+  readonly resamples?: number
+  readonly level?: number
+  readonly seed: number
+}
+
+/**
+ * Settings of a paired bootstrap: those of {@link BootstrapOptions}, plus the metric's
+ * `direction` (default `maximize`) and, for `target`, its `target`. The direction only decides
+ * which side a case's win goes to; the difference is always `candidate − baseline`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface PairedOptions extends BootstrapOptions {
+  readonly direction?: Direction
+  readonly target?: number
+}
+
+/**
+ * A paired comparison of a candidate with a baseline over the same cases.
+ *
+ * - `difference`: the mean over paired cases of `mean(candidate repeats) − mean(baseline
+ *   repeats)`, with its bootstrap interval (in the metric's unit);
+ * - `cases`: how many cases were paired (a case counts when both sides have at least one
+ *   value);
+ * - `candidateWins` / `baselineWins` / `ties`: in how many paired cases the candidate's
+ *   per-case mean is better than the baseline's (per the direction), worse, or exactly equal;
+ *   the three add up to `cases`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface PairedDifference {
+  readonly difference: Interval
+  readonly cases: number
+  readonly candidateWins: number
+  readonly baselineWins: number
+  readonly ties: number
+}
+
+/**
+ * The exact McNemar test of two binary outcomes on the same cases: `b` = cases the baseline
+ * got right and the candidate wrong, `c` = the reverse, `pValue` the two-sided exact p-value
+ * (in [0, 1]), `method` in words.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface McNemar {
+  readonly b: number
+  readonly c: number
+  readonly pValue: number
+  readonly method: string
+}
+
+/**
+ * Whether a sample is large enough for a significance statement; when not, `reason` says why
+ * in the words a report prints (`"insufficient sample: 12 paired cases (< 30)"`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Sufficiency {
+  readonly sufficient: boolean
+  readonly reason: string | null
+}
+
+/**
+ * One objective of a Pareto comparison: its direction and, for `target`, the target value.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ParetoObjective {
+  readonly direction: Direction
+  readonly target?: number
+}
+
+/**
+ * A candidate in a Pareto comparison: an id and one value per objective, in the objectives'
+ * order; a value is a number (no uncertainty) or an {@link Interval} (its `estimate` is the
+ * point value, `lower`/`upper` its uncertainty).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ParetoPoint {
+  readonly id: string
+  readonly values: ReadonlyArray<Interval | number>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input checks (caller bugs throw)
+// ---------------------------------------------------------------------------------------------
+
+const refuse = (fn: string, message: string): never => {
+  throw new RangeError(`Statistics.${fn}: ${message}`)
+}
+
+const checkFinite = (fn: string, x: number, at: string): void => {
+  if (!Number.isFinite(x)) {
+    refuse(fn, `${at} is ${String(x)}; only finite numbers can be summarized (leave a missing value out instead)`)
+  }
+}
+
+const checkList = (fn: string, xs: ReadonlyArray<number>, name: string): void => {
+  for (let i = 0; i < xs.length; i++) checkFinite(fn, xs[i]!, `${name}[${i}]`)
+}
+
+interface Settings {
+  readonly resamples: number
+  readonly level: number
+  readonly seed: number
+}
+
+const settingsOf = (fn: string, o: BootstrapOptions): Settings => {
+  const resamples = o.resamples ?? 10_000
+  const level = o.level ?? 0.95
+  if (!Number.isSafeInteger(resamples) || resamples < 1) refuse(fn, `resamples must be a positive integer, got ${resamples}`)
+  if (!(level > 0 && level < 1)) refuse(fn, `level must be in (0, 1), got ${level}`)
+  if (!Number.isSafeInteger(o.seed) || o.seed < 0) refuse(fn, `seed must be a non-negative safe integer, got ${o.seed}`)
+  return { resamples, level, seed: o.seed }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The arithmetic mean; `NaN` for an empty list. Computed as `x₀ + Σ(xᵢ − x₀)/n`, so a list of
+ * equal values gives exactly that value.
+ *
+ * @throws RangeError (a caller bug) when a value is not finite.
+ * @since 0.6.0
+ * @category summaries
+ */
+export const mean = (xs: ReadonlyArray<number>): number => {
+  checkList("mean", xs, "xs")
+  const n = xs.length
+  if (n === 0) return NaN
+  const x0 = xs[0]!
+  let acc = 0
+  for (let i = 1; i < n; i++) acc += xs[i]! - x0
+  return x0 + acc / n
+}
+
+const sortedCopy = (xs: ReadonlyArray<number>): Float64Array => Float64Array.from(xs).sort()
+
+/** Type 7 on an already sorted array (no checks). */
+const quantileSorted = (s: Float64Array, p: number): number => {
+  const n = s.length
+  if (n === 0) return NaN
+  const h = (n - 1) * p
+  const lo = Math.floor(h)
+  if (lo >= n - 1) return s[n - 1]!
+  const a = s[lo]!
+  const b = s[lo + 1]!
+  return a === b ? a : a + (h - lo) * (b - a)
+}
+
+/**
+ * The sample quantile of probability `p` (in [0, 1]) by Hyndman & Fan's definition 7 (the
+ * default of R's `quantile()` and of NumPy): with the values sorted `x₍₁₎ ≤ … ≤ x₍ₙ₎` and
+ * `h = (n − 1)·p`, the result is `x₍⌊h⌋+1₎ + (h − ⌊h⌋)·(x₍⌊h⌋+2₎ − x₍⌊h⌋+1₎)`, linear
+ * interpolation between order statistics (`p = 0` gives the minimum, `p = 1` the maximum).
+ * `NaN` for an empty list.
+ *
+ * Source: R. J. Hyndman and Y. Fan, "Sample quantiles in statistical packages", The American
+ * Statistician 50(4), 361–365, 1996.
+ *
+ * @throws RangeError (a caller bug) when a value is not finite or `p` is not in [0, 1].
+ * @since 0.6.0
+ * @category summaries
+ */
+export const quantile = (xs: ReadonlyArray<number>, p: number): number => {
+  checkList("quantile", xs, "xs")
+  if (!(p >= 0 && p <= 1)) refuse("quantile", `p must be in [0, 1], got ${p}`)
+  return quantileSorted(sortedCopy(xs), p)
+}
+
+/**
+ * The median: {@link quantile} at 0.5 (the middle value, or the mean of the two middle values
+ * for an even count); `NaN` for an empty list.
+ *
+ * @throws RangeError (a caller bug) when a value is not finite.
+ * @since 0.6.0
+ * @category summaries
+ */
+export const median = (xs: ReadonlyArray<number>): number => quantile(xs, 0.5)
+
+// ---------------------------------------------------------------------------------------------
+// Resampling machinery
+// ---------------------------------------------------------------------------------------------
+
+const TWO_52 = 4_503_599_627_370_496
+
+/**
+ * Uniform indices from one PCG stream, several per draw, exactly uniform: a 52-bit draw `m`
+ * uniform on `[0, c)` yields the index `m mod k` and keeps `⌊m/k⌋`, uniform on `[0, ⌊c/k⌋)`,
+ * for the next index, as long as `m < k·⌊c/k⌋` (otherwise, and whenever fewer than `16·k`
+ * values remain, a fresh 52-bit draw is taken). Integers below 2^53 are exact in doubles, and
+ * `⌊m/k⌋` is corrected when the division rounds, so the arithmetic is exact. This takes about
+ * one PCG draw per 45 bits of indices instead of one per index.
+ */
+class Indices {
+  private m = 0
+  private c = 0
+  constructor(private readonly rng: Utils.PCGRandom) {}
+  next(k: number): number {
+    for (;;) {
+      if (this.c < k * 16) {
+        this.m = Math.floor(this.rng.number() * TWO_52)
+        this.c = TWO_52
+      }
+      const m = this.m
+      let q = Math.floor(m / k)
+      let j = m - q * k
+      if (j < 0) {
+        q--
+        j += k
+      } else if (j >= k) {
+        q++
+        j -= k
+      }
+      let cap = Math.floor(this.c / k)
+      if (cap * k > this.c) cap--
+      if (q < cap) {
+        this.m = q
+        this.c = cap
+        return j
+      }
+      this.c = 0
+    }
+  }
+}
+
+/** A PCG stream for a seed below 2^53 (the high and low 32 bits seed the generator). */
+const rngOf = (seed: number): Utils.PCGRandom => new Utils.PCGRandom(Math.floor(seed / 4_294_967_296), seed >>> 0)
+
+/**
+ * Resampling `r` repeats with replacement (`r` draws below `r`) is one draw `u` below `r^r`
+ * (its base-`r` digits are the `r` draws); what matters of it is the multiset of drawn repeats.
+ * For `r` ≤ {@link MAX_TABLED} the multisets are enumerated once: `ofDraw[u]` is the multiset's
+ * number and `counts[s·r + t]` how often multiset `s` holds repeat `t`. A case then resamples
+ * its repeats with one index draw and one table look-up (its mean for each multiset is
+ * precomputed), instead of `r` draws and `r` additions.
+ */
+interface Multisets {
+  readonly r: number
+  readonly draws: number
+  readonly ofDraw: Uint16Array
+  readonly size: number
+  readonly counts: Uint8Array
+}
+
+const MAX_TABLED = 6
+const multisetTables = new Map<number, Multisets>()
+
+const multisetsOf = (r: number): Multisets => {
+  const known = multisetTables.get(r)
+  if (known !== undefined) return known
+  const draws = r ** r
+  const ofDraw = new Uint16Array(draws)
+  const byKey = new Map<string, number>()
+  const countRows: Array<ReadonlyArray<number>> = []
+  const cnt = new Array<number>(r)
+  for (let u = 0; u < draws; u++) {
+    cnt.fill(0)
+    for (let t = 0, v = u; t < r; t++, v = Math.floor(v / r)) cnt[v % r]!++
+    const key = cnt.join(",")
+    let id = byKey.get(key)
+    if (id === undefined) {
+      id = countRows.length
+      byKey.set(key, id)
+      countRows.push(cnt.slice())
+    }
+    ofDraw[u] = id
+  }
+  const counts = new Uint8Array(countRows.length * r)
+  countRows.forEach((row, s) => row.forEach((c, t) => (counts[s * r + t] = c)))
+  const table: Multisets = { r, draws, ofDraw, size: countRows.length, counts }
+  multisetTables.set(r, table)
+  return table
+}
+
+/**
+ * A side's values packed for resampling, only cases with a value: `flat` holds the values case
+ * after case, `start`/`count` locate case i, `caseMean` is its mean (shifted by its first value,
+ * so a constant case has exactly that value as its mean). `kind[i]`: 0 = nothing to resample
+ * (one repeat, or all repeats equal), 1 = tabled (`tableAt[i]` is the offset of its means per
+ * multiset in `tabled`), 2 = resampled repeat by repeat.
+ */
+interface Packed {
+  readonly flat: Float64Array
+  readonly start: Int32Array
+  readonly count: Int32Array
+  readonly caseMean: Float64Array
+  readonly kind: Uint8Array
+  readonly tableAt: Int32Array
+  readonly tabled: Float64Array
+  readonly tables: ReadonlyArray<Multisets | undefined>
+  readonly multi: boolean
+}
+
+const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<number>): Packed => {
+  const n = keep.length
+  let total = 0
+  let tabledSize = 0
+  const tables: Array<Multisets | undefined> = []
+  for (let i = 0; i < n; i++) {
+    const r = rows[keep[i]!]!.length
+    total += r
+    if (r >= 2 && r <= MAX_TABLED) {
+      const t = tables[r] ?? (tables[r] = multisetsOf(r))
+      tabledSize += t.size
+    }
+  }
+  const flat = new Float64Array(total)
+  const start = new Int32Array(n)
+  const count = new Int32Array(n)
+  const caseMean = new Float64Array(n)
+  const kind = new Uint8Array(n)
+  const tableAt = new Int32Array(n)
+  const tabled = new Float64Array(tabledSize)
+  let multi = false
+  let at = 0
+  let tat = 0
+  for (let i = 0; i < n; i++) {
+    const row = rows[keep[i]!]!
+    const r = row.length
+    start[i] = at
+    count[i] = r
+    if (r > 1) multi = true
+    const x0 = row[0]!
+    let acc = 0
+    let constant = true
+    for (let t = 0; t < r; t++) {
+      flat[at++] = row[t]!
+      acc += row[t]! - x0
+      if (row[t] !== x0) constant = false
+    }
+    caseMean[i] = x0 + acc / r
+    if (constant) continue
+    if (r <= MAX_TABLED) {
+      const t = tables[r]!
+      kind[i] = 1
+      tableAt[i] = tat
+      for (let s = 0; s < t.size; s++) {
+        let a = 0
+        for (let v = 0; v < r; v++) a += t.counts[s * r + v]! * (row[v]! - x0)
+        tabled[tat++] = x0 + a / r
+      }
+    } else {
+      kind[i] = 2
+    }
+  }
+  return { flat, start, count, caseMean, kind, tableAt, tabled, tables, multi }
+}
+
+/** Case `j`'s mean over its repeats resampled with replacement (its own mean if nothing varies). */
+const resampledCaseMean = (p: Packed, j: number, ix: Indices): number => {
+  const kind = p.kind[j]!
+  if (kind === 0) return p.caseMean[j]!
+  const r = p.count[j]!
+  if (kind === 1) {
+    const t = p.tables[r]!
+    return p.tabled[p.tableAt[j]! + t.ofDraw[ix.next(t.draws)]!]!
+  }
+  const s = p.start[j]!
+  const flat = p.flat
+  const x0 = flat[s]!
+  let acc = 0
+  for (let t = 0; t < r; t++) acc += flat[s + ix.next(r)]! - x0
+  return x0 + acc / r
+}
+
+const shiftedMean = (xs: Float64Array): number => {
+  const x0 = xs[0]!
+  let acc = 0
+  for (let i = 1; i < xs.length; i++) acc += xs[i]! - x0
+  return x0 + acc / xs.length
+}
+
+const checkRows = (fn: string, rows: ReadonlyArray<ReadonlyArray<number>>, name: string): void => {
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!
+    for (let t = 0; t < row.length; t++) checkFinite(fn, row[t]!, `${name}[${i}][${t}]`)
+  }
+}
+
+const percentile = (stats: Float64Array, level: number): { readonly lower: number; readonly upper: number } => {
+  stats.sort()
+  const alpha = 1 - level
+  return { lower: quantileSorted(stats, alpha / 2), upper: quantileSorted(stats, 1 - alpha / 2) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bootstrap
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The mean of a variant's metric with a percentile bootstrap interval.
+ *
+ * `values[case][repeat]`: one row per case, one value per repeat; a case may have fewer
+ * repeats than another (a missing repeat is left out, not NaN) and a case with no value is
+ * skipped. For a metric with one value per trial, pass one row per repeat (`[[r1], [r2], …]`).
+ *
+ * - Estimate: the mean of the per-case means (every case weighs the same; with the same number
+ *   of repeats per case this is the mean of all values).
+ * - Interval: two-stage percentile bootstrap (Efron & Tibshirani 1993, ch. 13; for two-level
+ *   data Davison & Hinkley 1997, §3.8): each resample draws as many cases as there are, with
+ *   replacement, and within each drawn case as many repeats as it has, with replacement; the
+ *   statistic is the mean of the resampled case means; the interval's ends are the `(1 −
+ *   level)/2` and `(1 + level)/2` type-7 quantiles of the `resamples` statistics. Resampling
+ *   the repeats as well as the cases counts the repeat-to-repeat noise a second time, so the
+ *   interval is, if anything, a little wide (the safe side for a study that must not
+ *   over-claim). With one value per case it is the ordinary one-stage percentile bootstrap.
+ * - Randomness: `Utils.PCGRandom` seeded with `o.seed`; the same values and options give the
+ *   same interval, the seed is echoed in the result and in `method`.
+ *
+ * Edge cases: no value at all → `null` (nothing to estimate); a single case → the interval
+ * reflects its repeats only; all values equal → a zero-width interval at that value. Whether
+ * the sample supports a claim is {@link sufficiency}'s question, not this one's.
+ *
+ * Cost: `resamples × (cases + values)` index draws into typed arrays, no allocation per
+ * resample (10,000 resamples of 1,000 cases × 5 repeats: see BENCHMARKS.md).
+ *
+ * Sources: B. Efron and R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall,
+ * 1993 (percentile interval, ch. 13); A. C. Davison and D. V. Hinkley, Bootstrap Methods and
+ * their Application, Cambridge University Press, 1997 (hierarchical data, §3.8).
+ *
+ * @throws RangeError (a caller bug) when a value is not finite or an option is out of range.
+ * @since 0.6.0
+ * @category intervals
+ */
+export const bootstrapMean = (values: ReadonlyArray<ReadonlyArray<number>>, o: BootstrapOptions): Interval | null => {
+  const { level, resamples, seed } = settingsOf("bootstrapMean", o)
+  checkRows("bootstrapMean", values, "values")
+  const keep: Array<number> = []
+  for (let i = 0; i < values.length; i++) if (values[i]!.length > 0) keep.push(i)
+  const n = keep.length
+  if (n === 0) return null
+  const p = pack(values, keep)
+  const ref = p.caseMean[0]!
+  const estimate = shiftedMean(p.caseMean)
+  const stats = new Float64Array(resamples)
+  const ix = new Indices(rngOf(seed))
+  for (let b = 0; b < resamples; b++) {
+    let acc = 0
+    for (let i = 0; i < n; i++) acc += resampledCaseMean(p, ix.next(n), ix) - ref
+    stats[b] = ref + acc / n
+  }
+  const { lower, upper } = percentile(stats, level)
+  return {
+    estimate,
+    lower,
+    upper,
+    level,
+    method: `percentile bootstrap over ${p.multi ? "cases and repeats" : "cases"}, ${resamples} resamples, seed ${seed}`,
+    resamples,
+    seed
+  }
+}
+
+const closeness = (v: number, target: number): number => -Math.abs(v - target)
+
+/** +1 when `cand` is better than `base` for the direction, −1 when worse, 0 when equal. */
+const compareFor = (direction: Direction, target: number, base: number, cand: number): number => {
+  const d = direction === "maximize" ? cand - base : direction === "minimize" ? base - cand : closeness(cand, target) - closeness(base, target)
+  return d > 0 ? 1 : d < 0 ? -1 : 0
+}
+
+/**
+ * A paired comparison of a candidate with the baseline on the same cases.
+ *
+ * `base[case][repeat]` and `cand[case][repeat]` index the SAME cases (row i of both is the same
+ * case; the two lists must be equally long); a case is paired when both sides have at least
+ * one value, the others are left out. Per paired case, `dᵢ = mean(cand repeats) − mean(base
+ * repeats)`.
+ *
+ * - `difference.estimate`: the mean of the `dᵢ`, in the metric's unit (positive = the
+ *   candidate's values are larger, whatever the direction);
+ * - `difference` interval: paired two-stage percentile bootstrap (Efron & Tibshirani 1993,
+ *   ch. 13): each resample draws the paired cases with replacement,
+ *   the SAME case for both sides, and within a drawn case resamples each side's repeats with
+ *   replacement (the two sides' repeats are separate trials, so independently); the statistic
+ *   is the mean of the resampled differences. Seeded as in {@link bootstrapMean}.
+ * - `candidateWins` / `baselineWins` / `ties`: per paired case, whether the candidate's mean is
+ *   better per `o.direction` (default `maximize`; `minimize`; `target`: closer to `o.target`),
+ *   worse or exactly equal.
+ *
+ * Edge cases: no paired case → `null`; every `dᵢ` equal and no repeat noise → a zero-width
+ * interval. For binary outcomes with one value per case, {@link mcnemarExact} is the exact
+ * test; this interval is still the difference in rates.
+ *
+ * Sources: B. Efron and R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall,
+ * 1993; A. C. Davison and D. V. Hinkley, Bootstrap Methods and their Application, 1997, §3.8.
+ *
+ * @throws RangeError (a caller bug) when the lists differ in length, a value is not finite, an
+ *   option is out of range, or `direction` is `target` without a finite `target`.
+ * @since 0.6.0
+ * @category intervals
+ */
+export const pairedBootstrap = (
+  base: ReadonlyArray<ReadonlyArray<number>>,
+  cand: ReadonlyArray<ReadonlyArray<number>>,
+  o: PairedOptions
+): PairedDifference | null => {
+  const { level, resamples, seed } = settingsOf("pairedBootstrap", o)
+  if (base.length !== cand.length) {
+    refuse("pairedBootstrap", `base has ${base.length} cases and cand ${cand.length}; both must list the same cases in the same order`)
+  }
+  const direction = o.direction ?? "maximize"
+  const target = o.target ?? NaN
+  if (direction === "target" && !Number.isFinite(target)) refuse("pairedBootstrap", "direction target needs a finite target")
+  checkRows("pairedBootstrap", base, "base")
+  checkRows("pairedBootstrap", cand, "cand")
+  const keep: Array<number> = []
+  for (let i = 0; i < base.length; i++) if (base[i]!.length > 0 && cand[i]!.length > 0) keep.push(i)
+  const n = keep.length
+  if (n === 0) return null
+  const pb = pack(base, keep)
+  const pc = pack(cand, keep)
+  const diffs = new Float64Array(n)
+  let candidateWins = 0
+  let baselineWins = 0
+  for (let i = 0; i < n; i++) {
+    const b = pb.caseMean[i]!
+    const c = pc.caseMean[i]!
+    diffs[i] = c - b
+    const w = compareFor(direction, target, b, c)
+    if (w > 0) candidateWins++
+    else if (w < 0) baselineWins++
+  }
+  const ref = diffs[0]!
+  const estimate = shiftedMean(diffs)
+  const stats = new Float64Array(resamples)
+  const ix = new Indices(rngOf(seed))
+  const multi = pb.multi || pc.multi
+  for (let b = 0; b < resamples; b++) {
+    let acc = 0
+    if (multi) {
+      for (let i = 0; i < n; i++) {
+        const j = ix.next(n)
+        acc += resampledCaseMean(pc, j, ix) - resampledCaseMean(pb, j, ix) - ref
+      }
+    } else {
+      for (let i = 0; i < n; i++) acc += diffs[ix.next(n)]! - ref
+    }
+    stats[b] = ref + acc / n
+  }
+  const { lower, upper } = percentile(stats, level)
+  return {
+    difference: {
+      estimate,
+      lower,
+      upper,
+      level,
+      method: `paired percentile bootstrap over ${multi ? "cases and repeats" : "cases"}, ${resamples} resamples, seed ${seed}`,
+      resamples,
+      seed
+    },
+    cases: n,
+    candidateWins,
+    baselineWins,
+    ties: n - candidateWins - baselineWins
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact McNemar
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The exact McNemar test for two binary outcomes on the same cases (did the baseline / the
+ * candidate get case i right?). Only the discordant cases carry information: `b` cases the
+ * baseline got right and the candidate wrong, `c` the reverse. Under the null hypothesis (both
+ * equally often right) each discordant case goes either way with probability ½, so `b` given
+ * `n = b + c` is Binomial(n, ½); the two-sided exact p-value is
+ * `min(1, 2 · P(X ≤ min(b, c)))`, X ~ Binomial(n, ½) (the exact conditional test).
+ *
+ * Edge cases: `b + c = 0` (no discordant case) → `p = 1`; `b = c` → `p = 1`. The sum is
+ * computed in log space relative to its largest term, so large `n` neither underflows nor
+ * loses precision (e.g. b=0, c=6 → 0.03125; b=1, c=9 → 0.021484375).
+ *
+ * The exact conditional test is conservative (its actual size is below the nominal level);
+ * Fagerland et al. recommend the mid-p variant for routine use. assay reports the exact test
+ * and says so in `method`.
+ *
+ * Sources: Q. McNemar, "Note on the sampling error of the difference between correlated
+ * proportions or percentages", Psychometrika 12(2), 153–157, 1947; M. W. Fagerland,
+ * S. Lydersen and P. Laake, "The McNemar test for binary matched-pairs data: mid-p and
+ * asymptotic are better than exact conditional", BMC Medical Research Methodology 13:91, 2013.
+ *
+ * @throws RangeError (a caller bug) when `b` or `c` is not a non-negative safe integer.
+ * @since 0.6.0
+ * @category tests
+ */
+export const mcnemarExact = (b: number, c: number): McNemar => {
+  if (!Number.isSafeInteger(b) || b < 0) refuse("mcnemarExact", `b must be a non-negative integer count, got ${b}`)
+  if (!Number.isSafeInteger(c) || c < 0) refuse("mcnemarExact", `c must be a non-negative integer count, got ${c}`)
+  const n = b + c
+  const method = `exact McNemar test (two-sided exact binomial on ${n} discordant pair${n === 1 ? "" : "s"})`
+  const k = Math.min(b, c)
+  if (n === 0 || 2 * k >= n) return { b, c, pValue: 1, method }
+  // P(X ≤ k) = t_k · (1 + t_{k−1}/t_k + …), t_j = C(n, j) / 2^n, largest term t_k for k < n/2.
+  let logTk = -n * Math.LN2
+  for (let i = 0; i < k; i++) logTk += Math.log((n - i) / (i + 1))
+  let ratio = 1
+  let sum = 1
+  for (let j = k; j >= 1; j--) {
+    ratio *= j / (n - j + 1)
+    sum += ratio
+  }
+  const pValue = Math.min(1, 2 * Math.exp(logTk + Math.log(sum)))
+  return { b, c, pValue, method }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sufficiency
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Whether a comparison has enough data for a significance statement. A case-level claim (the
+ * default) needs at least `min.cases` paired cases (default 30); a repeat-level claim (a metric
+ * with one value per trial, compared across repeats) needs at least `min.repeats` repeats
+ * (default 3). When the sample is short, `reason` is the report's wording:
+ * `"insufficient sample: 12 paired cases (< 30)"` or `"insufficient sample: 2 repeats (< 3)"`,
+ * and the report then makes no significance statement.
+ *
+ * @throws RangeError (a caller bug) when a count or a minimum is not a non-negative integer.
+ * @since 0.6.0
+ * @category sufficiency
+ */
+export const sufficiency = (
+  f: { readonly pairedCases: number; readonly repeats: number },
+  min?: { readonly cases?: number; readonly repeats?: number },
+  claim: "case" | "repeat" = "case"
+): Sufficiency => {
+  const minCases = min?.cases ?? 30
+  const minRepeats = min?.repeats ?? 3
+  for (const [name, v] of [["pairedCases", f.pairedCases], ["repeats", f.repeats], ["min.cases", minCases], ["min.repeats", minRepeats]] as const) {
+    if (!Number.isSafeInteger(v) || v < 0) refuse("sufficiency", `${name} must be a non-negative integer, got ${v}`)
+  }
+  if (claim === "repeat") {
+    return f.repeats >= minRepeats
+      ? { sufficient: true, reason: null }
+      : { sufficient: false, reason: `insufficient sample: ${f.repeats} repeat${f.repeats === 1 ? "" : "s"} (< ${minRepeats})` }
+  }
+  return f.pairedCases >= minCases
+    ? { sufficient: true, reason: null }
+    : { sufficient: false, reason: `insufficient sample: ${f.pairedCases} paired case${f.pairedCases === 1 ? "" : "s"} (< ${minCases})` }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pareto
+// ---------------------------------------------------------------------------------------------
+
+/** An objective value as "goodness" (larger is better): point and interval. */
+interface Good {
+  readonly point: number
+  readonly lo: number
+  readonly hi: number
+}
+
+const goodness = (fn: string, p: ParetoPoint, i: number, o: ParetoObjective): Good => {
+  const v = p.values[i]!
+  const at = `point ${JSON.stringify(p.id)} value ${i}`
+  const [est, lo, hi] = typeof v === "number" ? [v, v, v] : [v.estimate, v.lower, v.upper]
+  checkFinite(fn, est, `${at} (estimate)`)
+  checkFinite(fn, lo, `${at} (lower)`)
+  checkFinite(fn, hi, `${at} (upper)`)
+  if (lo > est || est > hi) refuse(fn, `${at}: the interval [${lo}, ${hi}] does not contain its estimate ${est}`)
+  switch (o.direction) {
+    case "maximize":
+      return { point: est, lo, hi }
+    case "minimize":
+      return { point: -est, lo: -hi, hi: -lo }
+    case "target": {
+      const t = o.target!
+      const far = Math.max(Math.abs(lo - t), Math.abs(hi - t))
+      const near = t >= lo && t <= hi ? 0 : Math.min(Math.abs(lo - t), Math.abs(hi - t))
+      return { point: closeness(est, t), lo: -far, hi: -near }
+    }
+  }
+}
+
+const checkObjectives = (fn: string, objectives: ReadonlyArray<ParetoObjective>): void => {
+  objectives.forEach((o, i) => {
+    if (o.direction === "target" && !Number.isFinite(o.target)) refuse(fn, `objectives[${i}]: direction target needs a finite target`)
+  })
+}
+
+const goodsOf = (fn: string, p: ParetoPoint, objectives: ReadonlyArray<ParetoObjective>): ReadonlyArray<Good> => {
+  if (p.values.length !== objectives.length) {
+    refuse(fn, `point ${JSON.stringify(p.id)} has ${p.values.length} values for ${objectives.length} objectives`)
+  }
+  return objectives.map((o, i) => goodness(fn, p, i, o))
+}
+
+const dominatesGood = (a: ReadonlyArray<Good>, b: ReadonlyArray<Good>, uncertain: boolean): boolean => {
+  let better = false
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!
+    const y = b[i]!
+    if (x.point < y.point) return false
+    if (uncertain ? x.lo > y.hi : x.point > y.point) better = true
+  }
+  return better
+}
+
+/**
+ * Whether point `a` dominates point `b` over the objectives (values in the objectives' order;
+ * `target` objectives compare the distance `|v − target|`, smaller is better).
+ *
+ * - Strict (`uncertain = false`, Pareto dominance on point estimates): `a` is at least as good
+ *   as `b` on every objective and better on at least one. Equal points do not dominate each
+ *   other.
+ * - Uncertainty-aware (`uncertain = true`): `a` is at least as good as `b` on every objective
+ *   (point estimates) AND better beyond the intervals on at least one (a's interval lies
+ *   entirely on the better side of b's, no overlap; a bare number is a zero-width interval).
+ *   So a difference within noise never makes a point dominated. Every uncertainty-aware
+ *   dominance is also a strict one: the uncertainty-aware front contains the strict front and
+ *   is never empty for a non-empty set.
+ *
+ * Source: Pareto dominance as in K. Deb, Multi-Objective Optimization using Evolutionary
+ * Algorithms, Wiley, 2001, ch. 2; the interval condition is assay's rule (issue 16).
+ *
+ * @throws RangeError (a caller bug) when a point has the wrong number of values, a value or an
+ *   interval end is not finite, an interval does not contain its estimate, or a `target`
+ *   objective has no finite target.
+ * @since 0.6.0
+ * @category pareto
+ */
+export const dominates = (a: ParetoPoint, b: ParetoPoint, objectives: ReadonlyArray<ParetoObjective>, uncertain: boolean): boolean => {
+  checkObjectives("dominates", objectives)
+  return dominatesGood(goodsOf("dominates", a, objectives), goodsOf("dominates", b, objectives), uncertain)
+}
+
+const front = (fn: string, points: ReadonlyArray<ParetoPoint>, objectives: ReadonlyArray<ParetoObjective>, uncertain: boolean): ReadonlyArray<string> => {
+  checkObjectives(fn, objectives)
+  const goods = points.map((p) => goodsOf(fn, p, objectives))
+  const out: Array<string> = []
+  for (let i = 0; i < points.length; i++) {
+    let dominated = false
+    for (let j = 0; j < points.length && !dominated; j++) {
+      if (j !== i && dominatesGood(goods[j]!, goods[i]!, uncertain)) dominated = true
+    }
+    if (!dominated) out.push(points[i]!.id)
+  }
+  return out
+}
+
+/**
+ * The strict Pareto front: the ids of the points no other point dominates on point estimates
+ * ({@link dominates} with `uncertain = false`), in input order. Equal points are both on the
+ * front; an empty input gives an empty front, a non-empty one a non-empty front. O(n² · m).
+ *
+ * @throws RangeError (a caller bug): as {@link dominates}.
+ * @since 0.6.0
+ * @category pareto
+ */
+export const paretoFront = (points: ReadonlyArray<ParetoPoint>, objectives: ReadonlyArray<ParetoObjective>): ReadonlyArray<string> =>
+  front("paretoFront", points, objectives, false)
+
+/**
+ * The uncertainty-aware Pareto front: the ids of the points no other point dominates beyond the
+ * intervals ({@link dominates} with `uncertain = true`), in input order. It contains the strict
+ * front ({@link paretoFront}) and adds the points that are beaten only within noise, i.e. that
+ * the data cannot yet rule out. O(n² · m).
+ *
+ * @throws RangeError (a caller bug): as {@link dominates}.
+ * @since 0.6.0
+ * @category pareto
+ */
+export const paretoFrontUncertain = (points: ReadonlyArray<ParetoPoint>, objectives: ReadonlyArray<ParetoObjective>): ReadonlyArray<string> =>
+  front("paretoFrontUncertain", points, objectives, true)
+
+/**
+ * A weighted ranking (a secondary view beside the Pareto fronts): per objective, each point's
+ * point estimate is turned into goodness (`v` for maximize, `−v` for minimize, `−|v − target|`
+ * for target) and min-max normalized over the points to [0, 1] (1 = the best point on that
+ * objective, 0 = the worst; when every point has the same value, all get 1); the score is
+ * `Σ wᵢ · normᵢ / Σ wᵢ`, in [0, 1]. Returned best first; equal scores keep input order.
+ *
+ * The scores depend on which points are ranked (normalization is relative) and on the weights,
+ * which are a judgement: the report shows this view after the fronts, never instead of them.
+ *
+ * @throws RangeError (a caller bug) when a weight is negative or not finite, all weights are
+ *   zero (or there is no objective), or as {@link dominates}.
+ * @since 0.6.0
+ * @category pareto
+ */
+export const weightedRanking = (
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective & { readonly weight: number }>
+): ReadonlyArray<{ readonly id: string; readonly score: number }> => {
+  const fn = "weightedRanking"
+  checkObjectives(fn, objectives)
+  let total = 0
+  objectives.forEach((o, i) => {
+    if (!Number.isFinite(o.weight) || o.weight < 0) refuse(fn, `objectives[${i}].weight must be a finite number ≥ 0, got ${o.weight}`)
+    total += o.weight
+  })
+  if (!(total > 0)) refuse(fn, "the weights add up to 0; give at least one objective a positive weight")
+  const goods = points.map((p) => goodsOf(fn, p, objectives))
+  const scores = new Float64Array(points.length)
+  objectives.forEach((o, i) => {
+    let lo = Infinity
+    let hi = -Infinity
+    for (const g of goods) {
+      lo = Math.min(lo, g[i]!.point)
+      hi = Math.max(hi, g[i]!.point)
+    }
+    goods.forEach((g, k) => {
+      const norm = hi === lo ? 1 : (g[i]!.point - lo) / (hi - lo)
+      scores[k] = scores[k]! + o.weight * norm
+    })
+  })
+  return points
+    .map((p, k) => ({ id: p.id, score: scores[k]! / total, k }))
+    .sort((x, y) => y.score - x.score || x.k - y.k)
+    .map(({ id, score }) => ({ id, score }))
+}

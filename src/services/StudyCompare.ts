@@ -1,0 +1,886 @@
+/**
+ * The comparison of a study's variants: what `assay study report` and `assay study evidence`
+ * print. {@link compare} reads a study's root (its study tables and its trials' pipelines, see
+ * `StudyMetrics`) and returns a JSON-serializable {@link StudyComparison}; {@link renderText}
+ * and {@link renderMarkdown} print it with the sections Design, Run, Compare, Evidence and
+ * Conclusion; {@link evidence} lists the trials and pipelines behind one number.
+ *
+ * **The rules.**
+ *
+ * - Only `succeeded` trials of the protocol version are compared; a trial breaking a hard
+ *   constraint (on its values as computed now) is excluded too and listed among the variant's
+ *   breaches. Failed, cancelled, over-budget, incomplete and never-started trials are listed
+ *   with their reason and never counted.
+ * - **Per variant and metric**: the value of each repeat (`perRepeat`, `null` for a repeat
+ *   that is not compared), their mean and median, and an interval: for a case-level metric a
+ *   two-stage percentile bootstrap of the grand mean over cases and repeats (Efron &
+ *   Tibshirani 1993); for a trial-level metric the same bootstrap over the repeats' values;
+ *   `null` with fewer than two values.
+ * - **Against the baseline** (every other variant), per metric: the paired difference
+ *   (candidate − baseline) with its interval (paired bootstrap over the cases both have, or
+ *   over the repeats both have for a trial-level metric), the cases each side wins, and for a
+ *   binary case-level metric (every value 0 or 1) the exact McNemar test on the discordant
+ *   (case, repeat) pairs (McNemar 1947; the exact binomial form, Fagerland, Lydersen & Laake
+ *   2013). Below the sample minimum (`analysis.minPairedCases` paired cases, default 30, for a
+ *   case-level claim; `analysis.minRepeats` repeats, default 3, for a repeat-level one) the
+ *   comparison is marked "insufficient sample", its McNemar test is not given (`null`) and the
+ *   report makes no significance statement.
+ * - **Pareto candidates** over the objectives, among the variants with at least one compared
+ *   trial and a value for every objective: the strict front (point estimates) and the
+ *   uncertainty-aware front (a variant is dominated only when another is better beyond the
+ *   intervals); a weighted ranking (`weight` of each objective, min-max normalized) only as a
+ *   secondary view.
+ * - **Conclusion**: with no compared trial, no candidate and no best; with exactly one, the
+ *   "current highest-scoring candidate"; else the strict front, worded "best for the declared
+ *   objectives and constraints" — never a bare "best".
+ *
+ * @since 0.6.0
+ */
+import { Effect, Option } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { closest } from "../domain/internal/suggest.js"
+import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
+import * as DomainStudy from "../domain/Study.js"
+import * as Statistics from "../domain/Statistics.js"
+import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
+import * as StudyMetrics from "./StudyMetrics.js"
+import type { SuiteCatalog } from "./SuiteCatalog.js"
+
+// ---------------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * An objective as compared: its metric, direction, target (direction `target`), weight
+ * (default 1) and hard constraint.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CompareObjective {
+  readonly metric: string
+  readonly direction: DomainStudy.Direction
+  readonly target?: number | undefined
+  readonly weight?: number | undefined
+  readonly hardConstraint?: { readonly op: DomainStudy.Op; readonly value: number } | null | undefined
+}
+
+/**
+ * What {@link compare} needs of a study (`config/Study.ts`'s `LoadedStudy` has it all): its
+ * id, question, objectives, declared metrics, analysis settings, baseline variant id and
+ * variants (id and assignment), variables (name and type), repeats and budget.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CompareInput {
+  readonly id: string
+  readonly question: string
+  readonly hypothesis?: string | null | undefined
+  readonly type?: string | undefined
+  readonly objectives: ReadonlyArray<CompareObjective>
+  readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
+  readonly analysis?: Partial<typeof DomainStudy.DEFAULT_ANALYSIS> | undefined
+  readonly baseline: { readonly id: string }
+  readonly variants: ReadonlyArray<{ readonly id: string; readonly assignment: Readonly<Record<string, Json>> }>
+  readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
+  readonly repeats?: number | undefined
+  readonly budget?: {
+    readonly perTrial: { readonly calls?: number | undefined; readonly tokens?: number | undefined; readonly costUsd?: number | undefined; readonly timeMs?: number | undefined }
+    readonly total: { readonly calls?: number | undefined; readonly tokens?: number | undefined; readonly costUsd?: number | undefined; readonly timeMs?: number | undefined }
+  } | undefined
+}
+
+/**
+ * Options of {@link compare}: the protocol `version` (default the current one), and overrides
+ * of the study's analysis: `seed`, `level`, `resamples`, `minPairedCases`, `minRepeats`;
+ * `evidenceCases`: worst and best cases kept per variant and metric (default 5).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CompareOptions {
+  readonly version?: number | undefined
+  readonly seed?: number | undefined
+  readonly level?: number | undefined
+  readonly resamples?: number | undefined
+  readonly minPairedCases?: number | undefined
+  readonly minRepeats?: number | undefined
+  readonly evidenceCases?: number | undefined
+}
+
+/**
+ * One case in an evidence list: its key, the pipelines it came from (every repeat) and its
+ * value (the mean over those repeats).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface EvidenceCase {
+  readonly caseKey: string
+  readonly pipelineIds: ReadonlyArray<string>
+  readonly value: number
+}
+
+/**
+ * A variant's value of one metric: the value of each repeat (`null`: not compared), their
+ * mean and median (`null` when none), the interval (`null` below two values) and how the
+ * numbers were aggregated, in words.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface MetricValue {
+  readonly perRepeat: ReadonlyArray<number | null>
+  readonly mean: number | null
+  readonly median: number | null
+  readonly interval: Statistics.Interval | null
+  readonly aggregation: string
+}
+
+/**
+ * A variant against the baseline on one metric: the paired difference (candidate − baseline;
+ * `null` when nothing pairs), the exact McNemar test (binary case-level metrics with a
+ * sufficient sample; else `null`), the sufficiency of the sample, and `claim` (`case` or
+ * `repeat`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface VersusBaseline {
+  readonly paired: Statistics.PairedDifference | null
+  readonly mcnemar: Statistics.McNemar | null
+  readonly sufficiency: Statistics.Sufficiency
+  readonly claim: "case" | "repeat"
+}
+
+/**
+ * One variant in a {@link StudyComparison}.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface VariantComparison {
+  readonly variantId: string
+  readonly assignment: Readonly<Record<string, Json>>
+  readonly isBaseline: boolean
+  readonly trials: ReadonlyArray<{
+    readonly trialId: string
+    readonly repeat: number
+    readonly status: string
+    readonly reason: string | null
+    readonly compared: boolean
+  }>
+  readonly succeeded: number
+  readonly failed: number
+  readonly values: Readonly<Record<string, MetricValue>>
+  readonly vsBaseline: Readonly<Record<string, VersusBaseline>>
+  readonly breaches: ReadonlyArray<string>
+  readonly pareto: { readonly strict: boolean; readonly uncertain: boolean }
+  readonly rank: number | null
+  readonly score: number | null
+  readonly evidence: Readonly<
+    Record<string, {
+      readonly trials: ReadonlyArray<string>
+      readonly worstCases: ReadonlyArray<EvidenceCase>
+      readonly bestCases: ReadonlyArray<EvidenceCase>
+    }>
+  >
+}
+
+/**
+ * The comparison of a study version (JSON-serializable; what `assay study report --format
+ * json` prints). See the module docs for the rules.
+ *
+ * - `studyId`, `version`, `question`, `hypothesis`, `baseline` (a variant id), `seed`, `level`,
+ *   `resamples`, `minPairedCases`, `minRepeats`: the analysis;
+ * - `objectives`, `metrics` (every metric compared: name, unit, direction, level, kind, source);
+ * - `run`: the study's status and reason, the stop that fired, trials by status, usage totals
+ *   and budgets;
+ * - `variants`: see {@link VariantComparison};
+ * - `weightedRanking`: the secondary view, best score first;
+ * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
+ *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the candidate
+ *   variants, a `summary` sentence and the `limitations`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface StudyComparison {
+  readonly studyId: string
+  readonly version: number
+  readonly question: string
+  readonly hypothesis: string | null
+  readonly baseline: string
+  readonly seed: number
+  readonly level: number
+  readonly resamples: number
+  readonly minPairedCases: number
+  readonly minRepeats: number
+  readonly variables: ReadonlyArray<{ readonly name: string; readonly type: string }>
+  readonly objectives: ReadonlyArray<{
+    readonly metric: string
+    readonly direction: DomainStudy.Direction
+    readonly target?: number
+    readonly weight: number
+    readonly hardConstraint?: { readonly op: string; readonly value: number }
+  }>
+  readonly metrics: ReadonlyArray<{
+    readonly name: string
+    readonly unit: string
+    readonly direction: DomainStudy.Direction
+    readonly level: "case" | "trial"
+    readonly kind: "declared" | "builtin" | "reported"
+    readonly source: string
+  }>
+  readonly run: {
+    readonly status: StudyRecordStatus | null
+    readonly stopReason: string | null
+    readonly trialsByStatus: Readonly<Record<string, number>>
+    readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number }
+    readonly budget: Json
+    readonly notStarted: ReadonlyArray<string>
+  }
+  readonly variants: ReadonlyArray<VariantComparison>
+  readonly weightedRanking: ReadonlyArray<{ readonly variantId: string; readonly score: number }>
+  readonly conclusion: {
+    readonly status: StudyRecordStatus | null
+    readonly wording: string
+    readonly candidates: ReadonlyArray<string>
+    readonly summary: string
+    readonly limitations: ReadonlyArray<string>
+  }
+}
+
+/**
+ * The conclusion's wordings.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const WORDING = {
+  best: "best for the declared objectives and constraints",
+  single: "current highest-scoring candidate",
+  none: "no candidate"
+} as const
+
+// ---------------------------------------------------------------------------------------------
+// Compare
+// ---------------------------------------------------------------------------------------------
+
+const OPS: Readonly<Record<DomainStudy.Op, (a: number, b: number) => boolean>> = {
+  ">": (a, b) => a > b,
+  ">=": (a, b) => a >= b,
+  "<": (a, b) => a < b,
+  "<=": (a, b) => a <= b,
+  "==": (a, b) => a === b,
+  "!=": (a, b) => a !== b
+}
+
+const finite = (xs: ReadonlyArray<number | null>): Array<number> => xs.filter((x): x is number => x !== null && Number.isFinite(x))
+
+/** Per case key, its values by repeat index (one array per case, repeats in order). */
+const caseMatrix = (
+  perRepeat: ReadonlyArray<ReadonlyArray<StudyMetrics.CaseValue> | null>
+): Map<string, { values: Array<number>; pipelineIds: Array<string> }> => {
+  const out = new Map<string, { values: Array<number>; pipelineIds: Array<string> }>()
+  for (const cases of perRepeat) {
+    if (cases === null) continue
+    for (const c of cases) {
+      const e = out.get(c.caseKey) ?? { values: [], pipelineIds: [] }
+      e.values.push(c.value)
+      e.pipelineIds.push(...c.pipelineIds)
+      out.set(c.caseKey, e)
+    }
+  }
+  return out
+}
+
+const better = (direction: DomainStudy.Direction, target: number | undefined) => (a: number, b: number): number =>
+  direction === "maximize" ? b - a : direction === "minimize" ? a - b : Math.abs(a - (target ?? 0)) - Math.abs(b - (target ?? 0))
+
+/**
+ * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
+ * (trials, usage, the study's status) and the `SuiteCatalog`'s merged view (pipelines,
+ * outputs, metrics, attempts). Fails with `ConfigError` when the study never ran in the root
+ * (path `study.id`) or the version does not exist (`--protocol-version`).
+ *
+ * @param study the loaded study (see {@link CompareInput})
+ * @param options version, analysis overrides
+ * @since 0.6.0
+ * @category comparing
+ */
+export const compare = (
+  study: CompareInput,
+  options: CompareOptions = {}
+): Effect.Effect<StudyComparison, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+  Effect.map(collect(study, options), (c) => c.comparison)
+
+interface Collected {
+  readonly comparison: StudyComparison
+  readonly values: ReadonlyMap<string, StudyMetrics.TrialValues>
+  readonly rows: ReadonlyArray<TrialRecord>
+}
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Collected, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+  Effect.gen(function*() {
+    const catalog = yield* StudyCatalog
+    const row = yield* catalog.study(study.id)
+    if (Option.isNone(row)) return yield* configError("study.id", `study "${study.id}" has never run in this output root: nothing to report (run assay study run first)`)
+    const version = options.version ?? row.value.currentVersion
+    const versions = yield* catalog.versions(study.id)
+    if (!versions.some((v) => v.version === version)) {
+      return yield* configError("--protocol-version", `study "${study.id}" has no protocol version ${version} (versions: ${versions.map((v) => v.version).join(", ")})`)
+    }
+    const analysis = { ...DomainStudy.DEFAULT_ANALYSIS, ...(study.analysis ?? {}) }
+    const seed = options.seed ?? analysis.seed
+    const level = options.level ?? analysis.level
+    const resamples = options.resamples ?? analysis.resamples
+    const minPairedCases = options.minPairedCases ?? analysis.minPairedCases
+    const minRepeats = options.minRepeats ?? analysis.minRepeats
+    const keep = options.evidenceCases ?? 5
+    if (!Number.isSafeInteger(seed) || seed < 0 || seed > 2 ** 31) return yield* configError("--seed", `must be an integer from 0 to 2^31, got ${seed}`)
+    if (!(level > 0 && level < 1)) return yield* configError("analysis.level", `must be a number between 0 and 1, got ${level}`)
+    if (!Number.isSafeInteger(resamples) || resamples < 1) return yield* configError("analysis.resamples", `must be a positive integer, got ${resamples}`)
+    const rows = yield* catalog.trials(study.id, version)
+    const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
+    const usage = new Map(rows.map((r) => [r.trialId, r.usage]))
+    const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage })
+    const objectives = study.objectives.map((o) => ({
+      metric: o.metric,
+      direction: o.direction,
+      ...(o.target === undefined ? {} : { target: o.target }),
+      weight: o.weight ?? 1,
+      ...(o.hardConstraint === null || o.hardConstraint === undefined ? {} : { hardConstraint: { op: o.hardConstraint.op, value: o.hardConstraint.value } })
+    }))
+    const breachesOf = (v: Readonly<Record<string, number>>): Array<string> =>
+      objectives.flatMap((o) => {
+        const c = o.hardConstraint
+        const x = v[o.metric]
+        if (c === undefined || x === undefined) return []
+        return OPS[c.op as DomainStudy.Op](x, c.value) ? [] : [`${o.metric} ${c.op} ${c.value} broken: ${fmt(x)}`]
+      })
+    const repeats = Math.max(study.repeats ?? 1, ...rows.map((r) => r.repeat))
+    const variantOrder = study.variants.length > 0 ? study.variants : [...new Map(rows.map((r) => [r.variantId, { id: r.variantId, assignment: r.variant as Record<string, Json> }])).values()]
+    const baselineId = study.baseline.id
+
+    // compared trials per variant, by repeat index (0-based)
+    const comparedOf = new Map<string, Array<StudyMetrics.TrialValues | null>>()
+    const variantBase: Array<Omit<VariantComparison, "values" | "vsBaseline" | "pareto" | "rank" | "score" | "evidence">> = []
+    for (const variant of variantOrder) {
+      const trials = rows.filter((r) => r.variantId === variant.id).sort((a, b) => a.repeat - b.repeat)
+      const byRepeat: Array<StudyMetrics.TrialValues | null> = Array.from({ length: repeats }, () => null)
+      const breaches: Array<string> = []
+      const listed = trials.map((t) => {
+        const tv = values.get(t.trialId)
+        let compared = t.status === "succeeded"
+        if (t.status === "failed" && (t.reason ?? "").startsWith("hard constraint")) breaches.push(`${t.trialId}: ${t.reason}`)
+        if (compared && tv !== undefined) {
+          const broken = breachesOf(tv.values)
+          if (broken.length > 0) {
+            compared = false
+            breaches.push(...broken.map((b) => `${t.trialId}: hard constraint ${b}`))
+          }
+        }
+        if (compared && tv !== undefined) byRepeat[t.repeat - 1] = tv
+        return { trialId: t.trialId, repeat: t.repeat, status: t.status, reason: t.reason, compared: compared && tv !== undefined }
+      })
+      comparedOf.set(variant.id, byRepeat)
+      variantBase.push({
+        variantId: variant.id,
+        assignment: variant.assignment,
+        isBaseline: variant.id === baselineId,
+        trials: listed,
+        succeeded: listed.filter((t) => t.compared).length,
+        failed: listed.filter((t) => t.status !== "succeeded" && t.status !== "pending" && t.status !== "not_started").length,
+        breaches
+      })
+    }
+
+    // values, intervals, evidence
+    let salt = 0
+    const valueOf = new Map<string, Record<string, MetricValue>>()
+    const evidenceOf = new Map<string, Record<string, VariantComparison["evidence"][string]>>()
+    for (const v of variantBase) {
+      const byRepeat = comparedOf.get(v.variantId)!
+      const vals: Record<string, MetricValue> = {}
+      const ev: Record<string, VariantComparison["evidence"][string]> = {}
+      for (const d of defs) {
+        salt++
+        const perRepeat = byRepeat.map((t) => t === null ? null : t.values[d.name] ?? null)
+        const xs = finite(perRepeat)
+        let interval: Statistics.Interval | null = null
+        let aggregation: string
+        const cases = caseMatrix(byRepeat.map((t) => t === null ? null : t.cases[d.name] ?? null))
+        if (d.level === "case" && cases.size > 0) {
+          const matrix = [...cases.values()].map((c) => c.values)
+          interval = matrix.length >= 2 || (matrix[0]?.length ?? 0) >= 2
+            ? Statistics.bootstrapMean(matrix, { seed: seed + salt, level, resamples })
+            : null
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: two-stage bootstrap of the mean over ${cases.size} case(s) and their repeats`
+        } else {
+          interval = xs.length >= 2 ? Statistics.bootstrapMean(xs.map((x) => [x]), { seed: seed + salt, level, resamples }) : null
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: bootstrap of the mean over the repeats`
+        }
+        vals[d.name] = {
+          perRepeat,
+          mean: xs.length === 0 ? null : Statistics.mean(xs),
+          median: xs.length === 0 ? null : Statistics.median(xs),
+          interval,
+          aggregation
+        }
+        const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
+        const list: Array<EvidenceCase> = [...cases].map(([caseKey, c]) => ({ caseKey, pipelineIds: c.pipelineIds, value: Statistics.mean(c.values) }))
+        list.sort((a, b) => order(a.value, b.value) || (a.caseKey < b.caseKey ? -1 : a.caseKey > b.caseKey ? 1 : 0))
+        ev[d.name] = {
+          trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
+          bestCases: list.slice(0, keep),
+          worstCases: list.slice(Math.max(0, list.length - keep)).reverse()
+        }
+      }
+      valueOf.set(v.variantId, vals)
+      evidenceOf.set(v.variantId, ev)
+    }
+
+    // against the baseline
+    const baseRepeats = comparedOf.get(baselineId) ?? []
+    const vsOf = new Map<string, Record<string, VersusBaseline>>()
+    const directionOf = (d: StudyMetrics.MetricDefinition): { direction: DomainStudy.Direction; target?: number } => {
+      const target = objectives.find((o) => o.metric === d.name)?.target
+      if (d.direction !== "target") return { direction: d.direction }
+      return target === undefined ? { direction: "maximize" } : { direction: "target", target }
+    }
+    for (const v of variantBase) {
+      if (v.variantId === baselineId) continue
+      const candRepeats = comparedOf.get(v.variantId)!
+      const vs: Record<string, VersusBaseline> = {}
+      for (const d of defs) {
+        salt++
+        if (d.level === "case") {
+          const base = caseMatrix(baseRepeats.map((t) => t === null ? null : t.cases[d.name] ?? null))
+          const cand = caseMatrix(candRepeats.map((t) => t === null ? null : t.cases[d.name] ?? null))
+          const keys = [...base.keys()].filter((k) => cand.has(k)).sort()
+          const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
+          const sufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
+          const paired = keys.length === 0
+            ? null
+            : Statistics.pairedBootstrap(keys.map((k) => base.get(k)!.values), keys.map((k) => cand.get(k)!.values), {
+              seed: seed + salt,
+              level,
+              resamples,
+              ...directionOf(d)
+            })
+          let mcnemar: Statistics.McNemar | null = null
+          const binary = keys.length > 0 && keys.every((k) => [...base.get(k)!.values, ...cand.get(k)!.values].every((x) => x === 0 || x === 1))
+          if (binary && sufficiency.sufficient) {
+            // discordant (case, repeat) pairs, repeats aligned by their order
+            let b = 0
+            let c = 0
+            for (const k of keys) {
+              const bv = base.get(k)!.values
+              const cv = cand.get(k)!.values
+              for (let i = 0; i < Math.min(bv.length, cv.length); i++) {
+                if (bv[i] === 1 && cv[i] === 0) b++
+                else if (bv[i] === 0 && cv[i] === 1) c++
+              }
+            }
+            mcnemar = Statistics.mcnemarExact(b, c)
+          }
+          vs[d.name] = { paired, mcnemar, sufficiency, claim: "case" }
+        } else {
+          const pairs: Array<[number, number]> = []
+          for (let r = 0; r < Math.min(baseRepeats.length, candRepeats.length); r++) {
+            const b = baseRepeats[r]?.values[d.name]
+            const c = candRepeats[r]?.values[d.name]
+            if (b !== undefined && c !== undefined) pairs.push([b, c])
+          }
+          const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
+          const paired = pairs.length === 0
+            ? null
+            : Statistics.pairedBootstrap(pairs.map((p) => [p[0]]), pairs.map((p) => [p[1]]), { seed: seed + salt, level, resamples, ...directionOf(d) })
+          vs[d.name] = { paired, mcnemar: null, sufficiency, claim: "repeat" }
+        }
+      }
+      vsOf.set(v.variantId, vs)
+    }
+
+    // Pareto and ranking over the objectives
+    const paretoObjectives = objectives.map((o) => ({ direction: o.direction, ...(o.target === undefined ? {} : { target: o.target }) }))
+    const points: Array<Statistics.ParetoPoint> = []
+    for (const v of variantBase) {
+      if (v.succeeded === 0 || objectives.length === 0) continue
+      const vals = valueOf.get(v.variantId)!
+      if (!objectives.every((o) => vals[o.metric]?.mean !== null && vals[o.metric] !== undefined)) continue
+      points.push({ id: v.variantId, values: objectives.map((o) => vals[o.metric]!.interval ?? vals[o.metric]!.mean!) })
+    }
+    const strict = new Set(Statistics.paretoFront(points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) })), paretoObjectives))
+    const uncertain = new Set(Statistics.paretoFrontUncertain(points, paretoObjectives))
+    const ranking = points.length === 0
+      ? []
+      : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
+    const rankOf = new Map(ranking.map((r, i) => [r.id, { rank: i + 1, score: r.score }]))
+
+    const variants: Array<VariantComparison> = variantBase.map((v) => ({
+      ...v,
+      values: valueOf.get(v.variantId)!,
+      vsBaseline: vsOf.get(v.variantId) ?? {},
+      pareto: { strict: strict.has(v.variantId), uncertain: uncertain.has(v.variantId) },
+      rank: rankOf.get(v.variantId)?.rank ?? null,
+      score: rankOf.get(v.variantId)?.score ?? null,
+      evidence: evidenceOf.get(v.variantId)!
+    }))
+
+    // run
+    const trialsByStatus: Record<string, number> = {}
+    for (const r of rows) trialsByStatus[r.status] = (trialsByStatus[r.status] ?? 0) + 1
+    const total = rows.reduce(
+      (a, r) => ({ calls: a.calls + r.usage.calls, tokens: a.tokens + r.usage.tokens, costUsd: a.costUsd + r.usage.costUsd, timeMs: a.timeMs + r.usage.timeMs }),
+      { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 }
+    )
+
+    // conclusion
+    const comparedTrials = variants.reduce((a, v) => a + v.succeeded, 0)
+    const limitations: Array<string> = []
+    const status = row.value.currentVersion === version ? row.value.status : null
+    let wording: string
+    let candidates: Array<string>
+    let summary: string
+    if (comparedTrials === 0) {
+      wording = WORDING.none
+      candidates = []
+      summary = "no trial succeeded (or every successful one broke a hard constraint): nothing to compare, no candidate and no best"
+    } else if (objectives.length === 0) {
+      wording = WORDING.none
+      candidates = []
+      summary = "the study declares no objectives: the variants are described, none is chosen"
+      limitations.push("no objectives: declare objectives to get Pareto candidates")
+    } else if (comparedTrials === 1) {
+      wording = WORDING.single
+      candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
+      summary = `${candidates[0]} is the ${WORDING.single}: only one trial succeeded, so nothing was compared`
+      limitations.push("one successful trial: no comparison, no interval")
+    } else {
+      wording = WORDING.best
+      candidates = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
+      const unc = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      summary = candidates.length === 0
+        ? "no variant has a value for every objective: no candidate"
+        : `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}` +
+          (unc.length > candidates.length ? `; within the intervals ${unc.join(", ")} cannot be told apart` : "")
+    }
+    if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
+    const notCompared = rows.filter((r) => r.status !== "succeeded")
+    if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${rows.length} trial(s) not compared (${[...new Set(notCompared.map((r) => r.status))].join(", ")})`)
+    const baseline = variants.find((v) => v.variantId === baselineId)
+    if (baseline === undefined || baseline.succeeded === 0) limitations.push(`the baseline ${baselineId} has no successful trial: no paired comparison`)
+    const insufficient = new Set<string>()
+    for (const v of variants) {
+      if (v.succeeded === 0) continue
+      for (const [m, x] of Object.entries(v.vsBaseline)) {
+        if (x.paired !== null && !x.sufficiency.sufficient && objectives.some((o) => o.metric === m)) {
+          insufficient.add(`${v.variantId} vs ${baselineId} on ${m}: ${x.sufficiency.reason}`)
+        }
+      }
+    }
+    for (const s of insufficient) limitations.push(`${s}: no significance statement`)
+    for (const o of objectives) {
+      const missing = variants.filter((v) => v.succeeded > 0 && v.values[o.metric]?.mean === null).map((v) => v.variantId)
+      if (missing.length > 0) limitations.push(`objective ${o.metric} has no value for ${missing.join(", ")}`)
+    }
+    if (comparedTrials > 1) limitations.push("the weighted ranking depends on the declared weights and the min-max scaling: a secondary view, not a choice")
+
+    const comparison: StudyComparison = {
+      studyId: study.id,
+      version,
+      question: study.question,
+      hypothesis: study.hypothesis ?? null,
+      baseline: baselineId,
+      seed,
+      level,
+      resamples,
+      minPairedCases,
+      minRepeats,
+      variables: (study.variables ?? []).map((v) => ({ name: v.name, type: v.type })),
+      objectives,
+      metrics: defs.map((d) => ({ name: d.name, unit: d.unit, direction: d.direction, level: d.level, kind: d.kind, source: d.source })),
+      run: {
+        status,
+        stopReason: row.value.currentVersion === version ? row.value.stopReason : null,
+        trialsByStatus,
+        usage: total,
+        budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
+        notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId)
+      },
+      variants,
+      weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
+      conclusion: { status, wording, candidates, summary, limitations }
+    }
+    return { comparison, values, rows }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Evidence
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The evidence behind one number (what `assay study evidence` prints): the metric, the variant
+ * and its value, each of the variant's trials (repeat, status, whether compared, its value and
+ * every pipeline of it) and the variant's worst and best cases with their pipelines.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Evidence {
+  readonly studyId: string
+  readonly version: number
+  readonly metric: StudyComparison["metrics"][number]
+  readonly variantId: string
+  readonly assignment: Readonly<Record<string, Json>>
+  readonly value: MetricValue
+  readonly trials: ReadonlyArray<{
+    readonly trialId: string
+    readonly repeat: number
+    readonly status: string
+    readonly compared: boolean
+    readonly value: number | null
+    readonly pipelines: ReadonlyArray<string>
+  }>
+  readonly worstCases: ReadonlyArray<EvidenceCase>
+  readonly bestCases: ReadonlyArray<EvidenceCase>
+}
+
+/**
+ * The evidence of one metric of one variant (see {@link Evidence}). Fails with `ConfigError`
+ * for an unknown metric (path `METRIC`, with a did-you-mean) or variant (`VARIANT`), besides
+ * {@link compare}'s failures.
+ *
+ * @param study the loaded study
+ * @param metric a metric name (declared, built-in, or named by an objective)
+ * @param variantId a variant id (`v03`)
+ * @param options {@link CompareOptions}; `worst` and `best`: how many cases (default 5 each)
+ * @since 0.6.0
+ * @category comparing
+ */
+export const evidence = (
+  study: CompareInput,
+  metric: string,
+  variantId: string,
+  options: CompareOptions & { readonly worst?: number | undefined; readonly best?: number | undefined } = {}
+): Effect.Effect<Evidence, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+  Effect.gen(function*() {
+    const worst = options.worst ?? 5
+    const best = options.best ?? 5
+    const { comparison, values } = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) })
+    const m = comparison.metrics.find((x) => x.name === metric)
+    if (m === undefined) {
+      const names = comparison.metrics.map((x) => x.name)
+      const near = closest(metric, names)
+      return yield* configError("METRIC", `unknown metric "${metric}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; metrics: ${names.join(", ")}`)
+    }
+    const v = comparison.variants.find((x) => x.variantId === variantId)
+    if (v === undefined) {
+      const near = closest(variantId, comparison.variants.map((x) => x.variantId))
+      return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
+    }
+    const ev = v.evidence[metric]!
+    return {
+      studyId: comparison.studyId,
+      version: comparison.version,
+      metric: m,
+      variantId,
+      assignment: v.assignment,
+      value: v.values[metric]!,
+      trials: v.trials.map((t) => ({
+        trialId: t.trialId,
+        repeat: t.repeat,
+        status: t.status,
+        compared: t.compared,
+        value: values.get(t.trialId)?.values[metric] ?? null,
+        pipelines: values.get(t.trialId)?.pipelines ?? []
+      })),
+      worstCases: ev.worstCases.slice(0, worst),
+      bestCases: ev.bestCases.slice(0, best)
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A number for people: integers as they are, others with 4 significant digits.
+ *
+ * @since 0.6.0
+ * @category rendering
+ */
+export const fmt = (x: number | null | undefined): string =>
+  x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+
+const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
+
+const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
+
+const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+
+const assignmentText = (a: Readonly<Record<string, Json>>) =>
+  Object.entries(a).map(([k, v]) => `${k}=${typeof v === "string" ? v : canonicalJsonUnsafe(v)}`).join(", ")
+
+/**
+ * One comparison against the baseline in words: the paired difference and its interval, the
+ * wins, then either "insufficient sample: ... (no significance statement)" or what the
+ * interval and the McNemar test say at the comparison's level.
+ *
+ * @since 0.6.0
+ * @category rendering
+ */
+export const versusText = (x: VersusBaseline, level: number): string => {
+  if (x.paired === null) return "nothing pairs with the baseline"
+  const p = x.paired
+  const unit = x.claim === "case" ? "cases" : "repeats"
+  const head = `Δ ${p.difference.estimate >= 0 ? "+" : ""}${fmt(p.difference.estimate)}${intervalText(p.difference)} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+  if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
+  const excludes = p.difference.lower > 0 || p.difference.upper < 0
+  const parts = [excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`]
+  if (x.mcnemar !== null) {
+    parts.push(`exact McNemar p = ${fmt(x.mcnemar.pValue)} (${x.mcnemar.b} vs ${x.mcnemar.c} discordant)${x.mcnemar.pValue < 1 - level ? ", significant" : ", not significant"} at ${pct(level)}`)
+  }
+  return `${head}; ${parts.join("; ")}`
+}
+
+const sectionsOf = (c: StudyComparison, md: boolean) => {
+  const h = (s: string) => md ? `## ${s}` : s.toUpperCase()
+  const lines: Array<string> = []
+  const bullet = md ? "- " : "  "
+  // Design
+  lines.push(md ? `# Study ${c.studyId}` : `STUDY ${c.studyId}`, "", h("Design"))
+  lines.push(`${bullet}question: ${c.question}`)
+  if (c.hypothesis !== null) lines.push(`${bullet}hypothesis: ${c.hypothesis}`)
+  lines.push(`${bullet}protocol version: ${c.version}`)
+  lines.push(`${bullet}variables: ${c.variables.length === 0 ? "none" : c.variables.map((v) => `${v.name} (${v.type})`).join(", ")}`)
+  const base = c.variants.find((v) => v.variantId === c.baseline)
+  lines.push(`${bullet}baseline: ${c.baseline}${base === undefined ? "" : ` (${assignmentText(base.assignment)})`}`)
+  lines.push(`${bullet}objectives: ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
+  lines.push(`${bullet}analysis: level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`)
+  lines.push("", h("Run"))
+  lines.push(`${bullet}status: ${c.run.status ?? "(an earlier version)"}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
+  lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${s} ${n}`).join(" · ")}`)
+  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · $${c.run.usage.costUsd.toFixed(4)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
+  const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
+  const budgetText = (b: Record<string, number> | undefined) => b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => `${k} ${v}`).join(", ")
+  lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
+  if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
+  for (const v of c.variants) {
+    for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${t.status}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
+  }
+  // Compare
+  lines.push("", h("Compare"))
+  const chosen = c.metrics.filter((m) => c.objectives.some((o) => o.metric === m.name) || !BUILTIN.has(m.name))
+  const shown = chosen.length > 0 ? chosen : c.metrics.filter((m) => m.name === "calls" || m.name === "costUsd" || m.name === "latencyP95Ms")
+  if (md) {
+    lines.push("", `| variant | ${shown.map((m) => `${m.name}${m.unit === "" ? "" : ` (${m.unit})`}`).join(" | ")} | Pareto | rank |`)
+    lines.push(`| --- | ${shown.map(() => "---").join(" | ")} | --- | --- |`)
+  } else {
+    lines.push(`${bullet}per metric: mean of the repeats [${pct(c.level)} interval] (per-repeat values)`)
+  }
+  for (const v of c.variants) {
+    const pareto = v.succeeded === 0 ? "not compared" : v.pareto.strict ? "front" : v.pareto.uncertain ? "front within noise" : "dominated"
+    if (md) {
+      lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
+        const x = v.values[m.name]!
+        return `${fmt(x.mean)}${intervalText(x.interval)}`
+      }).join(" | ")} | ${pareto} | ${v.rank ?? "—"} |`)
+    } else {
+      lines.push(`${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${v.succeeded} compared trial(s); Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
+      if (v.succeeded === 0) continue
+      for (const m of shown) {
+        const x = v.values[m.name]!
+        lines.push(`    ${m.name}: ${fmt(x.mean)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
+      }
+    }
+  }
+  if (md) lines.push("")
+  lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)
+  for (const v of c.variants) {
+    if (v.isBaseline || v.succeeded === 0) continue
+    for (const m of shown) {
+      const x = v.vsBaseline[m.name]
+      if (x === undefined) continue
+      lines.push(`${md ? "- " : "    "}${v.variantId} ${m.name}: ${versusText(x, c.level)}`)
+    }
+  }
+  const breaches = c.variants.flatMap((v) => v.breaches)
+  lines.push(md ? "\n### Constraint breaches" : `${bullet}constraint breaches:`)
+  lines.push(breaches.length === 0 ? `${md ? "- " : "    "}none` : breaches.map((b) => `${md ? "- " : "    "}${b}`).join("\n"))
+  if (c.weightedRanking.length > 0) {
+    lines.push(md ? "\n### Weighted ranking (secondary view)" : `${bullet}weighted ranking (secondary view): ${c.weightedRanking.map((r) => `${r.variantId} ${fmt(r.score)}`).join(", ")}`)
+    if (md) lines.push(c.weightedRanking.map((r, i) => `${i + 1}. ${r.variantId} (${fmt(r.score)})`).join("\n"))
+  }
+  // Evidence
+  lines.push("", h("Evidence"))
+  lines.push(`${bullet}every number above comes from the compared trials below; assay study evidence FILE METRIC VARIANT lists their pipelines and the worst and best cases`)
+  for (const v of c.variants) {
+    if (v.succeeded === 0) continue
+    const trials = Object.values(v.evidence)[0]?.trials ?? []
+    lines.push(`${bullet}${v.variantId}: trials ${trials.join(", ")}`)
+    for (const o of c.objectives) {
+      const e = v.evidence[o.metric]
+      if (e === undefined || e.worstCases.length === 0) continue
+      lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${fmt(w.value)}`).join("; ")}`)
+    }
+  }
+  // Conclusion
+  lines.push("", h("Conclusion"))
+  lines.push(`${bullet}status: ${c.conclusion.status ?? "(an earlier version)"}`)
+  lines.push(`${bullet}${c.conclusion.summary}`)
+  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}candidates (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
+  for (const l of c.conclusion.limitations) lines.push(`${md ? "  - " : "    "}${l}`)
+  return lines.join("\n")
+}
+
+/**
+ * The comparison as plain text with the sections DESIGN, RUN, COMPARE, EVIDENCE and
+ * CONCLUSION (what `assay study report` prints).
+ *
+ * @since 0.6.0
+ * @category rendering
+ */
+export const renderText = (c: StudyComparison): string => sectionsOf(c, false)
+
+/**
+ * The comparison as Markdown (`## Design`, `## Run`, `## Compare` with a table, `## Evidence`,
+ * `## Conclusion`).
+ *
+ * @since 0.6.0
+ * @category rendering
+ */
+export const renderMarkdown = (c: StudyComparison): string => sectionsOf(c, true)
+
+/**
+ * An {@link Evidence} as text: the value, each trial and its pipelines, the worst and best
+ * cases.
+ *
+ * @since 0.6.0
+ * @category rendering
+ */
+export const renderEvidence = (e: Evidence): string => {
+  const lines = [
+    `${e.metric.name} of ${e.variantId} (${assignmentText(e.assignment)}), study ${e.studyId} version ${e.version}`,
+    `value: ${fmt(e.value.mean)}${intervalText(e.value.interval)} — ${e.value.aggregation}`,
+    "trials:"
+  ]
+  for (const t of e.trials) {
+    lines.push(`  ${t.trialId} r${t.repeat} ${t.status}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)} · ${t.pipelines.length} pipeline(s)`)
+    for (const p of t.pipelines) lines.push(`    ${p}`)
+  }
+  const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
+    lines.push(`${title}:`)
+    if (list.length === 0) lines.push("  (no per-case values)")
+    for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
+  }
+  cases("worst cases", e.worstCases)
+  cases("best cases", e.bestCases)
+  return lines.join("\n")
+}

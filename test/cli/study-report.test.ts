@@ -1,0 +1,88 @@
+/**
+ * `assay study report|evidence` through `bin/assay` (needs `npm run build`), on the example
+ * study (examples/studies: 2 strategies x 3 noise levels x 2 repeats over 40 numbers) run into
+ * a temporary output root: the three formats, the evidence of a number, and the refusals.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as path from "node:path"
+import type * as StudyCompare from "../../src/services/StudyCompare.js"
+import { assay, root, tempDir } from "../support/cli.js"
+
+const study = path.join(root, "examples/studies/study.yaml")
+
+describe("assay study report and evidence", () => {
+  it.live("report in text, markdown and JSON; evidence lists the trials, pipelines and worst cases", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const out = yield* tempDir("study-report")
+      const never = yield* assay(["study", "report", study, "--output-root", out])
+      assert.strictEqual(never.code, 2, never.stderr)
+      assert.include(never.stderr, "has never run")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+
+      const text = yield* assay(["study", "report", study, "--output-root", out, "--seed", "3"])
+      assert.strictEqual(text.code, 0, text.stderr)
+      const sections = ["DESIGN", "RUN", "COMPARE", "EVIDENCE", "CONCLUSION"].map((s) => text.stdout.indexOf(`\n${s}\n`))
+      assert.isTrue(sections.every((i, k) => i > 0 && (k === 0 || i > sections[k - 1]!)), text.stdout)
+      assert.include(text.stdout, "baseline: v01 (strategy=arithmetic, noise=0)")
+      assert.include(text.stdout, "v01 is best for the declared objectives and constraints")
+
+      const md = yield* assay(["study", "report", study, "--output-root", out, "--format", "markdown"])
+      assert.strictEqual(md.code, 0, md.stderr)
+      for (const s of ["## Design", "## Run", "## Compare", "## Evidence", "## Conclusion", "| variant | accuracy"]) assert.include(md.stdout, s)
+
+      const json = yield* assay(["study", "report", study, "--output-root", out, "--format", "json", "--seed", "3"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const c = JSON.parse(json.stdout) as StudyCompare.StudyComparison
+      assert.strictEqual(c.studyId, "multiples")
+      assert.strictEqual(c.seed, 3)
+      assert.strictEqual(c.baseline, "v01")
+      assert.deepStrictEqual(c.variants.map((v) => v.variantId), ["v01", "v02", "v03", "v04", "v05", "v06"])
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
+      assert.strictEqual(c.conclusion.wording, "best for the declared objectives and constraints")
+      // the coin variants break the hard constraint accuracy >= 0.7: never compared
+      for (const v of c.variants.slice(3)) {
+        assert.strictEqual(v.succeeded, 0)
+        assert.isAbove(v.breaches.length, 0)
+      }
+      const v02 = c.variants[1]!
+      assert.strictEqual(v02.values.accuracy!.perRepeat.length, 2)
+      assert.strictEqual(v02.vsBaseline.accuracy!.paired!.cases, 40)
+      assert.isNotNull(v02.vsBaseline.accuracy!.mcnemar)
+      // the same seed gives the same numbers
+      const again = yield* assay(["study", "report", study, "--output-root", out, "--format", "json", "--seed", "3"])
+      assert.strictEqual(again.stdout, json.stdout)
+
+      const ev = yield* assay(["study", "evidence", study, "accuracy", "v02", "--output-root", out, "--worst", "2", "--best", "1", "--json"])
+      assert.strictEqual(ev.code, 0, ev.stderr)
+      const e = JSON.parse(ev.stdout) as StudyCompare.Evidence
+      assert.deepStrictEqual(e.trials.map((t) => [t.trialId, t.compared, t.pipelines.length]), [["p1-v02-r1", true, 40], ["p1-v02-r2", true, 40]])
+      assert.strictEqual(e.worstCases.length, 2)
+      assert.strictEqual(e.bestCases.length, 1)
+      assert.isAtMost(e.worstCases[0]!.value, e.bestCases[0]!.value)
+      for (const w of e.worstCases) for (const p of w.pipelineIds) assert.isTrue(e.trials.some((t) => t.pipelines.includes(p)))
+      const evText = yield* assay(["study", "evidence", study, "accuracy", "v02", "--output-root", out])
+      assert.strictEqual(evText.code, 0, evText.stderr)
+      assert.include(evText.stdout, "p1-v02-r1 r1 succeeded")
+      assert.include(evText.stdout, "worst cases:")
+
+      const unknown = yield* assay(["study", "evidence", study, "acuracy", "v02", "--output-root", out])
+      assert.strictEqual(unknown.code, 2)
+      assert.include(unknown.stderr, "did you mean \"accuracy\"?")
+      const noVariant = yield* assay(["study", "evidence", study, "accuracy", "v99", "--output-root", out])
+      assert.strictEqual(noVariant.code, 2)
+      const noVersion = yield* assay(["study", "report", study, "--output-root", out, "--protocol-version", "4"])
+      assert.strictEqual(noVersion.code, 2)
+      assert.include(noVersion.stderr, "no protocol version 4")
+    })), 240_000)
+
+  it.live("the help lists report and evidence", () =>
+    Effect.gen(function*() {
+      const help = yield* assay(["study", "--help"])
+      assert.include(help.stdout, "report")
+      assert.include(help.stdout, "evidence")
+      const sub = yield* assay(["study", "report", "--help"])
+      assert.include(sub.stdout, "--format")
+    }))
+})

@@ -1,0 +1,408 @@
+import { assert, describe, it } from "@effect/vitest"
+import { FastCheck as fc } from "effect"
+import * as S from "../../src/domain/Statistics.js"
+
+const fcOpts = { endOnFailure: true, numRuns: 60 } as const
+
+/** A fixed list of "random" numbers without Math.random: a golden-ratio sequence in [0, 1). */
+const golden = (n: number, offset = 0): Array<number> => Array.from({ length: n }, (_, i) => ((i + offset) * 0.6180339887498949) % 1)
+
+describe("mean / median / quantile", () => {
+  it("mean is NaN on an empty list and exact on a constant one", () => {
+    assert.isNaN(S.mean([]))
+    assert.strictEqual(S.mean([0.1, 0.1, 0.1]), 0.1)
+    assert.strictEqual(S.mean([1, 2, 3, 4]), 2.5)
+  })
+
+  it("quantile is Hyndman–Fan type 7 (R's default; values from R/NumPy 'linear')", () => {
+    // R: quantile(c(3,1,4,1,5,9,2,6), c(0,.1,.25,.5,.75,.9,1)) = 1 1 1.75 3.5 5.25 6.9 9
+    const x = [3, 1, 4, 1, 5, 9, 2, 6]
+    const want: ReadonlyArray<readonly [number, number]> = [[0, 1], [0.1, 1], [0.25, 1.75], [0.5, 3.5], [0.75, 5.25], [0.9, 6.9], [1, 9]]
+    for (const [p, q] of want) assert.closeTo(S.quantile(x, p), q, 1e-12, `p=${p}`)
+    // R: quantile(c(2.5,-1,0,7.25,3), c(.05,.33,.5,.99)) = -0.8 0.8 2.5 7.08
+    const y = [2.5, -1, 0, 7.25, 3]
+    const want2: ReadonlyArray<readonly [number, number]> = [[0.05, -0.8], [0.33, 0.8], [0.5, 2.5], [0.99, 7.08]]
+    for (const [p, q] of want2) assert.closeTo(S.quantile(y, p), q, 1e-12, `p=${p}`)
+    // R: quantile(1:10, c(.1,.25,.9)) = 1.9 3.25 9.1
+    const z = Array.from({ length: 10 }, (_, i) => i + 1)
+    assert.closeTo(S.quantile(z, 0.1), 1.9, 1e-12)
+    assert.closeTo(S.quantile(z, 0.25), 3.25, 1e-12)
+    assert.closeTo(S.quantile(z, 0.9), 9.1, 1e-12)
+  })
+
+  it("median: middle value, mean of the two middle ones, NaN when empty; the input is not reordered", () => {
+    const x = [5, 1, 3]
+    assert.strictEqual(S.median(x), 3)
+    assert.deepStrictEqual(x, [5, 1, 3])
+    assert.strictEqual(S.median([4, 1, 3, 2]), 2.5)
+    assert.strictEqual(S.median([7]), 7)
+    assert.isNaN(S.median([]))
+    assert.isNaN(S.quantile([], 0.3))
+  })
+
+  it("refuses non-finite values and probabilities outside [0, 1], naming the position", () => {
+    assert.throws(() => S.mean([1, NaN]), RangeError, "xs[1] is NaN")
+    assert.throws(() => S.median([Infinity]), RangeError, "xs[0] is Infinity")
+    assert.throws(() => S.quantile([1, 2], 1.5), RangeError, "p must be in [0, 1]")
+    assert.throws(() => S.quantile([1, 2], NaN), RangeError, "p must be in [0, 1]")
+  })
+})
+
+describe("bootstrapMean", () => {
+  it("matches the normal-theory interval mean ± 1.96·s/√n on a large symmetric sample", () => {
+    const xs = golden(2000).map((u) => 10 + 4 * u) // uniform-like on [10, 14), symmetric
+    const n = xs.length
+    const m = xs.reduce((a, b) => a + b, 0) / n
+    const s = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / n) // the bootstrap's plug-in s.d.
+    const half = 1.96 * s / Math.sqrt(n)
+    const iv = S.bootstrapMean(xs.map((x) => [x]), { seed: 11 })!
+    assert.closeTo(iv.estimate, m, 1e-9)
+    // 10,000 resamples: Monte Carlo error of each end ≈ 1.5 % of the half-width
+    assert.closeTo(iv.lower, m - half, 0.06 * half)
+    assert.closeTo(iv.upper, m + half, 0.06 * half)
+    assert.strictEqual(iv.level, 0.95)
+    assert.strictEqual(iv.resamples, 10_000)
+    assert.strictEqual(iv.seed, 11)
+    assert.strictEqual(iv.method, "percentile bootstrap over cases, 10000 resamples, seed 11")
+  })
+
+  it("two-stage: its spread matches the two-stage resampling variance computed in closed form", () => {
+    // Var* = (1/n)·[ (1/n)Σ(mᵢ − m̄)² + (1/n)Σ vᵢ/rᵢ ], vᵢ the plug-in variance of case i's repeats
+    const rows = Array.from({ length: 400 }, (_, i) => {
+      const r = 2 + (i % 5) // 2..6 repeats (tabled) and, below, 8 (repeat by repeat)
+      const base = golden(1, i)[0]!
+      // repeat noise larger than the case-to-case spread: the inner stage matters (~25 % of the width)
+      return Array.from({ length: i % 7 === 0 ? 8 : r }, (_, t) => base + 3 * golden(1, 1000 + i * 13 + t)[0]!)
+    })
+    const n = rows.length
+    const means = rows.map((r) => r.reduce((a, b) => a + b, 0) / r.length)
+    const grand = means.reduce((a, b) => a + b, 0) / n
+    const between = means.reduce((a, b) => a + (b - grand) ** 2, 0) / n
+    const within = rows.reduce((a, r, i) => a + r.reduce((x, y) => x + (y - means[i]!) ** 2, 0) / r.length / r.length, 0) / n
+    const sd = Math.sqrt((between + within) / n)
+    const iv = S.bootstrapMean(rows, { seed: 3, level: 0.9 })!
+    assert.closeTo(iv.estimate, grand, 1e-9)
+    assert.closeTo(iv.lower, grand - 1.6449 * sd, 0.07 * 1.6449 * sd)
+    assert.closeTo(iv.upper, grand + 1.6449 * sd, 0.07 * 1.6449 * sd)
+    assert.strictEqual(iv.method, "percentile bootstrap over cases and repeats, 10000 resamples, seed 3")
+  })
+
+  it("a constant sample gives exactly a zero-width interval at its value", () => {
+    const iv = S.bootstrapMean([[0.1, 0.1], [0.1], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]], { seed: 1 })!
+    assert.deepStrictEqual([iv.estimate, iv.lower, iv.upper], [0.1, 0.1, 0.1])
+  })
+
+  it("is reproducible for a seed and differs for another seed", () => {
+    const rows = Array.from({ length: 50 }, (_, i) => golden(3, i * 3))
+    const a = S.bootstrapMean(rows, { seed: 42, resamples: 2000 })
+    const b = S.bootstrapMean(rows, { seed: 42, resamples: 2000 })
+    const c = S.bootstrapMean(rows, { seed: 43, resamples: 2000 })!
+    assert.deepStrictEqual(a, b)
+    assert.strictEqual(c.estimate, a!.estimate)
+    assert.notDeepEqual([c.lower, c.upper], [a!.lower, a!.upper])
+    // seeds above 2^32 are distinct seeds too (not wrapped)
+    const d = S.bootstrapMean(rows, { seed: 42 + 2 ** 32, resamples: 2000 })!
+    assert.notDeepEqual([d.lower, d.upper], [a!.lower, a!.upper])
+  })
+
+  it("no value at all is null; one case reflects its repeats only; one value is a zero-width interval", () => {
+    assert.isNull(S.bootstrapMean([], { seed: 1 }))
+    assert.isNull(S.bootstrapMean([[], []], { seed: 1 }))
+    assert.deepStrictEqual(S.bootstrapMean([[], [3]], { seed: 1 }), {
+      estimate: 3,
+      lower: 3,
+      upper: 3,
+      level: 0.95,
+      method: "percentile bootstrap over cases, 10000 resamples, seed 1",
+      resamples: 10_000,
+      seed: 1
+    })
+    const one = S.bootstrapMean([[0, 1]], { seed: 1 })!
+    // resampling two repeats: means 0, 0.5, 1 with probabilities ¼, ½, ¼
+    assert.deepStrictEqual([one.estimate, one.lower, one.upper], [0.5, 0, 1])
+  })
+
+  it("refuses NaN / Infinity (naming the position) and out-of-range options", () => {
+    assert.throws(() => S.bootstrapMean([[1], [2, NaN]], { seed: 1 }), RangeError, "values[1][1] is NaN")
+    assert.throws(() => S.bootstrapMean([[-Infinity]], { seed: 1 }), RangeError, "values[0][0] is -Infinity")
+    assert.throws(() => S.bootstrapMean([[1]], { seed: -1 }), RangeError, "seed must be a non-negative safe integer")
+    assert.throws(() => S.bootstrapMean([[1]], { seed: 1.5 }), RangeError, "seed")
+    assert.throws(() => S.bootstrapMean([[1]], { seed: 1, level: 1 }), RangeError, "level must be in (0, 1)")
+    assert.throws(() => S.bootstrapMean([[1]], { seed: 1, resamples: 0 }), RangeError, "resamples must be a positive integer")
+  })
+
+  it("properties: lower ≤ estimate ≤ upper; the estimate does not depend on case order", () => {
+    const rowsArb = fc.array(fc.array(fc.double({ min: -1e3, max: 1e3, noNaN: true }), { minLength: 1, maxLength: 7 }), { minLength: 1, maxLength: 30 })
+    fc.assert(
+      fc.property(rowsArb, fc.nat(1000), fc.constantFrom(0.8, 0.9, 0.95, 0.99), (rows, seed, level) => {
+        const iv = S.bootstrapMean(rows, { seed, level, resamples: 300 })!
+        return iv.lower <= iv.estimate && iv.estimate <= iv.upper
+      }),
+      fcOpts
+    )
+    fc.assert(
+      fc.property(rowsArb.chain((rows) => fc.tuple(fc.constant(rows), fc.shuffledSubarray(rows, { minLength: rows.length }))), ([rows, shuffled]) => {
+        const a = S.bootstrapMean(rows, { seed: 1, resamples: 10 })!.estimate
+        const b = S.bootstrapMean(shuffled, { seed: 1, resamples: 10 })!.estimate
+        return Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a))
+      }),
+      fcOpts
+    )
+  })
+})
+
+describe("pairedBootstrap", () => {
+  const base = [[1], [0], [1], [0.5]]
+  const cand = [[1], [1], [0], [0.7]]
+
+  it("counts wins, losses and ties per case, by direction", () => {
+    const max = S.pairedBootstrap(base, cand, { seed: 1 })!
+    assert.deepStrictEqual([max.cases, max.candidateWins, max.baselineWins, max.ties], [4, 2, 1, 1])
+    assert.closeTo(max.difference.estimate, 0.05, 1e-12)
+    const min = S.pairedBootstrap(base, cand, { seed: 1, direction: "minimize" })!
+    assert.deepStrictEqual([min.candidateWins, min.baselineWins, min.ties], [1, 2, 1])
+    assert.strictEqual(min.difference.estimate, max.difference.estimate) // always cand − base
+    // target 0.55: distances base .45 .55 .45 .05, cand .45 .45 .55 .15
+    const tgt = S.pairedBootstrap(base, cand, { seed: 1, direction: "target", target: 0.55 })!
+    assert.deepStrictEqual([tgt.candidateWins, tgt.baselineWins, tgt.ties], [1, 2, 1])
+  })
+
+  it("pairs per-case means, leaves out cases missing on either side", () => {
+    const r = S.pairedBootstrap([[0, 1], [], [2], [5]], [[1, 1, 1], [9], [], [4, 6]], { seed: 1 })!
+    // paired cases 0 and 3: differences 1 − 0.5 = 0.5 and 5 − 5 = 0
+    assert.deepStrictEqual([r.cases, r.candidateWins, r.baselineWins, r.ties], [2, 1, 0, 1])
+    assert.closeTo(r.difference.estimate, 0.25, 1e-12)
+    assert.strictEqual(r.difference.method, "paired percentile bootstrap over cases and repeats, 10000 resamples, seed 1")
+    assert.isNull(S.pairedBootstrap([[1], []], [[], [2]], { seed: 1 }))
+  })
+
+  it("with one value per case it is the bootstrap of the differences (same seed, same draws)", () => {
+    const b = golden(300).map((u) => [u])
+    const c = golden(300, 7).map((u) => [u + 0.05])
+    const p = S.pairedBootstrap(b, c, { seed: 9 })!
+    const d = S.bootstrapMean(b.map((row, i) => [c[i]![0]! - row[0]!]), { seed: 9 })!
+    assert.closeTo(p.difference.estimate, d.estimate, 1e-12)
+    assert.closeTo(p.difference.lower, d.lower, 1e-12)
+    assert.closeTo(p.difference.upper, d.upper, 1e-12)
+  })
+
+  it("a constant shift gives a zero-width interval at the shift; reproducible per seed", () => {
+    const b = [[1, 1], [2], [3, 3, 3]]
+    const c = [[1.5, 1.5], [2.5, 2.5], [3.5]]
+    const r = S.pairedBootstrap(b, c, { seed: 5 })!
+    assert.deepStrictEqual([r.difference.estimate, r.difference.lower, r.difference.upper], [0.5, 0.5, 0.5])
+    const rows = Array.from({ length: 40 }, (_, i) => golden(3, i * 3))
+    const rows2 = Array.from({ length: 40 }, (_, i) => golden(2, 500 + i * 2))
+    assert.deepStrictEqual(S.pairedBootstrap(rows, rows2, { seed: 5, resamples: 500 }), S.pairedBootstrap(rows, rows2, { seed: 5, resamples: 500 }))
+    assert.notDeepEqual(
+      S.pairedBootstrap(rows, rows2, { seed: 5, resamples: 500 })!.difference.lower,
+      S.pairedBootstrap(rows, rows2, { seed: 6, resamples: 500 })!.difference.lower
+    )
+  })
+
+  it("refuses lists of different lengths, NaN, and target without a target", () => {
+    assert.throws(() => S.pairedBootstrap([[1]], [[1], [2]], { seed: 1 }), RangeError, "same cases")
+    assert.throws(() => S.pairedBootstrap([[1]], [[NaN]], { seed: 1 }), RangeError, "cand[0][0] is NaN")
+    assert.throws(() => S.pairedBootstrap([[1]], [[1]], { seed: 1, direction: "target" }), RangeError, "finite target")
+  })
+
+  it("properties: wins + losses + ties = cases; swapping the sides negates the difference", () => {
+    const side = fc.array(fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 25 })
+    fc.assert(
+      fc.property(side, side, (b0, c0) => {
+        const n = Math.min(b0.length, c0.length)
+        const b = b0.slice(0, n)
+        const c = c0.slice(0, n)
+        const x = S.pairedBootstrap(b, c, { seed: 1, resamples: 200 })!
+        const y = S.pairedBootstrap(c, b, { seed: 1, resamples: 200 })!
+        return x.candidateWins + x.baselineWins + x.ties === x.cases &&
+          x.candidateWins === y.baselineWins && x.ties === y.ties &&
+          Math.abs(x.difference.estimate + y.difference.estimate) < 1e-9 &&
+          x.difference.lower <= x.difference.estimate && x.difference.estimate <= x.difference.upper
+      }),
+      fcOpts
+    )
+  })
+})
+
+describe("mcnemarExact", () => {
+  it("matches exact binomial p-values (hand-computed and scipy.stats.binomtest)", () => {
+    const table: ReadonlyArray<readonly [number, number, number]> = [
+      [0, 6, 0.03125], // 2 · (1/2)^6
+      [1, 9, 0.021484375], // 2 · 11/1024
+      [2, 8, 0.109375], // 2 · 56/1024
+      [7, 0, 0.015625],
+      [3, 17, 0.0025768280029296875],
+      [40, 62, 0.037066767438560584],
+      [400, 470, 0.019267052848609047],
+      [5, 5, 1],
+      [0, 1, 1]
+    ]
+    for (const [b, c, p] of table) {
+      const r = S.mcnemarExact(b, c)
+      assert.closeTo(r.pValue, p, p * 1e-10, `b=${b} c=${c}`)
+      assert.deepStrictEqual([r.b, r.c], [b, c])
+    }
+  })
+
+  it("no discordant pair gives p = 1; the method is named", () => {
+    const r = S.mcnemarExact(0, 0)
+    assert.strictEqual(r.pValue, 1)
+    assert.strictEqual(r.method, "exact McNemar test (two-sided exact binomial on 0 discordant pairs)")
+  })
+
+  it("agrees with an exact BigInt computation for large counts (property)", () => {
+    const exact = (b: number, c: number): number => {
+      const n = b + c
+      const k = Math.min(b, c)
+      let coef = 1n
+      let sum = 1n
+      for (let j = 1; j <= k; j++) {
+        coef = (coef * BigInt(n - j + 1)) / BigInt(j)
+        sum += coef
+      }
+      // 2 · sum / 2^n from sum's top 64 bits (the rest is below double precision)
+      const bits = sum.toString(2).length
+      const drop = Math.max(0, bits - 64)
+      return Math.min(1, 2 * Number(sum >> BigInt(drop)) * 2 ** (drop - n))
+    }
+    fc.assert(
+      fc.property(fc.nat(600), fc.nat(600), (b, c) => {
+        const want = exact(b, c)
+        const got = S.mcnemarExact(b, c).pValue
+        return want < 1e-15 ? got < 1e-14 : Math.abs(got - want) <= 1e-9 * want
+      }),
+      fcOpts
+    )
+  })
+
+  it("refuses counts that are not non-negative integers", () => {
+    assert.throws(() => S.mcnemarExact(-1, 2), RangeError, "b must be")
+    assert.throws(() => S.mcnemarExact(1, 2.5), RangeError, "c must be")
+    assert.throws(() => S.mcnemarExact(1, NaN), RangeError, "c must be")
+  })
+})
+
+describe("sufficiency", () => {
+  it("says 'insufficient sample' below 30 paired cases, or 3 repeats for a repeat-level claim", () => {
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 12, repeats: 5 }), { sufficient: false, reason: "insufficient sample: 12 paired cases (< 30)" })
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 1, repeats: 5 }), { sufficient: false, reason: "insufficient sample: 1 paired case (< 30)" })
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 30, repeats: 1 }), { sufficient: true, reason: null })
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 300, repeats: 2 }, undefined, "repeat"), { sufficient: false, reason: "insufficient sample: 2 repeats (< 3)" })
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 0, repeats: 3 }, undefined, "repeat"), { sufficient: true, reason: null })
+  })
+
+  it("takes declared minimums and refuses nonsense counts", () => {
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 40, repeats: 3 }, { cases: 50 }), { sufficient: false, reason: "insufficient sample: 40 paired cases (< 50)" })
+    assert.deepStrictEqual(S.sufficiency({ pairedCases: 40, repeats: 4 }, { repeats: 5 }, "repeat"), { sufficient: false, reason: "insufficient sample: 4 repeats (< 5)" })
+    assert.throws(() => S.sufficiency({ pairedCases: -1, repeats: 3 }), RangeError, "pairedCases")
+    assert.throws(() => S.sufficiency({ pairedCases: 1, repeats: 3 }, { cases: 2.5 }), RangeError, "min.cases")
+  })
+})
+
+describe("Pareto", () => {
+  const accCost: ReadonlyArray<S.ParetoObjective> = [{ direction: "maximize" }, { direction: "minimize" }]
+  const iv = (estimate: number, lower: number, upper: number): S.Interval => ({ estimate, lower, upper, level: 0.95, method: "test", resamples: null, seed: null })
+
+  it("strict front of a hand-made set: dominated points drop, equal points both stay", () => {
+    const points: ReadonlyArray<S.ParetoPoint> = [
+      { id: "A", values: [0.9, 10] },
+      { id: "B", values: [0.8, 5] },
+      { id: "C", values: [0.85, 12] }, // A is better on both
+      { id: "D", values: [0.9, 10] }, // equal to A
+      { id: "E", values: [0.9, 11] } // A is equal on accuracy, better on cost
+    ]
+    assert.deepStrictEqual(S.paretoFront(points, accCost), ["A", "B", "D"])
+    assert.isTrue(S.dominates(points[0]!, points[2]!, accCost, false))
+    assert.isFalse(S.dominates(points[0]!, points[3]!, accCost, false))
+    assert.isFalse(S.dominates(points[3]!, points[0]!, accCost, false))
+    assert.deepStrictEqual(S.paretoFront([], accCost), [])
+  })
+
+  it("a point dominated only within noise is dropped by the strict front and kept by the uncertainty-aware one", () => {
+    const points: ReadonlyArray<S.ParetoPoint> = [
+      { id: "A", values: [iv(0.9, 0.85, 0.95), iv(10, 9.5, 10.5)] },
+      { id: "E", values: [iv(0.88, 0.8, 0.95), iv(11, 10.2, 11.8)] }, // worse on both, intervals overlap A's
+      { id: "F", values: [iv(0.5, 0.45, 0.55), iv(20, 19, 21)] }, // worse beyond the intervals
+      { id: "G", values: [iv(0.7, 0.6, 0.8), iv(10.4, 10, 10.8)] } // worse beyond on accuracy, within on cost
+    ]
+    assert.deepStrictEqual(S.paretoFront(points, accCost), ["A"])
+    assert.deepStrictEqual(S.paretoFrontUncertain(points, accCost), ["A", "E"])
+    assert.isTrue(S.dominates(points[0]!, points[1]!, accCost, false))
+    assert.isFalse(S.dominates(points[0]!, points[1]!, accCost, true))
+    assert.isTrue(S.dominates(points[0]!, points[3]!, accCost, true))
+  })
+
+  it("target: closeness to the target decides, in point estimates and in intervals", () => {
+    const obj: ReadonlyArray<S.ParetoObjective> = [{ direction: "target", target: 100 }]
+    const pts: ReadonlyArray<S.ParetoPoint> = [{ id: "low", values: [95] }, { id: "high", values: [110] }, { id: "on", values: [100] }]
+    assert.deepStrictEqual(S.paretoFront(pts, obj), ["on"])
+    // [96, 104] contains the target: distance in [0, 4]; [105, 107]: distance in [5, 7] → beyond
+    const a: S.ParetoPoint = { id: "a", values: [iv(101, 96, 104)] }
+    const b: S.ParetoPoint = { id: "b", values: [iv(106, 105, 107)] }
+    const c: S.ParetoPoint = { id: "c", values: [iv(103, 98, 108)] } // distance in [0, 8]: within
+    assert.isTrue(S.dominates(a, b, obj, true))
+    assert.isFalse(S.dominates(a, c, obj, true))
+    assert.isTrue(S.dominates(a, c, obj, false))
+    assert.throws(() => S.paretoFront(pts, [{ direction: "target" }]), RangeError, "needs a finite target")
+  })
+
+  it("refuses a wrong number of values, NaN and an interval that does not contain its estimate", () => {
+    assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], accCost), RangeError, "has 1 values for 2 objectives")
+    assert.throws(() => S.paretoFront([{ id: "x", values: [1, NaN] }], accCost), RangeError, "point \"x\" value 1 (estimate) is NaN")
+    assert.throws(() => S.paretoFront([{ id: "x", values: [1, iv(5, 6, 7)] }], accCost), RangeError, "does not contain its estimate")
+  })
+
+  it("properties: non-empty front for non-empty input, no member dominated, uncertain ⊇ strict", () => {
+    const value = fc.tuple(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3 }))
+      .map(([e, dl, du]): S.Interval | number => (dl === 0 && du === 0 ? e : iv(e, e - dl, e + du)))
+    const arb = fc.integer({ min: 1, max: 4 }).chain((m) =>
+      fc.tuple(
+        fc.array(fc.array(value, { minLength: m, maxLength: m }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.constantFrom<S.ParetoObjective>({ direction: "maximize" }, { direction: "minimize" }, { direction: "target", target: 3 }), { minLength: m, maxLength: m })
+      )
+    )
+    fc.assert(
+      fc.property(arb, ([rows, objectives]) => {
+        const points = rows.map((values, i) => ({ id: `p${i}`, values }))
+        const strict = S.paretoFront(points, objectives)
+        const loose = S.paretoFrontUncertain(points, objectives)
+        const byId = new Map(points.map((p) => [p.id, p]))
+        const undominated = (ids: ReadonlyArray<string>, uncertain: boolean) =>
+          ids.every((id) => points.every((q) => !S.dominates(q, byId.get(id)!, objectives, uncertain)))
+        return strict.length > 0 && loose.length > 0 && undominated(strict, false) && undominated(loose, true) &&
+          strict.every((id) => loose.includes(id))
+      }),
+      fcOpts
+    )
+  })
+})
+
+describe("weightedRanking", () => {
+  const objectives = [{ direction: "maximize", weight: 2 }, { direction: "minimize", weight: 1 }] as const
+  const points: ReadonlyArray<S.ParetoPoint> = [
+    { id: "C", values: [85, 12] },
+    { id: "A", values: [90, 10] },
+    { id: "B", values: [80, 5] }
+  ]
+
+  it("orders by the weighted sum of min-max normalized goodness, ties in input order", () => {
+    // accuracy → A 1, B 0, C 0.5; cost → A 2/7, B 1, C 0; scores A (2 + 2/7)/3, B 1/3, C 1/3
+    const r = S.weightedRanking(points, objectives)
+    assert.deepStrictEqual(r.map((x) => x.id), ["A", "C", "B"])
+    assert.closeTo(r[0]!.score, (2 + 2 / 7) / 3, 1e-12)
+    assert.closeTo(r[1]!.score, 1 / 3, 1e-12)
+    assert.closeTo(r[2]!.score, 1 / 3, 1e-12)
+  })
+
+  it("normalizes: scores in [0, 1]; an objective where all points agree gives everyone 1", () => {
+    const r = S.weightedRanking([{ id: "x", values: [3, 1] }, { id: "y", values: [3, 2] }], [{ direction: "maximize", weight: 1 }, { direction: "target", target: 1, weight: 1 }])
+    assert.deepStrictEqual(r, [{ id: "x", score: 1 }, { id: "y", score: 0.5 }])
+    assert.deepStrictEqual(S.weightedRanking([], objectives), [])
+  })
+
+  it("refuses negative weights and weights that add up to zero", () => {
+    assert.throws(() => S.weightedRanking(points, [{ direction: "maximize", weight: -1 }, { direction: "minimize", weight: 1 }]), RangeError, "weight must be")
+    assert.throws(() => S.weightedRanking(points, [{ direction: "maximize", weight: 0 }, { direction: "minimize", weight: 0 }]), RangeError, "add up to 0")
+  })
+})

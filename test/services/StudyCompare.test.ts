@@ -1,0 +1,326 @@
+/**
+ * The comparison of a study's variants (src/services/StudyCompare.ts) and the trial metrics it
+ * reads (src/services/StudyMetrics.ts), on studies run through the API (MemoryStore, TestClock):
+ * built-in runtime metrics of a real run, declared metrics, pairing by case, the exact McNemar
+ * test and the paired difference on a study whose answer is known, "insufficient sample", the
+ * conclusion's wording with one and several successes, a study where every trial failed.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import { RetryableError } from "../../src/domain/Errors.js"
+import type { Json } from "../../src/domain/Json.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import type * as DomainStudy from "../../src/domain/Study.js"
+import * as Task from "../../src/domain/Task.js"
+import * as Study from "../../src/services/Study.js"
+import * as StudyCompare from "../../src/services/StudyCompare.js"
+import * as Suite from "../../src/services/Suite.js"
+import { llmPool, makeStudy, studyEnv } from "./studyFixture.js"
+
+// ---------------------------------------------------------------------------------------------
+// A hand-made study: per variant, which cases it gets right
+// ---------------------------------------------------------------------------------------------
+
+interface HandMade {
+  readonly id?: string
+  /** Per variant, the cases (0-based) answered correctly. */
+  readonly correct: ReadonlyArray<ReadonlySet<number>>
+  readonly cases: number
+  readonly repeats?: number
+  readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl>
+  readonly objectives?: ReadonlyArray<Study.StudyObjective & { readonly weight?: number }>
+  /** Every task first fails once with a 429 (rate_limit), then succeeds; reports usage to a lease. */
+  readonly flaky?: boolean
+  readonly analysis?: Partial<typeof DomainStudy.DEFAULT_ANALYSIS>
+}
+
+const accuracy: DomainStudy.MetricDecl = { name: "accuracy", reducer: "mean", from: { output: "correct" }, unit: "ratio", direction: "maximize" }
+
+const handMade = (o: HandMade) => {
+  const id = o.id ?? "hand"
+  const repeats = o.repeats ?? 1
+  const variants = o.correct.map((_, i): Study.StudyVariant => ({
+    id: `v0${i + 1}`,
+    assignment: { arm: i },
+    key: JSON.stringify({ arm: i }),
+    digest: `d${i}`,
+    isBaseline: i === 0
+  }))
+  const trialsFor = (version: number): ReadonlyArray<Study.StudyTrial> =>
+    variants.flatMap((variant) => Array.from({ length: repeats }, (_, r) => ({ trialId: `p${version}-${variant.id}-r${r + 1}`, variant, repeat: r + 1 })))
+  const seen = new Set<string>()
+  const templateOf = (trialId: string, arm: number) =>
+    Pipeline.make(
+      "cases",
+      Task.make("answer", { retry: { maxAttempts: 2, base: "1 millis", jitter: "none" } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const k = `${trialId}/${n}`
+          if (o.flaky === true && !seen.has(k)) {
+            seen.add(k)
+            return yield* new RetryableError({ message: "429 Too Many Requests", errorClass: "rate_limit" })
+          }
+          if (o.flaky === true) {
+            yield* Effect.scoped(Effect.gen(function*() {
+              const lease = yield* Effect.orDie(ctx.acquire())
+              yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
+            }))
+          }
+          return { n, correct: o.correct[arm]!.has(n), usage: { promptTokens: 60, completionTokens: 40 } }
+        }))
+    )
+  const suiteFor = (version: number): Suite.Suite<any, any, any> => ({
+    _tag: "Suite",
+    id,
+    experiments: trialsFor(version).map((t) => {
+      const template = templateOf(t.trialId, t.variant.assignment.arm as number)
+      return Suite.member(t.trialId, () => template.map(Array.from({ length: o.cases }, (_, i) => i)), {
+        definitionDigest: t.trialId,
+        ...(o.flaky === true ? { poolAliases: { llm: "llm" } } : {})
+      })
+    }),
+    outputRoot: "/study-root",
+    layout: "combined",
+    pools: o.flaky === true ? [llmPool] : []
+  })
+  const objectives = o.objectives ?? [{ metric: "accuracy", direction: "maximize" as const }]
+  const metrics = o.metrics ?? [accuracy]
+  const parts = { experiment: "hand", variables: String(o.correct.length), repeats: String(repeats) }
+  const study: Study.StudyInput = {
+    id,
+    question: "which arm answers best?",
+    type: "compare",
+    objectives,
+    metrics,
+    stop: [{ when: "allTrialsTerminal" }],
+    protocolDigest: JSON.stringify(parts),
+    protocolParts: parts,
+    describe: (): Json => ({ parts }),
+    trialsFor,
+    suiteFor
+  }
+  const input: StudyCompare.CompareInput = {
+    id,
+    question: study.question,
+    objectives,
+    metrics,
+    analysis: { resamples: 2000, ...(o.analysis ?? {}) },
+    baseline: { id: "v01" },
+    variants: variants.map((v) => ({ id: v.id, assignment: v.assignment })),
+    repeats
+  }
+  return { study, input }
+}
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i)
+
+// baseline right on 0..27 (28/40); candidate right on 0..25 and 28..39 (38/40):
+// discordant pairs b = {26, 27} (baseline right, candidate wrong) = 2, c = 28..39 = 12
+const BASE = new Set(range(0, 28))
+const CAND = new Set([...range(0, 26), ...range(28, 40)])
+
+describe("StudyCompare.compare: paired comparison on a study whose answer is known", () => {
+  it.effect("the paired difference, the wins and the exact McNemar test of 2 vs 12 discordant cases", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [BASE, CAND], cases: 40 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.status, "completed")
+      // settlement computed the declared metric
+      assert.closeTo(report.trials.find((t) => t.trialId === "p1-v02-r1")!.metrics.accuracy!, 38 / 40, 1e-12)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const v02 = c.variants.find((v) => v.variantId === "v02")!
+      assert.closeTo(v02.values.accuracy!.mean!, 0.95, 1e-12)
+      assert.deepStrictEqual(v02.values.accuracy!.perRepeat, [0.95])
+      const vs = v02.vsBaseline.accuracy!
+      assert.strictEqual(vs.claim, "case")
+      assert.strictEqual(vs.paired!.cases, 40)
+      assert.closeTo(vs.paired!.difference.estimate, 0.25, 1e-12)
+      assert.deepStrictEqual([vs.paired!.candidateWins, vs.paired!.baselineWins, vs.paired!.ties], [12, 2, 26])
+      assert.isTrue(vs.sufficiency.sufficient)
+      // exact two-sided binomial: 2 × P(X <= 2 | n = 14, p = 1/2) = 2 × (1 + 14 + 91) / 2^14
+      assert.deepStrictEqual([vs.mcnemar!.b, vs.mcnemar!.c], [2, 12])
+      assert.closeTo(vs.mcnemar!.pValue, (2 * 106) / 16384, 1e-9)
+      assert.isTrue(vs.paired!.difference.lower > 0)
+      const text = StudyCompare.versusText(vs, c.level)
+      assert.include(text, "significant at 95%")
+      assert.notInclude(text, "insufficient")
+      // the baseline is not compared with itself
+      assert.deepStrictEqual(c.variants[0]!.vsBaseline, {})
+      // the evidence: the two cases the candidate gets wrong are its worst
+      const worst = v02.evidence.accuracy!.worstCases
+      assert.deepStrictEqual(worst.slice(0, 2).map((w) => w.value), [0, 0])
+      assert.strictEqual(worst[0]!.pipelineIds.length, 1)
+      assert.deepStrictEqual(v02.evidence.accuracy!.trials, ["p1-v02-r1"])
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("below 30 paired cases: \"insufficient sample\", no McNemar test, no significance statement", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [new Set(range(0, 4)), new Set(range(0, 12))], cases: 12 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const vs = c.variants[1]!.vsBaseline.accuracy!
+      assert.isFalse(vs.sufficiency.sufficient)
+      assert.strictEqual(vs.sufficiency.reason, "insufficient sample: 12 paired cases (< 30)")
+      assert.isNull(vs.mcnemar)
+      assert.strictEqual(vs.paired!.cases, 12)
+      const text = StudyCompare.versusText(vs, c.level)
+      assert.include(text, "insufficient sample: 12 paired cases (< 30) (no significance statement)")
+      assert.notMatch(text, /significant at|excludes 0|p = /)
+      const report = StudyCompare.renderText(c)
+      assert.notMatch(report, /significant at|excludes 0/)
+      assert.include(c.conclusion.limitations.join("\n"), "v02 vs v01 on accuracy: insufficient sample: 12 paired cases (< 30): no significance statement")
+      // a minimum declared by the study (analysis.minPairedCases) is the one applied
+      const lower = yield* StudyCompare.compare({ ...input, analysis: { minPairedCases: 10 } })
+      assert.isTrue(lower.variants[1]!.vsBaseline.accuracy!.sufficiency.sufficient)
+      assert.isNotNull(lower.variants[1]!.vsBaseline.accuracy!.mcnemar)
+      assert.strictEqual(lower.minPairedCases, 10)
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("cases pair across variants and repeats by their source row; trial-level metrics compare repeats", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        correct: [BASE, CAND],
+        cases: 40,
+        repeats: 2,
+        metrics: [accuracy, { name: "hits", reducer: "sum", from: { output: "correct" } }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const v02 = c.variants[1]!
+      assert.strictEqual(v02.vsBaseline.accuracy!.paired!.cases, 40)
+      // each case has both repeats on both sides: 2 x (2 vs 12) discordant (case, repeat) pairs
+      assert.deepStrictEqual([v02.vsBaseline.accuracy!.mcnemar!.b, v02.vsBaseline.accuracy!.mcnemar!.c], [4, 24])
+      assert.deepStrictEqual(v02.values.hits!.perRepeat, [38, 38])
+      const hits = v02.vsBaseline.hits!
+      assert.strictEqual(hits.claim, "repeat")
+      assert.strictEqual(hits.paired!.cases, 2)
+      assert.strictEqual(hits.paired!.difference.estimate, 10)
+      assert.strictEqual(hits.sufficiency.reason, "insufficient sample: 2 repeats (< 3)")
+      assert.strictEqual(c.metrics.find((m) => m.name === "hits")!.level, "trial")
+      // the JSON form parses back to the same value
+      assert.deepStrictEqual(JSON.parse(JSON.stringify(c)), c)
+    }).pipe(Effect.provide(studyEnv("hand"))))
+})
+
+describe("StudyMetrics: built-in runtime metrics of a real run", () => {
+  it.effect("calls, tokens, tokensIn/Out, costUsd, wallMs, latencyP95Ms, retries and rateLimited per trial", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        correct: [BASE, CAND],
+        cases: 5,
+        flaky: true,
+        objectives: [
+          { metric: "accuracy", direction: "maximize" },
+          { metric: "tokens", direction: "minimize", hardConstraint: { op: "<=", value: 1000 } }
+        ]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      // the retry waits 1 ms of TestClock per task
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      const report = yield* fiber.await.pipe(Effect.flatten)
+      assert.strictEqual(report.status, "completed")
+      // settlement stored the objective's built-in metric
+      assert.strictEqual(report.trials[0]!.metrics.tokens, 500)
+      const c = yield* StudyCompare.compare(input)
+      const v = c.variants[0]!.values
+      assert.deepStrictEqual(v.calls!.perRepeat, [5])
+      assert.deepStrictEqual(v.tokens!.perRepeat, [500])
+      assert.deepStrictEqual(v.tokensIn!.perRepeat, [300])
+      assert.deepStrictEqual(v.tokensOut!.perRepeat, [200])
+      assert.deepStrictEqual(v.retries!.perRepeat, [5])
+      assert.deepStrictEqual(v.rateLimited!.perRepeat, [5])
+      assert.deepStrictEqual(v.costUsd!.perRepeat, [0])
+      assert.isNumber(v.wallMs!.perRepeat[0])
+      assert.isNumber(v.latencyP95Ms!.perRepeat[0])
+      for (const m of ["calls", "tokensIn", "tokensOut", "tokens", "costUsd", "wallMs", "latencyP95Ms", "retries", "rateLimited"]) {
+        const d = c.metrics.find((x) => x.name === m)!
+        assert.strictEqual(d.level, "trial", m)
+        assert.strictEqual(d.direction, "minimize", m)
+      }
+    }).pipe(Effect.provide(studyEnv("hand"))))
+})
+
+describe("StudyCompare: the conclusion", () => {
+  it.effect("one successful trial: the current highest-scoring candidate, never a best", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good"], repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [{ id: "v01", assignment: { quality: "good", index: 0 } }] })
+      assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "v01 is the current highest-scoring candidate")
+      // from the Run section on, no "best" but the evidence's "best cases"
+      assert.notMatch(text.slice(text.indexOf("RUN")).replaceAll("best cases", ""), /\bbest\b/)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("several successes: the Pareto candidates, \"best for the declared objectives and constraints\"", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["bad", "good"], repeats: 2 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare({
+        ...study,
+        baseline: { id: "v01" },
+        variants: [{ id: "v01", assignment: { quality: "bad" } }, { id: "v02", assignment: { quality: "good" } }]
+      })
+      assert.strictEqual(c.conclusion.wording, "best for the declared objectives and constraints")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.variants.map((v) => [v.variantId, v.pareto.strict, v.rank]), [["v01", false, 2], ["v02", true, 1]])
+      for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
+        // every "best" is qualified
+        const body = text.slice(text.search(/RUN|## Run/))
+        for (const m of body.matchAll(/\bbest\b.{0,45}/g)) assert.match(m[0], /^best (for the declared objectives and constraints|cases)/)
+      }
+      // a reported metric (ctx.reportMetric) named by an objective is compared per case
+      assert.strictEqual(c.metrics.find((m) => m.name === "accuracy")!.kind, "reported")
+      assert.strictEqual(c.metrics.find((m) => m.name === "accuracy")!.level, "case")
+      assert.closeTo(c.variants[1]!.vsBaseline.accuracy!.paired!.difference.estimate, 0.4, 1e-12)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("every trial failed: no candidate and no best", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["broken", "broken"], repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare({
+        ...study,
+        baseline: { id: "v01" },
+        variants: [{ id: "v01", assignment: {} }, { id: "v02", assignment: {} }]
+      })
+      assert.strictEqual(c.conclusion.status, "failed")
+      assert.strictEqual(c.conclusion.wording, "no candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, [])
+      assert.deepStrictEqual(c.variants.map((v) => [v.succeeded, v.pareto.strict, v.rank]), [[0, false, null], [0, false, null]])
+      assert.include(c.conclusion.summary, "no candidate and no best")
+      assert.match(StudyCompare.renderText(c), /p1-v01-r1: failed \(.*\) — not compared/)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a hard constraint on a declared metric fails the trial at settlement; breakers are listed, never compared", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        correct: [BASE, CAND],
+        cases: 40,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.9 } }]
+      })
+      const report = yield* Study.run(study)
+      assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.status]), [["p1-v01-r1", "failed"], ["p1-v02-r1", "succeeded"]])
+      assert.include(report.trials[0]!.reason, "hard constraint accuracy >= 0.9 broken: 0.7")
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7"])
+      assert.strictEqual(c.variants[0]!.succeeded, 0)
+      assert.isNull(c.variants[1]!.vsBaseline.accuracy!.paired)
+      assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.include(c.conclusion.limitations.join("\n"), "the baseline v01 has no successful trial: no paired comparison")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("a study that never ran in the root, or a negative seed, is a ConfigError at its path", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good"] })
+      const e = yield* Effect.flip(StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [] }))
+      assert.strictEqual(e._tag, "ConfigError")
+      assert.strictEqual(e._tag === "ConfigError" ? e.issues[0]!.path : "", "study.id")
+      yield* Study.run(study)
+      const seed = yield* Effect.flip(StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [] }, { seed: -1 }))
+      assert.strictEqual(seed._tag === "ConfigError" ? seed.issues[0]!.path : "", "--seed")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+})

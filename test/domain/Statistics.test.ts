@@ -333,6 +333,17 @@ describe("Pareto", () => {
     assert.isTrue(S.dominates(points[0]!, points[3]!, accCost, true))
   })
 
+  it("uncertainty-aware dominance needs better-or-equal point estimates: no cycle, no empty front", () => {
+    // With 'not worse beyond the intervals' alone on every objective, a → b → c → a would each
+    // dominate the next and the front would be empty; point estimates rule that out.
+    const max: ReadonlyArray<S.ParetoObjective> = [{ direction: "maximize" }, { direction: "maximize" }, { direction: "maximize" }]
+    const a: S.ParetoPoint = { id: "a", values: [iv(5, 5, 5), iv(2, 0, 4), iv(6, 3, 10)] }
+    const b: S.ParetoPoint = { id: "b", values: [iv(2, 0, 4), iv(6, 3, 10), iv(5, 5, 5)] }
+    const c: S.ParetoPoint = { id: "c", values: [iv(6, 3, 10), iv(5, 5, 5), iv(2, 0, 4)] }
+    assert.isFalse(S.dominates(a, b, max, true))
+    assert.deepStrictEqual(S.paretoFrontUncertain([a, b, c], max), ["a", "b", "c"])
+  })
+
   it("target: closeness to the target decides, in point estimates and in intervals", () => {
     const obj: ReadonlyArray<S.ParetoObjective> = [{ direction: "target", target: 100 }]
     const pts: ReadonlyArray<S.ParetoPoint> = [{ id: "low", values: [95] }, { id: "high", values: [110] }, { id: "on", values: [100] }]

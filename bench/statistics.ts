@@ -7,15 +7,18 @@
  *   continuous values (every case varies across its repeats: the inner stage always resamples)
  *   and on binary values (0/1 per repeat, 80 % of the cases constant across repeats, like an
  *   accuracy metric of a mostly deterministic model);
+ * - each with `stages` two-stage (`casesAndRepeats`, the default) and one-stage (`cases`: each
+ *   drawn case keeps its repeats);
  * - `variants`: a report's worth, BENCH_VARIANTS variants (default 200) of one metric — one
- *   `bootstrapMean` per variant and one `pairedBootstrap` per variant against the first; the
- *   line gives the total and the mean per variant;
+ *   `bootstrapMean` per variant and one `pairedBootstrap` per variant against the first, for
+ *   each of BENCH_VARIANT_STAGES (default `casesAndRepeats,cases`); the line gives the total and
+ *   the CPU time per variant;
  * - `pcg_reference`: 10M `Utils.PCGRandom.number()` calls, the machine's speed for the random
  *   draws every bootstrap is built on (about one per two cases per resample, see the module).
  * Keys: `ms` wall, `cpu_ms` CPU, `load` the 1-minute load average before the case.
  *
  * Environment: BENCH_CASES (1000), BENCH_REPEATS (5), BENCH_RESAMPLES (10000), BENCH_VARIANTS
- * (200), BENCH_ROUNDS (3).
+ * (200), BENCH_VARIANT_STAGES (casesAndRepeats,cases), BENCH_ROUNDS (3).
  */
 import { Utils } from "effect"
 import * as os from "node:os"
@@ -27,6 +30,8 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 5)
 const RESAMPLES = Number(process.env.BENCH_RESAMPLES ?? 10_000)
 const VARIANTS = Number(process.env.BENCH_VARIANTS ?? 200)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+type Stages = "cases" | "casesAndRepeats"
+const VARIANT_STAGES = (process.env.BENCH_VARIANT_STAGES ?? "casesAndRepeats,cases").split(",").filter((x) => x !== "") as Array<Stages>
 
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
 const load = () => Number(os.loadavg()[0]!.toFixed(2))
@@ -72,18 +77,22 @@ const binary = (p: number) =>
     return Array.from({ length: REPEATS }, () => (rng.number() < 0.5 ? 1 : 0))
   })
 
-const options = { seed: 7, resamples: RESAMPLES }
 const size = { cases: CASES, repeats: REPEATS, resamples: RESAMPLES }
+const sets = [["continuous", continuous(0), continuous(0.02)], ["binary", binary(0.7), binary(0.75)]] as const
 
-for (const [data, base, cand] of [["continuous", continuous(0), continuous(0.02)], ["binary", binary(0.7), binary(0.75)]] as const) {
-  const m = best(() => void Statistics.bootstrapMean(base, options))
-  emit({ case: "bootstrapMean", data, ...size, ms: round(m.ms), cpu_ms: round(m.cpuMs), load: m.load })
-  const p = best(() => void Statistics.pairedBootstrap(base, cand, options))
-  emit({ case: "pairedBootstrap", data, ...size, ms: round(p.ms), cpu_ms: round(p.cpuMs), load: p.load })
+for (const stages of ["casesAndRepeats", "cases"] as const) {
+  const options = { seed: 7, resamples: RESAMPLES, stages }
+  for (const [data, base, cand] of sets) {
+    const m = best(() => void Statistics.bootstrapMean(base, options))
+    emit({ case: "bootstrapMean", data, stages, ...size, ms: round(m.ms), cpu_ms: round(m.cpuMs), load: m.load })
+    const p = best(() => void Statistics.pairedBootstrap(base, cand, options))
+    emit({ case: "pairedBootstrap", data, stages, ...size, ms: round(p.ms), cpu_ms: round(p.cpuMs), load: p.load })
+  }
 }
 
-{
-  const variants = Array.from({ length: VARIANTS }, (_, v) => continuous(v * 0.0001))
+const variants = Array.from({ length: VARIANTS }, (_, v) => continuous(v * 0.0001))
+for (const stages of VARIANT_STAGES) {
+  const options = { seed: 7, resamples: RESAMPLES, stages }
   const t = time(() => {
     for (let v = 0; v < VARIANTS; v++) {
       Statistics.bootstrapMean(variants[v]!, options)
@@ -93,6 +102,7 @@ for (const [data, base, cand] of [["continuous", continuous(0), continuous(0.02)
   emit({
     case: "variants",
     data: "continuous",
+    stages,
     variants: VARIANTS,
     ...size,
     ms: round(t.ms),

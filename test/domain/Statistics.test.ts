@@ -87,6 +87,27 @@ describe("bootstrapMean", () => {
     assert.strictEqual(iv.method, "percentile bootstrap over cases and repeats, 10000 resamples, seed 3")
   })
 
+  it("one stage (stages: 'cases'): the spread of the case means alone, repeats kept together", () => {
+    // Var* = (1/n)·(1/n)Σ(mᵢ − m̄)²: the ordinary bootstrap of the case means
+    const rows = Array.from({ length: 400 }, (_, i) => Array.from({ length: 2 + (i % 5) }, (_, t) => golden(1, i)[0]! + 3 * golden(1, 1000 + i * 13 + t)[0]!))
+    const means = rows.map((r) => r.reduce((a, b) => a + b, 0) / r.length)
+    const one = S.bootstrapMean(rows, { seed: 3, stages: "cases" })!
+    const same = S.bootstrapMean(means.map((m) => [m]), { seed: 3 })!
+    assert.closeTo(one.lower, same.lower, 1e-9)
+    assert.closeTo(one.upper, same.upper, 1e-9)
+    assert.strictEqual(one.method, "percentile bootstrap over cases (each with its repeats), 10000 resamples, seed 3")
+    const two = S.bootstrapMean(rows, { seed: 3 })!
+    assert.isBelow(one.upper - one.lower, two.upper - two.lower)
+    // a constant shift of every value: one stage sees a constant difference, two stages also the repeat noise
+    const shifted = rows.map((r) => r.map((x) => x + 1))
+    const paired = S.pairedBootstrap(rows, shifted, { seed: 3, stages: "cases" })!.difference
+    assert.closeTo(paired.lower, 1, 1e-9)
+    assert.closeTo(paired.upper, 1, 1e-9)
+    const paired2 = S.pairedBootstrap(rows, shifted, { seed: 3 })!.difference
+    assert.isAbove(paired2.upper - paired2.lower, 0.05)
+    assert.throws(() => S.bootstrapMean(rows, { seed: 3, stages: "repeats" as "cases" }), RangeError, "stages must be")
+  })
+
   it("a constant sample gives exactly a zero-width interval at its value", () => {
     const iv = S.bootstrapMean([[0.1, 0.1], [0.1], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]], { seed: 1 })!
     assert.deepStrictEqual([iv.estimate, iv.lower, iv.upper], [0.1, 0.1, 0.1])

@@ -602,7 +602,8 @@ const compareFor = (direction: Direction, target: number, base: number, cand: nu
  * 1993; A. C. Davison and D. V. Hinkley, Bootstrap Methods and their Application, 1997, §3.8.
  *
  * @throws RangeError (a caller bug) when the lists differ in length, a value is not finite, an
- *   option is out of range, or `direction` is `target` without a finite `target`.
+ *   option is out of range, `direction` is not one of the three, or `direction` is `target`
+ *   without a finite `target`.
  * @since 0.6.0
  * @category intervals
  */
@@ -616,6 +617,7 @@ export const pairedBootstrap = (
     refuse("pairedBootstrap", `base has ${base.length} cases and cand ${cand.length}; both must list the same cases in the same order`)
   }
   const direction = o.direction ?? "maximize"
+  checkDirection("pairedBootstrap", direction, "direction")
   const target = o.target ?? NaN
   if (direction === "target" && !Number.isFinite(target)) refuse("pairedBootstrap", "direction target needs a finite target")
   checkRows("pairedBootstrap", base, "base")
@@ -802,8 +804,15 @@ const goodness = (fn: string, p: ParetoPoint, i: number, o: ParetoObjective): Go
   }
 }
 
+const DIRECTIONS: ReadonlyArray<string> = ["maximize", "minimize", "target"]
+
+const checkDirection = (fn: string, direction: string, at: string): void => {
+  if (!DIRECTIONS.includes(direction)) refuse(fn, `${at} must be maximize, minimize or target, got ${JSON.stringify(direction)}`)
+}
+
 const checkObjectives = (fn: string, objectives: ReadonlyArray<ParetoObjective>): void => {
   objectives.forEach((o, i) => {
+    checkDirection(fn, o.direction, `objectives[${i}].direction`)
     if (o.direction === "target" && !Number.isFinite(o.target)) refuse(fn, `objectives[${i}]: direction target needs a finite target`)
   })
 }
@@ -844,8 +853,8 @@ const dominatesGood = (a: ReadonlyArray<Good>, b: ReadonlyArray<Good>, uncertain
  * Algorithms, Wiley, 2001, ch. 2; the interval condition is assay's rule (issue 16).
  *
  * @throws RangeError (a caller bug) when a point has the wrong number of values, a value or an
- *   interval end is not finite, an interval does not contain its estimate, or a `target`
- *   objective has no finite target.
+ *   interval end is not finite, an interval does not contain its estimate, an objective's
+ *   direction is not one of the three, or a `target` objective has no finite target.
  * @since 0.6.0
  * @category pareto
  */

@@ -225,6 +225,7 @@ describe("pairedBootstrap", () => {
     assert.throws(() => S.pairedBootstrap([[1]], [[1], [2]], { seed: 1 }), RangeError, "same cases")
     assert.throws(() => S.pairedBootstrap([[1]], [[NaN]], { seed: 1 }), RangeError, "cand[0][0] is NaN")
     assert.throws(() => S.pairedBootstrap([[1]], [[1]], { seed: 1, direction: "target" }), RangeError, "finite target")
+    assert.throws(() => S.pairedBootstrap([[1]], [[1]], { seed: 1, direction: "max" as "maximize" }), RangeError, "direction must be maximize, minimize or target")
   })
 
   it("properties: wins + losses + ties = cases; swapping the sides negates the difference", () => {
@@ -384,6 +385,7 @@ describe("Pareto", () => {
     assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], accCost), RangeError, "has 1 values for 2 objectives")
     assert.throws(() => S.paretoFront([{ id: "x", values: [1, NaN] }], accCost), RangeError, "point \"x\" value 1 (estimate) is NaN")
     assert.throws(() => S.paretoFront([{ id: "x", values: [1, iv(5, 6, 7)] }], accCost), RangeError, "does not contain its estimate")
+    assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], [{ direction: "up" as "maximize" }]), RangeError, "objectives[0].direction must be")
   })
 
   it("properties: non-empty front for non-empty input, no member dominated, uncertain ⊇ strict", () => {

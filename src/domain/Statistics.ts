@@ -69,8 +69,15 @@ export interface Interval {
 
 /**
  * Settings of a bootstrap: `resamples` (a positive integer, default 10,000), `level` (the
- * interval's coverage in (0, 1), default 0.95) and `seed` (a non-negative safe integer; the
- * same seed gives the same interval).
+ * interval's coverage in (0, 1), default 0.95), `seed` (a non-negative safe integer; the same
+ * seed gives the same interval) and `stages`:
+ *
+ * - `"casesAndRepeats"` (default): two-stage, cases with replacement, then each drawn case's
+ *   repeats with replacement;
+ * - `"cases"`: one stage, cases with replacement, each drawn case keeping its own repeats (and
+ *   so its own mean). This is the cluster bootstrap Davison & Hinkley (1997, §3.8) prefer when
+ *   there are many cases: it does not count the repeat noise twice, so its interval is a little
+ *   narrower, and it costs a fraction of the two-stage one (no draw per repeat).
  *
  * @since 0.6.0
  * @category models
@@ -79,6 +86,7 @@ export interface BootstrapOptions {
   readonly resamples?: number
   readonly level?: number
   readonly seed: number
+  readonly stages?: "cases" | "casesAndRepeats"
 }
 
 /**
@@ -189,6 +197,7 @@ interface Settings {
   readonly resamples: number
   readonly level: number
   readonly seed: number
+  readonly inner: boolean
 }
 
 const settingsOf = (fn: string, o: BootstrapOptions): Settings => {
@@ -197,7 +206,9 @@ const settingsOf = (fn: string, o: BootstrapOptions): Settings => {
   if (!Number.isSafeInteger(resamples) || resamples < 1) refuse(fn, `resamples must be a positive integer, got ${resamples}`)
   if (!(level > 0 && level < 1)) refuse(fn, `level must be in (0, 1), got ${level}`)
   if (!Number.isSafeInteger(o.seed) || o.seed < 0) refuse(fn, `seed must be a non-negative safe integer, got ${o.seed}`)
-  return { resamples, level, seed: o.seed }
+  const stages = o.stages ?? "casesAndRepeats"
+  if (stages !== "cases" && stages !== "casesAndRepeats") refuse(fn, `stages must be "cases" or "casesAndRepeats", got ${String(stages)}`)
+  return { resamples, level, seed: o.seed, inner: stages === "casesAndRepeats" }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -275,23 +286,26 @@ const TWO_52 = 4_503_599_627_370_496
 /**
  * Uniform indices from one PCG stream, several per draw, exactly uniform: a 52-bit draw `m`
  * uniform on `[0, c)` yields the index `m mod k` and keeps `⌊m/k⌋`, uniform on `[0, ⌊c/k⌋)`,
- * for the next index, as long as `m < k·⌊c/k⌋` (otherwise, and whenever fewer than `16·k`
- * values remain, a fresh 52-bit draw is taken). Integers below 2^53 are exact in doubles, and
- * `⌊m/k⌋` is corrected when the division rounds, so the arithmetic is exact. This takes about
- * one PCG draw per 45 bits of indices instead of one per index.
+ * for the next index, as long as `m < k·⌊c/k⌋`; otherwise (a rejection), and whenever fewer
+ * than `k` values remain, a fresh 52-bit draw is taken. Integers below 2^53 are exact in
+ * doubles, and `⌊m/k⌋` is corrected where the product by `1/k` rounds across an integer, so the
+ * arithmetic is exact. With 1,000 cases this takes one PCG draw per five indices.
  */
 class Indices {
   private m = 0
   private c = 0
   constructor(private readonly rng: Utils.PCGRandom) {}
-  next(k: number): number {
+  /** An index below `k`; `inv` is `1 / k` (a multiplication is cheaper than a division). */
+  next(k: number, inv: number): number {
     for (;;) {
-      if (this.c < k * 16) {
+      if (this.c < k) {
         this.m = Math.floor(this.rng.number() * TWO_52)
         this.c = TWO_52
       }
       const m = this.m
-      let q = Math.floor(m / k)
+      const c = this.c
+      // ⌊m/k⌋ and ⌊c/k⌋ from the rounded products, corrected by one where they rounded across
+      let q = Math.floor(m * inv)
       let j = m - q * k
       if (j < 0) {
         q--
@@ -300,8 +314,10 @@ class Indices {
         q++
         j -= k
       }
-      let cap = Math.floor(this.c / k)
-      if (cap * k > this.c) cap--
+      let cap = Math.floor(c * inv)
+      const rest = c - cap * k
+      if (rest < 0) cap--
+      else if (rest >= k) cap++
       if (q < cap) {
         this.m = q
         this.c = cap
@@ -326,6 +342,7 @@ const rngOf = (seed: number): Utils.PCGRandom => new Utils.PCGRandom(Math.floor(
 interface Multisets {
   readonly r: number
   readonly draws: number
+  readonly inv: number
   readonly ofDraw: Uint16Array
   readonly size: number
   readonly counts: Uint8Array
@@ -356,7 +373,7 @@ const multisetsOf = (r: number): Multisets => {
   }
   const counts = new Uint8Array(countRows.length * r)
   countRows.forEach((row, s) => row.forEach((c, t) => (counts[s * r + t] = c)))
-  const table: Multisets = { r, draws, ofDraw, size: countRows.length, counts }
+  const table: Multisets = { r, draws, inv: 1 / draws, ofDraw, size: countRows.length, counts }
   multisetTables.set(r, table)
   return table
 }
@@ -380,7 +397,7 @@ interface Packed {
   readonly multi: boolean
 }
 
-const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<number>): Packed => {
+const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<number>, inner: boolean): Packed => {
   const n = keep.length
   let total = 0
   let tabledSize = 0
@@ -388,7 +405,7 @@ const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<nu
   for (let i = 0; i < n; i++) {
     const r = rows[keep[i]!]!.length
     total += r
-    if (r >= 2 && r <= MAX_TABLED) {
+    if (inner && r >= 2 && r <= MAX_TABLED) {
       const t = tables[r] ?? (tables[r] = multisetsOf(r))
       tabledSize += t.size
     }
@@ -418,7 +435,7 @@ const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<nu
       if (row[t] !== x0) constant = false
     }
     caseMean[i] = x0 + acc / r
-    if (constant) continue
+    if (constant || !inner) continue
     if (r <= MAX_TABLED) {
       const t = tables[r]!
       kind[i] = 1
@@ -442,13 +459,14 @@ const resampledCaseMean = (p: Packed, j: number, ix: Indices): number => {
   const r = p.count[j]!
   if (kind === 1) {
     const t = p.tables[r]!
-    return p.tabled[p.tableAt[j]! + t.ofDraw[ix.next(t.draws)]!]!
+    return p.tabled[p.tableAt[j]! + t.ofDraw[ix.next(t.draws, t.inv)]!]!
   }
   const s = p.start[j]!
   const flat = p.flat
   const x0 = flat[s]!
+  const inv = 1 / r
   let acc = 0
-  for (let t = 0; t < r; t++) acc += flat[s + ix.next(r)]! - x0
+  for (let t = 0; t < r; t++) acc += flat[s + ix.next(r, inv)]! - x0
   return x0 + acc / r
 }
 
@@ -465,6 +483,9 @@ const checkRows = (fn: string, rows: ReadonlyArray<ReadonlyArray<number>>, name:
     for (let t = 0; t < row.length; t++) checkFinite(fn, row[t]!, `${name}[${i}][${t}]`)
   }
 }
+
+/** What a resample draws, in words. */
+const over = (multi: boolean, inner: boolean): string => !multi ? "cases" : inner ? "cases and repeats" : "cases (each with its repeats)"
 
 const percentile = (stats: Float64Array, level: number): { readonly lower: number; readonly upper: number } => {
   stats.sort()
@@ -493,15 +514,19 @@ const percentile = (stats: Float64Array, level: number): { readonly lower: numbe
  *   the repeats as well as the cases counts the repeat-to-repeat noise a second time, so the
  *   interval is, if anything, a little wide (the safe side for a study that must not
  *   over-claim). With one value per case it is the ordinary one-stage percentile bootstrap.
+ *   `stages: "cases"` keeps each drawn case's repeats as they are (one stage; see
+ *   {@link BootstrapOptions}).
  * - Randomness: `Utils.PCGRandom` seeded with `o.seed`; the same values and options give the
  *   same interval, the seed is echoed in the result and in `method`.
  *
  * Edge cases: no value at all → `null` (nothing to estimate); a single case → the interval
- * reflects its repeats only; all values equal → a zero-width interval at that value. Whether
+ * reflects its repeats only (zero width with `stages: "cases"`); all values equal → a zero-width interval at that value. Whether
  * the sample supports a claim is {@link sufficiency}'s question, not this one's.
  *
- * Cost: `resamples × (cases + values)` index draws into typed arrays, no allocation per
- * resample (10,000 resamples of 1,000 cases × 5 repeats: see BENCHMARKS.md).
+ * Cost: per resample, one index draw per case plus, in two stages, one per case whose repeats
+ * differ (cases of up to 6 repeats resample them with one draw and a table look-up); typed
+ * arrays, no allocation per resample (10,000 resamples of 1,000 cases × 5 repeats: see
+ * BENCHMARKS.md).
  *
  * Sources: B. Efron and R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall,
  * 1993 (percentile interval, ch. 13); A. C. Davison and D. V. Hinkley, Bootstrap Methods and
@@ -512,20 +537,21 @@ const percentile = (stats: Float64Array, level: number): { readonly lower: numbe
  * @category intervals
  */
 export const bootstrapMean = (values: ReadonlyArray<ReadonlyArray<number>>, o: BootstrapOptions): Interval | null => {
-  const { level, resamples, seed } = settingsOf("bootstrapMean", o)
+  const { inner, level, resamples, seed } = settingsOf("bootstrapMean", o)
   checkRows("bootstrapMean", values, "values")
   const keep: Array<number> = []
   for (let i = 0; i < values.length; i++) if (values[i]!.length > 0) keep.push(i)
   const n = keep.length
   if (n === 0) return null
-  const p = pack(values, keep)
+  const p = pack(values, keep, inner)
   const ref = p.caseMean[0]!
   const estimate = shiftedMean(p.caseMean)
   const stats = new Float64Array(resamples)
   const ix = new Indices(rngOf(seed))
+  const invN = 1 / n
   for (let b = 0; b < resamples; b++) {
     let acc = 0
-    for (let i = 0; i < n; i++) acc += resampledCaseMean(p, ix.next(n), ix) - ref
+    for (let i = 0; i < n; i++) acc += resampledCaseMean(p, ix.next(n, invN), ix) - ref
     stats[b] = ref + acc / n
   }
   const { lower, upper } = percentile(stats, level)
@@ -534,7 +560,7 @@ export const bootstrapMean = (values: ReadonlyArray<ReadonlyArray<number>>, o: B
     lower,
     upper,
     level,
-    method: `percentile bootstrap over ${p.multi ? "cases and repeats" : "cases"}, ${resamples} resamples, seed ${seed}`,
+    method: `percentile bootstrap over ${over(p.multi, inner)}, ${resamples} resamples, seed ${seed}`,
     resamples,
     seed
   }
@@ -562,7 +588,8 @@ const compareFor = (direction: Direction, target: number, base: number, cand: nu
  *   ch. 13): each resample draws the paired cases with replacement,
  *   the SAME case for both sides, and within a drawn case resamples each side's repeats with
  *   replacement (the two sides' repeats are separate trials, so independently); the statistic
- *   is the mean of the resampled differences. Seeded as in {@link bootstrapMean}.
+ *   is the mean of the resampled differences (with `stages: "cases"`: of the drawn cases' own
+ *   differences). Seeded as in {@link bootstrapMean}.
  * - `candidateWins` / `baselineWins` / `ties`: per paired case, whether the candidate's mean is
  *   better per `o.direction` (default `maximize`; `minimize`; `target`: closer to `o.target`),
  *   worse or exactly equal.
@@ -575,7 +602,8 @@ const compareFor = (direction: Direction, target: number, base: number, cand: nu
  * 1993; A. C. Davison and D. V. Hinkley, Bootstrap Methods and their Application, 1997, §3.8.
  *
  * @throws RangeError (a caller bug) when the lists differ in length, a value is not finite, an
- *   option is out of range, or `direction` is `target` without a finite `target`.
+ *   option is out of range, `direction` is not one of the three, or `direction` is `target`
+ *   without a finite `target`.
  * @since 0.6.0
  * @category intervals
  */
@@ -584,11 +612,12 @@ export const pairedBootstrap = (
   cand: ReadonlyArray<ReadonlyArray<number>>,
   o: PairedOptions
 ): PairedDifference | null => {
-  const { level, resamples, seed } = settingsOf("pairedBootstrap", o)
+  const { inner, level, resamples, seed } = settingsOf("pairedBootstrap", o)
   if (base.length !== cand.length) {
     refuse("pairedBootstrap", `base has ${base.length} cases and cand ${cand.length}; both must list the same cases in the same order`)
   }
   const direction = o.direction ?? "maximize"
+  checkDirection("pairedBootstrap", direction, "direction")
   const target = o.target ?? NaN
   if (direction === "target" && !Number.isFinite(target)) refuse("pairedBootstrap", "direction target needs a finite target")
   checkRows("pairedBootstrap", base, "base")
@@ -597,8 +626,8 @@ export const pairedBootstrap = (
   for (let i = 0; i < base.length; i++) if (base[i]!.length > 0 && cand[i]!.length > 0) keep.push(i)
   const n = keep.length
   if (n === 0) return null
-  const pb = pack(base, keep)
-  const pc = pack(cand, keep)
+  const pb = pack(base, keep, inner)
+  const pc = pack(cand, keep, inner)
   const diffs = new Float64Array(n)
   let candidateWins = 0
   let baselineWins = 0
@@ -614,16 +643,17 @@ export const pairedBootstrap = (
   const estimate = shiftedMean(diffs)
   const stats = new Float64Array(resamples)
   const ix = new Indices(rngOf(seed))
+  const invN = 1 / n
   const multi = pb.multi || pc.multi
   for (let b = 0; b < resamples; b++) {
     let acc = 0
-    if (multi) {
+    if (multi && inner) {
       for (let i = 0; i < n; i++) {
-        const j = ix.next(n)
+        const j = ix.next(n, invN)
         acc += resampledCaseMean(pc, j, ix) - resampledCaseMean(pb, j, ix) - ref
       }
     } else {
-      for (let i = 0; i < n; i++) acc += diffs[ix.next(n)]! - ref
+      for (let i = 0; i < n; i++) acc += diffs[ix.next(n, invN)]! - ref
     }
     stats[b] = ref + acc / n
   }
@@ -634,7 +664,7 @@ export const pairedBootstrap = (
       lower,
       upper,
       level,
-      method: `paired percentile bootstrap over ${multi ? "cases and repeats" : "cases"}, ${resamples} resamples, seed ${seed}`,
+      method: `paired percentile bootstrap over ${over(multi, inner)}, ${resamples} resamples, seed ${seed}`,
       resamples,
       seed
     },
@@ -657,9 +687,10 @@ export const pairedBootstrap = (
  * `n = b + c` is Binomial(n, ½); the two-sided exact p-value is
  * `min(1, 2 · P(X ≤ min(b, c)))`, X ~ Binomial(n, ½) (the exact conditional test).
  *
- * Edge cases: `b + c = 0` (no discordant case) → `p = 1`; `b = c` → `p = 1`. The sum is
- * computed in log space relative to its largest term, so large `n` neither underflows nor
- * loses precision (e.g. b=0, c=6 → 0.03125; b=1, c=9 → 0.021484375).
+ * Edge cases: `b + c = 0` (no discordant case) → `p = 1`; `b = c` → `p = 1`. Up to 50
+ * discordant pairs the sum is computed exactly in integers (b=0, c=6 → 0.03125; b=1, c=9 →
+ * 0.021484375, to the last bit); above, in log space relative to its largest term, so large
+ * `n` neither underflows nor loses precision (relative error around 1e-13).
  *
  * The exact conditional test is conservative (its actual size is below the nominal level);
  * Fagerland et al. recommend the mid-p variant for routine use. assay reports the exact test
@@ -681,6 +712,16 @@ export const mcnemarExact = (b: number, c: number): McNemar => {
   const method = `exact McNemar test (two-sided exact binomial on ${n} discordant pair${n === 1 ? "" : "s"})`
   const k = Math.min(b, c)
   if (n === 0 || 2 * k >= n) return { b, c, pValue: 1, method }
+  if (n <= 50) {
+    // the binomial coefficients and their sum are integers below 2^53: exact, then one exact scaling
+    let coef = 1
+    let sum = 1
+    for (let j = 1; j <= k; j++) {
+      coef = (coef * (n - j + 1)) / j
+      sum += coef
+    }
+    return { b, c, pValue: Math.min(1, sum * 2 ** (1 - n)), method }
+  }
   // P(X ≤ k) = t_k · (1 + t_{k−1}/t_k + …), t_j = C(n, j) / 2^n, largest term t_k for k < n/2.
   let logTk = -n * Math.LN2
   for (let i = 0; i < k; i++) logTk += Math.log((n - i) / (i + 1))
@@ -763,8 +804,15 @@ const goodness = (fn: string, p: ParetoPoint, i: number, o: ParetoObjective): Go
   }
 }
 
+const DIRECTIONS: ReadonlyArray<string> = ["maximize", "minimize", "target"]
+
+const checkDirection = (fn: string, direction: string, at: string): void => {
+  if (!DIRECTIONS.includes(direction)) refuse(fn, `${at} must be maximize, minimize or target, got ${JSON.stringify(direction)}`)
+}
+
 const checkObjectives = (fn: string, objectives: ReadonlyArray<ParetoObjective>): void => {
   objectives.forEach((o, i) => {
+    checkDirection(fn, o.direction, `objectives[${i}].direction`)
     if (o.direction === "target" && !Number.isFinite(o.target)) refuse(fn, `objectives[${i}]: direction target needs a finite target`)
   })
 }
@@ -805,8 +853,8 @@ const dominatesGood = (a: ReadonlyArray<Good>, b: ReadonlyArray<Good>, uncertain
  * Algorithms, Wiley, 2001, ch. 2; the interval condition is assay's rule (issue 16).
  *
  * @throws RangeError (a caller bug) when a point has the wrong number of values, a value or an
- *   interval end is not finite, an interval does not contain its estimate, or a `target`
- *   objective has no finite target.
+ *   interval end is not finite, an interval does not contain its estimate, an objective's
+ *   direction is not one of the three, or a `target` objective has no finite target.
  * @since 0.6.0
  * @category pareto
  */

@@ -87,6 +87,27 @@ describe("bootstrapMean", () => {
     assert.strictEqual(iv.method, "percentile bootstrap over cases and repeats, 10000 resamples, seed 3")
   })
 
+  it("one stage (stages: 'cases'): the spread of the case means alone, repeats kept together", () => {
+    // Var* = (1/n)·(1/n)Σ(mᵢ − m̄)²: the ordinary bootstrap of the case means
+    const rows = Array.from({ length: 400 }, (_, i) => Array.from({ length: 2 + (i % 5) }, (_, t) => golden(1, i)[0]! + 3 * golden(1, 1000 + i * 13 + t)[0]!))
+    const means = rows.map((r) => r.reduce((a, b) => a + b, 0) / r.length)
+    const one = S.bootstrapMean(rows, { seed: 3, stages: "cases" })!
+    const same = S.bootstrapMean(means.map((m) => [m]), { seed: 3 })!
+    assert.closeTo(one.lower, same.lower, 1e-9)
+    assert.closeTo(one.upper, same.upper, 1e-9)
+    assert.strictEqual(one.method, "percentile bootstrap over cases (each with its repeats), 10000 resamples, seed 3")
+    const two = S.bootstrapMean(rows, { seed: 3 })!
+    assert.isBelow(one.upper - one.lower, two.upper - two.lower)
+    // a constant shift of every value: one stage sees a constant difference, two stages also the repeat noise
+    const shifted = rows.map((r) => r.map((x) => x + 1))
+    const paired = S.pairedBootstrap(rows, shifted, { seed: 3, stages: "cases" })!.difference
+    assert.closeTo(paired.lower, 1, 1e-9)
+    assert.closeTo(paired.upper, 1, 1e-9)
+    const paired2 = S.pairedBootstrap(rows, shifted, { seed: 3 })!.difference
+    assert.isAbove(paired2.upper - paired2.lower, 0.05)
+    assert.throws(() => S.bootstrapMean(rows, { seed: 3, stages: "repeats" as "cases" }), RangeError, "stages must be")
+  })
+
   it("a constant sample gives exactly a zero-width interval at its value", () => {
     const iv = S.bootstrapMean([[0.1, 0.1], [0.1], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]], { seed: 1 })!
     assert.deepStrictEqual([iv.estimate, iv.lower, iv.upper], [0.1, 0.1, 0.1])
@@ -204,6 +225,7 @@ describe("pairedBootstrap", () => {
     assert.throws(() => S.pairedBootstrap([[1]], [[1], [2]], { seed: 1 }), RangeError, "same cases")
     assert.throws(() => S.pairedBootstrap([[1]], [[NaN]], { seed: 1 }), RangeError, "cand[0][0] is NaN")
     assert.throws(() => S.pairedBootstrap([[1]], [[1]], { seed: 1, direction: "target" }), RangeError, "finite target")
+    assert.throws(() => S.pairedBootstrap([[1]], [[1]], { seed: 1, direction: "max" as "maximize" }), RangeError, "direction must be maximize, minimize or target")
   })
 
   it("properties: wins + losses + ties = cases; swapping the sides negates the difference", () => {
@@ -240,7 +262,8 @@ describe("mcnemarExact", () => {
     ]
     for (const [b, c, p] of table) {
       const r = S.mcnemarExact(b, c)
-      assert.closeTo(r.pValue, p, p * 1e-10, `b=${b} c=${c}`)
+      if (b + c <= 50) assert.strictEqual(r.pValue, p, `b=${b} c=${c}`) // exact in integers
+      else assert.closeTo(r.pValue, p, p * 1e-10, `b=${b} c=${c}`)
       assert.deepStrictEqual([r.b, r.c], [b, c])
     }
   })
@@ -333,6 +356,17 @@ describe("Pareto", () => {
     assert.isTrue(S.dominates(points[0]!, points[3]!, accCost, true))
   })
 
+  it("uncertainty-aware dominance needs better-or-equal point estimates: no cycle, no empty front", () => {
+    // With 'not worse beyond the intervals' alone on every objective, a → b → c → a would each
+    // dominate the next and the front would be empty; point estimates rule that out.
+    const max: ReadonlyArray<S.ParetoObjective> = [{ direction: "maximize" }, { direction: "maximize" }, { direction: "maximize" }]
+    const a: S.ParetoPoint = { id: "a", values: [iv(5, 5, 5), iv(2, 0, 4), iv(6, 3, 10)] }
+    const b: S.ParetoPoint = { id: "b", values: [iv(2, 0, 4), iv(6, 3, 10), iv(5, 5, 5)] }
+    const c: S.ParetoPoint = { id: "c", values: [iv(6, 3, 10), iv(5, 5, 5), iv(2, 0, 4)] }
+    assert.isFalse(S.dominates(a, b, max, true))
+    assert.deepStrictEqual(S.paretoFrontUncertain([a, b, c], max), ["a", "b", "c"])
+  })
+
   it("target: closeness to the target decides, in point estimates and in intervals", () => {
     const obj: ReadonlyArray<S.ParetoObjective> = [{ direction: "target", target: 100 }]
     const pts: ReadonlyArray<S.ParetoPoint> = [{ id: "low", values: [95] }, { id: "high", values: [110] }, { id: "on", values: [100] }]
@@ -351,6 +385,7 @@ describe("Pareto", () => {
     assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], accCost), RangeError, "has 1 values for 2 objectives")
     assert.throws(() => S.paretoFront([{ id: "x", values: [1, NaN] }], accCost), RangeError, "point \"x\" value 1 (estimate) is NaN")
     assert.throws(() => S.paretoFront([{ id: "x", values: [1, iv(5, 6, 7)] }], accCost), RangeError, "does not contain its estimate")
+    assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], [{ direction: "up" as "maximize" }]), RangeError, "objectives[0].direction must be")
   })
 
   it("properties: non-empty front for non-empty input, no member dominated, uncertain ⊇ strict", () => {

@@ -237,9 +237,7 @@ const printWarnings = (experiment: Experiment.Experiment) =>
 const runOne = (args: RunArgs, resume: boolean) =>
   Effect.gen(function*() {
     // 1. Everything that can be refused is refused before a store exists.
-    if (Option.isSome(args.runId) && args.runId.value.trim() === "") {
-      return yield* configError("--run-id", "the run id is empty: give a non-empty id or omit --run-id")
-    }
+    yield* checkRunIdFlag(args)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* printWarnings(experiment)
     // no store named anywhere: results live in memory only (and resume has nothing to resume)
@@ -276,6 +274,17 @@ const runOne = (args: RunArgs, resume: boolean) =>
           `${target.filename} belongs to ${suite} (output root ${owner.root}): a plain run must not write into a suite's databases; ` +
             `use \`assay ${resume ? "resume" : "run"} -c SUITE_FILE\` (with --experiment ID for one member) instead`,
           "give another store path for a plain run; reading the file with report or export is fine"
+        )
+      }
+    }
+    // `resume` continues a store: a missing one is a mistyped path, not a request to start
+    // afresh (a shard child, started by `--shards` as `resume --shard i/N`, may create its own)
+    if (overrides.resume === true && shard === undefined && target._tag === "Sqlite") {
+      const fsys = yield* FileSystem.FileSystem
+      if (!(yield* Effect.orElseSucceed(fsys.exists(target.filename), () => false))) {
+        return yield* configError(
+          chosen.field,
+          `nothing to resume: there is no store at ${target.filename}; check the path, or start the run with \`assay run\``
         )
       }
     }
@@ -410,6 +419,36 @@ const deliberateStops: Readonly<Record<string, string>> = {
   stop_after_failures: "--stop-after-failures / run.stopAfterFailures reached",
   stop_after: "--stop-after / run.stopAfter elapsed"
 }
+
+/** The longest `--run-id` accepted, in characters. */
+const RUN_ID_MAX = 200
+
+/**
+ * What is wrong with a `--run-id` value, or `undefined`: the one rule of plain runs and suites
+ * (both check it before anything is opened). A run id is printed on one line (summaries, `resume
+ * with:`), passed back as `--run-id` to the views and stored as a key, so it is non-empty, at
+ * most {@link RUN_ID_MAX} characters, without control characters (line breaks, tabs) and without
+ * leading or trailing spaces.
+ */
+export const runIdProblem = (runId: string): string | undefined => {
+  if (runId.trim() === "") return "the run id is empty: give a non-empty id or omit --run-id"
+  if (runId.length > RUN_ID_MAX) return `the run id is ${runId.length} characters long; at most ${RUN_ID_MAX} are allowed`
+  const control = /[\u0000-\u001f\u007f]/.exec(runId)
+  if (control !== null) {
+    return `the run id contains a control character (U+${
+      control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    } at index ${control.index}); use letters, digits and punctuation`
+  }
+  if (runId.trim() !== runId) return `the run id ${JSON.stringify(runId)} starts or ends with a space; remove it`
+  return undefined
+}
+
+/** Fails with `ConfigError` (exit 2, path `--run-id`) when the flag's value breaks {@link runIdProblem}. */
+const checkRunIdFlag = (args: { readonly runId: Option.Option<string> }) =>
+  Option.match(Option.flatMap(args.runId, (id) => Option.fromNullable(runIdProblem(id))), {
+    onNone: () => Effect.void,
+    onSome: (problem) => Effect.fail(configError("--run-id", problem))
+  })
 
 /**
  * Fails with `ConfigError` (exit 2) when `runId` (the user's `--run-id` or `run.runId`, plain
@@ -737,6 +776,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (Option.isSome(args.shard)) refused.push("--shard")
     if (Option.isSome(args.shards)) refused.push("--shards")
     if (Option.isSome(args.jobs)) refused.push("--jobs")
+    yield* checkRunIdFlag(args)
     const { store: _store, ...overrides } = yield* overridesOf(args, resume)
     return yield* SuiteRun.runSuite({
       config: args.config,

@@ -1,0 +1,70 @@
+/**
+ * Faults a fresh user found in suites, as that user meets them (spawned `bin/assay`):
+ * - `--run-id` is checked by the one rule of plain runs and suites (exit 2 before anything);
+ * - `resume` of a suite root (or a plain store) that does not exist is refused (exit 2), never
+ *   a silent fresh start.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { assay, tempDir, write } from "../support/cli.js"
+
+const opts = (cwd: string) => ({ cwd, killAfterMs: 60_000 })
+
+/** A suite of two members (alpha, beta), each a range of 3 rows through a 5 ms delay. */
+const fixture = (dir: string, layout = "byExperiment") => {
+  const member = write(dir, "a.json", {
+    pipeline: { name: "p", tasks: [{ use: "delay", args: ["5 millis"] }] },
+    source: { range: { n: 3 } }
+  })
+  const suite = write(dir, "suite.json", {
+    suite: { id: "fixes" },
+    output: { root: "out", layout },
+    experiments: { alpha: { config: "a.json" }, beta: { config: "a.json" } }
+  })
+  return { member, suite, root: path.join(dir, "out") }
+}
+
+describe("suite CLI fixes", () => {
+  it.scoped("--run-id: the plain run's rule in suite mode too (exit 2, nothing written)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      for (const [id, why] of [["", /empty/], ["a\nb", /control character \(U\+000A/], [" x", /starts or ends with a space/], ["x".repeat(201), /at most 200/]] as const) {
+        for (const c of [f.suite, f.member]) {
+          const r = yield* assay(["run", "-c", c, "--run-id", id, "--store", path.join(dir, "plain.db")].slice(0, c === f.suite ? 5 : 7), opts(dir))
+          assert.strictEqual(r.code, 2, `${JSON.stringify(id)} ${c}: ${r.stderr}`)
+          assert.match(r.stderr, /--run-id: /)
+          assert.match(r.stderr, why)
+        }
+      }
+      assert.isFalse(fs.existsSync(f.root), "nothing created")
+      assert.isFalse(fs.existsSync(path.join(dir, "plain.db")), "nothing created")
+      const ok = yield* assay(["run", "-c", f.suite, "--run-id", "my-run.1", "--quiet"], opts(dir))
+      assert.strictEqual(ok.code, 0, ok.stderr)
+    }), 120_000)
+
+  it.scoped("resume of a missing suite root or plain store is refused (exit 2), then works once it exists", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const r = yield* assay(["resume", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.match(r.stderr, /output\.root: nothing to resume: there is no suite root at .*out/)
+      assert.isFalse(fs.existsSync(f.root), "nothing created")
+      const other = yield* assay(["resume", "-c", f.suite, "--output-root", "elsewhere", "--quiet"], opts(dir))
+      assert.strictEqual(other.code, 2, other.stderr)
+      assert.match(other.stderr, /--output-root: nothing to resume/)
+      const plain = path.join(dir, "plain.db")
+      const p = yield* assay(["run", "--resume", "-c", f.member, "--store", plain, "--quiet"], opts(dir))
+      assert.strictEqual(p.code, 2, p.stderr)
+      assert.match(p.stderr, /--store: nothing to resume: there is no store at .*plain\.db/)
+      assert.isFalse(fs.existsSync(plain))
+
+      const run = yield* assay(["run", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(run.code, 0, run.stderr)
+      const again = yield* assay(["resume", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(again.code, 0, again.stderr)
+    }), 120_000)
+})

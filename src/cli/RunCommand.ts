@@ -828,7 +828,7 @@ const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknow
  * @category commands
  */
 export const run = Command.make("run", runOptions, handler(false)).pipe(
-  Command.withDescription("Run an experiment or a suite (exit 0 ok, 1 failures, 2 invalid configuration, 130 interrupted).")
+  Command.withDescription("Run an experiment or a suite (exit 0 ok, 1 failures, 2 invalid configuration, 75 store held by another writer, 130 interrupted).")
 )
 
 /**

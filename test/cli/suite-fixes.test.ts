@@ -2,12 +2,15 @@
  * Faults a fresh user found in suites, as that user meets them (spawned `bin/assay`):
  * - `--run-id` is checked by the one rule of plain runs and suites (exit 2 before anything);
  * - `resume` of a suite root (or a plain store) that does not exist is refused (exit 2), never
- *   a silent fresh start.
+ *   a silent fresh start;
+ * - a store or suite root held by another writer exits 75 (`ExitCode.Locked`), not 1 like a
+ *   task failure, for a suite and a plain run alike.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import Database from "better-sqlite3"
 import { assay, tempDir, write } from "../support/cli.js"
 
 const opts = (cwd: string) => ({ cwd, killAfterMs: 60_000 })
@@ -66,5 +69,33 @@ describe("suite CLI fixes", () => {
       assert.strictEqual(run.code, 0, run.stderr)
       const again = yield* assay(["resume", "-c", f.suite, "--quiet"], opts(dir))
       assert.strictEqual(again.code, 0, again.stderr)
+    }), 120_000)
+
+  it.scoped("a root or store held by another writer: exit 75 with the holder named, for a suite and a plain run", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const plain = path.join(dir, "plain.db")
+      for (const args of [["run", "-c", f.suite], ["run", "-c", f.member, "--store", plain]]) {
+        const first = yield* assay([...args, "--quiet"], opts(dir))
+        assert.strictEqual(first.code, 0, first.stderr)
+      }
+      // hold the writer locks from this process, as another run would
+      const held = [path.join(f.root, "suite.db.lock"), `${plain}.lock`].map((file) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            const d = new Database(file, { timeout: 0 })
+            d.exec("BEGIN EXCLUSIVE")
+            return d
+          }),
+          (d) => Effect.sync(() => d.close())
+        )
+      )
+      yield* Effect.all(held)
+      for (const args of [["resume", "-c", f.suite], ["run", "-c", f.suite, "--experiment", "beta"], ["resume", "-c", f.member, "--store", plain]]) {
+        const r = yield* assay([...args, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 75, `${args.join(" ")}: ${r.stderr}`)
+        assert.match(r.stderr, /is already open for writing by/)
+      }
     }), 120_000)
 })

@@ -315,7 +315,12 @@ export const acquireWriterLock = (path: string): Effect.Effect<Database.Database
       },
       catch: (cause) =>
         codeOf(cause).startsWith("SQLITE_BUSY")
-          ? unavailable(path, `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`, cause)
+          ? new StoreUnavailable({
+            message: `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`,
+            path,
+            cause,
+            locked: true
+          })
           : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}`, cause)
     }),
     (lock) =>

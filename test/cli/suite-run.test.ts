@@ -294,9 +294,9 @@ describe("assay run -c SUITE", () => {
         const bLine = lines.find((l) => l.includes("experiments.b:"))
         assert.isDefined(aLine, changed.stderr)
         assert.isDefined(bLine, changed.stderr)
-        assert.match(aLine!, /changed source: [0-9a-f]{12} -> [0-9a-f]{12};/)
-        assert.notInclude(aLine!, "pools.apis")
-        assert.match(bLine!, /changed pools\.apis: [0-9a-f]{12} -> [0-9a-f]{12}, source: /)
+        assert.match(aLine!, /changed: its source \(field range\.n: [0-9a-f]{12} -> [0-9a-f]{12}\)\. /)
+        assert.notInclude(aLine!, "pool \"apis\"")
+        assert.match(bLine!, /changed: its source \(field range\.n: [0-9a-f]{12} -> [0-9a-f]{12}\); its pool "apis" \(declaration, field resources\[0\]\.capacity: /)
         assert.notInclude(changed.stderr, "; experiments.")
         if (command === "validate") assert.deepStrictEqual(dbFiles(), filesBefore, "validate reads the root only")
       }

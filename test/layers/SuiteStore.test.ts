@@ -265,7 +265,16 @@ describe("SuiteStore", () => {
         const root = tempRoot()
         yield* withSuite({ root, layout }, ({ catalog }) =>
           Effect.gen(function*() {
-            const parts = { tasks: "t1", source: "s1", limit: "none", "bindings.apis": "shared" }
+            const parts = {
+              tasks: "t1",
+              source: "s1",
+              limit: "none",
+              "bindings.apis": "shared",
+              "pools.apis": "p1",
+              "field:source.range.n": "n1",
+              "field:source.repeats": "r1",
+              "field:pools.apis.resources[0].id": "i1"
+            }
             yield* catalog.registerMembers([
               { experimentId: "a", definitionDigest: "d1", definitionParts: parts, label: null, limit: null },
               { experimentId: "b", definitionDigest: "d2", label: null, limit: null }
@@ -275,7 +284,17 @@ describe("SuiteStore", () => {
               {
                 experimentId: "a",
                 definitionDigest: "d9",
-                definitionParts: { ...parts, source: "s2", "bindings.apis": "(private)" },
+                definitionParts: {
+                  ...parts,
+                  tasks: "t2",
+                  source: "s2",
+                  limit: "5",
+                  "bindings.apis": "(private)",
+                  "pools.apis": "p2",
+                  "field:source.range.n": "n2",
+                  "field:pools.apis.resources[0].id": "i2",
+                  "field:pools.apis.resources[1].id": "i3"
+                },
                 label: null,
                 limit: null
               },
@@ -283,7 +302,18 @@ describe("SuiteStore", () => {
             ], 200))
             const lines = e.message.split("\n")
             assert.strictEqual(lines.length, 2)
-            assert.include(lines[0]!, "experiments.a: the definition of member \"a\" changed bindings.apis: shared -> (private), source: s1 -> s2;")
+            // in words: which part, the fields when recorded, old -> new (field leaves are not parts of their own)
+            assert.include(
+              lines[0]!,
+              "experiments.a: the definition of member \"a\" changed: " +
+                "its pipeline definition (tasks, their versions, options or control: spec t1 -> t2); " +
+                "its source (field range.n: s1 -> s2); " +
+                "its pool \"apis\" (binding: shared pool \"shared\" -> private); " +
+                "its pool \"apis\" (declaration, fields resources[0].id, resources[1].id: p1 -> p2); " +
+                "its run options (limit: none -> 5). " +
+                "A member id keeps its definition for life"
+            )
+            assert.notInclude(lines[0]!, "field:")
             assert.include(lines[1]!, "experiments.b: the definition of member \"b\" changed (stored digest d2, now d8;")
             // an unchanged member registered without parts gets them recorded
             yield* catalog.registerMembers([{ experimentId: "b", definitionDigest: "d2", definitionParts: parts, label: null, limit: null }], 300)

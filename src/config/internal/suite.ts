@@ -172,13 +172,46 @@ export const definitionDigest = (definition: MemberDefinition): string =>
 /** The first 12 hex characters of a JSON value's digest (a part too long or too private to show). */
 const shortDigest = (u: Json): string => digest(Either.getOrThrow(canonicalJson(u))).slice(0, 12)
 
+/** The most field leaves recorded per section (a larger section is compared as a whole). */
+const MAX_LEAVES = 64
+
+/**
+ * The leaves of a JSON value (`prefix.key`, `prefix[i]`) with a 12-character digest of each
+ * value, or `{}` when there are more than {@link MAX_LEAVES}. An empty object or array is a leaf.
+ */
+const leavesOf = (prefix: string, u: Json): Record<string, string> => {
+  const out: Record<string, string> = {}
+  let n = 0
+  const walk = (p: string, v: Json): boolean => {
+    if (Array.isArray(v) && v.length > 0) return v.every((x, i) => walk(`${p}[${i}]`, x))
+    if (v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0) {
+      return Object.keys(v).sort().every((k) => walk(`${p}.${k}`, (v as Record<string, Json>)[k]!))
+    }
+    if (++n > MAX_LEAVES) return false
+    out[p] = shortDigest(v)
+    return true
+  }
+  return walk(prefix, u) ? out : {}
+}
+
+/**
+ * The prefix of the field leaves among a member's definition parts (`field:source.range.n`):
+ * they name the fields of a changed section, and are compared only to describe a change.
+ *
+ * @since 0.5.0
+ * @category identity
+ */
+export const FIELD_PART = "field:"
+
 /**
  * A member's definition part by part, as the catalog stores it beside the digest: `tasks` (the
  * first 12 characters of the template's spec digest), `source` (a 12-character digest of the
  * source section), `limit` (the number, or `none`), and for each local pool `bindings.NAME`
  * (the shared pool it is bound to, or `(private)`) and `pools.NAME` (a 12-character digest of
- * the declaration as written). Values are shown, never secrets: sections that may hold
- * literal values are digested.
+ * the declaration as written). Beside them, `field:source.PATH` and `field:pools.NAME.PATH`
+ * give a 12-character digest of each field of the source section and of each pool declaration
+ * (up to 64 per section), so that a refused change can name the fields that changed. Values
+ * are shown, never secrets: sections and fields that may hold literal values are digested.
  *
  * @param definition what the digest covers (see {@link MemberDefinition})
  * @returns part name -> value
@@ -191,9 +224,11 @@ export const definitionParts = (definition: MemberDefinition): Readonly<Record<s
     source: shortDigest(definition.source),
     limit: definition.limit === null ? "none" : String(definition.limit)
   }
+  for (const [k, v] of Object.entries(leavesOf("source", definition.source))) parts[`${FIELD_PART}${k}`] = v
   for (const [name, p] of Object.entries(definition.pools)) {
     parts[`bindings.${name}`] = p.bound ?? "(private)"
     parts[`pools.${name}`] = shortDigest(p.declaration)
+    for (const [k, v] of Object.entries(leavesOf(`pools.${name}`, p.declaration))) parts[`${FIELD_PART}${k}`] = v
   }
   return parts
 }

@@ -26,7 +26,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
-import { definitionChangeMessage } from "../layers/internal/suite/catalog.js"
+import { definitionChangeMessage, matchesRegistered } from "../layers/internal/suite/catalog.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
@@ -320,7 +320,7 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
           path: memberPath(m.id),
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
-      } else if (k.definitionDigest === m.definitionDigest) matching.push(m.id)
+      } else if (matchesRegistered(k, m)) matching.push(m.id)
       else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
     }
     return { exists: true, matching, added, issues }

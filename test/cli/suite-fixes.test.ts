@@ -4,14 +4,16 @@
  * - `resume` of a suite root (or a plain store) that does not exist is refused (exit 2), never
  *   a silent fresh start;
  * - a store or suite root held by another writer exits 75 (`ExitCode.Locked`), not 1 like a
- *   task failure, for a suite and a plain run alike.
+ *   task failure, for a suite and a plain run alike;
+ * - a pool's capacity is run configuration: raising or lowering it (shared or private) between
+ *   runs changes no member's definition, while a resource's id still does (exit 2).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import Database from "better-sqlite3"
-import { assay, tempDir, write } from "../support/cli.js"
+import { assay, query, tempDir, write } from "../support/cli.js"
 
 const opts = (cwd: string) => ({ cwd, killAfterMs: 60_000 })
 
@@ -97,5 +99,48 @@ describe("suite CLI fixes", () => {
         assert.strictEqual(r.code, 75, `${args.join(" ")}: ${r.stderr}`)
         assert.match(r.stderr, /is already open for writing by/)
       }
+    }), 120_000)
+
+  it.scoped("a pool's capacity changes on resume, up and down, shared and private; a resource id change is still refused", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const member = (capacity: number, id = "k") => ({
+        pools: { apis: { resources: [{ id, capacity }] } },
+        pipeline: { name: "p", tasks: [{ use: "delay", args: ["5 millis"], resource: "apis" }] },
+        source: { range: { n: 3 } }
+      })
+      const suite = (capacity: number) =>
+        write(dir, "suite.json", {
+          suite: { id: "pools" },
+          output: { root: "out", layout: "combined" },
+          pools: { shared: { resources: [{ id: "s", capacity }] } },
+          experiments: { alpha: { config: "a.json", poolBindings: { apis: "shared" } }, beta: { config: "b.json" } }
+        })
+      write(dir, "a.json", member(1))
+      write(dir, "b.json", member(1))
+      const file = suite(2)
+      const first = yield* assay(["run", "-c", file, "--quiet"], opts(dir))
+      assert.strictEqual(first.code, 0, first.stderr)
+      const db = path.join(dir, "out/state.db")
+      const pipelines = () => query<{ n: number }>(db, "SELECT count(*) AS n FROM pipelines")[0]!.n
+      const attempts = () => query<{ n: number }>(db, "SELECT count(*) AS n FROM attempts")[0]!.n
+      assert.strictEqual(pipelines(), 6)
+      const attemptsBefore = attempts()
+      for (const capacity of [8, 1]) {
+        suite(capacity)
+        write(dir, "b.json", member(capacity + 1))
+        const v = yield* assay(["validate", "-c", file], opts(dir))
+        assert.strictEqual(v.code, 0, v.stderr)
+        assert.include(v.stdout, "existing root: 2 member(s) match (alpha, beta), 0 new (none)")
+        const r = yield* assay(["resume", "-c", file, "--summary", "json"], opts(dir))
+        assert.strictEqual(r.code, 0, `capacity ${capacity}: ${r.stderr}`)
+        assert.strictEqual(JSON.parse(r.stdout).skipped, 6, "every pipeline found again: no identity changed")
+      }
+      assert.strictEqual(pipelines(), 6, "no new pipeline")
+      assert.strictEqual(attempts(), attemptsBefore, "nothing re-run")
+      write(dir, "b.json", member(2, "k2"))
+      const refused = yield* assay(["resume", "-c", file, "--quiet"], opts(dir))
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.match(refused.stderr, /experiments\.beta: the definition of member "beta" changed: its pool "apis" \(declaration, field resources\[0\]\.id: /)
     }), 120_000)
 })

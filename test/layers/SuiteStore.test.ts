@@ -321,6 +321,25 @@ describe("SuiteStore", () => {
           }))
       }))
 
+    it.effect(`${layout}: a member registered under a previous digest of its definition matches and is upgraded; another digest is still refused`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ catalog }) =>
+          Effect.gen(function*() {
+            yield* catalog.registerMembers([{ experimentId: "a", definitionDigest: "v1", label: null, limit: null }], 100)
+            yield* catalog.registerMembers([
+              { experimentId: "a", definitionDigest: "v2", definitionParts: { tasks: "t" }, previousDigests: ["v1"], label: null, limit: null }
+            ], 200)
+            assert.deepStrictEqual((yield* catalog.members).map((m) => [m.definitionDigest, m.definitionParts, m.createdAt]), [["v2", { tasks: "t" }, 100]])
+            // upgraded: the current digest matches from now on, the old one no longer names it
+            yield* catalog.registerMembers([{ experimentId: "a", definitionDigest: "v2", label: null, limit: null }], 300)
+            const e = yield* Effect.flip(catalog.registerMembers([
+              { experimentId: "a", definitionDigest: "v3", previousDigests: ["v1"], label: null, limit: null }
+            ], 400))
+            assert.include(e.message, "the definition of member \"a\" changed")
+          }))
+      }))
+
     it.effect(`${layout}: a member id equal to a registered one ignoring case but spelled differently is refused; nothing is written`, () =>
       Effect.gen(function*() {
         const root = tempRoot()

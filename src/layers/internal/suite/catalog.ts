@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { idKey, memberPath } from "../../../domain/Suite.js"
-import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
+import type { MemberRecord, MemberRegistration, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
 type Row = Record<string, unknown>
@@ -156,6 +156,18 @@ export const definitionChangeMessage = (
 }
 
 /**
+ * Whether a registered member holds the definition given now: the same digest, or one of the
+ * digests an older format gave it (`previousDigests`).
+ *
+ * @since 0.6.0
+ * @category catalog
+ */
+export const matchesRegistered = (
+  registered: Pick<MemberRecord, "definitionDigest">,
+  now: Pick<MemberRegistration, "definitionDigest" | "previousDigests">
+): boolean => registered.definitionDigest === now.definitionDigest || (now.previousDigests ?? []).includes(registered.definitionDigest)
+
+/**
  * Registers members (see `SuiteCatalogService.registerMembers`): every digest is checked
  * before the one transaction that writes.
  *
@@ -164,7 +176,7 @@ export const definitionChangeMessage = (
  */
 export const registerMembers = (
   env: SqliteEnv,
-  ms: ReadonlyArray<Omit<MemberRecord, "createdAt">>,
+  ms: ReadonlyArray<MemberRegistration>,
   nowMs: number
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
@@ -180,7 +192,7 @@ export const registerMembers = (
             `spell it "${k.experimentId}" or use another id`
         }]
       }
-      return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
+      return k === undefined || matchesRegistered(k, m) ? [] : [{
         path: memberPath(m.experimentId),
         message: definitionChangeMessage(m.experimentId, k, m)
       }]
@@ -190,6 +202,16 @@ export const registerMembers = (
       return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
     }
     yield* env.tx((d) => {
+      // a member registered under an older format's digest of the same definition: upgraded
+      const upgrade = d.prepare(
+        "UPDATE suite_members SET definition_digest = ?, definition_parts = ? WHERE experiment_id = ? AND definition_digest = ?"
+      )
+      for (const m of ms) {
+        const k = known.get(idKey(m.experimentId))
+        if (k === undefined || k.definitionDigest === m.definitionDigest) continue
+        const parts = m.definitionParts === null || m.definitionParts === undefined ? null : JSON.stringify(m.definitionParts)
+        upgrade.run(m.definitionDigest, parts, m.experimentId, k.definitionDigest)
+      }
       // the parts are recorded when the member is first registered, and filled in for a member
       // registered by a build that did not record them (same digest, so the same definition)
       const upsert = d.prepare(

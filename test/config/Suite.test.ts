@@ -446,6 +446,29 @@ describe("SuiteConfig.load: definition digest", () => {
   })
 })
 
+describe("a JSON key written twice", () => {
+  it.effect("is refused in a suite file and in a member's experiment file, at its field path, by the experiment loader's one check", () =>
+    Effect.gen(function*() {
+      const suiteText = JSON.stringify(suite(), null, 2).replace(
+        `"config": "members/b.json"`,
+        `"config": "members/b.json", "limit": 1, "limit": 2`
+      )
+      const dir = dirWith({ "suite.json": suiteText, "members/a.json": member(), "members/b.json": member() })
+      const bySuite = yield* failure(path.join(dir, "suite.json"))
+      assert.strictEqual(bySuite.length, 1, bySuite.join("\n"))
+      assert.match(bySuite[0]!, /^experiments\.b\.limit: the key "limit" is written twice in one object \(line \d+, then line \d+ column \d+\); JSON would keep only the last value \| remove one of them$/)
+      // a member file: reported under the member, with the member file's field path
+      const memberText = `{ "source": { "range": { "n": 3 } },` + JSON.stringify(member()).slice(1)
+      const dir2 = dirWith({ "suite.json": suite(), "members/a.json": member(), "members/b.json": memberText })
+      const byMember = (yield* failure(path.join(dir2, "suite.json"))).join("\n")
+      assert.match(byMember, /experiments\.b\.config/)
+      assert.include(byMember, "source: the key \"source\" is written twice")
+      // the experiment loader itself, alone
+      const alone = yield* Effect.flip(Experiment.load(path.join(dir2, "members/b.json"), { env }).pipe(Effect.provide(NodeContext.layer)))
+      assert.deepStrictEqual(alone.issues.map((i) => i.path), ["source"])
+    }))
+})
+
 describe("defineSuite and a suite file missing its suite key", () => {
   it("defineSuite is exported from the package root, the same function as SuiteConfig.defineSuite", () => {
     assert.strictEqual(Root.defineSuite, SuiteConfig.defineSuite)

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
+import * as fs from "node:fs"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
@@ -108,6 +109,15 @@ export const openAll = (
 > =>
   Effect.flatMap(registryFor(specs, plugins), (registry) => openWith(specs, registry))
 
+const isDirectory = (p: string) =>
+  Effect.sync(() => {
+    try {
+      return fs.statSync(p).isDirectory()
+    } catch {
+      return false
+    }
+  })
+
 /**
  * {@link openAll} with an already loaded registry.
  *
@@ -124,6 +134,15 @@ export const openWith = (
 > =>
   Effect.gen(function*() {
     for (const spec of specs) yield* StoreResolver.resolve(spec, registry, "store")
+    // a directory is a suite root (read by the suite views) or a mistake: say what it is
+    for (const spec of specs) {
+      if (PluginUri.isUri(spec) || !(yield* isDirectory(spec))) continue
+      const found = yield* SuiteStore.notARootMessage(spec)
+      return yield* new ConfigError({
+        message: `expected a store file or a suite root (a directory holding manifest.json): ${found}`,
+        issues: [{ path: "store", message: found }]
+      })
+    }
     const baseDir = process.cwd()
     return yield* Effect.forEach(specs, (spec) =>
       Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: spec, store })))
@@ -201,9 +220,11 @@ export const suiteRootOf = (
       })
     }
     if (roots.length === 0 && experiment !== undefined) {
+      const found = yield* Effect.forEach(specs, SuiteStore.notARootMessage)
       return yield* new ConfigError({
-        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members`,
-        issues: [{ path: "--experiment", message: "not a suite root" }]
+        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members; ` +
+          found.join("; "),
+        issues: [{ path: "--experiment", message: `not a suite root: ${found.join("; ")}` }]
       })
     }
     return roots[0]

@@ -112,13 +112,25 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
     }
     for (const w of loaded.warnings) yield* Console.error(w)
-    // `resume` continues a suite root: a missing one is a mistyped path, not a fresh start
-    if (args.overrides.resume === true && !(yield* SuiteStore.isSuiteRoot(loaded.output.root))) {
-      return yield* configError(
-        Option.isSome(args.outputRoot) ? "--output-root" : "output.root",
-        `nothing to resume: there is no suite root at ${loaded.output.root} (no manifest.json); ` +
-          "start the suite with `assay run -c SUITE_FILE`"
-      )
+    const rootField = Option.isSome(args.outputRoot) ? "--output-root" : "output.root"
+    if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) {
+      // `resume` continues a suite root: a missing one is a mistyped path, not a fresh start
+      if (args.overrides.resume === true) {
+        return yield* configError(
+          rootField,
+          `nothing to resume: there is no suite root at ${loaded.output.root} (no manifest.json); ` +
+            "start the suite with `assay run -c SUITE_FILE`"
+        )
+      }
+      // a new root is a directory of its own: never a file, never inside another suite's root
+      const { found, root } = yield* SuiteStore.describePath(loaded.output.root)
+      if (root !== undefined || found.startsWith("is a file")) {
+        return yield* configError(
+          rootField,
+          `expected a suite root (a new or existing directory holding manifest.json): ${loaded.output.root} ${found}` +
+            (root === undefined ? "" : `; a suite root is never created inside another (${root})`)
+        )
+      }
     }
     const selected = yield* Suite.select(suite, args.experiments.length === 0 ? undefined : args.experiments)
     const input: RunConfig.RunConfigInput = { ...loaded.run, ...args.overrides }

@@ -6,7 +6,11 @@
  * - a store or suite root held by another writer exits 75 (`ExitCode.Locked`), not 1 like a
  *   task failure, for a suite and a plain run alike;
  * - a pool's capacity is run configuration: raising or lowering it (shared or private) between
- *   runs changes no member's definition, while a resource's id still does (exit 2).
+ *   runs changes no member's definition, while a resource's id still does (exit 2);
+ * - a suite command pointed at something that is not a suite root (a member's database, the
+ *   catalog, a folder inside a root, an unrelated directory, a file) says what it expected and
+ *   what it found, and the root to give instead (exit 2); a new output root is never made
+ *   inside another root or over a file.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -142,5 +146,34 @@ describe("suite CLI fixes", () => {
       const refused = yield* assay(["resume", "-c", file, "--quiet"], opts(dir))
       assert.strictEqual(refused.code, 2, refused.stderr)
       assert.match(refused.stderr, /experiments\.beta: the definition of member "beta" changed: its pool "apis" \(declaration, field resources\[0\]\.id: /)
+    }), 120_000)
+
+  it.scoped("a path that is not a suite root: what was expected, what was found, and the root to give (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const first = yield* assay(["run", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(first.code, 0, first.stderr)
+      fs.mkdirSync(path.join(dir, "random"))
+      fs.writeFileSync(path.join(dir, "random/notes.txt"), "hi")
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["report", "out/experiments/alpha/state.db", "--experiment", "alpha"],
+          /only a suite root \(a directory holding manifest\.json\) has members; out\/experiments\/alpha\/state\.db is the database of member "alpha" of suite "fixes", not its root: give the root, .*\/out$/m],
+        [["report", "out/experiments", "--experiment", "alpha"], /out\/experiments is a folder inside the root of suite "fixes", not the root itself: give the root, /],
+        [["report", "random"], /expected a store file or a suite root \(a directory holding manifest\.json\): random is a directory without manifest\.json/],
+        [["report", "out/experiments/beta"], /expected a store file or a suite root .*: out\/experiments\/beta is a folder inside the root of suite "fixes"/],
+        [["report", "missing", "--experiment", "alpha"], /missing does not exist/],
+        [["export", "out/suite.db", "split", "--by-experiment"], /give a suite root .*; out\/suite\.db is the catalog database of suite "fixes", not its root: give the root, /],
+        [["run", "-c", f.suite, "--output-root", "out/experiments/alpha/nested"],
+          /--output-root: expected a suite root .*nested does not exist \(it would be inside the root of suite "fixes"\); a suite root is never created inside another/],
+        [["run", "-c", f.suite, "--output-root", "random/notes.txt"], /--output-root: expected a suite root .*notes\.txt is a file, not a directory/]
+      ]
+      for (const [args, expected] of cases) {
+        const r = yield* assay([...args, "--quiet"].filter((a) => a !== "--quiet" || args[0] === "run"), opts(dir))
+        assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+        assert.match(r.stderr, expected, args.join(" "))
+      }
+      assert.isFalse(fs.existsSync(path.join(dir, "out/experiments/alpha/nested")), "no root made inside a root")
+      assert.isFalse(fs.existsSync(path.join(dir, "split")))
     }), 120_000)
 })

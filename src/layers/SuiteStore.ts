@@ -469,6 +469,7 @@ export const make = (
       layout,
       root,
       outputDirOf: (id) => (layout === "combined" ? root : nodePath.join(root, "experiments", id)),
+      missingDatabases: missing.map((id) => ({ experimentId: id, file: memberFile(root, id) })),
       registerMembers: (ms, nowMs) =>
         Effect.gen(function*() {
           for (const m of ms) {

@@ -131,6 +131,11 @@ export interface SuiteCatalogService {
   ) => Effect.Effect<void, StoreUnavailable>
   readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<MembershipRecord>, StoreUnavailable>
   readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+  /**
+   * The members whose database is missing when the root was opened (`byExperiment`: recorded
+   * as created, file gone), each with the file; they read as empty. Absent: none.
+   */
+  readonly missingDatabases?: ReadonlyArray<{ readonly experimentId: string; readonly file: string }> | undefined
 }
 
 /**

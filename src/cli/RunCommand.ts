@@ -62,7 +62,6 @@ import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
-import * as SuiteStore from "../layers/SuiteStore.js"
 import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -264,19 +263,8 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const target: StoreResolver.StoreTarget = shard === undefined || target0._tag !== "Sqlite"
       ? target0
       : { _tag: "Sqlite", filename: store }
-    // a suite root's databases are written only through the suite (its catalog counts its members)
-    if (target._tag === "Sqlite") {
-      const owner = yield* SuiteStore.suiteRootOfFile(target.filename)
-      if (owner !== undefined) {
-        const suite = owner.suiteId === undefined ? "a suite" : `suite "${owner.suiteId}"`
-        return yield* configError(
-          chosen.field,
-          `${target.filename} belongs to ${suite} (output root ${owner.root}): a plain run must not write into a suite's databases; ` +
-            `use \`assay ${resume ? "resume" : "run"} -c SUITE_FILE\` (with --experiment ID for one member) instead`,
-          "give another store path for a plain run; reading the file with report or export is fine"
-        )
-      }
-    }
+    // a suite root's databases are written only through the suite: the SQLite store refuses a
+    // plain writer there (ConfigError, exit 2) when it opens, for the CLI and any program alike
     // `resume` continues a store: a missing one is a mistyped path, not a request to start
     // afresh (a shard child, started by `--shards` as `resume --shard i/N`, may create its own)
     if (overrides.resume === true && shard === undefined && target._tag === "Sqlite") {

@@ -179,17 +179,7 @@ export const isSuiteRoot = (path: string): Effect.Effect<boolean> =>
 export const suiteRootOfFile = (
   file: string
 ): Effect.Effect<{ readonly root: string; readonly suiteId: string | undefined } | undefined> =>
-  Effect.gen(function*() {
-    const dir = nodePath.dirname(nodePath.resolve(file))
-    const experiments = nodePath.dirname(dir)
-    const candidates = [dir, ...(nodePath.basename(experiments) === "experiments" ? [nodePath.dirname(experiments)] : [])]
-    for (const root of candidates) {
-      if (!(yield* isSuiteRoot(root))) continue
-      const manifest = yield* Effect.orElseSucceed(Manifest.read(root), () => undefined)
-      return { root, suiteId: manifest?.suiteId }
-    }
-    return undefined
-  })
+  Effect.sync(() => Manifest.ownerOfFile(file))
 
 /**
  * What a path that is not a suite root is, in words, for the messages of commands that
@@ -338,7 +328,7 @@ export const make = (
     }
     const catalogFile = nodePath.join(root, Manifest.catalogOf(layout))
     const catalogBackend = layout === "combined" ? yield* backendIn(root, !readOnly) : ArtifactBackends.inline
-    const { driver, env } = yield* makeDriverWithEnv({ ...storeOptions, filename: catalogFile, readonly: readOnly }).pipe(
+    const { driver, env } = yield* makeDriverWithEnv({ ...storeOptions, filename: catalogFile, readonly: readOnly, suiteRoot: root }).pipe(
       Effect.provideService(ArtifactBackend, catalogBackend)
     )
     const catalogService = yield* makeWith(driver, storeOptions).pipe(Effect.provideService(ArtifactBackend, catalogBackend))

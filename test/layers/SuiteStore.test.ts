@@ -12,6 +12,7 @@ import { memberDigest, memberDigestOf, memberPipelineId } from "../../src/domain
 import type { SuiteLayout } from "../../src/domain/Suite.js"
 import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, controlledToRewind, event, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
@@ -338,6 +339,35 @@ describe("SuiteStore", () => {
             ], 400))
             assert.include(e.message, "the definition of member \"a\" changed")
           }))
+      }))
+
+    it.effect(`${layout}: the SQLite store itself refuses a plain writer on the root's databases (ConfigError, path store); reading them is fine`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ store }) => runOver(store, "r1", ["a", "b"]))
+        const files = layout === "combined"
+          ? [nodePath.join(root, "state.db")]
+          : [nodePath.join(root, "suite.db"), nodePath.join(root, "experiments/a/state.db")]
+        // a new file in the root is refused too: nothing may be created there by a plain store
+        for (const file of [...files, nodePath.join(root, "other.db")]) {
+          const before = fs.existsSync(file) ? bytesOf(file) : undefined
+          const e = yield* Effect.flip(Effect.scoped(Effect.flatMap(Store, (s) => s.listRuns)).pipe(
+            Effect.provide(SqliteStore.layer({ filename: file }))
+          ))
+          assert.strictEqual(e._tag, "ConfigError", file)
+          assert.strictEqual(e._tag === "ConfigError" ? e.issues[0]?.path : "", "store")
+          assert.include(e.message, `belongs to suite "${SUITE}" (output root ${root})`)
+          assert.deepStrictEqual(fs.existsSync(file) ? bytesOf(file) : undefined, before, "nothing written")
+          assert.isFalse(fs.existsSync(`${file}.lock`), "no lock taken")
+        }
+        for (const file of files) {
+          const runs = yield* Effect.scoped(Effect.flatMap(Store, (s) => s.listRuns)).pipe(
+            Effect.provide(SqliteStore.layerReadOnly(file))
+          )
+          assert.isAtLeast(runs.length, 1, file)
+        }
+        // the suite itself still writes them
+        yield* withSuite({ root, layout }, ({ store }) => runOver(store, "r2", ["a"]))
       }))
 
     it.effect(`${layout}: a member id equal to a registered one ignoring case but spelled differently is refused; nothing is written`, () =>

@@ -103,7 +103,10 @@ const runOptions = {
   retrySucceeded: flag("retry-succeeded", "Re-run pipelines that already succeeded."),
   freshRestart: flag("fresh-restart", "Discard checkpoints and start pipelines from their seed."),
   strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
-  stopAfterFailures: optInt("stop-after-failures", "Stop admitting after this many failed pipelines."),
+  stopAfterFailures: optInt(
+    "stop-after-failures",
+    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops)."
+  ),
   stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\").", "duration"),
   staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),
   grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\").", "duration"),

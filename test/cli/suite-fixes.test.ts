@@ -10,7 +10,9 @@
  * - a suite command pointed at something that is not a suite root (a member's database, the
  *   catalog, a folder inside a root, an unrelated directory, a file) says what it expected and
  *   what it found, and the root to give instead (exit 2); a new output root is never made
- *   inside another root or over a file.
+ *   inside another root or over a file;
+ * - `--stop-after-failures` is the suite's: one member's failures stop every member's
+ *   admission (documented, and said in `assay run --help`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -18,6 +20,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import Database from "better-sqlite3"
 import { assay, query, tempDir, write } from "../support/cli.js"
+
+const countIn = (db: string, sql: string) => Number(Object.values(query(db, sql)[0]!)[0])
 
 const opts = (cwd: string) => ({ cwd, killAfterMs: 60_000 })
 
@@ -175,5 +179,26 @@ describe("suite CLI fixes", () => {
       }
       assert.isFalse(fs.existsSync(path.join(dir, "out/experiments/alpha/nested")), "no root made inside a root")
       assert.isFalse(fs.existsSync(path.join(dir, "split")))
+    }), 120_000)
+
+  it.scoped("--stop-after-failures counts across members: one member's failure stops every member's admission", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 20 } } })
+      write(dir, "good.json", { pipeline: { name: "g", tasks: [{ use: "delay", args: ["20 millis"] }] }, source: { range: { n: 200 } } })
+      const suite = write(dir, "suite.json", {
+        suite: { id: "stops" },
+        run: { concurrency: 1, maxAdmitted: 2 },
+        output: { root: "out", layout: "byExperiment" },
+        experiments: { bad: { config: "bad.json" }, good: { config: "good.json" } }
+      })
+      const r = yield* assay(["run", "-c", suite, "--stop-after-failures", "1", "--quiet"], opts(dir))
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "stopped early (--stop-after-failures / run.stopAfterFailures reached)")
+      const good = countIn(path.join(dir, "out/experiments/good/state.db"), "SELECT count(*) FROM pipelines")
+      assert.isBelow(good, 200, "the member without failures stopped admitting too")
+      assert.isBelow(countIn(path.join(dir, "out/experiments/bad/state.db"), "SELECT count(*) FROM pipelines"), 20)
+      const help = yield* assay(["run", "--help"], opts(dir))
+      assert.match(help.stdout.replace(/\s+/g, " "), /in a suite: counted across all members, and every member stops/)
     }), 120_000)
 })

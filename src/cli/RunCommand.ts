@@ -131,7 +131,11 @@ const runOptions = {
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
   jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all)."),
   experiment: Flags.experiments("Suite only: run just this member; the others' state is left untouched."),
-  outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root).")
+  outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root)."),
+  acceptChangedRows: flag(
+    "accept-changed-rows",
+    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as history."
+  )
 }
 
 type RunArgs = {
@@ -775,6 +779,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,
+      acceptChangedRows: args.acceptChangedRows,
       limit: args.limit,
       strictEnv: args.strictEnv,
       summary: args.summary,
@@ -789,6 +794,8 @@ const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<vo
     ? Effect.fail(configError("--experiment", "only a suite file has members: --experiment needs -c SUITE"))
     : Option.isSome(args.outputRoot)
     ? Effect.fail(configError("--output-root", "only a suite file has an output root: --output-root needs -c SUITE"))
+    : args.acceptChangedRows
+    ? Effect.fail(configError("--accept-changed-rows", "only a suite run checks its members' rows against the root: --accept-changed-rows needs -c SUITE"))
     : Option.match(args.shards, {
     onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
       Option.isSome(args.jobs)

@@ -11,6 +11,9 @@
  *   catalog, a folder inside a root, an unrelated directory, a file) says what it expected and
  *   what it found, and the root to give instead (exit 2); a new output root is never made
  *   inside another root or over a file;
+ * - an input row edited (or removed) since a member's pipelines ran: `run`/`resume` refuse
+ *   (exit 2, naming the member and the stale local keys, nothing recorded) unless
+ *   `--accept-changed-rows`; a limit that left rows unread is no change;
  * - `--stop-after-failures` is the suite's: one member's failures stop every member's
  *   admission (documented, and said in `assay run --help`).
  */
@@ -200,5 +203,44 @@ describe("suite CLI fixes", () => {
       assert.isBelow(countIn(path.join(dir, "out/experiments/bad/state.db"), "SELECT count(*) FROM pipelines"), 20)
       const help = yield* assay(["run", "--help"], opts(dir))
       assert.match(help.stdout.replace(/\s+/g, " "), /in a suite: counted across all members, and every member stops/)
+    }), 120_000)
+
+  it.scoped("an edited input row: refused with the member and its stale keys (exit 2) unless --accept-changed-rows; a limit is no change", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const rows = (texts: ReadonlyArray<string>) => write(dir, "rows.jsonl", texts.map((t) => JSON.stringify({ text: t })).join("\n") + "\n")
+      rows(["a", "b", "c"])
+      write(dir, "m.json", { pipeline: { name: "p", tasks: [{ use: "delay", args: ["1 millis"] }] }, source: { jsonl: { path: "rows.jsonl" } } })
+      const suite = write(dir, "suite.json", {
+        suite: { id: "rows" },
+        output: { root: "out", layout: "combined" },
+        experiments: { x: { config: "m.json" } }
+      })
+      const db = path.join(dir, "out/state.db")
+      // a limit leaves rows unread: the next run is not a change
+      const limited = yield* assay(["run", "-c", suite, "--limit", "1", "--quiet"], opts(dir))
+      assert.strictEqual(limited.code, 0, limited.stderr)
+      const full = yield* assay(["resume", "-c", suite, "--quiet"], opts(dir))
+      assert.strictEqual(full.code, 0, full.stderr)
+      const before = { runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }
+      assert.deepStrictEqual(before, { runs: 2, pipelines: 3 })
+      const staleKey = String(query<{ local_key: string }>(db, "SELECT local_key FROM pipelines ORDER BY created_at LIMIT 1 OFFSET 1")[0]!.local_key)
+
+      rows(["a", "b, edited", "c"])
+      for (const command of ["resume", "run"]) {
+        const r = yield* assay([command, "-c", suite, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.match(r.stderr, /experiments\.x: the member's source no longer yields 1 of its stored pipeline\(s\) \(local keys [0-9a-f]+\) and yields 1 the root does not hold/)
+        assert.include(r.stderr, "--accept-changed-rows")
+      }
+      assert.deepStrictEqual({ runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }, before, "nothing recorded")
+      const accepted = yield* assay(["resume", "-c", suite, "--accept-changed-rows", "--quiet"], opts(dir))
+      assert.strictEqual(accepted.code, 0, accepted.stderr)
+      assert.match(accepted.stderr, /warning: member x: 1 stored pipeline\(s\) are not yielded by its source any more/)
+      assert.strictEqual(countIn(db, "SELECT count(*) FROM pipelines"), 4, "the edited row ran as a new pipeline; the old one stays as history")
+      assert.strictEqual(countIn(db, `SELECT count(*) FROM pipelines WHERE local_key = '${staleKey}'`), 1)
+      const plain = yield* assay(["run", "-c", path.join(dir, "m.json"), "--accept-changed-rows"], opts(dir))
+      assert.strictEqual(plain.code, 2, plain.stderr)
+      assert.include(plain.stderr, "--accept-changed-rows needs -c SUITE")
     }), 120_000)
 })

@@ -109,6 +109,22 @@ export const openAll = (
 > =>
   Effect.flatMap(registryFor(specs, plugins), (registry) => openWith(specs, registry))
 
+/**
+ * Fails with `ConfigError` (exit 2) when a store argument is a directory: a suite root is read
+ * by the suite views before this point, so any directory here is a mistake, named for what it is
+ * (`SuiteStore.notARootMessage`: a folder inside a suite root, a directory without
+ * manifest.json) instead of SQLite's "disk I/O error".
+ */
+const refuseDirectory = (spec: string): Effect.Effect<void, ConfigError> =>
+  Effect.gen(function*() {
+    if (PluginUri.isUri(spec) || !(yield* isDirectory(spec))) return
+    const found = yield* SuiteStore.notARootMessage(spec)
+    return yield* new ConfigError({
+      message: `expected a store file or a suite root (a directory holding manifest.json): ${found}`,
+      issues: [{ path: "store", message: found }]
+    })
+  })
+
 const isDirectory = (p: string) =>
   Effect.sync(() => {
     try {
@@ -134,15 +150,7 @@ export const openWith = (
 > =>
   Effect.gen(function*() {
     for (const spec of specs) yield* StoreResolver.resolve(spec, registry, "store")
-    // a directory is a suite root (read by the suite views) or a mistake: say what it is
-    for (const spec of specs) {
-      if (PluginUri.isUri(spec) || !(yield* isDirectory(spec))) continue
-      const found = yield* SuiteStore.notARootMessage(spec)
-      return yield* new ConfigError({
-        message: `expected a store file or a suite root (a directory holding manifest.json): ${found}`,
-        issues: [{ path: "store", message: found }]
-      })
-    }
+    for (const spec of specs) yield* refuseDirectory(spec)
     const baseDir = process.cwd()
     return yield* Effect.forEach(specs, (spec) =>
       Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: spec, store })))
@@ -179,10 +187,13 @@ export const readLayer = (
   plugins: ReadonlyArray<string>
 ): Layer.Layer<Store, StoreUnavailable | ConfigError | PluginError> =>
   Layer.unwrapEffect(
-    Effect.map(
-      registryFor([spec], plugins),
-      (registry) =>
-        StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+    Effect.zipRight(
+      refuseDirectory(spec),
+      Effect.map(
+        registryFor([spec], plugins),
+        (registry) =>
+          StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+      )
     )
   )
 

@@ -169,6 +169,8 @@ describe("suite CLI fixes", () => {
         [["report", "out/experiments", "--experiment", "alpha"], /out\/experiments is a folder inside the root of suite "fixes", not the root itself: give the root, /],
         [["report", "random"], /expected a store file or a suite root \(a directory holding manifest\.json\): random is a directory without manifest\.json/],
         [["report", "out/experiments/beta"], /expected a store file or a suite root .*: out\/experiments\/beta is a folder inside the root of suite "fixes"/],
+        [["watch", "random"], /expected a store file or a suite root .*: random is a directory without manifest\.json/],
+        [["serve", "out/experiments", "--port", "0"], /expected a store file or a suite root .*: out\/experiments is a folder inside the root of suite "fixes"/],
         [["report", "missing", "--experiment", "alpha"], /missing does not exist/],
         [["export", "out/suite.db", "split", "--by-experiment"], /give a suite root .*; out\/suite\.db is the catalog database of suite "fixes", not its root: give the root, /],
         [["run", "-c", f.suite, "--output-root", "out/experiments/alpha/nested"],

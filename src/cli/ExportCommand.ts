@@ -33,6 +33,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import type { StoreService } from "../services/Store.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
 import * as StoreArgs from "./StoreArgs.js"
 
 const paths = Args.text({ name: "path" }).pipe(
@@ -105,9 +106,10 @@ export const exportCommand = Command.make("export", {
     const experiment = Option.getOrUndefined(o.experiment)
     const root = yield* StoreArgs.suiteRootOf(stores, experiment)
     if (o.byExperiment && (root === undefined || out === "-")) {
+      const found = root === undefined ? (yield* Effect.forEach(stores, SuiteStore.notARootMessage)).join("; ") : ""
       return yield* new ConfigError({
         message: root === undefined
-          ? "--by-experiment splits a suite root's rows by member: give a suite root (a directory with manifest.json)"
+          ? `--by-experiment splits a suite root's rows by member: give a suite root (a directory with manifest.json); ${found}`
           : "--by-experiment writes files under OUT: OUT must be a directory, not -",
         issues: [{ path: "--by-experiment", message: root === undefined ? "not a suite root" : "OUT is -" }]
       })

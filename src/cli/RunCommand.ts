@@ -62,7 +62,6 @@ import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
-import * as SuiteStore from "../layers/SuiteStore.js"
 import { integerAtLeast } from "./Flags.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +103,10 @@ const runOptions = {
   retrySucceeded: flag("retry-succeeded", "Re-run pipelines that already succeeded."),
   freshRestart: flag("fresh-restart", "Discard checkpoints and start pipelines from their seed."),
   strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
-  stopAfterFailures: optInt("stop-after-failures", "Stop admitting after this many failed pipelines."),
+  stopAfterFailures: optInt(
+    "stop-after-failures",
+    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops)."
+  ),
   stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\").", "duration"),
   staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),
   grace: optText("grace", "How long in-flight attempts may finish after a stop (\"5 seconds\").", "duration"),
@@ -129,7 +131,11 @@ const runOptions = {
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
   jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all)."),
   experiment: Flags.experiments("Suite only: run just this member; the others' state is left untouched."),
-  outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root).")
+  outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root)."),
+  acceptChangedRows: flag(
+    "accept-changed-rows",
+    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as history."
+  )
 }
 
 type RunArgs = {
@@ -237,9 +243,7 @@ const printWarnings = (experiment: Experiment.Experiment) =>
 const runOne = (args: RunArgs, resume: boolean) =>
   Effect.gen(function*() {
     // 1. Everything that can be refused is refused before a store exists.
-    if (Option.isSome(args.runId) && args.runId.value.trim() === "") {
-      return yield* configError("--run-id", "the run id is empty: give a non-empty id or omit --run-id")
-    }
+    yield* checkRunIdFlag(args)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* printWarnings(experiment)
     // no store named anywhere: results live in memory only (and resume has nothing to resume)
@@ -266,16 +270,16 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const target: StoreResolver.StoreTarget = shard === undefined || target0._tag !== "Sqlite"
       ? target0
       : { _tag: "Sqlite", filename: store }
-    // a suite root's databases are written only through the suite (its catalog counts its members)
-    if (target._tag === "Sqlite") {
-      const owner = yield* SuiteStore.suiteRootOfFile(target.filename)
-      if (owner !== undefined) {
-        const suite = owner.suiteId === undefined ? "a suite" : `suite "${owner.suiteId}"`
+    // a suite root's databases are written only through the suite: the SQLite store refuses a
+    // plain writer there (ConfigError, exit 2) when it opens, for the CLI and any program alike
+    // `resume` continues a store: a missing one is a mistyped path, not a request to start
+    // afresh (a shard child, started by `--shards` as `resume --shard i/N`, may create its own)
+    if (overrides.resume === true && shard === undefined && target._tag === "Sqlite") {
+      const fsys = yield* FileSystem.FileSystem
+      if (!(yield* Effect.orElseSucceed(fsys.exists(target.filename), () => false))) {
         return yield* configError(
           chosen.field,
-          `${target.filename} belongs to ${suite} (output root ${owner.root}): a plain run must not write into a suite's databases; ` +
-            `use \`assay ${resume ? "resume" : "run"} -c SUITE_FILE\` (with --experiment ID for one member) instead`,
-          "give another store path for a plain run; reading the file with report or export is fine"
+          `nothing to resume: there is no store at ${target.filename}; check the path, or start the run with \`assay run\``
         )
       }
     }
@@ -410,6 +414,36 @@ const deliberateStops: Readonly<Record<string, string>> = {
   stop_after_failures: "--stop-after-failures / run.stopAfterFailures reached",
   stop_after: "--stop-after / run.stopAfter elapsed"
 }
+
+/** The longest `--run-id` accepted, in characters. */
+const RUN_ID_MAX = 200
+
+/**
+ * What is wrong with a `--run-id` value, or `undefined`: the one rule of plain runs and suites
+ * (both check it before anything is opened). A run id is printed on one line (summaries, `resume
+ * with:`), passed back as `--run-id` to the views and stored as a key, so it is non-empty, at
+ * most {@link RUN_ID_MAX} characters, without control characters (line breaks, tabs) and without
+ * leading or trailing spaces.
+ */
+export const runIdProblem = (runId: string): string | undefined => {
+  if (runId.trim() === "") return "the run id is empty: give a non-empty id or omit --run-id"
+  if (runId.length > RUN_ID_MAX) return `the run id is ${runId.length} characters long; at most ${RUN_ID_MAX} are allowed`
+  const control = /[\u0000-\u001f\u007f]/.exec(runId)
+  if (control !== null) {
+    return `the run id contains a control character (U+${
+      control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    } at index ${control.index}); use letters, digits and punctuation`
+  }
+  if (runId.trim() !== runId) return `the run id ${JSON.stringify(runId)} starts or ends with a space; remove it`
+  return undefined
+}
+
+/** Fails with `ConfigError` (exit 2, path `--run-id`) when the flag's value breaks {@link runIdProblem}. */
+const checkRunIdFlag = (args: { readonly runId: Option.Option<string> }) =>
+  Option.match(Option.flatMap(args.runId, (id) => Option.fromNullable(runIdProblem(id))), {
+    onNone: () => Effect.void,
+    onSome: (problem) => Effect.fail(configError("--run-id", problem))
+  })
 
 /**
  * Fails with `ConfigError` (exit 2) when `runId` (the user's `--run-id` or `run.runId`, plain
@@ -737,6 +771,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (Option.isSome(args.shard)) refused.push("--shard")
     if (Option.isSome(args.shards)) refused.push("--shards")
     if (Option.isSome(args.jobs)) refused.push("--jobs")
+    yield* checkRunIdFlag(args)
     const { store: _store, ...overrides } = yield* overridesOf(args, resume)
     return yield* SuiteRun.runSuite({
       config: args.config,
@@ -744,6 +779,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,
+      acceptChangedRows: args.acceptChangedRows,
       limit: args.limit,
       strictEnv: args.strictEnv,
       summary: args.summary,
@@ -758,6 +794,8 @@ const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<vo
     ? Effect.fail(configError("--experiment", "only a suite file has members: --experiment needs -c SUITE"))
     : Option.isSome(args.outputRoot)
     ? Effect.fail(configError("--output-root", "only a suite file has an output root: --output-root needs -c SUITE"))
+    : args.acceptChangedRows
+    ? Effect.fail(configError("--accept-changed-rows", "only a suite run checks its members' rows against the root: --accept-changed-rows needs -c SUITE"))
     : Option.match(args.shards, {
     onNone: (): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
       Option.isSome(args.jobs)
@@ -788,7 +826,7 @@ const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknow
  * @category commands
  */
 export const run = Command.make("run", runOptions, handler(false)).pipe(
-  Command.withDescription("Run an experiment or a suite (exit 0 ok, 1 failures, 2 invalid configuration, 130 interrupted).")
+  Command.withDescription("Run an experiment or a suite (exit 0 ok, 1 failures, 2 invalid configuration, 75 store held by another writer, 130 interrupted).")
 )
 
 /**

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
+import * as fs from "node:fs"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
@@ -109,6 +110,31 @@ export const openAll = (
   Effect.flatMap(registryFor(specs, plugins), (registry) => openWith(specs, registry))
 
 /**
+ * Fails with `ConfigError` (exit 2) when a store argument is a directory: a suite root is read
+ * by the suite views before this point, so any directory here is a mistake, named for what it is
+ * (`SuiteStore.notARootMessage`: a folder inside a suite root, a directory without
+ * manifest.json) instead of SQLite's "disk I/O error".
+ */
+const refuseDirectory = (spec: string): Effect.Effect<void, ConfigError> =>
+  Effect.gen(function*() {
+    if (PluginUri.isUri(spec) || !(yield* isDirectory(spec))) return
+    const found = yield* SuiteStore.notARootMessage(spec)
+    return yield* new ConfigError({
+      message: `expected a store file or a suite root (a directory holding manifest.json): ${found}`,
+      issues: [{ path: "store", message: found }]
+    })
+  })
+
+const isDirectory = (p: string) =>
+  Effect.sync(() => {
+    try {
+      return fs.statSync(p).isDirectory()
+    } catch {
+      return false
+    }
+  })
+
+/**
  * {@link openAll} with an already loaded registry.
  *
  * @since 0.1.0
@@ -124,6 +150,7 @@ export const openWith = (
 > =>
   Effect.gen(function*() {
     for (const spec of specs) yield* StoreResolver.resolve(spec, registry, "store")
+    for (const spec of specs) yield* refuseDirectory(spec)
     const baseDir = process.cwd()
     return yield* Effect.forEach(specs, (spec) =>
       Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: spec, store })))
@@ -160,10 +187,13 @@ export const readLayer = (
   plugins: ReadonlyArray<string>
 ): Layer.Layer<Store, StoreUnavailable | ConfigError | PluginError> =>
   Layer.unwrapEffect(
-    Effect.map(
-      registryFor([spec], plugins),
-      (registry) =>
-        StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+    Effect.zipRight(
+      refuseDirectory(spec),
+      Effect.map(
+        registryFor([spec], plugins),
+        (registry) =>
+          StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+      )
     )
   )
 
@@ -201,9 +231,11 @@ export const suiteRootOf = (
       })
     }
     if (roots.length === 0 && experiment !== undefined) {
+      const found = yield* Effect.forEach(specs, SuiteStore.notARootMessage)
       return yield* new ConfigError({
-        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members`,
-        issues: [{ path: "--experiment", message: "not a suite root" }]
+        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members; ` +
+          found.join("; "),
+        issues: [{ path: "--experiment", message: `not a suite root: ${found.join("; ")}` }]
       })
     }
     return roots[0]

@@ -18,7 +18,9 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, type Duration, Effect, Layer, Option, type Scope } from "effect"
+import { Console, type Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
+import type { PipelineCursor, PipelinesPage } from "../domain/TaskStore.js"
+import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
@@ -26,7 +28,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
-import { definitionChangeMessage } from "../layers/internal/suite/catalog.js"
+import { definitionChangeMessage, matchesRegistered } from "../layers/internal/suite/catalog.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
@@ -52,6 +54,8 @@ export interface SuiteRunArgs {
   readonly refused: ReadonlyArray<string>
   readonly experiments: ReadonlyArray<string>
   readonly outputRoot: Option.Option<string>
+  /** Run even when a member's source no longer yields some of its stored pipelines. */
+  readonly acceptChangedRows?: boolean | undefined
   readonly limit: Option.Option<number>
   readonly strictEnv: boolean
   readonly summary: "text" | "json"
@@ -112,6 +116,26 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
     }
     for (const w of loaded.warnings) yield* Console.error(w)
+    const rootField = Option.isSome(args.outputRoot) ? "--output-root" : "output.root"
+    if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) {
+      // `resume` continues a suite root: a missing one is a mistyped path, not a fresh start
+      if (args.overrides.resume === true) {
+        return yield* configError(
+          rootField,
+          `nothing to resume: there is no suite root at ${loaded.output.root} (no manifest.json); ` +
+            "start the suite with `assay run -c SUITE_FILE`"
+        )
+      }
+      // a new root is a directory of its own: never a file, never inside another suite's root
+      const { found, root } = yield* SuiteStore.describePath(loaded.output.root)
+      if (root !== undefined || found.startsWith("is a file")) {
+        return yield* configError(
+          rootField,
+          `expected a suite root (a new or existing directory holding manifest.json): ${loaded.output.root} ${found}` +
+            (root === undefined ? "" : `; a suite root is never created inside another (${root})`)
+        )
+      }
+    }
     const selected = yield* Suite.select(suite, args.experiments.length === 0 ? undefined : args.experiments)
     const input: RunConfig.RunConfigInput = { ...loaded.run, ...args.overrides }
     const settings = yield* RunConfig.resolve(input)
@@ -145,6 +169,26 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
         const existing = yield* Effect.flatMap(Store, (st) => st.getRun(RunId.make(input.runId!)))
         if (Option.isSome(existing)) {
           return yield* configError("--run-id", `run id ${input.runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
+        }
+      }
+      // rows edited or removed since the root last saw them: refused unless accepted
+      const changed = yield* changedRows(loaded, selected.map((m) => m.id))
+      if (changed.length > 0) {
+        if (args.acceptChangedRows !== true) {
+          return yield* new ConfigError({
+            message: changed.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
+            issues: changed.map((c) => ({
+              path: memberPath(c.experimentId),
+              message: changedRowsMessage(c),
+              suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
+            }))
+          })
+        }
+        for (const c of changed) {
+          yield* Console.error(
+            `warning: member ${c.experimentId}: ${c.stale} stored pipeline(s) are not yielded by its source any more ` +
+              `(edited or removed rows; accepted by --accept-changed-rows): they stay in the root as history and in its cumulative totals`
+          )
         }
       }
       const handle = yield* (Suite.start(suite, {
@@ -227,6 +271,65 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     }
     const failed = (run.stats.byState.failed ?? 0) > 0 || run.repairFailures > 0 || report.sourceFailed
     if (failed) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  })
+
+/** A member whose stored pipelines include some its current source no longer yields. */
+interface ChangedRows {
+  readonly experimentId: string
+  /** Stored pipelines whose local key the source does not yield now. */
+  readonly stale: number
+  /** The first few of those local keys. */
+  readonly keys: ReadonlyArray<string>
+  /** Pipelines the source yields that the root does not hold (the edited rows' new versions among them). */
+  readonly added: number
+}
+
+const changedRowsMessage = (c: ChangedRows): string =>
+  `the member's source no longer yields ${c.stale} of its stored pipeline(s) (local keys ${c.keys.join(", ")}${
+    c.stale > c.keys.length ? ", …" : ""
+  }) and yields ${c.added} the root does not hold: input rows were edited or removed since they ran. ` +
+  "Run as is, the old pipelines would stay in the member's totals beside the new ones; restore the rows, " +
+  "use a new member id or another output root, or pass --accept-changed-rows to keep them as history"
+
+/**
+ * For each selected member that the root already holds pipelines of: the stored pipelines whose
+ * local key its current source (read in full, limits ignored: a limit leaves rows unread, it
+ * does not change them) no longer yields. One keyset walk of the member's stored pipelines and
+ * one pass over its source; nothing is written. A member the root holds nothing of costs one
+ * count.
+ */
+const changedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const catalog = yield* SuiteCatalog
+    const out: Array<ChangedRows> = []
+    for (const m of loaded.members) {
+      if (!selected.includes(m.id)) continue
+      const view = yield* catalog.view(m.id)
+      if ((yield* view.stats()).pipelines === 0) continue
+      const stored = new Set<string>()
+      let after: PipelineCursor | undefined
+      for (;;) {
+        const page: PipelinesPage = yield* view.pipelinesPage({ limit: 1000, ...(after === undefined ? {} : { after }) })
+        for (const p of page.pipelines) if (p.experimentId === m.id && p.localKey !== null) stored.add(p.localKey)
+        if (page.next === null) break
+        after = page.next
+      }
+      const current = new Set<string>()
+      // a source that fails here fails that member in the run itself, as usual: no verdict now
+      const read = yield* Effect.either(
+        Stream.runForEach(m.experiment.pipelines(), (spec) => Effect.sync(() => current.add(spec.member?.localKey ?? spec.key)))
+      )
+      if (read._tag === "Left") continue
+      const staleKeys = [...stored].filter((k) => !current.has(k))
+      if (staleKeys.length === 0) continue
+      out.push({
+        experimentId: m.id,
+        stale: staleKeys.length,
+        keys: staleKeys.slice(0, 5),
+        added: [...current].filter((k) => !stored.has(k)).length
+      })
+    }
+    return out
   })
 
 /**
@@ -312,7 +415,7 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
           path: memberPath(m.id),
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
-      } else if (k.definitionDigest === m.definitionDigest) matching.push(m.id)
+      } else if (matchesRegistered(k, m)) matching.push(m.id)
       else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
     }
     return { exists: true, matching, added, issues }

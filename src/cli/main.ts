@@ -1,6 +1,6 @@
 /**
  * The `assay` command-line program: the root command, its subcommands (each imported only when
- * it is asked for), and a teardown that gives the documented exit codes (0 / 1 / 2 / 130).
+ * it is asked for), and a teardown that gives the documented exit codes (0 / 1 / 2 / 75 / 130).
  *
  * @since 0.1.0
  */
@@ -193,7 +193,7 @@ const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<stri
 
 /**
  * Runs the CLI as the process's main program (`NodeRuntime.runMain`) and exits with
- * {@link exitCodeOf}'s code: 0 / 1 / 2 / 130.
+ * {@link exitCodeOf}'s code: 0 / 1 / 2 / 75 / 130.
  *
  * The stop signals (SIGINT, SIGTERM, SIGHUP) are the `Signals` service's: one that nothing
  * newer claims interrupts the command (exit 130); a run with the runner's signal handling

@@ -35,5 +35,13 @@
  */
 export { defineSuite, MemberSection, OutputSection, SuiteFile, SuiteSection } from "./internal/suiteSchema.js"
 export type { SuiteInput } from "./internal/suiteSchema.js"
-export { DEFINITION_FORMAT, definitionDigest, definitionParts, isSuiteFile, load } from "./internal/suite.js"
+export {
+  DEFINITION_FORMAT,
+  definitionDigest,
+  definitionParts,
+  isSuiteFile,
+  load,
+  POOL_RUN_FIELDS,
+  previousDefinitionDigests
+} from "./internal/suite.js"
 export type { LoadedMember, LoadedSuite, MemberDefinition, SuiteLoadOptions } from "./internal/suite.js"

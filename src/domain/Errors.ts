@@ -355,7 +355,10 @@ export class CorruptCheckpoint extends Schema.TaggedError<CorruptCheckpoint>("as
 
 /**
  * The store cannot be trusted or reached: not an assay store, corrupt, locked by another
- * writer, from a newer feature level, or an I/O failure.
+ * writer, from a newer feature level, or an I/O failure. `locked: true` marks the one case
+ * that is nobody's mistake and passes by itself: another process holds the store's (or suite
+ * root's) writer lock. The CLI exits {@link https://man.freebsd.org/sysexits | 75} for it
+ * (`ExitCode.Locked`), 1 for the other cases.
  *
  * @since 0.1.0
  * @category errors
@@ -365,9 +368,20 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("assa
   {
     message: Schema.String,
     path: Schema.optional(Schema.String),
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect),
+    /** Another process holds the writer lock (since 0.5.0). */
+    locked: Schema.optional(Schema.Boolean)
   }
 ) {}
+
+/**
+ * Whether `u` is a {@link StoreUnavailable} raised because another process holds the writer
+ * lock (`locked: true`).
+ *
+ * @since 0.5.0
+ * @category guards
+ */
+export const isStoreLocked = (u: unknown): u is StoreUnavailable => u instanceof StoreUnavailable && u.locked === true
 
 /**
  * A worker died outside its own handlers (a defect in the framework or a store hook). The run

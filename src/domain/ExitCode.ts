@@ -3,18 +3,20 @@
  * teardown that maps an Effect `Exit` to them.
  *
  * The stock `NodeRuntime.runMain` teardown exits 0 after Ctrl-C (interruption counts as
- * success) and 1 for everything else; assay needs 0 / 1 / 2 / 130 (see `docs/cli.md`).
+ * success) and 1 for everything else; assay needs 0 / 1 / 2 / 75 / 130 (see `docs/cli.md`).
  *
  * @since 0.1.0
  */
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Cause, Exit, Option } from "effect"
-import { isConfigFamily } from "./Errors.js"
+import { isConfigFamily, isStoreLocked } from "./Errors.js"
 import { messageOf } from "./internal/errors.js"
 
 /**
  * The exit codes: 0 everything succeeded (or was skipped), 1 some pipelines failed, 2 invalid
- * configuration or identity conflict (nothing ran), 130 interrupted (resumable).
+ * configuration or identity conflict (nothing ran), 75 the store or suite root is held by
+ * another writer (nothing ran; try again when it is done: `EX_TEMPFAIL` of BSD `sysexits.h`),
+ * 130 interrupted (resumable).
  *
  * @since 0.1.0
  * @category constants
@@ -23,6 +25,7 @@ export const ExitCode = {
   Success: 0,
   Failures: 1,
   Invalid: 2,
+  Locked: 75,
   Interrupted: 130
 } as const
 
@@ -40,7 +43,8 @@ export class ExitWith {
 
 /**
  * Chooses the exit code for a finished CLI program: success → 0; interruption only → 130;
- * an {@link ExitWith} → its code; a CLI validation error or a config-family error → 2; any
+ * an {@link ExitWith} → its code; a CLI validation error or a config-family error → 2; a store
+ * held by another writer (`StoreUnavailable` with `locked: true`) → 75; any
  * other failure → 1 (printed); a defect → 1 (printed with its cause).
  *
  * @since 0.1.0
@@ -57,6 +61,10 @@ export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, print: (line: stri
     if (isConfigFamily(e)) {
       print(`error: ${messageOf(e)}`)
       return ExitCode.Invalid
+    }
+    if (isStoreLocked(e)) {
+      print(`error: ${messageOf(e)}`)
+      return ExitCode.Locked
     }
     print(`error: ${messageOf(e)}`)
     return ExitCode.Failures

@@ -5,8 +5,8 @@
  * interruption of the main fiber, which closes every scope (a run is closed as
  * `interrupted`, subprocesses are reaped), but then exits **0**: interruption counts as
  * success in its default teardown. {@link runMain} is the same runner with assay's teardown:
- * 0 success, 1 failure (printed), 2 invalid configuration, 130 interrupted (a line saying
- * so on stderr).
+ * 0 success, 1 failure (printed), 2 invalid configuration, 75 store held by another writer,
+ * 130 interrupted (a line saying so on stderr).
  *
  * @since 0.1.0
  */
@@ -16,7 +16,7 @@ import { Cause, Exit } from "effect"
 import { exitCodeOf } from "../domain/ExitCode.js"
 
 /**
- * A teardown for `NodeRuntime.runMain`: exits with {@link exitCodeOf}'s code (0 / 1 / 2 /
+ * A teardown for `NodeRuntime.runMain`: exits with {@link exitCodeOf}'s code (0 / 1 / 2 / 75 /
  * 130), printing a failure's message, a defect's cause, or `interrupted (resumable: run the
  * program again)` to stderr.
  *
@@ -34,7 +34,7 @@ export const teardown = <E, A>(exit: Exit.Exit<E, A>, onExit: (code: number) => 
 /**
  * Runs `effect` as the process's main program (`NodeRuntime.runMain` with {@link teardown}):
  * SIGINT/SIGTERM interrupt it, its scopes close (an assay run is recorded `interrupted`,
- * resumable), and the process exits 0 / 1 / 2 / 130.
+ * resumable), and the process exits 0 / 1 / 2 / 75 / 130.
  *
  * @param effect the program, with every requirement provided
  * @since 0.1.0

@@ -56,7 +56,11 @@ import * as open from "./internal/sqlite/open.js"
  * - `readonly`: open for reading only (report/watch/serve/export): no lock, no migration, no
  *   write; every write operation fails with `StoreUnavailable`;
  * - `busyTimeoutMs`: how long a statement waits for another process's lock, and how long the
- *   writer's close waits for readers before giving up on emptying the WAL (ms, default 5000).
+ *   writer's close waits for readers before giving up on emptying the WAL (ms, default 5000);
+ * - `suiteRoot`: set by `SuiteStore` only, the suite root whose database this is. A database
+ *   inside a suite root (`ROOT/state.db`, `ROOT/suite.db`, `ROOT/experiments/ID/state.db`)
+ *   is written only through its suite (the catalog accounts for its members): opening one for
+ *   writing without it fails with `ConfigError` (path `store`). Read-only opens are allowed.
  *
  * @since 0.1.0
  * @category models
@@ -65,6 +69,7 @@ export interface SqliteStoreOptions extends StoreOptions {
   readonly filename: string
   readonly readonly?: boolean | undefined
   readonly busyTimeoutMs?: number | undefined
+  readonly suiteRoot?: string | undefined
 }
 
 /**

@@ -179,17 +179,81 @@ export const isSuiteRoot = (path: string): Effect.Effect<boolean> =>
 export const suiteRootOfFile = (
   file: string
 ): Effect.Effect<{ readonly root: string; readonly suiteId: string | undefined } | undefined> =>
+  Effect.sync(() => Manifest.ownerOfFile(file))
+
+/**
+ * What a path that is not a suite root is, in words, for the messages of commands that
+ * expected a suite root (or a store) and were given something else: `found` says what is there
+ * (`does not exist`, `is a directory without manifest.json`, `is the database of member "a" of
+ * suite "s"`, `is the catalog database of suite "s"`, `is a folder inside the suite root …`,
+ * `is a file, not a directory`), and `root` is the suite root it belongs to, when it lies inside
+ * one (the path to give instead). Reads nothing but directory entries and manifests; never fails.
+ *
+ * @param path the path as given (made absolute against the working directory)
+ * @returns what is there, and the enclosing suite root if any
+ * @since 0.6.0
+ * @category files
+ */
+export const describePath = (
+  path: string
+): Effect.Effect<{ readonly found: string; readonly root: string | undefined }> =>
   Effect.gen(function*() {
-    const dir = nodePath.dirname(nodePath.resolve(file))
-    const experiments = nodePath.dirname(dir)
-    const candidates = [dir, ...(nodePath.basename(experiments) === "experiments" ? [nodePath.dirname(experiments)] : [])]
-    for (const root of candidates) {
-      if (!(yield* isSuiteRoot(root))) continue
-      const manifest = yield* Effect.orElseSucceed(Manifest.read(root), () => undefined)
-      return { root, suiteId: manifest?.suiteId }
+    const abs = nodePath.resolve(path)
+    const stat = yield* Effect.sync(() => {
+      try {
+        return fs.statSync(abs)
+      } catch {
+        return undefined
+      }
+    })
+    const suiteName = (id: string | undefined) => id === undefined ? "a suite" : `suite "${id}"`
+    const enclosing = Effect.gen(function*() {
+      for (let up = nodePath.dirname(abs), i = 0; i < 3 && up !== nodePath.dirname(up); up = nodePath.dirname(up), i++) {
+        if (yield* isSuiteRoot(up)) {
+          const manifest = yield* Effect.orElseSucceed(Manifest.read(up), () => undefined)
+          return { root: up, name: suiteName(manifest?.suiteId) }
+        }
+      }
+      return undefined
+    })
+    if (stat === undefined) {
+      const inside = yield* enclosing
+      return inside === undefined
+        ? { found: "does not exist", root: undefined }
+        : { found: `does not exist (it would be inside the root of ${inside.name})`, root: inside.root }
     }
-    return undefined
+    if (stat.isFile()) {
+      const owner = yield* suiteRootOfFile(abs)
+      if (owner === undefined) return { found: "is a file, not a directory", root: undefined }
+      const rel = nodePath.relative(owner.root, abs).split(nodePath.sep)
+      const what = rel.length === 3 && rel[0] === "experiments" && rel[2] === "state.db"
+        ? `the database of member "${rel[1]}" of ${suiteName(owner.suiteId)}`
+        : rel.length === 1 && rel[0] === "suite.db"
+        ? `the catalog database of ${suiteName(owner.suiteId)}`
+        : rel.length === 1 && rel[0] === "state.db"
+        ? `the database of ${suiteName(owner.suiteId)} (combined layout)`
+        : `a file inside the root of ${suiteName(owner.suiteId)}`
+      return { found: `is ${what}, not its root`, root: owner.root }
+    }
+    // a folder inside a root: ROOT/experiments, ROOT/experiments/ID, ROOT/artifacts, ...
+    const inside = yield* enclosing
+    if (inside !== undefined) return { found: `is a folder inside the root of ${inside.name}, not the root itself`, root: inside.root }
+    return { found: `is a directory without ${Manifest.MANIFEST}`, root: undefined }
   })
+
+/**
+ * One sentence for a command that expected a suite root at `path`: what is there, and the root
+ * to give instead when the path lies inside one (see {@link describePath}).
+ *
+ * @param path the path as given
+ * @returns e.g. `out/experiments/a/state.db is the database of member "a" of suite "s", not its
+ *   root: give the root, /abs/out`
+ * @since 0.6.0
+ * @category files
+ */
+export const notARootMessage = (path: string): Effect.Effect<string> =>
+  Effect.map(describePath(path), ({ found, root }) =>
+    `${path} ${found}${root === undefined ? "" : `: give the root, ${root}`}`)
 
 /**
  * Opens a suite root in the current scope (see the module docs) and returns its store and
@@ -264,7 +328,7 @@ export const make = (
     }
     const catalogFile = nodePath.join(root, Manifest.catalogOf(layout))
     const catalogBackend = layout === "combined" ? yield* backendIn(root, !readOnly) : ArtifactBackends.inline
-    const { driver, env } = yield* makeDriverWithEnv({ ...storeOptions, filename: catalogFile, readonly: readOnly }).pipe(
+    const { driver, env } = yield* makeDriverWithEnv({ ...storeOptions, filename: catalogFile, readonly: readOnly, suiteRoot: root }).pipe(
       Effect.provideService(ArtifactBackend, catalogBackend)
     )
     const catalogService = yield* makeWith(driver, storeOptions).pipe(Effect.provideService(ArtifactBackend, catalogBackend))
@@ -395,6 +459,7 @@ export const make = (
       layout,
       root,
       outputDirOf: (id) => (layout === "combined" ? root : nodePath.join(root, "experiments", id)),
+      missingDatabases: missing.map((id) => ({ experimentId: id, file: memberFile(root, id) })),
       registerMembers: (ms, nowMs) =>
         Effect.gen(function*() {
           for (const m of ms) {

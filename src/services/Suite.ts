@@ -66,6 +66,8 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  *   and must fold in whatever input semantics the task fingerprint does not cover;
  * - `definitionParts`: optional, what the digest covers part by part (name -> value or short
  *   digest); stored beside it so a refused change names the parts that changed;
+ * - `previousDigests`: optional, digests an older format gave the same definition: a root
+ *   that registered the member under one of them accepts it and records `definitionDigest`;
  * - `poolAliases`: local pool name → actual pool name (a shared top-level pool, or a private
  *   `experiment:ID:NAME` one), applied to task declarations, `ctx.acquire`, publish and
  *   subscribe (see `Pools.aliased`). They are the only pool names the member reaches: any
@@ -83,6 +85,7 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
 export interface MemberOptions {
   readonly definitionDigest: string
   readonly definitionParts?: Readonly<Record<string, string>> | undefined
+  readonly previousDigests?: ReadonlyArray<string> | undefined
   readonly poolAliases?: Readonly<Record<string, string>> | undefined
   readonly label?: string | null | undefined
   readonly limit?: number | null | undefined
@@ -102,6 +105,8 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
   readonly factory: () => MemberSource<S, E, R>
   readonly definitionDigest: string
   readonly definitionParts: Readonly<Record<string, string>> | null
+  /** Digests an older format gave the same definition (see {@link MemberOptions}). */
+  readonly previousDigests: ReadonlyArray<string>
   readonly poolAliases: Readonly<Record<string, string>>
   readonly label: string | null
   readonly limit: number | null
@@ -129,6 +134,7 @@ export const member = <S extends AnySpec, E = never, R = never>(
   factory,
   definitionDigest: options.definitionDigest,
   definitionParts: options.definitionParts ?? null,
+  previousDigests: [...(options.previousDigests ?? [])],
   poolAliases: { ...(options.poolAliases ?? {}) },
   label: options.label ?? null,
   limit: options.limit ?? null,
@@ -265,6 +271,7 @@ export interface LoadedSuiteLike {
     readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
     readonly definitionDigest: string
     readonly definitionParts: Readonly<Record<string, string>>
+    readonly previousDigests?: ReadonlyArray<string> | undefined
     readonly poolAliases: Readonly<Record<string, string>>
     /** A study trial's variable values, seen by its tasks as `ctx.variables`. */
     readonly variables?: Readonly<Record<string, Json>> | undefined
@@ -291,6 +298,7 @@ export const fromLoaded = (loaded: LoadedSuiteLike): Effect.Effect<Suite<AnySpec
       member<AnySpec, any, any>(m.id, () => m.experiment.pipelines(), {
         definitionDigest: m.definitionDigest,
         definitionParts: m.definitionParts,
+        previousDigests: m.previousDigests,
         poolAliases: m.poolAliases,
         label: m.label ?? null,
         limit: m.limit ?? null,
@@ -998,6 +1006,7 @@ export const start = <S extends AnySpec, E, R>(
         experimentId: m.id,
         definitionDigest: m.definitionDigest,
         definitionParts: m.definitionParts,
+        previousDigests: m.previousDigests,
         label: m.label,
         limit: m.limit
       })),

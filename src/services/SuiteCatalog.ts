@@ -46,6 +46,18 @@ export interface MemberRecord {
 }
 
 /**
+ * What a run registers of a member: its {@link MemberRecord} without `createdAt`, and
+ * `previousDigests`, the digests an older format gave the same definition (a member
+ * registered under one of them matches, and its record is upgraded to `definitionDigest`).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type MemberRegistration = Omit<MemberRecord, "createdAt"> & {
+  readonly previousDigests?: ReadonlyArray<string> | undefined
+}
+
+/**
  * The facts of one member in one run.
  *
  * - `selected`: whether the run ran this member (`--experiment`);
@@ -84,8 +96,10 @@ export type MembershipFacts = Partial<Omit<MembershipRecord, "runId" | "experime
  * - `suiteId`, `layout`, `root` (absolute output root), `outputDirOf(id)`: the root itself
  *   (`combined`) or `root/experiments/ID` (`byExperiment`);
  * - `registerMembers`: records new members (at `nowMs`, epoch ms); a known member given with
- *   another definition digest fails with `ConfigError` (path `experiments.ID`) before anything
- *   is written; label and limit of known members are updated;
+ *   another definition digest (neither `definitionDigest` nor one of its `previousDigests`)
+ *   fails with `ConfigError` (path `experiments.ID`) before anything is written; label and
+ *   limit of known members are updated, and a member registered under a previous digest gets
+ *   the current digest and parts;
  * - `members`: every registered member, by id;
  * - `recordMembership`: upserts the facts of (run, member); only the given fields change (a
  *   new row starts unselected, 0 admitted, nothing exhausted, no error);
@@ -105,7 +119,7 @@ export interface SuiteCatalogService {
   readonly root: string
   readonly outputDirOf: (experimentId: string) => string
   readonly registerMembers: (
-    members: ReadonlyArray<Omit<MemberRecord, "createdAt">>,
+    members: ReadonlyArray<MemberRegistration>,
     nowMs: number
   ) => Effect.Effect<void, ConfigError | StoreUnavailable>
   readonly members: Effect.Effect<ReadonlyArray<MemberRecord>, StoreUnavailable>
@@ -117,6 +131,11 @@ export interface SuiteCatalogService {
   ) => Effect.Effect<void, StoreUnavailable>
   readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<MembershipRecord>, StoreUnavailable>
   readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+  /**
+   * The members whose database is missing when the root was opened (`byExperiment`: recorded
+   * as created, file gone), each with the file; they read as empty. Absent: none.
+   */
+  readonly missingDatabases?: ReadonlyArray<{ readonly experimentId: string; readonly file: string }> | undefined
 }
 
 /**

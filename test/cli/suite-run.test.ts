@@ -273,10 +273,10 @@ describe("assay run -c SUITE", () => {
       const same = yield* assay(["validate", "-c", s.suite])
       assert.strictEqual(same.code, 0, same.stderr)
       assert.include(same.stdout, "existing root: 2 member(s) match (a, b), 0 new (none)")
-      // the member's pool capacity and source change (b), and a's source: their definition digests change
+      // the member's pool resource and source change (b), and a's source: their definition digests change
       const file = path.join(s.dir, "members/b.json")
       const member = JSON.parse(fs.readFileSync(file, "utf8"))
-      member.pools.apis.resources[0].capacity = 3
+      member.pools.apis.resources[0].id = "k2"
       member.source.range.n = 3
       fs.writeFileSync(file, JSON.stringify(member))
       const aFile = path.join(s.dir, "members/a.json")
@@ -294,9 +294,9 @@ describe("assay run -c SUITE", () => {
         const bLine = lines.find((l) => l.includes("experiments.b:"))
         assert.isDefined(aLine, changed.stderr)
         assert.isDefined(bLine, changed.stderr)
-        assert.match(aLine!, /changed source: [0-9a-f]{12} -> [0-9a-f]{12};/)
-        assert.notInclude(aLine!, "pools.apis")
-        assert.match(bLine!, /changed pools\.apis: [0-9a-f]{12} -> [0-9a-f]{12}, source: /)
+        assert.match(aLine!, /changed: its source \(field range\.n: [0-9a-f]{12} -> [0-9a-f]{12}\)\. /)
+        assert.notInclude(aLine!, "pool \"apis\"")
+        assert.match(bLine!, /changed: its source \(field range\.n: [0-9a-f]{12} -> [0-9a-f]{12}\); its pool "apis" \(declaration, field resources\[0\]\.id: /)
         assert.notInclude(changed.stderr, "; experiments.")
         if (command === "validate") assert.deepStrictEqual(dbFiles(), filesBefore, "validate reads the root only")
       }

@@ -5,7 +5,8 @@
  *   or a combined root's `state.db` is refused (exit 2, naming the suite and `-c SUITE`),
  *   nothing written; reading that file (report) still works;
  * - a deleted member database: a run of the other members proceeds (exit 0) with a warning
- *   naming the file, `report ROOT` reports the rest and names it, and a run selecting that
+ *   naming the file, `report ROOT` reports the rest and names it in its body (the member's line,
+ *   `databaseMissing` in `--json`), and a run selecting that
  *   member is refused before anything is recorded (exit 2).
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -84,6 +85,15 @@ describe("suite databases", () => {
       assert.strictEqual(rep.code, 0, rep.stderr)
       assert.include(rep.stderr, beta)
       assert.match(rep.stdout, /alpha: 3 pipeline/)
+      // in the report body too (text and JSON), not only a warning on stderr
+      const betaLine = rep.stdout.split("\n").find((l) => l.startsWith("  beta"))
+      assert.isDefined(betaLine, rep.stdout)
+      assert.include(betaLine!, `DATABASE MISSING (${beta}): reads as empty`)
+      assert.notInclude(rep.stdout.split("\n").find((l) => l.startsWith("  alpha"))!, "MISSING")
+      const json = yield* assay(["report", root, "--json"], { cwd: dir, killAfterMs: 60_000 })
+      assert.strictEqual(json.code, 0, json.stderr)
+      const members = JSON.parse(json.stdout).members as Array<{ experimentId: string; databaseMissing: string | null }>
+      assert.deepStrictEqual(members.map((m) => [m.experimentId, m.databaseMissing]), [["alpha", null], ["beta", beta]])
 
       for (const args of [["--experiment", "beta"], []]) {
         const refused = yield* assay(["run", "-c", f.by, ...args, "--quiet"], { cwd: dir, killAfterMs: 60_000 })

@@ -370,15 +370,15 @@ describe("SuiteConfig.load: definition digest", () => {
     Effect.gen(function*() {
       const base = yield* digests(file(standard()))
       const s = suite() as any
-      const sharedCap = yield* digests(file(standard({ pools: { shared: { resources: [{ id: "s", capacity: 4, options: { token: "${API_KEY}" } }] } } })))
-      assert.notStrictEqual(sharedCap["a"], base["a"])
-      assert.strictEqual(sharedCap["b"], base["b"], "b does not use the shared pool")
+      const sharedId = yield* digests(file(standard({ pools: { shared: { resources: [{ id: "s2", capacity: 3, options: { token: "${API_KEY}" } }] } } })))
+      assert.notStrictEqual(sharedId["a"], base["a"])
+      assert.strictEqual(sharedId["b"], base["b"], "b does not use the shared pool")
       const sharedVar = yield* digests(file(standard({ pools: { shared: { resources: [{ id: "s", capacity: 3, options: { token: "${OTHER_KEY}" } }] } } })))
       assert.notStrictEqual(sharedVar["a"], base["a"], "another variable name is a literal change")
       const privateCap = dirWith({
         "suite.json": suite(),
         "members/a.json": member(),
-        "members/b.json": member({ pools: { apis: { resources: [{ id: "k", capacity: 5, options: { token: "${API_KEY}" } }] } } })
+        "members/b.json": member({ pools: { apis: { resources: [{ id: "k", capacity: 2, options: { token: "${API_KEY}", model: "m2" } }] } } })
       })
       const pc = yield* digests(file(privateCap))
       assert.notStrictEqual(pc["b"], base["b"])
@@ -402,11 +402,71 @@ describe("SuiteConfig.load: definition digest", () => {
       assert.notStrictEqual((yield* digests(file(tasks)))["a"], base["a"])
     }))
 
+  it.effect("not changed by a pool's run configuration (capacity, health and deadlock timings), up or down, shared or private", () =>
+    Effect.gen(function*() {
+      const base = yield* digests(file(standard()))
+      for (const capacity of [1, 4, 100]) {
+        const shared = yield* digests(file(standard({
+          pools: {
+            shared: {
+              capacity: capacity + 1,
+              cooldown: "5 seconds",
+              degradeAfter: 2,
+              deadAfter: 9,
+              deadlockWarn: "1 minute",
+              resources: [{ id: "s", capacity, cooldown: "1 second", options: { token: "${API_KEY}" } }]
+            }
+          }
+        })))
+        assert.deepStrictEqual(shared, base, `shared capacity ${capacity}`)
+        const priv = dirWith({
+          "suite.json": suite(),
+          "members/a.json": member(),
+          "members/b.json": member({ pools: { apis: { resources: [{ id: "k", capacity, degradeAfter: 3, options: { token: "${API_KEY}" } }] } } })
+        })
+        assert.deepStrictEqual(yield* digests(file(priv)), base, `private capacity ${capacity}`)
+      }
+    }))
+
+  it("a definition's v1 digest (pools with their run configuration) is among its previous digests", () => {
+    const pool = { bound: "shared", declaration: { resources: [{ id: "s", capacity: 3 }] } }
+    const d = { task: "t", source: { range: { n: 1 } }, pools: { apis: pool }, limit: null }
+    const bigger = { ...d, pools: { apis: { ...pool, declaration: { resources: [{ id: "s", capacity: 9 }] } } } }
+    assert.strictEqual(SuiteConfig.definitionDigest(d), SuiteConfig.definitionDigest(bigger))
+    const [v1] = SuiteConfig.previousDefinitionDigests(d)
+    assert.notStrictEqual(v1, SuiteConfig.definitionDigest(d))
+    assert.notStrictEqual(v1, SuiteConfig.previousDefinitionDigests(bigger)[0], "v1 digested the capacity")
+    assert.notInclude(Object.keys(SuiteConfig.definitionParts(d)).join(" "), "capacity")
+  })
+
   it("definitionDigest is the digest of [format, definition]", () => {
     const d = { task: "t", source: { range: { n: 1 } }, pools: {}, limit: null }
     assert.match(SuiteConfig.definitionDigest(d), /^[0-9a-f]{32}$/)
     assert.notStrictEqual(SuiteConfig.definitionDigest(d), SuiteConfig.definitionDigest({ ...d, limit: 1 }))
   })
+})
+
+describe("a JSON key written twice", () => {
+  it.effect("is refused in a suite file and in a member's experiment file, at its field path, by the experiment loader's one check", () =>
+    Effect.gen(function*() {
+      const suiteText = JSON.stringify(suite(), null, 2).replace(
+        `"config": "members/b.json"`,
+        `"config": "members/b.json", "limit": 1, "limit": 2`
+      )
+      const dir = dirWith({ "suite.json": suiteText, "members/a.json": member(), "members/b.json": member() })
+      const bySuite = yield* failure(path.join(dir, "suite.json"))
+      assert.strictEqual(bySuite.length, 1, bySuite.join("\n"))
+      assert.match(bySuite[0]!, /^experiments\.b\.limit: the key "limit" is written twice in one object \(line \d+, then line \d+ column \d+\); JSON would keep only the last value \| remove one of them$/)
+      // a member file: reported under the member, with the member file's field path
+      const memberText = `{ "source": { "range": { "n": 3 } },` + JSON.stringify(member()).slice(1)
+      const dir2 = dirWith({ "suite.json": suite(), "members/a.json": member(), "members/b.json": memberText })
+      const byMember = (yield* failure(path.join(dir2, "suite.json"))).join("\n")
+      assert.match(byMember, /experiments\.b\.config/)
+      assert.include(byMember, "source: the key \"source\" is written twice")
+      // the experiment loader itself, alone
+      const alone = yield* Effect.flip(Experiment.load(path.join(dir2, "members/b.json"), { env }).pipe(Effect.provide(NodeContext.layer)))
+      assert.deepStrictEqual(alone.issues.map((i) => i.path), ["source"])
+    }))
 })
 
 describe("defineSuite and a suite file missing its suite key", () => {

@@ -12,6 +12,7 @@ import { memberDigest, memberDigestOf, memberPipelineId } from "../../src/domain
 import type { SuiteLayout } from "../../src/domain/Suite.js"
 import type { EventRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
 import { artifact, controlledToRewind, event, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
@@ -265,7 +266,16 @@ describe("SuiteStore", () => {
         const root = tempRoot()
         yield* withSuite({ root, layout }, ({ catalog }) =>
           Effect.gen(function*() {
-            const parts = { tasks: "t1", source: "s1", limit: "none", "bindings.apis": "shared" }
+            const parts = {
+              tasks: "t1",
+              source: "s1",
+              limit: "none",
+              "bindings.apis": "shared",
+              "pools.apis": "p1",
+              "field:source.range.n": "n1",
+              "field:source.repeats": "r1",
+              "field:pools.apis.resources[0].id": "i1"
+            }
             yield* catalog.registerMembers([
               { experimentId: "a", definitionDigest: "d1", definitionParts: parts, label: null, limit: null },
               { experimentId: "b", definitionDigest: "d2", label: null, limit: null }
@@ -275,7 +285,17 @@ describe("SuiteStore", () => {
               {
                 experimentId: "a",
                 definitionDigest: "d9",
-                definitionParts: { ...parts, source: "s2", "bindings.apis": "(private)" },
+                definitionParts: {
+                  ...parts,
+                  tasks: "t2",
+                  source: "s2",
+                  limit: "5",
+                  "bindings.apis": "(private)",
+                  "pools.apis": "p2",
+                  "field:source.range.n": "n2",
+                  "field:pools.apis.resources[0].id": "i2",
+                  "field:pools.apis.resources[1].id": "i3"
+                },
                 label: null,
                 limit: null
               },
@@ -283,12 +303,71 @@ describe("SuiteStore", () => {
             ], 200))
             const lines = e.message.split("\n")
             assert.strictEqual(lines.length, 2)
-            assert.include(lines[0]!, "experiments.a: the definition of member \"a\" changed bindings.apis: shared -> (private), source: s1 -> s2;")
+            // in words: which part, the fields when recorded, old -> new (field leaves are not parts of their own)
+            assert.include(
+              lines[0]!,
+              "experiments.a: the definition of member \"a\" changed: " +
+                "its pipeline definition (tasks, their versions, options or control: spec t1 -> t2); " +
+                "its source (field range.n: s1 -> s2); " +
+                "its pool \"apis\" (binding: shared pool \"shared\" -> private); " +
+                "its pool \"apis\" (declaration, fields resources[0].id, resources[1].id: p1 -> p2); " +
+                "its run options (limit: none -> 5). " +
+                "A member id keeps its definition for life"
+            )
+            assert.notInclude(lines[0]!, "field:")
             assert.include(lines[1]!, "experiments.b: the definition of member \"b\" changed (stored digest d2, now d8;")
             // an unchanged member registered without parts gets them recorded
             yield* catalog.registerMembers([{ experimentId: "b", definitionDigest: "d2", definitionParts: parts, label: null, limit: null }], 300)
             assert.deepStrictEqual((yield* catalog.members).map((m) => m.definitionParts), [parts, parts])
           }))
+      }))
+
+    it.effect(`${layout}: a member registered under a previous digest of its definition matches and is upgraded; another digest is still refused`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ catalog }) =>
+          Effect.gen(function*() {
+            yield* catalog.registerMembers([{ experimentId: "a", definitionDigest: "v1", label: null, limit: null }], 100)
+            yield* catalog.registerMembers([
+              { experimentId: "a", definitionDigest: "v2", definitionParts: { tasks: "t" }, previousDigests: ["v1"], label: null, limit: null }
+            ], 200)
+            assert.deepStrictEqual((yield* catalog.members).map((m) => [m.definitionDigest, m.definitionParts, m.createdAt]), [["v2", { tasks: "t" }, 100]])
+            // upgraded: the current digest matches from now on, the old one no longer names it
+            yield* catalog.registerMembers([{ experimentId: "a", definitionDigest: "v2", label: null, limit: null }], 300)
+            const e = yield* Effect.flip(catalog.registerMembers([
+              { experimentId: "a", definitionDigest: "v3", previousDigests: ["v1"], label: null, limit: null }
+            ], 400))
+            assert.include(e.message, "the definition of member \"a\" changed")
+          }))
+      }))
+
+    it.effect(`${layout}: the SQLite store itself refuses a plain writer on the root's databases (ConfigError, path store); reading them is fine`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ store }) => runOver(store, "r1", ["a", "b"]))
+        const files = layout === "combined"
+          ? [nodePath.join(root, "state.db")]
+          : [nodePath.join(root, "suite.db"), nodePath.join(root, "experiments/a/state.db")]
+        // a new file in the root is refused too: nothing may be created there by a plain store
+        for (const file of [...files, nodePath.join(root, "other.db")]) {
+          const before = fs.existsSync(file) ? bytesOf(file) : undefined
+          const e = yield* Effect.flip(Effect.scoped(Effect.flatMap(Store, (s) => s.listRuns)).pipe(
+            Effect.provide(SqliteStore.layer({ filename: file }))
+          ))
+          assert.strictEqual(e._tag, "ConfigError", file)
+          assert.strictEqual(e._tag === "ConfigError" ? e.issues[0]?.path : "", "store")
+          assert.include(e.message, `belongs to suite "${SUITE}" (output root ${root})`)
+          assert.deepStrictEqual(fs.existsSync(file) ? bytesOf(file) : undefined, before, "nothing written")
+          assert.isFalse(fs.existsSync(`${file}.lock`), "no lock taken")
+        }
+        for (const file of files) {
+          const runs = yield* Effect.scoped(Effect.flatMap(Store, (s) => s.listRuns)).pipe(
+            Effect.provide(SqliteStore.layerReadOnly(file))
+          )
+          assert.isAtLeast(runs.length, 1, file)
+        }
+        // the suite itself still writes them
+        yield* withSuite({ root, layout }, ({ store }) => runOver(store, "r2", ["a"]))
       }))
 
     it.effect(`${layout}: a member id equal to a registered one ignoring case but spelled differently is refused; nothing is written`, () =>

@@ -5,6 +5,7 @@
  * compiler-style syntax errors, and `read` (a file to its raw document, not yet checked).
  */
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as Jsonc from "jsonc-parser"
 import * as path from "node:path"
 import { Effect, Either } from "effect"
 import { parse as parseToml } from "smol-toml"
@@ -64,6 +65,53 @@ export const yamlBooleanKeys = (value: unknown, at: ReadonlyArray<PropertyKey>, 
   }
 }
 
+/** The 1-based line and column of `offset` in `text`. */
+const lineColumn = (text: string, offset: number): { readonly line: number; readonly column: number } => {
+  const before = text.slice(0, offset)
+  const line = before.split("\n").length
+  return { line, column: offset - before.lastIndexOf("\n") }
+}
+
+/**
+ * The keys written twice in one JSON object, one issue each at the repeated key's field path
+ * (`experiments.a.config`), naming both lines. `JSON.parse` keeps the last value without a
+ * word; YAML (`uniqueKeys`) and TOML refuse a repeated key by their own rules, so this gives
+ * JSON files (experiment, suite and study files alike, all read by {@link parseText}) the same
+ * refusal.
+ *
+ * @since 0.6.0
+ * @category parsing
+ */
+export const jsonDuplicateKeys = (text: string): Array<ConfigIssue> => {
+  const out: Array<ConfigIssue> = []
+  const visit = (node: Jsonc.Node | undefined): void => {
+    if (node === undefined) return
+    if (node.type === "object") {
+      const seen = new Map<string, number>()
+      for (const p of node.children ?? []) {
+        const key = p.children?.[0]
+        if (key === undefined) continue
+        const name = String(key.value)
+        const first = seen.get(name)
+        if (first === undefined) {
+          seen.set(name, key.offset)
+          continue
+        }
+        const at = lineColumn(text, key.offset)
+        out.push(issue(
+          formatPath([...Jsonc.getNodePath(node), name]),
+          `the key "${name}" is written twice in one object (line ${lineColumn(text, first).line}, then line ${at.line} ` +
+            `column ${at.column}); JSON would keep only the last value`,
+          "remove one of them"
+        ))
+      }
+    }
+    for (const c of node.children ?? []) visit(c)
+  }
+  visit(Jsonc.parseTree(text))
+  return out
+}
+
 /**
  * Parses the text of a JSON, TOML or YAML experiment. A syntax error fails with a
  * `ConfigError` whose message is, for each error, the compiler-style block of
@@ -72,7 +120,8 @@ export const yamlBooleanKeys = (value: unknown, at: ReadonlyArray<PropertyKey>, 
  * `column` (1-based; path `""`). JSON errors are located from `JSON.parse`'s position or,
  * when its message has none, by `jsonc-parser`; TOML errors by `smol-toml`; YAML errors by
  * `yaml` (every error of the document, one block each). A YAML key read as a boolean fails
- * with an issue at its field path.
+ * with an issue at its field path, and so does a key written twice in one JSON object
+ * ({@link jsonDuplicateKeys}; YAML and TOML refuse those as syntax errors).
  *
  * @since 0.1.0
  * @category parsing
@@ -92,11 +141,19 @@ export const parseText = (text: string, format: "json" | "toml" | "yaml", file: 
     )
   switch (format) {
     case "json": {
+      let value: unknown
       try {
-        return Either.right(JSON.parse(text) as unknown)
+        value = JSON.parse(text) as unknown
       } catch (e) {
         return syntax([SyntaxErrors.jsonProblem(file, text, e)])
       }
+      const duplicates = jsonDuplicateKeys(text)
+      if (duplicates.length > 0) {
+        return Either.left(
+          new ConfigError({ message: duplicates.map((d) => `${file}: ${d.path}: ${d.message}`).join("\n"), issues: duplicates })
+        )
+      }
+      return Either.right(value)
     }
     case "toml": {
       try {

@@ -27,7 +27,15 @@ import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
 import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
-import { definitionDigest, definitionParts, type LoadedMember, type LoadedSuite, type MemberDefinition, plain } from "./suite.js"
+import {
+  definitionDigest,
+  definitionParts,
+  type LoadedMember,
+  type LoadedSuite,
+  type MemberDefinition,
+  plain,
+  previousDefinitionDigests
+} from "./suite.js"
 import { StudyFile } from "./studySchema.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -966,6 +974,7 @@ export const load = (
           memberDigest: Suite.memberDigest(studyId, t.trialId),
           definitionDigest: definitionDigest(definition),
           definitionParts: definitionParts(definition),
+          previousDigests: previousDefinitionDigests(definition),
           poolAliases: aliases,
           ignoredRunFields,
           outputDir: root,

@@ -52,6 +52,8 @@ export interface SuiteLoadOptions extends LoadOptions {
  * - `definitionDigest`: the digest of what the member computes (see {@link definitionOf});
  * - `definitionParts`: that definition part by part ({@link definitionParts}), stored beside
  *   the digest so a refused change names what changed;
+ * - `previousDigests`: the digests earlier builds gave the same definition
+ *   ({@link previousDefinitionDigests}): a root registered with one of them is the same member;
  * - `poolAliases`: every pool the member declares, local name → actual name (a shared pool
  *   it is bound to, or its private `experiment:ID:NAME`);
  * - `ignoredRunFields`: the fields of its own `run` block (validated, not applied);
@@ -72,6 +74,7 @@ export interface LoadedMember {
   readonly memberDigest: string
   readonly definitionDigest: string
   readonly definitionParts: Readonly<Record<string, string>>
+  readonly previousDigests: ReadonlyArray<string>
   readonly poolAliases: Readonly<Record<string, string>>
   readonly ignoredRunFields: ReadonlyArray<string>
   readonly outputDir: string
@@ -118,12 +121,52 @@ export interface LoadedSuite {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The format marker of {@link definitionDigest}; bumping it changes every member's digest.
+ * The format marker of {@link definitionDigest}; bumping it changes every member's digest
+ * (keep the older digests in {@link previousDefinitionDigests}, so existing roots still match).
+ * v2 (0.6.0): pools are digested without their run configuration ({@link POOL_RUN_FIELDS}).
  *
  * @since 0.5.0
  * @category identity
  */
-export const DEFINITION_FORMAT = "assay-suite-definition-v1"
+export const DEFINITION_FORMAT = "assay-suite-definition-v2"
+
+/** The format of the first digests: pools with their run configuration. */
+const DEFINITION_FORMAT_V1 = "assay-suite-definition-v1"
+
+/**
+ * The fields of a pool declaration (at the pool level and on each resource) that are run
+ * configuration, not identity: how many leases at once (`capacity`), when a resource is
+ * marked degraded or dead and how long it cools down (`degradeAfter`, `deadAfter`,
+ * `cooldown`), and when a wait is reported as a possible deadlock (`deadlockWarn`). Changing
+ * them changes how fast and how politely a member runs, never what it computes, so they are
+ * left out of the definition digest: a resume may raise or lower a shared pool's capacity.
+ *
+ * @since 0.6.0
+ * @category identity
+ */
+export const POOL_RUN_FIELDS: ReadonlyArray<string> = ["capacity", "degradeAfter", "deadAfter", "cooldown", "deadlockWarn"]
+
+/** A pool declaration without its run configuration ({@link POOL_RUN_FIELDS}). */
+const poolIdentity = (declaration: Json): Json => {
+  const strip = (u: Json): Json => {
+    if (u === null || typeof u !== "object" || Array.isArray(u)) return u
+    const out: Record<string, Json> = {}
+    for (const [k, v] of Object.entries(u)) if (!POOL_RUN_FIELDS.includes(k)) out[k] = v
+    return out
+  }
+  if (declaration === null || typeof declaration !== "object" || Array.isArray(declaration)) return declaration
+  const pool = strip(declaration) as Record<string, Json>
+  const resources = pool["resources"]
+  return Array.isArray(resources) ? { ...pool, resources: resources.map(strip) } : pool
+}
+
+/** The definition with each pool declaration reduced to its identity. */
+const identityOf = (definition: MemberDefinition): MemberDefinition => ({
+  ...definition,
+  pools: Object.fromEntries(
+    Object.entries(definition.pools).map(([n, p]) => [n, { ...p, declaration: poolIdentity(p.declaration) }])
+  )
+})
 
 /** A parsed value as plain JSON (dates as ISO strings, functions dropped). Also used by the study loader. */
 export const plain = (u: unknown): Json => {
@@ -142,7 +185,8 @@ export const plain = (u: unknown): Json => {
  * - `source`: the member's `source` section (after `${VAR}` expansion, paths as written);
  * - `pools`: for each local pool name (sorted), `{ bound, declaration }` for a pool bound to a
  *   shared pool (the shared pool's declaration) or `{ declaration }` for a private one, every
- *   declaration as written **before** `${VAR}` expansion;
+ *   declaration as written **before** `${VAR}` expansion (the digest leaves out its run
+ *   configuration, {@link POOL_RUN_FIELDS});
  * - `limit`: the member's limit, or `null`.
  *
  * Not covered: the label, the member's order and its `run` block (not applied).
@@ -159,41 +203,92 @@ export interface MemberDefinition {
 
 /**
  * The definition digest of a member: `Json.digest` (32 hex) of the canonical JSON
- * `["assay-suite-definition-v1", definition]` (see {@link MemberDefinition}). Rotating a key
- * held in `${API_KEY}` changes nothing (pools are digested before expansion); a literal change
- * of a pool, a binding or the limit changes it.
+ * `["assay-suite-definition-v2", definition]` (see {@link MemberDefinition}), its pools without
+ * their run configuration ({@link POOL_RUN_FIELDS}). Rotating a key held in `${API_KEY}`
+ * changes nothing (pools are digested before expansion), nor does a pool's capacity; a
+ * literal change of a pool's resources, algorithm or kind, a binding or the limit changes it.
  *
  * @since 0.5.0
  * @category identity
  */
 export const definitionDigest = (definition: MemberDefinition): string =>
-  digest(Either.getOrThrow(canonicalJson([DEFINITION_FORMAT, definition])))
+  digest(Either.getOrThrow(canonicalJson([DEFINITION_FORMAT, identityOf(definition)])))
+
+/**
+ * The digests earlier formats gave the same definition: v1 (pools with their run
+ * configuration). A root registered with one of them holds this member, and is upgraded to
+ * {@link definitionDigest} when a run registers it.
+ *
+ * @param definition what the digest covers (see {@link MemberDefinition})
+ * @returns the older digests, oldest first
+ * @since 0.6.0
+ * @category identity
+ */
+export const previousDefinitionDigests = (definition: MemberDefinition): ReadonlyArray<string> => [
+  digest(Either.getOrThrow(canonicalJson([DEFINITION_FORMAT_V1, definition])))
+]
 
 /** The first 12 hex characters of a JSON value's digest (a part too long or too private to show). */
 const shortDigest = (u: Json): string => digest(Either.getOrThrow(canonicalJson(u))).slice(0, 12)
+
+/** The most field leaves recorded per section (a larger section is compared as a whole). */
+const MAX_LEAVES = 64
+
+/**
+ * The leaves of a JSON value (`prefix.key`, `prefix[i]`) with a 12-character digest of each
+ * value, or `{}` when there are more than {@link MAX_LEAVES}. An empty object or array is a leaf.
+ */
+const leavesOf = (prefix: string, u: Json): Record<string, string> => {
+  const out: Record<string, string> = {}
+  let n = 0
+  const walk = (p: string, v: Json): boolean => {
+    if (Array.isArray(v) && v.length > 0) return v.every((x, i) => walk(`${p}[${i}]`, x))
+    if (v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0) {
+      return Object.keys(v).sort().every((k) => walk(`${p}.${k}`, (v as Record<string, Json>)[k]!))
+    }
+    if (++n > MAX_LEAVES) return false
+    out[p] = shortDigest(v)
+    return true
+  }
+  return walk(prefix, u) ? out : {}
+}
+
+/**
+ * The prefix of the field leaves among a member's definition parts (`field:source.range.n`):
+ * they name the fields of a changed section, and are compared only to describe a change.
+ *
+ * @since 0.5.0
+ * @category identity
+ */
+export const FIELD_PART = "field:"
 
 /**
  * A member's definition part by part, as the catalog stores it beside the digest: `tasks` (the
  * first 12 characters of the template's spec digest), `source` (a 12-character digest of the
  * source section), `limit` (the number, or `none`), and for each local pool `bindings.NAME`
  * (the shared pool it is bound to, or `(private)`) and `pools.NAME` (a 12-character digest of
- * the declaration as written). Values are shown, never secrets: sections that may hold
- * literal values are digested.
+ * the declaration as written, without its run configuration). Beside them, `field:source.PATH` and `field:pools.NAME.PATH`
+ * give a 12-character digest of each field of the source section and of each pool declaration
+ * (up to 64 per section), so that a refused change can name the fields that changed. Values
+ * are shown, never secrets: sections and fields that may hold literal values are digested.
  *
  * @param definition what the digest covers (see {@link MemberDefinition})
  * @returns part name -> value
  * @since 0.5.0
  * @category identity
  */
-export const definitionParts = (definition: MemberDefinition): Readonly<Record<string, string>> => {
+export const definitionParts = (full: MemberDefinition): Readonly<Record<string, string>> => {
+  const definition = identityOf(full)
   const parts: Record<string, string> = {
     tasks: definition.task.slice(0, 12),
     source: shortDigest(definition.source),
     limit: definition.limit === null ? "none" : String(definition.limit)
   }
+  for (const [k, v] of Object.entries(leavesOf("source", definition.source))) parts[`${FIELD_PART}${k}`] = v
   for (const [name, p] of Object.entries(definition.pools)) {
     parts[`bindings.${name}`] = p.bound ?? "(private)"
     parts[`pools.${name}`] = shortDigest(p.declaration)
+    for (const [k, v] of Object.entries(leavesOf(`pools.${name}`, p.declaration))) parts[`${FIELD_PART}${k}`] = v
   }
   return parts
 }
@@ -477,6 +572,7 @@ export const load = (
         memberDigest: Suite.memberDigest(suiteId, entry.id),
         definitionDigest: definitionDigest(definition),
         definitionParts: definitionParts(definition),
+        previousDigests: previousDefinitionDigests(definition),
         poolAliases: aliases,
         // in the order the member file writes them
         ignoredRunFields: Object.keys(isRecord(raw) && isRecord(raw["run"]) ? raw["run"] : {})

@@ -707,6 +707,11 @@ export interface MemberWire {
   readonly source: MembershipWire | null
   readonly metrics_run_id: string | null
   readonly metrics: ReadonlyArray<MetricRow>
+  /**
+   * The member's database file when it is missing (a `byExperiment` root whose catalog records
+   * it as created; the member then reads as empty), else `null` (since 0.6.0).
+   */
+  readonly database_missing: string | null
 }
 
 /**

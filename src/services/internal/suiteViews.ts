@@ -72,6 +72,11 @@ export interface SuiteReads {
   readonly members: Effect.Effect<ReadonlyArray<SuiteMember>, StoreUnavailable>
   readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<SuiteMembership>, StoreUnavailable>
   readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+  /**
+   * The members whose database is missing (recorded as created, file gone), each with the
+   * file; they read as empty. Absent: none (since 0.6.0).
+   */
+  readonly missingDatabases?: ReadonlyArray<{ readonly experimentId: string; readonly file: string }> | undefined
 }
 
 /**
@@ -633,6 +638,8 @@ export interface MemberSummary {
   readonly admittedFrom: "recorded" | "store" | null
   readonly metricsRunId: string | null
   readonly metrics: ReadonlyArray<Report.ReportMetric & { readonly updatedAt: number }>
+  /** The member's database file when it is missing (it then reads as empty), else `null`. */
+  readonly databaseMissing: string | null
 }
 
 /**
@@ -754,7 +761,8 @@ export const memberSummaries = (
         admitted,
         admittedFrom,
         metricsRunId,
-        metrics
+        metrics,
+        databaseMissing: suite.missingDatabases?.find((d) => d.experimentId === m.experimentId)?.file ?? null
       })
     }
     return out
@@ -996,7 +1004,9 @@ export const renderSuiteText = (r: SuiteReportData): string => {
     out.push(
       `  ${oneLine(m.experimentId)}${m.label === null ? "" : ` [${oneLine(m.label)}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
         m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
-      }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}`
+      }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}${
+        m.databaseMissing === null ? "" : `; DATABASE MISSING (${m.databaseMissing}): reads as empty, restore the file to see its results`
+      }`
     )
     for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
   }
@@ -1153,6 +1163,7 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
       limit_reached: m.source.limitReached,
       updated_at: m.source.updatedAt
     },
+  database_missing: m.databaseMissing,
   metrics_run_id: m.metricsRunId,
   metrics: m.metrics.map((x) => ({
     run_id: x.runId,

@@ -18,6 +18,7 @@ import * as nodePath from "node:path"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import * as StoreFiles from "../../../services/StoreFiles.js"
 import { DirectoryError, makeDirectories } from "../../../services/internal/directories.js"
+import { ownerOfFile } from "../suite/manifest.js"
 import type { SqliteStoreOptions } from "../../SqliteStore.js"
 import { KNOWN_FEATURE_LEVELS, type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.js"
 
@@ -336,7 +337,12 @@ export const acquireWriterLock = (path: string): Effect.Effect<Database.Database
       },
       catch: (cause) =>
         codeOf(cause).startsWith("SQLITE_BUSY")
-          ? unavailable(path, `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`, cause)
+          ? new StoreUnavailable({
+            message: `store ${path} is already open for writing by ${holderOf(path)}; one writer per store (read-only opens are allowed)`,
+            path,
+            cause,
+            locked: true
+          })
           : cause instanceof DirectoryError
           ? unavailable(path, `cannot create store ${path}: ${cause.message}`, cause)
           : unavailable(path, `cannot lock store ${path}: ${describeSqlError(cause)}${unwritableFolder(path)}`, cause)
@@ -428,6 +434,25 @@ export const openSqlite = (
       return yield* new ConfigError({ message: "SqliteStore needs a file path; use MemoryStore for an in-memory store" })
     }
 
+    // a suite root's databases are written only through the suite (its catalog accounts for
+    // its members): a plain writer is refused before the lock is even taken
+    if (!readOnly && options.suiteRoot === undefined) {
+      const owner = ownerOfFile(path)
+      if (owner !== undefined) {
+        const suite = owner.suiteId === undefined ? "a suite" : `suite "${owner.suiteId}"`
+        const message = `${path} belongs to ${suite} (output root ${owner.root}): a plain store must not write into a ` +
+          "suite's databases; write through the suite (`assay run -c SUITE_FILE`, with --experiment ID for one member; " +
+          "in code `Suite.run` over `SuiteStore.layer`). Reading the file (report, export, a read-only open) is fine"
+        return yield* new ConfigError({
+          message,
+          issues: [{
+            path: "store",
+            message,
+            suggestion: "give another store path for a plain run"
+          }]
+        })
+      }
+    }
     // a writer takes the lock first: a second writer starting at the same moment must be told
     // the store is held, not judge a file the first is still creating (half-migrated)
     if (!readOnly) yield* acquireWriterLock(path)

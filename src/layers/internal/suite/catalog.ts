@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { idKey, memberPath } from "../../../domain/Suite.js"
-import type { MemberRecord, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
+import type { MemberRecord, MemberRegistration, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
 type Row = Record<string, unknown>
@@ -61,12 +61,41 @@ const toMembership = (r: Row): MembershipRecord => ({
 export const members = (env: SqliteEnv): Effect.Effect<ReadonlyArray<MemberRecord>, StoreUnavailable> =>
   Effect.map(query(env, "SELECT * FROM suite_members ORDER BY experiment_id"), (rs) => rs.map(toMember))
 
+/** The prefix of field leaves among the parts (see `SuiteConfig.definitionParts`). */
+const FIELD = "field:"
+
+/**
+ * The fields under `prefix` (`source`, `pools.apis`) whose leaves differ, as paths relative to
+ * it (`range.n`, `resources[0].id`); `undefined` when either side recorded no leaves there (a
+ * root registered by an older build, or a section too large to record field by field).
+ */
+const changedFields = (
+  registered: Readonly<Record<string, string>>,
+  now: Readonly<Record<string, string>>,
+  prefix: string
+): ReadonlyArray<string> | undefined => {
+  const under = (parts: Readonly<Record<string, string>>) =>
+    Object.keys(parts).filter((k) => k.startsWith(`${FIELD}${prefix}.`) || k.startsWith(`${FIELD}${prefix}[`))
+  const a = under(registered)
+  const b = under(now)
+  if (a.length === 0 || b.length === 0) return undefined
+  const names = Array.from(new Set([...a, ...b])).sort()
+  return names.filter((k) => registered[k] !== now[k]).map((k) => k.slice(FIELD.length + prefix.length).replace(/^\./, ""))
+}
+
 /**
  * The parts of a member's definition that differ between the registered record and a new one,
- * one phrase each (`source: 1a2b3c4d5e6f -> 6f5e4d3c2b1a`, `bindings.apis: shared -> (private)`),
- * in part-name order; parts present on one side only count as changed (`(none)`). When either
- * side has no parts (a root registered by an older build) the result is empty: only the
- * digests can be compared.
+ * one phrase each, in the order pipeline definition, source, pools, run options, in words: which part (`pipeline definition`, `source`, `pool "NAME"`, `run
+ * options`), the changed fields when the parts record them, and the old and new value or
+ * 12-character digest, e.g.
+ *
+ * - `pipeline definition (tasks, versions, options or control: spec 1a2b3c4d5e6f -> 6f5e4d3c2b1a)`
+ * - `source (field range.n: 1a2b3c4d5e6f -> 6f5e4d3c2b1a)`
+ * - `pool "apis" (binding: shared -> private)`, `pool "apis" (declaration, fields resources[0].id: …)`
+ * - `run options (limit: none -> 5)`
+ *
+ * Parts present on one side only count as changed (`(none)`). When either side has no parts (a
+ * root registered by an older build) the result is empty: only the digests can be compared.
  *
  * @param registered the parts stored in the catalog (or `null`)
  * @param now the parts of the definition given now (or `null`)
@@ -79,15 +108,35 @@ export const changedParts = (
   now: Readonly<Record<string, string>> | null | undefined
 ): ReadonlyArray<string> => {
   if (registered === null || registered === undefined || now === null || now === undefined) return []
-  const names = Array.from(new Set([...Object.keys(registered), ...Object.keys(now)])).sort()
-  return names.flatMap((n) =>
-    registered[n] === now[n] ? [] : [`${n}: ${registered[n] ?? "(none)"} -> ${now[n] ?? "(none)"}`]
-  )
+  // pipeline definition, source, pools (each pool's binding, then its declaration), run options
+  const rank = (n: string) =>
+    n === "tasks" ? "0" : n === "source" ? "1" : n.startsWith("bindings.") ? `2${n.slice(9)}\u00000` :
+    n.startsWith("pools.") ? `2${n.slice(6)}\u00001` : n === "limit" ? "3" : `4${n}`
+  const names = Array.from(new Set([...Object.keys(registered), ...Object.keys(now)]))
+    .filter((n) => !n.startsWith(FIELD))
+    .sort((a, b) => rank(a) < rank(b) ? -1 : rank(a) > rank(b) ? 1 : 0)
+  const change = (n: string) => `${registered[n] ?? "(none)"} -> ${now[n] ?? "(none)"}`
+  const fields = (prefix: string) => {
+    const f = changedFields(registered, now, prefix)
+    return f === undefined || f.length === 0 ? "" : `${f.length === 1 ? "field" : "fields"} ${f.join(", ")}: `
+  }
+  return names.flatMap((n) => {
+    if (registered[n] === now[n]) return []
+    if (n === "tasks") return [`pipeline definition (tasks, their versions, options or control: spec ${change(n)})`]
+    if (n === "source") return [`source (${fields("source")}${change(n)})`]
+    if (n === "limit") return [`run options (limit: ${change(n)})`]
+    if (n.startsWith("bindings.")) {
+      const b = (v: string | undefined) => v === undefined ? "(none)" : v === "(private)" ? "private" : `shared pool "${v}"`
+      return [`pool "${n.slice("bindings.".length)}" (binding: ${b(registered[n])} -> ${b(now[n])})`]
+    }
+    if (n.startsWith("pools.")) return [`pool "${n.slice("pools.".length)}" (declaration, ${fields(n)}${change(n)})`]
+    return [`${n}: ${change(n)}`]
+  })
 }
 
 /**
- * The message of a refused definition change of member `id`: the changed parts when both sides
- * have them, else the two digests.
+ * The message of a refused definition change of member `id`: the changed parts in words when
+ * both sides have them (see {@link changedParts}), else the two digests.
  *
  * @since 0.5.0
  * @category catalog
@@ -99,12 +148,24 @@ export const definitionChangeMessage = (
 ): string => {
   const parts = changedParts(registered.definitionParts, now.definitionParts)
   const what = parts.length > 0
-    ? `changed ${parts.join(", ")}`
+    ? `changed: its ${parts.join("; its ")}`
     : `changed (stored digest ${registered.definitionDigest}, now ${now.definitionDigest}; ` +
       `the root does not record the digest's parts, so it cannot tell which part)`
-  return `the definition of member "${id}" ${what}; a member id keeps its definition for life: ` +
+  return `the definition of member "${id}" ${what}. A member id keeps its definition for life: ` +
     `use a new member id or another output root`
 }
+
+/**
+ * Whether a registered member holds the definition given now: the same digest, or one of the
+ * digests an older format gave it (`previousDigests`).
+ *
+ * @since 0.6.0
+ * @category catalog
+ */
+export const matchesRegistered = (
+  registered: Pick<MemberRecord, "definitionDigest">,
+  now: Pick<MemberRegistration, "definitionDigest" | "previousDigests">
+): boolean => registered.definitionDigest === now.definitionDigest || (now.previousDigests ?? []).includes(registered.definitionDigest)
 
 /**
  * Registers members (see `SuiteCatalogService.registerMembers`): every digest is checked
@@ -115,7 +176,7 @@ export const definitionChangeMessage = (
  */
 export const registerMembers = (
   env: SqliteEnv,
-  ms: ReadonlyArray<Omit<MemberRecord, "createdAt">>,
+  ms: ReadonlyArray<MemberRegistration>,
   nowMs: number
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
@@ -131,7 +192,7 @@ export const registerMembers = (
             `spell it "${k.experimentId}" or use another id`
         }]
       }
-      return k === undefined || k.definitionDigest === m.definitionDigest ? [] : [{
+      return k === undefined || matchesRegistered(k, m) ? [] : [{
         path: memberPath(m.experimentId),
         message: definitionChangeMessage(m.experimentId, k, m)
       }]
@@ -141,6 +202,16 @@ export const registerMembers = (
       return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
     }
     yield* env.tx((d) => {
+      // a member registered under an older format's digest of the same definition: upgraded
+      const upgrade = d.prepare(
+        "UPDATE suite_members SET definition_digest = ?, definition_parts = ? WHERE experiment_id = ? AND definition_digest = ?"
+      )
+      for (const m of ms) {
+        const k = known.get(idKey(m.experimentId))
+        if (k === undefined || k.definitionDigest === m.definitionDigest) continue
+        const parts = m.definitionParts === null || m.definitionParts === undefined ? null : JSON.stringify(m.definitionParts)
+        upgrade.run(m.definitionDigest, parts, m.experimentId, k.definitionDigest)
+      }
       // the parts are recorded when the member is first registered, and filled in for a member
       // registered by a build that did not record them (same digest, so the same definition)
       const upsert = d.prepare(

@@ -120,6 +120,34 @@ export const read = (root: string): Effect.Effect<Manifest | undefined, StoreUna
     })
   })
 
+/**
+ * The suite root a file belongs to, if any: a file directly in a suite root (its `state.db`,
+ * `suite.db`, or any other file there) or in a member's folder (`ROOT/experiments/ID/…`).
+ * Returns the root (absolute) and the suite id of its manifest (`undefined` when the manifest
+ * cannot be read); `undefined` when the file is in no suite root. Reads nothing but the
+ * manifest; never throws.
+ *
+ * @param file a file path (made absolute against the working directory)
+ * @since 0.6.0
+ * @category files
+ */
+export const ownerOfFile = (file: string): { readonly root: string; readonly suiteId: string | undefined } | undefined => {
+  const dir = nodePath.dirname(nodePath.resolve(file))
+  const experiments = nodePath.dirname(dir)
+  const candidates = [dir, ...(nodePath.basename(experiments) === "experiments" ? [nodePath.dirname(experiments)] : [])]
+  for (const root of candidates) {
+    let text: string
+    try {
+      if (!fs.statSync(root).isDirectory()) continue
+      text = fs.readFileSync(nodePath.join(root, MANIFEST), "utf8")
+    } catch {
+      continue
+    }
+    return { root, suiteId: Either.match(decode(text), { onLeft: () => undefined, onRight: (m) => m.suiteId }) }
+  }
+  return undefined
+}
+
 /** Canonical text of a backend spec (absent = inline). */
 const backendKey = (b: BackendInput | undefined): string =>
   b === undefined || b === "inline" ? "\"inline\"" : Either.getOrElse(canonicalJson(b), () => String(b))

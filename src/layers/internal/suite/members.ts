@@ -153,7 +153,7 @@ export const makeCache = (o: CacheOptions) =>
         // closing the member's scope interrupts them (the cache opens inside an acquire)
         const built = yield* Effect.exit(Effect.interruptible(
           Effect.gen(function*() {
-            const { driver, env } = yield* makeDriverWithEnv({ ...o.storeOptions, filename: file, readonly: !writable })
+            const { driver, env } = yield* makeDriverWithEnv({ ...o.storeOptions, filename: file, readonly: !writable, suiteRoot: o.root })
             const service = yield* makeWith(driver, o.storeOptions)
             const db = yield* makeDb(service, env)
             return { service, env, db }

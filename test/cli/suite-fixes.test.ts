@@ -1,0 +1,248 @@
+/**
+ * Faults a fresh user found in suites, as that user meets them (spawned `bin/assay`):
+ * - `--run-id` is checked by the one rule of plain runs and suites (exit 2 before anything);
+ * - `resume` of a suite root (or a plain store) that does not exist is refused (exit 2), never
+ *   a silent fresh start;
+ * - a store or suite root held by another writer exits 75 (`ExitCode.Locked`), not 1 like a
+ *   task failure, for a suite and a plain run alike;
+ * - a pool's capacity is run configuration: raising or lowering it (shared or private) between
+ *   runs changes no member's definition, while a resource's id still does (exit 2);
+ * - a suite command pointed at something that is not a suite root (a member's database, the
+ *   catalog, a folder inside a root, an unrelated directory, a file) says what it expected and
+ *   what it found, and the root to give instead (exit 2); a new output root is never made
+ *   inside another root or over a file;
+ * - an input row edited (or removed) since a member's pipelines ran: `run`/`resume` refuse
+ *   (exit 2, naming the member and the stale local keys, nothing recorded) unless
+ *   `--accept-changed-rows`; a limit that left rows unread is no change;
+ * - `--stop-after-failures` is the suite's: one member's failures stop every member's
+ *   admission (documented, and said in `assay run --help`).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import Database from "better-sqlite3"
+import { assay, query, tempDir, write } from "../support/cli.js"
+
+const countIn = (db: string, sql: string) => Number(Object.values(query(db, sql)[0]!)[0])
+
+const opts = (cwd: string) => ({ cwd, killAfterMs: 60_000 })
+
+/** A suite of two members (alpha, beta), each a range of 3 rows through a 5 ms delay. */
+const fixture = (dir: string, layout = "byExperiment") => {
+  const member = write(dir, "a.json", {
+    pipeline: { name: "p", tasks: [{ use: "delay", args: ["5 millis"] }] },
+    source: { range: { n: 3 } }
+  })
+  const suite = write(dir, "suite.json", {
+    suite: { id: "fixes" },
+    output: { root: "out", layout },
+    experiments: { alpha: { config: "a.json" }, beta: { config: "a.json" } }
+  })
+  return { member, suite, root: path.join(dir, "out") }
+}
+
+describe("suite CLI fixes", () => {
+  it.scoped("--run-id: the plain run's rule in suite mode too (exit 2, nothing written)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      for (const [id, why] of [["", /empty/], ["a\nb", /control character \(U\+000A/], [" x", /starts or ends with a space/], ["x".repeat(201), /at most 200/]] as const) {
+        for (const c of [f.suite, f.member]) {
+          const r = yield* assay(["run", "-c", c, "--run-id", id, "--store", path.join(dir, "plain.db")].slice(0, c === f.suite ? 5 : 7), opts(dir))
+          assert.strictEqual(r.code, 2, `${JSON.stringify(id)} ${c}: ${r.stderr}`)
+          assert.match(r.stderr, /--run-id: /)
+          assert.match(r.stderr, why)
+        }
+      }
+      assert.isFalse(fs.existsSync(f.root), "nothing created")
+      assert.isFalse(fs.existsSync(path.join(dir, "plain.db")), "nothing created")
+      const ok = yield* assay(["run", "-c", f.suite, "--run-id", "my-run.1", "--quiet"], opts(dir))
+      assert.strictEqual(ok.code, 0, ok.stderr)
+    }), 120_000)
+
+  it.scoped("resume of a missing suite root or plain store is refused (exit 2), then works once it exists", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const r = yield* assay(["resume", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.match(r.stderr, /output\.root: nothing to resume: there is no suite root at .*out/)
+      assert.isFalse(fs.existsSync(f.root), "nothing created")
+      const other = yield* assay(["resume", "-c", f.suite, "--output-root", "elsewhere", "--quiet"], opts(dir))
+      assert.strictEqual(other.code, 2, other.stderr)
+      assert.match(other.stderr, /--output-root: nothing to resume/)
+      const plain = path.join(dir, "plain.db")
+      const p = yield* assay(["run", "--resume", "-c", f.member, "--store", plain, "--quiet"], opts(dir))
+      assert.strictEqual(p.code, 2, p.stderr)
+      assert.match(p.stderr, /--store: nothing to resume: there is no store at .*plain\.db/)
+      assert.isFalse(fs.existsSync(plain))
+
+      const run = yield* assay(["run", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(run.code, 0, run.stderr)
+      const again = yield* assay(["resume", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(again.code, 0, again.stderr)
+    }), 120_000)
+
+  it.scoped("a root or store held by another writer: exit 75 with the holder named, for a suite and a plain run", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const plain = path.join(dir, "plain.db")
+      for (const args of [["run", "-c", f.suite], ["run", "-c", f.member, "--store", plain]]) {
+        const first = yield* assay([...args, "--quiet"], opts(dir))
+        assert.strictEqual(first.code, 0, first.stderr)
+      }
+      // hold the writer locks from this process, as another run would
+      const held = [path.join(f.root, "suite.db.lock"), `${plain}.lock`].map((file) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            const d = new Database(file, { timeout: 0 })
+            d.exec("BEGIN EXCLUSIVE")
+            return d
+          }),
+          (d) => Effect.sync(() => d.close())
+        )
+      )
+      yield* Effect.all(held)
+      for (const args of [["resume", "-c", f.suite], ["run", "-c", f.suite, "--experiment", "beta"], ["resume", "-c", f.member, "--store", plain]]) {
+        const r = yield* assay([...args, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 75, `${args.join(" ")}: ${r.stderr}`)
+        assert.match(r.stderr, /is already open for writing by/)
+      }
+    }), 120_000)
+
+  it.scoped("a pool's capacity changes on resume, up and down, shared and private; a resource id change is still refused", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const member = (capacity: number, id = "k") => ({
+        pools: { apis: { resources: [{ id, capacity }] } },
+        pipeline: { name: "p", tasks: [{ use: "delay", args: ["5 millis"], resource: "apis" }] },
+        source: { range: { n: 3 } }
+      })
+      const suite = (capacity: number) =>
+        write(dir, "suite.json", {
+          suite: { id: "pools" },
+          output: { root: "out", layout: "combined" },
+          pools: { shared: { resources: [{ id: "s", capacity }] } },
+          experiments: { alpha: { config: "a.json", poolBindings: { apis: "shared" } }, beta: { config: "b.json" } }
+        })
+      write(dir, "a.json", member(1))
+      write(dir, "b.json", member(1))
+      const file = suite(2)
+      const first = yield* assay(["run", "-c", file, "--quiet"], opts(dir))
+      assert.strictEqual(first.code, 0, first.stderr)
+      const db = path.join(dir, "out/state.db")
+      const pipelines = () => query<{ n: number }>(db, "SELECT count(*) AS n FROM pipelines")[0]!.n
+      const attempts = () => query<{ n: number }>(db, "SELECT count(*) AS n FROM attempts")[0]!.n
+      assert.strictEqual(pipelines(), 6)
+      const attemptsBefore = attempts()
+      for (const capacity of [8, 1]) {
+        suite(capacity)
+        write(dir, "b.json", member(capacity + 1))
+        const v = yield* assay(["validate", "-c", file], opts(dir))
+        assert.strictEqual(v.code, 0, v.stderr)
+        assert.include(v.stdout, "existing root: 2 member(s) match (alpha, beta), 0 new (none)")
+        const r = yield* assay(["resume", "-c", file, "--summary", "json"], opts(dir))
+        assert.strictEqual(r.code, 0, `capacity ${capacity}: ${r.stderr}`)
+        assert.strictEqual(JSON.parse(r.stdout).skipped, 6, "every pipeline found again: no identity changed")
+      }
+      assert.strictEqual(pipelines(), 6, "no new pipeline")
+      assert.strictEqual(attempts(), attemptsBefore, "nothing re-run")
+      write(dir, "b.json", member(2, "k2"))
+      const refused = yield* assay(["resume", "-c", file, "--quiet"], opts(dir))
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.match(refused.stderr, /experiments\.beta: the definition of member "beta" changed: its pool "apis" \(declaration, field resources\[0\]\.id: /)
+    }), 120_000)
+
+  it.scoped("a path that is not a suite root: what was expected, what was found, and the root to give (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      const first = yield* assay(["run", "-c", f.suite, "--quiet"], opts(dir))
+      assert.strictEqual(first.code, 0, first.stderr)
+      fs.mkdirSync(path.join(dir, "random"))
+      fs.writeFileSync(path.join(dir, "random/notes.txt"), "hi")
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["report", "out/experiments/alpha/state.db", "--experiment", "alpha"],
+          /only a suite root \(a directory holding manifest\.json\) has members; out\/experiments\/alpha\/state\.db is the database of member "alpha" of suite "fixes", not its root: give the root, .*\/out$/m],
+        [["report", "out/experiments", "--experiment", "alpha"], /out\/experiments is a folder inside the root of suite "fixes", not the root itself: give the root, /],
+        [["report", "random"], /expected a store file or a suite root \(a directory holding manifest\.json\): random is a directory without manifest\.json/],
+        [["report", "out/experiments/beta"], /expected a store file or a suite root .*: out\/experiments\/beta is a folder inside the root of suite "fixes"/],
+        [["watch", "random"], /expected a store file or a suite root .*: random is a directory without manifest\.json/],
+        [["serve", "out/experiments", "--port", "0"], /expected a store file or a suite root .*: out\/experiments is a folder inside the root of suite "fixes"/],
+        [["report", "missing", "--experiment", "alpha"], /missing does not exist/],
+        [["export", "out/suite.db", "split", "--by-experiment"], /give a suite root .*; out\/suite\.db is the catalog database of suite "fixes", not its root: give the root, /],
+        [["run", "-c", f.suite, "--output-root", "out/experiments/alpha/nested"],
+          /--output-root: expected a suite root .*nested does not exist \(it would be inside the root of suite "fixes"\); a suite root is never created inside another/],
+        [["run", "-c", f.suite, "--output-root", "random/notes.txt"], /--output-root: expected a suite root .*notes\.txt is a file, not a directory/]
+      ]
+      for (const [args, expected] of cases) {
+        const r = yield* assay([...args, "--quiet"].filter((a) => a !== "--quiet" || args[0] === "run"), opts(dir))
+        assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+        assert.match(r.stderr, expected, args.join(" "))
+      }
+      assert.isFalse(fs.existsSync(path.join(dir, "out/experiments/alpha/nested")), "no root made inside a root")
+      assert.isFalse(fs.existsSync(path.join(dir, "split")))
+    }), 120_000)
+
+  it.scoped("--stop-after-failures counts across members: one member's failure stops every member's admission", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 20 } } })
+      write(dir, "good.json", { pipeline: { name: "g", tasks: [{ use: "delay", args: ["20 millis"] }] }, source: { range: { n: 200 } } })
+      const suite = write(dir, "suite.json", {
+        suite: { id: "stops" },
+        run: { concurrency: 1, maxAdmitted: 2 },
+        output: { root: "out", layout: "byExperiment" },
+        experiments: { bad: { config: "bad.json" }, good: { config: "good.json" } }
+      })
+      const r = yield* assay(["run", "-c", suite, "--stop-after-failures", "1", "--quiet"], opts(dir))
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "stopped early (--stop-after-failures / run.stopAfterFailures reached)")
+      const good = countIn(path.join(dir, "out/experiments/good/state.db"), "SELECT count(*) FROM pipelines")
+      assert.isBelow(good, 200, "the member without failures stopped admitting too")
+      assert.isBelow(countIn(path.join(dir, "out/experiments/bad/state.db"), "SELECT count(*) FROM pipelines"), 20)
+      const help = yield* assay(["run", "--help"], opts(dir))
+      assert.match(help.stdout.replace(/\s+/g, " "), /in a suite: counted across all members, and every member stops/)
+    }), 120_000)
+
+  it.scoped("an edited input row: refused with the member and its stale keys (exit 2) unless --accept-changed-rows; a limit is no change", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const rows = (texts: ReadonlyArray<string>) => write(dir, "rows.jsonl", texts.map((t) => JSON.stringify({ text: t })).join("\n") + "\n")
+      rows(["a", "b", "c"])
+      write(dir, "m.json", { pipeline: { name: "p", tasks: [{ use: "delay", args: ["1 millis"] }] }, source: { jsonl: { path: "rows.jsonl" } } })
+      const suite = write(dir, "suite.json", {
+        suite: { id: "rows" },
+        output: { root: "out", layout: "combined" },
+        experiments: { x: { config: "m.json" } }
+      })
+      const db = path.join(dir, "out/state.db")
+      // a limit leaves rows unread: the next run is not a change
+      const limited = yield* assay(["run", "-c", suite, "--limit", "1", "--quiet"], opts(dir))
+      assert.strictEqual(limited.code, 0, limited.stderr)
+      const full = yield* assay(["resume", "-c", suite, "--quiet"], opts(dir))
+      assert.strictEqual(full.code, 0, full.stderr)
+      const before = { runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }
+      assert.deepStrictEqual(before, { runs: 2, pipelines: 3 })
+      const staleKey = String(query<{ local_key: string }>(db, "SELECT local_key FROM pipelines ORDER BY created_at LIMIT 1 OFFSET 1")[0]!.local_key)
+
+      rows(["a", "b, edited", "c"])
+      for (const command of ["resume", "run"]) {
+        const r = yield* assay([command, "-c", suite, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.match(r.stderr, /experiments\.x: the member's source no longer yields 1 of its stored pipeline\(s\) \(local keys [0-9a-f]+\) and yields 1 the root does not hold/)
+        assert.include(r.stderr, "--accept-changed-rows")
+      }
+      assert.deepStrictEqual({ runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }, before, "nothing recorded")
+      const accepted = yield* assay(["resume", "-c", suite, "--accept-changed-rows", "--quiet"], opts(dir))
+      assert.strictEqual(accepted.code, 0, accepted.stderr)
+      assert.match(accepted.stderr, /warning: member x: 1 stored pipeline\(s\) are not yielded by its source any more/)
+      assert.strictEqual(countIn(db, "SELECT count(*) FROM pipelines"), 4, "the edited row ran as a new pipeline; the old one stays as history")
+      assert.strictEqual(countIn(db, `SELECT count(*) FROM pipelines WHERE local_key = '${staleKey}'`), 1)
+      const plain = yield* assay(["run", "-c", path.join(dir, "m.json"), "--accept-changed-rows"], opts(dir))
+      assert.strictEqual(plain.code, 2, plain.stderr)
+      assert.include(plain.stderr, "--accept-changed-rows needs -c SUITE")
+    }), 120_000)
+})

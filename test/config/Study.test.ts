@@ -155,16 +155,36 @@ describe("StudyConfig.load: variables and references", () => {
       assert.strictEqual(chat.parameters["template"], prompt)
     }))
 
-  it.effect("an unknown variable is an error at the reference's path in the experiment file, with a did-you-mean", () =>
+  it.effect("an unknown variable or field is an error at the reference's path in the experiment file, with a did-you-mean", () =>
     Effect.gen(function*() {
       const exp = experiment()
       const tasks = exp.pipeline.tasks as Array<any>
       tasks[0].options.temperature = { $var: "temprature" }
       tasks[0].options.model = { $var: "model.modle" }
       const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      // the variable a misspelled reference meant is not also reported as unused
       assert.deepStrictEqual(problems, [
-        "protocol.experiment: experiment.json: pipeline.tasks[0].options.model: modle is not in the value of variable \"model\" for \"small\", \"large\"",
-        "protocol.experiment: experiment.json: pipeline.tasks[0].options.temperature: unknown variable \"temprature\" | did you mean \"temperature\"?",
+        "protocol.experiment: experiment.json: pipeline.tasks[0].options.model: modle is not in the value of variable \"model\" for \"small\", \"large\" | did you mean { $var: \"model.model\" }?",
+        "protocol.experiment: experiment.json: pipeline.tasks[0].options.temperature: unknown variable \"temprature\" | did you mean \"temperature\"?"
+      ])
+    }))
+
+  it.effect("a misspelled required key (typ: for a variable's type) is named beside the missing one", () =>
+    Effect.gen(function*() {
+      const doc = study()
+      const variables = doc.variables as Array<Record<string, unknown>>
+      const { type: _type, ...rest } = variables[0]!
+      variables[0] = { ...rest, typ: "prompt" }
+      const problems = yield* failure(write(doc, { "experiment.json": experiment() }))
+      assert.include(problems, "variables[0].type: is missing | found \"typ\": did you mean type?")
+    }))
+
+  it.effect("a variable no reference names, not even misspelled, is still reported as unused", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      ;(exp.pipeline.tasks as Array<any>)[0].options.temperature = 0
+      const problems = yield* failure(write(study(), { "experiment.json": exp }))
+      assert.deepStrictEqual(problems, [
         "variables[2]: variable \"temperature\" is not used by the protocol: remove it or reference it with { $var: \"temperature\" } in experiment.json"
       ])
     }))

@@ -158,7 +158,18 @@ export const decodeIssues = (
           "tasks: [{ use: echo, name: a }, { use: echo, name: b }]"
         )
     } else if (i._tag === "Missing") {
-      entry = issue(p, "is missing")
+      // a required key misspelled (`typ:` for a union's `type`): a union without its tag
+      // reports only the missing tag, never the stray key, so name the stray key here
+      const missingKey = String(i.path[i.path.length - 1])
+      const parent = valueAt(input, i.path.slice(0, -1))
+      const allowed = allowedKeysAt(i.path.slice(0, -1), root)
+      const stray = parent !== null && typeof parent === "object" && !Array.isArray(parent)
+        ? Object.keys(parent).filter((k) =>
+          !allowed.includes(k) && closest(k, [missingKey]) !== undefined &&
+          !raw.some((j) => j._tag === "Unexpected" && formatPath(j.path) === formatPath([...i.path.slice(0, -1), k]))
+        )
+        : []
+      entry = stray.length > 0 ? issue(p, "is missing", `found "${stray[0]}": did you mean ${missingKey}?`) : issue(p, "is missing")
     } else if (i._tag === "Type" && i.path[i.path.length - 1] === "args" && typeof valueAt(input, i.path) === "string") {
       entry = argsNotAList(p, String(valueAt(input, i.path)), valueAt(input, i.path.slice(0, -1)))
     } else {

@@ -341,6 +341,28 @@ const hasCodeTasks = (raw: unknown): boolean => {
 const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
   tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
 
+/**
+ * The path a misspelled `{ $var: NAME.path }` probably meant: the first value's fields walked
+ * along `path`, the first missing segment replaced by its closest field name; `undefined` when
+ * no field is close.
+ */
+const nearestField = (values: ReadonlyArray<unknown>, path: ReadonlyArray<string>): ReadonlyArray<string> | undefined => {
+  for (const value of values) {
+    let at: unknown = value
+    const out: Array<string> = []
+    for (const segment of path) {
+      if (typeof at !== "object" || at === null) break
+      const fields = Object.keys(at)
+      const key = fields.includes(segment) ? segment : closest(segment, fields)
+      if (key === undefined) break
+      out.push(key)
+      at = (at as Record<string, unknown>)[key]
+    }
+    if (out.length === path.length && out.some((k, i) => k !== path[i])) return out
+  }
+  return undefined
+}
+
 // ---------------------------------------------------------------------------------------------
 // Plan
 // ---------------------------------------------------------------------------------------------
@@ -725,6 +747,7 @@ export const load = (
     const found = findRefs(base.raw)
     for (const m of found.malformed) issues.push(expIssue(m.path, m.message, m.suggestion))
     const used = new Set<string>()
+    const meant = new Set<string>()
     for (const r of found.refs) {
       const at = formatPath(r.at)
       if (r.at[0] !== "pipeline") {
@@ -734,6 +757,8 @@ export const load = (
       const variable = variables.find((v) => v.name === r.name)
       if (variable === undefined) {
         const near = closest(r.name, names)
+        // the variable this reference probably meant is not also reported as unused
+        if (near !== undefined) meant.add(near)
         issues.push(expIssue(at, `unknown variable "${r.name}"`, near !== undefined ? `did you mean "${near}"?` : names.length > 0 ? `variables: ${quoted(names)}` : "declare it under variables in the study file"))
         continue
       }
@@ -743,13 +768,18 @@ export const load = (
       } else if (r.path.length > 0) {
         const missing = Study.valuesOf(variable).filter((c) => valueAtPath(c.value, r.path) === undefined).map((c) => shown(c.assignment))
         if (missing.length > 0) {
-          issues.push(expIssue(at, `${r.path.join(".")} is not in the value of variable "${r.name}" for ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", ..." : ""}`))
+          const near = nearestField(Study.valuesOf(variable).map((c) => c.value), r.path)
+          issues.push(expIssue(
+            at,
+            `${r.path.join(".")} is not in the value of variable "${r.name}" for ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", ..." : ""}`,
+            near === undefined ? undefined : `did you mean { $var: "${[r.name, ...near].join(".")}" }?`
+          ))
         }
       }
     }
     const code = base.format === "module" || hasCodeTasks(base.raw)
     variables.forEach((v, i) => {
-      if (used.has(v.name)) return
+      if (used.has(v.name) || meant.has(v.name)) return
       if (code) {
         warnings.push(`warning: variables[${i}]: variable "${v.name}" is not referenced by ${rel}; its tasks are code and may read ctx.variables`)
       } else {

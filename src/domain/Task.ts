@@ -22,6 +22,7 @@ import { Duration, Effect, Either, Predicate, Schema } from "effect"
 import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
+import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
 import { markSync } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
@@ -75,7 +76,10 @@ export type AlgorithmInstance = {
  * - `retry`: the retry policy (default {@link RetryPolicy.default}: one attempt);
  * - `timeout`: wall-clock limit of one attempt (`null`: none), applied by the runner;
  * - `config`: declared behaviour, a frozen deep copy taken at definition;
- * - `version`: explicit version of external or dynamic behaviour (`null`: none).
+ * - `version`: explicit version of external or dynamic behaviour (`null`: none);
+ * - `cache`: the task's call-cache declaration (`null`: none; see `CallCache`), never part of
+ *   the task's identity;
+ * - `cacheKey`: the task's own cache key material (`null`: its fingerprint and input).
  *
  * @since 0.1.0
  * @category models
@@ -88,6 +92,8 @@ export interface ResolvedOptions {
   readonly timeout: Duration.Duration | null
   readonly config: JsonObject
   readonly version: string | null
+  readonly cache: TaskCache | null
+  readonly cacheKey: CacheKeyFn | null
 }
 
 /**
@@ -179,7 +185,14 @@ export type Context<T> = T extends Task<infer _In, infer _Out, infer _E, infer R
  * - `version`: explicit version of behaviour the code digest cannot see;
  * - `parameters`: factory parameters (strict JSON), recorded apart from `config`;
  * - `children`: nested tasks (in order);
- * - `codeDigest`: replaces the digest of the function source.
+ * - `codeDigest`: replaces the digest of the function source;
+ * - `cache`: the call cache for a task whose output is a pure function of its input and
+ *   declared config: `true` (= `"readWrite"`), `false`, a mode (`"readWrite"`, `"readOnly"`,
+ *   `"refresh"`, `"off"`) or `{ mode, ttl }` (see `CallCache.CacheOption`); a stored output is
+ *   then served as an attempt with outcome `cache_hit` instead of running the body. Not part of
+ *   the task's identity;
+ * - `cacheKey`: the key material of the cache (see `CallCache.CacheKeyFn`; default: the task's
+ *   fingerprint and its input).
  *
  * `null` is accepted for the nullable fields (`resource`, `algorithm`, `timeout`, `version`)
  * and means "none", as in {@link withOverrides}.
@@ -197,6 +210,8 @@ export interface BaseOptions {
   readonly parameters?: JsonObject | undefined
   readonly children?: ReadonlyArray<Any> | undefined
   readonly codeDigest?: string | undefined
+  readonly cache?: CacheOption | undefined
+  readonly cacheKey?: CacheKeyFn | undefined
 }
 
 /**
@@ -459,7 +474,9 @@ const optionKeys = new Set([
   "children",
   "codeDigest",
   "input",
-  "output"
+  "output",
+  "cache",
+  "cacheKey"
 ])
 
 const isSchema = (u: unknown): u is Schema.Schema.AnyNoContext => Schema.isSchema(u)
@@ -513,6 +530,11 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     deepFreeze({}) :
     snapshotObject(o["parameters"], "parameters", issues)
   const children = resolveChildren(o["children"], issues)
+  const cache = resolveTaskCache(o["cache"], "cache", issues) ?? null
+  const cacheKey = o["cacheKey"]
+  if (cacheKey !== undefined && cacheKey !== null && typeof cacheKey !== "function") {
+    issues.push({ path: "cacheKey", message: "cacheKey must be a function (input, env) => Effect<Json | undefined>" })
+  }
   const input = o["input"]
   const output = o["output"]
   if (input !== undefined && !isSchema(input)) issues.push({ path: "input", message: "input must be a Schema" })
@@ -543,7 +565,9 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     retry,
     timeout,
     config: config!,
-    version
+    version,
+    cache,
+    cacheKey: typeof cacheKey === "function" ? cacheKey as CacheKeyFn : null
   })
   task.run = def.run as Task<In, Out, E, R>["run"]
   task.codeDigest = codeDigest
@@ -847,6 +871,7 @@ export interface Overrides<In = any, Out = any, E = any, R = any> {
   readonly children?: ReadonlyArray<Any> | Unset
   readonly run?: ((input: In, ctx: TaskContext) => Effect.Effect<Out, E, R>) | Unset
   readonly codeDigest?: string | Unset
+  readonly cache?: CacheOption | Unset
 }
 
 const nullableOverrides = new Set(["resource", "algorithm", "timeout", "version"])
@@ -858,7 +883,8 @@ const overrideKeys = new Set([
   "parameters",
   "children",
   "run",
-  "codeDigest"
+  "codeDigest",
+  "cache"
 ])
 
 /**
@@ -918,7 +944,9 @@ export const withOverrides: {
     config: has("config") ? given["config"] : o.config,
     version: has("version") ? given["version"] : o.version,
     parameters: has("parameters") ? given["parameters"] : task.parameters,
-    children: has("children") ? given["children"] : task.children
+    children: has("children") ? given["children"] : task.children,
+    cache: has("cache") ? given["cache"] : cacheOptionOf(o.cache),
+    ...(o.cacheKey === null ? {} : { cacheKey: o.cacheKey })
   }
   if (task.inputSchema !== undefined) options["input"] = task.inputSchema
   if (task.outputSchema !== undefined) options["output"] = task.outputSchema
@@ -934,6 +962,10 @@ export const withOverrides: {
     scoped: has("run") ? true : task.scoped
   })
 })
+
+/** A resolved cache declaration back in its option form (for {@link withOverrides}). */
+const cacheOptionOf = (c: TaskCache | null): CacheOption | undefined =>
+  c === null ? undefined : { mode: c.mode, ...(c.ttlMs === undefined ? {} : { ttl: c.ttlMs }) }
 
 /**
  * A copy of a task with a new retry policy (replacing the old one; fields not given take the

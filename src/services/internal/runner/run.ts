@@ -28,7 +28,8 @@ import {
   Tracer
 } from "effect"
 import { CodecRegistry } from "../../../domain/Codec.js"
-import { ConfigError, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
+import * as CallCacheDomain from "../../../domain/CallCache.js"
+import { ConfigError, type ConfigIssue, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
@@ -37,6 +38,7 @@ import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricDisplay } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
+import type { CallCacheService } from "../../CallCache.js"
 import type { Pools, PoolStats } from "../../Pool.js"
 import type {
   ReportMetricOptions,
@@ -93,6 +95,11 @@ export interface RunnerEnv {
   readonly liveRuns: Set<RunId>
   /** The stop requests of the runner's runs that handle signals (each run adds its own). */
   readonly signalTargets: Set<(reason: string) => void>
+  /**
+   * The call cache of the runner's runs (the `CallCache` in context, else one in-memory cache
+   * per runner), used by tasks whose cache mode is not `off`.
+   */
+  readonly callCache?: CallCacheService | undefined
 }
 
 const configError = (path: string, message: string): ConfigError =>
@@ -206,6 +213,14 @@ export const start = <S extends AnySpec, SE, SR>(
 ): Effect.Effect<RunHandle<SE>, ConfigError, Scope.Scope | Exclude<SpecContext<S>, Scope.Scope> | SR> =>
   Effect.gen(function*() {
     const config = yield* RunConfig.resolve(options)
+    const cacheIssues: Array<ConfigIssue> = []
+    if (config.cache !== undefined) CallCacheDomain.resolveRunCache(config.cache, "run.cache", cacheIssues)
+    if (cacheIssues.length > 0) {
+      return yield* new ConfigError({
+        message: `invalid run configuration: ${cacheIssues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues: cacheIssues
+      })
+    }
     const startedAt = yield* Clock.currentTimeMillis
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
@@ -497,6 +512,13 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const tracer = yield* Effect.tracer
     const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
     const pipelineEnv: Pipe.PipelineEnv = {
+      cache: env.callCache === undefined ? undefined : {
+        service: env.callCache,
+        // checked when the run started
+        run: config.cache === undefined
+          ? CallCacheDomain.runCacheOff
+          : CallCacheDomain.resolveRunCache(config.cache, "run.cache", [])
+      },
       startGate: hooks?.startGate,
       traceAttempts,
       state,

@@ -22,6 +22,7 @@ export * from "../domain/CallCache.js"
 import type { CacheNamespace } from "../domain/CallCache.js"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import type { RunId } from "../domain/Ids.js"
+import type { RunRecord } from "../domain/Records.js"
 import type { ReadError, TaskStore } from "../domain/TaskStore.js"
 
 /**
@@ -201,4 +202,64 @@ export const statsOf = (store: TaskStore, runId?: RunId | undefined): Effect.Eff
     store.streamAttempts(runId === undefined ? {} : { runId }),
     emptyStats,
     (s, a) => addAttempt(s, a.outcome, a.decision)
+  )
+
+/**
+ * Adds two sets of figures (`costSavedUsd` stays `null` unless both know it).
+ *
+ * @since 0.7.0
+ * @category combinators
+ */
+export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
+  hits: a.hits + b.hits,
+  misses: a.misses + b.misses,
+  refreshed: a.refreshed + b.refreshed,
+  bypassed: a.bypassed + b.bypassed,
+  tokensSaved: {
+    promptTokens: a.tokensSaved.promptTokens + b.tokensSaved.promptTokens,
+    completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
+    totalTokens: a.tokensSaved.totalTokens + b.tokensSaved.totalTokens
+  },
+  costSavedUsd: a.costSavedUsd === null || b.costSavedUsd === null ? null : a.costSavedUsd + b.costSavedUsd
+})
+
+/**
+ * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
+ * `{ hits, misses, refreshed, bypassed, promptTokens, completionTokens, totalTokens }`), or
+ * {@link emptyStats} when it recorded none.
+ *
+ * @since 0.7.0
+ * @category reads
+ */
+export const statsOfFinished = (data: unknown): CacheStats => {
+  const c = Predicate.isObject(data) ? (data as { readonly cache?: unknown }).cache : undefined
+  if (!Predicate.isObject(c)) return emptyStats
+  const r = c as Record<string, unknown>
+  return {
+    hits: numberOr0(r["hits"]),
+    misses: numberOr0(r["misses"]),
+    refreshed: numberOr0(r["refreshed"]),
+    bypassed: numberOr0(r["bypassed"]),
+    tokensSaved: {
+      promptTokens: numberOr0(r["promptTokens"]),
+      completionTokens: numberOr0(r["completionTokens"]),
+      totalTokens: numberOr0(r["totalTokens"])
+    },
+    costSavedUsd: null
+  }
+}
+
+/**
+ * The cache figures of one run, from one indexed read: a finished run's `run.finished` event
+ * (`data.cache`), else (running, or died) the latest `cache.stats` event the runner writes with
+ * its heartbeat when the figures moved (so up to one heartbeat behind). Nothing is read per
+ * attempt ({@link statsOf} is the slow, exact reading).
+ *
+ * @since 0.7.0
+ * @category reads
+ */
+export const statsOfRun = (store: TaskStore, run: RunRecord): Effect.Effect<CacheStats, ReadError> =>
+  Effect.map(
+    store.events({ runId: run.runId, kind: run.endedAt === null ? "cache.stats" : "run.finished", limit: 1 }),
+    (events) => events.length === 0 ? emptyStats : statsOfFinished(events[events.length - 1]!.data)
   )

@@ -16,6 +16,7 @@ import * as Task from "../../../domain/Task.js"
 import type { CallCacheService, CacheUsageTokens } from "../../CallCache.js"
 import type { Pools } from "../../Pool.js"
 import type { Context } from "effect"
+import type { CacheCounters } from "./state.js"
 
 /**
  * The cache of a run: the service and the run's settings.
@@ -200,5 +201,33 @@ export const succeededAs = (
   return {
     outcome: note.status === "hit" ? "cache_hit" : "succeeded",
     decision: { ...decision, cache: note } as RetryPolicy.RetryDecision
+  }
+}
+
+/**
+ * Counts an attempt's {@link CacheNote} in the run's figures (`RunState.cache`).
+ *
+ * @internal
+ */
+export const countNote = (c: CacheCounters, note: CacheNote | undefined): void => {
+  if (note === undefined) return
+  switch (note.status) {
+    case "hit": {
+      c.hits++
+      if (note.usage !== undefined && note.usage !== null) {
+        c.promptTokens += note.usage.promptTokens
+        c.completionTokens += note.usage.completionTokens
+        c.totalTokens += note.usage.totalTokens
+      }
+      return
+    }
+    case "miss":
+      c.misses++
+      return
+    case "refresh":
+      c.refreshed++
+      return
+    case "bypass":
+      c.bypassed++
   }
 }

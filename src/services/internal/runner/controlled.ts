@@ -42,7 +42,7 @@ import {
   withUncommitted,
   writeAdmission
 } from "./pipeline.js"
-import { succeededAs } from "./cache.js"
+import { countNote, succeededAs } from "./cache.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -310,6 +310,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             result.exit = Exit.fail(encoded.left)
           } else {
             const enc = encoded.right
+            countNote(state.cache, result.cache)
             const next = Traversal.succeed(vs, seq, address, nTasks)
             const isLast = next.pending === null
             yield* commit({

@@ -38,7 +38,7 @@ import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { isSyncRun } from "../../../domain/internal/syncRun.js"
 import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
-import { afterRun, type CacheEnv, type CacheNote, lookup, planOf, succeededAs } from "./cache.js"
+import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -398,6 +398,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
             result.exit = Exit.fail(encoded.left)
           } else {
             const enc = encoded.right
+            countNote(state.cache, result.cache)
             const attemptRow = Rows.attemptRow(
               current,
               attempt,

@@ -102,6 +102,8 @@ export interface RunnerEnv {
   readonly callCache?: CallCacheService | undefined
 }
 
+const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed > 0
+
 const configError = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
@@ -305,7 +307,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
           const endedAt = yield* Clock.currentTimeMillis
           const stopReason = state.stopReason ?? "interrupted"
           yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason })
-          yield* emit("run.finished", null, { status: "interrupted", stopReason, counters: state.counters })
+          yield* emit("run.finished", null, {
+            status: "interrupted",
+            stopReason,
+            counters: state.counters,
+            ...(cacheActive(state.cache) ? { cache: state.cache } : {})
+          })
           yield* store.flush
         }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the interrupted run: ${e.message}`)))
     )
@@ -327,6 +334,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
 
     // Pool resources (spec with secrets masked, health) go to the store at start, with every
     // heartbeat and at the end, so that report / watch / serve can show them.
+    let cacheEmitted = 0
     const persistResources = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       for (const name of yield* pools.names) {
@@ -375,6 +383,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
           label: "Skipped (already done)",
           display: "number"
         }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
+      }
+      // the call cache's figures so far, when they moved (what monitors read while it runs)
+      const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed
+      if (hitsAndMisses !== cacheEmitted) {
+        cacheEmitted = hitsAndMisses
+        yield* emit("cache.stats", null, { cache: { ...state.cache } })
       }
       // ... and per suite member (`experiment:ID:skipped`): the suite views' per-member skips
       for (const [experiment, n] of state.skippedByMember) {
@@ -623,7 +637,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
       stopReason: state.stopReason
     })
     runClosed = true
-    yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
+    yield* emit("run.finished", null, {
+      status,
+      stopReason: state.stopReason,
+      counters: state.counters,
+      ...(cacheActive(state.cache) ? { cache: state.cache } : {})
+    }).pipe(
       Effect.zipRight(store.flush),
       Effect.catchAll((e) => Effect.logWarning(`could not record run.finished: ${e.message}`))
     )

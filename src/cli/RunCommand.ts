@@ -822,9 +822,28 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (Option.isSome(args.shards)) refused.push("--shards")
     if (Option.isSome(args.jobs)) refused.push("--jobs")
     const { store: _store, ...overrides } = yield* overridesOf(args, resume)
+    // the call cache of a suite run: the flags (a suite's own run section keeps its run.cache);
+    // kept in a shared cache database when one is named, else in memory for this process
+    const ttl = yield* durationFlag("cache-ttl", args.cacheTtl)
+    const flagged = args.cache || Option.isSome(args.cacheMode) || Option.isSome(args.cacheDb) || ttl !== undefined
+    const db = Option.map(args.cacheDb, (p) => path.resolve(p))
+    if (flagged && Option.isNone(db)) {
+      yield* Console.error("note: a suite run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
+    }
     return yield* SuiteRun.runSuite({
       config: args.config,
-      overrides: definedOnly(overrides),
+      overrides: definedOnly({
+        ...overrides,
+        ...(flagged
+          ? {
+            cache: {
+              mode: Option.getOrElse(args.cacheMode, () => "readWrite" as const),
+              ...(ttl !== undefined ? { ttl } : {})
+            }
+          }
+          : {})
+      }),
+      ...(Option.isSome(db) ? { cacheLayer: SqliteCallCache.layer({ filename: db.value, shared: true }) } : {}),
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,

@@ -11,7 +11,7 @@
  * `readOnly` (serve, else run without storing), `refresh` (always run, store and replace),
  * `off` (neither; the default).
  *
- * **Key** ({@link keyOf}): the SHA-256 of the canonical JSON of
+ * **Key** ({@link keyOf}): the digest (`Json.digest`) of the canonical JSON of
  * `{ v, material, namespace }`: `material` is what determines the output (for a general task
  * its identity, `Task.fingerprint` with the code digest, and the input; for `chat` the public
  * identity of the pool's endpoints, the model, the messages and the sampling parameters, never
@@ -25,7 +25,7 @@
  */
 import { Duration, type Effect, Option, Predicate } from "effect"
 import type { ConfigIssue } from "./Errors.js"
-import { canonicalJsonUnsafe, digestFull, type Json } from "./Json.js"
+import { canonicalJsonUnsafe, digest, type Json } from "./Json.js"
 
 /**
  * How a cacheable task uses the cache: `readWrite` serves stored outputs and stores new ones;
@@ -242,7 +242,8 @@ export const variantOf = (experimentId: string | undefined): string | null => {
 export const KEY_VERSION = 1
 
 /**
- * The cache key (64 hex, SHA-256) of a call: the digest of the canonical JSON of
+ * The cache key of a call (32 hex: `Json.digest`, BLAKE2b-512 cut to 128 bits, as pipeline ids):
+ * the digest of the canonical JSON of
  * `{ v: KEY_VERSION, material, namespace }`. `material` must be strict JSON and must not hold
  * a secret (only its digest is stored, but the rule is that no secret enters it at all).
  *
@@ -250,7 +251,7 @@ export const KEY_VERSION = 1
  * @category constructors
  */
 export const keyOf = (material: Json, namespace: CacheNamespace): string =>
-  digestFull(canonicalJsonUnsafe({ v: KEY_VERSION, material, namespace: namespace as unknown as Json }))
+  digest(canonicalJsonUnsafe({ v: KEY_VERSION, material, namespace: namespace as unknown as Json }))
 
 /**
  * Token usage found in an output, for the "tokens saved" of a cache hit: an object with a

@@ -26,7 +26,7 @@ import type { RunRecord } from "../domain/Records.js"
 import type { ReadError, TaskStore } from "../domain/TaskStore.js"
 
 /**
- * One stored output: its `key` (64 hex), the task's name, the {@link CacheNamespace} it was
+ * One stored output: its `key` (32 hex), the task's name, the {@link CacheNamespace} it was
  * made in, the encoded output (`typeName`, `codec`, `data`: what the run's codec registry
  * wrote), the token usage of the call that made it (`null`: none known) and when it was
  * stored (`createdAt`, epoch ms from the `Clock`).

@@ -466,7 +466,7 @@ export type Migration = readonly [
 ]
 
 /**
- * The call cache table (see `CallCache`), one row per stored output: `key` (64 hex, the
+ * The call cache table (see `CallCache`), one row per stored output: `key` (32 hex, the
  * digest of the request and its namespace), the task's name, the namespace (JSON: repeat,
  * visit, variant), the encoded output (`type_name`, `codec`, `payload`), the token usage of
  * the call that made it (JSON or `NULL`) and `created_at` (epoch ms, what a TTL is measured

@@ -28,15 +28,35 @@
  * `storm_requests` (requests that arrived inside the storm window), `storm_5xx` (5xx answers
  * inside it), `requests`, `failed`, `makespan_s`, `cpu_s` (process CPU time of the variant)
  * and `cpu_ratio` / `wall_ratio` against the first variant.
+ *
+ * `--scenario cache` (issue 18 §1) runs the classification calls of the spam evaluation
+ * (`--sample` emails, default 2,000: their prompts made once, untimed, by the pipeline's `load`
+ * and `prompt`) twice through one `chat` task with `cache: true` (see below for the rest);
+ * `--scenario cache-pipeline` runs the whole spam evaluation of `--sample` emails twice with the
+ * call cache on (`chat` with `cache: true`, a shared SQLite cache file), each
+ * run in a fresh in-memory store, against one mock (the endpoints' URLs are part of the key)
+ * with the endpoints and limits of the default scenario (`leastBusy`): the first run asks every email; the rerun must ask nothing
+ * and be at least 20 × faster. Printed per run: `run` (`first`, `rerun`), `requests` (what
+ * the mock received), `cache_hits` / `cache_misses` and `tokens_saved` (the run's
+ * `run.finished` figures), `makespan_s`, `cpu_s` (process CPU time), `failed`, `accuracy`, and
+ * on the rerun `wall_ratio` / `cpu_ratio` (first ÷ rerun) and the load average.
  */
 import { NodeContext } from "@effect/platform-node"
-import { Console, Effect } from "effect"
+import { Console, Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
 import * as MemoryStore from "../src/layers/MemoryStore.js"
+import * as SqliteCallCache from "../src/layers/SqliteCallCache.js"
 import * as MockLlm from "../src/services/MockLlm.js"
 import { runSpamEval } from "../examples/spam-eval/program.js"
+import { corpusDirectory, loadIndex, sampleStratified } from "../examples/spam-eval/corpus.js"
+import { load, prompt, seedOf } from "../examples/spam-eval/pipeline.js"
+import * as Pipeline from "../src/domain/Pipeline.js"
+import * as Resource from "../src/domain/Resource.js"
+import * as Pool from "../src/services/Pool.js"
+import * as Runner from "../src/services/Runner.js"
+import * as Chat from "../src/tasks/Chat.js"
 
 const argSample = process.argv.indexOf("--sample")
 const SAMPLE = argSample >= 0 ? Number(process.argv[argSample + 1]) : 2000
@@ -183,10 +203,116 @@ const throttledRun = (algorithm: string, resultsDir: string) =>
     }
   }))
 
+const cacheRun = (which: "first" | "rerun", server: MockLlm.MockLlmServer, cacheFile: string, resultsDir: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const before = (yield* server.log).length
+    const cpu0 = process.cpuUsage()
+    const report = yield* runSpamEval({
+      sample: SAMPLE,
+      seed: 0,
+      concurrency: 24,
+      algorithm: "leastBusy",
+      storeLayer: MemoryStore.layer(),
+      cacheLayer: SqliteCallCache.layer({ filename: cacheFile, shared: true }),
+      resultsPath: NodePath.join(resultsDir, `cache-${which}.jsonl`),
+      endpoints: server.endpoints.map((e) => ({
+        id: e.name,
+        baseUrl: e.baseUrl,
+        model: e.model,
+        apiKey: `bench-key-${e.name}`,
+        capacity: 6
+      })),
+      chat: { retry: { maxAttempts: 10, base: "200 millis", cap: "5 seconds" }, cache: true }
+    })
+    const cpu = process.cpuUsage(cpu0)
+    const log = (yield* server.log).slice(before)
+    return {
+      bench: "llm-eval-cache",
+      run: which,
+      emails: report.results.length,
+      requests: log.length,
+      makespan_s: Number((report.run.durationMs / 1000).toFixed(3)),
+      cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(3)),
+      failed: report.results.filter((r) => r.state !== "succeeded").length,
+      accuracy: Number(report.metrics.accuracy.toFixed(4))
+    }
+  }))
+
+/**
+ * The classification calls alone (`--scenario cache`): one `chat` task over the prompts of the
+ * sampled emails (read and parsed once, before timing), so the rerun measures what the cache
+ * saves and nothing else of the pipeline.
+ */
+const chatOnlyRun = (which: "first" | "rerun", server: MockLlm.MockLlmServer, cacheFile: string, _resultsDir: string) =>
+  Effect.gen(function*() {
+    const rows = yield* promptRows
+    const before = (yield* server.log).length
+    const resources = server.endpoints.map((e) =>
+      Resource.make("llm", {
+        id: e.name,
+        capacity: 6,
+        options: { baseUrl: e.baseUrl, model: e.model, apiKey: `bench-key-${e.name}` },
+        factory: Chat.chatClientFactory()
+      })
+    )
+    const classify = Chat.chat<{ readonly prompt: string }>({
+      name: "classify",
+      temperature: 0,
+      maxTokens: 5,
+      cache: true,
+      retry: { maxAttempts: 10, base: "200 millis", cap: "5 seconds" }
+    })
+    const cpu0 = process.cpuUsage()
+    const report = yield* Runner.run(Pipeline.make("spam-chat", classify).map(rows)).pipe(
+      Effect.provide(Layer.provideMerge(
+        Runner.layer({ concurrency: 24, handleSignals: false }),
+        Layer.mergeAll(
+          MemoryStore.layer(),
+          Pool.layer([Pool.make("llm", resources, { algorithm: "leastBusy" })]),
+          SqliteCallCache.layer({ filename: cacheFile, shared: true })
+        )
+      ))
+    )
+    const cpu = process.cpuUsage(cpu0)
+    const finished = report.stats
+    return {
+      bench: "llm-eval-cache",
+      scenario: "chat-only",
+      run: which,
+      emails: rows.length,
+      requests: (yield* server.log).length - before,
+      makespan_s: Number((report.durationMs / 1000).toFixed(3)),
+      cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(3)),
+      failed: finished.byState.failed + finished.byState.interrupted
+    }
+  })
+
+/** The prompts of the sampled emails (what the spam pipeline's `load` and `prompt` make), once. */
+let promptCache: ReadonlyArray<{ readonly prompt: string }> | undefined
+const promptRows = Effect.suspend(() =>
+  promptCache !== undefined ? Effect.succeed(promptCache) : Effect.gen(function*() {
+    const dataDir = yield* corpusDirectory
+    const entries = sampleStratified(yield* loadIndex, { size: SAMPLE, seed: 0 })
+    const template = Pipeline.make("prep", load, prompt)
+    const out: Array<{ readonly prompt: string }> = []
+    yield* Runner.run(template.map(entries.map((e) => seedOf(e, dataDir))), {
+      onPipelineFinished: (_record, output) =>
+        Effect.sync(() => {
+          if (output._tag === "Some") out.push({ prompt: (output.value as { readonly prompt: string }).prompt })
+        })
+    }).pipe(Effect.provide(Layer.provideMerge(
+      Runner.layer({ handleSignals: false }),
+      Layer.mergeAll(MemoryStore.layer(), Pool.layer([]))
+    )))
+    promptCache = out
+    return out
+  })
+)
+
 const argSampleStorm = process.argv.indexOf("--sample")
 const SAMPLE_STORM = argSampleStorm >= 0 ? Number(process.argv[argSampleStorm + 1]) : 1000
 
-const main = Effect.gen(function*() {
+const main = Effect.scoped(Effect.gen(function*() {
   const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-llm-eval-"))
   if (SCENARIO === "storm") {
     const lines = []
@@ -200,13 +326,31 @@ const main = Effect.gen(function*() {
         load: os.loadavg().map((x) => Number(x.toFixed(2)))
       }))
     }
+  } else if (SCENARIO === "cache" || SCENARIO === "cache-pipeline") {
+    // one server for both runs: the endpoints' URLs are part of the cache key
+    const profile = yield* MockLlm.decodeProfile({
+      seed: 0,
+      endpoints: Object.entries(RATES).map(([name, rps]) => ({ name, rps, burst: rps, latency: { medianMs: 20, p95Ms: 60 } }))
+    })
+    const server = yield* MockLlm.serve({ profile })
+    const cacheFile = NodePath.join(dir, "cache.db")
+    const runOnce = SCENARIO === "cache" ? chatOnlyRun : cacheRun
+    const first = yield* runOnce("first", server, cacheFile, dir)
+    yield* Console.log(JSON.stringify(first))
+    const rerun = yield* runOnce("rerun", server, cacheFile, dir)
+    yield* Console.log(JSON.stringify({
+      ...rerun,
+      wall_ratio: Number((first.makespan_s / rerun.makespan_s).toFixed(1)),
+      cpu_ratio: Number((first.cpu_s / rerun.cpu_s).toFixed(1)),
+      load: os.loadavg().map((x) => Number(x.toFixed(2)))
+    }))
   } else if (SCENARIO === "throttled") {
     for (const algorithm of ALGORITHMS) yield* Console.log(JSON.stringify(yield* throttledRun(algorithm, dir)))
   } else {
     for (const algorithm of ALGORITHMS) yield* one(algorithm, dir)
   }
   fs.rmSync(dir, { recursive: true, force: true })
-})
+}))
 
 Effect.runPromise(main.pipe(Effect.provide(NodeContext.layer))).catch((e) => {
   console.error(e)

@@ -123,6 +123,11 @@ export * as Signals from "./services/Signals.js"
 /** @since 0.1.0 */
 export * as Store from "./services/Store.js"
 /**
+ * The model-call cache: modes, keys and namespaces, the `CallCache` service (memory layer) and
+ * a run's cache figures (`statsOf`). @since 0.7.0
+ */
+export * as CallCache from "./services/CallCache.js"
+/**
  * The suite catalog port: members and their definition digests, per-run membership facts,
  * read views of one member or all (`SuiteCatalog` tag). @since 0.5.0
  */
@@ -205,6 +210,8 @@ export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 export * as Plugins from "./layers/Plugins.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
+/** The call cache in an SQLite file: a run's store or a shared cache database. @since 0.7.0 */
+export * as SqliteCallCache from "./layers/SqliteCallCache.js"
 /**
  * The store of a suite root, `combined` or `byExperiment` (`SuiteStore.layer` for a run,
  * `SuiteStore.layerRead` for report/watch/serve/export, `SuiteStore.isSuiteRoot`). @since 0.5.0

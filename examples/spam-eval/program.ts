@@ -24,7 +24,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Duration, Effect, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import * as NodePath from "node:path"
-import { type AlgorithmInput, Chat, Errors, type Ids, MockLlm, NodeMain, Pool, Resource, Runner, SqliteStore, Store } from "assay"
+import { type AlgorithmInput, type CallCache, Chat, Errors, type Ids, MockLlm, NodeMain, Pool, Resource, Runner, SqliteStore, Store } from "assay"
 import { corpusDirectory, loadIndex, sampleStratified } from "./corpus.js"
 import { addScore, emptyConfusion, type EmailSeed, makeLiveMetrics, makePipeline, metricsOf, type Score, seedOf, type SpamPipelineOptions } from "./pipeline.js"
 
@@ -73,8 +73,13 @@ export interface SpamEvalOptions {
   readonly mockProfile?: MockLlm.MockProfile | undefined
   readonly progress?: boolean | undefined
   readonly label?: string | undefined
-  /** Options of the `classify` (chat) task, e.g. its retry policy. */
+  /** Options of the `classify` (chat) task, e.g. its retry policy or `cache: true`. */
   readonly chat?: SpamPipelineOptions | undefined
+  /**
+   * Where the call cache lives (e.g. `SqliteCallCache.layer({ filename, shared: true })`) when
+   * `chat.cache` turns it on; default: one in memory for this run.
+   */
+  readonly cacheLayer?: Layer.Layer<CallCache.CallCache, unknown> | undefined
 }
 
 /**
@@ -285,7 +290,9 @@ export const runSpamEval = (options: SpamEvalOptions = {}) =>
     ])
     const env = Layer.provideMerge(
       Runner.layer({ concurrency: options.concurrency ?? 16, label: options.label ?? "spam-eval", store: storePath }),
-      Layer.merge(storeLayer, poolLayer)
+      options.cacheLayer === undefined
+        ? Layer.merge(storeLayer, poolLayer)
+        : Layer.mergeAll(storeLayer, poolLayer, options.cacheLayer)
     )
     return yield* Effect.gen(function*() {
       const live = yield* makeLiveMetrics

@@ -81,6 +81,10 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
   Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
 )
 
+const randomAnswers = Options.boolean("random-answers").pipe(
+  Options.withDescription("Override: every endpoint answers with a fresh random token (random-<hex>), never the same twice.")
+)
+
 interface Overrides {
   readonly seed: Option.Option<number>
   readonly rps: Option.Option<number>
@@ -88,6 +92,7 @@ interface Overrides {
   readonly latencyMs: Option.Option<number>
   readonly errorRate: Option.Option<number>
   readonly maxConcurrency: Option.Option<number>
+  readonly randomAnswers?: boolean | undefined
 }
 
 /**
@@ -107,6 +112,7 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
     }
     if (Option.isSome(o.errorRate)) out["errorRate"] = o.errorRate.value
     if (Option.isSome(o.maxConcurrency)) out["maxConcurrency"] = o.maxConcurrency.value
+    if (o.randomAnswers === true) out["answers"] = { ...(out["answers"] as object | undefined), random: true }
     return out
   })
   return decodeProfile({ seed: Option.getOrElse(o.seed, () => p.seed), endpoints: eps })
@@ -149,7 +155,7 @@ export const readModelsFile = (file: string): Effect.Effect<ModelCatalog, Config
  */
 export const mockLlm = Command.make(
   "mock-llm",
-  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency },
+  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers },
   (args) =>
     Effect.gen(function*() {
       if (!args.allowRemote && !isLoopback(args.host)) {

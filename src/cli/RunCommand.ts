@@ -35,7 +35,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Console, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError } from "../domain/Errors.js"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
 import type { SeedError } from "../domain/Pipeline.js"
@@ -46,6 +46,8 @@ import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as Otel from "../layers/Otel.js"
+import * as SqliteCallCache from "../layers/SqliteCallCache.js"
+import * as CallCache from "../services/CallCache.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import { mergeReports } from "../services/Merge.js"
@@ -122,6 +124,22 @@ const runOptions = {
     Flags.withDefault("text" as const)
   ),
   quiet: flag("quiet", "No progress display (stdout still gets the report)."),
+  cache: flag(
+    "cache",
+    "Serve model calls (chat, and tasks declared cache: true) from the call cache and store new ones (mode readWrite)."
+  ),
+  cacheMode: Options.choice("cache-mode", ["readWrite", "readOnly", "refresh", "off"]).pipe(
+    Options.optional,
+    Options.withDescription(
+      "Call cache mode: readWrite (serve, else call and store), readOnly (serve, never store), refresh (call and overwrite), off."
+    )
+  ),
+  cacheDb: optText(
+    "cache-db",
+    "A shared call cache database (SQLite file, created if missing) instead of the run's store; several runs and processes may share it.",
+    "path"
+  ),
+  cacheTtl: optText("cache-ttl", "Serve stored calls only while younger than this (\"7 days\").", "duration"),
   progressInterval: optText(
     "progress-interval",
     "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s).",
@@ -229,6 +247,62 @@ const storeLayer = (
     registry: experiment.plugins
   })
 
+type CacheSetting = NonNullable<RunConfigInput["cache"]>
+
+/**
+ * The run's call cache setting: the experiment's `run.cache` (its `db` resolved against the
+ * experiment's directory) with the flags laid over it field by field (`--cache` is mode
+ * `readWrite` unless `--cache-mode` names another; `--cache-db`, `--cache-ttl`); `undefined`
+ * when neither says anything.
+ */
+const cacheSettingOf = (
+  args: RunArgs,
+  experiment: Experiment.Experiment
+): Either.Either<CacheSetting | undefined, ConfigError> =>
+  Either.gen(function*() {
+    const written = experiment.run.cache
+    const base: { mode?: CallCache.CacheMode | undefined; ttl?: Duration.DurationInput | null | undefined; db?: string | undefined } =
+      written === undefined
+        ? {}
+        : typeof written === "boolean"
+        ? { mode: written ? "readWrite" : "off" }
+        : typeof written === "string"
+        ? { mode: written }
+        : {
+          ...(written.mode !== undefined ? { mode: written.mode } : {}),
+          ...(written.ttl !== undefined ? { ttl: written.ttl } : {}),
+          ...(written.db !== undefined ? { db: path.resolve(experiment.baseDir, written.db) } : {})
+        }
+    const ttl = yield* durationFlag("cache-ttl", args.cacheTtl)
+    const flagged = args.cache || Option.isSome(args.cacheMode) || Option.isSome(args.cacheDb) || ttl !== undefined
+    if (!flagged) return written === undefined ? undefined : { ...base }
+    return {
+      mode: Option.getOrElse(args.cacheMode, () => args.cache ? "readWrite" as const : base.mode ?? "readWrite"),
+      ...(ttl !== undefined ? { ttl } : base.ttl !== undefined ? { ttl: base.ttl } : {}),
+      ...(Option.isSome(args.cacheDb) ? { db: path.resolve(args.cacheDb.value) } : base.db !== undefined ? { db: base.db } : {})
+    }
+  })
+
+/**
+ * Where the run's call cache lives: a shared cache database when one is named; else the run's
+ * SQLite store file (its `call_cache` table) when the cache is on for the run or for a task of
+ * the pipeline; else memory (a memory or plugin store: nothing outlives the process).
+ */
+const cacheLayerOf = (
+  setting: CacheSetting | undefined,
+  target: StoreResolver.StoreTarget,
+  experiment: Experiment.Experiment
+): Layer.Layer<CallCache.CallCache, StoreUnavailable> => {
+  const db = typeof setting === "object" ? setting.db : undefined
+  if (db !== undefined) return SqliteCallCache.layer({ filename: db, shared: true })
+  const runOn = setting !== undefined && setting !== false && setting !== "off" &&
+    !(typeof setting === "object" && setting.mode === "off")
+  const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
+  return (runOn || taskOn) && target._tag === "Sqlite"
+    ? SqliteCallCache.layer({ filename: target.filename })
+    : CallCache.layerMemory
+}
+
 const printWarnings = (experiment: Experiment.Experiment) =>
   Effect.zipRight(
     Effect.forEach(
@@ -250,6 +324,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const noStore = Experiment.noStoreWarning(experiment, Option.getOrUndefined(args.store))
     if (noStore !== undefined) yield* Console.error(noStore)
     const overrides = yield* overridesOf(args, resume)
+    const cacheSetting = yield* cacheSettingOf(args, experiment)
     const shard = yield* Option.match(args.shard, {
       onNone: () => Either.right(undefined),
       onSome: (text) => parseShard(text)
@@ -296,7 +371,8 @@ const runOne = (args: RunArgs, resume: boolean) =>
       ...experiment.run,
       ...definedOnly(overrides),
       store,
-      ...(meta !== undefined ? { meta } : {})
+      ...(meta !== undefined ? { meta } : {}),
+      ...(cacheSetting !== undefined ? { cache: cacheSetting } : {})
     }
 
     // 2. Open the store and run.
@@ -353,9 +429,13 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(
-          Layer.provideMerge(Layer.merge(
-            storeLayer(target, experiment, settings.journal, settings.artifactBackend),
-            Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
+          // the cache is opened after the store and closed before it (it may be the store's file)
+          Layer.provideMerge(Layer.provideMerge(
+            cacheLayerOf(cacheSetting, target, experiment),
+            Layer.merge(
+              storeLayer(target, experiment, settings.journal, settings.artifactBackend),
+              Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
+            )
           )),
           Layer.merge(NodeProcessRunner.layer)
         )
@@ -507,6 +587,10 @@ const childFlags = (args: RunArgs): Array<string> => {
   bool("no-signals", args.noSignals)
   bool("strict-env", args.strictEnv)
   bool("otel", args.otel)
+  bool("cache", args.cache)
+  text("cache-mode", args.cacheMode)
+  if (Option.isSome(args.cacheDb)) out.push("--cache-db", path.resolve(args.cacheDb.value))
+  text("cache-ttl", args.cacheTtl)
   // Children report through their JSON summary; their progress would only fill the
   // captured stderr that explains a dead shard.
   out.push("--quiet")
@@ -773,9 +857,28 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (Option.isSome(args.jobs)) refused.push("--jobs")
     yield* checkRunIdFlag(args)
     const { store: _store, ...overrides } = yield* overridesOf(args, resume)
+    // the call cache of a suite run: the flags (a suite's own run section keeps its run.cache);
+    // kept in a shared cache database when one is named, else in memory for this process
+    const ttl = yield* durationFlag("cache-ttl", args.cacheTtl)
+    const flagged = args.cache || Option.isSome(args.cacheMode) || Option.isSome(args.cacheDb) || ttl !== undefined
+    const db = Option.map(args.cacheDb, (p) => path.resolve(p))
+    if (flagged && Option.isNone(db)) {
+      yield* Console.error("note: a suite run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
+    }
     return yield* SuiteRun.runSuite({
       config: args.config,
-      overrides: definedOnly(overrides),
+      overrides: definedOnly({
+        ...overrides,
+        ...(flagged
+          ? {
+            cache: {
+              mode: Option.getOrElse(args.cacheMode, () => "readWrite" as const),
+              ...(ttl !== undefined ? { ttl } : {})
+            }
+          }
+          : {})
+      }),
+      ...(Option.isSome(db) ? { cacheLayer: SqliteCallCache.layer({ filename: db.value, shared: true }) } : {}),
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,

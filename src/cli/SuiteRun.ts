@@ -22,7 +22,7 @@ import { Console, type Duration, Effect, Layer, Option, type Scope, Stream } fro
 import type { PipelineCursor, PipelinesPage } from "../domain/TaskStore.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError, type ConfigIssue } from "../domain/Errors.js"
+import { ConfigError, type ConfigIssue, type StoreUnavailable } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import { idKey, memberPath } from "../domain/Suite.js"
@@ -30,6 +30,7 @@ import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import { definitionChangeMessage, matchesRegistered } from "../layers/internal/suite/catalog.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
+import * as CallCache from "../services/CallCache.js"
 import * as Pool from "../services/Pool.js"
 import * as Progress from "../services/Progress.js"
 import * as Report from "../services/internal/report.js"
@@ -51,6 +52,11 @@ import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 export interface SuiteRunArgs {
   readonly config: string
   readonly overrides: RunConfig.RunConfigInput
+  /**
+   * Where the call cache lives (`--cache-db`: a shared cache database; default: memory, for
+   * this process only); the cache setting itself is in `overrides.cache`.
+   */
+  readonly cacheLayer?: Layer.Layer<CallCache.CallCache, StoreUnavailable> | undefined
   readonly refused: ReadonlyArray<string>
   readonly experiments: ReadonlyArray<string>
   readonly outputRoot: Option.Option<string>
@@ -215,7 +221,11 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     const { metrics, report } = yield* tracked.pipe(
       Effect.provide(
         Runner.layer(input).pipe(
-          Layer.provideMerge(Layer.merge(storeLayer, Pool.layer(loaded.pools, { plugins: loaded.plugins.algorithms }))),
+          Layer.provideMerge(Layer.mergeAll(
+            storeLayer,
+            Pool.layer(loaded.pools, { plugins: loaded.plugins.algorithms }),
+            args.cacheLayer ?? CallCache.layerMemory
+          )),
           Layer.merge(NodeProcessRunner.layer)
         )
       )

@@ -72,12 +72,13 @@ export const TaskState = Schema.Literal("running", "succeeded", "failed", "inter
 export type TaskState = typeof TaskState.Type
 
 /**
- * Outcome of one attempt of a task. `handed_off`: the attempt returned a control directive.
+ * Outcome of one attempt of a task. `handed_off`: the attempt returned a control directive;
+ * `cache_hit`: the output was served from the call cache (no lease, the body did not run).
  *
  * @since 0.1.0
  * @category models
  */
-export const AttemptOutcome = Schema.Literal("succeeded", "failed", "timeout", "cancelled", "handed_off")
+export const AttemptOutcome = Schema.Literal("succeeded", "failed", "timeout", "cancelled", "handed_off", "cache_hit")
 
 /**
  * @since 0.1.0

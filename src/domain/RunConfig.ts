@@ -135,8 +135,25 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
   /** Free-form notes recorded on the run. */
   notes: Schema.String,
   /** Free-form metadata recorded on the run (strict JSON). */
-  meta: JsonRecord
+  meta: JsonRecord,
+  /**
+   * The call cache (see `CallCache`): `true` (= `"readWrite"`), `false` (= `"off"`), a mode
+   * (`"readWrite"`, `"readOnly"`, `"refresh"`, `"off"`), or `{ mode, ttl, db }` (`ttl`: how long
+   * a stored output may be served, `null`: no expiry; `db`: a shared cache database file instead
+   * of the run's store). Default: off, except for tasks declared `cache: true`.
+   */
+  cache: Schema.Union(
+    Schema.Boolean,
+    CacheModeSchema,
+    Schema.Struct({
+      mode: Schema.optional(CacheModeSchema),
+      ttl: Schema.optional(Schema.NullOr(positive)),
+      db: Schema.optional(Schema.NonEmptyString)
+    })
+  )
 })
+
+const CacheModeSchema = Schema.Literal("readWrite", "readOnly", "refresh", "off")
 
 /**
  * The `run` section of an experiment file: every field of the run config, optional, with
@@ -170,11 +187,11 @@ export const RunConfigInput = Schema.partialWith(Schema.Struct(fieldsWith(Durati
 export type RunConfigInput = { readonly [K in keyof typeof RunConfigInput.Encoded]?: typeof RunConfigInput.Encoded[K] | undefined }
 
 type Full = Schema.Struct.Type<ReturnType<typeof fieldsWith<typeof DurationFromInput>>>
-type Unset = "runId" | "stopAfterFailures" | "stopAfter" | "artifactBackend"
+type Unset = "runId" | "stopAfterFailures" | "stopAfter" | "artifactBackend" | "cache"
 
 /**
  * A resolved configuration: every default filled in, durations decoded; `runId`,
- * `stopAfterFailures`, `stopAfter` and `artifactBackend` stay `undefined` when not set.
+ * `stopAfterFailures`, `stopAfter`, `artifactBackend` and `cache` stay `undefined` when not set.
  *
  * @since 0.1.0
  * @category models
@@ -242,7 +259,8 @@ export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, Co
     flushInterval: d.flushInterval ?? Duration.seconds(1),
     artifactBackend: d.artifactBackend,
     notes: d.notes ?? "",
-    meta: d.meta ?? {}
+    meta: d.meta ?? {},
+    cache: d.cache
   })
 }
 
@@ -275,5 +293,14 @@ export const toJson = (config: RunConfig): Record<string, unknown> => ({
   flushIntervalMs: Duration.toMillis(config.flushInterval),
   artifactBackend: config.artifactBackend ?? null,
   notes: config.notes,
-  meta: config.meta
+  meta: config.meta,
+  ...(config.cache === undefined ? {} : {
+    cache: typeof config.cache === "object"
+      ? {
+        mode: config.cache.mode ?? "readWrite",
+        ttlMs: config.cache.ttl === undefined || config.cache.ttl === null ? null : Duration.toMillis(config.cache.ttl),
+        ...(config.cache.db === undefined ? {} : { db: config.cache.db })
+      }
+      : config.cache
+  })
 })

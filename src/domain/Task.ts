@@ -22,6 +22,7 @@ import { Duration, Effect, Either, Predicate, Schema } from "effect"
 import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
+import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
 import { markSync } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
@@ -78,6 +79,9 @@ export type AlgorithmInstance = {
  * - `version`: explicit version of external or dynamic behaviour (`null`: none);
  * - `evaluator`: whether the runner runs the task blind (see `Evaluator.ts`: no study
  *   variables or member labels in its context, its input redacted); default `false`.
+ * - `cache`: the task's call-cache declaration (`null`: none; see `CallCache`), never part of
+ *   the task's identity;
+ * - `cacheKey`: the task's own cache key material (`null`: its fingerprint and input).
  *
  * @since 0.1.0
  * @category models
@@ -91,6 +95,8 @@ export interface ResolvedOptions {
   readonly config: JsonObject
   readonly version: string | null
   readonly evaluator: boolean
+  readonly cache: TaskCache | null
+  readonly cacheKey: CacheKeyFn | null
 }
 
 /**
@@ -187,6 +193,13 @@ export type Context<T> = T extends Task<infer _In, infer _Out, infer _E, infer R
  *   `ctx.variables = {}`, no suite or study member labels in its context, the store withheld
  *   and its input passed through the redaction of the trial's variable values (see
  *   `Evaluator.ts` and docs/judge.md). Part of the identity only when `true`.
+ * - `cache`: the call cache for a task whose output is a pure function of its input and
+ *   declared config: `true` (= `"readWrite"`), `false`, a mode (`"readWrite"`, `"readOnly"`,
+ *   `"refresh"`, `"off"`) or `{ mode, ttl }` (see `CallCache.CacheOption`); a stored output is
+ *   then served as an attempt with outcome `cache_hit` instead of running the body. Not part of
+ *   the task's identity;
+ * - `cacheKey`: the key material of the cache (see `CallCache.CacheKeyFn`; default: the task's
+ *   fingerprint and its input).
  *
  * `null` is accepted for the nullable fields (`resource`, `algorithm`, `timeout`, `version`)
  * and means "none", as in {@link withOverrides}.
@@ -205,6 +218,8 @@ export interface BaseOptions {
   readonly children?: ReadonlyArray<Any> | undefined
   readonly codeDigest?: string | undefined
   readonly evaluator?: boolean | undefined
+  readonly cache?: CacheOption | undefined
+  readonly cacheKey?: CacheKeyFn | undefined
 }
 
 /**
@@ -468,7 +483,9 @@ const optionKeys = new Set([
   "codeDigest",
   "input",
   "output",
-  "evaluator"
+  "evaluator",
+  "cache",
+  "cacheKey"
 ])
 
 const isSchema = (u: unknown): u is Schema.Schema.AnyNoContext => Schema.isSchema(u)
@@ -526,6 +543,11 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
   if (typeof evaluator !== "boolean") {
     issues.push({ path: "evaluator", message: `evaluator must be true or false, got ${describeValue(evaluator)}` })
   }
+  const cache = resolveTaskCache(o["cache"], "cache", issues) ?? null
+  const cacheKey = o["cacheKey"]
+  if (cacheKey !== undefined && cacheKey !== null && typeof cacheKey !== "function") {
+    issues.push({ path: "cacheKey", message: "cacheKey must be a function (input, env) => Effect<Json | undefined>" })
+  }
   const input = o["input"]
   const output = o["output"]
   if (input !== undefined && !isSchema(input)) issues.push({ path: "input", message: "input must be a Schema" })
@@ -557,7 +579,9 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     timeout,
     config: config!,
     version,
-    evaluator: evaluator === true
+    evaluator: evaluator === true,
+    cache,
+    cacheKey: typeof cacheKey === "function" ? cacheKey as CacheKeyFn : null
   })
   task.run = def.run as Task<In, Out, E, R>["run"]
   task.codeDigest = codeDigest
@@ -867,6 +891,7 @@ export interface Overrides<In = any, Out = any, E = any, R = any> {
   readonly run?: ((input: In, ctx: TaskContext) => Effect.Effect<Out, E, R>) | Unset
   readonly codeDigest?: string | Unset
   readonly evaluator?: boolean | Unset
+  readonly cache?: CacheOption | Unset
 }
 
 const nullableOverrides = new Set(["resource", "algorithm", "timeout", "version"])
@@ -879,7 +904,8 @@ const overrideKeys = new Set([
   "children",
   "run",
   "codeDigest",
-  "evaluator"
+  "evaluator",
+  "cache"
 ])
 
 /**
@@ -940,7 +966,9 @@ export const withOverrides: {
     version: has("version") ? given["version"] : o.version,
     parameters: has("parameters") ? given["parameters"] : task.parameters,
     children: has("children") ? given["children"] : task.children,
-    evaluator: has("evaluator") ? given["evaluator"] : o.evaluator
+    evaluator: has("evaluator") ? given["evaluator"] : o.evaluator,
+    cache: has("cache") ? given["cache"] : cacheOptionOf(o.cache),
+    ...(o.cacheKey === null ? {} : { cacheKey: o.cacheKey })
   }
   if (task.inputSchema !== undefined) options["input"] = task.inputSchema
   if (task.outputSchema !== undefined) options["output"] = task.outputSchema
@@ -956,6 +984,10 @@ export const withOverrides: {
     scoped: has("run") ? true : task.scoped
   })
 })
+
+/** A resolved cache declaration back in its option form (for {@link withOverrides}). */
+const cacheOptionOf = (c: TaskCache | null): CacheOption | undefined =>
+  c === null ? undefined : { mode: c.mode, ...(c.ttlMs === undefined ? {} : { ttl: c.ttlMs }) }
 
 /**
  * A copy of a task with a new retry policy (replacing the old one; fields not given take the

@@ -168,6 +168,10 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
 `
 }
 
+/** The call cache's figures as the dashboard shows them (`–` when the cache did nothing). */
+const cacheText = (c: { readonly hits: number; readonly misses: number; readonly tokensSaved: { readonly totalTokens: number } } | undefined): string =>
+  c === undefined ? "\u2013" : `${c.hits} / ${c.misses} (${c.tokensSaved.totalTokens} tokens saved)`
+
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
  * loads `/assets/uplot.js` and `/assets/uplot.css` and refreshes itself every `refreshMs`.
@@ -255,6 +259,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>attempts <b id="attempts">${s.attempts_total}</b></span>
     <span>retries <b id="retries">${s.retries}</b></span>
     <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
+    <span>cache hits/misses <b id="cache">${escapeHtml(cacheText(s.cache))}</b></span>
     <span>latency p50/p95/p99 <b id="latency">${
     s.latency_ms === null
       ? "–"
@@ -447,6 +452,7 @@ const SCRIPT = `
     text("attempts", s.attempts_total);
     text("retries", s.retries);
     text("handoffs", s.handoffs_total);
+    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokensSaved.totalTokens + " tokens saved)" : "\u2013");
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {
       var frac = x.capacity ? Math.min(1, (x.active || 0) / x.capacity) : 0;

@@ -211,14 +211,19 @@ export class HangRule extends Schema.Class<HangRule>("HangRule")({
 /**
  * How answers are worded: with probability `noiseRate` the label is wrapped in words
  * ("Label: SPAM", "I think this is ham."), with probability `invalidRate` the answer names
- * no label at all (to exercise the `invalid` error class).
+ * no label at all (to exercise the `invalid` error class). With `random: true` every answer is
+ * instead a fresh token `random-<16 hex>` drawn from the request's seeded draw (which counts
+ * the key's requests), so two calls with the same prompt get different answers: a model
+ * "answering randomly", to check that repeats stay independent samples and that a call cache
+ * serves stored answers (deterministic for a seed and a request order).
  *
  * @since 0.1.0
  * @category models
  */
 export class AnswerProfile extends Schema.Class<AnswerProfile>("AnswerProfile")({
   noiseRate: Schema.optionalWith(Rate, { default: () => 0 }),
-  invalidRate: Schema.optionalWith(Rate, { default: () => 0 })
+  invalidRate: Schema.optionalWith(Rate, { default: () => 0 }),
+  random: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
 /**
@@ -1107,6 +1112,8 @@ export const makeApp = (
           const inv = ep.answers.invalidRate
           const content = judgeAnswer !== undefined
             ? judgeAnswer.content
+            : ep.answers.random
+            ? `random-${seedHex.slice(24, 40)}`
             : uAnswer < inv
             ? invalidAnswers[Math.floor((uAnswer / inv) * invalidAnswers.length) % invalidAnswers.length]!
             : uAnswer < inv + ep.answers.noiseRate

@@ -44,6 +44,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import type { Membership } from "../domain/Suite.js"
 import type { MetricOptions } from "../domain/TaskContext.js"
 import { Bus, make as makeBus } from "./Bus.js"
+import { CallCache, makeMemory as makeMemoryCache } from "./CallCache.js"
 import type { ExportError } from "./Export.js"
 import * as internal from "./internal/runner/run.js"
 import { Pools, type PoolStats } from "./Pool.js"
@@ -404,7 +405,9 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
       bus: yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed })),
       claimed: new Map(),
       liveRuns: new Set(),
-      signalTargets: new Set()
+      signalTargets: new Set(),
+      // the call cache in context, else one in memory for this runner's runs
+      callCache: Option.getOrElse(yield* Effect.serviceOption(CallCache), makeMemoryCache)
     }
     // The runs still going (the target of `stop`) and the run started last (`stats`,
     // `reportMetric`): handles, not a shared mutable "current run".

@@ -53,6 +53,7 @@ export {
   chatClientFactory,
   defaultChatRetry,
   defaultHttpClient,
+  endpointIdentity,
   isChatClient,
   makeChatClient
 } from "./internal/chat.js"

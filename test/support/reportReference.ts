@@ -8,6 +8,7 @@ import { retryTracker } from "../../src/domain/internal/retries.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import type { PipelineRecord, PipelineState, RunRecord } from "../../src/domain/Records.js"
 import { errorRowOf } from "../../src/domain/TaskStore.js"
+import * as CallCache from "../../src/services/CallCache.js"
 import * as Export from "../../src/services/internal/export.js"
 import { beats, latencyOf } from "../../src/services/internal/merge.js"
 import { formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
@@ -175,6 +176,12 @@ export const referenceReport = (
       metrics,
       errors,
       walPending,
+      // the reference reads every attempt of the selected runs
+      cache: yield* Effect.reduce(
+        selected.flatMap((s) => s.runs.map((r) => ({ store: s.store, runId: r.runId }))),
+        CallCache.emptyStats,
+        (acc, x) => Effect.map(CallCache.statsOf(x.store, x.runId), (st) => CallCache.sumStats(acc, st))
+      ),
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))

@@ -19,6 +19,7 @@ import { Clock, Effect, Option, Schema } from "effect"
 import type { StoreUnavailable } from "../../domain/Errors.js"
 import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import * as CallCache from "../CallCache.js"
 import { algorithmText } from "./algorithmState.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
@@ -655,6 +656,11 @@ export interface Snapshot {
   readonly metrics_run_id: string | null
   /** Present only for a suite root: its identity, the member shown and its members. */
   readonly suite?: SuiteSection | undefined
+  /**
+   * What the call cache did in the selection (see `CallCache.CacheStats`; a running run's
+   * figures as of its last heartbeat); absent when it did nothing.
+   */
+  readonly cache?: CallCache.CacheStats | undefined
 }
 
 /**
@@ -925,6 +931,10 @@ export const snapshotOf = (
       : null
     const resources = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
     const metrics = metricRows.map(metricRow)
+    let cache = CallCache.emptyStats
+    for (const r of selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : []) {
+      cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(store, r))
+    }
     return {
       run_id: selectionRunId(selection),
       selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
@@ -952,7 +962,8 @@ export const snapshotOf = (
       recent_errors: errorRows.map(errorRow),
       resources,
       metrics,
-      metrics_run_id: metricsRunId
+      metrics_run_id: metricsRunId,
+      ...(CallCache.isActive(cache) ? { cache } : {})
     } satisfies Snapshot
   })
 

@@ -14,6 +14,7 @@ import { Clock, Effect, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import * as CallCache from "../CallCache.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
 import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
@@ -158,6 +159,12 @@ export interface ReportData {
    * at close (readers kept it busy; SQLite only): the `-wal` must be copied with such a file.
    */
   readonly walPending: ReadonlyArray<{ readonly source: string; readonly frames: number }>
+  /**
+   * What the call cache did in the selected runs: hits (served, no call), misses (called and
+   * stored), refreshed, read-only misses, and the tokens the hits saved (see
+   * `CallCache.CacheStats`).
+   */
+  readonly cache: CallCache.CacheStats
   readonly repairFailures: {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
@@ -430,6 +437,12 @@ export const buildReport = (
       : yield* mergedScopes(selected, all, errorsLimit)
     const { byState, duplicates, errors, inScope, latencyMs, pipelines } = merged
 
+    // the call cache's figures of the selected runs (a finished run's from its run.finished event)
+    let cache = CallCache.emptyStats
+    for (const s of selected) {
+      for (const run of s.runs) cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(s.store, run))
+    }
+
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []
     const repair = new Map<string, { phases: Set<string>; source: string }>()
@@ -485,6 +498,7 @@ export const buildReport = (
       metrics,
       errors,
       walPending,
+      cache,
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
@@ -564,6 +578,17 @@ export const renderText = (r: ReportData): string => {
         }`
       )
     }
+  }
+  if (r.cache !== undefined && CallCache.isActive(r.cache)) {
+    const c = r.cache
+    const t = c.tokensSaved
+    out.push(
+      `Call cache: hits ${c.hits}, misses ${c.misses}${c.refreshed > 0 ? `, refreshed ${c.refreshed}` : ""}${
+        c.bypassed > 0 ? `, read-only misses ${c.bypassed}` : ""
+      }; saved ${t.totalTokens} tokens (prompt ${t.promptTokens}, completion ${t.completionTokens})${
+        c.costSavedUsd === null ? "" : `, $${c.costSavedUsd.toFixed(4)}`
+      }`
+    )
   }
   if (r.metrics.length > 0) {
     out.push("Metrics:")

@@ -49,6 +49,8 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Config, Duration, Effect, Either, Option, Predicate, Redacted, Schema } from "effect"
 import * as Undici from "undici"
+import type * as CallCache from "../../domain/CallCache.js"
+import { canonicalJsonUnsafe } from "../../domain/Json.js"
 import { ConfigError, type ConfigIssue, classify, classOfStatus, ErrorClass, isErrorClass } from "../../domain/Errors.js"
 import type { AcquireError, AlgorithmInput, Lease, ResourceInfo, Selector } from "../../domain/Lease.js"
 import * as RateLimit from "../../domain/RateLimit.js"
@@ -867,7 +869,12 @@ export interface ChatOutput<In> {
  * - `system`: a system message put first; `template`: a user message with `{{field}}`
  *   placeholders filled from the input's fields (`{{.}}` is the whole input as text);
  * - `requestTimeout`: the HTTP request deadline (default 60 s); past it the call fails with
- *   class `timeout` and counts against the resource's health.
+ *   class `timeout` and counts against the resource's health;
+ * - `cache`: the call cache of this task (`true`, a mode or `{ mode, ttl }`, see
+ *   `CallCache.CacheOption`); absent: the run's cache setting (`--cache`, `run.cache`), off by
+ *   default. The key is the exact request: the public identity of the pool's endpoints
+ *   ({@link endpointIdentity}), the model, the messages, `temperature` and `maxTokens`, in the
+ *   namespace of the pipeline's repeat, the visit and the study variant.
  *
  * @since 0.1.0
  * @category models
@@ -887,6 +894,7 @@ export interface ChatOptions {
   readonly system?: string | undefined
   readonly template?: string | undefined
   readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly cache?: CallCache.CacheOption | undefined
 }
 
 const knownOptions = [
@@ -903,7 +911,8 @@ const knownOptions = [
   "maxTokens",
   "system",
   "template",
-  "requestTimeout"
+  "requestTimeout",
+  "cache"
 ]
 
 /**
@@ -1030,7 +1039,27 @@ export const chat = <In = ChatInput>(
     ...(options.timeout !== undefined ? { timeout: options.timeout } : {}),
     ...(options.version !== undefined ? { version: options.version } : {}),
     ...(options.config !== undefined ? { config: options.config } : {}),
-    ...(options.algorithm !== undefined ? { algorithm: options.algorithm } : {})
+    ...(options.algorithm !== undefined ? { algorithm: options.algorithm } : {}),
+    // cacheable; off unless the task or the run turns the cache on
+    cache: options.cache ?? { mode: undefined },
+    cacheKey: (input, env) => {
+      const messages = messagesOf(input, system, template)
+      if (Option.isNone(messages)) return Effect.succeed(undefined)
+      const pool = options.resource ?? "llm"
+      return Effect.map(env.resourceOptions(pool), (resources) => {
+        const endpoints = Array.from(new Set(resources.map((r) => canonicalJsonUnsafe(endpointIdentity(r))))).sort()
+        return {
+          kind: "chat",
+          pool,
+          endpoints,
+          model: model ?? null,
+          messages: messages.value.map((m) => ({ role: m.role, content: m.content })),
+          temperature: temperature ?? null,
+          maxTokens: maxTokens ?? null,
+          selector: selectorJson as Task.JsonObject
+        }
+      })
+    }
   }
   return Task.make(options.name ?? "chat", base, (input: In, ctx) =>
     Effect.scoped(
@@ -1082,6 +1111,39 @@ export const chat = <In = ChatInput>(
         } satisfies ChatOutput<In>
       })
     ))
+}
+
+/**
+ * The public identity of an endpoint (a resource's options), what the call cache keys `chat`
+ * requests by: `{ baseUrl, model }` where `baseUrl` (`baseUrl` / `base_url` / `apiUrl`) has
+ * no `user:password@` and keeps only the query parameters of `Secrets.publicQueryParams`
+ * (`api-version`, `deployment`, …), and `model` is the resource's default model (`null`:
+ * none). Keys, key variables and headers are never part of it.
+ *
+ * @since 0.7.0
+ * @category endpoint
+ */
+export const endpointIdentity = (
+  options: Readonly<Record<string, unknown>>
+): { readonly baseUrl: string | null; readonly model: string | null } => {
+  const raw = str(options, "baseUrl", "base_url", "apiUrl")
+  const model = typeof options["model"] === "string" ? options["model"] : null
+  if (raw === undefined) return { baseUrl: null, model }
+  let baseUrl: string
+  try {
+    const u = new URL(raw)
+    u.username = ""
+    u.password = ""
+    for (const name of Array.from(u.searchParams.keys())) {
+      if (!Secrets.publicQueryParams.has(name.toLowerCase())) u.searchParams.delete(name)
+    }
+    u.searchParams.sort()
+    u.hash = ""
+    baseUrl = u.toString().replace(/\/+$/, "")
+  } catch {
+    baseUrl = "(not a URL)"
+  }
+  return { baseUrl, model }
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 9, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 10, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 9
+export const SCHEMA_VERSION = 10
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -466,6 +466,33 @@ export type Migration = readonly [
 ]
 
 /**
+ * The call cache table (see `CallCache`), one row per stored output: `key` (32 hex, the
+ * digest of the request and its namespace), the task's name, the namespace (JSON: repeat,
+ * visit, variant), the encoded output (`type_name`, `codec`, `payload`), the token usage of
+ * the call that made it (JSON or `NULL`) and `created_at` (epoch ms, what a TTL is measured
+ * from). Also what a shared cache database (`--cache-db`) holds, created there with the same
+ * statement.
+ *
+ * @since 0.7.0
+ * @category migrations
+ */
+export const CALL_CACHE_TABLE = `CREATE TABLE IF NOT EXISTS call_cache (key TEXT PRIMARY KEY, task_name TEXT NOT NULL,
+     namespace TEXT NOT NULL, type_name TEXT NOT NULL, codec TEXT NOT NULL, payload BLOB NOT NULL, usage TEXT,
+     created_at INTEGER NOT NULL)`
+
+/**
+ * The statements of migration 0010 (schema version 10): the call cache table
+ * ({@link CALL_CACHE_TABLE}), so a run's store can keep the outputs its cached tasks made.
+ *
+ * @since 0.7.0
+ * @category migrations
+ */
+export const MIGRATION_0010: ReadonlyArray<string> = [
+  CALL_CACHE_TABLE,
+  `UPDATE store_meta SET value = '10' WHERE key = 'schema_version'`
+]
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -482,5 +509,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0006_visits", MIGRATION_0006],
   ["0007_suites", MIGRATION_0007],
   ["0008_suite_definition_parts", MIGRATION_0008],
-  ["0009_studies", MIGRATION_0009]
+  ["0009_studies", MIGRATION_0009],
+  ["0010_call_cache", MIGRATION_0010]
 ]

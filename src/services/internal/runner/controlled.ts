@@ -23,7 +23,6 @@ import { BudgetExceeded, HandoffRefused, type StoreUnavailable } from "../../../
 import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
-import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
@@ -43,6 +42,7 @@ import {
   withUncommitted,
   writeAdmission
 } from "./pipeline.js"
+import { countNote, succeededAs } from "./cache.js"
 import * as Rows from "./rows.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
@@ -310,6 +310,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             result.exit = Exit.fail(encoded.left)
           } else {
             const enc = encoded.right
+            countNote(state.cache, result.cache)
             const next = Traversal.succeed(vs, seq, address, nTasks)
             const isLast = next.pending === null
             yield* commit({
@@ -334,9 +335,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 Rows.attemptRow(
                   current,
                   attempt,
-                  "succeeded",
+                  succeededAs(attempt, result.cache).outcome,
                   null,
-                  RetryPolicy.succeeded(attempt),
+                  succeededAs(attempt, result.cache).decision,
                   result.leaseIds,
                   result.startedAt,
                   ended

@@ -39,6 +39,7 @@ import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { isSyncRun } from "../../../domain/internal/syncRun.js"
 import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
+import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -247,6 +248,8 @@ export interface PipelineEnv {
   readonly traceAttempts: boolean
   /** The run's start gate (`RunHooks.startGate`), if any: see {@link gateStart}. */
   readonly startGate?: ((spec: AnySpec) => Effect.Effect<string | undefined>) | undefined
+  /** The call cache (see `cache.ts`); `undefined`: no task is ever served from a cache. */
+  readonly cache?: CacheEnv | undefined
 }
 
 /**
@@ -271,6 +274,8 @@ export interface AttemptResult {
   exit: Exit.Exit<unknown, unknown>
   readonly leaseIds: ReadonlyArray<string>
   readonly startedAt: number
+  /** What the call cache did (absent: the task is not cached in this run). */
+  readonly cache?: CacheNote | undefined
 }
 
 type TaskOutcome = { readonly _tag: "Ok"; readonly value: unknown } | { readonly _tag: "Failed" }
@@ -394,12 +399,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
             result.exit = Exit.fail(encoded.left)
           } else {
             const enc = encoded.right
+            countNote(state.cache, result.cache)
             const attemptRow = Rows.attemptRow(
               current,
               attempt,
-              "succeeded",
+              succeededAs(attempt, result.cache).outcome,
               null,
-              RetryPolicy.succeeded(attempt),
+              succeededAs(attempt, result.cache).decision,
               result.leaseIds,
               result.startedAt,
               ended
@@ -684,6 +690,57 @@ const withinBudget = <A, E, R>(
   )
 
 /**
+ * One attempt of `task` (see {@link runBody}) under the call cache when the task is cacheable
+ * and the run has a cache: a stored, unexpired output is served at once (no lease, the body
+ * does not run, `cache.status: "hit"`); otherwise the body runs and its success is stored as
+ * the cache mode says. Never fails: the attempt's exit is in the result.
+ *
+ * @internal
+ */
+export const runAttempt = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  input: unknown,
+  slot: SlotHold,
+  taskStartedAt: number | undefined,
+  visit = 0
+): Effect.Effect<AttemptResult> => {
+  const cache = env.cache
+  // the hot path of an uncached task pays two property reads
+  if (cache === undefined || task.options.cache === null) {
+    return runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit)
+  }
+  const member = memberOf(spec)
+  const pools = member === undefined ? env.shared.pools : env.memberShared(member).pools
+  const registry = env.registryFor(task)
+  return Effect.flatMap(planOf(cache, task, spec, visit, input, pools, registry), (plan) => {
+    if (plan === undefined) return runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit)
+    return Effect.flatMap(lookup(cache, plan, registry, env.clock.unsafeCurrentTimeMillis()), (hit) => {
+      if (Option.isSome(hit)) {
+        if (env.state.stopping) return Effect.interrupt
+        return Effect.succeed<AttemptResult>({
+          exit: Exit.succeed(hit.value.value),
+          leaseIds: noLeases,
+          startedAt: env.clock.unsafeCurrentTimeMillis(),
+          cache: hit.value.note
+        })
+      }
+      return Effect.flatMap(
+        runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit),
+        (result) =>
+          Effect.map(
+            afterRun(cache, plan, task.name, result.exit, registry, env.clock.unsafeCurrentTimeMillis()),
+            (note) => note === undefined ? result : { ...result, cache: note }
+          )
+      )
+    })
+  })
+}
+
+/**
  * One attempt of `task`, holding a worker slot: counted in flight while it runs, in a span
  * `assay.attempt` (pipeline id, task, seq, attempt number), bounded by the task's `timeout`
  * and its `retry.maxTotal` budget; raw leases it leaked are reclaimed (and fail it under
@@ -693,7 +750,7 @@ const withinBudget = <A, E, R>(
  *
  * @internal
  */
-export const runAttempt = (
+const runBody = (
   env: PipelineEnv,
   spec: AnySpec,
   task: Task.Any,

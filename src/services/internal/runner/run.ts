@@ -28,7 +28,8 @@ import {
   Tracer
 } from "effect"
 import { CodecRegistry } from "../../../domain/Codec.js"
-import { ConfigError, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
+import * as CallCacheDomain from "../../../domain/CallCache.js"
+import { ConfigError, type ConfigIssue, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
@@ -37,6 +38,7 @@ import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricDisplay } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
+import type { CallCacheService } from "../../CallCache.js"
 import type { Pools, PoolStats } from "../../Pool.js"
 import type {
   ReportMetricOptions,
@@ -93,7 +95,14 @@ export interface RunnerEnv {
   readonly liveRuns: Set<RunId>
   /** The stop requests of the runner's runs that handle signals (each run adds its own). */
   readonly signalTargets: Set<(reason: string) => void>
+  /**
+   * The call cache of the runner's runs (the `CallCache` in context, else one in-memory cache
+   * per runner), used by tasks whose cache mode is not `off`.
+   */
+  readonly callCache?: CallCacheService | undefined
 }
+
+const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed > 0
 
 const configError = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -206,6 +215,14 @@ export const start = <S extends AnySpec, SE, SR>(
 ): Effect.Effect<RunHandle<SE>, ConfigError, Scope.Scope | Exclude<SpecContext<S>, Scope.Scope> | SR> =>
   Effect.gen(function*() {
     const config = yield* RunConfig.resolve(options)
+    const cacheIssues: Array<ConfigIssue> = []
+    if (config.cache !== undefined) CallCacheDomain.resolveRunCache(config.cache, "run.cache", cacheIssues)
+    if (cacheIssues.length > 0) {
+      return yield* new ConfigError({
+        message: `invalid run configuration: ${cacheIssues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues: cacheIssues
+      })
+    }
     const startedAt = yield* Clock.currentTimeMillis
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
@@ -290,7 +307,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
           const endedAt = yield* Clock.currentTimeMillis
           const stopReason = state.stopReason ?? "interrupted"
           yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason })
-          yield* emit("run.finished", null, { status: "interrupted", stopReason, counters: state.counters })
+          yield* emit("run.finished", null, {
+            status: "interrupted",
+            stopReason,
+            counters: state.counters,
+            ...(cacheActive(state.cache) ? { cache: state.cache } : {})
+          })
           yield* store.flush
         }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the interrupted run: ${e.message}`)))
     )
@@ -312,6 +334,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
 
     // Pool resources (spec with secrets masked, health) go to the store at start, with every
     // heartbeat and at the end, so that report / watch / serve can show them.
+    let cacheEmitted = 0
     const persistResources = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       for (const name of yield* pools.names) {
@@ -360,6 +383,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
           label: "Skipped (already done)",
           display: "number"
         }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
+      }
+      // the call cache's figures so far, when they moved (what monitors read while it runs)
+      const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed
+      if (hitsAndMisses !== cacheEmitted) {
+        cacheEmitted = hitsAndMisses
+        yield* emit("cache.stats", null, { cache: { ...state.cache } })
       }
       // ... and per suite member (`experiment:ID:skipped`): the suite views' per-member skips
       for (const [experiment, n] of state.skippedByMember) {
@@ -497,6 +526,13 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const tracer = yield* Effect.tracer
     const traceAttempts = tracer !== Context.get(DefaultServices.liveServices, Tracer.Tracer)
     const pipelineEnv: Pipe.PipelineEnv = {
+      cache: env.callCache === undefined ? undefined : {
+        service: env.callCache,
+        // checked when the run started
+        run: config.cache === undefined
+          ? CallCacheDomain.runCacheOff
+          : CallCacheDomain.resolveRunCache(config.cache, "run.cache", [])
+      },
       startGate: hooks?.startGate,
       traceAttempts,
       state,
@@ -601,7 +637,12 @@ const runLoop = <S extends AnySpec, SE, SR>(
       stopReason: state.stopReason
     })
     runClosed = true
-    yield* emit("run.finished", null, { status, stopReason: state.stopReason, counters: state.counters }).pipe(
+    yield* emit("run.finished", null, {
+      status,
+      stopReason: state.stopReason,
+      counters: state.counters,
+      ...(cacheActive(state.cache) ? { cache: state.cache } : {})
+    }).pipe(
       Effect.zipRight(store.flush),
       Effect.catchAll((e) => Effect.logWarning(`could not record run.finished: ${e.message}`))
     )

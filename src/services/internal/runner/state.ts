@@ -30,6 +30,21 @@ export interface Counters {
 }
 
 /**
+ * The call cache's figures of a run (see `CallCache.CacheStats`, whose flat form this is).
+ *
+ * @internal
+ */
+export interface CacheCounters {
+  hits: number
+  misses: number
+  refreshed: number
+  bypassed: number
+  promptTokens: number
+  completionTokens: number
+  totalTokens: number
+}
+
+/**
  * One run's mutable state.
  *
  * - `stopRequested`: completed with the first stop's reason; `hardStop`: completed by a
@@ -58,6 +73,11 @@ export interface RunState {
   peakAdmitted: number
   crash: Cause.Cause<unknown> | null
   finished: boolean
+  /**
+   * What the call cache did in this run (attempts served, run and stored, and the tokens the
+   * served ones saved), recorded with `run.finished` as `cache` when any of it is non-zero.
+   */
+  readonly cache: CacheCounters
   /** The run's `RunHooks.skipped`, told of each skipped suite member pipeline. */
   onMemberSkip?: ((spec: { readonly member?: { readonly experimentId: string } | undefined }) => void) | undefined
 }
@@ -89,6 +109,7 @@ export const make = (
     handoffs: 0
   },
   skippedByMember: new Map(),
+  cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0 },
   stopping: false,
   stopReason: null,
   inFlight: 0,

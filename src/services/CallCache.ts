@@ -1,0 +1,265 @@
+/**
+ * The call cache as a service: where stored outputs of cacheable tasks are kept (see
+ * `domain/CallCache.ts` for modes, keys and namespaces), and the cache figures of a run.
+ *
+ * Two implementations: {@link layerMemory} (this process only; what the runner uses when no
+ * cache is provided) and the SQLite one in `layers/SqliteCallCache.ts` (the `call_cache` table
+ * of the run's store, or of a shared cache database that several experiments, studies and
+ * processes use at once).
+ *
+ * The runner asks the cache before an attempt of a cacheable task takes any lease: a stored,
+ * unexpired output is decoded and recorded as an attempt with outcome `cache_hit` (decision
+ * `{ reason: "ok", cache: { status: "hit", key, storedAt, usage } }`); otherwise the attempt
+ * runs and its success is stored (decision `cache: { status: "miss" | "refresh" }`, or
+ * `"bypass"` in `readOnly`). A cache that cannot be read or written is logged and treated as a
+ * miss: a broken cache never fails a pipeline.
+ *
+ * @since 0.7.0
+ */
+import { Context, Effect, Layer, Option, Predicate, Stream } from "effect"
+// the domain half (modes, keys, namespaces) is part of this module's surface
+export * from "../domain/CallCache.js"
+import type { CacheNamespace } from "../domain/CallCache.js"
+import type { StoreUnavailable } from "../domain/Errors.js"
+import type { RunId } from "../domain/Ids.js"
+import type { RunRecord } from "../domain/Records.js"
+import type { ReadError, TaskStore } from "../domain/TaskStore.js"
+
+/**
+ * One stored output: its `key` (32 hex), the task's name, the {@link CacheNamespace} it was
+ * made in, the encoded output (`typeName`, `codec`, `data`: what the run's codec registry
+ * wrote), the token usage of the call that made it (`null`: none known) and when it was
+ * stored (`createdAt`, epoch ms from the `Clock`).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface CacheEntry {
+  readonly key: string
+  readonly taskName: string
+  readonly namespace: CacheNamespace
+  readonly typeName: string
+  readonly codec: string
+  readonly data: Uint8Array
+  readonly usage: CacheUsageTokens | null
+  readonly createdAt: number
+}
+
+/**
+ * Token counts of one call (as `chat` reports them).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface CacheUsageTokens {
+  readonly promptTokens: number
+  readonly completionTokens: number
+  readonly totalTokens: number
+}
+
+/**
+ * The cache port:
+ *
+ * - `kind`: `"memory"` or `"sqlite"`; `location`: the database path (`":memory:"` for memory);
+ * - `get`: the entry stored under `key`, whatever its age (the caller checks the TTL);
+ * - `put`: stores `entry`, replacing any entry under its key;
+ * - `size`: how many entries are stored.
+ *
+ * Every method fails only with `StoreUnavailable` (a locked or unwritable database).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface CallCacheService {
+  readonly kind: string
+  readonly location: string
+  readonly get: (key: string) => Effect.Effect<Option.Option<CacheEntry>, StoreUnavailable>
+  readonly put: (entry: CacheEntry) => Effect.Effect<void, StoreUnavailable>
+  readonly size: Effect.Effect<number, StoreUnavailable>
+}
+
+/**
+ * The call cache of a run.
+ *
+ * @since 0.7.0
+ * @category tags
+ */
+export class CallCache extends Context.Tag("assay/CallCache")<CallCache, CallCacheService>() {}
+
+/**
+ * An in-memory cache (a `Map` living as long as the value).
+ *
+ * @since 0.7.0
+ * @category constructors
+ */
+export const makeMemory = (): CallCacheService => {
+  const entries = new Map<string, CacheEntry>()
+  return {
+    kind: "memory",
+    location: ":memory:",
+    get: (key) => Effect.sync(() => Option.fromNullable(entries.get(key))),
+    put: (entry) => Effect.sync(() => void entries.set(entry.key, entry)),
+    size: Effect.sync(() => entries.size)
+  }
+}
+
+/**
+ * The in-memory cache as a layer (one cache per build of the layer).
+ *
+ * @since 0.7.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMemory)
+
+// ---------------------------------------------------------------------------------------------
+// The figures of a run
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What the cache did for a run (or a whole store): `hits` (attempts served from the cache),
+ * `misses` (attempts of cached tasks that ran and were stored: the calls made), `refreshed`
+ * (attempts run in `refresh` mode, stored over what was there), `bypassed` (attempts of
+ * `readOnly` tasks that found nothing and ran without storing), and what the hits saved:
+ * `tokensSaved` (the stored usage of the calls they replaced; `promptTokens`,
+ * `completionTokens`, `totalTokens`). `costSavedUsd` is `null` until a price table is known
+ * (issue 18 §2).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface CacheStats {
+  readonly hits: number
+  readonly misses: number
+  readonly refreshed: number
+  readonly bypassed: number
+  readonly tokensSaved: CacheUsageTokens
+  readonly costSavedUsd: number | null
+}
+
+/**
+ * Zero figures.
+ *
+ * @since 0.7.0
+ * @category constants
+ */
+export const emptyStats: CacheStats = {
+  hits: 0,
+  misses: 0,
+  refreshed: 0,
+  bypassed: 0,
+  tokensSaved: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+  costSavedUsd: null
+}
+
+/**
+ * Whether a {@link CacheStats} shows any cache activity.
+ *
+ * @since 0.7.0
+ * @category guards
+ */
+export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refreshed + s.bypassed > 0
+
+const numberOr0 = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
+
+/**
+ * Adds one attempt (its outcome and stored decision) to running figures (see
+ * {@link CacheStats}).
+ *
+ * @since 0.7.0
+ * @category combinators
+ */
+export const addAttempt = (s: CacheStats, outcome: string, decision: unknown): CacheStats => {
+  const cache = Predicate.isObject(decision) ? (decision as { readonly cache?: unknown }).cache : undefined
+  if (!Predicate.isObject(cache)) return s
+  const c = cache as { readonly status?: unknown; readonly usage?: unknown }
+  if (outcome === "cache_hit" || c.status === "hit") {
+    const u = Predicate.isObject(c.usage) ? c.usage as Record<string, unknown> : {}
+    return {
+      ...s,
+      hits: s.hits + 1,
+      tokensSaved: {
+        promptTokens: s.tokensSaved.promptTokens + numberOr0(u["promptTokens"]),
+        completionTokens: s.tokensSaved.completionTokens + numberOr0(u["completionTokens"]),
+        totalTokens: s.tokensSaved.totalTokens + numberOr0(u["totalTokens"])
+      }
+    }
+  }
+  if (c.status === "miss") return { ...s, misses: s.misses + 1 }
+  if (c.status === "refresh") return { ...s, refreshed: s.refreshed + 1 }
+  if (c.status === "bypass") return { ...s, bypassed: s.bypassed + 1 }
+  return s
+}
+
+/**
+ * The cache figures of `runId` (absent: of every run in the store), read from the attempts'
+ * outcomes and decisions (one pass over the run's attempts).
+ *
+ * @since 0.7.0
+ * @category reads
+ */
+export const statsOf = (store: TaskStore, runId?: RunId | undefined): Effect.Effect<CacheStats, ReadError> =>
+  Stream.runFold(
+    store.streamAttempts(runId === undefined ? {} : { runId }),
+    emptyStats,
+    (s, a) => addAttempt(s, a.outcome, a.decision)
+  )
+
+/**
+ * Adds two sets of figures (`costSavedUsd` stays `null` unless both know it).
+ *
+ * @since 0.7.0
+ * @category combinators
+ */
+export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
+  hits: a.hits + b.hits,
+  misses: a.misses + b.misses,
+  refreshed: a.refreshed + b.refreshed,
+  bypassed: a.bypassed + b.bypassed,
+  tokensSaved: {
+    promptTokens: a.tokensSaved.promptTokens + b.tokensSaved.promptTokens,
+    completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
+    totalTokens: a.tokensSaved.totalTokens + b.tokensSaved.totalTokens
+  },
+  costSavedUsd: a.costSavedUsd === null || b.costSavedUsd === null ? null : a.costSavedUsd + b.costSavedUsd
+})
+
+/**
+ * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
+ * `{ hits, misses, refreshed, bypassed, promptTokens, completionTokens, totalTokens }`), or
+ * {@link emptyStats} when it recorded none.
+ *
+ * @since 0.7.0
+ * @category reads
+ */
+export const statsOfFinished = (data: unknown): CacheStats => {
+  const c = Predicate.isObject(data) ? (data as { readonly cache?: unknown }).cache : undefined
+  if (!Predicate.isObject(c)) return emptyStats
+  const r = c as Record<string, unknown>
+  return {
+    hits: numberOr0(r["hits"]),
+    misses: numberOr0(r["misses"]),
+    refreshed: numberOr0(r["refreshed"]),
+    bypassed: numberOr0(r["bypassed"]),
+    tokensSaved: {
+      promptTokens: numberOr0(r["promptTokens"]),
+      completionTokens: numberOr0(r["completionTokens"]),
+      totalTokens: numberOr0(r["totalTokens"])
+    },
+    costSavedUsd: null
+  }
+}
+
+/**
+ * The cache figures of one run, from one indexed read: a finished run's `run.finished` event
+ * (`data.cache`), else (running, or died) the latest `cache.stats` event the runner writes with
+ * its heartbeat when the figures moved (so up to one heartbeat behind). Nothing is read per
+ * attempt ({@link statsOf} is the slow, exact reading).
+ *
+ * @since 0.7.0
+ * @category reads
+ */
+export const statsOfRun = (store: TaskStore, run: RunRecord): Effect.Effect<CacheStats, ReadError> =>
+  Effect.map(
+    store.events({ runId: run.runId, kind: run.endedAt === null ? "cache.stats" : "run.finished", limit: 1 }),
+    (events) => events.length === 0 ? emptyStats : statsOfFinished(events[events.length - 1]!.data)
+  )

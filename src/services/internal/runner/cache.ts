@@ -1,0 +1,233 @@
+/**
+ * The call cache around one attempt (see `domain/CallCache.ts` and `services/CallCache.ts`):
+ * the attempt's effective mode, its key, the lookup before any lease is taken, and the store
+ * after a success. A cache that fails to answer is logged and counts as a miss.
+ *
+ * @internal
+ */
+import { Effect, Either, Exit, Option } from "effect"
+import * as CallCache from "../../../domain/CallCache.js"
+import type { CodecRegistry } from "../../../domain/Codec.js"
+import { isHandoff } from "../../../domain/Handoff.js"
+import { canonicalJson, digestFull, type Json } from "../../../domain/Json.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import * as RetryPolicy from "../../../domain/RetryPolicy.js"
+import * as Task from "../../../domain/Task.js"
+import type { CallCacheService, CacheUsageTokens } from "../../CallCache.js"
+import type { Pools } from "../../Pool.js"
+import type { Context } from "effect"
+import type { CacheCounters } from "./state.js"
+
+/**
+ * The cache of a run: the service and the run's settings.
+ *
+ * @internal
+ */
+export interface CacheEnv {
+  readonly service: CallCacheService
+  readonly run: CallCache.RunCache
+}
+
+/**
+ * What the cache did for one attempt, recorded in its decision (`decision.cache`): `hit`
+ * (served; `storedAt` and the stored `usage`), `miss` (ran and stored), `refresh` (ran and
+ * stored over), `bypass` (`readOnly`, nothing stored: ran and kept nothing); `key` is the
+ * first 16 hex digits of the key.
+ *
+ * @internal
+ */
+export interface CacheNote {
+  readonly status: "hit" | "miss" | "refresh" | "bypass"
+  readonly key: string
+  readonly storedAt?: number | undefined
+  readonly usage?: CacheUsageTokens | null | undefined
+}
+
+/**
+ * One attempt's cache plan: mode, time to live (ms, `null`: none), key, namespace.
+ *
+ * @internal
+ */
+export interface Plan {
+  readonly mode: Exclude<CallCache.CacheMode, "off">
+  readonly ttlMs: number | null
+  readonly key: string
+  readonly namespace: CallCache.CacheNamespace
+}
+
+const fingerprints = new WeakMap<Task.Any, Json>()
+const fingerprintOf = (task: Task.Any): Json => {
+  let fp = fingerprints.get(task)
+  if (fp === undefined) {
+    fp = Task.fingerprint(task)
+    fingerprints.set(task, fp)
+  }
+  return fp
+}
+
+/**
+ * The key material of a task without its own `cacheKey`: its fingerprint (code digest
+ * included) and the digest of its input (canonical JSON, else the bytes the run's codec
+ * registry writes for it); `undefined` when the input can be neither.
+ */
+const defaultMaterial = (task: Task.Any, input: unknown, registry: CodecRegistry): Json | undefined => {
+  const json = canonicalJson(input)
+  if (Either.isRight(json)) return { task: fingerprintOf(task), input: digestFull(json.right) }
+  const encoded = registry.dump(input)
+  if (Either.isLeft(encoded)) return undefined
+  return { task: fingerprintOf(task), input: { codec: encoded.right.codec, digest: digestFull(encoded.right.data) } }
+}
+
+/**
+ * The cache plan of one attempt, or `undefined` when the cache does not apply (mode `off`, an
+ * input that cannot be keyed, a key function that declines).
+ *
+ * @internal
+ */
+export const planOf = (
+  cache: CacheEnv,
+  task: Task.Any,
+  spec: Pipeline.PipelineSpec<any, any, any, any>,
+  visit: number,
+  input: unknown,
+  pools: Context.Tag.Service<Pools>,
+  registry: CodecRegistry
+): Effect.Effect<Plan | undefined> => {
+  const declared = task.options.cache
+  if (declared === null) return Effect.succeed(undefined)
+  const { mode, ttlMs } = CallCache.effective(declared, cache.run)
+  if (mode === "off") return Effect.succeed(undefined)
+  const namespace: CallCache.CacheNamespace = {
+    repeat: spec.repeat,
+    visit,
+    variant: CallCache.variantOf(spec.member?.experimentId)
+  }
+  const material: Effect.Effect<Json | undefined> = task.options.cacheKey === null
+    ? Effect.succeed(defaultMaterial(task, input, registry))
+    : task.options.cacheKey(input, {
+      resourceOptions: (pool) =>
+        pools.get(pool).pipe(
+          Effect.flatMap((p) => p.resources),
+          Effect.map((rs) => rs.map((r) => r.options)),
+          Effect.orElseSucceed(() => [])
+        )
+    })
+  return Effect.map(
+    material,
+    (m) => m === undefined ? undefined : { mode, ttlMs, key: CallCache.keyOf(m, namespace), namespace }
+  )
+}
+
+/**
+ * The stored output of a plan, decoded, when the plan serves (`readWrite`, `readOnly`) and an
+ * unexpired entry decodes; else `None`. A cache that fails is logged and answers `None`.
+ *
+ * @internal
+ */
+export const lookup = (
+  cache: CacheEnv,
+  plan: Plan,
+  registry: CodecRegistry,
+  nowMs: number
+): Effect.Effect<Option.Option<{ readonly value: unknown; readonly note: CacheNote }>> => {
+  if (plan.mode !== "readWrite" && plan.mode !== "readOnly") return Effect.succeed(Option.none())
+  return cache.service.get(plan.key).pipe(
+    Effect.map(Option.flatMap((entry) => {
+      if (plan.ttlMs !== null && nowMs - entry.createdAt >= plan.ttlMs) return Option.none()
+      const decoded = registry.load({ typeName: entry.typeName, codec: entry.codec, data: entry.data })
+      if (Either.isLeft(decoded)) return Option.none()
+      return Option.some({
+        value: decoded.right,
+        note: { status: "hit" as const, key: plan.key.slice(0, 16), storedAt: entry.createdAt, usage: entry.usage }
+      })
+    })),
+    Effect.catchAll((e) =>
+      Effect.as(Effect.logWarning(`call cache ${cache.service.location}: lookup failed, running the task: ${e.message}`), Option.none())
+    )
+  )
+}
+
+/**
+ * After an attempt ran under `plan`: stores its successful output (not a control directive,
+ * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
+ * attempt's {@link CacheNote}. A failed write is logged, never fails the attempt.
+ *
+ * @internal
+ */
+export const afterRun = (
+  cache: CacheEnv,
+  plan: Plan,
+  taskName: string,
+  exit: Exit.Exit<unknown, unknown>,
+  registry: CodecRegistry,
+  nowMs: number
+): Effect.Effect<CacheNote | undefined> => {
+  if (!Exit.isSuccess(exit) || isHandoff(exit.value)) return Effect.succeed(undefined)
+  const key = plan.key.slice(0, 16)
+  if (plan.mode === "readOnly") return Effect.succeed({ status: "bypass", key })
+  const encoded = registry.dump(exit.value)
+  if (Either.isLeft(encoded)) return Effect.succeed(undefined)
+  const note: CacheNote = { status: plan.mode === "refresh" ? "refresh" : "miss", key }
+  return cache.service.put({
+    key: plan.key,
+    taskName,
+    namespace: plan.namespace,
+    typeName: encoded.right.typeName,
+    codec: encoded.right.codec,
+    data: encoded.right.data,
+    usage: CallCache.usageOf(exit.value),
+    createdAt: nowMs
+  }).pipe(
+    Effect.as(note),
+    Effect.catchAll((e) =>
+      Effect.as(Effect.logWarning(`call cache ${cache.service.location}: could not store an output: ${e.message}`), undefined)
+    )
+  )
+}
+
+/**
+ * The outcome and decision of a succeeded attempt: `cache_hit` for a served output, else
+ * `succeeded`; the decision carries the attempt's {@link CacheNote} as `cache` when there is
+ * one (how `assay report` counts hits, misses and the tokens saved).
+ *
+ * @internal
+ */
+export const succeededAs = (
+  attempt: number,
+  note: CacheNote | undefined
+): { readonly outcome: "succeeded" | "cache_hit"; readonly decision: RetryPolicy.RetryDecision } => {
+  const decision = RetryPolicy.succeeded(attempt)
+  if (note === undefined) return { outcome: "succeeded", decision }
+  return {
+    outcome: note.status === "hit" ? "cache_hit" : "succeeded",
+    decision: { ...decision, cache: note } as RetryPolicy.RetryDecision
+  }
+}
+
+/**
+ * Counts an attempt's {@link CacheNote} in the run's figures (`RunState.cache`).
+ *
+ * @internal
+ */
+export const countNote = (c: CacheCounters, note: CacheNote | undefined): void => {
+  if (note === undefined) return
+  switch (note.status) {
+    case "hit": {
+      c.hits++
+      if (note.usage !== undefined && note.usage !== null) {
+        c.promptTokens += note.usage.promptTokens
+        c.completionTokens += note.usage.completionTokens
+        c.totalTokens += note.usage.totalTokens
+      }
+      return
+    }
+    case "miss":
+      c.misses++
+      return
+    case "refresh":
+      c.refreshed++
+      return
+    case "bypass":
+      c.bypassed++
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The call cache as a user meets it: `bin/assay run --cache` (the run's store) and
+ * `--cache-db PATH` (a shared cache file, also shared by two processes at once), against the
+ * mock LLM answering randomly, and what `assay report` says about it.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as NodePath from "node:path"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import { assay, count, tempDir, write } from "../support/cli.js"
+
+const KEY = "sk-cli-cache-5e4d3c2b1a09"
+
+const randomMock = Effect.gen(function*() {
+  const profile = yield* MockLlm.decodeProfile({
+    seed: 3,
+    endpoints: [{ name: "rnd", latency: { medianMs: 0 }, answers: { random: true } }]
+  })
+  return yield* MockLlm.serve({ profile })
+}).pipe(Effect.provide(NodeContext.layer))
+
+/** An experiment of 4 rows × `repeats` chat calls to the mock, written into `dir`. */
+const experiment = (dir: string, name: string, baseUrl: string, repeats: number) => {
+  write(dir, "rows.jsonl", ["alpha", "beta", "gamma", "delta"].map((w) => JSON.stringify({ prompt: `tell me about ${w}` })).join("\n"))
+  return write(dir, name, {
+    pools: {
+      llm: { resources: [{ id: "rnd", capacity: 4, options: { baseUrl, model: "mock-spam-1", apiKeyEnv: "CACHE_TEST_KEY" } }] }
+    },
+    pipeline: { name: "sample", tasks: [{ use: "chat", options: { temperature: 1 } }] },
+    source: { jsonl: { path: "rows.jsonl" }, repeats }
+  })
+}
+
+describe("assay run --cache", () => {
+  it.scopedLive("the run's store, a shared cache db, repeats raised, two processes at once, and the report", () =>
+    Effect.gen(function*() {
+      const server = yield* randomMock
+      const dir = yield* tempDir("cache")
+      const baseUrl = server.endpoints[0]!.baseUrl
+      const exp5 = experiment(dir, "exp5.json", baseUrl, 5)
+      const exp7 = experiment(dir, "exp7.json", baseUrl, 7)
+      const env = { CACHE_TEST_KEY: KEY }
+      const calls = Effect.map(server.log, (log) => log.filter((e) => e.status === 200).length)
+      const run = (args: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const before = yield* calls
+          const r = yield* assay(["run", "--quiet", "--summary", "json", ...args], { cwd: dir, env, killAfterMs: 60_000 })
+          assert.strictEqual(r.code, 0, r.stderr)
+          return { calls: (yield* calls) - before, summary: JSON.parse(r.stdout) as { stats: { pipelines: { byState: { succeeded: number } } } } }
+        })
+
+      // the cache in the run's own store: a rerun of the succeeded pipelines asks nothing
+      const a = yield* run(["-c", exp5, "--store", "own.db", "--cache"])
+      assert.strictEqual(a.calls, 20)
+      assert.strictEqual(count(NodePath.join(dir, "own.db"), "SELECT count(*) FROM call_cache"), 20)
+      const b = yield* run(["-c", exp5, "--store", "own.db", "--cache", "--retry-succeeded"])
+      assert.strictEqual(b.calls, 0)
+      assert.strictEqual(b.summary.stats.pipelines.byState.succeeded, 20)
+      // without --cache the same rerun calls the model again
+      const c = yield* run(["-c", exp5, "--store", "own.db", "--retry-succeeded"])
+      assert.strictEqual(c.calls, 20)
+
+      // a shared cache file: new stores, same cache
+      const first = yield* run(["-c", exp5, "--store", "s1.db", "--cache-db", "shared.db"])
+      assert.strictEqual(first.calls, 20)
+      const rerun = yield* run(["-c", exp5, "--store", "s2.db", "--cache-db", "shared.db"])
+      assert.strictEqual(rerun.calls, 0)
+      const more = yield* run(["-c", exp7, "--store", "s3.db", "--cache-db", "shared.db"])
+      assert.strictEqual(more.calls, 8)
+      assert.strictEqual(more.summary.stats.pipelines.byState.succeeded, 28)
+      // readOnly never writes; refresh calls every request again
+      const ro = yield* run(["-c", exp7, "--store", "s4.db", "--cache-db", "other.db", "--cache-mode", "readOnly"])
+      assert.strictEqual(ro.calls, 28)
+      assert.strictEqual(count(NodePath.join(dir, "other.db"), "SELECT count(*) FROM call_cache"), 0)
+      const fresh = yield* run(["-c", exp7, "--store", "s5.db", "--cache-db", "shared.db", "--cache-mode", "refresh"])
+      assert.strictEqual(fresh.calls, 28)
+      assert.strictEqual(count(NodePath.join(dir, "shared.db"), "SELECT count(*) FROM call_cache"), 28)
+
+      // what the report says of the rerun: 20 hits, no call, tokens saved
+      const report = yield* assay(["report", "s2.db"], { cwd: dir })
+      assert.strictEqual(report.code, 0, report.stderr)
+      assert.match(report.stdout, /Call cache: hits 20, misses 0; saved [1-9]\d* tokens/)
+      const json = yield* assay(["report", "s3.db", "--json"], { cwd: dir })
+      const data = JSON.parse(json.stdout) as { cache: { hits: number; misses: number } }
+      assert.deepStrictEqual([data.cache.hits, data.cache.misses], [20, 8])
+
+      // two processes on one new shared cache file at the same moment: both succeed, every
+      // request is in the cache afterwards, and a third run asks nothing
+      const both = yield* Effect.all([
+        run(["-c", exp7, "--store", "p1.db", "--cache-db", "race.db"]),
+        run(["-c", exp7, "--store", "p2.db", "--cache-db", "race.db"])
+      ], { concurrency: 2 })
+      for (const r of both) assert.strictEqual(r.summary.stats.pipelines.byState.succeeded, 28)
+      assert.strictEqual(count(NodePath.join(dir, "race.db"), "SELECT count(*) FROM call_cache"), 28)
+      const third = yield* run(["-c", exp7, "--store", "p3.db", "--cache-db", "race.db"])
+      assert.strictEqual(third.calls, 0)
+
+      // no byte of the key in any file the runs left
+      for (const f of fs.readdirSync(dir)) {
+        assert.strictEqual(fs.readFileSync(NodePath.join(dir, f)).indexOf(KEY), -1, `${f} holds the key`)
+      }
+    }), { timeout: 180_000 })
+
+  it.scopedLive("a bad cache setting is a config error naming the field (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-bad")
+      const exp = write(dir, "exp.json", {
+        run: { cache: { mode: "sometimes" } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })
+      const r = yield* assay(["run", "-c", exp, "--quiet"], { cwd: dir })
+      assert.strictEqual(r.code, 2)
+      assert.include(r.stderr, "run.cache")
+      const ok = write(dir, "ok.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+      const ttl = yield* assay(["run", "-c", ok, "--quiet", "--cache", "--cache-ttl", "soon"], { cwd: dir })
+      assert.strictEqual(ttl.code, 2)
+      assert.include(ttl.stderr, "--cache-ttl")
+    }))
+})

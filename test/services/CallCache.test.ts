@@ -1,0 +1,302 @@
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import { Effect, Layer, Stream, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as NodePath from "node:path"
+import * as Handoff from "../../src/domain/Handoff.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
+import * as CallCache from "../../src/services/CallCache.js"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store } from "../../src/services/Store.js"
+import { chat, chatClientFactory, endpointIdentity } from "../../src/tasks/internal/chat.js"
+
+const KEY = "sk-cache-7c1e9a3b5d2f4e6a8b0c"
+const URL_SECRET = "pw-9f8e7d6c5b4a"
+
+const tempDir = () => fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-cache-"))
+
+// ---------------------------------------------------------------------------------------------
+// chat against a model answering randomly (the mock with answers.random), a shared cache file
+// ---------------------------------------------------------------------------------------------
+
+const randomMock = Effect.gen(function*() {
+  const profile = yield* MockLlm.decodeProfile({
+    seed: 7,
+    endpoints: [{ name: "rnd", latency: { medianMs: 0 }, answers: { random: true } }]
+  })
+  return yield* MockLlm.serve({ profile })
+}).pipe(Effect.provide(NodeContext.layer))
+
+const rows = ["alpha", "beta", "gamma", "delta"].map((w) => ({ prompt: `say something about ${w}` }))
+const ask = chat({ temperature: 1, retry: { maxAttempts: 1 } })
+const template = Pipeline.make("sample", ask)
+
+interface Outcome {
+  readonly calls: number
+  readonly outputs: ReadonlyMap<string, string>
+  readonly outcomes: ReadonlyArray<string>
+  readonly leasesTotal: number
+  readonly stats: CallCache.CacheStats
+}
+
+/**
+ * One run in a fresh memory store over the mock: `repeats` per row, the cache in `cacheFile`
+ * under `mode`; returns the calls the mock answered during it, the output per pipeline, the
+ * attempt outcomes and the pool's lease count.
+ */
+const runChat = (server: MockLlm.MockLlmServer, cacheFile: string, repeats: number, mode: CallCache.CacheMode) =>
+  Effect.gen(function*() {
+    const before = (yield* server.log).length
+    const resource = Resource.make("llm", {
+      id: "rnd",
+      capacity: 4,
+      options: { baseUrl: server.endpoints[0]!.baseUrl, apiKey: KEY, model: "mock-spam-1" },
+      factory: chatClientFactory()
+    })
+    const env = Layer.provideMerge(
+      Runner.layer({ handleSignals: false, concurrency: 4, cache: mode }),
+      Layer.mergeAll(
+        MemoryStore.layer(),
+        Pool.layer([Pool.make("llm", [resource])]),
+        SqliteCallCache.layer({ filename: cacheFile, shared: true })
+      )
+    )
+    const result = yield* Effect.gen(function*() {
+      const report = yield* Runner.run(template.map(rows, { repeats }))
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      const leasesTotal = (yield* pools.stats("llm")).leasesTotal
+      const outputs = new Map<string, string>()
+      for (const p of yield* Stream.runCollect(store.streamPipelines({ runId: report.runId }))) {
+        const art = yield* store.getArtifact(p.pipelineId, 0)
+        if (art._tag === "Some" && art.value.payload !== undefined) {
+          outputs.set(p.pipelineId, JSON.parse(Buffer.from(art.value.payload).toString("utf8")).content)
+        }
+      }
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ runId: report.runId })))
+      const stats = yield* CallCache.statsOf(store, report.runId)
+      assert.strictEqual(report.stats.byState.succeeded, rows.length * repeats)
+      return { outputs, outcomes: attempts.map((a) => a.outcome), leasesTotal, stats }
+    }).pipe(Effect.provide(env))
+    const calls = (yield* server.log).slice(before).filter((e) => e.status === 200).length
+    return { ...result, calls } satisfies Outcome
+  })
+
+const rowsOf = (file: string): number => {
+  const db = new Database(file, { readonly: true })
+  try {
+    return (db.prepare("SELECT count(*) AS n FROM call_cache").get() as { n: number }).n
+  } finally {
+    db.close()
+  }
+}
+
+describe("call cache: chat against a model answering randomly", () => {
+  it.scopedLive("4 rows × 5 repeats: 20 calls, 20 distinct answers; unchanged rerun: 0 calls, no lease; 7 repeats: 8 new calls", () =>
+    Effect.gen(function*() {
+      const server = yield* randomMock
+      const dir = tempDir()
+      const cacheFile = NodePath.join(dir, "cache.db")
+
+      const first = yield* runChat(server, cacheFile, 5, "readWrite")
+      assert.strictEqual(first.calls, 20)
+      assert.strictEqual(new Set(first.outputs.values()).size, 20, "repeats are independent samples")
+      assert.deepStrictEqual(first.stats.misses, 20)
+      assert.strictEqual(first.stats.hits, 0)
+      assert.strictEqual(rowsOf(cacheFile), 20)
+
+      // the same job again, in a new store, sharing the cache file: nothing is asked
+      const rerun = yield* runChat(server, cacheFile, 5, "readWrite")
+      assert.strictEqual(rerun.calls, 0)
+      assert.strictEqual(rerun.leasesTotal, 0, "a cache hit takes no lease")
+      assert.deepStrictEqual([...new Set(rerun.outcomes)], ["cache_hit"])
+      assert.deepStrictEqual(rerun.outputs, first.outputs, "each pipeline is served its own stored answer")
+      assert.strictEqual(rerun.stats.hits, 20)
+      assert.isAbove(rerun.stats.tokensSaved.totalTokens, 0)
+      assert.strictEqual(
+        rerun.stats.tokensSaved.totalTokens,
+        rerun.stats.tokensSaved.promptTokens + rerun.stats.tokensSaved.completionTokens
+      )
+
+      // two more repeats per row: exactly the 8 new samples are asked for
+      const more = yield* runChat(server, cacheFile, 7, "readWrite")
+      assert.strictEqual(more.calls, 8)
+      assert.strictEqual(more.stats.hits, 20)
+      assert.strictEqual(more.stats.misses, 8)
+      assert.strictEqual(new Set(more.outputs.values()).size, 28)
+      for (const [id, content] of first.outputs) assert.strictEqual(more.outputs.get(id), content)
+
+      // no secret in the cache file (the key, in any of its forms, and the URL's password)
+      const bytes = Buffer.concat(fs.readdirSync(dir).map((f) => fs.readFileSync(NodePath.join(dir, f))))
+      assert.strictEqual(bytes.indexOf(KEY), -1)
+      assert.strictEqual(bytes.indexOf(Buffer.from(KEY).toString("base64")), -1)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }))
+
+  it.scopedLive("readOnly serves but never writes; refresh calls again and overwrites", () =>
+    Effect.gen(function*() {
+      const server = yield* randomMock
+      const dir = tempDir()
+      const cacheFile = NodePath.join(dir, "cache.db")
+
+      // readOnly on an empty cache: every call is made, nothing is stored
+      const ro = yield* runChat(server, cacheFile, 1, "readOnly")
+      assert.strictEqual(ro.calls, 4)
+      assert.strictEqual(rowsOf(cacheFile), 0)
+      assert.strictEqual(ro.stats.bypassed, 4)
+      const ro2 = yield* runChat(server, cacheFile, 1, "readOnly")
+      assert.strictEqual(ro2.calls, 4)
+
+      const filled = yield* runChat(server, cacheFile, 1, "readWrite")
+      assert.strictEqual(filled.calls, 4)
+      // readOnly over a filled cache: served, still nothing written
+      const served = yield* runChat(server, cacheFile, 1, "readOnly")
+      assert.strictEqual(served.calls, 0)
+      assert.deepStrictEqual(served.outputs, filled.outputs)
+
+      // refresh: every call made again, the stored answers replaced by the new ones
+      const refreshed = yield* runChat(server, cacheFile, 1, "refresh")
+      assert.strictEqual(refreshed.calls, 4)
+      assert.strictEqual(refreshed.stats.refreshed, 4)
+      assert.strictEqual(rowsOf(cacheFile), 4)
+      for (const [id, content] of filled.outputs) assert.notStrictEqual(refreshed.outputs.get(id), content)
+      const after = yield* runChat(server, cacheFile, 1, "readWrite")
+      assert.strictEqual(after.calls, 0)
+      assert.deepStrictEqual(after.outputs, refreshed.outputs)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }))
+
+  it("the endpoint identity in the key has no secret: no key, no header, no URL password or secret query value", () => {
+    const id = endpointIdentity({
+      baseUrl: `https://user:${URL_SECRET}@api.example.com/v1?api-version=2024-02-01&key=${KEY}`,
+      apiKey: KEY,
+      headers: { "X-Custom-Auth": KEY },
+      model: "gpt-x"
+    })
+    assert.deepStrictEqual(id, { baseUrl: "https://api.example.com/v1?api-version=2024-02-01", model: "gpt-x" })
+    assert.notInclude(JSON.stringify(id), KEY)
+    assert.notInclude(JSON.stringify(id), URL_SECRET)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// A general task declared `cache: true`, under TestClock
+// ---------------------------------------------------------------------------------------------
+
+/** A "model" whose every call answers something new: the calls are counted. */
+const counter = () => {
+  let calls = 0
+  const task = (options: Task.Options) =>
+    Task.make("model", options, (row: { readonly q: string }) => Effect.sync(() => ({ q: row.q, answer: `a${++calls}` })))
+  return { task, calls: () => calls }
+}
+
+const runWith = <A, E>(
+  cache: CallCache.CallCacheService,
+  body: Effect.Effect<A, E, Runner.Runner | Store | Pool.Pools>,
+  pools: ReadonlyArray<Pool.PoolConfig> = [],
+  runCache?: CallCache.CacheMode
+) =>
+  body.pipe(Effect.provide(
+    Layer.provideMerge(
+      Runner.layer({ handleSignals: false, ...(runCache === undefined ? {} : { cache: runCache }) }),
+      Layer.mergeAll(MemoryStore.layer(), Pool.layer(pools), Layer.succeed(CallCache.CallCache, cache))
+    )
+  ))
+
+describe("call cache: a general task declared cache: true", () => {
+  it.effect("served until its TTL runs out (Clock time), then called again and stored anew", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      const m = counter()
+      const template = Pipeline.make("ttl", m.task({ cache: { ttl: "1 hour" } }))
+      const seeds = [{ q: "a" }, { q: "b" }, { q: "c" }]
+      yield* runWith(cache, Runner.run(template.map(seeds)))
+      assert.strictEqual(m.calls(), 3)
+      yield* TestClock.adjust("59 minutes")
+      yield* runWith(cache, Runner.run(template.map(seeds), { retrySucceeded: true }))
+      assert.strictEqual(m.calls(), 3, "within the TTL: served")
+      yield* TestClock.adjust("2 minutes")
+      yield* runWith(cache, Runner.run(template.map(seeds)))
+      assert.strictEqual(m.calls(), 6, "past the TTL: called again")
+      yield* runWith(cache, Runner.run(template.map(seeds)))
+      assert.strictEqual(m.calls(), 6, "and stored anew")
+    }))
+
+  it.effect("off by default: without cache on the task or the run nothing is stored; --cache off turns it off", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      const plain = counter()
+      const t1 = Pipeline.make("plain", plain.task({}))
+      yield* runWith(cache, Runner.run(t1.map([{ q: "a" }])))
+      yield* runWith(cache, Runner.run(t1.map([{ q: "a" }])))
+      assert.strictEqual(plain.calls(), 2)
+      assert.strictEqual(yield* cache.size, 0)
+      const declared = counter()
+      const t2 = Pipeline.make("declared", declared.task({ cache: true }))
+      yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])), [], "off")
+      yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])), [], "off")
+      assert.strictEqual(declared.calls(), 2)
+      yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])))
+      yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])))
+      assert.strictEqual(declared.calls(), 3)
+    }))
+
+  it.effect("a cache hit takes no lease: the pool's lease count does not move", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      let calls = 0
+      const leased = Task.make("leased", { cache: true, resource: "gpu" }, (n: number, ctx) =>
+        Effect.scoped(Effect.gen(function*() {
+          yield* ctx.acquire()
+          calls++
+          return n * 2
+        })))
+      const gpu = Pool.make("gpu", [Resource.make("gpu", { id: "g0", capacity: 1 })])
+      const count = (runs: number) =>
+        runWith(
+          cache,
+          Effect.gen(function*() {
+            for (let i = 0; i < runs; i++) yield* Runner.run(Pipeline.make("lease", leased).map([1, 2, 3]), { retrySucceeded: true })
+            const pools = yield* Pool.Pools
+            return (yield* pools.stats("gpu")).leasesTotal
+          }),
+          [gpu]
+        )
+      assert.strictEqual(yield* count(1), 3)
+      assert.strictEqual(yield* count(2), 0, "both runs served from the cache, no lease taken")
+      assert.strictEqual(calls, 3)
+    }))
+
+  it.effect("a rewound task called again with the same input in a new visit is not served the old visit's answer", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      const m = counter()
+      const generate = m.task({ cache: true })
+      const seen: Array<string> = []
+      const validate = Task.make("validate", (draft: { readonly q: string; readonly answer: string }, ctx) =>
+        Effect.sync(() => {
+          seen.push(draft.answer)
+          return ctx.visit === 0 ? Handoff.rewind("model", { q: draft.q }, { reason: "again" }) : draft
+        }))
+      const template = Pipeline.make("loop", generate, validate, {
+        control: { rewind: { validate: ["model"] }, maxHandoffs: 2 }
+      })
+      yield* runWith(cache, Runner.run(template.map([{ q: "x" }])))
+      assert.strictEqual(m.calls(), 2, "the second visit called the model again")
+      assert.strictEqual(seen.length, 2)
+      assert.notStrictEqual(seen[0], seen[1])
+      // the whole traversal again (new store): each visit is served its own answer
+      yield* runWith(cache, Runner.run(template.map([{ q: "x" }])))
+      assert.strictEqual(m.calls(), 2)
+      assert.deepStrictEqual(seen.slice(2), seen.slice(0, 2))
+    }))
+})

@@ -21,10 +21,15 @@
  *   attempt's scope even after a later attempt of its parent began; joining a fiber never
  *   changes its parent's cell.
  *
- * `AttemptScope` implements Effect's `Scope` protocol (`addFinalizer`, `fork`: the methods
- * `Scope.addFinalizer`, `Scope.fork`, `Effect.acquireRelease` and `Effect.forkScoped` call on
- * the context's Scope) by delegating to a real Scope through the public functions; the tests
- * of test/services/Runner.attemptScope.test.ts pin that behaviour to the Effect version used.
+ * `AttemptScope` implements Effect's `Scope` protocol as Effect 3.22 calls it on the context's
+ * Scope: the methods `addFinalizer` and `fork` (`Scope.addFinalizer`, `Effect.acquireRelease`,
+ * `Scope.fork`), delegated to the attempt's real Scope through the public functions, and the
+ * `state` field that `Effect.forkIn` (hence `Effect.forkScoped`) reads and changes directly,
+ * the real Scope's own, found through the fiber running at that moment. This relies on
+ * Effect's internals: test/services/internal/runner/attemptScope.test.ts checks each of these
+ * uses (finalizers with the attempt's exit on success, failure and interruption, a scoped fork
+ * interrupted at the attempt's end, a fiber forked into an attempt that outlives it), so an
+ * Effect upgrade that changes the protocol fails there first.
  *
  * @internal
  */
@@ -42,6 +47,8 @@ import { pipeArguments } from "effect/Pipeable"
  */
 export class AttemptGenerator {
   #random: Random.Random | undefined = undefined
+  /** The attempt's only finalizer so far, held without a Scope (most attempts add one or none). */
+  #held: Scope.Scope.Finalizer | undefined = undefined
   #scope: Scope.CloseableScope | undefined = undefined
   #closed: Exit.Exit<unknown, unknown> | undefined = undefined
   readonly #seed: () => number
@@ -51,30 +58,53 @@ export class AttemptGenerator {
   get random(): Random.Random {
     return this.#random ??= Random.make(this.#seed())
   }
-  /** The attempt's scope, made now if it has none yet (closed at once if the attempt ended). */
+  /**
+   * Adds a finalizer, run with the attempt's exit when it ends (last added first); after the
+   * attempt ended, runs it at once with that exit, as a closed Scope would.
+   */
+  addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
+    if (this.#closed !== undefined) return finalizer(this.#closed)
+    if (this.#scope !== undefined) return Scope.addFinalizerExit(this.#scope, finalizer)
+    if (this.#held === undefined) {
+      this.#held = finalizer
+      return Effect.void
+    }
+    return Effect.flatMap(this.scope, (scope) => Scope.addFinalizerExit(scope, finalizer))
+  }
+  /**
+   * The attempt's Scope, made now if it has none yet, holding the finalizer held so far (closed
+   * at once if the attempt ended).
+   */
   get scope(): Effect.Effect<Scope.CloseableScope> {
     const scope = this.#scope
     if (scope !== undefined) return Effect.succeed(scope)
     return Effect.flatMap(Scope.make(), (made) => {
       // (a fiber of the attempt may have made one meanwhile: the first one wins)
-      const kept = this.#scope ??= made
+      if (this.#scope !== undefined) return Effect.succeed(this.#scope)
+      this.#scope = made
+      const held = this.#held
+      this.#held = undefined
+      const filled = held === undefined ? Effect.void : Scope.addFinalizerExit(made, held)
       // asked after the attempt ended (a fiber it forked): the scope is closed already, so a
       // finalizer added to it runs at once, as with a closed Scope
-      return this.#closed === undefined ? Effect.succeed(kept) : Effect.as(Scope.close(kept, this.#closed), kept)
+      return Effect.as(this.#closed === undefined ? filled : Effect.zipRight(filled, Scope.close(made, this.#closed)), made)
     })
   }
   /**
    * The attempt's scope, now (see {@link AttemptScope.state}; rare: a fiber forked into the
-   * attempt's scope before anything else used it).
+   * attempt's scope before a second finalizer was added).
    */
   scopeNow(): Scope.CloseableScope {
     return this.#scope ?? Effect.runSync(this.scope)
   }
-  /** Ends the attempt: closes its scope, if it was made, with `exit`. */
+  /** Ends the attempt: runs its finalizers (its scope's, or the one held) with `exit`. */
   close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
     if (this.#closed !== undefined) return Effect.void
     this.#closed = exit
-    return this.#scope === undefined ? Effect.void : Scope.close(this.#scope, exit)
+    if (this.#scope !== undefined) return Scope.close(this.#scope, exit)
+    const held = this.#held
+    this.#held = undefined
+    return held === undefined ? Effect.void : held(exit)
   }
 }
 
@@ -162,9 +192,12 @@ export class AttemptScope implements Scope.Scope {
         ? Effect.succeed(outside)
         : Effect.dieMessage("a Scope was asked for outside an attempt, where the run provides none"))
   }
-  /** Effect's Scope protocol: adds a finalizer to the target scope. */
+  /** Effect's Scope protocol: adds a finalizer to the attempt's (or the outside) scope. */
   addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
-    return Effect.flatMap(this.#target, (scope) => Scope.addFinalizerExit(scope, finalizer))
+    return FiberRef.getWith(currentAttempt, (cell) =>
+      cell.current !== undefined
+        ? cell.current.addFinalizer(finalizer)
+        : Effect.flatMap(this.#target, (scope) => Scope.addFinalizerExit(scope, finalizer)))
   }
   /**
    * Effect's Scope protocol: the state of the target scope, which `Effect.forkIn` (hence

@@ -8,9 +8,10 @@
  * attempt in bench/runner.ts, a third of what a leased attempt costs. Here the run's fibers
  * carry, once per run ({@link withAttemptServices}):
  * - one {@link AttemptScope} as the context's `Scope`: it adds finalizers to (and forks) the
- *   scope of the attempt the calling fiber runs, made the first time the attempt asks for it
- *   (an attempt that never touches its Scope allocates none), or the Scope it replaced outside
- *   attempts;
+ *   scope of the attempt the calling fiber runs, or the Scope it replaced outside attempts. An
+ *   attempt that never touches its Scope allocates none; its first finalizer (a lease's
+ *   release, usually the only one) is held as it is and run at the attempt's end; a real
+ *   Scope is made only for a second finalizer, a child scope or a scoped fork;
  * - one {@link AttemptRandom} as the default `Random`: it draws from the generator of the
  *   calling fiber's attempt, built from the attempt's seed the first time the attempt draws,
  *   or from the Random it replaced outside attempts;

@@ -46,7 +46,7 @@ import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from
 import * as Client from "./client.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
-import { anonymous, clientNone, defaultMaxServerDelayMs, STICKY_MAX } from "./state.js"
+import { anonymous, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
 import * as Stats from "./stats.js"
 import { emptyWaits, recordWait } from "./stats.js"
 import * as Waiters from "./waiters.js"
@@ -168,7 +168,7 @@ export class Core implements Client.ClientEnv {
         leakedTotal: 0,
         waits: emptyWaits(),
         usage: {},
-        sticky: new Map(),
+        sticky: new StickyMemory(),
         handle: undefined,
         observers: []
       }
@@ -803,12 +803,8 @@ export class Core implements Client.ClientEnv {
     res.leases.add(id)
     pool.leasesTotal++
     if (holder.pipelineId !== "") {
-      // Most recently used last; the oldest entry goes once the map is full, so that an
-      // endless run does not keep one entry per pipeline it ever saw.
-      const sticky = pool.sticky
-      sticky.delete(holder.pipelineId)
-      sticky.set(holder.pipelineId, res.resource.id)
-      if (sticky.size > STICKY_MAX) sticky.delete(sticky.keys().next().value!)
+      // bounded: an endless run does not keep one entry per pipeline it ever saw
+      pool.sticky.set(holder.pipelineId, res.resource.id)
     }
     if (holder.owner !== undefined) {
       let set = this.owners.get(holder.owner)

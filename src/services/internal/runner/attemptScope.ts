@@ -1,28 +1,57 @@
 /**
  * What an Effect task's attempt runs in: its own `Scope` and Effect's `Random` seeded with the
- * attempt's seed, provided with one context change per attempt (issue 19 §5).
+ * attempt's seed, without changing the fiber's context per attempt (issue 19 §5).
  *
- * `Effect.withRandom` changes the fiber's default services, a second context change per
- * attempt on top of the Scope's, and the seeded generator (a SHA-256 digest and a PCG) was built
- * for every attempt whether the task drew a number or not. Here the run's fibers carry one
- * {@link AttemptRandom} (installed once, {@link withAttemptRandom}): a `Random` that draws from
- * the generator of the attempt found in the fiber's context ({@link CurrentAttempt}, added
- * beside the Scope), built from the attempt's seed the first time the attempt draws, and from
- * the Random it replaced outside attempts. A fiber forked inside an attempt inherits that
- * context, so it draws from its attempt's generator as before, even after a later attempt began.
+ * Providing a `Scope` (and the attempt's generator) in the fiber's context for every attempt
+ * costs two copies of the fiber's `FiberRefs` and of its `Context`, the release machinery of
+ * `Effect.locally`, and a `Scope` whether the task uses one or not: about 15 µs of CPU per
+ * attempt in bench/runner.ts, a third of what a leased attempt costs. Here the run's fibers
+ * carry, once per run ({@link withAttemptServices}):
+ * - one {@link AttemptScope} as the context's `Scope`: it adds finalizers to (and forks) the
+ *   scope of the attempt the calling fiber runs, or the Scope it replaced outside attempts. An
+ *   attempt that never touches its Scope allocates none; its first finalizer (a lease's
+ *   release, usually the only one) is held as it is and run at the attempt's end; a real
+ *   Scope is made only for a second finalizer, a child scope or a scoped fork;
+ * - one {@link AttemptRandom} as the default `Random`: it draws from the generator of the
+ *   calling fiber's attempt, built from the attempt's seed the first time the attempt draws,
+ *   or from the Random it replaced outside attempts;
+ * - a fiber-local {@link AttemptCell} ({@link currentAttempt}) naming the fiber's running
+ *   attempt, set and restored by {@link attemptScoped} (a field write, no context change).
+ *   A fiber forked inside an attempt gets a cell of its own naming that same attempt (the
+ *   FiberRef's `fork`), so it draws from its attempt's generator and adds finalizers to its
+ *   attempt's scope even after a later attempt of its parent began; joining a fiber never
+ *   changes its parent's cell.
+ *
+ * `AttemptScope` implements Effect's `Scope` protocol as Effect 3.22 calls it on the context's
+ * Scope: the methods `addFinalizer` and `fork` (`Scope.addFinalizer`, `Effect.acquireRelease`,
+ * `Scope.fork`), delegated to the attempt's real Scope through the public functions, and the
+ * `state` field that `Effect.forkIn` (hence `Effect.forkScoped`) reads and changes directly,
+ * the real Scope's own, found through the fiber running at that moment. This relies on
+ * Effect's internals: test/services/internal/runner/attemptScope.test.ts checks each of these
+ * uses (finalizers with the attempt's exit on success, failure and interruption, a scoped fork
+ * interrupted at the attempt's end, a fiber forked into an attempt that outlives it), so an
+ * Effect upgrade that changes the protocol fails there first.
  *
  * @internal
  */
-import { Context, Effect, Random, Scope } from "effect"
+import { Context, Effect, type Exit, Fiber, FiberRef, Random, Scope } from "effect"
 import type * as Chunk from "effect/Chunk"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import { globalValue } from "effect/GlobalValue"
+import { pipeArguments } from "effect/Pipeable"
 
 /**
- * The generator of one attempt, built on first use from its seed (`seed` is called once).
+ * One attempt's services, each made on first use: its generator (from its seed; `seed` is
+ * called once) and its scope (closed with the attempt's exit by {@link attemptScoped}).
  *
  * @internal
  */
 export class AttemptGenerator {
   #random: Random.Random | undefined = undefined
+  /** The attempt's only finalizer so far, held without a Scope (most attempts add one or none). */
+  #held: Scope.Scope.Finalizer | undefined = undefined
+  #scope: Scope.CloseableScope | undefined = undefined
+  #closed: Exit.Exit<unknown, unknown> | undefined = undefined
   readonly #seed: () => number
   constructor(seed: () => number) {
     this.#seed = seed
@@ -30,18 +59,86 @@ export class AttemptGenerator {
   get random(): Random.Random {
     return this.#random ??= Random.make(this.#seed())
   }
+  /**
+   * Adds a finalizer, run with the attempt's exit when it ends (last added first); after the
+   * attempt ended, runs it at once with that exit, as a closed Scope would.
+   */
+  addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
+    if (this.#closed !== undefined) return finalizer(this.#closed)
+    if (this.#scope !== undefined) return Scope.addFinalizerExit(this.#scope, finalizer)
+    if (this.#held === undefined) {
+      this.#held = finalizer
+      return Effect.void
+    }
+    return Effect.flatMap(this.scope, (scope) => Scope.addFinalizerExit(scope, finalizer))
+  }
+  /**
+   * The attempt's Scope, made now if it has none yet, holding the finalizer held so far (closed
+   * at once if the attempt ended).
+   */
+  get scope(): Effect.Effect<Scope.CloseableScope> {
+    const scope = this.#scope
+    if (scope !== undefined) return Effect.succeed(scope)
+    return Effect.flatMap(Scope.make(), (made) => {
+      // (a fiber of the attempt may have made one meanwhile: the first one wins)
+      if (this.#scope !== undefined) return Effect.succeed(this.#scope)
+      this.#scope = made
+      const held = this.#held
+      this.#held = undefined
+      const filled = held === undefined ? Effect.void : Scope.addFinalizerExit(made, held)
+      // asked after the attempt ended (a fiber it forked): the scope is closed already, so a
+      // finalizer added to it runs at once, as with a closed Scope
+      return Effect.as(this.#closed === undefined ? filled : Effect.zipRight(filled, Scope.close(made, this.#closed)), made)
+    })
+  }
+  /**
+   * The attempt's scope, now (see {@link AttemptScope.state}; rare: a fiber forked into the
+   * attempt's scope before a second finalizer was added).
+   */
+  scopeNow(): Scope.CloseableScope {
+    return this.#scope ?? Effect.runSync(this.scope)
+  }
+  /** Ends the attempt: runs its finalizers (its scope's, or the one held) with `exit`. */
+  close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
+    if (this.#closed !== undefined) return Effect.void
+    this.#closed = exit
+    if (this.#scope !== undefined) return Scope.close(this.#scope, exit)
+    const held = this.#held
+    this.#held = undefined
+    return held === undefined ? Effect.void : held(exit)
+  }
 }
 
 /**
- * The running attempt's generator, in an Effect task attempt's context.
+ * The attempt a fiber runs (`undefined` outside attempts): mutable, one per fiber.
  *
  * @internal
  */
-export class CurrentAttempt extends Context.Tag("assay/internal/CurrentAttempt")<CurrentAttempt, AttemptGenerator>() {}
+export class AttemptCell {
+  constructor(public current: AttemptGenerator | undefined) {}
+}
+
+/** The cell of fibers outside any run (never written: {@link attemptScoped} checks). */
+const rootCell = new AttemptCell(undefined)
 
 /**
- * A `Random` that draws from the generator of the attempt in the calling fiber's context, or
- * from `outside` when the fiber runs no attempt.
+ * The calling fiber's {@link AttemptCell}. A forked fiber gets a new cell naming its parent's
+ * attempt at the fork; a join keeps the parent's cell.
+ *
+ * @internal
+ */
+export const currentAttempt: FiberRef.FiberRef<AttemptCell> = globalValue(
+  Symbol.for("assay/internal/runner/currentAttempt"),
+  () =>
+    FiberRef.unsafeMake(rootCell, {
+      fork: (parent) => new AttemptCell(parent.current),
+      join: (parent) => parent
+    })
+)
+
+/**
+ * A `Random` that draws from the generator of the attempt the calling fiber runs, or from
+ * `outside` when it runs none.
  *
  * @internal
  */
@@ -52,10 +149,7 @@ export class AttemptRandom implements Random.Random {
     this.#outside = outside
   }
   #with<A>(f: (random: Random.Random) => Effect.Effect<A>): Effect.Effect<A> {
-    return Effect.contextWithEffect((context: Context.Context<never>) => {
-      const attempt = Context.getOption(context as Context.Context<CurrentAttempt>, CurrentAttempt)
-      return f(attempt._tag === "Some" ? attempt.value.random : this.#outside)
-    })
+    return FiberRef.getWith(currentAttempt, (cell) => f(cell.current === undefined ? this.#outside : cell.current.random))
   }
   get next(): Effect.Effect<number> {
     return this.#with((r) => r.next)
@@ -78,18 +172,81 @@ export class AttemptRandom implements Random.Random {
 }
 
 /**
- * Runs `self` with an {@link AttemptRandom} as the default `Random` (over the current one),
- * unless one is there already. The runner wraps the fiber that forks the pipelines' fibers.
+ * A `Scope` that stands for the scope of the attempt the calling fiber runs (made on first
+ * use), or for `outside` when it runs none. Finalizers added through it outside attempts with
+ * no `outside` scope are a bug of the runner (a defect).
  *
  * @internal
  */
-export const withAttemptRandom = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.randomWith((random) => random instanceof AttemptRandom ? self : Effect.withRandom(self, new AttemptRandom(random)))
+export class AttemptScope implements Scope.Scope {
+  readonly [Scope.ScopeTypeId]: Scope.ScopeTypeId = Scope.ScopeTypeId
+  readonly strategy: ExecutionStrategy.ExecutionStrategy
+  readonly #target: Effect.Effect<Scope.Scope>
+  readonly #outside: Scope.Scope | undefined
+  constructor(outside: Scope.Scope | undefined, strategy: ExecutionStrategy.ExecutionStrategy) {
+    this.strategy = strategy
+    this.#outside = outside
+    this.#target = FiberRef.getWith(currentAttempt, (cell) =>
+      cell.current !== undefined
+        ? cell.current.scope
+        : outside !== undefined
+        ? Effect.succeed(outside)
+        : Effect.dieMessage("a Scope was asked for outside an attempt, where the run provides none"))
+  }
+  /** Effect's Scope protocol: adds a finalizer to the attempt's (or the outside) scope. */
+  addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
+    return FiberRef.getWith(currentAttempt, (cell) =>
+      cell.current !== undefined
+        ? cell.current.addFinalizer(finalizer)
+        : Effect.flatMap(this.#target, (scope) => Scope.addFinalizerExit(scope, finalizer)))
+  }
+  /**
+   * Effect's Scope protocol: the state of the target scope, which `Effect.forkIn` (hence
+   * `Effect.forkScoped`) reads and changes directly, in the fiber that forks or, when the
+   * forked fiber ends, in that fiber (both name the same attempt).
+   */
+  get state(): unknown {
+    const fiber = Fiber.getCurrentFiber()
+    const cell = fiber._tag === "Some" ? fiber.value.getFiberRef(currentAttempt) : rootCell
+    const target = cell.current !== undefined ? cell.current.scopeNow() : this.#outside
+    if (target === undefined) throw new Error("assay: a Scope was asked for outside an attempt, where the run provides none")
+    return (target as unknown as { readonly state: unknown }).state
+  }
+  /** Effect's Scope protocol: a child scope of the target scope. */
+  fork(strategy: ExecutionStrategy.ExecutionStrategy): Effect.Effect<Scope.CloseableScope> {
+    return Effect.flatMap(this.#target, (scope) => Scope.fork(scope, strategy))
+  }
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+}
 
 /**
- * Runs an Effect task's body in a new Scope (closed with the body's exit, whatever it is) with
- * `generator` as its attempt's Random: one context change when the fiber already carries an
- * {@link AttemptRandom}, two otherwise.
+ * Runs `self` (the fiber that forks a run's pipeline fibers) with the attempt services: an
+ * {@link AttemptRandom} as the default `Random`, an {@link AttemptScope} as the context's
+ * `Scope` and a cell of its own ({@link currentAttempt}), each unless already there.
+ *
+ * @internal
+ */
+export const withAttemptServices = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime<A, E, R>((fiber) => {
+    let out = self
+    const context = fiber.currentContext
+    const scope = Context.getOption(context as Context.Context<Scope.Scope>, Scope.Scope)
+    if (!(scope._tag === "Some" && scope.value instanceof AttemptScope)) {
+      const outside = scope._tag === "Some" ? scope.value : undefined
+      out = Effect.provideService(out, Scope.Scope, new AttemptScope(outside, outside?.strategy ?? ExecutionStrategy.sequential))
+    }
+    if (fiber.getFiberRef(currentAttempt) === rootCell) out = Effect.locally(out, currentAttempt, new AttemptCell(undefined))
+    const random = Context.get(fiber.currentDefaultServices, Random.Random)
+    return random instanceof AttemptRandom ? out : Effect.withRandom(out, new AttemptRandom(random))
+  })
+
+/**
+ * Runs an Effect task's body as the attempt `generator`: its Scope and Random (see the module
+ * docs), its scope closed with the body's exit whatever it is. Inside a run's pipeline fibers
+ * ({@link withAttemptServices}) this changes no context; elsewhere it installs the services
+ * first.
  *
  * @internal
  */
@@ -97,15 +254,27 @@ export const attemptScoped = <A, E, R>(
   body: Effect.Effect<A, E, R>,
   generator: AttemptGenerator
 ): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
-  Effect.randomWith((random) => {
-    const scoped = Effect.flatMap(Scope.make(), (scope) =>
-      Effect.onExit(
-        Effect.mapInputContext(
-          body,
-          (context: Context.Context<Exclude<R, Scope.Scope>>) =>
-            Context.add(Context.add(context, Scope.Scope, scope), CurrentAttempt, generator) as unknown as Context.Context<R>
-        ),
-        (exit) => Scope.close(scope, exit)
-      ))
-    return random instanceof AttemptRandom ? scoped : Effect.withRandom(scoped, new AttemptRandom(random))
+  Effect.withFiberRuntime<A, E, Exclude<R, Scope.Scope>>((fiber) => {
+    const cell = fiber.getFiberRef(currentAttempt)
+    const scope = Context.getOption(fiber.currentContext as Context.Context<Scope.Scope>, Scope.Scope)
+    if (
+      cell === rootCell || !(scope._tag === "Some" && scope.value instanceof AttemptScope) ||
+      !(Context.get(fiber.currentDefaultServices, Random.Random) instanceof AttemptRandom)
+    ) {
+      return withAttemptServices(attemptScoped(body, generator)) as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
+    }
+    let previous: AttemptGenerator | undefined = undefined
+    let entered = false
+    return Effect.onExit(
+      Effect.suspend(() => {
+        previous = cell.current
+        cell.current = generator
+        entered = true
+        return body as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
+      }),
+      (exit) => {
+        if (entered) cell.current = previous
+        return generator.close(exit)
+      }
+    )
   })

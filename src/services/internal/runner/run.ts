@@ -52,7 +52,7 @@ import type { StoreService } from "../../Store.js"
 import { checkId } from "../../../domain/Suite.js"
 import { memberMetricName } from "../suite/metric.js"
 import * as Admit from "./admit.js"
-import { withAttemptRandom } from "./attemptScope.js"
+import { withAttemptServices } from "./attemptScope.js"
 import * as Controlled from "./controlled.js"
 import type { AttemptShared, MemberFacts } from "./attemptContext.js"
 import { aliased } from "../pool/aliased.js"
@@ -601,9 +601,9 @@ const runLoop = <S extends AnySpec, SE, SR>(
     })
 
     // ---- drive ------------------------------------------------------------------------------
-    // the pipelines' fibers (forked by the feeder) draw Effect tasks' Random from their
-    // attempt's seeded generator through one AttemptRandom (see `attemptScope.ts`)
-    const feederFiber = yield* Effect.fork(withAttemptRandom(feeder))
+    // the pipelines' fibers (forked by the feeder) give Effect tasks their attempt's Scope and
+    // seeded Random through one AttemptScope and one AttemptRandom (see `attemptScope.ts`)
+    const feederFiber = yield* Effect.fork(withAttemptServices(feeder))
     const completion = Effect.zipRight(Fiber.join(feederFiber), FiberSet.awaitEmpty(fibers))
     const finished = yield* Effect.raceFirst(
       Effect.as(completion, "done" as const),

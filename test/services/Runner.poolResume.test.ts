@@ -11,6 +11,7 @@ import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as AcquireAlgorithm from "../../src/services/AcquireAlgorithm.js"
 import * as Pool from "../../src/services/Pool.js"
+import * as Report from "../../src/services/Report.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import * as Chat from "../../src/tasks/Chat.js"
@@ -104,6 +105,9 @@ describe("pool state across a resume (issue 18 §4)", () => {
       // key-b served from the resume on, every second until key-a came back
       assert.strictEqual(Math.min(...toB.map((c) => c.at)), 10_000)
       assert.isAtLeast(toB.filter((c) => c.at < 60_000).length, 45)
+      // `report` says what the resume restored
+      const text = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
+      assert.match(text, /llm\/key-a \(llm\): ready; .*; restored at resume: throttle, probing/)
       // the restore is on the event log
       const restored = yield* store.events({ kind: "resource.restored" })
       assert.isTrue(restored.some((e) => (e.data as { resourceId?: string }).resourceId === "key-a"))
@@ -164,6 +168,11 @@ describe("pool state across a resume (issue 18 §4)", () => {
       }).pipe(Effect.provide(proc(store, twoKeys({ a: { baseUrl: "https://a2.example/v1" } }))))
       // key-a (now another endpoint) is used at once
       assert.isTrue(calls.slice(before).some((c) => c.key === "key-a" && c.at === 10_000))
+      assert.include(
+        Report.renderText(yield* Report.buildReport([{ source: "mem", store }])),
+        "llm/key-a (llm): ready; attempts"
+      )
+      assert.include(Report.renderText(yield* Report.buildReport([{ source: "mem", store }])), "saved state not applied (identity_changed)")
       const ignored = yield* store.events({ kind: "resource.restore_ignored" })
       assert.deepStrictEqual(
         ignored.map((e) => [(e.data as { resourceId: string }).resourceId, (e.data as { reason: string }).reason]),

@@ -312,6 +312,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
     // (one batch, not one write per event); the heartbeat writes the rest (learned limits,
     // usage) every `heartbeat`.
     let poolsDirty = false
+    // what the resume restored per resource (`pool\u0000id`), written with the health for `report`
+    const restoredOf = new Map<string, { readonly applied: ReadonlyArray<string> } | { readonly ignored: string }>()
     // Pool events go to the event log.
     yield* pools.listen((event) => {
       if (PERSIST_SOON.has(event.kind)) poolsDirty = true
@@ -336,6 +338,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
           const saved = typeof h === "object" && h !== null && !Array.isArray(h) ? (h as Record<string, unknown>)["resume"] : h
           if (saved === undefined || saved === null) continue
           const outcome = yield* pools.restoreState(r.pool, r.resourceId, saved)
+          restoredOf.set(
+            `${r.pool}\u0000${r.resourceId}`,
+            outcome._tag === "Restored" ? { applied: outcome.applied } : { ignored: outcome.reason }
+          )
           if (outcome._tag === "Ignored") {
             yield* Effect.logWarning(
               `pool "${r.pool}", resource "${r.resourceId}": saved state not applied (${outcome.reason}): ${outcome.message}`
@@ -390,7 +396,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
               poolWaitMsP95: stats.waitMsP95,
               poolWaiting: stats.waiting,
               runId,
-              resume: saved.get(snap.id) ?? null
+              resume: saved.get(snap.id) ?? null,
+              restored: restoredOf.get(`${name}\u0000${snap.id}`) ?? null
             },
             updatedAt: now
           })

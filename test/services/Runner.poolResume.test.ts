@@ -2,13 +2,18 @@
  * Issue 18 §4: pool state that survives a resume. Each "process" below is a fresh pools service
  * (nothing in memory carried over) over one shared store, as `assay resume` after a crash.
  */
+import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import { RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as AcquireAlgorithm from "../../src/services/AcquireAlgorithm.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Report from "../../src/services/Report.js"
@@ -62,7 +67,7 @@ const resumeOf = (health: unknown): Record<string, unknown> =>
   (health as Record<string, unknown>)["resume"] as Record<string, unknown>
 
 describe("pool state across a resume (issue 18 §4)", () => {
-  it.effect("a key throttled for 60 s, run interrupted and resumed 10 s later: nothing reaches it before second 60; the other key keeps working", () =>
+  it.effect.each(["memory", "sqlite"] as const)("%s: a key throttled for 60 s, run interrupted and resumed 10 s later: nothing reaches it before second 60; the other key keeps working", (kind) =>
     Effect.gen(function*() {
       const store = yield* Store
       const calls: Array<Call> = []
@@ -111,7 +116,14 @@ describe("pool state across a resume (issue 18 §4)", () => {
       // the restore is on the event log
       const restored = yield* store.events({ kind: "resource.restored" })
       assert.isTrue(restored.some((e) => (e.data as { resourceId?: string }).resourceId === "key-a"))
-    }).pipe(Effect.provide(MemoryStore.layer())))
+    }).pipe(Effect.provide(
+      kind === "memory"
+        ? MemoryStore.layer()
+        : Layer.provide(
+          SqliteStore.layer({ filename: nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-pool-resume-")), "s.db") }),
+          NodeContext.layer
+        )
+    )))
 
   it.effect("a throttle window that ended while the process was down is over", () =>
     Effect.gen(function*() {

@@ -182,6 +182,20 @@ export interface AcquireAlgorithm {
    * `report` and the dashboard), or `undefined` when it has none.
    */
   readonly describe?: ((service: object, pool: string, resourceId: string, now: number) => Json | undefined) | undefined
+  /**
+   * Optional: the learned state of one resource worth carrying across a resume, as strict
+   * JSON (the runner stores it with the resource's health, see `docs/pools.md`, "Across a
+   * resume"), or `undefined` when there is none yet.
+   */
+  readonly save?: ((service: object, pool: string, resourceId: string) => Json | undefined) | undefined
+  /**
+   * Optional: takes back what {@link AcquireAlgorithm.save} wrote, for a resource of `capacity`
+   * at `now` (epoch ms). Returns whether it was applied (`false`: not a state this algorithm
+   * understands; nothing changed). Must not throw.
+   */
+  readonly restore?:
+    | ((service: object, pool: string, resourceId: string, capacity: number, state: unknown, now: number) => boolean)
+    | undefined
 }
 
 /**
@@ -640,6 +654,20 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
     describe: (service, pool, resourceId, now) => {
       const s = services.get(service)?.get(`${pool}\u0000${resourceId}`)
       return s === undefined ? undefined : Aimd.describe(s, p, now)
+    },
+    save: (service, pool, resourceId) => {
+      const s = services.get(service)?.get(`${pool}\u0000${resourceId}`)
+      return s === undefined ? undefined : Aimd.save(s)
+    },
+    restore: (service, pool, resourceId, capacity, state, now) => {
+      const s = Aimd.restore(state, p, capacity, now)
+      if (s === undefined) return false
+      let m = services.get(service)
+      if (m === undefined) services.set(service, m = new Map())
+      // a state learned in this process already is newer than any saved one: kept
+      const key = `${pool}\u0000${resourceId}`
+      if (!m.has(key)) m.set(key, s)
+      return true
     },
     acquire: (ops) =>
       Effect.gen(function*() {

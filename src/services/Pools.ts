@@ -332,7 +332,54 @@ export interface PoolsService {
   readonly events: (filter?: EventFilter) => Effect.Effect<Queue.Dequeue<ResourceEvent>, never, Scope.Scope>
   /** Registers a callback for every event, for the enclosing scope (no event is dropped). */
   readonly listen: (callback: EventCallback) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * The state of each resource of a pool worth carrying across a resume (throttle window,
+   * probing, cooldown, open breaker, usage, the algorithms' learned state; times in epoch ms),
+   * keyed by resource id, as strict JSON tagged with the resource's identity (its kind and
+   * options without secrets). Revoked resources are left out. See `docs/pools.md`, "Across a
+   * resume".
+   */
+  readonly saveState: (pool: string) => Effect.Effect<ReadonlyArray<SavedResourceState>, PoolNotFound>
+  /**
+   * Applies a state {@link PoolsService.saveState} wrote (read back from a store: any value is
+   * accepted and checked) to the resource `resourceId` of `pool`: a throttle window, cooldown
+   * or open breaker still running at the clock's now keeps the resource out of rotation until
+   * it ends (one that ended is over), usage counters are added, and each algorithm of the pool
+   * that can `restore` takes its learned state back. Emits `resource.restored`, or
+   * `resource.restore_ignored` with the reason when nothing was applied (a value that is not
+   * a version-1 state, another identity, an unknown resource). Never fails for a bad value.
+   */
+  readonly restoreState: (pool: string, resourceId: string, state: unknown) => Effect.Effect<RestoreOutcome, PoolNotFound>
 }
+
+/**
+ * One resource's saved state (see {@link PoolsService.saveState}): its id and the value to
+ * store (strict JSON, version 1).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface SavedResourceState {
+  readonly resourceId: string
+  readonly state: Json
+}
+
+/**
+ * The outcome of {@link PoolsService.restoreState}: `Restored` with what was applied
+ * (`throttle`, `probing`, `cooldown`, `breaker`, `usage`, `algorithm:<name>`; empty when the
+ * saved state held nothing still in force), or `Ignored` with a reason (`invalid`,
+ * `identity_changed`, `unknown_resource`) and a message.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type RestoreOutcome =
+  | { readonly _tag: "Restored"; readonly applied: ReadonlyArray<string> }
+  | {
+    readonly _tag: "Ignored"
+    readonly reason: "invalid" | "identity_changed" | "unknown_resource"
+    readonly message: string
+  }
 
 /**
  * The pools of a run, as a service.

@@ -427,3 +427,56 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
     latencyBaseMs: s.latencyBaseMs === undefined ? null : round(s.latencyBaseMs, 1)
   }
 }
+
+/**
+ * What of the learned state is carried across a resume (see `docs/pools.md`, "Across a
+ * resume"): the rate and window with their thresholds, the phase, the knee, the decreases
+ * and the latency baseline. Counters of the epoch and the pacing bucket are not: they start
+ * afresh. Infinite values are written as `null` (strict JSON).
+ *
+ * @internal
+ */
+export const save = (s: AimdState): Json => ({
+  v: 1,
+  phase: s.phase,
+  rate: s.rate,
+  limit: s.limit,
+  limitThresh: Number.isFinite(s.limitThresh) ? s.limitThresh : null,
+  knee: s.knee ?? null,
+  decreases: s.decreases,
+  lastDecreaseAt: Number.isFinite(s.lastDecreaseAt) ? s.lastDecreaseAt : null,
+  lastDecreaseReason: s.lastDecreaseReason ?? null,
+  latencyBaseMs: s.latencyBaseMs ?? null,
+  tokensPerRequest: s.tokensPerRequest ?? null
+})
+
+const finiteOr = <A>(u: unknown, otherwise: A): number | A => (typeof u === "number" && Number.isFinite(u) ? u : otherwise)
+
+/**
+ * A state from what {@link save} wrote, on a resource of `capacity` at `now`: the learned rate
+ * clamped to `[minRate, maxRate]`, the window to `[1, capacity]`, a fresh epoch and pacing
+ * bucket. `undefined` when the value is not a version-1 saved state (nothing is applied).
+ *
+ * @internal
+ */
+export const restore = (u: unknown, p: AimdParams, capacity: number, now: number): AimdState | undefined => {
+  if (typeof u !== "object" || u === null || Array.isArray(u)) return undefined
+  const o = u as Record<string, unknown>
+  const rate = finiteOr(o["rate"], undefined)
+  const limit = finiteOr(o["limit"], undefined)
+  if (o["v"] !== 1 || rate === undefined || limit === undefined || rate <= 0 || limit <= 0) return undefined
+  if (o["phase"] !== "slowStart" && o["phase"] !== "avoidance") return undefined
+  const s = initial(p, capacity, now)
+  s.phase = o["phase"]
+  s.rate = Math.min(p.maxRate, Math.max(p.minRate, rate))
+  s.limit = Math.max(1, Math.min(capacity, limit))
+  s.limitThresh = finiteOr(o["limitThresh"], Number.POSITIVE_INFINITY)
+  s.knee = finiteOr(o["knee"], undefined)
+  s.decreases = Math.max(0, Math.floor(finiteOr(o["decreases"], 0)))
+  s.lastDecreaseAt = finiteOr(o["lastDecreaseAt"], Number.NEGATIVE_INFINITY)
+  const reason = o["lastDecreaseReason"]
+  s.lastDecreaseReason = reason === "rate_limit" || reason === "latency" ? reason : undefined
+  s.latencyBaseMs = finiteOr(o["latencyBaseMs"], undefined)
+  s.tokensPerRequest = finiteOr(o["tokensPerRequest"], undefined)
+  return s
+}

@@ -35,3 +35,18 @@ export const algorithmText = (algorithm: unknown, formatAt: (epochMs: number) =>
   }
   return parts.join("; ")
 }
+
+/**
+ * What a resume restored of a resource, in words, from a stored `health.restored` value:
+ * `restored at resume: throttle, probing, algorithm:adaptive`, `saved state not applied
+ * (identity_changed)`, or `""` when the run was not a resume (or nothing was saved).
+ *
+ * @internal
+ */
+export const restoredText = (restored: unknown): string => {
+  if (!isRecord(restored)) return ""
+  if (typeof restored["ignored"] === "string") return `saved state not applied (${restored["ignored"]})`
+  const applied = restored["applied"]
+  if (!Array.isArray(applied)) return ""
+  return applied.length === 0 ? "restored at resume: nothing still in force" : `restored at resume: ${applied.join(", ")}`
+}

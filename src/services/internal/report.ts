@@ -20,7 +20,7 @@ import { beats, latencyOf } from "./merge.js"
 import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
 import { usageAccumulator } from "./store/shared.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
-import { algorithmText } from "./algorithmState.js"
+import { algorithmText, restoredText } from "./algorithmState.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -572,10 +572,11 @@ export const renderText = (r: ReportData): string => {
         ? `${state}, breaker open until ${breaker}`
         : state
       const learned = algorithmText(h?.["algorithm"])
+      const restored = restoredText(h?.["restored"])
       out.push(
         `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}${
           learned === "" ? "" : `; ${learned}`
-        }`
+        }${restored === "" ? "" : `; ${restored}`}`
       )
     }
   }

@@ -118,6 +118,8 @@ export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, st
         return out as Queue.Dequeue<ResourceEvent>
       })
     },
-    listen: (callback) => pools.listen((event) => mine(event) ? callback(localEvent(event)) : Effect.void)
+    listen: (callback) => pools.listen((event) => mine(event) ? callback(localEvent(event)) : Effect.void),
+    saveState: (pool) => Effect.flatMap(to(pool), (actual) => pools.saveState(actual)),
+    restoreState: (pool, id, state) => Effect.flatMap(to(pool), (actual) => pools.restoreState(actual, id, state))
   }
 }

@@ -14,7 +14,7 @@
  *
  * @internal
  */
-import { Duration, Effect, Exit, Fiber, Option, Scope } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Option, Scope } from "effect"
 import type { Clock } from "effect"
 import * as Breaker from "../../../domain/Breaker.js"
 import {
@@ -42,13 +42,22 @@ import type { ResourceEvent } from "../../../domain/PoolEvent.js"
 import * as Resource from "../../../domain/Resource.js"
 import * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
 import type { PoolConfig } from "../../Pool.js"
-import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../Pools.js"
+import type {
+  Holder,
+  LeakedLease,
+  PoolHandle,
+  PoolsOptions,
+  PoolsService,
+  RestoreOutcome,
+  SavedResourceState
+} from "../../Pools.js"
 import * as Client from "./client.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
 import { anonymous, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
 import * as Stats from "./stats.js"
 import { emptyWaits, recordWait } from "./stats.js"
+import * as Resume from "./resume.js"
 import * as Waiters from "./waiters.js"
 import { WaiterQueue } from "./waiters.js"
 
@@ -1020,6 +1029,130 @@ export class Core implements Client.ClientEnv {
     })
   }
 
+  // --- across a resume ------------------------------------------------------------------------
+
+  /** The algorithms of a pool that can save or restore their state: its own, then the observers. */
+  stateful(pool: PoolState): ReadonlyArray<AcquireAlgorithm.AcquireAlgorithm> {
+    const out: Array<AcquireAlgorithm.AcquireAlgorithm> = []
+    for (const a of [pool.algorithm, ...pool.observers]) {
+      if ((a.save !== undefined || a.restore !== undefined) && !out.includes(a)) out.push(a)
+    }
+    return out
+  }
+
+  /** See `PoolsService.saveState`. */
+  saveState(pool: PoolState): ReadonlyArray<SavedResourceState> {
+    const now = this.now()
+    const algorithms = this.stateful(pool)
+    const out: Array<SavedResourceState> = []
+    for (const res of pool.list) {
+      if (res.health.state === "revoked") continue
+      const saved: Record<string, Json> = {}
+      for (const a of algorithms) {
+        const j = a.save?.(this.token, pool.name, res.resource.id)
+        if (j !== undefined && !(a.name in saved)) saved[a.name] = j
+      }
+      const b = res.breaker
+      const state: Resume.SavedState = {
+        v: 1,
+        identity: Resume.identityOf(res.resource),
+        savedAt: now,
+        throttledUntil: res.throttledUntil > now ? res.throttledUntil : 0,
+        probing: res.probing,
+        cooldownUntil: res.health.state === "degraded" && res.health.cooldownUntil > now ? res.health.cooldownUntil : 0,
+        consecutiveFailures: res.health.consecutiveFailures,
+        breakerOpenUntil: b.state === "open" && b.openUntil > now ? b.openUntil : 0,
+        failedProbes: b.failedProbes,
+        usage: { ...res.usage },
+        algorithms: saved
+      }
+      out.push({ resourceId: res.resource.id, state: state as unknown as Json })
+    }
+    return out
+  }
+
+  /** See `PoolsService.restoreState`. */
+  restoreState(pool: PoolState, id: string, value: unknown): Effect.Effect<RestoreOutcome> {
+    return Effect.suspend(() => {
+      const fx: Effects = { events: undefined, timers: undefined }
+      const res = pool.byId.get(id)
+      const checked = res === undefined
+        ? Either.left({ reason: "unknown_resource" as const, message: `no resource "${id}" in pool "${pool.name}"` })
+        : Resume.check(value, res.resource)
+      if (Either.isLeft(checked) || res === undefined) {
+        const e = Either.isLeft(checked) ? checked.left : { reason: "unknown_resource" as const, message: "" }
+        this.event(fx, pool, "resource.restore_ignored", id, { reason: e.reason, message: e.message })
+        return Effect.as(this.flush(fx), { _tag: "Ignored", reason: e.reason, message: e.message } as RestoreOutcome)
+      }
+      const saved = checked.right
+      const now = this.now()
+      const applied: Array<string> = []
+      if (saved.throttledUntil > now && saved.throttledUntil > res.throttledUntil) {
+        res.throttledUntil = saved.throttledUntil
+        if (saved.throttledUntil > pool.throttledUntilMax) pool.throttledUntilMax = saved.throttledUntil
+        ;(fx.throttles ??= []).push({ pool, until: saved.throttledUntil })
+        applied.push("throttle")
+      }
+      // after a throttle window, one lease at a time until a success (as before the resume)
+      if (saved.probing || applied.includes("throttle")) {
+        res.probing = true
+        applied.push("probing")
+      }
+      if (saved.cooldownUntil > now && res.health.state === "ready") {
+        res.health = { state: "degraded", consecutiveFailures: saved.consecutiveFailures, cooldownUntil: saved.cooldownUntil }
+        const gen = ++res.cooldownGen
+        ;(fx.timers ??= []).push({ pool, res, gen, until: saved.cooldownUntil })
+        applied.push("cooldown")
+      }
+      if (saved.breakerOpenUntil > now && pool.breaker !== undefined && res.breaker.state === "closed") {
+        res.breaker = {
+          ...Breaker.initial,
+          state: "open",
+          openUntil: saved.breakerOpenUntil,
+          opened: now,
+          failedProbes: saved.failedProbes
+        }
+        ;(fx.breakers ??= []).push({ pool, res, opened: now, until: saved.breakerOpenUntil })
+        applied.push("breaker")
+      }
+      let used = false
+      // usage counted in this process already includes what was saved (the same service resumed)
+      const fresh = Object.keys(res.usage).length === 0
+      if (fresh) for (const [k, v] of Object.entries(saved.usage)) {
+        if (!Number.isFinite(v) || v === 0) continue
+        res.usage[k] = (res.usage[k] ?? 0) + v
+        pool.usage[k] = (pool.usage[k] ?? 0) + v
+        used = true
+      }
+      if (used) applied.push("usage")
+      for (const a of this.stateful(pool)) {
+        const j = saved.algorithms[a.name]
+        if (j === undefined || a.restore === undefined) continue
+        let ok = false
+        try {
+          ok = a.restore(this.token, pool.name, id, res.resource.capacity, j, now)
+        } catch {
+          ok = false
+        }
+        if (ok) applied.push(`algorithm:${a.name}`)
+        else {
+          this.event(fx, pool, "resource.restore_ignored", id, {
+            reason: "invalid",
+            message: `the saved state of algorithm "${a.name}" was not understood`
+          })
+        }
+      }
+      this.event(fx, pool, "resource.restored", id, {
+        applied,
+        savedAt: saved.savedAt,
+        throttledUntil: res.throttledUntil > now ? res.throttledUntil : null,
+        cooldownUntil: applied.includes("cooldown") ? saved.cooldownUntil : null,
+        breakerUntil: applied.includes("breaker") ? saved.breakerOpenUntil : null
+      })
+      return Effect.as(this.flush(fx), { _tag: "Restored", applied } as RestoreOutcome)
+    })
+  }
+
   handle(pool: PoolState): PoolHandle {
     const core = this
     return {
@@ -1141,7 +1274,9 @@ export const make = (
       stats: (pool, selector) => Effect.map(poolOf(pool), (p) => Stats.statsOf(p, selector, core.now())),
       subscribe: (filter) => core.fanout.subscribe(filter),
       events: (filter) => core.fanout.events(filter),
-      listen: (callback) => core.fanout.listen(callback)
+      listen: (callback) => core.fanout.listen(callback),
+      saveState: (pool) => Effect.flatMap(poolOf(pool), (p) => Effect.sync(() => core.saveState(p))),
+      restoreState: (pool, id, state) => Effect.flatMap(poolOf(pool), (p) => core.restoreState(p, id, state))
     }
     return service
   })

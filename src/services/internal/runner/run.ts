@@ -249,6 +249,14 @@ export const start = <S extends AnySpec, SE, SR>(
     return handle
   })
 
+/** Pool events whose state a crash should not lose: written within a second (see `poolsDirty`). */
+const PERSIST_SOON: ReadonlySet<string> = new Set([
+  "resource.throttled",
+  "resource.degraded",
+  "breaker.opened",
+  "resource.restored"
+])
+
 const runLoop = <S extends AnySpec, SE, SR>(
   env: RunnerEnv,
   state: State.RunState,
@@ -321,25 +329,65 @@ const runLoop = <S extends AnySpec, SE, SR>(
       yield* emit("run.stale_interrupted", null, { staleRunId: r.runId, heartbeatAt: r.heartbeatAt })
     }
 
+    // Pool state that survives a resume (docs/pools.md, "Across a resume"): a throttle, a
+    // cooldown or an open breaker marks the pools dirty; a fiber writes them within a second
+    // (one batch, not one write per event); the heartbeat writes the rest (learned limits,
+    // usage) every `heartbeat`.
+    let poolsDirty = false
+    // what the resume restored per resource (`pool\u0000id`), written with the health for `report`
+    const restoredOf = new Map<string, { readonly applied: ReadonlyArray<string> } | { readonly ignored: string }>()
     // Pool events go to the event log.
-    yield* pools.listen((event) =>
-      store.emitEvent({
+    yield* pools.listen((event) => {
+      if (PERSIST_SOON.has(event.kind)) poolsDirty = true
+      return store.emitEvent({
         kind: event.kind,
         pipelineId: null,
         runId,
         data: { pool: event.pool, resourceId: event.resourceId, ...(event.data as object) },
         ts: event.ts
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
-    )
+    })
+
+    // On resume, the pools take back what the interrupted run saved (before anything is
+    // leased and before this run's first write replaces it). A bad row is reported (a
+    // `resource.restore_ignored` event and a warning) and skipped; nothing here fails the run.
+    if (config.resume) {
+      yield* Effect.gen(function*() {
+        const names = new Set(yield* pools.names)
+        for (const r of yield* store.resources) {
+          if (!names.has(r.pool)) continue
+          const h = r.health
+          const saved = typeof h === "object" && h !== null && !Array.isArray(h) ? (h as Record<string, unknown>)["resume"] : h
+          if (saved === undefined || saved === null) continue
+          const outcome = yield* pools.restoreState(r.pool, r.resourceId, saved)
+          restoredOf.set(
+            `${r.pool}\u0000${r.resourceId}`,
+            outcome._tag === "Restored" ? { applied: outcome.applied } : { ignored: outcome.reason }
+          )
+          if (outcome._tag === "Ignored") {
+            yield* Effect.logWarning(
+              `pool "${r.pool}", resource "${r.resourceId}": saved state not applied (${outcome.reason}): ${outcome.message}`
+            )
+          }
+        }
+      }).pipe(Effect.catchAllCause((cause) =>
+        Effect.zipRight(
+          Effect.logWarning(`could not restore the pools' saved state: ${Cause.pretty(cause).slice(0, 500)}`),
+          emit("pool.restore_failed", null, { error: Cause.pretty(cause).slice(0, 2000) }).pipe(Effect.ignore)
+        )
+      ))
+    }
 
     // Pool resources (spec with secrets masked, health) go to the store at start, with every
     // heartbeat and at the end, so that report / watch / serve can show them.
     let cacheEmitted = 0
     const persistResources = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      poolsDirty = false
       for (const name of yield* pools.names) {
         const handle = yield* pools.get(name)
         const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
+        const saved = new Map((yield* pools.saveState(name)).map((x) => [x.resourceId, x.state]))
         const stats = yield* handle.stats()
         for (const snap of yield* handle.snapshot) {
           const info = infos.get(snap.id)
@@ -370,7 +418,9 @@ const runLoop = <S extends AnySpec, SE, SR>(
               algorithm: snap.algorithm ?? null,
               poolWaitMsP95: stats.waitMsP95,
               poolWaiting: stats.waiting,
-              runId
+              runId,
+              resume: saved.get(snap.id) ?? null,
+              restored: restoredOf.get(`${name}\u0000${snap.id}`) ?? null
             },
             updatedAt: now
           })
@@ -400,6 +450,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       }
     }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
     yield* persistResources
+    // an interrupted run writes the pools' last state too (runs before the run is closed)
+    yield* Effect.addFinalizer(() => runClosed ? Effect.void : persistResources)
+    yield* Effect.forkScoped(
+      Effect.suspend(() => poolsDirty ? persistResources : Effect.void).pipe(
+        Effect.repeat(Schedule.spaced(Duration.min(Duration.seconds(1), config.heartbeat))),
+        Effect.delay(Duration.min(Duration.seconds(1), config.heartbeat))
+      )
+    )
 
     // Heartbeat.
     yield* Effect.forkScoped(

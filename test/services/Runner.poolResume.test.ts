@@ -1,0 +1,334 @@
+/**
+ * Issue 18 §4: pool state that survives a resume. Each "process" below is a fresh pools service
+ * (nothing in memory carried over) over one shared store, as `assay resume` after a crash.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
+import { Effect, Fiber, Layer, TestClock } from "effect"
+import { RetryableError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as AcquireAlgorithm from "../../src/services/AcquireAlgorithm.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Report from "../../src/services/Report.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+import * as Chat from "../../src/tasks/Chat.js"
+import * as Sim from "../support/provider-sim.js"
+
+const settle = Effect.forEach(Array.from({ length: 50 }), () => Effect.yieldNow(), { discard: true })
+
+/** One process: a fresh pools service and runner over the shared store. */
+const proc = (store: StoreService, pools: ReadonlyArray<Pool.PoolConfig>, concurrency = 2) =>
+  Layer.provideMerge(
+    Runner.layer({ handleSignals: false, concurrency, heartbeat: "1 hour", staleAfter: "3 hours" }),
+    Layer.merge(Layer.succeed(Store, store), Pool.layer(pools))
+  )
+
+const twoKeys = (options: { readonly a?: Record<string, unknown> } = {}) => [
+  Pool.make("llm", [
+    Resource.make("llm", { id: "key-a", capacity: 1, options: { baseUrl: "https://a.example/v1", apiKey: "sk-a", ...options.a } }),
+    Resource.make("llm", { id: "key-b", capacity: 1, options: { baseUrl: "https://b.example/v1", apiKey: "sk-b" } })
+  ])
+]
+
+interface Call {
+  readonly key: string
+  readonly at: number
+}
+
+/**
+ * A call of 1 s; key-a answers 429 with Retry-After 60 s while `server.aThrottles`. Every
+ * lease taken is logged with the clock.
+ */
+const askOf = (calls: Array<Call>, server: { aThrottles: boolean }) =>
+  Task.make("ask", { resource: "llm", retry: { maxAttempts: 10, base: "10 millis", cap: "10 millis", jitter: "none" } }, (n: number, ctx) =>
+    Effect.gen(function*() {
+      const lease = yield* ctx.acquire()
+      const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+      calls.push({ key: lease.resource.id, at: now })
+      if (lease.resource.id === "key-a" && server.aThrottles) {
+        const error = new RetryableError({ message: "429", errorClass: "rate_limit", retryAfterMs: 60_000 })
+        yield* lease.report({ ok: false, error })
+        return yield* Effect.fail(error)
+      }
+      yield* Effect.sleep("1 second")
+      yield* lease.report({ ok: true, usage: { tokens: 10 } })
+      return n
+    }))
+
+const resumeOf = (health: unknown): Record<string, unknown> =>
+  (health as Record<string, unknown>)["resume"] as Record<string, unknown>
+
+describe("pool state across a resume (issue 18 §4)", () => {
+  it.effect.each(["memory", "sqlite"] as const)("%s: a key throttled for 60 s, run interrupted and resumed 10 s later: nothing reaches it before second 60; the other key keeps working", (kind) =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const calls: Array<Call> = []
+      const server = { aThrottles: true }
+      const template = Pipeline.make("storm", askOf(calls, server))
+      const specs = template.map(Array.from({ length: 80 }, (_, i) => i))
+      // process 1: key-a answers 429 (Retry-After 60 s) at t=0; interrupted at t=2 s
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs))
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        // the throttle reached the store within a second (heartbeat is 1 hour): a crash now loses nothing
+        const row = (yield* store.resources).find((r) => r.resourceId === "key-a")!
+        assert.strictEqual(resumeOf(row.health)["throttledUntil"], 60_000)
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        yield* Fiber.interrupt(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      const before = calls.length
+      assert.isTrue(calls.some((c) => c.key === "key-a" && c.at === 0))
+      // 10 s after the 429 the process is back; the server would answer key-a now (it would not
+      // tell: the window is the server's own)
+      yield* TestClock.adjust("8 seconds")
+      server.aThrottles = false
+      const report = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        for (let i = 0; i < 200 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      assert.strictEqual(report.stats.byState.failed, 0)
+      const after = calls.slice(before)
+      const toA = after.filter((c) => c.key === "key-a")
+      const toB = after.filter((c) => c.key === "key-b")
+      assert.isAbove(toA.length, 0)
+      assert.isAtLeast(Math.min(...toA.map((c) => c.at)), 60_000)
+      // key-b served from the resume on, every second until key-a came back
+      assert.strictEqual(Math.min(...toB.map((c) => c.at)), 10_000)
+      assert.isAtLeast(toB.filter((c) => c.at < 60_000).length, 45)
+      // `report` says what the resume restored
+      const text = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
+      assert.match(text, /llm\/key-a \(llm\): ready; .*; restored at resume: throttle, probing/)
+      // the restore is on the event log
+      const restored = yield* store.events({ kind: "resource.restored" })
+      assert.isTrue(restored.some((e) => (e.data as { resourceId?: string }).resourceId === "key-a"))
+    }).pipe(Effect.provide(
+      kind === "memory"
+        ? MemoryStore.layer()
+        : Layer.provide(
+          SqliteStore.layer({ filename: nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-pool-resume-")), "s.db") }),
+          NodeContext.layer
+        )
+    )))
+
+  it.effect("a throttle window that ended while the process was down is over", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const calls: Array<Call> = []
+      const server = { aThrottles: true }
+      const specs = Pipeline.make("late", askOf(calls, server)).map(Array.from({ length: 6 }, (_, i) => i))
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs))
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        yield* Fiber.interrupt(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      yield* TestClock.adjust("2 minutes")
+      server.aThrottles = false
+      const before = calls.length
+      const start = 121_000
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        for (let i = 0; i < 20 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      // key-a is used at once (as a probe: one lease, then both keys)
+      assert.isTrue(calls.slice(before).some((c) => c.key === "key-a" && c.at === start))
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("a resource whose identity changed (another URL) does not get the old state", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const calls: Array<Call> = []
+      const server = { aThrottles: true }
+      const specs = Pipeline.make("moved", askOf(calls, server)).map(Array.from({ length: 6 }, (_, i) => i))
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs))
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        yield* Fiber.interrupt(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      yield* TestClock.adjust("9 seconds")
+      server.aThrottles = false
+      const before = calls.length
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        for (let i = 0; i < 20 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys({ a: { baseUrl: "https://a2.example/v1" } }))))
+      // key-a (now another endpoint) is used at once
+      assert.isTrue(calls.slice(before).some((c) => c.key === "key-a" && c.at === 10_000))
+      assert.include(
+        Report.renderText(yield* Report.buildReport([{ source: "mem", store }])),
+        "llm/key-a (llm): ready; attempts"
+      )
+      assert.include(Report.renderText(yield* Report.buildReport([{ source: "mem", store }])), "saved state not applied (identity_changed)")
+      const ignored = yield* store.events({ kind: "resource.restore_ignored" })
+      assert.deepStrictEqual(
+        ignored.map((e) => [(e.data as { resourceId: string }).resourceId, (e.data as { reason: string }).reason]),
+        [["key-a", "identity_changed"]]
+      )
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("a changed API key alone is the same resource (secrets are not part of the identity)", () =>
+    Effect.gen(function*() {
+      const pools = yield* Pool.Pools
+      const saved = yield* Effect.scoped(Effect.gen(function*() {
+        const first = yield* Pool.makePools(twoKeys())
+        const lease = yield* first.acquireRaw("llm")
+        yield* lease.report({ ok: false, error: new RetryableError({ message: "429", errorClass: "rate_limit", retryAfterMs: 60_000 }) })
+        yield* lease.releaseNow
+        return yield* first.saveState("llm")
+      }))
+      assert.notInclude(JSON.stringify(saved), "sk-a")
+      const outcome = yield* pools.restoreState("llm", "key-a", saved.find((s) => s.resourceId === "key-a")!.state)
+      assert.deepStrictEqual(outcome, { _tag: "Restored", applied: ["throttle", "probing"] })
+      assert.strictEqual((yield* pools.snapshot("llm"))[0]!.throttledUntil, 60_000)
+    }).pipe(Effect.provide(Pool.layer(twoKeys({ a: { apiKey: "sk-a-rotated" } })))))
+
+  it.effect("corrupt and unknown saved rows are reported and ignored; the resume runs", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const calls: Array<Call> = []
+      const specs = Pipeline.make("corrupt", askOf(calls, { aThrottles: false })).map([1, 2, 3, 4])
+      const put = (resourceId: string, health: unknown) =>
+        store.putResource({ pool: "llm", resourceId, kind: "llm", spec: {}, health, updatedAt: 0 })
+      yield* put("key-a", { state: "ready", resume: { v: 99, whatever: true } })
+      yield* put("key-b", "not an object")
+      yield* put("key-gone", { resume: { v: 1 } })
+      const report = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        for (let i = 0; i < 20 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      assert.strictEqual(report.stats.byState.succeeded, 4)
+      assert.isTrue(calls.some((c) => c.key === "key-a" && c.at === 0))
+      const ignored = (yield* store.events({ kind: "resource.restore_ignored" })).map((e) => e.data as Record<string, string>)
+      assert.deepStrictEqual(ignored.map((d) => [d["resourceId"], d["reason"]]).sort(), [
+        ["key-a", "invalid"],
+        ["key-b", "invalid"],
+        ["key-gone", "unknown_resource"]
+      ])
+      assert.include(ignored.find((d) => d["resourceId"] === "key-a")!["message"], "unknown version 99")
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("quota usage spent before the interruption counts after the resume: only the rest is on offer", () =>
+    Effect.gen(function*() {
+      const quotaKeys = (algorithm: AcquireAlgorithm.AcquireAlgorithm) => [
+        Pool.make("llm", [
+          Resource.make("llm", { id: "key-a", capacity: 4, options: { quota: { tokens: 100 } } }),
+          Resource.make("llm", { id: "key-b", capacity: 4, options: { quota: { tokens: 100 } } })
+        ], { algorithm })
+      ]
+      // before: key-a spent 60 of its 100 tokens
+      const saved = yield* Effect.scoped(Effect.gen(function*() {
+        const first = yield* Pool.makePools(quotaKeys(AcquireAlgorithm.quotaAware()))
+        const lease = yield* first.acquireRaw("llm")
+        assert.strictEqual(lease.resource.id, "key-a")
+        yield* lease.report({ ok: true, usage: { tokens: 60 } })
+        yield* lease.releaseNow
+        return yield* first.saveState("llm")
+      }))
+      // after: a fresh service; restored, key-a shows 60 used and quotaAware prefers key-b (100 left vs 40)
+      const pools = yield* Pool.makePools(quotaKeys(AcquireAlgorithm.quotaAware()))
+      for (const s of saved) yield* pools.restoreState("llm", s.resourceId, s.state)
+      const snap = yield* pools.snapshot("llm")
+      assert.deepStrictEqual(snap.map((r) => [r.id, r.usage["tokens"] ?? 0]), [["key-a", 60], ["key-b", 0]])
+      const lease = yield* pools.acquireRaw("llm")
+      assert.strictEqual(lease.resource.id, "key-b")
+      yield* lease.releaseNow
+      // restoring twice into the same live service does not count the usage twice
+      for (const s of saved) yield* pools.restoreState("llm", s.resourceId, s.state)
+      assert.strictEqual((yield* pools.snapshot("llm"))[0]!.usage["tokens"], 60)
+    }).pipe(Effect.scoped))
+
+  it.effect("an open breaker and a cooldown still running are restored; they end at their time", () =>
+    Effect.gen(function*() {
+      const saved = yield* Effect.scoped(Effect.gen(function*() {
+        const first = yield* Pool.makePools(twoKeys())
+        const snap = yield* first.saveState("llm")
+        return snap
+      }))
+      const a = saved.find((s) => s.resourceId === "key-a")!.state as Record<string, unknown>
+      const pools = yield* Pool.makePools(twoKeys())
+      const outcome = yield* pools.restoreState("llm", "key-a", { ...a, breakerOpenUntil: 30_000, failedProbes: 1 })
+      assert.deepStrictEqual(outcome, { _tag: "Restored", applied: ["breaker"] })
+      const outcomeB = yield* pools.restoreState("llm", "key-b", {
+        ...(saved.find((s) => s.resourceId === "key-b")!.state as object),
+        cooldownUntil: 20_000,
+        consecutiveFailures: 3
+      })
+      assert.deepStrictEqual(outcomeB, { _tag: "Restored", applied: ["cooldown"] })
+      const waiting = yield* Effect.fork(pools.acquireRaw("llm"))
+      yield* settle
+      yield* TestClock.adjust("19 seconds")
+      yield* settle
+      assert.isNull(waiting.unsafePoll())
+      yield* TestClock.adjust("1 second")
+      const lease = yield* Fiber.join(waiting)
+      assert.strictEqual(lease.resource.id, "key-b")
+      yield* lease.releaseNow
+    }).pipe(Effect.scoped))
+})
+
+describe("adaptive: learned limits across a resume", () => {
+  it.effect("a resumed run starts at the learned rate and window, not the conservative start", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600 }, signals: "none", latency: { medianMs: 200 } }], { seed: 1 })
+      const pools = () => [Sim.chatPool(sim, { name: "adaptive", initialRate: 1 }, 16)]
+      const specs = Pipeline.make("p", Chat.chat<string>({ name: "ask", retry: { maxAttempts: 20 } })).map(
+        Array.from({ length: 150 }, (_, i) => `q${i}`)
+      )
+      const adaptiveOf = (snap: ReadonlyArray<Pool.ResourceSnapshot>) =>
+        (snap[0]!.algorithm as Record<string, Record<string, unknown>> | undefined)?.["adaptive"]
+      const { value } = yield* Sim.simulate(Effect.gen(function*() {
+        const store = yield* Store
+        const learned = yield* Effect.gen(function*() {
+          yield* Runner.run(specs)
+          return adaptiveOf(yield* (yield* Pool.Pools).snapshot("llm"))
+        }).pipe(Effect.provide(proc(store, pools(), 16)))
+        const fresh = yield* Effect.gen(function*() {
+          return adaptiveOf(yield* (yield* Pool.Pools).snapshot("llm"))
+        }).pipe(Effect.provide(proc(store, pools(), 16)))
+        const resumed = yield* Effect.gen(function*() {
+          yield* Runner.run(specs, { resume: true })
+          return adaptiveOf(yield* (yield* Pool.Pools).snapshot("llm"))
+        }).pipe(Effect.provide(proc(store, pools(), 16)))
+        return { learned, fresh, resumed }
+      }).pipe(Effect.provide(MemoryStore.layer())))
+      const learned = value.learned!
+      const resumed = value.resumed!
+      assert.isAbove(learned["rate"] as number, 5)
+      // a fresh service knows nothing (no state until its first report)
+      assert.isUndefined(value.fresh)
+      assert.strictEqual(resumed["rate"], learned["rate"])
+      assert.strictEqual(resumed["concurrency"], learned["concurrency"])
+      assert.strictEqual(resumed["phase"], learned["phase"])
+      assert.deepStrictEqual(resumed["lastDecrease"], learned["lastDecrease"])
+    }), 60_000)
+})

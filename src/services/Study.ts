@@ -204,6 +204,12 @@ export type StudyControlFactory = (input: {
   readonly version: number
   readonly trials: ReadonlyArray<StudyTrial>
   readonly ledger: TrialLedger
+  /**
+   * The version's trials settled for good by an earlier run (not run again): each with whether
+   * it succeeded (they count toward `successfulTrials`, `allTrialsTerminal` and the total
+   * budget, and their stored metrics toward `metricThreshold`).
+   */
+  readonly settled?: ReadonlyArray<{ readonly trial: StudyTrial; readonly succeeded: boolean }> | undefined
 }) => Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope>
 
 /**
@@ -246,14 +252,30 @@ const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice 
 export const studyControl = (
   options: { readonly signals?: boolean | undefined; readonly pollMs?: number | undefined } = {}
 ): StudyControlFactory =>
-({ catalog: suiteCatalog, ledger, study, trials }) =>
+({ catalog: suiteCatalog, ledger, settled = [], study, trials }) =>
   Effect.gen(function*() {
+    // the trial's own view: its rows only (settlement's reader), read once per ended trial
+    type Figures = Effect.Effect.Success<ReturnType<typeof trialFigures>>
+    const figuresCache = new Map<string, Figures>()
+    const cachedFigures = (trialId: string) =>
+      Effect.suspend(() => {
+        const hit = figuresCache.get(trialId)
+        if (hit !== undefined) return Effect.succeed(hit)
+        return trialFigures(study.id, [trialId], trialId).pipe(
+          Effect.provideService(SuiteCatalog, suiteCatalog),
+          Effect.tap((f) => Effect.sync(() => void figuresCache.set(trialId, f)))
+        )
+      })
+    const metric = (trialId: string, name: string) =>
+      cachedFigures(trialId).pipe(
+        Effect.map((f) => f.metrics.get(trialId)?.[name] ?? null),
+        Effect.catchTag("ConfigError", () => Effect.succeed(null))
+      )
     const succeeded = (trialId: string) =>
       Effect.gen(function*() {
         const rows = (yield* suiteCatalog.membership()).filter((m) => m.experimentId === trialId && m.selected)
         const latest = rows[rows.length - 1]
-        // the trial's own view: its rows only
-        const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+        const figures = yield* cachedFigures(trialId)
         return trialSucceeded({
           admitted: latest?.admitted ?? 0,
           sourceExhausted: latest?.sourceExhausted ?? false,
@@ -266,7 +288,7 @@ export const studyControl = (
       }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
     return yield* StudyControl.control(
       {
-        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
         budget: study.budget ?? { perTrial: {}, total: {} },
         stop: study.stop
       },
@@ -274,6 +296,8 @@ export const studyControl = (
       {
         trialConcurrency: study.trialConcurrency,
         trialSucceeded: succeeded,
+        trialMetric: metric,
+        settled: new Map(settled.map((s) => [s.trial.trialId, s.succeeded])),
         ...(options.signals === undefined ? {} : { signals: options.signals }),
         ...(options.pollMs === undefined ? {} : { pollMs: options.pollMs })
       }
@@ -823,7 +847,15 @@ export const execute = (
     yield* catalog.dropStopRequests(study.id, start)
     yield* catalog.setStatus(study.id, "running", null, start)
     const suiteCatalog = yield* SuiteCatalog
-    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger })
+    const running = new Set(toRun.map((t) => t.trialId))
+    const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
+    const settled = prepared.trials.flatMap((t) => {
+      const status = rows.get(t.trialId)?.status
+      return !running.has(t.trialId) && status !== undefined && FINAL_TRIAL_STATUSES.has(status)
+        ? [{ trial: t, succeeded: status === "succeeded" }]
+        : []
+    })
+    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger, settled })
     // nothing left to run (every trial settled for good): settle from what is stored
     if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
     const handle = yield* Suite.start(suite, {

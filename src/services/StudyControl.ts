@@ -100,7 +100,8 @@ export type ComparisonOp = ">" | ">=" | "<" | "<=" | "==" | "!="
  *
  * - `allTrialsTerminal`: every trial ended (the natural end);
  * - `successfulTrials`: `count` trials succeeded (as the caller's `trialSucceeded` says);
- * - `metricThreshold`: some trial's `metric` compares with `value` by `op`;
+ * - `metricThreshold`: some ended trial's `metric` compares with `value` by `op` (only a
+ *   trial's final value counts: a running trial's partial average never fires it);
  * - `budget`: the study total (`budget.total`) reached one of its figures;
  * - `deadline`: the Clock passed `at` (an ISO 8601 date-time, or epoch ms);
  * - `manual`: a stop request (the ledger's `stopRequested`, or Ctrl-C).
@@ -213,8 +214,9 @@ export interface StudyControlInput {
  * - `trialSucceeded(id)`: whether an ended trial succeeded (the study store's settlement);
  *   required by `successfulTrials`;
  * - `trialMetric(id, metric)`: a trial's metric as stored (the member-scoped run metric, else
- *   the mean over its pipelines), asked once when the trial ends; without it (or `null`), the
- *   values its tasks reported in this run are used;
+ *   the mean over its pipelines), asked once when the trial ends (and once for each `settled`
+ *   trial); given, it is the only value `metricThreshold` compares (`null`: the trial has
+ *   none); without it, the values its tasks reported in this run are used, once it ended;
  * - `signals`: Ctrl-C (and SIGTERM, SIGHUP) is a manual stop for the life of the scope: the
  *   first with the `manual` condition's `running` (default drain), the next stops the run
  *   (cancel). Run the suite with `handleSignals: false` then (the runner's own claim would
@@ -472,6 +474,8 @@ interface Trial {
   timeUp: boolean
   /** `trialSucceeded` said yes. */
   succeeded: boolean
+  /** Settled by an earlier run (`settled`): its success is known. */
+  fromEarlierRun: boolean
   /** Ended and not yet settled by `trialSucceeded` / `trialMetric`. */
   unsettled: boolean
   /** Metrics: the trial's own (member scope, or reported through the handle). */
@@ -598,6 +602,7 @@ export const control = (
         cancel: yield* Deferred.make<string>(),
         timeUp: false,
         succeeded: false,
+        fromEarlierRun: false,
         unsettled: false,
         metrics: new Map(),
         stored: new Map(),
@@ -609,6 +614,10 @@ export const control = (
       if (t === undefined) continue
       t.phase = "ended"
       t.succeeded = succeeded
+      t.fromEarlierRun = true
+      // their stored metrics are asked once, at the first evaluation (metricThreshold)
+      t.unsettled = options.trialMetric !== undefined &&
+        study.stop.some((c) => c.when === "metricThreshold")
     }
     let fired: StopFired | null = null
     let stopRun: ((reason: string) => Effect.Effect<void>) | undefined = undefined
@@ -670,22 +679,30 @@ export const control = (
       for (const v of values.values()) sum += v
       return sum / values.size
     }
-    const metricOf = (t: Trial, name: string): number | null =>
-      t.stored.get(name) ?? t.metrics.get(name) ?? meanOf(t.perPipeline.get(name))
+    /**
+     * An ended trial's metric: as the store has it (`trialMetric`) when the caller gives one,
+     * else what its tasks reported (member scope, else the mean over its pipelines); a trial
+     * still running has none (a running average is not the trial's result).
+     */
+    const metricOf = (t: Trial, name: string): number | null => {
+      if (t.phase !== "ended" || t.unsettled) return null
+      if (options.trialMetric !== undefined) return t.stored.get(name) ?? null
+      return t.metrics.get(name) ?? meanOf(t.perPipeline.get(name))
+    }
     const metricNames = conditions.flatMap((c) => c.when === "metricThreshold" ? [c.metric] : [])
     const countsSuccess = conditions.some((c) => c.when === "successfulTrials")
 
     /** An ended trial's settlement (success, stored metrics), asked once per end. */
     const settle = (t: Trial) =>
       Effect.gen(function*() {
-        t.unsettled = false
-        if (countsSuccess && !t.succeeded) t.succeeded = yield* options.trialSucceeded!(t.id)
+        if (countsSuccess && !t.succeeded && !t.fromEarlierRun) t.succeeded = yield* options.trialSucceeded!(t.id)
         if (options.trialMetric !== undefined) {
           for (const name of metricNames) {
             const v = yield* options.trialMetric(t.id, name)
             if (v !== null && Number.isFinite(v)) t.stored.set(name, v)
           }
         }
+        t.unsettled = false
       }).pipe(Effect.catchAll((e) =>
         Effect.sync(() => {
           t.unsettled = true // asked again at the next evaluation

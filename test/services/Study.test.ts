@@ -394,11 +394,13 @@ describe("Study.run", () => {
       assert.strictEqual(report.stop?.condition.when, "successfulTrials")
       assert.strictEqual(report.status, "stopped_with_results")
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
-      // resume runs the trials never started (a stop is not a settlement of them)
+      // resume: the trials settled earlier count (2 succeeded), so the condition holds before
+      // anything starts: v03 stays not started and the study stays stopped with results
       const rest = yield* Study.run(study, { resume: true })
-      assert.deepStrictEqual(rest.trials.map((t) => t.ran), [false, false, true])
-      // every trial settled: the study completed (the stop ended nothing early this time)
-      assert.strictEqual(rest.status, "completed")
+      assert.strictEqual(rest.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(rest.stop?.reason, "2 trials succeeded (the condition asks for 1)")
+      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
+      assert.strictEqual(rest.status, "stopped_with_results")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
   it.effect("a past deadline (cancel) stops before anything starts: every trial not started, the study cancelled", () =>

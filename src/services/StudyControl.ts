@@ -6,7 +6,14 @@
  * (`SuiteRunOptions.window`), and nothing in the tasks changes.
  *
  * **Meters** (per trial, summed across runs through the {@link TrialLedger}):
- * - `calls`: leases acquired by the trial's tasks (counted at acquire, scoped or raw);
+ * - `calls`: leases acquired by the trial's tasks (scoped or raw). The start gate counts a call
+ *   at acquire; the ledger at the lease's first report (written through with its tokens and
+ *   cost before the report returns, so before the task's checkpoint), or, for a lease that
+ *   never reports, when its trial is done in this run. After `kill -9`, the ledger holds
+ *   exactly the calls that reported (a lease acquired by an attempt whose call never
+ *   happened is not counted, and is counted once when the attempt runs again on resume) and
+ *   every token and dollar they reported; only a lease that never reports and the last
+ *   `pollMs` of `timeMs` can be lost;
  * - `tokens`: `usage.tokens` of each lease report, else `promptTokens + completionTokens`
  *   (the chat task reports all three);
  * - `costUsd`: `promptTokens × promptPer1k / 1000 + completionTokens × completionPer1k / 1000`
@@ -167,8 +174,8 @@ export interface StopFired {
  * tables; {@link memoryLedger} is the in-memory one for tests):
  *
  * - `usage(ids)`: the usage recorded so far per trial (absent: none);
- * - `addUsage(id, delta, now)`: adds to a trial's usage (called with batches: every `pollMs`,
- *   when a trial ends, and at the end);
+ * - `addUsage(id, delta, now)`: adds to a trial's usage (at each lease's report, then with
+ *   batches: every `pollMs` and at the end);
  * - `recordStop(fired)`: the fired stop condition;
  * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`.
  *
@@ -241,14 +248,16 @@ export interface ControlOptions {
 }
 
 /**
- * What one trial's leases feed: a call per lease acquired, and each lease report's usage.
+ * What one trial's leases feed, by lease id: `acquired` once per lease granted (the start gate
+ * counts the call at once), `reported` for each of its reports (the first report writes the
+ * call, and every report its tokens and cost, to the ledger before it returns).
  *
  * @since 0.6.0
  * @category models
  */
 export interface UsageMeter {
-  readonly acquired: Effect.Effect<void>
-  readonly reported: (report: LeaseReport) => Effect.Effect<void>
+  readonly acquired: (leaseId: string) => Effect.Effect<void>
+  readonly reported: (leaseId: string, report: LeaseReport) => Effect.Effect<void>
 }
 
 /**
@@ -461,6 +470,8 @@ interface Trial {
   readonly live: Mutable<TrialUsage>
   /** Not yet written to the ledger. */
   delta: Mutable<TrialUsage>
+  /** Leases acquired whose call is not in the ledger yet (none of their reports came). */
+  readonly openLeases: Set<string>
   phase: "waiting" | "active" | "ended" | "refused"
   activeSince: number | null
   /** Its source submits nothing more. */
@@ -594,6 +605,7 @@ export const control = (
         base: recorded.get(t.trialId) ?? emptyUsage,
         live: zero(),
         delta: zero(),
+        openLeases: new Set(),
         phase: "waiting",
         activeSince: null,
         submittedAll: false,
@@ -635,6 +647,11 @@ export const control = (
       }
     }
     const usageOf = (t: Trial): TrialUsage => addUsage(t.base, t.live)
+    /** The calls of leases that never reported go to the ledger when their trial is done. */
+    const closeLeases = (t: Trial): void => {
+      t.delta.calls += t.openLeases.size
+      t.openLeases.clear()
+    }
     /** Checks the trial's budget now: records the first figure reached; time also cancels. */
     const checkBudget = (t: Trial, at: number): void => {
       accrue(t, at)
@@ -649,6 +666,7 @@ export const control = (
       if (t.phase !== "active" || !t.submittedAll || t.outstanding > 0) return
       accrue(t, now())
       t.activeSince = null
+      closeLeases(t)
       t.phase = "ended"
       t.unsettled = true
       wake()
@@ -807,6 +825,7 @@ export const control = (
       for (const t of trials.values()) {
         accrue(t, at)
         t.activeSince = null
+        closeLeases(t)
       }
       yield* evaluate
       yield* flush
@@ -818,29 +837,41 @@ export const control = (
     // ---- the window and the meters --------------------------------------------------------
     const meter = (id: string): UsageMeter => {
       const t = trials.get(id)
-      if (t === undefined) return { acquired: Effect.void, reported: () => Effect.void }
+      if (t === undefined) return { acquired: () => Effect.void, reported: () => Effect.void }
       const watchTotal = conditions.some((c) => c.when === "budget")
       return {
-        acquired: Effect.sync(() => {
-          t.live.calls++
-          t.delta.calls++
-          if (watchTotal) wake()
-        }),
-        reported: (report) =>
+        // the start gate counts the call now; the ledger when the call reports (below) or when
+        // its trial ends (a lease that never reports)
+        acquired: (leaseId) =>
           Effect.sync(() => {
-            const { costUsd, tokens } = usageOfReport(report, t.price)
-            if (tokens === 0 && costUsd === 0) return
-            t.live.tokens += tokens
-            t.delta.tokens += tokens
-            t.live.costUsd += costUsd
-            t.delta.costUsd += costUsd
+            t.live.calls++
+            t.openLeases.add(leaseId)
             if (watchTotal) wake()
+          }),
+        reported: (leaseId, report) =>
+          Effect.suspend(() => {
+            const calls = t.openLeases.delete(leaseId) ? 1 : 0
+            const { costUsd, tokens } = usageOfReport(report, t.price)
+            if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
+            t.live.tokens += tokens
+            t.live.costUsd += costUsd
+            if (watchTotal) wake()
+            // written through, before the task goes on (so before its checkpoint): a call the
+            // store's attempts record is never missing from the ledger after a kill
+            const delta: TrialUsage = { calls, tokens, costUsd, timeMs: 0 }
+            return ledger.addUsage(t.id, delta, now()).pipe(
+              Effect.catchAll(() =>
+                Effect.sync(() => {
+                  t.delta = { ...addUsage(t.delta, delta) } // kept for the next write
+                })
+              )
+            )
           })
       }
     }
     const leaseMeter = (id: string): Pools.LeaseMeter => {
       const m = meter(id)
-      return { acquired: (_: Lease) => m.acquired, reported: (_: Lease, report) => m.reported(report) }
+      return { acquired: (lease: Lease) => m.acquired(lease.id), reported: (lease: Lease, report) => m.reported(lease.id, report) }
     }
     const onTrial = (id: string, f: (t: Trial) => void) =>
       Effect.sync(() => {

@@ -265,6 +265,39 @@ describe("per-trial budgets", () => {
       assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.calls, 5)
     })).pipe(Effect.provide(env())))
 
+  it.effect("the ledger holds what happened at any moment (what a kill -9 leaves): a call once it reported, with its tokens at once", () =>
+    Effect.gen(function*() {
+      // a call whose answer takes 10 s: acquire, wait, report, then 10 s more of work
+      const late = Task.make("late", { resource: "llm" }, (n: number, ctx) =>
+        Effect.scoped(Effect.gen(function*() {
+          const lease = yield* Effect.orDie(ctx.acquire())
+          yield* Effect.sleep("10 seconds")
+          yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+          yield* Effect.sleep("10 seconds")
+          return n
+        })))
+      const suite = yield* suiteOf([Suite.member("a", () => Pipeline.make("late", late).map(numbers(2)), { definitionDigest: "a", poolAliases: { llm: "llm" } })])
+      const ledger = yield* StudyControl.memoryLedger()
+      const recorded = () => Effect.map(ledger.usage(["a"]), (u) => u.get("a") ?? StudyControl.emptyUsage)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const handle = yield* StudyControl.control(studyOf(["a"]), ledger, { pollMs: 3000 })
+        const fiber = yield* Effect.fork(Suite.run(suite, { window: handle.window }))
+        yield* TestClock.adjust("5 seconds")
+        // acquired, not answered yet: a kill now must not leave a call behind (the attempt runs
+        // again on resume and is counted then)
+        assert.strictEqual((yield* recorded()).calls, 0)
+        assert.strictEqual((yield* handle.trialUsage).get("a")!.calls, 1, "the start gate counts it already")
+        yield* TestClock.adjust("5500 millis")
+        // answered at 10 s: call, tokens and cost are in the ledger before the task goes on
+        const at = yield* recorded()
+        assert.deepStrictEqual([at.calls, at.tokens, at.costUsd], [1, 150, 0.5])
+        yield* drive(fiber)
+        yield* handle.finish
+      }))
+      const end = yield* recorded()
+      assert.deepStrictEqual([end.calls, end.tokens, end.costUsd, end.timeMs], [2, 300, 1, 40_000])
+    }).pipe(Effect.provide(env())))
+
   it.effect("on a SQLite store: skipped pipelines are left pending, and a resume with budget left runs them", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-study-control-"))

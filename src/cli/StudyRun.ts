@@ -17,9 +17,11 @@
  * declared stop condition ended it with comparable results), or only named trials ran and
  * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
  * store failed, or another process runs the study (one process per study root); **2** an
- * invalid study file or flag, a changed protocol without `--new-version`; **130** the run was
- * interrupted without a stop condition firing (`assay study resume` continues it). Ctrl-C is
- * the study's `manual` stop (see `Study.studyControl`): the study settles as stopped. `stop`: 0 when the request was
+ * invalid study file or flag, a changed protocol without `--new-version`; **130** Ctrl-C (or
+ * SIGTERM, SIGHUP) stopped the run — the study's `manual` stop of a signal, which settles the
+ * study as stopped and prints `continue with: assay study resume FILE` — or the run was
+ * interrupted without a stop condition firing. `assay study stop` (no signal) exits as its
+ * settled status says. `stop`: 0 when the request was
  * written, 1 when no process runs the study. `versions`, `status`: 0, or 2 when the study file
  * is invalid, 1 when the root cannot be read.
  *
@@ -113,6 +115,17 @@ export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = f
       return ExitCode.Failures
   }
 }
+
+/**
+ * Whether a study run was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP): its stop is the
+ * `manual` stop of a signal, or a signal cancelled the run after another stop fired. Such a run
+ * exits 130 whatever the study settled to (`assay study resume FILE` continues it).
+ *
+ * @since 0.6.0
+ * @category exit codes
+ */
+export const stoppedBySignal = (report: Study.StudyReport): boolean =>
+  report.stop?.signal !== undefined || /^study_stop:sig/.test(report.run?.stopReason ?? "")
 
 // ---------------------------------------------------------------------------------------------
 // Handlers
@@ -210,17 +223,21 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       return yield* Study.execute(prepared, options).pipe(Effect.provide(env))
     }))
 
-    if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root }))
+    // Ctrl-C (the manual stop of a signal, or a signal after another stop): exit 130, resumable
+    const signalled = stoppedBySignal(report)
+    if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root, signalled }))
     else {
-      if (report.run !== null) yield* Console.log(report.run.summary())
+      // the study's report only: the trials' suite run line ("completed") would contradict it
       yield* Console.log(report.summary())
       yield* Console.log(`output: ${first.output.root}`)
     }
-    if (report.status === "interrupted") {
-      yield* Console.error(`resume with: assay study resume ${args.file}`)
+    if (report.status === "interrupted" || signalled) {
+      yield* Console.error(
+        `${signalled ? "stopped by a signal; " : ""}continue with: assay study resume ${args.file}`
+      )
     }
     const namedFailed = report.trials.some((t) => t.ran && t.status !== "succeeded")
-    const code = exitCodeOfStatus(report.status, namedFailed)
+    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, namedFailed)
     if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
   })
 

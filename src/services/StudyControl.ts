@@ -157,7 +157,7 @@ export interface TrialUsage {
 
 /**
  * A fired stop condition: which (`condition`), why in words (`reason`), when (`at`, epoch
- * ms) and what happens to running trials (`running`).
+ * ms), what happens to running trials (`running`) and, for Ctrl-C, the `signal`.
  *
  * @since 0.6.0
  * @category models
@@ -167,6 +167,8 @@ export interface StopFired {
   readonly reason: string
   readonly at: number
   readonly running: StopRunning
+  /** The signal (`SIGINT`, `SIGTERM`, `SIGHUP`) when the stop is a Ctrl-C (a `manual` stop). */
+  readonly signal?: string | undefined
 }
 
 /**
@@ -672,10 +674,16 @@ export const control = (
       wake()
     }
 
-    const fire = (condition: StopCondition, reason: string, running?: StopRunning) =>
+    const fire = (condition: StopCondition, reason: string, running?: StopRunning, signal?: string) =>
       Effect.suspend(() => {
         if (fired !== null) return Effect.void
-        const stop: StopFired = { condition, reason, at: now(), running: running ?? condition.running ?? "drain" }
+        const stop: StopFired = {
+          condition,
+          reason,
+          at: now(),
+          running: running ?? condition.running ?? "drain",
+          ...(signal === undefined ? {} : { signal })
+        }
         fired = stop
         return Effect.zipRight(
           ledger.recordStop(stop).pipe(
@@ -815,7 +823,7 @@ export const control = (
       const signals = yield* Signals.Signals
       yield* Scope.extend(
         signals.handle((signal) =>
-          fired === null ? fire(manual, `${signal} received`) : cancelRun(`study_stop:${signal.toLowerCase()}`)
+          fired === null ? fire(manual, `${signal} received`, undefined, signal) : cancelRun(`study_stop:${signal.toLowerCase()}`)
         ),
         scope
       )

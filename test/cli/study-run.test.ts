@@ -183,6 +183,32 @@ describe("assay study stop", () => {
     }), 120_000)
 })
 
+describe("assay study: Ctrl-C", () => {
+  it.live("SIGINT drains the running study, exits 130 and says how to continue, with no suite line contradicting the study", () =>
+    Effect.promise(async () => {
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      run.child.kill("SIGINT")
+      const done = await run.done
+      assert.strictEqual(done.code, 130, done.stderr)
+      assert.include(done.stderr, `continue with: assay study resume ${s.file}`)
+      const out = JSON.parse(done.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "stopped_with_results")
+      assert.strictEqual(out.stop.signal, "SIGINT")
+      assert.isTrue(out.signalled)
+      // the text report has no suite line saying "completed"
+      const before = executions(s.log).length
+      const again = start(["study", "resume", s.file, "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= before + 2 || again.child.exitCode !== null, 60_000)
+      again.child.kill("SIGINT")
+      const text = await again.done
+      assert.strictEqual(text.code, 130, text.stderr)
+      assert.notInclude(text.stdout, ": completed in")
+      assert.include(text.stdout, "study kstudy (protocol version 1): stopped_with_results")
+    }), 120_000)
+})
+
 describe("assay study: two processes, SIGKILL and resume", () => {
   it.live("9 variants x 3 repeats: the second process is refused; killed and resumed, exactly 27 trials settle, nothing re-executed after its checkpoint", () =>
     Effect.promise(async () => {

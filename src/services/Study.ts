@@ -54,6 +54,7 @@ import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
 import {
+  decideFreeze,
   FINAL_TRIAL_STATUSES,
   type StopFired,
   StudyCatalog,
@@ -652,10 +653,13 @@ export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
 /**
- * Freezes the protocol and registers the version's trials (see the module docs). Fails with
- * `ConfigError`: a changed protocol without `newVersion` (path `protocol`), `newVersion` on an
- * unchanged one (`--new-version`), `resume` of a study that never ran (`study.id`), `resume`
- * with `newVersion`, a named trial that is not one of the version (`--trial`).
+ * Freezes the protocol and registers the version's trials (see the module docs), after every
+ * check (nothing is written when one fails). Fails with `ConfigError`: a changed protocol
+ * without `newVersion` (path `protocol`), `newVersion` on an unchanged one (`--new-version`),
+ * `resume` of a study that never ran (`study.id`), `resume` with `newVersion`, a named trial
+ * that is not one of the version (`--trial`), what `StudyControl.validate` refuses (budgets,
+ * stop conditions), a `deadline` already past when a new version would be created
+ * (`stop[i].at`).
  *
  * @since 0.6.0
  * @category running
@@ -674,7 +678,7 @@ export const prepare = (
       }
     }
     const now = yield* Clock.currentTimeMillis
-    const frozen = yield* catalog.freeze({
+    const freezeInput = {
       studyId: study.id,
       question: study.question,
       type: study.type,
@@ -682,8 +686,47 @@ export const prepare = (
       protocolParts: study.protocolParts,
       protocol: study.describe(),
       newVersion: options.newVersion === true
-    }, now)
-    const trials = study.trialsFor(frozen.version)
+    }
+    // everything is checked before any state is written: a refused command leaves nothing behind
+    const versions = yield* catalog.versions(study.id)
+    const decided = decideFreeze(versions[versions.length - 1], freezeInput)
+    if (decided._tag === "Refused") return yield* decided.error
+    const version = decided.frozen.version
+    const trials = study.trialsFor(version)
+    if (options.trials !== undefined && options.trials.length > 0) {
+      const known = new Set(trials.map((t) => t.trialId))
+      const unknown = options.trials.filter((t) => !known.has(t))
+      if (unknown.length > 0) {
+        return yield* configError(
+          "--trial",
+          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${version} (trials: ${
+            trials.slice(0, 5).map((t) => t.trialId).join(", ")
+          }${trials.length > 5 ? ", …" : ""})`
+        )
+      }
+    }
+    const suite = yield* toSuite(study.suiteFor(version))
+    const deadlines = yield* StudyControl.validate(
+      {
+        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        budget: study.budget ?? { perTrial: {}, total: {} },
+        stop: study.stop
+      },
+      { trialConcurrency: study.trialConcurrency, trialSucceeded: () => Effect.succeed(false) }
+    )
+    if (decided.frozen.created) {
+      // a new version whose deadline already passed would freeze a protocol that runs nothing
+      for (const [i, c] of study.stop.entries()) {
+        const at = deadlines.get(c)
+        if (at !== undefined && at <= now) {
+          return yield* configError(
+            `stop[${i}].at`,
+            `the deadline ${new Date(at).toISOString()} has already passed: the study would start nothing; move it later or remove it`
+          )
+        }
+      }
+    }
+    const frozen = yield* catalog.freeze(freezeInput, now)
     yield* catalog.registerTrials(
       study.id,
       trials.map((t) => ({
@@ -700,22 +743,11 @@ export const prepare = (
     const rows = new Map((yield* catalog.trials(study.id, frozen.version)).map((r) => [r.trialId, r]))
     let toRun: ReadonlyArray<StudyTrial>
     if (options.trials !== undefined && options.trials.length > 0) {
-      const known = new Set(trials.map((t) => t.trialId))
-      const unknown = options.trials.filter((t) => !known.has(t))
-      if (unknown.length > 0) {
-        return yield* configError(
-          "--trial",
-          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${frozen.version} (trials: ${
-            trials.slice(0, 5).map((t) => t.trialId).join(", ")
-          }${trials.length > 5 ? ", …" : ""})`
-        )
-      }
       const wanted = new Set(options.trials)
       toRun = trials.filter((t) => wanted.has(t.trialId))
     } else {
       toRun = trials.filter((t) => !FINAL_TRIAL_STATUSES.has(rows.get(t.trialId)?.status ?? "pending"))
     }
-    const suite = yield* toSuite(study.suiteFor(frozen.version))
     return { study, version: frozen.version, created: frozen.created, trials, toRun, suite }
   })
 

@@ -514,34 +514,24 @@ const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, time
 export const BUDGET_EXHAUSTED = "budget_exhausted"
 
 /**
- * Builds the control of one run of a study (see the module docs), for the current scope: its
- * timers, its poll of the ledger, the claim on stop signals (`signals`) and the final write
- * of the usage live in it. Reads the recorded usage of every trial first.
- *
- * Fails with `ConfigError` (field path) for: duplicate trial ids (`trials[i]`), a
- * `trialConcurrency` that is not an integer ≥ 1, a budget figure that is not a number ≥ 0, a
- * `costUsd` budget with a trial without price, a `budget` stop without `budget.total`, a
- * `successfulTrials` stop without `trialSucceeded` (or a count that is not an integer ≥ 1), a
- * `deadline` whose `at` is not a date; with `StoreUnavailable` when the ledger cannot be read.
+ * The checks of {@link control} without building it (nothing read or written): what a study
+ * run asks before it writes any state. Fails with the same `ConfigError`s as {@link control};
+ * returns each `deadline` condition's epoch ms.
  *
  * @param study the trials (suite order), budgets and stop conditions
- * @param ledger where usage and stops are kept across runs
- * @param options window size, settlement and metric callbacks, signals, poll period
- * @returns the handle
+ * @param options window size and poll period; `trialSucceeded` (only whether it is given)
  * @since 0.6.0
  * @category constructors
  */
-export const control = (
+export const validate = (
   study: StudyControlInput,
-  ledger: TrialLedger,
   options: ControlOptions = {}
-): Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope> =>
+): Effect.Effect<ReadonlyMap<StopCondition, number>, ConfigError> =>
   Effect.gen(function*() {
     const perTrial = study.budget.perTrial
     const total = study.budget.total
     const active = options.trialConcurrency ?? 3
     const pollMs = options.pollMs ?? 1000
-    // ---- checks ---------------------------------------------------------------------------
     if (!(Number.isInteger(active) && active >= 1)) {
       return yield* refuse("run.trialConcurrency", `must be an integer >= 1, not ${active}`)
     }
@@ -587,6 +577,38 @@ export const control = (
         deadlines.set(c, at)
       }
     }
+    return deadlines
+  })
+
+/**
+ * Builds the control of one run of a study (see the module docs), for the current scope: its
+ * timers, its poll of the ledger, the claim on stop signals (`signals`) and the final write
+ * of the usage live in it. Reads the recorded usage of every trial first.
+ *
+ * Fails with `ConfigError` (field path) for: duplicate trial ids (`trials[i]`), a
+ * `trialConcurrency` that is not an integer ≥ 1, a budget figure that is not a number ≥ 0, a
+ * `costUsd` budget with a trial without price, a `budget` stop without `budget.total`, a
+ * `successfulTrials` stop without `trialSucceeded` (or a count that is not an integer ≥ 1), a
+ * `deadline` whose `at` is not a date; with `StoreUnavailable` when the ledger cannot be read.
+ *
+ * @param study the trials (suite order), budgets and stop conditions
+ * @param ledger where usage and stops are kept across runs
+ * @param options window size, settlement and metric callbacks, signals, poll period
+ * @returns the handle
+ * @since 0.6.0
+ * @category constructors
+ */
+export const control = (
+  study: StudyControlInput,
+  ledger: TrialLedger,
+  options: ControlOptions = {}
+): Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const perTrial = study.budget.perTrial
+    const total = study.budget.total
+    const active = options.trialConcurrency ?? 3
+    const pollMs = options.pollMs ?? 1000
+    const deadlines = yield* validate(study, options)
     // a total budget is enforced even when no `budget` stop is declared (drain)
     const conditions: ReadonlyArray<StopCondition> = FIGURES.some((f) => total[f] !== undefined) &&
         !study.stop.some((c) => c.when === "budget")

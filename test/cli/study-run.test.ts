@@ -161,6 +161,32 @@ describe("assay study run", () => {
     }))
 })
 
+describe("assay study: refused commands leave nothing behind", () => {
+  it.live("an unknown --trial and a past deadline exit 2 before the protocol is frozen; plan and validate warn of the deadline", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 1 })
+      const banana = yield* assay(["study", "run", s.file, "--trial", "banana", "-q"], { cwd: s.dir })
+      assert.strictEqual(banana.code, 2, banana.stderr)
+      assert.include(banana.stderr, "--trial")
+      const status = yield* assay(["study", "status", s.file], { cwd: s.dir })
+      assert.include(status.stdout, "not run yet")
+      const versions = yield* assay(["study", "versions", s.file], { cwd: s.dir })
+      assert.include(versions.stdout, "no protocol version yet")
+      s.rewrite((x) => ({ ...x, stop: [{ when: "deadline", at: "2020-01-01T00:00:00Z" }] }))
+      const plan = yield* assay(["study", "plan", s.file], { cwd: s.dir })
+      assert.strictEqual(plan.code, 0, plan.stderr)
+      assert.include(plan.stderr, "warning: stop[0].at: the deadline 2020-01-01T00:00:00.000Z has already passed")
+      const validate = yield* assay(["validate", "-c", s.file], { cwd: s.dir })
+      assert.strictEqual(validate.code, 0, validate.stderr)
+      assert.include(validate.stderr, "has already passed")
+      const past = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(past.code, 2, past.stderr)
+      assert.include(past.stderr, "stop[0].at")
+      assert.include((yield* assay(["study", "versions", s.file], { cwd: s.dir })).stdout, "no protocol version yet")
+      assert.strictEqual(executions(s.log).length, 0)
+    }))
+})
+
 describe("assay study stop", () => {
   it.live("another process's stop request drains the running study: the started trials finish, the rest are not started", () =>
     Effect.promise(async () => {

@@ -1,6 +1,6 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Option, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -349,6 +349,11 @@ describe("Study.run", () => {
       assert.include(never.message, "nothing to resume")
       const unknown = yield* Effect.flip(Study.run(study, { trials: ["p1-v09-r1"] }))
       assert.include(unknown.message, "--trial")
+      // refused before any state is written: no study, no version, no trial rows
+      const catalog = yield* StudyCatalog
+      assert.isTrue(Option.isNone(yield* catalog.study("demo")), "a refused --trial froze nothing")
+      assert.deepStrictEqual(yield* catalog.versions("demo"), [])
+      assert.deepStrictEqual(yield* catalog.trials("demo"), [])
       const one = yield* Study.run(study, { trials: ["p1-v02-r1"] })
       assert.deepStrictEqual(one.trials.map((t) => [t.trialId, t.status, t.ran]), [
         ["p1-v01-r1", "pending", false],
@@ -403,17 +408,37 @@ describe("Study.run", () => {
       assert.strictEqual(rest.status, "stopped_with_results")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
-  it.effect("a past deadline (cancel) stops before anything starts: every trial not started, the study cancelled", () =>
+  it.effect("a deadline already past is refused before the protocol is frozen (nothing written, nothing run)", () =>
     Effect.gen(function*() {
       const { executions, study } = makeStudy({
         qualities: ["good", "good"],
         repeats: 1,
         stop: [{ when: "deadline", at: 0, running: "cancel" }] // epoch 0: already passed on the TestClock
       })
-      const report = yield* Study.run(study)
-      assert.deepStrictEqual(report.trials.map((t) => t.status), ["not_started", "not_started"])
-      assert.strictEqual(report.status, "cancelled")
+      const refused = yield* Effect.flip(Study.run(study))
+      assert.strictEqual(refused._tag, "ConfigError")
+      assert.include(refused.message, "stop[0].at: the deadline 1970-01-01T00:00:00.000Z has already passed")
       assert.strictEqual(executions.size, 0)
+      const catalog = yield* StudyCatalog
+      assert.isTrue(Option.isNone(yield* catalog.study("demo")))
+      assert.deepStrictEqual(yield* catalog.versions("demo"), [])
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a deadline that passes between runs: resume of the frozen version settles it without running anything", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good", "good"],
+        repeats: 1,
+        stop: [{ when: "deadline", at: 10_000, running: "cancel" }]
+      })
+      const one = yield* Study.run(study, { trials: ["p1-v01-r1"] })
+      assert.strictEqual(one.trials[0]!.status, "succeeded")
+      yield* TestClock.adjust("20 seconds")
+      const rest = yield* Study.run(study, { resume: true })
+      assert.strictEqual(rest.stop?.condition.when, "deadline")
+      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "not_started"])
+      assert.strictEqual(rest.status, "stopped_with_results")
+      assert.strictEqual(executions.size > 0, true)
     }).pipe(Effect.provide(studyEnv("demo"))))
 
   it.effect("a per-trial calls budget: exactly the limit is used; the trial settles budget_exhausted and its usage is stored", () =>

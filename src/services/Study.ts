@@ -536,6 +536,16 @@ export interface TrialReport {
   readonly metrics: Readonly<Record<string, number>>
   readonly byState: Readonly<Record<string, number>>
   readonly ran: boolean
+  /**
+   * Its metrics are partial: it did not succeed (they cover the pipelines it finished only, and
+   * never enter a comparison).
+   */
+  readonly partialMetrics?: boolean | undefined
+  /**
+   * The per-trial budget figures its usage went past, in words (`costUsd $0.0013 of $0.0010
+   * (+30%)`): a budget is a start gate, so pipelines running when it was reached finish.
+   */
+  readonly overshoot?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -557,6 +567,13 @@ export interface StudyReport {
   readonly trials: ReadonlyArray<TrialReport>
   readonly eligible: ReadonlyArray<string>
   readonly notStarted: ReadonlyArray<string>
+  /**
+   * What the result cannot say: one line per variant of the version without any succeeded
+   * trial (it has no eligible result, whatever the study's status).
+   */
+  readonly limitations: ReadonlyArray<string>
+  /** The stop ended the study early (it left a trial unfinished): the summary prints it. */
+  readonly stoppedEarly: boolean
   readonly run: Runner.RunReport | null
   summary(): string
   toJSON(): Record<string, unknown>
@@ -577,14 +594,19 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
       `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
       `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
     ]
-    if (input.stop !== null && isEarly(input.stop)) lines.push(`stop: ${input.stop.reason}`)
+    if (input.stop !== null && input.stoppedEarly) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
       const metrics = formatMetrics(t.metrics)
+      const shown = metrics === "" ? "" : t.partialMetrics === true ? ` · partial: ${metrics}` : ` · ${metrics}`
+      const over = t.overshoot === undefined || t.overshoot.length === 0
+        ? ""
+        : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
       lines.push(
-        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${metrics === "" ? "" : ` · ${metrics}`}`
+        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
       )
     }
     if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
+    for (const l of input.limitations) lines.push(`limitation: ${l}`)
     if (input.eligible.length === 0) lines.push("no trial succeeded: nothing to compare, no best")
     return lines.join("\n")
   },
@@ -596,6 +618,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     stop: input.stop,
     eligible: input.eligible,
     notStarted: input.notStarted,
+    limitations: input.limitations,
+    stoppedEarly: input.stoppedEarly,
     trials: input.trials.map((t) => ({ ...t })),
     run: input.run === null ? null : input.run.toJSON()
   })
@@ -902,6 +926,46 @@ export const execute = (
     return yield* settle(prepared, runReport, control, catalog)
   }))
 
+const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
+
+const formatFigure = (f: (typeof FIGURE_NAMES)[number], v: number): string =>
+  f === "costUsd" ? `$${v.toFixed(4)}` : f === "timeMs" ? `${(v / 1000).toFixed(1)} s` : String(v)
+
+/** The per-trial budget figures `usage` went past (a start gate lets running pipelines finish). */
+const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
+  FIGURE_NAMES.flatMap((f) => {
+    const limit = perTrial[f]
+    const used = usage[f]
+    if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
+    const pct = limit > 0 ? ` (+${Math.round(((used - limit) / limit) * 100)}%)` : ""
+    return [`${f} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
+  })
+
+/** One line per variant without a succeeded trial, with its trials' statuses. */
+const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<string> => {
+  const byVariant = new Map<string, Array<TrialReport>>()
+  for (const r of reports) {
+    const list = byVariant.get(r.variantId) ?? []
+    list.push(r)
+    byVariant.set(r.variantId, list)
+  }
+  const out: Array<string> = []
+  for (const [variantId, list] of byVariant) {
+    if (list.some((r) => r.status === "succeeded")) continue
+    const counts = new Map<string, number>()
+    for (const r of list) counts.set(r.status, (counts.get(r.status) ?? 0) + 1)
+    const assignment = list[0]!.assignment
+    const values = typeof assignment === "object" && assignment !== null && !Array.isArray(assignment)
+      ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
+      : JSON.stringify(assignment)
+    out.push(
+      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}): ` +
+        `no result for it can be compared`
+    )
+  }
+  return out
+}
+
 const settle = (
   prepared: Prepared,
   runReport: Runner.RunReport | null,
@@ -955,6 +1019,9 @@ const settle = (
           endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : now
         })
       }
+      const trialUsage = usage.get(t.trialId) ?? ZERO_USAGE
+      const metrics = ran.has(t.trialId) ? m : (row?.metrics ?? {})
+      const overshoot = overshootOf(trialUsage, study.budget?.perTrial ?? {})
       reports.push({
         trialId: t.trialId,
         variantId: t.variant.id,
@@ -962,34 +1029,44 @@ const settle = (
         repeat: t.repeat,
         status,
         reason,
-        usage: usage.get(t.trialId) ?? ZERO_USAGE,
-        metrics: ran.has(t.trialId) ? m : (row?.metrics ?? {}),
+        usage: trialUsage,
+        metrics,
         byState,
-        ran: ran.has(t.trialId)
+        ran: ran.has(t.trialId),
+        ...(status !== "succeeded" && Object.keys(metrics).length > 0 ? { partialMetrics: true } : {}),
+        ...(overshoot.length > 0 ? { overshoot } : {})
       })
     }
     yield* catalog.settle(settlements, now)
+    // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
+    const stoppedEarly = isEarly(stop) &&
+      reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending")
     const settledStudy = settleStudy({
       trials: reports.map((r) => ({
         status: r.status,
         metrics: r.metrics,
         brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint")
       })),
-      // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
-      stoppedEarly: isEarly(stop) &&
-        reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending"),
+      stoppedEarly,
       interrupted
     }, study.objectives)
+    const limitations = limitationsOf(reports)
+    // the status stays (the study ran to its end); the reason says what it cannot compare
+    const reason = limitations.length > 0 && (settledStudy.status === "completed" || settledStudy.status === "stopped_with_results")
+      ? `${settledStudy.reason}; ${limitations.length} variant(s) without a succeeded trial (see the limitations)`
+      : settledStudy.reason
     yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
     return makeReport({
       studyId: study.id,
       version,
       status: settledStudy.status,
-      reason: settledStudy.reason,
+      reason,
       stop,
       trials: reports,
       eligible: reports.filter((r) => isEligible(r.status)).map((r) => r.trialId),
       notStarted: reports.filter((r) => r.status === "not_started").map((r) => r.trialId),
+      limitations,
+      stoppedEarly,
       run: runReport
     })
   })

@@ -460,5 +460,52 @@ describe("Study.run", () => {
       const catalog = yield* StudyCatalog
       const usage = yield* catalog.ledger("demo").usage(["p1-v01-r1"])
       assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
+      // its metric covers 2 of 4 cases: marked partial, in the summary and the JSON
+      assert.isTrue(t.partialMetrics)
+      assert.include(report.summary(), "p1-v01-r1 budget_exhausted")
+      assert.include(report.summary(), "· partial: accuracy")
+      assert.isUndefined(t.overshoot, "exactly the limit: no overshoot")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a budget reached while pipelines run is overshot: the row says by how much and that the budget is a start gate", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 4,
+        leases: true,
+        budget: { perTrial: { tokens: 150 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      assert.strictEqual(t.status, "budget_exhausted")
+      // 100 tokens a call: the second call started under the limit and took the trial past it
+      assert.deepStrictEqual(t.overshoot, ["tokens 200 of 150 (+33%)"])
+      assert.include(report.summary(), "over budget: tokens 200 of 150 (+33%)")
+      assert.include(report.summary(), "a budget is a start gate")
+      assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("completed does not hide a variant without a succeeded trial: it is a limitation (summary, JSON, reason)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "broken"], repeats: 2 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.status, "completed", "the study ran to its end with a result")
+      assert.deepStrictEqual(report.limitations, [
+        "variant v02 (quality=broken, index=1) has no succeeded trial (2 failed): no result for it can be compared"
+      ])
+      assert.include(report.reason, "1 variant(s) without a succeeded trial")
+      assert.include(report.summary(), "limitation: variant v02")
+      assert.deepStrictEqual(report.toJSON().limitations, report.limitations)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a stop that fired only at the natural end is not printed as a stop", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good"], repeats: 1, stop: [{ when: "successfulTrials", count: 2 }] })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(report.status, "completed")
+      assert.isFalse(report.stoppedEarly)
+      assert.notInclude(report.summary(), "stop:")
+    }).pipe(Effect.provide(studyEnv("demo"))))
 })

@@ -11,7 +11,10 @@
  *   next, and whether the file's protocol matches the current version;
  * - `stop FILE [--cancel]`: asks the process running the study to stop (running trials drain,
  *   or are cancelled with `--cancel`); it takes the request within about a second;
- * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks).
+ * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks,
+ *   never blocks a running study): each trial's live state (`running`, `ended` awaiting
+ *   settlement, `interrupted` when the process running it died, or its settled status), its
+ *   pipelines ended / running, usage and metrics.
  *
  * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
  * declared stop condition ended it with comparable results), or only named trials ran and
@@ -322,17 +325,40 @@ export const status = (
     const live = StudyTables.writerAlive(nodePath.join(rootOf(loaded).root, Manifest.catalogOf(rootOf(loaded).layout)))
     // a row left `running` by a process that died (kill -9) reads as interrupted
     const shown: StudyRecordStatus = study.status === "running" && !live ? "interrupted" : study.status
+    // the trials' stored pipelines by state (one aggregate read): live progress
+    const states = h?.study.pipelineStates === undefined ? new Map() : yield* h.study.pipelineStates(loaded.id)
+    const rows = trials.map((t) => {
+      const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
+      const pipelines = {
+        ended: (p.succeeded ?? 0) + (p.failed ?? 0),
+        running: p.running ?? 0,
+        pending: (p.pending ?? 0) + (p.interrupted ?? 0)
+      }
+      // a trial row left `running` (or one whose pipelines were left running) by a dead process
+      const state = t.status === "running"
+        ? t.endedAt !== null ? "ended" : live ? "running" : "interrupted"
+        : t.status === "pending" && pipelines.ended + pipelines.running > 0
+        ? live && study.status === "running" ? "running" : "interrupted"
+        : t.status
+      return { ...t, state, pipelines }
+    })
     if (args.json) {
-      yield* Console.log(JSON.stringify({ studyId: study.studyId, version: study.currentVersion, status: shown, running: live, stopReason: study.stopReason, trials }))
+      yield* Console.log(
+        JSON.stringify({ studyId: study.studyId, version: study.currentVersion, status: shown, running: live, stopReason: study.stopReason, trials: rows })
+      )
       return
     }
     yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
-    yield* Console.log(`${pad("trial", 16)} ${pad("status", 17)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`)
-    for (const t of trials) {
+    yield* Console.log(
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 24)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+    )
+    for (const t of rows) {
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+      const p = t.pipelines
+      const progress = p.ended + p.running + p.pending === 0 ? "-" : `${p.ended} ended, ${p.running} running`
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.status, 17)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 24)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )

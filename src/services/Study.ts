@@ -1016,7 +1016,8 @@ const settle = (
           reason,
           metrics: m,
           startedAt: firstStart,
-          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : now
+          // the end the control recorded when the trial's work ended (else now, settling it)
+          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now)
         })
       }
       const trialUsage = usage.get(t.trialId) ?? ZERO_USAGE

@@ -179,7 +179,8 @@ export interface StopFired {
  * - `addUsage(id, delta, now)`: adds to a trial's usage (at each lease's report, then with
  *   batches: every `pollMs` and at the end);
  * - `recordStop(fired)`: the fired stop condition;
- * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`.
+ * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`;
+ * - `markTrial(id, phase, at)` (optional): a trial's start and end in this run (live status).
  *
  * @since 0.6.0
  * @category models
@@ -189,6 +190,12 @@ export interface TrialLedger {
   readonly addUsage: (trialId: string, delta: TrialUsage, now: number) => Effect.Effect<void, StoreUnavailable>
   readonly recordStop: (stop: StopFired) => Effect.Effect<void, StoreUnavailable>
   readonly stopRequested: Effect.Effect<StopFired | null, StoreUnavailable>
+  /**
+   * A trial started (`running`: its row reads `running`, its first start kept) or ended its
+   * run's work (`ended`, written with the next batch) at `at` (epoch ms): what `assay study
+   * status` shows while the study runs. Optional (the in-memory ledger has none).
+   */
+  readonly markTrial?: ((trialId: string, phase: "running" | "ended", at: number) => Effect.Effect<void, StoreUnavailable>) | undefined
 }
 
 /**
@@ -489,6 +496,8 @@ interface Trial {
   succeeded: boolean
   /** Settled by an earlier run (`settled`): its success is known. */
   fromEarlierRun: boolean
+  /** When it ended in this run, until the ledger has it (`markTrial`). */
+  endMark: number | null
   /** Ended and not yet settled by `trialSucceeded` / `trialMetric`. */
   unsettled: boolean
   /** Metrics: the trial's own (member scope, or reported through the handle). */
@@ -639,6 +648,7 @@ export const control = (
         timeUp: false,
         succeeded: false,
         fromEarlierRun: false,
+        endMark: null,
         unsettled: false,
         metrics: new Map(),
         stored: new Map(),
@@ -692,6 +702,7 @@ export const control = (
       t.activeSince = null
       closeLeases(t)
       t.phase = "ended"
+      t.endMark = now()
       t.unsettled = true
       wake()
     }
@@ -807,6 +818,10 @@ export const control = (
     const flush = Effect.gen(function*() {
       const at = now()
       for (const t of trials.values()) {
+        if (t.endMark !== null && ledger.markTrial !== undefined) {
+          yield* ledger.markTrial(t.id, "ended", t.endMark)
+          t.endMark = null
+        }
         accrue(t, at)
         const d = t.delta
         if (d.calls === 0 && d.tokens === 0 && d.costUsd === 0 && d.timeMs === 0) continue
@@ -933,11 +948,14 @@ export const control = (
             t.phase = "active"
             t.activeSince = now()
             checkBudget(t, t.activeSince)
+            const mark = ledger.markTrial === undefined ? Effect.void : ledger.markTrial(id, "running", t.activeSince).pipe(
+              Effect.catchAll((e) => Effect.logWarning(`could not mark trial ${id} running: ${e.message}`))
+            )
             const limit = perTrial.timeMs
-            if (limit === undefined) return Effect.void
+            if (limit === undefined) return mark
             // wakes the evaluator when the trial's time budget runs out (it cancels then)
             const left = Math.max(0, limit - usageOf(t).timeMs)
-            return Effect.asVoid(Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(left)), scope))
+            return Effect.zipRight(mark, Effect.asVoid(Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(left)), scope)))
           }),
         memberSubmitted: (id) =>
           onTrial(id, (t) => {

@@ -209,6 +209,34 @@ describe("assay study stop", () => {
     }), 120_000)
 })
 
+describe("assay study status", () => {
+  it.live("while a study runs: live per-trial state (running, ended) and pipeline counts; real start and end times", () =>
+    Effect.promise(async () => {
+      const s = studyDir({ variants: 6, repeats: 1, cases: 3, ms: 200, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "-q"], { cwd: s.dir })
+      // two trials done (3 cases x 2 tasks each), the third under way
+      await waitFor(() => executions(s.log).length >= 13 || run.child.exitCode !== null, 60_000)
+      const r = await Effect.runPromise(assay(["study", "status", s.file, "--json"], { cwd: s.dir }))
+      assert.strictEqual(r.code, 0, r.stderr)
+      const out = JSON.parse(r.stdout)
+      assert.strictEqual(out.status, "running")
+      assert.isTrue(out.running)
+      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number } }>
+      const ended = trials.filter((t) => t.state === "ended")
+      assert.isAtLeast(ended.length, 1, JSON.stringify(trials))
+      for (const t of ended) {
+        assert.strictEqual(t.pipelines.ended, 3)
+        assert.isAbove(t.endedAt, t.startedAt, "real start and end")
+      }
+      assert.isAtLeast(trials.filter((t) => t.state === "running").length, 1, JSON.stringify(trials))
+      assert.isTrue(trials.every((t) => t.state !== "pending" || t.pipelines.ended === 0), JSON.stringify(trials))
+      const done = await run.done
+      assert.strictEqual(done.code, 0, done.stderr)
+      const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
+      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 ended, 0 running/)
+    }), 120_000)
+})
+
 describe("assay study: Ctrl-C", () => {
   it.live("SIGINT drains the running study, exits 130 and says how to continue, with no suite line contradicting the study", () =>
     Effect.promise(async () => {
@@ -257,6 +285,16 @@ describe("assay study: two processes, SIGKILL and resume", () => {
       // status reads the dead process's row as interrupted
       const status = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
       assert.include(status.stdout, "interrupted")
+      // per trial: the ones cut by the kill are interrupted, none reads pending with pipelines done
+      const killedRows = JSON.parse((await Effect.runPromise(assay(["study", "status", s.file, "--json"], { cwd: s.dir }))).stdout)
+      type Row = { trialId: string; state: string; startedAt: number | null; endedAt: number | null; pipelines: { ended: number; running: number } }
+      const cut = (killedRows.trials as Array<Row>).filter((t) => t.state === "interrupted")
+      assert.isAtLeast(cut.length, 1, JSON.stringify(killedRows.trials))
+      assert.isTrue(cut.every((t) => t.startedAt !== null))
+      for (const t of killedRows.trials as Array<Row>) {
+        if (t.pipelines.ended > 0) assert.notStrictEqual(t.state, "pending", JSON.stringify(t))
+        if (t.state === "ended") assert.isAbove(t.endedAt!, t.startedAt!, JSON.stringify(t))
+      }
       // kill the second run too, later
       const second = start(["study", "resume", s.file, "-q"], { cwd: s.dir, env: env(2) })
       const before = executions(s.log).length

@@ -2,7 +2,7 @@
  * `assay study run|resume|versions|stop|status FILE`: running a study file and reading its
  * state (the `study` command group and `study plan` are `StudyCommand.ts`'s).
  *
- * - `run FILE [--new-version] [--output-root DIR] [--trial ID]... [--json]`: freezes the
+ * - `run FILE [--new-version | --protocol-version N] [--output-root DIR] [--trial ID]... [--json]`: freezes the
  *   protocol (a changed protocol is refused, exit 2, naming the changed parts, unless
  *   `--new-version`), runs every trial of the current version not settled for good (or the
  *   named ones), settles them and the study, prints the study's report;
@@ -160,6 +160,8 @@ export interface RunStudyArgs {
   readonly file: string
   readonly resume: boolean
   readonly newVersion: boolean
+  /** `--protocol-version N`: continue that existing version. */
+  readonly version?: Option.Option<number> | undefined
   readonly outputRoot: Option.Option<string>
   readonly trials: ReadonlyArray<string>
   readonly strictEnv: boolean
@@ -206,6 +208,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       const stores = Context.make(Store, h.store).pipe(Context.add(SuiteCatalog, h.catalog), Context.add(StudyCatalog, h.study))
       const options: Study.StudyRunOptions = {
         newVersion: args.newVersion,
+        ...(args.version !== undefined && Option.isSome(args.version) ? { version: args.version.value } : {}),
         resume: args.resume,
         trials: args.trials,
         control: deps.control === undefined ? Study.studyControl({ signals: true }) : deps.control(loaded),
@@ -272,6 +275,7 @@ export const versions = (
     const list = h === undefined ? [] : yield* h.study.versions(loaded.id)
     const current = list[list.length - 1]
     const fileMatches = current !== undefined && current.protocolDigest === loaded.protocolDigest
+    const earlier = fileMatches ? undefined : list.find((v) => v.protocolDigest === loaded.protocolDigest)
     const rows = list.map((v, i) => ({
       version: v.version,
       protocolDigest: v.protocolDigest,
@@ -280,7 +284,11 @@ export const versions = (
     }))
     const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, loaded.protocolParts)
     if (args.json) {
-      yield* Console.log(JSON.stringify({ studyId: loaded.id, versions: rows, file: { protocolDigest: loaded.protocolDigest, matchesCurrent: fileMatches, changed: pendingChange } }))
+      yield* Console.log(JSON.stringify({
+        studyId: loaded.id,
+        versions: rows,
+        file: { protocolDigest: loaded.protocolDigest, matchesCurrent: fileMatches, matchesVersion: earlier?.version ?? (fileMatches ? current!.version : null), changed: pendingChange }
+      }))
       return
     }
     if (rows.length === 0) {
@@ -294,6 +302,8 @@ export const versions = (
     yield* Console.log(
       fileMatches
         ? `the file's protocol is version ${current!.version}`
+        : earlier !== undefined
+        ? `the file's protocol is version ${earlier.version}'s (an earlier version): run or resume with --protocol-version ${earlier.version} to continue it`
         : `the file's protocol differs from version ${current!.version} (run --new-version to start version ${current!.version + 1}):\n${
           pendingChange.map((c) => `  ${c}`).join("\n")
         }`
@@ -411,6 +421,10 @@ const trial = Options.text("trial").pipe(
 const newVersion = Options.boolean("new-version").pipe(
   Options.withDescription("Start a new protocol version when the protocol changed (the old trials are kept, never compared).")
 )
+const version = Options.integer("protocol-version").pipe(
+  Options.optional,
+  Options.withDescription("Continue this earlier protocol version (the file's protocol must be that version's).")
+)
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 
 /**
@@ -423,11 +437,12 @@ const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel th
  */
 export const subcommands = (deps: StudyCommandDeps) => {
   const runLike = (resume: boolean) =>
-    Command.make(resume ? "resume" : "run", { file, newVersion, outputRoot, trial, strictEnv, json, quiet }, (o) =>
+    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet }, (o) =>
       runStudy(deps, {
         file: o.file,
         resume,
         newVersion: o.newVersion,
+        version: o.version,
         outputRoot: o.outputRoot,
         trials: o.trial,
         strictEnv: o.strictEnv,

@@ -631,7 +631,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
 
 /**
  * Options of {@link prepare} / {@link run}: `newVersion` (start version N+1 of a changed
- * protocol), `resume` (refuse when the study never ran), `trials` (run only these trial ids of
+ * protocol), `version` (continue that earlier version), `resume` (refuse when the study never ran), `trials` (run only these trial ids of
  * the version), and the suite run's options (`runOptions`, e.g. the codec registry).
  *
  * @since 0.6.0
@@ -639,6 +639,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
  */
 export interface StudyRunOptions {
   readonly newVersion?: boolean | undefined
+  /** Continue this existing protocol version (the file's protocol must be its own). */
+  readonly version?: number | undefined
   readonly resume?: boolean | undefined
   readonly trials?: ReadonlyArray<string> | undefined
   readonly control?: StudyControlFactory | undefined
@@ -709,11 +711,12 @@ export const prepare = (
       protocolDigest: study.protocolDigest,
       protocolParts: study.protocolParts,
       protocol: study.describe(),
-      newVersion: options.newVersion === true
+      newVersion: options.newVersion === true,
+      ...(options.version === undefined ? {} : { version: options.version })
     }
     // everything is checked before any state is written: a refused command leaves nothing behind
     const versions = yield* catalog.versions(study.id)
-    const decided = decideFreeze(versions[versions.length - 1], freezeInput)
+    const decided = decideFreeze(versions[versions.length - 1], freezeInput, versions)
     if (decided._tag === "Refused") return yield* decided.error
     const version = decided.frozen.version
     const trials = study.trialsFor(version)

@@ -147,6 +147,16 @@ describe("assay study run", () => {
       assert.isTrue(v.file.matchesCurrent)
       // version 1's trials are kept beside version 2's
       assert.deepStrictEqual(trialRows(s.db).map((t) => t.version), [1, 1, 2, 2, 2, 2])
+      // back to version 1's protocol: recognised; --protocol-version 1 continues it (nothing to run again)
+      s.rewrite((x) => x)
+      const back = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(back.code, 2, back.stderr)
+      assert.include(back.stderr, "the file's protocol is version 1's")
+      assert.include(back.stderr, "--protocol-version 1")
+      assert.include((yield* assay(["study", "versions", s.file], { cwd: s.dir })).stdout, "--protocol-version 1 to continue it")
+      const v1 = yield* assay(["study", "resume", s.file, "--protocol-version", "1", "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(v1.code, 0, v1.stderr)
+      assert.include(v1.stdout, `"version":1`, v1.stdout + v1.stderr)
     }))
 
   it.live("stop with no process running exits 1; resume of a study that never ran exits 2", () =>

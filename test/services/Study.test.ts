@@ -192,6 +192,25 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           assert.strictEqual(row.createdAt, 10)
         })))
 
+    it.effect("a file whose protocol is an earlier version's is recognised: the refusal names it, --protocol-version continues it", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          yield* c.freeze(input(), 10)
+          yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, newVersion: true }), 20)
+          // back to version 1's protocol
+          const refused = yield* Effect.flip(c.freeze(input(), 30))
+          assert.include(refused.message, "the file's protocol is version 1's, an earlier version")
+          assert.include(refused.message, "--protocol-version 1")
+          assert.deepStrictEqual(yield* c.freeze(input({ version: 1 }), 40), { version: 1, created: false })
+          assert.strictEqual(Option.getOrThrow(yield* c.study("demo")).currentVersion, 1)
+          // --protocol-version with another protocol, an unknown version, or with --new-version: refused
+          const differs = yield* Effect.flip(c.freeze(input({ version: 2 }), 50))
+          assert.include(differs.message, "not version 2's")
+          assert.include((yield* Effect.flip(c.freeze(input({ version: 7 }), 50))).message, "has no version 7")
+          assert.include((yield* Effect.flip(c.freeze(input({ version: 1, newVersion: true }), 50))).message, "--protocol-version")
+          assert.deepStrictEqual((yield* c.versions("demo")).map((v) => v.version), [1, 2], "no version created")
+        })))
+
     it.effect("registers trials once, settles them, keeps usage in the ledger and takes manual stop requests", () =>
       withCatalog((c) =>
         Effect.gen(function*() {

@@ -129,10 +129,9 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
   const freeze = (input: FreezeInput, now: number) =>
     Effect.flatMap(
       env.tx((d) => {
-        const latest = d.prepare(
-          "SELECT * FROM study_protocol_versions WHERE study_id = ? ORDER BY version DESC LIMIT 1"
-        ).get(input.studyId) as Row | undefined
-        const decided = decideFreeze(latest === undefined ? undefined : toVersion(latest), input)
+        const all = (d.prepare("SELECT * FROM study_protocol_versions WHERE study_id = ? ORDER BY version").all(input.studyId) as Array<Row>)
+          .map(toVersion)
+        const decided = decideFreeze(all[all.length - 1], input, all)
         if (decided._tag === "Refused") return decided
         const { frozen } = decided
         if (frozen.created) {

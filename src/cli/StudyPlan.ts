@@ -16,10 +16,11 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, Effect } from "effect"
+import { Clock, Console, Effect } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as Study from "../domain/Study.js"
+import { deadlineOf } from "../services/StudyControl.js"
 
 /**
  * Options of {@link planStudy} and {@link validateStudy}.
@@ -87,6 +88,25 @@ const objectiveText = (o: Study.Objective): string =>
     o.hardConstraint === undefined ? "" : `, hard constraint ${o.hardConstraint.op} ${o.hardConstraint.value}`
   }`
 
+/**
+ * A warning per `deadline` stop condition already past at `now` (epoch ms): `assay study run`
+ * refuses to start a version with it (nothing would start).
+ *
+ * @since 0.6.0
+ * @category formatting
+ */
+export const pastDeadlines = (stop: ReadonlyArray<Study.StopCondition>, now: number): ReadonlyArray<string> =>
+  stop.flatMap((c, i) => {
+    if (c.when !== "deadline") return []
+    const at = deadlineOf(c.at as string | number)
+    return at !== undefined && at <= now
+      ? [
+        `warning: stop[${i}].at: the deadline ${new Date(at).toISOString()} has already passed: ` +
+        `assay study run refuses to start a protocol version with it (nothing would start); move it later or remove it`
+      ]
+      : []
+  })
+
 const load = (config: string, options: StudyPlanOptions, allowOverCap: boolean) =>
   StudyConfig.load(config, {
     strictEnv: options.strictEnv,
@@ -119,6 +139,7 @@ export const planStudy = (config: string, options: StudyPlanOptions): Effect.Eff
         : describeText(study)
     )
     for (const w of study.warnings) yield* Console.error(w)
+    for (const w of pastDeadlines(study.stop, yield* Clock.currentTimeMillis)) yield* Console.error(w)
     if (over.length > 0) {
       const { repeats, variants } = study.plan
       const reduce = `reduce the variables (${variants} variant${variants === 1 ? "" : "s"} x ${repeats} repeat${repeats === 1 ? "" : "s"}); a study is never sampled`
@@ -147,4 +168,5 @@ export const validateStudy = (config: string, options: StudyPlanOptions): Effect
       options.json ? JSON.stringify({ valid: true, file: study.file, ...(study.describe() as Record<string, unknown>) }, null, 2) : describeText(study)
     )
     for (const w of study.warnings) yield* Console.error(w)
+    for (const w of pastDeadlines(study.stop, yield* Clock.currentTimeMillis)) yield* Console.error(w)
   })

@@ -2,7 +2,7 @@
  * `assay study run|resume|versions|stop|status FILE`: running a study file and reading its
  * state (the `study` command group and `study plan` are `StudyCommand.ts`'s).
  *
- * - `run FILE [--new-version] [--output-root DIR] [--trial ID]... [--json]`: freezes the
+ * - `run FILE [--new-version | --protocol-version N] [--output-root DIR] [--trial ID]... [--json]`: freezes the
  *   protocol (a changed protocol is refused, exit 2, naming the changed parts, unless
  *   `--new-version`), runs every trial of the current version not settled for good (or the
  *   named ones), settles them and the study, prints the study's report;
@@ -11,15 +11,20 @@
  *   next, and whether the file's protocol matches the current version;
  * - `stop FILE [--cancel]`: asks the process running the study to stop (running trials drain,
  *   or are cancelled with `--cancel`); it takes the request within about a second;
- * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks).
+ * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks,
+ *   never blocks a running study): each trial's live state (`running`, `ended` awaiting
+ *   settlement, `interrupted` when the process running it died, or its settled status), its
+ *   pipelines ended / running, usage and metrics.
  *
  * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
  * declared stop condition ended it with comparable results), or only named trials ran and
  * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
  * store failed, or another process runs the study (one process per study root); **2** an
- * invalid study file or flag, a changed protocol without `--new-version`; **130** the run was
- * interrupted without a stop condition firing (`assay study resume` continues it). Ctrl-C is
- * the study's `manual` stop (see `Study.studyControl`): the study settles as stopped. `stop`: 0 when the request was
+ * invalid study file or flag, a changed protocol without `--new-version`; **130** Ctrl-C (or
+ * SIGTERM, SIGHUP) stopped the run — the study's `manual` stop of a signal, which settles the
+ * study as stopped and prints `continue with: assay study resume FILE` — or the run was
+ * interrupted without a stop condition firing. `assay study stop` (no signal) exits as its
+ * settled status says. `stop`: 0 when the request was
  * written, 1 when no process runs the study. `versions`, `status`: 0, or 2 when the study file
  * is invalid, 1 when the root cannot be read.
  *
@@ -115,6 +120,17 @@ export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = f
   }
 }
 
+/**
+ * Whether a study run was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP): its stop is the
+ * `manual` stop of a signal, or a signal cancelled the run after another stop fired. Such a run
+ * exits 130 whatever the study settled to (`assay study resume FILE` continues it).
+ *
+ * @since 0.6.0
+ * @category exit codes
+ */
+export const stoppedBySignal = (report: Study.StudyReport): boolean =>
+  report.stop?.signal !== undefined || /^study_stop:sig/.test(report.run?.stopReason ?? "")
+
 // ---------------------------------------------------------------------------------------------
 // Handlers
 // ---------------------------------------------------------------------------------------------
@@ -145,6 +161,8 @@ export interface RunStudyArgs {
   readonly file: string
   readonly resume: boolean
   readonly newVersion: boolean
+  /** `--protocol-version N`: continue that existing version. */
+  readonly version?: Option.Option<number> | undefined
   readonly outputRoot: Option.Option<string>
   readonly trials: ReadonlyArray<string>
   readonly strictEnv: boolean
@@ -190,6 +208,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       const stores = Context.make(Store, h.store).pipe(Context.add(SuiteCatalog, h.catalog), Context.add(StudyCatalog, h.study))
       const options: Study.StudyRunOptions = {
         newVersion: args.newVersion,
+        ...(args.version !== undefined && Option.isSome(args.version) ? { version: args.version.value } : {}),
         resume: args.resume,
         trials: args.trials,
         control: deps.control === undefined ? Study.studyControl({ signals: true }) : deps.control(loaded),
@@ -212,17 +231,21 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       return yield* Study.execute(prepared, options).pipe(Effect.provide(env))
     }))
 
-    if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root }))
+    // Ctrl-C (the manual stop of a signal, or a signal after another stop): exit 130, resumable
+    const signalled = stoppedBySignal(report)
+    if (args.json) yield* Console.log(JSON.stringify({ ...report.toJSON(), root: first.output.root, signalled }))
     else {
-      if (report.run !== null) yield* Console.log(report.run.summary())
+      // the study's report only: the trials' suite run line ("completed") would contradict it
       yield* Console.log(report.summary())
       yield* Console.log(`output: ${first.output.root}`)
     }
-    if (report.status === "interrupted") {
-      yield* Console.error(`resume with: assay study resume ${args.file}`)
+    if (report.status === "interrupted" || signalled) {
+      yield* Console.error(
+        `${signalled ? "stopped by a signal; " : ""}continue with: assay study resume ${args.file}`
+      )
     }
     const namedFailed = report.trials.some((t) => t.ran && t.status !== "succeeded")
-    const code = exitCodeOfStatus(report.status, namedFailed)
+    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, namedFailed)
     if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
   })
 
@@ -254,6 +277,7 @@ export const versions = (
     const list = h === undefined ? [] : yield* h.study.versions(loaded.id)
     const current = list[list.length - 1]
     const fileMatches = current !== undefined && current.protocolDigest === loaded.protocolDigest
+    const earlier = fileMatches ? undefined : list.find((v) => v.protocolDigest === loaded.protocolDigest)
     const rows = list.map((v, i) => ({
       version: v.version,
       protocolDigest: v.protocolDigest,
@@ -262,7 +286,11 @@ export const versions = (
     }))
     const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, loaded.protocolParts)
     if (args.json) {
-      yield* Console.log(JSON.stringify({ studyId: loaded.id, versions: rows, file: { protocolDigest: loaded.protocolDigest, matchesCurrent: fileMatches, changed: pendingChange } }))
+      yield* Console.log(JSON.stringify({
+        studyId: loaded.id,
+        versions: rows,
+        file: { protocolDigest: loaded.protocolDigest, matchesCurrent: fileMatches, matchesVersion: earlier?.version ?? (fileMatches ? current!.version : null), changed: pendingChange }
+      }))
       return
     }
     if (rows.length === 0) {
@@ -276,6 +304,8 @@ export const versions = (
     yield* Console.log(
       fileMatches
         ? `the file's protocol is version ${current!.version}`
+        : earlier !== undefined
+        ? `the file's protocol is version ${earlier.version}'s (an earlier version): run or resume with --protocol-version ${earlier.version} to continue it`
         : `the file's protocol differs from version ${current!.version} (run --new-version to start version ${current!.version + 1}):\n${
           pendingChange.map((c) => `  ${c}`).join("\n")
         }`
@@ -307,17 +337,40 @@ export const status = (
     const live = StudyTables.writerAlive(nodePath.join(rootOf(loaded).root, Manifest.catalogOf(rootOf(loaded).layout)))
     // a row left `running` by a process that died (kill -9) reads as interrupted
     const shown: StudyRecordStatus = study.status === "running" && !live ? "interrupted" : study.status
+    // the trials' stored pipelines by state (one aggregate read): live progress
+    const states = h?.study.pipelineStates === undefined ? new Map() : yield* h.study.pipelineStates(loaded.id)
+    const rows = trials.map((t) => {
+      const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
+      const pipelines = {
+        ended: (p.succeeded ?? 0) + (p.failed ?? 0),
+        running: p.running ?? 0,
+        pending: (p.pending ?? 0) + (p.interrupted ?? 0)
+      }
+      // a trial row left `running` (or one whose pipelines were left running) by a dead process
+      const state = t.status === "running"
+        ? t.endedAt !== null ? "ended" : live ? "running" : "interrupted"
+        : t.status === "pending" && pipelines.ended + pipelines.running > 0
+        ? live && study.status === "running" ? "running" : "interrupted"
+        : t.status
+      return { ...t, state, pipelines }
+    })
     if (args.json) {
-      yield* Console.log(JSON.stringify({ studyId: study.studyId, version: study.currentVersion, status: shown, running: live, stopReason: study.stopReason, trials }))
+      yield* Console.log(
+        JSON.stringify({ studyId: study.studyId, version: study.currentVersion, status: shown, running: live, stopReason: study.stopReason, trials: rows })
+      )
       return
     }
     yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
-    yield* Console.log(`${pad("trial", 16)} ${pad("status", 17)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`)
-    for (const t of trials) {
+    yield* Console.log(
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 24)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+    )
+    for (const t of rows) {
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+      const p = t.pipelines
+      const progress = p.ended + p.running + p.pending === 0 ? "-" : `${p.ended} ended, ${p.running} running`
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.status, 17)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 24)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )
@@ -371,6 +424,10 @@ const trial = Options.text("trial").pipe(
 const newVersion = Options.boolean("new-version").pipe(
   Options.withDescription("Start a new protocol version when the protocol changed (the old trials are kept, never compared).")
 )
+const version = Options.integer("protocol-version").pipe(
+  Options.optional,
+  Options.withDescription("Continue this earlier protocol version (the file's protocol must be that version's).")
+)
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 
 /**
@@ -383,11 +440,12 @@ const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel th
  */
 export const subcommands = (deps: StudyCommandDeps) => {
   const runLike = (resume: boolean) =>
-    Command.make(resume ? "resume" : "run", { file, newVersion, outputRoot, trial, strictEnv, json, quiet }, (o) =>
+    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet }, (o) =>
       runStudy(deps, {
         file: o.file,
         resume,
         newVersion: o.newVersion,
+        version: o.version,
         outputRoot: o.outputRoot,
         trials: o.trial,
         strictEnv: o.strictEnv,

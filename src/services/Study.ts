@@ -62,6 +62,7 @@ import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
 import {
+  decideFreeze,
   FINAL_TRIAL_STATUSES,
   type StopFired,
   StudyCatalog,
@@ -217,6 +218,12 @@ export type StudyControlFactory = (input: {
   readonly version: number
   readonly trials: ReadonlyArray<StudyTrial>
   readonly ledger: TrialLedger
+  /**
+   * The version's trials settled for good by an earlier run (not run again): each with whether
+   * it succeeded (they count toward `successfulTrials`, `allTrialsTerminal` and the total
+   * budget, and their stored metrics toward `metricThreshold`).
+   */
+  readonly settled?: ReadonlyArray<{ readonly trial: StudyTrial; readonly succeeded: boolean }> | undefined
 }) => Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope>
 
 /**
@@ -259,18 +266,36 @@ const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice 
 export const studyControl = (
   options: { readonly signals?: boolean | undefined; readonly pollMs?: number | undefined } = {}
 ): StudyControlFactory =>
-({ catalog: suiteCatalog, ledger, study, trials }) =>
+({ catalog: suiteCatalog, ledger, settled = [], study, trials }) =>
   Effect.gen(function*() {
+    // the trial's own view: its rows only (settlement's reader), read once per ended trial
+    // (its metrics with the declared and built-in ones computed, as settlement sees them)
+    type Figures = Effect.Effect.Success<ReturnType<typeof trialFigures>>
+    type Metrics = ReadonlyMap<string, Readonly<Record<string, number>>>
+    const figuresCache = new Map<string, { readonly figures: Figures; readonly metrics: Metrics }>()
+    const cachedFigures = (trialId: string) =>
+      Effect.suspend(() => {
+        const hit = figuresCache.get(trialId)
+        if (hit !== undefined) return Effect.succeed(hit)
+        return Effect.gen(function*() {
+          const figures = yield* trialFigures(study.id, [trialId], trialId)
+          const usage = yield* ledger.usage([trialId])
+          const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId)
+          const entry = { figures, metrics }
+          figuresCache.set(trialId, entry)
+          return entry
+        }).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
+      })
+    const metric = (trialId: string, name: string) =>
+      cachedFigures(trialId).pipe(
+        Effect.map((f) => f.metrics.get(trialId)?.[name] ?? null),
+        Effect.catchTag("ConfigError", () => Effect.succeed(null))
+      )
     const succeeded = (trialId: string) =>
       Effect.gen(function*() {
         const rows = (yield* suiteCatalog.membership()).filter((m) => m.experimentId === trialId && m.selected)
         const latest = rows[rows.length - 1]
-        // the trial's own view: its rows only
-        const figures = yield* trialFigures(study.id, [trialId], trialId).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
-        const usage = yield* ledger.usage([trialId])
-        const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId).pipe(
-          Effect.provideService(SuiteCatalog, suiteCatalog)
-        )
+        const { figures, metrics } = yield* cachedFigures(trialId)
         return trialSucceeded({
           admitted: latest?.admitted ?? 0,
           sourceExhausted: latest?.sourceExhausted ?? false,
@@ -283,7 +308,7 @@ export const studyControl = (
       }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
     return yield* StudyControl.control(
       {
-        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
         budget: study.budget ?? { perTrial: {}, total: {} },
         stop: study.stop
       },
@@ -291,6 +316,8 @@ export const studyControl = (
       {
         trialConcurrency: study.trialConcurrency,
         trialSucceeded: succeeded,
+        trialMetric: metric,
+        settled: new Map(settled.map((s) => [s.trial.trialId, s.succeeded])),
         ...(options.signals === undefined ? {} : { signals: options.signals }),
         ...(options.pollMs === undefined ? {} : { pollMs: options.pollMs })
       }
@@ -529,6 +556,16 @@ export interface TrialReport {
   readonly metrics: Readonly<Record<string, number>>
   readonly byState: Readonly<Record<string, number>>
   readonly ran: boolean
+  /**
+   * Its metrics are partial: it did not succeed (they cover the pipelines it finished only, and
+   * never enter a comparison).
+   */
+  readonly partialMetrics?: boolean | undefined
+  /**
+   * The per-trial budget figures its usage went past, in words (`costUsd $0.0013 of $0.0010
+   * (+30%)`): a budget is a start gate, so pipelines running when it was reached finish.
+   */
+  readonly overshoot?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -550,6 +587,13 @@ export interface StudyReport {
   readonly trials: ReadonlyArray<TrialReport>
   readonly eligible: ReadonlyArray<string>
   readonly notStarted: ReadonlyArray<string>
+  /**
+   * What the result cannot say: one line per variant of the version without any succeeded
+   * trial (it has no eligible result, whatever the study's status).
+   */
+  readonly limitations: ReadonlyArray<string>
+  /** The stop ended the study early (it left a trial unfinished): the summary prints it. */
+  readonly stoppedEarly: boolean
   readonly run: Runner.RunReport | null
   summary(): string
   toJSON(): Record<string, unknown>
@@ -570,14 +614,19 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
       `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
       `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
     ]
-    if (input.stop !== null && isEarly(input.stop)) lines.push(`stop: ${input.stop.reason}`)
+    if (input.stop !== null && input.stoppedEarly) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
       const metrics = formatMetrics(t.metrics)
+      const shown = metrics === "" ? "" : t.partialMetrics === true ? ` · partial: ${metrics}` : ` · ${metrics}`
+      const over = t.overshoot === undefined || t.overshoot.length === 0
+        ? ""
+        : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
       lines.push(
-        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${metrics === "" ? "" : ` · ${metrics}`}`
+        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
       )
     }
     if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
+    for (const l of input.limitations) lines.push(`limitation: ${l}`)
     if (input.eligible.length === 0) lines.push("no trial succeeded: nothing to compare, no best")
     return lines.join("\n")
   },
@@ -589,6 +638,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     stop: input.stop,
     eligible: input.eligible,
     notStarted: input.notStarted,
+    limitations: input.limitations,
+    stoppedEarly: input.stoppedEarly,
     trials: input.trials.map((t) => ({ ...t })),
     run: input.run === null ? null : input.run.toJSON()
   })
@@ -600,7 +651,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
 
 /**
  * Options of {@link prepare} / {@link run}: `newVersion` (start version N+1 of a changed
- * protocol), `resume` (refuse when the study never ran), `trials` (run only these trial ids of
+ * protocol), `version` (continue that earlier version), `resume` (refuse when the study never ran), `trials` (run only these trial ids of
  * the version), and the suite run's options (`runOptions`, e.g. the codec registry).
  *
  * @since 0.6.0
@@ -608,6 +659,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
  */
 export interface StudyRunOptions {
   readonly newVersion?: boolean | undefined
+  /** Continue this existing protocol version (the file's protocol must be its own). */
+  readonly version?: number | undefined
   readonly resume?: boolean | undefined
   readonly trials?: ReadonlyArray<string> | undefined
   readonly control?: StudyControlFactory | undefined
@@ -646,10 +699,13 @@ export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
 /**
- * Freezes the protocol and registers the version's trials (see the module docs). Fails with
- * `ConfigError`: a changed protocol without `newVersion` (path `protocol`), `newVersion` on an
- * unchanged one (`--new-version`), `resume` of a study that never ran (`study.id`), `resume`
- * with `newVersion`, a named trial that is not one of the version (`--trial`).
+ * Freezes the protocol and registers the version's trials (see the module docs), after every
+ * check (nothing is written when one fails). Fails with `ConfigError`: a changed protocol
+ * without `newVersion` (path `protocol`), `newVersion` on an unchanged one (`--new-version`),
+ * `resume` of a study that never ran (`study.id`), `resume` with `newVersion`, a named trial
+ * that is not one of the version (`--trial`), what `StudyControl.validate` refuses (budgets,
+ * stop conditions), a `deadline` already past when a new version would be created
+ * (`stop[i].at`).
  *
  * @since 0.6.0
  * @category running
@@ -668,16 +724,56 @@ export const prepare = (
       }
     }
     const now = yield* Clock.currentTimeMillis
-    const frozen = yield* catalog.freeze({
+    const freezeInput = {
       studyId: study.id,
       question: study.question,
       type: study.type,
       protocolDigest: study.protocolDigest,
       protocolParts: study.protocolParts,
       protocol: study.describe(),
-      newVersion: options.newVersion === true
-    }, now)
-    const trials = study.trialsFor(frozen.version)
+      newVersion: options.newVersion === true,
+      ...(options.version === undefined ? {} : { version: options.version })
+    }
+    // everything is checked before any state is written: a refused command leaves nothing behind
+    const versions = yield* catalog.versions(study.id)
+    const decided = decideFreeze(versions[versions.length - 1], freezeInput, versions)
+    if (decided._tag === "Refused") return yield* decided.error
+    const version = decided.frozen.version
+    const trials = study.trialsFor(version)
+    if (options.trials !== undefined && options.trials.length > 0) {
+      const known = new Set(trials.map((t) => t.trialId))
+      const unknown = options.trials.filter((t) => !known.has(t))
+      if (unknown.length > 0) {
+        return yield* configError(
+          "--trial",
+          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${version} (trials: ${
+            trials.slice(0, 5).map((t) => t.trialId).join(", ")
+          }${trials.length > 5 ? ", …" : ""})`
+        )
+      }
+    }
+    const suite = yield* toSuite(study.suiteFor(version))
+    const deadlines = yield* StudyControl.validate(
+      {
+        trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        budget: study.budget ?? { perTrial: {}, total: {} },
+        stop: study.stop
+      },
+      { trialConcurrency: study.trialConcurrency, trialSucceeded: () => Effect.succeed(false) }
+    )
+    if (decided.frozen.created) {
+      // a new version whose deadline already passed would freeze a protocol that runs nothing
+      for (const [i, c] of study.stop.entries()) {
+        const at = deadlines.get(c)
+        if (at !== undefined && at <= now) {
+          return yield* configError(
+            `stop[${i}].at`,
+            `the deadline ${new Date(at).toISOString()} has already passed: the study would start nothing; move it later or remove it`
+          )
+        }
+      }
+    }
+    const frozen = yield* catalog.freeze(freezeInput, now)
     yield* catalog.registerTrials(
       study.id,
       trials.map((t) => ({
@@ -694,22 +790,11 @@ export const prepare = (
     const rows = new Map((yield* catalog.trials(study.id, frozen.version)).map((r) => [r.trialId, r]))
     let toRun: ReadonlyArray<StudyTrial>
     if (options.trials !== undefined && options.trials.length > 0) {
-      const known = new Set(trials.map((t) => t.trialId))
-      const unknown = options.trials.filter((t) => !known.has(t))
-      if (unknown.length > 0) {
-        return yield* configError(
-          "--trial",
-          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${frozen.version} (trials: ${
-            trials.slice(0, 5).map((t) => t.trialId).join(", ")
-          }${trials.length > 5 ? ", …" : ""})`
-        )
-      }
       const wanted = new Set(options.trials)
       toRun = trials.filter((t) => wanted.has(t.trialId))
     } else {
       toRun = trials.filter((t) => !FINAL_TRIAL_STATUSES.has(rows.get(t.trialId)?.status ?? "pending"))
     }
-    const suite = yield* toSuite(study.suiteFor(frozen.version))
     return { study, version: frozen.version, created: frozen.created, trials, toRun, suite }
   })
 
@@ -872,7 +957,15 @@ export const execute = (
     yield* catalog.dropStopRequests(study.id, start)
     yield* catalog.setStatus(study.id, "running", null, start)
     const suiteCatalog = yield* SuiteCatalog
-    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger })
+    const running = new Set(toRun.map((t) => t.trialId))
+    const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
+    const settled = prepared.trials.flatMap((t) => {
+      const status = rows.get(t.trialId)?.status
+      return !running.has(t.trialId) && status !== undefined && FINAL_TRIAL_STATUSES.has(status)
+        ? [{ trial: t, succeeded: status === "succeeded" }]
+        : []
+    })
+    const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger, settled })
     // nothing left to run (every trial settled for good): settle from what is stored
     if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
     const handle = yield* Suite.start(suite, {
@@ -886,6 +979,46 @@ export const execute = (
     if (control.finish !== undefined) yield* control.finish
     return yield* settle(prepared, runReport, control, catalog)
   }))
+
+const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
+
+const formatFigure = (f: (typeof FIGURE_NAMES)[number], v: number): string =>
+  f === "costUsd" ? `$${v.toFixed(4)}` : f === "timeMs" ? `${(v / 1000).toFixed(1)} s` : String(v)
+
+/** The per-trial budget figures `usage` went past (a start gate lets running pipelines finish). */
+const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
+  FIGURE_NAMES.flatMap((f) => {
+    const limit = perTrial[f]
+    const used = usage[f]
+    if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
+    const pct = limit > 0 ? ` (+${Math.round(((used - limit) / limit) * 100)}%)` : ""
+    return [`${f} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
+  })
+
+/** One line per variant without a succeeded trial, with its trials' statuses. */
+const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<string> => {
+  const byVariant = new Map<string, Array<TrialReport>>()
+  for (const r of reports) {
+    const list = byVariant.get(r.variantId) ?? []
+    list.push(r)
+    byVariant.set(r.variantId, list)
+  }
+  const out: Array<string> = []
+  for (const [variantId, list] of byVariant) {
+    if (list.some((r) => r.status === "succeeded")) continue
+    const counts = new Map<string, number>()
+    for (const r of list) counts.set(r.status, (counts.get(r.status) ?? 0) + 1)
+    const assignment = list[0]!.assignment
+    const values = typeof assignment === "object" && assignment !== null && !Array.isArray(assignment)
+      ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
+      : JSON.stringify(assignment)
+    out.push(
+      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}): ` +
+        `no result for it can be compared`
+    )
+  }
+  return out
+}
 
 const settle = (
   prepared: Prepared,
@@ -903,7 +1036,7 @@ const settle = (
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
-    const metrics = yield* withComputedMetrics(study, ids, figures.metrics, usage)
+    const computed = yield* withComputedMetrics(study, ids, figures.metrics, usage)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
     const outcome = new Map(membership.map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
@@ -911,7 +1044,7 @@ const settle = (
     const reports: Array<TrialReport> = []
     for (const t of trials) {
       const row: TrialRecord | undefined = rows.get(t.trialId)
-      const m = metrics.get(t.trialId) ?? {}
+      const m = computed.get(t.trialId) ?? {}
       let status: TrialStatus = row?.status ?? "pending"
       let reason: string | null = row?.reason ?? null
       let byState: Readonly<Record<string, number>> = {}
@@ -938,9 +1071,13 @@ const settle = (
           reason,
           metrics: m,
           startedAt: firstStart,
-          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : now
+          // the end the control recorded when the trial's work ended (else now, settling it)
+          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now)
         })
       }
+      const trialUsage = usage.get(t.trialId) ?? ZERO_USAGE
+      const metrics = ran.has(t.trialId) ? m : (row?.metrics ?? {})
+      const overshoot = overshootOf(trialUsage, study.budget?.perTrial ?? {})
       reports.push({
         trialId: t.trialId,
         variantId: t.variant.id,
@@ -948,34 +1085,44 @@ const settle = (
         repeat: t.repeat,
         status,
         reason,
-        usage: usage.get(t.trialId) ?? ZERO_USAGE,
-        metrics: ran.has(t.trialId) ? m : (row?.metrics ?? {}),
+        usage: trialUsage,
+        metrics,
         byState,
-        ran: ran.has(t.trialId)
+        ran: ran.has(t.trialId),
+        ...(status !== "succeeded" && Object.keys(metrics).length > 0 ? { partialMetrics: true } : {}),
+        ...(overshoot.length > 0 ? { overshoot } : {})
       })
     }
     yield* catalog.settle(settlements, now)
+    // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
+    const stoppedEarly = isEarly(stop) &&
+      reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending")
     const settledStudy = settleStudy({
       trials: reports.map((r) => ({
         status: r.status,
         metrics: r.metrics,
         brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint")
       })),
-      // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
-      stoppedEarly: isEarly(stop) &&
-        reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending"),
+      stoppedEarly,
       interrupted
     }, study.objectives)
+    const limitations = limitationsOf(reports)
+    // the status stays (the study ran to its end); the reason says what it cannot compare
+    const reason = limitations.length > 0 && (settledStudy.status === "completed" || settledStudy.status === "stopped_with_results")
+      ? `${settledStudy.reason}; ${limitations.length} variant(s) without a succeeded trial (see the limitations)`
+      : settledStudy.reason
     yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
     return makeReport({
       studyId: study.id,
       version,
       status: settledStudy.status,
-      reason: settledStudy.reason,
+      reason,
       stop,
       trials: reports,
       eligible: reports.filter((r) => isEligible(r.status)).map((r) => r.trialId),
       notStarted: reports.filter((r) => r.status === "not_started").map((r) => r.trialId),
+      limitations,
+      stoppedEarly,
       run: runReport
     })
   })

@@ -220,6 +220,8 @@ export interface FreezeInput {
   readonly protocolParts: Readonly<Record<string, string>>
   readonly protocol: Json
   readonly newVersion: boolean
+  /** Continue this existing version (its protocol must be the file's): `--protocol-version N`. */
+  readonly version?: number | undefined
 }
 
 /**
@@ -333,18 +335,44 @@ export const changedParts = (
  * - the same digest as the current version: that version is run again (resumed) — asking for
  *   a new version of an unchanged protocol is refused (`ConfigError`, path `--new-version`);
  * - another digest: refused (`ConfigError`, path `protocol`, naming the changed parts and the
- *   way out) unless `newVersion`, which creates version N+1.
+ *   way out) unless `newVersion`, which creates version N+1; when the digest is an earlier
+ *   version's, the refusal names that version and `--protocol-version K`;
+ * - `version` K given (`--protocol-version K`): version K is run again (resumed) when its protocol is the
+ *   file's; refused (path `--protocol-version`) when K does not exist, differs, or with `newVersion`.
  *
- * @param current the current version's record, if any
+ * @param current the latest version's record, if any
  * @param input the protocol as loaded now
+ * @param all every version of the study (default: `current` only)
  * @returns the version to run and whether to create it, or the refusal
  * @since 0.6.0
  * @category versions
  */
 export const decideFreeze = (
   current: ProtocolVersionRecord | undefined,
-  input: FreezeInput
+  input: FreezeInput,
+  all: ReadonlyArray<ProtocolVersionRecord> = current === undefined ? [] : [current]
 ): { readonly _tag: "Run"; readonly frozen: Frozen } | { readonly _tag: "Refused"; readonly error: ConfigError } => {
+  const refuse = (path: string, message: string) =>
+    ({ _tag: "Refused", error: new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] }) }) as const
+  if (input.version !== undefined) {
+    const wanted = all.find((v) => v.version === input.version)
+    if (input.newVersion) return refuse("--protocol-version", "--protocol-version continues an existing version; --new-version starts one: give one of them")
+    if (wanted === undefined) {
+      return refuse(
+        "--protocol-version",
+        `study "${input.studyId}" has no version ${input.version} (versions: ${all.map((v) => v.version).join(", ") || "none"})`
+      )
+    }
+    if (wanted.protocolDigest !== input.protocolDigest) {
+      const parts = changedParts(wanted.protocolParts, input.protocolParts)
+      return refuse(
+        "--protocol-version",
+        `the file's protocol is not version ${wanted.version}'s (${parts.length > 0 ? parts.join(", ") : "digest differs"}): ` +
+          `restore the file to version ${wanted.version}'s protocol to continue it`
+      )
+    }
+    return { _tag: "Run", frozen: { version: wanted.version, created: false } }
+  }
   if (current === undefined) return { _tag: "Run", frozen: { version: 1, created: true } }
   if (current.protocolDigest === input.protocolDigest) {
     if (input.newVersion) {
@@ -355,6 +383,15 @@ export const decideFreeze = (
     return { _tag: "Run", frozen: { version: current.version, created: false } }
   }
   if (input.newVersion) return { _tag: "Run", frozen: { version: current.version + 1, created: true } }
+  const earlier = all.find((v) => v.version !== current.version && v.protocolDigest === input.protocolDigest)
+  if (earlier !== undefined) {
+    return refuse(
+      "protocol",
+      `the file's protocol is version ${earlier.version}'s, an earlier version of study "${input.studyId}" (the latest is ` +
+        `version ${current.version}): run or resume with --protocol-version ${earlier.version} to continue version ${earlier.version}, ` +
+        `or --new-version to start version ${current.version + 1} with it`
+    )
+  }
   const parts = changedParts(current.protocolParts, input.protocolParts)
   const what = parts.length > 0 ? `changed ${parts.join(", ")}` : `changed (digest ${current.protocolDigest} -> ${input.protocolDigest})`
   const message = `the protocol of study "${input.studyId}" (version ${current.version}) ${what}; a protocol is frozen ` +
@@ -440,7 +477,7 @@ export const makeMemory: Effect.Effect<StudyCatalogService> = Effect.gen(functio
     freeze: (input, now) =>
       Effect.flatMap(get, (s) => {
         const list = s.versions.get(input.studyId) ?? []
-        const decided = decideFreeze(list[list.length - 1], input)
+        const decided = decideFreeze(list[list.length - 1], input, list)
         if (decided._tag === "Refused") return Effect.fail(decided.error)
         const { frozen } = decided
         if (frozen.created) {

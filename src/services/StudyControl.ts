@@ -6,7 +6,14 @@
  * (`SuiteRunOptions.window`), and nothing in the tasks changes.
  *
  * **Meters** (per trial, summed across runs through the {@link TrialLedger}):
- * - `calls`: leases acquired by the trial's tasks (counted at acquire, scoped or raw);
+ * - `calls`: leases acquired by the trial's tasks (scoped or raw). The start gate counts a call
+ *   at acquire; the ledger at the lease's first report (written through with its tokens and
+ *   cost before the report returns, so before the task's checkpoint), or, for a lease that
+ *   never reports, when its trial is done in this run. After `kill -9`, the ledger holds
+ *   exactly the calls that reported (a lease acquired by an attempt whose call never
+ *   happened is not counted, and is counted once when the attempt runs again on resume) and
+ *   every token and dollar they reported; only a lease that never reports and the last
+ *   `pollMs` of `timeMs` can be lost;
  * - `tokens`: `usage.tokens` of each lease report, else `promptTokens + completionTokens`
  *   (the chat task reports all three);
  * - `costUsd`: `promptTokens × promptPer1k / 1000 + completionTokens × completionPer1k / 1000`
@@ -100,7 +107,8 @@ export type ComparisonOp = ">" | ">=" | "<" | "<=" | "==" | "!="
  *
  * - `allTrialsTerminal`: every trial ended (the natural end);
  * - `successfulTrials`: `count` trials succeeded (as the caller's `trialSucceeded` says);
- * - `metricThreshold`: some trial's `metric` compares with `value` by `op`;
+ * - `metricThreshold`: some ended trial's `metric` compares with `value` by `op` (only a
+ *   trial's final value counts: a running trial's partial average never fires it);
  * - `budget`: the study total (`budget.total`) reached one of its figures;
  * - `deadline`: the Clock passed `at` (an ISO 8601 date-time, or epoch ms);
  * - `manual`: a stop request (the ledger's `stopRequested`, or Ctrl-C).
@@ -149,7 +157,7 @@ export interface TrialUsage {
 
 /**
  * A fired stop condition: which (`condition`), why in words (`reason`), when (`at`, epoch
- * ms) and what happens to running trials (`running`).
+ * ms), what happens to running trials (`running`) and, for Ctrl-C, the `signal`.
  *
  * @since 0.6.0
  * @category models
@@ -159,6 +167,8 @@ export interface StopFired {
   readonly reason: string
   readonly at: number
   readonly running: StopRunning
+  /** The signal (`SIGINT`, `SIGTERM`, `SIGHUP`) when the stop is a Ctrl-C (a `manual` stop). */
+  readonly signal?: string | undefined
 }
 
 /**
@@ -166,10 +176,11 @@ export interface StopFired {
  * tables; {@link memoryLedger} is the in-memory one for tests):
  *
  * - `usage(ids)`: the usage recorded so far per trial (absent: none);
- * - `addUsage(id, delta, now)`: adds to a trial's usage (called with batches: every `pollMs`,
- *   when a trial ends, and at the end);
+ * - `addUsage(id, delta, now)`: adds to a trial's usage (at each lease's report, then with
+ *   batches: every `pollMs` and at the end);
  * - `recordStop(fired)`: the fired stop condition;
- * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`.
+ * - `stopRequested`: a pending manual stop request (`assay study stop`), or `null`;
+ * - `markTrial(id, phase, at)` (optional): a trial's start and end in this run (live status).
  *
  * @since 0.6.0
  * @category models
@@ -179,6 +190,12 @@ export interface TrialLedger {
   readonly addUsage: (trialId: string, delta: TrialUsage, now: number) => Effect.Effect<void, StoreUnavailable>
   readonly recordStop: (stop: StopFired) => Effect.Effect<void, StoreUnavailable>
   readonly stopRequested: Effect.Effect<StopFired | null, StoreUnavailable>
+  /**
+   * A trial started (`running`: its row reads `running`, its first start kept) or ended its
+   * run's work (`ended`, written with the next batch) at `at` (epoch ms): what `assay study
+   * status` shows while the study runs. Optional (the in-memory ledger has none).
+   */
+  readonly markTrial?: ((trialId: string, phase: "running" | "ended", at: number) => Effect.Effect<void, StoreUnavailable>) | undefined
 }
 
 /**
@@ -213,8 +230,9 @@ export interface StudyControlInput {
  * - `trialSucceeded(id)`: whether an ended trial succeeded (the study store's settlement);
  *   required by `successfulTrials`;
  * - `trialMetric(id, metric)`: a trial's metric as stored (the member-scoped run metric, else
- *   the mean over its pipelines), asked once when the trial ends; without it (or `null`), the
- *   values its tasks reported in this run are used;
+ *   the mean over its pipelines), asked once when the trial ends (and once for each `settled`
+ *   trial); given, it is the only value `metricThreshold` compares (`null`: the trial has
+ *   none); without it, the values its tasks reported in this run are used, once it ended;
  * - `signals`: Ctrl-C (and SIGTERM, SIGHUP) is a manual stop for the life of the scope: the
  *   first with the `manual` condition's `running` (default drain), the next stops the run
  *   (cancel). Run the suite with `handleSignals: false` then (the runner's own claim would
@@ -239,14 +257,16 @@ export interface ControlOptions {
 }
 
 /**
- * What one trial's leases feed: a call per lease acquired, and each lease report's usage.
+ * What one trial's leases feed, by lease id: `acquired` once per lease granted (the start gate
+ * counts the call at once), `reported` for each of its reports (the first report writes the
+ * call, and every report its tokens and cost, to the ledger before it returns).
  *
  * @since 0.6.0
  * @category models
  */
 export interface UsageMeter {
-  readonly acquired: Effect.Effect<void>
-  readonly reported: (report: LeaseReport) => Effect.Effect<void>
+  readonly acquired: (leaseId: string) => Effect.Effect<void>
+  readonly reported: (leaseId: string, report: LeaseReport) => Effect.Effect<void>
 }
 
 /**
@@ -459,6 +479,8 @@ interface Trial {
   readonly live: Mutable<TrialUsage>
   /** Not yet written to the ledger. */
   delta: Mutable<TrialUsage>
+  /** Leases acquired whose call is not in the ledger yet (none of their reports came). */
+  readonly openLeases: Set<string>
   phase: "waiting" | "active" | "ended" | "refused"
   activeSince: number | null
   /** Its source submits nothing more. */
@@ -472,6 +494,10 @@ interface Trial {
   timeUp: boolean
   /** `trialSucceeded` said yes. */
   succeeded: boolean
+  /** Settled by an earlier run (`settled`): its success is known. */
+  fromEarlierRun: boolean
+  /** When it ended in this run, until the ledger has it (`markTrial`). */
+  endMark: number | null
   /** Ended and not yet settled by `trialSucceeded` / `trialMetric`. */
   unsettled: boolean
   /** Metrics: the trial's own (member scope, or reported through the handle). */
@@ -497,34 +523,24 @@ const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, time
 export const BUDGET_EXHAUSTED = "budget_exhausted"
 
 /**
- * Builds the control of one run of a study (see the module docs), for the current scope: its
- * timers, its poll of the ledger, the claim on stop signals (`signals`) and the final write
- * of the usage live in it. Reads the recorded usage of every trial first.
- *
- * Fails with `ConfigError` (field path) for: duplicate trial ids (`trials[i]`), a
- * `trialConcurrency` that is not an integer ≥ 1, a budget figure that is not a number ≥ 0, a
- * `costUsd` budget with a trial without price, a `budget` stop without `budget.total`, a
- * `successfulTrials` stop without `trialSucceeded` (or a count that is not an integer ≥ 1), a
- * `deadline` whose `at` is not a date; with `StoreUnavailable` when the ledger cannot be read.
+ * The checks of {@link control} without building it (nothing read or written): what a study
+ * run asks before it writes any state. Fails with the same `ConfigError`s as {@link control};
+ * returns each `deadline` condition's epoch ms.
  *
  * @param study the trials (suite order), budgets and stop conditions
- * @param ledger where usage and stops are kept across runs
- * @param options window size, settlement and metric callbacks, signals, poll period
- * @returns the handle
+ * @param options window size and poll period; `trialSucceeded` (only whether it is given)
  * @since 0.6.0
  * @category constructors
  */
-export const control = (
+export const validate = (
   study: StudyControlInput,
-  ledger: TrialLedger,
   options: ControlOptions = {}
-): Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope> =>
+): Effect.Effect<ReadonlyMap<StopCondition, number>, ConfigError> =>
   Effect.gen(function*() {
     const perTrial = study.budget.perTrial
     const total = study.budget.total
     const active = options.trialConcurrency ?? 3
     const pollMs = options.pollMs ?? 1000
-    // ---- checks ---------------------------------------------------------------------------
     if (!(Number.isInteger(active) && active >= 1)) {
       return yield* refuse("run.trialConcurrency", `must be an integer >= 1, not ${active}`)
     }
@@ -570,6 +586,38 @@ export const control = (
         deadlines.set(c, at)
       }
     }
+    return deadlines
+  })
+
+/**
+ * Builds the control of one run of a study (see the module docs), for the current scope: its
+ * timers, its poll of the ledger, the claim on stop signals (`signals`) and the final write
+ * of the usage live in it. Reads the recorded usage of every trial first.
+ *
+ * Fails with `ConfigError` (field path) for: duplicate trial ids (`trials[i]`), a
+ * `trialConcurrency` that is not an integer ≥ 1, a budget figure that is not a number ≥ 0, a
+ * `costUsd` budget with a trial without price, a `budget` stop without `budget.total`, a
+ * `successfulTrials` stop without `trialSucceeded` (or a count that is not an integer ≥ 1), a
+ * `deadline` whose `at` is not a date; with `StoreUnavailable` when the ledger cannot be read.
+ *
+ * @param study the trials (suite order), budgets and stop conditions
+ * @param ledger where usage and stops are kept across runs
+ * @param options window size, settlement and metric callbacks, signals, poll period
+ * @returns the handle
+ * @since 0.6.0
+ * @category constructors
+ */
+export const control = (
+  study: StudyControlInput,
+  ledger: TrialLedger,
+  options: ControlOptions = {}
+): Effect.Effect<StudyControlHandle, ConfigError | StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const perTrial = study.budget.perTrial
+    const total = study.budget.total
+    const active = options.trialConcurrency ?? 3
+    const pollMs = options.pollMs ?? 1000
+    const deadlines = yield* validate(study, options)
     // a total budget is enforced even when no `budget` stop is declared (drain)
     const conditions: ReadonlyArray<StopCondition> = FIGURES.some((f) => total[f] !== undefined) &&
         !study.stop.some((c) => c.when === "budget")
@@ -590,6 +638,7 @@ export const control = (
         base: recorded.get(t.trialId) ?? emptyUsage,
         live: zero(),
         delta: zero(),
+        openLeases: new Set(),
         phase: "waiting",
         activeSince: null,
         submittedAll: false,
@@ -598,6 +647,8 @@ export const control = (
         cancel: yield* Deferred.make<string>(),
         timeUp: false,
         succeeded: false,
+        fromEarlierRun: false,
+        endMark: null,
         unsettled: false,
         metrics: new Map(),
         stored: new Map(),
@@ -609,6 +660,10 @@ export const control = (
       if (t === undefined) continue
       t.phase = "ended"
       t.succeeded = succeeded
+      t.fromEarlierRun = true
+      // their stored metrics are asked once, at the first evaluation (metricThreshold)
+      t.unsettled = options.trialMetric !== undefined &&
+        study.stop.some((c) => c.when === "metricThreshold")
     }
     let fired: StopFired | null = null
     let stopRun: ((reason: string) => Effect.Effect<void>) | undefined = undefined
@@ -626,6 +681,11 @@ export const control = (
       }
     }
     const usageOf = (t: Trial): TrialUsage => addUsage(t.base, t.live)
+    /** The calls of leases that never reported go to the ledger when their trial is done. */
+    const closeLeases = (t: Trial): void => {
+      t.delta.calls += t.openLeases.size
+      t.openLeases.clear()
+    }
     /** Checks the trial's budget now: records the first figure reached; time also cancels. */
     const checkBudget = (t: Trial, at: number): void => {
       accrue(t, at)
@@ -640,15 +700,23 @@ export const control = (
       if (t.phase !== "active" || !t.submittedAll || t.outstanding > 0) return
       accrue(t, now())
       t.activeSince = null
+      closeLeases(t)
       t.phase = "ended"
+      t.endMark = now()
       t.unsettled = true
       wake()
     }
 
-    const fire = (condition: StopCondition, reason: string, running?: StopRunning) =>
+    const fire = (condition: StopCondition, reason: string, running?: StopRunning, signal?: string) =>
       Effect.suspend(() => {
         if (fired !== null) return Effect.void
-        const stop: StopFired = { condition, reason, at: now(), running: running ?? condition.running ?? "drain" }
+        const stop: StopFired = {
+          condition,
+          reason,
+          at: now(),
+          running: running ?? condition.running ?? "drain",
+          ...(signal === undefined ? {} : { signal })
+        }
         fired = stop
         return Effect.zipRight(
           ledger.recordStop(stop).pipe(
@@ -670,22 +738,30 @@ export const control = (
       for (const v of values.values()) sum += v
       return sum / values.size
     }
-    const metricOf = (t: Trial, name: string): number | null =>
-      t.stored.get(name) ?? t.metrics.get(name) ?? meanOf(t.perPipeline.get(name))
+    /**
+     * An ended trial's metric: as the store has it (`trialMetric`) when the caller gives one,
+     * else what its tasks reported (member scope, else the mean over its pipelines); a trial
+     * still running has none (a running average is not the trial's result).
+     */
+    const metricOf = (t: Trial, name: string): number | null => {
+      if (t.phase !== "ended" || t.unsettled) return null
+      if (options.trialMetric !== undefined) return t.stored.get(name) ?? null
+      return t.metrics.get(name) ?? meanOf(t.perPipeline.get(name))
+    }
     const metricNames = conditions.flatMap((c) => c.when === "metricThreshold" ? [c.metric] : [])
     const countsSuccess = conditions.some((c) => c.when === "successfulTrials")
 
     /** An ended trial's settlement (success, stored metrics), asked once per end. */
     const settle = (t: Trial) =>
       Effect.gen(function*() {
-        t.unsettled = false
-        if (countsSuccess && !t.succeeded) t.succeeded = yield* options.trialSucceeded!(t.id)
+        if (countsSuccess && !t.succeeded && !t.fromEarlierRun) t.succeeded = yield* options.trialSucceeded!(t.id)
         if (options.trialMetric !== undefined) {
           for (const name of metricNames) {
             const v = yield* options.trialMetric(t.id, name)
             if (v !== null && Number.isFinite(v)) t.stored.set(name, v)
           }
         }
+        t.unsettled = false
       }).pipe(Effect.catchAll((e) =>
         Effect.sync(() => {
           t.unsettled = true // asked again at the next evaluation
@@ -742,6 +818,10 @@ export const control = (
     const flush = Effect.gen(function*() {
       const at = now()
       for (const t of trials.values()) {
+        if (t.endMark !== null && ledger.markTrial !== undefined) {
+          yield* ledger.markTrial(t.id, "ended", t.endMark)
+          t.endMark = null
+        }
         accrue(t, at)
         const d = t.delta
         if (d.calls === 0 && d.tokens === 0 && d.costUsd === 0 && d.timeMs === 0) continue
@@ -780,7 +860,7 @@ export const control = (
       const signals = yield* Signals.Signals
       yield* Scope.extend(
         signals.handle((signal) =>
-          fired === null ? fire(manual, `${signal} received`) : cancelRun(`study_stop:${signal.toLowerCase()}`)
+          fired === null ? fire(manual, `${signal} received`, undefined, signal) : cancelRun(`study_stop:${signal.toLowerCase()}`)
         ),
         scope
       )
@@ -790,6 +870,7 @@ export const control = (
       for (const t of trials.values()) {
         accrue(t, at)
         t.activeSince = null
+        closeLeases(t)
       }
       yield* evaluate
       yield* flush
@@ -801,29 +882,41 @@ export const control = (
     // ---- the window and the meters --------------------------------------------------------
     const meter = (id: string): UsageMeter => {
       const t = trials.get(id)
-      if (t === undefined) return { acquired: Effect.void, reported: () => Effect.void }
+      if (t === undefined) return { acquired: () => Effect.void, reported: () => Effect.void }
       const watchTotal = conditions.some((c) => c.when === "budget")
       return {
-        acquired: Effect.sync(() => {
-          t.live.calls++
-          t.delta.calls++
-          if (watchTotal) wake()
-        }),
-        reported: (report) =>
+        // the start gate counts the call now; the ledger when the call reports (below) or when
+        // its trial ends (a lease that never reports)
+        acquired: (leaseId) =>
           Effect.sync(() => {
-            const { costUsd, tokens } = usageOfReport(report, t.price)
-            if (tokens === 0 && costUsd === 0) return
-            t.live.tokens += tokens
-            t.delta.tokens += tokens
-            t.live.costUsd += costUsd
-            t.delta.costUsd += costUsd
+            t.live.calls++
+            t.openLeases.add(leaseId)
             if (watchTotal) wake()
+          }),
+        reported: (leaseId, report) =>
+          Effect.suspend(() => {
+            const calls = t.openLeases.delete(leaseId) ? 1 : 0
+            const { costUsd, tokens } = usageOfReport(report, t.price)
+            if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
+            t.live.tokens += tokens
+            t.live.costUsd += costUsd
+            if (watchTotal) wake()
+            // written through, before the task goes on (so before its checkpoint): a call the
+            // store's attempts record is never missing from the ledger after a kill
+            const delta: TrialUsage = { calls, tokens, costUsd, timeMs: 0 }
+            return ledger.addUsage(t.id, delta, now()).pipe(
+              Effect.catchAll(() =>
+                Effect.sync(() => {
+                  t.delta = { ...addUsage(t.delta, delta) } // kept for the next write
+                })
+              )
+            )
           })
       }
     }
     const leaseMeter = (id: string): Pools.LeaseMeter => {
       const m = meter(id)
-      return { acquired: (_: Lease) => m.acquired, reported: (_: Lease, report) => m.reported(report) }
+      return { acquired: (lease: Lease) => m.acquired(lease.id), reported: (lease: Lease, report) => m.reported(lease.id, report) }
     }
     const onTrial = (id: string, f: (t: Trial) => void) =>
       Effect.sync(() => {
@@ -855,11 +948,14 @@ export const control = (
             t.phase = "active"
             t.activeSince = now()
             checkBudget(t, t.activeSince)
+            const mark = ledger.markTrial === undefined ? Effect.void : ledger.markTrial(id, "running", t.activeSince).pipe(
+              Effect.catchAll((e) => Effect.logWarning(`could not mark trial ${id} running: ${e.message}`))
+            )
             const limit = perTrial.timeMs
-            if (limit === undefined) return Effect.void
+            if (limit === undefined) return mark
             // wakes the evaluator when the trial's time budget runs out (it cancels then)
             const left = Math.max(0, limit - usageOf(t).timeMs)
-            return Effect.asVoid(Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(left)), scope))
+            return Effect.zipRight(mark, Effect.asVoid(Effect.forkIn(Effect.delay(Effect.sync(wake), Duration.millis(left)), scope)))
           }),
         memberSubmitted: (id) =>
           onTrial(id, (t) => {

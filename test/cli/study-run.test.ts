@@ -149,6 +149,16 @@ describe("assay study run", () => {
       assert.isTrue(v.file.matchesCurrent)
       // version 1's trials are kept beside version 2's
       assert.deepStrictEqual(trialRows(s.db).map((t) => t.version), [1, 1, 2, 2, 2, 2])
+      // back to version 1's protocol: recognised; --protocol-version 1 continues it (nothing to run again)
+      s.rewrite((x) => x)
+      const back = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(back.code, 2, back.stderr)
+      assert.include(back.stderr, "the file's protocol is version 1's")
+      assert.include(back.stderr, "--protocol-version 1")
+      assert.include((yield* assay(["study", "versions", s.file], { cwd: s.dir })).stdout, "--protocol-version 1 to continue it")
+      const v1 = yield* assay(["study", "resume", s.file, "--protocol-version", "1", "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(v1.code, 0, v1.stderr)
+      assert.include(v1.stdout, `"version":1`, v1.stdout + v1.stderr)
     }))
 
   it.live("stop with no process running exits 1; resume of a study that never ran exits 2", () =>
@@ -160,6 +170,32 @@ describe("assay study run", () => {
       const stop = yield* assay(["study", "stop", s.file], { cwd: s.dir })
       assert.strictEqual(stop.code, 1, stop.stderr)
       assert.include(stop.stderr, "nothing to stop")
+    }))
+})
+
+describe("assay study: refused commands leave nothing behind", () => {
+  it.live("an unknown --trial and a past deadline exit 2 before the protocol is frozen; plan and validate warn of the deadline", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 1 })
+      const banana = yield* assay(["study", "run", s.file, "--trial", "banana", "-q"], { cwd: s.dir })
+      assert.strictEqual(banana.code, 2, banana.stderr)
+      assert.include(banana.stderr, "--trial")
+      const status = yield* assay(["study", "status", s.file], { cwd: s.dir })
+      assert.include(status.stdout, "not run yet")
+      const versions = yield* assay(["study", "versions", s.file], { cwd: s.dir })
+      assert.include(versions.stdout, "no protocol version yet")
+      s.rewrite((x) => ({ ...x, stop: [{ when: "deadline", at: "2020-01-01T00:00:00Z" }] }))
+      const plan = yield* assay(["study", "plan", s.file], { cwd: s.dir })
+      assert.strictEqual(plan.code, 0, plan.stderr)
+      assert.include(plan.stderr, "warning: stop[0].at: the deadline 2020-01-01T00:00:00.000Z has already passed")
+      const validate = yield* assay(["validate", "-c", s.file], { cwd: s.dir })
+      assert.strictEqual(validate.code, 0, validate.stderr)
+      assert.include(validate.stderr, "has already passed")
+      const past = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(past.code, 2, past.stderr)
+      assert.include(past.stderr, "stop[0].at")
+      assert.include((yield* assay(["study", "versions", s.file], { cwd: s.dir })).stdout, "no protocol version yet")
+      assert.strictEqual(executions(s.log).length, 0)
     }))
 })
 
@@ -185,6 +221,60 @@ describe("assay study stop", () => {
     }), 120_000)
 })
 
+describe("assay study status", () => {
+  it.live("while a study runs: live per-trial state (running, ended) and pipeline counts; real start and end times", () =>
+    Effect.promise(async () => {
+      const s = studyDir({ variants: 6, repeats: 1, cases: 3, ms: 200, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "-q"], { cwd: s.dir })
+      // two trials done (3 cases x 2 tasks each), the third under way
+      await waitFor(() => executions(s.log).length >= 13 || run.child.exitCode !== null, 60_000)
+      const r = await Effect.runPromise(assay(["study", "status", s.file, "--json"], { cwd: s.dir }))
+      assert.strictEqual(r.code, 0, r.stderr)
+      const out = JSON.parse(r.stdout)
+      assert.strictEqual(out.status, "running")
+      assert.isTrue(out.running)
+      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number } }>
+      const ended = trials.filter((t) => t.state === "ended")
+      assert.isAtLeast(ended.length, 1, JSON.stringify(trials))
+      for (const t of ended) {
+        assert.strictEqual(t.pipelines.ended, 3)
+        assert.isAbove(t.endedAt, t.startedAt, "real start and end")
+      }
+      assert.isAtLeast(trials.filter((t) => t.state === "running").length, 1, JSON.stringify(trials))
+      assert.isTrue(trials.every((t) => t.state !== "pending" || t.pipelines.ended === 0), JSON.stringify(trials))
+      const done = await run.done
+      assert.strictEqual(done.code, 0, done.stderr)
+      const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
+      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 ended, 0 running/)
+    }), 120_000)
+})
+
+describe("assay study: Ctrl-C", () => {
+  it.live("SIGINT drains the running study, exits 130 and says how to continue, with no suite line contradicting the study", () =>
+    Effect.promise(async () => {
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      run.child.kill("SIGINT")
+      const done = await run.done
+      assert.strictEqual(done.code, 130, done.stderr)
+      assert.include(done.stderr, `continue with: assay study resume ${s.file}`)
+      const out = JSON.parse(done.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.status, "stopped_with_results")
+      assert.strictEqual(out.stop.signal, "SIGINT")
+      assert.isTrue(out.signalled)
+      // the text report has no suite line saying "completed"
+      const before = executions(s.log).length
+      const again = start(["study", "resume", s.file, "-q"], { cwd: s.dir })
+      await waitFor(() => executions(s.log).length >= before + 2 || again.child.exitCode !== null, 60_000)
+      again.child.kill("SIGINT")
+      const text = await again.done
+      assert.strictEqual(text.code, 130, text.stderr)
+      assert.notInclude(text.stdout, ": completed in")
+      assert.include(text.stdout, "study kstudy (protocol version 1): stopped_with_results")
+    }), 120_000)
+})
+
 describe("assay study: two processes, SIGKILL and resume", () => {
   it.live("9 variants x 3 repeats: the second process is refused; killed and resumed, exactly 27 trials settle, nothing re-executed after its checkpoint", () =>
     Effect.promise(async () => {
@@ -207,6 +297,16 @@ describe("assay study: two processes, SIGKILL and resume", () => {
       // status reads the dead process's row as interrupted
       const status = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
       assert.include(status.stdout, "interrupted")
+      // per trial: the ones cut by the kill are interrupted, none reads pending with pipelines done
+      const killedRows = JSON.parse((await Effect.runPromise(assay(["study", "status", s.file, "--json"], { cwd: s.dir }))).stdout)
+      type Row = { trialId: string; state: string; startedAt: number | null; endedAt: number | null; pipelines: { ended: number; running: number } }
+      const cut = (killedRows.trials as Array<Row>).filter((t) => t.state === "interrupted")
+      assert.isAtLeast(cut.length, 1, JSON.stringify(killedRows.trials))
+      assert.isTrue(cut.every((t) => t.startedAt !== null))
+      for (const t of killedRows.trials as Array<Row>) {
+        if (t.pipelines.ended > 0) assert.notStrictEqual(t.state, "pending", JSON.stringify(t))
+        if (t.state === "ended") assert.isAbove(t.endedAt!, t.startedAt!, JSON.stringify(t))
+      }
       // kill the second run too, later
       const second = start(["study", "resume", s.file, "-q"], { cwd: s.dir, env: env(2) })
       const before = executions(s.log).length

@@ -1,6 +1,6 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Option, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -192,6 +192,25 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           assert.strictEqual(row.createdAt, 10)
         })))
 
+    it.effect("a file whose protocol is an earlier version's is recognised: the refusal names it, --protocol-version continues it", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          yield* c.freeze(input(), 10)
+          yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, newVersion: true }), 20)
+          // back to version 1's protocol
+          const refused = yield* Effect.flip(c.freeze(input(), 30))
+          assert.include(refused.message, "the file's protocol is version 1's, an earlier version")
+          assert.include(refused.message, "--protocol-version 1")
+          assert.deepStrictEqual(yield* c.freeze(input({ version: 1 }), 40), { version: 1, created: false })
+          assert.strictEqual(Option.getOrThrow(yield* c.study("demo")).currentVersion, 1)
+          // --protocol-version with another protocol, an unknown version, or with --new-version: refused
+          const differs = yield* Effect.flip(c.freeze(input({ version: 2 }), 50))
+          assert.include(differs.message, "not version 2's")
+          assert.include((yield* Effect.flip(c.freeze(input({ version: 7 }), 50))).message, "has no version 7")
+          assert.include((yield* Effect.flip(c.freeze(input({ version: 1, newVersion: true }), 50))).message, "--protocol-version")
+          assert.deepStrictEqual((yield* c.versions("demo")).map((v) => v.version), [1, 2], "no version created")
+        })))
+
     it.effect("registers trials once, settles them, keeps usage in the ledger and takes manual stop requests", () =>
       withCatalog((c) =>
         Effect.gen(function*() {
@@ -349,6 +368,11 @@ describe("Study.run", () => {
       assert.include(never.message, "nothing to resume")
       const unknown = yield* Effect.flip(Study.run(study, { trials: ["p1-v09-r1"] }))
       assert.include(unknown.message, "--trial")
+      // refused before any state is written: no study, no version, no trial rows
+      const catalog = yield* StudyCatalog
+      assert.isTrue(Option.isNone(yield* catalog.study("demo")), "a refused --trial froze nothing")
+      assert.deepStrictEqual(yield* catalog.versions("demo"), [])
+      assert.deepStrictEqual(yield* catalog.trials("demo"), [])
       const one = yield* Study.run(study, { trials: ["p1-v02-r1"] })
       assert.deepStrictEqual(one.trials.map((t) => [t.trialId, t.status, t.ran]), [
         ["p1-v01-r1", "pending", false],
@@ -394,24 +418,46 @@ describe("Study.run", () => {
       assert.strictEqual(report.stop?.condition.when, "successfulTrials")
       assert.strictEqual(report.status, "stopped_with_results")
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
-      // resume runs the trials never started (a stop is not a settlement of them)
+      // resume: the trials settled earlier count (2 succeeded), so the condition holds before
+      // anything starts: v03 stays not started and the study stays stopped with results
       const rest = yield* Study.run(study, { resume: true })
-      assert.deepStrictEqual(rest.trials.map((t) => t.ran), [false, false, true])
-      // every trial settled: the study completed (the stop ended nothing early this time)
-      assert.strictEqual(rest.status, "completed")
+      assert.strictEqual(rest.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(rest.stop?.reason, "2 trials succeeded (the condition asks for 1)")
+      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
+      assert.strictEqual(rest.status, "stopped_with_results")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
-  it.effect("a past deadline (cancel) stops before anything starts: every trial not started, the study cancelled", () =>
+  it.effect("a deadline already past is refused before the protocol is frozen (nothing written, nothing run)", () =>
     Effect.gen(function*() {
       const { executions, study } = makeStudy({
         qualities: ["good", "good"],
         repeats: 1,
         stop: [{ when: "deadline", at: 0, running: "cancel" }] // epoch 0: already passed on the TestClock
       })
-      const report = yield* Study.run(study)
-      assert.deepStrictEqual(report.trials.map((t) => t.status), ["not_started", "not_started"])
-      assert.strictEqual(report.status, "cancelled")
+      const refused = yield* Effect.flip(Study.run(study))
+      assert.strictEqual(refused._tag, "ConfigError")
+      assert.include(refused.message, "stop[0].at: the deadline 1970-01-01T00:00:00.000Z has already passed")
       assert.strictEqual(executions.size, 0)
+      const catalog = yield* StudyCatalog
+      assert.isTrue(Option.isNone(yield* catalog.study("demo")))
+      assert.deepStrictEqual(yield* catalog.versions("demo"), [])
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a deadline that passes between runs: resume of the frozen version settles it without running anything", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good", "good"],
+        repeats: 1,
+        stop: [{ when: "deadline", at: 10_000, running: "cancel" }]
+      })
+      const one = yield* Study.run(study, { trials: ["p1-v01-r1"] })
+      assert.strictEqual(one.trials[0]!.status, "succeeded")
+      yield* TestClock.adjust("20 seconds")
+      const rest = yield* Study.run(study, { resume: true })
+      assert.strictEqual(rest.stop?.condition.when, "deadline")
+      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "not_started"])
+      assert.strictEqual(rest.status, "stopped_with_results")
+      assert.strictEqual(executions.size > 0, true)
     }).pipe(Effect.provide(studyEnv("demo"))))
 
   it.effect("a per-trial calls budget: exactly the limit is used; the trial settles budget_exhausted and its usage is stored", () =>
@@ -433,5 +479,52 @@ describe("Study.run", () => {
       const catalog = yield* StudyCatalog
       const usage = yield* catalog.ledger("demo").usage(["p1-v01-r1"])
       assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
+      // its metric covers 2 of 4 cases: marked partial, in the summary and the JSON
+      assert.isTrue(t.partialMetrics)
+      assert.include(report.summary(), "p1-v01-r1 budget_exhausted")
+      assert.include(report.summary(), "· partial: accuracy")
+      assert.isUndefined(t.overshoot, "exactly the limit: no overshoot")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a budget reached while pipelines run is overshot: the row says by how much and that the budget is a start gate", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 4,
+        leases: true,
+        budget: { perTrial: { tokens: 150 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      assert.strictEqual(t.status, "budget_exhausted")
+      // 100 tokens a call: the second call started under the limit and took the trial past it
+      assert.deepStrictEqual(t.overshoot, ["tokens 200 of 150 (+33%)"])
+      assert.include(report.summary(), "over budget: tokens 200 of 150 (+33%)")
+      assert.include(report.summary(), "a budget is a start gate")
+      assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("completed does not hide a variant without a succeeded trial: it is a limitation (summary, JSON, reason)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "broken"], repeats: 2 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.status, "completed", "the study ran to its end with a result")
+      assert.deepStrictEqual(report.limitations, [
+        "variant v02 (quality=broken, index=1) has no succeeded trial (2 failed): no result for it can be compared"
+      ])
+      assert.include(report.reason, "1 variant(s) without a succeeded trial")
+      assert.include(report.summary(), "limitation: variant v02")
+      assert.deepStrictEqual(report.toJSON().limitations, report.limitations)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a stop that fired only at the natural end is not printed as a stop", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good"], repeats: 1, stop: [{ when: "successfulTrials", count: 2 }] })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.stop?.condition.when, "successfulTrials")
+      assert.strictEqual(report.status, "completed")
+      assert.isFalse(report.stoppedEarly)
+      assert.notInclude(report.summary(), "stop:")
+    }).pipe(Effect.provide(studyEnv("demo"))))
 })

@@ -32,6 +32,8 @@ const call = Task.make("call", { resource: "llm" }, (n: number, ctx) =>
   Effect.scoped(Effect.gen(function*() {
     const accuracy = ctx.variables.accuracy
     if (typeof accuracy === "number") yield* Effect.orDie(ctx.reportMetric("accuracy", accuracy))
+    // one value per pipeline (the n-th pipeline reports the n-th)
+    if (Array.isArray(accuracy) && typeof accuracy[n] === "number") yield* Effect.orDie(ctx.reportMetric("accuracy", accuracy[n]))
     const lease = yield* Effect.orDie(ctx.acquire())
     yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
     yield* Effect.sleep("10 seconds")
@@ -262,6 +264,39 @@ describe("per-trial budgets", () => {
       assert.strictEqual(more.run.stats.byState.succeeded, 3)
       assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.calls, 5)
     })).pipe(Effect.provide(env())))
+
+  it.effect("the ledger holds what happened at any moment (what a kill -9 leaves): a call once it reported, with its tokens at once", () =>
+    Effect.gen(function*() {
+      // a call whose answer takes 10 s: acquire, wait, report, then 10 s more of work
+      const late = Task.make("late", { resource: "llm" }, (n: number, ctx) =>
+        Effect.scoped(Effect.gen(function*() {
+          const lease = yield* Effect.orDie(ctx.acquire())
+          yield* Effect.sleep("10 seconds")
+          yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+          yield* Effect.sleep("10 seconds")
+          return n
+        })))
+      const suite = yield* suiteOf([Suite.member("a", () => Pipeline.make("late", late).map(numbers(2)), { definitionDigest: "a", poolAliases: { llm: "llm" } })])
+      const ledger = yield* StudyControl.memoryLedger()
+      const recorded = () => Effect.map(ledger.usage(["a"]), (u) => u.get("a") ?? StudyControl.emptyUsage)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const handle = yield* StudyControl.control(studyOf(["a"]), ledger, { pollMs: 3000 })
+        const fiber = yield* Effect.fork(Suite.run(suite, { window: handle.window }))
+        yield* TestClock.adjust("5 seconds")
+        // acquired, not answered yet: a kill now must not leave a call behind (the attempt runs
+        // again on resume and is counted then)
+        assert.strictEqual((yield* recorded()).calls, 0)
+        assert.strictEqual((yield* handle.trialUsage).get("a")!.calls, 1, "the start gate counts it already")
+        yield* TestClock.adjust("5500 millis")
+        // answered at 10 s: call, tokens and cost are in the ledger before the task goes on
+        const at = yield* recorded()
+        assert.deepStrictEqual([at.calls, at.tokens, at.costUsd], [1, 150, 0.5])
+        yield* drive(fiber)
+        yield* handle.finish
+      }))
+      const end = yield* recorded()
+      assert.deepStrictEqual([end.calls, end.tokens, end.costUsd, end.timeMs], [2, 300, 1, 40_000])
+    }).pipe(Effect.provide(env())))
 
   it.effect("on a SQLite store: skipped pipelines are left pending, and a resume with budget left runs them", () =>
     Effect.gen(function*() {
@@ -516,9 +551,46 @@ describe("stop conditions", () => {
         const fired = (yield* handle.fired)!
         assert.strictEqual(fired.condition.when, "metricThreshold")
         assert.strictEqual(fired.reason, "trial b: accuracy 0.98 >= 0.97")
-        assert.strictEqual(fired.at, 20_000, "b's first pipeline reported it")
-        assert.deepStrictEqual(startedOf(report), ["a", "b"])
+        assert.strictEqual(fired.at, 40_000, "when b ended, not at its first pipeline's report")
+        assert.includeMembers(startedOf(report), ["a", "b"])
+        assert.notInclude(startedOf(report), "d")
         assert.strictEqual(report.run.status, running === "drain" ? "completed" : "interrupted")
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`metricThreshold (${running}): a running trial's partial average never fires it`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "metricThreshold", metric: "accuracy", op: ">=", value: 0.97, running }]),
+          ledger,
+          { trialConcurrency: 1 }
+        )
+        // b's first pipeline reports 1 (a running average of 1), its second 0.5: b ends at 0.75
+        const report = yield* runStudy(yield* four({ b: { accuracy: [1, 0.5] } }), handle)
+        assert.isNull(yield* handle.fired)
+        assert.deepStrictEqual(startedOf(report), ["a", "b", "c", "d"])
+        assert.strictEqual(report.run.stats.byState.succeeded, 8)
+      })).pipe(Effect.provide(env())))
+
+    it.effect(`metricThreshold (${running}): compares the trial's metric as stored (trialMetric), not what its tasks reported`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const asked: Array<string> = []
+        const handle = yield* StudyControl.control(
+          studyOf(["a", "b", "c", "d"], {}, [{ when: "metricThreshold", metric: "accuracy", op: "<=", value: 0.3, running }]),
+          ledger,
+          {
+            trialConcurrency: 1,
+            // the store's value: 0.25 for b only (its tasks reported 1 throughout)
+            trialMetric: (id, name) => Effect.sync(() => (asked.push(`${id}:${name}`), id === "b" ? 0.25 : 0.9))
+          }
+        )
+        const report = yield* runStudy(yield* four({ a: { accuracy: 0.1 }, b: { accuracy: 1 } }), handle)
+        const fired = (yield* handle.fired)!
+        assert.strictEqual(fired.reason, "trial b: accuracy 0.25 <= 0.3", "a's reported 0.1 is not its stored 0.9")
+        assert.strictEqual(fired.at, 40_000)
+        assert.deepStrictEqual(asked.slice(0, 2), ["a:accuracy", "b:accuracy"], "asked once per ended trial")
+        assert.notInclude(startedOf(report), "d")
       })).pipe(Effect.provide(env())))
 
     it.effect(`budget, the study total (${running})`, () =>
@@ -623,6 +695,27 @@ describe("stop conditions", () => {
       const report = yield* runStudy(yield* suiteOf([trial("c", 1)]), handle)
       assert.deepStrictEqual(startedOf(report), [])
       assert.strictEqual(report.run.stats.byState.succeeded ?? 0, 0)
+    })).pipe(Effect.provide(env())))
+
+  it.effect("metricThreshold on resume: a settled trial's stored metric counts, the resumed trial's partial average does not", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(
+        studyOf(["a", "b", "c"], {}, [{ when: "metricThreshold", metric: "accuracy", op: ">=", value: 0.97 }]),
+        ledger,
+        {
+          trialMetric: (id) => Effect.succeed(id === "a" ? 0.5 : 0.75),
+          settled: new Map([["a", true]])
+        }
+      )
+      assert.isNull(yield* handle.fired, "a's stored 0.5 does not meet it")
+      // b and c report 1 on their first pipeline (a running average of 1), 0.5 on their second
+      const report = yield* runStudy(
+        yield* suiteOf([trial("b", 2, { accuracy: [1, 0.5] }), trial("c", 2, { accuracy: [1, 0.5] })]),
+        handle
+      )
+      assert.isNull(yield* handle.fired)
+      assert.strictEqual(report.run.stats.byState.succeeded, 4)
     })).pipe(Effect.provide(env())))
 
   it.effect("allTrialsTerminal: the natural end is recorded as the stop", () =>

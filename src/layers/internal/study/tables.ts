@@ -15,6 +15,7 @@
 import Database from "better-sqlite3"
 import { Effect, Option } from "effect"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { Json } from "../../../domain/Json.js"
 import {
@@ -128,10 +129,9 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
   const freeze = (input: FreezeInput, now: number) =>
     Effect.flatMap(
       env.tx((d) => {
-        const latest = d.prepare(
-          "SELECT * FROM study_protocol_versions WHERE study_id = ? ORDER BY version DESC LIMIT 1"
-        ).get(input.studyId) as Row | undefined
-        const decided = decideFreeze(latest === undefined ? undefined : toVersion(latest), input)
+        const all = (d.prepare("SELECT * FROM study_protocol_versions WHERE study_id = ? ORDER BY version").all(input.studyId) as Array<Row>)
+          .map(toVersion)
+        const decided = decideFreeze(all[all.length - 1], input, all)
         if (decided._tag === "Refused") return decided
         const { frozen } = decided
         if (frozen.created) {
@@ -194,6 +194,15 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
           `UPDATE study_trials SET calls = calls + ?, tokens = tokens + ?, cost_usd = cost_usd + ?, time_ms = time_ms + ?,
              updated_at = ? WHERE trial_id = ?`
         ).run(delta.calls, delta.tokens, delta.costUsd, delta.timeMs, now, trialId)
+      ),
+    markTrial: (trialId, phase, at) =>
+      env.tx((d) =>
+        void (phase === "running"
+          ? d.prepare(
+            `UPDATE study_trials SET status = CASE WHEN status IN ('succeeded', 'failed', 'budget_exhausted') THEN status ELSE 'running' END,
+               started_at = COALESCE(started_at, ?), ended_at = NULL, updated_at = ? WHERE trial_id = ?`
+          ).run(at, at, trialId)
+          : d.prepare(`UPDATE study_trials SET ended_at = ?, updated_at = ? WHERE trial_id = ?`).run(at, at, trialId))
       ),
     recordStop: recordStopTx(studyId),
     stopRequested: Effect.map(
@@ -323,9 +332,13 @@ export const requestStopInFile = (
   })
 
 /**
- * Whether a process holds the writer lock of the store `file` (its `<file>.lock` is locked):
- * probed with a lock attempt that is released at once (nothing is written; a lock file left
- * by a killed writer holds no lock, so it reads as not alive).
+ * Whether a process holds the writer lock of the store `file`, read without touching the lock:
+ * the writer a store records in its `store_writer` row (pid and host, written when it opened
+ * for writing) is alive when it runs on this host and its pid exists (`kill(pid, 0)`; a process
+ * killed with `kill -9` leaves a row whose pid is gone). A writer recorded on another host is
+ * judged by a lock probe (an exclusive lock attempt released at once), the only test there is;
+ * on this host nothing is locked, so a `status` started while a run opens its store never takes
+ * the lock the run is about to take.
  *
  * @param file the store file (the catalog database of a study root)
  * @since 0.6.0
@@ -333,7 +346,35 @@ export const requestStopInFile = (
  */
 export const writerAlive = (file: string): boolean => {
   const lockPath = `${file}.lock`
-  if (!fs.existsSync(lockPath)) return false
+  if (!fs.existsSync(lockPath) || !fs.existsSync(file)) return false
+  let writer: { pid: number; host: string } | undefined
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true, timeout: 1000 })
+    try {
+      writer = db.prepare("SELECT pid, host FROM store_writer WHERE id = 1").get() as { pid: number; host: string } | undefined
+    } finally {
+      db.close()
+    }
+  } catch {
+    writer = undefined
+  }
+  if (writer === undefined) return false
+  if (writer.host === os.hostname() && Number(writer.pid) !== process.pid) return pidAlive(Number(writer.pid))
+  return lockHeld(lockPath)
+}
+
+const pidAlive = (pid: number): boolean => {
+  if (!(Number.isInteger(pid) && pid > 0)) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    // EPERM: it exists, owned by another user
+    return (e as { code?: unknown } | null)?.code === "EPERM"
+  }
+}
+
+const lockHeld = (lockPath: string): boolean => {
   let probe: Database.Database | undefined
   try {
     probe = new Database(lockPath, { timeout: 0, fileMustExist: true })

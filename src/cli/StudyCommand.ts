@@ -7,7 +7,8 @@
  * - `assay study run|resume|versions|stop|status FILE`: running a study and reading its state
  *   (see `StudyRun.ts`);
  * - `assay study report|evidence FILE`: the comparison of the variants and the evidence behind
- *   its numbers (see `StudyReport.ts`).
+ *   its numbers (see `StudyReport.ts`);
+ * - `assay study export FILE --summary`: a redacted JSON summary (see `StudyExport.ts`).
  *
  * @since 0.6.0
  */
@@ -18,6 +19,7 @@ import * as Flags from "./Flags.js"
 import * as Help from "./Help.js"
 import * as StudyConfig from "../config/Study.js"
 import { planStudy } from "./StudyPlan.js"
+import * as StudyExport from "./StudyExport.js"
 import * as StudyReport from "./StudyReport.js"
 import * as StudyRun from "./StudyRun.js"
 
@@ -72,7 +74,8 @@ export const subcommands = [
     load: StudyConfig.load,
     planText: (loaded) => StudyConfig.planText((loaded as StudyConfig.LoadedStudy).plan)
   }),
-  ...StudyReport.subcommands
+  ...StudyReport.subcommands,
+  ...StudyExport.subcommands
 ] as const
 
 /**

@@ -8,7 +8,8 @@
  *   (see `StudyRun.ts`);
  * - `assay study report|evidence FILE`: the comparison of the variants and the evidence behind
  *   its numbers (see `StudyReport.ts`);
- * - `assay study export FILE --summary`: a redacted JSON summary (see `StudyExport.ts`).
+ * - `assay study export FILE --summary`: a redacted JSON summary (see `StudyExport.ts`);
+ * - `assay study template FILE --out PATH`: a protocol version as a study file (see `StudyTemplate.ts`).
  *
  * @since 0.6.0
  */
@@ -22,6 +23,7 @@ import { planStudy } from "./StudyPlan.js"
 import * as StudyExport from "./StudyExport.js"
 import * as StudyReport from "./StudyReport.js"
 import * as StudyRun from "./StudyRun.js"
+import * as StudyTemplate from "./StudyTemplate.js"
 
 /**
  * The study file argument shared by the subcommands.
@@ -75,7 +77,8 @@ export const subcommands = [
     planText: (loaded) => StudyConfig.planText((loaded as StudyConfig.LoadedStudy).plan)
   }),
   ...StudyReport.subcommands,
-  ...StudyExport.subcommands
+  ...StudyExport.subcommands,
+  ...StudyTemplate.subcommands
 ] as const
 
 /**

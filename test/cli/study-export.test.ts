@@ -11,7 +11,7 @@ import type * as StudyExport from "../../src/cli/StudyExport.js"
 import { assay, root, tempDir } from "../support/cli.js"
 
 const study = path.join(root, "test/fixtures/study-export/study.yaml")
-const prompts = ["QUICK-PROMPT-TEXT answer fast", "CAREFUL-PROMPT-TEXT be careful and thorough"]
+const prompts = ["QUICK-PROMPT-TEXT answer fast", "CAREFUL-PROMPT-TEXT be careful and thorough, a mistake costs $5"]
 
 describe("assay study export --summary", () => {
   it.live("no prompt, output or case text without --include-content; all of them with it", () =>

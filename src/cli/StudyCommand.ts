@@ -9,7 +9,8 @@
  * - `assay study report|evidence FILE`: the comparison of the variants and the evidence behind
  *   its numbers (see `StudyReport.ts`);
  * - `assay study export FILE --summary`: a redacted JSON summary (see `StudyExport.ts`);
- * - `assay study template FILE --out PATH`: a protocol version as a study file (see `StudyTemplate.ts`).
+ * - `assay study template FILE --out PATH`: a protocol version as a study file (see `StudyTemplate.ts`);
+ * - `assay study confirm FILE VARIANT --repeats N`: confirmation trials (see `StudyConfirm.ts`).
  *
  * @since 0.6.0
  */
@@ -20,6 +21,7 @@ import * as Flags from "./Flags.js"
 import * as Help from "./Help.js"
 import * as StudyConfig from "../config/Study.js"
 import { planStudy } from "./StudyPlan.js"
+import * as StudyConfirm from "./StudyConfirm.js"
 import * as StudyExport from "./StudyExport.js"
 import * as StudyReport from "./StudyReport.js"
 import * as StudyRun from "./StudyRun.js"
@@ -78,7 +80,8 @@ export const subcommands = [
   }),
   ...StudyReport.subcommands,
   ...StudyExport.subcommands,
-  ...StudyTemplate.subcommands
+  ...StudyTemplate.subcommands,
+  ...StudyConfirm.subcommands
 ] as const
 
 /**

@@ -7,7 +7,10 @@
  * - `assay study run|resume|versions|stop|status FILE`: running a study and reading its state
  *   (see `StudyRun.ts`);
  * - `assay study report|evidence FILE`: the comparison of the variants and the evidence behind
- *   its numbers (see `StudyReport.ts`).
+ *   its numbers (see `StudyReport.ts`);
+ * - `assay study export FILE --summary`: a redacted JSON summary (see `StudyExport.ts`);
+ * - `assay study template FILE --out PATH`: a protocol version as a study file (see `StudyTemplate.ts`);
+ * - `assay study confirm FILE VARIANT --repeats N`: confirmation trials (see `StudyConfirm.ts`).
  *
  * @since 0.6.0
  */
@@ -18,8 +21,11 @@ import * as Flags from "./Flags.js"
 import * as Help from "./Help.js"
 import * as StudyConfig from "../config/Study.js"
 import { planStudy } from "./StudyPlan.js"
+import * as StudyConfirm from "./StudyConfirm.js"
+import * as StudyExport from "./StudyExport.js"
 import * as StudyReport from "./StudyReport.js"
 import * as StudyRun from "./StudyRun.js"
+import * as StudyTemplate from "./StudyTemplate.js"
 
 /**
  * The study file argument shared by the subcommands.
@@ -72,7 +78,10 @@ export const subcommands = [
     load: StudyConfig.load,
     planText: (loaded) => StudyConfig.planText((loaded as StudyConfig.LoadedStudy).plan)
   }),
-  ...StudyReport.subcommands
+  ...StudyReport.subcommands,
+  ...StudyExport.subcommands,
+  ...StudyTemplate.subcommands,
+  ...StudyConfirm.subcommands
 ] as const
 
 /**

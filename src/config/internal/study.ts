@@ -61,6 +61,12 @@ export interface StudyLoadOptions extends LoadOptions {
   readonly outputRoot?: string | undefined
   readonly newVersion?: boolean | undefined
   readonly allowOverCap?: boolean | undefined
+  /**
+   * Confirmation trials (`assay study confirm`): extra repeats of named variants, appended to
+   * every version's trials (`trialsFor`, `suiteFor`) after the declared ones. Not part of the
+   * protocol: its digest stays the same. An unknown variant id is ignored.
+   */
+  readonly extraTrials?: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> | undefined
 }
 
 /**
@@ -986,6 +992,11 @@ export const load = (
       if (overTrials) throw new Error(`study ${studyId} is over limits.maxTrials: it is never run`)
       const out: Array<Trial> = []
       for (const variant of variants) for (let r = 1; r <= repeats; r++) out.push({ trialId: Study.trialId(version, variant.id, r), variant, repeat: r })
+      for (const x of options.extraTrials ?? []) {
+        const variant = variants.find((v) => v.id === x.variantId)
+        if (variant === undefined || x.repeat <= repeats || out.some((t) => t.variant.id === x.variantId && t.repeat === x.repeat)) continue
+        out.push({ trialId: Study.trialId(version, variant.id, x.repeat), variant, repeat: x.repeat })
+      }
       return out
     }
     const suites = new Map<number, LoadedSuite>()

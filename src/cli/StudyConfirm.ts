@@ -1,0 +1,144 @@
+/**
+ * `assay study confirm FILE VARIANT --repeats N`: runs N confirmation trials of one variant
+ * under the study's current protocol version, and they count in the report.
+ *
+ * The confirmation trials continue the variant's repeat numbering: with `repeats: 3` and no
+ * earlier confirmation, `confirm FILE v04 --repeats 2` runs `p1-v04-r4` and `p1-v04-r5`; a
+ * second confirmation continues at `r6`. They are ordinary trials of the version (registered in
+ * the study tables, isolated, settled like every trial), and `assay study report` compares every
+ * succeeded trial of the version, so the variant's values, intervals and paired differences use
+ * its confirmation repeats too (the other variants keep theirs; pairing is per repeat number, so
+ * a repeat only the confirmed variant has is paired with nothing).
+ *
+ * The study file's protocol must be the current version's (the digest is compared): a
+ * confirmation never starts a version and never mixes versions. Nothing is chosen or applied:
+ * the report says what the new evidence shows.
+ *
+ * Exit codes: as `assay study run --trial` (0 when every confirmation trial succeeded, 1 when one
+ * did not or the store failed, 130 when interrupted); 2 for an invalid study file or flag, an
+ * unknown variant, `--repeats` below 1, a study that never ran, a changed protocol.
+ *
+ * Known limit: `assay study resume` and `run` resume the declared trials only. A confirmation
+ * trial that was interrupted stays `incomplete` (compared nowhere); `confirm` always adds new
+ * repeats, it does not resume earlier ones.
+ *
+ * @since 0.7.0
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as nodePath from "node:path"
+import { Effect, Option } from "effect"
+import * as StudyConfig from "../config/Study.js"
+import { ConfigError } from "../domain/Errors.js"
+import * as SuiteStore from "../layers/SuiteStore.js"
+import * as StudyRun from "./StudyRun.js"
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/**
+ * The confirmation trials to add: for `variant`, `count` repeats after the highest repeat the
+ * version has for it (at least the declared `repeats`). Pure.
+ *
+ * @param declared the study's `repeats`
+ * @param registered the (variant id, repeat) of every trial registered for the version
+ * @param variant the confirmed variant's id
+ * @param count how many trials to add (>= 1)
+ * @returns the new repeat numbers, ascending
+ * @since 0.7.0
+ * @category confirmation
+ */
+export const nextRepeats = (
+  declared: number,
+  registered: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>,
+  variant: string,
+  count: number
+): ReadonlyArray<number> => {
+  const top = Math.max(declared, ...registered.filter((r) => r.variantId === variant).map((r) => r.repeat))
+  return Array.from({ length: count }, (_, i) => top + 1 + i)
+}
+
+/**
+ * `assay study confirm FILE VARIANT --repeats N` (see the module docs).
+ *
+ * @since 0.7.0
+ * @category commands
+ */
+export const confirm = (args: {
+  readonly file: string
+  readonly variant: string
+  readonly repeats: number
+  readonly outputRoot: Option.Option<string>
+  readonly json: boolean
+  readonly quiet: boolean
+}): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    if (!Number.isSafeInteger(args.repeats) || args.repeats < 1) return yield* configError("--repeats", `must be an integer >= 1, got ${args.repeats}`)
+    const rootOption = Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {}
+    const base = yield* StudyConfig.load(args.file, rootOption)
+    if (!base.variants.some((v) => v.id === args.variant)) {
+      return yield* configError(
+        "VARIANT",
+        `unknown variant "${args.variant}" (variants: ${base.variants.slice(0, 8).map((v) => v.id).join(", ")}${base.variants.length > 8 ? ", …" : ""})`
+      )
+    }
+    const registered = yield* Effect.scoped(Effect.gen(function*() {
+      if (!(yield* SuiteStore.isSuiteRoot(base.outputRoot))) {
+        return yield* configError("study.id", `study "${base.id}" has never run in ${base.outputRoot}: run it before confirming a variant`)
+      }
+      const h = yield* SuiteStore.makeRead(base.outputRoot)
+      const row = yield* h.study.study(base.id)
+      if (Option.isNone(row)) return yield* configError("study.id", `study "${base.id}" has never run in ${base.outputRoot}`)
+      const version = row.value.currentVersion
+      const frozen = (yield* h.study.versions(base.id)).find((v) => v.version === version)!
+      if (frozen.protocolDigest !== base.protocolDigest) {
+        return yield* configError(
+          "protocol",
+          `the study file's protocol is not the current version's (version ${version}): a confirmation runs under the same protocol version; restore the protocol`
+        )
+      }
+      return { version, trials: (yield* h.study.trials(base.id, version)).map((t) => ({ variantId: t.variantId, repeat: t.repeat })) }
+    }))
+    const added = nextRepeats(base.repeats, registered.trials, args.variant, args.repeats)
+    const extraTrials = [
+      ...registered.trials.filter((t) => t.repeat > base.repeats),
+      ...added.map((repeat) => ({ variantId: args.variant, repeat }))
+    ]
+    const trials = added.map((r) => `p${registered.version}-${args.variant}-r${r}`)
+    yield* StudyRun.runStudy(
+      { load: (file, options) => StudyConfig.load(file, { ...options, extraTrials }) },
+      {
+        file: args.file,
+        resume: true,
+        newVersion: false,
+        outputRoot: args.outputRoot,
+        trials,
+        strictEnv: false,
+        json: args.json,
+        quiet: args.quiet
+      }
+    )
+  })
+
+/**
+ * The subcommand `confirm` of `assay study`.
+ *
+ * @since 0.7.0
+ * @category commands
+ */
+export const subcommands = [
+  Command.make("confirm", {
+    file: Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript).")),
+    variant: Args.text({ name: "VARIANT" }).pipe(Args.withDescription("The variant to confirm, e.g. v04.")),
+    repeats: Options.integer("repeats").pipe(Options.withDescription("How many confirmation trials to run (>= 1).")),
+    outputRoot: Options.text("output-root").pipe(
+      Options.withDescription("The study's output root, relative to the working directory (overrides output.root)."),
+      Options.optional
+    ),
+    json: Options.boolean("json").pipe(Options.withDescription("Print one JSON object.")),
+    quiet: Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print no plan or progress lines."))
+  }, (o) => confirm(o)).pipe(
+    Command.withDescription("Run N confirmation trials of a variant under the current protocol version (repeats continue; they count in the report).")
+  )
+] as const

@@ -1,0 +1,64 @@
+/**
+ * `assay study confirm FILE VARIANT --repeats N` through `bin/assay` (needs `npm run build`), on
+ * the fixture study test/fixtures/study-export (4 variants x 2 repeats over 40 cases):
+ * confirmation trials continue the repeat numbering under the same protocol version and count
+ * in the report.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as path from "node:path"
+import { nextRepeats } from "../../src/cli/StudyConfirm.js"
+import type * as StudyCompare from "../../src/services/StudyCompare.js"
+import { assay, root, tempDir } from "../support/cli.js"
+
+const study = path.join(root, "test/fixtures/study-export/study.yaml")
+
+describe("assay study confirm", () => {
+  it("numbers confirmation repeats after the declared ones and after earlier confirmations", () => {
+    assert.deepStrictEqual(nextRepeats(2, [{ variantId: "v03", repeat: 1 }, { variantId: "v03", repeat: 2 }], "v03", 2), [3, 4])
+    assert.deepStrictEqual(nextRepeats(2, [{ variantId: "v03", repeat: 4 }, { variantId: "v01", repeat: 7 }], "v03", 1), [5])
+    assert.deepStrictEqual(nextRepeats(3, [], "v01", 1), [4])
+  })
+
+  it.live("appends trials of the variant under version 1, runs them, and the report compares them", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const out = yield* tempDir("study-confirm")
+      const never = yield* assay(["study", "confirm", study, "v03", "--repeats", "1", "--output-root", out])
+      assert.strictEqual(never.code, 2)
+      assert.include(never.stderr, "never run")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+
+      const c1 = yield* assay(["study", "confirm", study, "v03", "--repeats", "2", "--output-root", out, "--json"], { killAfterMs: 120_000 })
+      assert.strictEqual(c1.code, 0, c1.stderr)
+      const r1 = JSON.parse(c1.stdout) as { version: number; trials: Array<{ trialId: string; ran: boolean; status: string }> }
+      assert.strictEqual(r1.version, 1)
+      assert.deepStrictEqual(r1.trials.filter((t) => t.ran).map((t) => [t.trialId, t.status]), [["p1-v03-r3", "succeeded"], ["p1-v03-r4", "succeeded"]])
+      const c2 = yield* assay(["study", "confirm", study, "v03", "--repeats", "1", "--output-root", out, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(c2.code, 0, c2.stderr)
+      assert.include(c2.stdout, "p1-v03-r5 succeeded")
+
+      // a later plain run keeps them (nothing to run) and the report counts them
+      const again = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(again.code, 0, again.stderr)
+      const json = yield* assay(["study", "report", study, "--output-root", out, "--format", "json"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const c = JSON.parse(json.stdout) as StudyCompare.StudyComparison
+      assert.strictEqual(c.version, 1)
+      const v03 = c.variants.find((v) => v.variantId === "v03")!
+      assert.deepStrictEqual(v03.trials.map((t) => [t.trialId, t.compared]), [
+        ["p1-v03-r1", true], ["p1-v03-r2", true], ["p1-v03-r3", true], ["p1-v03-r4", true], ["p1-v03-r5", true]
+      ])
+      assert.strictEqual(v03.succeeded, 5)
+      assert.strictEqual(v03.values.accuracy!.perRepeat.filter((x) => x !== null).length, 5)
+      const v04 = c.variants.find((v) => v.variantId === "v04")!
+      assert.strictEqual(v04.succeeded, 2)
+
+      const unknown = yield* assay(["study", "confirm", study, "v9", "--repeats", "1", "--output-root", out])
+      assert.strictEqual(unknown.code, 2)
+      assert.include(unknown.stderr, "unknown variant \"v9\"")
+      const zero = yield* assay(["study", "confirm", study, "v03", "--repeats", "0", "--output-root", out])
+      assert.strictEqual(zero.code, 2)
+      assert.include(zero.stderr, "--repeats")
+    })), 240_000)
+})

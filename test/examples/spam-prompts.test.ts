@@ -1,0 +1,54 @@
+/**
+ * The spam-prompts study demo (`npm run demo:study`, examples/studies/spam-prompts) on a reduced
+ * sample: the demo script starts `bin/assay mock-llm` with the study's model profiles, runs the
+ * study through `bin/assay study run` and prints the Compare view of `bin/assay study report`.
+ * Needs `npm run build` (bin/assay runs dist/).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as path from "node:path"
+import { assay, exec, root, tempDir } from "../support/cli.js"
+
+const demo = path.join(root, "examples/studies/spam-prompts/demo.ts")
+const study = path.join(root, "examples/studies/spam-prompts/study.yaml")
+const tsx = path.join(root, "node_modules/.bin/tsx")
+
+describe("the spam-prompts study demo", () => {
+  it.live("30 emails x 2 prompts x 3 models x 3 repeats: the Compare view shows >= 2 Pareto candidates and paired deltas", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const out = yield* tempDir("spam-prompts")
+      const ran = yield* exec(tsx, ["--conditions=assay-source", demo, "--out", out], {
+        env: { SPAM_PROMPTS_EMAILS: "30" },
+        killAfterMs: 240_000
+      })
+      assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
+      const view = ran.stdout.slice(ran.stdout.indexOf("\nCOMPARE\n"))
+      assert.isAbove(view.length, 0, ran.stdout)
+      // six variants, each with its Pareto membership; at least two on the strict front
+      const front = view.split("\n").filter((l) => /^v0\d.*Pareto: front;/.test(l))
+      assert.isAtLeast(front.length, 2, view)
+      // the paired comparison of every candidate's accuracy against the baseline over the 30 cases
+      for (const v of ["v02", "v03", "v04", "v05", "v06"]) {
+        assert.match(view, new RegExp(`\\n    ${v} accuracy: Δ [+-]\\S+ \\[\\S+, \\S+\\] over 30 paired cases`), view)
+      }
+      assert.match(view, /v0\d costUsd: Δ \+\S+ .* over 3 paired repeats/)
+      assert.include(view, "best for the declared objectives and constraints")
+
+      // the report's JSON agrees: prices are real (small terse cheapest), candidates >= 2
+      const json = yield* assay(["study", "report", study, "--output-root", path.join(out, "root"), "--format", "json"], {
+        env: { SPAM_PROMPTS_SAMPLE: path.join(out, "sample.jsonl") }
+      })
+      assert.strictEqual(json.code, 0, json.stderr)
+      const c = JSON.parse(json.stdout) as {
+        conclusion: { candidates: Array<string> }
+        variants: Array<{ variantId: string; succeeded: number; values: Record<string, { mean: number }> }>
+      }
+      assert.isAtLeast(c.conclusion.candidates.length, 2)
+      assert.deepStrictEqual(c.variants.map((v) => v.succeeded), [3, 3, 3, 3, 3, 3])
+      const cost = (id: string) => c.variants.find((v) => v.variantId === id)!.values.costUsd!.mean
+      // small < medium < large for either prompt; the detailed prompt costs more on the same model
+      assert.isBelow(cost("v01"), cost("v02"))
+      assert.isBelow(cost("v02"), cost("v03"))
+      assert.isBelow(cost("v01"), cost("v04"))
+    })), 300_000)
+})

@@ -83,14 +83,13 @@ export interface StudyCache {
 }
 
 /**
- * Makes a {@link StudyCache} over a study root's reads.
+ * Makes a {@link StudyCache} over a study root's reads (nothing is read until `get`).
  *
  * @since 0.7.0
  * @category constructors
  */
-export const makeCache = (reads: StudyReads): Effect.Effect<StudyCache> =>
-  Effect.gen(function*() {
-    const lock = yield* Effect.makeSemaphore(1)
+export const makeCache = (reads: StudyReads): StudyCache => {
+    const lock = Effect.unsafeMakeSemaphore(1)
     let cached: { readonly key: string; readonly value: Option.Option<StudyCompare.Analysis> } | undefined
     const compute = Effect.gen(function*() {
       const row = yield* reads.study.study(reads.studyId)
@@ -121,4 +120,4 @@ export const makeCache = (reads: StudyReads): Effect.Effect<StudyCache> =>
         return c.value
       }))
     }
-  })
+  }

@@ -12,6 +12,8 @@
  * STORE may be a suite root (a directory holding `manifest.json`): the cumulative suite view by
  * default, `--experiment ID` one member by default; every JSON route takes `?experiment=ID`,
  * `/experiments` lists the members and the dashboard links each member's detail view.
+ * A study's output root (the suite root `assay study run` writes) also gets the Study page
+ * (`/study/page`, linked from the dashboard) and its JSON (`/study`, `/study/evidence`).
  *
  * Exit codes: 2 for a refused host, a bad flag, an unknown `--run-id` or an unknown store
  * scheme; 1 when the store cannot be opened or the port cannot be bound.
@@ -29,6 +31,7 @@ import * as StatsServer from "../services/StatsServer.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
 import * as SuiteViews from "../services/internal/suiteViews.js"
+import type * as StudyView from "../services/internal/studyView.js"
 import type { StoreService } from "../services/Store.js"
 
 const store = Args.text({ name: "store" }).pipe(
@@ -59,8 +62,8 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
     const root = yield* StoreArgs.suiteRootOf([o.store], experiment)
     if (root === undefined) return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))
     return yield* Effect.scoped(Effect.gen(function*() {
-      const { store: st, suite } = yield* StoreArgs.openSuite(root)
-      return yield* serveStore(o, st, suite, yield* SuiteViews.canonicalMember(suite, experiment))
+      const { store: st, study, suite } = yield* StoreArgs.openSuite(root)
+      return yield* serveStore(o, st, suite, yield* SuiteViews.canonicalMember(suite, experiment), study)
     }))
   })).pipe(
     Command.withDescription("Serve a read-only dashboard and JSON views of a store or a suite root (loopback only by default).")
@@ -78,7 +81,8 @@ const serveStore = (
   },
   st: StoreService,
   suite?: SuiteViews.SuiteReads | undefined,
-  experiment?: string | undefined
+  experiment?: string | undefined,
+  study?: StudyView.StudyReads | undefined
 ) =>
   Effect.scoped(Effect.gen(function*() {
     const selector = Option.getOrUndefined(o.runId)
@@ -98,7 +102,8 @@ const serveStore = (
       runId: selector,
       refreshMs: o.refresh,
       suite,
-      experiment
+      experiment,
+      study
     })
     yield* Console.log(
       `assay serve: ${o.store} (read-only) at ${info.url}/ ${

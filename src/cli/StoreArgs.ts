@@ -25,6 +25,7 @@ import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as Export from "../services/internal/export.js"
 import * as Flags from "./Flags.js"
 import type { Store, StoreService } from "../services/Store.js"
+import type * as StudyView from "../services/internal/studyView.js"
 
 /**
  * `--plugin SPEC` (repeatable): plugin modules whose `stores` the store arguments may use.
@@ -252,8 +253,12 @@ export const suiteRootOf = (
 export const openSuite = (
   root: string
 ): Effect.Effect<
-  { readonly store: StoreService; readonly suite: SuiteReads },
+  { readonly store: StoreService; readonly suite: SuiteReads; readonly study: StudyView.StudyReads },
   StoreUnavailable | ConfigError,
   Scope.Scope
 > =>
-  Effect.map(SuiteStore.makeRead(root), (h) => ({ store: h.store, suite: h.catalog })).pipe(Effect.provide(NodeFileSystem.layer))
+  Effect.map(SuiteStore.makeRead(root), (h) => ({
+    store: h.store,
+    suite: h.catalog,
+    study: { study: h.study, catalog: h.catalog, studyId: h.catalog.suiteId }
+  })).pipe(Effect.provide(NodeFileSystem.layer))

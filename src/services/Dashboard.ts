@@ -16,6 +16,9 @@
  * through `textContent` / attributes, never `innerHTML`. The script first reads `/stats`
  * to learn the selection, then asks `/pipelines` and `/events` for that same selection.
  *
+ * On a study's output root (`studyLink`) the header links the Study page (`/study/page`,
+ * src/services/internal/studyPage.ts); any other store shows no Study link.
+ *
  * On a suite root (the snapshot has `suite`) the page also lists the members (counts, source
  * status, member-scoped metrics), each linking to its detail view (`?experiment=ID`, kept on
  * every request the page makes, with the selected run), and marks each pool shared or private.
@@ -56,6 +59,8 @@ export interface DashboardOptions {
    * server itself shows one member by default, `serve ROOT --experiment ID`).
    */
   readonly suiteLink?: boolean | undefined
+  /** Whether a study ran in the served root: the page then links its Study page (default `false`). */
+  readonly studyLink?: boolean | undefined
 }
 
 /** The pipeline states in card order, with the words shown for them. */
@@ -241,7 +246,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
   <h1>assay <span id="run-title">${escapeHtml(title)}</span></h1>
   <span id="run-status" class="status ${escapeHtml(status)}">${escapeHtml(status)}</span>
   <span id="run-label" class="muted">${escapeHtml(s.run?.label ?? "")}</span>
-  ${nav}
+  ${nav}${options.studyLink === true ? ` · <a id="study-tab" class="study-tab" href="/study/page">Study</a>` : ""}
   <span class="muted right">read-only · refreshes every ${(refreshMs / 1000).toFixed(refreshMs % 1000 === 0 ? 0 : 1)} s · <span id="updated">${escapeHtml(when(s.generated_at))}</span></span>
 </header>
 <main>

@@ -12,6 +12,8 @@
  * | `/resources` | `{ run_id, rows }` pool resources with health |
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
  * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
+ * | `/experiments` | suite roots only: the members |
+ * | `/study`, `/study/evidence?metric=&variant=`, `/study/page` | a study's output root only: its comparison (JSON), the evidence of one number (JSON), the Study page |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
  * Every route takes `run_id`: absent = the server's default selection (the whole store unless

@@ -672,7 +672,19 @@ export const evidence = (
   Effect.gen(function*() {
     const worst = options.worst ?? 5
     const best = options.best ?? 5
-    const { comparison, values } = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) })
+    const collected = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) })
+    return yield* evidenceOf(collected, metric, variantId, worst, best)
+  })
+
+/** The evidence of one metric of one variant from a collected comparison (no recomputation). */
+const evidenceOf = (
+  { comparison, values }: Collected,
+  metric: string,
+  variantId: string,
+  worst: number,
+  best: number
+): Effect.Effect<Evidence, ConfigError> =>
+  Effect.gen(function*() {
     const m = comparison.metrics.find((x) => x.name === metric)
     if (m === undefined) {
       const names = comparison.metrics.map((x) => x.name)
@@ -703,6 +715,39 @@ export const evidence = (
       worstCases: ev.worstCases.slice(0, worst),
       bestCases: ev.bestCases.slice(0, best)
     }
+  })
+
+/**
+ * A comparison computed once, with the evidence of any number read from it without
+ * recomputing anything (what `assay serve` caches per store change): `comparison` is
+ * {@link compare}'s result; `evidence(metric, variantId)` is {@link evidence}'s, with at most
+ * `options.evidenceCases` (default 5) worst and best cases, failing with `ConfigError` for an
+ * unknown metric (`METRIC`) or variant (`VARIANT`).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface Analysis {
+  readonly comparison: StudyComparison
+  readonly evidence: (metric: string, variantId: string) => Effect.Effect<Evidence, ConfigError>
+}
+
+/**
+ * Compares once and keeps what {@link evidence} needs (see {@link Analysis}); same failures
+ * as {@link compare}.
+ *
+ * @param study the loaded study (see {@link CompareInput})
+ * @param options version, analysis overrides, `evidenceCases`
+ * @since 0.7.0
+ * @category comparing
+ */
+export const analyse = (
+  study: CompareInput,
+  options: CompareOptions = {}
+): Effect.Effect<Analysis, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+  Effect.map(collect(study, options), (collected) => {
+    const n = options.evidenceCases ?? 5
+    return { comparison: collected.comparison, evidence: (metric, variantId) => evidenceOf(collected, metric, variantId, n, n) }
   })
 
 // ---------------------------------------------------------------------------------------------

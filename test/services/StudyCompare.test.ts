@@ -15,6 +15,9 @@ import * as Task from "../../src/domain/Task.js"
 import * as Study from "../../src/services/Study.js"
 import * as StudyCompare from "../../src/services/StudyCompare.js"
 import * as Suite from "../../src/services/Suite.js"
+import * as StudyView from "../../src/services/internal/studyView.js"
+import { StudyCatalog } from "../../src/services/StudyCatalog.js"
+import { SuiteCatalog } from "../../src/services/SuiteCatalog.js"
 import { llmPool, makeStudy, studyEnv } from "./studyFixture.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -150,6 +153,34 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       assert.deepStrictEqual(worst.slice(0, 2).map((w) => w.value), [0, 0])
       assert.strictEqual(worst[0]!.pipelineIds.length, 1)
       assert.deepStrictEqual(v02.evidence.accuracy!.trials, ["p1-v02-r1"])
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("analyse: the comparison of compare and the evidence of evidence, read without recomputing", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [BASE, CAND], cases: 40 })
+      yield* Study.run(study)
+      const a = yield* StudyCompare.analyse(input, { seed: 7 })
+      assert.deepStrictEqual(a.comparison, yield* StudyCompare.compare(input, { seed: 7 }))
+      assert.deepStrictEqual(yield* a.evidence("accuracy", "v02"), yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 }))
+      const unknown = yield* Effect.flip(a.evidence("acuracy", "v02"))
+      assert.include(unknown.message, "did you mean \"accuracy\"")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("the served study's cache: one comparison while the study's rows do not change, a new one when a trial row does", () =>
+    Effect.gen(function*() {
+      const { study } = handMade({ correct: [BASE, CAND], cases: 40 })
+      yield* Study.run(study)
+      const catalog = yield* StudyCatalog
+      const cache = StudyView.makeCache({ study: catalog, catalog: yield* SuiteCatalog, studyId: "hand" })
+      const first = yield* cache.get
+      assert.isTrue(first._tag === "Some")
+      assert.strictEqual(yield* cache.get, first, "the same analysis, not recomputed")
+      yield* catalog.settle([{ trialId: "p1-v02-r1", status: "failed", reason: "re-settled", metrics: null, startedAt: null, endedAt: 1 }], 1)
+      const after = yield* cache.get
+      assert.notStrictEqual(after, first)
+      assert.isTrue(after._tag === "Some" && after.value.comparison.variants[1]!.succeeded === 0, "the re-settled trial is no longer compared")
+      const none = StudyView.makeCache({ study: catalog, catalog: yield* SuiteCatalog, studyId: "never-ran" })
+      assert.strictEqual((yield* none.get)._tag, "None")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it.effect("below 30 paired cases: \"insufficient sample\", no McNemar test, no significance statement", () =>

@@ -13,6 +13,9 @@
  * | `/errors` | `{ run_id, rows }` latest failed pipelines; `?limit=` (≤ 1000, default 20) |
  * | `/export` | a download of `?rows=` (`results`, `pipelines`, `tasks`, `attempts`, `events`, `artifacts`, `handoffs`) as `?format=` (`csv`, `jsonl`, `json`): the bytes `assay export --rows ROWS --run-id RUN` writes; `?state=` keeps the `results`/`pipelines` rows in that state |
  * | `/experiments` | suite roots only: `{ suite_id, layout, run_id, rows }` the members (counts, source status and facts, member-scoped metrics) |
+ * | `/study` | a study's output root only: the `StudyCompare.StudyComparison` of its current protocol version (cached until the study's rows change) |
+ * | `/study/evidence` | the `StudyCompare.Evidence` of `?metric=&variant=` (400 naming an unknown one) |
+ * | `/study/page` | the Study page (tabs Design, Run, Compare, Evidence, Conclusion; Pareto and interval plots) |
  * | `/assets/uplot.js`, `/assets/uplot.css` | the chart library, served locally |
  *
  * Every route takes `run_id`: absent = the server's default selection (the whole store unless
@@ -45,7 +48,10 @@ import { DASHBOARD_CSP, renderDashboard } from "../Dashboard.js"
 import * as Export from "./export.js"
 import * as Monitor from "./monitor.js"
 import * as SuiteViews from "./suiteViews.js"
+import { renderStudyPage, STUDY_CSP } from "./studyPage.js"
+import * as StudyView from "./studyView.js"
 import type { TaskStore } from "../Store.js"
+import type * as StudyCompare from "../StudyCompare.js"
 
 /**
  * A request parameter the server cannot accept (answered with 400).
@@ -98,6 +104,13 @@ export interface AppOptions {
   readonly suite?: SuiteViews.SuiteReads | undefined
   /** With `suite`: the member shown when a request names none (default: the whole suite). */
   readonly experiment?: string | undefined
+  /**
+   * The study when `store` is a study's output root: `/study` answers its comparison,
+   * `/study/evidence` the evidence of one number, `/study/page` the Study page, and the
+   * dashboard links it. Absent (or a root whose study never ran): those routes answer 404 and
+   * the dashboard shows no Study link.
+   */
+  readonly study?: StudyView.StudyReads | undefined
 }
 
 /** Largest `limit` any endpoint accepts. */
@@ -177,6 +190,7 @@ const CursorParam = Schema.transformOrFail(Once, Schema.Unknown, {
  */
 export const QueryParams = {
   "/": RunIdParams,
+  "/study/evidence": Schema.Struct({ metric: Once, variant: Once }),
   "/stats": RunIdParams,
   "/experiments": RunIdParams,
   "/resources": RunIdParams,
@@ -338,7 +352,48 @@ export const makeApp = (
       ? Monitor.snapshotOf(scope.store, sel, errorsN, scope.reads)
       : SuiteViews.suiteSnapshot(suite, sel, { experiment: scope.experiment, errors: errorsN })
 
+  /** The study's analysis, cached per change of the study's rows (`None`: not a study root). */
+  const studyCache = options.study === undefined ? undefined : StudyView.makeCache(options.study)
+  const analysis = studyCache === undefined ? Effect.succeed(Option.none<StudyCompare.Analysis>()) : studyCache.get
+  const notStudy = () => json({ error: "not a study's output root: no study ran here" }, 404)
+
   const router = HttpRouter.empty.pipe(
+    HttpRouter.get(
+      "/study",
+      Effect.map(analysis, Option.match({ onNone: notStudy, onSome: (a) => json(a.comparison) }))
+    ),
+    HttpRouter.get(
+      "/study/evidence",
+      Effect.gen(function*() {
+        const { metric, variant } = yield* queryParams(QueryParams["/study/evidence"])
+        const a = yield* analysis
+        if (Option.isNone(a)) return notStudy()
+        return json(yield* a.value.evidence(metric, variant))
+      })
+    ),
+    HttpRouter.get(
+      "/study/page",
+      Effect.gen(function*() {
+        const a = yield* analysis
+        if (Option.isNone(a)) return notStudy()
+        // each variant's pipelines by trial (read from the cached analysis: nothing recomputed)
+        const pipelineTrial = new Map<string, string>()
+        const c = a.value.comparison
+        const first = c.metrics[0]
+        if (first !== undefined) {
+          for (const v of c.variants) {
+            if (v.succeeded === 0) continue
+            const ev = yield* a.value.evidence(first.name, v.variantId)
+            for (const t of ev.trials) for (const p of t.pipelines) pipelineTrial.set(p, t.trialId)
+          }
+        }
+        // (HttpServerResponse.html escapes nothing: renderStudyPage escapes every value)
+        return HttpServerResponse.text(renderStudyPage(c, { pipelineTrial }), {
+          contentType: "text/html; charset=utf-8",
+          headers: { "cache-control": "no-store", "content-security-policy": STUDY_CSP, "x-content-type-options": "nosniff" }
+        })
+      })
+    ),
     HttpRouter.get(
       "/",
       Effect.gen(function*() {
@@ -346,8 +401,10 @@ export const makeApp = (
         const scope = yield* scopeOf(experiment)
         const sel = yield* selectionOf(raw)
         const snapshot = yield* snapshotIn(sel, scope)
+        // a study ran here (its row read only; the comparison is computed by the Study page)
+        const study = options.study === undefined ? false : Option.isSome(yield* options.study.study.study(options.study.studyId))
         // (HttpServerResponse.html escapes nothing: renderDashboard escapes every store value)
-        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw, experimentParam: scope.experiment, suiteLink: options.experiment === undefined }), {
+        return HttpServerResponse.text(renderDashboard(snapshot, { refreshMs: options.refreshMs, runIdParam: raw, experimentParam: scope.experiment, suiteLink: options.experiment === undefined, studyLink: study }), {
           contentType: "text/html; charset=utf-8",
           headers: { "cache-control": "no-store", "content-security-policy": DASHBOARD_CSP, "x-content-type-options": "nosniff" }
         })

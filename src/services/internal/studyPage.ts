@@ -1,0 +1,349 @@
+/**
+ * The Study page of `assay serve` on a study's output root (`/study/page`): the tabs Design,
+ * Run, Compare, Evidence and Conclusion of a {@link StudyCompare.StudyComparison}, a Pareto
+ * scatter plot of two chosen metrics and per-variant interval plots (uPlot, served by the
+ * server from `/assets`).
+ *
+ * Escaping: the page is rendered on the server with every value from the store or the study
+ * (questions, variable values, trial reasons, case keys) passed through `escapeHtml`; the
+ * plots' data reach the script as JSON inside a `<script type="application/json">` element with
+ * every `<` written `\u003c`, and the script writes text only through `textContent` and uPlot's
+ * canvas. The page's own script is pinned by its hash in {@link STUDY_CSP}.
+ *
+ * @since 0.7.0
+ */
+import { createHash } from "node:crypto"
+import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
+import { escapeHtml } from "../Dashboard.js"
+import { fmt, type StudyComparison, versusText } from "../StudyCompare.js"
+
+/** A value of an assignment as text (strings as they are, others as canonical JSON). */
+const valueText = (v: Json): string => (typeof v === "string" ? v : canonicalJsonUnsafe(v))
+
+const assignmentText = (a: Readonly<Record<string, Json>>): string =>
+  Object.entries(a).map(([k, v]) => `${k}=${valueText(v)}`).join(", ")
+
+const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
+
+const intervalText = (i: { readonly lower: number; readonly upper: number } | null): string =>
+  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+
+/** `/?experiment=TRIAL`: the dashboard's view of one trial (a suite member): its pipelines. */
+const trialHref = (trialId: string): string => `/?experiment=${encodeURIComponent(trialId)}`
+
+/** The metrics the Compare tab shows: the objectives' and the declared ones (else a few built-in ones). */
+const shownMetrics = (c: StudyComparison): ReadonlyArray<StudyComparison["metrics"][number]> => {
+  const chosen = c.metrics.filter((m) => c.objectives.some((o) => o.metric === m.name) || m.kind !== "builtin")
+  return chosen.length > 0 ? chosen : c.metrics.filter((m) => m.name === "calls" || m.name === "costUsd" || m.name === "latencyP95Ms")
+}
+
+/**
+ * Options of {@link renderStudyPage}: `pipelineTrial` maps a pipeline id to the trial it
+ * belongs to (so that an evidence case links to that trial's view); absent ids link nowhere.
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface StudyPageOptions {
+  readonly pipelineTrial?: ReadonlyMap<string, string> | undefined
+}
+
+/**
+ * Renders the Study page of a comparison (every value escaped; see the module docs).
+ *
+ * @param c the comparison (`StudyCompare.compare`)
+ * @param options see {@link StudyPageOptions}
+ * @returns the HTML document
+ * @since 0.7.0
+ * @category rendering
+ */
+export const renderStudyPage = (c: StudyComparison, options: StudyPageOptions = {}): string => {
+  const e = escapeHtml
+  const shown = shownMetrics(c)
+  const base = c.variants.find((v) => v.variantId === c.baseline)
+  const li = (label: string, value: string) => `<li><span class="muted">${e(label)}:</span> ${value}</li>`
+
+  // Design
+  const variables = c.variables.length === 0
+    ? "none"
+    : c.variables.map((v) => `<span class="mono">${e(v.name)}</span> (${e(v.type)})`).join(", ")
+  const objectives = c.objectives.length === 0 ? "none" : c.objectives.map((o) =>
+    `${e(o.metric)} ${o.direction === "target" ? `→ ${e(o.target)}` : o.direction === "maximize" ? "↑ maximize" : "↓ minimize"}${o.weight !== 1 ? ` (weight ${e(o.weight)})` : ""}${
+      o.hardConstraint === undefined ? "" : ` [hard constraint ${e(o.hardConstraint.op)} ${e(o.hardConstraint.value)}]`
+    }`
+  ).join("; ")
+  const variantRows = c.variants.map((v) =>
+    `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td>${
+      c.variables.map((x) => `<td class="assign">${e(v.assignment[x.name] === undefined ? "" : valueText(v.assignment[x.name]!))}</td>`).join("")
+    }</tr>`
+  ).join("")
+  const design = `<ul class="facts">
+${li("question", `<span id="study-question">${e(c.question)}</span>`)}
+${c.hypothesis === null ? "" : li("hypothesis", e(c.hypothesis))}
+${li("protocol version", `<span id="study-version">${e(c.version)}</span>`)}
+${li("variables", variables)}
+${li("baseline", `<span class="mono">${e(c.baseline)}</span>${base === undefined ? "" : ` (${e(assignmentText(base.assignment))})`}`)}
+${li("objectives", objectives)}
+${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`))}
+</ul>
+<h3>Variants</h3>
+<table><thead><tr><th>variant</th>${c.variables.map((x) => `<th>${e(x.name)}</th>`).join("")}</tr></thead><tbody id="design-variants">${variantRows}</tbody></table>`
+
+  // Run
+  const budget = c.run.budget as { perTrial?: Record<string, unknown>; total?: Record<string, unknown> }
+  const usage = c.run.usage
+  const usageRow = (name: string, used: number, shownUsed: string, key: string) => {
+    const limit = budget.total?.[key]
+    const frac = typeof limit === "number" && limit > 0 ? Math.min(1, used / limit) : null
+    return `<tr><td>${e(name)}</td><td>${e(shownUsed)}</td><td>${typeof limit === "number" ? e(limit) : "none"}</td><td>${
+      frac === null ? "" : `<div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${(frac * 100).toFixed(0)}%`
+    }</td><td>${budget.perTrial?.[key] === undefined ? "none" : e(budget.perTrial[key])}</td></tr>`
+  }
+  const notCompared = c.variants.flatMap((v) => v.trials.filter((t) => !t.compared).map((t) => ({ ...t, variantId: v.variantId })))
+  const run = `<ul class="facts">
+${li("status", `<span id="study-status" class="status">${e(c.run.status ?? "(an earlier version)")}</span>`)}
+${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")}</span>`)}
+</ul>
+<h3>Trials by state</h3>
+<table><thead><tr><th>state</th><th>trials</th></tr></thead><tbody id="run-states">${
+    Object.entries(c.run.trialsByStatus).map(([s, n]) => `<tr><td>${e(s)}</td><td>${e(n)}</td></tr>`).join("")
+  }</tbody></table>
+<h3>Budget use</h3>
+<table><thead><tr><th>resource</th><th>used</th><th>total budget</th><th>use</th><th>per trial</th></tr></thead><tbody id="run-budget">
+${usageRow("model calls", usage.calls, String(usage.calls), "calls")}
+${usageRow("tokens", usage.tokens, String(usage.tokens), "tokens")}
+${usageRow("cost (USD)", usage.costUsd, usage.costUsd.toFixed(4), "costUsd")}
+${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeMs")}
+</tbody></table>
+<h3>Trials not compared</h3>
+<table><thead><tr><th>trial</th><th>variant</th><th>state</th><th>reason</th></tr></thead><tbody id="run-excluded">${
+    notCompared.map((t) => `<tr><td class="mono"><a href="${e(trialHref(t.trialId))}">${e(t.trialId)}</a></td><td class="mono">${e(t.variantId)}</td><td>${e(t.status)}</td><td class="msg">${e(t.reason ?? "")}</td></tr>`).join("")
+  }${c.run.notStarted.map((id) => `<tr><td class="mono">${e(id)}</td><td></td><td>not started</td><td>left out</td></tr>`).join("")}</tbody></table>`
+
+  // Compare
+  const head = shown.map((m) => `<th>${e(m.name)}${m.unit === "" ? "" : ` (${e(m.unit)})`} ${m.direction === "maximize" ? "↑" : m.direction === "minimize" ? "↓" : "→"}</th>`).join("")
+  const compareRows = c.variants.map((v) => {
+    const cells = shown.map((m) => {
+      const x = v.values[m.name]
+      const vs = v.vsBaseline[m.name]
+      const value = x === undefined || x.mean === null ? "—" : `${fmt(x.mean)}<span class="ci">${e(intervalText(x.interval))}</span>`
+      const delta = v.isBaseline || vs === undefined || vs.paired === null
+        ? ""
+        : `<div class="delta${vs.sufficiency.sufficient ? "" : " insufficient"}" title="${e(versusText(vs, c.level))}">Δ ${vs.paired.difference.estimate >= 0 ? "+" : ""}${
+          fmt(vs.paired.difference.estimate)
+        }${e(intervalText(vs.paired.difference))}${vs.sufficiency.sufficient ? "" : " · insufficient sample"}</div>`
+      return `<td class="value" data-metric="${e(m.name)}">${value}${delta}</td>`
+    }).join("")
+    return `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td><td class="assign">${
+      e(assignmentText(v.assignment))
+    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${v.succeeded === 0 ? "—" : v.pareto.strict ? "yes" : "no"}</td><td class="pareto-uncertain">${
+      v.succeeded === 0 ? "—" : v.pareto.uncertain ? "yes" : "no"
+    }</td><td class="msg breaches">${e(v.breaches.join("; "))}</td><td>${e(v.rank ?? "—")}</td></tr>`
+  }).join("")
+  const versus = c.variants.filter((v) => !v.isBaseline && v.succeeded > 0).flatMap((v) =>
+    shown.flatMap((m) => {
+      const x = v.vsBaseline[m.name]
+      return x === undefined ? [] : [`<li><span class="mono">${e(v.variantId)}</span> ${e(m.name)}: ${e(versusText(x, c.level))}</li>`]
+    })
+  ).join("")
+  const metricOptions = (selected: string | undefined) =>
+    c.metrics.map((m) => `<option value="${e(m.name)}"${m.name === selected ? " selected" : ""}>${e(m.name)}</option>`).join("")
+  const xDefault = c.objectives[0]?.metric ?? shown[0]?.name
+  const yDefault = c.objectives[1]?.metric ?? c.metrics.find((m) => m.name !== xDefault && (m.name === "costUsd" || m.name === "wallMs"))?.name ?? c.metrics.find((m) => m.name !== xDefault)?.name
+  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only beyond the intervals).</p>
+<table id="compare-table"><thead><tr><th>variant</th><th>assignment</th><th>compared trials</th>${head}<th>Pareto (strict)</th><th>Pareto (within noise)</th><th>constraint breaches</th><th>weighted rank</th></tr></thead><tbody>${compareRows}</tbody></table>
+<h3>Against the baseline</h3><ul id="compare-versus">${versus === "" ? "<li>nothing to compare</li>" : versus}</ul>
+<div class="two">
+<div><h3>Pareto plot <label>x <select id="pareto-x">${metricOptions(xDefault)}</select></label> <label>y <select id="pareto-y">${metricOptions(yDefault)}</select></label></h3><div id="pareto-plot" class="plot"></div></div>
+<div><h3>Intervals per variant <label><select id="interval-metric">${metricOptions(xDefault)}</select></label></h3><div id="interval-plot" class="plot"></div></div>
+</div>`
+
+  // Evidence
+  const trialOf = options.pipelineTrial ?? new Map<string, string>()
+  const pipelineLinks = (ids: ReadonlyArray<string>) =>
+    ids.map((id) => {
+      const trial = trialOf.get(id)
+      return trial === undefined
+        ? `<span class="mono pid">${e(id)}</span>`
+        : `<a class="mono pid evidence-link" href="${e(trialHref(trial))}" title="${e(`pipeline ${id} of trial ${trial}: open the trial's pipelines`)}">${e(id)}</a>`
+    }).join(" ")
+  const evidence = c.variants.filter((v) => v.succeeded > 0).map((v) => {
+    const blocks = shown.map((m) => {
+      const ev = v.evidence[m.name]
+      if (ev === undefined) return ""
+      const cases = (title: string, list: typeof ev.worstCases) =>
+        list.length === 0 ? "" : `<div><b>${title}</b><table class="cases"><tbody>${
+          list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(fmt(x.value))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")
+        }</tbody></table></div>`
+      const x = v.values[m.name]
+      const json = `/study/evidence?metric=${encodeURIComponent(m.name)}&variant=${encodeURIComponent(v.variantId)}`
+      return `<div class="evidence" data-metric="${e(m.name)}" data-variant="${e(v.variantId)}"><h4>${e(m.name)} of <span class="mono">${e(v.variantId)}</span>: ${
+        e(x === undefined ? "—" : `${fmt(x.mean)}${intervalText(x.interval)}`)
+      } <a class="muted" href="${e(json)}">every pipeline (JSON)</a></h4>
+<p class="muted">${e(x?.aggregation ?? "")}</p>
+<p>trials: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
+<div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div></div>`
+    }).join("")
+    return `<section class="variant-evidence"><h3><span class="mono">${e(v.variantId)}</span> <span class="muted">${e(assignmentText(v.assignment))}</span></h3>${blocks}</section>`
+  }).join("")
+
+  // Conclusion
+  const conclusion = `<ul class="facts">
+${li("status", e(c.conclusion.status ?? "(an earlier version)"))}
+${li("conclusion", `<span id="conclusion-summary">${e(c.conclusion.summary)}</span>`)}
+${li("wording", `<span id="conclusion-wording">${e(c.conclusion.wording)}</span>`)}
+${li("candidates", `<span id="conclusion-candidates">${c.conclusion.candidates.length === 0 ? "none" : c.conclusion.candidates.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span>`)}
+</ul>
+<h3>Limitations</h3><ul id="conclusion-limitations">${c.conclusion.limitations.length === 0 ? "<li>none noted</li>" : c.conclusion.limitations.map((l) => `<li>${e(l)}</li>`).join("")}</ul>
+${c.weightedRanking.length === 0 ? "" : `<h3>Weighted ranking <span class="muted">(a secondary view, not a choice)</span></h3><ol>${c.weightedRanking.map((r) => `<li><span class="mono">${e(r.variantId)}</span> ${e(fmt(r.score))}</li>`).join("")}</ol>`}`
+
+  const tabs = [["design", "Design", design], ["run", "Run", run], ["compare", "Compare", compare], ["evidence", "Evidence", evidence === "" ? "<p>no compared trial: no evidence</p>" : evidence], ["conclusion", "Conclusion", conclusion]] as const
+  const plotData = {
+    candidates: c.conclusion.candidates,
+    variants: c.variants.map((v) => ({
+      id: v.variantId,
+      strict: v.pareto.strict,
+      uncertain: v.pareto.uncertain,
+      compared: v.succeeded > 0,
+      values: Object.fromEntries(Object.entries(v.values).map(([k, x]) => [k, { mean: x.mean, lower: x.interval?.lower ?? null, upper: x.interval?.upper ?? null }]))
+    }))
+  }
+  const data = JSON.stringify(plotData).replace(/</g, "\\u003c")
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>assay · study ${e(c.studyId)}</title>
+<link rel="stylesheet" href="/assets/uplot.css">
+<style>${CSS}</style>
+</head>
+<body>
+<header><h1>Study <span class="mono" id="study-id">${e(c.studyId)}</span></h1><span class="muted">protocol version ${e(c.version)}</span><a class="right" id="to-dashboard" href="/">dashboard</a></header>
+<nav id="study-tabs">${tabs.map(([id, label], i) => `<button type="button" class="tab${i === 0 ? " current" : ""}" data-tab="${id}" id="tab-${id}">${label}</button>`).join("")}</nav>
+<main>
+${tabs.map(([id, , body], i) => `<section class="panel" id="panel-${id}"${i === 0 ? "" : " hidden"}>${body}</section>`).join("\n")}
+</main>
+<script id="study-data" type="application/json">${data}</script>
+<script src="/assets/uplot.js"></script>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`
+}
+
+const CSS = `
+:root { --ok:#1a7f37; --bad:#cf222e; --warn:#9a6700; --run:#0969da; --muted:#57606a; --line:#d0d7de; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1f2328; background: #f6f8fa; }
+header { display:flex; gap:12px; align-items:baseline; padding:12px 20px; background:#fff; border-bottom:1px solid var(--line); }
+h1 { font-size:18px; margin:0; } h3 { font-size:15px; margin:16px 0 8px; } h4 { font-size:14px; margin:12px 0 4px; }
+main { padding: 0 20px 20px; }
+.muted { color: var(--muted); } .right { margin-left:auto; } .mono { font-family: ui-monospace, monospace; }
+nav#study-tabs { padding: 8px 20px; background:#fff; border-bottom:1px solid var(--line); }
+button.tab { border:1px solid var(--line); background:#f6f8fa; padding:4px 12px; border-radius:6px; cursor:pointer; margin-right:4px; }
+button.tab.current { background:var(--run); color:#fff; }
+table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
+th, td { text-align:left; padding:4px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+td.msg, td.assign { white-space:pre-wrap; word-break:break-word; max-width:420px; }
+.ci { color:var(--muted); font-size:12px; } .delta { font-size:12px; } .delta.insufficient { color:var(--warn); }
+.tag { font-size:11px; background:#ddf4ff; color:var(--run); border-radius:8px; padding:0 6px; }
+.facts { list-style:none; padding:0; } .facts li { margin:4px 0; }
+.two { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
+.plot { background:#fff; border:1px solid var(--line); border-radius:6px; padding:8px; min-height:300px; }
+.occ { display:inline-block; width:80px; height:10px; vertical-align:middle; background:#eaeef2; border-radius:4px; overflow:hidden; }
+.fill { background:var(--run); height:100%; }
+.pid { font-size:11px; word-break:break-all; }
+.evidence { background:#fff; border:1px solid var(--line); border-radius:6px; padding:4px 12px; margin:8px 0; }
+`
+
+// The page's script: tabs, and the two plots drawn with uPlot from the JSON in #study-data. It
+// never writes markup: text through textContent, plots on uPlot's canvas.
+const SCRIPT = `
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("study-data").textContent);
+  var state = { tab: "design", pareto: null, intervals: null };
+  window.__assayStudy = state;
+  function $(id) { return document.getElementById(id); }
+  function show(tab) {
+    Array.prototype.forEach.call(document.querySelectorAll("button.tab"), function (b) {
+      b.className = b.getAttribute("data-tab") === tab ? "tab current" : "tab";
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("section.panel"), function (p) {
+      p.hidden = p.id !== "panel-" + tab;
+    });
+    state.tab = tab;
+    if (tab === "compare") draw();
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("button.tab"), function (b) {
+    b.addEventListener("click", function () { show(b.getAttribute("data-tab")); history.replaceState(null, "", "#" + b.getAttribute("data-tab")); });
+  });
+  function num(x) { return typeof x === "number" && isFinite(x) ? x : null; }
+  function drawPareto() {
+    var box = $("pareto-plot"), mx = $("pareto-x").value, my = $("pareto-y").value;
+    var pts = data.variants.filter(function (v) {
+      return v.compared && v.values[mx] && v.values[my] && num(v.values[mx].mean) !== null && num(v.values[my].mean) !== null;
+    }).map(function (v) { return { id: v.id, x: v.values[mx].mean, y: v.values[my].mean, candidate: data.candidates.indexOf(v.id) >= 0, uncertain: v.uncertain }; });
+    pts.sort(function (a, b) { return a.x - b.x; });
+    var xs = pts.map(function (p) { return p.x; });
+    var cand = pts.map(function (p) { return p.candidate ? p.y : null; });
+    var noise = pts.map(function (p) { return !p.candidate && p.uncertain ? p.y : null; });
+    var other = pts.map(function (p) { return !p.candidate && !p.uncertain ? p.y : null; });
+    box.setAttribute("data-points", String(pts.length));
+    box.setAttribute("data-candidates", pts.filter(function (p) { return p.candidate; }).map(function (p) { return p.id; }).join(","));
+    box.setAttribute("data-variants", pts.map(function (p) { return p.id; }).join(","));
+    if (state.pareto) { state.pareto.destroy(); state.pareto = null; }
+    while (box.firstChild) box.removeChild(box.firstChild);
+    if (typeof uPlot === "undefined" || pts.length === 0) { box.textContent = pts.length === 0 ? "no compared variant has both metrics" : ""; return; }
+    function dots(label, color, size) { return { label: label, stroke: color, fill: color, paths: function () { return null; }, points: { show: true, size: size, fill: color, stroke: color } }; }
+    state.pareto = new uPlot({
+      width: Math.max(300, box.clientWidth - 16), height: 280,
+      scales: { x: { time: false } },
+      series: [{ label: mx, value: function (u, v, si, i) { return i === null || i === undefined ? "" : pts[i].id + " " + mx + "=" + v; } },
+               dots("candidate", "#1a7f37", 12), dots("front within noise", "#9a6700", 9), dots("dominated", "#57606a", 7)],
+      axes: [{ label: mx }, { label: my }]
+    }, [xs, cand, noise, other], box);
+    state.pareto.points = pts;
+  }
+  function drawIntervals() {
+    var box = $("interval-plot"), m = $("interval-metric").value;
+    var vs = data.variants.filter(function (v) { return v.compared && v.values[m] && num(v.values[m].mean) !== null; });
+    var xs = vs.map(function (_, i) { return i + 1; });
+    var means = vs.map(function (v) { return v.values[m].mean; });
+    var lows = vs.map(function (v) { return num(v.values[m].lower); });
+    var highs = vs.map(function (v) { return num(v.values[m].upper); });
+    box.setAttribute("data-points", String(vs.length));
+    if (state.intervals) { state.intervals.destroy(); state.intervals = null; }
+    while (box.firstChild) box.removeChild(box.firstChild);
+    if (typeof uPlot === "undefined" || vs.length === 0) { box.textContent = vs.length === 0 ? "no compared variant has this metric" : ""; return; }
+    var noLine = function () { return null; };
+    state.intervals = new uPlot({
+      width: Math.max(300, box.clientWidth - 16), height: 280,
+      scales: { x: { time: false, range: [0, vs.length + 1] } },
+      series: [{ label: "variant", value: function (u, v) { return v >= 1 && v <= vs.length ? vs[v - 1].id : ""; } },
+               { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
+               { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
+               { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
+      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: m }]
+    }, [xs, means, lows, highs], box);
+    state.intervals.variants = vs.map(function (v) { return v.id; });
+  }
+  function draw() { drawPareto(); drawIntervals(); }
+  ["pareto-x", "pareto-y", "interval-metric"].forEach(function (id) { $(id).addEventListener("change", draw); });
+  var start = (location.hash || "").replace("#", "");
+  show(["design", "run", "compare", "evidence", "conclusion"].indexOf(start) >= 0 ? start : "design");
+  draw();
+  state.ready = true;
+})();
+`
+
+/**
+ * The `Content-Security-Policy` header of the Study page: scripts only from the server and
+ * the page's own inline script (pinned by its SHA-256 hash), no other origin.
+ *
+ * @since 0.7.0
+ * @category security
+ */
+export const STUDY_CSP = `default-src 'none'; script-src 'self' 'sha256-${
+  createHash("sha256").update(SCRIPT, "utf8").digest("base64")
+}'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`

@@ -1,0 +1,149 @@
+/**
+ * The Study page in a real browser (Debian's Chromium through playwright-core), on a small
+ * study run through `bin/assay` whose question and variable values are `<script>` and
+ * `"><img onerror>` markup (test/fixtures/study/hostile.ts): the dashboard links the page, the
+ * tabs switch, the Compare table shows every variant with its intervals, the Pareto plot has
+ * one point per variant and marks the candidates, an Evidence link opens the trial's pipelines
+ * in the dashboard, and no markup from the study runs. Skipped, with the reason printed, when
+ * Chromium is not installed (`.ci/run` installs it). Screenshot: test-output/study.png.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { chromium, type BrowserContext } from "playwright-core"
+import * as SuiteStore from "../../src/layers/SuiteStore.js"
+import * as Monitor from "../../src/services/Monitor.js"
+import * as StatsServer from "../../src/services/StatsServer.js"
+import type * as StudyCompare from "../../src/services/StudyCompare.js"
+import { LABELS, QUESTION, writeHostileStudy } from "../fixtures/study/hostile.js"
+import { assay, tempDir } from "../support/cli.js"
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const available = fs.existsSync(CHROMIUM)
+if (!available) console.warn(`study page browser test skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium)`)
+
+const OUT = path.resolve(import.meta.dirname, "../../test-output")
+
+/** A headless Chromium for the current scope. */
+const browser = Effect.acquireRelease(
+  Effect.promise(() =>
+    chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), "assay-chromium-")), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+      viewport: { width: 1280, height: 1300 }
+    })
+  ),
+  (c: BrowserContext) => Effect.promise(() => c.close())
+)
+
+describe.skipIf(!available)("Study page in Chromium", () => {
+  it.live("tabs, the Compare table with intervals, the Pareto plot, evidence links, inert markup", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* tempDir("browser-study")
+      const file = writeHostileStudy(dir)
+      const ran = yield* assay(["study", "run", file, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const h = yield* SuiteStore.makeRead(path.join(dir, "out")).pipe(Effect.provide(NodeContext.layer))
+      const info = yield* StatsServer.serve({
+        store: h.store,
+        reads: Monitor.storeReads(h.store),
+        port: 0,
+        refreshMs: 500,
+        suite: h.catalog,
+        study: { study: h.study, catalog: h.catalog, studyId: h.catalog.suiteId }
+      })
+      const c = (yield* Effect.promise(() => fetch(`${info.url}/study`).then((r) => r.json()))) as StudyCompare.StudyComparison
+
+      const context = yield* browser
+      const page = yield* Effect.promise(() => context.newPage())
+      const dialogs: Array<string> = []
+      page.on("dialog", (d) => {
+        dialogs.push(d.message())
+        void d.dismiss()
+      })
+      const pageErrors: Array<string> = []
+      page.on("pageerror", (e) => pageErrors.push(e.message))
+      const visible = (id: string) => Effect.promise(() => page.locator(`#${id}`).isVisible())
+      const textOf = (selector: string) => Effect.promise(() => page.locator(selector).first().innerText())
+
+      // the dashboard links the Study page
+      yield* Effect.promise(() => page.goto(`${info.url}/`))
+      yield* Effect.promise(() => Promise.all([page.waitForURL(/\/study\/page/), page.locator("#study-tab").click()]))
+      yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
+
+      // Design first; the study's markup is shown as text
+      assert.isTrue(yield* visible("panel-design"))
+      assert.isFalse(yield* visible("panel-compare"))
+      assert.strictEqual(yield* textOf("#study-question"), QUESTION)
+      const labels = yield* Effect.promise(() => page.$$eval("#design-variants td.assign", (tds) => tds.map((td) => td.textContent ?? "")))
+      for (const l of LABELS) assert.include(labels, l)
+
+      // Compare: every variant, each value with its interval
+      yield* Effect.promise(() => page.locator("#tab-compare").click())
+      assert.isTrue(yield* visible("panel-compare"))
+      assert.isFalse(yield* visible("panel-design"))
+      const rows = yield* Effect.promise(() =>
+        page.$$eval("#compare-table tbody tr", (trs) =>
+          trs.map((tr) => ({
+            variant: tr.getAttribute("data-variant"),
+            accuracy: tr.querySelector("td[data-metric=accuracy]")?.textContent ?? ""
+          })))
+      )
+      assert.deepStrictEqual(rows.map((r) => r.variant), c.variants.map((v) => v.variantId))
+      for (const r of rows) assert.match(r.accuracy, /\[[-0-9.e]+, [-0-9.e]+\]/, `${r.variant} shows an interval: ${r.accuracy}`)
+
+      // the Pareto plot: one point per compared variant, the candidates marked
+      const pareto = yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const { document, window } = globalThis as any
+          const box = document.getElementById("pareto-plot")
+          const u = window.__assayStudy.pareto
+          const count = (i: number) => (u.data[i] as Array<number | null>).filter((x) => x !== null).length
+          return {
+            points: Number(box.getAttribute("data-points")),
+            candidates: String(box.getAttribute("data-candidates")).split(",").filter((x: string) => x !== "").sort(),
+            marked: count(1),
+            others: count(2) + count(3),
+            canvas: box.querySelectorAll("canvas").length,
+            axes: [document.getElementById("pareto-x").value, document.getElementById("pareto-y").value]
+          }
+        })
+      )
+      const compared = c.variants.filter((v) => v.succeeded > 0)
+      assert.strictEqual(pareto.points, compared.length)
+      assert.strictEqual(pareto.marked + pareto.others, compared.length)
+      assert.deepStrictEqual(pareto.candidates, [...c.conclusion.candidates].sort())
+      assert.strictEqual(pareto.marked, c.conclusion.candidates.length)
+      assert.isAbove(pareto.canvas, 0)
+      assert.deepStrictEqual(pareto.axes, ["accuracy", "wallMs"])
+      assert.strictEqual(Number(yield* Effect.promise(() => page.locator("#interval-plot").getAttribute("data-points"))), compared.length)
+      fs.mkdirSync(OUT, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: path.join(OUT, "study.png"), fullPage: true }))
+
+      // Evidence: a pipeline link opens the dashboard's view of its trial, which lists that pipeline
+      yield* Effect.promise(() => page.locator("#tab-evidence").click())
+      assert.isTrue(yield* visible("panel-evidence"))
+      const link = page.locator("a.evidence-link").first()
+      const pipelineId = yield* Effect.promise(() => link.innerText())
+      const href = (yield* Effect.promise(() => link.getAttribute("href")))!
+      const trial = new URL(href, info.url).searchParams.get("experiment")!
+      yield* Effect.promise(() => Promise.all([page.waitForURL(/experiment=/), link.click()]))
+      yield* Effect.promise(() => page.waitForFunction(() => ((globalThis as any).window.__assay?.refreshes ?? 0) > 0))
+      assert.isAbove(yield* Effect.promise(() => page.locator("#pipelines tr").count()), 0)
+      const listed = (yield* Effect.promise(() =>
+        fetch(`${info.url}/pipelines?experiment=${encodeURIComponent(trial)}&limit=1000`).then((r) => r.json())
+      )) as { rows: Array<{ pipeline_id: string }> }
+      assert.isTrue(listed.rows.some((r) => r.pipeline_id === pipelineId), `${pipelineId} is one of ${trial}'s pipelines`)
+
+      // no markup of the study ran or became an element
+      yield* Effect.promise(() => page.goto(`${info.url}/study/page#design`))
+      yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
+      assert.strictEqual(yield* Effect.promise(() => page.locator("main img, main script").count()), 0)
+      assert.deepStrictEqual(dialogs, [], "no alert fired")
+      assert.deepStrictEqual(pageErrors, [], "the page script ran without errors")
+    })), { timeout: 180_000 })
+})

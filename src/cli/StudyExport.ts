@@ -37,6 +37,7 @@ import { decodePayload } from "../services/internal/export.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { inputOf } from "./StudyReport.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
@@ -241,20 +242,7 @@ export const exportSummary = (args: {
     }
     const summary = yield* Effect.gen(function*() {
       const c = yield* StudyCompare.compare(
-        {
-          id: loaded.id,
-          question: loaded.question,
-          hypothesis: loaded.hypothesis,
-          type: loaded.type,
-          objectives: loaded.objectives,
-          metrics: loaded.metrics,
-          analysis: loaded.analysis,
-          baseline: { id: loaded.baseline.id },
-          variants: loaded.variants.map((v) => ({ id: v.id, assignment: v.assignment })),
-          variables: loaded.variables.map((v) => ({ name: v.name, type: v.type })),
-          repeats: loaded.repeats,
-          budget: loaded.budget
-        },
+        inputOf(loaded),
         { version: Option.getOrUndefined(args.version), seed: Option.getOrUndefined(args.seed) }
       )
       const versions = yield* (yield* StudyCatalog).versions(loaded.id)

@@ -28,8 +28,15 @@ import { SuiteCatalog } from "../services/SuiteCatalog.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
-/** The comparison input of a loaded study file. */
-const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareInput => ({
+/**
+ * The comparison input (`StudyCompare.CompareInput`) of a loaded study file: its identity,
+ * objectives, metrics, analysis settings, baseline, variants, variables, repeats and budget.
+ *
+ * @param loaded the study file as `StudyConfig.load` returns it
+ * @since 0.7.0
+ * @category report
+ */
+export const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareInput => ({
   id: loaded.id,
   question: loaded.question,
   hypothesis: loaded.hypothesis,

@@ -147,7 +147,9 @@ const explainBusy = (loaded: LoadedStudyFile) => (e: StoreUnavailable | ConfigEr
       message: `study "${loaded.id}" is already running in another process (${
         e.message.replace(/^.*already open for writing by /, "").replace(/; one writer.*$/, "")
       }); one process per study: see assay study status, or assay study stop`,
-      ...(e.path === undefined ? {} : { path: e.path })
+      ...(e.path === undefined ? {} : { path: e.path }),
+      // exit 75 (ExitCode.Locked), like a plain run or a suite whose store is held
+      locked: true
     })
     : e
 

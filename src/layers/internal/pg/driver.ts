@@ -556,10 +556,10 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     writeFacts: (as, es) =>
       tx(
         "write",
-        Effect.zipRight(
-          as.length > 0 ? insertMany("assay_attempts", ATTEMPT_COLUMNS, as.map(attemptRow)) : Effect.void,
-          es.length > 0 ? insertMany("assay_events", EVENT_COLUMNS, es.map(eventRow)) : Effect.void
-        )
+        Effect.gen(function*() {
+          if (as.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, as.map(attemptRow))
+          if (es.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, es.map(eventRow))
+        })
       ),
     putArtifact: (a, placed) => tx("write", Effect.map(insertArtifact(a, placed), (id) => artifactRecordOf(id, a, placed))),
 

@@ -68,3 +68,16 @@ export const scrub = (text: string, url: string): string => {
   }
   return out
 }
+
+/**
+ * Every Postgres URL in `text` with its userinfo password replaced by `***` (for command lines
+ * echoed back to the user, such as the `resume with:` hint).
+ *
+ * @param text - any text.
+ * @returns `text` with each `postgres://user:password@` written `postgres://user:***@`.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const redactUrlsIn = (text: string): string =>
+  text.replace(/(postgres(?:ql)?:\/\/[^:@/\s'"]*):[^@/\s'"]*@/gi, "$1:***@")

@@ -14,7 +14,8 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
-import * as PgStore from "../layers/PgStore.js"
+import { loadPgStore } from "../layers/internal/pg/load.js"
+import * as PgUrl from "../layers/internal/pg/url.js"
 
 /**
  * One part of the schema `assay migrate` brings up to date: its name (as printed) and the
@@ -25,16 +26,20 @@ import * as PgStore from "../layers/PgStore.js"
  */
 export interface MigrationStep {
   readonly name: string
-  readonly run: (url: string) => Effect.Effect<ReadonlyArray<readonly [number, string]>, StoreUnavailable>
+  readonly run: (url: string) => Effect.Effect<ReadonlyArray<readonly [number, string]>, StoreUnavailable | ConfigError>
 }
 
 /**
- * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`).
+ * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`). A step
+ * fails with `ConfigError` when `@effect/sql-pg` is not installed.
  *
  * @since 0.8.0
  * @category migrations
  */
-export const steps: ReadonlyArray<MigrationStep> = [{ name: "store", run: PgStore.migrate }]
+export const steps: ReadonlyArray<MigrationStep> = [
+  // loaded on demand: @effect/sql-pg is an optional peer dependency
+  { name: "store", run: (url) => Effect.flatMap(loadPgStore, (PgStore) => PgStore.migrate(url)) }
+]
 
 /**
  * Runs `steps` on the database at `url` and says what each did, one line per step; fails with
@@ -49,14 +54,14 @@ export const migrateDatabase = (
   with_: ReadonlyArray<MigrationStep> = steps
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
-    if (!PgStore.isPostgresUrl(url)) {
-      const message = `--database: expected a postgres:// or postgresql:// URL, got ${JSON.stringify(PgStore.redactUrl(url))}`
+    if (!PgUrl.isPostgresUrl(url)) {
+      const message = `--database: expected a postgres:// or postgresql:// URL, got ${JSON.stringify(PgUrl.redactUrl(url))}`
       return yield* new ConfigError({
         message,
         issues: [{ path: "--database", message, suggestion: "postgres://user@host:5432/assay" }]
       })
     }
-    const shown = PgStore.redactUrl(url)
+    const shown = PgUrl.redactUrl(url)
     for (const step of with_) {
       const applied = yield* step.run(url)
       yield* Console.log(

@@ -32,7 +32,8 @@ import * as MemoryStore from "../MemoryStore.js"
 import * as Plugins from "../Plugins.js"
 import type { PluginRegistry, Provided, StoreFactory } from "../Plugins.js"
 import * as PluginUri from "../PluginUri.js"
-import * as PgStore from "../PgStore.js"
+import { loadPgStore } from "./pg/load.js"
+import { redactUrl } from "./pg/url.js"
 import * as SqliteStore from "../SqliteStore.js"
 
 /**
@@ -92,7 +93,7 @@ const classify = (
     return Either.right({ _tag: "Sqlite", filename: spec })
   }
   if (parsed._tag === "Malformed") {
-    return Either.left(problem(`"${PgStore.redactUrl(spec)}" is not a valid URI: ${parsed.message}`))
+    return Either.left(problem(`"${redactUrl(spec)}" is not a valid URI: ${parsed.message}`))
   }
   if (parsed.scheme === "postgres" || parsed.scheme === "postgresql") return Either.right({ _tag: "Postgres", url: spec.trim() })
   if (parsed.scheme === "file") {
@@ -247,9 +248,11 @@ export const layerOf = (
           Layer.provide(backendLayer(options))
         )
     case "Postgres":
-      return options.readOnly
-        ? PgStore.layerReadOnly(target.url)
-        : PgStore.layerWith({ url: target.url, journal: options.journal }).pipe(Layer.provide(backendLayer(options)))
+      // loaded on demand: @effect/sql-pg is an optional peer dependency
+      return Layer.unwrapEffect(Effect.map(loadPgStore, (PgStore) =>
+        options.readOnly
+          ? PgStore.layerReadOnly(target.url)
+          : PgStore.layerWith({ url: target.url, journal: options.journal }).pipe(Layer.provide(backendLayer(options)))))
     case "Plugin":
       return PluginUri.guardFactory(
         "store",

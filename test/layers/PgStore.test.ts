@@ -5,7 +5,7 @@
  * passwords kept out of messages.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option } from "effect"
+import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -177,6 +177,35 @@ describe("PgStore", () => {
       assert.isTrue(Exit.isFailure(down) && Option.isSome(Exit.causeOption(down)) && !String(down.cause).includes("hunter2"))
       assert.match(String(Exit.isFailure(down) ? down.cause : ""), /StoreUnavailable/)
     }))
+
+  it.live("a failed statement and a Postgres crash-restart are typed StoreUnavailable failures (never defects); the store works again after", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("crash")
+      const url = pg.url("crash")
+      const store = yield* open({ url, migrate: true })
+      const id = pipeline("c1").pipelineId
+      yield* store.admit([pipeline("c1")])
+      const typed = (exit: Exit.Exit<unknown, unknown>) =>
+        Exit.isSuccess(exit) || Option.getOrUndefined(Cause.failureOption(exit.cause)) !== undefined &&
+          !Cause.isDie(exit.cause) && (Option.getOrThrow(Cause.failureOption(exit.cause)) as { _tag: string })._tag === "StoreUnavailable"
+      setWriteFailure("crash", true)
+      const failed = yield* Effect.exit(store.checkpoint({ pipelineId: id, artifact: artifact("c1", 0, bytes("x")), task: task("c1", 0) }))
+      assert.isTrue(Exit.isFailure(failed) && typed(failed), String(Exit.isFailure(failed) ? failed.cause : ""))
+      assert.match(String(Exit.isFailure(failed) ? failed.cause : ""), /injected failure/)
+      setWriteFailure("crash", false)
+      yield* Effect.promise(() => pg.restart("immediate"))
+      // every call while the pool reconnects either works or fails typed; one soon works again
+      let ok = false
+      for (let i = 0; i < 50 && !ok; i++) {
+        const exit = yield* Effect.exit(store.getPipeline(id))
+        assert.isTrue(typed(exit), String(Exit.isFailure(exit) ? exit.cause : ""))
+        ok = Exit.isSuccess(exit)
+        if (!ok) yield* Effect.sleep("100 millis")
+      }
+      assert.isTrue(ok)
+      yield* store.checkpoint({ pipelineId: id, artifact: artifact("c1", 0, bytes("after")), task: task("c1", 0), pipeline: { nTasksDone: 1, updatedAt: 3 } })
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).nTasksDone, 1)
+    })))
 
   it("redactUrl masks userinfo passwords and password parameters", () => {
     assert.strictEqual(PgStore.redactUrl("postgres://u:p%40ss@h:5432/db?sslmode=require"), "postgres://u:***@h:5432/db?sslmode=require")

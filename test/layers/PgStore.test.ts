@@ -101,6 +101,28 @@ describe("PgStore", () => {
       assert.strictEqual((yield* b.listArtifacts(pipeline("w1").pipelineId)).length, 1)
     })))
 
+  it.live("first writer wins inside one store too: the same task committed twice at once (one batch) stores one output", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("fww1")
+      const store = yield* open({ url: pg.url("fww1"), migrate: true })
+      const id = pipeline("d1").pipelineId
+      yield* store.admit([pipeline("d1")])
+      const unit = (value: string, n: number) => ({
+        pipelineId: id,
+        artifact: artifact("d1", 0, bytes(value)),
+        task: { ...task("d1", 0), taskRunId: `d1/0/${n}` },
+        pipeline: { nTasksDone: 1, attemptsDelta: 1, updatedAt: 1100 + n }
+      })
+      const got = yield* Effect.all(
+        Array.from({ length: 8 }, (_, n) => PgStore.commitCheckpoint(store, unit(`v${n}`, n))),
+        { concurrency: 8 }
+      )
+      const values = new Set(got.map((o) => text(Option.getOrThrow(o).payload)))
+      assert.strictEqual(values.size, 1)
+      assert.strictEqual((yield* store.listArtifacts(id)).length, 1)
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).attemptsTotal, 1)
+    })))
+
   it.live("a restart from the seed (re-admission at cursor 0) lets the task be committed again", () =>
     Effect.scoped(Effect.gen(function*() {
       yield* fresh("restart")

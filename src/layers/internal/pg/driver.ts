@@ -295,6 +295,253 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       (r) => (r[0]?.id === null || r[0]?.id === undefined ? undefined : Number(r[0].id))
     )
 
+
+  /**
+   * Whether a batch can be committed by {@link plainCommit}: no traversal write, no final mark,
+   * and no pipeline admitted after an earlier write of it in the same batch (so admitting every
+   * row first, then the rest, is the same as applying the writes in order).
+   */
+  const isPlain = (ops: ReadonlyArray<StoreWrite>): boolean => {
+    const touched = new Set<string>()
+    for (const op of ops) {
+      switch (op._tag) {
+        case "Admit":
+          if (op.traversals.length > 0) return false
+          for (const p of op.pipelines) if (touched.has(p.pipelineId)) return false
+          break
+        case "Checkpoint":
+          if (op.unit.traversal !== undefined) return false
+          touched.add(op.unit.pipelineId)
+          break
+        case "MarkFinal":
+          return false
+        case "PutTask":
+          touched.add(op.task.pipelineId)
+          break
+        case "Patch":
+        case "Settle":
+          touched.add(op.pipelineId)
+          break
+      }
+    }
+    return true
+  }
+
+  /** Patch fields in the order of their columns (a shape is the set present). */
+  const PATCH_FIELDS = [
+    ["state", "text"],
+    ["n_tasks_done", "int"],
+    ["run_id", "text"],
+    ["started_at", "bigint"],
+    ["ended_at", "bigint"],
+    ["failed_task", "text"],
+    ["error_type", "text"],
+    ["error_message", "text"],
+    ["error_class", "text"]
+  ] as const
+
+  /**
+   * A plain batch (see {@link isPlain}) in a fixed number of statements, whatever its size: the
+   * admitted rows in one upsert, the checkpoint keys claimed in one insert (first writer wins;
+   * the first unit of a key in the batch is its candidate), the artifacts (seeds and outputs, in
+   * the batch's order, so ids follow it) in one insert, the task rows in one upsert (the last
+   * row of a task run wins, as consecutive upserts would), the pipeline patches folded per
+   * pipeline in order and written with one UPDATE per patch shape, then attempts and events.
+   */
+  const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
+    Effect.gen(function*() {
+      // 1. admissions
+      const admitted = new Map<string, PipelineFields>()
+      for (const op of ops) if (op._tag === "Admit") for (const p of op.pipelines) admitted.set(p.pipelineId, p)
+      if (admitted.size > 0) {
+        yield* insertMany(
+          "assay_pipelines",
+          ADMIT_COLUMNS,
+          Array.from(admitted.values(), (p) => [...pipelineParams(p), null]),
+          ADMIT_SUFFIX
+        )
+        yield* rows(
+          "DELETE FROM assay_checkpoints c USING assay_pipelines p WHERE p.pipeline_id = ANY($1) AND c.pipeline_id = p.pipeline_id AND c.seq >= p.n_tasks_done",
+          [Array.from(admitted.keys())]
+        )
+      }
+      // 2. claims: the first unit of each key in the batch is its candidate, later ones lose
+      const losers = new Set<number>()
+      const candidates = new Map<string, number>()
+      const claimRows: Array<Array<unknown>> = []
+      const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
+      ops.forEach((op, i) => {
+        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined) return
+        const a = op.unit.artifact
+        const key = keyOf(a.pipelineId, a.seq, a.visit ?? 0)
+        if (candidates.has(key)) {
+          losers.add(i)
+          return
+        }
+        candidates.set(key, i)
+        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt])
+      })
+      if (claimRows.length > 0) {
+        const won = new Set(
+          (yield* insertMany(
+            "assay_checkpoints",
+            ["pipeline_id", "seq", "visit", "run_id", "digest", "committed_at"],
+            claimRows,
+            "ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit"
+          )).map((r) => keyOf(r.pipeline_id, r.seq, r.visit))
+        )
+        for (const [key, i] of candidates) if (!won.has(key)) losers.add(i)
+      }
+      // 3. artifacts, tasks, patches, facts, in batch order
+      const artifacts: Array<NewArtifact> = []
+      const artifactRows: Array<Array<unknown>> = []
+      const tasks = new Map<string, TaskFields>()
+      const patches = new Map<string, PipelinePatch>()
+      const attempts: Array<Array<unknown>> = []
+      const events: Array<Array<unknown>> = []
+      const patch = (pipelineId: string, p: PipelinePatch) => {
+        const before = patches.get(pipelineId)
+        if (before === undefined) return void patches.set(pipelineId, p)
+        const merged: { -readonly [K in keyof PipelinePatch]: PipelinePatch[K] } = { ...before }
+        for (const [k, v] of Object.entries(p)) if (v !== undefined) (merged as Record<string, unknown>)[k] = v
+        merged.attemptsDelta = (before.attemptsDelta ?? 0) + (p.attemptsDelta ?? 0)
+        patches.set(pipelineId, merged)
+      }
+      ops.forEach((op, i) => {
+        switch (op._tag) {
+          case "Admit":
+            for (const [a, placed] of op.seeds) {
+              artifacts.push(a)
+              artifactRows.push(artifactRow(a, placed))
+            }
+            return
+          case "Checkpoint": {
+            const u = op.unit
+            for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+            for (const e of u.events ?? []) events.push(eventRow(e))
+            if (losers.has(i)) return
+            if (u.artifact !== undefined && op.placed !== undefined) {
+              artifacts.push(u.artifact)
+              artifactRows.push(artifactRow(u.artifact, op.placed))
+            }
+            if (u.task !== undefined) {
+              tasks.delete(u.task.taskRunId)
+              tasks.set(u.task.taskRunId, u.task)
+            }
+            if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
+            return
+          }
+          case "PutTask":
+            tasks.delete(op.task.taskRunId)
+            tasks.set(op.task.taskRunId, op.task)
+            return
+          case "Patch":
+            return patch(op.pipelineId, op.patch)
+          case "Settle":
+            return patch(op.pipelineId, settleToPatch(op.settle))
+          case "MarkFinal":
+            return
+        }
+      })
+      if (artifactRows.length > 0) {
+        // identity values of one statement ascend in row order
+        const ids = (yield* insertMany("assay_artifacts", ARTIFACT_COLUMNS, artifactRows, "RETURNING artifact_id"))
+          .map((r) => Number(r.artifact_id))
+          .sort((a, b) => a - b)
+        const keep = new Map<string, number>()
+        artifacts.forEach((a, k) => {
+          if (a.isFinal) keep.set(a.pipelineId, ids[k]!)
+        })
+        if (keep.size > 0) {
+          yield* rows(
+            "UPDATE assay_artifacts SET is_final = 0 WHERE pipeline_id = ANY($1) AND is_final = 1 AND NOT (artifact_id = ANY($2))",
+            [Array.from(keep.keys()), Array.from(keep.values())]
+          )
+        }
+      }
+      if (tasks.size > 0) yield* insertMany("assay_tasks", TASK_COLUMNS, Array.from(tasks.values(), taskRow), TASK_SUFFIX)
+      if (patches.size > 0) {
+        const shapes = new Map<string, Array<readonly [string, PipelinePatch]>>()
+        for (const entry of patches) {
+          const p = entry[1]
+          const shape = [
+            p.state !== undefined,
+            p.nTasksDone !== undefined,
+            p.runId !== undefined,
+            p.startedAt !== undefined,
+            p.endedAt !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            (p.attemptsDelta ?? 0) !== 0
+          ].map((b) => (b ? "1" : "0")).join("")
+          const list = shapes.get(shape)
+          if (list === undefined) shapes.set(shape, [entry])
+          else list.push(entry)
+        }
+        for (const [shape, list] of shapes) {
+          const fields = PATCH_FIELDS.filter((_, k) => shape[k] === "1")
+          const delta = shape[9] === "1"
+          const valueOf = (p: PipelinePatch, column: string): unknown => {
+            switch (column) {
+              case "state":
+                return p.state
+              case "n_tasks_done":
+                return p.nTasksDone
+              case "run_id":
+                return p.runId
+              case "started_at":
+                return p.startedAt
+              case "ended_at":
+                return p.endedAt
+              case "failed_task":
+                return p.error?.failedTask ?? null
+              case "error_type":
+                return p.error?.errorType ?? null
+              case "error_message":
+                return p.error?.errorMessage ?? null
+              default:
+                return p.error?.errorClass ?? null
+            }
+          }
+          const per = Math.max(1, Math.floor(MAX_PARAMS / (fields.length + 3)))
+          for (let c = 0; c < list.length; c += per) {
+            const params: Array<unknown> = []
+            const mark = (v: unknown, type: string) => {
+              params.push(v)
+              return `$${params.length}::${type}`
+            }
+            const tuples = list.slice(c, c + per).map(([id, p]) =>
+              `(${
+                [
+                  mark(id, "text"),
+                  ...fields.map(([column, type]) => mark(valueOf(p, column), type)),
+                  ...(delta ? [mark(p.attemptsDelta ?? 0, "int")] : []),
+                  mark(p.updatedAt, "bigint")
+                ].join(", ")
+              })`
+            )
+            const names = ["id", ...fields.map(([column]) => column), ...(delta ? ["attempts_delta"] : []), "updated_at"]
+            const sets = [
+              ...fields.map(([column]) => `${column} = v.${column}`),
+              ...(delta ? ["attempts_total = p.attempts_total + v.attempts_delta"] : []),
+              "updated_at = v.updated_at"
+            ]
+            yield* rows(
+              `UPDATE assay_pipelines p SET ${sets.join(", ")} FROM (VALUES ${tuples.join(", ")}) AS v(${
+                names.join(", ")
+              }) WHERE p.pipeline_id = v.id`,
+              params
+            )
+          }
+        }
+      }
+      if (attempts.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, attempts)
+      if (events.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, events)
+      return undefined
+    })
+
   const commit = (ops: ReadonlyArray<StoreWrite>) => {
     let levelUp = false
     const levelFor = (state: Traversal.VisitState) => {
@@ -446,7 +693,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       if (levelUp) yield* rows("UPDATE assay_meta SET value = $1 WHERE key = 'feature_level'", [VISITS_LEVEL])
       return refused
     })
-    return Effect.tap(tx("commit", body), () =>
+    return Effect.tap(tx("commit", isPlain(ops) ? plainCommit(ops) : body), () =>
       Effect.sync(() => {
         if (levelUp) level = VISITS_LEVEL
       }))

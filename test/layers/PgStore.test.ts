@@ -123,6 +123,33 @@ describe("PgStore", () => {
       assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).attemptsTotal, 1)
     })))
 
+  it.live("two stores racing over the same 40 pipelines in opposite orders: no deadlock, one output per task, each cursor moved once", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("race2")
+      const url = pg.url("race2")
+      yield* PgStore.migrate(url)
+      const a = yield* open({ url })
+      const b = yield* open({ url })
+      const names = Array.from({ length: 40 }, (_, i) => `q${String(i).padStart(2, "0")}`)
+      yield* a.admit(names.map((n) => pipeline(n)))
+      const commitAll = (store: Store["Type"], order: ReadonlyArray<string>, who: string) =>
+        Effect.forEach(order, (n) =>
+          store.checkpoint({
+            pipelineId: pipeline(n).pipelineId,
+            artifact: artifact(n, 0, bytes(`${who}:${n}`)),
+            task: { ...task(n, 0), taskRunId: `${n}/0/${who}` },
+            pipeline: { nTasksDone: 1, attemptsDelta: 1, updatedAt: 1100 }
+          }), { concurrency: 40, discard: true })
+      yield* Effect.all([commitAll(a, names, "a"), commitAll(b, [...names].reverse(), "b")], { concurrency: 2 })
+      const rows = yield* b.getPipelines(names.map((n) => pipeline(n).pipelineId))
+      for (const p of rows.values()) {
+        assert.strictEqual(p.nTasksDone, 1)
+        assert.strictEqual(p.attemptsTotal, 1)
+      }
+      assert.strictEqual(pg.psql("race2", "SELECT count(*) FROM assay_artifacts WHERE seq = 0").trim(), "40")
+      assert.strictEqual(pg.psql("race2", "SELECT count(*) FROM assay_tasks").trim(), "40")
+    })))
+
   it.live("a restart from the seed (re-admission at cursor 0) lets the task be committed again", () =>
     Effect.scoped(Effect.gen(function*() {
       yield* fresh("restart")

@@ -6,7 +6,10 @@
  * - **Several writers.** Any number of processes may open the same database for writing
  *   (`exclusiveWriter: false`): ids come from identity columns, counters are incremented in
  *   SQL, and the traversal version check locks the pipeline rows it reads (`FOR UPDATE`, in
- *   id order).
+ *   id order). A plain batch claims checkpoint keys and locks pipeline rows in key order, so
+ *   two writers' batches wait for each other but do not deadlock; a batch with traversal
+ *   writes goes unit by unit and may (rarely) be chosen as a deadlock victim: a typed,
+ *   retryable `StoreUnavailable` (`40P01`).
  * - **First-writer-wins checkpoints.** A task completion (a checkpoint unit with an output artifact
  *   and a task row; an output written without a task row is stored as is) first inserts
  *   `(pipeline_id, seq, visit)` into `assay_checkpoints` with `ON CONFLICT DO NOTHING`. When the
@@ -357,7 +360,10 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         yield* insertMany(
           "assay_pipelines",
           ADMIT_COLUMNS,
-          Array.from(admitted.values(), (p) => [...pipelineParams(p), null]),
+          // in id order, as every writer locks rows (two batches never wait on each other in a cycle)
+          Array.from(admitted.values(), (p) => [...pipelineParams(p), null]).sort((a, b) =>
+            String(a[0]) < String(b[0]) ? -1 : String(a[0]) > String(b[0]) ? 1 : 0
+          ),
           ADMIT_SUFFIX
         )
         yield* rows(
@@ -382,6 +388,12 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt])
       })
       if (claimRows.length > 0) {
+        // in key order: two writers claiming the same keys wait in the same order, never in a cycle
+        claimRows.sort((a, b) => {
+          const ka = keyOf(a[0], a[1], a[2])
+          const kb = keyOf(b[0], b[1], b[2])
+          return ka < kb ? -1 : ka > kb ? 1 : 0
+        })
         const won = new Set(
           (yield* insertMany(
             "assay_checkpoints",
@@ -461,6 +473,11 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       }
       if (tasks.size > 0) yield* insertMany("assay_tasks", TASK_COLUMNS, Array.from(tasks.values(), taskRow), TASK_SUFFIX)
       if (patches.size > 0) {
+        // the rows are locked in id order first (an UPDATE … FROM locks in plan order)
+        yield* rows(
+          "SELECT 1 FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
+          [Array.from(patches.keys())]
+        )
         const shapes = new Map<string, Array<readonly [string, PipelinePatch]>>()
         for (const entry of patches) {
           const p = entry[1]

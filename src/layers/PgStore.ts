@@ -42,6 +42,13 @@ import { makeDriver as makePgDriver, unavailableOf } from "./internal/pg/driver.
 import * as Migrations from "./internal/pg/migrations.js"
 import { isPostgresUrl, redactUrl } from "./internal/pg/url.js"
 
+/**
+ * `isPostgresUrl(spec)`: whether a store spec is a `postgres://` / `postgresql://` URL;
+ * `redactUrl(url)`: the URL as assay shows it, its password replaced by `***`.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
 export { isPostgresUrl, redactUrl }
 
 /**

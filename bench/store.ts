@@ -9,7 +9,12 @@
  *    `ratio_to_raw` = store throughput / raw throughput; ids `p${i}`, or content-addressed
  *    hashes with `BENCH_IDS=hash` (both sides);
  * 3. `events({ kind, limit: 100 })`, `events({ limit: 100 })` and `countEvents({ kind })` on
- *    stores of 10k, 100k and 1M events.
+ *    stores of 10k, 100k and 1M events;
+ * 4. with `BENCH_PG=1`: the same public-operation workload as 2 on `PgStore` (a throwaway
+ *    Postgres 15 on loopback from test/support/postgres.ts, fsync off, a fresh database per
+ *    round, `BENCH_PG_PIPELINES` pipelines, default 5,000), alternating with SqliteStore on the
+ *    same count; `store.pg_vs_sqlite` gives the throughput ratio and the client process's CPU
+ *    time per pipeline (the server's CPU is not counted). `BENCH_PG_ONLY=1` runs only this part.
  */
 import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
@@ -41,7 +46,10 @@ const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N
 // 2. SqliteStore through its public operations
 // ---------------------------------------------------------------------------------------------
 const RUN = RunId.make("run")
-const store = (file: string, concurrency: number) =>
+const store = (file: string, concurrency: number) => storeOn(SqliteStore.layer({ filename: file }), concurrency, N)
+
+/** The workload of 2 on any store layer: `n` pipelines from `concurrency` fibers; the elapsed ms. */
+const storeOn = (layer: Layer.Layer<Store, unknown>, concurrency: number, N: number) =>
   Effect.gen(function*() {
     const s = yield* Store
     const one = (i: number) =>
@@ -93,7 +101,7 @@ const store = (file: string, concurrency: number) =>
       throw new Error(`store bench wrote wrong rows: ${JSON.stringify(stats.byState)}`)
     }
     return ms
-  }).pipe(Effect.provide(SqliteStore.layer({ filename: file })))
+  }).pipe(Effect.provide(layer))
 
 // ---------------------------------------------------------------------------------------------
 // 3. event reads
@@ -140,7 +148,54 @@ const eventReads = (size: number) => {
   }).pipe(Effect.provide(Layer.fresh(SqliteStore.layerReadOnly(file))))
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. PgStore against SqliteStore
+// ---------------------------------------------------------------------------------------------
+const PG_N = Number(process.env.BENCH_PG_PIPELINES ?? 5_000)
+
+const cpuMs = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+const pgVsSqlite = Effect.gen(function*() {
+  const { startPostgres } = yield* Effect.promise(() => import("../test/support/postgres.js"))
+  const PgStore = yield* Effect.promise(() => import("../src/layers/PgStore.js"))
+  const pg = yield* Effect.promise(() => startPostgres())
+  let pgBest = { ms: Infinity, cpu: 0 }
+  let sqliteBest = { ms: Infinity, cpu: 0 }
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      const db = `bench_${round}`
+      yield* Effect.promise(() => pg.createDatabase(db))
+      const c0 = cpuMs()
+      const pgMs = yield* storeOn(PgStore.layer({ url: pg.url(db), migrate: true }), CONCURRENCY, PG_N)
+      const pgCpu = cpuMs() - c0
+      if (pgMs < pgBest.ms) pgBest = { ms: pgMs, cpu: pgCpu }
+      emit({ bench: "store.postgres", round, fibers: CONCURRENCY, pipelines: PG_N, ms: Math.round(pgMs), pipelines_per_s: Math.round(PG_N / (pgMs / 1000)), client_cpu_ms: Math.round(pgCpu) })
+      const c1 = cpuMs()
+      const sqMs = yield* storeOn(SqliteStore.layer({ filename: nodePath.join(dir, `pgcmp-${round}.db`) }), CONCURRENCY, PG_N)
+      const sqCpu = cpuMs() - c1
+      if (sqMs < sqliteBest.ms) sqliteBest = { ms: sqMs, cpu: sqCpu }
+      emit({ bench: "store.sqlite", round, fibers: CONCURRENCY, pipelines: PG_N, ms: Math.round(sqMs), pipelines_per_s: Math.round(PG_N / (sqMs / 1000)), client_cpu_ms: Math.round(sqCpu) })
+    }
+  } finally {
+    yield* Effect.promise(() => pg.stop())
+  }
+  emit({
+    bench: "store.pg_vs_sqlite",
+    basis: "fastest round",
+    pipelines: PG_N,
+    pg_pipelines_per_s: Math.round(PG_N / (pgBest.ms / 1000)),
+    sqlite_pipelines_per_s: Math.round(PG_N / (sqliteBest.ms / 1000)),
+    pg_over_sqlite_wall: Math.round((sqliteBest.ms / pgBest.ms) * 1000) / 1000,
+    client_cpu_us_per_pipeline_pg: Math.round((pgBest.cpu * 1000) / PG_N),
+    client_cpu_us_per_pipeline_sqlite: Math.round((sqliteBest.cpu * 1000) / PG_N)
+  })
+})
+
 const main = Effect.gen(function*() {
+  if (process.env.BENCH_PG_ONLY === "1") return yield* pgVsSqlite
   emit({ bench: "store.setup", pipelines: N, concurrency: CONCURRENCY, rows_per_pipeline: 17, node: process.version })
   // the machine is shared: alternate raw and store runs and keep the best of each
   let rawBest = Infinity
@@ -172,6 +227,7 @@ const main = Effect.gen(function*() {
     pipelines_per_s: Math.round(N / (wideMs / 1000)),
     ratio_to_raw: Math.round((N / (wideMs / 1000) / rawRate) * 1000) / 1000
   })
+  if (process.env.BENCH_PG === "1") yield* pgVsSqlite
   if (process.env.BENCH_SKIP_EVENTS === "1") return
   const results: Record<number, { latestKind: number; latest: number; count: number }> = {}
   for (const size of [10_000, 100_000, 1_000_000]) results[size] = yield* eventReads(size)

@@ -84,6 +84,9 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
     e("Follow the latest run of a store (waits for the store to appear)", "assay watch runs/demo.db"),
     e("Every run of the store, refreshed every half second", "assay watch runs/demo.db --run-id all --interval 0.5")
   ],
+  migrate: [
+    e("Create the assay tables of a PostgreSQL database before the first run", "assay migrate --database postgres://assay@db.internal:5432/assay")
+  ],
   study: [
     e("What a study would run and the most it may cost, before anything runs", "assay study plan study.yaml"),
     e("Compare the variants once the study ran", "assay study report study.yaml")

@@ -62,6 +62,7 @@ import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
+import { redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
@@ -442,10 +443,12 @@ const runOne = (args: RunArgs, resume: boolean) =>
       )
     )
     const shown = metrics.filter((m) => m.name !== SKIPPED_METRIC)
+    // a Postgres URL is shown without its password
+    const storeShown = redactUrlsIn(store)
     if (args.summary === "json") {
       yield* Console.log(JSON.stringify({
         ...report.toJSON(),
-        store,
+        store: storeShown,
         metrics: Object.fromEntries(shown.map((m) => [m.name, m.value]))
       }))
     } else {
@@ -455,13 +458,15 @@ const runOne = (args: RunArgs, resume: boolean) =>
           `metrics: ${shown.map((m) => `${m.label ?? m.name} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`
         )
       }
-      yield* Console.log(`store: ${store}`)
+      yield* Console.log(`store: ${storeShown}`)
       if (!(target._tag === "Memory")) {
-        yield* Console.log(`results: assay report ${shellQuote(store)} · assay export ${shellQuote(store)} results.jsonl`)
+        yield* Console.log(
+          `results: assay report ${shellQuote(storeShown)} · assay export ${shellQuote(storeShown)} results.jsonl`
+        )
       }
     }
     if (report.status === "interrupted" && target._tag !== "Memory") {
-      yield* Console.error(`resume with: ${resumeCommandOf(process.argv.slice(2))}`)
+      yield* Console.error(`resume with: ${redactUrlsIn(resumeCommandOf(process.argv.slice(2)))}`)
     }
     const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
     // An empty source is not a success: nothing ran, and the user most likely named the wrong
@@ -536,7 +541,7 @@ const refuseExistingRun = (runId: string, store: string) =>
     if (Option.isSome(existing)) {
       return yield* configError(
         "--run-id",
-        `run id ${runId} already exists in ${store} (started ${
+        `run id ${runId} already exists in ${redactUrlsIn(store)} (started ${
           new Date(existing.value.startedAt).toISOString()
         }); choose another or omit --run-id`
       )
@@ -718,7 +723,11 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
       return yield* configError(
         chosen.field,
         `--shards needs a store file (each shard writes its own, merged afterwards), not ${
-          target._tag === "Plugin" ? `a plugin store (${target.scheme}://)` : "\":memory:\""
+          target._tag === "Plugin"
+            ? `a plugin store (${target.scheme}://)`
+            : target._tag === "Postgres"
+            ? "a Postgres database (several processes already share one: run without --shards)"
+            : "\":memory:\""
         }`
       )
     }

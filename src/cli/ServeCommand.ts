@@ -89,7 +89,7 @@ const serveStore = (
     // an explicit default run must exist (a typo should not serve an empty page)
     if (selector !== undefined && selector !== "all" && selector !== "latest") {
       yield* Monitor.resolveSelection(st, selector).pipe(
-        Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` })))
+        Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${StoreArgs.displayOf(o.store)}` })))
       )
     }
     const reads = Monitor.storeReads(st)
@@ -106,7 +106,7 @@ const serveStore = (
       study
     })
     yield* Console.log(
-      `assay serve: ${o.store} (read-only) at ${info.url}/ ${
+      `assay serve: ${StoreArgs.displayOf(o.store)} (read-only) at ${info.url}/ ${
         info.loopback ? "(bound to loopback only)" : "(WARNING: reachable from other hosts, no authentication)"
       }`
     )

@@ -21,6 +21,7 @@ import * as SuiteStore from "../layers/SuiteStore.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import type { SuiteReads } from "../services/internal/suiteViews.js"
 import * as PluginUri from "../layers/PluginUri.js"
+import { isPostgresUrl, redactUrl } from "../layers/internal/pg/url.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as Export from "../services/internal/export.js"
 import * as Flags from "./Flags.js"
@@ -74,7 +75,7 @@ export const envPlugins = (): ReadonlyArray<string> =>
 const needsPlugins = (specs: ReadonlyArray<string>): boolean =>
   specs.some((s) => {
     const p = PluginUri.parse(s)
-    return p._tag === "Uri" && p.scheme !== "file"
+    return p._tag === "Uri" && p.scheme !== "file" && p.scheme !== "postgres" && p.scheme !== "postgresql"
   })
 
 /**
@@ -135,6 +136,24 @@ const isDirectory = (p: string) =>
     }
   })
 
+/** The specs {@link displayOf} masked, by what it showed (so a store can be reopened by its shown name). */
+const shown = new Map<string, string>()
+
+/**
+ * How a store spec is shown (report headers, messages, the `source` of opened stores): a
+ * Postgres URL without its password (`postgres://user:***@host/db`), anything else as given.
+ * A masked spec is remembered, so {@link reopener} can open it again by the shown name.
+ *
+ * @since 0.8.0
+ * @category display
+ */
+export const displayOf = (spec: string): string => {
+  if (!isPostgresUrl(spec)) return spec
+  const masked = redactUrl(spec)
+  if (masked !== spec) shown.set(masked, spec)
+  return masked
+}
+
 /**
  * {@link openAll} with an already loaded registry.
  *
@@ -154,7 +173,7 @@ export const openWith = (
     for (const spec of specs) yield* refuseDirectory(spec)
     const baseDir = process.cwd()
     return yield* Effect.forEach(specs, (spec) =>
-      Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: spec, store })))
+      Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: displayOf(spec), store })))
   })
 
 /**
@@ -171,7 +190,7 @@ export const reopener = (registry: Plugins.PluginRegistry) =>
   StoreUnavailable | ConfigError,
   Scope.Scope
 > =>
-  StoreResolver.openReadOnly(source, { registry, baseDir: process.cwd() }).pipe(
+  StoreResolver.openReadOnly(shown.get(source) ?? source, { registry, baseDir: process.cwd() }).pipe(
     Effect.catchTag("PluginError", (e) => Effect.fail(new StoreUnavailable({ message: e.message, path: source }))),
     Effect.map((store) => ({ store, bulk: Export.storeBulk(store) }))
   )

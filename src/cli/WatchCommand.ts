@@ -156,7 +156,7 @@ const follow = <E>(
     const snapshot = read(pinned).pipe(
       Effect.catchIf(
         (e): e is Monitor.UnknownRun => e instanceof Monitor.UnknownRun,
-        (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${o.store}` }))
+        (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${StoreArgs.displayOf(o.store)}` }))
       )
     )
     const show = (s: Monitor.Snapshot) =>

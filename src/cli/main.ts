@@ -56,6 +56,7 @@ const subcommands: ReadonlyArray<readonly [string, () => Promise<Loaded>]> = [
   ["merge", () => import("./MergeCommand.js").then((m) => one(m.merge))],
   ["serve", () => import("./ServeCommand.js").then((m) => one(m.serve))],
   ["watch", () => import("./WatchCommand.js").then((m) => one(m.watch))],
+  ["migrate", () => import("./MigrateCommand.js").then((m) => one(m.migrate))],
   ["study", () => import("./StudyCommand.js").then((m) => one(m.study))]
 ]
 

@@ -113,7 +113,7 @@ describe("StoreResolver.resolve", () => {
     assert.strictEqual(e._tag, "ConfigError")
     assert.strictEqual(e.issues[0]!.path, "run.store")
     assert.include(e.message, "\"nope://\"")
-    assert.include(e.message, "file://, mem://")
+    assert.include(e.message, "file://, postgres://, postgresql://, mem://")
     assert.include(e.message, "./s3.ts (Cannot find module 'aws')")
     assert.strictEqual(leftOf(StoreResolver.resolve("nope://x", registry, "--store")).issues[0]!.path, "--store")
     assert.strictEqual(leftOf(StoreResolver.resolve("   ", registry)).issues[0]!.path, "run.store")
@@ -281,4 +281,13 @@ describe("ArtifactBackends.layerWith", () => {
       assert.strictEqual(e._tag, "ConfigError")
       assert.include(e.message, "\"theirs://\"")
     }))
+})
+
+describe("StoreResolver: Postgres URLs", () => {
+  it("postgres:// and postgresql:// resolve to the built-in Postgres store, password kept for opening only", () => {
+    for (const spec of ["postgres://u:pw@127.0.0.1:5432/db", "postgresql://u@db.internal/assay?sslmode=require"]) {
+      const target = Either.getOrThrow(StoreResolver.resolve(spec, Plugins.empty))
+      assert.deepStrictEqual(target, { _tag: "Postgres", url: spec })
+    }
+  })
 })

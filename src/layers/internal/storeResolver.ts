@@ -5,6 +5,8 @@
  * A spec is, in this order (built-ins always win):
  * - `":memory:"`: the memory store (nothing persists);
  * - `file:///abs/runs/qa.db`: the SQLite file at that path (the built-in `file` scheme);
+ * - `postgres://…` or `postgresql://…`: the Postgres store in that database (`PgStore`; the
+ *   database must have been migrated with `assay migrate --database URL`);
  * - `scheme://...` (see `PluginUri` for what counts as a URI): the store a plugin provides for
  *   that scheme (the plugin's `stores` export); an unknown scheme is a `ConfigError` (exit 2)
  *   naming it and the known ones, before anything is opened;
@@ -30,11 +32,14 @@ import * as MemoryStore from "../MemoryStore.js"
 import * as Plugins from "../Plugins.js"
 import type { PluginRegistry, Provided, StoreFactory } from "../Plugins.js"
 import * as PluginUri from "../PluginUri.js"
+import { loadPgStore } from "./pg/load.js"
+import { redactUrl } from "./pg/url.js"
 import * as SqliteStore from "../SqliteStore.js"
 
 /**
  * A resolved store spec: the memory store, an SQLite file (`filename` as written, or the
- * path of a `file:` URI), or a plugin store (`scheme`, parsed `uri`, and the plugin and
+ * path of a `file:` URI), a Postgres database (`url`, a `postgres://` or `postgresql://`
+ * connection URL, password included: show it only through `PgStore.redactUrl`), or a plugin store (`scheme`, parsed `uri`, and the plugin and
  * factory providing it).
  *
  * @since 0.1.0
@@ -43,6 +48,7 @@ import * as SqliteStore from "../SqliteStore.js"
 export type StoreTarget =
   | { readonly _tag: "Memory" }
   | { readonly _tag: "Sqlite"; readonly filename: string }
+  | { readonly _tag: "Postgres"; readonly url: string }
   | {
     readonly _tag: "Plugin"
     readonly scheme: string
@@ -61,14 +67,16 @@ export type StoreTarget =
 export type StoreRegistry = Pick<PluginRegistry, "stores" | "errors">
 
 /**
- * The store URI schemes a registry knows, built-in first (`file`), then the plugins' schemes
- * in load order.
+ * The store URI schemes a registry knows, built-in first (`file`, `postgres`, `postgresql`),
+ * then the plugins' schemes in load order.
  *
  * @since 0.1.0
  * @category resolving
  */
 export const knownSchemes = (registry: Pick<PluginRegistry, "stores">): ReadonlyArray<string> => [
   "file",
+  "postgres",
+  "postgresql",
   ...registry.stores.keys()
 ]
 
@@ -84,7 +92,10 @@ const classify = (
     if (spec.trim() === "") return Either.left(problem("the store is empty: write a file path, \":memory:\" or a plugin URI"))
     return Either.right({ _tag: "Sqlite", filename: spec })
   }
-  if (parsed._tag === "Malformed") return Either.left(problem(`"${spec}" is not a valid URI: ${parsed.message}`))
+  if (parsed._tag === "Malformed") {
+    return Either.left(problem(`"${redactUrl(spec)}" is not a valid URI: ${parsed.message}`))
+  }
+  if (parsed.scheme === "postgres" || parsed.scheme === "postgresql") return Either.right({ _tag: "Postgres", url: spec.trim() })
   if (parsed.scheme === "file") {
     try {
       return Either.right({ _tag: "Sqlite", filename: fileURLToPath(parsed.uri) })
@@ -206,6 +217,8 @@ const backendLayer = (options: OpenOptions) =>
 /**
  * The `Store` layer of a resolved target. The memory store keeps payloads inline (as before);
  * an SQLite file opens with `SqliteStore.layerWith` (written) or `SqliteStore.layerReadOnly`;
+ * a Postgres database with `PgStore.layerWith` (written; never migrated: an unmigrated
+ * database is a `ConfigError` naming `assay migrate`) or `PgStore.layerReadOnly`;
  * a plugin store's factory gets the URI and `{ journal, readOnly, baseDir }`, and its layer
  * is given the artifact backend. Fails with `ConfigError` for a read-only `:memory:` (there
  * is nothing to read) or a bad backend choice, `StoreUnavailable` when the store cannot be
@@ -234,6 +247,12 @@ export const layerOf = (
         : SqliteStore.layerWith({ filename: target.filename, journal: options.journal }).pipe(
           Layer.provide(backendLayer(options))
         )
+    case "Postgres":
+      // loaded on demand: @effect/sql-pg is an optional peer dependency
+      return Layer.unwrapEffect(Effect.map(loadPgStore, (PgStore) =>
+        options.readOnly
+          ? PgStore.layerReadOnly(target.url)
+          : PgStore.layerWith({ url: target.url, journal: options.journal }).pipe(Layer.provide(backendLayer(options)))))
     case "Plugin":
       return PluginUri.guardFactory(
         "store",

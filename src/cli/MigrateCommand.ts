@@ -1,0 +1,91 @@
+/**
+ * `assay migrate --database URL`: brings the assay schema of a PostgreSQL database up to this
+ * build's version, once, before any runner or writer starts (stores never create or change
+ * their schema on their own). Safe to run again (nothing to do) and from several processes at
+ * once (they serialize on an advisory lock). Each part of the schema is one step (today: the
+ * store's tables); the URL is printed without its password.
+ *
+ * Exit codes: 0 migrated or up to date; 2 the URL is not a Postgres URL; 1 the database cannot
+ * be reached, a migration failed (nothing of it applied) or the database is newer than this build.
+ *
+ * @since 0.8.0
+ */
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Console, Effect } from "effect"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { loadPgStore } from "../layers/internal/pg/load.js"
+import * as PgUrl from "../layers/internal/pg/url.js"
+
+/**
+ * One part of the schema `assay migrate` brings up to date: its name (as printed) and the
+ * effect migrating it on the database at a URL (the migrations it applied, `[id, name]`).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface MigrationStep {
+  readonly name: string
+  readonly run: (url: string) => Effect.Effect<ReadonlyArray<readonly [number, string]>, StoreUnavailable | ConfigError>
+}
+
+/**
+ * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`). A step
+ * fails with `ConfigError` when `@effect/sql-pg` is not installed.
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const steps: ReadonlyArray<MigrationStep> = [
+  // loaded on demand: @effect/sql-pg is an optional peer dependency
+  { name: "store", run: (url) => Effect.flatMap(loadPgStore, (PgStore) => PgStore.migrate(url)) }
+]
+
+/**
+ * Runs `steps` on the database at `url` and says what each did, one line per step; fails with
+ * `ConfigError` (exit 2) when `url` is not a `postgres://` / `postgresql://` URL, else with the
+ * `StoreUnavailable` of the first step that fails.
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const migrateDatabase = (
+  url: string,
+  with_: ReadonlyArray<MigrationStep> = steps
+): Effect.Effect<void, ConfigError | StoreUnavailable> =>
+  Effect.gen(function*() {
+    if (!PgUrl.isPostgresUrl(url)) {
+      const message = `--database: expected a postgres:// or postgresql:// URL, got ${JSON.stringify(PgUrl.redactUrl(url))}`
+      return yield* new ConfigError({
+        message,
+        issues: [{ path: "--database", message, suggestion: "postgres://user@host:5432/assay" }]
+      })
+    }
+    const shown = PgUrl.redactUrl(url)
+    for (const step of with_) {
+      const applied = yield* step.run(url)
+      yield* Console.log(
+        applied.length === 0
+          ? `${step.name}: ${shown} is up to date`
+          : `${step.name}: ${shown} migrated (${applied.map(([id, name]) => `${id}_${name}`).join(", ")})`
+      )
+    }
+  })
+
+const database = Options.text("database").pipe(
+  Options.withDescription(
+    "The PostgreSQL database to migrate, as a URL (postgres://user@host:5432/db). A password may be given in the URL or in PGPASSWORD; it is never printed."
+  )
+)
+
+/**
+ * The `migrate` subcommand.
+ *
+ * @since 0.8.0
+ * @category commands
+ */
+export const migrate = Command.make("migrate", { database }, (o) => migrateDatabase(o.database)).pipe(
+  Command.withDescription(
+    "Create or update the assay tables of a PostgreSQL database (run once, before runners start)."
+  )
+)

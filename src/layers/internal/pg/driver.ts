@@ -1,0 +1,1223 @@
+/**
+ * The PostgreSQL driver of the store (`Store.StoreDriver`): writes and reads over one
+ * `@effect/sql` client (`PgClient`), each group-commit batch and each write-behind batch in
+ * one transaction.
+ *
+ * - **Several writers.** Any number of processes may open the same database for writing
+ *   (`exclusiveWriter: false`): ids come from identity columns, counters are incremented in
+ *   SQL, and the traversal version check locks the pipeline rows it reads (`FOR UPDATE`, in
+ *   id order). A plain batch claims checkpoint keys and locks pipeline rows in key order, so
+ *   two writers' batches wait for each other but do not deadlock; a batch with traversal
+ *   writes goes unit by unit and may (rarely) be chosen as a deadlock victim: a typed,
+ *   retryable `StoreUnavailable` (`40P01`).
+ * - **First-writer-wins checkpoints.** A task completion (a checkpoint unit with an output artifact
+ *   and a task row; an output written without a task row is stored as is) first inserts
+ *   `(pipeline_id, seq, visit)` into `assay_checkpoints` with `ON CONFLICT DO NOTHING`. When the
+ *   key is already there (another runner, or a paused "zombie" runner, committed the same task
+ *   first), the unit's artifact, task row, pipeline patch and traversal write are skipped and only
+ *   its attempts and events (what really happened) are written; the stored output stays the
+ *   winner's, and reading it back (`getArtifactById` / `getArtifact`) gives the winner's value.
+ *   An invalidation (rewind, retry-all) deletes the keys of the stations it invalidates, and an
+ *   admission deletes the keys at and after the cursor it admits the pipeline with (a restart
+ *   from the seed clears them all), so a legitimate re-run writes again.
+ * - **Errors.** Every `SqlError` becomes a typed `StoreUnavailable` whose message names the
+ *   database without its password (`url.ts`).
+ *
+ * @since 0.8.0
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import { StoreUnavailable } from "../../../domain/Errors.js"
+import type { PipelineId } from "../../../domain/Ids.js"
+import { errorRowOf } from "../../../domain/TaskStore.js"
+import * as Traversal from "../../../domain/Traversal.js"
+import {
+  ArtifactRecord,
+  type PipelineRecord,
+  type PipelineState,
+  type TaskRecord,
+  trusted
+} from "../../../domain/Records.js"
+import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
+import { settleToPatch } from "../../../services/internal/store/ops.js"
+import {
+  artifactRecordOf,
+  loadPayload,
+  PAGE_SIZE,
+  quantileAt,
+  quantileRanks,
+  succeededIndexOf,
+  usageAccumulator
+} from "../../../services/internal/store/shared.js"
+import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
+import type {
+  CompletionBucket,
+  ErrorRow,
+  EventFilter,
+  Latency,
+  LoadedArtifact,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PipelineBundle,
+  PipelineFields,
+  PipelinePatch,
+  PipelinesPage,
+  PlacedArtifact,
+  SpecCount,
+  StoreDriver,
+  StoreStats,
+  StoreWrite,
+  TaskFields,
+  TraversalWrite
+} from "../../../services/Store.js"
+import {
+  PIPELINE_COLUMNS,
+  pipelineParams,
+  toArtifact,
+  toAttempt,
+  toEvent,
+  toHandoff,
+  toMetric,
+  toPipeline,
+  toResource,
+  toRun,
+  toTask
+} from "../sqlite/rows.js"
+import * as TraversalText from "../sqlite/traversalText.js"
+import { redactUrl, scrub } from "./url.js"
+
+type Row = Record<string, unknown>
+
+/**
+ * What the driver is built on: the client, the URL it was opened with (for messages, never
+ * printed whole), whether it is read-only (and the error writes fail with), and the feature
+ * level read at open.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface PgEnv {
+  readonly sql: SqlClient.SqlClient
+  readonly url: string
+  readonly readOnlyError: StoreUnavailable | undefined
+  readonly featureLevel: string
+}
+
+/**
+ * An `SqlError` (or anything thrown below the client) as the typed `StoreUnavailable` of a
+ * store on `url`: the message names the database without its password and quotes the
+ * driver's reason (its code, e.g. `57P01` for a server shutting down, `ECONNREFUSED`).
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export const unavailableOf = (url: string, what: string, cause: unknown): StoreUnavailable => {
+  const inner = (cause as { cause?: unknown } | null)?.cause ?? cause
+  const code = (inner as { code?: unknown } | null)?.code
+  const text = inner instanceof Error ? inner.message : (cause as { message?: unknown } | null)?.message ?? String(cause)
+  const reason = scrub(`${typeof code === "string" ? `${code}: ` : ""}${String(text)}`, url)
+  return new StoreUnavailable({ message: `${what} of postgres store ${redactUrl(url)} failed: ${reason}`, path: redactUrl(url) })
+}
+
+/** Bytes as a Buffer for node-postgres (no copy). */
+const toBuffer = (u: Uint8Array | null): Buffer | null =>
+  u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
+
+/** A BYTEA column as bytes, or `null`. */
+const toBytes = (u: unknown): Uint8Array | null =>
+  u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null
+
+/** JSON text of a value, `null` for `undefined`. */
+const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON.stringify(u))
+
+/** Postgres binds at most 65,535 parameters per statement. */
+const MAX_PARAMS = 60_000
+
+/** Columns an upsert never overwrites with `NULL` (a re-admission that does not know it keeps it). */
+const KEEP_KNOWN = new Set(["repeat", "traversal", "suite_id", "experiment_id", "local_key"])
+const ADMIT_COLUMNS = [...PIPELINE_COLUMNS, "traversal"]
+const ADMIT_SUFFIX = `ON CONFLICT (pipeline_id) DO UPDATE SET ${
+  ADMIT_COLUMNS.filter((c) => c !== "pipeline_id").map((c) =>
+    KEEP_KNOWN.has(c) ? `${c} = coalesce(EXCLUDED.${c}, assay_pipelines.${c})` : `${c} = EXCLUDED.${c}`
+  ).join(", ")
+}`
+const TASK_COLUMNS = [
+  "task_run_id", "pipeline_id", "run_id", "seq", "task_name", "state", "attempts_used", "started_at", "ended_at",
+  "duration_ms", "error_type", "error_message", "error_class", "lease_ids", "visit", "active"
+]
+const TASK_SUFFIX = `ON CONFLICT (task_run_id) DO UPDATE SET ${
+  TASK_COLUMNS.filter((c) => c !== "task_run_id").map((c) => `${c} = EXCLUDED.${c}`).join(", ")
+}`
+const ATTEMPT_COLUMNS = [
+  "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class", "error_type",
+  "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit"
+]
+const EVENT_COLUMNS = ["kind", "pipeline_id", "run_id", "data", "ts"]
+const ARTIFACT_COLUMNS = [
+  "pipeline_id", "run_id", "seq", "task_name", "type_name", "codec", "digest", "size", "storage", "blob_ref", "payload",
+  "is_final", "created_at", "visit", "active"
+]
+const HANDOFF_COLUMNS = [
+  "pipeline_id", "run_id", "from_seq", "from_task", "to_seq", "to_task", "operation", "entry_seq", "entry_artifact_id",
+  "entry_reused", "reason", "ts"
+]
+/** Artifact metadata columns (what `toArtifact` reads). */
+const META =
+  "artifact_id, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, blob_ref, is_final, created_at, (payload IS NOT NULL)::int AS has_payload, visit, active"
+
+const taskRow = (t: TaskFields): Array<unknown> => [
+  t.taskRunId, t.pipelineId, t.runId, t.seq, t.taskName, t.state, t.attemptsUsed, t.startedAt, t.endedAt, t.durationMs,
+  t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds), t.visit ?? 0, t.active === false ? 0 : 1
+]
+const attemptRow = (a: NewAttempt): Array<unknown> => [
+  a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome, a.errorClass, a.errorType,
+  a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt, a.durationMs, a.visit ?? 0
+]
+const eventRow = (e: NewEvent): Array<unknown> => [e.kind, e.pipelineId, e.runId, jsonOrNull(e.data), e.ts]
+const artifactRow = (a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
+  a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength, placed.storage,
+  placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
+]
+
+/** The traversal state of a control pipeline as stored. */
+const validState = Schema.decodeUnknownEither(Traversal.VisitState)
+
+/**
+ * Builds the driver over an opened, checked database (see `PgStore.makeDriver`).
+ *
+ * @since 0.8.0
+ * @category constructors
+ */
+export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDriver => {
+  const { sql, url } = env
+  let level = env.featureLevel
+  const fail = (what: string) => (e: SqlError) => unavailableOf(url, what, e)
+  const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> => Effect.mapError(e, fail("read"))
+  const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
+    sql.unsafe<Row>(text, params as Array<unknown>)
+  const q = (text: string, params: ReadonlyArray<unknown> = []) => read(rows(text, params))
+  /** One transaction; a read-only store refuses before touching the database. */
+  const tx = <A>(what: string, body: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    env.readOnlyError !== undefined
+      ? Effect.fail(env.readOnlyError)
+      : Effect.mapError(sql.withTransaction(body), fail(what))
+
+  /** A multi-row INSERT of `values` (chunked below the parameter limit); the returned rows. */
+  const insertMany = (
+    table: string,
+    columns: ReadonlyArray<string>,
+    values: ReadonlyArray<ReadonlyArray<unknown>>,
+    suffix = ""
+  ): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
+    Effect.suspend(() => {
+      const per = Math.max(1, Math.floor(MAX_PARAMS / columns.length))
+      const chunks: Array<ReadonlyArray<ReadonlyArray<unknown>>> = []
+      for (let i = 0; i < values.length; i += per) chunks.push(values.slice(i, i + per))
+      return Effect.map(
+        Effect.forEach(chunks, (chunk) => {
+          const params: Array<unknown> = []
+          const tuples = chunk.map((row) => {
+            const marks = row.map((v) => {
+              params.push(v)
+              return `$${params.length}`
+            })
+            return `(${marks.join(",")})`
+          })
+          return rows(`INSERT INTO ${table} (${columns.join(",")}) VALUES ${tuples.join(",")} ${suffix}`, params)
+        }),
+        (out) => out.flat()
+      )
+    })
+
+  /** Inserts one artifact (a final one clears every other final of its pipeline); returns its id. */
+  const insertArtifact = (a: NewArtifact, placed: PlacedArtifact): Effect.Effect<number, SqlError> =>
+    Effect.gen(function*() {
+      const [r] = yield* insertMany("assay_artifacts", ARTIFACT_COLUMNS, [artifactRow(a, placed)], "RETURNING artifact_id")
+      const id = Number(r!.artifact_id)
+      if (a.isFinal) {
+        yield* rows(
+          "UPDATE assay_artifacts SET is_final = 0 WHERE pipeline_id = $1 AND is_final = 1 AND artifact_id <> $2",
+          [a.pipelineId, id]
+        )
+      }
+      return id
+    })
+
+  /** Makes artifact `id` the only final one of its pipeline. */
+  const setFinal = (pipelineId: string, id: number) =>
+    Effect.zipRight(
+      rows("UPDATE assay_artifacts SET is_final = 1 WHERE artifact_id = $1 AND is_final = 0", [id]),
+      rows("UPDATE assay_artifacts SET is_final = 0 WHERE pipeline_id = $1 AND is_final = 1 AND artifact_id <> $2", [
+        pipelineId,
+        id
+      ])
+    )
+
+  const patchPipeline = (pipelineId: string, p: PipelinePatch, traversal?: string): Effect.Effect<unknown, SqlError> => {
+    const sets: Array<string> = []
+    const params: Array<unknown> = []
+    const set = (column: string, value: unknown) => {
+      params.push(value)
+      sets.push(`${column} = $${params.length}`)
+    }
+    if (p.state !== undefined) set("state", p.state)
+    if (p.nTasksDone !== undefined) set("n_tasks_done", p.nTasksDone)
+    if (p.runId !== undefined) set("run_id", p.runId)
+    if (p.startedAt !== undefined) set("started_at", p.startedAt)
+    if (p.endedAt !== undefined) set("ended_at", p.endedAt)
+    if (p.error !== undefined) {
+      set("failed_task", p.error?.failedTask ?? null)
+      set("error_type", p.error?.errorType ?? null)
+      set("error_message", p.error?.errorMessage ?? null)
+      set("error_class", p.error?.errorClass ?? null)
+    }
+    if (p.attemptsDelta !== undefined && p.attemptsDelta !== 0) {
+      params.push(p.attemptsDelta)
+      sets.push(`attempts_total = attempts_total + $${params.length}`)
+    }
+    if (traversal !== undefined) set("traversal", traversal)
+    set("updated_at", p.updatedAt)
+    params.push(pipelineId)
+    return rows(`UPDATE assay_pipelines SET ${sets.join(", ")} WHERE pipeline_id = $${params.length}`, params)
+  }
+
+  /** The latest artifact id at `seq` (active ones; with `visit`, that occurrence's, active or not). */
+  const latestAt = (pipelineId: string, seq: number, visit?: number) =>
+    Effect.map(
+      visit === undefined
+        ? rows(
+          "SELECT max(artifact_id) AS id FROM assay_artifacts WHERE pipeline_id = $1 AND seq = $2 AND active = 1",
+          [pipelineId, seq]
+        )
+        : rows(
+          "SELECT max(artifact_id) AS id FROM assay_artifacts WHERE pipeline_id = $1 AND seq = $2 AND visit = $3",
+          [pipelineId, seq, visit]
+        ),
+      (r) => (r[0]?.id === null || r[0]?.id === undefined ? undefined : Number(r[0].id))
+    )
+
+
+  /**
+   * Whether a batch can be committed by {@link plainCommit}: no traversal write, no final mark,
+   * and no pipeline admitted after an earlier write of it in the same batch (so admitting every
+   * row first, then the rest, is the same as applying the writes in order).
+   */
+  const isPlain = (ops: ReadonlyArray<StoreWrite>): boolean => {
+    const touched = new Set<string>()
+    for (const op of ops) {
+      switch (op._tag) {
+        case "Admit":
+          if (op.traversals.length > 0) return false
+          for (const p of op.pipelines) if (touched.has(p.pipelineId)) return false
+          break
+        case "Checkpoint":
+          if (op.unit.traversal !== undefined) return false
+          touched.add(op.unit.pipelineId)
+          break
+        case "MarkFinal":
+          return false
+        case "PutTask":
+          touched.add(op.task.pipelineId)
+          break
+        case "Patch":
+        case "Settle":
+          touched.add(op.pipelineId)
+          break
+      }
+    }
+    return true
+  }
+
+  /** Patch fields in the order of their columns (a shape is the set present). */
+  const PATCH_FIELDS = [
+    ["state", "text"],
+    ["n_tasks_done", "int"],
+    ["run_id", "text"],
+    ["started_at", "bigint"],
+    ["ended_at", "bigint"],
+    ["failed_task", "text"],
+    ["error_type", "text"],
+    ["error_message", "text"],
+    ["error_class", "text"]
+  ] as const
+
+  /**
+   * A plain batch (see {@link isPlain}) in a fixed number of statements, whatever its size: the
+   * admitted rows in one upsert, the checkpoint keys claimed in one insert (first writer wins;
+   * the first unit of a key in the batch is its candidate), the artifacts (seeds and outputs, in
+   * the batch's order, so ids follow it) in one insert, the task rows in one upsert (the last
+   * row of a task run wins, as consecutive upserts would), the pipeline patches folded per
+   * pipeline in order and written with one UPDATE per patch shape, then attempts and events.
+   */
+  const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
+    Effect.gen(function*() {
+      // 1. admissions
+      const admitted = new Map<string, PipelineFields>()
+      for (const op of ops) if (op._tag === "Admit") for (const p of op.pipelines) admitted.set(p.pipelineId, p)
+      if (admitted.size > 0) {
+        yield* insertMany(
+          "assay_pipelines",
+          ADMIT_COLUMNS,
+          // in id order, as every writer locks rows (two batches never wait on each other in a cycle)
+          Array.from(admitted.values(), (p) => [...pipelineParams(p), null]).sort((a, b) =>
+            String(a[0]) < String(b[0]) ? -1 : String(a[0]) > String(b[0]) ? 1 : 0
+          ),
+          ADMIT_SUFFIX
+        )
+        yield* rows(
+          "DELETE FROM assay_checkpoints c USING assay_pipelines p WHERE p.pipeline_id = ANY($1) AND c.pipeline_id = p.pipeline_id AND c.seq >= p.n_tasks_done",
+          [Array.from(admitted.keys())]
+        )
+      }
+      // 2. claims: the first unit of each key in the batch is its candidate, later ones lose
+      const losers = new Set<number>()
+      const candidates = new Map<string, number>()
+      const claimRows: Array<Array<unknown>> = []
+      const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
+      ops.forEach((op, i) => {
+        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined) return
+        const a = op.unit.artifact
+        const key = keyOf(a.pipelineId, a.seq, a.visit ?? 0)
+        if (candidates.has(key)) {
+          losers.add(i)
+          return
+        }
+        candidates.set(key, i)
+        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt])
+      })
+      if (claimRows.length > 0) {
+        // in key order: two writers claiming the same keys wait in the same order, never in a cycle
+        claimRows.sort((a, b) => {
+          const ka = keyOf(a[0], a[1], a[2])
+          const kb = keyOf(b[0], b[1], b[2])
+          return ka < kb ? -1 : ka > kb ? 1 : 0
+        })
+        const won = new Set(
+          (yield* insertMany(
+            "assay_checkpoints",
+            ["pipeline_id", "seq", "visit", "run_id", "digest", "committed_at"],
+            claimRows,
+            "ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit"
+          )).map((r) => keyOf(r.pipeline_id, r.seq, r.visit))
+        )
+        for (const [key, i] of candidates) if (!won.has(key)) losers.add(i)
+      }
+      // 3. artifacts, tasks, patches, facts, in batch order
+      const artifacts: Array<NewArtifact> = []
+      const artifactRows: Array<Array<unknown>> = []
+      const tasks = new Map<string, TaskFields>()
+      const patches = new Map<string, PipelinePatch>()
+      const attempts: Array<Array<unknown>> = []
+      const events: Array<Array<unknown>> = []
+      const patch = (pipelineId: string, p: PipelinePatch) => {
+        const before = patches.get(pipelineId)
+        if (before === undefined) return void patches.set(pipelineId, p)
+        const merged: { -readonly [K in keyof PipelinePatch]: PipelinePatch[K] } = { ...before }
+        for (const [k, v] of Object.entries(p)) if (v !== undefined) (merged as Record<string, unknown>)[k] = v
+        merged.attemptsDelta = (before.attemptsDelta ?? 0) + (p.attemptsDelta ?? 0)
+        patches.set(pipelineId, merged)
+      }
+      ops.forEach((op, i) => {
+        switch (op._tag) {
+          case "Admit":
+            for (const [a, placed] of op.seeds) {
+              artifacts.push(a)
+              artifactRows.push(artifactRow(a, placed))
+            }
+            return
+          case "Checkpoint": {
+            const u = op.unit
+            for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+            for (const e of u.events ?? []) events.push(eventRow(e))
+            if (losers.has(i)) return
+            if (u.artifact !== undefined && op.placed !== undefined) {
+              artifacts.push(u.artifact)
+              artifactRows.push(artifactRow(u.artifact, op.placed))
+            }
+            if (u.task !== undefined) {
+              tasks.delete(u.task.taskRunId)
+              tasks.set(u.task.taskRunId, u.task)
+            }
+            if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
+            return
+          }
+          case "PutTask":
+            tasks.delete(op.task.taskRunId)
+            tasks.set(op.task.taskRunId, op.task)
+            return
+          case "Patch":
+            return patch(op.pipelineId, op.patch)
+          case "Settle":
+            return patch(op.pipelineId, settleToPatch(op.settle))
+          case "MarkFinal":
+            return
+        }
+      })
+      if (artifactRows.length > 0) {
+        // identity values of one statement ascend in row order
+        const ids = (yield* insertMany("assay_artifacts", ARTIFACT_COLUMNS, artifactRows, "RETURNING artifact_id"))
+          .map((r) => Number(r.artifact_id))
+          .sort((a, b) => a - b)
+        const keep = new Map<string, number>()
+        artifacts.forEach((a, k) => {
+          if (a.isFinal) keep.set(a.pipelineId, ids[k]!)
+        })
+        if (keep.size > 0) {
+          yield* rows(
+            "UPDATE assay_artifacts SET is_final = 0 WHERE pipeline_id = ANY($1) AND is_final = 1 AND NOT (artifact_id = ANY($2))",
+            [Array.from(keep.keys()), Array.from(keep.values())]
+          )
+        }
+      }
+      if (tasks.size > 0) yield* insertMany("assay_tasks", TASK_COLUMNS, Array.from(tasks.values(), taskRow), TASK_SUFFIX)
+      if (patches.size > 0) {
+        // the rows are locked in id order first (an UPDATE … FROM locks in plan order)
+        yield* rows(
+          "SELECT 1 FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
+          [Array.from(patches.keys())]
+        )
+        const shapes = new Map<string, Array<readonly [string, PipelinePatch]>>()
+        for (const entry of patches) {
+          const p = entry[1]
+          const shape = [
+            p.state !== undefined,
+            p.nTasksDone !== undefined,
+            p.runId !== undefined,
+            p.startedAt !== undefined,
+            p.endedAt !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            p.error !== undefined,
+            (p.attemptsDelta ?? 0) !== 0
+          ].map((b) => (b ? "1" : "0")).join("")
+          const list = shapes.get(shape)
+          if (list === undefined) shapes.set(shape, [entry])
+          else list.push(entry)
+        }
+        for (const [shape, list] of shapes) {
+          const fields = PATCH_FIELDS.filter((_, k) => shape[k] === "1")
+          const delta = shape[9] === "1"
+          const valueOf = (p: PipelinePatch, column: string): unknown => {
+            switch (column) {
+              case "state":
+                return p.state
+              case "n_tasks_done":
+                return p.nTasksDone
+              case "run_id":
+                return p.runId
+              case "started_at":
+                return p.startedAt
+              case "ended_at":
+                return p.endedAt
+              case "failed_task":
+                return p.error?.failedTask ?? null
+              case "error_type":
+                return p.error?.errorType ?? null
+              case "error_message":
+                return p.error?.errorMessage ?? null
+              default:
+                return p.error?.errorClass ?? null
+            }
+          }
+          const per = Math.max(1, Math.floor(MAX_PARAMS / (fields.length + 3)))
+          for (let c = 0; c < list.length; c += per) {
+            const params: Array<unknown> = []
+            const mark = (v: unknown, type: string) => {
+              params.push(v)
+              return `$${params.length}::${type}`
+            }
+            const tuples = list.slice(c, c + per).map(([id, p]) =>
+              `(${
+                [
+                  mark(id, "text"),
+                  ...fields.map(([column, type]) => mark(valueOf(p, column), type)),
+                  ...(delta ? [mark(p.attemptsDelta ?? 0, "int")] : []),
+                  mark(p.updatedAt, "bigint")
+                ].join(", ")
+              })`
+            )
+            const names = ["id", ...fields.map(([column]) => column), ...(delta ? ["attempts_delta"] : []), "updated_at"]
+            const sets = [
+              ...fields.map(([column]) => `${column} = v.${column}`),
+              ...(delta ? ["attempts_total = p.attempts_total + v.attempts_delta"] : []),
+              "updated_at = v.updated_at"
+            ]
+            yield* rows(
+              `UPDATE assay_pipelines p SET ${sets.join(", ")} FROM (VALUES ${tuples.join(", ")}) AS v(${
+                names.join(", ")
+              }) WHERE p.pipeline_id = v.id`,
+              params
+            )
+          }
+        }
+      }
+      if (attempts.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, attempts)
+      if (events.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, events)
+      return undefined
+    })
+
+  const commit = (ops: ReadonlyArray<StoreWrite>) => {
+    let levelUp = false
+    const levelFor = (state: Traversal.VisitState) => {
+      if (level === BASE_LEVEL && needsVisits(state)) levelUp = true
+    }
+    const putState = (pipelineId: string, state: Traversal.VisitState) => {
+      levelFor(state)
+      return rows("UPDATE assay_pipelines SET traversal = $1 WHERE pipeline_id = $2", [
+        TraversalText.encode(pipelineId, state),
+        pipelineId
+      ])
+    }
+    const applyTraversal = (pipelineId: string, t: TraversalWrite, entryPlaced: PlacedArtifact | undefined) =>
+      Effect.gen(function*() {
+        if (t.entry !== undefined && entryPlaced !== undefined) yield* insertArtifact(t.entry, entryPlaced)
+        const h = t.handoff
+        if (h !== undefined) {
+          yield* insertMany("assay_handoffs", HANDOFF_COLUMNS, [[
+            h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq, h.entryArtifactId,
+            h.entryReused ? 1 : 0, h.reason, h.ts
+          ]])
+        }
+        const from = t.invalidateFrom
+        if (from !== undefined) {
+          const end = t.state.counters.length
+          yield* rows("UPDATE assay_tasks SET active = 0 WHERE pipeline_id = $1 AND seq >= $2 AND active = 1", [pipelineId, from])
+          yield* rows(
+            "UPDATE assay_artifacts SET active = 0 WHERE pipeline_id = $1 AND seq >= $2 AND seq < $3 AND active = 1",
+            [pipelineId, from, end]
+          )
+          // the stations run again: their checkpoints may be written anew
+          yield* rows("DELETE FROM assay_checkpoints WHERE pipeline_id = $1 AND seq >= $2 AND seq < $3", [pipelineId, from, end])
+        }
+        if (t.final !== undefined) {
+          const at = Traversal.parseAddress(t.final)
+          const id = at === undefined ? undefined : yield* latestAt(pipelineId, at.seq, at.visit)
+          if (id !== undefined) yield* setFinal(pipelineId, id)
+        }
+        yield* putState(pipelineId, t.state)
+      })
+
+    const body = Effect.gen(function*() {
+      // the version check of the traversal writes, on the stored rows locked in id order
+      let stored: Map<string, number | null> | undefined
+      const tpids = Array.from(
+        new Set(
+          ops.flatMap((op) => (op._tag === "Checkpoint" && op.unit.traversal !== undefined ? [op.unit.pipelineId] : []))
+        )
+      ).sort()
+      if (tpids.length > 0) {
+        stored = new Map()
+        const locked = yield* rows(
+          "SELECT pipeline_id, traversal FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
+          [tpids]
+        )
+        for (const r of locked) {
+          stored.set(String(r.pipeline_id), typeof r.traversal === "string" ? TraversalText.versionOf(r.traversal) : null)
+        }
+      }
+      let refused: Array<readonly [number, StoreUnavailable]> | undefined
+      const refusedAt = new Set<number>()
+      if (stored !== undefined) {
+        const seen = new Map<string, number | null>()
+        for (let i = 0; i < ops.length; i++) {
+          const op = ops[i]!
+          if (op._tag === "Admit") for (const t of op.traversals) seen.set(t.pipelineId, t.state.version)
+          if (op._tag !== "Checkpoint" || op.unit.traversal === undefined) continue
+          const pid = op.unit.pipelineId
+          const actual = seen.has(pid) ? seen.get(pid)! : (stored.get(pid) ?? null)
+          if (actual !== op.unit.traversal.expectedVersion) {
+            ;(refused ??= []).push([i, conflict(pid, op.unit.traversal.expectedVersion, actual)])
+            refusedAt.add(i)
+          } else seen.set(pid, op.unit.traversal.state.version)
+        }
+      }
+      const attempts: Array<Array<unknown>> = []
+      const events: Array<Array<unknown>> = []
+      for (let i = 0; i < ops.length; i++) {
+        if (refusedAt.has(i)) continue
+        const op = ops[i]!
+        switch (op._tag) {
+          case "Admit": {
+            if (op.pipelines.length > 0) {
+              const states = new Map<string, string>()
+              for (const t of op.traversals) states.set(t.pipelineId, TraversalText.encode(t.pipelineId, t.state))
+              // one row per id (the last), as one upsert may not touch a row twice
+              const last = new Map<string, PipelineFields>()
+              for (const p of op.pipelines) last.set(p.pipelineId, p)
+              yield* insertMany(
+                "assay_pipelines",
+                ADMIT_COLUMNS,
+                Array.from(last.values(), (p) => [...pipelineParams(p), states.get(p.pipelineId) ?? null]),
+                ADMIT_SUFFIX
+              )
+              // checkpoints at and after the admitted cursor will be written (again)
+              yield* rows(
+                "DELETE FROM assay_checkpoints c USING assay_pipelines p WHERE p.pipeline_id = ANY($1) AND c.pipeline_id = p.pipeline_id AND c.seq >= p.n_tasks_done",
+                [Array.from(last.keys())]
+              )
+            }
+            for (const [a, placed] of op.seeds) yield* insertArtifact(a, placed)
+            const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
+            for (const t of op.traversals) {
+              if (admitted.has(t.pipelineId)) levelFor(t.state)
+              else yield* putState(t.pipelineId, t.state)
+            }
+            break
+          }
+          case "Checkpoint": {
+            const u = op.unit
+            for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+            for (const e of u.events ?? []) events.push(eventRow(e))
+            if (u.artifact !== undefined && u.task !== undefined) {
+              // first writer wins: a task completion whose output is already committed writes
+              // only its facts
+              const won = yield* rows(
+                "INSERT INTO assay_checkpoints (pipeline_id, seq, visit, run_id, digest, committed_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING seq",
+                [u.artifact.pipelineId, u.artifact.seq, u.artifact.visit ?? 0, u.artifact.runId, u.artifact.digest, u.artifact.createdAt]
+              )
+              if (won.length === 0) break
+              if (op.placed !== undefined) yield* insertArtifact(u.artifact, op.placed)
+            } else if (u.artifact !== undefined && op.placed !== undefined) {
+              // an output without a task row (a superseded output written on purpose): not a completion
+              yield* insertArtifact(u.artifact, op.placed)
+            }
+            if (u.task !== undefined) yield* insertMany("assay_tasks", TASK_COLUMNS, [taskRow(u.task)], TASK_SUFFIX)
+            if (u.pipeline !== undefined) yield* patchPipeline(u.pipelineId, u.pipeline)
+            if (u.traversal !== undefined) yield* applyTraversal(u.pipelineId, u.traversal, op.entryPlaced)
+            break
+          }
+          case "PutTask":
+            yield* insertMany("assay_tasks", TASK_COLUMNS, [taskRow(op.task)], TASK_SUFFIX)
+            break
+          case "Patch":
+            yield* patchPipeline(op.pipelineId, op.patch)
+            break
+          case "Settle":
+            yield* patchPipeline(op.pipelineId, settleToPatch(op.settle))
+            break
+          case "MarkFinal": {
+            const id = yield* latestAt(op.pipelineId, op.seq)
+            if (id !== undefined) yield* setFinal(op.pipelineId, id)
+            break
+          }
+        }
+      }
+      if (attempts.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, attempts)
+      if (events.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, events)
+      if (levelUp) yield* rows("UPDATE assay_meta SET value = $1 WHERE key = 'feature_level'", [VISITS_LEVEL])
+      return refused
+    })
+    return Effect.tap(tx("commit", isPlain(ops) ? plainCommit(ops) : body), () =>
+      Effect.sync(() => {
+        if (levelUp) level = VISITS_LEVEL
+      }))
+  }
+
+  // --- reads -----------------------------------------------------------------------------------
+
+  const refine = (a: ArtifactRecord): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
+    a.storage === "blob" && a.blobRef !== null
+      ? Effect.map(backend.exists(a.blobRef), (ok) => ok ? a : trusted(ArtifactRecord, { ...a, available: false }))
+      : Effect.succeed(a)
+
+  const loadedRow = (r: ReadonlyArray<Row>): Effect.Effect<Option.Option<LoadedArtifact>, StoreUnavailable> => {
+    const row = r[0]
+    if (row === undefined) return Effect.succeed(Option.none())
+    const meta = toArtifact(row)
+    return Effect.map(loadPayload(meta.storage, toBytes(row.payload), meta.blobRef, backend), (payload) =>
+      Option.some({
+        artifact: meta.available === (payload !== undefined)
+          ? meta
+          : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+        payload
+      }))
+  }
+
+  /** A keyset-paged stream: `fetch(cursor)` returns the next page (at most `PAGE_SIZE` rows). */
+  const pager = <C, A>(
+    fetch: (cursor: C | undefined) => Effect.Effect<ReadonlyArray<Row>, StoreUnavailable>,
+    cursorOf: (row: Row) => C,
+    map: (row: Row) => A
+  ): Stream.Stream<A, StoreUnavailable> =>
+    Stream.paginateChunkEffect(undefined as C | undefined, (cursor) =>
+      Effect.map(fetch(cursor), (page) => {
+        const last = page[page.length - 1]
+        return [
+          Chunk.unsafeFromArray(page.map(map)),
+          page.length < PAGE_SIZE || last === undefined ? Option.none() : Option.some(cursorOf(last) as C | undefined)
+        ] as const
+      }))
+
+  /** `WHERE` conditions with their parameters, numbered from `$1`. */
+  const where = () => {
+    const conds: Array<string> = []
+    const params: Array<unknown> = []
+    return {
+      add: (cond: (p: (v: unknown) => string) => string) => {
+        conds.push(cond((v) => {
+          params.push(v)
+          return `$${params.length}`
+        }))
+      },
+      text: () => (conds.length === 0 ? "TRUE" : conds.join(" AND ")),
+      params
+    }
+  }
+  const eventWhere = (f: EventFilter) => {
+    const w = where()
+    if (f.pipelineId !== undefined) w.add((p) => `pipeline_id = ${p(f.pipelineId)}`)
+    if (f.runId !== undefined) w.add((p) => `run_id = ${p(f.runId)}`)
+    if (f.kind !== undefined) w.add((p) => `kind = ${p(f.kind)}`)
+    return w
+  }
+
+  const getRun = (runId: string) =>
+    Effect.map(q("SELECT * FROM assay_runs WHERE run_id = $1", [runId]), (r) => Option.map(Option.fromNullable(r[0]), toRun))
+
+  const TIMED_TERMINAL = "state IN ('succeeded', 'failed', 'interrupted') AND started_at IS NOT NULL AND ended_at IS NOT NULL"
+  const latency = (runId: string | undefined): Effect.Effect<Latency | null, StoreUnavailable> =>
+    Effect.gen(function*() {
+      const cond = runId === undefined ? TIMED_TERMINAL : `run_id = $1 AND ${TIMED_TERMINAL}`
+      const params = runId === undefined ? [] : [runId]
+      const [c] = yield* q(`SELECT count(*) AS n FROM assay_pipelines WHERE ${cond}`, params)
+      const n = Number(c?.n ?? 0)
+      if (n === 0) return null
+      const values = new Map<number, number>()
+      for (const k of quantileRanks(n, [0.5, 0.95, 0.99])) {
+        const [r] = yield* q(
+          `SELECT ended_at - started_at AS d FROM assay_pipelines WHERE ${cond} ORDER BY d LIMIT 1 OFFSET ${k}`,
+          params
+        )
+        values.set(k, Number(r?.d ?? 0))
+      }
+      const at = (k: number) => values.get(k) ?? 0
+      return { p50: quantileAt(n, at, 0.5), p95: quantileAt(n, at, 0.95), p99: quantileAt(n, at, 0.99) }
+    })
+
+  const resourcesRead = Effect.map(q("SELECT * FROM assay_resources ORDER BY pool, resource_id"), (r) => r.map(toResource))
+
+  const loadedArtifact = (meta: ArtifactRecord, wanted: boolean, inline: unknown): Effect.Effect<LoadedArtifact, StoreUnavailable> => {
+    if (!wanted) return Effect.map(refine(meta), (artifact) => ({ artifact, payload: undefined }))
+    if (meta.storage === "inline") return Effect.succeed({ artifact: meta, payload: toBytes(inline) ?? undefined })
+    return Effect.map(loadPayload(meta.storage, null, meta.blobRef, backend), (payload) => ({
+      artifact: meta.available === (payload !== undefined) ? meta : trusted(ArtifactRecord, { ...meta, available: payload !== undefined }),
+      payload
+    }))
+  }
+
+  const driver: StoreDriver = {
+    kind: "postgres",
+    get featureLevel() {
+      return level
+    },
+    readOnlyError: env.readOnlyError,
+    // other processes may write the same database
+    exclusiveWriter: false,
+    commit,
+    writeFacts: (as, es) =>
+      tx(
+        "write",
+        Effect.gen(function*() {
+          if (as.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, as.map(attemptRow))
+          if (es.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, es.map(eventRow))
+        })
+      ),
+    putArtifact: (a, placed) => tx("write", Effect.map(insertArtifact(a, placed), (id) => artifactRecordOf(id, a, placed))),
+
+    openRun: (run) =>
+      Effect.flatMap(
+        tx(
+          "openRun",
+          rows(
+            "INSERT INTO assay_runs (run_id, label, status, config, started_at, heartbeat_at, ended_at, stop_reason, notes, meta) VALUES ($1, $2, 'running', $3, $4, $4, NULL, NULL, $5, $6)",
+            [run.runId, run.label ?? null, jsonOrNull(run.config ?? null), run.startedAt, run.notes ?? null, JSON.stringify(run.meta ?? {})]
+          )
+        ),
+        () => Effect.map(getRun(run.runId), (o) => Option.getOrThrow(o))
+      ),
+    heartbeat: (runId, nowMs) => tx("heartbeat", rows("UPDATE assay_runs SET heartbeat_at = $1 WHERE run_id = $2", [nowMs, runId])),
+    finishRun: (runId, finish) =>
+      tx(
+        "finishRun",
+        rows("UPDATE assay_runs SET status = $1, ended_at = $2, stop_reason = $3 WHERE run_id = $4", [
+          finish.status,
+          finish.endedAt,
+          finish.stopReason ?? null,
+          runId
+        ])
+      ),
+    interruptStale: (staleAfterMs, nowMs) =>
+      Effect.map(
+        tx(
+          "interruptStale",
+          rows(
+            "UPDATE assay_runs SET status = 'interrupted', ended_at = $1, stop_reason = 'stale' WHERE status = 'running' AND heartbeat_at < $2 RETURNING *",
+            [nowMs, nowMs - staleAfterMs]
+          )
+        ),
+        (r) => r.map(toRun)
+      ),
+    reportMetric: (m) =>
+      tx(
+        "reportMetric",
+        rows(
+          "INSERT INTO assay_metrics (run_id, scope, name, value, label, display, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, scope, name) DO UPDATE SET value = EXCLUDED.value, label = EXCLUDED.label, display = EXCLUDED.display, updated_at = EXCLUDED.updated_at",
+          [m.runId, m.pipelineId ?? "", m.name, jsonOrNull(m.value), m.label, m.display, m.updatedAt]
+        )
+      ),
+    putResource: (r) =>
+      tx(
+        "putResource",
+        rows(
+          "INSERT INTO assay_resources (pool, resource_id, kind, spec, health, updated_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (pool, resource_id) DO UPDATE SET kind = EXCLUDED.kind, spec = EXCLUDED.spec, health = EXCLUDED.health, updated_at = EXCLUDED.updated_at",
+          [r.pool, r.resourceId, r.kind, jsonOrNull(r.spec), jsonOrNull(r.health), r.updatedAt]
+        )
+      ),
+
+    traversal: {
+      visitState: (pipelineId) =>
+        Effect.flatMap(q("SELECT traversal FROM assay_pipelines WHERE pipeline_id = $1", [pipelineId]), (r) => {
+          const text = r[0]?.traversal
+          if (typeof text !== "string") return Effect.succeed(Option.none())
+          const decoded = Either.flatMap(
+            Either.try({ try: () => TraversalText.decode(pipelineId, text), catch: (e) => ({ message: String(e) }) }),
+            (u) => validState(u)
+          )
+          return Either.isRight(decoded)
+            ? Effect.succeed(Option.some(decoded.right))
+            : Effect.fail(
+              new StoreUnavailable({
+                message: `postgres store ${redactUrl(url)}: the traversal state of pipeline ${pipelineId} is corrupt: ${decoded.left.message}`
+              })
+            )
+        }),
+      handoffs: (o) => {
+        const w = where()
+        if (o.pipelineId !== undefined) w.add((p) => `pipeline_id = ${p(o.pipelineId)}`)
+        if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+        return Effect.map(
+          q(`SELECT * FROM assay_handoffs WHERE ${w.text()} ORDER BY handoff_id`, w.params),
+          (r) => newest(r.map(toHandoff), o.limit)
+        )
+      },
+      getArtifactById: (address) => {
+        const at = Traversal.parseAddress(address)
+        if (at === undefined) return Effect.succeed(Option.none())
+        return Effect.flatMap(
+          q(
+            `SELECT ${META}, payload FROM assay_artifacts WHERE pipeline_id = $1 AND seq = $2 AND visit = $3 ORDER BY artifact_id DESC LIMIT 1`,
+            [at.pipelineId, at.seq, at.visit]
+          ),
+          loadedRow
+        )
+      }
+    },
+
+    getRun,
+    latestRun: Effect.map(
+      q("SELECT * FROM assay_runs ORDER BY started_at DESC, run_id DESC LIMIT 1"),
+      (r) => Option.map(Option.fromNullable(r[0]), toRun)
+    ),
+    listRuns: Effect.map(q("SELECT * FROM assay_runs ORDER BY started_at, run_id"), (r) => r.map(toRun)),
+    getPipelines: (ids) =>
+      Effect.map(
+        Effect.forEach(
+          Array.from({ length: Math.ceil(ids.length / 5000) }, (_, i) => ids.slice(i * 5000, (i + 1) * 5000)),
+          (chunk) => q("SELECT * FROM assay_pipelines WHERE pipeline_id = ANY($1)", [chunk])
+        ),
+        (pages) => {
+          const out = new Map<PipelineId, PipelineRecord>()
+          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, toPipeline(r))
+          return out
+        }
+      ),
+    getPipeline: (id) =>
+      Effect.map(q("SELECT * FROM assay_pipelines WHERE pipeline_id = $1", [id]), (r) =>
+        Option.map(Option.fromNullable(r[0]), toPipeline)),
+    getArtifact: (pipelineId, seq) =>
+      Effect.flatMap(
+        q(
+          `SELECT ${META}, payload FROM assay_artifacts WHERE pipeline_id = $1 AND seq = $2 AND active = 1 ORDER BY artifact_id DESC LIMIT 1`,
+          [pipelineId, seq]
+        ),
+        loadedRow
+      ),
+    listArtifacts: (pipelineId) =>
+      Effect.flatMap(
+        q(`SELECT ${META} FROM assay_artifacts WHERE pipeline_id = $1 ORDER BY seq, artifact_id`, [pipelineId]),
+        (r) => Effect.forEach(r, (row) => refine(toArtifact(row)))
+      ),
+    metrics: (f) =>
+      Effect.map(
+        f.pipelineId === undefined
+          ? q("SELECT * FROM assay_metrics WHERE run_id = $1 ORDER BY scope, name", [f.runId])
+          : q("SELECT * FROM assay_metrics WHERE run_id = $1 AND scope = $2 ORDER BY scope, name", [f.runId, f.pipelineId ?? ""]),
+        (r) => r.map(toMetric)
+      ),
+    resources: resourcesRead,
+
+    stats: (runId) =>
+      Effect.gen(function*() {
+        const cond = runId === undefined ? "TRUE" : "run_id = $1"
+        const params = runId === undefined ? [] : [runId]
+        const states = yield* q(`SELECT state, count(*) AS n FROM assay_pipelines WHERE ${cond} GROUP BY state`, params)
+        const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+        let n = 0
+        for (const r of states) {
+          byState[r.state as PipelineState] = Number(r.n)
+          n += Number(r.n)
+        }
+        const latencyMs = yield* latency(runId)
+        const [tasks] = yield* q(`SELECT count(*) AS n FROM assay_tasks WHERE ${cond}`, params)
+        // a retry is the retry policy's decision (`decision.retry` is JSON true)
+        const [att] = yield* q(
+          `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r FROM assay_attempts WHERE ${cond}`,
+          params
+        )
+        const [ev] = yield* q(`SELECT count(*) AS n FROM assay_events WHERE ${cond}`, params)
+        const [ho] = yield* q(`SELECT count(*) AS n FROM assay_handoffs WHERE ${cond}`, params)
+        const resources = yield* resourcesRead
+        return {
+          pipelines: n,
+          byState,
+          tasks: Number(tasks?.n ?? 0),
+          attemptsTotal: Number(att?.n ?? 0),
+          retries: Number(att?.r ?? 0),
+          events: Number(ev?.n ?? 0),
+          handoffsTotal: Number(ho?.n ?? 0),
+          latencyMs,
+          resources
+        } satisfies StoreStats
+      }),
+    succeededPipelines: Effect.map(
+      Effect.zip(
+        q("SELECT pipeline_id FROM assay_pipelines WHERE state = 'succeeded'"),
+        q("SELECT pipeline_id, spec_digest, seed_digest FROM assay_pipelines WHERE key IS NOT NULL AND state = 'succeeded'")
+      ),
+      ([ids, keyed]) =>
+        succeededIndexOf(ids.map((r) => r.pipeline_id), keyed.map((r) => [r.pipeline_id, r.spec_digest, r.seed_digest]))
+    ),
+    resourceUsage: (runId) =>
+      Effect.gen(function*() {
+        // every attempt in scope, in id order (the retry of an attempt is known from the
+        // decision of the attempt before it in its task run)
+        const acc = usageAccumulator()
+        let after = 0
+        for (;;) {
+          const page = yield* q(
+            `SELECT attempt_id, pipeline_id, seq, visit, decision, error_class, lease_ids FROM assay_attempts WHERE attempt_id > $1${
+              runId === undefined ? "" : " AND run_id = $2"
+            } ORDER BY attempt_id LIMIT ${PAGE_SIZE}`,
+            runId === undefined ? [after] : [after, runId]
+          )
+          for (const r of page) {
+            acc.add({
+              pipelineId: String(r.pipeline_id),
+              seq: Number(r.seq),
+              visit: Number(r.visit),
+              decision: typeof r.decision === "string" ? JSON.parse(r.decision) : null,
+              errorClass: r.error_class === null ? null : String(r.error_class),
+              leaseIds: JSON.parse(String(r.lease_ids)) as Array<string>
+            })
+          }
+          if (page.length < PAGE_SIZE) break
+          after = Number(page[page.length - 1]!.attempt_id)
+        }
+        return acc.result()
+      }),
+    errors: (o) =>
+      Effect.map(
+        q(
+          `SELECT * FROM assay_pipelines WHERE state = 'failed'${o.runId === undefined ? "" : " AND run_id = $1"} ORDER BY updated_at DESC, pipeline_id${
+            o.limit === undefined ? "" : ` LIMIT ${o.limit}`
+          }`,
+          o.runId === undefined ? [] : [o.runId]
+        ),
+        (r) => r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
+      ),
+    events: (o, limit) => {
+      const w = eventWhere(o)
+      return limit === undefined
+        ? Effect.map(q(`SELECT * FROM assay_events WHERE ${w.text()} ORDER BY event_id`, w.params), (r) => r.map(toEvent))
+        : Effect.map(
+          q(`SELECT * FROM assay_events WHERE ${w.text()} ORDER BY event_id DESC LIMIT ${limit}`, w.params),
+          (r) => r.map(toEvent).reverse()
+        )
+    },
+    countEvents: (f = {}) => {
+      const w = eventWhere(f)
+      return Effect.map(q(`SELECT count(*) AS n FROM assay_events WHERE ${w.text()}`, w.params), (r) => Number(r[0]?.n ?? 0))
+    },
+    pipelinesBySpec: Effect.map(
+      q("SELECT spec_digest, count(*) AS n FROM assay_pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest"),
+      (r) => r.map((row): SpecCount => ({ specDigest: String(row.spec_digest), pipelines: Number(row.n) }))
+    ),
+    pipelinesPage: (o) => {
+      const w = where()
+      if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+      if (o.state !== undefined) w.add((p) => `state = ${p(o.state)}`)
+      if (o.after !== undefined) {
+        const after = o.after
+        w.add((p) => `(created_at, pipeline_id) > (${p(after.createdAt)}::bigint, ${p(after.pipelineId)}::text)`)
+      }
+      return Effect.map(
+        q(`SELECT * FROM assay_pipelines WHERE ${w.text()} ORDER BY created_at, pipeline_id LIMIT ${o.limit + 1}`, w.params),
+        (r): PipelinesPage => {
+          const pipelines = r.slice(0, o.limit).map(toPipeline)
+          const last = pipelines[pipelines.length - 1]
+          return {
+            pipelines,
+            next: r.length > o.limit && last !== undefined ? { createdAt: last.createdAt, pipelineId: last.pipelineId } : null
+          }
+        }
+      )
+    },
+    completions: (o) => {
+      const bucketMs = o.bucketMs
+      const origin = Math.trunc(o.since ?? 0)
+      const w = where()
+      if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+      w.add(() => "state IN ('succeeded', 'failed', 'interrupted') AND ended_at IS NOT NULL")
+      if (o.since !== undefined) w.add((p) => `ended_at >= ${p(o.since)}`)
+      return Effect.map(
+        q(
+          `SELECT b, count(*) AS n FROM (SELECT floor((ended_at - ${origin})::float8 / ${bucketMs})::bigint AS b FROM assay_pipelines WHERE ${w.text()}) x GROUP BY b ORDER BY b`,
+          w.params
+        ),
+        (r) => r.map((x): CompletionBucket => ({ startMs: origin + Number(x.b) * bucketMs, count: Number(x.n) }))
+      )
+    },
+    loadBundles: (ids, o) =>
+      Effect.gen(function*() {
+        const out = new Map<PipelineId, { pipelineId: PipelineId; tasks: Array<TaskRecord>; artifacts: Array<LoadedArtifact> }>()
+        for (const id of ids) out.set(id, { pipelineId: id, tasks: [], artifacts: [] })
+        const unique = Array.from(out.keys())
+        const budget = o.payloadBytes === undefined || o.payloadBytes === Infinity
+          ? Infinity
+          : Number.isNaN(o.payloadBytes) ? 0 : Math.max(0, o.payloadBytes)
+        const payloadCol = o.payloads === "none" ? "" : ", payload"
+        /** Stored bytes of the wanted, available payloads met so far (ids in the order given). */
+        let spent = 0
+        for (let i = 0; i < unique.length; i += 1000) {
+          const chunk = unique.slice(i, i + 1000)
+          if (o.tasks !== false) {
+            const ts = yield* q(
+              "SELECT * FROM assay_tasks WHERE pipeline_id = ANY($1) ORDER BY pipeline_id, seq, visit, task_run_id",
+              [chunk]
+            )
+            for (const r of ts) out.get(String(r.pipeline_id) as PipelineId)?.tasks.push(toTask(r))
+          }
+          const as = yield* q(
+            `SELECT ${META}${payloadCol} FROM assay_artifacts WHERE pipeline_id = ANY($1)${
+              o.artifacts === "final" ? " AND is_final = 1" : ""
+            } ORDER BY pipeline_id, seq, artifact_id`,
+            [chunk]
+          )
+          const byPipeline = new Map<string, Array<Row>>()
+          for (const r of as) {
+            const list = byPipeline.get(String(r.pipeline_id))
+            if (list === undefined) byPipeline.set(String(r.pipeline_id), [r])
+            else list.push(r)
+          }
+          for (const id of chunk) {
+            for (const r of byPipeline.get(id) ?? []) {
+              const meta = toArtifact(r)
+              let wanted = o.payloads === "all" || (o.payloads === "final" && meta.isFinal)
+              if (wanted && meta.available) {
+                const before = spent
+                spent += meta.size
+                wanted = spent <= budget || before === 0
+              }
+              out.get(id)!.artifacts.push(yield* loadedArtifact(meta, wanted, r.payload))
+            }
+          }
+        }
+        return out as ReadonlyMap<PipelineId, PipelineBundle>
+      }),
+
+    streamPipelines: (o) =>
+      pager<readonly [number, string], PipelineRecord>(
+        (c) => {
+          const w = where()
+          if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+          if (o.state !== undefined) w.add((p) => `state = ${p(o.state)}`)
+          if (c !== undefined) w.add((p) => `(created_at, pipeline_id) > (${p(c[0])}::bigint, ${p(c[1])}::text)`)
+          return q(`SELECT * FROM assay_pipelines WHERE ${w.text()} ORDER BY created_at, pipeline_id LIMIT ${PAGE_SIZE}`, w.params)
+        },
+        (r) => [Number(r.created_at), String(r.pipeline_id)] as const,
+        toPipeline
+      ),
+    streamTasks: (o) =>
+      pager<readonly [string, number, number, string], TaskRecord>(
+        (c) => {
+          const w = where()
+          if (o.pipelineId !== undefined) w.add((p) => `pipeline_id = ${p(o.pipelineId)}`)
+          if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+          if (c !== undefined) {
+            w.add((p) =>
+              `(pipeline_id, seq, visit, task_run_id) > (${p(c[0])}::text, ${p(c[1])}::int, ${p(c[2])}::int, ${p(c[3])}::text)`
+            )
+          }
+          return q(
+            `SELECT * FROM assay_tasks WHERE ${w.text()} ORDER BY pipeline_id, seq, visit, task_run_id LIMIT ${PAGE_SIZE}`,
+            w.params
+          )
+        },
+        (r) => [String(r.pipeline_id), Number(r.seq), Number(r.visit), String(r.task_run_id)] as const,
+        toTask
+      ),
+    streamAttempts: (o) =>
+      Stream.unwrap(
+        Effect.map(q("SELECT coalesce(max(attempt_id), 0) AS m FROM assay_attempts"), (m) => {
+          const hwm = Number(m[0]?.m ?? 0)
+          return pager<number, ReturnType<typeof toAttempt>>(
+            (c) => {
+              const w = where()
+              w.add((p) => `attempt_id > ${p(c ?? 0)} AND attempt_id <= ${p(hwm)}`)
+              if (o.pipelineId !== undefined) w.add((p) => `pipeline_id = ${p(o.pipelineId)}`)
+              if (o.runId !== undefined) w.add((p) => `run_id = ${p(o.runId)}`)
+              return q(`SELECT * FROM assay_attempts WHERE ${w.text()} ORDER BY attempt_id LIMIT ${PAGE_SIZE}`, w.params)
+            },
+            (r) => Number(r.attempt_id),
+            toAttempt
+          )
+        })
+      ),
+    streamEvents: (o) =>
+      Stream.unwrap(
+        Effect.map(q("SELECT coalesce(max(event_id), 0) AS m FROM assay_events"), (m) => {
+          const hwm = Number(m[0]?.m ?? 0)
+          return pager<number, ReturnType<typeof toEvent>>(
+            (c) => {
+              const w = eventWhere(o)
+              w.add((p) => `event_id > ${p(c ?? 0)} AND event_id <= ${p(hwm)}`)
+              return q(`SELECT * FROM assay_events WHERE ${w.text()} ORDER BY event_id LIMIT ${PAGE_SIZE}`, w.params)
+            },
+            (r) => Number(r.event_id),
+            toEvent
+          )
+        })
+      ),
+    streamArtifacts: (o) =>
+      Stream.mapEffect(
+        pager<readonly [number, number], ArtifactRecord>(
+          (c) =>
+            c === undefined
+              ? q(`SELECT ${META} FROM assay_artifacts WHERE pipeline_id = $1 ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`, [
+                o.pipelineId
+              ])
+              : q(
+                `SELECT ${META} FROM assay_artifacts WHERE pipeline_id = $1 AND (seq, artifact_id) > ($2::int, $3::bigint) ORDER BY seq, artifact_id LIMIT ${PAGE_SIZE}`,
+                [o.pipelineId, c[0], c[1]]
+              ),
+          (r) => [Number(r.seq), Number(r.artifact_id)] as const,
+          toArtifact
+        ),
+        refine
+      )
+  }
+  return driver
+}

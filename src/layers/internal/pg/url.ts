@@ -1,0 +1,83 @@
+/**
+ * PostgreSQL connection URLs as the store takes them: which specs are Postgres URLs, and how
+ * a URL (or any text that may contain it) is shown without its password.
+ *
+ * @since 0.8.0
+ */
+
+/**
+ * Whether `spec` is a PostgreSQL connection URL (`postgres://…` or `postgresql://…`, any case
+ * of the scheme).
+ *
+ * @param spec - a store spec as the CLI or a config file gives it.
+ * @returns `true` for the two Postgres schemes.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const isPostgresUrl = (spec: string): boolean => /^postgres(?:ql)?:\/\//i.test(spec.trim())
+
+/** The password of a URL as written (still percent-encoded), or `undefined`. */
+const rawPassword = (url: string): string | undefined => {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/([^@/?#]*)@/i.exec(url)
+  if (m === null) return undefined
+  const userinfo = m[1]!
+  const colon = userinfo.indexOf(":")
+  return colon < 0 ? undefined : userinfo.slice(colon + 1)
+}
+
+/**
+ * The URL with its password replaced by `***` (user, host, port, database and parameters
+ * kept); a `password=` query parameter is masked too. What every message, log and header
+ * shows of a connection URL.
+ *
+ * @param url - a connection URL (need not parse).
+ * @returns the same text without the secret.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const redactUrl = (url: string): string => {
+  let out = url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:@/?#]*):[^@/?#]*@/i, "$1:***@")
+  out = out.replace(/([?&](?:password|sslpassword)=)[^&#]*/gi, "$1***")
+  return out
+}
+
+/**
+ * Removes every form of `url`'s password (as written, percent-decoded) from `text`: for
+ * messages that come from the driver and might quote it.
+ *
+ * @param text - any text.
+ * @param url - the connection URL whose secret must not appear.
+ * @returns `text` with the password (and the whole URL) masked.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const scrub = (text: string, url: string): string => {
+  let out = text.split(url).join(redactUrl(url))
+  const raw = rawPassword(url)
+  if (raw !== undefined && raw.length > 0) {
+    const forms = new Set([raw])
+    try {
+      forms.add(decodeURIComponent(raw))
+    } catch {
+      // a malformed escape: the raw form is all there is
+    }
+    for (const f of forms) if (f.length > 0) out = out.split(f).join("***")
+  }
+  return out
+}
+
+/**
+ * Every Postgres URL in `text` with its userinfo password replaced by `***` (for command lines
+ * echoed back to the user, such as the `resume with:` hint).
+ *
+ * @param text - any text.
+ * @returns `text` with each `postgres://user:password@` written `postgres://user:***@`.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const redactUrlsIn = (text: string): string =>
+  text.replace(/(postgres(?:ql)?:\/\/[^:@/\s'"]*):[^@/\s'"]*@/gi, "$1:***@")

@@ -1,0 +1,151 @@
+/**
+ * The Postgres store as a person uses it: `assay migrate --database URL` (once, and twice at
+ * the same time), `assay run --store postgres://…` into it, then `report`, `export`, `watch`
+ * and `serve` reading it; an unmigrated database refused with exit 2; the password of the URL
+ * never printed. One throwaway server for the file (test/support/postgres.ts).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll } from "vitest"
+import { type PgServer, startPostgres } from "../support/postgres.js"
+
+const BIN = path.resolve(import.meta.dirname, "../../bin/assay")
+const EXPERIMENT = path.resolve(import.meta.dirname, "../../examples/experiments/delay.json")
+/** The server trusts loopback logins, so any password works: this one must never be printed. */
+const SECRET = "pg-Secret-7f3a"
+
+let pg: PgServer
+beforeAll(async () => {
+  pg = await startPostgres()
+}, 120_000)
+afterAll(async () => {
+  await pg?.stop()
+})
+
+const urlOf = (db: string) => `postgres://${pg.user}:${SECRET}@127.0.0.1:${pg.port}/${db}`
+
+interface Child {
+  readonly proc: ChildProcess
+  readonly stdout: () => string
+  readonly stderr: () => string
+  readonly exit: Effect.Effect<number | null>
+}
+
+/** Spawns `bin/assay args`; killed by pid if still alive when the scope closes. */
+const spawnAssay = (args: ReadonlyArray<string>, cwd?: string) =>
+  Effect.acquireRelease(
+    Effect.sync((): Child => {
+      const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"], cwd })
+      let out = ""
+      let err = ""
+      proc.stdout!.on("data", (d) => (out += String(d)))
+      proc.stderr!.on("data", (d) => (err += String(d)))
+      const done = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)))
+      return { proc, stdout: () => out, stderr: () => err, exit: Effect.promise(() => done) }
+    }),
+    (c) =>
+      Effect.sync(() => {
+        if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL")
+      })
+  )
+
+/** Runs `bin/assay args` to its end. */
+const assay = (args: ReadonlyArray<string>, cwd?: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const c = yield* spawnAssay(args, cwd)
+    const code = yield* c.exit
+    return { code, stdout: c.stdout(), stderr: c.stderr() }
+  }))
+
+const waitFor = (what: string, check: () => boolean, timeoutMs = 30_000) =>
+  Effect.gen(function*() {
+    const start = Date.now()
+    while (!check()) {
+      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+const noSecret = (...texts: ReadonlyArray<string>) => {
+  for (const t of texts) assert.notInclude(t, SECRET)
+}
+
+describe("assay with a Postgres store (bin/assay)", { timeout: 180_000 }, () => {
+  it.live("migrate once (twice at once is fine), run into Postgres, read it with report, export, watch and serve", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("cli1"))
+      const url = urlOf("cli1")
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-pg-"))
+
+      // a store is never created implicitly: run on an unmigrated database says what to do
+      const refused = yield* assay(["run", "-c", EXPERIMENT, "--store", url])
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(refused.stderr, "assay migrate --database postgres://")
+      assert.include(refused.stderr, ":***@127.0.0.1")
+      noSecret(refused.stdout, refused.stderr)
+
+      // two migrations started together both succeed; the schema is applied once
+      const [m1, m2] = yield* Effect.all([assay(["migrate", "--database", url]), assay(["migrate", "--database", url])], {
+        concurrency: 2
+      })
+      assert.strictEqual(m1.code, 0, m1.stderr)
+      assert.strictEqual(m2.code, 0, m2.stderr)
+      assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /store: .* migrated \(1_store\)/.test(o)).length, 1)
+      assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /up to date/.test(o)).length, 1)
+      noSecret(m1.stdout, m1.stderr, m2.stdout, m2.stderr)
+      assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_store_migrations").trim(), "1")
+
+      const ran = yield* assay(["run", "-c", EXPERIMENT, "--store", url])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      noSecret(ran.stdout, ran.stderr)
+      assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_pipelines WHERE state = 'succeeded'").trim(), "8")
+      assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_checkpoints").trim(), "16")
+
+      const report = yield* assay(["report", url])
+      assert.strictEqual(report.code, 0, report.stderr)
+      assert.match(report.stdout, /Pipelines: 8/)
+      noSecret(report.stdout, report.stderr)
+      const json = yield* assay(["report", "--json", url])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const data = JSON.parse(json.stdout)
+      assert.strictEqual(data.pipelines, 8)
+      noSecret(json.stdout)
+
+      const out = path.join(dir, "rows.jsonl")
+      const exported = yield* assay(["export", url, out, "--rows", "results"])
+      assert.strictEqual(exported.code, 0, exported.stderr)
+      assert.match(exported.stdout, /exported 8 results/)
+      assert.strictEqual(fs.readFileSync(out, "utf8").trim().split("\n").length, 8)
+      noSecret(exported.stdout, exported.stderr)
+
+      // the run is finished: watch draws once and ends by itself
+      const watch = yield* assay(["watch", url, "--interval", "0.2"])
+      assert.strictEqual(watch.code, 0, watch.stderr)
+      assert.match(watch.stdout, /8/)
+      noSecret(watch.stdout, watch.stderr)
+
+      const serve = yield* spawnAssay(["serve", url, "--port", "0"])
+      yield* waitFor("serve to listen", () => serve.stdout().includes("http://"))
+      const base = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(serve.stdout())![1]!
+      const stats = yield* Effect.promise(() => fetch(`${base}/stats`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(stats.pipelines.total, 8)
+      noSecret(serve.stdout(), serve.stderr(), JSON.stringify(stats))
+      serve.proc.kill("SIGTERM")
+      yield* serve.exit
+    })))
+
+  it.live("migrate refuses a URL that is not Postgres (exit 2) and names an unreachable server without its password (exit 1)", () =>
+    Effect.gen(function*() {
+      const bad = yield* assay(["migrate", "--database", "runs/qa.db"])
+      assert.strictEqual(bad.code, 2)
+      assert.include(bad.stderr, "--database")
+      const down = yield* assay(["migrate", "--database", `postgres://u:${SECRET}@127.0.0.1:1/x`])
+      assert.strictEqual(down.code, 1)
+      assert.include(down.stderr, "postgres://u:***@127.0.0.1:1/x")
+      noSecret(down.stdout, down.stderr)
+    }))
+})

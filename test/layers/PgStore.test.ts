@@ -1,0 +1,265 @@
+/**
+ * The Postgres store: the Store contract against a fresh database per test (one throwaway
+ * server for the file), plus what only a shared database has: first-writer-wins checkpoints
+ * across two clients, explicit and concurrent migrations, schema refusals, typed errors and
+ * passwords kept out of messages.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Layer, Option } from "effect"
+import { afterAll, beforeAll } from "vitest"
+import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as PgStore from "../../src/layers/PgStore.js"
+import { Store } from "../../src/services/Store.js"
+import { type PgServer, startPostgres } from "../support/postgres.js"
+import { artifact, pipeline, storeContract, type StoreHarness, task } from "./StoreContract.js"
+
+let pg: PgServer
+beforeAll(async () => {
+  pg = await startPostgres()
+}, 120_000)
+afterAll(async () => {
+  await pg?.stop()
+})
+
+const TABLES = ["events", "attempts", "artifacts", "tasks", "pipelines", "checkpoints", "handoffs"]
+/** Real failures from a second connection: triggers that abort every insert and update. */
+const setWriteFailure = (db: string, on: boolean) =>
+  pg.psql(
+    db,
+    on
+      ? `CREATE OR REPLACE FUNCTION assay_test_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$ LANGUAGE plpgsql; ${
+        TABLES.map((t) =>
+          `CREATE OR REPLACE TRIGGER fail_${t} BEFORE INSERT OR UPDATE ON assay_${t} FOR EACH ROW EXECUTE FUNCTION assay_test_fail();`
+        ).join(" ")
+      }`
+      : TABLES.map((t) => `DROP TRIGGER IF EXISTS fail_${t} ON assay_${t};`).join(" ")
+  )
+
+let databases = 0
+const created = new Set<string>()
+/** A fresh database (created on first use). */
+const fresh = (db: string) =>
+  Effect.promise(async () => {
+    if (!created.has(db)) {
+      created.add(db)
+      await pg.createDatabase(db)
+    }
+  })
+
+const pgHarness = (): StoreHarness => {
+  const db = `contract_${++databases}`
+  return {
+    layer: (options = {}, backend = ArtifactBackends.layerInline) =>
+      Layer.unwrapEffect(
+        Effect.as(fresh(db), PgStore.layerWith({ ...options, url: pg.url(db), migrate: true }))
+      ).pipe(Layer.provide(backend)),
+    injectWriteFailure: (on) => Effect.sync(() => void setWriteFailure(db, on))
+  }
+}
+
+storeContract("PgStore", pgHarness)
+
+const open = (options: PgStore.PgStoreOptions) =>
+  Effect.map(Layer.build(PgStore.layer(options)), (ctx) => ctx.unsafeMap.get(Store.key) as Store["Type"])
+
+const bytes = (s: string) => new TextEncoder().encode(s)
+const text = (u: Uint8Array | undefined) => new TextDecoder().decode(u)
+
+describe("PgStore", () => {
+  it.live("first writer wins: two stores (two clients) commit the same checkpoint; both get the winner's value, one row is stored", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("fww")
+      const url = pg.url("fww")
+      yield* PgStore.migrate(url)
+      const a = yield* open({ url })
+      const b = yield* open({ url })
+      yield* a.admit([pipeline("w1")])
+      const unit = (value: string, runner: string) => ({
+        pipelineId: pipeline("w1").pipelineId,
+        artifact: artifact("w1", 0, bytes(value)),
+        task: { ...task("w1", 0), taskRunId: `w1/0/${runner}` },
+        pipeline: { nTasksDone: 1, attemptsDelta: 1, updatedAt: 1100 }
+      })
+      const [fromA, fromB] = yield* Effect.all(
+        [PgStore.commitCheckpoint(a, unit("from-a", "a")), PgStore.commitCheckpoint(b, unit("from-b", "b"))],
+        { concurrency: 2 }
+      )
+      const va = text(Option.getOrThrow(fromA).payload)
+      const vb = text(Option.getOrThrow(fromB).payload)
+      assert.strictEqual(va, vb, "both writers return the stored (winner's) value")
+      assert.include(["from-a", "from-b"], va)
+      // one output, one task row, the cursor moved once
+      const arts = yield* a.listArtifacts(pipeline("w1").pipelineId)
+      assert.deepStrictEqual(arts.map((x) => x.seq), [0])
+      const row = Option.getOrThrow(yield* b.getPipeline(pipeline("w1").pipelineId))
+      assert.strictEqual(row.nTasksDone, 1)
+      assert.strictEqual(row.attemptsTotal, 1)
+      assert.strictEqual(pg.psql("fww", "SELECT count(*) FROM assay_tasks").trim(), "1")
+      // a later writer (a zombie coming back) changes nothing either
+      const late = yield* PgStore.commitCheckpoint(a, unit("late", "c"))
+      assert.strictEqual(text(Option.getOrThrow(late).payload), va)
+      assert.strictEqual((yield* b.listArtifacts(pipeline("w1").pipelineId)).length, 1)
+    })))
+
+  it.live("first writer wins inside one store too: the same task committed twice at once (one batch) stores one output", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("fww1")
+      const store = yield* open({ url: pg.url("fww1"), migrate: true })
+      const id = pipeline("d1").pipelineId
+      yield* store.admit([pipeline("d1")])
+      const unit = (value: string, n: number) => ({
+        pipelineId: id,
+        artifact: artifact("d1", 0, bytes(value)),
+        task: { ...task("d1", 0), taskRunId: `d1/0/${n}` },
+        pipeline: { nTasksDone: 1, attemptsDelta: 1, updatedAt: 1100 + n }
+      })
+      const got = yield* Effect.all(
+        Array.from({ length: 8 }, (_, n) => PgStore.commitCheckpoint(store, unit(`v${n}`, n))),
+        { concurrency: 8 }
+      )
+      const values = new Set(got.map((o) => text(Option.getOrThrow(o).payload)))
+      assert.strictEqual(values.size, 1)
+      assert.strictEqual((yield* store.listArtifacts(id)).length, 1)
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).attemptsTotal, 1)
+    })))
+
+  it.live("two stores racing over the same 40 pipelines in opposite orders: no deadlock, one output per task, each cursor moved once", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("race2")
+      const url = pg.url("race2")
+      yield* PgStore.migrate(url)
+      const a = yield* open({ url })
+      const b = yield* open({ url })
+      const names = Array.from({ length: 40 }, (_, i) => `q${String(i).padStart(2, "0")}`)
+      yield* a.admit(names.map((n) => pipeline(n)))
+      const commitAll = (store: Store["Type"], order: ReadonlyArray<string>, who: string) =>
+        Effect.forEach(order, (n) =>
+          store.checkpoint({
+            pipelineId: pipeline(n).pipelineId,
+            artifact: artifact(n, 0, bytes(`${who}:${n}`)),
+            task: { ...task(n, 0), taskRunId: `${n}/0/${who}` },
+            pipeline: { nTasksDone: 1, attemptsDelta: 1, updatedAt: 1100 }
+          }), { concurrency: 40, discard: true })
+      yield* Effect.all([commitAll(a, names, "a"), commitAll(b, [...names].reverse(), "b")], { concurrency: 2 })
+      const rows = yield* b.getPipelines(names.map((n) => pipeline(n).pipelineId))
+      for (const p of rows.values()) {
+        assert.strictEqual(p.nTasksDone, 1)
+        assert.strictEqual(p.attemptsTotal, 1)
+      }
+      assert.strictEqual(pg.psql("race2", "SELECT count(*) FROM assay_artifacts WHERE seq = 0").trim(), "40")
+      assert.strictEqual(pg.psql("race2", "SELECT count(*) FROM assay_tasks").trim(), "40")
+    })))
+
+  it.live("a restart from the seed (re-admission at cursor 0) lets the task be committed again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("restart")
+      const store = yield* open({ url: pg.url("restart"), migrate: true })
+      const id = pipeline("r1").pipelineId
+      yield* store.admit([pipeline("r1")])
+      yield* store.checkpoint({ pipelineId: id, artifact: artifact("r1", 0, bytes("old")), task: task("r1", 0) })
+      yield* store.admit([pipeline("r1", { nTasksDone: 0, runId: pipeline("r1").runId })])
+      const got = yield* PgStore.commitCheckpoint(store, { pipelineId: id, artifact: artifact("r1", 0, bytes("new")), task: task("r1", 0) })
+      assert.strictEqual(text(Option.getOrThrow(got).payload), "new")
+    })))
+
+  it.live("an unmigrated database is refused with a ConfigError naming `assay migrate`; nothing is created", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("empty")
+      const exit = yield* Effect.exit(open({ url: pg.url("empty") }))
+      assert.isTrue(Exit.isFailure(exit))
+      const err = Exit.isFailure(exit) ? Option.getOrThrow(Exit.causeOption(exit).pipe(Option.flatMap((c) => Option.fromNullable((c as any).error)))) : undefined
+      assert.strictEqual((err as { _tag?: string })._tag, "ConfigError")
+      assert.include((err as { message: string }).message, "assay migrate --database")
+      assert.strictEqual(pg.psql("empty", "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'assay_%'").trim(), "0")
+    })))
+
+  it.live("two migrations at once both succeed and apply the schema once", () =>
+    Effect.gen(function*() {
+      yield* fresh("race")
+      const url = pg.url("race")
+      const [a, b, c] = yield* Effect.all([PgStore.migrate(url), PgStore.migrate(url), PgStore.migrate(url)], { concurrency: 3 })
+      assert.strictEqual(a.length + b.length + c.length, 1, "exactly one of them applied the migration")
+      assert.strictEqual(pg.psql("race", "SELECT count(*) FROM assay_store_migrations").trim(), "1")
+      assert.deepStrictEqual(yield* PgStore.migrate(url), [])
+    }))
+
+  it.live("a database migrated by a newer assay is refused, for writing and for reading", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("newer")
+      const url = pg.url("newer")
+      yield* PgStore.migrate(url)
+      pg.psql("newer", "INSERT INTO assay_store_migrations (migration_id, name) VALUES (999, 'future')")
+      for (const readonly of [false, true]) {
+        const exit = yield* Effect.exit(open({ url, readonly }))
+        assert.isTrue(Exit.isFailure(exit))
+        assert.match(String(Exit.isFailure(exit) ? exit.cause : ""), /schema version 999, newer than this build/)
+      }
+      const again = yield* Effect.exit(PgStore.migrate(url))
+      assert.match(String(Exit.isFailure(again) ? again.cause : ""), /newer than this build/)
+    })))
+
+  it.live("a read-only store refuses writes with a typed error", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("ro")
+      const url = pg.url("ro")
+      yield* PgStore.migrate(url)
+      const store = yield* open({ url, readonly: true })
+      const exit = yield* Effect.exit(store.admit([pipeline("x")]))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.match(String(Exit.isFailure(exit) ? exit.cause : ""), /read-only/)
+    })))
+
+  it.live("SQL failures are typed StoreUnavailable (not defects), and the password never shows", () =>
+    Effect.gen(function*() {
+      const url = `postgres://assay:s3cr%40t-pw@127.0.0.1:${pg.port}/no_such_db`
+      const exit = yield* Effect.exit(Effect.scoped(open({ url })))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const failure = Option.getOrThrow(Exit.causeOption(exit).pipe(Option.flatMap((c) => Option.fromNullable((c as any).error))))
+        assert.strictEqual((failure as { _tag: string })._tag, "StoreUnavailable")
+        const shown = JSON.stringify(failure) + String(exit.cause) + (failure as { message: string }).message
+        assert.notInclude(shown, "s3cr")
+        assert.include((failure as { message: string }).message, "postgres://assay:***@127.0.0.1")
+      }
+      // a server that is down: typed too
+      const down = yield* Effect.exit(Effect.scoped(open({ url: "postgres://u:hunter2@127.0.0.1:1/x" })))
+      assert.isTrue(Exit.isFailure(down) && Option.isSome(Exit.causeOption(down)) && !String(down.cause).includes("hunter2"))
+      assert.match(String(Exit.isFailure(down) ? down.cause : ""), /StoreUnavailable/)
+    }))
+
+  it.live("a failed statement and a Postgres crash-restart are typed StoreUnavailable failures (never defects); the store works again after", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("crash")
+      const url = pg.url("crash")
+      const store = yield* open({ url, migrate: true })
+      const id = pipeline("c1").pipelineId
+      yield* store.admit([pipeline("c1")])
+      const typed = (exit: Exit.Exit<unknown, unknown>) =>
+        Exit.isSuccess(exit) || Option.getOrUndefined(Cause.failureOption(exit.cause)) !== undefined &&
+          !Cause.isDie(exit.cause) && (Option.getOrThrow(Cause.failureOption(exit.cause)) as { _tag: string })._tag === "StoreUnavailable"
+      setWriteFailure("crash", true)
+      const failed = yield* Effect.exit(store.checkpoint({ pipelineId: id, artifact: artifact("c1", 0, bytes("x")), task: task("c1", 0) }))
+      assert.isTrue(Exit.isFailure(failed) && typed(failed), String(Exit.isFailure(failed) ? failed.cause : ""))
+      assert.match(String(Exit.isFailure(failed) ? failed.cause : ""), /injected failure/)
+      setWriteFailure("crash", false)
+      yield* Effect.promise(() => pg.restart("immediate"))
+      // every call while the pool reconnects either works or fails typed; one soon works again
+      let ok = false
+      for (let i = 0; i < 50 && !ok; i++) {
+        const exit = yield* Effect.exit(store.getPipeline(id))
+        assert.isTrue(typed(exit), String(Exit.isFailure(exit) ? exit.cause : ""))
+        ok = Exit.isSuccess(exit)
+        if (!ok) yield* Effect.sleep("100 millis")
+      }
+      assert.isTrue(ok)
+      yield* store.checkpoint({ pipelineId: id, artifact: artifact("c1", 0, bytes("after")), task: task("c1", 0), pipeline: { nTasksDone: 1, updatedAt: 3 } })
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).nTasksDone, 1)
+    })))
+
+  it("redactUrl masks userinfo passwords and password parameters", () => {
+    assert.strictEqual(PgStore.redactUrl("postgres://u:p%40ss@h:5432/db?sslmode=require"), "postgres://u:***@h:5432/db?sslmode=require")
+    assert.strictEqual(PgStore.redactUrl("postgresql://u@h/db?password=x&a=1"), "postgresql://u@h/db?password=***&a=1")
+    assert.isTrue(PgStore.isPostgresUrl("PostgreSQL://h/db"))
+    assert.isFalse(PgStore.isPostgresUrl("runs/qa.db"))
+  })
+})

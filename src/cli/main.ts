@@ -17,6 +17,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
 import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
+import { afterStdioDrained } from "../layers/internal/flushStdio.js"
 import * as Signals from "../services/Signals.js"
 import { exitCodeOf } from "./Exit.js"
 import * as Help from "./Help.js"
@@ -237,7 +238,10 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
         options.onNeedsFullRuntime(fallback.value)
         return
       }
-      process.exit(exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`)))
+      const code = exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`))
+      // a large output piped into a slow reader is still queued: exiting now would cut it
+      process.exitCode = code
+      afterStdioDrained(() => process.exit(code))
     }
   })
 }

@@ -14,6 +14,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { Effect } from "effect"
 import { Cause, Exit } from "effect"
 import { exitCodeOf } from "../domain/ExitCode.js"
+import { afterStdioDrained } from "./internal/flushStdio.js"
 
 /**
  * A teardown for `NodeRuntime.runMain`: exits with {@link exitCodeOf}'s code (0 / 1 / 2 / 75 /
@@ -28,7 +29,9 @@ export const teardown = <E, A>(exit: Exit.Exit<E, A>, onExit: (code: number) => 
   if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
     print("interrupted (resumable: run the program again)")
   }
-  onExit(exitCodeOf(exit, print))
+  const code = exitCodeOf(exit, print)
+  // output still queued for a slow pipe reader would be cut by an immediate exit
+  afterStdioDrained(() => onExit(code))
 }
 
 /**

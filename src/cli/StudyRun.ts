@@ -39,6 +39,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -278,15 +279,15 @@ export const versions = (
     const h = yield* openRead(loaded)
     const list = h === undefined ? [] : yield* h.study.versions(loaded.id)
     const current = list[list.length - 1]
-    const fileMatches = current !== undefined && current.protocolDigest === loaded.protocolDigest
-    const earlier = fileMatches ? undefined : list.find((v) => v.protocolDigest === loaded.protocolDigest)
+    const fileMatches = current !== undefined && DomainStudy.protocolMatches(current.protocolDigest, loaded)
+    const earlier = fileMatches ? undefined : list.find((v) => DomainStudy.protocolMatches(v.protocolDigest, loaded))
     const rows = list.map((v, i) => ({
       version: v.version,
       protocolDigest: v.protocolDigest,
       createdAt: new Date(v.createdAt).toISOString(),
       changed: i === 0 ? [] : changedParts(list[i - 1]!.protocolParts, v.protocolParts)
     }))
-    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, loaded.protocolParts)
+    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, DomainStudy.comparableParts(current.protocolParts, loaded))
     if (args.json) {
       yield* Console.log(JSON.stringify({
         studyId: loaded.id,

@@ -181,6 +181,11 @@ export interface StudyInput {
   readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
+  /**
+   * The digests and parts earlier builds gave the same protocol (default none): a version
+   * frozen with one of them is this protocol, and its record is upgraded to the current digest.
+   */
+  readonly previousProtocols?: ReadonlyArray<DomainStudy.PreviousProtocol> | undefined
   readonly describe: () => Json
   readonly trialsFor: (version: number) => ReadonlyArray<StudyTrial>
   readonly suiteFor: (version: number) => StudySuite
@@ -730,6 +735,7 @@ export const prepare = (
       type: study.type,
       protocolDigest: study.protocolDigest,
       protocolParts: study.protocolParts,
+      previousProtocols: study.previousProtocols ?? [],
       protocol: study.describe(),
       newVersion: options.newVersion === true,
       ...(options.version === undefined ? {} : { version: options.version })

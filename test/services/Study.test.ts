@@ -211,6 +211,27 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           assert.deepStrictEqual((yield* c.versions("demo")).map((v) => v.version), [1, 2], "no version created")
         })))
 
+    it.effect("a version frozen with a previous digest of the protocol matches it and is upgraded; a change is named against its format", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          // what an earlier build froze: digest d0, its experiment part e0 (the run section digested)
+          yield* c.freeze(input({ protocolDigest: "d0", protocolParts: { experiment: "e0", repeats: "3" } }), 10)
+          const previousProtocols = [{ digest: "d0", parts: { experiment: "e0", repeats: "3" } }]
+          // another repeats is a change, named alone (not the experiment part, whose format differs)
+          const changed = yield* Effect.flip(c.freeze(
+            input({ protocolParts: { experiment: "e1", repeats: "5" }, protocolDigest: "d5", previousProtocols: [{ digest: "d0-5", parts: { experiment: "e0", repeats: "5" } }] }),
+            15
+          ))
+          assert.include(changed.message, "repeats: 3 -> 5")
+          assert.notInclude(changed.message, "experiment:")
+          assert.deepStrictEqual(yield* c.freeze(input({ previousProtocols }), 20), { version: 1, created: false, upgraded: true })
+          const [v] = yield* c.versions("demo")
+          assert.deepStrictEqual([v!.protocolDigest, v!.protocolParts], ["d1", { experiment: "e1", repeats: "3" }])
+          // upgraded once: the next run matches the current digest
+          assert.deepStrictEqual(yield* c.freeze(input({ previousProtocols }), 30), { version: 1, created: false })
+          assert.deepStrictEqual((yield* c.versions("demo")).map((x) => x.version), [1])
+        })))
+
     it.effect("registers trials once, settles them, keeps usage in the ledger and takes manual stop requests", () =>
       withCatalog((c) =>
         Effect.gen(function*() {

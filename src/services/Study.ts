@@ -20,9 +20,9 @@
  * | `failed` | a pipeline failed, or its source failed, or it ran to its end but broke a hard constraint |
  * | `succeeded` | its source was read to its end, every pipeline it submitted ended succeeded, no hard constraint broken |
  * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started) |
- * | `not_started` | a stop fired (or the run ended) before any of its pipelines was submitted |
- * | `cancelled` | not complete, and a stop with `running: cancel` fired |
- * | `incomplete` | anything else not complete (drained or interrupted mid-way, a limit) |
+ * | `not_started` | a stop fired (or the run ended) before the trial started (the window never started it, no pipeline of it stored, no call used) |
+ * | `cancelled` | started and not complete, and a stop with `running: cancel` fired |
+ * | `incomplete` | anything else not complete (drained or interrupted mid-way, even before its first pipeline ran; a limit) |
  *
  * | study status | when (over the trials of the current protocol version) |
  * | --- | --- |
@@ -341,7 +341,10 @@ export const studyControl = (
  * - `byState`: its stored pipelines by state (every run: a pipeline done earlier counts);
  * - `metrics`: its metrics (see {@link StudyReport}); `budgetSpent`: the budget figure spent
  *   (`calls`, `tokens`, `costUsd`, `timeMs`) or `null`;
- * - `stop`: the stop that fired in the run (or `null`).
+ * - `stop`: the stop that fired in the run (or `null`);
+ * - `started` (optional): the trial began in this or an earlier run (the window started it, or
+ *   it used a call) even when none of its pipelines is stored or admitted: stopped then, it is
+ *   `incomplete` or `cancelled` (resumable), never `not_started`.
  *
  * @since 0.6.0
  * @category settlement
@@ -354,6 +357,7 @@ export interface TrialFacts {
   readonly metrics: Readonly<Record<string, number>>
   readonly budgetSpent: string | null
   readonly stop: StopFired | null
+  readonly started?: boolean | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -444,16 +448,21 @@ export const settleTrial = (
     return { status: "succeeded", reason: `${count(f.byState.succeeded)} pipeline(s) succeeded` }
   }
   const ended = count(f.byState.succeeded)
-  const progress = `${ended} of ${Math.max(f.admitted, stored)} pipeline(s) ended${f.sourceExhausted ? "" : ", source not read to its end"}`
+  const nothing = stored === 0 && f.admitted === 0
+  const progress = nothing
+    ? "started, no pipeline of it ran yet"
+    : `${ended} of ${Math.max(f.admitted, stored)} pipeline(s) ended${f.sourceExhausted ? "" : ", source not read to its end"}`
   if (f.budgetSpent !== null) return { status: "budget_exhausted", reason: `its ${f.budgetSpent} budget is spent (${progress})` }
-  if (stored === 0 && f.admitted === 0) {
+  if (nothing && f.started !== true) {
     return {
       status: "not_started",
       reason: f.stop === null ? "never started" : `never started: ${f.stop.reason}`
     }
   }
-  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}` }
-  return { status: "incomplete", reason: f.stop === null ? progress : `${progress}: ${f.stop.reason}` }
+  // a manual stop (Ctrl-C, `assay study stop`) holds only for its run: resume continues the trial
+  const more = f.stop !== null && f.stop.condition.when === "manual" ? "; resume continues it" : ""
+  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}${more}` }
+  return { status: "incomplete", reason: f.stop === null ? progress : `stopped after it started (${progress}): ${f.stop.reason}${more}` }
 }
 
 /**
@@ -1066,7 +1075,9 @@ const settle = (
           byState: states,
           metrics: m,
           budgetSpent: exhausted.get(t.trialId) ?? null,
-          stop
+          stop,
+          // the window started it (its row's start) or it used a call: it began, even with nothing stored
+          started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0
         }, study.objectives)
         status = settled.status
         reason = settled.reason
@@ -1117,7 +1128,8 @@ const settle = (
     const reason = limitations.length > 0 && (settledStudy.status === "completed" || settledStudy.status === "stopped_with_results")
       ? `${settledStudy.reason}; ${limitations.length} variant(s) without a succeeded trial (see the limitations)`
       : settledStudy.reason
-    yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
+    // a stop that ended nothing early (it fired at the natural end) is not the study's stop
+    yield* catalog.setStatus(study.id, settledStudy.status, stoppedEarly ? stop : null, now)
     return makeReport({
       studyId: study.id,
       version,

@@ -61,6 +61,19 @@ describe("Study.settleTrial", () => {
       "cancelled",
       "cancelled (1 of 3 pipeline(s) ended)"
     ],
+    [
+      "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "drain"), started: true },
+      "incomplete",
+      "stopped after it started (started, no pipeline of it ran yet): manual fired; resume continues it"
+    ],
+    [
+      "started but stopped before any pipeline of it was stored (cancel)",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "cancel"), started: true },
+      "cancelled",
+      "cancelled (started, no pipeline of it ran yet): manual fired; resume continues it"
+    ],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 pipeline(s) ended): successfulTrials fired"],
     ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 pipeline(s) ended"],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
@@ -72,6 +85,8 @@ describe("Study.settleTrial", () => {
       assert.include(settled.reason, reason)
       assert.strictEqual(Study.trialSucceeded(facts(over), accuracy), status === "succeeded")
       assert.strictEqual(Study.isEligible(settled.status), status === "succeeded")
+      if (status !== "not_started") assert.notInclude(settled.reason, "never started")
+      if (over.stop?.condition.when !== "manual") assert.notInclude(settled.reason, "resume continues it")
     })
   }
 
@@ -405,7 +420,7 @@ describe("Study.run", () => {
       assert.strictEqual(rest.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
-  it.effect("a stop that fired but left no trial unfinished is stored, and the study completes; a spent budget does not undo a complete trial", () =>
+  it.effect("a stop that fired but left no trial unfinished is reported (not stored as the study's stop), and the study completes; a spent budget does not undo a complete trial", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
       const fired: StopFired = { condition: { when: "successfulTrials", count: 1, running: "drain" }, reason: "1 trial succeeded", at: 0, running: "drain" }
@@ -420,7 +435,52 @@ describe("Study.run", () => {
       const catalog = yield* StudyCatalog
       const row = Option.getOrThrow(yield* catalog.study("demo"))
       assert.strictEqual(row.status, "completed")
-      assert.strictEqual(row.stopReason, "1 trial succeeded")
+      // it ended nothing early: `study status` and the report show no stop under `completed`
+      assert.isNull(row.stopReason)
+      assert.isNull(row.stopCondition)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a trial that began (a call used) when a Ctrl-C drain stopped the study is incomplete, not 'never started'; resume continues it", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
+      const fired: StopFired = {
+        condition: { when: "manual", running: "drain" },
+        reason: "SIGINT received",
+        at: 0,
+        running: "drain",
+        signal: "SIGINT"
+      }
+      // the stand-in control: v01 runs; v02 began (one call used) and was stopped before its
+      // first pipeline; v03 never started
+      const control: Study.StudyControlFactory = ({ ledger }) =>
+        Effect.succeed({
+          window: {
+            active: 3,
+            mayStart: (id) =>
+              id === "p1-v01-r1"
+                ? Effect.succeed(true)
+                : id === "p1-v02-r1"
+                ? Effect.as(Effect.orDie(ledger.addUsage(id, { calls: 1, tokens: 0, costUsd: 0, timeMs: 0 }, 1)), false)
+                : Effect.succeed(false),
+            mayAdmit: () => Effect.succeed(true)
+          },
+          fired: Effect.succeed(fired),
+          exhausted: Effect.succeed(new Map())
+        })
+      const report = yield* Study.run(study, { control })
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "incomplete", "not_started"])
+      assert.strictEqual(report.trials[1]!.reason, "stopped after it started (started, no pipeline of it ran yet): SIGINT received; resume continues it")
+      assert.strictEqual(report.trials[2]!.reason, "never started: SIGINT received")
+      assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
+      assert.strictEqual(report.status, "stopped_with_results")
+      assert.include(report.summary(), "stop: SIGINT received")
+      const rest = yield* Study.run(study, { resume: true })
+      assert.deepStrictEqual(rest.trials.map((t) => [t.trialId, t.status, t.ran]), [
+        ["p1-v01-r1", "succeeded", false],
+        ["p1-v02-r1", "succeeded", true],
+        ["p1-v03-r1", "succeeded", true]
+      ])
+      assert.strictEqual(rest.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
   it.effect("successfulTrials (drain) under a window of 1: the first success stops the study; the started trial drains, the rest are not started", () =>
@@ -547,5 +607,8 @@ describe("Study.run", () => {
       assert.strictEqual(report.status, "completed")
       assert.isFalse(report.stoppedEarly)
       assert.notInclude(report.summary(), "stop:")
+      // nor stored as the study's stop (what `study status` and `study report` print)
+      const row = Option.getOrThrow(yield* (yield* StudyCatalog).study("demo"))
+      assert.isNull(row.stopReason)
     }).pipe(Effect.provide(studyEnv("demo"))))
 })

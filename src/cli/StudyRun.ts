@@ -347,7 +347,9 @@ export const status = (
       const pipelines = {
         ended: (p.succeeded ?? 0) + (p.failed ?? 0),
         running: p.running ?? 0,
-        pending: (p.pending ?? 0) + (p.interrupted ?? 0)
+        pending: (p.pending ?? 0) + (p.interrupted ?? 0),
+        // the plan's pipelines per trial (null: the source cannot be counted): "N of P" counts against it
+        planned: loaded.pipelinesPerTrial
       }
       // a trial row left `running` (or one whose pipelines were left running) by a dead process
       const state = t.status === "running"
@@ -366,14 +368,16 @@ export const status = (
     yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
     yield* Console.log(
-      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 24)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
     for (const t of rows) {
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
       const p = t.pipelines
-      const progress = p.ended + p.running + p.pending === 0 ? "-" : `${p.ended} ended, ${p.running} running`
+      const progress = p.ended + p.running + p.pending === 0
+        ? "-"
+        : `${p.ended}${p.planned === null ? "" : ` of ${p.planned}`} ended, ${p.running} running`
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 24)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )

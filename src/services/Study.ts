@@ -186,6 +186,8 @@ export interface StudyInput {
    * frozen with one of them is this protocol, and its record is upgraded to the current digest.
    */
   readonly previousProtocols?: ReadonlyArray<DomainStudy.PreviousProtocol> | undefined
+  /** The pipelines planned per trial (`null` or absent: unknown): a trial's progress counts against it. */
+  readonly pipelinesPerTrial?: number | null | undefined
   readonly describe: () => Json
   readonly trialsFor: (version: number) => ReadonlyArray<StudyTrial>
   readonly suiteFor: (version: number) => StudySuite
@@ -342,6 +344,9 @@ export const studyControl = (
  * - `metrics`: its metrics (see {@link StudyReport}); `budgetSpent`: the budget figure spent
  *   (`calls`, `tokens`, `costUsd`, `timeMs`) or `null`;
  * - `stop`: the stop that fired in the run (or `null`);
+ * - `planned` (optional): the pipelines its plan has (`null` or absent: unknown); its progress
+ *   reads `N of P planned pipeline(s) ended (A admitted)`, else `N of A admitted pipeline(s)
+ *   ended`, where A counts the pipelines it submitted or stored;
  * - `started` (optional): the trial began in this or an earlier run (the window started it, or
  *   it used a call) even when none of its pipelines is stored or admitted: stopped then, it is
  *   `incomplete` or `cancelled` (resumable), never `not_started`.
@@ -358,6 +363,7 @@ export interface TrialFacts {
   readonly budgetSpent: string | null
   readonly stop: StopFired | null
   readonly started?: boolean | undefined
+  readonly planned?: number | null | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -426,6 +432,21 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 }
 
 /**
+ * A trial's progress in words, each count naming what it counts: `N of P planned pipeline(s)
+ * ended (A admitted)` when the plan's count `P` is known, else `N of A admitted pipeline(s)
+ * ended` (`A`: the pipelines it submitted or stored).
+ *
+ * @param ended its pipelines ended succeeded
+ * @param admitted its pipelines submitted or stored
+ * @param planned the pipelines its plan has, `null` when unknown
+ * @returns the phrase
+ * @since 0.7.0
+ * @category settlement
+ */
+export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
+  planned === null ? `${ended} of ${admitted} admitted pipeline(s) ended` : `${ended} of ${planned} planned pipeline(s) ended (${admitted} admitted)`
+
+/**
  * A trial's settlement: its status and the reason (see the module's table).
  *
  * @param f what it is judged on
@@ -451,7 +472,7 @@ export const settleTrial = (
   const nothing = stored === 0 && f.admitted === 0
   const progress = nothing
     ? "started, no pipeline of it ran yet"
-    : `${ended} of ${Math.max(f.admitted, stored)} pipeline(s) ended${f.sourceExhausted ? "" : ", source not read to its end"}`
+    : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : ", source not read to its end"}`
   if (f.budgetSpent !== null) return { status: "budget_exhausted", reason: `its ${f.budgetSpent} budget is spent (${progress})` }
   if (nothing && f.started !== true) {
     return {
@@ -1077,7 +1098,8 @@ const settle = (
           budgetSpent: exhausted.get(t.trialId) ?? null,
           stop,
           // the window started it (its row's start) or it used a call: it began, even with nothing stored
-          started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0
+          started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0,
+          planned: study.pipelinesPerTrial ?? null
         }, study.objectives)
         status = settled.status
         reason = settled.reason

@@ -312,7 +312,7 @@ describe("assay study status", () => {
       const done = await run.done
       assert.strictEqual(done.code, 0, done.stderr)
       const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
-      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 ended, 0 running/)
+      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 of 3 ended, 0 running/)
     }), 120_000)
 })
 

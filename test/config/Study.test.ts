@@ -432,6 +432,8 @@ describe("StudyConfig.load: the plan", () => {
         caps: [],
         notes: []
       })
+      // what a trial's "N of P planned pipeline(s)" counts against
+      assert.strictEqual(s.pipelinesPerTrial, 4)
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
       assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.08\n/)
     }))

@@ -59,7 +59,7 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled (1 of 3 pipeline(s) ended)"
+      "cancelled (1 of 3 admitted pipeline(s) ended)"
     ],
     [
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
@@ -73,8 +73,20 @@ describe("Study.settleTrial", () => {
       "cancelled",
       "cancelled (started, no pipeline of it ran yet): manual fired; resume continues it"
     ],
-    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 pipeline(s) ended): successfulTrials fired"],
-    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 pipeline(s) ended"],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 admitted pipeline(s) ended): successfulTrials fired"],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipeline(s) ended"],
+    [
+      "budget spent with the plan's count known: every count says what it counts",
+      { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
+      "budget_exhausted",
+      "its costUsd budget is spent (9 of 24 planned pipeline(s) ended (16 admitted), source not read to its end)"
+    ],
+    [
+      "stored more than this run admitted (an earlier run's): admitted counts the larger",
+      { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
+      "incomplete",
+      "stopped after it started (3 of 24 planned pipeline(s) ended (4 admitted)): manual fired; resume continues it"
+    ],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
   ]

@@ -167,7 +167,9 @@ export interface Trial {
  *   thresholds: `POOL_RUN_FIELDS`) are not part of it (a study runs under its own `run`);
  *   `previousProtocols`: the digest and parts earlier builds gave the same protocol (with
  *   them), empty when they are the same: a version frozen with one is this protocol;
- * - `plan`: see {@link Plan};
+ * - `plan`: see {@link Plan}; `pipelinesPerTrial`: the pipelines planned per trial (cases ×
+ *   the source's repeats; `null` when the source cannot be counted): what a trial's "N of M
+ *   planned pipeline(s)" counts;
  * - `suiteFor(version)`: the suite to run for a protocol version: its members are the trials
  *   `p<version>-vNN-rK` in variant-major, repeat-minor order, each running the variant's
  *   experiment; every pool of the base experiment is a shared pool of the suite (one quota for
@@ -219,6 +221,7 @@ export interface LoadedStudy {
   readonly protocolParts: Readonly<Record<string, string>>
   readonly previousProtocols: ReadonlyArray<Study.PreviousProtocol>
   readonly plan: Plan
+  readonly pipelinesPerTrial: number | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
@@ -1111,6 +1114,7 @@ export const load = (
       protocolParts: parts,
       previousProtocols,
       plan,
+      pipelinesPerTrial,
       suiteFor,
       trialsFor,
       warnings,

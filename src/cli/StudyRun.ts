@@ -123,14 +123,16 @@ export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = f
 
 /**
  * Whether a study run was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP): its stop is the
- * `manual` stop of a signal, or a signal cancelled the run after another stop fired. Such a run
- * exits 130 whatever the study settled to (`assay study resume FILE` continues it).
+ * `manual` stop of a signal and it ended the study early (it left a trial unfinished), or a
+ * signal cancelled the run after another stop fired. Such a run exits 130 whatever the study
+ * settled to (`assay study resume FILE` continues it). A signal whose drain let every trial
+ * finish stopped nothing: the run exits as its study settled.
  *
  * @since 0.6.0
  * @category exit codes
  */
 export const stoppedBySignal = (report: Study.StudyReport): boolean =>
-  report.stop?.signal !== undefined || /^study_stop:sig/.test(report.run?.stopReason ?? "")
+  (report.stop?.signal !== undefined && report.stoppedEarly) || /^study_stop:sig/.test(report.run?.stopReason ?? "")
 
 // ---------------------------------------------------------------------------------------------
 // Handlers

@@ -15,6 +15,9 @@ import Database from "better-sqlite3"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { Json } from "../../src/domain/Json.js"
 import * as DomainStudy from "../../src/domain/Study.js"
+import * as StudyRun from "../../src/cli/StudyRun.js"
+import type * as Study from "../../src/services/Study.js"
+import type { StopFired } from "../../src/services/StudyControl.js"
 import { assay, root, start, write } from "../support/cli.js"
 import { committedVisits, executions, query, waitFor } from "../support/killHarness.js"
 
@@ -314,6 +317,19 @@ describe("assay study status", () => {
       const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
       assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 of 3 ended, 0 running/)
     }), 120_000)
+})
+
+describe("StudyRun.stoppedBySignal (the exit 130 rule)", () => {
+  const sigint: StopFired = { condition: { when: "manual", running: "drain" }, reason: "SIGINT received", at: 1, running: "drain", signal: "SIGINT" }
+  const report = (over: Partial<Study.StudyReport>) => ({ stop: null, stoppedEarly: false, run: null, ...over }) as unknown as Study.StudyReport
+  it("a Ctrl-C that left a trial unfinished is a signal stop; one whose drain let every trial finish stopped nothing", () => {
+    assert.isTrue(StudyRun.stoppedBySignal(report({ stop: sigint, stoppedEarly: true })))
+    assert.isFalse(StudyRun.stoppedBySignal(report({ stop: sigint, stoppedEarly: false })))
+    assert.isFalse(StudyRun.stoppedBySignal(report({ stop: { ...sigint, signal: undefined, reason: "manual stop requested" }, stoppedEarly: true })))
+    // a second signal cancelled the run after another stop fired
+    const run = { stopReason: "study_stop:sigint" } as unknown as Study.StudyReport["run"]
+    assert.isTrue(StudyRun.stoppedBySignal(report({ stop: { ...sigint, signal: undefined }, stoppedEarly: false, run })))
+  })
 })
 
 describe("assay study: Ctrl-C", () => {

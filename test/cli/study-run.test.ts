@@ -303,11 +303,12 @@ describe("assay study status", () => {
       const out = JSON.parse(r.stdout)
       assert.strictEqual(out.status, "running")
       assert.isTrue(out.running)
-      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number } }>
+      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number; planned: number | null } }>
       const ended = trials.filter((t) => t.state === "ended")
       assert.isAtLeast(ended.length, 1, JSON.stringify(trials))
       for (const t of ended) {
         assert.strictEqual(t.pipelines.ended, 3)
+        assert.strictEqual(t.pipelines.planned, 3, "the plan's pipelines per trial")
         assert.isAbove(t.endedAt, t.startedAt, "real start and end")
       }
       assert.isAtLeast(trials.filter((t) => t.state === "running").length, 1, JSON.stringify(trials))

@@ -10,6 +10,9 @@
  * counted), one member with `--experiment`, one invocation's durable outcomes with `--run-id`;
  * the members with their counts, source status and member metrics; pools marked shared or
  * private (see src/services/internal/suiteViews.ts). Exit 2 for an unknown member or run.
+ * On a study's output root a header comes first: the study, its protocol version, status and
+ * trials by status, and the command that reports the study itself (`assay study report FILE`;
+ * src/services/internal/studyHeader.ts); in JSON, the `study` key.
  *
  * @since 0.1.0
  */
@@ -17,7 +20,11 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import * as nodePath from "node:path"
+import * as StudyTables from "../layers/internal/study/tables.js"
+import * as Manifest from "../layers/internal/suite/manifest.js"
 import * as Report from "../services/Report.js"
+import * as StudyHeader from "../services/internal/studyHeader.js"
 import * as SuiteViews from "../services/internal/suiteViews.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
@@ -47,13 +54,20 @@ export const report = Command.make("report", { stores, runId, errors, json, plug
     const experiment = Option.getOrUndefined(o.experiment)
     const root = yield* StoreArgs.suiteRootOf(o.stores, experiment)
     if (root !== undefined) {
-      const { suite } = yield* StoreArgs.openSuite(root)
+      const { study, suite } = yield* StoreArgs.openSuite(root)
       const data = yield* SuiteViews.buildSuiteReport(suite, {
         experiment,
         runId: Option.getOrUndefined(o.runId),
         errors: Option.getOrUndefined(o.errors)
       })
-      return yield* Console.log(o.json ? JSON.stringify(data, null, 2) : SuiteViews.renderSuiteText(data))
+      // a study's root: its suite view is the trials' pipelines; the header names the study and
+      // the command that reports it
+      const abs = nodePath.resolve(root)
+      const alive = StudyTables.writerAlive(nodePath.join(abs, Manifest.catalogOf(suite.layout)))
+      const header = Option.getOrUndefined(yield* StudyHeader.studyHeaderOf(study.study, suite.suiteId, root, alive))
+      if (o.json) return yield* Console.log(JSON.stringify(header === undefined ? data : { study: header, ...data }, null, 2))
+      const text = SuiteViews.renderSuiteText(data)
+      return yield* Console.log(header === undefined ? text : `${StudyHeader.renderStudyHeader(header)}\n\n${text}`)
     }
     const opened = yield* StoreArgs.openAll(o.stores, o.plugin)
     const data = yield* Report.buildReport(opened, {

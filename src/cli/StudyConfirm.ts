@@ -32,6 +32,7 @@ import * as nodePath from "node:path"
 import { Effect, Option } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
+import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as StudyRun from "./StudyRun.js"
 
@@ -92,7 +93,7 @@ export const confirm = (args: {
       if (Option.isNone(row)) return yield* configError("study.id", `study "${base.id}" has never run in ${base.outputRoot}`)
       const version = row.value.currentVersion
       const frozen = (yield* h.study.versions(base.id)).find((v) => v.version === version)!
-      if (frozen.protocolDigest !== base.protocolDigest) {
+      if (!DomainStudy.protocolMatches(frozen.protocolDigest, base)) {
         return yield* configError(
           "protocol",
           `the study file's protocol is not the current version's (version ${version}): a confirmation runs under the same protocol version; restore the protocol`

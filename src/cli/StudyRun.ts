@@ -39,6 +39,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../domain/Codec.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -122,14 +123,16 @@ export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = f
 
 /**
  * Whether a study run was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP): its stop is the
- * `manual` stop of a signal, or a signal cancelled the run after another stop fired. Such a run
- * exits 130 whatever the study settled to (`assay study resume FILE` continues it).
+ * `manual` stop of a signal and it ended the study early (it left a trial unfinished), or a
+ * signal cancelled the run after another stop fired. Such a run exits 130 whatever the study
+ * settled to (`assay study resume FILE` continues it). A signal whose drain let every trial
+ * finish stopped nothing: the run exits as its study settled.
  *
  * @since 0.6.0
  * @category exit codes
  */
 export const stoppedBySignal = (report: Study.StudyReport): boolean =>
-  report.stop?.signal !== undefined || /^study_stop:sig/.test(report.run?.stopReason ?? "")
+  (report.stop?.signal !== undefined && report.stoppedEarly) || /^study_stop:sig/.test(report.run?.stopReason ?? "")
 
 // ---------------------------------------------------------------------------------------------
 // Handlers
@@ -278,15 +281,15 @@ export const versions = (
     const h = yield* openRead(loaded)
     const list = h === undefined ? [] : yield* h.study.versions(loaded.id)
     const current = list[list.length - 1]
-    const fileMatches = current !== undefined && current.protocolDigest === loaded.protocolDigest
-    const earlier = fileMatches ? undefined : list.find((v) => v.protocolDigest === loaded.protocolDigest)
+    const fileMatches = current !== undefined && DomainStudy.protocolMatches(current.protocolDigest, loaded)
+    const earlier = fileMatches ? undefined : list.find((v) => DomainStudy.protocolMatches(v.protocolDigest, loaded))
     const rows = list.map((v, i) => ({
       version: v.version,
       protocolDigest: v.protocolDigest,
       createdAt: new Date(v.createdAt).toISOString(),
       changed: i === 0 ? [] : changedParts(list[i - 1]!.protocolParts, v.protocolParts)
     }))
-    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, loaded.protocolParts)
+    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, DomainStudy.comparableParts(current.protocolParts, loaded))
     if (args.json) {
       yield* Console.log(JSON.stringify({
         studyId: loaded.id,
@@ -346,7 +349,9 @@ export const status = (
       const pipelines = {
         ended: (p.succeeded ?? 0) + (p.failed ?? 0),
         running: p.running ?? 0,
-        pending: (p.pending ?? 0) + (p.interrupted ?? 0)
+        pending: (p.pending ?? 0) + (p.interrupted ?? 0),
+        // the plan's pipelines per trial (null: the source cannot be counted): "N of P" counts against it
+        planned: loaded.pipelinesPerTrial
       }
       // a trial row left `running` (or one whose pipelines were left running) by a dead process
       const state = t.status === "running"
@@ -365,14 +370,16 @@ export const status = (
     yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
     yield* Console.log(
-      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 24)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
     for (const t of rows) {
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
       const p = t.pipelines
-      const progress = p.ended + p.running + p.pending === 0 ? "-" : `${p.ended} ended, ${p.running} running`
+      const progress = p.ended + p.running + p.pending === 0
+        ? "-"
+        : `${p.ended}${p.planned === null ? "" : ` of ${p.planned}`} ended, ${p.running} running`
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 24)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )

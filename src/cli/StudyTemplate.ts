@@ -32,6 +32,7 @@ import { Console, Data, Effect, Option } from "effect"
 import * as YAML from "yaml"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
+import * as DomainStudy from "../domain/Study.js"
 import type { Json } from "../domain/Json.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 
@@ -178,8 +179,9 @@ export const template = (args: {
     const check = yield* StudyConfig.load(tmp, { allowOverCap: true }).pipe(
       Effect.ensuring(Effect.ignore(fs.remove(tmp)))
     )
-    if (check.protocolDigest !== v.protocolDigest) {
-      const changed = Object.keys({ ...v.protocolParts, ...check.protocolParts }).filter((k) => v.protocolParts[k] !== check.protocolParts[k])
+    if (!DomainStudy.protocolMatches(v.protocolDigest, check)) {
+      const theirs = DomainStudy.comparableParts(v.protocolParts, check)
+      const changed = Object.keys({ ...v.protocolParts, ...theirs }).filter((k) => v.protocolParts[k] !== theirs[k])
       return yield* new TemplateMismatch({ version: v.version, changed })
     }
     yield* fs.writeFileString(out, text)

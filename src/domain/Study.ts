@@ -1083,6 +1083,55 @@ export const protocolParts = (protocol: Protocol): Readonly<Record<string, strin
 }
 
 /**
+ * A protocol as an earlier build digested it (see {@link protocolMatches}): its digest and
+ * parts. A version frozen with it is the same protocol as the current one.
+ *
+ * @since 0.7.0
+ * @category identity
+ */
+export interface PreviousProtocol {
+  readonly digest: string
+  readonly parts: Readonly<Record<string, string>>
+}
+
+/**
+ * Whether a stored protocol digest is the protocol loaded now: its current digest, or one of
+ * the digests earlier builds gave the same protocol (`previousProtocols`: before 0.7.0 the
+ * base experiment's `run` section and its pools' run configuration were digested, though a
+ * study runs under its own `run` and neither changes what a trial measures).
+ *
+ * @param stored the digest a version was frozen with
+ * @param loaded the protocol's current digest and its previous digests (none when absent)
+ * @returns whether they are the same protocol
+ * @since 0.7.0
+ * @category identity
+ */
+export const protocolMatches = (
+  stored: string,
+  loaded: { readonly protocolDigest: string; readonly previousProtocols?: ReadonlyArray<PreviousProtocol> | undefined }
+): boolean => stored === loaded.protocolDigest || (loaded.previousProtocols ?? []).some((p) => p.digest === stored)
+
+/**
+ * The parts to compare a stored version's parts with: the current ones, or those of a previous
+ * digest format when the stored version was frozen with it (its `experiment` part is that
+ * format's), so that a change names only what the user changed.
+ *
+ * @param stored the stored version's parts
+ * @param loaded the protocol's current parts and its previous protocols
+ * @returns the parts to compare with
+ * @since 0.7.0
+ * @category identity
+ */
+export const comparableParts = (
+  stored: Readonly<Record<string, string>>,
+  loaded: { readonly protocolParts: Readonly<Record<string, string>>; readonly previousProtocols?: ReadonlyArray<PreviousProtocol> | undefined }
+): Readonly<Record<string, string>> => {
+  if (stored["experiment"] === loaded.protocolParts["experiment"]) return loaded.protocolParts
+  const previous = (loaded.previousProtocols ?? []).find((p) => p.parts["experiment"] === stored["experiment"])
+  return previous?.parts ?? loaded.protocolParts
+}
+
+/**
  * The names of the parts that differ between two protocols' parts (a part missing on one side
  * counts as changed), in {@link PROTOCOL_PARTS} order then any others sorted.
  *

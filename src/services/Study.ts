@@ -20,9 +20,9 @@
  * | `failed` | a pipeline failed, or its source failed, or it ran to its end but broke a hard constraint |
  * | `succeeded` | its source was read to its end, every pipeline it submitted ended succeeded, no hard constraint broken |
  * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started) |
- * | `not_started` | a stop fired (or the run ended) before any of its pipelines was submitted |
- * | `cancelled` | not complete, and a stop with `running: cancel` fired |
- * | `incomplete` | anything else not complete (drained or interrupted mid-way, a limit) |
+ * | `not_started` | a stop fired (or the run ended) before the trial started (the window never started it, no pipeline of it stored, no call used) |
+ * | `cancelled` | started and not complete, and a stop with `running: cancel` fired |
+ * | `incomplete` | anything else not complete (drained or interrupted mid-way, even before its first pipeline ran; a limit) |
  *
  * | study status | when (over the trials of the current protocol version) |
  * | --- | --- |
@@ -181,6 +181,13 @@ export interface StudyInput {
   readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
+  /**
+   * The digests and parts earlier builds gave the same protocol (default none): a version
+   * frozen with one of them is this protocol, and its record is upgraded to the current digest.
+   */
+  readonly previousProtocols?: ReadonlyArray<DomainStudy.PreviousProtocol> | undefined
+  /** The pipelines planned per trial (`null` or absent: unknown): a trial's progress counts against it. */
+  readonly pipelinesPerTrial?: number | null | undefined
   readonly describe: () => Json
   readonly trialsFor: (version: number) => ReadonlyArray<StudyTrial>
   readonly suiteFor: (version: number) => StudySuite
@@ -336,7 +343,13 @@ export const studyControl = (
  * - `byState`: its stored pipelines by state (every run: a pipeline done earlier counts);
  * - `metrics`: its metrics (see {@link StudyReport}); `budgetSpent`: the budget figure spent
  *   (`calls`, `tokens`, `costUsd`, `timeMs`) or `null`;
- * - `stop`: the stop that fired in the run (or `null`).
+ * - `stop`: the stop that fired in the run (or `null`);
+ * - `planned` (optional): the pipelines its plan has (`null` or absent: unknown); its progress
+ *   reads `N of P planned pipeline(s) ended (A admitted)`, else `N of A admitted pipeline(s)
+ *   ended`, where A counts the pipelines it submitted or stored;
+ * - `started` (optional): the trial began in this or an earlier run (the window started it, or
+ *   it used a call) even when none of its pipelines is stored or admitted: stopped then, it is
+ *   `incomplete` or `cancelled` (resumable), never `not_started`.
  *
  * @since 0.6.0
  * @category settlement
@@ -349,6 +362,8 @@ export interface TrialFacts {
   readonly metrics: Readonly<Record<string, number>>
   readonly budgetSpent: string | null
   readonly stop: StopFired | null
+  readonly started?: boolean | undefined
+  readonly planned?: number | null | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -417,6 +432,21 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 }
 
 /**
+ * A trial's progress in words, each count naming what it counts: `N of P planned pipeline(s)
+ * ended (A admitted)` when the plan's count `P` is known, else `N of A admitted pipeline(s)
+ * ended` (`A`: the pipelines it submitted or stored).
+ *
+ * @param ended its pipelines ended succeeded
+ * @param admitted its pipelines submitted or stored
+ * @param planned the pipelines its plan has, `null` when unknown
+ * @returns the phrase
+ * @since 0.7.0
+ * @category settlement
+ */
+export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
+  planned === null ? `${ended} of ${admitted} admitted pipeline(s) ended` : `${ended} of ${planned} planned pipeline(s) ended (${admitted} admitted)`
+
+/**
  * A trial's settlement: its status and the reason (see the module's table).
  *
  * @param f what it is judged on
@@ -439,16 +469,21 @@ export const settleTrial = (
     return { status: "succeeded", reason: `${count(f.byState.succeeded)} pipeline(s) succeeded` }
   }
   const ended = count(f.byState.succeeded)
-  const progress = `${ended} of ${Math.max(f.admitted, stored)} pipeline(s) ended${f.sourceExhausted ? "" : ", source not read to its end"}`
+  const nothing = stored === 0 && f.admitted === 0
+  const progress = nothing
+    ? "started, no pipeline of it ran yet"
+    : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : ", source not read to its end"}`
   if (f.budgetSpent !== null) return { status: "budget_exhausted", reason: `its ${f.budgetSpent} budget is spent (${progress})` }
-  if (stored === 0 && f.admitted === 0) {
+  if (nothing && f.started !== true) {
     return {
       status: "not_started",
       reason: f.stop === null ? "never started" : `never started: ${f.stop.reason}`
     }
   }
-  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}` }
-  return { status: "incomplete", reason: f.stop === null ? progress : `${progress}: ${f.stop.reason}` }
+  // a manual stop (Ctrl-C, `assay study stop`) holds only for its run: resume continues the trial
+  const more = f.stop !== null && f.stop.condition.when === "manual" ? "; resume continues it" : ""
+  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}${more}` }
+  return { status: "incomplete", reason: f.stop === null ? progress : `stopped after it started (${progress}): ${f.stop.reason}${more}` }
 }
 
 /**
@@ -730,6 +765,7 @@ export const prepare = (
       type: study.type,
       protocolDigest: study.protocolDigest,
       protocolParts: study.protocolParts,
+      previousProtocols: study.previousProtocols ?? [],
       protocol: study.describe(),
       newVersion: options.newVersion === true,
       ...(options.version === undefined ? {} : { version: options.version })
@@ -1060,7 +1096,10 @@ const settle = (
           byState: states,
           metrics: m,
           budgetSpent: exhausted.get(t.trialId) ?? null,
-          stop
+          stop,
+          // the window started it (its row's start) or it used a call: it began, even with nothing stored
+          started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0,
+          planned: study.pipelinesPerTrial ?? null
         }, study.objectives)
         status = settled.status
         reason = settled.reason
@@ -1111,7 +1150,8 @@ const settle = (
     const reason = limitations.length > 0 && (settledStudy.status === "completed" || settledStudy.status === "stopped_with_results")
       ? `${settledStudy.reason}; ${limitations.length} variant(s) without a succeeded trial (see the limitations)`
       : settledStudy.reason
-    yield* catalog.setStatus(study.id, settledStudy.status, stop, now)
+    // a stop that ended nothing early (it fired at the natural end) is not the study's stop
+    yield* catalog.setStatus(study.id, settledStudy.status, stoppedEarly ? stop : null, now)
     return makeReport({
       studyId: study.id,
       version,

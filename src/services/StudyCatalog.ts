@@ -17,7 +17,7 @@
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
-import type { StudyStatus, TrialStatus } from "../domain/Study.js"
+import { comparableParts, type PreviousProtocol, protocolMatches, type StudyStatus, type TrialStatus } from "../domain/Study.js"
 import type { StopFired, TrialLedger, TrialUsage } from "./StudyControl.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -219,6 +219,11 @@ export interface FreezeInput {
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   readonly protocol: Json
+  /**
+   * The digests and parts earlier builds gave this protocol (default none): a version frozen
+   * with one of them matches, and its record is upgraded to `protocolDigest`.
+   */
+  readonly previousProtocols?: ReadonlyArray<PreviousProtocol> | undefined
   readonly newVersion: boolean
   /** Continue this existing version (its protocol must be the file's): `--protocol-version N`. */
   readonly version?: number | undefined
@@ -226,7 +231,9 @@ export interface FreezeInput {
 
 /**
  * What {@link StudyCatalogService.freeze} decided: the version to run and whether it was
- * created now (`false`: the protocol matches the current version).
+ * created now (`false`: the protocol matches the current version); `upgraded`: the version
+ * had been frozen with a previous digest of the protocol (`FreezeInput.previousProtocols`)
+ * and its record now holds the current digest, parts and description.
  *
  * @since 0.6.0
  * @category models
@@ -234,6 +241,7 @@ export interface FreezeInput {
 export interface Frozen {
   readonly version: number
   readonly created: boolean
+  readonly upgraded?: boolean | undefined
 }
 
 /**
@@ -338,7 +346,11 @@ export const changedParts = (
  *   way out) unless `newVersion`, which creates version N+1; when the digest is an earlier
  *   version's, the refusal names that version and `--protocol-version K`;
  * - `version` K given (`--protocol-version K`): version K is run again (resumed) when its protocol is the
- *   file's; refused (path `--protocol-version`) when K does not exist, differs, or with `newVersion`.
+ *   file's; refused (path `--protocol-version`) when K does not exist, differs, or with `newVersion`;
+ * - "the same digest" is the current one or one of `previousProtocols` (`Study.protocolMatches`);
+ *   a version matched by a previous digest is run with `upgraded` set (its record is to be
+ *   rewritten with the current digest), and a change is described against the parts of the
+ *   format it was frozen with (`Study.comparableParts`).
  *
  * @param current the latest version's record, if any
  * @param input the protocol as loaded now
@@ -352,6 +364,7 @@ export const decideFreeze = (
   input: FreezeInput,
   all: ReadonlyArray<ProtocolVersionRecord> = current === undefined ? [] : [current]
 ): { readonly _tag: "Run"; readonly frozen: Frozen } | { readonly _tag: "Refused"; readonly error: ConfigError } => {
+  const upgradeOf = (v: ProtocolVersionRecord) => (v.protocolDigest === input.protocolDigest ? {} : { upgraded: true })
   const refuse = (path: string, message: string) =>
     ({ _tag: "Refused", error: new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] }) }) as const
   if (input.version !== undefined) {
@@ -363,27 +376,27 @@ export const decideFreeze = (
         `study "${input.studyId}" has no version ${input.version} (versions: ${all.map((v) => v.version).join(", ") || "none"})`
       )
     }
-    if (wanted.protocolDigest !== input.protocolDigest) {
-      const parts = changedParts(wanted.protocolParts, input.protocolParts)
+    if (!protocolMatches(wanted.protocolDigest, input)) {
+      const parts = changedParts(wanted.protocolParts, comparableParts(wanted.protocolParts, input))
       return refuse(
         "--protocol-version",
         `the file's protocol is not version ${wanted.version}'s (${parts.length > 0 ? parts.join(", ") : "digest differs"}): ` +
           `restore the file to version ${wanted.version}'s protocol to continue it`
       )
     }
-    return { _tag: "Run", frozen: { version: wanted.version, created: false } }
+    return { _tag: "Run", frozen: { version: wanted.version, created: false, ...upgradeOf(wanted) } }
   }
   if (current === undefined) return { _tag: "Run", frozen: { version: 1, created: true } }
-  if (current.protocolDigest === input.protocolDigest) {
+  if (protocolMatches(current.protocolDigest, input)) {
     if (input.newVersion) {
       const message = `the protocol of study "${input.studyId}" is unchanged since version ${current.version}: ` +
         `--new-version needs a changed protocol (run without it to continue version ${current.version})`
       return { _tag: "Refused", error: new ConfigError({ message: `--new-version: ${message}`, issues: [{ path: "--new-version", message }] }) }
     }
-    return { _tag: "Run", frozen: { version: current.version, created: false } }
+    return { _tag: "Run", frozen: { version: current.version, created: false, ...upgradeOf(current) } }
   }
   if (input.newVersion) return { _tag: "Run", frozen: { version: current.version + 1, created: true } }
-  const earlier = all.find((v) => v.version !== current.version && v.protocolDigest === input.protocolDigest)
+  const earlier = all.find((v) => v.version !== current.version && protocolMatches(v.protocolDigest, input))
   if (earlier !== undefined) {
     return refuse(
       "protocol",
@@ -392,7 +405,7 @@ export const decideFreeze = (
         `or --new-version to start version ${current.version + 1} with it`
     )
   }
-  const parts = changedParts(current.protocolParts, input.protocolParts)
+  const parts = changedParts(current.protocolParts, comparableParts(current.protocolParts, input))
   const what = parts.length > 0 ? `changed ${parts.join(", ")}` : `changed (digest ${current.protocolDigest} -> ${input.protocolDigest})`
   const message = `the protocol of study "${input.studyId}" (version ${current.version}) ${what}; a protocol is frozen ` +
     `when the study first runs: run with --new-version to start version ${current.version + 1} beside the old trials ` +
@@ -490,6 +503,10 @@ export const makeMemory: Effect.Effect<StudyCatalogService> = Effect.gen(functio
             createdAt: now
           })
           s.versions.set(input.studyId, list)
+        }
+        if (frozen.upgraded === true) {
+          const i = list.findIndex((v) => v.version === frozen.version)
+          list[i] = { ...list[i]!, protocolDigest: input.protocolDigest, protocolParts: { ...input.protocolParts }, protocol: input.protocol }
         }
         const prev = s.studies.get(input.studyId)
         s.studies.set(input.studyId, {

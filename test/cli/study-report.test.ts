@@ -75,6 +75,24 @@ describe("assay study report and evidence", () => {
       const noVersion = yield* assay(["study", "report", study, "--output-root", out, "--protocol-version", "4"])
       assert.strictEqual(noVersion.code, 2)
       assert.include(noVersion.stderr, "no protocol version 4")
+
+      // `assay report ROOT` on the study's root: a header names the study and the command that reports it
+      const suiteView = yield* assay(["report", out])
+      assert.strictEqual(suiteView.code, 0, suiteView.stderr)
+      const lines = suiteView.stdout.split("\n")
+      assert.match(lines[0]!, /^Study multiples \(protocol version 1 of 1, digest [0-9a-f]{12}\): completed$/)
+      assert.match(suiteView.stdout, /\n {2}trials \(version 1\): succeeded \d+ · failed \d+\n/)
+      // the command names the root given (the file's output.root is another)
+      assert.include(suiteView.stdout, `the study's comparison, trials and limitations: assay study report ${study} --output-root ${out}`)
+      assert.isAbove(suiteView.stdout.indexOf("\nSuite multiples (combined)"), 0, "the suite view follows")
+      const suiteJson = yield* assay(["report", out, "--json"])
+      assert.strictEqual(suiteJson.code, 0, suiteJson.stderr)
+      const sj = JSON.parse(suiteJson.stdout)
+      assert.deepStrictEqual([sj.study.studyId, sj.study.version, sj.study.status, sj.study.file], ["multiples", 1, "completed", study])
+      assert.strictEqual(sj.study.trials.succeeded + sj.study.trials.failed, 12)
+      assert.strictEqual(sj.study.trials.succeeded, c.variants.reduce((n, v) => n + v.succeeded, 0))
+      assert.strictEqual(sj.study.command, `assay study report ${study} --output-root ${out}`)
+      assert.isDefined(sj.suite, "the suite view is kept")
     })), 240_000)
 
   it.live("the help lists report and evidence", () =>

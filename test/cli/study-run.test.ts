@@ -10,6 +10,14 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { NodeContext } from "@effect/platform-node"
+import Database from "better-sqlite3"
+import * as StudyConfig from "../../src/config/Study.js"
+import type { Json } from "../../src/domain/Json.js"
+import * as DomainStudy from "../../src/domain/Study.js"
+import * as StudyRun from "../../src/cli/StudyRun.js"
+import type * as Study from "../../src/services/Study.js"
+import type { StopFired } from "../../src/services/StudyControl.js"
 import { assay, root, start, write } from "../support/cli.js"
 import { committedVisits, executions, query, waitFor } from "../support/killHarness.js"
 
@@ -29,6 +37,8 @@ const studyDir = (o: {
   readonly trialConcurrency?: number
   readonly concurrency?: number
   readonly stop?: ReadonlyArray<unknown>
+  /** Give the tasks a fixed `codeDigest` (a protocol digest computed in the test process matches the CLI's). */
+  readonly pinnedCode?: boolean
 }) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-cli-"))
   const log = path.join(dir, "exec.log")
@@ -41,14 +51,14 @@ const studyDir = (o: {
     `const note = (ctx: { pipelineId: string; seq: number; visit: number }) =>`,
     `  fs.appendFileSync(${JSON.stringify(log)}, [process.env.STUDY_RUN ?? "0", ctx.pipelineId, ctx.seq, ctx.visit].join(" ") + "\\n")`,
     `export const first = (k: number, failK: number, ms: number) =>`,
-    `  Task.make("first", { parameters: { k, failK } }, (n: number, ctx) => Effect.gen(function*() {`,
+    `  Task.make("first", { parameters: { k, failK }${o.pinnedCode === true ? `, codeDigest: "first-1"` : ""} }, (n: number, ctx) => Effect.gen(function*() {`,
     `    if (ms > 0) yield* Effect.sleep(ms)`,
     `    if (k === failK) return yield* Effect.fail(new FatalError({ message: "variant " + k + " is broken" }))`,
     `    note(ctx)`,
     `    return { n, k }`,
     `  }))`,
     `export const second = (ms: number) =>`,
-    `  Task.make("second", (r: { n: number; k: number }, ctx) => Effect.gen(function*() {`,
+    `  Task.make("second", ${o.pinnedCode === true ? `{ codeDigest: "second-1" }, ` : ""}(r: { n: number; k: number }, ctx) => Effect.gen(function*() {`,
     `    if (ms > 0) yield* Effect.sleep(ms)`,
     `    if (ctx.variables.k !== r.k) return yield* Effect.fail(new FatalError({ message: "ctx.variables.k is " + JSON.stringify(ctx.variables.k) }))`,
     `    note(ctx)`,
@@ -161,6 +171,66 @@ describe("assay study run", () => {
       assert.include(v1.stdout, `"version":1`, v1.stdout + v1.stderr)
     }))
 
+  it.live("the experiment's run section and pool capacities are not the protocol: changing them continues the version", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 2 })
+      const base = JSON.parse(fs.readFileSync(path.join(s.dir, "experiment.json"), "utf8"))
+      const withRun = (concurrency: number, capacity: number) =>
+        write(s.dir, "experiment.json", { ...base, run: { concurrency }, pools: { spare: { capacity: capacity + 1, resources: [{ id: "a", capacity }] } } })
+      withRun(2, 2)
+      const first = yield* assay(["study", "run", s.file, "--trial", "p1-v01-r1", "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(first.code, 0, first.stderr)
+      withRun(1, 5)
+      const again = yield* assay(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(again.code, 0, again.stderr)
+      const out = JSON.parse(again.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.version, 1)
+      assert.deepStrictEqual(trialRows(s.db).map((t) => [t.trial_id, t.version, t.status]), [["p1-v01-r1", 1, "succeeded"], ["p1-v02-r1", 1, "succeeded"]])
+      // a variable still changes the protocol
+      s.rewrite((x) => ({ ...x, variables: [{ name: "k", type: "enum", values: [0, 1, 2] }] }))
+      const refused = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(refused.stderr, "changed variables")
+      assert.include(refused.stderr, "--new-version")
+      assert.notInclude(refused.stderr, "experiment:")
+    }))
+
+  it.live("a root frozen with the previous protocol digest (run section and capacities digested) resumes as the same version and is upgraded", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 2, pinnedCode: true })
+      const doc = { ...JSON.parse(fs.readFileSync(path.join(s.dir, "experiment.json"), "utf8")), run: { concurrency: 2 }, pools: { spare: { resources: [{ id: "a", capacity: 3 }] } } }
+      write(s.dir, "experiment.json", doc)
+      const first = yield* assay(["study", "run", s.file, "--trial", "p1-v01-r1", "-q"], { cwd: s.dir })
+      assert.strictEqual(first.code, 0, first.stderr)
+      // what a build before 0.7.0 stored: the digest of the protocol with the whole experiment document
+      const loaded = yield* StudyConfig.load(s.file, { env: {} }).pipe(Effect.provide(NodeContext.layer))
+      const legacy: DomainStudy.Protocol = { ...loaded.protocol, experiment: { ...(loaded.protocol.experiment as Record<string, Json>), document: doc } }
+      const legacyDigest = DomainStudy.protocolDigest(legacy)
+      assert.notStrictEqual(legacyDigest, loaded.protocolDigest)
+      const stored = () => query<{ protocol_digest: string; protocol_parts_json: string }>(s.db, "SELECT protocol_digest, protocol_parts_json FROM study_protocol_versions")
+      assert.strictEqual(stored()[0]!.protocol_digest, loaded.protocolDigest)
+      const conn = new Database(s.db)
+      conn.prepare("UPDATE study_protocol_versions SET protocol_digest = ?, protocol_parts_json = ?")
+        .run(legacyDigest, JSON.stringify(DomainStudy.protocolParts(legacy)))
+      conn.close()
+      // recognised (versions), and a real change is described without the digest format's difference
+      const versions = JSON.parse((yield* assay(["study", "versions", s.file, "--json"], { cwd: s.dir })).stdout)
+      assert.isTrue(versions.file.matchesCurrent)
+      s.rewrite((x) => ({ ...x, repeats: 2 }))
+      const refused = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(refused.stderr, "changed repeats")
+      assert.notInclude(refused.stderr, "experiment:")
+      s.rewrite((x) => x)
+      const resumed = yield* assay(["study", "resume", s.file, "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const out = JSON.parse(resumed.stdout.trim().split("\n").pop()!)
+      assert.strictEqual(out.version, 1)
+      assert.deepStrictEqual(trialRows(s.db).map((t) => [t.trial_id, t.version, t.status]), [["p1-v01-r1", 1, "succeeded"], ["p1-v02-r1", 1, "succeeded"]])
+      // the record now holds the current digest and parts
+      assert.deepStrictEqual(stored(), [{ protocol_digest: loaded.protocolDigest, protocol_parts_json: JSON.stringify(loaded.protocolParts) }])
+    }))
+
   it.live("stop with no process running exits 1; resume of a study that never ran exits 2", () =>
     Effect.gen(function*() {
       const s = studyDir({ variants: 1, repeats: 1, cases: 1 })
@@ -233,11 +303,12 @@ describe("assay study status", () => {
       const out = JSON.parse(r.stdout)
       assert.strictEqual(out.status, "running")
       assert.isTrue(out.running)
-      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number } }>
+      const trials = out.trials as Array<{ trialId: string; state: string; startedAt: number; endedAt: number; pipelines: { ended: number; planned: number | null } }>
       const ended = trials.filter((t) => t.state === "ended")
       assert.isAtLeast(ended.length, 1, JSON.stringify(trials))
       for (const t of ended) {
         assert.strictEqual(t.pipelines.ended, 3)
+        assert.strictEqual(t.pipelines.planned, 3, "the plan's pipelines per trial")
         assert.isAbove(t.endedAt, t.startedAt, "real start and end")
       }
       assert.isAtLeast(trials.filter((t) => t.state === "running").length, 1, JSON.stringify(trials))
@@ -245,8 +316,21 @@ describe("assay study status", () => {
       const done = await run.done
       assert.strictEqual(done.code, 0, done.stderr)
       const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
-      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 ended, 0 running/)
+      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 of 3 ended, 0 running/)
     }), 120_000)
+})
+
+describe("StudyRun.stoppedBySignal (the exit 130 rule)", () => {
+  const sigint: StopFired = { condition: { when: "manual", running: "drain" }, reason: "SIGINT received", at: 1, running: "drain", signal: "SIGINT" }
+  const report = (over: Partial<Study.StudyReport>) => ({ stop: null, stoppedEarly: false, run: null, ...over }) as unknown as Study.StudyReport
+  it("a Ctrl-C that left a trial unfinished is a signal stop; one whose drain let every trial finish stopped nothing", () => {
+    assert.isTrue(StudyRun.stoppedBySignal(report({ stop: sigint, stoppedEarly: true })))
+    assert.isFalse(StudyRun.stoppedBySignal(report({ stop: sigint, stoppedEarly: false })))
+    assert.isFalse(StudyRun.stoppedBySignal(report({ stop: { ...sigint, signal: undefined, reason: "manual stop requested" }, stoppedEarly: true })))
+    // a second signal cancelled the run after another stop fired
+    const run = { stopReason: "study_stop:sigint" } as unknown as Study.StudyReport["run"]
+    assert.isTrue(StudyRun.stoppedBySignal(report({ stop: { ...sigint, signal: undefined }, stoppedEarly: false, run })))
+  })
 })
 
 describe("assay study: Ctrl-C", () => {

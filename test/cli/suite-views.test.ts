@@ -127,6 +127,7 @@ describe("assay report / export / serve on a suite root", { timeout: 240_000 }, 
       // report: the cumulative view by default
       const all = jsonOf(yield* assay(["report", root, "--json"]))
       assert.strictEqual(all.selection, "cumulative")
+      assert.notProperty(all, "study", "a plain suite root has no study header")
       assert.strictEqual(all.suite.suiteId, "cmp")
       assert.strictEqual(all.pipelines, 8)
       assert.strictEqual(all.byState.succeeded, 8)

@@ -121,6 +121,35 @@ describe("StudyConfig.load: formats and the protocol digest", () => {
       assert.strictEqual(same.protocolDigest, before.protocolDigest)
     }))
 
+  it.effect("the experiment's run section and its pools' capacities are not the protocol; a variable or a pool's model still is", () =>
+    Effect.gen(function*() {
+      const exp = experiment()
+      const bare = yield* load(write(study(), { "experiment.json": { ...exp, pools: { llm: { resources: [{ id: "a", options: { baseUrl: "http://127.0.0.1:9/v1", model: "base" } }] } } } }))
+      assert.deepStrictEqual(bare.previousProtocols, [], "an experiment without run or capacities has one digest")
+      const pool = (capacity: number, model = "base") => ({
+        llm: { capacity: capacity + 1, resources: [{ id: "a", capacity, options: { baseUrl: "http://127.0.0.1:9/v1", model } }] }
+      })
+      const withRun = yield* load(write(study(), { "experiment.json": { ...exp, run: { concurrency: 9, maxHandoffs: 3 }, pools: pool(7) } }))
+      const otherRun = yield* load(write(study(), { "experiment.json": { ...exp, run: { concurrency: 1 }, pools: pool(1) } }))
+      // the run section and capacities (pool-level and per resource) are left out of the digest
+      assert.strictEqual(withRun.protocolDigest, otherRun.protocolDigest)
+      assert.deepStrictEqual(Study.changedParts(withRun.protocolParts, otherRun.protocolParts), [])
+      // what a previous build digested (the whole document) differs, and is offered as a previous digest
+      assert.strictEqual(withRun.previousProtocols.length, 1)
+      assert.notStrictEqual(withRun.previousProtocols[0]!.digest, otherRun.previousProtocols[0]!.digest)
+      assert.isTrue(Study.protocolMatches(withRun.previousProtocols[0]!.digest, withRun))
+      assert.isFalse(Study.protocolMatches(withRun.previousProtocols[0]!.digest, otherRun))
+      // the legacy digest is the v1 digest of the document as written
+      const legacy = Study.protocolDigest({ ...withRun.protocol, experiment: { ...(withRun.protocol.experiment as object), document: { ...exp, run: { concurrency: 9, maxHandoffs: 3 }, pools: pool(7) } } })
+      assert.strictEqual(withRun.previousProtocols[0]!.digest, legacy)
+      // a pool's identity (its resources' options) and a variable still change the protocol
+      const otherModel = yield* load(write(study(), { "experiment.json": { ...exp, run: { concurrency: 9, maxHandoffs: 3 }, pools: pool(7, "other") } }))
+      assert.deepStrictEqual(Study.changedParts(withRun.protocolParts, otherModel.protocolParts), ["experiment"])
+      const otherVariable = yield* load(write(study({ variables: [...study().variables.slice(0, 3), { name: "pause", type: "enum", values: ["1 millis", "2 millis"] }] }), { "experiment.json": { ...exp, run: { concurrency: 9, maxHandoffs: 3 }, pools: pool(7) } }))
+      assert.deepStrictEqual(Study.changedParts(withRun.protocolParts, otherVariable.protocolParts), ["variables"])
+      assert.isFalse(Study.protocolMatches(withRun.protocolDigest, otherVariable))
+    }))
+
   it.effect("a ${VAR} in the experiment is digested as written: a rotated value changes nothing", () =>
     Effect.gen(function*() {
       const exp = experiment()
@@ -403,6 +432,8 @@ describe("StudyConfig.load: the plan", () => {
         caps: [],
         notes: []
       })
+      // what a trial's "N of P planned pipeline(s)" counts against
+      assert.strictEqual(s.pipelinesPerTrial, 4)
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
       assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.08\n/)
     }))

@@ -59,9 +59,34 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled (1 of 3 pipeline(s) ended)"
+      "cancelled (1 of 3 admitted pipeline(s) ended)"
     ],
-    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 pipeline(s) ended"],
+    [
+      "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "drain"), started: true },
+      "incomplete",
+      "stopped after it started (started, no pipeline of it ran yet): manual fired; resume continues it"
+    ],
+    [
+      "started but stopped before any pipeline of it was stored (cancel)",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "cancel"), started: true },
+      "cancelled",
+      "cancelled (started, no pipeline of it ran yet): manual fired; resume continues it"
+    ],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 admitted pipeline(s) ended): successfulTrials fired"],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipeline(s) ended"],
+    [
+      "budget spent with the plan's count known: every count says what it counts",
+      { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
+      "budget_exhausted",
+      "its costUsd budget is spent (9 of 24 planned pipeline(s) ended (16 admitted), source not read to its end)"
+    ],
+    [
+      "stored more than this run admitted (an earlier run's): admitted counts the larger",
+      { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
+      "incomplete",
+      "stopped after it started (3 of 24 planned pipeline(s) ended (4 admitted)): manual fired; resume continues it"
+    ],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
   ]
@@ -72,6 +97,8 @@ describe("Study.settleTrial", () => {
       assert.include(settled.reason, reason)
       assert.strictEqual(Study.trialSucceeded(facts(over), accuracy), status === "succeeded")
       assert.strictEqual(Study.isEligible(settled.status), status === "succeeded")
+      if (status !== "not_started") assert.notInclude(settled.reason, "never started")
+      if (over.stop?.condition.when !== "manual") assert.notInclude(settled.reason, "resume continues it")
     })
   }
 
@@ -209,6 +236,27 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           assert.include((yield* Effect.flip(c.freeze(input({ version: 7 }), 50))).message, "has no version 7")
           assert.include((yield* Effect.flip(c.freeze(input({ version: 1, newVersion: true }), 50))).message, "--protocol-version")
           assert.deepStrictEqual((yield* c.versions("demo")).map((v) => v.version), [1, 2], "no version created")
+        })))
+
+    it.effect("a version frozen with a previous digest of the protocol matches it and is upgraded; a change is named against its format", () =>
+      withCatalog((c) =>
+        Effect.gen(function*() {
+          // what an earlier build froze: digest d0, its experiment part e0 (the run section digested)
+          yield* c.freeze(input({ protocolDigest: "d0", protocolParts: { experiment: "e0", repeats: "3" } }), 10)
+          const previousProtocols = [{ digest: "d0", parts: { experiment: "e0", repeats: "3" } }]
+          // another repeats is a change, named alone (not the experiment part, whose format differs)
+          const changed = yield* Effect.flip(c.freeze(
+            input({ protocolParts: { experiment: "e1", repeats: "5" }, protocolDigest: "d5", previousProtocols: [{ digest: "d0-5", parts: { experiment: "e0", repeats: "5" } }] }),
+            15
+          ))
+          assert.include(changed.message, "repeats: 3 -> 5")
+          assert.notInclude(changed.message, "experiment:")
+          assert.deepStrictEqual(yield* c.freeze(input({ previousProtocols }), 20), { version: 1, created: false, upgraded: true })
+          const [v] = yield* c.versions("demo")
+          assert.deepStrictEqual([v!.protocolDigest, v!.protocolParts], ["d1", { experiment: "e1", repeats: "3" }])
+          // upgraded once: the next run matches the current digest
+          assert.deepStrictEqual(yield* c.freeze(input({ previousProtocols }), 30), { version: 1, created: false })
+          assert.deepStrictEqual((yield* c.versions("demo")).map((x) => x.version), [1])
         })))
 
     it.effect("registers trials once, settles them, keeps usage in the ledger and takes manual stop requests", () =>
@@ -384,7 +432,7 @@ describe("Study.run", () => {
       assert.strictEqual(rest.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
-  it.effect("a stop that fired but left no trial unfinished is stored, and the study completes; a spent budget does not undo a complete trial", () =>
+  it.effect("a stop that fired but left no trial unfinished is reported (not stored as the study's stop), and the study completes; a spent budget does not undo a complete trial", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
       const fired: StopFired = { condition: { when: "successfulTrials", count: 1, running: "drain" }, reason: "1 trial succeeded", at: 0, running: "drain" }
@@ -399,7 +447,52 @@ describe("Study.run", () => {
       const catalog = yield* StudyCatalog
       const row = Option.getOrThrow(yield* catalog.study("demo"))
       assert.strictEqual(row.status, "completed")
-      assert.strictEqual(row.stopReason, "1 trial succeeded")
+      // it ended nothing early: `study status` and the report show no stop under `completed`
+      assert.isNull(row.stopReason)
+      assert.isNull(row.stopCondition)
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a trial that began (a call used) when a Ctrl-C drain stopped the study is incomplete, not 'never started'; resume continues it", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "good", "good"], repeats: 1 })
+      const fired: StopFired = {
+        condition: { when: "manual", running: "drain" },
+        reason: "SIGINT received",
+        at: 0,
+        running: "drain",
+        signal: "SIGINT"
+      }
+      // the stand-in control: v01 runs; v02 began (one call used) and was stopped before its
+      // first pipeline; v03 never started
+      const control: Study.StudyControlFactory = ({ ledger }) =>
+        Effect.succeed({
+          window: {
+            active: 3,
+            mayStart: (id) =>
+              id === "p1-v01-r1"
+                ? Effect.succeed(true)
+                : id === "p1-v02-r1"
+                ? Effect.as(Effect.orDie(ledger.addUsage(id, { calls: 1, tokens: 0, costUsd: 0, timeMs: 0 }, 1)), false)
+                : Effect.succeed(false),
+            mayAdmit: () => Effect.succeed(true)
+          },
+          fired: Effect.succeed(fired),
+          exhausted: Effect.succeed(new Map())
+        })
+      const report = yield* Study.run(study, { control })
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "incomplete", "not_started"])
+      assert.strictEqual(report.trials[1]!.reason, "stopped after it started (started, no pipeline of it ran yet): SIGINT received; resume continues it")
+      assert.strictEqual(report.trials[2]!.reason, "never started: SIGINT received")
+      assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
+      assert.strictEqual(report.status, "stopped_with_results")
+      assert.include(report.summary(), "stop: SIGINT received")
+      const rest = yield* Study.run(study, { resume: true })
+      assert.deepStrictEqual(rest.trials.map((t) => [t.trialId, t.status, t.ran]), [
+        ["p1-v01-r1", "succeeded", false],
+        ["p1-v02-r1", "succeeded", true],
+        ["p1-v03-r1", "succeeded", true]
+      ])
+      assert.strictEqual(rest.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
   it.effect("successfulTrials (drain) under a window of 1: the first success stops the study; the started trial drains, the rest are not started", () =>
@@ -526,5 +619,8 @@ describe("Study.run", () => {
       assert.strictEqual(report.status, "completed")
       assert.isFalse(report.stoppedEarly)
       assert.notInclude(report.summary(), "stop:")
+      // nor stored as the study's stop (what `study status` and `study report` print)
+      const row = Option.getOrThrow(yield* (yield* StudyCatalog).study("demo"))
+      assert.isNull(row.stopReason)
     }).pipe(Effect.provide(studyEnv("demo"))))
 })

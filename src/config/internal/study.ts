@@ -34,6 +34,7 @@ import {
   type LoadedSuite,
   type MemberDefinition,
   plain,
+  poolIdentity,
   previousDefinitionDigests
 } from "./suite.js"
 import { StudyFile } from "./studySchema.js"
@@ -162,7 +163,13 @@ export interface Trial {
  *   unbound) and the code digests of its tasks; `variables`, `stop`, `objectives` as decoded
  *   (defaults applied); `baseline` the baseline's assignment; `budget` as figures;
  *   `protocolDigest` (32 hex), `protocolParts` (part → 12-hex digest, `repeats` as its number);
- * - `plan`: see {@link Plan};
+ *   the experiment's `run` section and its pools' run configuration (`capacity`, health
+ *   thresholds: `POOL_RUN_FIELDS`) are not part of it (a study runs under its own `run`);
+ *   `previousProtocols`: the digest and parts earlier builds gave the same protocol (with
+ *   them), empty when they are the same: a version frozen with one is this protocol;
+ * - `plan`: see {@link Plan}; `pipelinesPerTrial`: the pipelines planned per trial (cases ×
+ *   the source's repeats; `null` when the source cannot be counted): what a trial's "N of M
+ *   planned pipeline(s)" counts;
  * - `suiteFor(version)`: the suite to run for a protocol version: its members are the trials
  *   `p<version>-vNN-rK` in variant-major, repeat-minor order, each running the variant's
  *   experiment; every pool of the base experiment is a shared pool of the suite (one quota for
@@ -212,7 +219,9 @@ export interface LoadedStudy {
   readonly protocol: Study.Protocol
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
+  readonly previousProtocols: ReadonlyArray<Study.PreviousProtocol>
   readonly plan: Plan
+  readonly pipelinesPerTrial: number | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
@@ -323,6 +332,19 @@ export const bind = (doc: unknown, values: Readonly<Record<string, Json>>): unkn
     return v
   }
   return visit(doc)
+}
+
+/**
+ * The base experiment's document as the protocol digests it: without its `run` section (a
+ * study runs under its own) and with each pool reduced to its identity (no `capacity` or
+ * other run configuration, `POOL_RUN_FIELDS`), as a suite member's definition digest does.
+ */
+const experimentIdentity = (document: Json): Json => {
+  if (!isRecord(document)) return document
+  const { run: _run, ...rest } = document as Record<string, Json>
+  const pools = rest["pools"]
+  if (!isRecord(pools)) return rest
+  return { ...rest, pools: Object.fromEntries(Object.entries(pools as Record<string, Json>).map(([n, p]) => [n, poolIdentity(p)])) }
 }
 
 /** Whether a pipeline of the raw experiment has a task that is code (not a built-in `use:` name). */
@@ -967,8 +989,9 @@ export const load = (
 
     // the protocol
     const budgetJson = { perTrial: perTrial as Json, total: total as Json }
+    const taskCode = codeDigests(experiment.template.tasks)
     const protocol: Study.Protocol = {
-      experiment: { document: plain(base.raw), code: codeDigests(experiment.template.tasks) },
+      experiment: { document: experimentIdentity(plain(base.raw)), code: taskCode },
       variables: plain(variables),
       baseline: baseline.assignment,
       repeats,
@@ -979,6 +1002,12 @@ export const load = (
     }
     const digestOfProtocol = Study.protocolDigest(protocol)
     const parts = Study.protocolParts(protocol)
+    // before 0.7.0 the whole document was digested (its run section and pool capacities too)
+    const legacy: Study.Protocol = { ...protocol, experiment: { document: plain(base.raw), code: taskCode } }
+    const legacyDigest = Study.protocolDigest(legacy)
+    const previousProtocols: ReadonlyArray<Study.PreviousProtocol> = legacyDigest === digestOfProtocol
+      ? []
+      : [{ digest: legacyDigest, parts: Study.protocolParts(legacy) }]
 
     // trials and suites
     const rawPools = isRecord(base.raw) && isRecord(base.raw["pools"]) ? base.raw["pools"] : {}
@@ -1083,7 +1112,9 @@ export const load = (
       protocol,
       protocolDigest: digestOfProtocol,
       protocolParts: parts,
+      previousProtocols,
       plan,
+      pipelinesPerTrial,
       suiteFor,
       trialsFor,
       warnings,

@@ -146,8 +146,8 @@ const DEFINITION_FORMAT_V1 = "assay-suite-definition-v1"
  */
 export const POOL_RUN_FIELDS: ReadonlyArray<string> = ["capacity", "degradeAfter", "deadAfter", "cooldown", "deadlockWarn"]
 
-/** A pool declaration without its run configuration ({@link POOL_RUN_FIELDS}). */
-const poolIdentity = (declaration: Json): Json => {
+/** A pool declaration without its run configuration ({@link POOL_RUN_FIELDS}). Also used by the study loader. */
+export const poolIdentity = (declaration: Json): Json => {
   const strip = (u: Json): Json => {
     if (u === null || typeof u !== "object" || Array.isArray(u)) return u
     const out: Record<string, Json> = {}

@@ -140,6 +140,13 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
              VALUES (?, ?, ?, ?, ?, ?)`
           ).run(input.studyId, frozen.version, input.protocolDigest, JSON.stringify(input.protocolParts), JSON.stringify(input.protocol), now)
         }
+        if (frozen.upgraded === true) {
+          // frozen with a previous digest of the same protocol: the record takes the current one
+          d.prepare(
+            `UPDATE study_protocol_versions SET protocol_digest = ?, protocol_parts_json = ?, protocol_json = ?
+             WHERE study_id = ? AND version = ?`
+          ).run(input.protocolDigest, JSON.stringify(input.protocolParts), JSON.stringify(input.protocol), input.studyId, frozen.version)
+        }
         d.prepare(
           `INSERT INTO studies (study_id, question, type, created_at, current_version, status, updated_at)
            VALUES (?, ?, ?, ?, ?, 'pending', ?)

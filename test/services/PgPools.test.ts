@@ -1,7 +1,8 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope, TestClock, TestContext } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -293,4 +294,92 @@ describe("PgPools: shared state", () => {
       expect(yield* Ref.get(peak)).toBeLessThanOrEqual(2)
     }))
   }, 120_000)
+})
+
+/** The client with a switch: while `broken`, every statement fails like a dropped connection. */
+const breakable = (sql: SqlClient.SqlClient) => {
+  const state = { broken: false }
+  const proxy = new Proxy(sql, {
+    apply: (target, self, args) =>
+      state.broken
+        ? Effect.fail(new SqlError({ cause: "connection terminated (test)", message: "Failed to execute statement" }))
+        : Reflect.apply(target as any, self, args)
+  })
+  return { sql: proxy as SqlClient.SqlClient, state }
+}
+
+/** Lets real I/O finish (bounded): the macrotask queue turns until `cond` holds. */
+const eventually = <E, R>(cond: Effect.Effect<boolean, E, R>, turns = 500) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < turns; i++) {
+      if (yield* cond) return true
+      yield* Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
+    }
+    return false
+  })
+
+describe("PgPools: lease renewal (L3), on the test clock", () => {
+  it("a renewal error is not a loss; the lease is lost only at the local deadline, and its slot is then kept until it expires", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const real = yield* client(url)
+      const { sql, state } = breakable(real)
+      // TTL 60 s on both clocks: the database keeps the row for the whole test; the local
+      // deadline is driven by the TestClock alone
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
+      const lease = yield* pools.acquireRaw("llm")
+      const leaseRow = Effect.orDie(Effect.map(
+        real<{ lease_id: string | null; expires_at: string | null }>`SELECT lease_id::text AS lease_id, expires_at::text AS expires_at FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
+        (rows) => rows[0]!
+      ))
+      const first = yield* leaseRow
+      const guarded = yield* Effect.fork(Effect.either(PgPools.guard(lease)(Effect.never)))
+      // renewals fail for 40 s (4 renewals, at 10 s .. 40 s): still ours
+      state.broken = true
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(Effect.succeed(false), 5)
+      }
+      expect(yield* PgPools.isLost(lease)).toBe(false)
+      // the database is back: the next renewal succeeds and moves the deadline
+      state.broken = false
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* eventually(Effect.map(leaseRow, (r) => r.expires_at !== first.expires_at))).toBe(true)
+      expect(yield* PgPools.isLost(lease)).toBe(false)
+      // broken again until past the new deadline (counted from before that renewal was sent)
+      state.broken = true
+      for (let i = 0; i < 7; i++) {
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(Effect.succeed(false), 5)
+      }
+      expect(yield* PgPools.isLost(lease)).toBe(true)
+      const outcome = yield* Fiber.join(guarded)
+      expect(outcome._tag === "Left" && outcome.left._tag === "LeaseLost" && outcome.left.reason).toBe("deadline")
+      // unknown outcome: even once the database is back, the slot is not given back early
+      state.broken = false
+      yield* lease.releaseNow
+      expect((yield* leaseRow).lease_id).toBe(first.lease_id)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
+
+  it("a renewal that finds the slot taken fails the lease with LeaseLost (taken)", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
+      const lease = yield* pools.acquireRaw("llm")
+      // another runner's lease replaced it (as after an expiry)
+      yield* Effect.orDie(sql`UPDATE assay_pool_slot SET lease_id = gen_random_uuid(), holder = 'b' WHERE pool = 'llm'`)
+      const guarded = yield* Effect.fork(Effect.either(PgPools.guard(lease)(Effect.never)))
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* eventually(PgPools.isLost(lease))).toBe(true)
+      const outcome = yield* Fiber.join(guarded)
+      expect(outcome._tag === "Left" && outcome.left._tag === "LeaseLost" && outcome.left.reason).toBe("taken")
+      expect(outcome._tag === "Left" && outcome.left.errorClass).toBe("retryable")
+      // its release does not touch the other runner's slot
+      yield* lease.releaseNow
+      const rows = yield* Effect.orDie(sql<{ holder: string }>`SELECT holder FROM assay_pool_slot WHERE pool = 'llm'`)
+      expect(rows[0]!.holder).toBe("b")
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
 })

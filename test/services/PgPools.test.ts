@@ -4,7 +4,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope, TestClock, TestContext } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Lease } from "../../src/domain/Lease.js"
+import type { AcquireOptions, Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as PgPools from "../../src/layers/PgPools.js"
 import * as Pool from "../../src/services/Pool.js"
@@ -51,7 +51,7 @@ const liveSlots = (sql: SqlClient.SqlClient, pool: string) =>
     (rows) => Number(rows[0]!.n)
   ))
 
-const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>) => Effect.runPromise(Effect.scoped(eff))
+const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.runPromise(Effect.scoped(eff))
 
 const one = (capacity: number, name = "llm", extra: Partial<Resource.ResourceOptions<any>> = {}) =>
   Pool.make(name, [Resource.make("llm", { id: "key-a", capacity, ...extra })])
@@ -61,7 +61,7 @@ describe("PgPools: capacity across processes", () => {
     const url = await freshDb()
     await run(Effect.gen(function*() {
       const services = yield* Effect.forEach([1, 2, 3], (i) =>
-        Effect.flatMap(client(url), (sql) => service(sql, [one(4)], { runnerId: `r${i}`, algorithm: undefined })))
+        Effect.flatMap(client(url), (sql) => service(sql, [one(4)], { runnerId: `r${i}` })))
       const holders = yield* Scope.make()
       const results = yield* Effect.forEach(
         Array.from({ length: 20 }, (_, i) => i),
@@ -136,10 +136,10 @@ describe("PgPools: capacity across processes", () => {
               ),
               Ref.update(inFlight, (x) => x - 1)
             ).pipe(PgPools.guard(lease))
-          yield* Effect.forEach(steps, (s, i) => {
+          yield* Effect.forEach(steps, (s, i): Effect.Effect<void, unknown> => {
             const pools = services[s.client]!
             const holder = { taskName: "t", pipelineId: `p${i}` }
-            const options = { pool: name, algorithm: s.algorithm, timeout: "20 seconds" }
+            const options: AcquireOptions = { pool: name, algorithm: s.algorithm, timeout: "20 seconds" }
             switch (s.kind) {
               case "scoped":
                 return Effect.scoped(Effect.flatMap(pools.acquire(options, holder), (l) => work(l, s.holdMs)))
@@ -160,6 +160,8 @@ describe("PgPools: capacity across processes", () => {
                     Effect.zipRight(work(l, 1_000), Effect.never)))),
                   (f) => Effect.zipRight(Effect.sleep(Duration.millis(s.holdMs + 5)), Fiber.interrupt(f))
                 )
+              default:
+                return Effect.void
             }
           }, { concurrency: "unbounded", discard: true })
           yield* Fiber.interrupt(sampler)
@@ -217,6 +219,34 @@ describe("PgPools: capacity across processes", () => {
       // only x matches and x is dead globally: the acquire fails instead of hanging
       const hopeless = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", id: "x", timeout: "20 seconds" })))
       expect(hopeless._tag === "Left" && hopeless.left._tag).toBe("ResourceUnavailable")
+    }))
+  }, 60_000)
+})
+
+describe("PgPools: algorithms see the global state", () => {
+  it("leastBusy ranks by every runner's leases; failover skips a pool full elsewhere", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const cfg = [
+        Pool.make("llm", [Resource.make("llm", { id: "x", capacity: 4 }), Resource.make("llm", { id: "y", capacity: 4 })]),
+        Pool.make("primary", [Resource.make("llm", { id: "p", capacity: 1 })]),
+        Pool.make("backup", [Resource.make("llm", { id: "b", capacity: 1 })])
+      ]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a" })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b" })
+      const held = yield* Scope.make()
+      // runner a holds 2 of x's 4 slots and primary's only slot
+      for (const _ of [1, 2]) yield* Scope.extend(a.acquire({ pool: "llm", id: "x" }), held)
+      yield* Scope.extend(a.acquire("primary"), held)
+      // runner b holds nothing itself: a local ranking would take x (first in pool order)
+      const picked = yield* Effect.scoped(Effect.map(b.acquire({ pool: "llm", algorithm: "leastBusy" }), (l) => l.resource.id))
+      expect(picked).toBe("y")
+      const failover = yield* Effect.scoped(Effect.map(
+        b.acquire({ pool: "primary", algorithm: { name: "failover", pools: ["primary", "backup"] } }),
+        (l) => `${l.pool}/${l.resource.id}`
+      ))
+      expect(failover).toBe("backup/b")
+      yield* Scope.close(held, Exit.void)
     }))
   }, 60_000)
 })

@@ -26,9 +26,11 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Random, Scope } from "effect"
 import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
 import type { ConfigError } from "../../../../domain/Errors.js"
+import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
 import type {
   AcquireError,
   AcquireOptions,
+  AlgorithmInput,
   Lease,
   LeaseReport,
   ResourceInfo
@@ -126,6 +128,8 @@ export const isPgLease = (lease: Lease<any>): lease is PgLease => lease instance
 export class Gate {
   readonly leases = new Map<string, Set<PgLease>>()
   readonly quotaBlocked = new Map<string, number>()
+  /** The declared default algorithm of each pool. */
+  readonly algorithms = new Map<string, AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined>()
   constructor(
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
@@ -172,7 +176,9 @@ export class Gate {
   }
 
   /** The resources of every local pool that are free globally now. */
-  usable(rows: ReadonlyArray<Q.GlobalRow>): Effect.Effect<{ set: Set<ResourceInfo>; dead: Map<string, Set<string>> }> {
+  usable(
+    rows: ReadonlyArray<Q.GlobalRow>
+  ): Effect.Effect<{ set: Set<ResourceInfo>; dead: Map<string, Set<string>>; rowOf: Map<ResourceInfo, Q.GlobalRow> }> {
     const byKey = new Map<string, Q.GlobalRow>()
     for (const r of rows) byKey.set(`${r.pool}\u0000${r.resource}`, r)
     const gate = this
@@ -180,12 +186,14 @@ export class Gate {
       const now = yield* gate.nowMs
       const set = new Set<ResourceInfo>()
       const dead = new Map<string, Set<string>>()
+      const rowOf = new Map<ResourceInfo, Q.GlobalRow>()
       for (const name of yield* gate.local.names) {
         const h = yield* Effect.orDie(gate.local.get(name))
         for (const info of yield* h.resources) {
           const key = `${name}\u0000${info.id}`
           const row = byKey.get(key)
           if (row === undefined) continue
+          rowOf.set(info, row)
           if (row.state === "dead") {
             let s = dead.get(name)
             if (s === undefined) dead.set(name, s = new Set())
@@ -201,7 +209,7 @@ export class Gate {
           set.add(info)
         }
       }
-      return { set, dead }
+      return { set, dead, rowOf }
     })
   }
 
@@ -212,6 +220,33 @@ export class Gate {
       const d = dead.get(pool)
       return matching.length > 0 && d !== undefined && matching.every((i) => d.has(i.id))
     })
+  }
+
+  /**
+   * `leastBusy` (given by name, without a fallback) ranks by the global load of each resource
+   * (live slots of every runner / global capacity) instead of this process's leases.
+   */
+  globalAlgorithm(
+    opts: AcquireOptions,
+    holder: Holder,
+    target: string | undefined,
+    rowOf: Map<ResourceInfo, Q.GlobalRow>
+  ): AcquireAlgorithm.AcquireAlgorithm | undefined {
+    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
+    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
+    if (name !== "leastBusy") return undefined
+    const load = (c: AcquireAlgorithm.Candidate) => {
+      const row = rowOf.get(c.resource)
+      return row === undefined || row.capacity <= 0 ? 1 : row.inUse / row.capacity
+    }
+    const ranker: AcquireAlgorithm.Ranker = (cs) => cs.slice().sort((a, b) => load(a) - load(b) || a.index - b.index)
+    const fallback = AcquireAlgorithm.wait()
+    return {
+      _tag: "AcquireAlgorithm",
+      name: "leastBusy",
+      fingerprint: () => ({ name: "leastBusy", fallback: fallback.fingerprint() }),
+      acquire: (ops) => fallback.acquire(ops.with({ ranker }))
+    }
   }
 
   targetPool(opts: AcquireOptions, holder: Holder): Effect.Effect<string | undefined> {
@@ -244,7 +279,7 @@ export class Gate {
           yield* gate.sleepBackoff(n++)
           continue
         }
-        const { dead, set } = yield* gate.usable(rows.right)
+        const { dead, rowOf, set } = yield* gate.usable(rows.right)
         if (target !== undefined && (yield* gate.hopeless(target, opts, dead))) {
           return yield* new ResourceUnavailable({
             pool: target,
@@ -252,7 +287,13 @@ export class Gate {
           })
         }
         const pollMs = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
-        const local = { ...opts, where: (i: ResourceInfo) => set.has(i) && (userWhere === undefined || userWhere(i)), timeout: Duration.millis(pollMs) }
+        const algorithm = gate.globalAlgorithm(opts, holder, target, rowOf)
+        const local: AcquireOptions = {
+          ...opts,
+          ...(algorithm === undefined ? {} : { algorithm }),
+          where: (i: ResourceInfo) => set.has(i) && (userWhere === undefined || userWhere(i)),
+          timeout: Duration.millis(pollMs)
+        }
         const got = yield* Effect.uninterruptibleMask((restore) =>
           Effect.gen(function*() {
             const scope = raw ? undefined : yield* Scope.make()
@@ -451,9 +492,11 @@ export const make = (
   options: PoolsOptions = {}
 ): Effect.Effect<PoolsService, ConfigError | SqlError, Scope.Scope> =>
   Effect.gen(function*() {
-    const local = yield* makeLocal(pools, options)
+    const configs = [...pools]
+    const local = yield* makeLocal(configs, options)
     const scope = yield* Effect.scope
     const gate = new Gate(sql, local, settings, scope)
+    for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)
     for (const name of yield* local.names) yield* gate.declarePool(name)
     const scoped = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>
       Effect.acquireRelease(
@@ -478,7 +521,7 @@ export const make = (
       reclaim: (owner) => gate.reclaim(owner, true),
       get: (name) => Effect.map(local.get(name), handle),
       addPool: (config) =>
-        Effect.flatMap(local.addPool(config), (h) => Effect.as(Effect.orDie(gate.declarePool(h.name)), handle(h))),
+        Effect.flatMap(Effect.tap(local.addPool(config), () => Effect.sync(() => gate.algorithms.set(config.name, config.options.algorithm))), (h) => Effect.as(Effect.orDie(gate.declarePool(h.name)), handle(h))),
       add: (pool, resource) =>
         Effect.tap(local.add(pool, resource), (info) => Effect.orDie(Q.declare(sql, pool, info.id, info.capacity)))
     }

@@ -223,6 +223,20 @@ describe("PgPools: capacity across processes", () => {
   }, 60_000)
 })
 
+describe("PgPools: shutdown", () => {
+  it("closing the service while leases are still held stops their renewals and ends", async () => {
+    const url = await freshDb()
+    const exit = await Effect.runPromiseExit(Effect.scoped(Effect.gen(function*() {
+      const pools = yield* service(yield* client(url), [one(2)], { runnerId: "a", renewEvery: "50 millis" })
+      const never = yield* Scope.make() // never closed: the leases outlive the service
+      yield* Scope.extend(pools.acquire("llm"), never)
+      yield* pools.acquireRaw("llm")
+      yield* Effect.sleep(Duration.millis(120))
+    })))
+    expect(exit._tag).toBe("Success")
+  }, 60_000)
+})
+
 describe("PgPools: algorithms see the global state", () => {
   it("leastBusy ranks by every runner's leases; failover skips a pool full elsewhere", async () => {
     const url = await freshDb()

@@ -328,7 +328,8 @@ export class Gate {
             }
             const lost = yield* Deferred.make<never, LeaseLost>()
             const pg = new PgLease(lease, claimed.right, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
-            pg.renewal = yield* Effect.forkIn(gate.renew(pg, sent + gate.settings.leaseTtlMs), gate.scope)
+            // forked from an uninterruptible region: the loop itself must stay interruptible
+            pg.renewal = yield* Effect.forkIn(Effect.interruptible(gate.renew(pg, sent + gate.settings.leaseTtlMs)), gate.scope)
             if (holder.owner !== undefined) {
               let s = gate.leases.get(holder.owner)
               if (s === undefined) gate.leases.set(holder.owner, s = new Set())

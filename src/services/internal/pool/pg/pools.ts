@@ -308,7 +308,7 @@ export class Gate {
               yield* releaseLocal(undefined)
               const e = leased.left
               if (e._tag === "AcquireTimeout" && e.timeoutMs === pollMs) return Option.none<PgLease>()
-              return yield* Effect.fail(e)
+              return yield* e
             }
             const lease = leased.right
             const claimed = yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))

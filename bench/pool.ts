@@ -22,9 +22,15 @@
  *
  * Timings alternate between the variants and keep each one's best of 5 runs.
  *
- * Run: `npx tsx bench/pool.ts`
+ * - `pool.pg` (only with `--pg`; needs Debian's PostgreSQL, started on loopback by the test
+ *   helper): global pools (`PgPools`) over 3 separate clients sharing one database, capacity 8:
+ *   acquire + release cycles per second from one fiber (`uncontended`), and from 8 fibers per
+ *   client (24 in all, `contended`); with the CPU time of this process (the server's is not
+ *   counted).
+ *
+ * Run: `npx tsx bench/pool.ts` (add `--pg` for the Postgres case)
  */
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Redacted, Scope } from "effect"
 import * as Resource from "../src/domain/Resource.js"
 import * as Pool from "../src/services/Pool.js"
 
@@ -155,7 +161,51 @@ const program = Effect.gen(function*() {
   yield* Scope.close(scope, Exit.void)
 })
 
-Effect.runPromise(program).catch((e) => {
+const pgCase = Effect.gen(function*() {
+  const { startPostgres } = yield* Effect.promise(() => import("../test/support/postgres.js"))
+  const Reactivity = yield* Effect.promise(() => import("@effect/experimental/Reactivity"))
+  const PgClient = yield* Effect.promise(() => import("@effect/sql-pg/PgClient"))
+  const { SqlClient } = yield* Effect.promise(() => import("@effect/sql"))
+  const PgPools = yield* Effect.promise(() => import("../src/layers/PgPools.js"))
+  const server = yield* Effect.acquireRelease(Effect.promise(() => startPostgres()), (s) => Effect.promise(() => s.stop()))
+  yield* Effect.promise(() => server.createDatabase("bench"))
+  const client = Effect.orDie(Effect.provide(
+    PgClient.make({ url: Redacted.make(server.url("bench")), maxConnections: 8 }),
+    Reactivity.layer
+  ))
+  const first = yield* client
+  yield* Effect.orDie(Effect.provideService(PgPools.migrate, SqlClient.SqlClient, first))
+  const decl = [Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 8 })])]
+  const services = yield* Effect.forEach([0, 1, 2], (i) =>
+    Effect.flatMap(i === 0 ? Effect.succeed(first) : client, (sql) =>
+      Effect.orDie(Effect.provideService(PgPools.make(decl, { runnerId: `bench-${i}`, pollMin: "2 millis", pollMax: "50 millis" }), SqlClient.SqlClient, sql))))
+  const cycle = (i: number) => Effect.scoped(services[i % 3]!.acquire("llm"))
+  const UNC = 1_000
+  const FIB = 8
+  const CYC = 150
+  const cpu0 = process.cpuUsage()
+  const unc = yield* time(Effect.forEach(Array.from({ length: UNC }, (_, i) => i), (i) => cycle(i), { discard: true }))
+  const cpu1 = process.cpuUsage(cpu0)
+  const cpu2 = process.cpuUsage()
+  const con = yield* time(Effect.forEach(Array.from({ length: 3 * FIB }, (_, f) => f), (f) =>
+    Effect.forEach(Array.from({ length: CYC }), () => cycle(f), { discard: true }), { concurrency: "unbounded", discard: true }))
+  const cpu3 = process.cpuUsage(cpu2)
+  const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000
+  console.log(JSON.stringify({
+    bench: "pool.pg",
+    clients: 3,
+    capacity: 8,
+    uncontended_per_s: Math.round(UNC / (unc / 1000)),
+    uncontended_cpu_ms_per_cycle: +(cpuMs(cpu1) / UNC).toFixed(3),
+    contended_fibers: 3 * FIB,
+    contended_per_s: Math.round((3 * FIB * CYC) / (con / 1000)),
+    contended_cpu_ms_per_cycle: +(cpuMs(cpu3) / (3 * FIB * CYC)).toFixed(3)
+  }))
+})
+
+const main = process.argv.includes("--pg") ? Effect.zipRight(program, Effect.scoped(pgCase)) : program
+
+Effect.runPromise(main).catch((e) => {
   console.error(e)
   process.exit(1)
 })

@@ -208,6 +208,13 @@ export * as ModuleLoader from "./layers/ModuleLoader.js"
 export * as NodeProcessRunner from "./layers/NodeProcessRunner.js"
 /** Plugin loading (`plugins` of an experiment): tasks, algorithms, codecs. @since 0.1.0 */
 export * as Plugins from "./layers/Plugins.js"
+/**
+ * Global pools on PostgreSQL: the `Pools` service with capacity, quotas and health shared by
+ * every process of a deployment (`PgPools.layer`, `PgPools.layerUrl`, `PgPools.migrate`).
+ *
+ * @since 0.7.0
+ */
+export * as PgPools from "./layers/PgPools.js"
 /** @since 0.1.0 */
 export * as SqliteStore from "./layers/SqliteStore.js"
 /** The call cache in an SQLite file: a run's store or a shared cache database. @since 0.7.0 */

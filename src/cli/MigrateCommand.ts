@@ -13,9 +13,11 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect } from "effect"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import { loadPgStore } from "../layers/internal/pg/load.js"
 import * as PgUrl from "../layers/internal/pg/url.js"
+import * as PgPools from "../layers/PgPools.js"
 
 /**
  * One part of the schema `assay migrate` brings up to date: its name (as printed) and the
@@ -30,7 +32,8 @@ export interface MigrationStep {
 }
 
 /**
- * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`). A step
+ * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`), then the
+ * global pools' tables (`PgPools.migrate`, under an advisory lock of its own). A step
  * fails with `ConfigError` when `@effect/sql-pg` is not installed.
  *
  * @since 0.8.0
@@ -38,8 +41,33 @@ export interface MigrationStep {
  */
 export const steps: ReadonlyArray<MigrationStep> = [
   // loaded on demand: @effect/sql-pg is an optional peer dependency
-  { name: "store", run: (url) => Effect.flatMap(loadPgStore, (PgStore) => PgStore.migrate(url)) }
+  { name: "store", run: (url) => Effect.flatMap(loadPgStore, (PgStore) => PgStore.migrate(url)) },
+  {
+    name: "pools",
+    run: (url) =>
+      Effect.flatMap(loadPgStore, (PgStore) =>
+        Effect.scoped(Effect.flatMap(PgStore.makeClient(url, { maxConnections: 1 }), (sql) =>
+          // one transaction under the pools' own advisory lock (the store's key with k2 = 2):
+          // runners migrating at once wait for each other instead of racing the Migrator
+          sql.withTransaction(
+            Effect.zipRight(
+              sql.unsafe(`SELECT pg_advisory_xact_lock(${POOLS_MIGRATION_LOCK[0]}, ${POOLS_MIGRATION_LOCK[1]})`),
+              PgPools.migrate
+            )
+          ).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.mapError((e) =>
+              new StoreUnavailable({
+                message: `pool tables of ${PgUrl.redactUrl(url)}: migration failed: ${e.message}`,
+                path: PgUrl.redactUrl(url)
+              })
+            )
+          ))))
+  }
 ]
+
+/** The advisory lock the pool migration holds: "asy" and 2 (the store's migration holds 1). */
+const POOLS_MIGRATION_LOCK = [0x617379, 2] as const
 
 /**
  * Runs `steps` on the database at `url` and says what each did, one line per step; fails with

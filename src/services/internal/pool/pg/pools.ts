@@ -1,0 +1,531 @@
+/**
+ * Global pools: the local pools core (waiters, the seven algorithms, health, breakers) with a
+ * global capacity gate on Postgres in front of every grant.
+ *
+ * An acquire reads the global view of its pools (one query: capacity, live leases, dead,
+ * cooldown and throttle of every resource, by the server's clock), lets the local core choose
+ * among the resources that are free *globally* (a selector `where` over the view, so the
+ * algorithm's choice, ranking and fallbacks are the local ones), then claims a slot row of the
+ * chosen resource (`FOR UPDATE SKIP LOCKED`, with a TTL) and charges its quota windows. When the
+ * claim or a charge fails the local lease is given back and the acquire tries again after a
+ * backoff from `Clock` (a full resource is skipped at once; waits are bounded by the acquire's
+ * timeout). The granted lease renews its slot in a forked fiber (L3 of the research note):
+ * a renewal *error* is not a loss, the work keeps its slot until the local deadline counted
+ * from before the last successful renewal was sent; a renewal that finds the slot taken, or
+ * the deadline passing, fails the lease's `lost` signal with `LeaseLost`. The slot is given
+ * back early only after a completed call (a successful scope, an explicit `releaseNow`, or a
+ * lease that received a report); after an unknown outcome it is kept until its TTL ends.
+ *
+ * Reports drive the local health as before and are mirrored to the shared rows: a throttle
+ * (Retry-After), a cooldown, death and revival, so every runner sees them at its next acquire.
+ *
+ * @internal
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Random, Scope } from "effect"
+import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
+import type { ConfigError } from "../../../../domain/Errors.js"
+import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
+import type {
+  AcquireError,
+  AcquireOptions,
+  AlgorithmInput,
+  Lease,
+  LeaseReport,
+  ResourceInfo
+} from "../../../../domain/Lease.js"
+import * as Resource from "../../../../domain/Resource.js"
+import type { PoolConfig } from "../../../Pool.js"
+import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
+import { anonymous } from "../state.js"
+import { makePools as makeLocal } from "../../../Pools.js"
+import { LeaseLost } from "./errors.js"
+import * as Q from "./sql.js"
+
+/** A global quota: at most `limit` of `metric` per `windowMs` window, per resource. */
+export interface QuotaRule {
+  readonly pool: string
+  /** Only this resource (default: each resource of the pool, each with its own counter). */
+  readonly resource?: string | undefined
+  /** `"requests"` (1 per lease) or a usage key reported with `lease.report({ usage })`. */
+  readonly metric: string
+  readonly limit: number
+  readonly windowMs: number
+  /** Charged at acquire before the real count is known (default 1 for requests, else 0). */
+  readonly estimate?: number | undefined
+}
+
+/** Resolved options of the global pools. */
+export interface Settings {
+  readonly runnerId: string
+  readonly leaseTtlMs: number
+  readonly renewEveryMs: number
+  readonly pollMinMs: number
+  readonly pollMaxMs: number
+  readonly quotas: ReadonlyArray<QuotaRule>
+}
+
+interface QuotaCharge {
+  readonly key: { readonly pool: string; readonly resource: string; readonly metric: string }
+  readonly windowStart: string
+  charged: number
+  actual: number
+}
+
+/** The lease handed out: the local lease, plus its global slot. */
+export class PgLease implements Lease<any> {
+  done = false
+  reported = false
+  renewal: Fiber.RuntimeFiber<void> | undefined
+  constructor(
+    readonly inner: Lease<any>,
+    readonly claimed: Q.Claimed,
+    readonly charges: ReadonlyArray<QuotaCharge>,
+    readonly lost: Deferred.Deferred<never, LeaseLost>,
+    readonly owner: string | undefined,
+    readonly raw: boolean,
+    readonly releaseLocal: Effect.Effect<void>,
+    readonly gate: Gate
+  ) {}
+  get id() {
+    return this.inner.id
+  }
+  get pool() {
+    return this.inner.pool
+  }
+  get resource() {
+    return this.inner.resource
+  }
+  get options() {
+    return this.inner.options
+  }
+  get client() {
+    return this.inner.client
+  }
+  get taskName() {
+    return this.inner.taskName
+  }
+  get heldMs() {
+    return this.inner.heldMs
+  }
+  report(report: LeaseReport): Effect.Effect<void> {
+    this.reported = true
+    return this.gate.report(this, report)
+  }
+  degrade(reason?: string): Effect.Effect<void> {
+    return this.gate.mirror(this.pool, this.resource.id, this.inner.degrade(reason))
+  }
+  get releaseNow(): Effect.Effect<void> {
+    return this.gate.finish(this, true)
+  }
+}
+
+/** Whether a lease carries a global slot (see `PgPools.guard`). */
+export const isPgLease = (lease: Lease<any>): lease is PgLease => lease instanceof PgLease
+
+/** The gate: the global side of every lease. */
+export class Gate {
+  readonly leases = new Map<string, Set<PgLease>>()
+  readonly quotaBlocked = new Map<string, number>()
+  /** The declared default algorithm of each pool. */
+  readonly algorithms = new Map<string, AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined>()
+  constructor(
+    readonly sql: SqlClient.SqlClient,
+    readonly local: PoolsService,
+    readonly settings: Settings,
+    readonly scope: Scope.Scope
+  ) {}
+
+  quotaRules(pool: string, resource: string): ReadonlyArray<QuotaRule> {
+    return this.settings.quotas.filter((q) => q.pool === pool && (q.resource === undefined || q.resource === resource))
+  }
+
+  /** Declares every resource of the given pools (rows + slots). */
+  declarePool(name: string): Effect.Effect<void, SqlError | never> {
+    return Effect.flatMap(
+      Effect.orDie(Effect.flatMap(this.local.get(name), (h) => h.resources)),
+      (infos) => Effect.forEach(infos, (i) => Q.declare(this.sql, name, i.id, i.capacity), { discard: true })
+    )
+  }
+
+  nowMs = Effect.clockWith((c) => c.currentTimeMillis)
+
+  /** Charges every quota rule of a resource; undoes and returns `undefined` on a refusal. */
+  chargeAll(pool: string, resource: string): Effect.Effect<ReadonlyArray<QuotaCharge> | undefined, SqlError> {
+    const rules = this.quotaRules(pool, resource)
+    if (rules.length === 0) return Effect.succeed([])
+    const gate = this
+    return Effect.gen(function*() {
+      const done: Array<QuotaCharge> = []
+      for (const rule of rules) {
+        const key = { pool, resource, metric: rule.metric }
+        const cost = rule.estimate ?? (rule.metric === "requests" ? 1 : 0)
+        const r = yield* Q.charge(gate.sql, key, cost, rule.limit, rule.windowMs)
+        if (r === undefined) {
+          for (const c of done) yield* Effect.ignore(Q.correct(gate.sql, c.key, c.windowStart, -c.charged))
+          const left = yield* Q.windowLeftMs(gate.sql, rule.windowMs)
+          const now = yield* gate.nowMs
+          gate.quotaBlocked.set(`${pool}\u0000${resource}`, now + left)
+          return undefined
+        }
+        done.push({ key, windowStart: r.windowStart, charged: cost, actual: 0 })
+      }
+      return done
+    })
+  }
+
+  /** The resources of every local pool that are free globally now. */
+  usable(
+    rows: ReadonlyArray<Q.GlobalRow>
+  ): Effect.Effect<{ set: Set<ResourceInfo>; dead: Map<string, Set<string>>; rowOf: Map<ResourceInfo, Q.GlobalRow> }> {
+    const byKey = new Map<string, Q.GlobalRow>()
+    for (const r of rows) byKey.set(`${r.pool}\u0000${r.resource}`, r)
+    const gate = this
+    return Effect.gen(function*() {
+      const now = yield* gate.nowMs
+      const set = new Set<ResourceInfo>()
+      const dead = new Map<string, Set<string>>()
+      const rowOf = new Map<ResourceInfo, Q.GlobalRow>()
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.orDie(gate.local.get(name))
+        for (const info of yield* h.resources) {
+          const key = `${name}\u0000${info.id}`
+          const row = byKey.get(key)
+          if (row === undefined) continue
+          rowOf.set(info, row)
+          if (row.state === "dead") {
+            let s = dead.get(name)
+            if (s === undefined) dead.set(name, s = new Set())
+            s.add(info.id)
+            continue
+          }
+          if (row.throttleMs > 0 || row.cooldownMs > 0 || row.inUse >= row.capacity) continue
+          const blocked = gate.quotaBlocked.get(key)
+          if (blocked !== undefined) {
+            if (blocked > now) continue
+            gate.quotaBlocked.delete(key)
+          }
+          set.add(info)
+        }
+      }
+      return { set, dead, rowOf }
+    })
+  }
+
+  /** Every resource of `pool` matching the selector is dead globally (and there is one). */
+  hopeless(pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): Effect.Effect<boolean> {
+    return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => {
+      const matching = infos.filter((i) => Resource.matches(opts, i))
+      const d = dead.get(pool)
+      return matching.length > 0 && d !== undefined && matching.every((i) => d.has(i.id))
+    })
+  }
+
+  /**
+   * `leastBusy` (given by name, without a fallback) ranks by the global load of each resource
+   * (live slots of every runner / global capacity) instead of this process's leases.
+   */
+  globalAlgorithm(
+    opts: AcquireOptions,
+    holder: Holder,
+    target: string | undefined,
+    rowOf: Map<ResourceInfo, Q.GlobalRow>
+  ): AcquireAlgorithm.AcquireAlgorithm | undefined {
+    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
+    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
+    if (name !== "leastBusy") return undefined
+    const load = (c: AcquireAlgorithm.Candidate) => {
+      const row = rowOf.get(c.resource)
+      return row === undefined || row.capacity <= 0 ? 1 : row.inUse / row.capacity
+    }
+    const ranker: AcquireAlgorithm.Ranker = (cs) => cs.slice().sort((a, b) => load(a) - load(b) || a.index - b.index)
+    const fallback = AcquireAlgorithm.wait()
+    return {
+      _tag: "AcquireAlgorithm",
+      name: "leastBusy",
+      fingerprint: () => ({ name: "leastBusy", fallback: fallback.fingerprint() }),
+      acquire: (ops) => fallback.acquire(ops.with({ ranker }))
+    }
+  }
+
+  targetPool(opts: AcquireOptions, holder: Holder): Effect.Effect<string | undefined> {
+    return Effect.map(this.local.names, (names) => opts.pool ?? holder.defaultPool ?? (names.length === 1 ? names[0] : undefined))
+  }
+
+  sleepBackoff(n: number): Effect.Effect<void> {
+    const base = Math.min(this.settings.pollMaxMs, this.settings.pollMinMs * 2 ** Math.min(n, 16))
+    // equal jitter: [base/2, base]
+    return Effect.flatMap(Random.nextRange(base / 2, base), (ms) => Effect.sleep(Duration.millis(Math.round(ms))))
+  }
+
+  acquireCore(
+    options: AcquireOptions | string | undefined,
+    holder: Holder,
+    raw: boolean
+  ): Effect.Effect<PgLease, AcquireError> {
+    const gate = this
+    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
+    const userWhere = opts.where
+    const loop: Effect.Effect<PgLease, AcquireError> = Effect.gen(function*() {
+      const target = yield* gate.targetPool(opts, holder)
+      const pools = yield* gate.local.names
+      let n = 0
+      while (true) {
+        const rows = yield* Effect.either(Q.view(gate.sql, pools))
+        if (Either.isLeft(rows)) {
+          // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
+          yield* Effect.logWarning(`global pools: cannot read the pool rows: ${rows.left.message}`)
+          yield* gate.sleepBackoff(n++)
+          continue
+        }
+        const { dead, rowOf, set } = yield* gate.usable(rows.right)
+        if (target !== undefined && (yield* gate.hopeless(target, opts, dead))) {
+          return yield* new ResourceUnavailable({
+            pool: target,
+            message: `every resource of pool "${target}" that matches the request is dead (shared state)`
+          })
+        }
+        const pollMs = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
+        const algorithm = gate.globalAlgorithm(opts, holder, target, rowOf)
+        const local: AcquireOptions = {
+          ...opts,
+          ...(algorithm === undefined ? {} : { algorithm }),
+          where: (i: ResourceInfo) => set.has(i) && (userWhere === undefined || userWhere(i)),
+          timeout: Duration.millis(pollMs)
+        }
+        const got = yield* Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function*() {
+            const scope = raw ? undefined : yield* Scope.make()
+            const leased = yield* Effect.either(restore(
+              scope === undefined
+                ? gate.local.acquireRaw(local, holder)
+                : Scope.extend(gate.local.acquire(local, holder), scope)
+            ))
+            const releaseLocal = (lease: Lease<any> | undefined) =>
+              scope === undefined ? (lease === undefined ? Effect.void : lease.releaseNow) : Scope.close(scope, Exit.void)
+            if (Either.isLeft(leased)) {
+              yield* releaseLocal(undefined)
+              const e = leased.left
+              if (e._tag === "AcquireTimeout" && e.timeoutMs === pollMs) return Option.none<PgLease>()
+              return yield* e
+            }
+            const lease = leased.right
+            const claimed = yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
+            const sent = yield* gate.nowMs
+            if (Either.isLeft(claimed) || claimed.right === undefined) {
+              yield* releaseLocal(lease)
+              yield* restore(gate.sleepBackoff(n))
+              return Option.none<PgLease>()
+            }
+            const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource.id))
+            if (Either.isLeft(charges) || charges.right === undefined) {
+              // refused (or unknown): the slot was never used, give it back now
+              yield* Effect.ignore(Q.release(gate.sql, lease.pool, lease.resource.id, claimed.right))
+              yield* releaseLocal(lease)
+              if (Either.isLeft(charges)) yield* restore(gate.sleepBackoff(n))
+              return Option.none<PgLease>()
+            }
+            const lost = yield* Deferred.make<never, LeaseLost>()
+            const pg = new PgLease(lease, claimed.right, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
+            // forked from an uninterruptible region: the loop itself must stay interruptible
+            pg.renewal = yield* Effect.forkIn(Effect.interruptible(gate.renew(pg, sent + gate.settings.leaseTtlMs)), gate.scope)
+            if (holder.owner !== undefined) {
+              let s = gate.leases.get(holder.owner)
+              if (s === undefined) gate.leases.set(holder.owner, s = new Set())
+              s.add(pg)
+            }
+            return Option.some(pg)
+          })
+        )
+        if (Option.isSome(got)) return got.value
+        n++
+      }
+    })
+    if (opts.timeout === undefined) return loop
+    const timeout = Duration.decode(opts.timeout)
+    return Effect.timeoutFail(loop, {
+      duration: timeout,
+      onTimeout: () => new AcquireTimeout({ pool: opts.pool ?? holder.defaultPool ?? "(default)", timeoutMs: Duration.toMillis(timeout) })
+    })
+  }
+
+  /**
+   * The renewal loop (L3): renews every `renewEveryMs`; success moves the local deadline to
+   * `sent + ttl` (sent = the clock read before the statement went out); an error changes
+   * nothing; the slot found taken, or the deadline reached, fails `lost`.
+   */
+  renew(lease: PgLease, firstDeadline: number): Effect.Effect<void> {
+    const gate = this
+    const { leaseTtlMs, renewEveryMs } = this.settings
+    const margin = Math.min(renewEveryMs, leaseTtlMs / 20)
+    return Effect.gen(function*() {
+      let deadline = firstDeadline
+      while (!lease.done) {
+        const now = yield* gate.nowMs
+        const wake = Math.min(now + renewEveryMs, deadline - margin)
+        if (wake > now) yield* Effect.sleep(Duration.millis(wake - now))
+        if (lease.done) return
+        if ((yield* gate.nowMs) >= deadline - margin) {
+          yield* gate.markLost(lease, "deadline")
+          return
+        }
+        const sent = yield* gate.nowMs
+        const r = yield* Effect.either(Effect.timeoutFail(Q.renew(gate.sql, lease.pool, lease.resource.id, lease.claimed, leaseTtlMs), {
+          duration: Duration.millis(Math.max(1, deadline - margin - sent)),
+          onTimeout: () => "timeout" as const
+        }))
+        if (Either.isRight(r)) {
+          if (r.right) deadline = sent + leaseTtlMs
+          else {
+            yield* gate.markLost(lease, "taken")
+            return
+          }
+        }
+      }
+    })
+  }
+
+  markLost(lease: PgLease, reason: "taken" | "deadline"): Effect.Effect<void> {
+    return Effect.zipRight(
+      Effect.logWarning(`global pools: lease ${lease.claimed.leaseId} on ${lease.pool}/${lease.resource.id} lost (${reason})`),
+      Deferred.fail(
+        lease.lost,
+        new LeaseLost({ pool: lease.pool, resourceId: lease.resource.id, leaseId: lease.claimed.leaseId, reason, errorClass: "retryable" })
+      )
+    )
+  }
+
+  /**
+   * Ends a lease (idempotent): stops the renewal, gives the local lease back and, after a
+   * completed call on a lease not lost, the global slot too (a failed release is left to the
+   * TTL, L5); otherwise the slot stays held until it expires.
+   */
+  finish(lease: PgLease, completed: boolean): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (lease.done) return Effect.void
+      lease.done = true
+      if (lease.owner !== undefined) {
+        const s = this.leases.get(lease.owner)
+        s?.delete(lease)
+        if (s?.size === 0) this.leases.delete(lease.owner)
+      }
+      const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
+      const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
+        completed && !lost
+          ? Effect.catchAll(
+            Effect.asVoid(Q.release(this.sql, lease.pool, lease.resource.id, lease.claimed)),
+            (e) => Effect.logWarning(`global pools: release failed, the slot frees at its TTL: ${e.message}`)
+          )
+          : Effect.void)
+      return Effect.uninterruptible(Effect.all([stop, lease.releaseLocal, giveBack], { discard: true }))
+    })
+  }
+
+  /** Runs a local health change, then mirrors what changed to the shared row. */
+  mirror(pool: string, resourceId: string, change: Effect.Effect<void>): Effect.Effect<void> {
+    const gate = this
+    const find = Effect.map(Effect.orDie(this.local.snapshot(pool)), (s) => s.find((r) => r.id === resourceId))
+    return Effect.gen(function*() {
+      const before = yield* find
+      yield* change
+      const after = yield* find
+      if (before === undefined || after === undefined) return
+      const now = yield* gate.nowMs
+      const writes: Array<Effect.Effect<unknown, SqlError>> = []
+      if (after.throttledUntil !== undefined && after.throttledUntil > now && after.throttledUntil !== before.throttledUntil) {
+        writes.push(Q.throttle(gate.sql, pool, resourceId, after.throttledUntil - now))
+      }
+      if (after.state === "dead" && before.state !== "dead") writes.push(Q.setState(gate.sql, pool, resourceId, "dead"))
+      if (
+        after.state === "degraded" && after.cooldownUntil !== undefined && after.cooldownUntil > now &&
+        after.cooldownUntil !== before.cooldownUntil
+      ) writes.push(Q.cooldown(gate.sql, pool, resourceId, after.cooldownUntil - now))
+      if (after.state === "ready" && before.state !== "ready") writes.push(Q.setState(gate.sql, pool, resourceId, "ready"))
+      for (const w of writes) {
+        yield* Effect.catchAll(w, (e) => Effect.logWarning(`global pools: cannot share the state of ${pool}/${resourceId}: ${e.message}`))
+      }
+    })
+  }
+
+  /** A report: local health (mirrored), then the quota correction once the real count is known. */
+  report(lease: PgLease, report: LeaseReport): Effect.Effect<void> {
+    const gate = this
+    return Effect.zipRight(
+      this.mirror(lease.pool, lease.resource.id, lease.inner.report(report)),
+      Effect.suspend(() => {
+        const fixes: Array<Effect.Effect<unknown, SqlError>> = []
+        for (const c of lease.charges) {
+          const v = report.usage?.[c.key.metric]
+          if (c.key.metric === "requests" || v === undefined || !Number.isFinite(v)) continue
+          c.actual += v
+          const delta = c.actual - c.charged
+          if (delta !== 0) {
+            c.charged = c.actual
+            fixes.push(Q.correct(gate.sql, c.key, c.windowStart, delta))
+          }
+        }
+        return Effect.forEach(fixes, (f) =>
+          Effect.catchAll(f, (e) => Effect.logWarning(`global pools: quota correction failed: ${e.message}`)), { discard: true })
+      })
+    )
+  }
+
+  reclaim(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {
+    const gate = this
+    return Effect.gen(function*() {
+      const mine = [...(gate.leases.get(owner) ?? [])]
+      const leaked = countLeaks ? yield* gate.local.reclaim(owner) : (yield* gate.local.releaseAll(owner), [])
+      // the attempt has ended: no call of its leases is in flight any more
+      for (const l of mine) yield* gate.finish(l, true)
+      return leaked
+    })
+  }
+}
+
+const completedExit = (lease: PgLease, exit: Exit.Exit<unknown, unknown>) => Exit.isSuccess(exit) || lease.reported
+
+/** Builds the global pools service over the given SQL client (see `PgPools.make`). */
+export const make = (
+  sql: SqlClient.SqlClient,
+  pools: Iterable<PoolConfig>,
+  settings: Settings,
+  options: PoolsOptions = {}
+): Effect.Effect<PoolsService, ConfigError | SqlError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const configs = [...pools]
+    const local = yield* makeLocal(configs, options)
+    const scope = yield* Effect.scope
+    const gate = new Gate(sql, local, settings, scope)
+    for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)
+    for (const name of yield* local.names) yield* gate.declarePool(name)
+    const scoped = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>
+      Effect.acquireRelease(
+        gate.acquireCore(o, h ?? anonymous, false),
+        (lease, exit) => gate.finish(lease, completedExit(lease, exit))
+      ) as unknown as Effect.Effect<Lease<C>, AcquireError, Scope.Scope>
+    const raw = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>
+      gate.acquireCore(o, h ?? anonymous, true) as unknown as Effect.Effect<Lease<C>, AcquireError>
+    const handle = (h: PoolHandle): PoolHandle => ({
+      ...h,
+      acquire: (o, holder) => scoped({ ...o, pool: h.name }, holder),
+      acquireRaw: (o, holder) => raw({ ...o, pool: h.name }, holder),
+      add: (resource) =>
+        Effect.tap(h.add(resource), (info) => Effect.orDie(Q.declare(sql, h.name, info.id, info.capacity)))
+    })
+    const service: PoolsService = {
+      ...local,
+      acquire: scoped,
+      acquireRaw: raw,
+      releaseAll: (owner) =>
+        Effect.map(Effect.zip(local.heldBy(owner), gate.reclaim(owner, false)), ([held]) => held.length),
+      reclaim: (owner) => gate.reclaim(owner, true),
+      get: (name) => Effect.map(local.get(name), handle),
+      addPool: (config) =>
+        Effect.flatMap(Effect.tap(local.addPool(config), () => Effect.sync(() => gate.algorithms.set(config.name, config.options.algorithm))), (h) => Effect.as(Effect.orDie(gate.declarePool(h.name)), handle(h))),
+      add: (pool, resource) =>
+        Effect.tap(local.add(pool, resource), (info) => Effect.orDie(Q.declare(sql, pool, info.id, info.capacity)))
+    }
+    return service
+  })
+

@@ -1,0 +1,254 @@
+/**
+ * The Postgres side of global pools: the schema (run by `@effect/sql`'s `Migrator`, table
+ * `assay_pool_migrations`) and every statement the global pools issue. Times are taken from
+ * the server's `now()` only; durations cross the wire in milliseconds, never as instants, so
+ * runners need clocks that run at the same rate, not synchronised ones.
+ *
+ * Tables:
+ * - `assay_pool_resource`: one row per (pool, resource): the global `capacity` (slots above it
+ *   are never claimed), `state` (`ready` / `dead`), `cooldown_until`, `throttled_until`.
+ * - `assay_pool_slot`: one row per unit of capacity; a slot is held while `holder` is set and
+ *   `expires_at` is in the future (a lease with a TTL, claimed with `FOR UPDATE SKIP LOCKED`).
+ * - `assay_pool_quota`: one row per (pool, resource, metric, window start): what was charged in
+ *   that window (`date_bin` windows from 2000-01-01 UTC).
+ *
+ * @internal
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+
+/** The migrations bookkeeping table of the pool schema (separate from the store's). */
+export const migrationsTable = "assay_pool_migrations"
+
+const v1 = [
+  `CREATE TABLE IF NOT EXISTS assay_pool_resource (
+    pool text NOT NULL,
+    resource text NOT NULL,
+    capacity integer NOT NULL CHECK (capacity >= 0),
+    state text NOT NULL DEFAULT 'ready',
+    cooldown_until timestamptz,
+    throttled_until timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (pool, resource)
+  )`,
+  `CREATE TABLE IF NOT EXISTS assay_pool_slot (
+    pool text NOT NULL,
+    resource text NOT NULL,
+    slot integer NOT NULL,
+    holder text,
+    lease_id uuid,
+    acquired_at timestamptz,
+    expires_at timestamptz,
+    PRIMARY KEY (pool, resource, slot)
+  )`,
+  `CREATE TABLE IF NOT EXISTS assay_pool_quota (
+    pool text NOT NULL,
+    resource text NOT NULL,
+    metric text NOT NULL,
+    window_start timestamptz NOT NULL,
+    used double precision NOT NULL,
+    PRIMARY KEY (pool, resource, metric, window_start)
+  )`
+]
+
+/**
+ * Creates or upgrades the pool tables (idempotent; run once before runners start, lesson L6).
+ * Returns the migrations applied now.
+ */
+export const migrate: Effect.Effect<
+  ReadonlyArray<readonly [id: number, name: string]>,
+  Migrator.MigrationError | SqlError,
+  SqlClient.SqlClient
+> = Migrator.make({})({
+  table: migrationsTable,
+  loader: Migrator.fromRecord({
+    "1_pools": Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      for (const s of v1) yield* sql.unsafe(s)
+    })
+  })
+})
+
+const secs = (ms: number) => ms / 1000
+
+/**
+ * Declares a resource: its row (capacity set to the declared one) and slot rows 1..capacity
+ * (slots above a lowered capacity stay, unclaimable).
+ */
+export const declare = (sql: SqlClient.SqlClient, pool: string, resource: string, capacity: number) =>
+  sql.withTransaction(Effect.zipRight(
+    sql`INSERT INTO assay_pool_resource (pool, resource, capacity) VALUES (${pool}, ${resource}, ${capacity})
+        ON CONFLICT (pool, resource) DO UPDATE SET capacity = EXCLUDED.capacity, updated_at = now()`,
+    sql`INSERT INTO assay_pool_slot (pool, resource, slot)
+        SELECT ${pool}, ${resource}, g FROM generate_series(1, ${capacity}::int) g
+        ON CONFLICT DO NOTHING`
+  ))
+
+/** One resource as every runner sees it now. */
+export interface GlobalRow {
+  readonly pool: string
+  readonly resource: string
+  readonly capacity: number
+  readonly state: string
+  /** Milliseconds until the throttle ends (0 when none). */
+  readonly throttleMs: number
+  /** Milliseconds until the cooldown ends (0 when none). */
+  readonly cooldownMs: number
+  /** Live leases (held and not expired). */
+  readonly inUse: number
+}
+
+/** The global view of the given pools' resources. */
+export const view = (sql: SqlClient.SqlClient, pools: ReadonlyArray<string>) =>
+  Effect.map(
+    sql<{
+      pool: string
+      resource: string
+      capacity: number
+      state: string
+      throttle_ms: number | string
+      cooldown_ms: number | string
+      in_use: number | string
+    }>`SELECT r.pool, r.resource, r.capacity, r.state,
+        COALESCE(GREATEST(0, extract(epoch FROM (r.throttled_until - now())) * 1000), 0)::float8 AS throttle_ms,
+        COALESCE(GREATEST(0, extract(epoch FROM (r.cooldown_until - now())) * 1000), 0)::float8 AS cooldown_ms,
+        (SELECT count(*) FROM assay_pool_slot s
+          WHERE s.pool = r.pool AND s.resource = r.resource AND s.holder IS NOT NULL AND s.expires_at > now())::int AS in_use
+      FROM assay_pool_resource r WHERE r.pool IN ${sql.in(pools)}`,
+    (rows): ReadonlyArray<GlobalRow> =>
+      rows.map((r) => ({
+        pool: r.pool,
+        resource: r.resource,
+        capacity: Number(r.capacity),
+        state: r.state,
+        throttleMs: Number(r.throttle_ms),
+        cooldownMs: Number(r.cooldown_ms),
+        inUse: Number(r.in_use)
+      }))
+  )
+
+/** A claimed slot. */
+export interface Claimed {
+  readonly slot: number
+  readonly leaseId: string
+}
+
+/**
+ * Claims one free slot of a resource for `holder` for `ttlMs`: a slot at or below the
+ * resource's capacity, of a resource neither dead, cooling down nor throttled, and free
+ * (never held, or its lease expired). `None`-like `undefined` when there is none.
+ */
+export const claim = (sql: SqlClient.SqlClient, pool: string, resource: string, holder: string, ttlMs: number) =>
+  Effect.map(
+    sql<{ slot: number; lease_id: string }>`UPDATE assay_pool_slot s
+      SET holder = ${holder}, lease_id = gen_random_uuid(), acquired_at = now(),
+          expires_at = now() + make_interval(secs => ${secs(ttlMs)}::float8)
+      WHERE (s.pool, s.resource, s.slot) = (
+        SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
+          JOIN assay_pool_resource r ON r.pool = sl.pool AND r.resource = sl.resource
+        WHERE sl.pool = ${pool} AND sl.resource = ${resource} AND sl.slot <= r.capacity
+          AND r.state <> 'dead'
+          AND (r.cooldown_until IS NULL OR r.cooldown_until <= now())
+          AND (r.throttled_until IS NULL OR r.throttled_until <= now())
+          AND (sl.holder IS NULL OR sl.expires_at <= now())
+        ORDER BY sl.slot LIMIT 1
+        FOR UPDATE OF sl SKIP LOCKED)
+      RETURNING s.slot, s.lease_id::text AS lease_id`,
+    (rows): Claimed | undefined => rows[0] === undefined ? undefined : { slot: Number(rows[0].slot), leaseId: rows[0].lease_id }
+  )
+
+/** Extends a live lease by `ttlMs` from the server's now; `false` when it is no longer ours. */
+export const renew = (sql: SqlClient.SqlClient, pool: string, resource: string, c: Claimed, ttlMs: number) =>
+  Effect.map(
+    sql`UPDATE assay_pool_slot SET expires_at = now() + make_interval(secs => ${secs(ttlMs)}::float8)
+        WHERE pool = ${pool} AND resource = ${resource} AND slot = ${c.slot}
+          AND lease_id = ${c.leaseId}::uuid AND expires_at > now()
+        RETURNING slot`,
+    (rows) => rows.length > 0
+  )
+
+/** Gives a slot back (only with its own lease id). */
+export const release = (sql: SqlClient.SqlClient, pool: string, resource: string, c: Claimed) =>
+  sql`UPDATE assay_pool_slot SET holder = NULL, lease_id = NULL, expires_at = NULL, acquired_at = NULL
+      WHERE pool = ${pool} AND resource = ${resource} AND slot = ${c.slot} AND lease_id = ${c.leaseId}::uuid`
+
+/** Sets a resource's global capacity; adds the slot rows it needs (lowering keeps the rows). */
+export const resize = (sql: SqlClient.SqlClient, pool: string, resource: string, capacity: number) =>
+  sql.withTransaction(Effect.zipRight(
+    sql`UPDATE assay_pool_resource SET capacity = ${capacity}, updated_at = now() WHERE pool = ${pool} AND resource = ${resource}
+        RETURNING resource`,
+    sql`INSERT INTO assay_pool_slot (pool, resource, slot)
+        SELECT ${pool}, ${resource}, g FROM generate_series(1, ${capacity}::int) g
+        ON CONFLICT DO NOTHING`
+  ))
+
+/** Extends a resource's throttle to at least `ms` from now. */
+export const throttle = (sql: SqlClient.SqlClient, pool: string, resource: string, ms: number) =>
+  sql`UPDATE assay_pool_resource SET updated_at = now(),
+        throttled_until = GREATEST(COALESCE(throttled_until, now()), now() + make_interval(secs => ${secs(ms)}::float8))
+      WHERE pool = ${pool} AND resource = ${resource}`
+
+/** Starts (or extends) a cooldown of `ms` from now. */
+export const cooldown = (sql: SqlClient.SqlClient, pool: string, resource: string, ms: number) =>
+  sql`UPDATE assay_pool_resource SET updated_at = now(),
+        cooldown_until = GREATEST(COALESCE(cooldown_until, now()), now() + make_interval(secs => ${secs(ms)}::float8))
+      WHERE pool = ${pool} AND resource = ${resource}`
+
+/** Sets the health state (`ready` clears the cooldown too). */
+export const setState = (sql: SqlClient.SqlClient, pool: string, resource: string, state: "ready" | "dead") =>
+  state === "ready"
+    ? sql`UPDATE assay_pool_resource SET state = 'ready', cooldown_until = NULL, updated_at = now()
+          WHERE pool = ${pool} AND resource = ${resource} AND (state <> 'ready' OR cooldown_until IS NOT NULL)`
+    : sql`UPDATE assay_pool_resource SET state = 'dead', updated_at = now() WHERE pool = ${pool} AND resource = ${resource}`
+
+/** A charge accepted into a window. */
+export interface Charged {
+  /** The window's start, as the server's timestamp text (the correction goes to the same window). */
+  readonly windowStart: string
+  readonly used: number
+}
+
+/**
+ * Charges `cost` to the current `windowMs` window of (pool, resource, metric) only if the
+ * window's total stays within `limit`; `undefined` when refused.
+ */
+export const charge = (
+  sql: SqlClient.SqlClient,
+  key: { readonly pool: string; readonly resource: string; readonly metric: string },
+  cost: number,
+  limit: number,
+  windowMs: number
+) =>
+  Effect.map(
+    sql<{ window_start: string; used: number }>`INSERT INTO assay_pool_quota AS q (pool, resource, metric, window_start, used)
+      SELECT ${key.pool}, ${key.resource}, ${key.metric},
+             date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(), timestamptz '2000-01-01 00:00:00+00'),
+             ${cost}::float8
+      WHERE ${cost}::float8 <= ${limit}::float8
+      ON CONFLICT (pool, resource, metric, window_start)
+      DO UPDATE SET used = q.used + EXCLUDED.used WHERE q.used + EXCLUDED.used <= ${limit}::float8
+      RETURNING q.window_start::text AS window_start, q.used`,
+    (rows): Charged | undefined =>
+      rows[0] === undefined ? undefined : { windowStart: rows[0].window_start, used: Number(rows[0].used) }
+  )
+
+/** Adds `delta` (may be negative) to a window already charged, unconditionally. */
+export const correct = (
+  sql: SqlClient.SqlClient,
+  key: { readonly pool: string; readonly resource: string; readonly metric: string },
+  windowStart: string,
+  delta: number
+) =>
+  sql`UPDATE assay_pool_quota SET used = used + ${delta}::float8
+      WHERE pool = ${key.pool} AND resource = ${key.resource} AND metric = ${key.metric}
+        AND window_start = ${windowStart}::timestamptz`
+
+/** Milliseconds until the current `windowMs` window ends, by the server's clock. */
+export const windowLeftMs = (sql: SqlClient.SqlClient, windowMs: number) =>
+  Effect.map(
+    sql<{ ms: number | string }>`SELECT (extract(epoch FROM (date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(),
+        timestamptz '2000-01-01 00:00:00+00') + make_interval(secs => ${secs(windowMs)}::float8) - now())) * 1000)::float8 AS ms`,
+    (rows) => Math.max(0, Number(rows[0]?.ms ?? 0))
+  )

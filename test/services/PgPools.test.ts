@@ -1,0 +1,433 @@
+import * as Reactivity from "@effect/experimental/Reactivity"
+import { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope, TestClock, TestContext } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { AcquireOptions, Lease } from "../../src/domain/Lease.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as PgPools from "../../src/layers/PgPools.js"
+import * as Pool from "../../src/services/Pool.js"
+import type { PoolsService } from "../../src/services/Pools.js"
+import { type PgServer, startPostgres } from "../support/postgres.js"
+
+// Real Postgres time (`now()`) decides TTLs here, so these tests run on the live clock with
+// short TTLs and bounded loops; no assertion depends on how long anything took.
+
+let pg: PgServer
+let dbSeq = 0
+beforeAll(async () => {
+  pg = await startPostgres()
+}, 60_000)
+afterAll(async () => {
+  await pg?.stop()
+})
+
+/** A fresh database with the pool tables; returns its URL. */
+const freshDb = async (): Promise<string> => {
+  const name = `pools_${++dbSeq}`
+  await pg.createDatabase(name)
+  await Effect.runPromise(Effect.scoped(Effect.provide(PgPools.migrate, clientLayer(pg.url(name)))))
+  return pg.url(name)
+}
+
+const clientLayer = (url: string) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }).pipe(Layer.provide(Reactivity.layer))
+
+/** An independent client (its own connection pool), for the enclosing scope. */
+const client = (url: string): Effect.Effect<SqlClient.SqlClient, never, Scope.Scope> =>
+  Effect.orDie(Effect.provide(PgClient.make({ url: Redacted.make(url), maxConnections: 4 }), Reactivity.layer))
+
+const service = (
+  sql: SqlClient.SqlClient,
+  pools: ReadonlyArray<Pool.PoolConfig>,
+  options: PgPools.PgPoolsOptions = {}
+): Effect.Effect<PoolsService, never, Scope.Scope> =>
+  Effect.orDie(Effect.provideService(PgPools.make(pools, { leaseTtl: "3 seconds", renewEvery: "300 millis", pollMin: "5 millis", pollMax: "50 millis", ...options }), SqlClient.SqlClient, sql))
+
+const liveSlots = (sql: SqlClient.SqlClient, pool: string) =>
+  Effect.orDie(Effect.map(
+    sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE pool = ${pool} AND holder IS NOT NULL AND expires_at > now()`,
+    (rows) => Number(rows[0]!.n)
+  ))
+
+const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.runPromise(Effect.scoped(eff))
+
+const one = (capacity: number, name = "llm", extra: Partial<Resource.ResourceOptions<any>> = {}) =>
+  Pool.make(name, [Resource.make("llm", { id: "key-a", capacity, ...extra })])
+
+describe("PgPools: capacity across processes", () => {
+  it("20 concurrent acquirers over 3 clients vs capacity 4: exactly 4 hold", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const services = yield* Effect.forEach([1, 2, 3], (i) =>
+        Effect.flatMap(client(url), (sql) => service(sql, [one(4)], { runnerId: `r${i}` })))
+      const holders = yield* Scope.make()
+      const results = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) => Effect.either(Scope.extend(services[i % 3]!.acquire({ pool: "llm", algorithm: "immediate" }), holders)),
+        { concurrency: "unbounded" }
+      )
+      expect(results.filter((r) => r._tag === "Right")).toHaveLength(4)
+      for (const r of results) if (r._tag === "Left") expect(r.left._tag).toBe("ResourceUnavailable")
+      const sql = yield* client(url)
+      expect(yield* liveSlots(sql, "llm")).toBe(4)
+      // a completed scope gives the slots back at once
+      yield* Scope.close(holders, Exit.void)
+      expect(yield* liveSlots(sql, "llm")).toBe(0)
+    }))
+  }, 60_000)
+
+  it("waiting acquirers are served as slots come back, never above capacity", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const services = yield* Effect.forEach([1, 2, 3], (i) =>
+        Effect.flatMap(client(url), (sql) => service(sql, [one(2)], { runnerId: `r${i}` })))
+      const inFlight = yield* Ref.make(0)
+      const peak = yield* Ref.make(0)
+      yield* Effect.forEach(Array.from({ length: 12 }, (_, i) => i), (i) =>
+        Effect.scoped(Effect.gen(function*() {
+          yield* services[i % 3]!.acquire({ pool: "llm", timeout: "30 seconds" })
+          const n = yield* Ref.updateAndGet(inFlight, (x) => x + 1)
+          yield* Ref.update(peak, (p) => Math.max(p, n))
+          yield* Effect.sleep(Duration.millis(20))
+          yield* Ref.update(inFlight, (x) => x - 1)
+        })), { concurrency: "unbounded", discard: true })
+      expect(yield* Ref.get(peak)).toBeLessThanOrEqual(2)
+      expect(yield* Ref.get(peak)).toBe(2)
+    }))
+  }, 60_000)
+
+  it("property: random acquire/release/abandon over 3 clients never exceeds capacity (sampled in the database and at the work)", async () => {
+    const url = await freshDb()
+    let round = 0
+    const stepArb = fc.record({
+      kind: fc.constantFrom("scoped", "raw", "abandon", "fail"),
+      holdMs: fc.integer({ min: 0, max: 30 }),
+      client: fc.integer({ min: 0, max: 2 }),
+      algorithm: fc.constantFrom("wait", "leastBusy", "sticky", "quotaAware", "backoff")
+    })
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.array(stepArb, { minLength: 6, maxLength: 24 }), async (capacity, steps) => {
+        const name = `p${++round}`
+        await run(Effect.gen(function*() {
+          const services = yield* Effect.forEach([0, 1, 2], (i) =>
+            Effect.flatMap(client(url), (sql) =>
+              service(sql, [Pool.make(name, [Resource.make("llm", { id: "k", capacity: 3 })])], {
+                runnerId: `r${i}`,
+                leaseTtl: "1 second",
+                renewEvery: "100 millis"
+              })))
+          // the global capacity is lower than what each process declared locally
+          const admin = yield* client(url)
+          yield* Effect.orDie(Effect.provideService(PgPools.resize(name, "k", capacity), SqlClient.SqlClient, admin))
+          const inFlight = yield* Ref.make(0)
+          const peakWork = yield* Ref.make(0)
+          const peakDb = yield* Ref.make(0)
+          const sampler = yield* Effect.fork(Effect.forever(Effect.zipRight(
+            Effect.flatMap(liveSlots(admin, name), (n) => Ref.update(peakDb, (p) => Math.max(p, n))),
+            Effect.sleep(Duration.millis(5))
+          )))
+          const work = (lease: Lease<any>, holdMs: number) =>
+            Effect.ensuring(
+              Effect.zipRight(
+                Effect.flatMap(Ref.updateAndGet(inFlight, (x) => x + 1), (n) => Ref.update(peakWork, (p) => Math.max(p, n))),
+                Effect.sleep(Duration.millis(holdMs))
+              ),
+              Ref.update(inFlight, (x) => x - 1)
+            ).pipe(PgPools.guard(lease))
+          yield* Effect.forEach(steps, (s, i): Effect.Effect<void, unknown> => {
+            const pools = services[s.client]!
+            const holder = { taskName: "t", pipelineId: `p${i}` }
+            const options: AcquireOptions = { pool: name, algorithm: s.algorithm, timeout: "20 seconds" }
+            switch (s.kind) {
+              case "scoped":
+                return Effect.scoped(Effect.flatMap(pools.acquire(options, holder), (l) => work(l, s.holdMs)))
+              case "raw":
+                return Effect.flatMap(pools.acquireRaw(options, holder), (l) =>
+                  Effect.zipRight(work(l, s.holdMs), l.releaseNow))
+              case "fail":
+                // a completed call that failed: reported, then released early
+                return Effect.ignore(Effect.scoped(Effect.flatMap(pools.acquire(options, holder), (l) =>
+                  Effect.zipRight(
+                    Effect.zipRight(work(l, s.holdMs), l.report({ ok: false, error: { status: 500 } })),
+                    Effect.fail("boom")
+                  ))))
+              case "abandon":
+                // interrupted mid-call: the outcome is unknown, the slot stays until its TTL
+                return Effect.flatMap(
+                  Effect.fork(Effect.scoped(Effect.flatMap(pools.acquire(options, holder), (l) =>
+                    Effect.zipRight(work(l, 1_000), Effect.never)))),
+                  (f) => Effect.zipRight(Effect.sleep(Duration.millis(s.holdMs + 5)), Fiber.interrupt(f))
+                )
+              default:
+                return Effect.void
+            }
+          }, { concurrency: "unbounded", discard: true })
+          yield* Fiber.interrupt(sampler)
+          expect(yield* Ref.get(peakWork)).toBeLessThanOrEqual(capacity)
+          expect(yield* Ref.get(peakDb)).toBeLessThanOrEqual(capacity)
+        }))
+      }),
+      { numRuns: 6, endOnFailure: true }
+    )
+  }, 180_000)
+
+  it("an abandoned holder keeps its slot no longer than one TTL, then another runner gets it", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const a = yield* service(yield* client(url), [one(1)], { runnerId: "a", leaseTtl: "1 second", renewEvery: "100 millis" })
+      const b = yield* service(yield* client(url), [one(1)], { runnerId: "b", leaseTtl: "1 second", renewEvery: "100 millis" })
+      const got = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(Effect.scoped(Effect.zipRight(a.acquire("llm"), Effect.zipRight(Deferred.succeed(got, undefined), Effect.never))))
+      yield* Deferred.await(got)
+      yield* Fiber.interrupt(holder)
+      const sql = yield* client(url)
+      // the slot is still held (unknown outcome) and its expiry is at most one TTL away
+      const rows = yield* Effect.orDie(sql<{ held: boolean; within: boolean }>`SELECT holder IS NOT NULL AND expires_at > now() AS held,
+          expires_at <= now() + interval '1 second' AS within FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`)
+      expect(rows[0]).toEqual({ held: true, within: true })
+      const refused = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", algorithm: "immediate" })))
+      expect(refused._tag).toBe("Left")
+      // no renewal keeps it: it frees by expiry and the waiting runner is served
+      const lease = yield* Effect.scoped(Effect.map(b.acquire({ pool: "llm", timeout: "20 seconds" }), (l) => l.resource.id))
+      expect(lease).toBe("key-a")
+    }))
+  }, 60_000)
+
+  it("lowering the capacity (resize) and a dead resource are obeyed by every runner", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const cfg = [Pool.make("llm", [
+        Resource.make("llm", { id: "x", capacity: 4, degradeAfter: 1, deadAfter: 1 }),
+        Resource.make("llm", { id: "y", capacity: 4 })
+      ])]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a" })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b" })
+      const sql = yield* client(url)
+      yield* Effect.orDie(Effect.provideService(PgPools.resize("llm", "y", 1), SqlClient.SqlClient, sql))
+      // x dies on runner a (one failure), b must never get x again
+      yield* Effect.scoped(Effect.flatMap(a.acquire({ pool: "llm", id: "x" }), (l) => l.report({ ok: false, error: "broken" })))
+      const state = yield* Effect.orDie(Effect.provideService(PgPools.globalState(["llm"]), SqlClient.SqlClient, sql))
+      expect(state.find((r) => r.resource === "x")?.state).toBe("dead")
+      const holders = yield* Scope.make()
+      const results = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) =>
+        Effect.either(Scope.extend((i % 2 === 0 ? a : b).acquire({ pool: "llm", algorithm: "immediate" }), holders)), { concurrency: "unbounded" })
+      const won = results.flatMap((r) => r._tag === "Right" ? [r.right.resource.id] : [])
+      expect(won).toEqual(["y"])
+      yield* Scope.close(holders, Exit.void)
+      // only x matches and x is dead globally: the acquire fails instead of hanging
+      const hopeless = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", id: "x", timeout: "20 seconds" })))
+      expect(hopeless._tag === "Left" && hopeless.left._tag).toBe("ResourceUnavailable")
+    }))
+  }, 60_000)
+})
+
+describe("PgPools: shutdown", () => {
+  it("closing the service while leases are still held stops their renewals and ends", async () => {
+    const url = await freshDb()
+    const exit = await Effect.runPromiseExit(Effect.scoped(Effect.gen(function*() {
+      const pools = yield* service(yield* client(url), [one(2)], { runnerId: "a", renewEvery: "50 millis" })
+      const never = yield* Scope.make() // never closed: the leases outlive the service
+      yield* Scope.extend(pools.acquire("llm"), never)
+      yield* pools.acquireRaw("llm")
+      yield* Effect.sleep(Duration.millis(120))
+    })))
+    expect(exit._tag).toBe("Success")
+  }, 60_000)
+})
+
+describe("PgPools: algorithms see the global state", () => {
+  it("leastBusy ranks by every runner's leases; failover skips a pool full elsewhere", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const cfg = [
+        Pool.make("llm", [Resource.make("llm", { id: "x", capacity: 4 }), Resource.make("llm", { id: "y", capacity: 4 })]),
+        Pool.make("primary", [Resource.make("llm", { id: "p", capacity: 1 })]),
+        Pool.make("backup", [Resource.make("llm", { id: "b", capacity: 1 })])
+      ]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a" })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b" })
+      const held = yield* Scope.make()
+      // runner a holds 2 of x's 4 slots and primary's only slot
+      for (const _ of [1, 2]) yield* Scope.extend(a.acquire({ pool: "llm", id: "x" }), held)
+      yield* Scope.extend(a.acquire("primary"), held)
+      // runner b holds nothing itself: a local ranking would take x (first in pool order)
+      const picked = yield* Effect.scoped(Effect.map(b.acquire({ pool: "llm", algorithm: "leastBusy" }), (l) => l.resource.id))
+      expect(picked).toBe("y")
+      const failover = yield* Effect.scoped(Effect.map(
+        b.acquire({ pool: "primary", algorithm: { name: "failover", pools: ["primary", "backup"] } }),
+        (l) => `${l.pool}/${l.resource.id}`
+      ))
+      expect(failover).toBe("backup/b")
+      yield* Scope.close(held, Exit.void)
+    }))
+  }, 60_000)
+})
+
+describe("PgPools: shared state", () => {
+  it("a throttle (429 with Retry-After) reported on one runner is seen by another", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const a = yield* service(yield* client(url), [one(4)], { runnerId: "a" })
+      const b = yield* service(yield* client(url), [one(4)], { runnerId: "b" })
+      yield* Effect.scoped(Effect.flatMap(a.acquire("llm"), (l) => l.report({ ok: false, error: { status: 429, retryAfterMs: 60_000 } })))
+      const r = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", algorithm: "immediate" })))
+      expect(r._tag === "Left" && r.left._tag).toBe("ResourceUnavailable")
+      const sql = yield* client(url)
+      const state = yield* Effect.orDie(Effect.provideService(PgPools.globalState(["llm"]), SqlClient.SqlClient, sql))
+      expect(state[0]!.throttleMs).toBeGreaterThan(0)
+    }))
+  }, 60_000)
+
+  it("quota: 20 concurrent charges over 3 clients vs a limit of 5: exactly 5 pass", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const clients = yield* Effect.forEach([0, 1, 2], () => client(url))
+      const key = { pool: "llm", resource: "key-a", metric: "requests" }
+      const results = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) =>
+        Effect.orDie(Effect.provideService(PgPools.charge(key, 1, 5, "1 hour"), SqlClient.SqlClient, clients[i % 3]!)), { concurrency: "unbounded" })
+      expect(results.filter((r) => r !== undefined)).toHaveLength(5)
+    }))
+  }, 60_000)
+
+  it("quota rules gate acquires across runners; tokens are charged by estimate and corrected by the report", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const quotas: ReadonlyArray<PgPools.QuotaOptions> = [
+        { pool: "llm", metric: "requests", limit: 3, window: "1 hour" },
+        { pool: "llm", metric: "tokens", limit: 1_000_000, window: "1 hour", estimate: 100 }
+      ]
+      const a = yield* service(yield* client(url), [one(4)], { runnerId: "a", quotas })
+      const b = yield* service(yield* client(url), [one(4)], { runnerId: "b", quotas })
+      const outcomes = yield* Effect.forEach(Array.from({ length: 8 }, (_, i) => i), (i) =>
+        Effect.either(Effect.scoped(Effect.flatMap((i % 2 === 0 ? a : b).acquire({ pool: "llm", algorithm: "immediate" }), (l) =>
+          l.report({ ok: true, usage: { tokens: 40 } })))))
+      expect(outcomes.filter((o) => o._tag === "Right")).toHaveLength(3)
+      const sql = yield* client(url)
+      const rows = yield* Effect.orDie(sql<{ metric: string; used: number }>`SELECT metric, used FROM assay_pool_quota ORDER BY metric`)
+      expect(rows.map((r) => [r.metric, Number(r.used)])).toEqual([["requests", 3], ["tokens", 120]])
+    }))
+  }, 60_000)
+
+  it("a Postgres restart (fast) mid-hold never lets more than the capacity work at once", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const services = yield* Effect.forEach([0, 1, 2], (i) =>
+        Effect.flatMap(client(url), (sql) => service(sql, [one(2)], { runnerId: `r${i}`, leaseTtl: "6 seconds", renewEvery: "200 millis" })))
+      const inFlight = yield* Ref.make(0)
+      const peak = yield* Ref.make(0)
+      const lost = yield* Ref.make(0)
+      const done = yield* Ref.make(0)
+      const held = yield* Deferred.make<void>()
+      const heldCount = yield* Ref.make(0)
+      const task = (i: number, holdMs: number) =>
+        Effect.scoped(Effect.flatMap(services[i % 3]!.acquire({ pool: "llm", timeout: "60 seconds" }), (lease) =>
+          Effect.gen(function*() {
+            const n = yield* Ref.updateAndGet(inFlight, (x) => x + 1)
+            yield* Ref.update(peak, (p) => Math.max(p, n))
+            if ((yield* Ref.updateAndGet(heldCount, (x) => x + 1)) === 2) yield* Deferred.succeed(held, undefined)
+            yield* Effect.sleep(Duration.millis(holdMs))
+            yield* Ref.update(inFlight, (x) => x - 1)
+            yield* Ref.update(done, (x) => x + 1)
+          }).pipe(PgPools.guard(lease), Effect.catchTag("LeaseLost", () => Effect.zipRight(Ref.update(inFlight, (x) => x - 1), Ref.update(lost, (x) => x + 1))))))
+      const first = yield* Effect.fork(Effect.all([task(0, 2_500), task(1, 2_500)], { concurrency: "unbounded" }))
+      yield* Deferred.await(held)
+      const others = yield* Effect.fork(Effect.forEach([2, 3, 4, 5], (i) => task(i, 50), { concurrency: "unbounded" }))
+      yield* Effect.promise(() => pg.restart("fast"))
+      yield* Fiber.join(first)
+      yield* Fiber.join(others)
+      expect(yield* Ref.get(peak)).toBeLessThanOrEqual(2)
+      // every task ended: done, or told its lease was lost (then retried by its policy)
+      expect((yield* Ref.get(done)) + (yield* Ref.get(lost))).toBe(6)
+    }))
+  }, 120_000)
+})
+
+/** The client with a switch: while `broken`, every statement fails like a dropped connection. */
+const breakable = (sql: SqlClient.SqlClient) => {
+  const state = { broken: false }
+  const proxy = new Proxy(sql, {
+    apply: (target, self, args) =>
+      state.broken
+        ? Effect.fail(new SqlError({ cause: "connection terminated (test)", message: "Failed to execute statement" }))
+        : Reflect.apply(target as any, self, args)
+  })
+  return { sql: proxy as SqlClient.SqlClient, state }
+}
+
+/** Lets real I/O finish (bounded): the macrotask queue turns until `cond` holds. */
+const eventually = <E, R>(cond: Effect.Effect<boolean, E, R>, turns = 500) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < turns; i++) {
+      if (yield* cond) return true
+      yield* Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
+    }
+    return false
+  })
+
+describe("PgPools: lease renewal (L3), on the test clock", () => {
+  it("a renewal error is not a loss; the lease is lost only at the local deadline, and its slot is then kept until it expires", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const real = yield* client(url)
+      const { sql, state } = breakable(real)
+      // TTL 60 s on both clocks: the database keeps the row for the whole test; the local
+      // deadline is driven by the TestClock alone
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
+      const lease = yield* pools.acquireRaw("llm")
+      const leaseRow = Effect.orDie(Effect.map(
+        real<{ lease_id: string | null; expires_at: string | null }>`SELECT lease_id::text AS lease_id, expires_at::text AS expires_at FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
+        (rows) => rows[0]!
+      ))
+      const first = yield* leaseRow
+      const guarded = yield* Effect.fork(Effect.either(PgPools.guard(lease)(Effect.never)))
+      // renewals fail for 40 s (4 renewals, at 10 s .. 40 s): still ours
+      state.broken = true
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(Effect.succeed(false), 5)
+      }
+      expect(yield* PgPools.isLost(lease)).toBe(false)
+      // the database is back: the next renewal succeeds and moves the deadline
+      state.broken = false
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* eventually(Effect.map(leaseRow, (r) => r.expires_at !== first.expires_at))).toBe(true)
+      expect(yield* PgPools.isLost(lease)).toBe(false)
+      // broken again until past the new deadline (counted from before that renewal was sent)
+      state.broken = true
+      for (let i = 0; i < 7; i++) {
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(Effect.succeed(false), 5)
+      }
+      expect(yield* PgPools.isLost(lease)).toBe(true)
+      const outcome = yield* Fiber.join(guarded)
+      expect(outcome._tag === "Left" && outcome.left._tag === "LeaseLost" && outcome.left.reason).toBe("deadline")
+      // unknown outcome: even once the database is back, the slot is not given back early
+      state.broken = false
+      yield* lease.releaseNow
+      expect((yield* leaseRow).lease_id).toBe(first.lease_id)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
+
+  it("a renewal that finds the slot taken fails the lease with LeaseLost (taken)", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
+      const lease = yield* pools.acquireRaw("llm")
+      // another runner's lease replaced it (as after an expiry)
+      yield* Effect.orDie(sql`UPDATE assay_pool_slot SET lease_id = gen_random_uuid(), holder = 'b' WHERE pool = 'llm'`)
+      const guarded = yield* Effect.fork(Effect.either(PgPools.guard(lease)(Effect.never)))
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* eventually(PgPools.isLost(lease))).toBe(true)
+      const outcome = yield* Fiber.join(guarded)
+      expect(outcome._tag === "Left" && outcome.left._tag === "LeaseLost" && outcome.left.reason).toBe("taken")
+      expect(outcome._tag === "Left" && outcome.left.errorClass).toBe("retryable")
+      // its release does not touch the other runner's slot
+      yield* lease.releaseNow
+      const rows = yield* Effect.orDie(sql<{ holder: string }>`SELECT holder FROM assay_pool_slot WHERE pool = 'llm'`)
+      expect(rows[0]!.holder).toBe("b")
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
+})

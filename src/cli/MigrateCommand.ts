@@ -51,7 +51,13 @@ export const steps: ReadonlyArray<MigrationStep> = [
           // runners migrating at once wait for each other instead of racing the Migrator
           sql.withTransaction(
             Effect.zipRight(
-              sql.unsafe(`SELECT pg_advisory_xact_lock(${POOLS_MIGRATION_LOCK[0]}, ${POOLS_MIGRATION_LOCK[1]})`),
+              Effect.zipRight(
+                sql.unsafe(`SELECT pg_advisory_xact_lock(${POOLS_MIGRATION_LOCK[0]}, ${POOLS_MIGRATION_LOCK[1]})`),
+                // made here, under the lock: the Migrator probes for its table with a statement
+                // that fails when the table is missing, which would abort this transaction
+                sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_pool_migrations (migration_id integer PRIMARY KEY,
+                  created_at timestamptz NOT NULL DEFAULT now(), name text NOT NULL)`)
+              ),
               PgPools.migrate
             )
           ).pipe(

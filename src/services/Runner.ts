@@ -150,8 +150,10 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * - `startGate(spec)`: asked when an admitted pipeline is about to run its first attempt of this
  *   run, holding the worker slot that attempt will use: `undefined` starts it; a reason (a short
  *   word such as `budget_exhausted`) skips it: the slot goes back, the pipeline's row returns
- *   to `pending` at its cursor (neither failed nor run: a later run or resume admits it again)
- *   and a `pipeline.skipped` event names the reason;
+ *   to `pending` at its cursor (neither failed nor run: a later run or resume admits it again;
+ *   a new pipeline's row is written then, in the same commit as the event) and a
+ *   `pipeline.skipped` event names the reason. A pipeline the gate starts pays nothing more in
+ *   the store: its admission rides in its first checkpoint as without a gate;
  * - `ended(spec)`: an admitted pipeline's fiber ended (any exit: terminal, interrupted, or
  *   skipped by `startGate`); `skipped(spec)`: a suite member's pipeline was not admitted
  *   (already succeeded, a duplicate, owned by another run: the runner's skip count);

@@ -193,10 +193,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     const admission = start.admission
     if (admission !== undefined) {
       // nothing to commit before the first entry, whose task runs synchronously: the row
-      // rides in its step's commit
-      // (not with a start gate: a pipeline it skips must have its row to return to pending)
+      // rides in its step's commit (or, when a start gate skips the pipeline, in the skip's;
+      // see `gateStart`)
       if (
-        env.startGate === undefined && admission.events.length === 0 && start.prepare === undefined && start.abandoned === undefined &&
+        admission.events.length === 0 && start.prepare === undefined && start.abandoned === undefined &&
         vs.pending !== null && isSyncTask(tasks[vs.pending.seq])
       ) {
         uncommitted.admission = admission.write
@@ -206,7 +206,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     }
     // the start gate, before the start's reservation (a skipped pipeline writes nothing of its
     // traversal; see `gateStart`)
-    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor))) return
+    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor, carrying))) return
     // the dead owner's in-flight attempt, durable like every attempt row of a control
     // pipeline, in the same commit as the start's reservation
     const abandoned = start.abandoned === undefined ? [] : [

@@ -305,6 +305,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       withUncommitted(uncommitted, Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now))
     )
   })
+  const carryUncommitted = (unit: CheckpointUnit) => withUncommitted(uncommitted, unit)
   /** Commits what is uncommitted on its own (before a failed attempt's rows). */
   const commitUncommitted = Effect.suspend(() =>
     hasUncommitted(uncommitted)
@@ -317,9 +318,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     const admission = start.admission
     if (admission !== undefined) {
       // A first task that runs synchronously: the row rides in its checkpoint (one commit
-      // instead of two). Otherwise (or with events to record after it) it is written now.
-      // (not with a start gate: a pipeline it skips must have its row to return to pending)
-      if (env.startGate === undefined && admission.events.length === 0 && !start.abandonedTask && isSyncTask(tasks[cursor])) {
+      // instead of two); a start gate that skips the pipeline writes it with the skip (see
+      // `gateStart`). Otherwise (or with events to record after it) it is written now.
+      if (admission.events.length === 0 && !start.abandonedTask && isSyncTask(tasks[cursor])) {
         uncommitted.admission = admission.write
       } else {
         yield* writeAdmission(store, admission)
@@ -329,7 +330,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       const now = clock.unsafeCurrentTimeMillis()
       yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, tasks[cursor]?.name ?? "?", cursor, now))
     }
-    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor))) return
+    if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor, carryUncommitted))) return
     let finalValue: unknown = input
     while (cursor < nTasks) {
       if (state.stopping) return yield* Effect.interrupt
@@ -502,7 +503,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
  * then asks the gate. Started: returns `false`, the slot still held for the first attempt.
  * Skipped: the slot goes back, the row returns to `pending` at `cursor` (not failed, not run:
  * a later admission resumes it) with a `pipeline.skipped` event naming the reason; returns
- * `true`.
+ * `true`. `carry` adds what the fiber holds uncommitted to that checkpoint: an admission that
+ * was to ride the first task's checkpoint is then written in the skip's commit (the row
+ * inserted as `pending`), so a skipped pipeline always has its row, and a started one pays no
+ * commit of its own for its admission.
  *
  * @internal
  */
@@ -510,7 +514,8 @@ export const gateStart = (
   env: PipelineEnv,
   spec: AnySpec,
   holder: SlotHold,
-  cursor: number
+  cursor: number,
+  carry: (unit: CheckpointUnit) => CheckpointUnit
 ): Effect.Effect<boolean, StoreUnavailable> =>
   Effect.flatMap(Effect.zipRight(env.slots.take(holder), env.startGate!(spec)), (reason) => {
     if (reason === undefined) return Effect.succeed(false)
@@ -518,11 +523,11 @@ export const gateStart = (
     const now = env.clock.unsafeCurrentTimeMillis()
     const pipelineId = spec.pipelineId
     return Effect.as(
-      env.store.checkpoint({
+      Effect.uninterruptible(env.store.checkpoint(carry({
         pipelineId,
         pipeline: { state: "pending", nTasksDone: cursor, startedAt: null, endedAt: null, updatedAt: now },
         events: [{ kind: "pipeline.skipped", pipelineId, runId: env.state.runId, data: { reason, cursor }, ts: now }]
-      }),
+      }))),
       true
     )
   })

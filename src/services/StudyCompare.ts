@@ -25,6 +25,12 @@
  *   case-level claim; `analysis.minRepeats` repeats, default 3, for a repeat-level one) the
  *   comparison is marked "insufficient sample", its McNemar test is not given (`null`) and the
  *   report makes no significance statement.
+ * - **Shared draws**: per metric, the variants that have every case (every repeat for a
+ *   trial-level metric) are bootstrapped together (`Statistics.sharedBootstrap`: one case draw
+ *   per resample for all of them, the paired differences read from the same resamples, seeded
+ *   `seed + the metric's position`); a variant missing a case gets its own `bootstrapMean` /
+ *   `pairedBootstrap`. Reading is done once (`StudyMetrics.read`, columns per trial), and each
+ *   variant's cases are gathered once per metric, so the report grows linearly with the study.
  * - **Pareto candidates** over the objectives, among the variants with at least one compared
  *   trial and a value for every objective: the strict front (point estimates) and the
  *   uncertainty-aware front (a variant is dominated only when another is better beyond the

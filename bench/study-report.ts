@@ -26,7 +26,9 @@
  * and peak RSS ratio (target ≤ 1.5).
  *
  * Environment: BENCH_VARIANTS (large study's variants, 200), BENCH_SMALL_VARIANTS (20),
- * BENCH_CASES (1000), BENCH_REPEATS (5), BENCH_ROUNDS (2), BENCH_REBUILD=1, BENCH_ONLY=small|large.
+ * BENCH_CASES (1000), BENCH_REPEATS (5), BENCH_ROUNDS (2), BENCH_REBUILD=1, BENCH_ONLY=small|large,
+ * BENCH_BIN (the `bin/assay` to time, default this checkout's; before/after comparisons run the
+ * bench twice, alternating, with the other build's `bin/assay`).
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -37,14 +39,23 @@ import { fileURLToPath } from "node:url"
 
 const here = nodePath.dirname(fileURLToPath(import.meta.url))
 const repo = nodePath.resolve(here, "..")
-const bin = nodePath.join(repo, "bin/assay")
+/** The CLI timed (BENCH_BIN: another checkout's bin/assay, e.g. a build of the base commit); the fixtures are always built with this checkout's. */
+const buildBin = nodePath.join(repo, "bin/assay")
+const bin = process.env.BENCH_BIN === undefined ? buildBin : nodePath.resolve(process.env.BENCH_BIN)
 const LARGE = Number(process.env.BENCH_VARIANTS ?? 200)
 const SMALL = Number(process.env.BENCH_SMALL_VARIANTS ?? 20)
 const CASES = Number(process.env.BENCH_CASES ?? 1000)
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 /** Bumped when the fixture changes: older cached roots are then not reused. */
-const FIXTURE_VERSION = 1
+const FIXTURE_VERSION = 2
+/**
+ * The variants' noise levels spread evenly over [0, NOISE_SPAN) whatever their number, so the
+ * small study is a sample of the same kind of variants as the large one (a noisier variant has
+ * more cases whose repeats differ, which the two-stage bootstrap resamples: per-variant cost
+ * must not differ between the two studies).
+ */
+const NOISE_SPAN = 0.2
 const cacheDir = nodePath.join(os.tmpdir(), "assay-bench-study-report")
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
 const load = () => Number(os.loadavg()[0]!.toFixed(2))
@@ -57,7 +68,7 @@ protocol: { experiment: ./experiment.yaml }
 output: { root: ./root }
 run: { concurrency: 64, trialConcurrency: 4 }
 variables:
-  - { name: noise, type: enum, values: [${Array.from({ length: variants }, (_, i) => i / 1000).join(", ")}] }
+  - { name: noise, type: enum, values: [${Array.from({ length: variants }, (_, i) => Number((i * NOISE_SPAN / variants).toFixed(6))).join(", ")}] }
 baseline: { noise: 0 }
 repeats: ${REPEATS}
 limits: { maxTrials: ${variants * REPEATS} }
@@ -121,7 +132,7 @@ const fixture = (variants: number): Fixture => {
   fs.writeFileSync(nodePath.join(dir, "tasks.mjs"), tasksFile)
   const l = load()
   const t0 = performance.now()
-  const r = spawnSync(bin, ["study", "run", file, "-q"], { cwd: dir, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
+  const r = spawnSync(buildBin, ["study", "run", file, "-q"], { cwd: dir, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
   const ms = Math.round(performance.now() - t0)
   if (r.status !== 0) throw new Error(`study run (${variants} variants) exited ${r.status}: ${r.stderr.slice(-4000)}`)
   const info = `built ${new Date().toISOString()} in ${ms} ms at load ${l}`
@@ -172,7 +183,7 @@ const report = (f: Fixture, round: number): Timing => {
 
 const main = () => {
   if (!fs.existsSync(nodePath.join(repo, "dist/index.js"))) throw new Error("dist/ is missing: run npm run build first")
-  emit({ bench: "study_report.commit", head: execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: repo, encoding: "utf8" }).trim() })
+  emit({ bench: "study_report.commit", head: execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: repo, encoding: "utf8" }).trim(), bin })
   const only = process.env.BENCH_ONLY
   const small = only === "large" ? undefined : fixture(SMALL)
   const large = only === "small" ? undefined : fixture(LARGE)

@@ -397,7 +397,7 @@ interface Packed {
   readonly multi: boolean
 }
 
-const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<number>, inner: boolean): Packed => {
+const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<number>, inner: boolean, tabulate = true): Packed => {
   const n = keep.length
   let total = 0
   let tabledSize = 0
@@ -407,7 +407,7 @@ const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<nu
     total += r
     if (inner && r >= 2 && r <= MAX_TABLED) {
       const t = tables[r] ?? (tables[r] = multisetsOf(r))
-      tabledSize += t.size
+      if (tabulate) tabledSize += t.size
     }
   }
   const flat = new Float64Array(total)
@@ -440,6 +440,7 @@ const pack = (rows: ReadonlyArray<ReadonlyArray<number>>, keep: ReadonlyArray<nu
       const t = tables[r]!
       kind[i] = 1
       tableAt[i] = tat
+      if (!tabulate) continue
       for (let s = 0; s < t.size; s++) {
         let a = 0
         for (let v = 0; v < r; v++) a += t.counts[s * r + v]! * (row[v]! - x0)
@@ -468,6 +469,19 @@ const resampledCaseMean = (p: Packed, j: number, ix: Indices): number => {
   let acc = 0
   for (let t = 0; t < r; t++) acc += flat[s + ix.next(r, inv)]! - x0
   return x0 + acc / r
+}
+
+/** As the tabled branch of {@link resampledCaseMean}, computing the multiset's mean from its counts. */
+const multisetMean = (p: Packed, j: number, ix: Indices): number => {
+  const r = p.count[j]!
+  const t = p.tables[r]!
+  const s = t.ofDraw[ix.next(t.draws, t.inv)]! * r
+  const at = p.start[j]!
+  const flat = p.flat
+  const x0 = flat[at]!
+  let a = 0
+  for (let v = 0; v < r; v++) a += t.counts[s + v]! * (flat[at + v]! - x0)
+  return x0 + a / r
 }
 
 const shiftedMean = (xs: Float64Array): number => {
@@ -740,7 +754,10 @@ export const sharedBootstrap = (
   }
   if (n === 0) return null
   const all = Array.from({ length: n }, (_, i) => i)
-  const packs = groups.map((g) => pack(g, all, inner))
+  // no per-case tables of multiset means (126 doubles per case of 5 repeats, per variant):
+  // the mean of a drawn multiset is computed from the shared counts, in the same order, so it
+  // is the same number the table would hold
+  const packs = groups.map((g) => pack(g, all, inner, false))
   const refs = packs.map((p) => p.caseMean[0]!)
   const stats = new Float64Array(V * resamples)
   const cases = new Indices(rngOf(seed))
@@ -765,7 +782,7 @@ export const sharedBootstrap = (
         const ix = repeatsOf[v]!
         for (let i = 0; i < n; i++) {
           const j = idx[i]!
-          acc += (kind[j] === 0 ? means[j]! : resampledCaseMean(p, j, ix)) - ref
+          acc += (kind[j] === 0 ? means[j]! : kind[j] === 1 ? multisetMean(p, j, ix) : resampledCaseMean(p, j, ix)) - ref
         }
       }
       stats[v * resamples + b] = ref + acc / n

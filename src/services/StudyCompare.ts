@@ -25,6 +25,12 @@
  *   case-level claim; `analysis.minRepeats` repeats, default 3, for a repeat-level one) the
  *   comparison is marked "insufficient sample", its McNemar test is not given (`null`) and the
  *   report makes no significance statement.
+ * - **Shared draws**: per metric, the variants that have every case (every repeat for a
+ *   trial-level metric) are bootstrapped together (`Statistics.sharedBootstrap`: one case draw
+ *   per resample for all of them, the paired differences read from the same resamples, seeded
+ *   `seed + the metric's position`); a variant missing a case gets its own `bootstrapMean` /
+ *   `pairedBootstrap`. Reading is done once (`StudyMetrics.read`, columns per trial), and each
+ *   variant's cases are gathered once per metric, so the report grows linearly with the study.
  * - **Pareto candidates** over the objectives, among the variants with at least one compared
  *   trial and a value for every objective: the strict front (point estimates) and the
  *   uncertainty-aware front (a variant is dominated only when another is better beyond the
@@ -279,21 +285,39 @@ const OPS: Readonly<Record<DomainStudy.Op, (a: number, b: number) => boolean>> =
 
 const finite = (xs: ReadonlyArray<number | null>): Array<number> => xs.filter((x): x is number => x !== null && Number.isFinite(x))
 
-/** Per case key, its values by repeat index (one array per case, repeats in order). */
-const caseMatrix = (
-  perRepeat: ReadonlyArray<ReadonlyArray<StudyMetrics.CaseValue> | null>
-): Map<string, { values: Array<number>; pipelineIds: Array<string> }> => {
-  const out = new Map<string, { values: Array<number>; pipelineIds: Array<string> }>()
-  for (const cases of perRepeat) {
-    if (cases === null) continue
-    for (const c of cases) {
-      const e = out.get(c.caseKey) ?? { values: [], pipelineIds: [] }
-      e.values.push(c.value)
-      e.pipelineIds.push(...c.pipelineIds)
-      out.set(c.caseKey, e)
+/**
+ * One variant's values of one metric by case: `rows[c]` the values of case number `c` (see
+ * `TrialValues.caseKeys`) in repeat order (empty when the variant has none), `present` how
+ * many cases have a value, and `pipelinesOf(c)` the pipelines behind case `c` (every repeat).
+ */
+interface CaseMatrix {
+  readonly rows: ReadonlyArray<ReadonlyArray<number>>
+  readonly present: number
+  readonly pipelinesOf: (c: number) => Array<string>
+}
+
+const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, metric: string, caseCount: number): CaseMatrix => {
+  const rows: Array<Array<number>> = Array.from({ length: caseCount }, () => [])
+  let present = 0
+  for (const t of byRepeat) {
+    const cs = t?.cases[metric]
+    if (cs === undefined) continue
+    for (let k = 0; k < cs.value.length; k++) {
+      const row = rows[cs.caseIndex[k]!]!
+      if (row.length === 0) present++
+      row.push(cs.value[k]!)
     }
   }
-  return out
+  const pipelinesOf = (c: number): Array<string> => {
+    const ids: Array<string> = []
+    for (const t of byRepeat) {
+      const cs = t?.cases[metric]
+      if (cs === undefined) continue
+      for (let k = 0; k < cs.value.length; k++) if (cs.caseIndex[k] === c) ids.push(t!.pipelines[cs.pipeline[k]!]!)
+    }
+    return ids
+  }
+  return { rows, present, pipelinesOf }
 }
 
 const better = (direction: DomainStudy.Direction, target: number | undefined) => (a: number, b: number): number =>
@@ -399,94 +423,139 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       })
     }
 
-    // values, intervals, evidence
-    let salt = 0
+    // values, intervals, evidence. Per metric, the variants that have every case (case-level)
+    // or every repeat (trial-level) are bootstrapped together with shared draws
+    // (Statistics.sharedBootstrap: the comparisons against the baseline come from the same
+    // resamples); any other variant gets its own bootstrapMean / pairedBootstrap.
+    const caseKeys = [...values.values()][0]?.caseKeys ?? []
     const valueOf = new Map<string, Record<string, MetricValue>>()
     const evidenceOf = new Map<string, Record<string, VariantComparison["evidence"][string]>>()
+    const vsOf = new Map<string, Record<string, VersusBaseline>>()
     for (const v of variantBase) {
-      const byRepeat = comparedOf.get(v.variantId)!
-      const vals: Record<string, MetricValue> = {}
-      const ev: Record<string, VariantComparison["evidence"][string]> = {}
-      for (const d of defs) {
+      valueOf.set(v.variantId, {})
+      evidenceOf.set(v.variantId, {})
+      if (v.variantId !== baselineId) vsOf.set(v.variantId, {})
+    }
+    const directionOf = (d: StudyMetrics.MetricDefinition): { direction: DomainStudy.Direction; target?: number } => {
+      const target = objectives.find((o) => o.metric === d.name)?.target
+      if (d.direction !== "target") return { direction: d.direction }
+      return target === undefined ? { direction: "maximize" } : { direction: "target", target }
+    }
+    const baseRepeats = comparedOf.get(baselineId) ?? []
+    let salt = 0
+    defs.forEach((d, metricNo) => {
+      const matrices = new Map<string, CaseMatrix>()
+      for (const v of variantBase) matrices.set(v.variantId, caseMatrix(comparedOf.get(v.variantId)!, d.name, caseKeys.length))
+      // the shared bootstrap: over the cases some compared variant has (case level), or over the
+      // repeats (trial level), among the variants that have all of them
+      const caseLevel = d.level === "case"
+      const union: Array<number> = []
+      if (caseLevel) {
+        for (let c = 0; c < caseKeys.length; c++) if (variantBase.some((v) => matrices.get(v.variantId)!.rows[c]!.length > 0)) union.push(c)
+      }
+      const groupOf = (variantId: string): Array<Array<number>> | null => {
+        if (caseLevel) {
+          const m = matrices.get(variantId)!
+          if (union.length === 0 || m.present !== union.length) return null
+          const rows = union.map((c) => m.rows[c] as Array<number>)
+          return rows.length >= 2 || rows[0]!.length >= 2 ? rows : null
+        }
+        const perRepeat = comparedOf.get(variantId)!.map((t) => t === null ? undefined : t.values[d.name])
+        return perRepeat.length >= 2 && perRepeat.every((x) => x !== undefined && Number.isFinite(x)) ? perRepeat.map((x) => [x!]) : null
+      }
+      const sharedIds: Array<string> = []
+      const groups: Array<Array<Array<number>>> = []
+      for (const v of variantBase) {
+        const g = groupOf(v.variantId)
+        if (g === null) continue
+        sharedIds.push(v.variantId)
+        groups.push(g)
+      }
+      const shared = groups.length === 0 ? null : Statistics.sharedBootstrap(groups, { seed: seed + metricNo, level, resamples })
+      const sharedNo = new Map(sharedIds.map((id, i) => [id, i]))
+
+      for (const v of variantBase) {
         salt++
+        const byRepeat = comparedOf.get(v.variantId)!
         const perRepeat = byRepeat.map((t) => t === null ? null : t.values[d.name] ?? null)
         const xs = finite(perRepeat)
+        const m = matrices.get(v.variantId)!
+        const k = sharedNo.get(v.variantId)
         let interval: Statistics.Interval | null = null
         let aggregation: string
-        const cases = caseMatrix(byRepeat.map((t) => t === null ? null : t.cases[d.name] ?? null))
-        if (d.level === "case" && cases.size > 0) {
-          const matrix = [...cases.values()].map((c) => c.values)
-          interval = matrix.length >= 2 || (matrix[0]?.length ?? 0) >= 2
-            ? Statistics.bootstrapMean(matrix, { seed: seed + salt, level, resamples })
-            : null
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: two-stage bootstrap of the mean over ${cases.size} case(s) and their repeats`
+        if (caseLevel && m.present > 0) {
+          if (k !== undefined) interval = shared!.intervals[k]!
+          else {
+            const rows = m.rows.filter((r) => r.length > 0)
+            interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
+          }
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: two-stage bootstrap of the mean over ${m.present} case(s) and their repeats`
         } else {
-          interval = xs.length >= 2 ? Statistics.bootstrapMean(xs.map((x) => [x]), { seed: seed + salt, level, resamples }) : null
+          if (k !== undefined) interval = shared!.intervals[k]!
+          else interval = xs.length >= 2 ? Statistics.bootstrapMean(xs.map((x) => [x]), { seed: seed + salt, level, resamples }) : null
           aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: bootstrap of the mean over the repeats`
         }
-        vals[d.name] = {
+        valueOf.get(v.variantId)![d.name] = {
           perRepeat,
           mean: xs.length === 0 ? null : Statistics.mean(xs),
           median: xs.length === 0 ? null : Statistics.median(xs),
           interval,
           aggregation
         }
+        // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
-        const list: Array<EvidenceCase> = [...cases].map(([caseKey, c]) => ({ caseKey, pipelineIds: c.pipelineIds, value: Statistics.mean(c.values) }))
-        list.sort((a, b) => order(a.value, b.value) || (a.caseKey < b.caseKey ? -1 : a.caseKey > b.caseKey ? 1 : 0))
-        ev[d.name] = {
+        const list: Array<{ readonly c: number; readonly value: number }> = []
+        for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
+        list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
+        const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
+        evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          bestCases: list.slice(0, keep),
-          worstCases: list.slice(Math.max(0, list.length - keep)).reverse()
+          bestCases: list.slice(0, keep).map(evidenceCase),
+          worstCases: list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase)
         }
       }
-      valueOf.set(v.variantId, vals)
-      evidenceOf.set(v.variantId, ev)
-    }
 
-    // against the baseline
-    const baseRepeats = comparedOf.get(baselineId) ?? []
-    const vsOf = new Map<string, Record<string, VersusBaseline>>()
-    const directionOf = (d: StudyMetrics.MetricDefinition): { direction: DomainStudy.Direction; target?: number } => {
-      const target = objectives.find((o) => o.metric === d.name)?.target
-      if (d.direction !== "target") return { direction: d.direction }
-      return target === undefined ? { direction: "maximize" } : { direction: "target", target }
-    }
-    for (const v of variantBase) {
-      if (v.variantId === baselineId) continue
-      const candRepeats = comparedOf.get(v.variantId)!
-      const vs: Record<string, VersusBaseline> = {}
-      for (const d of defs) {
+      // against the baseline
+      const baseK = sharedNo.get(baselineId)
+      const base = matrices.get(baselineId)
+      for (const v of variantBase) {
+        if (v.variantId === baselineId) continue
         salt++
-        if (d.level === "case") {
-          const base = caseMatrix(baseRepeats.map((t) => t === null ? null : t.cases[d.name] ?? null))
-          const cand = caseMatrix(candRepeats.map((t) => t === null ? null : t.cases[d.name] ?? null))
-          const keys = [...base.keys()].filter((k) => cand.has(k)).sort()
+        const candRepeats = comparedOf.get(v.variantId)!
+        const candK = sharedNo.get(v.variantId)
+        const both = shared !== null && baseK !== undefined && candK !== undefined
+        const vs = vsOf.get(v.variantId)!
+        if (caseLevel) {
+          const cand = matrices.get(v.variantId)!
+          const keys: Array<number> = []
+          if (base !== undefined) for (let c = 0; c < caseKeys.length; c++) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
           const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
           const sufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
           const paired = keys.length === 0
             ? null
-            : Statistics.pairedBootstrap(keys.map((k) => base.get(k)!.values), keys.map((k) => cand.get(k)!.values), {
+            : both
+            ? shared.paired(baseK, candK, directionOf(d))
+            : Statistics.pairedBootstrap(keys.map((c) => base!.rows[c]!), keys.map((c) => cand.rows[c]!), {
               seed: seed + salt,
               level,
               resamples,
               ...directionOf(d)
             })
           let mcnemar: Statistics.McNemar | null = null
-          const binary = keys.length > 0 && keys.every((k) => [...base.get(k)!.values, ...cand.get(k)!.values].every((x) => x === 0 || x === 1))
+          const binary = keys.length > 0 && keys.every((c) => base!.rows[c]!.every((x) => x === 0 || x === 1) && cand.rows[c]!.every((x) => x === 0 || x === 1))
           if (binary && sufficiency.sufficient) {
             // discordant (case, repeat) pairs, repeats aligned by their order
             let b = 0
-            let c = 0
-            for (const k of keys) {
-              const bv = base.get(k)!.values
-              const cv = cand.get(k)!.values
+            let cc = 0
+            for (const c of keys) {
+              const bv = base!.rows[c]!
+              const cv = cand.rows[c]!
               for (let i = 0; i < Math.min(bv.length, cv.length); i++) {
                 if (bv[i] === 1 && cv[i] === 0) b++
-                else if (bv[i] === 0 && cv[i] === 1) c++
+                else if (bv[i] === 0 && cv[i] === 1) cc++
               }
             }
-            mcnemar = Statistics.mcnemarExact(b, c)
+            mcnemar = Statistics.mcnemarExact(b, cc)
           }
           vs[d.name] = { paired, mcnemar, sufficiency, claim: "case" }
         } else {
@@ -499,12 +568,13 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
           const paired = pairs.length === 0
             ? null
+            : both && pairs.length === baseRepeats.length
+            ? shared.paired(baseK, candK, directionOf(d))
             : Statistics.pairedBootstrap(pairs.map((p) => [p[0]]), pairs.map((p) => [p[1]]), { seed: seed + salt, level, resamples, ...directionOf(d) })
           vs[d.name] = { paired, mcnemar: null, sufficiency, claim: "repeat" }
         }
       }
-      vsOf.set(v.variantId, vs)
-    }
+    })
 
     // Pareto and ranking over the objectives
     const paretoObjectives = objectives.map((o) => ({ direction: o.direction, ...(o.target === undefined ? {} : { target: o.target }) }))

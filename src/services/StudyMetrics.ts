@@ -125,23 +125,28 @@ export const definitions = (
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One case's value in one trial: the case key (see the module docs), the pipelines it came
- * from and the value.
+ * One metric's per-pipeline values in one trial, in columns (one entry per succeeded pipeline
+ * with a value): `caseIndex[k]` is the entry's case (an index into {@link TrialValues}'s
+ * `caseKeys`), `pipeline[k]` its pipeline (an index into `pipelines`), `value[k]` the value.
+ * Columns of typed arrays rather than one object per pipeline: a study of a million pipelines
+ * is read into tens of megabytes.
  *
- * @since 0.6.0
+ * @since 0.7.0
  * @category models
  */
-export interface CaseValue {
-  readonly caseKey: string
-  readonly pipelineIds: ReadonlyArray<string>
-  readonly value: number
+export interface TrialCases {
+  readonly caseIndex: Int32Array
+  readonly pipeline: Int32Array
+  readonly value: Float64Array
 }
 
 /**
  * A trial's metric values: `values` (metric -> the trial's value; absent when unknown),
- * `cases` (metric -> one {@link CaseValue} per case, for every metric with per-pipeline values:
+ * `cases` (metric -> its {@link TrialCases}, for every metric with per-pipeline values:
  * case-level metrics, declared trial-level ones, `latencyP95Ms` as each pipeline's latency),
- * `pipelines` (every pipeline of the trial stored, any state).
+ * `caseKeys` (the case keys of the read, shared by every trial it returned: the same index is
+ * the same case in every trial) and `pipelines` (every pipeline of the trial stored, any
+ * state).
  *
  * @since 0.6.0
  * @category models
@@ -149,7 +154,8 @@ export interface CaseValue {
 export interface TrialValues {
   readonly trialId: string
   readonly values: Readonly<Record<string, number>>
-  readonly cases: Readonly<Record<string, ReadonlyArray<CaseValue>>>
+  readonly cases: Readonly<Record<string, TrialCases>>
+  readonly caseKeys: ReadonlyArray<string>
   readonly pipelines: ReadonlyArray<string>
 }
 
@@ -244,13 +250,18 @@ export const caseKeyOf = (p: {
   return contentAddressed ? `seed:${p.seedDigest}${repeat > 0 ? `#${repeat}` : ""}` : p.localKey!
 }
 
-interface PipelineFacts {
-  readonly pipelineId: string
+/** What the read keeps of one trial's pipelines while it reads: columns by position. */
+interface Acc {
   readonly trialId: string
-  readonly caseKey: string
-  readonly succeeded: boolean
-  readonly latencyMs: number | null
-  output?: unknown
+  readonly ids: Array<string>
+  readonly caseIndex: Array<number>
+  readonly ok: Array<boolean>
+  /** `endedAt − startedAt` of a succeeded pipeline, else NaN */
+  readonly latency: Array<number>
+  /** declared metric from an output -> its value per position (NaN: none) */
+  readonly outputs: Map<string, Array<number>>
+  /** task-reported metric -> its value per position (NaN: none) */
+  readonly reported: Map<string, Array<number>>
   tokensIn: number
   tokensOut: number
   retries: number
@@ -259,9 +270,37 @@ interface PipelineFacts {
 
 const CHUNK = 500
 
+/** A column of NaN as long as the trial's pipelines, created on first use. */
+const column = (m: Map<string, Array<number>>, name: string, length: number): Array<number> => {
+  let c = m.get(name)
+  if (c === undefined) {
+    c = new Array<number>(length).fill(NaN)
+    m.set(name, c)
+  }
+  return c
+}
+
+/** The entries of a per-position column at the succeeded positions with a finite value. */
+const casesOf = (acc: Acc, col: ReadonlyArray<number> | undefined): TrialCases => {
+  const n = acc.ids.length
+  let k = 0
+  if (col !== undefined) for (let i = 0; i < n; i++) if (acc.ok[i] && Number.isFinite(col[i]!)) k++
+  const out = { caseIndex: new Int32Array(k), pipeline: new Int32Array(k), value: new Float64Array(k) }
+  if (col === undefined) return out
+  for (let i = 0, j = 0; i < n; i++) {
+    if (!acc.ok[i] || !Number.isFinite(col[i]!)) continue
+    out.caseIndex[j] = acc.caseIndex[i]!
+    out.pipeline[j] = i
+    out.value[j++] = col[i]!
+  }
+  return out
+}
+
 /**
  * Reads the metric values of some trials of a study from the root's merged view (see the module
- * docs for the sources).
+ * docs for the sources). Streams the pipelines once and their outputs in chunks of 500; keeps
+ * per pipeline only its id, case number, state and the numbers the metrics need (never the
+ * outputs), so memory grows by tens of bytes per pipeline.
  *
  * @param input `studyId`; `trialIds`; `metrics`: the definitions to compute (see
  *   {@link definitions}; a name not among them is not computed); `usage`: each trial's metered
@@ -281,51 +320,83 @@ export const read = (input: {
   Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
     const store = yield* catalog.view(input.view)
-    const byDigest = new Map(input.trialIds.map((id) => [memberDigest(input.studyId, id), id]))
+    const accs = new Map<string, Acc>()
+    const byDigest = new Map<string, Acc>()
+    for (const id of input.trialIds) {
+      const acc: Acc = {
+        trialId: id,
+        ids: [],
+        caseIndex: [],
+        ok: [],
+        latency: [],
+        outputs: new Map(),
+        reported: new Map(),
+        tokensIn: 0,
+        tokensOut: 0,
+        retries: 0,
+        rateLimited: 0
+      }
+      accs.set(id, acc)
+      byDigest.set(memberDigest(input.studyId, id), acc)
+    }
     const wanted = new Set(input.trialIds)
     const names = new Set(input.metrics.map((m) => m.name))
-    const pipelines = new Map<string, PipelineFacts>()
+    const caseKeys: Array<string> = []
+    const caseNo = new Map<string, number>()
     yield* Stream.runForEach(store.streamPipelines(), (p) =>
       Effect.sync(() => {
         const d = memberDigestOf(p.pipelineId)
-        const trialId = d === undefined ? undefined : byDigest.get(d)
-        if (trialId === undefined) return
-        pipelines.set(p.pipelineId, {
-          pipelineId: p.pipelineId,
-          trialId,
-          caseKey: caseKeyOf(p),
-          succeeded: p.state === "succeeded",
-          latencyMs: p.state === "succeeded" && p.startedAt !== null && p.endedAt !== null ? p.endedAt - p.startedAt : null,
-          tokensIn: 0,
-          tokensOut: 0,
-          retries: 0,
-          rateLimited: 0
-        })
+        const acc = d === undefined ? undefined : byDigest.get(d)
+        if (acc === undefined) return
+        const key = caseKeyOf(p)
+        let c = caseNo.get(key)
+        if (c === undefined) {
+          c = caseKeys.length
+          caseKeys.push(key)
+          caseNo.set(key, c)
+        }
+        const ok = p.state === "succeeded"
+        acc.ids.push(p.pipelineId)
+        acc.caseIndex.push(c)
+        acc.ok.push(ok)
+        acc.latency.push(ok && p.startedAt !== null && p.endedAt !== null ? p.endedAt - p.startedAt : NaN)
       }))
     // outputs: final ones for declared output metrics; every task output for the token counts
-    const needOutputs = input.metrics.some((m) => m.decl !== undefined && "output" in m.decl.from)
+    const outputMetrics = input.metrics.flatMap((m) => m.decl !== undefined && "output" in m.decl.from ? [{ name: m.name, decl: m.decl, path: m.decl.from.output }] : [])
     const needTokens = names.has("tokensIn") || names.has("tokensOut")
-    if (needOutputs || needTokens) {
-      const ids = [...pipelines.values()].filter((p) => p.succeeded).map((p) => p.pipelineId as PipelineId)
-      for (let i = 0; i < ids.length; i += CHUNK) {
-        const bundles = yield* store.loadBundles(ids.slice(i, i + CHUNK), {
-          payloads: needTokens ? "all" : "final",
-          artifacts: needTokens ? "all" : "final",
-          tasks: false
-        })
-        for (const [pid, b] of bundles) {
-          const facts = pipelines.get(pid)!
-          for (const a of b.artifacts) {
-            if (!a.artifact.active || a.artifact.seq < 0) continue
-            const isFinal = a.artifact.isFinal
-            if (!isFinal && !needTokens) continue
-            const value = decodePayload(a.artifact, a.payload)
-            if (isFinal) facts.output = value
-            if (needTokens) {
-              const pin = numeric(atPath(value, "usage.promptTokens"))
-              const pout = numeric(atPath(value, "usage.completionTokens"))
-              if (pin !== undefined) facts.tokensIn += pin
-              if (pout !== undefined) facts.tokensOut += pout
+    if (outputMetrics.length > 0 || needTokens) {
+      for (const acc of accs.values()) {
+        const positions: Array<number> = []
+        for (let i = 0; i < acc.ids.length; i++) if (acc.ok[i]) positions.push(i)
+        const cols = outputMetrics.map((m) => column(acc.outputs, m.name, acc.ids.length))
+        for (let s = 0; s < positions.length; s += CHUNK) {
+          const chunk = positions.slice(s, s + CHUNK)
+          const bundles = yield* store.loadBundles(chunk.map((i) => acc.ids[i]! as PipelineId), {
+            payloads: needTokens ? "all" : "final",
+            artifacts: needTokens ? "all" : "final",
+            tasks: false
+          })
+          for (const i of chunk) {
+            const b = bundles.get(acc.ids[i]! as PipelineId)
+            if (b === undefined) continue
+            for (const a of b.artifacts) {
+              if (!a.artifact.active || a.artifact.seq < 0) continue
+              const isFinal = a.artifact.isFinal
+              if (!isFinal && !needTokens) continue
+              const value = decodePayload(a.artifact, a.payload)
+              if (isFinal) {
+                for (let k = 0; k < outputMetrics.length; k++) {
+                  const m = outputMetrics[k]!
+                  const v = pipelineValue(m.decl, atPath(value, m.path))
+                  cols[k]![i] = v === undefined ? NaN : v
+                }
+              }
+              if (needTokens) {
+                const pin = numeric(atPath(value, "usage.promptTokens"))
+                const pout = numeric(atPath(value, "usage.completionTokens"))
+                if (pin !== undefined) acc.tokensIn += pin
+                if (pout !== undefined) acc.tokensOut += pout
+              }
             }
           }
         }
@@ -334,19 +405,21 @@ export const read = (input: {
     if (names.has("retries") || names.has("rateLimited")) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
-          const facts = pipelines.get(a.pipelineId)
-          if (facts === undefined) return
-          if (a.attemptNo > 1) facts.retries++
-          if (a.errorClass === "rate_limit") facts.rateLimited++
+          const d = memberDigestOf(a.pipelineId)
+          const acc = d === undefined ? undefined : byDigest.get(d)
+          if (acc === undefined) return
+          if (a.attemptNo > 1) acc.retries++
+          if (a.errorClass === "rate_limit") acc.rateLimited++
         }))
     }
     // task-reported metrics: pipeline scope (latest run wins) and member-scoped run metrics
     const reportedNames = new Set(
       input.metrics.flatMap((m) => m.kind === "reported" ? [m.name] : m.decl !== undefined && "metric" in m.decl.from ? [m.decl.from.metric] : [])
     )
-    const perPipeline = new Map<string, Map<string, number>>()
     const memberScoped = new Map<string, Map<string, number>>()
     if (reportedNames.size > 0) {
+      const positionOf = new Map<string, number>()
+      for (const acc of accs.values()) acc.ids.forEach((id, i) => positionOf.set(id, i))
       for (const r of yield* store.listRuns) {
         for (const m of yield* store.metrics({ runId: r.runId })) {
           if (!reportedNames.has(m.name) && m.pipelineId !== null) continue
@@ -358,27 +431,22 @@ export const read = (input: {
             const ms = memberScoped.get(parsed.experimentId) ?? new Map<string, number>()
             ms.set(parsed.name, v)
             memberScoped.set(parsed.experimentId, ms)
-          } else if (pipelines.has(m.pipelineId)) {
-            const ps = perPipeline.get(m.pipelineId) ?? new Map<string, number>()
-            ps.set(m.name, v)
-            perPipeline.set(m.pipelineId, ps)
+          } else {
+            const d = memberDigestOf(m.pipelineId)
+            const acc = d === undefined ? undefined : byDigest.get(d)
+            const i = positionOf.get(m.pipelineId)
+            if (acc === undefined || i === undefined) continue
+            column(acc.reported, m.name, acc.ids.length)[i] = v
           }
         }
       }
     }
     // per trial
-    const byTrial = new Map<string, Array<PipelineFacts>>()
-    for (const p of pipelines.values()) {
-      const list = byTrial.get(p.trialId) ?? []
-      list.push(p)
-      byTrial.set(p.trialId, list)
-    }
     const out = new Map<string, TrialValues>()
     for (const trialId of input.trialIds) {
-      const list = byTrial.get(trialId) ?? []
-      const ok = list.filter((p) => p.succeeded)
+      const acc = accs.get(trialId)!
       const values: Record<string, number> = {}
-      const cases: Record<string, Array<CaseValue>> = {}
+      const cases: Record<string, TrialCases> = {}
       const usage = input.usage.get(trialId)
       for (const m of input.metrics) {
         if (m.kind === "builtin") {
@@ -397,42 +465,48 @@ export const read = (input: {
               v = usage?.timeMs
               break
             case "tokensIn":
-              v = ok.reduce((a, p) => a + p.tokensIn, 0)
+              v = acc.tokensIn
               break
             case "tokensOut":
-              v = ok.reduce((a, p) => a + p.tokensOut, 0)
+              v = acc.tokensOut
               break
             case "retries":
-              v = list.reduce((a, p) => a + p.retries, 0)
+              v = acc.retries
               break
             case "rateLimited":
-              v = list.reduce((a, p) => a + p.rateLimited, 0)
+              v = acc.rateLimited
               break
             case "latencyP95Ms": {
-              const lat = ok.flatMap((p) => p.latencyMs === null ? [] : [{ caseKey: p.caseKey, pipelineIds: [p.pipelineId], value: p.latencyMs }])
+              const lat = casesOf(acc, acc.latency)
               cases[m.name] = lat
-              v = lat.length === 0 ? undefined : quantile7(lat.map((c) => c.value), 0.95)
+              v = lat.value.length === 0 ? undefined : quantile7(Array.from(lat.value), 0.95)
               break
             }
           }
           if (v !== undefined) values[m.name] = v
           continue
         }
-        const cs: Array<CaseValue> = []
-        for (const p of ok) {
-          let v: number | undefined
-          if (m.decl === undefined) v = perPipeline.get(p.pipelineId)?.get(m.name)
-          else if ("output" in m.decl.from) v = pipelineValue(m.decl, atPath(p.output, m.decl.from.output))
-          else v = pipelineValue(m.decl, perPipeline.get(p.pipelineId)?.get(m.decl.from.metric))
-          if (v !== undefined) cs.push({ caseKey: p.caseKey, pipelineIds: [p.pipelineId], value: v })
-        }
+        const col = m.decl === undefined
+          ? acc.reported.get(m.name)
+          : "output" in m.decl.from
+          ? acc.outputs.get(m.name)
+          : mapColumn(acc.reported.get(m.decl.from.metric), m.decl)
+        const cs = casesOf(acc, col)
         cases[m.name] = cs
-        const reduced = reduce(m.decl?.reducer ?? "mean", cs.map((c) => c.value))
+        const reduced = reduce(m.decl?.reducer ?? "mean", Array.from(cs.value))
         const runMetric = m.kind === "reported" ? memberScoped.get(trialId)?.get(m.name) : undefined
         const v = runMetric ?? reduced
         if (v !== undefined) values[m.name] = v
       }
-      out.set(trialId, { trialId, values, cases, pipelines: list.map((p) => p.pipelineId) })
+      out.set(trialId, { trialId, values, cases, caseKeys, pipelines: acc.ids })
     }
     return out
+  })
+
+/** A reported metric's column through a declaration (`rate` compares with `equals`). */
+const mapColumn = (col: ReadonlyArray<number> | undefined, decl: Study.MetricDecl): ReadonlyArray<number> | undefined =>
+  col === undefined ? undefined : col.map((x) => {
+    if (Number.isNaN(x)) return NaN
+    const v = pipelineValue(decl, x)
+    return v === undefined ? NaN : v
   })

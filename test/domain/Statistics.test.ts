@@ -247,6 +247,72 @@ describe("pairedBootstrap", () => {
   })
 })
 
+describe("sharedBootstrap", () => {
+  // three variants on the same 300 cases, 2..6 repeats per case, noise within cases
+  const rowsOf = (shift: number, salt: number) =>
+    Array.from({ length: 300 }, (_, i) => Array.from({ length: 2 + (i % 5) }, (_, t) => golden(1, i)[0]! + shift + 2 * golden(1, salt + i * 7 + t)[0]!))
+  const groups = [rowsOf(0, 1000), rowsOf(0.3, 5000), rowsOf(-0.1, 9000)]
+
+  it("each variant's interval is its two-stage bootstrap, and paired differences the paired one, up to Monte Carlo error", () => {
+    const sh = S.sharedBootstrap(groups, { seed: 5 })!
+    groups.forEach((g, v) => {
+      const alone = S.bootstrapMean(g, { seed: 5 + v })!
+      const iv = sh.intervals[v]!
+      assert.strictEqual(iv.estimate, alone.estimate)
+      const half = (alone.upper - alone.lower) / 2
+      assert.closeTo(iv.lower, alone.lower, 0.06 * half)
+      assert.closeTo(iv.upper, alone.upper, 0.06 * half)
+      assert.strictEqual(iv.method, "percentile bootstrap over cases and repeats, 10000 resamples, seed 5 (case draws shared by 3 variants)")
+    })
+    for (const [b, c] of [[0, 1], [0, 2], [2, 1]] as const) {
+      const alone = S.pairedBootstrap(groups[b]!, groups[c]!, { seed: 9, direction: "minimize" })!
+      const p = sh.paired(b, c, { direction: "minimize" })
+      assert.strictEqual(p.difference.estimate, alone.difference.estimate)
+      assert.deepStrictEqual([p.cases, p.candidateWins, p.baselineWins, p.ties], [alone.cases, alone.candidateWins, alone.baselineWins, alone.ties])
+      const half = (alone.difference.upper - alone.difference.lower) / 2
+      assert.closeTo(p.difference.lower, alone.difference.lower, 0.06 * half)
+      assert.closeTo(p.difference.upper, alone.difference.upper, 0.06 * half)
+      assert.include(p.difference.method, "paired percentile bootstrap over cases and repeats")
+    }
+  })
+
+  it("is reproducible for a seed; adding a variant after the others leaves their intervals as they were", () => {
+    const two = S.sharedBootstrap(groups.slice(0, 2), { seed: 5 })!
+    const again = S.sharedBootstrap(groups.slice(0, 2), { seed: 5 })!
+    assert.deepStrictEqual(again.intervals, two.intervals)
+    const three = S.sharedBootstrap(groups, { seed: 5 })!
+    for (const v of [0, 1]) {
+      assert.strictEqual(three.intervals[v]!.lower, two.intervals[v]!.lower)
+      assert.strictEqual(three.intervals[v]!.upper, two.intervals[v]!.upper)
+    }
+    assert.strictEqual(three.paired(0, 1).difference.lower, two.paired(0, 1).difference.lower)
+    const other = S.sharedBootstrap(groups.slice(0, 2), { seed: 6 })!
+    assert.notStrictEqual(other.intervals[0]!.lower, two.intervals[0]!.lower)
+  })
+
+  it("one value per case: the paired interval is the bootstrap of the differences; a constant shift is a zero-width interval", () => {
+    const xs = golden(200).map((u) => [u])
+    const shifted = xs.map(([x]) => [x! + 0.25])
+    const sh = S.sharedBootstrap([xs, shifted], { seed: 2 })!
+    const d = sh.paired(0, 1).difference
+    assert.closeTo(d.estimate, 0.25, 1e-12)
+    assert.closeTo(d.lower, 0.25, 1e-12)
+    assert.closeTo(d.upper, 0.25, 1e-12)
+    assert.strictEqual(sh.intervals[0]!.method, "percentile bootstrap over cases, 10000 resamples, seed 2 (case draws shared by 2 variants)")
+  })
+
+  it("no group or no case is null; refuses groups of different lengths, a case without a value, NaN and unknown variants", () => {
+    assert.isNull(S.sharedBootstrap([], { seed: 1 }))
+    assert.isNull(S.sharedBootstrap([[], []], { seed: 1 }))
+    assert.throws(() => S.sharedBootstrap([[[1]], [[1], [2]]], { seed: 1 }), RangeError, "groups[1] has 2 cases")
+    assert.throws(() => S.sharedBootstrap([[[1], []]], { seed: 1 }), RangeError, "groups[0][1] has no value")
+    assert.throws(() => S.sharedBootstrap([[[1], [NaN]]], { seed: 1 }), RangeError, "groups[0][1][0] is NaN")
+    const sh = S.sharedBootstrap([[[1], [2]]], { seed: 1 })!
+    assert.throws(() => sh.paired(0, 1), RangeError, "numbered 0 to 0")
+    assert.throws(() => sh.paired(0, 0, { direction: "target" }), RangeError, "finite target")
+  })
+})
+
 describe("mcnemarExact", () => {
   it("matches exact binomial p-values (hand-computed and scipy.stats.binomtest)", () => {
     const table: ReadonlyArray<readonly [number, number, number]> = [

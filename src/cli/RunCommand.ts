@@ -152,7 +152,7 @@ const runOptions = {
   outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root)."),
   acceptChangedRows: flag(
     "accept-changed-rows",
-    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as history."
+    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as superseded history, out of the cumulative totals. The root remembers it: later runs need no flag."
   )
 }
 

@@ -107,7 +107,7 @@ const runOptions = {
   strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
   stopAfterFailures: optInt(
     "stop-after-failures",
-    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops)."
+    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops; a member's own experiments.ID.stopAfterFailures stops only it)."
   ),
   stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\").", "duration"),
   staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),

@@ -372,4 +372,56 @@ describe("suite CLI fixes", () => {
       const back = JSON.parse((yield* assay(["report", root, "--json"], opts(dir))).stdout)
       assert.deepStrictEqual([back.pipelines, back.superseded], [5, 1])
     }), 180_000)
+  it.scoped("a member's own stopAfterFailures stops only that member (the others go on, resume continues it); bad values name the field", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 20 } } })
+      write(dir, "good.json", { pipeline: { name: "g", tasks: [{ use: "delay", args: ["2 millis"] }] }, source: { range: { n: 30 } } })
+      const suiteWith = (bad: Record<string, unknown>) => write(dir, "suite.json", {
+        suite: { id: "budgets" },
+        run: { concurrency: 1, maxAdmitted: 2 },
+        output: { root: "out", layout: "byExperiment" },
+        experiments: { bad: { config: "bad.json", ...bad }, good: { config: "good.json" } }
+      })
+      for (const [value, expected] of [
+        [{ stopAfterFailures: 0 }, /experiments\.bad\.stopAfterFailures: must be an integer >= 1/],
+        [{ stopAfterFailures: 1.5 }, /experiments\.bad\.stopAfterFailures: Expected an integer, actual 1\.5/],
+        [{ stopAfterFailure: 2 }, /experiments\.bad\.stopAfterFailure: unknown key "stopAfterFailure" \(did you mean stopAfterFailures\?\)/]
+      ] as const) {
+        const file = suiteWith(value)
+        const r = yield* assay(["run", "-c", file, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 2, `${JSON.stringify(value)}: ${r.stderr}`)
+        assert.match(r.stderr, expected)
+      }
+      assert.isFalse(fs.existsSync(path.join(dir, "out")), "nothing created")
+
+      const suite = suiteWith({ stopAfterFailures: 2 })
+      const v = yield* assay(["validate", "-c", suite, "--json"], opts(dir))
+      assert.strictEqual(v.code, 0, v.stderr)
+      assert.deepStrictEqual(JSON.parse(v.stdout).experiments.map((m: any) => [m.id, m.stopAfterFailures]), [["bad", 2], ["good", null]])
+      const badDb = path.join(dir, "out/experiments/bad/state.db")
+      const goodDb = path.join(dir, "out/experiments/good/state.db")
+      const r = yield* assay(["run", "-c", suite, "--summary", "json"], opts(dir))
+      assert.strictEqual(r.code, 1, r.stderr)
+      const report = JSON.parse(r.stdout)
+      assert.strictEqual(report.status, "completed", "no suite-wide stop")
+      const bad = report.members.find((m: any) => m.experimentId === "bad")
+      assert.isTrue(bad.failuresReached)
+      assert.isFalse(bad.sourceExhausted)
+      const first = countIn(badDb, "SELECT count(*) FROM pipelines")
+      assert.isAtLeast(first, 2)
+      assert.isBelow(first, 20, "the member stopped admitting")
+      assert.strictEqual(countIn(goodDb, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30, "the other member went on to its end")
+      const text = yield* assay(["resume", "-c", suite], opts(dir))
+      assert.strictEqual(text.code, 1, text.stderr)
+      assert.include(text.stdout, "bad: submitted")
+      assert.include(text.stdout, "stopped by its own stopAfterFailures (source not exhausted; resume continues it)")
+      assert.isAbove(countIn(badDb, "SELECT count(*) FROM pipelines"), first, "resume went on with the member, with a fresh budget")
+
+      // the suite-wide flag still counts every member together and stops them all
+      const all = yield* assay(["run", "-c", suite, "--output-root", "out2", "--stop-after-failures", "1", "--quiet"], opts(dir))
+      assert.strictEqual(all.code, 1, all.stderr)
+      assert.include(all.stderr, "stopped early (--stop-after-failures / run.stopAfterFailures reached)")
+      assert.isBelow(countIn(path.join(dir, "out2/experiments/good/state.db"), "SELECT count(*) FROM pipelines"), 30)
+    }), 180_000)
 })

@@ -45,7 +45,8 @@ export interface SuiteLoadOptions extends LoadOptions {
 /**
  * One loaded member of a suite.
  *
- * - `id`: the member (experiment) id; `label`, `limit`: as written (or `undefined`);
+ * - `id`: the member (experiment) id; `label`, `limit`, `stopAfterFailures`: as written (or
+ *   `undefined`); `stopAfterFailures` is run configuration, outside the definition digest;
  * - `config`: the absolute path of its experiment file; `experiment`: that file loaded by the
  *   experiment loader, its paths keeping their standalone meaning;
  * - `memberDigest`: `SuiteIdentity.memberDigest(suiteId, id)` (the prefix of its pipeline ids);
@@ -69,6 +70,7 @@ export interface LoadedMember {
   readonly id: string
   readonly label: string | undefined
   readonly limit: number | undefined
+  readonly stopAfterFailures?: number | undefined
   readonly config: string
   readonly experiment: Experiment
   readonly memberDigest: string
@@ -325,6 +327,7 @@ interface Entry {
   readonly poolBindings: Readonly<Record<string, string>>
   readonly label: string | undefined
   readonly limit: number | undefined
+  readonly stopAfterFailures: number | undefined
 }
 
 /** The member entries of a (possibly invalid) expanded suite document, as far as they read. */
@@ -343,7 +346,11 @@ const entriesOf = (doc: unknown): Array<Entry> => {
       config: m["config"],
       poolBindings: bindings,
       label: typeof m["label"] === "string" ? m["label"] : undefined,
-      limit: typeof m["limit"] === "number" && Number.isSafeInteger(m["limit"]) && m["limit"] >= 0 ? m["limit"] : undefined
+      limit: typeof m["limit"] === "number" && Number.isSafeInteger(m["limit"]) && m["limit"] >= 0 ? m["limit"] : undefined,
+      stopAfterFailures: typeof m["stopAfterFailures"] === "number" && Number.isSafeInteger(m["stopAfterFailures"]) &&
+          m["stopAfterFailures"] >= 1
+        ? m["stopAfterFailures"]
+        : undefined
     })
   }
   return out
@@ -567,6 +574,7 @@ export const load = (
         id: entry.id,
         label: entry.label,
         limit: entry.limit,
+        stopAfterFailures: entry.stopAfterFailures,
         config: experiment.file,
         experiment,
         memberDigest: Suite.memberDigest(suiteId, entry.id),
@@ -621,6 +629,7 @@ export const load = (
             id: m.id,
             label: m.label ?? null,
             limit: m.limit ?? null,
+            stopAfterFailures: m.stopAfterFailures ?? null,
             config: m.config,
             memberDigest: m.memberDigest,
             definitionDigest: m.definitionDigest,

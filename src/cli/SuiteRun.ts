@@ -181,6 +181,18 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       // acceptance is recorded in the root (the old pipelines superseded), so later runs and
       // resumes go on without the flag while a new edit is refused again
       const changed = yield* changedRows(loaded, selected.map((m) => m.id))
+      // a keyed row edited in place: its key names one pipeline, so no acceptance can keep both
+      const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
+      if (rekeyed.length > 0) {
+        return yield* new ConfigError({
+          message: rekeyed.map((c) => `${memberPath(c.experimentId)}: ${keyedEditsMessage(c)}`).join("\n"),
+          issues: rekeyed.map((c) => ({
+            path: memberPath(c.experimentId),
+            message: keyedEditsMessage(c),
+            suggestion: "restore the rows, give the changed rows new keys, or use a new member id or another output root"
+          }))
+        })
+      }
       const edited = changed.filter((c) => c.stale > 0)
       if (edited.length > 0 && args.acceptChangedRows !== true) {
         return yield* new ConfigError({
@@ -319,7 +331,16 @@ interface ChangedRows {
   readonly addedKeys: ReadonlyArray<string>
   /** Local keys of superseded pipelines the source yields again (rows restored as they were). */
   readonly revivedKeys: ReadonlyArray<string>
+  /** Explicit keys (`keyField`) whose row's content changed since its pipeline ran. */
+  readonly keyedEdits: ReadonlyArray<string>
 }
+
+const keyedEditsMessage = (c: ChangedRows): string =>
+  `${c.keyedEdits.length} input row(s) with an explicit key changed content since they ran (keys ${
+    c.keyedEdits.slice(0, 5).join(", ")
+  }${c.keyedEdits.length > 5 ? ", …" : ""}): a key names one pipeline for life in a root, so the edited row cannot run ` +
+  "beside its old result (--accept-changed-rows cannot keep both); restore the rows, give the changed rows new keys, " +
+  "or use a new member id or another output root"
 
 const changedRowsMessage = (c: ChangedRows): string =>
   `the member's source no longer yields ${c.stale} of its stored pipeline(s) (local keys ${c.staleKeys.slice(0, 5).join(", ")}${
@@ -346,25 +367,42 @@ const changedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<st
       const view = yield* catalog.view(m.id)
       const superseded = new Set((catalog.superseded === undefined ? [] : yield* catalog.superseded(m.id)).map((s) => s.localKey))
       if ((yield* view.stats()).pipelines === 0 && superseded.size === 0) continue
-      const stored = new Set<string>()
+      // each stored local key with the seed digest its pipeline ran from
+      const stored = new Map<string, string>()
       let after: PipelineCursor | undefined
       for (;;) {
         const page: PipelinesPage = yield* view.pipelinesPage({ limit: 1000, ...(after === undefined ? {} : { after }) })
-        for (const p of page.pipelines) if (p.experimentId === m.id && p.localKey !== null) stored.add(p.localKey)
+        for (const p of page.pipelines) if (p.experimentId === m.id && p.localKey !== null) stored.set(p.localKey, p.seedDigest)
         if (page.next === null) break
         after = page.next
       }
       const current = new Set<string>()
+      const keyedEdits = new Set<string>()
       // a source that fails here fails that member in the run itself, as usual: no verdict now
       const read = yield* Effect.either(
-        Stream.runForEach(m.experiment.pipelines(), (spec) => Effect.sync(() => current.add(spec.member?.localKey ?? spec.key)))
+        Stream.runForEach(m.experiment.pipelines(), (spec) =>
+          Effect.sync(() => {
+            const key = spec.member?.localKey ?? spec.key
+            current.add(key)
+            // a content address changes with the row; an explicit key keeps it while the seed changes
+            const seed = stored.get(key)
+            if (seed !== undefined && seed !== spec.seedDigest) keyedEdits.add(key)
+          }))
       )
       if (read._tag === "Left") continue
-      const staleKeys = [...stored].filter((k) => !current.has(k))
+      const staleKeys = [...stored.keys()].filter((k) => !current.has(k))
       const revivedKeys = [...superseded].filter((k) => current.has(k) && !stored.has(k))
-      if (staleKeys.length === 0 && revivedKeys.length === 0) continue
+      if (staleKeys.length === 0 && revivedKeys.length === 0 && keyedEdits.size === 0) continue
       const addedKeys = [...current].filter((k) => !stored.has(k) && !superseded.has(k))
-      out.push({ experimentId: m.id, stale: staleKeys.length, staleKeys, added: addedKeys.length, addedKeys, revivedKeys })
+      out.push({
+        experimentId: m.id,
+        stale: staleKeys.length,
+        staleKeys,
+        added: addedKeys.length,
+        addedKeys,
+        revivedKeys,
+        keyedEdits: [...keyedEdits]
+      })
     }
     return out
   })

@@ -18,6 +18,9 @@
  *   later runs and resumes need no flag, a new edit is refused again, and the old pipelines
  *   are superseded history: out of the cumulative report, export and dashboard totals, shown
  *   with a count, still in the earlier run's view; a row restored as it was counts again;
+ * - a keyed row (`keyField`) edited in place is refused before anything is written (exit 2,
+ *   naming the member and the key; no failed run recorded), with or without
+ *   `--accept-changed-rows`;
  * - `--stop-after-failures` is the suite's: one member's failures stop every member's
  *   admission (documented, and said in `assay run --help`).
  */
@@ -424,4 +427,30 @@ describe("suite CLI fixes", () => {
       assert.include(all.stderr, "stopped early (--stop-after-failures / run.stopAfterFailures reached)")
       assert.isBelow(countIn(path.join(dir, "out2/experiments/good/state.db"), "SELECT count(*) FROM pipelines"), 30)
     }), 180_000)
+  it.scoped("a keyed row edited in place: refused before anything is written, naming member and key, even with --accept-changed-rows", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const rows = (texts: ReadonlyArray<string>) =>
+        write(dir, "rows.jsonl", texts.map((t, i) => JSON.stringify({ id: `row-${i}`, text: t })).join("\n") + "\n")
+      rows(["a", "b", "c"])
+      write(dir, "m.json", {
+        pipeline: { name: "p", tasks: [{ use: "delay", args: ["1 millis"] }] },
+        source: { jsonl: { path: "rows.jsonl" }, keyField: "id" }
+      })
+      const suite = write(dir, "suite.json", { suite: { id: "keyed" }, output: { root: "out", layout: "combined" }, experiments: { x: { config: "m.json" } } })
+      const db = path.join(dir, "out/state.db")
+      const first = yield* assay(["run", "-c", suite, "--quiet"], opts(dir))
+      assert.strictEqual(first.code, 0, first.stderr)
+      rows(["a", "b, edited", "c"])
+      for (const extra of [[], ["--accept-changed-rows"]]) {
+        const r = yield* assay(["resume", "-c", suite, "--quiet", ...extra], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, "experiments.x: 1 input row(s) with an explicit key changed content since they ran (keys row-1)")
+        assert.notInclude(r.stderr, "stored definition differs")
+      }
+      assert.strictEqual(countIn(db, "SELECT count(*) FROM runs"), 1, "no run recorded")
+      rows(["a", "b", "c"])
+      const back = yield* assay(["resume", "-c", suite, "--quiet"], opts(dir))
+      assert.strictEqual(back.code, 0, back.stderr)
+    }), 120_000)
 })

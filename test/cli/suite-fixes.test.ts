@@ -21,6 +21,8 @@
  * - a keyed row (`keyField`) edited in place is refused before anything is written (exit 2,
  *   naming the member and the key; no failed run recorded), with or without
  *   `--accept-changed-rows`;
+ * - a suite file with a JSON key written twice is named a suite file ("invalid suite"), never an
+ *   experiment; an invalid suite id is not offered back as an output root;
  * - `--stop-after-failures` is the suite's: one member's failures stop every member's
  *   admission (documented, and said in `assay run --help`).
  */
@@ -452,5 +454,33 @@ describe("suite CLI fixes", () => {
       rows(["a", "b", "c"])
       const back = yield* assay(["resume", "-c", suite, "--quiet"], opts(dir))
       assert.strictEqual(back.code, 0, back.stderr)
+    }), 120_000)
+  it.scoped("bad suite files as a user writes them: a duplicate JSON key is a suite's problem, typos and a missing member file named by field path", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      write(dir, "m.json", { pipeline: { name: "p", tasks: [{ use: "delay", args: ["1 millis"] }] }, source: { range: { n: 3 } } })
+      write(dir, "dup.json", `{"suite":{"id":"t"},"output":{"root":"out"},"experiments":{"a":{"config":"m.json"},"a":{"config":"m.json","limit":2}}}`)
+      for (const command of ["run", "validate"]) {
+        const r = yield* assay([command, "-c", "dup.json"], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, `invalid suite ${path.join(dir, "dup.json")}: 1 problem`)
+        assert.include(r.stderr, `experiments.a: the key "a" is written twice in one object`)
+      }
+      write(dir, "typos.yaml", [
+        "suite: { id: \"bad id!\" }",
+        "ouput: { root: out }",
+        "experiments:",
+        "  a: { config: m.json, lable: x }",
+        "  b: { config: missing.json }"
+      ].join("\n"))
+      const r = yield* assay(["run", "-c", "typos.yaml"], opts(dir))
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "invalid suite")
+      assert.include(r.stderr, `ouput: unknown key "ouput" (did you mean output?)`)
+      assert.include(r.stderr, `experiments.a.lable: unknown key "lable" (did you mean label?)`)
+      assert.match(r.stderr, /experiments\.b\.config: missing\.json: .*no such file: .*missing\.json/)
+      assert.include(r.stderr, "output.root: is missing (output: { root: runs/my-suite }")
+      assert.notInclude(r.stderr, "runs/bad id!")
+      assert.isFalse(fs.existsSync(path.join(dir, "out")))
     }), 120_000)
 })

@@ -316,9 +316,22 @@ const choose = (name: string, among: ReadonlyArray<string>, none: string): strin
  * @category loading
  */
 export const isSuiteFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
-  Effect.match(parse.read(file), {
-    onFailure: () => false,
-    onSuccess: (r) => isRecord(r.raw) && r.raw["suite"] !== undefined
+  Effect.matchEffect(parse.read(file), {
+    // a JSON file refused for a key written twice still parses: its errors are a suite's
+    onFailure: () =>
+      path.extname(file).toLowerCase() !== ".json" ? Effect.succeed(false) : Effect.flatMap(FileSystem.FileSystem, (fs) =>
+        fs.readFileString(file).pipe(
+          Effect.map((text) => {
+            try {
+              const raw: unknown = JSON.parse(text)
+              return isRecord(raw) && raw["suite"] !== undefined
+            } catch {
+              return false
+            }
+          }),
+          Effect.orElseSucceed(() => false)
+        )),
+    onSuccess: (r) => Effect.succeed(isRecord(r.raw) && r.raw["suite"] !== undefined)
   })
 
 interface Entry {
@@ -389,7 +402,11 @@ export const load = (
     if (parse.formatOf(abs) === undefined) {
       return yield* invalid(abs, [issue("", `unknown suite format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")])
     }
-    const read = yield* parse.read(abs)
+    // the reader's refusals name the file as a suite's (a syntax error keeps its compiler style)
+    const read = yield* Effect.mapError(
+      parse.read(abs),
+      (e) => (e.issues.some((i) => i.line !== undefined) || e.issues.length === 0 ? e : invalid(abs, e.issues))
+    )
     const { baseDir, format } = read
     const env = options.env ?? process.env
     const strictEnv = options.strictEnv === true
@@ -460,7 +477,9 @@ export const load = (
     if (options.outputRoot !== undefined) root = path.resolve(options.outputRoot)
     else if (decoded?.output?.root !== undefined) root = path.resolve(baseDir, decoded.output.root)
     else if (rawOutput?.["root"] === undefined) {
-      issues.push(issue("output.root", "is missing", `output: { root: runs/${suiteId ?? "my-suite"} } (relative to the suite file), or --output-root DIR`))
+      issues.push(issue("output.root", "is missing", `output: { root: runs/${
+        suiteId !== undefined && Suite.checkId(suiteId) === undefined ? suiteId : "my-suite"
+      } } (relative to the suite file), or --output-root DIR`))
     }
 
     // members: each loaded as the experiment it is

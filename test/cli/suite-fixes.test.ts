@@ -478,7 +478,7 @@ describe("suite CLI fixes", () => {
       assert.include(r.stderr, "invalid suite")
       assert.include(r.stderr, `ouput: unknown key "ouput" (did you mean output?)`)
       assert.include(r.stderr, `experiments.a.lable: unknown key "lable" (did you mean label?)`)
-      assert.match(r.stderr, /experiments\.b\.config: missing\.json: .*no such file: .*missing\.json/)
+      assert.match(r.stderr, /experiments\.b\.config: missing\.json: no such file: .*missing\.json/)
       assert.include(r.stderr, "output.root: is missing (output: { root: runs/my-suite }")
       assert.notInclude(r.stderr, "runs/bad id!")
       assert.isFalse(fs.existsSync(path.join(dir, "out")))

@@ -377,7 +377,8 @@ const memberIssues = (id: string, file: string, baseDir: string, e: ConfigError)
   return issues.map((i) =>
     issue(
       at,
-      i.line !== undefined ? i.message : `${rel}: ${i.path === "" ? "(file)" : i.path}: ${i.message}`,
+      // a problem of the file as a whole (missing, unreadable) is said of the file; a field's names its path in it
+      i.line !== undefined ? i.message : i.path === "" ? `${rel}: ${i.message}` : `${rel}: ${i.path}: ${i.message}`,
       i.suggestion
     )
   )

@@ -204,8 +204,15 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
           }))
         })
       }
-      if (changed.length > 0) {
-        const catalog = yield* SuiteCatalog
+      const catalog = yield* SuiteCatalog
+      // a changed member definition is refused by the run itself, before anything is written:
+      // no acceptance is recorded ahead of that refusal
+      const registered = new Map((yield* catalog.members).map((r) => [r.experimentId, r]))
+      const definitionsHold = loaded.members.every((m) => {
+        const r = registered.get(m.id)
+        return !selected.some((s) => s.id === m.id) || r === undefined || matchesRegistered(r, m)
+      })
+      if (changed.length > 0 && definitionsHold) {
         const nowMs = yield* Clock.currentTimeMillis
         for (const c of changed) {
           if (catalog.acceptChangedRows === undefined) break

@@ -92,11 +92,20 @@ const deliberateStops: Readonly<Record<string, string>> = {
  * @since 0.5.0
  * @category loading
  */
-export const loadSuite = (config: string, options: { readonly strictEnv: boolean; readonly outputRoot?: string | undefined }) =>
+export const loadSuite = (
+  config: string,
+  options: {
+    readonly strictEnv: boolean
+    readonly outputRoot?: string | undefined
+    /** The members a run selects (see `SuiteConfig.SuiteLoadOptions.selected`). */
+    readonly selected?: ReadonlyArray<string> | undefined
+  }
+) =>
   Effect.gen(function*() {
     const loaded = yield* SuiteConfig.load(config, {
       strictEnv: options.strictEnv,
-      ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) })
+      ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) }),
+      ...(options.selected === undefined ? {} : { selected: options.selected })
     })
     const suite = yield* Suite.fromLoaded(loaded)
     return { loaded, suite }
@@ -116,7 +125,8 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     }
     const { loaded, suite } = yield* loadSuite(args.config, {
       strictEnv: args.strictEnv,
-      outputRoot: Option.getOrUndefined(args.outputRoot)
+      outputRoot: Option.getOrUndefined(args.outputRoot),
+      ...(args.experiments.length === 0 ? {} : { selected: args.experiments })
     })
     for (const u of loaded.unresolvedEnv) {
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)

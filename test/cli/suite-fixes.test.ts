@@ -23,6 +23,8 @@
  *   `--accept-changed-rows`;
  * - a suite file with a JSON key written twice is named a suite file ("invalid suite"), never an
  *   experiment; an invalid suite id is not offered back as an output root;
+ * - a member file gone missing blocks only the runs that select it: `--experiment` of another
+ *   member runs with a warning, the member's results stay readable;
  * - `--stop-after-failures` is the suite's: one member's failures stop every member's
  *   admission (documented, and said in `assay run --help`).
  */
@@ -502,5 +504,29 @@ describe("suite CLI fixes", () => {
       assert.strictEqual(countIn(db, "SELECT count(*) FROM suite_row_acceptances"), 0)
       assert.strictEqual(countIn(db, "SELECT count(*) FROM suite_superseded"), 0)
       assert.strictEqual(countIn(db, "SELECT count(*) FROM runs"), 1)
+    }), 120_000)
+  it.scoped("a missing member file blocks only runs that select that member; --experiment of another goes on with a warning", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const f = fixture(dir)
+      write(dir, "b.json", fs.readFileSync(f.member, "utf8"))
+      const suite = write(dir, "suite.json", {
+        suite: { id: "gone" },
+        output: { root: "out", layout: "byExperiment" },
+        experiments: { alpha: { config: "a.json" }, beta: { config: "b.json" } }
+      })
+      assert.strictEqual((yield* assay(["run", "-c", suite, "--quiet"], opts(dir))).code, 0)
+      fs.rmSync(path.join(dir, "b.json"))
+      const alone = yield* assay(["resume", "-c", suite, "--experiment", "alpha", "--summary", "json"], opts(dir))
+      assert.strictEqual(alone.code, 0, alone.stderr)
+      assert.match(alone.stderr, /warning: experiments\.beta\.config: b\.json: no such file: .*b\.json; member beta is not selected, so this run leaves it out/)
+      assert.strictEqual(JSON.parse(alone.stdout).skipped, 3)
+      for (const args of [["--experiment", "beta"], []]) {
+        const r = yield* assay(["resume", "-c", suite, ...args, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, "experiments.beta.config: b.json: no such file")
+      }
+      const report = JSON.parse((yield* assay(["report", f.root, "--json"], opts(dir))).stdout)
+      assert.deepStrictEqual(report.members.map((m: any) => [m.experimentId, m.pipelines]), [["alpha", 3], ["beta", 3]])
     }), 120_000)
 })

@@ -40,6 +40,12 @@ import { SuiteFile } from "./suiteSchema.js"
  */
 export interface SuiteLoadOptions extends LoadOptions {
   readonly outputRoot?: string | undefined
+  /**
+   * The members a run selects (`--experiment`; default: all). A member left out whose file is
+   * missing or unreadable is left out of the loaded suite with a warning instead of failing the
+   * load, so the selected members still run (since 0.7.0).
+   */
+  readonly selected?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -494,7 +500,12 @@ export const load = (
       }
       const r = yield* Effect.either(parse.read(memberFile))
       if (Either.isLeft(r)) {
-        issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
+        const unselected = options.selected !== undefined && !options.selected.some((id) => Suite.idKey(id) === Suite.idKey(entry.id))
+        if (unselected) {
+          for (const i of memberIssues(entry.id, memberFile, baseDir, r.left)) {
+            warnings.push(`warning: ${i.path}: ${i.message}; member ${entry.id} is not selected, so this run leaves it out`)
+          }
+        } else issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
         continue
       }
       if (isRecord(r.right.raw) && r.right.raw["suite"] !== undefined) {

@@ -108,7 +108,7 @@ const runOptions = {
   strictLeases: flag("strict-leases", "A leaked lease fails its task (LeaseLeakError)."),
   stopAfterFailures: optInt(
     "stop-after-failures",
-    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops)."
+    "Stop admitting after this many failed pipelines (in a suite: counted across all members, and every member stops; a member's own experiments.ID.stopAfterFailures stops only it)."
   ),
   stopAfter: optText("stop-after", "Stop admitting after this much wall time (\"10 minutes\").", "duration"),
   staleAfter: optText("stale-after", "A run whose heartbeat is older than this is dead (\"30 seconds\").", "duration"),
@@ -153,7 +153,7 @@ const runOptions = {
   outputRoot: Flags.outputRoot("Suite only: the output root, relative to the working directory (overrides output.root)."),
   acceptChangedRows: flag(
     "accept-changed-rows",
-    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as history."
+    "Suite only: run even though a member's source no longer yields some stored pipelines (edited or removed rows); they stay as superseded history, out of the cumulative totals. The root remembers it: later runs need no flag."
   )
 }
 

@@ -18,7 +18,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Console, type Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Clock, Console, type Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
 import type { PipelineCursor, PipelinesPage } from "../domain/TaskStore.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { CodecRegistry } from "../domain/Codec.js"
@@ -92,11 +92,20 @@ const deliberateStops: Readonly<Record<string, string>> = {
  * @since 0.5.0
  * @category loading
  */
-export const loadSuite = (config: string, options: { readonly strictEnv: boolean; readonly outputRoot?: string | undefined }) =>
+export const loadSuite = (
+  config: string,
+  options: {
+    readonly strictEnv: boolean
+    readonly outputRoot?: string | undefined
+    /** The members a run selects (see `SuiteConfig.SuiteLoadOptions.selected`). */
+    readonly selected?: ReadonlyArray<string> | undefined
+  }
+) =>
   Effect.gen(function*() {
     const loaded = yield* SuiteConfig.load(config, {
       strictEnv: options.strictEnv,
-      ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) })
+      ...(options.outputRoot === undefined ? {} : { outputRoot: path.resolve(options.outputRoot) }),
+      ...(options.selected === undefined ? {} : { selected: options.selected })
     })
     const suite = yield* Suite.fromLoaded(loaded)
     return { loaded, suite }
@@ -116,7 +125,8 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     }
     const { loaded, suite } = yield* loadSuite(args.config, {
       strictEnv: args.strictEnv,
-      outputRoot: Option.getOrUndefined(args.outputRoot)
+      outputRoot: Option.getOrUndefined(args.outputRoot),
+      ...(args.experiments.length === 0 ? {} : { selected: args.experiments })
     })
     for (const u of loaded.unresolvedEnv) {
       yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
@@ -177,24 +187,65 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
           return yield* configError("--run-id", `run id ${input.runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
         }
       }
-      // rows edited or removed since the root last saw them: refused unless accepted
+      // rows edited or removed since the root last saw them: refused unless accepted; an
+      // acceptance is recorded in the root (the old pipelines superseded), so later runs and
+      // resumes go on without the flag while a new edit is refused again
       const changed = yield* changedRows(loaded, selected.map((m) => m.id))
-      if (changed.length > 0) {
-        if (args.acceptChangedRows !== true) {
-          return yield* new ConfigError({
-            message: changed.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
-            issues: changed.map((c) => ({
-              path: memberPath(c.experimentId),
-              message: changedRowsMessage(c),
-              suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
-            }))
-          })
-        }
+      // a keyed row edited in place: its key names one pipeline, so no acceptance can keep both
+      const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
+      if (rekeyed.length > 0) {
+        return yield* new ConfigError({
+          message: rekeyed.map((c) => `${memberPath(c.experimentId)}: ${keyedEditsMessage(c)}`).join("\n"),
+          issues: rekeyed.map((c) => ({
+            path: memberPath(c.experimentId),
+            message: keyedEditsMessage(c),
+            suggestion: "restore the rows, give the changed rows new keys, or use a new member id or another output root"
+          }))
+        })
+      }
+      const edited = changed.filter((c) => c.stale > 0)
+      if (edited.length > 0 && args.acceptChangedRows !== true) {
+        return yield* new ConfigError({
+          message: edited.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
+          issues: edited.map((c) => ({
+            path: memberPath(c.experimentId),
+            message: changedRowsMessage(c),
+            suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
+          }))
+        })
+      }
+      const catalog = yield* SuiteCatalog
+      // a changed member definition is refused by the run itself, before anything is written:
+      // no acceptance is recorded ahead of that refusal
+      const registered = new Map((yield* catalog.members).map((r) => [r.experimentId, r]))
+      const definitionsHold = loaded.members.every((m) => {
+        const r = registered.get(m.id)
+        return !selected.some((s) => s.id === m.id) || r === undefined || matchesRegistered(r, m)
+      })
+      if (changed.length > 0 && definitionsHold) {
+        const nowMs = yield* Clock.currentTimeMillis
         for (const c of changed) {
-          yield* Console.error(
-            `warning: member ${c.experimentId}: ${c.stale} stored pipeline(s) are not yielded by its source any more ` +
-              `(edited or removed rows; accepted by --accept-changed-rows): they stay in the root as history and in its cumulative totals`
-          )
+          if (catalog.acceptChangedRows === undefined) break
+          const n = yield* catalog.acceptChangedRows({
+            experimentId: c.experimentId,
+            staleKeys: c.staleKeys,
+            newKeys: c.addedKeys,
+            revivedKeys: c.revivedKeys,
+            nowMs
+          })
+          if (c.stale > 0) {
+            yield* Console.error(
+              `warning: member ${c.experimentId}: ${c.stale} input row(s) edited or removed since they ran ` +
+                `(accepted by --accept-changed-rows, recorded in the root: later runs need no flag): ` +
+                `their ${n} stored pipeline(s) are kept as superseded history, left out of the cumulative totals`
+            )
+          }
+          if (c.revivedKeys.length > 0) {
+            yield* Console.error(
+              `note: member ${c.experimentId}: ${c.revivedKeys.length} row(s) are back as they were when they ran: ` +
+                `their pipelines, superseded before, count again`
+            )
+          }
         }
       }
       const handle = yield* (Suite.start(suite, {
@@ -283,30 +334,46 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     if (failed) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
 
-/** A member whose stored pipelines include some its current source no longer yields. */
+/**
+ * A member whose rows changed since the root saw them: stored (current, not superseded)
+ * pipelines whose local key its source no longer yields, or superseded ones whose row is back.
+ */
 interface ChangedRows {
   readonly experimentId: string
-  /** Stored pipelines whose local key the source does not yield now. */
+  /** Local keys of stored pipelines the source does not yield now (edited or removed rows). */
   readonly stale: number
-  /** The first few of those local keys. */
-  readonly keys: ReadonlyArray<string>
-  /** Pipelines the source yields that the root does not hold (the edited rows' new versions among them). */
+  readonly staleKeys: ReadonlyArray<string>
+  /** Local keys the source yields that the root does not hold (the edited rows' new digests among them). */
   readonly added: number
+  readonly addedKeys: ReadonlyArray<string>
+  /** Local keys of superseded pipelines the source yields again (rows restored as they were). */
+  readonly revivedKeys: ReadonlyArray<string>
+  /** Explicit keys (`keyField`) whose row's content changed since its pipeline ran. */
+  readonly keyedEdits: ReadonlyArray<string>
 }
 
+const keyedEditsMessage = (c: ChangedRows): string =>
+  `${c.keyedEdits.length} input row(s) with an explicit key changed content since they ran (keys ${
+    c.keyedEdits.slice(0, 5).join(", ")
+  }${c.keyedEdits.length > 5 ? ", …" : ""}): a key names one pipeline for life in a root, so the edited row cannot run ` +
+  "beside its old result (--accept-changed-rows cannot keep both); restore the rows, give the changed rows new keys, " +
+  "or use a new member id or another output root"
+
 const changedRowsMessage = (c: ChangedRows): string =>
-  `the member's source no longer yields ${c.stale} of its stored pipeline(s) (local keys ${c.keys.join(", ")}${
-    c.stale > c.keys.length ? ", …" : ""
+  `the member's source no longer yields ${c.stale} of its stored pipeline(s) (local keys ${c.staleKeys.slice(0, 5).join(", ")}${
+    c.stale > 5 ? ", …" : ""
   }) and yields ${c.added} the root does not hold: input rows were edited or removed since they ran. ` +
   "Run as is, the old pipelines would stay in the member's totals beside the new ones; restore the rows, " +
-  "use a new member id or another output root, or pass --accept-changed-rows to keep them as history"
+  "use a new member id or another output root, or pass --accept-changed-rows once to keep them as superseded history " +
+  "(the root remembers it)"
 
 /**
  * For each selected member that the root already holds pipelines of: the stored pipelines whose
  * local key its current source (read in full, limits ignored: a limit leaves rows unread, it
- * does not change them) no longer yields. One keyset walk of the member's stored pipelines and
- * one pass over its source; nothing is written. A member the root holds nothing of costs one
- * count.
+ * does not change them) no longer yields, leaving out the pipelines an earlier accepted change
+ * superseded, and the superseded ones whose row is back. One keyset walk of the member's
+ * stored pipelines and one pass over its source; nothing is written. A member the root holds
+ * nothing of costs one count.
  */
 const changedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<string>) =>
   Effect.gen(function*() {
@@ -315,28 +382,43 @@ const changedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<st
     for (const m of loaded.members) {
       if (!selected.includes(m.id)) continue
       const view = yield* catalog.view(m.id)
-      if ((yield* view.stats()).pipelines === 0) continue
-      const stored = new Set<string>()
+      const superseded = new Set((catalog.superseded === undefined ? [] : yield* catalog.superseded(m.id)).map((s) => s.localKey))
+      if ((yield* view.stats()).pipelines === 0 && superseded.size === 0) continue
+      // each stored local key with the seed digest its pipeline ran from
+      const stored = new Map<string, string>()
       let after: PipelineCursor | undefined
       for (;;) {
         const page: PipelinesPage = yield* view.pipelinesPage({ limit: 1000, ...(after === undefined ? {} : { after }) })
-        for (const p of page.pipelines) if (p.experimentId === m.id && p.localKey !== null) stored.add(p.localKey)
+        for (const p of page.pipelines) if (p.experimentId === m.id && p.localKey !== null) stored.set(p.localKey, p.seedDigest)
         if (page.next === null) break
         after = page.next
       }
       const current = new Set<string>()
+      const keyedEdits = new Set<string>()
       // a source that fails here fails that member in the run itself, as usual: no verdict now
       const read = yield* Effect.either(
-        Stream.runForEach(m.experiment.pipelines(), (spec) => Effect.sync(() => current.add(spec.member?.localKey ?? spec.key)))
+        Stream.runForEach(m.experiment.pipelines(), (spec) =>
+          Effect.sync(() => {
+            const key = spec.member?.localKey ?? spec.key
+            current.add(key)
+            // a content address changes with the row; an explicit key keeps it while the seed changes
+            const seed = stored.get(key)
+            if (seed !== undefined && seed !== spec.seedDigest) keyedEdits.add(key)
+          }))
       )
       if (read._tag === "Left") continue
-      const staleKeys = [...stored].filter((k) => !current.has(k))
-      if (staleKeys.length === 0) continue
+      const staleKeys = [...stored.keys()].filter((k) => !current.has(k))
+      const revivedKeys = [...superseded].filter((k) => current.has(k) && !stored.has(k))
+      if (staleKeys.length === 0 && revivedKeys.length === 0 && keyedEdits.size === 0) continue
+      const addedKeys = [...current].filter((k) => !stored.has(k) && !superseded.has(k))
       out.push({
         experimentId: m.id,
         stale: staleKeys.length,
-        keys: staleKeys.slice(0, 5),
-        added: [...current].filter((k) => !stored.has(k)).length
+        staleKeys,
+        added: addedKeys.length,
+        addedKeys,
+        revivedKeys,
+        keyedEdits: [...keyedEdits]
       })
     }
     return out

@@ -46,13 +46,12 @@ import * as nodePath from "node:path"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
 import type { SuiteLayout } from "../domain/Suite.js"
 import { checkId, idKey, memberDigest, memberDigestOf, memberPath } from "../domain/Suite.js"
-import type { TaskStore } from "../domain/TaskStore.js"
 import { ArtifactBackend, type ArtifactBackendService, type BackendInput } from "../services/ArtifactBackend.js"
 import { checkOptions } from "../services/internal/store/shared.js"
 import type { NewRun, StoreOptions, StoreService } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
 import { StudyCatalog, type StudyCatalogService } from "../services/StudyCatalog.js"
-import { type MemberRecord, SuiteCatalog, type SuiteCatalogService } from "../services/SuiteCatalog.js"
+import { type MemberRecord, SuiteCatalog, type SuiteCatalogService, type SupersededRecord } from "../services/SuiteCatalog.js"
 import * as ArtifactBackends from "./ArtifactBackends.js"
 import { makeDriverWithEnv } from "./internal/sqlite/driver.js"
 import * as StudyTables from "./internal/study/tables.js"
@@ -60,7 +59,7 @@ import * as Catalog from "./internal/suite/catalog.js"
 import * as Manifest from "./internal/suite/manifest.js"
 import { makeCache, memberDbPresent, memberFile } from "./internal/suite/members.js"
 import { makeRouter } from "./internal/suite/router.js"
-import { type Db, makeDb, makeView, type Source } from "./internal/suite/view.js"
+import { type Db, makeDb, makeView, type Source, type SuiteView } from "./internal/suite/view.js"
 
 /**
  * Options of a suite store.
@@ -399,7 +398,7 @@ export const make = (
           featureLevel: () => cache.levelOf(id)
         }
 
-    const mergedView = (): TaskStore => {
+    const mergedView = (): SuiteView => {
       if (cache === undefined) {
         return makeView({
           runs: catalogSource,
@@ -426,7 +425,7 @@ export const make = (
         journal
       })
     }
-    const memberView = (id: string): TaskStore => {
+    const memberView = (id: string): SuiteView => {
       const source = memberSource(id)
       const prefix = `${memberDigest(o.suiteId, id)}-`
       return makeView({
@@ -488,6 +487,32 @@ export const make = (
       members: Catalog.members(env),
       recordMembership: (runId, experimentId, facts, nowMs) => Catalog.recordMembership(env, runId, experimentId, facts, nowMs),
       membership: (runId) => Catalog.membership(env, runId),
+      acceptChangedRows: (change) =>
+        Effect.gen(function*() {
+          if (readOnly) return yield* env.roError
+          const n = yield* memberSource(change.experimentId).use((db) => Catalog.supersede(db.env, change), 0)
+          if (change.staleKeys.length > 0) {
+            yield* Catalog.recordAcceptance(env, {
+              experimentId: change.experimentId,
+              acceptedAt: change.nowMs,
+              staleKeys: change.staleKeys,
+              newKeys: change.newKeys,
+              pipelines: n
+            })
+          }
+          return n
+        }),
+      acceptances: Catalog.acceptances(env),
+      superseded: (experimentId) =>
+        Effect.suspend((): Effect.Effect<ReadonlyArray<SupersededRecord>, StoreUnavailable | ConfigError> => {
+          if (experimentId === undefined) return mergedView().superseded
+          if (!memberIds().includes(experimentId)) {
+            return Effect.fail(
+              issue("experiment", `"${experimentId}" is not a member of suite "${o.suiteId}" (members: ${memberIds().join(", ") || "none"})`)
+            )
+          }
+          return memberView(experimentId).superseded
+        }),
       view: (experimentId) =>
         Effect.suspend(() => {
           if (experimentId === undefined) return Effect.succeed(mergedView())

@@ -159,7 +159,7 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
       escapeHtml(m.experiment_id)
     }</a></td><td>${escapeHtml(m.label ?? "")}</td><td>${escapeHtml(m.pipelines)}</td><td>${escapeHtml(m.by_state.succeeded)}</td><td>${
       escapeHtml(m.by_state.failed)
-    }</td><td>${escapeHtml(m.by_state.interrupted)}</td><td>${escapeHtml(m.skipped ?? (m.skipped_recorded ? "" : "not recorded"))}</td><td class="msg">${escapeHtml(sourceWord(m))}</td><td>${
+    }</td><td>${escapeHtml(m.by_state.interrupted)}</td><td>${escapeHtml(m.skipped ?? (m.skipped_recorded ? "" : "not recorded"))}</td><td class="superseded">${escapeHtml(m.superseded > 0 ? m.superseded : "")}</td><td class="msg">${escapeHtml(sourceWord(m))}</td><td>${
       escapeHtml(m.metrics.map((x) => `${x.label ?? x.name}: ${formatMetric(x.value, x.display)}`).join(", "))
     }</td></tr>`
   ).join("")
@@ -169,7 +169,7 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
       suiteLink ? ` · <a id="whole-suite" href="${escapeHtml(link(undefined))}">whole suite</a>` : ""
     }`
   return `<section id="suite"><h2>Suite <span class="mono">${escapeHtml(suite.suite_id)}</span> (${escapeHtml(suite.layout)}) · ${scope}</h2>
-<table><thead><tr><th>member</th><th>label</th><th>pipelines</th><th>succeeded</th><th>failed</th><th>interrupted</th><th>skipped</th><th>source</th><th>metrics</th></tr></thead><tbody id="members">${rows}</tbody></table></section>
+<table><thead><tr><th>member</th><th>label</th><th>pipelines</th><th>succeeded</th><th>failed</th><th>interrupted</th><th>skipped</th><th title="pipelines of input rows edited or removed since they ran (accepted): kept as history, not counted in pipelines">superseded</th><th>source</th><th>metrics</th></tr></thead><tbody id="members">${rows}</tbody></table></section>
 `
 }
 
@@ -496,7 +496,7 @@ const SCRIPT = `
         a.setAttribute("href", "/" + q({ run_id: config.runId, experiment: m.experiment_id }));
         td.appendChild(a);
         var src = m.source_status === "error" ? "source error: " + (m.source && m.source.source_error || "") : m.source_status === "exhausted" ? "source exhausted" : m.source_status === "limit" ? "limit reached" : m.source_status === "running" ? "source not exhausted yet (running)" : m.source_status === "interrupted" ? "source not exhausted (run ended)" : m.source_status === "not_selected" ? "not selected" : "never run";
-        var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? (m.skipped_recorded === false ? "not recorded" : "") : m.skipped, el("td", "msg", src),
+        var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? (m.skipped_recorded === false ? "not recorded" : "") : m.skipped, m.superseded > 0 ? m.superseded : "", el("td", "msg", src),
           m.metrics.map(function (x) { return (x.label || x.name) + ": " + metricText(x); }).join(", ")]);
         if (m.experiment_id === s.suite.experiment) tr.className = "selected";
         return tr;

@@ -74,6 +74,9 @@ export type MemberSource<S extends AnySpec, E = never, R = never> = Iterable<S> 
  *   other name (an unbound top-level pool, another member's private pool) is `PoolNotFound`;
  * - `label`: a display name (changes no identity);
  * - `limit`: the most specs (repeats included) this member submits per run (integer ≥ 0);
+ * - `stopAfterFailures`: the member stops submitting once N of its pipelines failed in a run
+ *   (integer ≥ 1; its admitted pipelines still finish, the other members go on;
+ *   `MemberFacts.failuresReached`). Run configuration: changes no identity;
  * - `variables`: a study trial's variables (name → JSON value), seen by its tasks as
  *   `ctx.variables`; kept as a deeply frozen copy (`Suite.frozenVariables` of
  *   `domain/Suite.ts`), so no member shares a mutable object with another. They change no
@@ -89,6 +92,7 @@ export interface MemberOptions {
   readonly poolAliases?: Readonly<Record<string, string>> | undefined
   readonly label?: string | null | undefined
   readonly limit?: number | null | undefined
+  readonly stopAfterFailures?: number | null | undefined
   readonly variables?: Readonly<Record<string, Json>> | undefined
 }
 
@@ -110,6 +114,8 @@ export interface Member<S extends AnySpec = AnySpec, E = never, R = never> {
   readonly poolAliases: Readonly<Record<string, string>>
   readonly label: string | null
   readonly limit: number | null
+  /** The member's own failure budget per run (see {@link MemberOptions}), `null` when none. */
+  readonly stopAfterFailures: number | null
   /** The trial's variables (deeply frozen), `null` outside studies: `ctx.variables`. */
   readonly variables: Readonly<Record<string, Json>> | null
 }
@@ -138,6 +144,7 @@ export const member = <S extends AnySpec, E = never, R = never>(
   poolAliases: { ...(options.poolAliases ?? {}) },
   label: options.label ?? null,
   limit: options.limit ?? null,
+  stopAfterFailures: options.stopAfterFailures ?? null,
   variables: options.variables === undefined ? null : frozenVariables(options.variables)
 })
 
@@ -232,6 +239,11 @@ export const make = <S extends AnySpec, E = never, R = never>(
       if (m.limit !== null && !(Number.isInteger(m.limit) && m.limit >= 0)) {
         issues.push(issue(`${at}.limit`, `must be an integer >= 0, not ${m.limit}`))
       }
+      // (a member made by hand, not by `member`, may lack the field)
+      const budget = m.stopAfterFailures ?? null
+      if (budget !== null && !(Number.isInteger(budget) && budget >= 1)) {
+        issues.push(issue(`${at}.stopAfterFailures`, `must be an integer >= 1, not ${budget}`))
+      }
       if (poolNames !== undefined) {
         for (const [local, actual] of Object.entries(m.poolAliases)) {
           if (!poolNames.has(actual)) {
@@ -268,6 +280,7 @@ export interface LoadedSuiteLike {
     readonly id: string
     readonly label: string | undefined
     readonly limit: number | undefined
+    readonly stopAfterFailures?: number | undefined
     readonly experiment: { readonly pipelines: () => Stream.Stream<AnySpec, unknown, any> }
     readonly definitionDigest: string
     readonly definitionParts: Readonly<Record<string, string>>
@@ -302,6 +315,7 @@ export const fromLoaded = (loaded: LoadedSuiteLike): Effect.Effect<Suite<AnySpec
         poolAliases: m.poolAliases,
         label: m.label ?? null,
         limit: m.limit ?? null,
+        stopAfterFailures: m.stopAfterFailures ?? null,
         ...(m.variables === undefined ? {} : { variables: m.variables })
       })
     )
@@ -346,7 +360,8 @@ export const parseMemberMetric: (stored: string) => { readonly experimentId: str
  * a study records them in its own tables): whether the member was started at all (`started`;
  * without a window every selected member is), whether the window's `mayStart` refused it
  * (`startRefused`: a stop fired before its turn) and whether `mayAdmit` ended its submissions
- * (`admitRefused`: its budget was spent).
+ * (`admitRefused`: its budget was spent). Whether the member's own `stopAfterFailures` ended its
+ * submissions (`failuresReached`).
  *
  * @since 0.5.0
  * @category models
@@ -361,6 +376,11 @@ export interface MemberFacts {
   started: boolean
   startRefused: boolean
   admitRefused: boolean
+  /**
+   * The member's own failure budget (`stopAfterFailures`) ended its submissions in this run
+   * (not recorded in the catalog; since 0.7.0).
+   */
+  failuresReached: boolean
 }
 
 /**
@@ -590,7 +610,9 @@ const turnOf = (activeMembers: number): number => (activeMembers > CACHED_MEMBER
 const pipelinesTracked = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
   options: PipelinesOptions,
-  tracker: Map<string, MemberFacts>
+  tracker: Map<string, MemberFacts>,
+  /** The member's failed pipelines in this run so far (for its `stopAfterFailures`). */
+  failedOf: (experimentId: string) => number = () => 0
 ): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
@@ -621,7 +643,8 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         // without a window every selected member starts with the run
         started: window === undefined && chosen.has(m.id),
         startRefused: false,
-        admitRefused: false
+        admitRefused: false,
+        failuresReached: false
       }
       tracker.set(m.id, facts)
       if (!facts.selected) {
@@ -751,6 +774,12 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
             if (totalLimit !== undefined && total >= totalLimit) break
             if (window !== undefined && !(yield* window.mayAdmit(lane.member.id))) {
               lane.facts.admitRefused = true
+              yield* end(lane, {})
+              break
+            }
+            const budget = lane.member.stopAfterFailures ?? null
+            if (budget !== null && failedOf(lane.member.id) >= budget) {
+              lane.facts.failuresReached = true
               yield* end(lane, {})
               break
             }
@@ -904,6 +933,8 @@ const memberLine = (m: MemberOutcome): string => {
     ? "limit reached (source not exhausted)"
     : m.admitRefused
     ? "budget spent (source not exhausted)"
+    : m.failuresReached
+    ? "stopped by its own stopAfterFailures (source not exhausted; resume continues it)"
     : "source not exhausted"
   return `  ${name}: submitted ${m.admitted}${counts} · ${source}`
 }
@@ -928,6 +959,7 @@ const makeSuiteReport = (suiteId: string, run: Runner.RunReport, members: Readon
       started: m.started,
       startRefused: m.startRefused,
       admitRefused: m.admitRefused,
+      failuresReached: m.failuresReached,
       byState: m.stats?.byState ?? null,
       skipped: m.skipped
     }))
@@ -950,7 +982,8 @@ const outcomes = (
       limitReached: false,
       started: false,
       startRefused: false,
-      admitRefused: false
+      admitRefused: false,
+      failuresReached: false
     }
     // the member's figures of this run, and the runner's count of its skips (the member-scoped
     // run metric `experiment:ID:skipped`; none recorded: nothing skipped)
@@ -1019,14 +1052,27 @@ export const start = <S extends AnySpec, E, R>(
     if (window !== undefined && !(Number.isInteger(window.active) && window.active >= 1)) {
       return yield* refuse([issue("window.active", `must be an integer >= 1, not ${window.active}`)])
     }
+    // members with a failure budget of their own: their failed pipelines counted as they end
+    const failed = new Map<string, number>()
+    const budgeted = selected.some((m) => (m.stopAfterFailures ?? null) !== null)
+    const given = runOptions.onPipelineFinished
+    const counted: Runner.RunOptions = !budgeted ? runOptions : {
+      ...runOptions,
+      onPipelineFinished: (record, output) => {
+        if (record.state === "failed" && record.experimentId !== null && record.experimentId !== undefined) {
+          failed.set(record.experimentId, (failed.get(record.experimentId) ?? 0) + 1)
+        }
+        return given === undefined ? Effect.void : given(record, output)
+      }
+    }
     const source = Stream.unwrap(Effect.map(Deferred.await(runIdOf), (runId) =>
       pipelinesTracked(suite, {
         runId,
         ...(experiments === undefined ? {} : { experiments }),
         ...(limit === undefined ? {} : { limit }),
         ...(window === undefined ? {} : { window })
-      }, tracker)))
-    const handle = yield* runner.start(source, window === undefined ? runOptions : { ...runOptions, hooks: hooksOf(window) })
+      }, tracker, (id) => failed.get(id) ?? 0)))
+    const handle = yield* runner.start(source, window === undefined ? counted : { ...counted, hooks: hooksOf(window) })
     if (window?.observe?.attach !== undefined) yield* window.observe.attach(handle.stop)
     yield* Deferred.succeed(runIdOf, handle.runId)
     const awaitSuite = Effect.flatMap(handle.await, (report) =>

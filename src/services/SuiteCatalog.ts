@@ -7,6 +7,10 @@
  * - **members**: one row per member id, with its persisted definition digest (task
  *   fingerprint, source configuration, pool declarations before env expansion, bindings,
  *   limit): a known member whose digest changed is refused before anything is written;
+ * - **accepted row changes**: a member's input rows edited or removed since its pipelines ran,
+ *   accepted once (`--accept-changed-rows`): the old pipelines are kept as superseded history
+ *   and left out of the cumulative views; later runs go on without the flag, a new edit is
+ *   refused again;
  * - **membership**: per run and member, whether the member was selected, how many pipelines
  *   were admitted, and the source facts (`sourceExhausted`, `sourceError`, `limitReached`) that
  *   tell "the submitted work finished" from "the member finished".
@@ -16,7 +20,7 @@
 import type { Effect } from "effect"
 import { Context } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
-import type { RunId } from "../domain/Ids.js"
+import type { PipelineId, RunId } from "../domain/Ids.js"
 import type { SuiteLayout } from "../domain/Suite.js"
 import type { TaskStore } from "../domain/TaskStore.js"
 
@@ -91,6 +95,38 @@ export interface MembershipRecord {
 export type MembershipFacts = Partial<Omit<MembershipRecord, "runId" | "experimentId" | "updatedAt">>
 
 /**
+ * A pipeline kept as history only: its input row was edited or removed since it ran, and the
+ * change accepted (`assay run --accept-changed-rows`). The cumulative views leave it out (one
+ * run's view still shows it); `supersededAt` is the acceptance's time (epoch ms).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface SupersededRecord {
+  readonly pipelineId: PipelineId
+  readonly experimentId: string
+  readonly localKey: string
+  readonly supersededAt: number
+}
+
+/**
+ * One accepted change of a member's input rows, as the catalog records it: the member, when
+ * (epoch ms), the local keys the source no longer yields (`staleKeys`, their pipelines now
+ * superseded), the local keys (row digests) it yields instead that the root did not hold
+ * (`newKeys`), and how many stored pipelines were superseded (repeats counted).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface RowAcceptance {
+  readonly experimentId: string
+  readonly acceptedAt: number
+  readonly staleKeys: ReadonlyArray<string>
+  readonly newKeys: ReadonlyArray<string>
+  readonly pipelines: number
+}
+
+/**
  * The suite catalog service. Every method has `R = never`.
  *
  * - `suiteId`, `layout`, `root` (absolute output root), `outputDirOf(id)`: the root itself
@@ -131,6 +167,28 @@ export interface SuiteCatalogService {
   ) => Effect.Effect<void, StoreUnavailable>
   readonly membership: (runId?: RunId) => Effect.Effect<ReadonlyArray<MembershipRecord>, StoreUnavailable>
   readonly view: (experimentId?: string) => Effect.Effect<TaskStore, StoreUnavailable | ConfigError>
+  /**
+   * Accepts a change of member `experimentId`'s input rows (writers only): its stored
+   * pipelines whose local key is in `staleKeys` become superseded (see
+   * {@link SupersededRecord}), those whose key is in `revivedKeys` (rows restored as they were)
+   * are current again, and the acceptance is recorded ({@link RowAcceptance}, when `staleKeys`
+   * is not empty), in that order, at `nowMs`. Returns the number of pipelines superseded.
+   * Absent on read-only implementations (since 0.7.0).
+   */
+  readonly acceptChangedRows?: ((change: {
+    readonly experimentId: string
+    readonly staleKeys: ReadonlyArray<string>
+    readonly newKeys: ReadonlyArray<string>
+    readonly revivedKeys: ReadonlyArray<string>
+    readonly nowMs: number
+  }) => Effect.Effect<number, StoreUnavailable>) | undefined
+  /** The accepted row changes, oldest first (absent: none; since 0.7.0). */
+  readonly acceptances?: Effect.Effect<ReadonlyArray<RowAcceptance>, StoreUnavailable> | undefined
+  /**
+   * The superseded pipelines of one member (or of every member), by member, local key,
+   * pipeline id (absent: none; since 0.7.0).
+   */
+  readonly superseded?: ((experimentId?: string) => Effect.Effect<ReadonlyArray<SupersededRecord>, StoreUnavailable | ConfigError>) | undefined
   /**
    * The members whose database is missing when the root was opened (`byExperiment`: recorded
    * as created, file gone), each with the file; they read as empty. Absent: none.

@@ -303,7 +303,7 @@ describe("SuiteConfig.load: members", () => {
       })
       const out = yield* failure(path.join(dir, "suite.json"))
       assert.deepStrictEqual(out, [
-        `experiments.a.config: nope.json: (file): no such file: ${path.join(dir, "nope.json")}`,
+        `experiments.a.config: nope.json: no such file: ${path.join(dir, "nope.json")}`,
         "experiments.b.config: inner.json is a suite file: suites do not nest",
         "experiments.c.config: is the suite file itself: a member is an experiment file"
       ])

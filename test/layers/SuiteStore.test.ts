@@ -636,6 +636,48 @@ describe("SuiteStore", () => {
           assert.strictEqual((yield* store.stats()).pipelines, 3 + n)
         }))
     }))
+
+  for (const layout of ["combined", "byExperiment"] as const) {
+    it.effect(`${layout}: an accepted row change supersedes the old pipelines (out of the cumulative view, in the run's), recorded in the catalog; a restored row counts again`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        yield* withSuite({ root, layout }, ({ catalog, store }) =>
+          Effect.gen(function*() {
+            yield* runOver(store, "r1", ["a", "b"])
+            const n = yield* catalog.acceptChangedRows!({ experimentId: "a", staleKeys: ["k1"], newKeys: ["k9"], revivedKeys: [], nowMs: 5000 })
+            assert.strictEqual(n, 1)
+            assert.deepStrictEqual(yield* catalog.superseded!("a"), [{ pipelineId: mpid("a", "k1"), experimentId: "a", localKey: "k1", supersededAt: 5000 }])
+            assert.deepStrictEqual(yield* catalog.superseded!("b"), [])
+            assert.strictEqual((yield* catalog.superseded!()).length, 1)
+            assert.deepStrictEqual(yield* catalog.acceptances!, [{ experimentId: "a", acceptedAt: 5000, staleKeys: ["k1"], newKeys: ["k9"], pipelines: 1 }])
+            const merged = yield* catalog.view()
+            const member = yield* catalog.view("a")
+            assert.strictEqual((yield* merged.stats()).pipelines, 3)
+            assert.strictEqual((yield* merged.stats()).tasks, 3)
+            assert.strictEqual((yield* member.stats()).pipelines, 1)
+            assert.strictEqual((yield* member.stats()).byState.succeeded, 1)
+            const listed = Chunk.toReadonlyArray(yield* Stream.runCollect(merged.streamPipelines())).map((p) => p.pipelineId)
+            assert.notInclude(listed, mpid("a", "k1"))
+            assert.strictEqual(listed.length, 3)
+            assert.strictEqual((yield* member.pipelinesPage({ limit: 10 })).pipelines.length, 1)
+            // the run's own view still shows what it did, and the pipeline stays readable
+            assert.strictEqual((yield* merged.stats(rid("r1"))).pipelines, 4)
+            assert.isTrue(Option.isSome(yield* merged.getPipeline(mpid("a", "k1"))))
+            // the row restored: current again; the acceptance log keeps its record
+            assert.strictEqual(yield* catalog.acceptChangedRows!({ experimentId: "a", staleKeys: [], newKeys: [], revivedKeys: ["k1"], nowMs: 6000 }), 0)
+            assert.deepStrictEqual(yield* catalog.superseded!("a"), [])
+            assert.strictEqual((yield* merged.stats()).pipelines, 4)
+            assert.strictEqual((yield* catalog.acceptances!).length, 1)
+          }))
+        // read-only: the same picture, and no write
+        yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* SuiteStore.makeRead(root)
+          assert.strictEqual((yield* (yield* h.catalog.view()).stats()).pipelines, 4)
+          const refused = yield* Effect.exit(h.catalog.acceptChangedRows!({ experimentId: "a", staleKeys: ["k0"], newKeys: [], revivedKeys: [], nowMs: 7000 }))
+          assert.isTrue(Exit.isFailure(refused))
+        })).pipe(Effect.provide(NodeFileSystem.layer))
+      }))
+  }
 })
 
 const attemptOf = (pipelineId: PipelineId) => ({

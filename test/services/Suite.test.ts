@@ -58,6 +58,10 @@ describe("Suite.make", () => {
       for (const p of ["\"id\"", "experiments[1].id", "experiments[2].id", "experiments[3].limit", "experiments[3].poolAliases.apis"]) {
         assert.include(paths, p)
       }
+      for (const bad of [0, -1, 1.5]) {
+        const e = yield* Effect.flip(Suite.make({ id: "s", outputRoot: "r", experiments: [memberOf("a", 1), memberOf("b", 1, { stopAfterFailures: bad })] }))
+        assert.deepStrictEqual(e.issues.map((i) => i.path), ["experiments[1].stopAfterFailures"])
+      }
     }))
 })
 
@@ -223,6 +227,30 @@ describe("Suite.run", () => {
       assert.strictEqual(counts(lines[at]!)[0], "submitted 5")
       assert.deepStrictEqual(counts(lines[at]!), [...sums].map(([k, n]) => `${k} ${n}`))
       assert.deepStrictEqual(lines.slice(at + 1).map((l) => l.split(":")[0]), ["  a", "  broken", "  c (two\\nlines)"])
+    }).pipe(Effect.provide(suiteEnv("s"))))
+
+  it.effect("a member's own stopAfterFailures ends only its submissions; the others run to their end", () =>
+    Effect.gen(function*() {
+      const boom = Task.sync("boom", (_: number): number => {
+        throw new Error("boom")
+      })
+      const failing = Suite.member("failing", () => Pipeline.make("boom", boom).map(numbers(40)), {
+        definitionDigest: "f",
+        stopAfterFailures: 3
+      })
+      const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [failing, memberOf("ok", 40)] })
+      const report = yield* Suite.run(suite, { concurrency: 1, maxAdmitted: 1 })
+      assert.strictEqual(report.run.status, "completed")
+      const byId = new Map(report.members.map((m) => [m.experimentId, m]))
+      const f = byId.get("failing")!
+      assert.isTrue(f.failuresReached)
+      assert.isFalse(f.sourceExhausted)
+      assert.isAtLeast(f.stats!.byState.failed, 3)
+      assert.isBelow(f.admitted, 40)
+      assert.isTrue(byId.get("ok")!.sourceExhausted)
+      assert.isFalse(byId.get("ok")!.failuresReached)
+      assert.strictEqual(byId.get("ok")!.stats!.byState.succeeded, 40)
+      assert.include(report.summary(), "stopped by its own stopAfterFailures")
     }).pipe(Effect.provide(suiteEnv("s"))))
 
   it.effect("a store failure (the catalog) stops the suite with StoreUnavailable", () =>

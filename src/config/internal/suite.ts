@@ -40,12 +40,19 @@ import { SuiteFile } from "./suiteSchema.js"
  */
 export interface SuiteLoadOptions extends LoadOptions {
   readonly outputRoot?: string | undefined
+  /**
+   * The members a run selects (`--experiment`; default: all). A member left out whose file is
+   * missing or unreadable is left out of the loaded suite with a warning instead of failing the
+   * load, so the selected members still run (since 0.7.0).
+   */
+  readonly selected?: ReadonlyArray<string> | undefined
 }
 
 /**
  * One loaded member of a suite.
  *
- * - `id`: the member (experiment) id; `label`, `limit`: as written (or `undefined`);
+ * - `id`: the member (experiment) id; `label`, `limit`, `stopAfterFailures`: as written (or
+ *   `undefined`); `stopAfterFailures` is run configuration, outside the definition digest;
  * - `config`: the absolute path of its experiment file; `experiment`: that file loaded by the
  *   experiment loader, its paths keeping their standalone meaning;
  * - `memberDigest`: `SuiteIdentity.memberDigest(suiteId, id)` (the prefix of its pipeline ids);
@@ -69,6 +76,7 @@ export interface LoadedMember {
   readonly id: string
   readonly label: string | undefined
   readonly limit: number | undefined
+  readonly stopAfterFailures?: number | undefined
   readonly config: string
   readonly experiment: Experiment
   readonly memberDigest: string
@@ -314,9 +322,22 @@ const choose = (name: string, among: ReadonlyArray<string>, none: string): strin
  * @category loading
  */
 export const isSuiteFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
-  Effect.match(parse.read(file), {
-    onFailure: () => false,
-    onSuccess: (r) => isRecord(r.raw) && r.raw["suite"] !== undefined
+  Effect.matchEffect(parse.read(file), {
+    // a JSON file refused for a key written twice still parses: its errors are a suite's
+    onFailure: () =>
+      path.extname(file).toLowerCase() !== ".json" ? Effect.succeed(false) : Effect.flatMap(FileSystem.FileSystem, (fs) =>
+        fs.readFileString(file).pipe(
+          Effect.map((text) => {
+            try {
+              const raw: unknown = JSON.parse(text)
+              return isRecord(raw) && raw["suite"] !== undefined
+            } catch {
+              return false
+            }
+          }),
+          Effect.orElseSucceed(() => false)
+        )),
+    onSuccess: (r) => Effect.succeed(isRecord(r.raw) && r.raw["suite"] !== undefined)
   })
 
 interface Entry {
@@ -325,6 +346,7 @@ interface Entry {
   readonly poolBindings: Readonly<Record<string, string>>
   readonly label: string | undefined
   readonly limit: number | undefined
+  readonly stopAfterFailures: number | undefined
 }
 
 /** The member entries of a (possibly invalid) expanded suite document, as far as they read. */
@@ -343,7 +365,11 @@ const entriesOf = (doc: unknown): Array<Entry> => {
       config: m["config"],
       poolBindings: bindings,
       label: typeof m["label"] === "string" ? m["label"] : undefined,
-      limit: typeof m["limit"] === "number" && Number.isSafeInteger(m["limit"]) && m["limit"] >= 0 ? m["limit"] : undefined
+      limit: typeof m["limit"] === "number" && Number.isSafeInteger(m["limit"]) && m["limit"] >= 0 ? m["limit"] : undefined,
+      stopAfterFailures: typeof m["stopAfterFailures"] === "number" && Number.isSafeInteger(m["stopAfterFailures"]) &&
+          m["stopAfterFailures"] >= 1
+        ? m["stopAfterFailures"]
+        : undefined
     })
   }
   return out
@@ -357,7 +383,8 @@ const memberIssues = (id: string, file: string, baseDir: string, e: ConfigError)
   return issues.map((i) =>
     issue(
       at,
-      i.line !== undefined ? i.message : `${rel}: ${i.path === "" ? "(file)" : i.path}: ${i.message}`,
+      // a problem of the file as a whole (missing, unreadable) is said of the file; a field's names its path in it
+      i.line !== undefined ? i.message : i.path === "" ? `${rel}: ${i.message}` : `${rel}: ${i.path}: ${i.message}`,
       i.suggestion
     )
   )
@@ -382,7 +409,11 @@ export const load = (
     if (parse.formatOf(abs) === undefined) {
       return yield* invalid(abs, [issue("", `unknown suite format "${path.extname(abs)}"`, "use .json, .toml, .yaml/.yml or .ts")])
     }
-    const read = yield* parse.read(abs)
+    // the reader's refusals name the file as a suite's (a syntax error keeps its compiler style)
+    const read = yield* Effect.mapError(
+      parse.read(abs),
+      (e) => (e.issues.some((i) => i.line !== undefined) || e.issues.length === 0 ? e : invalid(abs, e.issues))
+    )
     const { baseDir, format } = read
     const env = options.env ?? process.env
     const strictEnv = options.strictEnv === true
@@ -453,7 +484,9 @@ export const load = (
     if (options.outputRoot !== undefined) root = path.resolve(options.outputRoot)
     else if (decoded?.output?.root !== undefined) root = path.resolve(baseDir, decoded.output.root)
     else if (rawOutput?.["root"] === undefined) {
-      issues.push(issue("output.root", "is missing", `output: { root: runs/${suiteId ?? "my-suite"} } (relative to the suite file), or --output-root DIR`))
+      issues.push(issue("output.root", "is missing", `output: { root: runs/${
+        suiteId !== undefined && Suite.checkId(suiteId) === undefined ? suiteId : "my-suite"
+      } } (relative to the suite file), or --output-root DIR`))
     }
 
     // members: each loaded as the experiment it is
@@ -467,7 +500,12 @@ export const load = (
       }
       const r = yield* Effect.either(parse.read(memberFile))
       if (Either.isLeft(r)) {
-        issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
+        const unselected = options.selected !== undefined && !options.selected.some((id) => Suite.idKey(id) === Suite.idKey(entry.id))
+        if (unselected) {
+          for (const i of memberIssues(entry.id, memberFile, baseDir, r.left)) {
+            warnings.push(`warning: ${i.path}: ${i.message}; member ${entry.id} is not selected, so this run leaves it out`)
+          }
+        } else issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
         continue
       }
       if (isRecord(r.right.raw) && r.right.raw["suite"] !== undefined) {
@@ -567,6 +605,7 @@ export const load = (
         id: entry.id,
         label: entry.label,
         limit: entry.limit,
+        stopAfterFailures: entry.stopAfterFailures,
         config: experiment.file,
         experiment,
         memberDigest: Suite.memberDigest(suiteId, entry.id),
@@ -621,6 +660,7 @@ export const load = (
             id: m.id,
             label: m.label ?? null,
             limit: m.limit ?? null,
+            stopAfterFailures: m.stopAfterFailures ?? null,
             config: m.config,
             memberDigest: m.memberDigest,
             definitionDigest: m.definitionDigest,

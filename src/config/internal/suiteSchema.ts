@@ -55,7 +55,9 @@ export const OutputSection = Schema.Struct({
  * - `config`: the member's experiment file, relative to the suite file;
  * - `poolBindings`: the member's local pool name → a top-level pool of the suite (shared);
  * - `label`: a display name (not part of any identity);
- * - `limit`: the most pipelines (repeats included) this member submits per run.
+ * - `limit`: the most pipelines (repeats included) this member submits per run;
+ * - `stopAfterFailures`: this member stops admitting once N of its pipelines failed in a run
+ *   (the others go on); run configuration, not part of the member's definition.
  *
  * @since 0.5.0
  * @category schemas
@@ -72,6 +74,11 @@ export const MemberSection = Schema.Struct({
   limit: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({
     description: "the most pipelines (repeats included) this member submits per run",
     message: () => "must be an integer >= 0"
+  })),
+  stopAfterFailures: opt(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+    description: "this member stops admitting once this many of its pipelines failed in a run; the other members go on " +
+      "(the suite-wide run.stopAfterFailures counts every member's failures together)",
+    message: () => "must be an integer >= 1"
   }))
 }).annotations({ identifier: "MemberSection" })
 
@@ -91,7 +98,7 @@ export const SuiteFile = Schema.Struct({
   output: opt(OutputSection),
   pools: opt(Schema.Record({ key: Schema.String, value: PoolSection })),
   experiments: Schema.Record({ key: Schema.String, value: MemberSection }).annotations({
-    description: "the members: member id -> { config, poolBindings, label, limit }"
+    description: "the members: member id -> { config, poolBindings, label, limit, stopAfterFailures }"
   })
 }).annotations({ identifier: "AssaySuite" })
 

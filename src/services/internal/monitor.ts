@@ -718,6 +718,11 @@ export interface MemberWire {
    * it as created; the member then reads as empty), else `null` (since 0.6.0).
    */
   readonly database_missing: string | null
+  /**
+   * The member's superseded pipelines (history of accepted input-row edits, not counted in
+   * `pipelines`) (since 0.7.0).
+   */
+  readonly superseded: number
 }
 
 /**

@@ -28,7 +28,7 @@ import { idKey } from "../../domain/Suite.js"
 import type { ErrorRow, ReadError, TaskStore } from "../../domain/TaskStore.js"
 import * as Export from "./export.js"
 import { makeDirectories } from "./directories.js"
-import type { MemberRecord, MembershipRecord } from "../SuiteCatalog.js"
+import type { MemberRecord, MembershipRecord, SupersededRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
 import { parseMemberMetric } from "./suite/metric.js"
 import * as Report from "./report.js"
@@ -77,6 +77,11 @@ export interface SuiteReads {
    * file; they read as empty. Absent: none (since 0.6.0).
    */
   readonly missingDatabases?: ReadonlyArray<{ readonly experimentId: string; readonly file: string }> | undefined
+  /**
+   * The superseded pipelines of one member or of all (history of accepted input-row edits,
+   * left out of the cumulative views). Absent: none (since 0.7.0).
+   */
+  readonly superseded?: ((experimentId?: string) => Effect.Effect<ReadonlyArray<SupersededRecord>, StoreUnavailable | ConfigError>) | undefined
 }
 
 /**
@@ -615,6 +620,8 @@ export const memberSkipsRecorded = (
  *   run holds plus those it skipped as already done (a lower bound: specs handed over but not
  *   yet written are not in it). `null` (with `admittedFrom: null`) when the run shown did not
  *   select the member or no run did;
+ * - `superseded`: the member's pipelines kept as history of accepted input-row edits (not
+ *   counted in the cumulative `pipelines`);
  * - `metrics`: the member-scoped metrics (`reportMetric(name, v, { experiment: ID })`, stored as
  *   `experiment:ID:NAME`; shown under `NAME`) of the run, else of the latest run that reported
  *   any for the member. Never averaged across members.
@@ -638,6 +645,12 @@ export interface MemberSummary {
   readonly admittedFrom: "recorded" | "store" | null
   readonly metricsRunId: string | null
   readonly metrics: ReadonlyArray<Report.ReportMetric & { readonly updatedAt: number }>
+  /**
+   * The member's superseded pipelines: kept as history of accepted input-row edits
+   * (`--accept-changed-rows`), counted in neither `pipelines` nor `byState` of the cumulative
+   * view (one run's view still shows what that run did). 0 when none (since 0.7.0).
+   */
+  readonly superseded: number
   /** The member's database file when it is missing (it then reads as empty), else `null`. */
   readonly databaseMissing: string | null
 }
@@ -762,6 +775,7 @@ export const memberSummaries = (
         admittedFrom,
         metricsRunId,
         metrics,
+        superseded: suite.superseded === undefined ? 0 : (yield* suite.superseded(m.experimentId)).length,
         databaseMissing: suite.missingDatabases?.find((d) => d.experimentId === m.experimentId)?.file ?? null
       })
     }
@@ -817,6 +831,11 @@ export interface SuiteReportData extends Omit<Report.ReportData, "resources" | "
     readonly runId: string | null
   }
   readonly skipped: number | null
+  /**
+   * The superseded pipelines of the view (history of accepted input-row edits, left out of the
+   * cumulative `pipelines` and `byState`; see `MemberSummary.superseded`) (since 0.7.0).
+   */
+  readonly superseded: number
   /**
    * `false` when `skipped` is unknown: the run skipped pipelines before per-member counts
    * existed and the member shown is not the only one it selected (see `memberSkipsRecorded`).
@@ -887,6 +906,7 @@ export const buildSuiteReport = (
       pipelines,
       byState,
       skipped,
+      superseded: members.reduce((n, m) => n + m.superseded, 0),
       skippedRecorded,
       errors: named,
       resources,
@@ -998,13 +1018,19 @@ export const renderSuiteText = (r: SuiteReportData): string => {
   out.push(`Pipelines: ${r.pipelines} (${statesText(r.byState)})${
     r.skipped !== null ? `, skipped ${r.skipped} (already done)` : r.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
   }`)
+  if (r.superseded > 0) {
+    out.push(
+      `Superseded: ${r.superseded} pipeline(s) of input rows edited or removed since they ran (accepted; kept as history` +
+        `${r.suite.runId === null ? ", not counted above" : ""})`
+    )
+  }
   out.push("Members:")
   if (r.members.length === 0) out.push("  none")
   for (const m of r.members) {
     out.push(
       `  ${oneLine(m.experimentId)}${m.label === null ? "" : ` [${oneLine(m.label)}]`}: ${m.pipelines} pipeline(s) (${statesText(m.byState)})${
         m.skipped !== null ? `, skipped ${m.skipped}` : m.skippedRecorded ? "" : `, skipped: ${NOT_RECORDED}`
-      }; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}${
+      }${m.superseded > 0 ? `, superseded ${m.superseded}` : ""}; ${sourceText(m)}${m.limit === null ? "" : `; limit ${m.limit}`}${
         m.databaseMissing === null ? "" : `; DATABASE MISSING (${m.databaseMissing}): reads as empty, restore the file to see its results`
       }`
     )
@@ -1164,6 +1190,7 @@ export const memberWire = (m: MemberSummary): Monitor.MemberWire => ({
       updated_at: m.source.updatedAt
     },
   database_missing: m.databaseMissing,
+  superseded: m.superseded,
   metrics_run_id: m.metricsRunId,
   metrics: m.metrics.map((x) => ({
     run_id: x.runId,

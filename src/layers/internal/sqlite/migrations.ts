@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 10, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 11, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 10
+export const SCHEMA_VERSION = 11
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -493,6 +493,30 @@ export const MIGRATION_0010: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0011 (schema version 11): accepted changes of a suite member's
+ * input rows (see `SuiteCatalog.acceptChangedRows`), added without rewriting a row.
+ *
+ * - `suite_superseded`: in the database that holds the pipelines (a combined root's
+ *   `state.db`, a byExperiment member's `state.db`), one row per pipeline whose input row was
+ *   edited or removed and the change accepted: kept as history, left out of the cumulative
+ *   views;
+ * - `suite_row_acceptances`: in the catalog, one row per accepted change (member, when, the
+ *   stale local keys, the new row digests the source yields instead, both JSON arrays).
+ *
+ * Every store has the (empty) tables; only suite roots fill them.
+ *
+ * @since 0.7.0
+ * @category migrations
+ */
+export const MIGRATION_0011: ReadonlyArray<string> = [
+  `CREATE TABLE suite_superseded (pipeline_id TEXT PRIMARY KEY, experiment_id TEXT NOT NULL, local_key TEXT NOT NULL,
+     superseded_at INTEGER NOT NULL) WITHOUT ROWID`,
+  `CREATE TABLE suite_row_acceptances (acceptance_id INTEGER PRIMARY KEY AUTOINCREMENT, experiment_id TEXT NOT NULL,
+     accepted_at INTEGER NOT NULL, stale_keys TEXT NOT NULL, new_keys TEXT NOT NULL, pipelines INTEGER NOT NULL)`,
+  `UPDATE store_meta SET value = '11' WHERE key = 'schema_version'`
+]
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -510,5 +534,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0007_suites", MIGRATION_0007],
   ["0008_suite_definition_parts", MIGRATION_0008],
   ["0009_studies", MIGRATION_0009],
-  ["0010_call_cache", MIGRATION_0010]
+  ["0010_call_cache", MIGRATION_0010],
+  ["0011_suite_superseded", MIGRATION_0011]
 ]

@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { idKey, memberPath } from "../../../domain/Suite.js"
-import type { MemberRecord, MemberRegistration, MembershipFacts, MembershipRecord } from "../../../services/SuiteCatalog.js"
+import type { MemberRecord, MemberRegistration, MembershipFacts, MembershipRecord, RowAcceptance } from "../../../services/SuiteCatalog.js"
 import { describeSqlError, type SqliteEnv } from "../sqlite/open.js"
 
 type Row = Record<string, unknown>
@@ -317,3 +317,76 @@ export const pipelineMembers = (env: SqliteEnv): Effect.Effect<ReadonlyArray<str
     query(env, "SELECT DISTINCT experiment_id FROM pipelines WHERE experiment_id IS NOT NULL"),
     (rs) => rs.map((r) => String(r.experiment_id))
   )
+
+/**
+ * Marks the pipelines of member `experimentId` whose local key is in `staleKeys` superseded,
+ * and those whose key is in `revivedKeys` current again, in the database holding them (`env`,
+ * one transaction); returns the number newly superseded (see `SuiteCatalogService.acceptChangedRows`).
+ *
+ * @since 0.7.0
+ * @category catalog
+ */
+export const supersede = (
+  env: SqliteEnv,
+  change: {
+    readonly experimentId: string
+    readonly staleKeys: ReadonlyArray<string>
+    readonly revivedKeys: ReadonlyArray<string>
+    readonly nowMs: number
+  }
+): Effect.Effect<number, StoreUnavailable> =>
+  env.tx((d) => {
+    d.prepare("DELETE FROM suite_superseded WHERE experiment_id = ? AND local_key IN (SELECT value FROM json_each(?))")
+      .run(change.experimentId, JSON.stringify(change.revivedKeys))
+    const added = d.prepare(
+      `INSERT INTO suite_superseded (pipeline_id, experiment_id, local_key, superseded_at)
+       SELECT pipeline_id, experiment_id, local_key, ? FROM pipelines
+       WHERE experiment_id = ? AND local_key IN (SELECT value FROM json_each(?))
+       ON CONFLICT(pipeline_id) DO NOTHING`
+    ).run(change.nowMs, change.experimentId, JSON.stringify(change.staleKeys))
+    return added.changes
+  })
+
+/**
+ * Records one accepted row change in the catalog (see `RowAcceptance`).
+ *
+ * @since 0.7.0
+ * @category catalog
+ */
+export const recordAcceptance = (env: SqliteEnv, a: RowAcceptance): Effect.Effect<void, StoreUnavailable> =>
+  env.tx((d) =>
+    void d.prepare(
+      "INSERT INTO suite_row_acceptances (experiment_id, accepted_at, stale_keys, new_keys, pipelines) VALUES (?, ?, ?, ?, ?)"
+    ).run(a.experimentId, a.acceptedAt, JSON.stringify(a.staleKeys), JSON.stringify(a.newKeys), a.pipelines)
+  )
+
+const keysOf = (u: unknown): ReadonlyArray<string> => {
+  if (typeof u !== "string") return []
+  try {
+    const parsed: unknown = JSON.parse(u)
+    return Array.isArray(parsed) ? parsed.map(String) : []
+  } catch {
+    return []
+  }
+}
+
+/**
+ * The accepted row changes recorded in the catalog, oldest first (none on a store older than
+ * schema 11, opened read-only).
+ *
+ * @since 0.7.0
+ * @category catalog
+ */
+export const acceptances = (env: SqliteEnv): Effect.Effect<ReadonlyArray<RowAcceptance>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const table = yield* query(env, "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'suite_row_acceptances'")
+    if (table.length === 0) return []
+    const rows = yield* query(env, "SELECT * FROM suite_row_acceptances ORDER BY accepted_at, acceptance_id")
+    return rows.map((r): RowAcceptance => ({
+      experimentId: String(r.experiment_id),
+      acceptedAt: Number(r.accepted_at),
+      staleKeys: keysOf(r.stale_keys),
+      newKeys: keysOf(r.new_keys),
+      pipelines: Number(r.pipelines)
+    }))
+  })

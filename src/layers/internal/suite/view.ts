@@ -50,6 +50,7 @@ import {
   type TraversalStore
 } from "../../../domain/TaskStore.js"
 import type { HandoffRecord } from "../../../domain/Handoff.js"
+import type { SupersededRecord } from "../../../services/SuiteCatalog.js"
 import {
   checkBucket,
   checkLimit,
@@ -177,12 +178,63 @@ export interface ViewParts {
   readonly journal: "full" | "summary"
 }
 
+/**
+ * A suite view: the {@link TaskStore} of the whole suite or one member, and its `superseded`
+ * pipelines (kept as history of accepted input-row edits, left out of the cumulative reads),
+ * by member, local key, pipeline id.
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface SuiteView extends TaskStore {
+  readonly superseded: Effect.Effect<ReadonlyArray<SupersededRecord>, StoreUnavailable>
+}
+
 /** The SQL condition (and its parameters) of a pipeline-id prefix: a half-open range. */
 const prefixCond = (prefix: string | undefined, column = "pipeline_id"): [string, Array<unknown>] => {
   if (prefix === undefined) return ["", []]
   const last = prefix.charCodeAt(prefix.length - 1)
   const upper = prefix.slice(0, -1) + String.fromCharCode(last + 1)
   return [` AND ${column} >= ? AND ${column} < ?`, [prefix, upper]]
+}
+
+/** The databases seen to hold the `suite_superseded` table (a writer never drops it). */
+const withSupersededTable = new WeakSet<SqliteEnv>()
+
+/**
+ * Whether a database holds superseded pipelines (see `MIGRATION_0011`): a store older than
+ * schema 11 (a member another build left unmigrated) has none.
+ */
+const supersededTable = (db: Db): boolean => {
+  try {
+    if (!withSupersededTable.has(db.env)) {
+      if (db.all("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'suite_superseded'", []).length === 0) return false
+      withSupersededTable.add(db.env)
+    }
+    return true
+  } catch {
+    return false
+  }
+}
+
+const hasSuperseded = (db: Db): boolean => {
+  try {
+    return supersededTable(db) && db.all("SELECT 1 AS x FROM suite_superseded LIMIT 1", []).length > 0
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The SQL condition of the pipelines a view shows: its member's (pipeline-id prefix) and, in
+ * the cumulative view (no run given), not superseded (an accepted edit of its input row keeps
+ * the old pipeline as history only). One run's view shows what that run did, superseded or not.
+ */
+const scopeCond = (db: Db, runId: RunId | undefined, column = "pipeline_id"): [string, Array<unknown>] => {
+  const [pc, pp] = prefixCond(db.prefix, column)
+  return runId === undefined && hasSuperseded(db)
+    ? [`${pc} AND ${column} NOT IN (SELECT pipeline_id FROM suite_superseded)`, pp]
+    : [pc, pp]
 }
 
 /** One query on a database (see {@link Db}). */
@@ -244,7 +296,7 @@ type TaskKey = readonly [string, number, number, string]
  * @since 0.5.0
  * @category constructors
  */
-export const makeView = (parts: ViewParts): TaskStore => {
+export const makeView = (parts: ViewParts): SuiteView => {
   const { sources, route } = parts
   /** Sources of event reads: the catalog's pipeline-less events first (merged view of a byExperiment root). */
   const eventSources: ReadonlyArray<{ readonly source: Source; readonly prefixed: boolean }> = [
@@ -305,7 +357,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
     Effect.gen(function*() {
       yield* flushed(db)
       const [rc, rp] = runCond(runId)
-      const [pc, pp] = prefixCond(db.prefix)
+      const [pc, pp] = scopeCond(db, runId)
       const states = yield* query(db, `SELECT state, count(*) AS n FROM pipelines WHERE 1 = 1${rc}${pc} GROUP BY state`, [...rp, ...pp])
       const [tasks] = yield* query(db, `SELECT count(*) AS n FROM tasks WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
       const [att] = yield* query(
@@ -427,7 +479,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
       if (limit === 0) return []
       const [rc, rp] = runCond(o.runId)
       const per = yield* forEachSource((db) => {
-        const [pc, pp] = prefixCond(db.prefix)
+        const [pc, pp] = scopeCond(db, o.runId)
         return query(
           db,
           `SELECT * FROM pipelines WHERE state = 'failed'${rc}${pc} ORDER BY updated_at DESC, pipeline_id${limit === undefined ? "" : " LIMIT ?"}`,
@@ -515,7 +567,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
 
   const pipelinesBySpec: TaskStore["pipelinesBySpec"] = Effect.map(
     forEachSource((db) => {
-      const [pc, pp] = prefixCond(db.prefix)
+      const [pc, pp] = scopeCond(db, undefined)
       return query(db, `SELECT spec_digest, count(*) AS n FROM pipelines WHERE 1 = 1${pc} GROUP BY spec_digest`, pp)
     }),
     (per) => {
@@ -539,7 +591,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
         if (o.runId !== undefined) conds.push("run_id = ?"), params.push(o.runId)
         if (o.state !== undefined) conds.push("state = ?"), params.push(o.state)
         if (o.after !== undefined) conds.push("(created_at, pipeline_id) > (?, ?)"), params.push(o.after.createdAt, o.after.pipelineId)
-        const [pc, pp] = prefixCond(db.prefix)
+        const [pc, pp] = scopeCond(db, o.runId)
         return query(
           db,
           `SELECT * FROM pipelines WHERE ${conds.join(" AND ")}${pc} ORDER BY created_at, pipeline_id LIMIT ?`,
@@ -569,7 +621,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
         const params: Array<unknown> = [origin, origin, bucketMs, origin, bucketMs, bucketMs]
         if (o.runId !== undefined) conds.push("run_id = ?"), params.push(o.runId)
         if (o.since !== undefined) conds.push("ended_at >= ?"), params.push(o.since)
-        const [pc, pp] = prefixCond(db.prefix)
+        const [pc, pp] = scopeCond(db, o.runId)
         return query(
           db,
           `SELECT b, count(*) AS n FROM (SELECT CASE WHEN ended_at >= CAST(? AS INTEGER) THEN (ended_at - CAST(? AS INTEGER)) / CAST(? AS INTEGER) ELSE -((CAST(? AS INTEGER) - ended_at + CAST(? AS INTEGER) - 1) / CAST(? AS INTEGER)) END AS b FROM pipelines WHERE ${
@@ -820,7 +872,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
           const t = joined ? "t." : ""
           const pipelineCol = joined ? "p.pipeline_id" : "pipeline_id"
           const order = `${pipelineCol}, ${t}seq, ${db.env.visits ? `coalesce(${t}visit, 0)` : "0"}, ${t}task_run_id`
-          const [pc, pp] = prefixCond(db.prefix, pipelineCol)
+          const [pc, pp] = scopeCond(db, o.runId, pipelineCol)
           const [ac, ap] = after === undefined
             ? ["", []]
             : [` AND ${pipelineCol} >= ? AND (${order}) > (?, ?, ?, ?)`, [after[0], after[0], after[1], after[2], after[3]]]
@@ -858,7 +910,7 @@ export const makeView = (parts: ViewParts): TaskStore => {
         sources.map((source) => ({ source, prefixed: true })),
         (db) => highWater(db, "SELECT coalesce(max(attempt_id), 0) AS m FROM attempts"),
         (db, after, n, hwm) => {
-          const [pc, pp] = prefixCond(db.prefix)
+          const [pc, pp] = scopeCond(db, o.runId)
           return Effect.map(
             query(
               db,
@@ -898,7 +950,23 @@ export const makeView = (parts: ViewParts): TaskStore => {
         n
       ))
 
-  const view: TaskStore = {
+  const superseded: SuiteView["superseded"] = Effect.map(
+    forEachSource((db) => {
+      if (!supersededTable(db)) return Effect.succeed([] as ReadonlyArray<Row>)
+      const [pc, pp] = prefixCond(db.prefix)
+      return query(db, `SELECT * FROM suite_superseded WHERE 1 = 1${pc} ORDER BY experiment_id, local_key, pipeline_id`, pp)
+    }),
+    (per) =>
+      per.flat().map((r): SupersededRecord => ({
+        pipelineId: String(r.pipeline_id) as PipelineId,
+        experimentId: String(r.experiment_id),
+        localKey: String(r.local_key),
+        supersededAt: Number(r.superseded_at)
+      }))
+  )
+
+  const view: SuiteView = {
+    superseded,
     kind: "suite",
     get featureLevel() {
       return highestLevel([runSource, ...sources].map((s) => s.featureLevel()))

@@ -52,6 +52,11 @@ export * as Pipeline from "./domain/Pipeline.js"
  * `withheldValues`, `redact`, `WITHHELD`). @since 0.7.0
  */
 export * as Evaluator from "./domain/Evaluator.js"
+/**
+ * Token and cost accounting of model calls: price tables (USD per 1,000,000 tokens), pricing a
+ * call (`priceFor`, `costOf`, `priceCall`) and estimating tokens (`estimateTokens`). @since 0.8.0
+ */
+export * as Pricing from "./domain/Pricing.js"
 /** @since 0.1.0 */
 export * as Records from "./domain/Records.js"
 /** @since 0.1.0 */

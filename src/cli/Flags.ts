@@ -6,8 +6,10 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Effect, type Option } from "effect"
+import { Duration, Effect, Either, Option } from "effect"
 import { dual } from "effect/Function"
+import * as nodePath from "node:path"
+import { ConfigError } from "../domain/Errors.js"
 
 /**
  * `Options.withDefault(value)` that also says the default in the option's help
@@ -123,3 +125,89 @@ export const experiments = (description: string): Options.Options<ReadonlyArray<
  */
 export const outputRoot = (description: string): Options.Options<Option.Option<string>> =>
   Options.text("output-root").pipe(Options.withPseudoName("DIR"), Options.optional, Options.withDescription(description))
+
+/**
+ * The call cache flags of `run` / `resume` (experiments and suites) and `study run` /
+ * `study resume`, with one meaning everywhere: `--cache` (mode `readWrite`), `--cache-mode
+ * readWrite|readOnly|refresh|off`, `--cache-db PATH` (a shared cache database, SQLite, created
+ * if missing) and `--cache-ttl DURATION` (serve stored calls only while younger). See
+ * {@link cacheFlagsOf}.
+ *
+ * @since 0.8.0
+ * @category options
+ */
+export const cacheOptions = {
+  cache: Options.boolean("cache").pipe(
+    Options.withDescription(
+      "Serve model calls (chat, and tasks declared cache: true) from the call cache and store new ones (mode readWrite)."
+    )
+  ),
+  cacheMode: Options.choice("cache-mode", ["readWrite", "readOnly", "refresh", "off"]).pipe(
+    Options.optional,
+    Options.withDescription(
+      "Call cache mode: readWrite (serve, else call and store), readOnly (serve, never store), refresh (call and overwrite), off."
+    )
+  ),
+  cacheDb: Options.text("cache-db").pipe(
+    Options.withPseudoName("path"),
+    Options.optional,
+    Options.withDescription(
+      "A shared call cache database (SQLite file, created if missing) instead of the run's store; several runs and processes may share it."
+    )
+  ),
+  cacheTtl: Options.text("cache-ttl").pipe(
+    Options.withPseudoName("duration"),
+    Options.optional,
+    Options.withDescription("Serve stored calls only while younger than this (\"7 days\").")
+  )
+}
+
+/**
+ * The parsed values of {@link cacheOptions}.
+ *
+ * @since 0.8.0
+ * @category options
+ */
+export interface CacheFlags {
+  readonly cache: boolean
+  readonly cacheMode: Option.Option<"readWrite" | "readOnly" | "refresh" | "off">
+  readonly cacheDb: Option.Option<string>
+  readonly cacheTtl: Option.Option<string>
+}
+
+/**
+ * What the cache flags ask of a run that has no cache file of its own (a suite's or a study's
+ * run): `undefined` when no cache flag is given; else the run's `cache` setting (`mode`:
+ * `--cache-mode`, default `readWrite`; `ttl`: `--cache-ttl`) and the shared database of
+ * `--cache-db` (an absolute path, resolved against the working directory), if any. Fails with
+ * a `ConfigError` naming `--cache-ttl` when it is not a duration with a unit (CLI exit 2).
+ *
+ * @since 0.8.0
+ * @category options
+ */
+export const cacheFlagsOf = (
+  flags: CacheFlags
+): Either.Either<
+  | {
+    readonly setting: { readonly mode: "readWrite" | "readOnly" | "refresh" | "off"; readonly ttl?: Duration.Duration }
+    readonly db: string | undefined
+  }
+  | undefined,
+  ConfigError
+> => {
+  let ttl: Duration.Duration | undefined
+  if (Option.isSome(flags.cacheTtl)) {
+    const d = Option.filter(Duration.decodeUnknown(flags.cacheTtl.value.trim()), Duration.isFinite)
+    if (Option.isNone(d)) {
+      const message = `"${flags.cacheTtl.value}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`
+      return Either.left(new ConfigError({ message: `--cache-ttl: ${message}`, issues: [{ path: "--cache-ttl", message }] }))
+    }
+    ttl = d.value
+  }
+  const flagged = flags.cache || Option.isSome(flags.cacheMode) || Option.isSome(flags.cacheDb) || ttl !== undefined
+  if (!flagged) return Either.right(undefined)
+  return Either.right({
+    setting: { mode: Option.getOrElse(flags.cacheMode, () => "readWrite" as const), ...(ttl !== undefined ? { ttl } : {}) },
+    db: Option.isSome(flags.cacheDb) ? nodePath.resolve(flags.cacheDb.value) : undefined
+  })
+}

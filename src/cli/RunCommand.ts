@@ -125,22 +125,8 @@ const runOptions = {
     Flags.withDefault("text" as const)
   ),
   quiet: flag("quiet", "No progress display (stdout still gets the report)."),
-  cache: flag(
-    "cache",
-    "Serve model calls (chat, and tasks declared cache: true) from the call cache and store new ones (mode readWrite)."
-  ),
-  cacheMode: Options.choice("cache-mode", ["readWrite", "readOnly", "refresh", "off"]).pipe(
-    Options.optional,
-    Options.withDescription(
-      "Call cache mode: readWrite (serve, else call and store), readOnly (serve, never store), refresh (call and overwrite), off."
-    )
-  ),
-  cacheDb: optText(
-    "cache-db",
-    "A shared call cache database (SQLite file, created if missing) instead of the run's store; several runs and processes may share it.",
-    "path"
-  ),
-  cacheTtl: optText("cache-ttl", "Serve stored calls only while younger than this (\"7 days\").", "duration"),
+  // the same flags, with the same meaning, as `study run` / `study resume`
+  ...Flags.cacheOptions,
   progressInterval: optText(
     "progress-interval",
     "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s).",

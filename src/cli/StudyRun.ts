@@ -43,6 +43,8 @@ import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as SqliteCallCache from "../layers/SqliteCallCache.js"
+import * as CallCache from "../services/CallCache.js"
 import * as StudyTables from "../layers/internal/study/tables.js"
 import * as Manifest from "../layers/internal/suite/manifest.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
@@ -173,6 +175,8 @@ export interface RunStudyArgs {
   readonly strictEnv: boolean
   readonly json: boolean
   readonly quiet: boolean
+  /** The call cache flags (`--cache`, `--cache-mode`, `--cache-db`, `--cache-ttl`), as `run` takes them. */
+  readonly cache?: Flags.CacheFlags | undefined
 }
 
 /**
@@ -194,7 +198,12 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     }
     for (const w of first.warnings) yield* Console.error(w)
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
-    const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false }
+    // the call cache flags, as for a suite run: in memory for this process unless --cache-db
+    const cache = args.cache === undefined ? undefined : yield* Flags.cacheFlagsOf(args.cache)
+    if (cache !== undefined && cache.db === undefined && !args.quiet) {
+      yield* Console.error("note: a study run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
+    }
+    const input: RunConfig.RunConfigInput = { ...first.run, handleSignals: false, ...(cache !== undefined ? { cache: cache.setting } : {}) }
     const settings = yield* RunConfig.resolve(input)
     let registry = CodecRegistry.default()
     for (const codec of first.plugins.codecs) registry = registry.register(codec)
@@ -230,7 +239,11 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store
       const env = Runner.layer(input).pipe(
-        Layer.provideMerge(Layer.merge(Layer.succeedContext(stores), Pool.layer(prepared.suite.pools, { plugins: first.plugins.algorithms }))),
+        Layer.provideMerge(Layer.mergeAll(
+          Layer.succeedContext(stores),
+          Pool.layer(prepared.suite.pools, { plugins: first.plugins.algorithms }),
+          cache?.db !== undefined ? SqliteCallCache.layer({ filename: cache.db, shared: true }) : CallCache.layerMemory
+        )),
         Layer.merge(NodeProcessRunner.layer)
       )
       return yield* Study.execute(prepared, options).pipe(Effect.provide(env))
@@ -449,7 +462,7 @@ const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel th
  */
 export const subcommands = (deps: StudyCommandDeps) => {
   const runLike = (resume: boolean) =>
-    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet }, (o) =>
+    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet, ...Flags.cacheOptions }, (o) =>
       runStudy(deps, {
         file: o.file,
         resume,
@@ -459,7 +472,8 @@ export const subcommands = (deps: StudyCommandDeps) => {
         trials: o.trial,
         strictEnv: o.strictEnv,
         json: o.json,
-        quiet: o.quiet
+        quiet: o.quiet,
+        cache: { cache: o.cache, cacheMode: o.cacheMode, cacheDb: o.cacheDb, cacheTtl: o.cacheTtl }
       })).pipe(
         Command.withDescription(
           resume

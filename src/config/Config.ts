@@ -1,7 +1,8 @@
 /**
  * The declarative experiment file: one Schema for JSON, TOML, YAML and TypeScript
- * experiments (camelCase keys), with the sections `run`, `pools`, `pipeline`, `source` and
- * `plugins`.
+ * experiments (camelCase keys), with the sections `run`, `pools`, `pipeline`, `source`,
+ * `plugins` and `pricing` (model name → `{ inputPer1M, outputPer1M }`, USD per 1,000,000
+ * tokens; see `Pricing`).
  *
  * A task entry may be `use: fanout` with nested task entries under `tasks` (recursively, see
  * {@link TaskSection}); the loader builds it with `Fanout.fanout`.
@@ -16,6 +17,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { PriceTableSchema, ResourcePricingSchema } from "../domain/Pricing.js"
 import { DurationFromString, RetryPolicyFromConfig } from "../domain/RetryPolicy.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import { isTask } from "../domain/Task.js"
@@ -62,7 +64,9 @@ export const ResourceSection = Schema.Struct({
   tags: opt(Schema.Record({ key: Schema.String, value: Schema.String })),
   degradeAfter: opt(PositiveInt),
   deadAfter: opt(PositiveInt),
-  cooldown: opt(DurationFromString)
+  cooldown: opt(DurationFromString),
+  /** The resource's own price of model calls (wins over the experiment's `pricing`; see `Pricing`). */
+  pricing: opt(ResourcePricingSchema)
 }).annotations({ identifier: "ResourceSection" })
 
 /**
@@ -245,7 +249,8 @@ const makeExperiment = <A, I>(task: Schema.Schema<TaskSection<A>, TaskSectionEnc
       tasks: Schema.NonEmptyArray(task)
     }).annotations({ identifier: "PipelineSection" }),
     source: SourceSection,
-    plugins: opt(Schema.Array(Schema.String))
+    plugins: opt(Schema.Array(Schema.String)),
+    pricing: opt(PriceTableSchema)
   }).annotations({ identifier })
 
 /**

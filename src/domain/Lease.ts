@@ -81,6 +81,14 @@ export interface AcquireOptions extends Selector {
  * and tokens, time to reset; see `RateLimit.statusOfHeaders`): it changes no health, and an
  * algorithm that paces by it (`adaptive`) reads it.
  *
+ * Token and cost accounting (see `Pricing`) reads `usage.promptTokens` /
+ * `usage.completionTokens` (tokens in and out), `model` (the model that answered, what the
+ * price table is looked up by, then `requestedModel`), `estimated` (the tokens were estimated because the server
+ * reported none) and `costUsd` (a cost the server reported, used only when no configured
+ * price covers the model). Inside a run, the runner prices each report before the pool sees
+ * it: `costUsd` then holds the priced cost the attempt records (what a study's per-trial
+ * `costUsd` budget counts).
+ *
  * @since 0.1.0
  * @category models
  */
@@ -90,6 +98,14 @@ export interface LeaseReport {
   readonly usage?: Readonly<Record<string, number>> | undefined
   readonly error?: unknown
   readonly rateLimit?: RateLimitStatus | undefined
+  /** The model that answered (else the one asked for), for pricing. */
+  readonly model?: string | undefined
+  /** The model that was asked for, priced when the answering `model` has no price (a dated version's name). */
+  readonly requestedModel?: string | undefined
+  /** Whether `usage`'s tokens are an estimate (the server reported none). */
+  readonly estimated?: boolean | undefined
+  /** The cost of this use in US dollars (see above). */
+  readonly costUsd?: number | undefined
 }
 
 /**

@@ -230,6 +230,13 @@ export class TaskRecord extends Schema.Class<TaskRecord>("assay/TaskRecord")({
  * and grows in write order (the key of attempt streams). `decision` is the persisted retry
  * decision (strict JSON, e.g. `{ retry, reason, delayMs, errorClass }`), `null` on success.
  *
+ * Token and cost accounting (schema version 12; see `Pricing`), summed over the attempt's
+ * lease reports that carried token usage (a `chat` call), all `null` for an attempt that made
+ * none (and in rows written before): `model` (the last model that answered), `tokensIn` /
+ * `tokensOut` (prompt / completion tokens), `tokensEstimated` (`true` when a server gave no
+ * usage and the tokens were estimated), `costUsd` (US dollars, priced; `null` when no price
+ * applied and the server reported no cost). Optional in the constructor.
+ *
  * @since 0.1.0
  * @category records
  */
@@ -250,7 +257,12 @@ export class AttemptRecord extends Schema.Class<AttemptRecord>("assay/AttemptRec
   startedAt: Schema.Number,
   endedAt: Schema.Number,
   durationMs: Schema.Number,
-  visit: Visit
+  visit: Visit,
+  model: Schema.optionalWith(NullableString, { default: () => null }),
+  tokensIn: Schema.optionalWith(NullableNumber, { default: () => null }),
+  tokensOut: Schema.optionalWith(NullableNumber, { default: () => null }),
+  tokensEstimated: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  costUsd: Schema.optionalWith(NullableNumber, { default: () => null })
 }) {}
 
 /**

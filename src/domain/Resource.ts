@@ -16,6 +16,7 @@ import type { ConfigIssue } from "./Errors.js"
 import { canonicalJsonUnsafe, digest } from "./Json.js"
 import type { Json } from "./Json.js"
 import type { ResourceInfo, Selector } from "./Lease.js"
+import * as Pricing from "./Pricing.js"
 import { deepEqual, maskSecrets, toJsonSafe } from "./internal/resource.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -73,6 +74,13 @@ export interface ResourceOptions<Client = unknown> {
   /** Cooldown of a degraded resource (`"30 seconds"`, a number of milliseconds, a Duration). */
   readonly cooldown?: Duration.DurationInput | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The resource's own price of model calls (see `Pricing`): `{ inputPer1M, outputPer1M }`
+   * (USD per 1,000,000 tokens) for every model it serves, or a table by model name. It wins
+   * over the experiment's `pricing` for calls this resource answered. Kept in
+   * `meta.pricing` (it does not change a generated id).
+   */
+  readonly pricing?: unknown
 }
 
 /**
@@ -115,7 +123,7 @@ export const make = <Client = unknown>(kind: string = "generic", options: Resour
     options: opts,
     tags,
     capacity,
-    meta: options.meta ?? {},
+    meta: options.pricing === undefined ? options.meta ?? {} : { ...options.meta, pricing: options.pricing },
     generatedId,
     factory: options.factory,
     degradeAfter: options.degradeAfter ?? defaults.degradeAfter,
@@ -157,6 +165,7 @@ export const validate = (resource: Resource<unknown>, path = "resource"): Readon
   if (!Number.isFinite(resource.cooldownMs) || resource.cooldownMs < 0) {
     issues.push({ path: `${path}.cooldown`, message: `cooldown must be a finite, non-negative duration` })
   }
+  issues.push(...Pricing.resourcePricingIssues(resource.meta[Pricing.RESOURCE_META_KEY], `${path}.pricing`))
   return issues
 }
 

@@ -17,9 +17,11 @@
  *
  * @since 0.1.0
  */
-import { Duration, Either, Option, ParseResult, Schema } from "effect"
+import { Duration, Either, Option, ParseResult, Schema, Struct } from "effect"
 import { ConfigError, type ConfigIssue } from "./Errors.js"
 import { RunId } from "./Ids.js"
+import * as Pricing from "./Pricing.js"
+import { PriceTableSchema } from "./Pricing.js"
 import { DurationFromString } from "./RetryPolicy.js"
 
 /**
@@ -150,7 +152,14 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
       ttl: Schema.optional(Schema.NullOr(positive)),
       db: Schema.optional(Schema.NonEmptyString)
     })
-  )
+  ),
+  /**
+   * The price table of model calls (see `Pricing`): model name → `{ inputPer1M, outputPer1M }`
+   * in US dollars per 1,000,000 tokens. Every attempt that reports token usage with a model
+   * is priced with it (a resource's own `pricing` wins). In an experiment file it is the
+   * top-level `pricing`, not a `run` field. Default: none (costs only from what servers report).
+   */
+  pricing: PriceTableSchema
 })
 
 const CacheModeSchema = Schema.Literal("readWrite", "readOnly", "refresh", "off")
@@ -162,7 +171,10 @@ const CacheModeSchema = Schema.Literal("readWrite", "readOnly", "refresh", "off"
  * @since 0.1.0
  * @category schemas
  */
-export const RunSection = Schema.partialWith(Schema.Struct(fieldsWith(DurationFromString)), { exact: true })
+export const RunSection = Schema.partialWith(
+  Schema.Struct(Struct.omit(fieldsWith(DurationFromString), "pricing")),
+  { exact: true }
+)
   .annotations({ identifier: "RunSection" })
 
 /**
@@ -187,11 +199,12 @@ export const RunConfigInput = Schema.partialWith(Schema.Struct(fieldsWith(Durati
 export type RunConfigInput = { readonly [K in keyof typeof RunConfigInput.Encoded]?: typeof RunConfigInput.Encoded[K] | undefined }
 
 type Full = Schema.Struct.Type<ReturnType<typeof fieldsWith<typeof DurationFromInput>>>
-type Unset = "runId" | "stopAfterFailures" | "stopAfter" | "artifactBackend" | "cache"
+type Unset = "runId" | "stopAfterFailures" | "stopAfter" | "artifactBackend" | "cache" | "pricing"
 
 /**
  * A resolved configuration: every default filled in, durations decoded; `runId`,
- * `stopAfterFailures`, `stopAfter`, `artifactBackend` and `cache` stay `undefined` when not set.
+ * `stopAfterFailures`, `stopAfter`, `artifactBackend`, `cache` and `pricing` stay `undefined`
+ * when not set.
  *
  * @since 0.1.0
  * @category models
@@ -212,6 +225,17 @@ const decodeInput = Schema.decodeUnknownEither(RunConfigInput, { errors: "all", 
 export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, ConfigError> => {
   const set: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(input)) if (v !== undefined) set[k] = v
+  // the price table is checked on its own: field paths `pricing.<model>.<field>`, unknown
+  // fields refused (the rest of the input ignores keys that are not run config fields)
+  const priceIssues = Pricing.tableIssues(set["pricing"])
+  if (priceIssues.length > 0) {
+    return Either.left(
+      new ConfigError({
+        message: `invalid pricing: ${priceIssues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues: priceIssues
+      })
+    )
+  }
   const decoded = decodeInput(set)
   if (Either.isLeft(decoded)) {
     // one issue per field: a literal union (`journal`) fails once per member, merged here into
@@ -260,7 +284,8 @@ export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, Co
     artifactBackend: d.artifactBackend,
     notes: d.notes ?? "",
     meta: d.meta ?? {},
-    cache: d.cache
+    cache: d.cache,
+    pricing: d.pricing
   })
 }
 
@@ -294,6 +319,7 @@ export const toJson = (config: RunConfig): Record<string, unknown> => ({
   artifactBackend: config.artifactBackend ?? null,
   notes: config.notes,
   meta: config.meta,
+  ...(config.pricing === undefined ? {} : { pricing: config.pricing }),
   ...(config.cache === undefined ? {} : {
     cache: typeof config.cache === "object"
       ? {

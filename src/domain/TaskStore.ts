@@ -112,6 +112,11 @@ export interface SpecCount {
  * (`decision.retry === true`; a re-run after a kill is none), `rateLimited` those whose
  * `errorClass` is `rate_limit`.
  *
+ * Token and cost accounting (see `Pricing`; 0 in stores before schema version 12):
+ * `tokensIn` / `tokensOut` summed over those attempts, `costUsd` the sum of their known costs
+ * (US dollars), `estimated` the attempts whose tokens were estimated, `unpriced` the attempts
+ * with tokens but no known cost. An attempt's figures count once per target it leased.
+ *
  * @since 0.6.0
  * @category models
  */
@@ -120,6 +125,11 @@ export interface ResourceUsage {
   readonly attempts: number
   readonly retries: number
   readonly rateLimited: number
+  readonly tokensIn: number
+  readonly tokensOut: number
+  readonly costUsd: number
+  readonly estimated: number
+  readonly unpriced: number
 }
 
 /**

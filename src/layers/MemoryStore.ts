@@ -167,7 +167,16 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       )
 
     const insertAttempt = (a: NewAttempt) => {
-      attempts.push(trusted(AttemptRecord, { ...a, attemptId: nextAttemptId++, visit: a.visit ?? 0 }))
+      attempts.push(trusted(AttemptRecord, {
+        ...a,
+        attemptId: nextAttemptId++,
+        visit: a.visit ?? 0,
+        model: a.model ?? null,
+        tokensIn: a.tokensIn ?? null,
+        tokensOut: a.tokensOut ?? null,
+        tokensEstimated: a.tokensEstimated ?? false,
+        costUsd: a.costUsd ?? null
+      }))
     }
     const insertEvent = (e: NewEvent) => {
       events.push(trusted(EventRecord, { ...e, eventId: nextEventId++ }))

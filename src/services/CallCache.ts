@@ -55,6 +55,8 @@ export interface CacheUsageTokens {
   readonly promptTokens: number
   readonly completionTokens: number
   readonly totalTokens: number
+  /** The priced cost of the call that made the output (US dollars; see `Pricing`), when known. */
+  readonly costUsd?: number | undefined
 }
 
 /**
@@ -121,8 +123,9 @@ export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMem
  * (attempts run in `refresh` mode, stored over what was there), `bypassed` (attempts of
  * `readOnly` tasks that found nothing and ran without storing), and what the hits saved:
  * `tokensSaved` (the stored usage of the calls they replaced; `promptTokens`,
- * `completionTokens`, `totalTokens`). `costSavedUsd` is `null` until a price table is known
- * (issue 18 §2).
+ * `completionTokens`, `totalTokens`) and `costSavedUsd`, the priced cost (US dollars, see
+ * `Pricing`) stored with each output the hits were served from, summed; `null` when no hit's
+ * call had a known cost (no price configured and no cost reported by the server).
  *
  * @since 0.7.0
  * @category models
@@ -161,6 +164,10 @@ export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refres
 
 const numberOr0 = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
 
+/** A known cost plus another (`null`: none known; a cost that is not a number adds nothing). */
+const addCost = (a: number | null, b: unknown): number | null =>
+  typeof b === "number" && Number.isFinite(b) ? (a ?? 0) + b : a
+
 /**
  * Adds one attempt (its outcome and stored decision) to running figures (see
  * {@link CacheStats}).
@@ -181,7 +188,8 @@ export const addAttempt = (s: CacheStats, outcome: string, decision: unknown): C
         promptTokens: s.tokensSaved.promptTokens + numberOr0(u["promptTokens"]),
         completionTokens: s.tokensSaved.completionTokens + numberOr0(u["completionTokens"]),
         totalTokens: s.tokensSaved.totalTokens + numberOr0(u["totalTokens"])
-      }
+      },
+      costSavedUsd: addCost(s.costSavedUsd, u["costUsd"])
     }
   }
   if (c.status === "miss") return { ...s, misses: s.misses + 1 }
@@ -205,7 +213,7 @@ export const statsOf = (store: TaskStore, runId?: RunId | undefined): Effect.Eff
   )
 
 /**
- * Adds two sets of figures (`costSavedUsd` stays `null` unless both know it).
+ * Adds two sets of figures (`costSavedUsd` is `null` only when neither knows it).
  *
  * @since 0.7.0
  * @category combinators
@@ -220,12 +228,13 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
     completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
     totalTokens: a.tokensSaved.totalTokens + b.tokensSaved.totalTokens
   },
-  costSavedUsd: a.costSavedUsd === null || b.costSavedUsd === null ? null : a.costSavedUsd + b.costSavedUsd
+  costSavedUsd: addCost(a.costSavedUsd, b.costSavedUsd)
 })
 
 /**
  * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
- * `{ hits, misses, refreshed, bypassed, promptTokens, completionTokens, totalTokens }`), or
+ * `{ hits, misses, refreshed, bypassed, promptTokens, completionTokens, totalTokens,
+ * costSavedUsd }`), or
  * {@link emptyStats} when it recorded none.
  *
  * @since 0.7.0
@@ -245,7 +254,7 @@ export const statsOfFinished = (data: unknown): CacheStats => {
       completionTokens: numberOr0(r["completionTokens"]),
       totalTokens: numberOr0(r["totalTokens"])
     },
-    costSavedUsd: null
+    costSavedUsd: typeof r["costSavedUsd"] === "number" && Number.isFinite(r["costSavedUsd"]) ? r["costSavedUsd"] : null
   }
 }
 

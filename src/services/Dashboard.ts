@@ -28,6 +28,7 @@
 import { createHash } from "node:crypto"
 import type { MemberWire, MetricRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
+import { formatUsd } from "./internal/money.js"
 import { formatMetric } from "./internal/report.js"
 
 /**
@@ -174,8 +175,20 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
 }
 
 /** The call cache's figures as the dashboard shows them (`–` when the cache did nothing). */
-const cacheText = (c: { readonly hits: number; readonly misses: number; readonly tokensSaved: { readonly totalTokens: number } } | undefined): string =>
-  c === undefined ? "\u2013" : `${c.hits} / ${c.misses} (${c.tokensSaved.totalTokens} tokens saved)`
+const cacheText = (
+  c: { readonly hits: number; readonly misses: number; readonly tokensSaved: { readonly totalTokens: number }; readonly costSavedUsd: number | null } | undefined
+): string =>
+  c === undefined
+    ? "\u2013"
+    : `${c.hits} / ${c.misses} (${c.tokensSaved.totalTokens} tokens${c.costSavedUsd === null ? "" : `, ${formatUsd(c.costSavedUsd)}`} saved)`
+
+/** The token and cost totals as the dashboard shows them (`–` when no attempt carried usage). */
+const accountingText = (a: Snapshot["accounting"]): string =>
+  a === undefined
+    ? "\u2013"
+    : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatUsd(a.cost_usd)}${
+      a.unpriced > 0 ? ` (${a.unpriced} unpriced)` : ""
+    }`
 
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
@@ -265,6 +278,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>retries <b id="retries">${s.retries}</b></span>
     <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
     <span>cache hits/misses <b id="cache">${escapeHtml(cacheText(s.cache))}</b></span>
+    <span>tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b></span>
     <span>latency p50/p95/p99 <b id="latency">${
     s.latency_ms === null
       ? "–"
@@ -363,6 +377,8 @@ const SCRIPT = `
     var h = Math.floor(m / 60); if (h < 24) return h + "h" + String(m % 60).padStart(2, "0") + "m";
     return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
   }
+  // US dollars as the report prints them (src/services/internal/money.ts formatUsd)
+  function usd(v) { return v === 0 ? "$0" : v < 0.01 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(v)))) : "$" + v.toFixed(2); }
   function rate(r) { return r === null || r === undefined ? "\\u2013" : r >= 1000 ? (r / 1000).toFixed(1) + "k/s" : r >= 10 ? r.toFixed(1) + "/s" : r.toFixed(2) + "/s"; }
   function when(ms) { return ms === null || ms === undefined ? "" : new Date(ms).toISOString().replace("T", " ").replace(/\\.\\d+Z$/, "Z"); }
   function metricText(m) {
@@ -457,7 +473,9 @@ const SCRIPT = `
     text("attempts", s.attempts_total);
     text("retries", s.retries);
     text("handoffs", s.handoffs_total);
-    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokensSaved.totalTokens + " tokens saved)" : "\u2013");
+    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokensSaved.totalTokens + " tokens" + (s.cache.costSavedUsd === null ? "" : ", " + usd(s.cache.costSavedUsd)) + " saved)" : "\u2013");
+    var a = s.accounting;
+    text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + usd(a.cost_usd) + (a.unpriced > 0 ? " (" + a.unpriced + " unpriced)" : "") : "\u2013");
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {
       var frac = x.capacity ? Math.min(1, (x.active || 0) / x.capacity) : 0;

@@ -254,6 +254,8 @@ export class JudgeAnswers extends Schema.Class<JudgeAnswers>("JudgeAnswers")({
  *   `contentFilter`, `answers`, `judge` ({@link JudgeAnswers}).
  * - `maxConcurrency`: requests in progress on this endpoint beyond it are answered 429 with
  *   `Retry-After: 1`.
+ * - `usage`: `false` leaves `usage` out of every answer (as some servers do), so clients
+ *   estimate the tokens (default `true`).
  *
  * @since 0.1.0
  * @category models
@@ -273,7 +275,8 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
   contentFilter: Schema.optional(ContentFilter),
   maxConcurrency: Schema.optional(Schema.Int.pipe(Schema.positive())),
   answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) }),
-  judge: Schema.optionalWith(JudgeAnswers, { default: () => JudgeAnswers.make({}) })
+  judge: Schema.optionalWith(JudgeAnswers, { default: () => JudgeAnswers.make({}) }),
+  usage: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}
 
 /**
@@ -838,6 +841,12 @@ export const makeApp = (
 
     const respond = (status: number, body: unknown, headers: Record<string, string> = {}) =>
       HttpServerResponse.unsafeJson(body, { status, headers })
+    /** An answer's body without its `usage` when the endpoint sends none (`usage: false`). */
+    const withUsage = (ep: EndpointProfile, body: Record<string, unknown>): Record<string, unknown> => {
+      if (ep.usage) return body
+      const { usage: _, ...rest } = body
+      return rest
+    }
 
     const bearer = (req: HttpServerRequest.HttpServerRequest): string | undefined => {
       const h = req.headers["authorization"]
@@ -1055,7 +1064,7 @@ export const makeApp = (
             (cf.contains === undefined || text.includes(cf.contains)) && (cf.rate === undefined || uStorm < cf.rate)
           ) {
             yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: "content_filter" })
-            return respond(200, {
+            return respond(200, withUsage(ep, {
               id: `chatcmpl-${seedHex.slice(0, 24)}`,
               object: "chat.completion",
               created: Math.floor(now / 1000),
@@ -1077,7 +1086,7 @@ export const makeApp = (
                 total_tokens: promptTokens,
                 ...(model === undefined ? {} : { cost: costUsd(model.pricing, promptTokens, 0) })
               }
-            })
+            }))
           }
           // 8. the model: a model profile's answer (fixed above), or the endpoint's default behaviour
           const answerReason = judgeAnswer === undefined ? "ok" : judgeAnswer.malformed ? "judge_malformed" : "judge"
@@ -1093,7 +1102,7 @@ export const makeApp = (
               completionTokens,
               costUsd: cost
             })
-            return respond(200, {
+            return respond(200, withUsage(ep, {
               id: `chatcmpl-${seedHex.slice(0, 24)}`,
               object: "chat.completion",
               created: Math.floor(now / 1000),
@@ -1105,7 +1114,7 @@ export const makeApp = (
                 total_tokens: promptTokens + completionTokens,
                 cost
               }
-            })
+            }))
           }
           const lastUser = [...request.messages].reverse().find((m) => m.role === "user")
           const { label } = scoreEmail(emailSection(lastUser === undefined ? text : messageText(lastUser)))
@@ -1123,7 +1132,7 @@ export const makeApp = (
             : label
           yield* record({ ...entryBase, status: 200, latencyMs: latency, reason: answerReason, answer: content })
           const completionTokens = ceilTokens(content.length)
-          return respond(200, {
+          return respond(200, withUsage(ep, {
             id: `chatcmpl-${seedHex.slice(0, 24)}`,
             object: "chat.completion",
             created: Math.floor(now / 1000),
@@ -1134,7 +1143,7 @@ export const makeApp = (
               completion_tokens: completionTokens,
               total_tokens: promptTokens + completionTokens
             }
-          })
+          }))
         })
         const sem = semaphores.get(ep.name)
         if (sem === undefined) return yield* answer

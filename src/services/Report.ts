@@ -1,7 +1,8 @@
 /**
  * The after-the-fact report of one or more stores (`assay report STORE...`): which runs,
  * their status, pipeline counts by state, attempts and retries, latency percentiles, pool
- * resource health with per-resource attempts / retries / rate limits, reported metrics,
+ * resource health with per-resource attempts / retries / rate limits, tokens and cost (per
+ * resource, pool and run, and in total; see `Pricing`), reported metrics,
  * recent errors, and pipelines whose terminal repair failed. Several stores are merged:
  * pipelines are deduplicated by id with the rules of `Merge.beats`.
  *
@@ -15,11 +16,14 @@
 // (what `import { Report } from "assay"` gives). Helpers used only inside
 // src/ are imported from the internal module.
 export {
+  accountingText,
   buildReport,
   renderText,
   reportPaths
 } from "./internal/report.js"
 export type {
+  Accounting,
+  ReportAccounting,
   ReportData,
   ReportMetric,
   ReportOptions,

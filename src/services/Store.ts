@@ -123,11 +123,20 @@ export interface WritePolicy {
  * @since 0.1.0
  * @category models
  */
-export type NewAttempt = Omit<AttemptRecord, "attemptId" | "visit"> & {
+export type NewAttempt = Omit<AttemptRecord, "attemptId" | "visit" | AccountingField> & {
   readonly outcome: AttemptOutcome
   /** The visit of the task run the attempt belongs to (default 0). */
   readonly visit?: number | undefined
-}
+} & { readonly [K in AccountingField]?: AttemptRecord[K] | undefined }
+
+/**
+ * The token and cost accounting fields of an attempt (see `AttemptRecord`): optional in a
+ * {@link NewAttempt} (absent: `null`, and `tokensEstimated` `false`).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export type AccountingField = "model" | "tokensIn" | "tokensOut" | "tokensEstimated" | "costUsd"
 
 /**
  * An event to record (the store assigns `eventId`).

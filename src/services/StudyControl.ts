@@ -16,9 +16,12 @@
  *   `pollMs` of `timeMs` can be lost;
  * - `tokens`: `usage.tokens` of each lease report, else `promptTokens + completionTokens`
  *   (the chat task reports all three);
- * - `costUsd`: `promptTokens × promptPer1k / 1000 + completionTokens × completionPer1k / 1000`
- *   with the trial's model price ({@link ModelPrice}); a report giving only `tokens` is charged
- *   at the higher of the two prices (a budget never under-counts); no price: no cost;
+ * - `costUsd`: the cost the run priced the report at (`LeaseReport.costUsd`, the figure the
+ *   attempt records; see `Pricing`: a resource's own price, then the variant's model profile
+ *   price, then the experiment's `pricing`, then the server's reported cost); for a report
+ *   that carries none, `promptTokens × promptPer1k / 1000 + completionTokens × completionPer1k
+ *   / 1000` with the trial's model price ({@link ModelPrice}), a report giving only `tokens`
+ *   charged at the higher of the two prices (a budget never under-counts); no price: no cost;
  * - `timeMs`: wall time (Clock) while the trial is active: from its start in the window until
  *   every spec it submitted is done with in this run (or the run ends).
  *
@@ -352,8 +355,9 @@ const num = (u: Readonly<Record<string, number>> | undefined, key: string): numb
 
 /**
  * The tokens and cost (US dollars) of one lease report's usage with a model price (see the
- * module docs): tokens = `tokens`, else `promptTokens + completionTokens`; cost from the split
- * when given, else all tokens at the higher price; `null` price: cost 0.
+ * module docs): tokens = `tokens`, else `promptTokens + completionTokens`; cost = the report's
+ * priced `costUsd` when it carries one, else from the split when given, else all tokens at the
+ * higher price; `null` price: cost 0.
  *
  * @since 0.6.0
  * @category helpers
@@ -366,6 +370,10 @@ export const usageOfReport = (
   const prompt = num(u, "promptTokens")
   const completion = num(u, "completionTokens")
   const tokens = num(u, "tokens") || prompt + completion
+  // a report the run priced (`Pricing`, what the attempt records) counts as priced
+  if (typeof report.costUsd === "number" && Number.isFinite(report.costUsd) && report.costUsd >= 0) {
+    return { tokens, costUsd: report.costUsd }
+  }
   if (price === null || tokens === 0) return { tokens, costUsd: 0 }
   const costUsd = prompt + completion > 0
     ? (prompt * price.promptPer1k + completion * price.completionPer1k) / 1000

@@ -64,6 +64,27 @@ const failure = (file: string, options: SuiteConfig.SuiteLoadOptions = {}) =>
 const digests = (file: string, options: SuiteConfig.SuiteLoadOptions = {}) =>
   Effect.map(load(file, options), (s) => Object.fromEntries(s.members.map((m) => [m.id, m.definitionDigest])))
 
+describe("SuiteConfig.load: the members' price tables", () => {
+  it.effect("merged into the suite run's one table; a model two members price differently is refused by path", () =>
+    Effect.gen(function*() {
+      const price = { inputPer1M: 1, outputPer1M: 2 }
+      const ok = dirWith({
+        "suite.json": suite(),
+        "members/a.json": member({ pricing: { m1: price } }),
+        "members/b.json": member({ pricing: { m1: price, m2: { inputPer1M: 3, outputPer1M: 4 } } })
+      })
+      const s = yield* load(path.join(ok, "suite.json"))
+      assert.deepStrictEqual(s.run, { concurrency: 4, pricing: { m1: price, m2: { inputPer1M: 3, outputPer1M: 4 } } })
+      const clash = dirWith({
+        "suite.json": suite(),
+        "members/a.json": member({ pricing: { m1: price } }),
+        "members/b.json": member({ pricing: { m1: { inputPer1M: 1, outputPer1M: 5 } } })
+      })
+      const problems = yield* failure(path.join(clash, "suite.json"))
+      assert.isTrue(problems.some((l) => l.startsWith("experiments.b.pricing.m1: model m1 is priced differently by member a")), problems.join("\n"))
+    }))
+})
+
 describe("SuiteConfig.load: a valid suite", () => {
   it.effect("ids, output root relative to the suite file, shared and private pools, aliases, ignored run fields", () =>
     Effect.gen(function*() {

@@ -639,16 +639,56 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           yield* store.recordAttempt(at("u4", 0, { leaseIds: ["plain"], decision: retry, visit: 0 }))
           yield* store.recordAttempt(at("u4", 0, { leaseIds: ["x#y#7"], visit: 1 }))
           const all = yield* store.resourceUsage()
+          // no attempt carried token usage: the accounting figures are 0
+          const z = { tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
           assert.deepStrictEqual(all, [
-            { target: "plain", attempts: 1, retries: 0, rateLimited: 0 },
-            { target: "pool/a", attempts: 3, retries: 1, rateLimited: 1 },
-            { target: "pool/b", attempts: 5, retries: 1, rateLimited: 0 },
-            { target: "x#y", attempts: 1, retries: 0, rateLimited: 0 }
+            { target: "plain", attempts: 1, retries: 0, rateLimited: 0, ...z },
+            { target: "pool/a", attempts: 3, retries: 1, rateLimited: 1, ...z },
+            { target: "pool/b", attempts: 5, retries: 1, rateLimited: 0, ...z },
+            { target: "x#y", attempts: 1, retries: 0, rateLimited: 0, ...z }
           ])
           assert.deepStrictEqual(yield* store.resourceUsage(rid("run-2")), [
-            { target: "pool/b", attempts: 1, retries: 0, rateLimited: 0 }
+            { target: "pool/b", attempts: 1, retries: 0, rateLimited: 0, ...z }
           ])
           assert.deepStrictEqual(yield* store.resourceUsage(rid("nobody")), [])
+        })))
+
+    it.effect("accounting: an attempt's model, tokens, estimated flag and cost round-trip; resourceUsage sums them per target", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit(["t1", "t2"].map((id) => pipeline(id)))
+          const at = (id: string, over: Partial<NewAttempt>): NewAttempt => ({
+            ...attempt(id, 0, 1),
+            decision: null,
+            errorClass: null,
+            ...over
+          })
+          yield* store.recordAttempt(at("t1", {
+            leaseIds: ["llm/a#1"],
+            model: "m-small",
+            tokensIn: 120,
+            tokensOut: 30,
+            tokensEstimated: false,
+            costUsd: 0.00015
+          }))
+          // estimated tokens, no known cost
+          yield* store.recordAttempt(at("t2", { leaseIds: ["llm/a#2"], model: "m-x", tokensIn: 10, tokensOut: 5, tokensEstimated: true }))
+          // no model call: every accounting field null
+          yield* store.recordAttempt(at("t2", { leaseIds: ["llm/b#3"] }))
+          yield* store.flush
+          const rows = yield* Stream.runCollect(store.streamAttempts({}))
+          const got = Chunk.toReadonlyArray(rows).map((a) => [a.model, a.tokensIn, a.tokensOut, a.tokensEstimated, a.costUsd])
+          // (a store of several databases streams them database by database)
+          assert.sameDeepMembers(got, [
+            ["m-small", 120, 30, false, 0.00015],
+            ["m-x", 10, 5, true, null],
+            [null, null, null, false, null]
+          ])
+          const usage = yield* store.resourceUsage()
+          assert.deepStrictEqual(usage.map((u) => [u.target, u.tokensIn, u.tokensOut, u.costUsd, u.estimated, u.unpriced]), [
+            ["llm/a", 130, 35, 0.00015, 1, 1],
+            ["llm/b", 0, 0, 0, 0, 0]
+          ])
         })))
 
     it.effect("succeededPipelines: succeeded ids; a keyless (content-addressed) row answers by id, a keyed row by its digests", () =>

@@ -7,6 +7,7 @@ import * as Runner from "../../src/services/Runner.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import type { PipelineState } from "../../src/domain/Records.js"
 import * as Monitor from "../../src/services/internal/monitor.js"
+import * as Dashboard from "../../src/services/Dashboard.js"
 import { type PipelineFields, Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
 
@@ -72,6 +73,40 @@ describe("Monitor", () => {
       assert.strictEqual(s.eta_ms, 6000)
       assert.deepStrictEqual(s.metrics.map((m) => [m.name, m.value, m.pipeline_id]), [["evaluated", 40, null]])
       assert.strictEqual(s.recent_errors.length, 1)
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("accounting: the selection's tokens and cost (the dashboard's tokens / cost figure), absent without usage", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      assert.isUndefined((yield* Monitor.readSnapshot(store)).accounting, "no attempt carried usage")
+      const attempt = (runId: string, i: number, over: Record<string, unknown>) => ({
+        pipelineId: pid(`${runId}-p${String(i).padStart(3, "0")}`),
+        runId: rid(runId),
+        taskRunId: `${runId}-${i}`,
+        taskName: "ask",
+        seq: 0,
+        attemptNo: 1,
+        outcome: "succeeded" as const,
+        errorClass: null,
+        errorType: null,
+        errorMessage: null,
+        decision: null,
+        leaseIds: ["llm/k#1"],
+        startedAt: 1000,
+        endedAt: 1100,
+        durationMs: 100,
+        ...over
+      })
+      yield* store.recordAttempt(attempt("new", 0, { model: "m", tokensIn: 100, tokensOut: 20, costUsd: 0.0004 }))
+      yield* store.recordAttempt(attempt("new", 1, { model: "m", tokensIn: 8, tokensOut: 2, tokensEstimated: true }))
+      yield* store.recordAttempt(attempt("old", 0, { model: "m", tokensIn: 1000, tokensOut: 1000, costUsd: 1 }))
+      const latest = yield* Monitor.readSnapshot(store)
+      assert.deepStrictEqual(latest.accounting, { tokens_in: 108, tokens_out: 22, cost_usd: 0.0004, estimated: 1, unpriced: 1 })
+      const page = Dashboard.renderDashboard(latest)
+      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · $0.00040 (1 unpriced)</b>`)
+      const all = yield* Monitor.readSnapshot(store, { runId: "all" })
+      assert.strictEqual(all.accounting?.tokens_in, 1108)
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("explicit run, `all` without metrics, unknown run, empty store", () =>

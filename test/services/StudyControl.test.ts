@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
+import { Chunk, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -228,6 +228,32 @@ describe("per-trial budgets", () => {
         assert.strictEqual(written.calls, 3)
       })).pipe(Effect.provide(env())))
   }
+
+  it.effect("costUsd counts the run's priced figures (the experiment's pricing), the cost each attempt records", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // the call names its model: the run's table prices it at 100 × 5000/1e6 + 50 × 10000/1e6
+      // = 1 USD (the trial's profile price would say 0.5): a 2 USD budget allows 2 calls, not 4
+      const priced = Task.make("call", { resource: "llm" }, (n: number, ctx) =>
+        Effect.scoped(Effect.gen(function*() {
+          const lease = yield* Effect.orDie(ctx.acquire())
+          yield* lease.report({ ok: true, model: "m", usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+          yield* Effect.sleep("10 seconds")
+          return n
+        })))
+      const member = Suite.member("a", () => Pipeline.make("calls", priced).map(numbers(6)), {
+        definitionDigest: "a",
+        poolAliases: { llm: "llm" }
+      })
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { costUsd: 2 } }), ledger)
+      const report = yield* runStudy(yield* suiteOf([member]), handle)
+      assert.strictEqual(report.run.stats.byState.succeeded, 2)
+      assert.strictEqual((yield* handle.exhausted).get("a"), "costUsd")
+      assert.deepStrictEqual((yield* ledger.usage(["a"])).get("a")!.costUsd, 2)
+      const store = yield* Store
+      const attempts = yield* Effect.map(Stream.runCollect(store.streamAttempts({})), Chunk.toReadonlyArray)
+      assert.deepStrictEqual(attempts.map((a) => [a.model, a.tokensIn, a.tokensOut, a.costUsd]), [["m", 100, 50, 1], ["m", 100, 50, 1]])
+    })).pipe(Effect.provide(env({ pricing: { m: { inputPer1M: 5000, outputPer1M: 10000 } } }))))
 
   it.effect("one under the limit: the pipeline at limit-1 still starts (calls: 4 → 4 run)", () =>
     Effect.scoped(Effect.gen(function*() {

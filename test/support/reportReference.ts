@@ -11,7 +11,7 @@ import { errorRowOf } from "../../src/domain/TaskStore.js"
 import * as CallCache from "../../src/services/CallCache.js"
 import * as Export from "../../src/services/internal/export.js"
 import { beats, latencyOf } from "../../src/services/internal/merge.js"
-import { formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
+import { type Accounting, formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
 import type { ReadError, TaskStore } from "../../src/services/Store.js"
 
 const leaseTarget = (leaseId: string): string => {
@@ -76,7 +76,21 @@ export const referenceReport = (
     let attempts = 0
     let retries = 0
     let handoffsTotal = 0
-    const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+    type Figures = { attempts: number; retries: number; rateLimited: number } & { -readonly [K in keyof Accounting]: number }
+    const zero = (): Figures => ({ attempts: 0, retries: 0, rateLimited: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
+    /** One attempt's accounting on each target it leased. */
+    const addAccountingOf = (
+      u: Figures,
+      a: { tokensIn: number | null; tokensOut: number | null; tokensEstimated: boolean; costUsd: number | null }
+    ) => {
+      u.tokensIn += a.tokensIn ?? 0
+      u.tokensOut += a.tokensOut ?? 0
+      if (a.costUsd !== null) u.costUsd += a.costUsd
+      else if (a.tokensIn !== null || a.tokensOut !== null) u.unpriced++
+      if (a.tokensEstimated) u.estimated++
+    }
+    const usage = new Map<string, Figures>()
+    const runAccounting: Array<Accounting & { source: string; runId: string }> = []
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
     for (const s of selected) {
@@ -106,13 +120,24 @@ export const referenceReport = (
             const retry = isRetry(a)
             for (const id of new Set(a.leaseIds.map(leaseTarget))) {
               const key = `${s.source}\u0000${id}`
-              const u = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+              const u = usage.get(key) ?? zero()
               u.attempts++
               if (retry) u.retries++
               if (a.errorClass === "rate_limit") u.rateLimited++
+              addAccountingOf(u, a)
               usage.set(key, u)
             }
           }))
+      }
+      // each selected run's own figures, every attempt read
+      for (const run of s.runs) {
+        const acc = zero()
+        yield* Stream.runForEach(s.store.streamAttempts({ runId: run.runId }), (a) =>
+          Effect.sync(() => {
+            for (const _ of new Set(a.leaseIds.map(leaseTarget))) addAccountingOf(acc, a)
+          }))
+        const { attempts: _a, rateLimited: _l, retries: _r, ...figures } = acc
+        runAccounting.push({ source: s.source, runId: run.runId, ...figures })
       }
     }
     const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -123,7 +148,7 @@ export const referenceReport = (
     const repair = new Map<string, { phases: Set<string>; source: string }>()
     for (const s of selected) {
       for (const r of yield* s.store.resources) {
-        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? zero()
         resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
       }
       const runIds = s.runs.map((r) => r.runId)
@@ -182,6 +207,26 @@ export const referenceReport = (
         CallCache.emptyStats,
         (acc, x) => Effect.map(CallCache.statsOf(x.store, x.runId), (st) => CallCache.sumStats(acc, st))
       ),
+      accounting: (() => {
+        const pools = new Map<string, Accounting>()
+        const add = (a: Accounting, b: Accounting): Accounting => ({
+          tokensIn: a.tokensIn + b.tokensIn,
+          tokensOut: a.tokensOut + b.tokensOut,
+          costUsd: a.costUsd + b.costUsd,
+          estimated: a.estimated + b.estimated,
+          unpriced: a.unpriced + b.unpriced
+        })
+        const none: Accounting = { tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+        for (const r of resources) {
+          const { tokensIn, tokensOut, costUsd, estimated, unpriced } = r
+          pools.set(r.pool, add(pools.get(r.pool) ?? none, { tokensIn, tokensOut, costUsd, estimated, unpriced }))
+        }
+        return {
+          total: Array.from(pools.values()).reduce(add, none),
+          runs: runAccounting,
+          pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0))
+        }
+      })(),
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))

@@ -217,7 +217,8 @@ export const buildPools = (
         capacity: r.capacity ?? p.capacity ?? 1,
         degradeAfter: r.degradeAfter ?? p.degradeAfter,
         deadAfter: r.deadAfter ?? p.deadAfter,
-        ...(r.cooldown ?? p.cooldown) !== undefined ? { cooldown: (r.cooldown ?? p.cooldown)! } : {}
+        ...(r.cooldown ?? p.cooldown) !== undefined ? { cooldown: (r.cooldown ?? p.cooldown)! } : {},
+        ...(r.pricing !== undefined ? { pricing: r.pricing } : {})
       })
       issues.push(...Resource.validate(res, `${base}.resources[${j}]`))
       return res
@@ -234,6 +235,7 @@ export const buildPools = (
 export const runInputOf = (def: Definition, baseDir: string): RunConfig.RunConfigInput => {
   const r = def.run ?? {}
   const out: Record<string, unknown> = { ...r }
+  if (def.pricing !== undefined) out["pricing"] = def.pricing
   // a plugin URI (`vault://qa`) is not a path
   if (r.store !== undefined && r.store !== ":memory:" && !PluginUri.isUri(r.store)) out["store"] = path.resolve(baseDir, r.store)
   return out as RunConfig.RunConfigInput

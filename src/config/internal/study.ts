@@ -1056,7 +1056,8 @@ export const load = (
         file: abs,
         format,
         baseDir,
-        run,
+        // the base experiment's price table prices every trial's calls (see `Pricing`)
+        run: experiment.definition.pricing === undefined ? run : { ...run, pricing: experiment.definition.pricing },
         output: { root, layout: "combined" },
         pools: experiment.pools,
         sharedPools: poolNames,

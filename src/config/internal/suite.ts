@@ -624,6 +624,26 @@ export const load = (
       if (!boundBy.has(name) && loaded.length === entries.length) warnings.push(`warning: pools.${name} is bound by no member`)
     }
 
+    // the members' price tables make the suite run's one table (see `Pricing`): a model two
+    // members price differently is refused (one run prices each model one way)
+    const pricing: Record<string, { readonly inputPer1M: number; readonly outputPer1M: number }> = {}
+    const pricedBy = new Map<string, string>()
+    for (const m of members) {
+      for (const [model, price] of Object.entries(m.experiment.definition.pricing ?? {})) {
+        const known = pricing[model]
+        if (known === undefined) {
+          pricing[model] = price
+          pricedBy.set(model, m.id)
+        } else if (known.inputPer1M !== price.inputPer1M || known.outputPer1M !== price.outputPer1M) {
+          issues.push(issue(
+            `experiments.${m.id}.pricing.${model}`,
+            `model ${model} is priced differently by member ${pricedBy.get(model)}: a suite run has one price table`,
+            "give the model the same price in every member (or price it on a resource)"
+          ))
+        }
+      }
+    }
+    const runWithPricing: RunConfig.RunConfigInput = Object.keys(pricing).length === 0 ? run : { ...run, pricing }
     if (issues.length > 0 || suiteId === undefined || root === undefined || Either.isLeft(resolvedRun) || decoded === undefined) {
       return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the suite could not be loaded")])
     }
@@ -636,7 +656,7 @@ export const load = (
       file: abs,
       format,
       baseDir,
-      run,
+      run: runWithPricing,
       output: { root, layout },
       pools: allPools,
       sharedPools: sharedPools.map((p) => p.name),

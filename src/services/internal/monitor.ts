@@ -661,6 +661,27 @@ export interface Snapshot {
    * figures as of its last heartbeat); absent when it did nothing.
    */
   readonly cache?: CallCache.CacheStats | undefined
+  /**
+   * Token and cost accounting of the selection (see `Pricing`; the store's `resourceUsage`
+   * summed over the resources): tokens in and out, the known cost in US dollars, the attempts
+   * whose tokens were estimated and those with tokens but no known cost; absent when no
+   * attempt carried token usage.
+   */
+  readonly accounting?: AccountingWire | undefined
+}
+
+/**
+ * The dashboard's token and cost figures (see {@link Snapshot}).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface AccountingWire {
+  readonly tokens_in: number
+  readonly tokens_out: number
+  readonly cost_usd: number
+  readonly estimated: number
+  readonly unpriced: number
 }
 
 /**
@@ -940,6 +961,20 @@ export const snapshotOf = (
     for (const r of selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : []) {
       cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(store, r))
     }
+    // token and cost totals: one aggregate read (nothing when there is no run yet)
+    let accounting: AccountingWire | undefined
+    if (selection._tag === "Run" || selection._tag === "All") {
+      const usage = typeof (store as Partial<TaskStore>).resourceUsage === "function" ? yield* store.resourceUsage(runId) : []
+      const sum = { tokens_in: 0, tokens_out: 0, cost_usd: 0, estimated: 0, unpriced: 0 }
+      for (const u of usage) {
+        sum.tokens_in += u.tokensIn ?? 0
+        sum.tokens_out += u.tokensOut ?? 0
+        sum.cost_usd += u.costUsd ?? 0
+        sum.estimated += u.estimated ?? 0
+        sum.unpriced += u.unpriced ?? 0
+      }
+      if (sum.tokens_in + sum.tokens_out > 0 || sum.cost_usd > 0) accounting = sum
+    }
     return {
       run_id: selectionRunId(selection),
       selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
@@ -968,7 +1003,8 @@ export const snapshotOf = (
       resources,
       metrics,
       metrics_run_id: metricsRunId,
-      ...(CallCache.isActive(cache) ? { cache } : {})
+      ...(CallCache.isActive(cache) ? { cache } : {}),
+      ...(accounting !== undefined ? { accounting } : {})
     } satisfies Snapshot
   })
 

@@ -18,7 +18,8 @@ import * as CallCache from "../CallCache.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
 import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
-import { usageAccumulator } from "./store/shared.js"
+import { sumUsage, usageAccumulator, zeroUsage } from "./store/shared.js"
+import { formatUsd } from "./money.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { algorithmText, restoredText } from "./algorithmState.js"
 
@@ -100,7 +101,7 @@ export interface ReportRun {
  * @since 0.1.0
  * @category models
  */
-export interface ReportResource {
+export interface ReportResource extends Accounting {
   readonly source: string
   readonly pool: string
   readonly resourceId: string
@@ -110,6 +111,67 @@ export interface ReportResource {
   readonly retries: number
   readonly rateLimited: number
 }
+
+/**
+ * Token and cost figures (see `Pricing`): `tokensIn` / `tokensOut`, `costUsd` (US dollars,
+ * the sum of the known costs), `estimated` (attempts whose tokens were estimated: the server
+ * reported no usage), `unpriced` (attempts with tokens but no known cost: no price configured
+ * and none reported by the server).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface Accounting {
+  readonly tokensIn: number
+  readonly tokensOut: number
+  readonly costUsd: number
+  readonly estimated: number
+  readonly unpriced: number
+}
+
+/**
+ * The accounting of a report: `total` over the selected runs, and per `runs` (run id),
+ * `pools` and resources (on each {@link ReportResource}). An attempt that leased several
+ * resources counts on each; the totals add the resources of each pool, then the pools.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface ReportAccounting {
+  readonly total: Accounting
+  readonly runs: ReadonlyArray<Accounting & { readonly source: string; readonly runId: string }>
+  readonly pools: ReadonlyArray<Accounting & { readonly pool: string }>
+}
+
+const zeroAccounting: Accounting = { tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+
+const addAccounting = (a: Accounting, b: Accounting): Accounting => ({
+  tokensIn: a.tokensIn + b.tokensIn,
+  tokensOut: a.tokensOut + b.tokensOut,
+  costUsd: a.costUsd + b.costUsd,
+  estimated: a.estimated + b.estimated,
+  unpriced: a.unpriced + b.unpriced
+})
+
+const accountingOf = (u: Accounting): Accounting => ({
+  tokensIn: u.tokensIn ?? 0,
+  tokensOut: u.tokensOut ?? 0,
+  costUsd: u.costUsd ?? 0,
+  estimated: u.estimated ?? 0,
+  unpriced: u.unpriced ?? 0
+})
+
+/**
+ * The accounting figures in words: `tokens in 1200, out 340 (2 estimated); cost $0.0031
+ * (1 unpriced)`.
+ *
+ * @since 0.8.0
+ * @category formatting
+ */
+export const accountingText = (a: Accounting): string =>
+  `tokens in ${a.tokensIn}, out ${a.tokensOut}${a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""}; cost ${
+    formatUsd(a.costUsd)
+  }${a.unpriced > 0 ? ` (${a.unpriced} attempt(s) unpriced)` : ""}`
 
 /**
  * One reported metric card, with `text` formatted by its display (number, percent, text).
@@ -165,6 +227,8 @@ export interface ReportData {
    * `CallCache.CacheStats`).
    */
   readonly cache: CallCache.CacheStats
+  /** Token and cost accounting of the selected runs (see {@link ReportAccounting}). */
+  readonly accounting: ReportAccounting
   readonly repairFailures: {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
@@ -397,7 +461,8 @@ export const buildReport = (
     let attempts = 0
     let retries = 0
     let handoffsTotal = 0
-    const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+    const usage = new Map<string, Omit<ResourceUsage, "target">>()
+    const runAccounting: Array<Accounting & { readonly source: string; readonly runId: string }> = []
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
     const singleByState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -417,14 +482,21 @@ export const buildReport = (
         singlePipelines += st.pipelines
         for (const k of STATES) singleByState[k] += st.byState[k]
         singleLatency = st.latencyMs
-        for (const u of yield* usageOf(s.store, runId)) {
+        const scoped = yield* usageOf(s.store, runId)
+        for (const u of scoped) {
           const key = `${s.source}\u0000${u.target}`
-          const prev = usage.get(key) ?? { attempts: 0, retries: 0, rateLimited: 0 }
-          usage.set(key, {
-            attempts: prev.attempts + u.attempts,
-            retries: prev.retries + u.retries,
-            rateLimited: prev.rateLimited + u.rateLimited
-          })
+          const { target: _, ...figures } = u
+          usage.set(key, sumUsage(usage.get(key) ?? zeroUsage(), figures))
+        }
+        if (runId !== undefined) {
+          runAccounting.push({ source: s.source, runId, ...scoped.map(accountingOf).reduce(addAccounting, zeroAccounting) })
+        }
+      }
+      // every run of the store: each run's own figures (one aggregate read per run)
+      if (all) {
+        for (const run of s.runs) {
+          const scoped = yield* usageOf(s.store, run.runId)
+          runAccounting.push({ source: s.source, runId: run.runId, ...scoped.map(accountingOf).reduce(addAccounting, zeroAccounting) })
         }
       }
     }
@@ -448,7 +520,7 @@ export const buildReport = (
     const repair = new Map<string, { phases: Set<string>; source: string }>()
     for (const s of selected) {
       for (const r of yield* s.store.resources) {
-        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? { attempts: 0, retries: 0, rateLimited: 0 }
+        const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? zeroUsage()
         resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
       }
       const runIds = s.runs.map((r) => r.runId)
@@ -482,6 +554,14 @@ export const buildReport = (
       }
     }
 
+    const pools = new Map<string, Accounting>()
+    for (const r of resources) pools.set(r.pool, addAccounting(pools.get(r.pool) ?? zeroAccounting, accountingOf(r)))
+    const accounting: ReportAccounting = {
+      total: Array.from(pools.values()).reduce(addAccounting, zeroAccounting),
+      runs: runAccounting,
+      pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0))
+    }
+
     return {
       stores: stores.map((s) => s.source),
       selection: all ? "all" : options.runId ?? "latest",
@@ -499,6 +579,7 @@ export const buildReport = (
       errors,
       walPending,
       cache,
+      accounting,
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
@@ -573,11 +654,21 @@ export const renderText = (r: ReportData): string => {
         : state
       const learned = algorithmText(h?.["algorithm"])
       const restored = restoredText(h?.["restored"])
+      const a = accountingOf(res)
       out.push(
         `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}${
-          learned === "" ? "" : `; ${learned}`
-        }${restored === "" ? "" : `; ${restored}`}`
+          a.tokensIn + a.tokensOut > 0 || a.costUsd > 0 ? `; ${accountingText(a)}` : ""
+        }${learned === "" ? "" : `; ${learned}`}${restored === "" ? "" : `; ${restored}`}`
       )
+    }
+  }
+  // token and cost totals, only when some attempt carried token usage or a cost
+  const acc = r.accounting
+  if (acc !== undefined && (acc.total.tokensIn + acc.total.tokensOut > 0 || acc.total.costUsd > 0)) {
+    out.push(`Tokens and cost: ${accountingText(acc.total)}`)
+    if (acc.pools.length > 1) for (const p of acc.pools) out.push(`  pool ${p.pool}: ${accountingText(p)}`)
+    if (acc.runs.length > 1) {
+      for (const run of acc.runs) out.push(`  run ${run.runId}${r.stores.length > 1 ? ` in ${run.source}` : ""}: ${accountingText(run)}`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {
@@ -587,7 +678,7 @@ export const renderText = (r: ReportData): string => {
       `Call cache: hits ${c.hits}, misses ${c.misses}${c.refreshed > 0 ? `, refreshed ${c.refreshed}` : ""}${
         c.bypassed > 0 ? `, read-only misses ${c.bypassed}` : ""
       }; saved ${t.totalTokens} tokens (prompt ${t.promptTokens}, completion ${t.completionTokens})${
-        c.costSavedUsd === null ? "" : `, $${c.costSavedUsd.toFixed(4)}`
+        c.costSavedUsd === null ? "" : `, ${formatUsd(c.costSavedUsd)}`
       }`
     )
   }

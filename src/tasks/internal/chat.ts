@@ -19,7 +19,9 @@
  * inside a 200 → by its embedded code ({@link classOfEmbeddedError}); a 200 without text (the
  * content filter, a refusal) or a body that is not a chat completion → `invalid`; any other
  * 4xx → `fatal`. Latency (ms, from `Clock`) and token usage are reported to the lease
- * (`usage: { tokens, promptTokens, completionTokens }`), with what the answer's
+ * (`usage: { tokens, promptTokens, completionTokens }`, with the answering `model`, whether the
+ * tokens are `estimated` and the server's own `costUsd`, which the run prices; see `Pricing`),
+ * with what the answer's
  * `x-ratelimit-*` headers said about the key's limits (`rateLimit`, read by the `adaptive`
  * algorithm); a failure is reported `ok: false` only when it is the endpoint's fault
  * (rate_limit, upstream, connection, timeout).
@@ -53,6 +55,7 @@ import type * as CallCache from "../../domain/CallCache.js"
 import { canonicalJsonUnsafe } from "../../domain/Json.js"
 import { ConfigError, type ConfigIssue, classify, classOfStatus, ErrorClass, isErrorClass } from "../../domain/Errors.js"
 import type { AcquireError, AlgorithmInput, Lease, ResourceInfo, Selector } from "../../domain/Lease.js"
+import * as Pricing from "../../domain/Pricing.js"
 import * as RateLimit from "../../domain/RateLimit.js"
 import * as Secrets from "../../domain/Secrets.js"
 import type { ClientFactory } from "../../domain/Resource.js"
@@ -128,8 +131,12 @@ export interface ChatRequest {
 }
 
 /**
- * Token usage of one completion, as the server reported it (0 when it reported nothing;
- * `totalTokens` defaults to prompt + completion).
+ * Token usage of one completion, as the server reported it (`totalTokens` defaults to
+ * prompt + completion). When the answer has no `usage` (or neither `prompt_tokens` nor
+ * `completion_tokens`), the counts are estimated at one token per 4 characters
+ * (`Pricing.estimateTokens`: the messages' contents in, the answer's content out) and
+ * `estimated` is `true`. `costUsd` is the cost the server reported (`usage.cost`, US
+ * dollars), when it did; a configured price wins over it (see `Pricing`).
  *
  * @since 0.1.0
  * @category models
@@ -138,6 +145,8 @@ export interface ChatUsage {
   readonly promptTokens: number
   readonly completionTokens: number
   readonly totalTokens: number
+  readonly estimated?: boolean | undefined
+  readonly costUsd?: number | undefined
 }
 
 /**
@@ -452,7 +461,9 @@ const Completion = Schema.Struct({
   usage: Schema.optional(Schema.NullOr(Schema.Struct({
     prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
     completion_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-    total_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+    total_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+    // what the call cost, when the server says (OpenRouter, the mock): USD
+    cost: Schema.optional(Schema.NullOr(Schema.Number))
   })))
 })
 const decodeCompletion = Schema.decodeUnknownEither(Completion)
@@ -607,7 +618,8 @@ export const makeChatClient = (
   const onResponse = (
     response: HttpClientResponse.HttpClientResponse,
     model: string,
-    started: number
+    started: number,
+    messages: ReadonlyArray<ChatMessage>
   ): Effect.Effect<ChatCompletion, ChatError> =>
     Effect.gen(function*() {
       const body = yield* response.text.pipe(
@@ -654,8 +666,13 @@ export const makeChatClient = (
         return yield* fail("invalid", `${resourceId}: ${noContentReason(choice)}`, { status: response.status })
       }
       const usage = c.usage ?? {}
-      const promptTokens = usage.prompt_tokens ?? 0
-      const completionTokens = usage.completion_tokens ?? 0
+      // no token counts from the server: estimated (one token per 4 characters) and marked
+      const estimated = (usage.prompt_tokens ?? null) === null && (usage.completion_tokens ?? null) === null
+      const promptTokens = estimated
+        ? messages.reduce((n, m) => n + Pricing.estimateTokens(m.content), 0)
+        : usage.prompt_tokens ?? 0
+      const completionTokens = estimated ? Pricing.estimateTokens(content) : usage.completion_tokens ?? 0
+      const serverCost = usage.cost
       const rateLimit = RateLimit.statusOfHeaders(header, now)
       return {
         ...(rateLimit !== undefined ? { rateLimit } : {}),
@@ -664,7 +681,13 @@ export const makeChatClient = (
         content: secrets.length === 0 ? content : Secrets.maskText(content, secrets),
         model: c.model ?? model,
         finishReason: choice.finish_reason ?? null,
-        usage: { promptTokens, completionTokens, totalTokens: usage.total_tokens ?? promptTokens + completionTokens },
+        usage: {
+          promptTokens,
+          completionTokens,
+          totalTokens: estimated ? promptTokens + completionTokens : usage.total_tokens ?? promptTokens + completionTokens,
+          ...(estimated ? { estimated: true } : {}),
+          ...(typeof serverCost === "number" && Number.isFinite(serverCost) && serverCost >= 0 ? { costUsd: serverCost } : {})
+        },
         latencyMs
       } satisfies ChatCompletion
     })
@@ -699,7 +722,7 @@ export const makeChatClient = (
             const c = classify(e)
             return fail(c === "timeout" ? "timeout" : "connection", `${resourceId}: ${describeTransport(e, host)}`)
           }),
-          Effect.flatMap((response) => onResponse(response, model, started))
+          Effect.flatMap((response) => onResponse(response, model, started, request.messages))
         )
       )
       if (request.timeoutMs === undefined) return yield* call
@@ -1098,6 +1121,11 @@ export const chat = <In = ChatInput>(
             promptTokens: c.usage.promptTokens,
             completionTokens: c.usage.completionTokens
           },
+          // token and cost accounting: what the run prices the call by (see `Pricing`)
+          model: c.model,
+          ...((model ?? client.model) !== undefined ? { requestedModel: (model ?? client.model)! } : {}),
+          ...(c.usage.estimated === true ? { estimated: true } : {}),
+          ...(c.usage.costUsd !== undefined ? { costUsd: c.usage.costUsd } : {}),
           ...(c.rateLimit !== undefined ? { rateLimit: c.rateLimit } : {})
         })
         return {

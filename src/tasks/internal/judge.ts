@@ -554,6 +554,10 @@ export const judge = <In = unknown>(
         ok: true,
         latencyMs: c.latencyMs,
         usage: { tokens: c.usage.totalTokens, promptTokens: c.usage.promptTokens, completionTokens: c.usage.completionTokens },
+        // token and cost accounting (see `Pricing`)
+        model: c.model,
+        ...(c.usage.estimated === true ? { estimated: true } : {}),
+        ...(c.usage.costUsd !== undefined ? { costUsd: c.usage.costUsd } : {}),
         ...(c.rateLimit !== undefined ? { rateLimit: c.rateLimit } : {})
       })
       return c

@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 11
+export const SCHEMA_VERSION = 12
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -517,6 +517,24 @@ export const MIGRATION_0011: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 0012 (schema version 12): token and cost accounting on
+ * `attempts` (see `Pricing` and `AttemptRecord`): `model` (TEXT), `tokens_in` and `tokens_out`
+ * (INTEGER), `tokens_estimated` (INTEGER 0/1, default 0) and `cost_usd` (REAL, US dollars),
+ * all `NULL` on the attempts written before (nothing to backfill: no figure was recorded).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const MIGRATION_0012: ReadonlyArray<string> = [
+  `ALTER TABLE attempts ADD COLUMN model TEXT`,
+  `ALTER TABLE attempts ADD COLUMN tokens_in INTEGER`,
+  `ALTER TABLE attempts ADD COLUMN tokens_out INTEGER`,
+  `ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0`,
+  `ALTER TABLE attempts ADD COLUMN cost_usd REAL`,
+  `UPDATE store_meta SET value = '12' WHERE key = 'schema_version'`
+]
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -535,5 +553,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0008_suite_definition_parts", MIGRATION_0008],
   ["0009_studies", MIGRATION_0009],
   ["0010_call_cache", MIGRATION_0010],
-  ["0011_suite_superseded", MIGRATION_0011]
+  ["0011_suite_superseded", MIGRATION_0011],
+  ["0012_attempt_accounting", MIGRATION_0012]
 ]

@@ -42,6 +42,8 @@ export interface SqliteEnv {
   readonly numbered: boolean
   /** Version 6: visit and active columns, the traversal column and the handoff ledger. */
   readonly visits: boolean
+  /** Version 12: token and cost accounting columns on attempts. */
+  readonly accounting: boolean
   /** The feature level in `store_meta` at open. */
   readonly featureLevel: string
   readonly roError: StoreUnavailable
@@ -538,6 +540,7 @@ export const openSqlite = (
      */
     const numbered = schemaVersion >= 3
     const visits = schemaVersion >= 6
+    const accounting = schemaVersion >= 12
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -551,5 +554,5 @@ export const openSqlite = (
           try: () => runTx.immediate(f) as A,
           catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
         })
-    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, featureLevel, roError, tx }
+    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, accounting, featureLevel, roError, tx }
   })

@@ -27,7 +27,8 @@ import {
   loadPayload,
   quantileAt,
   quantileRanks,
-  succeededIndexOf
+  succeededIndexOf,
+  zeroUsage
 } from "../../../services/internal/store/shared.js"
 import type {
   CompletionBucket,
@@ -82,7 +83,7 @@ export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
 ): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
-  const { fromSql, indexed, numbered, path, sql, visits } = env
+  const { accounting, fromSql, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
   /** Only the active occurrence of a station (every row of an older schema is). */
@@ -402,8 +403,12 @@ export const makeReads = (
         const first = sql`CASE WHEN j.key = 0 THEN 1 ELSE NOT EXISTS (SELECT 1 FROM json_each(a.lease_ids) k WHERE k.key < j.key AND ${
           targetOf("k.value")
         } = ${targetOf("j.value")}) END`
+        // token and cost accounting (schema version 12): sums over the same rows
+        const figures = accounting
+          ? sql`, coalesce(sum(a.tokens_in), 0), coalesce(sum(a.tokens_out), 0), coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.tokens_estimated = 1), count(*) FILTER (WHERE a.cost_usd IS NULL AND (a.tokens_in IS NOT NULL OR a.tokens_out IS NOT NULL))`
+          : sql``
         const counts = yield* q(
-          sql`SELECT ${group} AS g, count(*), count(*) FILTER (WHERE a.error_class = 'rate_limit') FROM attempts a, json_each(a.lease_ids) j WHERE ${
+          sql`SELECT ${group} AS g, count(*), count(*) FILTER (WHERE a.error_class = 'rate_limit')${figures} FROM attempts a, json_each(a.lease_ids) j WHERE ${
             scope("a")
           } AND ${first} GROUP BY g`.values
         )
@@ -411,20 +416,27 @@ export const makeReads = (
           sql`SELECT ${group} AS g, count(*) FROM (${retried}) r JOIN attempts a ON a.attempt_id = r.id, json_each(a.lease_ids) j WHERE ${first} GROUP BY g`
             .values
         )
-        const out = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+        const out = new Map<string, ReturnType<typeof zeroUsage>>()
         const entry = (g: unknown) => {
           const target = leaseTarget(String(g))
           let u = out.get(target)
           if (u === undefined) {
-            u = { attempts: 0, retries: 0, rateLimited: 0 }
+            u = zeroUsage()
             out.set(target, u)
           }
           return u
         }
-        for (const [g, n, limited] of counts) {
+        for (const [g, n, limited, tin, tout, cost, estimated, unpriced] of counts) {
           const u = entry(g)
           u.attempts += Number(n)
           u.rateLimited += Number(limited)
+          if (accounting) {
+            u.tokensIn += Number(tin)
+            u.tokensOut += Number(tout)
+            u.costUsd += Number(cost)
+            u.estimated += Number(estimated)
+            u.unpriced += Number(unpriced)
+          }
         }
         for (const [g, n] of retries) entry(g).retries += Number(n)
         return Array.from(out, ([target, u]): ResourceUsage => ({ target, ...u })).sort((a, b) =>

@@ -159,7 +159,9 @@ export const toTask = (r: Row): TaskRecord =>
  */
 export const ATTEMPT_COLUMNS = [
   "attempt_id", "pno", "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class",
-  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit"
+  "error_type", "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit",
+  // token and cost accounting (schema version 12)
+  "model", "tokens_in", "tokens_out", "tokens_estimated", "cost_usd"
 ] as const
 
 /**
@@ -186,7 +188,13 @@ export const toAttempt = (r: Row): AttemptRecord =>
     startedAt: num(r.started_at),
     endedAt: num(r.ended_at),
     durationMs: num(r.duration_ms),
-    visit: visitOf(r.visit)
+    visit: visitOf(r.visit),
+    // absent before schema version 12: null (and not estimated)
+    model: r.model === undefined ? null : nstr(r.model),
+    tokensIn: r.tokens_in === undefined || r.tokens_in === null ? null : num(r.tokens_in),
+    tokensOut: r.tokens_out === undefined || r.tokens_out === null ? null : num(r.tokens_out),
+    tokensEstimated: r.tokens_estimated === 1 || r.tokens_estimated === 1n || r.tokens_estimated === true,
+    costUsd: r.cost_usd === undefined || r.cost_usd === null ? null : num(r.cost_usd)
   })
 
 /**

@@ -337,7 +337,8 @@ export const makeWriter = (
     const attemptRow = (a: NewAttempt): Array<unknown> => [
       nextAttemptId++, pnoOf(a.pipelineId), a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome,
       a.errorClass, a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt,
-      a.durationMs, a.visit ?? 0
+      a.durationMs, a.visit ?? 0, a.model ?? null, a.tokensIn ?? null, a.tokensOut ?? null, a.tokensEstimated === true ? 1 : 0,
+      a.costUsd ?? null
     ]
     const eventRow = (e: NewEvent): Array<unknown> => [
       nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId, jsonOrNull(e.data), e.ts

@@ -44,6 +44,7 @@ import {
   type EventFilter,
   type PipelineBundle,
   type PipelinesPage,
+  type ResourceUsage,
   type SpecCount,
   type StoreStats,
   type TaskStore,
@@ -56,7 +57,9 @@ import {
   checkLimit,
   latencyOf,
   PAGE_SIZE,
-  usageAccumulator
+  usageAccumulator,
+  sumUsage,
+  zeroUsage
 } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
 import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
@@ -460,11 +463,11 @@ export const makeView = (parts: ViewParts): SuiteView => {
             )
           })
       )
-      const sum = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+      const sum = new Map<string, Omit<ResourceUsage, "target">>()
       for (const usage of per) {
         for (const u of usage) {
-          const s = sum.get(u.target) ?? { attempts: 0, retries: 0, rateLimited: 0 }
-          sum.set(u.target, { attempts: s.attempts + u.attempts, retries: s.retries + u.retries, rateLimited: s.rateLimited + u.rateLimited })
+          const { target: _, ...figures } = u
+          sum.set(u.target, sumUsage(sum.get(u.target) ?? zeroUsage(), figures))
         }
       }
       return Array.from(sum, ([target, u]) => ({ target, ...u })).sort((a, b) =>

@@ -6,7 +6,8 @@
 import { type Context, Effect } from "effect"
 import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { digest, type Json } from "../../../domain/Json.js"
-import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
+import type { AcquireOptions, Lease, LeaseReport } from "../../../domain/Lease.js"
+import * as Pricing from "../../../domain/Pricing.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { Membership } from "../../../domain/Suite.js"
@@ -62,6 +63,46 @@ export interface AttemptShared {
     value: unknown,
     options: MetricOptions & { readonly pipelineId?: PipelineId | null | undefined }
   ) => Effect.Effect<void, StoreUnavailable | ConfigError>
+  /** The run's price table (`RunConfig.pricing`), if any. */
+  readonly pricing?: Pricing.PriceTable | undefined
+}
+
+/**
+ * What one attempt's lease reports added up to (see `Pricing`): `calls` (reports with token
+ * usage), tokens in and out, whether any was `estimated`, the cost in US dollars (`null` when
+ * no report could be priced; a sum of the priced reports otherwise) and the last model named.
+ *
+ * @internal
+ */
+export interface AttemptUsage {
+  calls: number
+  tokensIn: number
+  tokensOut: number
+  estimated: boolean
+  costUsd: number | null
+  model: string | null
+}
+
+const numberIn = (u: Readonly<Record<string, number>> | undefined, key: string): number => {
+  const v = u?.[key]
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0
+}
+
+/**
+ * A study variant's model price (its model profile's `price: { promptPer1k, completionPer1k }`,
+ * USD per 1000 tokens, see `StudyControl.priceOf`) as a {@link Pricing.ModelPrice}.
+ */
+const variantPrice = (variables: Readonly<Record<string, Json>>): Pricing.ModelPrice | undefined => {
+  for (const v of Object.values(variables)) {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) continue
+    const price = (v as { readonly price?: unknown }).price
+    if (price === null || typeof price !== "object") continue
+    const { completionPer1k, promptPer1k } = price as Record<string, unknown>
+    if (typeof promptPer1k === "number" && typeof completionPer1k === "number" && promptPer1k >= 0 && completionPer1k >= 0) {
+      return { inputPer1M: promptPer1k * 1000, outputPer1M: completionPer1k * 1000 }
+    }
+  }
+  return undefined
 }
 
 /** `ctx.variables` outside studies (frozen: nothing can be added to it). */
@@ -90,6 +131,8 @@ export class AttemptContext implements TaskContext {
   leaseIds: Array<string> | undefined = undefined
   /** Whether the escape hatch was used (its leases are reclaimed after the attempt). */
   rawLeases = false
+  /** What the attempt's lease reports added up to (undefined until a report with usage). */
+  usage: AttemptUsage | undefined = undefined
   #seed: number | undefined = undefined
   #holder: Holder | undefined = undefined
   readonly #shared: AttemptShared
@@ -148,6 +191,59 @@ export class AttemptContext implements TaskContext {
   #track(lease: Lease): void {
     ;(this.leaseIds ??= []).push(lease.id)
   }
+  /**
+   * Prices one lease report (see `Pricing`: the resource's own pricing, then a study
+   * variant's model profile price, then the run's table, else the server's reported cost),
+   * adds it to {@link usage}, and returns the report with `costUsd` the priced figure (what
+   * a study's meter counts), or as it was when it carries no token usage.
+   */
+  priceReport(lease: Lease, report: LeaseReport): LeaseReport {
+    const u = report.usage
+    const tokensIn = numberIn(u, "promptTokens")
+    const tokensOut = numberIn(u, "completionTokens")
+    if (tokensIn === 0 && tokensOut === 0 && report.model === undefined) return report
+    const models = [report.model, report.requestedModel]
+    const own = Pricing.priceFor(models, undefined, lease.resource)
+    const variant = own === undefined ? variantPrice(this.variables) : undefined
+    const priced = own !== undefined
+      ? { costUsd: Pricing.costOf(own, tokensIn, tokensOut), source: "pricing" as const }
+      : variant !== undefined
+      ? { costUsd: Pricing.costOf(variant, tokensIn, tokensOut), source: "pricing" as const }
+      : Pricing.priceCall({ models, tokensIn, tokensOut, serverCostUsd: report.costUsd, table: this.#shared.pricing })
+    const acc = this.usage ??= { calls: 0, tokensIn: 0, tokensOut: 0, estimated: false, costUsd: null, model: null }
+    acc.calls++
+    acc.tokensIn += tokensIn
+    acc.tokensOut += tokensOut
+    if (report.estimated === true) acc.estimated = true
+    if (priced !== undefined) acc.costUsd = (acc.costUsd ?? 0) + priced.costUsd
+    if (report.model !== undefined) acc.model = report.model
+    if (priced === undefined) {
+      if (report.costUsd === undefined) return report
+      const { costUsd: _, ...rest } = report
+      return rest
+    }
+    return { ...report, costUsd: priced.costUsd }
+  }
+  /** The lease a task sees: the pool's, with its reports priced ({@link priceReport}). */
+  #priced<Client>(lease: Lease<Client>): Lease<Client> {
+    const self = this
+    return {
+      id: lease.id,
+      pool: lease.pool,
+      resource: lease.resource,
+      options: lease.options,
+      client: lease.client,
+      taskName: lease.taskName,
+      get heldMs() {
+        return lease.heldMs
+      },
+      report: (report) => Effect.suspend(() => lease.report(self.priceReport(lease as Lease, report))),
+      degrade: (reason) => lease.degrade(reason),
+      get releaseNow() {
+        return lease.releaseNow
+      }
+    }
+  }
   get publishResource(): TaskContext["publishResource"] {
     return (pool, resource) => this.#shared.pools.add(pool, resource)
   }
@@ -163,7 +259,7 @@ export class AttemptContext implements TaskContext {
       // deadlock warnings, reclaim); the attempt only records the ids for its task row.
       Effect.map(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
         this.#track(lease)
-        return lease
+        return this.#priced(lease)
       })
   }
   get acquireLease(): TaskContext["acquireLease"] {
@@ -174,7 +270,7 @@ export class AttemptContext implements TaskContext {
           return this.#shared.pools.acquireRaw<Client>(opts, this.#holderOf())
         }),
         (lease) => Effect.sync(() => this.#track(lease))
-      )
+      ).pipe(Effect.map((lease) => this.#priced(lease)))
   }
   get heldLeases(): TaskContext["heldLeases"] {
     return this.#shared.pools.heldBy(this.owner)

@@ -17,6 +17,7 @@ import type { CallCacheService, CacheUsageTokens } from "../../CallCache.js"
 import type { Pools } from "../../Pool.js"
 import type { Context } from "effect"
 import type { CacheCounters } from "./state.js"
+import type { AttemptUsage } from "./attemptContext.js"
 
 /**
  * The cache of a run: the service and the run's settings.
@@ -148,6 +149,17 @@ export const lookup = (
 }
 
 /**
+ * The usage stored with a cached output: the output's own (`CallCache.usageOf`), with the
+ * priced cost of the call that made it (`costUsd`, US dollars, from the attempt's accounting)
+ * when it had one: what a later hit reports as the cost saved.
+ */
+const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
+  const usage = CallCache.usageOf(value)
+  if (accounted === undefined || accounted.costUsd === null) return usage
+  return { ...(usage ?? { promptTokens: accounted.tokensIn, completionTokens: accounted.tokensOut, totalTokens: accounted.tokensIn + accounted.tokensOut }), costUsd: accounted.costUsd }
+}
+
+/**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
  * attempt's {@link CacheNote}. A failed write is logged, never fails the attempt.
@@ -160,7 +172,8 @@ export const afterRun = (
   taskName: string,
   exit: Exit.Exit<unknown, unknown>,
   registry: CodecRegistry,
-  nowMs: number
+  nowMs: number,
+  accounted?: AttemptUsage | undefined
 ): Effect.Effect<CacheNote | undefined> => {
   if (!Exit.isSuccess(exit) || isHandoff(exit.value)) return Effect.succeed(undefined)
   const key = plan.key.slice(0, 16)
@@ -175,7 +188,7 @@ export const afterRun = (
     typeName: encoded.right.typeName,
     codec: encoded.right.codec,
     data: encoded.right.data,
-    usage: CallCache.usageOf(exit.value),
+    usage: usageToStore(exit.value, accounted),
     createdAt: nowMs
   }).pipe(
     Effect.as(note),
@@ -218,6 +231,8 @@ export const countNote = (c: CacheCounters, note: CacheNote | undefined): void =
         c.promptTokens += note.usage.promptTokens
         c.completionTokens += note.usage.completionTokens
         c.totalTokens += note.usage.totalTokens
+        const cost = note.usage.costUsd
+        if (typeof cost === "number" && Number.isFinite(cost)) c.costSavedUsd = (c.costSavedUsd ?? 0) + cost
       }
       return
     }

@@ -44,6 +44,7 @@ import {
 } from "./pipeline.js"
 import { countNote, succeededAs } from "./cache.js"
 import * as Rows from "./rows.js"
+import type { AttemptUsage } from "./attemptContext.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 
@@ -340,7 +341,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                   succeededAs(attempt, result.cache).decision,
                   result.leaseIds,
                   result.startedAt,
-                  ended
+                  ended,
+                  result.usage
                 )
               ],
               traversal: { expectedVersion: vs.version, state: next }
@@ -365,7 +367,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         decision,
         result.leaseIds,
         result.startedAt,
-        ended
+        ended,
+        result.usage
       )
       const counted = { updatedAt: ended, attemptsDelta: 1 }
       if (decision.retry && !state.stopping) {
@@ -415,7 +418,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     attempt: number,
     directive: Handoff,
     input: unknown,
-    result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number },
+    result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number; readonly usage?: AttemptUsage | undefined },
     taskStarted: number,
     ended: number,
     taskLeaseIds: ReadonlyArray<string>
@@ -511,7 +514,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       unit: {
         pipelineId,
         task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
-        attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended)],
+        attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
         pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
         events: [{
           kind: "pipeline.handoff",

@@ -40,7 +40,7 @@ import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, Pipeline
 import { isSyncRun } from "../../../domain/internal/syncRun.js"
 import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
-import { type AttemptShared, AttemptContext, type MemberFacts, memberOf } from "./attemptContext.js"
+import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
 import { emptyHold } from "./slotGate.js"
@@ -276,6 +276,8 @@ export interface AttemptResult {
   readonly startedAt: number
   /** What the call cache did (absent: the task is not cached in this run). */
   readonly cache?: CacheNote | undefined
+  /** The attempt's token and cost accounting (absent: no lease report carried usage). */
+  readonly usage?: AttemptUsage | undefined
 }
 
 type TaskOutcome = { readonly _tag: "Ok"; readonly value: unknown } | { readonly _tag: "Failed" }
@@ -409,7 +411,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
               succeededAs(attempt, result.cache).decision,
               result.leaseIds,
               result.startedAt,
-              ended
+              ended,
+              result.usage
             )
             const unit = Rows.succeededUnit(
               current,
@@ -458,7 +461,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           decision,
           result.leaseIds,
           result.startedAt,
-          ended
+          ended,
+          result.usage
         )
         if (decision.retry && !state.stopping) {
           yield* store.recordAttempt(attemptRow)
@@ -737,7 +741,7 @@ export const runAttempt = (
         runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit),
         (result) =>
           Effect.map(
-            afterRun(cache, plan, task.name, result.exit, registry, env.clock.unsafeCurrentTimeMillis()),
+            afterRun(cache, plan, task.name, result.exit, registry, env.clock.unsafeCurrentTimeMillis(), result.usage),
             (note) => note === undefined ? result : { ...result, cache: note }
           )
       )
@@ -824,7 +828,12 @@ const runBody = (
       slot.inAttempt = false
       state.inFlight--
       const leaseIds = ctx.leaseIds
-      if (!ctx.rawLeases) return Effect.succeed({ exit, leaseIds: leaseIds ?? noLeases, startedAt })
+      const usage = ctx.usage
+      if (!ctx.rawLeases) {
+        return Effect.succeed(
+          usage === undefined ? { exit, leaseIds: leaseIds ?? noLeases, startedAt } : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
+        )
+      }
       // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
       return Effect.map(env.pools.reclaim(ctx.owner), (leaked) => {
         if (leaked.length > 0) {
@@ -833,7 +842,7 @@ const runBody = (
             exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
           }
         }
-        return { exit, leaseIds: leaseIds ?? noLeases, startedAt }
+        return usage === undefined ? { exit, leaseIds: leaseIds ?? noLeases, startedAt } : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
       })
     })
   })

@@ -21,6 +21,7 @@ import type {
   TaskFields
 } from "../../Store.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import type { AttemptUsage } from "./attemptContext.js"
 
 /** Longest error message stored (characters). */
 const MAX_MESSAGE = 4000
@@ -154,7 +155,8 @@ export interface TaskRun {
 }
 
 /**
- * An attempt row.
+ * An attempt row, with the token and cost accounting of its lease reports when it made a
+ * model call (`usage`, see `AttemptContext.priceReport`).
  *
  * @internal
  */
@@ -166,8 +168,16 @@ export const attemptRow = (
   decision: RetryPolicy.RetryDecision | null,
   leaseIds: ReadonlyArray<string>,
   startedAt: number,
-  endedAt: number
+  endedAt: number,
+  usage?: AttemptUsage | undefined
 ): NewAttempt => ({
+  ...(usage === undefined ? {} : {
+    model: usage.model,
+    tokensIn: usage.tokensIn,
+    tokensOut: usage.tokensOut,
+    tokensEstimated: usage.estimated,
+    costUsd: usage.costUsd
+  }),
   pipelineId: t.pipelineId,
   runId: t.runId,
   taskRunId: t.taskRunId,

@@ -560,7 +560,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       store: readOnlyView(store),
       pools,
       emit,
-      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
+      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
+      pricing: state.config.pricing
     }
     // A suite member's attempts see the pools under the member's own names.
     const memberShared = new Map<string, AttemptShared>()

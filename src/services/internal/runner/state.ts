@@ -42,6 +42,8 @@ export interface CacheCounters {
   promptTokens: number
   completionTokens: number
   totalTokens: number
+  /** The priced cost (US dollars) of the calls the hits replaced; `null` while none was priced. */
+  costSavedUsd: number | null
 }
 
 /**
@@ -109,7 +111,7 @@ export const make = (
     handoffs: 0
   },
   skippedByMember: new Map(),
-  cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+  cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, costSavedUsd: null },
   stopping: false,
   stopReason: null,
   inFlight: 0,

@@ -44,6 +44,43 @@ export const leaseTarget = (leaseId: string): string => {
   return hash < 0 ? leaseId : leaseId.slice(0, hash)
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/**
+ * Zero figures of a `ResourceUsage` (without its target).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const zeroUsage = (): Mutable<Omit<ResourceUsage, "target">> => ({
+  attempts: 0,
+  retries: 0,
+  rateLimited: 0,
+  tokensIn: 0,
+  tokensOut: 0,
+  costUsd: 0,
+  estimated: 0,
+  unpriced: 0
+})
+
+/**
+ * The sum of two usages' figures (the target is `a`'s).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const sumUsage = <A extends Omit<ResourceUsage, "target">>(a: A, b: Omit<ResourceUsage, "target">): A => ({
+  ...a,
+  attempts: a.attempts + b.attempts,
+  retries: a.retries + b.retries,
+  rateLimited: a.rateLimited + b.rateLimited,
+  tokensIn: a.tokensIn + b.tokensIn,
+  tokensOut: a.tokensOut + b.tokensOut,
+  costUsd: a.costUsd + b.costUsd,
+  estimated: a.estimated + b.estimated,
+  unpriced: a.unpriced + b.unpriced
+})
+
 /**
  * An accumulator of `ResourceUsage` (see `TaskStore.resourceUsage`): `add` takes the attempts
  * of one scope in attempt-id order, `result` gives the usage per target ascending by target.
@@ -54,7 +91,7 @@ export const leaseTarget = (leaseId: string): string => {
  */
 export const usageAccumulator = () => {
   const isRetry = retryTracker()
-  const usage = new Map<string, { attempts: number; retries: number; rateLimited: number }>()
+  const usage = new Map<string, Mutable<Omit<ResourceUsage, "target">>>()
   return {
     add: (a: {
       readonly pipelineId: string
@@ -63,17 +100,27 @@ export const usageAccumulator = () => {
       readonly decision: unknown
       readonly errorClass: string | null
       readonly leaseIds: ReadonlyArray<string>
+      readonly tokensIn?: number | null | undefined
+      readonly tokensOut?: number | null | undefined
+      readonly tokensEstimated?: boolean | undefined
+      readonly costUsd?: number | null | undefined
     }): void => {
       const retry = isRetry(a)
+      const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
       for (const target of new Set(a.leaseIds.map(leaseTarget))) {
         let u = usage.get(target)
         if (u === undefined) {
-          u = { attempts: 0, retries: 0, rateLimited: 0 }
+          u = zeroUsage()
           usage.set(target, u)
         }
         u.attempts++
         if (retry) u.retries++
         if (a.errorClass === "rate_limit") u.rateLimited++
+        u.tokensIn += a.tokensIn ?? 0
+        u.tokensOut += a.tokensOut ?? 0
+        if (a.costUsd !== undefined && a.costUsd !== null) u.costUsd += a.costUsd
+        else if (tokens) u.unpriced++
+        if (a.tokensEstimated === true) u.estimated++
       }
     },
     result: (): ReadonlyArray<ResourceUsage> =>

@@ -1,0 +1,131 @@
+/**
+ * Token and cost accounting as a user meets it through `bin/assay` (issue 18 §2): a bad price
+ * refused with its field path (exit 2); `run` against the mock LLM with a price table, then
+ * `report` (text and JSON) and `export --rows attempts` (JSON Lines) showing the figures; and `study run`
+ * taking the call cache flags with `run`'s meaning (a shared `--cache-db` serves a second
+ * output root without a call; a bad `--cache-ttl` is exit 2).
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as NodePath from "node:path"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import { assay, tempDir, write } from "../support/cli.js"
+
+const KEY = "sk-cli-price-7a6b5c4d3e2f"
+
+const mock = Effect.gen(function*() {
+  const profile = yield* MockLlm.decodeProfile({ seed: 5, endpoints: [{ name: "m", latency: { medianMs: 0 } }] })
+  return yield* MockLlm.serve({ profile })
+}).pipe(Effect.provide(NodeContext.layer))
+
+const experiment = (dir: string, baseUrl: string, extra: Record<string, unknown> = {}, resource: Record<string, unknown> = {}) => {
+  write(dir, "rows.jsonl", ["win money now", "lunch on friday?", "meeting notes"].map((p) => JSON.stringify({ prompt: p })).join("\n"))
+  return write(dir, "exp.json", {
+    pools: {
+      llm: { resources: [{ id: "m", capacity: 2, options: { baseUrl, model: "mock-spam-1", apiKeyEnv: "PRICE_TEST_KEY" }, ...resource }] }
+    },
+    pipeline: { name: "ask", tasks: [{ use: "chat", options: { temperature: 0 } }] },
+    source: { jsonl: { path: "rows.jsonl" } },
+    ...extra
+  })
+}
+
+describe("pricing through bin/assay", () => {
+  it.scopedLive("a bad price is refused with its field path (exit 2); run → report and export show tokens and cost", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("pricing")
+      const baseUrl = server.endpoints[0]!.baseUrl
+      const env = { PRICE_TEST_KEY: KEY }
+
+      // a negative price, an unknown field, a resource's price that is not a number
+      const bad = experiment(dir, baseUrl, { pricing: { "mock-spam-1": { inputPer1M: -1, outputPer1M: 2, cachedPer1M: 1 } } }, {
+        pricing: { inputPer1M: "cheap", outputPer1M: 1 }
+      })
+      const refused = yield* assay(["run", "-c", bad, "--store", "bad.db", "--quiet"], { cwd: dir, env })
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(refused.stderr, "pricing.mock-spam-1.inputPer1M")
+      assert.include(refused.stderr, "pricing.mock-spam-1.cachedPer1M")
+      assert.include(refused.stderr, "pools.llm.resources[0].pricing")
+      assert.isFalse(fs.existsSync(NodePath.join(dir, "bad.db")), "nothing written")
+
+      const good = experiment(dir, baseUrl, { pricing: { "mock-spam-1": { inputPer1M: 2, outputPer1M: 8 } } })
+      const ran = yield* assay(["run", "-c", good, "--store", "run.db", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+
+      const json = yield* assay(["report", "run.db", "--json"], { cwd: dir })
+      assert.strictEqual(json.code, 0, json.stderr)
+      const r = JSON.parse(json.stdout) as {
+        accounting: { total: { tokensIn: number; tokensOut: number; costUsd: number; unpriced: number } }
+        resources: Array<{ resourceId: string; tokensIn: number; costUsd: number }>
+      }
+      const t = r.accounting.total
+      assert.isAbove(t.tokensIn, 0)
+      assert.isAbove(t.tokensOut, 0)
+      assert.strictEqual(t.unpriced, 0)
+      assert.closeTo(t.costUsd, (t.tokensIn * 2 + t.tokensOut * 8) / 1e6, 1e-12)
+      assert.strictEqual(r.resources.find((x) => x.resourceId === "m")!.tokensIn, t.tokensIn)
+
+      const text = yield* assay(["report", "run.db"], { cwd: dir })
+      assert.include(text.stdout, `Tokens and cost: tokens in ${t.tokensIn}, out ${t.tokensOut}; cost $`)
+
+      const exported = yield* assay(["export", "run.db", "attempts.jsonl", "--rows", "attempts", "--format", "jsonl"], { cwd: dir })
+      assert.strictEqual(exported.code, 0, exported.stderr)
+      const rows = fs.readFileSync(NodePath.join(dir, "attempts.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+      assert.strictEqual(rows.length, 3)
+      for (const row of rows) {
+        assert.strictEqual(row["model"], "mock-spam-1")
+        assert.strictEqual(row["tokensEstimated"], false)
+        assert.isAbove(row["tokensIn"] as number, 0)
+      }
+      const cost = rows.reduce((n, row) => n + (row["costUsd"] as number), 0)
+      assert.closeTo(cost, t.costUsd, 1e-12)
+    }))
+})
+
+describe("study run takes the call cache flags", () => {
+  it.scopedLive("--cache-db: a second output root is served from the shared cache (0 calls); --cache-ttl nonsense is exit 2", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("study-cache")
+      const baseUrl = server.endpoints[0]!.baseUrl
+      const env = { PRICE_TEST_KEY: KEY }
+      experiment(dir, baseUrl)
+      const base = JSON.parse(fs.readFileSync(NodePath.join(dir, "exp.json"), "utf8"))
+      base.pipeline.tasks[0].options.temperature = { $var: "temperature" }
+      write(dir, "sexp.json", base)
+      write(dir, "study.yaml", [
+        "study: { id: cached, question: Does the cache serve a study?, type: compare }",
+        "protocol: { experiment: ./sexp.json }",
+        "output: { root: ./out-a }",
+        "variables:",
+        "  - name: temperature",
+        "    type: enum",
+        "    values: [0, 1]",
+        "baseline: { temperature: 0 }",
+        "repeats: 1"
+      ].join("\n"))
+      const calls = Effect.map(server.log, (log) => log.filter((e) => e.status === 200).length)
+      const run = (args: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const before = yield* calls
+          const r = yield* assay(["study", "run", "study.yaml", "-q", ...args], { cwd: dir, env, killAfterMs: 120_000 })
+          return { r, calls: (yield* calls) - before }
+        })
+      const first = yield* run(["--cache-db", "cache.db"])
+      assert.strictEqual(first.r.code, 0, first.r.stderr)
+      assert.strictEqual(first.calls, 6, "2 variants × 3 rows")
+      const second = yield* run(["--cache-db", "cache.db", "--output-root", "out-b"])
+      assert.strictEqual(second.r.code, 0, second.r.stderr)
+      assert.strictEqual(second.calls, 0, "every call served from the shared cache")
+      // without the flags a third root calls again
+      const third = yield* run(["--output-root", "out-c"])
+      assert.strictEqual(third.r.code, 0, third.r.stderr)
+      assert.strictEqual(third.calls, 6)
+      const badTtl = yield* run(["--cache-ttl", "soon", "--output-root", "out-d"])
+      assert.strictEqual(badTtl.r.code, 2, badTtl.r.stderr)
+      assert.include(badTtl.r.stderr, "--cache-ttl")
+    }))
+})

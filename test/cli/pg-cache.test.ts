@@ -8,6 +8,7 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -72,7 +73,7 @@ describe("assay run --cache --store postgres://…", () => {
 })
 
 describe("assay resume --store postgres://… after kill -9", () => {
-  it.scopedLive("claims the dead run's pipelines (--resume) and re-runs no committed task", () =>
+  it.scopedLive("claims the dead run's pipelines (--resume), re-runs no committed task; merge reads the database", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("pg-kill")
       const n = 60
@@ -117,5 +118,10 @@ describe("assay resume --store postgres://… after kill -9", () => {
         ),
         0
       )
+      // `assay merge` reads the Postgres store like a shard file: one row per pipeline
+      const merged = yield* assay(["merge", "-o", "merged.jsonl", url], { cwd: dir, killAfterMs: 60_000 })
+      assert.strictEqual(merged.code, 0, merged.stderr)
+      const lines = fs.readFileSync(path.join(dir, "merged.jsonl"), "utf8").trim().split("\n")
+      assert.strictEqual(lines.length, n)
     }), { timeout: 240_000 })
 })

@@ -45,17 +45,17 @@ const raw = (round: number) => rawBound(nodePath.join(dir, `raw-${round}.db`), N
 // ---------------------------------------------------------------------------------------------
 // 2. SqliteStore through its public operations
 // ---------------------------------------------------------------------------------------------
-const RUN = RunId.make("run")
 const store = (file: string, concurrency: number) => storeOn(SqliteStore.layer({ filename: file }), concurrency, N)
 
 /** The workload of 2 on any store layer: `n` pipelines from `concurrency` fibers; the elapsed ms. */
-const storeOn = (layer: Layer.Layer<Store, unknown>, concurrency: number, N: number) =>
+const storeOn = (layer: Layer.Layer<Store, unknown>, concurrency: number, N: number, writer = 0) =>
   Effect.gen(function*() {
     const s = yield* Store
+    const RUN = RunId.make(`run${writer}`)
     const one = (i: number) =>
       Effect.gen(function*() {
         // a cast, as the runner's own ids are (no validation cost inside the measured loop)
-        const id = idOf(i) as PipelineId
+        const id = idOf(i + writer * 10_000_000) as PipelineId
         const now = 1000 + i
         const seedBytes = payload(i, -1)
         const seed: NewArtifact = {
@@ -96,7 +96,7 @@ const storeOn = (layer: Layer.Layer<Store, unknown>, concurrency: number, N: num
     yield* Effect.forEach(Array.from({ length: N }, (_, i) => i), one, { concurrency, discard: true })
     yield* s.flush
     const ms = performance.now() - t0
-    const stats = yield* s.stats()
+    const stats = yield* s.stats(RUN)
     if ((stats.byState.succeeded !== N || stats.tasks !== 3 * N || stats.attemptsTotal !== 3 * N)) {
       throw new Error(`store bench wrote wrong rows: ${JSON.stringify(stats.byState)}`)
     }
@@ -194,7 +194,72 @@ const pgVsSqlite = Effect.gen(function*() {
   })
 })
 
+/**
+ * `BENCH_PG_WRITERS=k` (k > 1): k writer processes (this file in child mode,
+ * `BENCH_PG_CHILD_URL`) run the workload of 2 at once against one migrated database, each with
+ * its own ids and run; `store.postgres.writers` gives the aggregate pipelines per second over
+ * the span from the first start to the last end, and the client CPU per pipeline.
+ */
+const pgWriters = (k: number) =>
+  Effect.gen(function*() {
+    const { startPostgres } = yield* Effect.promise(() => import("../test/support/postgres.js"))
+    const PgStore = yield* Effect.promise(() => import("../src/layers/PgStore.js"))
+    const { spawn } = yield* Effect.promise(() => import("node:child_process"))
+    const pg = yield* Effect.promise(() => startPostgres())
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const db = `writers_${round}`
+        yield* Effect.promise(() => pg.createDatabase(db))
+        yield* PgStore.migrate(pg.url(db))
+        const outs = yield* Effect.promise(() =>
+          Promise.all(Array.from({ length: k }, (_, w) =>
+            new Promise<{ start: number; end: number; cpu: number }>((resolve, reject) => {
+              const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!], {
+                env: { ...process.env, BENCH_PG_CHILD_URL: pg.url(db), BENCH_PG_CHILD_WRITER: String(w + 1) },
+                stdio: ["ignore", "pipe", "inherit"]
+              })
+              let out = ""
+              child.stdout!.on("data", (d) => (out += String(d)))
+              child.on("exit", (code) =>
+                code === 0 ? resolve(JSON.parse(out.trim().split("\n").pop()!)) : reject(new Error(`writer ${w} exited ${code}`)))
+            })
+          ))
+        )
+        const span = Math.max(...outs.map((o) => o.end)) - Math.min(...outs.map((o) => o.start))
+        const cpu = outs.reduce((a, o) => a + o.cpu, 0)
+        emit({
+          bench: "store.postgres.writers",
+          round,
+          writers: k,
+          fibers_per_writer: CONCURRENCY,
+          pipelines: k * PG_N,
+          span_ms: Math.round(span),
+          pipelines_per_s: Math.round((k * PG_N) / (span / 1000)),
+          per_writer_pipelines_per_s: outs.map((o) => Math.round(PG_N / ((o.end - o.start) / 1000))),
+          client_cpu_us_per_pipeline: Math.round((cpu * 1000) / (k * PG_N))
+        })
+      }
+    } finally {
+      yield* Effect.promise(() => pg.stop())
+    }
+  })
+
+/** Child mode of {@link pgWriters}: one writer; prints `{ start, end, cpu }` (epoch ms, ms). */
+const pgChild = (url: string, writer: number) =>
+  Effect.gen(function*() {
+    const PgStore = yield* Effect.promise(() => import("../src/layers/PgStore.js"))
+    const c0 = cpuMs()
+    const start = performance.timeOrigin + performance.now()
+    yield* storeOn(PgStore.layer({ url }), CONCURRENCY, PG_N, writer)
+    const end = performance.timeOrigin + performance.now()
+    console.log(JSON.stringify({ start, end, cpu: cpuMs() - c0 }))
+  })
+
 const main = Effect.gen(function*() {
+  if (process.env.BENCH_PG_CHILD_URL !== undefined) {
+    return yield* pgChild(process.env.BENCH_PG_CHILD_URL, Number(process.env.BENCH_PG_CHILD_WRITER ?? 1))
+  }
+  if (Number(process.env.BENCH_PG_WRITERS ?? 1) > 1) return yield* pgWriters(Number(process.env.BENCH_PG_WRITERS))
   if (process.env.BENCH_PG_ONLY === "1") return yield* pgVsSqlite
   emit({ bench: "store.setup", pipelines: N, concurrency: CONCURRENCY, rows_per_pipeline: 17, node: process.version })
   // the machine is shared: alternate raw and store runs and keep the best of each

@@ -62,6 +62,7 @@ import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
+import { loadPgCallCache } from "../layers/internal/pg/load.js"
 import { redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
@@ -272,22 +273,30 @@ const cacheSettingOf = (
 
 /**
  * Where the run's call cache lives: a shared cache database when one is named; else the run's
- * SQLite store file (its `call_cache` table) when the cache is on for the run or for a task of
- * the pipeline; else memory (a memory or plugin store: nothing outlives the process).
+ * SQLite store file (its `call_cache` table) or Postgres store database (`assay_call_cache`)
+ * when the cache is on for the run or for a task of the pipeline; else memory (a memory or
+ * plugin store: nothing outlives the process).
  */
 const cacheLayerOf = (
   setting: CacheSetting | undefined,
   target: StoreResolver.StoreTarget,
   experiment: Experiment.Experiment
-): Layer.Layer<CallCache.CallCache, StoreUnavailable> => {
+): Layer.Layer<CallCache.CallCache, StoreUnavailable | ConfigError> => {
   const db = typeof setting === "object" ? setting.db : undefined
   if (db !== undefined) return SqliteCallCache.layer({ filename: db, shared: true })
   const runOn = setting !== undefined && setting !== false && setting !== "off" &&
     !(typeof setting === "object" && setting.mode === "off")
   const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
-  return (runOn || taskOn) && target._tag === "Sqlite"
-    ? SqliteCallCache.layer({ filename: target.filename })
-    : CallCache.layerMemory
+  if (!(runOn || taskOn)) return CallCache.layerMemory
+  switch (target._tag) {
+    case "Sqlite":
+      return SqliteCallCache.layer({ filename: target.filename })
+    case "Postgres":
+      // the store's database (its `assay_call_cache` table), loaded on demand as the store is
+      return Layer.unwrapEffect(Effect.map(loadPgCallCache, (PgCallCache) => PgCallCache.layer({ url: target.url })))
+    default:
+      return CallCache.layerMemory
+  }
 }
 
 const printWarnings = (experiment: Experiment.Experiment) =>

@@ -47,8 +47,7 @@ import {
   PAGE_SIZE,
   quantileAt,
   quantileRanks,
-  succeededIndexOf,
-  usageAccumulator
+  succeededIndexOf
 } from "../../../services/internal/store/shared.js"
 import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import type {
@@ -65,6 +64,7 @@ import type {
   PipelinePatch,
   PipelinesPage,
   PlacedArtifact,
+  ResourceUsage,
   SpecCount,
   StoreDriver,
   StoreStats,
@@ -180,6 +180,82 @@ const artifactRow = (a: NewArtifact, placed: PlacedArtifact): Array<unknown> => 
   a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength, placed.storage,
   placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
 ]
+
+/** Column types of the rows sent as arrays (`unnest`), in the order of their columns. */
+const PIPELINE_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["pipeline_id", "text"], ["key", "text"], ["name", "text"], ["state", "text"], ["n_tasks_done", "int"],
+  ["n_tasks_total", "int"], ["spec_digest", "text"], ["seed_digest", "text"], ["tags", "text"],
+  ["attempts_total", "int"], ["run_id", "text"], ["created_at", "bigint"], ["updated_at", "bigint"],
+  ["started_at", "bigint"], ["ended_at", "bigint"], ["failed_task", "text"], ["error_type", "text"],
+  ["error_message", "text"], ["error_class", "text"], ["repeat", "int"], ["suite_id", "text"],
+  ["experiment_id", "text"], ["local_key", "text"], ["traversal", "text"]
+]
+const TASK_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["task_run_id", "text"], ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"],
+  ["state", "text"], ["attempts_used", "int"], ["started_at", "bigint"], ["ended_at", "bigint"],
+  ["duration_ms", "float8"], ["error_type", "text"], ["error_message", "text"], ["error_class", "text"],
+  ["lease_ids", "text"], ["visit", "int"], ["active", "smallint"], ["k", "int"]
+]
+const ATTEMPT_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["pipeline_id", "text"], ["run_id", "text"], ["task_run_id", "text"], ["task_name", "text"], ["seq", "int"],
+  ["attempt_no", "int"], ["outcome", "text"], ["error_class", "text"], ["error_type", "text"],
+  ["error_message", "text"], ["decision", "text"], ["lease_ids", "text"], ["started_at", "bigint"],
+  ["ended_at", "bigint"], ["duration_ms", "float8"], ["visit", "int"]
+]
+const EVENT_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["kind", "text"], ["pipeline_id", "text"], ["run_id", "text"], ["data", "text"], ["ts", "bigint"]
+]
+const ARTIFACT_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"], ["type_name", "text"],
+  ["codec", "text"], ["digest", "text"], ["size", "bigint"], ["storage", "text"], ["blob_ref", "text"],
+  ["payload", "bytea"], ["is_final", "smallint"], ["created_at", "bigint"], ["visit", "int"], ["active", "smallint"],
+  ["k", "int"]
+]
+const CLAIM_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["pipeline_id", "text"], ["seq", "int"], ["visit", "int"], ["run_id", "text"], ["digest", "text"],
+  ["committed_at", "bigint"], ["k", "int"]
+]
+/** Patch fields in the order of their columns; a patch row says which it sets in a bit mask `h`. */
+const PATCH_FIELDS = [
+  ["state", "text"], ["n_tasks_done", "int"], ["run_id", "text"], ["started_at", "bigint"], ["ended_at", "bigint"],
+  ["failed_task", "text"], ["error_type", "text"], ["error_message", "text"], ["error_class", "text"]
+] as const
+const PATCH_TYPES: ReadonlyArray<readonly [string, string]> = [
+  ["id", "text"], ...PATCH_FIELDS, ["h", "int"], ["attempts_delta", "int"], ["updated_at", "bigint"]
+]
+/** A folded pipeline patch as a row of {@link PATCH_TYPES}. */
+const patchRow = (id: string, p: PipelinePatch): Array<unknown> => {
+  const e = p.error
+  const has = [
+    p.state !== undefined, p.nTasksDone !== undefined, p.runId !== undefined, p.startedAt !== undefined,
+    p.endedAt !== undefined, e !== undefined, e !== undefined, e !== undefined, e !== undefined
+  ]
+  return [
+    id, p.state ?? null, p.nTasksDone ?? null, p.runId ?? null, p.startedAt ?? null, p.endedAt ?? null,
+    e?.failedTask ?? null, e?.errorType ?? null, e?.errorMessage ?? null, e?.errorClass ?? null,
+    has.reduce((h, b, k) => (b ? h | (1 << k) : h), 0), p.attemptsDelta ?? 0, p.updatedAt
+  ]
+}
+
+/**
+ * Rows as one array parameter per column: `from` is
+ * `unnest($a::t1[], $b::t2[], …) WITH ORDINALITY AS x(c1, c2, …, ord)` (`ord` counts rows from
+ * 1 in the order given), its parameters appended to `params`.
+ */
+const unnestOf = (
+  types: ReadonlyArray<readonly [string, string]>,
+  values: ReadonlyArray<ReadonlyArray<unknown>>,
+  params: Array<unknown> = []
+): { readonly from: string; readonly params: Array<unknown> } => {
+  const marks = types.map(([, type], c) => {
+    params.push(values.map((row) => row[c] ?? null))
+    return `$${params.length}::${type}[]`
+  })
+  return {
+    from: `unnest(${marks.join(", ")}) WITH ORDINALITY AS x(${types.map(([name]) => name).join(", ")}, ord)`,
+    params
+  }
+}
 
 /** The traversal state of a control pipeline as stored. */
 const validState = Schema.decodeUnknownEither(Traversal.VisitState)
@@ -330,26 +406,21 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     return true
   }
 
-  /** Patch fields in the order of their columns (a shape is the set present). */
-  const PATCH_FIELDS = [
-    ["state", "text"],
-    ["n_tasks_done", "int"],
-    ["run_id", "text"],
-    ["started_at", "bigint"],
-    ["ended_at", "bigint"],
-    ["failed_task", "text"],
-    ["error_type", "text"],
-    ["error_message", "text"],
-    ["error_class", "text"]
-  ] as const
 
   /**
-   * A plain batch (see {@link isPlain}) in a fixed number of statements, whatever its size: the
-   * admitted rows in one upsert, the checkpoint keys claimed in one insert (first writer wins;
-   * the first unit of a key in the batch is its candidate), the artifacts (seeds and outputs, in
-   * the batch's order, so ids follow it) in one insert, the task rows in one upsert (the last
-   * row of a task run wins, as consecutive upserts would), the pipeline patches folded per
-   * pipeline in order and written with one UPDATE per patch shape, then attempts and events.
+   * A plain batch (see {@link isPlain}) in at most three statements, whatever its size, every
+   * row set sent as one array per column (`unnest`):
+   *
+   * 1. the admitted rows upserted (in id order) and the checkpoint keys at and after their
+   *    cursors deleted, in one statement;
+   * 2. the checkpoint keys claimed (first writer wins; the first unit of a key in the batch is
+   *    its candidate, in key order), and, filtered by the claims in SQL, the artifacts (seeds and
+   *    outputs in the batch's order, so ids follow it; of several finals of one pipeline only the
+   *    last is inserted final, and the pipeline's older finals are cleared), the task rows (the
+   *    last row of a task run wins, as consecutive upserts would), the attempts and the events,
+   *    in one statement that returns the keys won;
+   * 3. the pipeline patches of the winners, folded per pipeline in order, in one UPDATE (its
+   *    rows locked in id order first).
    */
   const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
     Effect.gen(function*() {
@@ -357,60 +428,136 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       const admitted = new Map<string, PipelineFields>()
       for (const op of ops) if (op._tag === "Admit") for (const p of op.pipelines) admitted.set(p.pipelineId, p)
       if (admitted.size > 0) {
-        yield* insertMany(
-          "assay_pipelines",
-          ADMIT_COLUMNS,
+        const u = unnestOf(
+          PIPELINE_TYPES,
           // in id order, as every writer locks rows (two batches never wait on each other in a cycle)
           Array.from(admitted.values(), (p) => [...pipelineParams(p), null]).sort((a, b) =>
             String(a[0]) < String(b[0]) ? -1 : String(a[0]) > String(b[0]) ? 1 : 0
-          ),
-          ADMIT_SUFFIX
+          )
         )
         yield* rows(
-          "DELETE FROM assay_checkpoints c USING assay_pipelines p WHERE p.pipeline_id = ANY($1) AND c.pipeline_id = p.pipeline_id AND c.seq >= p.n_tasks_done",
-          [Array.from(admitted.keys())]
+          `WITH up AS (INSERT INTO assay_pipelines (${ADMIT_COLUMNS.join(",")}) SELECT ${
+            ADMIT_COLUMNS.join(",")
+          } FROM ${u.from} ORDER BY ord ${ADMIT_SUFFIX} RETURNING pipeline_id, n_tasks_done)
+           DELETE FROM assay_checkpoints c USING up WHERE c.pipeline_id = up.pipeline_id AND c.seq >= up.n_tasks_done`,
+          u.params
         )
       }
-      // 2. claims: the first unit of each key in the batch is its candidate, later ones lose
-      const losers = new Set<number>()
+      // 2. claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of its
+      //    candidate; artifact and task rows carry the claim they depend on (NULL: none)
+      const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
+      const claimOf = new Map<number, number>()
       const candidates = new Map<string, number>()
       const claimRows: Array<Array<unknown>> = []
-      const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
       ops.forEach((op, i) => {
         if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined) return
         const a = op.unit.artifact
         const key = keyOf(a.pipelineId, a.seq, a.visit ?? 0)
-        if (candidates.has(key)) {
-          losers.add(i)
-          return
-        }
-        candidates.set(key, i)
-        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt])
+        const c = candidates.get(key)
+        if (c !== undefined) return void claimOf.set(i, -1 - c) // a later unit of a claimed key: lost
+        candidates.set(key, claimRows.length)
+        claimOf.set(i, claimRows.length)
+        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt, claimRows.length])
       })
-      if (claimRows.length > 0) {
-        // in key order: two writers claiming the same keys wait in the same order, never in a cycle
-        claimRows.sort((a, b) => {
-          const ka = keyOf(a[0], a[1], a[2])
-          const kb = keyOf(b[0], b[1], b[2])
-          return ka < kb ? -1 : ka > kb ? 1 : 0
-        })
-        const won = new Set(
-          (yield* insertMany(
-            "assay_checkpoints",
-            ["pipeline_id", "seq", "visit", "run_id", "digest", "committed_at"],
-            claimRows,
-            "ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit"
-          )).map((r) => keyOf(r.pipeline_id, r.seq, r.visit))
-        )
-        for (const [key, i] of candidates) if (!won.has(key)) losers.add(i)
-      }
-      // 3. artifacts, tasks, patches, facts, in batch order
+      // in key order: two writers claiming the same keys wait in the same order, never in a cycle
+      claimRows.sort((a, b) => {
+        const ka = keyOf(a[0], a[1], a[2])
+        const kb = keyOf(b[0], b[1], b[2])
+        return ka < kb ? -1 : ka > kb ? 1 : 0
+      })
+      const LOST = -1
       const artifacts: Array<NewArtifact> = []
       const artifactRows: Array<Array<unknown>> = []
-      const tasks = new Map<string, TaskFields>()
-      const patches = new Map<string, PipelinePatch>()
+      const taskRows: Array<Array<unknown>> = []
       const attempts: Array<Array<unknown>> = []
       const events: Array<Array<unknown>> = []
+      ops.forEach((op, i) => {
+        switch (op._tag) {
+          case "Admit":
+            for (const [a, placed] of op.seeds) {
+              artifacts.push(a)
+              artifactRows.push([...artifactRow(a, placed), null])
+            }
+            return
+          case "Checkpoint": {
+            const u = op.unit
+            for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
+            for (const e of u.events ?? []) events.push(eventRow(e))
+            const c = claimOf.get(i)
+            const claim = c === undefined ? null : c < 0 ? LOST : c
+            if (u.artifact !== undefined && op.placed !== undefined) {
+              artifacts.push(u.artifact)
+              artifactRows.push([...artifactRow(u.artifact, op.placed), claim])
+            }
+            if (u.task !== undefined) taskRows.push([...taskRow(u.task), claim])
+            return
+          }
+          case "PutTask":
+            taskRows.push([...taskRow(op.task), null])
+            return
+          default:
+            return
+        }
+      })
+      // of several finals of one pipeline in the batch, only the last stays final
+      const lastFinal = new Map<string, number>()
+      artifacts.forEach((a, k) => {
+        if (a.isFinal) lastFinal.set(a.pipelineId, k)
+      })
+      artifacts.forEach((a, k) => {
+        if (a.isFinal && lastFinal.get(a.pipelineId) !== k) artifactRows[k]![11] = 0
+      })
+      const won = new Set<number>()
+      if (claimRows.length + artifactRows.length + taskRows.length + attempts.length + events.length > 0) {
+        const params: Array<unknown> = []
+        const ctes: Array<string> = []
+        const claims = unnestOf(CLAIM_TYPES, claimRows, params)
+        ctes.push(
+          `cl AS (SELECT * FROM ${claims.from})`,
+          `won AS (INSERT INTO assay_checkpoints (pipeline_id, seq, visit, run_id, digest, committed_at)
+             SELECT pipeline_id, seq, visit, run_id, digest, committed_at FROM cl ORDER BY ord
+             ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit)`,
+          `wk AS (SELECT cl.k FROM cl JOIN won USING (pipeline_id, seq, visit))`
+        )
+        /** Rows whose claim (last column, `k`) is absent or won. */
+        const kept = "(x.k IS NULL OR x.k IN (SELECT k FROM wk))"
+        if (artifactRows.length > 0) {
+          const u = unnestOf(ARTIFACT_TYPES, artifactRows, params)
+          ctes.push(
+            `ins AS (INSERT INTO assay_artifacts (${ARTIFACT_COLUMNS.join(",")}) SELECT ${
+              ARTIFACT_COLUMNS.map((c) => `x.${c}`).join(",")
+            } FROM ${u.from} WHERE ${kept} ORDER BY x.ord RETURNING artifact_id, pipeline_id, is_final)`,
+            `fin AS (UPDATE assay_artifacts a SET is_final = 0 FROM ins WHERE ins.is_final = 1 AND a.pipeline_id = ins.pipeline_id AND a.is_final = 1 AND a.artifact_id <> ins.artifact_id)`
+          )
+        }
+        if (taskRows.length > 0) {
+          const u = unnestOf(TASK_TYPES, taskRows, params)
+          ctes.push(
+            `tk AS (INSERT INTO assay_tasks (${TASK_COLUMNS.join(",")}) SELECT * FROM (SELECT DISTINCT ON (x.task_run_id) ${
+              TASK_COLUMNS.map((c) => `x.${c}`).join(",")
+            } FROM ${u.from} WHERE ${kept} ORDER BY x.task_run_id, x.ord DESC) t ORDER BY task_run_id ${TASK_SUFFIX})`
+          )
+        }
+        if (attempts.length > 0) {
+          const u = unnestOf(ATTEMPT_TYPES, attempts, params)
+          ctes.push(
+            `at AS (INSERT INTO assay_attempts (${ATTEMPT_COLUMNS.join(",")}) SELECT ${
+              ATTEMPT_COLUMNS.map((c) => `x.${c}`).join(",")
+            } FROM ${u.from} ORDER BY x.ord)`
+          )
+        }
+        if (events.length > 0) {
+          const u = unnestOf(EVENT_TYPES, events, params)
+          ctes.push(
+            `ev AS (INSERT INTO assay_events (${EVENT_COLUMNS.join(",")}) SELECT ${
+              EVENT_COLUMNS.map((c) => `x.${c}`).join(",")
+            } FROM ${u.from} ORDER BY x.ord)`
+          )
+        }
+        for (const r of yield* rows(`WITH ${ctes.join(",\n")} SELECT k FROM wk`, params)) won.add(Number(r.k))
+      }
+      // 3. the pipeline patches of the units kept, folded per pipeline in batch order
+      const patches = new Map<string, PipelinePatch>()
       const patch = (pipelineId: string, p: PipelinePatch) => {
         const before = patches.get(pipelineId)
         if (before === undefined) return void patches.set(pipelineId, p)
@@ -421,141 +568,32 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       }
       ops.forEach((op, i) => {
         switch (op._tag) {
-          case "Admit":
-            for (const [a, placed] of op.seeds) {
-              artifacts.push(a)
-              artifactRows.push(artifactRow(a, placed))
-            }
-            return
           case "Checkpoint": {
-            const u = op.unit
-            for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
-            for (const e of u.events ?? []) events.push(eventRow(e))
-            if (losers.has(i)) return
-            if (u.artifact !== undefined && op.placed !== undefined) {
-              artifacts.push(u.artifact)
-              artifactRows.push(artifactRow(u.artifact, op.placed))
-            }
-            if (u.task !== undefined) {
-              tasks.delete(u.task.taskRunId)
-              tasks.set(u.task.taskRunId, u.task)
-            }
-            if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
+            const c = claimOf.get(i)
+            if (c !== undefined && (c < 0 || !won.has(c))) return
+            if (op.unit.pipeline !== undefined) patch(op.unit.pipelineId, op.unit.pipeline)
             return
           }
-          case "PutTask":
-            tasks.delete(op.task.taskRunId)
-            tasks.set(op.task.taskRunId, op.task)
-            return
           case "Patch":
             return patch(op.pipelineId, op.patch)
           case "Settle":
             return patch(op.pipelineId, settleToPatch(op.settle))
-          case "MarkFinal":
+          default:
             return
         }
       })
-      if (artifactRows.length > 0) {
-        // identity values of one statement ascend in row order
-        const ids = (yield* insertMany("assay_artifacts", ARTIFACT_COLUMNS, artifactRows, "RETURNING artifact_id"))
-          .map((r) => Number(r.artifact_id))
-          .sort((a, b) => a - b)
-        const keep = new Map<string, number>()
-        artifacts.forEach((a, k) => {
-          if (a.isFinal) keep.set(a.pipelineId, ids[k]!)
-        })
-        if (keep.size > 0) {
-          yield* rows(
-            "UPDATE assay_artifacts SET is_final = 0 WHERE pipeline_id = ANY($1) AND is_final = 1 AND NOT (artifact_id = ANY($2))",
-            [Array.from(keep.keys()), Array.from(keep.values())]
-          )
-        }
-      }
-      if (tasks.size > 0) yield* insertMany("assay_tasks", TASK_COLUMNS, Array.from(tasks.values(), taskRow), TASK_SUFFIX)
       if (patches.size > 0) {
-        // the rows are locked in id order first (an UPDATE … FROM locks in plan order)
+        const list = Array.from(patches).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+        const u = unnestOf(PATCH_TYPES, list.map(([id, p]) => patchRow(id, p)))
+        const sets = PATCH_FIELDS.map(([column], k) => `${column} = CASE WHEN v.h & ${1 << k} <> 0 THEN v.${column} ELSE p.${column} END`)
+        // the rows are locked in id order first (the one-time filter runs before the join)
         yield* rows(
-          "SELECT 1 FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
-          [Array.from(patches.keys())]
+          `WITH l AS MATERIALIZED (SELECT pipeline_id FROM assay_pipelines WHERE pipeline_id IN (SELECT id FROM ${u.from}) ORDER BY pipeline_id FOR UPDATE)
+           UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
+           FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE (SELECT count(*) FROM l) >= 0 AND p.pipeline_id = v.id`,
+          u.params
         )
-        const shapes = new Map<string, Array<readonly [string, PipelinePatch]>>()
-        for (const entry of patches) {
-          const p = entry[1]
-          const shape = [
-            p.state !== undefined,
-            p.nTasksDone !== undefined,
-            p.runId !== undefined,
-            p.startedAt !== undefined,
-            p.endedAt !== undefined,
-            p.error !== undefined,
-            p.error !== undefined,
-            p.error !== undefined,
-            p.error !== undefined,
-            (p.attemptsDelta ?? 0) !== 0
-          ].map((b) => (b ? "1" : "0")).join("")
-          const list = shapes.get(shape)
-          if (list === undefined) shapes.set(shape, [entry])
-          else list.push(entry)
-        }
-        for (const [shape, list] of shapes) {
-          const fields = PATCH_FIELDS.filter((_, k) => shape[k] === "1")
-          const delta = shape[9] === "1"
-          const valueOf = (p: PipelinePatch, column: string): unknown => {
-            switch (column) {
-              case "state":
-                return p.state
-              case "n_tasks_done":
-                return p.nTasksDone
-              case "run_id":
-                return p.runId
-              case "started_at":
-                return p.startedAt
-              case "ended_at":
-                return p.endedAt
-              case "failed_task":
-                return p.error?.failedTask ?? null
-              case "error_type":
-                return p.error?.errorType ?? null
-              case "error_message":
-                return p.error?.errorMessage ?? null
-              default:
-                return p.error?.errorClass ?? null
-            }
-          }
-          const per = Math.max(1, Math.floor(MAX_PARAMS / (fields.length + 3)))
-          for (let c = 0; c < list.length; c += per) {
-            const params: Array<unknown> = []
-            const mark = (v: unknown, type: string) => {
-              params.push(v)
-              return `$${params.length}::${type}`
-            }
-            const tuples = list.slice(c, c + per).map(([id, p]) =>
-              `(${
-                [
-                  mark(id, "text"),
-                  ...fields.map(([column, type]) => mark(valueOf(p, column), type)),
-                  ...(delta ? [mark(p.attemptsDelta ?? 0, "int")] : []),
-                  mark(p.updatedAt, "bigint")
-                ].join(", ")
-              })`
-            )
-            const names = ["id", ...fields.map(([column]) => column), ...(delta ? ["attempts_delta"] : []), "updated_at"]
-            const sets = [
-              ...fields.map(([column]) => `${column} = v.${column}`),
-              ...(delta ? ["attempts_total = p.attempts_total + v.attempts_delta"] : []),
-              "updated_at = v.updated_at"
-            ]
-            yield* rows(
-              `UPDATE assay_pipelines p SET ${sets.join(", ")} FROM (VALUES ${tuples.join(", ")}) AS v(${
-                names.join(", ")
-              }) WHERE p.pipeline_id = v.id`,
-              params
-            )
-          }
-        }
       }
-      if (attempts.length > 0) yield* insertMany("assay_attempts", ATTEMPT_COLUMNS, attempts)
-      if (events.length > 0) yield* insertMany("assay_events", EVENT_COLUMNS, events)
       return undefined
     })
 
@@ -1001,33 +1039,34 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         succeededIndexOf(ids.map((r) => r.pipeline_id), keyed.map((r) => [r.pipeline_id, r.spec_digest, r.seed_digest]))
     ),
     resourceUsage: (runId) =>
-      Effect.gen(function*() {
-        // every attempt in scope, in id order (the retry of an attempt is known from the
-        // decision of the attempt before it in its task run)
-        const acc = usageAccumulator()
-        let after = 0
-        for (;;) {
-          const page = yield* q(
-            `SELECT attempt_id, pipeline_id, seq, visit, decision, error_class, lease_ids FROM assay_attempts WHERE attempt_id > $1${
-              runId === undefined ? "" : " AND run_id = $2"
-            } ORDER BY attempt_id LIMIT ${PAGE_SIZE}`,
-            runId === undefined ? [after] : [after, runId]
-          )
-          for (const r of page) {
-            acc.add({
-              pipelineId: String(r.pipeline_id),
-              seq: Number(r.seq),
-              visit: Number(r.visit),
-              decision: typeof r.decision === "string" ? JSON.parse(r.decision) : null,
-              errorClass: r.error_class === null ? null : String(r.error_class),
-              leaseIds: JSON.parse(String(r.lease_ids)) as Array<string>
-            })
-          }
-          if (page.length < PAGE_SIZE) break
-          after = Number(page[page.length - 1]!.attempt_id)
-        }
-        return acc.result()
-      }),
+      // in SQL: an attempt is a retry when the attempt before it in scope of its task run
+      // (pipeline, seq, visit; attempt-id order) was decided a retry (`decision.retry` JSON
+      // true); it counts once per target of its leases (a lease id's target is everything before
+      // its last '#', `leaseTarget`)
+      Effect.map(
+        q(
+          `WITH a AS (
+             SELECT attempt_id, error_class, lease_ids,
+               coalesce(lag(decision IS NOT NULL AND decision::jsonb -> 'retry' = 'true'::jsonb)
+                 OVER (PARTITION BY pipeline_id, seq, visit ORDER BY attempt_id), false) AS retry
+             FROM assay_attempts WHERE ${runId === undefined ? "TRUE" : "run_id = $1"}
+           ), t AS (
+             SELECT DISTINCT a.attempt_id, a.retry, a.error_class, regexp_replace(l.v, '#[^#]*$', '') AS target
+             FROM a CROSS JOIN LATERAL jsonb_array_elements_text(a.lease_ids::jsonb) AS l(v)
+           )
+           SELECT target, count(*) AS attempts, count(*) FILTER (WHERE retry) AS retries,
+             count(*) FILTER (WHERE error_class = 'rate_limit') AS rate_limited
+           FROM t GROUP BY target ORDER BY target COLLATE "C"`,
+          runId === undefined ? [] : [runId]
+        ),
+        (r) =>
+          r.map((row): ResourceUsage => ({
+            target: String(row.target),
+            attempts: Number(row.attempts),
+            retries: Number(row.retries),
+            rateLimited: Number(row.rate_limited)
+          }))
+      ),
     errors: (o) =>
       Effect.map(
         q(

@@ -18,11 +18,25 @@ import { ConfigError } from "../../../domain/Errors.js"
  */
 export const loadPgStore: Effect.Effect<typeof import("../../PgStore.js"), ConfigError> = Effect.tryPromise({
   try: () => import("../../PgStore.js"),
-  catch: (cause) =>
-    new ConfigError({
-      message: `postgres:// stores need the optional package @effect/sql-pg 0.53.0 (install it with \`npm i -E @effect/sql-pg@0.53.0\`): ${
-        cause instanceof Error ? cause.message : String(cause)
-      }`,
-      issues: [{ path: "store", message: "@effect/sql-pg is not installed", suggestion: "npm i -E @effect/sql-pg@0.53.0" }]
-    })
+  catch: (cause) => missing(cause)
 })
+
+/**
+ * The `PgCallCache` module, imported once on first use; fails as {@link loadPgStore}.
+ *
+ * @since 0.8.0
+ * @category loading
+ */
+export const loadPgCallCache: Effect.Effect<typeof import("../../PgCallCache.js"), ConfigError> = Effect.tryPromise({
+  try: () => import("../../PgCallCache.js"),
+  catch: (cause) => missing(cause)
+})
+
+const missing = (cause: unknown) =>
+  new ConfigError({
+    message: `postgres:// stores need the optional package @effect/sql-pg 0.53.0 (install it with \`npm i -E @effect/sql-pg@0.53.0\`): ${
+      cause instanceof Error ? cause.message : String(cause)
+    }`,
+    issues: [{ path: "store", message: "@effect/sql-pg is not installed", suggestion: "npm i -E @effect/sql-pg@0.53.0" }]
+  })
+

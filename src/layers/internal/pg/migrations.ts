@@ -33,7 +33,7 @@ export class NewerSchema extends Data.TaggedError("NewerSchema")<{ readonly vers
  * @since 0.8.0
  * @category constants
  */
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
 
 /**
  * The migrator's bookkeeping table (one row per applied migration).
@@ -135,13 +135,34 @@ export const MIGRATION_0001: ReadonlyArray<string> = [
 ]
 
 /**
+ * The call cache's table (see `PgCallCache`): one row per request key, the output's bytes with
+ * its type, codec, namespace (JSON), token usage (JSON or `NULL`) and creation time (epoch ms).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const CALL_CACHE_TABLE = "assay_call_cache"
+
+/**
+ * The statements of migration 2: the call cache table ({@link CALL_CACHE_TABLE}).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const MIGRATION_0002: ReadonlyArray<string> = [
+  `CREATE TABLE ${CALL_CACHE_TABLE} (key ${K} PRIMARY KEY, task_name TEXT NOT NULL, namespace TEXT NOT NULL,
+     type_name TEXT NOT NULL, codec TEXT NOT NULL, payload BYTEA NOT NULL, usage TEXT, created_at BIGINT NOT NULL)`
+]
+
+/**
  * The migrations in order, as `Migrator.fromRecord` takes them (`<id>_<name>`).
  *
  * @since 0.8.0
  * @category migrations
  */
 export const MIGRATIONS: Readonly<Record<string, ReadonlyArray<string>>> = {
-  "1_store": MIGRATION_0001
+  "1_store": MIGRATION_0001,
+  "2_call_cache": MIGRATION_0002
 }
 
 /**

@@ -24,7 +24,32 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import { ModuleLoader } from "../layers/ModuleLoader.js"
 import { integerAtLeast } from "./Flags.js"
+
+/** The module that runs the two commands (`ClusterRun.ts`), as its URL next to this one. */
+const clusterRunUrl = (): string => {
+  try {
+    return new URL("./ClusterRun.js", import.meta.url).href
+  } catch {
+    // inside the CLI's bundle (no module URL): its loader refuses any URL anyway
+    return "assay:cluster-run"
+  }
+}
+
+/**
+ * Loads `ClusterRun.ts` through the `ModuleLoader` in context: never part of the CLI's fast
+ * start bundle (its loader refuses it, so the command runs again on the unbundled runtime, the
+ * way user modules do), which keeps `@effect/cluster`, `@effect/workflow` and `@effect/sql-pg`
+ * out of the bundle every other command parses.
+ *
+ * @since 0.7.0
+ * @category loading
+ */
+export const loadClusterRun: Effect.Effect<typeof import("./ClusterRun.js"), unknown> = Effect.flatMap(
+  ModuleLoader,
+  (loader) => Effect.map(loader.load(clusterRunUrl()), (m) => m as unknown as typeof import("./ClusterRun.js"))
+)
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
@@ -124,7 +149,7 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
   Effect.gen(function*() {
     const database = yield* checkDatabase(o.database)
     const address = yield* Option.match(o.listen, { onNone: () => Effect.succeed(undefined), onSome: parseListen })
-    const run = yield* Effect.promise(() => import("./ClusterRun.js"))
+    const run = yield* loadClusterRun
     return yield* run.runnerMain({
       config: o.config,
       database,

@@ -60,6 +60,7 @@ import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
 import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
+import * as ClusterCommand from "./ClusterCommand.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as Flags from "./Flags.js"
@@ -940,7 +941,7 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
     )
   }
   const database = args.database.value
-  return Effect.flatMap(Effect.promise(() => import("./ClusterRun.js")), (m) =>
+  return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
     m.submitRun({
       config: args.config,
       database,

@@ -6,6 +6,7 @@
  * @since 0.7.0
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
@@ -97,7 +98,9 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       `runner: cluster database ${redactUrl(o.database)}${address === undefined ? "" : `, listening on ${address.host}:${address.port}`}`
     )
     const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency }).pipe(
-      Layer.provideMerge(ClusterEngine.runnerLayer({ shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(address) as never } })),
+      Layer.provideMerge(ClusterEngine.runnerLayer({
+        shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
+      })),
       Layer.provide(pgLayer(o.database)),
       Layer.provide(ClusterEngine.catalogStreamLayer(experiment.pipelines(), (e) => e.message)),
       Layer.provide(Layer.mergeAll(store, Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms }), NodeProcessRunner.layer))

@@ -138,5 +138,56 @@ describe.skipIf(!hasPg)("ClusterEngine: three runners on PostgreSQL (in one proc
       yield* Effect.forEach(runners, Fiber.interrupt, { discard: true })
     }).pipe(Effect.provide(MemoryStore.layer()))
   }, 120_000)
+
+  it.live("C2: a runner stopped mid-run: nothing lost, no committed task called again, repeats within the in-flight allowance", () => {
+    const calls: Array<Call> = []
+    const template = templateOf(calls)
+    const specs = Array.from({ length: 30 }, (_, i) => template.bind(i + 100))
+    return Effect.gen(function*() {
+      yield* Effect.promise(() => pg!.createDatabase("c2"))
+      const store = yield* Store
+      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
+      for (let i = 0; i < 3; i++) {
+        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c2", basePort + 3 + i, store, specs)).pipe(
+          Effect.locally(whoRef, i)
+        )))
+        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
+      }
+      const submitter = yield* Effect.fork(
+        ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
+          Effect.provide(clientOf("c2"))
+        )
+      )
+      // the fault: once a third of the tasks are committed and runner 1 has work in flight
+      const committedKeys = () =>
+        Effect.map(
+          Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => [s.pipelineId, Option.match(r, { onNone: () => 0, onSome: (x) => x.nTasksDone })] as const)),
+          (rows) => rows.flatMap(([id, n]) => ["a", "b", "c"].slice(0, n).map((t) => `${id}/${t}`))
+        )
+      let before: ReadonlyArray<string> = []
+      for (let i = 0; i < 400; i++) {
+        before = yield* committedKeys()
+        if (before.length >= 30 && calls.some((c) => c.runner === 1 && c.end === undefined)) break
+        yield* Effect.sleep("25 millis")
+      }
+      const faultAt = Date.now()
+      const inFlight = calls.filter((c) => c.end === undefined).length
+      yield* Fiber.interrupt(runners[1]!)
+      const report = yield* Fiber.join(submitter)
+      assert.strictEqual(report.succeeded, 30)
+      yield* assertAllDone(store, specs)
+      // committed before the fault: never called again
+      const committed = new Set(before)
+      const late = calls.filter((c) => committed.has(c.key) && c.start >= faultAt)
+      assert.deepStrictEqual(late.map((c) => c.key), [])
+      // each task called once, except calls in flight at the fault (at least once)
+      const perKey = new Map<string, number>()
+      for (const c of calls) perKey.set(c.key, (perKey.get(c.key) ?? 0) + 1)
+      assert.strictEqual(perKey.size, 90)
+      const repeats = Array.from(perKey.values()).reduce((a, n) => a + n - 1, 0)
+      assert.isAtMost(repeats, inFlight)
+      yield* Effect.forEach(runners, Fiber.interrupt, { discard: true })
+    }).pipe(Effect.provide(MemoryStore.layer()))
+  }, 180_000)
 })
 

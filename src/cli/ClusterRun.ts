@@ -162,8 +162,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
           "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
         )
       ),
-      Effect.provide(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database)))),
-      Effect.provide(store)
+      Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
     yield* Console.log(
       `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`

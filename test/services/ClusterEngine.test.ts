@@ -8,21 +8,33 @@ import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Option, Stream } from "effect"
+import { Effect, Either, Layer, Option, Schedule, Stream } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
-import { Store } from "../../src/services/Store.js"
+import type { PoolsService } from "../../src/services/Pools.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+import * as Resource from "../../src/domain/Resource.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
-/** A runner host in this process over the memory store, for the given specs. */
-const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+/**
+ * A runner host in this process over the memory store, for the given specs (with `pools`, and
+ * the store as `wrap` changes it).
+ */
+const hostOf = (
+  specs: ReadonlyArray<AnySpec>,
+  pools: ReadonlyArray<Pool.PoolConfig> = [],
+  wrap: (s: StoreService) => StoreService = (s) => s,
+  wrapPools: (p: PoolsService) => PoolsService = (p) => p
+) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
+  const poolsLayer = Layer.effect(Pool.Pools, Effect.map(Pool.Pools, wrapPools)).pipe(Layer.provide(Pool.layer(pools)))
+  const services = Layer.mergeAll(store, poolsLayer, NodeContext.layer)
   return ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
@@ -117,5 +129,47 @@ describe("ClusterEngine (in process)", () => {
       const store = yield* Store
       assert.isTrue(Option.isNone(yield* store.getPipeline(spec.pipelineId)))
     }).pipe(Effect.provide(hostOf([])))
+  })
+
+  it.live("L4: a task committed elsewhere while this executor waited for its lease is not called; the lease goes back", () => {
+    let called = 0
+    const ask = Task.make("ask", { resource: "llm" }, (n: number, ctx) =>
+      Effect.gen(function*() {
+        yield* ctx.acquire()
+        called++
+        return n
+      }))
+    const template = Pipeline.make("l4", ask)
+    const raced = template.bind(1)
+    // another executor commits the task while this one gets its lease: from the grant on,
+    // the store shows it committed
+    let granted = false
+    const racing = (s: StoreService): StoreService => ({
+      ...s,
+      getPipeline: (id) =>
+        Effect.map(s.getPipeline(id), (row) => granted ? Option.map(row, (r) => ({ ...r, nTasksDone: 1, state: "succeeded" as const })) : row)
+    })
+    const noting = (p: PoolsService): PoolsService => ({
+      ...p,
+      acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+        Effect.tap(p.acquire<Client>(o, h), () => Effect.sync(() => granted = true))
+    })
+    const pools = [Pool.make("llm", [Resource.make("llm", { id: "key-a", capacity: 1 })])]
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.make(raced), { pollInterval: "20 millis" })
+      assert.strictEqual(report.succeeded, 1)
+      // the activity has finished once its workflow has
+      yield* Effect.repeat(
+        Effect.flatMap(ClusterEngine.PipelineWorkflow.executionId({ pipelineId: raced.pipelineId, specDigest: raced.specDigest }), (id) =>
+          ClusterEngine.PipelineWorkflow.poll(id)),
+        { until: (r) => r !== undefined, schedule: Schedule.spaced("20 millis") }
+      )
+      assert.isTrue(granted)
+      assert.strictEqual(called, 0, "the provider was not called")
+      const store = yield* Store
+      assert.deepStrictEqual((yield* store.listArtifacts(raced.pipelineId)).map((a) => a.seq), [-1], "no second checkpoint")
+      const snap = yield* (yield* Pool.Pools).snapshot("llm")
+      assert.strictEqual(snap[0]!.active, 0, "the lease went back")
+    }).pipe(Effect.provide(hostOf([raced], pools, racing, noting)))
   })
 })

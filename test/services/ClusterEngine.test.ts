@@ -9,7 +9,7 @@ import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Schedule, Stream } from "effect"
-import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import { FatalError, RetryableError, StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -171,5 +171,30 @@ describe("ClusterEngine (in process)", () => {
       const snap = yield* (yield* Pool.Pools).snapshot("llm")
       assert.strictEqual(snap[0]!.active, 0, "the lease went back")
     }).pipe(Effect.provide(hostOf([raced], pools, racing, noting)))
+  })
+
+  it.live("L5: a store error at the commit retries the write (not the call), never a task failure", () => {
+    let calls = 0
+    const inc = Task.make("inc", (n: number) => Effect.sync(() => (calls++, n + 1)))
+    const template = Pipeline.make("l5", inc)
+    const spec = template.bind(5)
+    // the database is away for the first three commits
+    let failing = 3
+    const flaky = (s: StoreService): StoreService => ({
+      ...s,
+      checkpoint: (unit) =>
+        Effect.suspend(() =>
+          failing-- > 0 ? Effect.fail(new StoreUnavailable({ message: "connection refused" })) : s.checkpoint(unit)
+        )
+    })
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.make(spec), { pollInterval: "20 millis" })
+      assert.strictEqual(report.succeeded, 1)
+      assert.strictEqual(report.failed, 0)
+      const store = yield* Store
+      assert.deepStrictEqual((yield* store.listArtifacts(spec.pipelineId)).map((a) => a.seq), [-1, 0])
+      // the write was retried, not the call
+      assert.strictEqual(calls, 1)
+    }).pipe(Effect.provide(hostOf([spec], [], flaky)))
   })
 })

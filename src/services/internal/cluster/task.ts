@@ -10,8 +10,10 @@
  * - L4: every lease a task takes is followed by a second read of the checkpoint; when another
  *   executor (a zombie, or the new owner after a takeover) committed it meanwhile, the attempt
  *   is interrupted and the stored verdict returned;
- * - L5: a `StoreUnavailable` while reading or committing is retried here with a backoff long
- *   enough to ride out a database failover (`infraRetry`), never turned into a task failure.
+ * - L5: a `StoreUnavailable` is retried here with a backoff long enough to ride out a
+ *   database failover (`infraRetry`), never turned into a task failure: a failed commit
+ *   retries the write (the task is not called again), a failed read retries the activity's
+ *   body from its first read.
  *
  * The input of task `seq` is read from the store: the seed for seq 0, else the artifact task
  * `seq - 1` committed (the winner's value when two executors raced: the next task always
@@ -270,7 +272,8 @@ const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<Ta
           // the checkpoint is the commit point; a store that keeps the first writer's row
           // (first-writer-wins) makes a racing executor's commit a no-op, and the next task
           // reads its input back from the store: the winner's value
-          yield* Effect.uninterruptible(Effect.zipRight(store.flush, store.checkpoint(unit)))
+          // L5 at the commit: a store error retries the write, not the call
+          yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
           return "done" as const
         }
         exit = Exit.fail(encoded.left)
@@ -283,15 +286,15 @@ const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<Ta
       )
       const attemptRow = Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
       if (decision.retry) {
-        yield* store.recordAttempt(attemptRow)
+        yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
         yield* Effect.sleep(Duration.millis(decision.delayMs))
         continue
       }
       if (outcome === "cancelled") return yield* Effect.interrupt
-      yield* Effect.uninterruptible(Effect.zipRight(
+      yield* Effect.zipRight(
         store.flush,
         store.checkpoint(Rows.failedUnit(current, attempt, taskStarted, ended, fields, leaseIds, attemptRow, decision.reason))
-      ))
+      ).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
       return "failed" as const
     }
   })

@@ -43,7 +43,17 @@ export const commandExamples: Readonly<Record<string, ReadonlyArray<Example>>> =
       "assay run -c examples/experiments/delay.yaml --concurrency 8 --limit 100 --summary json"
     ),
     e("Four shard processes, two at a time", "assay run -c qa.yaml --store runs/qa.db --shards 4 --jobs 2"),
-    e("A suite (members side by side on shared pools), one member only", "assay run -c examples/suites/suite.yaml --experiment subject")
+    e("A suite (members side by side on shared pools), one member only", "assay run -c examples/suites/suite.yaml --experiment subject"),
+    e(
+      "Submit to cluster runners, at most 256 pipelines running at once",
+      "assay run -c qa.yaml --engine cluster --database postgres://assay@db/qa --max-admitted 256"
+    )
+  ],
+  runner: [
+    e(
+      "A cluster runner of qa.yaml, reached by the other runners on 10.0.0.1:34431",
+      "assay runner -c qa.yaml --database postgres://assay@db/qa --listen 10.0.0.1:34431"
+    )
   ],
   resume: [
     e(

@@ -60,6 +60,7 @@ import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
 import * as Signals from "../services/Signals.js"
 import { Store } from "../services/Store.js"
 import type { SourceError } from "../tasks/Sources.js"
+import * as ClusterCommand from "./ClusterCommand.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import { loadPgCallCache } from "../layers/internal/pg/load.js"
@@ -133,6 +134,13 @@ const runOptions = {
     "How often the progress line is redrawn on a terminal (default 200 millis); when piped, the longest gap between lines (default 10 seconds; the first comes after 1 s).",
     "duration"
   ),
+  engine: Options.choice("engine", ["local", "cluster"]).pipe(
+    Options.optional,
+    Options.withDescription(
+      "local (default): this process runs the experiment; cluster: submit it to `assay runner` processes (needs --database)."
+    )
+  ),
+  database: optText("database", "With --engine cluster: the cluster's PostgreSQL database (postgres://user@host:port/db).", "URL"),
   shard: optText("shard", "Run only shard I of N (\"0/4\"), into its own store (qa.shard0of4.db).", "I/N"),
   shards: optInt("shards", "Run N shard processes, each on its own store, and merge their counts."),
   jobs: optInt("jobs", "With --shards: how many shard processes run at once (default: all)."),
@@ -911,8 +919,51 @@ const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<vo
     onSome: (n): Effect.Effect<void, unknown, FileSystem.FileSystem> => runShards(args, resume, n)
   })
 
+/**
+ * `--engine cluster`: the flags it needs and refuses (exit 2 naming the flag), then the
+ * cluster submitter, imported only here (the embedded engine never loads the cluster modules).
+ */
+const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, FileSystem.FileSystem> => {
+  if (Option.isNone(args.database)) {
+    return Effect.fail(configError("--database", "--engine cluster needs --database postgres://user@host:port/db (the cluster's database)"))
+  }
+  const refused = (
+    [
+      ["--shard", Option.isSome(args.shard)],
+      ["--shards", Option.isSome(args.shards)],
+      ["--jobs", Option.isSome(args.jobs)],
+      ["--experiment", args.experiment.length > 0],
+      ["--output-root", Option.isSome(args.outputRoot)],
+      ["--resume", resume || args.resume],
+      ["--fresh-restart", args.freshRestart],
+      ["--retry-succeeded", args.retrySucceeded]
+    ] as const
+  ).find(([, given]) => given)
+  if (refused !== undefined) {
+    return Effect.fail(
+      configError(refused[0], `${refused[0]} does not apply with --engine cluster (submitting again resumes what is unfinished)`)
+    )
+  }
+  const database = args.database.value
+  return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
+    m.submitRun({
+      config: args.config,
+      database,
+      store: args.store,
+      maxAdmitted: args.maxAdmitted,
+      limit: args.limit,
+      label: args.label,
+      quiet: args.quiet,
+      strictEnv: args.strictEnv
+    }))
+}
+
 const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  Effect.flatMap(
+  Option.getOrUndefined(args.engine) === "cluster"
+    ? clusterHandler(args, resume)
+    : Option.isSome(args.database)
+    ? Effect.fail(configError("--database", "--database is the cluster's database: it needs --engine cluster"))
+    : Effect.flatMap(
     Effect.zip(SuiteConfig.isSuiteFile(args.config), StudyConfig.isStudyFile(args.config)),
     ([suite, study]): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
       study

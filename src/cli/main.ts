@@ -50,6 +50,7 @@ const subcommands: ReadonlyArray<readonly [string, () => Promise<Loaded>]> = [
   ["validate", () => import("./ValidateCommand.js").then((m) => one(m.validate))],
   ["run", () => import("./RunCommand.js").then((m) => one(m.run))],
   ["resume", () => import("./RunCommand.js").then((m) => one(m.resume))],
+  ["runner", () => import("./ClusterCommand.js").then((m) => one(m.runner))],
   ["plugins", () => import("./PluginsCommand.js").then((m) => one(m.plugins))],
   ["schema", () => import("./SchemaCommand.js").then((m) => one(m.schema))],
   ["report", () => import("./ReportCommand.js").then((m) => one(m.report))],

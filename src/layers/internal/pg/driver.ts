@@ -152,7 +152,8 @@ const TASK_SUFFIX = `ON CONFLICT (task_run_id) DO UPDATE SET ${
 }`
 const ATTEMPT_COLUMNS = [
   "pipeline_id", "run_id", "task_run_id", "task_name", "seq", "attempt_no", "outcome", "error_class", "error_type",
-  "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit"
+  "error_message", "decision", "lease_ids", "started_at", "ended_at", "duration_ms", "visit", "model", "tokens_in",
+  "tokens_out", "tokens_estimated", "cost_usd"
 ]
 const EVENT_COLUMNS = ["kind", "pipeline_id", "run_id", "data", "ts"]
 const ARTIFACT_COLUMNS = [
@@ -173,7 +174,8 @@ const taskRow = (t: TaskFields): Array<unknown> => [
 ]
 const attemptRow = (a: NewAttempt): Array<unknown> => [
   a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome, a.errorClass, a.errorType,
-  a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt, a.durationMs, a.visit ?? 0
+  a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt, a.durationMs, a.visit ?? 0,
+  a.model ?? null, a.tokensIn ?? null, a.tokensOut ?? null, a.tokensEstimated === true ? 1 : 0, a.costUsd ?? null
 ]
 const eventRow = (e: NewEvent): Array<unknown> => [e.kind, e.pipelineId, e.runId, jsonOrNull(e.data), e.ts]
 const artifactRow = (a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
@@ -200,7 +202,8 @@ const ATTEMPT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["run_id", "text"], ["task_run_id", "text"], ["task_name", "text"], ["seq", "int"],
   ["attempt_no", "int"], ["outcome", "text"], ["error_class", "text"], ["error_type", "text"],
   ["error_message", "text"], ["decision", "text"], ["lease_ids", "text"], ["started_at", "bigint"],
-  ["ended_at", "bigint"], ["duration_ms", "float8"], ["visit", "int"]
+  ["ended_at", "bigint"], ["duration_ms", "float8"], ["visit", "int"], ["model", "text"], ["tokens_in", "bigint"],
+  ["tokens_out", "bigint"], ["tokens_estimated", "smallint"], ["cost_usd", "float8"]
 ]
 const EVENT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["kind", "text"], ["pipeline_id", "text"], ["run_id", "text"], ["data", "text"], ["ts", "bigint"]
@@ -1046,16 +1049,20 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       Effect.map(
         q(
           `WITH a AS (
-             SELECT attempt_id, error_class, lease_ids,
+             SELECT attempt_id, error_class, lease_ids, tokens_in, tokens_out, tokens_estimated, cost_usd,
                coalesce(lag(decision IS NOT NULL AND decision::jsonb -> 'retry' = 'true'::jsonb)
                  OVER (PARTITION BY pipeline_id, seq, visit ORDER BY attempt_id), false) AS retry
              FROM assay_attempts WHERE ${runId === undefined ? "TRUE" : "run_id = $1"}
            ), t AS (
-             SELECT DISTINCT a.attempt_id, a.retry, a.error_class, regexp_replace(l.v, '#[^#]*$', '') AS target
+             SELECT DISTINCT a.attempt_id, a.retry, a.error_class, a.tokens_in, a.tokens_out, a.tokens_estimated,
+               a.cost_usd, regexp_replace(l.v, '#[^#]*$', '') AS target
              FROM a CROSS JOIN LATERAL jsonb_array_elements_text(a.lease_ids::jsonb) AS l(v)
            )
            SELECT target, count(*) AS attempts, count(*) FILTER (WHERE retry) AS retries,
-             count(*) FILTER (WHERE error_class = 'rate_limit') AS rate_limited
+             count(*) FILTER (WHERE error_class = 'rate_limit') AS rate_limited,
+             coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
+             coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
+             count(*) FILTER (WHERE cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)) AS unpriced
            FROM t GROUP BY target ORDER BY target COLLATE "C"`,
           runId === undefined ? [] : [runId]
         ),
@@ -1064,7 +1071,12 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             target: String(row.target),
             attempts: Number(row.attempts),
             retries: Number(row.retries),
-            rateLimited: Number(row.rate_limited)
+            rateLimited: Number(row.rate_limited),
+            tokensIn: Number(row.tokens_in),
+            tokensOut: Number(row.tokens_out),
+            costUsd: Number(row.cost_usd),
+            estimated: Number(row.estimated),
+            unpriced: Number(row.unpriced)
           }))
       ),
     errors: (o) =>

@@ -33,7 +33,7 @@ export class NewerSchema extends Data.TaggedError("NewerSchema")<{ readonly vers
  * @since 0.8.0
  * @category constants
  */
-export const SCHEMA_VERSION = 2
+export const SCHEMA_VERSION = 3
 
 /**
  * The migrator's bookkeeping table (one row per applied migration).
@@ -155,6 +155,19 @@ export const MIGRATION_0002: ReadonlyArray<string> = [
 ]
 
 /**
+ * The statements of migration 3: token and cost accounting on `assay_attempts` (the SQLite
+ * store's migration 0012): `model`, `tokens_in`, `tokens_out`, `tokens_estimated` (0/1) and
+ * `cost_usd` (US dollars), `NULL` on attempts written before.
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const MIGRATION_0003: ReadonlyArray<string> = [
+  `ALTER TABLE assay_attempts ADD COLUMN model TEXT, ADD COLUMN tokens_in BIGINT, ADD COLUMN tokens_out BIGINT,
+     ADD COLUMN tokens_estimated SMALLINT NOT NULL DEFAULT 0, ADD COLUMN cost_usd DOUBLE PRECISION`
+]
+
+/**
  * The migrations in order, as `Migrator.fromRecord` takes them (`<id>_<name>`).
  *
  * @since 0.8.0
@@ -162,7 +175,8 @@ export const MIGRATION_0002: ReadonlyArray<string> = [
  */
 export const MIGRATIONS: Readonly<Record<string, ReadonlyArray<string>>> = {
   "1_store": MIGRATION_0001,
-  "2_call_cache": MIGRATION_0002
+  "2_call_cache": MIGRATION_0002,
+  "3_attempt_accounting": MIGRATION_0003
 }
 
 /**

@@ -1,0 +1,160 @@
+/**
+ * The cluster engine on the command line (issue 17 §3):
+ *
+ * - `assay runner -c FILE --database URL [--listen HOST:PORT] [--store STORE] [--concurrency N]`:
+ *   a runner process; it hosts shards of the cluster whose tables live in the PostgreSQL
+ *   database `URL`, and runs the pipelines of experiment `FILE` as workflows, writing the
+ *   store every process shares. It runs until stopped (SIGINT/SIGTERM: it leaves the cluster
+ *   and its workflows move to the other runners).
+ * - `assay run -c FILE --engine cluster --database URL [--store STORE] [--max-admitted N]`:
+ *   a client-only submitter (see {@link submitRun}), loaded by `run` only for
+ *   `--engine cluster`.
+ *
+ * The store must be one every process can write: by default the store named by `URL` (a
+ * `postgres://` store), else `--store` / `run.store`; an SQLite file or `:memory:` is refused
+ * (exit 2: a file has one writer, memory is per process). A URL's password is never printed.
+ *
+ * This module only declares and checks flags: what runs (`ClusterRun.ts`, which loads
+ * `@effect/cluster`, `@effect/workflow` and `@effect/sql-pg`) is imported when one of the two
+ * commands actually runs, so `assay --help` and the embedded engine never load it.
+ *
+ * @since 0.7.0
+ */
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Effect, Option } from "effect"
+import { ConfigError } from "../domain/Errors.js"
+import { ModuleLoader } from "../layers/ModuleLoader.js"
+import { integerAtLeast } from "./Flags.js"
+
+/** The module that runs the two commands (`ClusterRun.ts`), as its URL next to this one. */
+const clusterRunUrl = (): string => {
+  try {
+    return new URL("./ClusterRun.js", import.meta.url).href
+  } catch {
+    // inside the CLI's bundle (no module URL): its loader refuses any URL anyway
+    return "assay:cluster-run"
+  }
+}
+
+/**
+ * Loads `ClusterRun.ts` through the `ModuleLoader` in context: never part of the CLI's fast
+ * start bundle (its loader refuses it, so the command runs again on the unbundled runtime, the
+ * way user modules do), which keeps `@effect/cluster`, `@effect/workflow` and `@effect/sql-pg`
+ * out of the bundle every other command parses.
+ *
+ * @since 0.7.0
+ * @category loading
+ */
+export const loadClusterRun: Effect.Effect<typeof import("./ClusterRun.js"), unknown> = Effect.flatMap(
+  ModuleLoader,
+  (loader) => Effect.map(loader.load(clusterRunUrl()), (m) => m as unknown as typeof import("./ClusterRun.js"))
+)
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/**
+ * `url` with its password replaced by `***` (what messages show of a database URL).
+ *
+ * @param url a connection URL (or any text)
+ * @returns the URL without its password
+ * @since 0.7.0
+ * @category messages
+ */
+export const redactUrl = (url: string): string => {
+  try {
+    const u = new URL(url)
+    if (u.password !== "") u.password = "***"
+    return u.toString()
+  } catch {
+    return url.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@")
+  }
+}
+
+/**
+ * Checks a `--database` value: a `postgres://` or `postgresql://` URL (exit 2 otherwise,
+ * naming the flag; the message never shows the password).
+ *
+ * @param url the flag's value
+ * @returns the URL, or a `ConfigError`
+ * @since 0.7.0
+ * @category flags
+ */
+export const checkDatabase = (url: string): Effect.Effect<string, ConfigError> => {
+  let ok = false
+  try {
+    const u = new URL(url)
+    ok = u.protocol === "postgres:" || u.protocol === "postgresql:"
+  } catch {
+    ok = false
+  }
+  return ok
+    ? Effect.succeed(url)
+    : Effect.fail(configError("--database", `expected a postgres://user@host:port/database URL, got ${redactUrl(url)}`))
+}
+
+/**
+ * Parses `--listen HOST:PORT` (port 1–65535).
+ *
+ * @param text the flag's value
+ * @returns `{ host, port }`, or a `ConfigError` naming `--listen`
+ * @since 0.7.0
+ * @category flags
+ */
+export const parseListen = (text: string): Effect.Effect<{ readonly host: string; readonly port: number }, ConfigError> => {
+  const m = /^(.+):(\d+)$/.exec(text)
+  const port = m === null ? NaN : Number(m[2])
+  if (m === null || !Number.isInteger(port) || port < 1 || port > 65535) {
+    return Effect.fail(configError("--listen", `expected HOST:PORT (e.g. 127.0.0.1:34431), got "${text}"`))
+  }
+  return Effect.succeed({ host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port })
+}
+
+// ---------------------------------------------------------------------------------------------
+// assay runner
+// ---------------------------------------------------------------------------------------------
+
+const runnerOptions = {
+  config: Options.file("config", { exists: "yes" }).pipe(
+    Options.withAlias("c"),
+    Options.withDescription("The experiment file whose pipelines this runner runs (the submitter's file).")
+  ),
+  database: Options.text("database").pipe(
+    Options.withPseudoName("URL"),
+    Options.withDescription("The cluster's PostgreSQL database (postgres://user@host:port/db); one database per deployment.")
+  ),
+  listen: Options.text("listen").pipe(
+    Options.withPseudoName("HOST:PORT"),
+    Options.optional,
+    Options.withDescription("Where other runners reach this one (default localhost:34431).")
+  ),
+  store: Options.text("store").pipe(
+    Options.withPseudoName("store"),
+    Options.optional,
+    Options.withDescription("The shared store (default: the --database URL's store).")
+  ),
+  concurrency: integerAtLeast("concurrency", 1).pipe(
+    Options.optional,
+    Options.withDescription("Attempts running at once in this process (default 64).")
+  )
+}
+
+/**
+ * `assay runner`: hosts shards and runs pipelines as workflows until stopped.
+ *
+ * @since 0.7.0
+ * @category commands
+ */
+export const runner = Command.make("runner", runnerOptions, (o) =>
+  Effect.gen(function*() {
+    const database = yield* checkDatabase(o.database)
+    const address = yield* Option.match(o.listen, { onNone: () => Effect.succeed(undefined), onSome: parseListen })
+    const run = yield* loadClusterRun
+    return yield* run.runnerMain({
+      config: o.config,
+      database,
+      address,
+      store: o.store,
+      concurrency: Option.getOrElse(o.concurrency, () => 64)
+    })
+  })).pipe(Command.withDescription("Run a cluster runner: host shards and run pipelines as workflows (exit 2 invalid flags)."))

@@ -1,0 +1,176 @@
+/**
+ * What `assay runner` and `assay run --engine cluster` run once their flags are checked
+ * (`ClusterCommand.ts`): imported only then, as it loads `@effect/cluster`,
+ * `@effect/workflow` and `@effect/sql-pg`.
+ *
+ * @since 0.7.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as Experiment from "../config/internal/experiment.js"
+import { ConfigError } from "../domain/Errors.js"
+import * as ClusterEngine from "../layers/ClusterEngine.js"
+import * as StoreResolver from "../layers/internal/storeResolver.js"
+import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
+import * as PgPools from "../layers/PgPools.js"
+import { checkDatabase, redactUrl } from "./ClusterCommand.js"
+import { ExitCode, ExitWith } from "./Exit.js"
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** The shared store's layer: `--store`, else `run.store` when it is a URI, else the database URL. */
+const sharedStoreLayer = (experiment: Experiment.Experiment, store: Option.Option<string>, database: string) =>
+  Effect.gen(function*() {
+    const written: unknown = experiment.definition.run?.store
+    const [spec, field] = Option.isSome(store)
+      ? [store.value, "--store"]
+      : typeof written === "string" && written.includes("://")
+      ? [written, "run.store"]
+      : [database, "--database"]
+    const target = yield* StoreResolver.resolve(spec, experiment.plugins, field)
+    if (target._tag === "Memory" || target._tag === "Sqlite") {
+      return yield* configError(
+        field,
+        `the cluster engine needs a store every process writes (postgres://..., or a plugin store), not ${
+          target._tag === "Memory" ? ":memory:" : `the SQLite file ${target.filename}`
+        }`
+      )
+    }
+    return StoreResolver.layerOf(target, {
+      journal: "full",
+      readOnly: false,
+      baseDir: experiment.baseDir,
+      registry: experiment.plugins
+    })
+  }).pipe(
+    // an unresolvable postgres:// store names the flag without the password
+    Effect.mapError((e) =>
+      e._tag === "ConfigError"
+        ? new ConfigError({
+          message: redactUrl(e.message),
+          issues: e.issues.map((i) => ({ ...i, message: redactUrl(i.message) }))
+        })
+        : e
+    )
+  )
+
+const controlRefused = (path: string) =>
+  configError(
+    path,
+    "the experiment declares control (handoffs/rewind), which the cluster engine does not run yet; run it without --engine cluster"
+  )
+
+const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
+
+/**
+ * What `assay runner` runs: `config` (the experiment file), `database` (checked URL),
+ * `address` (where other runners reach it; default the library's), `store` (the `--store`
+ * flag) and `concurrency` (attempts at once in this process).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface RunnerArgs {
+  readonly config: string
+  readonly database: string
+  readonly address: { readonly host: string; readonly port: number } | undefined
+  readonly store: Option.Option<string>
+  readonly concurrency: number
+}
+
+/**
+ * Runs a runner process until it is interrupted: loads the experiment (exit 2 when invalid or
+ * when it declares control), opens the shared store, the pools and the cluster on `database`,
+ * and hosts the pipeline workflow.
+ *
+ * @since 0.7.0
+ * @category commands
+ */
+export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const experiment = yield* Experiment.load(o.config)
+    if (experiment.template.control !== undefined) return yield* controlRefused("--config")
+    const store = yield* sharedStoreLayer(experiment, o.store, o.database)
+    const address = o.address
+    yield* Console.error(
+      `runner: cluster database ${redactUrl(o.database)}${address === undefined ? "" : `, listening on ${address.host}:${address.port}`}`
+    )
+    const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency }).pipe(
+      Layer.provideMerge(ClusterEngine.runnerLayer({
+        shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
+      })),
+      Layer.provide(pgLayer(o.database)),
+      Layer.provide(ClusterEngine.catalogStreamLayer(experiment.pipelines(), (e) => e.message)),
+      Layer.provide(Layer.mergeAll(
+        store,
+        // global pools: capacity, quotas and health shared by every runner through the database
+        PgPools.layer(experiment.pools, { plugins: experiment.plugins.algorithms }).pipe(Layer.provide(pgLayer(o.database))),
+        NodeProcessRunner.layer
+      ))
+    )
+    return yield* Layer.launch(host)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// assay run --engine cluster
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What `run --engine cluster` passes on: the experiment file, the database, the store flag,
+ * `--max-admitted` (else `run.maxAdmitted`, else 256), `--limit`, `--label`, `--quiet`.
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface SubmitArgs {
+  readonly config: string
+  readonly database: string
+  readonly store: Option.Option<string>
+  readonly maxAdmitted: Option.Option<number>
+  readonly limit: Option.Option<number>
+  readonly label: Option.Option<string>
+  readonly quiet: boolean
+  readonly strictEnv: boolean
+}
+
+/**
+ * `assay run -c FILE --engine cluster --database URL`: loads the experiment (exit 2 when
+ * invalid, or when it declares control), registers the run in the shared store, admits
+ * pipelines in windows through client-only sharding, prints progress on stderr and the
+ * counts on stdout. Exit 0 when every pipeline succeeded (or was already done), 1 when some
+ * failed, 130 when interrupted (admission stops; admitted pipelines go on on the runners, and
+ * running the same command again follows them and admits the rest).
+ *
+ * @since 0.7.0
+ * @category commands
+ */
+export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const database = yield* checkDatabase(args.database)
+    const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
+    if (experiment.template.control !== undefined) return yield* controlRefused("--engine")
+    const store = yield* sharedStoreLayer(experiment, args.store, database)
+    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
+    const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
+      maxAdmitted,
+      label: Option.getOrUndefined(args.label),
+      pollInterval: Duration.seconds(1),
+      onProgress: (p) =>
+        args.quiet ? Effect.void : Console.error(
+          `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+        )
+    }).pipe(
+      Effect.onInterrupt(() =>
+        Console.error(
+          "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
+        )
+      ),
+      Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
+    )
+    yield* Console.log(
+      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+    )
+    if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  })

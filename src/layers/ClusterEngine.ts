@@ -1,0 +1,229 @@
+/**
+ * The cluster engine (issue 17 §3): one experiment run by several processes on
+ * `@effect/cluster` + `@effect/workflow`. One pipeline is one durable workflow (its
+ * idempotency key is the pipeline id), one task is one activity (`task/<seq>/<name>`).
+ *
+ * - Runner processes host the workflow ({@link workflowLayer}) over a `WorkflowEngine`
+ *   (`@effect/cluster`'s `ClusterWorkflowEngine` on sharding with SQL message storage; see
+ *   {@link runnerLayer}), with the `Store` and the `Pools` every runner shares and a
+ *   {@link SpecCatalog} built from the same experiment file as the submitter.
+ * - A submitter ({@link submit}) registers the run, admits pipelines in windows and follows
+ *   them in the store until all are terminal (see {@link SubmitOptions}).
+ *
+ * Inside each activity the task runs through the runner's own attempt code (timeouts,
+ * retry policy, attempt rows, leases) with the rules of research/distributed.md §4: the
+ * checkpoint is read before running (L1) and again after every lease is granted (L4), and
+ * store errors are retried inside the activity long enough to ride out a database failover
+ * (L5). Exactly-once holds for the recorded result, as long as the store keeps the first
+ * writer's checkpoint (a store shared by processes must: `PgStore`); the call itself is at
+ * least once (a runner killed after the provider answered and before the commit makes the
+ * call again).
+ *
+ * Pipelines that declare `control` (handoffs, rewinds) are refused by the submitter
+ * (`ConfigError`): their traversal is not mapped onto activities yet.
+ *
+ * This module loads `@effect/cluster` and `@effect/workflow`: the embedded engine never
+ * imports it (the CLI loads it only for `runner` and `run --engine cluster`).
+ *
+ * @since 0.7.0
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import type * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import type * as ConfigErrorEffect from "effect/ConfigError"
+import type * as SocketServer from "@effect/platform/SocketServer"
+import { Layer, type Stream } from "effect"
+import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type * as Pipeline from "../domain/Pipeline.js"
+import type { Pools } from "../services/Pool.js"
+import type { Store } from "../services/Store.js"
+import * as internalSubmit from "../services/internal/cluster/submit.js"
+import * as internal from "../services/internal/cluster/workflow.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * The durable workflow of one pipeline: payload `{ pipelineId, specDigest }`, idempotency key
+ * the pipeline id, success `{ verdict: "succeeded" | "failed" | "gone" }`, errors
+ * `StoreUnavailable` (the store stayed unreachable past the activity's retry budget) and
+ * {@link PipelineNotRunnable}. Starting it twice for one pipeline finds the same execution.
+ *
+ * @since 0.7.0
+ * @category workflows
+ */
+export const PipelineWorkflow = internal.PipelineWorkflow
+
+/**
+ * A runner cannot run a pipeline it was asked to: the spec is not in its catalog, or its
+ * definition digest differs from the submitted one. Fields: `pipelineId`, `message`.
+ *
+ * @since 0.7.0
+ * @category errors
+ */
+export const PipelineNotRunnable = internal.PipelineNotRunnable
+
+/**
+ * See {@link PipelineNotRunnable}.
+ *
+ * @since 0.7.0
+ * @category errors
+ */
+export type PipelineNotRunnable = internal.PipelineNotRunnable
+
+/**
+ * Where a runner process finds the spec of a pipeline id (`lookup(pipelineId)`: the spec, or
+ * none when the experiment it loaded has no such pipeline; `StoreUnavailable` when reading the
+ * experiment's source failed).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type SpecCatalogService = internal.SpecCatalogService
+
+/**
+ * The spec catalog tag (see {@link SpecCatalogService}).
+ *
+ * @since 0.7.0
+ * @category tags
+ */
+export const SpecCatalog = internal.SpecCatalog
+
+/**
+ * A catalog over specs in memory, as a layer.
+ *
+ * @param specs the pipelines runners may be asked to run
+ * @since 0.7.0
+ * @category layers
+ */
+export const catalogLayer = (specs: Iterable<AnySpec>): Layer.Layer<internal.SpecCatalog> =>
+  Layer.succeed(internal.SpecCatalog, internal.catalogFromSpecs(specs))
+
+/**
+ * A catalog over a stream of specs (an experiment's `pipelines()`), read whole on first use,
+ * as a layer. `describe` words a source failure (it becomes a `StoreUnavailable` of the
+ * lookup; the next lookup reads again).
+ *
+ * @since 0.7.0
+ * @category layers
+ */
+export const catalogStreamLayer = <E, R>(
+  specs: Stream.Stream<AnySpec, E, R>,
+  describe: (e: E) => string
+): Layer.Layer<internal.SpecCatalog, never, R> => Layer.effect(internal.SpecCatalog, internal.catalogFromStream(specs, describe))
+
+/**
+ * Options of {@link workflowLayer}: `concurrency`, attempts running at once in this process
+ * (default 64; pools bound them further); `infraRetry`, the schedule retrying store errors
+ * inside an activity (default: exponential from 200 ms, each delay at most 5 s, 2 minutes in
+ * all).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type WorkflowLayerOptions = internal.WorkflowLayerOptions
+
+/**
+ * Registers {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a
+ * process run pipelines. Needs the `Store`, the `Pools` and a {@link SpecCatalog}; the tasks'
+ * own requirements are taken from the context the layer is built in.
+ *
+ * @param options see {@link WorkflowLayerOptions}
+ * @since 0.7.0
+ * @category layers
+ */
+export const workflowLayer: (
+  options?: WorkflowLayerOptions
+) => Layer.Layer<never, never, WorkflowEngine | Store | Pools | internal.SpecCatalog> = internal.workflowLayer
+
+/**
+ * Options of {@link runnerLayer} and {@link clientLayer}: the cluster's sharding settings
+ * (`@effect/cluster` `ShardingConfig`: `runnerAddress` `{ host, port }` where this runner
+ * listens for other runners, `shardsPerGroup`, lock and poll intervals; defaults from the
+ * environment and the library).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface ClusterOptions {
+  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
+}
+
+/**
+ * A runner process's engine: sharding over TCP (`NodeClusterSocket`, msgpack) with SQL
+ * message and runner storage on the `SqlClient` in context (PostgreSQL), and the
+ * `ClusterWorkflowEngine` on top. Provide {@link workflowLayer} with it to host pipelines.
+ * The cluster's tables are created on first start; start one runner (or migrate) before the
+ * others (L6: concurrent first starts can collide on `CREATE TABLE`).
+ *
+ * @since 0.7.0
+ * @category layers
+ */
+export const runnerLayer = (
+  options: ClusterOptions = {}
+): Layer.Layer<WorkflowEngine, SocketServer.SocketServerError | ConfigErrorEffect.ConfigError, SqlClient.SqlClient> =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provide(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
+  )
+
+/**
+ * A submitter's engine: client-only sharding (hosts no shard, sends workflow starts through
+ * SQL message storage and the runners' sockets) and the `ClusterWorkflowEngine`.
+ *
+ * @since 0.7.0
+ * @category layers
+ */
+export const clientLayer = (
+  options: ClusterOptions = {}
+): Layer.Layer<WorkflowEngine, ConfigErrorEffect.ConfigError, SqlClient.SqlClient> =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provide(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: options.shardingConfig }))
+  )
+
+/**
+ * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
+ * default 256), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
+ * `runId`, `label`, `meta` (of the run record) and `onProgress` (told after every poll).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type SubmitOptions = internalSubmit.SubmitOptions
+
+/**
+ * What the submitter has seen: `admitted` (by this submission), `skipped` (already
+ * terminal in the store), `succeeded` / `failed` (of the admitted ones), `running` (now).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type SubmitProgress = internalSubmit.SubmitProgress
+
+/**
+ * What {@link submit} returns: the final {@link SubmitProgress}, `status: "completed"` and
+ * `durationMs` (Clock).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type SubmitReport = internalSubmit.SubmitReport
+
+/**
+ * Submits an experiment's specs to the cluster and follows them: opens a run, admits at most
+ * `maxAdmitted` pipelines at once (their rows, then their workflows, started with `discard`),
+ * and returns once every admitted pipeline is terminal. Pipelines already terminal in the
+ * store are skipped. Interrupting it stops admission and closes the run `interrupted`;
+ * started workflows go on, and submitting again is safe (starts deduplicate by pipeline id).
+ * Fails with `ConfigError` for a pipeline that declares `control`, `StoreUnavailable` from the
+ * store, or the source's error.
+ *
+ * @since 0.7.0
+ * @category submitting
+ */
+export const submit: <SE, SR>(
+  specs: Stream.Stream<AnySpec, SE, SR>,
+  options?: SubmitOptions
+) => Effect<SubmitReport, SE | StoreUnavailable | ConfigError, Store | WorkflowEngine | SR> = internalSubmit.submit
+
+type Effect<A, E, R> = import("effect").Effect.Effect<A, E, R>

@@ -1,0 +1,300 @@
+/**
+ * One task of one pipeline, run once to its verdict outside the runner's run loop: what the
+ * cluster engine's activity executes (see `workflow.ts`). It reuses the runner's attempt
+ * machinery (`runAttempt`: the attempt context, timeout, `retry.maxTotal`, seeds, raw-lease
+ * reclaim; `judgeFailure`: the retry decision; `Rows`: the attempt, task and checkpoint rows)
+ * and adds the rules of the distributed note (research/distributed.md §4):
+ *
+ * - L1: the stored pipeline row is read first; a task whose checkpoint is committed is not
+ *   run again (its stored verdict is returned);
+ * - L4: every lease a task takes is followed by a second read of the checkpoint; when another
+ *   executor (a zombie, or the new owner after a takeover) committed it meanwhile, the attempt
+ *   is interrupted and the stored verdict returned;
+ * - L5: a `StoreUnavailable` is retried here with a backoff long enough to ride out a
+ *   database failover (`infraRetry`), never turned into a task failure: a failed commit
+ *   retries the write (the task is not called again), a failed read retries the activity's
+ *   body from its first read.
+ *
+ * The input of task `seq` is read from the store: the seed for seq 0, else the artifact task
+ * `seq - 1` committed (the winner's value when two executors raced: the next task always
+ * starts from what the store kept).
+ *
+ * @internal
+ */
+import { type Clock, Deferred, Duration, Effect, Exit, Option, Schedule } from "effect"
+import { CodecRegistry } from "../../../domain/Codec.js"
+import type { StoreUnavailable } from "../../../domain/Errors.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import { digest } from "../../../domain/Json.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { PipelineRecord } from "../../../domain/Records.js"
+import * as RunConfig from "../../../domain/RunConfig.js"
+import type * as Task from "../../../domain/Task.js"
+import { readOnlyView } from "../../../domain/TaskStore.js"
+import type { AcquireOptions } from "../../../domain/Lease.js"
+import type { Holder, PoolsService } from "../../Pools.js"
+import type { StoreService } from "../../Store.js"
+import type { BusService } from "../../Bus.js"
+import type { AttemptShared } from "../runner/attemptContext.js"
+import { withAttemptServices } from "../runner/attemptScope.js"
+import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
+import * as Rows from "../runner/rows.js"
+import { reportMetric } from "../runner/run.js"
+import * as SlotGate from "../runner/slotGate.js"
+import { emptyHold } from "../runner/slotGate.js"
+import * as State from "../runner/state.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * The verdict of one task as the activity records it: `done` (its checkpoint is committed,
+ * by this executor or another), `failed` (the task failed for good: the pipeline is failed),
+ * or `gone` (the pipeline row is missing or settled otherwise: nothing to do).
+ *
+ * @internal
+ */
+export type TaskVerdict = "done" | "failed" | "gone"
+
+/**
+ * What every task execution of one runner process shares: the store, the pools, the bus, a
+ * worker-slot gate (`concurrency` attempts at once in this process), the clock, the L5 retry
+ * schedule, and one run state per run id (the rows an attempt writes carry the run that
+ * admitted the pipeline).
+ *
+ * @internal
+ */
+export interface TaskEnv {
+  readonly store: StoreService
+  readonly pools: PoolsService
+  readonly bus: BusService
+  readonly slots: SlotGate.SlotGate
+  readonly clock: Clock.Clock
+  readonly infraRetry: Schedule.Schedule<unknown, StoreUnavailable>
+  readonly states: Map<RunId, State.RunState>
+  readonly registry: CodecRegistry
+  readonly registries: Map<Task.Any, CodecRegistry>
+}
+
+/**
+ * The default L5 schedule: exponential from 200 ms (factor 2), each delay capped at 5 s,
+ * for up to 2 minutes in all (a Postgres restart or failover takes seconds to tens of seconds).
+ *
+ * @internal
+ */
+export const defaultInfraRetry = (budget: Duration.Duration = Duration.minutes(2)): Schedule.Schedule<unknown, StoreUnavailable> =>
+  Schedule.exponential(Duration.millis(200), 2).pipe(
+    Schedule.modifyDelay((d) => Duration.min(d, Duration.seconds(5))),
+    Schedule.upTo(budget)
+  )
+
+/**
+ * Builds the shared part of a runner process's task executions.
+ *
+ * @internal
+ */
+export const makeTaskEnv = (options: {
+  readonly store: StoreService
+  readonly pools: PoolsService
+  readonly bus: BusService
+  readonly concurrency: number
+  readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
+  readonly registry?: CodecRegistry | undefined
+}): Effect.Effect<TaskEnv> =>
+  Effect.map(Effect.clock, (clock) => ({
+    store: options.store,
+    pools: options.pools,
+    bus: options.bus,
+    slots: SlotGate.make(options.concurrency, () => false),
+    clock,
+    infraRetry: options.infraRetry ?? defaultInfraRetry(),
+    states: new Map(),
+    registry: options.registry ?? CodecRegistry.default(),
+    registries: new Map()
+  }))
+
+const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
+  let r = env.registries.get(task)
+  if (r === undefined) {
+    r = task.outputSchema === undefined ? env.registry : env.registry.registerSchema(task.outputSchema)
+    env.registries.set(task, r)
+  }
+  return r
+}
+
+const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunState> =>
+  Effect.suspend(() => {
+    const known = env.states.get(runId)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.gen(function*() {
+      // the defaults: a cluster run's per-run options (concurrency, maxAdmitted) belong to the
+      // submitter and the runner processes; attempts only read `strictLeases` from it
+      const config = yield* Effect.orDie(RunConfig.resolve({ runId }))
+      const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
+      env.states.set(runId, state)
+      return state
+    })
+  })
+
+/** The committed verdict of task `seq` in a stored row, if any. */
+const committed = (row: PipelineRecord, seq: number): TaskVerdict | undefined =>
+  row.nTasksDone > seq ? "done" : row.state === "failed" ? "failed" : row.state === "succeeded" ? "done" : undefined
+
+/**
+ * The pools a task of `pipelineId` sees: every lease granted is followed by a read of the
+ * checkpoint of `seq` (L4); when it is committed, `found` is completed and the attempt is
+ * interrupted (the lease goes back with the attempt's scope, or is reclaimed when raw).
+ */
+const recheckingPools = (
+  env: TaskEnv,
+  pipelineId: PipelineId,
+  seq: number,
+  found: Deferred.Deferred<TaskVerdict>
+): PoolsService => {
+  const recheck = Effect.flatMap(
+    Effect.orElseSucceed(env.store.getPipeline(pipelineId), () => Option.none<PipelineRecord>()),
+    (row) => {
+      const verdict = Option.isSome(row) ? committed(row.value, seq) : undefined
+      return verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
+    }
+  )
+  return {
+    ...env.pools,
+    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquire<Client>(o, h), () => recheck),
+    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
+      Effect.tap(env.pools.acquireRaw<Client>(o, h), () => recheck)
+  }
+}
+
+/** The input of task `seq`: the seed, or the artifact task `seq - 1` committed. */
+const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
+  Effect.gen(function*() {
+    if (seq === 0) return Option.some<unknown>(JSON.parse(spec.seedJson))
+    const loaded = yield* env.store.getArtifact(spec.pipelineId, seq - 1)
+    if (Option.isNone(loaded) || loaded.value.payload === undefined) return Option.none<unknown>()
+    const { artifact, payload } = loaded.value
+    const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+    const decoded = registryFor(env, tasks[seq - 1]!).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
+    return decoded._tag === "Right" ? Option.some<unknown>(decoded.right) : Option.none<unknown>()
+  })
+
+/**
+ * Runs task `seq` of `spec` to its verdict (see the module comment for L1, L4 and L5).
+ * Attempts wait for one of the process's worker slots; a retry delay holds none. A task
+ * failure ends the pipeline `failed` (its checkpoint says so); store errors are retried with
+ * `env.infraRetry`, and fail with `StoreUnavailable` only once that schedule is spent.
+ *
+ * @internal
+ */
+export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+  Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices)
+
+const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const { clock, slots, store } = env
+    const pipelineId = spec.pipelineId
+    const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+    const task = tasks[seq]
+    if (task === undefined) return "gone" as const
+    // L1: a committed checkpoint is never run again
+    const row = yield* store.getPipeline(pipelineId)
+    if (Option.isNone(row)) return "gone" as const
+    const done = committed(row.value, seq)
+    if (done !== undefined) return done
+    if (row.value.nTasksDone < seq) return "gone" as const
+    const input = yield* inputOf(env, spec, seq)
+    if (Option.isNone(input)) return "gone" as const
+    const runId = row.value.runId as RunId
+    const state = yield* stateOf(env, runId)
+    const found = yield* Deferred.make<TaskVerdict>()
+    const registry = registryFor(env, task)
+    const shared: AttemptShared = {
+      runId,
+      bus: env.bus,
+      store: readOnlyView(store),
+      pools: recheckingPools(env, pipelineId, seq, found),
+      emit: (kind, pid, data) =>
+        Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
+      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
+    }
+    const penv: PipelineEnv = {
+      state,
+      store,
+      pools: env.pools,
+      shared,
+      memberShared: () => shared,
+      slots,
+      clock,
+      registryFor: (t) => registryFor(env, t),
+      whileParked: (self) => self,
+      onTerminal: () => Effect.void,
+      traceAttempts: false
+    }
+    let taskStarted = clock.unsafeCurrentTimeMillis()
+    const current: Rows.TaskRun = {
+      pipelineId,
+      runId,
+      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
+      taskName: task.name,
+      seq
+    }
+    const leaseIds: Array<string> = []
+    const holder = emptyHold()
+    let attempt = 0
+    while (true) {
+      attempt++
+      yield* slots.take(holder)
+      const result = yield* Effect.ensuring(
+        runAttempt(penv, spec, task, seq, attempt, input.value, holder, attempt === 1 ? undefined : taskStarted),
+        Effect.sync(() => slots.release(holder))
+      )
+      // L4: another executor committed this task while the attempt waited for its lease
+      const other = yield* Deferred.poll(found)
+      if (Option.isSome(other)) return yield* other.value
+      const ended = clock.unsafeCurrentTimeMillis()
+      if (attempt === 1) taskStarted = result.startedAt
+      leaseIds.push(...result.leaseIds)
+      let exit = result.exit
+      if (Exit.isSuccess(exit)) {
+        const encoded = registry.dump(exit.value)
+        if (encoded._tag === "Right") {
+          const enc = encoded.right
+          const attemptRow = Rows.attemptRow(current, attempt, "succeeded", null, null, result.leaseIds, result.startedAt, ended)
+          const unit = Rows.succeededUnit(
+            current,
+            { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+            seq === tasks.length - 1,
+            attempt,
+            taskStarted,
+            ended,
+            leaseIds,
+            attemptRow
+          )
+          // the checkpoint is the commit point; a store that keeps the first writer's row
+          // (first-writer-wins) makes a racing executor's commit a no-op, and the next task
+          // reads its input back from the store: the winner's value
+          // L5 at the commit: a store error retries the write, not the call
+          yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+          return "done" as const
+        }
+        exit = Exit.fail(encoded.left)
+      }
+      const { decision, fields, outcome } = yield* judgeFailure(
+        task,
+        (exit as Exit.Failure<unknown, unknown>).cause,
+        attempt,
+        ended - taskStarted
+      )
+      const attemptRow = Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
+      if (decision.retry) {
+        yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
+        yield* Effect.sleep(Duration.millis(decision.delayMs))
+        continue
+      }
+      if (outcome === "cancelled") return yield* Effect.interrupt
+      yield* Effect.zipRight(
+        store.flush,
+        store.checkpoint(Rows.failedUnit(current, attempt, taskStarted, ended, fields, leaseIds, attemptRow, decision.reason))
+      ).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+      return "failed" as const
+    }
+  })

@@ -1,0 +1,185 @@
+/**
+ * The cluster engine's workflow: one pipeline = one durable workflow of `@effect/workflow`
+ * (idempotency key: the pipeline id), one task = one activity named `task/<seq>/<name>`
+ * (deterministic and unique within the workflow). The body runs from the top on every replay;
+ * the engine returns a finished activity's stored verdict instead of running it again, and the
+ * activity itself reads the store first (L1), so a task committed by any executor is never run
+ * twice by this one. What runs a task is `task.ts`.
+ *
+ * The payload stays small (the pipeline id and the definition's digest): runner processes
+ * find the spec in their {@link SpecCatalog} (they load the same experiment file as the
+ * submitter) and its seed and checkpoints in the store.
+ *
+ * @internal
+ */
+import * as Activity from "@effect/workflow/Activity"
+import * as Workflow from "@effect/workflow/Workflow"
+import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { StoreUnavailable } from "../../../domain/Errors.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type * as Task from "../../../domain/Task.js"
+import { Bus, make as makeBus } from "../../Bus.js"
+import { Pools } from "../../Pool.js"
+import { Store } from "../../Store.js"
+import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * A runner cannot run a pipeline it was asked to: its spec is not in the runner's catalog
+ * (the runner loaded another experiment file), or its definition differs from the one the
+ * submitter admitted (`specDigest`). Terminal for the workflow: start the runners on the
+ * submitter's experiment file and submit again.
+ *
+ * @internal
+ */
+export class PipelineNotRunnable extends Schema.TaggedError<PipelineNotRunnable>("assay/PipelineNotRunnable")(
+  "PipelineNotRunnable",
+  { pipelineId: Schema.String, message: Schema.String }
+) {}
+
+/**
+ * How a pipeline's workflow ended: `succeeded`, `failed` (a task failed for good; its row
+ * says which) or `gone` (its row vanished or was settled by someone else).
+ *
+ * @internal
+ */
+export const PipelineOutcome = Schema.Struct({ verdict: Schema.Literal("succeeded", "failed", "gone") })
+
+/**
+ * The workflow of one pipeline.
+ *
+ * @internal
+ */
+export const PipelineWorkflow = Workflow.make({
+  name: "assay/Pipeline",
+  payload: { pipelineId: Schema.String, specDigest: Schema.String },
+  success: PipelineOutcome,
+  error: Schema.Union(StoreUnavailable, PipelineNotRunnable),
+  idempotencyKey: ({ pipelineId }) => pipelineId
+})
+
+const TaskVerdictSchema = Schema.Literal("done", "failed", "gone")
+
+/**
+ * Where a runner process finds the spec of a pipeline id: built from the experiment it
+ * loaded (`fromSpecs`, `fromStream`).
+ *
+ * @internal
+ */
+export interface SpecCatalogService {
+  readonly lookup: (pipelineId: string) => Effect.Effect<Option.Option<AnySpec>, StoreUnavailable>
+}
+
+/**
+ * The spec catalog tag.
+ *
+ * @internal
+ */
+export class SpecCatalog extends Context.Tag("assay/cluster/SpecCatalog")<SpecCatalog, SpecCatalogService>() {}
+
+/**
+ * A catalog over specs in memory.
+ *
+ * @internal
+ */
+export const catalogFromSpecs = (specs: Iterable<AnySpec>): SpecCatalogService => {
+  const byId = new Map<string, AnySpec>()
+  for (const s of specs) byId.set(s.pipelineId, s)
+  return { lookup: (id) => Effect.succeed(Option.fromNullable(byId.get(id))) }
+}
+
+/**
+ * A catalog over a stream of specs, read whole on the first lookup (memory: one spec per
+ * pipeline of the experiment). A source failure fails that lookup (and the next ones retry).
+ *
+ * @internal
+ */
+export const catalogFromStream = <E, R>(
+  specs: Stream.Stream<AnySpec, E, R>,
+  describe: (e: E) => string
+): Effect.Effect<SpecCatalogService, never, R> =>
+  Effect.map(Effect.context<R>(), (context) => {
+    let loaded: Map<string, AnySpec> | undefined
+    const load = Stream.runFold(specs, new Map<string, AnySpec>(), (m, s) => m.set(s.pipelineId, s)).pipe(
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the experiment's pipelines: ${describe(e)}` })),
+      Effect.provide(context)
+    )
+    const sem = Effect.unsafeMakeSemaphore(1)
+    return {
+      lookup: (id) =>
+        Effect.map(
+          sem.withPermits(1)(Effect.suspend(() =>
+            loaded !== undefined ? Effect.succeed(loaded) : Effect.tap(load, (m) => Effect.sync(() => loaded = m))
+          )),
+          (m) => Option.fromNullable(m.get(id))
+        )
+    }
+  })
+
+/**
+ * Options of {@link workflowLayer}: the worker slots of this process (`concurrency`, attempts
+ * at once) and the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`).
+ *
+ * @internal
+ */
+export interface WorkflowLayerOptions {
+  readonly concurrency?: number | undefined
+  readonly infraRetry?: TaskEnv["infraRetry"] | undefined
+}
+
+const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specDigest }: { readonly pipelineId: string; readonly specDigest: string }) =>
+  Effect.gen(function*() {
+    const found = yield* catalog.lookup(pipelineId)
+    if (Option.isNone(found)) {
+      return yield* new PipelineNotRunnable({
+        pipelineId,
+        message: `pipeline ${pipelineId} is not in this runner's experiment: start the runners with the submitter's experiment file`
+      })
+    }
+    const spec = found.value
+    if (spec.specDigest !== specDigest) {
+      return yield* new PipelineNotRunnable({
+        pipelineId,
+        message: `pipeline ${pipelineId}: the runner's definition (${spec.specDigest}) differs from the submitted one (${specDigest})`
+      })
+    }
+    const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+    for (let seq = 0; seq < tasks.length; seq++) {
+      const verdict = yield* Activity.make({
+        name: `task/${seq}/${tasks[seq]!.name}`,
+        success: TaskVerdictSchema,
+        error: StoreUnavailable,
+        execute: runTask(env, spec, seq)
+      })
+      if (verdict === "failed") return { verdict: "failed" as const }
+      if (verdict === "gone") return { verdict: "gone" as const }
+    }
+    return { verdict: "succeeded" as const }
+  })
+
+/**
+ * Registers the pipeline workflow with the `WorkflowEngine` in context: what a runner process
+ * hosts. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
+ * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
+ * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
+ *
+ * @internal
+ */
+export const workflowLayer = (
+  options: WorkflowLayerOptions = {}
+): Layer.Layer<never, never, WorkflowEngine | Store | Pools | SpecCatalog> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const context = yield* Effect.context<never>()
+    const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
+    const env = yield* makeTaskEnv({
+      store: yield* Store,
+      pools: yield* Pools,
+      bus,
+      concurrency: options.concurrency ?? 64,
+      infraRetry: options.infraRetry
+    })
+    const run = body(env, yield* SpecCatalog)
+    return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
+  }))

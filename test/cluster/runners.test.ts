@@ -1,0 +1,193 @@
+/**
+ * Issue 17 §4 (first scenarios, in one process): three cluster runners with real sockets on
+ * loopback and SQL runner + message storage on the harness PostgreSQL, a client-only
+ * submitter, and the memory store standing in for the shared store (the Postgres store is not
+ * merged yet: at merge, each runner gets its own `PgStore` on the same database instead, and
+ * the runners can move to `assay runner` processes).
+ *
+ * - C1 (no fault): every pipeline ends succeeded with exactly one checkpoint per task, each
+ *   task called once, and the work spread over more than one runner.
+ * - C2 (one runner stopped mid-run, in process: its layer is torn down, so it gives its
+ *   shards back at once rather than after the lock expiry of a kill -9): every pipeline still
+ *   ends succeeded with one checkpoint per task; no task committed before the stop is called
+ *   again; repeated calls are at most the calls in flight at the stop.
+ */
+import { NodeContext } from "@effect/platform-node"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+import { findPgBin, type PgServer, startPostgres } from "../support/postgres.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+let pg: PgServer | undefined
+const hasPg = findPgBin() !== undefined
+
+beforeAll(async () => {
+  if (hasPg) pg = await startPostgres()
+}, 60_000)
+afterAll(async () => {
+  await pg?.stop()
+})
+
+/** Short cluster intervals, as in the research note's proof of concept. */
+const sharding = {
+  shardsPerGroup: 30,
+  entityMessagePollInterval: "300 millis",
+  refreshAssignmentsInterval: "500 millis",
+  shardLockRefreshInterval: "1 second",
+  shardLockExpiration: "6 seconds"
+} as const
+
+const quiet = Logger.minimumLogLevel(LogLevel.Error)
+
+/** Which runner a call came from: set on each runner's fiber, inherited by its entities' fibers. */
+const whoRef = FiberRef.unsafeMake(-1)
+
+/** The ground truth: every call with its key (`pipeline/task`), who made it and when it ended. */
+interface Call {
+  readonly key: string
+  readonly runner: number
+  readonly start: number
+  end: number | undefined
+}
+
+/** Runner `i` on `db`, listening on `port`, over the shared `store`. */
+const runnerOf = (db: string, port: number, store: StoreService, specs: ReadonlyArray<AnySpec>) =>
+  ClusterEngine.workflowLayer({ concurrency: 4 }).pipe(
+    Layer.provideMerge(ClusterWorkflowEngine.layer),
+    Layer.provideMerge(NodeClusterSocket.layer({
+      storage: "sql",
+      shardingConfig: { ...sharding, runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)) }
+    })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg!.url(db)) })),
+    Layer.provide(Layer.mergeAll(Layer.succeed(Store, store), Pool.layer([]), NodeContext.layer)),
+    Layer.provide(ClusterEngine.catalogLayer(specs)),
+    Layer.provide(quiet)
+  )
+
+const clientOf = (db: string) =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg!.url(db)) })),
+    Layer.provide(quiet)
+  )
+
+/** A template of three 50 ms tasks recording every call in `calls`. */
+const templateOf = (calls: Array<Call>) => {
+  const call = (name: string) =>
+    Task.make(name, (n: number, ctx) =>
+      Effect.gen(function*() {
+        const c: Call = { key: `${ctx.pipelineId}/${name}`, runner: yield* FiberRef.get(whoRef), start: Date.now(), end: undefined }
+        calls.push(c)
+        yield* Effect.sleep("50 millis")
+        c.end = Date.now()
+        return n + 1
+      }))
+  return Pipeline.make("chaos", call("a"), call("b"), call("c"))
+}
+
+/** Every pipeline succeeded with exactly one artifact per task. */
+const assertAllDone = (store: StoreService, specs: ReadonlyArray<AnySpec>) =>
+  Effect.forEach(specs, (spec) =>
+    Effect.gen(function*() {
+      const row = Option.getOrThrow(yield* store.getPipeline(spec.pipelineId))
+      assert.strictEqual(row.state, "succeeded", spec.pipelineId)
+      const artifacts = yield* store.listArtifacts(spec.pipelineId)
+      assert.deepStrictEqual(artifacts.map((a) => a.seq), [-1, 0, 1, 2])
+    }), { discard: true })
+
+const basePort = 36000 + Math.floor(Math.random() * 2000) * 3
+
+describe.skipIf(!hasPg)("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
+  it.live("C1: no fault: every pipeline succeeds once, work spread over the runners", () => {
+    const calls: Array<Call> = []
+    const template = templateOf(calls)
+    const specs = Array.from({ length: 30 }, (_, i) => template.bind(i))
+    return Effect.gen(function*() {
+      yield* Effect.promise(() => pg!.createDatabase("c1"))
+      const store = yield* Store
+      // the first runner creates the cluster's tables before the others start (L6)
+      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
+      for (let i = 0; i < 3; i++) {
+        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c1", basePort + i, store, specs)).pipe(
+          Effect.locally(whoRef, i)
+        )))
+        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
+      }
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
+        Effect.provide(clientOf("c1"))
+      )
+      assert.strictEqual(report.succeeded, 30)
+      yield* assertAllDone(store, specs)
+      const perKey = new Map<string, number>()
+      for (const c of calls) perKey.set(c.key, (perKey.get(c.key) ?? 0) + 1)
+      assert.strictEqual(perKey.size, 90)
+      assert.deepStrictEqual(Array.from(new Set(perKey.values())), [1])
+      // more than one runner did work
+      assert.isAbove(new Set(calls.map((c) => c.runner)).size, 1, JSON.stringify(Array.from(new Set(calls.map((c) => c.runner)))))
+      yield* Effect.forEach(runners, Fiber.interrupt, { discard: true })
+    }).pipe(Effect.provide(MemoryStore.layer()))
+  }, 120_000)
+
+  it.live("C2: a runner stopped mid-run: nothing lost, no committed task called again, repeats within the in-flight allowance", () => {
+    const calls: Array<Call> = []
+    const template = templateOf(calls)
+    const specs = Array.from({ length: 30 }, (_, i) => template.bind(i + 100))
+    return Effect.gen(function*() {
+      yield* Effect.promise(() => pg!.createDatabase("c2"))
+      const store = yield* Store
+      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
+      for (let i = 0; i < 3; i++) {
+        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c2", basePort + 3 + i, store, specs)).pipe(
+          Effect.locally(whoRef, i)
+        )))
+        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
+      }
+      const submitter = yield* Effect.fork(
+        ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
+          Effect.provide(clientOf("c2"))
+        )
+      )
+      // the fault: once a third of the tasks are committed and runner 1 has work in flight
+      const committedKeys = () =>
+        Effect.map(
+          Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => [s.pipelineId, Option.match(r, { onNone: () => 0, onSome: (x) => x.nTasksDone })] as const)),
+          (rows) => rows.flatMap(([id, n]) => ["a", "b", "c"].slice(0, n).map((t) => `${id}/${t}`))
+        )
+      let before: ReadonlyArray<string> = []
+      for (let i = 0; i < 400; i++) {
+        before = yield* committedKeys()
+        if (before.length >= 30 && calls.some((c) => c.runner === 1 && c.end === undefined)) break
+        yield* Effect.sleep("25 millis")
+      }
+      const faultAt = Date.now()
+      const inFlight = calls.filter((c) => c.end === undefined).length
+      yield* Fiber.interrupt(runners[1]!)
+      const report = yield* Fiber.join(submitter)
+      assert.strictEqual(report.succeeded, 30)
+      yield* assertAllDone(store, specs)
+      // committed before the fault: never called again
+      const committed = new Set(before)
+      const late = calls.filter((c) => committed.has(c.key) && c.start >= faultAt)
+      assert.deepStrictEqual(late.map((c) => c.key), [])
+      // each task called once, except calls in flight at the fault (at least once)
+      const perKey = new Map<string, number>()
+      for (const c of calls) perKey.set(c.key, (perKey.get(c.key) ?? 0) + 1)
+      assert.strictEqual(perKey.size, 90)
+      const repeats = Array.from(perKey.values()).reduce((a, n) => a + n - 1, 0)
+      assert.isAtMost(repeats, inFlight)
+      yield* Effect.forEach(runners, Fiber.interrupt, { discard: true })
+    }).pipe(Effect.provide(MemoryStore.layer()))
+  }, 180_000)
+})
+

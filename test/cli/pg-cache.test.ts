@@ -101,6 +101,10 @@ describe("assay resume --store postgres://… after kill -9", () => {
       yield* Effect.promise(() => exited)
       pg.psql("kill9", "CREATE TABLE snap AS SELECT c.*, (SELECT max(attempt_id) FROM assay_attempts) AS hwm FROM assay_checkpoints c")
       assert.isAbove(count("SELECT count(*) FROM assay_pipelines WHERE state = 'running'"), 0, "killed mid-run")
+      // the dead run is claimable once its heartbeat is older than --stale-after (1 s): until
+      // then it may be alive on another host, and a resume leaves its pipelines to it
+      const lastBeat = count("SELECT max(heartbeat_at) FROM assay_runs WHERE status = 'running'")
+      while (Date.now() - lastBeat < 1_500) yield* Effect.sleep("100 millis")
       const r = yield* assay(["resume", "--quiet", "-c", exp, "--store", url, "--resume", "--stale-after", "1 second"], {
         cwd: dir,
         killAfterMs: 90_000

@@ -10,21 +10,14 @@ import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll } from "vitest"
 import * as PgStore from "../../src/layers/PgStore.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import { assay, tempDir, write } from "../support/cli.js"
-import { type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
 const BIN = path.resolve(import.meta.dirname, "../../bin/assay")
 
-let pg: PgServer
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.stop()
-}, 60_000)
+const pg = usePostgres()
 
 const randomMock = Effect.gen(function*() {
   const profile = yield* MockLlm.decodeProfile({

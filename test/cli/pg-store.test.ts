@@ -10,21 +10,14 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, beforeAll } from "vitest"
-import { type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
 const BIN = path.resolve(import.meta.dirname, "../../bin/assay")
 const EXPERIMENT = path.resolve(import.meta.dirname, "../../examples/experiments/delay.json")
 /** The server trusts loopback logins, so any password works: this one must never be printed. */
 const SECRET = "pg-Secret-7f3a"
 
-let pg: PgServer
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.stop()
-})
+const pg = usePostgres()
 
 const urlOf = (db: string) => `postgres://${pg.user}:${SECRET}@127.0.0.1:${pg.port}/${db}`
 

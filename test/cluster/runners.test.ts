@@ -17,7 +17,7 @@ import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -25,19 +25,12 @@ import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import { findPgBin, type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
-let pg: PgServer | undefined
-const hasPg = findPgBin() !== undefined
-
-beforeAll(async () => {
-  if (hasPg) pg = await startPostgres()
-}, 60_000)
-afterAll(async () => {
-  await pg?.stop()
-})
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
 
 /** Short cluster intervals, as in the research note's proof of concept. */
 const sharding = {
@@ -69,7 +62,7 @@ const runnerOf = (db: string, port: number, store: StoreService, specs: Readonly
       storage: "sql",
       shardingConfig: { ...sharding, runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)) }
     })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg!.url(db)) })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
     Layer.provide(Layer.mergeAll(Layer.succeed(Store, store), Pool.layer([]), NodeContext.layer)),
     Layer.provide(ClusterEngine.catalogLayer(specs)),
     Layer.provide(quiet)
@@ -78,7 +71,7 @@ const runnerOf = (db: string, port: number, store: StoreService, specs: Readonly
 const clientOf = (db: string) =>
   ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg!.url(db)) })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
     Layer.provide(quiet)
   )
 
@@ -108,13 +101,13 @@ const assertAllDone = (store: StoreService, specs: ReadonlyArray<AnySpec>) =>
 
 const basePort = 36000 + Math.floor(Math.random() * 2000) * 3
 
-describe.skipIf(!hasPg)("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
+describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
   it.live("C1: no fault: every pipeline succeeds once, work spread over the runners", () => {
     const calls: Array<Call> = []
     const template = templateOf(calls)
     const specs = Array.from({ length: 30 }, (_, i) => template.bind(i))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg!.createDatabase("c1"))
+      yield* Effect.promise(() => pg.createDatabase("c1"))
       const store = yield* Store
       // the first runner creates the cluster's tables before the others start (L6)
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
@@ -144,7 +137,7 @@ describe.skipIf(!hasPg)("ClusterEngine: three runners on PostgreSQL (in one proc
     const template = templateOf(calls)
     const specs = Array.from({ length: 30 }, (_, i) => template.bind(i + 100))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg!.createDatabase("c2"))
+      yield* Effect.promise(() => pg.createDatabase("c2"))
       const store = yield* Store
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
       for (let i = 0; i < 3; i++) {

@@ -6,20 +6,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
-import { afterAll, beforeAll } from "vitest"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import { Store } from "../../src/services/Store.js"
-import { type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 import { artifact, pipeline, storeContract, type StoreHarness, task } from "./StoreContract.js"
 
-let pg: PgServer
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.stop()
-})
+const pg = usePostgres()
 
 const TABLES = ["events", "attempts", "artifacts", "tasks", "pipelines", "checkpoints", "handoffs"]
 /** Real failures from a second connection: triggers that abort every insert and update. */

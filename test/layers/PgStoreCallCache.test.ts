@@ -6,19 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Option } from "effect"
-import { afterAll, beforeAll } from "vitest"
 import * as PgCallCache from "../../src/layers/PgCallCache.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import type { CacheEntry } from "../../src/services/CallCache.js"
-import { type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
-let pg: PgServer
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.stop()
-}, 60_000)
+const pg = usePostgres()
 
 const entry = (key: string, text: string, createdAt: number): CacheEntry => ({
   key,

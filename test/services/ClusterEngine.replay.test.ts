@@ -9,7 +9,7 @@ import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -17,19 +17,12 @@ import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
-import { findPgBin, type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
-let pg: PgServer | undefined
-const hasPg = findPgBin() !== undefined
-
-beforeAll(async () => {
-  if (hasPg) pg = await startPostgres()
-}, 60_000)
-afterAll(async () => {
-  await pg?.stop()
-})
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
 
 /** One runner's lifetime on database `db`: sharding + workflow engine + the pipeline workflow. */
 const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) =>
@@ -39,14 +32,14 @@ const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) =>
       runnerStorage: "memory",
       shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
     })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg!.url(db)) })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
     Layer.provideMerge(Layer.mergeAll(Pool.layer([]), NodeContext.layer)),
     Layer.provide(ClusterEngine.catalogLayer(specs)),
     // the cluster's own warnings (no healthy runner while the next one starts) are noise here
     Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
   )
 
-describe.skipIf(!hasPg)("ClusterEngine on PostgreSQL message storage", () => {
+describe("ClusterEngine on PostgreSQL message storage", () => {
   it.live("a runner stopped mid-run: its replacement re-runs no committed task and finishes every pipeline", () => {
     const calls = new Map<string, number>()
     const counted = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
@@ -63,7 +56,7 @@ describe.skipIf(!hasPg)("ClusterEngine on PostgreSQL message storage", () => {
     const template = Pipeline.make("replay", a, b, c)
     const specs = Array.from({ length: 10 }, (_, i) => template.bind(i))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg!.createDatabase("replay1"))
+      yield* Effect.promise(() => pg.createDatabase("replay1"))
       const store = yield* Store
       const committedNow = Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.match(r, { onNone: () => 0, onSome: (x) => x.nTasksDone })))
       // phase 1: run until the even pipelines wait in b and the odd ones are done, then stop the runner

@@ -3,25 +3,19 @@ import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope, TestClock, TestContext } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import type { AcquireOptions, Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as PgPools from "../../src/layers/PgPools.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
-import { type PgServer, startPostgres } from "../support/postgres.js"
+import { usePostgres } from "../support/postgres.js"
 
 // Real Postgres time (`now()`) decides TTLs here, so these tests run on the live clock with
 // short TTLs and bounded loops; no assertion depends on how long anything took.
 
-let pg: PgServer
+const pg = usePostgres()
 let dbSeq = 0
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 60_000)
-afterAll(async () => {
-  await pg?.stop()
-})
 
 /** A fresh database with the pool tables; returns its URL. */
 const freshDb = async (): Promise<string> => {

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type PgServer, startPostgres } from "./postgres.js"
+import { describe, expect, it } from "vitest"
+import { usePostgres } from "./postgres.js"
 
 // The harness every Postgres test (store, pools, cluster chaos) stands on.
 describe("test PostgreSQL server", () => {
-  let pg: PgServer
-  beforeAll(async () => {
-    pg = await startPostgres()
-  })
-  afterAll(async () => {
-    await pg?.stop()
-  })
+  const pg = usePostgres()
 
   it("serves fresh databases on loopback and survives a crash restart", async () => {
     await pg.createDatabase("h1")

@@ -583,6 +583,25 @@ export const bootstrapMean = (values: ReadonlyArray<ReadonlyArray<number>>, o: B
 const closeness = (v: number, target: number): number => -Math.abs(v - target)
 
 /** +1 when `cand` is better than `base` for the direction, −1 when worse, 0 when equal. */
+/**
+ * The per-case differences (candidate − baseline case means) of `n` paired cases, and the
+ * number of cases each side wins by `direction` (`compareFor`).
+ */
+const pairedCaseDiffs = (direction: Direction, target: number, pb: Packed, pc: Packed, n: number) => {
+  const diffs = new Float64Array(n)
+  let candidateWins = 0
+  let baselineWins = 0
+  for (let i = 0; i < n; i++) {
+    const b = pb.caseMean[i]!
+    const c = pc.caseMean[i]!
+    diffs[i] = c - b
+    const w = compareFor(direction, target, b, c)
+    if (w > 0) candidateWins++
+    else if (w < 0) baselineWins++
+  }
+  return { diffs, candidateWins, baselineWins }
+}
+
 const compareFor = (direction: Direction, target: number, base: number, cand: number): number => {
   const d = direction === "maximize" ? cand - base : direction === "minimize" ? base - cand : closeness(cand, target) - closeness(base, target)
   return d > 0 ? 1 : d < 0 ? -1 : 0
@@ -642,17 +661,7 @@ export const pairedBootstrap = (
   if (n === 0) return null
   const pb = pack(base, keep, inner)
   const pc = pack(cand, keep, inner)
-  const diffs = new Float64Array(n)
-  let candidateWins = 0
-  let baselineWins = 0
-  for (let i = 0; i < n; i++) {
-    const b = pb.caseMean[i]!
-    const c = pc.caseMean[i]!
-    diffs[i] = c - b
-    const w = compareFor(direction, target, b, c)
-    if (w > 0) candidateWins++
-    else if (w < 0) baselineWins++
-  }
+  const { baselineWins, candidateWins, diffs } = pairedCaseDiffs(direction, target, pb, pc, n)
   const ref = diffs[0]!
   const estimate = shiftedMean(diffs)
   const stats = new Float64Array(resamples)
@@ -811,17 +820,7 @@ export const sharedBootstrap = (
     if (direction === "target" && !Number.isFinite(target)) refuse("sharedBootstrap", "direction target needs a finite target")
     const pb = packs[base]!
     const pc = packs[cand]!
-    const diffs = new Float64Array(n)
-    let candidateWins = 0
-    let baselineWins = 0
-    for (let i = 0; i < n; i++) {
-      const bv = pb.caseMean[i]!
-      const cv = pc.caseMean[i]!
-      diffs[i] = cv - bv
-      const w = compareFor(direction, target, bv, cv)
-      if (w > 0) candidateWins++
-      else if (w < 0) baselineWins++
-    }
+    const { baselineWins, candidateWins, diffs } = pairedCaseDiffs(direction, target, pb, pc, n)
     const d = new Float64Array(resamples)
     for (let b = 0; b < resamples; b++) d[b] = stats[cand * resamples + b]! - stats[base * resamples + b]!
     const { lower, upper } = percentile(d, level)

@@ -225,15 +225,7 @@ export const resize = (pool: string, resourceId: string, capacity: number): Effe
  * @since 0.7.0
  * @category models
  */
-export interface GlobalResource {
-  readonly pool: string
-  readonly resource: string
-  readonly capacity: number
-  readonly state: string
-  readonly throttleMs: number
-  readonly cooldownMs: number
-  readonly inUse: number
-}
+export type GlobalResource = Q.GlobalRow
 
 /**
  * The global state of the resources of the given pools, read now (times by the server's clock).

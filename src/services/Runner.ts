@@ -229,6 +229,10 @@ export interface LiveStats {
  *   live run; `repairFailures`: pipelines whose torn terminal state could not be repaired;
  *   `leasesLeaked`: leases that had to be reclaimed; `handoffsTotal`: control transitions
  *   (`Handoff` directives: to, end, rewind, retryAll) this run committed;
+ * - `heldByOtherRuns`: of `skipped`, the pipelines left to another run that still looks alive
+ *   (marked running, heartbeat younger than `staleAfter`), per run id. On a shared store
+ *   (Postgres) that run may be working elsewhere, or be a process killed less than
+ *   `staleAfter` ago: `summary()` then says how to take them over;
  * - `summary()`: a human report; `toJSON()`: the same facts as JSON (both derived from the
  *   fields above: the report is plain data and holds no service);
  * - `exportJsonl(path)`: writes this run's pipeline rows (each a `PipelineRecord` in its
@@ -252,6 +256,7 @@ export interface RunReport {
   readonly retries: number
   readonly handoffsTotal: number
   readonly stopReason: string | null
+  readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
   summary(): string
   toJSON(): Record<string, unknown>
   exportJsonl(path: string): Effect.Effect<number, ReadError | ExportError, Store>

@@ -94,6 +94,16 @@ describe("assay resume --store postgres://… after kill -9", () => {
       yield* Effect.promise(() => exited)
       pg.psql("kill9", "CREATE TABLE snap AS SELECT c.*, (SELECT max(attempt_id) FROM assay_attempts) AS hwm FROM assay_checkpoints c")
       assert.isAbove(count("SELECT count(*) FROM assay_pipelines WHERE state = 'running'"), 0, "killed mid-run")
+      // a resume that cannot tell the killed run is dead (heartbeat younger than --stale-after)
+      // leaves its pipelines to it, and says so instead of a bare "completed"
+      const early = yield* assay(["resume", "-c", exp, "--store", url, "--stale-after", "10 minutes"], {
+        cwd: dir,
+        killAfterMs: 90_000
+      })
+      assert.strictEqual(early.code, 0, early.stderr)
+      const held = count("SELECT count(*) FROM assay_pipelines WHERE state = 'running'")
+      assert.match(early.stdout, new RegExp(`left to run \\S+: ${held} pipeline\\(s\\) it marks running`))
+      assert.include(early.stdout, "--stale-after")
       // the dead run is claimable once its heartbeat is older than --stale-after (1 s): until
       // then it may be alive on another host, and a resume leaves its pipelines to it
       const lastBeat = count("SELECT max(heartbeat_at) FROM assay_runs WHERE status = 'running'")

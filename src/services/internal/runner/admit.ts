@@ -247,6 +247,9 @@ export const make = (env: AdmitEnv) => {
           switch (decision._tag) {
             case "Skip":
               State.countSkip(state, spec)
+              if (decision.reason === "owned_by_another_run" && decision.owner !== undefined) {
+                state.heldByOtherRuns.set(decision.owner, (state.heldByOtherRuns.get(decision.owner) ?? 0) + 1)
+              }
               if (decision.reason !== "succeeded") {
                 yield* emit("pipeline.skipped", spec.pipelineId, decision.owner === undefined
                   ? { reason: decision.reason }

@@ -29,6 +29,9 @@ export interface ReportFacts {
   readonly retries: number
   readonly handoffsTotal: number
   readonly stopReason: string | null
+  readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
+  /** The run's `staleAfter` in ms (0 on a store with one writer). */
+  readonly staleAfterMs: number
 }
 
 const encodePipeline = Schema.encodeSync(PipelineRecord)
@@ -45,6 +48,8 @@ class Report implements RunReport {
   readonly retries: number
   readonly handoffsTotal: number
   readonly stopReason: string | null
+  readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
+  readonly #staleAfterMs: number
   constructor(facts: ReportFacts) {
     this.runId = facts.runId
     this.status = facts.status
@@ -57,6 +62,8 @@ class Report implements RunReport {
     this.retries = facts.retries
     this.handoffsTotal = facts.handoffsTotal
     this.stopReason = facts.stopReason
+    this.heldByOtherRuns = facts.heldByOtherRuns
+    this.#staleAfterMs = facts.staleAfterMs
   }
   toJSON(): Record<string, unknown> {
     return {
@@ -70,6 +77,7 @@ class Report implements RunReport {
       leasesLeaked: this.leasesLeaked,
       retries: this.retries,
       handoffsTotal: this.handoffsTotal,
+      heldByOtherRuns: this.heldByOtherRuns,
       stats: {
         pipelines: { total: this.stats.pipelines, byState: this.stats.byState },
         tasks: this.stats.tasks,
@@ -98,6 +106,15 @@ class Report implements RunReport {
     }
     if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)
     if (this.handoffsTotal > 0) lines.push(`handoffs: ${this.handoffsTotal}`)
+    for (const h of this.heldByOtherRuns) {
+      // never silent: a resume right after a kill -9 on a shared store lands here, and "completed"
+      // alone would read as "nothing left to do"
+      lines.push(
+        `left to run ${h.runId}: ${h.pipelines} pipeline(s) it marks running (its heartbeat is younger than ${
+          (this.#staleAfterMs / 1000).toFixed(0)
+        } s, so it may be alive); if that process is dead, run this again once the heartbeat is older (--stale-after) to take them over`
+      )
+    }
     return lines.join("\n")
   }
   exportJsonl(path: string) {

@@ -732,6 +732,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       leasesLeaked: state.counters.leasesLeaked,
       retries: state.counters.retries,
       handoffsTotal: state.counters.handoffs,
-      stopReason: state.stopReason
+      stopReason: state.stopReason,
+      heldByOtherRuns: Array.from(state.heldByOtherRuns, ([runId, pipelines]) => ({ runId: runId as RunId, pipelines })),
+      staleAfterMs
     })
   }))

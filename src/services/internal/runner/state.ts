@@ -66,6 +66,12 @@ export interface RunState {
    * outside suites are not counted here.
    */
   readonly skippedByMember: Map<string, number>
+  /**
+   * Of `counters.skipped`, the pipelines left to another run that still looks alive (running,
+   * heartbeat younger than `staleAfter`), per that run's id: on a shared store (Postgres) it
+   * may be working on another host, or be a process killed less than `staleAfter` ago.
+   */
+  readonly heldByOtherRuns: Map<string, number>
   stopping: boolean
   stopReason: string | null
   inFlight: number
@@ -111,6 +117,7 @@ export const make = (
     handoffs: 0
   },
   skippedByMember: new Map(),
+  heldByOtherRuns: new Map(),
   cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, costSavedUsd: null },
   stopping: false,
   stopReason: null,

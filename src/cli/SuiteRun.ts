@@ -187,10 +187,20 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
           return yield* configError("--run-id", `run id ${input.runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
         }
       }
+      const catalog = yield* SuiteCatalog
+      // a changed member definition is refused by the run itself, before anything is written:
+      // no acceptance is recorded ahead of that refusal, and its rows are not compared (a
+      // content-addressed member's every stored pipeline would read as an edited row, and the
+      // message would point at --accept-changed-rows, which cannot help)
+      const registered = new Map((yield* catalog.members).map((r) => [r.experimentId, r]))
+      const definitionsHold = loaded.members.every((m) => {
+        const r = registered.get(m.id)
+        return !selected.some((s) => s.id === m.id) || r === undefined || matchesRegistered(r, m)
+      })
       // rows edited or removed since the root last saw them: refused unless accepted; an
       // acceptance is recorded in the root (the old pipelines superseded), so later runs and
       // resumes go on without the flag while a new edit is refused again
-      const changed = yield* changedRows(loaded, selected.map((m) => m.id))
+      const changed = definitionsHold ? yield* changedRows(loaded, selected.map((m) => m.id)) : []
       // a keyed row edited in place: its key names one pipeline, so no acceptance can keep both
       const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
       if (rekeyed.length > 0) {
@@ -214,15 +224,7 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
           }))
         })
       }
-      const catalog = yield* SuiteCatalog
-      // a changed member definition is refused by the run itself, before anything is written:
-      // no acceptance is recorded ahead of that refusal
-      const registered = new Map((yield* catalog.members).map((r) => [r.experimentId, r]))
-      const definitionsHold = loaded.members.every((m) => {
-        const r = registered.get(m.id)
-        return !selected.some((s) => s.id === m.id) || r === undefined || matchesRegistered(r, m)
-      })
-      if (changed.length > 0 && definitionsHold) {
+      if (changed.length > 0) {
         const nowMs = yield* Clock.currentTimeMillis
         for (const c of changed) {
           if (catalog.acceptChangedRows === undefined) break

@@ -505,6 +505,24 @@ describe("suite CLI fixes", () => {
       assert.strictEqual(countIn(db, "SELECT count(*) FROM suite_superseded"), 0)
       assert.strictEqual(countIn(db, "SELECT count(*) FROM runs"), 1)
     }), 120_000)
+  it.scoped("a changed member definition (content-addressed rows) is refused as a definition change, never as edited rows", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-fixes")
+      const member = (delay: string) =>
+        write(dir, "m.json", { pipeline: { name: "p", tasks: [{ use: "delay", args: [delay] }] }, source: { range: { n: 3 } } })
+      member("1 millis")
+      const suite = write(dir, "suite.json", { suite: { id: "defs2" }, output: { root: "out", layout: "combined" }, experiments: { x: { config: "m.json" } } })
+      assert.strictEqual((yield* assay(["run", "-c", suite, "--quiet"], opts(dir))).code, 0)
+      member("2 millis")
+      for (const command of ["run", "resume"]) {
+        const r = yield* assay([command, "-c", suite, "--quiet"], opts(dir))
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.match(r.stderr, /the definition of member "x" changed/)
+        assert.notInclude(r.stderr, "--accept-changed-rows")
+        assert.notInclude(r.stderr, "no longer yields")
+      }
+    }), 120_000)
+
   it.scoped("a missing member file blocks only runs that select that member; --experiment of another goes on with a warning", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("suite-fixes")

@@ -24,6 +24,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Effect, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
+import * as PgUrl from "../layers/internal/pg/url.js"
 import { ModuleLoader } from "../layers/ModuleLoader.js"
 import { integerAtLeast } from "./Flags.js"
 
@@ -54,22 +55,15 @@ export const loadClusterRun: Effect.Effect<typeof import("./ClusterRun.js"), unk
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
 /**
- * `url` with its password replaced by `***` (what messages show of a database URL).
+ * `url` with its password replaced by `***` (what messages show of a database URL): the one
+ * masking of the Postgres store's messages (`layers/internal/pg/url.ts`).
  *
  * @param url a connection URL (or any text)
  * @returns the URL without its password
  * @since 0.7.0
  * @category messages
  */
-export const redactUrl = (url: string): string => {
-  try {
-    const u = new URL(url)
-    if (u.password !== "") u.password = "***"
-    return u.toString()
-  } catch {
-    return url.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@")
-  }
-}
+export const redactUrl = (url: string): string => PgUrl.redactUrl(url)
 
 /**
  * Checks a `--database` value: a `postgres://` or `postgresql://` URL (exit 2 otherwise,

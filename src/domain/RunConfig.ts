@@ -23,6 +23,7 @@ import { RunId } from "./Ids.js"
 import * as Pricing from "./Pricing.js"
 import { PriceTableSchema } from "./Pricing.js"
 import { DurationFromString } from "./RetryPolicy.js"
+import { maskUrl } from "./Secrets.js"
 
 /**
  * Journal mode: `"full"` keeps artifact payloads (task-level resume); `"summary"` keeps
@@ -296,7 +297,8 @@ export const resolve = (input: RunConfigInput = {}): Either.Either<RunConfig, Co
  * @category encoding
  */
 export const toJson = (config: RunConfig): Record<string, unknown> => ({
-  store: config.store,
+  // stored with the run: a connection URL's user and password never are
+  store: maskUrl(config.store),
   journal: config.journal,
   concurrency: config.concurrency,
   maxAdmitted: config.maxAdmitted,

@@ -165,9 +165,11 @@ export const maskUrl = (text: string): string => {
   if (u.username === "" && u.password === "" && u.search === "") return text
   const schemeEnd = text.indexOf("://") + 3
   let rest = text.slice(schemeEnd)
-  const at = rest.search(/@/)
+  // the userinfo ends at the authority's LAST '@' (a password may hold a raw '@', which
+  // drivers read as part of it): masking only up to the first would show the rest
   const slash = rest.search(/[/?#]/)
-  if (at >= 0 && (slash < 0 || at < slash)) {
+  const at = (slash < 0 ? rest : rest.slice(0, slash)).lastIndexOf("@")
+  if (at >= 0) {
     const colon = rest.slice(0, at).indexOf(":")
     rest = `${colon >= 0 ? `${MASK}:${MASK}` : MASK}${rest.slice(at)}`
   }

@@ -20,7 +20,8 @@ const keysOf = (schema: Schema.Schema.Any): Array<string> => {
 describe("RunConfig: one Schema", () => {
   it("the file's run section, the code input and the resolved config have exactly the declared fields", () => {
     assert.isAbove(fieldNames.length, 20)
-    assert.deepStrictEqual(keysOf(RunConfig.RunSection), fieldNames)
+    // `pricing` is the experiment file's top-level table, not a `run` field
+    assert.deepStrictEqual(keysOf(RunConfig.RunSection), fieldNames.filter((f) => f !== "pricing"))
     assert.deepStrictEqual(keysOf(RunConfig.RunConfigInput), fieldNames)
     assert.strictEqual(Config.RunSection, RunConfig.RunSection, "the experiment Schema uses the same section")
     const resolved = Either.getOrThrow(RunConfig.resolve({}))
@@ -109,6 +110,16 @@ describe("RunConfig: one Schema", () => {
     const input: RunConfig.RunConfigInput & { readonly registry: unknown } = { concurrency: 2, registry: {} }
     const c = Either.getOrThrow(RunConfig.resolve(input))
     assert.notProperty(c, "registry")
+  })
+})
+
+describe("RunConfig.toJson (what a run row stores)", () => {
+  it("never stores a store URL's user or password; a file path is kept as given", () => {
+    const url = Either.getOrThrow(RunConfig.resolve({ store: "postgres://assay:s3cret@db.internal:5432/qa" }))
+    assert.strictEqual(RunConfig.toJson(url)["store"], "postgres://***:***@db.internal:5432/qa")
+    assert.notInclude(JSON.stringify(RunConfig.toJson(url)), "s3cret")
+    const file = Either.getOrThrow(RunConfig.resolve({ store: "runs/qa.db" }))
+    assert.strictEqual(RunConfig.toJson(file)["store"], "runs/qa.db")
   })
 })
 

@@ -42,6 +42,8 @@ describe("URLs", () => {
     )
     assert.strictEqual(maskUrl("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080/v1")
     assert.strictEqual(maskUrl("plain text"), "plain text")
+    // a raw '@' inside the password: masked up to the authority's last '@'
+    assert.strictEqual(maskUrl("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://***:***@127.0.0.1:5432/a")
   })
 })
 

@@ -256,6 +256,8 @@ describe("PgStore", () => {
   it("redactUrl masks userinfo passwords and password parameters", () => {
     assert.strictEqual(PgStore.redactUrl("postgres://u:p%40ss@h:5432/db?sslmode=require"), "postgres://u:***@h:5432/db?sslmode=require")
     assert.strictEqual(PgStore.redactUrl("postgresql://u@h/db?password=x&a=1"), "postgresql://u@h/db?password=***&a=1")
+    // a raw '@' in the password (the driver reads up to the last '@'): nothing of it shown
+    assert.strictEqual(PgStore.redactUrl("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://bob:***@127.0.0.1:5432/a")
     assert.isTrue(PgStore.isPostgresUrl("PostgreSQL://h/db"))
     assert.isFalse(PgStore.isPostgresUrl("runs/qa.db"))
   })

@@ -19,11 +19,23 @@ export const isPostgresUrl = (spec: string): boolean => /^postgres(?:ql)?:\/\//i
 
 /** The password of a URL as written (still percent-encoded), or `undefined`. */
 const rawPassword = (url: string): string | undefined => {
-  const m = /^[a-z][a-z0-9+.-]*:\/\/([^@/?#]*)@/i.exec(url)
+  const parts = userinfoOf(url)
+  if (parts === undefined) return undefined
+  const colon = parts.userinfo.indexOf(":")
+  return colon < 0 ? undefined : parts.userinfo.slice(colon + 1)
+}
+
+/**
+ * The scheme + `//`, the userinfo (up to the authority's LAST `@`: a password may hold a raw
+ * `@`, which the driver reads as part of it) and what follows it, or `undefined` without one.
+ */
+const userinfoOf = (url: string): { readonly head: string; readonly userinfo: string; readonly tail: string } | undefined => {
+  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)/i.exec(url)
   if (m === null) return undefined
-  const userinfo = m[1]!
-  const colon = userinfo.indexOf(":")
-  return colon < 0 ? undefined : userinfo.slice(colon + 1)
+  const authority = m[2]!
+  const at = authority.lastIndexOf("@")
+  if (at < 0) return undefined
+  return { head: m[1]!, userinfo: authority.slice(0, at), tail: authority.slice(at) + url.slice(m[0].length) }
 }
 
 /**
@@ -38,7 +50,11 @@ const rawPassword = (url: string): string | undefined => {
  * @category urls
  */
 export const redactUrl = (url: string): string => {
-  let out = url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:@/?#]*):[^@/?#]*@/i, "$1:***@")
+  const parts = userinfoOf(url)
+  const colon = parts === undefined ? -1 : parts.userinfo.indexOf(":")
+  let out = parts === undefined || colon < 0
+    ? url
+    : `${parts.head}${parts.userinfo.slice(0, colon)}:***${parts.tail}`
   out = out.replace(/([?&](?:password|sslpassword)=)[^&#]*/gi, "$1***")
   return out
 }
@@ -80,4 +96,4 @@ export const scrub = (text: string, url: string): string => {
  * @category urls
  */
 export const redactUrlsIn = (text: string): string =>
-  text.replace(/(postgres(?:ql)?:\/\/[^:@/\s'"]*):[^@/\s'"]*@/gi, "$1:***@")
+  text.replace(/postgres(?:ql)?:\/\/[^\s'"]*/gi, (url) => redactUrl(url))

@@ -116,8 +116,13 @@ describe("the protocol digest and metrics", () => {
   it.effect("a study without metrics keeps the digest and parts it had before metrics existed", () =>
     Effect.gen(function*() {
       const s = yield* load(path.join(fixtures, "study.yaml"))
-      // computed by the loader of main at f4f9b34, before the metrics section existed
-      assert.strictEqual(s.protocolDigest, "400f066d10a93ca65f784b561d1c4387")
+      // computed by the loader of main at f4f9b34, before the metrics section existed: still
+      // recognised as the same protocol (its legacy digest, from before the experiment's `run`
+      // section and pool capacities left the digest, issue 15 item 9)
+      assert.isTrue(s.previousProtocols.some((p) => p.digest === "400f066d10a93ca65f784b561d1c4387"))
+      assert.isTrue(Study.protocolMatches("400f066d10a93ca65f784b561d1c4387", s))
+      // and the current digest, pinned (computed by the loader of main at 728ff34)
+      assert.strictEqual(s.protocolDigest, "336c6d5a8c52de697cb9120777aa2152")
       assert.deepStrictEqual(Object.keys(s.protocolParts), ["experiment", "variables", "baseline", "repeats", "budget", "stop", "objectives"])
       assert.isFalse("metrics" in s.protocol)
     }))

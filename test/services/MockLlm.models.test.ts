@@ -542,7 +542,10 @@ describe("MockLlm model profiles through the chat task's client", () => {
       const priced = yield* clientFor("priced")
       const ok = yield* priced.complete({ messages: [{ role: "user", content: prompt }], timeoutMs: 5_000 })
       assert.strictEqual(ok.content, "spam")
-      assert.deepStrictEqual(ok.usage, { promptTokens: Math.ceil(prompt.length / 4), completionTokens: 1, totalTokens: Math.ceil(prompt.length / 4) + 1 })
+      const { costUsd, ...tokens } = ok.usage ?? {}
+      assert.deepStrictEqual(tokens, { promptTokens: Math.ceil(prompt.length / 4), completionTokens: 1, totalTokens: Math.ceil(prompt.length / 4) + 1 })
+      // the server's own cost (usage.cost): prompt tokens × $0.002 per 1k
+      assert.closeTo(costUsd ?? NaN, Math.ceil(prompt.length / 4) * 0.002 / 1000, 1e-12)
       // the context window is checked before the rate limit: a request too long is refused without using a token
       const long = yield* Effect.flip(priced.complete({ messages: [{ role: "user", content: "x".repeat(400) }], timeoutMs: 5_000 }))
       assert.strictEqual(long.errorClass, "fatal")

@@ -530,4 +530,19 @@ describe("the study file's Schema and the package root", () => {
       const is = (f: string) => StudyConfig.isStudyFile(path.join(dir, f)).pipe(Effect.provide(NodeContext.layer))
       assert.deepStrictEqual(yield* Effect.all([is("study.json"), is("experiment.json"), is("suite.yaml"), is("broken.yaml")]), [true, false, false, false])
     }))
+
+  it.effect("isStudyFile: a study file refused only for a key written twice (JSON or YAML) is still a study file, so its errors are a study's", () =>
+    Effect.gen(function*() {
+      const file = write(study())
+      const dir = path.dirname(file)
+      fs.writeFileSync(path.join(dir, "dup.json"), `{"study":{"id":"x","question":"?"},"repeats":2,"repeats":3}`)
+      fs.writeFileSync(path.join(dir, "dup.yaml"), "study: { id: x, question: '?' }\nrepeats: 2\nrepeats: 3\n")
+      fs.writeFileSync(path.join(dir, "dup-experiment.yaml"), "source: { range: { n: 1 } }\nsource: { range: { n: 2 } }\n")
+      const is = (f: string) => StudyConfig.isStudyFile(path.join(dir, f)).pipe(Effect.provide(NodeContext.layer))
+      assert.deepStrictEqual(yield* Effect.all([is("dup.json"), is("dup.yaml"), is("dup-experiment.yaml")]), [true, true, false])
+      // and the loader reports the repeated key, at its path, as a study's problem
+      const e = yield* Effect.flip(StudyConfig.load(path.join(dir, "dup.json")).pipe(Effect.provide(NodeContext.layer)))
+      assert.include(e.message, "repeats")
+      assert.include(e.message, "written twice")
+    }))
 })

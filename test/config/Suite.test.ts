@@ -520,6 +520,9 @@ describe("SuiteConfig.isSuiteFile and the JSON Schema", () => {
       assert.isFalse(yield* is("nope.json"))
       fs.writeFileSync(path.join(dir, "broken.json"), "{")
       assert.isFalse(yield* is("broken.json"))
+      // refused only for a key written twice: still a suite file (its errors are then a suite's)
+      fs.writeFileSync(path.join(dir, "dup.yaml"), "suite: { id: s }\nexperiments: {}\nexperiments: {}\n")
+      assert.isTrue(yield* is("dup.yaml"))
     }))
 
   it("docs/suite.schema.json is exactly what assay schema --suite prints (regenerate: assay schema --suite > docs/suite.schema.json)", () => {

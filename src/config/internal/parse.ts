@@ -238,3 +238,35 @@ export const read = (file: string): Effect.Effect<RawExperiment, ConfigError, Fi
     return { file: abs, format, baseDir, raw: parsed.right, literalIssues: floatLiteralIssues(text, format) }
   })
 
+/**
+ * Whether a config file's document has `key` at its top level (`suite`, `study`): what tells a
+ * suite or study file from an experiment file before loading it. Never fails. A file that
+ * parses is checked as parsed; one refused only for a key written twice (a JSON duplicate
+ * key, a YAML `uniqueKeys` error) is parsed again leniently, so that its errors are reported
+ * as the suite's or study's they are instead of an experiment's. A file that cannot be read or
+ * parsed at all is answered `false` (loading it as an experiment then says why).
+ *
+ * @since 0.7.0
+ * @category loading
+ */
+export const hasTopLevelKey = (file: string, key: string): Effect.Effect<boolean, never, FileSystem.FileSystem> => {
+  const has = (raw: unknown) => isRecord(raw) && raw[key] !== undefined
+  return Effect.matchEffect(read(file), {
+    onSuccess: (r) => Effect.succeed(has(r.raw)),
+    onFailure: () => {
+      const format = formatOf(path.resolve(file))
+      if (format !== "json" && format !== "yaml") return Effect.succeed(false)
+      return Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file)).pipe(
+        Effect.map((text) => {
+          try {
+            return has(format === "json" ? JSON.parse(text) as unknown : YAML.parse(text, { uniqueKeys: false }) as unknown)
+          } catch {
+            return false
+          }
+        }),
+        Effect.orElseSucceed(() => false)
+      )
+    }
+  })
+}
+

@@ -516,17 +516,15 @@ const estimateOf = (
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Whether a file is a study file: it parses (by suffix) and its document has a top-level
- * `study`. Never fails.
+ * Whether a file is a study file: its document has a top-level `study` (read as
+ * `parse.hasTopLevelKey` reads it: a file refused only for a duplicate key still counts).
+ * Never fails.
  *
  * @since 0.6.0
  * @category loading
  */
 export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
-  Effect.match(parse.read(file), {
-    onFailure: () => false,
-    onSuccess: (r) => isRecord(r.raw) && r.raw["study"] !== undefined
-  })
+  parse.hasTopLevelKey(file, "study")
 
 const LITERALS = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual (.*)$/
 

@@ -322,23 +322,7 @@ const choose = (name: string, among: ReadonlyArray<string>, none: string): strin
  * @category loading
  */
 export const isSuiteFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
-  Effect.matchEffect(parse.read(file), {
-    // a JSON file refused for a key written twice still parses: its errors are a suite's
-    onFailure: () =>
-      path.extname(file).toLowerCase() !== ".json" ? Effect.succeed(false) : Effect.flatMap(FileSystem.FileSystem, (fs) =>
-        fs.readFileString(file).pipe(
-          Effect.map((text) => {
-            try {
-              const raw: unknown = JSON.parse(text)
-              return isRecord(raw) && raw["suite"] !== undefined
-            } catch {
-              return false
-            }
-          }),
-          Effect.orElseSucceed(() => false)
-        )),
-    onSuccess: (r) => Effect.succeed(isRecord(r.raw) && r.raw["suite"] !== undefined)
-  })
+  parse.hasTopLevelKey(file, "suite")
 
 interface Entry {
   readonly id: string

@@ -382,11 +382,11 @@ describe("suite CLI fixes", () => {
   it.scoped("a member's own stopAfterFailures stops only that member (the others go on, resume continues it); bad values name the field", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("suite-fixes")
-      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 20 } } })
+      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 200 } } })
       write(dir, "good.json", { pipeline: { name: "g", tasks: [{ use: "delay", args: ["2 millis"] }] }, source: { range: { n: 30 } } })
       const suiteWith = (bad: Record<string, unknown>) => write(dir, "suite.json", {
         suite: { id: "budgets" },
-        run: { concurrency: 1, maxAdmitted: 2 },
+        run: { concurrency: 6 },
         output: { root: "out", layout: "byExperiment" },
         experiments: { bad: { config: "bad.json", ...bad }, good: { config: "good.json" } }
       })
@@ -416,9 +416,22 @@ describe("suite CLI fixes", () => {
       assert.isTrue(bad.failuresReached)
       assert.isFalse(bad.sourceExhausted)
       const first = countIn(badDb, "SELECT count(*) FROM pipelines")
-      assert.isAtLeast(first, 2)
-      assert.isBelow(first, 20, "the member stopped admitting")
+      assert.isBelow(first, 200, "the member stopped admitting")
+      // once its 2nd failure was decided none of its pipelines started: at most 2 + concurrency - 1
+      // failed, its other admitted pipelines are pending (a resume runs them)
+      const failed = countIn(badDb, "SELECT count(*) FROM pipelines WHERE state = 'failed'")
+      assert.isAtLeast(failed, 2)
+      assert.isAtMost(failed, 2 + 6 - 1)
+      assert.strictEqual(countIn(badDb, "SELECT count(*) FROM pipelines WHERE state NOT IN ('failed', 'pending')"), 0)
       assert.strictEqual(countIn(goodDb, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30, "the other member went on to its end")
+      // the views read the stop from the root later on, never "source not exhausted"
+      const shown = yield* assay(["report", path.join(dir, "out")], opts(dir))
+      assert.strictEqual(shown.code, 0, shown.stderr)
+      const badLine = shown.stdout.split("\n").find((l) => /^\s*bad\b/.test(l)) ?? ""
+      assert.include(badLine, "stopped by its own stopAfterFailures", shown.stdout)
+      assert.notInclude(badLine, "source not exhausted")
+      const json = JSON.parse((yield* assay(["report", path.join(dir, "out"), "--json"], opts(dir))).stdout)
+      assert.strictEqual(json.members.find((m: any) => m.experimentId === "bad").sourceStatus, "failures")
       const text = yield* assay(["resume", "-c", suite], opts(dir))
       assert.strictEqual(text.code, 1, text.stderr)
       assert.include(text.stdout, "bad: submitted")

@@ -1213,6 +1213,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
         ? `source error: ${clean(err ?? "")}`
         : m.source_status === "interrupted"
         ? "source not exhausted (run ended)"
+        : m.source_status === "failures"
+        ? "stopped by its own stopAfterFailures"
         : m.source_status === "not_selected"
         ? "not selected"
         : `source ${m.source_status}`

@@ -528,7 +528,8 @@ export const gateStart = (
   cursor: number,
   carry: (unit: CheckpointUnit) => CheckpointUnit
 ): Effect.Effect<boolean, StoreUnavailable> =>
-  Effect.flatMap(Effect.zipRight(env.slots.take(holder), env.startGate!(spec)), (reason) => {
+  // the gate is asked once the slot is held (a gate that reads a count must not be built earlier)
+  Effect.flatMap(Effect.zipRight(env.slots.take(holder), Effect.suspend(() => env.startGate!(spec))), (reason) => {
     if (reason === undefined) return Effect.succeed(false)
     env.slots.release(holder)
     const now = env.clock.unsafeCurrentTimeMillis()

@@ -480,17 +480,31 @@ export const validateSuite = (
  */
 const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
   Effect.gen(function*() {
-    const none = { exists: false, matching: [] as Array<string>, added: [] as Array<string>, issues: [] as Array<ConfigIssue> }
+    const none = {
+      exists: false,
+      matching: [] as Array<string>,
+      added: [] as Array<string>,
+      changedRows: [] as Array<{ experimentId: string; keyedEdits: number; stale: number; added: number; restored: number }>,
+      issues: [] as Array<ConfigIssue>
+    }
     if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) return none
     const opened = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
       const { catalog } = yield* SuiteStore.makeRead(loaded.output.root)
-      return { suiteId: catalog.suiteId, layout: catalog.layout, members: yield* catalog.members }
+      const members = yield* catalog.members
+      // the rows `run` would check (members whose definition holds; only then are rows compared)
+      const registered = new Map(members.map((r) => [r.experimentId, r]))
+      const holding = loaded.members.filter((m) => {
+        const r = registered.get(m.id)
+        return r !== undefined && matchesRegistered(r, m)
+      })
+      const changed = yield* Effect.provideService(changedRows(loaded, holding.map((m) => m.id)), SuiteCatalog, catalog)
+      return { suiteId: catalog.suiteId, layout: catalog.layout, members, changed }
     })))
     if (opened._tag === "Left") {
       const e = opened.left
       return { ...none, exists: true, issues: e._tag === "ConfigError" ? [...e.issues] : [{ path: "output.root", message: e.message }] }
     }
-    const { layout, members, suiteId } = opened.right
+    const { changed, layout, members, suiteId } = opened.right
     const issues: Array<ConfigIssue> = []
     if (suiteId !== loaded.id) {
       issues.push({ path: "suite.id", message: `the output root ${loaded.output.root} belongs to suite "${suiteId}", not "${loaded.id}"` })
@@ -509,8 +523,24 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
           path: memberPath(m.id),
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
-      } else if (matchesRegistered(k, m)) matching.push(m.id)
-      else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
+      } else if (!matchesRegistered(k, m)) issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
+      else {
+        // its input rows, as `run` checks them: a keyed row edited in place, or rows edited or
+        // removed since they ran (refused by `run` without --accept-changed-rows)
+        const c = changed.find((x) => x.experimentId === m.id)
+        if (c !== undefined && c.keyedEdits.length > 0) {
+          issues.push({ path: memberPath(m.id), message: keyedEditsMessage(c) })
+        } else if (c !== undefined && c.stale > 0) {
+          issues.push({ path: memberPath(m.id), message: changedRowsMessage(c) })
+        } else matching.push(m.id)
+      }
     }
-    return { exists: true, matching, added, issues }
+    const rows = changed.map((c) => ({
+      experimentId: c.experimentId,
+      keyedEdits: c.keyedEdits.length,
+      stale: c.stale,
+      added: c.added,
+      restored: c.revivedKeys.length
+    }))
+    return { exists: true, matching, added, changedRows: rows, issues }
   })

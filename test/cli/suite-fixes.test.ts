@@ -239,13 +239,21 @@ describe("suite CLI fixes", () => {
       assert.deepStrictEqual(before, { runs: 2, pipelines: 3 })
       const staleKey = String(query<{ local_key: string }>(db, "SELECT local_key FROM pipelines ORDER BY created_at LIMIT 1 OFFSET 1")[0]!.local_key)
 
+      const same = yield* assay(["validate", "-c", suite], opts(dir))
+      assert.strictEqual(same.code, 0, same.stderr)
+      assert.include(same.stdout, "existing root: 1 member(s) match (x)")
       rows(["a", "b, edited", "c"])
-      for (const command of ["resume", "run"]) {
-        const r = yield* assay([command, "-c", suite, "--quiet"], opts(dir))
-        assert.strictEqual(r.code, 2, r.stderr)
+      // validate says what run would say (exit 2, naming the member), never "1 member(s) match"
+      for (const command of ["validate", "resume", "run"]) {
+        const r = yield* assay([command, "-c", suite, ...(command === "validate" ? [] : ["--quiet"])], opts(dir))
+        assert.strictEqual(r.code, 2, `${command}: ${r.stdout}${r.stderr}`)
         assert.match(r.stderr, /experiments\.x: the member's source no longer yields 1 of its stored pipeline\(s\) \(local keys [0-9a-f]+\) and yields 1 the root does not hold/)
         assert.include(r.stderr, "--accept-changed-rows")
+        assert.notInclude(r.stdout, "member(s) match")
       }
+      const asJson = JSON.parse((yield* assay(["validate", "-c", suite, "--json"], opts(dir))).stdout)
+      assert.isFalse(asJson.valid)
+      assert.deepStrictEqual(asJson.root.changedRows, [{ experimentId: "x", keyedEdits: 0, stale: 1, added: 1, restored: 0 }])
       assert.deepStrictEqual({ runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }, before, "nothing recorded")
       const accepted = yield* assay(["resume", "-c", suite, "--accept-changed-rows", "--quiet"], opts(dir))
       assert.strictEqual(accepted.code, 0, accepted.stderr)
@@ -459,6 +467,10 @@ describe("suite CLI fixes", () => {
       const first = yield* assay(["run", "-c", suite, "--quiet"], opts(dir))
       assert.strictEqual(first.code, 0, first.stderr)
       rows(["a", "b, edited", "c"])
+      const checked = yield* assay(["validate", "-c", suite], opts(dir))
+      assert.strictEqual(checked.code, 2, checked.stdout + checked.stderr)
+      assert.include(checked.stderr, "experiments.x: 1 input row(s) with an explicit key changed content since they ran (keys row-1)")
+      assert.notInclude(checked.stdout, "member(s) match")
       for (const extra of [[], ["--accept-changed-rows"]]) {
         const r = yield* assay(["resume", "-c", suite, "--quiet", ...extra], opts(dir))
         assert.strictEqual(r.code, 2, r.stderr)

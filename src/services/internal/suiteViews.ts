@@ -957,9 +957,12 @@ export const buildSuiteReport = (
 
 /**
  * The metrics of a suite report, each saying whose it is: a member-scoped metric (stored as
- * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`), the run's own skip
- * count (the total over its members) as the run's (`LABEL [whole run]`); the others are left as
- * they are. In one member's view (`experiment`), the other members' metrics are left out.
+ * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`); the others are left
+ * as they are. In one member's view (`experiment`), the other members' metrics are left out.
+ * The runner's skip counts (the run's `skipped` and each member's `experiment:ID:skipped`) and
+ * the suite's budget stops (`experiment:ID:stopped_by_failures`) are no metrics: a run's view
+ * gives its skips as its figures (the Pipelines line, each member's line), the cumulative view
+ * has none (skips belong to one run), and a stop is the member's source status.
  *
  * @since 0.5.0
  * @category report
@@ -971,11 +974,12 @@ export const suiteMetrics = (
   metrics.flatMap((x) => {
     const scoped = memberMetricOf(x.name)
     if (scoped !== undefined) {
-      return experiment !== undefined && scoped.experimentId !== experiment
+      return (experiment !== undefined && scoped.experimentId !== experiment) || scoped.name === SKIPPED_METRIC ||
+          scoped.name === FAILURES_REACHED_METRIC
         ? []
         : [{ ...x, label: `${x.label ?? scoped.name} [member ${scoped.experimentId}]` }]
     }
-    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [{ ...x, label: `${x.label ?? x.name} [whole run]` }] : [x]
+    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [] : [x]
   })
 
 const statesText = (by: Readonly<Record<PipelineState, number>>): string =>

@@ -37,6 +37,8 @@ import * as Report from "../services/internal/report.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import * as Runner from "../services/Runner.js"
 import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
+import { FAILURES_REACHED_METRIC } from "../services/internal/suite/metric.js"
+import { oneLine } from "../services/internal/suiteViews.js"
 import { Store } from "../services/Store.js"
 import * as Suite from "../services/Suite.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
@@ -289,15 +291,26 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     const byMember = new Map<string, Array<(typeof metrics)[number] & { shortName: string }>>()
     for (const m of metrics) {
       const parsed = Suite.parseMemberMetric(m.name)
-      // the runner's per-member skip count is on the member's line, not a metric of it
-      if (parsed === undefined || parsed.name === SKIPPED_METRIC) continue
+      // the runner's per-member skip count and a member's budget stop are on the member's
+      // line, not metrics of it
+      if (parsed === undefined || parsed.name === SKIPPED_METRIC || parsed.name === FAILURES_REACHED_METRIC) continue
       const list = byMember.get(parsed.experimentId) ?? []
       list.push({ ...m, shortName: parsed.name })
       byMember.set(parsed.experimentId, list)
     }
+    // members left out because their experiment file could not be loaded: listed with their
+    // problem (the warning was printed once, before the run)
+    const leftOut = loaded.leftOut ?? []
     if (args.summary === "json") {
+      const json = report.toJSON()
       yield* Console.log(JSON.stringify({
-        ...report.toJSON(),
+        ...json,
+        ...(leftOut.length === 0 ? {} : {
+          members: [
+            ...(json["members"] as ReadonlyArray<unknown>),
+            ...leftOut.map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
+          ]
+        }),
         root: loaded.output.root,
         layout: loaded.output.layout,
         metrics: Object.fromEntries(runMetrics.map((m) => [m.name, m.value])),
@@ -307,6 +320,10 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       }))
     } else {
       yield* Console.log(report.summary())
+      for (const m of leftOut) {
+        const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+        yield* Console.log(`  ${name}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      }
       for (const [id, ms] of byMember) {
         yield* Console.log(
           `  ${id} metrics: ${ms.map((m) => `${m.label ?? m.shortName} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`

@@ -563,7 +563,17 @@ describe("suite CLI fixes", () => {
       const alone = yield* assay(["resume", "-c", suite, "--experiment", "alpha", "--summary", "json"], opts(dir))
       assert.strictEqual(alone.code, 0, alone.stderr)
       assert.match(alone.stderr, /warning: experiments\.beta\.config: b\.json: no such file: .*b\.json; member beta is not selected, so this run leaves it out/)
+      assert.strictEqual(alone.stderr.split("leaves it out").length - 1, 1, "warned once")
       assert.strictEqual(JSON.parse(alone.stdout).skipped, 3)
+      // the summary lists it, with its problem (text and JSON)
+      assert.deepStrictEqual(
+        JSON.parse(alone.stdout).members.map((m: any) => [m.experimentId, m.selected, m.leftOut ?? null]),
+        [["alpha", true, null], ["beta", false, `experiments.beta.config: b.json: no such file: ${path.join(dir, "b.json")}`]]
+      )
+      const text = yield* assay(["resume", "-c", suite, "--experiment", "alpha"], opts(dir))
+      assert.strictEqual(text.code, 0, text.stderr)
+      assert.match(text.stdout, /\n  beta: not selected, left out: experiments\.beta\.config: b\.json: no such file/)
+      assert.strictEqual(text.stderr.split("leaves it out").length - 1, 1, "warned once")
       for (const args of [["--experiment", "beta"], []]) {
         const r = yield* assay(["resume", "-c", suite, ...args, "--quiet"], opts(dir))
         assert.strictEqual(r.code, 2, r.stderr)

@@ -574,6 +574,17 @@ describe("suite CLI fixes", () => {
       assert.strictEqual(text.code, 0, text.stderr)
       assert.match(text.stdout, /\n  beta: not selected, left out: experiments\.beta\.config: b\.json: no such file/)
       assert.strictEqual(text.stderr.split("leaves it out").length - 1, 1, "warned once")
+      // a file with several problems: still one warning for the member, naming them all
+      fs.writeFileSync(path.join(dir, "b.yaml"), "pipeline: [\n  bad: : :\n")
+      const yamlSuite = write(dir, "suite-yaml.json", {
+        suite: { id: "gone" },
+        output: { root: "out-yaml", layout: "byExperiment" },
+        experiments: { alpha: { config: "a.json" }, beta: { config: "b.yaml" } }
+      })
+      const broken = yield* assay(["run", "-c", yamlSuite, "--experiment", "alpha", "--quiet"], opts(dir))
+      assert.strictEqual(broken.code, 0, broken.stderr)
+      assert.strictEqual(broken.stderr.split("leaves it out").length - 1, 1, broken.stderr)
+      assert.isAbove(broken.stderr.split("invalid YAML").length - 1, 1, "every problem named")
       for (const args of [["--experiment", "beta"], []]) {
         const r = yield* assay(["resume", "-c", suite, ...args, "--quiet"], opts(dir))
         assert.strictEqual(r.code, 2, r.stderr)

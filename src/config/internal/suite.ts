@@ -521,8 +521,9 @@ export const load = (
       if (Either.isLeft(r)) {
         const unselected = options.selected !== undefined && !options.selected.some((id) => Suite.idKey(id) === Suite.idKey(entry.id))
         if (unselected) {
-          const problems = memberIssues(entry.id, memberFile, baseDir, r.left).map((i) => `${i.path}: ${i.message}`)
-          for (const p of problems) warnings.push(`warning: ${p}; member ${entry.id} is not selected, so this run leaves it out`)
+          // one warning per member left out, each problem said once
+          const problems = [...new Set(memberIssues(entry.id, memberFile, baseDir, r.left).map((i) => `${i.path}: ${i.message}`))]
+          warnings.push(`warning: ${problems.join("; ")}; member ${entry.id} is not selected, so this run leaves it out`)
           leftOut.push({ id: entry.id, label: entry.label ?? null, problems })
         } else issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
         continue

@@ -37,6 +37,8 @@ import * as Report from "../services/internal/report.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import * as Runner from "../services/Runner.js"
 import { SKIPPED_METRIC } from "../services/internal/runner/run.js"
+import { FAILURES_REACHED_METRIC } from "../services/internal/suite/metric.js"
+import { oneLine } from "../services/internal/suiteViews.js"
 import { Store } from "../services/Store.js"
 import * as Suite from "../services/Suite.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
@@ -289,15 +291,26 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     const byMember = new Map<string, Array<(typeof metrics)[number] & { shortName: string }>>()
     for (const m of metrics) {
       const parsed = Suite.parseMemberMetric(m.name)
-      // the runner's per-member skip count is on the member's line, not a metric of it
-      if (parsed === undefined || parsed.name === SKIPPED_METRIC) continue
+      // the runner's per-member skip count and a member's budget stop are on the member's
+      // line, not metrics of it
+      if (parsed === undefined || parsed.name === SKIPPED_METRIC || parsed.name === FAILURES_REACHED_METRIC) continue
       const list = byMember.get(parsed.experimentId) ?? []
       list.push({ ...m, shortName: parsed.name })
       byMember.set(parsed.experimentId, list)
     }
+    // members left out because their experiment file could not be loaded: listed with their
+    // problem (the warning was printed once, before the run)
+    const leftOut = loaded.leftOut ?? []
     if (args.summary === "json") {
+      const json = report.toJSON()
       yield* Console.log(JSON.stringify({
-        ...report.toJSON(),
+        ...json,
+        ...(leftOut.length === 0 ? {} : {
+          members: [
+            ...(json["members"] as ReadonlyArray<unknown>),
+            ...leftOut.map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
+          ]
+        }),
         root: loaded.output.root,
         layout: loaded.output.layout,
         metrics: Object.fromEntries(runMetrics.map((m) => [m.name, m.value])),
@@ -307,6 +320,10 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       }))
     } else {
       yield* Console.log(report.summary())
+      for (const m of leftOut) {
+        const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+        yield* Console.log(`  ${name}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      }
       for (const [id, ms] of byMember) {
         yield* Console.log(
           `  ${id} metrics: ${ms.map((m) => `${m.label ?? m.shortName} ${Report.formatMetric(m.value, m.display)}`).join(" · ")}`
@@ -480,17 +497,31 @@ export const validateSuite = (
  */
 const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
   Effect.gen(function*() {
-    const none = { exists: false, matching: [] as Array<string>, added: [] as Array<string>, issues: [] as Array<ConfigIssue> }
+    const none = {
+      exists: false,
+      matching: [] as Array<string>,
+      added: [] as Array<string>,
+      changedRows: [] as Array<{ experimentId: string; keyedEdits: number; stale: number; added: number; restored: number }>,
+      issues: [] as Array<ConfigIssue>
+    }
     if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) return none
     const opened = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
       const { catalog } = yield* SuiteStore.makeRead(loaded.output.root)
-      return { suiteId: catalog.suiteId, layout: catalog.layout, members: yield* catalog.members }
+      const members = yield* catalog.members
+      // the rows `run` would check (members whose definition holds; only then are rows compared)
+      const registered = new Map(members.map((r) => [r.experimentId, r]))
+      const holding = loaded.members.filter((m) => {
+        const r = registered.get(m.id)
+        return r !== undefined && matchesRegistered(r, m)
+      })
+      const changed = yield* Effect.provideService(changedRows(loaded, holding.map((m) => m.id)), SuiteCatalog, catalog)
+      return { suiteId: catalog.suiteId, layout: catalog.layout, members, changed }
     })))
     if (opened._tag === "Left") {
       const e = opened.left
       return { ...none, exists: true, issues: e._tag === "ConfigError" ? [...e.issues] : [{ path: "output.root", message: e.message }] }
     }
-    const { layout, members, suiteId } = opened.right
+    const { changed, layout, members, suiteId } = opened.right
     const issues: Array<ConfigIssue> = []
     if (suiteId !== loaded.id) {
       issues.push({ path: "suite.id", message: `the output root ${loaded.output.root} belongs to suite "${suiteId}", not "${loaded.id}"` })
@@ -509,8 +540,24 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
           path: memberPath(m.id),
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
-      } else if (matchesRegistered(k, m)) matching.push(m.id)
-      else issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
+      } else if (!matchesRegistered(k, m)) issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
+      else {
+        // its input rows, as `run` checks them: a keyed row edited in place, or rows edited or
+        // removed since they ran (refused by `run` without --accept-changed-rows)
+        const c = changed.find((x) => x.experimentId === m.id)
+        if (c !== undefined && c.keyedEdits.length > 0) {
+          issues.push({ path: memberPath(m.id), message: keyedEditsMessage(c) })
+        } else if (c !== undefined && c.stale > 0) {
+          issues.push({ path: memberPath(m.id), message: changedRowsMessage(c) })
+        } else matching.push(m.id)
+      }
     }
-    return { exists: true, matching, added, issues }
+    const rows = changed.map((c) => ({
+      experimentId: c.experimentId,
+      keyedEdits: c.keyedEdits.length,
+      stale: c.stale,
+      added: c.added,
+      restored: c.revivedKeys.length
+    }))
+    return { exists: true, matching, added, changedRows: rows, issues }
   })

@@ -44,4 +44,4 @@ export {
   POOL_RUN_FIELDS,
   previousDefinitionDigests
 } from "./internal/suite.js"
-export type { LoadedMember, LoadedSuite, MemberDefinition, SuiteLoadOptions } from "./internal/suite.js"
+export type { LeftOutMember, LoadedMember, LoadedSuite, MemberDefinition, SuiteLoadOptions } from "./internal/suite.js"

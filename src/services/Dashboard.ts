@@ -143,6 +143,8 @@ const sourceWord = (m: MemberWire): string =>
     ? "source not exhausted yet (running)"
     : m.source_status === "interrupted"
     ? "source not exhausted (run ended)"
+    : m.source_status === "failures"
+    ? "stopped by its own stopAfterFailures"
     : m.source_status === "not_selected"
     ? "not selected"
     : "never run"
@@ -513,7 +515,7 @@ const SCRIPT = `
         var td = el("td", "mono id"); var a = el("a", "member", m.experiment_id);
         a.setAttribute("href", "/" + q({ run_id: config.runId, experiment: m.experiment_id }));
         td.appendChild(a);
-        var src = m.source_status === "error" ? "source error: " + (m.source && m.source.source_error || "") : m.source_status === "exhausted" ? "source exhausted" : m.source_status === "limit" ? "limit reached" : m.source_status === "running" ? "source not exhausted yet (running)" : m.source_status === "interrupted" ? "source not exhausted (run ended)" : m.source_status === "not_selected" ? "not selected" : "never run";
+        var src = m.source_status === "error" ? "source error: " + (m.source && m.source.source_error || "") : m.source_status === "exhausted" ? "source exhausted" : m.source_status === "limit" ? "limit reached" : m.source_status === "running" ? "source not exhausted yet (running)" : m.source_status === "interrupted" ? "source not exhausted (run ended)" : m.source_status === "failures" ? "stopped by its own stopAfterFailures" : m.source_status === "not_selected" ? "not selected" : "never run";
         var tr = row([td, m.label || "", m.pipelines, m.by_state.succeeded, m.by_state.failed, m.by_state.interrupted, m.skipped === null ? (m.skipped_recorded === false ? "not recorded" : "") : m.skipped, m.superseded > 0 ? m.superseded : "", el("td", "msg", src),
           m.metrics.map(function (x) { return (x.label || x.name) + ": " + metricText(x); }).join(", ")]);
         if (m.experiment_id === s.suite.experiment) tr.className = "selected";

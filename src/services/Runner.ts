@@ -158,6 +158,10 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  *   skipped by `startGate`); `skipped(spec)`: a suite member's pipeline was not admitted
  *   (already succeeded, a duplicate, owned by another run: the runner's skip count);
  *   both synchronous, on the runner's path;
+ * - `failureDecided(spec)`: a pipeline's failure is decided (its last attempt failed and will not
+ *   be retried), told synchronously while that attempt still holds its worker slot, before its
+ *   rows commit: a budget counted here (a suite member's `stopAfterFailures`, refused in
+ *   `startGate`) starts no pipeline after it is reached (since 0.8.0);
  * - `cancelWhen(spec)`: when it returns an Effect, the pipeline is interrupted once that Effect
  *   completes (its row ends `interrupted`, resumable, like a stop of the run) and a
  *   `pipeline.cancelled` event records the reason it gives.
@@ -173,6 +177,7 @@ export interface RunHooks {
   readonly startGate?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string | undefined>) | undefined
   readonly ended?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly skipped?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
+  readonly failureDecided?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly cancelWhen?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
     | undefined

@@ -377,8 +377,10 @@ export interface MemberFacts {
   startRefused: boolean
   admitRefused: boolean
   /**
-   * The member's own failure budget (`stopAfterFailures`) ended its submissions in this run
-   * (not recorded in the catalog; since 0.7.0).
+   * The member's own failure budget (`stopAfterFailures`) ended its submissions in this run, or
+   * skipped admitted pipelines of it that had not started (since 0.7.0; recorded as the
+   * member-scoped run metric `experiment:ID:stopped_by_failures`, whose value is the budget,
+   * since 0.8.0).
    */
   failuresReached: boolean
 }
@@ -451,6 +453,15 @@ export interface WindowObserver {
  * @category constants
  */
 export const BUDGET_EXHAUSTED = "budget_exhausted"
+
+/**
+ * The reason the runner gives a member's admitted pipeline it skips, unstarted, because the
+ * member's own `stopAfterFailures` was reached (left pending: a resume runs it).
+ *
+ * @since 0.8.0
+ * @category constants
+ */
+export const FAILURE_BUDGET = "stop_after_failures"
 
 /**
  * The runner hooks of a {@link MemberWindow}: the start gate (`mayAdmit`, skip reason
@@ -607,12 +618,23 @@ const WIDE_TURN = 64
  */
 const turnOf = (activeMembers: number): number => (activeMembers > CACHED_MEMBERS ? WIDE_TURN : 1)
 
+/**
+ * A run's count of each member's decided failures (for the members' own `stopAfterFailures`):
+ * `reached(id)` is true once member `id`'s budget is spent; `stop(id)` marks the member
+ * stopped by it (its facts, and the metric that records it; once).
+ */
+interface FailureBudgets {
+  readonly reached: (experimentId: string) => boolean
+  readonly stop: (experimentId: string) => Effect.Effect<void>
+}
+
+const noBudgets: FailureBudgets = { reached: () => false, stop: () => Effect.void }
+
 const pipelinesTracked = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
   options: PipelinesOptions,
   tracker: Map<string, MemberFacts>,
-  /** The member's failed pipelines in this run so far (for its `stopAfterFailures`). */
-  failedOf: (experimentId: string) => number = () => 0
+  budgets: FailureBudgets = noBudgets
 ): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
@@ -777,9 +799,8 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
               yield* end(lane, {})
               break
             }
-            const budget = lane.member.stopAfterFailures ?? null
-            if (budget !== null && failedOf(lane.member.id) >= budget) {
-              lane.facts.failuresReached = true
+            if (budgets.reached(lane.member.id)) {
+              yield* budgets.stop(lane.member.id)
               yield* end(lane, {})
               break
             }
@@ -927,14 +948,14 @@ const memberLine = (m: MemberOutcome): string => {
   const counts = c === undefined ? "" : countsText(c)
   const source = m.sourceError !== null
     ? `source failed: ${oneLine(m.sourceError)}`
+    : m.failuresReached
+    ? `stopped by its own stopAfterFailures (${m.sourceExhausted ? "source exhausted" : "source not exhausted"}; resume continues it)`
     : m.sourceExhausted
     ? "source exhausted"
     : m.limitReached
     ? "limit reached (source not exhausted)"
     : m.admitRefused
     ? "budget spent (source not exhausted)"
-    : m.failuresReached
-    ? "stopped by its own stopAfterFailures (source not exhausted; resume continues it)"
     : "source not exhausted"
   return `  ${name}: submitted ${m.admitted}${counts} · ${source}`
 }
@@ -1052,18 +1073,46 @@ export const start = <S extends AnySpec, E, R>(
     if (window !== undefined && !(Number.isInteger(window.active) && window.active >= 1)) {
       return yield* refuse([issue("window.active", `must be an integer >= 1, not ${window.active}`)])
     }
-    // members with a failure budget of their own: their failed pipelines counted as they end
-    const failed = new Map<string, number>()
-    const budgeted = selected.some((m) => (m.stopAfterFailures ?? null) !== null)
-    const given = runOptions.onPipelineFinished
-    const counted: Runner.RunOptions = !budgeted ? runOptions : {
-      ...runOptions,
-      onPipelineFinished: (record, output) => {
-        if (record.state === "failed" && record.experimentId !== null && record.experimentId !== undefined) {
-          failed.set(record.experimentId, (failed.get(record.experimentId) ?? 0) + 1)
-        }
-        return given === undefined ? Effect.void : given(record, output)
-      }
+    // Members with a failure budget of their own: their failures are counted when the runner
+    // decides them (`RunHooks.failureDecided`: the failing attempt still holds its worker slot),
+    // and once the budget is spent the member's source is read no further and its admitted
+    // pipelines that have not started are skipped (`startGate`: left pending, resumable). So no
+    // pipeline of the member starts after its N-th failure is decided; those already started go
+    // on (counting the results of the commit instead let up to two admission windows through).
+    const budgetOf = new Map(selected.flatMap((m) => m.stopAfterFailures == null ? [] : [[m.id, m.stopAfterFailures] as const]))
+    const decided = new Map<string, number>()
+    let reportMetric: Runner.RunHandle<unknown>["reportMetric"] | undefined
+    const budgets: FailureBudgets = {
+      reached: (id) => {
+        const budget = budgetOf.get(id)
+        return budget !== undefined && (decided.get(id) ?? 0) >= budget
+      },
+      stop: (id) =>
+        Effect.suspend(() => {
+          const facts = tracker.get(id)
+          if (facts === undefined || facts.failuresReached || reportMetric === undefined) return Effect.void
+          facts.failuresReached = true
+          return reportMetric(metric.FAILURES_REACHED_METRIC, budgetOf.get(id) ?? 0, {
+            experiment: id,
+            label: "Stopped by its own stopAfterFailures",
+            display: "number"
+          }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record that member "${id}" reached its stopAfterFailures: ${e.message}`)))
+        })
+    }
+    const windowHooks = window === undefined ? undefined : hooksOf(window)
+    const hooks: Runner.RunHooks | undefined = budgetOf.size === 0 ? windowHooks : {
+      ...windowHooks,
+      failureDecided: (spec) => {
+        const id = spec.member?.experimentId
+        if (id !== undefined && budgetOf.has(id)) decided.set(id, (decided.get(id) ?? 0) + 1)
+      },
+      // asked once the pipeline holds its worker slot (hence lazily)
+      startGate: (spec) =>
+        Effect.suspend(() => {
+          const id = spec.member?.experimentId
+          if (id !== undefined && budgets.reached(id)) return Effect.as(budgets.stop(id), FAILURE_BUDGET)
+          return windowHooks?.startGate === undefined ? Effect.succeed(undefined) : windowHooks.startGate(spec)
+        })
     }
     const source = Stream.unwrap(Effect.map(Deferred.await(runIdOf), (runId) =>
       pipelinesTracked(suite, {
@@ -1071,8 +1120,9 @@ export const start = <S extends AnySpec, E, R>(
         ...(experiments === undefined ? {} : { experiments }),
         ...(limit === undefined ? {} : { limit }),
         ...(window === undefined ? {} : { window })
-      }, tracker, (id) => failed.get(id) ?? 0)))
-    const handle = yield* runner.start(source, window === undefined ? counted : { ...counted, hooks: hooksOf(window) })
+      }, tracker, budgets)))
+    const handle = yield* runner.start(source, hooks === undefined ? runOptions : { ...runOptions, hooks })
+    reportMetric = handle.reportMetric
     if (window?.observe?.attach !== undefined) yield* window.observe.attach(handle.stop)
     yield* Deferred.succeed(runIdOf, handle.runId)
     const awaitSuite = Effect.flatMap(handle.await, (report) =>

@@ -239,13 +239,21 @@ describe("suite CLI fixes", () => {
       assert.deepStrictEqual(before, { runs: 2, pipelines: 3 })
       const staleKey = String(query<{ local_key: string }>(db, "SELECT local_key FROM pipelines ORDER BY created_at LIMIT 1 OFFSET 1")[0]!.local_key)
 
+      const same = yield* assay(["validate", "-c", suite], opts(dir))
+      assert.strictEqual(same.code, 0, same.stderr)
+      assert.include(same.stdout, "existing root: 1 member(s) match (x)")
       rows(["a", "b, edited", "c"])
-      for (const command of ["resume", "run"]) {
-        const r = yield* assay([command, "-c", suite, "--quiet"], opts(dir))
-        assert.strictEqual(r.code, 2, r.stderr)
+      // validate says what run would say (exit 2, naming the member), never "1 member(s) match"
+      for (const command of ["validate", "resume", "run"]) {
+        const r = yield* assay([command, "-c", suite, ...(command === "validate" ? [] : ["--quiet"])], opts(dir))
+        assert.strictEqual(r.code, 2, `${command}: ${r.stdout}${r.stderr}`)
         assert.match(r.stderr, /experiments\.x: the member's source no longer yields 1 of its stored pipeline\(s\) \(local keys [0-9a-f]+\) and yields 1 the root does not hold/)
         assert.include(r.stderr, "--accept-changed-rows")
+        assert.notInclude(r.stdout, "member(s) match")
       }
+      const asJson = JSON.parse((yield* assay(["validate", "-c", suite, "--json"], opts(dir))).stdout)
+      assert.isFalse(asJson.valid)
+      assert.deepStrictEqual(asJson.root.changedRows, [{ experimentId: "x", keyedEdits: 0, stale: 1, added: 1, restored: 0 }])
       assert.deepStrictEqual({ runs: countIn(db, "SELECT count(*) FROM runs"), pipelines: countIn(db, "SELECT count(*) FROM pipelines") }, before, "nothing recorded")
       const accepted = yield* assay(["resume", "-c", suite, "--accept-changed-rows", "--quiet"], opts(dir))
       assert.strictEqual(accepted.code, 0, accepted.stderr)
@@ -382,11 +390,11 @@ describe("suite CLI fixes", () => {
   it.scoped("a member's own stopAfterFailures stops only that member (the others go on, resume continues it); bad values name the field", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("suite-fixes")
-      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 20 } } })
+      write(dir, "bad.json", { pipeline: { name: "b", tasks: [{ use: "boom" }] }, source: { range: { n: 200 } } })
       write(dir, "good.json", { pipeline: { name: "g", tasks: [{ use: "delay", args: ["2 millis"] }] }, source: { range: { n: 30 } } })
       const suiteWith = (bad: Record<string, unknown>) => write(dir, "suite.json", {
         suite: { id: "budgets" },
-        run: { concurrency: 1, maxAdmitted: 2 },
+        run: { concurrency: 6 },
         output: { root: "out", layout: "byExperiment" },
         experiments: { bad: { config: "bad.json", ...bad }, good: { config: "good.json" } }
       })
@@ -416,9 +424,22 @@ describe("suite CLI fixes", () => {
       assert.isTrue(bad.failuresReached)
       assert.isFalse(bad.sourceExhausted)
       const first = countIn(badDb, "SELECT count(*) FROM pipelines")
-      assert.isAtLeast(first, 2)
-      assert.isBelow(first, 20, "the member stopped admitting")
+      assert.isBelow(first, 200, "the member stopped admitting")
+      // once its 2nd failure was decided none of its pipelines started: at most 2 + concurrency - 1
+      // failed, its other admitted pipelines are pending (a resume runs them)
+      const failed = countIn(badDb, "SELECT count(*) FROM pipelines WHERE state = 'failed'")
+      assert.isAtLeast(failed, 2)
+      assert.isAtMost(failed, 2 + 6 - 1)
+      assert.strictEqual(countIn(badDb, "SELECT count(*) FROM pipelines WHERE state NOT IN ('failed', 'pending')"), 0)
       assert.strictEqual(countIn(goodDb, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30, "the other member went on to its end")
+      // the views read the stop from the root later on, never "source not exhausted"
+      const shown = yield* assay(["report", path.join(dir, "out")], opts(dir))
+      assert.strictEqual(shown.code, 0, shown.stderr)
+      const badLine = shown.stdout.split("\n").find((l) => /^\s*bad\b/.test(l)) ?? ""
+      assert.include(badLine, "stopped by its own stopAfterFailures", shown.stdout)
+      assert.notInclude(badLine, "source not exhausted")
+      const json = JSON.parse((yield* assay(["report", path.join(dir, "out"), "--json"], opts(dir))).stdout)
+      assert.strictEqual(json.members.find((m: any) => m.experimentId === "bad").sourceStatus, "failures")
       const text = yield* assay(["resume", "-c", suite], opts(dir))
       assert.strictEqual(text.code, 1, text.stderr)
       assert.include(text.stdout, "bad: submitted")
@@ -446,6 +467,10 @@ describe("suite CLI fixes", () => {
       const first = yield* assay(["run", "-c", suite, "--quiet"], opts(dir))
       assert.strictEqual(first.code, 0, first.stderr)
       rows(["a", "b, edited", "c"])
+      const checked = yield* assay(["validate", "-c", suite], opts(dir))
+      assert.strictEqual(checked.code, 2, checked.stdout + checked.stderr)
+      assert.include(checked.stderr, "experiments.x: 1 input row(s) with an explicit key changed content since they ran (keys row-1)")
+      assert.notInclude(checked.stdout, "member(s) match")
       for (const extra of [[], ["--accept-changed-rows"]]) {
         const r = yield* assay(["resume", "-c", suite, "--quiet", ...extra], opts(dir))
         assert.strictEqual(r.code, 2, r.stderr)
@@ -538,7 +563,28 @@ describe("suite CLI fixes", () => {
       const alone = yield* assay(["resume", "-c", suite, "--experiment", "alpha", "--summary", "json"], opts(dir))
       assert.strictEqual(alone.code, 0, alone.stderr)
       assert.match(alone.stderr, /warning: experiments\.beta\.config: b\.json: no such file: .*b\.json; member beta is not selected, so this run leaves it out/)
+      assert.strictEqual(alone.stderr.split("leaves it out").length - 1, 1, "warned once")
       assert.strictEqual(JSON.parse(alone.stdout).skipped, 3)
+      // the summary lists it, with its problem (text and JSON)
+      assert.deepStrictEqual(
+        JSON.parse(alone.stdout).members.map((m: any) => [m.experimentId, m.selected, m.leftOut ?? null]),
+        [["alpha", true, null], ["beta", false, `experiments.beta.config: b.json: no such file: ${path.join(dir, "b.json")}`]]
+      )
+      const text = yield* assay(["resume", "-c", suite, "--experiment", "alpha"], opts(dir))
+      assert.strictEqual(text.code, 0, text.stderr)
+      assert.match(text.stdout, /\n  beta: not selected, left out: experiments\.beta\.config: b\.json: no such file/)
+      assert.strictEqual(text.stderr.split("leaves it out").length - 1, 1, "warned once")
+      // a file with several problems: still one warning for the member, naming them all
+      fs.writeFileSync(path.join(dir, "b.yaml"), "pipeline: [\n  bad: : :\n")
+      const yamlSuite = write(dir, "suite-yaml.json", {
+        suite: { id: "gone" },
+        output: { root: "out-yaml", layout: "byExperiment" },
+        experiments: { alpha: { config: "a.json" }, beta: { config: "b.yaml" } }
+      })
+      const broken = yield* assay(["run", "-c", yamlSuite, "--experiment", "alpha", "--quiet"], opts(dir))
+      assert.strictEqual(broken.code, 0, broken.stderr)
+      assert.strictEqual(broken.stderr.split("leaves it out").length - 1, 1, broken.stderr)
+      assert.isAbove(broken.stderr.split("invalid YAML").length - 1, 1, "every problem named")
       for (const args of [["--experiment", "beta"], []]) {
         const r = yield* assay(["resume", "-c", suite, ...args, "--quiet"], opts(dir))
         assert.strictEqual(r.code, 2, r.stderr)

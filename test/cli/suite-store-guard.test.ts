@@ -33,6 +33,47 @@ const fixture = (dir: string) => {
 const runsIn = (db: string) => query<{ n: number }>(db, "SELECT count(*) AS n FROM runs")[0]!.n
 const pipelinesIn = (db: string) => query<{ n: number }>(db, "SELECT count(*) AS n FROM pipelines")[0]!.n
 
+describe("--store paths that are no store file", () => {
+  it.scoped("a directory is refused (exit 2, naming the path, nothing created); a missing folder is created; a non-SQLite file is reported and left as it was", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-guard")
+      const f = fixture(dir)
+      const folder = path.join(dir, "a-folder")
+      fs.mkdirSync(folder)
+      // the suite's --store is refused in suite mode; a plain run's --store DIR is a plain refusal
+      for (const args of [["run", "-c", f.member], ["resume", "-c", f.member], ["run", "-c", f.by]]) {
+        const r = yield* assay([...args, "--store", folder, "--quiet"], { cwd: dir, killAfterMs: 60_000 })
+        assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+        assert.notInclude(r.stderr, "SQLITE_")
+        if (args[2] === f.member) assert.include(r.stderr, `${folder} is a directory, not a store file`)
+        else assert.include(r.stderr, "--store: refused in suite mode")
+      }
+      assert.deepStrictEqual(fs.readdirSync(folder), [], "nothing written in it")
+      assert.isFalse(fs.existsSync(`${folder}.lock`), "nothing written beside it")
+      // a suite's output root named as a plain store: told what it is
+      assert.strictEqual((yield* assay(["run", "-c", f.by, "--quiet"], { cwd: dir, killAfterMs: 60_000 })).code, 0)
+      const onRoot = yield* assay(["run", "-c", f.member, "--store", path.join(dir, "out/by"), "--quiet"], { cwd: dir, killAfterMs: 60_000 })
+      assert.strictEqual(onRoot.code, 2, onRoot.stderr)
+      assert.include(onRoot.stderr, "is a directory (a suite's output root), not a store file")
+      // a new store in a folder that does not exist yet: the folder is made, as for any new store
+      const fresh = path.join(dir, "new/folder/state.db")
+      const made = yield* assay(["run", "-c", f.member, "--store", fresh, "--quiet"], { cwd: dir, killAfterMs: 60_000 })
+      assert.strictEqual(made.code, 0, made.stderr)
+      assert.strictEqual(pipelinesIn(fresh), 3)
+      // a file that is not a store: reported (never recreated, never touched), for run and resume
+      const junk = path.join(dir, "notes.db")
+      fs.writeFileSync(junk, "these are notes, not a database\n".repeat(50))
+      const bytes = fs.readFileSync(junk)
+      for (const command of ["run", "resume"]) {
+        const r = yield* assay([command, "-c", f.member, "--store", junk, "--quiet"], { cwd: dir, killAfterMs: 60_000 })
+        assert.strictEqual(r.code, 1, r.stderr)
+        assert.include(r.stderr, `${junk} is not a readable assay store: not an SQLite database`)
+        assert.isTrue(fs.readFileSync(junk).equals(bytes), "left as it was")
+      }
+      assert.deepStrictEqual(fs.readdirSync(dir).filter((n) => n.startsWith("notes.db")), ["notes.db"], "no lock or journal left")
+    }), 120_000)
+})
+
 describe("suite databases", () => {
   it.scoped("a plain run on a suite's database is refused (exit 2) and writes nothing; reading it is fine", () =>
     Effect.gen(function*() {

@@ -205,6 +205,10 @@ describe("Monitor: stale runs and interrupted pipelines", () => {
       assert.isFalse(s.running)
       assert.isTrue(s.stale)
       assert.isTrue(s.run?.stale)
+      // the JSON (serve's /stats) never says `running` beside `stale: true`
+      assert.deepStrictEqual([s.run?.status, s.run?.stored_status], ["stale", "running"])
+      assert.deepStrictEqual([s.latest_run?.status, s.latest_run?.stale], ["stale", true])
+      assert.isFalse(s.recent_runs.some((r) => r.status === "running"))
       assert.isNull(s.eta_ms, "no ETA for a dead run")
       assert.isTrue(Monitor.isOver(s))
       const line = Monitor.renderLine(s)

@@ -647,6 +647,31 @@ describe("Runner: resume rules", () => {
       assert.isAtLeast(report.stats.byState.failed, 3)
     }).pipe(Effect.provide(env())))
 
+  it.effect("stopAfterFailures: once the N-th failure is decided no new pipeline starts (at most N + concurrency - 1 fail)", () =>
+    Effect.gen(function*() {
+      // every row fails, after a few yields (attempts overlap, as calls to a server do)
+      for (const [budget, concurrency] of [[1, 6], [3, 6], [2, 1]] as const) {
+        let started = 0
+        const bad = Task.make("bad", (n: number) =>
+          Effect.gen(function*() {
+            started++
+            for (let i = 0; i < 1 + (n % 5); i++) yield* Effect.yieldNow()
+            return yield* Effect.fail(new FatalError({ message: "no" }))
+          }))
+        const report = yield* Runner.run(Pipeline.make(`stopper-${budget}-${concurrency}`, bad).map(Array.from({ length: 200 }, (_, i) => i)), {
+          stopAfterFailures: budget,
+          concurrency
+        }).pipe(Effect.provide(env()))
+        assert.strictEqual(report.status, "interrupted")
+        assert.strictEqual(report.stopReason, "stop_after_failures")
+        const failed = report.stats.byState.failed ?? 0
+        assert.isAtLeast(failed, budget)
+        // the pipelines in flight when the budget was reached may fail too; nothing new starts
+        assert.isAtMost(failed, budget + concurrency - 1, `budget ${budget}, concurrency ${concurrency}`)
+        assert.isAtMost(started, budget + concurrency - 1, `started, budget ${budget}, concurrency ${concurrency}`)
+      }
+    }))
+
   it.effect("exportJsonl writes this run's pipeline rows", () =>
     Effect.gen(function*() {
       const { template } = counting()

@@ -253,6 +253,40 @@ describe("Suite.run", () => {
       assert.include(report.summary(), "stopped by its own stopAfterFailures")
     }).pipe(Effect.provide(suiteEnv("s"))))
 
+  it.effect("a member's own stopAfterFailures: once its N-th failure is decided none of its pipelines starts (at most N + concurrency - 1 fail), the rest stay pending for resume", () =>
+    Effect.gen(function*() {
+      for (const [budget, concurrency] of [[1, 6], [4, 3], [2, 1]] as const) {
+        let started = 0
+        // every row fails, after a few yields (attempts overlap, as calls to a server do)
+        const bad = Task.make("bad", (n: number) =>
+          Effect.gen(function*() {
+            started++
+            for (let i = 0; i < 1 + (n % 5); i++) yield* Effect.yieldNow()
+            return yield* Effect.fail(new SourceBroke({ message: "no" }))
+          }))
+        const failing = Suite.member("failing", () => Pipeline.make("bad", bad).map(numbers(200)), {
+          definitionDigest: "f",
+          stopAfterFailures: budget
+        })
+        const suite = yield* Suite.make({ id: "s", outputRoot: "r", experiments: [failing, memberOf("ok", 30)] })
+        const report = yield* Suite.run(suite, { concurrency }).pipe(Effect.provide(suiteEnv("s")))
+        const at = `budget ${budget}, concurrency ${concurrency}`
+        assert.strictEqual(report.run.status, "completed", at)
+        const byId = new Map(report.members.map((m) => [m.experimentId, m]))
+        const f = byId.get("failing")!
+        assert.isTrue(f.failuresReached, at)
+        const failed = f.stats!.byState.failed ?? 0
+        assert.isAtLeast(failed, budget, at)
+        assert.isAtMost(failed, budget + concurrency - 1, at)
+        assert.isAtMost(started, budget + concurrency - 1, at)
+        // what it submitted and did not start is pending (never failed, never run): a resume runs it
+        assert.strictEqual(f.stats!.byState.interrupted ?? 0, 0, at)
+        assert.isAtLeast(f.stats!.byState.pending ?? 0, 1, at)
+        assert.strictEqual(byId.get("ok")!.stats!.byState.succeeded, 30, at)
+        assert.include(report.summary(), "stopped by its own stopAfterFailures", at)
+      }
+    }))
+
   it.effect("a store failure (the catalog) stops the suite with StoreUnavailable", () =>
     Effect.gen(function*() {
       // 2 calls at the start (a, b selected), then a member's end fails

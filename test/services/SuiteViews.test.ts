@@ -258,7 +258,7 @@ describe("SuiteViews", () => {
       assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
     }))
 
-  it.scoped("report's Metrics section names the member of each member-scoped metric and labels the skip total as the run's", () =>
+  it.scoped("report's Metrics section names the member of each member-scoped metric; skip counts are no metrics: none in the cumulative view, a run's view gives them as its figures", () =>
     Effect.gen(function*() {
       const f = yield* makeFake
       // what the runner writes: one skip count per member and the run's total, all labelled alike
@@ -266,14 +266,19 @@ describe("SuiteViews", () => {
         yield* f.merged.reportMetric({ runId: B, pipelineId: null, name, value, label: "Skipped (already done)", display: "number", updatedAt: 2250 })
       }
       const lines = (t: string) => t.split("\n").slice(t.split("\n").indexOf("Metrics:") + 1).filter((l) => l.startsWith("  "))
-      const text = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite))
-      const skips = lines(text).filter((l) => l.includes("Skipped (already done)"))
-      assert.deepStrictEqual([...skips].sort(), [
-        "  Skipped (already done) [member alpha] (run runB): 4",
-        "  Skipped (already done) [member beta] (run runB): 5",
-        "  Skipped (already done) [whole run] (run runB): 9"
-      ])
+      const cumulative = yield* SuiteViews.buildSuiteReport(f.suite)
+      const text = SuiteViews.renderSuiteText(cumulative)
+      // skips belong to one run: the cumulative view (text and JSON) prints no skip count
+      assert.notInclude(text, "Skipped")
+      assert.notMatch(text, /skipped \d/)
+      assert.isFalse(JSON.stringify(cumulative.metrics).includes("skipped"))
       assert.isTrue(lines(text).some((l) => /^  accuracy \[member alpha\] \(run runB\): 75/.test(l)))
+      // the run's view: its skips as figures of the run and of each member, not as metrics
+      const ofRun = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite, { runId: "runB" }))
+      assert.notInclude(ofRun, "Skipped (already done)")
+      assert.match(ofRun, /skipped 9 \(already done\)/)
+      assert.match(ofRun, /\n  alpha: .*skipped 4/)
+      assert.match(ofRun, /\n  beta \[Beta\]: .*skipped 5/)
       // one member's view: the other members' metrics are not its own
       const alpha = SuiteViews.renderSuiteText(yield* SuiteViews.buildSuiteReport(f.suite, { experiment: "alpha" }))
       assert.notMatch(alpha, /\[member beta\]/)

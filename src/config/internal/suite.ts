@@ -90,6 +90,19 @@ export interface LoadedMember {
 }
 
 /**
+ * A member a run leaves out because it does not select it and its experiment file could not be
+ * loaded: its id, label and problems (one line each, `experiments.ID.config: …`).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface LeftOutMember {
+  readonly id: string
+  readonly label: string | null
+  readonly problems: ReadonlyArray<string>
+}
+
+/**
  * A loaded, checked suite.
  *
  * - `id`, `file`, `format`, `baseDir`: the suite and where its file is;
@@ -101,7 +114,11 @@ export interface LoadedMember {
  * - `members`: in file order (the round-robin order);
  * - `plugins`: the members' plugins merged (the first member listing a name wins);
  * - `unresolvedEnv`: the suite file's `${VAR}` without a value; `warnings`: one line each
- *   (the members' source warnings, shared pools no member binds);
+ *   (the members' source warnings, shared pools no member binds, members left out);
+ * - `leftOut`: the members a run does not select whose experiment file could not be loaded
+ *   (missing, unreadable, invalid), in file order, each with its label and its problems (one
+ *   line each, `experiments.ID.config: …`): not in `members`, but listed by the run's summary
+ *   (since 0.8.0);
  * - `describe()`: the JSON `assay validate` prints: ignored run fields, effective overrides
  *   and the pool mapping of each member.
  *
@@ -121,6 +138,7 @@ export interface LoadedSuite {
   readonly plugins: Plugins.PluginRegistry
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
   readonly warnings: ReadonlyArray<string>
+  readonly leftOut?: ReadonlyArray<LeftOutMember> | undefined
   readonly describe: () => Json
 }
 
@@ -403,6 +421,7 @@ export const load = (
     const strictEnv = options.strictEnv === true
     const issues: Array<ConfigIssue> = [...(read.literalIssues ?? [])]
     const warnings: Array<string> = []
+    const leftOut: Array<LeftOutMember> = []
 
     // ${VAR} expansion (the raw document is kept: pools are digested before expansion)
     const unresolved: Array<{ name: string; path: string }> = []
@@ -486,9 +505,10 @@ export const load = (
       if (Either.isLeft(r)) {
         const unselected = options.selected !== undefined && !options.selected.some((id) => Suite.idKey(id) === Suite.idKey(entry.id))
         if (unselected) {
-          for (const i of memberIssues(entry.id, memberFile, baseDir, r.left)) {
-            warnings.push(`warning: ${i.path}: ${i.message}; member ${entry.id} is not selected, so this run leaves it out`)
-          }
+          // one warning per member left out, each problem said once
+          const problems = [...new Set(memberIssues(entry.id, memberFile, baseDir, r.left).map((i) => `${i.path}: ${i.message}`))]
+          warnings.push(`warning: ${problems.join("; ")}; member ${entry.id} is not selected, so this run leaves it out`)
+          leftOut.push({ id: entry.id, label: entry.label ?? null, problems })
         } else issues.push(...memberIssues(entry.id, memberFile, baseDir, r.left))
         continue
       }
@@ -648,6 +668,7 @@ export const load = (
       plugins,
       unresolvedEnv: unresolved,
       warnings,
+      leftOut,
       describe: () =>
         plain({
           suite: { id: suiteId, file: abs, format },

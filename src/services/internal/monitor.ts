@@ -566,7 +566,14 @@ export const storeReads = (store: TaskStore): MonitorReads => ({
 export interface RunView {
   readonly run_id: string
   readonly label: string | null
+  /**
+   * The run's status as the views read it: its stored status, except `stale` for a run stored
+   * as `running` whose writer is gone (see `stale`; since 0.8.0: before, `running` beside
+   * `stale: true`).
+   */
   readonly status: string
+  /** The status stored in the run's record (`running` for a stale run; since 0.8.0). */
+  readonly stored_status: string
   readonly started_at: number
   readonly heartbeat_at: number
   readonly ended_at: number | null
@@ -817,7 +824,9 @@ const staleAfterMsOf = (r: RunRecord): number | null => {
 const runView = (r: RunRecord, nowMs: number): RunView => ({
   run_id: r.runId,
   label: r.label,
-  status: r.status,
+  // a dead writer's run reads as what it is, never `running` beside `stale: true`
+  status: isStale(r, nowMs) ? "stale" : r.status,
+  stored_status: r.status,
   started_at: r.startedAt,
   heartbeat_at: r.heartbeatAt,
   ended_at: r.endedAt,
@@ -1213,6 +1222,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
         ? `source error: ${clean(err ?? "")}`
         : m.source_status === "interrupted"
         ? "source not exhausted (run ended)"
+        : m.source_status === "failures"
+        ? "stopped by its own stopAfterFailures"
         : m.source_status === "not_selected"
         ? "not selected"
         : `source ${m.source_status}`

@@ -30,7 +30,7 @@ import * as Export from "./export.js"
 import { makeDirectories } from "./directories.js"
 import type { MemberRecord, MembershipRecord, SupersededRecord } from "../SuiteCatalog.js"
 import * as Monitor from "./monitor.js"
-import { parseMemberMetric } from "./suite/metric.js"
+import { FAILURES_REACHED_METRIC, parseMemberMetric } from "./suite/metric.js"
 import * as Report from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 
@@ -497,7 +497,9 @@ export const withReadState = <E>(
 /**
  * The source status of a member: `exhausted` (its source ran dry), `error` (its source failed:
  * the member failed, the others went on), `limit` (a limit stopped admission; the source is not
- * known to be exhausted), `running` (none of these yet, and its run is still running),
+ * known to be exhausted), `failures` (the member's own `stopAfterFailures` stopped it: its
+ * source is not read to its end, or admitted pipelines were left pending; a resume continues
+ * it; since 0.8.0), `running` (none of these yet, and its run is still running),
  * `interrupted` (none of these, and its run is no longer running: finished, interrupted or
  * stale; the source is not exhausted), `not_selected` (the run shown did not select the member:
  * it read nothing of its source; in the cumulative view, no run ever selected it), or
@@ -506,23 +508,34 @@ export const withReadState = <E>(
  * @since 0.3.0
  * @category members
  */
-export type SourceStatus = "exhausted" | "error" | "limit" | "running" | "interrupted" | "not_selected" | "unknown"
+export type SourceStatus =
+  | "exhausted"
+  | "error"
+  | "limit"
+  | "failures"
+  | "running"
+  | "interrupted"
+  | "not_selected"
+  | "unknown"
 
 /**
  * The {@link SourceStatus} of a membership record (`undefined`: no run selected the member);
  * `runAlive`: whether the record's run is still running (stored as running and not stale;
- * default `true`).
+ * default `true`); `failuresReached`: whether the record's run stopped the member at its own
+ * `stopAfterFailures` (see {@link memberStoppedByFailures}; default `false`).
  *
  * @since 0.3.0
  * @category members
  */
-export const sourceStatusOf = (m: SuiteMembership | undefined, runAlive = true): SourceStatus =>
+export const sourceStatusOf = (m: SuiteMembership | undefined, runAlive = true, failuresReached = false): SourceStatus =>
   m === undefined
     ? "unknown"
     : !m.selected
     ? "not_selected"
     : m.sourceError !== null
     ? "error"
+    : failuresReached
+    ? "failures"
     : m.sourceExhausted
     ? "exhausted"
     : m.limitReached
@@ -557,6 +570,22 @@ export const memberSkipsOf = (runMetrics: ReadonlyArray<MetricRecord>, experimen
   })
   return typeof hit?.value === "number" ? hit.value : 0
 }
+
+/**
+ * Whether the run whose run-scope metrics are `runMetrics` stopped member `experimentId` at
+ * its own `stopAfterFailures`: the suite run records it as the member-scoped metric
+ * `experiment:ID:stopped_by_failures` (since 0.8.0; runs before it recorded nothing, and read
+ * as not stopped).
+ *
+ * @since 0.8.0
+ * @category members
+ */
+export const memberStoppedByFailures = (runMetrics: ReadonlyArray<MetricRecord>, experimentId: string): boolean =>
+  runMetrics.some((x) => {
+    const scoped = memberMetricOf(x.name)
+    return x.pipelineId === null && scoped !== undefined && scoped.experimentId === experimentId &&
+      scoped.name === FAILURES_REACHED_METRIC
+  })
 
 /**
  * What the views print for a skip count the run did not record.
@@ -724,7 +753,8 @@ export const memberSummaries = (
       for (const runId of runs) {
         const ms = (yield* runMetrics(runId)).flatMap((x) => {
           const scoped = memberMetricOf(x.name)
-          return scoped === undefined || scoped.experimentId !== m.experimentId || scoped.name === SKIPPED_METRIC
+          return scoped === undefined || scoped.experimentId !== m.experimentId || scoped.name === SKIPPED_METRIC ||
+              scoped.name === FAILURES_REACHED_METRIC
             ? []
             : [{ x, name: scoped.name }]
         })
@@ -743,7 +773,11 @@ export const memberSummaries = (
           break
         }
       }
-      const sourceStatus = sourceStatusOf(source, source === undefined || runAlive(runsById.get(source.runId), now))
+      const sourceStatus = sourceStatusOf(
+        source,
+        source === undefined || runAlive(runsById.get(source.runId), now),
+        source !== undefined && source.selected && memberStoppedByFailures(yield* runMetrics(source.runId), m.experimentId)
+      )
       let admitted: number | null = null
       let admittedFrom: MemberSummary["admittedFrom"] = null
       if (source !== undefined && source.selected) {
@@ -923,9 +957,12 @@ export const buildSuiteReport = (
 
 /**
  * The metrics of a suite report, each saying whose it is: a member-scoped metric (stored as
- * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`), the run's own skip
- * count (the total over its members) as the run's (`LABEL [whole run]`); the others are left as
- * they are. In one member's view (`experiment`), the other members' metrics are left out.
+ * `experiment:ID:NAME`) is labelled with its member (`LABEL [member ID]`); the others are left
+ * as they are. In one member's view (`experiment`), the other members' metrics are left out.
+ * The runner's skip counts (the run's `skipped` and each member's `experiment:ID:skipped`) and
+ * the suite's budget stops (`experiment:ID:stopped_by_failures`) are no metrics: a run's view
+ * gives its skips as its figures (the Pipelines line, each member's line), the cumulative view
+ * has none (skips belong to one run), and a stop is the member's source status.
  *
  * @since 0.5.0
  * @category report
@@ -937,11 +974,12 @@ export const suiteMetrics = (
   metrics.flatMap((x) => {
     const scoped = memberMetricOf(x.name)
     if (scoped !== undefined) {
-      return experiment !== undefined && scoped.experimentId !== experiment
+      return (experiment !== undefined && scoped.experimentId !== experiment) || scoped.name === SKIPPED_METRIC ||
+          scoped.name === FAILURES_REACHED_METRIC
         ? []
         : [{ ...x, label: `${x.label ?? scoped.name} [member ${scoped.experimentId}]` }]
     }
-    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [{ ...x, label: `${x.label ?? x.name} [whole run]` }] : [x]
+    return x.name === SKIPPED_METRIC && x.pipelineId === null ? [] : [x]
   })
 
 const statesText = (by: Readonly<Record<PipelineState, number>>): string =>
@@ -987,6 +1025,8 @@ const sourceText = (m: MemberSummary): string => {
       return `source exhausted (${admitted})`
     case "limit":
       return `limit reached (${admitted})`
+    case "failures":
+      return `stopped by its own stopAfterFailures (${admitted}; resume continues it)`
     case "running":
       return `source not exhausted yet (${admitted}, run ${s?.runId ?? ""} running)`
     case "interrupted":
@@ -1241,8 +1281,12 @@ export const suiteSnapshot = (
       done = o.byState.succeeded + o.byState.failed + skipped
     }
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
-    // the runner's per-member skip counts are figures of the members, not run metrics
-    const metrics = base.metrics.filter((x) => memberMetricOf(x.name)?.name !== SKIPPED_METRIC)
+    // the runner's per-member skip counts (and the suite's budget stops) are figures of the
+    // members, not run metrics
+    const metrics = base.metrics.filter((x) => {
+      const name = memberMetricOf(x.name)?.name
+      return name !== SKIPPED_METRIC && name !== FAILURES_REACHED_METRIC
+    })
     const recentErrors = yield* errorWiresWithMember(store, base.recent_errors)
     return {
       ...base,

@@ -415,13 +415,22 @@ export const closeWriter = (d: Database.Database, waitMs: number) =>
     })
   })
 
+/** Whether `path` names an existing directory (never throws). */
+const isDirectory = (path: string): boolean => {
+  try {
+    return fs.statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+
 /**
  * Opens the file in the current scope (see the module docs): inspects and checks it, takes the
  * writer lock and opens the write connection (unless read-only), opens the read client and
  * migrates (unless read-only). Fails with `StoreUnavailable` when the file is not an SQLite
  * store, is corrupt, belongs to another application, is from an unknown feature level or a
  * newer schema, is held by another writer, or cannot be opened; with `ConfigError` for
- * `:memory:` or an empty path.
+ * `:memory:`, an empty path or a directory (issue path `store`).
  *
  * @since 0.1.0
  * @category constructors
@@ -434,6 +443,16 @@ export const openSqlite = (
     const readOnly = options.readonly === true
     if (path === ":memory:" || path === "") {
       return yield* new ConfigError({ message: "SqliteStore needs a file path; use MemoryStore for an in-memory store" })
+    }
+    // a directory is no store file: refused as the mistyped path it is, before anything is
+    // created beside it (SQLite would only fail with an I/O error)
+    if (isDirectory(path)) {
+      const root = fs.existsSync(nodePath.join(path, "manifest.json"))
+      const message = root
+        ? `${path} is a directory (a suite's output root), not a store file: run the suite with \`assay run -c SUITE_FILE\`, ` +
+          "read it with `assay report` on the directory"
+        : `${path} is a directory, not a store file: give a file path for the store (for example ${nodePath.join(path, "state.db")})`
+      return yield* new ConfigError({ message, issues: [{ path: "store", message, suggestion: "give the path of a store file" }] })
     }
 
     // a suite root's databases are written only through the suite (its catalog accounts for

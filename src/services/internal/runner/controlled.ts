@@ -46,6 +46,7 @@ import { countNote, succeededAs } from "./cache.js"
 import * as Rows from "./rows.js"
 import type { AttemptUsage } from "./attemptContext.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
+import * as State from "./state.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -281,13 +282,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       if (!holder.holding) yield* slots.take(holder) // (held already: the start gate's slot)
       const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
       // a plain value is encoded at once; a big one keeps its worker slot until its
-      // checkpoint commits (see BIG_OUTPUT_BYTES); every exit gives the slot back
+      // checkpoint commits (see BIG_OUTPUT_BYTES), a failure until its decision is made (see
+      // `State.decideFailure`); every exit gives the slot back
       const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
         ? env.registryFor(task).dump(result.exit.value)
         : undefined
       const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
         encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
-      if (!holdSlot) slots.release(holder)
+      if (!holdSlot && encoded !== undefined && Either.isRight(encoded)) slots.release(holder)
       const ended = clock.unsafeCurrentTimeMillis()
       if (first) {
         taskStarted = result.startedAt
@@ -300,6 +302,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         if (isHandoff(value)) {
           const handed = handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
           if (handed._tag === "Commit") {
+            slots.release(holder)
             yield* commit(handed.unit, true, task)
             state.counters.handoffs++
             currentTask = undefined
@@ -370,8 +373,11 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         ended,
         result.usage
       )
+      const terminal = !(decision.retry || (state.stopping && error === undefined))
+      if (terminal) State.decideFailure(state, spec)
+      slots.release(holder)
       const counted = { updatedAt: ended, attemptsDelta: 1 }
-      if (decision.retry && !state.stopping) {
+      if (!terminal && decision.retry && !state.stopping) {
         // the failed attempt and the next attempt number, durably together
         yield* commit({
           pipelineId,
@@ -386,7 +392,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         )
         continue
       }
-      if (state.stopping && (decision.retry || error === undefined)) {
+      if (!terminal) {
         // cut short by a stop: recorded as `stopped`; a resume reserves the next number
         yield* Effect.uninterruptible(store.checkpoint(carrying({
           pipelineId,

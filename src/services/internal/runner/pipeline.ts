@@ -45,6 +45,7 @@ import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
 import { emptyHold } from "./slotGate.js"
 import type { RunState } from "./state.js"
+import * as State from "./state.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -385,11 +386,12 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           result.exit = Exit.fail(refuseDirective(spec, seq, result.exit.value))
         }
         // A big output keeps its worker slot until its checkpoint has committed (see
-        // BIG_OUTPUT_BYTES). Every exit gives the slot back (the fiber's `ensuring`).
+        // BIG_OUTPUT_BYTES); a failure keeps it until its decision is made (see
+        // `State.decideFailure`). Every exit gives the slot back (the fiber's `ensuring`).
         const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
         const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
           encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
-        if (!holdSlot) slots.release(holder)
+        if (!holdSlot && encoded !== undefined && Either.isRight(encoded)) slots.release(holder)
         const ended = clock.unsafeCurrentTimeMillis()
         if (attempt === 1) {
           taskStarted = result.startedAt
@@ -444,15 +446,20 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
             return { _tag: "Ok" as const, value }
           }
         }
-        // Failure: what earlier synchronous tasks left uncommitted is committed first (the
-        // failed attempt's rows come after their pipeline's), then classify, decide, persist.
-        yield* commitUncommitted
+        // Failure: classify and decide, still holding the worker slot; a terminal failure is
+        // counted before the slot goes back (a failure budget then starts nothing more); what
+        // earlier synchronous tasks left uncommitted is committed before the failed attempt's
+        // rows (which come after their pipeline's), then persist.
         const { decision, error, fields, outcome } = yield* judgeFailure(
           task,
           (result.exit as Exit.Failure<unknown, unknown>).cause,
           attempt,
           ended - taskStarted
         )
+        const terminal = !(decision.retry || (state.stopping && error === undefined))
+        if (terminal) State.decideFailure(state, spec)
+        slots.release(holder)
+        yield* commitUncommitted
         const attemptRow = Rows.attemptRow(
           current,
           attempt,
@@ -464,7 +471,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           ended,
           result.usage
         )
-        if (decision.retry && !state.stopping) {
+        if (!terminal && decision.retry && !state.stopping) {
           yield* store.recordAttempt(attemptRow)
           current.committed++
           state.counters.retries++
@@ -479,7 +486,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         // cancelled by the stop itself) is not the task's verdict. The attempt is recorded
         // with the reason `stopped`, and the pipeline ends `interrupted` (resumable: resume
         // makes the next attempt), never `failed`.
-        if (state.stopping && (decision.retry || error === undefined)) {
+        if (!terminal) {
           yield* store.recordAttempt({
             ...attemptRow,
             decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
@@ -521,7 +528,8 @@ export const gateStart = (
   cursor: number,
   carry: (unit: CheckpointUnit) => CheckpointUnit
 ): Effect.Effect<boolean, StoreUnavailable> =>
-  Effect.flatMap(Effect.zipRight(env.slots.take(holder), env.startGate!(spec)), (reason) => {
+  // the gate is asked once the slot is held (a gate that reads a count must not be built earlier)
+  Effect.flatMap(Effect.zipRight(env.slots.take(holder), Effect.suspend(() => env.startGate!(spec))), (reason) => {
     if (reason === undefined) return Effect.succeed(false)
     env.slots.release(holder)
     const now = env.clock.unsafeCurrentTimeMillis()

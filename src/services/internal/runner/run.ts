@@ -227,6 +227,7 @@ export const start = <S extends AnySpec, SE, SR>(
     const runId = config.runId ?? (yield* makeRunId(startedAt))
     const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
     state.onMemberSkip = options.hooks?.skipped as State.RunState["onMemberSkip"]
+    state.onFailureDecided = options.hooks?.failureDecided
     const loop = runLoop(env, state, options, source, startedAt).pipe(
       Effect.ensuring(Effect.sync(() => {
         state.finished = true

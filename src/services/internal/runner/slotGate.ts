@@ -40,7 +40,7 @@ export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
  *   in FIFO order; interrupted at once when `isStopping()` is true; interrupting the wait
  *   leaves the queue;
  * - `release(holder)`: gives the holder's slot (if any) to the oldest waiter, or back to the
- *   free count;
+ *   free count (always the free count once `isStopping()`: the waiters are being interrupted);
  * - `interruptWaiters()`: ends every wait with an interruption (a stop: waiting fibers are
  *   not in flight and get no grace);
  * - `free` / `waiting`: the figures now (for tests and statistics).
@@ -95,7 +95,9 @@ export const make = (n: number, isStopping: () => boolean): SlotGate => {
     release: (holder) => {
       if (!holder.holding) return
       holder.holding = false
-      if (!grantNext()) free++
+      // once stopping, a slot given back goes to no waiter (each is about to be interrupted):
+      // a stop decided while the slot was held starts nothing more
+      if (isStopping() || !grantNext()) free++
     },
     interruptWaiters: () => {
       for (const w of Array.from(waiters)) w(false)

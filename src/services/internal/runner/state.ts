@@ -86,6 +86,15 @@ export interface RunState {
    * served ones saved), recorded with `run.finished` as `cache` when any of it is non-zero.
    */
   readonly cache: CacheCounters
+  /**
+   * Pipelines whose failure is decided (their last attempt failed and is not retried, or
+   * admission failed them), counted at the decision, before the worker slot goes back and
+   * before the failure's rows commit (`counters.failed` counts them once committed): what
+   * `stopAfterFailures` compares with (see {@link decideFailure}).
+   */
+  failuresDecided: number
+  /** The run's `RunHooks.failureDecided`, told of each pipeline whose failure is decided. */
+  onFailureDecided?: ((spec: any) => void) | undefined
   /** The run's `RunHooks.skipped`, told of each skipped suite member pipeline. */
   onMemberSkip?: ((spec: { readonly member?: { readonly experimentId: string } | undefined }) => void) | undefined
 }
@@ -127,8 +136,26 @@ export const make = (
   peakInFlight: 0,
   peakAdmitted: 0,
   crash: null,
-  finished: false
+  finished: false,
+  failuresDecided: 0
 })
+
+/**
+ * A pipeline's failure is decided (its last attempt failed and will not be retried, or
+ * admission failed it): counted now, synchronously, while the failing attempt still holds its
+ * worker slot. The run's `stopAfterFailures` stops the run as soon as the count reaches it (so
+ * no pipeline takes a worker slot after that, see `SlotGate.make`), and `RunHooks.failureDecided`
+ * hears of it (a suite member's own budget). Counting when the failure's rows have committed
+ * instead let the next pipelines take the slot and start meanwhile.
+ *
+ * @internal
+ */
+export const decideFailure = (state: RunState, spec: unknown): void => {
+  state.failuresDecided++
+  const budget = state.config.stopAfterFailures
+  if (budget !== undefined && state.failuresDecided >= budget) requestStop(state, "stop_after_failures")
+  state.onFailureDecided?.(spec)
+}
 
 /**
  * Requests a stop (synchronously, callable from a signal handler): the first request records

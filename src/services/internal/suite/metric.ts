@@ -26,3 +26,13 @@ export const parseMemberMetric = (stored: string): { readonly experimentId: stri
   if (end <= PREFIX.length || end === stored.length - 1) return undefined
   return { experimentId: stored.slice(PREFIX.length, end), name: stored.slice(end + 1) }
 }
+
+/**
+ * The member-scoped run metric a suite run writes when a member's own `stopAfterFailures`
+ * stopped it (value: the budget): what tells the views, later, that the member's source was
+ * not exhausted because its failure budget stopped it (the catalog's membership facts have no
+ * column for it).
+ *
+ * @internal
+ */
+export const FAILURES_REACHED_METRIC = "stopped_by_failures"

@@ -70,7 +70,9 @@ import type {
   StoreStats,
   StoreWrite,
   TaskFields,
-  TraversalWrite
+  TraversalWrite,
+  ClaimExpectation,
+  ClaimOutcome
 } from "../../../services/Store.js"
 import {
   PIPELINE_COLUMNS,
@@ -757,6 +759,47 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       }))
   }
 
+  /**
+   * One pipeline's admission, written only if its row is still as admission saw it: a new row
+   * is inserted with `ON CONFLICT DO NOTHING`, a stored one is taken over by a conditional
+   * `UPDATE` on its owner run, state, cursor and update time (the row lock makes a second
+   * claimer re-check the condition against the first one's write, and find it changed). Only
+   * the winner goes on to the admission write proper (the full row, checkpoint keys at and
+   * after the cursor released, seed, traversal state), in the same transaction.
+   */
+  const claimAdmission = (
+    op: Extract<StoreWrite, { readonly _tag: "Admit" }>,
+    expected: ClaimExpectation | undefined
+  ): Effect.Effect<ClaimOutcome, StoreUnavailable> => {
+    if (env.readOnlyError !== undefined) return Effect.fail(env.readOnlyError)
+    const p = op.pipelines[0]
+    if (p === undefined || op.pipelines.some((o) => o.pipelineId !== p.pipelineId)) {
+      return Effect.dieMessage("claimAdmission: exactly one pipeline per claim")
+    }
+    const cas = expected === undefined
+      ? insertMany("assay_pipelines", ADMIT_COLUMNS, [[...pipelineParams(p), null]], "ON CONFLICT (pipeline_id) DO NOTHING RETURNING pipeline_id")
+      : rows(
+        `UPDATE assay_pipelines SET run_id = $1, updated_at = $2 WHERE pipeline_id = $3 AND run_id = $4 AND state = $5
+           AND n_tasks_done = $6 AND updated_at = $7 RETURNING pipeline_id`,
+        [p.runId, p.updatedAt, p.pipelineId, expected.runId, expected.state, expected.nTasksDone, expected.updatedAt]
+      )
+    const claimed = sql.withTransaction(Effect.gen(function*() {
+      if ((yield* cas).length === 0) return false
+      yield* commit([op])
+      return true
+    }))
+    return Effect.flatMap(
+      Effect.mapError(claimed, (e) => (e._tag === "SqlError" ? fail("admit")(e) : e)),
+      (won): Effect.Effect<ClaimOutcome, StoreUnavailable> =>
+        won
+          ? Effect.succeed({ _tag: "Won" })
+          : Effect.map(
+            q("SELECT * FROM assay_pipelines WHERE pipeline_id = $1", [p.pipelineId]),
+            (r) => ({ _tag: "Lost", current: r[0] === undefined ? undefined : toPipeline(r[0]) })
+          )
+    )
+  }
+
   // --- reads -----------------------------------------------------------------------------------
 
   const refine = (a: ArtifactRecord): Effect.Effect<ArtifactRecord, StoreUnavailable> =>
@@ -1033,6 +1076,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           resources
         } satisfies StoreStats
       }),
+    claimAdmission,
     succeededPipelines: Effect.map(
       Effect.zip(
         q("SELECT pipeline_id FROM assay_pipelines WHERE state = 'succeeded'"),

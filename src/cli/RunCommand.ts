@@ -64,7 +64,7 @@ import * as ClusterCommand from "./ClusterCommand.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import { loadPgCallCache } from "../layers/internal/pg/load.js"
-import { redactUrlsIn } from "../layers/internal/pg/url.js"
+import { PASSWORD_HINT, pasteable, redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
@@ -463,13 +463,18 @@ const runOne = (args: RunArgs, resume: boolean) =>
       }
       yield* Console.log(`store: ${storeShown}`)
       if (!(target._tag === "Memory")) {
+        // commands to paste: the URL without its password (a masked one cannot log in)
+        const bare = pasteable(store)
         yield* Console.log(
-          `results: assay report ${shellQuote(storeShown)} · assay export ${shellQuote(storeShown)} results.jsonl`
+          `results: assay report ${shellQuote(bare.text)} · assay export ${shellQuote(bare.text)} results.jsonl`
         )
+        if (bare.removed) yield* Console.log(`  (${PASSWORD_HINT})`)
       }
     }
     if (report.status === "interrupted" && target._tag !== "Memory") {
-      yield* Console.error(`resume with: ${redactUrlsIn(resumeCommandOf(process.argv.slice(2)))}`)
+      const bare = pasteable(resumeCommandOf(process.argv.slice(2)))
+      yield* Console.error(`resume with: ${bare.text}`)
+      if (bare.removed) yield* Console.error(`  (${PASSWORD_HINT})`)
     }
     const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
     // An empty source is not a success: nothing ran, and the user most likely named the wrong

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
+import * as PgUrl from "../../src/layers/internal/pg/url.js"
 import { Store } from "../../src/services/Store.js"
 import { usePostgres } from "../support/postgres.js"
 import { artifact, pipeline, storeContract, type StoreHarness, task } from "./StoreContract.js"
@@ -260,5 +261,16 @@ describe("PgStore", () => {
     assert.strictEqual(PgStore.redactUrl("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://bob:***@127.0.0.1:5432/a")
     assert.isTrue(PgStore.isPostgresUrl("PostgreSQL://h/db"))
     assert.isFalse(PgStore.isPostgresUrl("runs/qa.db"))
+  })
+
+  it("a command to paste gets the URL without its password (a masked one cannot log in), and says so", () => {
+    assert.strictEqual(PgUrl.withoutPassword("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://bob@127.0.0.1:5432/a")
+    assert.strictEqual(PgUrl.withoutPassword("postgresql://u@h/db?password=x&a=1"), "postgresql://u@h/db?a=1")
+    assert.strictEqual(PgUrl.withoutPassword("postgresql://u@h/db?a=1&password=x"), "postgresql://u@h/db?a=1")
+    assert.strictEqual(PgUrl.withoutPassword("postgres://u@h/db"), "postgres://u@h/db")
+    const cmd = PgUrl.pasteable("assay resume -c e.json --store 'postgres://u:s3cret@h:5432/db'")
+    assert.deepStrictEqual(cmd, { text: "assay resume -c e.json --store 'postgres://u@h:5432/db'", removed: true })
+    assert.isFalse(PgUrl.pasteable("assay report postgres://u@h/db").removed)
+    assert.include(PgUrl.PASSWORD_HINT, "PGPASSWORD")
   })
 })

@@ -89,6 +89,7 @@ import {
 } from "../sqlite/rows.js"
 import * as TraversalText from "../sqlite/traversalText.js"
 import { redactUrl, scrub } from "./url.js"
+import { connectionMessage, isConnectionProblem } from "./connect.js"
 
 type Row = Record<string, unknown>
 
@@ -119,6 +120,11 @@ export const unavailableOf = (url: string, what: string, cause: unknown): StoreU
   const inner = (cause as { cause?: unknown } | null)?.cause ?? cause
   const code = (inner as { code?: unknown } | null)?.code
   const text = inner instanceof Error ? inner.message : (cause as { message?: unknown } | null)?.message ?? String(cause)
+  // a server that cannot be reached or refuses the login: host, port, cause and what to do
+  if (isConnectionProblem(cause)) {
+    const why = connectionMessage(url, cause)
+    return new StoreUnavailable({ message: what === "connecting" ? why : `${what} failed: ${why}`, path: redactUrl(url) })
+  }
   const reason = scrub(`${typeof code === "string" ? `${code}: ` : ""}${String(text)}`, url)
   return new StoreUnavailable({ message: `${what} of postgres store ${redactUrl(url)} failed: ${reason}`, path: redactUrl(url) })
 }

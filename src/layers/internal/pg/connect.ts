@@ -163,7 +163,10 @@ export const connectionMessage = (url: string, cause: unknown): string => {
  */
 export const isConnectionProblem = (cause: unknown): boolean => {
   const { code, message } = detailOf(cause)
-  if (code === undefined) return /failed to connect|connection timed out|connection terminated|ECONNREFUSED/i.test(message)
+  if (code === undefined) {
+    return /failed to connect|connection timed out|connection terminated|connection error|not queryable|ECONNREFUSED|ECONNRESET/i
+      .test(message)
+  }
   return /^E[A-Z]+$/.test(code) || code.startsWith("08") || code.startsWith("28") || code === "3D000" ||
     code === "53300" || code.startsWith("57P")
 }

@@ -27,7 +27,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Option, Schedule, Schema, Stream } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
@@ -106,7 +106,56 @@ export interface PgEnv {
   readonly url: string
   readonly readOnlyError: StoreUnavailable | undefined
   readonly featureLevel: string
+  /**
+   * How long a statement or transaction that failed because the server could not be reached
+   * (a restart, a failover, a dropped connection) or chose it as a deadlock or serialization
+   * victim is retried before its error goes to the caller (default 30 s; 0: never retried).
+   */
+  readonly retryFor?: Duration.DurationInput | undefined
 }
+
+/**
+ * Whether a failed statement is worth trying again: the server was unreachable or went away
+ * (socket errors, SQLSTATE classes 08 and 57P), or picked the transaction as a deadlock or
+ * serialization victim (`40P01`, `40001`). A statement the server refused for what it says
+ * (a constraint, a syntax error) is not.
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export const isTransient = (e: unknown): boolean => {
+  let inner: unknown = e
+  for (let i = 0; i < 3; i++) {
+    const next = (inner as { cause?: unknown } | null)?.cause
+    if (next === undefined || next === null) break
+    inner = next
+  }
+  const code = (inner as { code?: unknown } | null)?.code
+  if (code === "40P01" || code === "40001" || code === "3D000" || (typeof code === "string" && code.startsWith("28"))) {
+    return code === "40P01" || code === "40001"
+  }
+  return isConnectionProblem(e)
+}
+
+/**
+ * A transaction whose `COMMIT` or `ROLLBACK` failed: `@effect/sql` makes that a defect (an
+ * `SqlError` died with), which happens exactly when the connection is lost mid-transaction (a
+ * server restart). Turned back into a failure, so that it is retried and typed like any other.
+ */
+const failedEnd = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+  Effect.catchSomeDefect(e, (d) =>
+    (d as { _tag?: unknown } | null)?._tag === "SqlError" ? Option.some(Effect.fail(d as SqlError)) : Option.none())
+
+/**
+ * The retry of {@link isTransient} failures: exponential from 100 ms, each wait at most 2 s,
+ * for `retryFor` in all (measured from the first failure, on the `Clock`).
+ */
+const retrySchedule = (retryFor: Duration.DurationInput) =>
+  Schedule.exponential("100 millis").pipe(
+    Schedule.union(Schedule.spaced("2 seconds")),
+    Schedule.upTo(retryFor),
+    Schedule.whileInput((e: SqlError) => isTransient(e))
+  )
 
 /**
  * An `SqlError` (or anything thrown below the client) as the typed `StoreUnavailable` of a
@@ -281,7 +330,13 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const { sql, url } = env
   let level = env.featureLevel
   const fail = (what: string) => (e: SqlError) => unavailableOf(url, what, e)
-  const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> => Effect.mapError(e, fail("read"))
+  const retryFor = env.retryFor ?? "30 seconds"
+  /** Tries `e` again while it fails with a transient error, for at most `retryFor`. */
+  const retrying = Duration.toMillis(Duration.decode(retryFor)) <= 0
+    ? <A>(e: Effect.Effect<A, SqlError>) => e
+    : <A>(e: Effect.Effect<A, SqlError>) => Effect.retry(e, retrySchedule(retryFor))
+  const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    Effect.mapError(retrying(e), fail("read"))
   const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
     sql.unsafe<Row>(text, params as Array<unknown>)
   const q = (text: string, params: ReadonlyArray<unknown> = []) => read(rows(text, params))
@@ -289,7 +344,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const tx = <A>(what: string, body: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
     env.readOnlyError !== undefined
       ? Effect.fail(env.readOnlyError)
-      : Effect.mapError(sql.withTransaction(body), fail(what))
+      : Effect.mapError(retrying(failedEnd(sql.withTransaction(body))), fail(what))
 
   /** A multi-row INSERT of `values` (chunked below the parameter limit); the returned rows. */
   const insertMany = (
@@ -608,7 +663,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       return undefined
     })
 
-  const commit = (ops: ReadonlyArray<StoreWrite>) => {
+  /** The statements of a commit of `ops`, outside any transaction (see {@link commit}). */
+  const commitBody = (ops: ReadonlyArray<StoreWrite>) => {
     let levelUp = false
     const levelFor = (state: Traversal.VisitState) => {
       if (level === BASE_LEVEL && needsVisits(state)) levelUp = true
@@ -759,11 +815,13 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       if (levelUp) yield* rows("UPDATE assay_meta SET value = $1 WHERE key = 'feature_level'", [VISITS_LEVEL])
       return refused
     })
-    return Effect.tap(tx("commit", isPlain(ops) ? plainCommit(ops) : body), () =>
+    return Effect.tap(isPlain(ops) ? plainCommit(ops) : body, () =>
       Effect.sync(() => {
         if (levelUp) level = VISITS_LEVEL
       }))
   }
+  /** Commits `ops` in one transaction (retried whole while the server is unreachable). */
+  const commit = (ops: ReadonlyArray<StoreWrite>) => tx("commit", Effect.suspend(() => commitBody(ops)))
 
   /**
    * One pipeline's admission, written only if its row is still as admission saw it: a new row
@@ -789,19 +847,26 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
            AND n_tasks_done = $6 AND updated_at = $7 RETURNING pipeline_id`,
         [p.runId, p.updatedAt, p.pipelineId, expected.runId, expected.state, expected.nTasksDone, expected.updatedAt]
       )
-    const claimed = sql.withTransaction(Effect.gen(function*() {
+    const claimed = tx("admit", Effect.gen(function*() {
       if ((yield* cas).length === 0) return false
-      yield* commit([op])
+      yield* commitBody([op])
       return true
     }))
     return Effect.flatMap(
-      Effect.mapError(claimed, (e) => (e._tag === "SqlError" ? fail("admit")(e) : e)),
+      claimed,
       (won): Effect.Effect<ClaimOutcome, StoreUnavailable> =>
         won
           ? Effect.succeed({ _tag: "Won" })
           : Effect.map(
             q("SELECT * FROM assay_pipelines WHERE pipeline_id = $1", [p.pipelineId]),
-            (r) => ({ _tag: "Lost", current: r[0] === undefined ? undefined : toPipeline(r[0]) })
+            (r): ClaimOutcome => {
+              const current = r[0] === undefined ? undefined : toPipeline(r[0])
+              // a retried claim whose first commit went through (its answer lost with the
+              // connection) finds its own row: won
+              return current !== undefined && current.runId === p.runId && current.updatedAt === p.updatedAt
+                ? { _tag: "Won" }
+                : { _tag: "Lost", current }
+            }
           )
     )
   }

@@ -55,6 +55,7 @@ describe("assay run --store postgres://… through a database restart", () => {
       yield* PgStore.migrate(url)
       const r = yield* runThrough("restart1", ["run", "--quiet", "-c", exp, "--store", url], dir, {}, 10, () => pg.restart("fast"))
       assert.strictEqual(r.code, 0, r.stderr)
+      assert.notInclude(r.stderr, "DeprecationWarning")
       const count = (q: string) => Number(pg.psql("restart1", q).trim())
       assert.strictEqual(count("SELECT count(*) FROM assay_pipelines WHERE state = 'succeeded'"), n)
       assert.strictEqual(count("SELECT count(*) FROM assay_checkpoints"), 2 * n)

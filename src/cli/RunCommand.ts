@@ -64,7 +64,7 @@ import * as ClusterCommand from "./ClusterCommand.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import { loadPgCallCache } from "../layers/internal/pg/load.js"
-import { redactUrlsIn } from "../layers/internal/pg/url.js"
+import { PASSWORD_HINT, pasteable, redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Flags from "./Flags.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
@@ -387,6 +387,8 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const specs = shard === undefined ? all : shardSpecs(all, shard.index, shard.count, (s) => s.pipelineId)
     // Progress on stderr (stdout keeps the report): a live line on a terminal, plain lines
     // otherwise, nothing with --quiet. Its scope ends with the run (last line written).
+    // whether a run was opened in the store (a store failure after that leaves it resumable)
+    let started = false
     const tracked = Effect.scoped(Effect.gen(function*() {
       // A reused run id would only fail at `openRun` (primary key): refuse it before anything runs.
       if (input.runId !== undefined) yield* refuseExistingRun(input.runId, store)
@@ -407,6 +409,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         ConfigError,
         FileSystem.FileSystem | ProcessRunner | Scope.Scope
       >)
+      started = true
       yield* Progress.track(run, {
         total,
         quiet: args.quiet,
@@ -443,7 +446,20 @@ const runOne = (args: RunArgs, resume: boolean) =>
           )),
           Layer.merge(NodeProcessRunner.layer)
         )
-      )
+      ),
+      // a database that stayed unreachable past the store's retries (ASSAY_STORE_RETRY): say
+      // so, and how to go on once it is back
+      Effect.catchTag("StoreUnavailable", (e) =>
+        Effect.gen(function*(): Effect.fn.Return<never, StoreUnavailable | ExitWith> {
+          if (!started || target._tag !== "Postgres") return yield* e
+          const bare = pasteable(resumeCommandOf(process.argv.slice(2)))
+          yield* Console.error(`error: the run stopped: the store failed: ${e.message}`)
+          yield* Console.error(
+            `its unfinished pipelines are kept; once the database is back, and the run's heartbeat is older than --stale-after (30 s by default), resume with: ${bare.text}`
+          )
+          if (bare.removed) yield* Console.error(`  (${PASSWORD_HINT})`)
+          return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+        }))
     )
     const shown = metrics.filter((m) => m.name !== SKIPPED_METRIC)
     // a Postgres URL is shown without its password
@@ -463,13 +479,18 @@ const runOne = (args: RunArgs, resume: boolean) =>
       }
       yield* Console.log(`store: ${storeShown}`)
       if (!(target._tag === "Memory")) {
+        // commands to paste: the URL without its password (a masked one cannot log in)
+        const bare = pasteable(store)
         yield* Console.log(
-          `results: assay report ${shellQuote(storeShown)} · assay export ${shellQuote(storeShown)} results.jsonl`
+          `results: assay report ${shellQuote(bare.text)} · assay export ${shellQuote(bare.text)} results.jsonl`
         )
+        if (bare.removed) yield* Console.log(`  (${PASSWORD_HINT})`)
       }
     }
     if (report.status === "interrupted" && target._tag !== "Memory") {
-      yield* Console.error(`resume with: ${redactUrlsIn(resumeCommandOf(process.argv.slice(2)))}`)
+      const bare = pasteable(resumeCommandOf(process.argv.slice(2)))
+      yield* Console.error(`resume with: ${bare.text}`)
+      if (bare.removed) yield* Console.error(`  (${PASSWORD_HINT})`)
     }
     const failed = (report.stats.byState.failed ?? 0) > 0 || report.repairFailures > 0
     // An empty source is not a success: nothing ran, and the user most likely named the wrong

@@ -29,7 +29,7 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Config, Duration, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as Traversal from "../domain/Traversal.js"
 import { ArtifactBackend } from "../services/ArtifactBackend.js"
@@ -68,7 +68,23 @@ export interface PgStoreOptions extends StoreOptions {
   readonly readonly?: boolean | undefined
   readonly migrate?: boolean | undefined
   readonly maxConnections?: number | undefined
+  /**
+   * How long a write or read that failed because the database could not be reached (a
+   * restart, a failover) is retried before it fails with `StoreUnavailable`: exponential from
+   * 100 ms, each wait at most 2 s. Default: the `ASSAY_STORE_RETRY` environment variable (a
+   * duration such as `"1 minute"`), else 30 s; `0` never retries.
+   */
+  readonly retryFor?: Duration.DurationInput | undefined
 }
+
+/** The retry window from the environment (`ASSAY_STORE_RETRY`), else 30 s. */
+const retryForConfig: Effect.Effect<Duration.Duration, ConfigError> = Effect.mapError(
+  Config.duration("ASSAY_STORE_RETRY").pipe(Config.withDefault(Duration.seconds(30))),
+  (e) => {
+    const message = `ASSAY_STORE_RETRY: ${String(e)}; give a duration such as "30 seconds"`
+    return new ConfigError({ message, issues: [{ path: "ASSAY_STORE_RETRY", message }] })
+  }
+)
 
 /**
  * A `PgClient` on `url` in the current scope (closed with it), connected and checked with one
@@ -187,10 +203,12 @@ export const makeDriver = (
     const sql = yield* makeClient(url, { maxConnections: options.maxConnections })
     if (options.migrate === true && !readOnly) yield* migrateWith(sql, url)
     const featureLevel = yield* checkSchema(sql, url)
+    const retryFor = options.retryFor ?? (yield* retryForConfig)
     return makePgDriver({
       sql,
       url,
       featureLevel,
+      retryFor,
       readOnlyError: readOnly
         ? new StoreUnavailable({ message: `postgres store ${redactUrl(url)} is open read-only`, path: redactUrl(url) })
         : undefined

@@ -404,6 +404,33 @@ export interface SucceededIndex {
   readonly has: (pipelineId: string, specDigest: string, seedDigest: string, contentAddressed: boolean) => boolean
 }
 
+/**
+ * What an admission saw of a pipeline's stored row (see {@link StoreService.claimAdmission}):
+ * the claim succeeds only while the row still has these values.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface ClaimExpectation {
+  readonly runId: RunId
+  readonly state: PipelineState
+  readonly nTasksDone: number
+  /** Epoch ms. */
+  readonly updatedAt: number
+}
+
+/**
+ * The result of {@link StoreService.claimAdmission}: `Won` (the admission is written, the
+ * pipeline is this run's), or `Lost` with the row as another writer left it (`undefined`
+ * only if it vanished).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export type ClaimOutcome =
+  | { readonly _tag: "Won" }
+  | { readonly _tag: "Lost"; readonly current: PipelineRecord | undefined }
+
 // ---------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------
@@ -434,6 +461,20 @@ export interface StoreService extends TaskStore {
    * (about 100 bytes each; a keyed one about twice that).
    */
   readonly succeededPipelines?: Effect.Effect<SucceededIndex, StoreUnavailable> | undefined
+
+  /**
+   * Writes one pipeline's admission (row, seed, initial traversal state, as
+   * {@link StoreService.admit}) only if the stored row is still what admission decided on:
+   * absent when `expected` is `undefined`, else with the same owner run, state, cursor and
+   * update time. Atomic against every other writer of the store, so of two runs admitting the
+   * same pipeline at once exactly one wins; the other gets the row as it is now and must not
+   * run the pipeline. Commits at once (not through the group commit).
+   * Present on stores that other processes may write at the same time (Postgres); a store
+   * with one writer leaves it `undefined` and admission writes with `admit`.
+   */
+  readonly claimAdmission?:
+    | ((write: AdmissionWrite, expected: ClaimExpectation | undefined) => Effect.Effect<ClaimOutcome, StoreUnavailable>)
+    | undefined
 
   // runs
   /** Creates a run with status `running`. */
@@ -623,6 +664,16 @@ export interface StoreDriver extends
   readonly readOnlyError: StoreUnavailable | undefined
   /** See {@link StoreService.succeededPipelines} (optional). */
   readonly succeededPipelines?: StoreService["succeededPipelines"]
+  /**
+   * See {@link StoreService.claimAdmission} (optional): the admission as a write op, its
+   * seeds placed by the front.
+   */
+  readonly claimAdmission?:
+    | ((
+      write: Extract<StoreWrite, { readonly _tag: "Admit" }>,
+      expected: ClaimExpectation | undefined
+    ) => Effect.Effect<ClaimOutcome, StoreUnavailable>)
+    | undefined
   /**
    * Commits a batch. A checkpoint whose traversal version does not match is skipped (nothing
    * of it written) and returned with its error, by index in `writes`; every other write of the

@@ -8,7 +8,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
+import * as PgUrl from "../../src/layers/internal/pg/url.js"
 import { Store } from "../../src/services/Store.js"
+import type { PipelineRecord } from "../../src/domain/Records.js"
+import type { RunId } from "../../src/domain/Ids.js"
 import { usePostgres } from "../support/postgres.js"
 import { artifact, pipeline, storeContract, type StoreHarness, task } from "./StoreContract.js"
 
@@ -253,6 +256,43 @@ describe("PgStore", () => {
       assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).nTasksDone, 1)
     })))
 
+  it.live("admission claims: of two stores admitting one pipeline at once exactly one wins; a claim on a row changed since it was read loses", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("claims")
+      const url = pg.url("claims")
+      yield* PgStore.migrate(url)
+      const a = yield* open({ url })
+      const b = yield* open({ url })
+      const row = (run: string, over: Partial<ConstructorParameters<typeof PipelineRecord>[0]> = {}) =>
+        pipeline("c1", { runId: run as RunId, ...over })
+      // new pipeline, two claimers at once: one row, one winner; the loser sees the winner's run
+      const [ca, cb] = yield* Effect.all(
+        [a.claimAdmission!({ pipelines: [row("run-a")] }, undefined), b.claimAdmission!({ pipelines: [row("run-b")] }, undefined)],
+        { concurrency: 2 }
+      )
+      assert.deepStrictEqual([ca._tag, cb._tag].sort(), ["Lost", "Won"])
+      const lost = ca._tag === "Lost" ? ca : cb._tag === "Lost" ? cb : undefined
+      const winner = ca._tag === "Won" ? "run-a" : "run-b"
+      assert.strictEqual(lost?.current?.runId, winner)
+      assert.strictEqual(Option.getOrThrow(yield* a.getPipeline(pipeline("c1").pipelineId)).runId, winner)
+      // the winner's run died: two resumers claim it from the row they both read; one wins
+      const stored = Option.getOrThrow(yield* a.getPipeline(pipeline("c1").pipelineId))
+      const seen = { runId: stored.runId, state: stored.state, nTasksDone: stored.nTasksDone, updatedAt: stored.updatedAt }
+      const [ra, rb] = yield* Effect.all(
+        [
+          a.claimAdmission!({ pipelines: [row("run-c", { updatedAt: 2000 })] }, seen),
+          b.claimAdmission!({ pipelines: [row("run-d", { updatedAt: 2001 })] }, seen)
+        ],
+        { concurrency: 2 }
+      )
+      assert.deepStrictEqual([ra._tag, rb._tag].sort(), ["Lost", "Won"])
+      // a claim from a stale read (the row changed since) loses, and changes nothing
+      const now = Option.getOrThrow(yield* a.getPipeline(pipeline("c1").pipelineId))
+      const stale = yield* a.claimAdmission!({ pipelines: [row("run-e", { updatedAt: 3000 })] }, seen)
+      assert.strictEqual(stale._tag, "Lost")
+      assert.deepStrictEqual(Option.getOrThrow(yield* a.getPipeline(pipeline("c1").pipelineId)).runId, now.runId)
+    })))
+
   it("redactUrl masks userinfo passwords and password parameters", () => {
     assert.strictEqual(PgStore.redactUrl("postgres://u:p%40ss@h:5432/db?sslmode=require"), "postgres://u:***@h:5432/db?sslmode=require")
     assert.strictEqual(PgStore.redactUrl("postgresql://u@h/db?password=x&a=1"), "postgresql://u@h/db?password=***&a=1")
@@ -260,5 +300,16 @@ describe("PgStore", () => {
     assert.strictEqual(PgStore.redactUrl("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://bob:***@127.0.0.1:5432/a")
     assert.isTrue(PgStore.isPostgresUrl("PostgreSQL://h/db"))
     assert.isFalse(PgStore.isPostgresUrl("runs/qa.db"))
+  })
+
+  it("a command to paste gets the URL without its password (a masked one cannot log in), and says so", () => {
+    assert.strictEqual(PgUrl.withoutPassword("postgres://bob:top@Secret99@127.0.0.1:5432/a"), "postgres://bob@127.0.0.1:5432/a")
+    assert.strictEqual(PgUrl.withoutPassword("postgresql://u@h/db?password=x&a=1"), "postgresql://u@h/db?a=1")
+    assert.strictEqual(PgUrl.withoutPassword("postgresql://u@h/db?a=1&password=x"), "postgresql://u@h/db?a=1")
+    assert.strictEqual(PgUrl.withoutPassword("postgres://u@h/db"), "postgres://u@h/db")
+    const cmd = PgUrl.pasteable("assay resume -c e.json --store 'postgres://u:s3cret@h:5432/db'")
+    assert.deepStrictEqual(cmd, { text: "assay resume -c e.json --store 'postgres://u@h:5432/db'", removed: true })
+    assert.isFalse(PgUrl.pasteable("assay report postgres://u@h/db").removed)
+    assert.include(PgUrl.PASSWORD_HINT, "PGPASSWORD")
   })
 })

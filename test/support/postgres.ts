@@ -40,6 +40,10 @@ export interface PgServer {
   readonly pid: () => number
   /** `pg_ctl restart -m <mode>`: `fast` closes sessions cleanly, `immediate` is a crash + recovery. */
   readonly restart: (mode: "fast" | "immediate") => Promise<void>
+  /** Stops the server (`pg_ctl stop -m fast`), keeping its data, until {@link PgServer.start}. */
+  readonly shutdown: () => Promise<void>
+  /** Starts a server stopped by {@link PgServer.shutdown} again (same port, same data). */
+  readonly start: () => Promise<void>
   /** Stops the server (immediate) and removes its directory. Idempotent. */
   readonly stop: () => Promise<void>
 }
@@ -148,6 +152,12 @@ export const startPostgres = async (options: { readonly user?: string } = {}): P
     restart: async (mode) => {
       ctl(["-l", logFile, "-w", "-t", "60", "-m", mode, "-o", serverOptions, "restart"])
     },
+    shutdown: async () => {
+      ctl(["-w", "-t", "60", "-m", "fast", "stop"])
+    },
+    start: async () => {
+      ctl(["-l", logFile, "-w", "-t", "60", "-o", serverOptions, "start"])
+    },
     stop: async () => {
       if (stopped) return
       stopped = true
@@ -211,6 +221,8 @@ export const usePostgres = (): PgServer => {
     psql: (database, sql) => it().psql(database, sql),
     pid: () => it().pid(),
     restart: (mode) => it().restart(mode),
+    shutdown: () => it().shutdown(),
+    start: () => it().start(),
     stop: () => it().stop()
   }
 }

@@ -27,7 +27,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Option, Schedule, Schema, Stream } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
@@ -70,7 +70,9 @@ import type {
   StoreStats,
   StoreWrite,
   TaskFields,
-  TraversalWrite
+  TraversalWrite,
+  ClaimExpectation,
+  ClaimOutcome
 } from "../../../services/Store.js"
 import {
   PIPELINE_COLUMNS,
@@ -87,6 +89,7 @@ import {
 } from "../sqlite/rows.js"
 import * as TraversalText from "../sqlite/traversalText.js"
 import { redactUrl, scrub } from "./url.js"
+import { connectionMessage, isConnectionProblem } from "./connect.js"
 
 type Row = Record<string, unknown>
 
@@ -103,7 +106,56 @@ export interface PgEnv {
   readonly url: string
   readonly readOnlyError: StoreUnavailable | undefined
   readonly featureLevel: string
+  /**
+   * How long a statement or transaction that failed because the server could not be reached
+   * (a restart, a failover, a dropped connection) or chose it as a deadlock or serialization
+   * victim is retried before its error goes to the caller (default 30 s; 0: never retried).
+   */
+  readonly retryFor?: Duration.DurationInput | undefined
 }
+
+/**
+ * Whether a failed statement is worth trying again: the server was unreachable or went away
+ * (socket errors, SQLSTATE classes 08 and 57P), or picked the transaction as a deadlock or
+ * serialization victim (`40P01`, `40001`). A statement the server refused for what it says
+ * (a constraint, a syntax error) is not.
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export const isTransient = (e: unknown): boolean => {
+  let inner: unknown = e
+  for (let i = 0; i < 3; i++) {
+    const next = (inner as { cause?: unknown } | null)?.cause
+    if (next === undefined || next === null) break
+    inner = next
+  }
+  const code = (inner as { code?: unknown } | null)?.code
+  if (code === "40P01" || code === "40001" || code === "3D000" || (typeof code === "string" && code.startsWith("28"))) {
+    return code === "40P01" || code === "40001"
+  }
+  return isConnectionProblem(e)
+}
+
+/**
+ * A transaction whose `COMMIT` or `ROLLBACK` failed: `@effect/sql` makes that a defect (an
+ * `SqlError` died with), which happens exactly when the connection is lost mid-transaction (a
+ * server restart). Turned back into a failure, so that it is retried and typed like any other.
+ */
+const failedEnd = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+  Effect.catchSomeDefect(e, (d) =>
+    (d as { _tag?: unknown } | null)?._tag === "SqlError" ? Option.some(Effect.fail(d as SqlError)) : Option.none())
+
+/**
+ * The retry of {@link isTransient} failures: exponential from 100 ms, each wait at most 2 s,
+ * for `retryFor` in all (measured from the first failure, on the `Clock`).
+ */
+const retrySchedule = (retryFor: Duration.DurationInput) =>
+  Schedule.exponential("100 millis").pipe(
+    Schedule.union(Schedule.spaced("2 seconds")),
+    Schedule.upTo(retryFor),
+    Schedule.whileInput((e: SqlError) => isTransient(e))
+  )
 
 /**
  * An `SqlError` (or anything thrown below the client) as the typed `StoreUnavailable` of a
@@ -117,6 +169,11 @@ export const unavailableOf = (url: string, what: string, cause: unknown): StoreU
   const inner = (cause as { cause?: unknown } | null)?.cause ?? cause
   const code = (inner as { code?: unknown } | null)?.code
   const text = inner instanceof Error ? inner.message : (cause as { message?: unknown } | null)?.message ?? String(cause)
+  // a server that cannot be reached or refuses the login: host, port, cause and what to do
+  if (isConnectionProblem(cause)) {
+    const why = connectionMessage(url, cause)
+    return new StoreUnavailable({ message: what === "connecting" ? why : `${what} failed: ${why}`, path: redactUrl(url) })
+  }
   const reason = scrub(`${typeof code === "string" ? `${code}: ` : ""}${String(text)}`, url)
   return new StoreUnavailable({ message: `${what} of postgres store ${redactUrl(url)} failed: ${reason}`, path: redactUrl(url) })
 }
@@ -273,7 +330,13 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const { sql, url } = env
   let level = env.featureLevel
   const fail = (what: string) => (e: SqlError) => unavailableOf(url, what, e)
-  const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> => Effect.mapError(e, fail("read"))
+  const retryFor = env.retryFor ?? "30 seconds"
+  /** Tries `e` again while it fails with a transient error, for at most `retryFor`. */
+  const retrying = Duration.toMillis(Duration.decode(retryFor)) <= 0
+    ? <A>(e: Effect.Effect<A, SqlError>) => e
+    : <A>(e: Effect.Effect<A, SqlError>) => Effect.retry(e, retrySchedule(retryFor))
+  const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    Effect.mapError(retrying(e), fail("read"))
   const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
     sql.unsafe<Row>(text, params as Array<unknown>)
   const q = (text: string, params: ReadonlyArray<unknown> = []) => read(rows(text, params))
@@ -281,7 +344,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const tx = <A>(what: string, body: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
     env.readOnlyError !== undefined
       ? Effect.fail(env.readOnlyError)
-      : Effect.mapError(sql.withTransaction(body), fail(what))
+      : Effect.mapError(retrying(failedEnd(sql.withTransaction(body))), fail(what))
 
   /** A multi-row INSERT of `values` (chunked below the parameter limit); the returned rows. */
   const insertMany = (
@@ -600,7 +663,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       return undefined
     })
 
-  const commit = (ops: ReadonlyArray<StoreWrite>) => {
+  /** The statements of a commit of `ops`, outside any transaction (see {@link commit}). */
+  const commitBody = (ops: ReadonlyArray<StoreWrite>) => {
     let levelUp = false
     const levelFor = (state: Traversal.VisitState) => {
       if (level === BASE_LEVEL && needsVisits(state)) levelUp = true
@@ -751,10 +815,60 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       if (levelUp) yield* rows("UPDATE assay_meta SET value = $1 WHERE key = 'feature_level'", [VISITS_LEVEL])
       return refused
     })
-    return Effect.tap(tx("commit", isPlain(ops) ? plainCommit(ops) : body), () =>
+    return Effect.tap(isPlain(ops) ? plainCommit(ops) : body, () =>
       Effect.sync(() => {
         if (levelUp) level = VISITS_LEVEL
       }))
+  }
+  /** Commits `ops` in one transaction (retried whole while the server is unreachable). */
+  const commit = (ops: ReadonlyArray<StoreWrite>) => tx("commit", Effect.suspend(() => commitBody(ops)))
+
+  /**
+   * One pipeline's admission, written only if its row is still as admission saw it: a new row
+   * is inserted with `ON CONFLICT DO NOTHING`, a stored one is taken over by a conditional
+   * `UPDATE` on its owner run, state, cursor and update time (the row lock makes a second
+   * claimer re-check the condition against the first one's write, and find it changed). Only
+   * the winner goes on to the admission write proper (the full row, checkpoint keys at and
+   * after the cursor released, seed, traversal state), in the same transaction.
+   */
+  const claimAdmission = (
+    op: Extract<StoreWrite, { readonly _tag: "Admit" }>,
+    expected: ClaimExpectation | undefined
+  ): Effect.Effect<ClaimOutcome, StoreUnavailable> => {
+    if (env.readOnlyError !== undefined) return Effect.fail(env.readOnlyError)
+    const p = op.pipelines[0]
+    if (p === undefined || op.pipelines.some((o) => o.pipelineId !== p.pipelineId)) {
+      return Effect.dieMessage("claimAdmission: exactly one pipeline per claim")
+    }
+    const cas = expected === undefined
+      ? insertMany("assay_pipelines", ADMIT_COLUMNS, [[...pipelineParams(p), null]], "ON CONFLICT (pipeline_id) DO NOTHING RETURNING pipeline_id")
+      : rows(
+        `UPDATE assay_pipelines SET run_id = $1, updated_at = $2 WHERE pipeline_id = $3 AND run_id = $4 AND state = $5
+           AND n_tasks_done = $6 AND updated_at = $7 RETURNING pipeline_id`,
+        [p.runId, p.updatedAt, p.pipelineId, expected.runId, expected.state, expected.nTasksDone, expected.updatedAt]
+      )
+    const claimed = tx("admit", Effect.gen(function*() {
+      if ((yield* cas).length === 0) return false
+      yield* commitBody([op])
+      return true
+    }))
+    return Effect.flatMap(
+      claimed,
+      (won): Effect.Effect<ClaimOutcome, StoreUnavailable> =>
+        won
+          ? Effect.succeed({ _tag: "Won" })
+          : Effect.map(
+            q("SELECT * FROM assay_pipelines WHERE pipeline_id = $1", [p.pipelineId]),
+            (r): ClaimOutcome => {
+              const current = r[0] === undefined ? undefined : toPipeline(r[0])
+              // a retried claim whose first commit went through (its answer lost with the
+              // connection) finds its own row: won
+              return current !== undefined && current.runId === p.runId && current.updatedAt === p.updatedAt
+                ? { _tag: "Won" }
+                : { _tag: "Lost", current }
+            }
+          )
+    )
   }
 
   // --- reads -----------------------------------------------------------------------------------
@@ -1033,6 +1147,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           resources
         } satisfies StoreStats
       }),
+    claimAdmission,
     succeededPipelines: Effect.map(
       Effect.zip(
         q("SELECT pipeline_id FROM assay_pipelines WHERE state = 'succeeded'"),

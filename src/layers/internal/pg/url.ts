@@ -97,3 +97,64 @@ export const scrub = (text: string, url: string): string => {
  */
 export const redactUrlsIn = (text: string): string =>
   text.replace(/postgres(?:ql)?:\/\/[^\s'"]*/gi, (url) => redactUrl(url))
+
+/**
+ * The URL without its password (the user, host, port, database and other parameters kept; a
+ * `password=` or `sslpassword=` query parameter dropped): a URL a user can paste back into a
+ * command, the driver then taking the password from `PGPASSWORD` or `~/.pgpass`. A masked URL
+ * (`user:***@`) cannot be pasted: the driver would log in with the password `***`.
+ *
+ * @param url - a connection URL (need not parse).
+ * @returns the same URL without any password; `url` itself when it has none.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const withoutPassword = (url: string): string => {
+  const parts = userinfoOf(url)
+  const colon = parts === undefined ? -1 : parts.userinfo.indexOf(":")
+  let out = parts === undefined || colon < 0 ? url : `${parts.head}${parts.userinfo.slice(0, colon)}${parts.tail}`
+  out = out.replace(/([?&])(?:password|sslpassword)=[^&#]*&?/gi, "$1").replace(/[?&](#|$)/, "$1")
+  return out
+}
+
+/**
+ * Whether `url` carries a password (in its userinfo or as a `password=` parameter).
+ *
+ * @param url - a connection URL (need not parse).
+ * @returns `true` when {@link withoutPassword} would change it.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const hasPassword = (url: string): boolean => withoutPassword(url) !== url
+
+/**
+ * Every Postgres URL in `text` without its password ({@link withoutPassword}), and whether any
+ * had one: for commands printed to be pasted (`results:`, `resume with:`). When `removed`, the
+ * caller says where the password must come from (see {@link PASSWORD_HINT}).
+ *
+ * @param text - any text.
+ * @returns `{ text, removed }`.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const pasteable = (text: string): { readonly text: string; readonly removed: boolean } => {
+  let removed = false
+  const out = text.replace(/postgres(?:ql)?:\/\/[^\s'"]*/gi, (url) => {
+    const bare = withoutPassword(url)
+    if (bare !== url) removed = true
+    return bare
+  })
+  return { text: out, removed }
+}
+
+/**
+ * What a pasteable command adds when the URL's password was left out of it.
+ *
+ * @since 0.8.0
+ * @category urls
+ */
+export const PASSWORD_HINT =
+  "the password is left out of the database URL above: set PGPASSWORD (or a ~/.pgpass entry) before running it, or put your own URL (or the variable you took it from) back in its place"

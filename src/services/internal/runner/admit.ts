@@ -340,7 +340,7 @@ export const make = (env: AdmitEnv) => {
       const nTasks = spec.template.nTasks
       const traversal = store.traversal!
       const event = (kind: string, data: unknown): NewEvent => ({ kind, pipelineId, runId, data, ts: now })
-      const launch = (start: Omit<Controlled.ControlledStart, "admission">) => (admission: Pipe.Admission) =>
+      const launch = (start: Omit<Controlled.ControlledStart, "admission">) => (admission: Pipe.Admission | undefined) =>
         env.launchControlled(spec, { ...start, admission })
       if (decision._tag === "FromSeed" && decision.isNew) {
         const initial = Traversal.initial(pipelineId, nTasks)
@@ -494,6 +494,21 @@ export const make = (env: AdmitEnv) => {
       }))
     })
 
+  /**
+   * A claim lost to another writer of the store (see `claimAdmission`): the pipeline is not
+   * run; it counts as skipped, and as held by the winner unless the winner already finished it.
+   */
+  const lostClaim = (spec: AnySpec, current: PipelineRecord | undefined) =>
+    Effect.suspend(() => {
+      state.counters.admitted--
+      State.countSkip(state, spec)
+      if (current === undefined) return emit("pipeline.skipped", spec.pipelineId, { reason: "owned_by_another_run" })
+      if (current.state === "running" || current.state === "pending") {
+        state.heldByOtherRuns.set(current.runId, (state.heldByOtherRuns.get(current.runId) ?? 0) + 1)
+      }
+      return emit("pipeline.skipped", spec.pipelineId, { reason: "owned_by_another_run", owner: current.runId })
+    })
+
   const admitOne = (
     spec: AnySpec,
     start: Pipe.Start,
@@ -506,7 +521,7 @@ export const make = (env: AdmitEnv) => {
   const admitWith = (
     spec: AnySpec,
     cursor: number,
-    launch: (admission: Pipe.Admission) => Effect.Effect<void, StoreUnavailable>,
+    launch: (admission: Pipe.Admission | undefined) => Effect.Effect<void, StoreUnavailable>,
     isNew: boolean,
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
@@ -537,9 +552,25 @@ export const make = (env: AdmitEnv) => {
           : { pipelines: [record], seeds, traversals: [{ pipelineId: spec.pipelineId, state: initial }] },
         events
       }
+      // On a store other processes write (Postgres), the admission is a claim: written only
+      // if the row is still what this decision saw, so of two runs admitting the pipeline at
+      // once exactly one runs it; the other skips it as held by the winner.
+      const claim = store.claimAdmission
+      const started = claim === undefined ? launch(written) : Effect.flatMap(
+        claim(written.write, stored === undefined ? undefined : {
+          runId: stored.runId,
+          state: stored.state,
+          nTasksDone: stored.nTasksDone,
+          updatedAt: stored.updatedAt
+        }),
+        (outcome) =>
+          outcome._tag === "Won"
+            ? launch(written.events.length === 0 ? undefined : { write: { pipelines: [] }, events: written.events })
+            : lostClaim(spec, outcome.current)
+      )
       yield* FiberSet.run(
         fibers,
-        launch(written).pipe(
+        started.pipe(
           Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
           Effect.ensuring(Effect.sync(() => {
             admission.release(hold)

@@ -281,6 +281,14 @@ export const makeWith = (
       exclusiveWriter: driver.exclusiveWriter,
       journal,
       succeededPipelines: driver.succeededPipelines,
+      claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>
+        (write.traversals ?? []).length > 0 && driver.traversal === undefined
+          ? Effect.fail(noTraversal)
+          : refuse(Effect.flatMap(placeAll(write.seeds ?? [], journal, backend), (placed) =>
+            claim(
+              { _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] },
+              expected
+            ))))(driver.claimAdmission),
 
       openRun: (run) =>
         refuse(

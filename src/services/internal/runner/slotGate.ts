@@ -49,6 +49,11 @@ export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
  */
 export interface SlotGate {
   readonly take: (holder: SlotHold) => Effect.Effect<void>
+  /**
+   * Takes a slot for `holder` now when one is free and nobody waits for one (`true`), without
+   * an Effect; `false`: take it with {@link SlotGate.take} (which also refuses during a stop).
+   */
+  readonly tryTake: (holder: SlotHold) => boolean
   readonly release: (holder: SlotHold) => void
   readonly interruptWaiters: () => void
   readonly free: () => number
@@ -92,6 +97,14 @@ export const make = (n: number, isStopping: () => boolean): SlotGate => {
           return Effect.sync(() => void waiters.delete(w))
         })
       }),
+    tryTake: (holder) => {
+      if (free > 0 && waiters.size === 0 && !isStopping()) {
+        free--
+        holder.holding = true
+        return true
+      }
+      return false
+    },
     release: (holder) => {
       if (!holder.holding) return
       holder.holding = false

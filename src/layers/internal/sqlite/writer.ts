@@ -534,7 +534,16 @@ export const makeWriter = (
          */
         let stepsOf: Map<string, Array<readonly [number, TraversalWrite]>> | undefined
         let stateInRow: Map<string, number> | undefined
-        // pipelines first (as before), so that the child rows below resolve their numbers
+        // pipelines first (as before), so that the child rows below resolve their numbers;
+        // the rows of admissions without traversal states in one multi-row upsert, in order
+        // (a statement per admitted pipeline was ~6 % of a trivial run's profile)
+        let batched: Array<PipelineFields> | undefined
+        for (const op of ops) {
+          if (op._tag === "Admit" && op.traversals.length === 0) {
+            for (const p of op.pipelines) (batched ??= []).push(p)
+          }
+        }
+        if (batched !== undefined) admitRows(batched, undefined)
         for (const op of ops) {
           if (op._tag !== "Admit") continue
           // the initial states of the admitted rows ride in their INSERT; any other by an UPDATE
@@ -573,7 +582,7 @@ export const makeWriter = (
             }
           }
           const inserted = states === undefined ? undefined : new Set<string>()
-          if (op.pipelines.length > 0) admitRows(op.pipelines, states, inserted)
+          if (op.pipelines.length > 0 && op.traversals.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
           // could be its own) has no final artifact yet: its first final one clears nothing
           if (!unadmitted) {

@@ -39,6 +39,8 @@ export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
  * - `take(holder)`: takes a free slot at once when one is free and nobody waits, else waits
  *   in FIFO order; interrupted at once when `isStopping()` is true; interrupting the wait
  *   leaves the queue;
+ * - `tryTake(holder)`: takes a free slot now, without an Effect, when one is free, nobody
+ *   waits and no stop is under way (`true`); otherwise `false`, and the caller uses `take`;
  * - `release(holder)`: gives the holder's slot (if any) to the oldest waiter, or back to the
  *   free count;
  * - `interruptWaiters()`: ends every wait with an interruption (a stop: waiting fibers are

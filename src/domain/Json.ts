@@ -140,7 +140,7 @@ const write = (u: unknown, stack: Array<object>, out: Out): Rejection | undefine
       if (Object.getOwnPropertySymbols(u).length > 0) return reject("symbol keys are not JSON")
       stack.push(u)
       const record = u as Record<string, unknown>
-      const keys = Object.keys(record).sort()
+      const keys = sortKeys(Object.keys(record))
       out.s += "{"
       let first = true
       for (let k = 0; k < keys.length; k++) {
@@ -161,6 +161,24 @@ const write = (u: unknown, stack: Array<object>, out: Out): Rejection | undefine
       return undefined
     }
   }
+}
+
+/**
+ * `keys` sorted in place by UTF-16 code units (the order of `Array.prototype.sort` without a
+ * comparator); an object's few keys by insertion, which allocates nothing.
+ */
+const sortKeys = (keys: Array<string>): Array<string> => {
+  if (keys.length > 16) return keys.sort()
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i]!
+    let j = i - 1
+    while (j >= 0 && keys[j]! > k) {
+      keys[j + 1] = keys[j]!
+      j--
+    }
+    keys[j + 1] = k
+  }
+  return keys
 }
 
 const pathOf = (keys: ReadonlyArray<string | number>): string => {

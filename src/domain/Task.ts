@@ -18,13 +18,13 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Either, Predicate, Schema } from "effect"
+import { Duration, Effect, Either, Exit, Predicate, Schema } from "effect"
 import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
 import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
-import { markSync } from "./internal/syncRun.js"
+import { markSync, type SyncBody } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
 import { canonicalJson, digest, type Json } from "./Json.js"
 import type { AlgorithmInput } from "./Lease.js"
@@ -671,6 +671,27 @@ export function make(name: string, ...rest: ReadonlyArray<unknown>): Any {
   })
 }
 
+/**
+ * The `run` of a `Task.sync` task over `f`, marked synchronous (the runner may run the next
+ * synchronous task before this one's checkpoint commits, and commit both together) with its
+ * direct evaluation (the same exit without running an Effect; see `SyncBody`).
+ */
+const syncRun = (name: string, f: (input: unknown, ctx: TaskContext) => unknown) => {
+  const direct = (input: unknown, ctx: TaskContext): Exit.Exit<unknown, unknown> => {
+    let out: unknown
+    try {
+      out = f(input, ctx)
+    } catch (thrown) {
+      return Exit.fail(thrown)
+    }
+    return isThenable(out) ?
+      Exit.fail(new FatalError({ message: `task "${name}" returned a Promise: define it with Task.promise` })) :
+      Exit.succeed(out)
+  }
+  // one Effect step per call: this is the hot path of trivial tasks
+  return markSync((input: unknown, ctx: TaskContext) => Effect.suspend(() => direct(input, ctx)), direct as SyncBody)
+}
+
 const isThenable = (u: unknown): boolean =>
   Predicate.isObject(u) && typeof (u as { then?: unknown }).then === "function"
 
@@ -703,29 +724,12 @@ export function sync<In, Out>(
 ): Task<In, Out, unknown>
 export function sync(name: string, ...rest: ReadonlyArray<unknown>): Any {
   const { fn, options } = splitArgs([name, ...rest])
-  const f = fn as (input: unknown, ctx: TaskContext) => unknown
   return build({
     name,
     options,
     source: fn,
     scoped: typeof fn !== "function",
-    run: typeof fn === "function" ?
-      // marked synchronous: the runner may run the next synchronous task before this one's
-      // checkpoint commits, and commit both together
-      markSync((input: unknown, ctx: TaskContext) =>
-        // one Effect step per call: this is the hot path of trivial tasks
-        Effect.suspend(() => {
-          let out: unknown
-          try {
-            out = f(input, ctx)
-          } catch (thrown) {
-            return Effect.fail(thrown)
-          }
-          return isThenable(out) ?
-            Effect.fail(new FatalError({ message: `task "${name}" returned a Promise: define it with Task.promise` })) :
-            Effect.succeed(out)
-        })) :
-      fn
+    run: typeof fn === "function" ? syncRun(name, fn as (input: unknown, ctx: TaskContext) => unknown) : fn
   })
 }
 

@@ -108,6 +108,40 @@ describe("Runner", () => {
       assert.strictEqual(row.nTasksDone, 1)
     }).pipe(Effect.provide(env())))
 
+  it.effect("a Task.sync body that returns a Promise fails its pipeline (fatal, naming Task.promise); a thrown retryable error is retried", () =>
+    Effect.gen(function*() {
+      // both bodies run on the runner's direct path for synchronous tasks (no timeout, no budget)
+      const promised = Task.sync("promised", (n: number) => Promise.resolve(n) as unknown as number)
+      let calls = 0
+      const flaky = Task.sync("flaky", { retry: { maxAttempts: 3, base: "1 second", jitter: "none" } }, (n: number) => {
+        calls++
+        if (calls === 1) throw new RetryableError({ message: "once", errorClass: "upstream" })
+        return n * 10
+      })
+      const store = yield* Store
+      const bad = yield* Runner.run(Pipeline.make("promised", inc, promised).map([1]))
+      assert.strictEqual(bad.stats.byState.failed, 1)
+      const errors = yield* store.errors({ runId: bad.runId })
+      assert.strictEqual(errors[0]!.failedTask, "promised")
+      assert.strictEqual(errors[0]!.errorClass, "fatal")
+      assert.include(errors[0]!.errorMessage ?? "", "Task.promise")
+      const template = Pipeline.make("flaky", inc, flaky, double)
+      const fiber = yield* Effect.fork(Runner.run(template.map([1])))
+      yield* TestClock.adjust("1 second")
+      const good = yield* Fiber.join(fiber)
+      assert.strictEqual(good.stats.byState.succeeded, 1)
+      const row = Option.getOrThrow(yield* store.getPipeline(template.bind(1).pipelineId))
+      assert.strictEqual(row.nTasksDone, 3)
+      assert.strictEqual(row.attemptsTotal, 4)
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ runId: good.runId })))
+      assert.deepStrictEqual(attempts.map((a) => [a.taskName, a.outcome]), [
+        ["inc", "succeeded"],
+        ["flaky", "failed"],
+        ["flaky", "succeeded"],
+        ["double", "succeeded"]
+      ])
+    }).pipe(Effect.provide(env())))
+
   it.effect("resume continues from the last checkpoint without re-running finished tasks", () =>
     Effect.gen(function*() {
       const executed: Array<string> = []

@@ -8,16 +8,27 @@
  *
  * @internal
  */
+import type { Exit } from "effect"
 
-const marked = new WeakSet<object>()
+const marked = new WeakMap<object, SyncBody>()
 
 /**
- * Marks `run` as the body of a synchronous task; returns it.
+ * A synchronous task body evaluated directly: the exit its `run` Effect would end with (a
+ * thrown value as a failure carrying it unchanged, the task's own failure for a returned
+ * Promise). The runner calls it instead of running the Effect when nothing else (a timeout, a
+ * budget, a span, the cache) wraps the attempt.
  *
  * @internal
  */
-export const markSync = <F extends object>(run: F): F => {
-  marked.add(run)
+export type SyncBody = (input: unknown, ctx: never) => Exit.Exit<unknown, unknown>
+
+/**
+ * Marks `run` as the body of a synchronous task, evaluated directly by `direct`; returns `run`.
+ *
+ * @internal
+ */
+export const markSync = <F extends object>(run: F, direct: SyncBody): F => {
+  marked.set(run, direct)
   return run
 }
 
@@ -27,3 +38,10 @@ export const markSync = <F extends object>(run: F): F => {
  * @internal
  */
 export const isSyncRun = (run: object): boolean => marked.has(run)
+
+/**
+ * The direct evaluation of a synchronous task's `run` (see {@link SyncBody}), or `undefined`.
+ *
+ * @internal
+ */
+export const syncBodyOf = (run: object): SyncBody | undefined => marked.get(run)

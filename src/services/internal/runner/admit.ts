@@ -531,7 +531,7 @@ export const make = (env: AdmitEnv) => {
     Effect.gen(function*() {
       // The feeder is interrupted when the run stops, which ends this wait.
       const hold = SlotGate.emptyHold()
-      yield* admission.take(hold)
+      if (!admission.tryTake(hold)) yield* admission.take(hold)
       if (state.stopping) {
         admission.release(hold)
         return

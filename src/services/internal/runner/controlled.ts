@@ -39,6 +39,7 @@ import {
   noneUncommitted,
   type PipelineEnv,
   runAttempt,
+  runAttemptNow,
   withUncommitted,
   writeAdmission
 } from "./pipeline.js"
@@ -279,8 +280,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // the number reserved durably before this attempt runs
       const attempt = vs.pending!.attempts
       current.attempt = attempt
-      if (!holder.holding) yield* slots.take(holder) // (held already: the start gate's slot)
-      const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
+      if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      // a synchronous body evaluated at once (no Effect per step) when nothing wraps it
+      const now = runAttemptNow(env, spec, task, seq, attempt, input, holder, visit)
+      const result = now === undefined
+        ? yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
+        : Effect.isEffect(now)
+        ? yield* now
+        : now
       // a plain value is encoded at once; a big one keeps its worker slot until its
       // checkpoint commits (see BIG_OUTPUT_BYTES), a failure until its decision is made (see
       // `State.decideFailure`); every exit gives the slot back

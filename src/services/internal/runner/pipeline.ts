@@ -18,6 +18,7 @@ import {
   Option,
   Predicate
 } from "effect"
+import type { YieldWrap } from "effect/Utils"
 import type { CodecRegistry } from "../../../domain/Codec.js"
 import * as Control from "../../../domain/Control.js"
 import * as Evaluator from "../../../domain/Evaluator.js"
@@ -37,7 +38,7 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
-import { isSyncRun } from "../../../domain/internal/syncRun.js"
+import { isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
 import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
@@ -353,157 +354,168 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   })
 
   // ---- one task: attempts until success or a declined retry ---------------------------------
-  // `fnUntraced`: the hot path of every task gets no span or call-site trace of its own (the
-  // attempt's span is enough).
-  const runTask: (task: Task.Any, seq: number, input: unknown) => Effect.Effect<TaskOutcome, StoreUnavailable> = Effect
-    .fnUntraced(function*(task: Task.Any, seq: number, input: unknown) {
-      // The task row's start is when its first attempt actually started (not when the
-      // pipeline began waiting for a worker slot).
-      let taskStarted = clock.unsafeCurrentTimeMillis()
-      const current: Rows.CurrentTask = {
-        pipelineId,
-        runId,
-        taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
-        taskName: task.name,
-        seq,
-        startedAt: taskStarted,
-        attempt: 0,
-        committed: 0
+  // A generator delegated to with `yield*` from `body`, not an Effect of its own: a task costs
+  // no fiber frames of its own, no span or call-site trace (the attempt's span is enough), and
+  // a synchronous task whose checkpoint waits for the next one (see `Uncommitted`) runs without
+  // a single Effect step.
+  function* runTask(
+    task: Task.Any,
+    seq: number,
+    input: unknown
+  ): Generator<YieldWrap<Effect.Effect<unknown, StoreUnavailable>>, TaskOutcome, unknown> {
+    // The task row's start is when its first attempt actually started (not when the
+    // pipeline began waiting for a worker slot).
+    let taskStarted = clock.unsafeCurrentTimeMillis()
+    const current: Rows.CurrentTask = {
+      pipelineId,
+      runId,
+      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
+      taskName: task.name,
+      seq,
+      startedAt: taskStarted,
+      attempt: 0,
+      committed: 0
+    }
+    currentTask = current
+    let attempt = 0
+    // Every lease the task used across its attempts, for the task row.
+    const taskLeaseIds: Array<string> = []
+    while (true) {
+      attempt++
+      current.attempt = attempt
+      // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
+      // holding it (not parked: a stop gives it the grace period).
+      if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      // a synchronous body evaluated at once (no Effect per step) when nothing wraps it
+      const now = runAttemptNow(env, spec, task, seq, attempt, input, holder)
+      const result = now === undefined
+        ? yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
+        : Effect.isEffect(now)
+        ? yield* now
+        : now
+      // A control directive from a pipeline without `control` is refused (fatal, not encoded).
+      if (result.exit._tag === "Success" && isHandoff(result.exit.value)) {
+        result.exit = Exit.fail(refuseDirective(spec, seq, result.exit.value))
       }
-      currentTask = current
-      let attempt = 0
-      // Every lease the task used across its attempts, for the task row.
-      const taskLeaseIds: Array<string> = []
-      while (true) {
-        attempt++
-        current.attempt = attempt
-        // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
-        // holding it (not parked: a stop gives it the grace period).
-        if (!holder.holding) yield* slots.take(holder) // (held already: the start gate's slot)
-        const result = yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
-        // A control directive from a pipeline without `control` is refused (fatal, not encoded).
-        if (result.exit._tag === "Success" && isHandoff(result.exit.value)) {
-          result.exit = Exit.fail(refuseDirective(spec, seq, result.exit.value))
-        }
-        // A big output keeps its worker slot until its checkpoint has committed (see
-        // BIG_OUTPUT_BYTES); a failure keeps it until its decision is made (see
-        // `State.decideFailure`). Every exit gives the slot back (the fiber's `ensuring`).
-        const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
-        const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
-          encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
-        if (!holdSlot && encoded !== undefined && Either.isRight(encoded)) slots.release(holder)
-        const ended = clock.unsafeCurrentTimeMillis()
-        if (attempt === 1) {
-          taskStarted = result.startedAt
-          current.startedAt = taskStarted
-        }
-        taskLeaseIds.push(...result.leaseIds)
-        if (result.exit._tag === "Success" && encoded !== undefined) {
-          const value = result.exit.value
-          if (Either.isLeft(encoded)) {
-            result.exit = Exit.fail(encoded.left)
-          } else {
-            const enc = encoded.right
-            countNote(state.cache, result.cache)
-            const attemptRow = Rows.attemptRow(
-              current,
-              attempt,
-              succeededAs(attempt, result.cache).outcome,
-              null,
-              succeededAs(attempt, result.cache).decision,
-              result.leaseIds,
-              result.startedAt,
-              ended,
-              result.usage
-            )
-            const unit = Rows.succeededUnit(
-              current,
-              { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
-              seq === nTasks - 1,
-              attempt,
-              taskStarted,
-              ended,
-              taskLeaseIds,
-              attemptRow
-            )
-            // A synchronous task followed by a synchronous task (first attempt, small output):
-            // the next one runs at once and the two checkpoints commit together (see
-            // `Uncommitted`); the last task, or any other, commits now.
-            if (
-              seq < nTasks - 1 && !holdSlot && current.committed === 0 && uncommitted.units.length < MAX_UNCOMMITTED &&
-              isSyncRun(task.run) && isSyncTask(tasks[seq + 1])
-            ) {
-              defer(uncommitted, unit)
-              currentTask = undefined
-              return { _tag: "Ok" as const, value }
-            }
-            // Earlier failed attempts went to the write-behind buffer: make them durable
-            // first, so attempt ids keep the order the attempts ran in.
-            if (current.committed > 0) yield* store.flush
-            yield* Effect.uninterruptible(store.checkpoint(withUncommitted(uncommitted, unit)))
-            if (holdSlot) slots.release(holder)
+      // A big output keeps its worker slot until its checkpoint has committed (see
+      // BIG_OUTPUT_BYTES); a failure keeps it until its decision is made (see
+      // `State.decideFailure`). Every exit gives the slot back (the fiber's `ensuring`).
+      const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
+      const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
+        encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
+      if (!holdSlot && encoded !== undefined && Either.isRight(encoded)) slots.release(holder)
+      const ended = clock.unsafeCurrentTimeMillis()
+      if (attempt === 1) {
+        taskStarted = result.startedAt
+        current.startedAt = taskStarted
+      }
+      taskLeaseIds.push(...result.leaseIds)
+      if (result.exit._tag === "Success" && encoded !== undefined) {
+        const value = result.exit.value
+        if (Either.isLeft(encoded)) {
+          result.exit = Exit.fail(encoded.left)
+        } else {
+          const enc = encoded.right
+          countNote(state.cache, result.cache)
+          const attemptRow = Rows.attemptRow(
+            current,
+            attempt,
+            succeededAs(attempt, result.cache).outcome,
+            null,
+            succeededAs(attempt, result.cache).decision,
+            result.leaseIds,
+            result.startedAt,
+            ended,
+            result.usage
+          )
+          const unit = Rows.succeededUnit(
+            current,
+            { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+            seq === nTasks - 1,
+            attempt,
+            taskStarted,
+            ended,
+            taskLeaseIds,
+            attemptRow
+          )
+          // A synchronous task followed by a synchronous task (first attempt, small output):
+          // the next one runs at once and the two checkpoints commit together (see
+          // `Uncommitted`); the last task, or any other, commits now.
+          if (
+            seq < nTasks - 1 && !holdSlot && current.committed === 0 && uncommitted.units.length < MAX_UNCOMMITTED &&
+            isSyncRun(task.run) && isSyncTask(tasks[seq + 1])
+          ) {
+            defer(uncommitted, unit)
             currentTask = undefined
             return { _tag: "Ok" as const, value }
           }
+          // Earlier failed attempts went to the write-behind buffer: make them durable
+          // first, so attempt ids keep the order the attempts ran in.
+          if (current.committed > 0) yield* store.flush
+          yield* Effect.uninterruptible(store.checkpoint(withUncommitted(uncommitted, unit)))
+          if (holdSlot) slots.release(holder)
+          currentTask = undefined
+          return { _tag: "Ok" as const, value }
         }
-        // Failure: classify and decide, still holding the worker slot; a terminal failure is
-        // counted before the slot goes back (a failure budget then starts nothing more); what
-        // earlier synchronous tasks left uncommitted is committed before the failed attempt's
-        // rows (which come after their pipeline's), then persist.
-        const { decision, error, fields, outcome } = yield* judgeFailure(
-          task,
-          (result.exit as Exit.Failure<unknown, unknown>).cause,
-          attempt,
-          ended - taskStarted
-        )
-        const terminal = !(decision.retry || (state.stopping && error === undefined))
-        if (terminal) State.decideFailure(state, spec)
-        slots.release(holder)
-        yield* commitUncommitted
-        const attemptRow = Rows.attemptRow(
-          current,
-          attempt,
-          outcome,
-          fields,
-          decision,
-          result.leaseIds,
-          result.startedAt,
-          ended,
-          result.usage
-        )
-        if (!terminal && decision.retry && !state.stopping) {
-          yield* store.recordAttempt(attemptRow)
-          current.committed++
-          state.counters.retries++
-          // Wait out the delay holding no worker; a stop ends the wait.
-          state.delayed++
-          yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
-            Effect.ensuring(Effect.sync(() => state.delayed--))
-          )
-          continue
-        }
-        // A stop cut this task short: a failure the policy would have retried (or an attempt
-        // cancelled by the stop itself) is not the task's verdict. The attempt is recorded
-        // with the reason `stopped`, and the pipeline ends `interrupted` (resumable: resume
-        // makes the next attempt), never `failed`.
-        if (!terminal) {
-          yield* store.recordAttempt({
-            ...attemptRow,
-            decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
-          })
-          current.committed++
-          if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
-          return yield* Effect.interrupt
-        }
-        // Terminal failure of the task, hence of the pipeline.
-        if (current.committed > 0) yield* store.flush
-        yield* Effect.uninterruptible(store.checkpoint(
-          Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
-        ))
-        currentTask = undefined
-        return { _tag: "Failed" as const }
       }
-    })
+      // Failure: classify and decide, still holding the worker slot; a terminal failure is
+      // counted before the slot goes back (a failure budget then starts nothing more); what
+      // earlier synchronous tasks left uncommitted is committed before the failed attempt's
+      // rows (which come after their pipeline's), then persist.
+      const { decision, error, fields, outcome } = yield* judgeFailure(
+        task,
+        (result.exit as Exit.Failure<unknown, unknown>).cause,
+        attempt,
+        ended - taskStarted
+      )
+      const terminal = !(decision.retry || (state.stopping && error === undefined))
+      if (terminal) State.decideFailure(state, spec)
+      slots.release(holder)
+      yield* commitUncommitted
+      const attemptRow = Rows.attemptRow(
+        current,
+        attempt,
+        outcome,
+        fields,
+        decision,
+        result.leaseIds,
+        result.startedAt,
+        ended,
+        result.usage
+      )
+      if (!terminal && decision.retry && !state.stopping) {
+        yield* store.recordAttempt(attemptRow)
+        current.committed++
+        state.counters.retries++
+        // Wait out the delay holding no worker; a stop ends the wait.
+        state.delayed++
+        yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
+          Effect.ensuring(Effect.sync(() => state.delayed--))
+        )
+        continue
+      }
+      // A stop cut this task short: a failure the policy would have retried (or an attempt
+      // cancelled by the stop itself) is not the task's verdict. The attempt is recorded
+      // with the reason `stopped`, and the pipeline ends `interrupted` (resumable: resume
+      // makes the next attempt), never `failed`.
+      if (!terminal) {
+        yield* store.recordAttempt({
+          ...attemptRow,
+          decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
+        })
+        current.committed++
+        if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
+        return yield* Effect.interrupt
+      }
+      // Terminal failure of the task, hence of the pipeline.
+      if (current.committed > 0) yield* store.flush
+      yield* Effect.uninterruptible(store.checkpoint(
+        Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
+      ))
+      currentTask = undefined
+      return { _tag: "Failed" as const }
+    }
+  }
 
   return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
 }
@@ -833,24 +845,80 @@ const runBody = (
       })
       : budgeted as Effect.Effect<unknown, unknown, never>
     return Effect.flatMap(Effect.exit(provided), (exit): Effect.Effect<AttemptResult> => {
-      slot.inAttempt = false
-      state.inFlight--
-      const leaseIds = ctx.leaseIds
-      const usage = ctx.usage
-      if (!ctx.rawLeases) {
-        return Effect.succeed(
-          usage === undefined ? { exit, leaseIds: leaseIds ?? noLeases, startedAt } : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
-        )
-      }
-      // Raw leases still held are reclaimed; under strictLeases they fail the attempt.
-      return Effect.map(env.pools.reclaim(ctx.owner), (leaked) => {
-        if (leaked.length > 0) {
-          state.counters.leasesLeaked += leaked.length
-          if (state.config.strictLeases && Exit.isSuccess(exit)) {
-            exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
-          }
-        }
-        return usage === undefined ? { exit, leaseIds: leaseIds ?? noLeases, startedAt } : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
-      })
+      const ended = attemptEnd(env, task, ctx, exit, startedAt, slot)
+      return Effect.isEffect(ended) ? ended : Effect.succeed(ended)
     })
   })
+
+/**
+ * The end of an attempt whose body ended with `exit`: the slot and the in-flight count given
+ * back, the result with the attempt's leases and usage; raw leases still held are reclaimed
+ * (then an Effect; under `strictLeases` they fail the attempt).
+ */
+const attemptEnd = (
+  env: PipelineEnv,
+  task: Task.Any,
+  ctx: AttemptContext,
+  exit: Exit.Exit<unknown, unknown>,
+  startedAt: number,
+  slot: SlotHold
+): AttemptResult | Effect.Effect<AttemptResult> => {
+  const state = env.state
+  slot.inAttempt = false
+  state.inFlight--
+  const leaseIds = ctx.leaseIds
+  const usage = ctx.usage
+  if (!ctx.rawLeases) {
+    return usage === undefined
+      ? { exit, leaseIds: leaseIds ?? noLeases, startedAt }
+      : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
+  }
+  return Effect.map(env.pools.reclaim(ctx.owner), (leaked) => {
+    if (leaked.length > 0) {
+      state.counters.leasesLeaked += leaked.length
+      if (state.config.strictLeases && Exit.isSuccess(exit)) {
+        exit = Exit.fail(new LeaseLeakError({ taskName: task.name, leaseIds: leaked.map((l) => l.leaseId) }))
+      }
+    }
+    return usage === undefined ? { exit, leaseIds: leaseIds ?? noLeases, startedAt } : { exit, leaseIds: leaseIds ?? noLeases, startedAt, usage }
+  })
+}
+
+/**
+ * One attempt of a `Task.sync` task evaluated at once, without an Effect per step, when
+ * nothing wraps its body: no timeout, no `retry.maxTotal`, no span, not an evaluator, not
+ * served by the call cache; the caller holds a worker slot. The same attempt as
+ * {@link runAttempt} (same context, same exit, same bookkeeping): `undefined` when the task does
+ * not qualify (or the run is stopping: {@link runAttempt} then interrupts), an Effect only
+ * when raw leases must be reclaimed.
+ *
+ * @internal
+ */
+export const runAttemptNow = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  input: unknown,
+  slot: SlotHold,
+  visit = 0
+): AttemptResult | Effect.Effect<AttemptResult> | undefined => {
+  const direct = syncBodyOf(task.run)
+  if (direct === undefined) return undefined
+  const options = task.options
+  if (
+    env.traceAttempts || options.timeout !== null || options.retry.maxTotal !== undefined || options.evaluator ||
+    (env.cache !== undefined && options.cache !== null)
+  ) return undefined
+  const state = env.state
+  if (state.stopping) return undefined
+  state.inFlight++
+  slot.inAttempt = true
+  if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
+  const startedAt = env.clock.unsafeCurrentTimeMillis()
+  const member = memberOf(spec)
+  const shared = member === undefined ? env.shared : env.memberShared(member)
+  const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
+  return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+}

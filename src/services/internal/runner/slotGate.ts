@@ -39,6 +39,8 @@ export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
  * - `take(holder)`: takes a free slot at once when one is free and nobody waits, else waits
  *   in FIFO order; interrupted at once when `isStopping()` is true; interrupting the wait
  *   leaves the queue;
+ * - `tryTake(holder)`: takes a free slot now, without an Effect, when one is free, nobody
+ *   waits and no stop is under way (`true`); otherwise `false`, and the caller uses `take`;
  * - `release(holder)`: gives the holder's slot (if any) to the oldest waiter, or back to the
  *   free count (always the free count once `isStopping()`: the waiters are being interrupted);
  * - `interruptWaiters()`: ends every wait with an interruption (a stop: waiting fibers are
@@ -49,6 +51,11 @@ export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
  */
 export interface SlotGate {
   readonly take: (holder: SlotHold) => Effect.Effect<void>
+  /**
+   * Takes a slot for `holder` now when one is free and nobody waits for one (`true`), without
+   * an Effect; `false`: take it with {@link SlotGate.take} (which also refuses during a stop).
+   */
+  readonly tryTake: (holder: SlotHold) => boolean
   readonly release: (holder: SlotHold) => void
   readonly interruptWaiters: () => void
   readonly free: () => number
@@ -92,6 +99,14 @@ export const make = (n: number, isStopping: () => boolean): SlotGate => {
           return Effect.sync(() => void waiters.delete(w))
         })
       }),
+    tryTake: (holder) => {
+      if (free > 0 && waiters.size === 0 && !isStopping()) {
+        free--
+        holder.holding = true
+        return true
+      }
+      return false
+    },
     release: (holder) => {
       if (!holder.holding) return
       holder.holding = false

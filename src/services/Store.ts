@@ -371,6 +371,9 @@ export type {
   StoreStats,
   SpecCount,
   ResourceUsage,
+  AccountingFigures,
+  PipelineAccounting,
+  PipelineAccountingOptions,
   ErrorRow,
   Limit,
   EventFilter,
@@ -615,6 +618,7 @@ export interface StoreDriver extends
     | "resources"
     | "stats"
     | "resourceUsage"
+    | "pipelineAccounting"
     | "countEvents"
     | "pipelinesBySpec"
     | "loadBundles"

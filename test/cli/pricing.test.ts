@@ -69,7 +69,29 @@ describe("pricing through bin/assay", () => {
       assert.strictEqual(r.resources.find((x) => x.resourceId === "m")!.tokensIn, t.tokensIn)
 
       const text = yield* assay(["report", "run.db"], { cwd: dir })
-      assert.include(text.stdout, `Tokens and cost: tokens in ${t.tokensIn}, out ${t.tokensOut}; cost $`)
+      assert.include(text.stdout, `Tokens and cost (each attempt once): calls 3; tokens in ${t.tokensIn}, out ${t.tokensOut}; cost $`)
+      assert.include(text.stdout, "Top 3 pipeline(s) by cost:")
+
+      // the per-pipeline figures: report's top N (by tokens), and the pipelines export's columns
+      const top = yield* assay(["report", "run.db", "--json", "--top-pipelines", "1", "--pipelines-by", "tokens"], { cwd: dir })
+      assert.strictEqual(top.code, 0, top.stderr)
+      const tp = (JSON.parse(top.stdout) as { accounting: { pipelines: { by: string; rows: Array<Record<string, number | string>> } } })
+        .accounting.pipelines
+      assert.strictEqual(tp.by, "tokens")
+      assert.strictEqual(tp.rows.length, 1)
+      const csv = yield* assay(["export", "run.db", "pipelines.csv", "--rows", "pipelines", "--format", "csv"], { cwd: dir })
+      assert.strictEqual(csv.code, 0, csv.stderr)
+      const cols = fs.readFileSync(NodePath.join(dir, "pipelines.csv"), "utf8").split("\n")[0]!.split(",")
+      for (const c of ["calls", "cacheHits", "tokensIn", "tokensOut", "costUsd", "estimated", "unpriced"]) assert.include(cols, c)
+      const jsonl = yield* assay(["export", "run.db", "pipelines.jsonl", "--rows", "pipelines", "--format", "jsonl"], { cwd: dir })
+      assert.strictEqual(jsonl.code, 0, jsonl.stderr)
+      const ps = fs.readFileSync(NodePath.join(dir, "pipelines.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
+      assert.strictEqual(ps.length, 3)
+      assert.deepStrictEqual(ps.map((p) => [p["calls"], p["cacheHits"], p["unpriced"]]), [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
+      assert.strictEqual(ps.reduce((n, p) => n + p["tokensIn"]!, 0), t.tokensIn)
+      assert.closeTo(ps.reduce((n, p) => n + p["costUsd"]!, 0), t.costUsd, 1e-12)
+      const most = Math.max(...ps.map((p) => p["tokensIn"]! + p["tokensOut"]!))
+      assert.strictEqual(Number(tp.rows[0]!.tokensIn) + Number(tp.rows[0]!.tokensOut), most)
 
       const exported = yield* assay(["export", "run.db", "attempts.jsonl", "--rows", "attempts", "--format", "jsonl"], { cwd: dir })
       assert.strictEqual(exported.code, 0, exported.stderr)

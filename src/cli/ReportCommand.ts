@@ -1,5 +1,5 @@
 /**
- * `assay report STORE... [--run-id ID|all] [--errors N] [--json]`: the report of one or more
+ * `assay report STORE... [--run-id ID|all] [--errors N] [--top-pipelines N] [--pipelines-by cost|tokens] [--json]`: the report of one or more
  * stores, opened read-only (see `src/services/Report.ts` and `docs/export.md`). Several stores
  * are merged (pipelines deduplicated by id). Exit codes: 0 printed; 2 bad flags or an unknown
  * run id or store scheme; 1 a store that is missing or not an assay store. A STORE may be a
@@ -41,6 +41,14 @@ const errors = integerAtLeast("errors", 0).pipe(
   Options.optional,
   Options.withDescription("How many recent errors to list (default 10).")
 )
+const topPipelines = integerAtLeast("top-pipelines", 0).pipe(
+  Options.optional,
+  Options.withDescription("How many pipelines the per-pipeline token and cost list shows (default 10; 0: none).")
+)
+const pipelinesBy = Options.choice("pipelines-by", ["cost", "tokens"] as const).pipe(
+  Options.optional,
+  Options.withDescription("Order of the per-pipeline token and cost list: cost (default) or tokens (in + out).")
+)
 const json = Options.boolean("json").pipe(Options.withDescription("Print the report as one JSON object."))
 
 /**
@@ -49,7 +57,16 @@ const json = Options.boolean("json").pipe(Options.withDescription("Print the rep
  * @since 0.1.0
  * @category commands
  */
-export const report = Command.make("report", { stores, runId, errors, json, plugin: StoreArgs.pluginOption, experiment: StoreArgs.experimentOption }, (o) =>
+export const report = Command.make("report", {
+  stores,
+  runId,
+  errors,
+  topPipelines,
+  pipelinesBy,
+  json,
+  plugin: StoreArgs.pluginOption,
+  experiment: StoreArgs.experimentOption
+}, (o) =>
   Effect.scoped(Effect.gen(function*() {
     const experiment = Option.getOrUndefined(o.experiment)
     const root = yield* StoreArgs.suiteRootOf(o.stores, experiment)
@@ -72,7 +89,9 @@ export const report = Command.make("report", { stores, runId, errors, json, plug
     const opened = yield* StoreArgs.openAll(o.stores, o.plugin)
     const data = yield* Report.buildReport(opened, {
       runId: Option.getOrUndefined(o.runId),
-      errors: Option.getOrUndefined(o.errors)
+      errors: Option.getOrUndefined(o.errors),
+      topPipelines: Option.getOrUndefined(o.topPipelines),
+      pipelinesBy: Option.getOrUndefined(o.pipelinesBy)
     })
     yield* Console.log(o.json ? JSON.stringify(data, null, 2) : Report.renderText(data))
   }))).pipe(Command.withDescription("Report on one or more stores, or on one suite root (read-only): runs, counts, latency, resources, metrics, errors; a suite root adds its members."))

@@ -208,6 +208,7 @@ export const withheldStore: TaskStore = Object.freeze({
   resources: fail,
   stats: () => fail,
   resourceUsage: () => fail,
+  pipelineAccounting: () => fail,
   errors: () => fail,
   events: () => fail,
   countEvents: () => fail,

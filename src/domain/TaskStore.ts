@@ -88,6 +88,62 @@ export interface StoreStats {
    * `-wal` with it (or open the store for writing once, which completes the checkpoint).
    */
   readonly walPendingFrames?: number | undefined
+  /**
+   * Token and cost accounting of the scope's attempts, each attempt counted once however many
+   * resources it leased (see {@link AccountingFigures}). Absent on a store that does not
+   * compute it (a plugin written before it): readers then fold its attempts.
+   */
+  readonly accounting?: AccountingFigures | undefined
+}
+
+/**
+ * Token and cost figures of a set of attempts (see `Pricing`), each attempt counted once:
+ * `calls` the attempts that recorded a model call (token figures, from the server's `usage`
+ * or estimated), `cacheHits` the attempts served by the call cache (outcome `cache_hit`: no
+ * call, no tokens, no cost), `tokensIn` / `tokensOut` the sums of their tokens, `costUsd` the
+ * sum of their known costs (US dollars), `estimated` the attempts whose tokens were estimated
+ * (the server reported none), `unpriced` the attempts with tokens but no known cost. All 0 in
+ * a store before schema version 12 but `cacheHits`.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface AccountingFigures {
+  readonly calls: number
+  readonly cacheHits: number
+  readonly tokensIn: number
+  readonly tokensOut: number
+  readonly costUsd: number
+  readonly estimated: number
+  readonly unpriced: number
+}
+
+/**
+ * The {@link AccountingFigures} of one pipeline's attempts in scope (what `pipelineAccounting`
+ * returns).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface PipelineAccounting extends AccountingFigures {
+  readonly pipelineId: PipelineId
+}
+
+/**
+ * What `pipelineAccounting` reads: the attempts of `runId` (absent: of every run), of the
+ * pipelines among `pipelineIds` when given (an export page; SQLite: admitted pipelines only),
+ * and the order: `orderBy` `"cost"` (costUsd descending, then tokens in + out descending),
+ * `"tokens"` (tokens in + out descending, then costUsd descending), absent: by pipelineId;
+ * ties by pipelineId ascending. `limit` keeps the first N (a top-N view); absent: all.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface PipelineAccountingOptions {
+  readonly runId?: RunId | undefined
+  readonly pipelineIds?: ReadonlyArray<PipelineId> | undefined
+  readonly orderBy?: "cost" | "tokens" | undefined
+  readonly limit?: number | undefined
 }
 
 /**
@@ -402,6 +458,15 @@ export interface TaskStore {
    * attempt). Write-behind attempts are flushed first.
    */
   readonly resourceUsage: (runId?: RunId | undefined) => Effect.Effect<ReadonlyArray<ResourceUsage>, StoreUnavailable>
+  /**
+   * Token and cost figures per pipeline (see {@link PipelineAccountingOptions}): only the
+   * pipelines with at least one model call or cache hit in scope are listed (any other
+   * pipeline's figures are all 0). One aggregate read grouped by pipeline (SQL on SQLite and
+   * Postgres; nothing decoded per attempt). Write-behind attempts are flushed first.
+   */
+  readonly pipelineAccounting: (
+    options?: PipelineAccountingOptions
+  ) => Effect.Effect<ReadonlyArray<PipelineAccounting>, StoreUnavailable>
   /** Failed pipelines, latest first (default limit 20). */
   readonly errors: (options?: {
     readonly runId?: RunId | undefined
@@ -499,6 +564,7 @@ const TASK_STORE_MEMBERS = [
   "resources",
   "stats",
   "resourceUsage",
+  "pipelineAccounting",
   "errors",
   "events",
   "countEvents",

@@ -60,7 +60,8 @@ import {
   latencyOf,
   loadPayload,
   succeededIndexOf,
-  usageAccumulator
+  usageAccumulator,
+  accountingFold
 } from "../services/internal/store/shared.js"
 
 /**
@@ -538,10 +539,12 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
             for (const t of tasks.values()) if (runId === undefined || t.runId === runId) nTasks++
             let nAttempts = 0
             let retries = 0
+            const fold = accountingFold()
             for (const a of attempts) {
               if (runId !== undefined && a.runId !== runId) continue
               nAttempts++
               if (isRetryDecision(a.decision)) retries++
+              fold.add(a)
             }
             let nEvents = 0
             for (const e of events) if (runId === undefined || e.runId === runId) nEvents++
@@ -554,7 +557,8 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
               events: nEvents,
               handoffsTotal: runId === undefined ? ledger.length : ledger.filter((h) => h.runId === runId).length,
               latencyMs: latencyOf(durations),
-              resources: Array.from(resources.values())
+              resources: Array.from(resources.values()),
+              accounting: fold.total()
             }
           }),
       succeededPipelines: Effect.sync(() => {
@@ -572,6 +576,12 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           const acc = usageAccumulator()
           for (const a of attempts) if (runId === undefined || a.runId === runId) acc.add(a)
           return acc.result()
+        }),
+      pipelineAccounting: (o = {}) =>
+        Effect.sync(() => {
+          const fold = accountingFold()
+          for (const a of attempts) if (o.runId === undefined || a.runId === o.runId) fold.add(a)
+          return fold.pipelines(o)
         }),
       errors: (o) =>
         Effect.sync(() => {

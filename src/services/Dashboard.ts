@@ -299,7 +299,7 @@ ${suiteSection}<section class="grid counters">${counters}</section>
 <section><h2>Pipelines <button id="first-page">first page</button> <button id="next-page" disabled>next page</button> ${
     downloads(s.run_id, "results", "results")
   } ${downloads(s.run_id, "pipelines", "with tasks and artifacts")}</h2>
-<table><thead><tr><th>pipeline</th><th>name</th><th>state</th><th>tasks</th><th>attempts</th><th>metrics</th><th>error</th></tr></thead><tbody id="pipelines"></tbody></table></section>
+<table><thead><tr><th>pipeline</th><th>name</th><th>state</th><th>tasks</th><th>attempts</th><th title="model calls (and call-cache hits) of the pipeline's attempts">calls</th><th title="tokens in / out (estimated when the server reported none)">tokens</th><th title="known cost in USD (unpriced: calls with tokens but no price)">cost</th><th>metrics</th><th>error</th></tr></thead><tbody id="pipelines"></tbody></table></section>
 <section><h2>Runs <span class="muted">(latest first; open one to see it alone)</span></h2><table><thead><tr><th>run</th><th>label</th><th>status</th><th>started</th><th>ended</th><th>stop</th></tr></thead><tbody id="runs">${runs}</tbody></table></section>
 </main>
 <script id="assay-config" type="application/json">${config}</script>
@@ -558,7 +558,12 @@ const SCRIPT = `
       var err = [x.error_type, x.error_message].filter(function (v) { return v !== null; }).join(": ");
       // a control pipeline's cursor is a position (it moves back on a rewind): say so, with the budget spent
       var cursor = x.traversal ? "at " + x.traversal.cursor + "/" + x.n_tasks_total + ", " + x.traversal.handoffs + " handoffs" : x.n_tasks_done + "/" + x.n_tasks_total;
-      return row([idCell(x.pipeline_id), x.name, st, cursor, x.attempts_total, metrics, el("td", "msg", err)]);
+      // token and cost figures of the pipeline (absent: no model call, no cache hit)
+      var a = x.accounting;
+      var calls = a ? a.calls + (a.cache_hits > 0 ? " (+" + a.cache_hits + " cached)" : "") : "";
+      var tokens = a ? a.tokens_in + " / " + a.tokens_out + (a.estimated > 0 ? " (est.)" : "") : "";
+      var cost = a ? (a.cost_usd > 0 || a.unpriced === 0 ? usd(a.cost_usd) : "") + (a.unpriced > 0 ? " (" + a.unpriced + " unpriced)" : "") : "";
+      return row([idCell(x.pipeline_id), x.name, st, cursor, x.attempts_total, calls, tokens, cost, metrics, el("td", "msg", err)]);
     }));
   }
 

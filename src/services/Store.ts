@@ -371,6 +371,9 @@ export type {
   StoreStats,
   SpecCount,
   ResourceUsage,
+  AccountingFigures,
+  PipelineAccounting,
+  PipelineAccountingOptions,
   ErrorRow,
   Limit,
   EventFilter,
@@ -656,6 +659,7 @@ export interface StoreDriver extends
     | "resources"
     | "stats"
     | "resourceUsage"
+    | "pipelineAccounting"
     | "countEvents"
     | "pipelinesBySpec"
     | "loadBundles"

@@ -175,6 +175,12 @@ export interface StudyInput {
   /** The variables (a `model` variable's profile gives a trial's price). */
   readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
   /**
+   * The price of a variant's model calls from the pricing tables the accounting uses (the
+   * experiment's `pricing`, a resource's own; a study file gives the dearest of its calls),
+   * for a trial whose model profile has no `price`; `null` or absent: none.
+   */
+  readonly variantPrice?: ((variantId: string) => StudyControl.ModelPrice | null) | undefined
+  /**
    * The declared metrics (`metrics:` of the study file; default none): computed for every
    * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
    */
@@ -243,10 +249,14 @@ export const noControl: StudyControlFactory = () =>
   Effect.succeed({ fired: Effect.succeed(null), exhausted: Effect.succeed(new Map()) })
 
 /**
- * The price of a trial: the `price` of its variant's profile of the first `model` variable
- * (`null` when the study has none or the profile gives none).
+ * The price of a trial: the `price` of its variant's profile of the first `model` variable,
+ * else the study's {@link StudyInput.variantPrice} (`null` when neither gives one).
  */
-const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice | null => {
+const priceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice | null =>
+  profilePriceOf(study, trial) ?? study.variantPrice?.(trial.variant.id) ?? null
+
+/** The `price` of a trial's model profile (see {@link priceOf}). */
+const profilePriceOf = (study: StudyInput, trial: StudyTrial): StudyControl.ModelPrice | null => {
   const model = (study.variables ?? []).find((v) => v.type === "model")
   if (model === undefined) return null
   const values = (trial.variant as { readonly values?: Readonly<Record<string, Json>> }).values

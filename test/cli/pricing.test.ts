@@ -3,7 +3,8 @@
  * refused with its field path (exit 2); `run` against the mock LLM with a price table, then
  * `report` (text and JSON) and `export --rows attempts` (JSON Lines) showing the figures; and `study run`
  * taking the call cache flags with `run`'s meaning (a shared `--cache-db` serves a second
- * output root without a call; a bad `--cache-ttl` is exit 2).
+ * output root without a call; a bad `--cache-ttl` is exit 2); `report`'s top pipelines and the pipelines export's
+ * columns; a study's costUsd budget priced by the experiment's table (refused by path without a price).
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -69,7 +70,29 @@ describe("pricing through bin/assay", () => {
       assert.strictEqual(r.resources.find((x) => x.resourceId === "m")!.tokensIn, t.tokensIn)
 
       const text = yield* assay(["report", "run.db"], { cwd: dir })
-      assert.include(text.stdout, `Tokens and cost: tokens in ${t.tokensIn}, out ${t.tokensOut}; cost $`)
+      assert.include(text.stdout, `Tokens and cost (each attempt once): calls 3; tokens in ${t.tokensIn}, out ${t.tokensOut}; cost $`)
+      assert.include(text.stdout, "Top 3 pipeline(s) by cost:")
+
+      // the per-pipeline figures: report's top N (by tokens), and the pipelines export's columns
+      const top = yield* assay(["report", "run.db", "--json", "--top-pipelines", "1", "--pipelines-by", "tokens"], { cwd: dir })
+      assert.strictEqual(top.code, 0, top.stderr)
+      const tp = (JSON.parse(top.stdout) as { accounting: { pipelines: { by: string; rows: Array<Record<string, number | string>> } } })
+        .accounting.pipelines
+      assert.strictEqual(tp.by, "tokens")
+      assert.strictEqual(tp.rows.length, 1)
+      const csv = yield* assay(["export", "run.db", "pipelines.csv", "--rows", "pipelines", "--format", "csv"], { cwd: dir })
+      assert.strictEqual(csv.code, 0, csv.stderr)
+      const cols = fs.readFileSync(NodePath.join(dir, "pipelines.csv"), "utf8").split("\n")[0]!.split(",")
+      for (const c of ["calls", "cacheHits", "tokensIn", "tokensOut", "costUsd", "estimated", "unpriced"]) assert.include(cols, c)
+      const jsonl = yield* assay(["export", "run.db", "pipelines.jsonl", "--rows", "pipelines", "--format", "jsonl"], { cwd: dir })
+      assert.strictEqual(jsonl.code, 0, jsonl.stderr)
+      const ps = fs.readFileSync(NodePath.join(dir, "pipelines.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
+      assert.strictEqual(ps.length, 3)
+      assert.deepStrictEqual(ps.map((p) => [p["calls"], p["cacheHits"], p["unpriced"]]), [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
+      assert.strictEqual(ps.reduce((n, p) => n + p["tokensIn"]!, 0), t.tokensIn)
+      assert.closeTo(ps.reduce((n, p) => n + p["costUsd"]!, 0), t.costUsd, 1e-12)
+      const most = Math.max(...ps.map((p) => p["tokensIn"]! + p["tokensOut"]!))
+      assert.strictEqual(Number(tp.rows[0]!.tokensIn) + Number(tp.rows[0]!.tokensOut), most)
 
       const exported = yield* assay(["export", "run.db", "attempts.jsonl", "--rows", "attempts", "--format", "jsonl"], { cwd: dir })
       assert.strictEqual(exported.code, 0, exported.stderr)
@@ -127,5 +150,47 @@ describe("study run takes the call cache flags", () => {
       const badTtl = yield* run(["--cache-ttl", "soon", "--output-root", "out-d"])
       assert.strictEqual(badTtl.r.code, 2, badTtl.r.stderr)
       assert.include(badTtl.r.stderr, "--cache-ttl")
+    }))
+})
+
+describe("a study's costUsd budget reads the experiment's pricing", () => {
+  it.scopedLive("no price for the model: refused at budget.perTrial.costUsd (exit 2); priced by the experiment's table: the plan has a cost and the study runs within it", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("study-cost")
+      const baseUrl = server.endpoints[0]!.baseUrl
+      const env = { PRICE_TEST_KEY: KEY }
+      const studyFile = (exp: string) =>
+        write(dir, `study-${exp}.yaml`, [
+          "study: { id: costed, question: Does the table price the budget?, type: compare }",
+          `protocol: { experiment: ./${exp} }`,
+          `output: { root: ./out-${exp} }`,
+          "variables:",
+          "  - name: temperature",
+          "    type: enum",
+          "    values: [0, 1]",
+          "baseline: { temperature: 0 }",
+          "budget: { perTrial: { costUsd: 10 } }",
+          "repeats: 1"
+        ].join("\n"))
+      const withVar = (extra: Record<string, unknown>, name: string) => {
+        experiment(dir, baseUrl, extra)
+        const base = JSON.parse(fs.readFileSync(NodePath.join(dir, "exp.json"), "utf8"))
+        base.pipeline.tasks[0].options.temperature = { $var: "temperature" }
+        base.pipeline.tasks[0].options.maxTokens = 5
+        write(dir, name, base)
+        return name
+      }
+      const unpriced = yield* assay(["study", "plan", studyFile(withVar({}, "bare.json"))], { cwd: dir, env })
+      assert.strictEqual(unpriced.code, 2, unpriced.stderr)
+      assert.include(unpriced.stderr, "budget.perTrial.costUsd")
+      assert.include(unpriced.stderr, "model mock-spam-1 (task chat on llm/m)")
+
+      const priced = studyFile(withVar({ pricing: { "mock-spam-1": { inputPer1M: 2, outputPer1M: 8 } } }, "priced.json"))
+      const plan = yield* assay(["study", "plan", priced], { cwd: dir, env })
+      assert.strictEqual(plan.code, 0, plan.stderr)
+      assert.match(plan.stdout, /\ncost: +\$[0-9.]+ \.\. \$[0-9.]+\n/)
+      const ran = yield* assay(["study", "run", priced, "-q"], { cwd: dir, env, killAfterMs: 120_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
     }))
 })

@@ -383,13 +383,38 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       }
     }))
 
-  it.effect("a costUsd budget needs a price on every model profile; a budget stop needs budget.total", () =>
+  it.effect("a costUsd budget or objective needs a price for every model the study can call, from the pricing tables; a budget stop needs budget.total", () =>
     Effect.gen(function*() {
-      const problems = yield* failure(write(study({ budget: { perTrial: { costUsd: 0.5 } }, stop: [{ when: "budget" }] })))
-      assert.deepStrictEqual(problems, [
-        "budget.perTrial.costUsd: a costUsd budget needs a price for every model profile; none for model.small, model.large | add price: { promptPer1k, completionPer1k } to each profile",
+      const stopOnly = yield* failure(write(study({ budget: { perTrial: { calls: 5 } }, stop: [{ when: "budget" }] })))
+      assert.deepStrictEqual(stopOnly, [
         "stop[0]: a budget stop condition needs budget.total (calls, tokens, costUsd or time) | budget: { total: { calls: 10000 } }"
       ])
+      // no price anywhere: the budget and the objective are refused by path, naming the models
+      const costed = study({
+        budget: { perTrial: { costUsd: 0.5 } },
+        objectives: [{ metric: "costUsd", direction: "minimize" }]
+      })
+      const problems = yield* failure(write(costed))
+      assert.deepStrictEqual(problems.map((p) => p.split(":")[0]), ["budget.perTrial.costUsd", "objectives[0].metric"])
+      assert.include(problems[0]!, "needs a price for every model the study can call; none for model s-1 (task classify on llm/a), variants ")
+      assert.include(problems[0]!, "model l-1 (task classify on llm/a)")
+      assert.include(problems[0]!, "| add the model to the experiment's pricing")
+      // the experiment's pricing table prices one model: the other is still named
+      const half = yield* failure(write(costed, { "experiment.json": experiment({ pricing: { "s-1": { inputPer1M: 1, outputPer1M: 2 } } }) }))
+      assert.notInclude(half[0]!, "model s-1")
+      assert.include(half[0]!, "model l-1")
+      // every model priced by the table (no profile price): loaded, the trials priced by it
+      const table = { "s-1": { inputPer1M: 1, outputPer1M: 2 }, "l-1": { inputPer1M: 10, outputPer1M: 20 } }
+      const priced = yield* load(write(costed, { "experiment.json": experiment({ pricing: table }) }))
+      assert.deepStrictEqual(priced.budget.perTrial, { costUsd: 0.5 })
+      const small = priced.variants.find((v) => v.assignment["model"] === "small")!
+      assert.deepStrictEqual(priced.variantPrice(small.id), { promptPer1k: 0.001, completionPer1k: 0.002 })
+      // a resource's own pricing prices every model it serves
+      const own = experiment()
+      ;(own.pools as any).llm.resources[0].pricing = { inputPer1M: 3, outputPer1M: 4 }
+      const byResource = yield* load(write(costed, { "experiment.json": own }))
+      assert.deepStrictEqual(byResource.variantPrice(small.id), { promptPer1k: 0.003, completionPer1k: 0.004 })
+      assert.isNotNull(byResource.plan.costUsd)
       const s = yield* load(write(study({ budget: { perTrial: { calls: 7, time: "2 minutes" }, total: { tokens: 1000 } }, stop: [{ when: "budget", running: "cancel" }] })))
       assert.deepStrictEqual(s.budget, { perTrial: { calls: 7, timeMs: 120_000 }, total: { tokens: 1000 } })
       assert.deepStrictEqual(s.stop, [{ when: "budget", running: "cancel" }])

@@ -691,6 +691,63 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           ])
         })))
 
+    it.effect("accounting aggregates: stats counts each attempt once (several leases too); pipelineAccounting per pipeline, ordered, cut, by ids and run", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit(["v1", "v2", "v3", "v4"].map((id) => pipeline(id)))
+          const at = (id: string, over: Partial<NewAttempt>): NewAttempt => ({
+            ...attempt(id, 0, 1),
+            decision: null,
+            errorClass: null,
+            ...over
+          })
+          const call = (tokensIn: number, tokensOut: number, costUsd: number | null, leaseIds: ReadonlyArray<string>) => ({
+            model: "m",
+            tokensIn,
+            tokensOut,
+            tokensEstimated: false,
+            costUsd,
+            leaseIds
+          })
+          // v1: one call that leased two resources (counted once), then a cache hit
+          yield* store.recordAttempt(at("v1", call(100, 10, 0.5, ["llm/a#1", "llm/b#2"])))
+          yield* store.recordAttempt(at("v1", { outcome: "cache_hit", leaseIds: [] }))
+          // v2: two calls, the second estimated and unpriced
+          yield* store.recordAttempt(at("v2", call(300, 30, 0.25, ["llm/a#3"])))
+          yield* store.recordAttempt(at("v2", { ...call(7, 3, null, ["llm/a#4"]), tokensEstimated: true }))
+          // v3: no model call (no figures, not listed); v4: a call in run-2
+          yield* store.recordAttempt(at("v3", { leaseIds: ["llm/a#5"] }))
+          yield* store.recordAttempt(at("v4", { ...call(5, 5, 1, ["llm/b#6"]), runId: rid("run-2") }))
+          const s1 = yield* store.stats(rid("run-1"))
+          assert.deepStrictEqual(s1.accounting, {
+            calls: 3,
+            cacheHits: 1,
+            tokensIn: 407,
+            tokensOut: 43,
+            costUsd: 0.75,
+            estimated: 1,
+            unpriced: 1
+          })
+          assert.strictEqual((yield* store.stats()).accounting?.calls, 4)
+          // the resources count v1's call on each of a and b: more than the total
+          const usage = yield* store.resourceUsage(rid("run-1"))
+          assert.strictEqual(usage.reduce((n, u) => n + u.tokensIn, 0), 507)
+
+          const v1 = { pipelineId: P("v1"), calls: 1, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
+          const v2 = { pipelineId: P("v2"), calls: 2, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
+          const v4 = { pipelineId: P("v4"), calls: 1, cacheHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
+          // without an order: by pipeline id (a suite member's ids are prefixed: sorted here too)
+          const byId = <A extends { readonly pipelineId: string }>(xs: ReadonlyArray<A>) =>
+            [...xs].sort((a, b) => (a.pipelineId < b.pipelineId ? -1 : 1))
+          assert.deepStrictEqual(yield* store.pipelineAccounting(), byId([v1, v2, v4]))
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ runId: rid("run-1") }), byId([v1, v2]))
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ orderBy: "cost" }), [v4, v1, v2])
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ orderBy: "tokens", limit: 2 }), [v2, v1])
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ pipelineIds: [P("v2"), P("v3"), P("v4")] }), byId([v2, v4]))
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ pipelineIds: [] }), [])
+          assert.deepStrictEqual(yield* store.pipelineAccounting({ runId: rid("nobody") }), [])
+        })))
+
     it.effect("succeededPipelines: succeeded ids; a keyless (content-addressed) row answers by id, a keyed row by its digests", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -127,8 +127,22 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.deepStrictEqual(ran.report.accounting.pools.map((p) => [p.pool, p.tokensIn]), [["llm", tin]])
       assert.closeTo(ran.report.accounting.total.costUsd, cost, 1e-12)
       assert.strictEqual(ran.report.accounting.runs[0]!.tokensOut, tout)
+      assert.strictEqual(ran.report.accounting.total.calls, ran.attempts.length)
+      assert.isFalse(ran.report.accounting.multiLeased, "one resource per attempt: the resources add up to the total")
+      // the top pipelines by cost: each pipeline's own attempt, dearest first
+      const top = ran.report.accounting.pipelines
+      assert.strictEqual(top.by, "cost")
+      assert.strictEqual(top.rows.length, Math.min(10, ran.attempts.length))
+      const dearest = [...ran.attempts].sort((a, b) => b.costUsd! - a.costUsd! || (a.pipelineId < b.pipelineId ? -1 : 1))[0]!
+      assert.strictEqual(top.rows[0]!.pipelineId, dearest.pipelineId)
+      assert.deepStrictEqual(
+        [top.rows[0]!.calls, top.rows[0]!.tokensIn, top.rows[0]!.tokensOut, top.rows[0]!.costUsd],
+        [1, dearest.tokensIn, dearest.tokensOut, dearest.costUsd]
+      )
+      for (let i = 1; i < top.rows.length; i++) assert.isAtMost(top.rows[i]!.costUsd, top.rows[i - 1]!.costUsd)
       const text = renderText(ran.report)
-      assert.include(text, `Tokens and cost: tokens in ${tin}, out ${tout}; cost $`)
+      assert.include(text, `Tokens and cost (each attempt once): calls ${ran.attempts.length}; tokens in ${tin}, out ${tout}; cost $`)
+      assert.include(text, `Top ${top.rows.length} pipeline(s) by cost:\n  ${dearest.pipelineId}: calls 1; tokens in ${dearest.tokensIn}`)
       assert.include(text, `llm/with (llm)`)
     }))
 

@@ -98,13 +98,32 @@ describe("Monitor", () => {
         durationMs: 100,
         ...over
       })
-      yield* store.recordAttempt(attempt("new", 0, { model: "m", tokensIn: 100, tokensOut: 20, costUsd: 0.0004 }))
+      // the first attempt leased two resources: counted once in the selection's figures
+      yield* store.recordAttempt(
+        attempt("new", 0, { model: "m", tokensIn: 100, tokensOut: 20, costUsd: 0.0004, leaseIds: ["llm/k#1", "llm/j#2"] })
+      )
       yield* store.recordAttempt(attempt("new", 1, { model: "m", tokensIn: 8, tokensOut: 2, tokensEstimated: true }))
+      yield* store.recordAttempt(attempt("new", 1, { taskRunId: "new-1b", outcome: "cache_hit", leaseIds: [] }))
       yield* store.recordAttempt(attempt("old", 0, { model: "m", tokensIn: 1000, tokensOut: 1000, costUsd: 1 }))
       const latest = yield* Monitor.readSnapshot(store)
-      assert.deepStrictEqual(latest.accounting, { tokens_in: 108, tokens_out: 22, cost_usd: 0.0004, estimated: 1, unpriced: 1 })
+      assert.deepStrictEqual(latest.accounting, {
+        calls: 2,
+        cache_hits: 1,
+        tokens_in: 108,
+        tokens_out: 22,
+        cost_usd: 0.0004,
+        estimated: 1,
+        unpriced: 1
+      })
       const page = Dashboard.renderDashboard(latest)
       assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · $0.00040 (1 unpriced)</b>`)
+      // the pipelines view: each row's own figures (one aggregate per page); none without calls
+      const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
+      assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
+        ["new-p000", { calls: 1, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
+        ["new-p001", { calls: 1, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: 0, estimated: 1, unpriced: 1 }],
+        ["new-p002", undefined]
+      ])
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })
       assert.strictEqual(all.accounting?.tokens_in, 1108)
     }).pipe(Effect.provide(MemoryStore.layer())))

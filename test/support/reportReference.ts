@@ -5,14 +5,14 @@
 import { Clock, Effect, Stream } from "effect"
 import { ConfigError } from "../../src/domain/Errors.js"
 import { retryTracker } from "../../src/domain/internal/retries.js"
-import type { RunId } from "../../src/domain/Ids.js"
+import type { PipelineId, RunId } from "../../src/domain/Ids.js"
 import type { PipelineRecord, PipelineState, RunRecord } from "../../src/domain/Records.js"
 import { errorRowOf } from "../../src/domain/TaskStore.js"
 import * as CallCache from "../../src/services/CallCache.js"
 import * as Export from "../../src/services/internal/export.js"
 import { beats, latencyOf } from "../../src/services/internal/merge.js"
 import { type Accounting, formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
-import type { ReadError, TaskStore } from "../../src/services/Store.js"
+import type { AccountingFigures, ReadError, TaskStore } from "../../src/services/Store.js"
 
 const leaseTarget = (leaseId: string): string => {
   const hash = leaseId.lastIndexOf("#")
@@ -90,7 +90,24 @@ export const referenceReport = (
       if (a.tokensEstimated) u.estimated++
     }
     const usage = new Map<string, Figures>()
-    const runAccounting: Array<Accounting & { source: string; runId: string }> = []
+    type Once = { -readonly [K in keyof AccountingFigures]: number }
+    const zeroOnce = (): Once => ({ calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
+    /** One attempt counted once (calls, cache hits, tokens, cost). */
+    const addOnce = (
+      u: Once,
+      a: { outcome: string; tokensIn: number | null; tokensOut: number | null; tokensEstimated: boolean; costUsd: number | null }
+    ) => {
+      if (a.outcome === "cache_hit") u.cacheHits++
+      if (a.tokensIn !== null || a.tokensOut !== null) u.calls++
+      u.tokensIn += a.tokensIn ?? 0
+      u.tokensOut += a.tokensOut ?? 0
+      if (a.costUsd !== null) u.costUsd += a.costUsd
+      else if (a.tokensIn !== null || a.tokensOut !== null) u.unpriced++
+      if (a.tokensEstimated) u.estimated++
+    }
+    const total = zeroOnce()
+    const perPipeline = new Map<string, Once & { source: string }>()
+    const runAccounting: Array<AccountingFigures & { source: string; runId: string }> = []
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
     for (const s of selected) {
@@ -127,17 +144,20 @@ export const referenceReport = (
               addAccountingOf(u, a)
               usage.set(key, u)
             }
+            addOnce(total, a)
+            if (a.outcome === "cache_hit" || a.tokensIn !== null || a.tokensOut !== null) {
+              const key = `${s.source}\u0000${a.pipelineId}`
+              const f = perPipeline.get(key) ?? { ...zeroOnce(), source: s.source }
+              addOnce(f, a)
+              perPipeline.set(key, f)
+            }
           }))
       }
       // each selected run's own figures, every attempt read
       for (const run of s.runs) {
-        const acc = zero()
-        yield* Stream.runForEach(s.store.streamAttempts({ runId: run.runId }), (a) =>
-          Effect.sync(() => {
-            for (const _ of new Set(a.leaseIds.map(leaseTarget))) addAccountingOf(acc, a)
-          }))
-        const { attempts: _a, rateLimited: _l, retries: _r, ...figures } = acc
-        runAccounting.push({ source: s.source, runId: run.runId, ...figures })
+        const acc = zeroOnce()
+        yield* Stream.runForEach(s.store.streamAttempts({ runId: run.runId }), (a) => Effect.sync(() => addOnce(acc, a)))
+        runAccounting.push({ source: s.source, runId: run.runId, ...acc })
       }
     }
     const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -221,10 +241,26 @@ export const referenceReport = (
           const { tokensIn, tokensOut, costUsd, estimated, unpriced } = r
           pools.set(r.pool, add(pools.get(r.pool) ?? none, { tokensIn, tokensOut, costUsd, estimated, unpriced }))
         }
+        const resourcesSum = Array.from(pools.values()).reduce(add, none)
+        const by = options.pipelinesBy ?? "cost"
+        const limit = options.topPipelines ?? 10
+        const tokens = (x: Once) => x.tokensIn + x.tokensOut
+        const rows = Array.from(perPipeline, ([key, f]) => ({ pipelineId: key.slice(key.indexOf("\u0000") + 1) as PipelineId, ...f }))
+          .sort((a, b) =>
+            (by === "cost" ? b.costUsd - a.costUsd || tokens(b) - tokens(a) : tokens(b) - tokens(a) || b.costUsd - a.costUsd) ||
+            (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0)
+          )
+          .slice(0, limit)
+          .map(({ source, ...f }) => ({ ...f, source }))
         return {
-          total: Array.from(pools.values()).reduce(add, none),
+          total,
           runs: runAccounting,
-          pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0))
+          pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+          resourcesSum,
+          multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
+            resourcesSum.costUsd > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
+            resourcesSum.unpriced > total.unpriced,
+          pipelines: { by, limit, rows }
         }
       })(),
       repairFailures: {

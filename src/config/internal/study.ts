@@ -13,6 +13,7 @@ import { Duration, Effect, Either, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
+import * as Pricing from "../../domain/Pricing.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
 import * as Study from "../../domain/Study.js"
@@ -222,6 +223,13 @@ export interface LoadedStudy {
   readonly previousProtocols: ReadonlyArray<Study.PreviousProtocol>
   readonly plan: Plan
   readonly pipelinesPerTrial: number | null
+  /**
+   * The price of a variant's model calls (USD per 1000 tokens, the dearest input and output
+   * price of its calls as the run prices them: a resource's own pricing, the model profile's
+   * `price`, the experiment's `pricing`), or `null` when one of its calls has none: what a
+   * trial's study control falls back on for a report the run could not price.
+   */
+  readonly variantPrice: (variantId: string) => { readonly promptPer1k: number; readonly completionPer1k: number } | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
@@ -489,6 +497,67 @@ const priceOfVariant = (variables: ReadonlyArray<Study.Variable>, variant: Study
   return any ? price : null
 }
 
+/**
+ * One model call a variant's experiment can make, priced as the run will price it (see
+ * `Pricing` and `AttemptContext.priceReport`): a model-calling task (`chat`, `judge`) on one
+ * resource of its pool, asking `model` (the task's `model` parameter, else the resource's
+ * `options.model`); `price` the resource's own pricing, else the variant's model profile
+ * `price`, else the experiment's `pricing` table for that model; `undefined`: no price.
+ */
+interface PricedCall {
+  readonly task: string
+  readonly target: string
+  readonly model: string | undefined
+  readonly price: Pricing.ModelPrice | undefined
+}
+
+/** The model calls of `experiment` with their prices (see {@link PricedCall}). */
+const pricedCalls = (
+  experiment: Experiment,
+  profilePrice: { readonly promptPer1k: number; readonly completionPer1k: number } | null
+): ReadonlyArray<PricedCall> => {
+  const table = experiment.run.pricing as Pricing.PriceTable | undefined
+  const profile = profilePrice === null
+    ? undefined
+    : { inputPer1M: profilePrice.promptPer1k * 1000, outputPer1M: profilePrice.completionPer1k * 1000 }
+  const out: Array<PricedCall> = []
+  const visit = (list: ReadonlyArray<Task.Any>) => {
+    for (const t of list) {
+      if (t.children.length > 0) {
+        visit(t.children)
+        continue
+      }
+      if (t.codeDigest !== CHAT_CODE_DIGEST && t.codeDigest !== JUDGE_CODE_DIGEST) continue
+      const pool = t.options.resource ?? "llm"
+      const asked = typeof t.parameters["model"] === "string" ? t.parameters["model"] : undefined
+      const resources = experiment.pools.find((p) => p.name === pool)?.resources ?? []
+      for (const r of resources) {
+        const fromResource = (r.options as Record<string, unknown> | undefined)?.["model"]
+        const model = asked ?? (typeof fromResource === "string" ? fromResource : undefined)
+        const price = Pricing.priceFor([model], undefined, r) ?? profile ?? Pricing.priceFor([model], table)
+        out.push({ task: t.name, target: `${pool}/${r.id}`, model, price })
+      }
+    }
+  }
+  visit(experiment.template.tasks)
+  return out
+}
+
+/**
+ * The cheapest and the dearest price of a variant's model calls (input and output apart: the
+ * plan's cost range stays a bound), or `null` when one of them has no price.
+ */
+const priceRange = (
+  calls: ReadonlyArray<PricedCall>
+): { readonly min: Pricing.ModelPrice; readonly max: Pricing.ModelPrice } | null => {
+  if (calls.length === 0 || calls.some((c) => c.price === undefined)) return null
+  const prices = calls.map((c) => c.price!)
+  return {
+    min: { inputPer1M: Math.min(...prices.map((p) => p.inputPer1M)), outputPer1M: Math.min(...prices.map((p) => p.outputPer1M)) },
+    max: { inputPer1M: Math.max(...prices.map((p) => p.inputPer1M)), outputPer1M: Math.max(...prices.map((p) => p.outputPer1M)) }
+  }
+}
+
 /** The latency and rate estimate of a variant's model calls: its model profile's, else the study's `estimate`. */
 const estimateOf = (
   variables: ReadonlyArray<Study.Variable>,
@@ -696,15 +765,12 @@ export const load = (
     const perTrial = Study.budgetFigures(doc.budget?.perTrial)
     const total = Study.budgetFigures(doc.budget?.total)
     const models = variables.filter((v): v is Extract<Study.Variable, { type: "model" }> => v.type === "model")
-    for (const [which, figures] of [["perTrial", perTrial], ["total", total]] as const) {
-      if (figures.costUsd === undefined) continue
-      const unpriced = models.flatMap((v) => Object.entries(v.values).filter(([, p]) => p.price === undefined).map(([n]) => `${v.name}.${n}`))
-      if (models.length === 0) {
-        issues.push(issue(`budget.${which}.costUsd`, "a costUsd budget needs a price for every model profile, and the study has no model variable", "declare a variable of type model whose profiles have price: { promptPer1k, completionPer1k }"))
-      } else if (unpriced.length > 0) {
-        issues.push(issue(`budget.${which}.costUsd`, `a costUsd budget needs a price for every model profile; none for ${unpriced.join(", ")}`, "add price: { promptPer1k, completionPer1k } to each profile"))
-      }
-    }
+    // a costUsd budget or objective needs a price for every model the study can call: checked
+    // once the variants' experiments are built (their pools and pricing), below
+    const costPaths = [
+      ...(["perTrial", "total"] as const).flatMap((which) => (which === "perTrial" ? perTrial : total).costUsd === undefined ? [] : [`budget.${which}.costUsd`]),
+      ...(doc.objectives ?? []).flatMap((o, i) => (o.metric === "costUsd" ? [`objectives[${i}].metric`] : []))
+    ]
     const stop = doc.stop ?? []
     stop.forEach((s, i) => {
       if (s.when === "budget" && Object.keys(total).length === 0) {
@@ -872,6 +938,59 @@ export const load = (
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
 
+    // the prices of every variant's model calls (the pricing tables the accounting uses)
+    const callsOf = new Map<string, ReadonlyArray<PricedCall>>()
+    const pricedOf = (v: Study.Variant) => {
+      let calls = callsOf.get(v.id)
+      if (calls === undefined) {
+        calls = pricedCalls(experiments.get(v.id) ?? experiment, priceOfVariant(variables, v))
+        callsOf.set(v.id, calls)
+      }
+      return calls
+    }
+    if (costPaths.length > 0) {
+      const missing = new Map<string, Array<string>>()
+      // the variants were not expanded (too many): the baseline's calls, and each model
+      // profile's model by its own price, its pool's resources or the table
+      if (overTrials) {
+        const table = experiment.run.pricing as Pricing.PriceTable | undefined
+        for (const m of models) {
+          for (const [name, profile] of Object.entries(m.values)) {
+            const resources = experiment.pools.find((p) => p.name === (profile.pool ?? "llm"))?.resources ?? []
+            const priced = profile.price !== undefined ||
+              (resources.length > 0 && resources.every((r) => Pricing.priceFor([profile.model], table, r) !== undefined)) ||
+              (resources.length === 0 && Pricing.priceFor([profile.model], table) !== undefined)
+            if (!priced) {
+              const what = `model ${profile.model} (profile ${m.name}.${name})`
+              missing.set(what, missing.get(what) ?? [])
+            }
+          }
+        }
+      }
+      for (const v of overTrials ? [baseline] : variants) {
+        for (const c of pricedOf(v)) {
+          if (c.price !== undefined) continue
+          const what = `${c.model === undefined ? "a model not named (no model parameter, no resource options.model)" : `model ${c.model}`} (task ${c.task} on ${c.target})`
+          const list = missing.get(what) ?? []
+          list.push(v.id)
+          missing.set(what, list)
+        }
+      }
+      if (missing.size > 0) {
+        const list = Array.from(missing, ([what, vs]) =>
+          vs.length === 0 ? what : `${what}, variant${vs.length > 1 ? "s" : ""} ${vs.slice(0, 5).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+        )
+        for (const at of costPaths) {
+          issues.push(issue(
+            at,
+            `a cost in US dollars needs a price for every model the study can call; none for ${list.join("; ")}`,
+            "add the model to the experiment's pricing: { MODEL: { inputPer1M, outputPer1M } } (or a resource's pricing, or the model profile's price)"
+          ))
+        }
+        return yield* invalid(abs, issues)
+      }
+    }
+
     // the plan
     const runConfig = resolvedRun.right
     const notes: Array<string> = []
@@ -901,11 +1020,11 @@ export const load = (
       attemptsMax += n * f.attemptsMax
       tokensMin += n * f.tokensMin
       tokensMax = tokensMax === null || f.tokensMax === null ? null : tokensMax + n * f.tokensMax
-      const price = priceOfVariant(variables, variant)
-      costMin = costMin === null || price === null ? null : costMin + (n * f.tokensMin * price.promptPer1k) / 1000
-      costMax = costMax === null || price === null || f.completionTokensMax === null
+      const range = priceRange(pricedOf(variant))
+      costMin = costMin === null || range === null ? null : costMin + (n * f.tokensMin * range.min.inputPer1M) / 1e6
+      costMax = costMax === null || range === null || f.completionTokensMax === null
         ? null
-        : costMax + (n * (f.promptTokensMax * price.promptPer1k + f.completionTokensMax * price.completionPer1k)) / 1000
+        : costMax + (n * (f.promptTokensMax * range.max.inputPer1M + f.completionTokensMax * range.max.outputPer1M)) / 1e6
       const est = estimateOf(variables, variant, doc.estimate)
       for (const [pool, c] of f.pools) {
         const parallel = Math.max(1, Math.min(capacityOf.get(pool) ?? 1, runConfig.concurrency))
@@ -928,7 +1047,7 @@ export const load = (
     if (pipelinesPerTrial !== null && anyModel && tokensMax === null) notes.push("a chat task has no maxTokens: the token range has no upper bound")
     const tokens = pipelinesPerTrial === null || tokensMax === null ? null : { min: Math.round(tokensMin), max: Math.round(tokensMax) }
     const costUsd = pipelinesPerTrial === null || !anyModel || costMin === null ? null : { min: costMin, max: costMax }
-    if (pipelinesPerTrial !== null && anyModel && costMin === null) notes.push("a model profile has no price (or no model variable): the cost is unknown (add price: { promptPer1k, completionPer1k })")
+    if (pipelinesPerTrial !== null && anyModel && costMin === null) notes.push("a model call has no price (the experiment's pricing, a resource's pricing or a model profile's price): the cost is unknown")
     // time
     const mins = [...poolWork.values()].map((w) => w.minMs)
     const maxs = [...poolWork.values()].map((w) => w.maxMs)
@@ -1114,6 +1233,11 @@ export const load = (
       previousProtocols,
       plan,
       pipelinesPerTrial,
+      variantPrice: (variantId: string) => {
+        const v = variants.find((x) => x.id === variantId) ?? (variantId === baseline.id ? baseline : undefined)
+        const range = v === undefined ? null : priceRange(pricedOf(v))
+        return range === null ? null : { promptPer1k: range.max.inputPer1M / 1000, completionPer1k: range.max.outputPer1M / 1000 }
+      },
       suiteFor,
       trialsFor,
       warnings,

@@ -62,7 +62,7 @@ import type { VisitState } from "../../domain/Traversal.js"
 import * as SpecUri from "../../domain/SpecUri.js"
 import * as OutputFile from "../OutputFile.js"
 import * as StoreFiles from "../StoreFiles.js"
-import type { BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService, TaskStore } from "../Store.js"
+import type { AccountingFigures, BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService, TaskStore } from "../Store.js"
 import * as Store from "../Store.js"
 import { PAGE_SIZE } from "./store/shared.js"
 
@@ -410,10 +410,12 @@ export const controlRecord = (state: VisitState, artifacts: ReadonlyArray<Artifa
 }
 
 /**
- * A nested `pipelines` row: every field of the pipeline record, `repeat`, then `tasks` (task
- * rows) and `artifacts` (artifact metadata with decoded `payload`); with `control` (a pipeline
- * that declares control), `control` ({@link controlRecord}) and `handoffs` (its ledger rows)
- * after `tasks`. A plain pipeline's row has neither.
+ * A nested `pipelines` row: every field of the pipeline record, `repeat`, the pipeline's token
+ * and cost figures over all its attempts (`calls`, `cacheHits`, `tokensIn`, `tokensOut`,
+ * `costUsd`, `estimated`, `unpriced`; see `AccountingFigures`; 0 when it made no model call),
+ * then `tasks` (task rows) and `artifacts` (artifact metadata with decoded `payload`); with
+ * `control` (a pipeline that declares control), `control` ({@link controlRecord}) and
+ * `handoffs` (its ledger rows) after `tasks`. A plain pipeline's row has neither.
  *
  * @since 0.1.0
  * @category rows
@@ -422,21 +424,32 @@ export const pipelineRow = (
   p: PipelineRecord,
   tasks: ReadonlyArray<TaskRecord>,
   artifacts: ReadonlyArray<LoadedArtifact>,
-  control?: ControlOf | undefined
+  control?: ControlOf | undefined,
+  accounting?: AccountingFigures | undefined
 ): Row => ({
-  ...pipelineHead(p, tasks, control, artifacts.map((a) => a.artifact)),
+  ...pipelineHead(p, tasks, control, artifacts.map((a) => a.artifact), accounting),
   artifacts: artifacts.map(artifactRow)
 })
+
+const noFigures: AccountingFigures = { calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
 
 /** A `pipelines` row without its `artifacts` (the head of a {@link LargeRow}). */
 const pipelineHead = (
   p: PipelineRecord,
   tasks: ReadonlyArray<TaskRecord>,
   control: ControlOf | undefined,
-  artifacts: ReadonlyArray<ArtifactRecord>
+  artifacts: ReadonlyArray<ArtifactRecord>,
+  accounting: AccountingFigures | undefined
 ): Row => ({
   ...p,
   repeat: repeatOf(p),
+  calls: (accounting ?? noFigures).calls,
+  cacheHits: (accounting ?? noFigures).cacheHits,
+  tokensIn: (accounting ?? noFigures).tokensIn,
+  tokensOut: (accounting ?? noFigures).tokensOut,
+  costUsd: (accounting ?? noFigures).costUsd,
+  estimated: (accounting ?? noFigures).estimated,
+  unpriced: (accounting ?? noFigures).unpriced,
   tasks: tasks.map(plain),
   ...(control === undefined ? {} : { control: controlRecord(control.state, artifacts), handoffs: control.handoffs.map(plain) })
 })
@@ -476,6 +489,25 @@ export const controlReader = (
         })
       }),
       (pairs) => new Map(Arr.getSomes(pairs))
+    )
+}
+
+/**
+ * Reads the token and cost figures of a group of pipelines (all their attempts): one
+ * `pipelineAccounting` aggregate per group; a store without it (a plugin written before it)
+ * gives none (the rows then say 0).
+ *
+ * @since 0.8.0
+ * @category rows
+ */
+export const accountingReader = (
+  store: TaskStore
+): ((ps: ReadonlyArray<PipelineRecord>) => Effect.Effect<ReadonlyMap<PipelineId, AccountingFigures>, ReadError>) => {
+  if (typeof (store as Partial<TaskStore>).pipelineAccounting !== "function") return () => Effect.succeed(new Map())
+  return (ps) =>
+    Effect.map(
+      store.pipelineAccounting({ pipelineIds: ps.map((p) => p.pipelineId) }),
+      (rows) => new Map(rows.map((r) => [r.pipelineId, r] as const))
     )
 }
 
@@ -713,16 +745,23 @@ export const rowItems = (
         return Stream.map(store.streamEvents({ runId, limit }), plain)
       case "pipelines": {
         const controlsOf = controlReader(store)
+        const figuresOf = accountingReader(store)
         return byPayloadGroups(store, runId, limit, NESTED_BATCH, { payloads: "all" }, bulk, (g, meta) => {
           if (g.large) {
             const p = g.ps[0]!
             const b = meta.get(p.pipelineId)
             const parts = (b?.artifacts ?? []).map((a) => Effect.map(loadOne(bulk, a.artifact), artifactRow))
             return chunkStream(
-              Effect.map(controlsOf(g.ps), (controls) =>
+              Effect.zipWith(controlsOf(g.ps), figuresOf(g.ps), (controls, figures) =>
                 Chunk.of<RowItem>(
                   new LargeRow(
-                    pipelineHead(p, b?.tasks ?? [], controls.get(p.pipelineId), (b?.artifacts ?? []).map((a) => a.artifact)),
+                    pipelineHead(
+                      p,
+                      b?.tasks ?? [],
+                      controls.get(p.pipelineId),
+                      (b?.artifacts ?? []).map((a) => a.artifact),
+                      figures.get(p.pipelineId)
+                    ),
                     "artifacts",
                     parts
                   )
@@ -732,14 +771,15 @@ export const rowItems = (
           return chunkStream(
             Effect.zipWith(
               groupPayloads(bulk, g, meta, { payloads: "all", tasks: false }),
-              controlsOf(g.ps),
-              (loaded, controls) =>
+              Effect.zip(controlsOf(g.ps), figuresOf(g.ps)),
+              (loaded, [controls, figures]) =>
                 chunkOf<RowItem>(g.ps.map((p) =>
                   pipelineRow(
                     p,
                     meta.get(p.pipelineId)?.tasks ?? [],
                     loaded.get(p.pipelineId)?.artifacts ?? [],
-                    controls.get(p.pipelineId)
+                    controls.get(p.pipelineId),
+                    figures.get(p.pipelineId)
                   )
                 ))
             )

@@ -24,7 +24,7 @@ import { algorithmText } from "./algorithmState.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
-import type { ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
+import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -225,6 +225,11 @@ export interface PipelineRow {
   readonly cursor_kind?: "position"
   /** Control pipelines only: the traversal state. */
   readonly traversal?: TraversalWire
+  /**
+   * The pipeline's token and cost figures (its attempts in the page's scope, each once; see
+   * {@link AccountingWire}); absent when it made no model call and had no cache hit.
+   */
+  readonly accounting?: AccountingWire
 }
 
 /**
@@ -237,7 +242,8 @@ export interface PipelineRow {
 export const pipelineRow = (
   p: PipelineRecord,
   metrics: ReadonlyArray<MetricRow> = [],
-  traversal: Option.Option<VisitState> = Option.none()
+  traversal: Option.Option<VisitState> = Option.none(),
+  accounting?: AccountingFigures | undefined
 ): PipelineRow => ({
   pipeline_id: p.pipelineId,
   key: p.key,
@@ -257,8 +263,42 @@ export const pipelineRow = (
   error_class: p.errorClass,
   reported_metrics: metrics,
   ...(p.experimentId === null ? {} : { experiment_id: p.experimentId, local_key: p.localKey }),
-  ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {})
+  ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {}),
+  ...(accounting === undefined ? {} : { accounting: accountingWire(accounting) })
 })
+
+/**
+ * {@link AccountingFigures} in their wire shape.
+ *
+ * @since 0.8.0
+ * @category wire
+ */
+export const accountingWire = (f: AccountingFigures): AccountingWire => ({
+  calls: f.calls,
+  cache_hits: f.cacheHits,
+  tokens_in: f.tokensIn,
+  tokens_out: f.tokensOut,
+  cost_usd: f.costUsd,
+  estimated: f.estimated,
+  unpriced: f.unpriced
+})
+
+/** Figures from a store's resources (a plugin store without the `stats` accounting). */
+const resourceFigures = (store: TaskStore, runId: RunId | undefined): Effect.Effect<AccountingFigures, StoreUnavailable> =>
+  Effect.map(
+    typeof (store as Partial<TaskStore>).resourceUsage === "function" ? store.resourceUsage(runId) : Effect.succeed([]),
+    (usage) => {
+      const f = { calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+      for (const u of usage) {
+        f.tokensIn += u.tokensIn ?? 0
+        f.tokensOut += u.tokensOut ?? 0
+        f.costUsd += u.costUsd ?? 0
+        f.estimated += u.estimated ?? 0
+        f.unpriced += u.unpriced ?? 0
+      }
+      return f
+    }
+  )
 
 /**
  * A failed pipeline as `/errors` and `recent_errors` return it.
@@ -538,11 +578,18 @@ export const storeReads = (store: TaskStore): MonitorReads => ({
     Effect.gen(function*() {
       const page = yield* store.pipelinesPage({ runId, state, after, limit })
       const traversal = store.traversal
+      // the page's token and cost figures: one aggregate over its pipelines
+      const figures = new Map<string, AccountingFigures>()
+      if (page.pipelines.length > 0 && typeof (store as Partial<TaskStore>).pipelineAccounting === "function") {
+        for (const f of yield* store.pipelineAccounting({ runId, pipelineIds: page.pipelines.map((p) => p.pipelineId) })) {
+          figures.set(f.pipelineId, f)
+        }
+      }
       const rows = yield* Effect.forEach(page.pipelines, (p) =>
         Effect.zipWith(
           store.metrics({ runId: p.runId, pipelineId: p.pipelineId }),
           traversal === undefined ? Effect.succeed(Option.none<VisitState>()) : traversal.visitState(p.pipelineId),
-          (ms, state) => pipelineRow(p, ms.map(metricRow), state)
+          (ms, state) => pipelineRow(p, ms.map(metricRow), state, figures.get(p.pipelineId))
         ))
       return { rows, next: page.next }
     }),
@@ -669,8 +716,8 @@ export interface Snapshot {
    */
   readonly cache?: CallCache.CacheStats | undefined
   /**
-   * Token and cost accounting of the selection (see `Pricing`; the store's `resourceUsage`
-   * summed over the resources): tokens in and out, the known cost in US dollars, the attempts
+   * Token and cost accounting of the selection (see `Pricing`; the store's `stats`
+   * aggregate, each attempt once): the calls and cache hits, tokens in and out, the known cost in US dollars, the attempts
    * whose tokens were estimated and those with tokens but no known cost; absent when no
    * attempt carried token usage.
    */
@@ -678,12 +725,16 @@ export interface Snapshot {
 }
 
 /**
- * The dashboard's token and cost figures (see {@link Snapshot}).
+ * The dashboard's token and cost figures (see {@link Snapshot}; `AccountingFigures`): each
+ * attempt counted once, `calls` the attempts that made a model call, `cache_hits` those the
+ * call cache served.
  *
  * @since 0.8.0
  * @category models
  */
 export interface AccountingWire {
+  readonly calls: number
+  readonly cache_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
   readonly cost_usd: number
@@ -973,16 +1024,19 @@ export const snapshotOf = (
     // token and cost totals: one aggregate read (nothing when there is no run yet)
     let accounting: AccountingWire | undefined
     if (selection._tag === "Run" || selection._tag === "All") {
-      const usage = typeof (store as Partial<TaskStore>).resourceUsage === "function" ? yield* store.resourceUsage(runId) : []
-      const sum = { tokens_in: 0, tokens_out: 0, cost_usd: 0, estimated: 0, unpriced: 0 }
-      for (const u of usage) {
-        sum.tokens_in += u.tokensIn ?? 0
-        sum.tokens_out += u.tokensOut ?? 0
-        sum.cost_usd += u.costUsd ?? 0
-        sum.estimated += u.estimated ?? 0
-        sum.unpriced += u.unpriced ?? 0
+      // each attempt once (the `stats` aggregate read above; a plugin store without it: its
+      // resources' figures, which count an attempt on each resource it leased)
+      const f = stats.accounting ?? (yield* resourceFigures(store, runId))
+      const sum: AccountingWire = {
+        calls: f.calls,
+        cache_hits: f.cacheHits,
+        tokens_in: f.tokensIn,
+        tokens_out: f.tokensOut,
+        cost_usd: f.costUsd,
+        estimated: f.estimated,
+        unpriced: f.unpriced
       }
-      if (sum.tokens_in + sum.tokens_out > 0 || sum.cost_usd > 0) accounting = sum
+      if (sum.tokens_in + sum.tokens_out > 0 || sum.cost_usd > 0 || sum.calls > 0) accounting = sum
     }
     return {
       run_id: selectionRunId(selection),

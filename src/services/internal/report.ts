@@ -17,8 +17,26 @@ import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "..
 import * as CallCache from "../CallCache.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
-import type { ErrorRow, Latency, ReadError, ResourceUsage, StoreOpener, TaskStore } from "../Store.js"
-import { sumUsage, usageAccumulator, zeroUsage } from "./store/shared.js"
+import type {
+  AccountingFigures,
+  ErrorRow,
+  Latency,
+  PipelineAccounting,
+  ReadError,
+  ResourceUsage,
+  StoreOpener,
+  StoreStats,
+  TaskStore
+} from "../Store.js"
+import {
+  accountingFold,
+  orderPipelineAccounting,
+  sumFigures,
+  sumUsage,
+  usageAccumulator,
+  zeroFigures,
+  zeroUsage
+} from "./store/shared.js"
 import { formatUsd } from "./money.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { algorithmText, restoredText } from "./algorithmState.js"
@@ -69,7 +87,23 @@ export interface ReportOptions {
   readonly runId?: string | undefined
   readonly errors?: number | undefined
   readonly staleAfterMs?: number | undefined
+  /**
+   * How many pipelines the per-pipeline accounting lists (the top N by `pipelinesBy`; default
+   * {@link TOP_PIPELINES}; 0: none). Read only when some attempt made a model call or was a
+   * cache hit.
+   */
+  readonly topPipelines?: number | undefined
+  /** The order of the per-pipeline accounting: `cost` (default) or `tokens` (in + out). */
+  readonly pipelinesBy?: "cost" | "tokens" | undefined
 }
+
+/**
+ * The number of pipelines the report's per-pipeline accounting lists by default.
+ *
+ * @since 0.8.0
+ * @category constants
+ */
+export const TOP_PIPELINES = 10
 
 /**
  * One selected run as reported: `status` is the stored status, `shownStatus` what the report
@@ -130,17 +164,31 @@ export interface Accounting {
 }
 
 /**
- * The accounting of a report: `total` over the selected runs, and per `runs` (run id),
- * `pools` and resources (on each {@link ReportResource}). An attempt that leased several
- * resources counts on each; the totals add the resources of each pool, then the pools.
+ * The accounting of a report (see `AccountingFigures`):
+ *
+ * - `total` over the selected runs and each of `runs` count every attempt **once** (with its
+ *   `calls` and `cacheHits`), whether it leased no resource, one or several;
+ * - `pools` and the resources (on each {@link ReportResource}) count an attempt on **each**
+ *   resource it leased (what that resource served), so when attempts leased several resources
+ *   `resourcesSum` (the resources' figures added up) is more than `total`, by the figures of
+ *   those attempts once per extra resource; `multiLeased` says whether that happened;
+ * - `pipelines`: the top `limit` pipelines `by` cost or tokens (each attempt once; `source`
+ *   the store), empty when no attempt made a model call or was a cache hit.
  *
  * @since 0.8.0
  * @category models
  */
 export interface ReportAccounting {
-  readonly total: Accounting
-  readonly runs: ReadonlyArray<Accounting & { readonly source: string; readonly runId: string }>
+  readonly total: AccountingFigures
+  readonly runs: ReadonlyArray<AccountingFigures & { readonly source: string; readonly runId: string }>
   readonly pools: ReadonlyArray<Accounting & { readonly pool: string }>
+  readonly resourcesSum: Accounting
+  readonly multiLeased: boolean
+  readonly pipelines: {
+    readonly by: "cost" | "tokens"
+    readonly limit: number
+    readonly rows: ReadonlyArray<PipelineAccounting & { readonly source: string }>
+  }
 }
 
 const zeroAccounting: Accounting = { tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
@@ -162,6 +210,44 @@ const accountingOf = (u: Accounting): Accounting => ({
 })
 
 /**
+ * A store's token and cost figures of a scope, each attempt once: its `stats` aggregate when
+ * it gives them (`given`, or read), else its attempts folded (a plugin store written before
+ * the aggregate).
+ */
+const figuresOf = (
+  store: TaskStore,
+  runId: RunId | undefined,
+  given?: StoreStats | undefined
+): Effect.Effect<AccountingFigures, ReadError> =>
+  Effect.gen(function*() {
+    const st = given ?? (yield* store.stats(runId))
+    if (st.accounting !== undefined) return st.accounting
+    const fold = accountingFold()
+    yield* Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => fold.add(a)))
+    return fold.total()
+  })
+
+/**
+ * A store's top pipelines by cost or tokens: its `pipelineAccounting` aggregate, or its
+ * attempts folded (a plugin store written before it).
+ */
+const topPipelinesOf = (
+  store: TaskStore,
+  runId: RunId | undefined,
+  orderBy: "cost" | "tokens",
+  limit: number
+): Effect.Effect<ReadonlyArray<PipelineAccounting>, ReadError> => {
+  if (typeof (store as Partial<TaskStore>).pipelineAccounting === "function") return store.pipelineAccounting({ runId, orderBy, limit })
+  return Effect.suspend(() => {
+    const fold = accountingFold()
+    return Effect.map(
+      Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => fold.add(a))),
+      () => fold.pipelines({ orderBy, limit })
+    )
+  })
+}
+
+/**
  * The accounting figures in words: `tokens in 1200, out 340 (2 estimated); cost $0.0031
  * (1 unpriced)`.
  *
@@ -172,6 +258,16 @@ export const accountingText = (a: Accounting): string =>
   `tokens in ${a.tokensIn}, out ${a.tokensOut}${a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""}; cost ${
     formatUsd(a.costUsd)
   }${a.unpriced > 0 ? ` (${a.unpriced} attempt(s) unpriced)` : ""}`
+
+/**
+ * Figures counted once per attempt in words: the calls and cache hits, then
+ * {@link accountingText}: `calls 20, cache hits 3; tokens in 1200, out 340; cost $0.0031`.
+ *
+ * @since 0.8.0
+ * @category formatting
+ */
+export const figuresText = (a: AccountingFigures): string =>
+  `calls ${a.calls}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; ${accountingText(a)}`
 
 /**
  * One reported metric card, with `text` formatted by its display (number, percent, text).
@@ -462,7 +558,10 @@ export const buildReport = (
     let retries = 0
     let handoffsTotal = 0
     const usage = new Map<string, Omit<ResourceUsage, "target">>()
-    const runAccounting: Array<Accounting & { readonly source: string; readonly runId: string }> = []
+    const runAccounting: Array<AccountingFigures & { readonly source: string; readonly runId: string }> = []
+    let total: AccountingFigures = zeroFigures()
+    /** Per store, its scopes: where the per-pipeline figures are read when there are any. */
+    const accounted: Array<{ readonly source: string; readonly store: TaskStore; readonly runId: RunId | undefined }> = []
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
     const singleByState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -488,16 +587,15 @@ export const buildReport = (
           const { target: _, ...figures } = u
           usage.set(key, sumUsage(usage.get(key) ?? zeroUsage(), figures))
         }
-        if (runId !== undefined) {
-          runAccounting.push({ source: s.source, runId, ...scoped.map(accountingOf).reduce(addAccounting, zeroAccounting) })
-        }
+        // each attempt once (the resources' figures count it on every resource it leased)
+        const figures = yield* figuresOf(s.store, runId, st)
+        total = sumFigures(total, figures)
+        if (figures.calls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
+        if (runId !== undefined) runAccounting.push({ source: s.source, runId, ...figures })
       }
       // every run of the store: each run's own figures (one aggregate read per run)
       if (all) {
-        for (const run of s.runs) {
-          const scoped = yield* usageOf(s.store, run.runId)
-          runAccounting.push({ source: s.source, runId: run.runId, ...scoped.map(accountingOf).reduce(addAccounting, zeroAccounting) })
-        }
+        for (const run of s.runs) runAccounting.push({ source: s.source, runId: run.runId, ...(yield* figuresOf(s.store, run.runId)) })
       }
     }
     const merged = selected.length === 1
@@ -556,10 +654,29 @@ export const buildReport = (
 
     const pools = new Map<string, Accounting>()
     for (const r of resources) pools.set(r.pool, addAccounting(pools.get(r.pool) ?? zeroAccounting, accountingOf(r)))
+    const resourcesSum = Array.from(pools.values()).reduce(addAccounting, zeroAccounting)
+    // the top pipelines: one aggregate per scope with model calls or cache hits (none read on a
+    // store without them), merged across scopes and stores, cut once
+    const topLimit = (yield* Export.checkLimit(options.topPipelines)) ?? TOP_PIPELINES
+    const by = options.pipelinesBy ?? "cost"
+    const top: Array<PipelineAccounting & { readonly source: string }> = []
+    if (topLimit > 0) {
+      for (const a of accounted) {
+        for (const p of yield* topPipelinesOf(a.store, a.runId, by, topLimit)) top.push({ ...p, source: a.source })
+      }
+    }
+    const ordered = orderPipelineAccounting(top, { orderBy: by, limit: topLimit }) as ReadonlyArray<
+      PipelineAccounting & { readonly source: string }
+    >
     const accounting: ReportAccounting = {
-      total: Array.from(pools.values()).reduce(addAccounting, zeroAccounting),
+      total,
       runs: runAccounting,
-      pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0))
+      pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+      resourcesSum,
+      multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
+        resourcesSum.costUsd > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
+        resourcesSum.unpriced > total.unpriced,
+      pipelines: { by, limit: topLimit, rows: ordered }
     }
 
     return {
@@ -664,11 +781,22 @@ export const renderText = (r: ReportData): string => {
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  if (acc !== undefined && (acc.total.tokensIn + acc.total.tokensOut > 0 || acc.total.costUsd > 0)) {
-    out.push(`Tokens and cost: ${accountingText(acc.total)}`)
+  if (acc !== undefined && (acc.total.tokensIn + acc.total.tokensOut > 0 || acc.total.costUsd > 0 || acc.total.calls > 0)) {
+    out.push(`Tokens and cost (each attempt once): ${figuresText(acc.total)}`)
+    if (acc.multiLeased) {
+      out.push(
+        `  (attempts that leased several resources count on each of them: the resources above add up to ${accountingText(acc.resourcesSum)})`
+      )
+    }
     if (acc.pools.length > 1) for (const p of acc.pools) out.push(`  pool ${p.pool}: ${accountingText(p)}`)
     if (acc.runs.length > 1) {
-      for (const run of acc.runs) out.push(`  run ${run.runId}${r.stores.length > 1 ? ` in ${run.source}` : ""}: ${accountingText(run)}`)
+      for (const run of acc.runs) out.push(`  run ${run.runId}${r.stores.length > 1 ? ` in ${run.source}` : ""}: ${figuresText(run)}`)
+    }
+  }
+  if (acc !== undefined && acc.pipelines.rows.length > 0) {
+    out.push(`Top ${acc.pipelines.rows.length} pipeline(s) by ${acc.pipelines.by}:`)
+    for (const p of acc.pipelines.rows) {
+      out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

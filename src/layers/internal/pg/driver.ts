@@ -47,7 +47,11 @@ import {
   PAGE_SIZE,
   quantileAt,
   quantileRanks,
-  succeededIndexOf
+  succeededIndexOf,
+  ACCOUNTED_CONDITION,
+  ACCOUNTING_COLUMNS,
+  accountingOrderSql,
+  figuresOfRow
 } from "../../../services/internal/store/shared.js"
 import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import type {
@@ -64,6 +68,7 @@ import type {
   PipelinePatch,
   PipelinesPage,
   PlacedArtifact,
+  PipelineAccounting,
   ResourceUsage,
   SpecCount,
   StoreDriver,
@@ -1129,7 +1134,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         const [tasks] = yield* q(`SELECT count(*) AS n FROM assay_tasks WHERE ${cond}`, params)
         // a retry is the retry policy's decision (`decision.retry` is JSON true)
         const [att] = yield* q(
-          `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r FROM assay_attempts WHERE ${cond}`,
+          `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r, ${ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${cond}`,
           params
         )
         const [ev] = yield* q(`SELECT count(*) AS n FROM assay_events WHERE ${cond}`, params)
@@ -1144,7 +1149,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           events: Number(ev?.n ?? 0),
           handoffsTotal: Number(ho?.n ?? 0),
           latencyMs,
-          resources
+          resources,
+          accounting: figuresOfRow(att)
         } satisfies StoreStats
       }),
     claimAdmission,
@@ -1156,6 +1162,30 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       ([ids, keyed]) =>
         succeededIndexOf(ids.map((r) => r.pipeline_id), keyed.map((r) => [r.pipeline_id, r.spec_digest, r.seed_digest]))
     ),
+    pipelineAccounting: (o = {}) => {
+      if (o.pipelineIds !== undefined && o.pipelineIds.length === 0) return Effect.succeed([])
+      if (o.limit !== undefined && o.limit <= 0) return Effect.succeed([])
+      // only attempts with a model call or a cache hit, grouped by pipeline (one aggregate)
+      const conds = [ACCOUNTED_CONDITION]
+      const params: Array<unknown> = []
+      if (o.runId !== undefined) {
+        params.push(o.runId)
+        conds.push(`run_id = $${params.length}`)
+      }
+      if (o.pipelineIds !== undefined) {
+        params.push(o.pipelineIds)
+        conds.push(`pipeline_id = ANY($${params.length})`)
+      }
+      return Effect.map(
+        q(
+          `SELECT pipeline_id, ${ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${conds.join(" AND ")} GROUP BY pipeline_id ORDER BY ${
+            accountingOrderSql(o.orderBy, ' COLLATE "C"')
+          }${o.limit === undefined ? "" : ` LIMIT ${Math.floor(o.limit)}`}`,
+          params
+        ),
+        (r) => r.map((row): PipelineAccounting => ({ pipelineId: String(row.pipeline_id) as PipelineId, ...figuresOfRow(row) }))
+      )
+    },
     resourceUsage: (runId) =>
       // in SQL: an attempt is a retry when the attempt before it in scope of its task run
       // (pipeline, seq, visit; attempt-id order) was decided a retry (`decision.retry` JSON

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
+import type { Fragment } from "@effect/sql/Statement"
 import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
@@ -28,7 +29,13 @@ import {
   quantileAt,
   quantileRanks,
   succeededIndexOf,
-  zeroUsage
+  zeroUsage,
+  ACCOUNTED_CONDITION,
+  ACCOUNTED_CONDITION_V11,
+  ACCOUNTING_COLUMNS,
+  ACCOUNTING_COLUMNS_V11,
+  accountingOrderSql,
+  figuresOfRow
 } from "../../../services/internal/store/shared.js"
 import type {
   CompletionBucket,
@@ -36,6 +43,7 @@ import type {
   EventFilter,
   Latency,
   LoadedArtifact,
+  PipelineAccounting,
   PipelineBundle,
   PipelinesPage,
   SpecCount,
@@ -82,7 +90,7 @@ const SUCCEEDED_KEYED =
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
   const { accounting, fromSql, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
@@ -338,7 +346,9 @@ export const makeReads = (
         const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
         // a retry is the retry policy's decision (`decision.retry`), never a re-run after a kill
         const [att] = yield* rows(
-          sql`SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r FROM attempts WHERE ${byRun()}`
+          sql`SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r, ${
+            sql.literal(accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11)
+          } FROM attempts WHERE ${byRun()}`
         )
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
         const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
@@ -354,6 +364,7 @@ export const makeReads = (
           handoffsTotal: Number(ho?.n ?? 0),
           latencyMs,
           resources,
+          accounting: figuresOfRow(att),
           ...(walPendingFrames > 0 ? { walPendingFrames } : {})
         } satisfies StoreStats
       }),
@@ -371,6 +382,24 @@ export const makeReads = (
             env.db!.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>
           ),
         catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
+      }),
+    pipelineAccounting: (o = {}) =>
+      Effect.gen(function*() {
+        if (o.pipelineIds !== undefined && o.pipelineIds.length === 0) return []
+        if (o.limit !== undefined && o.limit <= 0) return []
+        // only attempts with a model call or a cache hit (the others add nothing), grouped by
+        // pipeline: one aggregate over the run's attempts (or the pipelines' own, by index)
+        const conds: Array<Fragment> = [sql.literal(accounting ? ACCOUNTED_CONDITION : ACCOUNTED_CONDITION_V11)]
+        if (o.runId !== undefined) conds.push(sql`run_id = ${o.runId}`)
+        if (o.pipelineIds !== undefined) conds.push(byPipelines(o.pipelineIds))
+        const found = yield* rows(
+          sql`SELECT pipeline_id, ${sql.literal(accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11)} FROM attempts WHERE ${
+            sql.and(conds)
+          } GROUP BY pipeline_id ORDER BY ${sql.literal(accountingOrderSql(o.orderBy))}${
+            o.limit === undefined ? sql`` : sql` LIMIT ${o.limit}`
+          }`
+        )
+        return found.map((r): PipelineAccounting => ({ pipelineId: String(r.pipeline_id) as PipelineId, ...figuresOfRow(r) }))
       }),
     resourceUsage: (runId) =>
       Effect.gen(function*() {

@@ -47,6 +47,7 @@ import {
   type ResourceUsage,
   type SpecCount,
   type StoreStats,
+  type PipelineAccounting,
   type TaskStore,
   type TraversalStore
 } from "../../../domain/TaskStore.js"
@@ -59,7 +60,16 @@ import {
   PAGE_SIZE,
   usageAccumulator,
   sumUsage,
-  zeroUsage
+  zeroUsage,
+  ACCOUNTED_CONDITION,
+  ACCOUNTED_CONDITION_V11,
+  ACCOUNTING_COLUMNS,
+  ACCOUNTING_COLUMNS_V11,
+  accountingOrderSql,
+  figuresOfRow,
+  orderPipelineAccounting,
+  sumFigures,
+  zeroFigures
 } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
 import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
@@ -366,7 +376,9 @@ export const makeView = (parts: ViewParts): SuiteView => {
       const [att] = yield* query(
         db,
         // a retry is the retry policy's decision (as a single store counts it), never a re-run after a kill
-        `SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r FROM attempts WHERE 1 = 1${rc}${pc}`,
+        `SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r, ${
+          db.env.accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11
+        } FROM attempts WHERE 1 = 1${rc}${pc}`,
         [...rp, ...pp]
       )
       const [ho] = db.env.visits
@@ -383,8 +395,42 @@ export const makeView = (parts: ViewParts): SuiteView => {
         attempts: Number(att?.n ?? 0),
         retries: Number(att?.r ?? 0),
         handoffs: Number(ho?.n ?? 0),
+        accounting: figuresOfRow(att),
         durations: durations.map((r) => Number(r[0]))
       }
+    })
+
+  /**
+   * Token and cost figures per pipeline: each database's aggregate over its attempts in
+   * scope (a pipeline lives in one database), merged, then ordered and cut once.
+   */
+  const pipelineAccounting: TaskStore["pipelineAccounting"] = (o = {}) =>
+    Effect.gen(function*() {
+      if (o.pipelineIds !== undefined && o.pipelineIds.length === 0) return []
+      if (o.limit !== undefined && o.limit <= 0) return []
+      const per = yield* forEachSource((db) =>
+        Effect.gen(function*() {
+          yield* flushed(db)
+          const [rc, rp] = runCond(o.runId)
+          const [pc, pp] = scopeCond(db, o.runId)
+          const ids = o.pipelineIds === undefined
+            ? ["", []] as const
+            : db.env.numbered
+            ? [" AND pno IN (SELECT pno FROM pipelines WHERE pipeline_id IN (SELECT value FROM json_each(?)))", [JSON.stringify(o.pipelineIds)]] as const
+            : [" AND pipeline_id IN (SELECT value FROM json_each(?))", [JSON.stringify(o.pipelineIds)]] as const
+          const found = yield* query(
+            db,
+            `SELECT pipeline_id, ${db.env.accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11} FROM attempts WHERE ${
+              db.env.accounting ? ACCOUNTED_CONDITION : ACCOUNTED_CONDITION_V11
+            }${rc}${pc}${ids[0]} GROUP BY pipeline_id ORDER BY ${accountingOrderSql(o.orderBy)}${
+              o.limit === undefined ? "" : ` LIMIT ${Math.floor(o.limit)}`
+            }`,
+            [...rp, ...pp, ...ids[1]]
+          )
+          return found.map((r): PipelineAccounting => ({ pipelineId: String(r.pipeline_id) as PipelineId, ...figuresOfRow(r) }))
+        })
+      )
+      return orderPipelineAccounting(per.flat(), o)
     })
 
   const countEventsIn = (db: Db, f: EventFilter, prefixed: boolean) =>
@@ -409,8 +455,10 @@ export const makeView = (parts: ViewParts): SuiteView => {
       const per = yield* forEachSource((db) => countsOf(db, runId))
       const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
       let pipelines = 0, tasks = 0, attemptsTotal = 0, retries = 0, handoffsTotal = 0
+      let accounting = zeroFigures()
       const durations: Array<number> = []
       for (const c of per) {
+        accounting = sumFigures(accounting, c.accounting)
         for (const s of STATES) {
           const n = c.byState.get(s) ?? 0
           byState[s] += n
@@ -434,7 +482,8 @@ export const makeView = (parts: ViewParts): SuiteView => {
         events,
         handoffsTotal,
         latencyMs: latencyOf(durations),
-        resources
+        resources,
+        accounting
       }
       return out
     })
@@ -988,6 +1037,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
     resources: resourcesRead,
     stats,
     resourceUsage,
+    pipelineAccounting,
     errors,
     events,
     countEvents,

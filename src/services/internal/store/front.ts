@@ -348,6 +348,7 @@ export const makeWith = (
 
       stats: (runId) => Effect.zipRight(wb.flush, driver.stats(runId)),
       resourceUsage: (runId) => Effect.zipRight(wb.flush, driver.resourceUsage(runId)),
+      pipelineAccounting: (o) => Effect.zipRight(wb.flush, driver.pipelineAccounting(o)),
       errors: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
           limit === 0 ? Effect.succeed([]) : driver.errors({ runId: o.runId, limit })),

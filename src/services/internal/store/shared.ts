@@ -10,7 +10,17 @@ import { ArtifactRecord, trusted } from "../../../domain/Records.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import { retryTracker } from "../../../domain/internal/retries.js"
-import type { Latency, NewArtifact, NewAttempt, NewEvent, ResourceUsage, SucceededIndex } from "../../Store.js"
+import type {
+  AccountingFigures,
+  Latency,
+  NewArtifact,
+  NewAttempt,
+  NewEvent,
+  PipelineAccounting,
+  PipelineAccountingOptions,
+  ResourceUsage,
+  SucceededIndex
+} from "../../Store.js"
 
 /** Keyset paging batch size of every stream (rows per query). */
 export const PAGE_SIZE = 1000
@@ -127,6 +137,193 @@ export const usageAccumulator = () => {
       Array.from(usage, ([target, u]) => ({ target, ...u })).sort((a, b) => a.target < b.target ? -1 : a.target > b.target ? 1 : 0)
   }
 }
+
+/**
+ * Zero {@link AccountingFigures} (a fresh mutable object).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const zeroFigures = (): Mutable<AccountingFigures> => ({
+  calls: 0,
+  cacheHits: 0,
+  tokensIn: 0,
+  tokensOut: 0,
+  costUsd: 0,
+  estimated: 0,
+  unpriced: 0
+})
+
+/**
+ * The sum of two {@link AccountingFigures} (the other fields are `a`'s).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const sumFigures = <A extends AccountingFigures>(a: A, b: AccountingFigures): A => ({
+  ...a,
+  calls: a.calls + b.calls,
+  cacheHits: a.cacheHits + b.cacheHits,
+  tokensIn: a.tokensIn + b.tokensIn,
+  tokensOut: a.tokensOut + b.tokensOut,
+  costUsd: a.costUsd + b.costUsd,
+  estimated: a.estimated + b.estimated,
+  unpriced: a.unpriced + b.unpriced
+})
+
+/** The accounting columns of an attempt, as the fold reads them. */
+interface AccountedAttempt {
+  readonly pipelineId: string
+  readonly outcome: string
+  readonly tokensIn?: number | null | undefined
+  readonly tokensOut?: number | null | undefined
+  readonly tokensEstimated?: boolean | undefined
+  readonly costUsd?: number | null | undefined
+}
+
+/** Whether an attempt counts in the accounting at all (a model call or a cache hit). */
+const accounted = (a: AccountedAttempt): boolean =>
+  a.outcome === "cache_hit" || (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
+
+const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void => {
+  const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
+  if (a.outcome === "cache_hit") f.cacheHits++
+  if (tokens) f.calls++
+  f.tokensIn += a.tokensIn ?? 0
+  f.tokensOut += a.tokensOut ?? 0
+  if (a.costUsd !== undefined && a.costUsd !== null) f.costUsd += a.costUsd
+  else if (tokens) f.unpriced++
+  if (a.tokensEstimated === true) f.estimated++
+}
+
+/**
+ * Orders and cuts per-pipeline figures as `pipelineAccounting` returns them (see
+ * `PipelineAccountingOptions`: by cost, by tokens, or by pipeline id; ties by pipeline id).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const orderPipelineAccounting = (
+  rows: ReadonlyArray<PipelineAccounting>,
+  options: PipelineAccountingOptions = {}
+): ReadonlyArray<PipelineAccounting> => {
+  const byId = (a: PipelineAccounting, b: PipelineAccounting) => (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0)
+  const tokens = (a: PipelineAccounting) => a.tokensIn + a.tokensOut
+  const sorted = [...rows].sort(
+    options.orderBy === "cost"
+      ? (a, b) => b.costUsd - a.costUsd || tokens(b) - tokens(a) || byId(a, b)
+      : options.orderBy === "tokens"
+      ? (a, b) => tokens(b) - tokens(a) || b.costUsd - a.costUsd || byId(a, b)
+      : byId
+  )
+  return options.limit === undefined ? sorted : sorted.slice(0, options.limit)
+}
+
+/**
+ * A fold of attempts into token and cost figures (what stores without SQL, and readers of a
+ * store without the aggregates, compute them with): `add` takes attempts (any order),
+ * `total` gives the figures of all of them (each attempt once), `pipelines` the figures per
+ * pipeline of those with a model call or a cache hit, ordered and cut by `options`.
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const accountingFold = () => {
+  const total = zeroFigures()
+  const per = new Map<string, Mutable<AccountingFigures>>()
+  return {
+    add: (a: AccountedAttempt): void => {
+      addAttempt(total, a)
+      if (!accounted(a)) return
+      let f = per.get(a.pipelineId)
+      if (f === undefined) {
+        f = zeroFigures()
+        per.set(a.pipelineId, f)
+      }
+      addAttempt(f, a)
+    },
+    total: (): AccountingFigures => ({ ...total }),
+    pipelines: (options: PipelineAccountingOptions = {}): ReadonlyArray<PipelineAccounting> => {
+      const ids = options.pipelineIds === undefined ? undefined : new Set<string>(options.pipelineIds)
+      const rows: Array<PipelineAccounting> = []
+      for (const [pipelineId, f] of per) {
+        if (ids === undefined || ids.has(pipelineId)) rows.push({ pipelineId: pipelineId as PipelineAccounting["pipelineId"], ...f })
+      }
+      return orderPipelineAccounting(rows, options)
+    }
+  }
+}
+
+/**
+ * The SQL select list of the accounting figures over table `attempts` (SQLite schema version
+ * 12 and Postgres; column names as the attempts tables have them): `calls`, `cache_hits`,
+ * `tokens_in`, `tokens_out`, `cost_usd`, `estimated`, `unpriced` (see `AccountingFigures`).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const ACCOUNTING_COLUMNS = `count(*) FILTER (WHERE tokens_in IS NOT NULL OR tokens_out IS NOT NULL) AS calls,
+  count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits,
+  coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
+  coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
+  count(*) FILTER (WHERE cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)) AS unpriced`
+
+/**
+ * {@link ACCOUNTING_COLUMNS} of a SQLite store before schema version 12 (no token columns):
+ * the cache hits only.
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const ACCOUNTING_COLUMNS_V11 =
+  `0 AS calls, count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits, 0 AS tokens_in, 0 AS tokens_out, 0 AS cost_usd, 0 AS estimated, 0 AS unpriced`
+
+/**
+ * The condition keeping the attempts that count in per-pipeline figures (a model call or a
+ * cache hit; the others add nothing).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const ACCOUNTED_CONDITION = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR outcome = 'cache_hit')`
+
+/** {@link ACCOUNTED_CONDITION} before schema version 12. */
+export const ACCOUNTED_CONDITION_V11 = `outcome = 'cache_hit'`
+
+/**
+ * The SQL ORDER BY of `pipelineAccounting` (see `PipelineAccountingOptions`), over the
+ * aggregates (Postgres cannot use output names inside expressions); `collate` is appended to
+ * the pipeline id (Postgres: ` COLLATE "C"`, so ids sort as JavaScript strings do).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const accountingOrderSql = (orderBy: PipelineAccountingOptions["orderBy"], collate = ""): string => {
+  const cost = "coalesce(sum(cost_usd), 0)"
+  const tokens = "(coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0))"
+  return orderBy === "cost"
+    ? `${cost} DESC, ${tokens} DESC, pipeline_id${collate}`
+    : orderBy === "tokens"
+    ? `${tokens} DESC, ${cost} DESC, pipeline_id${collate}`
+    : `pipeline_id${collate}`
+}
+
+/**
+ * {@link AccountingFigures} of a row selected with {@link ACCOUNTING_COLUMNS} (drivers return
+ * sums as numbers, bigints or strings).
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const figuresOfRow = (r: Readonly<Record<string, unknown>> | undefined): AccountingFigures => ({
+  calls: Number(r?.calls ?? 0),
+  cacheHits: Number(r?.cache_hits ?? 0),
+  tokensIn: Number(r?.tokens_in ?? 0),
+  tokensOut: Number(r?.tokens_out ?? 0),
+  costUsd: Number(r?.cost_usd ?? 0),
+  estimated: Number(r?.estimated ?? 0),
+  unpriced: Number(r?.unpriced ?? 0)
+})
 
 /**
  * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`) and, for those stored with

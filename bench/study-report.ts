@@ -15,7 +15,9 @@
  * continuous); objectives `accuracy ↑` and `latencyP95Ms ↓`; `analysis.resamples` 10,000.
  * Built roots are kept under `$TMPDIR/assay-bench-study-report/` keyed by (V, repeats, C, the
  * fixture's version), so a rerun skips the build (the `build` line says `cached: true`);
- * `BENCH_REBUILD=1` builds again. The 1M-pipeline study takes tens of minutes to build.
+ * `BENCH_REBUILD=1` builds again. The 1M-pipeline study takes tens of minutes to build. A
+ * cached study's `tasks.mjs` is rewritten to import this checkout's `dist/` (the checkout that
+ * built it may be gone; the task is the same).
  *
  * **The timing.** `bin/assay study report FILE --format json` spawned (after `npm run build`),
  * BENCH_ROUNDS rounds (default 2) alternating the small and the large study; per run the wall
@@ -122,6 +124,11 @@ const fixture = (variants: number): Fixture => {
   const done = nodePath.join(dir, "BUILT")
   const pipelines = variants * REPEATS * CASES
   if (process.env.BENCH_REBUILD !== "1" && fs.existsSync(done)) {
+    // the task module imports the checkout that built it; when that checkout is gone (a
+    // removed worktree), `study report` cannot load the study: point it at this one (same
+    // task, so the stored study is unchanged)
+    const tasks = nodePath.join(dir, "tasks.mjs")
+    if (fs.readFileSync(tasks, "utf8") !== tasksFile) fs.writeFileSync(tasks, tasksFile)
     emit({ bench: "study_report.build", variants, repeats: REPEATS, cases: CASES, pipelines, cached: true, dir, built: fs.readFileSync(done, "utf8").trim() })
     return { variants, dir, file }
   }

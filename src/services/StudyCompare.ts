@@ -313,7 +313,7 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
     for (const t of byRepeat) {
       const cs = t?.cases[metric]
       if (cs === undefined) continue
-      for (let k = 0; k < cs.value.length; k++) if (cs.caseIndex[k] === c) ids.push(t!.pipelines[cs.pipeline[k]!]!)
+      for (let k = 0; k < cs.value.length; k++) if (cs.caseIndex[k] === c) ids.push(t!.pipelineId(cs.pipeline[k]!))
     }
     return ids
   }
@@ -780,7 +780,7 @@ const evidenceOf = (
         status: t.status,
         compared: t.compared,
         value: values.get(t.trialId)?.values[metric] ?? null,
-        pipelines: values.get(t.trialId)?.pipelines ?? []
+        pipelines: values.get(t.trialId)?.pipelines() ?? []
       })),
       worstCases: ev.worstCases.slice(0, worst),
       bestCases: ev.bestCases.slice(0, best)

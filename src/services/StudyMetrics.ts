@@ -28,6 +28,7 @@ import { Effect, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, isStrictJson } from "../domain/Json.js"
 import type { PipelineId } from "../domain/Ids.js"
+import type { TaskStore } from "../domain/TaskStore.js"
 import { defaultPipelineId } from "../domain/Pipeline.js"
 import * as Study from "../domain/Study.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
@@ -145,8 +146,10 @@ export interface TrialCases {
  * `cases` (metric -> its {@link TrialCases}, for every metric with per-pipeline values:
  * case-level metrics, declared trial-level ones, `latencyP95Ms` as each pipeline's latency),
  * `caseKeys` (the case keys of the read, shared by every trial it returned: the same index is
- * the same case in every trial) and `pipelines` (every pipeline of the trial stored, any
- * state).
+ * the same case in every trial), and the trial's stored pipelines (any state): `pipelineCount`
+ * of them, `pipelineId(i)` the id of the `i`-th (what `TrialCases.pipeline` indexes),
+ * `pipelines()` every id in that order. The ids are kept as 16 bytes each and spelled out on
+ * demand (a study of a million pipelines holds no million strings).
  *
  * @since 0.6.0
  * @category models
@@ -156,7 +159,9 @@ export interface TrialValues {
   readonly values: Readonly<Record<string, number>>
   readonly cases: Readonly<Record<string, TrialCases>>
   readonly caseKeys: ReadonlyArray<string>
-  readonly pipelines: ReadonlyArray<string>
+  readonly pipelineCount: number
+  readonly pipelineId: (i: number) => string
+  readonly pipelines: () => ReadonlyArray<string>
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -250,18 +255,34 @@ export const caseKeyOf = (p: {
   return contentAddressed ? `seed:${p.seedDigest}${repeat > 0 ? `#${repeat}` : ""}` : p.localKey!
 }
 
-/** What the read keeps of one trial's pipelines while it reads: columns by position. */
+/** Two lowercase hex digits per byte value. */
+const HEX_PAIRS: ReadonlyArray<string> = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"))
+
+/** The value of a lowercase hex digit's character code (the ids' digests are lowercase hex). */
+const nibble = (c: number): number => c <= 57 ? c - 48 : c - 87
+
+/**
+ * What the read keeps of one trial's pipelines while it reads, in growable typed columns by
+ * position (`n` used): the ids as 16 bytes each (a member pipeline's id is its member digest, a
+ * `-` and 32 hex digits: the digits are kept, see `Suite.memberPipelineId`), the case number,
+ * whether it succeeded, its latency (`endedAt − startedAt` of a succeeded pipeline, else NaN),
+ * the values of the declared output metrics and of the task-reported metrics (NaN: none). The
+ * columns but the ids are dropped once the trial's values are built.
+ */
 interface Acc {
   readonly trialId: string
-  readonly ids: Array<string>
-  readonly caseIndex: Array<number>
-  readonly ok: Array<boolean>
-  /** `endedAt − startedAt` of a succeeded pipeline, else NaN */
-  readonly latency: Array<number>
-  /** declared metric from an output -> its value per position (NaN: none) */
-  readonly outputs: Map<string, Array<number>>
-  /** task-reported metric -> its value per position (NaN: none) */
-  readonly reported: Map<string, Array<number>>
+  readonly member: string
+  n: number
+  ids: Uint8Array
+  caseIndex: Int32Array
+  ok: Uint8Array
+  latency: Float64Array
+  /** declared metric from an output -> its value per position */
+  outputs: Map<string, Float64Array>
+  /** task-reported metric -> its value per position */
+  reported: Map<string, Float64Array>
+  /** pipeline id -> position, built when a task-reported metric needs it */
+  positions: Map<string, number> | undefined
   tokensIn: number
   tokensOut: number
   retries: number
@@ -269,26 +290,78 @@ interface Acc {
 }
 
 const CHUNK = 500
+const ID_BYTES = 16
+
+const newAcc = (trialId: string, member: string): Acc => ({
+  trialId,
+  member,
+  n: 0,
+  ids: new Uint8Array(64 * ID_BYTES),
+  caseIndex: new Int32Array(64),
+  ok: new Uint8Array(64),
+  latency: new Float64Array(64),
+  outputs: new Map(),
+  reported: new Map(),
+  positions: undefined,
+  tokensIn: 0,
+  tokensOut: 0,
+  retries: 0,
+  rateLimited: 0
+})
+
+/** Appends one pipeline (its id matches `Suite`'s member id shape) to a trial's columns. */
+const push = (acc: Acc, pipelineId: string, caseNo: number, ok: boolean, latency: number): void => {
+  if (acc.n === acc.caseIndex.length) {
+    const cap = acc.n * 2
+    const ids = new Uint8Array(cap * ID_BYTES)
+    ids.set(acc.ids)
+    acc.ids = ids
+    const caseIndex = new Int32Array(cap)
+    caseIndex.set(acc.caseIndex)
+    acc.caseIndex = caseIndex
+    const okCol = new Uint8Array(cap)
+    okCol.set(acc.ok)
+    acc.ok = okCol
+    const lat = new Float64Array(cap)
+    lat.set(acc.latency)
+    acc.latency = lat
+  }
+  const i = acc.n++
+  const from = acc.member.length + 1
+  for (let j = 0; j < ID_BYTES; j++) {
+    acc.ids[i * ID_BYTES + j] = (nibble(pipelineId.charCodeAt(from + 2 * j)) << 4) | nibble(pipelineId.charCodeAt(from + 2 * j + 1))
+  }
+  acc.caseIndex[i] = caseNo
+  acc.ok[i] = ok ? 1 : 0
+  acc.latency[i] = latency
+}
+
+/** The id of a trial's `i`-th pipeline, spelled out from its 16 kept bytes. */
+const idOf = (member: string, ids: Uint8Array, i: number): string => {
+  let s = `${member}-`
+  for (let j = i * ID_BYTES, end = j + ID_BYTES; j < end; j++) s += HEX_PAIRS[ids[j]!]!
+  return s
+}
 
 /** A column of NaN as long as the trial's pipelines, created on first use. */
-const column = (m: Map<string, Array<number>>, name: string, length: number): Array<number> => {
+const column = (m: Map<string, Float64Array>, name: string, length: number): Float64Array => {
   let c = m.get(name)
   if (c === undefined) {
-    c = new Array<number>(length).fill(NaN)
+    c = new Float64Array(length).fill(NaN)
     m.set(name, c)
   }
   return c
 }
 
 /** The entries of a per-position column at the succeeded positions with a finite value. */
-const casesOf = (acc: Acc, col: ReadonlyArray<number> | undefined): TrialCases => {
-  const n = acc.ids.length
+const casesOf = (acc: Acc, col: ArrayLike<number> | undefined): TrialCases => {
+  const n = acc.n
   let k = 0
-  if (col !== undefined) for (let i = 0; i < n; i++) if (acc.ok[i] && Number.isFinite(col[i]!)) k++
+  if (col !== undefined) for (let i = 0; i < n; i++) if (acc.ok[i] === 1 && Number.isFinite(col[i]!)) k++
   const out = { caseIndex: new Int32Array(k), pipeline: new Int32Array(k), value: new Float64Array(k) }
   if (col === undefined) return out
   for (let i = 0, j = 0; i < n; i++) {
-    if (!acc.ok[i] || !Number.isFinite(col[i]!)) continue
+    if (acc.ok[i] !== 1 || !Number.isFinite(col[i]!)) continue
     out.caseIndex[j] = acc.caseIndex[i]!
     out.pipeline[j] = i
     out.value[j++] = col[i]!
@@ -298,9 +371,11 @@ const casesOf = (acc: Acc, col: ReadonlyArray<number> | undefined): TrialCases =
 
 /**
  * Reads the metric values of some trials of a study from the root's merged view (see the module
- * docs for the sources). Streams the pipelines once and their outputs in chunks of 500; keeps
- * per pipeline only its id, case number, state and the numbers the metrics need (never the
- * outputs), so memory grows by tens of bytes per pipeline.
+ * docs for the sources). Streams the pipelines once, keeping per pipeline only typed-array
+ * columns (its id as 16 bytes, case number, state, latency: 29 bytes); then the attempts and the
+ * task-reported metrics; then, one trial at a time, its outputs in chunks of 500 (decoded and
+ * dropped), its values built and its columns dropped. What stays per pipeline is its id's 16
+ * bytes and, per metric with per-pipeline values, 16 bytes (`TrialCases`).
  *
  * @param input `studyId`; `trialIds`; `metrics`: the definitions to compute (see
  *   {@link definitions}; a name not among them is not computed); `usage`: each trial's metered
@@ -323,21 +398,10 @@ export const read = (input: {
     const accs = new Map<string, Acc>()
     const byDigest = new Map<string, Acc>()
     for (const id of input.trialIds) {
-      const acc: Acc = {
-        trialId: id,
-        ids: [],
-        caseIndex: [],
-        ok: [],
-        latency: [],
-        outputs: new Map(),
-        reported: new Map(),
-        tokensIn: 0,
-        tokensOut: 0,
-        retries: 0,
-        rateLimited: 0
-      }
+      const member = memberDigest(input.studyId, id)
+      const acc = newAcc(id, member)
       accs.set(id, acc)
-      byDigest.set(memberDigest(input.studyId, id), acc)
+      byDigest.set(member, acc)
     }
     const wanted = new Set(input.trialIds)
     const names = new Set(input.metrics.map((m) => m.name))
@@ -356,52 +420,10 @@ export const read = (input: {
           caseNo.set(key, c)
         }
         const ok = p.state === "succeeded"
-        acc.ids.push(p.pipelineId)
-        acc.caseIndex.push(c)
-        acc.ok.push(ok)
-        acc.latency.push(ok && p.startedAt !== null && p.endedAt !== null ? p.endedAt - p.startedAt : NaN)
+        push(acc, p.pipelineId, c, ok, ok && p.startedAt !== null && p.endedAt !== null ? p.endedAt - p.startedAt : NaN)
       }))
-    // outputs: final ones for declared output metrics; every task output for the token counts
-    const outputMetrics = input.metrics.flatMap((m) => m.decl !== undefined && "output" in m.decl.from ? [{ name: m.name, decl: m.decl, path: m.decl.from.output }] : [])
-    const needTokens = names.has("tokensIn") || names.has("tokensOut")
-    if (outputMetrics.length > 0 || needTokens) {
-      for (const acc of accs.values()) {
-        const positions: Array<number> = []
-        for (let i = 0; i < acc.ids.length; i++) if (acc.ok[i]) positions.push(i)
-        const cols = outputMetrics.map((m) => column(acc.outputs, m.name, acc.ids.length))
-        for (let s = 0; s < positions.length; s += CHUNK) {
-          const chunk = positions.slice(s, s + CHUNK)
-          const bundles = yield* store.loadBundles(chunk.map((i) => acc.ids[i]! as PipelineId), {
-            payloads: needTokens ? "all" : "final",
-            artifacts: needTokens ? "all" : "final",
-            tasks: false
-          })
-          for (const i of chunk) {
-            const b = bundles.get(acc.ids[i]! as PipelineId)
-            if (b === undefined) continue
-            for (const a of b.artifacts) {
-              if (!a.artifact.active || a.artifact.seq < 0) continue
-              const isFinal = a.artifact.isFinal
-              if (!isFinal && !needTokens) continue
-              const value = decodePayload(a.artifact, a.payload)
-              if (isFinal) {
-                for (let k = 0; k < outputMetrics.length; k++) {
-                  const m = outputMetrics[k]!
-                  const v = pipelineValue(m.decl, atPath(value, m.path))
-                  cols[k]![i] = v === undefined ? NaN : v
-                }
-              }
-              if (needTokens) {
-                const pin = numeric(atPath(value, "usage.promptTokens"))
-                const pout = numeric(atPath(value, "usage.completionTokens"))
-                if (pin !== undefined) acc.tokensIn += pin
-                if (pout !== undefined) acc.tokensOut += pout
-              }
-            }
-          }
-        }
-      }
-    }
+    // the ids stay: trimmed to their length
+    for (const acc of accs.values()) acc.ids = acc.ids.slice(0, acc.n * ID_BYTES)
     if (names.has("retries") || names.has("rateLimited")) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
@@ -418,8 +440,6 @@ export const read = (input: {
     )
     const memberScoped = new Map<string, Map<string, number>>()
     if (reportedNames.size > 0) {
-      const positionOf = new Map<string, number>()
-      for (const acc of accs.values()) acc.ids.forEach((id, i) => positionOf.set(id, i))
       for (const r of yield* store.listRuns) {
         for (const m of yield* store.metrics({ runId: r.runId })) {
           if (!reportedNames.has(m.name) && m.pipelineId !== null) continue
@@ -434,77 +454,162 @@ export const read = (input: {
           } else {
             const d = memberDigestOf(m.pipelineId)
             const acc = d === undefined ? undefined : byDigest.get(d)
-            const i = positionOf.get(m.pipelineId)
-            if (acc === undefined || i === undefined) continue
-            column(acc.reported, m.name, acc.ids.length)[i] = v
+            if (acc === undefined) continue
+            if (acc.positions === undefined) {
+              const positions = new Map<string, number>()
+              for (let i = 0; i < acc.n; i++) positions.set(idOf(acc.member, acc.ids, i), i)
+              acc.positions = positions
+            }
+            const i = acc.positions.get(m.pipelineId)
+            if (i === undefined) continue
+            column(acc.reported, m.name, acc.n)[i] = v
           }
         }
       }
     }
-    // per trial
+    // per trial: its outputs (final ones for declared output metrics; every task output for the
+    // token counts), then its values; its columns are dropped before the next trial's outputs
+    const outputMetrics = input.metrics.flatMap((m) => m.decl !== undefined && "output" in m.decl.from ? [{ name: m.name, decl: m.decl, path: m.decl.from.output }] : [])
+    const needTokens = names.has("tokensIn") || names.has("tokensOut")
     const out = new Map<string, TrialValues>()
     for (const trialId of input.trialIds) {
       const acc = accs.get(trialId)!
-      const values: Record<string, number> = {}
-      const cases: Record<string, TrialCases> = {}
-      const usage = input.usage.get(trialId)
-      for (const m of input.metrics) {
-        if (m.kind === "builtin") {
-          let v: number | undefined
-          switch (m.name) {
-            case "calls":
-              v = usage?.calls
-              break
-            case "tokens":
-              v = usage?.tokens
-              break
-            case "costUsd":
-              v = usage?.costUsd
-              break
-            case "wallMs":
-              v = usage?.timeMs
-              break
-            case "tokensIn":
-              v = acc.tokensIn
-              break
-            case "tokensOut":
-              v = acc.tokensOut
-              break
-            case "retries":
-              v = acc.retries
-              break
-            case "rateLimited":
-              v = acc.rateLimited
-              break
-            case "latencyP95Ms": {
-              const lat = casesOf(acc, acc.latency)
-              cases[m.name] = lat
-              v = lat.value.length === 0 ? undefined : quantile7(Array.from(lat.value), 0.95)
-              break
-            }
-          }
-          if (v !== undefined) values[m.name] = v
-          continue
-        }
-        const col = m.decl === undefined
-          ? acc.reported.get(m.name)
-          : "output" in m.decl.from
-          ? acc.outputs.get(m.name)
-          : mapColumn(acc.reported.get(m.decl.from.metric), m.decl)
-        const cs = casesOf(acc, col)
-        cases[m.name] = cs
-        const reduced = reduce(m.decl?.reducer ?? "mean", Array.from(cs.value))
-        const runMetric = m.kind === "reported" ? memberScoped.get(trialId)?.get(m.name) : undefined
-        const v = runMetric ?? reduced
-        if (v !== undefined) values[m.name] = v
-      }
-      out.set(trialId, { trialId, values, cases, caseKeys, pipelines: acc.ids })
+      if (outputMetrics.length > 0 || needTokens) yield* readOutputs(store, acc, outputMetrics, needTokens)
+      out.set(trialId, valuesOf(acc, input.metrics, input.usage.get(trialId), memberScoped.get(trialId), caseKeys))
+      acc.caseIndex = new Int32Array(0)
+      acc.ok = new Uint8Array(0)
+      acc.latency = new Float64Array(0)
+      acc.outputs = new Map()
+      acc.reported = new Map()
+      acc.positions = undefined
     }
     return out
   })
 
+/** Reads a trial's outputs in chunks into its output columns and token counts. */
+const readOutputs = (
+  store: TaskStore,
+  acc: Acc,
+  outputMetrics: ReadonlyArray<{ readonly name: string; readonly decl: Study.MetricDecl; readonly path: string }>,
+  needTokens: boolean
+): Effect.Effect<void, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const positions: Array<number> = []
+    for (let i = 0; i < acc.n; i++) if (acc.ok[i] === 1) positions.push(i)
+    const cols = outputMetrics.map((m) => column(acc.outputs, m.name, acc.n))
+    for (let s = 0; s < positions.length; s += CHUNK) {
+      const chunk = positions.slice(s, s + CHUNK)
+      const ids = chunk.map((i) => idOf(acc.member, acc.ids, i) as PipelineId)
+      const bundles = yield* store.loadBundles(ids, {
+        payloads: needTokens ? "all" : "final",
+        artifacts: needTokens ? "all" : "final",
+        tasks: false
+      })
+      for (let x = 0; x < chunk.length; x++) {
+        const i = chunk[x]!
+        const b = bundles.get(ids[x]!)
+        if (b === undefined) continue
+        for (const a of b.artifacts) {
+          if (!a.artifact.active || a.artifact.seq < 0) continue
+          const isFinal = a.artifact.isFinal
+          if (!isFinal && !needTokens) continue
+          const value = decodePayload(a.artifact, a.payload)
+          if (isFinal) {
+            for (let k = 0; k < outputMetrics.length; k++) {
+              const m = outputMetrics[k]!
+              const v = pipelineValue(m.decl, atPath(value, m.path))
+              cols[k]![i] = v === undefined ? NaN : v
+            }
+          }
+          if (needTokens) {
+            const pin = numeric(atPath(value, "usage.promptTokens"))
+            const pout = numeric(atPath(value, "usage.completionTokens"))
+            if (pin !== undefined) acc.tokensIn += pin
+            if (pout !== undefined) acc.tokensOut += pout
+          }
+        }
+      }
+    }
+  })
+
+/** A trial's {@link TrialValues} from its read columns. */
+const valuesOf = (
+  acc: Acc,
+  metrics: ReadonlyArray<MetricDefinition>,
+  usage: TrialUsage | undefined,
+  runMetrics: ReadonlyMap<string, number> | undefined,
+  caseKeys: ReadonlyArray<string>
+): TrialValues => {
+  const values: Record<string, number> = {}
+  const cases: Record<string, TrialCases> = {}
+  for (const m of metrics) {
+    if (m.kind === "builtin") {
+      let v: number | undefined
+      switch (m.name) {
+        case "calls":
+          v = usage?.calls
+          break
+        case "tokens":
+          v = usage?.tokens
+          break
+        case "costUsd":
+          v = usage?.costUsd
+          break
+        case "wallMs":
+          v = usage?.timeMs
+          break
+        case "tokensIn":
+          v = acc.tokensIn
+          break
+        case "tokensOut":
+          v = acc.tokensOut
+          break
+        case "retries":
+          v = acc.retries
+          break
+        case "rateLimited":
+          v = acc.rateLimited
+          break
+        case "latencyP95Ms": {
+          const lat = casesOf(acc, acc.latency)
+          cases[m.name] = lat
+          v = lat.value.length === 0 ? undefined : quantile7(Array.from(lat.value), 0.95)
+          break
+        }
+      }
+      if (v !== undefined) values[m.name] = v
+      continue
+    }
+    const col = m.decl === undefined
+      ? acc.reported.get(m.name)
+      : "output" in m.decl.from
+      ? acc.outputs.get(m.name)
+      : mapColumn(acc.reported.get(m.decl.from.metric), m.decl)
+    const cs = casesOf(acc, col)
+    cases[m.name] = cs
+    const reduced = reduce(m.decl?.reducer ?? "mean", Array.from(cs.value))
+    const runMetric = m.kind === "reported" ? runMetrics?.get(m.name) : undefined
+    const v = runMetric ?? reduced
+    if (v !== undefined) values[m.name] = v
+  }
+  const { ids, member, n } = acc
+  const pipelineId = (i: number): string => {
+    if (!(i >= 0 && i < n)) throw new RangeError(`pipeline ${i} of trial ${acc.trialId}: it has ${n}`)
+    return idOf(member, ids, i)
+  }
+  return {
+    trialId: acc.trialId,
+    values,
+    cases,
+    caseKeys,
+    pipelineCount: n,
+    pipelineId,
+    pipelines: () => Array.from({ length: n }, (_, i) => idOf(member, ids, i))
+  }
+}
+
 /** A reported metric's column through a declaration (`rate` compares with `equals`). */
-const mapColumn = (col: ReadonlyArray<number> | undefined, decl: Study.MetricDecl): ReadonlyArray<number> | undefined =>
+const mapColumn = (col: Float64Array | undefined, decl: Study.MetricDecl): Float64Array | undefined =>
   col === undefined ? undefined : col.map((x) => {
     if (Number.isNaN(x)) return NaN
     const v = pipelineValue(decl, x)

@@ -5,7 +5,7 @@
  * test and the paired difference on a study whose answer is known, "insufficient sample", the
  * conclusion's wording with one and several successes, a study where every trial failed.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { RetryableError } from "../../src/domain/Errors.js"
 import type { Json } from "../../src/domain/Json.js"
@@ -354,4 +354,38 @@ describe("StudyCompare: the conclusion", () => {
       const seed = yield* Effect.flip(StudyCompare.compare({ ...study, baseline: { id: "v01" }, variants: [] }, { seed: -1 }))
       assert.strictEqual(seed._tag === "ConfigError" ? seed.issues[0]!.path : "", "--seed")
     }).pipe(Effect.provide(studyEnv("demo"))))
+})
+
+describe("StudyCompare: the report is a pinned function of the stored study", () => {
+  // A golden file written by the code before StudyMetrics.read was rewritten for memory
+  // (columns, compact pipeline ids, one trial at a time): the comparison, its text and an
+  // evidence listing of a fixed study must stay byte for byte the same.
+  it.effect("the JSON comparison, the text report and the evidence of a 3-variant, 3-repeat study", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "golden",
+        correct: [BASE, CAND, new Set(range(5, 40))],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        metrics: [
+          accuracy,
+          { name: "wrongRate", reducer: "rate", from: { output: "correct" }, equals: false, direction: "minimize" },
+          { name: "caseP95", reducer: "p95", from: { output: "n" } }
+        ],
+        objectives: [
+          { metric: "accuracy", direction: "maximize" },
+          { metric: "tokensIn", direction: "minimize", weight: 0.5 }
+        ]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 200; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      const report = yield* fiber.await.pipe(Effect.flatten)
+      assert.strictEqual(report.status, "completed")
+      const c = yield* StudyCompare.compare(input, { seed: 11 })
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v03", { seed: 11, worst: 3, best: 2 })
+      const golden = [JSON.stringify(c), StudyCompare.renderText(c), StudyCompare.renderMarkdown(c), JSON.stringify(e), StudyCompare.renderEvidence(e)].join("\n")
+      yield* Effect.promise(() => expect(golden).toMatchFileSnapshot("__snapshots__/StudyCompare.golden.txt"))
+    }).pipe(Effect.provide(studyEnv("golden"))))
 })

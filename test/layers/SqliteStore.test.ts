@@ -13,6 +13,7 @@ import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/sqlite/migrations.js"
 import { defaultPipelineId } from "../../src/domain/Pipeline.js"
+import { digest } from "../../src/domain/Json.js"
 import * as Traversal from "../../src/domain/Traversal.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
@@ -179,6 +180,29 @@ describe("SqliteStore (SQLite only)", () => {
         const evs = yield* store.events()
         assert.isTrue(evs[1]!.eventId > evs[0]!.eventId)
       }))
+    })
+  })
+
+  it.effect("succeededPipelines: the writer's and a read-only open's indexes agree (packed hex ids and the others)", () => {
+    const file = tempStorePath()
+    const hex = (n: number) => digest(`sp-${n}`)
+    const ids = [...Array.from({ length: 30 }, (_, i) => hex(i)), hex(50).toUpperCase(), "k-1", hex(51).slice(0, 30)]
+    const probes = [...ids, hex(50), hex(60), `${hex(51).slice(0, 30)}00`]
+    return Effect.gen(function*() {
+      const answers = (store: Store["Type"]) =>
+        Effect.map(store.succeededPipelines!, (index) => [index.size, ...probes.map((id) => index.has(pid(id), "spec", `seed-${id}`, true))])
+      const written = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
+        yield* store.admit(ids.map((id, i) => pipeline(id, { state: i % 5 === 4 ? "failed" : "succeeded" })))
+        return yield* answers(store)
+      }))
+      const read = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), answers))
+      assert.deepStrictEqual(read, written)
+      assert.deepStrictEqual(written, [
+        ids.filter((_, i) => i % 5 !== 4).length,
+        ...probes.map((id) => ids.includes(id) && ids.indexOf(id) % 5 !== 4)
+      ])
     })
   })
 

@@ -180,14 +180,24 @@ export const make = (env: AdmitEnv) => {
       if (batch.length === 0) return
       const now = yield* Clock.currentTimeMillis
       const index = yield* succeededIndex
-      const known = index === undefined ? undefined : batch.map((s) => knownSucceeded(index, s))
-      const unknown = known === undefined ? batch : batch.filter((_, i) => !known[i])
+      // 1 for a spec the index settles (the common case of a resume: one flag, no array of specs)
+      let known: Uint8Array | undefined
+      let unknown: ReadonlyArray<AnySpec> = batch
+      if (index !== undefined) {
+        known = new Uint8Array(batch.length)
+        const rest: Array<AnySpec> = []
+        for (let i = 0; i < batch.length; i++) {
+          if (knownSucceeded(index, batch[i]!)) known[i] = 1
+          else rest.push(batch[i]!)
+        }
+        unknown = rest
+      }
       const storedMap = unknown.length === 0 ? NO_ROWS : yield* store.getPipelines(unknown.map((s) => s.pipelineId))
       const seenInBatch = new Map<string, AnySpec>()
       for (let i = 0; i < batch.length; i++) {
         const spec = batch[i]!
         if (state.stopping) return
-        const isKnown = known !== undefined && known[i]!
+        const isKnown = known !== undefined && known[i] === 1
         if (
           isKnown && !env.claimed.has(spec.pipelineId) && !seenInBatch.has(spec.pipelineId) &&
           !inFlight.has(spec.pipelineId) && (store.traversal !== undefined || controlOf(spec.template) === undefined)

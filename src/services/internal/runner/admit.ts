@@ -174,6 +174,21 @@ export const make = (env: AdmitEnv) => {
   const knownSucceeded = (index: SucceededIndex, spec: AnySpec): boolean =>
     index.has(spec.pipelineId, spec.specDigest, spec.seedDigest, !spec.explicitKey)
   const NO_ROWS: ReadonlyMap<PipelineId, PipelineRecord> = new Map()
+  /**
+   * Skips a spec the index knows as succeeded when it is finished before this run, not
+   * repeated, and not another run's of this runner: as `decide` would (see `decideSucceeded`),
+   * without claiming it. `false`: the spec goes through the full decision.
+   */
+  const skipKnown = (spec: AnySpec, seenInBatch: Map<string, AnySpec>): boolean => {
+    const id = spec.pipelineId
+    if (
+      (env.claimed.size > 0 && env.claimed.has(id)) || seenInBatch.has(id) ||
+      (inFlight.size > 0 && inFlight.has(id)) || (store.traversal === undefined && controlOf(spec.template) !== undefined)
+    ) return false
+    seenInBatch.set(id, spec)
+    State.countSkip(state, spec)
+    return true
+  }
 
   const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
     Effect.gen(function*() {
@@ -198,16 +213,7 @@ export const make = (env: AdmitEnv) => {
         const spec = batch[i]!
         if (state.stopping) return
         const isKnown = known !== undefined && known[i] === 1
-        if (
-          isKnown && !env.claimed.has(spec.pipelineId) && !seenInBatch.has(spec.pipelineId) &&
-          !inFlight.has(spec.pipelineId) && (store.traversal !== undefined || controlOf(spec.template) === undefined)
-        ) {
-          // finished before this run, not repeated, not another run's of this runner: skipped
-          // as `decide` would (see `decideSucceeded`), without claiming it
-          seenInBatch.set(spec.pipelineId, spec)
-          State.countSkip(state, spec)
-          continue
-        }
+        if (isKnown && skipKnown(spec, seenInBatch)) continue
         const stored = storedMap.get(spec.pipelineId)
         const controlled = controlOf(spec.template) !== undefined
         if (controlled && store.traversal === undefined) {

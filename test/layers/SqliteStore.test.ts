@@ -183,6 +183,37 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
+  it.effect("succeededPipelines: 32-hex ids beside other ids (upper case, other lengths, keys) answer exactly", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: tempStorePath() })
+      yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
+      const hex = (n: number) => digest(`id-${n}`)
+      const upper = hex(100).toUpperCase()
+      const short = hex(102).slice(0, 31)
+      const P = pid
+      yield* store.admit([
+        ...Array.from({ length: 40 }, (_, i) =>
+          pipeline(hex(i), { state: i % 4 === 3 ? "failed" : "succeeded", specDigest: "s", seedDigest: `d${i}` })),
+        pipeline(upper, { key: upper, state: "succeeded", specDigest: "s", seedDigest: "du" }),
+        pipeline(hex(101), { key: hex(101), state: "succeeded", specDigest: "s", seedDigest: "dk" }),
+        pipeline(short, { state: "succeeded", specDigest: "s", seedDigest: "ds" }),
+        pipeline("plain-key", { key: "plain-key", state: "succeeded", specDigest: "s", seedDigest: "dp" })
+      ])
+      const index = yield* store.succeededPipelines!
+      assert.strictEqual(index.size, 30 + 4)
+      for (let i = 0; i < 40; i++) assert.strictEqual(index.has(P(hex(i)), "s", `d${i}`, true), i % 4 !== 3, hex(i))
+      // the lower-case form of a stored upper-case key is another id
+      assert.isFalse(index.has(P(hex(100)), "s", "du", true))
+      assert.isTrue(index.has(P(upper), "s", "du", false))
+      // a keyed row with a 32-hex id still compares its digests
+      assert.isTrue(index.has(P(hex(101)), "s", "dk", true))
+      assert.isFalse(index.has(P(hex(101)), "s", "other", true))
+      assert.isTrue(index.has(P(short), "s", "ds", true))
+      assert.isFalse(index.has(P(`${short}0`), "s", "ds", true))
+      assert.isTrue(index.has(P("plain-key"), "s", "dp", false))
+      assert.isFalse(index.has(P(hex(103)), "s", "x", true))
+    })))
+
   it.effect("succeededPipelines: the writer's and a read-only open's indexes agree (packed hex ids and the others)", () => {
     const file = tempStorePath()
     const hex = (n: number) => digest(`sp-${n}`)

@@ -178,7 +178,9 @@ export interface BindOptions {
  * - `keyOf`: your own stable id per seed instead of the content address; with `repeats > 1`
  *   the id is `` `${key}#${repeat}` ``;
  * - `chunkSize`: how many seeds are pulled from a synchronous iterable at a time (integer
- *   ≥ 1, default 16): the most read ahead of what downstream asked for.
+ *   ≥ 1, default 16): the most read ahead of what downstream asked for. The runner, given
+ *   the stream `map` returned itself, pulls a whole admission batch (up to 256 seeds, what
+ *   it reads before admitting anyway) at a time.
  *
  * @since 0.1.0
  * @category models

@@ -214,10 +214,16 @@ describe("SqliteStore (SQLite only)", () => {
       assert.isFalse(index.has(P(hex(103)), "s", "x", true))
     })))
 
-  it.effect("succeededPipelines: the writer's and a read-only open's indexes agree (packed hex ids and the others)", () => {
+  const hexOf = (n: number) => digest(`sp-${n}`)
+  for (
+    const [what, ids] of [
+      ["packed hex ids and the others", [...Array.from({ length: 30 }, (_, i) => hexOf(i)), hexOf(50).toUpperCase(), "k-1", hexOf(51).slice(0, 30)]],
+      ["no hex id at all", ["k-1", "k-2", hexOf(50).toUpperCase(), "k-3", "k-4"]]
+    ] as const
+  )
+  it.effect(`succeededPipelines: the writer's and a read-only open's indexes agree (${what})`, () => {
     const file = tempStorePath()
-    const hex = (n: number) => digest(`sp-${n}`)
-    const ids = [...Array.from({ length: 30 }, (_, i) => hex(i)), hex(50).toUpperCase(), "k-1", hex(51).slice(0, 30)]
+    const hex = hexOf
     const probes = [...ids, hex(50), hex(60), `${hex(51).slice(0, 30)}00`]
     return Effect.gen(function*() {
       const answers = (store: Store["Type"]) =>

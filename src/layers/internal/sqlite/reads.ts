@@ -392,8 +392,7 @@ export const makeReads = (
             Effect.flatMap(q(sql.unsafe(SUCCEEDED_PACKED).values), (rows) => {
               const row = rows[0]
               const packed = row?.[1]
-              const n = Number(row?.[0] ?? 0)
-              return packed instanceof Uint8Array && n > packed.length / 16
+              return Number(row?.[0] ?? 0) > (packed instanceof Uint8Array ? packed.length / 16 : 0)
                 ? Effect.map(q(sql.unsafe(SUCCEEDED_OTHER_IDS).values), (others) => packedIds(row, () => others.map((r) => r[0])))
                 : Effect.succeed(packedIds(row, () => []))
             }),

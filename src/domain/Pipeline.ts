@@ -32,6 +32,7 @@ import type { PipelineId } from "./Ids.js"
 import { canonicalJson, canonicalJsonUnsafe, digest, type Json } from "./Json.js"
 import type { Membership } from "./Suite.js"
 import * as Task from "./Task.js"
+import * as SpecStream from "./internal/specStream.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -177,7 +178,9 @@ export interface BindOptions {
  * - `keyOf`: your own stable id per seed instead of the content address; with `repeats > 1`
  *   the id is `` `${key}#${repeat}` ``;
  * - `chunkSize`: how many seeds are pulled from a synchronous iterable at a time (integer
- *   ≥ 1, default 16): the most read ahead of what downstream asked for.
+ *   ≥ 1, default 16): the most read ahead of what downstream asked for. The runner, given
+ *   the stream `map` returned itself, pulls a whole admission batch (up to 256 seeds, what
+ *   it reads before admitting anyway) at a time.
  *
  * @since 0.1.0
  * @category models
@@ -657,6 +660,7 @@ const makeTemplate = (
   control: Control.ResolvedControl | undefined
 ): AnyTemplate => {
   const specDigest = computeSpecDigest(tasks, { includeCode, control })
+  const idPrefix = idPrefixOf(specDigest)
   const template: { -readonly [K in keyof AnyTemplate]: AnyTemplate[K] } = {
     _tag: "PipelineTemplate",
     name,
@@ -677,7 +681,7 @@ const makeTemplate = (
       ...(control === undefined ? {} : { control: Control.describe(control) })
     }),
     bind: (seed, options) => {
-      const result = bindSpec(template, seed, options?.key, options?.repeat ?? 0, undefined)
+      const result = bindSpec(template, seed, options?.key, options?.repeat ?? 0, undefined, idPrefix)
       if (Either.isLeft(result)) throw result.left
       return result.right
     },
@@ -687,8 +691,7 @@ const makeTemplate = (
       const keyOf = options?.keyOf
       if (!isPositiveInt(repeats, 1)) throw new SeedError({ message: "repeats must be an integer >= 1" })
       if (!isPositiveInt(chunkSize, 1)) throw new SeedError({ message: "chunkSize must be an integer >= 1" })
-      const source = toSeedStream(seeds, chunkSize)
-      return Stream.suspend(() => {
+      const specsOf = (source: Stream.Stream<unknown, unknown, unknown>) => Stream.suspend(() => {
         let index = 0
         return Stream.mapChunksEffect(source, (chunk) =>
           Effect.suspend(() => {
@@ -710,7 +713,7 @@ const makeTemplate = (
               }
               for (let repeat = 0; repeat < repeats; repeat++) {
                 const k = key === undefined ? undefined : repeats > 1 ? `${key}#${repeat}` : key
-                const spec = bindSpec(template, seed, k, repeat, prepared.right)
+                const spec = bindSpec(template, seed, k, repeat, prepared.right, idPrefix)
                 if (Either.isLeft(spec)) return Effect.fail(spec.left)
                 out.push(spec.right)
               }
@@ -718,6 +721,11 @@ const makeTemplate = (
             return Effect.succeed(Chunk.unsafeFromArray(out))
           }))
       })
+      // the runner may read it in bigger chunks (see `internal/specStream.ts`)
+      return SpecStream.register(
+        specsOf(toSeedStream(seeds, chunkSize)),
+        (readAhead) => specsOf(toSeedStream(seeds, Math.max(chunkSize, readAhead)))
+      )
     }) as AnyTemplate["map"]
   }
   return Object.freeze(template)
@@ -757,12 +765,22 @@ const prepareSeed = (seed: unknown, index: number | undefined): Either.Either<Pr
   return Either.right({ seedJson: encoded.right, seedDigest: digest(encoded.right) })
 }
 
+/**
+ * The start of a content-addressed id's canonical JSON, `["<specDigest>","`, for a template
+ * whose spec digest is lowercase hex (always, as {@link computeSpecDigest} makes it):
+ * {@link bindSpec} then writes the rest itself (a seed digest is lowercase hex too) instead of
+ * checking both digests per spec in {@link defaultPipelineId}. The same id either way.
+ */
+const idPrefixOf = (specDigest: string): string | undefined =>
+  /^[0-9a-f]*$/.test(specDigest) ? `["${specDigest}","` : undefined
+
 const bindSpec = (
   template: AnyTemplate,
   seed: unknown,
   key: unknown,
   repeat: unknown,
-  prepared: PreparedSeed | undefined
+  prepared: PreparedSeed | undefined,
+  idPrefix: string | undefined
 ): Either.Either<PipelineSpec<any, any, any, any>, SeedError> => {
   if (!isPositiveInt(repeat, 0)) return Either.left(new SeedError({ message: "repeat must be an integer >= 0" }))
   if (key !== undefined && (typeof key !== "string" || key === "")) {
@@ -775,7 +793,10 @@ const bindSpec = (
     p = r.right
   }
   // an explicit key is the pipeline id as given (checked above: a non-empty string)
-  const pipelineId = (key as PipelineId | undefined) ?? defaultPipelineId(template.specDigest, p.seedDigest, repeat)
+  const pipelineId = (key as PipelineId | undefined) ??
+    (idPrefix !== undefined && Number.isSafeInteger(repeat)
+      ? digest(`${idPrefix}${p.seedDigest}",${repeat}]`) as PipelineId
+      : defaultPipelineId(template.specDigest, p.seedDigest, repeat))
   return Either.right(Object.freeze({
     _tag: "PipelineSpec" as const,
     pipelineId,

@@ -455,13 +455,14 @@ export interface StoreService extends TaskStore {
 
   /**
    * Every pipeline stored as `succeeded`, with what identifies it ({@link SucceededIndex}),
-   * read at once (SQLite: the ids from the state index, the digests of keyed rows only;
-   * nothing else decoded).
+   * read at once (SQLite: the content-addressed ids packed in one blob from the state index,
+   * other ids as strings, the digests of keyed rows only; nothing else decoded).
    * What admission asks once per run, so that a resume skips the specs of finished pipelines
    * without reading their rows: only the specs this map does not settle (unknown ids,
    * other digests) are looked up. Optional: a store without it (admission then reads every
    * batch's rows) leaves it `undefined`. Costs memory in the number of succeeded pipelines
-   * (about 100 bytes each; a keyed one about twice that).
+   * (SQLite: ~30 bytes per content-addressed id; otherwise about 100 bytes each; a keyed one
+   * about twice that).
    */
   readonly succeededPipelines?: Effect.Effect<SucceededIndex, StoreUnavailable> | undefined
 

@@ -4,6 +4,7 @@ import { createHash } from "node:crypto"
 import { PipelineBuildError } from "../../src/domain/Errors.js"
 import type { RetryPolicyInput } from "../../src/domain/RetryPolicy.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as SpecStream from "../../src/domain/internal/specStream.js"
 import * as Task from "../../src/domain/Task.js"
 
 const blake = (s: string) => createHash("blake2b512").update(Buffer.from(s, "utf8")).digest("hex").slice(0, 32)
@@ -317,6 +318,35 @@ describe("map", () => {
       assert.strictEqual(e3.index, 0)
       const e4 = yield* Stream.runCollect(echo.map([{ i: 0 }], { keyOf: () => "" })).pipe(Effect.flip)
       assert.instanceOf(e4, Pipeline.SeedError)
+    }))
+
+  it.effect("read ahead for the runner: the same specs from a map stream, nothing for a stream made from it", () =>
+    Effect.gen(function*() {
+      let pulled = 0
+      function* seeds(n: number) {
+        for (let i = 0; i < n; i++) {
+          pulled++
+          yield { i: i % 7 }
+        }
+      }
+      const ids = (specs: Stream.Stream<Pipeline.PipelineSpec<{ i: number }, unknown, unknown, unknown>, unknown>) =>
+        Effect.map(Stream.runCollect(specs), (c) => Chunk.toArray(c).map((s) => [s.pipelineId, s.repeat, s.seedJson]))
+      const direct = yield* ids(echo.map(seeds(600), { repeats: 2 }))
+      const ahead = SpecStream.withReadAhead(echo.map(seeds(600), { repeats: 2 }), 256)
+      assert.isDefined(ahead)
+      assert.deepStrictEqual(yield* ids(ahead!), direct)
+      // it reads 256 seeds per chunk: taking one spec pulls one chunk
+      pulled = 0
+      yield* Stream.runCollect(Stream.take(SpecStream.withReadAhead(echo.map(seeds(1000)), 256)!, 1))
+      assert.strictEqual(pulled, 256)
+      // a stream made from a map stream is read as it is
+      assert.isUndefined(SpecStream.withReadAhead(Stream.take(echo.map(seeds(10)), 3), 256))
+      assert.isUndefined(SpecStream.withReadAhead(Stream.fromIterable([1, 2]), 256))
+      // a larger chunk size of its own is kept; a bad seed fails with its index either way
+      const bad = [{ i: 1 }, { i: 2 }, { i: Number.NaN }]
+      const e = yield* Stream.runCollect(SpecStream.withReadAhead(echo.map(bad, { chunkSize: 1000 }), 256)!).pipe(Effect.flip)
+      assert.instanceOf(e, Pipeline.SeedError)
+      assert.strictEqual((e as Pipeline.SeedError).index, 2)
     }))
 
   it("refuses invalid repeats and chunk sizes at once", () => {

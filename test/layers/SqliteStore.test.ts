@@ -13,6 +13,7 @@ import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
 import { MIGRATIONS, SCHEMA_VERSION } from "../../src/layers/internal/sqlite/migrations.js"
 import { defaultPipelineId } from "../../src/domain/Pipeline.js"
+import { digest } from "../../src/domain/Json.js"
 import * as Traversal from "../../src/domain/Traversal.js"
 import * as Report from "../../src/services/Report.js"
 import { Store } from "../../src/services/Store.js"
@@ -179,6 +180,66 @@ describe("SqliteStore (SQLite only)", () => {
         const evs = yield* store.events()
         assert.isTrue(evs[1]!.eventId > evs[0]!.eventId)
       }))
+    })
+  })
+
+  it.effect("succeededPipelines: 32-hex ids beside other ids (upper case, other lengths, keys) answer exactly", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: tempStorePath() })
+      yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
+      const hex = (n: number) => digest(`id-${n}`)
+      const upper = hex(100).toUpperCase()
+      const short = hex(102).slice(0, 31)
+      const P = pid
+      yield* store.admit([
+        ...Array.from({ length: 40 }, (_, i) =>
+          pipeline(hex(i), { state: i % 4 === 3 ? "failed" : "succeeded", specDigest: "s", seedDigest: `d${i}` })),
+        pipeline(upper, { key: upper, state: "succeeded", specDigest: "s", seedDigest: "du" }),
+        pipeline(hex(101), { key: hex(101), state: "succeeded", specDigest: "s", seedDigest: "dk" }),
+        pipeline(short, { state: "succeeded", specDigest: "s", seedDigest: "ds" }),
+        pipeline("plain-key", { key: "plain-key", state: "succeeded", specDigest: "s", seedDigest: "dp" })
+      ])
+      const index = yield* store.succeededPipelines!
+      assert.strictEqual(index.size, 30 + 4)
+      for (let i = 0; i < 40; i++) assert.strictEqual(index.has(P(hex(i)), "s", `d${i}`, true), i % 4 !== 3, hex(i))
+      // the lower-case form of a stored upper-case key is another id
+      assert.isFalse(index.has(P(hex(100)), "s", "du", true))
+      assert.isTrue(index.has(P(upper), "s", "du", false))
+      // a keyed row with a 32-hex id still compares its digests
+      assert.isTrue(index.has(P(hex(101)), "s", "dk", true))
+      assert.isFalse(index.has(P(hex(101)), "s", "other", true))
+      assert.isTrue(index.has(P(short), "s", "ds", true))
+      assert.isFalse(index.has(P(`${short}0`), "s", "ds", true))
+      assert.isTrue(index.has(P("plain-key"), "s", "dp", false))
+      assert.isFalse(index.has(P(hex(103)), "s", "x", true))
+    })))
+
+  const hexOf = (n: number) => digest(`sp-${n}`)
+  for (
+    const [what, ids] of [
+      ["packed hex ids and the others", [...Array.from({ length: 30 }, (_, i) => hexOf(i)), hexOf(50).toUpperCase(), "k-1", hexOf(51).slice(0, 30)]],
+      ["no hex id at all", ["k-1", "k-2", hexOf(50).toUpperCase(), "k-3", "k-4"]]
+    ] as const
+  )
+  it.effect(`succeededPipelines: the writer's and a read-only open's indexes agree (${what})`, () => {
+    const file = tempStorePath()
+    const hex = hexOf
+    const probes = [...ids, hex(50), hex(60), `${hex(51).slice(0, 30)}00`]
+    return Effect.gen(function*() {
+      const answers = (store: Store["Type"]) =>
+        Effect.map(store.succeededPipelines!, (index) => [index.size, ...probes.map((id) => index.has(pid(id), "spec", `seed-${id}`, true))])
+      const written = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
+        yield* store.admit(ids.map((id, i) => pipeline(id, { state: i % 5 === 4 ? "failed" : "succeeded" })))
+        return yield* answers(store)
+      }))
+      const read = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), answers))
+      assert.deepStrictEqual(read, written)
+      assert.deepStrictEqual(written, [
+        ids.filter((_, i) => i % 5 !== 4).length,
+        ...probes.map((id) => ids.includes(id) && ids.indexOf(id) % 5 !== 4)
+      ])
     })
   })
 

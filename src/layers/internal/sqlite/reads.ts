@@ -52,6 +52,7 @@ import type {
   StoreStats
 } from "../../../services/Store.js"
 import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
+import { idSet, type IdSet } from "../../../services/internal/store/idSet.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
 import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
 import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
@@ -77,8 +78,33 @@ import { ROWID_CHUNK, toBytes } from "./writer.js"
  * nothing for the others).
  */
 const SUCCEEDED_IDS = "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'"
+/**
+ * The same ids in one row (what `succeededPipelines` reads first): their count, and the
+ * content-addressed ones (32 lowercase hex characters) as one blob of 16 bytes each, from the
+ * state index alone (~0.03 s for 200,000, where the row-per-id read above takes ~0.15 s);
+ * the ids that are not 32 lowercase hex characters (explicit keys) come from
+ * `SUCCEEDED_OTHER_IDS`, read only when the count says there are some. A store too big for
+ * one blob (SQLite's 1 GB string limit, ~30 million ids) falls back to `SUCCEEDED_IDS`.
+ */
+const HEX_ID = "length(pipeline_id) = 32 AND lower(pipeline_id) = pipeline_id AND unhex(pipeline_id) IS NOT NULL"
+const SUCCEEDED_PACKED =
+  `SELECT count(*), unhex(group_concat(CASE WHEN ${HEX_ID} THEN pipeline_id END, '')) FROM pipelines WHERE state = 'succeeded'`
+const SUCCEEDED_OTHER_IDS = `SELECT pipeline_id FROM pipelines WHERE state = 'succeeded' AND NOT (${HEX_ID})`
+
+/**
+ * The id set of a `SUCCEEDED_PACKED` row (`[count, blob | null]`), reading the other ids
+ * with `others` when the blob holds fewer than `count`.
+ */
+const packedIds = (row: ReadonlyArray<unknown> | undefined, others: () => ReadonlyArray<unknown>): IdSet => {
+  const bytes = row?.[1]
+  const packed = bytes instanceof Uint8Array ? bytes : new Uint8Array(0)
+  return idSet(packed, Number(row?.[0] ?? 0) > packed.length / 16 ? others().map(String) : [])
+}
+// `key` is in no index: a scan of the table in rowid order (every page once, each row read up to
+// its `key`) costs ~0.04 s of CPU for 200,000 rows where the state index's one lookup per
+// succeeded row costs ~0.09 s
 const SUCCEEDED_KEYED =
-  "SELECT pipeline_id, spec_digest, seed_digest FROM pipelines WHERE key IS NOT NULL AND state = 'succeeded'"
+  "SELECT pipeline_id, spec_digest, seed_digest FROM pipelines NOT INDEXED WHERE key IS NOT NULL AND state = 'succeeded'"
 
 /**
  * The reads of the SQLite driver (see `Store.StoreDriver`) of an open store, using `backend`
@@ -372,15 +398,36 @@ export const makeReads = (
     // SQL client's per-row work
     succeededPipelines: env.db === undefined
       ? Effect.map(
-        Effect.zip(q(sql.unsafe(SUCCEEDED_IDS).values), q(sql.unsafe(SUCCEEDED_KEYED).values)),
-        ([ids, keyed]) => succeededIndexOf(ids.map((r) => r[0]), keyed)
+        Effect.zip(
+          Effect.orElse(
+            Effect.flatMap(q(sql.unsafe(SUCCEEDED_PACKED).values), (rows) => {
+              const row = rows[0]
+              const packed = row?.[1]
+              return Number(row?.[0] ?? 0) > (packed instanceof Uint8Array ? packed.length / 16 : 0)
+                ? Effect.map(q(sql.unsafe(SUCCEEDED_OTHER_IDS).values), (others) => packedIds(row, () => others.map((r) => r[0])))
+                : Effect.succeed(packedIds(row, () => []))
+            }),
+            () => Effect.map(q(sql.unsafe(SUCCEEDED_IDS).values), (ids) => ids.map((r) => r[0]))
+          ),
+          q(sql.unsafe(SUCCEEDED_KEYED).values)
+        ),
+        ([ids, keyed]) => succeededIndexOf(ids, keyed)
       )
       : Effect.try({
-        try: () =>
-          succeededIndexOf(
-            env.db!.prepare(SUCCEEDED_IDS).pluck().all(),
-            env.db!.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>
-          ),
+        try: () => {
+          const db = env.db!
+          let ids: IdSet | ReadonlyArray<unknown>
+          try {
+            ids = packedIds(
+              db.prepare(SUCCEEDED_PACKED).raw(true).get() as ReadonlyArray<unknown> | undefined,
+              () => db.prepare(SUCCEEDED_OTHER_IDS).pluck().all()
+            )
+          } catch {
+            // too many ids for one blob: one row per id
+            ids = db.prepare(SUCCEEDED_IDS).pluck().all()
+          }
+          return succeededIndexOf(ids, db.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>)
+        },
         catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
       }),
     pipelineAccounting: (o = {}) =>

@@ -174,30 +174,46 @@ export const make = (env: AdmitEnv) => {
   const knownSucceeded = (index: SucceededIndex, spec: AnySpec): boolean =>
     index.has(spec.pipelineId, spec.specDigest, spec.seedDigest, !spec.explicitKey)
   const NO_ROWS: ReadonlyMap<PipelineId, PipelineRecord> = new Map()
+  /**
+   * Skips a spec the index knows as succeeded when it is finished before this run, not
+   * repeated, and not another run's of this runner: as `decide` would (see `decideSucceeded`),
+   * without claiming it. `false`: the spec goes through the full decision.
+   */
+  const skipKnown = (spec: AnySpec, seenInBatch: Map<string, AnySpec>): boolean => {
+    const id = spec.pipelineId
+    if (
+      (env.claimed.size > 0 && env.claimed.has(id)) || seenInBatch.has(id) ||
+      (inFlight.size > 0 && inFlight.has(id)) || (store.traversal === undefined && controlOf(spec.template) !== undefined)
+    ) return false
+    seenInBatch.set(id, spec)
+    State.countSkip(state, spec)
+    return true
+  }
 
   const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
     Effect.gen(function*() {
       if (batch.length === 0) return
       const now = yield* Clock.currentTimeMillis
       const index = yield* succeededIndex
-      const known = index === undefined ? undefined : batch.map((s) => knownSucceeded(index, s))
-      const unknown = known === undefined ? batch : batch.filter((_, i) => !known[i])
+      // 1 for a spec the index settles (the common case of a resume: one flag, no array of specs)
+      let known: Uint8Array | undefined
+      let unknown: ReadonlyArray<AnySpec> = batch
+      if (index !== undefined) {
+        known = new Uint8Array(batch.length)
+        const rest: Array<AnySpec> = []
+        for (let i = 0; i < batch.length; i++) {
+          if (knownSucceeded(index, batch[i]!)) known[i] = 1
+          else rest.push(batch[i]!)
+        }
+        unknown = rest
+      }
       const storedMap = unknown.length === 0 ? NO_ROWS : yield* store.getPipelines(unknown.map((s) => s.pipelineId))
       const seenInBatch = new Map<string, AnySpec>()
       for (let i = 0; i < batch.length; i++) {
         const spec = batch[i]!
         if (state.stopping) return
-        const isKnown = known !== undefined && known[i]!
-        if (
-          isKnown && !env.claimed.has(spec.pipelineId) && !seenInBatch.has(spec.pipelineId) &&
-          !inFlight.has(spec.pipelineId) && (store.traversal !== undefined || controlOf(spec.template) === undefined)
-        ) {
-          // finished before this run, not repeated, not another run's of this runner: skipped
-          // as `decide` would (see `decideSucceeded`), without claiming it
-          seenInBatch.set(spec.pipelineId, spec)
-          State.countSkip(state, spec)
-          continue
-        }
+        const isKnown = known !== undefined && known[i] === 1
+        if (isKnown && skipKnown(spec, seenInBatch)) continue
         const stored = storedMap.get(spec.pipelineId)
         const controlled = controlOf(spec.template) !== undefined
         if (controlled && store.traversal === undefined) {

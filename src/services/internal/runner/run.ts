@@ -34,6 +34,7 @@ import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
 import { maskSecrets } from "../../../domain/internal/resource.js"
+import * as SpecStream from "../../../domain/internal/specStream.js"
 import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
 import type { MetricDisplay } from "../../../domain/TaskContext.js"
@@ -652,8 +653,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
     })
 
     const feeder = Effect.gen(function*() {
-      const stream = sourceToStream<AnySpec, SE, SR>(source)
       const batchSize = Math.max(1, Math.min(256, config.maxAdmitted))
+      // a `Template.map` stream read a batch of seeds at a time (what the batching pulls anyway)
+      const stream = SpecStream.withReadAhead(source as Stream.Stream<AnySpec, SE, SR>, batchSize) ??
+        sourceToStream<AnySpec, SE, SR>(source)
       yield* stream.pipe(
         Stream.rechunk(batchSize),
         Stream.runForEachChunk((chunk) => state.stopping ? Effect.interrupt : admit.admitBatch(Array.from(chunk)))

@@ -21,6 +21,7 @@ import type {
   ResourceUsage,
   SucceededIndex
 } from "../../Store.js"
+import type { IdSet } from "./idSet.js"
 
 /** Keyset paging batch size of every stream (rows per query). */
 export const PAGE_SIZE = 1000
@@ -326,25 +327,33 @@ export const figuresOfRow = (r: Readonly<Record<string, unknown>> | undefined): 
 })
 
 /**
- * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`) and, for those stored with
- * an explicit key, their rows `[pipelineId, specDigest, seedDigest]` (`keyed`): a keyed row
- * is compared digest by digest; any other id, stored without a key, is content-addressed.
+ * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`: the ids as an array, or an
+ * {@link IdSet} already built) and, for those stored with an explicit key, their rows
+ * `[pipelineId, specDigest, seedDigest]` (`keyed`): a keyed row is compared digest by digest;
+ * any other id, stored without a key, is content-addressed.
  *
  * @since 0.6.0
  * @category statistics
  */
 export const succeededIndexOf = (
-  ids: ReadonlyArray<unknown>,
+  ids: ReadonlyArray<unknown> | IdSet,
   keyed: Iterable<ReadonlyArray<unknown>>
 ): SucceededIndex => {
-  const all = new Set<string>()
-  for (const id of ids) all.add(String(id))
+  let all: IdSet
+  if (Array.isArray(ids)) {
+    const set = new Set<string>()
+    for (const id of ids) set.add(String(id))
+    all = set
+  } else {
+    all = ids as IdSet
+  }
   const digests = new Map<string, { readonly spec: string; readonly seed: string }>()
   for (const [id, spec, seed] of keyed) digests.set(String(id), { spec: String(spec), seed: String(seed) })
   return {
     size: all.size,
     has: (pipelineId, specDigest, seedDigest, contentAddressed) => {
       if (!all.has(pipelineId)) return false
+      if (digests.size === 0) return contentAddressed
       const d = digests.get(pipelineId)
       return d === undefined ? contentAddressed : d.spec === specDigest && d.seed === seedDigest
     }

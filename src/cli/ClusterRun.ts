@@ -160,6 +160,11 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       onProgress: (p) =>
         args.quiet ? Effect.void : Console.error(
           `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+        ),
+      // said even with --quiet: nothing moves until a runner is up
+      onWarning: (w) =>
+        Console.error(
+          `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
         )
     }).pipe(
       Effect.onInterrupt(() =>
@@ -172,5 +177,6 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     yield* Console.log(
       `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
     )
+    for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })

@@ -7,10 +7,14 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Console, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
-import { ConfigError } from "../domain/Errors.js"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -64,6 +68,90 @@ const controlRefused = (path: string) =>
 
 const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
+/** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
+const CLUSTER_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
+
+/** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
+const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
+
+const unavailable = (database: string, what: string) => (e: unknown) =>
+  new StoreUnavailable({
+    message: redactUrl(`cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`),
+    path: redactUrl(database)
+  })
+
+/** Which of the cluster's tables exist in the database of `sql`. */
+const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly name: string }>(
+      `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN (${CLUSTER_TABLES.map((t) => `'${t}'`).join(", ")})`
+    ),
+    (rows) => new Set(rows.map((r) => r.name))
+  )
+
+/**
+ * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
+ * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them)
+ * in the database at `database`, under a session advisory lock of its own so that two
+ * processes migrating at once wait for each other. What `assay migrate` runs after the store's
+ * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);
+ * fails with `StoreUnavailable` (the URL without its password).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<readonly [number, string]>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const conn = yield* sql.reserve
+    yield* conn.executeRaw(`SELECT pg_advisory_lock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
+    const before = yield* clusterTablesPresent(sql)
+    if (before.size < CLUSTER_TABLES.length) {
+      // building the storages runs their migrations (and nothing else: no runner registers);
+      // with lock rows enabled the runner storage creates `cluster_locks` as well, so either
+      // lock mode finds its table
+      yield* Effect.scoped(Layer.build(
+        Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+          Layer.provide(ShardingConfig.layer({ shardLockDisableAdvisory: true }))
+        )
+      )).pipe(Effect.catchAllDefect((d) => Effect.fail(d)))
+    }
+    const after = yield* clusterTablesPresent(sql)
+    yield* conn.executeRaw(`SELECT pg_advisory_unlock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
+    return CLUSTER_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 4 })),
+    Effect.mapError(unavailable(database, "migration failed"))
+  )
+
+/**
+ * Refuses a cluster database that `assay migrate` has not prepared, before anything is
+ * created in it: `ConfigError` (exit 2) naming the command to run when a cluster table is
+ * missing, `StoreUnavailable` when the database cannot be reached. What `assay runner` and
+ * `assay run --engine cluster` check first (the cluster's storage would otherwise create its
+ * tables on its own, and two runners starting at once can collide doing so).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const checkMigrated = (database: string): Effect.Effect<void, ConfigError | StoreUnavailable> =>
+  Effect.gen(function*() {
+    const present = yield* clusterTablesPresent(yield* SqlClient.SqlClient)
+    const missing = CLUSTER_TABLES.filter((t) => !present.has(t))
+    if (missing.length === 0) return
+    const message = `the database ${redactUrl(database)} has no cluster tables (${missing.join(", ")}): ` +
+      `run \`assay migrate --database ${redactUrl(database)}\` once before starting runners or submitting`
+    return yield* new ConfigError({ message, issues: [{ path: "--database", message: "not migrated for the cluster" }] })
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })),
+    Effect.catchAll((e): Effect.Effect<never, ConfigError | StoreUnavailable> =>
+      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(unavailable(database, "cannot read")(e))
+    )
+  )
+
 /**
  * What `assay runner` runs: `config` (the experiment file), `database` (checked URL),
  * `address` (where other runners reach it; default the library's), `store` (the `--store`
@@ -93,6 +181,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const experiment = yield* Experiment.load(o.config)
     if (experiment.template.control !== undefined) return yield* controlRefused("--config")
     const store = yield* sharedStoreLayer(experiment, o.store, o.database)
+    // an unmigrated database is refused before anything is created in it
+    yield* checkMigrated(o.database)
     const address = o.address
     yield* Console.error(
       `runner: cluster database ${redactUrl(o.database)}${address === undefined ? "" : `, listening on ${address.host}:${address.port}`}`
@@ -152,6 +242,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     if (experiment.template.control !== undefined) return yield* controlRefused("--engine")
     const store = yield* sharedStoreLayer(experiment, args.store, database)
+    yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
       maxAdmitted,

@@ -122,7 +122,8 @@ export const catalogStreamLayer = <E, R>(
  * Options of {@link workflowLayer}: `concurrency`, attempts running at once in this process
  * (default 64; pools bound them further); `infraRetry`, the schedule retrying store errors
  * inside an activity (default: exponential from 200 ms, each delay at most 5 s, 2 minutes in
- * all).
+ * all); `resourcesEvery`, how often the pools' resource state is written to the store
+ * (default 5 s, and once more when the process stops).
  *
  * @since 0.7.0
  * @category models
@@ -132,7 +133,10 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
 /**
  * Registers {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a
  * process run pipelines. Needs the `Store`, the `Pools` and a {@link SpecCatalog}; the tasks'
- * own requirements are taken from the context the layer is built in.
+ * own requirements are taken from the context the layer is built in. While it lives, the
+ * pools' events go to the store's event log and their resources' state to its resource rows,
+ * filed under the run whose pipelines this process ran last (what `report`, `watch` and
+ * `serve` show).
  *
  * @param options see {@link WorkflowLayerOptions}
  * @since 0.7.0

@@ -205,6 +205,13 @@ export const submit = <SE, SR>(
       startedAt,
       meta: options.meta
     })
+    // the run's own events, as the embedded engine writes them (report / watch / serve)
+    const emit = (kind: string, data: unknown) =>
+      Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId: null, runId, data, ts })).pipe(
+        Effect.zipRight(store.flush),
+        Effect.catchAll((e) => Effect.logWarning(`could not record ${kind}: ${e.message}`))
+      )
+    yield* emit("run.started", { engine: "cluster", maxAdmitted })
     const running = new Set<PipelineId>()
     const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0 }
     const causes: Array<string> = []
@@ -336,6 +343,7 @@ export const submit = <SE, SR>(
       if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
       const endedAt = yield* Clock.currentTimeMillis
       yield* store.finishRun(runId, { status: "completed", endedAt, stopReason: null })
+      yield* emit("run.finished", { status: "completed", stopReason: null, counters: progress() })
       return { ...progress(), status: "completed" as const, durationMs: endedAt - startedAt, causes }
     })
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on
@@ -345,5 +353,12 @@ export const submit = <SE, SR>(
           status: "interrupted",
           endedAt,
           stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed"
-        }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`)))))
+        }).pipe(
+          Effect.zipRight(emit("run.finished", {
+            status: "interrupted",
+            stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed",
+            counters: progress()
+          })),
+          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`))
+        )))
   })

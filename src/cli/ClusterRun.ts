@@ -7,12 +7,14 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as ShardId from "@effect/cluster/ShardId"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Clock, Console, Context, Data, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
@@ -200,8 +202,113 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         NodeProcessRunner.layer
       ))
     )
-    return yield* Layer.launch(host)
+    // the runner, and beside it two watchdogs whose failure ends the process with exit 1, so
+    // that its supervisor restarts it (and the restart gives its shards back)
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const context = yield* Layer.build(host)
+      const sharding = Context.get(context, Sharding.Sharding)
+      return yield* Effect.raceFirst(
+        Effect.never,
+        Effect.raceFirst(
+          databaseWatchdog(o.database),
+          stallWatchdog(sharding, defaultShardsPerGroup).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 })))
+        )
+      )
+    }))
   })
+
+/** How long the database may stay unreachable before a runner gives up (exit 1). */
+const LOST_AFTER = Duration.seconds(90)
+
+/** How long an unread message may wait on this runner's shards before they count as stalled. */
+const STALL_AFTER = Duration.minutes(3)
+
+/** The library's default shards per group (the runner does not change it). */
+const defaultShardsPerGroup = 300
+
+/**
+ * Fails with `StoreUnavailable` once the database has not answered for {@link LOST_AFTER}
+ * (checked every 10 s with a 10 s timeout): a database lost for good ends the runner with a
+ * non-zero exit instead of leaving it retrying forever; a restart or failover shorter than
+ * that is ridden out.
+ */
+const databaseWatchdog = (database: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let lastOk = yield* Clock.currentTimeMillis
+    while (true) {
+      yield* Effect.sleep(Duration.seconds(10))
+      const ok = yield* sql.unsafe("SELECT 1").pipe(
+        Effect.timeout(Duration.seconds(10)),
+        Effect.as(true),
+        Effect.orElseSucceed(() => false)
+      )
+      const now = yield* Clock.currentTimeMillis
+      if (ok) lastOk = now
+      else if (now - lastOk >= Duration.toMillis(LOST_AFTER)) {
+        return yield* new StoreUnavailable({
+          message: `runner: the cluster database ${redactUrl(database)} has not answered for ${
+            Math.round((now - lastOk) / 1000)
+          } s; stopping (exit 1) so that a supervisor restarts this runner`,
+          path: redactUrl(database)
+        })
+      }
+    }
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })))
+
+/**
+ * The stalled-shard watchdog (research/distributed.md §5: Effect-TS/effect#6248, a runner that
+ * stays healthy while its storage loop stops reading): every {@link STALL_AFTER} it lists the
+ * deliverable, unprocessed, never-read messages of the shards this runner holds; a message
+ * that was already on the previous list has waited a whole period unread. It then fails with
+ * `ShardsStalled` (logged, exit 1): the supervisor's restart releases the runner's shard locks
+ * and the cluster reassigns them. The library's own guards stay in place (a lock not
+ * refreshed within `shardLockExpiration` is taken over; `RunnerHealth` pings drop an
+ * unreachable runner from the ring); this covers the case they do not see.
+ */
+const stallWatchdog = (sharding: Sharding.Sharding["Type"], shardsPerGroup: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let previous = new Set<string>()
+    while (true) {
+      yield* Effect.sleep(STALL_AFTER)
+      const owned: Array<string> = []
+      for (let i = 1; i <= shardsPerGroup; i++) {
+        const id = ShardId.make("default", i)
+        if (sharding.hasShardId(id)) owned.push(id.toString())
+      }
+      if (owned.length === 0) {
+        previous = new Set()
+        continue
+      }
+      const now = yield* Clock.currentTimeMillis
+      const rows = yield* sql.unsafe<{ readonly id: string }>(
+        `SELECT id::text AS id FROM cluster_messages
+         WHERE processed = false AND last_read IS NULL AND (deliver_at IS NULL OR deliver_at <= $1)
+           AND shard_id = ANY($2) LIMIT 1000`,
+        [now, owned]
+      ).pipe(Effect.orElseSucceed(() => []))
+      const current = new Set(rows.map((r) => r.id))
+      const waited = Array.from(current).filter((id) => previous.has(id))
+      if (waited.length > 0) {
+        return yield* new ShardsStalled({
+          message: `runner: ${waited.length} message(s) on this runner's ${owned.length} shard(s) waited more than ${
+            Duration.format(STALL_AFTER)
+          } unread; stopping (exit 1) so that a supervisor restarts this runner and its shards move`
+        })
+      }
+      previous = current
+    }
+  })
+
+/**
+ * The stalled-shard watchdog's verdict: messages on this runner's shards stayed unread for a
+ * whole check period. Ends `assay runner` with exit 1 (its supervisor restarts it).
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export class ShardsStalled extends Data.TaggedError("ShardsStalled")<{ readonly message: string }> {}
 
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster

@@ -162,7 +162,8 @@ export interface ClusterOptions {
 /**
  * A runner process's engine: sharding over TCP (`NodeClusterSocket`, msgpack) with SQL
  * message and runner storage on the `SqlClient` in context (PostgreSQL), and the
- * `ClusterWorkflowEngine` on top. Provide {@link workflowLayer} with it to host pipelines.
+ * `ClusterWorkflowEngine` on top (it also gives the `Sharding`, e.g. to ask which shards this
+ * runner holds). Provide {@link workflowLayer} with it to host pipelines.
  * The cluster's tables are created on first start; start one runner (or migrate) before the
  * others (L6: concurrent first starts can collide on `CREATE TABLE`).
  *
@@ -171,9 +172,13 @@ export interface ClusterOptions {
  */
 export const runnerLayer = (
   options: ClusterOptions = {}
-): Layer.Layer<WorkflowEngine, SocketServer.SocketServerError | ConfigErrorEffect.ConfigError, SqlClient.SqlClient> =>
+): Layer.Layer<
+  WorkflowEngine | Sharding.Sharding,
+  SocketServer.SocketServerError | ConfigErrorEffect.ConfigError,
+  SqlClient.SqlClient
+> =>
   ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
   )
 
 /**

@@ -75,4 +75,28 @@ describe("cluster operations on the command line", () => {
       // the admitted pipelines stay running in the store, to be followed by the next submission
       assert.strictEqual(pg.psql("norunner", "SELECT count(*) FROM assay_pipelines WHERE state = 'running'").trim(), "3")
     }), 120_000)
+
+  it.scopedLive("end to end: migrate, one runner, submit; the run's events land in the store; a re-submit finds everything done", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-ops")
+      const file = experiment(dir)
+      yield* Effect.promise(() => pg.createDatabase("e2e"))
+      const url = pg.url("e2e")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      const port = 39000 + Math.floor(Math.random() * 500)
+      const runner = start(["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`])
+      yield* Effect.addFinalizer(() => Effect.sync(() => runner.child.kill("SIGKILL")))
+      const sub = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url])
+      assert.strictEqual(sub.code, 0, sub.stderr + runner.stderr())
+      assert.match(sub.stdout, /3 succeeded, 0 failed/)
+      const kinds = pg.psql("e2e", "SELECT DISTINCT kind FROM assay_events ORDER BY kind").split("\n")
+      assert.include(kinds, "run.started")
+      assert.include(kinds, "run.finished")
+      const again = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url])
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.match(again.stdout, /0 succeeded, 0 failed, 3 already done/)
+      runner.child.kill("SIGTERM")
+      const stopped = yield* Effect.promise(() => runner.done)
+      assert.notStrictEqual(stopped.signal, "SIGKILL")
+    }), 180_000)
 })

@@ -239,8 +239,11 @@ export const submit = <SE, SR>(
           counts.refused++
           if (refusals.length < 20) refusals.push(ended.message)
         }
-        if (ended._tag !== "Verdict" || ended.verdict !== "succeeded") counts.failed++
-        else counts.succeeded++
+        if (ended._tag === "Verdict" && ended.verdict === "succeeded") {
+          counts.succeeded++
+          return
+        }
+        counts.failed++
         if (causes.length < 20) {
           causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${ended.verdict}" without settling the row` : ended.message}`)
         }
@@ -321,10 +324,14 @@ export const submit = <SE, SR>(
         if (Option.isSome(stored)) yield* clearEnded(spec)
         const now = yield* Clock.currentTimeMillis
         const row = Option.getOrUndefined(stored)
-        yield* store.admit(
-          [Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now)],
-          row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
-        )
+        // a running row is followed as it is: its workflow may be committing tasks right now,
+        // and writing the row again would put back the cursor read above
+        if (row?.state !== "running") {
+          yield* store.admit(
+            [Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now)],
+            row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
+          )
+        }
         yield* PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest }, { discard: true })
         specDigests.set(spec.pipelineId, spec.specDigest)
         running.add(spec.pipelineId)

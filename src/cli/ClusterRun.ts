@@ -7,10 +7,16 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as ShardId from "@effect/cluster/ShardId"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Clock, Console, Context, Data, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
-import { ConfigError } from "../domain/Errors.js"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -64,6 +70,90 @@ const controlRefused = (path: string) =>
 
 const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
+/** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
+const CLUSTER_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
+
+/** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
+const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
+
+const unavailable = (database: string, what: string) => (e: unknown) =>
+  new StoreUnavailable({
+    message: redactUrl(`cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`),
+    path: redactUrl(database)
+  })
+
+/** Which of the cluster's tables exist in the database of `sql`. */
+const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly name: string }>(
+      `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN (${CLUSTER_TABLES.map((t) => `'${t}'`).join(", ")})`
+    ),
+    (rows) => new Set(rows.map((r) => r.name))
+  )
+
+/**
+ * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
+ * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them)
+ * in the database at `database`, under a session advisory lock of its own so that two
+ * processes migrating at once wait for each other. What `assay migrate` runs after the store's
+ * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);
+ * fails with `StoreUnavailable` (the URL without its password).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<readonly [number, string]>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const conn = yield* sql.reserve
+    yield* conn.executeRaw(`SELECT pg_advisory_lock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
+    const before = yield* clusterTablesPresent(sql)
+    if (before.size < CLUSTER_TABLES.length) {
+      // building the storages runs their migrations (and nothing else: no runner registers);
+      // with lock rows enabled the runner storage creates `cluster_locks` as well, so either
+      // lock mode finds its table
+      yield* Effect.scoped(Layer.build(
+        Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+          Layer.provide(ShardingConfig.layer({ shardLockDisableAdvisory: true }))
+        )
+      )).pipe(Effect.catchAllDefect((d) => Effect.fail(d)))
+    }
+    const after = yield* clusterTablesPresent(sql)
+    yield* conn.executeRaw(`SELECT pg_advisory_unlock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
+    return CLUSTER_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 4 })),
+    Effect.mapError(unavailable(database, "migration failed"))
+  )
+
+/**
+ * Refuses a cluster database that `assay migrate` has not prepared, before anything is
+ * created in it: `ConfigError` (exit 2) naming the command to run when a cluster table is
+ * missing, `StoreUnavailable` when the database cannot be reached. What `assay runner` and
+ * `assay run --engine cluster` check first (the cluster's storage would otherwise create its
+ * tables on its own, and two runners starting at once can collide doing so).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const checkMigrated = (database: string): Effect.Effect<void, ConfigError | StoreUnavailable> =>
+  Effect.gen(function*() {
+    const present = yield* clusterTablesPresent(yield* SqlClient.SqlClient)
+    const missing = CLUSTER_TABLES.filter((t) => !present.has(t))
+    if (missing.length === 0) return
+    const message = `the database ${redactUrl(database)} has no cluster tables (${missing.join(", ")}): ` +
+      `run \`assay migrate --database ${redactUrl(database)}\` once before starting runners or submitting`
+    return yield* new ConfigError({ message, issues: [{ path: "--database", message: "not migrated for the cluster" }] })
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })),
+    Effect.catchAll((e): Effect.Effect<never, ConfigError | StoreUnavailable> =>
+      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(unavailable(database, "cannot read")(e))
+    )
+  )
+
 /**
  * What `assay runner` runs: `config` (the experiment file), `database` (checked URL),
  * `address` (where other runners reach it; default the library's), `store` (the `--store`
@@ -93,6 +183,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const experiment = yield* Experiment.load(o.config)
     if (experiment.template.control !== undefined) return yield* controlRefused("--config")
     const store = yield* sharedStoreLayer(experiment, o.store, o.database)
+    // an unmigrated database is refused before anything is created in it
+    yield* checkMigrated(o.database)
     const address = o.address
     yield* Console.error(
       `runner: cluster database ${redactUrl(o.database)}${address === undefined ? "" : `, listening on ${address.host}:${address.port}`}`
@@ -110,8 +202,113 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         NodeProcessRunner.layer
       ))
     )
-    return yield* Layer.launch(host)
+    // the runner, and beside it two watchdogs whose failure ends the process with exit 1, so
+    // that its supervisor restarts it (and the restart gives its shards back)
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const context = yield* Layer.build(host)
+      const sharding = Context.get(context, Sharding.Sharding)
+      return yield* Effect.raceFirst(
+        Effect.never,
+        Effect.raceFirst(
+          databaseWatchdog(o.database),
+          stallWatchdog(sharding, defaultShardsPerGroup).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 })))
+        )
+      )
+    }))
   })
+
+/** How long the database may stay unreachable before a runner gives up (exit 1). */
+const LOST_AFTER = Duration.seconds(90)
+
+/** How long an unread message may wait on this runner's shards before they count as stalled. */
+const STALL_AFTER = Duration.minutes(3)
+
+/** The library's default shards per group (the runner does not change it). */
+const defaultShardsPerGroup = 300
+
+/**
+ * Fails with `StoreUnavailable` once the database has not answered for {@link LOST_AFTER}
+ * (checked every 10 s with a 10 s timeout): a database lost for good ends the runner with a
+ * non-zero exit instead of leaving it retrying forever; a restart or failover shorter than
+ * that is ridden out.
+ */
+const databaseWatchdog = (database: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let lastOk = yield* Clock.currentTimeMillis
+    while (true) {
+      yield* Effect.sleep(Duration.seconds(10))
+      const ok = yield* sql.unsafe("SELECT 1").pipe(
+        Effect.timeout(Duration.seconds(10)),
+        Effect.as(true),
+        Effect.orElseSucceed(() => false)
+      )
+      const now = yield* Clock.currentTimeMillis
+      if (ok) lastOk = now
+      else if (now - lastOk >= Duration.toMillis(LOST_AFTER)) {
+        return yield* new StoreUnavailable({
+          message: `runner: the cluster database ${redactUrl(database)} has not answered for ${
+            Math.round((now - lastOk) / 1000)
+          } s; stopping (exit 1) so that a supervisor restarts this runner`,
+          path: redactUrl(database)
+        })
+      }
+    }
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })))
+
+/**
+ * The stalled-shard watchdog (research/distributed.md §5: Effect-TS/effect#6248, a runner that
+ * stays healthy while its storage loop stops reading): every {@link STALL_AFTER} it lists the
+ * deliverable, unprocessed, never-read messages of the shards this runner holds; a message
+ * that was already on the previous list has waited a whole period unread. It then fails with
+ * `ShardsStalled` (logged, exit 1): the supervisor's restart releases the runner's shard locks
+ * and the cluster reassigns them. The library's own guards stay in place (a lock not
+ * refreshed within `shardLockExpiration` is taken over; `RunnerHealth` pings drop an
+ * unreachable runner from the ring); this covers the case they do not see.
+ */
+const stallWatchdog = (sharding: Sharding.Sharding["Type"], shardsPerGroup: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let previous = new Set<string>()
+    while (true) {
+      yield* Effect.sleep(STALL_AFTER)
+      const owned: Array<string> = []
+      for (let i = 1; i <= shardsPerGroup; i++) {
+        const id = ShardId.make("default", i)
+        if (sharding.hasShardId(id)) owned.push(id.toString())
+      }
+      if (owned.length === 0) {
+        previous = new Set()
+        continue
+      }
+      const now = yield* Clock.currentTimeMillis
+      const rows = yield* sql.unsafe<{ readonly id: string }>(
+        `SELECT id::text AS id FROM cluster_messages
+         WHERE processed = false AND last_read IS NULL AND (deliver_at IS NULL OR deliver_at <= $1)
+           AND shard_id = ANY($2) LIMIT 1000`,
+        [now, owned]
+      ).pipe(Effect.orElseSucceed(() => []))
+      const current = new Set(rows.map((r) => r.id))
+      const waited = Array.from(current).filter((id) => previous.has(id))
+      if (waited.length > 0) {
+        return yield* new ShardsStalled({
+          message: `runner: ${waited.length} message(s) on this runner's ${owned.length} shard(s) waited more than ${
+            Duration.format(STALL_AFTER)
+          } unread; stopping (exit 1) so that a supervisor restarts this runner and its shards move`
+        })
+      }
+      previous = current
+    }
+  })
+
+/**
+ * The stalled-shard watchdog's verdict: messages on this runner's shards stayed unread for a
+ * whole check period. Ends `assay runner` with exit 1 (its supervisor restarts it).
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export class ShardsStalled extends Data.TaggedError("ShardsStalled")<{ readonly message: string }> {}
 
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster
@@ -152,6 +349,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     if (experiment.template.control !== undefined) return yield* controlRefused("--engine")
     const store = yield* sharedStoreLayer(experiment, args.store, database)
+    yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
       maxAdmitted,
@@ -160,6 +358,11 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       onProgress: (p) =>
         args.quiet ? Effect.void : Console.error(
           `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+        ),
+      // said even with --quiet: nothing moves until a runner is up
+      onWarning: (w) =>
+        Console.error(
+          `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
         )
     }).pipe(
       Effect.onInterrupt(() =>
@@ -172,5 +375,6 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     yield* Console.log(
       `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
     )
+    for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })

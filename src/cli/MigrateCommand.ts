@@ -18,6 +18,7 @@ import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import { loadPgStore } from "../layers/internal/pg/load.js"
 import * as PgUrl from "../layers/internal/pg/url.js"
 import * as PgPools from "../layers/PgPools.js"
+import { loadClusterRun } from "./ClusterCommand.js"
 
 /**
  * One part of the schema `assay migrate` brings up to date: its name (as printed) and the
@@ -32,9 +33,31 @@ export interface MigrationStep {
 }
 
 /**
- * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`), then the
- * global pools' tables (`PgPools.migrate`, under an advisory lock of its own). A step
- * fails with `ConfigError` when `@effect/sql-pg` is not installed.
+ * The cluster engine's tables (`cluster_*`, `@effect/cluster`'s SQL storage), created by the
+ * cluster's own module (`ClusterRun.ts`, loaded only here: the cluster packages stay out of
+ * every other command) under an advisory lock of its own.
+ */
+const clusterStep: MigrationStep = {
+  name: "cluster",
+  run: (url) =>
+    Effect.flatMap(
+      Effect.mapError(loadClusterRun, (e) =>
+        new ConfigError({
+          message: `cluster tables: cannot load the cluster engine (@effect/cluster 0.60.2, @effect/sql-pg 0.53.0): ${
+            e instanceof Error ? e.message : String(e)
+          }`,
+          issues: [{ path: "--database", message: "the cluster engine's packages are missing" }]
+        })),
+      (m) => m.migrateCluster(url)
+    )
+}
+
+/**
+ * The steps `assay migrate` runs, in order: the store's tables (`PgStore.migrate`), the
+ * global pools' tables (`PgPools.migrate`, under an advisory lock of its own), then the
+ * cluster engine's tables (`cluster_*`, under an advisory lock of its own). A step fails with
+ * `ConfigError` when `@effect/sql-pg` (or, for the cluster step, `@effect/cluster`) is not
+ * installed.
  *
  * @since 0.8.0
  * @category migrations
@@ -69,7 +92,8 @@ export const steps: ReadonlyArray<MigrationStep> = [
               })
             )
           ))))
-  }
+  },
+  clusterStep
 ]
 
 /** The advisory lock the pool migration holds: "asy" and 2 (the store's migration holds 1). */

@@ -29,7 +29,12 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import type * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import type * as MessageStorage from "@effect/cluster/MessageStorage"
+import type * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import type * as ConfigErrorEffect from "effect/ConfigError"
@@ -117,7 +122,8 @@ export const catalogStreamLayer = <E, R>(
  * Options of {@link workflowLayer}: `concurrency`, attempts running at once in this process
  * (default 64; pools bound them further); `infraRetry`, the schedule retrying store errors
  * inside an activity (default: exponential from 200 ms, each delay at most 5 s, 2 minutes in
- * all).
+ * all); `resourcesEvery`, how often the pools' resource state is written to the store
+ * (default 5 s, and once more when the process stops).
  *
  * @since 0.7.0
  * @category models
@@ -127,7 +133,10 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
 /**
  * Registers {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a
  * process run pipelines. Needs the `Store`, the `Pools` and a {@link SpecCatalog}; the tasks'
- * own requirements are taken from the context the layer is built in.
+ * own requirements are taken from the context the layer is built in. While it lives, the
+ * pools' events go to the store's event log and their resources' state to its resource rows,
+ * filed under the run whose pipelines this process ran last (what `report`, `watch` and
+ * `serve` show).
  *
  * @param options see {@link WorkflowLayerOptions}
  * @since 0.7.0
@@ -153,7 +162,8 @@ export interface ClusterOptions {
 /**
  * A runner process's engine: sharding over TCP (`NodeClusterSocket`, msgpack) with SQL
  * message and runner storage on the `SqlClient` in context (PostgreSQL), and the
- * `ClusterWorkflowEngine` on top. Provide {@link workflowLayer} with it to host pipelines.
+ * `ClusterWorkflowEngine` on top (it also gives the `Sharding`, e.g. to ask which shards this
+ * runner holds). Provide {@link workflowLayer} with it to host pipelines.
  * The cluster's tables are created on first start; start one runner (or migrate) before the
  * others (L6: concurrent first starts can collide on `CREATE TABLE`).
  *
@@ -162,29 +172,46 @@ export interface ClusterOptions {
  */
 export const runnerLayer = (
   options: ClusterOptions = {}
-): Layer.Layer<WorkflowEngine, SocketServer.SocketServerError | ConfigErrorEffect.ConfigError, SqlClient.SqlClient> =>
+): Layer.Layer<
+  WorkflowEngine | Sharding.Sharding,
+  SocketServer.SocketServerError | ConfigErrorEffect.ConfigError,
+  SqlClient.SqlClient
+> =>
   ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
   )
 
 /**
  * A submitter's engine: client-only sharding (hosts no shard, sends workflow starts through
- * SQL message storage and the runners' sockets) and the `ClusterWorkflowEngine`.
+ * SQL message storage and the runners' sockets) and the `ClusterWorkflowEngine`. It also
+ * gives the submitter the cluster's storage: `MessageStorage` (to clear a workflow that
+ * already ended before a pipeline is submitted again) and `RunnerStorage` (to say when no
+ * runner is up).
  *
  * @since 0.7.0
  * @category layers
  */
 export const clientLayer = (
   options: ClusterOptions = {}
-): Layer.Layer<WorkflowEngine, ConfigErrorEffect.ConfigError, SqlClient.SqlClient> =>
+): Layer.Layer<
+  WorkflowEngine | Sharding.Sharding | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  ConfigErrorEffect.ConfigError,
+  SqlClient.SqlClient
+> =>
   ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: options.shardingConfig }))
+    Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "byo", shardingConfig: options.shardingConfig })),
+    Layer.provideMerge(Layer.mergeAll(SqlMessageStorage.layer, Layer.orDie(SqlRunnerStorage.layer))),
+    Layer.provide(ShardingConfig.layerFromEnv(options.shardingConfig))
   )
 
 /**
  * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
  * default 256), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
- * `runId`, `label`, `meta` (of the run record) and `onProgress` (told after every poll).
+ * `resultEvery` (every how many polls the running pipelines' workflows are asked whether they
+ * ended without settling their row, default 5), `noRunnerAfter` (how long no runner may be up
+ * before `onWarning` hears of it, default 10 s; needs the cluster's `RunnerStorage`, which
+ * {@link clientLayer} gives), `runId`, `label`, `meta` (of the run record), `onProgress`
+ * (told after every poll) and `onWarning` (told of a {@link SubmitWarning}).
  *
  * @since 0.7.0
  * @category models
@@ -192,8 +219,19 @@ export const clientLayer = (
 export type SubmitOptions = internalSubmit.SubmitOptions
 
 /**
+ * A warning of the submitter: `NoRunner` (`sinceMs`: how long no runner has been registered
+ * and healthy; `message`: a sentence saying so). Told at most once per `noRunnerAfter`.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export type SubmitWarning = internalSubmit.SubmitWarning
+
+/**
  * What the submitter has seen: `admitted` (by this submission), `skipped` (already
- * terminal in the store), `succeeded` / `failed` (of the admitted ones), `running` (now).
+ * succeeded in the store), `succeeded` / `failed` (of the admitted ones; `failed` includes
+ * workflows that ended without a verdict), `refused` (of the failed: refused by a runner that
+ * does not host the experiment), `running` (now).
  *
  * @since 0.7.0
  * @category models
@@ -201,8 +239,9 @@ export type SubmitOptions = internalSubmit.SubmitOptions
 export type SubmitProgress = internalSubmit.SubmitProgress
 
 /**
- * What {@link submit} returns: the final {@link SubmitProgress}, `status: "completed"` and
- * `durationMs` (Clock).
+ * What {@link submit} returns: the final {@link SubmitProgress}, `status: "completed"`,
+ * `durationMs` (Clock) and `causes` (one line per pipeline whose workflow ended without a
+ * verdict, at most 20).
  *
  * @since 0.7.0
  * @category models
@@ -212,11 +251,16 @@ export type SubmitReport = internalSubmit.SubmitReport
 /**
  * Submits an experiment's specs to the cluster and follows them: opens a run, admits at most
  * `maxAdmitted` pipelines at once (their rows, then their workflows, started with `discard`),
- * and returns once every admitted pipeline is terminal. Pipelines already terminal in the
- * store are skipped. Interrupting it stops admission and closes the run `interrupted`;
- * started workflows go on, and submitting again is safe (starts deduplicate by pipeline id).
- * Fails with `ConfigError` for a pipeline that declares `control`, `StoreUnavailable` from the
- * store, or the source's error.
+ * and returns once every admitted pipeline is terminal. What is admitted is what `resume`
+ * would run: succeeded pipelines are skipped; failed, interrupted and running ones are
+ * admitted again, and a workflow that already ended for one of them is cleared from the
+ * cluster's storage first (it needs the cluster's `MessageStorage` and `Sharding`, which
+ * {@link clientLayer} gives), so it runs again from its first uncommitted task. A running
+ * workflow is joined. Interrupting it stops admission and closes the run `interrupted`;
+ * started workflows go on. Fails with `ConfigError` for a pipeline that declares `control`,
+ * or when a runner refused pipelines (it hosts another experiment: admission stops at the
+ * first refusal, the admitted pipelines are followed to their end, and the message names the
+ * cause), `StoreUnavailable` from the store, or the source's error.
  *
  * @since 0.7.0
  * @category submitting

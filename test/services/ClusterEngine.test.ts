@@ -35,7 +35,7 @@ const hostOf = (
   const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
   const poolsLayer = Layer.effect(Pool.Pools, Effect.map(Pool.Pools, wrapPools)).pipe(Layer.provide(Pool.layer(pools)))
   const services = Layer.mergeAll(store, poolsLayer, NodeContext.layer)
-  return ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "50 millis" }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
     Layer.provide(ClusterEngine.catalogLayer(specs))
@@ -196,5 +196,31 @@ describe("ClusterEngine (in process)", () => {
       // the write was retried, not the call
       assert.strictEqual(calls, 1)
     }).pipe(Effect.provide(hostOf([spec], [], flaky)))
+  })
+
+  it.live("the run's events and the pools' resources land in the store, as an embedded run's do", () => {
+    const ask = Task.make("ask", { resource: "llm" }, (n: number, ctx) => Effect.as(ctx.acquire(), n + 1))
+    const template = Pipeline.make("recorded", ask)
+    const specs = [1, 2, 3].map((i) => template.bind(i))
+    const pools = [Pool.make("llm", [Resource.make("llm", { id: "key-a", capacity: 2, options: { apiKey: "sk-secret" } })])]
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis" })
+      assert.strictEqual(report.succeeded, 3)
+      const store = yield* Store
+      const kinds = Array.from(yield* Stream.runCollect(store.streamEvents({ runId: report.runId }))).map((e) => e.kind)
+      assert.include(kinds, "run.started")
+      assert.include(kinds, "run.finished")
+      // the runner writes its pools' resources, filed under the run it worked for
+      const resources = yield* store.resources.pipe(
+        Effect.filterOrFail((rs) => rs.length > 0, () => "no resource row yet"),
+        Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 200 })
+      )
+      assert.strictEqual(resources.length, 1)
+      const row = resources[0]!
+      assert.strictEqual(row.pool, "llm")
+      assert.strictEqual(row.resourceId, "key-a")
+      assert.strictEqual((row.health as { runId: string }).runId, report.runId)
+      assert.notInclude(JSON.stringify(row.spec), "sk-secret")
+    }).pipe(Effect.provide(hostOf(specs, pools)))
   })
 })

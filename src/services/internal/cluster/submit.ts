@@ -11,41 +11,73 @@
  *
  * @internal
  */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as EntityAddress from "@effect/cluster/EntityAddress"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as EntityType from "@effect/cluster/EntityType"
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import * as Sharding from "@effect/cluster/Sharding"
+import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Clock, Duration, Effect, Exit, Option, Random, Stream } from "effect"
-import { ConfigError, type StoreUnavailable } from "../../../domain/Errors.js"
+import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
+import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
+import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import { Store } from "../../Store.js"
 import * as Rows from "../runner/rows.js"
-import { PipelineWorkflow } from "./workflow.js"
+import { type PipelineNotRunnable, type PipelineOutcome, PipelineWorkflow } from "./workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * A warning of the submitter (see {@link SubmitOptions} `onWarning`): `NoRunner`, no runner
+ * has been up (registered and healthy in the cluster's runner storage) for `sinceMs`: the
+ * admitted pipelines wait for one.
+ *
+ * @internal
+ */
+export interface SubmitWarning {
+  readonly _tag: "NoRunner"
+  readonly sinceMs: number
+  readonly message: string
+}
 
 /**
  * Options of {@link submit}.
  *
  * - `maxAdmitted`: pipelines running at once across the cluster (default 256);
  * - `pollInterval`: how often the rows of running pipelines are read (default 500 ms);
+ * - `resultEvery`: every how many polls the workflows of running pipelines are asked for a
+ *   result (default 5): a workflow that ended without settling its row (a runner refused it,
+ *   or the store stayed away past the activity's retry budget) is seen this way;
+ * - `noRunnerAfter`: how long no runner may be up before `onWarning` is told (default 10 s;
+ *   checked only when the cluster's `RunnerStorage` is in context);
  * - `runId`, `label`, `meta`: of the run record;
- * - `onProgress`: told after every poll.
+ * - `onProgress`: told after every poll; `onWarning`: told of a {@link SubmitWarning} (at most
+ *   once per `noRunnerAfter`).
  *
  * @internal
  */
 export interface SubmitOptions {
   readonly maxAdmitted?: number | undefined
   readonly pollInterval?: Duration.DurationInput | undefined
+  readonly resultEvery?: number | undefined
+  readonly noRunnerAfter?: Duration.DurationInput | undefined
   readonly runId?: RunId | undefined
   readonly label?: string | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
   readonly onProgress?: ((progress: SubmitProgress) => Effect.Effect<void>) | undefined
+  readonly onWarning?: ((warning: SubmitWarning) => Effect.Effect<void>) | undefined
 }
 
 /**
  * What the submitter has seen so far: pipelines admitted by this submission, skipped (already
- * terminal in the store), and of the admitted ones, how many ended succeeded / failed / gone,
- * and how many are running now.
+ * succeeded in the store), and of the admitted ones, how many ended succeeded / failed (a task
+ * failed for good, or the workflow ended without a verdict: `refused` counts those a runner
+ * refused), and how many are running now.
  *
  * @internal
  */
@@ -55,17 +87,20 @@ export interface SubmitProgress {
   readonly skipped: number
   readonly succeeded: number
   readonly failed: number
+  readonly refused: number
   readonly running: number
 }
 
 /**
- * What {@link submit} returns: the progress at the end and the run's status.
+ * What {@link submit} returns: the progress at the end, the run's status, and `causes`: one
+ * line per pipeline whose workflow ended without a verdict (at most 20).
  *
  * @internal
  */
 export interface SubmitReport extends SubmitProgress {
   readonly status: "completed"
   readonly durationMs: number
+  readonly causes: ReadonlyArray<string>
 }
 
 const makeRunId = (now: number) =>
@@ -88,9 +123,63 @@ export const refuseControl = (spec: AnySpec): ConfigError | undefined =>
   })
 
 /**
- * Submits every spec of `specs` and follows them to the end (see the module comment). Fails
- * with `ConfigError` for a control pipeline (before anything is written for it), or the
- * store's `StoreUnavailable`; the source's errors propagate as they are.
+ * The error {@link submit} ends with when runners refused pipelines (`PipelineNotRunnable`:
+ * they host another experiment, or another definition of it): admission stopped at the first
+ * refusal, the pipelines admitted before it were followed to their end, and the message names
+ * the cause. The refused pipelines stay resumable: submitting again once the runners load the
+ * submitter's experiment file runs them.
+ *
+ * @internal
+ */
+export const refusedError = (refused: number, causes: ReadonlyArray<string>): ConfigError => {
+  const message = `${refused} pipeline(s) were refused by the runners: ${causes[0] ?? "not runnable"}. ` +
+    "Start every runner with the submitter's experiment file (assay runner -c FILE --database URL), then submit again."
+  return new ConfigError({ message, issues: [{ path: "--config", message: "the runners host another experiment" }] })
+}
+
+/** The workflow's address in the cluster (what `MessageStorage.clearAddress` takes). */
+const workflowAddress = (sharding: Sharding.Sharding["Type"], executionId: string) => {
+  const entityId = EntityId.make(executionId)
+  const group = Context.get(PipelineWorkflow.annotations, ClusterSchema.ShardGroup)(entityId)
+  return new EntityAddress.EntityAddress({
+    entityType: EntityType.EntityType.make(`Workflow/${PipelineWorkflow.name}`),
+    entityId,
+    shardId: sharding.getShardId(entityId, group)
+  })
+}
+
+/** A workflow that ended: its verdict, or why it ended without one. */
+type Ended =
+  | { readonly _tag: "Verdict"; readonly verdict: "succeeded" | "failed" | "gone" }
+  | { readonly _tag: "Refused"; readonly message: string }
+  | { readonly _tag: "Broken"; readonly message: string }
+
+const endedOf = (
+  result: Workflow.Result<typeof PipelineOutcome.Type, StoreUnavailable | PipelineNotRunnable> | undefined
+): Ended | undefined => {
+  if (result === undefined || result._tag !== "Complete") return undefined
+  const exit = result.exit
+  if (Exit.isSuccess(exit)) return { _tag: "Verdict", verdict: exit.value.verdict }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure) && failure.value._tag === "PipelineNotRunnable") {
+    return { _tag: "Refused", message: failure.value.message }
+  }
+  return { _tag: "Broken", message: Option.isSome(failure) ? messageOf(failure.value) : Cause.pretty(exit.cause).split("\n")[0]! }
+}
+
+/**
+ * Submits every spec of `specs` and follows them to the end (see the module comment).
+ *
+ * What is admitted is what `resume` would run: a pipeline without a row, or whose row is
+ * `failed`, `interrupted` or `running`; a `succeeded` row is skipped. A workflow that already
+ * ended for an admitted pipeline (it failed before, or a runner refused it) is cleared from the
+ * cluster's storage before the pipeline is started again, so a re-submission runs it again
+ * (from its first uncommitted task: committed checkpoints are kept). A running workflow is
+ * joined (the start finds the same execution).
+ *
+ * Fails with `ConfigError` for a control pipeline (before anything is written for it) or when
+ * runners refused pipelines ({@link refusedError}: admission stops at the first refusal), or
+ * with the store's `StoreUnavailable`; the source's errors propagate as they are.
  *
  * @internal
  */
@@ -102,6 +191,11 @@ export const submit = <SE, SR>(
     const store = yield* Store
     const maxAdmitted = Math.max(1, options.maxAdmitted ?? 256)
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
+    const resultEvery = Math.max(1, options.resultEvery ?? 5)
+    const noRunnerAfter = Duration.toMillis(Duration.decode(options.noRunnerAfter ?? Duration.seconds(10)))
+    const runnerStorage = yield* Effect.serviceOption(RunnerStorage.RunnerStorage)
+    const sharding = yield* Effect.serviceOption(Sharding.Sharding)
+    const messages = yield* Effect.serviceOption(MessageStorage.MessageStorage)
     const startedAt = yield* Clock.currentTimeMillis
     const runId = options.runId ?? (yield* makeRunId(startedAt))
     yield* store.openRun({
@@ -111,59 +205,153 @@ export const submit = <SE, SR>(
       startedAt,
       meta: options.meta
     })
+    // the run's own events, as the embedded engine writes them (report / watch / serve)
+    const emit = (kind: string, data: unknown) =>
+      Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind, pipelineId: null, runId, data, ts })).pipe(
+        Effect.zipRight(store.flush),
+        Effect.catchAll((e) => Effect.logWarning(`could not record ${kind}: ${e.message}`))
+      )
+    yield* emit("run.started", { engine: "cluster", maxAdmitted })
     const running = new Set<PipelineId>()
-    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0 }
+    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0 }
+    const causes: Array<string> = []
+    const refusals: Array<string> = []
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
+    let polls = 0
+    let runnerSeenAt = startedAt
+    let warnedAt = startedAt
+
+    const executionOf = (id: PipelineId, specDigest: string) =>
+      PipelineWorkflow.executionId({ pipelineId: id, specDigest })
+    const specDigests = new Map<PipelineId, string>()
+
+    /** Asks the workflow of a running pipeline whether it ended without settling its row. */
+    const checkResult = (id: PipelineId) =>
+      Effect.gen(function*() {
+        const ended = endedOf(yield* PipelineWorkflow.poll(yield* executionOf(id, specDigests.get(id) ?? "")))
+        if (ended === undefined) return
+        // the row is read again: a verdict is written to the row before the workflow ends
+        const row = yield* store.getPipeline(id)
+        const state = Option.isSome(row) ? row.value.state : undefined
+        if (state === "succeeded" || state === "failed") return
+        running.delete(id)
+        if (ended._tag === "Refused") {
+          counts.refused++
+          if (refusals.length < 20) refusals.push(ended.message)
+        }
+        if (ended._tag === "Verdict" && ended.verdict === "succeeded") {
+          counts.succeeded++
+          return
+        }
+        counts.failed++
+        if (causes.length < 20) {
+          causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${ended.verdict}" without settling the row` : ended.message}`)
+        }
+      })
+
+    /** Tells `onWarning` when no runner has been up for `noRunnerAfter`. */
+    const checkRunners = Effect.gen(function*() {
+      if (Option.isNone(runnerStorage) || options.onWarning === undefined) return
+      const now = yield* Clock.currentTimeMillis
+      const runners = yield* Effect.orElseSucceed(runnerStorage.value.getRunners, () => [])
+      if (runners.some(([, healthy]) => healthy)) {
+        runnerSeenAt = now
+        return
+      }
+      if (now - runnerSeenAt >= noRunnerAfter && now - warnedAt >= noRunnerAfter) {
+        warnedAt = now
+        const seconds = Math.round((now - runnerSeenAt) / 1000)
+        yield* options.onWarning({
+          _tag: "NoRunner",
+          sinceMs: now - runnerSeenAt,
+          message: `no cluster runner has been up for ${seconds} s: ${running.size} admitted pipeline(s) wait for one`
+        })
+      }
+    })
 
     /** Reads the rows of running pipelines once; drops the terminal ones. */
     const refresh = Effect.gen(function*() {
+      polls++
+      const askResults = polls % resultEvery === 0
       for (const id of Array.from(running)) {
         const row = yield* store.getPipeline(id)
-        if (Option.isNone(row)) continue
-        const state = row.value.state
+        const state = Option.isSome(row) ? row.value.state : undefined
         if (state === "succeeded" || state === "failed") {
           running.delete(id)
           if (state === "succeeded") counts.succeeded++
           else counts.failed++
+        } else if (askResults) {
+          yield* checkResult(id)
         }
       }
+      if (running.size > 0) yield* checkRunners
       yield* store.heartbeat(runId, yield* Clock.currentTimeMillis)
       if (options.onProgress !== undefined) yield* options.onProgress(progress())
     })
     const waitBelow = (n: number) =>
       Effect.whileLoop({
-        while: () => running.size > n,
+        while: () => running.size > n && counts.refused === 0,
         body: () => Effect.zipRight(Effect.sleep(poll), refresh),
         step: () => {}
+      })
+
+    /** Clears a workflow that already ended, so starting it again runs it again. */
+    const clearEnded = (spec: AnySpec) =>
+      Effect.gen(function*() {
+        if (Option.isNone(sharding) || Option.isNone(messages)) return
+        const executionId = yield* executionOf(spec.pipelineId, spec.specDigest)
+        const result = yield* PipelineWorkflow.poll(executionId)
+        if (result === undefined || result._tag !== "Complete") return
+        yield* messages.value.clearAddress(workflowAddress(sharding.value, executionId)).pipe(
+          Effect.mapError((e) =>
+            new StoreUnavailable({ message: `cannot clear the ended workflow of ${spec.pipelineId}: ${messageOf(e)}` })
+          )
+        )
       })
 
     const admitOne = (spec: AnySpec) =>
       Effect.gen(function*() {
         const refused = refuseControl(spec)
         if (refused !== undefined) return yield* refused
+        if (counts.refused > 0) return
         const stored = yield* store.getPipeline(spec.pipelineId)
-        if (Option.isSome(stored) && (stored.value.state === "succeeded" || stored.value.state === "failed")) {
+        if (Option.isSome(stored) && stored.value.state === "succeeded") {
           counts.skipped++
           return
         }
         yield* waitBelow(maxAdmitted - 1)
+        if (counts.refused > 0) return
+        if (Option.isSome(stored)) yield* clearEnded(spec)
         const now = yield* Clock.currentTimeMillis
         const row = Option.getOrUndefined(stored)
-        yield* store.admit(
-          [Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now)],
-          row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
-        )
+        // a running row is followed as it is: its workflow may be committing tasks right now,
+        // and writing the row again would put back the cursor read above
+        if (row?.state !== "running") {
+          yield* store.admit(
+            [Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now)],
+            row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
+          )
+        }
         yield* PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest }, { discard: true })
+        specDigests.set(spec.pipelineId, spec.specDigest)
         running.add(spec.pipelineId)
         counts.admitted++
       })
 
     const body = Effect.gen(function*() {
-      yield* Stream.runForEach(specs, admitOne)
-      yield* waitBelow(0)
+      // admission stops at the first refusal
+      yield* Stream.runForEach(Stream.takeWhile(specs, () => counts.refused === 0), admitOne)
+      // after a refusal, the pipelines already admitted are followed to their end
+      yield* Effect.whileLoop({
+        while: () => running.size > 0,
+        body: () => Effect.zipRight(Effect.sleep(poll), refresh),
+        step: () => {}
+      })
+      if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
       const endedAt = yield* Clock.currentTimeMillis
       yield* store.finishRun(runId, { status: "completed", endedAt, stopReason: null })
-      return { ...progress(), status: "completed" as const, durationMs: endedAt - startedAt }
+      yield* emit("run.finished", { status: "completed", stopReason: null, counters: progress() })
+      return { ...progress(), status: "completed" as const, durationMs: endedAt - startedAt, causes }
     })
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on
     return yield* Effect.onExit(body, (exit) =>
@@ -172,5 +360,12 @@ export const submit = <SE, SR>(
           status: "interrupted",
           endedAt,
           stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed"
-        }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`)))))
+        }).pipe(
+          Effect.zipRight(emit("run.finished", {
+            status: "interrupted",
+            stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed",
+            counters: progress()
+          })),
+          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`))
+        )))
   })

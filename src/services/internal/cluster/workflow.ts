@@ -15,13 +15,16 @@
 import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { maskSecrets } from "../../../domain/internal/resource.js"
+import type { RunId } from "../../../domain/Ids.js"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
 import { Bus, make as makeBus } from "../../Bus.js"
 import { Pools } from "../../Pool.js"
-import { Store } from "../../Store.js"
+import type { PoolsService } from "../../Pools.js"
+import { Store, type StoreService } from "../../Store.js"
 import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -120,14 +123,75 @@ export const catalogFromStream = <E, R>(
 
 /**
  * Options of {@link workflowLayer}: the worker slots of this process (`concurrency`, attempts
- * at once) and the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`).
+ * at once), the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`) and how
+ * often the pools' resources are written to the store (`resourcesEvery`, default 5 s; also
+ * when the process stops).
  *
  * @internal
  */
 export interface WorkflowLayerOptions {
   readonly concurrency?: number | undefined
   readonly infraRetry?: TaskEnv["infraRetry"] | undefined
+  readonly resourcesEvery?: Duration.DurationInput | undefined
 }
+
+/** The run this process worked for last (what its pool events and resource rows are filed under). */
+const latestRun = (env: TaskEnv): RunId | undefined => {
+  let last: RunId | undefined
+  for (const runId of env.states.keys()) last = runId
+  return last
+}
+
+/**
+ * Writes this process's view of every pool resource to the store (spec with secrets masked,
+ * health, stats), as the embedded engine does at every heartbeat, filed under `runId`: what
+ * `report`, `watch` and `serve` show. Several runners write the same rows; the last write
+ * stands (with global pools, `active` and the health come from the shared rows).
+ */
+const persistResources = (store: StoreService, pools: PoolsService, runId: RunId) =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    for (const name of yield* pools.names) {
+      const handle = yield* pools.get(name)
+      const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
+      const stats = yield* handle.stats()
+      for (const snap of yield* handle.snapshot) {
+        const info = infos.get(snap.id)
+        yield* store.putResource({
+          pool: name,
+          resourceId: snap.id,
+          kind: snap.kind,
+          spec: {
+            id: snap.id,
+            kind: snap.kind,
+            capacity: snap.capacity,
+            options: maskSecrets(info?.options ?? {}),
+            tags: maskSecrets(info?.tags ?? {})
+          },
+          health: {
+            state: snap.state,
+            active: snap.active,
+            capacity: snap.capacity,
+            consecutiveFailures: snap.consecutiveFailures,
+            latencyEmaMs: snap.latencyEmaMs ?? null,
+            usage: snap.usage,
+            cooldownUntil: snap.cooldownUntil ?? null,
+            lastError: snap.lastError ?? null,
+            throttledUntil: snap.throttledUntil ?? null,
+            throttledTotal: snap.throttledTotal,
+            breaker: snap.breaker,
+            breakerUntil: snap.breakerUntil ?? null,
+            algorithm: snap.algorithm ?? null,
+            poolWaitMsP95: stats.waitMsP95,
+            poolWaiting: stats.waiting,
+            runId
+          },
+          updatedAt: now
+        })
+      }
+    }
+    yield* store.flush
+  }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
 
 const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specDigest }: { readonly pipelineId: string; readonly specDigest: string }) =>
   Effect.gen(function*() {
@@ -161,7 +225,9 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
 
 /**
  * Registers the pipeline workflow with the `WorkflowEngine` in context: what a runner process
- * hosts. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
+ * hosts. While it lives, the pools' events go to the store's event log and their resources'
+ * state (health, usage, stats) to its resource rows, filed under the run whose pipelines the
+ * process ran last, as the embedded engine writes them. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
  * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
  * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
  *
@@ -170,16 +236,37 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
 export const workflowLayer = (
   options: WorkflowLayerOptions = {}
 ): Layer.Layer<never, never, WorkflowEngine | Store | Pools | SpecCatalog> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrapScoped(Effect.gen(function*() {
     const context = yield* Effect.context<never>()
     const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
+    const store = yield* Store
+    const pools = yield* Pools
     const env = yield* makeTaskEnv({
-      store: yield* Store,
-      pools: yield* Pools,
+      store,
+      pools,
       bus,
       concurrency: options.concurrency ?? 64,
       infraRetry: options.infraRetry
     })
+    // pool events go to the event log, filed under the run this process works for
+    yield* pools.listen((event) => {
+      const runId = latestRun(env)
+      return store.emitEvent({
+        kind: event.kind,
+        pipelineId: null,
+        runId: runId ?? null,
+        data: { pool: event.pool, resourceId: event.resourceId, ...(event.data as object) },
+        ts: event.ts
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
+    })
+    // the resources' state, every `resourcesEvery` and when the process stops
+    const persist = Effect.suspend(() => {
+      const runId = latestRun(env)
+      return runId === undefined ? Effect.void : persistResources(store, pools, runId)
+    })
+    const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
+    yield* Effect.addFinalizer(() => persist)
+    yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
     const run = body(env, yield* SpecCatalog)
     return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
   }))

@@ -1,0 +1,121 @@
+/**
+ * Issue 17 §3 (a fresh user's findings): submitting to the cluster again after something went
+ * wrong, on the durable path (`SingleRunner` with SQL message storage on the harness
+ * PostgreSQL; the memory store stands in for the shared store).
+ *
+ * - A runner started with another experiment file refuses the pipelines: the submitter stops
+ *   admitting, ends with a `ConfigError` naming the cause, and once the runners host the
+ *   experiment a re-submit runs every pipeline (the refused workflows are cleared, not
+ *   answered from storage).
+ * - A failed pipeline is failed, not "already done": a re-submit re-runs it from its failed
+ *   task (as `resume` would), committed tasks are not called again.
+ */
+import { NodeContext } from "@effect/platform-node"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { FatalError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import { Store } from "../../src/services/Store.js"
+import { usePostgres } from "../support/postgres.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
+
+/** A catalog that hosts `specs` only while `hosting()` says so (a runner started on another file, then fixed). */
+const switchableCatalog = (specs: ReadonlyArray<AnySpec>, hosting: () => boolean) => {
+  const byId = new Map(specs.map((s) => [s.pipelineId as string, s]))
+  return Layer.succeed(ClusterEngine.SpecCatalog, {
+    lookup: (id) => Effect.sync(() => hosting() ? Option.fromNullable(byId.get(id)) : Option.none())
+  })
+}
+
+/** One runner on database `db` (sharding + workflow engine + the pipeline workflow), over the store in context. */
+const runnerOf = (db: string, catalog: Layer.Layer<typeof ClusterEngine.SpecCatalog.Identifier>) =>
+  ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
+    Layer.provideMerge(ClusterWorkflowEngine.layer),
+    Layer.provideMerge(SingleRunner.layer({
+      runnerStorage: "memory",
+      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
+    })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
+    Layer.provideMerge(Layer.mergeAll(Pool.layer([]), NodeContext.layer)),
+    Layer.provide(catalog),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
+  )
+
+describe("ClusterEngine: submitting again", () => {
+  it.live("a runner that does not host the experiment: the submitter stops admitting and names the cause; a re-submit runs them once runners host it", () => {
+    const template = Pipeline.make("hosted", Task.make("a", (n: number) => Effect.succeed(n + 1)))
+    const specs = Array.from({ length: 8 }, (_, i) => template.bind(i))
+    let hosting = false
+    return Effect.promise(() => pg.createDatabase("refused")).pipe(Effect.zipRight(Effect.gen(function*() {
+      // the runner loaded another experiment file: every pipeline is refused
+      const out = yield* Effect.either(ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 3, pollInterval: "20 millis", resultEvery: 1 }))
+      assert.isTrue(Either.isLeft(out))
+      if (Either.isLeft(out)) {
+        assert.strictEqual(out.left._tag, "ConfigError")
+        assert.match(out.left.message, /refused by the runners/)
+        assert.match(out.left.message, /not in this runner's experiment/)
+        assert.match(out.left.message, /assay runner -c FILE --database URL/)
+      }
+      const store = yield* Store
+      // admission stopped at the first refusals: the window, not the whole experiment
+      const admitted = yield* Effect.filter(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), Option.isSome))
+      assert.isAtMost(admitted.length, 3)
+      // the runners are fixed: submitting again runs every pipeline (the refused workflows do not answer for them)
+      hosting = true
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 3, pollInterval: "20 millis", resultEvery: 1 })
+      assert.strictEqual(report.succeeded, 8)
+      assert.strictEqual(report.failed, 0)
+      for (const spec of specs) {
+        assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).state, "succeeded")
+      }
+    }).pipe(Effect.provide(runnerOf("refused", switchableCatalog(specs, () => hosting))))), Effect.provide(MemoryStore.layer()))
+  }, 60_000)
+
+  it.live("a re-submit re-runs failed pipelines from their failed task (as resume does); they count as failed, not as done", () => {
+    const calls = new Map<string, number>()
+    const count = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
+    let broken = true
+    const a = Task.make("a", (n: number, ctx) => Effect.sync(() => (count(`${ctx.pipelineId}/a`), n + 1)))
+    const b = Task.make("b", (n: number, ctx) =>
+      Effect.suspend(() => {
+        count(`${ctx.pipelineId}/b`)
+        return broken ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n * 2)
+      }))
+    const template = Pipeline.make("refail", a, b)
+    const specs = Array.from({ length: 4 }, (_, i) => template.bind(i))
+    return Effect.promise(() => pg.createDatabase("refail")).pipe(Effect.zipRight(Effect.gen(function*() {
+      const first = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis" })
+      assert.strictEqual(first.failed, 4)
+      // still broken: a re-submit runs them again and reports them failed again (not "already done")
+      const second = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1 })
+      assert.strictEqual(second.skipped, 0)
+      assert.strictEqual(second.admitted, 4)
+      assert.strictEqual(second.failed, 4)
+      broken = false
+      const third = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1 })
+      assert.strictEqual(third.admitted, 4)
+      assert.strictEqual(third.succeeded, 4)
+      const store = yield* Store
+      for (const spec of specs) {
+        assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).state, "succeeded")
+        // the committed first task is kept: never called again; the failed one ran each time
+        assert.strictEqual(calls.get(`${spec.pipelineId}/a`), 1)
+        assert.strictEqual(calls.get(`${spec.pipelineId}/b`), 3)
+      }
+      const fourth = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis" })
+      assert.strictEqual(fourth.skipped, 4)
+      assert.strictEqual(fourth.admitted, 0)
+    }).pipe(Effect.provide(runnerOf("refail", ClusterEngine.catalogLayer(specs))))), Effect.provide(MemoryStore.layer()))
+  }, 60_000)
+})

@@ -142,7 +142,11 @@ const database = Options.text("database").pipe(
  * @since 0.8.0
  * @category commands
  */
-export const migrate = Command.make("migrate", { database }, (o) => migrateDatabase(o.database)).pipe(
+export const migrate = Command.make("migrate", { database }, (o) =>
+  // the cluster step's module first: in the CLI's fast-start bundle it cannot load, and the
+  // command starts over on the full runtime (a defect, not caught here) before any step has
+  // run or printed; a failure to load it (packages missing) is the cluster step's to report
+  Effect.zipRight(Effect.ignore(loadClusterRun), migrateDatabase(o.database))).pipe(
   Command.withDescription(
     "Create or update the assay tables of a PostgreSQL database (run once, before runners start)."
   )

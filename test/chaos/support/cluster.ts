@@ -121,6 +121,8 @@ export interface Cluster {
   readonly kill9: (i: number) => void
   readonly pause: (i: number) => void
   readonly resume: (i: number) => void
+  /** The submitters started so far. */
+  readonly submitters: ReadonlyArray<CliProcess>
   /** Starts the submitter (`assay run --engine cluster`), with `--max-admitted`. */
   readonly submit: (maxAdmitted: number) => CliProcess
   /** SQL on the cluster's database (psql, `-At`). */
@@ -216,6 +218,7 @@ export const startCluster = async (options: {
     file,
     dir,
     runners,
+    submitters,
     sql,
     kill9: (i) => signal(i, "SIGKILL"),
     pause: (i) => signal(i, "SIGSTOP"),

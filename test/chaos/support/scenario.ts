@@ -43,8 +43,11 @@ export const withScene = async <A>(
   } catch (e) {
     if (cluster !== undefined) {
       for (const r of cluster.runners) console.error(`--- runner ${r.index} (${db}) ---\n${r.log().slice(-3000)}`)
+      for (const s of cluster.submitters) console.error(`--- submitter (${db}) ---\n${s.stderr().slice(-1500)}`)
       try {
         console.error(`checkpoints: ${committedCount(cluster)}`)
+        console.error(`pipelines: ${cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")}`)
+        console.error(`unprocessed cluster messages: ${cluster.sql("SELECT count(*) FROM cluster_messages WHERE NOT processed").trim()}`)
       } catch {
         // the database may be down
       }

@@ -40,12 +40,11 @@ describe("chaos: three assay runner processes on PostgreSQL", () => {
     })
   }, 240_000)
 
-  // KNOWN FAULT (2 of 3 runs, 2026-12-01): keys called twice where both calls start long
-  // after the kill (20–80 s; e.g. "c|17×2 (starts r1@31497ms, r1@51988ms from the fault)"):
-  // a task executed twice after the failover, outside the at-least-once window of the calls
-  // in flight at the kill. The third run stalled before the fault (17 of 180 checkpoints, 20
-  // pipelines running, no progress for 120 s) with the machine at load ~20.
-  it.skipIf(!knownFaults)("C2: kill -9 of one runner mid-run: nothing lost, nothing committed re-run, its slots back within a TTL", async () => {
+  // Before the harness waited for the shards to settle over the three runners, this failed in
+  // 2 of 3 runs with keys called twice outside any fault window (a shard moving while its
+  // workflow ran re-runs the activity in flight on the new owner; see the report). With the
+  // wait: passed (0 repeats, 30 s).
+  it("C2: kill -9 of one runner mid-run: nothing lost, nothing committed re-run, its slots back within a TTL", async () => {
     await withScene(pg, "c2", {}, async ({ cluster, provider, experiment, tasks }) => {
       const submitter = cluster.submit(20)
       await waitCommitted(cluster, Math.floor(tasks / 4))
@@ -59,9 +58,10 @@ describe("chaos: three assay runner processes on PostgreSQL", () => {
 
   for (const disableAdvisory of [false, true]) {
     const mode = disableAdvisory ? "lock rows" : "advisory locks"
-    // KNOWN FAULT (advisory locks, 2 of 2 runs): 2 keys called twice, both calls ≥ 28 s after the
-    // SIGSTOP (e.g. "b|35×2 (starts r1@28739ms, r1@39880ms from the fault)"), the same symptom as
-    // C2. Lock rows: passed (0 repeats) on the last run.
+    // KNOWN FAULT? (advisory locks, 2 of 2 runs, both before the harness waited for the shards
+    // to settle, which fixed C2): 2 keys called twice, both calls ≥ 28 s after the SIGSTOP (e.g.
+    // "b|35×2 (starts r1@28739ms, r1@39880ms from the fault)"); a third run timed out with the
+    // machine at load ~25. Lock rows: passed (0 repeats).
     const scenario = disableAdvisory ? it : it.skipIf(!knownFaults)
     scenario(`C5 (${mode}): SIGSTOP of one runner past the lock expiry, then SIGCONT: a zombie is fenced`, async () => {
       const timings = { ...fastTimings, disableAdvisory }

@@ -207,6 +207,27 @@ export const startCluster = async (options: {
     if (Date.now() - t0 > 90_000) throw new Error(`only ${registered()} of ${n} runners registered`)
     await sleep(200)
   }
+  // wait for the shards to settle (every shard locked, by n runners): a shard that moves while
+  // a workflow runs on it re-runs that workflow's activity in flight on its new owner, which the
+  // scenarios would count as a repeat before any fault
+  const timings = options.timings ?? fastTimings
+  const settled = () => {
+    try {
+      const [owners, locks] = (timings.disableAdvisory
+        ? sql("SELECT count(DISTINCT address), count(*) FROM cluster_locks")
+        : sql(
+          "SELECT count(DISTINCT pid), count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )).trim().split("|").map(Number)
+      return owners === n && locks === timings.shardsPerGroup
+    } catch {
+      return false
+    }
+  }
+  const t1 = Date.now()
+  while (!settled()) {
+    if (Date.now() - t1 > 90_000) throw new Error("the shards did not settle over the runners within 90 s")
+    await sleep(250)
+  }
   const signal = (i: number, sig: NodeJS.Signals) => {
     const child = runners[i]!.proc.child
     if (child.exitCode === null && child.signalCode === null) child.kill(sig)

@@ -118,7 +118,8 @@ export interface Cluster {
   readonly runners: Array<RunnerProc>
   /** Starts runner `i` again (after a kill), on its port. */
   readonly restart: (i: number) => Promise<void>
-  readonly kill9: (i: number) => void
+  /** kill -9 of runner `i`; resolves once the process is gone (its last request may land just before). */
+  readonly kill9: (i: number) => Promise<void>
   readonly pause: (i: number) => void
   readonly resume: (i: number) => void
   /** The submitters started so far. */
@@ -241,7 +242,10 @@ export const startCluster = async (options: {
     runners,
     submitters,
     sql,
-    kill9: (i) => signal(i, "SIGKILL"),
+    kill9: async (i) => {
+      signal(i, "SIGKILL")
+      await runners[i]!.proc.done
+    },
     pause: (i) => signal(i, "SIGSTOP"),
     resume: (i) => signal(i, "SIGCONT"),
     restart: async (i) => {

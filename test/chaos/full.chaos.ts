@@ -17,11 +17,6 @@ import { withScene } from "./support/scenario.js"
 
 const pg = usePostgres()
 
-/**
- * Scenarios failing on known engine faults run only with `ASSAY_CHAOS_KNOWN_FAULTS=1` (see
- * ci.test.ts).
- */
-const knownFaults = process.env.ASSAY_CHAOS_KNOWN_FAULTS === "1"
 
 const capacity = { r1: 6 }
 

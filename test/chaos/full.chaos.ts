@@ -17,7 +17,6 @@ import { withScene } from "./support/scenario.js"
 
 const pg = usePostgres()
 
-
 const capacity = { r1: 6 }
 
 /** Healthy runners registered now. */

@@ -22,7 +22,9 @@ const integration = [
   "test/docs/**/*.test.ts",
   "test/services/Runner.kill*.test.ts",
   "test/services/Suite.kill.test.ts",
-  "test/layers/SqliteStore.locks.test.ts"
+  "test/layers/SqliteStore.locks.test.ts",
+  // issue 17's chaos scenarios C1, C2, C5, C6 (assay runner processes); all of them: npm run test:chaos
+  "test/chaos/**/*.test.ts"
 ]
 
 export default defineConfig({

@@ -1,0 +1,248 @@
+/**
+ * Cluster benchmark (issue 17; run: `npm run bench:cluster`; prints JSON lines).
+ *
+ * The experiment: `BENCH_CLUSTER_PIPELINES` pipelines (default 20,000) × 3 `simulateLlm` tasks
+ * of 50 ms, each task holding a slot of the pool `cpu` (one resource of capacity 64). The bound is
+ * capacity ÷ task time = 1,280 tasks/s.
+ *
+ * 1. `sqlite`: one process, `assay run --store FILE` (the embedded engine, run.concurrency 64);
+ * 2. `cluster`: three `assay runner` processes and the `assay run --engine cluster` submitter
+ *    (`--max-admitted 256`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
+ *    the pool global (PgPools slot rows) and the store `PgStore`.
+ *
+ * Printed per round: wall time, tasks/s, the ratio to the bound (target ≥ 0.8) and to the
+ * SQLite round of the same run (target ≥ 0.7); CPU seconds of every process (assay processes
+ * from /proc or `/usr/bin/time`, Postgres: the postmaster and its backends); messages per
+ * second through the engine (rows inserted into `cluster_messages` + `cluster_replies`);
+ * Postgres writes per pipeline (`pg_stat_database` deltas: commits, rows inserted / updated /
+ * deleted); bytes per pipeline in the tables (assay_* and cluster_*, with indexes and TOAST)
+ * and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
+ *
+ * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
+ * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite` or `cluster`).
+ */
+import { execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { startPostgres } from "../test/support/pgServer.js"
+
+const N = Number(process.env.BENCH_CLUSTER_PIPELINES ?? 20_000)
+const ROUNDS = Number(process.env.BENCH_CLUSTER_ROUNDS ?? 1)
+const ONLY = process.env.BENCH_CLUSTER_ONLY
+const CAPACITY = 64
+const TASK_MS = 50
+const TASKS = 3
+const BOUND = CAPACITY / (TASK_MS / 1000)
+const root = path.resolve(import.meta.dirname, "..")
+const bin = path.join(root, "bin/assay")
+const TICK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+
+const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
+const uptime = () => fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).map(Number)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** utime + stime (+ children's when `children`) of `pid`, in seconds; 0 when gone. */
+const cpuOf = (pid: number, children = false): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    // fields after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+    const own = Number(f[11]) + Number(f[12])
+    return (own + (children ? Number(f[13]) + Number(f[14]) : 0)) / TICK
+  } catch {
+    return 0
+  }
+}
+
+/** The postmaster's CPU with its children's (exited: cutime; live: their own). */
+const pgCpu = (postmaster: number): number => {
+  let total = cpuOf(postmaster, true)
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8")
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      if (ppid === postmaster) total += cpuOf(Number(d))
+    } catch {
+      // gone
+    }
+  }
+  return total
+}
+
+/** Runs `bin/assay args` under `/usr/bin/time`; returns its wall ms and CPU seconds. */
+const timed = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string) =>
+  new Promise<{ code: number | null; ms: number; cpu: number; stderr: string; stdout: string }>((resolve) => {
+    const timeFile = path.join(cwd, `time-${Date.now()}`)
+    const t0 = performance.now()
+    const child = spawn("/usr/bin/time", ["-o", timeFile, "-f", "%U %S", bin, ...args], { cwd, env: { ...process.env, ...env } })
+    let stderr = ""
+    let stdout = ""
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.on("close", (code) => {
+      const ms = performance.now() - t0
+      const [u, s] = fs.readFileSync(timeFile, "utf8").trim().split("\n").pop()!.split(" ").map(Number)
+      resolve({ code, ms, cpu: (u ?? 0) + (s ?? 0), stderr: stderr.slice(-2000), stdout })
+    })
+  })
+
+const experiment = (dir: string) => {
+  const file = path.join(dir, "exp.json")
+  fs.writeFileSync(file, JSON.stringify({
+    run: { concurrency: CAPACITY },
+    pools: { cpu: { resources: [{ id: "slots", capacity: CAPACITY }] } },
+    pipeline: {
+      name: "bench",
+      tasks: ["a", "b", "c"].map((name) => ({ use: "simulateLlm", name, options: { resource: "cpu", latency: `${TASK_MS} millis` } }))
+    },
+    source: { range: { n: N } }
+  }))
+  return file
+}
+
+const sqliteRound = async (round: number): Promise<number> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-sqlite-"))
+  const file = experiment(dir)
+  const load = uptime()
+  const r = await timed(["run", "-c", file, "--store", path.join(dir, "s.db"), "--quiet"], {}, dir)
+  if (r.code !== 0) throw new Error(`sqlite run failed: ${r.stderr}`)
+  const tasksPerS = (N * TASKS) / (r.ms / 1000)
+  emit({
+    bench: "cluster.sqlite",
+    round,
+    pipelines: N,
+    tasks: N * TASKS,
+    ms: Math.round(r.ms),
+    tasks_per_s: Math.round(tasksPerS),
+    ratio_to_bound: +(tasksPerS / BOUND).toFixed(3),
+    cpu_s: +r.cpu.toFixed(1),
+    load_before: load,
+    load_after: uptime()
+  })
+  fs.rmSync(dir, { recursive: true, force: true })
+  return tasksPerS
+}
+
+const clusterRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
+  const pg = await startPostgres()
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-"))
+  try {
+    await pg.createDatabase("bench")
+    const url = pg.url("bench")
+    const sql = (q: string) => pg.psql("bench", q).trim()
+    const file = experiment(dir)
+    const env = {
+      SHARDS_PER_GROUP: "300",
+      ENTITY_MESSAGE_POLL_INTERVAL: "1 second",
+      REFRESH_ASSIGNMENTS_INTERVAL: "1 second"
+    }
+    execFileSync(bin, ["migrate", "--database", url], { env: { ...process.env, ...env }, stdio: "ignore" })
+    const runners: Array<ReturnType<typeof spawn>> = []
+    const startRunner = async () => {
+      const port = await new Promise<number>((resolve) => {
+        const s = net.createServer()
+        s.listen(0, "127.0.0.1", () => {
+          const a = s.address()
+          const p = typeof a === "object" && a !== null ? a.port : 0
+          s.close(() => resolve(p))
+        })
+      })
+      const child = spawn(bin, ["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`, "--concurrency", String(CAPACITY)], {
+        cwd: dir,
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      let err = ""
+      child.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-4000)))
+      child.on("exit", (code, signal) => {
+        if (signal !== "SIGKILL" && signal !== "SIGTERM") console.error(`runner exited ${code ?? signal}: ${err}`)
+      })
+      runners.push(child)
+    }
+    const healthy = () => {
+      try {
+        return Number(sql("SELECT count(*) FROM cluster_runners WHERE healthy") || 0)
+      } catch {
+        return 0 // the first runner has not created the table yet
+      }
+    }
+    await startRunner()
+    for (let i = 0; i < 600 && healthy() < 1; i++) await sleep(200)
+    await startRunner()
+    await startRunner()
+    for (let i = 0; i < 600 && healthy() < 3; i++) await sleep(200)
+    await sleep(3_000) // shard assignment settles
+    const stats = () => {
+      const [commits, ins, upd, del] = sql(
+        "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database WHERE datname = 'bench'"
+      ).split("|").map(Number)
+      return { commits: commits!, ins: ins!, upd: upd!, del: del! }
+    }
+    const before = stats()
+    const postmaster = pg.pid()
+    const pgCpu0 = pgCpu(postmaster)
+    const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
+    const load = uptime()
+    const sub = await timed(["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"], env, dir)
+    const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
+    const pgCpuS = pgCpu(postmaster) - pgCpu0
+    if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
+    await sleep(1_500) // statistics are flushed by the backends within a second
+    const after = stats()
+    const inserted = (table: string) => Number(sql(`SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables WHERE relname = '${table}'`) || 0)
+    const messages = inserted("cluster_messages")
+    const replies = inserted("cluster_replies")
+    const bytes = (pattern: string) =>
+      Number(sql(`SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE '${pattern}'`))
+    const assayBytes = bytes("assay\\_%")
+    const clusterBytes = bytes("cluster\\_%")
+    const done = Number(sql("SELECT count(*) FROM assay_pipelines WHERE state = 'succeeded'"))
+    const leased = Number(sql("SELECT count(*) FROM assay_attempts WHERE lease_ids <> '[]'"))
+    const tasksPerS = (N * TASKS) / (sub.ms / 1000)
+    const s = sub.ms / 1000
+    emit({
+      bench: "cluster.cluster",
+      round,
+      pipelines: N,
+      succeeded: done,
+      attempts_with_lease: leased,
+      runners: 3,
+      ms: Math.round(sub.ms),
+      tasks_per_s: Math.round(tasksPerS),
+      ratio_to_bound: +(tasksPerS / BOUND).toFixed(3),
+      ratio_to_sqlite: sqliteTasksPerS === undefined ? null : +(tasksPerS / sqliteTasksPerS).toFixed(3),
+      cpu_s: {
+        runners: runnerCpu.map((c) => +c.toFixed(1)),
+        submitter: +sub.cpu.toFixed(1),
+        postgres: +pgCpuS.toFixed(1),
+        total: +(runnerCpu.reduce((a, b) => a + b, 0) + sub.cpu + pgCpuS).toFixed(1)
+      },
+      engine_messages: messages,
+      engine_replies: replies,
+      engine_rows_per_s: Math.round((messages + replies) / s),
+      pg_per_pipeline: {
+        commits: +((after.commits - before.commits) / N).toFixed(2),
+        rows_inserted: +((after.ins - before.ins) / N).toFixed(2),
+        rows_updated: +((after.upd - before.upd) / N).toFixed(2),
+        rows_deleted: +((after.del - before.del) / N).toFixed(2)
+      },
+      bytes_per_pipeline: { assay: Math.round(assayBytes / N), cluster: Math.round(clusterBytes / N) },
+      extrapolated_1e6_gb: +(((assayBytes + clusterBytes) / N) * 1e6 / 1e9).toFixed(1),
+      load_before: load,
+      load_after: uptime()
+    })
+    for (const r of runners) r.kill("SIGKILL")
+  } finally {
+    await pg.stop()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+for (let round = 1; round <= ROUNDS; round++) {
+  const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
+  if (ONLY !== "sqlite") await clusterRound(round, sqlite)
+}

@@ -1,0 +1,159 @@
+/**
+ * The rest of the chaos suite (issue 17; research/distributed.md §7), run only by
+ * `npm run test:chaos` (with `ci.test.ts`): C3 kill -9 and rejoin, C4 kill -9 of every runner
+ * and a full restart, C7 a tight quota over three runners, C8 a rolling restart, C9 a resource
+ * that dies mid-run and a capacity lowered at run time. Same harness and invariants as
+ * `ci.test.ts`.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Redacted } from "effect"
+import { describe, expect, it } from "vitest"
+import * as PgPools from "../../src/layers/PgPools.js"
+import { sleep } from "../support/cli.js"
+import { usePostgres } from "../support/postgres.js"
+import { assertInvariants, atFault, type Snapshot, waitCommitted } from "./support/invariants.js"
+import type { Call } from "./support/provider.js"
+import { withScene } from "./support/scenario.js"
+
+const pg = usePostgres()
+
+const capacity = { r1: 6 }
+
+/** Healthy runners registered now. */
+const healthyRunners = (sql: (q: string) => string) => Number(sql("SELECT count(*) FROM cluster_runners WHERE healthy").trim())
+
+/** Backends holding the cluster's shard locks (advisory mode: one reserved session per runner). */
+const lockHolders = (sql: (q: string) => string) =>
+  Number(sql("SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted").trim())
+
+const waitUntil = async (check: () => boolean, what: string, timeoutMs = 60_000) => {
+  const t0 = Date.now()
+  while (!check()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`)
+    await sleep(200)
+  }
+}
+
+/** The highest number of `calls` in flight at once (an answered call's interval [start, end]). */
+const peakOf = (calls: ReadonlyArray<Call>): number => {
+  const edges: Array<[number, number]> = []
+  for (const c of calls) {
+    edges.push([c.start, 1])
+    edges.push([c.end ?? Number.MAX_SAFE_INTEGER, -1])
+  }
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  let now = 0
+  let peak = 0
+  for (const [, d] of edges) {
+    now += d
+    peak = Math.max(peak, now)
+  }
+  return peak
+}
+
+describe("chaos (full): three assay runner processes on PostgreSQL", () => {
+  // Failed twice on harness timing (shards still moving at the start; then the killed runner's
+  // last request counted after the fault); passed since both were fixed (0 repeats, 32 s).
+  it("C3: kill -9 of one runner, restarted 5 s later: it rejoins and shards spread over three runners again", async () => {
+    await withScene(pg, "c3", {}, async ({ cluster, provider, experiment, tasks }) => {
+      const submitter = cluster.submit(20)
+      await waitCommitted(cluster, Math.floor(tasks / 4))
+      const snap = await atFault(cluster, provider, () => cluster.kill9(1))
+      await sleep(5_000)
+      await cluster.restart(1)
+      await waitUntil(() => healthyRunners(cluster.sql) === 3, "the restarted runner to register")
+      await waitUntil(() => lockHolders(cluster.sql) === 3, "three runners holding shard locks")
+      const run = await submitter.done
+      expect(run.code, run.stderr).toBe(0)
+      const out = await assertInvariants(cluster, provider, { rows: experiment.rows, capacity, snapshots: [snap] })
+      console.log(JSON.stringify({ scenario: "C3", heldAtFault: snap.heldSlots, ...out }))
+    })
+  }, 300_000)
+
+  // Failed once before the settled-shards wait (keys called twice ≥ 100 s after the kill);
+  // passed since (6 repeats, all within the allowance, 56 s).
+  it("C4: kill -9 of every runner, then all started again: a full crash resumes, no committed task called again", async () => {
+    await withScene(pg, "c4", {}, async ({ cluster, provider, experiment, tasks }) => {
+      const submitter = cluster.submit(20)
+      await waitCommitted(cluster, Math.floor(tasks / 3))
+      const snap = await atFault(cluster, provider, async () => {
+        await Promise.all([0, 1, 2].map((i) => cluster.kill9(i)))
+      })
+      await sleep(2_000)
+      await cluster.restart(0)
+      await waitUntil(() => healthyRunners(cluster.sql) >= 1, "the first runner back")
+      await cluster.restart(1)
+      await cluster.restart(2)
+      const run = await submitter.done
+      expect(run.code, run.stderr).toBe(0)
+      const out = await assertInvariants(cluster, provider, { rows: experiment.rows, capacity, snapshots: [snap] })
+      console.log(JSON.stringify({ scenario: "C4", heldAtFault: snap.heldSlots, ...out }))
+    })
+  }, 300_000)
+
+  // C7 needs a global quota on the runners' pools, and `assay runner` cannot be given one: it
+  // builds `PgPools.layer(experiment.pools, { plugins })` (src/cli/ClusterRun.ts) without
+  // `quotas`, and the experiment file has no quota field for a pool or a resource. So a quota
+  // of "20 calls per 5 s over three runners" cannot be declared to runner processes at all
+  // (PgPools' own quota windows are tested in process by the pg-pool tests).
+  it.skip("C7: a tight quota (20 calls / 5 s) over three runners: calls per window ≤ quota (no way to declare a quota to assay runner)", () => {})
+
+  // Failed once before the settled-shards wait (6 keys called twice); passed since (0 repeats, 32 s).
+  it("C8: rolling restart (SIGTERM, start again, one runner at a time): no stall, no terminal failure", async () => {
+    await withScene(pg, "c8", { experiment: { rows: 90, resources: [{ id: "r1", capacity: 6 }] } }, async ({ cluster, provider, experiment, tasks }) => {
+      const submitter = cluster.submit(20)
+      const snaps: Array<Snapshot> = []
+      for (const i of [0, 1, 2]) {
+        await waitCommitted(cluster, Math.floor((tasks * (i + 1)) / 6))
+        snaps.push(await atFault(cluster, provider, () => void cluster.runners[i]!.proc.child.kill("SIGTERM")))
+        await cluster.restart(i)
+        await waitUntil(() => healthyRunners(cluster.sql) === 3, `runner ${i} back`)
+      }
+      const run = await submitter.done
+      expect(run.code, run.stderr).toBe(0)
+      const out = await assertInvariants(cluster, provider, { rows: experiment.rows, capacity, snapshots: snaps })
+      console.log(JSON.stringify({ scenario: "C8", ...out }))
+    })
+  }, 300_000)
+
+  // Passed on the last run (peak 2 on r2 after the resize, 24 s). Seen before: (1) one run (at
+  // load ~25, before the settled-shards wait) stalled once r1 answered 500: 23 of 180
+  // checkpoints, 20 pipelines running, no progress for 120 s; (2) `PgPools.resize` answers
+  // false although it resized (Q.resize returns the rows of its INSERT … ON CONFLICT DO NOTHING,
+  // which has no RETURNING): the test reads the row instead.
+  it("C9: a resource dies mid-run (failover to the other), then the other's capacity is lowered: never above it", async () => {
+    const experiment = {
+      rows: 60,
+      resources: [{ id: "r1", capacity: 4 }, { id: "r2", capacity: 4 }],
+      algorithm: "failover",
+      resourceExtra: { degradeAfter: 2, deadAfter: 4, cooldown: "60 seconds" }
+    }
+    await withScene(pg, "c9", { experiment }, async ({ cluster, provider, tasks }) => {
+      const submitter = cluster.submit(20)
+      await waitCommitted(cluster, Math.floor(tasks / 4))
+      const snap = await atFault(cluster, provider, () => provider.kill("r1"))
+      await waitCommitted(cluster, Math.floor(tasks / 2))
+      const lowerAt = Date.now()
+      await Effect.runPromise(
+        PgPools.resize("llm", "r2", 2).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(cluster.url) })))
+      )
+      // (resize's boolean is not checked: it answers false even when it resized, see the report
+      // of the chaos suite; the row says what every runner reads)
+      expect(cluster.sql("SELECT capacity FROM assay_pool_resource WHERE pool = 'llm' AND resource = 'r2'").trim()).toBe("2")
+      const run = await submitter.done
+      expect(run.code, run.stderr).toBe(0)
+      const out = await assertInvariants(cluster, provider, {
+        rows: experiment.rows,
+        capacity: { r1: 4, r2: 4 },
+        snapshots: [snap]
+      })
+      // granted after the resize: at most 2 at once on r2 (a call granted before it reaches the
+      // provider well within a second)
+      const after = provider.calls.filter((c) => c.resource === "r2" && c.start > lowerAt + 1_000)
+      expect(peakOf(after)).toBeLessThanOrEqual(2)
+      // r1 died: after it was killed, only its failures were answered there
+      expect(provider.calls.filter((c) => c.resource === "r1" && c.start > snap.faultAt && c.status === 200)).toEqual([])
+      console.log(JSON.stringify({ scenario: "C9", peakAfterResize: peakOf(after), ...out }))
+    })
+  }, 300_000)
+})

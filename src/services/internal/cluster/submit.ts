@@ -20,7 +20,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Schedule, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -168,6 +168,44 @@ const endedOf = (
 }
 
 /**
+ * Whether a failure of the cluster's storage (a `PersistenceError` wrapping an `SqlError`, or
+ * the bare `SqlError`) is a lost or refused connection: a database restarting or failing over.
+ * Read down the `cause` chain (three levels), as the Postgres store's driver reads its errors.
+ */
+const isConnectionLoss = (e: unknown): boolean => {
+  let inner: unknown = e
+  for (let i = 0; i < 4 && inner !== undefined && inner !== null; i++) {
+    const code = (inner as { code?: unknown }).code
+    if (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P") || /^E[A-Z]+$/.test(code))) return true
+    const message = (inner as { message?: unknown }).message
+    if (
+      typeof message === "string" &&
+      /connection terminated|connection error|failed to connect|not queryable|ECONNREFUSED|ECONNRESET|terminating connection/i
+        .test(message)
+    ) return true
+    inner = (inner as { cause?: unknown }).cause
+  }
+  return false
+}
+
+/**
+ * The submitter's calls into the cluster's storage (start a workflow, ask for its result)
+ * ride out a database restart: a lost connection, failed or died with (the cluster's storage
+ * dies with some of its errors), is retried exponentially from 200 ms, each wait at most 5 s,
+ * for 60 s in all; anything else, or a loss that lasts longer, is what it was.
+ */
+const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.catchSomeDefect(self, (d) => isConnectionLoss(d) ? Option.some(Effect.fail(d as E)) : Option.none()).pipe(
+    Effect.retry(
+      Schedule.exponential("200 millis").pipe(
+        Schedule.union(Schedule.spaced("5 seconds")),
+        Schedule.upTo("60 seconds"),
+        Schedule.whileInput((e: E) => isConnectionLoss(e))
+      )
+    )
+  )
+
+/**
  * Submits every spec of `specs` and follows them to the end (see the module comment).
  *
  * What is admitted is what `resume` would run: a pipeline without a row, or whose row is
@@ -228,7 +266,7 @@ export const submit = <SE, SR>(
     /** Asks the workflow of a running pipeline whether it ended without settling its row. */
     const checkResult = (id: PipelineId) =>
       Effect.gen(function*() {
-        const ended = endedOf(yield* PipelineWorkflow.poll(yield* executionOf(id, specDigests.get(id) ?? "")))
+        const ended = endedOf(yield* ridingOut(PipelineWorkflow.poll(yield* executionOf(id, specDigests.get(id) ?? ""))))
         if (ended === undefined) return
         // the row is read again: a verdict is written to the row before the workflow ends
         const row = yield* store.getPipeline(id)
@@ -300,9 +338,9 @@ export const submit = <SE, SR>(
       Effect.gen(function*() {
         if (Option.isNone(sharding) || Option.isNone(messages)) return
         const executionId = yield* executionOf(spec.pipelineId, spec.specDigest)
-        const result = yield* PipelineWorkflow.poll(executionId)
+        const result = yield* ridingOut(PipelineWorkflow.poll(executionId))
         if (result === undefined || result._tag !== "Complete") return
-        yield* messages.value.clearAddress(workflowAddress(sharding.value, executionId)).pipe(
+        yield* ridingOut(messages.value.clearAddress(workflowAddress(sharding.value, executionId))).pipe(
           Effect.mapError((e) =>
             new StoreUnavailable({ message: `cannot clear the ended workflow of ${spec.pipelineId}: ${messageOf(e)}` })
           )
@@ -332,7 +370,7 @@ export const submit = <SE, SR>(
             row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
           )
         }
-        yield* PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest }, { discard: true })
+        yield* ridingOut(PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest }, { discard: true }))
         specDigests.set(spec.pipelineId, spec.specDigest)
         running.add(spec.pipelineId)
         counts.admitted++

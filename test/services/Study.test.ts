@@ -598,6 +598,25 @@ describe("Study.run", () => {
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
+  it.effect("a trial that ran every pipeline but ended over its budget is budget_exhausted, never succeeded nor a best", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 2,
+        leases: true,
+        budget: { perTrial: { tokens: 150 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      // the second (last) call started at 100 tokens, under the limit, and ended at 200
+      assert.strictEqual(t.usage.tokens, 200)
+      assert.strictEqual(t.status, "budget_exhausted")
+      assert.include(t.reason, "over its budget: tokens 200 of 150 (+33%)")
+      assert.deepStrictEqual(report.eligible, [])
+      assert.notStrictEqual(report.status, "completed")
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
   it.effect("completed does not hide a variant without a succeeded trial: it is a limitation (summary, JSON, reason)", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good", "broken"], repeats: 2 })

@@ -501,7 +501,8 @@ describe("Study.run", () => {
         qualities: ["good", "good", "good"],
         repeats: 1,
         trialConcurrency: 1,
-        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }]
+        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }],
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "calls", direction: "minimize" }]
       })
       const report = yield* Study.run(study)
       // the window starts v02 once v01 submitted its last case; v01's success then stops the
@@ -511,6 +512,10 @@ describe("Study.run", () => {
       assert.strictEqual(report.stop?.condition.when, "successfulTrials")
       assert.strictEqual(report.status, "stopped_with_results")
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
+      // a trial that never started has no metrics: the built-in calls (0) is not printed as partial
+      assert.deepStrictEqual(report.trials[2]!.metrics, {})
+      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not_started"))!
+      assert.notInclude(line, "partial")
       // resume: the trials settled earlier count (2 succeeded), so the condition holds before
       // anything starts: v03 stays not started and the study stays stopped with results
       const rest = yield* Study.run(study, { resume: true })

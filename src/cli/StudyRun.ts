@@ -372,7 +372,9 @@ export const status = (
         : t.status === "pending" && pipelines.ended + pipelines.running > 0
         ? live && study.status === "running" ? "running" : "interrupted"
         : t.status
-      return { ...t, state, pipelines }
+      // the per-trial budget figures its usage went past, as `run --json` has them
+      const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
+      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}) }
     })
     if (args.json) {
       yield* Console.log(

@@ -5,7 +5,8 @@
  * The written file (YAML, or JSON when PATH ends in `.json`) has the version's study fields
  * (id, question, hypothesis, type), its variables, baseline, repeats, budgets, stop conditions,
  * objectives and declared metrics as the version froze them, the study's `limits`, `analysis`
- * and `run.trialConcurrency`, `protocol.experiment` pointing at the base experiment file of
+ * and `run` (the run settings of FILE, such as `concurrency`, with the version's
+ * `trialConcurrency`), `protocol.experiment` pointing at the base experiment file of
  * FILE (relative to PATH's folder) and `output.root` at the study's output root (relative too). Every
  * `$` of a string is written `$$`, so that the file's `${VAR}` expansion gives back exactly the
  * frozen text. Durations are written in milliseconds (`"600000 millis"`).
@@ -96,11 +97,17 @@ const budgetSection = (figures: Json): Json => {
  *
  * @param stored the version's stored protocol (`study_protocol_versions.protocol_json`)
  * @param paths `experiment` and `root`, written as given
+ * @param run the study file's run settings (`run` without `trialConcurrency`; not part of the
+ *   protocol), kept in the template (default none)
  * @returns the document
  * @since 0.7.0
  * @category templates
  */
-export const templateOf = (stored: Record<string, Json>, paths: { readonly experiment: string; readonly root: string }): Record<string, Json> => {
+export const templateOf = (
+  stored: Record<string, Json>,
+  paths: { readonly experiment: string; readonly root: string },
+  run: Readonly<Record<string, Json>> = {}
+): Record<string, Json> => {
   const study = stored["study"] as Record<string, Json>
   const budget = (stored["budget"] ?? {}) as Record<string, Json>
   const perTrial = budgetSection(budget["perTrial"] ?? {}), total = budgetSection(budget["total"] ?? {})
@@ -114,7 +121,14 @@ export const templateOf = (stored: Record<string, Json>, paths: { readonly exper
     },
     protocol: { experiment: fileValue(paths.experiment) },
     output: { root: fileValue(paths.root) },
-    ...(stored["trialConcurrency"] === undefined ? {} : { run: { trialConcurrency: stored["trialConcurrency"] } }),
+    ...(stored["trialConcurrency"] === undefined && Object.keys(run).length === 0
+      ? {}
+      : {
+        run: {
+          ...(fileValue(run as Json) as Record<string, Json>),
+          ...(stored["trialConcurrency"] === undefined ? {} : { trialConcurrency: stored["trialConcurrency"] })
+        }
+      }),
     variables: fileValue(stored["variables"] ?? []),
     baseline: fileValue(((stored["baseline"] ?? {}) as Record<string, Json>)["assignment"] ?? {}),
     repeats: stored["repeats"] ?? 1,
@@ -169,7 +183,9 @@ export const template = (args: {
       return r.startsWith(".") ? r : `./${r}`
     }
     // the experiment file of the study file given (the stored path may be of a moved checkout)
-    const doc = templateOf(stored, { experiment: rel(loaded.experimentFile), root: rel(root) })
+    // the run settings of FILE (concurrency, retries…) are not protocol: kept as written
+    const runSettings = JSON.parse(JSON.stringify(loaded.run ?? {})) as Record<string, Json>
+    const doc = templateOf(stored, { experiment: rel(loaded.experimentFile), root: rel(root) }, runSettings)
     const json = out.endsWith(".json")
     const header = `# The protocol of study "${loaded.id}", version ${v.version} (digest ${v.protocolDigest}),\n# written by assay study template; loading this file gives the same protocol digest.\n`
     const text = json ? JSON.stringify(doc, null, 2) + "\n" : header + YAML.stringify(doc, { lineWidth: 0 })

@@ -19,7 +19,7 @@
  * | --- | --- |
  * | `failed` | a pipeline failed, or its source failed, or it ran to its end but broke a hard constraint |
  * | `succeeded` | its source was read to its end, every pipeline it submitted ended succeeded, no hard constraint broken |
- * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started) |
+ * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started); or complete but its final usage went past a per-trial budget figure (pipelines running when the budget was reached finished) |
  * | `not_started` | a stop fired (or the run ended) before the trial started (the window never started it, no pipeline of it stored, no call used) |
  * | `cancelled` | started and not complete, and a stop with `running: cancel` fired |
  * | `incomplete` | anything else not complete (drained or interrupted mid-way, even before its first pipeline ran; a limit) |
@@ -289,7 +289,10 @@ export const studyControl = (
     // (its metrics with the declared and built-in ones computed, as settlement sees them)
     type Figures = Effect.Effect.Success<ReturnType<typeof trialFigures>>
     type Metrics = ReadonlyMap<string, Readonly<Record<string, number>>>
-    const figuresCache = new Map<string, { readonly figures: Figures; readonly metrics: Metrics }>()
+    const figuresCache = new Map<
+      string,
+      { readonly figures: Figures; readonly metrics: Metrics; readonly usage: ReadonlyMap<string, TrialUsage> }
+    >()
     const cachedFigures = (trialId: string) =>
       Effect.suspend(() => {
         const hit = figuresCache.get(trialId)
@@ -298,7 +301,7 @@ export const studyControl = (
           const figures = yield* trialFigures(study.id, [trialId], trialId)
           const usage = yield* ledger.usage([trialId])
           const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId)
-          const entry = { figures, metrics }
+          const entry = { figures, metrics, usage }
           figuresCache.set(trialId, entry)
           return entry
         }).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
@@ -312,7 +315,7 @@ export const studyControl = (
       Effect.gen(function*() {
         const rows = (yield* suiteCatalog.membership()).filter((m) => m.experimentId === trialId && m.selected)
         const latest = rows[rows.length - 1]
-        const { figures, metrics } = yield* cachedFigures(trialId)
+        const { figures, metrics, usage } = yield* cachedFigures(trialId)
         return trialSucceeded({
           admitted: latest?.admitted ?? 0,
           sourceExhausted: latest?.sourceExhausted ?? false,
@@ -320,6 +323,7 @@ export const studyControl = (
           byState: figures.byState.get(trialId) ?? {},
           metrics: metrics.get(trialId) ?? {},
           budgetSpent: null,
+          overBudget: overshootOf(usage.get(trialId) ?? ZERO_USAGE, study.budget?.perTrial ?? {}),
           stop: null
         }, study.objectives)
       }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
@@ -359,7 +363,10 @@ export const studyControl = (
  *   ended`, where A counts the pipelines it submitted or stored;
  * - `started` (optional): the trial began in this or an earlier run (the window started it, or
  *   it used a call) even when none of its pipelines is stored or admitted: stopped then, it is
- *   `incomplete` or `cancelled` (resumable), never `not_started`.
+ *   `incomplete` or `cancelled` (resumable), never `not_started`;
+ * - `overBudget` (optional, since 0.9.0): the per-trial budget figures its final usage went
+ *   past, in words (see `TrialReport.overshoot`): a trial over its budget is never
+ *   `succeeded` (it settles `budget_exhausted`, so it never counts as a best).
  *
  * @since 0.6.0
  * @category settlement
@@ -374,6 +381,7 @@ export interface TrialFacts {
   readonly stop: StopFired | null
   readonly started?: boolean | undefined
   readonly planned?: number | null | undefined
+  readonly overBudget?: ReadonlyArray<string> | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -476,6 +484,13 @@ export const settleTrial = (
   if (trialComplete(f)) {
     const broken = brokenConstraints(f.metrics, objectives)
     if (broken.length > 0) return { status: "failed", reason: broken.join("; ") }
+    // no trial gets more budget because it ran: over its budget, it is not a result
+    if (f.overBudget !== undefined && f.overBudget.length > 0) {
+      return {
+        status: "budget_exhausted",
+        reason: `every pipeline ended, but over its budget: ${f.overBudget.join(", ")} (never counts as a best)`
+      }
+    }
     return { status: "succeeded", reason: `${count(f.byState.succeeded)} pipeline(s) succeeded` }
   }
   const ended = count(f.byState.succeeded)
@@ -1031,8 +1046,17 @@ const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
 const formatFigure = (f: (typeof FIGURE_NAMES)[number], v: number): string =>
   f === "costUsd" ? `$${v.toFixed(4)}` : f === "timeMs" ? `${(v / 1000).toFixed(1)} s` : String(v)
 
-/** The per-trial budget figures `usage` went past (a start gate lets running pipelines finish). */
-const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
+/**
+ * The per-trial budget figures `usage` went past, one phrase each (`costUsd $0.0009 of $0.0005
+ * (+84%)`; `costUsd` within a relative 1e-9 of its limit is not past it); empty when none.
+ *
+ * @param usage a trial's usage
+ * @param perTrial the study's per-trial budget
+ * @returns the phrases (`TrialReport.overshoot`)
+ * @since 0.9.0
+ * @category settlement
+ */
+export const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
   FIGURE_NAMES.flatMap((f) => {
     const limit = perTrial[f]
     const used = usage[f]
@@ -1106,6 +1130,7 @@ const settle = (
           byState: states,
           metrics: m,
           budgetSpent: exhausted.get(t.trialId) ?? null,
+          overBudget: overshootOf(usage.get(t.trialId) ?? ZERO_USAGE, study.budget?.perTrial ?? {}),
           stop,
           // the window started it (its row's start) or it used a call: it began, even with nothing stored
           started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0,
@@ -1118,14 +1143,15 @@ const settle = (
           trialId: t.trialId,
           status,
           reason,
-          metrics: m,
+          metrics: status === "not_started" ? {} : m,
           startedAt: firstStart,
           // the end the control recorded when the trial's work ended (else now, settling it)
           endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now)
         })
       }
       const trialUsage = usage.get(t.trialId) ?? ZERO_USAGE
-      const metrics = ran.has(t.trialId) ? m : (row?.metrics ?? {})
+      // a trial that never started has no metrics (the built-in ones would read 0)
+      const metrics = status === "not_started" ? {} : ran.has(t.trialId) ? m : (row?.metrics ?? {})
       const overshoot = overshootOf(trialUsage, study.budget?.perTrial ?? {})
       reports.push({
         trialId: t.trialId,

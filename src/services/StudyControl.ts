@@ -30,9 +30,22 @@
  * starts no more pipelines: its admitted pipelines that have not started are skipped (reason
  * `budget_exhausted`, left pending); pipelines already running finish. So a trial may use
  * exactly its budget: with `calls: N` and one call per pipeline, N pipelines run and the
- * N+1th is not started. Running pipelines can take a trial past a limit (by at most what
- * they use); `timeMs` is the exception: once reached, the trial's running pipelines are
- * interrupted too (resumable), a deadline.
+ * N+1th is not started. `timeMs` is also a deadline: once reached, the trial's running
+ * pipelines are interrupted too (resumable).
+ *
+ * **Reservation** (since 0.9.0): tokens and dollars arrive when a call reports, so the gate
+ * that starts a pipeline also reserves for the calls in flight: it refuses (the trial is then
+ * `budget_exhausted`) when `usage + awaiting × perCall` reaches a `tokens` or `costUsd` limit,
+ * where `perCall` is the trial's mean per reported call in this run (before its first report:
+ * `perCallEstimate`, when given, else nothing is reserved) and `awaiting` the trial's started
+ * pipelines that have not reported a call yet (at least its leases still open; a pipeline
+ * counts as reported from its first report until it ends). The bound: once a call reported (or
+ * with an estimate at least the real cost), pipelines of one call each whose cost is at most
+ * `perCall` leave the trial under `limit + perCall` (one pipeline's spend), whatever the
+ * concurrency; before the first report up to the run's concurrency can start at once, and
+ * pipelines of several calls can go further (the reservation counts one call per pipeline).
+ * `calls` needs no reservation: a call counts when its lease is acquired. Whatever ran, a
+ * trial whose final usage is past a limit never settles `succeeded` (see `Study.settleTrial`).
  *
  * **Stop conditions**, evaluated when a trial ends, on each metric report, on usage, on the
  * Clock (every `pollMs`, default 1 s, and at a deadline) and on a manual request (the
@@ -245,7 +258,10 @@ export interface StudyControlInput {
  * - `settled`: trials settled by an earlier run (trial id → whether it succeeded), which this
  *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
  *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
- *   condition these already meet fires before any trial starts.
+ *   condition these already meet fires before any trial starts;
+ * - `perCallEstimate` (since 0.9.0): the tokens and dollars one call is expected to use (e.g.
+ *   from the plan), reserved per pipeline in flight until the trial's first call reports (see
+ *   the module docs' reservation).
  *
  * @since 0.6.0
  * @category models
@@ -257,6 +273,7 @@ export interface ControlOptions {
   readonly signals?: boolean | undefined
   readonly pollMs?: number | undefined
   readonly settled?: ReadonlyMap<string, boolean> | undefined
+  readonly perCallEstimate?: { readonly tokens?: number | undefined; readonly costUsd?: number | undefined } | undefined
 }
 
 /**
@@ -514,6 +531,12 @@ interface Trial {
   readonly stored: Map<string, number>
   /** Pipeline-scope metrics its tasks reported: name → pipeline id → value. */
   readonly perPipeline: Map<string, Map<string, number>>
+  /** Pipelines the start gate started in this run that have not ended. */
+  inFlight: number
+  /** Lease reports not yet matched by a pipeline end (a pipeline that reported, still running). */
+  reportedInFlight: number
+  /** Leases of this run that reported (the mean per call divides by it). */
+  reportedCalls: number
 }
 
 const refuse = (path: string, message: string): ConfigError =>
@@ -660,7 +683,10 @@ export const control = (
         unsettled: false,
         metrics: new Map(),
         stored: new Map(),
-        perPipeline: new Map()
+        perPipeline: new Map(),
+        inFlight: 0,
+        reportedInFlight: 0,
+        reportedCalls: 0
       })
     }
     for (const [id, succeeded] of options.settled ?? []) {
@@ -703,6 +729,26 @@ export const control = (
         t.timeUp = true
         Deferred.unsafeDone(t.cancel, Exit.succeed(BUDGET_EXHAUSTED))
       }
+    }
+    /**
+     * The start gate's check with the reservation for the calls in flight (module docs):
+     * records the figure it would reach (the trial is then exhausted).
+     */
+    const reserve = (t: Trial, at: number): void => {
+      checkBudget(t, at)
+      if (t.exhausted !== null) return
+      const awaiting = Math.max(t.openLeases.size, t.inFlight - t.reportedInFlight)
+      if (awaiting === 0) return
+      const perCall = (f: "tokens" | "costUsd"): number =>
+        t.reportedCalls > 0 ? t.live[f] / t.reportedCalls : options.perCallEstimate?.[f] ?? 0
+      const usage = usageOf(t)
+      const projected: TrialUsage = {
+        ...usage,
+        tokens: usage.tokens + awaiting * perCall("tokens"),
+        costUsd: usage.costUsd + awaiting * perCall("costUsd")
+      }
+      const f = reached(projected, { tokens: perTrial.tokens, costUsd: perTrial.costUsd })
+      if (f !== undefined) t.exhausted = f
     }
     const maybeEnd = (t: Trial): void => {
       if (t.phase !== "active" || !t.submittedAll || t.outstanding > 0) return
@@ -904,6 +950,10 @@ export const control = (
         reported: (leaseId, report) =>
           Effect.suspend(() => {
             const calls = t.openLeases.delete(leaseId) ? 1 : 0
+            if (calls === 1) {
+              t.reportedCalls++
+              t.reportedInFlight++
+            }
             const { costUsd, tokens } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
             t.live.tokens += tokens
@@ -941,6 +991,16 @@ export const control = (
           if (t === undefined) return true
           checkBudget(t, now())
           return t.exhausted === null
+        }),
+      // the runner's start gate: the budget with the reservation for the calls in flight
+      mayStartPipeline: (id) =>
+        Effect.sync(() => {
+          const t = trials.get(id)
+          if (t === undefined) return true
+          reserve(t, now())
+          if (t.exhausted !== null) return false
+          t.inFlight++
+          return true
         }),
       observe: {
         attach: (stop) =>
@@ -992,6 +1052,12 @@ export const control = (
           if (t === undefined) return
           t.outstanding--
           maybeEnd(t)
+        },
+        pipelineEnded: (id) => {
+          const t = trials.get(id)
+          if (t === undefined) return
+          t.inFlight = Math.max(0, t.inFlight - 1)
+          t.reportedInFlight = Math.max(0, Math.min(t.reportedInFlight - 1, t.inFlight))
         },
         cancelled: (id) => {
           const t = trials.get(id)

@@ -398,6 +398,9 @@ export interface MemberFacts {
  *   member's submissions (`MemberFacts.admitRefused`) and its admitted pipelines that have not
  *   started are skipped with the reason `budget_exhausted` (left pending: neither failed nor
  *   run; a later resume with budget left runs them). Pipelines already running finish.
+ * - `mayStartPipeline(id)` (optional, since 0.9.0): asked instead of `mayAdmit` by the runner's
+ *   start gate; `true` means the pipeline starts now (a window may count it in flight until
+ *   `WindowObserver.pipelineEnded`), `false` skips it as `mayAdmit` does;
  * - `observe`: optional hooks for the window's owner (a study's control): see
  *   {@link WindowObserver}.
  *
@@ -408,6 +411,7 @@ export interface MemberWindow {
   readonly active: number
   readonly mayStart: (experimentId: string) => Effect.Effect<boolean>
   readonly mayAdmit: (experimentId: string) => Effect.Effect<boolean>
+  readonly mayStartPipeline?: ((experimentId: string) => Effect.Effect<boolean>) | undefined
   readonly observe?: WindowObserver | undefined
 }
 
@@ -427,7 +431,9 @@ export interface MemberWindow {
  *   `mayAdmit` included) or admission skipped it (already succeeded, a duplicate, another run's);
  *   both synchronous. (A torn terminal state repaired at admission is not reported: rare.)
  * - `cancelled(id)`: an Effect that completes, with a reason, when the member's running
- *   pipelines must be interrupted (resumable), or `undefined` for none.
+ *   pipelines must be interrupted (resumable), or `undefined` for none;
+ * - `pipelineEnded(id)` (since 0.9.0): a pipeline of the member that the start gate started
+ *   (`MemberWindow.mayStartPipeline` or `mayAdmit` said yes) ended, any exit; synchronous.
  *
  * @since 0.6.0
  * @category models
@@ -443,6 +449,7 @@ export interface WindowObserver {
   readonly specSubmitted?: ((experimentId: string) => void) | undefined
   readonly pipelineSettled?: ((experimentId: string) => void) | undefined
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
+  readonly pipelineEnded?: ((experimentId: string) => void) | undefined
 }
 
 /**
@@ -470,21 +477,31 @@ export const FAILURE_BUDGET = "stop_after_failures"
 const hooksOf = (window: MemberWindow): Runner.RunHooks => {
   const o = window.observe
   const idOf = (spec: AnySpec): string | undefined => spec.member?.experimentId
-  const settled = o?.pipelineSettled === undefined ? undefined : (spec: AnySpec) => {
+  // the pipelines the gate started, until their fiber ends (`pipelineEnded`)
+  const started = new WeakSet<AnySpec>()
+  const settledOnly = o?.pipelineSettled === undefined ? undefined : (spec: AnySpec) => {
     const id = idOf(spec)
     if (id !== undefined) o.pipelineSettled!(id)
   }
+  const ended = o?.pipelineEnded === undefined ? settledOnly : (spec: AnySpec) => {
+    const id = idOf(spec)
+    if (id !== undefined && started.delete(spec)) o.pipelineEnded!(id)
+    settledOnly?.(spec)
+  }
+  const gate = window.mayStartPipeline ?? window.mayAdmit
   return {
     startGate: (spec) => {
       const id = idOf(spec)
-      return id === undefined
-        ? Effect.succeed(undefined)
-        : Effect.map(window.mayAdmit(id), (ok) => ok ? undefined : BUDGET_EXHAUSTED)
+      return id === undefined ? Effect.succeed(undefined) : Effect.map(gate(id), (ok) => {
+        if (!ok) return BUDGET_EXHAUSTED
+        started.add(spec)
+        return undefined
+      })
     },
     memberPools: o?.pools === undefined ? undefined : (m, view) => o.pools!(m.experimentId, view),
     memberMetric: o?.metric === undefined ? undefined : (m, name, value, pid) => o.metric!(m.experimentId, name, value, pid),
-    ended: settled,
-    skipped: settled,
+    ended,
+    skipped: settledOnly,
     cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
       const id = idOf(spec)
       return id === undefined ? undefined : o.cancelled!(id)

@@ -41,6 +41,9 @@ describe("assay study template", () => {
         assert.strictEqual(versions.code, 0, versions.stderr)
         assert.include(versions.stdout, frozen)
         if (file.includes("export")) assert.include(fs.readFileSync(target, "utf8"), "costs $$5")
+        // the study file's run settings are kept (they are not protocol, and a template without
+        // them would run differently)
+        else assert.deepStrictEqual(JSON.parse(fs.readFileSync(target, "utf8")).run, { concurrency: 8, trialConcurrency: 3 })
 
         const unknown = yield* assay(["study", "template", study, "--out", path.join(dir, "x.yaml"), "--output-root", runRoot, "--protocol-version", "9"])
         assert.strictEqual(unknown.code, 2)

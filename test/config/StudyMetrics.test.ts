@@ -39,6 +39,38 @@ const problems = (over: Record<string, unknown>) => Effect.map(Effect.flip(load(
 const accuracy = { name: "accuracy", reducer: "mean", from: { output: "correct" }, unit: "ratio", direction: "maximize" }
 
 describe("the study file's metrics section", () => {
+  it.effect("a metricThreshold stop names a declared or built-in metric: a typo is refused at stop[i].metric with did-you-mean", () =>
+    Effect.gen(function*() {
+      const found = yield* problems({
+        metrics: [accuracy],
+        stop: [{ when: "allTrialsTerminal" }, { when: "metricThreshold", metric: "acuracy", op: ">=", value: 0.9 }]
+      })
+      assert.deepStrictEqual(found, [
+        "stop[1].metric: unknown metric \"acuracy\": not declared under metrics and not built in (the condition could never fire) | did you mean \"accuracy\"?"
+      ])
+      // the right name, and a built-in one, load
+      const ok = yield* load(write({
+        metrics: [accuracy],
+        stop: [{ when: "metricThreshold", metric: "accuracy", op: ">=", value: 0.9 }, { when: "metricThreshold", metric: "costUsd", op: ">=", value: 1 }]
+      }))
+      assert.strictEqual(ok.stop.length, 2)
+      // without a metrics section a task may report any name: a warning with did-you-mean
+      const loose = yield* load(write({
+        metrics: undefined,
+        objectives: [{ metric: "accuracy", direction: "maximize" }],
+        stop: [{ when: "metricThreshold", metric: "acuracy", op: ">=", value: 0.9 }]
+      }))
+      assert.isTrue(loose.warnings.some((w) => w.startsWith("warning: stop[0].metric: \"acuracy\"") && w.includes("did you mean \"accuracy\"")))
+    }))
+
+  it.effect("a successfulTrials count above the planned trials is a warning (it can never stop the study early)", () =>
+    Effect.gen(function*() {
+      const over = yield* load(write({ stop: [{ when: "successfulTrials", count: 1000 }] }))
+      assert.isTrue(over.warnings.some((w) => w.startsWith(`warning: stop[0].count: 1000 successful trials is more than the ${over.plan.trials} planned`)))
+      const within = yield* load(write({ stop: [{ when: "successfulTrials", count: 2 }] }))
+      assert.isFalse(within.warnings.some((w) => w.includes("stop[0].count")))
+    }))
+
   it.effect("declared metrics load with their defaults; analysis defaults apply", () =>
     Effect.gen(function*() {
       const s = yield* load(write({
@@ -72,7 +104,8 @@ describe("the study file's metrics section", () => {
           { name: "d", reducer: "sum", from: { metric: "n" } },
           { name: "d", reducer: "sum", from: { metric: "n" } }
         ],
-        objectives: [{ metric: "d", direction: "maximize" }]
+        objectives: [{ metric: "d", direction: "maximize" }],
+        stop: [{ when: "metricThreshold", metric: "d", op: ">=", value: 1 }]
       })
       assert.deepStrictEqual(names, [
         `metrics[0].name: "calls" is a built-in metric (${Study.BUILTIN_METRIC_NAMES.join(", ")}): objectives name it without declaring it`,

@@ -501,7 +501,8 @@ describe("Study.run", () => {
         qualities: ["good", "good", "good"],
         repeats: 1,
         trialConcurrency: 1,
-        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }]
+        stop: [{ when: "allTrialsTerminal" }, { when: "successfulTrials", count: 1, running: "drain" }],
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "calls", direction: "minimize" }]
       })
       const report = yield* Study.run(study)
       // the window starts v02 once v01 submitted its last case; v01's success then stops the
@@ -511,6 +512,10 @@ describe("Study.run", () => {
       assert.strictEqual(report.stop?.condition.when, "successfulTrials")
       assert.strictEqual(report.status, "stopped_with_results")
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
+      // a trial that never started has no metrics: the built-in calls (0) is not printed as partial
+      assert.deepStrictEqual(report.trials[2]!.metrics, {})
+      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not_started"))!
+      assert.notInclude(line, "partial")
       // resume: the trials settled earlier count (2 succeeded), so the condition holds before
       // anything starts: v03 stays not started and the study stays stopped with results
       const rest = yield* Study.run(study, { resume: true })
@@ -596,6 +601,25 @@ describe("Study.run", () => {
       assert.include(report.summary(), "over budget: tokens 200 of 150 (+33%)")
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a trial that ran every pipeline but ended over its budget is budget_exhausted, never succeeded nor a best", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 2,
+        leases: true,
+        budget: { perTrial: { tokens: 150 }, total: {} }
+      })
+      const report = yield* Study.run(study)
+      const t = report.trials[0]!
+      // the second (last) call started at 100 tokens, under the limit, and ended at 200
+      assert.strictEqual(t.usage.tokens, 200)
+      assert.strictEqual(t.status, "budget_exhausted")
+      assert.include(t.reason, "over its budget: tokens 200 of 150 (+33%)")
+      assert.deepStrictEqual(report.eligible, [])
+      assert.notStrictEqual(report.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
   it.effect("completed does not hide a variant without a succeeded trial: it is a limitation (summary, JSON, reason)", () =>

@@ -255,6 +255,48 @@ describe("per-trial budgets", () => {
       assert.deepStrictEqual(attempts.map((a) => [a.model, a.tokensIn, a.tokensOut, a.costUsd]), [["m", 100, 50, 1], ["m", 100, 50, 1]])
     })).pipe(Effect.provide(env({ pricing: { m: { inputPer1M: 5000, outputPer1M: 10000 } } }))))
 
+  // a call that reports at its end (as a model call does): 0.5 USD after 10 s of work
+  const lateReport = Task.make("call", { resource: "llm" }, (n: number, ctx) =>
+    Effect.scoped(Effect.gen(function*() {
+      const lease = yield* Effect.orDie(ctx.acquire())
+      yield* Effect.sleep("10 seconds")
+      yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+      return n
+    })))
+  const lateMember = (n: number) =>
+    Suite.member("a", () => Pipeline.make("calls", lateReport).map(numbers(n)), { definitionDigest: "a", poolAliases: { llm: "llm" } })
+
+  it.effect("concurrency 4: the start gate reserves for the calls in flight, so the overshoot stays under one pipeline's spend", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // 12 pipelines of 0.5 USD, a budget of 4.25 USD. The first 4 start before any call
+      // reported (no mean yet); from then on each start reserves 0.5 for every call in flight.
+      // Without the reservation all 12 start (every gate saw at most 4.0 reported): 6.0 USD.
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { costUsd: 4.25 } }), ledger)
+      const report = yield* runStudy(yield* suiteOf([lateMember(12)]), handle)
+      const usage = (yield* handle.trialUsage).get("a")!
+      assert.strictEqual((yield* handle.exhausted).get("a"), "costUsd")
+      // the bound: budget + one pipeline's spend (0.5), whatever the concurrency after the first wave
+      assert.isAtMost(usage.costUsd, 4.25 + 0.5)
+      assert.strictEqual(usage.costUsd, 4.5)
+      assert.strictEqual(report.run.stats.byState.succeeded, 9)
+      assert.strictEqual(report.run.stats.byState.failed ?? 0, 0)
+    })).pipe(Effect.provide(env({ concurrency: 4, maxAdmitted: 4 }))))
+
+  it.effect("with a per-call estimate, the first wave is reserved too (concurrency 8)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"], { perTrial: { costUsd: 2.25 } }), ledger, {
+        perCallEstimate: { costUsd: 0.5 }
+      })
+      const report = yield* runStudy(yield* suiteOf([lateMember(12)]), handle)
+      const usage = (yield* handle.trialUsage).get("a")!
+      assert.strictEqual((yield* handle.exhausted).get("a"), "costUsd")
+      // 5 started (reserved 0, 0.5, …, 2.0 < 2.25), the sixth would reach it: 2.5 ≤ 2.25 + 0.5
+      assert.strictEqual(usage.costUsd, 2.5)
+      assert.strictEqual(report.run.stats.byState.succeeded, 5)
+    })).pipe(Effect.provide(env({ concurrency: 8, maxAdmitted: 8 }))))
+
   it.effect("one under the limit: the pipeline at limit-1 still starts (calls: 4 → 4 run)", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger()

@@ -803,6 +803,30 @@ export const load = (
         ))
       })
     }
+    // a metricThreshold stop names a metric as an objective does (a misspelt one could never fire)
+    {
+      const objectiveMetrics = (doc.objectives ?? []).map((o) => o.metric)
+      const known = doc.metrics !== undefined
+        ? [...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES]
+        : [...new Set([...objectiveMetrics, ...Study.BUILTIN_METRIC_NAMES])]
+      stop.forEach((c, i) => {
+        if (c.when !== "metricThreshold" || known.includes(c.metric)) return
+        const near = closest(c.metric, known)
+        if (doc.metrics !== undefined) {
+          issues.push(issue(
+            `stop[${i}].metric`,
+            `unknown metric "${c.metric}": not declared under metrics and not built in (the condition could never fire)`,
+            near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted(known)}`
+          ))
+        } else {
+          // without a metrics section a task may report any name: a warning, not a refusal
+          warnings.push(
+            `warning: stop[${i}].metric: "${c.metric}" is neither built in nor an objective's metric; it fires only if a task reports it` +
+              (near !== undefined ? ` (did you mean "${near}"?)` : "")
+          )
+        }
+      })
+    }
 
     // run, output
     const { trialConcurrency: trialConcurrencyRaw, ...runRest } = doc.run ?? {}
@@ -896,6 +920,14 @@ export const load = (
     const count = Study.variantCount(variables)
     const baselineIndex = Study.indexOfPositions(variables, baselinePositions)
     const trials = count * repeats
+    stop.forEach((c, i) => {
+      if (c.when === "successfulTrials" && c.count > trials) {
+        warnings.push(
+          `warning: stop[${i}].count: ${c.count} successful trials is more than the ${trials} planned (${count} variant(s) x ${repeats} repeat(s)): ` +
+            "it can never hold, so it never stops the study early (it runs to its natural end)"
+        )
+      }
+    })
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }

@@ -215,6 +215,12 @@ describe("SuiteViews", () => {
       const stB = yield* json("/stats?run_id=runB")
       assert.strictEqual(stB.skipped, 3)
       assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
+      // skips belong to one run: the cumulative /stats (whole suite or one member) has no skip count
+      for (const route of ["/stats", "/stats?experiment=beta", "/stats?run_id=all"]) {
+        const cumulative = yield* json(route)
+        assert.strictEqual(cumulative.run_id, "all", route)
+        assert.strictEqual(cumulative.skipped, null, route)
+      }
     }))
 
   it.scoped("a member the run did not select reads 'not selected' in that run's views, not 'interrupted'", () =>

@@ -1270,15 +1270,19 @@ export const suiteSnapshot = (
     const runs = selection._tag === "All" ? selection.runs : yield* store.listRuns
     let pipelines = { ...base.pipelines, by_state: yield* settleRunning(store, base.pipelines.by_state, runs, now) }
     let done = base.done
+    // skips belong to one run: none in the cumulative view (`base.skipped` is null there)
     let skipped = base.skipped
     if (runId !== undefined && selection._tag === "Run") {
       const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       // a run before per-member counts: the whole suite's is the run's own (base.skipped); a
       // member whose count was not recorded adds none
-      skipped = options.experiment === undefined && shown.some((m) => !m.skippedRecorded) ? base.skipped : known.reduce((a, b) => a + b, 0)
+      const ofRun = options.experiment === undefined && shown.some((m) => !m.skippedRecorded)
+        ? base.skipped ?? 0
+        : known.reduce((a, b) => a + b, 0)
+      skipped = ofRun
       pipelines = { total: o.pipelines, by_state: o.byState }
-      done = o.byState.succeeded + o.byState.failed + skipped
+      done = o.byState.succeeded + o.byState.failed + ofRun
     }
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
     // the runner's per-member skip counts (and the suite's budget stops) are figures of the

@@ -264,6 +264,29 @@ describe("SuiteViews", () => {
       assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
     }))
 
+  it.scoped("the cumulative report leaves superseded pipelines out of its counts but says its spend and pool attempts include them", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const cumulative = yield* SuiteViews.buildSuiteReport(f.suite)
+      const spend = { calls: 4, cacheHits: 0, tokensIn: 1200, tokensOut: 300, costUsd: 0.5, estimated: 0, unpriced: 0 }
+      const withSpend = (superseded: number, runId: string | null) => ({
+        ...cumulative,
+        superseded,
+        suite: { ...cumulative.suite, runId },
+        accounting: { ...cumulative.accounting, total: spend, runs: [], pools: [], pipelines: { by: "cost" as const, limit: 10, rows: [] } }
+      })
+      const lineOf = (text: string, prefix: string) => text.split("\n").find((l) => l.startsWith(prefix)) ?? ""
+      const text = SuiteViews.renderSuiteText(withSpend(2, null))
+      assert.match(lineOf(text, "Tokens and cost"), /includes the attempts of 2 superseded pipeline\(s\)/)
+      assert.match(lineOf(text, "Pools"), /include the attempts of 2 superseded pipeline\(s\)/)
+      // no superseded pipeline, or one run's view (which shows them as that run left them): no note
+      for (const quiet of [withSpend(0, null), withSpend(2, "runB")]) {
+        const t = SuiteViews.renderSuiteText(quiet)
+        assert.include(t, "Tokens and cost (each attempt once): ")
+        assert.notInclude(t, "superseded pipeline(s)")
+      }
+    }))
+
   it.scoped("report's Metrics section names the member of each member-scoped metric; skip counts are no metrics: none in the cumulative view, a run's view gives them as its figures", () =>
     Effect.gen(function*() {
       const f = yield* makeFake

@@ -1040,12 +1040,21 @@ const sourceText = (m: MemberSummary): string => {
  * @since 0.3.0
  * @category report
  */
+/** The start of the report's token and cost line (`Report.renderText`). */
+const SPEND_LINE = "Tokens and cost (each attempt once): "
+
 export const renderSuiteText = (r: SuiteReportData): string => {
   const out: Array<string> = []
   const scope = r.suite.experiment === null ? "all members" : `member ${r.suite.experiment}`
   const view = r.suite.runId === null ? "cumulative view" : `run ${r.suite.runId} (durable outcomes)`
   out.push(`Suite ${r.suite.suiteId} (${r.suite.layout}) at ${r.suite.root}: ${scope}, ${view}`)
+  // the cumulative view leaves superseded pipelines out of its counts, but what they cost was
+  // spent: tokens, cost and pool attempts stay complete, and say so
+  const supersededNote = r.suite.runId === null && r.superseded > 0
+    ? `includes the attempts of ${r.superseded} superseded pipeline(s), left out of the counts above`
+    : undefined
   const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [], errors: [] }).split("\n").slice(1)
+    .map((l) => supersededNote !== undefined && l.startsWith(SPEND_LINE) ? `${l} (${supersededNote})` : l)
   out.push(...base.filter((l) => !l.startsWith("Pipelines: ")))
   const errorLines: Array<string> = []
   if (r.errors.length > 0) {
@@ -1077,7 +1086,7 @@ export const renderSuiteText = (r: SuiteReportData): string => {
     for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
   }
   if (r.resources.length > 0) {
-    out.push("Pools:")
+    out.push(supersededNote === undefined ? "Pools:" : `Pools (attempts ${supersededNote.replace("includes", "include")}):`)
     for (const res of r.resources) {
       const who = res.shared ? "shared pool" : `pool private to ${res.experimentId}`
       out.push(`  ${res.pool}/${res.resourceId} (${who}; kind ${res.kind}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)

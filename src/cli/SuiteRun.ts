@@ -29,6 +29,7 @@ import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import { definitionChangeMessage, matchesRegistered } from "../layers/internal/suite/catalog.js"
+import { missingMemberDbMessage } from "../layers/internal/suite/members.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as CallCache from "../services/CallCache.js"
 import * as Pool from "../services/Pool.js"
@@ -493,7 +494,8 @@ export const validateSuite = (
  * What `validate` finds in the suite's existing output root, opened read-only (nothing is
  * created or migrated; no root, nothing to compare): the members whose registered definition
  * matches, the new ones, and the problems `run` would refuse (another suite id or layout, a
- * changed definition naming the changed parts, a member id differing only in case).
+ * changed definition naming the changed parts, a member id differing only in case, a member
+ * whose recorded database is gone).
  */
 const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
   Effect.gen(function*() {
@@ -515,13 +517,13 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
         return r !== undefined && matchesRegistered(r, m)
       })
       const changed = yield* Effect.provideService(changedRows(loaded, holding.map((m) => m.id)), SuiteCatalog, catalog)
-      return { suiteId: catalog.suiteId, layout: catalog.layout, members, changed }
+      return { suiteId: catalog.suiteId, layout: catalog.layout, members, changed, missing: catalog.missingDatabases ?? [] }
     })))
     if (opened._tag === "Left") {
       const e = opened.left
       return { ...none, exists: true, issues: e._tag === "ConfigError" ? [...e.issues] : [{ path: "output.root", message: e.message }] }
     }
-    const { changed, layout, members, suiteId } = opened.right
+    const { changed, layout, members, missing, suiteId } = opened.right
     const issues: Array<ConfigIssue> = []
     if (suiteId !== loaded.id) {
       issues.push({ path: "suite.id", message: `the output root ${loaded.output.root} belongs to suite "${suiteId}", not "${loaded.id}"` })
@@ -530,6 +532,7 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
       issues.push({ path: "output.layout", message: `the output root ${loaded.output.root} has layout ${layout}, not ${loaded.output.layout}` })
     }
     const known = new Map(members.map((m) => [idKey(m.experimentId), m]))
+    const missingDb = new Map(missing.map((x) => [x.experimentId, x.file]))
     const matching: Array<string> = []
     const added: Array<string> = []
     for (const m of loaded.members) {
@@ -541,7 +544,10 @@ const compareWithRoot = (loaded: SuiteConfig.LoadedSuite) =>
           message: `the member id "${m.id}" differs only in letter case from the registered member "${k.experimentId}"`
         })
       } else if (!matchesRegistered(k, m)) issues.push({ path: memberPath(m.id), message: definitionChangeMessage(m.id, k, m) })
-      else {
+      else if (missingDb.has(m.id)) {
+        // `run` selects every member of the file and refuses one whose recorded database is gone
+        issues.push({ path: memberPath(m.id), message: missingMemberDbMessage(m.id, missingDb.get(m.id)!) })
+      } else {
         // its input rows, as `run` checks them: a keyed row edited in place, or rows edited or
         // removed since they ran (refused by `run` without --accept-changed-rows)
         const c = changed.find((x) => x.experimentId === m.id)

@@ -57,7 +57,7 @@ import { makeDriverWithEnv } from "./internal/sqlite/driver.js"
 import * as StudyTables from "./internal/study/tables.js"
 import * as Catalog from "./internal/suite/catalog.js"
 import * as Manifest from "./internal/suite/manifest.js"
-import { makeCache, memberDbPresent, memberFile } from "./internal/suite/members.js"
+import { makeCache, memberDbPresent, memberFile, missingMemberDbMessage } from "./internal/suite/members.js"
 import { makeRouter } from "./internal/suite/router.js"
 import { type Db, makeDb, makeView, type Source, type SuiteView } from "./internal/suite/view.js"
 
@@ -359,11 +359,7 @@ export const make = (
       : []
     for (const id of missing) {
       if (selected.includes(id)) {
-        return yield* issue(
-          memberPath(id),
-          `the database of member "${id}" (${memberFile(root, id)}) is missing; a member database is never recreated ` +
-            `(restore it, leave the member out with --experiment, or run the suite into another output root)`
-        )
+        return yield* issue(memberPath(id), missingMemberDbMessage(id, memberFile(root, id)))
       }
     }
     for (const id of missing) {

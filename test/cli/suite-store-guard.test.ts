@@ -7,7 +7,7 @@
  * - a deleted member database: a run of the other members proceeds (exit 0) with a warning
  *   naming the file, `report ROOT` reports the rest and names it in its body (the member's line,
  *   `databaseMissing` in `--json`), and a run selecting that
- *   member is refused before anything is recorded (exit 2).
+ *   member is refused before anything is recorded (exit 2); `validate` refuses it the same way.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -135,6 +135,16 @@ describe("suite databases", () => {
       assert.strictEqual(json.code, 0, json.stderr)
       const members = JSON.parse(json.stdout).members as Array<{ experimentId: string; databaseMissing: string | null }>
       assert.deepStrictEqual(members.map((m) => [m.experimentId, m.databaseMissing]), [["alpha", null], ["beta", beta]])
+
+      // validate refuses wherever run would (same message, exit 2), never counting beta as matching
+      for (const json of [[], ["--json"]]) {
+        const checked = yield* assay(["validate", "-c", f.by, ...json], { cwd: dir, killAfterMs: 60_000 })
+        assert.strictEqual(checked.code, 2, checked.stdout + checked.stderr)
+        assert.match(checked.stderr, /experiments\.beta: the database of member "beta".*missing.*never recreated/)
+        assert.notInclude(checked.stdout, "member(s) match")
+        assert.notMatch(checked.stdout, /"valid": true/)
+      }
+      assert.isFalse(fs.existsSync(beta), "validate never recreates it")
 
       for (const args of [["--experiment", "beta"], []]) {
         const refused = yield* assay(["run", "-c", f.by, ...args, "--quiet"], { cwd: dir, killAfterMs: 60_000 })

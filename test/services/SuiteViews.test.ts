@@ -215,6 +215,12 @@ describe("SuiteViews", () => {
       const stB = yield* json("/stats?run_id=runB")
       assert.strictEqual(stB.skipped, 3)
       assert.isFalse(stB.metrics.some((m: any) => String(m.name).endsWith(":skipped")))
+      // skips belong to one run: the cumulative /stats (whole suite or one member) has no skip count
+      for (const route of ["/stats", "/stats?experiment=beta", "/stats?run_id=all"]) {
+        const cumulative = yield* json(route)
+        assert.strictEqual(cumulative.run_id, "all", route)
+        assert.strictEqual(cumulative.skipped, null, route)
+      }
     }))
 
   it.scoped("a member the run did not select reads 'not selected' in that run's views, not 'interrupted'", () =>
@@ -256,6 +262,29 @@ describe("SuiteViews", () => {
       assert.match(Monitor.renderLine(one), /^run runC \[member beta\] \w+: 1\/1 done/)
       const snap = yield* SuiteViews.suiteSnapshot(suite, { _tag: "Run", run: (yield* f.merged.listRuns).find((x) => x.runId === C)! } as any, { errors: 5 })
       assert.match(Monitor.renderSnapshot(snap), /\n  alpha: 0 .* · not selected/)
+    }))
+
+  it.scoped("the cumulative report leaves superseded pipelines out of its counts but says its spend and pool attempts include them", () =>
+    Effect.gen(function*() {
+      const f = yield* makeFake
+      const cumulative = yield* SuiteViews.buildSuiteReport(f.suite)
+      const spend = { calls: 4, cacheHits: 0, tokensIn: 1200, tokensOut: 300, costUsd: 0.5, estimated: 0, unpriced: 0 }
+      const withSpend = (superseded: number, runId: string | null) => ({
+        ...cumulative,
+        superseded,
+        suite: { ...cumulative.suite, runId },
+        accounting: { ...cumulative.accounting, total: spend, runs: [], pools: [], pipelines: { by: "cost" as const, limit: 10, rows: [] } }
+      })
+      const lineOf = (text: string, prefix: string) => text.split("\n").find((l) => l.startsWith(prefix)) ?? ""
+      const text = SuiteViews.renderSuiteText(withSpend(2, null))
+      assert.match(lineOf(text, "Tokens and cost"), /includes the attempts of 2 superseded pipeline\(s\)/)
+      assert.match(lineOf(text, "Pools"), /include the attempts of 2 superseded pipeline\(s\)/)
+      // no superseded pipeline, or one run's view (which shows them as that run left them): no note
+      for (const quiet of [withSpend(0, null), withSpend(2, "runB")]) {
+        const t = SuiteViews.renderSuiteText(quiet)
+        assert.include(t, "Tokens and cost (each attempt once): ")
+        assert.notInclude(t, "superseded pipeline(s)")
+      }
     }))
 
   it.scoped("report's Metrics section names the member of each member-scoped metric; skip counts are no metrics: none in the cumulative view, a run's view gives them as its figures", () =>

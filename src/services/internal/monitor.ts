@@ -661,7 +661,8 @@ export interface Throughput {
  * - `stale`: the selected run (for `all`: a run) is stored as `running` but sends no
  *   heartbeat any more (see {@link RunView.stale});
  * - `done`: pipelines finished for good (succeeded + failed) in the selection, plus those a
- *   resumed run skipped as already done (`skipped`, from the runner's run-scoped metric).
+ *   resumed run skipped as already done (`skipped`, from the runner's run-scoped metric;
+ *   `null` unless one run is selected).
  *   Interrupted pipelines are not done (they resume): `pipelines.by_state.interrupted`;
  * - `total`: the source size when the run recorded it (`meta.total` or `config.total`; for
  *   `all`, the largest any run recorded), else `null`; `progress` = `done / total`;
@@ -689,8 +690,12 @@ export interface Snapshot {
   readonly recent_runs: ReadonlyArray<RunView>
   readonly pipelines: { readonly total: number; readonly by_state: Readonly<Record<PipelineState, number>> }
   readonly done: number
-  /** Pipelines the selected run skipped because they were already done (counted in `done`). */
-  readonly skipped: number
+  /**
+   * Pipelines the selected run skipped because they were already done (counted in `done`);
+   * `null` when no one run is selected (`all`, the cumulative view, or a store without runs):
+   * skips belong to one run.
+   */
+  readonly skipped: number | null
   readonly total: number | null
   readonly progress: number | null
   readonly eta_ms: number | null
@@ -1050,7 +1055,7 @@ export const snapshotOf = (
       recent_runs: newestFirst.slice(0, RECENT_RUNS).map((r) => runView(r, now)),
       pipelines: { total: stats.pipelines, by_state: by },
       done,
-      skipped,
+      skipped: selection._tag === "Run" ? skipped : null,
       total,
       progress: total === null ? null : Math.min(1, done / total),
       eta_ms: eta,

@@ -1040,12 +1040,21 @@ const sourceText = (m: MemberSummary): string => {
  * @since 0.3.0
  * @category report
  */
+/** The start of the report's token and cost line (`Report.renderText`). */
+const SPEND_LINE = "Tokens and cost (each attempt once): "
+
 export const renderSuiteText = (r: SuiteReportData): string => {
   const out: Array<string> = []
   const scope = r.suite.experiment === null ? "all members" : `member ${r.suite.experiment}`
   const view = r.suite.runId === null ? "cumulative view" : `run ${r.suite.runId} (durable outcomes)`
   out.push(`Suite ${r.suite.suiteId} (${r.suite.layout}) at ${r.suite.root}: ${scope}, ${view}`)
+  // the cumulative view leaves superseded pipelines out of its counts, but what they cost was
+  // spent: tokens, cost and pool attempts stay complete, and say so
+  const supersededNote = r.suite.runId === null && r.superseded > 0
+    ? `includes the attempts of ${r.superseded} superseded pipeline(s), left out of the counts above`
+    : undefined
   const base = Report.renderText({ ...r, stores: [r.suite.root], resources: [], errors: [] }).split("\n").slice(1)
+    .map((l) => supersededNote !== undefined && l.startsWith(SPEND_LINE) ? `${l} (${supersededNote})` : l)
   out.push(...base.filter((l) => !l.startsWith("Pipelines: ")))
   const errorLines: Array<string> = []
   if (r.errors.length > 0) {
@@ -1077,7 +1086,7 @@ export const renderSuiteText = (r: SuiteReportData): string => {
     for (const x of m.metrics) out.push(`    ${x.label ?? x.name}: ${x.text}`)
   }
   if (r.resources.length > 0) {
-    out.push("Pools:")
+    out.push(supersededNote === undefined ? "Pools:" : `Pools (attempts ${supersededNote.replace("includes", "include")}):`)
     for (const res of r.resources) {
       const who = res.shared ? "shared pool" : `pool private to ${res.experimentId}`
       out.push(`  ${res.pool}/${res.resourceId} (${who}; kind ${res.kind}): attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}`)
@@ -1270,15 +1279,19 @@ export const suiteSnapshot = (
     const runs = selection._tag === "All" ? selection.runs : yield* store.listRuns
     let pipelines = { ...base.pipelines, by_state: yield* settleRunning(store, base.pipelines.by_state, runs, now) }
     let done = base.done
+    // skips belong to one run: none in the cumulative view (`base.skipped` is null there)
     let skipped = base.skipped
     if (runId !== undefined && selection._tag === "Run") {
       const o = yield* outcomesOf(store, runId, selection.run.status !== "running", !runAlive(selection.run, now))
       const known = shown.map((m) => m.skipped).filter((n): n is number => n !== null)
       // a run before per-member counts: the whole suite's is the run's own (base.skipped); a
       // member whose count was not recorded adds none
-      skipped = options.experiment === undefined && shown.some((m) => !m.skippedRecorded) ? base.skipped : known.reduce((a, b) => a + b, 0)
+      const ofRun = options.experiment === undefined && shown.some((m) => !m.skippedRecorded)
+        ? base.skipped ?? 0
+        : known.reduce((a, b) => a + b, 0)
+      skipped = ofRun
       pipelines = { total: o.pipelines, by_state: o.byState }
-      done = o.byState.succeeded + o.byState.failed + skipped
+      done = o.byState.succeeded + o.byState.failed + ofRun
     }
     const resources = base.resources.filter((r) => poolVisible(r.pool, options.experiment))
     // the runner's per-member skip counts (and the suite's budget stops) are figures of the

@@ -89,6 +89,16 @@ const exists = (file: string): boolean => {
  */
 export const memberDbPresent = (file: string): boolean => exists(file)
 
+/**
+ * Why a run (and `validate`) refuses a member whose recorded database is gone: the one message
+ * both say, under the member's path (`experiments.ID`).
+ *
+ * @param id the member id; `file` its database path (`ROOT/experiments/ID/state.db`)
+ */
+export const missingMemberDbMessage = (id: string, file: string): string =>
+  `the database of member "${id}" (${file}) is missing; a member database is never recreated ` +
+  `(restore it, leave the member out with --experiment, or run the suite into another output root)`
+
 /** The `feature_level` in a store file's `store_meta` (`"base"` when it cannot be read). */
 const storedLevel = (file: string): string => {
   try {

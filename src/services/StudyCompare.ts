@@ -673,7 +673,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // over the repeats that remain
     for (const v of variants) {
       if (v.succeeded === 0) continue
-      const dropped = v.trials.filter((t) => !t.compared && (t.status === "succeeded" || (t.reason ?? "").startsWith("hard constraint")))
+      const dropped = v.trials.filter((t) => !t.compared && v.breaches.some((b) => b.startsWith(`${t.trialId}: `)))
       if (dropped.length === 0) continue
       const named = objectives.flatMap((o) =>
         o.hardConstraint !== undefined && v.breaches.some((x) => x.includes(`${o.metric} ${o.hardConstraint!.op} ${o.hardConstraint!.value}`))

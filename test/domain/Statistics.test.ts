@@ -325,7 +325,7 @@ describe("ties up to floating-point noise", () => {
     const base = [[0.1 + 0.2], [0.7 + 0.1], [0.3 + 0.6]]
     const cand = [[0.3], [0.8], [0.9]]
     assert.notStrictEqual(base[0]![0], cand[0]![0], "the fixture really differs in its last bits")
-    for (const r of [S.pairedBootstrap(base, cand, { seed: 1, direction: "minimize" })!, S.sharedBootstrap([base, cand], { seed: 1 }).paired(0, 1, { direction: "minimize" })]) {
+    for (const r of [S.pairedBootstrap(base, cand, { seed: 1, direction: "minimize" })!, S.sharedBootstrap([base, cand], { seed: 1 })!.paired(0, 1, { direction: "minimize" })]) {
       assert.deepStrictEqual([r.candidateWins, r.baselineWins, r.ties], [0, 0, 3])
       assert.deepStrictEqual([r.difference.estimate, r.difference.lower, r.difference.upper], [0, 0, 0])
     }

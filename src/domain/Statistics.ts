@@ -110,8 +110,10 @@ export interface PairedOptions extends BootstrapOptions {
  * - `cases`: how many cases were paired (a case counts when both sides have at least one
  *   value);
  * - `candidateWins` / `baselineWins` / `ties`: in how many paired cases the candidate's
- *   per-case mean is better than the baseline's (per the direction), worse, or exactly equal;
- *   the three add up to `cases`.
+ *   per-case mean is better than the baseline's (per the direction), worse, or equal up to
+ *   floating-point noise ({@link nearlyEqual}); the three add up to `cases`. The difference
+ *   and its interval ends print as 0 when within that tolerance of 0 at the scale of the
+ *   case means.
  *
  * @since 0.6.0
  * @category models
@@ -603,9 +605,47 @@ const pairedCaseDiffs = (direction: Direction, target: number, pb: Packed, pc: P
 }
 
 const compareFor = (direction: Direction, target: number, base: number, cand: number): number => {
+  if (nearlyEqual(base, cand)) return 0
+  if (direction === "target" && nearlyEqual(Math.abs(cand - target), Math.abs(base - target))) return 0
   const d = direction === "maximize" ? cand - base : direction === "minimize" ? base - cand : closeness(cand, target) - closeness(base, target)
   return d > 0 ? 1 : d < 0 ? -1 : 0
 }
+
+/**
+ * The relative tolerance under which two per-case values count as a tie: `1e-9`. Sums of
+ * costs or latencies computed in a different order differ in their last bits (a study once
+ * reported `Δ -1.807e-20` with "wins" between identical costs); a real difference between
+ * two measured values is many orders of magnitude above one part in a billion.
+ *
+ * @since 0.8.0
+ * @category comparing
+ */
+export const TIE_TOLERANCE = 1e-9
+
+/**
+ * Whether two numbers are equal up to floating-point noise:
+ * `|a − b| ≤ TIE_TOLERANCE · max(|a|, |b|, 1e-12)` (relative, with an absolute floor of
+ * `1e-21` near zero). Used for the paired wins and ties, the sign / McNemar test's discordant
+ * cases, and to print a paired difference that small as 0.
+ *
+ * @param a a finite number
+ * @param b a finite number
+ * @returns `true` when the two differ by no more than the tolerance
+ * @since 0.8.0
+ * @category comparing
+ */
+export const nearlyEqual = (a: number, b: number): boolean =>
+  Math.abs(a - b) <= TIE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b), 1e-12)
+
+/** The scale of a paired comparison: the largest absolute case mean on either side. */
+const scaleOf = (pb: Packed, pc: Packed, n: number): number => {
+  let m = 0
+  for (let i = 0; i < n; i++) m = Math.max(m, Math.abs(pb.caseMean[i]!), Math.abs(pc.caseMean[i]!))
+  return m
+}
+
+/** A paired difference (or one of its interval ends) within noise of 0 at `scale` is 0. */
+const snap = (x: number, scale: number): number => Math.abs(x) <= TIE_TOLERANCE * Math.max(scale, 1e-12) ? 0 : x
 
 /**
  * A paired comparison of a candidate with the baseline on the same cases.
@@ -625,7 +665,8 @@ const compareFor = (direction: Direction, target: number, base: number, cand: nu
  *   differences). Seeded as in {@link bootstrapMean}.
  * - `candidateWins` / `baselineWins` / `ties`: per paired case, whether the candidate's mean is
  *   better per `o.direction` (default `maximize`; `minimize`; `target`: closer to `o.target`),
- *   worse or exactly equal.
+ *   worse or equal up to {@link nearlyEqual} (a tie). The estimate and the interval ends are
+ *   set to exactly 0 when within `TIE_TOLERANCE` of 0 relative to the largest case mean.
  *
  * Edge cases: no paired case → `null`; every `dᵢ` equal and no repeat noise → a zero-width
  * interval. For binary outcomes with one value per case, {@link mcnemarExact} is the exact
@@ -681,11 +722,12 @@ export const pairedBootstrap = (
     stats[b] = ref + acc / n
   }
   const { lower, upper } = percentile(stats, level)
+  const scale = scaleOf(pb, pc, n)
   return {
     difference: {
-      estimate,
-      lower,
-      upper,
+      estimate: snap(estimate, scale),
+      lower: snap(lower, scale),
+      upper: snap(upper, scale),
       level,
       method: `paired percentile bootstrap over ${over(multi, inner)}, ${resamples} resamples, seed ${seed}`,
       resamples,
@@ -825,11 +867,12 @@ export const sharedBootstrap = (
     for (let b = 0; b < resamples; b++) d[b] = stats[cand * resamples + b]! - stats[base * resamples + b]!
     const { lower, upper } = percentile(d, level)
     const pairMulti = pb.multi || pc.multi
+    const scale = scaleOf(pb, pc, n)
     return {
       difference: {
-        estimate: shiftedMean(diffs),
-        lower,
-        upper,
+        estimate: snap(shiftedMean(diffs), scale),
+        lower: snap(lower, scale),
+        upper: snap(upper, scale),
         level,
         method: `paired percentile bootstrap over ${over(pairMulti, inner)}, ${resamples} resamples, seed ${seed}${shared}`,
         resamples,
@@ -861,6 +904,16 @@ export const sharedBootstrap = (
  * 0.021484375, to the last bit); above, in log space relative to its largest term, so large
  * `n` neither underflows nor loses precision (relative error around 1e-13).
  *
+ * **Repeated measures.** With several repeats of each side, the (case, repeat) pairs are not
+ * independent (a deterministic system repeats its answers; three identical repeats would
+ * triple `b` and `c` and shrink the p-value for nothing). The unit is then the case: per case,
+ * the candidate's and the baseline's outcomes averaged over their repeats; a case is discordant
+ * when the two averages differ, `b` counting the cases where the baseline's is better and `c`
+ * the candidate's; this function on those counts is the two-sided exact sign test on the
+ * cluster (case) means, which is exactly McNemar's exact test when there is one repeat.
+ * `StudyCompare` calls it that way (its `b` / `c` are the paired comparison's
+ * `baselineWins` / `candidateWins`).
+ *
  * The exact conditional test is conservative (its actual size is below the nominal level);
  * Fagerland et al. recommend the mid-p variant for routine use. assay reports the exact test
  * and says so in `method`.
@@ -868,7 +921,10 @@ export const sharedBootstrap = (
  * Sources: Q. McNemar, "Note on the sampling error of the difference between correlated
  * proportions or percentages", Psychometrika 12(2), 153–157, 1947; M. W. Fagerland,
  * S. Lydersen and P. Laake, "The McNemar test for binary matched-pairs data: mid-p and
- * asymptotic are better than exact conditional", BMC Medical Research Methodology 13:91, 2013.
+ * asymptotic are better than exact conditional", BMC Medical Research Methodology 13:91, 2013;
+ * for the cluster-level (sign test on case means) analysis of repeated binary outcomes,
+ * A. Agresti, Categorical Data Analysis, 3rd ed., Wiley, 2013, §10.1 (marginal models for
+ * matched pairs) and the cluster-level approach to clustered matched-pairs data.
  *
  * @throws RangeError (a caller bug) when `b` or `c` is not a non-negative safe integer.
  * @since 0.6.0
@@ -878,7 +934,7 @@ export const mcnemarExact = (b: number, c: number): McNemar => {
   if (!Number.isSafeInteger(b) || b < 0) refuse("mcnemarExact", `b must be a non-negative integer count, got ${b}`)
   if (!Number.isSafeInteger(c) || c < 0) refuse("mcnemarExact", `c must be a non-negative integer count, got ${c}`)
   const n = b + c
-  const method = `exact McNemar test (two-sided exact binomial on ${n} discordant pair${n === 1 ? "" : "s"})`
+  const method = `exact McNemar test (two-sided exact binomial sign test on ${n} discordant case${n === 1 ? "" : "s"})`
   const k = Math.min(b, c)
   if (n === 0 || 2 * k >= n) return { b, c, pValue: 1, method }
   if (n <= 50) {

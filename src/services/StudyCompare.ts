@@ -19,12 +19,18 @@
  * - **Against the baseline** (every other variant), per metric: the paired difference
  *   (candidate − baseline) with its interval (paired bootstrap over the cases both have, or
  *   over the repeats both have for a trial-level metric), the cases each side wins, and for a
- *   binary case-level metric (every value 0 or 1) the exact McNemar test on the discordant
- *   (case, repeat) pairs (McNemar 1947; the exact binomial form, Fagerland, Lydersen & Laake
- *   2013). Below the sample minimum (`analysis.minPairedCases` paired cases, default 30, for a
+ *   binary case-level metric (every value 0 or 1) the exact McNemar test with the case as its
+ *   unit: per case, each side's outcome averaged over its repeats; a case is discordant when
+ *   the averages differ (candidate better, baseline better: the paired wins); the two-sided
+ *   exact binomial sign test on those cases, which is McNemar's exact test with one repeat
+ *   (McNemar 1947; Fagerland, Lydersen & Laake 2013; the cluster-level sign test, Agresti 2013,
+ *   §10.1). Repeats are never counted as independent pairs. Per-case values equal up to
+ *   `Statistics.nearlyEqual` (relative 1e-9) are ties, and a difference that small is 0. Below the sample minimum (`analysis.minPairedCases` paired cases, default 30, for a
  *   case-level claim; `analysis.minRepeats` repeats, default 3, for a repeat-level one) the
  *   comparison is marked "insufficient sample", its McNemar test is not given (`null`) and the
- *   report makes no significance statement.
+ *   report makes no significance statement. A line never says "significant" when its paired
+ *   interval includes 0: when the interval and the test disagree, it says so and claims no
+ *   difference.
  * - **Shared draws**: per metric, the variants that have every case (every repeat for a
  *   trial-level metric) are bootstrapped together (`Statistics.sharedBootstrap`: one case draw
  *   per resample for all of them, the paired differences read from the same resamples, seeded
@@ -37,8 +43,11 @@
  *   intervals); a weighted ranking (`weight` of each objective, min-max normalized) only as a
  *   secondary view.
  * - **Conclusion**: with no compared trial, no candidate and no best; with exactly one, the
- *   "current highest-scoring candidate"; else the strict front, worded "best for the declared
- *   objectives and constraints" — never a bare "best".
+ *   "current highest-scoring candidate"; else the uncertainty-aware front (the variants the
+ *   intervals cannot tell apart), worded "best for the declared objectives and constraints" —
+ *   never a bare "best" — and second, when it is narrower, the strict front "on point
+ *   estimates". A variant that lost repeats to a hard constraint gets a limitation saying its
+ *   value is over the remaining repeats (survivorship).
  *
  * @since 0.6.0
  */
@@ -206,8 +215,12 @@ export interface VariantComparison {
  * - `variants`: see {@link VariantComparison};
  * - `weightedRanking`: the secondary view, best score first;
  * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
- *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the candidate
- *   variants, a `summary` sentence and the `limitations`.
+ *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the
+ *   `candidates` (with several compared variants: the uncertainty-aware Pareto front, the
+ *   variants the intervals cannot tell apart), `pointEstimateFront` (the strict front on point
+ *   estimates, a subset of the candidates; empty with fewer than two compared trials), a
+ *   `summary` sentence that leads with the candidates, and the `limitations` (among them, per
+ *   variant, repeats dropped for breaking a hard constraint: its value is over the rest).
  *
  * @since 0.6.0
  * @category models
@@ -253,6 +266,7 @@ export interface StudyComparison {
     readonly status: StudyRecordStatus | null
     readonly wording: string
     readonly candidates: ReadonlyArray<string>
+    readonly pointEstimateFront: ReadonlyArray<string>
     readonly summary: string
     readonly limitations: ReadonlyArray<string>
   }
@@ -273,6 +287,8 @@ export const WORDING = {
 // ---------------------------------------------------------------------------------------------
 // Compare
 // ---------------------------------------------------------------------------------------------
+
+const OP_TEXT: Readonly<Record<DomainStudy.Op, string>> = { ">": ">", ">=": "≥", "<": "<", "<=": "≤", "==": "=", "!=": "≠" }
 
 const OPS: Readonly<Record<DomainStudy.Op, (a: number, b: number) => boolean>> = {
   ">": (a, b) => a > b,
@@ -543,19 +559,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             })
           let mcnemar: Statistics.McNemar | null = null
           const binary = keys.length > 0 && keys.every((c) => base!.rows[c]!.every((x) => x === 0 || x === 1) && cand.rows[c]!.every((x) => x === 0 || x === 1))
-          if (binary && sufficiency.sufficient) {
-            // discordant (case, repeat) pairs, repeats aligned by their order
-            let b = 0
-            let cc = 0
-            for (const c of keys) {
-              const bv = base!.rows[c]!
-              const cv = cand.rows[c]!
-              for (let i = 0; i < Math.min(bv.length, cv.length); i++) {
-                if (bv[i] === 1 && cv[i] === 0) b++
-                else if (bv[i] === 0 && cv[i] === 1) cc++
-              }
-            }
-            mcnemar = Statistics.mcnemarExact(b, cc)
+          if (binary && sufficiency.sufficient && paired !== null) {
+            // the unit is the case, not the (case, repeat) pair: per case the two sides' outcomes
+            // averaged over their repeats; a case is discordant when the averages differ (by the
+            // metric's direction, up to Statistics.nearlyEqual), which is what the paired wins
+            // count. b = baseline better, c = candidate better (see Statistics.mcnemarExact).
+            mcnemar = Statistics.mcnemarExact(paired.baselineWins, paired.candidateWins)
           }
           vs[d.name] = { paired, mcnemar, sufficiency, claim: "case" }
         } else {
@@ -616,6 +625,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const status = row.value.currentVersion === version ? row.value.status : null
     let wording: string
     let candidates: Array<string>
+    let pointFront: Array<string> = []
     let summary: string
     if (comparedTrials === 0) {
       wording = WORDING.none
@@ -633,12 +643,16 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       limitations.push("one successful trial: no comparison, no interval")
     } else {
       wording = WORDING.best
-      candidates = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
-      const unc = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      // lead with the uncertainty-aware front (what the intervals cannot tell apart); the strict
+      // front on point estimates comes second
+      const front = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
+      candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      pointFront = front
       summary = candidates.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}` +
-          (unc.length > candidates.length ? `; within the intervals ${unc.join(", ")} cannot be told apart` : "")
+        : candidates.length > front.length
+        ? `within the intervals ${candidates.join(", ")} cannot be told apart: they are the Pareto candidates, ${WORDING.best}; on point estimates alone the front is ${front.join(", ")}`
+        : `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}`
     }
     if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
@@ -655,6 +669,21 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
+    // survivorship: a variant with a repeat dropped for breaking a hard constraint is valued
+    // over the repeats that remain
+    for (const v of variants) {
+      if (v.succeeded === 0) continue
+      const dropped = v.trials.filter((t) => !t.compared && v.breaches.some((b) => b.startsWith(`${t.trialId}: `)))
+      if (dropped.length === 0) continue
+      const named = objectives.flatMap((o) =>
+        o.hardConstraint !== undefined && v.breaches.some((x) => x.includes(`${o.metric} ${o.hardConstraint!.op} ${o.hardConstraint!.value}`))
+          ? [`${o.metric} ${OP_TEXT[o.hardConstraint.op as DomainStudy.Op] ?? o.hardConstraint.op} ${o.hardConstraint.value}`]
+          : []
+      )
+      limitations.push(
+        `${v.variantId}: ${dropped.length} of ${v.trials.length} repeats dropped for breaking ${named.length > 0 ? named.join(" / ") : "a hard constraint"}; its value is over the remaining repeats`
+      )
+    }
     for (const o of objectives) {
       const missing = variants.filter((v) => v.succeeded > 0 && v.values[o.metric]?.mean === null).map((v) => v.variantId)
       if (missing.length > 0) limitations.push(`objective ${o.metric} has no value for ${missing.join(", ")}`)
@@ -685,7 +714,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       },
       variants,
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
-      conclusion: { status, wording, candidates, summary, limitations }
+      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, summary, limitations }
     }
     return { comparison, values, rows }
   })
@@ -845,7 +874,9 @@ const assignmentText = (a: Readonly<Record<string, Json>>) =>
 /**
  * One comparison against the baseline in words: the paired difference and its interval, the
  * wins, then either "insufficient sample: ... (no significance statement)" or what the
- * interval and the McNemar test say at the comparison's level.
+ * interval and the McNemar test say at the comparison's level (its discordant cases in the
+ * wins' order, candidate first). "significant" is printed only when the interval excludes 0
+ * too; when the two disagree the line says so and claims no difference.
  *
  * @since 0.6.0
  * @category rendering
@@ -857,10 +888,21 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   const head = `Δ ${p.difference.estimate >= 0 ? "+" : ""}${fmt(p.difference.estimate)}${intervalText(p.difference)} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
   const excludes = p.difference.lower > 0 || p.difference.upper < 0
-  const parts = [excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`]
-  if (x.mcnemar !== null) {
-    parts.push(`exact McNemar p = ${fmt(x.mcnemar.pValue)} (${x.mcnemar.b} vs ${x.mcnemar.c} discordant)${x.mcnemar.pValue < 1 - level ? ", significant" : ", not significant"} at ${pct(level)}`)
+  if (x.mcnemar === null) {
+    return `${head}; ${excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`}`
   }
+  const significant = x.mcnemar.pValue < 1 - level
+  const test = `exact McNemar p = ${fmt(x.mcnemar.pValue)} (candidate better in ${x.mcnemar.c} vs baseline in ${x.mcnemar.b} discordant cases)`
+  const parts = significant === excludes
+    ? [
+      excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`,
+      `${test}, ${significant ? "significant" : "not significant"} at ${pct(level)}`
+    ]
+    : [
+      `the ${pct(level)} interval ${excludes ? "excludes" : "includes"} 0`,
+      `${test} ${significant ? "<" : "≥"} ${String(Math.round((1 - level) * 1e6) / 1e6)}`,
+      "the interval and the test disagree: no difference claimed"
+    ]
   return `${head}; ${parts.join("; ")}`
 }
 

@@ -313,6 +313,25 @@ describe("sharedBootstrap", () => {
   })
 })
 
+describe("ties up to floating-point noise", () => {
+  it("nearlyEqual: one part in a billion is a tie, a real difference is not", () => {
+    assert.isTrue(S.nearlyEqual(0.1 + 0.2, 0.3))
+    assert.isTrue(S.nearlyEqual(0.0123, 0.0123 * (1 + 1e-12)))
+    assert.isFalse(S.nearlyEqual(0.0123, 0.0124))
+    assert.isFalse(S.nearlyEqual(0, 1e-15))
+  })
+
+  it("identical costs summed in another order: all ties, and the difference and its interval are exactly 0", () => {
+    const base = [[0.1 + 0.2], [0.7 + 0.1], [0.3 + 0.6]]
+    const cand = [[0.3], [0.8], [0.9]]
+    assert.notStrictEqual(base[0]![0], cand[0]![0], "the fixture really differs in its last bits")
+    for (const r of [S.pairedBootstrap(base, cand, { seed: 1, direction: "minimize" })!, S.sharedBootstrap([base, cand], { seed: 1 })!.paired(0, 1, { direction: "minimize" })]) {
+      assert.deepStrictEqual([r.candidateWins, r.baselineWins, r.ties], [0, 0, 3])
+      assert.deepStrictEqual([r.difference.estimate, r.difference.lower, r.difference.upper], [0, 0, 0])
+    }
+  })
+})
+
 describe("mcnemarExact", () => {
   it("matches exact binomial p-values (hand-computed and scipy.stats.binomtest)", () => {
     const table: ReadonlyArray<readonly [number, number, number]> = [
@@ -337,7 +356,7 @@ describe("mcnemarExact", () => {
   it("no discordant pair gives p = 1; the method is named", () => {
     const r = S.mcnemarExact(0, 0)
     assert.strictEqual(r.pValue, 1)
-    assert.strictEqual(r.method, "exact McNemar test (two-sided exact binomial on 0 discordant pairs)")
+    assert.strictEqual(r.method, "exact McNemar test (two-sided exact binomial sign test on 0 discordant cases)")
   })
 
   it("agrees with an exact BigInt computation for large counts (property)", () => {

@@ -9,6 +9,7 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { RetryableError } from "../../src/domain/Errors.js"
 import type { Json } from "../../src/domain/Json.js"
+import * as S from "../../src/domain/Statistics.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import type * as DomainStudy from "../../src/domain/Study.js"
 import * as Task from "../../src/domain/Task.js"
@@ -218,8 +219,9 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       const c = yield* StudyCompare.compare(input)
       const v02 = c.variants[1]!
       assert.strictEqual(v02.vsBaseline.accuracy!.paired!.cases, 40)
-      // each case has both repeats on both sides: 2 x (2 vs 12) discordant (case, repeat) pairs
-      assert.deepStrictEqual([v02.vsBaseline.accuracy!.mcnemar!.b, v02.vsBaseline.accuracy!.mcnemar!.c], [4, 24])
+      // the unit of the test is the case, not the (case, repeat) pair: the two identical repeats
+      // leave 2 vs 12 discordant cases, as with one repeat
+      assert.deepStrictEqual([v02.vsBaseline.accuracy!.mcnemar!.b, v02.vsBaseline.accuracy!.mcnemar!.c], [2, 12])
       assert.deepStrictEqual(v02.values.hits!.perRepeat, [38, 38])
       const hits = v02.vsBaseline.hits!
       assert.strictEqual(hits.claim, "repeat")
@@ -388,4 +390,75 @@ describe("StudyCompare: the report is a pinned function of the stored study", ()
       const golden = [JSON.stringify(c), StudyCompare.renderText(c), StudyCompare.renderMarkdown(c), JSON.stringify(e), StudyCompare.renderEvidence(e)].join("\n")
       yield* Effect.promise(() => expect(golden).toMatchFileSnapshot("__snapshots__/StudyCompare.golden.txt"))
     }).pipe(Effect.provide(studyEnv("golden"))))
+})
+
+describe("StudyCompare: the paired test's unit is the case; ties; survivorship (issue 16)", () => {
+  it.effect("three identical repeats give the exact McNemar p of one repeat (the case is the unit, repeats are not independent pairs)", () =>
+    Effect.gen(function*() {
+      const versus = (repeats: number) => {
+        const { input, study } = handMade({ correct: [BASE, CAND], cases: 40, repeats })
+        return Effect.gen(function*() {
+          yield* Study.run(study)
+          return (yield* StudyCompare.compare(input, { seed: 3 })).variants[1]!.vsBaseline.accuracy!
+        }).pipe(Effect.provide(studyEnv("hand")))
+      }
+      const single = yield* versus(1)
+      const repeated = yield* versus(3)
+      assert.deepStrictEqual([repeated.mcnemar!.b, repeated.mcnemar!.c], [single.mcnemar!.b, single.mcnemar!.c])
+      assert.strictEqual(repeated.mcnemar!.pValue, single.mcnemar!.pValue)
+      assert.closeTo(repeated.mcnemar!.pValue, (2 * 106) / 16384, 1e-12)
+      // the discordant counts are the paired wins, printed in their order (candidate first)
+      assert.deepStrictEqual([repeated.paired!.candidateWins, repeated.paired!.baselineWins], [12, 2])
+      assert.include(StudyCompare.versusText(repeated, 0.95), "(candidate better in 12 vs baseline in 2 discordant cases)")
+    }))
+
+  it.effect("a variant that lost a repeat to a hard constraint: a limitation says its value is over the remaining repeats", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        correct: [CAND, CAND],
+        cases: 40,
+        repeats: 2,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.9 } }]
+      })
+      yield* Study.run(study)
+      // repeat 1 of v02 broke the constraint at settlement (as a run with a worse repeat records it)
+      const catalog = yield* StudyCatalog
+      yield* catalog.settle([{ trialId: "p1-v02-r1", status: "failed", reason: "hard constraint accuracy >= 0.9 broken: 0.7", metrics: null, startedAt: null, endedAt: 1 }], 1)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[1]!.values.accuracy!.perRepeat, [null, 0.95])
+      const line = "v02: 1 of 2 repeats dropped for breaking accuracy ≥ 0.9; its value is over the remaining repeats"
+      assert.include(c.conclusion.limitations, line)
+      assert.notInclude(c.conclusion.limitations.join("\n"), "v01: ")
+      assert.include(StudyCompare.renderText(c), line)
+      assert.include(StudyCompare.renderMarkdown(c), line)
+      assert.include(JSON.stringify(c), line)
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it("never \"significant\" on a line whose interval includes 0: when the test and the interval disagree, the line says so and claims no difference", () => {
+    const versus = (lower: number, upper: number, b: number, c: number): StudyCompare.VersusBaseline => ({
+      paired: {
+        difference: { estimate: (lower + upper) / 2, lower, upper, level: 0.95, method: "test", resamples: 2000, seed: 1 },
+        cases: 40,
+        candidateWins: c,
+        baselineWins: b,
+        ties: 40 - b - c
+      },
+      mcnemar: { b, c, pValue: S.mcnemarExact(b, c).pValue, method: "test" },
+      sufficiency: { sufficient: true, reason: null },
+      claim: "case"
+    })
+    // the test says significant (2 vs 12: p = 0.01294), the interval includes 0
+    const disagree = StudyCompare.versusText(versus(-0.025, 0.225, 2, 12), 0.95)
+    assert.notMatch(disagree, /(?<!not )significant/)
+    assert.include(disagree, "the 95% interval includes 0")
+    assert.include(disagree, "exact McNemar p = 0.01294 (candidate better in 12 vs baseline in 2 discordant cases) < 0.05")
+    assert.include(disagree, "the interval and the test disagree: no difference claimed")
+    // the interval excludes 0, the test does not reject (2 vs 6: p = 0.2891): no claim either
+    const other = StudyCompare.versusText(versus(0.025, 0.225, 2, 6), 0.95)
+    assert.include(other, "exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases) ≥ 0.05")
+    assert.include(other, "the interval and the test disagree: no difference claimed")
+    // both agree: the usual wording
+    assert.include(StudyCompare.versusText(versus(0.05, 0.3, 2, 12), 0.95), "the 95% interval excludes 0; exact McNemar p = 0.01294 (candidate better in 12 vs baseline in 2 discordant cases), significant at 95%")
+    assert.include(StudyCompare.versusText(versus(-0.025, 0.225, 2, 6), 0.95), "the 95% interval includes 0: no difference shown; exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases), not significant at 95%")
+  })
 })

@@ -16,7 +16,7 @@ import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
-import { maskSecrets } from "../../../domain/internal/resource.js"
+import * as Rows from "../runner/rows.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -156,38 +156,7 @@ const persistResources = (store: StoreService, pools: PoolsService, runId: RunId
       const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
       const stats = yield* handle.stats()
       for (const snap of yield* handle.snapshot) {
-        const info = infos.get(snap.id)
-        yield* store.putResource({
-          pool: name,
-          resourceId: snap.id,
-          kind: snap.kind,
-          spec: {
-            id: snap.id,
-            kind: snap.kind,
-            capacity: snap.capacity,
-            options: maskSecrets(info?.options ?? {}),
-            tags: maskSecrets(info?.tags ?? {})
-          },
-          health: {
-            state: snap.state,
-            active: snap.active,
-            capacity: snap.capacity,
-            consecutiveFailures: snap.consecutiveFailures,
-            latencyEmaMs: snap.latencyEmaMs ?? null,
-            usage: snap.usage,
-            cooldownUntil: snap.cooldownUntil ?? null,
-            lastError: snap.lastError ?? null,
-            throttledUntil: snap.throttledUntil ?? null,
-            throttledTotal: snap.throttledTotal,
-            breaker: snap.breaker,
-            breakerUntil: snap.breakerUntil ?? null,
-            algorithm: snap.algorithm ?? null,
-            poolWaitMsP95: stats.waitMsP95,
-            poolWaiting: stats.waiting,
-            runId
-          },
-          updatedAt: now
-        })
+        yield* store.putResource(Rows.resourceRow(name, snap, infos.get(snap.id), stats, runId, now))
       }
     }
     yield* store.flush

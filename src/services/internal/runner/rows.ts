@@ -18,9 +18,12 @@ import type {
   NewEvent,
   PipelineError,
   PipelineFields,
+  ResourceInput,
   TaskFields
 } from "../../Store.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import { maskSecrets } from "../../../domain/internal/resource.js"
+import type { PoolStats, ResourceSnapshot } from "../../Pools.js"
 import type { AttemptUsage } from "./attemptContext.js"
 
 /** Longest error message stored (characters). */
@@ -412,3 +415,51 @@ export const interruptedUnit = (
     events
   }
 }
+
+/**
+ * The stored row of one resource of pool `pool` (what `report`, `watch` and the dashboard read
+ * of it): its spec with every secret masked, and its health as the pool's snapshot shows it at
+ * `updatedAt` (ms), with the pool's wait p95 (ms) and waiters, under run `runId`; `extra` adds
+ * health fields (the embedded runner's saved and restored pool state). Written by the embedded
+ * runner and by cluster runners alike.
+ */
+export const resourceRow = (
+  pool: string,
+  snap: ResourceSnapshot,
+  info: { readonly options?: Parameters<typeof maskSecrets>[0]; readonly tags?: Parameters<typeof maskSecrets>[0] } | undefined,
+  stats: Pick<PoolStats, "waitMsP95" | "waiting">,
+  runId: RunId,
+  updatedAt: number,
+  extra: Readonly<Record<string, unknown>> = {}
+): ResourceInput => ({
+  pool,
+  resourceId: snap.id,
+  kind: snap.kind,
+  spec: {
+    id: snap.id,
+    kind: snap.kind,
+    capacity: snap.capacity,
+    options: maskSecrets(info?.options ?? {}),
+    tags: maskSecrets(info?.tags ?? {})
+  },
+  health: {
+    state: snap.state,
+    active: snap.active,
+    capacity: snap.capacity,
+    consecutiveFailures: snap.consecutiveFailures,
+    latencyEmaMs: snap.latencyEmaMs ?? null,
+    usage: snap.usage,
+    cooldownUntil: snap.cooldownUntil ?? null,
+    lastError: snap.lastError ?? null,
+    throttledUntil: snap.throttledUntil ?? null,
+    throttledTotal: snap.throttledTotal,
+    breaker: snap.breaker,
+    breakerUntil: snap.breakerUntil ?? null,
+    algorithm: snap.algorithm ?? null,
+    poolWaitMsP95: stats.waitMsP95,
+    poolWaiting: stats.waiting,
+    runId,
+    ...extra
+  },
+  updatedAt
+})

@@ -33,7 +33,7 @@ import { ConfigError, type ConfigIssue, StoreUnavailable, WorkerCrashed } from "
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord, RunStatus } from "../../../domain/Records.js"
-import { maskSecrets } from "../../../domain/internal/resource.js"
+import * as Rows from "./rows.js"
 import * as SpecStream from "../../../domain/internal/specStream.js"
 import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
@@ -392,40 +392,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
         const saved = new Map((yield* pools.saveState(name)).map((x) => [x.resourceId, x.state]))
         const stats = yield* handle.stats()
         for (const snap of yield* handle.snapshot) {
-          const info = infos.get(snap.id)
-          yield* store.putResource({
-            pool: name,
-            resourceId: snap.id,
-            kind: snap.kind,
-            spec: {
-              id: snap.id,
-              kind: snap.kind,
-              capacity: snap.capacity,
-              options: maskSecrets(info?.options ?? {}),
-              tags: maskSecrets(info?.tags ?? {})
-            },
-            health: {
-              state: snap.state,
-              active: snap.active,
-              capacity: snap.capacity,
-              consecutiveFailures: snap.consecutiveFailures,
-              latencyEmaMs: snap.latencyEmaMs ?? null,
-              usage: snap.usage,
-              cooldownUntil: snap.cooldownUntil ?? null,
-              lastError: snap.lastError ?? null,
-              throttledUntil: snap.throttledUntil ?? null,
-              throttledTotal: snap.throttledTotal,
-              breaker: snap.breaker,
-              breakerUntil: snap.breakerUntil ?? null,
-              algorithm: snap.algorithm ?? null,
-              poolWaitMsP95: stats.waitMsP95,
-              poolWaiting: stats.waiting,
-              runId,
-              resume: saved.get(snap.id) ?? null,
-              restored: restoredOf.get(`${name}\u0000${snap.id}`) ?? null
-            },
-            updatedAt: now
-          })
+          yield* store.putResource(Rows.resourceRow(name, snap, infos.get(snap.id), stats, runId, now, {
+            resume: saved.get(snap.id) ?? null,
+            restored: restoredOf.get(`${name}\u0000${snap.id}`) ?? null
+          }))
         }
       }
       // Pipelines skipped because they were already done (resume) count toward the run's

@@ -1032,15 +1032,7 @@ export const snapshotOf = (
       // each attempt once (the `stats` aggregate read above; a plugin store without it: its
       // resources' figures, which count an attempt on each resource it leased)
       const f = stats.accounting ?? (yield* resourceFigures(store, runId))
-      const sum: AccountingWire = {
-        calls: f.calls,
-        cache_hits: f.cacheHits,
-        tokens_in: f.tokensIn,
-        tokens_out: f.tokensOut,
-        cost_usd: f.costUsd,
-        estimated: f.estimated,
-        unpriced: f.unpriced
-      }
+      const sum: AccountingWire = accountingWire(f)
       if (sum.tokens_in + sum.tokens_out > 0 || sum.cost_usd > 0 || sum.calls > 0) accounting = sum
     }
     return {

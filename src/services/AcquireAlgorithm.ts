@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Either, Option, ParseResult, Random, Schema } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Option, ParseResult, Random, Schema } from "effect"
 import { AcquireTimeout, ConfigError, PluginError, ResourceUnavailable } from "../domain/Errors.js"
 import type { ConfigIssue, ErrorClass, PoolNotFound, ServerDelayRefused } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
@@ -671,10 +671,15 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
     },
     acquire: (ops) =>
       Effect.gen(function*() {
-        // the earliest time the pacing lets a held-back resource take a request
+        // the earliest time the pacing lets a held-back resource take a request, as the last
+        // ranking found it (reset by each ranking)
         let nextAt = Number.POSITIVE_INFINITY
+        // completed when a ranking run by the pool for this queued acquire (a release serving
+        // the queue) found it held back by the pacing only: its pacer must then sleep
+        let paceNeeded: Deferred.Deferred<void> | undefined
         const ranker: Ranker = (cs) => {
           const now = ops.now()
+          nextAt = Number.POSITIVE_INFINITY
           let best: Candidate | undefined
           let bestState: Aimd.AimdState | undefined
           let bestLoad = Number.POSITIVE_INFINITY
@@ -690,7 +695,10 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
               }
             } else if (a !== "window" && a < nextAt) nextAt = a
           }
-          if (best === undefined || bestState === undefined) return []
+          if (best === undefined || bestState === undefined) {
+            if (Number.isFinite(nextAt) && paceNeeded !== undefined) Deferred.unsafeDone(paceNeeded, Exit.void)
+            return []
+          }
           // the ranker's first choice is taken at once by the pool (it is free and matches)
           Aimd.charge(bestState)
           return [best]
@@ -702,12 +710,14 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
         })
         const got = yield* take
         if (Option.isSome(got)) return got.value
-        // held back by the window (or nothing free at all): a release or the pool wakes us
-        if (!Number.isFinite(nextAt)) return yield* o.wait()
-        // held back by the pacing: queue as usual, and let one acquire per pool at a time (the
-        // baton holder) sleep until the pacing allows the next request and take it; a timer
-        // per waiting acquire would wake them all for every request
-        const paced = batonOf(ops.service, ops.pool).withPermits(1)(Effect.gen(function*() {
+        // Not now: queue as usual (a release, a new resource or the end of a throttle serves
+        // the queue), and race a pacer. When the pacing holds the resource back, one acquire
+        // per pool at a time (the baton holder) sleeps until the pacing allows the next
+        // request and takes it; a timer per waiting acquire would wake them all for every
+        // request. An acquire held back by the window waits until a release finds it held
+        // back by the pacing instead (issue 18: with no request left in flight, nothing else
+        // would ever wake it), then paces; held back by the window again, it queues again.
+        const pace = batonOf(ops.service, ops.pool).withPermits(1)(Effect.gen(function*() {
           for (;;) {
             const got = yield* take
             if (Option.isSome(got)) return got
@@ -715,8 +725,16 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
             yield* Effect.sleep(Duration.millis(Math.max(1, nextAt - ops.now())))
           }
         }))
-        const woken = yield* Effect.raceFirst(Effect.map(o.wait(), Option.some), paced)
-        return Option.isSome(woken) ? woken.value : yield* o.wait()
+        for (;;) {
+          const needed = yield* Deferred.make<void>()
+          paceNeeded = needed
+          const pacer = Number.isFinite(nextAt) ? pace : Effect.zipRight(Deferred.await(needed), pace)
+          const woken = yield* Effect.raceFirst(Effect.map(o.wait(), Option.some), pacer)
+          if (Option.isSome(woken)) {
+            paceNeeded = undefined
+            return woken.value
+          }
+        }
       })
   }
 }

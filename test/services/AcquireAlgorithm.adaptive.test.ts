@@ -80,6 +80,15 @@ describe("adaptive in the provider simulator", () => {
       assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} after 30 s`)
     }), 60_000)
 
+  it.effect("the last pipelines of a run finish: queued behind the window, then paced with no request in flight (issue 18)", () =>
+    Effect.gen(function*() {
+      // a fresh user's run: 10 requests/s with a bucket of 5, capacity 8, 16 pipelines at once;
+      // the last ones waited for a release that never came (the run never ended)
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600, burst: 5 }, signals: "none", latency: { medianMs: 80 } }], { seed: 1 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 120, concurrency: 16, capacity: 8, maxAttempts: 10, timeLimitMs: 120_000 })
+      assert.strictEqual(run.report.stats.byState.succeeded, 120)
+    }), 60_000)
+
   it.effect("a token limit that binds before the request limit: paced by the x-ratelimit-*-tokens headers", () =>
     Effect.gen(function*() {
       // requests allow 50/s, tokens only 10 requests' worth per second

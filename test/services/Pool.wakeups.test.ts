@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Exit, FastCheck as fc, Fiber, Queue, Scope, TestClock } from "effect"
 import { RetryableError } from "../../src/domain/Errors.js"
 import * as Resource from "../../src/domain/Resource.js"
+import * as AcquireAlgorithm from "../../src/services/AcquireAlgorithm.js"
 import * as Pool from "../../src/services/Pool.js"
 
 const settle = Effect.forEach(Array.from({ length: 30 }), () => Effect.yieldNow(), { discard: true })
@@ -317,4 +318,44 @@ describe("wake-ups under a clock that fires early and late", () => {
       yield* settle
       assert.isNotNull(closing.unsafePoll(), "scope close waited for a timer")
     }))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Issue 18 §3 (a fresh user's run): the last pipelines of a run on an `adaptive` pool stayed
+// `running` for good. An acquire that queued behind the concurrency window, then was served
+// by a release while the pacing held the resource back, waited for a release that never came.
+// ---------------------------------------------------------------------------------------------
+
+describe("adaptive: the last waiters, with no request in flight", () => {
+  it.effect("an acquire queued behind the window is granted once the pacing allows, after the last release", () =>
+    withPools(
+      [Pool.make("llm", [Resource.make("w", { id: "k", capacity: 8 })], {
+        algorithm: AcquireAlgorithm.adaptive({ initialRate: 1, initialConcurrency: 2 })
+      })],
+      (pools) =>
+        Effect.gen(function*() {
+          const holder = (p: string): Pool.Holder => ({ taskName: "t", pipelineId: p, owner: p })
+          // two leases fill the window (the second one after a second of pacing at 1 request/s)
+          const a = yield* Effect.forkScoped(Effect.scoped(Effect.zipRight(pools.acquire("llm", holder("a")), Effect.never)))
+          yield* settle
+          const b = yield* Effect.forkScoped(Effect.scoped(Effect.zipRight(pools.acquire("llm", holder("b")), Effect.never)))
+          yield* TestClock.adjust("1 second")
+          yield* settle
+          // the third queues behind the window
+          const c = yield* Effect.fork(Effect.scoped(Effect.map(pools.acquire("llm", holder("c")), (l) => l.resource.id)))
+          yield* settle
+          assert.isNull(c.unsafePoll(), "the window of 2 is full")
+          // both leases end at once, while the pacing still holds the resource back
+          yield* Fiber.interrupt(a)
+          yield* Fiber.interrupt(b)
+          yield* settle
+          assert.isNull(c.unsafePoll(), "the pacing holds it back for up to a second")
+          // nothing is in flight: only the pacing can wake it
+          yield* TestClock.adjust("2 seconds")
+          yield* settle
+          const done = c.unsafePoll()
+          assert.isNotNull(done, "the last acquire was never granted")
+          assert.strictEqual(yield* Fiber.join(c), "k")
+        })
+    ))
 })

@@ -561,6 +561,8 @@ export const runChat = (
     readonly maxAttempts?: number | undefined
     readonly sampleEvery?: number | undefined
     readonly startMs?: number | undefined
+    /** Simulated ms the run may take; past it the run fails with a `TimeoutException`. */
+    readonly timeLimitMs?: number | undefined
   }
 ): Effect.Effect<ChatRun, unknown> => {
   const startMs = options.startMs ?? 0
@@ -584,7 +586,10 @@ export const runChat = (
       }
     }).pipe(Effect.orDie)
     const fiber = yield* Effect.fork(sampler)
-    const report = yield* Runner.run(Pipeline.make("sim", task).map(inputs))
+    const running = Runner.run(Pipeline.make("sim", task).map(inputs))
+    const report = yield* (options.timeLimitMs === undefined
+      ? running
+      : Effect.timeout(running, Duration.millis(options.timeLimitMs)))
     yield* Fiber.interrupt(fiber)
     return { report, samples }
   }).pipe(Effect.provide(env))

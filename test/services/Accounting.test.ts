@@ -123,9 +123,9 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       const cost = ran.attempts.reduce((n, a) => n + a.costUsd!, 0)
       const res = ran.report.resources.find((r) => r.resourceId === "with")!
       assert.deepStrictEqual([res.tokensIn, res.tokensOut, res.estimated, res.unpriced], [tin, tout, 0, 0])
-      assert.closeTo(res.costUsd, cost, 1e-12)
+      assert.closeTo(res.costUsd!, cost, 1e-12)
       assert.deepStrictEqual(ran.report.accounting.pools.map((p) => [p.pool, p.tokensIn]), [["llm", tin]])
-      assert.closeTo(ran.report.accounting.total.costUsd, cost, 1e-12)
+      assert.closeTo(ran.report.accounting.total.costUsd!, cost, 1e-12)
       assert.strictEqual(ran.report.accounting.runs[0]!.tokensOut, tout)
       assert.strictEqual(ran.report.accounting.total.calls, ran.attempts.length)
       assert.isFalse(ran.report.accounting.multiLeased, "one resource per attempt: the resources add up to the total")
@@ -139,7 +139,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
         [top.rows[0]!.calls, top.rows[0]!.tokensIn, top.rows[0]!.tokensOut, top.rows[0]!.costUsd],
         [1, dearest.tokensIn, dearest.tokensOut, dearest.costUsd]
       )
-      for (let i = 1; i < top.rows.length; i++) assert.isAtMost(top.rows[i]!.costUsd, top.rows[i - 1]!.costUsd)
+      for (let i = 1; i < top.rows.length; i++) assert.isAtMost(top.rows[i]!.costUsd!, top.rows[i - 1]!.costUsd!)
       const text = renderText(ran.report)
       assert.include(text, `Tokens and cost (each attempt once): calls ${ran.attempts.length}; tokens in ${tin}, out ${tout}; cost $`)
       assert.include(text, `Top ${top.rows.length} pipeline(s) by cost:\n  ${dearest.pipelineId}: calls 1; tokens in ${dearest.tokensIn}`)
@@ -177,7 +177,18 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
         assert.isNull(a.costUsd)
       }
       assert.strictEqual(none.report.accounting.total.unpriced, rows.length)
-      assert.include(renderText(none.report), `(${rows.length} attempt(s) unpriced)`)
+      // no total over unpriced calls reads as a number of dollars: not the run's, the pool's,
+      // the resource's nor a pipeline's (JSON: null; text: "unpriced")
+      const acc = none.report.accounting
+      assert.deepStrictEqual(
+        [acc.total.costUsd, acc.runs[0]!.costUsd, acc.pools[0]!.costUsd, acc.resourcesSum.costUsd, ...acc.pipelines.rows.map((p) => p.costUsd)],
+        [null, null, null, null, ...rows.map(() => null)]
+      )
+      assert.isNull(none.report.resources.find((r) => r.resourceId === "with")!.costUsd)
+      assert.isNull(JSON.parse(JSON.stringify(none.report)).accounting.total.costUsd)
+      const text = renderText(none.report)
+      assert.include(text, `cost unpriced (${rows.length} calls)`)
+      assert.notInclude(text, "$0")
     }))
 
   it.scopedLive("the server's usage.cost is used only where no price is configured; a configured price wins", () =>

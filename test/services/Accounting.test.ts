@@ -20,6 +20,7 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import * as Pool from "../../src/services/Pool.js"
+import { formatUsd } from "../../src/services/internal/money.js"
 import { buildReport, renderText } from "../../src/services/internal/report.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
@@ -221,6 +222,15 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.strictEqual(again.report.cache.hits, rows.length)
       assert.closeTo(again.report.cache.costSavedUsd!, spent, 1e-12)
       assert.include(renderText(again.report), "Call cache: hits 3")
+      // a run of cache hits only still has its tokens and cost line, saying what the cache saved
+      const saved = again.report.cache.tokensSaved.totalTokens
+      assert.isAbove(saved, 0)
+      assert.include(
+        renderText(again.report),
+        `Tokens and cost (each attempt once): calls 0, cache hits 3; tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
+          formatUsd(again.report.cache.costSavedUsd!)
+        }`
+      )
     }))
 })
 

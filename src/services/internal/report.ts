@@ -797,8 +797,18 @@ export const renderText = (r: ReportData): string => {
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  if (acc !== undefined && (acc.total.tokensIn + acc.total.tokensOut > 0 || (acc.total.costUsd ?? 0) > 0 || acc.total.calls > 0)) {
-    out.push(`Tokens and cost (each attempt once): ${figuresText(acc.total)}`)
+  if (
+    acc !== undefined &&
+    (acc.total.tokensIn + acc.total.tokensOut > 0 || (acc.total.costUsd ?? 0) > 0 || acc.total.calls > 0 || acc.total.cacheHits > 0)
+  ) {
+    // cache hits cost nothing: say what they saved (a run of hits only would otherwise read as
+    // "tokens 0, cost $0" with nothing behind it)
+    const saved = r.cache !== undefined && acc.total.cacheHits > 0 && r.cache.tokensSaved.totalTokens > 0
+      ? `; saved by the call cache: ${r.cache.tokensSaved.totalTokens} tokens${
+        r.cache.costSavedUsd === null ? "" : `, ${formatUsd(r.cache.costSavedUsd)}`
+      }`
+      : ""
+    out.push(`Tokens and cost (each attempt once): ${figuresText(acc.total)}${saved}`)
     if (acc.multiLeased) {
       out.push(
         `  (attempts that leased several resources count on each of them: the resources above add up to ${accountingText(acc.resourcesSum)})`

@@ -28,7 +28,7 @@
 import { createHash } from "node:crypto"
 import type { MemberWire, MetricRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
-import { formatUsd } from "./internal/money.js"
+import { formatCost, formatUsd } from "./internal/money.js"
 import { formatMetric } from "./internal/report.js"
 
 /**
@@ -188,9 +188,7 @@ const cacheText = (
 const accountingText = (a: Snapshot["accounting"]): string =>
   a === undefined
     ? "\u2013"
-    : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatUsd(a.cost_usd)}${
-      a.unpriced > 0 ? ` (${a.unpriced} unpriced)` : ""
-    }`
+    : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatCost(a.cost_usd, a.unpriced)}`
 
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
@@ -379,8 +377,14 @@ const SCRIPT = `
     var h = Math.floor(m / 60); if (h < 24) return h + "h" + String(m % 60).padStart(2, "0") + "m";
     return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
   }
-  // US dollars as the report prints them (src/services/internal/money.ts formatUsd)
-  function usd(v) { return v === 0 ? "$0" : v < 0.01 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(v)))) : "$" + v.toFixed(2); }
+  // US dollars and costs as the report prints them (src/services/internal/money.ts formatUsd,
+  // formatCost: a total with unpriced calls never reads as a plain dollar figure)
+  function usd(v) { var r = Number(v.toPrecision(2)); return v === 0 ? "$0" : r < 1 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(r)))) : "$" + v.toFixed(2); }
+  function cost(c, unpriced) {
+    var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };
+    if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + calls(unpriced) + ")";
+    return unpriced > 0 ? "\u2265 " + usd(c) + " (" + calls(unpriced) + " unpriced)" : usd(c);
+  }
   function rate(r) { return r === null || r === undefined ? "\\u2013" : r >= 1000 ? (r / 1000).toFixed(1) + "k/s" : r >= 10 ? r.toFixed(1) + "/s" : r.toFixed(2) + "/s"; }
   function when(ms) { return ms === null || ms === undefined ? "" : new Date(ms).toISOString().replace("T", " ").replace(/\\.\\d+Z$/, "Z"); }
   function metricText(m) {
@@ -477,7 +481,7 @@ const SCRIPT = `
     text("handoffs", s.handoffs_total);
     text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokensSaved.totalTokens + " tokens" + (s.cache.costSavedUsd === null ? "" : ", " + usd(s.cache.costSavedUsd)) + " saved)" : "\u2013");
     var a = s.accounting;
-    text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + usd(a.cost_usd) + (a.unpriced > 0 ? " (" + a.unpriced + " unpriced)" : "") : "\u2013");
+    text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {
       var frac = x.capacity ? Math.min(1, (x.active || 0) / x.capacity) : 0;
@@ -562,8 +566,8 @@ const SCRIPT = `
       var a = x.accounting;
       var calls = a ? a.calls + (a.cache_hits > 0 ? " (+" + a.cache_hits + " cached)" : "") : "";
       var tokens = a ? a.tokens_in + " / " + a.tokens_out + (a.estimated > 0 ? " (est.)" : "") : "";
-      var cost = a ? (a.cost_usd > 0 || a.unpriced === 0 ? usd(a.cost_usd) : "") + (a.unpriced > 0 ? " (" + a.unpriced + " unpriced)" : "") : "";
-      return row([idCell(x.pipeline_id), x.name, st, cursor, x.attempts_total, calls, tokens, cost, metrics, el("td", "msg", err)]);
+      var spent = a ? cost(a.cost_usd, a.unpriced) : "";
+      return row([idCell(x.pipeline_id), x.name, st, cursor, x.attempts_total, calls, tokens, spent, metrics, el("td", "msg", err)]);
     }));
   }
 

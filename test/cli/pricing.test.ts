@@ -108,6 +108,32 @@ describe("pricing through bin/assay", () => {
     }))
 })
 
+describe("unpriced calls through bin/assay", () => {
+  it.scopedLive("no price anywhere: report (text, JSON) and the pipelines export give the cost as unknown, never $0", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("unpriced")
+      const exp = experiment(dir, server.endpoints[0]!.baseUrl)
+      const env = { PRICE_TEST_KEY: KEY }
+      const ran = yield* assay(["run", "-c", exp, "--store", "run.db", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const json = yield* assay(["report", "run.db", "--json"], { cwd: dir })
+      const r = JSON.parse(json.stdout) as {
+        accounting: { total: { costUsd: number | null; unpriced: number }; pools: Array<{ costUsd: number | null }> }
+        resources: Array<{ costUsd: number | null }>
+      }
+      assert.deepStrictEqual([r.accounting.total.costUsd, r.accounting.total.unpriced], [null, 3])
+      assert.deepStrictEqual(r.resources.map((x) => x.costUsd), [null])
+      const text = (yield* assay(["report", "run.db"], { cwd: dir })).stdout
+      assert.include(text, "cost unpriced (3 calls)")
+      assert.notInclude(text, "$0")
+      const jsonl = yield* assay(["export", "run.db", "p.jsonl", "--rows", "pipelines", "--format", "jsonl"], { cwd: dir })
+      assert.strictEqual(jsonl.code, 0, jsonl.stderr)
+      const ps = fs.readFileSync(NodePath.join(dir, "p.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+      assert.deepStrictEqual(ps.map((p) => [p["costUsd"], p["unpriced"]]), [[null, 1], [null, 1], [null, 1]])
+    }))
+})
+
 describe("study run takes the call cache flags", () => {
   it.scopedLive("--cache-db: a second output root is served from the shared cache (0 calls); --cache-ttl nonsense is exit 2", () =>
     Effect.gen(function*() {

@@ -437,6 +437,17 @@ describe("Experiment loader: every problem at once", () => {
       assert.include(all, "pipeline.tasks[4].args[0]: \"soon\" is not a finite, non-negative duration | write a duration with a unit, for example \"300 millis\" or \"2 seconds\"")
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("a literal of a mixed union misspelled by case (run.cache: readwrite): one line naming every form, with a did-you-mean", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-case-"))
+      const file = path.join(dir, "case.yaml")
+      fs.writeFileSync(file, ["run: { cache: readwrite }", "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+      const all = yield* loadIssues(file)
+      assert.deepStrictEqual(all, [
+        "run.cache: expected \"readWrite\", \"readOnly\", \"refresh\", \"off\", a boolean or an object, got \"readwrite\" | did you mean \"readWrite\"?"
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("--strict-env refuses a variable that is set but empty; without it the empty value is used", () =>
     Effect.gen(function*() {
       const definition = Experiment.defineExperiment({

@@ -460,7 +460,7 @@ describe("StudyConfig.load: the plan", () => {
       // what a trial's "N of P planned pipeline(s)" counts against
       assert.strictEqual(s.pipelinesPerTrial, 4)
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
-      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.08\n/)
+      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.084\n/)
     }))
 
   it.effect("a per-trial time budget bounds the longest time: ceil(trials / trialConcurrency) x the budget", () =>

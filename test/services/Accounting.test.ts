@@ -20,6 +20,7 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import * as Pool from "../../src/services/Pool.js"
+import { formatUsd } from "../../src/services/internal/money.js"
 import { buildReport, renderText } from "../../src/services/internal/report.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
@@ -123,9 +124,9 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       const cost = ran.attempts.reduce((n, a) => n + a.costUsd!, 0)
       const res = ran.report.resources.find((r) => r.resourceId === "with")!
       assert.deepStrictEqual([res.tokensIn, res.tokensOut, res.estimated, res.unpriced], [tin, tout, 0, 0])
-      assert.closeTo(res.costUsd, cost, 1e-12)
+      assert.closeTo(res.costUsd!, cost, 1e-12)
       assert.deepStrictEqual(ran.report.accounting.pools.map((p) => [p.pool, p.tokensIn]), [["llm", tin]])
-      assert.closeTo(ran.report.accounting.total.costUsd, cost, 1e-12)
+      assert.closeTo(ran.report.accounting.total.costUsd!, cost, 1e-12)
       assert.strictEqual(ran.report.accounting.runs[0]!.tokensOut, tout)
       assert.strictEqual(ran.report.accounting.total.calls, ran.attempts.length)
       assert.isFalse(ran.report.accounting.multiLeased, "one resource per attempt: the resources add up to the total")
@@ -139,7 +140,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
         [top.rows[0]!.calls, top.rows[0]!.tokensIn, top.rows[0]!.tokensOut, top.rows[0]!.costUsd],
         [1, dearest.tokensIn, dearest.tokensOut, dearest.costUsd]
       )
-      for (let i = 1; i < top.rows.length; i++) assert.isAtMost(top.rows[i]!.costUsd, top.rows[i - 1]!.costUsd)
+      for (let i = 1; i < top.rows.length; i++) assert.isAtMost(top.rows[i]!.costUsd!, top.rows[i - 1]!.costUsd!)
       const text = renderText(ran.report)
       assert.include(text, `Tokens and cost (each attempt once): calls ${ran.attempts.length}; tokens in ${tin}, out ${tout}; cost $`)
       assert.include(text, `Top ${top.rows.length} pipeline(s) by cost:\n  ${dearest.pipelineId}: calls 1; tokens in ${dearest.tokensIn}`)
@@ -177,7 +178,18 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
         assert.isNull(a.costUsd)
       }
       assert.strictEqual(none.report.accounting.total.unpriced, rows.length)
-      assert.include(renderText(none.report), `(${rows.length} attempt(s) unpriced)`)
+      // no total over unpriced calls reads as a number of dollars: not the run's, the pool's,
+      // the resource's nor a pipeline's (JSON: null; text: "unpriced")
+      const acc = none.report.accounting
+      assert.deepStrictEqual(
+        [acc.total.costUsd, acc.runs[0]!.costUsd, acc.pools[0]!.costUsd, acc.resourcesSum.costUsd, ...acc.pipelines.rows.map((p) => p.costUsd)],
+        [null, null, null, null, ...rows.map(() => null)]
+      )
+      assert.isNull(none.report.resources.find((r) => r.resourceId === "with")!.costUsd)
+      assert.isNull(JSON.parse(JSON.stringify(none.report)).accounting.total.costUsd)
+      const text = renderText(none.report)
+      assert.include(text, `cost unpriced (${rows.length} calls)`)
+      assert.notInclude(text, "$0")
     }))
 
   it.scopedLive("the server's usage.cost is used only where no price is configured; a configured price wins", () =>
@@ -210,6 +222,15 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.strictEqual(again.report.cache.hits, rows.length)
       assert.closeTo(again.report.cache.costSavedUsd!, spent, 1e-12)
       assert.include(renderText(again.report), "Call cache: hits 3")
+      // a run of cache hits only still has its tokens and cost line, saying what the cache saved
+      const saved = again.report.cache.tokensSaved.totalTokens
+      assert.isAbove(saved, 0)
+      assert.include(
+        renderText(again.report),
+        `Tokens and cost (each attempt once): calls 0, cache hits 3; tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
+          formatUsd(again.report.cache.costSavedUsd!)
+        }`
+      )
     }))
 })
 

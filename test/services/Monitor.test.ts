@@ -116,12 +116,13 @@ describe("Monitor", () => {
         unpriced: 1
       })
       const page = Dashboard.renderDashboard(latest)
-      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · $0.00040 (1 unpriced)</b>`)
+      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · ≥ $0.00040 (1 call unpriced)</b>`)
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
       assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
         ["new-p000", { calls: 1, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
-        ["new-p001", { calls: 1, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: 0, estimated: 1, unpriced: 1 }],
+        // its only call had no price: its cost is unknown (null), not $0
+        ["new-p001", { calls: 1, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
         ["new-p002", undefined]
       ])
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })

@@ -1,11 +1,35 @@
 import { assert, describe, it } from "@effect/vitest"
-import { formatUsd } from "../../src/services/internal/money.js"
+import { formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
+import { figuresText } from "../../src/services/internal/report.js"
 
 describe("formatUsd", () => {
-  it("never rounds a small cost to zero, never prints an exponent, shows cents from a cent up", () => {
+  it("never rounds a small cost to zero, never prints an exponent, shows cents from a dollar up", () => {
     assert.deepStrictEqual(
       [0, 1.2e-7, 0.0000123, 0.00018, 0.0012, 0.0099, 0.05, 3.4, 1234.5].map(formatUsd),
-      ["$0", "$0.00000012", "$0.000012", "$0.00018", "$0.0012", "$0.0099", "$0.05", "$3.40", "$1234.50"]
+      ["$0", "$0.00000012", "$0.000012", "$0.00018", "$0.0012", "$0.0099", "$0.050", "$3.40", "$1234.50"]
     )
+  })
+})
+
+describe("formatUsd: small amounts keep their value", () => {
+  it("below a dollar, two significant digits: $0.011 is not $0.01", () => {
+    assert.deepStrictEqual(
+      [0.011, 0.0113, 0.095, 0.5, 0.996, 1.234].map(formatUsd),
+      ["$0.011", "$0.011", "$0.095", "$0.50", "$1.00", "$1.23"]
+    )
+  })
+})
+
+describe("formatCost: a total with unpriced calls never reads as a plain dollar figure", () => {
+  it("all priced: the amount; some priced: a lower bound and the count; none: unpriced", () => {
+    assert.deepStrictEqual(
+      [formatCost(0.011, 0), formatCost(0, 0), formatCost(0.011, 3), formatCost(0, 1), formatCost(null, 2)],
+      ["$0.011", "$0", "≥ $0.011 (3 calls unpriced)", "unpriced (1 call)", "unpriced (2 calls)"]
+    )
+    assert.deepStrictEqual([knownCost(0, 2), knownCost(0.5, 2), knownCost(0, 0)], [null, 0.5, 0])
+  })
+  it("the report's figures in words say a partly priced total is a lower bound", () => {
+    const text = figuresText({ calls: 4, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
+    assert.include(text, "cost ≥ $0.011 (1 call unpriced)")
   })
 })

@@ -14,6 +14,12 @@ import { beats, latencyOf } from "../../src/services/internal/merge.js"
 import { type Accounting, formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
 import type { AccountingFigures, ReadError, TaskStore } from "../../src/services/Store.js"
 
+/** A total's cost as the report must give it: unknown (null), not $0, when no call in it had a price. */
+const honest = <A extends { readonly costUsd: number | null; readonly unpriced: number }>(a: A): A => ({
+  ...a,
+  costUsd: a.unpriced > 0 && a.costUsd === 0 ? null : a.costUsd
+})
+
 const leaseTarget = (leaseId: string): string => {
   const hash = leaseId.lastIndexOf("#")
   return hash < 0 ? leaseId : leaseId.slice(0, hash)
@@ -169,7 +175,7 @@ export const referenceReport = (
     for (const s of selected) {
       for (const r of yield* s.store.resources) {
         const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? zero()
-        resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
+        resources.push(honest({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u }))
       }
       const runIds = s.runs.map((r) => r.runId)
       for (const runId of runIds) {
@@ -232,7 +238,7 @@ export const referenceReport = (
         const add = (a: Accounting, b: Accounting): Accounting => ({
           tokensIn: a.tokensIn + b.tokensIn,
           tokensOut: a.tokensOut + b.tokensOut,
-          costUsd: a.costUsd + b.costUsd,
+          costUsd: (a.costUsd ?? 0) + (b.costUsd ?? 0),
           estimated: a.estimated + b.estimated,
           unpriced: a.unpriced + b.unpriced
         })
@@ -253,14 +259,14 @@ export const referenceReport = (
           .slice(0, limit)
           .map(({ source, ...f }) => ({ ...f, source }))
         return {
-          total,
-          runs: runAccounting,
-          pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
-          resourcesSum,
+          total: honest(total),
+          runs: runAccounting.map(honest),
+          pools: Array.from(pools, ([pool, a]) => honest({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+          resourcesSum: honest(resourcesSum),
           multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
-            resourcesSum.costUsd > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
+            (resourcesSum.costUsd ?? 0) > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
             resourcesSum.unpriced > total.unpriced,
-          pipelines: { by, limit, rows }
+          pipelines: { by, limit, rows: rows.map(honest) }
         }
       })(),
       repairFailures: {

@@ -66,21 +66,30 @@ export const valueAt = (root: unknown, p: ReadonlyArray<PropertyKey>): unknown =
 export const literalExpected = /^Expected ("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false), actual /
 
 /**
- * Merges the "Expected "full", actual "ful"" / "Expected "summary", actual "ful"" pair that a
+ * Merges the "Expected "full", actual "ful"" / "Expected "summary", actual "ful"" lines that a
  * union of literals gives into one line: `expected "full" or "summary", got "ful"`, with a
- * did-you-mean.
+ * did-you-mean (a case-only slip such as `readwrite` for `readWrite` included). A union that
+ * also takes other forms (`true | "readWrite" | … | { mode, ttl }`) is merged too, each other
+ * form named briefly (`a boolean`, `an object`). `undefined` when no line at the path is a
+ * literal mismatch (nothing to merge).
  */
 export const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, actual: unknown): ConfigIssue | undefined => {
   const literals: Array<string> = []
+  const others: Array<string> = []
   for (const m of messages) {
     const match = literalExpected.exec(m)
-    if (match === null) return undefined
-    literals.push(match[1]!)
+    if (match !== null) {
+      literals.push(match[1]!)
+      continue
+    }
+    const expected = /^Expected (.*), actual /s.exec(m)?.[1]
+    if (expected === undefined) return undefined
+    const other = expected.startsWith("{") ? "an object" : expected === "boolean" ? "a boolean" : expected.length <= 30 ? expected : "another form"
+    if (!others.includes(other)) others.push(other)
   }
-  if (literals.length < 2) return undefined
-  const choices = literals.length === 2
-    ? `${literals[0]} or ${literals[1]}`
-    : `${literals.slice(0, -1).join(", ")} or ${literals[literals.length - 1]}`
+  if (literals.length === 0 || literals.length + others.length < 2) return undefined
+  const all = [...literals, ...others]
+  const choices = all.length === 2 ? `${all[0]} or ${all[1]}` : `${all.slice(0, -1).join(", ")} or ${all[all.length - 1]}`
   const near = typeof actual === "string"
     ? closest(actual, literals.filter((l) => l.startsWith("\"")).map((l) => JSON.parse(l) as string))
     : undefined

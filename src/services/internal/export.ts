@@ -47,6 +47,7 @@
  *
  * @since 0.1.0
  */
+import { knownCost } from "./money.js"
 import { stringify } from "csv-stringify/sync"
 import { Array as Arr, Chunk, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
@@ -412,7 +413,8 @@ export const controlRecord = (state: VisitState, artifacts: ReadonlyArray<Artifa
 /**
  * A nested `pipelines` row: every field of the pipeline record, `repeat`, the pipeline's token
  * and cost figures over all its attempts (`calls`, `cacheHits`, `tokensIn`, `tokensOut`,
- * `costUsd`, `estimated`, `unpriced`; see `AccountingFigures`; 0 when it made no model call),
+ * `costUsd`, `estimated`, `unpriced`; see `AccountingFigures`; 0 when it made no model call;
+ * `costUsd` a lower bound when `unpriced` > 0 and `null` when none of its calls had a price),
  * then `tasks` (task rows) and `artifacts` (artifact metadata with decoded `payload`); with
  * `control` (a pipeline that declares control), `control` ({@link controlRecord}) and
  * `handoffs` (its ledger rows) after `tasks`. A plain pipeline's row has neither.
@@ -447,7 +449,8 @@ const pipelineHead = (
   cacheHits: (accounting ?? noFigures).cacheHits,
   tokensIn: (accounting ?? noFigures).tokensIn,
   tokensOut: (accounting ?? noFigures).tokensOut,
-  costUsd: (accounting ?? noFigures).costUsd,
+  // unknown (null), not 0, when every call of the pipeline was unpriced
+  costUsd: knownCost((accounting ?? noFigures).costUsd, (accounting ?? noFigures).unpriced),
   estimated: (accounting ?? noFigures).estimated,
   unpriced: (accounting ?? noFigures).unpriced,
   tasks: tasks.map(plain),

@@ -5,12 +5,40 @@
  */
 
 /**
- * US dollars as people read them: `$0`; below a cent, two significant digits without an
- * exponent (`$0.00018`, `$0.000012`), so a study of cheap calls never shows `$0.0000`; from a
- * cent up, cents (`$0.05`, `$3.40`).
+ * US dollars as people read them: `$0`; below a dollar, two significant digits without an
+ * exponent (`$0.011`, `$0.00018`, `$0.50`), so a small amount never rounds to a different one
+ * (`$0.011` is not `$0.01`, cheap calls never show `$0.0000`); from a dollar up, cents (`$3.40`).
  *
  * @param usd an amount in US dollars (>= 0)
  * @internal
  */
 export const formatUsd = (usd: number): string =>
-  usd === 0 ? "$0" : usd < 0.01 ? `$${usd.toFixed(Math.min(20, 1 - Math.floor(Math.log10(usd))))}` : `$${usd.toFixed(2)}`
+  usd === 0 ? "$0" : Number(usd.toPrecision(2)) < 1 ? `$${usd.toFixed(Math.min(20, 1 - Math.floor(Math.log10(Number(usd.toPrecision(2))))))}` : `$${usd.toFixed(2)}`
+
+/**
+ * The cost of a total as a figure a reader may rely on: the sum of the known costs when every
+ * call in it was priced, or some were (then a lower bound: see `unpriced`); `null` when calls
+ * without a price made it up and none had one (a sum of nothing known is not `$0`).
+ *
+ * @param costUsd the sum of the known costs (US dollars)
+ * @param unpriced how many calls in the total had tokens but no price
+ * @internal
+ */
+export const knownCost = (costUsd: number | null, unpriced: number): number | null =>
+  costUsd === null || (unpriced > 0 && costUsd === 0) ? null : costUsd
+
+/**
+ * A total's cost in words, never a bare dollar figure when a call in it had no price: `$0.011`
+ * (all priced), `≥ $0.011 (3 calls unpriced)` (some priced: a lower bound), `unpriced (3 calls)`
+ * (none priced).
+ *
+ * @param costUsd the sum of the known costs (US dollars), or `null` (none known)
+ * @param unpriced how many calls in the total had tokens but no price
+ * @internal
+ */
+export const formatCost = (costUsd: number | null, unpriced: number): string => {
+  const known = knownCost(costUsd, unpriced)
+  const calls = (n: number) => `${n} call${n === 1 ? "" : "s"}`
+  if (known === null) return `unpriced (${calls(unpriced)})`
+  return unpriced > 0 ? `≥ ${formatUsd(known)} (${calls(unpriced)} unpriced)` : formatUsd(known)
+}

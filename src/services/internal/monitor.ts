@@ -24,6 +24,7 @@ import { algorithmText } from "./algorithmState.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
+import { knownCost } from "./money.js"
 import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +279,7 @@ export const accountingWire = (f: AccountingFigures): AccountingWire => ({
   cache_hits: f.cacheHits,
   tokens_in: f.tokensIn,
   tokens_out: f.tokensOut,
-  cost_usd: f.costUsd,
+  cost_usd: knownCost(f.costUsd, f.unpriced),
   estimated: f.estimated,
   unpriced: f.unpriced
 })
@@ -742,8 +743,13 @@ export interface AccountingWire {
   readonly cache_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
-  readonly cost_usd: number
+  /**
+   * The sum of the known costs in US dollars: a lower bound when `unpriced` > 0 (that many
+   * calls had tokens but no price); `null` when none of the calls had a price.
+   */
+  readonly cost_usd: number | null
   readonly estimated: number
+  /** Calls with tokens but no price (not in `cost_usd`). */
   readonly unpriced: number
 }
 
@@ -1033,7 +1039,7 @@ export const snapshotOf = (
       // resources' figures, which count an attempt on each resource it leased)
       const f = stats.accounting ?? (yield* resourceFigures(store, runId))
       const sum: AccountingWire = accountingWire(f)
-      if (sum.tokens_in + sum.tokens_out > 0 || sum.cost_usd > 0 || sum.calls > 0) accounting = sum
+      if (sum.tokens_in + sum.tokens_out > 0 || (sum.cost_usd ?? 0) > 0 || sum.calls > 0 || sum.cache_hits > 0) accounting = sum
     }
     return {
       run_id: selectionRunId(selection),

@@ -37,7 +37,7 @@ import {
   zeroFigures,
   zeroUsage
 } from "./store/shared.js"
-import { formatUsd } from "./money.js"
+import { formatCost, formatUsd, knownCost } from "./money.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { algorithmText, restoredText } from "./algorithmState.js"
 
@@ -148,7 +148,8 @@ export interface ReportResource extends Accounting {
 
 /**
  * Token and cost figures (see `Pricing`): `tokensIn` / `tokensOut`, `costUsd` (US dollars,
- * the sum of the known costs), `estimated` (attempts whose tokens were estimated: the server
+ * the sum of the known costs: a lower bound when `unpriced` > 0; `null` when calls without a
+ * price made it up and none had one, never a `0` that reads as free), `estimated` (attempts whose tokens were estimated: the server
  * reported no usage), `unpriced` (attempts with tokens but no known cost: no price configured
  * and none reported by the server).
  *
@@ -158,7 +159,7 @@ export interface ReportResource extends Accounting {
 export interface Accounting {
   readonly tokensIn: number
   readonly tokensOut: number
-  readonly costUsd: number
+  readonly costUsd: number | null
   readonly estimated: number
   readonly unpriced: number
 }
@@ -179,24 +180,40 @@ export interface Accounting {
  * @category models
  */
 export interface ReportAccounting {
-  readonly total: AccountingFigures
-  readonly runs: ReadonlyArray<AccountingFigures & { readonly source: string; readonly runId: string }>
+  readonly total: PricedFigures
+  readonly runs: ReadonlyArray<PricedFigures & { readonly source: string; readonly runId: string }>
   readonly pools: ReadonlyArray<Accounting & { readonly pool: string }>
   readonly resourcesSum: Accounting
   readonly multiLeased: boolean
   readonly pipelines: {
     readonly by: "cost" | "tokens"
     readonly limit: number
-    readonly rows: ReadonlyArray<PipelineAccounting & { readonly source: string }>
+    readonly rows: ReadonlyArray<Omit<PipelineAccounting, "costUsd"> & { readonly costUsd: number | null; readonly source: string }>
   }
 }
+
+/**
+ * {@link AccountingFigures} as a report gives them: `costUsd` the sum of the known costs, a
+ * lower bound when `unpriced` > 0, `null` when none of the calls had a price (see
+ * {@link Accounting}).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export type PricedFigures = Omit<AccountingFigures, "costUsd"> & { readonly costUsd: number | null }
+
+/** Figures with their cost made honest: `null` when no call in them had a price. */
+const priced = <A extends { readonly costUsd: number | null; readonly unpriced: number }>(a: A): A => ({
+  ...a,
+  costUsd: knownCost(a.costUsd, a.unpriced)
+})
 
 const zeroAccounting: Accounting = { tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
 
 const addAccounting = (a: Accounting, b: Accounting): Accounting => ({
   tokensIn: a.tokensIn + b.tokensIn,
   tokensOut: a.tokensOut + b.tokensOut,
-  costUsd: a.costUsd + b.costUsd,
+  costUsd: (a.costUsd ?? 0) + (b.costUsd ?? 0),
   estimated: a.estimated + b.estimated,
   unpriced: a.unpriced + b.unpriced
 })
@@ -248,16 +265,15 @@ const topPipelinesOf = (
 }
 
 /**
- * The accounting figures in words: `tokens in 1200, out 340 (2 estimated); cost $0.0031
- * (1 unpriced)`.
+ * The accounting figures in words: `tokens in 1200, out 340 (2 attempt(s) estimated); cost
+ * ≥ $0.0031 (1 call unpriced)` (see `formatCost`: never a bare dollar figure when a call had
+ * no price).
  *
  * @since 0.8.0
  * @category formatting
  */
 export const accountingText = (a: Accounting): string =>
-  `tokens in ${a.tokensIn}, out ${a.tokensOut}${a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""}; cost ${
-    formatUsd(a.costUsd)
-  }${a.unpriced > 0 ? ` (${a.unpriced} attempt(s) unpriced)` : ""}`
+  `tokens in ${a.tokensIn}, out ${a.tokensOut}${a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""}; cost ${formatCost(a.costUsd, a.unpriced)}`
 
 /**
  * Figures counted once per attempt in words: the calls and cache hits, then
@@ -266,7 +282,7 @@ export const accountingText = (a: Accounting): string =>
  * @since 0.8.0
  * @category formatting
  */
-export const figuresText = (a: AccountingFigures): string =>
+export const figuresText = (a: Omit<AccountingFigures, "costUsd"> & { readonly costUsd: number | null }): string =>
   `calls ${a.calls}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; ${accountingText(a)}`
 
 /**
@@ -619,7 +635,7 @@ export const buildReport = (
     for (const s of selected) {
       for (const r of yield* s.store.resources) {
         const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? zeroUsage()
-        resources.push({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u })
+        resources.push(priced({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u }))
       }
       const runIds = s.runs.map((r) => r.runId)
       for (const runId of runIds) {
@@ -669,14 +685,14 @@ export const buildReport = (
       PipelineAccounting & { readonly source: string }
     >
     const accounting: ReportAccounting = {
-      total,
-      runs: runAccounting,
-      pools: Array.from(pools, ([pool, a]) => ({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
-      resourcesSum,
+      total: priced(total),
+      runs: runAccounting.map(priced),
+      pools: Array.from(pools, ([pool, a]) => priced({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+      resourcesSum: priced(resourcesSum),
       multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
-        resourcesSum.costUsd > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
+        (resourcesSum.costUsd ?? 0) > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
         resourcesSum.unpriced > total.unpriced,
-      pipelines: { by, limit: topLimit, rows: ordered }
+      pipelines: { by, limit: topLimit, rows: ordered.map(priced) }
     }
 
     return {
@@ -774,15 +790,25 @@ export const renderText = (r: ReportData): string => {
       const a = accountingOf(res)
       out.push(
         `  ${res.pool}/${res.resourceId} (${res.kind}): ${health}; attempts ${res.attempts}, retries ${res.retries}, rate-limited ${res.rateLimited}${
-          a.tokensIn + a.tokensOut > 0 || a.costUsd > 0 ? `; ${accountingText(a)}` : ""
+          a.tokensIn + a.tokensOut > 0 || (a.costUsd ?? 0) > 0 ? `; ${accountingText(a)}` : ""
         }${learned === "" ? "" : `; ${learned}`}${restored === "" ? "" : `; ${restored}`}`
       )
     }
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  if (acc !== undefined && (acc.total.tokensIn + acc.total.tokensOut > 0 || acc.total.costUsd > 0 || acc.total.calls > 0)) {
-    out.push(`Tokens and cost (each attempt once): ${figuresText(acc.total)}`)
+  if (
+    acc !== undefined &&
+    (acc.total.tokensIn + acc.total.tokensOut > 0 || (acc.total.costUsd ?? 0) > 0 || acc.total.calls > 0 || acc.total.cacheHits > 0)
+  ) {
+    // cache hits cost nothing: say what they saved (a run of hits only would otherwise read as
+    // "tokens 0, cost $0" with nothing behind it)
+    const saved = r.cache !== undefined && acc.total.cacheHits > 0 && r.cache.tokensSaved.totalTokens > 0
+      ? `; saved by the call cache: ${r.cache.tokensSaved.totalTokens} tokens${
+        r.cache.costSavedUsd === null ? "" : `, ${formatUsd(r.cache.costSavedUsd)}`
+      }`
+      : ""
+    out.push(`Tokens and cost (each attempt once): ${figuresText(acc.total)}${saved}`)
     if (acc.multiLeased) {
       out.push(
         `  (attempts that leased several resources count on each of them: the resources above add up to ${accountingText(acc.resourcesSum)})`

@@ -65,6 +65,12 @@ export interface AttemptShared {
   ) => Effect.Effect<void, StoreUnavailable | ConfigError>
   /** The run's price table (`RunConfig.pricing`), if any. */
   readonly pricing?: Pricing.PriceTable | undefined
+  /**
+   * Runs a wait for a pool lease so that a stop of the run interrupts it at once (an attempt
+   * waiting for a lease has sent nothing: it is parked, not in flight, and gets no grace), and
+   * refuses to start one once the run is stopping. Absent: the wait is left as it is.
+   */
+  readonly leaseWait?: (<A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) | undefined
 }
 
 /**
@@ -253,11 +259,15 @@ export class AttemptContext implements TaskContext {
   get subscribe(): TaskContext["subscribe"] {
     return (filter) => this.#shared.pools.subscribe(filter)
   }
+  #leaseWait<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
+    const wait = this.#shared.leaseWait
+    return wait === undefined ? self : wait(self)
+  }
   get acquire(): TaskContext["acquire"] {
     return <Client,>(opts?: AcquireOptions | string) =>
       // The pool tracks the attempt's unreleased leases under its owner key (held pools for
       // deadlock warnings, reclaim); the attempt only records the ids for its task row.
-      Effect.map(this.#shared.pools.acquire<Client>(opts, this.#holderOf()), (lease) => {
+      Effect.map(this.#leaseWait(this.#shared.pools.acquire<Client>(opts, this.#holderOf())), (lease) => {
         this.#track(lease)
         return this.#priced(lease)
       })
@@ -267,7 +277,7 @@ export class AttemptContext implements TaskContext {
       Effect.tap(
         Effect.suspend(() => {
           this.rawLeases = true
-          return this.#shared.pools.acquireRaw<Client>(opts, this.#holderOf())
+          return this.#leaseWait(this.#shared.pools.acquireRaw<Client>(opts, this.#holderOf()))
         }),
         (lease) => Effect.sync(() => this.#track(lease))
       ).pipe(Effect.map((lease) => this.#priced(lease)))

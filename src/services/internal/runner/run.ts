@@ -533,7 +533,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
       pools,
       emit,
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
-      pricing: state.config.pricing
+      pricing: state.config.pricing,
+      // a stop interrupts every wait for a lease at once (the pacing timers of `adaptive`,
+      // a throttle window, a busy pool): only attempts that hold their leases get the grace
+      leaseWait: whileParked
     }
     // A suite member's attempts see the pools under the member's own names.
     const memberShared = new Map<string, AttemptShared>()

@@ -432,21 +432,22 @@ export const check = (
   fromSeq: number,
   directive: Handoff
 ): Either.Either<Transition, string> => {
-  const op = `Handoff.${directive.operation}`
+  // the labels of a refusal, built only when one is (not on the success path of every transition)
+  const op = () => `Handoff.${directive.operation}`
   if (control === undefined) {
-    return Either.left(`the task at seq ${fromSeq} returned ${op}, but the pipeline declares no control block`)
+    return Either.left(`the task at seq ${fromSeq} returned ${op()}, but the pipeline declares no control block`)
   }
   const names = control.taskNames
-  const source = taskLabel(names, fromSeq)
+  const source = () => taskLabel(names, fromSeq)
   if (typeof directive.reason !== "string") {
-    return Either.left(`${source} returned ${op} with a reason that is not a string (${shown(directive.reason)})`)
+    return Either.left(`${source()} returned ${op()} with a reason that is not a string (${shown(directive.reason)})`)
   }
   const ok = (toSeq: number | "end"): Either.Either<Transition, string> =>
     Either.right({ operation: directive.operation, fromSeq, toSeq, value: directive.value, reason: directive.reason })
   const target = (): Either.Either<number, string> =>
     Either.mapLeft(
       resolveRef(names, directive.target),
-      (e) => `${source} returned ${op} with a bad target: ${e.message}${e.suggestion === undefined ? "" : ` (${e.suggestion})`}`
+      (e) => `${source()} returned ${op()} with a bad target: ${e.message}${e.suggestion === undefined ? "" : ` (${e.suggestion})`}`
     )
   switch (directive.operation) {
     case "to": {
@@ -455,7 +456,7 @@ export const check = (
       const to = t.right
       if (to <= fromSeq) {
         return Either.left(
-          `${source} returned Handoff.to ${taskLabel(names, to)}, which is not after it: Handoff.to only goes forward (going back is Handoff.rewind, declared in control.rewind)`
+          `${source()} returned Handoff.to ${taskLabel(names, to)}, which is not after it: Handoff.to only goes forward (going back is Handoff.rewind, declared in control.rewind)`
         )
       }
       if (control.edges.get(fromSeq)?.has(to) !== true) return Either.left(undeclared(control, fromSeq, to))
@@ -463,7 +464,7 @@ export const check = (
     }
     case "end": {
       if (fromSeq === nTasks - 1) {
-        return Either.left(`${source} is the last task: Handoff.end from it changes nothing and is refused`)
+        return Either.left(`${source()} is the last task: Handoff.end from it changes nothing and is refused`)
       }
       if (control.edges.get(fromSeq)?.has(END) !== true) return Either.left(undeclared(control, fromSeq, END))
       return ok(END)
@@ -471,16 +472,16 @@ export const check = (
     case "rewind": {
       if (Option.isNone(directive.value)) {
         return Either.left(
-          `${source} returned Handoff.rewind without a value: rewind needs the target's explicit entry state (null is a value)`
+          `${source()} returned Handoff.rewind without a value: rewind needs the target's explicit entry state (null is a value)`
         )
       }
-      if (directive.target === END) return Either.left(`${source} returned Handoff.rewind("end"): ${endIsNoRewindTarget(names)}`)
+      if (directive.target === END) return Either.left(`${source()} returned Handoff.rewind("end"): ${endIsNoRewindTarget(names)}`)
       const t = target()
       if (Either.isLeft(t)) return Either.left(t.left)
       const to = t.right
       if (to >= fromSeq) {
         return Either.left(
-          `${source} returned Handoff.rewind to ${taskLabel(names, to)}, which is not before it: rewind goes strictly back`
+          `${source()} returned Handoff.rewind to ${taskLabel(names, to)}, which is not before it: rewind goes strictly back`
         )
       }
       if (control.rewind.get(fromSeq)?.has(to) !== true) {
@@ -496,16 +497,16 @@ export const check = (
     case "retryAll": {
       if (Option.isSome(directive.value)) {
         return Either.left(
-          `${source} returned Handoff.retryAll with a value: retryAll replays the bound seed and takes none (to restart with a chosen state, use Handoff.rewind(0, state))`
+          `${source()} returned Handoff.retryAll with a value: retryAll replays the bound seed and takes none (to restart with a chosen state, use Handoff.rewind(0, state))`
         )
       }
       if (!control.retryAll.has(fromSeq)) {
-        return Either.left(`${source} returned Handoff.retryAll, but control.retryAll does not list it`)
+        return Either.left(`${source()} returned Handoff.retryAll, but control.retryAll does not list it`)
       }
       return ok(0)
     }
     default:
-      return Either.left(`${source} returned an unknown directive operation ${shown(directive.operation)}`)
+      return Either.left(`${source()} returned an unknown directive operation ${shown(directive.operation)}`)
   }
 }
 

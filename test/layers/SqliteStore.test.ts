@@ -4,7 +4,7 @@ import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
 import { Chunk, Data, Effect, Either, Layer, Option, Stream } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -29,6 +29,15 @@ import {
   task
 } from "./StoreContract.js"
 import { pid, rid } from "../support/ids.js"
+
+/** The `sqlite3` shell, when installed. */
+const SQLITE3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].find((p) => fs.existsSync(p))
+
+/** Runs SQL (or a dot-command) through the `sqlite3` shell on `file`: exit status, stdout and stderr, trimmed. */
+const shell = (file: string, sql: string) => {
+  const r = spawnSync(SQLITE3!, [file], { input: sql, encoding: "utf8" })
+  return { status: r.status, out: r.stdout.trim(), err: r.stderr.trim() }
+}
 
 /** A fresh temporary store path (the directory is under os.tmpdir()). */
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-store-")), "runs.db")
@@ -667,6 +676,90 @@ describe("SqliteStore (SQLite only)", () => {
         yield* store.flush
       }))
       assert.include(rawInsert("old-writer-2"), "does not record visits")
+    })
+  })
+
+  it.effect.runIf(SQLITE3 !== undefined)("visits: the sqlite3 shell checks, vacuums and dumps a visits-v1 store, and a copy keeps the guard", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* populate(file)
+      yield* Effect.scoped(Effect.flatMap(open({ filename: file }), (store) => controlledToRewind(store, "g1")))
+      assert.deepStrictEqual(shell(file, "PRAGMA integrity_check;"), { status: 0, out: "ok", err: "" })
+      assert.deepStrictEqual(shell(file, "VACUUM;"), { status: 0, out: "", err: "" })
+      const copy = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-dump-")), "copy.db")
+      const dump = shell(file, ".dump")
+      assert.strictEqual(dump.status, 0)
+      assert.deepStrictEqual(shell(copy, dump.out), { status: 0, out: "", err: "" })
+      for (const f of [file, copy]) {
+        const refused = shell(
+          f,
+          "INSERT INTO tasks (pno, seq, task_run_id, pipeline_id, run_id, task_name, state, attempts_used, started_at, lease_ids) VALUES (1, 9, 'x', 'x', 'run-1', 't0', 'succeeded', 1, 1, '[]');"
+        )
+        assert.notStrictEqual(refused.status, 0)
+        assert.include(refused.err, "does not record visits")
+      }
+      // the copy reads like the store: same rows, same level
+      yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* open({ filename: file, readonly: true })
+        const b = yield* open({ filename: copy, readonly: true })
+        assert.strictEqual(b.featureLevel, "visits-v1")
+        assert.deepStrictEqual(yield* b.traversal!.handoffs(), yield* a.traversal!.handoffs())
+      }))
+    })
+  })
+
+  it.effect("visits: a version-12 store at visits-v1 (trigger guard) migrates to the index guard; old rows read visit 0; writes go on", () => {
+    const file = tempStorePath()
+    const trigger = (table: string) =>
+      `CREATE TRIGGER ${table}_visits_guard BEFORE INSERT ON ${table} WHEN NEW.visit IS NULL BEGIN SELECT RAISE(ABORT, 'assay store at feature level visits-v1: this writer does not record visits (use a newer assay)'); END`
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 12, (db) => {
+        db.prepare(
+          "INSERT INTO pipelines (pipeline_id, key, name, state, n_tasks_done, n_tasks_total, spec_digest, seed_digest, tags, attempts_total, run_id, created_at, updated_at) VALUES ('o1', NULL, 'demo', 'succeeded', 1, 1, 'spec', 'seed', '{}', 1, 'run-1', 1, 2)"
+        ).run()
+        // a row from before the visit columns (no visit), then the level move of a version-12 writer
+        db.prepare(
+          "INSERT INTO tasks (pno, seq, task_run_id, pipeline_id, run_id, task_name, state, attempts_used, started_at, lease_ids) VALUES (1, 0, 'o1/0', 'o1', 'run-1', 't0', 'succeeded', 1, 1, '[]')"
+        ).run()
+        db.prepare(
+          "INSERT INTO artifacts (pno, pipeline_id, run_id, seq, task_name, type_name, codec, digest, size, storage, payload, is_final, created_at) VALUES (1, 'o1', 'run-1', 0, 't0', 'Json', 'json', 'd', 1, 'inline', x'31', 1, 2)"
+        ).run()
+        db.prepare("UPDATE store_meta SET value = 'visits-v1' WHERE key = 'feature_level'").run()
+        for (const t of ["tasks", "attempts", "artifacts"]) db.exec(trigger(t))
+      })
+      const objects = () => {
+        const db = new Database(file, { readonly: true })
+        try {
+          return (db.prepare("SELECT type, name FROM sqlite_master WHERE name LIKE '%visits%' ORDER BY name").all() as Array<{ type: string; name: string }>)
+            .map((r) => `${r.type} ${r.name}`)
+        } finally {
+          db.close()
+        }
+      }
+      assert.deepStrictEqual(objects(), ["trigger artifacts_visits_guard", "trigger attempts_visits_guard", "trigger tasks_visits_guard"])
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        assert.strictEqual(store.featureLevel, "visits-v1")
+        const t = Chunk.toArray(yield* Stream.runCollect(store.streamTasks()))
+        assert.deepStrictEqual(t.map((r) => [r.visit, r.active]), [[0, true]])
+        yield* controlledToRewind(store, "g1")
+      }))
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
+      assert.deepStrictEqual(objects(), ["index artifacts_visits_required", "index attempts_visits_required", "index tasks_visits_required"])
+      const db = new Database(file)
+      try {
+        assert.strictEqual((db.prepare("SELECT count(*) AS n FROM tasks WHERE visit IS NULL").get() as { n: number }).n, 0)
+        assert.throws(
+          () =>
+            db.prepare(
+              "INSERT INTO attempts (pno, pipeline_id, run_id, task_run_id, task_name, seq, attempt_no, outcome, lease_ids, started_at, ended_at, duration_ms) VALUES (1, 'o1', 'run-1', 'o1/0', 't0', 0, 2, 'succeeded', '[]', 1, 2, 1)"
+            ).run(),
+          /does not record visits/
+        )
+        assert.deepStrictEqual(db.pragma("integrity_check"), [{ integrity_check: "ok" }])
+      } finally {
+        db.close()
+      }
     })
   })
 

@@ -534,55 +534,84 @@ export const makeWriter = (
          */
         let stepsOf: Map<string, Array<readonly [number, TraversalWrite]>> | undefined
         let stateInRow: Map<string, number> | undefined
-        // pipelines first (as before), so that the child rows below resolve their numbers;
-        // the rows of admissions without traversal states in one multi-row upsert, in order
-        // (a statement per admitted pipeline was ~6 % of a trivial run's profile)
-        let batched: Array<PipelineFields> | undefined
+        // pipelines first (as before), so that the child rows below resolve their numbers.
+        // The initial states of control admissions first: each admitted row's state rides in
+        // its INSERT (any other by an UPDATE below)
+        let statesByOp: Map<StoreWrite, Map<string, string>> | undefined
         for (const op of ops) {
-          if (op._tag === "Admit" && op.traversals.length === 0) {
-            for (const p of op.pipelines) (batched ??= []).push(p)
-          }
-        }
-        if (batched !== undefined) admitRows(batched, undefined)
-        for (const op of ops) {
-          if (op._tag !== "Admit") continue
-          // the initial states of the admitted rows ride in their INSERT; any other by an UPDATE
+          if (op._tag !== "Admit" || op.traversals.length === 0 || op.pipelines.length === 0) continue
+          const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
           let states: Map<string, string> | undefined
-          if (op.traversals.length > 0 && op.pipelines.length > 0) {
-            const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
-            for (const t of op.traversals) {
-              if (!admitted.has(t.pipelineId)) continue
-              // the state as this commit's last step of the pipeline leaves it, when they all follow on
-              if (stepsOf === undefined) {
-                stepsOf = new Map()
-                for (let i = 0; i < ops.length; i++) {
-                  const o = ops[i]!
-                  if (o._tag !== "Checkpoint" || o.unit.traversal === undefined) continue
-                  const list = stepsOf.get(o.unit.pipelineId)
-                  if (list === undefined) stepsOf.set(o.unit.pipelineId, [[i, o.unit.traversal]])
-                  else list.push([i, o.unit.traversal])
-                }
+          for (const t of op.traversals) {
+            if (!admitted.has(t.pipelineId)) continue
+            // the state as this commit's last step of the pipeline leaves it, when they all follow on
+            if (stepsOf === undefined) {
+              stepsOf = new Map()
+              for (let i = 0; i < ops.length; i++) {
+                const o = ops[i]!
+                if (o._tag !== "Checkpoint" || o.unit.traversal === undefined) continue
+                const list = stepsOf.get(o.unit.pipelineId)
+                if (list === undefined) stepsOf.set(o.unit.pipelineId, [[i, o.unit.traversal]])
+                else list.push([i, o.unit.traversal])
               }
-              let last = t.state
-              let lastAt = -1
-              for (const [i, step] of stepsOf.get(t.pipelineId) ?? []) {
-                if (step.expectedVersion !== last.version) {
-                  lastAt = -1
-                  last = t.state
-                  break
-                }
-                last = step.state
-                lastAt = i
+            }
+            let last = t.state
+            let lastAt = -1
+            for (const [i, step] of stepsOf.get(t.pipelineId) ?? []) {
+              if (step.expectedVersion !== last.version) {
+                lastAt = -1
+                last = t.state
+                break
               }
-              if (lastAt >= 0) {
-                ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
-                levelFor(d, last)
-              }
-              ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
+              last = step.state
+              lastAt = i
+            }
+            if (lastAt >= 0) {
+              ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
+              levelFor(d, last)
+            }
+            ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
+          }
+          if (states !== undefined) (statesByOp ??= new Map()).set(op, states)
+        }
+        // Every admission's rows in one multi-row upsert, in order (a statement per admitted
+        // pipeline was ~6 % of a trivial run's profile, and ~10 µs per control pipeline),
+        // unless an admission also carries the state of a pipeline it does not admit (stored
+        // by an UPDATE between admissions) or admits a pipeline another one does: then the
+        // admissions with states keep one statement each, in order, as before.
+        let batched: Array<PipelineFields> | undefined
+        let controlApart = false
+        {
+          const seen = new Set<string>()
+          for (const op of ops) {
+            if (op._tag !== "Admit") continue
+            for (const p of op.pipelines) {
+              if (seen.has(p.pipelineId)) controlApart = true
+              seen.add(p.pipelineId)
+            }
+            if (op.traversals.length > 0) {
+              const states = statesByOp?.get(op)
+              for (const t of op.traversals) if (states?.has(t.pipelineId) !== true) controlApart = true
             }
           }
-          const inserted = states === undefined ? undefined : new Set<string>()
-          if (op.pipelines.length > 0 && op.traversals.length > 0) admitRows(op.pipelines, states, inserted)
+        }
+        let mergedStates: Map<string, string> | undefined
+        const insertedTogether = statesByOp === undefined || controlApart ? undefined : new Set<string>()
+        for (const op of ops) {
+          if (op._tag !== "Admit") continue
+          if (op.traversals.length === 0) for (const p of op.pipelines) (batched ??= []).push(p)
+          else if (!controlApart) {
+            for (const p of op.pipelines) (batched ??= []).push(p)
+            const states = statesByOp?.get(op)
+            if (states !== undefined) for (const [k, v] of states) (mergedStates ??= new Map()).set(k, v)
+          }
+        }
+        if (batched !== undefined) admitRows(batched, mergedStates, insertedTogether)
+        for (const op of ops) {
+          if (op._tag !== "Admit") continue
+          const states = statesByOp?.get(op)
+          const inserted = states === undefined ? undefined : insertedTogether ?? new Set<string>()
+          if (controlApart && op.pipelines.length > 0 && op.traversals.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
           // could be its own) has no final artifact yet: its first final one clears nothing
           if (!unadmitted) {

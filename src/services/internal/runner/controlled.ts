@@ -324,6 +324,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             countNote(state.cache, result.cache)
             const next = Traversal.succeed(vs, seq, address, nTasks)
             const isLast = next.pending === null
+            const succeeded = succeededAs(attempt, result.cache)
             yield* commit({
               pipelineId,
               artifact: {
@@ -346,9 +347,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
                 Rows.attemptRow(
                   current,
                   attempt,
-                  succeededAs(attempt, result.cache).outcome,
+                  succeeded.outcome,
                   null,
-                  succeededAs(attempt, result.cache).decision,
+                  succeeded.decision,
                   result.leaseIds,
                   result.startedAt,
                   ended,

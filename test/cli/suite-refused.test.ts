@@ -80,5 +80,16 @@ describe("a refused suite run touches nothing", () => {
       // accepted, the edited rows run (the root is written then)
       const accepted = yield* assay(["run", "-c", suite, "--accept-changed-rows", "--quiet"], opts(dir))
       assert.strictEqual(accepted.code, 0, accepted.stderr)
+
+      // `report ROOT/suite.db`: the catalog holds no pipelines; the suite's report is shown, and
+      // the note names the command to give next time
+      const byRoot = yield* assay(["report", root], opts(dir))
+      const byCatalog = yield* assay(["report", path.join(root, "suite.db")], opts(dir))
+      assert.strictEqual(byCatalog.code, 0, byCatalog.stderr)
+      assert.include(byCatalog.stderr, "is the catalog database of a suite")
+      assert.include(byCatalog.stderr, `assay report ${root}`)
+      assert.strictEqual(byCatalog.stdout, byRoot.stdout)
+      assert.match(byCatalog.stdout, /alpha/)
+      assert.match(byCatalog.stdout, /beta/)
     }), 120_000)
 })

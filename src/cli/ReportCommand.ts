@@ -69,7 +69,15 @@ export const report = Command.make("report", {
 }, (o) =>
   Effect.scoped(Effect.gen(function*() {
     const experiment = Option.getOrUndefined(o.experiment)
-    const root = yield* StoreArgs.suiteRootOf(o.stores, experiment)
+    // a suite's catalog database holds no pipelines: its root is what the user means
+    const catalogRoot = o.stores.length === 1 ? yield* StoreArgs.catalogRootOf(o.stores[0]!) : undefined
+    if (catalogRoot !== undefined) {
+      yield* Console.error(
+        `note: ${o.stores[0]} is the catalog database of a suite (its members and runs, none of their pipelines): ` +
+          `showing the suite's report; next time give its root: assay report ${catalogRoot}`
+      )
+    }
+    const root = yield* StoreArgs.suiteRootOf(catalogRoot === undefined ? o.stores : [catalogRoot], experiment)
     if (root !== undefined) {
       const { study, suite } = yield* StoreArgs.openSuite(root)
       const data = yield* SuiteViews.buildSuiteReport(suite, {

@@ -13,6 +13,7 @@
  */
 import * as Options from "@effect/cli/Options"
 import * as fs from "node:fs"
+import * as nodePath from "node:path"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
@@ -259,6 +260,23 @@ export const suiteRootOf = (
       })
     }
     return roots[0]
+  })
+
+/**
+ * The suite root whose catalog database `spec` is (`ROOT/suite.db` of a root with the
+ * `byExperiment` layout: it holds the suite's members and runs, none of their pipelines), or
+ * `undefined` for anything else. A read command given it reads the root instead (and says so).
+ *
+ * @param spec a store argument
+ * @returns the root's path, or `undefined`
+ * @since 0.9.0
+ * @category suites
+ */
+export const catalogRootOf = (spec: string): Effect.Effect<string | undefined> =>
+  Effect.gen(function*() {
+    if (PluginUri.isUri(spec) || nodePath.basename(spec) !== "suite.db") return undefined
+    const { found, root } = yield* SuiteStore.describePath(spec)
+    return root !== undefined && found.startsWith("is the catalog database") ? root : undefined
   })
 
 /**

@@ -28,7 +28,7 @@ import * as RunConfig from "../domain/RunConfig.js"
 import { idKey, memberPath } from "../domain/Suite.js"
 import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
-import { definitionChangeMessage, matchesRegistered } from "../layers/internal/suite/catalog.js"
+import { definitionChangeMessage, matchesRegistered, registrationIssues } from "../layers/internal/suite/catalog.js"
 import { missingMemberDbMessage } from "../layers/internal/suite/members.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as CallCache from "../services/CallCache.js"
@@ -170,7 +170,12 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     let registry = CodecRegistry.default()
     for (const codec of loaded.plugins.codecs) registry = registry.register(codec)
 
-    // 2. Open the output root (the selected members only) and run.
+    // 2. An existing root is checked read-only first (no lock taken, nothing written): what the
+    // run would refuse is refused before any database is opened for writing, so a refused run
+    // leaves every file of the root as it was (its writer rows included)
+    const prechecked = yield* precheck(loaded, selected.map((m) => m.id), input.runId, args.acceptChangedRows === true)
+
+    // 3. Open the output root (the selected members only) and run.
     const storeLayer = SuiteStore.layer({
       root: loaded.output.root,
       suiteId: loaded.id,
@@ -203,7 +208,8 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       // rows edited or removed since the root last saw them: refused unless accepted; an
       // acceptance is recorded in the root (the old pipelines superseded), so later runs and
       // resumes go on without the flag while a new edit is refused again
-      const changed = definitionsHold ? yield* changedRows(loaded, selected.map((m) => m.id)) : []
+      // (already read by the read-only check when the root existed)
+      const changed = !definitionsHold ? [] : prechecked !== undefined ? prechecked.changed : yield* changedRows(loaded, selected.map((m) => m.id))
       // a keyed row edited in place: its key names one pipeline, so no acceptance can keep both
       const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
       if (rekeyed.length > 0) {
@@ -287,7 +293,7 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       )
     )
 
-    // 3. The report: the run's, a line per member, the metrics (member-scoped ones under their member).
+    // 4. The report: the run's, a line per member, the metrics (member-scoped ones under their member).
     const runMetrics = metrics.filter((m) => m.name !== SKIPPED_METRIC && Suite.parseMemberMetric(m.name) === undefined)
     const byMember = new Map<string, Array<(typeof metrics)[number] & { shortName: string }>>()
     for (const m of metrics) {
@@ -488,6 +494,79 @@ export const validateSuite = (
       )
     }
     for (const w of loaded.warnings) yield* Console.error(w)
+  })
+
+/**
+ * The refusals of a suite run on an existing root, checked on a read-only open (no lock, no
+ * migration, nothing written) before the run opens anything for writing: a reused `--run-id`, a
+ * selected member whose recorded database is gone, a member id differing only in case or a
+ * changed member definition (as the registration words them), a keyed row edited in place, and
+ * rows edited or removed without `--accept-changed-rows` (same messages as the run's own
+ * checks). Returns the changed rows read (the run records their acceptance), or `undefined`
+ * when there is no root, it belongs to another suite or layout (the store refuses those before
+ * opening any database), or it cannot be read this way (an older format: the run's own checks,
+ * after the open, decide then).
+ */
+const precheck = (
+  loaded: SuiteConfig.LoadedSuite,
+  selected: ReadonlyArray<string>,
+  runId: string | undefined,
+  acceptChangedRows: boolean
+) =>
+  Effect.gen(function*() {
+    if (!(yield* SuiteStore.isSuiteRoot(loaded.output.root))) return undefined
+    const read = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
+      const { catalog, store } = yield* SuiteStore.makeRead(loaded.output.root)
+      if (catalog.suiteId !== loaded.id || catalog.layout !== loaded.output.layout) return undefined
+      const existingRun = runId === undefined ? false : Option.isSome(yield* store.getRun(RunId.make(runId)))
+      const registered = yield* catalog.members
+      const chosen = loaded.members.filter((m) => selected.includes(m.id))
+      const issues = registrationIssues(registered, chosen.map((m) => ({
+        experimentId: m.id,
+        definitionDigest: m.definitionDigest,
+        definitionParts: m.definitionParts,
+        previousDigests: m.previousDigests
+      })))
+      const changed = issues.length > 0 ? [] : yield* Effect.provideService(changedRows(loaded, selected), SuiteCatalog, catalog)
+      return { existingRun, missing: catalog.missingDatabases ?? [], issues, changed }
+    })))
+    if (read._tag === "Left" || read.right === undefined) return undefined
+    const { changed, existingRun, issues, missing } = read.right
+    const gone = missing.find((x) => selected.includes(x.experimentId))
+    if (gone !== undefined) {
+      const path = memberPath(gone.experimentId)
+      const message = missingMemberDbMessage(gone.experimentId, gone.file)
+      return yield* new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+    }
+    if (existingRun) {
+      return yield* configError("--run-id", `run id ${runId} already exists in ${loaded.output.root}; choose another or omit --run-id`)
+    }
+    if (issues.length > 0) {
+      return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
+    }
+    const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
+    if (rekeyed.length > 0) {
+      return yield* new ConfigError({
+        message: rekeyed.map((c) => `${memberPath(c.experimentId)}: ${keyedEditsMessage(c)}`).join("\n"),
+        issues: rekeyed.map((c) => ({
+          path: memberPath(c.experimentId),
+          message: keyedEditsMessage(c),
+          suggestion: "restore the rows, give the changed rows new keys, or use a new member id or another output root"
+        }))
+      })
+    }
+    const edited = changed.filter((c) => c.stale > 0)
+    if (edited.length > 0 && !acceptChangedRows) {
+      return yield* new ConfigError({
+        message: edited.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
+        issues: edited.map((c) => ({
+          path: memberPath(c.experimentId),
+          message: changedRowsMessage(c),
+          suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
+        }))
+      })
+    }
+    return { changed }
   })
 
 /**

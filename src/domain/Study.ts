@@ -813,8 +813,8 @@ export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || 
  */
 export const BUILTIN_METRICS: Readonly<Record<string, { readonly unit: string; readonly direction: Direction; readonly description: string }>> = {
   calls: { unit: "calls", direction: "minimize", description: "model calls (leases acquired)" },
-  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens of the chat outputs" },
-  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens of the chat outputs" },
+  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens billed (every model-calling attempt, failed ones included; cache hits not)" },
+  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens billed (every model-calling attempt, failed ones included; cache hits not)" },
   tokens: { unit: "tokens", direction: "minimize", description: "tokens metered by the leases" },
   costUsd: { unit: "USD", direction: "minimize", description: "cost from tokens and the model price" },
   wallMs: { unit: "ms", direction: "minimize", description: "wall time while the trial was active" },

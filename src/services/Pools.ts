@@ -450,8 +450,8 @@ export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, st
   aliasedView(pools, aliases)
 
 /**
- * What {@link metered} tells of the leases taken through its view: `acquired(lease)` once per
- * lease granted (scoped or raw), before the caller gets it; `reported(lease, report)` for each
+ * What {@link metered} tells of the leases taken through its view: `acquired(lease, holder)` once
+ * per lease granted (scoped or raw), before the caller gets it, with the holder the caller gave; `reported(lease, report)` for each
  * `lease.report` made through the lease the view handed out, before the report reaches the
  * pool.
  *
@@ -459,7 +459,7 @@ export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, st
  * @category models
  */
 export interface LeaseMeter {
-  readonly acquired: (lease: Lease) => Effect.Effect<void>
+  readonly acquired: (lease: Lease, holder?: Holder | undefined) => Effect.Effect<void>
   readonly reported: (lease: Lease, report: LeaseReport) => Effect.Effect<void>
 }
 
@@ -512,11 +512,11 @@ export const metered = (pools: PoolsService, meter: LeaseMeter): PoolsService =>
   acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
     Effect.flatMap(
       pools.acquire<Client>(o, h),
-      (lease) => Effect.as(meter.acquired(lease as Lease), meteredLease(lease, meter))
+      (lease) => Effect.as(meter.acquired(lease as Lease, h), meteredLease(lease, meter))
     ),
   acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
     Effect.flatMap(
       pools.acquireRaw<Client>(o, h),
-      (lease) => Effect.as(meter.acquired(lease as Lease), meteredLease(lease, meter))
+      (lease) => Effect.as(meter.acquired(lease as Lease, h), meteredLease(lease, meter))
     )
 })

@@ -181,6 +181,14 @@ export interface StudyInput {
    */
   readonly variantPrice?: ((variantId: string) => StudyControl.ModelPrice | null) | undefined
   /**
+   * What one pipeline of a variant is expected to call and spend (since 0.9.0): the model
+   * calls it makes and the tokens and dollars per call, from the plan (a study file gives the
+   * declared `maxTokens` and the prompt estimate, priced at the dearest of its calls); the
+   * start gate reserves it for a trial's first wave (`StudyControl.CallEstimate`). `null` or
+   * absent: none (nothing reserved before the trial's first call reports).
+   */
+  readonly callEstimate?: ((variantId: string) => StudyControl.CallEstimate | null) | undefined
+  /**
    * The declared metrics (`metrics:` of the study file; default none): computed for every
    * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
    */
@@ -329,7 +337,11 @@ export const studyControl = (
       }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
     return yield* StudyControl.control(
       {
-        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
+        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => ({
+          trialId: t.trialId,
+          price: priceOf(study, t),
+          estimate: study.callEstimate?.(t.variant.id) ?? null
+        })),
         budget: study.budget ?? { perTrial: {}, total: {} },
         stop: study.stop
       },

@@ -151,6 +151,11 @@ export interface MetricValue {
   readonly median: number | null
   readonly interval: Statistics.Interval | null
   readonly aggregation: string
+  /**
+   * `tokensIn` / `tokensOut` only, when some of the compared trials' attempts had their tokens
+   * estimated (the server gave no usage): how many (since 0.9.0; the `aggregation` says so too).
+   */
+  readonly estimatedAttempts?: number | undefined
 }
 
 /**
@@ -511,12 +516,20 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           else interval = xs.length >= 2 ? Statistics.bootstrapMean(xs.map((x) => [x]), { seed: seed + salt, level, resamples }) : null
           aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: bootstrap of the mean over the repeats`
         }
+        // tokens the server did not report are estimated: said so, with how many attempts
+        let estimated = 0
+        for (const t of byRepeat) estimated += t === null ? 0 : t.estimatedAttempts ?? 0
+        const tokenMetric = d.kind === "builtin" && (d.name === "tokensIn" || d.name === "tokensOut")
+        if (tokenMetric && estimated > 0) {
+          aggregation += `; ${estimated} attempt(s) with estimated tokens (the server gave no usage)`
+        }
         valueOf.get(v.variantId)![d.name] = {
           perRepeat,
           mean: xs.length === 0 ? null : Statistics.mean(xs),
           median: xs.length === 0 ? null : Statistics.median(xs),
           interval,
-          aggregation
+          aggregation,
+          ...(tokenMetric && estimated > 0 ? { estimatedAttempts: estimated } : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
@@ -745,6 +758,8 @@ export interface Evidence {
     readonly compared: boolean
     readonly value: number | null
     readonly pipelines: ReadonlyArray<string>
+    /** `tokensIn` / `tokensOut` only: the trial's attempts whose tokens were estimated (since 0.9.0). */
+    readonly estimatedAttempts?: number | undefined
   }>
   readonly worstCases: ReadonlyArray<EvidenceCase>
   readonly bestCases: ReadonlyArray<EvidenceCase>
@@ -809,7 +824,10 @@ const evidenceOf = (
         status: t.status,
         compared: t.compared,
         value: values.get(t.trialId)?.values[metric] ?? null,
-        pipelines: values.get(t.trialId)?.pipelines() ?? []
+        pipelines: values.get(t.trialId)?.pipelines() ?? [],
+        ...((metric === "tokensIn" || metric === "tokensOut") && m.kind === "builtin" && (values.get(t.trialId)?.estimatedAttempts ?? 0) > 0
+          ? { estimatedAttempts: values.get(t.trialId)!.estimatedAttempts! }
+          : {})
       })),
       worstCases: ev.worstCases.slice(0, worst),
       bestCases: ev.bestCases.slice(0, best)
@@ -1029,7 +1047,9 @@ export const renderEvidence = (e: Evidence): string => {
     "trials:"
   ]
   for (const t of e.trials) {
-    lines.push(`  ${t.trialId} r${t.repeat} ${t.status}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)} · ${t.pipelines.length} pipeline(s)`)
+    lines.push(`  ${t.trialId} r${t.repeat} ${t.status}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
+      t.estimatedAttempts === undefined ? "" : ` (${t.estimatedAttempts} attempt(s) with estimated tokens)`
+    } · ${t.pipelines.length} pipeline(s)`)
     for (const p of t.pipelines) lines.push(`    ${p}`)
   }
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {

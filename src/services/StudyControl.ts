@@ -37,13 +37,16 @@
  * that starts a pipeline also reserves for the calls in flight: it refuses (the trial is then
  * `budget_exhausted`) when `usage + awaiting × perCall` reaches a `tokens` or `costUsd` limit,
  * where `perCall` is the trial's mean per reported call in this run (before its first report:
- * `perCallEstimate`, when given, else nothing is reserved) and `awaiting` the trial's started
- * pipelines that have not reported a call yet (at least its leases still open; a pipeline
- * counts as reported from its first report until it ends). The bound: once a call reported (or
- * with an estimate at least the real cost), pipelines of one call each whose cost is at most
- * `perCall` leave the trial under `limit + perCall` (one pipeline's spend), whatever the
- * concurrency; before the first report up to the run's concurrency can start at once, and
- * pipelines of several calls can go further (the reservation counts one call per pipeline).
+ * the trial's {@link CallEstimate} — a study file's plan gives one, see `Study.studyControl` —
+ * else `perCallEstimate`, else nothing is reserved) and `awaiting` the calls its started
+ * pipelines are still expected to make: `callsPerPipeline` (the estimate's, default 1) for each
+ * pipeline in flight, less the calls each of them has reported (at most `callsPerPipeline` each;
+ * at least the trial's leases still open). The bound: pipelines of `callsPerPipeline` calls
+ * each whose calls cost at most `perCall` leave the trial under `limit + callsPerPipeline ×
+ * perCall` (one pipeline's spend), whatever the concurrency — from the first wave on when the
+ * estimate is at least the real cost per call, else once a call reported (before it, up to the
+ * run's concurrency can start unreserved). Pipelines that make more calls than expected
+ * (retries) can go further, by their extra calls.
  * `calls` needs no reservation: a call counts when its lease is acquired. Whatever ran, a
  * trial whose final usage is past a limit never settles `succeeded` (see `Study.settleTrial`).
  *
@@ -224,6 +227,24 @@ export interface TrialLedger {
 export interface TrialInput {
   readonly trialId: string
   readonly price?: ModelPrice | null | undefined
+  /** What one pipeline of the trial is expected to call and spend (since 0.9.0; see {@link CallEstimate}). */
+  readonly estimate?: CallEstimate | null | undefined
+}
+
+/**
+ * What a trial's pipelines are expected to spend, for the start gate's reservation (module
+ * docs), each optional: `callsPerPipeline` (model calls one pipeline makes, default 1),
+ * `tokens` and `costUsd` (US dollars) per call. A study file's plan gives one per variant
+ * (`Study.StudyInput.callEstimate`); the tokens and cost per call are used until the trial's
+ * first call reports, `callsPerPipeline` throughout.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface CallEstimate {
+  readonly callsPerPipeline?: number | undefined
+  readonly tokens?: number | undefined
+  readonly costUsd?: number | undefined
 }
 
 /**
@@ -259,9 +280,9 @@ export interface StudyControlInput {
  *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
  *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
  *   condition these already meet fires before any trial starts;
- * - `perCallEstimate` (since 0.9.0): the tokens and dollars one call is expected to use (e.g.
- *   from the plan), reserved per pipeline in flight until the trial's first call reports (see
- *   the module docs' reservation).
+ * - `perCallEstimate` (since 0.9.0): the {@link CallEstimate} of a trial that gives none of its
+ *   own (`TrialInput.estimate`): reserved for the calls in flight until the trial's first call
+ *   reports (see the module docs' reservation).
  *
  * @since 0.6.0
  * @category models
@@ -273,19 +294,19 @@ export interface ControlOptions {
   readonly signals?: boolean | undefined
   readonly pollMs?: number | undefined
   readonly settled?: ReadonlyMap<string, boolean> | undefined
-  readonly perCallEstimate?: { readonly tokens?: number | undefined; readonly costUsd?: number | undefined } | undefined
+  readonly perCallEstimate?: CallEstimate | undefined
 }
 
 /**
- * What one trial's leases feed, by lease id: `acquired` once per lease granted (the start gate
- * counts the call at once), `reported` for each of its reports (the first report writes the
+ * What one trial's leases feed, by lease id: `acquired` once per lease granted, with the
+ * pipeline holding it when known (the start gate counts the call at once), `reported` for each of its reports (the first report writes the
  * call, and every report its tokens and cost, to the ledger before it returns).
  *
  * @since 0.6.0
  * @category models
  */
 export interface UsageMeter {
-  readonly acquired: (leaseId: string) => Effect.Effect<void>
+  readonly acquired: (leaseId: string, pipelineId?: string | undefined) => Effect.Effect<void>
   readonly reported: (leaseId: string, report: LeaseReport) => Effect.Effect<void>
 }
 
@@ -533,14 +554,28 @@ interface Trial {
   readonly perPipeline: Map<string, Map<string, number>>
   /** Pipelines the start gate started in this run that have not ended. */
   inFlight: number
-  /** Lease reports not yet matched by a pipeline end (a pipeline that reported, still running). */
-  reportedInFlight: number
+  /** The calls each of its pipelines is expected to make (the estimate's `callsPerPipeline`, ≥ 1). */
+  readonly callsPerPipeline: number
+  /** Tokens and dollars per call before the first report (the estimate's). */
+  readonly estimate: CallEstimate | undefined
+  /** Open leases → the pipeline holding them (when the holder said). */
+  readonly leasePipeline: Map<string, string>
+  /** Pipelines in flight that reported → their reported calls. */
+  readonly pipelineCalls: Map<string, number>
+  /** Σ over pipelines in flight of min(callsPerPipeline, calls reported): calls no longer awaited. */
+  covered: number
   /** Leases of this run that reported (the mean per call divides by it). */
   reportedCalls: number
 }
 
 const refuse = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/** An estimate's calls per pipeline: a whole number ≥ 1 (default 1). */
+const callsOf = (e: CallEstimate | null | undefined): number => {
+  const n = e?.callsPerPipeline
+  return n === undefined || !Number.isFinite(n) || n < 1 ? 1 : Math.ceil(n)
+}
 
 const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
 
@@ -685,7 +720,11 @@ export const control = (
         stored: new Map(),
         perPipeline: new Map(),
         inFlight: 0,
-        reportedInFlight: 0,
+        callsPerPipeline: callsOf(t.estimate ?? options.perCallEstimate),
+        estimate: t.estimate ?? options.perCallEstimate,
+        leasePipeline: new Map(),
+        pipelineCalls: new Map(),
+        covered: 0,
         reportedCalls: 0
       })
     }
@@ -719,6 +758,7 @@ export const control = (
     const closeLeases = (t: Trial): void => {
       t.delta.calls += t.openLeases.size
       t.openLeases.clear()
+      t.leasePipeline.clear()
     }
     /** Checks the trial's budget now: records the first figure reached; time also cancels. */
     const checkBudget = (t: Trial, at: number): void => {
@@ -737,10 +777,10 @@ export const control = (
     const reserve = (t: Trial, at: number): void => {
       checkBudget(t, at)
       if (t.exhausted !== null) return
-      const awaiting = Math.max(t.openLeases.size, t.inFlight - t.reportedInFlight)
-      if (awaiting === 0) return
+      const awaiting = Math.max(t.openLeases.size, t.inFlight * t.callsPerPipeline - t.covered)
+      if (awaiting <= 0) return
       const perCall = (f: "tokens" | "costUsd"): number =>
-        t.reportedCalls > 0 ? t.live[f] / t.reportedCalls : options.perCallEstimate?.[f] ?? 0
+        t.reportedCalls > 0 ? t.live[f] / t.reportedCalls : t.estimate?.[f] ?? 0
       const usage = usageOf(t)
       const projected: TrialUsage = {
         ...usage,
@@ -941,10 +981,11 @@ export const control = (
       return {
         // the start gate counts the call now; the ledger when the call reports (below) or when
         // its trial ends (a lease that never reports)
-        acquired: (leaseId) =>
+        acquired: (leaseId, pipelineId) =>
           Effect.sync(() => {
             t.live.calls++
             t.openLeases.add(leaseId)
+            if (pipelineId !== undefined && pipelineId !== "") t.leasePipeline.set(leaseId, pipelineId)
             if (watchTotal) wake()
           }),
         reported: (leaseId, report) =>
@@ -952,7 +993,14 @@ export const control = (
             const calls = t.openLeases.delete(leaseId) ? 1 : 0
             if (calls === 1) {
               t.reportedCalls++
-              t.reportedInFlight++
+              const pid = t.leasePipeline.get(leaseId)
+              t.leasePipeline.delete(leaseId)
+              if (pid === undefined) t.covered = Math.min(t.covered + 1, t.inFlight * t.callsPerPipeline)
+              else {
+                const n = t.pipelineCalls.get(pid) ?? 0
+                if (n < t.callsPerPipeline) t.covered++
+                t.pipelineCalls.set(pid, n + 1)
+              }
             }
             const { costUsd, tokens } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
@@ -974,7 +1022,10 @@ export const control = (
     }
     const leaseMeter = (id: string): Pools.LeaseMeter => {
       const m = meter(id)
-      return { acquired: (lease: Lease) => m.acquired(lease.id), reported: (lease: Lease, report) => m.reported(lease.id, report) }
+      return {
+        acquired: (lease: Lease, holder?: Pools.Holder) => m.acquired(lease.id, holder?.pipelineId),
+        reported: (lease: Lease, report) => m.reported(lease.id, report)
+      }
     }
     const onTrial = (id: string, f: (t: Trial) => void) =>
       Effect.sync(() => {
@@ -1053,11 +1104,16 @@ export const control = (
           t.outstanding--
           maybeEnd(t)
         },
-        pipelineEnded: (id) => {
+        pipelineEnded: (id, pipelineId) => {
           const t = trials.get(id)
           if (t === undefined) return
           t.inFlight = Math.max(0, t.inFlight - 1)
-          t.reportedInFlight = Math.max(0, Math.min(t.reportedInFlight - 1, t.inFlight))
+          const n = pipelineId === undefined ? undefined : t.pipelineCalls.get(pipelineId)
+          if (n !== undefined) {
+            t.pipelineCalls.delete(pipelineId!)
+            t.covered -= Math.min(n, t.callsPerPipeline)
+          } else if (pipelineId === undefined) t.covered -= Math.min(1, t.covered) // no id: as one call
+          t.covered = Math.max(0, Math.min(t.covered, t.inFlight * t.callsPerPipeline))
         },
         cancelled: (id) => {
           const t = trials.get(id)

@@ -11,7 +11,7 @@
  * | declared, `from: { output }` | the final output (decoded payload) of each succeeded pipeline of the trial |
  * | declared, `from: { metric }`; reported | each pipeline's latest value of the pipeline-scope metric (every run of the root); a reported metric's trial value is the member-scoped run metric `experiment:ID:NAME` when one exists |
  * | `calls`, `tokens`, `costUsd`, `wallMs` | the trial's usage row (`study_trials`: what the study's control metered, summed across resumes) |
- * | `tokensIn`, `tokensOut` | `usage.promptTokens` / `usage.completionTokens` of the trial's stored task outputs (the chat task's output carries them) |
+ * | `tokensIn`, `tokensOut` | the tokens billed: `tokensIn` / `tokensOut` of every attempt of the trial's pipelines (every run; the attempts' token columns, issue 18): a failed attempt's call counts (it was billed), a `cache_hit` does not (no call was made); attempts whose tokens were estimated (no `usage` from the server) are counted in `TrialValues.estimatedAttempts` |
  * | `latencyP95Ms` | `endedAt − startedAt` of the trial's succeeded pipelines |
  * | `retries`, `rateLimited` | the trial's attempts: `attemptNo > 1`, and `errorClass = rate_limit` |
  *
@@ -162,6 +162,11 @@ export interface TrialValues {
   readonly pipelineCount: number
   readonly pipelineId: (i: number) => string
   readonly pipelines: () => ReadonlyArray<string>
+  /**
+   * Of the attempts `tokensIn` / `tokensOut` count, those whose tokens were estimated (the
+   * server gave no usage; since 0.9.0). Absent when neither metric was read.
+   */
+  readonly estimatedAttempts?: number | undefined
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -285,6 +290,7 @@ interface Acc {
   positions: Map<string, number> | undefined
   tokensIn: number
   tokensOut: number
+  estimated: number
   retries: number
   rateLimited: number
 }
@@ -305,6 +311,7 @@ const newAcc = (trialId: string, member: string): Acc => ({
   positions: undefined,
   tokensIn: 0,
   tokensOut: 0,
+  estimated: 0,
   retries: 0,
   rateLimited: 0
 })
@@ -424,7 +431,9 @@ export const read = (input: {
       }))
     // the ids stay: trimmed to their length
     for (const acc of accs.values()) acc.ids = acc.ids.slice(0, acc.n * ID_BYTES)
-    if (names.has("retries") || names.has("rateLimited")) {
+    // the attempts: retries, 429s and the tokens billed (a cache hit made no call)
+    const needTokens = names.has("tokensIn") || names.has("tokensOut")
+    if (names.has("retries") || names.has("rateLimited") || needTokens) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
           const d = memberDigestOf(a.pipelineId)
@@ -432,6 +441,10 @@ export const read = (input: {
           if (acc === undefined) return
           if (a.attemptNo > 1) acc.retries++
           if (a.errorClass === "rate_limit") acc.rateLimited++
+          if (a.outcome === "cache_hit" || (a.tokensIn === null && a.tokensOut === null)) return
+          acc.tokensIn += a.tokensIn ?? 0
+          acc.tokensOut += a.tokensOut ?? 0
+          if (a.tokensEstimated) acc.estimated++
         }))
     }
     // task-reported metrics: pipeline scope (latest run wins) and member-scoped run metrics
@@ -467,15 +480,14 @@ export const read = (input: {
         }
       }
     }
-    // per trial: its outputs (final ones for declared output metrics; every task output for the
-    // token counts), then its values; its columns are dropped before the next trial's outputs
+    // per trial: its final outputs (declared output metrics), then its values; its columns are
+    // dropped before the next trial's outputs
     const outputMetrics = input.metrics.flatMap((m) => m.decl !== undefined && "output" in m.decl.from ? [{ name: m.name, decl: m.decl, path: m.decl.from.output }] : [])
-    const needTokens = names.has("tokensIn") || names.has("tokensOut")
     const out = new Map<string, TrialValues>()
     for (const trialId of input.trialIds) {
       const acc = accs.get(trialId)!
-      if (outputMetrics.length > 0 || needTokens) yield* readOutputs(store, acc, outputMetrics, needTokens)
-      out.set(trialId, valuesOf(acc, input.metrics, input.usage.get(trialId), memberScoped.get(trialId), caseKeys))
+      if (outputMetrics.length > 0) yield* readOutputs(store, acc, outputMetrics)
+      out.set(trialId, valuesOf(acc, input.metrics, input.usage.get(trialId), memberScoped.get(trialId), caseKeys, needTokens))
       acc.caseIndex = new Int32Array(0)
       acc.ok = new Uint8Array(0)
       acc.latency = new Float64Array(0)
@@ -486,12 +498,11 @@ export const read = (input: {
     return out
   })
 
-/** Reads a trial's outputs in chunks into its output columns and token counts. */
+/** Reads a trial's final outputs in chunks into its output columns. */
 const readOutputs = (
   store: TaskStore,
   acc: Acc,
-  outputMetrics: ReadonlyArray<{ readonly name: string; readonly decl: Study.MetricDecl; readonly path: string }>,
-  needTokens: boolean
+  outputMetrics: ReadonlyArray<{ readonly name: string; readonly decl: Study.MetricDecl; readonly path: string }>
 ): Effect.Effect<void, StoreUnavailable> =>
   Effect.gen(function*() {
     const positions: Array<number> = []
@@ -500,32 +511,18 @@ const readOutputs = (
     for (let s = 0; s < positions.length; s += CHUNK) {
       const chunk = positions.slice(s, s + CHUNK)
       const ids = chunk.map((i) => idOf(acc.member, acc.ids, i) as PipelineId)
-      const bundles = yield* store.loadBundles(ids, {
-        payloads: needTokens ? "all" : "final",
-        artifacts: needTokens ? "all" : "final",
-        tasks: false
-      })
+      const bundles = yield* store.loadBundles(ids, { payloads: "final", artifacts: "final", tasks: false })
       for (let x = 0; x < chunk.length; x++) {
         const i = chunk[x]!
         const b = bundles.get(ids[x]!)
         if (b === undefined) continue
         for (const a of b.artifacts) {
-          if (!a.artifact.active || a.artifact.seq < 0) continue
-          const isFinal = a.artifact.isFinal
-          if (!isFinal && !needTokens) continue
+          if (!a.artifact.active || a.artifact.seq < 0 || !a.artifact.isFinal) continue
           const value = decodePayload(a.artifact, a.payload)
-          if (isFinal) {
-            for (let k = 0; k < outputMetrics.length; k++) {
-              const m = outputMetrics[k]!
-              const v = pipelineValue(m.decl, atPath(value, m.path))
-              cols[k]![i] = v === undefined ? NaN : v
-            }
-          }
-          if (needTokens) {
-            const pin = numeric(atPath(value, "usage.promptTokens"))
-            const pout = numeric(atPath(value, "usage.completionTokens"))
-            if (pin !== undefined) acc.tokensIn += pin
-            if (pout !== undefined) acc.tokensOut += pout
+          for (let k = 0; k < outputMetrics.length; k++) {
+            const m = outputMetrics[k]!
+            const v = pipelineValue(m.decl, atPath(value, m.path))
+            cols[k]![i] = v === undefined ? NaN : v
           }
         }
       }
@@ -538,7 +535,8 @@ const valuesOf = (
   metrics: ReadonlyArray<MetricDefinition>,
   usage: TrialUsage | undefined,
   runMetrics: ReadonlyMap<string, number> | undefined,
-  caseKeys: ReadonlyArray<string>
+  caseKeys: ReadonlyArray<string>,
+  tokensRead: boolean
 ): TrialValues => {
   const values: Record<string, number> = {}
   const cases: Record<string, TrialCases> = {}
@@ -604,7 +602,8 @@ const valuesOf = (
     caseKeys,
     pipelineCount: n,
     pipelineId,
-    pipelines: () => Array.from({ length: n }, (_, i) => idOf(member, ids, i))
+    pipelines: () => Array.from({ length: n }, (_, i) => idOf(member, ids, i)),
+    ...(tokensRead ? { estimatedAttempts: acc.estimated } : {})
   }
 }
 

@@ -432,8 +432,9 @@ export interface MemberWindow {
  *   both synchronous. (A torn terminal state repaired at admission is not reported: rare.)
  * - `cancelled(id)`: an Effect that completes, with a reason, when the member's running
  *   pipelines must be interrupted (resumable), or `undefined` for none;
- * - `pipelineEnded(id)` (since 0.9.0): a pipeline of the member that the start gate started
- *   (`MemberWindow.mayStartPipeline` or `mayAdmit` said yes) ended, any exit; synchronous.
+ * - `pipelineEnded(id, pipelineId)` (since 0.9.0): a pipeline of the member that the start gate
+ *   started (`MemberWindow.mayStartPipeline` or `mayAdmit` said yes) ended, any exit;
+ *   synchronous. `pipelineId` is the one its tasks give as `Pools.Holder.pipelineId`.
  *
  * @since 0.6.0
  * @category models
@@ -449,7 +450,7 @@ export interface WindowObserver {
   readonly specSubmitted?: ((experimentId: string) => void) | undefined
   readonly pipelineSettled?: ((experimentId: string) => void) | undefined
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
-  readonly pipelineEnded?: ((experimentId: string) => void) | undefined
+  readonly pipelineEnded?: ((experimentId: string, pipelineId?: string | undefined) => void) | undefined
 }
 
 /**
@@ -485,7 +486,7 @@ const hooksOf = (window: MemberWindow): Runner.RunHooks => {
   }
   const ended = o?.pipelineEnded === undefined ? settledOnly : (spec: AnySpec) => {
     const id = idOf(spec)
-    if (id !== undefined && started.delete(spec)) o.pipelineEnded!(id)
+    if (id !== undefined && started.delete(spec)) o.pipelineEnded!(id, spec.pipelineId)
     settledOnly?.(spec)
   }
   const gate = window.mayStartPipeline ?? window.mayAdmit

@@ -1,6 +1,6 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, TestClock } from "effect"
+import { Effect, Fiber, Option, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -602,6 +602,28 @@ describe("Study.run", () => {
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  for (const withEstimate of [true, false]) {
+    it.effect(`the plan's per-call estimate reserves for the first wave (concurrency 4, calls reporting after 1 s): ${withEstimate ? "with" : "without"} it`, () =>
+      Effect.gen(function*() {
+        const { study } = makeStudy({
+          qualities: ["good"],
+          repeats: 1,
+          cases: 4,
+          leases: true,
+          callMs: 1000,
+          budget: { perTrial: { tokens: 150 }, total: {} },
+          ...(withEstimate ? { callEstimate: () => ({ callsPerPipeline: 1, tokens: 100 }) } : {})
+        })
+        const fiber = yield* Effect.fork(Study.run(study))
+        while (Option.isNone(yield* Fiber.poll(fiber))) yield* TestClock.adjust("500 millis")
+        const t = (yield* Fiber.join(fiber)).trials[0]!
+        assert.strictEqual(t.status, "budget_exhausted")
+        // with the estimate: the first starts, the second reserves 100 (< 150), the third would
+        // reach 200: 2 calls, under budget + one call. Without it the first wave (4) starts unreserved
+        assert.strictEqual(t.usage.tokens, withEstimate ? 200 : 400)
+      }).pipe(Effect.provide(studyEnv("demo", { concurrency: 4, maxAdmitted: 4 }))))
+  }
 
   it.effect("a trial that ran every pipeline but ended over its budget is budget_exhausted, never succeeded nor a best", () =>
     Effect.gen(function*() {

@@ -297,6 +297,56 @@ describe("per-trial budgets", () => {
       assert.strictEqual(report.run.stats.byState.succeeded, 5)
     })).pipe(Effect.provide(env({ concurrency: 8, maxAdmitted: 8 }))))
 
+  // two calls per pipeline, each reporting 0.5 USD at its end (10 s of work each)
+  const secondCall = Task.make("call2", { resource: "llm" }, (n: number, ctx) =>
+    Effect.scoped(Effect.gen(function*() {
+      const lease = yield* Effect.orDie(ctx.acquire())
+      yield* Effect.sleep("10 seconds")
+      yield* lease.report({ ok: true, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+      return n
+    })))
+  const twoCalls = Pipeline.make("calls", lateReport, secondCall)
+  const twoCallMember = (n: number) =>
+    Suite.member("a", () => twoCalls.map(numbers(n)), { definitionDigest: "a", poolAliases: { llm: "llm" } })
+
+  for (
+    const [label, estimate, expected] of [
+      // 1 USD per pipeline. Reserving 2 calls of 0.5 per pipeline in flight: the gate lets the
+      // n-th start while (n-1) × 1.0 < 2.25, so 3 pipelines (3.0 USD ≤ 2.25 + one pipeline's 1.0)
+      ["two calls per pipeline reserved (the trial's estimate)", { callsPerPipeline: 2, costUsd: 0.5 }, 3.0],
+      // one call per pipeline reserved: 5 start in the first wave (4 × 0.5 < 2.25): 5.0 USD, past the bound
+      ["one call per pipeline reserved (before: what multi-call pipelines got)", { costUsd: 0.5 }, 5.0]
+    ] as const
+  ) {
+    it.effect(`multi-call pipelines at concurrency 8: ${label}`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ledger = yield* StudyControl.memoryLedger()
+        const input = studyOf(["a"], { perTrial: { costUsd: 2.25 } })
+        const handle = yield* StudyControl.control({ ...input, trials: input.trials.map((t) => ({ ...t, estimate })) }, ledger)
+        yield* runStudy(yield* suiteOf([twoCallMember(12)]), handle)
+        const usage = (yield* handle.trialUsage).get("a")!
+        assert.strictEqual((yield* handle.exhausted).get("a"), "costUsd")
+        assert.strictEqual(usage.costUsd, expected)
+        if (estimate.callsPerPipeline === 2) assert.isAtMost(usage.costUsd, 2.25 + 1.0, "budget + one pipeline's spend")
+      })).pipe(Effect.provide(env({ concurrency: 8, maxAdmitted: 8 }))))
+  }
+
+  it.effect("multi-call pipelines after the first reports: the mean per call is reserved for each call still expected", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // concurrency 2, no cost estimate (nothing reserved before the first report): pipelines 1 and 2
+      // start at once; from the first report on each pipeline in flight reserves its calls not yet reported
+      const ledger = yield* StudyControl.memoryLedger()
+      const input = studyOf(["a"], { perTrial: { costUsd: 3.25 } })
+      const handle = yield* StudyControl.control({
+        ...input,
+        trials: input.trials.map((t) => ({ ...t, estimate: { callsPerPipeline: 2 } }))
+      }, ledger)
+      yield* runStudy(yield* suiteOf([twoCallMember(12)]), handle)
+      const usage = (yield* handle.trialUsage).get("a")!
+      assert.strictEqual((yield* handle.exhausted).get("a"), "costUsd")
+      assert.isAtMost(usage.costUsd, 3.25 + 1.0, "budget + one pipeline's spend")
+    })).pipe(Effect.provide(env({ concurrency: 2, maxAdmitted: 2 }))))
+
   it.effect("one under the limit: the pipeline at limit-1 still starts (calls: 4 → 4 run)", () =>
     Effect.scoped(Effect.gen(function*() {
       const ledger = yield* StudyControl.memoryLedger()

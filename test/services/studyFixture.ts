@@ -34,6 +34,9 @@ export interface FixtureOptions {
   readonly stop?: Study.StudyInput["stop"]
   readonly budget?: Study.StudyInput["budget"]
   readonly trialConcurrency?: number
+  /** With `leases`: the call reports after this long (TestClock: drive it), as a model call does. */
+  readonly callMs?: number
+  readonly callEstimate?: Study.StudyInput["callEstimate"]
 }
 
 export const variantId = (i: number) => `v${String(i + 1).padStart(2, "0")}`
@@ -65,6 +68,7 @@ export const makeStudy = (o: FixtureOptions) => {
           if (o.leases === true) {
             yield* Effect.scoped(Effect.gen(function*() {
               const lease = yield* Effect.orDie(ctx.acquire())
+              if (o.callMs !== undefined) yield* Effect.sleep(o.callMs)
               yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
             }))
           }
@@ -103,6 +107,7 @@ export const makeStudy = (o: FixtureOptions) => {
     stop: o.stop ?? [{ when: "allTrialsTerminal" }],
     ...(o.budget === undefined ? {} : { budget: o.budget }),
     ...(o.trialConcurrency === undefined ? {} : { trialConcurrency: o.trialConcurrency }),
+    ...(o.callEstimate === undefined ? {} : { callEstimate: o.callEstimate }),
     protocolDigest: JSON.stringify(parts),
     protocolParts: parts,
     describe: (): Json => ({ parts }),

@@ -168,6 +168,38 @@ export const matchesRegistered = (
 ): boolean => registered.definitionDigest === now.definitionDigest || (now.previousDigests ?? []).includes(registered.definitionDigest)
 
 /**
+ * The problems registering `ms` beside the `registered` members would refuse (see
+ * {@link registerMembers}): a member id differing from a registered one only in letter case, a
+ * registered member whose definition changed. Pure: what a suite run checks before it opens any
+ * store for writing, and what the registration checks again.
+ *
+ * @since 0.9.0
+ * @category catalog
+ */
+export const registrationIssues = (
+  registered: ReadonlyArray<MemberRecord>,
+  ms: ReadonlyArray<Pick<MemberRegistration, "experimentId" | "definitionDigest" | "definitionParts" | "previousDigests">>
+): ReadonlyArray<{ readonly path: string; readonly message: string }> => {
+  // ids are compared ignoring case: they name directories, one directory on some file systems
+  const known = new Map(registered.map((m) => [idKey(m.experimentId), m]))
+  return ms.flatMap((m) => {
+    const k = known.get(idKey(m.experimentId))
+    if (k !== undefined && k.experimentId !== m.experimentId) {
+      return [{
+        path: memberPath(m.experimentId),
+        message: `the member id "${m.experimentId}" differs only in letter case from the registered member ` +
+          `"${k.experimentId}" (ids name directories, which some file systems do not tell apart by case): ` +
+          `spell it "${k.experimentId}" or use another id`
+      }]
+    }
+    return k === undefined || matchesRegistered(k, m) ? [] : [{
+      path: memberPath(m.experimentId),
+      message: definitionChangeMessage(m.experimentId, k, m)
+    }]
+  })
+}
+
+/**
  * Registers members (see `SuiteCatalogService.registerMembers`): every digest is checked
  * before the one transaction that writes.
  *
@@ -180,27 +212,14 @@ export const registerMembers = (
   nowMs: number
 ): Effect.Effect<void, ConfigError | StoreUnavailable> =>
   Effect.gen(function*() {
-    // ids are compared ignoring case: they name directories, one directory on some file systems
-    const known = new Map((yield* members(env)).map((m) => [idKey(m.experimentId), m]))
-    const issues = ms.flatMap((m) => {
-      const k = known.get(idKey(m.experimentId))
-      if (k !== undefined && k.experimentId !== m.experimentId) {
-        return [{
-          path: memberPath(m.experimentId),
-          message: `the member id "${m.experimentId}" differs only in letter case from the registered member ` +
-            `"${k.experimentId}" (ids name directories, which some file systems do not tell apart by case): ` +
-            `spell it "${k.experimentId}" or use another id`
-        }]
-      }
-      return k === undefined || matchesRegistered(k, m) ? [] : [{
-        path: memberPath(m.experimentId),
-        message: definitionChangeMessage(m.experimentId, k, m)
-      }]
-    })
+    const registered = yield* members(env)
+    const issues = registrationIssues(registered, ms)
     if (issues.length > 0) {
       // one problem per line
       return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
     }
+    // ids are compared ignoring case: they name directories, one directory on some file systems
+    const known = new Map(registered.map((m) => [idKey(m.experimentId), m]))
     yield* env.tx((d) => {
       // a member registered under an older format's digest of the same definition: upgraded
       const upgrade = d.prepare(

@@ -91,6 +91,7 @@ describe("chaos: three assay runner processes on PostgreSQL", () => {
       const fast = await atFault(cluster, provider, () => pg.restart("fast"))
       await waitCommitted(cluster, Math.floor(tasks / 2))
       const immediate = await atFault(cluster, provider, () => pg.restart("immediate"))
+      console.log(`C6 faults: fast at ${fast.faultAt}, immediate at ${immediate.faultAt}`)
       const run = await submitter.done
       expect(run.code, run.stderr).toBe(0)
       const out = await assertInvariants(cluster, provider, { rows: experiment.rows, capacity, snapshots: [fast, immediate] })

@@ -210,23 +210,27 @@ const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
  * @internal
  */
 export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
-  Effect.suspend(() => {
-    const key = `${spec.pipelineId}/${seq}`
-    const running = env.running.get(key)
-    if (running !== undefined) return Deferred.await(running)
-    // registered before anything yields: a concurrent call finds it
-    const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
-    env.running.set(key, done)
-    const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices))
-    // the fiber's observer settles `done` however the execution ends (interrupted before it
-    // started included, when the scope is closing); attached before anything can interrupt
-    const started = Effect.uninterruptible(Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
-      fiber.addObserver((exit) => {
-        if (env.running.get(key) === done) env.running.delete(key)
-        Deferred.unsafeDone(done, exit)
-      })))
-    return Effect.zipRight(started, Deferred.await(done))
-  })
+  // registering the execution, forking it and attaching the observer that settles `done` (however
+  // the execution ends, interrupted before it started included) happen with no interruption
+  // in between: a registered execution always settles; only the waiting is interruptible
+  Effect.uninterruptibleMask((restore) =>
+    Effect.suspend(() => {
+      const key = `${spec.pipelineId}/${seq}`
+      const running = env.running.get(key)
+      if (running !== undefined) return restore(Deferred.await(running))
+      const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
+      env.running.set(key, done)
+      const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices))
+      return Effect.zipRight(
+        Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
+          fiber.addObserver((exit) => {
+            if (env.running.get(key) === done) env.running.delete(key)
+            Deferred.unsafeDone(done, exit)
+          })),
+        restore(Deferred.await(done))
+      )
+    })
+  )
 
 const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   Effect.gen(function*() {

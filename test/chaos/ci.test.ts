@@ -19,13 +19,6 @@ import { withScene } from "./support/scenario.js"
 
 const pg = usePostgres()
 
-/**
- * Scenarios that fail today because of engine faults (listed in each test's comment and in the
- * chaos suite's report of issue 17) are skipped unless `ASSAY_CHAOS_KNOWN_FAULTS=1`: the
- * helpers fixing the engine run them with it (`ASSAY_CHAOS_KNOWN_FAULTS=1 npm run test:chaos`).
- */
-const knownFaults = process.env.ASSAY_CHAOS_KNOWN_FAULTS === "1"
-
 const capacity = { r1: 6 }
 
 describe("chaos: three assay runner processes on PostgreSQL", () => {
@@ -78,19 +71,22 @@ describe("chaos: three assay runner processes on PostgreSQL", () => {
     }, 240_000)
   }
 
-  // KNOWN FAULT. Before 2026-12-01 18:45 the submitter died at the fast restart (its cluster
-  // calls, the workflow's start and result, failed or died with a PersistenceError on the lost
-  // connection); they now ride it out (submit.ts `ridingOut`). Still failing, 2 of 2 runs after
-  // that: once the run finished but one key was called twice by the same runner before any
-  // fault (a|27 at -2.2 s and -0.8 s: a cut-short execution re-run without an attempt row);
-  // once 12 of 20 pipelines stayed `running` after the restarts (runners stop progressing).
-  it.skipIf(!knownFaults)("C6: Postgres restarted fast, then immediate (crash recovery): no pipeline fails on infrastructure errors", async () => {
+  // Failed before 2026-12-01 21:00 (three engine faults, fixed in src/services/internal/cluster):
+  // pipelines ended failed on a PersistenceError (the engine's request for the next activity
+  // died on the lost connection and the workflow completed with the defect: the workflow now
+  // sends it again once the database answers); keys called twice by the same runner, at the
+  // restart and once before any fault (the engine interrupts the activities of shards it lets
+  // go, when the advisory locks die with the restart or a lock refresh is slow, and re-runs
+  // them: a task execution is now never cut between its call and its commit, and the re-run
+  // awaits it); earlier, the submitter died at the fast restart (its calls now ride it out).
+  it("C6: Postgres restarted fast, then immediate (crash recovery): no pipeline fails on infrastructure errors", async () => {
     await withScene(pg, "c6", {}, async ({ cluster, provider, experiment, tasks }) => {
       const submitter = cluster.submit(20)
       await waitCommitted(cluster, Math.floor(tasks / 4))
       const fast = await atFault(cluster, provider, () => pg.restart("fast"))
       await waitCommitted(cluster, Math.floor(tasks / 2))
       const immediate = await atFault(cluster, provider, () => pg.restart("immediate"))
+      console.log(`C6 faults: fast at ${fast.faultAt}, immediate at ${immediate.faultAt}`)
       const run = await submitter.done
       expect(run.code, run.stderr).toBe(0)
       const out = await assertInvariants(cluster, provider, { rows: experiment.rows, capacity, snapshots: [fast, immediate] })

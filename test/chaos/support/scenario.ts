@@ -3,6 +3,8 @@
  * fresh database), the submitter, and the teardown, so that a scenario file only says which
  * fault happens when.
  */
+import * as fs from "node:fs"
+import * as path from "node:path"
 import type { PgServer } from "../../support/pgServer.js"
 import { type Cluster, type ClusterTimings, type ExperimentDecl, fastTimings, startCluster } from "./cluster.js"
 import { committedCount } from "./invariants.js"
@@ -54,7 +56,37 @@ export const withScene = async <A>(
     }
     throw e
   } finally {
+    if (cluster !== undefined) dumpLogs(db, cluster, provider)
     await cluster?.shutdown()
     await provider.close()
+  }
+}
+
+/**
+ * With `ASSAY_CHAOS_LOGS=DIR`, writes every process's stdout and stderr (the cluster's own logs
+ * go to stdout), the provider's call log and the pipelines' states into `DIR/<db>-<time>/`:
+ * what a failed scenario is diagnosed from.
+ */
+const dumpLogs = (db: string, cluster: Cluster, provider: FakeProvider): void => {
+  const root = process.env.ASSAY_CHAOS_LOGS
+  if (root === undefined || root === "") return
+  const dir = path.join(root, `${db}-${new Date().toISOString().replace(/[:.]/g, "")}`)
+  fs.mkdirSync(dir, { recursive: true })
+  for (const r of cluster.runners) {
+    fs.writeFileSync(path.join(dir, `runner${r.index}.stderr`), r.log())
+    fs.writeFileSync(path.join(dir, `runner${r.index}.stdout`), r.proc.stdout())
+  }
+  cluster.submitters.forEach((s, i) => {
+    fs.writeFileSync(path.join(dir, `submitter${i}.stdout`), s.stdout())
+    fs.writeFileSync(path.join(dir, `submitter${i}.stderr`), s.stderr())
+  })
+  fs.writeFileSync(path.join(dir, "calls.json"), JSON.stringify(provider.calls))
+  try {
+    fs.writeFileSync(
+      path.join(dir, "pipelines.txt"),
+      cluster.sql("SELECT pipeline_id, state, n_tasks_done FROM assay_pipelines ORDER BY 1")
+    )
+  } catch {
+    // the database may be down
   }
 }

@@ -20,7 +20,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -28,6 +28,7 @@ import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import { Store } from "../../Store.js"
 import * as Rows from "../runner/rows.js"
+import * as Infra from "./infra.js"
 import { type PipelineNotRunnable, type PipelineOutcome, PipelineWorkflow } from "./workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -168,42 +169,14 @@ const endedOf = (
 }
 
 /**
- * Whether a failure of the cluster's storage (a `PersistenceError` wrapping an `SqlError`, or
- * the bare `SqlError`) is a lost or refused connection: a database restarting or failing over.
- * Read down the `cause` chain (three levels), as the Postgres store's driver reads its errors.
- */
-const isConnectionLoss = (e: unknown): boolean => {
-  let inner: unknown = e
-  for (let i = 0; i < 4 && inner !== undefined && inner !== null; i++) {
-    const code = (inner as { code?: unknown }).code
-    if (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P") || /^E[A-Z]+$/.test(code))) return true
-    const message = (inner as { message?: unknown }).message
-    if (
-      typeof message === "string" &&
-      /connection terminated|connection error|failed to connect|not queryable|ECONNREFUSED|ECONNRESET|terminating connection/i
-        .test(message)
-    ) return true
-    inner = (inner as { cause?: unknown }).cause
-  }
-  return false
-}
-
-/**
- * The submitter's calls into the cluster's storage (start a workflow, ask for its result)
- * ride out a database restart: a lost connection, failed or died with (the cluster's storage
- * dies with some of its errors), is retried exponentially from 200 ms, each wait at most 5 s,
- * for 60 s in all; anything else, or a loss that lasts longer, is what it was.
+ * The submitter's calls into the cluster's storage (start a workflow, ask for its result,
+ * clear an ended one) ride out a database restart: a lost connection, failed or died with (the
+ * cluster's storage dies with some of its errors), is retried exponentially from 200 ms, each
+ * wait at most 5 s, for 60 s in all (`infra.ts`); anything else, or a loss that lasts longer,
+ * is what it was.
  */
 const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.catchSomeDefect(self, (d) => isConnectionLoss(d) ? Option.some(Effect.fail(d as E)) : Option.none()).pipe(
-    Effect.retry(
-      Schedule.exponential("200 millis").pipe(
-        Schedule.union(Schedule.spaced("5 seconds")),
-        Schedule.upTo("60 seconds"),
-        Schedule.whileInput((e: E) => isConnectionLoss(e))
-      )
-    )
-  )
+  Infra.ridingOut(self, Infra.ridingOutSchedule(Duration.seconds(60)))
 
 /**
  * Submits every spec of `specs` and follows them to the end (see the module comment).

@@ -19,9 +19,19 @@
  * `seq - 1` committed (the winner's value when two executors raced: the next task always
  * starts from what the store kept).
  *
+ * A task execution is never cut between its call and its commit by the engine: it runs in a
+ * fiber of the runner process's own scope, which the activity only awaits, and one process runs
+ * at most one execution of a (pipeline, task) at a time ({@link runTask}). `@effect/cluster`
+ * 0.60 interrupts the activities of a workflow whose shard this runner lets go (a lock refresh
+ * slower than `shardLockRefreshInterval` marks the lock storage unhealthy and force-releases
+ * every shard; a Postgres restart drops the advisory locks), and re-runs them once the shard is
+ * back (`ClusterWorkflowEngine`: a "Suspended" activity is reset and executed again). Without
+ * this, an activity interrupted after the provider answered and before its checkpoint
+ * committed called the provider again (chaos C6; also seen before any fault under load).
+ *
  * @internal
  */
-import { type Clock, Deferred, Duration, Effect, Exit, Option, Schedule } from "effect"
+import { type Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
 import { CodecRegistry } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -73,6 +83,10 @@ export interface TaskEnv {
   readonly states: Map<RunId, State.RunState>
   readonly registry: CodecRegistry
   readonly registries: Map<Task.Any, CodecRegistry>
+  /** The scope task executions run in (the runner process's: closing it interrupts them). */
+  readonly scope: Scope.Scope
+  /** The execution of each (pipeline, task) running in this process, by `pipelineId/seq`. */
+  readonly running: Map<string, Deferred.Deferred<TaskVerdict, StoreUnavailable>>
 }
 
 /**
@@ -88,7 +102,8 @@ export const defaultInfraRetry = (budget: Duration.Duration = Duration.minutes(2
   )
 
 /**
- * Builds the shared part of a runner process's task executions.
+ * Builds the shared part of a runner process's task executions; they run in the scope of the
+ * caller (closing it interrupts the executions still running).
  *
  * @internal
  */
@@ -99,8 +114,8 @@ export const makeTaskEnv = (options: {
   readonly concurrency: number
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
-}): Effect.Effect<TaskEnv> =>
-  Effect.map(Effect.clock, (clock) => ({
+}): Effect.Effect<TaskEnv, never, Scope.Scope> =>
+  Effect.zipWith(Effect.clock, Effect.scope, (clock, scope) => ({
     store: options.store,
     pools: options.pools,
     bus: options.bus,
@@ -109,7 +124,9 @@ export const makeTaskEnv = (options: {
     infraRetry: options.infraRetry ?? defaultInfraRetry(),
     states: new Map(),
     registry: options.registry ?? CodecRegistry.default(),
-    registries: new Map()
+    registries: new Map(),
+    scope,
+    running: new Map()
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -183,10 +200,37 @@ const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
  * failure ends the pipeline `failed` (its checkpoint says so); store errors are retried with
  * `env.infraRetry`, and fail with `StoreUnavailable` only once that schedule is spent.
  *
+ * The execution runs in a fiber of `env.scope`, not in the caller's: interrupting the caller
+ * (the activity, when the engine lets the workflow's shard go) stops the waiting, not the
+ * execution, which goes on to its commit. While it runs, a second call for the same
+ * (pipeline, task) in this process awaits it instead of starting another (the engine re-runs
+ * the interrupted activity once the shard is back); once it ended, a new call starts from the
+ * store (L1: a committed task is not run again).
+ *
  * @internal
  */
 export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
-  Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices)
+  // registering the execution, forking it and attaching the observer that settles `done` (however
+  // the execution ends, interrupted before it started included) happen with no interruption
+  // in between: a registered execution always settles; only the waiting is interruptible
+  Effect.uninterruptibleMask((restore) =>
+    Effect.suspend(() => {
+      const key = `${spec.pipelineId}/${seq}`
+      const running = env.running.get(key)
+      if (running !== undefined) return restore(Deferred.await(running))
+      const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
+      env.running.set(key, done)
+      const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices))
+      return Effect.zipRight(
+        Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
+          fiber.addObserver((exit) => {
+            if (env.running.get(key) === done) env.running.delete(key)
+            Deferred.unsafeDone(done, exit)
+          })),
+        restore(Deferred.await(done))
+      )
+    })
+  )
 
 const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   Effect.gen(function*() {

@@ -25,6 +25,7 @@ import { Bus, make as makeBus } from "../../Bus.js"
 import { Pools } from "../../Pool.js"
 import type { PoolsService } from "../../Pools.js"
 import { Store, type StoreService } from "../../Store.js"
+import * as Infra from "./infra.js"
 import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -180,12 +181,20 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
     }
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     for (let seq = 0; seq < tasks.length; seq++) {
-      const verdict = yield* Activity.make({
+      const activity = Activity.make({
         name: `task/${seq}/${tasks[seq]!.name}`,
         success: TaskVerdictSchema,
         error: StoreUnavailable,
         execute: runTask(env, spec, seq)
       })
+      // L5 for the engine's own calls: sending the activity's request (and resetting it)
+      // goes through the cluster's SQL storage, and @effect/cluster 0.60 dies on a
+      // PersistenceError there (`ClusterWorkflowEngine.activityExecute`: `Effect.orDie`); a
+      // workflow dying that way completes with the defect (`Workflow.CaptureDefects`), i.e. the
+      // pipeline ends on an infrastructure error. The request is keyed by the activity's name
+      // and attempt, so sending it again once the database is back finds the same request
+      // (its stored reply, or the execution in progress): never a second execution.
+      const verdict = yield* Infra.ridingOut(activity)
       if (verdict === "failed") return { verdict: "failed" as const }
       if (verdict === "gone") return { verdict: "gone" as const }
     }

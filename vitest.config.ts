@@ -1,16 +1,31 @@
+import * as os from "node:os"
 import { defineConfig } from "vitest/config"
+import SlowFirstSequencer from "./test/support/sequencer.js"
 
 /**
- * Two groups, one command (`npm test` runs both; `npm run test:unit` only the first):
+ * Three groups, one command (`npm test` runs all; `npm run test:unit` only the first):
  * - `unit`: the domain, services, layers and tasks, in process (the fast inner loop);
  * - `integration`: everything that spawns `bin/assay`, tsx, npm or a browser (the CLI, the
  *   examples, the tutorial, the package, the user cases), after `test/support/buildDist.ts`
- *   has brought `dist/` (what `bin/assay` runs) up to date with `src/`.
+ *   has brought `dist/` (what `bin/assay` runs) up to date with `src/`;
+ * - `chaos`: issue 17's scenarios C1, C2, C5, C6 (`test/chaos/ci.test.ts`: three `assay runner`
+ *   processes on one Postgres, timed fault windows), after the other two groups, alone, so
+ *   that no other test file competes with its runners for the machine (as in `npm run
+ *   test:chaos`, which runs one file at a time).
+ *
+ * Test files run in {@link workers} processes side by side, the slowest first
+ * (`test/support/sequencer.ts`). Most of a file's time is spent waiting for the processes,
+ * servers and real-clock windows it starts, so one more worker than cores keeps the machine busy.
  *
  * Test code imports `assay` through the `assay-source` export condition, so it runs the
  * current `src/` (no build needed), as `tsc` sees it (tsconfig.json `customConditions`).
  */
 const conditions = ["assay-source", "module", "node", "development|production"]
+
+/** Worker processes: `ASSAY_TEST_WORKERS`, else one more than the cores (at least 2, at most 8). */
+const workers = Number(process.env["ASSAY_TEST_WORKERS"]) || Math.min(8, Math.max(2, os.availableParallelism() + 1))
+
+const chaos = ["test/chaos/**/*.test.ts"]
 
 const integration = [
   "test/cli/**/*.test.ts",
@@ -22,9 +37,7 @@ const integration = [
   "test/docs/**/*.test.ts",
   "test/services/Runner.kill*.test.ts",
   "test/services/Suite.kill.test.ts",
-  "test/layers/SqliteStore.locks.test.ts",
-  // issue 17's chaos scenarios C1, C2, C5, C6 (assay runner processes); all of them: npm run test:chaos
-  "test/chaos/**/*.test.ts"
+  "test/layers/SqliteStore.locks.test.ts"
 ]
 
 export default defineConfig({
@@ -34,6 +47,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    maxWorkers: workers,
+    minWorkers: 1,
+    sequence: { sequencer: SlowFirstSequencer },
     reporters: ["default", "./test/support/planReporter.ts"],
     projects: [
       {
@@ -41,7 +57,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
-          exclude: [...integration, "**/node_modules/**"],
+          exclude: [...integration, ...chaos, "**/node_modules/**"],
           globalSetup: ["./test/support/tempRoot.ts"]
         }
       },
@@ -51,6 +67,16 @@ export default defineConfig({
           name: "integration",
           include: integration,
           globalSetup: ["./test/support/tempRoot.ts", "./test/support/buildDist.ts"]
+        }
+      },
+      {
+        extends: true,
+        test: {
+          name: "chaos",
+          // issue 17's chaos scenarios C1, C2, C5, C6; all of them: npm run test:chaos
+          include: chaos,
+          globalSetup: ["./test/support/tempRoot.ts", "./test/support/buildDist.ts"],
+          sequence: { groupOrder: 1 }
         }
       }
     ]

@@ -15,15 +15,16 @@ import SlowFirstSequencer from "./test/support/sequencer.js"
  *
  * Test files run in {@link workers} processes side by side, the slowest first
  * (`test/support/sequencer.ts`). Most of a file's time is spent waiting for the processes,
- * servers and real-clock windows it starts, so one more worker than cores keeps the machine busy.
+ * servers and real-clock windows it starts, so one worker per core (at least two) keeps the
+ * machine busy without starving the timed tests' own processes.
  *
  * Test code imports `assay` through the `assay-source` export condition, so it runs the
  * current `src/` (no build needed), as `tsc` sees it (tsconfig.json `customConditions`).
  */
 const conditions = ["assay-source", "module", "node", "development|production"]
 
-/** Worker processes: `ASSAY_TEST_WORKERS`, else one more than the cores (at least 2, at most 8). */
-const workers = Number(process.env["ASSAY_TEST_WORKERS"]) || Math.min(8, Math.max(2, os.availableParallelism() + 1))
+/** Worker processes: `ASSAY_TEST_WORKERS`, else one per core (at least 2, at most 8). */
+const workers = Number(process.env["ASSAY_TEST_WORKERS"]) || Math.min(8, Math.max(2, os.availableParallelism()))
 
 const chaos = ["test/chaos/**/*.test.ts"]
 

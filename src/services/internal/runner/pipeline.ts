@@ -569,25 +569,30 @@ export const endOfFiber = (
   holder: SlotHold,
   markInterrupted: Effect.Effect<void, StoreUnavailable>
 ) =>
-<A>(body: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> =>
-  body.pipe(
-    Effect.onInterrupt(() =>
-      Effect.uninterruptible(markInterrupted).pipe(
-        Effect.catchAll((e) =>
-          Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
-            Effect.annotateLogs({ runId: env.state.runId, pipelineId })
+<A>(body: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> => {
+  const giveBack = Effect.sync(() => {
+    if (holder.inAttempt) {
+      holder.inAttempt = false
+      env.state.inFlight--
+    }
+    env.slots.release(holder)
+  })
+  // one handler for both (`Effect.onInterrupt` then `Effect.ensuring`, in that order): an
+  // interrupted pipeline is marked, and the slot goes back whatever the marking did
+  return Effect.onExit(body, (exit) =>
+    Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+      ? Effect.ensuring(
+        markInterrupted.pipe(
+          Effect.catchAll((e) =>
+            Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
+              Effect.annotateLogs({ runId: env.state.runId, pipelineId })
+            )
           )
-        )
+        ),
+        giveBack
       )
-    ),
-    Effect.ensuring(Effect.sync(() => {
-      if (holder.inAttempt) {
-        holder.inAttempt = false
-        env.state.inFlight--
-      }
-      env.slots.release(holder)
-    }))
-  )
+      : giveBack)
+}
 
 /**
  * The fatal `HandoffRefused` for a directive that `spec`'s declaration does not allow (the

@@ -153,7 +153,7 @@ describe("leases of a run's attempts", () => {
         Effect.gen(function*() {
           yield* ctx.acquire()
           yield* Effect.addFinalizer((exit) =>
-            Effect.flatMap(pools.snapshot("one"), (snap) =>
+            Effect.flatMap(Effect.orDie(pools.snapshot("one")), (snap) =>
               Effect.sync(() => seen.push(`${n}:${exit._tag}:active=${snap[0]!.active}`))))
           return n === 1 ? yield* Effect.fail(new RetryableError({ message: "no", errorClass: "upstream" })) : n
         }))

@@ -52,6 +52,7 @@ import type {
   SavedResourceState
 } from "../../Pools.js"
 import * as Client from "./client.js"
+import { holderNow } from "../holdNow.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
 import { anonymous, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
@@ -731,17 +732,9 @@ export class Core implements Client.ClientEnv {
       const algoInput = opts.algorithm ?? holder.defaultAlgorithm
       const selector: Selector = opts
       const go = (algorithm: AcquireAlgorithm.AcquireAlgorithm): Effect.Effect<LeaseImpl, AcquireError> => {
-        if (algorithm.observe !== undefined && !pool.observers.includes(algorithm)) pool.observers.push(algorithm)
         const started = this.now()
-        if (algorithm.hints?.firstFreeInPoolOrder === true) {
-          // fast path: a free resource whose client needs no building is leased synchronously
-          const res = this.pick(pool, selector, undefined, started)
-          if (res !== undefined && (res.resource.factory === undefined || res.client._tag === "ready")) {
-            res.active++
-            const client = res.client._tag === "ready" ? res.client.value : undefined
-            return Effect.succeed(this.newLease(pool, res, client, holder, raw, started))
-          }
-        }
+        const now = this.grantNow(pool, algorithm, selector, holder, raw, started)
+        if (now !== undefined) return Effect.succeed(now)
         const attempt: Attempt = { taken: [], waited: false, lease: undefined }
         let phase: Effect.Effect<LeaseImpl, AcquireError> = algorithm.hints?.plainWait === true
           ? Effect.flatMap(
@@ -774,6 +767,53 @@ export class Core implements Client.ClientEnv {
       }
       return algoInput === undefined ? go(pool.algorithm) : Effect.flatMap(this.resolveInput(algoInput), go)
     })
+  }
+
+  /**
+   * The fast path of an acquire: with an algorithm that takes the first free resource in pool
+   * order, a free resource whose client needs no building is leased synchronously (and the
+   * algorithm registered as an observer of `pool`, as every acquire does); `undefined` when the
+   * acquire has to go through the algorithm (or wait).
+   */
+  grantNow(
+    pool: PoolState,
+    algorithm: AcquireAlgorithm.AcquireAlgorithm,
+    selector: Selector,
+    holder: Holder,
+    raw: boolean,
+    started: number
+  ): LeaseImpl | undefined {
+    if (algorithm.observe !== undefined && !pool.observers.includes(algorithm)) pool.observers.push(algorithm)
+    if (algorithm.hints?.firstFreeInPoolOrder !== true) return undefined
+    const res = this.pick(pool, selector, undefined, started)
+    if (res === undefined || !(res.resource.factory === undefined || res.client._tag === "ready")) return undefined
+    res.active++
+    const client = res.client._tag === "ready" ? res.client.value : undefined
+    return this.newLease(pool, res, client, holder, raw, started)
+  }
+
+  /**
+   * {@link grantNow} for an acquire's options, when they name (or default to) a known pool and
+   * an algorithm known without an Effect (the pool's own, an instance, or a name resolved
+   * before); `undefined` otherwise (the acquire then goes through {@link acquireCore}, which
+   * reports an unknown pool or algorithm). No timeout applies: nothing waits.
+   */
+  leaseNow(options: AcquireOptions | string | undefined, holder: Holder, raw: boolean): LeaseImpl | undefined {
+    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
+    let poolName = opts.pool ?? holder.defaultPool
+    if (poolName === undefined && this.pools.size === 1) poolName = this.pools.keys().next().value
+    const pool = poolName === undefined ? undefined : this.pools.get(poolName)
+    if (pool === undefined) return undefined
+    const input = opts.algorithm ?? holder.defaultAlgorithm
+    const algorithm = input === undefined
+      ? pool.algorithm
+      : typeof input === "string"
+      ? this.resolved.get(input)
+      : AcquireAlgorithm.isAcquireAlgorithm(input)
+      ? input
+      : undefined
+    if (algorithm === undefined) return undefined
+    return this.grantNow(pool, algorithm, opts, holder, raw, this.now())
   }
 
   buildLease(
@@ -1174,6 +1214,27 @@ export class Core implements Client.ClientEnv {
   }
 
   scoped<Client>(
+    options: AcquireOptions | string | undefined,
+    holder: Holder
+  ): Effect.Effect<Lease<Client>, AcquireError, Scope.Scope> {
+    // In a Scope that holds a synchronous finalizer now (a runner attempt's: see `holdNow.ts`),
+    // a free slot is granted and its release registered in one synchronous step: nothing can
+    // interrupt between the two, and no Effect runs for either.
+    return Effect.withFiberRuntime<Lease<Client>, AcquireError, Scope.Scope>((fiber) => {
+      const sync = holderNow(fiber)
+      if (sync !== undefined) {
+        const lease = this.leaseNow(options, holder, false)
+        if (lease !== undefined) {
+          sync.hold(() => this.releaseNow(lease))
+          return Effect.succeed(lease as Lease<Client>)
+        }
+      }
+      return this.scopedWait<Client>(options, holder)
+    })
+  }
+
+  /** {@link scoped} through the Scope protocol: any Scope, and acquires that may wait. */
+  scopedWait<Client>(
     options: AcquireOptions | string | undefined,
     holder: Holder
   ): Effect.Effect<Lease<Client>, AcquireError, Scope.Scope> {

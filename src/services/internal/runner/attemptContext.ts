@@ -232,23 +232,7 @@ export class AttemptContext implements TaskContext {
   }
   /** The lease a task sees: the pool's, with its reports priced ({@link priceReport}). */
   #priced<Client>(lease: Lease<Client>): Lease<Client> {
-    const self = this
-    return {
-      id: lease.id,
-      pool: lease.pool,
-      resource: lease.resource,
-      options: lease.options,
-      client: lease.client,
-      taskName: lease.taskName,
-      get heldMs() {
-        return lease.heldMs
-      },
-      report: (report) => Effect.suspend(() => lease.report(self.priceReport(lease as Lease, report))),
-      degrade: (reason) => lease.degrade(reason),
-      get releaseNow() {
-        return lease.releaseNow
-      }
-    }
+    return new PricedLease(lease, this)
   }
   get publishResource(): TaskContext["publishResource"] {
     return (pool, resource) => this.#shared.pools.add(pool, resource)
@@ -267,9 +251,9 @@ export class AttemptContext implements TaskContext {
     return <Client,>(opts?: AcquireOptions | string) =>
       // The pool tracks the attempt's unreleased leases under its owner key (held pools for
       // deadlock warnings, reclaim); the attempt only records the ids for its task row.
-      Effect.map(this.#leaseWait(this.#shared.pools.acquire<Client>(opts, this.#holderOf())), (lease) => {
+      Effect.flatMap(this.#leaseWait(this.#shared.pools.acquire<Client>(opts, this.#holderOf())), (lease) => {
         this.#track(lease)
-        return this.#priced(lease)
+        return Effect.succeed(this.#priced(lease))
       })
   }
   get acquireLease(): TaskContext["acquireLease"] {
@@ -294,5 +278,46 @@ export class AttemptContext implements TaskContext {
   get reportMetric(): TaskContext["reportMetric"] {
     return (name, value, o) =>
       this.#shared.reportMetric(name, value, { ...o, pipelineId: o?.scope === "run" ? null : this.pipelineId })
+  }
+}
+
+/**
+ * The lease an attempt's task sees: the pool's lease, whose reports the attempt prices first
+ * (`AttemptContext.priceReport`). A class, so that a lease costs one small object (its
+ * functions are built on access, so destructuring `const { report } = lease` still works).
+ */
+class PricedLease<Client> implements Lease<Client> {
+  readonly id: string
+  readonly pool: string
+  readonly resource: Lease<Client>["resource"]
+  readonly options: Lease<Client>["options"]
+  readonly client: Client
+  readonly taskName: string
+  readonly #lease: Lease<Client>
+  readonly #ctx: AttemptContext
+  constructor(lease: Lease<Client>, ctx: AttemptContext) {
+    this.id = lease.id
+    this.pool = lease.pool
+    this.resource = lease.resource
+    this.options = lease.options
+    this.client = lease.client
+    this.taskName = lease.taskName
+    this.#lease = lease
+    this.#ctx = ctx
+  }
+  get heldMs(): Effect.Effect<number> {
+    return this.#lease.heldMs
+  }
+  get report(): Lease<Client>["report"] {
+    const lease = this.#lease
+    const ctx = this.#ctx
+    return (report) => Effect.suspend(() => lease.report(ctx.priceReport(lease as Lease, report)))
+  }
+  get degrade(): Lease<Client>["degrade"] {
+    const lease = this.#lease
+    return (reason) => lease.degrade(reason)
+  }
+  get releaseNow(): Effect.Effect<void> {
+    return this.#lease.releaseNow
   }
 }

@@ -34,30 +34,45 @@
  *
  * @internal
  */
-import { Context, Effect, type Exit, Fiber, FiberRef, Random, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, FiberRef, Random, Scope } from "effect"
 import type * as Chunk from "effect/Chunk"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import { globalValue } from "effect/GlobalValue"
 import { pipeArguments } from "effect/Pipeable"
+import { type HoldNow, HoldNowTypeId, type SyncHolder } from "../holdNow.js"
 
 /**
  * One attempt's services, each made on first use: its generator (from its seed; `seed` is
- * called once) and its scope (closed with the attempt's exit by {@link attemptScoped}).
+ * read once) and its scope (closed with the attempt's exit by {@link attemptScoped} or
+ * {@link attemptExit}). It is also the {@link SyncHolder} of its attempt's first finalizer when
+ * that one is synchronous (a pool lease's release: see `holdNow.ts`).
  *
  * @internal
  */
-export class AttemptGenerator {
+export class AttemptGenerator implements SyncHolder {
   #random: Random.Random | undefined = undefined
   /** The attempt's only finalizer so far, held without a Scope (most attempts add one or none). */
   #held: Scope.Scope.Finalizer | undefined = undefined
+  /** The same, when it is synchronous (given through {@link hold}): run without an Effect. */
+  #heldNow: (() => void) | undefined = undefined
   #scope: Scope.CloseableScope | undefined = undefined
   #closed: Exit.Exit<unknown, unknown> | undefined = undefined
-  readonly #seed: () => number
-  constructor(seed: () => number) {
+  readonly #seed: { readonly seed: number }
+  /** @param seed what holds the attempt's seed (the attempt's context: `seed` is read on the first draw) */
+  constructor(seed: { readonly seed: number }) {
     this.#seed = seed
   }
   get random(): Random.Random {
-    return this.#random ??= Random.make(this.#seed())
+    return this.#random ??= Random.make(this.#seed.seed)
+  }
+  /** Whether {@link hold} can take a finalizer now: the attempt runs and holds none yet. */
+  get canHoldNow(): boolean {
+    return this.#closed === undefined && this.#scope === undefined && this.#held === undefined &&
+      this.#heldNow === undefined
+  }
+  /** Holds a synchronous finalizer (only when {@link canHoldNow}), run when the attempt ends. */
+  hold(release: () => void): void {
+    this.#heldNow = release
   }
   /**
    * Adds a finalizer, run with the attempt's exit when it ends (last added first); after the
@@ -66,7 +81,7 @@ export class AttemptGenerator {
   addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
     if (this.#closed !== undefined) return finalizer(this.#closed)
     if (this.#scope !== undefined) return Scope.addFinalizerExit(this.#scope, finalizer)
-    if (this.#held === undefined) {
+    if (this.#held === undefined && this.#heldNow === undefined) {
       this.#held = finalizer
       return Effect.void
     }
@@ -84,8 +99,14 @@ export class AttemptGenerator {
       if (this.#scope !== undefined) return Effect.succeed(this.#scope)
       this.#scope = made
       const held = this.#held
+      const heldNow = this.#heldNow
       this.#held = undefined
-      const filled = held === undefined ? Effect.void : Scope.addFinalizerExit(made, held)
+      this.#heldNow = undefined
+      const filled = held !== undefined
+        ? Scope.addFinalizerExit(made, held)
+        : heldNow !== undefined
+        ? Scope.addFinalizer(made, Effect.sync(heldNow))
+        : Effect.void
       // asked after the attempt ended (a fiber it forked): the scope is closed already, so a
       // finalizer added to it runs at once, as with a closed Scope
       return Effect.as(this.#closed === undefined ? filled : Effect.zipRight(filled, Scope.close(made, this.#closed)), made)
@@ -100,12 +121,29 @@ export class AttemptGenerator {
   }
   /** Ends the attempt: runs its finalizers (its scope's, or the one held) with `exit`. */
   close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
-    if (this.#closed !== undefined) return Effect.void
+    return this.closeNow(exit) ?? Effect.void
+  }
+  /**
+   * {@link close}, with `undefined` when it is done already: nothing held, or a synchronous
+   * finalizer, which has run (one that throws is a defect of the close, as in `Effect.sync`).
+   */
+  closeNow(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> | undefined {
+    if (this.#closed !== undefined) return undefined
     this.#closed = exit
     if (this.#scope !== undefined) return Scope.close(this.#scope, exit)
+    const heldNow = this.#heldNow
+    if (heldNow !== undefined) {
+      this.#heldNow = undefined
+      try {
+        heldNow()
+      } catch (defect) {
+        return Effect.die(defect)
+      }
+      return undefined
+    }
     const held = this.#held
     this.#held = undefined
-    return held === undefined ? Effect.void : held(exit)
+    return held === undefined ? undefined : held(exit)
   }
 }
 
@@ -178,7 +216,7 @@ export class AttemptRandom implements Random.Random {
  *
  * @internal
  */
-export class AttemptScope implements Scope.Scope {
+export class AttemptScope implements Scope.Scope, HoldNow {
   readonly [Scope.ScopeTypeId]: Scope.ScopeTypeId = Scope.ScopeTypeId
   readonly strategy: ExecutionStrategy.ExecutionStrategy
   readonly #target: Effect.Effect<Scope.Scope>
@@ -192,6 +230,14 @@ export class AttemptScope implements Scope.Scope {
         : outside !== undefined
         ? Effect.succeed(outside)
         : Effect.dieMessage("a Scope was asked for outside an attempt, where the run provides none"))
+  }
+  /**
+   * The attempt `fiber` runs, when it can hold a synchronous finalizer now (see `holdNow.ts`):
+   * it runs and holds no finalizer yet. Outside attempts: `undefined`.
+   */
+  [HoldNowTypeId](fiber: Fiber.RuntimeFiber<unknown, unknown>): SyncHolder | undefined {
+    const current = fiber.getFiberRef(currentAttempt).current
+    return current !== undefined && current.canHoldNow ? current : undefined
   }
   /** Effect's Scope protocol: adds a finalizer to the attempt's (or the outside) scope. */
   addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
@@ -255,12 +301,8 @@ export const attemptScoped = <A, E, R>(
   generator: AttemptGenerator
 ): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
   Effect.withFiberRuntime<A, E, Exclude<R, Scope.Scope>>((fiber) => {
-    const cell = fiber.getFiberRef(currentAttempt)
-    const scope = Context.getOption(fiber.currentContext as Context.Context<Scope.Scope>, Scope.Scope)
-    if (
-      cell === rootCell || !(scope._tag === "Some" && scope.value instanceof AttemptScope) ||
-      !(Context.get(fiber.currentDefaultServices, Random.Random) instanceof AttemptRandom)
-    ) {
+    const cell = installedCell(fiber)
+    if (cell === undefined) {
       return withAttemptServices(attemptScoped(body, generator)) as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
     }
     let previous: AttemptGenerator | undefined = undefined
@@ -278,3 +320,76 @@ export const attemptScoped = <A, E, R>(
       }
     )
   })
+
+const noScope = (): undefined => undefined
+
+/** The fiber's cell when the run's attempt services are installed on it, else `undefined`. */
+const installedCell = (fiber: Fiber.RuntimeFiber<unknown, unknown>): AttemptCell | undefined => {
+  const cell = fiber.getFiberRef(currentAttempt)
+  return cell !== rootCell &&
+      Context.getOrElse(fiber.currentContext as Context.Context<Scope.Scope>, Scope.Scope, noScope) instanceof
+        AttemptScope &&
+      Context.get(fiber.currentDefaultServices, Random.Random) instanceof AttemptRandom
+    ? cell
+    : undefined
+}
+
+/**
+ * One attempt of an Effect task, to its end: `body()` (called inside the attempt, a throw a
+ * defect) runs as the attempt `generator` (as {@link attemptScoped}), its scope is closed with
+ * its exit whatever it is (success, failure, interruption), and `end` gets that exit (with a
+ * failing finalizer's cause after the body's, as `Effect.onExit` gives it). Never fails; on
+ * interruption `end` still runs (uninterruptibly), then the interruption goes on.
+ *
+ * The same as `Effect.exit(attemptScoped(Effect.suspend(body), generator))` followed by
+ * `end`, in one uninterruptible region with one handler: about half the fiber steps, and no
+ * Effect at all to close an attempt whose only finalizer is synchronous (a lease's release,
+ * see `holdNow.ts`).
+ *
+ * @internal
+ */
+export const attemptExit = <A, E, R, B>(
+  generator: AttemptGenerator,
+  body: () => Effect.Effect<A, E, R>,
+  end: (exit: Exit.Exit<A, E>) => B | Effect.Effect<B>
+): Effect.Effect<B, never, Exclude<R, Scope.Scope>> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime<B, never, Exclude<R, Scope.Scope>>((fiber) => {
+      const ended = (exit: Exit.Exit<A, E>): Effect.Effect<B> => {
+        const out = end(exit)
+        return Effect.isEffect(out) ? out as Effect.Effect<B> : Effect.succeed(out as B)
+      }
+      const cell = installedCell(fiber)
+      if (cell === undefined) {
+        return Effect.flatMap(
+          Effect.exit(restore(attemptScoped(Effect.suspend(body), generator))),
+          ended
+        ) as Effect.Effect<B, never, Exclude<R, Scope.Scope>>
+      }
+      const previous = cell.current
+      cell.current = generator
+      let self: Effect.Effect<A, E, R>
+      try {
+        self = body()
+      } catch (defect) {
+        self = Effect.die(defect)
+      }
+      const after = (exit: Exit.Exit<A, E>): Effect.Effect<B> => {
+        cell.current = previous
+        const closing = generator.closeNow(exit)
+        if (closing === undefined) return ended(exit)
+        return Effect.flatMap(Effect.exit(closing), (closed) =>
+          ended(
+            Exit.isSuccess(closed)
+              ? exit
+              : Exit.isSuccess(exit)
+              ? closed as Exit.Exit<never>
+              : Exit.failCause(Cause.sequential(exit.cause, closed.cause))
+          ))
+      }
+      return Effect.matchCauseEffect(restore(self as Effect.Effect<A, E, Exclude<R, Scope.Scope>>), {
+        onFailure: (cause) => after(Exit.failCause(cause)),
+        onSuccess: (a) => after(Exit.succeed(a))
+      })
+    })
+  )

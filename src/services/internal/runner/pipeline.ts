@@ -39,7 +39,7 @@ import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
-import { AttemptGenerator, attemptScoped } from "./attemptScope.js"
+import { AttemptGenerator, attemptExit, attemptScoped } from "./attemptScope.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
@@ -569,25 +569,30 @@ export const endOfFiber = (
   holder: SlotHold,
   markInterrupted: Effect.Effect<void, StoreUnavailable>
 ) =>
-<A>(body: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> =>
-  body.pipe(
-    Effect.onInterrupt(() =>
-      Effect.uninterruptible(markInterrupted).pipe(
-        Effect.catchAll((e) =>
-          Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
-            Effect.annotateLogs({ runId: env.state.runId, pipelineId })
+<A>(body: Effect.Effect<A, StoreUnavailable>): Effect.Effect<A, StoreUnavailable> => {
+  const giveBack = Effect.sync(() => {
+    if (holder.inAttempt) {
+      holder.inAttempt = false
+      env.state.inFlight--
+    }
+    env.slots.release(holder)
+  })
+  // one handler for both (`Effect.onInterrupt` then `Effect.ensuring`, in that order): an
+  // interrupted pipeline is marked, and the slot goes back whatever the marking did
+  return Effect.onExit(body, (exit) =>
+    Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+      ? Effect.ensuring(
+        markInterrupted.pipe(
+          Effect.catchAll((e) =>
+            Effect.logError(`could not mark pipeline ${pipelineId} interrupted: ${e.message}`).pipe(
+              Effect.annotateLogs({ runId: env.state.runId, pipelineId })
+            )
           )
-        )
+        ),
+        giveBack
       )
-    ),
-    Effect.ensuring(Effect.sync(() => {
-      if (holder.inAttempt) {
-        holder.inAttempt = false
-        env.state.inFlight--
-      }
-      env.slots.release(holder)
-    }))
-  )
+      : giveBack)
+}
 
 /**
  * The fatal `HandoffRefused` for a directive that `spec`'s declaration does not allow (the
@@ -803,6 +808,17 @@ const runBody = (
     const shared = member === undefined ? env.shared : env.memberShared(member)
     const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
     const timeout = task.options.timeout
+    const maxTotal = task.options.retry.maxTotal
+    // The common Effect task (nothing wraps its body): the attempt, its scope's close and its
+    // end in one uninterruptible region (see `attemptExit`): no span, timeout or budget to
+    // put between the body and its exit.
+    if (task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator) {
+      return attemptExit(
+        new AttemptGenerator(ctx),
+        () => task.run(input, ctx) as Effect.Effect<unknown, unknown, never>,
+        (exit: Exit.Exit<unknown, unknown>) => attemptEnd(env, task, ctx, exit, startedAt, slot)
+      )
+    }
     // Sync and promise tasks cannot run a scoped Effect: they get no Scope (opening one costs
     // more than the rest of a trivial attempt). An evaluator runs blind: no variables or member
     // labels in its context, no store, its input redacted (domain/Evaluator.ts).
@@ -816,7 +832,7 @@ const runBody = (
     // pipeline, seq, attempt and, past visit 0, the visit), so a rerun samples the same values
     // and a retry or a revisit samples anew; the generator is built when the attempt first
     // draws (see `attemptScope.ts`). Sync and promise bodies cannot read it.
-    const body = task.scoped ? attemptScoped(run, new AttemptGenerator(() => ctx.seed)) : run
+    const body = task.scoped ? attemptScoped(run, new AttemptGenerator(ctx)) : run
     const timed = timeout === null
       ? body
       : Effect.timeoutFail(body, {
@@ -826,7 +842,6 @@ const runBody = (
       })
     // retry.maxTotal bounds the task's whole time, a lease wait included: the attempt running
     // when it runs out is interrupted (from the first attempt's start)
-    const maxTotal = task.options.retry.maxTotal
     const budgeted = maxTotal === undefined ? timed : withinBudget(
       shared.pools,
       timed,

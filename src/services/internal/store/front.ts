@@ -264,6 +264,23 @@ export const makeWith = (
         ([placedSeeds, ops]) => group(placedSeeds, ops)
       )
     }
+    /** An admission with its seeds placed: submitted at once when no seed needs I/O. */
+    const admitPlaced = (
+      ps: Parameters<StoreService["admit"]>[0],
+      seeds: ReadonlyArray<NewArtifact>,
+      traversals: NonNullable<Parameters<StoreService["admit"]>[2]>
+    ): Effect.Effect<void, StoreUnavailable> => {
+      const placed: Array<readonly [NewArtifact, PlacedArtifact]> = []
+      for (const a of seeds) {
+        const p = placeSync(a, journal, backend)
+        if (p === undefined) {
+          return Effect.flatMap(placeAll(seeds, journal, backend), (all) =>
+            writer.submit({ _tag: "Admit", pipelines: ps, seeds: all, traversals }))
+        }
+        placed.push([a, p])
+      }
+      return writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed, traversals })
+    }
     const traversal = driver.traversal
     const service: StoreService = {
       kind: driver.kind,
@@ -306,8 +323,9 @@ export const makeWith = (
           ? Effect.void
           : traversals.length > 0 && driver.traversal === undefined
           ? Effect.fail(noTraversal)
-          : refuse(Effect.flatMap(placeAll(seeds, journal, backend), (placed) =>
-            writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed, traversals }))),
+          : refused !== undefined
+          ? Effect.fail(refused)
+          : admitPlaced(ps, seeds, traversals),
       checkpoint: (unit) => {
         if (refused !== undefined) return Effect.fail(refused)
         if (unit.admission !== undefined || unit.before !== undefined) return checkpointGroup(unit)

@@ -18,7 +18,7 @@ import {
 // exit path; forked fibers bound to it; a fiber forked inside it keeps its attempt).
 
 const attempt = <A, E, R>(body: Effect.Effect<A, E, R>, seed = 1) =>
-  attemptScoped(body, new AttemptGenerator(() => seed))
+  attemptScoped(body, new AttemptGenerator({ seed }))
 
 describe("attempt scope", () => {
   it.effect("finalizers and acquireRelease run at the attempt's end, last added first, with its exit", () =>
@@ -141,6 +141,55 @@ describe("leases of a run's attempts", () => {
       assert.strictEqual(report.stats.byState.failed, 1) // 0: timed out holding the lease
       assert.isTrue(yield* slotFree)
     }).pipe(Effect.provide(env)))
+
+  it.effect("a lease taken at once goes back after the finalizers added after it, on success and on failure", () =>
+    Effect.gen(function*() {
+      const pools = yield* Pool.Pools
+      const seen: Array<string> = []
+      // the lease is granted synchronously (a free slot) and held by the attempt without a
+      // Scope; a finalizer added after it makes the attempt's Scope, which must still run the
+      // lease's release last
+      const task = Task.make("fin-after-lease", { resource: "one", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          yield* ctx.acquire()
+          yield* Effect.addFinalizer((exit) =>
+            Effect.flatMap(Effect.orDie(pools.snapshot("one")), (snap) =>
+              Effect.sync(() => seen.push(`${n}:${exit._tag}:active=${snap[0]!.active}`))))
+          return n === 1 ? yield* Effect.fail(new RetryableError({ message: "no", errorClass: "upstream" })) : n
+        }))
+      const runner = yield* Runner.Runner
+      const report = yield* runner.run(Pipeline.make("fin-after-lease", task).map([0, 1]))
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.sameMembers(seen, ["0:Success:active=1", "1:Failure:active=1"])
+      assert.isTrue(yield* slotFree)
+    }).pipe(Effect.provide(env)))
+
+  it.effect("two leases of one attempt (the first held without a Scope) are both held, and both go back", () =>
+    Effect.gen(function*() {
+      // capacity 2: the first lease is held without a Scope, the second goes through the
+      // attempt's Scope; both are released at the attempt's end
+      const two = Layer.provideMerge(
+        Runner.layer({ handleSignals: false, concurrency: 1 }),
+        Layer.mergeAll(MemoryStore.layer(), Pool.layer([Pool.make("two", [Resource.make("w", { id: "w0", capacity: 2 })])]))
+      )
+      yield* Effect.gen(function*() {
+        const pools = yield* Pool.Pools
+        const held: Array<number> = []
+        const task = Task.make("two-leases", { resource: "two" }, (n: number, ctx) =>
+          Effect.gen(function*() {
+            yield* ctx.acquire()
+            yield* ctx.acquire()
+            held.push((yield* pools.snapshot("two"))[0]!.active)
+            return n
+          }))
+        const runner = yield* Runner.Runner
+        const report = yield* runner.run(Pipeline.make("two-leases", task).map([0, 1, 2]))
+        assert.strictEqual(report.stats.byState.succeeded, 3)
+        assert.deepStrictEqual(held, [2, 2, 2])
+        assert.strictEqual((yield* pools.snapshot("two"))[0]!.active, 0)
+      }).pipe(Effect.provide(two))
+    }))
 
   it.effect("go back when a stop interrupts an attempt holding one", () =>
     Effect.gen(function*() {

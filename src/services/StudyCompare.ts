@@ -933,7 +933,10 @@ const evidenceOf = (
     }
     const v = comparison.variants.find((x) => x.variantId === variantId)
     if (v === undefined) {
-      const near = closest(variantId, comparison.variants.map((x) => x.variantId))
+      // "v3" for "v03": the ids are zero-padded, which an edit distance alone misses
+      const ids = comparison.variants.map((x) => x.variantId)
+      const digits = /^v0*([0-9]+)$/i.exec(variantId)?.[1]
+      const near = (digits === undefined ? undefined : ids.find((id) => /^v0*([0-9]+)$/.exec(id)?.[1] === digits)) ?? closest(variantId, ids)
       return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
     const ev = v.evidence[metric]!

@@ -186,6 +186,9 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       assert.deepStrictEqual(yield* a.evidence("accuracy", "v02"), yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 }))
       const unknown = yield* Effect.flip(a.evidence("acuracy", "v02"))
       assert.include(unknown.message, "did you mean \"accuracy\"")
+      // a variant written without its zero padding
+      const unpadded = yield* Effect.flip(a.evidence("accuracy", "v2"))
+      assert.include(unpadded.message, "unknown variant \"v2\" (did you mean \"v02\"?)")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it.effect("the served study's cache: one comparison while the study's rows do not change, a new one when a trial row does", () =>
@@ -570,6 +573,8 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
 
   it.effect("the same data and seed give the same intervals whatever order the store holds the cases in", () =>
     Effect.gen(function*() {
+      // (a regression guard: the memory store returns cases in one fixed order, so this passes
+      // before the fix too; the golden's wrongRate interval moved when the order became the key's)
       const forward = yield* orderRun(false)
       const backward = yield* orderRun(true)
       assert.strictEqual(backward, forward)

@@ -348,6 +348,14 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 const kindOf = (d: StudyMetrics.MetricDefinition): "case" | "reduced" | "trial" =>
   d.level === "case" ? "case" : d.decl !== undefined || d.name === "latencyP95Ms" ? "reduced" : "trial"
 
+/**
+ * The resamples of a `p50`/`p95`/`sum` (and `latencyP95Ms`) bootstrap over cases, at most: each
+ * one recomputes the statistic per variant and repeat over every case, so 10,000 would cost
+ * five times a case-level metric's; 2,000 is ample for a 95 % percentile interval (Efron &
+ * Tibshirani 1993, §19.3, advise 1,000 or more), and the method names the number used.
+ */
+const REDUCED_RESAMPLES = 2000
+
 const reducerOf = (d: StudyMetrics.MetricDefinition): Statistics.TrialReducer => {
   const r = d.decl?.reducer
   return r === "p50" || r === "sum" || r === "mean" ? r : "p95"
@@ -542,7 +550,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             return [row]
           })
         })
-        reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples })
+        // at most REDUCED_RESAMPLES: each resample recomputes the statistic of every variant and
+        // repeat over all the cases (the method string says how many were drawn)
+        reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples: Math.min(resamples, REDUCED_RESAMPLES) })
       }
 
       for (const v of variantBase) {

@@ -10,7 +10,10 @@
  *   cases, or 3 repeats for repeat-level claims);
  * - several objectives at once: {@link dominates}, {@link paretoFront} (point estimates),
  *   {@link paretoFrontUncertain} (dominated only beyond the intervals) and
- *   {@link weightedRanking} (min-max normalized weighted sum, a secondary view).
+ *   {@link weightedRanking} (min-max normalized weighted sum, a secondary view);
+ * - trial-level statistics and small samples: {@link bootstrapReduced} (a p95, p50, sum or
+ *   mean recomputed per trial over resampled cases), {@link studentInterval} (a few repeat
+ *   values), {@link bonferroniWiden} and {@link holm} (many comparisons at once).
  *
  * Randomness is seeded: every bootstrap takes a `seed`, draws from effect's `Utils.PCGRandom`
  * seeded with it, and echoes the seed in its result, so the same input and seed give the same
@@ -1049,13 +1052,18 @@ const goodsOf = (fn: string, p: ParetoPoint, objectives: ReadonlyArray<ParetoObj
   return objectives.map((o, i) => goodness(fn, p, i, o))
 }
 
-const dominatesGood = (a: ReadonlyArray<Good>, b: ReadonlyArray<Good>, uncertain: boolean): boolean => {
+const dominatesGood = (
+  a: ReadonlyArray<Good>,
+  b: ReadonlyArray<Good>,
+  uncertain: boolean,
+  separated?: ((objective: number) => boolean | undefined) | undefined
+): boolean => {
   let better = false
   for (let i = 0; i < a.length; i++) {
     const x = a[i]!
     const y = b[i]!
     if (x.point < y.point) return false
-    if (uncertain ? x.lo > y.hi : x.point > y.point) better = true
+    if (uncertain ? (separated?.(i) ?? x.lo > y.hi) : x.point > y.point) better = true
   }
   return better
 }
@@ -1088,14 +1096,43 @@ export const dominates = (a: ParetoPoint, b: ParetoPoint, objectives: ReadonlyAr
   return dominatesGood(goodsOf("dominates", a, objectives), goodsOf("dominates", b, objectives), uncertain)
 }
 
-const front = (fn: string, points: ReadonlyArray<ParetoPoint>, objectives: ReadonlyArray<ParetoObjective>, uncertain: boolean): ReadonlyArray<string> => {
+/**
+ * Options of {@link paretoFrontUncertain}: `comparable(a, b)` tells whether the data can rank
+ * point `a` against point `b` at all (e.g. their comparison has the minimum sample: see
+ * {@link sufficiency}); when it returns `false`, `a` never dominates `b` whatever the
+ * intervals say. Default: every pair is comparable.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface UncertainFrontOptions {
+  readonly comparable?: ((a: string, b: string) => boolean) | undefined
+  /**
+   * Whether `a` is better than `b` beyond noise on objective number `objective`, from
+   * something better than the two marginal intervals (e.g. the interval of their paired
+   * difference); `undefined`: the marginal intervals decide. The point estimates must still
+   * favour `a` on every objective.
+   */
+  readonly separated?: ((a: string, b: string, objective: number) => boolean | undefined) | undefined
+}
+
+const front = (
+  fn: string,
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  uncertain: boolean,
+  comparable?: ((a: string, b: string) => boolean) | undefined,
+  separated?: UncertainFrontOptions["separated"]
+): ReadonlyArray<string> => {
   checkObjectives(fn, objectives)
   const goods = points.map((p) => goodsOf(fn, p, objectives))
   const out: Array<string> = []
   for (let i = 0; i < points.length; i++) {
     let dominated = false
     for (let j = 0; j < points.length && !dominated; j++) {
-      if (j !== i && dominatesGood(goods[j]!, goods[i]!, uncertain)) dominated = true
+      if (j === i) continue
+      const sep = separated === undefined ? undefined : (k: number) => separated(points[j]!.id, points[i]!.id, k)
+      if (dominatesGood(goods[j]!, goods[i]!, uncertain, sep) && (comparable === undefined || comparable(points[j]!.id, points[i]!.id))) dominated = true
     }
     if (!dominated) out.push(points[i]!.id)
   }
@@ -1118,14 +1155,21 @@ export const paretoFront = (points: ReadonlyArray<ParetoPoint>, objectives: Read
  * The uncertainty-aware Pareto front: the ids of the points no other point dominates beyond the
  * intervals ({@link dominates} with `uncertain = true`), in input order. It contains the strict
  * front ({@link paretoFront}) and adds the points that are beaten only within noise, i.e. that
- * the data cannot yet rule out. O(n² · m).
+ * the data cannot yet rule out. With `options.comparable`, a point is dominated only by a
+ * point it can be compared with (a comparison below the minimum sample removes nobody), so
+ * the front still contains the strict front. With `options.separated`, a pair's "better beyond
+ * noise" on an objective may come from a paired comparison instead of the two marginal
+ * intervals. O(n² · m).
  *
  * @throws RangeError (a caller bug): as {@link dominates}.
  * @since 0.6.0
  * @category pareto
  */
-export const paretoFrontUncertain = (points: ReadonlyArray<ParetoPoint>, objectives: ReadonlyArray<ParetoObjective>): ReadonlyArray<string> =>
-  front("paretoFrontUncertain", points, objectives, true)
+export const paretoFrontUncertain = (
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  options: UncertainFrontOptions = {}
+): ReadonlyArray<string> => front("paretoFrontUncertain", points, objectives, true, options.comparable, options.separated)
 
 /**
  * A weighted ranking (a secondary view beside the Pareto fronts): per objective, each point's
@@ -1172,4 +1216,322 @@ export const weightedRanking = (
     .map((p, k) => ({ id: p.id, score: scores[k]! / total, k }))
     .sort((x, y) => y.score - x.score || x.k - y.k)
     .map(({ id, score }) => ({ id, score }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics of a trial recomputed over resampled cases; small samples; multiplicity
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * How a trial's value is computed from its pipelines' values (one value per case): `mean`,
+ * `sum`, `p50` or `p95` (type-7 quantiles, Hyndman & Fan 1996).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export type TrialReducer = "mean" | "sum" | "p50" | "p95"
+
+/**
+ * The result of {@link bootstrapReduced}: per variant its interval (`null` when it has no
+ * value at all) and its `replicates` (the statistic of each resample, in draw order; the
+ * draws are shared, so `replicates` of two variants are paired resample by resample; empty
+ * when the variant has no value), and `paired(base, cand)`: the difference cand − base with
+ * its percentile interval from the paired replicates (`null` when either has no value).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface ReducedBootstrap {
+  readonly intervals: ReadonlyArray<Interval | null>
+  readonly replicates: ReadonlyArray<Float64Array>
+  readonly paired: (base: number, cand: number) => Interval | null
+}
+
+/** The type-7 quantile `p` of a weighted multiset given in sorted order (weights ≥ 0, total `w`). */
+const weightedQuantile = (order: Int32Array, values: Float64Array, counts: Uint32Array, w: number, p: number): number => {
+  const h = (w - 1) * p
+  const lo = Math.floor(h)
+  const frac = h - lo
+  let seen = 0
+  let atLo = NaN
+  for (let k = 0; k < order.length; k++) {
+    const c = counts[order[k]!]!
+    if (c === 0) continue
+    seen += c
+    if (Number.isNaN(atLo) && seen > lo) {
+      atLo = values[order[k]!]!
+      if (frac === 0 || seen > lo + 1) return atLo
+      continue
+    }
+    if (!Number.isNaN(atLo)) return atLo + frac * (values[order[k]!]! - atLo)
+  }
+  return atLo
+}
+
+/**
+ * A trial-level statistic of several variants measured on the same cases, with its
+ * uncertainty from resampling the CASES (not the repeats' few values): per resample, cases
+ * are drawn with replacement from the `n` cases (one draw shared by every variant and every
+ * repeat, as the cluster bootstrap of Davison & Hinkley 1997, §3.8, does for two-level data);
+ * for each variant and each repeat the reducer is recomputed over the drawn cases' values in
+ * that repeat (a case drawn twice counts twice; a case the repeat lacks is left out); the
+ * variant's statistic is the mean over its repeats of those values. The estimate is the same
+ * computation on the cases as they are (the mean over repeats of each trial's value); the
+ * interval's ends are the `(1 − level)/2` and `(1 + level)/2` type-7 quantiles of the
+ * replicates (percentile interval, Efron & Tibshirani 1993, ch. 13). The paired difference
+ * of two variants is read from the same replicates (their draws are the same), so it needs no
+ * second resampling.
+ *
+ * Why: a p95 or a sum recomputed per trial gives one number per repeat; a percentile bootstrap
+ * over 3 such numbers covers far less than its nominal level (about 68 % for a nominal 95 %
+ * with 3 normal values: the 27 possible resamples span at most the range of the 3 values).
+ * Resampling the cases measures the sampling error of the cases, which is what a comparison
+ * on those cases must account for.
+ *
+ * `values[v][r][c]`: variant `v`, repeat `r`, case `c` (`null` or absent: no value). Every
+ * variant must list the same `n` cases in the same order (sort them by a stable key first: the
+ * result depends on the order). Cost: per resample `n` index draws plus one pass over every
+ * (variant, repeat)'s `n` values (quantiles walk a pre-sorted order, no sorting per resample).
+ *
+ * @throws RangeError (a caller bug) when a value is not finite, the variants list different
+ *   numbers of cases, or an option is out of range.
+ * @since 0.9.0
+ * @category intervals
+ */
+export const bootstrapReduced = (
+  values: ReadonlyArray<ReadonlyArray<ReadonlyArray<number | null>>>,
+  reducer: TrialReducer,
+  o: BootstrapOptions
+): ReducedBootstrap => {
+  const fn = "bootstrapReduced"
+  const { level, resamples, seed } = settingsOf(fn, o)
+  const V = values.length
+  const n = V === 0 ? 0 : Math.max(0, ...values.flatMap((g) => g.map((r) => r.length)))
+  // per (variant, repeat): its values (NaN = none), its sorted order of present cases, count
+  const cols: Array<Array<{ readonly x: Float64Array; readonly order: Int32Array }>> = values.map((g, v) =>
+    g.flatMap((row, r) => {
+      const x = new Float64Array(n).fill(NaN)
+      const present: Array<number> = []
+      for (let c = 0; c < row.length; c++) {
+        const y = row[c]
+        if (y === null || y === undefined) continue
+        checkFinite(fn, y, `values[${v}][${r}][${c}]`)
+        x[c] = y
+        present.push(c)
+      }
+      if (present.length === 0) return []
+      present.sort((a, b) => x[a]! - x[b]! || a - b)
+      return [{ x, order: Int32Array.from(present) }]
+    })
+  )
+  const counts = new Uint32Array(n)
+  const statOf = (v: number): number => {
+    let acc = 0
+    let k = 0
+    for (const { order, x } of cols[v]!) {
+      let w = 0
+      let s = 0
+      for (let i = 0; i < order.length; i++) {
+        const c = counts[order[i]!]!
+        w += c
+        if (reducer === "mean" || reducer === "sum") s += c * x[order[i]!]!
+      }
+      if (w === 0) continue
+      acc += reducer === "sum" ? s : reducer === "mean" ? s / w : weightedQuantile(order, x, counts, w, reducer === "p50" ? 0.5 : 0.95)
+      k++
+    }
+    return k === 0 ? NaN : acc / k
+  }
+  counts.fill(1)
+  const estimates = cols.map((_, v) => statOf(v))
+  const replicates = cols.map((c) => new Float64Array(c.length === 0 ? 0 : resamples))
+  const ix = new Indices(rngOf(seed))
+  const invN = 1 / Math.max(n, 1)
+  for (let b = 0; b < resamples && n > 0; b++) {
+    counts.fill(0)
+    for (let i = 0; i < n; i++) { const j = ix.next(n, invN); counts[j] = counts[j]! + 1 }
+    for (let v = 0; v < V; v++) {
+      if (cols[v]!.length === 0) continue
+      const s = statOf(v)
+      // a resample may draw none of a variant's cases in every repeat: keep its estimate
+      replicates[v]![b] = Number.isNaN(s) ? estimates[v]! : s
+    }
+  }
+  const method = `percentile bootstrap over cases (the trial's ${reducer} recomputed per repeat over the drawn cases, then averaged over repeats), ${resamples} resamples, seed ${seed}${V > 1 ? ` (case draws shared by ${V} variants)` : ""}`
+  const intervalOf = (estimate: number, reps: Float64Array): Interval => {
+    const { lower, upper } = percentile(Float64Array.from(reps), level)
+    return { estimate, lower: Math.min(lower, estimate), upper: Math.max(upper, estimate), level, method, resamples, seed }
+  }
+  return {
+    intervals: cols.map((c, v) => c.length === 0 ? null : intervalOf(estimates[v]!, replicates[v]!)),
+    replicates,
+    paired: (base, cand) => {
+      if (cols[base]!.length === 0 || cols[cand]!.length === 0) return null
+      const rb = replicates[base]!
+      const rc = replicates[cand]!
+      const d = new Float64Array(resamples)
+      for (let b = 0; b < resamples; b++) d[b] = rc[b]! - rb[b]!
+      const i = intervalOf(estimates[cand]! - estimates[base]!, d)
+      return { ...i, method: `paired ${method}` }
+    }
+  }
+}
+
+/**
+ * The standard normal quantile Φ⁻¹(p) for p in (0, 1): P. J. Acklam's rational approximation
+ * ("An algorithm for computing the inverse normal cumulative distribution function", 2003;
+ * relative error below 1.15e-9, ample for widening an interval).
+ *
+ * @throws RangeError (a caller bug) when `p` is not in (0, 1).
+ * @since 0.9.0
+ * @category distributions
+ */
+export const normalQuantile = (p: number): number => {
+  if (!(p > 0 && p < 1)) refuse("normalQuantile", `p must be in (0, 1), got ${p}`)
+  const a = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1, 2.506628277459239]
+  const b = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1]
+  const c = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783]
+  const d = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416]
+  const lowP = 0.02425
+  let x: number
+  if (p < lowP) {
+    const q = Math.sqrt(-2 * Math.log(p))
+    x = (((((c[0]! * q + c[1]!) * q + c[2]!) * q + c[3]!) * q + c[4]!) * q + c[5]!) / ((((d[0]! * q + d[1]!) * q + d[2]!) * q + d[3]!) * q + 1)
+  } else if (p <= 1 - lowP) {
+    const q = p - 0.5
+    const r = q * q
+    x = (((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * q /
+      (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1)
+  } else {
+    const q = Math.sqrt(-2 * Math.log(1 - p))
+    x = -(((((c[0]! * q + c[1]!) * q + c[2]!) * q + c[3]!) * q + c[4]!) * q + c[5]!) / ((((d[0]! * q + d[1]!) * q + d[2]!) * q + d[3]!) * q + 1)
+  }
+  return x
+}
+
+/**
+ * The CDF of Student's t with `df` (a positive integer) degrees of freedom, in closed form:
+ * Abramowitz & Stegun 1964, 26.7.3 (odd df) and 26.7.4 (even df), with θ = atan(t/√df).
+ */
+const studentCdf = (t: number, df: number): number => {
+  const theta = Math.atan(t / Math.sqrt(df))
+  const s = Math.sin(theta)
+  const c2 = Math.cos(theta) ** 2
+  let a: number // P(|T| ≤ |t|), signed like t
+  if (df % 2 === 1) {
+    let term = Math.cos(theta)
+    let sum = df > 1 ? term : 0
+    for (let k = 3; k <= df - 2; k += 2) {
+      term *= c2 * (k - 1) / k
+      sum += term
+    }
+    a = (2 / Math.PI) * (theta + s * sum)
+  } else {
+    let term = 1
+    let sum = 1
+    for (let k = 2; k <= df - 2; k += 2) {
+      term *= c2 * (k - 1) / k
+      sum += term
+    }
+    a = s * sum
+  }
+  return 0.5 + a / 2
+}
+
+/**
+ * The quantile of Student's t distribution with `df` degrees of freedom (a positive integer)
+ * at probability `p` in (0, 1): the CDF in closed form (Abramowitz & Stegun 1964, 26.7.3–4)
+ * inverted by bisection to 1e-12. For df above 200 the normal quantile (the difference is
+ * below 0.5 %).
+ *
+ * @throws RangeError (a caller bug) when `p` is not in (0, 1) or `df` not a positive integer.
+ * @since 0.9.0
+ * @category distributions
+ */
+export const studentQuantile = (p: number, df: number): number => {
+  if (!(p > 0 && p < 1)) refuse("studentQuantile", `p must be in (0, 1), got ${p}`)
+  if (!Number.isSafeInteger(df) || df < 1) refuse("studentQuantile", `df must be a positive integer, got ${df}`)
+  if (df > 200) return normalQuantile(p)
+  let lo = -1e7
+  let hi = 1e7
+  for (let i = 0; i < 200 && hi - lo > 1e-12 * Math.max(1, Math.abs(lo)); i++) {
+    const mid = (lo + hi) / 2
+    if (studentCdf(mid, df) < p) lo = mid
+    else hi = mid
+  }
+  return (lo + hi) / 2
+}
+
+/**
+ * A small-sample interval for the mean of a few values (e.g. one value per repeat of a
+ * trial-level metric such as `calls` or `costUsd`): Student's t interval
+ * `x̄ ± t(df = n − 1, (1 + level)/2) · s/√n` (W. S. Gosset, "Student", Biometrika 1908), which
+ * keeps its nominal coverage for normal data at any n ≥ 2, where a bootstrap over 3 values
+ * does not. `null` below two values (no spread to estimate). The method names the df.
+ *
+ * @param xs the values (finite)
+ * @param level the confidence level in (0, 1)
+ * @throws RangeError (a caller bug) when a value is not finite or `level` not in (0, 1).
+ * @since 0.9.0
+ * @category intervals
+ */
+export const studentInterval = (xs: ReadonlyArray<number>, level: number): Interval | null => {
+  checkList("studentInterval", xs, "xs")
+  if (!(level > 0 && level < 1)) refuse("studentInterval", `level must be in (0, 1), got ${level}`)
+  const n = xs.length
+  if (n < 2) return null
+  const m = mean(xs)
+  let ss = 0
+  for (const x of xs) ss += (x - m) ** 2
+  const half = studentQuantile((1 + level) / 2, n - 1) * Math.sqrt(ss / (n - 1) / n)
+  return { estimate: m, lower: m - half, upper: m + half, level, method: `Student's t interval over ${n} repeat values (df ${n - 1})`, resamples: null, seed: null }
+}
+
+/**
+ * An interval widened for `m` simultaneous comparisons (Bonferroni: each at level
+ * `1 − (1 − level)/m`), assuming the interval is a normal-theory one or a bootstrap interval
+ * of a roughly normal statistic: each side's distance from the estimate is scaled by
+ * `z((1 + level')/2) / z((1 + level)/2)` (the same scaling on each side keeps an asymmetric
+ * interval's shape). `m ≤ 1` returns the interval unchanged. Source: the Bonferroni
+ * inequality (O. J. Dunn, "Multiple comparisons among means", JASA 1961).
+ *
+ * @since 0.9.0
+ * @category intervals
+ */
+export const bonferroniWiden = (i: Interval, m: number): Interval => {
+  if (!(m > 1)) return i
+  const alpha = 1 - i.level
+  const r = normalQuantile(1 - alpha / (2 * m)) / normalQuantile(1 - alpha / 2)
+  return {
+    ...i,
+    lower: i.estimate - (i.estimate - i.lower) * r,
+    upper: i.estimate + (i.upper - i.estimate) * r,
+    level: 1 - alpha / m,
+    method: `${i.method}; widened for ${m} comparisons (Bonferroni)`
+  }
+}
+
+/**
+ * Holm's step-down adjustment of p-values (S. Holm, "A simple sequentially rejective multiple
+ * test procedure", Scand. J. Statist. 1979): with the m p-values sorted ascending,
+ * `p̃₍ᵢ₎ = max over j ≤ i of min(1, (m − j + 1) · p₍ⱼ₎)`; returned in the input order. It
+ * controls the family-wise error rate at the level used, under any dependence.
+ *
+ * @throws RangeError (a caller bug) when a p-value is not in [0, 1].
+ * @since 0.9.0
+ * @category tests
+ */
+export const holm = (ps: ReadonlyArray<number>): ReadonlyArray<number> => {
+  ps.forEach((p, i) => {
+    if (!(p >= 0 && p <= 1)) refuse("holm", `ps[${i}] must be in [0, 1], got ${p}`)
+  })
+  const m = ps.length
+  const order = ps.map((p, i) => ({ p, i })).sort((a, b) => a.p - b.p || a.i - b.i)
+  const out = new Array<number>(m)
+  let running = 0
+  order.forEach(({ i, p }, k) => {
+    running = Math.max(running, Math.min(1, (m - k) * p))
+    out[i] = running
+  })
+  return out
 }

@@ -1147,3 +1147,39 @@ export const changedParts = (before: Readonly<Record<string, string>>, after: Re
   names.sort((a, b) => order(a) - order(b) || (a < b ? -1 : a > b ? 1 : 0))
   return names.filter((k) => before[k] !== after[k])
 }
+
+/**
+ * Whether some number meets both hard constraints (`op value` each, see {@link Op}): e.g.
+ * `>= 0.9` and `<= 0.5` cannot both hold (`false`); `>= 0.5` and `<= 0.9` can (`true`); `!= v`
+ * contradicts only `== v`. Each constraint is a set of reals (a ray, a point, or all but a
+ * point) and the two are compatible when their intersection is not empty.
+ *
+ * @param a a hard constraint
+ * @param b another hard constraint
+ * @since 0.9.0
+ * @category objectives
+ */
+export const constraintsCompatible = (
+  a: { readonly op: Op; readonly value: number },
+  b: { readonly op: Op; readonly value: number }
+): boolean => {
+  if (a.op === "!=" || b.op === "!=") {
+    const [ne, other] = a.op === "!=" ? [a, b] : [b, a]
+    return !(other.op === "==" && other.value === ne.value)
+  }
+  const range = (c: { readonly op: Op; readonly value: number }) => ({
+    lo: c.op === ">" || c.op === ">=" || c.op === "==" ? c.value : -Infinity,
+    loClosed: c.op !== ">",
+    hi: c.op === "<" || c.op === "<=" || c.op === "==" ? c.value : Infinity,
+    hiClosed: c.op !== "<"
+  })
+  const x = range(a)
+  const y = range(b)
+  const lo = Math.max(x.lo, y.lo)
+  const hi = Math.min(x.hi, y.hi)
+  if (lo < hi) return true
+  if (lo > hi) return false
+  const loClosed = (x.lo !== lo || x.loClosed) && (y.lo !== lo || y.loClosed)
+  const hiClosed = (x.hi !== hi || x.hiClosed) && (y.hi !== hi || y.hiClosed)
+  return loClosed && hiClosed
+}

@@ -161,7 +161,8 @@ export interface MetricValue {
 /**
  * A variant against the baseline on one metric: the paired difference (candidate − baseline;
  * `null` when nothing pairs), the exact McNemar test (binary case-level metrics with a
- * sufficient sample; else `null`), the sufficiency of the sample, and `claim` (`case` or
+ * sufficient sample; else `null`) and its Holm-adjusted p-value (`adjustedPValue`, adjusted
+ * over all the report's McNemar tests: many variants against one baseline), the sufficiency of the sample, and `claim` (`case` or
  * `repeat`).
  *
  * @since 0.6.0
@@ -170,6 +171,8 @@ export interface MetricValue {
 export interface VersusBaseline {
   readonly paired: Statistics.PairedDifference | null
   readonly mcnemar: Statistics.McNemar | null
+  /** The McNemar p-value after Holm's adjustment over every McNemar test of the report (`null` without a test). */
+  readonly adjustedPValue: number | null
   readonly sufficiency: Statistics.Sufficiency
   readonly claim: "case" | "repeat"
 }
@@ -341,6 +344,45 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
   return { rows, present, pipelinesOf }
 }
 
+/**
+ * How a metric's interval is computed: `case` (one value per case: the bootstrap of the mean
+ * over cases and repeats), `reduced` (a trial-level statistic of per-pipeline values, a p50,
+ * p95 or sum, or `latencyP95Ms`: recomputed over resampled cases, `Statistics.bootstrapReduced`),
+ * `trial` (a value only the trial has, e.g. `calls`, `costUsd`: Student's t over the repeats).
+ */
+const kindOf = (d: StudyMetrics.MetricDefinition): "case" | "reduced" | "trial" =>
+  d.level === "case" ? "case" : d.decl !== undefined || d.name === "latencyP95Ms" ? "reduced" : "trial"
+
+/**
+ * The resamples of a `p50`/`p95`/`sum` (and `latencyP95Ms`) bootstrap over cases, at most: each
+ * one recomputes the statistic per variant and repeat over every case, so 10,000 would cost
+ * five times a case-level metric's; 2,000 is ample for a 95 % percentile interval (Efron &
+ * Tibshirani 1993, §19.3, advise 1,000 or more), and the method names the number used.
+ */
+const REDUCED_RESAMPLES = 2000
+
+const reducerOf = (d: StudyMetrics.MetricDefinition): Statistics.TrialReducer => {
+  const r = d.decl?.reducer
+  return r === "p50" || r === "sum" || r === "mean" ? r : "p95"
+}
+
+/** Wins and ties of paired (baseline, candidate) values by direction, ties up to `Statistics.nearlyEqual`. */
+const winsOf = (
+  pairs: ReadonlyArray<readonly [number, number]>,
+  dir: { readonly direction: DomainStudy.Direction; readonly target?: number }
+): { candidateWins: number; baselineWins: number; ties: number } => {
+  let candidateWins = 0
+  let baselineWins = 0
+  let ties = 0
+  const good = (x: number) => dir.direction === "maximize" ? x : dir.direction === "minimize" ? -x : -Math.abs(x - (dir.target ?? 0))
+  for (const [b, c] of pairs) {
+    if (Statistics.nearlyEqual(b, c)) ties++
+    else if (good(c) > good(b)) candidateWins++
+    else baselineWins++
+  }
+  return { candidateWins, baselineWins, ties }
+}
+
 const better = (direction: DomainStudy.Direction, target: number | undefined) => (a: number, b: number): number =>
   direction === "maximize" ? b - a : direction === "minimize" ? a - b : Math.abs(a - (target ?? 0)) - Math.abs(b - (target ?? 0))
 
@@ -463,37 +505,60 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       return target === undefined ? { direction: "maximize" } : { direction: "target", target }
     }
     const baseRepeats = comparedOf.get(baselineId) ?? []
+    // the cases in a stable order (by case key), whatever order the store returned them in:
+    // the bootstraps' draws index this order, so the same data and seed give the same interval
+    const caseOrder = caseKeys.map((_, i) => i).sort((a, b) => caseKeys[a]! < caseKeys[b]! ? -1 : caseKeys[a]! > caseKeys[b]! ? 1 : 0)
+    // per metric and variant, which cases it has (for the pairwise sample of the Pareto front)
+    const presentOf = new Map<string, Map<string, CaseMatrix>>()
     let salt = 0
     defs.forEach((d, metricNo) => {
       const matrices = new Map<string, CaseMatrix>()
       for (const v of variantBase) matrices.set(v.variantId, caseMatrix(comparedOf.get(v.variantId)!, d.name, caseKeys.length))
-      // the shared bootstrap: over the cases some compared variant has (case level), or over the
-      // repeats (trial level), among the variants that have all of them
-      const caseLevel = d.level === "case"
+      presentOf.set(d.name, matrices)
+      const kind = kindOf(d)
+      // case level: the shared bootstrap over the cases some compared variant has, among the
+      // variants that have all of them
       const union: Array<number> = []
-      if (caseLevel) {
-        for (let c = 0; c < caseKeys.length; c++) if (variantBase.some((v) => matrices.get(v.variantId)!.rows[c]!.length > 0)) union.push(c)
-      }
-      const groupOf = (variantId: string): Array<Array<number>> | null => {
-        if (caseLevel) {
-          const m = matrices.get(variantId)!
-          if (union.length === 0 || m.present !== union.length) return null
-          const rows = union.map((c) => m.rows[c] as Array<number>)
-          return rows.length >= 2 || rows[0]!.length >= 2 ? rows : null
-        }
-        const perRepeat = comparedOf.get(variantId)!.map((t) => t === null ? undefined : t.values[d.name])
-        return perRepeat.length >= 2 && perRepeat.every((x) => x !== undefined && Number.isFinite(x)) ? perRepeat.map((x) => [x!]) : null
+      if (kind !== "trial") {
+        for (const c of caseOrder) if (variantBase.some((v) => matrices.get(v.variantId)!.rows[c]!.length > 0)) union.push(c)
       }
       const sharedIds: Array<string> = []
       const groups: Array<Array<Array<number>>> = []
-      for (const v of variantBase) {
-        const g = groupOf(v.variantId)
-        if (g === null) continue
-        sharedIds.push(v.variantId)
-        groups.push(g)
+      if (kind === "case") {
+        for (const v of variantBase) {
+          const m = matrices.get(v.variantId)!
+          if (union.length === 0 || m.present !== union.length) continue
+          const rows = union.map((c) => m.rows[c] as Array<number>)
+          if (rows.length < 2 && rows[0]!.length < 2) continue
+          sharedIds.push(v.variantId)
+          groups.push(rows)
+        }
       }
       const shared = groups.length === 0 ? null : Statistics.sharedBootstrap(groups, { seed: seed + metricNo, level, resamples })
       const sharedNo = new Map(sharedIds.map((id, i) => [id, i]))
+      // a trial-level statistic of per-pipeline values (p50, p95, sum; latencyP95Ms): every
+      // variant's value recomputed over the same resampled cases, repeat by repeat
+      const reducedNo = new Map<string, number>()
+      let reduced: Statistics.ReducedBootstrap | null = null
+      if (kind === "reduced" && union.length > 0) {
+        const at = new Map(union.map((c, i) => [c, i]))
+        const vals = variantBase.map((v, i) => {
+          reducedNo.set(v.variantId, i)
+          return comparedOf.get(v.variantId)!.flatMap((t) => {
+            const cs = t?.cases[d.name]
+            if (cs === undefined) return []
+            const row: Array<number | null> = Array.from({ length: union.length }, () => null)
+            for (let k = 0; k < cs.value.length; k++) {
+              const x = at.get(cs.caseIndex[k]!)
+              if (x !== undefined) row[x] = cs.value[k]!
+            }
+            return [row]
+          })
+        })
+        // at most REDUCED_RESAMPLES: each resample recomputes the statistic of every variant and
+        // repeat over all the cases (the method string says how many were drawn)
+        reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples: Math.min(resamples, REDUCED_RESAMPLES) })
+      }
 
       for (const v of variantBase) {
         salt++
@@ -504,17 +569,19 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         const k = sharedNo.get(v.variantId)
         let interval: Statistics.Interval | null = null
         let aggregation: string
-        if (caseLevel && m.present > 0) {
+        if (kind === "case" && m.present > 0) {
           if (k !== undefined) interval = shared!.intervals[k]!
           else {
-            const rows = m.rows.filter((r) => r.length > 0)
+            const rows = caseOrder.map((c) => m.rows[c]!).filter((r) => r.length > 0)
             interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
           }
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: two-stage bootstrap of the mean over ${m.present} case(s) and their repeats`
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none (one value)"} (${m.present} case(s))`
+        } else if (kind === "reduced" && reduced !== null && m.present > 0) {
+          interval = reduced.intervals[reducedNo.get(v.variantId)!] ?? null
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none"} (${m.present} case(s))`
         } else {
-          if (k !== undefined) interval = shared!.intervals[k]!
-          else interval = xs.length >= 2 ? Statistics.bootstrapMean(xs.map((x) => [x]), { seed: seed + salt, level, resamples }) : null
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: bootstrap of the mean over the repeats`
+          interval = Statistics.studentInterval(xs, level)
+          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
         // tokens the server did not report are estimated: said so, with how many attempts
         let estimated = 0
@@ -547,6 +614,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       // against the baseline
       const baseK = sharedNo.get(baselineId)
       const base = matrices.get(baselineId)
+      const dir = directionOf(d)
       for (const v of variantBase) {
         if (v.variantId === baselineId) continue
         salt++
@@ -554,24 +622,24 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         const candK = sharedNo.get(v.variantId)
         const both = shared !== null && baseK !== undefined && candK !== undefined
         const vs = vsOf.get(v.variantId)!
-        if (caseLevel) {
+        if (kind !== "trial") {
           const cand = matrices.get(v.variantId)!
           const keys: Array<number> = []
-          if (base !== undefined) for (let c = 0; c < caseKeys.length; c++) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
+          if (base !== undefined) for (const c of caseOrder) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
           const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
           const sufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
-          const paired = keys.length === 0
-            ? null
-            : both
-            ? shared.paired(baseK, candK, directionOf(d))
-            : Statistics.pairedBootstrap(keys.map((c) => base!.rows[c]!), keys.map((c) => cand.rows[c]!), {
-              seed: seed + salt,
-              level,
-              resamples,
-              ...directionOf(d)
-            })
+          let paired: Statistics.PairedDifference | null
+          if (keys.length === 0) paired = null
+          else if (kind === "reduced") {
+            const difference = reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
+            paired = difference === null ? null : { difference, cases: keys.length, ...winsOf(keys.map((c) => [Statistics.mean(base!.rows[c]!), Statistics.mean(cand.rows[c]!)]), dir) }
+          } else {
+            paired = both
+              ? shared.paired(baseK, candK, dir)
+              : Statistics.pairedBootstrap(keys.map((c) => base!.rows[c]!), keys.map((c) => cand.rows[c]!), { seed: seed + salt, level, resamples, ...dir })
+          }
           let mcnemar: Statistics.McNemar | null = null
-          const binary = keys.length > 0 && keys.every((c) => base!.rows[c]!.every((x) => x === 0 || x === 1) && cand.rows[c]!.every((x) => x === 0 || x === 1))
+          const binary = kind === "case" && keys.length > 0 && keys.every((c) => base!.rows[c]!.every((x) => x === 0 || x === 1) && cand.rows[c]!.every((x) => x === 0 || x === 1))
           if (binary && sufficiency.sufficient && paired !== null) {
             // the unit is the case, not the (case, repeat) pair: per case the two sides' outcomes
             // averaged over their repeats; a case is discordant when the averages differ (by the
@@ -579,8 +647,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             // count. b = baseline better, c = candidate better (see Statistics.mcnemarExact).
             mcnemar = Statistics.mcnemarExact(paired.baselineWins, paired.candidateWins)
           }
-          vs[d.name] = { paired, mcnemar, sufficiency, claim: "case" }
+          vs[d.name] = { paired, mcnemar, adjustedPValue: null, sufficiency, claim: "case" }
         } else {
+          // one value per repeat: Student's t on the per-repeat differences (repeat r of each side)
           const pairs: Array<[number, number]> = []
           for (let r = 0; r < Math.min(baseRepeats.length, candRepeats.length); r++) {
             const b = baseRepeats[r]?.values[d.name]
@@ -588,14 +657,26 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             if (b !== undefined && c !== undefined) pairs.push([b, c])
           }
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
-          const paired = pairs.length === 0
-            ? null
-            : both && pairs.length === baseRepeats.length
-            ? shared.paired(baseK, candK, directionOf(d))
-            : Statistics.pairedBootstrap(pairs.map((p) => [p[0]]), pairs.map((p) => [p[1]]), { seed: seed + salt, level, resamples, ...directionOf(d) })
-          vs[d.name] = { paired, mcnemar: null, sufficiency, claim: "repeat" }
+          const diff = Statistics.studentInterval(pairs.map(([b, c]) => c - b), level)
+          const paired = pairs.length === 0 ? null : {
+            difference: diff === null
+              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: pairs[0]![1] - pairs[0]![0], upper: pairs[0]![1] - pairs[0]![0], level, method: "one paired repeat: no interval", resamples: null, seed: null }
+              : { ...diff, method: `paired ${diff.method.replace("repeat values", "per-repeat differences")}` },
+            cases: pairs.length,
+            ...winsOf(pairs, dir)
+          }
+          vs[d.name] = { paired, mcnemar: null, adjustedPValue: null, sufficiency, claim: "repeat" }
         }
       }
+    })
+
+    // Holm's adjustment over every McNemar test of the report (many variants, one baseline)
+    const tests: Array<{ readonly v: string; readonly m: string; readonly p: number }> = []
+    for (const [v, r] of vsOf) for (const [m, x] of Object.entries(r)) if (x.mcnemar !== null) tests.push({ v, m, p: x.mcnemar.pValue })
+    const adjusted = Statistics.holm(tests.map((t) => t.p))
+    tests.forEach((t, i) => {
+      const r = vsOf.get(t.v)!
+      r[t.m] = { ...r[t.m]!, adjustedPValue: adjusted[i]! }
     })
 
     // Pareto and ranking over the objectives
@@ -607,8 +688,59 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       if (!objectives.every((o) => vals[o.metric]?.mean !== null && vals[o.metric] !== undefined)) continue
       points.push({ id: v.variantId, values: objectives.map((o) => vals[o.metric]!.interval ?? vals[o.metric]!.mean!) })
     }
+    // the uncertainty-aware front: (1) a variant is dominated only by one it can be compared
+    // with at the declared minimums (paired cases for a case-level or resampled-case metric,
+    // repeats for a trial-level one, on every objective); (2) its intervals are widened for the
+    // k(k − 1)/2 × objectives pairwise comparisons the front makes (Bonferroni), so that among
+    // many equal variants none is dropped by chance
+    const defOf = new Map(defs.map((d) => [d.name, d]))
+    const comparedRepeats = new Map(variantBase.map((v) => [v.variantId, comparedOf.get(v.variantId)!.filter((t) => t !== null).length]))
+    const pairSample = (a: string, b: string): { readonly ok: boolean; readonly reason: string | null } => {
+      for (const o of objectives) {
+        const d = defOf.get(o.metric)
+        if (d === undefined) continue
+        if (kindOf(d) === "trial") {
+          const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0)
+          if (r < minRepeats) return { ok: false, reason: `${r} repeat(s) (< ${minRepeats}) on ${o.metric}` }
+          continue
+        }
+        const ma = presentOf.get(o.metric)?.get(a)
+        const mb = presentOf.get(o.metric)?.get(b)
+        let common = 0
+        if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.rows.length; c++) if (ma.rows[c]!.length > 0 && mb.rows[c]!.length > 0) common++
+        if (common < minPairedCases) return { ok: false, reason: `${common} paired case(s) (< ${minPairedCases}) on ${o.metric}` }
+      }
+      return { ok: true, reason: null }
+    }
+    const shortPairs: Array<string> = []
+    const comparable = new Map<string, boolean>()
+    for (let i = 0; i < points.length; i++) {
+      for (let j = i + 1; j < points.length; j++) {
+        const s = pairSample(points[i]!.id, points[j]!.id)
+        comparable.set(`${points[i]!.id}\u0000${points[j]!.id}`, s.ok)
+        comparable.set(`${points[j]!.id}\u0000${points[i]!.id}`, s.ok)
+        if (!s.ok && shortPairs.length < 3) shortPairs.push(`${points[i]!.id}–${points[j]!.id}: ${s.reason}`)
+        else if (!s.ok) shortPairs.push("")
+      }
+    }
+    const pairwise = (points.length * (points.length - 1)) / 2 * Math.max(1, objectives.length)
+    const widened = points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : Statistics.bonferroniWiden(x, pairwise)) }))
     const strict = new Set(Statistics.paretoFront(points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) })), paretoObjectives))
-    const uncertain = new Set(Statistics.paretoFrontUncertain(points, paretoObjectives))
+    // a pair with the baseline is judged on its paired difference (widened the same way): the
+    // pairing removes the case-to-case variation the marginal intervals carry
+    const separated = (a: string, b: string, k: number): boolean | undefined => {
+      if (a !== baselineId && b !== baselineId) return undefined
+      const o = objectives[k]!
+      if (o.direction === "target") return undefined
+      const x = vsOf.get(a === baselineId ? b : a)?.[o.metric]
+      if (x === undefined || x.paired === null || !x.sufficiency.sufficient) return undefined
+      const d = Statistics.bonferroniWiden(x.paired.difference, pairwise)
+      // d = cand − base; "good" is + for maximize
+      const candBetter = o.direction === "maximize" ? d.lower > 0 : d.upper < 0
+      const baseBetter = o.direction === "maximize" ? d.upper < 0 : d.lower > 0
+      return a === baselineId ? baseBetter : candBetter
+    }
+    const uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }))
     const ranking = points.length === 0
       ? []
       : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
@@ -654,9 +786,23 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
       summary = `${candidates[0]} is the ${WORDING.single}: only one trial succeeded, so nothing was compared`
       limitations.push("one successful trial: no comparison, no interval")
+    } else if (shortPairs.length > 0) {
+      // below the declared minimums nothing is ranked beyond noise: the front removes nobody it
+      // cannot compare, and the conclusion names the highest-scoring candidate(s), never a best
+      wording = WORDING.single
+      candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
+      const top = ranking.length === 0 ? [] : ranking.filter((r) => Statistics.nearlyEqual(r.score, ranking[0]!.score)).map((r) => r.id)
+      summary = top.length === 0
+        ? "no variant has a value for every objective: no candidate"
+        : `${top.length === 1 ? `${top[0]} is the ${WORDING.single}` : `${top.join(", ")} tie as the ${WORDING.single}`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (candidates: ${candidates.join(", ")})`
+      const shown = shortPairs.filter((x) => x !== "")
+      limitations.push(
+        `insufficient sample for ${shortPairs.length} of ${pairwise / Math.max(1, objectives.length)} variant pair(s) (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
+      )
     } else {
       wording = WORDING.best
-      // lead with the uncertainty-aware front (what the intervals cannot tell apart); the strict
+      // lead with the uncertainty-aware front (what the intervals do not rule out); the strict
       // front on point estimates comes second
       const front = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
       candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
@@ -664,8 +810,13 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       summary = candidates.length === 0
         ? "no variant has a value for every objective: no candidate"
         : candidates.length > front.length
-        ? `within the intervals ${candidates.join(", ")} cannot be told apart: they are the Pareto candidates, ${WORDING.best}; on point estimates alone the front is ${front.join(", ")}`
+        ? `the Pareto candidates, ${WORDING.best}, are ${candidates.join(", ")}: no other variant beats them beyond the intervals (some of them may differ from each other); on point estimates alone the front is ${front.join(", ")}`
         : `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}`
+    }
+    if (points.length > 2) {
+      limitations.push(
+        `multiple comparisons: ${points.length} variants, ${pairwise} pairwise comparison(s) over ${objectives.length} objective(s): the Pareto front's intervals are widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
+      )
     }
     if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
@@ -807,7 +958,10 @@ const evidenceOf = (
     }
     const v = comparison.variants.find((x) => x.variantId === variantId)
     if (v === undefined) {
-      const near = closest(variantId, comparison.variants.map((x) => x.variantId))
+      // "v3" for "v03": the ids are zero-padded, which an edit distance alone misses
+      const ids = comparison.variants.map((x) => x.variantId)
+      const digits = /^v0*([0-9]+)$/i.exec(variantId)?.[1]
+      const near = (digits === undefined ? undefined : ids.find((id) => /^v0*([0-9]+)$/.exec(id)?.[1] === digits)) ?? closest(variantId, ids)
       return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
     const ev = v.evidence[metric]!
@@ -892,7 +1046,9 @@ const assignmentText = (a: Readonly<Record<string, Json>>) =>
 /**
  * One comparison against the baseline in words: the paired difference and its interval, the
  * wins, then either "insufficient sample: ... (no significance statement)" or what the
- * interval and the McNemar test say at the comparison's level (its discordant cases in the
+ * interval and the McNemar test say at the comparison's level (the test's significance read
+ * from its Holm-adjusted p-value when there is one; a zero difference on every pair prints
+ * `Δ 0 (equal on every pair)`) (its discordant cases in the
  * wins' order, candidate first). "significant" is printed only when the interval excludes 0
  * too; when the two disagree the line says so and claims no difference.
  *
@@ -903,14 +1059,19 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   if (x.paired === null) return "nothing pairs with the baseline"
   const p = x.paired
   const unit = x.claim === "case" ? "cases" : "repeats"
-  const head = `Δ ${p.difference.estimate >= 0 ? "+" : ""}${fmt(p.difference.estimate)}${intervalText(p.difference)} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+  const d = p.difference
+  const delta = d.estimate === 0 && d.lower === 0 && d.upper === 0
+    ? "Δ 0 (equal on every pair)"
+    : `Δ ${d.estimate > 0 ? "+" : ""}${fmt(d.estimate)}${intervalText(d)}`
+  const head = `${delta} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
   const excludes = p.difference.lower > 0 || p.difference.upper < 0
   if (x.mcnemar === null) {
     return `${head}; ${excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`}`
   }
-  const significant = x.mcnemar.pValue < 1 - level
-  const test = `exact McNemar p = ${fmt(x.mcnemar.pValue)} (candidate better in ${x.mcnemar.c} vs baseline in ${x.mcnemar.b} discordant cases)`
+  const adjusted = x.adjustedPValue ?? null
+  const significant = (adjusted ?? x.mcnemar.pValue) < 1 - level
+  const test = `exact McNemar p = ${fmt(x.mcnemar.pValue)}${adjusted === null || adjusted === x.mcnemar.pValue ? "" : ` (Holm-adjusted ${fmt(adjusted)})`} (candidate better in ${x.mcnemar.c} vs baseline in ${x.mcnemar.b} discordant cases)`
   const parts = significant === excludes
     ? [
       excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`,
@@ -954,26 +1115,33 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   const chosen = c.metrics.filter((m) => c.objectives.some((o) => o.metric === m.name) || !BUILTIN.has(m.name))
   const shown = chosen.length > 0 ? chosen : c.metrics.filter((m) => m.name === "calls" || m.name === "costUsd" || m.name === "latencyP95Ms")
   if (md) {
+    lines.push("", `- per metric: mean of the repeats [${pct(c.level)} interval]; median; the value of each repeat in order (— = not compared)`)
     lines.push("", `| variant | ${shown.map((m) => `${m.name}${m.unit === "" ? "" : ` (${m.unit})`}`).join(" | ")} | Pareto | rank |`)
     lines.push(`| --- | ${shown.map(() => "---").join(" | ")} | --- | --- |`)
   } else {
-    lines.push(`${bullet}per metric: mean of the repeats [${pct(c.level)} interval] (per-repeat values)`)
+    lines.push(`${bullet}per metric: mean of the repeats [${pct(c.level)} interval] (per-repeat values) median`)
   }
   for (const v of c.variants) {
     const pareto = v.succeeded === 0 ? "not compared" : v.pareto.strict ? "front" : v.pareto.uncertain ? "front within noise" : "dominated"
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
         const x = v.values[m.name]!
-        return `${fmt(x.mean)}${intervalText(x.interval)}`
+        return `${fmt(x.mean)}${intervalText(x.interval)}; median ${fmt(x.median)}; repeats ${x.perRepeat.map(fmt).join(", ")}`
       }).join(" | ")} | ${pareto} | ${v.rank ?? "—"} |`)
     } else {
-      lines.push(`${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${v.succeeded} compared trial(s); Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
+      lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${v.succeeded} compared trial(s); Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
       for (const m of shown) {
         const x = v.values[m.name]!
-        lines.push(`    ${m.name}: ${fmt(x.mean)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
+        lines.push(`      ${m.name}: ${fmt(x.mean)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
       }
     }
+  }
+  // the interval methods, in full, once per metric (a method shared by every variant once)
+  lines.push(md ? "\n### Interval methods" : `${bullet}interval methods:`)
+  for (const m of shown) {
+    const methods = [...new Set(c.variants.flatMap((v) => v.values[m.name]?.interval?.method ?? []))]
+    lines.push(`${md ? "- " : "    "}${m.name}: ${methods.length === 0 ? "no interval (fewer than two values)" : methods.slice(0, 3).join("; ") + (methods.length > 3 ? `; and ${methods.length - 3} more` : "")}`)
   }
   if (md) lines.push("")
   lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)

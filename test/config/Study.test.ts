@@ -383,6 +383,22 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       }
     }))
 
+  it.effect("one objective per metric: a metric named twice is refused at its path, and contradictory hard constraints are named", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        objectives: [
+          { metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.9 } },
+          { metric: "accuracy", direction: "maximize", hardConstraint: { op: "<=", value: 0.5 } },
+          { metric: "calls", direction: "minimize" },
+          { metric: "calls", direction: "minimize" }
+        ]
+      })))
+      assert.deepStrictEqual(problems, [
+        "objectives[1].metric: metric \"accuracy\" is already an objective (objectives[0]), and the two hard constraints contradict each other (accuracy >= 0.9 and accuracy <= 0.5: no value meets both) | give each metric one objective, with at most one hardConstraint",
+        "objectives[3].metric: metric \"calls\" is already an objective (objectives[2]) | give each metric one objective, with at most one hardConstraint"
+      ])
+    }))
+
   it.effect("a costUsd budget or objective needs a price for every model the study can call, from the pricing tables; a budget stop needs budget.total", () =>
     Effect.gen(function*() {
       const stopOnly = yield* failure(write(study({ budget: { perTrial: { calls: 5 } }, stop: [{ when: "budget" }] })))

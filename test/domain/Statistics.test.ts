@@ -526,3 +526,54 @@ describe("weightedRanking", () => {
     assert.throws(() => S.weightedRanking(points, [{ direction: "maximize", weight: 0 }, { direction: "minimize", weight: 0 }]), RangeError, "add up to 0")
   })
 })
+
+describe("Statistics: small samples, resampled trial statistics, multiplicity (issue 16 review)", () => {
+  it("Student's t and normal quantiles match published tables", () => {
+    // Abramowitz & Stegun table 26.10 / any t table: t(0.975; 1) 12.706, (2) 4.303, (10) 2.228, (30) 2.042
+    for (const [df, t] of [[1, 12.7062], [2, 4.3027], [10, 2.2281], [30, 2.0423]] as const) assert.closeTo(S.studentQuantile(0.975, df), t, 1e-4)
+    assert.closeTo(S.studentQuantile(0.025, 4), -2.7764, 1e-4)
+    assert.closeTo(S.normalQuantile(0.975), 1.959964, 1e-6)
+    assert.closeTo(S.normalQuantile(0.0001), -3.719016, 1e-5)
+  })
+
+  it("studentInterval: mean ± t·s/√n, null below two values", () => {
+    const i = S.studentInterval([1, 2, 3], 0.95)!
+    assert.closeTo(i.lower, 2 - 4.302653 / Math.sqrt(3), 1e-5)
+    assert.closeTo(i.upper, 2 + 4.302653 / Math.sqrt(3), 1e-5)
+    assert.include(i.method, "df 2")
+    assert.isNull(S.studentInterval([5], 0.95))
+  })
+
+  it("holm: step-down adjusted p-values in input order", () => {
+    assert.deepStrictEqual(S.holm([0.01, 0.04, 0.03, 0.005]).map((p) => Math.round(p * 1e6) / 1e6), [0.03, 0.06, 0.06, 0.02])
+  })
+
+  it("bonferroniWiden scales each side by z(1 − α/2m)/z(1 − α/2)", () => {
+    const i = { estimate: 0, lower: -1, upper: 2, level: 0.95, method: "m", resamples: null, seed: null }
+    const w = S.bonferroniWiden(i, 10)
+    const r = S.normalQuantile(1 - 0.05 / 20) / S.normalQuantile(0.975)
+    assert.closeTo(w.lower, -r, 1e-12)
+    assert.closeTo(w.upper, 2 * r, 1e-12)
+    assert.strictEqual(S.bonferroniWiden(i, 1), i)
+  })
+
+  it("bootstrapReduced: the estimate is the mean of the repeats' statistic; equal variants give equal replicates, so their paired difference is exactly 0", () => {
+    const rows = [[1, 5, 2, 8, 3, 9, 4], [2, 6, 1, 7, 3, 8, 5]]
+    const r = S.bootstrapReduced([rows, rows], "p95", { seed: 3, resamples: 500 })
+    const p95 = (xs: Array<number>) => S.quantile(xs, 0.95)
+    assert.closeTo(r.intervals[0]!.estimate, (p95(rows[0]!) + p95(rows[1]!)) / 2, 1e-12)
+    assert.isBelow(r.intervals[0]!.lower, r.intervals[0]!.estimate)
+    const d = r.paired(0, 1)!
+    assert.deepStrictEqual([d.estimate, d.lower, d.upper], [0, 0, 0])
+  })
+
+  it("paretoFrontUncertain: an incomparable pair removes nobody; a separated pair removes the loser", () => {
+    const objectives = [{ direction: "maximize" as const }]
+    const pts = [{ id: "a", values: [1] }, { id: "b", values: [2] }]
+    assert.deepStrictEqual(S.paretoFrontUncertain(pts, objectives), ["b"])
+    assert.deepStrictEqual(S.paretoFrontUncertain(pts, objectives, { comparable: () => false }), ["a", "b"])
+    const wide = [{ id: "a", values: [{ estimate: 1, lower: 0, upper: 3, level: 0.95, method: "m", resamples: null, seed: null }] }, { id: "b", values: [2] }]
+    assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives), ["a", "b"])
+    assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives, { separated: () => true }), ["b"])
+  })
+})

@@ -817,6 +817,30 @@ export const load = (
         ))
       })
     }
+    // one objective per metric: a metric named twice would count twice in the Pareto front and
+    // the ranking, and two hard constraints on it may contradict each other (>= 0.9 and <= 0.5:
+    // every trial would break one): refused, with the constraints when both have one
+    {
+      const firstAt = new Map<string, number>()
+      ;(doc.objectives ?? []).forEach((o, i) => {
+        const first = firstAt.get(o.metric)
+        if (first === undefined) {
+          firstAt.set(o.metric, i)
+          return
+        }
+        const a = doc.objectives![first]!.hardConstraint
+        const b = o.hardConstraint
+        const both = a !== undefined && a !== null && b !== undefined && b !== null
+        const contradict = both && !Study.constraintsCompatible(a, b)
+        issues.push(issue(
+          `objectives[${i}].metric`,
+          `metric "${o.metric}" is already an objective (objectives[${first}])${
+            contradict ? `, and the two hard constraints contradict each other (${o.metric} ${a.op} ${a.value} and ${o.metric} ${b.op} ${b.value}: no value meets both)` : ""
+          }`,
+          "give each metric one objective, with at most one hardConstraint"
+        ))
+      })
+    }
     // a metricThreshold stop names a metric as an objective does (a misspelt one could never fire)
     {
       const objectiveMetrics = (doc.objectives ?? []).map((o) => o.metric)

@@ -37,6 +37,7 @@ import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
+import type { InFlight } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -73,6 +74,8 @@ export interface TaskEnv {
   readonly states: Map<RunId, State.RunState>
   readonly registry: CodecRegistry
   readonly registries: Map<Task.Any, CodecRegistry>
+  /** The in-flight marker (`inflight.ts`); without it an execution cut short is not recorded. */
+  readonly inFlight: InFlight | undefined
 }
 
 /**
@@ -99,6 +102,7 @@ export const makeTaskEnv = (options: {
   readonly concurrency: number
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
+  readonly inFlight?: InFlight | undefined
 }): Effect.Effect<TaskEnv> =>
   Effect.map(Effect.clock, (clock) => ({
     store: options.store,
@@ -109,7 +113,8 @@ export const makeTaskEnv = (options: {
     infraRetry: options.infraRetry ?? defaultInfraRetry(),
     states: new Map(),
     registry: options.registry ?? CodecRegistry.default(),
-    registries: new Map()
+    registries: new Map(),
+    inFlight: options.inFlight
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -186,9 +191,22 @@ const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
  * @internal
  */
 export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
-  Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices)
+  Effect.suspend(() => {
+    // the in-flight marker is written once per execution, not again by an L5 retry of the body
+    const marked = { done: false }
+    return Effect.retry(runTaskOnce(env, spec, seq, marked), env.infraRetry)
+  }).pipe(withAttemptServices)
 
-const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+/** What an abandoned attempt of the cluster engine says. */
+const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, or its shard moved) while it was in flight; " +
+  "the task was run again by another execution"
+
+const runTaskOnce = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  marked: { done: boolean }
+): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   Effect.gen(function*() {
     const { clock, slots, store } = env
     const pipelineId = spec.pipelineId
@@ -204,6 +222,16 @@ const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<Ta
     const input = yield* inputOf(env, spec, seq)
     if (Option.isNone(input)) return "gone" as const
     const runId = row.value.runId as RunId
+    if (env.inFlight !== undefined && !marked.done) {
+      // an earlier execution of this task under the same run started and never committed:
+      // it was cut short; record it as the embedded engine's resume does (attempt 0)
+      const now = clock.unsafeCurrentTimeMillis()
+      const previous = yield* env.inFlight.mark(pipelineId, seq, runId, now)
+      marked.done = true
+      if (Option.isSome(previous) && previous.value.seq === seq && previous.value.runId === runId) {
+        yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, task.name, seq, now, 0, abandonedMessage))
+      }
+    }
     const state = yield* stateOf(env, runId)
     const found = yield* Deferred.make<TaskVerdict>()
     const registry = registryFor(env, task)

@@ -201,6 +201,7 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
  * process ran last, as the embedded engine writes them. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
  * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
  * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
+ * A Postgres `SqlClient` in context keeps the in-flight markers (`inflight.ts`).
  *
  * @internal
  */

@@ -14,10 +14,12 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, Clock, Console, Context, Data, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Clock, Console, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
+import * as InFlight from "../services/internal/cluster/inflight.js"
+import * as Watchdog from "../services/internal/cluster/watchdog.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as PgPools from "../layers/PgPools.js"
@@ -71,7 +73,10 @@ const controlRefused = (path: string) =>
 const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
-const CLUSTER_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
+const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
+
+/** Every table of the cluster part: the library's, and the engine's in-flight markers. */
+const CLUSTER_TABLES = [...LIBRARY_TABLES, InFlight.TABLE] as const
 
 /** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
 const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
@@ -94,7 +99,8 @@ const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
 
 /**
  * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
- * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them)
+ * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them,
+ * and `assay_cluster_inflight`, the engine's in-flight markers)
  * in the database at `database`, under a session advisory lock of its own so that two
  * processes migrating at once wait for each other. What `assay migrate` runs after the store's
  * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);
@@ -109,7 +115,7 @@ export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<re
     const conn = yield* sql.reserve
     yield* conn.executeRaw(`SELECT pg_advisory_lock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
     const before = yield* clusterTablesPresent(sql)
-    if (before.size < CLUSTER_TABLES.length) {
+    if (LIBRARY_TABLES.some((t) => !before.has(t))) {
       // building the storages runs their migrations (and nothing else: no runner registers);
       // with lock rows enabled the runner storage creates `cluster_locks` as well, so either
       // lock mode finds its table
@@ -119,6 +125,7 @@ export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<re
         )
       )).pipe(Effect.catchAllDefect((d) => Effect.fail(d)))
     }
+    yield* InFlight.createTable
     const after = yield* clusterTablesPresent(sql)
     yield* conn.executeRaw(`SELECT pg_advisory_unlock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
     return CLUSTER_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)
@@ -182,6 +189,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
   Effect.gen(function*() {
     const experiment = yield* Experiment.load(o.config)
     if (experiment.template.control !== undefined) return yield* controlRefused("--config")
+    const watchdogs = yield* Watchdog.settingsFromEnv
     const store = yield* sharedStoreLayer(experiment, o.store, o.database)
     // an unmigrated database is refused before anything is created in it
     yield* checkMigrated(o.database)
@@ -207,108 +215,63 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     return yield* Effect.scoped(Effect.gen(function*() {
       const context = yield* Layer.build(host)
       const sharding = Context.get(context, Sharding.Sharding)
+      const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       return yield* Effect.raceFirst(
         Effect.never,
         Effect.raceFirst(
-          databaseWatchdog(o.database),
-          stallWatchdog(sharding, defaultShardsPerGroup).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 })))
+          Watchdog.databaseLost(ping, watchdogs, redactUrl(o.database)).pipe(
+            Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 }))
+          ),
+          Watchdog.shardsStalled(unreadOnOwnedShards(sharding, defaultShardsPerGroup), watchdogs).pipe(
+            Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 }))
+          )
         )
       )
     }))
   })
 
-/** How long the database may stay unreachable before a runner gives up (exit 1). */
-const LOST_AFTER = Duration.seconds(90)
-
-/** How long an unread message may wait on this runner's shards before they count as stalled. */
-const STALL_AFTER = Duration.minutes(3)
-
 /** The library's default shards per group (the runner does not change it). */
 const defaultShardsPerGroup = 300
 
 /**
- * Fails with `StoreUnavailable` once the database has not answered for {@link LOST_AFTER}
- * (checked every 10 s with a 10 s timeout): a database lost for good ends the runner with a
- * non-zero exit instead of leaving it retrying forever; a restart or failover shorter than
- * that is ridden out.
+ * The unread, deliverable, unprocessed messages of the shards this runner holds (at most
+ * 1,000 ids; none when it holds no shard or the read fails): what the stalled-shard watchdog
+ * compares from one period to the next (research/distributed.md §5: Effect-TS/effect#6248, a
+ * runner that stays healthy while its storage loop stops reading). The library's own guards
+ * stay in place (a lock not refreshed within `shardLockExpiration` is taken over;
+ * `RunnerHealth` pings drop an unreachable runner from the ring); this covers the case they
+ * do not see.
  */
-const databaseWatchdog = (database: string) =>
+const unreadOnOwnedShards = (sharding: Sharding.Sharding["Type"], shardsPerGroup: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    let lastOk = yield* Clock.currentTimeMillis
-    while (true) {
-      yield* Effect.sleep(Duration.seconds(10))
-      const ok = yield* sql.unsafe("SELECT 1").pipe(
-        Effect.timeout(Duration.seconds(10)),
-        Effect.as(true),
-        Effect.orElseSucceed(() => false)
-      )
-      const now = yield* Clock.currentTimeMillis
-      if (ok) lastOk = now
-      else if (now - lastOk >= Duration.toMillis(LOST_AFTER)) {
-        return yield* new StoreUnavailable({
-          message: `runner: the cluster database ${redactUrl(database)} has not answered for ${
-            Math.round((now - lastOk) / 1000)
-          } s; stopping (exit 1) so that a supervisor restarts this runner`,
-          path: redactUrl(database)
-        })
-      }
+    const owned: Array<string> = []
+    for (let i = 1; i <= shardsPerGroup; i++) {
+      const id = ShardId.make("default", i)
+      if (sharding.hasShardId(id)) owned.push(id.toString())
     }
-  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })))
-
-/**
- * The stalled-shard watchdog (research/distributed.md §5: Effect-TS/effect#6248, a runner that
- * stays healthy while its storage loop stops reading): every {@link STALL_AFTER} it lists the
- * deliverable, unprocessed, never-read messages of the shards this runner holds; a message
- * that was already on the previous list has waited a whole period unread. It then fails with
- * `ShardsStalled` (logged, exit 1): the supervisor's restart releases the runner's shard locks
- * and the cluster reassigns them. The library's own guards stay in place (a lock not
- * refreshed within `shardLockExpiration` is taken over; `RunnerHealth` pings drop an
- * unreachable runner from the ring); this covers the case they do not see.
- */
-const stallWatchdog = (sharding: Sharding.Sharding["Type"], shardsPerGroup: number) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    let previous = new Set<string>()
-    while (true) {
-      yield* Effect.sleep(STALL_AFTER)
-      const owned: Array<string> = []
-      for (let i = 1; i <= shardsPerGroup; i++) {
-        const id = ShardId.make("default", i)
-        if (sharding.hasShardId(id)) owned.push(id.toString())
-      }
-      if (owned.length === 0) {
-        previous = new Set()
-        continue
-      }
-      const now = yield* Clock.currentTimeMillis
-      const rows = yield* sql.unsafe<{ readonly id: string }>(
-        `SELECT id::text AS id FROM cluster_messages
-         WHERE processed = false AND last_read IS NULL AND (deliver_at IS NULL OR deliver_at <= $1)
-           AND shard_id = ANY($2) LIMIT 1000`,
-        [now, owned]
-      ).pipe(Effect.orElseSucceed(() => []))
-      const current = new Set(rows.map((r) => r.id))
-      const waited = Array.from(current).filter((id) => previous.has(id))
-      if (waited.length > 0) {
-        return yield* new ShardsStalled({
-          message: `runner: ${waited.length} message(s) on this runner's ${owned.length} shard(s) waited more than ${
-            Duration.format(STALL_AFTER)
-          } unread; stopping (exit 1) so that a supervisor restarts this runner and its shards move`
-        })
-      }
-      previous = current
-    }
+    if (owned.length === 0) return { shards: 0, ids: [] as ReadonlyArray<string> }
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* sql.unsafe<{ readonly id: string }>(
+      `SELECT id::text AS id FROM cluster_messages
+       WHERE processed = false AND last_read IS NULL AND (deliver_at IS NULL OR deliver_at <= $1)
+         AND shard_id = ANY($2) LIMIT 1000`,
+      [now, owned]
+    ).pipe(Effect.orElseSucceed(() => []))
+    return { shards: owned.length, ids: rows.map((r) => r.id) }
   })
 
-/**
- * The stalled-shard watchdog's verdict: messages on this runner's shards stayed unread for a
- * whole check period. Ends `assay runner` with exit 1 (its supervisor restarts it).
- *
- * @since 0.8.0
- * @category errors
- */
-export class ShardsStalled extends Data.TaggedError("ShardsStalled")<{ readonly message: string }> {}
+export {
+  /**
+   * The stalled-shard watchdog's verdict: messages on this runner's shards stayed unread for a
+   * whole check period (`ASSAY_RUNNER_STALL_AFTER`, 3 minutes by default). Ends `assay runner`
+   * with exit 1 (its supervisor restarts it).
+   *
+   * @since 0.8.0
+   * @category errors
+   */
+  ShardsStalled
+} from "../services/internal/cluster/watchdog.js"
 
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster

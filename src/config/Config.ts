@@ -51,6 +51,22 @@ export const AlgorithmSection = Schema.Union(
 export const RunSection = RunConfig.RunSection
 
 /**
+ * A quota window of a resource (`quotas:` of a resource entry): at most `limit` of `metric`
+ * (default `"requests"`) per `window` (a duration with a unit), with an optional `estimate`
+ * charged before the real count is known. Enforced by the cluster engine's global pools only
+ * (see `Resource.Quota`).
+ *
+ * @since 0.8.0
+ * @category schemas
+ */
+export const QuotaSection = Schema.Struct({
+  metric: opt(Schema.NonEmptyString),
+  limit: Schema.Number.pipe(Schema.finite(), Schema.greaterThan(0)).annotations({ message: () => "must be a number > 0" }),
+  window: DurationFromString,
+  estimate: opt(Schema.Number.pipe(Schema.finite(), Schema.greaterThanOrEqualTo(0)).annotations({ message: () => "must be a number >= 0" }))
+}).annotations({ identifier: "QuotaSection" })
+
+/**
  * One resource of a pool. Fields not given take the pool's defaults.
  *
  * @since 0.1.0
@@ -66,7 +82,9 @@ export const ResourceSection = Schema.Struct({
   deadAfter: opt(PositiveInt),
   cooldown: opt(DurationFromString),
   /** The resource's own price of model calls (wins over the experiment's `pricing`; see `Pricing`). */
-  pricing: opt(ResourcePricingSchema)
+  pricing: opt(ResourcePricingSchema),
+  /** Quota windows, enforced by the cluster engine's global pools (see {@link QuotaSection}). */
+  quotas: opt(Schema.Array(QuotaSection))
 }).annotations({ identifier: "ResourceSection" })
 
 /**

@@ -81,6 +81,72 @@ export interface ResourceOptions<Client = unknown> {
    * `meta.pricing` (it does not change a generated id).
    */
   readonly pricing?: unknown
+  /**
+   * Quota windows of the resource (see {@link Quota}): at most `limit` of `metric` per
+   * `window`. Enforced only by global pools (`PgPools`, what `assay runner` uses), which count
+   * every runner's calls in shared windows; the local pools refuse a resource that declares
+   * one (they would not enforce it). Kept in `meta.quotas` (it does not change a generated id).
+   */
+  readonly quotas?: ReadonlyArray<Quota> | undefined
+}
+
+/**
+ * A quota window a resource declares: at most `limit` units of `metric` per `window`, counted
+ * per resource in windows aligned on 2000-01-01 UTC (`date_bin`). `metric` is `"requests"`
+ * (the default: each lease charges 1) or a usage key the tasks report
+ * (`lease.report({ usage: { tokens: 812 } })`); `estimate` is what a lease charges before its
+ * real count is known (default 1 for `requests`, else 0).
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface Quota {
+  readonly metric?: string | undefined
+  readonly limit: number
+  readonly window: Duration.DurationInput
+  readonly estimate?: number | undefined
+}
+
+/**
+ * A declared quota as stored in `meta.quotas`: `metric`, `limit`, `windowMs` (milliseconds)
+ * and the optional `estimate`.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface QuotaRule {
+  readonly metric: string
+  readonly limit: number
+  readonly windowMs: number
+  readonly estimate?: number | undefined
+}
+
+/**
+ * The `meta` key that holds a resource's declared quotas ({@link QuotaRule} array).
+ *
+ * @since 0.8.0
+ * @category constants
+ */
+export const QUOTAS_META_KEY = "quotas"
+
+const ruleOf = (q: Quota): QuotaRule => ({
+  metric: q.metric ?? "requests",
+  limit: q.limit,
+  windowMs: Duration.toMillis(q.window),
+  ...(q.estimate === undefined ? {} : { estimate: q.estimate })
+})
+
+/**
+ * The quota windows a resource declares (`meta.quotas`, as {@link make} stores them); empty
+ * when none. Entries that are not objects are skipped ({@link validate} reports them).
+ *
+ * @since 0.8.0
+ * @category getters
+ */
+export const quotas = (resource: ResourceInfo): ReadonlyArray<QuotaRule> => {
+  const raw = resource.meta[QUOTAS_META_KEY]
+  if (!Array.isArray(raw)) return []
+  return raw.filter((q): q is QuotaRule => q !== null && typeof q === "object")
 }
 
 /**
@@ -123,7 +189,11 @@ export const make = <Client = unknown>(kind: string = "generic", options: Resour
     options: opts,
     tags,
     capacity,
-    meta: options.pricing === undefined ? options.meta ?? {} : { ...options.meta, pricing: options.pricing },
+    meta: {
+      ...options.meta,
+      ...(options.pricing === undefined ? {} : { [Pricing.RESOURCE_META_KEY]: options.pricing }),
+      ...(options.quotas === undefined || options.quotas.length === 0 ? {} : { [QUOTAS_META_KEY]: options.quotas.map(ruleOf) })
+    },
     generatedId,
     factory: options.factory,
     degradeAfter: options.degradeAfter ?? defaults.degradeAfter,
@@ -166,6 +236,44 @@ export const validate = (resource: Resource<unknown>, path = "resource"): Readon
     issues.push({ path: `${path}.cooldown`, message: `cooldown must be a finite, non-negative duration` })
   }
   issues.push(...Pricing.resourcePricingIssues(resource.meta[Pricing.RESOURCE_META_KEY], `${path}.pricing`))
+  issues.push(...quotaIssues(resource.meta[QUOTAS_META_KEY], `${path}.quotas`))
+  return issues
+}
+
+const quotaIssues = (raw: unknown, path: string): ReadonlyArray<ConfigIssue> => {
+  if (raw === undefined) return []
+  if (!Array.isArray(raw)) return [{ path, message: "quotas must be a list of { metric, limit, window }" }]
+  const issues: Array<ConfigIssue> = []
+  raw.forEach((q: unknown, i) => {
+    const at = `${path}[${i}]`
+    if (q === null || typeof q !== "object") {
+      issues.push({ path: at, message: "a quota must be { metric, limit, window }" })
+      return
+    }
+    const r = q as Partial<Record<keyof QuotaRule, unknown>>
+    if (typeof r.metric !== "string" || r.metric === "") issues.push({ path: `${at}.metric`, message: "metric must be a non-empty string" })
+    const limit = r.limit
+    if (typeof limit !== "number" || !Number.isFinite(limit) || limit <= 0) {
+      issues.push({ path: `${at}.limit`, message: `limit must be a positive number, got ${String(limit)}` })
+    }
+    if (typeof r.windowMs !== "number" || !Number.isFinite(r.windowMs) || r.windowMs < 1) {
+      issues.push({ path: `${at}.window`, message: "window must be a finite duration of at least 1 millisecond" })
+    }
+    if (r.estimate !== undefined) {
+      const e = r.estimate
+      if (typeof e !== "number" || !Number.isFinite(e) || e < 0) {
+        issues.push({ path: `${at}.estimate`, message: `estimate must be a non-negative number, got ${String(e)}` })
+      } else if (typeof limit === "number" && e > limit) {
+        issues.push({ path: `${at}.estimate`, message: `estimate ${e} is above the limit ${limit}: no lease could ever be granted` })
+      }
+    }
+  })
+  const metrics = raw.map((q: unknown) => (q !== null && typeof q === "object" ? (q as { metric?: unknown }).metric : undefined))
+  metrics.forEach((m, i) => {
+    if (typeof m === "string" && metrics.indexOf(m) !== i) {
+      issues.push({ path: `${path}[${i}].metric`, message: `metric "${m}" has a quota already (${path}[${metrics.indexOf(m)}]): one window per metric` })
+    }
+  })
   return issues
 }
 

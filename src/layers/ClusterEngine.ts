@@ -136,7 +136,10 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
  * own requirements are taken from the context the layer is built in. While it lives, the
  * pools' events go to the store's event log and their resources' state to its resource rows,
  * filed under the run whose pipelines this process ran last (what `report`, `watch` and
- * `serve` show).
+ * `serve` show). When the context holds a Postgres `SqlClient` (the cluster's), each task
+ * start writes its pipeline's in-flight marker in `assay_cluster_inflight` (created by
+ * `assay migrate`), and an execution cut short (a killed runner, a moved shard) is recorded
+ * as an abandoned attempt when the task runs again.
  *
  * @param options see {@link WorkflowLayerOptions}
  * @since 0.7.0

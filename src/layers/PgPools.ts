@@ -94,7 +94,13 @@ export interface QuotaOptions {
  *   how often it is renewed;
  * - `pollMin` (default 25 ms) and `pollMax` (default 1 s): the backoff range of a waiting
  *   acquire between two reads of the global rows;
- * - `quotas`: global quota windows ({@link QuotaOptions});
+ * - `quotas`: global quota windows ({@link QuotaOptions}), besides those each resource declares
+ *   itself (`Resource.make({ quotas })`, the `quotas:` of a resource in an experiment file),
+ *   which win for their metric;
+ * - `quotaGuard` (default 2 s): the end of each quota window grants nothing; a charge needs
+ *   `min(quotaGuard, window / 4)` of its window left, so that the call it allows reaches the
+ *   provider (which counts by arrival) inside the window it was charged to. It only holds back
+ *   a window whose quota is not spent by then (a busy window is spent at its start);
  * - `onEvent`, `plugins`: as for the local pools (`Pools.PoolsOptions`).
  *
  * @since 0.7.0
@@ -107,6 +113,7 @@ export interface PgPoolsOptions extends PoolsOptions {
   readonly pollMin?: Duration.DurationInput | undefined
   readonly pollMax?: Duration.DurationInput | undefined
   readonly quotas?: ReadonlyArray<QuotaOptions> | undefined
+  readonly quotaGuard?: Duration.DurationInput | undefined
 }
 
 const settingsOf = (options: PgPoolsOptions): Effect.Effect<internal.Settings> =>
@@ -119,6 +126,7 @@ const settingsOf = (options: PgPoolsOptions): Effect.Effect<internal.Settings> =
       renewEveryMs: options.renewEvery === undefined ? ttl / 3 : Duration.toMillis(options.renewEvery),
       pollMinMs: Duration.toMillis(options.pollMin ?? "25 millis"),
       pollMaxMs: Duration.toMillis(options.pollMax ?? "1 second"),
+      quotaGuardMs: Duration.toMillis(options.quotaGuard ?? "2 seconds"),
       quotas: (options.quotas ?? []).map((q) => ({
         pool: q.pool,
         resource: q.resource,
@@ -209,14 +217,13 @@ export const migrate: Effect.Effect<
  * Sets the global capacity of a resource for every runner (slot rows are added as needed; a
  * lowered capacity grants no slot above it, leases already held run to their release). The
  * next start of a service declaring the resource writes its declared capacity back. Returns
- * whether the resource exists.
+ * whether the resource exists (`false`: nothing was written).
  *
  * @since 0.7.0
  * @category operations
  */
 export const resize = (pool: string, resourceId: string, capacity: number): Effect.Effect<boolean, SqlError, SqlClient.SqlClient> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(Q.resize(sql, pool, resourceId, capacity), (rows) => rows.length > 0))
+  Effect.flatMap(SqlClient.SqlClient, (sql) => Q.resize(sql, pool, resourceId, capacity))
 
 /**
  * One resource as every runner sees it: `capacity`, `state` (`ready` / `dead`),

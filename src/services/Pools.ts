@@ -391,7 +391,7 @@ export class Pools extends Context.Tag("assay/Pools")<Pools, PoolsService>() {}
 
 /**
  * Options of {@link makePools} / {@link layer}: `onEvent` (every pool's events),
- * `plugins` (user algorithms by name).
+ * `plugins` (user algorithms by name), `globalQuotas` (see below).
  *
  * @since 0.1.0
  * @category models
@@ -399,6 +399,12 @@ export class Pools extends Context.Tag("assay/Pools")<Pools, PoolsService>() {}
 export interface PoolsOptions {
   readonly onEvent?: EventCallback | undefined
   readonly plugins?: ReadonlyMap<string, AcquireAlgorithm.AlgorithmPlugin> | undefined
+  /**
+   * Accept resources that declare quota windows (`Resource.make({ quotas })`): set by the
+   * global pools (`PgPools`), which enforce them. Without it such a resource is refused with a
+   * `ConfigError` at `pools.<name>.resources[i].quotas`, since local pools do not enforce them.
+   */
+  readonly globalQuotas?: boolean | undefined
 }
 
 /**

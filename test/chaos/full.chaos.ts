@@ -17,6 +17,9 @@ import { withScene } from "./support/scenario.js"
 
 const pg = usePostgres()
 
+/** Scenarios failing on engine faults run only with `ASSAY_CHAOS_KNOWN_FAULTS=1` (as in ci.test.ts). */
+const knownFaults = process.env.ASSAY_CHAOS_KNOWN_FAULTS === "1"
+
 const capacity = { r1: 6 }
 
 /** Healthy runners registered now. */
@@ -91,12 +94,56 @@ describe("chaos (full): three assay runner processes on PostgreSQL", () => {
     })
   }, 300_000)
 
-  // C7 needs a global quota on the runners' pools, and `assay runner` cannot be given one: it
-  // builds `PgPools.layer(experiment.pools, { plugins })` (src/cli/ClusterRun.ts) without
-  // `quotas`, and the experiment file has no quota field for a pool or a resource. So a quota
-  // of "20 calls per 5 s over three runners" cannot be declared to runner processes at all
-  // (PgPools' own quota windows are tested in process by the pg-pool tests).
-  it.skip("C7: a tight quota (20 calls / 5 s) over three runners: calls per window ≤ quota (no way to declare a quota to assay runner)", () => {})
+  // The quota is declared on the resource in the experiment file (`quotas:`), as a user writes
+  // it; the runners' global pools charge every grant into a shared Postgres window.
+  // KNOWN FAULT (runs with ASSAY_CHAOS_KNOWN_FAULTS=1). Not passed yet, 3 of 3 runs at load
+  // 20-40 on 2 cores (2026-12-01, branch pg17b): (1) 23 calls in one 5 s window of 20 (before
+  // the quota guard); (2) with the guard, a fault-free repeat: an execution cut short and run
+  // again 25 s later (the in-flight marker recorded it as abandoned), whose call arrived in
+  // the window after the one it was charged to (11 of 10); (3) timed out at 300 s. Both faults
+  // come from executions that stall between their grant and their call, or are cut short
+  // without a fault (the same symptom as C6's note in ci.test.ts).
+  it.skipIf(!knownFaults)("C7: a tight quota (10 calls / 5 s) over three runners: calls per window ≤ quota", async () => {
+    const quota = { limit: 10, windowMs: 5_000 }
+    const experiment = {
+      rows: 20,
+      resources: [{ id: "r1", capacity: 6 }],
+      resourceExtra: { quotas: [{ limit: quota.limit, window: "5 seconds" }] }
+    }
+    await withScene(pg, "c7", { experiment }, async ({ cluster, provider, tasks }) => {
+      const run = await cluster.submit(20).done
+      expect(run.code, run.stderr).toBe(0)
+      // for a failure's diagnosis: each window's calls (ms into the window) and the ledger
+      const byWindow = new Map<number, Array<number>>()
+      for (const c of provider.calls) {
+        const w = Math.floor(c.start / quota.windowMs) * quota.windowMs
+        byWindow.set(w, [...(byWindow.get(w) ?? []), c.start - w])
+      }
+      console.log(JSON.stringify({
+        windows: Array.from(byWindow.entries()).map(([w, ms]) => ({ w, n: ms.length, first: Math.min(...ms), last: Math.max(...ms) })),
+        ledger: cluster.sql("SELECT extract(epoch FROM window_start) * 1000, used FROM assay_pool_quota ORDER BY 1").trim().split("\n")
+      }))
+      const out = await assertInvariants(cluster, provider, {
+        rows: experiment.rows,
+        capacity,
+        snapshots: [],
+        quota: { r1: quota }
+      })
+      expect(out.repeats).toBe(0)
+      expect(out.keys).toBe(tasks)
+      // the quota, not the capacity, was the bound: 60 calls of 150 ms on 6 slots would take
+      // about 1.5 s unthrottled; some window was filled to the limit
+      const windows = provider.perWindow("r1", quota.windowMs)
+      expect(Math.max(...windows.values())).toBe(quota.limit)
+      expect(windows.size).toBeGreaterThanOrEqual(Math.ceil(tasks / quota.limit))
+      // the shared ledger counted every call (each grant is charged before its call)
+      const used = Number(cluster.sql("SELECT COALESCE(sum(used), 0) FROM assay_pool_quota WHERE pool = 'llm' AND resource = 'r1' AND metric = 'requests'").trim())
+      expect(used).toBeGreaterThanOrEqual(provider.calls.filter((c) => c.resource === "r1").length)
+      const perRow = cluster.sql("SELECT max(used) FROM assay_pool_quota WHERE pool = 'llm' AND resource = 'r1'").trim()
+      expect(Number(perRow)).toBeLessThanOrEqual(quota.limit)
+      console.log(JSON.stringify({ scenario: "C7", windows: Array.from(windows.values()), used, ...out }))
+    })
+  }, 300_000)
 
   // Failed once before the settled-shards wait (6 keys called twice); passed since (0 repeats, 32 s).
   it("C8: rolling restart (SIGTERM, start again, one runner at a time): no stall, no terminal failure", async () => {

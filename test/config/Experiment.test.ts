@@ -10,6 +10,7 @@ import { allowedKeysAt, placesOfKey } from "../../src/config/internal/keys.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
+import * as Resource from "../../src/domain/Resource.js"
 import * as Experiment from "../../src/config/internal/experiment.js"
 import { expandEnv } from "../../src/config/internal/env.js"
 import { closest, formatPath } from "../../src/config/internal/issues.js"
@@ -351,6 +352,30 @@ describe("Experiment loader: refuses at load what a run would refuse", () => {
         source: { range: { n: 1 } }
       })))
       assert.deepStrictEqual(clash, [`pools.apis.resources[1].id: duplicate resource id "${ids[0]}" in pool "apis"`])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a resource's quotas reach its definition (for the cluster's global pools); a bad one is refused at its path", () =>
+    Effect.gen(function*() {
+      const experiment = yield* Experiment.fromDefinition({
+        pools: { llm: { resources: [{ id: "k", capacity: 4, quotas: [{ limit: 20, window: "5 seconds" }] }] } },
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 1 } }
+      })
+      assert.deepStrictEqual(Resource.quotas(experiment.pools[0]!.resources[0]!), [{ metric: "requests", limit: 20, windowMs: 5_000 }])
+      const refused = (quotas: ReadonlyArray<unknown>) =>
+        Effect.map(Effect.flip(Experiment.fromDefinition({
+          pools: { llm: { resources: [{ quotas }] } },
+          pipeline: { name: "p", tasks: [{ use: "echo" }] },
+          source: { range: { n: 1 } }
+        } as never)), issuesOf)
+      // a shape error (the Schema), then a rule the resource checks
+      const shape = yield* refused([{ limit: 0, window: "5 seconds" }])
+      assert.strictEqual(shape.length, 1, shape.join("\n"))
+      assert.match(shape[0]!, /^pools\.llm\.resources\[0\]\.quotas\[0\]\.limit: /)
+      const rule = yield* refused([{ metric: "tokens", limit: 5, window: "1 minute", estimate: 9 }])
+      assert.deepStrictEqual(rule.map((i) => i.split(" | ")[0]), [
+        "pools.llm.resources[0].quotas[0].estimate: estimate 9 is above the limit 5: no lease could ever be granted"
+      ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("keyField naming a missing field is refused from the first row, with a did-you-mean", () =>

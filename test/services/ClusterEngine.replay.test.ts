@@ -3,7 +3,8 @@
  * `SingleRunner` with SQL message storage, the memory store standing in for the shared store.
  * A runner is stopped while some tasks are in flight; a new runner on the same database
  * replays the workflows: no task committed before the stop is called again, every pipeline
- * ends succeeded with one checkpoint per task, and submitting again is safe.
+ * ends succeeded with one checkpoint per task, submitting again is safe, and each execution
+ * the stop cut short is recorded as an abandoned attempt.
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
@@ -14,6 +15,7 @@ import { Deferred, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Str
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
@@ -57,6 +59,8 @@ describe("ClusterEngine on PostgreSQL message storage", () => {
     const specs = Array.from({ length: 10 }, (_, i) => template.bind(i))
     return Effect.gen(function*() {
       yield* Effect.promise(() => pg.createDatabase("replay1"))
+      // the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables)
+      yield* InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url("replay1")) })))
       const store = yield* Store
       const committedNow = Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.match(r, { onNone: () => 0, onSome: (x) => x.nTasksDone })))
       // phase 1: run until the even pipelines wait in b and the odd ones are done, then stop the runner
@@ -95,6 +99,16 @@ describe("ClusterEngine on PostgreSQL message storage", () => {
           assert.strictEqual(calls.get(`${spec.pipelineId}/b`), 2)
           assert.strictEqual(calls.get(`${spec.pipelineId}/c`), 1)
         }
+        // the execution cut short by the stop is recorded as an abandoned attempt (attempt 0,
+        // as the embedded engine's resume records one); nothing else is
+        const attempts = yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId }))
+        const abandoned = Array.from(attempts).filter((x) => x.errorType === "Abandoned").map((x) => [x.seq, x.attemptNo, x.outcome])
+        assert.deepStrictEqual(abandoned, j % 2 === 0 ? [[1, 0, "cancelled"]] : [], `pipeline ${j}`)
+        assert.deepStrictEqual(
+          Array.from(attempts).filter((x) => x.outcome === "succeeded").map((x) => x.seq),
+          [0, 1, 2],
+          `pipeline ${j}: one succeeded attempt per task`
+        )
       }
     }).pipe(Effect.provide(MemoryStore.layer()))
   }, 120_000)

@@ -304,6 +304,38 @@ describe("PgPools: shared state", () => {
     }))
   }, 60_000)
 
+  it("a resource's own quota windows (its config) gate acquires across runners, and win over the options' rule for their metric", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      // the options allow 100 requests; the resource declares 3: the resource's rule applies
+      const quotas: ReadonlyArray<PgPools.QuotaOptions> = [{ pool: "llm", metric: "requests", limit: 100, window: "1 hour" }]
+      const cfg = [one(4, "llm", { quotas: [{ limit: 3, window: "1 hour" }] })]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a", quotas })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b", quotas })
+      const outcomes = yield* Effect.forEach(Array.from({ length: 8 }, (_, i) => i), (i) =>
+        Effect.either(Effect.scoped((i % 2 === 0 ? a : b).acquire({ pool: "llm", algorithm: "immediate" }))))
+      expect(outcomes.filter((o) => o._tag === "Right")).toHaveLength(3)
+      const sql = yield* client(url)
+      const rows = yield* Effect.orDie(sql<{ metric: string; used: number }>`SELECT metric, used FROM assay_pool_quota`)
+      expect(rows.map((r) => [r.metric, Number(r.used)])).toEqual([["requests", 3]])
+    }))
+  }, 60_000)
+
+  it("resize answers whether the resource exists, and writes nothing for one that does not", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      yield* service(yield* client(url), [one(2)], { runnerId: "a" })
+      const sql = yield* client(url)
+      const resize = (resource: string, n: number) => Effect.orDie(Effect.provideService(PgPools.resize("llm", resource, n), SqlClient.SqlClient, sql))
+      expect(yield* resize("key-a", 5)).toBe(true)
+      expect(yield* resize("nope", 3)).toBe(false)
+      const slots = yield* Effect.orDie(sql<{ resource: string; n: number }>`SELECT resource, count(*)::int AS n FROM assay_pool_slot GROUP BY resource`)
+      expect(slots.map((r) => [r.resource, Number(r.n)])).toEqual([["key-a", 5]])
+      const state = yield* Effect.orDie(Effect.provideService(PgPools.globalState(["llm"]), SqlClient.SqlClient, sql))
+      expect(state.map((r) => [r.resource, r.capacity])).toEqual([["key-a", 5]])
+    }))
+  }, 60_000)
+
   it("a Postgres restart (fast) mid-hold never lets more than the capacity work at once", async () => {
     const url = await freshDb()
     await run(Effect.gen(function*() {

@@ -88,6 +88,36 @@ describe("Resource", () => {
     const issues = Resource.validate(Resource.make("x", { capacity: 0, degradeAfter: 5, deadAfter: 2 }), "r")
     assert.deepStrictEqual(issues.map((i) => i.path), ["r.capacity", "r.deadAfter"])
   })
+
+  it("declared quota windows: kept in meta.quotas with defaults, validated, not part of a generated id", () => {
+    const plain = Resource.make("x", { capacity: 2 })
+    const limited = Resource.make("x", { capacity: 2, quotas: [{ limit: 20, window: "5 seconds" }, { metric: "tokens", limit: 1000, window: "1 minute", estimate: 50 }] })
+    assert.strictEqual(limited.id, plain.id)
+    assert.deepStrictEqual(Resource.quotas(limited), [
+      { metric: "requests", limit: 20, windowMs: 5_000 },
+      { metric: "tokens", limit: 1000, windowMs: 60_000, estimate: 50 }
+    ])
+    assert.deepStrictEqual(Resource.quotas(plain), [])
+    const bad = Resource.make("x", {
+      quotas: [{ limit: 0, window: "5 seconds" }, { metric: "tokens", limit: 10, window: 0, estimate: 11 }, { limit: 1, window: "1 second" }]
+    })
+    assert.deepStrictEqual(Resource.validate(bad, "r").map((i) => i.path), [
+      "r.quotas[0].limit",
+      "r.quotas[1].window",
+      "r.quotas[1].estimate",
+      "r.quotas[2].metric"
+    ])
+  })
+
+  it.effect("local pools refuse a resource that declares quotas (they would not enforce them), naming the field", () =>
+    Effect.gen(function*() {
+      const cfg = [Pool.make("llm", [worker("a"), worker("b", 1, { quotas: [{ limit: 5, window: "1 minute" }] })])]
+      const refused = yield* Effect.flip(Effect.scoped(Pool.makePools(cfg)))
+      assert.deepStrictEqual(refused.issues.map((i) => i.path), ["pools.llm.resources[1].quotas"])
+      assert.match(refused.issues[0]!.message, /--engine cluster/)
+      // the global pools build on the same core with the quotas accepted
+      yield* Effect.scoped(Pool.makePools(cfg, { globalQuotas: true }))
+    }))
 })
 
 describe("Pools: leases", () => {

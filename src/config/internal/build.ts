@@ -218,7 +218,8 @@ export const buildPools = (
         degradeAfter: r.degradeAfter ?? p.degradeAfter,
         deadAfter: r.deadAfter ?? p.deadAfter,
         ...(r.cooldown ?? p.cooldown) !== undefined ? { cooldown: (r.cooldown ?? p.cooldown)! } : {},
-        ...(r.pricing !== undefined ? { pricing: r.pricing } : {})
+        ...(r.pricing !== undefined ? { pricing: r.pricing } : {}),
+        ...(r.quotas !== undefined ? { quotas: r.quotas } : {})
       })
       issues.push(...Resource.validate(res, `${base}.resources[${j}]`))
       return res
@@ -519,8 +520,10 @@ export const build = (
     const before = issues.length
     const pools = buildPools(def, ctx.plugins, issues)
     if (!issues.slice(before).some((i) => i.path.startsWith("pools"))) {
-      // Backstop: whatever else the pool service would refuse at run time is refused here.
-      const made = yield* Effect.either(Effect.scoped(Pool.makePools(pools, { plugins: ctx.plugins.algorithms })))
+      // Backstop: whatever else the pool service would refuse at run time is refused here
+      // (quota windows are accepted: the file may be meant for the cluster engine, whose
+      // global pools enforce them; the embedded engine refuses them when it builds its pools).
+      const made = yield* Effect.either(Effect.scoped(Pool.makePools(pools, { plugins: ctx.plugins.algorithms, globalQuotas: true })))
       if (Either.isLeft(made)) issues.push(...made.left.issues)
     }
     const entryCtx: EntryContext = {

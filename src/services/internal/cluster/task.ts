@@ -47,6 +47,7 @@ import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
+import type { InFlight } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -87,6 +88,8 @@ export interface TaskEnv {
   readonly scope: Scope.Scope
   /** The execution of each (pipeline, task) running in this process, by `pipelineId/seq`. */
   readonly running: Map<string, Deferred.Deferred<TaskVerdict, StoreUnavailable>>
+  /** The in-flight marker (`inflight.ts`); without it an execution cut short is not recorded. */
+  readonly inFlight: InFlight | undefined
 }
 
 /**
@@ -114,6 +117,7 @@ export const makeTaskEnv = (options: {
   readonly concurrency: number
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
+  readonly inFlight?: InFlight | undefined
 }): Effect.Effect<TaskEnv, never, Scope.Scope> =>
   Effect.zipWith(Effect.clock, Effect.scope, (clock, scope) => ({
     store: options.store,
@@ -126,7 +130,8 @@ export const makeTaskEnv = (options: {
     registry: options.registry ?? CodecRegistry.default(),
     registries: new Map(),
     scope,
-    running: new Map()
+    running: new Map(),
+    inFlight: options.inFlight
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -220,7 +225,9 @@ export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect
       if (running !== undefined) return restore(Deferred.await(running))
       const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
-      const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq), env.infraRetry).pipe(withAttemptServices))
+      // the in-flight marker is written once per execution, not again by an L5 retry of the body
+      const marked = { done: false }
+      const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq, marked), env.infraRetry).pipe(withAttemptServices))
       return Effect.zipRight(
         Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
           fiber.addObserver((exit) => {
@@ -232,7 +239,16 @@ export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect
     })
   )
 
-const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+/** What an abandoned attempt of the cluster engine says. */
+const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, or its shard moved) while it was in flight; " +
+  "the task was run again by another execution"
+
+const runTaskOnce = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  marked: { done: boolean }
+): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   Effect.gen(function*() {
     const { clock, slots, store } = env
     const pipelineId = spec.pipelineId
@@ -248,6 +264,16 @@ const runTaskOnce = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<Ta
     const input = yield* inputOf(env, spec, seq)
     if (Option.isNone(input)) return "gone" as const
     const runId = row.value.runId as RunId
+    if (env.inFlight !== undefined && !marked.done) {
+      // an earlier execution of this task under the same run started and never committed:
+      // it was cut short; record it as the embedded engine's resume does (attempt 0)
+      const now = clock.unsafeCurrentTimeMillis()
+      const previous = yield* env.inFlight.mark(pipelineId, seq, runId, now)
+      marked.done = true
+      if (Option.isSome(previous) && previous.value.seq === seq && previous.value.runId === runId) {
+        yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, task.name, seq, now, 0, abandonedMessage))
+      }
+    }
     const state = yield* stateOf(env, runId)
     const found = yield* Deferred.make<TaskVerdict>()
     const registry = registryFor(env, task)

@@ -14,6 +14,7 @@
  */
 import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Rows from "../runner/rows.js"
@@ -26,6 +27,7 @@ import { Pools } from "../../Pool.js"
 import type { PoolsService } from "../../Pools.js"
 import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
+import * as InFlight from "./inflight.js"
 import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -208,6 +210,7 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
  * process ran last, as the embedded engine writes them. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
  * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
  * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
+ * A Postgres `SqlClient` in context keeps the in-flight markers (`inflight.ts`).
  *
  * @internal
  */
@@ -219,12 +222,15 @@ export const workflowLayer = (
     const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
     const store = yield* Store
     const pools = yield* Pools
+    // the in-flight marker lives next to the cluster's tables, on its SQL client (when one is in context)
+    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
     const env = yield* makeTaskEnv({
       store,
       pools,
       bus,
       concurrency: options.concurrency ?? 64,
-      infraRetry: options.infraRetry
+      infraRetry: options.infraRetry,
+      inFlight: Option.isSome(sql) ? InFlight.make(sql.value) : undefined
     })
     // pool events go to the event log, filed under the run this process works for
     yield* pools.listen((event) => {

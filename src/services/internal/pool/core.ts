@@ -212,6 +212,13 @@ export class Core implements Client.ClientEnv {
       : Resource.make(pool.kind ?? "generic", input as Resource.ResourceOptions<unknown>)
     const issues = Resource.validate(resource, path)
     if (issues.length > 0) return issues
+    if (this.options.globalQuotas !== true && Resource.quotas(resource).length > 0) {
+      return [{
+        path: `${path}.quotas`,
+        message: "quota windows are enforced only by global pools (the cluster engine's `assay runner`, or PgPools): " +
+          "this engine's pools would not enforce them; run with --engine cluster, or remove quotas"
+      }]
+    }
     if (pool.byId.has(resource.id)) {
       if (!resource.generatedId) {
         return [{ path: `${path}.id`, message: `duplicate resource id "${resource.id}" in pool "${pool.name}"` }]

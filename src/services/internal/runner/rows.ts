@@ -202,7 +202,7 @@ export const attemptRow = (
 /**
  * The attempt recorded for a task whose attempt was in flight when its run died (attempt
  * number 0, outcome `cancelled`, error type `Abandoned`); `visit` is the station's visit on a
- * control pipeline (0 otherwise).
+ * control pipeline (0 otherwise); `message` says why (default: its run died).
  *
  * @internal
  */
@@ -212,7 +212,8 @@ export const abandonedAttempt = (
   taskName: string,
   seq: number,
   now: number,
-  visit = 0
+  visit = 0,
+  message = "attempt abandoned: its run died (no heartbeat) while it was in flight"
 ): NewAttempt =>
   attemptRow(
     {
@@ -228,7 +229,7 @@ export const abandonedAttempt = (
     {
       errorClass: "cancelled",
       errorType: "Abandoned",
-      errorMessage: "attempt abandoned: its run died (no heartbeat) while it was in flight"
+      errorMessage: message
     },
     null,
     [],

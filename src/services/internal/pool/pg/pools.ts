@@ -64,6 +64,12 @@ export interface Settings {
   readonly pollMinMs: number
   readonly pollMaxMs: number
   readonly quotas: ReadonlyArray<QuotaRule>
+  /**
+   * The end of a quota window grants nothing: a charge needs at least
+   * `min(quotaGuardMs, window / 4)` of its window left, so that the call it allows reaches
+   * the provider inside the window it was charged to.
+   */
+  readonly quotaGuardMs: number
 }
 
 interface QuotaCharge {
@@ -137,8 +143,16 @@ export class Gate {
     readonly scope: Scope.Scope
   ) {}
 
-  quotaRules(pool: string, resource: string): ReadonlyArray<QuotaRule> {
-    return this.settings.quotas.filter((q) => q.pool === pool && (q.resource === undefined || q.resource === resource))
+  /**
+   * The quota windows of a resource: those it declares itself (`Resource.quotas`, from its
+   * config), then those of the options for metrics it does not declare.
+   */
+  quotaRules(pool: string, info: ResourceInfo): ReadonlyArray<QuotaRule> {
+    const own: Array<QuotaRule> = Resource.quotas(info).map((q) => ({ ...q, pool, resource: info.id }))
+    const declared = new Set(own.map((q) => q.metric))
+    return own.concat(this.settings.quotas.filter((q) =>
+      q.pool === pool && (q.resource === undefined || q.resource === info.id) && !declared.has(q.metric)
+    ))
   }
 
   /** Declares every resource of the given pools (rows + slots). */
@@ -152,8 +166,9 @@ export class Gate {
   nowMs = Effect.clockWith((c) => c.currentTimeMillis)
 
   /** Charges every quota rule of a resource; undoes and returns `undefined` on a refusal. */
-  chargeAll(pool: string, resource: string): Effect.Effect<ReadonlyArray<QuotaCharge> | undefined, SqlError> {
-    const rules = this.quotaRules(pool, resource)
+  chargeAll(pool: string, info: ResourceInfo): Effect.Effect<ReadonlyArray<QuotaCharge> | undefined, SqlError> {
+    const resource = info.id
+    const rules = this.quotaRules(pool, info)
     if (rules.length === 0) return Effect.succeed([])
     const gate = this
     return Effect.gen(function*() {
@@ -161,7 +176,8 @@ export class Gate {
       for (const rule of rules) {
         const key = { pool, resource, metric: rule.metric }
         const cost = rule.estimate ?? (rule.metric === "requests" ? 1 : 0)
-        const r = yield* Q.charge(gate.sql, key, cost, rule.limit, rule.windowMs)
+        const guardMs = Math.min(gate.settings.quotaGuardMs, rule.windowMs / 4)
+        const r = yield* Q.charge(gate.sql, key, cost, rule.limit, rule.windowMs, guardMs)
         if (r === undefined) {
           for (const c of done) yield* Effect.ignore(Q.correct(gate.sql, c.key, c.windowStart, -c.charged))
           const left = yield* Q.windowLeftMs(gate.sql, rule.windowMs)
@@ -318,7 +334,7 @@ export class Gate {
               yield* restore(gate.sleepBackoff(n))
               return Option.none<PgLease>()
             }
-            const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource.id))
+            const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource))
             if (Either.isLeft(charges) || charges.right === undefined) {
               // refused (or unknown): the slot was never used, give it back now
               yield* Effect.ignore(Q.release(gate.sql, lease.pool, lease.resource.id, claimed.right))
@@ -494,7 +510,7 @@ export const make = (
 ): Effect.Effect<PoolsService, ConfigError | SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const configs = [...pools]
-    const local = yield* makeLocal(configs, options)
+    const local = yield* makeLocal(configs, { ...options, globalQuotas: true })
     const scope = yield* Effect.scope
     const gate = new Gate(sql, local, settings, scope)
     for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)

@@ -174,14 +174,21 @@ export const release = (sql: SqlClient.SqlClient, pool: string, resource: string
   sql`UPDATE assay_pool_slot SET holder = NULL, lease_id = NULL, expires_at = NULL, acquired_at = NULL
       WHERE pool = ${pool} AND resource = ${resource} AND slot = ${c.slot} AND lease_id = ${c.leaseId}::uuid`
 
-/** Sets a resource's global capacity; adds the slot rows it needs (lowering keeps the rows). */
+/**
+ * Sets a resource's global capacity and adds the slot rows it needs (lowering keeps the rows);
+ * `false`, with nothing written, when the resource has no row.
+ */
 export const resize = (sql: SqlClient.SqlClient, pool: string, resource: string, capacity: number) =>
-  sql.withTransaction(Effect.zipRight(
+  sql.withTransaction(Effect.flatMap(
     sql`UPDATE assay_pool_resource SET capacity = ${capacity}, updated_at = now() WHERE pool = ${pool} AND resource = ${resource}
         RETURNING resource`,
-    sql`INSERT INTO assay_pool_slot (pool, resource, slot)
-        SELECT ${pool}, ${resource}, g FROM generate_series(1, ${capacity}::int) g
-        ON CONFLICT DO NOTHING`
+    (rows) =>
+      rows.length === 0 ? Effect.succeed(false) : Effect.as(
+        sql`INSERT INTO assay_pool_slot (pool, resource, slot)
+            SELECT ${pool}, ${resource}, g FROM generate_series(1, ${capacity}::int) g
+            ON CONFLICT DO NOTHING`,
+        true
+      )
   ))
 
 /** Extends a resource's throttle to at least `ms` from now. */
@@ -212,21 +219,24 @@ export interface Charged {
 
 /**
  * Charges `cost` to the current `windowMs` window of (pool, resource, metric) only if the
- * window's total stays within `limit`; `undefined` when refused.
+ * window's total stays within `limit` and at least `guardMs` of the window is left (so that
+ * the call lands at the provider inside the window it was charged to); `undefined` when
+ * refused.
  */
 export const charge = (
   sql: SqlClient.SqlClient,
   key: { readonly pool: string; readonly resource: string; readonly metric: string },
   cost: number,
   limit: number,
-  windowMs: number
+  windowMs: number,
+  guardMs = 0
 ) =>
   Effect.map(
     sql<{ window_start: string; used: number }>`INSERT INTO assay_pool_quota AS q (pool, resource, metric, window_start, used)
-      SELECT ${key.pool}, ${key.resource}, ${key.metric},
-             date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(), timestamptz '2000-01-01 00:00:00+00'),
-             ${cost}::float8
+      SELECT ${key.pool}, ${key.resource}, ${key.metric}, w.start, ${cost}::float8
+      FROM (SELECT date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(), timestamptz '2000-01-01 00:00:00+00') AS start) w
       WHERE ${cost}::float8 <= ${limit}::float8
+        AND w.start + make_interval(secs => ${secs(windowMs)}::float8) - now() >= make_interval(secs => ${secs(guardMs)}::float8)
       ON CONFLICT (pool, resource, metric, window_start)
       DO UPDATE SET used = q.used + EXCLUDED.used WHERE q.used + EXCLUDED.used <= ${limit}::float8
       RETURNING q.window_start::text AS window_start, q.used`,

@@ -26,7 +26,7 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import type { MemberWire, MetricRow, RunView, Snapshot } from "./internal/monitor.js"
+import type { MemberWire, MetricRow, ResourceRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
 import { formatCost, formatUsd } from "./internal/money.js"
 import { formatMetric } from "./internal/report.js"
@@ -190,6 +190,10 @@ const accountingText = (a: Snapshot["accounting"]): string =>
     ? "\u2013"
     : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatCost(a.cost_usd, a.unpriced)}`
 
+/** A pool resource's tokens and cost as the dashboard shows them ("" when its scope made no model calls). */
+const resourceAccountingText = (a: ResourceRow["accounting"]): string =>
+  a === undefined ? "" : a === null ? "\u2013" : `${a.tokens_in} in / ${a.tokens_out} out · ${formatCost(a.cost_usd, a.unpriced)}`
+
 /**
  * Renders the dashboard page for a snapshot (every store value escaped). The returned HTML
  * loads `/assets/uplot.js` and `/assets/uplot.css` and refreshes itself every `refreshMs`.
@@ -221,7 +225,9 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
       r.algorithm_text === "" ? "" : ` <span class="muted algo">${escapeHtml(r.algorithm_text)}</span>`
     }</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
-    }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td><td class="msg">${
+    }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td><td class="cost">${
+      escapeHtml(resourceAccountingText(r.accounting))
+    }</td><td class="msg">${
       escapeHtml(optionsText(r.spec))
     }</td></tr>`
   }).join("")
@@ -290,7 +296,7 @@ ${suiteSection}<section class="grid counters">${counters}</section>
 <section><h2>Throughput</h2><div id="chart" data-points="${s.throughput.series.length}" data-done="${s.done}"></div></section>
 <section><h2>Reported metrics <span id="metrics-note" class="muted">${escapeHtml(metricsNote)}</span></h2><div id="metrics" class="grid">${metrics}</div></section>
 <section class="two">
-  <div><h2>Pools</h2><table><thead><tr><th>resource</th><th>state</th><th>active / capacity</th><th>wait p95</th><th>failures</th><th>options</th></tr></thead><tbody id="pools">${pools}</tbody></table></div>
+  <div><h2>Pools</h2><table><thead><tr><th>resource</th><th>state</th><th>active / capacity</th><th>wait p95</th><th>failures</th><th title="tokens in / out and known cost in USD of the attempts that leased the resource (unpriced: calls with tokens but no price)">tokens / cost</th><th>options</th></tr></thead><tbody id="pools">${pools}</tbody></table></div>
   <div><h2>Recent events ${downloads(s.run_id, "events", "all events")}</h2><table><thead><tr><th>time</th><th>kind</th><th>pipeline</th></tr></thead><tbody id="events"></tbody></table></div>
 </section>
 <section><h2>Recent errors ${downloads(s.run_id, "results", "every failed pipeline", "failed")}</h2><table><thead><tr><th>pipeline</th><th>task</th><th>class</th><th>error</th><th>ended</th></tr></thead><tbody id="errors">${errors}</tbody></table></section>
@@ -494,7 +500,8 @@ const SCRIPT = `
       if (x.algorithm_text) st.appendChild(el("span", "muted algo", " " + x.algorithm_text));
       var owner = /^experiment:([^:]+):/.exec(x.pool);
       var name = x.pool + "/" + x.resource_id + (s.suite ? (owner ? " (private to " + owner[1] + ")" : " (shared)") : "");
-      return row([el("td", null, name), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "msg", optionsText(x.spec))]);
+      var ra = x.accounting, spent = ra === undefined ? "" : ra === null ? "\u2013" : ra.tokens_in + " in / " + ra.tokens_out + " out \u00b7 " + cost(ra.cost_usd, ra.unpriced);
+      return row([el("td", null, name), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "cost", spent), el("td", "msg", optionsText(x.spec))]);
     }));
     replace("errors", s.recent_errors.map(function (e) {
       var msg = [e.error_type, e.error_message].filter(function (v) { return v !== null; }).join(": ");

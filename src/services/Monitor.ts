@@ -36,6 +36,7 @@ export type {
   PipelinePage,
   PipelineRow,
   RenderOptions,
+  ResourceAccountingWire,
   ResourceRow,
   RunSelector,
   RunView,

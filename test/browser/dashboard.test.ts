@@ -9,7 +9,7 @@
  *    store (every email, not only what the resume ran), the latest run is one click away,
  *    pipeline ids are whole and their copy buttons copy them, each table's downloads are the
  *    bytes `assay export` writes, and the pools show `apiKeyEnv` (a variable name) but never
- *    the key. Its screenshot is the one in the docs: `ASSAY_UPDATE_DOCS_IMG=1` copies it to
+ *    the key, and each resource's tokens with its cost "unpriced" (the example has no prices). Its screenshot is the one in the docs: `ASSAY_UPDATE_DOCS_IMG=1` copies it to
  *    `docs/img/dashboard.png`.
  *
  * Screenshots are saved under test-output/. Skipped, with the reason printed, when Chromium is
@@ -211,6 +211,12 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       const pools = yield* textOf("#pools")
       assert.include(pools, "apiKeyEnv: SPAM_EVAL_API_KEY")
       assert.notInclude(yield* Effect.promise(() => page.content()), apiKey)
+      // each resource's tokens and cost: the example sets no prices, so a resource that served
+      // calls reads "unpriced (N calls)", never a dollar figure ($0 would claim they were free)
+      const spent = yield* Effect.promise(() => page.$$eval("#pools td.cost", (tds) => tds.map((td) => td.textContent ?? "")))
+      assert.isAbove(spent.length, 0)
+      assert.isTrue(spent.some((t) => /^\d+ in \/ \d+ out · unpriced \(\d+ calls?\)$/.test(t)), JSON.stringify(spent))
+      assert.isTrue(spent.every((t) => !t.includes("$")), JSON.stringify(spent))
 
       // screenshot of the whole-store view (the docs' image)
       fs.mkdirSync(OUT, { recursive: true })

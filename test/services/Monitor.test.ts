@@ -105,6 +105,9 @@ describe("Monitor", () => {
       yield* store.recordAttempt(attempt("new", 1, { model: "m", tokensIn: 8, tokensOut: 2, tokensEstimated: true }))
       yield* store.recordAttempt(attempt("new", 1, { taskRunId: "new-1b", outcome: "cache_hit", leaseIds: [] }))
       yield* store.recordAttempt(attempt("old", 0, { model: "m", tokensIn: 1000, tokensOut: 1000, costUsd: 1 }))
+      for (const r of ["k", "j", "z"]) {
+        yield* store.putResource({ pool: "llm", resourceId: r, kind: "llm", spec: {}, health: { state: "ready" }, updatedAt: 1 })
+      }
       const latest = yield* Monitor.readSnapshot(store)
       assert.deepStrictEqual(latest.accounting, {
         calls: 2,
@@ -117,6 +120,16 @@ describe("Monitor", () => {
       })
       const page = Dashboard.renderDashboard(latest)
       assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · ≥ $0.00040 (1 call unpriced)</b>`)
+      // each resource: what the selection's attempts that leased it spent (k: a priced and an
+      // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
+      assert.deepStrictEqual(latest.resources.map((r) => [r.resource_id, r.accounting]), [
+        ["k", { attempts: 2, tokens_in: 108, tokens_out: 22, cost_usd: 0.0004, estimated: 1, unpriced: 1 }],
+        ["j", { attempts: 1, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
+        ["z", null]
+      ])
+      assert.include(page, `<td class="cost">108 in / 22 out · ≥ $0.00040 (1 call unpriced)</td>`)
+      assert.include(page, `<td class="cost">100 in / 20 out · $0.00040</td>`)
+      assert.include(page, `<td class="cost">\u2013</td>`)
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
       assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
@@ -127,6 +140,10 @@ describe("Monitor", () => {
       ])
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })
       assert.strictEqual(all.accounting?.tokens_in, 1108)
+      // the whole store: the old run's priced call on k too
+      assert.deepStrictEqual(all.resources.find((r) => r.resource_id === "k")?.accounting, {
+        attempts: 3, tokens_in: 1108, tokens_out: 1022, cost_usd: 1.0004, estimated: 1, unpriced: 1
+      })
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("explicit run, `all` without metrics, unknown run, empty store", () =>

@@ -25,7 +25,7 @@ import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
 import { knownCost } from "./money.js"
-import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, StoreService, TaskStore } from "../Store.js"
+import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, ResourceUsage, StoreService, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -408,7 +408,48 @@ export interface ResourceRow {
   readonly spec: unknown
   /** Epoch ms. */
   readonly updated_at: number
+  /**
+   * Tokens and cost of the attempts in the view's scope that leased this resource (the
+   * dashboard's snapshot only, when the scope made model calls; absent from `/resources`):
+   * `null` when none did.
+   */
+  readonly accounting?: ResourceAccountingWire | null | undefined
 }
+
+/**
+ * What the attempts that leased one pool resource spent (see `ResourceUsage`; an attempt
+ * holding leases on several resources counts on each): `attempts` those attempts, `tokens_in` /
+ * `tokens_out` their tokens, `cost_usd` the sum of their known costs in US dollars (a lower
+ * bound when `unpriced` > 0; `null` when calls without a price made it up and none had one),
+ * `estimated` the attempts whose tokens were estimated, `unpriced` those with tokens but no
+ * price.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface ResourceAccountingWire {
+  readonly attempts: number
+  readonly tokens_in: number
+  readonly tokens_out: number
+  readonly cost_usd: number | null
+  readonly estimated: number
+  readonly unpriced: number
+}
+
+/**
+ * A resource's `ResourceUsage` in its wire shape ({@link ResourceAccountingWire}).
+ *
+ * @since 0.8.0
+ * @category wire
+ */
+export const resourceAccountingWire = (u: ResourceUsage): ResourceAccountingWire => ({
+  attempts: u.attempts,
+  tokens_in: u.tokensIn,
+  tokens_out: u.tokensOut,
+  cost_usd: knownCost(u.costUsd, u.unpriced),
+  estimated: u.estimated,
+  unpriced: u.unpriced
+})
 
 /**
  * A clock time for a progress line, `watch`, `report` and the dashboard: `14:03:10` (local time)
@@ -1026,7 +1067,7 @@ export const snapshotOf = (
     const eta = total !== null && running && rate !== null && rate > 0
       ? Math.max(0, Math.round(((total - done) / rate) * 1000))
       : null
-    const resources = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
+    const rows = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
     const metrics = metricRows.map(metricRow)
     let cache = CallCache.emptyStats
     for (const r of selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : []) {
@@ -1040,6 +1081,16 @@ export const snapshotOf = (
       const f = stats.accounting ?? (yield* resourceFigures(store, runId))
       const sum: AccountingWire = accountingWire(f)
       if (sum.tokens_in + sum.tokens_out > 0 || (sum.cost_usd ?? 0) > 0 || sum.calls > 0 || sum.cache_hits > 0) accounting = sum
+    }
+    // each resource's share (the attempts that leased it), read only when the scope made model
+    // calls (an aggregate over the attempts' leases: nothing to show for runs without usage)
+    let resources: ReadonlyArray<ResourceRow> = rows
+    if (accounting !== undefined && accounting.calls > 0 && rows.length > 0 && typeof (store as Partial<TaskStore>).resourceUsage === "function") {
+      const byTarget = new Map((yield* store.resourceUsage(runId)).map((u) => [u.target, u] as const))
+      resources = rows.map((r) => {
+        const u = byTarget.get(`${r.pool}/${r.resource_id}`)
+        return { ...r, accounting: u === undefined ? null : resourceAccountingWire(u) }
+      })
     }
     return {
       run_id: selectionRunId(selection),

@@ -22,6 +22,7 @@ import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Str
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
@@ -101,13 +102,21 @@ const assertAllDone = (store: StoreService, specs: ReadonlyArray<AnySpec>) =>
 
 const basePort = 36000 + Math.floor(Math.random() * 2000) * 3
 
+
+/** A fresh database `db` with the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables). */
+const createDatabase = (db: string) =>
+  Effect.zipRight(
+    Effect.promise(() => pg.createDatabase(db)),
+    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
+  )
+
 describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
   it.live("C1: no fault: every pipeline succeeds once, work spread over the runners", () => {
     const calls: Array<Call> = []
     const template = templateOf(calls)
     const specs = Array.from({ length: 30 }, (_, i) => template.bind(i))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg.createDatabase("c1"))
+      yield* createDatabase("c1")
       const store = yield* Store
       // the first runner creates the cluster's tables before the others start (L6)
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
@@ -137,7 +146,7 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
     const template = templateOf(calls)
     const specs = Array.from({ length: 30 }, (_, i) => template.bind(i + 100))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg.createDatabase("c2"))
+      yield* createDatabase("c2")
       const store = yield* Store
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
       for (let i = 0; i < 3; i++) {

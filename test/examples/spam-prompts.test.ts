@@ -25,7 +25,7 @@ describe("the spam-prompts study demo", () => {
       const view = ran.stdout.slice(ran.stdout.indexOf("\nCOMPARE\n"))
       assert.isAbove(view.length, 0, ran.stdout)
       // six variants, each with its Pareto membership; at least two on the strict front
-      const front = view.split("\n").filter((l) => /^v0\d.*Pareto: front;/.test(l))
+      const front = view.split("\n").filter((l) => /^\s*v0\d.*Pareto: front;/.test(l))
       assert.isAtLeast(front.length, 2, view)
       // the paired comparison of every candidate's accuracy against the baseline over the 30 cases
       for (const v of ["v02", "v03", "v04", "v05", "v06"]) {

@@ -20,6 +20,7 @@ import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
@@ -52,12 +53,20 @@ const runnerOf = (db: string, catalog: Layer.Layer<typeof ClusterEngine.SpecCata
     Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
   )
 
+
+/** A fresh database `db` with the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables). */
+const createDatabase = (db: string) =>
+  Effect.zipRight(
+    Effect.promise(() => pg.createDatabase(db)),
+    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
+  )
+
 describe("ClusterEngine: submitting again", () => {
   it.live("a runner that does not host the experiment: the submitter stops admitting and names the cause; a re-submit runs them once runners host it", () => {
     const template = Pipeline.make("hosted", Task.make("a", (n: number) => Effect.succeed(n + 1)))
     const specs = Array.from({ length: 8 }, (_, i) => template.bind(i))
     let hosting = false
-    return Effect.promise(() => pg.createDatabase("refused")).pipe(Effect.zipRight(Effect.gen(function*() {
+    return createDatabase("refused").pipe(Effect.zipRight(Effect.gen(function*() {
       // the runner loaded another experiment file: every pipeline is refused
       const out = yield* Effect.either(ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 3, pollInterval: "20 millis", resultEvery: 1 }))
       assert.isTrue(Either.isLeft(out))
@@ -94,7 +103,7 @@ describe("ClusterEngine: submitting again", () => {
       }))
     const template = Pipeline.make("refail", a, b)
     const specs = Array.from({ length: 4 }, (_, i) => template.bind(i))
-    return Effect.promise(() => pg.createDatabase("refail")).pipe(Effect.zipRight(Effect.gen(function*() {
+    return createDatabase("refail").pipe(Effect.zipRight(Effect.gen(function*() {
       const first = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis" })
       assert.strictEqual(first.failed, 4)
       // still broken: a re-submit runs them again and reports them failed again (not "already done")

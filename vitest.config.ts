@@ -8,7 +8,7 @@ import SlowFirstSequencer from "./test/support/sequencer.js"
  * - `integration`: everything that spawns `bin/assay`, tsx, npm or a browser (the CLI, the
  *   examples, the tutorial, the package, the user cases), after `test/support/buildDist.ts`
  *   has brought `dist/` (what `bin/assay` runs) up to date with `src/`;
- * - `chaos`: issue 17's scenarios C1, C2, C5, C6 (`test/chaos/ci.test.ts`: three `assay runner`
+ * - `chaos`: issue 17's scenarios C1, C2, C5 (lock rows), C6 (`test/chaos/ci.test.ts`: three `assay runner`
  *   processes on one Postgres, timed fault windows), after the other two groups, alone, so
  *   that no other test file competes with its runners for the machine (as in `npm run
  *   test:chaos`, which runs one file at a time).
@@ -74,7 +74,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "chaos",
-          // issue 17's chaos scenarios C1, C2, C5, C6; all of them: npm run test:chaos
+          // issue 17's chaos scenarios C1, C2, C5 (lock rows), C6; all of them: npm run test:chaos
           include: chaos,
           globalSetup: ["./test/support/tempRoot.ts", "./test/support/buildDist.ts"],
           sequence: { groupOrder: 1 }

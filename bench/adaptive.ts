@@ -22,7 +22,8 @@
  * `cpu_s` (real time and process CPU time of the simulation), `cpu_ratio` / `wall_ratio`
  * against `wait`, and the load average.
  *
- * Run: `npx tsx bench/adaptive.ts [--pipelines 3000] [--seed 1]`
+ * Run: `npx tsx bench/adaptive.ts [--pipelines 3000] [--seed 1] [--algorithms wait,leastBusy,adaptive]`
+ * (the ratios are against the first algorithm named)
  */
 import { Console, Effect } from "effect"
 import * as os from "node:os"
@@ -34,7 +35,10 @@ const arg = (name: string, dflt: number): number => {
 }
 const PIPELINES = arg("--pipelines", 3000)
 const SEED = arg("--seed", 1)
-const ALGORITHMS = ["wait", "leastBusy", "adaptive"] as const
+const ALGORITHMS = (() => {
+  const i = process.argv.indexOf("--algorithms")
+  return i >= 0 ? process.argv[i + 1]!.split(",") : ["wait", "leastBusy", "adaptive"]
+})()
 
 const providers: ReadonlyArray<Sim.ProviderSpec> = [
   { name: "a", requests: { perMinute: 1200 }, signals: "headers", latency: { medianMs: 400 } },

@@ -27,10 +27,19 @@
  * `study_report.ratio`: best wall and CPU of the large study over the small one's (target ≤ 12),
  * and peak RSS ratio (target ≤ 1.5).
  *
+ * **Where the time goes** (`BENCH_PROFILE=1`): each report runs under `node --cpu-prof` and a
+ * `study_report.profile` line follows its `run` line: the sampled ms per phase of the report
+ * (`bench/lib/cpuprofile.ts`: the bootstraps, the case matrices, the Pareto fronts, rendering,
+ * the reads, `gc`, and `other`, mostly the store's queries and start-up) and the functions
+ * with the most self time. Samples are taken on wall time, so on a loaded machine read them as
+ * shares (scale by the run's `cpu_ms`); a profiled run's CPU time is a little higher than a
+ * plain one's, and its `run` line says `profiled: true`. The profiles are kept in the
+ * fixture's `profile-<round>/`.
+ *
  * Environment: BENCH_VARIANTS (large study's variants, 200), BENCH_SMALL_VARIANTS (20),
  * BENCH_CASES (1000), BENCH_REPEATS (5), BENCH_ROUNDS (2), BENCH_REBUILD=1, BENCH_ONLY=small|large,
- * BENCH_BIN (the `bin/assay` to time, default this checkout's; before/after comparisons run the
- * bench twice, alternating, with the other build's `bin/assay`).
+ * BENCH_PROFILE=1, BENCH_BIN (the `bin/assay` to time, default this checkout's; before/after
+ * comparisons run the bench twice, alternating, with the other build's `bin/assay`).
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -38,6 +47,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
+import { summarize } from "./lib/cpuprofile.js"
 
 const here = nodePath.dirname(fileURLToPath(import.meta.url))
 const repo = nodePath.resolve(here, "..")
@@ -49,6 +59,7 @@ const SMALL = Number(process.env.BENCH_SMALL_VARIANTS ?? 20)
 const CASES = Number(process.env.BENCH_CASES ?? 1000)
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
+const PROFILE = process.env.BENCH_PROFILE === "1"
 /** Bumped when the fixture changes: older cached roots are then not reused. */
 const FIXTURE_VERSION = 2
 /**
@@ -163,7 +174,11 @@ const report = (f: Fixture, round: number): Timing => {
   // BENCHMARKS.md: a CLI fault noticed here)
   const outFile = nodePath.join(f.dir, `report-${round}.json`)
   const fd = fs.openSync(outFile, "w")
-  const r = spawnSync("/usr/bin/time", ["-v", bin, "study", "report", f.file, "--format", "json"], {
+  const profileDir = nodePath.join(f.dir, `profile-${round}`)
+  if (PROFILE) fs.rmSync(profileDir, { recursive: true, force: true })
+  // `--cpu-prof` is refused in NODE_OPTIONS: node runs the CLI's entry point itself
+  const argv = [...(PROFILE ? [process.execPath, "--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []), bin, "study", "report", f.file, "--format", "json"]
+  const r = spawnSync("/usr/bin/time", ["-v", ...argv], {
     cwd: f.dir,
     encoding: "utf8",
     stdio: ["ignore", fd, "pipe"],
@@ -190,8 +205,15 @@ const report = (f: Fixture, round: number): Timing => {
     compared_variants: compared,
     resamples: c.resamples,
     json_bytes: stdout.length,
-    load: l
+    load: l,
+    ...(PROFILE ? { profiled: true } : {})
   })
+  if (PROFILE) {
+    // the main thread's profile (a worker thread of the module loader writes a second one)
+    const main = fs.readdirSync(profileDir).filter((x) => x.endsWith(".cpuprofile")).sort().find((x) => x.includes(".0.")) ?? ""
+    const p = summarize(nodePath.join(profileDir, main), undefined, 12)
+    emit({ bench: "study_report.profile", variants: f.variants, round, cpu_ms: Math.round(cpuMs), sampled_ms: p.totalMs, phases_ms: p.phases, top: p.top, dir: profileDir })
+  }
   return t
 }
 

@@ -40,7 +40,7 @@ const paths = Args.text({ name: "path" }).pipe(
   Args.atLeast(1),
   Args.withDescription("STORE... OUT: the store file(s) or plugin URI(s), or one suite root (a directory with manifest.json), then the output file (- = standard output; a directory with --by-experiment).")
 )
-const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results, handoffs (the control-flow ledger).")
+const rows = StoreArgs.rowsOption("Row kind: pipelines (nested), tasks, attempts, events, artifacts, results, handoffs (the control-flow ledger), resources and pools (token and cost totals per pool resource and per pool; with --run-id, of that run).")
 const format = StoreArgs.formatOption("Output format: jsonl, json or csv (default: from OUT's suffix).")
 const limit = integerAtLeast("limit", 0).pipe(
   Options.optional,

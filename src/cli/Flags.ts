@@ -6,10 +6,16 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Duration, Effect, Either, Option } from "effect"
+import { Duration, Effect, Either, Layer, Option } from "effect"
 import { dual } from "effect/Function"
+import Database from "better-sqlite3"
+import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import { cacheModes } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
+import { closest } from "../domain/internal/suggest.js"
+import * as SqliteCallCache from "../layers/SqliteCallCache.js"
+import type { CallCache } from "../services/CallCache.js"
 
 /**
  * `Options.withDefault(value)` that also says the default in the option's help
@@ -142,7 +148,18 @@ export const cacheOptions = {
       "Serve model calls (chat, and tasks declared cache: true) from the call cache and store new ones (mode readWrite)."
     )
   ),
-  cacheMode: Options.choice("cache-mode", ["readWrite", "readOnly", "refresh", "off"]).pipe(
+  cacheMode: Options.text("cache-mode").pipe(
+    Options.withPseudoName("readWrite | readOnly | refresh | off"),
+    Options.mapEffect((text) => {
+      const mode = cacheModes.find((m) => m === text)
+      if (mode !== undefined) return Effect.succeed(mode)
+      const near = closest(text, cacheModes)
+      return Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `--cache-mode: ${JSON.stringify(text)} is not one of ${cacheModes.join(", ")}${
+          near === undefined ? "" : `; did you mean ${near}?`
+        }`
+      )))
+    }),
     Options.optional,
     Options.withDescription(
       "Call cache mode: readWrite (serve, else call and store), readOnly (serve, never store), refresh (call and overwrite), off."
@@ -202,6 +219,10 @@ export const cacheFlagsOf = (
       const message = `"${flags.cacheTtl.value}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`
       return Either.left(new ConfigError({ message: `--cache-ttl: ${message}`, issues: [{ path: "--cache-ttl", message }] }))
     }
+    if (!Duration.greaterThan(d.value, Duration.zero)) {
+      const message = `${JSON.stringify(flags.cacheTtl.value)} must be longer than 0`
+      return Either.left(new ConfigError({ message: `--cache-ttl: ${message}`, issues: [{ path: "--cache-ttl", message }] }))
+    }
     ttl = d.value
   }
   const flagged = flags.cache || Option.isSome(flags.cacheMode) || Option.isSome(flags.cacheDb) || ttl !== undefined
@@ -211,3 +232,102 @@ export const cacheFlagsOf = (
     db: Option.isSome(flags.cacheDb) ? nodePath.resolve(flags.cacheDb.value) : undefined
   })
 }
+
+/** Whether `p` names an existing directory. */
+const isDirectory = (p: string): boolean => {
+  try {
+    return fs.statSync(p).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The shared call cache database named by `field` (`--cache-db`, `run.cache.db`), opened when
+ * the command starts: a file that cannot be opened (a missing folder, a file that is not an
+ * SQLite database, no permission) is a configuration mistake, refused before anything runs
+ * with a `ConfigError` naming the field, the path and SQLite's reason (CLI exit 2). Errors
+ * while the run reads or writes it later are counted as misses (see `CallCache`).
+ *
+ * @param filename the database path (absolute)
+ * @param field the flag or config field that named it, for the message
+ * @since 0.8.0
+ * @category layers
+ */
+export const sharedCacheLayer = (filename: string, field: string): Layer.Layer<CallCache, ConfigError> =>
+  SqliteCallCache.layer({ filename, shared: true }).pipe(
+    Layer.mapError((e) => {
+      // SQLite says only "unable to open database file" for a directory
+      const reason = isDirectory(filename)
+        ? "it is a directory; give the path of a file in it"
+        : e.message.replace(`call cache ${filename}: cannot open: `, "")
+      const message = `cannot open the call cache database ${filename}: ${reason}`
+      return new ConfigError({
+        message: `${field}: ${message}`,
+        issues: [{ path: field, message, suggestion: "give the path of an SQLite file (created if missing) in an existing, writable folder" }]
+      })
+    })
+  )
+
+/**
+ * Opens and closes the shared call cache database named by `field` (see
+ * {@link sharedCacheLayer}) before anything else is created, so that a path that cannot be a
+ * cache (a directory, a missing or unwritable folder, a file that is not an SQLite database)
+ * is refused while nothing exists yet: no store file, no output folder. A good path is created
+ * (empty cache table) as the run would create it. Fails with the layer's `ConfigError`
+ * naming the field, the path and SQLite's reason (CLI exit 2).
+ *
+ * @param filename the database path (absolute)
+ * @param field the flag or config field that named it, for the message
+ * @since 0.8.0
+ * @category options
+ */
+export const checkCacheDb = (filename: string, field: string): Effect.Effect<void, ConfigError> =>
+  Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field))))
+
+/**
+ * Checks, without creating or changing anything, that the shared call cache database named by
+ * `field` could be opened by a run (what {@link checkCacheDb} does by opening it): an existing
+ * path must be an SQLite database (opened read-only, its schema read, closed again), a missing
+ * one must lie in an existing, writable folder. For `assay validate`, which must leave no file
+ * behind. Fails with a `ConfigError` naming the field, the path and the reason (CLI exit 2);
+ * the same message as the run's for a directory.
+ *
+ * @param filename the database path (absolute)
+ * @param field the flag or config field that named it, for the message
+ * @since 0.8.0
+ * @category options
+ */
+export const probeCacheDb = (filename: string, field: string): Effect.Effect<void, ConfigError> =>
+  Effect.suspend(() => {
+    const refuse = (reason: string) => {
+      const message = `cannot open the call cache database ${filename}: ${reason}`
+      return Effect.fail(
+        new ConfigError({
+          message: `${field}: ${message}`,
+          issues: [{ path: field, message, suggestion: "give the path of an SQLite file (created if missing) in an existing, writable folder" }]
+        })
+      )
+    }
+    if (isDirectory(filename)) return refuse("it is a directory; give the path of a file in it")
+    if (fs.existsSync(filename)) {
+      return Effect.try({
+        try: () => {
+          const db = new Database(filename, { readonly: true, fileMustExist: true })
+          try {
+            db.pragma("schema_version")
+          } finally {
+            db.close()
+          }
+        },
+        catch: (e) => e instanceof Error ? e.message : String(e)
+      }).pipe(Effect.catchAll(refuse))
+    }
+    const folder = nodePath.dirname(filename)
+    if (!isDirectory(folder)) {
+      return refuse(fs.existsSync(folder) ? `${folder} is a file, not a folder` : `the folder ${folder} does not exist`)
+    }
+    return Effect.try({ try: () => fs.accessSync(folder, fs.constants.W_OK), catch: () => `the folder ${folder} is not writable` }).pipe(
+      Effect.catchAll(refuse)
+    )
+  })

@@ -81,6 +81,10 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
   Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
 )
 
+const noStorms = Options.boolean("no-storms").pipe(
+  Options.withDescription("Override: drop every endpoint's error storms (time windows of 5xx/429 answers).")
+)
+
 const randomAnswers = Options.boolean("random-answers").pipe(
   Options.withDescription("Override: every endpoint answers with a fresh random token (random-<hex>), never the same twice.")
 )
@@ -93,6 +97,7 @@ interface Overrides {
   readonly errorRate: Option.Option<number>
   readonly maxConcurrency: Option.Option<number>
   readonly randomAnswers?: boolean | undefined
+  readonly noStorms?: boolean | undefined
 }
 
 /**
@@ -112,6 +117,7 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
     }
     if (Option.isSome(o.errorRate)) out["errorRate"] = o.errorRate.value
     if (Option.isSome(o.maxConcurrency)) out["maxConcurrency"] = o.maxConcurrency.value
+    if (o.noStorms === true) out["storms"] = []
     if (o.randomAnswers === true) out["answers"] = { ...(out["answers"] as object | undefined), random: true }
     return out
   })
@@ -155,7 +161,7 @@ export const readModelsFile = (file: string): Effect.Effect<ModelCatalog, Config
  */
 export const mockLlm = Command.make(
   "mock-llm",
-  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers },
+  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers, noStorms },
   (args) =>
     Effect.gen(function*() {
       if (!args.allowRemote && !isLoopback(args.host)) {

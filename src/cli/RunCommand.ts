@@ -179,6 +179,19 @@ const durationFlag = (name: string, value: Option.Option<string>): Either.Either
       })
   })
 
+/** `--cache-ttl` must be longer than 0 (one line naming the flag, not the run schema's dump). */
+const positiveTtl = (
+  ttl: Duration.Duration | undefined,
+  text: Option.Option<string>
+): Either.Either<Duration.Duration | undefined, ConfigError> =>
+  ttl === undefined || Duration.greaterThan(ttl, Duration.zero)
+    ? Either.right(ttl)
+    : Either.left(configError(
+      "--cache-ttl",
+      `${JSON.stringify(Option.getOrElse(text, () => ""))} must be longer than 0`,
+      "write a positive duration, e.g. \"7 days\""
+    ))
+
 const overridesOf = (args: RunArgs, resume: boolean): Either.Either<RunConfigInput, ConfigError> =>
   Either.gen(function*() {
     const stopAfter = yield* durationFlag("stop-after", args.stopAfter)
@@ -269,7 +282,7 @@ const cacheSettingOf = (
           ...(written.ttl !== undefined ? { ttl: written.ttl } : {}),
           ...(written.db !== undefined ? { db: path.resolve(experiment.baseDir, written.db) } : {})
         }
-    const ttl = yield* durationFlag("cache-ttl", args.cacheTtl)
+    const ttl = yield* positiveTtl(yield* durationFlag("cache-ttl", args.cacheTtl), args.cacheTtl)
     const flagged = args.cache || Option.isSome(args.cacheMode) || Option.isSome(args.cacheDb) || ttl !== undefined
     if (!flagged) return written === undefined ? undefined : { ...base }
     return {
@@ -288,10 +301,11 @@ const cacheSettingOf = (
 const cacheLayerOf = (
   setting: CacheSetting | undefined,
   target: StoreResolver.StoreTarget,
-  experiment: Experiment.Experiment
+  experiment: Experiment.Experiment,
+  dbField: string
 ): Layer.Layer<CallCache.CallCache, StoreUnavailable | ConfigError> => {
   const db = typeof setting === "object" ? setting.db : undefined
-  if (db !== undefined) return SqliteCallCache.layer({ filename: db, shared: true })
+  if (db !== undefined) return Flags.sharedCacheLayer(db, dbField)
   const runOn = setting !== undefined && setting !== false && setting !== "off" &&
     !(typeof setting === "object" && setting.mode === "off")
   const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
@@ -329,6 +343,10 @@ const runOne = (args: RunArgs, resume: boolean) =>
     if (noStore !== undefined) yield* Console.error(noStore)
     const overrides = yield* overridesOf(args, resume)
     const cacheSetting = yield* cacheSettingOf(args, experiment)
+    // a shared cache database that cannot be opened is refused before the store is created
+    if (typeof cacheSetting === "object" && cacheSetting.db !== undefined) {
+      yield* Flags.checkCacheDb(cacheSetting.db, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db")
+    }
     const shard = yield* Option.match(args.shard, {
       onNone: () => Either.right(undefined),
       onSome: (text) => parseShard(text)
@@ -438,7 +456,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         Runner.layer(input).pipe(
           // the cache is opened after the store and closed before it (it may be the store's file)
           Layer.provideMerge(Layer.provideMerge(
-            cacheLayerOf(cacheSetting, target, experiment),
+            cacheLayerOf(cacheSetting, target, experiment, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db"),
             Layer.merge(
               storeLayer(target, experiment, settings.journal, settings.artifactBackend),
               Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })
@@ -898,6 +916,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (flagged && Option.isNone(db)) {
       yield* Console.error("note: a suite run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
     }
+    if (Option.isSome(db)) yield* Flags.checkCacheDb(db.value, "--cache-db")
     return yield* SuiteRun.runSuite({
       config: args.config,
       overrides: definedOnly({
@@ -911,7 +930,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
           }
           : {})
       }),
-      ...(Option.isSome(db) ? { cacheLayer: SqliteCallCache.layer({ filename: db.value, shared: true }) } : {}),
+      ...(Option.isSome(db) ? { cacheLayer: Flags.sharedCacheLayer(db.value, "--cache-db") } : {}),
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,

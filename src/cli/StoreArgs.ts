@@ -11,12 +11,15 @@
  *
  * @since 0.1.0
  */
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { ConfigError, type PluginError, StoreUnavailable } from "../domain/Errors.js"
+import { closest } from "../domain/internal/suggest.js"
 import * as Plugins from "../layers/Plugins.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -51,7 +54,23 @@ export const pluginOption = Options.text("plugin").pipe(
  * @category options
  */
 export const rowsOption = (description: string) =>
-  Options.choice("rows", Export.ROW_KINDS).pipe(Options.withDescription(description), Flags.withDefault("pipelines" as const))
+  Options.text("rows").pipe(
+    // the kinds are listed in the description and in the refusal: as a choice, the usage line
+    // (every kind joined by `|`) no longer fits 80 columns
+    Options.withPseudoName("KIND"),
+    Options.mapEffect((text) => {
+      const kind = Export.ROW_KINDS.find((k) => k === text)
+      if (kind !== undefined) return Effect.succeed(kind)
+      const near = closest(text, Export.ROW_KINDS)
+      return Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `--rows: ${JSON.stringify(text)} is not one of ${Export.ROW_KINDS.join(", ")}${
+          near === undefined ? "" : `; did you mean ${near}?`
+        }`
+      )))
+    }),
+    Options.withDescription(description),
+    Flags.withDefault("pipelines" as const)
+  )
 
 /**
  * `--format jsonl|json|csv` (optional; a command takes it from the output file's suffix when

@@ -34,6 +34,7 @@ import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
+import { changedParts, inWords } from "../services/StudyCatalog.js"
 import * as StudyRun from "./StudyRun.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -94,9 +95,13 @@ export const confirm = (args: {
       const version = row.value.currentVersion
       const frozen = (yield* h.study.versions(base.id)).find((v) => v.version === version)!
       if (!DomainStudy.protocolMatches(frozen.protocolDigest, base)) {
+        // say what differs, in words (the code files by name, the objectives), not two digests
+        const parts = inWords(changedParts(frozen.protocolParts, DomainStudy.comparableParts(frozen.protocolParts, base)), frozen.protocol, base.describe())
         return yield* configError(
           "protocol",
-          `the study file's protocol is not the current version's (version ${version}): a confirmation runs under the same protocol version; restore the protocol`
+          `the study file's protocol is not the current version's (version ${version}): ${parts.length > 0 ? `changed ${parts.join(", ")}` : "its digest differs"}; ` +
+            `a confirmation runs under the same protocol version: undo those changes in the file (or its code files) to confirm under version ${version}, ` +
+            `or run the changed study with --new-version (its trials are never compared with version ${version}'s)`
         )
       }
       return { version, trials: (yield* h.study.trials(base.id, version)).map((t) => ({ variantId: t.variantId, repeat: t.repeat })) }

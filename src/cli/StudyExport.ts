@@ -230,6 +230,7 @@ export const exportSummary = (args: {
     if (!args.summary) return yield* configError("--summary", "assay study export writes the redacted summary only: pass --summary")
     const loaded = yield* StudyConfig.load(args.file, {
       allowOverCap: true,
+      scanKeys: "none", // store-only: the data set is never read (it may have moved)
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
     })
     const root = loaded.outputRoot

@@ -21,6 +21,7 @@ import * as nodePath from "node:path"
 import { Console, Effect, Option } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
+import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
@@ -55,11 +56,12 @@ export const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareIn
 const withRoot = <A>(
   file: string,
   outputRoot: Option.Option<string>,
-  f: (input: StudyCompare.CompareInput) => Effect.Effect<A, unknown, StudyCatalog | SuiteCatalog>
+  f: (input: StudyCompare.CompareInput, loaded: StudyConfig.LoadedStudy) => Effect.Effect<A, unknown, StudyCatalog | SuiteCatalog>
 ): Effect.Effect<A, unknown, FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
     const loaded = yield* StudyConfig.load(file, {
       allowOverCap: true,
+      scanKeys: "none", // store-only: the data set is never read (it may have moved)
       ...(Option.isSome(outputRoot) ? { outputRoot: nodePath.resolve(outputRoot.value) } : {})
     })
     const root = loaded.outputRoot
@@ -70,7 +72,7 @@ const withRoot = <A>(
     if (h.catalog.suiteId !== loaded.id) {
       return yield* configError("study.id", `the output root ${root} belongs to "${h.catalog.suiteId}", not study "${loaded.id}"`)
     }
-    return yield* f(inputOf(loaded)).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
+    return yield* f(inputOf(loaded), loaded).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
   }))
 
 const some = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
@@ -88,9 +90,24 @@ export const report = (args: {
   readonly version: Option.Option<number>
   readonly seed: Option.Option<number>
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  withRoot(args.file, args.outputRoot, (input) =>
+  withRoot(args.file, args.outputRoot, (input, loaded) =>
     Effect.gen(function*() {
       const c = yield* StudyCompare.compare(input, { version: some(args.version), seed: some(args.seed) })
+      // without --protocol-version the study's current version is shown: when the file's
+      // protocol is another version's (or none's), say which is shown and why (on stderr, so
+      // the JSON on stdout stays whole)
+      if (Option.isNone(args.version)) {
+        const list = yield* Effect.flatMap(StudyCatalog, (catalog) => catalog.versions(input.id))
+        const current = list[list.length - 1]
+        if (current !== undefined && !DomainStudy.protocolMatches(current.protocolDigest, loaded)) {
+          const match = list.find((v) => DomainStudy.protocolMatches(v.protocolDigest, loaded))
+          yield* Console.error(
+            match !== undefined
+              ? `note: this reports version ${current.version}, the study's current protocol version; the file's protocol is version ${match.version}'s (run with --protocol-version ${match.version} to report that one)`
+              : `note: this reports version ${current.version}, the study's current protocol version; the file's protocol matches no stored version (it changed since; assay study versions ${args.file} says how)`
+          )
+        }
+      }
       yield* Console.log(
         args.format === "json" ? JSON.stringify(c) : args.format === "markdown" ? StudyCompare.renderMarkdown(c) : StudyCompare.renderText(c)
       )

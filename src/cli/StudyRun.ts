@@ -14,7 +14,9 @@
  * - `status FILE [--json]`: the study's status and its trials' table, read-only (never locks,
  *   never blocks a running study): each trial's live state (`running`, `ended` awaiting
  *   settlement, `interrupted` when the process running it died, or its settled status), its
- *   pipelines ended / running, usage and metrics.
+ *   pipelines ended and admitted (admitted and not ended: running, or waiting for one of the
+ *   run's `run.concurrency` worker slots; the store does not tell which, so the figure is
+ *   called `admitted`, as in the run monitor), usage and metrics.
  *
  * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
  * declared stop condition ended it with comparable results), or only named trials ran and
@@ -43,7 +45,6 @@ import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
-import * as SqliteCallCache from "../layers/SqliteCallCache.js"
 import * as CallCache from "../services/CallCache.js"
 import * as StudyTables from "../layers/internal/study/tables.js"
 import * as Manifest from "../layers/internal/suite/manifest.js"
@@ -52,7 +53,7 @@ import * as Pool from "../services/Pool.js"
 import * as Runner from "../services/Runner.js"
 import { Store } from "../services/Store.js"
 import * as Study from "../services/Study.js"
-import { changedParts, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
+import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
@@ -200,6 +201,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
     // the call cache flags, as for a suite run: in memory for this process unless --cache-db
     const cache = args.cache === undefined ? undefined : yield* Flags.cacheFlagsOf(args.cache)
+    if (cache?.db !== undefined) yield* Flags.checkCacheDb(cache.db, "--cache-db")
     if (cache !== undefined && cache.db === undefined && !args.quiet) {
       yield* Console.error("note: a study run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
     }
@@ -242,7 +244,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         Layer.provideMerge(Layer.mergeAll(
           Layer.succeedContext(stores),
           Pool.layer(prepared.suite.pools, { plugins: first.plugins.algorithms }),
-          cache?.db !== undefined ? SqliteCallCache.layer({ filename: cache.db, shared: true }) : CallCache.layerMemory
+          cache?.db !== undefined ? Flags.sharedCacheLayer(cache.db, "--cache-db") : CallCache.layerMemory
         )),
         Layer.merge(NodeProcessRunner.layer)
       )
@@ -300,9 +302,12 @@ export const versions = (
       version: v.version,
       protocolDigest: v.protocolDigest,
       createdAt: new Date(v.createdAt).toISOString(),
-      changed: i === 0 ? [] : changedParts(list[i - 1]!.protocolParts, v.protocolParts)
+      // in words where the stored descriptions allow: the code files by name, the objectives
+      changed: i === 0 ? [] : inWords(changedParts(list[i - 1]!.protocolParts, v.protocolParts), list[i - 1]!.protocol, v.protocol)
     }))
-    const pendingChange = current === undefined || fileMatches ? [] : changedParts(current.protocolParts, DomainStudy.comparableParts(current.protocolParts, loaded))
+    const pendingChange = current === undefined || fileMatches
+      ? []
+      : inWords(changedParts(current.protocolParts, DomainStudy.comparableParts(current.protocolParts, loaded)), current.protocol, loaded.describe())
     if (args.json) {
       yield* Console.log(JSON.stringify({
         studyId: loaded.id,
@@ -333,6 +338,26 @@ export const versions = (
 const pad = (s: string, n: number) => (s.length >= n ? s : s + " ".repeat(n - s.length))
 
 /**
+ * A trial's pipeline progress as `assay study status` prints it: `N of P ended, A admitted`
+ * (`of P` only when the plan's count is known), or `-` when it has no stored pipeline. `A`
+ * counts the pipelines admitted and not ended: running, or waiting for a worker slot (with
+ * `run.concurrency: 8` a trial may have 16 admitted and at most 8 running), so it is never
+ * called "running".
+ *
+ * @param p the trial's stored pipelines: `ended` (succeeded or failed), `admitted` (admitted,
+ *   not ended), `pending` (pending or interrupted), `planned` (the plan's count, `null` or absent: unknown)
+ * @returns the phrase
+ * @since 0.9.0
+ * @category commands
+ */
+export const progressText = (
+  p: { readonly ended: number; readonly admitted: number; readonly pending: number; readonly planned?: number | null | undefined }
+): string =>
+  p.ended + p.admitted + p.pending === 0
+    ? "-"
+    : `${p.ended}${p.planned === null || p.planned === undefined ? "" : ` of ${p.planned}`} ended, ${p.admitted} admitted`
+
+/**
  * `assay study status FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -361,6 +386,9 @@ export const status = (
       const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
       const pipelines = {
         ended: (p.succeeded ?? 0) + (p.failed ?? 0),
+        // admitted and not ended: running or waiting for a worker slot (the store does not say which)
+        admitted: p.running ?? 0,
+        /** @deprecated the same figure as `admitted` (it never meant "running"): kept for JSON readers */
         running: p.running ?? 0,
         pending: (p.pending ?? 0) + (p.interrupted ?? 0),
         // the plan's pipelines per trial (null: the source cannot be counted): "N of P" counts against it
@@ -389,10 +417,7 @@ export const status = (
     )
     for (const t of rows) {
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
-      const p = t.pipelines
-      const progress = p.ended + p.running + p.pending === 0
-        ? "-"
-        : `${p.ended}${p.planned === null ? "" : ` of ${p.planned}`} ended, ${p.running} running`
+      const progress = progressText(t.pipelines)
       yield* Console.log(
         `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)

@@ -160,6 +160,7 @@ export const template = (args: {
     const fs = yield* FileSystem.FileSystem
     const loaded = yield* StudyConfig.load(args.file, {
       allowOverCap: true,
+      scanKeys: "none", // store-only: the data set is never read (it may have moved)
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
     })
     const root = loaded.outputRoot
@@ -192,7 +193,7 @@ export const template = (args: {
     yield* fs.makeDirectory(dir, { recursive: true })
     const tmp = nodePath.join(dir, `.${nodePath.basename(out, nodePath.extname(out))}.tmp-${process.pid}${json ? ".json" : ".yaml"}`)
     yield* fs.writeFileString(tmp, text)
-    const check = yield* StudyConfig.load(tmp, { allowOverCap: true }).pipe(
+    const check = yield* StudyConfig.load(tmp, { allowOverCap: true, scanKeys: "none" }).pipe(
       Effect.ensuring(Effect.ignore(fs.remove(tmp)))
     )
     if (!DomainStudy.protocolMatches(v.protocolDigest, check)) {

@@ -59,7 +59,7 @@ export interface SuiteRunArgs {
    * Where the call cache lives (`--cache-db`: a shared cache database; default: memory, for
    * this process only); the cache setting itself is in `overrides.cache`.
    */
-  readonly cacheLayer?: Layer.Layer<CallCache.CallCache, StoreUnavailable> | undefined
+  readonly cacheLayer?: Layer.Layer<CallCache.CallCache, StoreUnavailable | ConfigError> | undefined
   readonly refused: ReadonlyArray<string>
   readonly experiments: ReadonlyArray<string>
   readonly outputRoot: Option.Option<string>
@@ -211,28 +211,8 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       // (already read by the read-only check when the root existed)
       const changed = !definitionsHold ? [] : prechecked !== undefined ? prechecked.changed : yield* changedRows(loaded, selected.map((m) => m.id))
       // a keyed row edited in place: its key names one pipeline, so no acceptance can keep both
-      const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
-      if (rekeyed.length > 0) {
-        return yield* new ConfigError({
-          message: rekeyed.map((c) => `${memberPath(c.experimentId)}: ${keyedEditsMessage(c)}`).join("\n"),
-          issues: rekeyed.map((c) => ({
-            path: memberPath(c.experimentId),
-            message: keyedEditsMessage(c),
-            suggestion: "restore the rows, give the changed rows new keys, or use a new member id or another output root"
-          }))
-        })
-      }
-      const edited = changed.filter((c) => c.stale > 0)
-      if (edited.length > 0 && args.acceptChangedRows !== true) {
-        return yield* new ConfigError({
-          message: edited.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
-          issues: edited.map((c) => ({
-            path: memberPath(c.experimentId),
-            message: changedRowsMessage(c),
-            suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
-          }))
-        })
-      }
+      const refused = changedRowsRefusal(changed, args.acceptChangedRows === true)
+      if (refused !== undefined) return yield* refused
       if (changed.length > 0) {
         const nowMs = yield* Clock.currentTimeMillis
         for (const c of changed) {
@@ -394,6 +374,45 @@ const changedRowsMessage = (c: ChangedRows): string =>
   "(the root remembers it)"
 
 /**
+ * The refusal a run owes for rows changed since they ran, or `undefined` when it may go on:
+ * keyed rows edited in place are always refused (a key names one pipeline for life, so no
+ * acceptance can keep both), other edited or removed rows unless `acceptChangedRows`. One
+ * issue per member, at its `members[i]` path. Shared by `run`'s read-only pre-check and its
+ * check after the root is opened.
+ */
+const changedRowsRefusal = (
+  changed: ReadonlyArray<ChangedRows>,
+  acceptChangedRows: boolean
+): ConfigError | undefined => {
+  const refusal = (
+    rows: ReadonlyArray<ChangedRows>,
+    message: (c: ChangedRows) => string,
+    suggestion: string
+  ) =>
+    new ConfigError({
+      message: rows.map((c) => `${memberPath(c.experimentId)}: ${message(c)}`).join("\n"),
+      issues: rows.map((c) => ({ path: memberPath(c.experimentId), message: message(c), suggestion }))
+    })
+  const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
+  if (rekeyed.length > 0) {
+    return refusal(
+      rekeyed,
+      keyedEditsMessage,
+      "restore the rows, give the changed rows new keys, or use a new member id or another output root"
+    )
+  }
+  const edited = changed.filter((c) => c.stale > 0)
+  if (edited.length > 0 && !acceptChangedRows) {
+    return refusal(
+      edited,
+      changedRowsMessage,
+      "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
+    )
+  }
+  return undefined
+}
+
+/**
  * For each selected member that the root already holds pipelines of: the stored pipelines whose
  * local key its current source (read in full, limits ignored: a limit leaves rows unread, it
  * does not change them) no longer yields, leaving out the pipelines an earlier accepted change
@@ -544,28 +563,8 @@ const precheck = (
     if (issues.length > 0) {
       return yield* new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
     }
-    const rekeyed = changed.filter((c) => c.keyedEdits.length > 0)
-    if (rekeyed.length > 0) {
-      return yield* new ConfigError({
-        message: rekeyed.map((c) => `${memberPath(c.experimentId)}: ${keyedEditsMessage(c)}`).join("\n"),
-        issues: rekeyed.map((c) => ({
-          path: memberPath(c.experimentId),
-          message: keyedEditsMessage(c),
-          suggestion: "restore the rows, give the changed rows new keys, or use a new member id or another output root"
-        }))
-      })
-    }
-    const edited = changed.filter((c) => c.stale > 0)
-    if (edited.length > 0 && !acceptChangedRows) {
-      return yield* new ConfigError({
-        message: edited.map((c) => `${memberPath(c.experimentId)}: ${changedRowsMessage(c)}`).join("\n"),
-        issues: edited.map((c) => ({
-          path: memberPath(c.experimentId),
-          message: changedRowsMessage(c),
-          suggestion: "restore the rows, use a new member id or another output root, or pass --accept-changed-rows"
-        }))
-      })
-    }
+    const refused = changedRowsRefusal(changed, acceptChangedRows)
+    if (refused !== undefined) return yield* refused
     return { changed }
   })
 

@@ -201,6 +201,14 @@ export const validate = Command.make(
       }
       // validate reads a keyed jsonl source whole (up to a size bound) to find repeated keys
       const experiment = yield* Experiment.load(config, { strictEnv, scanKeys: "full" }).pipe(
+        // a shared call cache database the run could not open is refused as the run refuses
+        // it (exit 2), checked without creating anything
+        Effect.tap((e) => {
+          const cache = e.run.cache
+          return typeof cache === "object" && cache !== null && cache.db !== undefined
+            ? Flags.probeCacheDb(path.resolve(e.baseDir, cache.db), "run.cache.db")
+            : Effect.void
+        }),
         // With --json an invalid file is also described on stdout, for tools and editors:
         // `{ "valid": false, "issues": [{ "path", "message", "suggestion"? }] }` (still exit 2).
         Effect.tapError((e) =>

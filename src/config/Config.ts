@@ -20,6 +20,7 @@ import { Schema } from "effect"
 import { PriceTableSchema, ResourcePricingSchema } from "../domain/Pricing.js"
 import { DurationFromString, RetryPolicyFromConfig } from "../domain/RetryPolicy.js"
 import * as RunConfig from "../domain/RunConfig.js"
+import { handoffBudgetMessage } from "../domain/internal/handoffBudget.js"
 import { isTask } from "../domain/Task.js"
 import type * as Task from "../domain/Task.js"
 
@@ -227,6 +228,12 @@ const TaskRef = Schema.Union(
   Schema.Number.annotations({ jsonSchema: { type: "integer", minimum: 0 } })
 ).annotations({ identifier: "TaskRef", description: "a task's unique name or its seq (0-based position)" })
 
+// `control.maxHandoffs`: one message for every wrong value, naming what was given (shared
+// with `run.maxHandoffs`, see `handoffBudget.ts`)
+const HandoffBudget = PositiveInt.annotations({
+  message: (issue) => ({ message: handoffBudgetMessage(issue.actual), override: true })
+})
+
 /**
  * The `pipeline.control` section: the declared handoffs (`edges`: `{ source: [later targets or
  * "end"] }`), rewinds (`rewind`: `{ source: [earlier targets] }`), `retryAll` sources and the
@@ -241,7 +248,7 @@ export const ControlSection = Schema.Struct({
   edges: opt(Schema.Record({ key: Schema.String, value: Schema.Array(TaskRef) })),
   rewind: opt(Schema.Record({ key: Schema.String, value: Schema.Array(TaskRef) })),
   retryAll: opt(Schema.Array(TaskRef)),
-  maxHandoffs: opt(PositiveInt)
+  maxHandoffs: opt(HandoffBudget)
 }).annotations({
   identifier: "ControlSection",
   description: "declared handoffs (edges), rewinds, retryAll sources and the loop budget (maxHandoffs)",

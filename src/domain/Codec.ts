@@ -17,9 +17,10 @@
  *
  * @since 0.1.0
  */
-import { Either, Option, Predicate, Schema, SchemaAST } from "effect"
-import { ArtifactCodecError } from "./Errors.js"
-import { canonicalJsonBytes, isStrictJson } from "./Json.js"
+import { Effect, Either, Option, Predicate, Schema, SchemaAST } from "effect"
+import { ArtifactCodecError, type StoreUnavailable } from "./Errors.js"
+import type { TraversalStore } from "./TaskStore.js"
+import { canonicalJsonBytes, digest, isStrictJson } from "./Json.js"
 
 // ---------------------------------------------------------------------------------------------
 // Models
@@ -190,6 +191,130 @@ export const schemaTypeName = (schema: Schema.Schema.Any): string | undefined =>
   return undefined
 }
 
+const jsonText = (u: unknown): string => {
+  try {
+    return JSON.stringify(u, (_k, v: unknown) => typeof v === "bigint" ? `${v}n` : typeof v === "symbol" ? String(v) : v) ??
+      "?"
+  } catch {
+    return "?"
+  }
+}
+
+/**
+ * A canonical text of a schema's structure, for {@link derivedTypeName}: the node kinds,
+ * property names and their optionality, literals, enums, tuple elements, union members and,
+ * for a refinement, its schema id and JSON Schema annotation (a custom `Schema.filter` reads
+ * as `filter`). A node with an `identifier` annotation (a `Schema.Class`, `Schema.Date`, a
+ * named schema) reads as that name, without its inside; a recursive reference reads as the
+ * depth of the node it points back to. Other annotations (titles, descriptions, messages)
+ * are left out, so a reworded description does not rename the type.
+ *
+ * Pure and deterministic: the same schema definition gives the same text in every process.
+ *
+ * @param schema - any schema.
+ * @returns the text (not meant to be parsed).
+ * @since 0.1.0
+ * @category codecs
+ */
+export const schemaStructure = (schema: Schema.Schema.Any): string => {
+  const open = new Map<SchemaAST.AST, number>()
+  const go = (ast: SchemaAST.AST): string => {
+    const named = SchemaAST.getIdentifierAnnotation(ast)
+    if (Option.isSome(named)) return `#${jsonText(named.value)}`
+    const back = open.get(ast)
+    if (back !== undefined) return `^${back}`
+    open.set(ast, open.size)
+    try {
+      return node(ast)
+    } finally {
+      open.delete(ast)
+    }
+  }
+  const node = (ast: SchemaAST.AST): string => {
+    switch (ast._tag) {
+      case "Declaration":
+        return `declare(${Option.getOrElse(SchemaAST.getTitleAnnotation(ast), () => "?")};${ast.typeParameters.map(go).join(",")})`
+      case "Literal":
+        return `lit(${jsonText(ast.literal)})`
+      case "UniqueSymbol":
+        return `sym(${String(ast.symbol)})`
+      case "Enums":
+        return `enums(${jsonText(ast.enums)})`
+      case "TemplateLiteral":
+        return `tpl(${jsonText(ast.head)};${ast.spans.map((s) => `${go(s.type)}:${jsonText(s.literal)}`).join(",")})`
+      case "Refinement": {
+        const id = Option.getOrElse(Option.map(SchemaAST.getSchemaIdAnnotation(ast), (x) => String(x)), () => "filter")
+        const json = Option.getOrUndefined(SchemaAST.getJSONSchemaAnnotation(ast))
+        return `refine(${go(ast.from)};${id}${json === undefined ? "" : `;${jsonText(json)}`})`
+      }
+      case "TupleType":
+        return `tuple(${ast.elements.map((e) => `${go(e.type)}${e.isOptional ? "?" : ""}`).join(",")};${
+          ast.rest.map((r) => go(r.type)).join(",")
+        })`
+      case "TypeLiteral":
+        return `{${
+          ast.propertySignatures.map((p) => `${jsonText(p.name)}${p.isOptional ? "?" : ""}:${go(p.type)}`).join(",")
+        };${ast.indexSignatures.map((i) => `[${go(i.parameter)}]:${go(i.type)}`).join(",")}}`
+      case "Union":
+        return `(${ast.types.map(go).join("|")})`
+      case "Suspend":
+        return go(ast.f())
+      case "Transformation": {
+        const t = ast.transformation
+        const detail = t._tag === "TypeLiteralTransformation"
+          ? `;${t.propertySignatureTransformations.map((p) => `${jsonText(p.from)}>${jsonText(p.to)}`).join(",")}`
+          : ""
+        return `(${go(ast.from)}<->${go(ast.to)};${t._tag}${detail})`
+      }
+      default:
+        return ast._tag
+    }
+  }
+  return go(schema.ast)
+}
+
+/**
+ * The type name derived for a schema that has no `identifier` (a `Schema.Struct`, a
+ * `Schema.Union` of classes, …) declared as the output of the task named `owner`:
+ * `OWNER:output:HASH`, where HASH is the first 12 hex characters of the {@link digest} of
+ * {@link schemaStructure}. Stable across processes (a resumed run reads its checkpoints back
+ * under the same name); it changes when the task is renamed or the schema's structure
+ * changes, and a checkpoint written under the old name then reads as unusable (a linear
+ * pipeline restarts from its seed), never as a value of the wrong shape.
+ *
+ * @param owner - the task's name.
+ * @param schema - the task's output schema.
+ * @returns the derived type name.
+ * @since 0.1.0
+ * @category codecs
+ */
+export const derivedTypeName = (owner: string, schema: Schema.Schema.Any): string =>
+  `${owner}:output:${digest(schemaStructure(schema)).slice(0, 12)}`
+
+const DERIVED = /:output:[0-9a-f]{12}$/
+
+/**
+ * Whether a recorded type name has the shape of a {@link derivedTypeName}.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const isDerivedTypeName = (typeName: string): boolean => DERIVED.test(typeName)
+
+/**
+ * The type name recorded for the outputs of the task named `taskName` whose output Schema is
+ * `schema`: the schema's own name ({@link schemaTypeName}) when it has one, else
+ * {@link derivedTypeName}. What the runner registers every task's output Schema under.
+ *
+ * @param taskName - the task's name.
+ * @param schema - the task's output schema.
+ * @returns the type name.
+ * @since 0.1.0
+ * @category codecs
+ */
+export const outputTypeName = (taskName: string, schema: Schema.Schema.Any): string =>
+  schemaTypeName(schema) ?? derivedTypeName(taskName, schema)
+
 /**
  * Builds a codec for the values of `schema` (requirements must be `never`).
  *
@@ -212,7 +337,10 @@ export const SchemaCodec = <A, I>(
 ): SchemaCodec => {
   const typeName = options?.typeName ?? schemaTypeName(schema)
   if (typeName === undefined) {
-    throw new Error("SchemaCodec: the schema has no identifier; annotate it or pass { typeName }")
+    throw new Error(
+      "SchemaCodec: the schema has no identifier; annotate it (`.annotations({ identifier: \"Name\" })`) or pass" +
+        " { typeName } (the runner passes `outputTypeName(task.name, schema)` for a task's output Schema)"
+    )
   }
   // Excess properties are errors: a struct schema must not claim (and silently trim) a value
   // that carries more fields than it declares.
@@ -466,13 +594,22 @@ export class CodecRegistry {
     if (name === schemaCodecName) {
       codec = this.schemas.get(typeName)
       if (codec === undefined) {
+        // a derived name (`OWNER:output:HASH`) whose owner has a schema registered under another
+        // hash: the task's output Schema changed since the payload was written — unusable bytes,
+        // not a registration left out
+        const owner = isDerivedTypeName(typeName) ? typeName.slice(0, typeName.length - 20) : undefined
+        const changed = owner !== undefined &&
+          [...this.schemas.keys()].some((k) => isDerivedTypeName(k) && k.slice(0, k.length - 20) === owner)
         return Either.left(
           new ArtifactCodecError({
             codec: name,
             typeName,
-            message: `no schema registered under type name "${typeName}"` +
-              ` (registered: ${this.schemas.size === 0 ? "none" : [...this.schemas.keys()].join(", ")})`,
-            unregistered: true
+            message: changed
+              ? `"${typeName}" was written under an earlier structure of task ${owner}'s output Schema` +
+                ` (now registered: ${[...this.schemas.keys()].join(", ")}); it cannot be read back as the current one`
+              : `no schema registered under type name "${typeName}"` +
+                ` (registered: ${this.schemas.size === 0 ? "none" : [...this.schemas.keys()].join(", ")})`,
+            unregistered: !changed
           })
         )
       }
@@ -528,3 +665,47 @@ export class CodecRegistry {
     return codec.typeNameOf !== undefined ? codec.typeNameOf(value) : constructorNameOf(value)
   }
 }
+
+/**
+ * The decoded value of one stored occurrence, read by its address (`pipelineId:seq` for the
+ * first visit, `pipelineId:seq#visit` for a revisit, `pipelineId:-1` for the seed, see
+ * docs/control-flow.md), superseded occurrences included. What a task uses to look at an
+ * earlier draft: `getValueById(ctx.store.traversal!, registry, address)`, with the registry the
+ * run was given (`RunOptions.registry`, e.g. one built with `HistoryArtifact.register`), or
+ * `CodecRegistry.default()` for plain JSON values. No I/O of its own: the read is the store's.
+ *
+ * @param traversal - the store's traversal reads (`ctx.store.traversal` inside a task).
+ * @param registry - decodes the payload by its recorded codec and type name.
+ * @param address - the occurrence's address.
+ * @returns `None` for an address the store does not know; the value otherwise.
+ * @throws ArtifactCodecError (in the error channel) when the payload was not kept (journal
+ *   `"summary"`, the null artifact backend, a deleted blob) or the registry does not know its
+ *   codec or type (`unregistered: true`: register it, e.g. `HistoryArtifact.register`), or its
+ *   bytes do not decode; StoreUnavailable when the store cannot be read.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const getValueById = (
+  traversal: Pick<TraversalStore, "getArtifactById">,
+  registry: CodecRegistry,
+  address: string
+): Effect.Effect<Option.Option<unknown>, StoreUnavailable | ArtifactCodecError> =>
+  Effect.flatMap(traversal.getArtifactById(address), (loaded) => {
+    if (Option.isNone(loaded)) return Effect.succeedNone
+    const { artifact, payload } = loaded.value
+    if (!artifact.available || payload === undefined) {
+      return Effect.fail(
+        new ArtifactCodecError({
+          codec: artifact.codec,
+          typeName: artifact.typeName,
+          message: `artifact ${address}: its payload was not kept (journal "summary", the null artifact backend ` +
+            `or a deleted blob); only its metadata is stored`
+        })
+      )
+    }
+    return Either.match(registry.load({ codec: artifact.codec, typeName: artifact.typeName, data: payload }), {
+      onLeft: (e) => Effect.fail(e),
+      onRight: (value) => Effect.succeed(Option.some(value))
+    })
+  })

@@ -442,6 +442,13 @@ export const check = (
   if (typeof directive.reason !== "string") {
     return Either.left(`${source()} returned ${op()} with a reason that is not a string (${shown(directive.reason)})`)
   }
+  // (the symbol of `Handoff.HandoffTypeId`, looked up by key: Handoff imports this module's types)
+  if (Option.isSome(directive.value) && Predicate.hasProperty(directive.value.value, Symbol.for("assay/Handoff"))) {
+    return Either.left(
+      `${source()} returned ${op()} whose value is itself a Handoff directive: a directive cannot be a value ` +
+        `(pass the target's entry state, e.g. Handoff.rewind(target, draft); to end, return Handoff.end(...) itself)`
+    )
+  }
   const ok = (toSeq: number | "end"): Either.Either<Transition, string> =>
     Either.right({ operation: directive.operation, fromSeq, toSeq, value: directive.value, reason: directive.reason })
   const target = (): Either.Either<number, string> =>
@@ -534,3 +541,22 @@ const undeclared = (control: ResolvedControl, from: number, to: number | "end"):
  */
 export const effectiveLimit = (control: ResolvedControl, runMaxHandoffs: number): number =>
   control.maxHandoffs === null ? runMaxHandoffs : Math.min(control.maxHandoffs, runMaxHandoffs)
+
+/**
+ * Where a pipeline's effective budget ({@link effectiveLimit}) comes from, in words for an
+ * error message: `maxHandoffs 3` (declared, under the run's ceiling), `maxHandoffs: declared 3,
+ * capped to 2 by run.maxHandoffs`, or `run.maxHandoffs 5` (a forward-only block declares none).
+ *
+ * @param control - the resolved block.
+ * @param runMaxHandoffs - the run's ceiling (positive integer).
+ * @returns the phrase, without a trailing period.
+ *
+ * @since 0.1.0
+ * @category budgets
+ */
+export const describeLimit = (control: ResolvedControl, runMaxHandoffs: number): string =>
+  control.maxHandoffs === null
+    ? `run.maxHandoffs ${runMaxHandoffs}`
+    : control.maxHandoffs > runMaxHandoffs
+    ? `maxHandoffs: declared ${control.maxHandoffs}, capped to ${runMaxHandoffs} by run.maxHandoffs`
+    : `maxHandoffs ${control.maxHandoffs}`

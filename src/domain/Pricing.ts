@@ -30,6 +30,7 @@
  */
 import { Predicate, Schema } from "effect"
 import type { ConfigIssue } from "./Errors.js"
+import { closest } from "./internal/suggest.js"
 import type { ResourceInfo } from "./Lease.js"
 
 /**
@@ -99,25 +100,35 @@ const priceIssues = (u: unknown, path: string): Array<ConfigIssue> => {
   }
   const o = u as Record<string, unknown>
   const issues: Array<ConfigIssue> = []
+  // a misspelt field (`outputPr1M`) is one problem: named once, as an unknown field with its
+  // did-you-mean, not again as the missing field it stands for
+  const meant = new Set<string>()
   for (const k of Object.keys(o)) {
     if (!(PRICE_FIELDS as ReadonlyArray<string>).includes(k)) {
-      const near = PRICE_FIELDS.find((f) => f.toLowerCase() === k.toLowerCase())
+      const near = PRICE_FIELDS.find((f) => f.toLowerCase() === k.toLowerCase()) ??
+        closest(k, PRICE_FIELDS.filter((f) => !(f in o) && !meant.has(f)))
+      if (near !== undefined && !(near in o)) meant.add(near)
       issues.push({
         path: `${path}.${k}`,
-        message: `unknown field "${k}"`,
+        message: `unknown key "${k}"`,
         suggestion: near !== undefined ? `did you mean ${near}?` : "a price has inputPer1M and outputPer1M"
       })
     }
   }
   for (const f of PRICE_FIELDS) {
     const v = o[f]
-    if (v === undefined) issues.push({ path: `${path}.${f}`, message: `${f} is missing (USD per 1,000,000 tokens)` })
-    else if (typeof v !== "number" || !Number.isFinite(v)) {
-      issues.push({ path: `${path}.${f}`, message: `${f} must be a finite number of USD per 1,000,000 tokens, got ${JSON.stringify(v) ?? String(v)}` })
+    if (v === undefined) {
+      if (!meant.has(f)) issues.push({ path: `${path}.${f}`, message: `${f} is missing (USD per 1,000,000 tokens)` })
+    } else if (typeof v !== "number" || !Number.isFinite(v)) {
+      issues.push({ path: `${path}.${f}`, message: `${f} must be a finite number of USD per 1,000,000 tokens, got ${shown(v)}` })
     } else if (v < 0) issues.push({ path: `${path}.${f}`, message: `${f} must be >= 0, got ${v}` })
   }
   return issues
 }
+
+/** A value as an error message shows it: `NaN`, `Infinity`, `-Infinity` by name (JSON would say `null`). */
+const shown = (v: unknown): string =>
+  typeof v === "number" && !Number.isFinite(v) ? String(v) : JSON.stringify(v) ?? String(v)
 
 /**
  * Whether a resource's `pricing` value is a single price (it has `inputPer1M` or
@@ -215,14 +226,29 @@ export const priceFor = (
 }
 
 /**
+ * An amount of US dollars rounded to 1e-9 USD (a billionth of a dollar), the precision of
+ * every cost assay produces: each call's cost ({@link costOf}) and every total of costs as it
+ * leaves the program (reports, exports, `/stats`, the dashboard, study trial costs), so that a
+ * sum of many calls prints `0.001458`, not `0.0014579999999999997` (binary floating-point
+ * addition of decimal fractions).
+ *
+ * @param usd - an amount in US dollars (a finite number; others are returned as they are)
+ * @returns the amount rounded to the nearest 1e-9 USD
+ * @since 0.9.0
+ * @category pricing
+ */
+export const roundUsd = (usd: number): number => (Number.isFinite(usd) ? Math.round(usd * 1e9) / 1e9 : usd)
+
+/**
  * The cost in US dollars of `tokensIn` input and `tokensOut` output tokens at `price`:
- * `(tokensIn × inputPer1M + tokensOut × outputPer1M) / 1e6`, rounded to 1e-9 USD.
+ * `(tokensIn × inputPer1M + tokensOut × outputPer1M) / 1e6`, rounded to 1e-9 USD
+ * ({@link roundUsd}).
  *
  * @since 0.8.0
  * @category pricing
  */
 export const costOf = (price: ModelPrice, tokensIn: number, tokensOut: number): number =>
-  Math.round(((tokensIn * price.inputPer1M + tokensOut * price.outputPer1M) / 1e6) * 1e9) / 1e9
+  roundUsd((tokensIn * price.inputPer1M + tokensOut * price.outputPer1M) / 1e6)
 
 /**
  * How a call's cost was found: `pricing` (a configured price), `server` (the server's own

@@ -74,8 +74,8 @@ const units: Record<string, number> = {
   h: 3_600_000
 }
 
-const durationRe = /^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$/
-const durationPart = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g
+const durationRe = /^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$/
+const durationPart = /(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)/g
 
 /**
  * Parses a duration as Go's `time.Duration.String()` and protobuf's JSON `Duration` write it:
@@ -253,7 +253,7 @@ const messageUnit: Record<string, number> = {
 // "try again in 20s", "try again in 1m26.4s", "retry after 7 seconds", "retry in 2.5 minutes",
 // "Please wait 30 seconds"
 const messageRe =
-  /\b(?:try again|retry|wait)(?: after| in)?\s+((?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+|\d+(?:\.\d+)?\s*(?:milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|h))\b/i
+  /\b(?:try again|retry|wait)(?: after| in)?\s+((?:\d+(?:\.\d+)?(?:h|m|s|ms|us|\u00b5s|ns))+|\d+(?:\.\d+)?\s*(?:milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|h))\b/i
 
 /**
  * Reads a wait hint in a message text ("Please try again in 20s", "try again in 1m26.4s",
@@ -268,7 +268,7 @@ export const delayInMessage = (text: string): number | undefined => {
   const raw = m[1]!.trim()
   const go = parseDuration(raw)
   if (go !== undefined) return Math.round(go)
-  const parts = /^(\d+(?:\.\d+)?)\s*([a-zµ]+)$/i.exec(raw)
+  const parts = /^(\d+(?:\.\d+)?)\s*([a-z\u00b5]+)$/i.exec(raw)
   if (parts === null) return undefined
   const unit = messageUnit[parts[2]!.toLowerCase()]
   return unit === undefined ? undefined : Math.round(Number(parts[1]) * unit)

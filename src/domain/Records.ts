@@ -151,7 +151,11 @@ export class RunRecord extends Schema.Class<RunRecord>("assay/RunRecord")({
  *
  * - `pipelineId`: content-addressed (or explicit) id, the primary key;
  * - `key`: the explicit key it was bound with, else `null`;
- * - `nTasksDone` / `nTasksTotal`: the checkpoint cursor (tasks whose output is stored);
+ * - `nTasksDone` / `nTasksTotal`: the checkpoint cursor (tasks whose output is stored); for a
+ *   pipeline with control it is the traversal's position (`cursorKind: "position"`), not a
+ *   count of tasks that ran: it moves back on a rewind, and is `nTasksTotal` once the traversal
+ *   completed, also when a `Handoff.end` skipped the tasks after its source (what ran is in the
+ *   task rows and the `handoffs` ledger);
  * - `specDigest` / `seedDigest`: identity digests, compared on resume;
  * - `runId`: the run that owns it (last admitted or settled it);
  * - `attemptsTotal`: attempts made for it across every run;

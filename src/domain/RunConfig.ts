@@ -19,6 +19,7 @@
  */
 import { Duration, Either, Option, ParseResult, Schema, Struct } from "effect"
 import { ConfigError, type ConfigIssue } from "./Errors.js"
+import { handoffBudgetMessage } from "./internal/handoffBudget.js"
 import { RunId } from "./Ids.js"
 import * as Pricing from "./Pricing.js"
 import { PriceTableSchema } from "./Pricing.js"
@@ -36,6 +37,10 @@ export type Journal = "full" | "summary"
 
 const PositiveInt = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
   message: () => "must be an integer >= 1"
+})
+// the run's ceiling on control transitions: the message `pipeline.control.maxHandoffs` gives
+const HandoffBudget = PositiveInt.annotations({
+  message: (issue) => ({ message: handoffBudgetMessage(issue.actual), override: true })
 })
 const JsonRecord = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
@@ -120,7 +125,7 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
    * pipeline's `control.maxHandoffs` (`Control.effectiveLimit`), so a run can lower a
    * pipeline's budget, never raise it.
    */
-  maxHandoffs: PositiveInt,
+  maxHandoffs: HandoffBudget,
   /** Stop admitting after this many failed pipelines (best effort). */
   stopAfterFailures: PositiveInt,
   /** Stop admitting after this much wall time. */

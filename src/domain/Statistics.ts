@@ -512,6 +512,13 @@ const percentile = (stats: Float64Array, level: number): { readonly lower: numbe
   return { lower: quantileSorted(stats, alpha / 2), upper: quantileSorted(stats, 1 - alpha / 2) }
 }
 
+/**
+ * How many resamples a shared bootstrap draws at once ({@link sharedBootstrap},
+ * {@link bootstrapReduced}): as many as keep the block's per-case draws or counts within
+ * 32,768 entries (128 KiB), at least 1 and at most 64.
+ */
+const blockOf = (n: number): number => Math.max(1, Math.min(64, Math.floor(32_768 / Math.max(n, 1))))
+
 // ---------------------------------------------------------------------------------------------
 // Bootstrap
 // ---------------------------------------------------------------------------------------------
@@ -780,7 +787,10 @@ export interface SharedBootstrap {
  * others leaves their intervals unchanged. `method` names the sharing.
  *
  * Cost: per resample, n case draws in all plus, per variant, one table look-up or draw per
- * case whose repeats differ; memory: `groups.length × resamples` doubles.
+ * case whose repeats differ; memory: `groups.length × resamples` doubles. Resamples are
+ * taken in blocks of up to 64 (their case draws first, then each variant over the block), so
+ * the time per variant does not grow with the number of variants; the numbers are the same
+ * as resample by resample.
  *
  * Sources: as {@link bootstrapMean} (Efron & Tibshirani 1993, ch. 13; Davison & Hinkley 1997,
  * §3.8); sharing the resampled indices across statistics of the same data is the usual way
@@ -820,26 +830,37 @@ export const sharedBootstrap = (
   // variant v's repeats: its own PCG stream (the increment selects the stream)
   const repeatsOf = packs.map((_, v) => new Indices(new Utils.PCGRandom(hi, lo, v + 1, 0x2545f491)))
   const flat = packs.map((p) => p.kind.every((k) => k === 0))
-  const idx = new Int32Array(n)
+  // resamples in blocks: the block's case draws first (the shared stream, in the same order),
+  // then each variant over the whole block, so that one variant's packed cases stay in the
+  // cache for the block instead of every variant's being walked once per resample (with 200
+  // variants they are far larger than a core's cache). Each variant still consumes its own
+  // repeat stream in resample order, so the numbers are the same as resample by resample.
+  const block = blockOf(n)
+  const idx = new Int32Array(block * n)
   const invN = 1 / n
-  for (let b = 0; b < resamples; b++) {
-    for (let i = 0; i < n; i++) idx[i] = cases.next(n, invN)
+  for (let b0 = 0; b0 < resamples; b0 += block) {
+    const bn = Math.min(block, resamples - b0)
+    for (let k = 0; k < bn * n; k++) idx[k] = cases.next(n, invN)
     for (let v = 0; v < V; v++) {
       const p = packs[v]!
       const ref = refs[v]!
       const means = p.caseMean
-      let acc = 0
-      if (flat[v]) {
-        for (let i = 0; i < n; i++) acc += means[idx[i]!]! - ref
-      } else {
-        const kind = p.kind
-        const ix = repeatsOf[v]!
-        for (let i = 0; i < n; i++) {
-          const j = idx[i]!
-          acc += (kind[j] === 0 ? means[j]! : kind[j] === 1 ? multisetMean(p, j, ix) : resampledCaseMean(p, j, ix)) - ref
+      const kind = p.kind
+      const ix = repeatsOf[v]!
+      const out = v * resamples + b0
+      for (let bb = 0; bb < bn; bb++) {
+        const off = bb * n
+        let acc = 0
+        if (flat[v]) {
+          for (let i = 0; i < n; i++) acc += means[idx[off + i]!]! - ref
+        } else {
+          for (let i = 0; i < n; i++) {
+            const j = idx[off + i]!
+            acc += (kind[j] === 0 ? means[j]! : kind[j] === 1 ? multisetMean(p, j, ix) : resampledCaseMean(p, j, ix)) - ref
+          }
         }
+        stats[out + bb] = ref + acc / n
       }
-      stats[v * resamples + b] = ref + acc / n
     }
   }
   const shared = V > 1 ? ` (case draws shared by ${V} variants)` : ""
@@ -1172,6 +1193,38 @@ export const paretoFrontUncertain = (
 ): ReadonlyArray<string> => front("paretoFrontUncertain", points, objectives, true, options.comparable, options.separated)
 
 /**
+ * Who dominates whom: for each point (by id, in input order) the ids of the points that
+ * dominate it, in input order, by the rule of {@link paretoFront} (`uncertain = false`) or of
+ * {@link paretoFrontUncertain} (`uncertain = true`, with the same `options`). A point with an
+ * empty list is on that front. For a report's "dominated by v03". O(n² · m).
+ *
+ * @throws RangeError (a caller bug): as {@link dominates}.
+ * @since 0.10.0
+ * @category pareto
+ */
+export const paretoDominators = (
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  uncertain: boolean,
+  options: UncertainFrontOptions = {}
+): ReadonlyMap<string, ReadonlyArray<string>> => {
+  checkObjectives("paretoDominators", objectives)
+  const goods = points.map((p) => goodsOf("paretoDominators", p, objectives))
+  const out = new Map<string, Array<string>>()
+  for (let i = 0; i < points.length; i++) {
+    const by: Array<string> = []
+    for (let j = 0; j < points.length; j++) {
+      if (j === i) continue
+      const sep = !uncertain || options.separated === undefined ? undefined : (k: number) => options.separated!(points[j]!.id, points[i]!.id, k)
+      const comparable = !uncertain || options.comparable === undefined || options.comparable(points[j]!.id, points[i]!.id)
+      if (comparable && dominatesGood(goods[j]!, goods[i]!, uncertain, sep)) by.push(points[j]!.id)
+    }
+    out.set(points[i]!.id, by)
+  }
+  return out
+}
+
+/**
  * A weighted ranking (a secondary view beside the Pareto fronts): per objective, each point's
  * point estimate is turned into goodness (`v` for maximize, `−v` for minimize, `−|v − target|`
  * for target) and min-max normalized over the points to [0, 1] (1 = the best point on that
@@ -1247,15 +1300,20 @@ export interface ReducedBootstrap {
   readonly paired: (base: number, cand: number) => Interval | null
 }
 
-/** The type-7 quantile `p` of a weighted multiset given in sorted order (weights ≥ 0, total `w`). */
-const weightedQuantile = (order: Int32Array, values: Float64Array, counts: Uint32Array, w: number, p: number): number => {
+/**
+ * The type-7 quantile `p` of a weighted multiset given in sorted order: `order` the items in
+ * ascending order of `values`, `counts[at + item]` their weights (≥ 0), `w` the total weight.
+ * The quantile lies between the items at positions `⌊h⌋` and `⌊h⌋ + 1` of the expanded sorted
+ * sequence, `h = (w − 1)·p`; this walks from the smallest item.
+ */
+const weightedQuantile = (order: Int32Array, values: Float64Array, counts: Uint32Array, at: number, w: number, p: number): number => {
   const h = (w - 1) * p
   const lo = Math.floor(h)
   const frac = h - lo
   let seen = 0
   let atLo = NaN
   for (let k = 0; k < order.length; k++) {
-    const c = counts[order[k]!]!
+    const c = counts[at + order[k]!]!
     if (c === 0) continue
     seen += c
     if (Number.isNaN(atLo) && seen > lo) {
@@ -1266,6 +1324,33 @@ const weightedQuantile = (order: Int32Array, values: Float64Array, counts: Uint3
     if (!Number.isNaN(atLo)) return atLo + frac * (values[order[k]!]! - atLo)
   }
   return atLo
+}
+
+/**
+ * {@link weightedQuantile} walking from the largest item (for a high `p`, e.g. a p95, it stops
+ * after the top few per cent): the same two items, the same arithmetic, so the same number.
+ */
+const weightedQuantileFromTop = (order: Int32Array, values: Float64Array, counts: Uint32Array, at: number, w: number, p: number): number => {
+  const h = (w - 1) * p
+  const lo = Math.floor(h)
+  const frac = h - lo
+  // positions at or above `start` are covered by the items walked so far
+  let start = w
+  let atHi = NaN
+  for (let k = order.length - 1; k >= 0; k--) {
+    const c = counts[at + order[k]!]!
+    if (c === 0) continue
+    start -= c
+    if (start <= lo) {
+      // this item covers position lo; it covers lo + 1 too unless it ends at lo + 1
+      const atLo = values[order[k]!]!
+      if (frac === 0 || start + c > lo + 1) return atLo
+      return atLo + frac * (atHi - atLo)
+    }
+    // the item covering position lo + 1 (the last one seen before the item covering lo)
+    atHi = values[order[k]!]!
+  }
+  return NaN
 }
 
 /**
@@ -1282,16 +1367,33 @@ const weightedQuantile = (order: Int32Array, values: Float64Array, counts: Uint3
  * of two variants is read from the same replicates (their draws are the same), so it needs no
  * second resampling.
  *
+ * The run-to-run variation is added on top (issue 16): the repeats run the same cases, so the
+ * case resampling cannot see that one repeat ran under load and the next did not; for a
+ * statistic computed once per trial the repeat is the unit of replication. Each interval is
+ * widened by the spread of the trials' own values (each repeat's statistic over all its cases;
+ * for `paired`, repeat r of the candidate minus repeat r of the baseline): the two standard
+ * uncertainties add in quadrature and the coverage factor is Student's t with
+ * Welch–Satterthwaite degrees of freedom (GUM, JCGM 100:2008, §5.1.2 and Annex G; "Student"
+ * 1908). With 3 repeats that is close to a paired t interval with df 2 over the per-repeat
+ * differences. Below two repeats the run part cannot be estimated and the method says it is
+ * not counted (the report then makes no claim: fewer repeats than its minimum).
+ * `replicates` stay the case bootstrap's alone.
+ *
  * Why: a p95 or a sum recomputed per trial gives one number per repeat; a percentile bootstrap
  * over 3 such numbers covers far less than its nominal level (about 68 % for a nominal 95 %
  * with 3 normal values: the 27 possible resamples span at most the range of the 3 values).
- * Resampling the cases measures the sampling error of the cases, which is what a comparison
- * on those cases must account for.
+ * Resampling the cases measures the sampling error of the cases; the t part measures the
+ * repeats'; a comparison of trials must account for both.
  *
  * `values[v][r][c]`: variant `v`, repeat `r`, case `c` (`null` or absent: no value). Every
  * variant must list the same `n` cases in the same order (sort them by a stable key first: the
- * result depends on the order). Cost: per resample `n` index draws plus one pass over every
- * (variant, repeat)'s `n` values (quantiles walk a pre-sorted order, no sorting per resample).
+ * result depends on the order). Cost: per resample `n` index draws plus, per (variant,
+ * repeat), one pass over its `n` values for `mean` and `sum`, half of them for `p50` and the
+ * top twentieth or so for `p95` (quantiles walk a pre-sorted order from its nearer end, no
+ * sorting per resample); resamples are taken in blocks of up to 64, each variant's columns
+ * walked for a whole block at a time (the result is the same as resample by resample).
+ * The method text says `case draws shared by K variants`, K the variants with at least one
+ * value (a variant with none has no interval and takes no part in the draws).
  *
  * @throws RangeError (a caller bug) when a value is not finite, the variants list different
  *   numbers of cases, or an option is out of range.
@@ -1307,63 +1409,114 @@ export const bootstrapReduced = (
   const { level, resamples, seed } = settingsOf(fn, o)
   const V = values.length
   const n = V === 0 ? 0 : Math.max(0, ...values.flatMap((g) => g.map((r) => r.length)))
-  // per (variant, repeat): its values (NaN = none), its sorted order of present cases, count
-  const cols: Array<Array<{ readonly x: Float64Array; readonly order: Int32Array }>> = values.map((g, v) =>
+  // per (variant, repeat): its values (NaN = none), its sorted order of present cases, the
+  // cases it lacks (the total weight of its cases in a resample is n minus theirs), its repeat
+  const cols: Array<Array<{ readonly x: Float64Array; readonly order: Int32Array; readonly missing: Int32Array; readonly r: number }>> = values.map((g, v) =>
     g.flatMap((row, r) => {
       const x = new Float64Array(n).fill(NaN)
       const present: Array<number> = []
-      for (let c = 0; c < row.length; c++) {
-        const y = row[c]
-        if (y === null || y === undefined) continue
+      const missing: Array<number> = []
+      for (let c = 0; c < n; c++) {
+        const y = c < row.length ? row[c] : undefined
+        if (y === null || y === undefined) {
+          missing.push(c)
+          continue
+        }
         checkFinite(fn, y, `values[${v}][${r}][${c}]`)
         x[c] = y
         present.push(c)
       }
       if (present.length === 0) return []
       present.sort((a, b) => x[a]! - x[b]! || a - b)
-      return [{ x, order: Int32Array.from(present) }]
+      return [{ x, order: Int32Array.from(present), missing: Int32Array.from(missing), r }]
     })
   )
-  const counts = new Uint32Array(n)
-  const statOf = (v: number): number => {
+  const quantileP = reducer === "p50" ? 0.5 : 0.95
+  // a trial's own value: the statistic over all its cases
+  const statOf1 = ({ order, x }: { readonly order: Int32Array; readonly x: Float64Array }): number => {
+    let s = 0
+    for (let i = 0; i < order.length; i++) s += x[order[i]!]!
+    return reducer === "sum" ? s : reducer === "mean" ? s / order.length : quantileSorted(Float64Array.from(order, (c) => x[c]!), quantileP)
+  }
+  // `counts[at + c]`: how often case c is drawn in the resample whose counts start at `at`
+  // (every resample draws n cases, so the counts of all cases add up to n)
+  const statOf = (v: number, counts: Uint32Array, at: number): number => {
     let acc = 0
     let k = 0
-    for (const { order, x } of cols[v]!) {
-      let w = 0
+    for (const { missing, order, x } of cols[v]!) {
+      let w = n
       let s = 0
-      for (let i = 0; i < order.length; i++) {
-        const c = counts[order[i]!]!
-        w += c
-        if (reducer === "mean" || reducer === "sum") s += c * x[order[i]!]!
+      if (reducer === "mean" || reducer === "sum") {
+        w = 0
+        for (let i = 0; i < order.length; i++) {
+          const c = counts[at + order[i]!]!
+          w += c
+          s += c * x[order[i]!]!
+        }
+      } else {
+        for (let i = 0; i < missing.length; i++) w -= counts[at + missing[i]!]!
       }
       if (w === 0) continue
-      acc += reducer === "sum" ? s : reducer === "mean" ? s / w : weightedQuantile(order, x, counts, w, reducer === "p50" ? 0.5 : 0.95)
+      acc += reducer === "sum"
+        ? s
+        : reducer === "mean"
+        ? s / w
+        : quantileP > 0.5
+        ? weightedQuantileFromTop(order, x, counts, at, w, quantileP)
+        : weightedQuantile(order, x, counts, at, w, quantileP)
       k++
     }
     return k === 0 ? NaN : acc / k
   }
-  counts.fill(1)
-  const estimates = cols.map((_, v) => statOf(v))
+  const ones = new Uint32Array(n).fill(1)
+  const estimates = cols.map((_, v) => statOf(v, ones, 0))
+  // each trial's own value (the statistic over all its cases), by repeat index: the spread
+  // between repeats is the run-to-run variation the case resampling cannot see
+  const perRepeat = cols.map((c) => {
+    const m = new Map<number, number>()
+    for (const col of c) m.set(col.r, statOf1(col))
+    return m
+  })
   const replicates = cols.map((c) => new Float64Array(c.length === 0 ? 0 : resamples))
   const ix = new Indices(rngOf(seed))
   const invN = 1 / Math.max(n, 1)
-  for (let b = 0; b < resamples && n > 0; b++) {
+  // resamples in blocks: the block's case counts first (the one stream of draws, in the same
+  // order), then each variant over the whole block, so that one variant's columns stay in the
+  // cache for the block (with 200 variants every variant's columns are far larger than a
+  // core's cache); the numbers are those of resample by resample
+  const block = blockOf(n)
+  const counts = new Uint32Array(block * Math.max(n, 1))
+  for (let b0 = 0; b0 < resamples && n > 0; b0 += block) {
+    const bn = Math.min(block, resamples - b0)
     counts.fill(0)
-    for (let i = 0; i < n; i++) { const j = ix.next(n, invN); counts[j] = counts[j]! + 1 }
+    for (let bb = 0; bb < bn; bb++) {
+      const at = bb * n
+      for (let i = 0; i < n; i++) {
+        const j = at + ix.next(n, invN)
+        counts[j] = counts[j]! + 1
+      }
+    }
     for (let v = 0; v < V; v++) {
       if (cols[v]!.length === 0) continue
-      const s = statOf(v)
-      // a resample may draw none of a variant's cases in every repeat: keep its estimate
-      replicates[v]![b] = Number.isNaN(s) ? estimates[v]! : s
+      const reps = replicates[v]!
+      for (let bb = 0; bb < bn; bb++) {
+        const s = statOf(v, counts, bb * n)
+        // a resample may draw none of a variant's cases in every repeat: keep its estimate
+        reps[b0 + bb] = Number.isNaN(s) ? estimates[v]! : s
+      }
     }
   }
-  const method = `percentile bootstrap over cases (the trial's ${reducer} recomputed per repeat over the drawn cases, then averaged over repeats), ${resamples} resamples, seed ${seed}${V > 1 ? ` (case draws shared by ${V} variants)` : ""}`
-  const intervalOf = (estimate: number, reps: Float64Array): Interval => {
+  // the variants actually resampled together: a variant with no values (e.g. no compared
+  // trial: every repeat broke a hard constraint) has no interval and shares no draw
+  const resampled = cols.filter((c) => c.length > 0).length
+  const method = `percentile bootstrap over cases (the trial's ${reducer} recomputed per repeat over the drawn cases, then averaged over repeats), ${resamples} resamples, seed ${seed}${resampled > 1 ? ` (case draws shared by ${resampled} variants)` : ""}`
+  const intervalOf = (estimate: number, reps: Float64Array, repeatValues: ReadonlyArray<number>, what: string): Interval => {
     const { lower, upper } = percentile(Float64Array.from(reps), level)
-    return { estimate, lower: Math.min(lower, estimate), upper: Math.max(upper, estimate), level, method, resamples, seed }
+    const cases: Interval = { estimate, lower: Math.min(lower, estimate), upper: Math.max(upper, estimate), level, method, resamples, seed }
+    return withRepeatSpread(cases, repeatValues, what)
   }
   return {
-    intervals: cols.map((c, v) => c.length === 0 ? null : intervalOf(estimates[v]!, replicates[v]!)),
+    intervals: cols.map((c, v) => c.length === 0 ? null : intervalOf(estimates[v]!, replicates[v]!, Array.from(perRepeat[v]!.values()), "per-repeat values")),
     replicates,
     paired: (base, cand) => {
       if (cols[base]!.length === 0 || cols[cand]!.length === 0) return null
@@ -1371,9 +1524,59 @@ export const bootstrapReduced = (
       const rc = replicates[cand]!
       const d = new Float64Array(resamples)
       for (let b = 0; b < resamples; b++) d[b] = rc[b]! - rb[b]!
-      const i = intervalOf(estimates[cand]! - estimates[base]!, d)
-      return { ...i, method: `paired ${method}` }
+      // the run-to-run part: repeat r of the candidate minus repeat r of the baseline
+      const diffs: Array<number> = []
+      for (const [r, y] of perRepeat[cand]!) {
+        const x = perRepeat[base]!.get(r)
+        if (x !== undefined) diffs.push(y - x)
+      }
+      const i = intervalOf(estimates[cand]! - estimates[base]!, d, diffs, "per-repeat differences")
+      return { ...i, method: `paired ${i.method}` }
     }
+  }
+}
+
+/**
+ * Adds the run-to-run variation of a trial-level statistic to an interval that only has the
+ * case sampling (the case bootstrap of {@link bootstrapReduced}). Two independent sources of
+ * error are combined as the GUM does (JCGM 100:2008, "Guide to the expression of uncertainty
+ * in measurement", §5.1.2 and Annex G): standard uncertainties add in quadrature,
+ * `u = √(u_case² + u_run²)`, with `u_case` the case-bootstrap half-width divided by
+ * `z((1 + level)/2)` (per side, so an asymmetric interval keeps its shape) and
+ * `u_run = s/√R` the standard error of the mean of the `R` per-repeat values (Type A, R − 1
+ * degrees of freedom); the coverage factor is Student's `t((1 + level)/2, ν)` with the
+ * Welch–Satterthwaite effective degrees of freedom `ν = (R − 1)·u⁴/u_run⁴` (the case part
+ * counted as known, ν_case = ∞), truncated down to an integer (GUM G.4.1). With few repeats
+ * the run part dominates and the interval is about the paired t interval over the repeats
+ * (df R − 1), which is what a statistic measured once per trial supports: the repeat, not the
+ * case, is its unit of replication. Below two values the run part cannot be estimated: the
+ * interval is returned as it is and its method says so.
+ */
+const withRepeatSpread = (cases: Interval, ys: ReadonlyArray<number>, what: string): Interval => {
+  const R = ys.length
+  if (R < 2) {
+    return { ...cases, method: `${cases.method}; the run-to-run variation is not counted (${R} repeat${R === 1 ? "" : "s"}: no spread to estimate)` }
+  }
+  const m = mean(ys)
+  let ss = 0
+  for (const y of ys) ss += (y - m) ** 2
+  const uRun = Math.sqrt(ss / (R - 1) / R)
+  const z = normalQuantile((1 + cases.level) / 2)
+  const side = (half: number): number => {
+    const uCase = half / z
+    const u2 = uCase * uCase + uRun * uRun
+    if (u2 === 0) return 0
+    const nu = uRun === 0 ? Infinity : Math.floor((R - 1) * (u2 * u2) / (uRun ** 4))
+    const k = !Number.isFinite(nu) || nu > 200 ? z : studentQuantile((1 + cases.level) / 2, Math.max(1, nu))
+    return k * Math.sqrt(u2)
+  }
+  const lower = cases.estimate - side(cases.estimate - cases.lower)
+  const upper = cases.estimate + side(cases.upper - cases.estimate)
+  return {
+    ...cases,
+    lower,
+    upper,
+    method: `${cases.method}; combined with the spread of the ${R} ${what} (run-to-run variation, Student's t, ${R - 1} df) in quadrature, Welch–Satterthwaite degrees of freedom (GUM, JCGM 100:2008)`
   }
 }
 

@@ -784,6 +784,22 @@ export const MetricDecl = Schema.Struct({
 export type MetricDecl = typeof MetricDecl.Type
 
 /**
+ * A declared metric's output path (`from: { output }`) the study loader could not check
+ * against a declared output Schema (the final task declares none, or the pipeline's control
+ * flow decides which output is final): `at` is its field path in the study file
+ * (`metrics[i].from.output`), `name` the metric, `path` the dot path. A study run checks it
+ * against its first succeeded pipeline's output and stops there when it leads nowhere.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface OutputCheck {
+  readonly at: string
+  readonly name: string
+  readonly path: string
+}
+
+/**
  * Whether a reducer gives one value per case (`mean`, `rate`: "case") or one per trial
  * (`p50`, `p95`, `sum`: "trial").
  *
@@ -804,7 +820,7 @@ export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || 
  * | `tokens` | tokens | all tokens metered by the trial's leases |
  * | `costUsd` | USD | the cost from the tokens and the trial's model price |
  * | `wallMs` | ms | wall time while the trial was active |
- * | `latencyP95Ms` | ms | 95th percentile of its succeeded pipelines' latency (end − start) |
+ * | `latencyP95Ms` | ms | 95th percentile of its succeeded pipelines' execution time (their attempts' durations plus retry back-off; not the wait for a worker slot) |
  * | `retries` | attempts | attempts after a task's first |
  * | `rateLimited` | attempts | attempts that ended with error class `rate_limit` (HTTP 429) |
  *
@@ -1026,14 +1042,16 @@ export const PROTOCOL_FORMAT = "assay-study-protocol-v1"
 export const PROTOCOL_PARTS = ["experiment", "variables", "baseline", "repeats", "budget", "stop", "objectives"] as const
 
 /**
- * The protocol parts present only when declared: `metrics` (the study file's `metrics:`). A
- * protocol without them has the digest and parts it had before they existed, so studies that
- * declare none keep their frozen version.
+ * The protocol parts present only when there is something in them: `metrics` (the study file's
+ * `metrics:`) and `modules` (since 0.9.0: the digest of the content of each local code file the
+ * base experiment loads, by its path relative to the experiment file; see
+ * `config/Study.ts`). A protocol without them has the digest and parts it had before they
+ * existed, so studies that declare none keep their frozen version.
  *
  * @since 0.6.0
  * @category identity
  */
-export const OPTIONAL_PROTOCOL_PARTS = ["metrics"] as const
+export const OPTIONAL_PROTOCOL_PARTS = ["metrics", "modules"] as const
 
 /**
  * A protocol: the JSON of each of {@link PROTOCOL_PARTS}, and of each of

@@ -24,7 +24,7 @@ import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
 import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
-import { markSync, type SyncBody } from "./internal/syncRun.js"
+import { type EffectBody, markEffectBody, markSync, type SyncBody } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
 import { canonicalJson, digest, type Json } from "./Json.js"
 import type { AlgorithmInput } from "./Lease.js"
@@ -667,7 +667,9 @@ export function make(name: string, ...rest: ReadonlyArray<unknown>): Any {
     name,
     options,
     source: fn,
-    run: typeof fn === "function" ? (input: unknown, ctx: TaskContext) => Effect.suspend(() => f(input, ctx)) : fn
+    run: typeof fn === "function"
+      ? markEffectBody((input: unknown, ctx: TaskContext) => Effect.suspend(() => f(input, ctx)), f as EffectBody)
+      : fn
   })
 }
 

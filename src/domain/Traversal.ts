@@ -247,8 +247,20 @@ export const succeed = (s: VisitState, seq: number, artifact: string, nTasks: nu
   if (seq + 1 >= nTasks) {
     return { ...s, version: s.version + 1, cursor: nTasks, pending: null, active }
   }
-  const entered = enter(s.counters, seq + 1, artifact)
-  return { ...s, version: s.version + 1, cursor: seq + 1, active, ...entered }
+  // (one literal: this runs once per step of every control pipeline)
+  const next = seq + 1
+  return {
+    seed: s.seed,
+    version: s.version + 1,
+    cursor: next,
+    pending: { seq: next, visit: s.counters[next] ?? 0, input: artifact, attempts: 1 },
+    active,
+    counters: bump(s.counters, next),
+    handoffs: s.handoffs,
+    payloads: s.payloads,
+    ledger: s.ledger,
+    floor: s.floor
+  }
 }
 
 /**

@@ -139,7 +139,9 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
  * `serve` show). When the context holds a Postgres `SqlClient` (the cluster's), each task
  * start writes its pipeline's in-flight marker in `assay_cluster_inflight` (created by
  * `assay migrate`), and an execution cut short (a killed runner, a moved shard) is recorded
- * as an abandoned attempt when the task runs again.
+ * as an abandoned attempt when the task runs again. Building the layer fails with a
+ * `StoreUnavailable` naming `assay migrate` when that Postgres database lacks the marker table
+ * (rather than every task start failing and being retried for ever).
  *
  * @param options see {@link WorkflowLayerOptions}
  * @since 0.7.0
@@ -147,7 +149,7 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
  */
 export const workflowLayer: (
   options?: WorkflowLayerOptions
-) => Layer.Layer<never, never, WorkflowEngine | Store | Pools | internal.SpecCatalog> = internal.workflowLayer
+) => Layer.Layer<never, StoreUnavailable, WorkflowEngine | Store | Pools | internal.SpecCatalog> = internal.workflowLayer
 
 /**
  * Options of {@link runnerLayer} and {@link clientLayer}: the cluster's sharding settings

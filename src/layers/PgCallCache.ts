@@ -14,9 +14,10 @@
  * @since 0.8.0
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Layer, Option, type Scope } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
-import { type CacheEntry, CallCache, type CallCacheService } from "../services/CallCache.js"
+import { CallCache, type CallCacheService } from "../services/CallCache.js"
+import { makeWith as makeOnClient } from "./internal/pg/callCache.js"
 import { unavailableOf } from "./internal/pg/driver.js"
 import { CALL_CACHE_TABLE } from "./internal/pg/migrations.js"
 import { redactUrl } from "./internal/pg/url.js"
@@ -33,8 +34,6 @@ export interface PgCallCacheOptions {
   readonly url: string
 }
 
-type Row = Record<string, unknown>
-
 /**
  * The cache over an open client (`url` only names the database in messages). Every failed
  * statement is a `StoreUnavailable` naming the database without its password.
@@ -42,57 +41,7 @@ type Row = Record<string, unknown>
  * @since 0.8.0
  * @category constructors
  */
-export const makeWith = (sql: SqlClient.SqlClient, url: string): CallCacheService => {
-  const run = (what: string, text: string, params: ReadonlyArray<unknown>) =>
-    Effect.mapError(sql.unsafe<Row>(text, params as Array<unknown>), (e) => unavailableOf(url, `call cache ${what}`, e))
-  return {
-    kind: "postgres",
-    location: redactUrl(url),
-    get: (key) =>
-      Effect.map(
-        run(
-          "read",
-          `SELECT task_name, namespace, type_name, codec, payload, usage, created_at FROM ${CALL_CACHE_TABLE} WHERE key = $1`,
-          [key]
-        ),
-        (rows) => {
-          const r = rows[0]
-          if (r === undefined) return Option.none()
-          const payload = r.payload as Uint8Array
-          return Option.some<CacheEntry>({
-            key,
-            taskName: String(r.task_name),
-            namespace: JSON.parse(String(r.namespace)) as CacheEntry["namespace"],
-            typeName: String(r.type_name),
-            codec: String(r.codec),
-            data: new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength),
-            usage: r.usage === null ? null : JSON.parse(String(r.usage)) as CacheEntry["usage"],
-            createdAt: Number(r.created_at)
-          })
-        }
-      ),
-    put: (e) =>
-      Effect.asVoid(run(
-        "write",
-        `INSERT INTO ${CALL_CACHE_TABLE} (key, task_name, namespace, type_name, codec, payload, usage, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (key) DO UPDATE SET task_name = EXCLUDED.task_name, namespace = EXCLUDED.namespace,
-           type_name = EXCLUDED.type_name, codec = EXCLUDED.codec, payload = EXCLUDED.payload, usage = EXCLUDED.usage,
-           created_at = EXCLUDED.created_at`,
-        [
-          e.key,
-          e.taskName,
-          JSON.stringify(e.namespace),
-          e.typeName,
-          e.codec,
-          Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength),
-          e.usage === null ? null : JSON.stringify(e.usage),
-          e.createdAt
-        ]
-      )),
-    size: Effect.map(run("read", `SELECT count(*) AS n FROM ${CALL_CACHE_TABLE}`, []), (r) => Number(r[0]?.n ?? 0))
-  }
-}
+export const makeWith: (sql: SqlClient.SqlClient, url: string) => CallCacheService = makeOnClient
 
 /**
  * Opens the cache on `options.url` in the current scope (its client closed with it). Fails with

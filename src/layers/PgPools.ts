@@ -12,8 +12,9 @@
  *   report) it is kept until its TTL ends, so a call still running at the provider is never
  *   doubled by a new grant.
  * - **Quotas** ({@link QuotaOptions}) are windows (`date_bin` from 2000-01-01 UTC) charged with a
- *   conditional upsert before the call (the estimate, or 1 for `requests`) and corrected by the
- *   real count once a report carries it (`usage[metric]`).
+ *   conditional upsert at the grant (the estimate, or 1 for `requests`), moved to the window
+ *   the call goes out in by {@link confirmQuota} (or {@link guard}) when the grant's window has
+ *   ended by then, and corrected by the real count once a report carries it (`usage[metric]`).
  * - **Health**: a 429's throttle window (Retry-After), a cooldown, death and revival reported
  *   on one runner are written to `assay_pool_resource`; every runner's next acquire skips the
  *   resource. `capacity` there is global: {@link resize} changes it for every runner.
@@ -98,9 +99,11 @@ export interface QuotaOptions {
  *   itself (`Resource.make({ quotas })`, the `quotas:` of a resource in an experiment file),
  *   which win for their metric;
  * - `quotaGuard` (default 2 s): the end of each quota window grants nothing; a charge needs
- *   `min(quotaGuard, window / 4)` of its window left, so that the call it allows reaches the
- *   provider (which counts by arrival) inside the window it was charged to. It only holds back
- *   a window whose quota is not spent by then (a busy window is spent at its start);
+ *   `min(quotaGuard, window / 4)` of its window left, at the grant and again at
+ *   {@link confirmQuota} just before the call, so that the call reaches the provider (which
+ *   counts by arrival) inside the window it was charged to: what the guard covers is the time
+ *   from the confirming statement to the provider (the event loop, the HTTP request). It only
+ *   holds back a window whose quota is not spent by then (a busy window is spent at its start);
  * - `onEvent`, `plugins`: as for the local pools (`Pools.PoolsOptions`).
  *
  * @since 0.7.0
@@ -244,9 +247,11 @@ export const globalState = (pools: ReadonlyArray<string>): Effect.Effect<Readonl
   Effect.flatMap(SqlClient.SqlClient, (sql) => pools.length === 0 ? Effect.succeed([]) : Q.view(sql, pools))
 
 /**
- * Runs `work` under a lease's global slot: when the lease is lost (see {@link LeaseLost}) the
- * work is interrupted (an HTTP call made with the `AbortSignal` of `Effect.tryPromise` is
- * aborted) and the effect fails with `LeaseLost`. A lease from local pools is run as is.
+ * Runs `work` (the call) under a lease's global slot: first {@link confirmQuota} (the lease's
+ * quota charges moved to the window the call goes out in, waiting when that window is full);
+ * then, when the lease is lost (see {@link LeaseLost}), the work is interrupted (an HTTP call
+ * made with the `AbortSignal` of `Effect.tryPromise` is aborted) and the effect fails with
+ * `LeaseLost`. A lease from local pools is run as is.
  *
  * @param lease the lease held (from `Pools.acquire`)
  * @returns a function wrapping the work
@@ -254,7 +259,27 @@ export const globalState = (pools: ReadonlyArray<string>): Effect.Effect<Readonl
  * @category combinators
  */
 export const guard = (lease: Lease<any>) => <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<A, E | LeaseLost, R> =>
-  internal.isPgLease(lease) ? Effect.raceFirst(work, Deferred.await(lease.lost)) : work
+  internal.isPgLease(lease)
+    ? Effect.zipRight(internal.confirm(lease), Effect.raceFirst(work, Deferred.await(lease.lost)))
+    : work
+
+/**
+ * Call just before a lease's call goes out: a provider counts a call in the window it
+ * arrives in, and a lease may wait between its grant (which charged its quota windows) and its
+ * call. Every charge whose window ends within its guard (`min(quotaGuard, window / 4)`) is
+ * moved to the window the call goes out in: it waits for the charged window's end, then
+ * charges the current window with the same conditional upsert (never over the limit) and
+ * gives the old window its charge back, in one statement; when the current window is full it
+ * waits for the next. A charge still fresh costs nothing (no statement). Bound it with the
+ * caller's timeout; a database that does not answer is asked again after a backoff. Nothing
+ * for a lease from local pools, or one without quota windows. {@link guard} does it first.
+ *
+ * @param lease the lease held (from `Pools.acquire`)
+ * @returns done once every charge is in the current window with its guard left
+ * @since 0.7.0
+ * @category operations
+ */
+export const confirmQuota = (lease: Lease<any>): Effect.Effect<void> => internal.confirm(lease)
 
 /**
  * Whether a lease's global slot was lost (always `false` for a local lease).

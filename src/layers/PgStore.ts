@@ -38,6 +38,7 @@ import { BASE_LEVEL, VISITS_LEVEL } from "../services/internal/store/traversal.j
 import type { CheckpointUnit, LoadedArtifact, StoreDriver, StoreOptions, StoreService } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
+import { makeWith as makeCallCache } from "./internal/pg/callCache.js"
 import { makeDriver as makePgDriver, unavailableOf } from "./internal/pg/driver.js"
 import * as Migrations from "./internal/pg/migrations.js"
 import { isPostgresUrl, redactUrl } from "./internal/pg/url.js"
@@ -211,7 +212,10 @@ export const makeDriver = (
       retryFor,
       readOnlyError: readOnly
         ? new StoreUnavailable({ message: `postgres store ${redactUrl(url)} is open read-only`, path: redactUrl(url) })
-        : undefined
+        : undefined,
+      // the store's own call cache: its `assay_call_cache` table (migration 2, so present in any
+      // database this build opens), through the store's client
+      callCache: readOnly ? undefined : makeCallCache(sql, url)
     }, backend)
   })
 

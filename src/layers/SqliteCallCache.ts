@@ -12,16 +12,19 @@
  * at once both call the model and the later write replaces the earlier one (`INSERT OR
  * REPLACE`): the cache never holds a half-written row.
  *
- * Opened on a run's store file, it leaves the journal mode to the store's writer (which holds
- * WAL while it is open): build it after the store and close it before (the CLI does, see
- * `cli/RunCommand.ts`), so the store's close can fold the WAL back into the file.
+ * Pointed at a run's store file (`shared` not set), it opens nothing until first used and then
+ * goes through the connection of the store open on that file in this process (the store's own
+ * cache, `Store.callCache`), so the order of the two layers does not matter; without such a
+ * store it opens the file itself and leaves the journal mode to the store's writer. A runner
+ * over an SQLite store needs no cache layer at all for this: it uses the store's own cache.
  *
  * @since 0.7.0
  */
 import Database from "better-sqlite3"
-import { Effect, Layer, Option, type Scope } from "effect"
-import { StoreUnavailable } from "../domain/Errors.js"
-import { type CacheEntry, CallCache, type CallCacheService } from "../services/CallCache.js"
+import { Effect, Layer, Scope } from "effect"
+import type { StoreUnavailable } from "../domain/Errors.js"
+import { CallCache, type CallCacheService } from "../services/CallCache.js"
+import { cacheError, makeOn, storeCacheOf } from "./internal/sqlite/callCache.js"
 import { CALL_CACHE_TABLE } from "./internal/sqlite/migrations.js"
 
 /**
@@ -39,91 +42,60 @@ export interface SqliteCallCacheOptions {
   readonly busyTimeoutMs?: number | undefined
 }
 
-interface Row {
-  readonly task_name: string
-  readonly namespace: string
-  readonly type_name: string
-  readonly codec: string
-  readonly payload: Buffer
-  readonly usage: string | null
-  readonly created_at: number
-}
-
-const describe = (cause: unknown): string =>
-  cause !== null && typeof cause === "object" && "message" in cause ? String((cause as { message: unknown }).message) : String(cause)
+/** Opens a connection of the cache's own on the file, creating the table (closed with the scope). */
+const openOwn = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          const d = new Database(options.filename, { timeout: options.busyTimeoutMs ?? 5000 })
+          try {
+            if (options.shared === true) {
+              d.pragma("journal_mode = WAL")
+              d.pragma("synchronous = NORMAL")
+            }
+            d.exec(CALL_CACHE_TABLE)
+          } catch (e) {
+            d.close()
+            throw e
+          }
+          return d
+        },
+        catch: cacheError(options.filename, "cannot open")
+      }),
+      (d) => Effect.sync(() => d.close())
+    ),
+    (d) => makeOn(d, options.filename)
+  )
 
 /**
- * Opens the cache on `options.filename` in the current scope (closed with it). Fails with
- * `StoreUnavailable` when the file cannot be opened or the table cannot be created.
+ * Opens the cache on `options.filename` in the current scope (closed with it).
+ *
+ * - `shared: true` (a cache database of its own): opened at once; fails with
+ *   `StoreUnavailable` when the file cannot be opened or the table cannot be created.
+ * - otherwise (a run's store file): nothing is opened until the first read or write. If a
+ *   store is then open for writing on that file in this process, the cache goes through the
+ *   store's own connection (`Store.callCache`), so the layer may be built before or after the
+ *   store's; else it opens a connection of its own (a failure then fails that read or write,
+ *   which the runner counts as a miss).
  *
  * @since 0.7.0
  * @category constructors
  */
 export const make = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
   Effect.gen(function*() {
-    const path = options.filename
-    const fail = (what: string) => (cause: unknown) =>
-      new StoreUnavailable({ message: `call cache ${path}: ${what}: ${describe(cause)}`, path, cause })
-    const db = yield* Effect.acquireRelease(
-      Effect.try({
-        try: () => {
-          const d = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 })
-          if (options.shared === true) {
-            d.pragma("journal_mode = WAL")
-            d.pragma("synchronous = NORMAL")
-          }
-          d.exec(CALL_CACHE_TABLE)
-          return d
-        },
-        catch: fail("cannot open")
-      }),
-      (d) => Effect.sync(() => d.close())
-    )
-    const select = db.prepare<[string], Row>(
-      "SELECT task_name, namespace, type_name, codec, payload, usage, created_at FROM call_cache WHERE key = ?"
-    )
-    const upsert = db.prepare(
-      `INSERT OR REPLACE INTO call_cache (key, task_name, namespace, type_name, codec, payload, usage, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-    )
-    const count = db.prepare<[], { readonly n: number }>("SELECT count(*) AS n FROM call_cache")
+    if (options.shared === true) return yield* openOwn(options)
+    const scope = yield* Effect.scope
+    const resolve = yield* Effect.cached(Effect.suspend(() => {
+      const ofStore = storeCacheOf(options.filename)
+      return ofStore !== undefined ? Effect.succeed(ofStore) : Scope.extend(openOwn(options), scope)
+    }))
     return {
       kind: "sqlite",
-      location: path,
-      get: (key) =>
-        Effect.try({
-          try: () => {
-            const row = select.get(key)
-            if (row === undefined) return Option.none()
-            return Option.some<CacheEntry>({
-              key,
-              taskName: row.task_name,
-              namespace: JSON.parse(row.namespace) as CacheEntry["namespace"],
-              typeName: row.type_name,
-              codec: row.codec,
-              data: new Uint8Array(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength),
-              usage: row.usage === null ? null : JSON.parse(row.usage) as CacheEntry["usage"],
-              createdAt: row.created_at
-            })
-          },
-          catch: fail("read failed")
-        }),
-      put: (e) =>
-        Effect.try({
-          try: () =>
-            void upsert.run(
-              e.key,
-              e.taskName,
-              JSON.stringify(e.namespace),
-              e.typeName,
-              e.codec,
-              Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength),
-              e.usage === null ? null : JSON.stringify(e.usage),
-              e.createdAt
-            ),
-          catch: fail("write failed")
-        }),
-      size: Effect.try({ try: () => count.get()!.n, catch: fail("read failed") })
+      location: options.filename,
+      get: (key) => Effect.flatMap(resolve, (c) => c.get(key)),
+      put: (entry) => Effect.flatMap(resolve, (c) => c.put(entry)),
+      size: Effect.flatMap(resolve, (c) => c.size)
     } satisfies CallCacheService
   })
 

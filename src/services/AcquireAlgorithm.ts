@@ -125,7 +125,9 @@ export interface AcquireOps {
  * `capacity` and the leases `active` on it when the report came (the reporter's included);
  * `now` and `leasedAt` (when the reported lease was granted; epoch ms); the report's `ok`, `latencyMs`, `usage` and `rateLimit` (the answer's
  * rate-limit headers); the error's class (`rate_limit` for a 429) and the wait it names
- * (`retryAfterMs`), when the report carries an error.
+ * (`retryAfterMs`), when the report carries an error; `loopDelay`: this process's own
+ * event-loop stalls as the pools service samples them on its clock (absent when the service
+ * has no sampler; read by `adaptive`'s latency rule).
  *
  * @since 0.2.0
  * @category models
@@ -144,6 +146,7 @@ export interface ReportObservation {
   readonly rateLimit: RateLimitStatus | undefined
   readonly errorClass: ErrorClass | undefined
   readonly retryAfterMs: number | undefined
+  readonly loopDelay?: { readonly stalledMs: (fromMs: number, toMs: number) => number } | undefined
 }
 
 /**
@@ -532,14 +535,29 @@ export const immediate = (): AcquireAlgorithm => ({
  *   rate the server sustained at the last cut (the knee).
  * - `probe` (0.1): the step is this much smaller once the rate is back near the knee (CUBIC's
  *   plateau), so the limit is probed gently.
+ * - `convex` (3 seconds): past the knee's band the step starts at the probe step and grows
+ *   with the square of the time spent there, `probe × (1 + (t / convex)²)`, up to the full
+ *   step (CUBIC's convex region, RFC 9438 §4.5): a limit that held is probed slowly, one that
+ *   rose is found within seconds. After a 429 past slow start, the rate restarts at most at
+ *   the knee.
  * - `latencyTolerance` (2) and `latencySlack` (50 millis): a latency moving average above this
  *   multiple of its lowest value plus the slack counts as congestion (the slack keeps the
  *   jitter of a fast endpoint from reading as congestion).
  * - `hold` (1 second): 429s within a hold of a decrease are the same congestion event, unless
  *   the refused request was leased after the decrease (RFC 6582: one reduction per window).
  * - `slowStart` (250 millis): before the first congestion signal the rate doubles per this much
- *   successful traffic (RFC 5681's slow start doubles per round trip).
+ *   successful traffic (RFC 5681's slow start doubles per round trip) up to 4 × `initialRate`,
+ *   then per 4 × this much (RFC 3742's limited slow start at RFC 9406 HyStart++'s
+ *   conservative pace), so that a server's burst, which hides its limit until spent, is not
+ *   overshot by as much.
  * - `burst` (100 millis): the pacing bucket holds this much of the rate (at least 1 request).
+ * - `loopDelay` (this process's event loop, as the pools service samples it on its clock
+ *   and passes it in each report; not in config files, not part of the fingerprint): where
+ *   the latency rule learns how long our own event loop was stalled during an answer,
+ *   `stalledMs(fromMs, toMs)` on the pool's clock (epoch ms); that time is taken out of the
+ *   answer time before the rule reads it, so a client starved of CPU does not read its own
+ *   delay as the server's congestion. `false`: nothing is taken out. Tests and simulators
+ *   pass their own.
  *
  * @since 0.2.0
  * @category models
@@ -553,11 +571,13 @@ export interface AdaptiveOptions {
   readonly goodputFloor?: number | undefined
   readonly increase?: number | undefined
   readonly probe?: number | undefined
+  readonly convex?: Duration.DurationInput | undefined
   readonly latencyTolerance?: number | undefined
   readonly latencySlack?: Duration.DurationInput | undefined
   readonly hold?: Duration.DurationInput | undefined
   readonly slowStart?: Duration.DurationInput | undefined
   readonly burst?: Duration.DurationInput | undefined
+  readonly loopDelay?: { readonly stalledMs: (fromMs: number, toMs: number) => number } | false | undefined
 }
 
 const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
@@ -572,6 +592,7 @@ const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
     goodputFloor: o.goodputFloor ?? d.goodputFloor,
     increase: o.increase ?? d.increase,
     probe: o.probe ?? d.probe,
+    convexMs: ms(o.convex, d.convexMs),
     latencyTolerance: o.latencyTolerance ?? d.latencyTolerance,
     latencySlackMs: ms(o.latencySlack, d.latencySlackMs),
     holdMs: ms(o.hold, d.holdMs),
@@ -613,6 +634,7 @@ const adaptiveParams = (o: AdaptiveOptions): Aimd.AimdParams => {
  */
 export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
   const p = adaptiveParams(options)
+  const loop = options.loopDelay === false ? undefined : options.loopDelay
   const services = new WeakMap<object, Map<string, Aimd.AimdState>>()
   const stateOf = (service: object, pool: string, resourceId: string, capacity: number, now: number): Aimd.AimdState => {
     let m = services.get(service)
@@ -644,13 +666,24 @@ export const adaptive = (options: AdaptiveOptions = {}): AcquireAlgorithm => {
       goodputFloor: p.goodputFloor,
       increase: p.increase,
       probe: p.probe,
+      convexMs: p.convexMs,
       latencyTolerance: p.latencyTolerance,
       latencySlackMs: p.latencySlackMs,
       holdMs: p.holdMs,
       slowStartMs: p.slowStartMs,
       burstMs: p.burstMs
     }),
-    observe: (o) => Aimd.onReport(stateOf(o.service, o.pool, o.resourceId, o.capacity, o.now), p, o),
+    observe: (o) => {
+      const stalls = options.loopDelay === false ? undefined : loop ?? o.loopDelay
+      Aimd.onReport(
+        stateOf(o.service, o.pool, o.resourceId, o.capacity, o.now),
+        p,
+        o.latencyMs === undefined || stalls === undefined
+          ? o
+          // the answer's span on the pool's clock: what of it our own loop was stalled
+          : { ...o, ownDelayMs: stalls.stalledMs(o.now - o.latencyMs, o.now) }
+      )
+    },
     describe: (service, pool, resourceId, now) => {
       const s = services.get(service)?.get(`${pool}\u0000${resourceId}`)
       return s === undefined ? undefined : Aimd.describe(s, p, now)
@@ -811,6 +844,7 @@ const optionSchemas = {
     increase: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
     probe: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(1))),
     latencyTolerance: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.greaterThan(1))),
+    convex: Schema.optional(DurationOption),
     latencySlack: Schema.optional(DurationOption),
     hold: Schema.optional(DurationOption),
     slowStart: Schema.optional(DurationOption),
@@ -969,7 +1003,7 @@ const resolveBuiltin = (
       if (init < min || init > max) {
         cross.push({ path: `${path}.initialRate`, message: `initialRate (${init}) is outside [minRate, maxRate] = [${min}, ${max}]` })
       }
-      for (const k of ["hold", "slowStart", "burst", "latencySlack"]) {
+      for (const k of ["hold", "slowStart", "burst", "latencySlack", "convex"]) {
         const v = d(k)
         const ok = v === undefined ||
           (Duration.isFinite(v) && (k === "latencySlack" ? Duration.toMillis(v) >= 0 : Duration.toMillis(v) > 0))
@@ -993,6 +1027,7 @@ const resolveBuiltin = (
           goodputFloor: n("goodputFloor"),
           increase: n("increase"),
           probe: n("probe"),
+          convex: d("convex"),
           latencyTolerance: n("latencyTolerance"),
           latencySlack: d("latencySlack"),
           hold: d("hold"),

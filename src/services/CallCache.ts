@@ -17,6 +17,7 @@
  * @since 0.7.0
  */
 import { Context, Effect, Layer, Option, Predicate, Stream } from "effect"
+import { roundUsd } from "../domain/Pricing.js"
 // the domain half (modes, keys, namespaces) is part of this module's surface
 export * from "../domain/CallCache.js"
 import type { CacheNamespace } from "../domain/CallCache.js"
@@ -166,7 +167,7 @@ const numberOr0 = (u: unknown): number => typeof u === "number" && Number.isFini
 
 /** A known cost plus another (`null`: none known; a cost that is not a number adds nothing). */
 const addCost = (a: number | null, b: unknown): number | null =>
-  typeof b === "number" && Number.isFinite(b) ? (a ?? 0) + b : a
+  typeof b === "number" && Number.isFinite(b) ? roundUsd((a ?? 0) + b) : a
 
 /**
  * Adds one attempt (its outcome and stored decision) to running figures (see
@@ -254,7 +255,7 @@ export const statsOfFinished = (data: unknown): CacheStats => {
       completionTokens: numberOr0(r["completionTokens"]),
       totalTokens: numberOr0(r["totalTokens"])
     },
-    costSavedUsd: typeof r["costSavedUsd"] === "number" && Number.isFinite(r["costSavedUsd"]) ? r["costSavedUsd"] : null
+    costSavedUsd: typeof r["costSavedUsd"] === "number" && Number.isFinite(r["costSavedUsd"]) ? roundUsd(r["costSavedUsd"]) : null
   }
 }
 

@@ -177,18 +177,23 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
 }
 
 /** The call cache's figures as the dashboard shows them (`–` when the cache did nothing). */
-const cacheText = (
-  c: { readonly hits: number; readonly misses: number; readonly tokensSaved: { readonly totalTokens: number }; readonly costSavedUsd: number | null } | undefined
-): string =>
+const cacheText = (c: Snapshot["cache"]): string =>
   c === undefined
     ? "\u2013"
-    : `${c.hits} / ${c.misses} (${c.tokensSaved.totalTokens} tokens${c.costSavedUsd === null ? "" : `, ${formatUsd(c.costSavedUsd)}`} saved)`
+    : `${c.hits} / ${c.misses} (${c.tokens_saved.total_tokens} tokens${c.cost_saved_usd === null ? "" : `, ${formatUsd(c.cost_saved_usd)}`} saved)`
 
 /** The token and cost totals as the dashboard shows them (`–` when no attempt carried usage). */
 const accountingText = (a: Snapshot["accounting"]): string =>
   a === undefined
     ? "\u2013"
     : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatCost(a.cost_usd, a.unpriced)}`
+
+/**
+ * The scope of the page's tokens and cost when the store holds other runs: a run's figures
+ * are that run's only (a resumed experiment's earlier runs are in the whole-store view).
+ */
+const costScope = (s: Snapshot): string =>
+  s.run_id !== null && s.run_id !== "all" && s.runs_total > 1 ? `(this run only; whole experiment: view whole store, ${s.runs_total} runs)` : ""
 
 /** A pool resource's tokens and cost as the dashboard shows them ("" when its scope made no model calls). */
 const resourceAccountingText = (a: ResourceRow["accounting"]): string =>
@@ -230,7 +235,11 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     }</td><td class="msg">${
       escapeHtml(optionsText(r.spec))
     }</td></tr>`
-  }).join("")
+  }).join("") + (s.pool_totals ?? []).map((t) =>
+    `<tr class="subtotal"><td>pool ${escapeHtml(t.pool)} subtotal <span class="muted">(${t.resources} resources, ${t.attempts} attempts)</span></td><td></td><td></td><td></td><td></td><td class="cost">${
+      escapeHtml(resourceAccountingText(t))
+    }</td><td></td></tr>`
+  ).join("")
   const errors = s.recent_errors.map((e) =>
     `<tr>${idCell(e.pipeline_id)}<td>${escapeHtml(e.failed_task)}</td><td>${escapeHtml(e.error_class)}</td><td class="msg">${
       escapeHtml([e.error_type, e.error_message].filter((x) => x !== null).join(": "))
@@ -284,8 +293,8 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>retries <b id="retries">${s.retries}</b></span>
     <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
     <span>cache hits/misses <b id="cache">${escapeHtml(cacheText(s.cache))}</b></span>
-    <span>tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b></span>
-    <span>latency p50/p95/p99 <b id="latency">${
+    <span>tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b> <span id="cost-scope" class="muted">${escapeHtml(costScope(s))}</span></span>
+    <span title="each ended pipeline's time from admission to end: includes waiting for a worker slot (run.concurrency), so it is not the pipelines' own execution time">time in run p50/p95/p99 (incl. queueing) <b id="latency">${
     s.latency_ms === null
       ? "–"
       : escapeHtml(`${formatDuration(s.latency_ms.p50)} / ${formatDuration(s.latency_ms.p95)} / ${formatDuration(s.latency_ms.p99)}`)
@@ -385,7 +394,7 @@ const SCRIPT = `
   }
   // US dollars and costs as the report prints them (src/services/internal/money.ts formatUsd,
   // formatCost: a total with unpriced calls never reads as a plain dollar figure)
-  function usd(v) { var r = Number(v.toPrecision(2)); return v === 0 ? "$0" : r < 1 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(r)))) : "$" + v.toFixed(2); }
+  function usd(v) { var r = Number(v.toPrecision(2)); return v === 0 ? "$0" : r < 1 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(r)))).replace(/(\\.\\d\\d\\d*?)0+$/, "$1") : "$" + v.toFixed(2); }
   function cost(c, unpriced) {
     var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };
     if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + calls(unpriced) + ")";
@@ -485,9 +494,10 @@ const SCRIPT = `
     text("attempts", s.attempts_total);
     text("retries", s.retries);
     text("handoffs", s.handoffs_total);
-    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokensSaved.totalTokens + " tokens" + (s.cache.costSavedUsd === null ? "" : ", " + usd(s.cache.costSavedUsd)) + " saved)" : "\u2013");
+    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" : "\u2013");
     var a = s.accounting;
     text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");
+    text("cost-scope", s.run_id !== null && s.run_id !== "all" && s.runs_total > 1 ? "(this run only; whole experiment: view whole store, " + s.runs_total + " runs)" : "");
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {
       var frac = x.capacity ? Math.min(1, (x.active || 0) / x.capacity) : 0;
@@ -502,7 +512,12 @@ const SCRIPT = `
       var name = x.pool + "/" + x.resource_id + (s.suite ? (owner ? " (private to " + owner[1] + ")" : " (shared)") : "");
       var ra = x.accounting, spent = ra === undefined ? "" : ra === null ? "\u2013" : ra.tokens_in + " in / " + ra.tokens_out + " out \u00b7 " + cost(ra.cost_usd, ra.unpriced);
       return row([el("td", null, name), st, occ, x.pool_wait_ms_p95 === null ? "" : dur(x.pool_wait_ms_p95), x.consecutive_failures || 0, el("td", "cost", spent), el("td", "msg", optionsText(x.spec))]);
-    }));
+    }).concat((s.pool_totals || []).map(function (t) {
+      var name = el("td", null, "pool " + t.pool + " subtotal "); name.appendChild(el("span", "muted", "(" + t.resources + " resources, " + t.attempts + " attempts)"));
+      var tr = row([name, "", "", "", "", el("td", "cost", t.tokens_in + " in / " + t.tokens_out + " out \u00b7 " + cost(t.cost_usd, t.unpriced)), ""]);
+      tr.className = "subtotal";
+      return tr;
+    })));
     replace("errors", s.recent_errors.map(function (e) {
       var msg = [e.error_type, e.error_message].filter(function (v) { return v !== null; }).join(": ");
       return row([idCell(e.pipeline_id), e.failed_task || "", e.error_class || "", el("td", "msg", msg), when(e.ended_at)]);

@@ -2,7 +2,7 @@
  * Export: a store's facts as files (`exportStore`, `exportStores`); `resolveFormat` picks the
  * format of an output path.
  *
- * Seven row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
+ * Nine row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
  *
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
@@ -13,6 +13,8 @@
  * | `artifacts` | artifact (seeds and intermediates included, its occurrence `address`, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  * | `handoffs` | control transition (handoff ledger row) | handoffId |
+ * | `resources` | pool resource: attempts, retries, 429s, tokens in/out, estimated, unpriced, known cost of the attempts that leased it, in the scope (`runId`, or every run) | pool, resourceId |
+ * | `pools` | pool: the sum of its resources' rows, with their count | pool |
  *
  * **Memory is bounded by bytes, not by row counts.** Pipelines are paged (`NESTED_BATCH`
  * or the store's `PAGE_SIZE` at a time); each page is read once with its payloads up to

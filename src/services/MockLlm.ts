@@ -1122,7 +1122,7 @@ export const makeApp = (
           const content = judgeAnswer !== undefined
             ? judgeAnswer.content
             : ep.answers.random
-            ? `random-${seedHex.slice(24, 40)}`
+            ? `random-${seedHex.slice(16, 32)}`
             : uAnswer < inv
             ? invalidAnswers[Math.floor((uAnswer / inv) * invalidAnswers.length) % invalidAnswers.length]!
             : uAnswer < inv + ep.answers.noiseRate

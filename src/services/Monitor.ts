@@ -28,6 +28,7 @@ export {
   storeReads
 } from "./internal/monitor.js"
 export type {
+  CacheWire,
   ErrorWire,
   EventWire,
   MetricRow,

@@ -164,7 +164,11 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  *   `startGate`) starts no pipeline after it is reached (since 0.8.0);
  * - `cancelWhen(spec)`: when it returns an Effect, the pipeline is interrupted once that Effect
  *   completes (its row ends `interrupted`, resumable, like a stop of the run) and a
- *   `pipeline.cancelled` event records the reason it gives.
+ *   `pipeline.cancelled` event records the reason it gives;
+ * - `admitAsTheyCome` (since 0.10.0): admit each chunk of specs the source gives as it comes
+ *   (a chunk longer than the admission batch is still split), instead of gathering small
+ *   chunks into full batches: a source that waits for running pipelines to end before it
+ *   gives more (a suite's trial window) must not have its last specs held back meanwhile.
  *
  * @since 0.6.0
  * @category models
@@ -178,6 +182,7 @@ export interface RunHooks {
   readonly ended?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly skipped?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
   readonly failureDecided?: ((spec: Pipeline.PipelineSpec<any, any, any, any>) => void) | undefined
+  readonly admitAsTheyCome?: boolean | undefined
   readonly cancelWhen?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
     | undefined
@@ -402,7 +407,8 @@ const idleStats: LiveStats = {
 
 /**
  * Builds a runner with base options (each `start` / `run` may override them). Needs the
- * `Store` and the `Pools` of the run (and uses the `Bus` in context, or a fresh one). Fails
+ * `Store` and the `Pools` of the run (and uses the `Bus` in context, or a fresh one; the
+ * `CallCache` in context, else the store's own, else one in memory: see {@link layer}). Fails
  * with `ConfigError` for invalid base options.
  *
  * @since 0.1.0
@@ -411,15 +417,17 @@ const idleStats: LiveStats = {
 export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, ConfigError, Store | Pools> =>
   Effect.gen(function*() {
     yield* RunConfig.resolve(base)
+    const store = yield* Store
     const env: internal.RunnerEnv = {
-      store: yield* Store,
+      store,
       pools: yield* Pools,
       bus: yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed })),
       claimed: new Map(),
       liveRuns: new Set(),
       signalTargets: new Set(),
-      // the call cache in context, else one in memory for this runner's runs
-      callCache: Option.getOrElse(yield* Effect.serviceOption(CallCache), makeMemoryCache)
+      // the call cache in context, else the store's own (an SQLite store's file), else one in
+      // memory for this runner's runs
+      callCache: Option.getOrElse(yield* Effect.serviceOption(CallCache), () => store.callCache ?? makeMemoryCache())
     }
     // The runs still going (the target of `stop`) and the run started last (`stats`,
     // `reportMetric`): handles, not a shared mutable "current run".
@@ -462,6 +470,25 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
 /**
  * The runner as a layer, with base options. Fails with `ConfigError` for invalid options.
  *
+ * **Which call cache its runs use** (when a run's `cache` option, or a task's `cache: true`,
+ * turns the call cache on; see `CallCache`), picked once when the layer is built, first
+ * match wins:
+ * 1. a `CallCache` service in context (`SqliteCallCache.layer`, `CallCache.layerMemory`, a
+ *    plugin's), whatever the store;
+ * 2. else the store's own cache (`Store.callCache`): a runner over an SQLite store opened for
+ *    writing keeps cached outputs in the `call_cache` table of that store's file, through the
+ *    store's connection, and one over a Postgres store in its database's `assay_call_cache`
+ *    table, so they survive the process and a resume (or another runner on the database)
+ *    reads them;
+ * 3. else (a memory, read-only or plugin store) a cache in memory, shared by this runner's
+ *    runs and lost with it.
+ *
+ * To share one cache file between experiments, provide `SqliteCallCache.layer({ filename,
+ * shared: true })` (what `--cache-db` and `run.cache.db` do in the CLI).
+ *
+ * @param base - the runner's base options (each `start` / `run` may override them)
+ * @returns a layer of the `Runner`, needing the `Store` and the `Pools` (and the `Bus` and a
+ *   `CallCache` when in context)
  * @since 0.1.0
  * @category layers
  */

@@ -43,6 +43,7 @@ import type {
   TraversalStore
 } from "../domain/TaskStore.js"
 import type { ArtifactBackend } from "./ArtifactBackend.js"
+import type { CallCacheService } from "./CallCache.js"
 import type {
   ArtifactRecord,
   AttemptOutcome,
@@ -454,6 +455,15 @@ export interface StoreService extends TaskStore {
   readonly exclusiveWriter: boolean
 
   /**
+   * The store's own call cache (see `CallCache`), when it has one: SqliteStore opened for
+   * writing keeps cached outputs in the `call_cache` table of its file, through its writer
+   * connection; PgStore opened for writing in its database's `assay_call_cache` table, through
+   * its client. A runner uses it when no `CallCache` is provided (else an in-memory cache).
+   * `undefined`: the store keeps no cache (memory, read-only, plugins).
+   */
+  readonly callCache?: CallCacheService | undefined
+
+  /**
    * Every pipeline stored as `succeeded`, with what identifies it ({@link SucceededIndex}),
    * read at once (SQLite: the content-addressed ids packed in one blob from the state index,
    * other ids as strings, the digests of keyed rows only; nothing else decoded).
@@ -511,7 +521,12 @@ export interface StoreService extends TaskStore {
    * given); resolves once durable.
    */
   readonly checkpoint: (unit: CheckpointUnit) => Effect.Effect<void, StoreUnavailable>
-  /** Upserts one task row by `taskRunId` (e.g. `running` when a task starts). */
+  /**
+   * Upserts one task row by `taskRunId`. The runner does not write a row when a task starts
+   * (its rows are written when the task ends, in its checkpoint): nothing durable marks an
+   * attempt's start, so a resume after a kill cannot tell a started attempt from one that was
+   * next (see `Abandoned` attempts in docs/runner.md).
+   */
   readonly putTask: (task: TaskFields) => Effect.Effect<void, StoreUnavailable>
   /** Applies a partial update to one pipeline row. */
   readonly updatePipeline: (pipelineId: PipelineId, patch: PipelinePatch) => Effect.Effect<void, StoreUnavailable>
@@ -667,6 +682,8 @@ export interface StoreDriver extends
   >
 {
   readonly readOnlyError: StoreUnavailable | undefined
+  /** See {@link StoreService.callCache} (optional). */
+  readonly callCache?: CallCacheService | undefined
   /** See {@link StoreService.succeededPipelines} (optional). */
   readonly succeededPipelines?: StoreService["succeededPipelines"]
   /**

@@ -19,6 +19,7 @@
  */
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
+import { fileKey } from "./internal/fileKey.js"
 
 /**
  * The 16-byte header every SQLite 3 database file starts with (`"SQLite format 3\0"`), see
@@ -41,15 +42,6 @@ export const STORE_SIBLINGS: ReadonlyArray<string> = ["-wal", "-shm", "-journal"
 /** The database files (`dev:ino`) of the stores open in this process, with their open count. */
 const openFiles = new Map<string, { readonly path: string; count: number }>()
 
-/** `dev:ino` of `path` through `stat(2)` (no descriptor is opened); `undefined` when missing. */
-const fileKey = (path: string): string | undefined => {
-  try {
-    const st = fs.statSync(path)
-    return `${st.dev}:${st.ino}`
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * Counts the database file `path` as a store open in this process until the scope closes

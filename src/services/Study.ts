@@ -49,15 +49,18 @@
  *
  * @since 0.6.0
  */
-import { formatUsd } from "./internal/money.js"
-import { Clock, Effect, Option, type Scope, Stream } from "effect"
+import { formatCost } from "./internal/money.js"
+import { Clock, Deferred, Effect, Option, type Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
+import * as OutputPath from "../domain/internal/outputPath.js"
 import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
 import * as StudyMetrics from "./StudyMetrics.js"
+import { SKIPPED_METRIC } from "./internal/runner/run.js"
+import { FAILURES_REACHED_METRIC } from "./internal/suite/metric.js"
 import * as Suite from "./Suite.js"
 import * as StudyControl from "./StudyControl.js"
 import { SuiteCatalog, type SuiteCatalogService } from "./SuiteCatalog.js"
@@ -170,7 +173,7 @@ export interface StudyInput {
   readonly stop: ReadonlyArray<StudyControl.StopCondition>
   /** Per-trial and total budgets (default none). */
   readonly budget?: { readonly perTrial: StudyControl.BudgetFigures; readonly total: StudyControl.BudgetFigures } | undefined
-  /** Trials submitting at once (default 3). */
+  /** Trials running at once: started, and not every pipeline they submitted ended yet (default 3). */
   readonly trialConcurrency?: number | undefined
   /** The variables (a `model` variable's profile gives a trial's price). */
   readonly variables?: ReadonlyArray<{ readonly name: string; readonly type: string }> | undefined
@@ -193,6 +196,13 @@ export interface StudyInput {
    * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
    */
   readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl> | undefined
+  /**
+   * The declared metrics' output paths not checked when loading (`DomainStudy.OutputCheck`;
+   * default none): {@link execute} checks them against the run's first succeeded pipeline's
+   * output and, when one leads nowhere, stops the run at once, marks the study `interrupted`
+   * and fails with a `ConfigError` at the metric's field path (with a did-you-mean).
+   */
+  readonly outputChecks?: ReadonlyArray<DomainStudy.OutputCheck> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   /**
@@ -672,7 +682,7 @@ export interface StudyReport {
 }
 
 const formatUsage = (u: TrialUsage): string =>
-  `calls ${u.calls} · tokens ${u.tokens} · ${formatUsd(u.costUsd)} · ${(u.timeMs / 1000).toFixed(1)} s`
+  `calls ${u.calls} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
 const formatMetrics = (m: Readonly<Record<string, number>>): string =>
   Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
@@ -771,6 +781,40 @@ export const toSuite = (s: StudySuite): Effect.Effect<Suite.Suite<AnySpec, any, 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
 /**
+ * The order trials start in: round-robin by repeat (every variant's repeat 1, then every
+ * variant's repeat 2, …), the variants of repeat `r` rotated by `r − 1` places (repeat 1:
+ * v1 v2 v3; repeat 2: v2 v3 v1; …); trials of the same repeat keep their declared variant order
+ * otherwise. Starting a variant's repeats side by side, or the variants one after the other,
+ * would tie each variant to a stretch of time (a warm or loaded server, a rate limiter's
+ * state, other trials' load) and a time-varying metric such as latency would then measure the
+ * schedule instead of the variant; interleaving spreads every variant over the run, and the
+ * rotation keeps one variant from always starting first. Deterministic (no seed needed): a
+ * resumed study starts its remaining trials in the same order.
+ *
+ * @param trials the trials (any order)
+ * @returns the same trials in run order
+ * @since 0.9.0
+ * @category running
+ */
+export const runOrder = <T extends Pick<StudyTrial, "variant" | "repeat">>(trials: ReadonlyArray<T>): ReadonlyArray<T> => {
+  const variantIndex = new Map<string, number>()
+  for (const t of trials) if (!variantIndex.has(t.variant.id)) variantIndex.set(t.variant.id, variantIndex.size)
+  const nv = Math.max(1, variantIndex.size)
+  const slot = (t: T): number => (variantIndex.get(t.variant.id)! - ((t.repeat - 1) % nv) + nv) % nv
+  return trials
+    .map((t, i) => ({ t, i }))
+    .sort((a, b) => a.t.repeat - b.t.repeat || slot(a.t) - slot(b.t) || a.i - b.i)
+    .map((x) => x.t)
+}
+
+/** A study's suite with its members (one per trial) in {@link runOrder}: the order the runner starts them. */
+const inRunOrder = (suite: Suite.Suite<AnySpec, any, any>, trials: ReadonlyArray<StudyTrial>): Suite.Suite<AnySpec, any, any> => {
+  const rank = new Map(runOrder(trials).map((t, i) => [t.trialId, i]))
+  const at = (id: string): number => rank.get(id) ?? Number.MAX_SAFE_INTEGER
+  return { ...suite, experiments: [...suite.experiments].sort((a, b) => at(a.id) - at(b.id)) }
+}
+
+/**
  * Freezes the protocol and registers the version's trials (see the module docs), after every
  * check (nothing is written when one fails). Fails with `ConfigError`: a changed protocol
  * without `newVersion` (path `protocol`), `newVersion` on an unchanged one (`--new-version`),
@@ -825,7 +869,7 @@ export const prepare = (
         )
       }
     }
-    const suite = yield* toSuite(study.suiteFor(version))
+    const suite = inRunOrder(yield* toSuite(study.suiteFor(version)), trials)
     const deadlines = yield* StudyControl.validate(
       {
         trials: trials.map((t) => ({ trialId: t.trialId, price: priceOf(study, t) })),
@@ -868,7 +912,7 @@ export const prepare = (
     } else {
       toRun = trials.filter((t) => !FINAL_TRIAL_STATUSES.has(rows.get(t.trialId)?.status ?? "pending"))
     }
-    return { study, version: frozen.version, created: frozen.created, trials, toRun, suite }
+    return { study, version: frozen.version, created: frozen.created, trials, toRun: runOrder(toRun), suite }
   })
 
 /** A metric value as a number (booleans 0/1), else undefined. */
@@ -941,6 +985,10 @@ const trialFigures = (
         if (m.pipelineId === null) {
           const parsed = Suite.parseMemberMetric(m.name)
           if (parsed === undefined || !wanted.has(parsed.experimentId)) continue
+          // the runner's and the suite's bookkeeping (pipelines skipped as already done, a
+          // failure budget reached) is not a metric of the trial (issue 16, t16c: "partial:
+          // skipped 40" among the metrics)
+          if (BOOKKEEPING_METRICS.has(parsed.name)) continue
           const ms = memberScoped.get(parsed.experimentId) ?? new Map<string, number>()
           ms.set(parsed.name, v)
           memberScoped.set(parsed.experimentId, ms)
@@ -1006,6 +1054,9 @@ const withComputedMetrics = (
     return new Map(ids.map((id) => [id, { ...(reported.get(id) ?? {}), ...(computed.get(id)?.values ?? {}) }]))
   })
 
+/** Member-scoped run metrics the runner and the suite keep for themselves, never a trial's metric. */
+const BOOKKEEPING_METRICS: ReadonlySet<string> = new Set([SKIPPED_METRIC, FAILURES_REACHED_METRIC])
+
 /** Whether a stop that fired ends the study early (every condition but the natural end). */
 const isEarly = (stop: StopFired | null): boolean => stop !== null && stop.condition.when !== "allTrialsTerminal"
 
@@ -1041,17 +1092,67 @@ export const execute = (
     const control = yield* (options.control ?? studyControl())({ catalog: suiteCatalog, study, version, trials: toRun, ledger, settled })
     // nothing left to run (every trial settled for good): settle from what is stored
     if (toRun.length === 0) return yield* settle(prepared, null, control, catalog)
+    // the declared metrics' output paths the loader could not check: checked against the
+    // first succeeded pipeline's output; one that leads nowhere stops the run at once
+    const checks = study.outputChecks ?? []
+    const mismatch = yield* Deferred.make<ConfigError>()
+    const userFinished = options.runOptions?.onPipelineFinished
+    let checked = false
+    const onPipelineFinished: Runner.OnPipelineFinished | undefined = checks.length === 0 ? userFinished : (record, output) =>
+      Effect.suspend(() => {
+        if (checked || Option.isNone(output)) return Effect.void
+        checked = true
+        const error = outputMismatch(checks, output.value, record.pipelineId)
+        return error === null ? Effect.void : Deferred.succeed(mismatch, error)
+      }).pipe(Effect.zipRight(userFinished === undefined ? Effect.void : userFinished(record, output)))
     const handle = yield* Suite.start(suite, {
       ...(options.runOptions ?? {}),
+      ...(onPipelineFinished === undefined ? {} : { onPipelineFinished }),
       experiments: toRun.map((t) => t.trialId),
       ...(control.window === undefined ? {} : { window: control.window })
     })
+    if (checks.length > 0) {
+      // a second stop does not wait for the in-flight attempts' grace
+      yield* Effect.forkScoped(Deferred.await(mismatch).pipe(Effect.zipRight(handle.stop("metric_path")), Effect.zipRight(handle.stop("metric_path"))))
+    }
     // the run's report and the members' facts of this run; not `awaitSuite`, whose figures per
     // member cost a read of every member's rows each (settlement reads them once for all)
     const runReport = yield* handle.await
     if (control.finish !== undefined) yield* control.finish
+    const bad = yield* Deferred.poll(mismatch)
+    if (Option.isSome(bad)) {
+      // not settled: nothing is judged on a metric that cannot be read; resumable once fixed
+      yield* catalog.setStatus(study.id, "interrupted", null, yield* Clock.currentTimeMillis)
+      const error = yield* bad.value
+      return yield* error
+    }
     return yield* settle(prepared, runReport, control, catalog)
   }))
+
+/**
+ * The `ConfigError` for declared output paths that lead nowhere in a succeeded pipeline's
+ * output (`null` when every one is found): one issue per metric at its field path, with the
+ * output's actual fields and a did-you-mean.
+ */
+const outputMismatch = (checks: ReadonlyArray<DomainStudy.OutputCheck>, value: unknown, pipelineId: string): ConfigError | null => {
+  const issues = checks.flatMap((c) => {
+    const r = OutputPath.checkValuePath(value, c.path)
+    if (r._tag === "found") return []
+    const suggestion = r.near !== undefined ? `did you mean "${[...c.path.split(".").slice(0, r.segment), r.near].join(".")}"?` : undefined
+    return [{
+      path: c.at,
+      message: `metric "${c.name}": ${OutputPath.describeMissing(c.path, r, "the output")} in the first succeeded pipeline (${pipelineId}); ` +
+        "the study stopped there. Fix the path and run again (a changed metric is a new protocol: --new-version); " +
+        "if the field is only sometimes present, declare the final task's output schema so the path is checked against it instead",
+      ...(suggestion === undefined ? {} : { suggestion })
+    }]
+  })
+  if (issues.length === 0) return null
+  return new ConfigError({
+    message: issues.map((i) => `${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}`).join("\n"),
+    issues
+  })
+}
 
 const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
 

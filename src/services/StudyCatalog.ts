@@ -18,7 +18,7 @@ import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Json } from "../domain/Json.js"
 import { comparableParts, type PreviousProtocol, protocolMatches, type StudyStatus, type TrialStatus } from "../domain/Study.js"
-import type { StopFired, TrialLedger, TrialUsage } from "./StudyControl.js"
+import { addUsage, type StopFired, type TrialLedger, type TrialUsage } from "./StudyControl.js"
 
 // ---------------------------------------------------------------------------------------------
 // Statuses (the values of `domain/Study.ts`; a study row may also be `interrupted`)
@@ -336,6 +336,61 @@ export const changedParts = (
   return names.flatMap((n) => before[n] === after[n] ? [] : [`${n}: ${before[n] ?? "(none)"} -> ${after[n] ?? "(none)"}`])
 }
 
+/** A JSON value as a record, else an empty one. */
+const recordOf = (v: Json | undefined): Readonly<Record<string, Json>> =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? v as Record<string, Json> : {}
+
+/**
+ * One objective of a stored protocol in words: `accuracy ↑ (hard constraint >= 0.75)`; the
+ * default weight (1, which the loaded protocol states on every objective) is not said.
+ */
+const objectiveWords = (o: Json): string => {
+  const r = recordOf(o)
+  const dir = r["direction"] === "maximize" ? "↑" : r["direction"] === "minimize" ? "↓" : `target ${JSON.stringify(r["target"] ?? null)}`
+  const hc = recordOf(r["hardConstraint"])
+  const extra = [
+    ...(r["weight"] === undefined || r["weight"] === 1 ? [] : [`weight ${JSON.stringify(r["weight"])}`]),
+    ...(hc["op"] === undefined ? [] : [`hard constraint ${String(hc["op"])} ${JSON.stringify(hc["value"] ?? null)}`])
+  ]
+  return `${String(r["metric"])} ${dir}${extra.length > 0 ? ` (${extra.join(", ")})` : ""}`
+}
+
+/**
+ * A changed protocol part in words where digests say nothing to a reader (`parts` are the
+ * `name: old -> new` phrases of {@link changedParts}): `objectives` as the old and the new
+ * objective lists, `modules` as the code files whose content changed, appeared or went away,
+ * read from the stored protocol description and the loaded one (`describe()`); a part either
+ * side does not describe keeps its digests. Used by the freeze refusal, `assay study
+ * versions` and `assay study confirm`.
+ *
+ * @param parts the phrases of {@link changedParts}
+ * @param before the earlier protocol's description (a version's stored `protocol`)
+ * @param after the later one (the next version's, or the loaded file's `describe()`)
+ * @returns one phrase per part, in words where it can
+ * @since 0.10.0
+ * @category versions
+ */
+export const inWords = (parts: ReadonlyArray<string>, before: Json, after: Json): ReadonlyArray<string> =>
+  parts.map((phrase) => {
+    const name = phrase.slice(0, phrase.indexOf(":"))
+    const b = recordOf(before)[name]
+    const a = recordOf(after)[name]
+    if (name === "objectives" && Array.isArray(b) && Array.isArray(a)) {
+      return `objectives: [${b.map(objectiveWords).join(", ")}] -> [${a.map(objectiveWords).join(", ")}]`
+    }
+    if (name === "modules" && (b !== undefined || a !== undefined)) {
+      const rb = recordOf(b)
+      const ra = recordOf(a)
+      const files = [...new Set([...Object.keys(rb), ...Object.keys(ra)])].sort()
+      const said = files.flatMap((f) =>
+        rb[f] === ra[f] ? [] : [rb[f] === undefined ? `${f} added` : ra[f] === undefined ? `${f} no longer loaded` : `${f} edited`]
+      )
+      if (b === undefined) return `code files: now digested (${files.join(", ")}; the version was frozen before their content was)`
+      return `code files: ${said.length > 0 ? said.join(", ") : "changed"} (a task file's content is part of the protocol)`
+    }
+    return phrase
+  })
+
 /**
  * The freeze rule of a study's protocol, given the current version (if any):
  *
@@ -377,7 +432,7 @@ export const decideFreeze = (
       )
     }
     if (!protocolMatches(wanted.protocolDigest, input)) {
-      const parts = changedParts(wanted.protocolParts, comparableParts(wanted.protocolParts, input))
+      const parts = inWords(changedParts(wanted.protocolParts, comparableParts(wanted.protocolParts, input)), wanted.protocol, input.protocol)
       return refuse(
         "--protocol-version",
         `the file's protocol is not version ${wanted.version}'s (${parts.length > 0 ? parts.join(", ") : "digest differs"}): ` +
@@ -405,20 +460,13 @@ export const decideFreeze = (
         `or --new-version to start version ${current.version + 1} with it`
     )
   }
-  const parts = changedParts(current.protocolParts, comparableParts(current.protocolParts, input))
+  const parts = inWords(changedParts(current.protocolParts, comparableParts(current.protocolParts, input)), current.protocol, input.protocol)
   const what = parts.length > 0 ? `changed ${parts.join(", ")}` : `changed (digest ${current.protocolDigest} -> ${input.protocolDigest})`
   const message = `the protocol of study "${input.studyId}" (version ${current.version}) ${what}; a protocol is frozen ` +
     `when the study first runs: run with --new-version to start version ${current.version + 1} beside the old trials ` +
     `(never compared with them), or restore the protocol`
   return { _tag: "Refused", error: new ConfigError({ message: `protocol: ${message}`, issues: [{ path: "protocol", message }] }) }
 }
-
-const addUsage = (a: TrialUsage, b: TrialUsage): TrialUsage => ({
-  calls: a.calls + b.calls,
-  tokens: a.tokens + b.tokens,
-  costUsd: a.costUsd + b.costUsd,
-  timeMs: a.timeMs + b.timeMs
-})
 
 /**
  * The fired `manual` stop of a stop request.

@@ -52,10 +52,12 @@
  * @since 0.6.0
  */
 import { Effect, Option } from "effect"
+import { roundUsd } from "../domain/Pricing.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { closest } from "../domain/internal/suggest.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
+import { formatCost } from "./internal/money.js"
 import * as Statistics from "../domain/Statistics.js"
 import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
 import * as StudyMetrics from "./StudyMetrics.js"
@@ -156,14 +158,21 @@ export interface MetricValue {
    * estimated (the server gave no usage): how many (since 0.9.0; the `aggregation` says so too).
    */
   readonly estimatedAttempts?: number | undefined
+  /**
+   * `costUsd` only, when some compared trials had calls with tokens but no price: how many
+   * calls (those trials have no value; since 0.9.0; the `aggregation` says so too).
+   */
+  readonly unpricedCalls?: number | undefined
 }
 
 /**
  * A variant against the baseline on one metric: the paired difference (candidate − baseline;
  * `null` when nothing pairs), the exact McNemar test (binary case-level metrics with a
  * sufficient sample; else `null`) and its Holm-adjusted p-value (`adjustedPValue`, adjusted
- * over all the report's McNemar tests: many variants against one baseline), the sufficiency of the sample, and `claim` (`case` or
- * `repeat`).
+ * over all the report's McNemar tests: many variants against one baseline), the sufficiency of the sample, and `claim`
+ * (`case`: paired over cases, needs `minPairedCases`, and for a trial-level statistic of
+ * per-pipeline values such as `latencyP95Ms` also `minRepeats`, its interval counting the
+ * spread between repeats; `repeat`: a value only the trial has, needs `minRepeats`).
  *
  * @since 0.6.0
  * @category models
@@ -199,7 +208,17 @@ export interface VariantComparison {
   readonly values: Readonly<Record<string, MetricValue>>
   readonly vsBaseline: Readonly<Record<string, VersusBaseline>>
   readonly breaches: ReadonlyArray<string>
-  readonly pareto: { readonly strict: boolean; readonly uncertain: boolean }
+  /**
+   * Pareto membership: on the strict front (point estimates), on the uncertainty-aware front;
+   * `dominatedBy` (since 0.10.0): the variants that dominate it, `strict` on the point
+   * estimates and `uncertain` beyond the (widened) intervals; empty on that front.
+   */
+  readonly pareto: {
+    readonly strict: boolean
+    readonly uncertain: boolean
+    readonly dominatedBy: { readonly strict: ReadonlyArray<string>; readonly uncertain: ReadonlyArray<string> }
+  }
+  /** Weighted-ranking place (1 = highest score); equal scores share a place (1, 1, 3). */
   readonly rank: number | null
   readonly score: number | null
   readonly evidence: Readonly<
@@ -264,7 +283,8 @@ export interface StudyComparison {
     readonly status: StudyRecordStatus | null
     readonly stopReason: string | null
     readonly trialsByStatus: Readonly<Record<string, number>>
-    readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number }
+    /** `unpriced`: calls with tokens but no price (`costUsd` leaves them out; since 0.9.0). */
+    readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number; readonly unpriced?: number | undefined }
     readonly budget: Json
     readonly notStarted: ReadonlyArray<string>
   }
@@ -347,19 +367,12 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 /**
  * How a metric's interval is computed: `case` (one value per case: the bootstrap of the mean
  * over cases and repeats), `reduced` (a trial-level statistic of per-pipeline values, a p50,
- * p95 or sum, or `latencyP95Ms`: recomputed over resampled cases, `Statistics.bootstrapReduced`),
+ * p95 or sum, or `latencyP95Ms`: recomputed over resampled cases and widened by the spread
+ * between the repeats, `Statistics.bootstrapReduced`; a claim needs the minimum repeats too),
  * `trial` (a value only the trial has, e.g. `calls`, `costUsd`: Student's t over the repeats).
  */
 const kindOf = (d: StudyMetrics.MetricDefinition): "case" | "reduced" | "trial" =>
   d.level === "case" ? "case" : d.decl !== undefined || d.name === "latencyP95Ms" ? "reduced" : "trial"
-
-/**
- * The resamples of a `p50`/`p95`/`sum` (and `latencyP95Ms`) bootstrap over cases, at most: each
- * one recomputes the statistic per variant and repeat over every case, so 10,000 would cost
- * five times a case-level metric's; 2,000 is ample for a 95 % percentile interval (Efron &
- * Tibshirani 1993, §19.3, advise 1,000 or more), and the method names the number used.
- */
-const REDUCED_RESAMPLES = 2000
 
 const reducerOf = (d: StudyMetrics.MetricDefinition): Statistics.TrialReducer => {
   const r = d.decl?.reducer
@@ -474,6 +487,36 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         if (compared && tv !== undefined) byRepeat[t.repeat - 1] = tv
         return { trialId: t.trialId, repeat: t.repeat, status: t.status, reason: t.reason, compared: compared && tv !== undefined }
       })
+      // Survivorship: dropping the repeats that broke a hard constraint and valuing the variant
+      // over the rest biases it upward (a variant whose accuracy is 0.70 keeps its one lucky
+      // 0.79 repeat). The constraint is also judged on the variant: the mean over every repeat
+      // that has a value (succeeded, or failed only for breaking a constraint); when that mean
+      // breaks it, no repeat of the variant is compared and it is never a candidate.
+      for (const o of objectives) {
+        const c = o.hardConstraint
+        if (c === undefined) continue
+        const all = trials.flatMap((t) => {
+          const x = values.get(t.trialId)?.values[o.metric]
+          const judged = t.status === "succeeded" || (t.status === "failed" && (t.reason ?? "").startsWith("hard constraint"))
+          return judged && x !== undefined && Number.isFinite(x) ? [x] : []
+        })
+        if (all.length === 0) continue
+        const mean = all.reduce((a, b) => a + b, 0) / all.length
+        if (OPS[c.op as DomainStudy.Op](mean, c.value)) continue
+        const kept = listed.filter((t) => t.compared)
+        if (kept.length === 0) continue
+        const survivors = kept.flatMap((t) => {
+          const x = values.get(t.trialId)?.values[o.metric]
+          return x === undefined ? [] : [x]
+        })
+        const survivorMean = survivors.length === 0 ? null : survivors.reduce((a, b) => a + b, 0) / survivors.length
+        breaches.push(
+          `${variant.id}: hard constraint ${o.metric} ${c.op} ${c.value} broken by the variant: mean ${fmt(mean)} over all ${all.length} repeat(s)` +
+            `${survivorMean === null ? "" : ` (the ${kept.length} repeat(s) that passed alone read ${fmt(survivorMean)}: survivorship)`}; no repeat of it is compared`
+        )
+        for (const t of kept) (t as { compared: boolean }).compared = false
+        for (let i = 0; i < byRepeat.length; i++) byRepeat[i] = null
+      }
       comparedOf.set(variant.id, byRepeat)
       variantBase.push({
         variantId: variant.id,
@@ -508,13 +551,18 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // the cases in a stable order (by case key), whatever order the store returned them in:
     // the bootstraps' draws index this order, so the same data and seed give the same interval
     const caseOrder = caseKeys.map((_, i) => i).sort((a, b) => caseKeys[a]! < caseKeys[b]! ? -1 : caseKeys[a]! > caseKeys[b]! ? 1 : 0)
-    // per metric and variant, which cases it has (for the pairwise sample of the Pareto front)
-    const presentOf = new Map<string, Map<string, CaseMatrix>>()
+    // per objective metric and variant, which cases it has (for the pairwise sample of the
+    // Pareto front): one byte per case, not the case matrices (at 200 variants × 1,000 cases
+    // those held every value of every metric in small arrays to the end of the comparison)
+    const objectiveMetrics = new Set(objectives.map((o) => o.metric))
+    const presentOf = new Map<string, Map<string, Uint8Array>>()
     let salt = 0
     defs.forEach((d, metricNo) => {
       const matrices = new Map<string, CaseMatrix>()
       for (const v of variantBase) matrices.set(v.variantId, caseMatrix(comparedOf.get(v.variantId)!, d.name, caseKeys.length))
-      presentOf.set(d.name, matrices)
+      if (objectiveMetrics.has(d.name)) {
+        presentOf.set(d.name, new Map(Array.from(matrices, ([id, m]) => [id, Uint8Array.from(m.rows, (r) => r.length > 0 ? 1 : 0)])))
+      }
       const kind = kindOf(d)
       // case level: the shared bootstrap over the cases some compared variant has, among the
       // variants that have all of them
@@ -555,9 +603,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             return [row]
           })
         })
-        // at most REDUCED_RESAMPLES: each resample recomputes the statistic of every variant and
-        // repeat over all the cases (the method string says how many were drawn)
-        reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples: Math.min(resamples, REDUCED_RESAMPLES) })
+        // analysis.resamples, as every other bootstrap of the report (no cap of its own: the
+        // user's setting is the one used; see docs/statistics.md, "How many resamples")
+        reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples })
       }
 
       for (const v of variantBase) {
@@ -590,13 +638,28 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         if (tokenMetric && estimated > 0) {
           aggregation += `; ${estimated} attempt(s) with estimated tokens (the server gave no usage)`
         }
+        // calls without a price: those trials have no costUsd (unknown, not $0)
+        let unpricedCalls = 0
+        let unpricedTrials = 0
+        if (d.kind === "builtin" && d.name === "costUsd") {
+          for (const t of byRepeat) {
+            if (t !== null && (t.unpricedCalls ?? 0) > 0) {
+              unpricedCalls += t.unpricedCalls!
+              unpricedTrials++
+            }
+          }
+          if (unpricedCalls > 0) {
+            aggregation += `; ${unpricedTrials} trial(s) left empty: ${unpricedCalls} call(s) had tokens but no price (cost unknown, not $0)`
+          }
+        }
         valueOf.get(v.variantId)![d.name] = {
           perRepeat,
           mean: xs.length === 0 ? null : Statistics.mean(xs),
           median: xs.length === 0 ? null : Statistics.median(xs),
           interval,
           aggregation,
-          ...(tokenMetric && estimated > 0 ? { estimatedAttempts: estimated } : {})
+          ...(tokenMetric && estimated > 0 ? { estimatedAttempts: estimated } : {}),
+          ...(unpricedCalls > 0 ? { unpricedCalls } : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
@@ -627,7 +690,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const keys: Array<number> = []
           if (base !== undefined) for (const c of caseOrder) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
           const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
-          const sufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
+          const caseSufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
+          // a trial-level statistic (p95, sum; latencyP95Ms) is measured once per trial: the
+          // repeats are its unit of replication, so a claim needs the minimum repeats as well
+          const sufficiency = kind === "reduced" && caseSufficiency.sufficient
+            ? Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
+            : caseSufficiency
           let paired: Statistics.PairedDifference | null
           if (keys.length === 0) paired = null
           else if (kind === "reduced") {
@@ -699,15 +767,17 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       for (const o of objectives) {
         const d = defOf.get(o.metric)
         if (d === undefined) continue
+        const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0)
         if (kindOf(d) === "trial") {
-          const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0)
           if (r < minRepeats) return { ok: false, reason: `${r} repeat(s) (< ${minRepeats}) on ${o.metric}` }
           continue
         }
+        // a trial-level statistic of per-pipeline values needs both: cases and repeats
+        if (kindOf(d) === "reduced" && r < minRepeats) return { ok: false, reason: `${r} repeat(s) (< ${minRepeats}) on ${o.metric}` }
         const ma = presentOf.get(o.metric)?.get(a)
         const mb = presentOf.get(o.metric)?.get(b)
         let common = 0
-        if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.rows.length; c++) if (ma.rows[c]!.length > 0 && mb.rows[c]!.length > 0) common++
+        if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.length; c++) common += ma[c]! & mb[c]!
         if (common < minPairedCases) return { ok: false, reason: `${common} paired case(s) (< ${minPairedCases}) on ${o.metric}` }
       }
       return { ok: true, reason: null }
@@ -740,17 +810,32 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       const baseBetter = o.direction === "maximize" ? d.upper < 0 : d.lower > 0
       return a === baselineId ? baseBetter : candBetter
     }
-    const uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }))
+    const frontOptions: Statistics.UncertainFrontOptions = { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }
+    const uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
+    const estimates = points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) }))
+    const strictBy = Statistics.paretoDominators(estimates, paretoObjectives, false)
+    const uncertainBy = Statistics.paretoDominators(widened, paretoObjectives, true, frontOptions)
     const ranking = points.length === 0
       ? []
       : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
-    const rankOf = new Map(ranking.map((r, i) => [r.id, { rank: i + 1, score: r.score }]))
+    // equal scores share a rank (standard competition ranking: 1, 1, 3): the ranking's order
+    // among them is only the variants' order, which says nothing
+    const rankOf = new Map<string, { readonly rank: number; readonly score: number }>()
+    ranking.forEach((r, i) => {
+      const prev = i === 0 ? undefined : ranking[i - 1]!
+      const rank = prev !== undefined && Statistics.nearlyEqual(prev.score, r.score) ? rankOf.get(prev.id)!.rank : i + 1
+      rankOf.set(r.id, { rank, score: r.score })
+    })
 
     const variants: Array<VariantComparison> = variantBase.map((v) => ({
       ...v,
       values: valueOf.get(v.variantId)!,
       vsBaseline: vsOf.get(v.variantId) ?? {},
-      pareto: { strict: strict.has(v.variantId), uncertain: uncertain.has(v.variantId) },
+      pareto: {
+        strict: strict.has(v.variantId),
+        uncertain: uncertain.has(v.variantId),
+        dominatedBy: { strict: strictBy.get(v.variantId) ?? [], uncertain: uncertainBy.get(v.variantId) ?? [] }
+      },
       rank: rankOf.get(v.variantId)?.rank ?? null,
       score: rankOf.get(v.variantId)?.score ?? null,
       evidence: evidenceOf.get(v.variantId)!
@@ -760,13 +845,19 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const trialsByStatus: Record<string, number> = {}
     for (const r of rows) trialsByStatus[r.status] = (trialsByStatus[r.status] ?? 0) + 1
     const total = rows.reduce(
-      (a, r) => ({ calls: a.calls + r.usage.calls, tokens: a.tokens + r.usage.tokens, costUsd: a.costUsd + r.usage.costUsd, timeMs: a.timeMs + r.usage.timeMs }),
-      { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 }
+      (a, r) => ({ calls: a.calls + r.usage.calls, tokens: a.tokens + r.usage.tokens, costUsd: roundUsd(a.costUsd + r.usage.costUsd), timeMs: a.timeMs + r.usage.timeMs, unpriced: a.unpriced + (r.usage.unpriced ?? 0) }),
+      { calls: 0, tokens: 0, costUsd: 0, timeMs: 0, unpriced: 0 }
     )
 
     // conclusion
     const comparedTrials = variants.reduce((a, v) => a + v.succeeded, 0)
     const limitations: Array<string> = []
+    const unpricedCalls = variants.reduce((n, v) => n + (v.values["costUsd"]?.unpricedCalls ?? 0), 0)
+    if (unpricedCalls > 0) {
+      limitations.push(
+        `costUsd: ${unpricedCalls} model call(s) had tokens but no price: the trials that made them have no cost (unknown, not $0); price their models (pricing:) to compare cost`
+      )
+    }
     const status = row.value.currentVersion === version ? row.value.status : null
     let wording: string
     let candidates: Array<string>
@@ -822,7 +913,18 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const notCompared = rows.filter((r) => r.status !== "succeeded")
     if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${rows.length} trial(s) not compared (${[...new Set(notCompared.map((r) => r.status))].join(", ")})`)
     const baseline = variants.find((v) => v.variantId === baselineId)
-    if (baseline === undefined || baseline.succeeded === 0) limitations.push(`the baseline ${baselineId} has no successful trial: no paired comparison`)
+    if (baseline === undefined || baseline.succeeded === 0) {
+      // say why: no trial succeeded, or the ones that did are excluded by a hard constraint
+      const succeededRaw = baseline?.trials.filter((t) => t.status === "succeeded").length ?? 0
+      const onMean = baseline?.breaches.map((b) => /hard constraint (.* broken by the variant: mean .*? over all \d+ repeat\(s\))/.exec(b)?.[1]).find((x) => x !== undefined)
+      limitations.push(
+        succeededRaw === 0
+          ? `the baseline ${baselineId} has no successful trial: no paired comparison`
+          : onMean !== undefined
+          ? `the baseline ${baselineId} is excluded by a hard constraint on its mean (${onMean}): none of its ${succeededRaw} successful trial(s) is compared, so there is no paired comparison`
+          : `the baseline ${baselineId}'s ${succeededRaw} successful trial(s) break a hard constraint: none is compared, so there is no paired comparison`
+      )
+    }
     const insufficient = new Set<string>()
     for (const v of variants) {
       if (v.succeeded === 0) continue
@@ -833,6 +935,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
+    // a variant whose mean over all its repeats breaks a hard constraint: said loudly
+    for (const v of variants) {
+      for (const b of v.breaches) {
+        if (b.startsWith(`${v.variantId}: `)) limitations.push(`${b}: ${v.variantId} is not a candidate`)
+      }
+    }
     // survivorship: a variant with a repeat dropped for breaking a hard constraint is valued
     // over the repeats that remain
     for (const v of variants) {
@@ -852,7 +960,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       const missing = variants.filter((v) => v.succeeded > 0 && v.values[o.metric]?.mean === null).map((v) => v.variantId)
       if (missing.length > 0) limitations.push(`objective ${o.metric} has no value for ${missing.join(", ")}`)
     }
-    if (comparedTrials > 1) limitations.push("the weighted ranking depends on the declared weights and the min-max scaling: a secondary view, not a choice")
+    if (comparedTrials > 1 && ranking.length > 1) {
+      limitations.push("the weighted ranking depends on the declared weights and the min-max scaling: a secondary view, not a choice")
+    }
 
     const comparison: StudyComparison = {
       studyId: study.id,
@@ -1080,7 +1190,14 @@ export const versusText = (x: VersusBaseline, level: number): string => {
     : [
       `the ${pct(level)} interval ${excludes ? "excludes" : "includes"} 0`,
       `${test} ${significant ? "<" : "≥"} ${String(Math.round((1 - level) * 1e6) / 1e6)}`,
-      "the interval and the test disagree: no difference claimed"
+      // why they disagree, so that the user knows what the line does and does not say
+      `the interval and the test disagree: no difference claimed (${
+        excludes && adjusted !== null && x.mcnemar.pValue < 1 - level
+          ? "the interval is this comparison's alone; the test's p-value is adjusted for all the report's exact tests (Holm), " +
+            "which keeps one of many comparisons from looking different by chance: more cases would settle it"
+          : "the interval resamples the mean difference over every paired case, the exact test counts the discordant cases only; " +
+            "near the threshold they can fall on different sides: more cases would settle it"
+      })`
     ]
   return `${head}; ${parts.join("; ")}`
 }
@@ -1102,7 +1219,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push("", h("Run"))
   lines.push(`${bullet}status: ${c.run.status ?? "(an earlier version)"}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${s} ${n}`).join(" · ")}`)
-  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · $${c.run.usage.costUsd.toFixed(4)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
+  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
   const budgetText = (b: Record<string, number> | undefined) => b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => `${k} ${v}`).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
@@ -1122,7 +1239,17 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     lines.push(`${bullet}per metric: mean of the repeats [${pct(c.level)} interval] (per-repeat values) median`)
   }
   for (const v of c.variants) {
-    const pareto = v.succeeded === 0 ? "not compared" : v.pareto.strict ? "front" : v.pareto.uncertain ? "front within noise" : "dominated"
+    // a variant missing an objective's value is on no front, and dominated by nobody
+    const unvalued = c.objectives.filter((o) => (v.values[o.metric]?.mean ?? null) === null).map((o) => o.metric)
+    const pareto = v.succeeded === 0
+      ? "not compared"
+      : v.pareto.strict
+      ? "front"
+      : v.pareto.uncertain
+      ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
+      : unvalued.length > 0
+      ? `not placed (no value for ${unvalued.join(", ")})`
+      : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
         const x = v.values[m.name]!
@@ -1145,6 +1272,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   if (md) lines.push("")
   lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)
+  const versusStart = lines.length
   for (const v of c.variants) {
     if (v.isBaseline || v.succeeded === 0) continue
     for (const m of shown) {
@@ -1152,6 +1280,17 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       if (x === undefined) continue
       lines.push(`${md ? "- " : "    "}${v.variantId} ${m.name}: ${versusText(x, c.level)}`)
     }
+  }
+  if (lines.length === versusStart) {
+    // say why the section is empty rather than leave a heading with nothing under it
+    const others = c.variants.filter((v) => !v.isBaseline && v.succeeded > 0).length
+    lines.push(`${md ? "- " : "    "}${
+      (base?.succeeded ?? 0) === 0
+        ? `nothing to compare: the baseline ${c.baseline} has no compared trial`
+        : others === 0
+        ? "nothing to compare: no other variant has a compared trial"
+        : "nothing to compare on the metrics shown"
+    }`)
   }
   const breaches = c.variants.flatMap((v) => v.breaches)
   lines.push(md ? "\n### Constraint breaches" : `${bullet}constraint breaches:`)

@@ -56,7 +56,12 @@
  * fires (in declared order); after it no trial starts; `running: "cancel"` also stops the
  * run (running pipelines interrupted after the run's grace, resumable), `"drain"` (the default)
  * lets the started trials finish. The fired condition and its reason are recorded through the
- * ledger and returned by {@link StudyControlHandle.fired}.
+ * ledger and returned by {@link StudyControlHandle.fired}. `successfulTrials` and
+ * `metricThreshold` hold only once an ended trial is settled (`trialSucceeded`, `trialMetric`:
+ * store reads), so while such a condition is declared a trial starts only after every trial
+ * that ended before it has been settled and the conditions checked (trials that end faster
+ * than their settlement would otherwise all start before the condition could fire); the
+ * conditions are checked after each settlement, and none is settled once one fired.
  *
  * Until the study file's domain types land (`domain/Study.ts`), {@link StopCondition} and
  * {@link BudgetFigures} are defined here with the same field names.
@@ -64,6 +69,7 @@
  * @since 0.6.0
  */
 import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect"
+import { roundUsd } from "../domain/Pricing.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
 import * as Pools from "./Pools.js"
@@ -172,6 +178,12 @@ export interface TrialUsage {
   readonly tokens: number
   readonly costUsd: number
   readonly timeMs: number
+  /**
+   * Calls that reported tokens but had no price (neither a priced `costUsd` in the report
+   * nor a model price): `costUsd` leaves them out, so with any it is a lower bound (since
+   * 0.9.0; absent: 0).
+   */
+  readonly unpriced?: number | undefined
 }
 
 /**
@@ -263,7 +275,10 @@ export interface StudyControlInput {
 /**
  * Options of {@link control}:
  *
- * - `trialConcurrency`: trials submitting at once (the window; default 3);
+ * - `trialConcurrency`: trials running at once (the window; default 3): a trial holds its place
+ *   from its start until every pipeline it submitted has ended (not only until it submitted
+ *   its last one), so a stop decided on an ended trial's settlement is known before the next
+ *   trial starts;
  * - `trialSucceeded(id)`: whether an ended trial succeeded (the study store's settlement);
  *   required by `successfulTrials`;
  * - `trialMetric(id, metric)`: a trial's metric as stored (the member-scoped run metric, else
@@ -356,12 +371,16 @@ export const emptyUsage: TrialUsage = Object.freeze({ calls: 0, tokens: 0, costU
  * @since 0.6.0
  * @category helpers
  */
-export const addUsage = (a: TrialUsage, b: TrialUsage): TrialUsage => ({
-  calls: a.calls + b.calls,
-  tokens: a.tokens + b.tokens,
-  costUsd: a.costUsd + b.costUsd,
-  timeMs: a.timeMs + b.timeMs
-})
+export const addUsage = (a: TrialUsage, b: TrialUsage): TrialUsage => {
+  const unpriced = (a.unpriced ?? 0) + (b.unpriced ?? 0)
+  return {
+    calls: a.calls + b.calls,
+    tokens: a.tokens + b.tokens,
+    costUsd: roundUsd(a.costUsd + b.costUsd),
+    timeMs: a.timeMs + b.timeMs,
+    ...(unpriced > 0 ? { unpriced } : {})
+  }
+}
 
 /**
  * Whether `value op threshold` holds (`==` and `!=` compare numbers exactly).
@@ -395,7 +414,8 @@ const num = (u: Readonly<Record<string, number>> | undefined, key: string): numb
  * The tokens and cost (US dollars) of one lease report's usage with a model price (see the
  * module docs): tokens = `tokens`, else `promptTokens + completionTokens`; cost = the report's
  * priced `costUsd` when it carries one, else from the split when given, else all tokens at the
- * higher price; `null` price: cost 0.
+ * higher price; `null` price: cost 0 and `unpriced` 1 when the report carried tokens (the
+ * call's cost is unknown, not nothing: see {@link TrialUsage}), else `unpriced` 0.
  *
  * @since 0.6.0
  * @category helpers
@@ -403,20 +423,20 @@ const num = (u: Readonly<Record<string, number>> | undefined, key: string): numb
 export const usageOfReport = (
   report: LeaseReport,
   price: ModelPrice | null
-): { readonly tokens: number; readonly costUsd: number } => {
+): { readonly tokens: number; readonly costUsd: number; readonly unpriced: number } => {
   const u = report.usage
   const prompt = num(u, "promptTokens")
   const completion = num(u, "completionTokens")
   const tokens = num(u, "tokens") || prompt + completion
   // a report the run priced (`Pricing`, what the attempt records) counts as priced
   if (typeof report.costUsd === "number" && Number.isFinite(report.costUsd) && report.costUsd >= 0) {
-    return { tokens, costUsd: report.costUsd }
+    return { tokens, costUsd: report.costUsd, unpriced: 0 }
   }
-  if (price === null || tokens === 0) return { tokens, costUsd: 0 }
+  if (price === null || tokens === 0) return { tokens, costUsd: 0, unpriced: tokens > 0 ? 1 : 0 }
   const costUsd = prompt + completion > 0
     ? (prompt * price.promptPer1k + completion * price.completionPer1k) / 1000
     : (tokens * Math.max(price.promptPer1k, price.completionPer1k)) / 1000
-  return { tokens, costUsd }
+  return { tokens, costUsd, unpriced: 0 }
 }
 
 /**
@@ -871,7 +891,7 @@ export const control = (
         case "successfulTrials": {
           let n = 0
           for (const t of trials.values()) if (t.succeeded) n++
-          return n >= c.count ? `${n} trials succeeded (the condition asks for ${c.count})` : undefined
+          return n >= c.count ? `${n} trial${n === 1 ? "" : "s"} succeeded (the condition asks for ${c.count})` : undefined
         }
         case "metricThreshold": {
           for (const t of trials.values()) {
@@ -898,16 +918,33 @@ export const control = (
       }
     }
 
-    const evaluate = Effect.gen(function*() {
+    // one evaluation at a time: the evaluator fiber, the window's start check and the end may
+    // all ask at once, and an ended trial is settled (store reads) once
+    const evaluating = yield* Effect.makeSemaphore(1)
+    const evaluate = evaluating.withPermits(1)(Effect.gen(function*() {
       const at = now()
       for (const t of trials.values()) if (t.phase === "active") checkBudget(t, at)
-      for (const t of trials.values()) if (t.unsettled) yield* settle(t)
-      if (fired !== null) return
-      for (const c of conditions) {
-        const reason = holds(c, at)
-        if (reason !== undefined) return yield* fire(c, reason)
+      const check = Effect.suspend(() => {
+        if (fired !== null) return Effect.void
+        for (const c of conditions) {
+          const reason = holds(c, at)
+          if (reason !== undefined) return fire(c, reason)
+        }
+        return Effect.void
+      })
+      // each settlement may be what a condition waits for: checked after each one, so one
+      // slow settlement does not hold back a stop another one already decided
+      // (once a condition fired, nothing here needs a settlement any more)
+      for (const t of trials.values()) {
+        if (fired !== null) return
+        if (!t.unsettled) continue
+        yield* settle(t)
+        yield* check
       }
-    })
+      yield* check
+    }))
+    // conditions that hold only once an ended trial is settled (its success, its stored metric)
+    const needsSettlement = conditions.some((c) => c.when === "successfulTrials" || c.when === "metricThreshold")
 
     const flush = Effect.gen(function*() {
       const at = now()
@@ -1002,14 +1039,15 @@ export const control = (
                 t.pipelineCalls.set(pid, n + 1)
               }
             }
-            const { costUsd, tokens } = usageOfReport(report, t.price)
+            const { costUsd, tokens, unpriced } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
             t.live.tokens += tokens
-            t.live.costUsd += costUsd
+            t.live.costUsd = roundUsd(t.live.costUsd + costUsd)
+            if (unpriced > 0) t.live.unpriced = (t.live.unpriced ?? 0) + unpriced
             if (watchTotal) wake()
             // written through, before the task goes on (so before its checkpoint): a call the
             // store's attempts record is never missing from the ledger after a kill
-            const delta: TrialUsage = { calls, tokens, costUsd, timeMs: 0 }
+            const delta: TrialUsage = { calls, tokens, costUsd, timeMs: 0, ...(unpriced > 0 ? { unpriced } : {}) }
             return ledger.addUsage(t.id, delta, now()).pipe(
               Effect.catchAll(() =>
                 Effect.sync(() => {
@@ -1035,7 +1073,18 @@ export const control = (
 
     const window: MemberWindow = {
       active,
-      mayStart: (id) => Effect.sync(() => fired === null || !trials.has(id)),
+      // a trial starts only once every ended trial has been settled and the conditions that
+      // depend on it evaluated: the settlement reads the store, and trials that end faster than
+      // it would otherwise all start before `successfulTrials` or `metricThreshold` can fire
+      mayStart: (id) =>
+        Effect.suspend(() => {
+          const decide = () => fired === null || !trials.has(id)
+          if (fired !== null || !needsSettlement) return Effect.sync(decide)
+          for (const t of trials.values()) {
+            if (t.phase === "ended" && t.unsettled) return Effect.map(evaluate, decide)
+          }
+          return Effect.sync(decide)
+        }),
       mayAdmit: (id) =>
         Effect.sync(() => {
           const t = trials.get(id)

@@ -10,9 +10,9 @@
  * | --- | --- |
  * | declared, `from: { output }` | the final output (decoded payload) of each succeeded pipeline of the trial |
  * | declared, `from: { metric }`; reported | each pipeline's latest value of the pipeline-scope metric (every run of the root); a reported metric's trial value is the member-scoped run metric `experiment:ID:NAME` when one exists |
- * | `calls`, `tokens`, `costUsd`, `wallMs` | the trial's usage row (`study_trials`: what the study's control metered, summed across resumes) |
+ * | `calls`, `tokens`, `costUsd`, `wallMs` | the trial's usage row (`study_trials`: what the study's control metered, summed across resumes); `costUsd` is left empty (no value, never 0) for a trial with calls that had tokens but no price (`TrialValues.unpricedCalls` counts them) |
  * | `tokensIn`, `tokensOut` | the tokens billed: `tokensIn` / `tokensOut` of every attempt of the trial's pipelines (every run; the attempts' token columns, issue 18): a failed attempt's call counts (it was billed), a `cache_hit` does not (no call was made); attempts whose tokens were estimated (no `usage` from the server) are counted in `TrialValues.estimatedAttempts` |
- * | `latencyP95Ms` | `endedAt − startedAt` of the trial's succeeded pipelines |
+ * | `latencyP95Ms` | the execution time of each succeeded pipeline of the trial: the sum over its attempts (every run) of `durationMs` (an attempt runs from the moment it holds a worker slot to its end, so it includes waiting for a pool lease, a rate limiter or the server), plus the back-off delay (`decision.delayMs`) after each attempt that was retried; not the time the pipeline waited for a worker slot (its admission, between its tasks or before a retry): that is the study's own queue, not the variant's (see docs/statistics.md) |
  * | `retries`, `rateLimited` | the trial's attempts: `attemptNo > 1`, and `errorClass = rate_limit` |
  *
  * **Cases.** A case is one row of the protocol's source: the same case in every trial. Its key
@@ -26,6 +26,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { schemaCodecName } from "../domain/Codec.js"
 import { canonicalJsonUnsafe, isStrictJson } from "../domain/Json.js"
 import type { PipelineId } from "../domain/Ids.js"
 import type { TaskStore } from "../domain/TaskStore.js"
@@ -167,6 +168,12 @@ export interface TrialValues {
    * server gave no usage; since 0.9.0). Absent when neither metric was read.
    */
   readonly estimatedAttempts?: number | undefined
+  /**
+   * The trial's model calls with tokens but no price (`TrialUsage.unpriced`), when `costUsd`
+   * was read and there were some: its `costUsd` is then left out of `values` (the cost is
+   * unknown, not $0; since 0.9.0).
+   */
+  readonly unpricedCalls?: number | undefined
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -270,7 +277,8 @@ const nibble = (c: number): number => c <= 57 ? c - 48 : c - 87
  * What the read keeps of one trial's pipelines while it reads, in growable typed columns by
  * position (`n` used): the ids as 16 bytes each (a member pipeline's id is its member digest, a
  * `-` and 32 hex digits: the digits are kept, see `Suite.memberPipelineId`), the case number,
- * whether it succeeded, its latency (`endedAt − startedAt` of a succeeded pipeline, else NaN),
+ * whether it succeeded, its latency (the execution time of a succeeded pipeline read from its
+ * attempts, see the module docs, else NaN),
  * the values of the declared output metrics and of the task-reported metrics (NaN: none). The
  * columns but the ids are dropped once the trial's values are built.
  */
@@ -288,6 +296,8 @@ interface Acc {
   reported: Map<string, Float64Array>
   /** pipeline id -> position, built when a task-reported metric needs it */
   positions: Map<string, number> | undefined
+  /** open-addressing table of positions by id bytes (-1: empty), built when attempts are joined */
+  slots: Int32Array | undefined
   tokensIn: number
   tokensOut: number
   estimated: number
@@ -309,6 +319,7 @@ const newAcc = (trialId: string, member: string): Acc => ({
   outputs: new Map(),
   reported: new Map(),
   positions: undefined,
+  slots: undefined,
   tokensIn: 0,
   tokensOut: 0,
   estimated: 0,
@@ -348,6 +359,57 @@ const idOf = (member: string, ids: Uint8Array, i: number): string => {
   let s = `${member}-`
   for (let j = i * ID_BYTES, end = j + ID_BYTES; j < end; j++) s += HEX_PAIRS[ids[j]!]!
   return s
+}
+
+/** The first four id bytes of position `i` as an unsigned number (the ids are digests: uniform). */
+const idHash = (ids: Uint8Array, i: number): number =>
+  ((ids[i * ID_BYTES]! << 24) | (ids[i * ID_BYTES + 1]! << 16) | (ids[i * ID_BYTES + 2]! << 8) | ids[i * ID_BYTES + 3]!) >>> 0
+
+/**
+ * The position of a member pipeline id in a trial's columns, `-1` when it is not one of them:
+ * an open-addressing table over the kept id bytes (4 bytes per slot, at most half full) rather
+ * than a map of id strings, so joining a million attempts costs megabytes, not a string per id.
+ */
+const positionOf = (acc: Acc, pipelineId: string, scratch: Uint8Array): number => {
+  const from = acc.member.length + 1
+  if (pipelineId.length !== from + 2 * ID_BYTES) return -1
+  for (let j = 0; j < ID_BYTES; j++) {
+    scratch[j] = (nibble(pipelineId.charCodeAt(from + 2 * j)) << 4) | nibble(pipelineId.charCodeAt(from + 2 * j + 1))
+  }
+  let table = acc.slots
+  if (table === undefined) {
+    let size = 16
+    while (size < acc.n * 2) size *= 2
+    table = new Int32Array(size).fill(-1)
+    for (let i = 0; i < acc.n; i++) {
+      let h = idHash(acc.ids, i) & (size - 1)
+      while (table[h] !== -1) h = (h + 1) & (size - 1)
+      table[h] = i
+    }
+    acc.slots = table
+  }
+  const mask = table.length - 1
+  let h = (((scratch[0]! << 24) | (scratch[1]! << 16) | (scratch[2]! << 8) | scratch[3]!) >>> 0) & mask
+  for (;;) {
+    const i = table[h]!
+    if (i === -1) return -1
+    let same = true
+    for (let j = 0; j < ID_BYTES; j++) {
+      if (acc.ids[i * ID_BYTES + j] !== scratch[j]) {
+        same = false
+        break
+      }
+    }
+    if (same) return i
+    h = (h + 1) & mask
+  }
+}
+
+/** The back-off delay (ms) a retried attempt's decision waited before the next one, else 0. */
+const retryDelayOf = (decision: unknown): number => {
+  if (typeof decision !== "object" || decision === null) return 0
+  const d = decision as { readonly retry?: unknown; readonly delayMs?: unknown }
+  return d.retry === true && typeof d.delayMs === "number" && Number.isFinite(d.delayMs) && d.delayMs > 0 ? d.delayMs : 0
 }
 
 /** A column of NaN as long as the trial's pipelines, created on first use. */
@@ -427,18 +489,29 @@ export const read = (input: {
           caseNo.set(key, c)
         }
         const ok = p.state === "succeeded"
-        push(acc, p.pipelineId, c, ok, ok && p.startedAt !== null && p.endedAt !== null ? p.endedAt - p.startedAt : NaN)
+        // the latency is summed from the attempts below (NaN: none read)
+        push(acc, p.pipelineId, c, ok, NaN)
       }))
     // the ids stay: trimmed to their length
     for (const acc of accs.values()) acc.ids = acc.ids.slice(0, acc.n * ID_BYTES)
-    // the attempts: retries, 429s and the tokens billed (a cache hit made no call)
+    // the attempts: retries, 429s, the tokens billed (a cache hit made no call) and the
+    // pipelines' execution time (the latency: attempts' durations plus retry back-off)
     const needTokens = names.has("tokensIn") || names.has("tokensOut")
-    if (names.has("retries") || names.has("rateLimited") || needTokens) {
+    const needLatency = names.has("latencyP95Ms")
+    const scratch = new Uint8Array(ID_BYTES)
+    if (names.has("retries") || names.has("rateLimited") || needTokens || needLatency) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
           const d = memberDigestOf(a.pipelineId)
           const acc = d === undefined ? undefined : byDigest.get(d)
           if (acc === undefined) return
+          if (needLatency) {
+            const i = positionOf(acc, a.pipelineId, scratch)
+            if (i >= 0 && acc.ok[i] === 1) {
+              const ms = Math.max(0, a.durationMs) + retryDelayOf(a.decision)
+              acc.latency[i] = Number.isNaN(acc.latency[i]!) ? ms : acc.latency[i]! + ms
+            }
+          }
           if (a.attemptNo > 1) acc.retries++
           if (a.errorClass === "rate_limit") acc.rateLimited++
           if (a.outcome === "cache_hit" || (a.tokensIn === null && a.tokensOut === null)) return
@@ -494,9 +567,28 @@ export const read = (input: {
       acc.outputs = new Map()
       acc.reported = new Map()
       acc.positions = undefined
+      acc.slots = undefined
     }
     return out
   })
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * A final output as a declared metric reads it: an output stored with its task's output Schema
+ * (codec `schema`) is the JSON of its encoded form, read as such (the encoded side's field
+ * names: what the study loader checks a path against); any other payload as the export decodes it.
+ */
+const outputValue = (artifact: Parameters<typeof decodePayload>[0], payload: Uint8Array | undefined): unknown => {
+  if (payload !== undefined && artifact.codec === schemaCodecName) {
+    try {
+      return JSON.parse(utf8.decode(payload)) as unknown
+    } catch {
+      return undefined
+    }
+  }
+  return decodePayload(artifact, payload)
+}
 
 /** Reads a trial's final outputs in chunks into its output columns. */
 const readOutputs = (
@@ -518,7 +610,7 @@ const readOutputs = (
         if (b === undefined) continue
         for (const a of b.artifacts) {
           if (!a.artifact.active || a.artifact.seq < 0 || !a.artifact.isFinal) continue
-          const value = decodePayload(a.artifact, a.payload)
+          const value = outputValue(a.artifact, a.payload)
           for (let k = 0; k < outputMetrics.length; k++) {
             const m = outputMetrics[k]!
             const v = pipelineValue(m.decl, atPath(value, m.path))
@@ -551,7 +643,8 @@ const valuesOf = (
           v = usage?.tokens
           break
         case "costUsd":
-          v = usage?.costUsd
+          // a call without a price has an unknown cost: no value rather than a sum that reads as complete
+          v = (usage?.unpriced ?? 0) > 0 ? undefined : usage?.costUsd
           break
         case "wallMs":
           v = usage?.timeMs
@@ -603,7 +696,10 @@ const valuesOf = (
     pipelineCount: n,
     pipelineId,
     pipelines: () => Array.from({ length: n }, (_, i) => idOf(member, ids, i)),
-    ...(tokensRead ? { estimatedAttempts: acc.estimated } : {})
+    ...(tokensRead ? { estimatedAttempts: acc.estimated } : {}),
+    ...(metrics.some((m) => m.kind === "builtin" && m.name === "costUsd") && (usage?.unpriced ?? 0) > 0
+      ? { unpricedCalls: usage!.unpriced! }
+      : {})
   }
 }
 

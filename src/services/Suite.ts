@@ -27,7 +27,7 @@
  *
  * @since 0.5.0
  */
-import { Cause, Chunk, Clock, Deferred, Effect, Exit, Option, Predicate, Scope, Stream } from "effect"
+import { Cause, Chunk, Clock, Deferred, Effect, Exit, FiberId, Option, Predicate, Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId, RunId } from "../domain/Ids.js"
 import type { Json } from "../domain/Json.js"
@@ -387,9 +387,13 @@ export interface MemberFacts {
 
 /**
  * The trial window of a suite run (a study's trials are its members): at most `active`
- * members submitting specs at once, started in the suite's order; the next one starts when
- * an active member submits nothing more (its source exhausted or failed, a limit, `mayAdmit`).
- * Round-robin (and wide turns) apply within the active members.
+ * members running at once, started in the suite's order. A member runs from its start until
+ * it submits nothing more (its source exhausted or failed, a limit, `mayAdmit`) AND every spec
+ * it submitted has settled (its pipeline ended, or admission skipped it): only then does the
+ * next one start (since 0.10.0; before, the next started as soon as one submitted nothing
+ * more, while its pipelines still ran). Under `Suite.start` / `Suite.run` the runner's hooks
+ * count the settled specs; `pipelines` alone (no runner) knows only the submitting members.
+ * Round-robin (and wide turns) apply within the members still submitting.
  *
  * - `mayStart(id)`: asked when the member's turn to start comes; `false` leaves it not
  *   started (`MemberFacts.startRefused`, nothing submitted);
@@ -475,14 +479,16 @@ export const FAILURE_BUDGET = "stop_after_failures"
  * The runner hooks of a {@link MemberWindow}: the start gate (`mayAdmit`, skip reason
  * {@link BUDGET_EXHAUSTED}) and the observer's pools, metric, launch, end and cancel hooks.
  */
-const hooksOf = (window: MemberWindow): Runner.RunHooks => {
+const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks => {
   const o = window.observe
   const idOf = (spec: AnySpec): string | undefined => spec.member?.experimentId
   // the pipelines the gate started, until their fiber ends (`pipelineEnded`)
   const started = new WeakSet<AnySpec>()
-  const settledOnly = o?.pipelineSettled === undefined ? undefined : (spec: AnySpec) => {
+  const settledOnly = (spec: AnySpec) => {
     const id = idOf(spec)
-    if (id !== undefined) o.pipelineSettled!(id)
+    if (id === undefined) return
+    occupancy.settled(id)
+    o?.pipelineSettled?.(id)
   }
   const ended = o?.pipelineEnded === undefined ? settledOnly : (spec: AnySpec) => {
     const id = idOf(spec)
@@ -503,6 +509,8 @@ const hooksOf = (window: MemberWindow): Runner.RunHooks => {
     memberMetric: o?.metric === undefined ? undefined : (m, name, value, pid) => o.metric!(m.experimentId, name, value, pid),
     ended,
     skipped: settledOnly,
+    // the suite's stream waits for a windowed member's pipelines to end: admit what it gave
+    admitAsTheyCome: true,
     cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
       const id = idOf(spec)
       return id === undefined ? undefined : o.cancelled!(id)
@@ -560,6 +568,34 @@ const toStream = <S, E, R>(source: MemberSource<any, E, R>): Stream.Stream<S, un
   }
   if (Predicate.hasProperty(source, Symbol.iterator)) return Stream.fromIterable(source as Iterable<S>)
   return Stream.die(new TypeError("the member's factory gave neither a Stream nor an (async) iterable"))
+}
+
+/**
+ * Which members of a windowed run are still running: started, and not every spec they
+ * submitted settled (its pipeline fiber ended, or admission skipped it). The runner's hooks
+ * count the settled specs (`settled`); the suite's stream waits on `changed` when the window is
+ * full of members that submitted everything but still have pipelines running.
+ */
+interface Occupancy {
+  readonly settled: (experimentId: string) => void
+  readonly settledOf: (experimentId: string) => number
+  /** Completes at the next `settled` (a fresh one is taken each time). */
+  readonly changed: () => Effect.Effect<void>
+}
+
+const makeOccupancy = (): Occupancy => {
+  const counts = new Map<string, number>()
+  let next = Deferred.unsafeMake<void>(FiberId.none)
+  return {
+    settled: (id) => {
+      counts.set(id, (counts.get(id) ?? 0) + 1)
+      const d = next
+      next = Deferred.unsafeMake<void>(FiberId.none)
+      Deferred.unsafeDone(d, Exit.void)
+    },
+    settledOf: (id) => counts.get(id) ?? 0,
+    changed: () => Deferred.await(next)
+  }
 }
 
 type Lane = {
@@ -652,7 +688,8 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
   options: PipelinesOptions,
   tracker: Map<string, MemberFacts>,
-  budgets: FailureBudgets = noBudgets
+  budgets: FailureBudgets = noBudgets,
+  occupancy?: Occupancy | undefined
 ): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
@@ -787,9 +824,19 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
       if (lane.member.limit === 0) yield* end(lane, { limitReached: true })
       else (window === undefined ? active : waiting).push(lane)
     }
-    // the window: members start in the suite's order while fewer than `window.active` submit
+    // the members started and not yet ended: still submitting, or (with the runner's settle
+    // counts) a submitted spec not settled yet. Without the counts (`pipelines` alone) only the
+    // submitting ones are known.
+    const started: Array<Lane> = []
+    const running = (): number => {
+      if (occupancy === undefined) return active.length
+      let n = 0
+      for (const l of started) if (!l.ended || occupancy.settledOf(l.member.id) < l.facts.admitted) n++
+      return n
+    }
+    // the window: members start in the suite's order while fewer than `window.active` run
     const fill = Effect.gen(function*() {
-      while (window !== undefined && active.length < window.active && waiting.length > 0) {
+      while (window !== undefined && running() < window.active && waiting.length > 0) {
         const lane = waiting.shift()!
         if (!(yield* window.mayStart(lane.member.id))) {
           lane.facts.startRefused = true
@@ -799,55 +846,71 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         lane.facts.started = true
         if (observe?.memberStarted !== undefined) yield* observe.memberStarted(lane.member.id)
         active.push(lane)
+        started.push(lane)
       }
     })
     // one round: a turn of each active member, in the suite's order (see `turnOf`)
     const round: Effect.Effect<Chunk.Chunk<S>, Option.Option<StoreUnavailable>, R> = Effect.gen(function*() {
       yield* fill
-      while (active.length > 0) {
-        const out: Array<S> = []
-        const turn = turnOf(active.length)
-        // wide turns sweep back and forth: the members of the last turns (still cached) go first
-        const order = turn > 1 && (backward = !backward) ? active.slice().reverse() : active
-        for (const lane of order) {
-          for (let k = 0; k < turn && !lane.ended; k++) {
-            if (totalLimit !== undefined && total >= totalLimit) break
-            if (window !== undefined && !(yield* window.mayAdmit(lane.member.id))) {
-              lane.facts.admitRefused = true
-              yield* end(lane, {})
-              break
-            }
-            if (budgets.reached(lane.member.id)) {
-              yield* budgets.stop(lane.member.id)
-              yield* end(lane, {})
-              break
-            }
-            const spec = yield* take(lane)
-            if (spec === undefined) break
-            out.push(tagSpec(spec, {
-              suiteId: suite.id,
-              experimentId: lane.member.id,
-              poolAliases: lane.member.poolAliases,
-              outputDir: lane.outputDir,
-              ...(lane.member.variables === null ? {} : { variables: lane.member.variables })
-            }) as S)
-            lane.facts.admitted++
-            observe?.specSubmitted?.(lane.member.id)
-            total++
-            if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
-              yield* end(lane, { limitReached: true })
+      for (;;) {
+        // the window is full of members that submitted everything and still run: wait for one
+        // of their pipelines to settle (nothing this stream gave is held back meanwhile: the
+        // runner admits a windowed suite's chunks as they come), then try again
+        while (occupancy !== undefined && active.length === 0 && waiting.length > 0) {
+          const changed = occupancy.changed()
+          if (running() < window!.active) {
+            yield* fill
+            continue
+          }
+          yield* changed
+          yield* fill
+        }
+        if (active.length === 0) break
+        while (active.length > 0) {
+          const out: Array<S> = []
+          const turn = turnOf(active.length)
+          // wide turns sweep back and forth: the members of the last turns (still cached) go first
+          const order = turn > 1 && (backward = !backward) ? active.slice().reverse() : active
+          for (const lane of order) {
+            for (let k = 0; k < turn && !lane.ended; k++) {
+              if (totalLimit !== undefined && total >= totalLimit) break
+              if (window !== undefined && !(yield* window.mayAdmit(lane.member.id))) {
+                lane.facts.admitRefused = true
+                yield* end(lane, {})
+                break
+              }
+              if (budgets.reached(lane.member.id)) {
+                yield* budgets.stop(lane.member.id)
+                yield* end(lane, {})
+                break
+              }
+              const spec = yield* take(lane)
+              if (spec === undefined) break
+              out.push(tagSpec(spec, {
+                suiteId: suite.id,
+                experimentId: lane.member.id,
+                poolAliases: lane.member.poolAliases,
+                outputDir: lane.outputDir,
+                ...(lane.member.variables === null ? {} : { variables: lane.member.variables })
+              }) as S)
+              lane.facts.admitted++
+              observe?.specSubmitted?.(lane.member.id)
+              total++
+              if (lane.member.limit !== null && lane.facts.admitted >= lane.member.limit) {
+                yield* end(lane, { limitReached: true })
+              }
             }
           }
+          if (totalLimit !== undefined && total >= totalLimit) {
+            // the total limit stops every member still going: none of them is exhausted
+            for (const lane of active) if (!lane.ended) yield* end(lane, { limitReached: true })
+            // the members the window had not started yet stay not started
+            waiting.length = 0
+          }
+          active = active.filter((l) => !l.ended)
+          yield* fill
+          if (out.length > 0) return Chunk.unsafeFromArray(out)
         }
-        if (totalLimit !== undefined && total >= totalLimit) {
-          // the total limit stops every member still going: none of them is exhausted
-          for (const lane of active) if (!lane.ended) yield* end(lane, { limitReached: true })
-          // the members the window had not started yet stay not started
-          waiting.length = 0
-        }
-        active = active.filter((l) => !l.ended)
-        yield* fill
-        if (out.length > 0) return Chunk.unsafeFromArray(out)
       }
       return yield* Effect.fail(Option.none())
     }).pipe(Effect.mapError((e) => Option.isOption(e) ? e : Option.some(e)))
@@ -1117,7 +1180,8 @@ export const start = <S extends AnySpec, E, R>(
           }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record that member "${id}" reached its stopAfterFailures: ${e.message}`)))
         })
     }
-    const windowHooks = window === undefined ? undefined : hooksOf(window)
+    const occupancy = window === undefined ? undefined : makeOccupancy()
+    const windowHooks = window === undefined ? undefined : hooksOf(window, occupancy!)
     const hooks: Runner.RunHooks | undefined = budgetOf.size === 0 ? windowHooks : {
       ...windowHooks,
       failureDecided: (spec) => {
@@ -1138,7 +1202,7 @@ export const start = <S extends AnySpec, E, R>(
         ...(experiments === undefined ? {} : { experiments }),
         ...(limit === undefined ? {} : { limit }),
         ...(window === undefined ? {} : { window })
-      }, tracker, budgets)))
+      }, tracker, budgets, occupancy)))
     const handle = yield* runner.start(source, hooks === undefined ? runOptions : { ...runOptions, hooks })
     reportMetric = handle.reportMetric
     if (window?.observe?.attach !== undefined) yield* window.observe.attach(handle.stop)

@@ -54,4 +54,35 @@ describe("validate and run refuse the same files", () => {
       assert.strictEqual(json["file"], path.join(fs.realpathSync(dir), "ok.yaml"))
       assert.deepStrictEqual(json["source"]["keysChecked"], { rows: 2, wholeFile: true })
     }), 120_000)
+  it.live("run.maxHandoffs written \"10\" or false: run and validate refuse it at its path with the budget's message (exit 2)", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-config-fixes-"))
+      const file = (name: string, value: string) =>
+        fs.writeFileSync(path.join(dir, name), [
+          `run: { maxHandoffs: ${value} }`,
+          "pipeline:",
+          "  name: p",
+          "  tasks: [ { use: echo, name: a }, { use: echo, name: b } ]",
+          "  control: { rewind: { b: [a] }, maxHandoffs: 2 }",
+          "source: { range: { n: 1 } }"
+        ].join("\n"))
+      file("quoted.yaml", "\"10\"")
+      file("false.yaml", "false")
+      const [quoted, off] = yield* Effect.all([
+        assay(["run", "-c", "quoted.yaml", "--store", "q.db"], { cwd: dir }),
+        assay(["validate", "-c", "false.yaml"], { cwd: dir })
+      ], { concurrency: 2 })
+      assert.strictEqual(quoted.code, 2, quoted.stderr)
+      assert.include(
+        quoted.stderr,
+        `run.maxHandoffs: maxHandoffs must be a positive integer (an unquoted number such as 3), got the string "10" (write 10 without quotes)`
+      )
+      assert.notInclude(quoted.stderr, "Expected number")
+      assert.isFalse(fs.existsSync(path.join(dir, "q.db")), "nothing written")
+      assert.strictEqual(off.code, 2, off.stderr)
+      assert.include(
+        off.stderr,
+        "run.maxHandoffs: maxHandoffs must be a positive integer (an unquoted number such as 3), got the boolean false"
+      )
+    }), 120_000)
 })

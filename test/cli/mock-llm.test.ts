@@ -78,7 +78,9 @@ describe("assay mock-llm", () => {
 
   it.live("exits 0 on SIGTERM too, with flag overrides applied", () =>
     Effect.promise(async () => {
-      const run = start(["mock-llm", "--endpoints", "1", "--rps", "1", "--burst", "1", "--latency-ms", "0"])
+      // one request per 1,000 s: the second call finds the bucket empty however slow the machine
+      // (at --rps 1 a call more than 1 s after the first got a fresh token); no storm windows
+      const run = start(["mock-llm", "--endpoints", "1", "--rps", "0.001", "--burst", "1", "--latency-ms", "0", "--no-storms"])
       try {
         const ready = JSON.parse(await run.first)
         const url = `${ready.endpoints[0].baseUrl}/chat/completions`
@@ -132,7 +134,7 @@ describe("assay mock-llm", () => {
 
   it.live("serves the built-in model profiles by default; other model names keep the default behaviour", () =>
     Effect.promise(async () => {
-      const run = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0"])
+      const run = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0", "--no-storms"])
       try {
         const ready = JSON.parse(await run.first)
         assert.deepStrictEqual(ready.models, ["small", "medium", "large"])
@@ -160,14 +162,14 @@ describe("assay mock-llm", () => {
         "  - name: cheap",
         "    accuracy: 0.7",
         "    pricing: { promptPer1k: 0.001, completionPer1k: 0.002 }",
-        "    rateLimit: { rps: 1, burst: 1 }",
+        "    rateLimit: { rps: 0.001, burst: 1 }",
         "  - { name: pricey, accuracy: 0.99, pricing: { promptPer1k: 0.01 } }"
       ].join("\n"))
       const toml = tmp("models.toml")
       fs.writeFileSync(toml, "unknownModel = \"default\"\n[[models]]\nname = \"solo\"\naccuracy = 0.5\n")
       const runs: Array<Running> = []
       try {
-        const run = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0", "--models", yaml])
+        const run = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0", "--no-storms", "--models", yaml])
         runs.push(run)
         const ready = JSON.parse(await run.first)
         assert.deepStrictEqual(ready.models, ["cheap", "pricey"])
@@ -175,7 +177,7 @@ describe("assay mock-llm", () => {
         const first = await chat(baseUrl, "cheap", "hello")
         assert.strictEqual(first.status, 200)
         assert.strictEqual(first.body.usage.cost, (first.body.usage.prompt_tokens * 0.001 + first.body.usage.completion_tokens * 0.002) / 1000)
-        // its rate limit of 1 request/s
+        // its rate limit of 1 request per 1,000 s (whatever the machine's load, no refill in between)
         assert.strictEqual((await chat(baseUrl, "cheap", "hello again")).status, 429)
         assert.strictEqual((await chat(baseUrl, "pricey", "hello")).status, 200)
         const small = await chat(baseUrl, "small", "hello")
@@ -185,7 +187,7 @@ describe("assay mock-llm", () => {
         // the endpoint's own model keeps the default behaviour
         assert.strictEqual((await chat(baseUrl, "mock-spam-1", "hello")).status, 200)
 
-        const second = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0", "--profiles", toml])
+        const second = start(["mock-llm", "--endpoints", "1", "--latency-ms", "0", "--no-storms", "--profiles", toml])
         runs.push(second)
         const ready2 = JSON.parse(await second.first)
         assert.deepStrictEqual(ready2.models, ["solo"])

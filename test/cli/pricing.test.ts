@@ -12,7 +12,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as NodePath from "node:path"
 import * as MockLlm from "../../src/services/MockLlm.js"
-import { assay, tempDir, write } from "../support/cli.js"
+import { assay, count, start, tempDir, waitFor, write } from "../support/cli.js"
 
 const KEY = "sk-cli-price-7a6b5c4d3e2f"
 
@@ -218,5 +218,53 @@ describe("a study's costUsd budget reads the experiment's pricing", () => {
       assert.match(plan.stdout, /\ncost: +\$[0-9.]+ \.\. \$[0-9.]+\n/)
       const ran = yield* assay(["study", "run", priced, "-q"], { cwd: dir, env, killAfterMs: 120_000 })
       assert.strictEqual(ran.code, 0, ran.stderr)
+    }))
+})
+
+describe("report's scope after a kill and a resume", () => {
+  it.scopedLive("the report says it shows the latest run and gives the whole experiment beside it; --run-id all shows it; a pool of two resources gets a subtotal", () =>
+    Effect.gen(function*() {
+      const profile = yield* MockLlm.decodeProfile({ seed: 5, endpoints: [{ name: "m", latency: { medianMs: 150 } }] }).pipe(Effect.orDie)
+      const server = yield* MockLlm.serve({ profile }).pipe(Effect.provide(NodeContext.layer))
+      const dir = yield* tempDir("scope")
+      const baseUrl = server.endpoints[0]!.baseUrl
+      const env = { PRICE_TEST_KEY: KEY }
+      write(dir, "rows.jsonl", Array.from({ length: 24 }, (_, i) => JSON.stringify({ prompt: `message ${i}` })).join("\n"))
+      const options = { baseUrl, model: "mock-spam-1", apiKeyEnv: "PRICE_TEST_KEY" }
+      const exp = write(dir, "exp.json", {
+        pools: { llm: { resources: [{ id: "a", capacity: 1, options }, { id: "b", capacity: 1, options }] } },
+        pipeline: { name: "ask", tasks: [{ use: "chat", options: { temperature: 0 } }] },
+        source: { jsonl: { path: "rows.jsonl" } },
+        pricing: { "mock-spam-1": { inputPer1M: 2, outputPer1M: 8 } }
+      })
+      const db = NodePath.join(dir, "run.db")
+      // a real kill (SIGKILL) once a few calls are in the store, then a resume
+      const first = start(["run", "-c", exp, "--store", "run.db", "--quiet"], { cwd: dir, env })
+      yield* Effect.promise(() => waitFor(() => count(db, "SELECT count(*) FROM attempts WHERE tokens_in IS NOT NULL") >= 4, "4 calls"))
+      first.child.kill("SIGKILL")
+      yield* Effect.promise(() => first.done)
+      const resumed = yield* assay(["resume", "-c", exp, "--store", "run.db", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const calls = count(db, "SELECT count(*) FROM attempts WHERE tokens_in IS NOT NULL OR tokens_out IS NOT NULL")
+
+      type Figures = { calls: number; costUsd: number | null; runs?: number }
+      const latest = JSON.parse((yield* assay(["report", "run.db", "--json"], { cwd: dir })).stdout) as {
+        accounting: { total: Figures; experiment?: Figures; pools: Array<{ pool: string; resources: number; costUsd: number | null }> }
+      }
+      assert.strictEqual(latest.accounting.experiment?.runs, 2)
+      assert.strictEqual(latest.accounting.experiment?.calls, calls, "the whole experiment: every call of both runs")
+      assert.isBelow(latest.accounting.total.calls, calls, "the latest run alone made fewer calls")
+      assert.deepStrictEqual(latest.accounting.pools.map((p) => [p.pool, p.resources]), [["llm", 2]])
+      const text = (yield* assay(["report", "run.db"], { cwd: dir })).stdout
+      assert.match(text, new RegExp(`^Scope: this run \\(the latest\\): ${latest.accounting.total.calls} calls, .* · whole experiment \\(2 runs\\): ${calls} calls, .* — \`assay report run.db --run-id all\`$`, "m"))
+      assert.match(text, /^ {2}pool llm \(2 resource\(s\), attempts \d+\): tokens in \d+, out \d+; cost \$/m)
+
+      const all = JSON.parse((yield* assay(["report", "run.db", "--run-id", "all", "--json"], { cwd: dir })).stdout) as {
+        accounting: { total: Figures; experiment?: Figures }
+      }
+      assert.strictEqual(all.accounting.total.calls, calls)
+      assert.isUndefined(all.accounting.experiment)
+      const allText = (yield* assay(["report", "run.db", "--run-id", "all"], { cwd: dir })).stdout
+      assert.match(allText, /^Scope: whole experiment \(2 runs\) — one run: `--run-id ID`/m)
     }))
 })

@@ -410,12 +410,14 @@ describe("assay run: signals, crashes, shards", () => {
       assert.strictEqual(after["status"], "interrupted")
       assert.strictEqual(after["stop_reason"], "stale")
       assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30)
-      const abandoned = query<{ pipeline_id: string; outcome: string }>(
+      const abandoned = query<{ pipeline_id: string; outcome: string; attempt_no: number }>(
         store,
-        "SELECT pipeline_id, outcome FROM attempts WHERE error_type = 'Abandoned'"
+        "SELECT pipeline_id, outcome, attempt_no FROM attempts WHERE error_type = 'Abandoned'"
       )
       assert.deepStrictEqual(abandoned.map((a) => a.pipeline_id).sort(), [...inFlight].sort())
       assert.isTrue(abandoned.every((a) => a.outcome === "cancelled"))
+      // numbered as the attempts ran (the first of their task: nothing failed before), never 0
+      assert.deepStrictEqual([...new Set(abandoned.map((a) => a.attempt_no))], [1])
       // Each in-flight item ran once more, and only one success is recorded per pipeline.
       assert.deepStrictEqual(
         query(store, "SELECT DISTINCT count(*) AS n FROM attempts WHERE outcome = 'succeeded' GROUP BY pipeline_id"),

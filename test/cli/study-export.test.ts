@@ -31,7 +31,7 @@ describe("assay study export --summary", () => {
       assert.strictEqual(s.study.id, "export-fixture")
       assert.strictEqual(s.protocol.version, 1)
       assert.match(s.protocol.digest, /^[0-9a-f]{32}$/)
-      assert.deepStrictEqual(Object.keys(s.protocol.parts).sort(), ["baseline", "budget", "experiment", "metrics", "objectives", "repeats", "stop", "variables"])
+      assert.deepStrictEqual(Object.keys(s.protocol.parts).sort(), ["baseline", "budget", "experiment", "metrics", "modules", "objectives", "repeats", "stop", "variables"])
       const prompt = s.variables.find((v) => v.name === "prompt")!
       assert.deepStrictEqual((prompt.values as Array<{ name: string }>).map((v) => v.name), ["quick", "careful"])
       assert.isTrue((prompt.values as Array<{ digest: string }>).every((v) => /^[0-9a-f]{32}$/.test(v.digest)))

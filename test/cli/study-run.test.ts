@@ -26,7 +26,10 @@ import { committedVisits, executions, query, waitFor } from "../support/killHarn
  * (`<run> <pipelineId> <seq> <visit>`, the run index from `STUDY_RUN`) and sleep `ms`; the
  * variable `k` (enum 0..variants-1) is bound into the first task's arguments; the variant
  * `k == failK` fails its first task on every row; the second task fails unless `ctx.variables.k`
- * is its trial's `k` (the variables reach the trials' tasks).
+ * is its trial's `k` (the variables reach the trials' tasks). With `gated`, the first task of a
+ * variant `k` in the list waits while the file `gate` exists (after creating `reached`): a test
+ * holds a trial running for as long as it needs (a stop, a signal), whatever the
+ * machine's speed, and then lets it finish.
  */
 const studyDir = (o: {
   readonly variants: number
@@ -39,9 +42,13 @@ const studyDir = (o: {
   readonly stop?: ReadonlyArray<unknown>
   /** Give the tasks a fixed `codeDigest` (a protocol digest computed in the test process matches the CLI's). */
   readonly pinnedCode?: boolean
+  /** Hold the first task of these variants' trials while the study dir's `gate` file exists. */
+  readonly gated?: ReadonlyArray<number>
 }) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-cli-"))
   const log = path.join(dir, "exec.log")
+  const gate = path.join(dir, "gate")
+  const reached = path.join(dir, "reached")
   write(dir, "package.json", JSON.stringify({ type: "module" }))
   write(dir, "tasks.ts", [
     `import { Effect } from ${JSON.stringify(path.join(root, "node_modules/effect/dist/esm/index.js"))}`,
@@ -53,6 +60,12 @@ const studyDir = (o: {
     `export const first = (k: number, failK: number, ms: number) =>`,
     `  Task.make("first", { parameters: { k, failK }${o.pinnedCode === true ? `, codeDigest: "first-1"` : ""} }, (n: number, ctx) => Effect.gen(function*() {`,
     `    if (ms > 0) yield* Effect.sleep(ms)`,
+    ...(o.gated === undefined ? [] : [
+      `    if (${JSON.stringify(o.gated)}.includes(k) && fs.existsSync(${JSON.stringify(gate)})) {`,
+      `      fs.writeFileSync(${JSON.stringify(reached)}, String(k))`,
+      `      while (fs.existsSync(${JSON.stringify(gate)})) yield* Effect.sleep(20)`,
+      `    }`
+    ]),
     `    if (k === failK) return yield* Effect.fail(new FatalError({ message: "variant " + k + " is broken" }))`,
     `    note(ctx)`,
     `    return { n, k }`,
@@ -90,7 +103,24 @@ const studyDir = (o: {
   }
   const file = write(dir, "study.json", JSON.stringify(study))
   const rewrite = (change: (s: typeof study) => unknown) => write(dir, "study.json", JSON.stringify(change(study)))
-  return { dir, log, file, rewrite, db: path.join(dir, "out", "state.db") }
+  const db = path.join(dir, "out", "state.db")
+  /** Closes the gate (held tasks wait from now on) and forgets an earlier `reached`. */
+  const hold = () => {
+    fs.rmSync(reached, { force: true })
+    fs.writeFileSync(gate, "")
+  }
+  /** Until a held task waits at the gate (or `child` exited). */
+  const held = (child: { readonly exitCode: number | null }) => waitFor(() => fs.existsSync(reached) || child.exitCode !== null, 60_000)
+  const release = () => fs.rmSync(gate, { force: true })
+  /** The study's recorded stop (`stopped_at`, Clock ms; null before any stop fired). */
+  const stoppedAt = () => query<{ stopped_at: number | null }>(db, "SELECT stopped_at FROM studies WHERE study_id = 'kstudy'")[0]?.stopped_at ?? null
+  /**
+   * Until the running study has fired a stop newer than `after` (recorded with the ledger as it
+   * fires, when no further trial may start), or `child` exited.
+   */
+  const stopFired = (child: { readonly exitCode: number | null }, after: number | null = null) =>
+    waitFor(() => child.exitCode !== null || (stoppedAt() ?? -1) > (after ?? -1), 60_000)
+  return { dir, log, file, rewrite, db, hold, held, release, stoppedAt, stopFired }
 }
 
 const trialRows = (db: string) =>
@@ -133,6 +163,7 @@ describe("assay study run", () => {
       assert.include(r.stdout, "no trial succeeded: nothing to compare, no best")
     }))
 
+  // nine processes one after another: at a load of 15 on 2 cores that took over 60 s
   it.live("a changed protocol is refused (exit 2) naming the part; --new-version starts version 2; versions shows the diff", () =>
     Effect.gen(function*() {
       const s = studyDir({ variants: 2, repeats: 1, cases: 2 })
@@ -169,6 +200,35 @@ describe("assay study run", () => {
       const v1 = yield* assay(["study", "resume", s.file, "--protocol-version", "1", "--json", "-q"], { cwd: s.dir })
       assert.strictEqual(v1.code, 0, v1.stderr)
       assert.include(v1.stdout, `"version":1`, v1.stdout + v1.stderr)
+    }), 180_000)
+
+  it.live("an objective whose direction changed is refused (exit 2) with the old and new objectives in words, not digests", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 1, cases: 2 })
+      const objectives = (calls: "minimize" | "maximize") => [
+        { metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.75 } },
+        { metric: "calls", direction: calls }
+      ]
+      s.rewrite((x) => ({ ...x, objectives: objectives("minimize") }))
+      const first = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(first.code, 0, first.stderr)
+      s.rewrite((x) => ({ ...x, objectives: objectives("maximize") }))
+      const refused = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(refused.code, 2, refused.stderr)
+      assert.include(
+        refused.stderr,
+        "changed objectives: [accuracy ↑ (hard constraint >= 0.75), calls ↓] -> [accuracy ↑ (hard constraint >= 0.75), calls ↑]",
+        refused.stderr
+      )
+      assert.include(refused.stderr, "--new-version")
+      assert.notMatch(refused.stderr, /objectives: [0-9a-f]{8,}/, "no digest where words say it")
+      // nothing ran under the changed protocol
+      assert.deepStrictEqual(trialRows(s.db).map((t) => t.version), [1, 1])
+      // a weight other than the default is said
+      s.rewrite((x) => ({ ...x, objectives: [objectives("minimize")[0]!, { metric: "calls", direction: "minimize", weight: 2 }] }))
+      const weighted = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(weighted.code, 2, weighted.stderr)
+      assert.include(weighted.stderr, "-> [accuracy ↑ (hard constraint >= 0.75), calls ↓ (weight 2)]", weighted.stderr)
     }))
 
   it.live("the experiment's run section and pool capacities are not the protocol: changing them continues the version", () =>
@@ -204,7 +264,9 @@ describe("assay study run", () => {
       assert.strictEqual(first.code, 0, first.stderr)
       // what a build before 0.7.0 stored: the digest of the protocol with the whole experiment document
       const loaded = yield* StudyConfig.load(s.file, { env: {} }).pipe(Effect.provide(NodeContext.layer))
-      const legacy: DomainStudy.Protocol = { ...loaded.protocol, experiment: { ...(loaded.protocol.experiment as Record<string, Json>), document: doc } }
+      // (and before 0.9.0 no `modules` part: the code files' contents were not digested)
+      const { modules: _modules, ...current } = loaded.protocol
+      const legacy: DomainStudy.Protocol = { ...current, experiment: { ...(loaded.protocol.experiment as Record<string, Json>), document: doc } }
       const legacyDigest = DomainStudy.protocolDigest(legacy)
       assert.notStrictEqual(legacyDigest, loaded.protocolDigest)
       const stored = () => query<{ protocol_digest: string; protocol_parts_json: string }>(s.db, "SELECT protocol_digest, protocol_parts_json FROM study_protocol_versions")
@@ -272,13 +334,17 @@ describe("assay study: refused commands leave nothing behind", () => {
 describe("assay study stop", () => {
   it.live("another process's stop request drains the running study: the started trials finish, the rest are not started", () =>
     Effect.promise(async () => {
-      // 8 trials one at a time, ~1.5 s each: the stop comes long before the last one starts
-      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      // 8 trials, one attempt at a time; the tasks are held (at the gate) until the study has
+      // fired the stop: the trials started by then drain, the others never start, on any machine
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, concurrency: 1, trialConcurrency: 1, gated: [0, 1, 2, 3, 4, 5, 6, 7] })
+      s.hold()
       const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
-      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      await s.held(run.child)
       const stop = await Effect.runPromise(assay(["study", "stop", s.file], { cwd: s.dir }))
       assert.strictEqual(stop.code, 0, stop.stderr)
       assert.include(stop.stdout, "stop requested")
+      await s.stopFired(run.child)
+      s.release()
       const done = await run.done
       assert.strictEqual(done.code, 0, done.stderr)
       const out = JSON.parse(done.stdout.trim().split("\n").pop()!)
@@ -294,7 +360,9 @@ describe("assay study stop", () => {
 describe("assay study status", () => {
   it.live("while a study runs: live per-trial state (running, ended) and pipeline counts; real start and end times", () =>
     Effect.promise(async () => {
-      const s = studyDir({ variants: 6, repeats: 1, cases: 3, ms: 200, concurrency: 1, trialConcurrency: 1 })
+      // 12 trials of ~1.5 s: after the second, ~15 s of work is left for `status` to find it
+      // running even on a loaded machine; a stop then drains the trial under way
+      const s = studyDir({ variants: 12, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
       const run = start(["study", "run", s.file, "-q"], { cwd: s.dir })
       // two trials done (3 cases x 2 tasks each), the third under way
       await waitFor(() => executions(s.log).length >= 13 || run.child.exitCode !== null, 60_000)
@@ -313,11 +381,21 @@ describe("assay study status", () => {
       }
       assert.isAtLeast(trials.filter((t) => t.state === "running").length, 1, JSON.stringify(trials))
       assert.isTrue(trials.every((t) => t.state !== "pending" || t.pipelines.ended === 0), JSON.stringify(trials))
+      const stop = await Effect.runPromise(assay(["study", "stop", s.file], { cwd: s.dir }))
+      assert.strictEqual(stop.code, 0, stop.stderr)
       const done = await run.done
       assert.strictEqual(done.code, 0, done.stderr)
       const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))
-      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 of 3 ended, 0 running/)
+      assert.match(text.stdout, /p1-v01-r1\s+succeeded\s+3 of 3 ended, 0 admitted/)
     }), 120_000)
+
+  it("the pipelines admitted and not ended are called admitted, never running (they may wait for a worker slot)", () => {
+    // run.concurrency 8, 16 admitted: at most 8 of them run; the store cannot tell which
+    assert.strictEqual(StudyRun.progressText({ ended: 4, admitted: 16, pending: 0, planned: 40 }), "4 of 40 ended, 16 admitted")
+    assert.strictEqual(StudyRun.progressText({ ended: 4, admitted: 16, pending: 0, planned: null }), "4 ended, 16 admitted")
+    assert.strictEqual(StudyRun.progressText({ ended: 0, admitted: 0, pending: 0, planned: 40 }), "-")
+    assert.notInclude(StudyRun.progressText({ ended: 0, admitted: 16, pending: 0, planned: 40 }), "running")
+  })
 })
 
 describe("StudyRun.stoppedBySignal (the exit 130 rule)", () => {
@@ -336,10 +414,15 @@ describe("StudyRun.stoppedBySignal (the exit 130 rule)", () => {
 describe("assay study: Ctrl-C", () => {
   it.live("SIGINT drains the running study, exits 130 and says how to continue, with no suite line contradicting the study", () =>
     Effect.promise(async () => {
-      const s = studyDir({ variants: 8, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      // 8 trials, one attempt at a time; the tasks are held (at the gate) until the signal's stop
+      // has fired: the drain lets the started trials finish, the others never start, on any machine
+      const s = studyDir({ variants: 8, repeats: 1, cases: 3, concurrency: 1, trialConcurrency: 1, gated: [0, 1, 2, 3, 4, 5, 6, 7] })
+      s.hold()
       const run = start(["study", "run", s.file, "--json", "-q"], { cwd: s.dir })
-      await waitFor(() => executions(s.log).length >= 2 || run.child.exitCode !== null, 60_000)
+      await s.held(run.child)
       run.child.kill("SIGINT")
+      await s.stopFired(run.child)
+      s.release()
       const done = await run.done
       assert.strictEqual(done.code, 130, done.stderr)
       assert.include(done.stderr, `continue with: assay study resume ${s.file}`)
@@ -348,10 +431,13 @@ describe("assay study: Ctrl-C", () => {
       assert.strictEqual(out.stop.signal, "SIGINT")
       assert.isTrue(out.signalled)
       // the text report has no suite line saying "completed"
-      const before = executions(s.log).length
+      const firstStop = s.stoppedAt()
+      s.hold()
       const again = start(["study", "resume", s.file, "-q"], { cwd: s.dir })
-      await waitFor(() => executions(s.log).length >= before + 2 || again.child.exitCode !== null, 60_000)
+      await s.held(again.child)
       again.child.kill("SIGINT")
+      await s.stopFired(again.child, firstStop)
+      s.release()
       const text = await again.done
       assert.strictEqual(text.code, 130, text.stderr)
       assert.notInclude(text.stdout, ": completed in")

@@ -173,14 +173,40 @@ describe("pipeline.control in experiment files", () => {
       ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it.effect("run.maxHandoffs is a positive integer, reported at run.maxHandoffs", () =>
+  it.effect("control.maxHandoffs: true, \"3\", 0 are refused with a message that names what was given", () =>
     Effect.gen(function*() {
-      for (const bad of [0, -3, 1.5, "10", false]) {
+      const cases: ReadonlyArray<[unknown, string]> = [
+        [true, "got the boolean true"],
+        ["3", `got the string "3" (write 3 without quotes)`],
+        ["three", `got the string "three"`],
+        [0, "got 0"]
+      ]
+      for (const [bad, tail] of cases) {
+        const error = yield* Effect.flip(Experiment.fromDefinition(experiment({ retryAll: ["report"], maxHandoffs: bad }) as never))
+        assert.deepStrictEqual(issuesOf(error), [
+          `pipeline.control.maxHandoffs: maxHandoffs must be a positive integer (an unquoted number such as 3), ${tail}`
+        ], JSON.stringify(bad))
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("run.maxHandoffs is a positive integer, refused at run.maxHandoffs with control.maxHandoffs' message", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<[unknown, string]> = [
+        [0, "got 0"],
+        [-3, "got -3"],
+        [1.5, "got 1.5"],
+        ["10", `got the string "10" (write 10 without quotes)`],
+        ["ten", `got the string "ten"`],
+        [false, "got the boolean false"],
+        [true, "got the boolean true"]
+      ]
+      for (const [bad, tail] of cases) {
         const error = yield* Effect.flip(Experiment.fromDefinition(
           experiment({ retryAll: ["report"], maxHandoffs: 2 }, { maxHandoffs: bad }) as never
         ))
-        const paths = error.issues.map((i) => i.path)
-        assert.deepStrictEqual([...new Set(paths)], ["run.maxHandoffs"], JSON.stringify(bad))
+        assert.deepStrictEqual(issuesOf(error), [
+          `run.maxHandoffs: maxHandoffs must be a positive integer (an unquoted number such as 3), ${tail}`
+        ], JSON.stringify(bad))
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 

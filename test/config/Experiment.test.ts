@@ -473,6 +473,23 @@ describe("Experiment loader: every problem at once", () => {
       ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("a mistake inside a run.cache object: one line at its own path, not the union's `expected … got {…}` nor `Expected undefined`", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-cacheobj-"))
+      const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+        ["{ mode: readwrite }", ["run.cache.mode: expected \"readWrite\", \"readOnly\", \"refresh\" or \"off\", got \"readwrite\" | did you mean \"readWrite\"?"]],
+        ["{ mode: readWrite, tll: 7 days }", ["run.cache.tll: unknown key \"tll\" | did you mean ttl?"]],
+        ["{ mode: readWrite, ttl: 7 dayz }", ["run.cache.ttl: \"7 dayz\" is not a duration"]]
+      ]
+      for (const [cache, expected] of cases) {
+        const file = path.join(dir, "c.yaml")
+        fs.writeFileSync(file, [`run: { cache: ${cache} }`, "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+        const all = yield* loadIssues(file)
+        // the ttl line carries its own hint after ": write a duration …"
+        assert.deepStrictEqual(all.map((l) => l.startsWith("run.cache.ttl:") ? l.split(": write")[0]! : l), expected, cache)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("--strict-env refuses a variable that is set but empty; without it the empty value is used", () =>
     Effect.gen(function*() {
       const definition = Experiment.defineExperiment({

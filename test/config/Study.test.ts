@@ -17,6 +17,7 @@ import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
 import * as Root from "../../src/index.js"
+import * as StudyCatalog from "../../src/services/StudyCatalog.js"
 import * as Suite from "../../src/services/Suite.js"
 import { suiteEnv } from "../services/suiteFixture.js"
 
@@ -594,5 +595,56 @@ describe("the study file's Schema and the package root", () => {
       const e = yield* Effect.flip(StudyConfig.load(path.join(dir, "dup.json")).pipe(Effect.provide(NodeContext.layer)))
       assert.include(e.message, "repeats")
       assert.include(e.message, "written twice")
+    }))
+})
+
+describe("StudyConfig.load: the code files are part of the protocol (issue 16)", () => {
+  it.effect("editing a constant a task uses (not its function) is a protocol change naming the file; the unchanged file is the same protocol", () =>
+    Effect.gen(function*() {
+      // under test/ so the task file's import of the sources resolves as the fixtures' does
+      const dir = fs.mkdtempSync(path.join(path.dirname(fixtures.replace(/\/$/, "")), "..", ".tmp-modules-"))
+      try {
+        fs.copyFileSync(path.join(fixtures, "study-code.yaml"), path.join(dir, "study.yaml"))
+        fs.copyFileSync(path.join(fixtures, "experiment-code.yaml"), path.join(dir, "experiment-code.yaml"))
+        const source = (factor: number) =>
+          `import * as Task from "../../src/domain/Task.js"\nconst FACTOR = ${factor}\n` +
+          `export const shout = Task.sync("shout", (input: unknown) => String(input).repeat(FACTOR).toUpperCase())\n`
+        fs.writeFileSync(path.join(dir, "tasks.ts"), source(1))
+        const before = yield* load(path.join(dir, "study.yaml"))
+        assert.deepStrictEqual(Object.keys(before.describe() as Record<string, unknown>).includes("modules"), true)
+        const frozen: StudyCatalog.ProtocolVersionRecord = {
+          studyId: before.id,
+          version: 1,
+          protocolDigest: before.protocolDigest,
+          protocolParts: before.protocolParts,
+          protocol: before.describe(),
+          createdAt: 0
+        }
+        const input = (s: typeof before) => ({
+          studyId: s.id,
+          question: s.question,
+          type: s.type,
+          protocolDigest: s.protocolDigest,
+          protocolParts: s.protocolParts,
+          previousProtocols: s.previousProtocols,
+          protocol: s.describe(),
+          newVersion: false
+        })
+        // unchanged: the same version
+        const again = yield* load(path.join(dir, "study.yaml"))
+        assert.strictEqual(StudyCatalog.decideFreeze(frozen, input(again))._tag, "Run")
+        // FACTOR is outside the task's function: its own source digest does not see it
+        fs.writeFileSync(path.join(dir, "tasks.ts"), source(2))
+        const after = yield* load(path.join(dir, "study.yaml"))
+        assert.strictEqual(JSON.stringify(after.protocolParts["experiment"]), JSON.stringify(before.protocolParts["experiment"]))
+        const decided = StudyCatalog.decideFreeze(frozen, input(after))
+        assert.strictEqual(decided._tag, "Refused")
+        if (decided._tag === "Refused") {
+          assert.include(decided.error.message, "code files: tasks.ts edited")
+          assert.include(decided.error.message, "--new-version")
+        }
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
     }))
 })

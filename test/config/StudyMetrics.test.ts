@@ -136,6 +136,12 @@ describe("the study file's metrics section", () => {
       assert.deepStrictEqual(legacy.objectives.map((o) => o.metric), ["accuracy"])
     }))
 
+  it.effect("a hard constraint's op written the wrong way round (=>) gets a did-you-mean (>=)", () =>
+    Effect.gen(function*() {
+      const found = yield* problems({ objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: "=>", value: 0.75 } }] })
+      assert.isTrue(found.some((l) => l.startsWith("objectives[0].hardConstraint.op") && l.endsWith("| did you mean \">=\"?")), found.join("\n"))
+    }))
+
   it.effect("analysis values out of range are errors at their paths", () =>
     Effect.gen(function*() {
       const found = yield* problems({ analysis: { level: 1.5, resamples: 10, minRepeats: 0, sede: 1 } })

@@ -313,6 +313,22 @@ describe("SuiteConfig.load: members", () => {
       ])
     }))
 
+  it.effect("a pricing mistake in a shared pool or in a member file has the experiment's exact path and did-you-mean", () =>
+    Effect.gen(function*() {
+      const typo = { inputPer1M: -1, outputPr1M: 2 }
+      const dir = dirWith({
+        "suite.json": suite({ pools: { shared: { resources: [{ id: "s", capacity: 3, options: { token: "${API_KEY}" }, pricing: typo }] } } }),
+        "members/a.json": member(),
+        "members/b.json": member({ pools: { apis: { resources: [{ id: "k", capacity: 2, options: { token: "${API_KEY}" }, pricing: typo }] } } })
+      })
+      const out = yield* failure(path.join(dir, "suite.json"))
+      const b = `experiments.b.config: ${path.join("members", "b.json")}: `
+      for (const prefix of ["pools.shared.resources[0].pricing", `${b}pools.apis.resources[0].pricing`]) {
+        assert.include(out, `${prefix}.outputPr1M: unknown key "outputPr1M" | did you mean outputPer1M?`, out.join("\n"))
+        assert.include(out, `${prefix}.inputPer1M: inputPer1M must be >= 0, got -1`, out.join("\n"))
+      }
+    }))
+
   it.effect("a missing member file, a member that is a suite, the suite itself as a member", () =>
     Effect.gen(function*() {
       const dir = dirWith({

@@ -5,9 +5,12 @@ import {
   BytesCodec,
   type Codec,
   CodecRegistry,
+  derivedTypeName,
   Encoded,
   JsonCodec,
+  outputTypeName,
   SchemaCodec,
+  schemaStructure,
   schemaTypeName
 } from "../../src/domain/Codec.js"
 
@@ -313,5 +316,66 @@ describe("load failures", () => {
     const registry = CodecRegistry.default().register(pointCodec("point"))
     const e = left(registry.load({ codec: "point", typeName: "Point", data: bytes("nope") }))
     assert.strictEqual(e.message, "not x,y")
+  })
+})
+
+describe("type names derived for a task's output Schema without an identifier", () => {
+  const answer = () => Schema.Struct({ n: Schema.Number, correct: Schema.Boolean, label: Schema.optional(Schema.String) })
+
+  it("are fixed for a given task name and structure (a resumed run in another process reads the same name)", () => {
+    // the literal pins the derivation: changing it would make every stored checkpoint of such a
+    // task unreadable by the next release
+    assert.strictEqual(derivedTypeName("answer", answer()), "answer:output:247d5ecb07b3")
+    assert.strictEqual(derivedTypeName("answer", answer()), derivedTypeName("answer", answer()))
+    // titles and descriptions are not structure
+    assert.strictEqual(
+      derivedTypeName("answer", answer().annotations({ description: "one answer" })),
+      derivedTypeName("answer", answer())
+    )
+  })
+
+  it("differ by task name and by any change of structure", () => {
+    const base = derivedTypeName("answer", answer())
+    const variants = [
+      derivedTypeName("judge", answer()),
+      derivedTypeName("answer", Schema.Struct({ n: Schema.Number, correct: Schema.Boolean, label: Schema.String })),
+      derivedTypeName("answer", Schema.Struct({ n: Schema.Number, right: Schema.Boolean, label: Schema.optional(Schema.String) })),
+      derivedTypeName("answer", Schema.Struct({ n: Schema.Int, correct: Schema.Boolean, label: Schema.optional(Schema.String) })),
+      derivedTypeName("answer", Schema.Struct({ n: Schema.NumberFromString, correct: Schema.Boolean, label: Schema.optional(Schema.String) })),
+      derivedTypeName("answer", Schema.Struct({ n: Schema.Number, correct: Schema.Literal(true), label: Schema.optional(Schema.String) }))
+    ]
+    assert.strictEqual(new Set([base, ...variants]).size, variants.length + 1)
+  })
+
+  it("terminate on a recursive schema", () => {
+    interface Tree {
+      readonly name: string
+      readonly kids: ReadonlyArray<Tree>
+    }
+    const Tree: Schema.Schema<Tree> = Schema.Struct({ name: Schema.String, kids: Schema.Array(Schema.suspend(() => Tree)) })
+    assert.include(schemaStructure(Tree), "^0")
+    assert.match(derivedTypeName("tree", Tree), /^tree:output:[0-9a-f]{12}$/)
+  })
+
+  it("are used only when the schema has no name of its own", () => {
+    class Verdict extends Schema.Class<Verdict>("Verdict")({ label: Schema.String }) {}
+    assert.strictEqual(outputTypeName("judge", Verdict), "Verdict")
+    assert.strictEqual(outputTypeName("judge", answer().annotations({ identifier: "Answer" })), "Answer")
+    assert.strictEqual(outputTypeName("answer", answer()), derivedTypeName("answer", answer()))
+  })
+
+  it("a payload written under an earlier structure reads as unusable bytes, not as a missing registration", () => {
+    const old = CodecRegistry.default().registerSchema(answer(), { typeName: outputTypeName("answer", answer()) })
+    const encoded = right(old.dump({ n: 1, correct: true }))
+    const changed = Schema.Struct({ n: Schema.Number, correct: Schema.Boolean, score: Schema.optional(Schema.Number) })
+    const now = CodecRegistry.default().registerSchema(changed, { typeName: outputTypeName("answer", changed) })
+    const e = left(now.load(encoded))
+    assert.isFalse(e.unregistered === true)
+    assert.include(e.message, "earlier structure of task answer's output Schema")
+    // a registry that knows no schema of that task: a registration left out
+    assert.isTrue(left(CodecRegistry.default().load(encoded)).unregistered)
+    // the same structure, rebuilt: read back
+    const again = CodecRegistry.default().registerSchema(answer(), { typeName: outputTypeName("answer", answer()) })
+    assert.deepStrictEqual(right(again.load(encoded)), { n: 1, correct: true })
   })
 })

@@ -244,6 +244,15 @@ describe("Control.check", () => {
     )
   })
 
+  it("a directive used as a rewind or to value is refused: a directive cannot be a value", () => {
+    assert.strictEqual(
+      refusal(check(1, Handoff.rewind("generate", Handoff.end()))),
+      `"validate" (seq 1) returned Handoff.rewind whose value is itself a Handoff directive: a directive cannot be a ` +
+        `value (pass the target's entry state, e.g. Handoff.rewind(target, draft); to end, return Handoff.end(...) itself)`
+    )
+    assert.match(refusal(check(1, Handoff.to("report", Handoff.rewind("generate", 1)))), /a directive cannot be a value/)
+  })
+
   it("no control block: refused", () => {
     assert.strictEqual(
       refusal(Control.check(undefined, 3, 1, Handoff.to("report"))),

@@ -210,6 +210,43 @@ describe("canonicalJson: rejections name the path", () => {
   })
 })
 
+describe("canonicalJson: values already in canonical order", () => {
+  // such values are written by the native serializer (see isNativeCanonical); each case here
+  // must come out exactly as the writer makes it, which the key-reversed copy goes through
+  const reversed = (u: unknown): unknown =>
+    Array.isArray(u)
+      ? u.map(reversed)
+      : u !== null && typeof u === "object"
+      ? Object.fromEntries(Object.entries(u).reverse().map(([k, v]) => [k, reversed(v)]))
+      : u
+
+  it("gives the same text as the same value with its keys in another order", () => {
+    let deep: unknown = { leaf: [1, "x", null] }
+    for (let i = 0; i < 40; i++) deep = { a: deep, b: i }
+    const samples: Array<unknown> = [
+      { a: 1, b: "two", c: [true, false, null], d: { e: -0, f: 1.5e-7, g: "\u2028\"\\\n" } },
+      { "": 0, " ": 1, A: 2, a: 3, "\u00e9": 4, "\ud83d\ude00": 5 },
+      { "1": "one", "10": "ten", "2": "two" },
+      Object.fromEntries([["__proto__", 1], ["z", 2]]),
+      deep,
+      [{ x: [], y: {} }, [[[]]]]
+    ]
+    for (const v of samples) assert.strictEqual(canon(v), canon(reversed(v)))
+    assert.strictEqual(canon({ "1": "one", "10": "ten", "2": "two" }), "{\"1\":\"one\",\"10\":\"ten\",\"2\":\"two\"}")
+    assert.strictEqual(canon({ a: -0 }), "{\"a\":0}")
+  })
+
+  it("still rejects what is not strict JSON, with its path", () => {
+    assert.strictEqual(failure({ a: 1, b: [1, Number.NaN] }).path, "$.b[1]")
+    assert.strictEqual(failure({ a: 1, b: undefined, c: () => 1 }).path, "$.c")
+    const cyclic: Record<string, unknown> = { a: 1 }
+    cyclic.b = cyclic
+    assert.strictEqual(failure(cyclic).reason, "cycle")
+    assert.strictEqual(failure({ a: 1, [Symbol("s")]: 2 }).reason, "symbol keys are not JSON")
+    assert.strictEqual(canon({ a: 1, b: undefined }), "{\"a\":1}")
+  })
+})
+
 describe("canonicalJson: properties", () => {
   const json = fc.jsonValue({ maxDepth: 4 })
 

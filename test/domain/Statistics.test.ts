@@ -557,6 +557,29 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
     assert.strictEqual(S.bonferroniWiden(i, 1), i)
   })
 
+  it("a target objective on the widened front: closer to the target beyond the widened intervals dominates, from either side; within them it does not", () => {
+    const iv = (estimate: number, lower: number, upper: number): S.Interval => ({ estimate, lower, upper, level: 0.95, method: "t", resamples: null, seed: null })
+    const objectives = [{ direction: "target" as const, target: 0.5 }]
+    // the report widens every interval for k(k − 1)/2 × objectives pairwise comparisons: 5 variants → 10
+    const widen = (ps: ReadonlyArray<S.ParetoPoint>) => ps.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : S.bonferroniWiden(x, 10)) }))
+    const points: ReadonlyArray<S.ParetoPoint> = [
+      { id: "on", values: [iv(0.5, 0.48, 0.52)] }, // on the target
+      { id: "above", values: [iv(0.6, 0.58, 0.62)] }, // 0.1 too high, far beyond the widened intervals
+      { id: "below", values: [iv(0.4, 0.38, 0.42)] }, // 0.1 too low: as far from the target, as dominated
+      { id: "near", values: [iv(0.55, 0.53, 0.57)] }, // beyond the raw intervals, within the widened ones
+      { id: "wide", values: [iv(0.7, 0.2, 0.9)] } // its interval spans the target: never dominated
+    ]
+    // raw intervals: "near" is beaten beyond them (on's closeness ≥ −0.02 > near's ≤ −0.03)
+    assert.deepStrictEqual(S.paretoFrontUncertain(points, objectives), ["on", "wide"])
+    // widened (×1.43 at m = 10): "near" is no longer separated from "on"; "above" and "below" still are
+    assert.deepStrictEqual(S.paretoFrontUncertain(widen(points), objectives), ["on", "near", "wide"])
+    assert.isTrue(S.dominates(widen(points)[0]!, widen(points)[1]!, objectives, true))
+    assert.isTrue(S.dominates(widen(points)[0]!, widen(points)[2]!, objectives, true))
+    assert.isFalse(S.dominates(widen(points)[0]!, widen(points)[3]!, objectives, true))
+    // the strict front on point estimates keeps only the variant on the target
+    assert.deepStrictEqual(S.paretoFront(points, objectives), ["on"])
+  })
+
   it("bootstrapReduced: the estimate is the mean of the repeats' statistic; equal variants give equal replicates, so their paired difference is exactly 0", () => {
     const rows = [[1, 5, 2, 8, 3, 9, 4], [2, 6, 1, 7, 3, 8, 5]]
     const r = S.bootstrapReduced([rows, rows], "p95", { seed: 3, resamples: 500 })
@@ -565,6 +588,51 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
     assert.isBelow(r.intervals[0]!.lower, r.intervals[0]!.estimate)
     const d = r.paired(0, 1)!
     assert.deepStrictEqual([d.estimate, d.lower, d.upper], [0, 0, 0])
+  })
+
+  it("bootstrapReduced and sharedBootstrap draw their resamples in blocks and give, to the last bit, the numbers of one resample at a time", () => {
+    // the expected numbers were computed by the implementation that walked every variant once
+    // per resample (main c27d728): the blocks (and the p95 read from the top) change the order
+    // of the work, never the draws or the arithmetic, so a report prints the same digits.
+    // 40 cases: blocks of 64 resamples, so 300 resamples end with a partial block; values on a
+    // grid of 0.5 (ties), some cases missing, rows of different lengths
+    const reducedInput = [0, 1, 2].map((v) =>
+      Array.from({ length: 2 + (v % 2) }, (_, r) =>
+        Array.from({ length: 40 - (r === 1 ? 3 : 0) }, (_, c) => ((c * 7 + r * 3 + v) % 11 === 0 ? null : Math.round(golden(1, c * 13 + r * 5 + v * 101)[0]! * 20) / 2))
+      )
+    )
+    const expected: Record<string, { intervals: Array<Array<number>>; sums: Array<number>; paired: Array<number> }> = {"p95": {intervals: [[9.337499999999999, 8.3934375, 9.769687499999998], [9.016666666666666, 8.282916666666665, 9.571041666666668], [9.5625, 8.817812499999999, 9.75]], sums: [2762.462500000002, 2702.3250000000016, 2841.5499999999997], paired: [-0.4440625000000013, 1.1440625000000004]}, "p50": {intervals: [[3.5, 2.684375000000001, 5.25], [5.916666666666667, 4.833333333333333, 6.75], [4.625, 2.875, 6.25]], sums: [1120.375, 1729.4166666666658, 1384.125], paired: [-1, 3.0062499999999943]}, "mean": {intervals: [[4.358251633986928, 3.576702997640498, 5.11471629065379], [5.344037219037219, 4.751183599565953, 5.982166325989856], [4.741421568627452, 3.807455724225174, 5.56047181372549]], sums: [1303.2148637581793, 1609.8838640262725, 1423.7599514039928], paired: [-0.4933034293144587, 1.5027429054515287]}, "sum": {intervals: [[152.5, 123.11875, 183.75], [189, 167.16666666666666, 212.66666666666666], [166.25, 127.5, 198.14374999999998]], sums: [45545, 56959.16666666668, 49993.5], paired: [-22.049999999999986, 58.25]}}
+    for (const reducer of ["p95", "p50", "mean", "sum"] as const) {
+      const r = S.bootstrapReduced(reducedInput, reducer, { seed: 11, resamples: 300 })
+      const pd = r.paired(0, 2)!
+      // the case-bootstrap part of each interval (its percentile ends, never inside the
+      // estimate), read from the replicates: the run-to-run spread is added on top of it
+      // (tested in StatisticsRepeats.test.ts)
+      const caseInterval = (est: number, reps: ReadonlyArray<number>) => [est, Math.min(S.quantile(reps, 0.025), est), Math.max(S.quantile(reps, 0.975), est)]
+      // replicates to the last bit (their sums); interval ends, read here with another
+      // quantile formula, to 1e-12
+      const r12 = (xs: ReadonlyArray<number>) => xs.map((x) => +x.toFixed(12))
+      const d = Array.from(r.replicates[2]!, (y, b) => y - r.replicates[0]![b]!)
+      const dEst = r.intervals[2]!.estimate - r.intervals[0]!.estimate
+      assert.deepStrictEqual({
+        intervals: r.intervals.map((i, v) => r12(caseInterval(i!.estimate, Array.from(r.replicates[v]!)))),
+        sums: r.replicates.map((x) => x.reduce((a, b) => a + b, 0)),
+        paired: r12(caseInterval(dEst, d).slice(1))
+      }, { ...expected[reducer]!, intervals: expected[reducer]!.intervals.map(r12), paired: r12(expected[reducer]!.paired) }, reducer)
+      // and the interval reported contains the case part
+      for (const [v, i] of r.intervals.entries()) {
+        const [, lo, hi] = caseInterval(i!.estimate, Array.from(r.replicates[v]!))
+        assert.isTrue(i!.lower <= lo! + 1e-12 && i!.upper >= hi! - 1e-12, `${reducer} variant ${v}`)
+      }
+      assert.isTrue(pd.lower <= caseInterval(dEst, d)[1]! + 1e-12 && pd.upper >= caseInterval(dEst, d)[2]! - 1e-12, `${reducer} paired`)
+    }
+    // 1 to 8 repeats per case: constant cases, tabled multisets and repeats drawn one by one
+    const sharedInput = [0, 1, 2].map((v) =>
+      Array.from({ length: 40 }, (_, c) => Array.from({ length: 1 + ((c + v) % 8) }, (_, t) => c % 5 === 0 ? 1 : golden(1, c * 17 + t * 3 + v * 7)[0]! + v * 0.1))
+    )
+    const sh = S.sharedBootstrap(sharedInput, { seed: 4, resamples: 300 })!
+    const sd = sh.paired(0, 2).difference
+    assert.deepStrictEqual({ intervals: sh.intervals.map((i) => [i.lower, i.upper]), paired: [sd.lower, sd.upper] }, {intervals: [[0.48099922589362565, 0.6504700709348155], [0.6012802626359868, 0.7518296998518142], [0.7154380456980757, 0.8428773148545605]], paired: [0.12475229867347633, 0.30061982935039205]})
   })
 
   it("paretoFrontUncertain: an incomparable pair removes nobody; a separated pair removes the loser", () => {

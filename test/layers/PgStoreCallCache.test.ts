@@ -1,15 +1,18 @@
 /**
  * The call cache of a Postgres store (`PgCallCache`, table `assay_call_cache`): what a run
  * cached is there for the next run and for every other process on the database; a write
- * replaces its key; an unmigrated database is refused naming `assay migrate`. One throwaway
- * server for the file (test/support/postgres.ts).
+ * replaces its key; an unmigrated database is refused naming `assay migrate`; a runner over
+ * `PgStore.layer` uses that table by default (the store's own cache), a provided `CallCache`
+ * layer wins. One throwaway server for the file (test/support/postgres.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as PgCallCache from "../../src/layers/PgCallCache.js"
 import * as PgStore from "../../src/layers/PgStore.js"
+import * as CallCache from "../../src/services/CallCache.js"
 import type { CacheEntry } from "../../src/services/CallCache.js"
 import { usePostgres } from "../support/postgres.js"
+import { counter, runOnce } from "../support/cacheCounter.js"
 
 const pg = usePostgres()
 
@@ -67,5 +70,36 @@ describe("PgCallCache", { timeout: 120_000 }, () => {
       const e = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
       assert.strictEqual(Option.getOrThrow(e)._tag, "ConfigError")
       assert.match(Option.getOrThrow(e).message, /assay migrate --database/)
+    }))
+})
+
+
+const cacheRows = (database: string) => Effect.sync(() => Number(pg.psql(database, "SELECT count(*) FROM assay_call_cache").trim()))
+
+describe("Postgres store: the run's call cache", { timeout: 120_000 }, () => {
+  it.live("with no cache layer, a runner over PgStore keeps its cache in the database: a second build makes 0 calls", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("runner1"))
+      const url = pg.url("runner1")
+      yield* PgStore.migrate(url)
+      const model = counter()
+      yield* runOnce(model, PgStore.layer({ url }))
+      assert.strictEqual(model.calls(), 3)
+      assert.strictEqual(yield* cacheRows("runner1"), 3, "the outputs are in the database's assay_call_cache")
+      const second = yield* runOnce(model, PgStore.layer({ url }))
+      assert.strictEqual(model.calls(), 3, "a new build of the layers (a new process) is served from the database")
+      assert.strictEqual(second.stats.byState.succeeded, 3)
+    }))
+
+  it.live("a cache layer provided beside the store wins over the store's own cache", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("runner2"))
+      const url = pg.url("runner2")
+      yield* PgStore.migrate(url)
+      const model = counter()
+      yield* runOnce(model, Layer.mergeAll(PgStore.layer({ url }), CallCache.layerMemory))
+      yield* runOnce(model, Layer.mergeAll(PgStore.layer({ url }), CallCache.layerMemory))
+      assert.strictEqual(model.calls(), 6, "each build has its own memory cache")
+      assert.strictEqual(yield* cacheRows("runner2"), 0, "nothing was written to the store's table")
     }))
 })

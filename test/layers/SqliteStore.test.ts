@@ -223,6 +223,33 @@ describe("SqliteStore (SQLite only)", () => {
       assert.isFalse(index.has(P(hex(103)), "s", "x", true))
     })))
 
+  it.effect("succeededPipelines: keyed rows come through the one scan with their digests, whatever their keys' characters", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tempStorePath()
+      // keys and digests that JSON must escape (the scan returns the keyed rows as a JSON array)
+      const keys = ['quote"key', "back\\slash", "new\nline", "tab\tand\u0001", "snow\u2603man", "emoji\u{1f600}", '["json",1]', digest("k")]
+      const rows = keys.map((key, i) => pipeline(key, { key, state: i === 2 ? "failed" : "succeeded", specDigest: `s"${i}`, seedDigest: `d\\${i}` }))
+      const answers = (store: Store["Type"]) =>
+        Effect.map(store.succeededPipelines!, (index) => [
+          index.size,
+          ...keys.flatMap((key, i) => [
+            index.has(pid(key), `s"${i}`, `d\\${i}`, false),
+            // the same key with a changed seed or definition is not the stored pipeline
+            index.has(pid(key), `s"${i}`, `d\\${i}x`, false),
+            index.has(pid(key), `s"${i}x`, `d\\${i}`, false)
+          ])
+        ])
+      const written = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* store.openRun({ runId: rid("run-1"), startedAt: 1 })
+        yield* store.admit([...rows, pipeline(digest("plain"), { state: "succeeded", specDigest: "s", seedDigest: "d" })])
+        return yield* answers(store)
+      }))
+      const read = yield* Effect.scoped(Effect.flatMap(open({ filename: file, readonly: true }), answers))
+      assert.deepStrictEqual(written, [keys.length, ...keys.flatMap((_, i) => [i !== 2, false, false])])
+      assert.deepStrictEqual(read, written)
+    })))
+
   const hexOf = (n: number) => digest(`sp-${n}`)
   for (
     const [what, ids] of [

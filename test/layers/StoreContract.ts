@@ -279,6 +279,26 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(P("r3"))).repeat, 3)
         })))
 
+    it.effect("getPipelines over more ids than one lookup binds: exactly the stored ones, each as getPipeline reads it", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // 601 ids (past two 256-id lookups, an uneven rest), every third one stored
+          const ids = Array.from({ length: 601 }, (_, i) => `many-${i}`)
+          const stored = ids.filter((_, i) => i % 3 === 0)
+          yield* store.admit(stored.map((id, k) => pipeline(id, { createdAt: 1000 + k, updatedAt: 1000 + k })))
+          const got = yield* store.getPipelines(ids.map(P))
+          assert.deepStrictEqual([...got.keys()].sort(), stored.map(P).sort())
+          for (const id of [stored[0]!, stored[100]!, stored[stored.length - 1]!]) {
+            assert.deepStrictEqual(got.get(P(id)), Option.getOrThrow(yield* store.getPipeline(P(id))))
+          }
+          // a later write is seen by the next lookup
+          yield* store.updatePipeline(P(stored[5]!), { state: "succeeded", updatedAt: 5000 })
+          const again = yield* store.getPipelines([P(stored[5]!), P("many-1")])
+          assert.strictEqual(again.size, 1)
+          assert.strictEqual(again.get(P(stored[5]!))!.state, "succeeded")
+          assert.strictEqual((yield* store.getPipelines([])).size, 0)
+        })))
+
     it.effect("the member fields (suiteId, experimentId, localKey) are stored: read back, null by default, kept by a re-admission that lacks them", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -15,7 +15,7 @@ import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { Duration, Effect, Either, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -126,5 +126,42 @@ describe("ClusterEngine: submitting again", () => {
       assert.strictEqual(fourth.skipped, 4)
       assert.strictEqual(fourth.admitted, 0)
     }).pipe(Effect.provide(runnerOf("refail", ClusterEngine.catalogLayer(specs))))), Effect.provide(MemoryStore.layer()))
+  }, 60_000)
+
+  it.live("a re-submit right after a failure waits for the failed workflow to end, then runs the pipeline again (never joins the ending one)", () => {
+    const calls = new Map<string, number>()
+    let broken = true
+    const b = Task.make("b", (n: number, ctx) =>
+      Effect.suspend(() => {
+        calls.set(ctx.pipelineId, (calls.get(ctx.pipelineId) ?? 0) + 1)
+        return broken ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n * 2)
+      }))
+    const template = Pipeline.make("slowend", Task.make("a", (n: number) => Effect.succeed(n + 1)), b)
+    const specs = Array.from({ length: 3 }, (_, i) => template.bind(i))
+    // the workflow settles the row `failed`, then takes 1.5 s to end: the submitter sees the
+    // failed row first, returns, and the re-submit starts while the workflow is still ending
+    const slowEnd = Layer.effect(
+      Store,
+      Effect.map(Store, (store) => ({
+        ...store,
+        checkpoint: (unit: Parameters<typeof store.checkpoint>[0]) =>
+          unit.pipeline?.state === "failed"
+            ? Effect.zipLeft(store.checkpoint(unit), Effect.sleep(Duration.millis(1500)))
+            : store.checkpoint(unit)
+      }))
+    ).pipe(Layer.provide(MemoryStore.layer()))
+    return createDatabase("slowend").pipe(Effect.zipRight(Effect.gen(function*() {
+      const first = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1 })
+      assert.strictEqual(first.failed, 3)
+      broken = false
+      const second = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1 })
+      assert.strictEqual(second.admitted, 3)
+      assert.strictEqual(second.succeeded, 3)
+      const store = yield* Store
+      for (const spec of specs) {
+        assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).state, "succeeded")
+        assert.strictEqual(calls.get(spec.pipelineId), 2)
+      }
+    }).pipe(Effect.provide(runnerOf("slowend", ClusterEngine.catalogLayer(specs))))), Effect.provide(slowEnd))
   }, 60_000)
 })

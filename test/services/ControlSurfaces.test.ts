@@ -51,6 +51,9 @@ describe("control flow on the read surfaces", () => {
       assert.strictEqual(twice.tasks, 26)
       const text = Report.renderText({ ...r, handoffsTotal: 0 })
       assert.match(text, /Tasks: 13 {2}Attempts: 13 {2}Retries: 0$/m)
+      // admission to end (queueing included) is labelled as such, not as latency
+      assert.match(text, /^Time in run ms \(admission to end, incl\. queueing\): p50 [\d.]+ {2}p95 [\d.]+ {2}p99 [\d.]+$/m)
+      assert.notMatch(text, /^Latency/m)
     }))
 
   it.live("merge: handoffsTotal recounted from the surviving rows (a store given twice counts once)", () =>
@@ -64,6 +67,8 @@ describe("control flow on the read surfaces", () => {
         [...control.map((id) => [id, 1]), ...ids!.plains.map((id) => [id, 0])].sort()
       )
       assert.match(one.summary(), /tasks 13, attempts 13, handoffs 2, duplicates folded 0/)
+      assert.match(one.summary(), /^time in run ms \(admission to end, incl\. queueing\): p50 \d+, p95 \d+, p99 \d+$/m)
+      assert.notMatch(one.summary(), /^latency/m)
       const twice = yield* Merge.mergeReports([file, file]).pipe(Effect.provide(StoreResolver.layerOpener()))
       assert.strictEqual(twice.handoffsTotal, 2)
       assert.strictEqual(twice.duplicates, 5)

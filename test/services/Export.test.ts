@@ -52,7 +52,9 @@ const expected: Record<Export.RowKind, number> = {
   attempts: 964 * 2 + 241 * 2,
   events: 964 * 2 + 241,
   artifacts: 964 * 3 + 241 * 2,
-  handoffs: 0 // no pipeline of the fixture declares control
+  handoffs: 0, // no pipeline of the fixture declares control
+  resources: 1, // llm/k1
+  pools: 1
 }
 
 layer(Built, { excludeTestServices: true })("Export", (it) => {

@@ -119,7 +119,7 @@ describe("Monitor", () => {
         unpriced: 1
       })
       const page = Dashboard.renderDashboard(latest)
-      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · ≥ $0.00040 (1 call unpriced)</b>`)
+      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · ≥ $0.0004 (1 call unpriced)</b>`)
       // each resource: what the selection's attempts that leased it spent (k: a priced and an
       // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
       assert.deepStrictEqual(latest.resources.map((r) => [r.resource_id, r.accounting]), [
@@ -127,8 +127,8 @@ describe("Monitor", () => {
         ["j", { attempts: 1, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         ["z", null]
       ])
-      assert.include(page, `<td class="cost">108 in / 22 out · ≥ $0.00040 (1 call unpriced)</td>`)
-      assert.include(page, `<td class="cost">100 in / 20 out · $0.00040</td>`)
+      assert.include(page, `<td class="cost">108 in / 22 out · ≥ $0.0004 (1 call unpriced)</td>`)
+      assert.include(page, `<td class="cost">100 in / 20 out · $0.0004</td>`)
       assert.include(page, `<td class="cost">\u2013</td>`)
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
@@ -207,6 +207,13 @@ describe("Monitor", () => {
       assert.include(colored, "\u001b[32m39 succeeded\u001b[0m")
       assert.strictEqual(Monitor.renderLine(s), "run new running: 40/100 done (40.0%) · 1 failed · 1 admitted · 10.0/s · ETA 6s")
       assert.include(plain, "new-p007 ask: FatalError", "full pipeline ids")
+      // admission to end includes waiting for a worker slot: never called the pipelines' latency
+      assert.isNotNull(s.latency_ms)
+      assert.match(plain, / · time in run \(incl\. queueing\) p50 \S+ p95 \S+ p99 \S+/)
+      assert.notInclude(plain, "latency p50")
+      const page = Dashboard.renderDashboard(s)
+      assert.include(page, "time in run p50/p95/p99 (incl. queueing) <b id=\"latency\">")
+      assert.notInclude(page, ">latency p50/p95/p99")
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>

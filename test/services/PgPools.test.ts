@@ -321,6 +321,55 @@ describe("PgPools: shared state", () => {
     }))
   }, 60_000)
 
+  it("a call sent after its grant's window ended is counted in the window it goes out in (confirmQuota), never over the limit", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      // windows of 2 s, at most 2 requests each, guard 200 ms
+      const cfg = [one(4, "llm", { quotas: [{ limit: 2, window: "2 seconds" }] })]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a", quotaGuard: "200 millis" })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b", quotaGuard: "200 millis" })
+      const sql = yield* client(url)
+      const windowNow = Effect.orDie(Effect.map(
+        sql<{ w: string; left: number }>`SELECT date_bin('2 seconds', now(), timestamptz '2000-01-01 00:00:00+00')::text AS w,
+          (extract(epoch FROM (date_bin('2 seconds', now(), timestamptz '2000-01-01 00:00:00+00') + interval '2 seconds' - now())) * 1000)::float8 AS left`,
+        (rows) => ({ w: rows[0]!.w, left: Number(rows[0]!.left) })
+      ))
+      // waits for the start of a window after `w` (with most of it left, so that the steps
+      // below happen at its start however slow the machine)
+      const nextWindow = (w: string) =>
+        Effect.gen(function*() {
+          while (true) {
+            const now = yield* windowNow
+            if (now.w !== w && now.left > 1_500) return now.w
+            yield* Effect.sleep(Duration.millis(Math.max(10, now.w === w ? now.left : now.left + 10)))
+          }
+        })
+      const ledger = Effect.orDie(Effect.map(
+        sql<{ w: string; used: number }>`SELECT window_start::text AS w, used FROM assay_pool_quota ORDER BY window_start`,
+        (rows) => rows.map((r) => [r.w, Number(r.used)] as const)
+      ))
+      const w0 = yield* nextWindow("")
+      const l1 = yield* a.acquireRaw({ pool: "llm", algorithm: "immediate" })
+      // the grant's window ends before the call: the charge moves to the call's window
+      const w1 = yield* nextWindow(w0)
+      yield* PgPools.confirmQuota(l1)
+      expect(yield* ledger).toEqual([[w0, 0], [w1, 1]])
+      // a fresh charge costs nothing more and stays
+      yield* PgPools.confirmQuota(l1)
+      const l2 = yield* b.acquireRaw({ pool: "llm", algorithm: "immediate" })
+      expect(yield* ledger).toEqual([[w0, 0], [w1, 2]])
+      // l2 waits past its window; the next one is spent by other grants: it waits for the one after
+      const w2 = yield* nextWindow(w1)
+      yield* a.acquireRaw({ pool: "llm", algorithm: "immediate" })
+      yield* a.acquireRaw({ pool: "llm", algorithm: "immediate" })
+      yield* PgPools.confirmQuota(l2)
+      const after = yield* ledger
+      expect(after.slice(0, 3)).toEqual([[w0, 0], [w1, 1], [w2, 2]])
+      expect(after.slice(3).map(([, n]) => n)).toEqual([1])
+      expect(after[3]![0] > w2).toBe(true)
+    }))
+  }, 60_000)
+
   it("resize answers whether the resource exists, and writes nothing for one that does not", async () => {
     const url = await freshDb()
     await run(Effect.gen(function*() {

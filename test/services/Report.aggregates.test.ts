@@ -7,7 +7,7 @@
  * (overlapping ids, a store given twice), memory, SQLite and a suite root's views.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream, TestClock } from "effect"
+import { Effect, FastCheck as fc, Layer, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -37,7 +37,8 @@ const fill = (
   from: number,
   n: number,
   shift: number,
-  member?: (i: number) => { readonly id: string; readonly suiteId: string; readonly experimentId: string; readonly localKey: string }
+  member?: (i: number) => { readonly id: string; readonly suiteId: string; readonly experimentId: string; readonly localKey: string },
+  known = false
 ) =>
   Effect.gen(function*() {
     const idOf = (i: number) => pid(member === undefined ? `p${i}` : member(i).id)
@@ -94,7 +95,10 @@ const fill = (
       if (i % 3 === 0) {
         // a 429 retried, then success on the other resource
         yield* store.recordAttempt(at(1, { outcome: "failed", errorClass: "rate_limit", decision: { retry: true, reason: "rate_limit", delayMs: 5 } }))
-        yield* store.recordAttempt(at(2, { leaseIds: [`pool/b#${i}x`] }))
+        yield* store.recordAttempt(at(2, known
+          // a model call on the retry: tokens, a cost every other time, estimated every fourth
+          ? { leaseIds: [`pool/b#${i}9`], tokensIn: 100 + i, tokensOut: i, costUsd: i % 2 === 0 ? 0.0001 * i : null, tokensEstimated: i % 4 === 0 }
+          : { leaseIds: [`pool/b#${i}x`] }))
       } else if (i % 3 === 1) {
         // two leases on a, one on b; then a re-run after a kill (not a retry), in the next run
         yield* store.recordAttempt(at(1, { leaseIds: [`pool/a#${i}1`, `pool/a#${i}2`, `pool/b#${i}3`], outcome: "failed", decision: { retry: false, reason: "fatal", delayMs: null } }))
@@ -130,10 +134,13 @@ const OPTIONS: ReadonlyArray<Report.ReportOptions> = [
 const tmp = () => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-report-agg-"))
 
 /** The same report from the aggregates and from the reference, for each option set. */
-const sameReports = (stores: ReadonlyArray<{ readonly source: string; readonly store: TaskStore }>) =>
+const sameReports = (
+  stores: ReadonlyArray<{ readonly source: string; readonly store: TaskStore }>,
+  options: ReadonlyArray<Report.ReportOptions> = OPTIONS
+) =>
   Effect.gen(function*() {
     yield* TestClock.setTime(100_000) // r3's heartbeat (8000) is stale by then
-    for (const o of OPTIONS) {
+    for (const o of options) {
       const got = yield* Report.buildReport(stores, o)
       const want = yield* referenceReport(stores, o)
       assert.deepStrictEqual(got, want, JSON.stringify(o))
@@ -159,6 +166,82 @@ describe("Report from aggregates", () => {
         yield* fill(s, 0, 60, 0)
         yield* sameReports([{ source: "one.db", store: s }])
       })))
+
+  it.effect("one SQLite store whose leases are all on its resources (usage in one scan), with token and cost figures", () =>
+    storeIn(sqliteAt(nodePath.join(tmp(), "known.db")), (s) =>
+      Effect.gen(function*() {
+        yield* fill(s, 0, 60, 0, undefined, true)
+        yield* sameReports([{ source: "known.db", store: s }])
+        const usage = yield* s.resourceUsage(undefined)
+        assert.isTrue(usage.some((u) => u.retries > 0 && u.tokensIn > 0 && u.rateLimited > 0), JSON.stringify(usage))
+      })))
+
+  // the one scan settles a one-lease text of a known resource by comparing it with the
+  // resource's prefix, and a "retry":false decision by its text: any other text (a lease of
+  // another target that shares the prefix, several leases, escapes, no lease, another key
+  // order) must give what parsing every row gives; one run in the store (its attempts read in
+  // table order)
+  const KNOWN_LEASES: ReadonlyArray<ReadonlyArray<string>> = [
+    ["pool/a#1"], ["pool/a#12345"], ["pool/a#"], ["pool/ab#7"], ["pool/a\"b#3"], ["pool/é#4"],
+    ["pool/a#1", "pool/a#2"], ["pool/a#1", "pool/ab#2"], ["pool/ab#1", "pool/a#2", "pool/a\"b#9"], []
+  ]
+  // a lease on another target: the whole scope is grouped instead (rare, so that most stores
+  // are settled by the one scan)
+  const OTHER_LEASES: ReadonlyArray<ReadonlyArray<string>> = [["pool/a#1x"], ["pool/a#1#2"], ["pool/a"], ["pool/c#2"], ["other/a#1"]]
+  const DECISIONS = [
+    null,
+    { retry: false, reason: "ok", delayMs: 0 },
+    { retry: true, reason: "retryable", delayMs: 1 },
+    { reason: "other order", retry: true },
+    { retry: false }
+  ] as const
+  it.effect.prop(
+    "one SQLite store of one run: one-lease texts and decisions settled without parsing, as the streaming report's",
+    {
+      attempts: fc.array(
+        fc.record({
+          leases: fc.oneof(
+            { arbitrary: fc.constantFrom(...KNOWN_LEASES), weight: 30 },
+            { arbitrary: fc.constantFrom(...OTHER_LEASES), weight: 1 }
+          ),
+          decision: fc.constantFrom(...DECISIONS),
+          rateLimited: fc.boolean()
+        }),
+        { minLength: 1, maxLength: 12 }
+      )
+    },
+    ({ attempts }) =>
+      storeIn(sqliteAt(nodePath.join(tmp(), "one-run.db")), (s) =>
+        Effect.gen(function*() {
+          yield* s.openRun({ runId: rid("r1"), startedAt: 1000 })
+          for (const r of ["a", "ab", "a\"b", "é"]) {
+            yield* s.putResource({ pool: "pool", resourceId: r, kind: "worker", spec: {}, health: { state: "ready" }, updatedAt: 1 })
+          }
+          const rows = attempts.map((_, i) =>
+            new PipelineRecord({
+              pipelineId: pid(`p${i}`), key: null, name: "demo", state: "succeeded", nTasksDone: 1, nTasksTotal: 1,
+              specDigest: "spec", seedDigest: `seed${i}`, tags: {}, attemptsTotal: 2, runId: rid("r1"), createdAt: 100,
+              updatedAt: 3000, startedAt: 1000, endedAt: 1001 + i, failedTask: null, errorType: null, errorMessage: null,
+              errorClass: null
+            })
+          )
+          yield* s.admit(rows)
+          for (const [i, a] of attempts.entries()) {
+            for (const attemptNo of [1, 2]) {
+              yield* s.recordAttempt({
+                pipelineId: pid(`p${i}`), runId: rid("r1"), taskRunId: `p${i}/0`, taskName: "t0", seq: 0, attemptNo,
+                outcome: attemptNo === 1 && a.rateLimited ? "failed" : "succeeded",
+                errorClass: attemptNo === 1 && a.rateLimited ? "rate_limit" : null, errorType: null, errorMessage: null,
+                decision: attemptNo === 1 ? a.decision : null, leaseIds: a.leases, startedAt: 1000, endedAt: 1001, durationMs: 1
+              })
+            }
+          }
+          yield* s.finishRun(rid("r1"), { status: "completed", endedAt: 5000 })
+          yield* s.flush
+          yield* sameReports([{ source: "one-run.db", store: s }], [{}, { runId: "all" }, { runId: "r1", errors: 0 }])
+        })),
+    { fastCheck: { numRuns: 10, endOnFailure: true } }
+  )
 
   it.effect("several stores: overlapping ids deduplicated, a store given twice, as the streaming report's", () =>
     Effect.gen(function*() {

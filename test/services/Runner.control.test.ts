@@ -10,10 +10,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Random, Stream, TestClock } from "effect"
 import { FatalError, RetryableError } from "../../src/domain/Errors.js"
+import * as Codec from "../../src/domain/Codec.js"
 import { CodecRegistry } from "../../src/domain/Codec.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as HistoryArtifact from "../../src/domain/HistoryArtifact.js"
 import type { PipelineId } from "../../src/domain/Ids.js"
+import type { PipelineRecord } from "../../src/domain/Records.js"
 import { digest } from "../../src/domain/Json.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -480,6 +482,10 @@ describe("Runner with control: budgets", () => {
       const last = attempts[attempts.length - 1]!
       assert.strictEqual(last.errorType, "BudgetExceeded")
       assert.deepInclude(last.decision as object, { reason: "control_refused" })
+      // the message names the budget and the one way to get a new one (it survives resume)
+      const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(spec.pipelineId)))
+      assert.include(row.errorMessage ?? "", "after 2 of 2 transitions: the control budget is spent (maxHandoffs 2)")
+      assert.include(row.errorMessage ?? "", "resume with --fresh-restart")
     }).pipe(Effect.provide(env())))
 
   it.effect("the run's maxHandoffs lowers the pipeline's budget, never raises it", () =>
@@ -487,6 +493,9 @@ describe("Runner with control: budgets", () => {
       const low = looping(5).bind(1)
       const report = yield* Runner.run([low], { maxHandoffs: 1 })
       assert.strictEqual(report.handoffsTotal, 1)
+      // the refusal says where the effective budget comes from
+      const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(low.pipelineId)))
+      assert.include(row.errorMessage ?? "", "(maxHandoffs: declared 5, capped to 1 by run.maxHandoffs)")
     }).pipe(Effect.provide(env())))
 
   it.effect("end at the limit still completes", () =>
@@ -506,6 +515,34 @@ describe("Runner with control: budgets", () => {
 })
 
 describe("Runner with control: attempt numbers and recovery", () => {
+  it.effect("a later station decodes an earlier, superseded draft by its address (Codec.getValueById)", () =>
+    Effect.gen(function*() {
+      class Draft extends HistoryArtifact.Class<Draft>("test/Draft") {}
+      const registry = HistoryArtifact.register(CodecRegistry.default(), Draft)
+      const seen: Array<unknown> = []
+      const gen = Task.sync("gen", (_: unknown, ctx) => new Draft({ state: { text: `draft ${ctx.visit}` } }))
+      const judge = Task.make("judge", (d: Draft, ctx) =>
+        Effect.gen(function*() {
+          if (ctx.visit === 0) return Handoff.rewind("gen", null)
+          // the first draft (gen, visit 0) is history now, still readable and decodable
+          const first = yield* Codec.getValueById(ctx.store.traversal!, registry, `${ctx.pipelineId}:0`)
+          seen.push(Option.map(first, (v) => v instanceof Draft ? v.stateObject() : "not a Draft"))
+          // without the registration: a typed error naming the codec, never a raw payload
+          const bare = yield* Effect.flip(Codec.getValueById(ctx.store.traversal!, CodecRegistry.default(), `${ctx.pipelineId}:0`))
+          seen.push([bare._tag, bare._tag === "ArtifactCodecError" ? bare.unregistered : null, bare.message])
+          seen.push(yield* Codec.getValueById(ctx.store.traversal!, registry, `${ctx.pipelineId}:0#7`))
+          return d.stateObject()
+        }))
+      const template = Pipeline.fromTasks("history-read", [gen, judge], { control: { rewind: { judge: ["gen"] }, maxHandoffs: 1 } })
+      const report = yield* Runner.run([template.bind(1)], { registry })
+      assert.strictEqual(report.stats.byState.succeeded, 1)
+      assert.deepStrictEqual(seen, [
+        Option.some({ text: "draft 0" }),
+        ["ArtifactCodecError", true, `no codec named "history-v1" is registered (known: json, bytes)`],
+        Option.none()
+      ])
+    }).pipe(Effect.provide(env())))
+
   it.effect("attempt numbers are reserved before the task runs: an interrupted attempt's number is never reused", () =>
     Effect.gen(function*() {
       const seen: Array<[number, number]> = []
@@ -541,10 +578,12 @@ describe("Runner with control: attempt numbers and recovery", () => {
       assert.strictEqual(report.stats.byState.succeeded, 1)
       assert.deepStrictEqual(seen, [[0, 1], [1, 1], [1, 2]])
       const attempts = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.taskName === "slow")
-      // attempt 1 of visit 1 was cut off: its number is a gap, never reused
-      assert.deepStrictEqual(attempts.map((x) => [x.visit, x.attemptNo, x.outcome]), [
-        [0, 1, "succeeded"],
-        [1, 2, "succeeded"]
+      // attempt 1 of visit 1 was cut off: recorded once, cancelled by the interruption (in the
+      // commit that marked its task interrupted), and its number never reused
+      assert.deepStrictEqual(attempts.map((x) => [x.visit, x.attemptNo, x.outcome, x.errorType]), [
+        [0, 1, "succeeded", null],
+        [1, 1, "cancelled", "Interrupted"],
+        [1, 2, "succeeded", null]
       ])
     }).pipe(Effect.provide(env())))
 
@@ -617,9 +656,16 @@ describe("Runner with control: attempt numbers and recovery", () => {
       assert.strictEqual((yield* Runner.run([spec], { registry })).stats.byState.failed, 1)
       const before = yield* visitState(pid)
       broken = false
-      // resumed without the registration: refused, the row and the traversal untouched
-      const second = yield* Runner.run([spec])
+      // resumed without the registration: refused, and accounted as a failure of this run (the
+      // summary, the report, the exit code and onPipelineFinished), the traversal untouched
+      const finished: Array<PipelineRecord> = []
+      const second = yield* Runner.run([spec], { onPipelineFinished: (r) => Effect.sync(() => finished.push(r)) })
       assert.strictEqual(second.stats.byState.succeeded ?? 0, 0)
+      assert.strictEqual(second.stats.byState.failed, 1)
+      assert.strictEqual(second.stats.pipelines, 1)
+      assert.deepStrictEqual(finished.map((r) => [r.state, r.runId, r.errorType]), [["failed", second.runId, "ArtifactCodecError"]])
+      assert.include(finished[0]!.errorMessage ?? "", "no codec named \"history-v1\"")
+      assert.include(finished[0]!.errorMessage ?? "", "fix: register the payload's codec")
       const refused = yield* eventsOf(pid, "pipeline.checkpoint_undecodable")
       assert.strictEqual(refused.length, 1)
       assert.include(JSON.stringify(refused[0]!.data), "history-v1")
@@ -647,35 +693,47 @@ describe("Runner with control: attempt numbers and recovery", () => {
       assert.deepStrictEqual(events[0]!.data, { reason: "owned_by_another_run", owner: "other-run" })
       const resumed = yield* Runner.run([spec], { resume: true })
       assert.strictEqual(resumed.stats.byState.succeeded, 1)
-      // the dead owner's in-flight attempt is recorded as abandoned (as on the plain path),
-      // at the pending entry's station and visit, before the claimed run's own attempt
+      // the pending entry's reserved attempt (1) already has its row (it failed for good before
+      // the row was set running): nothing was in flight, so nothing is recorded as abandoned;
+      // the claimed run's own attempt takes the next number
       const attempts = yield* attemptsOf(spec.pipelineId)
       assert.deepStrictEqual(
         attempts.map((x) => [x.taskName, x.visit, x.attemptNo, x.outcome, x.errorType]),
-        [["a", 0, 1, "failed", "FatalError"], ["a", 0, 0, "cancelled", "Abandoned"], ["a", 0, 2, "succeeded", null], ["b", 0, 1, "succeeded", null]]
+        [["a", 0, 1, "failed", "FatalError"], ["a", 0, 2, "succeeded", null], ["b", 0, 1, "succeeded", null]]
       )
     }).pipe(Effect.provide(env())))
 
-  it.effect("claimed from a dead run at a revisit: the abandoned attempt carries the pending visit", () =>
+  it.effect("claimed from a dead run at a revisit: the abandoned attempt carries the pending visit and its reserved number", () =>
     Effect.gen(function*() {
       let broken = true
       const gen = Task.sync("gen", (n: number, ctx) => n + ctx.visit)
-      const check = Task.make("check", (n: number, ctx) =>
-        ctx.visit === 1 && broken ? Effect.fail(new FatalError({ message: "x" })) : Effect.succeed(n))
+      // a retryable failure: the next number (2) is reserved with it, then the run is stopped
+      // before attempt 2 begins (its retry waits a minute)
+      const check = Task.make("check", { retry: { maxAttempts: 3, base: "1 minute", jitter: "none" } }, (n: number, ctx) =>
+        ctx.visit === 1 && broken ? Effect.fail(new RetryableError({ message: "x", errorClass: "upstream" })) : Effect.succeed(n))
       const judge = Task.sync("judge", (n: number, ctx) => ctx.visit === 0 ? Handoff.rewind("check", n) : n)
       const template = Pipeline.fromTasks("abandoned-visit", [gen, check, judge], {
         control: { rewind: { judge: ["check"] }, maxHandoffs: 2 }
       })
       const spec = template.bind(1)
-      assert.strictEqual((yield* Runner.run([spec])).stats.byState.failed, 1)
+      const fiber = yield* Effect.fork(Runner.run([spec], { stopAfter: "2 seconds", grace: "1 second" }))
+      for (let i = 0; i < 6; i++) {
+        yield* Effect.forEach(Array.from({ length: 50 }), () => Effect.yieldNow(), { discard: true })
+        yield* TestClock.adjust("500 millis")
+      }
+      assert.strictEqual((yield* Fiber.join(fiber)).stats.byState.interrupted, 1)
       const store = yield* Store
       yield* store.updatePipeline(spec.pipelineId, { state: "running", runId: "dead-run" as never, updatedAt: 0 })
       broken = false
       assert.strictEqual((yield* Runner.run([spec], { resume: true })).stats.byState.succeeded, 1)
-      const abandoned = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.errorType === "Abandoned")
-      assert.deepStrictEqual(abandoned.map((x) => [x.taskName, x.seq, x.visit, x.attemptNo, x.taskRunId.includes(":1#1:abandoned:")]), [
-        ["check", 1, 1, 0, true]
+      const checks = (yield* attemptsOf(spec.pipelineId)).filter((x) => x.taskName === "check")
+      assert.deepStrictEqual(checks.map((x) => [x.visit, x.attemptNo, x.errorType]), [
+        [0, 1, null],
+        [1, 1, "RetryableError"],
+        [1, 2, "Abandoned"],
+        [1, 3, null]
       ])
+      assert.isTrue(checks[2]!.taskRunId.includes(":1#1:abandoned:"))
     }).pipe(Effect.provide(env())))
 
   it.effect("a row whose traversal state is missing is refused (corrupt visit checkpoint); freshRestart fixes it", () => {
@@ -688,10 +746,16 @@ describe("Runner with control: attempt numbers and recovery", () => {
       yield* Runner.run([spec])
       broken = false
       faults.hideState = true
-      const refused = yield* Runner.run([spec])
+      const finished: Array<PipelineRecord> = []
+      const refused = yield* Runner.run([spec], { onPipelineFinished: (r) => Effect.sync(() => finished.push(r)) })
       assert.strictEqual(refused.stats.byState.succeeded ?? 0, 0)
+      // accounted as this run's failure, with the cause and the fix, like any failed pipeline
+      assert.strictEqual(refused.stats.byState.failed, 1)
+      assert.deepStrictEqual(finished.map((r) => [r.state, r.runId, r.errorType]), [["failed", refused.runId, "CorruptCheckpoint"]])
+      assert.include(finished[0]!.errorMessage ?? "", "corrupt visit checkpoint: missing traversal state; fix: resume with --fresh-restart")
       const events = yield* eventsOf(spec.pipelineId, "pipeline.corrupt_checkpoint")
       assert.include((events[0]!.data as { error: string }).error, "corrupt visit checkpoint: missing traversal state")
+      assert.include((events[0]!.data as { fix: string }).fix, "--fresh-restart")
       const fresh = yield* Runner.run([spec], { freshRestart: true })
       assert.strictEqual(fresh.stats.byState.succeeded, 1)
     }).pipe(Effect.provide(env({}, faults)))

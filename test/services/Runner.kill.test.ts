@@ -55,6 +55,56 @@ describe("Runner crash safety (real processes, real SQLite)", () => {
     expect(reruns).toBeLessThanOrEqual(5 * 8)
   }, 240_000)
 
+  it("after SIGKILL, the abandoned attempt of a pipeline that was only waiting for a worker slot says it may not have started", async () => {
+    const db = path.join(dir, "waiting.db")
+    const log = path.join(dir, "waiting.log")
+    const starts = path.join(dir, "waiting.starts")
+    // one worker slot, a long first task: one pipeline runs, the others are admitted (their
+    // rows durable, `running`) and wait for the slot
+    const child = spawn(process.execPath, ["--import", loader, path.join(root, "test/fixtures/runner/killable.ts"), db, log, "6", "1", "60000", "1"], {
+      cwd: root,
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, KILLABLE_STARTS: starts }
+    })
+    const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()))
+    const running = () => {
+      if (!fs.existsSync(db)) return 0
+      try {
+        const conn = new Database(db, { readonly: true, fileMustExist: true })
+        try {
+          return (conn.prepare("SELECT count(*) AS n FROM pipelines WHERE state = 'running'").get() as { n: number }).n
+        } finally {
+          conn.close()
+        }
+      } catch {
+        return 0
+      }
+    }
+    await waitFor(() => (fs.existsSync(starts) && fs.readFileSync(starts, "utf8").length > 0 && running() >= 3) || child.exitCode !== null, 60_000)
+    child.kill("SIGKILL")
+    await exited
+    await new Promise((r) => setTimeout(r, 600))
+    const startedInRun1 = new Set(
+      fs.readFileSync(starts, "utf8").trim().split("\n").map((l) => l.split(" ")).filter((w) => w[0] === "1").map((w) => `${w[1]} ${w[2]}`)
+    )
+    expect(startedInRun1.size).toBe(1)
+
+    const resumed = start(db, log, 6, 2)
+    expect(await resumed.exited, resumed.stderr()).toBe(0)
+    expect(pipelineStates(db).get("succeeded")).toBe(6)
+    const conn = new Database(db, { readonly: true })
+    const abandoned = conn.prepare(
+      "SELECT pipeline_id, seq, error_message FROM attempts WHERE error_type = 'Abandoned'"
+    ).all() as Array<{ pipeline_id: string; seq: number; error_message: string }>
+    conn.close()
+    // the waiting pipelines were claimed from the dead run: each gets its abandoned row, and a
+    // row whose attempt never started does not claim that it ran
+    const neverStarted = abandoned.filter((a) => !startedInRun1.has(`${a.pipeline_id} ${a.seq}`))
+    expect(neverStarted.length).toBeGreaterThanOrEqual(2)
+    for (const a of abandoned) expect(a.error_message).toMatch(/may not have started/)
+    for (const a of abandoned) expect(a.error_message).not.toMatch(/while it was in flight/)
+  }, 180_000)
+
   it("on SIGINT exits 130 with rows interrupted, and resume completes exactly the rest", async () => {
     const db = path.join(dir, "sigint.db")
     const log = path.join(dir, "sigint.log")

@@ -551,11 +551,15 @@ describe("Runner: resume rules", () => {
       const id = template.bind(1).pipelineId
       yield* store.updatePipeline(id, { state: "failed", nTasksDone: 7, updatedAt: 1 })
       ran.length = 0
-      yield* Runner.run(template.map([1]))
+      const report = yield* Runner.run(template.map([1]))
       assert.deepStrictEqual(ran, [])
+      // counted as this run's failure (summary, report, exit code), its cause and fix on the row
+      assert.strictEqual(report.stats.byState.failed, 1)
       const row = Option.getOrThrow(yield* store.getPipeline(id))
       assert.strictEqual(row.state, "failed")
       assert.strictEqual(row.nTasksDone, 7)
+      assert.strictEqual(row.runId, report.runId)
+      assert.include(row.errorMessage ?? "", "cursor 7 is past the last task")
       assert.strictEqual(yield* store.countEvents({ kind: "pipeline.corrupt_cursor" }), 1)
     }).pipe(Effect.provide(env())))
 

@@ -311,7 +311,7 @@ layer(FixtureLive, { excludeTestServices: true, timeout: "30 seconds" })("StatsS
           ["/stats?run_id=%20", `"run_id": must not be empty`],
           ["/pipelines?after=garbage", `"after": is not a cursor returned by /pipelines`],
           ["/pipelines?state=bogus", `"state": must be one of pending, running, succeeded, failed, interrupted, got "bogus"`],
-          ["/export?rows=nope", `"rows": must be one of pipelines, tasks, attempts, events, artifacts, results, handoffs, got "nope"`],
+          ["/export?rows=nope", `"rows": must be one of pipelines, tasks, attempts, events, artifacts, results, handoffs, resources, pools, got "nope"`],
           ["/export?format=xml", `"format": must be one of jsonl, json, csv, got "xml"`],
           ["/export?rows=events&state=failed", `"state": filters results or pipelines rows only`],
           ["/export?state=weird&format=xml", `"format": must be one of jsonl, json, csv, got "xml"; "state": must be one of pending, running, succeeded, failed, interrupted, got "weird"`]

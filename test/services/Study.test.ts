@@ -505,23 +505,23 @@ describe("Study.run", () => {
         objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "calls", direction: "minimize" }]
       })
       const report = yield* Study.run(study)
-      // the window starts v02 once v01 submitted its last case; v01's success then stops the
-      // study: v02 (started) drains to its end, v03 never starts
-      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
-      assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
+      // the window holds v01 until its last pipeline ended (issue 16, t16c: not only until it
+      // submitted its last case); v01's success then stops the study: v02 and v03 never start
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "not_started", "not_started"])
+      assert.deepStrictEqual(report.notStarted, ["p1-v02-r1", "p1-v03-r1"])
       assert.strictEqual(report.stop?.condition.when, "successfulTrials")
       assert.strictEqual(report.status, "stopped_with_results")
-      assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v02-r1"])
+      assert.deepStrictEqual(report.eligible, ["p1-v01-r1"])
       // a trial that never started has no metrics: the built-in calls (0) is not printed as partial
       assert.deepStrictEqual(report.trials[2]!.metrics, {})
       const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not_started"))!
       assert.notInclude(line, "partial")
-      // resume: the trials settled earlier count (2 succeeded), so the condition holds before
-      // anything starts: v03 stays not started and the study stays stopped with results
+      // resume: the trial settled earlier counts (1 succeeded), so the condition holds before
+      // anything starts: v02 and v03 stay not started and the study stays stopped with results
       const rest = yield* Study.run(study, { resume: true })
       assert.strictEqual(rest.stop?.condition.when, "successfulTrials")
-      assert.strictEqual(rest.stop?.reason, "2 trials succeeded (the condition asks for 1)")
-      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "succeeded", "not_started"])
+      assert.strictEqual(rest.stop?.reason, "1 trial succeeded (the condition asks for 1)")
+      assert.deepStrictEqual(rest.trials.map((t) => t.status), ["succeeded", "not_started", "not_started"])
       assert.strictEqual(rest.status, "stopped_with_results")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 

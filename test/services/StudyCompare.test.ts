@@ -16,6 +16,7 @@ import * as Task from "../../src/domain/Task.js"
 import * as Study from "../../src/services/Study.js"
 import * as StudyCompare from "../../src/services/StudyCompare.js"
 import * as Suite from "../../src/services/Suite.js"
+import { renderStudyPage } from "../../src/services/internal/studyPage.js"
 import * as StudyView from "../../src/services/internal/studyView.js"
 import { StudyCatalog } from "../../src/services/StudyCatalog.js"
 import { SuiteCatalog } from "../../src/services/SuiteCatalog.js"
@@ -40,6 +41,8 @@ interface HandMade {
   readonly reverse?: boolean
   /** Every output also carries `score`: a pseudo-random number in [0, 1) per (trial, case). */
   readonly noisy?: boolean
+  /** Overrides `correct` per trial: whether case `n` of trial `trialId` is answered correctly. */
+  readonly correctOf?: (trialId: string, n: number) => boolean | undefined
 }
 
 /** A pseudo-random number in [0, 1) from a string (FNV-1a then fmix32; deterministic test noise). */
@@ -86,7 +89,7 @@ const handMade = (o: HandMade) => {
           }
           return {
             n,
-            correct: o.correct[arm]!.has(n),
+            correct: o.correctOf?.(trialId, n) ?? o.correct[arm]!.has(n),
             usage: { promptTokens: 60, completionTokens: 40 },
             ...(o.noisy === true ? { score: noise(`${trialId}/${n}`) } : {})
           }
@@ -255,7 +258,11 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       assert.strictEqual(hits.paired!.difference.estimate, 10)
       assert.deepStrictEqual([hits.paired!.candidateWins, hits.paired!.baselineWins, hits.paired!.ties], [12, 2, 26])
       assert.include(hits.paired!.difference.method, "paired percentile bootstrap over cases (the trial's sum recomputed per repeat")
-      assert.isTrue(hits.sufficiency.sufficient)
+      // ...widened by the spread of the per-repeat differences (issue 16, t16c): the trial is
+      // measured once per repeat, so with 2 repeats (< 3) no claim is made on it
+      assert.include(hits.paired!.difference.method, "spread of the 2 per-repeat differences")
+      assert.isFalse(hits.sufficiency.sufficient)
+      assert.strictEqual(hits.sufficiency.reason, "insufficient sample: 2 repeats (< 3)")
       assert.strictEqual(c.metrics.find((m) => m.name === "hits")!.level, "trial")
       // a value only the trial has (tokensIn) compares its repeats: Student's t, a repeat-level claim
       const tokens = v02.vsBaseline.tokensIn!
@@ -295,7 +302,10 @@ describe("StudyMetrics: built-in runtime metrics of a real run", () => {
       assert.deepStrictEqual(v.tokensOut!.perRepeat, [200])
       assert.deepStrictEqual(v.retries!.perRepeat, [5])
       assert.deepStrictEqual(v.rateLimited!.perRepeat, [5])
-      assert.deepStrictEqual(v.costUsd!.perRepeat, [0])
+      // the hand-made model has no price: its calls are unpriced, so the cost is unknown (no value), never $0
+      assert.deepStrictEqual(v.costUsd!.perRepeat, [null])
+      assert.include(v.costUsd!.aggregation, "5 call(s) had tokens but no price")
+      assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("costUsd: ") && l.includes("no price")))
       assert.isNumber(v.wallMs!.perRepeat[0])
       assert.isNumber(v.latencyP95Ms!.perRepeat[0])
       for (const m of ["calls", "tokensIn", "tokensOut", "tokens", "costUsd", "wallMs", "latencyP95Ms", "retries", "rateLimited"]) {
@@ -424,6 +434,15 @@ describe("StudyCompare: the report is a pinned function of the stored study", ()
       const e = yield* StudyCompare.evidence(input, "accuracy", "v03", { seed: 11, worst: 3, best: 2 })
       const golden = [JSON.stringify(c), StudyCompare.renderText(c), StudyCompare.renderMarkdown(c), JSON.stringify(e), StudyCompare.renderEvidence(e)].join("\n")
       yield* Effect.promise(() => expect(golden).toMatchFileSnapshot("__snapshots__/StudyCompare.golden.txt"))
+      // the dashboard's study page names who dominates a variant, in both Pareto columns
+      const page = renderStudyPage(c)
+      // the compare table's row (the design table lists the variants too, without Pareto cells)
+      const row = (id: string) =>
+        page.split(`<tr data-variant="${id}">`).slice(1).map((r) => r.slice(0, r.indexOf("</tr>"))).find((r) => r.includes("pareto-strict")) ?? ""
+      assert.include(row("v01"), `<td class="pareto-strict">no <span class="by">(dominated by v02, v03)</span></td>`)
+      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span></td>`)
+      assert.include(row("v03"), `<td class="pareto-strict">no <span class="by">(dominated by v02)</span></td><td class="pareto-uncertain">yes</td>`)
+      assert.include(row("v02"), `<td class="pareto-strict">yes</td><td class="pareto-uncertain">yes</td>`)
     }).pipe(Effect.provide(studyEnv("golden"))))
 })
 
@@ -469,6 +488,69 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       assert.include(JSON.stringify(c), line)
     }).pipe(Effect.provide(studyEnv("hand"))))
 
+  it.effect("a variant excluded by a hard constraint takes no part in the draws: every metric's method counts the variants resampled together", () =>
+    Effect.gen(function*() {
+      // v03 answers 10 of 40 (0.25): it breaks accuracy >= 0.75 and none of its trials is compared
+      const { input, study } = handMade({
+        correct: [CAND, CAND, new Set(range(0, 10))],
+        cases: 40,
+        metrics: [accuracy, { name: "hits", reducer: "sum", from: { output: "correct" } }],
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.75 } }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[2]!.trials.map((t) => t.compared), [false])
+      for (const metric of ["accuracy", "hits"]) {
+        const method = c.variants[0]!.values[metric]!.interval!.method
+        assert.include(method, "(case draws shared by 2 variants)", `${metric}: ${method}`)
+        assert.include(c.variants[1]!.vsBaseline[metric]!.paired!.difference.method, "(case draws shared by 2 variants)", metric)
+      }
+      assert.notInclude(StudyCompare.renderText(c), "shared by 3 variants")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("a variant whose mean over ALL its repeats breaks a hard constraint is not a candidate, and is not valued over its lucky repeat", () =>
+    Effect.gen(function*() {
+      // v02: repeat 1 answers 20 of 40 (0.5, breaks >= 0.75 and is dropped), repeat 2 answers 36 (0.9, passes):
+      // over both it is 0.7 < 0.75, yet its surviving repeat alone reads 0.9
+      const { input, study } = handMade({
+        correct: [CAND, CAND],
+        cases: 40,
+        repeats: 2,
+        correctOf: (trialId, n) => trialId === "p1-v02-r1" ? n < 20 : trialId === "p1-v02-r2" ? n < 36 : undefined,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.75 } }],
+        analysis: { minPairedCases: 3, minRepeats: 1 }
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const v02 = c.variants[1]!
+      assert.deepStrictEqual(v02.trials.map((t) => t.compared), [false, false])
+      assert.strictEqual(v02.values.accuracy!.mean, null)
+      assert.notInclude(c.conclusion.candidates, "v02")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
+      const line = "v02: hard constraint accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeat(s) (the 1 repeat(s) that passed alone read 0.9000: survivorship); no repeat of it is compared"
+      assert.include(v02.breaches, line)
+      assert.include(c.conclusion.limitations, `${line}: v02 is not a candidate`)
+      assert.include(StudyCompare.renderText(c), `${line}: v02 is not a candidate`)
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("a baseline excluded by a hard constraint on its mean: the report says so, not that it has no successful trial (issue 16, t16c)", () =>
+    Effect.gen(function*() {
+      // the baseline v01: repeat 1 answers 20 of 40 (0.5, dropped), repeat 2 answers 36 (0.9, succeeded): mean 0.7 < 0.75
+      const { input, study } = handMade({
+        correct: [CAND, CAND],
+        cases: 40,
+        repeats: 2,
+        correctOf: (trialId, n) => trialId === "p1-v01-r1" ? n < 20 : trialId === "p1-v01-r2" ? n < 36 : undefined,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.75 } }],
+        analysis: { minPairedCases: 3, minRepeats: 1 }
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const text = c.conclusion.limitations.join("\n")
+      assert.notInclude(text, "has no successful trial")
+      assert.include(text, "the baseline v01 is excluded by a hard constraint on its mean (accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeat(s)): none of its 1 successful trial(s) is compared, so there is no paired comparison")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
   it("never \"significant\" on a line whose interval includes 0: when the test and the interval disagree, the line says so and claims no difference", () => {
     const versus = (lower: number, upper: number, b: number, c: number): StudyCompare.VersusBaseline => ({
       paired: {
@@ -493,6 +575,13 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
     const other = StudyCompare.versusText(versus(0.025, 0.225, 2, 6), 0.95)
     assert.include(other, "exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases) ≥ 0.05")
     assert.include(other, "the interval and the test disagree: no difference claimed")
+    assert.include(disagree, "the exact test counts the discordant cases only")
+    // the interval excludes 0 and the test rejects, but not once Holm-adjusted for the report's
+    // other tests: the line says that the adjustment is why
+    const holm = StudyCompare.versusText({ ...versus(0.05, 0.3, 2, 12), adjustedPValue: 0.05176 }, 0.95)
+    assert.include(holm, "exact McNemar p = 0.01294 (Holm-adjusted 0.05176) (candidate better in 12 vs baseline in 2 discordant cases) ≥ 0.05")
+    assert.include(holm, "the interval and the test disagree: no difference claimed (the interval is this comparison's alone; the test's p-value is adjusted for all the report's exact tests (Holm)")
+    assert.notMatch(holm, /(?<!not )significant/)
     // both agree: the usual wording
     assert.include(StudyCompare.versusText(versus(0.05, 0.3, 2, 12), 0.95), "the 95% interval excludes 0; exact McNemar p = 0.01294 (candidate better in 12 vs baseline in 2 discordant cases), significant at 95%")
     assert.include(StudyCompare.versusText(versus(-0.025, 0.225, 2, 6), 0.95), "the 95% interval includes 0: no difference shown; exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases), not significant at 95%")
@@ -579,4 +668,50 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       const backward = yield* orderRun(true)
       assert.strictEqual(backward, forward)
     }))
+})
+
+describe("StudyCompare: unusual but legal studies read right (issue 16, study16d)", () => {
+  it.effect("variants that tie exactly share weighted rank 1 (the order among them says nothing)", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 25))
+      const { input, study } = handMade({ id: "ties", correct: [same, same, same], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants.map((v) => v.rank), [1, 1, 1])
+      const text = StudyCompare.renderText(c)
+      assert.notInclude(text, "weighted rank 2")
+      assert.notInclude(text, "weighted rank 3")
+    }).pipe(Effect.provide(studyEnv("ties"))))
+
+  it.effect("one variant: the section against the baseline says there is nothing to compare, in text and Markdown", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "alone", correct: [new Set(range(0, 20))], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
+        const after = text.slice(text.search(/against the baseline/i))
+        assert.match(after.split("\n")[1]!, /nothing to compare: no other variant has a compared trial/)
+      }
+    }).pipe(Effect.provide(studyEnv("alone"))))
+
+  it.effect("an objective metric no trial has: no variant is called dominated, no weighted-ranking caveat without a ranking", () =>
+    Effect.gen(function*() {
+      const ghost: DomainStudy.MetricDecl = { name: "ghost", reducer: "mean", from: { output: "missing" }, direction: "maximize" }
+      const { input, study } = handMade({
+        id: "ghost",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 1,
+        metrics: [accuracy, ghost],
+        objectives: [{ metric: "ghost", direction: "maximize" }, { metric: "accuracy", direction: "maximize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.conclusion.candidates, [])
+      const text = StudyCompare.renderText(c)
+      assert.notInclude(text, "Pareto: dominated")
+      assert.include(text, "Pareto: not placed (no value for ghost)")
+      assert.notInclude(text, "the weighted ranking depends on")
+      assert.include(text, "objective ghost has no value for v01, v02")
+    }).pipe(Effect.provide(studyEnv("ghost"))))
 })

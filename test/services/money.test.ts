@@ -6,7 +6,7 @@ describe("formatUsd", () => {
   it("never rounds a small cost to zero, never prints an exponent, shows cents from a dollar up", () => {
     assert.deepStrictEqual(
       [0, 1.2e-7, 0.0000123, 0.00018, 0.0012, 0.0099, 0.05, 3.4, 1234.5].map(formatUsd),
-      ["$0", "$0.00000012", "$0.000012", "$0.00018", "$0.0012", "$0.0099", "$0.050", "$3.40", "$1234.50"]
+      ["$0", "$0.00000012", "$0.000012", "$0.00018", "$0.0012", "$0.0099", "$0.05", "$3.40", "$1234.50"]
     )
   })
 })
@@ -17,6 +17,9 @@ describe("formatUsd: small amounts keep their value", () => {
       [0.011, 0.0113, 0.095, 0.5, 0.996, 1.234].map(formatUsd),
       ["$0.011", "$0.011", "$0.095", "$0.50", "$1.00", "$1.23"]
     )
+  })
+  it("no trailing zero past the cents: $0.0090 reads $0.009, $0.00040 reads $0.0004 (issue 18)", () => {
+    assert.deepStrictEqual([0.009, 0.0004, 0.1, 0.05].map(formatUsd), ["$0.009", "$0.0004", "$0.10", "$0.05"])
   })
 })
 

@@ -376,6 +376,12 @@ export interface ProviderSim {
    * request rate and its token rate over the tokens a request takes (`tokensPerRequest`).
    */
   readonly capacityAt: (name: string, offsetMs: number, tokensPerRequest: number) => number
+  /**
+   * The client's own event-loop stalls (`loopStalls` of {@link makeProviders}) as the
+   * `adaptive` algorithm's `loopDelay` reads them: the stalled ms within a span of simulated
+   * epoch ms (0 without `loopStalls`).
+   */
+  readonly loopDelay: { readonly stalledMs: (fromMs: number, toMs: number) => number }
 }
 
 /** Prompt tokens, estimated as providers' rule of thumb: 4 characters a token, plus 4 a message. */
@@ -398,9 +404,37 @@ const promptTokensOf = (request: HttpClientRequest.HttpClientRequest): number =>
  */
 export const makeProviders = (
   providers: ReadonlyArray<ProviderSpec>,
-  options: { readonly seed?: number; readonly startMs?: number } = {}
+  options: {
+    readonly seed?: number
+    readonly startMs?: number
+    /**
+     * The client's event loop stalls for `stallMs` every `everyMs` (simulated, from the start:
+     * `[k × everyMs, k × everyMs + stallMs)`), as on a machine starved of CPU: a request sent
+     * during a stall leaves at its end, an answer arriving during one is read at its end (the
+     * server's latency is unchanged; the client measures more).
+     */
+    readonly loopStalls?: { readonly everyMs: number; readonly stallMs: number } | undefined
+  } = {}
 ): ProviderSim => {
   const startMs = options.startMs ?? 0
+  const stalls = options.loopStalls
+  /** When the stall that holds simulated epoch ms `t` ends (`t` itself when none holds it). */
+  const stallEnd = (t: number): number => {
+    if (stalls === undefined) return t
+    const off = t - startMs
+    const into = off - Math.floor(off / stalls.everyMs) * stalls.everyMs
+    return into < stalls.stallMs ? t + (stalls.stallMs - into) : t
+  }
+  const stalledMs = (fromMs: number, toMs: number): number => {
+    if (stalls === undefined || !(toMs > fromMs)) return 0
+    let sum = 0
+    for (let k = Math.floor((fromMs - startMs) / stalls.everyMs); startMs + k * stalls.everyMs < toMs; k++) {
+      const a = startMs + k * stalls.everyMs
+      const overlap = Math.min(a + stalls.stallMs, toMs) - Math.max(a, fromMs)
+      if (overlap > 0) sum += overlap
+    }
+    return sum
+  }
   const rng = Random.make(options.seed ?? 0)
   const byName = new Map(providers.map((p) => [p.name, new Provider(p, startMs)]))
   const log: Array<SimRequest> = []
@@ -437,6 +471,9 @@ export const makeProviders = (
       if (p === undefined) {
         return yield* new HttpClientError.RequestError({ request, reason: "Transport", description: `no provider ${name}` })
       }
+      const sent = yield* Clock.currentTimeMillis
+      // sent during a stall of the client's loop: it leaves when the loop runs again
+      if (stallEnd(sent) > sent) yield* Effect.sleep(Duration.millis(stallEnd(sent) - sent))
       const now = yield* Clock.currentTimeMillis
       p.tick(now)
       const completion = p.spec.completionTokens ?? 20
@@ -477,6 +514,8 @@ export const makeProviders = (
       const done = yield* Clock.currentTimeMillis
       p.tick(done)
       log.push({ provider: name, atMs, status: 200, latencyMs, tokens })
+      // answered during a stall of the client's loop: read when the loop runs again
+      if (stallEnd(done) > done) yield* Effect.sleep(Duration.millis(stallEnd(done) - done))
       const headers = p.spec.signals === "headers" ? limitHeaders(p, done) : {}
       const promptTokens = tokens - completion
       return respond(request, 200, {
@@ -493,6 +532,7 @@ export const makeProviders = (
     providers,
     log,
     baseUrl: (name) => `http://sim.invalid/${name}/v1`,
+    loopDelay: { stalledMs },
     capacityAt: (name, offsetMs, tokensPerRequest) => {
       const p = byName.get(name)
       if (p === undefined) return 0

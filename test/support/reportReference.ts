@@ -13,11 +13,15 @@ import * as Export from "../../src/services/internal/export.js"
 import { beats, latencyOf } from "../../src/services/internal/merge.js"
 import { type Accounting, formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
 import type { AccountingFigures, ReadError, TaskStore } from "../../src/services/Store.js"
+import { roundUsd } from "../../src/domain/Pricing.js"
 
-/** A total's cost as the report must give it: unknown (null), not $0, when no call in it had a price. */
+/**
+ * A total's cost as the report must give it: unknown (null), not $0, when no call in it had a
+ * price; else rounded to 1e-9 USD (`Pricing.roundUsd`, the precision of each call's cost).
+ */
 const honest = <A extends { readonly costUsd: number | null; readonly unpriced: number }>(a: A): A => ({
   ...a,
-  costUsd: a.unpriced > 0 && a.costUsd === 0 ? null : a.costUsd
+  costUsd: a.costUsd === null || (a.unpriced > 0 && a.costUsd === 0) ? null : roundUsd(a.costUsd)
 })
 
 const leaseTarget = (leaseId: string): string => {
@@ -40,7 +44,7 @@ export const referenceReport = (
     const all = options.runId === "all"
 
     // run selection, per store: undefined = no run filter (all)
-    const selected: Array<{ source: string; store: TaskStore; runs: ReadonlyArray<RunRecord> }> = []
+    const selected: Array<{ source: string; store: TaskStore; runs: ReadonlyArray<RunRecord>; runsInStore: number }> = []
     for (const s of stores) {
       const runs = yield* s.store.listRuns
       const chosen = all
@@ -48,7 +52,7 @@ export const referenceReport = (
         : options.runId === undefined
         ? runs.slice(-1) // listRuns is oldest first
         : runs.filter((r) => r.runId === options.runId)
-      selected.push({ ...s, runs: chosen })
+      selected.push({ ...s, runs: chosen, runsInStore: runs.length })
     }
     if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
       return yield* new ConfigError({
@@ -211,6 +215,15 @@ export const referenceReport = (
       .slice(0, errorsLimit)
       .map(({ p, source }) => ({ ...errorRowOf(p), source }))
 
+    // the whole experiment when the selection leaves runs out: every attempt of every store
+    const experiment = selected.some((s) => s.runs.length < s.runsInStore)
+        ? yield* Effect.map(
+          Effect.reduce(selected, zeroOnce(), (acc, s) =>
+            Effect.as(Stream.runForEach(s.store.streamAttempts({}), (a) => Effect.sync(() => addOnce(acc, a))), acc)),
+          (f) => ({ ...honest(f), runs: selected.reduce((n, s) => n + s.runsInStore, 0) })
+        )
+        : undefined
+
     return {
       stores: stores.map((s) => s.source),
       selection: all ? "all" : options.runId ?? "latest",
@@ -235,6 +248,7 @@ export const referenceReport = (
       ),
       accounting: (() => {
         const pools = new Map<string, Accounting>()
+        const counts = new Map<string, { resources: number; attempts: number }>()
         const add = (a: Accounting, b: Accounting): Accounting => ({
           tokensIn: a.tokensIn + b.tokensIn,
           tokensOut: a.tokensOut + b.tokensOut,
@@ -246,6 +260,8 @@ export const referenceReport = (
         for (const r of resources) {
           const { tokensIn, tokensOut, costUsd, estimated, unpriced } = r
           pools.set(r.pool, add(pools.get(r.pool) ?? none, { tokensIn, tokensOut, costUsd, estimated, unpriced }))
+          const c = counts.get(r.pool) ?? { resources: 0, attempts: 0 }
+          counts.set(r.pool, { resources: c.resources + 1, attempts: c.attempts + r.attempts })
         }
         const resourcesSum = Array.from(pools.values()).reduce(add, none)
         const by = options.pipelinesBy ?? "cost"
@@ -260,8 +276,9 @@ export const referenceReport = (
           .map(({ source, ...f }) => ({ ...f, source }))
         return {
           total: honest(total),
+          ...(experiment === undefined ? {} : { experiment }),
           runs: runAccounting.map(honest),
-          pools: Array.from(pools, ([pool, a]) => honest({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+          pools: Array.from(pools, ([pool, a]) => honest({ pool, ...counts.get(pool)!, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
           resourcesSum: honest(resourcesSum),
           multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
             (resourcesSum.costUsd ?? 0) > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||

@@ -277,7 +277,7 @@ export const sourceOf = (
   def: Definition,
   baseDir: string,
   issues: Array<ConfigIssue>,
-  scanMode: "head" | "full"
+  scanMode: "head" | "full" | "none"
 ): Effect.Effect<SourceSpec | undefined, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const s = def.source
@@ -294,6 +294,8 @@ export const sourceOf = (
     }
     if (s.jsonl !== undefined) {
       const p = path.resolve(baseDir, s.jsonl.path)
+      // store-only readers (study report, export, template): the data set is never read
+      if (scanMode === "none") return { kind: "jsonl", path: p, limit: s.jsonl.limit, keyScan: undefined, scan: undefined, keyField: s.keyField, repeats }
       const fs = yield* FileSystem.FileSystem
       const exists = yield* Effect.orElseSucceed(fs.exists(p), () => false)
       if (!exists) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
@@ -511,7 +513,7 @@ export const build = (
     readonly baseDir: string
     readonly plugins: Plugins.PluginRegistry
     readonly unresolved: ReadonlyArray<{ name: string; path: string }>
-    readonly scanKeys: "head" | "full"
+    readonly scanKeys: "head" | "full" | "none"
   },
   issues: Array<ConfigIssue>
 ): Effect.Effect<Experiment | undefined, never, FileSystem.FileSystem> =>
@@ -608,9 +610,12 @@ export const build = (
           keyField
         }))
         : template.map(seeds(limit), { repeats: source.repeats })
-    const warnings = source.kind === "jsonl" && source.scan !== undefined
-      ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
-      : []
+    const warnings = [
+      ...(source.kind === "jsonl" && source.scan !== undefined
+        ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
+        : []),
+      ...unpricedModelWarnings(def)
+    ]
     const experiment: Experiment = {
       file: ctx.file,
       format: ctx.format,
@@ -660,3 +665,69 @@ export const build = (
     }
     return experiment
   })
+
+/** The models the tasks of a definition name (`options.model`), by the pool they lease from. */
+const taskModelsByPool = (def: Definition): Map<string, Set<string>> => {
+  const out = new Map<string, Set<string>>()
+  const visit = (entries: ReadonlyArray<unknown>, inherited: string | undefined) => {
+    for (const e of entries) {
+      if (e === null || typeof e !== "object") continue
+      const entry = e as { readonly resource?: unknown; readonly options?: unknown; readonly tasks?: unknown }
+      const pool = typeof entry.resource === "string" ? entry.resource : inherited
+      const model = entry.options !== null && typeof entry.options === "object"
+        ? (entry.options as Record<string, unknown>)["model"]
+        : undefined
+      if (typeof model === "string" && model !== "") {
+        const key = pool ?? "llm"
+        out.set(key, (out.get(key) ?? new Set()).add(model))
+      }
+      if (Array.isArray(entry.tasks)) visit(entry.tasks, pool)
+    }
+  }
+  visit(def.pipeline.tasks as ReadonlyArray<unknown>, def.pipeline.resource)
+  return out
+}
+
+/**
+ * One `warning:` line per pool resource whose model has no price while the experiment prices
+ * model calls (a top-level `pricing` table, or a resource's own table): its calls would be
+ * counted as unpriced (`cost unpriced (N calls)`). The model in use is the one the tasks
+ * leasing from the pool name (`options.model`), else the resource's `options.model`; a
+ * resource with a single price of its own prices every model. The line names the resource,
+ * the model and the priced models, with a did-you-mean when one is close. Empty when nothing
+ * is priced at all (costs may then come from what the servers report).
+ */
+export const unpricedModelWarnings = (def: Definition): Array<string> => {
+  const table = def.pricing !== undefined ? Object.keys(def.pricing) : []
+  const pools = Object.entries(def.pools ?? {})
+  const ownTable = (pricing: unknown): Array<string> | "all" | undefined =>
+    pricing === undefined || pricing === null || typeof pricing !== "object"
+      ? undefined
+      : "inputPer1M" in pricing || "outputPer1M" in pricing
+      ? "all"
+      : Object.keys(pricing)
+  const anyPricing = table.length > 0 || pools.some(([, p]) => p.resources.some((r) => ownTable(r.pricing) !== undefined))
+  if (!anyPricing) return []
+  const byPool = taskModelsByPool(def)
+  const out: Array<string> = []
+  for (const [name, pool] of pools) {
+    pool.resources.forEach((r, i) => {
+      const own = ownTable(r.pricing)
+      if (own === "all") return
+      const resourceModel = r.options?.["model"]
+      const models = byPool.get(name) ?? new Set(typeof resourceModel === "string" && resourceModel !== "" ? [resourceModel] : [])
+      const priced = Array.from(new Set([...(own ?? []), ...table]))
+      for (const model of models) {
+        if (priced.includes(model)) continue
+        const near = closest(model, priced)
+        out.push(
+          `warning: pools.${name}.resources[${i}] (${r.id}): model "${model}" has no price (priced: ${
+            priced.length === 0 ? "none" : priced.map((m) => `"${m}"`).join(", ")
+          })${near !== undefined ? `; did you mean "${near}"?` : ""}: its calls will count as unpriced`
+        )
+      }
+    })
+  }
+  return out
+}
+

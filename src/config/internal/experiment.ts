@@ -95,9 +95,11 @@ export interface LoadOptions {
    * receive them rounded): `"head"` (default, what `run` does) reads the first
    * {@link KEY_SCAN_HEAD_ROWS} rows; `"full"` (what `validate` does) reads the whole file when
    * it is under {@link KEY_SCAN_FULL_MAX_BYTES}, else the first {@link KEY_SCAN_LARGE_ROWS}
-   * rows (the run checks the rest as it streams).
+   * rows (the run checks the rest as it streams); `"none"` (what the store-only readers use:
+   * `assay study report`, `evidence`, `export`, `template`) neither reads the file nor requires
+   * it to exist, so results moved without their data set still load.
    */
-  readonly scanKeys?: "head" | "full" | undefined
+  readonly scanKeys?: "head" | "full" | "none" | undefined
 }
 
 /**

@@ -9,6 +9,7 @@ import { ParseResult, type Schema } from "effect"
 import { FANOUT } from "../Config.js"
 import { allowedKeysAt, placesOfKey } from "./keys.js"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
+import * as Pricing from "../../domain/Pricing.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: paths, suggestions
@@ -84,14 +85,19 @@ export const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, 
     }
     const expected = /^Expected (.*), actual /s.exec(m)?.[1]
     if (expected === undefined) return undefined
+    // an optional field's "or undefined" is no form to write
+    if (expected === "undefined") continue
     const other = expected.startsWith("{") ? "an object" : expected === "boolean" ? "a boolean" : expected.length <= 30 ? expected : "another form"
     if (!others.includes(other)) others.push(other)
   }
   if (literals.length === 0 || literals.length + others.length < 2) return undefined
   const all = [...literals, ...others]
   const choices = all.length === 2 ? `${all[0]} or ${all[1]}` : `${all.slice(0, -1).join(", ")} or ${all[all.length - 1]}`
+  const strings = literals.filter((l) => l.startsWith("\"")).map((l) => JSON.parse(l) as string)
+  // the same characters in another order (`=>` for `>=`): too short for an edit distance to tell
+  const sorted = (x: string) => [...x].sort().join("")
   const near = typeof actual === "string"
-    ? closest(actual, literals.filter((l) => l.startsWith("\"")).map((l) => JSON.parse(l) as string))
+    ? strings.find((l) => l !== actual && l.length === actual.length && sorted(l) === sorted(actual)) ?? closest(actual, strings)
     : undefined
   return issue(p, `expected ${choices}, got ${JSON.stringify(actual)}`, near === undefined ? undefined : `did you mean ${JSON.stringify(near)}?`)
 }
@@ -114,12 +120,35 @@ export const argsNotAList = (p: string, text: string, task: unknown): ConfigIssu
   return issue(p, "is a list of the task's arguments, got a string", `args: [${JSON.stringify(text)}]`)
 }
 
+/**
+ * Where a Schema issue path enters a price: the path up to a resource's `pricing`
+ * (`…resources[0].pricing`, a single price or a table by model) or the experiment's top-level
+ * `pricing` table; `undefined` for any other path.
+ */
+const pricingRoot = (
+  p: ReadonlyArray<PropertyKey>
+): { readonly at: ReadonlyArray<PropertyKey>; readonly kind: "resource" | "table" } | undefined => {
+  if (p.length >= 2 && p[0] === "pricing") return { at: p.slice(0, 1), kind: "table" }
+  for (let k = 2; k < p.length; k++) {
+    if (p[k] === "pricing" && typeof p[k - 1] === "number" && p[k - 2] === "resources") {
+      return { at: p.slice(0, k + 1), kind: "resource" }
+    }
+  }
+  return undefined
+}
+
 export const decodeIssues = (
   error: ParseResult.ParseError,
   input: unknown,
   root?: Schema.Schema.Any
 ): Array<ConfigIssue> => {
   const raw = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // A price is checked by its own rules (`Pricing`), which pick the form the user meant by its
+  // shape: a resource's `pricing` is a union of one price and a table by model, and the
+  // Schema's report on a union lists every branch's complaints (`Expected ModelPrice, actual
+  // 2` beside the real typo), so a price's issues are replaced by one line per real problem
+  // (the Schema's lines are kept should those rules find none).
+  const prices = new Map<string, ReadonlyArray<ConfigIssue>>()
   const byPath = new Map<string, number>()
   for (const i of raw) byPath.set(formatPath(i.path), (byPath.get(formatPath(i.path)) ?? 0) + 1)
   const out: Array<ConfigIssue> = []
@@ -127,8 +156,33 @@ export const decodeIssues = (
   const merged = new Set<string>()
   for (const i of raw) {
     const p = formatPath(i.path)
-    // `NullOr(x)` adds "Expected null" next to the real problem: drop that noise.
-    if (i.message.startsWith("Expected null") && (byPath.get(p) ?? 0) > 1) continue
+    const price = pricingRoot(i.path)
+    if (price !== undefined) {
+      const at = formatPath(price.at)
+      let own = prices.get(at)
+      if (own === undefined) {
+        const value = valueAt(input, price.at)
+        own = price.kind === "resource" ? Pricing.resourcePricingIssues(value, at) : Pricing.tableIssues(value, at)
+        prices.set(at, own)
+        for (const entry of own) {
+          const k = `${entry.path}\u0000${entry.message}`
+          if (seen.has(k)) continue
+          seen.add(k)
+          out.push(entry)
+        }
+      }
+      if (own.length > 0) continue
+    }
+    // `NullOr(x)` adds "Expected null" next to the real problem, an optional field "Expected
+    // undefined": drop that noise.
+    if ((i.message.startsWith("Expected null") || i.message.startsWith("Expected undefined")) && (byPath.get(p) ?? 0) > 1) continue
+    // A union that also takes an object (`cache: true | "readWrite" | … | { mode, ttl }`),
+    // given an object with a mistake inside: the mistake's own line says it; the union's "expected
+    // … got {…}" at the object itself is noise.
+    if (
+      i._tag === "Type" && isRecord(valueAt(input, i.path)) &&
+      raw.some((j) => j.path.length > i.path.length && i.path.every((seg, k) => j.path[k] === seg))
+    ) continue
     if (merged.has(p)) continue
     let entry: ConfigIssue
     const atPath = raw.filter((j) => formatPath(j.path) === p && j._tag === "Type").map((j) => j.message)

@@ -11,11 +11,12 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, Either, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
-import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
+import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
 import * as Pricing from "../../domain/Pricing.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
+import * as OutputPath from "../../domain/internal/outputPath.js"
 import * as Study from "../../domain/Study.js"
 import * as Suite from "../../domain/Suite.js"
 import type * as Task from "../../domain/Task.js"
@@ -207,6 +208,11 @@ export interface LoadedStudy {
   readonly stop: ReadonlyArray<Study.StopCondition>
   readonly objectives: ReadonlyArray<Study.Objective>
   readonly metrics: ReadonlyArray<Study.MetricDecl>
+  /**
+   * The declared metrics' output paths that could not be checked against an output Schema when
+   * loading (see `Study.OutputCheck`): `Study.execute` checks them at the first succeeded pipeline.
+   */
+  readonly outputChecks: ReadonlyArray<Study.OutputCheck>
   readonly analysis: {
     readonly minPairedCases: number
     readonly minRepeats: number
@@ -388,6 +394,48 @@ const hasCodeTasks = (raw: unknown): boolean => {
  * adds to the base document (a code task's body is not in the document). Independent of the
  * variables' values, which enter a task's parameters, not its code.
  */
+/** File extensions of code a config may load (`use: ./tasks.ts#answer`, a source or algorithm module). */
+const CODE_FILE = /\.(?:[cm]?[jt]s|tsx|jsx)$/
+
+/**
+ * The local code files a base experiment loads, with the digest of each file's content, by
+ * path relative to the experiment's directory (sorted): every string of the experiment document
+ * that names a file path (`./x`, `../x` or absolute, before any `#export`) with a code
+ * extension and exists, and the experiment file itself when it is a module. Task functions
+ * are also digested by their own source (`Task.codeDigest`), but that misses the constants and
+ * helpers they use; the file's content does not. Not covered: what those files import (other
+ * local files, packages), data files read at run time, environment variables.
+ */
+const moduleDigests = (
+  raw: unknown,
+  baseDir: string,
+  experimentFile: string,
+  isModule: boolean
+): Effect.Effect<Record<string, string>, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const files = new Set<string>()
+    if (isModule) files.add(experimentFile)
+    const walk = (v: unknown): void => {
+      if (typeof v === "string") {
+        const spec = v.includes("#") ? v.slice(0, v.lastIndexOf("#")) : v
+        if ((spec.startsWith("./") || spec.startsWith("../") || path.isAbsolute(spec)) && CODE_FILE.test(spec)) files.add(path.resolve(baseDir, spec))
+      } else if (Array.isArray(v)) {
+        for (const x of v) walk(x)
+      } else if (isRecord(v)) {
+        for (const x of Object.values(v)) walk(x)
+      }
+    }
+    walk(raw)
+    const out: Record<string, string> = {}
+    for (const f of [...files].sort()) {
+      const bytes = yield* Effect.option(fs.readFile(f))
+      if (bytes._tag === "None") continue
+      out[path.relative(baseDir, f) || path.basename(f)] = digest(bytes.value).slice(0, 16)
+    }
+    return out
+  })
+
 const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
   tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
 
@@ -988,7 +1036,7 @@ export const load = (
     const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
     for (const v of variants) {
       if (experiments.has(v.id)) continue
-      const e = yield* checkVariant(v, "head")
+      const e = yield* checkVariant(v, options.scanKeys === "none" ? "none" : "head")
       if (Either.isLeft(e)) {
         for (const i of e.left.issues) {
           const k = `${i.path}\u0000${i.message}\u0000${i.suggestion ?? ""}`
@@ -1007,6 +1055,40 @@ export const load = (
     if (issues.length > 0) return yield* invalid(abs, issues)
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
+
+    // a declared metric's output path, checked before anything is spent: against the final
+    // task's output Schema when it declares one; else at the first succeeded pipeline of the run
+    // (Study.execute stops the study there when the path leads nowhere)
+    const outputChecks: Array<Study.OutputCheck> = []
+    {
+      const tasks = experiment.template.tasks
+      const last = experiment.template.control === undefined ? tasks[tasks.length - 1] : undefined
+      const schema = last?.outputSchema
+      declaredMetrics.forEach((m, i) => {
+        if (!("output" in m.from)) return
+        const at = `metrics[${i}].from.output`
+        const p = m.from.output
+        if (schema === undefined) {
+          if (p === "") return
+          outputChecks.push({ at, name: m.name, path: p })
+          warnings.push(
+            `warning: ${at}: "${p}" cannot be checked before the run (${
+              last === undefined ? "the pipeline's control flow decides which task's output is final" : `the final task ${last.name} declares no output schema`
+            }): it is checked against the first succeeded pipeline's output, and a path that leads nowhere stops the study there`
+          )
+          return
+        }
+        const r = OutputPath.checkSchemaPath(schema, p)
+        if (r._tag === "missing") {
+          issues.push(issue(
+            at,
+            `metric "${m.name}": ${OutputPath.describeMissing(p, r, `the output of task ${last!.name}`)}`,
+            r.near !== undefined ? `did you mean "${[...p.split(".").slice(0, r.segment), r.near].join(".")}"?` : undefined
+          ))
+        }
+      })
+      if (issues.length > 0) return yield* invalid(abs, issues)
+    }
 
     // the prices of every variant's model calls (the pricing tables the accounting uses)
     const callsOf = new Map<string, ReadonlyArray<PricedCall>>()
@@ -1064,12 +1146,13 @@ export const load = (
     // the plan
     const runConfig = resolvedRun.right
     const notes: Array<string> = []
-    const cases = yield* sources.sourceSize({ ...experiment.source, repeats: 1 })
+    // store-only readers (scanKeys "none") never count the data set: it may have been moved away
+    const cases = options.scanKeys === "none" ? undefined : yield* sources.sourceSize({ ...experiment.source, repeats: 1 })
     const casesPerTrial = cases ?? null
     const perCase = experiment.source.repeats
     const pipelinesPerTrial = casesPerTrial === null ? null : casesPerTrial * perCase
     const pipelines = pipelinesPerTrial === null ? null : trials * pipelinesPerTrial
-    if (casesPerTrial === null) notes.push("the source cannot be counted cheaply (a jsonl file over 64 MiB without a limit): pipelines, calls and tokens are unknown")
+    if (casesPerTrial === null && options.scanKeys !== "none") notes.push("the source cannot be counted cheaply (a jsonl file over 64 MiB without a limit): pipelines, calls and tokens are unknown")
     if (overTrials) notes.push(`figures from the baseline variant times ${count} variants (the variants were not expanded: too many trials)`)
     const capacityOf = new Map<string, number>(experiment.pools.map((p) => [p.name, p.resources.reduce((n, r) => n + (r.capacity ?? 1), 0)]))
     let callsMax = 0
@@ -1177,6 +1260,8 @@ export const load = (
     // the protocol
     const budgetJson = { perTrial: perTrial as Json, total: total as Json }
     const taskCode = codeDigests(experiment.template.tasks)
+    const modules = yield* moduleDigests(base.raw, base.baseDir, base.file, base.format === "module")
+    const hasModules = Object.keys(modules).length > 0
     const protocol: Study.Protocol = {
       experiment: { document: experimentIdentity(plain(base.raw)), code: taskCode },
       variables: plain(variables),
@@ -1185,16 +1270,21 @@ export const load = (
       budget: plain(budgetJson),
       stop: plain(stop),
       objectives: plain(doc.objectives ?? []),
-      ...(doc.metrics === undefined ? {} : { metrics: plain(doc.metrics) })
+      ...(doc.metrics === undefined ? {} : { metrics: plain(doc.metrics) }),
+      ...(hasModules ? { modules: modules as Json } : {})
     }
     const digestOfProtocol = Study.protocolDigest(protocol)
     const parts = Study.protocolParts(protocol)
+    // before 0.9.0 the code files' contents were not digested: a version frozen then is still
+    // this protocol (its files' contents were never recorded, so a change to them cannot be told)
+    const { modules: _modules, ...withoutModules } = protocol
     // before 0.7.0 the whole document was digested (its run section and pool capacities too)
-    const legacy: Study.Protocol = { ...protocol, experiment: { document: plain(base.raw), code: taskCode } }
+    const legacy: Study.Protocol = { ...withoutModules, experiment: { document: plain(base.raw), code: taskCode } }
     const legacyDigest = Study.protocolDigest(legacy)
-    const previousProtocols: ReadonlyArray<Study.PreviousProtocol> = legacyDigest === digestOfProtocol
-      ? []
-      : [{ digest: legacyDigest, parts: Study.protocolParts(legacy) }]
+    const previousProtocols: ReadonlyArray<Study.PreviousProtocol> = [
+      ...(hasModules ? [{ digest: Study.protocolDigest(withoutModules), parts: Study.protocolParts(withoutModules) }] : []),
+      ...(legacyDigest === digestOfProtocol ? [] : [{ digest: legacyDigest, parts: Study.protocolParts(legacy) }])
+    ]
 
     // trials and suites
     const rawPools = isRecord(base.raw) && isRecord(base.raw["pools"]) ? base.raw["pools"] : {}
@@ -1293,6 +1383,7 @@ export const load = (
       stop,
       objectives: doc.objectives ?? [],
       metrics: declaredMetrics,
+      outputChecks,
       analysis: { ...Study.DEFAULT_ANALYSIS, ...(doc.analysis ?? {}) },
       trialConcurrency,
       run,
@@ -1341,6 +1432,7 @@ export const load = (
           stop,
           objectives: doc.objectives ?? [],
           ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
+          ...(hasModules ? { modules } : {}),
           ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,

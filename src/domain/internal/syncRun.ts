@@ -45,3 +45,32 @@ export const isSyncRun = (run: object): boolean => marked.has(run)
  * @internal
  */
 export const syncBodyOf = (run: object): SyncBody | undefined => marked.get(run)
+
+const effectBodies = new WeakMap<object, EffectBody>()
+
+/**
+ * The function an Effect task's `run` suspends (`Task.make`): called directly, it returns the
+ * Effect that `run` would run (a throw being a defect of the attempt either way).
+ *
+ * @internal
+ */
+export type EffectBody = (input: unknown, ctx: never) => unknown
+
+/**
+ * Marks `run` as `Effect.suspend` of `body` (`Task.make`); returns `run`. The runner's attempt
+ * calls `body` itself when it already guards the call (see `runner/attemptScope.ts`,
+ * `attemptExit`), one fiber step less per attempt.
+ *
+ * @internal
+ */
+export const markEffectBody = <F extends object>(run: F, body: EffectBody): F => {
+  effectBodies.set(run, body)
+  return run
+}
+
+/**
+ * The function `run` suspends (see {@link markEffectBody}), or `undefined`.
+ *
+ * @internal
+ */
+export const effectBodyOf = (run: object): EffectBody | undefined => effectBodies.get(run)

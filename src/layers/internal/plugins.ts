@@ -25,7 +25,6 @@ import { isTask } from "../../domain/Task.js"
 import { type AlgorithmPlugin, builtinNames as builtinAlgorithms } from "../../services/AcquireAlgorithm.js"
 import type { ArtifactBackend } from "../../services/ArtifactBackend.js"
 import type { Store } from "../../services/Store.js"
-import { builtins } from "../../tasks/Builtins.js"
 import { ModuleLoader } from "../ModuleLoader.js"
 
 /**
@@ -332,6 +331,11 @@ export const load = (specifiers: ReadonlyArray<string>, baseDir: string): Effect
     const stores = new Map<string, Provided<StoreFactory>>()
     const artifactBackends = new Map<string, Provided<ArtifactBackendFactory>>()
     const errors = new Map<string, string>()
+    // the built-in tasks (their HTTP client among them) load only when plugins do: a command
+    // that reads a store file never pays for them
+    const builtins = specifiers.length === 0
+      ? new Set<string>()
+      : (yield* Effect.promise(() => import("../../tasks/Builtins.js"))).builtins
     for (const specifier of specifiers) {
       const mod = yield* Effect.either(importModule(specifier, baseDir))
       if (mod._tag === "Left") {

@@ -14,7 +14,12 @@
  *   delay signal of TCP Vegas, Brakmo and Peterson 1995: the answer time grows before the
  *   server refuses).
  * - **Slow start** (RFC 5681 §3.1): before the first congestion signal the amount doubles per
- *   interval, so a conservative start reaches a large limit in a few seconds.
+ *   interval, so a conservative start reaches a large limit in a few seconds; past 4× the
+ *   initial rate the rate doubles 4× slower (RFC 3742's limited slow start, at the pace of
+ *   RFC 9406 HyStart++'s conservative slow start): a server's burst hides its limit, and the
+ *   overshoot at the first 429 grows with the growth rate then.
+ * - **Our own delay is not the server's**: the latency read is the answer time less the time
+ *   this process's event loop was stalled during it (`loopDelay.ts`).
  * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data; RFC 6582,
  *   NewReno, counts only losses of data sent after the reduction): 429s within `holdMs` of a
  *   decrease are the same congestion event, unless the refused request was leased after it.
@@ -23,7 +28,13 @@
  *   delivery-rate estimate of BBR (Cardwell et al., "BBR: Congestion-Based Congestion
  *   Control", ACM Queue 2016), so a limit that holds steady is not undershot by a blind halving.
  * - **Probing gently near the last knee**: CUBIC's plateau around W_max (RFC 9438 §4.2): the
- *   additive step shrinks (`probe`) once the rate is back near where the server refused.
+ *   additive step shrinks (`probe`) once the rate is back near where the server refused; past
+ *   slow start a cut never restarts the rate above the knee. Past the knee's band the step
+ *   grows from the probe step with the square of the time spent there (`convexMs`), CUBIC's
+ *   convex region (RFC 9438 §4.5).
+ * - **A restored state ages** (`recover`): a depressed rate regains the knee in proportion to
+ *   the time nobody probed, or starts afresh in slow start (RFC 9040's temporal sharing of a
+ *   cached ssthresh).
  * - **Only a limited sender grows**: RFC 7661 (congestion window validation): a rate or window
  *   that the demand does not fill is not raised.
  * - **Pacing by headers**: OpenAI documents `x-ratelimit-{limit,remaining,reset}-{requests,
@@ -53,6 +64,7 @@ export interface AimdParams {
   readonly decrease: number
   readonly increase: number
   readonly probe: number
+  readonly convexMs: number
   readonly goodputFloor: number
   readonly latencyTolerance: number
   readonly latencySlackMs: number
@@ -74,6 +86,7 @@ export const defaults: AimdParams = {
   decrease: 0.7,
   increase: 0.1,
   probe: 0.1,
+  convexMs: 3000,
   goodputFloor: 0.95,
   latencyTolerance: 2,
   latencySlackMs: 50,
@@ -101,6 +114,8 @@ export interface AimdState {
   limitThresh: number
   /** The rate the server was seen to sustain at the last decrease (`undefined` before). */
   knee: number | undefined
+  /** When the rate last rose past the knee's band in this epoch (the convex region's start). */
+  aboveSince: number | undefined
   /** The pacing bucket (requests that may start now), refilled at the effective rate. */
   tokens: number
   tokensAt: number
@@ -126,9 +141,22 @@ export interface AimdState {
   headerAt: number
   /** Moving average of the tokens one request used (for the token limits' headers). */
   tokensPerRequest: number | undefined
+  /** When the last report was heard (the state's age on a resume). */
+  lastReportAt: number
+  /** Milliseconds of answer time discounted as our own event loop's stall (see `onReport`). */
+  ownDelayTotalMs: number
 }
 
 const EMA_ALPHA = 0.2
+
+/**
+ * Slow start doubles the rate per `slowStartMs` up to this multiple of `initialRate`, then
+ * per {@link CSS_GROWTH_DIVISOR} × `slowStartMs` (RFC 3742's limited slow start).
+ */
+const LIMITED_SLOW_START = 4
+
+/** How much slower slow start grows past its limited threshold (RFC 9406's CSS_GROWTH_DIVISOR). */
+const CSS_GROWTH_DIVISOR = 4
 
 /** How long the latency baseline holds before it is measured again (ms). */
 const BASE_TTL_MS = 60_000
@@ -145,6 +173,7 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   limit: Math.max(1, Math.min(capacity, p.initialConcurrency)),
   limitThresh: Number.POSITIVE_INFINITY,
   knee: undefined,
+  aboveSince: undefined,
   tokens: 1,
   tokensAt: now,
   epochAt: now,
@@ -162,7 +191,9 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   latencySamples: 0,
   headerCeiling: undefined,
   headerAt: Number.NEGATIVE_INFINITY,
-  tokensPerRequest: undefined
+  tokensPerRequest: undefined,
+  lastReportAt: now,
+  ownDelayTotalMs: 0
 })
 
 /** Whether the headers' cap is recent enough to hold (a server that stops sending them). */
@@ -282,8 +313,17 @@ export const decrease = (
     const elapsedMs = now - s.epochAt
     const goodput = elapsedMs >= p.holdMs ? (s.okInEpoch * 1000) / elapsedMs : undefined
     const floor = goodput === undefined ? 0 : p.goodputFloor * goodput
-    s.rate = Math.max(p.minRate, Math.min(current, Math.max(current * p.decrease, floor)))
-    s.knee = goodput !== undefined ? Math.min(current, goodput) : current
+    // the knee: what the server delivered in the epoch the 429 ended, but at most `decrease`
+    // below the previous knee (an epoch spent paused by a Retry-After, or short of demand,
+    // delivers little without the limit having fallen: BBR discards such samples)
+    const measured = goodput !== undefined ? Math.min(current, goodput) : current
+    s.knee = s.knee === undefined ? measured : Math.max(measured, p.decrease * s.knee)
+    const restart = Math.min(current, Math.max(current * p.decrease, floor))
+    // past slow start, never restart above the knee (CUBIC's plateau is the last loss point,
+    // RFC 9438 §4.2; here measured as BBR measures it): restarting above it, the next refusal
+    // is only the server's burst away
+    s.rate = Math.max(p.minRate, s.phase === "avoidance" && goodput !== undefined ? Math.min(restart, s.knee) : restart)
+    s.aboveSince = undefined
     s.tokens = Math.min(s.tokens, 0)
     s.tokensAt = now
   } else {
@@ -303,8 +343,9 @@ export const decrease = (
  * The additive increase for one successful answer at `now`, when an acquire was held back by
  * us recently (RFC 7661). The rate: in slow start ×2 per `slowStartMs` of answers; after, by
  * `increase × knee` per second of answers (each answer adds that over the rate), `probe`
- * times as fast within ±(1 − `goodputFloor`) of the knee, and by `increase × rate` per second
- * past that band (the knee is stale: the limit rose). The window: +1 per answer in slow start
+ * times as fast within ±(1 − `goodputFloor`) of the knee, and past that band by
+ * `increase × rate` per second times `min(1, probe × (1 + (t / convexMs)²))`, t the time since
+ * the rate left the band (a limit that held is probed slowly; one that rose is found). The window: +1 per answer in slow start
  * (below its threshold), +1/window per answer after (one per window of answers, RFC 5681).
  * Both capped: the rate by `maxRate` and twice the headers' allowance, the window by
  * `capacity`.
@@ -316,13 +357,31 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
   if (now - s.ratePressedAt <= press) {
     const r = Math.max(s.rate, p.minRate)
     if (s.phase === "slowStart") {
-      s.rate = r * Math.pow(2, 1000 / (p.slowStartMs * r))
+      // ×2 per `slowStartMs` up to LIMITED_SLOW_START × the initial rate, then ×2 per
+      // CSS_GROWTH_DIVISOR × `slowStartMs` (limited slow start, RFC 3742; HyStart++'s
+      // conservative slow start, RFC 9406 §4.2, grows at 1/4 of slow start's pace): a
+      // server's burst hides its limit until spent, and the faster the rate is still growing
+      // then, the further past the limit it is at the first 429 (issue 18)
+      const doublingMs = r < LIMITED_SLOW_START * p.initialRate ? p.slowStartMs : CSS_GROWTH_DIVISOR * p.slowStartMs
+      s.rate = r * Math.pow(2, 1000 / (doublingMs * r))
     } else {
       // gentle within ±(1 − goodputFloor) of the knee; past it the knee is stale: fast again
       const knee = s.knee ?? r
       const band = 1 - p.goodputFloor
       const near = r >= (1 - band) * knee && r <= (1 + band) * knee
-      s.rate = r + (p.increase * Math.max(knee, r) * (near ? p.probe : 1)) / r
+      const above = r > (1 + band) * knee
+      if (!above) s.aboveSince = undefined
+      else if (s.aboveSince === undefined) s.aboveSince = now
+      // below the band: the full step (concave approach); within it: the probe step (the
+      // plateau); past it: from the probe step, growing with the square of the time spent
+      // past it up to the full step (CUBIC's convex region, RFC 9438 §4.5: a limit that held
+      // is probed slowly at first, one that rose is found in seconds)
+      const mult = near
+        ? p.probe
+        : above
+        ? Math.min(1, p.probe * (1 + ((now - s.aboveSince!) / p.convexMs) ** 2))
+        : 1
+      s.rate = r + (p.increase * Math.max(knee, r) * mult) / r
     }
     let cap = p.maxRate
     if (headerFresh(s, p, now)) cap = Math.min(cap, 2 * s.headerCeiling!)
@@ -337,7 +396,9 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
  * What one lease report does (see the module header): a rate limit decreases; a success
  * feeds the delivery count, the latency average and baseline, decreases when the average
  * exceeds `latencyTolerance` × the baseline + `latencySlackMs` (the slack keeps the jitter of a
- * fast endpoint, or of a busy event loop, from reading as congestion), else increases; other failures change nothing.
+ * fast endpoint from reading as congestion), else increases; other failures change nothing.
+ * The latency read is the answer time less `ownDelayMs`, the time our own event loop was
+ * stalled during it (a CPU-starved client is not a congested server).
  * Headers, when present, set the pacing cap; reported `usage.tokens` feeds the tokens per
  * request.
  *
@@ -357,8 +418,15 @@ export const onReport = (
     readonly errorClass: string | undefined
     /** When the reported lease was granted (epoch ms), when known. */
     readonly leasedAt?: number | undefined
+    /**
+     * Of `latencyMs`, the milliseconds our own event loop was stalled (see `loopDelay.ts`):
+     * time the answer waited on this process, not on the server; taken out before the
+     * latency rule reads it.
+     */
+    readonly ownDelayMs?: number | undefined
   }
 ): void => {
+  s.lastReportAt = Math.max(s.lastReportAt, r.now)
   const tokens = r.usage?.["tokens"]
   if (typeof tokens === "number" && Number.isFinite(tokens) && tokens > 0) {
     s.tokensPerRequest = s.tokensPerRequest === undefined ? tokens : EMA_ALPHA * tokens + (1 - EMA_ALPHA) * s.tokensPerRequest
@@ -379,7 +447,11 @@ export const onReport = (
   s.okTotal++
   s.okInEpoch++
   if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {
-    s.latencyEmaMs = s.latencyEmaMs === undefined ? r.latencyMs : EMA_ALPHA * r.latencyMs + (1 - EMA_ALPHA) * s.latencyEmaMs
+    // the server's share of the answer time: our own loop's stall taken out
+    const own = r.ownDelayMs !== undefined && r.ownDelayMs > 0 ? Math.min(r.ownDelayMs, r.latencyMs) : 0
+    const latencyMs = r.latencyMs - own
+    s.ownDelayTotalMs += own
+    s.latencyEmaMs = s.latencyEmaMs === undefined ? latencyMs : EMA_ALPHA * latencyMs + (1 - EMA_ALPHA) * s.latencyEmaMs
     s.latencySamples++
     // the baseline: the lowest average seen, forgotten after BASE_TTL_MS (BBR's min-RTT
     // expiry) so that a provider that became lastingly slower is not cut down to one lease
@@ -408,7 +480,8 @@ const round = (x: number, digits = 2): number => {
  * force), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
  * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
- * `latencyEmaMs`, `latencyBaseMs`.
+ * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
+ * `loopStallMs` (answer time taken out as our own event loop's stall, in all).
  *
  * @internal
  */
@@ -424,7 +497,8 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
     lastDecrease: s.lastDecreaseReason === undefined ? null : { reason: s.lastDecreaseReason, at: s.lastDecreaseAt },
     rateLimited: s.rateLimitedTotal,
     latencyEmaMs: s.latencyEmaMs === undefined ? null : round(s.latencyEmaMs, 1),
-    latencyBaseMs: s.latencyBaseMs === undefined ? null : round(s.latencyBaseMs, 1)
+    latencyBaseMs: s.latencyBaseMs === undefined ? null : round(s.latencyBaseMs, 1),
+    loopStallMs: Math.round(s.ownDelayTotalMs)
   }
 }
 
@@ -447,7 +521,8 @@ export const save = (s: AimdState): Json => ({
   lastDecreaseAt: Number.isFinite(s.lastDecreaseAt) ? s.lastDecreaseAt : null,
   lastDecreaseReason: s.lastDecreaseReason ?? null,
   latencyBaseMs: s.latencyBaseMs ?? null,
-  tokensPerRequest: s.tokensPerRequest ?? null
+  tokensPerRequest: s.tokensPerRequest ?? null,
+  lastReportAt: Number.isFinite(s.lastReportAt) ? s.lastReportAt : null
 })
 
 const finiteOr = <A>(u: unknown, otherwise: A): number | A => (typeof u === "number" && Number.isFinite(u) ? u : otherwise)
@@ -478,5 +553,36 @@ export const restore = (u: unknown, p: AimdParams, capacity: number, now: number
   s.lastDecreaseReason = reason === "rate_limit" || reason === "latency" ? reason : undefined
   s.latencyBaseMs = finiteOr(o["latencyBaseMs"], undefined)
   s.tokensPerRequest = finiteOr(o["tokensPerRequest"], undefined)
+  return recover(s, p, capacity, finiteOr(o["lastReportAt"], Number.NEGATIVE_INFINITY), now)
+}
+
+/**
+ * A restored state's recovery for the time nobody probed (issue 18): from the later of the
+ * last report and the end of the last cut's congestion event (a hold after it), a rate below
+ * the knee regains `increase × knee` per second, as the additive increase would have, up to
+ * the knee; when what remains knows nothing above the conservative start, the resource starts
+ * afresh (slow start from `initialRate`), keeping the latency baseline and tokens per request.
+ * A resume within the hold keeps the cut (the pool's restored throttle window, if any, holds
+ * the key meanwhile). TCP's analogue: a cached ssthresh reused by a later connection that
+ * starts in slow start (RFC 9040 §8, temporal sharing).
+ *
+ * @internal
+ */
+export const recover = (s: AimdState, p: AimdParams, capacity: number, lastReportAt: number, now: number): AimdState => {
+  const from = Math.max(lastReportAt, s.lastDecreaseAt + p.holdMs)
+  const idleS = (now - from) / 1000
+  if (!(idleS > 0) || s.phase !== "avoidance") return s
+  const knee = s.knee ?? s.rate
+  if (s.rate < knee) s.rate = Math.min(knee, s.rate + p.increase * knee * idleS)
+  if (s.rate <= p.initialRate) {
+    const fresh = initial(p, capacity, now)
+    fresh.limit = Math.max(fresh.limit, Math.min(capacity, s.limit))
+    fresh.latencyBaseMs = s.latencyBaseMs
+    fresh.tokensPerRequest = s.tokensPerRequest
+    fresh.decreases = s.decreases
+    fresh.lastDecreaseAt = s.lastDecreaseAt
+    fresh.lastDecreaseReason = s.lastDecreaseReason
+    return fresh
+  }
   return s
 }

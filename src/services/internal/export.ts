@@ -2,7 +2,7 @@
  * Export: a store's facts as rows (`iterRows`, `rowItems`) and as files (`writeRows`,
  * `exportStore`, `exportStores`).
  *
- * Seven row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
+ * Nine row kinds ({@link ROW_KINDS}) in three formats ({@link FORMATS}):
  *
  * | kind | one row per | order (the order `limit` cuts) |
  * | --- | --- | --- |
@@ -13,6 +13,8 @@
  * | `artifacts` | artifact (seeds and intermediates included, its occurrence `address`, decoded payload) | pipeline order, seq, artifactId |
  * | `results` | pipeline: key, repeat, state, final payload, failure fields (failed and interrupted included) | createdAt, pipelineId |
  * | `handoffs` | control transition (handoff ledger row: from/to seq and task, operation, entry artifact, reused, reason) | handoffId |
+ * | `resources` | pool resource: the token and cost totals of the attempts that leased it (see {@link usageRows}) | pool, resourceId |
+ * | `pools` | pool: the sum of its resources' rows | pool |
  *
  * Artifact rows (top-level or nested) carry `address`, the occurrence address
  * (`pipelineId:seq`, `pipelineId:seq#visit`), beside the store's numeric `artifactId`. Task and
@@ -63,9 +65,9 @@ import type { VisitState } from "../../domain/Traversal.js"
 import * as SpecUri from "../../domain/SpecUri.js"
 import * as OutputFile from "../OutputFile.js"
 import * as StoreFiles from "../StoreFiles.js"
-import type { AccountingFigures, BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, StoreService, TaskStore } from "../Store.js"
+import type { AccountingFigures, BundleOptions, Limit, LoadedArtifact, PipelineBundle, ReadError, ResourceUsage, StoreService, TaskStore } from "../Store.js"
 import * as Store from "../Store.js"
-import { PAGE_SIZE } from "./store/shared.js"
+import { PAGE_SIZE, sumUsage, usageAccumulator } from "./store/shared.js"
 
 // ---------------------------------------------------------------------------------------------
 // Models
@@ -77,7 +79,7 @@ import { PAGE_SIZE } from "./store/shared.js"
  * @since 0.1.0
  * @category constants
  */
-export const ROW_KINDS = ["pipelines", "tasks", "attempts", "events", "artifacts", "results", "handoffs"] as const
+export const ROW_KINDS = ["pipelines", "tasks", "attempts", "events", "artifacts", "results", "handoffs", "resources", "pools"] as const
 
 /**
  * One of {@link ROW_KINDS}.
@@ -195,7 +197,8 @@ export type RowItem = Row | LargeRow
 
 /**
  * What rows to read: the kind, an optional owner run (`runId`: pipelines owned by the run;
- * tasks, attempts, events of the run; artifacts of the run's pipelines), and a row limit
+ * tasks, attempts, events of the run; artifacts of the run's pipelines; for `resources` and
+ * `pools`, the totals of the run's attempts), and a row limit
  * (`undefined` = all, `0` = none, `N` = the first N rows of the kind's order; negative or
  * non-integer fails with `ConfigError`).
  *
@@ -515,6 +518,82 @@ export const accountingReader = (
 }
 
 /**
+ * A store's per-resource usage in a scope (`runId`, or every run): its `resourceUsage`
+ * aggregate, or, for a store without it (a plugin written before it, in JavaScript), its
+ * attempts folded in attempt order.
+ */
+const usageIn = (store: TaskStore, runId: RunId | undefined): Effect.Effect<ReadonlyArray<ResourceUsage>, ReadError> => {
+  if (typeof (store as Partial<TaskStore>).resourceUsage === "function") return store.resourceUsage(runId)
+  return Effect.suspend(() => {
+    const acc = usageAccumulator()
+    return Effect.as(Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => acc.add(a))), acc.result())
+  })
+}
+
+/**
+ * The token and cost totals of the `resources` and `pools` row kinds, for the scope `runId`
+ * (`null`: every run). A `resources` row is one pool resource the store knows (its `resources`
+ * table) or one that attempts leased without a record: `pool`, `resourceId`, `kind` (`null`
+ * when unrecorded), `runId` (the scope), `attempts` (the attempts that leased it; an attempt
+ * that leased several resources counts on each), `retries`, `rateLimited` (answered 429),
+ * `tokensIn`, `tokensOut`, `estimated` (attempts whose tokens were estimated), `unpriced`
+ * (attempts with tokens but no price) and `costUsd` (the known cost in US dollars; `null` when
+ * none of its calls had a price, a lower bound when `unpriced` > 0), ordered by pool then
+ * resource. A `pools` row sums its resources' rows (the same figures, with `resources` the
+ * count of its rows), ordered by pool. These are the figures `report` prints per resource and
+ * as pool subtotals, and the dashboard's Pools table shows.
+ *
+ * @since 0.9.0
+ * @category rows
+ */
+export const usageRows = (
+  store: TaskStore,
+  runId: RunId | undefined,
+  kind: "resources" | "pools"
+): Effect.Effect<ReadonlyArray<Row>, ReadError> =>
+  Effect.gen(function*() {
+    const usage = new Map((yield* usageIn(store, runId)).map((u) => [u.target, u] as const))
+    const known = yield* store.resources
+    const rows: Array<{ pool: string; resourceId: string; kind: string | null; figures: Omit<ResourceUsage, "target"> | undefined }> = []
+    const seen = new Set<string>()
+    for (const r of known) {
+      const target = `${r.pool}/${r.resourceId}`
+      seen.add(target)
+      rows.push({ pool: r.pool, resourceId: r.resourceId, kind: r.kind, figures: usage.get(target) })
+    }
+    for (const [target, u] of usage) {
+      if (seen.has(target)) continue
+      const slash = target.indexOf("/")
+      rows.push({ pool: slash < 0 ? target : target.slice(0, slash), resourceId: slash < 0 ? "" : target.slice(slash + 1), kind: null, figures: u })
+    }
+    rows.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : a.resourceId < b.resourceId ? -1 : a.resourceId > b.resourceId ? 1 : 0))
+    const figuresOf = (u: Omit<ResourceUsage, "target"> | undefined) => ({
+      attempts: u?.attempts ?? 0,
+      retries: u?.retries ?? 0,
+      rateLimited: u?.rateLimited ?? 0,
+      tokensIn: u?.tokensIn ?? 0,
+      tokensOut: u?.tokensOut ?? 0,
+      estimated: u?.estimated ?? 0,
+      unpriced: u?.unpriced ?? 0,
+      costUsd: u?.costUsd ?? 0
+    })
+    const scope = runId ?? null
+    if (kind === "resources") {
+      return rows.map((r) => {
+        const f = figuresOf(r.figures)
+        return { pool: r.pool, resourceId: r.resourceId, kind: r.kind, runId: scope, ...f, costUsd: knownCost(f.costUsd, f.unpriced) }
+      })
+    }
+    const pools = new Map<string, { resources: number } & ReturnType<typeof figuresOf>>()
+    for (const r of rows) {
+      const f = figuresOf(r.figures)
+      const t = pools.get(r.pool)
+      pools.set(r.pool, t === undefined ? { resources: 1, ...f } : { ...sumUsage(t, f), resources: t.resources + 1 })
+    }
+    return Array.from(pools, ([pool, t]) => ({ pool, runId: scope, ...t, costUsd: knownCost(t.costUsd, t.unpriced) }))
+  })
+
+/**
  * A `results` row: `pipelineId`, `key`, for a suite member's pipeline `suiteId`,
  * `experimentId` and `localKey` (absent outside suites), `name`, `repeat`, `state`, `runId`, the cursor,
  * `attemptsTotal`, times, the final artifact's decoded `payload` (`null` when there is none),
@@ -798,6 +877,12 @@ export const rowItems = (
           (rows) => Stream.fromIterable((limit === undefined ? rows : rows.slice(0, limit)).map(plain))
         )
       }
+      case "resources":
+      case "pools":
+        return Stream.flatMap(
+          Stream.fromEffect(usageRows(store, runId, options.kind)),
+          (rows) => Stream.fromIterable(limit === undefined ? rows : rows.slice(0, limit))
+        )
       case "results": {
         const finals: BundleOptions = { payloads: "final", artifacts: "final", tasks: false }
         return byPayloadGroups(store, runId, limit, PAGE_SIZE, finals, bulk, (g, meta) =>

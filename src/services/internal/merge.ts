@@ -63,7 +63,9 @@ export interface MergeSource {
  * - `sourceEventsTotal`: raw sum of the sources' events (duplicates included);
  * - `duplicates`: rows folded away; `sources`: the sources in the given order;
  * - `latencyMs`: percentiles of `endedAt - startedAt` of terminal surviving rows (ms,
- *   linear interpolation between closest ranks, Hyndman & Fan type 7), `null` when none.
+ *   linear interpolation between closest ranks, Hyndman & Fan type 7), `null` when none:
+ *   time in the run from admission to end, incl. waiting for a worker slot (see
+ *   {@link latencyOf}).
  *
  * @since 0.1.0
  * @category models
@@ -141,7 +143,11 @@ const quantile = (sorted: ReadonlyArray<number>, p: number): number => {
 }
 
 /**
- * Latency percentiles (ms) of terminal pipelines' `endedAt - startedAt`, `null` when none.
+ * Percentiles (ms) of terminal pipelines' `endedAt - startedAt`, `null` when none: each
+ * pipeline's time in the run from its admission to its end, so waiting for a worker slot
+ * (`run.concurrency`) counts. Printed as "time in run (incl. queueing)", never as the
+ * pipelines' own latency (a study's `latencyP95Ms` is their execution time: see
+ * `StudyMetrics`). The name is kept for the API.
  *
  * @since 0.1.0
  * @category merging
@@ -249,8 +255,9 @@ export const mergeSources = (
         `merged ${st.sources.length} store(s): ${st.pipelines} pipeline(s)${states === "" ? "" : ` (${states})`}`,
         `tasks ${st.tasks}, attempts ${st.attemptsTotal}${st.handoffsTotal > 0 ? `, handoffs ${st.handoffsTotal}` : ""}, duplicates folded ${st.duplicates}, source events ${st.sourceEventsTotal}`,
         st.latencyMs === null
-          ? "latency: n/a"
-          : `latency ms: p50 ${st.latencyMs.p50.toFixed(0)}, p95 ${st.latencyMs.p95.toFixed(0)}, p99 ${st.latencyMs.p99.toFixed(0)}`
+          ? "time in run: n/a"
+          // admission to end: includes waiting for a worker slot (not the pipelines' own latency)
+          : `time in run ms (admission to end, incl. queueing): p50 ${st.latencyMs.p50.toFixed(0)}, p95 ${st.latencyMs.p95.toFixed(0)}, p99 ${st.latencyMs.p99.toFixed(0)}`
       ].join("\n")
     }
     const owner = new Map<string, string>(rows.map((r) => [r.pipeline.pipelineId, r.source]))

@@ -25,7 +25,7 @@ import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
 import { knownCost } from "./money.js"
-import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, ResourceUsage, StoreService, TaskStore } from "../Store.js"
+import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, ResourceUsage, StoreService, StoreStats, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
 // Selection
@@ -266,6 +266,43 @@ export const pipelineRow = (
   ...(p.experimentId === null ? {} : { experiment_id: p.experimentId, local_key: p.localKey }),
   ...(Option.isSome(traversal) ? { cursor_kind: "position" as const, traversal: traversalWire(traversal.value) } : {}),
   ...(accounting === undefined ? {} : { accounting: accountingWire(accounting) })
+})
+
+/**
+ * What the call cache did, in the snapshot's snake_case (`CallCache.CacheStats` renamed, since
+ * 0.9.0): `hits`, `misses`, `refreshed`, `bypassed`; `tokens_saved` (`prompt_tokens`,
+ * `completion_tokens`, `total_tokens`: the stored usage of the calls the hits replaced) and
+ * `cost_saved_usd` (US dollars; `null` when no hit's call had a known cost).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface CacheWire {
+  readonly hits: number
+  readonly misses: number
+  readonly refreshed: number
+  readonly bypassed: number
+  readonly tokens_saved: { readonly prompt_tokens: number; readonly completion_tokens: number; readonly total_tokens: number }
+  readonly cost_saved_usd: number | null
+}
+
+/**
+ * `CallCache.CacheStats` in its wire shape ({@link CacheWire}).
+ *
+ * @since 0.9.0
+ * @category wire
+ */
+export const cacheWire = (c: CallCache.CacheStats): CacheWire => ({
+  hits: c.hits,
+  misses: c.misses,
+  refreshed: c.refreshed,
+  bypassed: c.bypassed,
+  tokens_saved: {
+    prompt_tokens: c.tokensSaved.promptTokens,
+    completion_tokens: c.tokensSaved.completionTokens,
+    total_tokens: c.tokensSaved.totalTokens
+  },
+  cost_saved_usd: c.costSavedUsd
 })
 
 /**
@@ -525,6 +562,47 @@ export const resourceRow = (r: {
   }
 }
 
+/**
+ * The resource rows a scope shows: every stored row for the whole store (`runId` undefined);
+ * for one run, the rows that run wrote (or that name no run) as they are, plus each row another
+ * run wrote last whose resource this run's attempts leased (`leased`: the `pool/resource_id`
+ * targets of the run's attempts), its health cleared (`state`, counters, holds and algorithm
+ * `null`/empty: that health is the later run's, not this one's) and `run_id` still naming the
+ * run that wrote it. A store keeps one row per resource, overwritten by the last run that
+ * used it, so without the second kind an older run's resources would vanish from its view.
+ *
+ * @since 0.9.0
+ * @category wire
+ */
+export const scopeResourceRows = (
+  rows: ReadonlyArray<ResourceRow>,
+  runId: string | undefined,
+  leased: ReadonlySet<string>
+): Array<ResourceRow> =>
+  rows.flatMap((r) =>
+    runId === undefined || r.run_id === null || r.run_id === runId
+      ? [r]
+      : leased.has(`${r.pool}/${r.resource_id}`)
+      ? [{
+        ...r,
+        state: null,
+        active: null,
+        capacity: null,
+        consecutive_failures: null,
+        latency_ema_ms: null,
+        usage: null,
+        pool_wait_ms_p95: null,
+        pool_waiting: null,
+        last_error: null,
+        throttled_until: null,
+        breaker: null,
+        breaker_until: null,
+        algorithm: null,
+        algorithm_text: ""
+      }]
+      : []
+  )
+
 // ---------------------------------------------------------------------------------------------
 // Paged and histogram reads
 // ---------------------------------------------------------------------------------------------
@@ -758,10 +836,10 @@ export interface Snapshot {
   /** Present only for a suite root: its identity, the member shown and its members. */
   readonly suite?: SuiteSection | undefined
   /**
-   * What the call cache did in the selection (see `CallCache.CacheStats`; a running run's
-   * figures as of its last heartbeat); absent when it did nothing.
+   * What the call cache did in the selection ({@link CacheWire}; a running run's figures as of
+   * its last heartbeat); absent when it did nothing.
    */
-  readonly cache?: CallCache.CacheStats | undefined
+  readonly cache?: CacheWire | undefined
   /**
    * Token and cost accounting of the selection (see `Pricing`; the store's `stats`
    * aggregate, each attempt once): the calls and cache hits, tokens in and out, the known cost in US dollars, the attempts
@@ -769,6 +847,95 @@ export interface Snapshot {
    * attempt carried token usage.
    */
   readonly accounting?: AccountingWire | undefined
+  /**
+   * Per pool, the subtotal of its resources' `accounting` (see {@link PoolTotalWire}), present
+   * when a pool has several resources or there are several pools, and the scope made model
+   * calls (since 0.9.0).
+   */
+  readonly pool_totals?: ReadonlyArray<PoolTotalWire> | undefined
+}
+
+/**
+ * One pool's subtotal: `pool`, how many of its `resources` the view lists, and the sum of
+ * their {@link ResourceAccountingWire} figures (an attempt that leased several resources of the
+ * pool counts on each, as the resources' rows do; `cost_usd` `null` when none of the calls had
+ * a price).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface PoolTotalWire extends ResourceAccountingWire {
+  readonly pool: string
+  readonly resources: number
+}
+
+/**
+ * The pools' subtotals of resource rows with accounting: one per pool, in order of first
+ * appearance; empty unless there are several pools or a pool with several resources.
+ *
+ * @since 0.9.0
+ * @category wire
+ */
+export const poolTotalsOf = (rows: ReadonlyArray<ResourceRow>): Array<PoolTotalWire> => {
+  const out = new Map<string, { pool: string; resources: number; attempts: number; tokens_in: number; tokens_out: number; cost: number; estimated: number; unpriced: number }>()
+  for (const r of rows) {
+    const t = out.get(r.pool) ?? { pool: r.pool, resources: 0, attempts: 0, tokens_in: 0, tokens_out: 0, cost: 0, estimated: 0, unpriced: 0 }
+    const a = r.accounting
+    t.resources++
+    if (a !== undefined && a !== null) {
+      t.attempts += a.attempts
+      t.tokens_in += a.tokens_in
+      t.tokens_out += a.tokens_out
+      t.cost += a.cost_usd ?? 0
+      t.estimated += a.estimated
+      t.unpriced += a.unpriced
+    }
+    out.set(r.pool, t)
+  }
+  const totals = Array.from(out.values())
+  if (totals.length < 2 && !totals.some((t) => t.resources > 1)) return []
+  return totals.map(({ cost, ...t }) => ({ ...t, cost_usd: knownCost(cost, t.unpriced) }))
+}
+
+/**
+ * The last per-resource usage reads of each store (by store instance; weakly held), one per
+ * scope (`all` or a run id; the {@link USAGE_SCOPES} most recently read), each with the key it
+ * was read at: the `stats` figures of the scope's attempts (count, retries, accounting), which
+ * the snapshot reads anyway. Attempts are appended whole, so while those figures stand still
+ * the usage does too: an idle dashboard re-reads nothing, and two views refreshed in turn
+ * (the whole store and the latest run, in two tabs) do not evict each other's reading.
+ */
+const usageCache = new WeakMap<TaskStore, Map<string, { readonly key: string; readonly usage: ReadonlyArray<ResourceUsage> }>>()
+
+/** How many scopes' usage readings {@link usageCache} keeps per store. */
+const USAGE_SCOPES = 8
+
+/**
+ * `store.resourceUsage(runId)`, read again only when the scope's attempts changed (see
+ * `usageCache`).
+ *
+ * @since 0.9.0
+ * @category snapshot
+ */
+export const cachedResourceUsage = (
+  store: TaskStore,
+  runId: RunId | undefined,
+  stats: StoreStats
+): Effect.Effect<ReadonlyArray<ResourceUsage>, ReadError> => {
+  const scope = runId === undefined ? "" : `run:${runId}`
+  const key = JSON.stringify([stats.attemptsTotal, stats.retries, stats.accounting ?? null])
+  const byScope = usageCache.get(store)
+  const hit = byScope?.get(scope)
+  if (hit !== undefined && hit.key === key) return Effect.succeed(hit.usage)
+  return Effect.tap(store.resourceUsage(runId), (usage) =>
+    Effect.sync(() => {
+      const m = usageCache.get(store) ?? new Map()
+      // most recently read last: the oldest scope goes first when full
+      m.delete(scope)
+      m.set(scope, { key, usage })
+      if (m.size > USAGE_SCOPES) m.delete(m.keys().next().value!)
+      usageCache.set(store, m)
+    }))
 }
 
 /**
@@ -1067,7 +1234,7 @@ export const snapshotOf = (
     const eta = total !== null && running && rate !== null && rate > 0
       ? Math.max(0, Math.round(((total - done) / rate) * 1000))
       : null
-    const rows = stats.resources.map(resourceRow).filter((r) => runId === undefined || r.run_id === null || r.run_id === runId)
+    const storedRows = stats.resources.map(resourceRow)
     const metrics = metricRows.map(metricRow)
     let cache = CallCache.emptyStats
     for (const r of selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : []) {
@@ -1084,13 +1251,18 @@ export const snapshotOf = (
     }
     // each resource's share (the attempts that leased it), read only when the scope made model
     // calls (an aggregate over the attempts' leases: nothing to show for runs without usage)
-    let resources: ReadonlyArray<ResourceRow> = rows
-    if (accounting !== undefined && accounting.calls > 0 && rows.length > 0 && typeof (store as Partial<TaskStore>).resourceUsage === "function") {
-      const byTarget = new Map((yield* store.resourceUsage(runId)).map((u) => [u.target, u] as const))
+    // (a run's view also keeps the resources it leased whose row a later run overwrote)
+    let resources: ReadonlyArray<ResourceRow> = scopeResourceRows(storedRows, runId, new Set())
+    let poolTotals: Array<PoolTotalWire> = []
+    if (accounting !== undefined && accounting.calls > 0 && storedRows.length > 0 && typeof (store as Partial<TaskStore>).resourceUsage === "function") {
+      const usage = yield* cachedResourceUsage(store, runId, stats)
+      const byTarget = new Map(usage.map((u) => [u.target, u] as const))
+      const rows = scopeResourceRows(storedRows, runId, new Set(usage.filter((u) => u.attempts > 0).map((u) => u.target)))
       resources = rows.map((r) => {
         const u = byTarget.get(`${r.pool}/${r.resource_id}`)
         return { ...r, accounting: u === undefined ? null : resourceAccountingWire(u) }
       })
+      poolTotals = poolTotalsOf(resources)
     }
     return {
       run_id: selectionRunId(selection),
@@ -1120,8 +1292,9 @@ export const snapshotOf = (
       resources,
       metrics,
       metrics_run_id: metricsRunId,
-      ...(CallCache.isActive(cache) ? { cache } : {}),
-      ...(accounting !== undefined ? { accounting } : {})
+      ...(CallCache.isActive(cache) ? { cache: cacheWire(cache) } : {}),
+      ...(accounting !== undefined ? { accounting } : {}),
+      ...(poolTotals.length > 0 ? { pool_totals: poolTotals } : {})
     } satisfies Snapshot
   })
 
@@ -1251,8 +1424,9 @@ export const renderLine = (s: Snapshot): string => {
 /**
  * The multi-line terminal picture of a snapshot (what `watch` draws on a terminal): run
  * header (a stale run reads as stale, see {@link statusOf}), progress bar, counts by state
- * (`admitted` for pipelines admitted and not finished), throughput and ETA, latency
- * percentiles, reported metrics, pool resources and recent errors (full pipeline ids). Lines are cut to `width`; store text is
+ * (`admitted` for pipelines admitted and not finished), throughput and ETA, the percentiles
+ * of the ended pipelines' time in the run (`time in run (incl. queueing)`: admission to end,
+ * so waiting for a worker slot counts; the field stays `latency_ms`), reported metrics, pool resources and recent errors (full pipeline ids). Lines are cut to `width`; store text is
  * stripped of control characters; colour is ANSI SGR when `color` is set.
  *
  * @since 0.1.0
@@ -1304,7 +1478,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
   )
   const lat = s.latency_ms === null
     ? ""
-    : ` · latency p50 ${formatDuration(s.latency_ms.p50)} p95 ${formatDuration(s.latency_ms.p95)} p99 ${formatDuration(s.latency_ms.p99)}`
+    // admission to end: includes waiting for a worker slot (not the pipelines' own latency)
+    : ` · time in run (incl. queueing) p50 ${formatDuration(s.latency_ms.p50)} p95 ${formatDuration(s.latency_ms.p95)} p99 ${formatDuration(s.latency_ms.p99)}`
   push(`tasks ${s.tasks} · attempts ${s.attempts_total} · retries ${s.retries}${s.handoffs_total > 0 ? ` · handoffs ${s.handoffs_total}` : ""}${lat}`)
   if (s.metrics.length > 0) {
     push(s.run_id === "all" && s.metrics_run_id !== null ? `metrics (of run ${clean(s.metrics_run_id)})` : "metrics")

@@ -174,15 +174,24 @@ export interface Accounting {
  *   `resourcesSum` (the resources' figures added up) is more than `total`, by the figures of
  *   those attempts once per extra resource; `multiLeased` says whether that happened;
  * - `pipelines`: the top `limit` pipelines `by` cost or tokens (each attempt once; `source`
- *   the store), empty when no attempt made a model call or was a cache hit.
+ *   the store), empty when no attempt made a model call or was a cache hit;
+ * - `pools`: each pool's subtotal of its resources (`resources` how many, `attempts` theirs
+ *   summed), the same counting as the resources'.
  *
  * @since 0.8.0
  * @category models
  */
 export interface ReportAccounting {
   readonly total: PricedFigures
+  /**
+   * The whole experiment (every run of the stores, each attempt once), present when the
+   * selection leaves some run out (the default, the latest run, after a resume; or one run by
+   * id): `runs` the number of runs it covers. What the report's scope line sets beside
+   * `total` (since 0.9.0).
+   */
+  readonly experiment?: (PricedFigures & { readonly runs: number }) | undefined
   readonly runs: ReadonlyArray<PricedFigures & { readonly source: string; readonly runId: string }>
-  readonly pools: ReadonlyArray<Accounting & { readonly pool: string }>
+  readonly pools: ReadonlyArray<Accounting & { readonly pool: string; readonly resources: number; readonly attempts: number }>
   readonly resourcesSum: Accounting
   readonly multiLeased: boolean
   readonly pipelines: {
@@ -532,14 +541,19 @@ export const buildReport = (
 
     // run selection, per store: undefined = no run filter (all)
     const selected: Array<Selected> = []
+    /** Stores whose selection leaves some of their runs out, with how many runs they hold. */
+    const partial: Array<{ readonly store: TaskStore; readonly runs: number }> = []
+    let runsInStores = 0
     for (const s of stores) {
       const runs = yield* s.store.listRuns
+      runsInStores += runs.length
       const chosen = all
         ? runs
         : options.runId === undefined
         ? runs.slice(-1) // listRuns is oldest first
         : runs.filter((r) => r.runId === options.runId)
       selected.push({ ...s, runs: chosen })
+      if (chosen.length < runs.length) partial.push({ store: s.store, runs: runs.length })
     }
     if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
       return yield* new ConfigError({
@@ -576,6 +590,7 @@ export const buildReport = (
     const usage = new Map<string, Omit<ResourceUsage, "target">>()
     const runAccounting: Array<AccountingFigures & { readonly source: string; readonly runId: string }> = []
     let total: AccountingFigures = zeroFigures()
+    const storeTotals = new Map<TaskStore, AccountingFigures>()
     /** Per store, its scopes: where the per-pipeline figures are read when there are any. */
     const accounted: Array<{ readonly source: string; readonly store: TaskStore; readonly runId: RunId | undefined }> = []
     const selectedRunIds = new Set<string>()
@@ -586,6 +601,8 @@ export const buildReport = (
     for (const s of selected) {
       for (const runId of scopesOf(s, all)) {
         if (runId !== undefined) selectedRunIds.add(runId)
+        // usage first: a SQLite store's usage scan also gives the attempt totals `stats` needs
+        const scoped = yield* usageOf(s.store, runId)
         const st = yield* s.store.stats(runId)
         if (st.walPendingFrames !== undefined && st.walPendingFrames > 0 && !walPending.some((w) => w.source === s.source)) {
           walPending.push({ source: s.source, frames: st.walPendingFrames })
@@ -597,7 +614,6 @@ export const buildReport = (
         singlePipelines += st.pipelines
         for (const k of STATES) singleByState[k] += st.byState[k]
         singleLatency = st.latencyMs
-        const scoped = yield* usageOf(s.store, runId)
         for (const u of scoped) {
           const key = `${s.source}\u0000${u.target}`
           const { target: _, ...figures } = u
@@ -606,6 +622,7 @@ export const buildReport = (
         // each attempt once (the resources' figures count it on every resource it leased)
         const figures = yield* figuresOf(s.store, runId, st)
         total = sumFigures(total, figures)
+        storeTotals.set(s.store, sumFigures(storeTotals.get(s.store) ?? zeroFigures(), figures))
         if (figures.calls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
         if (runId !== undefined) runAccounting.push({ source: s.source, runId, ...figures })
       }
@@ -669,7 +686,12 @@ export const buildReport = (
     }
 
     const pools = new Map<string, Accounting>()
-    for (const r of resources) pools.set(r.pool, addAccounting(pools.get(r.pool) ?? zeroAccounting, accountingOf(r)))
+    const poolCounts = new Map<string, { resources: number; attempts: number }>()
+    for (const r of resources) {
+      pools.set(r.pool, addAccounting(pools.get(r.pool) ?? zeroAccounting, accountingOf(r)))
+      const c = poolCounts.get(r.pool) ?? { resources: 0, attempts: 0 }
+      poolCounts.set(r.pool, { resources: c.resources + 1, attempts: c.attempts + r.attempts })
+    }
     const resourcesSum = Array.from(pools.values()).reduce(addAccounting, zeroAccounting)
     // the top pipelines: one aggregate per scope with model calls or cache hits (none read on a
     // store without them), merged across scopes and stores, cut once
@@ -684,10 +706,23 @@ export const buildReport = (
     const ordered = orderPipelineAccounting(top, { orderBy: by, limit: topLimit }) as ReadonlyArray<
       PipelineAccounting & { readonly source: string }
     >
+    // the whole experiment beside a selection that leaves runs out: one more aggregate per
+    // such store (none for a store of one run, the usual big one), the selected stores' totals
+    // reused for the others
+    let experiment: ReportAccounting["experiment"] = undefined
+    if (partial.length > 0) {
+      let whole = zeroFigures()
+      for (const s of selected) {
+        const p = partial.find((x) => x.store === s.store)
+        whole = sumFigures(whole, p === undefined ? storeTotals.get(s.store) ?? zeroFigures() : yield* figuresOf(s.store, undefined))
+      }
+      experiment = { ...priced(whole), runs: runsInStores }
+    }
     const accounting: ReportAccounting = {
       total: priced(total),
+      ...(experiment === undefined ? {} : { experiment }),
       runs: runAccounting.map(priced),
-      pools: Array.from(pools, ([pool, a]) => priced({ pool, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
+      pools: Array.from(pools, ([pool, a]) => priced({ pool, ...poolCounts.get(pool)!, ...a })).sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0)),
       resourcesSum: priced(resourcesSum),
       multiLeased: resourcesSum.tokensIn + resourcesSum.tokensOut > total.tokensIn + total.tokensOut ||
         (resourcesSum.costUsd ?? 0) > total.costUsd + 1e-9 || resourcesSum.estimated > total.estimated ||
@@ -743,6 +778,33 @@ export const reportPaths = (
 
 const time = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOString())
 
+/** Calls, cache hits and cost in a few words: `253 calls, $1.31`. */
+const briefText = (f: PricedFigures): string =>
+  `${f.calls} call${f.calls === 1 ? "" : "s"}${f.cacheHits > 0 ? `, ${f.cacheHits} cache hit(s)` : ""}, ${formatCost(f.costUsd, f.unpriced)}`
+
+/**
+ * The accounting's scope in one line, with how to see the other: `Scope: this run (the latest):
+ * 253 calls, $1.31 · whole experiment (3 runs): 300 calls, $1.56 — \`--run-id all\`` when the
+ * selection leaves runs out; `Scope: whole experiment (3 runs) — one run: \`--run-id ID\`` for
+ * `all` over several runs; "" for a store of one run (nothing else to see).
+ *
+ * @since 0.9.0
+ * @category formatting
+ */
+export const scopeText = (r: ReportData): string => {
+  const acc = r.accounting
+  if (acc.experiment !== undefined) {
+    const who = r.selection === "latest" ? "this run (the latest)" : `run ${r.selection}`
+    return `Scope: ${who}: ${briefText(acc.total)} · whole experiment (${acc.experiment.runs} runs): ${
+      briefText(acc.experiment)
+    } — \`assay report ${r.stores.join(" ")} --run-id all\``
+  }
+  if (r.selection === "all" && r.runs.length > 1) {
+    return `Scope: whole experiment (${r.runs.length} runs) — one run: \`--run-id ID\` (the latest: without --run-id)`
+  }
+  return ""
+}
+
 /**
  * The report as text (what `assay report` prints without `--json`).
  *
@@ -767,8 +829,10 @@ export const renderText = (r: ReportData): string => {
   out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}${r.handoffsTotal > 0 ? `  Handoffs: ${r.handoffsTotal}` : ""}`)
   out.push(
     r.latencyMs === null
-      ? "Latency: n/a"
-      : `Latency ms: p50 ${r.latencyMs.p50.toFixed(1)}  p95 ${r.latencyMs.p95.toFixed(1)}  p99 ${r.latencyMs.p99.toFixed(1)}`
+      ? "Time in run: n/a"
+      // admission to end (endedAt - startedAt): includes waiting for a worker slot, so it is
+      // not called the pipelines' latency (a study's latencyP95Ms is their execution time)
+      : `Time in run ms (admission to end, incl. queueing): p50 ${r.latencyMs.p50.toFixed(1)}  p95 ${r.latencyMs.p95.toFixed(1)}  p99 ${r.latencyMs.p99.toFixed(1)}`
   )
   if (r.resources.length > 0) {
     out.push("Resources:")
@@ -797,10 +861,10 @@ export const renderText = (r: ReportData): string => {
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  if (
-    acc !== undefined &&
-    (acc.total.tokensIn + acc.total.tokensOut > 0 || (acc.total.costUsd ?? 0) > 0 || acc.total.calls > 0 || acc.total.cacheHits > 0)
-  ) {
+  const spent = (f: PricedFigures) => f.tokensIn + f.tokensOut > 0 || (f.costUsd ?? 0) > 0 || f.calls > 0 || f.cacheHits > 0
+  if (acc !== undefined && (spent(acc.total) || (acc.experiment !== undefined && spent(acc.experiment)))) {
+    const scope = scopeText(r)
+    if (scope !== "") out.push(scope)
     // cache hits cost nothing: say what they saved (a run of hits only would otherwise read as
     // "tokens 0, cost $0" with nothing behind it)
     const saved = r.cache !== undefined && acc.total.cacheHits > 0 && r.cache.tokensSaved.totalTokens > 0
@@ -814,7 +878,10 @@ export const renderText = (r: ReportData): string => {
         `  (attempts that leased several resources count on each of them: the resources above add up to ${accountingText(acc.resourcesSum)})`
       )
     }
-    if (acc.pools.length > 1) for (const p of acc.pools) out.push(`  pool ${p.pool}: ${accountingText(p)}`)
+    // a subtotal per pool when there is more than one pool or a pool has several resources
+    if (acc.pools.length > 1 || acc.pools.some((p) => p.resources > 1)) {
+      for (const p of acc.pools) out.push(`  pool ${p.pool} (${p.resources} resource(s), attempts ${p.attempts}): ${accountingText(p)}`)
+    }
     if (acc.runs.length > 1) {
       for (const run of acc.runs) out.push(`  run ${run.runId}${r.stores.length > 1 ? ` in ${run.source}` : ""}: ${figuresText(run)}`)
     }

@@ -491,9 +491,13 @@ export const makeApp = (
         const { store } = yield* scopeOf(experiment)
         const sel = yield* selectionOf(run_id)
         const runId = sel._tag === "Run" ? sel.run.runId : undefined
-        const rows = (yield* store.resources).map(Monitor.resourceRow).filter((r) =>
-          runId === undefined || r.run_id === null || r.run_id === runId
-        ).filter((r) => suite === undefined || SuiteViews.poolVisible(r.pool, experiment ?? options.experiment)).map((r) =>
+        const stored = (yield* store.resources).map(Monitor.resourceRow)
+        // a run's resources whose row a later run overwrote: kept when the run leased them
+        const leased = runId !== undefined && stored.some((r) => r.run_id !== null && r.run_id !== runId) &&
+            typeof (store as Partial<typeof store>).resourceUsage === "function"
+          ? new Set((yield* store.resourceUsage(runId)).filter((u) => u.attempts > 0).map((u) => u.target))
+          : new Set<string>()
+        const rows = Monitor.scopeResourceRows(stored, runId, leased).filter((r) => suite === undefined || SuiteViews.poolVisible(r.pool, experiment ?? options.experiment)).map((r) =>
           // a suite's pools: shared ones are never attributed to a member
           suite === undefined ? r : { ...r, shared: SuiteViews.poolOwner(r.pool) === null, experiment_id: SuiteViews.poolOwner(r.pool) }
         )

@@ -16,6 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { escapeHtml } from "../Dashboard.js"
 import { fmt, type StudyComparison, versusText } from "../StudyCompare.js"
+import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
 const valueText = (v: Json): string => (typeof v === "string" ? v : canonicalJsonUnsafe(v))
@@ -47,6 +48,11 @@ const shownMetrics = (c: StudyComparison): ReadonlyArray<StudyComparison["metric
 export interface StudyPageOptions {
   readonly pipelineTrial?: ReadonlyMap<string, string> | undefined
 }
+
+// A Pareto column's cell: "yes" on the front, else "no" and the variants that dominate it
+// (escaped), "—" without a succeeded trial.
+const frontCell = (succeeded: number, onFront: boolean, by: ReadonlyArray<string>): string =>
+  succeeded === 0 ? "—" : onFront ? "yes" : by.length === 0 ? "no" : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>`
 
 /**
  * Renders the Study page of a comparison (every value escaped; see the module docs).
@@ -112,7 +118,7 @@ ${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")
 <table><thead><tr><th>resource</th><th>used</th><th>total budget</th><th>use</th><th>per trial</th></tr></thead><tbody id="run-budget">
 ${usageRow("model calls", usage.calls, String(usage.calls), "calls")}
 ${usageRow("tokens", usage.tokens, String(usage.tokens), "tokens")}
-${usageRow("cost (USD)", usage.costUsd, usage.costUsd.toFixed(4), "costUsd")}
+${usageRow("cost (USD)", usage.costUsd, formatCost(usage.costUsd, usage.unpriced ?? 0), "costUsd")}
 ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeMs")}
 </tbody></table>
 <h3>Trials not compared</h3>
@@ -136,8 +142,8 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     }).join("")
     return `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td><td class="assign">${
       e(assignmentText(v.assignment))
-    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${v.succeeded === 0 ? "—" : v.pareto.strict ? "yes" : "no"}</td><td class="pareto-uncertain">${
-      v.succeeded === 0 ? "—" : v.pareto.uncertain ? "yes" : "no"
+    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${frontCell(v.succeeded, v.pareto.strict, v.pareto.dominatedBy.strict)}</td><td class="pareto-uncertain">${
+      frontCell(v.succeeded, v.pareto.uncertain, v.pareto.dominatedBy.uncertain)
     }</td><td class="msg breaches">${e(v.breaches.join("; "))}</td><td>${e(v.rank ?? "—")}</td></tr>`
   }).join("")
   const versus = c.variants.filter((v) => !v.isBaseline && v.succeeded > 0).flatMap((v) =>

@@ -10,14 +10,14 @@ import { Chunk, Clock, Duration, Effect, Either, Option, ParseResult, Predicate,
 import { ConfigError, type ConfigIssue, ErrorClass, type StoreUnavailable } from "../../domain/Errors.js"
 import * as Evaluator from "../../domain/Evaluator.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
-import type { AcquireError, AlgorithmInput, Selector } from "../../domain/Lease.js"
-import type { RetryPolicy, RetryPolicyInput } from "../../domain/RetryPolicy.js"
+import type { AcquireError, Selector } from "../../domain/Lease.js"
 import * as Task from "../../domain/Task.js"
 import type { TaskContext } from "../../domain/TaskContext.js"
 import {
   type ChatCompletion,
   ChatError,
   type ChatMessage,
+  type ChatOptions,
   clientOf,
   defaultChatRetry,
   endpointFaultClasses
@@ -203,31 +203,16 @@ export class JudgeError extends Schema.TaggedError<JudgeError>("assay/JudgeError
  * @since 0.7.0
  * @category models
  */
-export interface JudgeOptions {
+export interface JudgeOptions extends Pick<ChatOptions, (typeof sharedChatOptions)[number]> {
   readonly rubric: RubricInput
   readonly candidates: string | Readonly<Record<string, string>>
   readonly context?: Readonly<Record<string, string>> | undefined
   readonly metric?: string | undefined
-  readonly name?: string | undefined
-  readonly retry?: RetryPolicy | RetryPolicyInput | undefined
-  readonly timeout?: Duration.DurationInput | null | undefined
-  readonly version?: string | null | undefined
-  readonly config?: Task.JsonObject | undefined
-  readonly resource?: string | undefined
-  readonly selector?: Omit<Selector, "where"> | undefined
-  readonly algorithm?: AlgorithmInput | null | undefined
-  readonly model?: string | undefined
-  readonly temperature?: number | undefined
-  readonly maxTokens?: number | undefined
-  readonly requestTimeout?: Duration.DurationInput | undefined
   readonly jsonMode?: boolean | undefined
 }
 
-const knownOptions = [
-  "rubric",
-  "candidates",
-  "context",
-  "metric",
+/** The options a judge takes from `chat` with the same meaning (a judge call is a chat call). */
+const sharedChatOptions = [
   "name",
   "retry",
   "timeout",
@@ -239,9 +224,10 @@ const knownOptions = [
   "model",
   "temperature",
   "maxTokens",
-  "requestTimeout",
-  "jsonMode"
-]
+  "requestTimeout"
+] as const
+
+const knownOptions: ReadonlyArray<string> = ["rubric", "candidates", "context", "metric", "jsonMode", ...sharedChatOptions]
 
 /** `rubric.criteria[0].scale.max` from a parse issue's path. */
 const pathText = (base: string, path: ReadonlyArray<PropertyKey>): string =>

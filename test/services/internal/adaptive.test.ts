@@ -53,12 +53,17 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(Aimd.initial(p, 1, 0).limit, 1)
   })
 
-  it("slow start doubles the rate per 250 ms of successful traffic while acquires are held back", () => {
+  it("slow start doubles the rate per 250 ms of successful traffic while acquires are held back, up to 4× the initial rate", () => {
     const s = Aimd.initial(p, 64, 0)
-    s.rate = 10
-    // answers arriving at the allowed rate: ×2 per `slowStart` (250 ms), ×8 in 750 ms
-    clocked(s, 0, 3 * p.slowStartMs)
-    assert.approximately(s.rate, 80, 8)
+    // answers arriving at the allowed rate: ×2 per `slowStart` (250 ms): 2 → 8 in 500 ms
+    const t = clocked(s, 0, 2 * p.slowStartMs)
+    assert.approximately(s.rate, 8, 0.8)
+    assert.strictEqual(s.phase, "slowStart")
+    // past 4× the initial rate, ×2 per 4 × 250 ms (limited slow start, RFC 3742; HyStart++'s
+    // conservative pace, RFC 9406): ×2 in the next second, not ×16
+    const r = s.rate
+    clocked(s, t, 1000)
+    assert.approximately(s.rate / r, 2, 0.2)
   })
 
   it("a sender that is not held back by its allowance does not grow it (RFC 7661)", () => {
@@ -123,6 +128,38 @@ describe("adaptive: the AIMD rules", () => {
     s.rate = 19.5
     clocked(s, 3000, 5000)
     assert.approximately(s.rate, 20.5, 0.05) // +0.01 × 20 per second within ±5 % of the knee
+  })
+
+  it("past slow start a 429 restarts the rate at most at the knee; the knee falls at most by 0.7 per cut (issue 18)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 14.9 // probed past a 10 requests/s limit on the server's burst
+    saturate(s, 0, 10_000, 98) // 9.8 answers/s delivered
+    Aimd.onReport(s, p, limited(10_000))
+    assert.approximately(s.knee!, 9.8, 1e-9)
+    // 0.7 × 14.9 = 10.43 would be above what the server delivered
+    assert.approximately(s.rate, 9.8, 1e-9)
+    // an epoch spent mostly paused (a Retry-After) delivers little: not read as a collapse
+    saturate(s, 10_000, 1_500, 2)
+    Aimd.onReport(s, p, limited(11_500))
+    assert.approximately(s.knee!, 0.7 * 9.8, 1e-9)
+    assert.approximately(s.rate, 0.7 * 9.8, 1e-9)
+  })
+
+  it("past the knee's band the step starts at the probe step and grows with the square of the time there (CUBIC's convex region)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 10.51 // just past the band (±5 %)
+    clocked(s, 0, 3000)
+    // ∫₀³ 0.1 × 10 × 0.1 × (1 + (t/3)²) dt = 0.4 (the full step would add 3 × 10 %)
+    assert.approximately(s.rate, 10.91, 0.05)
+    clocked(s, 3000, 9000)
+    // full speed again once 0.1 × (1 + (t/3)²) reaches 1 (t = 9 s): a limit that rose is found
+    const at12 = s.rate
+    clocked(s, 12_000, 1000)
+    assert.approximately(s.rate - at12, 0.1 * at12, 0.15)
   })
 
   it("the window grows by one per answer in slow start, by one per window of answers after", () => {
@@ -267,5 +304,84 @@ describe("adaptive: the AIMD rules", () => {
       }),
       { endOnFailure: true }
     )
+  })
+})
+
+describe("adaptive: a learned state restored on resume (issue 18)", () => {
+  /** A state cut by a 429 at `cutAt` to `rate` (knee `knee`), last heard at `lastAt`, saved. */
+  const saved = (rate: number, knee: number, cutAt: number, lastAt: number) => {
+    const s = Aimd.initial(p, 8, 0)
+    s.phase = "avoidance"
+    s.rate = rate
+    s.knee = knee
+    s.limit = 3
+    s.decreases = 1
+    s.lastDecreaseAt = cutAt
+    s.lastDecreaseReason = "rate_limit"
+    s.lastReportAt = lastAt
+    return JSON.parse(JSON.stringify(Aimd.save(s))) as unknown
+  }
+
+  it("resumed within the cut's hold: the cut state as saved", () => {
+    const s = Aimd.restore(saved(1.4, 2, 10_000, 10_200), p, 8, 10_500)!
+    assert.strictEqual(s.rate, 1.4)
+    assert.strictEqual(s.phase, "avoidance")
+  })
+
+  it("a depressed rate regains 10 % of the knee per second of idle time past the hold, up to the knee", () => {
+    // cut to 6 with a knee of 10; resumed 3 s after the hold ended: 6 + 3 × 1
+    const s = Aimd.restore(saved(6, 10, 10_000, 10_500), p, 8, 14_000)!
+    assert.approximately(s.rate, 9, 1e-9)
+    assert.strictEqual(s.phase, "avoidance")
+    // 3 minutes later: back at the knee, not above
+    assert.approximately(Aimd.restore(saved(6, 10, 10_000, 10_500), p, 8, 190_000)!.rate, 10, 1e-9)
+    // a rate at or above its knee is kept as learned
+    assert.strictEqual(Aimd.restore(saved(12, 10, 10_000, 10_500), p, 8, 190_000)!.rate, 12)
+  })
+
+  it("a stale state that knows nothing above the conservative start starts afresh in slow start (the tester's 2 req/s 3 min later)", () => {
+    const s = Aimd.restore(saved(1.4, 2, 10_000, 12_000), p, 8, 190_000)!
+    assert.strictEqual(s.phase, "slowStart")
+    assert.strictEqual(s.rate, p.initialRate)
+    assert.strictEqual(s.decreases, 1)
+    // slow start: 2 → 8 within 500 ms of traffic, then ×2 per second
+    clocked(s, 190_000, 1500)
+    assert.isAbove(s.rate, 12)
+  })
+
+  it("a state saved before lastReportAt was kept counts from the end of its cut's hold", () => {
+    const legacy = { ...(saved(6, 10, 10_000, 10_500) as Record<string, unknown>), lastReportAt: undefined }
+    assert.approximately(Aimd.restore(JSON.parse(JSON.stringify(legacy)), p, 8, 14_000)!.rate, 9, 1e-9)
+  })
+})
+
+describe("adaptive: our own event loop's stall is taken out of the answer time (issue 18)", () => {
+  it("an answer of 450 ms of which 400 ms our loop was stalled reads as 50 ms: no latency cut; without the discount, cuts", () => {
+    const run = (discount: boolean) => {
+      const s = Aimd.initial(p, 64, 0)
+      let now = 0
+      for (let i = 0; i < 200; i++) {
+        now += 10
+        s.limitPressedAt = now
+        // after 50 answers (the baseline formed), every other answer waited 400 ms on our loop
+        const own = i >= 50 && i % 2 === 1 ? 400 : 0
+        Aimd.onReport(s, p, ok(now, 50 + own, discount ? { ownDelayMs: own } : {}))
+      }
+      return s
+    }
+    const kept = run(true)
+    assert.strictEqual(kept.decreases, 0)
+    assert.approximately(kept.latencyEmaMs!, 50, 1e-9)
+    assert.strictEqual(kept.ownDelayTotalMs, 75 * 400)
+    const cut = run(false)
+    assert.isAbove(cut.decreases, 0)
+    assert.strictEqual(cut.lastDecreaseReason, "latency")
+  })
+
+  it("the stall never exceeds the answer time (a stall longer than the answer leaves 0 ms, not less)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    Aimd.onReport(s, p, ok(10, 30, { ownDelayMs: 500 }))
+    assert.strictEqual(s.latencyEmaMs, 0)
+    assert.strictEqual(s.ownDelayTotalMs, 30)
   })
 })

@@ -40,6 +40,7 @@ import {
   trusted
 } from "../../../domain/Records.js"
 import type { ArtifactBackendService } from "../../../services/ArtifactBackend.js"
+import type { CallCacheService } from "../../../services/CallCache.js"
 import { settleToPatch } from "../../../services/internal/store/ops.js"
 import {
   artifactRecordOf,
@@ -117,6 +118,8 @@ export interface PgEnv {
    * victim is retried before its error goes to the caller (default 30 s; 0: never retried).
    */
   readonly retryFor?: Duration.DurationInput | undefined
+  /** The store's own call cache (`Store.callCache`), on `sql`; none for a read-only open. */
+  readonly callCache?: CallCacheService | undefined
 }
 
 /**
@@ -976,6 +979,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     readOnlyError: env.readOnlyError,
     // other processes may write the same database
     exclusiveWriter: false,
+    callCache: env.callCache,
     commit,
     writeFacts: (as, es) =>
       tx(
@@ -1207,7 +1211,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
              count(*) FILTER (WHERE error_class = 'rate_limit') AS rate_limited,
              coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
              coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
-             count(*) FILTER (WHERE cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)) AS unpriced
+             count(*) FILTER (WHERE cost_usd IS NULL AND coalesce(tokens_in, 0) + coalesce(tokens_out, 0) > 0) AS unpriced
            FROM t GROUP BY target ORDER BY target COLLATE "C"`,
           runId === undefined ? [] : [runId]
         ),

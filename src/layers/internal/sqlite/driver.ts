@@ -12,6 +12,7 @@ import type { RunRecord } from "../../../domain/Records.js"
 import { ArtifactBackend, type ArtifactBackendService } from "../../../services/ArtifactBackend.js"
 import type { StoreDriver } from "../../../services/Store.js"
 import type { SqliteStoreOptions } from "../../SqliteStore.js"
+import { makeOn as makeCallCache, registerStoreCache } from "./callCache.js"
 import * as open from "./open.js"
 import { makeReads } from "./reads.js"
 import { jsonOrNull, makeWriter } from "./writer.js"
@@ -33,10 +34,16 @@ export const makeDriverWithEnv = (
     const writer = yield* makeWriter(env)
     const reads = makeReads(env, backend)
     const getRun = reads.getRun
-    const { featureLevel, ...writes } = writer
+    // the store's own call cache: its `call_cache` table through the writer connection (each
+    // statement synchronous, between the writer's transactions); a read-only open has none
+    const callCache = env.db === undefined ? undefined : makeCallCache(env.db, env.path)
+    if (callCache !== undefined) yield* registerStoreCache(env.path, callCache)
+    const { featureLevel, lookupPipelines, ...writes } = writer
     const driver: StoreDriver = {
       ...reads,
       ...writes,
+      // the admission's lookups on the writer's connection (its page cache is warm), else the read side's
+      getPipelines: lookupPipelines ?? reads.getPipelines,
       kind: "sqlite",
       get featureLevel() {
         // a read-only open keeps the level it found
@@ -45,6 +52,7 @@ export const makeDriverWithEnv = (
       readOnlyError: readOnly ? roError : undefined,
       // a writer holds the file's OS lock: no other process writes while it is open
       exclusiveWriter: !readOnly,
+      callCache,
       openRun: (run) =>
         Effect.flatMap(
           tx((d) => {

@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 13
+export const SCHEMA_VERSION = 14
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -591,6 +591,20 @@ export const MIGRATION_0012: ReadonlyArray<string> = [
 ]
 
 /**
+ * Schema version 14 (issue 18): `study_trials.unpriced`, how many of a trial's model calls
+ * reported tokens but no cost and had no price (their cost is unknown: `cost_usd` leaves them
+ * out, so a trial with any is a lower bound, never a `$0` that reads as free). Trials written
+ * before it read 0.
+ *
+ * @since 0.9.0
+ * @category migrations
+ */
+export const MIGRATION_0014: ReadonlyArray<string> = [
+  `ALTER TABLE study_trials ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0`,
+  `UPDATE store_meta SET value = '14' WHERE key = 'schema_version'`
+]
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -611,5 +625,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0010_call_cache", MIGRATION_0010],
   ["0011_suite_superseded", MIGRATION_0011],
   ["0012_attempt_accounting", MIGRATION_0012],
-  ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep]
+  ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep],
+  ["0014_study_trials_unpriced", MIGRATION_0014]
 ]

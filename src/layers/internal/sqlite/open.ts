@@ -68,16 +68,24 @@ export interface Inspection {
 export const MIGRATIONS_TABLE = "effect_sql_migrations"
 
 /**
- * Whether an open database is a store whose creation was interrupted: its only table is the
- * migrations bookkeeping table and that table has no rows (the first migration never
+ * Whether an open database is a store whose creation was interrupted: its only table (beside
+ * assay's call cache table) is the migrations bookkeeping table and that table has no rows (the first migration never
  * committed). Such a file holds no data of anyone, so a writer finishes creating it; any other
  * table, or any recorded migration, and it is not half-made.
  */
 const isHalfMade = (db: Database.Database, tables: ReadonlySet<string>): boolean => {
-  if (tables.size !== 1 || !tables.has(MIGRATIONS_TABLE)) return false
+  const own = tables.has(CACHE_TABLE) ? tables.size - 1 : tables.size
+  if (own !== 1 || !tables.has(MIGRATIONS_TABLE)) return false
   const row = db.prepare(`SELECT count(*) AS n FROM ${MIGRATIONS_TABLE}`).get() as { n: number }
   return row.n === 0
 }
+
+/**
+ * The table of assay's call cache (`SqliteCallCache`): a file holding only it (a cache opened
+ * on the store's path before the store, or a shared cache database) is no other application's
+ * database; a writer makes it a store around the table (migration 0010 keeps it as it is).
+ */
+const CACHE_TABLE = "call_cache"
 
 /** A `StoreUnavailable` naming the store file. */
 export const unavailable = (path: string, message: string, cause?: unknown) =>
@@ -224,13 +232,14 @@ export const catalogue = (db: Database.Database): Inspection => {
 
 /**
  * Refuses another application's database, an unknown feature level or a newer schema. An empty
- * database and a half-made store (whose creation a killed writer interrupted) pass: a writer
+ * database, a file holding only assay's call cache table and a half-made store (whose creation
+ * a killed writer interrupted) pass: a writer
  * creates or finishes them.
  */
 export const checkCompatible = (path: string, info: Inspection): Effect.Effect<void, StoreUnavailable> => {
   if (!info.exists) return Effect.void
   if (!info.tables.has("store_meta")) {
-    return info.tables.size === 0 || info.halfMade
+    return info.tables.size === 0 || info.halfMade || (info.tables.size === 1 && info.tables.has(CACHE_TABLE))
       ? Effect.void
       : Effect.fail(
         unavailable(
@@ -522,7 +531,12 @@ export const openSqlite = (
       Effect.provide(Reactivity.layer),
       Effect.catchAllDefect((cause) => Effect.fail(unavailable(path, `cannot open store ${path}: ${describeSqlError(cause)}`, cause)))
     )
-    if (readOnly) yield* registerOpen(path)
+    if (readOnly) {
+      // a reader's queries are scans and short index walks: a 2 MiB page cache (SQLite's own
+      // default; the driver's is 16 MiB) keeps a report of a large store small in memory
+      yield* sql.unsafe("PRAGMA cache_size = -2048").pipe(Effect.mapError((e) => unavailable(path, `cannot open store ${path}: ${describeSqlError(e.cause)}`, e)))
+      yield* registerOpen(path)
+    }
     const fromSql = (e: SqlError) => unavailable(path, `store ${path}: ${describeSqlError(e.cause)}`, e)
 
     // a read-only open of an older store keeps its version: reads fall back to slower queries

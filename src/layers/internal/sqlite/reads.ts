@@ -73,26 +73,31 @@ import {
 import { ROWID_CHUNK, toBytes } from "./writer.js"
 
 /**
- * The ids of the succeeded pipelines (`succeededPipelines`): from the state index alone (it
- * holds the id), and the digests of those stored with an explicit key (a scan that builds
- * nothing for the others).
+ * The ids of the succeeded pipelines (`succeededPipelines`), one row per id: the fallback of
+ * `SUCCEEDED_SCAN` (with `SUCCEEDED_KEYED`) for a store too big for its one-row answer.
  */
 const SUCCEEDED_IDS = "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'"
 /**
- * The same ids in one row (what `succeededPipelines` reads first): their count, and the
- * content-addressed ones (32 lowercase hex characters) as one blob of 16 bytes each, from the
- * state index alone (~0.03 s for 200,000, where the row-per-id read above takes ~0.15 s);
- * the ids that are not 32 lowercase hex characters (explicit keys) come from
- * `SUCCEEDED_OTHER_IDS`, read only when the count says there are some. A store too big for
- * one blob (SQLite's 1 GB string limit, ~30 million ids) falls back to `SUCCEEDED_IDS`.
+ * What `succeededPipelines` reads first, in one row from one scan of the table in rowid order
+ * (~0.09 s of CPU for 200,000 rows, where the state index's packed ids plus the separate scan
+ * for the keyed rows cost ~0.10 s): the count of succeeded pipelines; the content-addressed
+ * ids (32 lowercase hex characters) as one blob of 16 bytes each, **in the order the rows were
+ * written** (a resume asks for them in its source's order, which is that order: the id set
+ * then finds each one at the next position instead of probing its table, see `idSet`); and the
+ * `[pipeline_id, spec_digest, seed_digest]` of the rows stored with an explicit key, as a JSON
+ * array. The ids that are not 32 lowercase hex characters (explicit keys) come from
+ * `SUCCEEDED_OTHER_IDS`, read only when the count says there are some. A store too big for one
+ * row (SQLite's 1 GB string limit, ~30 million ids) falls back to `SUCCEEDED_IDS` and
+ * `SUCCEEDED_KEYED`.
  */
 const HEX_ID = "length(pipeline_id) = 32 AND lower(pipeline_id) = pipeline_id AND unhex(pipeline_id) IS NOT NULL"
-const SUCCEEDED_PACKED =
-  `SELECT count(*), unhex(group_concat(CASE WHEN ${HEX_ID} THEN pipeline_id END, '')) FROM pipelines WHERE state = 'succeeded'`
+const SUCCEEDED_SCAN = `SELECT count(*), unhex(group_concat(CASE WHEN ${HEX_ID} THEN pipeline_id END, '')), ` +
+  "json_group_array(json_array(pipeline_id, spec_digest, seed_digest)) FILTER (WHERE key IS NOT NULL) " +
+  "FROM pipelines NOT INDEXED WHERE state = 'succeeded'"
 const SUCCEEDED_OTHER_IDS = `SELECT pipeline_id FROM pipelines WHERE state = 'succeeded' AND NOT (${HEX_ID})`
 
 /**
- * The id set of a `SUCCEEDED_PACKED` row (`[count, blob | null]`), reading the other ids
+ * The id set of a `SUCCEEDED_SCAN` row (`[count, blob | null, …]`), reading the other ids
  * with `others` when the blob holds fewer than `count`.
  */
 const packedIds = (row: ReadonlyArray<unknown> | undefined, others: () => ReadonlyArray<unknown>): IdSet => {
@@ -100,11 +105,38 @@ const packedIds = (row: ReadonlyArray<unknown> | undefined, others: () => Readon
   const packed = bytes instanceof Uint8Array ? bytes : new Uint8Array(0)
   return idSet(packed, Number(row?.[0] ?? 0) > packed.length / 16 ? others().map(String) : [])
 }
-// `key` is in no index: a scan of the table in rowid order (every page once, each row read up to
-// its `key`) costs ~0.04 s of CPU for 200,000 rows where the state index's one lookup per
-// succeeded row costs ~0.09 s
+/** The keyed rows of a `SUCCEEDED_SCAN` row: its JSON array of `[id, specDigest, seedDigest]`. */
+const keyedRows = (row: ReadonlyArray<unknown> | undefined): ReadonlyArray<ReadonlyArray<unknown>> => {
+  const text = row?.[2]
+  return typeof text === "string" && text !== "[]" ? JSON.parse(text) as ReadonlyArray<ReadonlyArray<unknown>> : []
+}
+// the fallback's keyed rows: `key` is in no index, so a scan of the table in rowid order
 const SUCCEEDED_KEYED =
   "SELECT pipeline_id, spec_digest, seed_digest FROM pipelines NOT INDEXED WHERE key IS NOT NULL AND state = 'succeeded'"
+
+/**
+ * The most resources whose usage `resourceUsage` sums in one scan of the attempts (each adds
+ * a few filtered aggregates to every row); beyond it, rows are grouped (sorted) by lease.
+ */
+const KNOWN_GROUPS_MAX = 24
+
+/** The bit of `UNKNOWN_GROUP` in a lease mask (above every known group's bit, see `KNOWN_GROUPS_MAX`). */
+const UNKNOWN_BIT = KNOWN_GROUPS_MAX
+/** A lease mask's bit for a lease on a target that is not a known resource. */
+const UNKNOWN_GROUP = 2 ** UNKNOWN_BIT
+
+/** One scope's attempt totals, as `stats` reads them (columns of `ACCOUNTING_COLUMNS`, `n`, `r`). */
+type AttemptFigures = {
+  readonly n: number
+  readonly r: number
+  readonly calls: number
+  readonly cache_hits: number
+  readonly tokens_in: number
+  readonly tokens_out: number
+  readonly cost_usd: number
+  readonly estimated: number
+  readonly unpriced: number
+}
 
 /**
  * The reads of the SQLite driver (see `Store.StoreDriver`) of an open store, using `backend`
@@ -313,6 +345,238 @@ export const makeReads = (
     }
   )
 
+  // --- per-resource usage (`resourceUsage`) ------------------------------------------------
+  /** Attempts (as `t`) in a scope: every attempt, or one run's. */
+  const usageScope = (runId: string | undefined, t: string) => runId === undefined ? sql`1=1` : sql`${sql(t)}.run_id = ${runId}`
+  const visitOf = (t: string) => visits ? sql`coalesce(${sql(t)}.visit, 0)` : sql`0`
+  // the same task run (pipeline, seq, visit), by the leading column of attempts_pipeline
+  const sameRun = numbered
+    ? sql`b.pno = p.pno AND b.pipeline_id = p.pipeline_id`
+    : sql`b.pipeline_id = p.pipeline_id`
+  /**
+   * The retries of some retry decisions (`p`, the attempts `decisions` selects): each the
+   * next attempt in scope of its task run after one whose decision was to retry.
+   */
+  const retriedAfter = (runId: string | undefined, decisions: Fragment) =>
+    sql`SELECT id FROM (SELECT (SELECT min(b.attempt_id) FROM attempts b WHERE ${sameRun} AND b.seq = p.seq AND ${
+      visitOf("b")
+    } = ${visitOf("p")} AND b.attempt_id > p.attempt_id AND ${usageScope(runId, "b")}) AS id FROM attempts p WHERE ${decisions}) WHERE id IS NOT NULL`
+  // a lease id's target is everything before its last '#' (`leaseTarget`); SQLite has no
+  // last-index function, so rows are grouped by the id without its trailing digits (the
+  // `#n` of a lease id; ids without '#' as they are), whose target is the same, and the
+  // few groups are named in JavaScript
+  const group = sql`CASE WHEN instr(j.value, '#') > 0 THEN rtrim(j.value, '0123456789') ELSE j.value END`
+  // an attempt counts once per target: a lease on a target one of its earlier leases had
+  // is skipped (that target computed in SQL: rtrim drops every trailing character but
+  // '#', then the '#' goes)
+  const targetOf = (v: string) =>
+    sql`CASE WHEN instr(${sql.literal(v)}, '#') = 0 THEN ${sql.literal(v)} ELSE substr(rtrim(${sql.literal(v)}, replace(${
+      sql.literal(v)
+    }, '#', '')), 1, length(rtrim(${sql.literal(v)}, replace(${sql.literal(v)}, '#', ''))) - 1) END`
+  const first = sql`CASE WHEN j.key = 0 THEN 1 ELSE NOT EXISTS (SELECT 1 FROM json_each(a.lease_ids) k WHERE k.key < j.key AND ${
+    targetOf("k.value")
+  } = ${targetOf("j.value")}) END`
+  /**
+   * An attempt's lease groups (`a.lease_ids`) as a bit mask over `known` (bit `i` for
+   * `known[i]`, {@link UNKNOWN_GROUP} for a lease of any other group; each group once, as
+   * `first` counts a target once; 0 without leases). A text that is exactly
+   * `["` + the JSON string of `known[i]` without its closing quote + digits + `"]` (what the
+   * writer stores for one lease of a known resource) is one lease of group `i`, found by
+   * comparing the text with the group's prefix range: no JSON is parsed and no function
+   * called but two GLOBs. The check is on the text alone (any other text, even an equivalent
+   * JSON, takes the `json_each` path), so the answer is the same as parsing every row.
+   */
+  const leaseMask = (known: ReadonlyArray<string>) => {
+    const maskOfJson = known.length === 0
+      ? sql`(SELECT sum(DISTINCT ${sql.literal(String(UNKNOWN_GROUP))}) FROM json_each(a.lease_ids) j)`
+      : sql`(SELECT sum(DISTINCT 1 << CASE ${group} ${
+        sql.join(" ", false)(known.map((g, i) => sql`WHEN ${g} THEN ${sql.literal(String(i))}`))
+      } ELSE ${sql.literal(String(UNKNOWN_BIT))} END) FROM json_each(a.lease_ids) j)`
+    // a known group ends with '#': its texts are those from `["<group>` up to, not including,
+    // the same prefix with '#' raised to '$' (byte order); "one '#', then only digits up to
+    // the closing `"]`" holds when the text ends with `"]` and no '#' is followed by a
+    // non-digit before it
+    const ranges = known.map((g, i) => {
+      const lo = `[${JSON.stringify(g).slice(0, -1)}`
+      return sql`WHEN a.lease_ids >= ${lo} AND a.lease_ids < ${`${lo.slice(0, -1)}$`} THEN ${sql.literal(String(2 ** i))}`
+    })
+    return sql`CASE WHEN a.lease_ids = '[]' THEN 0 WHEN NOT a.lease_ids GLOB '*"]' OR a.lease_ids GLOB '*#*[^0-9]*"]' THEN ${maskOfJson} ${
+      sql.join(" ", false)(ranges)
+    } ELSE ${maskOfJson} END`
+  }
+  /** The retries of `retried` (ids of retry attempts) per lease group: `[g, n]` rows. */
+  const retriesByGroup = (retried: Fragment) =>
+    q(
+      sql`SELECT ${group} AS g, count(*) FROM (${retried}) r JOIN attempts a ON a.attempt_id = r.id, json_each(a.lease_ids) j WHERE ${first} GROUP BY g`
+        .values
+    )
+  /** Usage per target, from usage per lease group (`g` as SQL gives it), sorted by target. */
+  const usageByTarget = () => {
+    const out = new Map<string, ReturnType<typeof zeroUsage>>()
+    return {
+      entry: (g: unknown) => {
+        const target = leaseTarget(String(g))
+        let u = out.get(target)
+        if (u === undefined) {
+          u = zeroUsage()
+          out.set(target, u)
+        }
+        return u
+      },
+      result: (): ReadonlyArray<ResourceUsage> =>
+        Array.from(out, ([target, u]): ResourceUsage => ({ target, ...u })).sort((a, b) =>
+          a.target < b.target ? -1 : a.target > b.target ? 1 : 0
+        )
+    }
+  }
+
+  /**
+   * Per-target usage of the attempts in scope by `GROUP BY` over every (attempt, lease) row:
+   * any lease ids, at the price of a sort of all those rows (see {@link usageInOneScan}).
+   */
+  const usageGrouped = (runId: string | undefined): Effect.Effect<ReadonlyArray<ResourceUsage>, StoreUnavailable> =>
+    Effect.gen(function*() {
+      // token and cost accounting (schema version 12): sums over the same rows
+      const figures = accounting
+        ? sql`, coalesce(sum(a.tokens_in), 0), coalesce(sum(a.tokens_out), 0), coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.tokens_estimated = 1), count(*) FILTER (WHERE a.cost_usd IS NULL AND coalesce(a.tokens_in, 0) + coalesce(a.tokens_out, 0) > 0)`
+        : sql``
+      const counts = yield* q(
+        sql`SELECT ${group} AS g, count(*), count(*) FILTER (WHERE a.error_class = 'rate_limit')${figures} FROM attempts a, json_each(a.lease_ids) j WHERE ${
+          usageScope(runId, "a")
+        } AND ${first} GROUP BY g`.values
+      )
+      // the retry decisions (`json_type` 'true': JSON true only, as `decision.retry === true`),
+      // from which the (few) retries are found rather than by ordering every attempt
+      const retries = yield* retriesByGroup(
+        retriedAfter(runId, sql`${usageScope(runId, "p")} AND p.decision IS NOT NULL AND json_type(p.decision, '$.retry') = 'true'`)
+      )
+      const out = usageByTarget()
+      for (const [g, n, limited, tin, tout, cost, estimated, unpriced] of counts) {
+        const u = out.entry(g)
+        u.attempts += Number(n)
+        u.rateLimited += Number(limited)
+        if (accounting) {
+          u.tokensIn += Number(tin)
+          u.tokensOut += Number(tout)
+          u.costUsd += Number(cost)
+          u.estimated += Number(estimated)
+          u.unpriced += Number(unpriced)
+        }
+      }
+      for (const [g, n] of retries) out.entry(g).retries += Number(n)
+      return out.result()
+    })
+
+  /**
+   * Per-target usage of the attempts in scope in one scan of them, without a sort, when every
+   * lease is on a resource of the `resources` table (`known`: their lease groups
+   * `pool/resourceId#`, in order). The scan (a co-routine, so each row's values are computed
+   * once) gives each attempt the set of its known groups as a bit mask (bit `i`: `known[i]`;
+   * bit {@link UNKNOWN_GROUP}: a lease on another target); the aggregate counts each known
+   * group's attempts and rate limits under a filter, beside the scope's own totals (what
+   * `stats` counts, kept in {@link stash}) and the ids of the retry decisions, whose retries a
+   * second query finds by id. Token and cost figures come from a grouped query over the
+   * attempts that carry any (none read when no attempt does). `undefined` when some lease is
+   * on another target (the caller then groups every row).
+   *
+   * The usual attempt, one lease, is settled without parsing its JSON (see {@link leaseMask});
+   * `whole`: the scope is (nearly) the whole table, read in table order rather than through
+   * the run index.
+   */
+  const usageInOneScan = (
+    runId: string | undefined,
+    known: ReadonlyArray<string>,
+    whole: boolean
+  ): Effect.Effect<{ readonly usage: ReadonlyArray<ResourceUsage>; readonly figures: AttemptFigures } | undefined, StoreUnavailable> =>
+    Effect.gen(function*() {
+      // an attempt with a model call, a token count or a cost (schema version 12)
+      const carries = "(a.tokens_in IS NOT NULL OR a.tokens_out IS NOT NULL OR a.cost_usd IS NOT NULL OR a.tokens_estimated = 1)"
+      // a decision the runner wrote for an attempt it did not retry (its first member, which
+      // `json_extract` reads, is `"retry":false`): settled by comparing its text, not parsing it
+      const kept = sql.literal(`(a.decision >= '{"retry":false,' AND a.decision < '{"retry":false-')`)
+      const scope = whole && runId !== undefined ? sql`+a.run_id = ${runId}` : usageScope(runId, "a")
+      // `OFFSET 0`: the subquery is not flattened into the aggregate (its values computed once per row)
+      const scan = sql`SELECT ${leaseMask(known)} AS m,
+        CASE WHEN ${kept} THEN 0 ELSE json_extract(a.decision, '$.retry') IS 1 END AS r,
+        CASE WHEN ${kept} THEN NULL WHEN a.decision IS NOT NULL AND json_type(a.decision, '$.retry') = 'true' THEN a.attempt_id END AS rid,
+        a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc
+        FROM attempts a WHERE ${scope} LIMIT -1 OFFSET 0`
+      const perGroup = known.map((_, i) => `, count(*) FILTER (WHERE m & ${2 ** i}), count(*) FILTER (WHERE m & ${2 ** i} AND rl)`).join("")
+      const [row] = yield* q(
+        sql`SELECT count(*), coalesce(sum(r), 0), count(*) FILTER (WHERE acc), count(*) FILTER (WHERE hit),
+          count(*) FILTER (WHERE m & ${sql.literal(String(UNKNOWN_GROUP))}),
+          '[' || coalesce(group_concat(rid), '') || ']'${sql.literal(perGroup)} FROM (${scan})`.values
+      )
+      if (row === undefined || Number(row[4]) > 0) return undefined
+      const out = usageByTarget()
+      known.forEach((g, i) => {
+        const n = Number(row[6 + 2 * i])
+        if (n === 0) return
+        const u = out.entry(g)
+        u.attempts += n
+        u.rateLimited += Number(row[7 + 2 * i])
+      })
+      const carried = Number(row[2])
+      let totals: Record<string, unknown> = {}
+      if (carried > 0) {
+        // the attempts with token or cost figures: their totals (each attempt once, summed in
+        // the order `stats` sums them) and their figures per lease group (each attempt once per
+        // target), grouped as in {@link usageGrouped}
+        const [t] = yield* rows(
+          sql`SELECT ${sql.literal(ACCOUNTING_COLUMNS)} FROM attempts a WHERE ${usageScope(runId, "a")} AND ${sql.literal(carries)}`
+        )
+        totals = t ?? {}
+        const found = yield* rows(
+          sql`SELECT ${group} AS g, coalesce(sum(a.tokens_in), 0) AS tokens_in, coalesce(sum(a.tokens_out), 0) AS tokens_out,
+            coalesce(sum(a.cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE a.tokens_estimated = 1) AS estimated,
+            count(*) FILTER (WHERE a.cost_usd IS NULL AND coalesce(a.tokens_in, 0) + coalesce(a.tokens_out, 0) > 0) AS unpriced
+            FROM attempts a, json_each(a.lease_ids) j WHERE ${usageScope(runId, "a")} AND ${sql.literal(carries)} AND ${first} GROUP BY g`
+        )
+        for (const r of found) {
+          const u = out.entry(r.g)
+          u.tokensIn += Number(r.tokens_in)
+          u.tokensOut += Number(r.tokens_out)
+          u.costUsd += Number(r.cost_usd)
+          u.estimated += Number(r.estimated)
+          u.unpriced += Number(r.unpriced)
+        }
+      }
+      const figures: AttemptFigures = {
+        n: Number(row[0]),
+        r: Number(row[1]),
+        calls: Number(totals.calls ?? 0),
+        cache_hits: Number(row[3]),
+        tokens_in: Number(totals.tokens_in ?? 0),
+        tokens_out: Number(totals.tokens_out ?? 0),
+        cost_usd: Number(totals.cost_usd ?? 0),
+        estimated: Number(totals.estimated ?? 0),
+        unpriced: Number(totals.unpriced ?? 0)
+      }
+      const ids = String(row[5])
+      if (ids !== "[]") {
+        const retries = yield* retriesByGroup(retriedAfter(runId, sql`p.attempt_id IN (SELECT value FROM json_each(${ids}))`))
+        for (const [g, n] of retries) out.entry(g).retries += Number(n)
+      }
+      return { usage: out.result(), figures }
+    })
+
+  /** SQLite's `data_version` of the read connection: changes when another connection commits. */
+  const dataVersion = Effect.map(q(sql`PRAGMA data_version`.values), (r) => Number(r[0]?.[0] ?? 0))
+  /**
+   * The scope totals of the last one-scan `resourceUsage` (see {@link usageInOneScan}), taken
+   * by the next `stats` of the same scope when nothing was committed since (the same
+   * `data_version`): `report` reads both, and the attempts are scanned once.
+   */
+  let stash: { readonly runId: string | undefined; readonly version: number; readonly figures: AttemptFigures } | undefined
+  /** The stashed totals of `runId`'s scope when still current (taken: used once), else `undefined`. */
+  const takeStash = (runId: string | undefined): Effect.Effect<AttemptFigures | undefined, StoreUnavailable> =>
+    Effect.suspend(() => {
+      const s = stash
+      stash = undefined
+      if (s === undefined || s.runId !== runId) return Effect.succeed(undefined)
+      return Effect.map(dataVersion, (v) => (v === s.version ? s.figures : undefined))
+    })
+
   return {
     traversal,
     getRun,
@@ -371,11 +635,11 @@ export const makeReads = (
         const latencyMs = yield* latency(runId)
         const [tasks] = yield* rows(sql`SELECT count(*) AS n FROM tasks WHERE ${byRun()}`)
         // a retry is the retry policy's decision (`decision.retry`), never a re-run after a kill
-        const [att] = yield* rows(
+        const att = (yield* takeStash(runId)) ?? (yield* rows(
           sql`SELECT count(*) AS n, coalesce(sum(json_extract(decision, '$.retry') IS 1), 0) AS r, ${
             sql.literal(accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11)
           } FROM attempts WHERE ${byRun()}`
-        )
+        ))[0]
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
         const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
@@ -397,36 +661,39 @@ export const makeReads = (
     // the writer's own connection when there is one: 200k ids as plain strings, without the
     // SQL client's per-row work
     succeededPipelines: env.db === undefined
-      ? Effect.map(
-        Effect.zip(
-          Effect.orElse(
-            Effect.flatMap(q(sql.unsafe(SUCCEEDED_PACKED).values), (rows) => {
-              const row = rows[0]
-              const packed = row?.[1]
-              return Number(row?.[0] ?? 0) > (packed instanceof Uint8Array ? packed.length / 16 : 0)
-                ? Effect.map(q(sql.unsafe(SUCCEEDED_OTHER_IDS).values), (others) => packedIds(row, () => others.map((r) => r[0])))
-                : Effect.succeed(packedIds(row, () => []))
-            }),
-            () => Effect.map(q(sql.unsafe(SUCCEEDED_IDS).values), (ids) => ids.map((r) => r[0]))
-          ),
-          q(sql.unsafe(SUCCEEDED_KEYED).values)
-        ),
-        ([ids, keyed]) => succeededIndexOf(ids, keyed)
+      ? Effect.orElse(
+        Effect.flatMap(q(sql.unsafe(SUCCEEDED_SCAN).values), (rows) => {
+          const row = rows[0]
+          const packed = row?.[1]
+          const keyed = keyedRows(row)
+          return Number(row?.[0] ?? 0) > (packed instanceof Uint8Array ? packed.length / 16 : 0)
+            ? Effect.map(
+              q(sql.unsafe(SUCCEEDED_OTHER_IDS).values),
+              (others) => succeededIndexOf(packedIds(row, () => others.map((r) => r[0])), keyed)
+            )
+            : Effect.succeed(succeededIndexOf(packedIds(row, () => []), keyed))
+        }),
+        () =>
+          Effect.map(
+            Effect.zip(q(sql.unsafe(SUCCEEDED_IDS).values), q(sql.unsafe(SUCCEEDED_KEYED).values)),
+            ([ids, keyed]) => succeededIndexOf(ids.map((r) => r[0]), keyed)
+          )
       )
       : Effect.try({
         try: () => {
           const db = env.db!
           let ids: IdSet | ReadonlyArray<unknown>
+          let keyed: ReadonlyArray<ReadonlyArray<unknown>>
           try {
-            ids = packedIds(
-              db.prepare(SUCCEEDED_PACKED).raw(true).get() as ReadonlyArray<unknown> | undefined,
-              () => db.prepare(SUCCEEDED_OTHER_IDS).pluck().all()
-            )
+            const row = db.prepare(SUCCEEDED_SCAN).raw(true).get() as ReadonlyArray<unknown> | undefined
+            ids = packedIds(row, () => db.prepare(SUCCEEDED_OTHER_IDS).pluck().all())
+            keyed = keyedRows(row)
           } catch {
-            // too many ids for one blob: one row per id
+            // too many ids (or keyed rows) for one row: one row per id
             ids = db.prepare(SUCCEEDED_IDS).pluck().all()
+            keyed = db.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>
           }
-          return succeededIndexOf(ids, db.prepare(SUCCEEDED_KEYED).raw(true).all() as ReadonlyArray<ReadonlyArray<unknown>>)
+          return succeededIndexOf(ids, keyed)
         },
         catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
       }),
@@ -450,74 +717,20 @@ export const makeReads = (
       }),
     resourceUsage: (runId) =>
       Effect.gen(function*() {
-        const scope = (t: string) => runId === undefined ? sql`1=1` : sql`${sql(t)}.run_id = ${runId}`
-        const visitOf = (t: string) => visits ? sql`coalesce(${sql(t)}.visit, 0)` : sql`0`
-        // the same task run (pipeline, seq, visit), by the leading column of attempts_pipeline
-        const sameRun = numbered
-          ? sql`b.pno = p.pno AND b.pipeline_id = p.pipeline_id`
-          : sql`b.pipeline_id = p.pipeline_id`
-        // the retries: each the next attempt in scope of its task run after one whose decision
-        // was to retry (`json_type` 'true': JSON true only, as `decision.retry === true`), found
-        // from the (few) retry decisions rather than by ordering every attempt
-        const retried = sql`SELECT id FROM (SELECT (SELECT min(b.attempt_id) FROM attempts b WHERE ${sameRun} AND b.seq = p.seq AND ${
-          visitOf("b")
-        } = ${visitOf("p")} AND b.attempt_id > p.attempt_id AND ${scope("b")}) AS id FROM attempts p WHERE ${
-          scope("p")
-        } AND p.decision IS NOT NULL AND json_type(p.decision, '$.retry') = 'true') WHERE id IS NOT NULL`
-        // a lease id's target is everything before its last '#' (`leaseTarget`); SQLite has no
-        // last-index function, so rows are grouped by the id without its trailing digits (the
-        // `#n` of a lease id; ids without '#' as they are), whose target is the same, and the
-        // few groups are named in JavaScript
-        const group = sql`CASE WHEN instr(j.value, '#') > 0 THEN rtrim(j.value, '0123456789') ELSE j.value END`
-        // an attempt counts once per target: a lease on a target one of its earlier leases had
-        // is skipped (that target computed in SQL: rtrim drops every trailing character but
-        // '#', then the '#' goes)
-        const targetOf = (v: string) =>
-          sql`CASE WHEN instr(${sql.literal(v)}, '#') = 0 THEN ${sql.literal(v)} ELSE substr(rtrim(${sql.literal(v)}, replace(${
-            sql.literal(v)
-          }, '#', '')), 1, length(rtrim(${sql.literal(v)}, replace(${sql.literal(v)}, '#', ''))) - 1) END`
-        const first = sql`CASE WHEN j.key = 0 THEN 1 ELSE NOT EXISTS (SELECT 1 FROM json_each(a.lease_ids) k WHERE k.key < j.key AND ${
-          targetOf("k.value")
-        } = ${targetOf("j.value")}) END`
-        // token and cost accounting (schema version 12): sums over the same rows
-        const figures = accounting
-          ? sql`, coalesce(sum(a.tokens_in), 0), coalesce(sum(a.tokens_out), 0), coalesce(sum(a.cost_usd), 0), count(*) FILTER (WHERE a.tokens_estimated = 1), count(*) FILTER (WHERE a.cost_usd IS NULL AND (a.tokens_in IS NOT NULL OR a.tokens_out IS NOT NULL))`
-          : sql``
-        const counts = yield* q(
-          sql`SELECT ${group} AS g, count(*), count(*) FILTER (WHERE a.error_class = 'rate_limit')${figures} FROM attempts a, json_each(a.lease_ids) j WHERE ${
-            scope("a")
-          } AND ${first} GROUP BY g`.values
-        )
-        const retries = yield* q(
-          sql`SELECT ${group} AS g, count(*) FROM (${retried}) r JOIN attempts a ON a.attempt_id = r.id, json_each(a.lease_ids) j WHERE ${first} GROUP BY g`
-            .values
-        )
-        const out = new Map<string, ReturnType<typeof zeroUsage>>()
-        const entry = (g: unknown) => {
-          const target = leaseTarget(String(g))
-          let u = out.get(target)
-          if (u === undefined) {
-            u = zeroUsage()
-            out.set(target, u)
-          }
-          return u
-        }
-        for (const [g, n, limited, tin, tout, cost, estimated, unpriced] of counts) {
-          const u = entry(g)
-          u.attempts += Number(n)
-          u.rateLimited += Number(limited)
-          if (accounting) {
-            u.tokensIn += Number(tin)
-            u.tokensOut += Number(tout)
-            u.costUsd += Number(cost)
-            u.estimated += Number(estimated)
-            u.unpriced += Number(unpriced)
+        const version = yield* dataVersion
+        const known = (yield* q(sql`SELECT pool, resource_id FROM resources ORDER BY pool, resource_id`.values)).map((
+          [pool, resourceId]
+        ) => `${String(pool)}/${String(resourceId)}#`)
+        if (known.length <= KNOWN_GROUPS_MAX) {
+          // one run in the store: its attempts are the table, read in table order
+          const whole = runId !== undefined && Number((yield* q(sql`SELECT count(*) FROM runs`.values))[0]?.[0] ?? 0) <= 1
+          const fast = yield* usageInOneScan(runId, known, whole)
+          if (fast !== undefined) {
+            stash = { runId, version, figures: fast.figures }
+            return fast.usage
           }
         }
-        for (const [g, n] of retries) entry(g).retries += Number(n)
-        return Array.from(out, ([target, u]): ResourceUsage => ({ target, ...u })).sort((a, b) =>
-          a.target < b.target ? -1 : a.target > b.target ? 1 : 0
-        )
+        return yield* usageGrouped(runId)
       }),
     errors: (o) =>
       Effect.map(

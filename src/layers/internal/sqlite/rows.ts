@@ -113,6 +113,16 @@ export const TASK_COLUMNS = [
 ] as const
 
 /**
+ * The JSON of a list of lease ids (`[]` without a call to `JSON.stringify` for the common empty
+ * list: one per task row and per attempt row).
+ *
+ * @since 0.1.0
+ * @category mappers
+ */
+export const leaseIdsJson = (leaseIds: ReadonlyArray<string>): string =>
+  leaseIds.length === 0 ? "[]" : JSON.stringify(leaseIds)
+
+/**
  * A task record as bound parameters (order of {@link TASK_COLUMNS}), `pno` its pipeline's
  * number (schema version 3).
  *
@@ -121,7 +131,7 @@ export const TASK_COLUMNS = [
  */
 export const taskParams = (t: TaskFields, pno: number): Array<unknown> => [
   pno, t.taskRunId, t.pipelineId, t.runId, t.seq, t.taskName, t.state, t.attemptsUsed, t.startedAt, t.endedAt,
-  t.durationMs, t.errorType, t.errorMessage, t.errorClass, JSON.stringify(t.leaseIds), t.visit ?? 0,
+  t.durationMs, t.errorType, t.errorMessage, t.errorClass, leaseIdsJson(t.leaseIds), t.visit ?? 0,
   t.active === false ? 0 : 1
 ]
 

@@ -10,7 +10,8 @@ import type Database from "better-sqlite3"
 import { Clock, Effect } from "effect"
 import * as os from "node:os"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
-import type { PipelineState } from "../../../domain/Records.js"
+import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineRecord, PipelineState } from "../../../domain/Records.js"
 import { settleToPatch } from "../../../services/internal/store/ops.js"
 import { artifactRecordOf } from "../../../services/internal/store/shared.js"
 import type {
@@ -29,7 +30,7 @@ import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
 import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
-import { ATTEMPT_COLUMNS, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams } from "./rows.js"
+import { ATTEMPT_COLUMNS, leaseIdsJson, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams, toPipeline } from "./rows.js"
 
 /** Bytes as a Buffer for better-sqlite3 (no copy). */
 export const toBuffer = (u: Uint8Array | null): Buffer | null =>
@@ -40,6 +41,35 @@ export const toBytes = (u: unknown): Uint8Array | null =>
   u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null
 
 const CHUNKS = [128, 64, 32, 16, 8, 4, 2, 1]
+
+/** Pipeline ids bound in one `pipeline_id IN (…)` lookup of {@link makeLookup} (shorter lists padded with `NULL`). */
+export const LOOKUP_CHUNK = 256
+
+/**
+ * `getPipelines` on the writer's own connection: one cached statement of
+ * {@link LOOKUP_CHUNK} bound ids (a shorter list padded with `NULL`, which matches no row).
+ * Admission asks it for every batch of up to 256 specs; on the read connection each such
+ * lookup went through `@effect/sql` and, after every group commit (which invalidates that
+ * connection's page cache), read the random leaves of `pipelines_id` again from the WAL
+ * (~6–8 µs CPU per admitted pipeline in bench/runner.ts), where the writer's cache holds them.
+ * It sees what the read connection would: the writer's transactions are synchronous, so a
+ * lookup never runs inside one, and every write is committed when it returns.
+ */
+const makeLookup = (db: Database.Database) => {
+  const stmt = db.prepare(`SELECT * FROM pipelines WHERE pipeline_id IN (${Array(LOOKUP_CHUNK).fill("?").join(",")})`)
+  const params: Array<string | null> = new Array(LOOKUP_CHUNK).fill(null)
+  return (ids: ReadonlyArray<string>): Map<PipelineId, PipelineRecord> => {
+    const out = new Map<PipelineId, PipelineRecord>()
+    for (let i = 0; i < ids.length; i += LOOKUP_CHUNK) {
+      const n = Math.min(LOOKUP_CHUNK, ids.length - i)
+      for (let k = 0; k < LOOKUP_CHUNK; k++) params[k] = k < n ? ids[i + k]! : null
+      for (const r of stmt.all(params) as Array<Record<string, unknown>>) {
+        out.set(String(r.pipeline_id) as PipelineId, toPipeline(r))
+      }
+    }
+    return out
+  }
+}
 
 /** A multi-row INSERT helper with one cached statement per chunk size. */
 const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArray<string>, suffix = "") => {
@@ -180,12 +210,30 @@ const makePatcher = (db: Database.Database) => {
   }
 }
 
+/**
+ * Whether an admission writes the row of `pipelineId` (an admission holds one row or a few:
+ * a loop, not a Set per admission).
+ */
+const admitsRow = (op: Extract<StoreWrite, { _tag: "Admit" }>, pipelineId: string): boolean => {
+  const ps = op.pipelines
+  for (let i = 0; i < ps.length; i++) if (ps[i]!.pipelineId === pipelineId) return true
+  return false
+}
+
+/** Whether an admission writes the seed of `pipelineId` (see {@link admitsRow}). */
+const seedsOf = (op: Extract<StoreWrite, { _tag: "Admit" }>, pipelineId: string): boolean => {
+  const ss = op.seeds
+  for (let i = 0; i < ss.length; i++) if (ss[i]![0].pipelineId === pipelineId) return true
+  return false
+}
+
 /** JSON text of a value, `null` for `undefined`. */
 export const jsonOrNull = (u: unknown): string | null => (u === undefined ? null : JSON.stringify(u))
 
 /**
  * The writer of an open store (see the module docs): `commit` (one group-commit batch),
- * `writeFacts` (one write-behind batch) and `putArtifact`, each one transaction. On a read-only
+ * `writeFacts` (one write-behind batch) and `putArtifact`, each one transaction, and
+ * `lookupPipelines` (the admission's `getPipelines` on this connection). On a read-only
  * open every write fails with the open's read-only error. Fails with `StoreUnavailable` when
  * the statements cannot be prepared.
  *
@@ -195,7 +243,11 @@ export const jsonOrNull = (u: unknown): string | null => (u === undefined ? null
 export const makeWriter = (
   env: SqliteEnv
 ): Effect.Effect<
-  Pick<StoreDriver, "commit" | "writeFacts" | "putArtifact"> & { readonly featureLevel: () => string },
+  Pick<StoreDriver, "commit" | "writeFacts" | "putArtifact"> & {
+    readonly featureLevel: () => string
+    /** `getPipelines` on the writer's connection (see {@link makeLookup}); `undefined` on a read-only open. */
+    readonly lookupPipelines: StoreDriver["getPipelines"] | undefined
+  },
   StoreUnavailable
 > =>
   Effect.gen(function*() {
@@ -230,6 +282,7 @@ export const makeWriter = (
       occurrence: Database.Statement
       setLevel: Database.Statement
     } | undefined
+    let lookup: ((ids: ReadonlyArray<string>) => Map<PipelineId, PipelineRecord>) | undefined
     /** The feature level; moved to `visits-v1` by the commit of the first revisit. */
     let level = env.featureLevel
     /** Some child row has {@link UNADMITTED_PNO} (checked at open, set when one is written). */
@@ -284,6 +337,7 @@ export const makeWriter = (
             ),
             setLevel: w.prepare("UPDATE store_meta SET value = ? WHERE key = 'feature_level'")
           }
+          lookup = makeLookup(w)
         },
         catch: (cause) => unavailable(path, `cannot prepare store ${path}: ${describeSqlError(cause)}`, cause)
       })
@@ -361,9 +415,25 @@ export const makeWriter = (
       } else if (known === undefined) remember(pipelineId, pno)
     }
 
+    /**
+     * The JSON of the frozen decision last written, by identity: the runner shares one
+     * frozen decision for every first-attempt success (see `succeededAs`), so most attempt
+     * rows cost no `JSON.stringify` of their decision (a decision that is not frozen is
+     * written each time: it could have changed since).
+     */
+    let lastDecision: unknown = undefined
+    let lastDecisionJson: string | null = null
+    const decisionJson = (d: unknown): string | null => {
+      if (d === undefined || d === null || !Object.isFrozen(d)) return jsonOrNull(d)
+      if (d !== lastDecision) {
+        lastDecisionJson = JSON.stringify(d)
+        lastDecision = d
+      }
+      return lastDecisionJson
+    }
     const attemptRow = (a: NewAttempt): Array<unknown> => [
       nextAttemptId++, pnoOf(a.pipelineId), a.pipelineId, a.runId, a.taskRunId, a.taskName, a.seq, a.attemptNo, a.outcome,
-      a.errorClass, a.errorType, a.errorMessage, jsonOrNull(a.decision), JSON.stringify(a.leaseIds), a.startedAt, a.endedAt,
+      a.errorClass, a.errorType, a.errorMessage, decisionJson(a.decision), leaseIdsJson(a.leaseIds), a.startedAt, a.endedAt,
       a.durationMs, a.visit ?? 0, a.model ?? null, a.tokensIn ?? null, a.tokensOut ?? null, a.tokensEstimated === true ? 1 : 0,
       a.costUsd ?? null
     ]
@@ -540,10 +610,9 @@ export const makeWriter = (
         let statesByOp: Map<StoreWrite, Map<string, string>> | undefined
         for (const op of ops) {
           if (op._tag !== "Admit" || op.traversals.length === 0 || op.pipelines.length === 0) continue
-          const admitted = new Set(op.pipelines.map((p) => p.pipelineId))
           let states: Map<string, string> | undefined
           for (const t of op.traversals) {
-            if (!admitted.has(t.pipelineId)) continue
+            if (!admitsRow(op, t.pipelineId)) continue
             // the state as this commit's last step of the pipeline leaves it, when they all follow on
             if (stepsOf === undefined) {
               stepsOf = new Map()
@@ -624,12 +693,11 @@ export const makeWriter = (
               }
             }
           }
-          const seeded = states === undefined ? undefined : new Set(op.seeds.map(([a]) => a.pipelineId))
           for (const t of op.traversals) {
             if (states?.has(t.pipelineId) === true) {
               levelFor(d, t.state)
               // admitted new (its seed in this admission, no orphan rows that could be its own)
-              if (!unadmitted && seeded?.has(t.pipelineId) === true) {
+              if (!unadmitted && seedsOf(op, t.pipelineId)) {
                 if (unfinalized.size < PNO_CACHE) unfinalized.add(t.pipelineId)
                 // (a row that existed before keeps its number: its rows may be stored already)
                 if (inserted?.has(t.pipelineId) === true) (fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
@@ -802,9 +870,15 @@ export const makeWriter = (
         return refused
       })
 
+    const lookupWith = lookup
     return {
       commit,
       featureLevel: () => level,
+      lookupPipelines: lookupWith === undefined ? undefined : (ids) =>
+        ids.length === 0 ? Effect.succeed(new Map()) : Effect.try({
+          try: () => lookupWith(ids),
+          catch: (cause) => unavailable(path, `read of store ${path} failed: ${describeSqlError(cause)}`, cause)
+        }),
       writeFacts: (as, es) =>
         tx(() => {
           if (as.length > 0) write!.attempts(as.map(attemptRow))

@@ -101,7 +101,13 @@ const toTrial = (r: Row): TrialRecord => ({
   seedable: Number(r.seedable) === 1,
   status: String(r.status) as TrialStatus,
   reason: r.reason === null || r.reason === undefined ? null : String(r.reason),
-  usage: { calls: Number(r.calls), tokens: Number(r.tokens), costUsd: Number(r.cost_usd), timeMs: Number(r.time_ms) },
+  usage: {
+    calls: Number(r.calls),
+    tokens: Number(r.tokens),
+    costUsd: Number(r.cost_usd),
+    timeMs: Number(r.time_ms),
+    ...(Number(r.unpriced ?? 0) > 0 ? { unpriced: Number(r.unpriced) } : {})
+  },
   metrics: numberRecord(r.metrics_json),
   startedAt: numOrNull(r.started_at),
   endedAt: numOrNull(r.ended_at),
@@ -181,7 +187,8 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
           const chunk = ids.slice(i, i + 500)
           const rows = yield* query(
             env,
-            `SELECT trial_id, calls, tokens, cost_usd, time_ms FROM study_trials WHERE trial_id IN (${chunk.map(() => "?").join(",")})`,
+            // every column: `unpriced` (schema version 14) is absent from a root not yet migrated
+            `SELECT * FROM study_trials WHERE trial_id IN (${chunk.map(() => "?").join(",")})`,
             chunk
           )
           for (const r of rows) {
@@ -189,7 +196,8 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
               calls: Number(r.calls),
               tokens: Number(r.tokens),
               costUsd: Number(r.cost_usd),
-              timeMs: Number(r.time_ms)
+              timeMs: Number(r.time_ms),
+              ...(Number(r.unpriced ?? 0) > 0 ? { unpriced: Number(r.unpriced) } : {})
             })
           }
         }
@@ -199,8 +207,8 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
       env.tx((d) =>
         void d.prepare(
           `UPDATE study_trials SET calls = calls + ?, tokens = tokens + ?, cost_usd = cost_usd + ?, time_ms = time_ms + ?,
-             updated_at = ? WHERE trial_id = ?`
-        ).run(delta.calls, delta.tokens, delta.costUsd, delta.timeMs, now, trialId)
+             unpriced = unpriced + ?, updated_at = ? WHERE trial_id = ?`
+        ).run(delta.calls, delta.tokens, delta.costUsd, delta.timeMs, delta.unpriced ?? 0, now, trialId)
       ),
     markTrial: (trialId, phase, at) =>
       env.tx((d) =>

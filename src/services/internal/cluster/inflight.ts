@@ -31,6 +31,31 @@ export const createTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     started_at bigint NOT NULL
   )`))
 
+/**
+ * Fails with a {@link StoreUnavailable} naming `assay migrate` when the client is PostgreSQL and
+ * the marker table is missing (a library user who built the engine on a database that was never
+ * migrated): without the check, every task start would fail its marker write and the engine would
+ * retry it for ever. Succeeds at once on another dialect (no marker is kept there).
+ */
+export const requireTable = (sql: SqlClient.SqlClient): Effect.Effect<void, StoreUnavailable> =>
+  sql.onDialectOrElse({
+    pg: () =>
+      sql<{ present: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS present`.pipe(
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot check the in-flight marker table: ${e.message}`, cause: e })),
+        Effect.flatMap((rows) =>
+          rows[0]?.present === true
+            ? Effect.void
+            : Effect.fail(
+              new StoreUnavailable({
+                message: `the cluster database has no \`${TABLE}\` table: run \`assay migrate --database URL\` once before ` +
+                  "starting runners (or create it with the engine's `InFlight.createTable`)"
+              })
+            )
+        )
+      ),
+    orElse: () => Effect.void
+  })
+
 /** A marker as it was before an execution replaced it. */
 export interface Marker {
   readonly seq: number

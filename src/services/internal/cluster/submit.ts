@@ -306,14 +306,32 @@ export const submit = <SE, SR>(
         step: () => {}
       })
 
-    /** Clears a workflow that already ended, so starting it again runs it again. */
-    const clearEnded = (spec: AnySpec) =>
+    /**
+     * Clears a workflow that already ended, so starting it again runs it again. A workflow
+     * settles its row `failed` just before it ends: for such a row whose workflow has a run
+     * request but no reply yet, the reply is awaited (polling every `pollInterval`), else the new start
+     * would join the ending execution and never run the pipeline again.
+     */
+    const clearEnded = (spec: AnySpec, state: string) =>
       Effect.gen(function*() {
         if (Option.isNone(sharding) || Option.isNone(messages)) return
         const executionId = yield* executionOf(spec.pipelineId, spec.specDigest)
-        const result = yield* ridingOut(PipelineWorkflow.poll(executionId))
+        const address = workflowAddress(sharding.value, executionId)
+        let result = yield* ridingOut(PipelineWorkflow.poll(executionId))
+        while (state === "failed" && result === undefined) {
+          // no run request stored: the row was settled by another engine (no workflow to wait for)
+          const request = yield* ridingOut(messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" })).pipe(
+            Effect.mapError((e) =>
+              new StoreUnavailable({ message: `cannot read the workflow of ${spec.pipelineId}: ${messageOf(e)}` })
+            )
+          )
+          if (Option.isNone(request)) return
+          yield* Effect.sleep(poll)
+          yield* checkRunners
+          result = yield* ridingOut(PipelineWorkflow.poll(executionId))
+        }
         if (result === undefined || result._tag !== "Complete") return
-        yield* ridingOut(messages.value.clearAddress(workflowAddress(sharding.value, executionId))).pipe(
+        yield* ridingOut(messages.value.clearAddress(address)).pipe(
           Effect.mapError((e) =>
             new StoreUnavailable({ message: `cannot clear the ended workflow of ${spec.pipelineId}: ${messageOf(e)}` })
           )
@@ -332,7 +350,7 @@ export const submit = <SE, SR>(
         }
         yield* waitBelow(maxAdmitted - 1)
         if (counts.refused > 0) return
-        if (Option.isSome(stored)) yield* clearEnded(spec)
+        if (Option.isSome(stored)) yield* clearEnded(spec, stored.value.state)
         const now = yield* Clock.currentTimeMillis
         const row = Option.getOrUndefined(stored)
         // a running row is followed as it is: its workflow may be committing tasks right now,

@@ -9,7 +9,10 @@
  *   run again (its stored verdict is returned);
  * - L4: every lease a task takes is followed by a second read of the checkpoint; when another
  *   executor (a zombie, or the new owner after a takeover) committed it meanwhile, the attempt
- *   is interrupted and the stored verdict returned;
+ *   is interrupted and the stored verdict returned; then, just before the task's call, the
+ *   global lease's quota charges are moved to the window the call goes out in (a provider
+ *   counts a call in the window it arrives in; the grant's window may have ended while the
+ *   lease waited);
  * - L5: a `StoreUnavailable` is retried here with a backoff long enough to ride out a
  *   database failover (`infraRetry`), never turned into a task failure: a failed commit
  *   retries the write (the task is not called again), a failed read retries the activity's
@@ -32,7 +35,7 @@
  * @internal
  */
 import { type Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
-import { CodecRegistry } from "../../../domain/Codec.js"
+import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { digest } from "../../../domain/Json.js"
@@ -41,8 +44,9 @@ import type { PipelineRecord } from "../../../domain/Records.js"
 import * as RunConfig from "../../../domain/RunConfig.js"
 import type * as Task from "../../../domain/Task.js"
 import { readOnlyView } from "../../../domain/TaskStore.js"
-import type { AcquireOptions } from "../../../domain/Lease.js"
+import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import type { Holder, PoolsService } from "../../Pools.js"
+import * as PgPools from "../pool/pg/pools.js"
 import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
@@ -137,7 +141,11 @@ export const makeTaskEnv = (options: {
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
   let r = env.registries.get(task)
   if (r === undefined) {
-    r = task.outputSchema === undefined ? env.registry : env.registry.registerSchema(task.outputSchema)
+    // a schema without an identifier (a `Schema.Struct`) is registered under a name derived from
+    // the task's name and the schema's structure, the same in every process
+    r = task.outputSchema === undefined
+      ? env.registry
+      : env.registry.registerSchema(task.outputSchema, { typeName: outputTypeName(task.name, task.outputSchema) })
     env.registries.set(task, r)
   }
   return r
@@ -179,11 +187,13 @@ const recheckingPools = (
       return verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
     }
   )
+  // after the recheck, the last thing before the task's call: the lease's quota charges are
+  // moved to the window the call goes out in (a grant's window may have ended meanwhile)
+  const ready = (lease: Lease<any>) => Effect.zipRight(recheck, PgPools.confirm(lease))
   return {
     ...env.pools,
-    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquire<Client>(o, h), () => recheck),
-    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) =>
-      Effect.tap(env.pools.acquireRaw<Client>(o, h), () => recheck)
+    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquire<Client>(o, h), ready),
+    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquireRaw<Client>(o, h), ready)
   }
 }
 

@@ -210,13 +210,14 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
  * process ran last, as the embedded engine writes them. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
  * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
  * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
- * A Postgres `SqlClient` in context keeps the in-flight markers (`inflight.ts`).
+ * A Postgres `SqlClient` in context keeps the in-flight markers (`inflight.ts`); the layer fails
+ * with a `StoreUnavailable` naming `assay migrate` when their table is missing.
  *
  * @internal
  */
 export const workflowLayer = (
   options: WorkflowLayerOptions = {}
-): Layer.Layer<never, never, WorkflowEngine | Store | Pools | SpecCatalog> =>
+): Layer.Layer<never, StoreUnavailable, WorkflowEngine | Store | Pools | SpecCatalog> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const context = yield* Effect.context<never>()
     const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
@@ -224,6 +225,8 @@ export const workflowLayer = (
     const pools = yield* Pools
     // the in-flight marker lives next to the cluster's tables, on its SQL client (when one is in context)
     const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    // a database never migrated fails here, clearly, instead of at every task start
+    if (Option.isSome(sql)) yield* InFlight.requireTable(sql.value)
     const env = yield* makeTaskEnv({
       store,
       pools,

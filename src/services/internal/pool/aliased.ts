@@ -20,6 +20,7 @@ import type { AcquireOptions } from "../../../domain/Lease.js"
 import { PoolNotFound } from "../../../domain/Errors.js"
 import type { EventFilter, ResourceEvent } from "../../../domain/PoolEvent.js"
 import type { Holder, PoolsService } from "../../Pools.js"
+import { appliesHooks, markAppliesHooks } from "../acquireHooks.js"
 
 /**
  * The view of `pools` in which a member reaches exactly the keys of `aliases` (its local pool
@@ -77,7 +78,7 @@ export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, st
     return actual === undefined ? null : { ...f, pool: actual }
   }
 
-  return {
+  const view: PoolsService = {
     acquire: (o, h) => Effect.flatMap(resolve(o, h), ([opts, holder]) => pools.acquire(opts, holder)),
     acquireRaw: (o, h) => Effect.flatMap(resolve(o, h), ([opts, holder]) => pools.acquireRaw(opts, holder)),
     heldBy: pools.heldBy,
@@ -122,4 +123,6 @@ export const aliased = (pools: PoolsService, aliases: Readonly<Record<string, st
     saveState: (pool) => Effect.flatMap(to(pool), (actual) => pools.saveState(actual)),
     restoreState: (pool, id, state) => Effect.flatMap(to(pool), (actual) => pools.restoreState(actual, id, state))
   }
+  // the holder reaches `pools.acquire` with its hooks (a spread copies them): applied when `pools` applies them
+  return appliesHooks(pools) ? markAppliesHooks(view) : view
 }

@@ -17,6 +17,7 @@
 import { Duration, Effect, Either, Exit, Fiber, Option, Scope } from "effect"
 import type { Clock } from "effect"
 import * as Breaker from "../../../domain/Breaker.js"
+import * as LoopDelay from "../loopDelay.js"
 import {
   AcquireTimeout,
   classify,
@@ -53,6 +54,7 @@ import type {
 } from "../../Pools.js"
 import * as Client from "./client.js"
 import { holderNow } from "../holdNow.js"
+import { hooksOf, markAppliesHooks } from "../acquireHooks.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
 import { anonymous, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
@@ -71,7 +73,14 @@ const jsonError = (u: unknown): Json => messageOf(u)
 // The lease
 // ---------------------------------------------------------------------------------------------
 
-export class LeaseImpl implements Lease<any> {
+/**
+ * A lease as the pools service keeps it. `Client` is the resource's client type: the service
+ * stores every client as `unknown` (built by a factory it knows only as `unknown`), and an
+ * acquire's caller names the type it expects (`acquire<Client>`), as `Lease<Client>`.
+ *
+ * @internal
+ */
+export class LeaseImpl<Client = unknown> implements Lease<Client> {
   released = false
   /** Granted while the resource's breaker was half-open: its report decides the breaker. */
   probe = false
@@ -81,7 +90,7 @@ export class LeaseImpl implements Lease<any> {
     readonly id: string,
     readonly pool: string,
     readonly res: Res,
-    readonly client: any,
+    readonly client: Client,
     readonly taskName: string,
     readonly acquiredAt: number,
     readonly owner: string | undefined,
@@ -124,7 +133,9 @@ export class Core implements Client.ClientEnv {
   constructor(
     readonly clock: Clock.Clock,
     readonly scope: Scope.Scope,
-    readonly options: PoolsOptions
+    readonly options: PoolsOptions,
+    /** This process's event-loop stalls, passed to observing algorithms (`loopDelay.ts`). */
+    readonly loopDelay: LoopDelay.LoopDelayShape
   ) {
     this.fanout = new EventFanout(options.onEvent)
   }
@@ -1022,7 +1033,8 @@ export class Core implements Client.ClientEnv {
       usage: report.usage,
       rateLimit: report.rateLimit,
       errorClass,
-      retryAfterMs: errorClass === "rate_limit" ? retryAfterOf(report.error, now) : undefined
+      retryAfterMs: errorClass === "rate_limit" ? retryAfterOf(report.error, now) : undefined,
+      loopDelay: this.loopDelay
     }
     for (const algorithm of pool.observers) algorithm.observe!(observation)
   }
@@ -1226,17 +1238,22 @@ export class Core implements Client.ClientEnv {
   ): Effect.Effect<Lease<Client>, AcquireError, Scope.Scope> {
     // In a Scope that holds a synchronous finalizer now (a runner attempt's: see `holdNow.ts`),
     // a free slot is granted and its release registered in one synchronous step: nothing can
-    // interrupt between the two, and no Effect runs for either.
+    // interrupt between the two, and no Effect runs for either. A runner attempt's hooks
+    // (`acquireHooks.ts`) refuse the acquire once its run stops, park only a wait, and map the
+    // lease to what the task sees.
+    const hooks = hooksOf(holder)
     return Effect.withFiberRuntime<Lease<Client>, AcquireError, Scope.Scope>((fiber) => {
+      if (hooks !== undefined && hooks.refused()) return Effect.interrupt
       const sync = holderNow(fiber)
       if (sync !== undefined) {
         const lease = this.leaseNow(options, holder, false)
         if (lease !== undefined) {
           sync.hold(() => this.releaseNow(lease))
-          return Effect.succeed(lease as Lease<Client>)
+          return Effect.succeed(hooks === undefined ? lease as Lease<Client> : hooks.granted(lease as Lease<Client>))
         }
       }
-      return this.scopedWait<Client>(options, holder)
+      if (hooks === undefined) return this.scopedWait<Client>(options, holder)
+      return Effect.map(hooks.park(this.scopedWait<Client>(options, holder)), (lease) => hooks.granted(lease))
     })
   }
 
@@ -1305,7 +1322,9 @@ export const make = (
   Effect.gen(function*() {
     const clock = yield* Effect.clock
     const scope = yield* Effect.scope
-    const core = new Core(clock, scope, options)
+    // a stall source given in the context (tests), or a sampler in this service's scope
+    const given = yield* Effect.serviceOption(LoopDelay.LoopDelay)
+    const core = new Core(clock, scope, options, Option.isSome(given) ? given.value : yield* LoopDelay.make)
     const issues: Array<ConfigIssue> = []
     for (const p of pools) {
       const r = yield* Effect.either(core.createPool(p))
@@ -1346,5 +1365,6 @@ export const make = (
       saveState: (pool) => Effect.flatMap(poolOf(pool), (p) => Effect.sync(() => core.saveState(p))),
       restoreState: (pool, id, state) => Effect.flatMap(poolOf(pool), (p) => core.restoreState(p, id, state))
     }
-    return service
+    // `acquire` goes through `core.scoped`, which applies a runner attempt's hooks
+    return markAppliesHooks(service)
   })

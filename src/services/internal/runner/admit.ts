@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Cause, Clock, Effect, Either, FiberSet, Option } from "effect"
+import { Cause, Clock, Effect, Either, FiberSet, Option, Stream } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
 import {
   ConfigError,
@@ -18,7 +18,7 @@ import {
   type StoreUnavailable
 } from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
-import type { PipelineRecord, RunRecord } from "../../../domain/Records.js"
+import type { AttemptRecord, PipelineRecord, RunRecord } from "../../../domain/Records.js"
 import type * as Task from "../../../domain/Task.js"
 import type { NewEvent, StoreService, SucceededIndex } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
@@ -101,6 +101,34 @@ export const make = (env: AdmitEnv) => {
       const r = cached.value
       if (r.status !== "running") return "finished"
       return now - r.heartbeatAt < staleAfterMs ? "live" : "silent"
+    })
+
+  /**
+   * The attempt the dead owner `ownerRunId` had in flight at `seq` (`visit`), numbered from
+   * what the store recorded of it (one read of the pipeline's attempts, made only for a
+   * pipeline claimed from a dead run, never on a clean resume): on a plain pipeline the number
+   * after the owner's recorded attempts of that task (1 when none), in the owner's task run;
+   * on a control pipeline the number reserved for it (`reserved`). `undefined` when the
+   * records show that nothing was in flight: the reserved number already has its row, or the
+   * owner's last attempt there was not to be retried.
+   */
+  const inFlightAttempt = (pipelineId: PipelineId, ownerRunId: RunId, seq: number, visit: number, reserved: number | undefined) =>
+    Effect.map(Stream.runCollect(store.streamAttempts({ pipelineId })), (attempts): Rows.InFlight | undefined => {
+      let last: AttemptRecord | undefined
+      for (const a of attempts) {
+        if (a.seq !== seq || a.visit !== visit || a.errorType === "Abandoned") continue
+        if (reserved !== undefined) {
+          if (a.attemptNo === reserved) return undefined
+        } else if (a.runId === ownerRunId && (last === undefined || a.attemptNo > last.attemptNo)) {
+          last = a
+        }
+      }
+      if (reserved !== undefined) return { seq, visit, attemptNo: reserved }
+      if (last === undefined) return { seq, visit, attemptNo: 1 }
+      const decision = last.decision as { readonly retry?: unknown } | null
+      return decision !== null && decision.retry === false
+        ? undefined
+        : { seq, visit, attemptNo: last.attemptNo + 1, taskRunId: last.taskRunId }
     })
 
   /** The input of a resume at `cursor` (> 0): its checkpoint, or a restart from the seed. */
@@ -286,14 +314,16 @@ export const make = (env: AdmitEnv) => {
               return
             }
             case "Corrupt":
-              state.counters.failed++
-              yield* emit("pipeline.corrupt_cursor", spec.pipelineId, {
+              yield* refuse(spec, now, {
+                kind: "pipeline.corrupt_cursor",
                 cursor: decision.record.nTasksDone,
-                nTasks: spec.template.nTasks,
-                error: new CorruptCheckpoint({
+                data: { nTasks: spec.template.nTasks },
+                errorType: "CorruptCheckpoint",
+                message: new CorruptCheckpoint({
                   pipelineId: spec.pipelineId,
                   message: `cursor ${decision.record.nTasksDone} is past the last task (${spec.template.nTasks})`
-                }).message
+                }).message,
+                fix: "resume with --fresh-restart to run it again from its seed"
               })
               continue
             case "Repair": {
@@ -347,30 +377,32 @@ export const make = (env: AdmitEnv) => {
    * `retrySucceeded`) starts from the seed with a fresh budget, keeping the visit counters;
    * any other stored row continues at its exact persisted visit, pending entry and attempt
    * numbers (the next number reserved before the task runs). A row without traversal state is
-   * refused (corrupt visit checkpoint); a pending entry whose payload is gone replays the seed
+   * refused (corrupt visit checkpoint, see `refuse`); a pending entry whose payload is gone replays the seed
    * keeping budget and counters (`pipeline.checkpoint_missing`).
    */
-  const admitControlled = (spec: AnySpec, decision: Admission.Admission, stored: PipelineRecord | undefined, now: number) =>
-    Effect.gen(function*() {
+  const admitControlled = (spec: AnySpec, decision: Admission.Admission, stored: PipelineRecord | undefined, now: number) => {
+    if (decision._tag === "FromSeed" && decision.isNew) {
+      // a new pipeline (the common case): admitted at once, no generator of its own
+      const initial = Traversal.initial(spec.pipelineId, spec.template.nTasks)
+      const start = { state: initial, input: Controlled.seedInput(spec), prepare: undefined }
+      return admitWith(
+        spec,
+        0,
+        (admission) => env.launchControlled(spec, { ...start, admission }),
+        true,
+        [],
+        stored,
+        now,
+        initial
+      )
+    }
+    return Effect.gen(function*() {
       const pipelineId = spec.pipelineId
       const nTasks = spec.template.nTasks
       const traversal = store.traversal!
       const event = (kind: string, data: unknown): NewEvent => ({ kind, pipelineId, runId, data, ts: now })
       const launch = (start: Omit<Controlled.ControlledStart, "admission">) => (admission: Pipe.Admission | undefined) =>
         env.launchControlled(spec, { ...start, admission })
-      if (decision._tag === "FromSeed" && decision.isNew) {
-        const initial = Traversal.initial(pipelineId, nTasks)
-        return yield* admitWith(
-          spec,
-          0,
-          launch({ state: initial, input: Controlled.seedInput(spec), prepare: undefined }),
-          true,
-          [],
-          stored,
-          now,
-          initial
-        )
-      }
       const persisted = yield* traversal.visitState(pipelineId)
       if (decision._tag === "FromSeed" && decision.event !== undefined) {
         // a deliberate restart from the seed: new budget, active traversal cleared, counters kept
@@ -402,18 +434,22 @@ export const make = (env: AdmitEnv) => {
         )
       }
       if (Option.isNone(persisted)) {
-        state.counters.failed++
-        return yield* emit("pipeline.corrupt_checkpoint", pipelineId, {
-          cursor: stored?.nTasksDone ?? null,
-          error: new CorruptCheckpoint({ pipelineId, message: "corrupt visit checkpoint: missing traversal state" })
+        return yield* refuse(spec, now, {
+          kind: "pipeline.corrupt_checkpoint",
+          cursor: stored?.nTasksDone ?? 0,
+          data: {},
+          errorType: "CorruptCheckpoint",
+          message: new CorruptCheckpoint({ pipelineId, message: "corrupt visit checkpoint: missing traversal state" })
             .message,
-          fix: "freshRestart"
+          fix: "resume with --fresh-restart (RunOptions.freshRestart) to start it again from its seed with a new budget"
         })
       }
       const vs = persisted.value
       // an attempt of the dead owner was in flight at the pending entry: recorded as abandoned
-      const abandoned = (decision._tag === "Resume" || decision._tag === "FromSeed") && decision.abandonedTask && vs.pending !== null
-        ? { seq: vs.pending.seq, visit: vs.pending.visit }
+      // under the number reserved for it
+      const abandoned = (decision._tag === "Resume" || decision._tag === "FromSeed") && decision.abandonedTask &&
+          vs.pending !== null && stored !== undefined
+        ? yield* inFlightAttempt(pipelineId, stored.runId, vs.pending.seq, vs.pending.visit, vs.pending.attempts)
         : undefined
       const events: Array<NewEvent> = []
       if (decision._tag === "Resume" && decision.claimedFrom !== undefined) {
@@ -442,14 +478,16 @@ export const make = (env: AdmitEnv) => {
       if (Either.isLeft(loaded) && loaded.left.unregistered) {
         // The payload is there but this program's codec registry does not know its codec or
         // type (a registration left out, e.g. `HistoryArtifact.register`): replaying the seed
-        // would silently drop the entry state the author chose. Refused, nothing touched: a
-        // resume with the registration continues the same visit.
-        state.counters.failed++
-        return yield* emit("pipeline.checkpoint_undecodable", pipelineId, {
+        // would silently drop the entry state the author chose. Refused (failed under this run,
+        // its traversal untouched): a resume with the registration continues the same visit.
+        return yield* refuse(spec, now, {
+          kind: "pipeline.checkpoint_undecodable",
           cursor: vs.cursor,
-          entry: vs.pending.input,
-          error: loaded.left.reason,
-          fix: "register the payload's codec or type in the run's CodecRegistry (or declare it as the task's output Schema) and resume"
+          data: { entry: vs.pending.input },
+          errorType: "ArtifactCodecError",
+          message: loaded.left.reason,
+          fix: "register the payload's codec or type in the run's CodecRegistry (e.g. `HistoryArtifact.register`, or " +
+            "declare it as the task's output Schema) and resume"
         })
       }
       if (Either.isLeft(loaded)) {
@@ -482,6 +520,7 @@ export const make = (env: AdmitEnv) => {
         undefined
       )
     })
+  }
 
   /**
    * The decoded input at an occurrence address, or why it cannot be had (`unregistered`: the
@@ -525,6 +564,45 @@ export const make = (env: AdmitEnv) => {
       return emit("pipeline.skipped", spec.pipelineId, { reason: "owned_by_another_run", owner: current.runId })
     })
 
+  /**
+   * A pipeline the run refuses at admission (a corrupt cursor or visit checkpoint, an entry
+   * payload this program cannot decode): accounted exactly like a pipeline that failed while
+   * running, in one place. Its row becomes `failed` under this run with the cause and the fix
+   * as its error (so the summary, `assay report`, the exit code and `run.finished` agree), the
+   * refusal event records the same, and `onPipelineFinished` hears of it. Nothing else of the
+   * row is touched (cursor, traversal, artifacts): the fix, then a resume, continues it.
+   */
+  const refuse = (spec: AnySpec, now: number, r: {
+    readonly kind: string
+    readonly cursor: number
+    readonly data: Record<string, unknown>
+    readonly errorType: string
+    readonly message: string
+    readonly fix: string
+  }) =>
+    Effect.gen(function*() {
+      const pipelineId = spec.pipelineId
+      const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+      const errorMessage = `${r.message}; fix: ${r.fix}`
+      State.decideFailure(state, spec)
+      state.counters.failed++
+      yield* emit(r.kind, pipelineId, { cursor: r.cursor, ...r.data, error: r.message, fix: r.fix })
+      yield* store.updatePipeline(pipelineId, {
+        state: "failed",
+        runId,
+        startedAt: now,
+        endedAt: now,
+        error: {
+          failedTask: tasks[r.cursor]?.name ?? null,
+          errorType: r.errorType,
+          errorMessage,
+          errorClass: "fatal"
+        },
+        updatedAt: now
+      })
+      yield* finishCallback(yield* readRecord(pipelineId), Option.none())
+    })
+
   const admitOne = (
     spec: AnySpec,
     start: Pipe.Start,
@@ -532,7 +610,21 @@ export const make = (env: AdmitEnv) => {
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
     now: number
-  ) => admitWith(spec, start.cursor, (admission) => env.launch(spec, { ...start, admission }), isNew, events, stored, now, undefined)
+  ) =>
+    // the dead owner's attempt in flight at the stored cursor, numbered (see `inFlightAttempt`)
+    start.abandonedTask && stored !== undefined
+      ? Effect.flatMap(inFlightAttempt(spec.pipelineId, stored.runId, stored.nTasksDone, 0, undefined), (a) =>
+        admitWith(
+          spec,
+          start.cursor,
+          (admission) => env.launch(spec, { ...start, abandonedTask: a !== undefined, abandonedAttempt: a, admission }),
+          isNew,
+          events,
+          stored,
+          now,
+          undefined
+        ))
+      : admitWith(spec, start.cursor, (admission) => env.launch(spec, { ...start, admission }), isNew, events, stored, now, undefined)
 
   const admitWith = (
     spec: AnySpec,

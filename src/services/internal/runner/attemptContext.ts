@@ -15,6 +15,7 @@ import type * as Task from "../../../domain/Task.js"
 import type { MetricOptions, TaskContext } from "../../../domain/TaskContext.js"
 import type { BusService } from "../../Bus.js"
 import type { Holder, Pools } from "../../Pool.js"
+import { type AcquireHooks, AcquireHooksTypeId, appliesHooks, type HookedHolder } from "../acquireHooks.js"
 import type { TaskStore } from "../../../domain/TaskStore.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
@@ -71,6 +72,12 @@ export interface AttemptShared {
    * refuses to start one once the run is stopping. Absent: the wait is left as it is.
    */
   readonly leaseWait?: (<A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) | undefined
+  /**
+   * Whether `leaseWait` refuses to start a wait now (the run is stopping). Given with
+   * `leaseWait`, to a pools service that applies an attempt's hooks (`acquireHooks.ts`): a
+   * lease granted at once is then neither parked nor mapped by an Effect of the attempt's.
+   */
+  readonly leaseRefused?: (() => boolean) | undefined
 }
 
 /**
@@ -141,6 +148,7 @@ export class AttemptContext implements TaskContext {
   usage: AttemptUsage | undefined = undefined
   #seed: number | undefined = undefined
   #holder: Holder | undefined = undefined
+  #hookedHolder: HookedHolder | undefined = undefined
   readonly #shared: AttemptShared
   readonly #task: Task.Any
 
@@ -182,8 +190,12 @@ export class AttemptContext implements TaskContext {
     return this.#seed ??= attemptSeed(this.pipelineId, this.seq, this.attempt, this.visit)
   }
   #holderOf(): Holder {
+    return this.#holder ??= this.#newHolder(undefined)
+  }
+  /** The attempt's holder for the pools service (`hooks`: see {@link #hookedHolderOf}). */
+  #newHolder(hooks: AcquireHooks | undefined): HookedHolder {
     const task = this.#task
-    return this.#holder ??= {
+    return {
       taskName: task.name,
       pipelineId: this.pipelineId,
       defaultPool: task.options.resource ?? undefined,
@@ -191,8 +203,29 @@ export class AttemptContext implements TaskContext {
         "defaultAlgorithm"
       ],
       owner: this.owner,
-      maxServerDelayMs: RetryPolicy.maxServerDelayMs(task.options.retry)
+      maxServerDelayMs: RetryPolicy.maxServerDelayMs(task.options.retry),
+      [AcquireHooksTypeId]: hooks
     }
+  }
+  /**
+   * {@link #holderOf} with the attempt's {@link AcquireHooks} (parking, refusal, the lease the
+   * task sees), for a pools service that applies them; `undefined` when the run gives no
+   * parking to hand over.
+   */
+  #hookedHolderOf(): HookedHolder | undefined {
+    if (this.#hookedHolder !== undefined) return this.#hookedHolder
+    const park = this.#shared.leaseWait
+    const refused = this.#shared.leaseRefused
+    if (park === undefined || refused === undefined) return undefined
+    const hooks: AcquireHooks = {
+      refused,
+      park,
+      granted: <Client,>(lease: Lease<Client>) => {
+        this.#track(lease)
+        return this.#priced(lease)
+      }
+    }
+    return this.#hookedHolder = this.#newHolder(hooks)
   }
   #track(lease: Lease): void {
     ;(this.leaseIds ??= []).push(lease.id)
@@ -215,13 +248,15 @@ export class AttemptContext implements TaskContext {
       ? { costUsd: Pricing.costOf(own, tokensIn, tokensOut), source: "pricing" as const }
       : variant !== undefined
       ? { costUsd: Pricing.costOf(variant, tokensIn, tokensOut), source: "pricing" as const }
-      : Pricing.priceCall({ models, tokensIn, tokensOut, serverCostUsd: report.costUsd, table: this.#shared.pricing })
+      : Pricing.priceCall({ models, tokensIn, tokensOut, serverCostUsd: report.costUsd, table: this.#shared.pricing }) ??
+        // a call of 0 tokens costs 0 at any price: its cost is known, not unpriced
+        (tokensIn === 0 && tokensOut === 0 ? { costUsd: 0, source: "pricing" as const } : undefined)
     const acc = this.usage ??= { calls: 0, tokensIn: 0, tokensOut: 0, estimated: false, costUsd: null, model: null }
     acc.calls++
     acc.tokensIn += tokensIn
     acc.tokensOut += tokensOut
     if (report.estimated === true) acc.estimated = true
-    if (priced !== undefined) acc.costUsd = (acc.costUsd ?? 0) + priced.costUsd
+    if (priced !== undefined) acc.costUsd = Pricing.roundUsd((acc.costUsd ?? 0) + priced.costUsd)
     if (report.model !== undefined) acc.model = report.model
     if (priced === undefined) {
       if (report.costUsd === undefined) return report
@@ -248,13 +283,18 @@ export class AttemptContext implements TaskContext {
     return wait === undefined ? self : wait(self)
   }
   get acquire(): TaskContext["acquire"] {
-    return <Client,>(opts?: AcquireOptions | string) =>
+    return <Client,>(opts?: AcquireOptions | string) => {
       // The pool tracks the attempt's unreleased leases under its owner key (held pools for
       // deadlock warnings, reclaim); the attempt only records the ids for its task row.
-      Effect.flatMap(this.#leaseWait(this.#shared.pools.acquire<Client>(opts, this.#holderOf())), (lease) => {
+      const pools = this.#shared.pools
+      const hooked = appliesHooks(pools) ? this.#hookedHolderOf() : undefined
+      // the pools service parks a wait, refuses after a stop and maps the lease itself
+      if (hooked !== undefined) return pools.acquire<Client>(opts, hooked)
+      return Effect.flatMap(this.#leaseWait(pools.acquire<Client>(opts, this.#holderOf())), (lease) => {
         this.#track(lease)
         return Effect.succeed(this.#priced(lease))
       })
+    }
   }
   get acquireLease(): TaskContext["acquireLease"] {
     return <Client,>(opts?: AcquireOptions | string) =>

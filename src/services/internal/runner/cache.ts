@@ -6,6 +6,7 @@
  * @internal
  */
 import { Effect, Either, Exit, Option } from "effect"
+import { roundUsd } from "../../../domain/Pricing.js"
 import * as CallCache from "../../../domain/CallCache.js"
 import type { CodecRegistry } from "../../../domain/Codec.js"
 import { isHandoff } from "../../../domain/Handoff.js"
@@ -198,6 +199,12 @@ export const afterRun = (
   )
 }
 
+/** A first attempt's success without a cache note: one frozen value for every such attempt. */
+const firstSucceeded: { readonly outcome: "succeeded"; readonly decision: RetryPolicy.RetryDecision } = Object.freeze({
+  outcome: "succeeded",
+  decision: Object.freeze(RetryPolicy.succeeded(1))
+})
+
 /**
  * The outcome and decision of a succeeded attempt: `cache_hit` for a served output, else
  * `succeeded`; the decision carries the attempt's {@link CacheNote} as `cache` when there is
@@ -209,6 +216,7 @@ export const succeededAs = (
   attempt: number,
   note: CacheNote | undefined
 ): { readonly outcome: "succeeded" | "cache_hit"; readonly decision: RetryPolicy.RetryDecision } => {
+  if (attempt === 1 && note === undefined) return firstSucceeded
   const decision = RetryPolicy.succeeded(attempt)
   if (note === undefined) return { outcome: "succeeded", decision }
   return {
@@ -232,7 +240,7 @@ export const countNote = (c: CacheCounters, note: CacheNote | undefined): void =
         c.completionTokens += note.usage.completionTokens
         c.totalTokens += note.usage.totalTokens
         const cost = note.usage.costUsd
-        if (typeof cost === "number" && Number.isFinite(cost)) c.costSavedUsd = (c.costSavedUsd ?? 0) + cost
+        if (typeof cost === "number" && Number.isFinite(cost)) c.costSavedUsd = roundUsd((c.costSavedUsd ?? 0) + cost)
       }
       return
     }

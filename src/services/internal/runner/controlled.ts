@@ -71,7 +71,7 @@ export interface ControlledStart {
    * The entry whose attempt was in flight when the previous owner's run died (claimed from a
    * dead run): recorded as an abandoned attempt before anything runs, as the plain path does.
    */
-  readonly abandoned?: { readonly seq: number; readonly visit: number } | undefined
+  readonly abandoned?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber before anything else. */
   readonly admission?: Admission | undefined
 }
@@ -163,9 +163,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
    * adopts the unit's state; uninterruptible, so that the state in memory is the committed one.
    * With `deferrable`, a step whose next entry's task runs synchronously, as the step's own
    * task did, is not committed yet: its state is adopted at once (the next step's version
-   * check follows it) and it commits with the next one.
+   * check follows it), it commits with the next one, and `undefined` comes back (nothing to
+   * run: the caller yields no Effect, so a deferred step costs no fiber step, as on the plain
+   * path).
    */
-  const commit = (unit: TraversalUnit, deferrable: boolean, task: Task.Any | undefined) => {
+  const commit = (
+    unit: TraversalUnit,
+    deferrable: boolean,
+    task: Task.Any | undefined
+  ): Effect.Effect<void, StoreUnavailable> | undefined => {
     const next = unit.traversal.state.pending
     if (
       deferrable && next !== null && uncommitted.units.length < MAX_UNCOMMITTED && isSyncTask(task) &&
@@ -173,12 +179,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     ) {
       defer(uncommitted, unit)
       vs = unit.traversal.state
-      return Effect.void
+      return undefined
     }
     return Effect.uninterruptible(Effect.map(store.checkpoint(carrying(unit)), () => {
       vs = unit.traversal.state
     }))
   }
+
+  /** {@link commit} of a unit that is never deferred. */
+  const commitNow = (unit: TraversalUnit) => commit(unit, false, undefined)!
 
   // the position covers the uncommitted steps: the interrupted row commits them first
   const markInterrupted = Effect.suspend(() => {
@@ -186,7 +195,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     state.counters.interrupted++
     // the task row carries the current task's visit
     return store.checkpoint(
-      carrying(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now))
+      carrying(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, state.stopReason, now, holder.began))
     )
   })
 
@@ -219,11 +228,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         tasks[start.abandoned.seq]?.name ?? "?",
         start.abandoned.seq,
         clock.unsafeCurrentTimeMillis(),
-        start.abandoned.visit
+        start.abandoned.visit,
+        undefined,
+        start.abandoned.attemptNo
       )
     ]
     if (start.prepare !== undefined) {
-      yield* commit({
+      yield* commitNow({
         pipelineId,
         ...(abandoned.length === 0 ? {} : { attempts: abandoned }),
         traversal: {
@@ -231,7 +242,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           state: start.prepare,
           ...(start.invalidateFrom === undefined ? {} : { invalidateFrom: start.invalidateFrom })
         }
-      }, false, undefined)
+      })
     } else if (abandoned.length > 0) {
       yield* store.checkpoint(carrying({ pipelineId, attempts: abandoned }))
     }
@@ -271,7 +282,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       startedAt: taskStarted,
       attempt: 0,
       // every attempt of a controlled task is committed with its own count
-      committed: 0
+      committed: 0,
+      recorded: 0
     }
     currentTask = current
     let first = true
@@ -280,6 +292,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // the number reserved durably before this attempt runs
       const attempt = vs.pending!.attempts
       current.attempt = attempt
+      // not begun until its body begins (see `SlotHold.began`)
+      holder.began = -1
       if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
       // a synchronous body evaluated at once (no Effect per step) when nothing wraps it
       const now = runAttemptNow(env, spec, task, seq, attempt, input, holder, visit)
@@ -310,7 +324,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           const handed = handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
           if (handed._tag === "Commit") {
             slots.release(holder)
-            yield* commit(handed.unit, true, task)
+            const committing = commit(handed.unit, true, task)
+            if (committing !== undefined) yield* committing
             state.counters.handoffs++
             currentTask = undefined
             return handed.outcome
@@ -325,7 +340,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             const next = Traversal.succeed(vs, seq, address, nTasks)
             const isLast = next.pending === null
             const succeeded = succeededAs(attempt, result.cache)
-            yield* commit({
+            const committing = commit({
               pipelineId,
               artifact: {
                 pipelineId,
@@ -358,6 +373,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
               ],
               traversal: { expectedVersion: vs.version, state: next }
             }, !holdSlot, task)
+            if (committing !== undefined) yield* committing
             if (holdSlot) slots.release(holder)
             currentTask = undefined
             return isLast ? { _tag: "Ended", value } as const : { _tag: "Next", input: value } as const
@@ -387,12 +403,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       const counted = { updatedAt: ended, attemptsDelta: 1 }
       if (!terminal && decision.retry && !state.stopping) {
         // the failed attempt and the next attempt number, durably together
-        yield* commit({
+        yield* commitNow({
           pipelineId,
           attempts: [attemptRow],
           pipeline: counted,
           traversal: { expectedVersion: vs.version, state: Traversal.reserveAttempt(vs) }
-        }, false, undefined)
+        })
+        current.recorded = attempt
         state.counters.retries++
         state.delayed++
         yield* env.whileParked(Effect.sleep(Duration.millis(decision.delayMs))).pipe(
@@ -407,6 +424,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           attempts: [{ ...attemptRow, decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 } }],
           pipeline: counted
         })))
+        current.recorded = attempt
         if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
         return yield* Effect.interrupt
       }
@@ -492,7 +510,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         error: new BudgetExceeded({
           budget: "maxHandoffs",
           message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
-            `transitions: the control budget is spent (effective maxHandoffs = ${limit})`
+            `transitions: the control budget is spent (${Control.describeLimit(control, state.config.maxHandoffs)}); ` +
+            `the spent budget survives resume: resume with --fresh-restart (RunOptions.freshRestart) to run it ` +
+            `again from its seed with a new budget`
         })
       }
     }

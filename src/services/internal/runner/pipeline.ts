@@ -38,7 +38,7 @@ import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
-import { isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
+import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
 import { AttemptGenerator, attemptExit, attemptScoped } from "./attemptScope.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
@@ -61,6 +61,8 @@ export interface Start {
   readonly input: unknown
   /** An attempt in flight when the previous owner died, to record as abandoned. */
   readonly abandonedTask: boolean
+  /** That attempt, numbered (see `admit.ts`); absent: at the cursor, number unknown (0). */
+  readonly abandonedAttempt?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber (see {@link Admission}). */
   readonly admission?: Admission | undefined
 }
@@ -135,23 +137,40 @@ export const mergePatch = (earlier: PipelinePatch, later: PipelinePatch): Pipeli
   attemptsDelta: (earlier.attemptsDelta ?? 0) + (later.attemptsDelta ?? 0)
 })
 
-/** A pipeline row as `patch` leaves it (the store's own patch semantics). */
+/**
+ * A pipeline row as `patch` leaves it (the store's own patch semantics). A copy of the row's
+ * own shape whose fields are then set (a spread followed by a dozen fields in one literal
+ * built the copy property by property, once per admitted pipeline).
+ */
 const foldPatch = (row: PipelineFields, patch: PipelinePatch): PipelineFields => {
+  const out: { -readonly [K in keyof PipelineFields]: PipelineFields[K] } = { ...row }
+  if (patch.state !== undefined) out.state = patch.state
+  if (patch.nTasksDone !== undefined) out.nTasksDone = patch.nTasksDone
+  if (patch.runId !== undefined) out.runId = patch.runId
+  if (patch.startedAt !== undefined) out.startedAt = patch.startedAt
+  if (patch.endedAt !== undefined) out.endedAt = patch.endedAt
   const err = patch.error
-  return {
-    ...row,
-    state: patch.state ?? row.state,
-    nTasksDone: patch.nTasksDone ?? row.nTasksDone,
-    runId: patch.runId ?? row.runId,
-    startedAt: patch.startedAt !== undefined ? patch.startedAt : row.startedAt,
-    endedAt: patch.endedAt !== undefined ? patch.endedAt : row.endedAt,
-    failedTask: err === undefined ? row.failedTask : err === null ? null : err.failedTask,
-    errorType: err === undefined ? row.errorType : err === null ? null : err.errorType,
-    errorMessage: err === undefined ? row.errorMessage : err === null ? null : err.errorMessage,
-    errorClass: err === undefined ? row.errorClass : err === null ? null : err.errorClass,
-    attemptsTotal: row.attemptsTotal + (patch.attemptsDelta ?? 0),
-    updatedAt: patch.updatedAt
+  if (err !== undefined) {
+    out.failedTask = err === null ? null : err.failedTask
+    out.errorType = err === null ? null : err.errorType
+    out.errorMessage = err === null ? null : err.errorMessage
+    out.errorClass = err === null ? null : err.errorClass
   }
+  out.attemptsTotal = row.attemptsTotal + (patch.attemptsDelta ?? 0)
+  out.updatedAt = patch.updatedAt
+  return out
+}
+
+/** Whether every row of `pipelines` is the pipeline `pipelineId`'s (no closure per call). */
+const allOf = (pipelines: ReadonlyArray<PipelineFields>, pipelineId: string): boolean => {
+  for (let i = 0; i < pipelines.length; i++) if (pipelines[i]!.pipelineId !== pipelineId) return false
+  return true
+}
+
+/** Whether no unit of `units` patches its pipeline row itself. */
+const nonePatch = (units: ReadonlyArray<CheckpointUnit>): boolean => {
+  for (let i = 0; i < units.length; i++) if (units[i]!.pipeline !== undefined) return false
+  return true
 }
 
 /**
@@ -178,12 +197,12 @@ export const withUncommitted = (u: Uncommitted, unit: CheckpointUnit): Checkpoin
   // unless an earlier unit patches it itself (a controlled step keeps its own patch, which
   // carries its traversal state): then the patches apply in order after the INSERT
   if (
-    admission !== undefined && patch !== undefined &&
-    admission.pipelines.every((p) => p.pipelineId === unit.pipelineId) &&
-    u.units.every((b) => b.pipeline === undefined)
+    admission !== undefined && patch !== undefined && allOf(admission.pipelines, unit.pipelineId) && nonePatch(u.units)
   ) {
-    const merged = patch
-    admission = { ...admission, pipelines: admission.pipelines.map((p) => foldPatch(p, merged)) }
+    const rows = admission.pipelines
+    const folded: Array<PipelineFields> = new Array(rows.length)
+    for (let i = 0; i < rows.length; i++) folded[i] = foldPatch(rows[i]!, patch)
+    admission = { ...admission, pipelines: folded }
     patch = undefined
   }
   const out: CheckpointUnit = {
@@ -306,7 +325,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     const now = clock.unsafeCurrentTimeMillis()
     state.counters.interrupted++
     return store.checkpoint(
-      withUncommitted(uncommitted, Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now))
+      withUncommitted(
+        uncommitted,
+        Rows.interruptedUnit(pipelineId, runId, cursor, currentTask, state.stopReason, now, holder.began)
+      )
     )
   })
   const carryUncommitted = (unit: CheckpointUnit) => withUncommitted(uncommitted, unit)
@@ -332,7 +354,16 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     }
     if (start.abandonedTask) {
       const now = clock.unsafeCurrentTimeMillis()
-      yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, tasks[cursor]?.name ?? "?", cursor, now))
+      const a = start.abandonedAttempt
+      const seq = a === undefined ? cursor : a.seq
+      // durable before this run's own attempts (group-committed, not write-behind), so attempt
+      // ids keep the order the attempts ran in
+      yield* store.checkpoint({
+        pipelineId,
+        attempts: [
+          Rows.abandonedAttempt(pipelineId, runId, tasks[seq]?.name ?? "?", seq, now, 0, undefined, a?.attemptNo, a?.taskRunId)
+        ]
+      })
     }
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor, carryUncommitted))) return
     let finalValue: unknown = input
@@ -374,15 +405,19 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       seq,
       startedAt: taskStarted,
       attempt: 0,
-      committed: 0
+      committed: 0,
+      recorded: 0
     }
     currentTask = current
     let attempt = 0
-    // Every lease the task used across its attempts, for the task row.
-    const taskLeaseIds: Array<string> = []
+    // Every lease the task used across its attempts, for the task row (made at its first lease).
+    let taskLeaseIds: Array<string> | undefined
     while (true) {
       attempt++
       current.attempt = attempt
+      // not begun until its body begins (see `SlotHold.began`): an interruption before then
+      // cut no attempt of this task short
+      holder.began = -1
       // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
       // holding it (not parked: a stop gives it the grace period).
       if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
@@ -409,7 +444,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         taskStarted = result.startedAt
         current.startedAt = taskStarted
       }
-      taskLeaseIds.push(...result.leaseIds)
+      if (result.leaseIds.length > 0) (taskLeaseIds ??= []).push(...result.leaseIds)
       if (result.exit._tag === "Success" && encoded !== undefined) {
         const value = result.exit.value
         if (Either.isLeft(encoded)) {
@@ -417,12 +452,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         } else {
           const enc = encoded.right
           countNote(state.cache, result.cache)
+          const succeeded = succeededAs(attempt, result.cache)
           const attemptRow = Rows.attemptRow(
             current,
             attempt,
-            succeededAs(attempt, result.cache).outcome,
+            succeeded.outcome,
             null,
-            succeededAs(attempt, result.cache).decision,
+            succeeded.decision,
             result.leaseIds,
             result.startedAt,
             ended,
@@ -435,7 +471,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
             attempt,
             taskStarted,
             ended,
-            taskLeaseIds,
+            taskLeaseIds ?? noLeases,
             attemptRow
           )
           // A synchronous task followed by a synchronous task (first attempt, small output):
@@ -485,7 +521,11 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       )
       if (!terminal && decision.retry && !state.stopping) {
         yield* store.recordAttempt(attemptRow)
+        // a throttled attempt is durable before the retry (the pool wrote its window already):
+        // a crash right after a 429 must not hide it from a resume (costs a flush per 429 only)
+        if (fields.errorClass === "rate_limit") yield* store.flush
         current.committed++
+        current.recorded = attempt
         state.counters.retries++
         // Wait out the delay holding no worker; a stop ends the wait.
         state.delayed++
@@ -504,13 +544,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           decision: { ...decision, retry: false, reason: "stopped", delayMs: 0 }
         })
         current.committed++
+        current.recorded = attempt
         if (error !== undefined) current.stoppedAfter = `${fields.errorClass}: ${fields.errorMessage}`
         return yield* Effect.interrupt
       }
       // Terminal failure of the task, hence of the pipeline.
       if (current.committed > 0) yield* store.flush
       yield* Effect.uninterruptible(store.checkpoint(
-        Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
+        Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds ?? noLeases, attemptRow, decision.reason)
       ))
       currentTask = undefined
       return { _tag: "Failed" as const }
@@ -802,6 +843,7 @@ const runBody = (
     slot.inAttempt = true
     if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
     const startedAt = env.clock.unsafeCurrentTimeMillis()
+    slot.began = startedAt
     // a suite member's pipeline sees its pools under its own names (one lookup per attempt;
     // a plain pipeline pays one property read)
     const member = memberOf(spec)
@@ -813,9 +855,14 @@ const runBody = (
     // end in one uninterruptible region (see `attemptExit`): no span, timeout or budget to
     // put between the body and its exit.
     if (task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator) {
+      // (a `Task.make` body is called as `run` would call it, without its `Effect.suspend`:
+      // `attemptExit` calls it inside the attempt and makes a throw a defect, as `suspend` does)
+      const direct = effectBodyOf(task.run)
       return attemptExit(
         new AttemptGenerator(ctx),
-        () => task.run(input, ctx) as Effect.Effect<unknown, unknown, never>,
+        direct === undefined
+          ? () => task.run(input, ctx) as Effect.Effect<unknown, unknown, never>
+          : () => direct(input, ctx as never) as Effect.Effect<unknown, unknown, never>,
         (exit: Exit.Exit<unknown, unknown>) => attemptEnd(env, task, ctx, exit, startedAt, slot)
       )
     }
@@ -932,6 +979,7 @@ export const runAttemptNow = (
   slot.inAttempt = true
   if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
   const startedAt = env.clock.unsafeCurrentTimeMillis()
+  slot.began = startedAt
   const member = memberOf(spec)
   const shared = member === undefined ? env.shared : env.memberShared(member)
   const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)

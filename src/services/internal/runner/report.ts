@@ -11,6 +11,7 @@ import * as Export from "../export.js"
 import type { RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
+import { formatCost } from "../money.js"
 
 /**
  * The facts a report is made of.
@@ -83,7 +84,8 @@ class Report implements RunReport {
         tasks: this.stats.tasks,
         attemptsTotal: this.stats.attemptsTotal,
         retries: this.stats.retries,
-        latencyMs: this.stats.latencyMs
+        latencyMs: this.stats.latencyMs,
+        ...(this.stats.accounting !== undefined ? { accounting: this.stats.accounting } : {})
       }
     }
   }
@@ -102,6 +104,16 @@ class Report implements RunReport {
         `pipeline latency: p50 ${s.latencyMs.p50.toFixed(0)} ms, p95 ${s.latencyMs.p95.toFixed(0)} ms, p99 ${
           s.latencyMs.p99.toFixed(0)
         } ms`
+      )
+    }
+    // model calls, cache hits, tokens and cost, as `report` words them (a cost with unpriced
+    // calls is a lower bound or "unpriced", never $0); only when the run made or served calls
+    const a = s.accounting
+    if (a !== undefined && (a.calls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
+      lines.push(
+        `model calls: ${a.calls}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
+          a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""
+        }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )
     }
     if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)

@@ -173,36 +173,71 @@ export const attemptRow = (
   startedAt: number,
   endedAt: number,
   usage?: AttemptUsage | undefined
-): NewAttempt => ({
-  ...(usage === undefined ? {} : {
+): NewAttempt => {
+  // one object literal per shape (an object spread first made V8 build each row property by
+  // property: one attempt row per task execution)
+  const row = {
+    pipelineId: t.pipelineId,
+    runId: t.runId,
+    taskRunId: t.taskRunId,
+    taskName: t.taskName,
+    seq: t.seq,
+    attemptNo,
+    outcome,
+    errorClass: error === null ? null : error.errorClass,
+    errorType: error === null ? null : error.errorType,
+    errorMessage: error === null ? null : error.errorMessage,
+    decision,
+    leaseIds,
+    startedAt,
+    endedAt,
+    durationMs: endedAt - startedAt,
+    visit: t.visit ?? 0
+  }
+  // (with usage: its fields first, as they always came)
+  return usage === undefined ? row : {
     model: usage.model,
     tokensIn: usage.tokensIn,
     tokensOut: usage.tokensOut,
     tokensEstimated: usage.estimated,
-    costUsd: usage.costUsd
-  }),
-  pipelineId: t.pipelineId,
-  runId: t.runId,
-  taskRunId: t.taskRunId,
-  taskName: t.taskName,
-  seq: t.seq,
-  attemptNo,
-  outcome,
-  errorClass: error === null ? null : error.errorClass,
-  errorType: error === null ? null : error.errorType,
-  errorMessage: error === null ? null : error.errorMessage,
-  decision,
-  leaseIds,
-  startedAt,
-  endedAt,
-  durationMs: endedAt - startedAt,
-  visit: t.visit ?? 0
-})
+    costUsd: usage.costUsd,
+    ...row
+  }
+}
 
 /**
- * The attempt recorded for a task whose attempt was in flight when its run died (attempt
- * number 0, outcome `cancelled`, error type `Abandoned`); `visit` is the station's visit on a
- * control pipeline (0 otherwise); `message` says why (default: its run died).
+ * The attempt of a dead run that was in flight at a pipeline's cursor, as its abandoned row
+ * numbers it: `seq` (and `visit`, 0 for a plain pipeline), the number that attempt ran with
+ * (`attemptNo`: the one after the dead run's recorded attempts of that task, or a control
+ * pipeline's reserved number) and the dead run's task run id when its earlier attempts name it.
+ *
+ * @internal
+ */
+export interface InFlight {
+  readonly seq: number
+  readonly visit: number
+  readonly attemptNo: number
+  readonly taskRunId?: string | undefined
+}
+
+/**
+ * What the abandoned attempt of a dead run says by default. The store keeps no durable mark of
+ * an attempt's start (one more write per attempt, on the hot path), so a resume cannot tell an
+ * attempt that ran from one that was next but had not begun (its pipeline only admitted, or
+ * waiting for a worker slot or a retry's delay): the row says both are possible.
+ *
+ * @internal
+ */
+export const ABANDONED_MESSAGE = "attempt abandoned: its run died (no heartbeat) with this attempt next; " +
+  "it may not have started (the store keeps no mark of an attempt's start: the pipeline may have been " +
+  "only admitted, or waiting for a worker slot or a retry's delay)"
+
+/**
+ * The attempt recorded for a task whose attempt was in flight, or next, when its run died
+ * (outcome `cancelled`, error type `Abandoned`); `visit` is the station's visit on a control
+ * pipeline (0 otherwise); `message` says why (default: {@link ABANDONED_MESSAGE}); `attemptNo`
+ * is the number the attempt ran (or would have run) with (0 when unknown: the cluster's
+ * marker) and `taskRunId` its task run's id when known (otherwise one of its own).
  *
  * @internal
  */
@@ -213,18 +248,20 @@ export const abandonedAttempt = (
   seq: number,
   now: number,
   visit = 0,
-  message = "attempt abandoned: its run died (no heartbeat) while it was in flight"
+  message = ABANDONED_MESSAGE,
+  attemptNo = 0,
+  taskRunId?: string | undefined
 ): NewAttempt =>
   attemptRow(
     {
       pipelineId,
       runId,
-      taskRunId: `${pipelineId}:${seq}${visit === 0 ? "" : `#${visit}`}:abandoned:${now}`,
+      taskRunId: taskRunId ?? `${pipelineId}:${seq}${visit === 0 ? "" : `#${visit}`}:abandoned:${now}`,
       taskName,
       seq,
       visit
     },
-    0,
+    attemptNo,
     "cancelled",
     {
       errorClass: "cancelled",
@@ -358,13 +395,20 @@ export interface CurrentTask extends TaskRun {
   attempt: number
   /** Failed attempts of this task already recorded (write-behind). */
   committed: number
+  /** The number of the last attempt of this task run whose row is written (0: none yet). */
+  recorded: number
   /** The retryable failure a stop cut short (its retry not made), for the interrupted row. */
   stoppedAfter?: string
 }
 
 /**
- * The checkpoint of an interrupted pipeline: its current task (if any) ends `interrupted`,
- * the pipeline keeps its cursor and ends `interrupted` (resumable).
+ * The checkpoint of an interrupted pipeline: the pipeline keeps its cursor and ends
+ * `interrupted` (resumable). Its current task (if any) ends `interrupted` when one of its
+ * attempts of this run started; a task that was still waiting for its first attempt (for a
+ * worker slot, or a start) gets no task row. `began` is when the current attempt's body began
+ * (epoch ms; `-1`: it had not begun): an attempt cut short before its row was written gets
+ * its row here, `cancelled` (error type `Interrupted`, decision `stopped`), in the same
+ * commit as the task row, so every attempt that started has exactly one row.
  *
  * @internal
  */
@@ -374,7 +418,8 @@ export const interruptedUnit = (
   cursor: number,
   task: CurrentTask | undefined,
   stopReason: string | null,
-  now: number
+  now: number,
+  began = -1
 ): CheckpointUnit => {
   const stopped = `run stopped: ${stopReason ?? "interrupted"}`
   const message = task?.stoppedAfter === undefined
@@ -393,15 +438,20 @@ export const interruptedUnit = (
     data: { cursor, reason: stopReason },
     ts: now
   }]
+  // the current attempt began and has no row yet (cut short in its body, or before its row
+  // was written)
+  const cut = task !== undefined && began >= 0 && task.recorded < task.attempt
+  const used = task === undefined ? 0 : cut ? task.attempt : task.recorded
+  const columns: ErrorColumns = { errorType: "Interrupted", errorMessage: message, errorClass: "cancelled" }
   return {
     pipelineId,
-    task: task === undefined ? undefined : taskRow(
+    task: task === undefined || used === 0 ? undefined : taskRow(
       task,
       "interrupted",
-      task.attempt,
-      task.startedAt,
+      used,
+      cut && task.recorded === 0 ? began : task.startedAt,
       now,
-      { errorType: "Interrupted", errorMessage: message, errorClass: "cancelled" },
+      columns,
       []
     ),
     pipeline: {
@@ -410,9 +460,20 @@ export const interruptedUnit = (
       runId,
       endedAt: now,
       updatedAt: now,
-      attemptsDelta: task === undefined ? 0 : task.committed,
+      attemptsDelta: task === undefined ? 0 : task.committed + (cut ? 1 : 0),
       error
     },
+    ...(cut
+      ? {
+        attempts: [attemptRow(task, task.attempt, "cancelled", columns, {
+          retry: false,
+          reason: "stopped",
+          delayMs: 0,
+          errorClass: "cancelled",
+          attempt: task.attempt
+        }, [], began, now)]
+      }
+      : {}),
     events
   }
 }

@@ -10,6 +10,7 @@
  */
 import {
   Cause,
+  Chunk,
   Clock,
   Context,
   DefaultServices,
@@ -27,7 +28,7 @@ import {
   Stream,
   Tracer
 } from "effect"
-import { CodecRegistry } from "../../../domain/Codec.js"
+import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import * as CallCacheDomain from "../../../domain/CallCache.js"
 import { ConfigError, type ConfigIssue, StoreUnavailable, WorkerCrashed } from "../../../domain/Errors.js"
 import { digest } from "../../../domain/Json.js"
@@ -259,6 +260,11 @@ const PERSIST_SOON: ReadonlySet<string> = new Set([
   "resource.restored"
 ])
 
+/** Whether a pool event starts a throttle window (a 429 with a Retry-After or reset hint). */
+const throttleStarts = (event: { readonly kind: string; readonly data: unknown }): boolean =>
+  event.kind === "resource.throttled" && Predicate.isObject(event.data) &&
+  typeof (event.data as { readonly until?: unknown }).until === "number"
+
 const runLoop = <S extends AnySpec, SE, SR>(
   env: RunnerEnv,
   state: State.RunState,
@@ -338,16 +344,31 @@ const runLoop = <S extends AnySpec, SE, SR>(
     let poolsDirty = false
     // what the resume restored per resource (`pool\u0000id`), written with the health for `report`
     const restoredOf = new Map<string, { readonly applied: ReadonlyArray<string> } | { readonly ignored: string }>()
+    // A throttle window that starts is made durable at once (`persistThrottle`, set below once
+    // the pools can be written): the callback runs in the fiber whose lease heard the 429,
+    // before its attempt ends, and the resource is out of rotation until the window ends, so
+    // the window is in the store before the next request to that resource can be sent. The
+    // first write is that resource's row alone (its saved state holds the window), then the
+    // forced flush of the event; the other resources follow within a second (`poolsDirty`).
+    let persistThrottle: (pool: string, resourceId: string | undefined) => Effect.Effect<void> = () => Effect.void
     // Pool events go to the event log.
     yield* pools.listen((event) => {
       if (PERSIST_SOON.has(event.kind)) poolsDirty = true
-      return store.emitEvent({
+      const recorded = store.emitEvent({
         kind: event.kind,
         pipelineId: null,
         runId,
         data: { pool: event.pool, resourceId: event.resourceId, ...(event.data as object) },
         ts: event.ts
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
+      return throttleStarts(event)
+        ? Effect.suspend(() => persistThrottle(event.pool, event.resourceId)).pipe(
+          Effect.zipRight(recorded),
+          Effect.zipRight(
+            store.flush.pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a throttle event to the store: ${e.message}`)))
+          )
+        )
+        : recorded
     })
 
     // On resume, the pools take back what the interrupted run saved (before anything is
@@ -383,21 +404,25 @@ const runLoop = <S extends AnySpec, SE, SR>(
     // Pool resources (spec with secrets masked, health) go to the store at start, with every
     // heartbeat and at the end, so that report / watch / serve can show them.
     let cacheEmitted = 0
-    const persistResources = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      poolsDirty = false
-      for (const name of yield* pools.names) {
+    // the rows of one pool's resources (`only`: just that one) as they are now
+    const putPool = (name: string, now: number, only?: string | undefined) =>
+      Effect.gen(function*() {
         const handle = yield* pools.get(name)
         const infos = new Map((yield* handle.resources).map((r) => [r.id, r]))
         const saved = new Map((yield* pools.saveState(name)).map((x) => [x.resourceId, x.state]))
         const stats = yield* handle.stats()
         for (const snap of yield* handle.snapshot) {
+          if (only !== undefined && snap.id !== only) continue
           yield* store.putResource(Rows.resourceRow(name, snap, infos.get(snap.id), stats, runId, now, {
             resume: saved.get(snap.id) ?? null,
             restored: restoredOf.get(`${name}\u0000${snap.id}`) ?? null
           }))
         }
-      }
+      })
+    const persistResources = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      poolsDirty = false
+      for (const name of yield* pools.names) yield* putPool(name, now)
       // Pipelines skipped because they were already done (resume) count toward the run's
       // progress: monitors read this run-scoped metric.
       if (state.counters.skipped > 0) {
@@ -422,6 +447,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       }
     }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
     yield* persistResources
+    // a throttle: first the throttled resource's row (one commit), then the event saying so
+    // through a forced flush (only on 429s); the other rows within a second (`poolsDirty`)
+    persistThrottle = (pool, resourceId) =>
+      Effect.gen(function*() {
+        poolsDirty = true
+        if (resourceId !== undefined) yield* putPool(pool, yield* Clock.currentTimeMillis, resourceId)
+        else yield* persistResources
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a throttle to the store: ${e.message}`)))
     // an interrupted run writes the pools' last state too (runs before the run is closed)
     yield* Effect.addFinalizer(() => runClosed ? Effect.void : persistResources)
     yield* Effect.forkScoped(
@@ -519,7 +552,11 @@ const runLoop = <S extends AnySpec, SE, SR>(
     const registryFor = (task: Task.Any): CodecRegistry => {
       let r = registries.get(task)
       if (r === undefined) {
-        r = task.outputSchema === undefined ? registry : registry.registerSchema(task.outputSchema)
+        // a schema without an identifier (a `Schema.Struct`) is registered under a name derived from
+        // the task's name and the schema's structure, the same in every process
+        r = task.outputSchema === undefined
+          ? registry
+          : registry.registerSchema(task.outputSchema, { typeName: outputTypeName(task.name, task.outputSchema) })
         registries.set(task, r)
       }
       return r
@@ -536,7 +573,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
       pricing: state.config.pricing,
       // a stop interrupts every wait for a lease at once (the pacing timers of `adaptive`,
       // a throttle window, a busy pool): only attempts that hold their leases get the grace
-      leaseWait: whileParked
+      leaseWait: whileParked,
+      leaseRefused: () => state.stopping
     }
     // A suite member's attempts see the pools under the member's own names.
     const memberShared = new Map<string, AttemptShared>()
@@ -630,10 +668,13 @@ const runLoop = <S extends AnySpec, SE, SR>(
       // a `Template.map` stream read a batch of seeds at a time (what the batching pulls anyway)
       const stream = SpecStream.withReadAhead(source as Stream.Stream<AnySpec, SE, SR>, batchSize) ??
         sourceToStream<AnySpec, SE, SR>(source)
-      yield* stream.pipe(
-        Stream.rechunk(batchSize),
-        Stream.runForEachChunk((chunk) => state.stopping ? Effect.interrupt : admit.admitBatch(Array.from(chunk)))
-      )
+      const admitChunk = (chunk: Chunk.Chunk<AnySpec>) => state.stopping ? Effect.interrupt : admit.admitBatch(Array.from(chunk))
+      yield* hooks?.admitAsTheyCome === true
+        // a source that may wait for its own pipelines to end (a suite's trial window): what
+        // it gave is admitted now, in batches of at most batchSize, never held for more
+        ? Stream.runForEachChunk(stream, (chunk) =>
+          Effect.forEach(Chunk.chunksOf(chunk, batchSize), admitChunk, { discard: true }))
+        : stream.pipe(Stream.rechunk(batchSize), Stream.runForEachChunk(admitChunk))
     })
 
     // ---- drive ------------------------------------------------------------------------------

@@ -18,12 +18,16 @@ import { Effect } from "effect"
  * What one fiber holds: a slot of a gate (`holding`) and, for worker slots, whether it is
  * counted as an attempt in flight (`inAttempt`). Mutable, so that the fiber's own exit path
  * (interruption included) gives back exactly what it holds, whatever step it ended in.
+ * `began`: when (epoch ms) the body of the holder's current attempt began, `-1` until it
+ * does; set by the attempt, reset by the pipeline before each attempt, so that an
+ * interruption knows whether the attempt it cut short had started.
  *
  * @internal
  */
 export interface SlotHold {
   holding: boolean
   inAttempt: boolean
+  began: number
 }
 
 /**
@@ -31,7 +35,7 @@ export interface SlotHold {
  *
  * @internal
  */
-export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false })
+export const emptyHold = (): SlotHold => ({ holding: false, inAttempt: false, began: -1 })
 
 /**
  * A slot gate.

@@ -8,7 +8,7 @@
 import { type Cause, Deferred, Exit } from "effect"
 import type * as RunConfig from "../../../domain/RunConfig.js"
 import type { PoolStats } from "../../Pool.js"
-import type { LiveStats } from "../../Runner.js"
+import type { LiveStats, RunHooks } from "../../Runner.js"
 import type { RunId } from "../../../domain/Ids.js"
 
 /**
@@ -94,7 +94,7 @@ export interface RunState {
    */
   failuresDecided: number
   /** The run's `RunHooks.failureDecided`, told of each pipeline whose failure is decided. */
-  onFailureDecided?: ((spec: any) => void) | undefined
+  onFailureDecided?: RunHooks["failureDecided"]
   /** The run's `RunHooks.skipped`, told of each skipped suite member pipeline. */
   onMemberSkip?: ((spec: { readonly member?: { readonly experimentId: string } | undefined }) => void) | undefined
 }
@@ -150,7 +150,7 @@ export const make = (
  *
  * @internal
  */
-export const decideFailure = (state: RunState, spec: unknown): void => {
+export const decideFailure = (state: RunState, spec: Parameters<NonNullable<RunHooks["failureDecided"]>>[0]): void => {
   state.failuresDecided++
   const budget = state.config.stopAfterFailures
   if (budget !== undefined && state.failuresDecided >= budget) requestStop(state, "stop_after_failures")

@@ -234,14 +234,8 @@ export const makeWith = (
         return Effect.fail(noTraversal)
       }
       const seeds = admission?.seeds ?? []
-      const group = (placedSeeds: ReadonlyArray<readonly [NewArtifact, PlacedArtifact]>, ops: ReadonlyArray<WriteOp>) =>
-        writer.submit({
-          _tag: "Group",
-          ops: admission === undefined
-            ? ops
-            : [{ _tag: "Admit", pipelines: admission.pipelines, seeds: placedSeeds, traversals }, ...ops]
-        })
-      // no I/O to place any payload: no Effect per payload
+      // no I/O to place any payload: no Effect per payload, and the group's ops built in
+      // one array (the admission first)
       const syncSeeds: Array<readonly [NewArtifact, PlacedArtifact]> = []
       const syncOps: Array<WriteOp> = []
       let sync = true
@@ -253,15 +247,24 @@ export const makeWith = (
         }
         syncSeeds.push([a, p])
       }
+      if (sync && admission !== undefined) {
+        syncOps.push({ _tag: "Admit", pipelines: admission.pipelines, seeds: syncSeeds, traversals })
+      }
       for (let i = 0; sync && i < units.length; i++) {
         const op = placedUnitSync(units[i]!)
         if (op === undefined) sync = false
         else syncOps.push(op)
       }
-      if (sync) return group(syncSeeds, syncOps)
+      if (sync) return writer.submit({ _tag: "Group", ops: syncOps })
       return Effect.flatMap(
         Effect.all([placeAll(seeds, journal, backend), Effect.forEach(units, placedUnit)]),
-        ([placedSeeds, ops]) => group(placedSeeds, ops)
+        ([placedSeeds, ops]) =>
+          writer.submit({
+            _tag: "Group",
+            ops: admission === undefined
+              ? ops
+              : [{ _tag: "Admit", pipelines: admission.pipelines, seeds: placedSeeds, traversals }, ...ops]
+          })
       )
     }
     /** An admission with its seeds placed: submitted at once when no seed needs I/O. */
@@ -296,6 +299,7 @@ export const makeWith = (
       },
       readOnly,
       exclusiveWriter: driver.exclusiveWriter,
+      callCache: driver.callCache,
       journal,
       succeededPipelines: driver.succeededPipelines,
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>

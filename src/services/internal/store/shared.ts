@@ -117,7 +117,6 @@ export const usageAccumulator = () => {
       readonly costUsd?: number | null | undefined
     }): void => {
       const retry = isRetry(a)
-      const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
       for (const target of new Set(a.leaseIds.map(leaseTarget))) {
         let u = usage.get(target)
         if (u === undefined) {
@@ -130,7 +129,8 @@ export const usageAccumulator = () => {
         u.tokensIn += a.tokensIn ?? 0
         u.tokensOut += a.tokensOut ?? 0
         if (a.costUsd !== undefined && a.costUsd !== null) u.costUsd += a.costUsd
-        else if (tokens) u.unpriced++
+        // a call of 0 tokens costs 0 at any price: known, not unpriced
+        else if ((a.tokensIn ?? 0) + (a.tokensOut ?? 0) > 0) u.unpriced++
         if (a.tokensEstimated === true) u.estimated++
       }
     },
@@ -193,7 +193,8 @@ const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void =>
   f.tokensIn += a.tokensIn ?? 0
   f.tokensOut += a.tokensOut ?? 0
   if (a.costUsd !== undefined && a.costUsd !== null) f.costUsd += a.costUsd
-  else if (tokens) f.unpriced++
+  // a call of 0 tokens costs 0 at any price: known, not unpriced
+  else if ((a.tokensIn ?? 0) + (a.tokensOut ?? 0) > 0) f.unpriced++
   if (a.tokensEstimated === true) f.estimated++
 }
 
@@ -267,7 +268,7 @@ export const ACCOUNTING_COLUMNS = `count(*) FILTER (WHERE tokens_in IS NOT NULL 
   count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits,
   coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
   coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
-  count(*) FILTER (WHERE cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)) AS unpriced`
+  count(*) FILTER (WHERE cost_usd IS NULL AND coalesce(tokens_in, 0) + coalesce(tokens_out, 0) > 0) AS unpriced`
 
 /**
  * {@link ACCOUNTING_COLUMNS} of a SQLite store before schema version 12 (no token columns):

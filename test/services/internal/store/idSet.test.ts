@@ -34,6 +34,49 @@ describe("idSet", () => {
     )
   })
 
+  it("answers exactly when asked in the blob's order, with other ids and repeats in between (the resume's order)", () => {
+    // the set compares the id after the last one found first: a resume asks in the blob's
+    // order; the answers must not depend on the order asked in
+    fc.assert(
+      fc.property(
+        fc.array(hexId, { minLength: 1, maxLength: 60 }),
+        fc.array(fc.oneof(hexId, otherId), { maxLength: 20 }),
+        fc.array(fc.nat(), { maxLength: 80 }),
+        (packed, strangers, cuts) => {
+          const set = idSet(pack(packed), [])
+          const reference = new Set(packed)
+          // the blob's order, with strangers, repeats and jumps back and forth spliced in
+          const probes: Array<string> = []
+          packed.forEach((id, i) => {
+            const c = cuts[i] ?? 0
+            if (c % 5 === 1) probes.push(strangers[c % Math.max(1, strangers.length)] ?? "")
+            if (c % 5 === 2) probes.push(packed[c % packed.length]!)
+            probes.push(id)
+            if (c % 5 === 3) probes.push(id)
+          })
+          for (const id of probes) assert.strictEqual(set.has(id), reference.has(id), id)
+        }
+      ),
+      { numRuns: 200, endOnFailure: true }
+    )
+  })
+
+  it("an id that differs from the next one of the blob in any word only is not found", () => {
+    const ids = Array.from({ length: 6 }, (_, i) => digest(`next-${i}`))
+    const set = idSet(pack(ids), [])
+    assert.isTrue(set.has(ids[0]!))
+    // the next id of the blob is ids[1]: change one hex digit in each of its four words
+    for (const at of [0, 9, 17, 31]) {
+      const c = ids[1]![at] === "0" ? "1" : "0"
+      assert.isFalse(set.has(`${ids[1]!.slice(0, at)}${c}${ids[1]!.slice(at + 1)}`), `digit ${at}`)
+    }
+    assert.isTrue(set.has(ids[1]!))
+    assert.isTrue(set.has(ids[5]!))
+    assert.isTrue(set.has(ids[2]!))
+    // past the end of the blob
+    assert.isFalse(set.has(digest("next-6")))
+  })
+
   it("keeps ids whose first 32 bits collide apart (one probe chain)", () => {
     const base = digest("x")
     const ids = Array.from({ length: 50 }, (_, i) => `${base.slice(0, 8)}${digest(`y${i}`).slice(8)}`)

@@ -72,9 +72,20 @@ export interface Settings {
   readonly quotaGuardMs: number
 }
 
+/**
+ * One quota charge of a lease: the window it is in (moved by {@link Gate.confirm} when the
+ * call goes out after that window), and what is known of the window's end: `leftMs` of it
+ * were left when the server accepted the charge, which was sent at local time `sentAt` (so at
+ * local time `t` at least `leftMs - (t - sentAt)` are left).
+ */
 interface QuotaCharge {
   readonly key: { readonly pool: string; readonly resource: string; readonly metric: string }
-  readonly windowStart: string
+  readonly limit: number
+  readonly windowMs: number
+  readonly guardMs: number
+  windowStart: string
+  leftMs: number
+  sentAt: number
   charged: number
   actual: number
 }
@@ -130,6 +141,12 @@ export class PgLease implements Lease<any> {
 /** Whether a lease carries a global slot (see `PgPools.guard`). */
 export const isPgLease = (lease: Lease<any>): lease is PgLease => lease instanceof PgLease
 
+/**
+ * Just before a lease's call: its quota charges moved to the window the call goes out in
+ * ({@link Gate.confirm}); nothing for a local lease.
+ */
+export const confirm = (lease: Lease<any>): Effect.Effect<void> => isPgLease(lease) ? lease.gate.confirm(lease) : Effect.void
+
 /** The gate: the global side of every lease. */
 export class Gate {
   readonly leases = new Map<string, Set<PgLease>>()
@@ -177,6 +194,7 @@ export class Gate {
         const key = { pool, resource, metric: rule.metric }
         const cost = rule.estimate ?? (rule.metric === "requests" ? 1 : 0)
         const guardMs = Math.min(gate.settings.quotaGuardMs, rule.windowMs / 4)
+        const sentAt = yield* gate.nowMs
         const r = yield* Q.charge(gate.sql, key, cost, rule.limit, rule.windowMs, guardMs)
         if (r === undefined) {
           for (const c of done) yield* Effect.ignore(Q.correct(gate.sql, c.key, c.windowStart, -c.charged))
@@ -185,9 +203,68 @@ export class Gate {
           gate.quotaBlocked.set(`${pool}\u0000${resource}`, now + left)
           return undefined
         }
-        done.push({ key, windowStart: r.windowStart, charged: cost, actual: 0 })
+        done.push({
+          key,
+          limit: rule.limit,
+          windowMs: rule.windowMs,
+          guardMs,
+          windowStart: r.windowStart,
+          leftMs: r.leftMs,
+          sentAt,
+          charged: cost,
+          actual: 0
+        })
       }
       return done
+    })
+  }
+
+  /**
+   * Just before the lease's call goes out: every quota charge of the lease must be in the
+   * window the call is sent in, with at least its guard left (the time the request still needs
+   * to reach the provider). A charge whose window ends sooner (the lease waited between its
+   * grant and its call: a store read, a slow event loop) waits for that window's end, then is
+   * moved to the current window with the conditional upsert ({@link Q.move}: never over the
+   * limit, the old window given back in the same statement); when the current window is full,
+   * it waits for the next one. A charge known to be fresh costs no statement. The database
+   * unreachable: asks again after a backoff (L5). Bounded by the caller's deadline (the
+   * attempt's timeout); interrupted, a charge stays where it is (counted, never under-counted).
+   */
+  confirm(lease: PgLease): Effect.Effect<void> {
+    if (lease.charges.length === 0) return Effect.void
+    const gate = this
+    return Effect.gen(function*() {
+      let n = 0
+      while (true) {
+        const now = yield* gate.nowMs
+        const stale = lease.charges.find((c) => c.leftMs - (now - c.sentAt) < c.guardMs)
+        if (stale === undefined) return
+        const left = stale.leftMs - (now - stale.sentAt)
+        if (left > 0) {
+          // its window is still the current one, in its last moments: the call goes in the next
+          yield* Effect.sleep(Duration.millis(Math.ceil(left)))
+          continue
+        }
+        const sentAt = yield* gate.nowMs
+        const moved = yield* Effect.either(
+          Q.move(gate.sql, stale.key, stale.windowStart, stale.charged, stale.limit, stale.windowMs, stale.guardMs)
+        )
+        if (Either.isLeft(moved)) {
+          yield* Effect.logWarning(`global pools: cannot move a quota charge to the current window: ${moved.left.message}`)
+          yield* gate.sleepBackoff(n++)
+          continue
+        }
+        if (moved.right === undefined) {
+          // refused: the current window is full or ending (or, by the server's clock, still the
+          // charged one): wait for its end
+          const wait = yield* Effect.either(Q.windowLeftMs(gate.sql, stale.windowMs))
+          yield* Either.isLeft(wait) ? gate.sleepBackoff(n++) : Effect.sleep(Duration.millis(Math.max(5, Math.ceil(wait.right))))
+          continue
+        }
+        stale.windowStart = moved.right.windowStart
+        stale.leftMs = moved.right.leftMs
+        stale.sentAt = sentAt
+      }
     })
   }
 

@@ -215,7 +215,14 @@ export interface Charged {
   /** The window's start, as the server's timestamp text (the correction goes to the same window). */
   readonly windowStart: string
   readonly used: number
+  /** Milliseconds of the window left when the server accepted the charge (its clock). */
+  readonly leftMs: number
 }
+
+const chargedOf = (rows: ReadonlyArray<{ window_start: string; used: number; left_ms: number | string }>): Charged | undefined =>
+  rows[0] === undefined
+    ? undefined
+    : { windowStart: rows[0].window_start, used: Number(rows[0].used), leftMs: Math.max(0, Number(rows[0].left_ms)) }
 
 /**
  * Charges `cost` to the current `windowMs` window of (pool, resource, metric) only if the
@@ -232,16 +239,55 @@ export const charge = (
   guardMs = 0
 ) =>
   Effect.map(
-    sql<{ window_start: string; used: number }>`INSERT INTO assay_pool_quota AS q (pool, resource, metric, window_start, used)
+    sql<{ window_start: string; used: number; left_ms: number | string }>`INSERT INTO assay_pool_quota AS q (pool, resource, metric, window_start, used)
       SELECT ${key.pool}, ${key.resource}, ${key.metric}, w.start, ${cost}::float8
       FROM (SELECT date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(), timestamptz '2000-01-01 00:00:00+00') AS start) w
       WHERE ${cost}::float8 <= ${limit}::float8
         AND w.start + make_interval(secs => ${secs(windowMs)}::float8) - now() >= make_interval(secs => ${secs(guardMs)}::float8)
       ON CONFLICT (pool, resource, metric, window_start)
       DO UPDATE SET used = q.used + EXCLUDED.used WHERE q.used + EXCLUDED.used <= ${limit}::float8
-      RETURNING q.window_start::text AS window_start, q.used`,
-    (rows): Charged | undefined =>
-      rows[0] === undefined ? undefined : { windowStart: rows[0].window_start, used: Number(rows[0].used) }
+      RETURNING q.window_start::text AS window_start, q.used,
+        (extract(epoch FROM (q.window_start + make_interval(secs => ${secs(windowMs)}::float8) - now())) * 1000)::float8 AS left_ms`,
+    chargedOf
+  )
+
+/**
+ * Moves a charge of `cost` from the window that started at `from` (ended by now) to the
+ * current window, in one statement: the current window is charged on the same conditions as
+ * {@link charge} (within `limit`, at least `guardMs` left) and only when it is not `from`
+ * itself; `from` is given its `cost` back only when that charge was accepted. `undefined`
+ * when refused (the current window is full, in its last `guardMs`, or still `from`): nothing
+ * changed.
+ */
+export const move = (
+  sql: SqlClient.SqlClient,
+  key: { readonly pool: string; readonly resource: string; readonly metric: string },
+  from: string,
+  cost: number,
+  limit: number,
+  windowMs: number,
+  guardMs: number
+) =>
+  Effect.map(
+    sql<{ window_start: string; used: number; left_ms: number | string }>`WITH ins AS (
+      INSERT INTO assay_pool_quota AS q (pool, resource, metric, window_start, used)
+      SELECT ${key.pool}, ${key.resource}, ${key.metric}, w.start, ${cost}::float8
+      FROM (SELECT date_bin(make_interval(secs => ${secs(windowMs)}::float8), now(), timestamptz '2000-01-01 00:00:00+00') AS start) w
+      WHERE ${cost}::float8 <= ${limit}::float8
+        AND w.start <> ${from}::timestamptz
+        AND w.start + make_interval(secs => ${secs(windowMs)}::float8) - now() >= make_interval(secs => ${secs(guardMs)}::float8)
+      ON CONFLICT (pool, resource, metric, window_start)
+      DO UPDATE SET used = q.used + EXCLUDED.used WHERE q.used + EXCLUDED.used <= ${limit}::float8
+      RETURNING q.window_start, q.used
+    ), back AS (
+      UPDATE assay_pool_quota SET used = used - ${cost}::float8
+      WHERE pool = ${key.pool} AND resource = ${key.resource} AND metric = ${key.metric}
+        AND window_start = ${from}::timestamptz AND EXISTS (SELECT 1 FROM ins)
+    )
+    SELECT window_start::text AS window_start, used,
+      (extract(epoch FROM (window_start + make_interval(secs => ${secs(windowMs)}::float8) - now())) * 1000)::float8 AS left_ms
+    FROM ins`,
+    chargedOf
   )
 
 /** Adds `delta` (may be negative) to a window already charged, unconditionally. */

@@ -1,0 +1,122 @@
+/**
+ * Mistakes in the call cache flags are exit 2 with one line naming the flag (`--cache-mode`,
+ * `--cache-ttl`, an unopenable `--cache-db`), refused before any pipeline runs; and the mock's
+ * random answers are `random-<16 hex>` as documented.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as NodePath from "node:path"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import { assay, tempDir, write } from "../support/cli.js"
+
+describe("call cache flags: config mistakes", () => {
+  it.scopedLive("--cache-mode, --cache-ttl and --cache-db: exit 2, one message naming the flag, nothing run", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-flags")
+      const exp = write(dir, "exp.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+      const run = (args: ReadonlyArray<string>) => assay(["run", "-c", exp, "--quiet", "--store", "s.db", ...args], { cwd: dir })
+
+      const bogus = yield* run(["--cache-mode", "bogus"])
+      assert.strictEqual(bogus.code, 2)
+      assert.include(bogus.stderr, `--cache-mode: "bogus" is not one of readWrite, readOnly, refresh, off`)
+      const slip = yield* run(["--cache-mode", "readwrite"])
+      assert.strictEqual(slip.code, 2)
+      assert.include(slip.stderr, "did you mean readWrite?")
+
+      const ttl = yield* run(["--cache", "--cache-ttl", "-5 seconds"])
+      assert.strictEqual(ttl.code, 2)
+      assert.include(ttl.stderr, `--cache-ttl: "-5 seconds" must be longer than 0`)
+      assert.notInclude(ttl.stderr, "Duration(")
+
+      const text = write(dir, "notes.txt", "not a database\n".repeat(100))
+      const before = fs.readdirSync(dir).sort()
+      const garbage = yield* run(["--cache-db", text])
+      assert.strictEqual(garbage.code, 2, garbage.stderr)
+      assert.include(garbage.stderr, `--cache-db: cannot open the call cache database ${text}`)
+      const missing = NodePath.join(dir, "no-such-dir", "cache.db")
+      const nodir = yield* run(["--cache-db", missing])
+      assert.strictEqual(nodir.code, 2, nodir.stderr)
+      assert.include(nodir.stderr, missing)
+      assert.include(nodir.stderr, "directory does not exist")
+      const folder = NodePath.join(dir, "a-folder")
+      fs.mkdirSync(folder)
+      const isDir = yield* run(["--cache-db", folder])
+      assert.strictEqual(isDir.code, 2, isDir.stderr)
+      assert.include(isDir.stderr, `--cache-db: cannot open the call cache database ${folder}: it is a directory`)
+      // under a regular file: no folder can be made there, whoever runs it
+      const underFile = NodePath.join(text, "cache.db")
+      const unwritable = yield* run(["--cache-db", underFile])
+      assert.strictEqual(unwritable.code, 2, unwritable.stderr)
+      assert.include(unwritable.stderr, `--cache-db: cannot open the call cache database ${underFile}`)
+      // issue 18: each refusal left an empty store file (s.db) behind; now nothing is created
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...before, "a-folder"].sort())
+      assert.deepStrictEqual(fs.readdirSync(folder), [])
+      assert.strictEqual(fs.readFileSync(text, "utf8"), "not a database\n".repeat(100), "the file named is left as it was")
+    }))
+
+  it.scopedLive("a suite run with a bad --cache-db: exit 2, nothing created (no output folder)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-flags-suite")
+      const folder = NodePath.join(dir, "a-folder")
+      fs.mkdirSync(folder)
+      write(dir, "exp.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+      const suite = write(dir, "suite.json", {
+        suite: { id: "s" },
+        output: { root: "out", layout: "byExperiment" },
+        experiments: { e: { config: "exp.json" } }
+      })
+      const before = fs.readdirSync(dir).sort()
+      const r = yield* assay(["run", "-c", suite, "--quiet", "--cache-db", folder], { cwd: dir })
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "--cache-db: cannot open the call cache database")
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), before)
+    }))
+})
+
+describe("validate: run.cache.db", () => {
+  it.scopedLive("an unopenable run.cache.db is invalid (exit 2, the field and the reason), a good one valid; validate creates nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-validate")
+      const folder = NodePath.join(dir, "a-folder")
+      fs.mkdirSync(folder)
+      const text = write(dir, "notes.txt", "not a database\n".repeat(100))
+      const exp = (db: string, name: string) =>
+        write(dir, name, { run: { cache: { mode: "readWrite", db } }, pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+      const before = fs.readdirSync(dir).sort()
+      const cases: Array<[string, string]> = [
+        ["a-folder", "it is a directory"],
+        ["notes.txt", "notes.txt"],
+        ["no-such-dir/cache.db", "does not exist"],
+        ["notes.txt/cache.db", "is a file, not a folder"]
+      ]
+      for (const [db, reason] of cases) {
+        const r = yield* assay(["validate", "-c", exp(db, "bad.json")], { cwd: dir })
+        assert.strictEqual(r.code, 2, `${db}: ${r.stdout}${r.stderr}`)
+        assert.include(r.stderr, "run.cache.db: cannot open the call cache database", db)
+        assert.include(r.stderr, reason, db)
+      }
+      const good = yield* assay(["validate", "-c", exp("new-cache.db", "good.json")], { cwd: dir })
+      assert.strictEqual(good.code, 0, good.stderr)
+      // nothing created by validate: no cache file, no store
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...before, "bad.json", "good.json"].sort())
+      assert.strictEqual(fs.readFileSync(text, "utf8"), "not a database\n".repeat(100))
+    }))
+})
+
+describe("mock-llm random answers", () => {
+  it.scopedLive("are random-<16 hex>", () =>
+    Effect.gen(function*() {
+      const profile = yield* MockLlm.decodeProfile({ seed: 1, endpoints: [{ name: "r", latency: { medianMs: 0 }, answers: { random: true } }] })
+      const server = yield* MockLlm.serve({ profile }).pipe(Effect.provide(NodeContext.layer))
+      const body = yield* Effect.promise(() =>
+        fetch(`${server.endpoints[0]!.baseUrl}/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: "Bearer k" },
+          body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] })
+        }).then((r) => r.json() as Promise<{ choices: Array<{ message: { content: string } }> }>)
+      )
+      assert.match(body.choices[0]!.message.content, /^random-[0-9a-f]{16}$/)
+    }))
+})

@@ -1,0 +1,65 @@
+/**
+ * `assay run`'s end-of-run summary says what the model calls cost (issue 18 re-trial: it printed
+ * no tokens, cost or cache figures while `report` did): the calls, cache hits, tokens and cost,
+ * worded as `report` words them (a cost with unpriced calls is never `$0`), through `bin/assay`
+ * against the mock LLM.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as MockLlm from "../../src/services/MockLlm.js"
+import { assay, tempDir, write } from "../support/cli.js"
+
+const KEY = "sk-cli-summary-1a2b3c4d5e6f"
+
+const mock = Effect.gen(function*() {
+  const profile = yield* MockLlm.decodeProfile({ seed: 5, endpoints: [{ name: "m", latency: { medianMs: 0 } }] })
+  return yield* MockLlm.serve({ profile })
+}).pipe(Effect.provide(NodeContext.layer))
+
+const experiment = (dir: string, baseUrl: string, extra: Record<string, unknown> = {}) => {
+  write(dir, "rows.jsonl", ["win money now", "lunch on friday?", "meeting notes"].map((p) => JSON.stringify({ prompt: p })).join("\n"))
+  return write(dir, "exp.json", {
+    pools: { llm: { resources: [{ id: "m", capacity: 2, options: { baseUrl, model: "mock-spam-1", apiKeyEnv: "SUMMARY_TEST_KEY" } }] } },
+    pipeline: { name: "ask", tasks: [{ use: "chat", options: { temperature: 0 } }] },
+    source: { jsonl: { path: "rows.jsonl" } },
+    ...extra
+  })
+}
+
+describe("assay run's summary: model calls, tokens and cost", () => {
+  it.scopedLive("priced: the same tokens and cost as report; a rerun served by the call cache says so", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("run-summary")
+      const env = { SUMMARY_TEST_KEY: KEY }
+      const exp = experiment(dir, server.endpoints[0]!.baseUrl, { pricing: { "mock-spam-1": { inputPer1M: 2, outputPer1M: 8 } } })
+      const ran = yield* assay(["run", "-c", exp, "--store", "run.db", "--quiet", "--cache"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const json = yield* assay(["report", "run.db", "--json"], { cwd: dir })
+      const t = (JSON.parse(json.stdout) as { accounting: { total: { tokensIn: number; tokensOut: number; costUsd: number } } }).accounting.total
+      const line = ran.stdout.split("\n").find((l) => l.startsWith("model calls: "))
+      assert.isDefined(line, ran.stdout)
+      assert.match(line!, new RegExp(`^model calls: 3; tokens in ${t.tokensIn}, out ${t.tokensOut}; cost \\$0\\.\\d+$`))
+      // the cost as report prints it (two significant digits, no trailing zero past the cents)
+      const report = (yield* assay(["report", "run.db"], { cwd: dir })).stdout
+      const cost = /cost (\$[\d.]+)/.exec(line!)![1]!
+      assert.include(report, `; cost ${cost}`)
+      assert.notMatch(cost, /\.\d*[1-9]0+$/)
+
+      const again = yield* assay(["run", "-c", exp, "--store", "rerun.db", "--quiet", "--cache-db", "run.db"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.include(again.stdout, "model calls: 0, cache hits 3; tokens in 0, out 0; cost $0")
+    }))
+
+  it.scopedLive("no price anywhere: the cost is 'unpriced (3 calls)', never $0", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("run-summary-unpriced")
+      const exp = experiment(dir, server.endpoints[0]!.baseUrl)
+      const ran = yield* assay(["run", "-c", exp, "--store", "run.db", "--quiet"], { cwd: dir, env: { SUMMARY_TEST_KEY: KEY }, killAfterMs: 60_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      assert.match(ran.stdout, /^model calls: 3; tokens in [1-9]\d*, out [1-9]\d*; cost unpriced \(3 calls\)$/m)
+      assert.notInclude(ran.stdout, "$0")
+    }))
+})

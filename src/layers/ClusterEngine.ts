@@ -137,10 +137,13 @@ export type WorkflowLayerOptions = internal.WorkflowLayerOptions
  * pools' events go to the store's event log and their resources' state to its resource rows,
  * filed under the run whose pipelines this process ran last (what `report`, `watch` and
  * `serve` show). When the context holds a Postgres `SqlClient` (the cluster's), each task
- * start writes its pipeline's in-flight marker in `assay_cluster_inflight` (created by
- * `assay migrate`), and an execution cut short (a killed runner, a moved shard) is recorded
- * as an abandoned attempt when the task runs again. Building the layer fails with a
- * `StoreUnavailable` naming `assay migrate` when that Postgres database lacks the marker table
+ * execution claims its task in `assay_cluster_inflight` (created by `assay migrate`): a lease
+ * with a heartbeat (TTL: the `ShardingConfig`'s `shardLockExpiration` when one is in context,
+ * see {@link WorkflowLayerOptions}) that keeps a second execution on another runner (a frozen
+ * runner's zombie, or the new owner after a takeover) from calling while the first one lives;
+ * an execution cut short (a killed runner, a moved shard) is recorded as an abandoned attempt
+ * when its stale claim is taken over. Building the layer fails with a `StoreUnavailable` naming
+ * `assay migrate` when that Postgres database lacks the claim table or has an older one
  * (rather than every task start failing and being retried for ever).
  *
  * @param options see {@link WorkflowLayerOptions}
@@ -168,7 +171,8 @@ export interface ClusterOptions {
  * A runner process's engine: sharding over TCP (`NodeClusterSocket`, msgpack) with SQL
  * message and runner storage on the `SqlClient` in context (PostgreSQL), and the
  * `ClusterWorkflowEngine` on top (it also gives the `Sharding`, e.g. to ask which shards this
- * runner holds). Provide {@link workflowLayer} with it to host pipelines.
+ * runner holds) and its `ShardingConfig` (from which {@link workflowLayer} takes its task
+ * claims' TTL and heartbeat). Provide {@link workflowLayer} with it to host pipelines.
  * The cluster's tables are created on first start; start one runner (or migrate) before the
  * others (L6: concurrent first starts can collide on `CREATE TABLE`).
  *
@@ -178,12 +182,14 @@ export interface ClusterOptions {
 export const runnerLayer = (
   options: ClusterOptions = {}
 ): Layer.Layer<
-  WorkflowEngine | Sharding.Sharding,
+  WorkflowEngine | Sharding.Sharding | ShardingConfig.ShardingConfig,
   SocketServer.SocketServerError | ConfigErrorEffect.ConfigError,
   SqlClient.SqlClient
 > =>
   ClusterWorkflowEngine.layer.pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig }))
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "sql", shardingConfig: options.shardingConfig })),
+    // the sharding settings, also for the workflow layer (its task claims' TTL and heartbeat)
+    Layer.provideMerge(ShardingConfig.layerFromEnv(options.shardingConfig))
   )
 
 /**

@@ -1,102 +1,226 @@
 /**
- * The in-flight marker of the cluster engine: which task of each pipeline an executor started
- * last, so that an execution cut short (its runner killed, lost, or its shard moved away) is
- * recorded as an abandoned attempt when the engine runs the activity again elsewhere, as the
- * embedded engine's `resume` records one for a pipeline its dead run left `running`.
+ * The task claims of the cluster engine: at most one live execution of a (pipeline, task) at a
+ * time across every runner process, and a record of an execution cut short.
  *
- * One row per pipeline in `assay_cluster_inflight` (next to the cluster's own tables, created
- * by `assay migrate`), overwritten when a task's activity starts to run attempts: one write
- * per task, and the write answers with the marker it replaced. A marker naming the same task
- * under the same run means an earlier execution of that task started and never committed
- * (the store's checkpoint, read first, says the task is not done). Nothing clears a marker: a
- * task whose checkpoint is committed is never run again, so its marker is never read.
+ * One row per pipeline in `assay_cluster_inflight` (next to the cluster's own tables, created by
+ * `assay migrate`): the task (`seq`, `run_id`) an execution claimed, its `token` (unique per
+ * execution), the execution's task-run id and attempt, and `heartbeat_at`, the database's clock
+ * at the last renewal. The claim is a lease with a heartbeat, on the database's clock only:
  *
- * PostgreSQL only (the cluster's storage); on another dialect no marker is kept.
+ * - an execution {@link Claims.claim claims} its task before its first attempt; the claim is won
+ *   when the row is free, names an earlier task or another run, is this execution's own, or
+ *   has not been renewed for `ttl` (its execution is presumed dead: killed, frozen, cut off);
+ *   the decision and the write are one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so
+ *   two executions racing for one task never both win;
+ * - the winner {@link Claims.renew renews} it every heartbeat while it runs, and once more after
+ *   each lease it is granted, the last step before the task's call: a renewal that finds
+ *   another token means the claim was taken over while this execution was frozen or cut off
+ *   past `ttl` (a zombie), and the execution stops before calling;
+ * - the loser waits for the winner's checkpoint (or for its claim to go stale) and never calls.
+ *
+ * Why (issue 17, chaos C5 with lock rows): a runner frozen past the shard lock expiry had
+ * attempts waiting for a pool lease; its shards moved, the new owner ran the same tasks, and
+ * when the frozen runner woke up its waiting attempts got their leases and called the provider
+ * a second time, before its cluster noticed the shards were gone. The checkpoint re-read after
+ * a lease (L4) only catches a task already committed; the claim catches one still running.
+ *
+ * A claim won over a stale claim of the same task under the same run, held by another
+ * execution, means that execution started and never committed: the winner records it as an
+ * abandoned attempt (its attempt number and task-run id), as the embedded engine's resume does.
+ * A finished execution leaves its claim in place (the task's checkpoint, read first, says it is
+ * done, and the next task's claim overwrites it); an interrupted one (its runner stopping)
+ * releases it, so that the next owner need not wait `ttl`.
+ *
+ * The same fencing idea as a lock service's fencing token (Kleppmann, "How to do distributed
+ * locking", 2016): the holder's right to act is checked against the shared store right before
+ * the side effect, not trusted from a local view. PostgreSQL only (the cluster's storage); on
+ * another dialect no claim is kept.
  *
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 
-/** The marker table (one row per pipeline). */
+/** The claim table (one row per pipeline). */
 export const TABLE = "assay_cluster_inflight"
 
-/** Creates the marker table when missing (idempotent; `assay migrate` runs it). */
+/**
+ * Creates the claim table when missing, and adds the columns an older `assay migrate` did not
+ * create (idempotent; `assay migrate` runs it).
+ */
 export const createTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (
-    pipeline_id text PRIMARY KEY,
-    seq integer NOT NULL,
-    run_id text NOT NULL,
-    started_at bigint NOT NULL
-  )`))
+  Effect.zipRight(
+    sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (
+      pipeline_id text PRIMARY KEY,
+      seq integer NOT NULL,
+      run_id text NOT NULL,
+      started_at bigint NOT NULL
+    )`),
+    sql.unsafe(`ALTER TABLE ${TABLE}
+      ADD COLUMN IF NOT EXISTS token text,
+      ADD COLUMN IF NOT EXISTS task_run_id text,
+      ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0,
+      ADD COLUMN IF NOT EXISTS heartbeat_at timestamptz`)
+  ))
 
 /**
  * Fails with a {@link StoreUnavailable} naming `assay migrate` when the client is PostgreSQL and
- * the marker table is missing (a library user who built the engine on a database that was never
- * migrated): without the check, every task start would fail its marker write and the engine would
- * retry it for ever. Succeeds at once on another dialect (no marker is kept there).
+ * the claim table is missing or lacks the columns of this version (a library user who built
+ * the engine on a database never migrated, or migrated by an older assay): without the check,
+ * every task start would fail its claim and the engine would retry it for ever. Succeeds at
+ * once on another dialect (no claim is kept there).
  */
 export const requireTable = (sql: SqlClient.SqlClient): Effect.Effect<void, StoreUnavailable> =>
   sql.onDialectOrElse({
     pg: () =>
-      sql<{ present: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS present`.pipe(
-        Effect.mapError((e) => new StoreUnavailable({ message: `cannot check the in-flight marker table: ${e.message}`, cause: e })),
-        Effect.flatMap((rows) =>
-          rows[0]?.present === true
-            ? Effect.void
-            : Effect.fail(
-              new StoreUnavailable({
-                message: `the cluster database has no \`${TABLE}\` table: run \`assay migrate --database URL\` once before ` +
-                  "starting runners (or create it with the engine's `InFlight.createTable`)"
-              })
-            )
-        )
-      ),
+      sql<{ present: boolean; current: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS present,
+          EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(${TABLE}) AND attname = 'heartbeat_at' AND NOT attisdropped) AS current`
+        .pipe(
+          Effect.mapError((e) => new StoreUnavailable({ message: `cannot check the task claim table: ${e.message}`, cause: e })),
+          Effect.flatMap((rows) =>
+            rows[0]?.present === true && rows[0]?.current === true
+              ? Effect.void
+              : Effect.fail(
+                new StoreUnavailable({
+                  message: `the cluster database has ${
+                    rows[0]?.present === true ? `an \`${TABLE}\` table from an older version` : `no \`${TABLE}\` table`
+                  }: run \`assay migrate --database URL\` once before starting runners (or create it with the engine's \`InFlight.createTable\`)`
+                })
+              )
+          )
+        ),
     orElse: () => Effect.void
   })
 
-/** A marker as it was before an execution replaced it. */
+/** A claim as it was before an execution took it over. */
 export interface Marker {
   readonly seq: number
   readonly runId: string
+  /** The execution that held it (`undefined` for a row written by an older version). */
+  readonly token: string | undefined
+  readonly taskRunId: string | undefined
+  /** The attempt that execution was on (0 when unknown). */
+  readonly attempt: number
   /** Epoch ms, by the clock of the executor that wrote it. */
+  readonly startedAt: number
+  /** Whether it had not been renewed for `ttl` when it was read. */
+  readonly stale: boolean
+}
+
+/** What one execution claims. */
+export interface ClaimRequest {
+  readonly pipelineId: string
+  readonly seq: number
+  readonly runId: string
+  /** Unique per execution. */
+  readonly token: string
+  readonly taskRunId: string
+  readonly attempt: number
+  /** Epoch ms, the executor's clock (kept for reading only; staleness is on the database's clock). */
   readonly startedAt: number
 }
 
-/**
- * Writes the in-flight marker of task `seq` of a pipeline; answers with the marker it
- * replaced, if any.
- */
-export interface InFlight {
-  readonly mark: (
-    pipelineId: string,
-    seq: number,
-    runId: string,
-    startedAt: number
-  ) => Effect.Effect<Option.Option<Marker>, StoreUnavailable>
+/** The answer of {@link Claims.claim}: whether the claim was won, and the row it found. */
+export interface ClaimResult {
+  readonly won: boolean
+  readonly previous: Option.Option<Marker>
 }
 
-/** The marker over a Postgres client (`undefined` on another dialect). */
-export const make = (sql: SqlClient.SqlClient): InFlight | undefined =>
-  sql.onDialectOrElse({
-    pg: (): InFlight | undefined => ({
-      mark: (pipelineId, seq, runId, startedAt) =>
+/**
+ * The task claims over one database (see the module comment).
+ */
+export interface Claims {
+  /** A claim is stale when not renewed for this long (the shard lock expiry by default). */
+  readonly ttl: Duration.Duration
+  /** How often a running execution renews its claim (the shard lock refresh by default). */
+  readonly heartbeat: Duration.Duration
+  /** Claims a task for an execution (one statement; see the module comment for when it is won). */
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ClaimResult, StoreUnavailable>
+  /**
+   * Renews an execution's claim (and records the attempt it is on): `false` when the row names
+   * another execution now (the claim was taken over), `true` otherwise.
+   */
+  readonly renew: (pipelineId: string, token: string, attempt: number) => Effect.Effect<boolean, StoreUnavailable>
+  /** Gives a claim up (when its execution is interrupted): a no-op when another holds it now. */
+  readonly release: (pipelineId: string, token: string) => Effect.Effect<void, StoreUnavailable>
+}
+
+/** Options of {@link make}: `ttl` (default 35 s) and `heartbeat` (default 10 s; at most a third of `ttl` is wise). */
+export interface ClaimOptions {
+  readonly ttl?: Duration.DurationInput | undefined
+  readonly heartbeat?: Duration.DurationInput | undefined
+}
+
+const unavailable = (what: string) => (e: { readonly message: string }) =>
+  new StoreUnavailable({ message: `cannot ${what} the task claim: ${e.message}`, cause: e })
+
+/** The claims over a Postgres client (`undefined` on another dialect). */
+export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Claims | undefined => {
+  const ttl = Duration.decode(options.ttl ?? Duration.seconds(35))
+  const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
+  const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
+  return sql.onDialectOrElse({
+    pg: (): Claims | undefined => ({
+      ttl,
+      heartbeat,
+      claim: (r) =>
         Effect.map(
-          sql<{ seq: number; run_id: string; started_at: string | number }>`WITH prev AS (
-              SELECT seq, run_id, started_at FROM ${sql(TABLE)} WHERE pipeline_id = ${pipelineId}
+          // `prev` locks the row (if any) first, so that it is the version the upsert decides
+          // on; a row inserted concurrently is met by ON CONFLICT and its WHERE, never lost
+          sql<
+            {
+              won: boolean
+              seq: number | null
+              run_id: string | null
+              token: string | null
+              task_run_id: string | null
+              attempt: number | null
+              started_at: string | number | null
+              stale: boolean | null
+            }
+          >`WITH prev AS (
+              SELECT seq, run_id, token, task_run_id, attempt, started_at,
+                (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale
+              FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
             ), up AS (
-              INSERT INTO ${sql(TABLE)} (pipeline_id, seq, run_id, started_at) VALUES (${pipelineId}, ${seq}, ${runId}, ${startedAt})
-              ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id, started_at = EXCLUDED.started_at
+              INSERT INTO ${sql(TABLE)} AS t (pipeline_id, seq, run_id, started_at, token, task_run_id, attempt, heartbeat_at)
+              VALUES (${r.pipelineId}, ${r.seq}, ${r.runId}, ${r.startedAt}, ${r.token}, ${r.taskRunId}, ${r.attempt}, now())
+              ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
+                started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
+                attempt = EXCLUDED.attempt, heartbeat_at = now()
+              WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
+                OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
+              RETURNING 1
             )
-            SELECT seq, run_id, started_at FROM prev`,
-          (rows) =>
-            rows[0] === undefined
+            SELECT EXISTS (SELECT 1 FROM up) AS won, prev.* FROM (SELECT 1) AS one LEFT JOIN prev ON true`,
+          (rows): ClaimResult => {
+            const row = rows[0]
+            const previous = row === undefined || row.seq === null
               ? Option.none<Marker>()
-              : Option.some({ seq: Number(rows[0].seq), runId: rows[0].run_id, startedAt: Number(rows[0].started_at) })
-        ).pipe(
-          Effect.mapError((e) => new StoreUnavailable({ message: `cannot write the in-flight marker: ${e.message}`, cause: e }))
-        )
+              : Option.some<Marker>({
+                seq: Number(row.seq),
+                runId: row.run_id ?? "",
+                token: row.token ?? undefined,
+                taskRunId: row.task_run_id ?? undefined,
+                attempt: Number(row.attempt ?? 0),
+                startedAt: Number(row.started_at ?? 0),
+                stale: row.stale === true
+              })
+            return { won: row?.won === true, previous }
+          }
+        ).pipe(Effect.mapError(unavailable("write"))),
+      renew: (pipelineId, token, attempt) =>
+        Effect.map(
+          sql<{ one: number }>`UPDATE ${sql(TABLE)} SET heartbeat_at = now(), attempt = ${attempt}
+            WHERE pipeline_id = ${pipelineId} AND token = ${token} RETURNING 1 AS one`,
+          (rows) => rows.length > 0
+        ).pipe(Effect.mapError(unavailable("renew"))),
+      release: (pipelineId, token) =>
+        Effect.asVoid(
+          sql`UPDATE ${sql(TABLE)} SET token = NULL, heartbeat_at = NULL WHERE pipeline_id = ${pipelineId} AND token = ${token}`
+        ).pipe(Effect.mapError(unavailable("release")))
     }),
     orElse: () => undefined
   })
+}

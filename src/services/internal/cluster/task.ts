@@ -34,7 +34,7 @@
  *
  * @internal
  */
-import { type Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
+import { type Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Random, Schedule, type Scope } from "effect"
 import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -51,7 +51,7 @@ import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
-import type { InFlight } from "./inflight.js"
+import type { Claims } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -92,8 +92,11 @@ export interface TaskEnv {
   readonly scope: Scope.Scope
   /** The execution of each (pipeline, task) running in this process, by `pipelineId/seq`. */
   readonly running: Map<string, Deferred.Deferred<TaskVerdict, StoreUnavailable>>
-  /** The in-flight marker (`inflight.ts`); without it an execution cut short is not recorded. */
-  readonly inFlight: InFlight | undefined
+  /**
+   * The task claims (`inflight.ts`): one live execution of a task across the cluster, and an
+   * execution cut short recorded as abandoned. Without them (not PostgreSQL) neither holds.
+   */
+  readonly claims: Claims | undefined
 }
 
 /**
@@ -121,7 +124,7 @@ export const makeTaskEnv = (options: {
   readonly concurrency: number
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
-  readonly inFlight?: InFlight | undefined
+  readonly claims?: Claims | undefined
 }): Effect.Effect<TaskEnv, never, Scope.Scope> =>
   Effect.zipWith(Effect.clock, Effect.scope, (clock, scope) => ({
     store: options.store,
@@ -135,7 +138,7 @@ export const makeTaskEnv = (options: {
     registries: new Map(),
     scope,
     running: new Map(),
-    inFlight: options.inFlight
+    claims: options.claims
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -170,15 +173,27 @@ const committed = (row: PipelineRecord, seq: number): TaskVerdict | undefined =>
   row.nTasksDone > seq ? "done" : row.state === "failed" ? "failed" : row.state === "succeeded" ? "done" : undefined
 
 /**
+ * What the last step before a task's call found, when it stopped the attempt: `lost`, the
+ * execution's claim was taken over by another execution (this one was frozen or cut off past
+ * the claim's TTL: a zombie); it must not call, and waits for the other's checkpoint.
+ */
+interface Fence {
+  lost: boolean
+}
+
+/**
  * The pools a task of `pipelineId` sees: every lease granted is followed by a read of the
- * checkpoint of `seq` (L4); when it is committed, `found` is completed and the attempt is
- * interrupted (the lease goes back with the attempt's scope, or is reclaimed when raw).
+ * checkpoint of `seq` (L4; when it is committed, `found` is completed and the attempt is
+ * interrupted: the lease goes back with the attempt's scope, or is reclaimed when raw), then by
+ * a renewal of the execution's claim (when `claim` is given; when another execution holds it
+ * now, `fence.lost` is set and the attempt is interrupted before its call).
  */
 const recheckingPools = (
   env: TaskEnv,
   pipelineId: PipelineId,
   seq: number,
-  found: Deferred.Deferred<TaskVerdict>
+  found: Deferred.Deferred<TaskVerdict>,
+  claim: { readonly token: string; readonly attempt: () => number; readonly fence: Fence } | undefined
 ): PoolsService => {
   const recheck = Effect.flatMap(
     Effect.orElseSucceed(env.store.getPipeline(pipelineId), () => Option.none<PipelineRecord>()),
@@ -187,9 +202,19 @@ const recheckingPools = (
       return verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
     }
   )
+  const claims = env.claims
+  // a renewal that cannot reach the database lets the attempt go on: its claim is still held
+  // unless it went stale, and the heartbeat and the next lease try again
+  const hold = claims === undefined || claim === undefined ? recheck : Effect.zipRight(
+    recheck,
+    Effect.flatMap(
+      Effect.orElseSucceed(Effect.suspend(() => claims.renew(pipelineId, claim.token, claim.attempt())), () => true),
+      (held) => held ? Effect.void : Effect.zipRight(Effect.sync(() => claim.fence.lost = true), Effect.interrupt)
+    )
+  )
   // after the recheck, the last thing before the task's call: the lease's quota charges are
   // moved to the window the call goes out in (a grant's window may have ended meanwhile)
-  const ready = (lease: Lease<any>) => Effect.zipRight(recheck, PgPools.confirm(lease))
+  const ready = (lease: Lease<any>) => Effect.zipRight(hold, PgPools.confirm(lease))
   return {
     ...env.pools,
     acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquire<Client>(o, h), ready),
@@ -220,7 +245,9 @@ const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
  * execution, which goes on to its commit. While it runs, a second call for the same
  * (pipeline, task) in this process awaits it instead of starting another (the engine re-runs
  * the interrupted activity once the shard is back); once it ended, a new call starts from the
- * store (L1: a committed task is not run again).
+ * store (L1: a committed task is not run again). Across processes, the task's claim
+ * (`inflight.ts`) keeps a second live execution from calling: it waits for the first one's
+ * checkpoint instead.
  *
  * @internal
  */
@@ -235,9 +262,19 @@ export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect
       if (running !== undefined) return restore(Deferred.await(running))
       const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
-      // the in-flight marker is written once per execution, not again by an L5 retry of the body
-      const marked = { done: false }
-      const execution = Effect.interruptible(Effect.retry(runTaskOnce(env, spec, seq, marked), env.infraRetry).pipe(withAttemptServices))
+      const execution = Effect.interruptible(Effect.flatMap(executionToken, (token) => {
+        // one claim per execution: an L5 retry of the body claims again with the same token
+        const claim: ClaimState = { token, held: false, attempt: 1, fence: { lost: false } }
+        const claims = env.claims
+        return Effect.retry(runTaskOnce(env, spec, seq, claim), env.infraRetry).pipe(
+          withAttemptServices,
+          // an execution stopped before its commit (its runner stopping) gives its claim up, so
+          // that the next owner of the task need not wait for it to go stale
+          Effect.onInterrupt(() =>
+            claims === undefined || !claim.held ? Effect.void : Effect.ignore(claims.release(spec.pipelineId, token))
+          )
+        )
+      }))
       return Effect.zipRight(
         Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
           fiber.addObserver((exit) => {
@@ -249,18 +286,74 @@ export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect
     })
   )
 
+/** A token unique to one execution (96 random bits, from `Random`). */
+const executionToken = Effect.map(
+  Effect.all([Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32)]),
+  (parts) => parts.map((n) => n.toString(16).padStart(8, "0")).join("")
+)
+
+/** One execution's claim: its token, whether it is held, the attempt it is on, the fence. */
+interface ClaimState {
+  readonly token: string
+  held: boolean
+  attempt: number
+  readonly fence: Fence
+}
+
 /** What an abandoned attempt of the cluster engine says. */
-const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, or its shard moved) while it was in flight; " +
-  "the task was run again by another execution"
+const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, frozen, or its shard moved) while it was in flight; " +
+  "it may not have called its task; the task was run again by another execution"
+
+/**
+ * Claims task `seq` for this execution; while another live execution holds it, waits (one
+ * heartbeat at a time, holding no worker slot and no lease) for that execution's checkpoint, or
+ * for its claim to go stale. Answers `undefined` once the claim is held, or the verdict the
+ * store committed meanwhile.
+ */
+const acquireClaim = (
+  env: TaskEnv,
+  claims: Claims,
+  spec: AnySpec,
+  seq: number,
+  taskName: string,
+  runId: RunId,
+  taskRunId: string,
+  claim: ClaimState
+): Effect.Effect<TaskVerdict | undefined, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const pipelineId = spec.pipelineId
+    while (true) {
+      const now = env.clock.unsafeCurrentTimeMillis()
+      const result = yield* claims.claim({ pipelineId, seq, runId, token: claim.token, taskRunId, attempt: claim.attempt, startedAt: now })
+      if (result.won) {
+        claim.held = true
+        const p = result.previous
+        // an earlier execution of this task under this run started and never committed: it was
+        // cut short (or is frozen past the TTL); record it as the embedded engine's resume does
+        if (Option.isSome(p) && p.value.seq === seq && p.value.runId === runId && p.value.token !== claim.token) {
+          yield* env.store.recordAttempt(
+            Rows.abandonedAttempt(pipelineId, runId, taskName, seq, now, 0, abandonedMessage, p.value.attempt, p.value.taskRunId)
+          )
+        }
+        return undefined
+      }
+      claim.held = false
+      yield* Effect.sleep(claims.heartbeat)
+      const row = yield* env.store.getPipeline(pipelineId)
+      if (Option.isNone(row)) return "gone" as const
+      const verdict = committed(row.value, seq)
+      if (verdict !== undefined) return verdict
+    }
+  })
 
 const runTaskOnce = (
   env: TaskEnv,
   spec: AnySpec,
   seq: number,
-  marked: { done: boolean }
+  claim: ClaimState
 ): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   Effect.gen(function*() {
-    const { clock, slots, store } = env
+    const { clock, slots, store, claims } = env
     const pipelineId = spec.pipelineId
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     const task = tasks[seq]
@@ -274,15 +367,25 @@ const runTaskOnce = (
     const input = yield* inputOf(env, spec, seq)
     if (Option.isNone(input)) return "gone" as const
     const runId = row.value.runId as RunId
-    if (env.inFlight !== undefined && !marked.done) {
-      // an earlier execution of this task under the same run started and never committed:
-      // it was cut short; record it as the embedded engine's resume does (attempt 0)
-      const now = clock.unsafeCurrentTimeMillis()
-      const previous = yield* env.inFlight.mark(pipelineId, seq, runId, now)
-      marked.done = true
-      if (Option.isSome(previous) && previous.value.seq === seq && previous.value.runId === runId) {
-        yield* store.recordAttempt(Rows.abandonedAttempt(pipelineId, runId, task.name, seq, now, 0, abandonedMessage))
-      }
+    let taskStarted = clock.unsafeCurrentTimeMillis()
+    const current: Rows.TaskRun = {
+      pipelineId,
+      runId,
+      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
+      taskName: task.name,
+      seq
+    }
+    if (claims !== undefined) {
+      const other = yield* acquireClaim(env, claims, spec, seq, task.name, runId, current.taskRunId, claim)
+      if (other !== undefined) return other
+      // the claim is renewed while the execution runs (a renewal that cannot reach the
+      // database is skipped: the claim goes stale only after `ttl` without one)
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.ignore(Effect.suspend(() => claims.renew(pipelineId, claim.token, claim.attempt))),
+          Schedule.spaced(claims.heartbeat)
+        ).pipe(Effect.delay(claims.heartbeat))
+      )
     }
     const state = yield* stateOf(env, runId)
     const found = yield* Deferred.make<TaskVerdict>()
@@ -291,7 +394,13 @@ const runTaskOnce = (
       runId,
       bus: env.bus,
       store: readOnlyView(store),
-      pools: recheckingPools(env, pipelineId, seq, found),
+      pools: recheckingPools(
+        env,
+        pipelineId,
+        seq,
+        found,
+        claims === undefined ? undefined : { token: claim.token, attempt: () => claim.attempt, fence: claim.fence }
+      ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
@@ -309,72 +418,78 @@ const runTaskOnce = (
       onTerminal: () => Effect.void,
       traceAttempts: false
     }
-    let taskStarted = clock.unsafeCurrentTimeMillis()
-    const current: Rows.TaskRun = {
-      pipelineId,
-      runId,
-      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`,
-      taskName: task.name,
-      seq
-    }
     const leaseIds: Array<string> = []
     const holder = emptyHold()
     let attempt = 0
     while (true) {
       attempt++
-      yield* slots.take(holder)
-      const result = yield* Effect.ensuring(
-        runAttempt(penv, spec, task, seq, attempt, input.value, holder, attempt === 1 ? undefined : taskStarted),
-        Effect.sync(() => slots.release(holder))
-      )
-      // L4: another executor committed this task while the attempt waited for its lease
-      const other = yield* Deferred.poll(found)
-      if (Option.isSome(other)) return yield* other.value
-      const ended = clock.unsafeCurrentTimeMillis()
-      if (attempt === 1) taskStarted = result.startedAt
-      leaseIds.push(...result.leaseIds)
-      let exit = result.exit
-      if (Exit.isSuccess(exit)) {
-        const encoded = registry.dump(exit.value)
-        if (encoded._tag === "Right") {
-          const enc = encoded.right
-          const attemptRow = Rows.attemptRow(current, attempt, "succeeded", null, null, result.leaseIds, result.startedAt, ended)
-          const unit = Rows.succeededUnit(
-            current,
-            { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
-            seq === tasks.length - 1,
+      claim.attempt = attempt
+      if (claims !== undefined && attempt > 1 && !(yield* claims.renew(pipelineId, claim.token, attempt))) claim.fence.lost = true
+      if (!claim.fence.lost) {
+        yield* slots.take(holder)
+        const result = yield* Effect.ensuring(
+          runAttempt(penv, spec, task, seq, attempt, input.value, holder, attempt === 1 ? undefined : taskStarted),
+          Effect.sync(() => slots.release(holder))
+        )
+        // L4: another executor committed this task while the attempt waited for its lease
+        const other = yield* Deferred.poll(found)
+        if (Option.isSome(other)) return yield* other.value
+        if (!claim.fence.lost) {
+          const ended = clock.unsafeCurrentTimeMillis()
+          if (attempt === 1) taskStarted = result.startedAt
+          leaseIds.push(...result.leaseIds)
+          let exit = result.exit
+          if (Exit.isSuccess(exit)) {
+            const encoded = registry.dump(exit.value)
+            if (encoded._tag === "Right") {
+              const enc = encoded.right
+              const attemptRow = Rows.attemptRow(current, attempt, "succeeded", null, null, result.leaseIds, result.startedAt, ended)
+              const unit = Rows.succeededUnit(
+                current,
+                { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+                seq === tasks.length - 1,
+                attempt,
+                taskStarted,
+                ended,
+                leaseIds,
+                attemptRow
+              )
+              // the checkpoint is the commit point; a store that keeps the first writer's row
+              // (first-writer-wins) makes a racing executor's commit a no-op, and the next task
+              // reads its input back from the store: the winner's value
+              // L5 at the commit: a store error retries the write, not the call
+              yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+              return "done" as const
+            }
+            exit = Exit.fail(encoded.left)
+          }
+          const { decision, fields, outcome } = yield* judgeFailure(
+            task,
+            (exit as Exit.Failure<unknown, unknown>).cause,
             attempt,
-            taskStarted,
-            ended,
-            leaseIds,
-            attemptRow
+            ended - taskStarted
           )
-          // the checkpoint is the commit point; a store that keeps the first writer's row
-          // (first-writer-wins) makes a racing executor's commit a no-op, and the next task
-          // reads its input back from the store: the winner's value
-          // L5 at the commit: a store error retries the write, not the call
-          yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
-          return "done" as const
+          const attemptRow = Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
+          if (decision.retry) {
+            yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
+            yield* Effect.sleep(Duration.millis(decision.delayMs))
+            continue
+          }
+          if (outcome === "cancelled") return yield* Effect.interrupt
+          yield* Effect.zipRight(
+            store.flush,
+            store.checkpoint(Rows.failedUnit(current, attempt, taskStarted, ended, fields, leaseIds, attemptRow, decision.reason))
+          ).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+          return "failed" as const
         }
-        exit = Exit.fail(encoded.left)
       }
-      const { decision, fields, outcome } = yield* judgeFailure(
-        task,
-        (exit as Exit.Failure<unknown, unknown>).cause,
-        attempt,
-        ended - taskStarted
-      )
-      const attemptRow = Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
-      if (decision.retry) {
-        yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
-        yield* Effect.sleep(Duration.millis(decision.delayMs))
-        continue
-      }
-      if (outcome === "cancelled") return yield* Effect.interrupt
-      yield* Effect.zipRight(
-        store.flush,
-        store.checkpoint(Rows.failedUnit(current, attempt, taskStarted, ended, fields, leaseIds, attemptRow, decision.reason))
-      ).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
-      return "failed" as const
+      // fenced: another execution took the claim over while this one was frozen or cut off (a
+      // zombie); it stopped before its call (nothing is recorded: the other execution recorded
+      // this one as abandoned) and waits for the other's checkpoint, or claims the task again
+      // once the other's claim went stale
+      claim.fence.lost = false
+      attempt--
+      const other = yield* acquireClaim(env, claims!, spec, seq, task.name, runId, current.taskRunId, claim)
+      if (other !== undefined) return other
     }
-  })
+  }).pipe(Effect.scoped)

@@ -16,6 +16,7 @@ import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Rows from "../runner/rows.js"
 import type { RunId } from "../../../domain/Ids.js"
@@ -126,9 +127,12 @@ export const catalogFromStream = <E, R>(
 
 /**
  * Options of {@link workflowLayer}: the worker slots of this process (`concurrency`, attempts
- * at once), the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`) and how
+ * at once), the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`), how
  * often the pools' resources are written to the store (`resourcesEvery`, default 5 s; also
- * when the process stops).
+ * when the process stops), and the task claims' TTL and heartbeat (`claimTtl`, `claimHeartbeat`;
+ * default the cluster's `shardLockExpiration` and `shardLockRefreshInterval` when a
+ * `ShardingConfig` is in context, else 35 s and 10 s: a claim not renewed for as long as a shard
+ * lock is presumed dead, like the lock).
  *
  * @internal
  */
@@ -136,6 +140,8 @@ export interface WorkflowLayerOptions {
   readonly concurrency?: number | undefined
   readonly infraRetry?: TaskEnv["infraRetry"] | undefined
   readonly resourcesEvery?: Duration.DurationInput | undefined
+  readonly claimTtl?: Duration.DurationInput | undefined
+  readonly claimHeartbeat?: Duration.DurationInput | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -210,8 +216,9 @@ const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specD
  * process ran last, as the embedded engine writes them. Its tasks run with the `Store`, the `Pools` and the `SpecCatalog` in context (and the
  * `Bus` when one is, else a fresh one); everything else the context holds when the layer is
  * built (e.g. a `ProcessRunner` and a `FileSystem` for the built-in tasks) reaches the tasks.
- * A Postgres `SqlClient` in context keeps the in-flight markers (`inflight.ts`); the layer fails
- * with a `StoreUnavailable` naming `assay migrate` when their table is missing.
+ * A Postgres `SqlClient` in context keeps the task claims (`inflight.ts`: one live execution of a
+ * task across the cluster); the layer fails with a `StoreUnavailable` naming `assay migrate`
+ * when their table is missing or from an older version.
  *
  * @internal
  */
@@ -223,17 +230,23 @@ export const workflowLayer = (
     const bus = yield* Effect.flatMap(Effect.serviceOption(Bus), Option.match({ onNone: () => makeBus, onSome: Effect.succeed }))
     const store = yield* Store
     const pools = yield* Pools
-    // the in-flight marker lives next to the cluster's tables, on its SQL client (when one is in context)
+    // the task claims live next to the cluster's tables, on its SQL client (when one is in context)
     const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
     // a database never migrated fails here, clearly, instead of at every task start
     if (Option.isSome(sql)) yield* InFlight.requireTable(sql.value)
+    const sharding = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
     const env = yield* makeTaskEnv({
       store,
       pools,
       bus,
       concurrency: options.concurrency ?? 64,
       infraRetry: options.infraRetry,
-      inFlight: Option.isSome(sql) ? InFlight.make(sql.value) : undefined
+      claims: Option.isSome(sql)
+        ? InFlight.make(sql.value, {
+          ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
+          heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
+        })
+        : undefined
     })
     // pool events go to the event log, filed under the run this process works for
     yield* pools.listen((event) => {

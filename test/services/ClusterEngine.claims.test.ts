@@ -1,0 +1,194 @@
+/**
+ * Issue 17 (chaos C5 with lock rows): the cluster engine's task claims, one live execution of a
+ * task across runners (`src/services/internal/cluster/inflight.ts`).
+ *
+ * What went wrong: a runner frozen past the shard lock expiry had an attempt waiting for a pool
+ * lease; its shards moved and the new owner ran the same task; when the frozen runner woke up,
+ * its attempt got its lease, re-read the checkpoint (not committed yet: the new owner's call was
+ * in flight) and called the provider a second time. Here two task environments stand for the
+ * two runners (one store, one pool, one Postgres for the claims); "frozen past the TTL" is the
+ * first execution's claim aged in the database.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Fiber, Layer, Option, Redacted, Stream, TestClock } from "effect"
+import type { RunId } from "../../src/domain/Ids.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import { make as makeBus } from "../../src/services/Bus.js"
+import * as Claims from "../../src/services/internal/cluster/inflight.js"
+import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
+import * as Rows from "../../src/services/internal/runner/rows.js"
+import * as Pool from "../../src/services/Pool.js"
+import { Store } from "../../src/services/Store.js"
+import { usePostgres } from "../support/postgres.js"
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
+
+const pgLayer = (db: string) =>
+  Layer.unwrapEffect(Effect.promise(async () => {
+    await pg.createDatabase(db)
+    return PgClient.layer({ url: Redacted.make(pg.url(db)) })
+  }))
+
+const request = (token: string, over: Partial<Claims.ClaimRequest> = {}): Claims.ClaimRequest => ({
+  pipelineId: "p1",
+  seq: 0,
+  runId: "run-1",
+  token,
+  taskRunId: `p1:0:run-1:${token}`,
+  attempt: 1,
+  startedAt: 1,
+  ...over
+})
+
+/** Ages every claim past any TTL (as if its runner froze for an hour). */
+const ageClaims = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql.unsafe(`UPDATE ${Claims.TABLE} SET heartbeat_at = now() - interval '1 hour' WHERE token IS NOT NULL`)
+)
+
+const tokenOf = (pipelineId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ token: string | null }>`SELECT token FROM ${sql(Claims.TABLE)} WHERE pipeline_id = ${pipelineId}`,
+      (rows) => rows[0]?.token ?? undefined
+    ))
+
+describe("cluster task claims", () => {
+  it.live("claim, renew, release: one winner; a stale claim is taken over with what it held; a later task overwrites an earlier one", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Claims.createTable
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      // a free row: won
+      const first = yield* claims.claim(request("A"))
+      assert.isTrue(first.won)
+      assert.isTrue(Option.isNone(first.previous))
+      // another execution of the same task while A lives: lost, and it sees A
+      const second = yield* claims.claim(request("B"))
+      assert.isFalse(second.won)
+      assert.strictEqual(Option.getOrThrow(second.previous).token, "A")
+      assert.isFalse(Option.getOrThrow(second.previous).stale)
+      // the holder claiming again (an L5 retry of its body): won
+      assert.isTrue((yield* claims.claim(request("A"))).won)
+      // renewals: the holder's succeed (and record its attempt), anyone else's do not
+      assert.isTrue(yield* claims.renew("p1", "A", 3))
+      assert.isFalse(yield* claims.renew("p1", "B", 1))
+      // A freezes past the TTL: B takes the claim over and learns A's attempt and task run
+      yield* ageClaims
+      const takeover = yield* claims.claim(request("B"))
+      assert.isTrue(takeover.won)
+      const was = Option.getOrThrow(takeover.previous)
+      assert.deepStrictEqual([was.token, was.attempt, was.taskRunId, was.stale], ["A", 3, "p1:0:run-1:A", true])
+      // A wakes up: its renewal finds the claim taken over
+      assert.isFalse(yield* claims.renew("p1", "A", 3))
+      // the next task of the pipeline overwrites a live claim of an earlier one...
+      assert.isTrue((yield* claims.claim(request("C", { seq: 1 }))).won)
+      // ...but an earlier task never overwrites a live claim of a later one
+      assert.isFalse((yield* claims.claim(request("D", { seq: 0 }))).won)
+      // another run of the pipeline may claim it
+      assert.isTrue((yield* claims.claim(request("E", { seq: 1, runId: "run-2" }))).won)
+      // a release by someone else is a no-op; the holder's frees the row at once
+      yield* claims.release("p1", "C")
+      assert.isFalse((yield* claims.claim(request("F", { seq: 1, runId: "run-2" }))).won)
+      yield* claims.release("p1", "E")
+      assert.isTrue((yield* claims.claim(request("F", { seq: 1, runId: "run-2" }))).won)
+    }).pipe(Effect.provide(pgLayer("claims_basic"))), 60_000)
+
+  it.live("racing for one task: exactly one of twelve concurrent claims wins, on a free row and on a stale one", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Claims.createTable
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const race = (pipelineId: string) =>
+        Effect.forEach(
+          Array.from({ length: 12 }, (_, i) => `t${i}`),
+          (token) => Effect.map(claims.claim(request(token, { pipelineId })), (r) => r.won),
+          { concurrency: "unbounded" }
+        )
+      assert.strictEqual((yield* race("free")).filter(Boolean).length, 1)
+      yield* ageClaims
+      assert.strictEqual((yield* race("free")).filter(Boolean).length, 1)
+    }).pipe(Effect.provide(pgLayer("claims_race"))), 60_000)
+
+  it.live("an older claim table is refused, naming assay migrate; createTable upgrades it in place", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      // the table as the previous version created it, with a marker in it
+      yield* sql.unsafe(
+        `CREATE TABLE ${Claims.TABLE} (pipeline_id text PRIMARY KEY, seq integer NOT NULL, run_id text NOT NULL, started_at bigint NOT NULL)`
+      )
+      yield* sql.unsafe(`INSERT INTO ${Claims.TABLE} VALUES ('p1', 0, 'run-1', 5)`)
+      const refused = yield* Effect.flip(Claims.requireTable(sql))
+      assert.match(refused.message, /older version/)
+      assert.match(refused.message, /assay migrate/)
+      yield* Claims.createTable
+      yield* Claims.requireTable(sql)
+      // the old marker reads as a claim of no one, stale: taken over, and reported
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const r = yield* claims.claim(request("A"))
+      assert.isTrue(r.won)
+      assert.deepStrictEqual(Option.map(r.previous, (p) => [p.token, p.attempt, p.stale]), Option.some([undefined, 0, true]))
+    }).pipe(Effect.provide(pgLayer("claims_upgrade"))), 60_000)
+
+  it.scoped("a zombie waiting for a lease when its claim was taken over does not call: it waits for the new owner's checkpoint", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Claims.createTable
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      let calls = 0
+      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          calls++
+          yield* lease.report({ ok: true })
+          return n * 10
+        }))
+      const spec = Pipeline.make("zombie", ask).bind(4)
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      const runId = "run-z" as RunId
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+      // the pool's only slot is busy: the first execution will wait for it
+      const blocker = yield* Effect.forkScoped(Effect.scoped(Effect.zipRight(pools.acquire("llm"), Effect.never)))
+      const waitFor = (check: (token: string | undefined) => boolean) =>
+        Effect.repeat(tokenOf(spec.pipelineId), { until: check }).pipe(Effect.zipLeft(Effect.yieldNow()))
+      // runner 1 claims the task, then waits for the lease
+      const env1 = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
+      const zombie = yield* Effect.fork(runTask(env1, spec, 0))
+      const token1 = yield* waitFor((t) => t !== undefined)
+      // runner 1 freezes past the TTL; its shard moves to runner 2, which takes the claim over
+      yield* ageClaims
+      const env2 = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
+      const owner = yield* Effect.fork(runTask(env2, spec, 0))
+      yield* waitFor((t) => t !== undefined && t !== token1)
+      // the execution cut short is on record: its attempt (1) and task run, "may not have called"
+      const abandoned = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId })))
+      assert.deepStrictEqual(abandoned.map((a) => [a.attemptNo, a.errorType]), [[1, "Abandoned"]])
+      assert.match(abandoned[0]!.taskRunId, new RegExp(`^${spec.pipelineId}:0:run-z:`))
+      assert.match(abandoned[0]!.errorMessage ?? "", /may not have called/)
+      // the slot frees: runner 1 (first in line) gets the lease, finds its claim gone and gives
+      // the lease back without calling; runner 2 calls and commits
+      yield* Fiber.interrupt(blocker)
+      assert.strictEqual(yield* Fiber.join(owner), "done")
+      // runner 1 looks again one heartbeat later: the checkpoint is there
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(zombie), "done")
+      assert.strictEqual(calls, 1, "the provider was called once")
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId })))
+      assert.deepStrictEqual(attempts.map((a) => [a.attemptNo, a.outcome]).sort(), [[1, "cancelled"], [1, "succeeded"]])
+    }).pipe(
+      Effect.provide(Layer.mergeAll(
+        MemoryStore.layer(),
+        Pool.layer([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]),
+        pgLayer("claims_zombie")
+      ))
+    ), 60_000)
+})

@@ -6,12 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as nodePath from "node:path"
 import * as Pricing from "../../src/domain/Pricing.js"
-import { PipelineRecord } from "../../src/domain/Records.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Monitor from "../../src/services/Monitor.js"
 import { usageRows } from "../../src/services/internal/export.js"
 import { buildReport } from "../../src/services/internal/report.js"
@@ -19,7 +14,8 @@ import * as StatsServer from "../../src/services/internal/statsServer.js"
 import type { StoreService } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
 import * as StudyControl from "../../src/services/StudyControl.js"
-import { pid, rid } from "../support/ids.js"
+import { rid } from "../support/ids.js"
+import { recordCall, withTempSqliteStore } from "../support/usageFixture.js"
 
 // each a cost rounded to 1e-9 USD, as `Pricing.costOf` gives; added in JavaScript,
 // 0.000814 + 0.001221 is 0.0020350000000000004, 0.001628 + 0.000407 the same, and
@@ -35,22 +31,9 @@ const fill = (store: StoreService) =>
     for (const [runId, costs, startedAt] of [["r1", R1, 1_000], ["r2", R2, 2_000]] as const) {
       yield* store.openRun({ runId: rid(runId), startedAt })
       for (const [resource, costUsd] of costs) {
-        const p = pid(`p${n++}`)
-        yield* store.admit([
-          new PipelineRecord({
-            pipelineId: p, key: null, name: "demo", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "spec",
-            seedDigest: `seed${n}`, tags: {}, attemptsTotal: 1, runId: rid(runId), createdAt: startedAt, updatedAt: startedAt + 5,
-            startedAt, endedAt: startedAt + 5, failedTask: null, errorType: null, errorMessage: null, errorClass: null
-          })
-        ])
-        yield* store.putTask({
-          taskRunId: `${p}/0`, pipelineId: p, runId: rid(runId), seq: 0, taskName: "ask", state: "succeeded",
-          attemptsUsed: 1, startedAt, endedAt: startedAt + 5, durationMs: 5, errorType: null, errorMessage: null, errorClass: null, leaseIds: []
-        })
-        yield* store.recordAttempt({
-          pipelineId: p, runId: rid(runId), taskRunId: `${p}/0`, taskName: "ask", seq: 0, attemptNo: 1,
-          outcome: "succeeded", errorClass: null, errorType: null, errorMessage: null, decision: null,
-          leaseIds: [`llm/${resource}#${n}`], startedAt, endedAt: startedAt + 5, durationMs: 5, tokensIn: 100, tokensOut: 10, costUsd, tokensEstimated: false
+        n++
+        yield* recordCall(store, {
+          pipeline: `p${n - 1}`, runId, at: startedAt, leaseId: `llm/${resource}#${n}`, tokensIn: 100, tokensOut: 10, costUsd
         })
       }
       yield* store.emitEvent({
@@ -66,17 +49,14 @@ const fill = (store: StoreService) =>
   })
 
 const withStore = <A, E, R>(body: (store: StoreService) => Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-cost-round-"))),
-      (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-    )
-    return yield* Effect.gen(function*() {
+  withTempSqliteStore(
+    "assay-cost-round-",
+    Effect.gen(function*() {
       const store = yield* Store
       yield* fill(store)
       return yield* body(store)
-    }).pipe(Effect.provide(SqliteStore.layer({ filename: nodePath.join(dir, "store.db"), flushIntervalMs: 10 })))
-  })
+    })
+  )
 
 describe("cost totals are rounded to 1e-9 USD where they leave the program", () => {
   it("the rounding itself: to the nearest billionth of a dollar", () => {

@@ -11,16 +11,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as nodePath from "node:path"
-import { PipelineRecord } from "../../src/domain/Records.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Monitor from "../../src/services/Monitor.js"
 import * as StatsServer from "../../src/services/internal/statsServer.js"
-import type { NewAttempt, StoreService } from "../../src/services/Store.js"
+import type { StoreService } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
-import { pid, rid } from "../support/ids.js"
+import { rid } from "../support/ids.js"
+import { callAttempt, recordCall, withTempSqliteStore } from "../support/usageFixture.js"
 
 /** A pool name that needs escaping on the page. */
 const POOL = `llm<"&">`
@@ -33,19 +29,8 @@ const fill = (store: StoreService) =>
       Effect.gen(function*() {
         yield* store.openRun({ runId: rid(runId), startedAt })
         for (const [target, tokensIn, tokensOut, costUsd] of calls) {
-          const p = pid(`p${n++}`)
-          yield* store.admit([
-            new PipelineRecord({
-              pipelineId: p, key: null, name: "demo", state: "succeeded", nTasksDone: 1, nTasksTotal: 1, specDigest: "spec",
-              seedDigest: `seed${n}`, tags: {}, attemptsTotal: 1, runId: rid(runId), createdAt: startedAt, updatedAt: startedAt + 5,
-              startedAt, endedAt: startedAt + 5, failedTask: null, errorType: null, errorMessage: null, errorClass: null
-            })
-          ])
-          yield* store.putTask({
-            taskRunId: `${p}/0`, pipelineId: p, runId: rid(runId), seq: 0, taskName: "ask", state: "succeeded",
-            attemptsUsed: 1, startedAt, endedAt: startedAt + 5, durationMs: 5, errorType: null, errorMessage: null, errorClass: null, leaseIds: []
-          })
-          yield* store.recordAttempt(attempt(p, runId, startedAt, target, n, tokensIn, tokensOut, costUsd))
+          n++
+          yield* recordCall(store, { pipeline: `p${n - 1}`, runId, at: startedAt, leaseId: `${target}#${n}`, tokensIn, tokensOut, costUsd })
         }
         yield* store.finishRun(rid(runId), { status: "completed", endedAt: startedAt + 100 })
       })
@@ -56,21 +41,6 @@ const fill = (store: StoreService) =>
     }
     yield* store.flush
   })
-
-const attempt = (
-  p: ReturnType<typeof pid>,
-  runId: string,
-  at: number,
-  target: string,
-  n: number,
-  tokensIn: number,
-  tokensOut: number,
-  costUsd: number | null
-): NewAttempt => ({
-  pipelineId: p, runId: rid(runId), taskRunId: `${p}/0`, taskName: "ask", seq: 0, attemptNo: 1,
-  outcome: "succeeded", errorClass: null, errorType: null, errorMessage: null, decision: null,
-  leaseIds: [`${target}#${n}`], startedAt: at, endedAt: at + 5, durationMs: 5, tokensIn, tokensOut, costUsd, tokensEstimated: false
-})
 
 /** The store as served, with its `resourceUsage` calls counted (the scopes asked, in order). */
 const counted = (store: StoreService) => {
@@ -92,20 +62,17 @@ const getJson = (url: string) => Effect.map(get(url), (a) => JSON.parse(a.body))
 
 /** A test over a fresh store file, filled, served on 127.0.0.1 (port 0) for the test's duration. */
 const served = <A, E>(body: (o: { readonly base: string; readonly calls: Array<string>; readonly store: StoreService }) => Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-serve-usage-"))),
-      (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-    )
-    return yield* Effect.gen(function*() {
+  withTempSqliteStore(
+    "assay-serve-usage-",
+    Effect.gen(function*() {
       const raw = yield* Store
       yield* fill(raw)
       const { calls, store } = counted(raw)
       const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0 })
       assert.strictEqual(info.host, "127.0.0.1")
       return yield* body({ base: info.url, calls, store })
-    }).pipe(Effect.provide(SqliteStore.layer({ filename: nodePath.join(dir, "store.db"), flushIntervalMs: 10 })))
-  })
+    })
+  )
 
 const poolTotal = (s: any, pool: string) => (s.pool_totals as Array<any>).find((t) => t.pool === pool)
 const resource = (s: any, pool: string, id: string) => (s.resources as Array<any>).find((r) => r.pool === pool && r.resource_id === id)
@@ -128,7 +95,10 @@ describe("dashboard: per-resource usage, pool subtotals, scope note", () => {
         assert.strictEqual((yield* get(`${base}/`)).status, 200)
         assert.deepStrictEqual(calls, ["all"])
         // a write (one more model call on POOL/b): the next refresh reads again and shows it
-        yield* store.recordAttempt({ ...attempt(pid("p0"), "r1", 1_010, `${POOL}/b`, 99, 7, 3, 0.5), attemptNo: 2 })
+        yield* store.recordAttempt({
+          ...callAttempt({ pipeline: "p0", runId: "r1", at: 1_010, leaseId: `${POOL}/b#99`, tokensIn: 7, tokensOut: 3, costUsd: 0.5 }),
+          attemptNo: 2
+        })
         yield* store.flush
         const after = yield* getJson(`${base}/stats?run_id=all`)
         assert.deepStrictEqual(calls, ["all", "all"])

@@ -533,10 +533,16 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
   return sub.unknown ?? { _tag: "Parse" }
 }
 
+/** Negations users type from other tools, and the option (with its value) that does it in assay. */
+const negations: Readonly<Record<string, { readonly option: string; readonly spelled: string }>> = {
+  "--no-cache": { option: "--cache-mode", spelled: "--cache-mode off" }
+}
+
 /**
  * The message of an unknown option or command, with the closest candidate when one is close
  * enough (`suggest`, the config loader's `closest`): `unknown option --concurency: did you mean
- * --concurrency?`.
+ * --concurrency?`; a negation spelled as in other tools names assay's way (`--no-cache`: did you
+ * mean `--cache-mode off`?).
  *
  * @param suggest picks the candidate closest to a word, if any is a plausible typo
  * @since 0.1.0
@@ -547,6 +553,11 @@ export const unknownMessage = (
   suggest: (word: string, candidates: ReadonlyArray<string>) => string | undefined
 ): string => {
   const bare = (s: string) => s.replace(/^-+/, "")
+  // a negation other tools spell as a flag of its own: name the option that does it here
+  const negation = negations[unknown.word]
+  if (unknown.kind === "option" && negation !== undefined && unknown.candidates.includes(negation.option)) {
+    return `unknown option ${unknown.word}: did you mean ${negation.spelled}?`
+  }
   const near = suggest(bare(unknown.word), unknown.candidates.map(bare))
   const match = near === undefined ? undefined : unknown.candidates.find((c) => bare(c) === near)
   const hint = match !== undefined ? `did you mean ${match}?` : `see \`${unknown.where} --help\``

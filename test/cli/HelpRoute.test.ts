@@ -60,7 +60,9 @@ describe("Help.route", () => {
       [["--wizard"], "unknown option --wizard: see `assay --help`"],
       [["--verison"], "unknown option --verison: did you mean --version?"],
       [["export", "a.db", "o.csv", "-x"], "unknown option -x: see `assay export --help`"],
-      [["exprot", "a.db"], "unknown command exprot: did you mean export?"]
+      [["exprot", "a.db"], "unknown command exprot: did you mean export?"],
+      // a negation spelled as other tools do: the option that does it here
+      [["run", "-c", "x.yaml", "--no-cache"], "unknown option --no-cache: did you mean --cache-mode off?"]
     ]
     for (const [args, message] of cases) {
       const routed = route(...args)

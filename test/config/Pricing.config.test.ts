@@ -85,11 +85,11 @@ describe("pricing mistakes in an experiment", () => {
       const price = { inputPer1M: 1.5, outputPer1M: 6 }
       const far = yield* Experiment.fromDefinition(def({ model: "mock-spam-1" }, { "other-model": price }) as never)
       assert.deepStrictEqual(far.warnings, [
-        "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price (priced: \"other-model\"): its calls will count as unpriced"
+        "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price, so its calls will count as unpriced (priced: \"other-model\")"
       ])
       const near = yield* Experiment.fromDefinition(def({ model: "mock-spam-1" }, { "mock-spam-l": price, "big": price }) as never)
       assert.deepStrictEqual(near.warnings, [
-        "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price (priced: \"mock-spam-l\", \"big\"); did you mean \"mock-spam-l\"?: its calls will count as unpriced"
+        "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price, so its calls will count as unpriced (priced: \"mock-spam-l\", \"big\"); did you mean \"mock-spam-l\"?"
       ])
       // the task's model is the one in use
       const byTask = yield* Experiment.fromDefinition(def({ model: "other-model" }, { "other-model": price }, "gpt-x") as never)

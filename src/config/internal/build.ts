@@ -721,9 +721,9 @@ export const unpricedModelWarnings = (def: Definition): Array<string> => {
         if (priced.includes(model)) continue
         const near = closest(model, priced)
         out.push(
-          `warning: pools.${name}.resources[${i}] (${r.id}): model "${model}" has no price (priced: ${
+          `warning: pools.${name}.resources[${i}] (${r.id}): model "${model}" has no price, so its calls will count as unpriced (priced: ${
             priced.length === 0 ? "none" : priced.map((m) => `"${m}"`).join(", ")
-          })${near !== undefined ? `; did you mean "${near}"?` : ""}: its calls will count as unpriced`
+          })${near !== undefined ? `; did you mean "${near}"?` : ""}`
         )
       }
     })

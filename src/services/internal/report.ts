@@ -887,9 +887,20 @@ export const renderText = (r: ReportData): string => {
     }
   }
   if (acc !== undefined && acc.pipelines.rows.length > 0) {
-    out.push(`Top ${acc.pipelines.rows.length} pipeline(s) by ${acc.pipelines.by}:`)
-    for (const p of acc.pipelines.rows) {
-      out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
+    // a pipeline that cost nothing (or used no token) is no one's top: a run served from the
+    // call cache would list ten $0 pipelines
+    const by = acc.pipelines.by
+    const ranked = acc.pipelines.rows.filter((p) =>
+      by === "cost" ? p.unpriced > 0 || (p.costUsd ?? 0) > 0 : p.tokensIn + p.tokensOut > 0
+    )
+    const left = acc.pipelines.rows.length - ranked.length
+    if (ranked.length > 0) {
+      out.push(`Top ${ranked.length} pipeline(s) by ${by}${left > 0 ? ` (${left} at ${by === "cost" ? "$0" : "0 tokens"} left out)` : ""}:`)
+      for (const p of ranked) {
+        out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
+      }
+    } else {
+      out.push(`Top pipelines by ${by}: none (every pipeline's calls ${by === "cost" ? "cost $0" : "used 0 tokens"})`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

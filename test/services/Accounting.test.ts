@@ -145,6 +145,14 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.include(text, `Tokens and cost (each attempt once): calls ${ran.attempts.length}; tokens in ${tin}, out ${tout}; cost $`)
       assert.include(text, `Top ${top.rows.length} pipeline(s) by cost:\n  ${dearest.pipelineId}: calls 1; tokens in ${dearest.tokensIn}`)
       assert.include(text, `llm/with (llm)`)
+      // pipelines that cost nothing (served from the call cache) are no one's top
+      const withRows = (rows: typeof top.rows) =>
+        renderText({ ...ran.report, accounting: { ...ran.report.accounting, pipelines: { ...top, rows } } })
+      const free = top.rows.map((r) => ({ ...r, costUsd: 0, unpriced: 0 }))
+      assert.include(withRows(free), "Top pipelines by cost: none (every pipeline's calls cost $0)")
+      assert.notInclude(withRows(free), "pipeline(s) by cost")
+      const mixed = withRows([top.rows[0]!, ...free.slice(1)])
+      assert.include(mixed, `Top 1 pipeline(s) by cost (${top.rows.length - 1} at $0 left out):\n  ${dearest.pipelineId}: calls 1`)
     }))
 
   it.scopedLive("usage absent: tokens estimated at 4 characters per token and marked estimated, then priced", () =>

@@ -444,7 +444,23 @@ export type Route =
     readonly where: string
     readonly candidates: ReadonlyArray<string>
   }
+  | {
+    readonly _tag: "BadValue"
+    /** The option as typed (`--latency-ms`). */
+    readonly option: string
+    readonly value: string
+    /** What it takes: `integer` or `float`. */
+    readonly expected: string
+  }
   | { readonly _tag: "Parse" }
+
+/** Whether `value` is what a numeric placeholder takes (`integer`, `float`); any other placeholder takes anything. */
+const numericOk = (placeholder: string, value: string): boolean =>
+  placeholder === "integer"
+    ? /^[+-]?\d+$/.test(value.trim())
+    : placeholder === "float"
+    ? value.trim() !== "" && Number.isFinite(Number(value))
+    : true
 
 const isHelp = (token: string) => token === "--help" || token === "-h"
 
@@ -493,8 +509,15 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
         const candidates = known.flatMap((o) => o.names.filter((n) => n.startsWith("--")))
         return { help, unknown: { _tag: "Unknown", kind: "option", word: name, where, candidates } }
       }
-      // the next token is this option's value
-      if (Option.isSome(option.value) && option.names.includes(token)) i++
+      if (Option.isSome(option.value)) {
+        // its value: after `=`, else the next token (which it consumes)
+        const eq = token.indexOf("=")
+        const value = eq !== -1 && token.startsWith("--") ? token.slice(eq + 1) : option.names.includes(token) ? tokens[i + 1] : undefined
+        if (option.names.includes(token)) i++
+        if (value !== undefined && !numericOk(option.value.value, value)) {
+          return { help, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
+        }
+      }
     }
     return { help }
   }
@@ -532,6 +555,17 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
   if (root.help || sub.help) return { _tag: "CommandHelp", command }
   return sub.unknown ?? { _tag: "Parse" }
 }
+
+/**
+ * The message of an option given a value its type refuses, naming the option (what
+ * `@effect/cli` says alone, `'abc' is not a float`, names none): `--latency-ms takes a number
+ * (float), got "abc"`.
+ *
+ * @since 0.10.0
+ * @category routing
+ */
+export const badValueMessage = (bad: Extract<Route, { readonly _tag: "BadValue" }>): string =>
+  `${bad.option} takes ${bad.expected === "integer" ? "a whole number (integer)" : "a number (float)"}, got ${JSON.stringify(bad.value)}`
 
 /** Negations users type from other tools, and the option (with its value) that does it in assay. */
 const negations: Readonly<Record<string, { readonly option: string; readonly spelled: string }>> = {

@@ -52,7 +52,7 @@ const seed = Options.integer("seed").pipe(
   Options.withDescription("Seed of every random draw (overrides the profile's seed; default 0).")
 )
 const endpoints = Options.integer("endpoints").pipe(
-  Options.withSchema(Schema.Int.pipe(Schema.between(1, 64))),
+  Options.withSchema(Schema.Int.pipe(Schema.between(1, 64, { message: () => "--endpoints must be between 1 and 64" }))),
   Options.optional,
   Options.withDescription("Without --profile: how many preset endpoints (fast, steady, limited, …; default 3).")
 )

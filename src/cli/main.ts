@@ -110,6 +110,7 @@ export const rootCommand = (commands: ReadonlyArray<Sub>) =>
  * Runs the command line `argv` (as `process.argv`) over the loaded `commands`: a help screen
  * (`assay`, `--help`, `-h`) is printed by {@link Help} within 80 columns; an unknown option or
  * command is refused on stderr with the closest known name (the config loader's `closest`),
+ * and a numeric option given a value that is not a number is refused naming the option, each
  * failing with a `ValidationError` (exit 2); anything else is parsed and run by `@effect/cli`.
  *
  * @since 0.1.0
@@ -128,6 +129,10 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
         Effect.map((m) => Help.unknownMessage(routed, m.closest)),
         Effect.tap((message) => Console.error(message)),
         Effect.flatMap((message) => Effect.fail(ValidationError.invalidArgument(HelpDoc.p(message))))
+      )
+    case "BadValue":
+      return Console.error(Help.badValueMessage(routed)).pipe(
+        Effect.zipRight(Effect.fail(ValidationError.invalidValue(HelpDoc.p(Help.badValueMessage(routed)))))
       )
     case "Parse":
       return Command.run(rootCommand(commands), { name: "assay", version })(argv)

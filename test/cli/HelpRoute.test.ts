@@ -72,6 +72,24 @@ describe("Help.route", () => {
   })
 })
 
+describe("Help.route: numeric option values", () => {
+  it("a value that is not a number is refused naming the option (both spellings); numbers, signs included, go through", () => {
+    const bad: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+      [["run", "-c", "x.yaml", "--concurrency", "abc"], "--concurrency takes a whole number (integer), got \"abc\""],
+      [["run", "-c", "x.yaml", "--concurrency=1.5"], "--concurrency takes a whole number (integer), got \"1.5\""],
+      [["run", "-c", "x.yaml", "--concurrency", ""], "--concurrency takes a whole number (integer), got \"\""]
+    ]
+    for (const [args, message] of bad) {
+      const routed = route(...args)
+      assert.strictEqual(routed._tag, "BadValue", args.join(" "))
+      if (routed._tag === "BadValue") assert.strictEqual(Help.badValueMessage(routed), message)
+    }
+    for (const args of [["run", "-c", "x.yaml", "--concurrency", "8"], ["run", "-c", "x.yaml", "--concurrency=+8"]]) {
+      assert.strictEqual(route(...args)._tag, "Parse", args.join(" "))
+    }
+  })
+})
+
 describe("Help.renderCommand", () => {
   it("lists every declared option once, with the required ones in the usage line", () => {
     const text = Help.renderCommand(commands[0]!)

@@ -208,33 +208,47 @@ export const startCluster = async (options: {
     const proc = launch(i)
     runners.push({ index: i, port: ports[i]!, proc, log: () => (logs[i] ?? []).map((p) => p.stderr()).join("\n--- restart ---\n") })
   }
-  const t0 = Date.now()
-  while (registered() < n) {
-    if (Date.now() - t0 > 90_000) throw new Error(`only ${registered()} of ${n} runners registered`)
-    const exited = runners.find((r) => r.proc.child.exitCode !== null)
-    if (exited !== undefined) throw new Error(`runner ${exited.index} exited: ${exited.proc.stderr()}`)
-    await sleep(200)
-  }
-  // wait for the shards to settle (every shard locked, by n runners): a shard that moves while
-  // a workflow runs on it re-runs that workflow's activity in flight on its new owner, which the
-  // scenarios would count as a repeat before any fault
-  const timings = options.timings ?? fastTimings
-  const settled = () => {
-    try {
-      const [owners, locks] = (timings.disableAdvisory
-        ? sql("SELECT count(DISTINCT address), count(*) FROM cluster_locks")
-        : sql(
-          "SELECT count(DISTINCT pid), count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        )).trim().split("|").map(Number)
-      return owners === n && locks === timings.shardsPerGroup
-    } catch {
-      return false
+  const waitReady = async () => {
+    const t0 = Date.now()
+    while (registered() < n) {
+      if (Date.now() - t0 > 90_000) throw new Error(`only ${registered()} of ${n} runners registered`)
+      const exited = runners.find((r) => r.proc.child.exitCode !== null)
+      if (exited !== undefined) throw new Error(`runner ${exited.index} exited: ${exited.proc.stderr()}`)
+      await sleep(200)
+    }
+    // wait for the shards to settle (every shard locked, by n runners): a shard that moves while
+    // a workflow runs on it re-runs that workflow's activity in flight on its new owner, which the
+    // scenarios would count as a repeat before any fault
+    const timings = options.timings ?? fastTimings
+    const settled = () => {
+      try {
+        const [owners, locks] = (timings.disableAdvisory
+          ? sql("SELECT count(DISTINCT address), count(*) FROM cluster_locks")
+          : sql(
+            "SELECT count(DISTINCT pid), count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+          )).trim().split("|").map(Number)
+        return owners === n && locks === timings.shardsPerGroup
+      } catch {
+        return false
+      }
+    }
+    const t1 = Date.now()
+    while (!settled()) {
+      if (Date.now() - t1 > 90_000) throw new Error("the shards did not settle over the runners within 90 s")
+      await sleep(250)
     }
   }
-  const t1 = Date.now()
-  while (!settled()) {
-    if (Date.now() - t1 > 90_000) throw new Error("the shards did not settle over the runners within 90 s")
-    await sleep(250)
+  try {
+    await waitReady()
+  } catch (e) {
+    // a cluster that never got ready is stopped here: the scene has no cluster to shut down, and
+    // runners left alive (seen: nine of them after a run at load 30) load every later scenario
+    for (const r of runners) {
+      if (r.proc.child.exitCode === null && r.proc.child.signalCode === null) r.proc.child.kill("SIGKILL")
+    }
+    await Promise.all(runners.map((r) => r.proc.done))
+    fs.rmSync(dir, { recursive: true, force: true })
+    throw e
   }
   const signal = (i: number, sig: NodeJS.Signals) => {
     const child = runners[i]!.proc.child

@@ -69,7 +69,8 @@ export const findPgBin = (): string | undefined => {
   return found ? path.dirname(found) : undefined
 }
 
-const freePort = (): Promise<number> =>
+/** A TCP port free on loopback now (the kernel's choice: a fixed range collides with other processes' sockets). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = net.createServer()
     server.unref()

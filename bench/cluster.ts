@@ -23,7 +23,7 @@
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
  * pipeline, in all and the top ones by calls and by execution time, over the submitter's run),
  * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
- * profiles written to DIR; the runners are stopped with SIGTERM so that theirs are written;
+ * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
  * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:
  * seconds of the runners' CPU measured while idle before the submission, reported per second
  * so that the per-pipeline figure can be read without the time-proportional part).

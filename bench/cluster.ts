@@ -19,7 +19,14 @@
  * and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
  *
  * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
- * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite` or `cluster`).
+ * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite` or `cluster`),
+ * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
+ * pipeline, in all and the top ones by calls and by execution time, over the submitter's run),
+ * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
+ * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
+ * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:
+ * seconds of the runners' CPU measured while idle before the submission, reported per second
+ * so that the per-pipeline figure can be read without the time-proportional part).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -31,6 +38,16 @@ import { startPostgres } from "../test/support/pgServer.js"
 const N = Number(process.env.BENCH_CLUSTER_PIPELINES ?? 20_000)
 const ROUNDS = Number(process.env.BENCH_CLUSTER_ROUNDS ?? 1)
 const ONLY = process.env.BENCH_CLUSTER_ONLY
+const STATEMENTS = process.env.BENCH_CLUSTER_STATEMENTS === "1"
+const PROFILE = process.env.BENCH_CLUSTER_PROFILE
+const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
+/** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
+const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
+  PROFILE === undefined
+    ? [bin, [...args]]
+    // one folder per process, Node's own file names: the ESM loader's worker thread writes a
+    // profile of its own, which a fixed --cpu-prof-name would overwrite the main thread's with
+    : [process.execPath, ["--cpu-prof", `--cpu-prof-dir=${path.join(PROFILE, name)}`, bin, ...args]]
 const CAPACITY = 64
 const TASK_MS = 50
 const TASKS = 3
@@ -73,11 +90,12 @@ const pgCpu = (postmaster: number): number => {
 }
 
 /** Runs `bin/assay args` under `/usr/bin/time`; returns its wall ms and CPU seconds. */
-const timed = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string) =>
+const timed = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, name = "assay") =>
   new Promise<{ code: number | null; ms: number; cpu: number; stderr: string; stdout: string }>((resolve) => {
     const timeFile = path.join(cwd, `time-${Date.now()}`)
     const t0 = performance.now()
-    const child = spawn("/usr/bin/time", ["-o", timeFile, "-f", "%U %S", bin, ...args], { cwd, env: { ...process.env, ...env } })
+    const [command, argv] = assayCommand(name, args)
+    const child = spawn("/usr/bin/time", ["-o", timeFile, "-f", "%U %S", command, ...argv], { cwd, env: { ...process.env, ...env } })
     let stderr = ""
     let stdout = ""
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
@@ -127,7 +145,9 @@ const sqliteRound = async (round: number): Promise<number> => {
 }
 
 const clusterRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
-  const pg = await startPostgres()
+  const pg = await startPostgres(
+    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all"] } : {}
+  )
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-"))
   try {
     await pg.createDatabase("bench")
@@ -140,6 +160,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       REFRESH_ASSIGNMENTS_INTERVAL: "1 second"
     }
     execFileSync(bin, ["migrate", "--database", url], { env: { ...process.env, ...env }, stdio: "ignore" })
+    if (STATEMENTS) sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     const runners: Array<ReturnType<typeof spawn>> = []
     const startRunner = async () => {
       const port = await new Promise<number>((resolve) => {
@@ -150,7 +171,18 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
           s.close(() => resolve(p))
         })
       })
-      const child = spawn(bin, ["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`, "--concurrency", String(CAPACITY)], {
+      const [command, argv] = assayCommand(`runner${runners.length}`, [
+        "runner",
+        "-c",
+        file,
+        "--database",
+        url,
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--concurrency",
+        String(CAPACITY)
+      ])
+      const child = spawn(command, argv, {
         cwd: dir,
         env: { ...process.env, ...env },
         stdio: ["ignore", "ignore", "pipe"]
@@ -175,6 +207,16 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     await startRunner()
     for (let i = 0; i < 600 && healthy() < 3; i++) await sleep(200)
     await sleep(3_000) // shard assignment settles
+    let idleRunnerCpuPerS: number | undefined
+    if (IDLE_S > 0) {
+      const c0 = runners.map((r) => cpuOf(r.pid!))
+      const p0 = pgCpu(pg.pid())
+      await sleep(IDLE_S * 1000)
+      const runnersIdle = runners.reduce((a, r, i) => a + cpuOf(r.pid!) - c0[i]!, 0)
+      idleRunnerCpuPerS = runnersIdle / IDLE_S
+      emit({ bench: "cluster.idle", seconds: IDLE_S, runners_cpu_ms_per_s: Math.round(idleRunnerCpuPerS * 1000), postgres_cpu_ms_per_s: Math.round((pgCpu(pg.pid()) - p0) / IDLE_S * 1000) })
+    }
+    if (STATEMENTS) sql("SELECT pg_stat_statements_reset()")
     const stats = () => {
       const [commits, ins, upd, del] = sql(
         "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database WHERE datname = 'bench'"
@@ -186,7 +228,12 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     const pgCpu0 = pgCpu(postmaster)
     const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
     const load = uptime()
-    const sub = await timed(["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"], env, dir)
+    const sub = await timed(
+      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"],
+      env,
+      dir,
+      "submitter"
+    )
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
     const pgCpuS = pgCpu(postmaster) - pgCpu0
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
@@ -220,6 +267,15 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         postgres: +pgCpuS.toFixed(1),
         total: +(runnerCpu.reduce((a, b) => a + b, 0) + sub.cpu + pgCpuS).toFixed(1)
       },
+      cpu_ms_per_pipeline: {
+        runners: +(runnerCpu.reduce((a, b) => a + b, 0) * 1000 / N).toFixed(1),
+        runners_less_idle: idleRunnerCpuPerS === undefined
+          ? null
+          : +((runnerCpu.reduce((a, b) => a + b, 0) - idleRunnerCpuPerS * s) * 1000 / N).toFixed(1),
+        submitter: +(sub.cpu * 1000 / N).toFixed(1),
+        postgres: +(pgCpuS * 1000 / N).toFixed(1),
+        total: +((runnerCpu.reduce((a, b) => a + b, 0) + sub.cpu + pgCpuS) * 1000 / N).toFixed(1)
+      },
       engine_messages: messages,
       engine_replies: replies,
       engine_rows_per_s: Math.round((messages + replies) / s),
@@ -234,7 +290,23 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       load_before: load,
       load_after: uptime()
     })
-    for (const r of runners) r.kill("SIGKILL")
+    if (STATEMENTS) {
+      const rows = (order: string) =>
+        sql(
+          `SELECT calls, round(total_exec_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements
+           WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY ${order} DESC LIMIT 25`
+        ).split("\n").filter((l) => l !== "").map((l) => {
+          const [calls, ms, ...q] = l.split("|")
+          return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), query: q.join("|") }
+        })
+      const [calls, ms] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
+      emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), exec_ms_per_pipeline: +(ms! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
+    }
+    // SIGTERM: a profiled runner writes its profile as it exits
+    const exited = runners.map((r) => new Promise<void>((resolve) => r.exitCode !== null ? resolve() : r.once("exit", () => resolve())))
+    for (const r of runners) r.kill(PROFILE === undefined ? "SIGKILL" : "SIGTERM")
+    await Promise.race([Promise.all(exited), sleep(60_000)])
+    for (const r of runners) if (r.exitCode === null && r.signalCode === null) r.kill("SIGKILL")
   } finally {
     await pg.stop()
     fs.rmSync(dir, { recursive: true, force: true })

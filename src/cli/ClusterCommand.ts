@@ -1,8 +1,8 @@
 /**
  * The cluster engine on the command line (issue 17 §3):
  *
- * - `assay runner -c FILE --database URL [--listen HOST:PORT] [--store STORE] [--concurrency N]`:
- *   a runner process; it hosts shards of the cluster whose tables live in the PostgreSQL
+ * - `assay runner -c FILE --database URL [--listen HOST:PORT] [--store STORE] [--concurrency N]
+ *   [--lease-ttl DURATION] [--renew-every DURATION]`: a runner process; it hosts shards of the cluster whose tables live in the PostgreSQL
  *   database `URL`, and runs the pipelines of experiment `FILE` as workflows, writing the
  *   store every process shares. It runs until stopped (SIGINT/SIGTERM: it leaves the cluster
  *   and its workflows move to the other runners).
@@ -22,11 +22,11 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Either, Option } from "effect"
 import { ConfigError } from "../domain/Errors.js"
 import * as PgUrl from "../layers/internal/pg/url.js"
 import { ModuleLoader } from "../layers/ModuleLoader.js"
-import { integerAtLeast } from "./Flags.js"
+import { durationFlag, integerAtLeast } from "./Flags.js"
 
 /** The module that runs the two commands (`ClusterRun.ts`), as its URL next to this one. */
 const clusterRunUrl = (): string => {
@@ -104,6 +104,64 @@ export const parseListen = (text: string): Effect.Effect<{ readonly host: string
   return Effect.succeed({ host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port })
 }
 
+/**
+ * The pool lease TTL of `assay runner` when `--lease-ttl` is absent.
+ *
+ * @since 0.8.0
+ * @category flags
+ */
+export const DEFAULT_LEASE_TTL: Duration.Duration = Duration.seconds(30)
+
+/**
+ * A third of `leaseTtl`, in whole milliseconds (at least 1): the renewal interval when
+ * `--renew-every` is absent.
+ *
+ * @since 0.8.0
+ * @category flags
+ */
+export const defaultRenewEvery = (leaseTtl: Duration.Duration): Duration.Duration =>
+  Duration.millis(Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3)))
+
+/**
+ * The global pool lease timing of a runner: `leaseTtl` (how long a slot stays held without a
+ * renewal: a killed runner's slots come back within it) and `renewEvery` (how often a held
+ * slot is renewed).
+ *
+ * @since 0.8.0
+ * @category flags
+ */
+export interface LeaseTiming {
+  readonly leaseTtl: Duration.Duration
+  readonly renewEvery: Duration.Duration
+}
+
+/**
+ * Checks `--lease-ttl` and `--renew-every` (durations with a unit, longer than 0):
+ * `leaseTtl` defaults to {@link DEFAULT_LEASE_TTL}, `renewEvery` to a third of the TTL ({@link defaultRenewEvery}). A renew
+ * interval as long as the TTL or longer is refused (the slot would expire between two
+ * renewals). Every refusal is a `ConfigError` naming the flag (CLI exit 2).
+ *
+ * @param ttl the text of `--lease-ttl`, if given
+ * @param renew the text of `--renew-every`, if given
+ * @returns the timing the runner's pools use
+ * @since 0.8.0
+ * @category flags
+ */
+export const leaseTiming = (ttl: Option.Option<string>, renew: Option.Option<string>): Either.Either<LeaseTiming, ConfigError> =>
+  Either.gen(function*() {
+    const leaseTtl = (yield* durationFlag("lease-ttl", ttl, { positive: true })) ?? DEFAULT_LEASE_TTL
+    const renewEvery = (yield* durationFlag("renew-every", renew, { positive: true })) ?? defaultRenewEvery(leaseTtl)
+    if (Duration.greaterThanOrEqualTo(renewEvery, leaseTtl)) {
+      return yield* Either.left(configError(
+        "--renew-every",
+        `${Duration.format(renewEvery)} is not shorter than the lease TTL (${Duration.format(leaseTtl)}${
+          Option.isNone(ttl) ? ", the default" : ", --lease-ttl"
+        }): a slot would expire between two renewals; renew every third of the TTL or more often`
+      ))
+    }
+    return { leaseTtl, renewEvery }
+  })
+
 // ---------------------------------------------------------------------------------------------
 // assay runner
 // ---------------------------------------------------------------------------------------------
@@ -130,6 +188,18 @@ const runnerOptions = {
   concurrency: integerAtLeast("concurrency", 1).pipe(
     Options.optional,
     Options.withDescription("Attempts running at once in this process (default 64).")
+  ),
+  leaseTtl: Options.text("lease-ttl").pipe(
+    Options.withPseudoName("duration"),
+    Options.optional,
+    Options.withDescription(
+      "How long a global pool slot stays held without a renewal (default 30 seconds): a killed runner's slots come back within it."
+    )
+  ),
+  renewEvery: Options.text("renew-every").pipe(
+    Options.withPseudoName("duration"),
+    Options.optional,
+    Options.withDescription("How often this runner renews the pool slots it holds (default a third of --lease-ttl; must be shorter).")
   )
 }
 
@@ -143,12 +213,14 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
   Effect.gen(function*() {
     const database = yield* checkDatabase(o.database)
     const address = yield* Option.match(o.listen, { onNone: () => Effect.succeed(undefined), onSome: parseListen })
+    const lease = yield* leaseTiming(o.leaseTtl, o.renewEvery)
     const run = yield* loadClusterRun
     return yield* run.runnerMain({
       config: o.config,
       database,
       address,
       store: o.store,
-      concurrency: Option.getOrElse(o.concurrency, () => 64)
+      concurrency: Option.getOrElse(o.concurrency, () => 64),
+      lease
     })
   })).pipe(Command.withDescription("Run a cluster runner: host shards and run pipelines as workflows (exit 2 invalid flags)."))

@@ -23,7 +23,7 @@ import * as Watchdog from "../services/internal/cluster/watchdog.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as PgPools from "../layers/PgPools.js"
-import { checkDatabase, redactUrl } from "./ClusterCommand.js"
+import { checkDatabase, DEFAULT_LEASE_TTL, defaultRenewEvery, type LeaseTiming, redactUrl } from "./ClusterCommand.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -164,7 +164,8 @@ export const checkMigrated = (database: string): Effect.Effect<void, ConfigError
 /**
  * What `assay runner` runs: `config` (the experiment file), `database` (checked URL),
  * `address` (where other runners reach it; default the library's), `store` (the `--store`
- * flag) and `concurrency` (attempts at once in this process).
+ * flag), `concurrency` (attempts at once in this process) and `lease` (the global pool slots'
+ * TTL and renewal interval; default 30 s, renewed every 10 s).
  *
  * @since 0.7.0
  * @category models
@@ -175,6 +176,7 @@ export interface RunnerArgs {
   readonly address: { readonly host: string; readonly port: number } | undefined
   readonly store: Option.Option<string>
   readonly concurrency: number
+  readonly lease?: LeaseTiming | undefined
 }
 
 /**
@@ -194,8 +196,11 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // an unmigrated database is refused before anything is created in it
     yield* checkMigrated(o.database)
     const address = o.address
+    const lease = o.lease ?? { leaseTtl: DEFAULT_LEASE_TTL, renewEvery: defaultRenewEvery(DEFAULT_LEASE_TTL) }
     yield* Console.error(
-      `runner: cluster database ${redactUrl(o.database)}${address === undefined ? "" : `, listening on ${address.host}:${address.port}`}`
+      `runner: cluster database ${redactUrl(o.database)}${
+        address === undefined ? "" : `, listening on ${address.host}:${address.port}`
+      }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}`
     )
     const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
@@ -206,7 +211,11 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       Layer.provide(Layer.mergeAll(
         store,
         // global pools: capacity, quotas and health shared by every runner through the database
-        PgPools.layer(experiment.pools, { plugins: experiment.plugins.algorithms }).pipe(Layer.provide(pgLayer(o.database))),
+        PgPools.layer(experiment.pools, {
+          plugins: experiment.plugins.algorithms,
+          leaseTtl: lease.leaseTtl,
+          renewEvery: lease.renewEvery
+        }).pipe(Layer.provide(pgLayer(o.database))),
         NodeProcessRunner.layer
       ))
     )

@@ -57,6 +57,40 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
   )
 
 /**
+ * The value of a duration flag `--NAME` (a number and a unit: `"30 seconds"`, `"500 millis"`),
+ * `undefined` when the flag is absent. Text that is not a finite duration fails with a
+ * `ConfigError` naming `--NAME` (CLI exit 2); with `positive`, so does a zero duration. What
+ * every duration flag of the CLI goes through (`run --stop-after`, `runner --lease-ttl`, …).
+ *
+ * @param name the flag name without dashes (`"stop-after"`)
+ * @param value the flag's text, if given
+ * @param options `positive`: refuse `0` as well (default false)
+ * @since 0.8.0
+ * @category options
+ */
+export const durationFlag = (
+  name: string,
+  value: Option.Option<string>,
+  options: { readonly positive?: boolean } = {}
+): Either.Either<Duration.Duration | undefined, ConfigError> => {
+  if (Option.isNone(value)) return Either.right(undefined)
+  const text = value.value
+  const refuse = (message: string, suggestion: string) =>
+    Either.left(new ConfigError({ message: `--${name}: ${message}`, issues: [{ path: `--${name}`, message, suggestion }] }))
+  const d = Option.filter(Duration.decodeUnknown(text.trim()), Duration.isFinite)
+  if (Option.isNone(d)) {
+    return refuse(
+      `"${text}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`,
+      "write a duration with a unit, e.g. \"30 seconds\""
+    )
+  }
+  if (options.positive === true && !Duration.greaterThan(d.value, Duration.zero)) {
+    return refuse(`${JSON.stringify(text)} must be longer than 0`, "write a positive duration, e.g. \"30 seconds\"")
+  }
+  return Either.right(d.value)
+}
+
+/**
  * `--port N`: a TCP port in 0..65535 (0 = any free port), `fallback` when absent. Another
  * value is refused (exit 2) with `--port must be an integer between 0 and 65535 (got N)`. Shared by `serve` and `mock-llm`.
  *

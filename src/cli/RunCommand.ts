@@ -162,22 +162,7 @@ const configError = (p: string, message: string, suggestion?: string) =>
     issues: [suggestion === undefined ? { path: p, message } : { path: p, message, suggestion }]
   })
 
-const durationFlag = (name: string, value: Option.Option<string>): Either.Either<Duration.Duration | undefined, ConfigError> =>
-  Option.match(value, {
-    onNone: () => Either.right(undefined),
-    onSome: (text) =>
-      Option.match(Experiment.parseDuration(text), {
-        onNone: () =>
-          Either.left(
-            configError(
-              `--${name}`,
-              `"${text}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`,
-              "write a duration with a unit, e.g. \"30 seconds\""
-            )
-          ),
-        onSome: (d) => Either.right(d)
-      })
-  })
+const durationFlag = (name: string, value: Option.Option<string>) => Flags.durationFlag(name, value)
 
 /** `--cache-ttl` must be longer than 0 (one line naming the flag, not the run schema's dump). */
 const positiveTtl = (

@@ -7,12 +7,15 @@
  *   second run finds them);
  * - a submitter with no runner up says so within a bounded time, with the command that starts
  *   one; Ctrl-C then stops it (exit 130), closes its run `interrupted` and leaves the admitted
- *   pipelines to be run by a later submission.
+ *   pipelines to be run by a later submission;
+ * - `assay runner --lease-ttl` reaches the global pools: a slot held by a runner started with
+ *   a 2 s TTL is renewed past its first TTL, and once the runner is killed it comes back within
+ *   2 s of the kill (by the database's clock), not the default 30 s.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { assay, start, tempDir, write } from "../support/cli.js"
-import { usePostgres } from "../support/postgres.js"
+import { freePort, usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
@@ -98,5 +101,47 @@ describe("cluster operations on the command line", () => {
       runner.child.kill("SIGTERM")
       const stopped = yield* Effect.promise(() => runner.done)
       assert.notStrictEqual(stopped.signal, "SIGKILL")
+    }), 180_000)
+
+  it.scopedLive("--lease-ttl 2 seconds: the runner's held slot is renewed, and a kill -9 frees it within 2 s", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-ops")
+      // one pipeline whose task holds the only slot of `cpu` far longer than the test
+      const file = write(dir, "exp.json", {
+        pools: { cpu: { resources: [{ id: "only", capacity: 1 }] } },
+        pipeline: { name: "p", tasks: [{ use: "simulateLlm", name: "long", options: { resource: "cpu", latency: "10 minutes" } }] },
+        source: { range: { n: 1 } }
+      })
+      yield* Effect.promise(() => pg.createDatabase("leasettl"))
+      const url = pg.url("leasettl")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      const sql = (q: string) => pg.psql("leasettl", q).trim()
+      const port = yield* Effect.promise(freePort)
+      const runner = start(["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`, "--lease-ttl", "2 seconds"])
+      yield* Effect.addFinalizer(() => Effect.sync(() => runner.child.kill("SIGKILL")))
+      const sub = start(["run", "-c", file, "--engine", "cluster", "--database", url, "--quiet"])
+      yield* Effect.addFinalizer(() => Effect.sync(() => sub.child.kill("SIGKILL")))
+      const held = () => sql("SELECT count(*) FROM assay_pool_slot WHERE holder IS NOT NULL AND expires_at > now()") === "1"
+      assert.isTrue(yield* until(held, 90_000), runner.stderr() + sub.stderr())
+      assert.include(runner.stderr(), "pool slots held 2s without renewal, renewed every 666ms")
+      const lease = sql("SELECT lease_id FROM assay_pool_slot WHERE holder IS NOT NULL")
+      // never more than one TTL ahead of the database's clock
+      for (let i = 0; i < 3; i++) {
+        const ahead = Number(sql("SELECT extract(epoch FROM expires_at - now()) FROM assay_pool_slot WHERE holder IS NOT NULL"))
+        assert.isAtMost(ahead, 2, "expires_at is at most one TTL ahead")
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 1_000)))
+      }
+      // held past its first TTL: the renewals (every 666 ms) kept it
+      assert.strictEqual(sql("SELECT lease_id FROM assay_pool_slot WHERE holder IS NOT NULL AND expires_at > now()"), lease)
+      assert.isAbove(Number(sql("SELECT extract(epoch FROM now() - acquired_at) FROM assay_pool_slot WHERE holder IS NOT NULL")), 2)
+      // killed: nothing renews it any more, so it expires within one TTL of the kill
+      runner.child.kill("SIGKILL")
+      yield* Effect.promise(() => runner.done)
+      const killedAt = sql("SELECT now()")
+      assert.isAtMost(
+        Number(sql(`SELECT extract(epoch FROM expires_at - '${killedAt}'::timestamptz) FROM assay_pool_slot WHERE lease_id = '${lease}'`)),
+        2
+      )
+      assert.isTrue(yield* until(() => sql("SELECT count(*) FROM assay_pool_slot WHERE expires_at > now()") === "0", 10_000))
     }), 180_000)
 })

@@ -2,12 +2,14 @@
  * Issue 17 §3: the cluster engine's flags on the command line are checked before anything
  * connects: `--engine cluster` needs `--database`, `--database` needs `--engine cluster`,
  * flags of the embedded engine are refused with it, a malformed URL or `--listen` names its
- * flag, a password in a URL is never printed, and a store only one process can write (an
- * SQLite file) is refused. All exit 2.
+ * flag, a password in a URL is never printed, a store only one process can write (an SQLite
+ * file) is refused, and the runner's pool lease timing (`--lease-ttl`, `--renew-every`) must
+ * be positive durations with the renewal shorter than the TTL. All exit 2.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Either, Option } from "effect"
 import * as path from "node:path"
+import { leaseTiming } from "../../src/cli/ClusterCommand.js"
 import { assay, tempDir, write } from "../support/cli.js"
 
 const experiment = (dir: string, store?: string) =>
@@ -69,4 +71,46 @@ describe("cluster engine flags", () => {
         assert.notInclude(r.stderr + r.stdout, ":pw@")
       }
     }))
+
+  it.scopedLive("--lease-ttl and --renew-every: a bad duration, zero, or a renewal not shorter than the TTL exit 2 naming the flag", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-cli")
+      const file = experiment(dir)
+      // the database is never reached: the flags are checked first
+      const url = "postgres://me:s3cret@127.0.0.1:1/db"
+      for (
+        const [flags, named, says] of [
+          [["--lease-ttl", "soon"], "--lease-ttl", "is not a duration"],
+          [["--lease-ttl", "2s"], "--lease-ttl", "is not a duration"],
+          [["--lease-ttl", "0 seconds"], "--lease-ttl", "must be longer than 0"],
+          [["--renew-every", "0 millis"], "--renew-every", "must be longer than 0"],
+          [["--lease-ttl", "3 seconds", "--renew-every", "3 seconds"], "--renew-every", "not shorter than the lease TTL (3s, --lease-ttl)"],
+          [["--renew-every", "45 seconds"], "--renew-every", "not shorter than the lease TTL (30s, the default)"]
+        ] as const
+      ) {
+        const r = yield* assay(["runner", "-c", file, "--database", url, ...flags])
+        assert.strictEqual(r.code, 2, `${flags.join(" ")}: ${r.stderr}`)
+        assert.include(r.stderr, named)
+        assert.include(r.stderr, says)
+        assert.notInclude(r.stderr + r.stdout, "s3cret")
+      }
+    }))
+})
+
+describe("leaseTiming", () => {
+  const ms = (e: ReturnType<typeof leaseTiming>) =>
+    Either.map(e, (t) => [Duration.toMillis(t.leaseTtl), Duration.toMillis(t.renewEvery)] as const)
+
+  it("defaults to 30 s renewed every 10 s; the renewal defaults to a third of a given TTL", () => {
+    assert.deepStrictEqual(ms(leaseTiming(Option.none(), Option.none())), Either.right([30_000, 10_000] as const))
+    assert.deepStrictEqual(ms(leaseTiming(Option.some("2 seconds"), Option.none())), Either.right([2_000, 666] as const))
+    assert.deepStrictEqual(ms(leaseTiming(Option.some("5 minutes"), Option.some("1 minute"))), Either.right([300_000, 60_000] as const))
+    assert.deepStrictEqual(ms(leaseTiming(Option.none(), Option.some("29 seconds"))), Either.right([30_000, 29_000] as const))
+  })
+
+  it("refusals carry the flag as the issue's path", () => {
+    const path = (e: ReturnType<typeof leaseTiming>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
+    assert.deepStrictEqual(path(leaseTiming(Option.some("x"), Option.none())), ["--lease-ttl"])
+    assert.deepStrictEqual(path(leaseTiming(Option.some("1 second"), Option.some("2 seconds"))), ["--renew-every"])
+  })
 })

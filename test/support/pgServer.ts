@@ -69,7 +69,8 @@ export const findPgBin = (): string | undefined => {
   return found ? path.dirname(found) : undefined
 }
 
-const freePort = (): Promise<number> =>
+/** A TCP port free on loopback now (the kernel's choice: a fixed range collides with other processes' sockets). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = net.createServer()
     server.unref()
@@ -96,9 +97,12 @@ let exitHookInstalled = false
 
 /**
  * Starts a fresh server on a free loopback port. Takes ~1–3 s (initdb + start). Every server
- * started here is also stopped when the test process exits.
+ * started here is also stopped when the test process exits. `serverOptions` are added to the
+ * server's command line (`-c name=value`, e.g. a benchmark's `pg_stat_statements`).
  */
-export const startPostgres = async (options: { readonly user?: string } = {}): Promise<PgServer> => {
+export const startPostgres = async (
+  options: { readonly user?: string; readonly serverOptions?: ReadonlyArray<string> } = {}
+): Promise<PgServer> => {
   const binDir = findPgBin()
   if (binDir === undefined) {
     throw new Error(
@@ -126,7 +130,8 @@ export const startPostgres = async (options: { readonly user?: string } = {}): P
     // fsync off only: a commit still writes its WAL to the OS before it returns, so an
     // `immediate` restart (a crash of the server, not of the machine) keeps every commit.
     "-c fsync=off",
-    "-c max_connections=200"
+    "-c max_connections=200",
+    ...(options.serverOptions ?? [])
   ].join(" ")
   const ctl = (args: ReadonlyArray<string>) => runAsServerUser(path.join(binDir, "pg_ctl"), ["-D", dataDir, ...args])
   ctl(["-l", logFile, "-w", "-t", "60", "-o", serverOptions, "start"])

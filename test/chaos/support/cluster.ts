@@ -10,8 +10,9 @@
  *
  * Timings are short so that a scenario takes well under a minute: the cluster's intervals come
  * from the environment (`@effect/cluster` reads `ShardingConfig` from constant-case
- * variables, see {@link clusterEnv}); the pool lease TTL is the runner's (30 s, not settable
- * from the command line: see the report of issue 17's chaos suite).
+ * variables, see {@link clusterEnv}); the pool lease TTL is the runner's default (30 s; the
+ * runners get no `--lease-ttl`: C5 pauses a runner past the shard lock expiry and within
+ * that TTL).
  *
  * Every process started here is stopped by its own pid ({@link Cluster.shutdown}).
  */

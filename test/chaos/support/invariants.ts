@@ -20,7 +20,7 @@ import type { Cluster } from "./cluster.js"
 import { TASKS } from "./cluster.js"
 import type { FakeProvider } from "./provider.js"
 
-/** The pool lease TTL of `assay runner` (PgPools' default; no flag sets it). */
+/** The pool lease TTL of the harness's runners: `assay runner`'s default (they pass no `--lease-ttl`). */
 export const LEASE_TTL_MS = 30_000
 
 /** `pipeline_id → row` (the seed artifact's payload: the range source's number). */

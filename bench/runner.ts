@@ -12,7 +12,11 @@
  * 4. a bare `Effect.forEach` over the same task functions, same concurrency;
  * 5. assay on SqliteStore where each task takes a lease from a pool of 4 resources × 8;
  * 6. assay on SqliteStore, a pipeline of 4 tasks that declares control and rewinds once:
- *    t0, t1, t2 → rewind to t1, t1, t2 → end (5 task executions, 2 transitions).
+ *    t0, t1, t2 → rewind to t1, t1, t2 → end (5 task executions, 2 transitions);
+ * 7. only when BENCH_CASES names it (`sqlite_effect`): (5) without the pool, the same three
+ *    steps as `Task.make` tasks that take no lease, which splits `pool_ratio`'s gap into what
+ *    an Effect task costs beyond a `Task.sync` one (`cpu_effect_ratio` = CPU of (2) / (7)) and
+ *    what its lease costs (`cpu_lease_ratio` = CPU of (7) / (5)).
  * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.5, issue 19), `pool_ratio` = (5)/(2) (target ≥ 0.7, issue 19; `cpu_pool_ratio` the same with CPU time),
  * `rewind_ratio` = pipelines/s of (6) / (2) (target ≥ 0.6), `cpu_rewind_ratio` the same with CPU
  * time, and both per task execution (`rewind_ratio_per_execution`: (2) runs 3, (6) runs 5).
@@ -22,8 +26,8 @@
  *
  * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (2), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
  * BENCH_RESUME (100000), BENCH_CASES (a comma-separated subset of raw, raw_sequential_ids, sqlite,
- * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, rss, resume; default: all; a ratio is
- * printed only when both its cases ran).
+ * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_effect, rss, resume; default: all
+ * but sqlite_effect; a ratio is printed only when both its cases ran).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
@@ -63,6 +67,10 @@ const plain = Pipeline.make("bench", Task.sync("t0", f1), Task.sync("t1", f2), T
 const leased = <A, B>(name: string, f: (a: A) => B) =>
   Task.make(name, { resource: "pool" }, (a: A, ctx) => Effect.map(ctx.acquire(), () => f(a)))
 const withLeases = Pipeline.make("bench-leased", leased("t0", f1), leased("t1", f2), leased("t2", f3))
+
+// The same Effect tasks without the lease (case 7).
+const effectTask = <A, B>(name: string, f: (a: A) => B) => Task.make(name, (a: A) => Effect.sync(() => f(a)))
+const effects = Pipeline.make("bench-effect", effectTask("t0", f1), effectTask("t1", f2), effectTask("t2", f3))
 
 // Every pipeline rewinds once: t2's first visit sends t1 back its input, its second ends.
 const rewinding = Pipeline.make(
@@ -166,6 +174,7 @@ if (mode === "rss") {
     const pooleds: Array<{ ms: number; cpuMs: number }> = []
     const bares: Array<{ ms: number; cpuMs: number }> = []
     const rewinds: Array<{ ms: number; cpuMs: number }> = []
+    const effectRuns: Array<{ ms: number; cpuMs: number }> = []
     const measure = <E>(name: string, into: Array<{ ms: number; cpuMs: number }>, self: Effect.Effect<number, E>) =>
       runs(name) ? Effect.map(timed(self), (x) => void into.push(x)) : Effect.void
     for (let round = 0; round < rounds; round++) {
@@ -188,8 +197,15 @@ if (mode === "rss") {
         rewinds,
         Effect.map(runWith(rewinding, SqliteStore.layer({ filename: nodePath.join(dir, `rewind-${round}.db`) }), N), (r) => r.ms)
       )
+      if (CASES?.has("sqlite_effect") === true) {
+        yield* measure(
+          "sqlite_effect",
+          effectRuns,
+          Effect.map(runWith(effects, SqliteStore.layer({ filename: nodePath.join(dir, `effect-${round}.db`) }), N), (r) => r.ms)
+        )
+      }
     }
-    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds]
+    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind, effect] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds, effectRuns]
       .map((xs) => xs.length === 0 ? undefined : best(xs))
     const line = (name: string, x: { ms: number; cpuMs: number }) =>
       emit({
@@ -198,7 +214,7 @@ if (mode === "rss") {
         pipelines_per_s: rate(N, x.ms),
         cpu_us_per_pipeline: Math.round((x.cpuMs * 1000) / N)
       })
-    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind }
+    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind, sqlite_effect: effect }
     for (const [name, x] of Object.entries(cases)) if (x !== undefined) line(name, x)
     const ratio = (a: { ms: number } | undefined, b: { ms: number } | undefined) =>
       a === undefined || b === undefined ? undefined : +(a.ms / b.ms).toFixed(3)
@@ -214,6 +230,9 @@ if (mode === "rss") {
       pool_ratio_target: 0.7,
       // CPU time per pipeline of the plain case over the pooled case's (the machine may be shared)
       cpu_pool_ratio: cpuRatio(sqlite, pooled),
+      // pool_ratio's gap split (case 7): plain over Effect tasks, Effect tasks over leased ones
+      cpu_effect_ratio: cpuRatio(sqlite, effect),
+      cpu_lease_ratio: cpuRatio(effect, pooled),
       memory_to_sqlite: ratio(sqlite, memory),
       rewind_ratio: ratio(sqlite, rewind),
       rewind_ratio_target: 0.6,

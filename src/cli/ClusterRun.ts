@@ -14,9 +14,13 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as path from "node:path"
 import { Cause, Clock, Console, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
-import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type ConfigIssue, StoreUnavailable } from "../domain/Errors.js"
+import * as PgCallCache from "../layers/PgCallCache.js"
+import * as CallCache from "../services/CallCache.js"
+import * as Flags from "./Flags.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as InFlight from "../services/internal/cluster/inflight.js"
 import * as Watchdog from "../services/internal/cluster/watchdog.js"
@@ -46,12 +50,13 @@ const sharedStoreLayer = (experiment: Experiment.Experiment, store: Option.Optio
         }`
       )
     }
-    return StoreResolver.layerOf(target, {
+    const layer = StoreResolver.layerOf(target, {
       journal: "full",
       readOnly: false,
       baseDir: experiment.baseDir,
       registry: experiment.plugins
     })
+    return { layer, target }
   }).pipe(
     // an unresolvable postgres:// store names the flag without the password
     Effect.mapError((e) =>
@@ -63,6 +68,32 @@ const sharedStoreLayer = (experiment: Experiment.Experiment, store: Option.Optio
         : e
     )
   )
+
+/**
+ * The call cache of a runner's tasks: the experiment's `run.cache` resolved (its `db` against the
+ * experiment's folder) and where the cache lives, as the embedded engine chooses it: the shared
+ * cache database `run.cache.db` when named; else, when the cache is on for the run or for a task,
+ * the shared store's database (`assay_call_cache` of a Postgres store, the table every runner and
+ * a later embedded run over the same store read); else memory (nothing is ever stored in it).
+ */
+const runnerCache = (experiment: Experiment.Experiment, target: StoreResolver.StoreTarget) =>
+  Effect.gen(function*() {
+    const issues: Array<ConfigIssue> = []
+    const resolved = CallCache.resolveRunCache(experiment.run.cache, "run.cache", issues)
+    if (issues.length > 0) return yield* configError(issues[0]!.path, issues[0]!.message)
+    const db = resolved.db === undefined ? undefined : path.resolve(experiment.baseDir, resolved.db)
+    const run: CallCache.RunCache = db === undefined ? resolved : { ...resolved, db }
+    if (db !== undefined) yield* Flags.checkCacheDb(db, "run.cache.db")
+    const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
+    const layer: Layer.Layer<CallCache.CallCache, ConfigError | StoreUnavailable> = db !== undefined
+      ? Flags.sharedCacheLayer(db, "run.cache.db")
+      : run.mode === "off" && !taskOn
+      ? CallCache.layerMemory
+      : target._tag === "Postgres"
+      ? PgCallCache.layer({ url: target.url })
+      : CallCache.layerMemory
+    return { run, layer }
+  })
 
 const controlRefused = (path: string) =>
   configError(
@@ -192,7 +223,10 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const experiment = yield* Experiment.load(o.config)
     if (experiment.template.control !== undefined) return yield* controlRefused("--config")
     const watchdogs = yield* Watchdog.settingsFromEnv
-    const store = yield* sharedStoreLayer(experiment, o.store, o.database)
+    const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
+    // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
+    // cache flags are refused: the runners read the experiment file)
+    const cache = yield* runnerCache(experiment, target)
     // an unmigrated database is refused before anything is created in it
     yield* checkMigrated(o.database)
     const address = o.address
@@ -202,14 +236,15 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}`
     )
-    const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency }).pipe(
+    const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency, pricing: experiment.run.pricing, cache: cache.run }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
       })),
       Layer.provide(pgLayer(o.database)),
       Layer.provide(ClusterEngine.catalogStreamLayer(experiment.pipelines(), (e) => e.message)),
       Layer.provide(Layer.mergeAll(
-        store,
+        // the cache is opened after the store and closed before it (it may be the store's database)
+        cache.layer.pipe(Layer.provideMerge(store)),
         // global pools: capacity, quotas and health shared by every runner through the database
         PgPools.layer(experiment.pools, {
           plugins: experiment.plugins.algorithms,
@@ -320,7 +355,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     if (experiment.template.control !== undefined) return yield* controlRefused("--engine")
-    const store = yield* sharedStoreLayer(experiment, args.store, database)
+    const { layer: store } = yield* sharedStoreLayer(experiment, args.store, database)
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {

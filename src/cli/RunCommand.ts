@@ -969,6 +969,24 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
       configError(refused[0], `${refused[0]} does not apply with --engine cluster (submitting again resumes what is unfinished)`)
     )
   }
+  // the runners run the tasks with the experiment file's `run.cache`: a flag given to the
+  // submitter would reach none of them
+  const cacheFlag = (
+    [
+      ["--cache", args.cache],
+      ["--cache-mode", Option.isSome(args.cacheMode)],
+      ["--cache-db", Option.isSome(args.cacheDb)],
+      ["--cache-ttl", Option.isSome(args.cacheTtl)]
+    ] as const
+  ).find(([, given]) => given)
+  if (cacheFlag !== undefined) {
+    return Effect.fail(
+      configError(
+        cacheFlag[0],
+        `${cacheFlag[0]} does not apply with --engine cluster: the runners read the experiment file; set run.cache (mode, ttl, db) there`
+      )
+    )
+  }
   const database = args.database.value
   return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
     m.submitRun({

@@ -123,7 +123,10 @@ export const catalogStreamLayer = <E, R>(
  * (default 64; pools bound them further); `infraRetry`, the schedule retrying store errors
  * inside an activity (default: exponential from 200 ms, each delay at most 5 s, 2 minutes in
  * all); `resourcesEvery`, how often the pools' resource state is written to the store
- * (default 5 s, and once more when the process stops).
+ * (default 5 s, and once more when the process stops); `pricing`, the experiment's price table
+ * (attempts record model, tokens and cost priced as the embedded engine prices them); `cache`,
+ * the experiment's `run.cache` resolved (`CallCache.resolveRunCache`; default off), served from
+ * the `CallCache` in context, else the store's own, else one in memory per process.
  *
  * @since 0.7.0
  * @category models

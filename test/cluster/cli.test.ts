@@ -43,6 +43,19 @@ describe("cluster engine flags", () => {
       }
     }))
 
+  it.scopedLive("the call cache flags are refused with --engine cluster: exit 2 naming the flag and run.cache", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-cli")
+      const file = experiment(dir)
+      const url = "postgres://u@127.0.0.1:1/db"
+      for (const flag of [["--cache"], ["--cache-mode", "readOnly"], ["--cache-db", path.join(dir, "c.db")], ["--cache-ttl", "1 day"]]) {
+        const r = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url, ...flag])
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, flag[0]!)
+        assert.include(r.stderr, "set run.cache")
+      }
+    }))
+
   it.scopedLive("a malformed --database or --listen exits 2; a password is never printed", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("cluster-cli")

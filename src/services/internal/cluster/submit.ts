@@ -26,6 +26,7 @@ import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
+import * as CallCache from "../../CallCache.js"
 import { Store } from "../../Store.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
@@ -223,6 +224,26 @@ export const submit = <SE, SR>(
         Effect.catchAll((e) => Effect.logWarning(`could not record ${kind}: ${e.message}`))
       )
     yield* emit("run.started", { engine: "cluster", maxAdmitted })
+    // the call cache's figures of the run, written with `run.finished` as the embedded engine
+    // writes them (what `report` and the dashboard read): the runners know each hit, the
+    // submitter knows when the run ends, so it counts them from the run's attempt rows (their
+    // outcome `cache_hit` and the cache note of their decision), once, at the end
+    const cacheFigures = Effect.map(
+      Effect.orElseSucceed(CallCache.statsOf(store, runId), () => CallCache.emptyStats),
+      (c) =>
+        CallCache.isActive(c)
+          ? {
+            cache: {
+              hits: c.hits,
+              misses: c.misses,
+              refreshed: c.refreshed,
+              bypassed: c.bypassed,
+              ...c.tokensSaved,
+              costSavedUsd: c.costSavedUsd
+            }
+          }
+          : {}
+    )
     const running = new Set<PipelineId>()
     const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0 }
     const causes: Array<string> = []
@@ -379,7 +400,7 @@ export const submit = <SE, SR>(
       if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
       const endedAt = yield* Clock.currentTimeMillis
       yield* store.finishRun(runId, { status: "completed", endedAt, stopReason: null })
-      yield* emit("run.finished", { status: "completed", stopReason: null, counters: progress() })
+      yield* emit("run.finished", { status: "completed", stopReason: null, counters: progress(), ...(yield* cacheFigures) })
       return { ...progress(), status: "completed" as const, durationMs: endedAt - startedAt, causes }
     })
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on
@@ -390,11 +411,13 @@ export const submit = <SE, SR>(
           endedAt,
           stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed"
         }).pipe(
-          Effect.zipRight(emit("run.finished", {
-            status: "interrupted",
-            stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed",
-            counters: progress()
-          })),
+          Effect.zipRight(Effect.flatMap(cacheFigures, (cache) =>
+            emit("run.finished", {
+              status: "interrupted",
+              stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed",
+              counters: progress(),
+              ...cache
+            }))),
           Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`))
         )))
   })

@@ -50,6 +50,8 @@ import * as PgPools from "../pool/pg/pools.js"
 import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
+import { type CacheEnv, succeededAs } from "../runner/cache.js"
+import type * as Pricing from "../../../domain/Pricing.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
 import type { Claims } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
@@ -97,6 +99,13 @@ export interface TaskEnv {
    * execution cut short recorded as abandoned. Without them (not PostgreSQL) neither holds.
    */
   readonly claims: Claims | undefined
+  /** The experiment's price table (`pricing`): how attempts' token usage is priced. */
+  readonly pricing: Pricing.PriceTable | undefined
+  /**
+   * The call cache and the experiment's `run.cache` settings; `undefined`: no task is served
+   * from a cache.
+   */
+  readonly cache: CacheEnv | undefined
 }
 
 /**
@@ -125,6 +134,8 @@ export const makeTaskEnv = (options: {
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
   readonly claims?: Claims | undefined
+  readonly pricing?: Pricing.PriceTable | undefined
+  readonly cache?: CacheEnv | undefined
 }): Effect.Effect<TaskEnv, never, Scope.Scope> =>
   Effect.zipWith(Effect.clock, Effect.scope, (clock, scope) => ({
     store: options.store,
@@ -138,7 +149,9 @@ export const makeTaskEnv = (options: {
     registries: new Map(),
     scope,
     running: new Map(),
-    claims: options.claims
+    claims: options.claims,
+    pricing: options.pricing,
+    cache: options.cache
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -403,9 +416,11 @@ const runTaskOnce = (
       ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
-      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o)
+      reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
+      pricing: env.pricing
     }
     const penv: PipelineEnv = {
+      cache: env.cache,
       state,
       store,
       pools: env.pools,
@@ -443,7 +458,20 @@ const runTaskOnce = (
             const encoded = registry.dump(exit.value)
             if (encoded._tag === "Right") {
               const enc = encoded.right
-              const attemptRow = Rows.attemptRow(current, attempt, "succeeded", null, null, result.leaseIds, result.startedAt, ended)
+              // a served output is recorded `cache_hit`, its cache note in the decision (what
+              // `report` counts hits, misses and the savings from), with the attempt's usage
+              const succeeded = succeededAs(attempt, result.cache)
+              const attemptRow = Rows.attemptRow(
+                current,
+                attempt,
+                succeeded.outcome,
+                null,
+                succeeded.decision,
+                result.leaseIds,
+                result.startedAt,
+                ended,
+                result.usage
+              )
               const unit = Rows.succeededUnit(
                 current,
                 { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
@@ -469,7 +497,17 @@ const runTaskOnce = (
             attempt,
             ended - taskStarted
           )
-          const attemptRow = Rows.attemptRow(current, attempt, outcome, fields, decision, result.leaseIds, result.startedAt, ended)
+          const attemptRow = Rows.attemptRow(
+            current,
+            attempt,
+            outcome,
+            fields,
+            decision,
+            result.leaseIds,
+            result.startedAt,
+            ended,
+            result.usage
+          )
           if (decision.retry) {
             yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
             yield* Effect.sleep(Duration.millis(decision.delayMs))

@@ -19,6 +19,8 @@ import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Rows from "../runner/rows.js"
+import * as CallCache from "../../CallCache.js"
+import type * as Pricing from "../../../domain/Pricing.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -132,11 +134,17 @@ export const catalogFromStream = <E, R>(
  * when the process stops), and the task claims' TTL and heartbeat (`claimTtl`, `claimHeartbeat`;
  * default the cluster's `shardLockExpiration` and `shardLockRefreshInterval` when a
  * `ShardingConfig` is in context, else 35 s and 10 s: a claim not renewed for as long as a shard
- * lock is presumed dead, like the lock).
+ * lock is presumed dead, like the lock); the experiment's price table (`pricing`, how the
+ * attempts' token usage is priced, as the embedded engine prices it) and its call cache
+ * settings (`cache`, the resolved `run.cache`: `CallCache.resolveRunCache`; default off, tasks
+ * declared `cache: true` still cached). The cache itself is the `CallCache` in context, else
+ * the store's own (`Store.callCache`), else one in memory for this process.
  *
  * @internal
  */
 export interface WorkflowLayerOptions {
+  readonly pricing?: Pricing.PriceTable | undefined
+  readonly cache?: CallCache.RunCache | undefined
   readonly concurrency?: number | undefined
   readonly infraRetry?: TaskEnv["infraRetry"] | undefined
   readonly resourcesEvery?: Duration.DurationInput | undefined
@@ -241,6 +249,11 @@ export const workflowLayer = (
       bus,
       concurrency: options.concurrency ?? 64,
       infraRetry: options.infraRetry,
+      pricing: options.pricing,
+      cache: {
+        service: Option.getOrElse(yield* Effect.serviceOption(CallCache.CallCache), () => store.callCache ?? CallCache.makeMemory()),
+        run: options.cache ?? CallCache.runCacheOff
+      },
       claims: Option.isSome(sql)
         ? InFlight.make(sql.value, {
           ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),

@@ -406,6 +406,23 @@ export const describe = (control: ResolvedControl): Json => {
 // Checking a directive
 // ---------------------------------------------------------------------------------------------
 
+/** `Handoff.<operation>`, for a refusal's message. */
+const opLabel = (directive: Handoff): string => `Handoff.${directive.operation}`
+
+/** The transition a checked directive asks for. */
+const accept = (directive: Handoff, fromSeq: number, toSeq: number | "end"): Either.Either<Transition, string> =>
+  Either.right({ operation: directive.operation, fromSeq, toSeq, value: directive.value, reason: directive.reason })
+
+/** The seq a directive's target names, or the refusal naming the source and the bad target. */
+const targetOf = (names: ReadonlyArray<string>, fromSeq: number, directive: Handoff): Either.Either<number, string> =>
+  Either.mapLeft(
+    resolveRef(names, directive.target),
+    (e) =>
+      `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a bad target: ${e.message}${
+        e.suggestion === undefined ? "" : ` (${e.suggestion})`
+      }`
+  )
+
 /**
  * Judges a directive a task returned against the pipeline's declaration.
  *
@@ -432,63 +449,55 @@ export const check = (
   fromSeq: number,
   directive: Handoff
 ): Either.Either<Transition, string> => {
-  // the labels of a refusal, built only when one is (not on the success path of every transition)
-  const op = () => `Handoff.${directive.operation}`
+  // (no closure per call: this runs at every transition of every control pipeline; the labels
+  // of a refusal are built only when one is)
   if (control === undefined) {
-    return Either.left(`the task at seq ${fromSeq} returned ${op()}, but the pipeline declares no control block`)
+    return Either.left(`the task at seq ${fromSeq} returned ${opLabel(directive)}, but the pipeline declares no control block`)
   }
   const names = control.taskNames
-  const source = () => taskLabel(names, fromSeq)
   if (typeof directive.reason !== "string") {
-    return Either.left(`${source()} returned ${op()} with a reason that is not a string (${shown(directive.reason)})`)
+    return Either.left(`${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a reason that is not a string (${shown(directive.reason)})`)
   }
   // (the symbol of `Handoff.HandoffTypeId`, looked up by key: Handoff imports this module's types)
   if (Option.isSome(directive.value) && Predicate.hasProperty(directive.value.value, Symbol.for("assay/Handoff"))) {
     return Either.left(
-      `${source()} returned ${op()} whose value is itself a Handoff directive: a directive cannot be a value ` +
+      `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} whose value is itself a Handoff directive: a directive cannot be a value ` +
         `(pass the target's entry state, e.g. Handoff.rewind(target, draft); to end, return Handoff.end(...) itself)`
     )
   }
-  const ok = (toSeq: number | "end"): Either.Either<Transition, string> =>
-    Either.right({ operation: directive.operation, fromSeq, toSeq, value: directive.value, reason: directive.reason })
-  const target = (): Either.Either<number, string> =>
-    Either.mapLeft(
-      resolveRef(names, directive.target),
-      (e) => `${source()} returned ${op()} with a bad target: ${e.message}${e.suggestion === undefined ? "" : ` (${e.suggestion})`}`
-    )
   switch (directive.operation) {
     case "to": {
-      const t = target()
+      const t = targetOf(names, fromSeq, directive)
       if (Either.isLeft(t)) return Either.left(t.left)
       const to = t.right
       if (to <= fromSeq) {
         return Either.left(
-          `${source()} returned Handoff.to ${taskLabel(names, to)}, which is not after it: Handoff.to only goes forward (going back is Handoff.rewind, declared in control.rewind)`
+          `${taskLabel(names, fromSeq)} returned Handoff.to ${taskLabel(names, to)}, which is not after it: Handoff.to only goes forward (going back is Handoff.rewind, declared in control.rewind)`
         )
       }
       if (control.edges.get(fromSeq)?.has(to) !== true) return Either.left(undeclared(control, fromSeq, to))
-      return ok(to)
+      return accept(directive, fromSeq, to)
     }
     case "end": {
       if (fromSeq === nTasks - 1) {
-        return Either.left(`${source()} is the last task: Handoff.end from it changes nothing and is refused`)
+        return Either.left(`${taskLabel(names, fromSeq)} is the last task: Handoff.end from it changes nothing and is refused`)
       }
       if (control.edges.get(fromSeq)?.has(END) !== true) return Either.left(undeclared(control, fromSeq, END))
-      return ok(END)
+      return accept(directive, fromSeq, END)
     }
     case "rewind": {
       if (Option.isNone(directive.value)) {
         return Either.left(
-          `${source()} returned Handoff.rewind without a value: rewind needs the target's explicit entry state (null is a value)`
+          `${taskLabel(names, fromSeq)} returned Handoff.rewind without a value: rewind needs the target's explicit entry state (null is a value)`
         )
       }
-      if (directive.target === END) return Either.left(`${source()} returned Handoff.rewind("end"): ${endIsNoRewindTarget(names)}`)
-      const t = target()
+      if (directive.target === END) return Either.left(`${taskLabel(names, fromSeq)} returned Handoff.rewind("end"): ${endIsNoRewindTarget(names)}`)
+      const t = targetOf(names, fromSeq, directive)
       if (Either.isLeft(t)) return Either.left(t.left)
       const to = t.right
       if (to >= fromSeq) {
         return Either.left(
-          `${source()} returned Handoff.rewind to ${taskLabel(names, to)}, which is not before it: rewind goes strictly back`
+          `${taskLabel(names, fromSeq)} returned Handoff.rewind to ${taskLabel(names, to)}, which is not before it: rewind goes strictly back`
         )
       }
       if (control.rewind.get(fromSeq)?.has(to) !== true) {
@@ -499,21 +508,21 @@ export const check = (
           }`
         )
       }
-      return ok(to)
+      return accept(directive, fromSeq, to)
     }
     case "retryAll": {
       if (Option.isSome(directive.value)) {
         return Either.left(
-          `${source()} returned Handoff.retryAll with a value: retryAll replays the bound seed and takes none (to restart with a chosen state, use Handoff.rewind(0, state))`
+          `${taskLabel(names, fromSeq)} returned Handoff.retryAll with a value: retryAll replays the bound seed and takes none (to restart with a chosen state, use Handoff.rewind(0, state))`
         )
       }
       if (!control.retryAll.has(fromSeq)) {
-        return Either.left(`${source()} returned Handoff.retryAll, but control.retryAll does not list it`)
+        return Either.left(`${taskLabel(names, fromSeq)} returned Handoff.retryAll, but control.retryAll does not list it`)
       }
-      return ok(0)
+      return accept(directive, fromSeq, 0)
     }
     default:
-      return Either.left(`${source()} returned an unknown directive operation ${shown(directive.operation)}`)
+      return Either.left(`${taskLabel(names, fromSeq)} returned an unknown directive operation ${shown(directive.operation)}`)
   }
 }
 

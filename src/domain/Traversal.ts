@@ -304,21 +304,37 @@ export const transition = (s: VisitState, t: TransitionInput): Either.Either<Vis
   if (p.seq !== t.fromSeq) {
     throw new Error(`Traversal.transition: seq ${t.fromSeq} is not the pending entry (seq ${p.seq})`)
   }
-  const isEnd = t.toSeq === "end"
-  if (!isEnd && s.handoffs >= t.limit) return Either.left("budget")
-  const common = {
-    version: s.version + 1,
-    payloads: s.payloads + (t.payload ? 1 : 0),
-    ledger: s.ledger + 1,
-    handoffs: s.handoffs + (isEnd ? 0 : 1)
-  }
-  if (t.toSeq === "end") {
-    return Either.right({ ...s, ...common, cursor: t.nTasks, pending: null })
-  }
   const toSeq = t.toSeq
+  if (toSeq !== "end" && s.handoffs >= t.limit) return Either.left("budget")
+  // (one literal per case, no spread: this runs at every transition of every control pipeline)
+  if (toSeq === "end") {
+    return Either.right({
+      seed: s.seed,
+      version: s.version + 1,
+      cursor: t.nTasks,
+      pending: null,
+      active: s.active,
+      counters: s.counters,
+      handoffs: s.handoffs,
+      payloads: s.payloads + (t.payload ? 1 : 0),
+      ledger: s.ledger + 1,
+      floor: s.floor
+    })
+  }
   const backward = t.operation === "rewind" || t.operation === "retryAll"
   const active = backward ? s.active.filter((a) => a.seq < toSeq) : s.active
-  return Either.right({ ...s, ...common, cursor: toSeq, active, ...enter(s.counters, toSeq, t.entry) })
+  return Either.right({
+    seed: s.seed,
+    version: s.version + 1,
+    cursor: toSeq,
+    pending: { seq: toSeq, visit: s.counters[toSeq] ?? 0, input: t.entry, attempts: 1 },
+    active,
+    counters: bump(s.counters, toSeq),
+    handoffs: s.handoffs + 1,
+    payloads: s.payloads + (t.payload ? 1 : 0),
+    ledger: s.ledger + 1,
+    floor: s.floor
+  })
 }
 
 /**

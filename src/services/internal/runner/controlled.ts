@@ -538,10 +538,11 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         reason: t.reason,
         ts: ended
       },
-      ...(entryArtifact === undefined ? {} : { entry: entryArtifact }),
-      ...(t.operation === "rewind" || t.operation === "retryAll" ? { invalidateFrom: toSeq! } : {}),
+      // (set below, each when it applies: no spread of a temporary object per transition)
+      entry: entryArtifact,
+      invalidateFrom: t.operation === "rewind" || t.operation === "retryAll" ? toSeq! : undefined,
       // a new payload is written final itself; a reused entry (input, seed) is marked
-      ...(isEnd && entryReused ? { final: entryAddress } : {})
+      final: isEnd && entryReused ? entryAddress : undefined
     }
     return {
       _tag: "Commit",

@@ -37,7 +37,7 @@ import { decodePayload } from "../services/internal/export.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
-import { inputOf } from "./StudyReport.js"
+import { frozenInputOf } from "./StudyReport.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
@@ -243,7 +243,7 @@ export const exportSummary = (args: {
     }
     const summary = yield* Effect.gen(function*() {
       const c = yield* StudyCompare.compare(
-        inputOf(loaded),
+        yield* frozenInputOf(loaded, Option.getOrUndefined(args.version)),
         { version: Option.getOrUndefined(args.version), seed: Option.getOrUndefined(args.seed) }
       )
       const versions = yield* (yield* StudyCatalog).versions(loaded.id)

@@ -20,12 +20,14 @@ import type { FileSystem } from "@effect/platform"
 import * as nodePath from "node:path"
 import { Console, Effect, Option } from "effect"
 import * as StudyConfig from "../config/Study.js"
-import { ConfigError } from "../domain/Errors.js"
+import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import * as StudyView from "../services/internal/studyView.js"
+import type { Json } from "../domain/Json.js"
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
@@ -52,10 +54,54 @@ export const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareIn
   budget: loaded.budget
 })
 
+/**
+ * The comparison input of the protocol version a view reports (`version`, default the study's
+ * current one): the file's objectives, metrics and analysis, but the variants (ids and
+ * assignments), baseline, variables and repeats frozen with that version, as the dashboard's
+ * `/study` reads them. The file's variables are never re-expanded: once the file has changed
+ * (a value added, say), its expansion numbers the variants differently from the trials that
+ * ran, and the views would label old trials with another variant's assignment. A version the
+ * root does not hold gives the file's input unchanged (the comparison refuses it, naming
+ * `--protocol-version`).
+ *
+ * @param loaded the study file as `StudyConfig.load` returns it
+ * @param version the protocol version reported (default: the current one)
+ * @since 0.11.0
+ * @category report
+ */
+export const frozenInputOf = (
+  loaded: StudyConfig.LoadedStudy,
+  version: number | undefined
+): Effect.Effect<StudyCompare.CompareInput, StoreUnavailable, StudyCatalog> =>
+  Effect.gen(function*() {
+    const fromFile = inputOf(loaded)
+    const catalog = yield* StudyCatalog
+    const row = yield* catalog.study(loaded.id)
+    if (Option.isNone(row)) return fromFile
+    const wanted = version ?? row.value.currentVersion
+    const record = (yield* catalog.versions(loaded.id)).find((v) => v.version === wanted)
+    if (record === undefined) return fromFile
+    const seen = new Map<string, Readonly<Record<string, Json>>>()
+    for (const t of yield* catalog.trials(loaded.id, wanted)) {
+      if (!seen.has(t.variantId)) seen.set(t.variantId, (typeof t.variant === "object" && t.variant !== null ? t.variant : {}) as Record<string, Json>)
+    }
+    const frozen = StudyView.inputOf(row.value, record, Array.from(seen, ([id, assignment]) => ({ id, assignment })))
+    return {
+      ...fromFile,
+      baseline: frozen.baseline,
+      variants: frozen.variants,
+      variables: (frozen.variables ?? []).length > 0 ? frozen.variables : fromFile.variables,
+      repeats: frozen.repeats ?? fromFile.repeats
+    }
+  })
+
+const some = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
+
 /** Runs `f` over the study's root opened read-only. */
 const withRoot = <A>(
   file: string,
   outputRoot: Option.Option<string>,
+  version: Option.Option<number>,
   f: (input: StudyCompare.CompareInput, loaded: StudyConfig.LoadedStudy) => Effect.Effect<A, unknown, StudyCatalog | SuiteCatalog>
 ): Effect.Effect<A, unknown, FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
@@ -72,10 +118,8 @@ const withRoot = <A>(
     if (h.catalog.suiteId !== loaded.id) {
       return yield* configError("study.id", `the output root ${root} belongs to "${h.catalog.suiteId}", not study "${loaded.id}"`)
     }
-    return yield* f(inputOf(loaded), loaded).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
+    return yield* Effect.flatMap(frozenInputOf(loaded, some(version)), (input) => f(input, loaded)).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
   }))
-
-const some = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
 
 /**
  * `assay study report FILE` (see the module docs).
@@ -90,7 +134,7 @@ export const report = (args: {
   readonly version: Option.Option<number>
   readonly seed: Option.Option<number>
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  withRoot(args.file, args.outputRoot, (input, loaded) =>
+  withRoot(args.file, args.outputRoot, args.version, (input, loaded) =>
     Effect.gen(function*() {
       const c = yield* StudyCompare.compare(input, { version: some(args.version), seed: some(args.seed) })
       // without --protocol-version the study's current version is shown: when the file's
@@ -129,7 +173,7 @@ export const evidence = (args: {
   readonly best: number
   readonly json: boolean
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  withRoot(args.file, args.outputRoot, (input) =>
+  withRoot(args.file, args.outputRoot, args.version, (input) =>
     Effect.gen(function*() {
       const e = yield* StudyCompare.evidence(input, args.metric, args.variant, {
         version: some(args.version),

@@ -1520,6 +1520,23 @@ export const bootstrapReduced = (
     replicates,
     paired: (base, cand) => {
       if (cols[base]!.length === 0 || cols[cand]!.length === 0) return null
+      // a paired difference is over exactly the paired values: repeat r's case c counts only
+      // when both sides have it (a sum or a p95 over a case only one side has is no paired
+      // difference: the baseline's extra case would show as the candidate's loss). When the
+      // two sides lack different values, both are masked to the shared ones and bootstrapped
+      // again with the same seed and `n` (the same case draws)
+      const at = (v: number, r: number, c: number): boolean => {
+        const y = values[v]![r]?.[c]
+        return y !== null && y !== undefined
+      }
+      const R = Math.max(values[base]!.length, values[cand]!.length)
+      let differ = false
+      for (let r = 0; r < R && !differ; r++) for (let c = 0; c < n && !differ; c++) differ = at(base, r, c) !== at(cand, r, c)
+      if (differ) {
+        const mask = (v: number) => Array.from({ length: R }, (_, r) => Array.from({ length: n }, (_, c) => at(base, r, c) && at(cand, r, c) ? values[v]![r]![c]! : null))
+        const restricted = bootstrapReduced([mask(base), mask(cand)], reducer, o).paired(0, 1)
+        return restricted === null ? null : { ...restricted, method: `${restricted.method} (over the ${pairedCount(mask(base))} value(s) both sides have)` }
+      }
       const rb = replicates[base]!
       const rc = replicates[cand]!
       const d = new Float64Array(resamples)
@@ -1535,6 +1552,9 @@ export const bootstrapReduced = (
     }
   }
 }
+
+const pairedCount = (rows: ReadonlyArray<ReadonlyArray<number | null>>): number =>
+  rows.reduce((a, row) => a + row.filter((y) => y !== null).length, 0)
 
 /**
  * Adds the run-to-run variation of a trial-level statistic to an interval that only has the

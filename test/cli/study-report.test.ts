@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as nodeFs from "node:fs"
 import * as path from "node:path"
 import type * as StudyCompare from "../../src/services/StudyCompare.js"
 import { assay, root, tempDir } from "../support/cli.js"
@@ -75,6 +76,33 @@ describe("assay study report and evidence", () => {
       const noVersion = yield* assay(["study", "report", study, "--output-root", out, "--protocol-version", "4"])
       assert.strictEqual(noVersion.code, 2)
       assert.include(noVersion.stderr, "no protocol version 4")
+
+      // the study file changed since (one more noise value: its expansion would number 8
+      // variants, v04 = arithmetic/0.3): version 1's views still label each trial with the
+      // variant it ran, read from the frozen protocol (v04 ran coin at noise 0)
+      const grown = path.join(out, "grown.yaml")
+      yield* Effect.sync(() =>
+        nodeFs.writeFileSync(
+          grown,
+          nodeFs.readFileSync(study, "utf8").replace("./experiment.yaml", path.join(root, "examples/studies/experiment.yaml")).replace("end: 0.2", "end: 0.3")
+        )
+      )
+      const changed = yield* assay(["study", "report", grown, "--output-root", out, "--format", "json", "--seed", "3"])
+      assert.strictEqual(changed.code, 0, changed.stderr)
+      assert.include(changed.stderr, "this reports version 1")
+      const cc = JSON.parse(changed.stdout) as StudyCompare.StudyComparison
+      assert.deepStrictEqual(cc.variants.map((v) => [v.variantId, v.assignment]), c.variants.map((v) => [v.variantId, v.assignment]))
+      assert.deepStrictEqual(cc.variants[3]!.assignment, { strategy: "coin", noise: 0 })
+      assert.deepStrictEqual(cc.variants.map((v) => v.trials.length), [2, 2, 2, 2, 2, 2])
+      const changedText = yield* assay(["study", "report", grown, "--output-root", out])
+      assert.include(changedText.stdout, "v04: strategy=coin, noise=0 ")
+      const exported = yield* assay(["study", "export", grown, "--summary", "--output-root", out])
+      assert.strictEqual(exported.code, 0, exported.stderr)
+      const summary = JSON.parse(exported.stdout) as { variants: ReadonlyArray<{ variantId: string; assignment: unknown }> }
+      assert.deepStrictEqual(summary.variants.map((v) => [v.variantId, v.assignment]), c.variants.map((v) => [v.variantId, v.assignment]))
+      const changedEv = yield* assay(["study", "evidence", grown, "accuracy", "v04", "--output-root", out, "--json"])
+      assert.strictEqual(changedEv.code, 0, changedEv.stderr)
+      assert.deepStrictEqual((JSON.parse(changedEv.stdout) as StudyCompare.Evidence).trials.map((t) => t.trialId), ["p1-v04-r1", "p1-v04-r2"])
 
       // `assay report ROOT` on the study's root: a header names the study and the command that reports it
       const suiteView = yield* assay(["report", out])

@@ -590,6 +590,23 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
     assert.deepStrictEqual([d.estimate, d.lower, d.upper], [0, 0, 0])
   })
 
+  it("bootstrapReduced: the paired difference is over exactly the values both sides have, for every reducer (issue 16: a sum counted the baseline's unpaired case)", () => {
+    // the candidate lacks case 3 in both repeats; on the paired cases the two sides are equal
+    const base = [[1, 5, 2, 40, 3, 9, 4], [2, 6, 1, 55, 3, 8, 5]]
+    const cand = base.map((row) => row.map((y, c) => c === 3 ? null : y))
+    for (const reducer of ["sum", "mean", "p50", "p95"] as const) {
+      const r = S.bootstrapReduced([base, cand], reducer, { seed: 3, resamples: 500 })
+      const d = r.paired(0, 1)!
+      assert.deepStrictEqual([d.estimate, d.lower, d.upper], [0, 0, 0], reducer)
+      assert.include(d.method, "both sides have", reducer)
+    }
+    // one paired case differs (case 5: 9 -> 2 and 8 -> 1): a sum's difference is -7 per repeat
+    const moved = cand.map((row) => row.map((y, c) => c === 5 ? y! - 7 : y))
+    const d = S.bootstrapReduced([base, moved], "sum", { seed: 3, resamples: 500 }).paired(0, 1)!
+    assert.strictEqual(d.estimate, -7)
+    assert.isAtMost(d.upper, 0)
+  })
+
   it("bootstrapReduced and sharedBootstrap draw their resamples in blocks and give, to the last bit, the numbers of one resample at a time", () => {
     // the expected numbers were computed by the implementation that walked every variant once
     // per resample (main c27d728): the blocks (and the p95 read from the top) change the order
@@ -624,7 +641,17 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
         const [, lo, hi] = caseInterval(i!.estimate, Array.from(r.replicates[v]!))
         assert.isTrue(i!.lower <= lo! + 1e-12 && i!.upper >= hi! - 1e-12, `${reducer} variant ${v}`)
       }
-      assert.isTrue(pd.lower <= caseInterval(dEst, d)[1]! + 1e-12 && pd.upper >= caseInterval(dEst, d)[2]! - 1e-12, `${reducer} paired`)
+      // the whole-sample difference (`expected.paired`, above) is not the paired one: variants 0
+      // and 2 lack different cases, and the paired interval is over the values both have
+      // (the same draws): it contains the case part of the two sides masked to those values
+      const both = (r: number, c: number) => reducedInput[0]![r]?.[c] != null && reducedInput[2]![r]?.[c] != null
+      const masked = [0, 2].map((v) => [0, 1].map((r) => Array.from({ length: 40 }, (_, c) => both(r, c) ? reducedInput[v]![r]![c]! : null)))
+      const m = S.bootstrapReduced(masked, reducer, { seed: 11, resamples: 300 })
+      const md = Array.from(m.replicates[1]!, (y, b) => y - m.replicates[0]![b]!)
+      const [mEst, mLo, mHi] = caseInterval(m.intervals[1]!.estimate - m.intervals[0]!.estimate, md)
+      assert.closeTo(pd.estimate, mEst!, 1e-12, `${reducer} paired estimate`)
+      assert.notStrictEqual(pd.estimate, dEst, `${reducer}: the paired estimate is not the whole-sample one`)
+      assert.isTrue(pd.lower <= mLo! + 1e-12 && pd.upper >= mHi! - 1e-12, `${reducer} paired`)
     }
     // 1 to 8 repeats per case: constant cases, tabled multisets and repeats drawn one by one
     const sharedInput = [0, 1, 2].map((v) =>

@@ -1084,7 +1084,8 @@ const dominatesGood = (
     const x = a[i]!
     const y = b[i]!
     if (x.point < y.point) return false
-    if (uncertain ? (separated?.(i) ?? x.lo > y.hi) : x.point > y.point) better = true
+    // once better, later objectives need only the point estimates (a paired test may be costly)
+    if (!better && (uncertain ? (separated?.(i) ?? x.lo > y.hi) : x.point > y.point)) better = true
   }
   return better
 }

@@ -556,6 +556,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // those held every value of every metric in small arrays to the end of the comparison)
     const objectiveMetrics = new Set(objectives.map((o) => o.metric))
     const presentOf = new Map<string, Map<string, Uint8Array>>()
+    // per objective metric, the paired difference b − a of any two variants (the Pareto front
+    // compares every pair the way the report compares a variant with the baseline); undefined
+    // when the pair has no paired comparison of that kind (a variant without every case)
+    const pairedOf = new Map<string, (a: string, b: string) => Statistics.Interval | null | undefined>()
     let salt = 0
     defs.forEach((d, metricNo) => {
       const matrices = new Map<string, CaseMatrix>()
@@ -606,6 +610,32 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         // analysis.resamples, as every other bootstrap of the report (no cap of its own: the
         // user's setting is the one used; see docs/statistics.md, "How many resamples")
         reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples })
+      }
+
+      if (objectiveMetrics.has(d.name)) {
+        const dirOf = directionOf(d)
+        pairedOf.set(d.name, (a, b) => {
+          if (kind === "case") {
+            const ka = sharedNo.get(a)
+            const kb = sharedNo.get(b)
+            return shared === null || ka === undefined || kb === undefined ? undefined : shared.paired(ka, kb, dirOf).difference
+          }
+          if (kind === "reduced") {
+            const ra = reducedNo.get(a)
+            const rb = reducedNo.get(b)
+            return reduced === null || ra === undefined || rb === undefined ? undefined : reduced.paired(ra, rb)
+          }
+          // one value per repeat: Student's t on the per-repeat differences, as against the baseline
+          const ta = comparedOf.get(a) ?? []
+          const tb = comparedOf.get(b) ?? []
+          const ds: Array<number> = []
+          for (let r = 0; r < Math.min(ta.length, tb.length); r++) {
+            const x = ta[r]?.values[d.name]
+            const y = tb[r]?.values[d.name]
+            if (x !== undefined && y !== undefined) ds.push(y - x)
+          }
+          return Statistics.studentInterval(ds, level)
+        })
       }
 
       for (const v of variantBase) {
@@ -758,9 +788,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     // the uncertainty-aware front: (1) a variant is dominated only by one it can be compared
     // with at the declared minimums (paired cases for a case-level or resampled-case metric,
-    // repeats for a trial-level one, on every objective); (2) its intervals are widened for the
-    // k(k − 1)/2 × objectives pairwise comparisons the front makes (Bonferroni), so that among
-    // many equal variants none is dropped by chance
+    // repeats for a trial-level one, on every objective); (2) "better beyond noise" is decided
+    // on the pair's paired difference (every pair, the baseline's like any other: all variants
+    // ran the same cases), widened for the k(k − 1)/2 × objectives pairwise comparisons the
+    // front makes (Bonferroni), so that among many equal variants none is dropped by chance
     const defOf = new Map(defs.map((d) => [d.name, d]))
     const comparedRepeats = new Map(variantBase.map((v) => [v.variantId, comparedOf.get(v.variantId)!.filter((t) => t !== null).length]))
     const pairSample = (a: string, b: string): { readonly ok: boolean; readonly reason: string | null } => {
@@ -796,19 +827,32 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const pairwise = (points.length * (points.length - 1)) / 2 * Math.max(1, objectives.length)
     const widened = points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : Statistics.bonferroniWiden(x, pairwise)) }))
     const strict = new Set(Statistics.paretoFront(points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) })), paretoObjectives))
-    // a pair with the baseline is judged on its paired difference (widened the same way): the
-    // pairing removes the case-to-case variation the marginal intervals carry
+    // every pair is judged on its paired difference (widened the same way): the pairing removes
+    // the case-to-case variation the marginal intervals carry. Only when a pair has none (a
+    // variant without every case) do the marginal intervals decide, except against the
+    // baseline, whose comparison pairs the common cases
+    const separatedMemo = new Map<string, boolean | undefined>()
     const separated = (a: string, b: string, k: number): boolean | undefined => {
-      if (a !== baselineId && b !== baselineId) return undefined
       const o = objectives[k]!
       if (o.direction === "target") return undefined
-      const x = vsOf.get(a === baselineId ? b : a)?.[o.metric]
-      if (x === undefined || x.paired === null || !x.sufficiency.sufficient) return undefined
-      const d = Statistics.bonferroniWiden(x.paired.difference, pairwise)
-      // d = cand − base; "good" is + for maximize
-      const candBetter = o.direction === "maximize" ? d.lower > 0 : d.upper < 0
-      const baseBetter = o.direction === "maximize" ? d.upper < 0 : d.lower > 0
-      return a === baselineId ? baseBetter : candBetter
+      const key = `${k}\u0000${a}\u0000${b}`
+      if (separatedMemo.has(key)) return separatedMemo.get(key)
+      // the difference b − a, from the pair's paired comparison
+      let diff = pairedOf.get(o.metric)?.(a, b)
+      if (diff === undefined && (a === baselineId || b === baselineId)) {
+        const x = vsOf.get(a === baselineId ? b : a)?.[o.metric]
+        const base = x === undefined || x.paired === null || !x.sufficiency.sufficient ? null : x.paired.difference
+        diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
+      }
+      let out: boolean | undefined
+      if (diff === undefined || diff === null) out = undefined
+      else {
+        const d = Statistics.bonferroniWiden(diff, pairwise)
+        // d = b − a (the vsBaseline difference is candidate − baseline); "good" is + for maximize: a is better when b − a is below 0 beyond noise
+        out = o.direction === "maximize" ? d.upper < 0 : d.lower > 0
+      }
+      separatedMemo.set(key, out)
+      return out
     }
     const frontOptions: Statistics.UncertainFrontOptions = { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }
     const uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
@@ -906,7 +950,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     if (points.length > 2) {
       limitations.push(
-        `multiple comparisons: ${points.length} variants, ${pairwise} pairwise comparison(s) over ${objectives.length} objective(s): the Pareto front's intervals are widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
+        `multiple comparisons: ${points.length} variants, ${pairwise} pairwise comparison(s) over ${objectives.length} objective(s): the Pareto front judges each pair on its paired difference, widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
       )
     }
     if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)

@@ -608,6 +608,26 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       }
     }).pipe(Effect.provide(studyEnv("tiny"))))
 
+  it.effect("identical variants get the same Pareto status, the baseline's included: a group beaten on every case it differs on is dominated, not uncertain (issue 16 trial)", () =>
+    Effect.gen(function*() {
+      // 9 variants in two groups of identical data (odd arms: 14 of 40 cases right; even arms:
+      // the same 14 and 12 more). The marginal intervals widened for 36 comparisons overlap
+      // (0.35 + 0.24 > 0.65 − 0.24); the paired difference (+1 on 12 cases, 0 elsewhere) does not
+      const weak = new Set(range(0, 14))
+      const strong = new Set(range(0, 26))
+      const { input, study } = handMade({ id: "groups", correct: Array.from({ length: 9 }, (_, i) => i % 2 === 0 ? weak : strong), cases: 40, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const status = (v: StudyCompare.VariantComparison) => [v.pareto.strict, v.pareto.uncertain, v.pareto.dominatedBy.uncertain]
+      const weakIds = ["v01", "v03", "v05", "v07", "v09"]
+      const strongIds = ["v02", "v04", "v06", "v08"]
+      for (const v of c.variants) {
+        assert.deepStrictEqual(status(v), weakIds.includes(v.variantId) ? [false, false, strongIds] : [true, true, []], v.variantId)
+      }
+      assert.strictEqual(c.conclusion.wording, "best for the declared objectives and constraints")
+      assert.deepStrictEqual(c.conclusion.candidates, strongIds)
+    }).pipe(Effect.provide(studyEnv("groups"))))
+
   it.effect("20 identical variants, 3 cases, 1 repeat: every one stays a candidate", () =>
     Effect.gen(function*() {
       const { input, study } = handMade({ id: "tiny20", correct: Array.from({ length: 20 }, () => new Set<number>()), cases: 3, repeats: 1, noisy: true, metrics: [accuracy, score], objectives: [{ metric: "score", direction: "maximize" }] })

@@ -90,8 +90,7 @@ describe("ClusterEngine: token and cost accounting, and the call cache", () => {
       const data = yield* buildReport([{ source: "mem", store }])
       return { attempts, data }
     }).pipe(
-      Effect.provide(runnerOf(db, specs, cache)),
-      Effect.provide(MemoryStore.layer())
+      Effect.provide(runnerOf(db, specs, cache).pipe(Layer.provideMerge(MemoryStore.layer())))
     )
     return Effect.gen(function*() {
       yield* createDatabase("accounting1")

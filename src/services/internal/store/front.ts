@@ -227,7 +227,19 @@ export const makeWith = (
      * unit), so that the driver commits them in one transaction, in order.
      */
     const checkpointGroup = (unit: CheckpointUnit): Effect.Effect<void, StoreUnavailable> => {
-      const { admission, before, ...last } = unit
+      const admission = unit.admission
+      const before = unit.before
+      // the unit itself without its group (field by field: a rest pattern took the runtime's
+      // generic property copy once per checkpoint)
+      const last: CheckpointUnit = admission === undefined && before === undefined ? unit : {
+        pipelineId: unit.pipelineId,
+        artifact: unit.artifact,
+        task: unit.task,
+        pipeline: unit.pipeline,
+        attempts: unit.attempts,
+        events: unit.events,
+        traversal: unit.traversal
+      } satisfies { [K in Exclude<keyof CheckpointUnit, "admission" | "before">]-?: CheckpointUnit[K] }
       const units: ReadonlyArray<CheckpointUnit> = before === undefined ? [last] : [...before, last]
       const traversals = admission?.traversals ?? []
       if (driver.traversal === undefined && (traversals.length > 0 || units.some((u) => u.traversal !== undefined))) {

@@ -28,6 +28,7 @@ import { controlOf } from "./pipeline.js"
 import type * as Pipe from "./pipeline.js"
 import * as Rows from "./rows.js"
 import * as SlotGate from "./slotGate.js"
+import type { SlotHold } from "./slotGate.js"
 import * as State from "./state.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
@@ -635,60 +636,80 @@ export const make = (env: AdmitEnv) => {
     stored: PipelineRecord | undefined,
     now: number,
     initial: Traversal.VisitState | undefined
-  ) =>
-    Effect.gen(function*() {
+  ): Effect.Effect<void> =>
+    // no generator per admitted pipeline: a free admission slot starts its fiber at once
+    Effect.suspend(() => {
       // The feeder is interrupted when the run stops, which ends this wait.
       const hold = SlotGate.emptyHold()
-      if (!admission.tryTake(hold)) yield* admission.take(hold)
-      if (state.stopping) {
-        admission.release(hold)
-        return
-      }
-      state.admitted++
-      state.counters.admitted++
-      inFlight.set(spec.pipelineId, spec)
-      if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
-      const record = Rows.admissionRow(spec, cursor, stored, runId, now)
-      // The seed is stored once, with the row, as the artifact at seq -1.
-      const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
-      // The row is written by the pipeline's own fiber, so that the admissions of many
-      // pipelines share one group commit instead of the feeder waiting for each (and a plain
-      // pipeline whose first task is synchronous commits it with that task's checkpoint).
-      const written: Pipe.Admission = {
-        write: initial === undefined
-          ? { pipelines: [record], seeds }
-          : { pipelines: [record], seeds, traversals: [{ pipelineId: spec.pipelineId, state: initial }] },
-        events
-      }
-      // On a store other processes write (Postgres), the admission is a claim: written only
-      // if the row is still what this decision saw, so of two runs admitting the pipeline at
-      // once exactly one runs it; the other skips it as held by the winner.
-      const claim = store.claimAdmission
-      const started = claim === undefined ? launch(written) : Effect.flatMap(
-        claim(written.write, stored === undefined ? undefined : {
-          runId: stored.runId,
-          state: stored.state,
-          nTasksDone: stored.nTasksDone,
-          updatedAt: stored.updatedAt
-        }),
-        (outcome) =>
-          outcome._tag === "Won"
-            ? launch(written.events.length === 0 ? undefined : { write: { pipelines: [] }, events: written.events })
-            : lostClaim(spec, outcome.current)
-      )
-      yield* FiberSet.run(
-        fibers,
-        started.pipe(
-          Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
-          Effect.ensuring(Effect.sync(() => {
-            admission.release(hold)
-            state.admitted--
-            inFlight.delete(spec.pipelineId)
-            if (env.claimed.get(spec.pipelineId) === runId) env.claimed.delete(spec.pipelineId)
-          }))
+      return admission.tryTake(hold)
+        ? admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold)
+        : Effect.flatMap(
+          admission.take(hold),
+          () => admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold)
         )
-      )
     })
+
+  /** {@link admitWith} once its admission slot (`hold`) is held: starts the pipeline's fiber. */
+  const admitHeld = (
+    spec: AnySpec,
+    cursor: number,
+    launch: (admission: Pipe.Admission | undefined) => Effect.Effect<void, StoreUnavailable>,
+    isNew: boolean,
+    events: ReadonlyArray<NewEvent>,
+    stored: PipelineRecord | undefined,
+    now: number,
+    initial: Traversal.VisitState | undefined,
+    hold: SlotHold
+  ): Effect.Effect<void> => {
+    if (state.stopping) {
+      admission.release(hold)
+      return Effect.void
+    }
+    state.admitted++
+    state.counters.admitted++
+    inFlight.set(spec.pipelineId, spec)
+    if (state.admitted > state.peakAdmitted) state.peakAdmitted = state.admitted
+    const record = Rows.admissionRow(spec, cursor, stored, runId, now)
+    // The seed is stored once, with the row, as the artifact at seq -1.
+    const seeds = isNew ? [Rows.seedArtifact(spec, runId, now)] : []
+    // The row is written by the pipeline's own fiber, so that the admissions of many
+    // pipelines share one group commit instead of the feeder waiting for each (and a plain
+    // pipeline whose first task is synchronous commits it with that task's checkpoint).
+    const written: Pipe.Admission = {
+      write: initial === undefined
+        ? { pipelines: [record], seeds }
+        : { pipelines: [record], seeds, traversals: [{ pipelineId: spec.pipelineId, state: initial }] },
+      events
+    }
+    // On a store other processes write (Postgres), the admission is a claim: written only
+    // if the row is still what this decision saw, so of two runs admitting the pipeline at
+    // once exactly one runs it; the other skips it as held by the winner.
+    const claim = store.claimAdmission
+    const started = claim === undefined ? launch(written) : Effect.flatMap(
+      claim(written.write, stored === undefined ? undefined : {
+        runId: stored.runId,
+        state: stored.state,
+        nTasksDone: stored.nTasksDone,
+        updatedAt: stored.updatedAt
+      }),
+      (outcome) =>
+        outcome._tag === "Won"
+          ? launch(written.events.length === 0 ? undefined : { write: { pipelines: [] }, events: written.events })
+          : lostClaim(spec, outcome.current)
+    )
+    return Effect.asVoid(FiberSet.run(
+      fibers,
+      started.pipe(
+        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
+        Effect.ensuring(Effect.sync(() => {
+          admission.release(hold)
+          state.admitted--
+          inFlight.delete(spec.pipelineId)
+          if (env.claimed.get(spec.pipelineId) === runId) env.claimed.delete(spec.pipelineId)
+        }))
+      )
+    ))
+  }
 
   return {
     admitBatch,

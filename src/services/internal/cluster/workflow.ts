@@ -57,16 +57,32 @@ export class PipelineNotRunnable extends Schema.TaggedError<PipelineNotRunnable>
 export const PipelineOutcome = Schema.Struct({ verdict: Schema.Literal("succeeded", "failed", "gone") })
 
 /**
- * The workflow of one pipeline.
+ * A pipeline's workflow identity: the pipeline id within the store that admitted it
+ * (`Store.storeId`; the pipeline id alone for a store without an identity). A completed
+ * workflow answers every later start of the same identity from its stored reply, and its
+ * activities' replies answer a replay: keyed by the pipeline id alone, a fresh store on the
+ * same cluster database (a second experiment with the same pipeline ids, or the same
+ * experiment into a new store) was answered with the old store's verdicts and ran nothing.
+ * The same store keeps the same identity, so a resume or a re-submission finds the same
+ * execution.
+ *
+ * @internal
+ */
+export const workflowKey = ({ pipelineId, storeId }: { readonly pipelineId: string; readonly storeId?: string | undefined }): string =>
+  storeId === undefined ? pipelineId : `${storeId}/${pipelineId}`
+
+/**
+ * The workflow of one pipeline (payload: the pipeline id, its definition's digest and the
+ * identity of the store that admitted it; idempotency key: {@link workflowKey}).
  *
  * @internal
  */
 export const PipelineWorkflow = Workflow.make({
   name: "assay/Pipeline",
-  payload: { pipelineId: Schema.String, specDigest: Schema.String },
+  payload: { pipelineId: Schema.String, specDigest: Schema.String, storeId: Schema.optional(Schema.String) },
   success: PipelineOutcome,
   error: Schema.Union(StoreUnavailable, PipelineNotRunnable),
-  idempotencyKey: ({ pipelineId }) => pipelineId
+  idempotencyKey: workflowKey
 })
 
 const TaskVerdictSchema = Schema.Literal("done", "failed", "gone")
@@ -179,8 +195,18 @@ const persistResources = (store: StoreService, pools: PoolsService, runId: RunId
     yield* store.flush
   }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
 
-const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specDigest }: { readonly pipelineId: string; readonly specDigest: string }) =>
+const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
+({ pipelineId, specDigest, storeId }: { readonly pipelineId: string; readonly specDigest: string; readonly storeId?: string | undefined }) =>
   Effect.gen(function*() {
+    // the reply is this store's: a runner that writes another store than the submitter's
+    // refuses the pipeline (it would run it into the wrong store)
+    if (storeId !== undefined && ownStore !== undefined && storeId !== ownStore) {
+      return yield* new PipelineNotRunnable({
+        pipelineId,
+        message: `pipeline ${pipelineId} was submitted to store ${storeId}, and this runner writes store ${ownStore}: ` +
+          "start the runners with the submitter's store (--store, or the --database URL)"
+      })
+    }
     const found = yield* catalog.lookup(pipelineId)
     if (Option.isNone(found)) {
       return yield* new PipelineNotRunnable({
@@ -280,6 +306,6 @@ export const workflowLayer = (
     const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
     yield* Effect.addFinalizer(() => persist)
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
-    const run = body(env, yield* SpecCatalog)
+    const run = body(env, yield* SpecCatalog, store.storeId === undefined ? undefined : yield* store.storeId)
     return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
   }))

@@ -269,6 +269,13 @@ export const workflowLayer = (
     // a database never migrated fails here, clearly, instead of at every task start
     if (Option.isSome(sql)) yield* InFlight.requireTable(sql.value)
     const sharding = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+    const ownStore = store.storeId === undefined ? undefined : yield* store.storeId
+    const claims = Option.isSome(sql)
+      ? InFlight.make(sql.value, {
+        ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
+        heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
+      })
+      : undefined
     const env = yield* makeTaskEnv({
       store,
       pools,
@@ -280,12 +287,9 @@ export const workflowLayer = (
         service: Option.getOrElse(yield* Effect.serviceOption(CallCache.CallCache), () => store.callCache ?? CallCache.makeMemory()),
         run: options.cache ?? CallCache.runCacheOff
       },
-      claims: Option.isSome(sql)
-        ? InFlight.make(sql.value, {
-          ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
-          heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
-        })
-        : undefined
+      claims,
+      // the store in the claims' database: the checkpoint re-read after a lease joins the fence
+      storeHere: claims !== undefined && ownStore !== undefined && (yield* claims.holdsStore(ownStore))
     })
     // pool events go to the event log, filed under the run this process works for
     yield* pools.listen((event) => {
@@ -306,6 +310,6 @@ export const workflowLayer = (
     const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
     yield* Effect.addFinalizer(() => persist)
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
-    const run = body(env, yield* SpecCatalog, store.storeId === undefined ? undefined : yield* store.storeId)
+    const run = body(env, yield* SpecCatalog, ownStore)
     return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
   }))

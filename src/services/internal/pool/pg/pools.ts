@@ -147,6 +147,46 @@ export const isPgLease = (lease: Lease<any>): lease is PgLease => lease instance
  */
 export const confirm = (lease: Lease<any>): Effect.Effect<void> => isPgLease(lease) ? lease.gate.confirm(lease) : Effect.void
 
+/**
+ * What the last step before a global lease's call checks (the cluster engine's fence, see
+ * `cluster/inflight.ts`): the lease's slot row, its client, and the TTL a renewal writes.
+ * `undefined` for a local lease.
+ */
+export interface SlotFence {
+  readonly sql: SqlClient.SqlClient
+  readonly pool: string
+  readonly resource: string
+  readonly slot: number
+  readonly leaseId: string
+  readonly ttlMs: number
+}
+
+/** The slot a global lease holds, for a fence (`undefined` for a local lease). */
+export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
+  isPgLease(lease)
+    ? {
+      sql: lease.gate.sql,
+      pool: lease.pool,
+      resource: lease.resource.id,
+      slot: lease.claimed.slot,
+      leaseId: lease.claimed.leaseId,
+      ttlMs: lease.gate.settings.leaseTtlMs
+    }
+    : undefined
+
+/**
+ * A fence found the lease's slot no longer its own (expired and claimed by another holder, or
+ * expired): the lease is lost (`taken`) and goes back without giving the slot back (it is
+ * not ours); a no-op for a local lease.
+ */
+export const lostAtFence = (lease: Lease<any>): Effect.Effect<void> =>
+  isPgLease(lease)
+    ? Effect.zipRight(
+      Effect.flatMap(Deferred.isDone(lease.lost), (done) => done ? Effect.void : lease.gate.markLost(lease, "taken")),
+      lease.gate.finish(lease, false)
+    )
+    : Effect.void
+
 /** The gate: the global side of every lease. */
 export class Gate {
   readonly leases = new Map<string, Set<PgLease>>()

@@ -14,7 +14,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Layer, Redacted } from "effect"
+import { Clock, Context, DefaultServices, Effect, Layer, Redacted, Tracer } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -34,6 +34,23 @@ import { usePostgres } from "../support/postgres.js"
 const pg = usePostgres()
 
 const pools = [Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]
+
+/** A tracer that records the text of every SQL statement executed under it (`db.query.text`), in order. */
+const recordingSql = (seen: Array<string>) => {
+  const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+  return Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = native.span(name, parent, context, links, startTime, kind, options)
+      const attribute = span.attribute.bind(span)
+      span.attribute = (key, value) => {
+        if (key === "db.query.text") seen.push(String(value).replace(/\s+/g, " "))
+        attribute(key, value)
+      }
+      return span
+    },
+    context: native.context
+  })
+}
 
 describe("cluster fence: the pool lease", () => {
   for (const storeHere of [true, false]) {
@@ -91,4 +108,53 @@ describe("cluster fence: the pool lease", () => {
       )
     }, 60_000)
   }
+
+  it.live("round trips: an uncontended acquire claims its slot without reading the global view (wait), and the fence after it is one statement", () => {
+    const db = "fence_count"
+    const url = pg.url(db)
+    return Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Claims.createTable
+      yield* PgPools.migrate
+      yield* PgStore.migrate(url)
+      const store = yield* PgStore.make({ url })
+      const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds" })
+      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          yield* Effect.orDie(sql`SELECT 'the call' AS probe`)
+          yield* lease.report({ ok: true })
+          return n * 10
+        }))
+      const spec = Pipeline.make("count", ask).bind(4)
+      const runId = "run-c" as RunId
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const storeHere = yield* claims.holdsStore(yield* store.storeId!)
+      assert.isTrue(storeHere)
+      const env = yield* makeTaskEnv({ store, pools: global, bus: yield* makeBus, concurrency: 2, claims, storeHere })
+      // the database identity of the pools' client is compared once, before the counting
+      yield* claims.sameDatabase(sql)
+      const seen: Array<string> = []
+      assert.strictEqual(yield* runTask(env, spec, 0).pipe(Effect.withTracer(recordingSql(seen))), "done")
+      const grant = seen.findIndex((q) => q.startsWith("UPDATE assay_pool_slot s SET holder"))
+      const call = seen.findIndex((q) => q.includes("the call"))
+      assert.isAtLeast(grant, 0, seen.join("\n"))
+      assert.deepStrictEqual(seen.filter((q) => q.includes("FROM assay_pool_resource r WHERE r.pool IN")), [], "no global view read")
+      const between = seen.slice(grant + 1, call)
+      assert.strictEqual(between.length, 1, `one statement between the grant and the call:\n${between.join("\n")}`)
+      assert.match(between[0]!, /assay_cluster_inflight/)
+      assert.match(between[0]!, /assay_pool_slot/)
+      assert.match(between[0]!, /assay_pipelines/)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(ArtifactBackends.layerInline),
+      Effect.provide(Layer.unwrapEffect(Effect.promise(async () => {
+        await pg.createDatabase(db)
+        return PgClient.layer({ url: Redacted.make(url) })
+      })))
+    )
+  }, 60_000)
 })

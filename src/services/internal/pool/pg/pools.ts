@@ -346,6 +346,32 @@ export class Gate {
     })
   }
 
+  /**
+   * The resources of every local pool not blocked by a quota window this process saw full:
+   * what an acquire offers before it has read the global view (the slot claim itself checks
+   * capacity, death, cooldown and throttle).
+   */
+  usableLocally(): Effect.Effect<Set<ResourceInfo>> {
+    const gate = this
+    return Effect.gen(function*() {
+      const now = yield* gate.nowMs
+      const set = new Set<ResourceInfo>()
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.orDie(gate.local.get(name))
+        for (const info of yield* h.resources) {
+          const key = `${name}\u0000${info.id}`
+          const blocked = gate.quotaBlocked.get(key)
+          if (blocked !== undefined) {
+            if (blocked > now) continue
+            gate.quotaBlocked.delete(key)
+          }
+          set.add(info)
+        }
+      }
+      return set
+    })
+  }
+
   /** Every resource of `pool` matching the selector is dead globally (and there is one). */
   hopeless(pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): Effect.Effect<boolean> {
     return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => {
@@ -365,9 +391,7 @@ export class Gate {
     target: string | undefined,
     rowOf: Map<ResourceInfo, Q.GlobalRow>
   ): AcquireAlgorithm.AcquireAlgorithm | undefined {
-    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
-    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
-    if (name !== "leastBusy") return undefined
+    if (!this.ranksGlobally(opts, holder, target)) return undefined
     const load = (c: AcquireAlgorithm.Candidate) => {
       const row = rowOf.get(c.resource)
       return row === undefined || row.capacity <= 0 ? 1 : row.inUse / row.capacity
@@ -380,6 +404,13 @@ export class Gate {
       fingerprint: () => ({ name: "leastBusy", fallback: fallback.fingerprint() }),
       acquire: (ops) => fallback.acquire(ops.with({ ranker }))
     }
+  }
+
+  /** Whether the acquire's algorithm ranks by the global view (`leastBusy` given by name, without a fallback). */
+  ranksGlobally(opts: AcquireOptions, holder: Holder, target: string | undefined): boolean {
+    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
+    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
+    return name === "leastBusy"
   }
 
   targetPool(opts: AcquireOptions, holder: Holder): Effect.Effect<string | undefined> {
@@ -404,23 +435,35 @@ export class Gate {
       const target = yield* gate.targetPool(opts, holder)
       const pools = yield* gate.local.names
       let n = 0
+      // the first try goes without the global view when the algorithm does not rank by it: the
+      // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
+      // only once a claim was refused (to choose among what is free, and to see a pool dead)
+      let viewed = gate.ranksGlobally(opts, holder, target)
       while (true) {
-        const rows = yield* Effect.either(Q.view(gate.sql, pools))
-        if (Either.isLeft(rows)) {
-          // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
-          yield* Effect.logWarning(`global pools: cannot read the pool rows: ${rows.left.message}`)
-          yield* gate.sleepBackoff(n++)
-          continue
+        let set: Set<ResourceInfo>
+        let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
+        if (viewed) {
+          const rows = yield* Effect.either(Q.view(gate.sql, pools))
+          if (Either.isLeft(rows)) {
+            // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
+            yield* Effect.logWarning(`global pools: cannot read the pool rows: ${rows.left.message}`)
+            yield* gate.sleepBackoff(n++)
+            continue
+          }
+          const usable = yield* gate.usable(rows.right)
+          if (target !== undefined && (yield* gate.hopeless(target, opts, usable.dead))) {
+            return yield* new ResourceUnavailable({
+              pool: target,
+              message: `every resource of pool "${target}" that matches the request is dead (shared state)`
+            })
+          }
+          set = usable.set
+          algorithm = gate.globalAlgorithm(opts, holder, target, usable.rowOf)
+        } else {
+          set = yield* gate.usableLocally()
         }
-        const { dead, rowOf, set } = yield* gate.usable(rows.right)
-        if (target !== undefined && (yield* gate.hopeless(target, opts, dead))) {
-          return yield* new ResourceUnavailable({
-            pool: target,
-            message: `every resource of pool "${target}" that matches the request is dead (shared state)`
-          })
-        }
+        const blind = !viewed
         const pollMs = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
-        const algorithm = gate.globalAlgorithm(opts, holder, target, rowOf)
         const local: AcquireOptions = {
           ...opts,
           ...(algorithm === undefined ? {} : { algorithm }),
@@ -448,7 +491,8 @@ export class Gate {
             const sent = yield* gate.nowMs
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
-              yield* restore(gate.sleepBackoff(n))
+              // refused without the view: read it at once (no wait) and choose again
+              if (!blind || Either.isLeft(claimed)) yield* restore(gate.sleepBackoff(n))
               return Option.none<PgLease>()
             }
             const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource))
@@ -472,7 +516,8 @@ export class Gate {
           })
         )
         if (Option.isSome(got)) return got.value
-        n++
+        if (blind) viewed = true
+        else n++
       }
     })
     if (opts.timeout === undefined) return loop

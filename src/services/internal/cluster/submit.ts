@@ -7,7 +7,8 @@
  * Interrupting it (Ctrl-C) stops admission at once: the run is closed `interrupted`; the
  * workflows already started go on on the runners; pipelines not admitted have no row (or
  * keep theirs), so submitting again admits them, and re-starting an admitted pipeline's
- * workflow finds the same execution (the idempotency key is the pipeline id).
+ * workflow finds the same execution (the idempotency key is the store's identity and the
+ * pipeline id: `workflowKey`).
  *
  * @internal
  */

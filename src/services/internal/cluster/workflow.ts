@@ -1,6 +1,6 @@
 /**
  * The cluster engine's workflow: one pipeline = one durable workflow of `@effect/workflow`
- * (idempotency key: the pipeline id), one task = one activity named `task/<seq>/<name>`
+ * (idempotency key: the store's identity and the pipeline id, `workflowKey`), one task = one activity named `task/<seq>/<name>`
  * (deterministic and unique within the workflow). The body runs from the top on every replay;
  * the engine returns a finished activity's stored verdict instead of running it again, and the
  * activity itself reads the store first (L1), so a task committed by any executor is never run
@@ -37,8 +37,9 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
  * A runner cannot run a pipeline it was asked to: its spec is not in the runner's catalog
- * (the runner loaded another experiment file), or its definition differs from the one the
- * submitter admitted (`specDigest`). Terminal for the workflow: start the runners on the
+ * (the runner loaded another experiment file), its definition differs from the one the
+ * submitter admitted (`specDigest`), or the runner writes another store than the one that
+ * admitted it (`storeId`). Terminal for the workflow: start the runners on the
  * submitter's experiment file and submit again.
  *
  * @internal

@@ -2,11 +2,14 @@
  * Global pools: the local pools core (waiters, the seven algorithms, health, breakers) with a
  * global capacity gate on Postgres in front of every grant.
  *
- * An acquire reads the global view of its pools (one query: capacity, live leases, dead,
- * cooldown and throttle of every resource, by the server's clock), lets the local core choose
- * among the resources that are free *globally* (a selector `where` over the view, so the
- * algorithm's choice, ranking and fallbacks are the local ones), then claims a slot row of the
- * chosen resource (`FOR UPDATE SKIP LOCKED`, with a TTL) and charges its quota windows. When the
+ * An acquire lets the local core choose a resource (the algorithm's choice, ranking and
+ * fallbacks are the local ones), then claims a slot row of the chosen resource (`FOR UPDATE
+ * SKIP LOCKED`, with a TTL; the claim itself checks the global capacity, death, cooldown and
+ * throttle) and charges its quota windows. The first try reads nothing else, unless the
+ * algorithm ranks by the global view (`leastBusy`); once a claim is refused, each try reads the
+ * global view of its pools first (one query: capacity, live leases, dead, cooldown and
+ * throttle of every resource, by the server's clock) and offers the local core only the
+ * resources free *globally* (a selector `where` over the view). When the
  * claim or a charge fails the local lease is given back and the acquire tries again after a
  * backoff from `Clock` (a full resource is skipped at once; waits are bounded by the acquire's
  * timeout). The granted lease renews its slot in a forked fiber (L3 of the research note):

@@ -322,7 +322,8 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
           Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
           ([a, b]) => {
             const same = a !== undefined && a === b
-            sameDb.set(other, same)
+            // kept once both were read (an unreachable database is asked again next time)
+            if (a !== undefined && b !== undefined) sameDb.set(other, same)
             return same
           }
         )

@@ -278,12 +278,16 @@ const recheckingPools = (
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) =>
-      Effect.flatMap(fenced(lease), (ok) =>
-        ok
-          // the last thing before the task's call: the lease's quota charges are moved to the
-          // window the call goes out in (a grant's window may have ended meanwhile)
-          ? Effect.as(PgPools.confirm(lease), lease)
-          : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))))
+      Effect.flatMap(
+        // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not fenced again
+        Effect.flatMap(PgPools.knownLost(lease), (lost) => lost ? Effect.succeed(false) : fenced(lease)),
+        (ok) =>
+          ok
+            // the last thing before the task's call: the lease's quota charges are moved to the
+            // window the call goes out in (a grant's window may have ended meanwhile)
+            ? Effect.as(PgPools.confirm(lease), lease)
+            : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
+      ))
     return loop
   }
   return {

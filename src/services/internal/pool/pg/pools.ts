@@ -177,6 +177,10 @@ export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
     }
     : undefined
 
+/** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
+export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
+  isPgLease(lease) ? Deferred.isDone(lease.lost) : Effect.succeed(false)
+
 /**
  * A fence found the lease's slot no longer its own (expired and claimed by another holder, or
  * expired): the lease is lost (`taken`) and goes back without giving the slot back (it is

@@ -205,7 +205,7 @@ export const makeDriver = (
     if (options.migrate === true && !readOnly) yield* migrateWith(sql, url)
     const featureLevel = yield* checkSchema(sql, url)
     const retryFor = options.retryFor ?? (yield* retryForConfig)
-    const driver = makePgDriver({
+    return makePgDriver({
       sql,
       url,
       featureLevel,
@@ -215,9 +215,9 @@ export const makeDriver = (
         : undefined,
       // the store's own call cache: its `assay_call_cache` table (migration 2, so present in any
       // database this build opens), through the store's client
-      callCache: readOnly ? undefined : makeCallCache(sql, url)
+      callCache: readOnly ? undefined : makeCallCache(sql, url),
+      storeId: readOnly ? undefined : storeIdOf(sql, url)
     }, backend)
-    return readOnly ? driver : { ...driver, storeId: storeIdOf(sql, url) }
   })
 
 /**

@@ -79,8 +79,8 @@ describe("cluster fence: the pool lease", () => {
         let stolen = false
         const stealing: PoolsService = {
           ...global,
-          acquire: (o, h) =>
-            Effect.tap(global.acquire(o, h), () =>
+          acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+            Effect.tap(global.acquire<Client>(o, h), () =>
               stolen ? Effect.void : Effect.zipRight(
                 Effect.sync(() => stolen = true),
                 Effect.orDie(sql`UPDATE assay_pool_slot SET holder = 'r2', lease_id = gen_random_uuid(),

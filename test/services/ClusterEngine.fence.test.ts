@@ -35,6 +35,16 @@ const pg = usePostgres()
 
 const pools = [Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]
 
+/** A fresh database `db` (its client) and inline artifacts. */
+const servicesOn = (db: string) =>
+  Layer.mergeAll(
+    ArtifactBackends.layerInline,
+    Layer.unwrapEffect(Effect.promise(async () => {
+      await pg.createDatabase(db)
+      return PgClient.layer({ url: Redacted.make(pg.url(db)) })
+    }))
+  )
+
 /** A tracer that records the text of every SQL statement executed under it (`db.query.text`), in order. */
 const recordingSql = (seen: Array<string>) => {
   const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
@@ -100,11 +110,7 @@ describe("cluster fence: the pool lease", () => {
         assert.deepStrictEqual(holders, ["r1"], "the call went out only under a slot held by this runner")
       }).pipe(
         Effect.scoped,
-        Effect.provide(ArtifactBackends.layerInline),
-        Effect.provide(Layer.unwrapEffect(Effect.promise(async () => {
-          await pg.createDatabase(db)
-          return PgClient.layer({ url: Redacted.make(url) })
-        })))
+        Effect.provide(servicesOn(db))
       )
     }, 60_000)
   }
@@ -150,11 +156,7 @@ describe("cluster fence: the pool lease", () => {
       assert.match(between[0]!, /assay_pipelines/)
     }).pipe(
       Effect.scoped,
-      Effect.provide(ArtifactBackends.layerInline),
-      Effect.provide(Layer.unwrapEffect(Effect.promise(async () => {
-        await pg.createDatabase(db)
-        return PgClient.layer({ url: Redacted.make(url) })
-      })))
+      Effect.provide(servicesOn(db))
     )
   }, 60_000)
 })

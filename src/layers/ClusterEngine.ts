@@ -1,7 +1,7 @@
 /**
  * The cluster engine (issue 17 §3): one experiment run by several processes on
  * `@effect/cluster` + `@effect/workflow`. One pipeline is one durable workflow (its
- * idempotency key is the pipeline id), one task is one activity (`task/<seq>/<name>`).
+ * idempotency key is the pipeline id within its store: `Store.storeId` and the pipeline id), one task is one activity (`task/<seq>/<name>`).
  *
  * - Runner processes host the workflow ({@link workflowLayer}) over a `WorkflowEngine`
  *   (`@effect/cluster`'s `ClusterWorkflowEngine` on sharding with SQL message storage; see
@@ -50,8 +50,9 @@ import * as internal from "../services/internal/cluster/workflow.js"
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
- * The durable workflow of one pipeline: payload `{ pipelineId, specDigest }`, idempotency key
- * the pipeline id, success `{ verdict: "succeeded" | "failed" | "gone" }`, errors
+ * The durable workflow of one pipeline: payload `{ pipelineId, specDigest, storeId? }`
+ * (`storeId`: the admitting store's `Store.storeId`), idempotency key the store's identity and
+ * the pipeline id (the pipeline id alone for a store without an identity), success `{ verdict: "succeeded" | "failed" | "gone" }`, errors
  * `StoreUnavailable` (the store stayed unreachable past the activity's retry budget) and
  * {@link PipelineNotRunnable}. Starting it twice for one pipeline finds the same execution.
  *
@@ -61,8 +62,9 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 export const PipelineWorkflow = internal.PipelineWorkflow
 
 /**
- * A runner cannot run a pipeline it was asked to: the spec is not in its catalog, or its
- * definition digest differs from the submitted one. Fields: `pipelineId`, `message`.
+ * A runner cannot run a pipeline it was asked to: the spec is not in its catalog, its
+ * definition digest differs from the submitted one, or the runner writes another store than
+ * the one that admitted it (`Store.storeId`). Fields: `pipelineId`, `message`.
  *
  * @since 0.7.0
  * @category errors

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Chunk, Effect, Layer, Option, Random, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId } from "../domain/Ids.js"
 import {
@@ -130,6 +130,9 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
   Effect.gen(function*() {
     const backend: ArtifactBackendService = yield* ArtifactBackend
     const faults = options.faults ?? { failWrites: false }
+    // the instance's identity (`Store.storeId`): 96 random bits from `Random`
+    const storeId = (yield* Effect.all([Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32)]))
+      .map((n) => n.toString(16).padStart(8, "0")).join("")
 
     const runs = new Map<string, RunRecord>()
     const pipelines = new Map<string, PipelineRecord>()
@@ -362,6 +365,8 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       readOnlyError: undefined,
       // one instance may be shared by several runners of the process
       exclusiveWriter: false,
+      // one identity per instance (what the cluster engine keys a pipeline's workflow with)
+      storeId: Effect.succeed(storeId),
       commit: (ops) =>
         tx(() => {
           const refused = checkVersions(ops)

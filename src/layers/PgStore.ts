@@ -215,9 +215,35 @@ export const makeDriver = (
         : undefined,
       // the store's own call cache: its `assay_call_cache` table (migration 2, so present in any
       // database this build opens), through the store's client
-      callCache: readOnly ? undefined : makeCallCache(sql, url)
+      callCache: readOnly ? undefined : makeCallCache(sql, url),
+      storeId: readOnly ? undefined : storeIdOf(sql, url)
     }, backend)
   })
+
+/**
+ * The store's identity (`Store.storeId`): the `store_id` row of `assay_meta`, written by the
+ * first writer that asks (`gen_random_uuid()`, `ON CONFLICT DO NOTHING`: every writer of the
+ * database reads the same id) and read back in the same statement; kept once read (a failed
+ * read is tried again at the next call).
+ */
+const storeIdOf = (sql: SqlClient.SqlClient, url: string): Effect.Effect<string, StoreUnavailable> => {
+  let known: string | undefined
+  const read = Effect.flatMap(
+    Effect.mapError(
+      sql<{ value: string }>`WITH ins AS (
+          INSERT INTO assay_meta (key, value) VALUES ('store_id', gen_random_uuid()::text)
+          ON CONFLICT (key) DO NOTHING RETURNING value
+        )
+        SELECT value FROM ins UNION ALL SELECT value FROM assay_meta WHERE key = 'store_id'`,
+      (e) => unavailableOf(url, "reading the store id", e)
+    ),
+    (rows) =>
+      rows[0] === undefined
+        ? Effect.fail(new StoreUnavailable({ message: `postgres store ${redactUrl(url)} has no store id`, path: redactUrl(url) }))
+        : Effect.sync(() => known = rows[0]!.value)
+  )
+  return Effect.suspend(() => known === undefined ? read : Effect.succeed(known))
+}
 
 /**
  * Opens the Postgres store in the current scope: the driver ({@link makeDriver}) behind the

@@ -464,6 +464,19 @@ export interface StoreService extends TaskStore {
   readonly callCache?: CallCacheService | undefined
 
   /**
+   * The store's identity: a random id given to the store when it was first opened for
+   * writing (PgStore: the `store_id` row of `assay_meta`, written once with
+   * `ON CONFLICT DO NOTHING`, so every writer of one database reads the same id; a new
+   * database, or one migrated again from scratch, gets a new one; MemoryStore: one per
+   * instance). Read once per handle and then kept. What the cluster engine puts in a
+   * pipeline's workflow identity, so that a fresh store on the same cluster database runs its
+   * pipelines instead of being answered from another store's stored replies, and what a runner
+   * compares with its own store before running a pipeline. `undefined`: the store has no
+   * identity (SQLite, read-only opens, plugins).
+   */
+  readonly storeId?: Effect.Effect<string, StoreUnavailable> | undefined
+
+  /**
    * Every pipeline stored as `succeeded`, with what identifies it ({@link SucceededIndex}),
    * read at once (SQLite: the content-addressed ids packed in one blob from the state index,
    * other ids as strings, the digests of keyed rows only; nothing else decoded).
@@ -684,6 +697,8 @@ export interface StoreDriver extends
   readonly readOnlyError: StoreUnavailable | undefined
   /** See {@link StoreService.callCache} (optional). */
   readonly callCache?: CallCacheService | undefined
+  /** See {@link StoreService.storeId} (optional). */
+  readonly storeId?: StoreService["storeId"]
   /** See {@link StoreService.succeededPipelines} (optional). */
   readonly succeededPipelines?: StoreService["succeededPipelines"]
   /**

@@ -97,6 +97,23 @@ describe("PgStore", () => {
       assert.strictEqual((yield* b.listArtifacts(pipeline("w1").pipelineId)).length, 1)
     })))
 
+  it.live("a store's identity: every writer of one database reads the same id, at once; another database has another; a read-only open has none", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("sid1")
+      yield* fresh("sid2")
+      yield* PgStore.migrate(pg.url("sid1"))
+      yield* PgStore.migrate(pg.url("sid2"))
+      const a = yield* open({ url: pg.url("sid1") })
+      const b = yield* open({ url: pg.url("sid1") })
+      const c = yield* open({ url: pg.url("sid2") })
+      const [ida, idb] = yield* Effect.all([a.storeId!, b.storeId!], { concurrency: 2 })
+      assert.strictEqual(ida, idb)
+      assert.notStrictEqual(yield* c.storeId!, ida)
+      assert.strictEqual(yield* a.storeId!, ida, "kept once read")
+      const ro = yield* Effect.map(Layer.build(PgStore.layerReadOnly(pg.url("sid1"))), (ctx) => ctx.unsafeMap.get(Store.key) as Store["Type"])
+      assert.isUndefined(ro.storeId)
+    })))
+
   it.live("first writer wins inside one store too: the same task committed twice at once (one batch) stores one output", () =>
     Effect.scoped(Effect.gen(function*() {
       yield* fresh("fww1")

@@ -158,9 +158,10 @@ describe("ClusterEngine (in process)", () => {
     return Effect.gen(function*() {
       const report = yield* ClusterEngine.submit(Stream.make(raced), { pollInterval: "20 millis" })
       assert.strictEqual(report.succeeded, 1)
-      // the activity has finished once its workflow has
+      // the activity has finished once its workflow has (keyed by the store's identity too)
+      const storeId = yield* Effect.flatMap(Store, (s) => s.storeId ?? Effect.succeed(undefined))
       yield* Effect.repeat(
-        Effect.flatMap(ClusterEngine.PipelineWorkflow.executionId({ pipelineId: raced.pipelineId, specDigest: raced.specDigest }), (id) =>
+        Effect.flatMap(ClusterEngine.PipelineWorkflow.executionId({ pipelineId: raced.pipelineId, specDigest: raced.specDigest, storeId }), (id) =>
           ClusterEngine.PipelineWorkflow.poll(id)),
         { until: (r) => r !== undefined, schedule: Schedule.spaced("20 millis") }
       )

@@ -120,6 +120,8 @@ export interface PgEnv {
   readonly retryFor?: Duration.DurationInput | undefined
   /** The store's own call cache (`Store.callCache`), on `sql`; none for a read-only open. */
   readonly callCache?: CallCacheService | undefined
+  /** The store's identity (`Store.storeId`); none for a read-only open. */
+  readonly storeId?: Effect.Effect<string, StoreUnavailable> | undefined
 }
 
 /**
@@ -980,6 +982,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     // other processes may write the same database
     exclusiveWriter: false,
     callCache: env.callCache,
+    storeId: env.storeId,
     commit,
     writeFacts: (as, es) =>
       tx(

@@ -144,6 +144,53 @@ export interface Claims {
   readonly renew: (pipelineId: string, token: string, attempt: number) => Effect.Effect<boolean, StoreUnavailable>
   /** Gives a claim up (when its execution is interrupted): a no-op when another holds it now. */
   readonly release: (pipelineId: string, token: string) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * The last step before a task's call, after each lease, in one statement: renews the claim
+   * (as {@link Claims.renew}), renews the lease's global slot when it lives in this database
+   * (`slot`: only the same lease id, only while not expired, as the pools' own renewal), and
+   * reads the pipeline's row when the store lives in this database (`readPipeline`: the
+   * checkpoint re-read of L4). See {@link FenceResult}.
+   */
+  readonly fence: (request: FenceRequest) => Effect.Effect<FenceResult, StoreUnavailable>
+  /**
+   * Whether `other` reaches this database (the same server instance and database; compared
+   * once per client): a global pool on it has its slots renewed inside {@link Claims.fence}.
+   * `false` when unknown.
+   */
+  readonly sameDatabase: (other: SqlClient.SqlClient) => Effect.Effect<boolean>
+  /**
+   * Whether the store whose identity is `storeId` (`Store.storeId`) lives in this database:
+   * then {@link Claims.fence} reads its pipeline rows. `false` when unknown.
+   */
+  readonly holdsStore: (storeId: string) => Effect.Effect<boolean>
+}
+
+/** What {@link Claims.fence} is asked. */
+export interface FenceRequest {
+  readonly pipelineId: string
+  readonly token: string
+  readonly attempt: number
+  /** The lease's global slot, when the pools live in this database. */
+  readonly slot?: {
+    readonly pool: string
+    readonly resource: string
+    readonly slot: number
+    readonly leaseId: string
+    readonly ttlMs: number
+  } | undefined
+  /** Read the pipeline's row (the store lives in this database). */
+  readonly readPipeline: boolean
+}
+
+/**
+ * What {@link Claims.fence} found: `claimHeld`, the claim is still this execution's;
+ * `slotHeld`, the slot is still the lease's (`undefined` when not asked); `pipeline`, the
+ * row's state and cursor (`null`: no row; `undefined`: not asked).
+ */
+export interface FenceResult {
+  readonly claimHeld: boolean
+  readonly slotHeld: boolean | undefined
+  readonly pipeline: { readonly state: string; readonly nTasksDone: number } | null | undefined
 }
 
 /** Options of {@link make}: `ttl` (default 35 s) and `heartbeat` (default 10 s; at most a third of `ttl` is wise). */
@@ -155,11 +202,24 @@ export interface ClaimOptions {
 const unavailable = (what: string) => (e: { readonly message: string }) =>
   new StoreUnavailable({ message: `cannot ${what} the task claim: ${e.message}`, cause: e })
 
+/**
+ * What identifies the database a client reaches: its name and oid, the server's port and
+ * start time (`undefined` when it cannot be read). Two clients with the same identity reach
+ * the same database of the same server instance.
+ */
+const databaseIdentity = (sql: SqlClient.SqlClient): Effect.Effect<string | undefined> =>
+  Effect.map(
+    sql<{ id: string }>`SELECT current_database() || '/' || (SELECT oid FROM pg_database WHERE datname = current_database())::text
+      || '/' || COALESCE(inet_server_port(), 0)::text || '/' || pg_postmaster_start_time()::text AS id`,
+    (rows) => rows[0]?.id
+  ).pipe(Effect.orElseSucceed(() => undefined))
+
 /** The claims over a Postgres client (`undefined` on another dialect). */
 export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Claims | undefined => {
   const ttl = Duration.decode(options.ttl ?? Duration.seconds(35))
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
+  const sameDb = new WeakMap<SqlClient.SqlClient, boolean>()
   return sql.onDialectOrElse({
     pg: (): Claims | undefined => ({
       ttl,
@@ -219,7 +279,67 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
       release: (pipelineId, token) =>
         Effect.asVoid(
           sql`UPDATE ${sql(TABLE)} SET token = NULL, heartbeat_at = NULL WHERE pipeline_id = ${pipelineId} AND token = ${token}`
-        ).pipe(Effect.mapError(unavailable("release")))
+        ).pipe(Effect.mapError(unavailable("release"))),
+      fence: (r) => {
+        const params: Array<unknown> = [r.pipelineId, r.token, r.attempt]
+        const ctes = [`c AS (UPDATE ${TABLE} SET heartbeat_at = now(), attempt = $3 WHERE pipeline_id = $1 AND token = $2 RETURNING 1)`]
+        const cols = ["EXISTS (SELECT 1 FROM c) AS claim"]
+        if (r.slot !== undefined) {
+          const n = params.push(r.slot.ttlMs / 1000, r.slot.pool, r.slot.resource, r.slot.slot, r.slot.leaseId)
+          ctes.push(`s AS (UPDATE assay_pool_slot SET expires_at = now() + make_interval(secs => $${n - 4}::float8)
+            WHERE pool = $${n - 3} AND resource = $${n - 2} AND slot = $${n - 1} AND lease_id = $${n}::uuid AND expires_at > now()
+            RETURNING 1)`)
+          cols.push("EXISTS (SELECT 1 FROM s) AS slot")
+        }
+        if (r.readPipeline) {
+          ctes.push(`p AS (SELECT state, n_tasks_done FROM assay_pipelines WHERE pipeline_id = $1)`)
+          cols.push("EXISTS (SELECT 1 FROM p) AS found, (SELECT state FROM p) AS state, (SELECT n_tasks_done FROM p) AS n_tasks_done")
+        }
+        return Effect.map(
+          sql.unsafe<{ claim: boolean; slot?: boolean; found?: boolean; state?: string | null; n_tasks_done?: number | null }>(
+            `WITH ${ctes.join(", ")} SELECT ${cols.join(", ")}`,
+            params
+          ),
+          (rows): FenceResult => {
+            const row = rows[0]
+            return {
+              claimHeld: row?.claim === true,
+              slotHeld: r.slot === undefined ? undefined : row?.slot === true,
+              pipeline: !r.readPipeline
+                ? undefined
+                : row?.found === true
+                ? { state: String(row.state), nTasksDone: Number(row.n_tasks_done) }
+                : null
+            }
+          }
+        ).pipe(Effect.mapError(unavailable("fence")))
+      },
+      sameDatabase: (other) => {
+        if (other === sql) return Effect.succeed(true)
+        const known = sameDb.get(other)
+        if (known !== undefined) return Effect.succeed(known)
+        return Effect.map(
+          Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
+          ([a, b]) => {
+            const same = a !== undefined && a === b
+            // kept once both were read (an unreachable database is asked again next time)
+            if (a !== undefined && b !== undefined) sameDb.set(other, same)
+            return same
+          }
+        )
+      },
+      holdsStore: (storeId) =>
+        sql<{ present: boolean }>`SELECT to_regclass('assay_meta') IS NOT NULL AS present`.pipe(
+          Effect.flatMap((rows) =>
+            rows[0]?.present === true
+              ? Effect.map(
+                sql<{ value: string }>`SELECT value FROM assay_meta WHERE key = 'store_id'`,
+                (found) => found[0]?.value === storeId
+              )
+              : Effect.succeed(false)
+          ),
+          Effect.orElseSucceed(() => false)
+        )
     }),
     orElse: () => undefined
   })

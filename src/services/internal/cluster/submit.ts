@@ -7,7 +7,8 @@
  * Interrupting it (Ctrl-C) stops admission at once: the run is closed `interrupted`; the
  * workflows already started go on on the runners; pipelines not admitted have no row (or
  * keep theirs), so submitting again admits them, and re-starting an admitted pipeline's
- * workflow finds the same execution (the idempotency key is the pipeline id).
+ * workflow finds the same execution (the idempotency key is the store's identity and the
+ * pipeline id: `workflowKey`).
  *
  * @internal
  */
@@ -253,8 +254,11 @@ export const submit = <SE, SR>(
     let runnerSeenAt = startedAt
     let warnedAt = startedAt
 
+    // the workflows are keyed by this store's identity too (`workflowKey`): a fresh store on the
+    // same cluster database runs its pipelines, it is not answered from another store's replies
+    const storeId = store.storeId === undefined ? undefined : yield* store.storeId
     const executionOf = (id: PipelineId, specDigest: string) =>
-      PipelineWorkflow.executionId({ pipelineId: id, specDigest })
+      PipelineWorkflow.executionId({ pipelineId: id, specDigest, storeId })
     const specDigests = new Map<PipelineId, string>()
 
     /** Asks the workflow of a running pipeline whether it ended without settling its row. */
@@ -382,7 +386,7 @@ export const submit = <SE, SR>(
             row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
           )
         }
-        yield* ridingOut(PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest }, { discard: true }))
+        yield* ridingOut(PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest, storeId }, { discard: true }))
         specDigests.set(spec.pipelineId, spec.specDigest)
         running.add(spec.pipelineId)
         counts.admitted++

@@ -34,7 +34,7 @@
  *
  * @internal
  */
-import { type Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Random, Schedule, type Scope } from "effect"
+import { type Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Option, Random, Schedule, type Scope } from "effect"
 import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -47,6 +47,7 @@ import { readOnlyView } from "../../../domain/TaskStore.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import type { Holder, PoolsService } from "../../Pools.js"
 import * as PgPools from "../pool/pg/pools.js"
+import * as PgSql from "../pool/pg/sql.js"
 import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
@@ -99,6 +100,11 @@ export interface TaskEnv {
    * execution cut short recorded as abandoned. Without them (not PostgreSQL) neither holds.
    */
   readonly claims: Claims | undefined
+  /**
+   * Whether the store lives in the claims' database (its identity is there: `Claims.holdsStore`):
+   * then the checkpoint re-read after a lease (L4) is part of the claims' fence statement.
+   */
+  readonly storeHere: boolean
   /** The experiment's price table (`pricing`): how attempts' token usage is priced. */
   readonly pricing: Pricing.PriceTable | undefined
   /**
@@ -134,6 +140,7 @@ export const makeTaskEnv = (options: {
   readonly infraRetry?: Schedule.Schedule<unknown, StoreUnavailable> | undefined
   readonly registry?: CodecRegistry | undefined
   readonly claims?: Claims | undefined
+  readonly storeHere?: boolean | undefined
   readonly pricing?: Pricing.PriceTable | undefined
   readonly cache?: CacheEnv | undefined
 }): Effect.Effect<TaskEnv, never, Scope.Scope> =>
@@ -150,6 +157,7 @@ export const makeTaskEnv = (options: {
     scope,
     running: new Map(),
     claims: options.claims,
+    storeHere: options.storeHere === true && options.claims !== undefined,
     pricing: options.pricing,
     cache: options.cache
   }))
@@ -182,7 +190,7 @@ const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunState> =>
   })
 
 /** The committed verdict of task `seq` in a stored row, if any. */
-const committed = (row: PipelineRecord, seq: number): TaskVerdict | undefined =>
+const committed = (row: Pick<PipelineRecord, "nTasksDone" | "state">, seq: number): TaskVerdict | undefined =>
   row.nTasksDone > seq ? "done" : row.state === "failed" ? "failed" : row.state === "succeeded" ? "done" : undefined
 
 /**
@@ -195,11 +203,26 @@ interface Fence {
 }
 
 /**
- * The pools a task of `pipelineId` sees: every lease granted is followed by a read of the
- * checkpoint of `seq` (L4; when it is committed, `found` is completed and the attempt is
- * interrupted: the lease goes back with the attempt's scope, or is reclaimed when raw), then by
- * a renewal of the execution's claim (when `claim` is given; when another execution holds it
- * now, `fence.lost` is set and the attempt is interrupted before its call).
+ * The pools a task of `pipelineId` sees: every lease granted is fenced before the task's call
+ * (the last step before it):
+ *
+ * - L4: the checkpoint of `seq` is read again; when it is committed, `found` is completed and
+ *   the attempt is interrupted (the lease goes back with the attempt's scope, or is reclaimed
+ *   when raw);
+ * - the execution's claim is renewed (when `claim` is given); when another execution holds it
+ *   now, `fence.lost` is set and the attempt is interrupted before its call;
+ * - a global lease's slot is renewed (only the same lease id, only while not expired): a
+ *   runner frozen or cut off past the lease's TTL between the grant and the call finds its
+ *   slot expired or claimed by another runner; the lease is then lost (nothing was called
+ *   under it) and the acquire asks for another one, so that the capacity the database counts
+ *   is never exceeded by a call under a lapsed slot;
+ * - then the lease's quota charges are moved to the window the call goes out in.
+ *
+ * With Postgres claims these are one statement (`Claims.fence`) when the store and the pools
+ * live in the claims' database (`env.storeHere`, `Claims.sameDatabase`); otherwise the store
+ * read and the slot renewal are statements of their own. A fence that cannot reach the
+ * database lets the call go (a renewal error is not a loss, L3: the claim and the slot stay
+ * held until their TTLs; the heartbeat and the pools' renewal fiber try again).
  */
 const recheckingPools = (
   env: TaskEnv,
@@ -208,30 +231,69 @@ const recheckingPools = (
   found: Deferred.Deferred<TaskVerdict>,
   claim: { readonly token: string; readonly attempt: () => number; readonly fence: Fence } | undefined
 ): PoolsService => {
+  const settle = (verdict: TaskVerdict | undefined) =>
+    verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
   const recheck = Effect.flatMap(
     Effect.orElseSucceed(env.store.getPipeline(pipelineId), () => Option.none<PipelineRecord>()),
-    (row) => {
-      const verdict = Option.isSome(row) ? committed(row.value, seq) : undefined
-      return verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
-    }
+    (row) => settle(Option.isSome(row) ? committed(row.value, seq) : undefined)
   )
-  const claims = env.claims
-  // a renewal that cannot reach the database lets the attempt go on: its claim is still held
-  // unless it went stale, and the heartbeat and the next lease try again
-  const hold = claims === undefined || claim === undefined ? recheck : Effect.zipRight(
-    recheck,
-    Effect.flatMap(
-      Effect.orElseSucceed(Effect.suspend(() => claims.renew(pipelineId, claim.token, claim.attempt())), () => true),
-      (held) => held ? Effect.void : Effect.zipRight(Effect.sync(() => claim.fence.lost = true), Effect.interrupt)
+  /** A global slot renewed on its own client: `false` only when it is no longer the lease's. */
+  const slotHeld = (slot: PgPools.SlotFence) =>
+    Effect.orElseSucceed(
+      PgSql.renew(slot.sql, slot.pool, slot.resource, { slot: slot.slot, leaseId: slot.leaseId }, slot.ttlMs),
+      () => true
     )
-  )
-  // after the recheck, the last thing before the task's call: the lease's quota charges are
-  // moved to the window the call goes out in (a grant's window may have ended meanwhile)
-  const ready = (lease: Lease<any>) => Effect.zipRight(hold, PgPools.confirm(lease))
+  const claims = env.claims
+  /** `true` when the call may go out under `lease`, `false` when its slot was lost. */
+  const fenced = (lease: Lease<any>): Effect.Effect<boolean> => {
+    const slot = PgPools.slotFence(lease)
+    if (claims === undefined || claim === undefined) {
+      return Effect.zipRight(recheck, slot === undefined ? Effect.succeed(true) : slotHeld(slot))
+    }
+    return Effect.gen(function*() {
+      const slotHere = slot !== undefined && (yield* claims.sameDatabase(slot.sql))
+      const answer = yield* Effect.either(claims.fence({
+        pipelineId,
+        token: claim.token,
+        attempt: claim.attempt(),
+        slot: slotHere ? slot : undefined,
+        readPipeline: env.storeHere
+      }))
+      if (Either.isLeft(answer)) {
+        // the claims' database cannot be reached: L4 through the store, the claim presumed held
+        yield* recheck
+        return slot === undefined || slotHere ? true : yield* slotHeld(slot)
+      }
+      const f = answer.right
+      if (f.pipeline === undefined) yield* recheck
+      else if (f.pipeline !== null) yield* settle(committed({ state: f.pipeline.state as PipelineRecord["state"], nTasksDone: f.pipeline.nTasksDone }, seq))
+      if (!f.claimHeld) {
+        claim.fence.lost = true
+        return yield* Effect.interrupt
+      }
+      if (slot === undefined) return true
+      return slotHere ? f.slotHeld === true : yield* slotHeld(slot)
+    })
+  }
+  /** Acquires, fences, and acquires again while the fence finds the slot lost. */
+  const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
+    const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) =>
+      Effect.flatMap(
+        // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not fenced again
+        Effect.flatMap(PgPools.knownLost(lease), (lost) => lost ? Effect.succeed(false) : fenced(lease)),
+        (ok) =>
+          ok
+            // the last thing before the task's call: the lease's quota charges are moved to the
+            // window the call goes out in (a grant's window may have ended meanwhile)
+            ? Effect.as(PgPools.confirm(lease), lease)
+            : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
+      ))
+    return loop
+  }
   return {
     ...env.pools,
-    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquire<Client>(o, h), ready),
-    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => Effect.tap(env.pools.acquireRaw<Client>(o, h), ready)
+    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquire<Client>(o, h)),
+    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquireRaw<Client>(o, h))
   }
 }
 

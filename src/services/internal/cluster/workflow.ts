@@ -1,6 +1,6 @@
 /**
  * The cluster engine's workflow: one pipeline = one durable workflow of `@effect/workflow`
- * (idempotency key: the pipeline id), one task = one activity named `task/<seq>/<name>`
+ * (idempotency key: the store's identity and the pipeline id, `workflowKey`), one task = one activity named `task/<seq>/<name>`
  * (deterministic and unique within the workflow). The body runs from the top on every replay;
  * the engine returns a finished activity's stored verdict instead of running it again, and the
  * activity itself reads the store first (L1), so a task committed by any executor is never run
@@ -37,8 +37,9 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
  * A runner cannot run a pipeline it was asked to: its spec is not in the runner's catalog
- * (the runner loaded another experiment file), or its definition differs from the one the
- * submitter admitted (`specDigest`). Terminal for the workflow: start the runners on the
+ * (the runner loaded another experiment file), its definition differs from the one the
+ * submitter admitted (`specDigest`), or the runner writes another store than the one that
+ * admitted it (`storeId`). Terminal for the workflow: start the runners on the
  * submitter's experiment file and submit again.
  *
  * @internal
@@ -57,16 +58,32 @@ export class PipelineNotRunnable extends Schema.TaggedError<PipelineNotRunnable>
 export const PipelineOutcome = Schema.Struct({ verdict: Schema.Literal("succeeded", "failed", "gone") })
 
 /**
- * The workflow of one pipeline.
+ * A pipeline's workflow identity: the pipeline id within the store that admitted it
+ * (`Store.storeId`; the pipeline id alone for a store without an identity). A completed
+ * workflow answers every later start of the same identity from its stored reply, and its
+ * activities' replies answer a replay: keyed by the pipeline id alone, a fresh store on the
+ * same cluster database (a second experiment with the same pipeline ids, or the same
+ * experiment into a new store) was answered with the old store's verdicts and ran nothing.
+ * The same store keeps the same identity, so a resume or a re-submission finds the same
+ * execution.
+ *
+ * @internal
+ */
+export const workflowKey = ({ pipelineId, storeId }: { readonly pipelineId: string; readonly storeId?: string | undefined }): string =>
+  storeId === undefined ? pipelineId : `${storeId}/${pipelineId}`
+
+/**
+ * The workflow of one pipeline (payload: the pipeline id, its definition's digest and the
+ * identity of the store that admitted it; idempotency key: {@link workflowKey}).
  *
  * @internal
  */
 export const PipelineWorkflow = Workflow.make({
   name: "assay/Pipeline",
-  payload: { pipelineId: Schema.String, specDigest: Schema.String },
+  payload: { pipelineId: Schema.String, specDigest: Schema.String, storeId: Schema.optional(Schema.String) },
   success: PipelineOutcome,
   error: Schema.Union(StoreUnavailable, PipelineNotRunnable),
-  idempotencyKey: ({ pipelineId }) => pipelineId
+  idempotencyKey: workflowKey
 })
 
 const TaskVerdictSchema = Schema.Literal("done", "failed", "gone")
@@ -179,8 +196,18 @@ const persistResources = (store: StoreService, pools: PoolsService, runId: RunId
     yield* store.flush
   }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
 
-const body = (env: TaskEnv, catalog: SpecCatalogService) => ({ pipelineId, specDigest }: { readonly pipelineId: string; readonly specDigest: string }) =>
+const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
+({ pipelineId, specDigest, storeId }: { readonly pipelineId: string; readonly specDigest: string; readonly storeId?: string | undefined }) =>
   Effect.gen(function*() {
+    // the reply is this store's: a runner that writes another store than the submitter's
+    // refuses the pipeline (it would run it into the wrong store)
+    if (storeId !== undefined && ownStore !== undefined && storeId !== ownStore) {
+      return yield* new PipelineNotRunnable({
+        pipelineId,
+        message: `pipeline ${pipelineId} was submitted to store ${storeId}, and this runner writes store ${ownStore}: ` +
+          "start the runners with the submitter's store (--store, or the --database URL)"
+      })
+    }
     const found = yield* catalog.lookup(pipelineId)
     if (Option.isNone(found)) {
       return yield* new PipelineNotRunnable({
@@ -243,6 +270,13 @@ export const workflowLayer = (
     // a database never migrated fails here, clearly, instead of at every task start
     if (Option.isSome(sql)) yield* InFlight.requireTable(sql.value)
     const sharding = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+    const ownStore = store.storeId === undefined ? undefined : yield* store.storeId
+    const claims = Option.isSome(sql)
+      ? InFlight.make(sql.value, {
+        ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
+        heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
+      })
+      : undefined
     const env = yield* makeTaskEnv({
       store,
       pools,
@@ -254,12 +288,9 @@ export const workflowLayer = (
         service: Option.getOrElse(yield* Effect.serviceOption(CallCache.CallCache), () => store.callCache ?? CallCache.makeMemory()),
         run: options.cache ?? CallCache.runCacheOff
       },
-      claims: Option.isSome(sql)
-        ? InFlight.make(sql.value, {
-          ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
-          heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
-        })
-        : undefined
+      claims,
+      // the store in the claims' database: the checkpoint re-read after a lease joins the fence
+      storeHere: claims !== undefined && ownStore !== undefined && (yield* claims.holdsStore(ownStore))
     })
     // pool events go to the event log, filed under the run this process works for
     yield* pools.listen((event) => {
@@ -280,6 +311,6 @@ export const workflowLayer = (
     const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
     yield* Effect.addFinalizer(() => persist)
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
-    const run = body(env, yield* SpecCatalog)
+    const run = body(env, yield* SpecCatalog, ownStore)
     return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
   }))

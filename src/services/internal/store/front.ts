@@ -312,6 +312,7 @@ export const makeWith = (
       readOnly,
       exclusiveWriter: driver.exclusiveWriter,
       callCache: driver.callCache,
+      storeId: driver.storeId,
       journal,
       succeededPipelines: driver.succeededPipelines,
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>

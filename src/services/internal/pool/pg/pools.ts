@@ -2,11 +2,14 @@
  * Global pools: the local pools core (waiters, the seven algorithms, health, breakers) with a
  * global capacity gate on Postgres in front of every grant.
  *
- * An acquire reads the global view of its pools (one query: capacity, live leases, dead,
- * cooldown and throttle of every resource, by the server's clock), lets the local core choose
- * among the resources that are free *globally* (a selector `where` over the view, so the
- * algorithm's choice, ranking and fallbacks are the local ones), then claims a slot row of the
- * chosen resource (`FOR UPDATE SKIP LOCKED`, with a TTL) and charges its quota windows. When the
+ * An acquire lets the local core choose a resource (the algorithm's choice, ranking and
+ * fallbacks are the local ones), then claims a slot row of the chosen resource (`FOR UPDATE
+ * SKIP LOCKED`, with a TTL; the claim itself checks the global capacity, death, cooldown and
+ * throttle) and charges its quota windows. The first try reads nothing else, unless the
+ * algorithm ranks by the global view (`leastBusy`); once a claim is refused, each try reads the
+ * global view of its pools first (one query: capacity, live leases, dead, cooldown and
+ * throttle of every resource, by the server's clock) and offers the local core only the
+ * resources free *globally* (a selector `where` over the view). When the
  * claim or a charge fails the local lease is given back and the acquire tries again after a
  * backoff from `Clock` (a full resource is skipped at once; waits are bounded by the acquire's
  * timeout). The granted lease renews its slot in a forked fiber (L3 of the research note):
@@ -146,6 +149,50 @@ export const isPgLease = (lease: Lease<any>): lease is PgLease => lease instance
  * ({@link Gate.confirm}); nothing for a local lease.
  */
 export const confirm = (lease: Lease<any>): Effect.Effect<void> => isPgLease(lease) ? lease.gate.confirm(lease) : Effect.void
+
+/**
+ * What the last step before a global lease's call checks (the cluster engine's fence, see
+ * `cluster/inflight.ts`): the lease's slot row, its client, and the TTL a renewal writes.
+ * `undefined` for a local lease.
+ */
+export interface SlotFence {
+  readonly sql: SqlClient.SqlClient
+  readonly pool: string
+  readonly resource: string
+  readonly slot: number
+  readonly leaseId: string
+  readonly ttlMs: number
+}
+
+/** The slot a global lease holds, for a fence (`undefined` for a local lease). */
+export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
+  isPgLease(lease)
+    ? {
+      sql: lease.gate.sql,
+      pool: lease.pool,
+      resource: lease.resource.id,
+      slot: lease.claimed.slot,
+      leaseId: lease.claimed.leaseId,
+      ttlMs: lease.gate.settings.leaseTtlMs
+    }
+    : undefined
+
+/** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
+export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
+  isPgLease(lease) ? Deferred.isDone(lease.lost) : Effect.succeed(false)
+
+/**
+ * A fence found the lease's slot no longer its own (expired and claimed by another holder, or
+ * expired): the lease is lost (`taken`) and goes back without giving the slot back (it is
+ * not ours); a no-op for a local lease.
+ */
+export const lostAtFence = (lease: Lease<any>): Effect.Effect<void> =>
+  isPgLease(lease)
+    ? Effect.zipRight(
+      Effect.flatMap(Deferred.isDone(lease.lost), (done) => done ? Effect.void : lease.gate.markLost(lease, "taken")),
+      lease.gate.finish(lease, false)
+    )
+    : Effect.void
 
 /** The gate: the global side of every lease. */
 export class Gate {
@@ -306,6 +353,32 @@ export class Gate {
     })
   }
 
+  /**
+   * The resources of every local pool not blocked by a quota window this process saw full:
+   * what an acquire offers before it has read the global view (the slot claim itself checks
+   * capacity, death, cooldown and throttle).
+   */
+  usableLocally(): Effect.Effect<Set<ResourceInfo>> {
+    const gate = this
+    return Effect.gen(function*() {
+      const now = yield* gate.nowMs
+      const set = new Set<ResourceInfo>()
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.orDie(gate.local.get(name))
+        for (const info of yield* h.resources) {
+          const key = `${name}\u0000${info.id}`
+          const blocked = gate.quotaBlocked.get(key)
+          if (blocked !== undefined) {
+            if (blocked > now) continue
+            gate.quotaBlocked.delete(key)
+          }
+          set.add(info)
+        }
+      }
+      return set
+    })
+  }
+
   /** Every resource of `pool` matching the selector is dead globally (and there is one). */
   hopeless(pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): Effect.Effect<boolean> {
     return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => {
@@ -325,9 +398,7 @@ export class Gate {
     target: string | undefined,
     rowOf: Map<ResourceInfo, Q.GlobalRow>
   ): AcquireAlgorithm.AcquireAlgorithm | undefined {
-    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
-    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
-    if (name !== "leastBusy") return undefined
+    if (!this.ranksGlobally(opts, holder, target)) return undefined
     const load = (c: AcquireAlgorithm.Candidate) => {
       const row = rowOf.get(c.resource)
       return row === undefined || row.capacity <= 0 ? 1 : row.inUse / row.capacity
@@ -340,6 +411,13 @@ export class Gate {
       fingerprint: () => ({ name: "leastBusy", fallback: fallback.fingerprint() }),
       acquire: (ops) => fallback.acquire(ops.with({ ranker }))
     }
+  }
+
+  /** Whether the acquire's algorithm ranks by the global view (`leastBusy` given by name, without a fallback). */
+  ranksGlobally(opts: AcquireOptions, holder: Holder, target: string | undefined): boolean {
+    const input = opts.algorithm ?? holder.defaultAlgorithm ?? (target === undefined ? undefined : this.algorithms.get(target))
+    const name = typeof input === "string" ? input : input !== undefined && "name" in input && Object.keys(input).length === 1 ? input.name : undefined
+    return name === "leastBusy"
   }
 
   targetPool(opts: AcquireOptions, holder: Holder): Effect.Effect<string | undefined> {
@@ -364,23 +442,35 @@ export class Gate {
       const target = yield* gate.targetPool(opts, holder)
       const pools = yield* gate.local.names
       let n = 0
+      // the first try goes without the global view when the algorithm does not rank by it: the
+      // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
+      // only once a claim was refused (to choose among what is free, and to see a pool dead)
+      let viewed = gate.ranksGlobally(opts, holder, target)
       while (true) {
-        const rows = yield* Effect.either(Q.view(gate.sql, pools))
-        if (Either.isLeft(rows)) {
-          // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
-          yield* Effect.logWarning(`global pools: cannot read the pool rows: ${rows.left.message}`)
-          yield* gate.sleepBackoff(n++)
-          continue
+        let set: Set<ResourceInfo>
+        let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
+        if (viewed) {
+          const rows = yield* Effect.either(Q.view(gate.sql, pools))
+          if (Either.isLeft(rows)) {
+            // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
+            yield* Effect.logWarning(`global pools: cannot read the pool rows: ${rows.left.message}`)
+            yield* gate.sleepBackoff(n++)
+            continue
+          }
+          const usable = yield* gate.usable(rows.right)
+          if (target !== undefined && (yield* gate.hopeless(target, opts, usable.dead))) {
+            return yield* new ResourceUnavailable({
+              pool: target,
+              message: `every resource of pool "${target}" that matches the request is dead (shared state)`
+            })
+          }
+          set = usable.set
+          algorithm = gate.globalAlgorithm(opts, holder, target, usable.rowOf)
+        } else {
+          set = yield* gate.usableLocally()
         }
-        const { dead, rowOf, set } = yield* gate.usable(rows.right)
-        if (target !== undefined && (yield* gate.hopeless(target, opts, dead))) {
-          return yield* new ResourceUnavailable({
-            pool: target,
-            message: `every resource of pool "${target}" that matches the request is dead (shared state)`
-          })
-        }
+        const blind = !viewed
         const pollMs = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
-        const algorithm = gate.globalAlgorithm(opts, holder, target, rowOf)
         const local: AcquireOptions = {
           ...opts,
           ...(algorithm === undefined ? {} : { algorithm }),
@@ -408,7 +498,8 @@ export class Gate {
             const sent = yield* gate.nowMs
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
-              yield* restore(gate.sleepBackoff(n))
+              // refused without the view: read it at once (no wait) and choose again
+              if (!blind || Either.isLeft(claimed)) yield* restore(gate.sleepBackoff(n))
               return Option.none<PgLease>()
             }
             const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource))
@@ -432,7 +523,8 @@ export class Gate {
           })
         )
         if (Option.isSome(got)) return got.value
-        n++
+        if (blind) viewed = true
+        else n++
       }
     })
     if (opts.timeout === undefined) return loop

@@ -1,0 +1,162 @@
+/**
+ * Issue 17: the cluster engine fences a task's call with the global pool lease too, not only
+ * with the task's claim. A runner that lost its pool slot between the grant and the call (it
+ * froze, or was cut off, past the lease's TTL: the slot expired and another runner claimed it)
+ * used to call anyway, so the provider saw more calls at once than the pool's capacity. Now the
+ * step right after each lease renews the slot (only the same lease id, only while not
+ * expired), in the same statement as the claim's renewal and the checkpoint re-read when the
+ * pools and the store live in the claims' database; a slot found lost is given up and another
+ * lease acquired before the call.
+ *
+ * One Postgres database holds the claims, the global pool (capacity 1) and the store; "lost its
+ * slot" is the slot row handed to another holder right after the grant.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Context, DefaultServices, Effect, Layer, Redacted, Tracer } from "effect"
+import type { RunId } from "../../src/domain/Ids.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
+import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as PgPools from "../../src/layers/PgPools.js"
+import * as PgStore from "../../src/layers/PgStore.js"
+import { make as makeBus } from "../../src/services/Bus.js"
+import * as Claims from "../../src/services/internal/cluster/inflight.js"
+import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
+import * as Rows from "../../src/services/internal/runner/rows.js"
+import * as Pool from "../../src/services/Pool.js"
+import type { PoolsService } from "../../src/services/Pools.js"
+import { usePostgres } from "../support/postgres.js"
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
+
+const pools = [Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]
+
+/** A fresh database `db` (its client) and inline artifacts. */
+const servicesOn = (db: string) =>
+  Layer.mergeAll(
+    ArtifactBackends.layerInline,
+    Layer.unwrapEffect(Effect.promise(async () => {
+      await pg.createDatabase(db)
+      return PgClient.layer({ url: Redacted.make(pg.url(db)) })
+    }))
+  )
+
+/** A tracer that records the text of every SQL statement executed under it (`db.query.text`), in order. */
+const recordingSql = (seen: Array<string>) => {
+  const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+  return Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = native.span(name, parent, context, links, startTime, kind, options)
+      const attribute = span.attribute.bind(span)
+      span.attribute = (key, value) => {
+        if (key === "db.query.text") seen.push(String(value).replace(/\s+/g, " "))
+        attribute(key, value)
+      }
+      return span
+    },
+    context: native.context
+  })
+}
+
+describe("cluster fence: the pool lease", () => {
+  for (const storeHere of [true, false]) {
+    it.live(`a slot lost between the grant and the call is never called under; another lease is taken first (checkpoint re-read ${storeHere ? "in the fence statement" : "by the store"})`, () => {
+      const db = `fence_${storeHere ? "here" : "apart"}`
+      const url = pg.url(db)
+      return Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* Claims.createTable
+        yield* PgPools.migrate
+        yield* PgStore.migrate(url)
+        const store = yield* PgStore.make({ url })
+        const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds", pollMin: "50 millis", pollMax: "200 millis" })
+        const holders: Array<string> = []
+        const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+          Effect.gen(function*() {
+            const lease = yield* ctx.acquire()
+            // the provider's view: who holds the pool's only slot while this call runs
+            const rows = yield* Effect.orDie(sql<{ holder: string | null }>`SELECT holder FROM assay_pool_slot WHERE pool = 'llm' AND expires_at > now()`)
+            holders.push(rows.map((r) => r.holder ?? "-").join(","))
+            yield* lease.report({ ok: true })
+            return n * 10
+          }))
+        const spec = Pipeline.make("fence", ask).bind(4)
+        // right after the first grant, the slot lapses and another runner claims it for 1.5 s
+        let stolen = false
+        const stealing: PoolsService = {
+          ...global,
+          acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+            Effect.tap(global.acquire<Client>(o, h), () =>
+              stolen ? Effect.void : Effect.zipRight(
+                Effect.sync(() => stolen = true),
+                Effect.orDie(sql`UPDATE assay_pool_slot SET holder = 'r2', lease_id = gen_random_uuid(),
+                  expires_at = now() + interval '1500 milliseconds' WHERE pool = 'llm'`)
+              ))
+        }
+        const runId = "run-f" as RunId
+        const now = yield* Clock.currentTimeMillis
+        yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+        yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+        const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+        // the store is in this database: found by its identity (the other case reads it on its own)
+        assert.isTrue(yield* claims.holdsStore(yield* store.storeId!))
+        const env = yield* makeTaskEnv({ store, pools: stealing, bus: yield* makeBus, concurrency: 2, claims, storeHere })
+        assert.strictEqual(yield* runTask(env, spec, 0), "done")
+        assert.isTrue(stolen)
+        assert.deepStrictEqual(holders, ["r1"], "the call went out only under a slot held by this runner")
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(servicesOn(db))
+      )
+    }, 60_000)
+  }
+
+  it.live("round trips: an uncontended acquire claims its slot without reading the global view (wait), and the fence after it is one statement", () => {
+    const db = "fence_count"
+    const url = pg.url(db)
+    return Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Claims.createTable
+      yield* PgPools.migrate
+      yield* PgStore.migrate(url)
+      const store = yield* PgStore.make({ url })
+      const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds" })
+      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          yield* Effect.orDie(sql`SELECT 'the call' AS probe`)
+          yield* lease.report({ ok: true })
+          return n * 10
+        }))
+      const spec = Pipeline.make("count", ask).bind(4)
+      const runId = "run-c" as RunId
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const storeHere = yield* claims.holdsStore(yield* store.storeId!)
+      assert.isTrue(storeHere)
+      const env = yield* makeTaskEnv({ store, pools: global, bus: yield* makeBus, concurrency: 2, claims, storeHere })
+      // the database identity of the pools' client is compared once, before the counting
+      yield* claims.sameDatabase(sql)
+      const seen: Array<string> = []
+      assert.strictEqual(yield* runTask(env, spec, 0).pipe(Effect.withTracer(recordingSql(seen))), "done")
+      const grant = seen.findIndex((q) => q.startsWith("UPDATE assay_pool_slot s SET holder"))
+      const call = seen.findIndex((q) => q.includes("the call"))
+      assert.isAtLeast(grant, 0, seen.join("\n"))
+      assert.deepStrictEqual(seen.filter((q) => q.includes("FROM assay_pool_resource r WHERE r.pool IN")), [], "no global view read")
+      const between = seen.slice(grant + 1, call)
+      assert.strictEqual(between.length, 1, `one statement between the grant and the call:\n${between.join("\n")}`)
+      assert.match(between[0]!, /assay_cluster_inflight/)
+      assert.match(between[0]!, /assay_pool_slot/)
+      assert.match(between[0]!, /assay_pipelines/)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(servicesOn(db))
+    )
+  }, 60_000)
+})

@@ -1492,7 +1492,10 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const wait = r.pool_wait_ms_p95 === null ? "" : ` · wait p95 ${formatDuration(r.pool_wait_ms_p95)}`
       const fails = r.consecutive_failures !== null && r.consecutive_failures > 0 ? ` · ${r.consecutive_failures} failures` : ""
       const hold = holdOf(r, s.generated_at)
-      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}`)
+      // the acquisition algorithm's learned state (adaptive: its rate and window), as report
+      // and the dashboard show it
+      const algo = r.algorithm_text === "" ? "" : ` · ${clean(r.algorithm_text)}`
+      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}`)
     }
   }
   if (s.suite !== undefined) {

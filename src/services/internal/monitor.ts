@@ -1138,10 +1138,24 @@ export const readSnapshot = (
   options: SnapshotOptions = {},
   reads: MonitorReads = storeReads(store)
 ): Effect.Effect<Snapshot, StoreUnavailable | ReadError | UnknownRun> =>
-  Effect.gen(function*() {
-    const selection = yield* resolveSelection(store, options.runId)
-    return yield* snapshotOf(store, selection, options.errors ?? 10, reads)
-  })
+  consistent(
+    store,
+    Effect.gen(function*() {
+      const selection = yield* resolveSelection(store, options.runId)
+      return yield* snapshotIn(store, selection, options.errors ?? 10, reads)
+    })
+  )
+
+/**
+ * `reads` against one consistent view of `store` when it offers one (`consistentReads`:
+ * SQLite's read transaction), else as they come: the figures of one picture (totals, counts
+ * per state, per-resource sums) then agree even while a writer commits between the reads
+ * (issue 18 trial: a live `/stats` answer whose totals and sums disagreed).
+ */
+const consistent = <A, E, R>(store: TaskStore, reads: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> => {
+  const wrap = (store as Partial<StoreService>).consistentReads
+  return wrap === undefined ? reads : wrap(reads)
+}
 
 /**
  * {@link readSnapshot} for an already resolved selection.
@@ -1150,6 +1164,14 @@ export const readSnapshot = (
  * @category snapshot
  */
 export const snapshotOf = (
+  store: TaskStore,
+  selection: Selection,
+  errors: number,
+  reads: MonitorReads
+): Effect.Effect<Snapshot, StoreUnavailable | ReadError> => consistent(store, snapshotIn(store, selection, errors, reads))
+
+/** {@link snapshotOf}'s reads, one after the other (the caller makes them one view). */
+const snapshotIn = (
   store: TaskStore,
   selection: Selection,
   errors: number,

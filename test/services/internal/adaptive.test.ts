@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as Aimd from "../../../src/services/internal/adaptive.js"
+import { algorithmText } from "../../../src/services/internal/algorithmState.js"
 
 const p = Aimd.defaults
 
@@ -383,5 +384,30 @@ describe("adaptive: our own event loop's stall is taken out of the answer time (
     Aimd.onReport(s, p, ok(10, 30, { ownDelayMs: 500 }))
     assert.strictEqual(s.latencyEmaMs, 0)
     assert.strictEqual(s.ownDelayTotalMs, 30)
+  })
+})
+
+describe("adaptive: the printed figures (issue 18 trial: 44.95 req/s printed against a limit of 25)", () => {
+  it("`sustained` is what the server delivered over the last 5–10 s; `rate` (the allowance) may float above it, and the words name each", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.rate = 45
+    s.knee = 40
+    // the server answers 25 requests/s (its limit), the allowance sits at 45 for 20 s
+    saturate(s, 0, 20_000, 500)
+    s.rate = 45
+    const d = Aimd.describe(s, p, 20_000) as Record<string, unknown>
+    assert.strictEqual(d["rate"], 45)
+    assert.approximately(d["sustained"] as number, 25, 0.5)
+    const text = algorithmText({ adaptive: d })
+    assert.match(text, /^adaptive sustains 2[45](\.\d+)? req\/s \(allows up to 45\), \d+ at once/)
+    // no answers for 10 s: nothing sustained
+    assert.strictEqual((Aimd.describe(s, p, 30_000) as Record<string, unknown>)["sustained"], 0)
+    // before a second of answers: unknown, and the allowance is named as such
+    const fresh = Aimd.initial(p, 64, 0)
+    Aimd.onReport(fresh, p, ok(100))
+    const d0 = Aimd.describe(fresh, p, 500) as Record<string, unknown>
+    assert.isNull(d0["sustained"])
+    assert.match(algorithmText({ adaptive: d0 }), /^adaptive allows up to [\d.]+ req\/s, 2 at once/)
   })
 })

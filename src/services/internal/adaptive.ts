@@ -416,17 +416,20 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
       const band = 1 - p.goodputFloor
       const near = r >= (1 - band) * knee && r <= (1 + band) * knee
       const above = r > (1 + band) * knee
-      if (!above) s.aboveSince = undefined
-      else if (s.aboveSince === undefined) s.aboveSince = now
+      // the convex clock runs from when the rate reached the knee's band and keeps running
+      // past it (issue 18 trial: a raised limit took 20–38 s to find, 5 s of them spent in
+      // the band at the probe step before the convex region's clock even started)
+      // (from a convex period after reaching the band: a limit that held is probed gently)
+      if (!near && !above) s.aboveSince = undefined
+      else if (s.aboveSince === undefined) s.aboveSince = above ? now : now + p.convexMs
       // below the band: the full step (concave approach); within it: the probe step (the
       // plateau); past it: from the probe step, growing with the square of the time spent
       // past it up to the full step (CUBIC's convex region, RFC 9438 §4.5: a limit that held
       // is probed slowly at first, one that rose is found in seconds)
-      const mult = near
+      const convex = s.aboveSince === undefined || now <= s.aboveSince
         ? p.probe
-        : above
-        ? Math.min(1, p.probe * (1 + ((now - s.aboveSince!) / p.convexMs) ** 2))
-        : 1
+        : Math.min(1, p.probe * (1 + ((now - s.aboveSince) / p.convexMs) ** 2))
+      const mult = near || above ? convex : 1
       s.rate = r + (p.increase * Math.max(knee, r) * mult) / r
     }
     let cap = p.maxRate

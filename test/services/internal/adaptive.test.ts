@@ -127,8 +127,24 @@ describe("adaptive: the AIMD rules", () => {
     clocked(s, 0, 3000)
     assert.approximately(s.rate, 16, 0.2) // +0.1 × 20 per second
     s.rate = 19.5
-    clocked(s, 3000, 5000)
-    assert.approximately(s.rate, 20.5, 0.05) // +0.01 × 20 per second within ±5 % of the knee
+    clocked(s, 3000, 3000)
+    assert.approximately(s.rate, 20.1, 0.05) // +0.01 × 20 per second within ±5 % of the knee, for `convex` (3 s)
+  })
+
+  it("a rate held in the knee's band without a 429 for `convex` (3 s) grows convexly from there (issue 18 trial: a raised limit took 20–38 s to find)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 10
+    // the provider raised the limit: nothing refuses; 3 s at the probe step, then faster
+    const t = clocked(s, 0, 3000)
+    assert.approximately(s.rate, 10.3, 0.05)
+    clocked(s, t, 6000)
+    // the old rule was still at the probe step in the band (10.5) and only then started the clock
+    assert.isAbove(s.rate, 11.5)
+    const u = clocked(s, t + 6000, 6000)
+    assert.isAbove(s.rate, 15)
+    void u
   })
 
   it("past slow start a 429 restarts the rate at most at the knee; the knee falls at most by 0.7 per cut (issue 18)", () => {

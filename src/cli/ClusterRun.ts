@@ -83,10 +83,10 @@ const runnerCache = (experiment: Experiment.Experiment, target: StoreResolver.St
     if (issues.length > 0) return yield* configError(issues[0]!.path, issues[0]!.message)
     const db = resolved.db === undefined ? undefined : path.resolve(experiment.baseDir, resolved.db)
     const run: CallCache.RunCache = db === undefined ? resolved : { ...resolved, db }
-    if (db !== undefined) yield* Flags.checkCacheDb(db, "run.cache.db")
+    if (db !== undefined) yield* Flags.checkCacheDb(db, "run.cache.db", run.mode)
     const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
     const layer: Layer.Layer<CallCache.CallCache, ConfigError | StoreUnavailable> = db !== undefined
-      ? Flags.sharedCacheLayer(db, "run.cache.db")
+      ? Flags.sharedCacheLayer(db, "run.cache.db", run.mode)
       : run.mode === "off" && !taskOn
       ? CallCache.layerMemory
       : target._tag === "Postgres"

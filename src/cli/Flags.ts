@@ -8,7 +8,6 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Duration, Effect, Either, Layer, Option } from "effect"
 import { dual } from "effect/Function"
-import Database from "better-sqlite3"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { cacheModes } from "../domain/CallCache.js"
@@ -283,13 +282,17 @@ const isDirectory = (p: string): boolean => {
  * with a `ConfigError` naming the field, the path and SQLite's reason (CLI exit 2). Errors
  * while the run reads or writes it later are counted as misses (see `CallCache`).
  *
+ * With `mode` `readOnly` the file is opened read-only and nothing is written to it or beside
+ * it (a file or folder the user may not write is served; a missing file is an empty cache).
+ *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
+ * @param mode the run's cache mode, if known (`readOnly`: open read-only)
  * @since 0.8.0
  * @category layers
  */
-export const sharedCacheLayer = (filename: string, field: string): Layer.Layer<CallCache, ConfigError> =>
-  SqliteCallCache.layer({ filename, shared: true }).pipe(
+export const sharedCacheLayer = (filename: string, field: string, mode?: string | undefined): Layer.Layer<CallCache, ConfigError> =>
+  SqliteCallCache.layer({ filename, shared: true, readOnly: mode === "readOnly" }).pipe(
     Layer.mapError((e) => {
       // SQLite says only "unable to open database file" for a directory
       const reason = isDirectory(filename)
@@ -311,13 +314,16 @@ export const sharedCacheLayer = (filename: string, field: string): Layer.Layer<C
  * (empty cache table) as the run would create it. Fails with the layer's `ConfigError`
  * naming the field, the path and SQLite's reason (CLI exit 2).
  *
+ * With `mode` `readOnly` it is opened read-only: nothing is created or written.
+ *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
+ * @param mode the run's cache mode, if known (`readOnly`: open read-only)
  * @since 0.8.0
  * @category options
  */
-export const checkCacheDb = (filename: string, field: string): Effect.Effect<void, ConfigError> =>
-  Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field))))
+export const checkCacheDb = (filename: string, field: string, mode?: string | undefined): Effect.Effect<void, ConfigError> =>
+  Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode))))
 
 /**
  * Checks, without creating or changing anything, that the shared call cache database named by
@@ -325,14 +331,16 @@ export const checkCacheDb = (filename: string, field: string): Effect.Effect<voi
  * path must be an SQLite database (opened read-only, its schema read, closed again), a missing
  * one must lie in an existing, writable folder. For `assay validate`, which must leave no file
  * behind. Fails with a `ConfigError` naming the field, the path and the reason (CLI exit 2);
- * the same message as the run's for a directory.
+ * the same message as the run's for a directory. With `mode` `readOnly` a missing file is
+ * accepted whatever its folder (the run reads it as an empty cache and creates nothing).
  *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
+ * @param mode the run's cache mode, if known
  * @since 0.8.0
  * @category options
  */
-export const probeCacheDb = (filename: string, field: string): Effect.Effect<void, ConfigError> =>
+export const probeCacheDb = (filename: string, field: string, mode?: string | undefined): Effect.Effect<void, ConfigError> =>
   Effect.suspend(() => {
     const refuse = (reason: string) => {
       const message = `cannot open the call cache database ${filename}: ${reason}`
@@ -347,7 +355,7 @@ export const probeCacheDb = (filename: string, field: string): Effect.Effect<voi
     if (fs.existsSync(filename)) {
       return Effect.try({
         try: () => {
-          const db = new Database(filename, { readonly: true, fileMustExist: true })
+          const db = SqliteCallCache.openReadOnlyDb(filename)
           try {
             db.pragma("schema_version")
           } finally {
@@ -355,8 +363,18 @@ export const probeCacheDb = (filename: string, field: string): Effect.Effect<voi
           }
         },
         catch: (e) => e instanceof Error ? e.message : String(e)
-      }).pipe(Effect.catchAll(refuse))
+      }).pipe(
+        // a run that stores answers must be able to write the file (readOnly only reads it)
+        Effect.zipRight(
+          mode === "readOnly" ? Effect.void : Effect.try({
+            try: () => fs.accessSync(filename, fs.constants.W_OK),
+            catch: () => "the file is not writable (--cache-mode readOnly only reads it)"
+          })
+        ),
+        Effect.catchAll(refuse)
+      )
     }
+    if (mode === "readOnly") return Effect.void
     const folder = nodePath.dirname(filename)
     if (!isDirectory(folder)) {
       return refuse(fs.existsSync(folder) ? `${folder} is a file, not a folder` : `the folder ${folder} does not exist`)

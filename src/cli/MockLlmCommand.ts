@@ -28,6 +28,7 @@ import {
   LatencyProfile,
   type ModelCatalog,
   MockProfile,
+  parseRpsSchedule,
   presetEndpoints,
   readProfileFile,
   serve
@@ -81,6 +82,19 @@ const maxConcurrency = Options.integer("max-concurrency").pipe(
   Options.withDescription("Override: concurrent requests per endpoint beyond which it answers 429.")
 )
 
+const rpsSchedule = Options.text("rps-schedule").pipe(
+  Options.optional,
+  Options.withDescription(
+    "Override: per-key limit changing over time on every endpoint, RPS@TIME,... (e.g. 10@0s,25@30s: 10 requests/s from the start, 25 from second 30)."
+  )
+)
+const rateLimitHeaders = Options.choice("rate-limit-headers", ["none", "openai", "anthropic"] as const).pipe(
+  Options.optional,
+  Options.withDescription(
+    "Override: send each key's bucket as x-ratelimit-{limit,remaining,reset}-requests (openai) or anthropic-ratelimit-requests-* (anthropic) on every answer."
+  )
+)
+
 const noStorms = Options.boolean("no-storms").pipe(
   Options.withDescription("Override: drop every endpoint's error storms (time windows of 5xx/429 answers).")
 )
@@ -98,6 +112,9 @@ interface Overrides {
   readonly maxConcurrency: Option.Option<number>
   readonly randomAnswers?: boolean | undefined
   readonly noStorms?: boolean | undefined
+  /** `RPS@TIME,...`: the first step's rate becomes `rps`, the schedule is the whole list. */
+  readonly rpsSchedule?: Option.Option<string> | undefined
+  readonly rateLimitHeaders?: Option.Option<"none" | "openai" | "anthropic"> | undefined
 }
 
 /**
@@ -108,6 +125,19 @@ interface Overrides {
  * @category constructors
  */
 export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<MockProfile, ConfigError> => {
+  let schedule: ReadonlyArray<{ readonly atS: number; readonly rps: number }> | undefined
+  if (o.rpsSchedule !== undefined && Option.isSome(o.rpsSchedule)) {
+    const parsed = parseRpsSchedule(o.rpsSchedule.value)
+    if (Either.isLeft(parsed)) {
+      return Effect.fail(
+        new ConfigError({
+          message: `--rps-schedule: ${parsed.left}`,
+          issues: [{ path: "--rps-schedule", message: parsed.left, suggestion: "10@0s,25@30s" }]
+        })
+      )
+    }
+    schedule = parsed.right.map((st) => ({ atS: st.atS, rps: st.rps }))
+  }
   const eps = p.endpoints.map((e) => {
     const out: Record<string, unknown> = Schema.encodeSync(EndpointProfile)(e)
     if (Option.isSome(o.rps)) out["rps"] = o.rps.value
@@ -117,6 +147,13 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
     }
     if (Option.isSome(o.errorRate)) out["errorRate"] = o.errorRate.value
     if (Option.isSome(o.maxConcurrency)) out["maxConcurrency"] = o.maxConcurrency.value
+    if (schedule !== undefined) {
+      // before the first step (a schedule starting later than 0 s): unlimited, as written
+      if (schedule[0]!.atS === 0) out["rps"] = schedule[0]!.rps
+      else delete out["rps"]
+      out["rpsSchedule"] = schedule
+    }
+    if (o.rateLimitHeaders !== undefined && Option.isSome(o.rateLimitHeaders)) out["rateLimitHeaders"] = o.rateLimitHeaders.value
     if (o.noStorms === true) out["storms"] = []
     if (o.randomAnswers === true) out["answers"] = { ...(out["answers"] as object | undefined), random: true }
     return out
@@ -161,7 +198,7 @@ export const readModelsFile = (file: string): Effect.Effect<ModelCatalog, Config
  */
 export const mockLlm = Command.make(
   "mock-llm",
-  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers, noStorms },
+  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers, noStorms, rpsSchedule, rateLimitHeaders },
   (args) =>
     Effect.gen(function*() {
       if (!args.allowRemote && !isLoopback(args.host)) {

@@ -290,7 +290,7 @@ const cacheLayerOf = (
   dbField: string
 ): Layer.Layer<CallCache.CallCache, StoreUnavailable | ConfigError> => {
   const db = typeof setting === "object" ? setting.db : undefined
-  if (db !== undefined) return Flags.sharedCacheLayer(db, dbField)
+  if (db !== undefined) return Flags.sharedCacheLayer(db, dbField, typeof setting === "object" ? setting.mode : undefined)
   const runOn = setting !== undefined && setting !== false && setting !== "off" &&
     !(typeof setting === "object" && setting.mode === "off")
   const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
@@ -330,7 +330,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const cacheSetting = yield* cacheSettingOf(args, experiment)
     // a shared cache database that cannot be opened is refused before the store is created
     if (typeof cacheSetting === "object" && cacheSetting.db !== undefined) {
-      yield* Flags.checkCacheDb(cacheSetting.db, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db")
+      yield* Flags.checkCacheDb(cacheSetting.db, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db", cacheSetting.mode)
     }
     const shard = yield* Option.match(args.shard, {
       onNone: () => Either.right(undefined),
@@ -901,7 +901,8 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
     if (flagged && Option.isNone(db)) {
       yield* Console.error("note: a suite run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
     }
-    if (Option.isSome(db)) yield* Flags.checkCacheDb(db.value, "--cache-db")
+    const suiteMode = Option.getOrUndefined(args.cacheMode)
+    if (Option.isSome(db)) yield* Flags.checkCacheDb(db.value, "--cache-db", suiteMode)
     return yield* SuiteRun.runSuite({
       config: args.config,
       overrides: definedOnly({
@@ -915,7 +916,7 @@ const suiteRun = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, 
           }
           : {})
       }),
-      ...(Option.isSome(db) ? { cacheLayer: Flags.sharedCacheLayer(db.value, "--cache-db") } : {}),
+      ...(Option.isSome(db) ? { cacheLayer: Flags.sharedCacheLayer(db.value, "--cache-db", suiteMode) } : {}),
       refused,
       experiments: args.experiment,
       outputRoot: args.outputRoot,

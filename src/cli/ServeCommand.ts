@@ -4,7 +4,8 @@
  * `/events`, `/pipelines`, `/resources`, `/errors`, downloads at `/export`; see
  * src/services/StatsServer.ts and docs/monitoring.md). By default every view shows the whole
  * store (after a resume: the full evaluation), with the latest run one click away. The store is opened read-only (no lock, no migration, no write), so
- * it runs safely beside a writer. It binds loopback only unless `--allow-remote` is given,
+ * it runs safely beside a writer. An SQLite store file that does not exist yet is waited for
+ * ("waiting for STORE to be created…", said once), then served. It binds loopback only unless `--allow-remote` is given,
  * and says where it listens. Runs until interrupted (Ctrl-C exits 130).
  *
  * STORE may be a plugin URI whose scheme a `--plugin SPEC` module (or `ASSAY_PLUGINS`) provides.
@@ -30,6 +31,7 @@ import * as Monitor from "../services/Monitor.js"
 import * as StatsServer from "../services/StatsServer.js"
 import { Store } from "../services/Store.js"
 import * as StoreArgs from "./StoreArgs.js"
+import { waitForStoreFile } from "./WatchCommand.js"
 import * as SuiteViews from "../services/internal/suiteViews.js"
 import type * as StudyView from "../services/internal/studyView.js"
 import type { StoreService } from "../services/Store.js"
@@ -60,7 +62,13 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
   Effect.gen(function*() {
     const experiment = Option.getOrUndefined(o.experiment)
     const root = yield* StoreArgs.suiteRootOf([o.store], experiment)
-    if (root === undefined) return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(Effect.provide(StoreArgs.readLayer(o.store, o.plugin)))
+    // a store that does not exist yet (serve started before the run): wait for it, say so once
+    if (root === undefined) {
+      return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(
+        Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
+        (serving) => waitForStoreFile(o.store, 0.5, serving)
+      )
+    }
     return yield* Effect.scoped(Effect.gen(function*() {
       const { store: st, study, suite } = yield* StoreArgs.openSuite(root)
       return yield* serveStore(o, st, suite, yield* SuiteViews.canonicalMember(suite, experiment), study)

@@ -201,7 +201,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
     // the call cache flags, as for a suite run: in memory for this process unless --cache-db
     const cache = args.cache === undefined ? undefined : yield* Flags.cacheFlagsOf(args.cache)
-    if (cache?.db !== undefined) yield* Flags.checkCacheDb(cache.db, "--cache-db")
+    if (cache?.db !== undefined) yield* Flags.checkCacheDb(cache.db, "--cache-db", cache.setting.mode)
     if (cache !== undefined && cache.db === undefined && !args.quiet) {
       yield* Console.error("note: a study run keeps its call cache in memory (this process only); give --cache-db PATH to keep it")
     }
@@ -244,7 +244,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         Layer.provideMerge(Layer.mergeAll(
           Layer.succeedContext(stores),
           Pool.layer(prepared.suite.pools, { plugins: first.plugins.algorithms }),
-          cache?.db !== undefined ? Flags.sharedCacheLayer(cache.db, "--cache-db") : CallCache.layerMemory
+          cache?.db !== undefined ? Flags.sharedCacheLayer(cache.db, "--cache-db", cache.setting.mode) : CallCache.layerMemory
         )),
         Layer.merge(NodeProcessRunner.layer)
       )

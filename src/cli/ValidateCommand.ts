@@ -206,7 +206,7 @@ export const validate = Command.make(
         Effect.tap((e) => {
           const cache = e.run.cache
           return typeof cache === "object" && cache !== null && cache.db !== undefined
-            ? Flags.probeCacheDb(path.resolve(e.baseDir, cache.db), "run.cache.db")
+            ? Flags.probeCacheDb(path.resolve(e.baseDir, cache.db), "run.cache.db", cache.mode)
             : Effect.void
         }),
         // With --json an invalid file is also described on stdout, for tools and editors:

@@ -47,7 +47,7 @@ const interval = Options.float("interval").pipe(
 const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
 
 /**
- * Lets `watch` start before the run that creates its store: while `spec` names an SQLite file
+ * Lets `watch` and `serve` start before the run that creates their store: while `spec` names an SQLite file
  * that does not exist yet, says so once ("waiting for STORE to be created…") and checks again
  * every `intervalS` seconds (only the path is looked at: nothing is opened). Once the file
  * appears, `watching` runs; a store that cannot be opened within 10 s of its creation (the

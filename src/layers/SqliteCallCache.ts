@@ -21,7 +21,8 @@
  * @since 0.7.0
  */
 import Database from "better-sqlite3"
-import { Effect, Layer, Scope } from "effect"
+import { Effect, Layer, Option, Scope } from "effect"
+import * as fs from "node:fs"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import { CallCache, type CallCacheService } from "../services/CallCache.js"
 import { cacheError, makeOn, storeCacheOf } from "./internal/sqlite/callCache.js"
@@ -31,7 +32,10 @@ import { CALL_CACHE_TABLE } from "./internal/sqlite/migrations.js"
  * Options of the SQLite cache: `filename` (created when missing), `shared` (`true`: a cache
  * database of its own, put in WAL mode; `false`: a run's store file, whose journal mode is the
  * store's), `busyTimeoutMs` (how long a statement waits for another process's lock, ms,
- * default 5000).
+ * default 5000), `readOnly` (`true`: the file is opened read-only, as `validate` opens it,
+ * for a run whose cache mode is `readOnly`: nothing is created, no journal mode set, no table
+ * made, so a file or folder the user may not write (chmod 444, a read-only mount) is served;
+ * a missing file or one without the cache table is an empty cache; `put` fails).
  *
  * @since 0.7.0
  * @category models
@@ -40,7 +44,71 @@ export interface SqliteCallCacheOptions {
   readonly filename: string
   readonly shared?: boolean | undefined
   readonly busyTimeoutMs?: number | undefined
+  readonly readOnly?: boolean | undefined
 }
+
+/** A cache that holds nothing and stores nothing (a read-only cache whose file or table is missing). */
+const emptyReadOnly = (filename: string): CallCacheService => ({
+  kind: "sqlite",
+  location: filename,
+  get: () => Effect.succeed(Option.none()),
+  put: () => Effect.fail(cacheError(filename, "write failed")("the cache is open read-only (mode readOnly)")),
+  size: Effect.succeed(0)
+})
+
+/**
+ * Opens an existing SQLite file for reading only, writing nothing to it or beside it.
+ *
+ * A WAL-mode file (a shared cache is one) in a folder the user may not write cannot be
+ * opened read-only by SQLite when its `-shm` file is missing: SQLite must create it
+ * (`SQLITE_READONLY_DIRECTORY`), and the `immutable` URI parameter that would avoid it is
+ * not available (better-sqlite3 is built without URIs). Then the file is read whole and
+ * opened in memory (its WAL header bytes 18–19 set to rollback, read-only): nobody can be
+ * writing it, since a writer would need that folder too.
+ *
+ * @param filename the database path
+ * @param timeoutMs the busy timeout (ms)
+ * @returns the read-only connection; throws SQLite's error when the file is not a database
+ * @since 0.8.0
+ * @category constructors
+ */
+export const openReadOnlyDb = (filename: string, timeoutMs = 5000): Database.Database => {
+  const d = new Database(filename, { readonly: true, fileMustExist: true, timeout: timeoutMs })
+  try {
+    d.prepare("SELECT count(*) FROM sqlite_master").get()
+    return d
+  } catch (e) {
+    d.close()
+    const code = e !== null && typeof e === "object" && "code" in e ? String((e as { code: unknown }).code) : ""
+    if (code !== "SQLITE_READONLY_DIRECTORY" && code !== "SQLITE_CANTOPEN" && code !== "SQLITE_READONLY_CANTINIT") throw e
+    const bytes = fs.readFileSync(filename)
+    if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) {
+      bytes[18] = 1
+      bytes[19] = 1
+    }
+    return new Database(bytes, { readonly: true })
+  }
+}
+
+/**
+ * Opens the file read-only ({@link openReadOnlyDb}: SQLite writes nothing, not even a
+ * journal mode), closed with the scope; a missing file or table is an empty cache.
+ */
+const openReadOnly = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (!fs.existsSync(options.filename)) return emptyReadOnly(options.filename)
+    const d = yield* Effect.acquireRelease(
+      Effect.try({ try: () => openReadOnlyDb(options.filename, options.busyTimeoutMs ?? 5000), catch: cacheError(options.filename, "cannot open") }),
+      (d) => Effect.sync(() => d.close())
+    )
+    const hasTable = yield* Effect.try({
+      try: () => d.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'call_cache'").get() !== undefined,
+      catch: cacheError(options.filename, "cannot open")
+    })
+    if (!hasTable) return emptyReadOnly(options.filename)
+    const on = makeOn(d, options.filename)
+    return { ...on, put: emptyReadOnly(options.filename).put } satisfies CallCacheService
+  })
 
 /** Opens a connection of the cache's own on the file, creating the table (closed with the scope). */
 const openOwn = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
@@ -71,6 +139,8 @@ const openOwn = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheServic
 /**
  * Opens the cache on `options.filename` in the current scope (closed with it).
  *
+ * - `readOnly: true`: opened at once, read-only (see {@link SqliteCallCacheOptions}); fails
+ *   with `StoreUnavailable` when the file exists but is not an SQLite database.
  * - `shared: true` (a cache database of its own): opened at once; fails with
  *   `StoreUnavailable` when the file cannot be opened or the table cannot be created.
  * - otherwise (a run's store file): nothing is opened until the first read or write. If a
@@ -84,6 +154,7 @@ const openOwn = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheServic
  */
 export const make = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
   Effect.gen(function*() {
+    if (options.readOnly === true) return yield* openReadOnly(options)
     if (options.shared === true) return yield* openOwn(options)
     const scope = yield* Effect.scope
     const resolve = yield* Effect.cached(Effect.suspend(() => {

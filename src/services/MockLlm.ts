@@ -243,6 +243,38 @@ export class JudgeAnswers extends Schema.Class<JudgeAnswers>("JudgeAnswers")({
 }) {}
 
 /**
+ * One step of an endpoint's limit schedule: from `atS` seconds after server start on, the
+ * per-key rate is `rps` requests per second (bucket size: the endpoint's `burst`, else
+ * `max(1, ceil(rps))`). A provider raising or lowering a key's limit during the day.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export class RateStep extends Schema.Class<RateStep>("RateStep")({
+  atS: NonNegative,
+  rps: Schema.Number.pipe(Schema.positive())
+}) {}
+
+/**
+ * Which rate-limit headers an endpoint sends on every chat answer (200 and 429), from its
+ * per-key bucket: `openai`: `x-ratelimit-limit-requests` (requests per minute at the rate in
+ * force), `x-ratelimit-remaining-requests` (whole requests left in the bucket) and
+ * `x-ratelimit-reset-requests` (a Go duration such as `1.5s`: the time until the bucket is
+ * full again), as OpenAI documents them; `anthropic`: `anthropic-ratelimit-requests-limit`,
+ * `-remaining` and `-reset` (RFC 3339 time), as Anthropic does; `none` (default): nothing.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export const RateLimitHeaders = Schema.Literal("none", "openai", "anthropic")
+
+/**
+ * @since 0.8.0
+ * @category models
+ */
+export type RateLimitHeaders = typeof RateLimitHeaders.Type
+
+/**
  * The profile of one endpoint.
  *
  * - `name`: path segment (`/e/<name>/v1`), lowercase letters, digits, `-`, `_`.
@@ -256,6 +288,11 @@ export class JudgeAnswers extends Schema.Class<JudgeAnswers>("JudgeAnswers")({
  *   `Retry-After: 1`.
  * - `usage`: `false` leaves `usage` out of every answer (as some servers do), so clients
  *   estimate the tokens (default `true`).
+ * - `rpsSchedule`: the per-key rate changing over time ({@link RateStep}s, in `atS` order;
+ *   before the first step: `rps`, unlimited when absent). A hidden limit that rises or falls
+ *   mid-run.
+ * - `rateLimitHeaders`: the `x-ratelimit-*` (or `anthropic-ratelimit-*`) headers of the
+ *   per-key bucket on every answer ({@link RateLimitHeaders}; default `none`).
  *
  * @since 0.1.0
  * @category models
@@ -276,8 +313,55 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
   maxConcurrency: Schema.optional(Schema.Int.pipe(Schema.positive())),
   answers: Schema.optionalWith(AnswerProfile, { default: () => AnswerProfile.make({}) }),
   judge: Schema.optionalWith(JudgeAnswers, { default: () => JudgeAnswers.make({}) }),
-  usage: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  usage: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  rpsSchedule: Schema.optional(Schema.Array(RateStep).pipe(
+    Schema.filter((steps) => {
+      for (let i = 1; i < steps.length; i++) {
+        if (steps[i]!.atS <= steps[i - 1]!.atS) return { path: [i, "atS"], message: "steps must be in increasing atS order" }
+      }
+      return true
+    })
+  )),
+  rateLimitHeaders: Schema.optionalWith(RateLimitHeaders, { default: () => "none" as const })
 }) {}
+
+/**
+ * The per-key rate of `ep` at `elapsedS` seconds after server start: the last step of its
+ * `rpsSchedule` that has begun, else its `rps` (`undefined`: unlimited).
+ *
+ * @since 0.8.0
+ * @category utils
+ */
+export const rpsAt = (ep: Pick<EndpointProfile, "rps" | "rpsSchedule">, elapsedS: number): number | undefined => {
+  let rps = ep.rps
+  for (const step of ep.rpsSchedule ?? []) if (step.atS <= elapsedS) rps = step.rps
+  return rps
+}
+
+/**
+ * Parses a limit schedule written `RPS@TIME,RPS@TIME,...` (`10@0s,25@30s`: 10 requests/s
+ * from the start, 25 from second 30; a time is a number of seconds with an optional `s`, or
+ * `ms`/`m`), as `--rps-schedule` takes it. Returns the steps, or a message naming what is
+ * wrong.
+ *
+ * @since 0.8.0
+ * @category parsing
+ */
+export const parseRpsSchedule = (text: string): Either.Either<ReadonlyArray<RateStep>, string> => {
+  const steps: Array<RateStep> = []
+  for (const part of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+    const m = /^(\d+(?:\.\d+)?)@(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(part)
+    if (m === null) return Either.left(`"${part}" is not RPS@TIME (e.g. 10@0s, 25@30s)`)
+    const rps = Number(m[1])
+    const t = Number(m[2])
+    const atS = m[3] === "ms" ? t / 1000 : m[3] === "m" ? t * 60 : t
+    if (!(rps > 0)) return Either.left(`"${part}": the rate must be > 0`)
+    if (steps.length > 0 && atS <= steps[steps.length - 1]!.atS) return Either.left(`"${part}": times must increase`)
+    steps.push(RateStep.make({ atS, rps }))
+  }
+  if (steps.length === 0) return Either.left("no step given (e.g. 10@0s,25@30s)")
+  return Either.right(steps)
+}
 
 /**
  * A whole mock server profile: the seed of every random draw and the endpoints (at least one,
@@ -857,18 +941,48 @@ export const makeApp = (
 
     /** Takes a token from the key's bucket, or returns the seconds to wait. */
     const takeToken = (ep: EndpointProfile, state: KeyState, now: number): number | undefined => {
-      if (ep.rps === undefined) return undefined
-      const burst = ep.burst ?? Math.max(1, Math.ceil(ep.rps))
-      state.tokens = Math.min(burst, state.tokens + ((now - state.lastMs) / 1000) * ep.rps)
+      const rps = rpsAt(ep, (now - startedAtMs) / 1000)
+      if (rps === undefined) return undefined
+      const burst = ep.burst ?? Math.max(1, Math.ceil(rps))
+      state.tokens = Math.min(burst, state.tokens + ((now - state.lastMs) / 1000) * rps)
       state.lastMs = now
       if (state.tokens >= 1) {
         state.tokens -= 1
         return undefined
       }
-      return Math.max(1, Math.ceil((1 - state.tokens) / ep.rps))
+      return Math.max(1, Math.ceil((1 - state.tokens) / rps))
     }
 
+    /** The rate-limit headers of the key's bucket after this request (see `rateLimitHeaders`). */
+    const limitHeaders = (ep: EndpointProfile, state: KeyState, now: number): Record<string, string> => {
+      const rps = rpsAt(ep, (now - startedAtMs) / 1000)
+      if (ep.rateLimitHeaders === "none" || rps === undefined) return {}
+      const burst = ep.burst ?? Math.max(1, Math.ceil(rps))
+      const remaining = Math.max(0, Math.floor(state.tokens))
+      const fullInMs = Math.max(0, Math.ceil(((burst - Math.max(0, state.tokens)) / rps) * 1000))
+      const perMinute = String(Math.round(rps * 60))
+      if (ep.rateLimitHeaders === "anthropic") {
+        return {
+          "anthropic-ratelimit-requests-limit": perMinute,
+          "anthropic-ratelimit-requests-remaining": String(remaining),
+          "anthropic-ratelimit-requests-reset": new Date(now + fullInMs).toISOString()
+        }
+      }
+      return {
+        "x-ratelimit-limit-requests": perMinute,
+        "x-ratelimit-remaining-requests": String(remaining),
+        "x-ratelimit-reset-requests": `${fullInMs / 1000}s`
+      }
+    }
+
+    /** A chat answer with the key's rate-limit headers (`rateLimitHeaders`) added. */
     const chat = (ep: EndpointProfile, path: string) =>
+      Effect.suspend(() => {
+        const hs: { headers: Record<string, string> } = { headers: {} }
+        return Effect.map(chatAnswer(ep, path, hs), (r) => Object.keys(hs.headers).length === 0 ? r : HttpServerResponse.setHeaders(r, hs.headers))
+      })
+
+    const chatAnswer = (ep: EndpointProfile, path: string, hs: { headers: Record<string, string> }) =>
       Effect.gen(function*() {
         const req = yield* HttpServerRequest.HttpServerRequest
         const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
@@ -882,7 +996,7 @@ export const makeApp = (
         const stateKey = `${ep.name}\u0000${key}`
         let state = keys.get(stateKey)
         if (state === undefined) {
-          state = { tokens: ep.burst ?? Math.max(1, Math.ceil(ep.rps ?? 1)), lastMs: now, counter: 0 }
+          state = { tokens: ep.burst ?? Math.max(1, Math.ceil(rpsAt(ep, (now - startedAtMs) / 1000) ?? 1)), lastMs: now, counter: 0 }
           keys.set(stateKey, state)
         }
         state.counter += 1
@@ -933,9 +1047,10 @@ export const makeApp = (
         }
         // 2. token bucket
         const waitS = takeToken(ep, state, now)
+        hs.headers = limitHeaders(ep, state, now)
         if (waitS !== undefined) {
           yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "rate_limit" })
-          return respond(429, errorBody(429, `rate limit of ${ep.rps} requests/s exceeded`), {
+          return respond(429, errorBody(429, `rate limit of ${rpsAt(ep, elapsedS)} requests/s exceeded`), {
             "retry-after": String(waitS)
           })
         }

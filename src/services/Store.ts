@@ -490,6 +490,16 @@ export interface StoreService extends TaskStore {
   readonly succeededPipelines?: Effect.Effect<SucceededIndex, StoreUnavailable> | undefined
 
   /**
+   * Runs `reads` (several reads of this store) against one consistent view of it, so that
+   * figures read one after the other agree while a writer commits meanwhile (the monitoring
+   * picture: totals, counts per state and per-resource sums of one `/stats` answer). SQLite:
+   * one read transaction on the reading connection (WAL: a snapshot as of its first read;
+   * the writer is not held up). Fails with `StoreUnavailable` when the transaction cannot
+   * begin or end. Optional: a store without it (memory, Postgres, plugins) reads as it goes.
+   */
+  readonly consistentReads?: (<A, E, R>(reads: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>) | undefined
+
+  /**
    * Writes one pipeline's admission (row, seed, initial traversal state, as
    * {@link StoreService.admit}) only if the stored row is still what admission decided on:
    * absent when `expected` is `undefined`, else with the same owner run, state, cursor and
@@ -701,6 +711,8 @@ export interface StoreDriver extends
   readonly storeId?: StoreService["storeId"]
   /** See {@link StoreService.succeededPipelines} (optional). */
   readonly succeededPipelines?: StoreService["succeededPipelines"]
+  /** See {@link StoreService.consistentReads} (optional). */
+  readonly consistentReads?: StoreService["consistentReads"]
   /**
    * See {@link StoreService.claimAdmission} (optional): the admission as a write op, its
    * seeds placed by the front.

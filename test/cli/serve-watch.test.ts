@@ -85,6 +85,24 @@ describe("assay watch / serve (bin/assay)", () => {
       assert.include(watch.stdout(), `run ${report.runId} completed: 20/20 done (100.0%)`)
     })), { timeout: 60_000 })
 
+  it.live("serve started before the store exists waits for it (said once), then serves it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tmpFile()
+      const serve = yield* assay(["serve", file, "--port", "0"])
+      yield* waitFor("serve to wait for the store", () => serve.stdout().includes("to be created") || serve.proc.exitCode !== null)
+      assert.isNull(serve.proc.exitCode, `serve exited: ${serve.stderr()}`)
+      assert.isFalse(fs.existsSync(file), "serve creates nothing")
+      yield* Effect.provide(runRows(6, 1), writerLayer(file))
+      yield* waitFor("serve to listen", () => serve.stdout().includes("http://") || serve.proc.exitCode !== null)
+      assert.isNull(serve.proc.exitCode, `serve exited: ${serve.stderr()}`)
+      assert.strictEqual(serve.stdout().split("to be created").length, 2, "said once")
+      const url = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(serve.stdout())![1]!
+      const stats = yield* Effect.promise(() => fetch(`${url}/stats`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(stats.pipelines.total, 6)
+      serve.proc.kill("SIGTERM")
+      assert.strictEqual(yield* serve.exit, 130)
+    })), { timeout: 60_000 })
+
   it.live("serve binds loopback, says so, answers read-only; refuses other hosts and unknown runs (exit 2)", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = tmpFile()

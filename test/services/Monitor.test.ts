@@ -216,6 +216,24 @@ describe("Monitor", () => {
       assert.notInclude(page, ">latency p50/p95/p99")
     }).pipe(Effect.provide(MemoryStore.layer())))
 
+  it.effect("renderSnapshot (watch): each resource's learned adaptive rate and window, as report and the dashboard show them", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      const adaptive = { rate: 31.5, sustained: 24.6, concurrency: 6, phase: "avoidance", pacedBy: "aimd", decreases: 2, lastDecrease: { reason: "rate_limit", at: 3000 } }
+      yield* store.putResource({
+        pool: "llm", resourceId: "k1", kind: "chat", spec: {}, health: { state: "ready", active: 3, capacity: 8, algorithm: { adaptive } }, updatedAt: 4000
+      })
+      yield* store.putResource({ pool: "llm", resourceId: "k2", kind: "chat", spec: {}, health: { state: "ready", active: 0, capacity: 8 }, updatedAt: 4000 })
+      yield* TestClock.setTime(5000)
+      const s = yield* Monitor.readSnapshot(store)
+      const plain = Monitor.renderSnapshot(s, { width: 200, color: false })
+      const k1 = plain.split("\n").find((l) => l.includes("llm/k1"))!
+      const k2 = plain.split("\n").find((l) => l.includes("llm/k2"))!
+      assert.include(k1, s.resources.find((r) => r.resource_id === "k1")!.algorithm_text)
+      assert.match(k1, / · adaptive sustains 24\.6 req\/s \(allows up to 31\.5\), 6 at once; cut 2× /)
+      assert.notInclude(k2, "adaptive")
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
   it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>
     Effect.gen(function*() {
       const store = yield* seed

@@ -296,6 +296,78 @@ describe("pool state across a resume (issue 18 §4)", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("the circuit breaker across a resume (issue 18 trial: a half-open breaker was forgotten)", () => {
+  const failing = () => [
+    Pool.make("llm", [Resource.make("llm", { id: "ep", capacity: 10, options: { baseUrl: "https://ep.example/v1" } })], {
+      breaker: { window: 4, minRequests: 4, failureRate: 0.5, openFor: "2 seconds" }
+    })
+  ]
+  const err503 = () => new RetryableError({ message: "503 Service Unavailable", errorClass: "upstream" })
+
+  /** Opens the breaker with 4 failures; `waitMs` later, the state is saved as at a crash. */
+  const savedAfter = (waitMs: number) =>
+    Effect.scoped(Effect.gen(function*() {
+      const first = yield* Pool.makePools(failing())
+      const leases = yield* Effect.all(Array.from({ length: 4 }, () => first.acquireRaw("llm")))
+      for (const l of leases) yield* l.report({ ok: false, error: err503() })
+      yield* Effect.forEach(leases, (l) => l.releaseNow)
+      assert.strictEqual((yield* first.snapshot("llm"))[0]!.breaker, "open")
+      yield* TestClock.adjust(waitMs)
+      yield* settle
+      return (yield* first.saveState("llm"))[0]!.state
+    }))
+
+  /** A fresh process restores `state` and 10 acquires come at once: how many are granted. */
+  const grantedAfterRestore = (state: unknown) =>
+    Effect.scoped(Effect.gen(function*() {
+      const pools = yield* Pool.makePools(failing())
+      const outcome = yield* pools.restoreState("llm", "ep", state)
+      const fibers = yield* Effect.all(Array.from({ length: 10 }, () => Effect.fork(pools.acquireRaw("llm"))))
+      yield* settle
+      const granted = fibers.filter((f) => f.unsafePoll() !== null).length
+      const breaker = (yield* pools.snapshot("llm"))[0]!.breaker
+      yield* Effect.forEach(fibers, (f) => Fiber.interrupt(f))
+      return { outcome, granted, breaker }
+    }))
+
+  it.effect("half-open when saved: the resumed run sends one probe, not the full capacity", () =>
+    Effect.gen(function*() {
+      // 3 s after opening for 2 s: half-open when the process died
+      const state = yield* savedAfter(3_000)
+      assert.strictEqual((state as Record<string, unknown>)["breakerState"], "half_open")
+      const r = yield* grantedAfterRestore(state)
+      assert.deepStrictEqual(r.outcome, { _tag: "Restored", applied: ["breaker"] })
+      assert.strictEqual(r.breaker, "half_open")
+      assert.strictEqual(r.granted, 1)
+    }))
+
+  it.effect("open when saved, its time over before the resume: half-open, one probe", () =>
+    Effect.gen(function*() {
+      const state = yield* savedAfter(500)
+      assert.strictEqual((state as Record<string, unknown>)["breakerState"], "open")
+      // the process was down longer than the opening
+      yield* TestClock.adjust("10 seconds")
+      const r = yield* grantedAfterRestore(state)
+      assert.strictEqual(r.breaker, "half_open")
+      assert.strictEqual(r.granted, 1)
+    }))
+
+  it.effect("open when saved and still open at the resume: nothing before its end, then one probe", () =>
+    Effect.gen(function*() {
+      const state = yield* savedAfter(500)
+      const r = yield* grantedAfterRestore(state)
+      assert.strictEqual(r.breaker, "open")
+      assert.strictEqual(r.granted, 0)
+    }))
+
+  it.effect("a state saved before breakerState was kept still restores (the field is optional)", () =>
+    Effect.gen(function*() {
+      const { breakerState: _, ...old } = (yield* savedAfter(3_000)) as Record<string, unknown>
+      const r = yield* grantedAfterRestore(old)
+      assert.deepStrictEqual(r.outcome, { _tag: "Restored", applied: [] })
+    }))
+})
+
 describe("adaptive: learned limits across a resume", () => {
   it.effect("a resumed run starts at the learned rate and window, not the conservative start", () =>
     Effect.gen(function*() {

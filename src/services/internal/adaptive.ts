@@ -145,7 +145,22 @@ export interface AimdState {
   lastReportAt: number
   /** Milliseconds of answer time discounted as our own event loop's stall (see `onReport`). */
   ownDelayTotalMs: number
+  /**
+   * The delivery rate, as two {@link SUSTAIN_WINDOW_MS} windows of successful answers: the
+   * current one's start and count, and the previous one's count (`undefined`: none yet).
+   */
+  deliveredAt: number
+  delivered: number
+  deliveredPrev: number | undefined
 }
+
+/**
+ * The window of the sustained rate (ms): the successful answers of the last one to two
+ * windows, per second. What the server actually delivered, beside the allowance `rate` (which
+ * a server's burst lets float above its limit: the trial printed 44.95 req/s against a 25
+ * req/s limit).
+ */
+const SUSTAIN_WINDOW_MS = 5000
 
 const EMA_ALPHA = 0.2
 
@@ -193,8 +208,39 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   headerAt: Number.NEGATIVE_INFINITY,
   tokensPerRequest: undefined,
   lastReportAt: now,
-  ownDelayTotalMs: 0
+  ownDelayTotalMs: 0,
+  deliveredAt: now,
+  delivered: 0,
+  deliveredPrev: undefined
 })
+
+/** Counts one successful answer at `now` in the delivery windows. */
+const countDelivered = (s: AimdState, now: number): void => {
+  if (now >= s.deliveredAt + 2 * SUSTAIN_WINDOW_MS) {
+    // a window or more without answers
+    s.deliveredPrev = 0
+    s.deliveredAt = now
+    s.delivered = 0
+  } else if (now >= s.deliveredAt + SUSTAIN_WINDOW_MS) {
+    s.deliveredPrev = s.delivered
+    s.deliveredAt += SUSTAIN_WINDOW_MS
+    s.delivered = 0
+  }
+  s.delivered++
+}
+
+/**
+ * The rate the server delivered lately (successful answers per second over the current
+ * delivery window and the previous one), or `undefined` before a second of answers.
+ *
+ * @internal
+ */
+export const sustainedRate = (s: AimdState, now: number): number | undefined => {
+  if (now >= s.deliveredAt + 2 * SUSTAIN_WINDOW_MS) return 0
+  const inCurrent = Math.max(0, now - s.deliveredAt)
+  if (s.deliveredPrev === undefined) return inCurrent >= 1000 ? (s.delivered * 1000) / inCurrent : undefined
+  return ((s.deliveredPrev + s.delivered) * 1000) / (SUSTAIN_WINDOW_MS + inCurrent)
+}
 
 /** Whether the headers' cap is recent enough to hold (a server that stops sending them). */
 const headerFresh = (s: AimdState, p: AimdParams, now: number): boolean =>
@@ -370,17 +416,20 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
       const band = 1 - p.goodputFloor
       const near = r >= (1 - band) * knee && r <= (1 + band) * knee
       const above = r > (1 + band) * knee
-      if (!above) s.aboveSince = undefined
-      else if (s.aboveSince === undefined) s.aboveSince = now
+      // the convex clock runs from when the rate reached the knee's band and keeps running
+      // past it (issue 18 trial: a raised limit took 20–38 s to find, 5 s of them spent in
+      // the band at the probe step before the convex region's clock even started)
+      // (from a convex period after reaching the band: a limit that held is probed gently)
+      if (!near && !above) s.aboveSince = undefined
+      else if (s.aboveSince === undefined) s.aboveSince = above ? now : now + p.convexMs
       // below the band: the full step (concave approach); within it: the probe step (the
       // plateau); past it: from the probe step, growing with the square of the time spent
       // past it up to the full step (CUBIC's convex region, RFC 9438 §4.5: a limit that held
       // is probed slowly at first, one that rose is found in seconds)
-      const mult = near
+      const convex = s.aboveSince === undefined || now <= s.aboveSince
         ? p.probe
-        : above
-        ? Math.min(1, p.probe * (1 + ((now - s.aboveSince!) / p.convexMs) ** 2))
-        : 1
+        : Math.min(1, p.probe * (1 + ((now - s.aboveSince) / p.convexMs) ** 2))
+      const mult = near || above ? convex : 1
       s.rate = r + (p.increase * Math.max(knee, r) * mult) / r
     }
     let cap = p.maxRate
@@ -446,6 +495,7 @@ export const onReport = (
   if (r.ok === false || r.errorClass !== undefined) return
   s.okTotal++
   s.okInEpoch++
+  countDelivered(s, r.now)
   if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {
     // the server's share of the answer time: our own loop's stall taken out
     const own = r.ownDelayMs !== undefined && r.ownDelayMs > 0 ? Math.min(r.ownDelayMs, r.latencyMs) : 0
@@ -476,8 +526,10 @@ const round = (x: number, digits = 2): number => {
 }
 
 /**
- * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (requests/s in
- * force), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
+ * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (the allowance:
+ * requests/s the pacing lets through, which may exceed what the server accepts), `sustained`
+ * (requests/s the server answered successfully over the last 5 to 10 s, or null before a
+ * second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
  * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
  * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
@@ -487,8 +539,10 @@ const round = (x: number, digits = 2): number => {
  */
 export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
   const rate = effectiveRate(s, p, now)
+  const sustained = sustainedRate(s, now)
   return {
     rate: round(rate),
+    sustained: sustained === undefined ? null : round(sustained),
     concurrency: Math.max(1, Math.floor(s.limit)),
     phase: s.phase,
     pacedBy: headerFresh(s, p, now) && s.headerCeiling! < s.rate ? "headers" : "aimd",

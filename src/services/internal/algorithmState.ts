@@ -13,8 +13,12 @@ const num = (u: unknown): number | undefined => (typeof u === "number" && Number
 
 /**
  * The state of the `adaptive` algorithm in words, from a stored `health.algorithm` value:
- * `adaptive 19.8 req/s, 8 at once, paced by headers; cut 3× (last: a 429 at 14:03:10)`, or
- * `""` when there is none. `formatAt` writes the time of the last cut (default: ISO 8601).
+ * `adaptive sustains 19.8 req/s (allows up to 24.5), 8 at once, paced by headers; cut 3×
+ * (last: a 429 at 14:03:10)`, or `""` when there is none. The first figure is what the server
+ * delivered lately (`sustained`); the allowance (`rate`) is named as such, since a server's
+ * burst lets it float above the real limit (issue 18 trial: 44.95 printed against a limit of
+ * 25). A state without `sustained` (older, or before a second of answers): `adaptive allows up
+ * to R req/s`. `formatAt` writes the time of the last cut (default: ISO 8601).
  *
  * @internal
  */
@@ -24,7 +28,9 @@ export const algorithmText = (algorithm: unknown, formatAt: (epochMs: number) =>
   const rate = num(a["rate"])
   const window = num(a["concurrency"])
   if (rate === undefined || window === undefined) return ""
-  const parts = [`adaptive ${rate} req/s, ${window} at once${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
+  const sustained = num(a["sustained"])
+  const figures = sustained === undefined ? `allows up to ${rate} req/s` : `sustains ${sustained} req/s (allows up to ${rate})`
+  const parts = [`adaptive ${figures}, ${window} at once${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
   if (a["phase"] === "slowStart") parts[0] += " (slow start)"
   const last = a["lastDecrease"]
   const cuts = num(a["decreases"]) ?? 0

@@ -437,7 +437,7 @@ export interface ResourceRow {
   readonly breaker_until: number | null
   /** An algorithm's state of the resource by algorithm name (`adaptive`: learned rate and window), or null. */
   readonly algorithm: unknown
-  /** The same in words (`adaptive 19.8 req/s, 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
+  /** The same in words (`adaptive sustains 19.8 req/s (allows up to 24.5), 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
   readonly algorithm_text: string
   /** The run that wrote this health. */
   readonly run_id: string | null
@@ -1138,10 +1138,24 @@ export const readSnapshot = (
   options: SnapshotOptions = {},
   reads: MonitorReads = storeReads(store)
 ): Effect.Effect<Snapshot, StoreUnavailable | ReadError | UnknownRun> =>
-  Effect.gen(function*() {
-    const selection = yield* resolveSelection(store, options.runId)
-    return yield* snapshotOf(store, selection, options.errors ?? 10, reads)
-  })
+  consistent(
+    store,
+    Effect.gen(function*() {
+      const selection = yield* resolveSelection(store, options.runId)
+      return yield* snapshotIn(store, selection, options.errors ?? 10, reads)
+    })
+  )
+
+/**
+ * `reads` against one consistent view of `store` when it offers one (`consistentReads`:
+ * SQLite's read transaction), else as they come: the figures of one picture (totals, counts
+ * per state, per-resource sums) then agree even while a writer commits between the reads
+ * (issue 18 trial: a live `/stats` answer whose totals and sums disagreed).
+ */
+const consistent = <A, E, R>(store: TaskStore, reads: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> => {
+  const wrap = (store as Partial<StoreService>).consistentReads
+  return wrap === undefined ? reads : wrap(reads)
+}
 
 /**
  * {@link readSnapshot} for an already resolved selection.
@@ -1150,6 +1164,14 @@ export const readSnapshot = (
  * @category snapshot
  */
 export const snapshotOf = (
+  store: TaskStore,
+  selection: Selection,
+  errors: number,
+  reads: MonitorReads
+): Effect.Effect<Snapshot, StoreUnavailable | ReadError> => consistent(store, snapshotIn(store, selection, errors, reads))
+
+/** {@link snapshotOf}'s reads, one after the other (the caller makes them one view). */
+const snapshotIn = (
   store: TaskStore,
   selection: Selection,
   errors: number,
@@ -1492,7 +1514,10 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const wait = r.pool_wait_ms_p95 === null ? "" : ` · wait p95 ${formatDuration(r.pool_wait_ms_p95)}`
       const fails = r.consecutive_failures !== null && r.consecutive_failures > 0 ? ` · ${r.consecutive_failures} failures` : ""
       const hold = holdOf(r, s.generated_at)
-      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}`)
+      // the acquisition algorithm's learned state (adaptive: its rate and window), as report
+      // and the dashboard show it
+      const algo = r.algorithm_text === "" ? "" : ` · ${clean(r.algorithm_text)}`
+      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}`)
     }
   }
   if (s.suite !== undefined) {

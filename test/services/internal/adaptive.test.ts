@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as Aimd from "../../../src/services/internal/adaptive.js"
+import { algorithmText } from "../../../src/services/internal/algorithmState.js"
 
 const p = Aimd.defaults
 
@@ -126,8 +127,24 @@ describe("adaptive: the AIMD rules", () => {
     clocked(s, 0, 3000)
     assert.approximately(s.rate, 16, 0.2) // +0.1 × 20 per second
     s.rate = 19.5
-    clocked(s, 3000, 5000)
-    assert.approximately(s.rate, 20.5, 0.05) // +0.01 × 20 per second within ±5 % of the knee
+    clocked(s, 3000, 3000)
+    assert.approximately(s.rate, 20.1, 0.05) // +0.01 × 20 per second within ±5 % of the knee, for `convex` (3 s)
+  })
+
+  it("a rate held in the knee's band without a 429 for `convex` (3 s) grows convexly from there (issue 18 trial: a raised limit took 20–38 s to find)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 10
+    // the provider raised the limit: nothing refuses; 3 s at the probe step, then faster
+    const t = clocked(s, 0, 3000)
+    assert.approximately(s.rate, 10.3, 0.05)
+    clocked(s, t, 6000)
+    // the old rule was still at the probe step in the band (10.5) and only then started the clock
+    assert.isAbove(s.rate, 11.5)
+    const u = clocked(s, t + 6000, 6000)
+    assert.isAbove(s.rate, 15)
+    void u
   })
 
   it("past slow start a 429 restarts the rate at most at the knee; the knee falls at most by 0.7 per cut (issue 18)", () => {
@@ -383,5 +400,30 @@ describe("adaptive: our own event loop's stall is taken out of the answer time (
     Aimd.onReport(s, p, ok(10, 30, { ownDelayMs: 500 }))
     assert.strictEqual(s.latencyEmaMs, 0)
     assert.strictEqual(s.ownDelayTotalMs, 30)
+  })
+})
+
+describe("adaptive: the printed figures (issue 18 trial: 44.95 req/s printed against a limit of 25)", () => {
+  it("`sustained` is what the server delivered over the last 5–10 s; `rate` (the allowance) may float above it, and the words name each", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.rate = 45
+    s.knee = 40
+    // the server answers 25 requests/s (its limit), the allowance sits at 45 for 20 s
+    saturate(s, 0, 20_000, 500)
+    s.rate = 45
+    const d = Aimd.describe(s, p, 20_000) as Record<string, unknown>
+    assert.strictEqual(d["rate"], 45)
+    assert.approximately(d["sustained"] as number, 25, 0.5)
+    const text = algorithmText({ adaptive: d })
+    assert.match(text, /^adaptive sustains 2[45](\.\d+)? req\/s \(allows up to 45\), \d+ at once/)
+    // no answers for 10 s: nothing sustained
+    assert.strictEqual((Aimd.describe(s, p, 30_000) as Record<string, unknown>)["sustained"], 0)
+    // before a second of answers: unknown, and the allowance is named as such
+    const fresh = Aimd.initial(p, 64, 0)
+    Aimd.onReport(fresh, p, ok(100))
+    const d0 = Aimd.describe(fresh, p, 500) as Record<string, unknown>
+    assert.isNull(d0["sustained"])
+    assert.match(algorithmText({ adaptive: d0 }), /^adaptive allows up to [\d.]+ req\/s, 2 at once/)
   })
 })

@@ -5,6 +5,7 @@
  *
  * @since 0.5.0
  */
+import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, type Scope } from "effect"
 import type { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
@@ -53,6 +54,11 @@ export const makeDriverWithEnv = (
       // a writer holds the file's OS lock: no other process writes while it is open
       exclusiveWriter: !readOnly,
       callCache,
+      // one read transaction on the reading connection (never the writer's): a WAL snapshot
+      consistentReads: (reads) =>
+        env.sql.withTransaction(reads).pipe(
+          Effect.mapError((e) => (e instanceof SqlError ? env.fromSql(e) : e) as Effect.Effect.Error<typeof reads> | StoreUnavailable)
+        ),
       openRun: (run) =>
         Effect.flatMap(
           tx((d) => {

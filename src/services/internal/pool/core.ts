@@ -1121,6 +1121,7 @@ export class Core implements Client.ClientEnv {
         cooldownUntil: res.health.state === "degraded" && res.health.cooldownUntil > now ? res.health.cooldownUntil : 0,
         consecutiveFailures: res.health.consecutiveFailures,
         breakerOpenUntil: b.state === "open" && b.openUntil > now ? b.openUntil : 0,
+        ...(b.state !== "closed" ? { breakerState: Breaker.effectiveState(b, now) as "open" | "half_open" } : {}),
         failedProbes: b.failedProbes,
         usage: { ...res.usage },
         algorithms: saved
@@ -1173,6 +1174,12 @@ export class Core implements Client.ClientEnv {
         }
         ;(fx.breakers ??= []).push({ pool, res, opened: now, until: saved.breakerOpenUntil })
         applied.push("breaker")
+      } else if (saved.breakerState !== undefined && pool.breaker !== undefined && res.breaker.state === "closed") {
+        // half-open when saved, or open and its time over while the process was down: the
+        // endpoint has not answered since it failed, so one probe decides (not a full window)
+        res.breaker = { ...Breaker.initial, state: "half_open", opened: now, failedProbes: saved.failedProbes }
+        this.event(fx, pool, "breaker.half_open", id, { restored: true })
+        applied.push("breaker")
       }
       let used = false
       // usage counted in this process already includes what was saved (the same service resumed)
@@ -1206,7 +1213,8 @@ export class Core implements Client.ClientEnv {
         savedAt: saved.savedAt,
         throttledUntil: res.throttledUntil > now ? res.throttledUntil : null,
         cooldownUntil: applied.includes("cooldown") ? saved.cooldownUntil : null,
-        breakerUntil: applied.includes("breaker") ? saved.breakerOpenUntil : null
+        breakerUntil: applied.includes("breaker") && saved.breakerOpenUntil > now ? saved.breakerOpenUntil : null,
+        breakerState: applied.includes("breaker") ? res.breaker.state : null
       })
       return Effect.as(this.flush(fx), { _tag: "Restored", applied } as RestoreOutcome)
     })

@@ -25,6 +25,12 @@ export const SavedState = Schema.Struct({
   cooldownUntil: Schema.Number,
   consecutiveFailures: Schema.Number,
   breakerOpenUntil: Schema.Number,
+  /**
+   * The breaker when it was not closed: `open` (until `breakerOpenUntil`) or `half_open` (one
+   * probe at a time). Absent in states saved before it was kept: then only a running opening
+   * (`breakerOpenUntil` later than the resume) was restored, and a half-open breaker was lost.
+   */
+  breakerState: Schema.optional(Schema.Literal("open", "half_open")),
   failedProbes: Schema.Number,
   usage: Schema.Record({ key: Schema.String, value: Schema.Number }),
   algorithms: Schema.Record({ key: Schema.String, value: Schema.Unknown })

@@ -315,6 +315,7 @@ export const makeWith = (
       storeId: driver.storeId,
       journal,
       succeededPipelines: driver.succeededPipelines,
+      consistentReads: driver.consistentReads,
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>
         (write.traversals ?? []).length > 0 && driver.traversal === undefined
           ? Effect.fail(noTraversal)

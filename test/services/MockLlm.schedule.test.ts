@@ -1,0 +1,89 @@
+/**
+ * Issue 18 trial: the mock could neither change a key's limit over time nor announce it. An
+ * endpoint's `rpsSchedule` (`--rps-schedule 10@0s,25@30s`) raises or lowers the per-key rate
+ * at given times, and `rateLimitHeaders` sends the bucket as OpenAI's `x-ratelimit-*` or
+ * Anthropic's `anthropic-ratelimit-*` headers on every answer, which assay's provider layer
+ * reads (`RateLimit.statusOfHeaders`, what `adaptive` paces by). TestClock throughout.
+ */
+import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Either, Option } from "effect"
+import { applyOverrides } from "../../src/cli/MockLlmCommand.js"
+import * as RateLimit from "../../src/domain/RateLimit.js"
+import { decodeProfile, makeApp, parseRpsSchedule } from "../../src/services/MockLlm.js"
+import { TestClock } from "effect"
+
+const chat = (key: string, text: string) =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const res = yield* client.execute(
+      HttpClientRequest.post("/e/a/v1/chat/completions").pipe(
+        HttpClientRequest.bodyUnsafeJson({ model: "m", messages: [{ role: "user", content: text }] }),
+        HttpClientRequest.bearerToken(key)
+      )
+    )
+    yield* res.json
+    const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+    return { status: res.status, headers: res.headers, status_: RateLimit.statusOfHeaders((n) => res.headers[n], now) }
+  })
+
+const serveApp = (input: unknown) =>
+  Effect.gen(function*() {
+    const mock = yield* makeApp({ profile: yield* Effect.orDie(decodeProfile(input)) })
+    yield* HttpServer.serveEffect(mock.app)
+  })
+
+describe("mock-llm: a limit that changes over time, announced by headers", () => {
+  it.scoped("rpsSchedule: 2 requests/s, then 5 from second 30; x-ratelimit-* headers read by the provider layer", () =>
+    Effect.gen(function*() {
+      yield* serveApp({
+        endpoints: [{ name: "a", rpsSchedule: [{ atS: 0, rps: 2 }, { atS: 30, rps: 5 }], rateLimitHeaders: "openai", latency: { medianMs: 0 } }]
+      })
+      const early = [yield* chat("k", "1"), yield* chat("k", "2"), yield* chat("k", "3")]
+      assert.deepStrictEqual(early.map((r) => r.status), [200, 200, 429])
+      assert.strictEqual(early[0]!.headers["x-ratelimit-limit-requests"], "120")
+      assert.deepStrictEqual(early.map((r) => r.headers["x-ratelimit-remaining-requests"]), ["1", "0", "0"])
+      // what assay reads of them: 120/min, 1 left, the bucket full again in 0.5 s
+      assert.deepStrictEqual(early[0]!.status_?.requests, { limit: 120, remaining: 1, resetMs: 500 })
+      // at second 30 the limit rises: 5 requests/s (bucket 5)
+      yield* TestClock.adjust(Duration.seconds(30))
+      const later: Array<number> = []
+      for (let i = 0; i < 6; i++) later.push((yield* chat("k", `late ${i}`)).status)
+      assert.deepStrictEqual(later, [200, 200, 200, 200, 200, 429])
+      const after = yield* chat("k2", "x")
+      assert.strictEqual(after.headers["x-ratelimit-limit-requests"], "300")
+      assert.strictEqual(after.status_?.requests?.limit, 300)
+    }).pipe(Effect.provide(NodeHttpServer.layerTest)))
+
+  it.scoped("anthropic-ratelimit-* headers (reset as an RFC 3339 time)", () =>
+    Effect.gen(function*() {
+      yield* serveApp({ endpoints: [{ name: "a", rps: 1, burst: 2, rateLimitHeaders: "anthropic", latency: { medianMs: 0 } }] })
+      yield* TestClock.adjust(Duration.seconds(100))
+      const r = yield* chat("k", "1")
+      assert.strictEqual(r.headers["anthropic-ratelimit-requests-limit"], "60")
+      assert.strictEqual(r.headers["anthropic-ratelimit-requests-remaining"], "1")
+      assert.strictEqual(r.headers["anthropic-ratelimit-requests-reset"], new Date(101_000).toISOString())
+      assert.isUndefined(r.headers["x-ratelimit-limit-requests"])
+      assert.deepStrictEqual(r.status_?.requests, { limit: 60, remaining: 1, resetMs: 1000 })
+    }).pipe(Effect.provide(NodeHttpServer.layerTest)))
+
+  it.effect("--rps-schedule: parsed on every endpoint; a bad one names the flag", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        Either.map(parseRpsSchedule("10@0s, 25@30s,40@2m,50@150000ms"), (s) => s.map((x) => [x.rps, x.atS])),
+        Either.right([[10, 0], [25, 30], [40, 120], [50, 150]])
+      )
+      assert.isTrue(Either.isLeft(parseRpsSchedule("25@30s,10@0s")))
+      const base = yield* Effect.orDie(decodeProfile({ endpoints: [{ name: "a", rps: 3 }, { name: "b" }] }))
+      const none = { seed: Option.none(), rps: Option.none(), burst: Option.none(), latencyMs: Option.none(), errorRate: Option.none(), maxConcurrency: Option.none() }
+      const p = yield* applyOverrides(base, { ...none, rpsSchedule: Option.some("10@0s,25@30s"), rateLimitHeaders: Option.some("openai" as const) })
+      for (const e of p.endpoints) {
+        assert.strictEqual(e.rps, 10)
+        assert.deepStrictEqual(e.rpsSchedule?.map((s) => [s.atS, s.rps]), [[0, 10], [30, 25]])
+        assert.strictEqual(e.rateLimitHeaders, "openai")
+      }
+      const bad = yield* Effect.flip(applyOverrides(base, { ...none, rpsSchedule: Option.some("fast") }))
+      assert.include(bad.message, "--rps-schedule: \"fast\" is not RPS@TIME")
+    }))
+})

@@ -523,17 +523,7 @@ const runTaskOnce = (
               // a served output is recorded `cache_hit`, its cache note in the decision (what
               // `report` counts hits, misses and the savings from), with the attempt's usage
               const succeeded = succeededAs(attempt, result.cache)
-              const attemptRow = Rows.attemptRow(
-                current,
-                attempt,
-                succeeded.outcome,
-                null,
-                succeeded.decision,
-                result.leaseIds,
-                result.startedAt,
-                ended,
-                result.usage
-              )
+              const attemptRow = Rows.succeededAttemptRow(current, attempt, succeeded, result, ended)
               const unit = Rows.succeededUnit(
                 current,
                 { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },

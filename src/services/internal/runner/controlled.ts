@@ -359,17 +359,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
               // a step inside the traversal moves the position only (see stepPatch)
               pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
               attempts: [
-                Rows.attemptRow(
-                  current,
-                  attempt,
-                  succeeded.outcome,
-                  null,
-                  succeeded.decision,
-                  result.leaseIds,
-                  result.startedAt,
-                  ended,
-                  result.usage
-                )
+                Rows.succeededAttemptRow(current, attempt, succeeded, result, ended)
               ],
               traversal: { expectedVersion: vs.version, state: next }
             }, !holdSlot, task)

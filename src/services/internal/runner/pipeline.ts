@@ -503,17 +503,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
           const enc = encoded.right
           countNote(state.cache, result.cache)
           const succeeded = succeededAs(attempt, result.cache)
-          const attemptRow = Rows.attemptRow(
-            current,
-            attempt,
-            succeeded.outcome,
-            null,
-            succeeded.decision,
-            result.leaseIds,
-            result.startedAt,
-            ended,
-            result.usage
-          )
+          const attemptRow = Rows.succeededAttemptRow(current, attempt, succeeded, result, ended)
           const unit = Rows.succeededUnit(
             current,
             { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },

@@ -206,6 +206,27 @@ export const attemptRow = (
 }
 
 /**
+ * The row of an attempt that succeeded (or was served from the call cache): `outcome` and
+ * `decision` as `succeededAs` gives them, the attempt's own leases, start and end (epoch ms)
+ * and its model usage. The one place the embedded runner's plain and controlled paths and the
+ * cluster's task activity build it.
+ *
+ * @internal
+ */
+export const succeededAttemptRow = (
+  t: TaskRun,
+  attemptNo: number,
+  succeeded: { readonly outcome: AttemptOutcome; readonly decision: RetryPolicy.RetryDecision },
+  result: {
+    readonly leaseIds: ReadonlyArray<string>
+    readonly startedAt: number
+    readonly usage?: AttemptUsage | undefined
+  },
+  endedAt: number
+): NewAttempt =>
+  attemptRow(t, attemptNo, succeeded.outcome, null, succeeded.decision, result.leaseIds, result.startedAt, endedAt, result.usage)
+
+/**
  * The attempt of a dead run that was in flight at a pipeline's cursor, as its abandoned row
  * numbers it: `seq` (and `visit`, 0 for a plain pipeline), the number that attempt ran with
  * (`attemptNo`: the one after the dead run's recorded attempts of that task, or a control

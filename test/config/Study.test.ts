@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url"
 import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
 import * as Experiment from "../../src/config/Experiment.js"
+import { describeText } from "../../src/cli/StudyPlan.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
@@ -361,6 +362,26 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       const over = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })))
       assert.deepStrictEqual(over.map((p) => p.split(" | ")[0]), [
         "limits.maxTrials: the plan has 4000000004 trials, above the cap of 200: reduce the variables (4000000004 variants x 1 repeat)"
+      ])
+    }))
+
+  it.effect("issue 16 trial: the plan of a billion-step range shows its first values and its count, never the list", () =>
+    Effect.gen(function*() {
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 1e9, step: 1 }, study().variables[3]]
+      const s = yield* load(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })), { allowOverCap: true })
+      assert.strictEqual(s.plan.variants, 4_000_000_004)
+      const text = describeText(s)
+      assert.include(text, "\nvariable temperature (range): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (1,000,000,001 values)\n")
+      assert.include(text, "\nvariable pause (enum): 1 millis\n")
+    }))
+
+  it.effect("issue 16 trial: a raised limits.maxTrials does not make the loader expand more than MAX_EXPANDED_VARIANTS variants", () =>
+    Effect.gen(function*() {
+      // 2 prompts x 2 models x 2,501 temperatures = 10,004 variants, within a maxTrials of a million
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 2500, step: 1 }, study().variables[3]]
+      const problems = yield* failure(write(study({ variables, limits: { maxTrials: 1_000_000 } })), { allowOverCap: true })
+      assert.deepStrictEqual(problems, [
+        "variables: 10,004 variants, above the 10,000 a study expands (limits.maxTrials 1,000,000 allows them, but each variant is an experiment built and checked before anything runs) | studies are never sampled: narrow a range, drop values, or split the study"
       ])
     }))
 

@@ -1016,6 +1016,15 @@ export const load = (
     })
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
+    if (!overTrials && count > Study.MAX_EXPANDED_VARIANTS) {
+      // a raised maxTrials does not make assay build and check millions of experiments
+      issues.push(issue(
+        "variables",
+        `${int(count)} variants, above the ${int(Study.MAX_EXPANDED_VARIANTS)} a study expands (limits.maxTrials ${int(maxTrials)} allows them, but each variant is an experiment built and checked before anything runs)`,
+        "studies are never sampled: narrow a range, drop values, or split the study"
+      ))
+      return yield* invalid(abs, issues)
+    }
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
     // the source is the same for every variant (references are refused outside the pipeline):
     // the baseline's check reads it as asked, the others read only its head

@@ -343,6 +343,63 @@ describe("StudyConfig.load: the baseline", () => {
     }))
 })
 
+describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
+  /** The examples/judge study, with `over` merged into its study document and `metrics` declared when given. */
+  const judged = (over: Record<string, unknown>) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-judge-"))
+    const example = path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)))
+    for (const f of ["experiment.yaml", "emails.jsonl"]) fs.copyFileSync(path.join(example, f), path.join(dir, f))
+    const doc = YAML.parse(fs.readFileSync(path.join(example, "study.yaml"), "utf8")) as Record<string, unknown>
+    fs.writeFileSync(path.join(dir, "study.json"), JSON.stringify({ ...doc, output: { root: "out" }, ...over }))
+    return path.join(dir, "study.json")
+  }
+
+  it.effect("a judge's metric and its verdict's fields are known: an objective or a stop on them is not unknown, a wrong verdict path is refused", () =>
+    Effect.gen(function*() {
+      const metrics = [{ name: "judgedRight", reducer: "mean", from: { output: "overall.answer" } }]
+      const s = yield* load(judged({
+        metrics,
+        objectives: [{ metric: "judgeScore", direction: "maximize" }, { metric: "judgedRight", direction: "maximize" }],
+        stop: [{ when: "metricThreshold", metric: "judgeScore", op: ">=", value: 0.99 }]
+      }))
+      assert.deepStrictEqual(s.warnings.filter((w) => /judgeScore|judgedRight|overall/.test(w)), [])
+      // the verdict's shape is checked before the run: a path that leads nowhere is refused
+      const wrong = yield* failure(judged({
+        metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }],
+        objectives: [{ metric: "judgeScor", direction: "maximize" }]
+      }))
+      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric"], wrong.join("\n"))
+      assert.include(wrong[0], `unknown metric "judgeScor"`)
+      assert.include(wrong[0], `did you mean "judgeScore"?`)
+      const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
+      assert.strictEqual(path_.length, 1, path_.join("\n"))
+      assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
+    }))
+
+  it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>
+    Effect.gen(function*() {
+      const s = yield* load(judged({
+        metrics: [
+          { name: "spamShare", reducer: "rate", from: { output: "overall.answer" }, equals: 1 },
+          { name: "quality", reducer: "mean", from: { metric: "judgeScores" } }
+        ],
+        objectives: [
+          { metric: "spamShare", direction: "maximize", hardConstraint: { op: ">", value: 1 } },
+          { metric: "costUsd", direction: "minimize", hardConstraint: { op: "<", value: 0 } },
+          { metric: "judgeScore", direction: "maximize", hardConstraint: { op: ">=", value: 0.5 } }
+        ],
+        stop: [{ when: "metricThreshold", metric: "judgeScore", op: ">=", value: 5 }]
+      }))
+      const w = s.warnings.filter((x) => x.startsWith("warning: objectives") || x.startsWith("warning: stop") || x.startsWith("warning: metrics"))
+      assert.deepStrictEqual(w, [
+        "warning: objectives[0].hardConstraint: no value of \"spamShare\" can meet spamShare > 1 (a rate is a share of cases, from 0 to 1): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: objectives[1].hardConstraint: no value of \"costUsd\" can meet costUsd < 0 (a built-in metric (USD) is never below 0): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: stop[0]: judgeScore >= 5 can never hold (a judge's overall score is from 0 to 1): this condition never stops the study",
+        "warning: metrics[1].from.metric: no task of experiment.yaml reports \"judgeScores\" (its judges report \"judgeScore\"): metric \"quality\" will have no value (did you mean \"judgeScore\"?)"
+      ])
+    }))
+})
+
 describe("StudyConfig.load: caps, budgets, stop conditions", () => {
   it.effect("more trials than limits.maxTrials (default 200) is refused at limits.maxTrials, asking to reduce the variables", () =>
     Effect.gen(function*() {

@@ -371,6 +371,14 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric"], wrong.join("\n"))
       assert.include(wrong[0], `unknown metric "judgeScor"`)
       assert.include(wrong[0], `did you mean "judgeScore"?`)
+      // a judge of several candidates reports one score each: the refusal says which to name
+      const two = judged({ metrics, objectives: [{ metric: "judgeScore", direction: "maximize" }] })
+      const exp = path.join(path.dirname(two), "experiment.yaml")
+      fs.writeFileSync(exp, fs.readFileSync(exp, "utf8").replace("candidates: { answer: content }", "candidates: { answer: content, label: label }"))
+      const several = yield* failure(two)
+      assert.deepStrictEqual(several, [
+        `objectives[0].metric: unknown metric "judgeScore": not declared under metrics, not built in and not reported by a judge task | the judge reports one score per candidate: name one of "judgeScore.answer", "judgeScore.label", or declare a metric that reads them (metrics: [{ name: judgeScore, reducer: mean, from: { metric: judgeScore.answer } }])`
+      ])
       const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
       assert.strictEqual(path_.length, 1, path_.join("\n"))
       assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)

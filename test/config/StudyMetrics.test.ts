@@ -127,7 +127,7 @@ describe("the study file's metrics section", () => {
       assert.deepStrictEqual(found.filter((l) => l.startsWith("objectives")), [
         "objectives[0].metric: unknown metric \"acuracy\": not declared under metrics, not built in and not reported by a judge task | did you mean \"accuracy\"?",
         "objectives[2].metric: unknown metric \"latencyP95\": not declared under metrics, not built in and not reported by a judge task | did you mean \"latencyP95Ms\"?",
-        `objectives[3].metric: unknown metric "zzz": not declared under metrics, not built in and not reported by a judge task | metrics: ${
+        `objectives[3].metric: unknown metric "zzz": not declared under metrics, not built in and not reported by a judge task | declare it under metrics (metrics: [{ name: zzz, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: zzz; known: ${
           ["accuracy", ...Study.BUILTIN_METRIC_NAMES].map((n) => JSON.stringify(n)).join(", ")
         }`
       ])

@@ -990,10 +990,15 @@ export const load = (
           metric: o.metric,
           report: (reported) => {
             const near = closest(o.metric, [...known, ...reported])
+            const perCandidate = reported.filter((r) => r.startsWith(`${o.metric}.`))
             issues.push(issue(
               `objectives[${i}].metric`,
               `unknown metric "${o.metric}": not declared under metrics, not built in and not reported by a judge task`,
-              near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted([...known, ...reported])}`
+              perCandidate.length > 0
+                ? `the judge reports one score per candidate: name one of ${quoted(perCandidate)}, or declare a metric that reads them (metrics: [{ name: ${o.metric}, reducer: mean, from: { metric: ${perCandidate[0]} } }])`
+                : near !== undefined
+                ? `did you mean "${near}"?`
+                : `declare it under metrics (metrics: [{ name: ${o.metric}, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: ${o.metric}; known: ${quoted([...known, ...reported])}`
             ))
           }
         })

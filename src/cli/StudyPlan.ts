@@ -50,9 +50,9 @@ export const describeText = (study: StudyConfig.LoadedStudy): string => {
     `output: ${study.outputRoot}`
   ]
   for (const v of study.variables) {
-    const values = Study.valuesOf(v).map((c) => (typeof c.assignment === "string" ? c.assignment : JSON.stringify(c.assignment)))
-    const shown = values.length > 10 ? [...values.slice(0, 10), `... (${values.length})`] : values
-    lines.push(`variable ${v.name} (${v.type}): ${shown.join(", ")}`)
+    // the first values and the count, never the whole list (a range may have billions)
+    const { count, shown } = Study.firstValues(v, 10)
+    lines.push(`variable ${v.name} (${v.type}): ${shown.join(", ")}${count > shown.length ? `, ... (${count.toLocaleString("en-US")} values)` : ""}`)
   }
   lines.push(`baseline: ${study.baseline.id}${study.variables.length === 0 ? "" : ` (${Study.describeAssignment(study.baseline.assignment)})`}`)
   const perTrial = budgetText(study.budget.perTrial)

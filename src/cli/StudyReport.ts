@@ -56,9 +56,12 @@ export const inputOf = (loaded: StudyConfig.LoadedStudy): StudyCompare.CompareIn
 
 /**
  * The comparison input of the protocol version a view reports (`version`, default the study's
- * current one): the file's objectives, metrics and analysis, but the variants (ids and
- * assignments), baseline, variables and repeats frozen with that version, as the dashboard's
- * `/study` reads them. The file's variables are never re-expanded: once the file has changed
+ * current one): the objectives, declared metrics, variants (ids and assignments), baseline,
+ * variables and repeats frozen with that version, as the dashboard's `/study` reads them; only
+ * the analysis settings (level, resamples, seed: not protocol) are the file's. A version-1
+ * report therefore ranks by version 1's objectives even after the file's changed (issue 16's
+ * trial found the report ranking an old version by the file's new objectives); the report's
+ * Design section says so (`objectives (as frozen with protocol version 1)`). The file's variables are never re-expanded: once the file has changed
  * (a value added, say), its expansion numbers the variants differently from the trials that
  * ran, and the views would label old trials with another variant's assignment. A version the
  * root does not hold gives the file's input unchanged (the comparison refuses it, naming
@@ -86,8 +89,13 @@ export const frozenInputOf = (
       if (!seen.has(t.variantId)) seen.set(t.variantId, (typeof t.variant === "object" && t.variant !== null ? t.variant : {}) as Record<string, Json>)
     }
     const frozen = StudyView.inputOf(row.value, record, Array.from(seen, ([id, assignment]) => ({ id, assignment })))
+    // the version's own objectives and declared metrics (protocol parts frozen with it), not
+    // the file's current ones: a version's report reads the same whatever the file says now
+    // (as the dashboard's does); the analysis settings (not protocol) are the file's
     return {
       ...fromFile,
+      objectives: frozen.objectives,
+      metrics: frozen.metrics,
       baseline: frozen.baseline,
       variants: frozen.variants,
       variables: (frozen.variables ?? []).length > 0 ? frozen.variables : fromFile.variables,

@@ -363,7 +363,40 @@ export const choiceAt = (variable: Variable, k: number): VariableChoice => {
 }
 
 /**
- * Every value of a variable in its order (see {@link VariableChoice}).
+ * The first `max` values of a variable as text (strings as written, other values as JSON),
+ * and how many it has: what a plan or a message shows of a variable without listing it (a
+ * range of a billion steps costs `max` values, not a billion).
+ *
+ * @param variable the variable
+ * @param max how many values to show at most (default 10)
+ * @returns `shown` (at most `max` texts) and `count` (the variable's {@link valueCount})
+ * @since 0.9.0
+ * @category expansion
+ */
+export const firstValues = (variable: Variable, max = 10): { readonly shown: ReadonlyArray<string>; readonly count: number } => {
+  const count = valueCount(variable)
+  const shown: Array<string> = []
+  for (let k = 0; k < Math.min(count, max); k++) {
+    const a = choiceAt(variable, k).assignment
+    shown.push(typeof a === "string" ? a : JSON.stringify(a))
+  }
+  return { shown, count }
+}
+
+/**
+ * The most variants a study expands (builds and checks one experiment each): 10,000. A study
+ * with more is refused at `variables` whatever its `limits.maxTrials` (at the default cap of
+ * 200 trials, `limits.maxTrials` refuses it first); its plan is computed from the counts
+ * alone, never by listing the variants.
+ *
+ * @since 0.9.0
+ * @category constants
+ */
+export const MAX_EXPANDED_VARIANTS = 10_000
+
+/**
+ * Every value of a variable in its order (see {@link VariableChoice}). Lists them all: for a
+ * range, check {@link valueCount} first (or use {@link firstValues} to show some).
  *
  * @since 0.6.0
  * @category expansion

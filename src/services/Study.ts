@@ -520,7 +520,10 @@ export const settleTrial = (
   const progress = nothing
     ? "started, no pipeline of it ran yet"
     : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : ", source not read to its end"}`
-  if (f.budgetSpent !== null) return { status: "budget_exhausted", reason: `its ${f.budgetSpent} budget is spent (${progress})` }
+  if (f.budgetSpent !== null) {
+    const figure = f.budgetSpent as StudyControl.BudgetFigure
+    return { status: "budget_exhausted", reason: `its ${StudyControl.figureWord(figure)} budget is spent (${progress})` }
+  }
   if (nothing && f.started !== true) {
     return {
       status: "not_started",
@@ -639,12 +642,13 @@ export interface TrialReport {
   readonly byState: Readonly<Record<string, number>>
   readonly ran: boolean
   /**
-   * Its metrics are partial: it did not succeed (they cover the pipelines it finished only, and
-   * never enter a comparison).
+   * Its metrics are partial: it did not succeed and did not run to its end (they cover the
+   * pipelines it finished only, and never enter a comparison). A trial that ran every pipeline
+   * but failed (a hard constraint broken, over its budget) is not partial.
    */
   readonly partialMetrics?: boolean | undefined
   /**
-   * The per-trial budget figures its usage went past, in words (`costUsd $0.0013 of $0.0010
+   * The per-trial budget figures its usage went past, in words (`cost $0.0013 of $0.0010
    * (+30%)`): a budget is a start gate, so pipelines running when it was reached finish.
    */
   readonly overshoot?: ReadonlyArray<string> | undefined
@@ -1156,11 +1160,10 @@ const outputMismatch = (checks: ReadonlyArray<DomainStudy.OutputCheck>, value: u
 
 const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
 
-const formatFigure = (f: (typeof FIGURE_NAMES)[number], v: number): string =>
-  f === "costUsd" ? `$${v.toFixed(4)}` : f === "timeMs" ? `${(v / 1000).toFixed(1)} s` : String(v)
+const formatFigure = StudyControl.figureValue
 
 /**
- * The per-trial budget figures `usage` went past, one phrase each (`costUsd $0.0009 of $0.0005
+ * The per-trial budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005
  * (+84%)`; `costUsd` within a relative 1e-9 of its limit is not past it); empty when none.
  *
  * @param usage a trial's usage
@@ -1175,7 +1178,7 @@ export const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigu
     const used = usage[f]
     if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
     const pct = limit > 0 ? ` (+${Math.round(((used - limit) / limit) * 100)}%)` : ""
-    return [`${f} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
+    return [`${StudyControl.figureWord(f)} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
   })
 
 /** One line per variant without a succeeded trial, with its trials' statuses. */
@@ -1231,6 +1234,9 @@ const settle = (
       let status: TrialStatus = row?.status ?? "pending"
       let reason: string | null = row?.reason ?? null
       let byState: Readonly<Record<string, number>> = {}
+      // its metrics cover every pipeline it planned: not partial, whatever its status (a trial
+      // that broke a hard constraint or ended over its budget ran to its end)
+      let complete = false
       if (ran.has(t.trialId)) {
         const o = outcome.get(t.trialId)
         const states = figures.byState.get(t.trialId) ?? { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
@@ -1251,6 +1257,12 @@ const settle = (
         }, study.objectives)
         status = settled.status
         reason = settled.reason
+        complete = trialComplete({
+          admitted: o?.admitted ?? 0,
+          sourceExhausted: o?.sourceExhausted ?? false,
+          sourceError: o?.sourceError ?? null,
+          byState: states
+        })
         const firstStart = stored > 0 ? (row?.startedAt ?? now) : null
         settlements.push({
           trialId: t.trialId,
@@ -1261,6 +1273,13 @@ const settle = (
           // the end the control recorded when the trial's work ended (else now, settling it)
           endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now)
         })
+      }
+      if (!ran.has(t.trialId)) {
+        // settled by an earlier run: complete when every pipeline it planned succeeded
+        const st = figures.byState.get(t.trialId)
+        const ok = count(st?.succeeded)
+        complete = st !== undefined && ok > 0 && count(st.failed) + count(st.interrupted) + count(st.pending) + count(st.running) === 0 &&
+          (study.pipelinesPerTrial === undefined || study.pipelinesPerTrial === null || ok >= study.pipelinesPerTrial)
       }
       const trialUsage = usage.get(t.trialId) ?? ZERO_USAGE
       // a trial that never started has no metrics (the built-in ones would read 0)
@@ -1277,7 +1296,7 @@ const settle = (
         metrics,
         byState,
         ran: ran.has(t.trialId),
-        ...(status !== "succeeded" && Object.keys(metrics).length > 0 ? { partialMetrics: true } : {}),
+        ...(status !== "succeeded" && !complete && Object.keys(metrics).length > 0 ? { partialMetrics: true } : {}),
         ...(overshoot.length > 0 ? { overshoot } : {})
       })
     }

@@ -16,7 +16,7 @@
  */
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
-import type { Json } from "../domain/Json.js"
+import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import { comparableParts, type PreviousProtocol, protocolMatches, type StudyStatus, type TrialStatus } from "../domain/Study.js"
 import { addUsage, type StopFired, type TrialLedger, type TrialUsage } from "./StudyControl.js"
 
@@ -340,6 +340,37 @@ export const changedParts = (
 const recordOf = (v: Json | undefined): Readonly<Record<string, Json>> =>
   typeof v === "object" && v !== null && !Array.isArray(v) ? v as Record<string, Json> : {}
 
+/** A JSON value in one short line (`(none)` when absent), cut at 100 characters. */
+const shortJson = (v: Json | undefined): string => {
+  if (v === undefined) return "(none)"
+  const s = canonicalJsonUnsafe(v)
+  return s.length > 100 ? `${s.slice(0, 97)}...` : s
+}
+
+/** A variant assignment in words: `prompt=terse, temperature=0.5`. */
+const assignmentWords = (v: Json): string => {
+  const r = recordOf(v)
+  const pairs = Object.entries(r).map(([k, x]) => `${k}=${typeof x === "string" ? x : canonicalJsonUnsafe(x)}`)
+  return pairs.length > 0 ? pairs.join(", ") : shortJson(v)
+}
+
+/** A variable declaration in words, without its name: `range 0..1 step 0.5`, `enum [a, b]`, `prompt {terse, long}`. */
+const variableWords = (v: Json): string => {
+  const r = recordOf(v)
+  const values = r["values"]
+  switch (r["type"]) {
+    case "range":
+      return `range ${String(r["start"])}..${String(r["end"])} step ${String(r["step"])}`
+    case "boolean":
+      return "boolean"
+    case "prompt":
+    case "model":
+      return `${String(r["type"])} {${Object.keys(recordOf(values ?? null)).join(", ")}}`
+    default:
+      return `${String(r["type"])} ${shortJson(values)}`
+  }
+}
+
 /**
  * One objective of a stored protocol in words: `accuracy ↑ (hard constraint >= 0.75)`; the
  * default weight (1, which the loaded protocol states on every objective) is not said.
@@ -359,6 +390,9 @@ const objectiveWords = (o: Json): string => {
  * A changed protocol part in words where digests say nothing to a reader (`parts` are the
  * `name: old -> new` phrases of {@link changedParts}): `objectives` as the old and the new
  * objective lists, `modules` as the code files whose content changed, appeared or went away,
+ * `repeats` as the counts, `baseline` as the assignments, `variables` as each variable added,
+ * removed or changed (its type and values), `budget`, `stop` and `metrics` as short JSON, and
+ * `experiment` said in words (its document is not stored: the digests stay beside them),
  * read from the stored protocol description and the loaded one (`describe()`); a part either
  * side does not describe keeps its digests. Used by the freeze refusal, `assay study
  * versions` and `assay study confirm`.
@@ -377,6 +411,27 @@ export const inWords = (parts: ReadonlyArray<string>, before: Json, after: Json)
     const a = recordOf(after)[name]
     if (name === "objectives" && Array.isArray(b) && Array.isArray(a)) {
       return `objectives: [${b.map(objectiveWords).join(", ")}] -> [${a.map(objectiveWords).join(", ")}]`
+    }
+    if (name === "repeats" && typeof b === "number" && typeof a === "number") return `repeats: ${b} -> ${a}`
+    if (name === "baseline" && b !== undefined && a !== undefined) {
+      return `baseline: ${assignmentWords(recordOf(b)["assignment"] ?? b)} -> ${assignmentWords(recordOf(a)["assignment"] ?? a)}`
+    }
+    if (name === "variables" && Array.isArray(b) && Array.isArray(a)) {
+      const byName = (list: ReadonlyArray<Json>) => new Map(list.map((v) => [String(recordOf(v)["name"]), v]))
+      const [rb, ra] = [byName(b), byName(a)]
+      const said = [...new Set([...rb.keys(), ...ra.keys()])].flatMap((n) => {
+        const [x, y] = [rb.get(n), ra.get(n)]
+        if (x === undefined) return [`${n} added (${variableWords(y!)})`]
+        if (y === undefined) return [`${n} removed`]
+        return canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y) ? [] : [`${n}: ${variableWords(x)} -> ${variableWords(y)}`]
+      })
+      return `variables: ${said.length > 0 ? said.join("; ") : "reordered"}`
+    }
+    if ((name === "budget" || name === "stop" || name === "metrics") && (b !== undefined || a !== undefined)) {
+      return `${name}: ${shortJson(b)} -> ${shortJson(a)}`
+    }
+    if (name === "experiment") {
+      return `experiment: the base experiment's document or its tasks' code changed (${phrase.slice(phrase.indexOf(":") + 2)})`
     }
     if (name === "modules" && (b !== undefined || a !== undefined)) {
       const rb = recordOf(b)

@@ -1258,7 +1258,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}variables: ${c.variables.length === 0 ? "none" : c.variables.map((v) => `${v.name} (${v.type})`).join(", ")}`)
   const base = c.variants.find((v) => v.variantId === c.baseline)
   lines.push(`${bullet}baseline: ${c.baseline}${base === undefined ? "" : ` (${assignmentText(base.assignment)})`}`)
-  lines.push(`${bullet}objectives: ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
+  lines.push(`${bullet}objectives (as frozen with protocol version ${c.version}): ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
   lines.push(`${bullet}analysis: level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`)
   lines.push("", h("Run"))
   lines.push(`${bullet}status: ${c.run.status ?? "(an earlier version)"}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)

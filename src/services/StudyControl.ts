@@ -103,6 +103,31 @@ export interface BudgetFigures {
 export type BudgetFigure = keyof BudgetFigures
 
 /**
+ * A budget figure's name in words, for messages: `calls`, `tokens`, `cost`, `time` (never the
+ * field names `costUsd` / `timeMs`).
+ *
+ * @param figure the figure
+ * @returns its word
+ * @since 0.9.0
+ * @category formatting
+ */
+export const figureWord = (figure: BudgetFigure): string =>
+  figure === "costUsd" ? "cost" : figure === "timeMs" ? "time" : figure
+
+/**
+ * A budget figure's value in words: dollars for `costUsd` (`$0.0123`), seconds for `timeMs`
+ * (`12.3 s`), the count otherwise.
+ *
+ * @param figure the figure
+ * @param value its value (USD, milliseconds, calls or tokens)
+ * @returns the value with its unit
+ * @since 0.9.0
+ * @category formatting
+ */
+export const figureValue = (figure: BudgetFigure, value: number): string =>
+  figure === "costUsd" ? `$${value.toFixed(4)}` : figure === "timeMs" ? `${(value / 1000).toFixed(1)} s` : String(value)
+
+/**
  * The figures in the order they are checked (the first reached is the one reported).
  *
  * @since 0.6.0
@@ -907,7 +932,7 @@ export const control = (
             sum = addUsage(sum, usageOf(t))
           }
           const f = reached(sum, total)
-          return f === undefined ? undefined : `the study's total ${f} (${sum[f]}) reached its budget (${total[f]})`
+          return f === undefined ? undefined : `the study's total ${figureWord(f)} budget is spent: ${figureValue(f, sum[f])} used of ${figureValue(f, total[f]!)}`
         }
         case "deadline": {
           const d = deadlines.get(c)!

@@ -13,6 +13,28 @@ import { assay, root, tempDir } from "../support/cli.js"
 const study = path.join(root, "examples/studies/study.yaml")
 
 describe("assay study report and evidence", () => {
+  it.live("issue 16 trial: a version's report uses the objectives frozen with it, not the file's current ones, and says so", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const out = yield* tempDir("study-report-frozen")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      // the same study with other objectives (the experiment stays where its task code resolves)
+      const changed = path.join(out, "changed.yaml")
+      nodeFs.writeFileSync(
+        changed,
+        nodeFs.readFileSync(study, "utf8")
+          .replace("protocol: { experiment: ./experiment.yaml }", `protocol: { experiment: ${JSON.stringify(path.join(root, "examples/studies/experiment.yaml"))} }`)
+          .replace(/objectives:\n(  - .*\n)+/, "objectives:\n  - { metric: calls, direction: minimize }\n")
+      )
+      const json = yield* assay(["study", "report", changed, "--output-root", out, "--format", "json"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const c = JSON.parse(json.stdout) as StudyCompare.StudyComparison
+      assert.deepStrictEqual(c.objectives.map((o) => [o.metric, o.direction]), [["accuracy", "maximize"]])
+      const text = yield* assay(["study", "report", changed, "--output-root", out])
+      assert.strictEqual(text.code, 0, text.stderr)
+      assert.include(text.stdout, "objectives (as frozen with protocol version 1): accuracy ↑ [>= 0.7]")
+    })), 240_000)
+
   it.live("report in text, markdown and JSON; evidence lists the trials, pipelines and worst cases", () =>
     Effect.scoped(Effect.gen(function*() {
       const out = yield* tempDir("study-report")

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url"
 import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
 import * as Experiment from "../../src/config/Experiment.js"
+import { describeText } from "../../src/cli/StudyPlan.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
@@ -342,6 +343,71 @@ describe("StudyConfig.load: the baseline", () => {
     }))
 })
 
+describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
+  /** The examples/judge study, with `over` merged into its study document and `metrics` declared when given. */
+  const judged = (over: Record<string, unknown>) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-judge-"))
+    const example = path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)))
+    for (const f of ["experiment.yaml", "emails.jsonl"]) fs.copyFileSync(path.join(example, f), path.join(dir, f))
+    const doc = YAML.parse(fs.readFileSync(path.join(example, "study.yaml"), "utf8")) as Record<string, unknown>
+    fs.writeFileSync(path.join(dir, "study.json"), JSON.stringify({ ...doc, output: { root: "out" }, ...over }))
+    return path.join(dir, "study.json")
+  }
+
+  it.effect("a judge's metric and its verdict's fields are known: an objective or a stop on them is not unknown, a wrong verdict path is refused", () =>
+    Effect.gen(function*() {
+      const metrics = [{ name: "judgedRight", reducer: "mean", from: { output: "overall.answer" } }]
+      const s = yield* load(judged({
+        metrics,
+        objectives: [{ metric: "judgeScore", direction: "maximize" }, { metric: "judgedRight", direction: "maximize" }],
+        stop: [{ when: "metricThreshold", metric: "judgeScore", op: ">=", value: 0.99 }]
+      }))
+      assert.deepStrictEqual(s.warnings.filter((w) => /judgeScore|judgedRight|overall/.test(w)), [])
+      // the verdict's shape is checked before the run: a path that leads nowhere is refused
+      const wrong = yield* failure(judged({
+        metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }],
+        objectives: [{ metric: "judgeScor", direction: "maximize" }]
+      }))
+      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric"], wrong.join("\n"))
+      assert.include(wrong[0], `unknown metric "judgeScor"`)
+      assert.include(wrong[0], `did you mean "judgeScore"?`)
+      // a judge of several candidates reports one score each: the refusal says which to name
+      const two = judged({ metrics, objectives: [{ metric: "judgeScore", direction: "maximize" }] })
+      const exp = path.join(path.dirname(two), "experiment.yaml")
+      fs.writeFileSync(exp, fs.readFileSync(exp, "utf8").replace("candidates: { answer: content }", "candidates: { answer: content, label: label }"))
+      const several = yield* failure(two)
+      assert.deepStrictEqual(several, [
+        `objectives[0].metric: unknown metric "judgeScore": not declared under metrics, not built in and not reported by a judge task | the judge reports one score per candidate: name one of "judgeScore.answer", "judgeScore.label", or declare a metric that reads them (metrics: [{ name: judgeScore, reducer: mean, from: { metric: judgeScore.answer } }])`
+      ])
+      const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
+      assert.strictEqual(path_.length, 1, path_.join("\n"))
+      assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
+    }))
+
+  it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>
+    Effect.gen(function*() {
+      const s = yield* load(judged({
+        metrics: [
+          { name: "spamShare", reducer: "rate", from: { output: "overall.answer" }, equals: 1 },
+          { name: "quality", reducer: "mean", from: { metric: "judgeScores" } }
+        ],
+        objectives: [
+          { metric: "spamShare", direction: "maximize", hardConstraint: { op: ">", value: 1 } },
+          { metric: "costUsd", direction: "minimize", hardConstraint: { op: "<", value: 0 } },
+          { metric: "judgeScore", direction: "maximize", hardConstraint: { op: ">=", value: 0.5 } }
+        ],
+        stop: [{ when: "metricThreshold", metric: "judgeScore", op: ">=", value: 5 }]
+      }))
+      const w = s.warnings.filter((x) => x.startsWith("warning: objectives") || x.startsWith("warning: stop") || x.startsWith("warning: metrics"))
+      assert.deepStrictEqual(w, [
+        "warning: objectives[0].hardConstraint: no value of \"spamShare\" can meet spamShare > 1 (a rate is a share of cases, from 0 to 1): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: objectives[1].hardConstraint: no value of \"costUsd\" can meet costUsd < 0 (a built-in metric (USD) is never below 0): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: stop[0]: judgeScore >= 5 can never hold (a judge's overall score is from 0 to 1): this condition never stops the study",
+        "warning: metrics[1].from.metric: no task of experiment.yaml reports \"judgeScores\" (its judges report \"judgeScore\"): metric \"quality\" will have no value (did you mean \"judgeScore\"?)"
+      ])
+    }))
+})
+
 describe("StudyConfig.load: caps, budgets, stop conditions", () => {
   it.effect("more trials than limits.maxTrials (default 200) is refused at limits.maxTrials, asking to reduce the variables", () =>
     Effect.gen(function*() {
@@ -361,6 +427,26 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       const over = yield* failure(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })))
       assert.deepStrictEqual(over.map((p) => p.split(" | ")[0]), [
         "limits.maxTrials: the plan has 4000000004 trials, above the cap of 200: reduce the variables (4000000004 variants x 1 repeat)"
+      ])
+    }))
+
+  it.effect("issue 16 trial: the plan of a billion-step range shows its first values and its count, never the list", () =>
+    Effect.gen(function*() {
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 1e9, step: 1 }, study().variables[3]]
+      const s = yield* load(write(study({ variables, baseline: { prompt: "terse", model: "small", temperature: 1, pause: "1 millis" } })), { allowOverCap: true })
+      assert.strictEqual(s.plan.variants, 4_000_000_004)
+      const text = describeText(s)
+      assert.include(text, "\nvariable temperature (range): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (1,000,000,001 values)\n")
+      assert.include(text, "\nvariable pause (enum): 1 millis\n")
+    }))
+
+  it.effect("issue 16 trial: a raised limits.maxTrials does not make the loader expand more than MAX_EXPANDED_VARIANTS variants", () =>
+    Effect.gen(function*() {
+      // 2 prompts x 2 models x 2,501 temperatures = 10,004 variants, within a maxTrials of a million
+      const variables = [...study().variables.slice(0, 2), { name: "temperature", type: "range", start: 0, end: 2500, step: 1 }, study().variables[3]]
+      const problems = yield* failure(write(study({ variables, limits: { maxTrials: 1_000_000 } })), { allowOverCap: true })
+      assert.deepStrictEqual(problems, [
+        "variables: 10,004 variants, above the 10,000 a study expands (limits.maxTrials 1,000,000 allows them, but each variant is an experiment built and checked before anything runs) | studies are never sampled: narrow a range, drop values, or split the study"
       ])
     }))
 

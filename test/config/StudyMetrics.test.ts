@@ -46,7 +46,7 @@ describe("the study file's metrics section", () => {
         stop: [{ when: "allTrialsTerminal" }, { when: "metricThreshold", metric: "acuracy", op: ">=", value: 0.9 }]
       })
       assert.deepStrictEqual(found, [
-        "stop[1].metric: unknown metric \"acuracy\": not declared under metrics and not built in (the condition could never fire) | did you mean \"accuracy\"?"
+        "stop[1].metric: unknown metric \"acuracy\": not declared under metrics, not built in and not reported by a judge task (the condition could never fire) | did you mean \"accuracy\"?"
       ])
       // the right name, and a built-in one, load
       const ok = yield* load(write({
@@ -125,9 +125,9 @@ describe("the study file's metrics section", () => {
         ]
       })
       assert.deepStrictEqual(found.filter((l) => l.startsWith("objectives")), [
-        "objectives[0].metric: unknown metric \"acuracy\": not declared under metrics and not built in | did you mean \"accuracy\"?",
-        "objectives[2].metric: unknown metric \"latencyP95\": not declared under metrics and not built in | did you mean \"latencyP95Ms\"?",
-        `objectives[3].metric: unknown metric "zzz": not declared under metrics and not built in | metrics: ${
+        "objectives[0].metric: unknown metric \"acuracy\": not declared under metrics, not built in and not reported by a judge task | did you mean \"accuracy\"?",
+        "objectives[2].metric: unknown metric \"latencyP95\": not declared under metrics, not built in and not reported by a judge task | did you mean \"latencyP95Ms\"?",
+        `objectives[3].metric: unknown metric "zzz": not declared under metrics, not built in and not reported by a judge task | declare it under metrics (metrics: [{ name: zzz, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: zzz; known: ${
           ["accuracy", ...Study.BUILTIN_METRIC_NAMES].map((n) => JSON.stringify(n)).join(", ")
         }`
       ])

@@ -79,7 +79,7 @@ describe("Study.settleTrial", () => {
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
       "budget_exhausted",
-      "its costUsd budget is spent (9 of 24 planned pipeline(s) ended (16 admitted), source not read to its end)"
+      "its cost budget is spent (9 of 24 planned pipeline(s) ended (16 admitted), source not read to its end)"
     ],
     [
       "stored more than this run admitted (an earlier run's): admitted counts the larger",
@@ -359,6 +359,11 @@ describe("Study.run", () => {
         ]
       )
       assert.include(byTrial["p1-v02-r1"]!.reason, "hard constraint accuracy >= 0.8 broken: 0.5")
+      // issue 16 trial: a trial that ran every case and broke a constraint has complete metrics
+      // (not "partial:"); one whose pipelines failed has partial ones
+      assert.isUndefined(byTrial["p1-v02-r1"]!.partialMetrics)
+      assert.match(report.summary(), /p1-v02-r1 failed \(.*\) · calls [^\n]* · accuracy 0\.5/)
+      assert.notMatch(report.summary(), /p1-v02-r1 [^\n]*partial:/)
       assert.include(byTrial["p1-v03-r1"]!.reason, "pipeline(s) failed")
       assert.closeTo(byTrial["p1-v01-r1"]!.metrics.accuracy!, 0.9, 1e-12)
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v01-r2"])
@@ -641,6 +646,9 @@ describe("Study.run", () => {
       assert.strictEqual(t.status, "budget_exhausted")
       assert.include(t.reason, "over its budget: tokens 200 of 150 (+33%)")
       assert.deepStrictEqual(report.eligible, [])
+      // it ran every pipeline: its metrics are complete, never shown as "partial:"
+      assert.isUndefined(t.partialMetrics)
+      assert.notInclude(report.summary(), "partial:")
       assert.notStrictEqual(report.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 

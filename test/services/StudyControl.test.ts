@@ -794,7 +794,7 @@ describe("stop conditions", () => {
         const report = yield* runStudy(yield* four(), handle)
         const fired = (yield* handle.fired)!
         assert.strictEqual(fired.condition.when, "budget")
-        assert.include(fired.reason, "total calls (3) reached its budget (3)")
+        assert.include(fired.reason, "total calls budget is spent: 3 used of 3")
         assert.strictEqual(fired.at, 20_000, "b's first call")
         assert.deepStrictEqual(startedOf(report), ["a", "b"])
         const succeeded = report.run.stats.byState.succeeded ?? 0

@@ -119,7 +119,7 @@ export const jsonDuplicateKeys = (text: string): Array<ConfigIssue> => {
  * with its secrets masked, a caret under the column) and whose issues carry `line` and
  * `column` (1-based; path `""`). JSON errors are located from `JSON.parse`'s position or,
  * when its message has none, by `jsonc-parser`; TOML errors by `smol-toml`; YAML errors by
- * `yaml` (every error of the document, one block each). A YAML key read as a boolean fails
+ * `yaml` (one block per kind of error, at most `MAX_YAML_PROBLEMS`: see `SyntaxErrors.yamlProblems`). A YAML key read as a boolean fails
  * with an issue at its field path, and so does a key written twice in one JSON object
  * ({@link jsonDuplicateKeys}; YAML and TOML refuse those as syntax errors).
  *

@@ -21,6 +21,7 @@ import * as Study from "../../domain/Study.js"
 import * as Suite from "../../domain/Suite.js"
 import type * as Task from "../../domain/Task.js"
 import { builtinTaskNames } from "../../tasks/Builtins.js"
+import { JudgeOutput } from "../../tasks/Judge.js"
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
@@ -376,6 +377,128 @@ const experimentIdentity = (document: Json): Json => {
 }
 
 /** Whether a pipeline of the raw experiment has a task that is code (not a built-in `use:` name). */
+/** The pipeline metrics one judge task's parameters report: `metric` with one candidate, `metric.NAME` per candidate with several. */
+const judgeMetricsOf = (parameters: unknown): ReadonlyArray<string> => {
+  if (!isRecord(parameters)) return []
+  const metric = parameters["metric"]
+  if (typeof metric !== "string" || metric === "") return []
+  const candidates = parameters["candidates"]
+  const names = isRecord(candidates) ? Object.keys(candidates) : ["answer"]
+  return names.length <= 1 ? [metric] : names.map((n) => `${metric}.${n}`)
+}
+
+/**
+ * The pipeline metrics the judge tasks of a template report (fanout branches included): see
+ * the judge's `metric` option (docs/judge.md).
+ *
+ * @param tasks a pipeline template's tasks
+ * @returns the metric names, in task order
+ * @since 0.9.0
+ * @category metrics
+ */
+export const judgeMetrics = (tasks: ReadonlyArray<Task.Any>): ReadonlyArray<string> =>
+  tasks.flatMap((t) => t.children.length > 0 ? judgeMetrics(t.children) : t.codeDigest === JUDGE_CODE_DIGEST ? judgeMetricsOf(t.parameters) : [])
+
+/** The same read from an experiment document's `use: judge` entries (before it is built). */
+const rawJudgeMetrics = (raw: unknown): ReadonlyArray<string> => {
+  const visit = (tasks: unknown): ReadonlyArray<string> =>
+    Array.isArray(tasks)
+      ? tasks.flatMap((t) => {
+        if (!isRecord(t)) return []
+        if (t["use"] === "judge") return judgeMetricsOf(isRecord(t["options"]) ? t["options"] : Array.isArray(t["args"]) ? t["args"][0] : undefined)
+        return visit(t["tasks"])
+      })
+      : []
+  return isRecord(raw) && isRecord(raw["pipeline"]) ? visit(raw["pipeline"]["tasks"]) : []
+}
+
+/**
+ * The output Schema of a judge task from its parameters: the verdict ({@link JudgeOutput})
+ * with `scores`, `overall` and `reasons` narrowed to its candidates and rubric criteria, so a
+ * metric's `from: { output: "overall.answer" }` is checked before the run; `undefined` when the
+ * parameters do not say.
+ */
+const judgeOutputSchema = (parameters: Task.JsonObject): Schema.Schema.AnyNoContext | undefined => {
+  const rubric = parameters["rubric"]
+  const candidates = parameters["candidates"]
+  if (!isRecord(rubric) || !Array.isArray(rubric["criteria"]) || !isRecord(candidates)) return undefined
+  const criteria = rubric["criteria"].flatMap((c) => (isRecord(c) && typeof c["name"] === "string" ? [c["name"]] : []))
+  const each = (value: Schema.Schema.AnyNoContext) => Schema.Struct(Object.fromEntries(Object.keys(candidates).map((n) => [n, value])))
+  const score = Schema.NullOr(Schema.Number)
+  return Schema.Struct({
+    ...JudgeOutput.fields,
+    scores: each(Schema.Struct(Object.fromEntries(criteria.map((c) => [c, score])))),
+    overall: each(score),
+    reasons: each(Schema.Struct(Object.fromEntries(criteria.map((c) => [c, Schema.String]))))
+  })
+}
+
+/**
+ * The values a metric can take, when the study knows them: a `rate` (a share of cases) and a
+ * judge's overall score lie in [0, 1], a built-in metric (a count, a cost, a duration) is never
+ * below 0; `undefined` for any other metric.
+ */
+const metricRange = (
+  metric: string,
+  declared: ReadonlyArray<Study.MetricDecl>,
+  judged: ReadonlyArray<string>
+): { readonly lo: number; readonly hi: number; readonly why: string } | undefined => {
+  const d = declared.find((m) => m.name === metric)
+  if (d !== undefined) return d.reducer === "rate" ? { lo: 0, hi: 1, why: `a rate is a share of cases, from 0 to 1` } : undefined
+  const builtin = Study.BUILTIN_METRICS[metric]
+  if (builtin !== undefined) return { lo: 0, hi: Infinity, why: `a built-in metric (${builtin.unit}) is never below 0` }
+  if (judged.includes(metric)) return { lo: 0, hi: 1, why: `a judge's overall score is from 0 to 1` }
+  return undefined
+}
+
+/**
+ * Warnings for the hard constraints and `metricThreshold` stops that no value of their metric
+ * can meet (`accuracy >= 1.2` on a rate, `costUsd < 0`): every trial would break the
+ * constraint (no candidate), or the stop would never fire. Issue 16's trial: `plan` accepted
+ * them silently.
+ *
+ * @param objectives the study's objectives
+ * @param stop its stop conditions
+ * @param declared its declared metrics
+ * @param judged the metrics its judge tasks report
+ * @returns one `warning: PATH: ...` line per impossible condition
+ * @since 0.9.0
+ * @category metrics
+ */
+export const impossibleConstraints = (
+  objectives: ReadonlyArray<Study.Objective>,
+  stop: ReadonlyArray<Study.StopCondition>,
+  declared: ReadonlyArray<Study.MetricDecl>,
+  judged: ReadonlyArray<string>
+): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  const never = (metric: string, c: { readonly op: Study.Op; readonly value: number }) => {
+    const r = metricRange(metric, declared, judged)
+    if (r === undefined) return undefined
+    const meetable = Study.constraintsCompatible(c, { op: ">=", value: r.lo }) && Study.constraintsCompatible(c, { op: "<=", value: r.hi })
+    return meetable ? undefined : r.why
+  }
+  objectives.forEach((o, i) => {
+    const c = o.hardConstraint
+    if (c === undefined || c === null) return
+    const why = never(o.metric, c)
+    if (why !== undefined) {
+      out.push(
+        `warning: objectives[${i}].hardConstraint: no value of "${o.metric}" can meet ${o.metric} ${c.op} ${c.value} (${why}): ` +
+          `every trial would break it and the study would have no candidate; loosen or remove the constraint`
+      )
+    }
+  })
+  stop.forEach((c, i) => {
+    if (c.when !== "metricThreshold") return
+    const why = never(c.metric, c)
+    if (why !== undefined) {
+      out.push(`warning: stop[${i}]: ${c.metric} ${c.op} ${c.value} can never hold (${why}): this condition never stops the study`)
+    }
+  })
+  return out
+}
+
 const hasCodeTasks = (raw: unknown): boolean => {
   const visit = (tasks: unknown): boolean =>
     Array.isArray(tasks) &&
@@ -852,17 +975,33 @@ export const load = (
       if (first !== undefined) issues.push(issue(`${at}.name`, `metric "${m.name}" is declared twice (first at metrics[${first}])`))
       else metricNames.set(m.name, i)
     })
+    // a metric a judge task reports (its `metric` option) is known too: the problems of a
+    // metric not otherwise known wait until the base experiment's judges are read
+    const unknownMetrics: Array<{ readonly metric: string; readonly report: (reported: ReadonlyArray<string>) => void }> = []
+    const settleUnknownMetrics = (reported: ReadonlyArray<string>) => {
+      for (const u of unknownMetrics.splice(0)) if (!reported.includes(u.metric)) u.report(reported)
+    }
     if (doc.metrics !== undefined) {
-      // with a metrics section, every objective names a declared or built-in metric
+      // with a metrics section, every objective names a declared, built-in or judge's metric
       const known = [...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES]
       ;(doc.objectives ?? []).forEach((o, i) => {
         if (known.includes(o.metric)) return
-        const near = closest(o.metric, known)
-        issues.push(issue(
-          `objectives[${i}].metric`,
-          `unknown metric "${o.metric}": not declared under metrics and not built in`,
-          near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted(known)}`
-        ))
+        unknownMetrics.push({
+          metric: o.metric,
+          report: (reported) => {
+            const near = closest(o.metric, [...known, ...reported])
+            const perCandidate = reported.filter((r) => r.startsWith(`${o.metric}.`))
+            issues.push(issue(
+              `objectives[${i}].metric`,
+              `unknown metric "${o.metric}": not declared under metrics, not built in and not reported by a judge task`,
+              perCandidate.length > 0
+                ? `the judge reports one score per candidate: name one of ${quoted(perCandidate)}, or declare a metric that reads them (metrics: [{ name: ${o.metric}, reducer: mean, from: { metric: ${perCandidate[0]} } }])`
+                : near !== undefined
+                ? `did you mean "${near}"?`
+                : `declare it under metrics (metrics: [{ name: ${o.metric}, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: ${o.metric}; known: ${quoted([...known, ...reported])}`
+            ))
+          }
+        })
       })
     }
     // one objective per metric: a metric named twice would count twice in the Pareto front and
@@ -897,20 +1036,25 @@ export const load = (
         : [...new Set([...objectiveMetrics, ...Study.BUILTIN_METRIC_NAMES])]
       stop.forEach((c, i) => {
         if (c.when !== "metricThreshold" || known.includes(c.metric)) return
-        const near = closest(c.metric, known)
-        if (doc.metrics !== undefined) {
-          issues.push(issue(
-            `stop[${i}].metric`,
-            `unknown metric "${c.metric}": not declared under metrics and not built in (the condition could never fire)`,
-            near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted(known)}`
-          ))
-        } else {
-          // without a metrics section a task may report any name: a warning, not a refusal
-          warnings.push(
-            `warning: stop[${i}].metric: "${c.metric}" is neither built in nor an objective's metric; it fires only if a task reports it` +
-              (near !== undefined ? ` (did you mean "${near}"?)` : "")
-          )
-        }
+        unknownMetrics.push({
+          metric: c.metric,
+          report: (reported) => {
+            const near = closest(c.metric, [...known, ...reported])
+            if (doc.metrics !== undefined) {
+              issues.push(issue(
+                `stop[${i}].metric`,
+                `unknown metric "${c.metric}": not declared under metrics, not built in and not reported by a judge task (the condition could never fire)`,
+                near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted([...known, ...reported])}`
+              ))
+            } else {
+              // without a metrics section a task may report any name: a warning, not a refusal
+              warnings.push(
+                `warning: stop[${i}].metric: "${c.metric}" is neither built in nor an objective's metric; it fires only if a task reports it` +
+                  (near !== undefined ? ` (did you mean "${near}"?)` : "")
+              )
+            }
+          }
+        })
       })
     }
 
@@ -932,17 +1076,20 @@ export const load = (
       issue("protocol.experiment", `${rel}: ${p === "" ? "(file)" : p}: ${message}`, suggestion)
     if (experimentFile === abs) {
       issues.push(issue("protocol.experiment", "is the study file itself: the protocol's experiment is an experiment file"))
+      settleUnknownMetrics([])
       return yield* invalid(abs, issues)
     }
     const rawExp = yield* Effect.either(parse.read(experimentFile))
     if (Either.isLeft(rawExp)) {
       for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
+      settleUnknownMetrics([])
       return yield* invalid(abs, issues)
     }
     const base = rawExp.right
     for (const key of ["study", "suite"]) {
       if (isRecord(base.raw) && base.raw[key] !== undefined) {
         issues.push(issue("protocol.experiment", `${rel} is a ${key} file: the protocol's experiment is an experiment file`))
+        settleUnknownMetrics([])
         return yield* invalid(abs, issues)
       }
     }
@@ -999,6 +1146,8 @@ export const load = (
       }
     })
     if (issues.length > 0 || baselinePositions === undefined || outputRoot === undefined || Either.isLeft(resolvedRun)) {
+      // refused before the experiment is built: the judges as the document declares them
+      settleUnknownMetrics(rawJudgeMetrics(base.raw))
       return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")])
     }
 
@@ -1016,6 +1165,15 @@ export const load = (
     })
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
+    if (!overTrials && count > Study.MAX_EXPANDED_VARIANTS) {
+      // a raised maxTrials does not make assay build and check millions of experiments
+      issues.push(issue(
+        "variables",
+        `${int(count)} variants, above the ${int(Study.MAX_EXPANDED_VARIANTS)} a study expands (limits.maxTrials ${int(maxTrials)} allows them, but each variant is an experiment built and checked before anything runs)`,
+        "studies are never sampled: narrow a range, drop values, or split the study"
+      ))
+      return yield* invalid(abs, issues)
+    }
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
     // the source is the same for every variant (references are refused outside the pipeline):
     // the baseline's check reads it as asked, the others read only its head
@@ -1028,7 +1186,26 @@ export const load = (
       for (const i of baselineExp.left.issues) {
         issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, `${i.message}${more}`, i.suggestion))
       }
+      settleUnknownMetrics(rawJudgeMetrics(base.raw))
       return yield* invalid(abs, issues)
+    }
+    // the metrics the experiment's judge tasks report: known to objectives and stop conditions
+    const judged = judgeMetrics(baselineExp.right.template.tasks)
+    settleUnknownMetrics(judged)
+    if (issues.length > 0) return yield* invalid(abs, issues)
+    warnings.push(...impossibleConstraints(doc.objectives ?? [], stop, declaredMetrics, judged))
+    // a declared metric read from a pipeline metric no task reports never has a value (its
+    // share or mean has nothing to divide by): without code tasks only the judges report any
+    if (!code) {
+      declaredMetrics.forEach((m, i) => {
+        if (!("metric" in m.from) || judged.includes(m.from.metric)) return
+        const near = closest(m.from.metric, judged)
+        warnings.push(
+          `warning: metrics[${i}].from.metric: no task of ${rel} reports "${m.from.metric}" (${
+            judged.length === 0 ? "its tasks are built in and report no metric" : `its judges report ${quoted(judged)}`
+          }): metric "${m.name}" will have no value${near !== undefined ? ` (did you mean "${near}"?)` : ""}`
+        )
+      })
     }
     const variants = overTrials ? [baseline] : Study.expand(variables, { baselineIndex })
     const experiments = new Map<string, Experiment>([[baseline.id, baselineExp.right]])
@@ -1063,7 +1240,8 @@ export const load = (
     {
       const tasks = experiment.template.tasks
       const last = experiment.template.control === undefined ? tasks[tasks.length - 1] : undefined
-      const schema = last?.outputSchema
+      // a final judge task's verdict has a known shape (its candidates and rubric criteria)
+      const schema = last?.outputSchema ?? (last?.codeDigest === JUDGE_CODE_DIGEST ? judgeOutputSchema(last.parameters) : undefined)
       declaredMetrics.forEach((m, i) => {
         if (!("output" in m.from)) return
         const at = `metrics[${i}].from.output`

@@ -254,8 +254,23 @@ export const tomlProblem = (file: string, text: string, error: unknown): SyntaxP
 }
 
 /**
- * The {@link SyntaxProblem}s of `yaml`'s document errors (each at the start of its `pos`
- * range; the message as the library writes it without its own excerpt).
+ * The most YAML problems shown for one file: 3 kinds of error. `yaml` reports every error of
+ * a document, and one slip cascades (a file indented with tabs gives one error per line, the
+ * lines after an unclosed bracket several more): past the first few, the rest are counted.
+ *
+ * @since 0.9.0
+ * @category yaml
+ */
+export const MAX_YAML_PROBLEMS = 3
+
+/**
+ * The {@link SyntaxProblem}s of `yaml`'s document errors, short: one per kind of error (the
+ * library's `code`, else its words), at the first place it occurs (the start of its `pos`
+ * range; the message as the library writes it without its own excerpt), naming the other
+ * lines with the same error (`the same on 81 other lines: 4, 5, 6, 7, 8, ...`); at most
+ * {@link MAX_YAML_PROBLEMS} kinds, the last one shown counting the errors left out. A file
+ * indented with tabs is one problem of four lines, not one per line (issue 16's trial: 504
+ * lines for one slip).
  *
  * @since 0.1.0
  * @category yaml
@@ -263,8 +278,28 @@ export const tomlProblem = (file: string, text: string, error: unknown): SyntaxP
 export const yamlProblems = (
   file: string,
   text: string,
-  errors: ReadonlyArray<{ readonly message: string; readonly pos: readonly [number, number] }>
-): ReadonlyArray<SyntaxProblem> =>
-  errors.map((e) =>
-    problemAt(file, "YAML", text, positionOf(text, e.pos[0]), e.message.split(/ at line \d+, column \d+:?\n/)[0]!.trim())
-  )
+  errors: ReadonlyArray<{ readonly message: string; readonly pos: readonly [number, number]; readonly code?: string }>
+): ReadonlyArray<SyntaxProblem> => {
+  const kinds = new Map<string, { readonly at: Position; readonly reason: string; readonly lines: Array<number> }>()
+  for (const e of errors) {
+    const at = positionOf(text, e.pos[0])
+    const reason = e.message.split(/ at line \d+, column \d+:?\n/)[0]!.trim()
+    const key = e.code ?? reason
+    const kind = kinds.get(key)
+    if (kind === undefined) kinds.set(key, { at, reason, lines: [at.line] })
+    else if (!kind.lines.includes(at.line)) kind.lines.push(at.line)
+  }
+  const all = [...kinds.values()]
+  const shown = all.slice(0, MAX_YAML_PROBLEMS)
+  const left = all.slice(MAX_YAML_PROBLEMS).reduce((n, k) => n + k.lines.length, 0)
+  return shown.map((k, i) => {
+    const others = k.lines.slice(1)
+    const also = others.length === 0
+      ? ""
+      : ` (the same on ${others.length} other line${others.length === 1 ? "" : "s"}: ${others.slice(0, 5).join(", ")}${others.length > 5 ? ", ..." : ""})`
+    const more = i === shown.length - 1 && left > 0
+      ? `; ${left} more YAML error${left === 1 ? "" : "s"} after these, likely caused by them: fix these first`
+      : ""
+    return problemAt(file, "YAML", text, k.at, `${k.reason}${also}${more}`)
+  })
+}

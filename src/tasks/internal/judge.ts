@@ -445,7 +445,7 @@ export const judge = <In = unknown>(
     : pathsOf(o.candidates, "candidates", issues, 26)
   const context = o.context === undefined ? [] : pathsOf(o.context, "context", issues, 100)
   if (o.metric !== undefined && (typeof o.metric !== "string" || o.metric.trim() === "")) {
-    issues.push({ path: "metric", message: "metric must be a non-empty string (a metric name)" })
+    issues.push({ path: "metric", message: "metric must be a non-empty string (a metric name): for example metric: judgeScore, which a study's objectives and stop conditions can then name" })
   }
   if (o.name !== undefined && (typeof o.name !== "string" || o.name.trim() === "")) {
     issues.push({ path: "name", message: "name must be a non-empty string" })

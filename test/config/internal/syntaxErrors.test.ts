@@ -107,7 +107,19 @@ describe("syntaxErrors", () => {
     }
   })
 
-  it("parseText: every YAML error of the document is reported, each with its own frame", () => {
+  it("issue 16 trial: a YAML file indented with tabs is one short problem (not one per line), the other lines named", () => {
+    const body = Array.from({ length: 80 }, (_, i) => `\t- { name: v${i}, type: enum, values: [a, b] }`).join("\n")
+    const r = parseText(`study:\n\tid: x\nvariables:\n${body}\n`, "yaml", "/d/s.yaml")
+    assert.isTrue(Either.isLeft(r))
+    if (Either.isRight(r)) return
+    const lines = r.left.message.split("\n")
+    assert.isAtMost(lines.length, 3 * SyntaxErrors.MAX_YAML_PROBLEMS, r.left.message)
+    assert.isAtMost(r.left.issues.length, SyntaxErrors.MAX_YAML_PROBLEMS)
+    assert.match(lines[0]!, /^\/d\/s\.yaml:2:1: invalid YAML: .*tab.* \(the same on 80 other lines: 4, 5, 6, 7, 8, \.\.\.\)/i)
+    assert.strictEqual(r.left.message.split("/d/s.yaml:").length - 1, r.left.issues.length, "each kind once")
+  })
+
+  it("parseText: every kind of YAML error of the document is reported, each with its own frame", () => {
     const r = parseText("a: 1\na: 2\nb: [1,\n", "yaml", "/d/y.yaml")
     assert.isTrue(Either.isLeft(r))
     if (Either.isLeft(r)) {

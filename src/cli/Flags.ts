@@ -14,6 +14,7 @@ import { cacheModes } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
 import { closest } from "../domain/internal/suggest.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
+import { openReadOnlyDb } from "../layers/internal/sqlite/callCache.js"
 import type { CallCache } from "../services/CallCache.js"
 
 /**
@@ -355,7 +356,7 @@ export const probeCacheDb = (filename: string, field: string, mode?: string | un
     if (fs.existsSync(filename)) {
       return Effect.try({
         try: () => {
-          const db = SqliteCallCache.openReadOnlyDb(filename)
+          const db = openReadOnlyDb(filename)
           try {
             db.pragma("schema_version")
           } finally {

@@ -25,7 +25,7 @@ import { Effect, Layer, Option, Scope } from "effect"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import { CallCache, type CallCacheService } from "../services/CallCache.js"
-import { cacheError, makeOn, storeCacheOf } from "./internal/sqlite/callCache.js"
+import { cacheError, makeOn, openReadOnlyDb, storeCacheOf } from "./internal/sqlite/callCache.js"
 import { CALL_CACHE_TABLE } from "./internal/sqlite/migrations.js"
 
 /**
@@ -55,40 +55,6 @@ const emptyReadOnly = (filename: string): CallCacheService => ({
   put: () => Effect.fail(cacheError(filename, "write failed")("the cache is open read-only (mode readOnly)")),
   size: Effect.succeed(0)
 })
-
-/**
- * Opens an existing SQLite file for reading only, writing nothing to it or beside it.
- *
- * A WAL-mode file (a shared cache is one) in a folder the user may not write cannot be
- * opened read-only by SQLite when its `-shm` file is missing: SQLite must create it
- * (`SQLITE_READONLY_DIRECTORY`), and the `immutable` URI parameter that would avoid it is
- * not available (better-sqlite3 is built without URIs). Then the file is read whole and
- * opened in memory (its WAL header bytes 18–19 set to rollback, read-only): nobody can be
- * writing it, since a writer would need that folder too.
- *
- * @param filename the database path
- * @param timeoutMs the busy timeout (ms)
- * @returns the read-only connection; throws SQLite's error when the file is not a database
- * @since 0.8.0
- * @category constructors
- */
-export const openReadOnlyDb = (filename: string, timeoutMs = 5000): Database.Database => {
-  const d = new Database(filename, { readonly: true, fileMustExist: true, timeout: timeoutMs })
-  try {
-    d.prepare("SELECT count(*) FROM sqlite_master").get()
-    return d
-  } catch (e) {
-    d.close()
-    const code = e !== null && typeof e === "object" && "code" in e ? String((e as { code: unknown }).code) : ""
-    if (code !== "SQLITE_READONLY_DIRECTORY" && code !== "SQLITE_CANTOPEN" && code !== "SQLITE_READONLY_CANTINIT") throw e
-    const bytes = fs.readFileSync(filename)
-    if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) {
-      bytes[18] = 1
-      bytes[19] = 1
-    }
-    return new Database(bytes, { readonly: true })
-  }
-}
 
 /**
  * Opens the file read-only ({@link openReadOnlyDb}: SQLite writes nothing, not even a

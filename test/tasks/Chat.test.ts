@@ -258,7 +258,7 @@ describe("chat task", () => {
         assert.strictEqual(bytes.indexOf(KEY), -1, `${f} contains the key`)
       }
       fs.rmSync(dir, { recursive: true, force: true })
-    }), 30_000)
+    }), 60_000)
 
   it.scopedLive("through the runner: a hung request and a task timeout end as class timeout", () =>
     Effect.gen(function*() {

@@ -201,14 +201,14 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
         Effect.gen(function*() {
           assert.deepStrictEqual(yield* c.freeze(input(), 10), { version: 1, created: true })
           assert.deepStrictEqual(yield* c.freeze(input(), 20), { version: 1, created: false })
-          const refused = yield* Effect.flip(c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" } }), 30))
+          const refused = yield* Effect.flip(c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, protocol: { repeats: 5 } }), 30))
           assert.strictEqual(refused._tag, "ConfigError")
           assert.include(refused.message, "repeats: 3 -> 5")
           assert.include(refused.message, "--new-version")
           assert.notInclude(refused.message, "experiment:")
           const unchanged = yield* Effect.flip(c.freeze(input({ newVersion: true }), 30))
           assert.include(unchanged.message, "unchanged")
-          const v2 = yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, newVersion: true }), 40)
+          const v2 = yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, protocol: { repeats: 5 }, newVersion: true }), 40)
           assert.deepStrictEqual(v2, { version: 2, created: true })
           // the old version's digest now differs from the current one: refused again without the flag
           yield* Effect.flip(c.freeze(input(), 50))
@@ -223,7 +223,7 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
       withCatalog((c) =>
         Effect.gen(function*() {
           yield* c.freeze(input(), 10)
-          yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, newVersion: true }), 20)
+          yield* c.freeze(input({ protocolDigest: "d2", protocolParts: { experiment: "e1", repeats: "5" }, protocol: { repeats: 5 }, newVersion: true }), 20)
           // back to version 1's protocol
           const refused = yield* Effect.flip(c.freeze(input(), 30))
           assert.include(refused.message, "the file's protocol is version 1's, an earlier version")
@@ -246,7 +246,7 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           const previousProtocols = [{ digest: "d0", parts: { experiment: "e0", repeats: "3" } }]
           // another repeats is a change, named alone (not the experiment part, whose format differs)
           const changed = yield* Effect.flip(c.freeze(
-            input({ protocolParts: { experiment: "e1", repeats: "5" }, protocolDigest: "d5", previousProtocols: [{ digest: "d0-5", parts: { experiment: "e0", repeats: "5" } }] }),
+            input({ protocolParts: { experiment: "e1", repeats: "5" }, protocol: { repeats: 5 }, protocolDigest: "d5", previousProtocols: [{ digest: "d0-5", parts: { experiment: "e0", repeats: "5" } }] }),
             15
           ))
           assert.include(changed.message, "repeats: 3 -> 5")
@@ -404,7 +404,7 @@ describe("Study.run", () => {
       const changed = makeStudy({ qualities: ["good", "broken"], repeats: 1, protocolTag: "v2" })
       const refused = yield* Effect.flip(Study.run(changed.study))
       assert.strictEqual(refused._tag, "ConfigError")
-      assert.include(refused.message, "experiment: exp-base -> exp-v2")
+      assert.include(refused.message, "experiment: the base experiment's document or its tasks' code changed (exp-base -> exp-v2)")
       const v2 = yield* Study.run(changed.study, { newVersion: true })
       assert.strictEqual(v2.version, 2)
       assert.deepStrictEqual(v2.trials.map((t) => t.trialId), ["p2-v01-r1", "p2-v02-r1"])

@@ -223,8 +223,9 @@ export const makeDriver = (
 /**
  * The store's identity (`Store.storeId`): the `store_id` row of `assay_meta`, written by the
  * first writer that asks (`gen_random_uuid()`, `ON CONFLICT DO NOTHING`: every writer of the
- * database reads the same id) and read back in the same statement; kept once read (a failed
- * read is tried again at the next call).
+ * database reads the same id) and read back in the same statement, or in a second one when a
+ * concurrent first writer's row was committed after this statement's snapshot; kept once read
+ * (a failed read is tried again at the next call).
  */
 const storeIdOf = (sql: SqlClient.SqlClient, url: string): Effect.Effect<string, StoreUnavailable> => {
   let known: string | undefined
@@ -238,9 +239,21 @@ const storeIdOf = (sql: SqlClient.SqlClient, url: string): Effect.Effect<string,
       (e) => unavailableOf(url, "reading the store id", e)
     ),
     (rows) =>
-      rows[0] === undefined
-        ? Effect.fail(new StoreUnavailable({ message: `postgres store ${redactUrl(url)} has no store id`, path: redactUrl(url) }))
-        : Effect.sync(() => known = rows[0]!.value)
+      rows[0] !== undefined
+        ? Effect.sync(() => known = rows[0]!.value)
+        // a concurrent first writer: this statement's insert waited for the other's to commit
+        // and did nothing, while its own snapshot (taken at the statement's start) could not see
+        // the committed row; a new statement does
+        : Effect.flatMap(
+          Effect.mapError(
+            sql<{ value: string }>`SELECT value FROM assay_meta WHERE key = 'store_id'`,
+            (e) => unavailableOf(url, "reading the store id", e)
+          ),
+          (again) =>
+            again[0] === undefined
+              ? Effect.fail(new StoreUnavailable({ message: `postgres store ${redactUrl(url)} has no store id`, path: redactUrl(url) }))
+              : Effect.sync(() => known = again[0]!.value)
+        )
   )
   return Effect.suspend(() => known === undefined ? read : Effect.succeed(known))
 }

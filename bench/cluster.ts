@@ -208,13 +208,26 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     for (let i = 0; i < 600 && healthy() < 3; i++) await sleep(200)
     await sleep(3_000) // shard assignment settles
     let idleRunnerCpuPerS: number | undefined
+    if (IDLE_S > 0 && STATEMENTS) sql("SELECT pg_stat_statements_reset()")
     if (IDLE_S > 0) {
       const c0 = runners.map((r) => cpuOf(r.pid!))
       const p0 = pgCpu(pg.pid())
       await sleep(IDLE_S * 1000)
       const runnersIdle = runners.reduce((a, r, i) => a + cpuOf(r.pid!) - c0[i]!, 0)
       idleRunnerCpuPerS = runnersIdle / IDLE_S
-      emit({ bench: "cluster.idle", seconds: IDLE_S, runners_cpu_ms_per_s: Math.round(idleRunnerCpuPerS * 1000), postgres_cpu_ms_per_s: Math.round((pgCpu(pg.pid()) - p0) / IDLE_S * 1000) })
+      emit({
+        bench: "cluster.idle",
+        seconds: IDLE_S,
+        runners_cpu_ms_per_s: Math.round(idleRunnerCpuPerS * 1000),
+        postgres_cpu_ms_per_s: Math.round((pgCpu(pg.pid()) - p0) / IDLE_S * 1000),
+        // what the idle runners send: statements per second by kind
+        statements_per_s: STATEMENTS
+          ? sql(
+            `SELECT round(calls::numeric / ${IDLE_S}, 2), regexp_replace(left(query, 100), '\\s+', ' ', 'g') FROM pg_stat_statements
+             WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT 12`
+          ).split("\n").filter((l) => l !== "")
+          : null
+      })
     }
     if (STATEMENTS) sql("SELECT pg_stat_statements_reset()")
     const stats = () => {
@@ -228,12 +241,33 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     const pgCpu0 = pgCpu(postmaster)
     const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
     const load = uptime()
+    // every 5 s: pipelines running and succeeded, runners' and Postgres's CPU since the start
+    // (does the cost per pipeline grow with the backlog admitted?)
+    const t0 = performance.now()
+    const timeline = setInterval(() => {
+      try {
+        const [running, succeeded] = sql(
+          "SELECT count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state = 'succeeded') FROM assay_pipelines"
+        ).split("|").map(Number)
+        emit({
+          bench: "cluster.timeline",
+          s: Math.round((performance.now() - t0) / 1000),
+          running,
+          succeeded,
+          runners_cpu_s: +runners.reduce((a, r, i) => a + cpuOf(r.pid!) - runnerCpu0[i]!, 0).toFixed(1),
+          postgres_cpu_s: +(pgCpu(postmaster) - pgCpu0).toFixed(1)
+        })
+      } catch {
+        // the table is not there yet
+      }
+    }, 5_000)
     const sub = await timed(
       ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"],
       env,
       dir,
       "submitter"
     )
+    clearInterval(timeline)
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
     const pgCpuS = pgCpu(postmaster) - pgCpu0
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)

@@ -224,7 +224,9 @@ export const clientLayer = (
  * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
  * default 256), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
  * `resultEvery` (every how many polls the running pipelines' workflows are asked whether they
- * ended without settling their row, default 5), `noRunnerAfter` (how long no runner may be up
+ * ended without settling their row, default 5), `admitBatch` (specs admitted together: one
+ * read of their rows, one group commit; default 64, at most `maxAdmitted`), `startConcurrency`
+ * (workflow starts of a batch sent at once, default 16), `noRunnerAfter` (how long no runner may be up
  * before `onWarning` hears of it, default 10 s; needs the cluster's `RunnerStorage`, which
  * {@link clientLayer} gives), `runId`, `label`, `meta` (of the run record), `onProgress`
  * (told after every poll) and `onWarning` (told of a {@link SubmitWarning}).

@@ -21,7 +21,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -56,6 +56,9 @@ export interface SubmitWarning {
  * - `resultEvery`: every how many polls the workflows of running pipelines are asked for a
  *   result (default 5): a workflow that ended without settling its row (a runner refused it,
  *   or the store stayed away past the activity's retry budget) is seen this way;
+ * - `admitBatch`: how many specs are read from the source and admitted together (one read of
+ *   their rows, one group commit of the new ones; default 64, at most `maxAdmitted`);
+ * - `startConcurrency`: how many workflow starts of a batch are sent at once (default 16);
  * - `noRunnerAfter`: how long no runner may be up before `onWarning` is told (default 10 s;
  *   checked only when the cluster's `RunnerStorage` is in context);
  * - `runId`, `label`, `meta`: of the run record;
@@ -69,6 +72,8 @@ export interface SubmitOptions {
   readonly pollInterval?: Duration.DurationInput | undefined
   readonly resultEvery?: number | undefined
   readonly noRunnerAfter?: Duration.DurationInput | undefined
+  readonly admitBatch?: number | undefined
+  readonly startConcurrency?: number | undefined
   readonly runId?: RunId | undefined
   readonly label?: string | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
@@ -205,6 +210,8 @@ export const submit = <SE, SR>(
     const maxAdmitted = Math.max(1, options.maxAdmitted ?? 256)
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
     const resultEvery = Math.max(1, options.resultEvery ?? 5)
+    const admitBatchSize = Math.max(1, Math.min(maxAdmitted, options.admitBatch ?? 64))
+    const startConcurrency = Math.max(1, options.startConcurrency ?? 16)
     const noRunnerAfter = Duration.toMillis(Duration.decode(options.noRunnerAfter ?? Duration.seconds(10)))
     const runnerStorage = yield* Effect.serviceOption(RunnerStorage.RunnerStorage)
     const sharding = yield* Effect.serviceOption(Sharding.Sharding)
@@ -305,13 +312,14 @@ export const submit = <SE, SR>(
       }
     })
 
-    /** Reads the rows of running pipelines once; drops the terminal ones. */
+    /** Reads the rows of running pipelines once (one query); drops the terminal ones. */
     const refresh = Effect.gen(function*() {
       polls++
       const askResults = polls % resultEvery === 0
-      for (const id of Array.from(running)) {
-        const row = yield* store.getPipeline(id)
-        const state = Option.isSome(row) ? row.value.state : undefined
+      const ids = Array.from(running)
+      const rows = ids.length === 0 ? new Map<PipelineId, never>() : yield* store.getPipelines(ids)
+      for (const id of ids) {
+        const state = rows.get(id)?.state
         if (state === "succeeded" || state === "failed") {
           running.delete(id)
           if (state === "succeeded") counts.succeeded++
@@ -363,38 +371,69 @@ export const submit = <SE, SR>(
         )
       })
 
-    const admitOne = (spec: AnySpec) =>
+    /**
+     * Admits a batch of specs in the source's order: one read of their rows, then, as the
+     * window has room, their rows written in one group commit and their workflows started
+     * `startConcurrency` at a time. One by one, each admission waited for its own round trips
+     * (the row read, the admission's commit, the workflow's request and the runner's notice),
+     * and that serial latency, not the window, bounded how many pipelines ran at once.
+     * A control pipeline is refused before anything is written for it (the ones before it in
+     * the batch are admitted first).
+     */
+    const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
-        const refused = refuseControl(spec)
-        if (refused !== undefined) return yield* refused
         if (counts.refused > 0) return
-        const stored = yield* store.getPipeline(spec.pipelineId)
-        if (Option.isSome(stored) && stored.value.state === "succeeded") {
+        const control = batch.findIndex((spec) => refuseControl(spec) !== undefined)
+        const specs = control === -1 ? batch : batch.slice(0, control)
+        const stored = specs.length === 0
+          ? new Map<PipelineId, never>()
+          : yield* store.getPipelines(specs.map((spec) => spec.pipelineId))
+        let pending = specs.filter((spec) => {
+          if (stored.get(spec.pipelineId)?.state !== "succeeded") return true
           counts.skipped++
-          return
-        }
-        yield* waitBelow(maxAdmitted - 1)
-        if (counts.refused > 0) return
-        if (Option.isSome(stored)) yield* clearEnded(spec, stored.value.state)
-        const now = yield* Clock.currentTimeMillis
-        const row = Option.getOrUndefined(stored)
-        // a running row is followed as it is: its workflow may be committing tasks right now,
-        // and writing the row again would put back the cursor read above
-        if (row?.state !== "running") {
-          yield* store.admit(
-            [Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now)],
-            row === undefined ? [Rows.seedArtifact(spec, runId, now)] : []
+          return false
+        })
+        while (pending.length > 0) {
+          yield* waitBelow(maxAdmitted - 1)
+          if (counts.refused > 0) return
+          const group = pending.slice(0, maxAdmitted - running.size)
+          pending = pending.slice(group.length)
+          const now = yield* Clock.currentTimeMillis
+          const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
+          const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
+          for (const spec of group) {
+            const row = stored.get(spec.pipelineId)
+            if (row !== undefined) yield* clearEnded(spec, row.state)
+            // a running row is followed as it is: its workflow may be committing tasks right
+            // now, and writing the row again would put back the cursor read above
+            if (row?.state === "running") continue
+            rows.push(Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now))
+            if (row === undefined) seeds.push(Rows.seedArtifact(spec, runId, now))
+          }
+          yield* store.admit(rows, seeds)
+          yield* Effect.forEach(
+            group,
+            (spec) =>
+              ridingOut(
+                PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest, storeId }, { discard: true })
+              ),
+            { concurrency: startConcurrency, discard: true }
           )
+          for (const spec of group) {
+            specDigests.set(spec.pipelineId, spec.specDigest)
+            running.add(spec.pipelineId)
+            counts.admitted++
+          }
         }
-        yield* ridingOut(PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest, storeId }, { discard: true }))
-        specDigests.set(spec.pipelineId, spec.specDigest)
-        running.add(spec.pipelineId)
-        counts.admitted++
+        if (control !== -1) return yield* refuseControl(batch[control]!)!
       })
 
     const body = Effect.gen(function*() {
       // admission stops at the first refusal
-      yield* Stream.runForEach(Stream.takeWhile(specs, () => counts.refused === 0), admitOne)
+      yield* Stream.runForEach(
+        Stream.grouped(Stream.takeWhile(specs, () => counts.refused === 0), admitBatchSize),
+        (chunk) => admitBatch(Chunk.toReadonlyArray(chunk))
+      )
       // after a refusal, the pipelines already admitted are followed to their end
       yield* Effect.whileLoop({
         while: () => running.size > 0,

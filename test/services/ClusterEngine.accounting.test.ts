@@ -10,12 +10,8 @@
  *   served from the cache: 0 calls, every attempt `cache_hit`, and the run's `run.finished`
  *   (written by the submitter) carries the hits and the cost they saved, as `report` shows.
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Logger, LogLevel, Redacted, Stream } from "effect"
+import { Chunk, Effect, Layer, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Pricing from "../../src/domain/Pricing.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -23,13 +19,11 @@ import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as CallCache from "../../src/services/CallCache.js"
-import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import { buildReport } from "../../src/services/internal/report.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
-
-type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
@@ -38,32 +32,15 @@ const PRICE = { inputPer1M: 3, outputPer1M: 15 }
 
 /** One runner on `db` over the store in context, with the experiment's pricing and `run.cache`. */
 const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>, cache: CallCache.CallCacheService) =>
-  ClusterEngine.workflowLayer({
-    concurrency: 4,
-    pricing: { "fake-model": PRICE },
-    cache: CallCache.resolveRunCache(true, "run.cache", [])
-  }).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    Layer.provideMerge(SingleRunner.layer({
-      runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
-    })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
-    Layer.provideMerge(Layer.mergeAll(
-      Pool.layer([Pool.make("llm", [Resource.make("llm", { id: "r0", capacity: 4 })])]),
-      Layer.succeed(CallCache.CallCache, cache),
-      NodeContext.layer
-    )),
-    Layer.provide(ClusterEngine.catalogLayer(specs)),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
+  singleRunner(pg, db, {
+    specs,
+    workflow: { concurrency: 4, pricing: { "fake-model": PRICE }, cache: CallCache.resolveRunCache(true, "run.cache", []) },
+    pools: [Pool.make("llm", [Resource.make("llm", { id: "r0", capacity: 4 })])],
+    services: Layer.succeed(CallCache.CallCache, cache)
+  })
 
 /** A fresh database `db` with the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables). */
-const createDatabase = (db: string) =>
-  Effect.zipRight(
-    Effect.promise(() => pg.createDatabase(db)),
-    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
-  )
+const createDatabase = (db: string) => createClusterDatabase(pg, db)
 
 describe("ClusterEngine: token and cost accounting, and the call cache", () => {
   it.live("attempts record model, tokens and cost; a second submission into a new store is served from the cache", () => {

@@ -11,15 +11,13 @@
  * One Postgres database holds the claims, the global pool (capacity 1) and the store; "lost its
  * slot" is the slot row handed to another holder right after the grant.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Context, DefaultServices, Effect, Layer, Redacted, Tracer } from "effect"
+import { Clock, Context, DefaultServices, Effect, Tracer } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
-import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgPools from "../../src/layers/PgPools.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import { make as makeBus } from "../../src/services/Bus.js"
@@ -28,6 +26,7 @@ import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.j
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
+import { pgServicesOn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -36,14 +35,22 @@ const pg = usePostgres()
 const pools = [Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]
 
 /** A fresh database `db` (its client) and inline artifacts. */
-const servicesOn = (db: string) =>
-  Layer.mergeAll(
-    ArtifactBackends.layerInline,
-    Layer.unwrapEffect(Effect.promise(async () => {
-      await pg.createDatabase(db)
-      return PgClient.layer({ url: Redacted.make(pg.url(db)) })
-    }))
-  )
+const servicesOn = (db: string) => pgServicesOn(pg, db)
+
+/**
+ * The database at `url` migrated (claims, global pools, store), its client, the Postgres store
+ * and the global pools of runner `r1` (`options`: their timing).
+ */
+const migrated = (url: string, options: Partial<Parameters<typeof PgPools.make>[1]> = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* Claims.createTable
+    yield* PgPools.migrate
+    yield* PgStore.migrate(url)
+    const store = yield* PgStore.make({ url })
+    const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds", ...options })
+    return { sql, store, global }
+  })
 
 /** A tracer that records the text of every SQL statement executed under it (`db.query.text`), in order. */
 const recordingSql = (seen: Array<string>) => {
@@ -68,12 +75,7 @@ describe("cluster fence: the pool lease", () => {
       const db = `fence_${storeHere ? "here" : "apart"}`
       const url = pg.url(db)
       return Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* Claims.createTable
-        yield* PgPools.migrate
-        yield* PgStore.migrate(url)
-        const store = yield* PgStore.make({ url })
-        const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds", pollMin: "50 millis", pollMax: "200 millis" })
+        const { global, sql, store } = yield* migrated(url, { pollMin: "50 millis", pollMax: "200 millis" })
         const holders: Array<string> = []
         const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
           Effect.gen(function*() {
@@ -119,12 +121,7 @@ describe("cluster fence: the pool lease", () => {
     const db = "fence_count"
     const url = pg.url(db)
     return Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* Claims.createTable
-      yield* PgPools.migrate
-      yield* PgStore.migrate(url)
-      const store = yield* PgStore.make({ url })
-      const global = yield* PgPools.make(pools, { runnerId: "r1", leaseTtl: "20 seconds" })
+      const { global, sql, store } = yield* migrated(url)
       const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
         Effect.gen(function*() {
           const lease = yield* ctx.acquire()

@@ -6,40 +6,21 @@
  * ends succeeded with one checkpoint per task, submitting again is safe, and each execution
  * the stop cut short is recorded as an abandoned attempt.
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { Deferred, Effect, Fiber, Option, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
-
-type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
 
 /** One runner's lifetime on database `db`: sharding + workflow engine + the pipeline workflow. */
-const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) =>
-  ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    Layer.provideMerge(SingleRunner.layer({
-      runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
-    })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
-    Layer.provideMerge(Layer.mergeAll(Pool.layer([]), NodeContext.layer)),
-    Layer.provide(ClusterEngine.catalogLayer(specs)),
-    // the cluster's own warnings (no healthy runner while the next one starts) are noise here
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
+const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) => singleRunner(pg, db, { specs })
 
 describe("ClusterEngine on PostgreSQL message storage", () => {
   it.live("a runner stopped mid-run: its replacement re-runs no committed task and finishes every pipeline", () => {
@@ -58,9 +39,7 @@ describe("ClusterEngine on PostgreSQL message storage", () => {
     const template = Pipeline.make("replay", a, b, c)
     const specs = Array.from({ length: 10 }, (_, i) => template.bind(i))
     return Effect.gen(function*() {
-      yield* Effect.promise(() => pg.createDatabase("replay1"))
-      // the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables)
-      yield* InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url("replay1")) })))
+      yield* createClusterDatabase(pg, "replay1")
       const store = yield* Store
       const committedNow = Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.match(r, { onNone: () => 0, onSome: (x) => x.nTasksDone })))
       // phase 1: run until the even pipelines wait in b and the odd ones are done, then stop the runner

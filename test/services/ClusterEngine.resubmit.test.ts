@@ -10,23 +10,16 @@
  * - A failed pipeline is failed, not "already done": a re-submit re-runs it from its failed
  *   task (as `resume` would), committed tasks are not called again.
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { Duration, Effect, Either, Layer, Option, Stream } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
-
-type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
@@ -41,25 +34,10 @@ const switchableCatalog = (specs: ReadonlyArray<AnySpec>, hosting: () => boolean
 
 /** One runner on database `db` (sharding + workflow engine + the pipeline workflow), over the store in context. */
 const runnerOf = (db: string, catalog: Layer.Layer<typeof ClusterEngine.SpecCatalog.Identifier>) =>
-  ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    Layer.provideMerge(SingleRunner.layer({
-      runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
-    })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
-    Layer.provideMerge(Layer.mergeAll(Pool.layer([]), NodeContext.layer)),
-    Layer.provide(catalog),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
-
+  singleRunner(pg, db, { catalog })
 
 /** A fresh database `db` with the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables). */
-const createDatabase = (db: string) =>
-  Effect.zipRight(
-    Effect.promise(() => pg.createDatabase(db)),
-    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
-  )
+const createDatabase = (db: string) => createClusterDatabase(pg, db)
 
 describe("ClusterEngine: submitting again", () => {
   it.live("a runner that does not host the experiment: the submitter stops admitting and names the cause; a re-submit runs them once runners host it", () => {

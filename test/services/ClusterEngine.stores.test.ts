@@ -10,46 +10,24 @@
  * On the durable path: `SingleRunner` with SQL message storage on the harness PostgreSQL; two
  * memory stores stand in for two shared stores.
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { Effect, Either, Layer, Option, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as InFlight from "../../src/services/internal/cluster/inflight.js"
-import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
-
-type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
 
 /** One runner on database `db` hosting `specs`, over the store in context. */
-const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) =>
-  ClusterEngine.workflowLayer({ concurrency: 8 }).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    Layer.provideMerge(SingleRunner.layer({
-      runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
-    })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
-    Layer.provideMerge(Layer.mergeAll(Pool.layer([]), NodeContext.layer)),
-    Layer.provide(ClusterEngine.catalogLayer(specs)),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
+const runnerOf = (db: string, specs: ReadonlyArray<AnySpec>) => singleRunner(pg, db, { specs })
 
-const createDatabase = (db: string) =>
-  Effect.zipRight(
-    Effect.promise(() => pg.createDatabase(db)),
-    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
-  )
+const createDatabase = (db: string) => createClusterDatabase(pg, db)
 
 describe("ClusterEngine: one cluster database, several stores", () => {
   it.live("a fresh store on the same cluster database runs its pipelines; the first store's re-submission is answered from its own rows", () => {

@@ -1,0 +1,81 @@
+/**
+ * Test support for the cluster engine on its durable path (issue 17): one `SingleRunner` with SQL
+ * message storage on a database of the test file's PostgreSQL server (`usePostgres`), the
+ * engine's workflow layer over the store in context, and the fresh databases those tests start
+ * from. Used by test/services/ClusterEngine.{stores,replay,resubmit,accounting,fence}.test.ts,
+ * which each built the same layers before.
+ */
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as SingleRunner from "@effect/cluster/SingleRunner"
+import { NodeContext } from "@effect/platform-node"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import type * as Pipeline from "../../src/domain/Pipeline.js"
+import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as InFlight from "../../src/services/internal/cluster/inflight.js"
+import * as Pool from "../../src/services/Pool.js"
+import type { PgServer } from "./pgServer.js"
+
+/** A pipeline spec of any types. */
+export type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * Options of {@link singleRunner}: what the runner hosts (`specs`, or a `catalog` layer of its
+ * own), its workflow layer's options (default `{ concurrency: 8 }`), its pools (default none)
+ * and extra services its tasks need (e.g. a `CallCache`).
+ */
+export interface SingleRunnerOptions<S = never> {
+  readonly specs?: ReadonlyArray<AnySpec> | undefined
+  readonly catalog?: ReturnType<typeof ClusterEngine.catalogLayer> | undefined
+  readonly workflow?: ClusterEngine.WorkflowLayerOptions | undefined
+  readonly pools?: ReadonlyArray<ReturnType<typeof Pool.make>> | undefined
+  readonly services?: Layer.Layer<S> | undefined
+}
+
+/**
+ * One runner's lifetime on database `db` of `pg`: `SingleRunner` (runner storage in memory, SQL
+ * message storage; messages polled every 200 ms, 30 shards), the `ClusterWorkflowEngine`, and
+ * the engine's pipeline workflow over the `Store` in context. The cluster's own warnings (no
+ * healthy runner while the next one starts) are silenced: they are noise in these tests.
+ *
+ * @param pg the test file's server
+ * @param db the database (created before, e.g. by {@link createClusterDatabase})
+ * @param options see {@link SingleRunnerOptions}; `specs` or `catalog` is needed
+ */
+export const singleRunner = <S = never>(pg: PgServer, db: string, options: SingleRunnerOptions<S>) =>
+  ClusterEngine.workflowLayer(options.workflow ?? { concurrency: 8 }).pipe(
+    Layer.provideMerge(ClusterWorkflowEngine.layer),
+    Layer.provideMerge(SingleRunner.layer({
+      runnerStorage: "memory",
+      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
+    })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
+    Layer.provideMerge(Layer.mergeAll(
+      Pool.layer(options.pools ?? []),
+      options.services ?? (Layer.empty as Layer.Layer<S>),
+      NodeContext.layer
+    )),
+    Layer.provide(options.catalog ?? ClusterEngine.catalogLayer(options.specs ?? [])),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
+  )
+
+/**
+ * Creates database `db` on `pg` with the engine's claim table (what `assay migrate` creates
+ * beside the cluster's tables).
+ */
+export const createClusterDatabase = (pg: PgServer, db: string) =>
+  Effect.zipRight(
+    Effect.promise(() => pg.createDatabase(db)),
+    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
+  )
+
+/** A fresh database `db` on `pg` (created when the layer is built), its `SqlClient`, and inline artifacts. */
+export const pgServicesOn = (pg: PgServer, db: string) =>
+  Layer.mergeAll(
+    ArtifactBackends.layerInline,
+    Layer.unwrapEffect(Effect.promise(async () => {
+      await pg.createDatabase(db)
+      return PgClient.layer({ url: Redacted.make(pg.url(db)) })
+    }))
+  )

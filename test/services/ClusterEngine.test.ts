@@ -11,6 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Schedule, Stream } from "effect"
 import { FatalError, RetryableError, StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
+import type { PipelineRecord } from "../../src/domain/Records.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
@@ -131,6 +132,25 @@ describe("ClusterEngine (in process)", () => {
     }).pipe(Effect.provide(hostOf([])))
   })
 
+  it.live("admission in batches: a window's new pipelines are written in one admission and read in one query; running rows are read together", () => {
+    const template = Pipeline.make("batched", Task.make("a", (n: number) => Effect.succeed(n + 1)))
+    const specs = Array.from({ length: 12 }, (_, i) => template.bind(i))
+    const seen = { admits: 0, rowsReads: 0 }
+    // the submitter's reads and writes of pipeline rows (the runner reads the row of each task too)
+    const counting = (s: StoreService): StoreService => ({
+      ...s,
+      admit: (ps, seeds, traversals) => Effect.zipRight(Effect.sync(() => seen.admits++), s.admit(ps, seeds, traversals)),
+      getPipelines: (ids) => Effect.zipRight(Effect.sync(() => seen.rowsReads++), s.getPipelines(ids))
+    })
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "20 millis" })
+      assert.strictEqual(report.succeeded, 12)
+      // one by one, each pipeline was its own admission (12) and its own row reads
+      assert.strictEqual(seen.admits, 1, "the window's 12 new pipelines in one admission")
+      assert.isAtLeast(seen.rowsReads, 2, "the batch's rows, then the running rows per poll")
+    }).pipe(Effect.provide(hostOf(specs, [], counting)))
+  })
+
   it.live("L4: a task committed elsewhere while this executor waited for its lease is not called; the lease goes back", () => {
     let called = 0
     const ask = Task.make("ask", { resource: "llm" }, (n: number, ctx) =>
@@ -143,11 +163,14 @@ describe("ClusterEngine (in process)", () => {
     const raced = template.bind(1)
     // another executor commits the task while this one gets its lease: from the grant on,
     // the store shows it committed
+    // (both reads of a row show it: the submitter reads its running pipelines' rows together)
     let granted = false
+    const committed = (r: PipelineRecord): PipelineRecord => granted ? { ...r, nTasksDone: 1, state: "succeeded" } : r
     const racing = (s: StoreService): StoreService => ({
       ...s,
-      getPipeline: (id) =>
-        Effect.map(s.getPipeline(id), (row) => granted ? Option.map(row, (r) => ({ ...r, nTasksDone: 1, state: "succeeded" as const })) : row)
+      getPipeline: (id) => Effect.map(s.getPipeline(id), Option.map(committed)),
+      getPipelines: (ids) =>
+        Effect.map(s.getPipelines(ids), (rows) => new Map(Array.from(rows, ([id, r]) => [id, committed(r)] as const)))
     })
     const noting = (p: PoolsService): PoolsService => ({
       ...p,

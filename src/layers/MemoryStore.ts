@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Layer, Option, Random, type Scope, Stream } from "effect"
+import { Chunk, Effect, FiberRef, Layer, Option, Random, type Scope, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId } from "../domain/Ids.js"
 import {
@@ -163,12 +163,19 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       }
     }
 
+    // Consistent views (`consistentReads`): while one is open, writes of other fibers wait for
+    // it to end (the reading fibers' own writes go through). A view is a few synchronous reads,
+    // so a writer waits microseconds; with no view open a write costs one comparison more.
+    let views = 0
+    const viewsEnded = Effect.unsafeMakeLatch(true)
+    const viewing = FiberRef.unsafeMake(false)
     const tx = <A>(f: () => A): Effect.Effect<A, StoreUnavailable> =>
-      Effect.suspend(() =>
-        faults.failWrites
-          ? Effect.fail(new StoreUnavailable({ message: "memory store: injected write failure" }))
-          : Effect.sync(f)
-      )
+      Effect.suspend(() => {
+        if (faults.failWrites) return Effect.fail(new StoreUnavailable({ message: "memory store: injected write failure" }))
+        // the check and the write in one step: no view can begin between them
+        if (views === 0) return Effect.succeed(f())
+        return Effect.flatMap(FiberRef.get(viewing), (own) => own ? Effect.sync(f) : Effect.zipRight(viewsEnded.await, tx(f)))
+      })
 
     const insertAttempt = (a: NewAttempt) => {
       attempts.push(trusted(AttemptRecord, {
@@ -367,6 +374,19 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       exclusiveWriter: false,
       // one identity per instance (what the cluster engine keys a pipeline's workflow with)
       storeId: Effect.succeed(storeId),
+      // one view: no other fiber's write lands until `reads` end
+      consistentReads: (reads) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            views++
+            viewsEnded.unsafeClose()
+          }),
+          () => Effect.locally(reads, viewing, true),
+          () =>
+            Effect.sync(() => {
+              if (--views === 0) viewsEnded.unsafeOpen()
+            })
+        ),
       commit: (ops) =>
         tx(() => {
           const refused = checkVersions(ops)

@@ -494,8 +494,13 @@ export interface StoreService extends TaskStore {
    * figures read one after the other agree while a writer commits meanwhile (the monitoring
    * picture: totals, counts per state and per-resource sums of one `/stats` answer). SQLite:
    * one read transaction on the reading connection (WAL: a snapshot as of its first read;
-   * the writer is not held up). Fails with `StoreUnavailable` when the transaction cannot
-   * begin or end. Optional: a store without it (memory, Postgres, plugins) reads as it goes.
+   * the writer is not held up). Postgres: one `REPEATABLE READ, READ ONLY` transaction (a
+   * snapshot as of its first query; no lock). Memory: the writes of other fibers wait until
+   * `reads` end (the reading fiber's own go through). The write-behind buffer is flushed once
+   * as the view begins; reads inside it do not flush (a read-only transaction cannot write).
+   * `reads` should be a few bounded reads: SQLite's close checkpoint waits for them (see
+   * docs/store.md). Fails with `StoreUnavailable` when the transaction cannot begin or end.
+   * Optional: a store without it (plugins) reads as it goes.
    */
   readonly consistentReads?: (<A, E, R>(reads: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>) | undefined
 

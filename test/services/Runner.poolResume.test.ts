@@ -404,3 +404,91 @@ describe("adaptive: learned limits across a resume", () => {
       assert.deepStrictEqual(resumed["lastDecrease"], learned["lastDecrease"])
     }), 60_000)
 })
+
+describe("every breaker transition is written at once (a kill right after one loses nothing)", () => {
+  const breakerPool = () => [
+    Pool.make("llm", [Resource.make("llm", { id: "ep", capacity: 2, options: { baseUrl: "https://ep.example/v1" } })], {
+      breaker: { window: 4, minRequests: 4, failureRate: 0.5, openFor: "2 seconds" }
+    })
+  ]
+  /** A call of 1 s; 503 at once while `server.fails`. Every lease taken is logged with the clock. */
+  const callOf = (calls: Array<Call>, server: { fails: boolean }) =>
+    Task.make("call", { resource: "llm", retry: { maxAttempts: 50, base: "10 millis", cap: "10 millis", jitter: "none" } }, (n: number, ctx) =>
+      Effect.gen(function*() {
+        const lease = yield* ctx.acquire()
+        calls.push({ key: lease.resource.id, at: yield* Effect.clockWith((c) => c.currentTimeMillis) })
+        if (server.fails) {
+          const error = new RetryableError({ message: "503 Service Unavailable", errorClass: "upstream" })
+          yield* lease.report({ ok: false, error })
+          return yield* Effect.fail(error)
+        }
+        yield* Effect.sleep("1 second")
+        yield* lease.report({ ok: true })
+        return n
+      }))
+
+  it.effect.each(["memory", "sqlite"] as const)("%s: opened, half-open and closed are each in the store when they happen; killed right after the close, the resume has the full capacity (no probe)", (kind) =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      // a killed process writes nothing more: its finalizers' writes are lost
+      let killed = false
+      const killable: StoreService = {
+        ...store,
+        putResource: (r) => Effect.suspend(() => killed ? Effect.void : store.putResource(r))
+      }
+      const savedBreaker = Effect.map(store.resources, (rows) => {
+        const row = rows.find((r) => r.resourceId === "ep")
+        return row === undefined ? undefined : (resumeOf(row.health)["breakerState"] as string | undefined) ?? "closed"
+      })
+      const calls: Array<Call> = []
+      const server = { fails: true }
+      const specs = Pipeline.make("b", callOf(calls, server)).map(Array.from({ length: 12 }, (_, i) => i))
+      // process 1 (heartbeat 1 hour): the breaker opens, goes half-open, a probe closes it; each
+      // transition is read back from the store in the same instant (no clock step between)
+      const seen = yield* Effect.gen(function*() {
+        const pools = yield* Pool.Pools
+        const fiber = yield* Effect.fork(Runner.run(specs))
+        const seen: Array<{ readonly live: string; readonly saved: string | undefined; readonly at: number }> = []
+        let last = "closed"
+        for (let i = 0; i < 1000 && !(last === "closed" && seen.length > 0); i++) {
+          yield* settle
+          const live = (yield* pools.snapshot("llm"))[0]!.breaker
+          if (live !== last) {
+            seen.push({ live, saved: yield* savedBreaker, at: yield* Effect.clockWith((c) => c.currentTimeMillis) })
+            last = live
+            // the endpoint recovers while the breaker is open: the probe succeeds
+            if (live === "open") server.fails = false
+          }
+          if (!(last === "closed" && seen.length > 0)) yield* TestClock.adjust("10 millis")
+        }
+        // killed right after the close
+        killed = true
+        yield* Fiber.interrupt(fiber)
+        return seen
+      }).pipe(Effect.provide(proc(killable, breakerPool())))
+      assert.deepStrictEqual(seen.map((s) => s.live), ["open", "half_open", "closed"])
+      // the resume: the endpoint answered since it failed; both slots at once, no probe
+      const before = calls.length
+      const resumedAt = yield* Effect.clockWith((c) => c.currentTimeMillis)
+      const breaker = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        yield* settle
+        const breaker = (yield* (yield* Pool.Pools).snapshot("llm"))[0]!.breaker
+        yield* Fiber.interrupt(fiber)
+        return breaker
+      }).pipe(Effect.provide(proc(store, breakerPool())))
+      assert.strictEqual(breaker, "closed")
+      assert.strictEqual(calls.slice(before).filter((c) => c.at === resumedAt).length, 2)
+      const restored = yield* store.events({ kind: "breaker.half_open" })
+      assert.isFalse(restored.some((e) => (e.data as { restored?: boolean }).restored === true))
+      // each transition was in the store in the instant it happened
+      assert.deepStrictEqual(seen.map((s) => s.saved), ["open", "half_open", "closed"])
+    }).pipe(Effect.provide(
+      kind === "memory"
+        ? MemoryStore.layer()
+        : Layer.provide(
+          SqliteStore.layer({ filename: nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-breaker-kill-")), "s.db") }),
+          NodeContext.layer
+        )
+    )))
+})

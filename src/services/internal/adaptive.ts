@@ -152,6 +152,11 @@ export interface AimdState {
   deliveredAt: number
   delivered: number
   deliveredPrev: number | undefined
+  /**
+   * The sustained rate at the last report heard while the key was pressed (acquires held
+   * back by the rate or the window: demand above what the server gives), or `undefined`.
+   */
+  pressedSustained: number | undefined
 }
 
 /**
@@ -211,7 +216,8 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   ownDelayTotalMs: 0,
   deliveredAt: now,
   delivered: 0,
-  deliveredPrev: undefined
+  deliveredPrev: undefined,
+  pressedSustained: undefined
 })
 
 /** Counts one successful answer at `now` in the delivery windows. */
@@ -231,13 +237,19 @@ const countDelivered = (s: AimdState, now: number): void => {
 
 /**
  * The rate the server delivered lately (successful answers per second over the current
- * delivery window and the previous one), or `undefined` before a second of answers.
+ * delivery window and the previous one), or `undefined` before a second of answers. The
+ * windows end at the last report heard (an answer, a 429, a failure), not at `now`: time in
+ * which nobody asked the server (the end of a run: its last pipelines finishing, the run
+ * closing; a key idle mid-run) is not time in which it refused to deliver (issue 18: the end
+ * of a run printed 21.04 req/s against a limit of 25 the server met to its last answer). A
+ * server that keeps answering 429s or failures moves that end on, so its sustained rate falls.
  *
  * @internal
  */
 export const sustainedRate = (s: AimdState, now: number): number | undefined => {
-  if (now >= s.deliveredAt + 2 * SUSTAIN_WINDOW_MS) return 0
-  const inCurrent = Math.max(0, now - s.deliveredAt)
+  const end = Math.min(now, s.lastReportAt)
+  if (end >= s.deliveredAt + 2 * SUSTAIN_WINDOW_MS) return 0
+  const inCurrent = Math.max(0, end - s.deliveredAt)
   if (s.deliveredPrev === undefined) return inCurrent >= 1000 ? (s.delivered * 1000) / inCurrent : undefined
   return ((s.deliveredPrev + s.delivered) * 1000) / (SUSTAIN_WINDOW_MS + inCurrent)
 }
@@ -257,6 +269,10 @@ export const effectiveRate = (s: AimdState, p: AimdParams, now: number): number 
 
 /** How long a resource counts as "held back by us" after an acquire found it so. */
 const pressWindowMs = (s: AimdState, p: AimdParams): number => Math.max(p.holdMs, 2 * (s.latencyEmaMs ?? 0))
+
+/** Whether acquires were held back by the rate or the window lately (demand above the supply). */
+const isPressed = (s: AimdState, p: AimdParams, now: number): boolean =>
+  now - Math.max(s.ratePressedAt, s.limitPressedAt) <= pressWindowMs(s, p)
 
 const refill = (s: AimdState, p: AimdParams, now: number): void => {
   const rate = effectiveRate(s, p, now)
@@ -496,6 +512,7 @@ export const onReport = (
   s.okTotal++
   s.okInEpoch++
   countDelivered(s, r.now)
+  if (isPressed(s, p, r.now)) s.pressedSustained = sustainedRate(s, r.now)
   if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {
     // the server's share of the answer time: our own loop's stall taken out
     const own = r.ownDelayMs !== undefined && r.ownDelayMs > 0 ? Math.min(r.ownDelayMs, r.latencyMs) : 0
@@ -528,8 +545,8 @@ const round = (x: number, digits = 2): number => {
 /**
  * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (the allowance:
  * requests/s the pacing lets through, which may exceed what the server accepts), `sustained`
- * (requests/s the server answered successfully over the last 5 to 10 s, or null before a
- * second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
+ * (requests/s the server answered successfully over the last 5 to 10 s, as of the last time
+ * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
  * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
  * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
@@ -539,7 +556,12 @@ const round = (x: number, digits = 2): number => {
  */
 export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
   const rate = effectiveRate(s, p, now)
-  const sustained = sustainedRate(s, now)
+  // while demand is below the supply (a run's last pipelines, some retrying after a backoff;
+  // a key the run no longer needs) the deliveries measure the demand, not the server: the
+  // figure is the one of the last time the key was pressed (issue 18: a run's tail printed
+  // 13.13 req/s against a limit of 25 that the server met to the end)
+  const live = sustainedRate(s, now)
+  const sustained = isPressed(s, p, now) ? live : s.pressedSustained ?? live
   return {
     rate: round(rate),
     sustained: sustained === undefined ? null : round(sustained),

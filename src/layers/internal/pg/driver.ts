@@ -156,6 +156,9 @@ const failedEnd = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError>
   Effect.catchSomeDefect(e, (d) =>
     (d as { _tag?: unknown } | null)?._tag === "SqlError" ? Option.some(Effect.fail(d as SqlError)) : Option.none())
 
+/** Whether `e` is an `@effect/sql` `SqlError` (the client's failures, before they are typed). */
+const isSqlError = (e: unknown): e is SqlError => (e as { _tag?: unknown } | null)?._tag === "SqlError"
+
 /**
  * The retry of {@link isTransient} failures: exponential from 100 ms, each wait at most 2 s,
  * for `retryFor` in all (measured from the first failure, on the `Clock`).
@@ -983,6 +986,20 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     exclusiveWriter: false,
     callCache: env.callCache,
     storeId: env.storeId,
+    // One REPEATABLE READ, READ ONLY transaction: every read of `reads` sees the snapshot taken
+    // at its first query, whatever other writers commit meanwhile; it takes no lock, so it
+    // holds no writer up. (`SET TRANSACTION` must come before the transaction's first query.)
+    consistentReads: <A, E, R>(reads: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
+      sql.withTransaction(
+        Effect.zipRight(
+          Effect.mapError(rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"), fail("read")),
+          reads
+        )
+      ).pipe(
+        // a lost connection at COMMIT is a defect in @effect/sql: typed like any other failure
+        Effect.catchSomeDefect((d) => isSqlError(d) ? Option.some(Effect.fail(d)) : Option.none()),
+        Effect.mapError((e) => isSqlError(e) ? fail("read")(e) : e as E | StoreUnavailable)
+      ),
     commit,
     writeFacts: (as, es) =>
       tx(

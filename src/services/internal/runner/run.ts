@@ -260,10 +260,19 @@ const PERSIST_SOON: ReadonlySet<string> = new Set([
   "resource.restored"
 ])
 
-/** Whether a pool event starts a throttle window (a 429 with a Retry-After or reset hint). */
-const throttleStarts = (event: { readonly kind: string; readonly data: unknown }): boolean =>
-  event.kind === "resource.throttled" && Predicate.isObject(event.data) &&
-  typeof (event.data as { readonly until?: unknown }).until === "number"
+/** Breaker transitions: each is written at once, like a throttle window (see `savedAtOnce`). */
+const BREAKER_TRANSITIONS: ReadonlySet<string> = new Set(["breaker.opened", "breaker.half_open", "breaker.closed"])
+
+/**
+ * Whether a pool event's resource row is written at once, before the fiber that caused it
+ * goes on: a throttle window that starts (a 429 with a Retry-After or reset hint) and every
+ * breaker transition (a crash right after a close would otherwise bring the resource back
+ * half-open, an avoidable probe; these are rare: at most a few per `openFor`).
+ */
+const savedAtOnce = (event: { readonly kind: string; readonly data: unknown }): boolean =>
+  BREAKER_TRANSITIONS.has(event.kind) ||
+  (event.kind === "resource.throttled" && Predicate.isObject(event.data) &&
+    typeof (event.data as { readonly until?: unknown }).until === "number")
 
 const runLoop = <S extends AnySpec, SE, SR>(
   env: RunnerEnv,
@@ -344,7 +353,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
     let poolsDirty = false
     // what the resume restored per resource (`pool\u0000id`), written with the health for `report`
     const restoredOf = new Map<string, { readonly applied: ReadonlyArray<string> } | { readonly ignored: string }>()
-    // A throttle window that starts is made durable at once (`persistThrottle`, set below once
+    // A throttle window that starts, and every breaker transition, is made durable at once
+    // (`savedAtOnce`; `persistThrottle`, set below once
     // the pools can be written): the callback runs in the fiber whose lease heard the 429,
     // before its attempt ends, and the resource is out of rotation until the window ends, so
     // the window is in the store before the next request to that resource can be sent. The
@@ -361,11 +371,11 @@ const runLoop = <S extends AnySpec, SE, SR>(
         data: { pool: event.pool, resourceId: event.resourceId, ...(event.data as object) },
         ts: event.ts
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool event: ${e.message}`)))
-      return throttleStarts(event)
+      return savedAtOnce(event)
         ? Effect.suspend(() => persistThrottle(event.pool, event.resourceId)).pipe(
           Effect.zipRight(recorded),
           Effect.zipRight(
-            store.flush.pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a throttle event to the store: ${e.message}`)))
+            store.flush.pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a pool event to the store: ${e.message}`)))
           )
         )
         : recorded
@@ -447,14 +457,14 @@ const runLoop = <S extends AnySpec, SE, SR>(
       }
     }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
     yield* persistResources
-    // a throttle: first the throttled resource's row (one commit), then the event saying so
-    // through a forced flush (only on 429s); the other rows within a second (`poolsDirty`)
+    // a throttle or a breaker transition: first that resource's row (one commit), then the event
+    // saying so through a forced flush (only on 429s with a window and breaker transitions); the other rows within a second (`poolsDirty`)
     persistThrottle = (pool, resourceId) =>
       Effect.gen(function*() {
         poolsDirty = true
         if (resourceId !== undefined) yield* putPool(pool, yield* Clock.currentTimeMillis, resourceId)
         else yield* persistResources
-      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a throttle to the store: ${e.message}`)))
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write a throttle or breaker to the store: ${e.message}`)))
     // an interrupted run writes the pools' last state too (runs before the run is closed)
     yield* Effect.addFinalizer(() => runClosed ? Effect.void : persistResources)
     yield* Effect.forkScoped(

@@ -8,7 +8,8 @@
  * - the write-behind buffer of attempts and events ({@link makeWriteBehind}) and its policy
  *   (`writeBehind`, `batchSize`, `flushIntervalMs`: at open, and per run through
  *   `NewRun.writes`),
- * - flush-before-read (reads that return attempts or events, `stats`, `finishRun`),
+ * - flush-before-read (reads that return attempts or events, `stats`, `finishRun`; once as a
+ *   `consistentReads` view begins, not inside it),
  * - limit and bucket validation (`checkLimit`, `checkBucket`),
  * - artifact placement (journal mode, artifact backend), secret masking of resources and the
  *   default metric display,
@@ -19,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Stream } from "effect"
+import { Effect, FiberRef, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
 import type {
@@ -165,8 +166,18 @@ export const makeWith = (
       stream: () => Stream.Stream<A, E>
     ): Stream.Stream<A, E | ConfigError> =>
       Stream.unwrap(Effect.map(checkLimit(limit), (l) => l === 0 ? Stream.empty : l === undefined ? stream() : Stream.take(stream(), l)))
+    // Inside `consistentReads` the buffer was flushed as the view began: a read there writes
+    // nothing (on Postgres the view is a read-only transaction that the reading fiber's writes
+    // would enter; in memory, writes wait for the view to end).
+    const inView = FiberRef.unsafeMake(false)
+    /** Flush-before-read: the buffered facts, unless this fiber reads inside a consistent view. */
+    const readFlush: Effect.Effect<void, StoreUnavailable> = Effect.flatMap(
+      FiberRef.get(inView),
+      (viewing) => viewing ? Effect.void : wb.flush
+    )
+    const consistentReads = driver.consistentReads
     const flushed = <A, E>(stream: () => Stream.Stream<A, E>): Stream.Stream<A, E | StoreUnavailable> =>
-      Stream.unwrap(Effect.as(wb.flush, Stream.suspend(stream)))
+      Stream.unwrap(Effect.as(readFlush, Stream.suspend(stream)))
     /** Applies a run's write policy (validated by `RunConfig.resolve`; anything else is a bug). */
     const configure = (writes: Partial<WritePolicy>) =>
       Effect.flatMap(
@@ -315,7 +326,8 @@ export const makeWith = (
       storeId: driver.storeId,
       journal,
       succeededPipelines: driver.succeededPipelines,
-      consistentReads: driver.consistentReads,
+      consistentReads: consistentReads === undefined ? undefined : (reads) =>
+        Effect.zipRight(wb.flush, consistentReads(Effect.locally(reads, inView, true))),
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>
         (write.traversals ?? []).length > 0 && driver.traversal === undefined
           ? Effect.fail(noTraversal)
@@ -382,16 +394,16 @@ export const makeWith = (
       putResource: (r) => refuse(driver.putResource({ ...r, spec: maskSecrets(r.spec) })),
       resources: driver.resources,
 
-      stats: (runId) => Effect.zipRight(wb.flush, driver.stats(runId)),
-      resourceUsage: (runId) => Effect.zipRight(wb.flush, driver.resourceUsage(runId)),
-      pipelineAccounting: (o) => Effect.zipRight(wb.flush, driver.pipelineAccounting(o)),
+      stats: (runId) => Effect.zipRight(readFlush, driver.stats(runId)),
+      resourceUsage: (runId) => Effect.zipRight(readFlush, driver.resourceUsage(runId)),
+      pipelineAccounting: (o) => Effect.zipRight(readFlush, driver.pipelineAccounting(o)),
       errors: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit ?? 20), (limit) =>
           limit === 0 ? Effect.succeed([]) : driver.errors({ runId: o.runId, limit })),
       events: (o = {}) =>
         Effect.flatMap(checkLimit(o.limit), (limit) =>
-          limit === 0 ? Effect.succeed([]) : Effect.zipRight(wb.flush, driver.events(o, limit))),
-      countEvents: (f = {}) => Effect.zipRight(wb.flush, driver.countEvents(f)),
+          limit === 0 ? Effect.succeed([]) : Effect.zipRight(readFlush, driver.events(o, limit))),
+      countEvents: (f = {}) => Effect.zipRight(readFlush, driver.countEvents(f)),
       pipelinesBySpec: driver.pipelinesBySpec,
       pipelinesPage: (o) =>
         Effect.flatMap(checkLimit(o.limit), (limit = 0) =>

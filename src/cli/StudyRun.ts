@@ -32,6 +32,7 @@
  *
  * @since 0.6.0
  */
+import * as Words from "../domain/internal/words.js"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -236,7 +237,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       if (!args.quiet) {
         yield* Console.error(
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
-            `${prepared.toRun.length} of ${prepared.trials.length} trial(s) to run`
+            `${prepared.toRun.length} of ${Words.count(prepared.trials.length, "trial")} to run`
         )
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store

@@ -17,6 +17,7 @@ import * as Pricing from "../../domain/Pricing.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
 import * as OutputPath from "../../domain/internal/outputPath.js"
+import * as Words from "../../domain/internal/words.js"
 import * as Study from "../../domain/Study.js"
 import * as Suite from "../../domain/Suite.js"
 import type * as Task from "../../domain/Task.js"
@@ -1158,7 +1159,7 @@ export const load = (
     stop.forEach((c, i) => {
       if (c.when === "successfulTrials" && c.count > trials) {
         warnings.push(
-          `warning: stop[${i}].count: ${c.count} successful trials is more than the ${trials} planned (${count} variant(s) x ${repeats} repeat(s)): ` +
+          `warning: stop[${i}].count: ${Words.count(c.count, "successful trial")} ${c.count === 1 ? "is" : "are"} more than the ${trials} planned (${Words.count(count, "variant")} x ${Words.count(repeats, "repeat")}): ` +
             "it can never hold, so it never stops the study early (it runs to its natural end)"
         )
       }
@@ -1226,7 +1227,7 @@ export const load = (
     for (const { issue: i, variants: vs } of byProblem.values()) {
       const which = vs.length === 1
         ? `variant ${vs[0]!.id}: ${Study.describeAssignment(vs[0]!.assignment)}`
-        : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+        : `${vs.length} ${Words.labelled("variant", vs.map((v) => v.id), { max: 5 })}`
       issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
     }
     if (issues.length > 0) return yield* invalid(abs, issues)
@@ -1308,7 +1309,7 @@ export const load = (
       }
       if (missing.size > 0) {
         const list = Array.from(missing, ([what, vs]) =>
-          vs.length === 0 ? what : `${what}, variant${vs.length > 1 ? "s" : ""} ${vs.slice(0, 5).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+          vs.length === 0 ? what : `${what}, ${Words.labelled("variant", vs, { max: 5 })}`
         )
         for (const at of costPaths) {
           issues.push(issue(

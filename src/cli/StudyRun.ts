@@ -411,7 +411,7 @@ export const status = (
       )
       return
     }
-    yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
+    yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${Words.statusWords(shown)}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
     yield* Console.log(
       `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
@@ -420,7 +420,7 @@ export const status = (
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
       const progress = progressText(t.pipelines)
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )

@@ -700,8 +700,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     const byStatus = new Map<string, number>()
     for (const t of input.trials) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1)
     const lines = [
-      `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
-      `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
+      `study ${input.studyId} (protocol version ${input.version}): ${Words.statusWords(input.status)} — ${input.reason}`,
+      `trials: ${[...byStatus].map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`
     ]
     if (input.stop !== null && input.stoppedEarly) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
@@ -711,7 +711,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
         ? ""
         : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
       lines.push(
-        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
+        `  ${t.trialId} ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
       )
     }
     if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
@@ -1202,7 +1202,7 @@ const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<strin
       ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
       : JSON.stringify(assignment)
     out.push(
-      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}): ` +
+      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${Words.statusWords(s)}`).join(", ")}): ` +
         `no result for it can be compared`
     )
   }

@@ -954,9 +954,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         `multiple comparisons: ${points.length} variants, ${Words.count(pairwise, "pairwise comparison")} over ${Words.count(objectives.length, "objective")}: the Pareto front judges each pair on its paired difference, widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
       )
     }
-    if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
+    if (status !== null && status !== "completed") limitations.push(`the study is ${Words.statusWords(status)}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
-    if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${Words.count(rows.length, "trial")} not compared (${[...new Set(notCompared.map((r) => r.status))].join(", ")})`)
+    if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${Words.count(rows.length, "trial")} not compared (${[...new Set(notCompared.map((r) => Words.statusWords(r.status)))].join(", ")})`)
     const baseline = variants.find((v) => v.variantId === baselineId)
     if (baseline === undefined || baseline.succeeded === 0) {
       // say why: no trial succeeded, or the ones that did are excluded by a hard constraint
@@ -1262,15 +1262,15 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}objectives (as frozen with protocol version ${c.version}): ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
   lines.push(`${bullet}analysis: level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`)
   lines.push("", h("Run"))
-  lines.push(`${bullet}status: ${c.run.status ?? "(an earlier version)"}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
-  lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${s} ${n}`).join(" · ")}`)
+  lines.push(`${bullet}status: ${c.run.status === null ? "(an earlier version)" : Words.statusWords(c.run.status)}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
+  lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
   lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
   const budgetText = (b: Record<string, number> | undefined) => b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => `${k} ${v}`).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {
-    for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${t.status}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
+    for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
   }
   // Compare
   lines.push("", h("Compare"))
@@ -1359,7 +1359,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   // Conclusion
   lines.push("", h("Conclusion"))
-  lines.push(`${bullet}status: ${c.conclusion.status ?? "(an earlier version)"}`)
+  lines.push(`${bullet}status: ${c.conclusion.status === null ? "(an earlier version)" : Words.statusWords(c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
   if (c.conclusion.candidates.length > 0) lines.push(`${bullet}candidates (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
   lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
@@ -1399,7 +1399,7 @@ export const renderEvidence = (e: Evidence): string => {
     "trials:"
   ]
   for (const t of e.trials) {
-    lines.push(`  ${t.trialId} r${t.repeat} ${t.status}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
+    lines.push(`  ${t.trialId} r${t.repeat} ${Words.statusWords(t.status)}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
       t.estimatedAttempts === undefined ? "" : ` (${Words.count(t.estimatedAttempts, "attempt")} with estimated tokens)`
     } · ${Words.count(t.pipelines.length, "pipeline")}`)
     for (const p of t.pipelines) lines.push(`    ${p}`)

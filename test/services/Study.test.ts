@@ -523,7 +523,7 @@ describe("Study.run", () => {
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1"])
       // a trial that never started has no metrics: the built-in calls (0) is not printed as partial
       assert.deepStrictEqual(report.trials[2]!.metrics, {})
-      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not_started"))!
+      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not started"))!
       assert.notInclude(line, "partial")
       // resume: the trial settled earlier counts (1 succeeded), so the condition holds before
       // anything starts: v02 and v03 stay not started and the study stays stopped with results
@@ -588,7 +588,10 @@ describe("Study.run", () => {
       assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
       // its metric covers 2 of 4 cases: marked partial, in the summary and the JSON
       assert.isTrue(t.partialMetrics)
-      assert.include(report.summary(), "p1-v01-r1 budget_exhausted")
+      assert.include(report.summary(), "p1-v01-r1 budget exhausted")
+      // the code word stays in the machine-readable fields only, never in the text a person reads
+      assert.notInclude(report.summary(), "budget_exhausted")
+      assert.strictEqual(report.trials.find((t) => t.trialId === "p1-v01-r1")!.status, "budget_exhausted")
       assert.include(report.summary(), "· partial: accuracy")
       assert.isUndefined(t.overshoot, "exactly the limit: no overshoot")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))

@@ -76,3 +76,14 @@ export const listed = (
   const shown = ids.slice(0, max).map(String).join(sep)
   return ids.length > max ? `${shown}${sep}… (${count(ids.length, "in all", "in all")})` : shown
 }
+
+/**
+ * A status code in words for text a person reads (`budget_exhausted` → "budget exhausted",
+ * `stopped_with_results` → "stopped with results"); JSON and event data keep the code.
+ *
+ * @param code - a trial's or study's status code
+ * @returns the words
+ * @since 0.9.0
+ * @category formatting
+ */
+export const statusWords = (code: string): string => code.replace(/_/g, " ")

@@ -24,6 +24,7 @@
  *
  * @since 0.7.0
  */
+import * as Words from "../domain/internal/words.js"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -82,7 +83,7 @@ export const confirm = (args: {
     if (!base.variants.some((v) => v.id === args.variant)) {
       return yield* configError(
         "VARIANT",
-        `unknown variant "${args.variant}" (variants: ${base.variants.slice(0, 8).map((v) => v.id).join(", ")}${base.variants.length > 8 ? ", …" : ""})`
+        `unknown variant "${args.variant}" (the study's ${Words.labelled("variant", base.variants.map((v) => v.id))})`
       )
     }
     const registered = yield* Effect.scoped(Effect.gen(function*() {

@@ -32,6 +32,7 @@
  *
  * @since 0.6.0
  */
+import * as Words from "../domain/internal/words.js"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -236,7 +237,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       if (!args.quiet) {
         yield* Console.error(
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
-            `${prepared.toRun.length} of ${prepared.trials.length} trial(s) to run`
+            `${prepared.toRun.length} of ${Words.count(prepared.trials.length, "trial")} to run`
         )
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store
@@ -410,7 +411,7 @@ export const status = (
       )
       return
     }
-    yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${shown}${live ? " (a process is running it)" : ""}`)
+    yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${Words.statusWords(shown)}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
     yield* Console.log(
       `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
@@ -419,7 +420,7 @@ export const status = (
       const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
       const progress = progressText(t.pipelines)
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(t.state, 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
         } ${metrics}`
       )

@@ -24,6 +24,7 @@
  *
  * @since 0.7.0
  */
+import * as Words from "../domain/internal/words.js"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -174,7 +175,7 @@ export const template = (args: {
     const wanted = Option.getOrElse(args.version, () => row.value.currentVersion)
     const v = versions.find((x) => x.version === wanted)
     if (v === undefined) {
-      return yield* configError("--protocol-version", `study "${loaded.id}" has no protocol version ${wanted} (versions: ${versions.map((x) => x.version).join(", ")})`)
+      return yield* configError("--protocol-version", `study "${loaded.id}" has no protocol version ${wanted} (${Words.noun(versions.length, "version")}: ${versions.map((x) => x.version).join(", ")})`)
     }
     const stored = v.protocol as Record<string, Json>
     const out = nodePath.resolve(args.out)

@@ -56,6 +56,7 @@ import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import * as OutputPath from "../domain/internal/outputPath.js"
+import * as Words from "../domain/internal/words.js"
 import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
 import * as StudyMetrics from "./StudyMetrics.js"
@@ -484,7 +485,9 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
  * @category settlement
  */
 export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
-  planned === null ? `${ended} of ${admitted} admitted pipeline(s) ended` : `${ended} of ${planned} planned pipeline(s) ended (${admitted} admitted)`
+  planned === null
+    ? `${ended} of ${Words.count(admitted, "admitted pipeline")} ended`
+    : `${ended} of ${Words.count(planned, "planned pipeline")} ended (${admitted} admitted)`
 
 /**
  * A trial's settlement: its status and the reason (see the module's table).
@@ -501,7 +504,7 @@ export const settleTrial = (
 ): { readonly status: TrialStatus; readonly reason: string } => {
   const failed = count(f.byState.failed)
   if (f.sourceError !== null) return { status: "failed", reason: `its source failed: ${f.sourceError}` }
-  if (failed > 0) return { status: "failed", reason: `${failed} pipeline(s) failed` }
+  if (failed > 0) return { status: "failed", reason: `${Words.count(failed, "pipeline")} failed` }
   const stored = Object.values(f.byState).reduce((a: number, b) => a + count(b), 0)
   if (trialComplete(f)) {
     const broken = brokenConstraints(f.metrics, objectives)
@@ -513,7 +516,7 @@ export const settleTrial = (
         reason: `every pipeline ended, but over its budget: ${f.overBudget.join(", ")} (never counts as a best)`
       }
     }
-    return { status: "succeeded", reason: `${count(f.byState.succeeded)} pipeline(s) succeeded` }
+    return { status: "succeeded", reason: `${Words.count(count(f.byState.succeeded), "pipeline")} succeeded` }
   }
   const ended = count(f.byState.succeeded)
   const nothing = stored === 0 && f.admitted === 0
@@ -588,9 +591,9 @@ export const settleStudy = (
   const succeeded = f.trials.filter((t) => t.status === "succeeded")
   const comparable = succeeded.filter((t) => missingMetrics(t.metrics, objectives).length === 0)
   const unsettled = f.trials.filter((t) => t.status === "pending" || t.status === "running").length
-  const tally = `${succeeded.length} of ${total} trial(s) succeeded`
+  const tally = `${succeeded.length} of ${Words.count(total, "trial")} succeeded`
   if (f.interrupted) return { status: "interrupted", reason: `interrupted before settling (${tally}); resume continues it` }
-  if (unsettled > 0 && !f.stoppedEarly) return { status: "pending", reason: `${unsettled} of ${total} trial(s) not run yet (${tally})` }
+  if (unsettled > 0 && !f.stoppedEarly) return { status: "pending", reason: `${unsettled} of ${Words.count(total, "trial")} not run yet (${tally})` }
   if (f.stoppedEarly) {
     if (comparable.length > 0) return { status: "stopped_with_results", reason: `stopped early; ${tally}` }
     if (succeeded.length > 0) {
@@ -611,7 +614,7 @@ export const settleStudy = (
   }
   if (comparable.length < succeeded.length) {
     const missing = Array.from(new Set(succeeded.flatMap((t) => missingMetrics(t.metrics, objectives))))
-    return { status: "inconclusive", reason: `${tally}, but objective metric(s) ${missing.join(", ")} missing for some of them` }
+    return { status: "inconclusive", reason: `${tally}, but ${Words.labelled("objective metric", missing)} ${missing.length === 1 ? "is" : "are"} missing for some of them` }
   }
   return { status: "completed", reason: tally }
 }
@@ -697,8 +700,8 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     const byStatus = new Map<string, number>()
     for (const t of input.trials) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1)
     const lines = [
-      `study ${input.studyId} (protocol version ${input.version}): ${input.status} — ${input.reason}`,
-      `trials: ${[...byStatus].map(([s, n]) => `${s} ${n}`).join(" · ")}`
+      `study ${input.studyId} (protocol version ${input.version}): ${Words.statusWords(input.status)} — ${input.reason}`,
+      `trials: ${[...byStatus].map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`
     ]
     if (input.stop !== null && input.stoppedEarly) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
@@ -708,7 +711,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
         ? ""
         : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
       lines.push(
-        `  ${t.trialId} ${t.status}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
+        `  ${t.trialId} ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
       )
     }
     if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
@@ -867,9 +870,9 @@ export const prepare = (
       if (unknown.length > 0) {
         return yield* configError(
           "--trial",
-          `${unknown.map((u) => JSON.stringify(u)).join(", ")} not a trial of version ${version} (trials: ${
-            trials.slice(0, 5).map((t) => t.trialId).join(", ")
-          }${trials.length > 5 ? ", …" : ""})`
+          `${Words.listed(unknown.map((u) => JSON.stringify(u)))} ${unknown.length === 1 ? "is not a trial" : "are not trials"} of version ${version} (its ${
+            Words.labelled("trial", trials.map((t) => t.trialId), { max: 5 })
+          })`
         )
       }
     }
@@ -1199,7 +1202,7 @@ const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<strin
       ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
       : JSON.stringify(assignment)
     out.push(
-      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}): ` +
+      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${Words.statusWords(s)}`).join(", ")}): ` +
         `no result for it can be compared`
     )
   }
@@ -1316,7 +1319,7 @@ const settle = (
     const limitations = limitationsOf(reports)
     // the status stays (the study ran to its end); the reason says what it cannot compare
     const reason = limitations.length > 0 && (settledStudy.status === "completed" || settledStudy.status === "stopped_with_results")
-      ? `${settledStudy.reason}; ${limitations.length} variant(s) without a succeeded trial (see the limitations)`
+      ? `${settledStudy.reason}; ${Words.count(limitations.length, "variant")} without a succeeded trial (see the limitations)`
       : settledStudy.reason
     // a stop that ended nothing early (it fired at the natural end) is not the study's stop
     yield* catalog.setStatus(study.id, settledStudy.status, stoppedEarly ? stop : null, now)

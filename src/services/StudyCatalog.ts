@@ -17,6 +17,7 @@
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
+import * as Words from "../domain/internal/words.js"
 import { comparableParts, type PreviousProtocol, protocolMatches, type StudyStatus, type TrialStatus } from "../domain/Study.js"
 import { addUsage, type StopFired, type TrialLedger, type TrialUsage } from "./StudyControl.js"
 
@@ -483,7 +484,7 @@ export const decideFreeze = (
     if (wanted === undefined) {
       return refuse(
         "--protocol-version",
-        `study "${input.studyId}" has no version ${input.version} (versions: ${all.map((v) => v.version).join(", ") || "none"})`
+        `study "${input.studyId}" has no version ${input.version} (${Words.noun(all.length, "version")}: ${all.map((v) => v.version).join(", ") || "none"})`
       )
     }
     if (!protocolMatches(wanted.protocolDigest, input)) {

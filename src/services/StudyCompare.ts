@@ -55,6 +55,7 @@ import { Effect, Option } from "effect"
 import { roundUsd } from "../domain/Pricing.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { closest } from "../domain/internal/suggest.js"
+import * as Words from "../domain/internal/words.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
 import { formatCost } from "./internal/money.js"
@@ -432,7 +433,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const version = options.version ?? row.value.currentVersion
     const versions = yield* catalog.versions(study.id)
     if (!versions.some((v) => v.version === version)) {
-      return yield* configError("--protocol-version", `study "${study.id}" has no protocol version ${version} (versions: ${versions.map((v) => v.version).join(", ")})`)
+      return yield* configError("--protocol-version", `study "${study.id}" has no protocol version ${version} (${Words.noun(versions.length, "version")}: ${versions.map((v) => v.version).join(", ")})`)
     }
     const analysis = { ...DomainStudy.DEFAULT_ANALYSIS, ...(study.analysis ?? {}) }
     const seed = options.seed ?? analysis.seed
@@ -511,8 +512,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         })
         const survivorMean = survivors.length === 0 ? null : survivors.reduce((a, b) => a + b, 0) / survivors.length
         breaches.push(
-          `${variant.id}: hard constraint ${o.metric} ${c.op} ${c.value} broken by the variant: mean ${fmt(mean)} over all ${all.length} repeat(s)` +
-            `${survivorMean === null ? "" : ` (the ${kept.length} repeat(s) that passed alone read ${fmt(survivorMean)}: survivorship)`}; no repeat of it is compared`
+          `${variant.id}: hard constraint ${o.metric} ${c.op} ${c.value} broken by the variant: mean ${fmt(mean)} over all ${Words.count(all.length, "repeat")}` +
+            `${survivorMean === null ? "" : ` (the ${Words.count(kept.length, "repeat")} that passed alone read ${fmt(survivorMean)}: survivorship)`}; no repeat of it is compared`
         )
         for (const t of kept) (t as { compared: boolean }).compared = false
         for (let i = 0; i < byRepeat.length; i++) byRepeat[i] = null
@@ -653,20 +654,20 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             const rows = caseOrder.map((c) => m.rows[c]!).filter((r) => r.length > 0)
             interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
           }
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none (one value)"} (${m.present} case(s))`
+          aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (one value)"} (${Words.count(m.present, "case")})`
         } else if (kind === "reduced" && reduced !== null && m.present > 0) {
           interval = reduced.intervals[reducedNo.get(v.variantId)!] ?? null
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none"} (${m.present} case(s))`
+          aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none"} (${Words.count(m.present, "case")})`
         } else {
           interval = Statistics.studentInterval(xs, level)
-          aggregation = `per repeat: ${d.source}; across ${xs.length} repeat(s): mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
+          aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
         // tokens the server did not report are estimated: said so, with how many attempts
         let estimated = 0
         for (const t of byRepeat) estimated += t === null ? 0 : t.estimatedAttempts ?? 0
         const tokenMetric = d.kind === "builtin" && (d.name === "tokensIn" || d.name === "tokensOut")
         if (tokenMetric && estimated > 0) {
-          aggregation += `; ${estimated} attempt(s) with estimated tokens (the server gave no usage)`
+          aggregation += `; ${Words.count(estimated, "attempt")} with estimated tokens (the server gave no usage)`
         }
         // calls without a price: those trials have no costUsd (unknown, not $0)
         let unpricedCalls = 0
@@ -679,7 +680,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             }
           }
           if (unpricedCalls > 0) {
-            aggregation += `; ${unpricedTrials} trial(s) left empty: ${unpricedCalls} call(s) had tokens but no price (cost unknown, not $0)`
+            aggregation += `; ${Words.count(unpricedTrials, "trial")} left empty: ${Words.count(unpricedCalls, "call")} had tokens but no price (cost unknown, not $0)`
           }
         }
         valueOf.get(v.variantId)![d.name] = {
@@ -800,16 +801,16 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         if (d === undefined) continue
         const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0)
         if (kindOf(d) === "trial") {
-          if (r < minRepeats) return { ok: false, reason: `${r} repeat(s) (< ${minRepeats}) on ${o.metric}` }
+          if (r < minRepeats) return { ok: false, reason: `${Words.count(r, "repeat")} (< ${minRepeats}) on ${o.metric}` }
           continue
         }
         // a trial-level statistic of per-pipeline values needs both: cases and repeats
-        if (kindOf(d) === "reduced" && r < minRepeats) return { ok: false, reason: `${r} repeat(s) (< ${minRepeats}) on ${o.metric}` }
+        if (kindOf(d) === "reduced" && r < minRepeats) return { ok: false, reason: `${Words.count(r, "repeat")} (< ${minRepeats}) on ${o.metric}` }
         const ma = presentOf.get(o.metric)?.get(a)
         const mb = presentOf.get(o.metric)?.get(b)
         let common = 0
         if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.length; c++) common += ma[c]! & mb[c]!
-        if (common < minPairedCases) return { ok: false, reason: `${common} paired case(s) (< ${minPairedCases}) on ${o.metric}` }
+        if (common < minPairedCases) return { ok: false, reason: `${Words.count(common, "paired case")} (< ${minPairedCases}) on ${o.metric}` }
       }
       return { ok: true, reason: null }
     }
@@ -899,7 +900,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const unpricedCalls = variants.reduce((n, v) => n + (v.values["costUsd"]?.unpricedCalls ?? 0), 0)
     if (unpricedCalls > 0) {
       limitations.push(
-        `costUsd: ${unpricedCalls} model call(s) had tokens but no price: the trials that made them have no cost (unknown, not $0); price their models (pricing:) to compare cost`
+        `costUsd: ${Words.count(unpricedCalls, "model call")} had tokens but no price: the trials that made them have no cost (unknown, not $0); price their models (pricing:) to compare cost`
       )
     }
     const status = row.value.currentVersion === version ? row.value.status : null
@@ -930,10 +931,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       const top = ranking.length === 0 ? [] : ranking.filter((r) => Statistics.nearlyEqual(r.score, ranking[0]!.score)).map((r) => r.id)
       summary = top.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : `${top.length === 1 ? `${top[0]} is the ${WORDING.single}` : `${top.join(", ")} tie as the ${WORDING.single}`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (candidates: ${candidates.join(", ")})`
+        : `${top.length === 1 ? `${top[0]} is the ${WORDING.single}` : `${top.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (${Words.labelled("candidate", candidates, { max: 20 })})`
       const shown = shortPairs.filter((x) => x !== "")
       limitations.push(
-        `insufficient sample for ${shortPairs.length} of ${pairwise / Math.max(1, objectives.length)} variant pair(s) (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
+        `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
       )
     } else {
       wording = WORDING.best
@@ -950,23 +951,23 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     if (points.length > 2) {
       limitations.push(
-        `multiple comparisons: ${points.length} variants, ${pairwise} pairwise comparison(s) over ${objectives.length} objective(s): the Pareto front judges each pair on its paired difference, widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
+        `multiple comparisons: ${points.length} variants, ${Words.count(pairwise, "pairwise comparison")} over ${Words.count(objectives.length, "objective")}: the Pareto front judges each pair on its paired difference, widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
       )
     }
-    if (status !== null && status !== "completed") limitations.push(`the study is ${status}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
+    if (status !== null && status !== "completed") limitations.push(`the study is ${Words.statusWords(status)}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
-    if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${rows.length} trial(s) not compared (${[...new Set(notCompared.map((r) => r.status))].join(", ")})`)
+    if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${Words.count(rows.length, "trial")} not compared (${[...new Set(notCompared.map((r) => Words.statusWords(r.status)))].join(", ")})`)
     const baseline = variants.find((v) => v.variantId === baselineId)
     if (baseline === undefined || baseline.succeeded === 0) {
       // say why: no trial succeeded, or the ones that did are excluded by a hard constraint
       const succeededRaw = baseline?.trials.filter((t) => t.status === "succeeded").length ?? 0
-      const onMean = baseline?.breaches.map((b) => /hard constraint (.* broken by the variant: mean .*? over all \d+ repeat\(s\))/.exec(b)?.[1]).find((x) => x !== undefined)
+      const onMean = baseline?.breaches.map((b) => /hard constraint (.* broken by the variant: mean .*? over all \d+ repeats?)/.exec(b)?.[1]).find((x) => x !== undefined)
       limitations.push(
         succeededRaw === 0
           ? `the baseline ${baselineId} has no successful trial: no paired comparison`
           : onMean !== undefined
-          ? `the baseline ${baselineId} is excluded by a hard constraint on its mean (${onMean}): none of its ${succeededRaw} successful trial(s) is compared, so there is no paired comparison`
-          : `the baseline ${baselineId}'s ${succeededRaw} successful trial(s) break a hard constraint: none is compared, so there is no paired comparison`
+          ? `the baseline ${baselineId} is excluded by a hard constraint on its mean (${onMean}): none of its ${Words.count(succeededRaw, "successful trial")} is compared, so there is no paired comparison`
+          : `the baseline ${baselineId}'s ${Words.count(succeededRaw, "successful trial")} ${succeededRaw === 1 ? "breaks" : "break"} a hard constraint: none is compared, so there is no paired comparison`
       )
     }
     const insufficient = new Set<string>()
@@ -1002,7 +1003,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     for (const o of objectives) {
       const missing = variants.filter((v) => v.succeeded > 0 && v.values[o.metric]?.mean === null).map((v) => v.variantId)
-      if (missing.length > 0) limitations.push(`objective ${o.metric} has no value for ${missing.join(", ")}`)
+      if (missing.length > 0) limitations.push(`objective ${o.metric} has no value for ${Words.labelled("variant", missing, { max: 20 })}`)
     }
     if (comparedTrials > 1 && ranking.length > 1) {
       limitations.push("the weighted ranking depends on the declared weights and the min-max scaling: a secondary view, not a choice")
@@ -1108,7 +1109,7 @@ const evidenceOf = (
     if (m === undefined) {
       const names = comparison.metrics.map((x) => x.name)
       const near = closest(metric, names)
-      return yield* configError("METRIC", `unknown metric "${metric}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; metrics: ${names.join(", ")}`)
+      return yield* configError("METRIC", `unknown metric "${metric}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; ${Words.noun(names.length, "metric")}: ${names.join(", ")}`)
     }
     const v = comparison.variants.find((x) => x.variantId === variantId)
     if (v === undefined) {
@@ -1116,7 +1117,7 @@ const evidenceOf = (
       const ids = comparison.variants.map((x) => x.variantId)
       const digits = /^v0*([0-9]+)$/i.exec(variantId)?.[1]
       const near = (digits === undefined ? undefined : ids.find((id) => /^v0*([0-9]+)$/.exec(id)?.[1] === digits)) ?? closest(variantId, ids)
-      return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; variants: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
+      return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; ${Words.noun(comparison.variants.length, "variant")}: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
     const ev = v.evidence[metric]!
     return {
@@ -1261,15 +1262,15 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}objectives (as frozen with protocol version ${c.version}): ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
   lines.push(`${bullet}analysis: level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`)
   lines.push("", h("Run"))
-  lines.push(`${bullet}status: ${c.run.status ?? "(an earlier version)"}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
-  lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${s} ${n}`).join(" · ")}`)
+  lines.push(`${bullet}status: ${c.run.status === null ? "(an earlier version)" : Words.statusWords(c.run.status)}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
+  lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
   lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
   const budgetText = (b: Record<string, number> | undefined) => b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => `${k} ${v}`).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {
-    for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${t.status}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
+    for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
   }
   // Compare
   lines.push("", h("Compare"))
@@ -1300,7 +1301,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
         return `${fmt(x.mean)}${intervalText(x.interval)}; median ${fmt(x.median)}; repeats ${x.perRepeat.map(fmt).join(", ")}`
       }).join(" | ")} | ${pareto} | ${v.rank ?? "—"} |`)
     } else {
-      lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${v.succeeded} compared trial(s); Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
+      lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
       for (const m of shown) {
         const x = v.values[m.name]!
@@ -1349,7 +1350,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   for (const v of c.variants) {
     if (v.succeeded === 0) continue
     const trials = Object.values(v.evidence)[0]?.trials ?? []
-    lines.push(`${bullet}${v.variantId}: trials ${trials.join(", ")}`)
+    lines.push(`${bullet}${v.variantId}: ${Words.labelled("trial", trials, { max: Number.POSITIVE_INFINITY })}`)
     for (const o of c.objectives) {
       const e = v.evidence[o.metric]
       if (e === undefined || e.worstCases.length === 0) continue
@@ -1358,7 +1359,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   // Conclusion
   lines.push("", h("Conclusion"))
-  lines.push(`${bullet}status: ${c.conclusion.status ?? "(an earlier version)"}`)
+  lines.push(`${bullet}status: ${c.conclusion.status === null ? "(an earlier version)" : Words.statusWords(c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
   if (c.conclusion.candidates.length > 0) lines.push(`${bullet}candidates (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
   lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
@@ -1398,9 +1399,9 @@ export const renderEvidence = (e: Evidence): string => {
     "trials:"
   ]
   for (const t of e.trials) {
-    lines.push(`  ${t.trialId} r${t.repeat} ${t.status}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
-      t.estimatedAttempts === undefined ? "" : ` (${t.estimatedAttempts} attempt(s) with estimated tokens)`
-    } · ${t.pipelines.length} pipeline(s)`)
+    lines.push(`  ${t.trialId} r${t.repeat} ${Words.statusWords(t.status)}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
+      t.estimatedAttempts === undefined ? "" : ` (${Words.count(t.estimatedAttempts, "attempt")} with estimated tokens)`
+    } · ${Words.count(t.pipelines.length, "pipeline")}`)
     for (const p of t.pipelines) lines.push(`    ${p}`)
   }
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {

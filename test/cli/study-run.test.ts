@@ -441,7 +441,7 @@ describe("assay study: Ctrl-C", () => {
       const text = await again.done
       assert.strictEqual(text.code, 130, text.stderr)
       assert.notInclude(text.stdout, ": completed in")
-      assert.include(text.stdout, "study kstudy (protocol version 1): stopped_with_results")
+      assert.include(text.stdout, "study kstudy (protocol version 1): stopped with results")
     }), 120_000)
 })
 

@@ -408,6 +408,79 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
     }))
 })
 
+describe("StudyConfig.load: a target outside a metric's range, a boolean's mean read as a share or pass@k (issue 16 trial)", () => {
+  /** A study over the fixture task `check` (output `{ correct: boolean, score: number }`), with `over` merged in. */
+  const checked = (over: Record<string, unknown>) =>
+    write(
+      { study: { id: "chk", question: "Which?" }, protocol: { experiment: "experiment.json" }, output: { root: "out" }, repeats: 1, ...over },
+      { "experiment.json": { pipeline: { name: "chk", tasks: [{ use: `${path.join(fixtures, "tasks.ts")}#check` }] }, source: { range: { n: 3 } } } }
+    )
+  const planWarnings = (s: { readonly warnings: ReadonlyArray<string> }) =>
+    s.warnings.filter((x) => x.startsWith("warning: objectives") || x.startsWith("warning: stop") || x.startsWith("warning: metrics"))
+
+  it.effect("a target or a constraint no value can meet: a boolean's mean above 1, a ratio below 0, a percentage above 100, a cost target below 0", () =>
+    Effect.gen(function*() {
+      const s = yield* load(checked({
+        metrics: [
+          { name: "accuracy", reducer: "mean", from: { output: "correct" } },
+          { name: "share", reducer: "mean", from: { output: "score" }, unit: "ratio" },
+          { name: "pct", reducer: "mean", from: { output: "score" }, unit: "%" },
+          { name: "passes", reducer: "sum", from: { output: "correct" } }
+        ],
+        objectives: [
+          { metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 1.2 } },
+          { metric: "share", direction: "minimize", hardConstraint: { op: "<", value: 0 } },
+          { metric: "pct", direction: "target", target: 120 },
+          { metric: "costUsd", direction: "target", target: -1 },
+          { metric: "passes", direction: "maximize", hardConstraint: { op: "<", value: 0 } }
+        ]
+      }))
+      assert.deepStrictEqual(planWarnings(s), [
+        "warning: objectives[0].hardConstraint: no value of \"accuracy\" can meet accuracy >= 1.2 (the mean of the boolean output.correct (true 1, false 0) is from 0 to 1): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: objectives[1].hardConstraint: no value of \"share\" can meet share < 0 (a metric in unit ratio is a share, from 0 to 1): every trial would break it and the study would have no candidate; loosen or remove the constraint",
+        "warning: objectives[2].target: pct cannot reach 120 (a metric in unit % is a percentage, from 0 to 100): no variant ever meets the target, and the objective ranks variants by their distance to it as if it were maximize (100 is the nearest value); set a target from 0 to 100, or use direction maximize",
+        "warning: objectives[3].target: costUsd cannot reach -1 (a built-in metric (USD) is never below 0): no variant ever meets the target, and the objective ranks variants by their distance to it as if it were minimize (0 is the nearest value); set a target from 0 to ∞, or use direction minimize",
+        "warning: objectives[4].hardConstraint: no value of \"passes\" can meet passes < 0 (a sum of the boolean output.correct counts the cases where it is true, never below 0): every trial would break it and the study would have no candidate; loosen or remove the constraint"
+      ])
+    }))
+
+  it.effect("a boolean's mean is a share (no warning); pass@k names (passAt5) and a percentile of a boolean say what is computed; in-range targets warn nothing", () =>
+    Effect.gen(function*() {
+      const s = yield* load(checked({
+        metrics: [
+          { name: "accuracy", reducer: "mean", from: { output: "correct" }, unit: "ratio" },
+          { name: "passAt5", reducer: "mean", from: { output: "correct" } },
+          { name: "medianRight", reducer: "p50", from: { output: "correct" } },
+          { name: "score", reducer: "mean", from: { output: "score" } }
+        ],
+        objectives: [
+          { metric: "accuracy", direction: "target", target: 0.9, hardConstraint: { op: ">=", value: 0.5 } },
+          { metric: "score", direction: "target", target: 1e6 },
+          { metric: "costUsd", direction: "minimize", hardConstraint: { op: "<=", value: 0.5 } }
+        ]
+      }))
+      assert.deepStrictEqual(planWarnings(s), [
+        "warning: metrics[1].name: \"passAt5\" reads as pass@k, which assay does not compute: mean of output.correct is the share of pipelines that pass, each repeat counted apart (pass@1, averaged over cases and then repeats), not whether any of k attempts passed; name it for what it is (e.g. passRate)",
+        "warning: metrics[2].reducer: the p50 of the boolean output.correct is 0 or 1 (a percentile of false/true), not a share; the share of cases where it is true is reducer mean (or rate)"
+      ])
+      // what the mean of a boolean computes is said in the plan's notes, not warned about
+      assert.include(s.plan.notes, "metric accuracy is the mean of the boolean output.correct (true 1, false 0): per trial the share of its cases where it is true, from 0 to 1, then the mean over repeats (each repeat counted apart: pass@1, not pass@k)")
+      assert.isFalse(s.plan.notes.some((n) => n.startsWith("metric score ")))
+    }))
+
+  it.effect("the examples' studies warn nothing about metric ranges or readings", () =>
+    Effect.gen(function*() {
+      for (const f of ["studies/study.yaml", "studies/spam-prompts/study.yaml", "judge/study.yaml"]) {
+        const file = fileURLToPath(new URL(`../../examples/${f}`, import.meta.url))
+        if (!fs.existsSync(file)) continue
+        const sample = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "assay-spam-sample-")), "sample.jsonl")
+        fs.writeFileSync(sample, `{"id":"a"}\n`)
+        const s = yield* load(file, { env: { SPAM_PROMPTS_API_KEY: "x", SPAM_PROMPTS_SAMPLE: sample } })
+        assert.deepStrictEqual(planWarnings(s).filter((w) => / range|cannot reach|can never|pass@k|percentile of/.test(w)), [], f)
+      }
+    }))
+})
+
 describe("StudyConfig.load: caps, budgets, stop conditions", () => {
   it.effect("more trials than limits.maxTrials (default 200) is refused at limits.maxTrials, asking to reduce the variables", () =>
     Effect.gen(function*() {

@@ -66,7 +66,7 @@ describe("the study file's metrics section", () => {
   it.effect("a successfulTrials count above the planned trials is a warning (it can never stop the study early)", () =>
     Effect.gen(function*() {
       const over = yield* load(write({ stop: [{ when: "successfulTrials", count: 1000 }] }))
-      assert.isTrue(over.warnings.some((w) => w.startsWith(`warning: stop[0].count: 1000 successful trials is more than the ${over.plan.trials} planned`)))
+      assert.isTrue(over.warnings.some((w) => w.startsWith(`warning: stop[0].count: 1,000 successful trials are more than the ${over.plan.trials} planned`)))
       const within = yield* load(write({ stop: [{ when: "successfulTrials", count: 2 }] }))
       assert.isFalse(within.warnings.some((w) => w.includes("stop[0].count")))
     }))

@@ -44,8 +44,8 @@ const accuracy: ReadonlyArray<Study.StudyObjective> = [
 
 describe("Study.settleTrial", () => {
   const cases: ReadonlyArray<readonly [string, Partial<Study.TrialFacts>, string, string]> = [
-    ["every pipeline succeeded, source read to its end", {}, "succeeded", "3 pipeline(s) succeeded"],
-    ["a pipeline failed", { byState: { succeeded: 2, failed: 1 } }, "failed", "1 pipeline(s) failed"],
+    ["every pipeline succeeded, source read to its end", {}, "succeeded", "3 pipelines succeeded"],
+    ["a pipeline failed", { byState: { succeeded: 2, failed: 1 } }, "failed", "1 pipeline failed"],
     ["its source failed", { sourceError: "bad row 3", sourceExhausted: false }, "failed", "its source failed: bad row 3"],
     ["a hard constraint broken", { metrics: { accuracy: 0.5 } }, "failed", "hard constraint accuracy >= 0.8 broken: 0.5"],
     ["budget spent mid-way", { byState: { succeeded: 1 }, budgetSpent: "calls" }, "budget_exhausted", "its calls budget is spent"],
@@ -59,7 +59,7 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled (1 of 3 admitted pipeline(s) ended)"
+      "cancelled (1 of 3 admitted pipelines ended)"
     ],
     [
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
@@ -73,19 +73,19 @@ describe("Study.settleTrial", () => {
       "cancelled",
       "cancelled (started, no pipeline of it ran yet): manual fired; resume continues it"
     ],
-    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 admitted pipeline(s) ended): successfulTrials fired"],
-    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipeline(s) ended"],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 admitted pipelines ended): successfulTrials fired"],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipelines ended"],
     [
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
       "budget_exhausted",
-      "its cost budget is spent (9 of 24 planned pipeline(s) ended (16 admitted), source not read to its end)"
+      "its cost budget is spent (9 of 24 planned pipelines ended (16 admitted), source not read to its end)"
     ],
     [
       "stored more than this run admitted (an earlier run's): admitted counts the larger",
       { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
       "incomplete",
-      "stopped after it started (3 of 24 planned pipeline(s) ended (4 admitted)): manual fired; resume continues it"
+      "stopped after it started (3 of 24 planned pipelines ended (4 admitted)): manual fired; resume continues it"
     ],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
@@ -364,7 +364,7 @@ describe("Study.run", () => {
       assert.isUndefined(byTrial["p1-v02-r1"]!.partialMetrics)
       assert.match(report.summary(), /p1-v02-r1 failed \(.*\) · calls [^\n]* · accuracy 0\.5/)
       assert.notMatch(report.summary(), /p1-v02-r1 [^\n]*partial:/)
-      assert.include(byTrial["p1-v03-r1"]!.reason, "pipeline(s) failed")
+      assert.include(byTrial["p1-v03-r1"]!.reason, "pipelines failed")
       assert.closeTo(byTrial["p1-v01-r1"]!.metrics.accuracy!, 0.9, 1e-12)
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1", "p1-v01-r2"])
       assert.deepStrictEqual(report.notStarted, [])
@@ -421,6 +421,10 @@ describe("Study.run", () => {
       assert.include(never.message, "nothing to resume")
       const unknown = yield* Effect.flip(Study.run(study, { trials: ["p1-v09-r1"] }))
       assert.include(unknown.message, "--trial")
+      assert.include(unknown.message, `"p1-v09-r1" is not a trial of version 1 (its trials p1-v01-r1, p1-v02-r1)`)
+      // several unknown ids: the words agree with them
+      const two = yield* Effect.flip(Study.run(study, { trials: ["p1-v08-r1", "p1-v09-r1"] }))
+      assert.include(two.message, `"p1-v08-r1", "p1-v09-r1" are not trials of version 1`)
       // refused before any state is written: no study, no version, no trial rows
       const catalog = yield* StudyCatalog
       assert.isTrue(Option.isNone(yield* catalog.study("demo")), "a refused --trial froze nothing")
@@ -519,7 +523,7 @@ describe("Study.run", () => {
       assert.deepStrictEqual(report.eligible, ["p1-v01-r1"])
       // a trial that never started has no metrics: the built-in calls (0) is not printed as partial
       assert.deepStrictEqual(report.trials[2]!.metrics, {})
-      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not_started"))!
+      const line = report.summary().split("\n").find((l) => l.includes("p1-v03-r1 not started"))!
       assert.notInclude(line, "partial")
       // resume: the trial settled earlier counts (1 succeeded), so the condition holds before
       // anything starts: v02 and v03 stay not started and the study stays stopped with results
@@ -584,7 +588,10 @@ describe("Study.run", () => {
       assert.strictEqual(usage.get("p1-v01-r1")!.calls, 2)
       // its metric covers 2 of 4 cases: marked partial, in the summary and the JSON
       assert.isTrue(t.partialMetrics)
-      assert.include(report.summary(), "p1-v01-r1 budget_exhausted")
+      assert.include(report.summary(), "p1-v01-r1 budget exhausted")
+      // the code word stays in the machine-readable fields only, never in the text a person reads
+      assert.notInclude(report.summary(), "budget_exhausted")
+      assert.strictEqual(report.trials.find((t) => t.trialId === "p1-v01-r1")!.status, "budget_exhausted")
       assert.include(report.summary(), "· partial: accuracy")
       assert.isUndefined(t.overshoot, "exactly the limit: no overshoot")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
@@ -660,7 +667,7 @@ describe("Study.run", () => {
       assert.deepStrictEqual(report.limitations, [
         "variant v02 (quality=broken, index=1) has no succeeded trial (2 failed): no result for it can be compared"
       ])
-      assert.include(report.reason, "1 variant(s) without a succeeded trial")
+      assert.include(report.reason, "1 variant without a succeeded trial")
       assert.include(report.summary(), "limitation: variant v02")
       assert.deepStrictEqual(report.toJSON().limitations, report.limitations)
     }).pipe(Effect.provide(studyEnv("demo"))))

@@ -304,7 +304,7 @@ describe("StudyMetrics: built-in runtime metrics of a real run", () => {
       assert.deepStrictEqual(v.rateLimited!.perRepeat, [5])
       // the hand-made model has no price: its calls are unpriced, so the cost is unknown (no value), never $0
       assert.deepStrictEqual(v.costUsd!.perRepeat, [null])
-      assert.include(v.costUsd!.aggregation, "5 call(s) had tokens but no price")
+      assert.include(v.costUsd!.aggregation, "5 calls had tokens but no price")
       assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("costUsd: ") && l.includes("no price")))
       assert.isNumber(v.wallMs!.perRepeat[0])
       assert.isNumber(v.latencyP95Ms!.perRepeat[0])
@@ -527,7 +527,7 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       assert.strictEqual(v02.values.accuracy!.mean, null)
       assert.notInclude(c.conclusion.candidates, "v02")
       assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
-      const line = "v02: hard constraint accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeat(s) (the 1 repeat(s) that passed alone read 0.9000: survivorship); no repeat of it is compared"
+      const line = "v02: hard constraint accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeats (the 1 repeat that passed alone read 0.9000: survivorship); no repeat of it is compared"
       assert.include(v02.breaches, line)
       assert.include(c.conclusion.limitations, `${line}: v02 is not a candidate`)
       assert.include(StudyCompare.renderText(c), `${line}: v02 is not a candidate`)
@@ -548,7 +548,7 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       const c = yield* StudyCompare.compare(input)
       const text = c.conclusion.limitations.join("\n")
       assert.notInclude(text, "has no successful trial")
-      assert.include(text, "the baseline v01 is excluded by a hard constraint on its mean (accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeat(s)): none of its 1 successful trial(s) is compared, so there is no paired comparison")
+      assert.include(text, "the baseline v01 is excluded by a hard constraint on its mean (accuracy >= 0.75 broken by the variant: mean 0.7000 over all 2 repeats): none of its 1 successful trial is compared, so there is no paired comparison")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it("never \"significant\" on a line whose interval includes 0: when the test and the interval disagree, the line says so and claims no difference", () => {
@@ -601,12 +601,30 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
       assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02"])
       assert.include(c.conclusion.summary, "v02 is the current highest-scoring candidate")
-      assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("insufficient sample for 1 of 1 variant pair(s) (v01–v02: 3 paired case(s) (< 30) on accuracy)")))
+      assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("insufficient sample for 1 of 1 variant pair (v01–v02: 3 paired cases (< 30) on accuracy)")))
       for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
         assert.notInclude(text, "best for the declared")
         assert.notInclude(text, "dominated")
       }
     }).pipe(Effect.provide(studyEnv("tiny"))))
+
+  it.effect("labels agree in number with the ids after them: one trial is \"trial\", tied variants are \"candidates\", counts say \"1 trial\" / \"2 trials\" (issue 16 trial)", () =>
+    Effect.gen(function*() {
+      // two identical variants, 1 repeat each: a tie on point estimates, one trial per variant
+      const { input, study } = handMade({ id: "tie", correct: [new Set([0, 1]), new Set([0, 1])], cases: 3, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.include(c.conclusion.summary, "v01, v02 tie as the current highest-scoring candidates on point estimates")
+      assert.include(c.conclusion.summary, "(candidates v01, v02)")
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "v01: trial p1-v01-r1\n")
+      assert.notInclude(text, "trials p1-v01-r1")
+      assert.include(text, "1 compared trial;")
+      assert.notInclude(text, "(s)")
+      const md = StudyCompare.renderMarkdown(c)
+      assert.include(md, "v02: trial p1-v02-r1\n")
+      assert.notInclude(md, "(s)")
+    }).pipe(Effect.provide(studyEnv("tie"))))
 
   it.effect("identical variants get the same Pareto status, the baseline's included: a group beaten on every case it differs on is dominated, not uncertain (issue 16 trial)", () =>
     Effect.gen(function*() {
@@ -656,7 +674,7 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       assert.closeTo(v.interval!.estimate, v.mean!, 1e-12)
       assert.strictEqual(p50.variants.filter((x) => x.pareto.uncertain).length, 20)
       assert.strictEqual(p50.conclusion.wording, "best for the declared objectives and constraints")
-      assert.isTrue(p50.conclusion.limitations.some((l) => l.startsWith("multiple comparisons: 20 variants, 190 pairwise comparison(s)")))
+      assert.isTrue(p50.conclusion.limitations.some((l) => l.startsWith("multiple comparisons: 20 variants, 190 pairwise comparisons")))
       const mean = yield* StudyCompare.compare({ ...input, objectives: [{ metric: "score", direction: "maximize" }] })
       assert.strictEqual(mean.variants.filter((x) => x.pareto.uncertain).length, 20)
       // a purely trial-level metric (calls, tokensIn, ...) gets Student's t over its repeats
@@ -732,6 +750,6 @@ describe("StudyCompare: unusual but legal studies read right (issue 16, study16d
       assert.notInclude(text, "Pareto: dominated")
       assert.include(text, "Pareto: not placed (no value for ghost)")
       assert.notInclude(text, "the weighted ranking depends on")
-      assert.include(text, "objective ghost has no value for v01, v02")
+      assert.include(text, "objective ghost has no value for variants v01, v02")
     }).pipe(Effect.provide(studyEnv("ghost"))))
 })

@@ -151,10 +151,10 @@ describe("a study's tokensIn / tokensOut: the tokens billed, from the attempts (
             // the server gave no usage: the two chat calls were estimated (the second task reported its own)
             assert.strictEqual(estimated, 2)
             assert.strictEqual(values.tokensIn!.estimatedAttempts, 2)
-            assert.include(values.tokensOut!.aggregation, "2 attempt(s) with estimated tokens (the server gave no usage)")
+            assert.include(values.tokensOut!.aggregation, "2 attempts with estimated tokens (the server gave no usage)")
             const e = yield* StudyCompare.evidence(input, "tokensIn", "v02")
             assert.strictEqual(e.trials[0]!.estimatedAttempts, 2)
-            assert.include(StudyCompare.renderEvidence(e), "(2 attempt(s) with estimated tokens)")
+            assert.include(StudyCompare.renderEvidence(e), "(2 attempts with estimated tokens)")
           }
         }
         assert.include(c.metrics.find((m) => m.name === "tokensIn")!.source, "failed ones included; cache hits not")

@@ -17,6 +17,7 @@ import * as Pricing from "../../domain/Pricing.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
 import * as OutputPath from "../../domain/internal/outputPath.js"
+import * as Words from "../../domain/internal/words.js"
 import * as Study from "../../domain/Study.js"
 import * as Suite from "../../domain/Suite.js"
 import type * as Task from "../../domain/Task.js"
@@ -433,23 +434,110 @@ const judgeOutputSchema = (parameters: Task.JsonObject): Schema.Schema.AnyNoCont
   })
 }
 
+/** Units that name a share from 0 to 1 (`unit: ratio`, the default unit of a `rate`). */
+const SHARE_UNITS = new Set(["ratio", "share", "proportion", "fraction", "probability"])
+/** Units that name a percentage, from 0 to 100. */
+const PERCENT_UNITS = new Set(["%", "percent", "pct"])
+
 /**
- * The values a metric can take, when the study knows them: a `rate` (a share of cases) and a
- * judge's overall score lie in [0, 1], a built-in metric (a count, a cost, a duration) is never
- * below 0; `undefined` for any other metric.
+ * The values a metric can take, when the study knows them: a `rate` (a share of cases), the
+ * `mean`, `p50` or `p95` of a boolean field (true counts 1, false 0), a metric declared with a
+ * share's unit (`ratio`, `proportion`, ...) and a judge's overall score lie in [0, 1]; a
+ * percentage's unit (`%`, `percent`) in [0, 100]; a built-in metric (a count, a cost, a
+ * duration) and the `sum` of a boolean field are never below 0; `undefined` for any other
+ * metric.
  */
 const metricRange = (
   metric: string,
   declared: ReadonlyArray<Study.MetricDecl>,
-  judged: ReadonlyArray<string>
+  judged: ReadonlyArray<string>,
+  booleans: ReadonlySet<string> = new Set()
 ): { readonly lo: number; readonly hi: number; readonly why: string } | undefined => {
   const d = declared.find((m) => m.name === metric)
-  if (d !== undefined) return d.reducer === "rate" ? { lo: 0, hi: 1, why: `a rate is a share of cases, from 0 to 1` } : undefined
+  if (d !== undefined) {
+    if (d.reducer === "rate") return { lo: 0, hi: 1, why: `a rate is a share of cases, from 0 to 1` }
+    if (booleans.has(metric)) {
+      const field = "output" in d.from ? `output.${d.from.output}` : `metric ${d.from.metric}`
+      return d.reducer === "sum"
+        ? { lo: 0, hi: Infinity, why: `a sum of the boolean ${field} counts the cases where it is true, never below 0` }
+        : { lo: 0, hi: 1, why: `the ${d.reducer} of the boolean ${field} (true 1, false 0) is from 0 to 1` }
+    }
+    const unit = (d.unit ?? "").trim().toLowerCase()
+    if (SHARE_UNITS.has(unit)) return { lo: 0, hi: 1, why: `a metric in unit ${d.unit} is a share, from 0 to 1` }
+    if (PERCENT_UNITS.has(unit)) return { lo: 0, hi: 100, why: `a metric in unit ${d.unit} is a percentage, from 0 to 100` }
+    return undefined
+  }
   const builtin = Study.BUILTIN_METRICS[metric]
   if (builtin !== undefined) return { lo: 0, hi: Infinity, why: `a built-in metric (${builtin.unit}) is never below 0` }
   if (judged.includes(metric)) return { lo: 0, hi: 1, why: `a judge's overall score is from 0 to 1` }
   return undefined
 }
+
+/**
+ * The declared metrics read from a boolean field of the final task's output, as its output
+ * Schema says (`Task.make(..., { output })`); none when the pipeline's output has no schema.
+ *
+ * @param declared the study's declared metrics
+ * @param schema the final task's output Schema, if any
+ * @returns their names
+ * @since 0.9.0
+ * @category metrics
+ */
+export const booleanMetrics = (
+  declared: ReadonlyArray<Study.MetricDecl>,
+  schema: Schema.Schema.AnyNoContext | undefined
+): ReadonlySet<string> =>
+  new Set(
+    schema === undefined
+      ? []
+      : declared.flatMap((m) => ("output" in m.from && m.reducer !== "rate" && OutputPath.isBooleanAt(schema, m.from.output) ? [m.name] : []))
+  )
+
+/**
+ * A metric name that reads as pass@k (`pass@3`, `passAt5`, `pass_at_k`): a case passes when
+ * any of its k attempts does. assay's reducers compute no such thing.
+ */
+const PASS_AT_K = /pass(?:@|_?at_?)(?:\d+|k)\b/i
+
+/**
+ * Warnings for a declared metric whose reducer does not compute what its name or its field
+ * suggests, each saying what is computed instead:
+ * - a metric named like pass@k (`pass@5`, `passAt5`) with any reducer: assay computes per
+ *   pipeline (each repeat counted apart), so a `mean` or `rate` of a pass field is the share of
+ *   pipelines that passed (pass@1 averaged over the trial's pipelines and then the repeats),
+ *   never "any of k passed";
+ * - `p50` or `p95` of a boolean field: a percentile of 0s and 1s is 0 or 1 (not a share): the
+ *   share is `mean` (or `rate`).
+ *
+ * @param declared the study's declared metrics
+ * @param booleans those read from a boolean field ({@link booleanMetrics})
+ * @returns one `warning: metrics[i]...: ...` line per metric
+ * @since 0.9.0
+ * @category metrics
+ */
+export const misreadMetrics = (
+  declared: ReadonlyArray<Study.MetricDecl>,
+  booleans: ReadonlySet<string>
+): ReadonlyArray<string> =>
+  declared.flatMap((m, i) => {
+    const field = "output" in m.from ? `output.${m.from.output}` : `metric ${m.from.metric}`
+    if (PASS_AT_K.test(m.name)) {
+      return [
+        `warning: metrics[${i}].name: "${m.name}" reads as pass@k, which assay does not compute: ${m.reducer} of ${field} is ` +
+          (m.reducer === "mean" || m.reducer === "rate"
+            ? `the share of pipelines that pass, each repeat counted apart (pass@1, averaged over cases and then repeats)`
+            : `the ${m.reducer} of ${field} over a trial's pipelines`) +
+          `, not whether any of k attempts passed; name it for what it is (e.g. passRate)`
+      ]
+    }
+    if ((m.reducer === "p50" || m.reducer === "p95") && booleans.has(m.name)) {
+      return [
+        `warning: metrics[${i}].reducer: the ${m.reducer} of the boolean ${field} is 0 or 1 (a percentile of false/true), not a share; ` +
+          `the share of cases where it is true is reducer mean (or rate)`
+      ]
+    }
+    return []
+  })
 
 /**
  * Warnings for the hard constraints and `metricThreshold` stops that no value of their metric
@@ -469,16 +557,29 @@ export const impossibleConstraints = (
   objectives: ReadonlyArray<Study.Objective>,
   stop: ReadonlyArray<Study.StopCondition>,
   declared: ReadonlyArray<Study.MetricDecl>,
-  judged: ReadonlyArray<string>
+  judged: ReadonlyArray<string>,
+  booleans: ReadonlySet<string> = new Set()
 ): ReadonlyArray<string> => {
   const out: Array<string> = []
   const never = (metric: string, c: { readonly op: Study.Op; readonly value: number }) => {
-    const r = metricRange(metric, declared, judged)
+    const r = metricRange(metric, declared, judged, booleans)
     if (r === undefined) return undefined
     const meetable = Study.constraintsCompatible(c, { op: ">=", value: r.lo }) && Study.constraintsCompatible(c, { op: "<=", value: r.hi })
     return meetable ? undefined : r.why
   }
   objectives.forEach((o, i) => {
+    // a target outside the metric's values: no variant ever reaches it, the nearest bound wins
+    if (o.direction === "target" && o.target !== undefined) {
+      const r = metricRange(o.metric, declared, judged, booleans)
+      if (r !== undefined && (o.target < r.lo || o.target > r.hi)) {
+        const nearest = o.target < r.lo ? r.lo : r.hi
+        out.push(
+          `warning: objectives[${i}].target: ${o.metric} cannot reach ${o.target} (${r.why}): no variant ever meets the target, ` +
+            `and the objective ranks variants by their distance to it as if it were ${o.target < r.lo ? "minimize" : "maximize"} (${nearest} is the nearest value); ` +
+            `set a target from ${r.lo} to ${r.hi === Infinity ? "∞" : r.hi}, or use direction ${o.target < r.lo ? "minimize" : "maximize"}`
+        )
+      }
+    }
     const c = o.hardConstraint
     if (c === undefined || c === null) return
     const why = never(o.metric, c)
@@ -1158,7 +1259,7 @@ export const load = (
     stop.forEach((c, i) => {
       if (c.when === "successfulTrials" && c.count > trials) {
         warnings.push(
-          `warning: stop[${i}].count: ${c.count} successful trials is more than the ${trials} planned (${count} variant(s) x ${repeats} repeat(s)): ` +
+          `warning: stop[${i}].count: ${Words.count(c.count, "successful trial")} ${c.count === 1 ? "is" : "are"} more than the ${trials} planned (${Words.count(count, "variant")} x ${Words.count(repeats, "repeat")}): ` +
             "it can never hold, so it never stops the study early (it runs to its natural end)"
         )
       }
@@ -1193,7 +1294,14 @@ export const load = (
     const judged = judgeMetrics(baselineExp.right.template.tasks)
     settleUnknownMetrics(judged)
     if (issues.length > 0) return yield* invalid(abs, issues)
-    warnings.push(...impossibleConstraints(doc.objectives ?? [], stop, declaredMetrics, judged))
+    // the declared metrics read from a boolean field, as the final task's output schema says
+    const booleans = (() => {
+      const tasks = baselineExp.right.template.tasks
+      const last = baselineExp.right.template.control === undefined ? tasks[tasks.length - 1] : undefined
+      return booleanMetrics(declaredMetrics, last?.outputSchema)
+    })()
+    warnings.push(...impossibleConstraints(doc.objectives ?? [], stop, declaredMetrics, judged, booleans))
+    warnings.push(...misreadMetrics(declaredMetrics, booleans))
     // a declared metric read from a pipeline metric no task reports never has a value (its
     // share or mean has nothing to divide by): without code tasks only the judges report any
     if (!code) {
@@ -1308,7 +1416,7 @@ export const load = (
       }
       if (missing.size > 0) {
         const list = Array.from(missing, ([what, vs]) =>
-          vs.length === 0 ? what : `${what}, variant${vs.length > 1 ? "s" : ""} ${vs.slice(0, 5).join(", ")}${vs.length > 5 ? ", ..." : ""}`
+          vs.length === 0 ? what : `${what}, ${Words.labelled("variant", vs, { max: 5 })}`
         )
         for (const at of costPaths) {
           issues.push(issue(
@@ -1324,6 +1432,15 @@ export const load = (
     // the plan
     const runConfig = resolvedRun.right
     const notes: Array<string> = []
+    // what the mean of a boolean computes: a share, per trial, then over repeats (never pass@k)
+    for (const m of declaredMetrics) {
+      if (m.reducer === "mean" && booleans.has(m.name) && "output" in m.from) {
+        notes.push(
+          `metric ${m.name} is the mean of the boolean output.${m.from.output} (true 1, false 0): per trial the share of its cases where it is true, ` +
+            `from 0 to 1, then the mean over repeats (each repeat counted apart: pass@1, not pass@k)`
+        )
+      }
+    }
     // store-only readers (scanKeys "none") never count the data set: it may have been moved away
     const cases = options.scanKeys === "none" ? undefined : yield* sources.sourceSize({ ...experiment.source, repeats: 1 })
     const casesPerTrial = cases ?? null

@@ -132,3 +132,44 @@ export const describeMissing = (path: string, m: Extract<PathCheck, { _tag: "mis
     ? `"${seg}" cannot be read: ${of} is not an object`
     : `"${seg}" is not a field of ${of} (its fields: ${m.fields.slice(0, 12).join(", ")}${m.fields.length > 12 ? ", ..." : ""})`
 }
+
+/** Whether an AST describes only booleans (`boolean`, `true`/`false` literals, optional: null/undefined beside them). */
+const isBooleanAst = (ast: SchemaAST.AST, depth = 0): boolean => {
+  if (depth > 20) return false
+  switch (ast._tag) {
+    case "BooleanKeyword":
+      return true
+    case "Literal":
+      return typeof ast.literal === "boolean"
+    case "Refinement":
+    case "Transformation":
+      return isBooleanAst(ast.from, depth + 1)
+    case "Suspend":
+      return isBooleanAst(ast.f(), depth + 1)
+    case "Union": {
+      const real = ast.types.filter((t) => !(t._tag === "UndefinedKeyword" || (t._tag === "Literal" && t.literal === null)))
+      return real.length > 0 && real.every((t) => isBooleanAst(t, depth + 1))
+    }
+    default:
+      return false
+  }
+}
+
+/**
+ * Whether the output's Schema says the value at a dot path is a boolean (so a `mean` of it is
+ * a share from 0 to 1): `false` when it is anything else or the schema cannot tell.
+ *
+ * @param schema - the final task's output Schema
+ * @param path - the dot path (`correct`, `verdict.ok`)
+ * @returns whether every value there is `true` or `false`
+ */
+export const isBooleanAt = (schema: Schema.Schema.AnyNoContext, path: string): boolean => {
+  const segs = path === "" ? [] : path.split(".")
+  let ast: SchemaAST.AST | undefined = schema.ast
+  for (let i = 0; i < segs.length && ast !== undefined; i++) {
+    const shape = shapeOf(ast)
+    if (shape === undefined || shape === "scalar") return false
+    ast = shape.child(segs[i]!)
+  }
+  return ast !== undefined && isBooleanAst(ast)
+}

@@ -7,6 +7,7 @@
  *
  * @since 0.7.0
  */
+import { statusWords } from "../../domain/internal/words.js"
 import { Effect, Option } from "effect"
 import type { StoreUnavailable } from "../../domain/Errors.js"
 import type { StudyCatalogService } from "../StudyCatalog.js"
@@ -112,11 +113,11 @@ export const studyHeaderOf = (
  * @category rendering
  */
 export const renderStudyHeader = (h: StudyHeader): string => {
-  const trials = Object.entries(h.trials).map(([s, n]) => `${s} ${n}`).join(" · ")
+  const trials = Object.entries(h.trials).map(([s, n]) => `${statusWords(s)} ${n}`).join(" · ")
   return [
     `Study ${h.studyId} (protocol version ${h.version} of ${h.versions}${
       h.protocolDigest === null ? "" : `, digest ${h.protocolDigest.slice(0, 12)}`
-    }): ${h.status}${h.stopReason === null ? "" : ` — stop: ${h.stopReason}`}`,
+    }): ${statusWords(h.status)}${h.stopReason === null ? "" : ` — stop: ${h.stopReason}`}`,
     `  question: ${h.question}`,
     `  trials (version ${h.version}): ${trials === "" ? "none" : trials}`,
     `  the study's comparison, trials and limitations: ${h.command}`,

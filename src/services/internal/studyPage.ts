@@ -14,6 +14,7 @@
  */
 import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
+import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
 import { fmt, type StudyComparison, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
@@ -187,7 +188,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
         e(x === undefined ? "—" : `${fmt(x.mean)}${intervalText(x.interval)}`)
       } <a class="muted" href="${e(json)}">every pipeline (JSON)</a></h4>
 <p class="muted">${e(x?.aggregation ?? "")}</p>
-<p>trials: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
+<p>${noun(ev.trials.length, "trial")}: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
 <div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div></div>`
     }).join("")
     return `<section class="variant-evidence"><h3><span class="mono">${e(v.variantId)}</span> <span class="muted">${e(assignmentText(v.assignment))}</span></h3>${blocks}</section>`

@@ -1,0 +1,89 @@
+/**
+ * @internal
+ *
+ * Words that agree in number with what they count, shared by the study's renderers (report,
+ * status, plan, confirm, the dashboard's Study page) and the CLI's messages: a label before a
+ * list of ids is singular for one id and plural for several ("variant v01", "variants v01,
+ * v02"), and a count names its noun in the matching number ("1 trial", "3 trials"), never
+ * "trial(s)".
+ */
+
+/**
+ * The noun in the number `n` asks for: `one` when `n` is 1, else `many` (default `one` + "s").
+ *
+ * @param n - how many
+ * @param one - the singular noun ("trial", "paired case")
+ * @param many - the plural, when not `one` + "s" ("analyses")
+ * @returns the noun alone
+ * @since 0.7.0
+ * @category formatting
+ */
+export const noun = (n: number, one: string, many = `${one}s`): string => (n === 1 ? one : many)
+
+/**
+ * A count and its noun in agreement: `count(1, "trial")` is "1 trial", `count(3, "trial")` is
+ * "3 trials" (numbers from 1,000 up with thousands separators).
+ *
+ * @param n - how many
+ * @param one - the singular noun
+ * @param many - the plural, when not `one` + "s"
+ * @returns "N noun"
+ * @since 0.7.0
+ * @category formatting
+ */
+export const count = (n: number, one: string, many = `${one}s`): string =>
+  `${Number.isInteger(n) && Math.abs(n) >= 1000 ? n.toLocaleString("en-US") : String(n)} ${noun(n, one, many)}`
+
+/**
+ * A label followed by its ids, the label in the ids' number: `labelled("variant", ["v01"])` is
+ * "variant v01", `labelled("variant", ["v01", "v02"])` is "variants v01, v02". More than `max`
+ * ids (default 8) are cut after `max`, then ", … (N in all)".
+ *
+ * @param one - the singular label ("variant", "trial", "objective metric")
+ * @param ids - the ids, in the order shown (none gives the plural label and "none")
+ * @param options - `many`: the plural label (default `one` + "s"); `max`: the most ids shown;
+ *   `separator` between ids (default ", ")
+ * @returns the label and the list
+ * @since 0.7.0
+ * @category formatting
+ */
+export const labelled = (
+  one: string,
+  ids: ReadonlyArray<string | number>,
+  options: { readonly many?: string; readonly max?: number; readonly separator?: string } = {}
+): string => {
+  const label = noun(ids.length, one, options.many)
+  if (ids.length === 0) return `${label} none`
+  return `${label} ${listed(ids, options)}`
+}
+
+/**
+ * The ids alone, cut as {@link labelled} cuts them: at most `max` (default 8), then
+ * ", … (N in all)".
+ *
+ * @param ids - the ids, in the order shown
+ * @param options - `max`: the most ids shown; `separator` between ids (default ", ")
+ * @returns the list ("" for none)
+ * @since 0.7.0
+ * @category formatting
+ */
+export const listed = (
+  ids: ReadonlyArray<string | number>,
+  options: { readonly max?: number; readonly separator?: string } = {}
+): string => {
+  const max = Math.max(1, options.max ?? 8)
+  const sep = options.separator ?? ", "
+  const shown = ids.slice(0, max).map(String).join(sep)
+  return ids.length > max ? `${shown}${sep}… (${count(ids.length, "in all", "in all")})` : shown
+}
+
+/**
+ * A status code in words for text a person reads (`budget_exhausted` → "budget exhausted",
+ * `stopped_with_results` → "stopped with results"); JSON and event data keep the code.
+ *
+ * @param code - a trial's or study's status code
+ * @returns the words
+ * @since 0.9.0
+ * @category formatting
+ */
+export const statusWords = (code: string): string => code.replace(/_/g, " ")

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest"
+import { count, labelled, listed, noun } from "../../src/domain/internal/words.js"
+
+describe("words: labels and counts agree in number with what follows them", () => {
+  it("a label before ids is singular for one id and plural for several", () => {
+    expect(labelled("variant", ["v01"])).toBe("variant v01")
+    expect(labelled("variant", ["v01", "v02"])).toBe("variants v01, v02")
+    expect(labelled("trial", [])).toBe("trials none")
+    expect(labelled("analysis", ["a", "b"], { many: "analyses" })).toBe("analyses a, b")
+    expect(labelled("trial", ["t1", "t2", "t3"], { max: 2 })).toBe("trials t1, t2, … (3 in all)")
+  })
+
+  it("a count names its noun in the count's number, with thousands separators", () => {
+    expect(count(1, "trial")).toBe("1 trial")
+    expect(count(0, "trial")).toBe("0 trials")
+    expect(count(2, "paired case")).toBe("2 paired cases")
+    expect(count(12000, "pipeline")).toBe("12,000 pipelines")
+    expect(noun(1, "variant")).toBe("variant")
+    expect(noun(3, "variant")).toBe("variants")
+    expect(listed(["a", "b", "c"], { max: 1, separator: "; " })).toBe("a; … (3 in all)")
+  })
+})

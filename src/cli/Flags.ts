@@ -356,11 +356,11 @@ export const probeCacheDb = (filename: string, field: string, mode?: string | un
     if (fs.existsSync(filename)) {
       return Effect.try({
         try: () => {
-          const db = openReadOnlyDb(filename)
+          const ro = openReadOnlyDb(filename)
           try {
-            db.pragma("schema_version")
+            ro.db.pragma("schema_version")
           } finally {
-            db.close()
+            ro.close()
           }
         },
         catch: (e) => e instanceof Error ? e.message : String(e)

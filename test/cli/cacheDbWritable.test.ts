@@ -91,4 +91,25 @@ describe("run.cache.db a run may not write", () => {
         assert.deepStrictEqual(fs.readdirSync(dir).sort(), before)
       })
   )
+
+  it.scopedLive.skipIf(asRoot && !hasNobody)(
+    "a file the user may not read (chmod 000) is refused in every mode naming the permission and the path, not SQLite's 'unable to open database file'",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* sharedTempDir
+        const file = NodePath.join(dir, "shared.db")
+        const d = new Database(file)
+        d.exec(CALL_CACHE_TABLE)
+        d.close()
+        fs.chmodSync(file, 0o000)
+        fs.chmodSync(dir, 0o755)
+        const checks = yield* checksOf(file, ["readOnly", "readWrite"])
+        for (const mode of ["readOnly", "readWrite"]) {
+          const got = checks[mode]!
+          assert.strictEqual(got.run, got.validate, mode)
+          assert.include(got.validate!, `run.cache.db: cannot open the call cache database ${file}: permission denied: cannot read ${file} (mode 000`, mode)
+          assert.notInclude(got.validate!, "unable to open database file")
+        }
+      })
+  )
 })

@@ -14,7 +14,7 @@ import { cacheModes } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
 import { closest } from "../domain/internal/suggest.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
-import { openReadOnlyDb } from "../layers/internal/sqlite/callCache.js"
+import { isMissingFile, openReadOnlyDb } from "../layers/internal/sqlite/callCache.js"
 import type { CallCache } from "../services/CallCache.js"
 
 /**
@@ -324,7 +324,12 @@ export const sharedCacheLayer = (filename: string, field: string, mode?: string 
  * @category options
  */
 export const checkCacheDb = (filename: string, field: string, mode?: string | undefined): Effect.Effect<void, ConfigError> =>
-  Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode))))
+  Effect.zipRight(
+    // a run that stores answers: the checks of `validate` first (a file SQLite would open
+    // read-only without a word, every write failing, is refused here, not during the run)
+    mode === "readOnly" ? Effect.void : probeCacheDb(filename, field, mode),
+    Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode))))
+  )
 
 /**
  * Checks, without creating or changing anything, that the shared call cache database named by
@@ -353,34 +358,60 @@ export const probeCacheDb = (filename: string, field: string, mode?: string | un
       )
     }
     if (isDirectory(filename)) return refuse("it is a directory; give the path of a file in it")
-    if (fs.existsSync(filename)) {
-      return Effect.try({
-        try: () => {
-          const db = openReadOnlyDb(filename)
-          try {
-            db.pragma("schema_version")
-          } finally {
-            db.close()
-          }
-        },
-        catch: (e) => e instanceof Error ? e.message : String(e)
-      }).pipe(
-        // a run that stores answers must be able to write the file (readOnly only reads it)
-        Effect.zipRight(
-          mode === "readOnly" ? Effect.void : Effect.try({
-            try: () => fs.accessSync(filename, fs.constants.W_OK),
-            catch: () => "the file is not writable (--cache-mode readOnly only reads it)"
-          })
-        ),
-        Effect.catchAll(refuse)
-      )
-    }
-    if (mode === "readOnly") return Effect.void
-    const folder = nodePath.dirname(filename)
-    if (!isDirectory(folder)) {
-      return refuse(fs.existsSync(folder) ? `${folder} is a file, not a folder` : `the folder ${folder} does not exist`)
-    }
-    return Effect.try({ try: () => fs.accessSync(folder, fs.constants.W_OK), catch: () => `the folder ${folder} is not writable` }).pipe(
+    return Effect.try({
+      try: () => {
+        if (isMissingFile(filename)) return
+        const ro = openReadOnlyDb(filename)
+        try {
+          ro.db.pragma("schema_version")
+        } finally {
+          ro.close()
+        }
+      },
+      catch: (e) => e instanceof Error ? e.message : String(e)
+    }).pipe(
+      // a run that stores answers must be able to write what SQLite writes (readOnly only reads)
+      Effect.zipRight(Effect.suspend(() => {
+        const problem = mode === "readOnly" ? undefined : cacheWriteProblem(filename)
+        return problem === undefined ? Effect.void : Effect.fail(problem)
+      })),
       Effect.catchAll(refuse)
     )
   })
+
+/**
+ * Why a run that stores answers (mode `readWrite` or `refresh`) could not write the shared
+ * cache database `filename`, or `undefined` when it can: the one check behind `validate`
+ * ({@link probeCacheDb}) and `run` ({@link checkCacheDb}), so that they agree. SQLite opens a
+ * file it may not write read-only without a word, and every write then fails; so the file
+ * must be writable, and so must its folder, where SQLite creates the `-wal` and `-shm` files
+ * of a WAL cache (and a missing cache file), unless both exist and are writable.
+ *
+ * @param filename the database path (absolute)
+ * @returns the reason, for the message after "cannot open the call cache database PATH: "
+ * @since 0.9.0
+ * @category options
+ */
+export const cacheWriteProblem = (filename: string): string | undefined => {
+  const writable = (p: string) => {
+    try {
+      fs.accessSync(p, fs.constants.W_OK)
+      return true
+    } catch {
+      return false
+    }
+  }
+  const folder = nodePath.dirname(filename)
+  if (!fs.existsSync(filename)) {
+    if (!isDirectory(folder)) return fs.existsSync(folder) ? `${folder} is a file, not a folder` : `the folder ${folder} does not exist`
+    return writable(folder) ? undefined : `the folder ${folder} is not writable`
+  }
+  if (!writable(filename)) return "the file is not writable (--cache-mode readOnly only reads it)"
+  const sidecars = [`${filename}-wal`, `${filename}-shm`]
+  const unwritable = sidecars.find((p) => fs.existsSync(p) && !writable(p))
+  if (unwritable !== undefined) return `${unwritable} is not writable (--cache-mode readOnly only reads the cache)`
+  if (!writable(folder) && !sidecars.every((p) => fs.existsSync(p))) {
+    return `the folder ${folder} is not writable, and SQLite must create the cache's -wal and -shm files there (--cache-mode readOnly only reads the cache)`
+  }
+  return undefined
+}

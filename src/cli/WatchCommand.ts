@@ -164,7 +164,8 @@ const follow = <E>(
         ? write(`\u001b[H\u001b[2J${Monitor.renderSnapshot(s, { width: process.stdout.columns ?? 80, color: true })}`)
         : write(`${Monitor.renderLine(s)}\n`)
     const last = yield* pollUntil(Effect.tap(snapshot, show), Monitor.isOver)
-    if (!tty) yield* write(Monitor.renderSnapshot(last, { width: 100, color: false }))
+    // not a terminal (a file, a pipe): no line is cut, whatever its length
+    if (!tty) yield* write(Monitor.renderSnapshot(last, { width: Number.POSITIVE_INFINITY, color: false }))
     if (last.run !== null && last.run.stale) {
       yield* write(`run ${last.run_id} stopped sending heartbeats: its writer is gone (the run stays resumable)\n`)
     }

@@ -22,10 +22,9 @@
  */
 import Database from "better-sqlite3"
 import { Effect, Layer, Option, Scope } from "effect"
-import * as fs from "node:fs"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import { CallCache, type CallCacheService } from "../services/CallCache.js"
-import { cacheError, makeOn, openReadOnlyDb, storeCacheOf } from "./internal/sqlite/callCache.js"
+import { cacheError, isMissingFile, makeOn, openReadOnlyDb, storeCacheOf } from "./internal/sqlite/callCache.js"
 import { CALL_CACHE_TABLE } from "./internal/sqlite/migrations.js"
 
 /**
@@ -58,15 +57,20 @@ const emptyReadOnly = (filename: string): CallCacheService => ({
 
 /**
  * Opens the file read-only ({@link openReadOnlyDb}: SQLite writes nothing, not even a
- * journal mode), closed with the scope; a missing file or table is an empty cache.
+ * journal mode, and creates nothing beside the file; a WAL file whose `-wal` or `-shm` is
+ * missing is read from a snapshot, logged), closed with the scope; a missing file or table is
+ * an empty cache.
  */
 const openReadOnly = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheService, StoreUnavailable, Scope.Scope> =>
   Effect.gen(function*() {
-    if (!fs.existsSync(options.filename)) return emptyReadOnly(options.filename)
-    const d = yield* Effect.acquireRelease(
+    const missing = yield* Effect.try({ try: () => isMissingFile(options.filename), catch: cacheError(options.filename, "cannot open") })
+    if (missing) return emptyReadOnly(options.filename)
+    const ro = yield* Effect.acquireRelease(
       Effect.try({ try: () => openReadOnlyDb(options.filename, options.busyTimeoutMs ?? 5000), catch: cacheError(options.filename, "cannot open") }),
-      (d) => Effect.sync(() => d.close())
+      (ro) => Effect.sync(() => ro.close())
     )
+    if (ro.snapshot !== undefined) yield* Effect.logInfo(`call cache ${options.filename}: ${ro.snapshot}`)
+    const d = ro.db
     const hasTable = yield* Effect.try({
       try: () => d.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'call_cache'").get() !== undefined,
       catch: cacheError(options.filename, "cannot open")

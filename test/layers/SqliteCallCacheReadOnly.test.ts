@@ -3,10 +3,17 @@
  * a read-only folder) failed, because the cache was opened for writing (WAL journal mode set,
  * table created). In `readOnly` the cache is opened read-only, as `validate` opens it: it
  * serves what is stored and writes nothing, not a byte of the file and nothing beside it.
+ *
+ * Second trial: a WAL cache left with answers only in its `-wal` (a writer killed before it
+ * checkpointed, or a copy of a cache in use) and no `-shm`, in a read-only folder: as an
+ * ordinary user those answers were silently ignored (only the main file was read), and as
+ * root SQLite created `-shm` beside the file. Such a file is now read from a snapshot of the
+ * file and its `-wal`: every answer served, nothing created beside it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Exit, Option } from "effect"
+import { Effect, Exit, Logger, Option } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
@@ -97,4 +104,109 @@ describe("SqliteCallCache readOnly", () => {
       }))
       assert.isTrue(Option.isSome(got))
     }))
+})
+
+const keyOf = (i: number) => i.toString(16).padStart(4, "0").padEnd(32, "a")
+
+/** A folder another user can reach: in /tmp itself (the tests' own temporary root is 0700). */
+const sharedTempDir = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(NodePath.join("/tmp", "assay-rocache-"))),
+  (dir) =>
+    Effect.sync(() => {
+      fs.chmodSync(dir, 0o755)
+      fs.rmSync(dir, { recursive: true, force: true })
+    })
+)
+
+/**
+ * A WAL cache copied while its writer is open (as a copy of a cache in use, or what a writer
+ * killed with -9 leaves): `inFile` answers checkpointed into the file, then `inWal` more only
+ * in the `-wal`; no `-shm`. Returns the keys of all of them.
+ */
+const walOnlyCopy = (source: string, target: string, inFile: number, inWal: number) =>
+  Effect.scoped(Effect.gen(function*() {
+    const cache = yield* SqliteCallCache.make({ filename: source, shared: true })
+    for (let i = 0; i < inFile; i++) yield* cache.put({ ...entry, key: keyOf(i) })
+    const d = new Database(source)
+    d.pragma("wal_checkpoint(TRUNCATE)")
+    d.close()
+    for (let i = inFile; i < inFile + inWal; i++) yield* cache.put({ ...entry, key: keyOf(i) })
+    fs.copyFileSync(source, target)
+    fs.copyFileSync(`${source}-wal`, `${target}-wal`)
+    assert.isAbove(fs.statSync(`${target}-wal`).size, 0)
+    return Array.from({ length: inFile + inWal }, (_, i) => keyOf(i))
+  }))
+
+describe("SqliteCallCache readOnly, answers only in the -wal", () => {
+  it.scopedLive("serves every answer of the -wal from a snapshot and creates nothing beside the file (any user)", () =>
+    Effect.gen(function*() {
+      const src = yield* tempDir
+      const dir = yield* tempDir
+      const file = NodePath.join(dir, "shared.db")
+      const keys = yield* walOnlyCopy(NodePath.join(src, "shared.db"), file, 28, 7)
+      const before = [fs.readFileSync(file), fs.readFileSync(`${file}-wal`)]
+      const logs: Array<string> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const cache = yield* SqliteCallCache.make({ filename: file, shared: true, readOnly: true })
+        assert.strictEqual(yield* cache.size, 35)
+        for (const key of keys) assert.isTrue(Option.isSome(yield* cache.get(key)), key)
+        assert.isTrue(Exit.isFailure(yield* Effect.exit(cache.put({ ...entry, key: "f".repeat(32) }))))
+      })).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => void logs.push(String(message))))))
+      // nothing created beside it (as root SQLite made shared.db-shm here), nothing written
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["shared.db", "shared.db-wal"])
+      assert.isTrue(fs.readFileSync(file).equals(before[0]!))
+      assert.isTrue(fs.readFileSync(`${file}-wal`).equals(before[1]!))
+      // the log says a snapshot was read
+      assert.isTrue(logs.some((l) => l.includes("read a snapshot of") && l.includes("shared.db-wal")), logs.join("\n"))
+    }))
+
+  // permissions do not bind root: the probe runs as `nobody` in a child process
+  const nobody = 65534
+  const asRoot = process.getuid?.() === 0
+  const hasNobody = asRoot && spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout.trim() === String(nobody)
+  if (!asRoot) {
+    it.scopedLive("as this ordinary user, a chmod 444 file + -wal in a 555 folder serves all 35 answers", () =>
+      Effect.gen(function*() {
+        const src = yield* tempDir
+        const dir = yield* tempDir
+        const file = NodePath.join(dir, "shared.db")
+        const keys = yield* walOnlyCopy(NodePath.join(src, "shared.db"), file, 28, 7)
+        fs.chmodSync(file, 0o444)
+        fs.chmodSync(`${file}-wal`, 0o444)
+        fs.chmodSync(dir, 0o555)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const cache = yield* SqliteCallCache.make({ filename: file, shared: true, readOnly: true })
+          for (const key of keys) assert.isTrue(Option.isSome(yield* cache.get(key)), key)
+        }))
+      }))
+  }
+  // skipped when this process is not root (it cannot switch to another user: the case above
+  // runs as this user instead) or has no user `nobody` (uid 65534)
+  it.scopedLive.skipIf(!hasNobody)(
+    "as an ordinary user (nobody, child process), a chmod 444 file + -wal in a 555 folder serves all 35 answers (needs root to switch user)",
+    () =>
+      Effect.gen(function*() {
+        const src = yield* tempDir
+        const dir = yield* sharedTempDir
+        const file = NodePath.join(dir, "shared.db")
+        const keys = yield* walOnlyCopy(NodePath.join(src, "shared.db"), file, 28, 7)
+        fs.chmodSync(file, 0o444)
+        fs.chmodSync(`${file}-wal`, 0o444)
+        fs.chmodSync(dir, 0o555)
+        const probe = NodePath.join(import.meta.dirname, "..", "support", "readOnlyCacheProbe.ts")
+        const child = spawnSync(process.execPath, ["--import", "tsx", probe, file, keys.join(",")], {
+          cwd: NodePath.join(import.meta.dirname, "..", ".."),
+          uid: nobody,
+          gid: nobody,
+          env: { PATH: process.env["PATH"] ?? "", HOME: "/tmp", TMPDIR: "/tmp" },
+          encoding: "utf8"
+        })
+        const line = child.stdout.trim().split("\n").pop() ?? ""
+        assert.strictEqual(child.status, 0, `${child.stderr}\n${child.stdout}`)
+        const result = JSON.parse(line) as { size?: number; keys?: Array<string>; error?: string }
+        assert.deepStrictEqual(result, { size: 35, keys: keys.map((k) => k.slice(0, 16)) })
+        assert.include(child.stdout, "read a snapshot of")
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["shared.db", "shared.db-wal"])
+      })
+  )
 })

@@ -1373,7 +1373,8 @@ export const bar = (fraction: number, width: number): string => {
 }
 
 /**
- * Options of {@link renderSnapshot}: line width in columns (default 80) and ANSI colour
+ * Options of {@link renderSnapshot}: line width in columns (default 80; at least 40;
+ * `Infinity`: no line is cut, as `watch` writes to a file or a pipe) and ANSI colour
  * (default off).
  *
  * @since 0.1.0

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Cause, Clock, Effect, Either, FiberSet, Option, Stream } from "effect"
+import { Cause, Clock, Effect, Either, Exit, FiberSet, Option, Stream } from "effect"
 import type { CodecRegistry } from "../../../domain/Codec.js"
 import {
   ConfigError,
@@ -20,8 +20,9 @@ import {
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { AttemptRecord, PipelineRecord, RunRecord } from "../../../domain/Records.js"
 import type * as Task from "../../../domain/Task.js"
-import type { NewEvent, StoreService, SucceededIndex } from "../../Store.js"
+import type { CheckpointUnit, NewEvent, StoreService, SucceededIndex } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
+import type { CheckpointNow } from "../store/front.js"
 import * as Admission from "./admission.js"
 import * as Controlled from "./controlled.js"
 import { controlOf } from "./pipeline.js"
@@ -67,6 +68,37 @@ export interface AdmitEnv {
   /** Runs one admitted pipeline that declares `control` (see `controlled.ts`). */
   readonly launchControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Effect.Effect<void, StoreUnavailable>
   readonly crash: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
+  /**
+   * A plain pipeline of synchronous tasks run without a fiber of its own (see
+   * `Pipeline.runNow`), when the run allows it (no run hooks, no finished-pipeline callback,
+   * a store built by the front): `run` runs it, `commit` submits its checkpoint with a
+   * callback (see `CheckpointNow`), `succeeded` counts it once that has committed (what the
+   * general path does after its last checkpoint). `undefined`: every pipeline gets its fiber.
+   */
+  readonly now?: NowRun | undefined
+}
+
+/**
+ * What running a pipeline without a fiber of its own needs (see {@link AdmitEnv.now}).
+ *
+ * @internal
+ */
+export interface NowRun {
+  readonly run: (spec: AnySpec, start: Pipe.Start) => Pipe.NowOutcome | undefined
+  readonly commit: CheckpointNow
+  readonly succeeded: (pipelineId: PipelineId) => void
+}
+
+/**
+ * The pipelines run without a fiber whose checkpoints are submitted and not yet committed,
+ * waited for by one fiber of the run's fiber set (so the run ends, or stops, only once they
+ * have committed, as it waits for a pipeline fiber's last, uninterruptible checkpoint).
+ */
+interface Wave {
+  pending: number
+  resume: (() => void) | undefined
+  failure: Cause.Cause<unknown> | undefined
+  done: boolean
 }
 
 /**
@@ -625,7 +657,17 @@ export const make = (env: AdmitEnv) => {
           now,
           undefined
         ))
-      : admitWith(spec, start.cursor, (admission) => env.launch(spec, { ...start, admission }), isNew, events, stored, now, undefined)
+      : admitWith(
+        spec,
+        start.cursor,
+        (admission) => env.launch(spec, { ...start, admission }),
+        isNew,
+        events,
+        stored,
+        now,
+        undefined,
+        env.now === undefined ? undefined : (admission) => env.now!.run(spec, { ...start, admission })
+      )
 
   const admitWith = (
     spec: AnySpec,
@@ -635,19 +677,77 @@ export const make = (env: AdmitEnv) => {
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
     now: number,
-    initial: Traversal.VisitState | undefined
+    initial: Traversal.VisitState | undefined,
+    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
   ): Effect.Effect<void> =>
     // no generator per admitted pipeline: a free admission slot starts its fiber at once
     Effect.suspend(() => {
       // The feeder is interrupted when the run stops, which ends this wait.
       const hold = SlotGate.emptyHold()
       return admission.tryTake(hold)
-        ? admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold)
+        ? admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold, runNow)
         : Effect.flatMap(
           admission.take(hold),
-          () => admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold)
+          () => admitHeld(spec, cursor, launch, isNew, events, stored, now, initial, hold, runNow)
         )
     })
+
+  // The wave of pipelines run without a fiber that are waiting for their commits (see `Wave`).
+  let wave: Wave | undefined
+  const awaitWave = (w: Wave): Effect.Effect<void> =>
+    Effect.flatMap(
+      Effect.uninterruptible(Effect.async<void>((resume) => {
+        const end = () => {
+          w.done = true
+          resume(Effect.void)
+        }
+        if (w.pending === 0) end()
+        else w.resume = end
+      })),
+      () => w.failure === undefined ? Effect.void : crash(w.failure)
+    )
+
+  /**
+   * A pipeline `runNow` ran to its end: its one checkpoint submitted with a callback that
+   * counts it succeeded and gives back what the fiber's end would (admission slot, claim); one
+   * fiber per wave waits for the wave's commits. A checkpoint that cannot be submitted so gets
+   * a fiber of its own, as before.
+   */
+  const commitNow = (
+    spec: AnySpec,
+    unit: CheckpointUnit,
+    release: () => void
+  ): Effect.Effect<void> => {
+    const now = env.now!
+    const pipelineId = spec.pipelineId
+    let w = wave
+    const fresh = w === undefined || w.done
+    if (fresh) w = wave = { pending: 0, resume: undefined, failure: undefined, done: false }
+    const joined = w!
+    joined.pending++
+    const submitted = now.commit(unit, (exit) => {
+      if (Exit.isSuccess(exit)) now.succeeded(pipelineId)
+      else if (joined.failure === undefined) joined.failure = exit.cause
+      release()
+      joined.pending--
+      if (joined.pending === 0 && joined.resume !== undefined) joined.resume()
+    })
+    if (!submitted) {
+      joined.pending--
+      return Effect.zipRight(
+        fresh ? FiberSet.run(fibers, awaitWave(joined)) : Effect.void,
+        Effect.asVoid(FiberSet.run(
+          fibers,
+          Effect.uninterruptible(store.checkpoint(unit)).pipe(
+            Effect.zipRight(Effect.sync(() => now.succeeded(pipelineId))),
+            Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
+            Effect.ensuring(Effect.sync(release))
+          )
+        ))
+      )
+    }
+    return fresh ? Effect.asVoid(FiberSet.run(fibers, awaitWave(joined))) : Effect.void
+  }
 
   /** {@link admitWith} once its admission slot (`hold`) is held: starts the pipeline's fiber. */
   const admitHeld = (
@@ -659,7 +759,8 @@ export const make = (env: AdmitEnv) => {
     stored: PipelineRecord | undefined,
     now: number,
     initial: Traversal.VisitState | undefined,
-    hold: SlotHold
+    hold: SlotHold,
+    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
   ): Effect.Effect<void> => {
     if (state.stopping) {
       admission.release(hold)
@@ -685,6 +786,13 @@ export const make = (env: AdmitEnv) => {
     // if the row is still what this decision saw, so of two runs admitting the pipeline at
     // once exactly one runs it; the other skips it as held by the winner.
     const claim = store.claimAdmission
+    // a plain pipeline of synchronous tasks runs here, without a fiber (see `Pipeline.runNow`)
+    const ran = claim === undefined && runNow !== undefined ? runNow(written) : undefined
+    if (ran !== undefined) {
+      return ran._tag === "Commit"
+        ? commitNow(spec, ran.unit, () => released(spec, hold))
+        : forkPipeline(spec, hold, env.launch(spec, ran.start))
+    }
     const started = claim === undefined ? launch(written) : Effect.flatMap(
       claim(written.write, stored === undefined ? undefined : {
         runId: stored.runId,
@@ -697,19 +805,26 @@ export const make = (env: AdmitEnv) => {
           ? launch(written.events.length === 0 ? undefined : { write: { pipelines: [] }, events: written.events })
           : lostClaim(spec, outcome.current)
     )
-    return Effect.asVoid(FiberSet.run(
+    return forkPipeline(spec, hold, started)
+  }
+
+  /** What the end of an admitted pipeline gives back: its admission slot and its claim. */
+  const released = (spec: AnySpec, hold: SlotHold): void => {
+    admission.release(hold)
+    state.admitted--
+    inFlight.delete(spec.pipelineId)
+    if (env.claimed.get(spec.pipelineId) === runId) env.claimed.delete(spec.pipelineId)
+  }
+
+  /** Runs an admitted pipeline's fiber in the run's fiber set (a defect crashes the run). */
+  const forkPipeline = (spec: AnySpec, hold: SlotHold, fiber: Effect.Effect<void, StoreUnavailable>): Effect.Effect<void> =>
+    Effect.asVoid(FiberSet.run(
       fibers,
-      started.pipe(
+      fiber.pipe(
         Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : crash(cause)),
-        Effect.ensuring(Effect.sync(() => {
-          admission.release(hold)
-          state.admitted--
-          inFlight.delete(spec.pipelineId)
-          if (env.claimed.get(spec.pipelineId) === runId) env.claimed.delete(spec.pipelineId)
-        }))
+        Effect.ensuring(Effect.sync(() => released(spec, hold)))
       )
     ))
-  }
 
   return {
     admitBatch,

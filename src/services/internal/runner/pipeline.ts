@@ -65,6 +65,24 @@ export interface Start {
   readonly abandonedAttempt?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber (see {@link Admission}). */
   readonly admission?: Admission | undefined
+  /** What {@link runNow} did before it handed the pipeline to its fiber (see {@link Carried}). */
+  readonly carried?: Carried | undefined
+}
+
+/**
+ * A pipeline {@link runNow} began without a fiber and hands over at `Start.cursor`: what it
+ * holds uncommitted (the admission and the deferred checkpoints of the tasks before the
+ * cursor), the worker slot it holds, when the task at the cursor began (its task run id), and
+ * that task's first attempt, already run (`undefined`: not run, the run was stopping). The
+ * fiber continues exactly where the general path would be after that attempt.
+ *
+ * @internal
+ */
+export interface Carried {
+  readonly uncommitted: Uncommitted
+  readonly holder: SlotHold
+  readonly taskStartedAt: number
+  readonly first: AttemptResult | Effect.Effect<AttemptResult> | undefined
 }
 
 /**
@@ -368,8 +386,10 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   const pipelineId = spec.pipelineId
   let cursor = start.cursor
   let currentTask: Rows.CurrentTask | undefined = undefined
-  const holder: SlotHold = emptyHold()
-  const uncommitted = noneUncommitted()
+  // a pipeline begun by `runNow` continues with its slot and what it left uncommitted
+  let carried = start.carried
+  const holder: SlotHold = carried === undefined ? emptyHold() : carried.holder
+  const uncommitted = carried === undefined ? noneUncommitted() : carried.uncommitted
   // the cursor covers the uncommitted checkpoints: the interrupted row commits them first
   const markInterrupted = Effect.suspend(() => {
     const now = clock.unsafeCurrentTimeMillis()
@@ -418,7 +438,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor, carryUncommitted))) return
     let finalValue: unknown = input
     while (cursor < nTasks) {
-      if (state.stopping) return yield* Effect.interrupt
+      // (a carried attempt has run: it is recorded whatever a stop says, as it would have been)
+      if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
       const seq = cursor
       const outcome = yield* runTask(tasks[seq]!, seq, input)
       if (outcome._tag === "Failed") {
@@ -446,7 +467,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   ): Generator<YieldWrap<Effect.Effect<unknown, StoreUnavailable>>, TaskOutcome, unknown> {
     // The task row's start is when its first attempt actually started (not when the
     // pipeline began waiting for a worker slot).
-    let taskStarted = clock.unsafeCurrentTimeMillis()
+    const carry = carried
+    carried = undefined
+    let taskStarted = carry === undefined ? clock.unsafeCurrentTimeMillis() : carry.taskStartedAt
     const current: Rows.CurrentTask = {
       pipelineId,
       runId,
@@ -465,14 +488,18 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     while (true) {
       attempt++
       current.attempt = attempt
-      // not begun until its body begins (see `SlotHold.began`): an interruption before then
-      // cut no attempt of this task short
-      holder.began = -1
-      // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
-      // holding it (not parked: a stop gives it the grace period).
-      if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      // the first attempt `runNow` ran before it handed over (the slot still held)
+      const ran = attempt === 1 && carry !== undefined ? carry.first : undefined
+      if (ran === undefined) {
+        // not begun until its body begins (see `SlotHold.began`): an interruption before then
+        // cut no attempt of this task short
+        holder.began = -1
+        // Wait for a worker slot (parked: a stop interrupts the wait), then run the attempt
+        // holding it (not parked: a stop gives it the grace period).
+        if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      }
       // a synchronous body evaluated at once (no Effect per step) when nothing wraps it
-      const now = runAttemptNow(env, spec, task, seq, attempt, input, holder)
+      const now = ran !== undefined ? ran : runAttemptNow(env, spec, task, seq, attempt, input, holder)
       const result = now === undefined
         ? yield* runAttempt(env, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
         : Effect.isEffect(now)
@@ -599,6 +626,123 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
   }
 
   return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
+}
+
+/**
+ * What {@link runNow} did: `Commit`: every task succeeded, `unit` is the pipeline's one
+ * checkpoint (its admission, every task's rows and its terminal row, as the general path's
+ * last commit carries them) and `finalValue` the last task's output; `Continue`: it ran up to
+ * a task whose first attempt needs the general path (a failure, a directive, a big or
+ * unencodable output, leases to reclaim): `start` hands the pipeline to its fiber there.
+ *
+ * @internal
+ */
+export type NowOutcome =
+  | { readonly _tag: "Commit"; readonly unit: CheckpointUnit; readonly finalValue: unknown }
+  | { readonly _tag: "Continue"; readonly start: Start }
+
+/**
+ * Whether {@link runNow} may run `spec` from `start`: a plain pipeline (no `control`) to be
+ * admitted now (its admission with no events to record, no abandoned attempt), no start gate,
+ * no attempt spans, and every task from the cursor a `Task.sync` that nothing wraps (no
+ * timeout, no `retry.maxTotal`, not an evaluator, not cached in this run), few enough for one
+ * commit (see {@link MAX_UNCOMMITTED}).
+ *
+ * @internal
+ */
+export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolean => {
+  const admission = start.admission
+  if (
+    admission === undefined || admission.events.length > 0 || start.abandonedTask || start.carried !== undefined ||
+    env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) !== undefined
+  ) return false
+  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  if (start.cursor >= tasks.length || tasks.length - start.cursor > MAX_UNCOMMITTED) return false
+  for (let i = start.cursor; i < tasks.length; i++) {
+    const task = tasks[i]!
+    const options = task.options
+    if (
+      syncBodyOf(task.run) === undefined || options.timeout !== null || options.retry.maxTotal !== undefined ||
+      options.evaluator || (env.cache !== undefined && options.cache !== null)
+    ) return false
+  }
+  return true
+}
+
+/**
+ * Runs an admitted plain pipeline whose tasks are all synchronous (see {@link canRunNow}) at
+ * once, on the caller's fiber, without a fiber of its own and without an Effect per task: the
+ * same attempts, rows and checkpoint as {@link run} would make (its `runTask` defers every
+ * synchronous task's checkpoint to the next one's, so the general path also commits such a
+ * pipeline once, its admission with it). `undefined`: nothing ran (not eligible, or no worker
+ * slot is free now): use {@link run}. The caller commits a `Commit`'s unit (uninterruptibly,
+ * as the general path's last checkpoint is) and then counts the pipeline succeeded.
+ *
+ * @internal
+ */
+export const runNow = (env: PipelineEnv, spec: AnySpec, start: Start): NowOutcome | undefined => {
+  if (!canRunNow(env, spec, start)) return undefined
+  const { clock, slots, state } = env
+  // one worker slot for the whole pipeline (nothing else runs between its tasks)
+  const holder = emptyHold()
+  if (state.stopping || !slots.tryTake(holder)) return undefined
+  const runId = state.runId
+  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  const nTasks = tasks.length
+  const pipelineId = spec.pipelineId
+  const uncommitted = noneUncommitted()
+  uncommitted.admission = start.admission!.write
+  let input = start.input
+  for (let seq = start.cursor; seq < nTasks; seq++) {
+    const task = tasks[seq]!
+    const taskStartedAt = clock.unsafeCurrentTimeMillis()
+    holder.began = -1
+    const ran = runAttemptNow(env, spec, task, seq, 1, input, holder)
+    const handOver = (first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
+      _tag: "Continue",
+      start: { cursor: seq, input, abandonedTask: false, carried: { uncommitted, holder, taskStartedAt, first } }
+    })
+    if (ran === undefined || Effect.isEffect(ran)) return handOver(ran)
+    const exit = ran.exit
+    if (exit._tag !== "Success" || isHandoff(exit.value) || ran.leaseIds.length > 0) return handOver(ran)
+    const encoded = env.registryFor(task).dump(exit.value)
+    if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return handOver(ran)
+    const enc = encoded.right
+    // as `run`'s `runTask` builds them for a first attempt that succeeded (no cache note)
+    const ended = clock.unsafeCurrentTimeMillis()
+    const current: Rows.CurrentTask = {
+      pipelineId,
+      runId,
+      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStartedAt}`,
+      taskName: task.name,
+      seq,
+      startedAt: ran.startedAt,
+      attempt: 1,
+      committed: 0,
+      recorded: 0
+    }
+    const attemptRow = Rows.succeededAttemptRow(current, 1, succeededAs(1, undefined), ran, ended)
+    const unit = Rows.succeededUnit(
+      current,
+      { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+      seq === nTasks - 1,
+      1,
+      ran.startedAt,
+      ended,
+      noLeases,
+      attemptRow
+    )
+    input = exit.value
+    if (seq < nTasks - 1) {
+      defer(uncommitted, unit)
+      continue
+    }
+    slots.release(holder)
+    return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: input }
+  }
+  // (unreachable: canRunNow requires a task at the cursor)
+  slots.release(holder)
+  return undefined
 }
 
 /**

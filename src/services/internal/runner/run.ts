@@ -51,6 +51,7 @@ import type {
   SpecSource
 } from "../../Runner.js"
 import type { StoreService } from "../../Store.js"
+import { checkpointNowOf } from "../store/front.js"
 import { checkId } from "../../../domain/Suite.js"
 import { memberMetricName } from "../suite/metric.js"
 import * as Admit from "./admit.js"
@@ -648,6 +649,23 @@ const runLoop = <S extends AnySpec, SE, SR>(
       return ended === undefined ? body : Effect.ensuring(body, Effect.sync(() => ended(spec)))
     }
 
+    /** See `AdmitEnv.now` (`undefined`: a store not built by the front). */
+    const nowRun = (): Admit.NowRun | undefined => {
+      const commit = checkpointNowOf(store)
+      return commit === undefined ? undefined : {
+        run: (spec, start) => Pipe.runNow(pipelineEnv, spec, start),
+        commit,
+        // what the pipeline fiber does after its last checkpoint (`counters.succeeded`, then
+        // `onTerminal`, which without a callback only checks the failure budget)
+        succeeded: () => {
+          state.counters.succeeded++
+          if (config.stopAfterFailures !== undefined && state.counters.failed >= config.stopAfterFailures) {
+            requestStop("stop_after_failures")
+          }
+        }
+      }
+    }
+
     // ---- admission --------------------------------------------------------------------------
     const admit = Admit.make({
       state,
@@ -670,7 +688,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
       fibers,
       launch: (spec, start) => hooked(spec, Pipe.run(pipelineEnv, spec, start)),
       launchControlled: (spec, start) => hooked(spec, Controlled.run(pipelineEnv, spec, start)),
-      crash
+      crash,
+      // plain pipelines of synchronous tasks without a fiber of their own, when nothing needs
+      // one: no hooks to tell or to cancel it, no callback to hear of its end
+      now: hooks !== undefined || options.onPipelineFinished !== undefined ? undefined : nowRun()
     })
 
     const feeder = Effect.gen(function*() {

@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, FiberRef, Stream } from "effect"
+import { Effect, type Exit, FiberRef, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
 import type {
@@ -237,7 +237,12 @@ export const makeWith = (
      * A checkpoint with its admission and earlier units: one group (admission, `before`, the
      * unit), so that the driver commits them in one transaction, in order.
      */
-    const checkpointGroup = (unit: CheckpointUnit): Effect.Effect<void, StoreUnavailable> => {
+    /**
+     * The group op of a checkpoint with its admission and earlier units, built at once when
+     * no payload needs I/O to be placed (`undefined` otherwise), with the unit itself without
+     * its group and the group's parts.
+     */
+    const groupParts = (unit: CheckpointUnit) => {
       const admission = unit.admission
       const before = unit.before
       // the unit itself without its group (field by field: a rest pattern took the runtime's
@@ -253,32 +258,45 @@ export const makeWith = (
       } satisfies { [K in Exclude<keyof CheckpointUnit, "admission" | "before">]-?: CheckpointUnit[K] }
       const units: ReadonlyArray<CheckpointUnit> = before === undefined ? [last] : [...before, last]
       const traversals = admission?.traversals ?? []
-      if (driver.traversal === undefined && (traversals.length > 0 || units.some((u) => u.traversal !== undefined))) {
-        return Effect.fail(noTraversal)
-      }
       const seeds = admission?.seeds ?? []
+      const refusal = driver.traversal === undefined &&
+          (traversals.length > 0 || units.some((u) => u.traversal !== undefined))
+        ? noTraversal
+        : undefined
+      return { admission, units, traversals, seeds, refusal }
+    }
+    /** The group op of `parts` when no payload needs I/O to be placed (else `undefined`). */
+    const groupSync = (parts: ReturnType<typeof groupParts>): QueuedOp | undefined => {
+      const { admission, seeds, traversals, units } = parts
       // no I/O to place any payload: no Effect per payload, and the group's ops built in
       // one array (the admission first)
       const syncSeeds: Array<readonly [NewArtifact, PlacedArtifact]> = []
       const syncOps: Array<WriteOp> = []
-      let sync = true
       for (const a of seeds) {
         const p = placeSync(a, journal, backend)
-        if (p === undefined) {
-          sync = false
-          break
-        }
+        if (p === undefined) return undefined
         syncSeeds.push([a, p])
       }
-      if (sync && admission !== undefined) {
+      if (admission !== undefined) {
         syncOps.push({ _tag: "Admit", pipelines: admission.pipelines, seeds: syncSeeds, traversals })
       }
-      for (let i = 0; sync && i < units.length; i++) {
+      for (let i = 0; i < units.length; i++) {
         const op = placedUnitSync(units[i]!)
-        if (op === undefined) sync = false
-        else syncOps.push(op)
+        if (op === undefined) return undefined
+        syncOps.push(op)
       }
-      if (sync) return writer.submit({ _tag: "Group", ops: syncOps })
+      return { _tag: "Group", ops: syncOps }
+    }
+    /**
+     * A checkpoint with its admission and earlier units: one group (admission, `before`, the
+     * unit), so that the driver commits them in one transaction, in order.
+     */
+    const checkpointGroup = (unit: CheckpointUnit): Effect.Effect<void, StoreUnavailable> => {
+      const parts = groupParts(unit)
+      if (parts.refusal !== undefined) return Effect.fail(parts.refusal)
+      const op = groupSync(parts)
+      if (op !== undefined) return writer.submit(op)
+      const { admission, seeds, traversals, units } = parts
       return Effect.flatMap(
         Effect.all([placeAll(seeds, journal, backend), Effect.forEach(units, placedUnit)]),
         ([placedSeeds, ops]) =>
@@ -289,6 +307,20 @@ export const makeWith = (
               : [{ _tag: "Admit", pipelines: admission.pipelines, seeds: placedSeeds, traversals }, ...ops]
           })
       )
+    }
+    /**
+     * `checkpoint` of a unit with its admission or earlier units, without an Effect (see
+     * {@link checkpointNowOf}): `false` when it cannot be submitted so (a payload needs I/O,
+     * a refusal): the caller then uses `checkpoint`, which says why.
+     */
+    const checkpointNow = (unit: CheckpointUnit, done: (exit: Exit.Exit<void, StoreUnavailable>) => void): boolean => {
+      if (refused !== undefined || (unit.admission === undefined && unit.before === undefined)) return false
+      const parts = groupParts(unit)
+      if (parts.refusal !== undefined) return false
+      const op = groupSync(parts)
+      if (op === undefined) return false
+      writer.submitNow(op, done)
+      return true
     }
     /** An admission with its seeds placed: submitted at once when no seed needs I/O. */
     const admitPlaced = (
@@ -417,5 +449,31 @@ export const makeWith = (
       streamEvents: (o = {}) => limited(o.limit, () => flushed(() => driver.streamEvents(o))),
       streamArtifacts: (o) => limited(o.limit, () => driver.streamArtifacts(o))
     }
+    nowSubmitters.set(service, checkpointNow)
     return service
   })
+
+/**
+ * The stores built by the front, with their `checkpoint` without an Effect (see
+ * {@link checkpointNowOf}). A weak map: a closed store's entry goes with it.
+ */
+const nowSubmitters = new WeakMap<StoreService, CheckpointNow>()
+
+/**
+ * A checkpoint (with its admission or earlier units) submitted to the group commit without an
+ * Effect: `done` is called once with the commit's exit. Returns `false`, having submitted
+ * nothing, when the unit cannot be submitted so (a payload needs I/O to be placed, the store is
+ * read-only or refuses the unit): then use `StoreService.checkpoint`.
+ *
+ * @internal
+ */
+export type CheckpointNow = (unit: CheckpointUnit, done: (exit: Exit.Exit<void, StoreUnavailable>) => void) => boolean
+
+/**
+ * The {@link CheckpointNow} of `store` when it is a store built by this front itself (not a
+ * wrapper around one), else `undefined`. The same transaction, rows and order as
+ * `store.checkpoint(unit)`; only the caller's wait differs (a callback instead of a fiber).
+ *
+ * @internal
+ */
+export const checkpointNowOf = (store: StoreService): CheckpointNow | undefined => nowSubmitters.get(store)

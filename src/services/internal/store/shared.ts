@@ -596,6 +596,13 @@ const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
  */
 export interface GroupCommit<Op> {
   readonly submit: (op: Op) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * {@link GroupCommit.submit} without an Effect: queues `op` (or parks it for room, as
+   * `submit` does) and calls `done` once with its exit when its batch has committed (or at once
+   * when the writer is closed). Not cancellable: for ops whose commit nobody abandons (the
+   * runner's synchronous pipelines, whose last checkpoint is uninterruptible anyway).
+   */
+  readonly submitNow: (op: Op, done: (exit: Exit.Exit<void, StoreUnavailable>) => void) => void
   /** Bytes (by `sizeOf`) queued or being committed now. */
   readonly queuedBytes: () => number
 }
@@ -710,6 +717,12 @@ export const makeGroupCommit = <Op>(options: {
             if (i >= 0) waiting.splice(i, 1)
           })
         }),
+      submitNow: (op, done) => {
+        if (closed) return done(Exit.fail(closedError))
+        const item: Item = [op, done, sizeOf(op)]
+        if (item[2] === 0 || (waiting.length === 0 && hasRoom(item[2]))) return enqueue(item)
+        waiting.push(item)
+      },
       queuedBytes: () => bytes
     }
   })

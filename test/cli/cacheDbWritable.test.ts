@@ -9,11 +9,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as NodePath from "node:path"
 import * as Flags from "../../src/cli/Flags.js"
 import { CALL_CACHE_TABLE } from "../../src/layers/internal/sqlite/migrations.js"
+import { asRoot, hasNobody, lastLine, runProbeAsNobody } from "../support/asNobody.js"
 
 /** A folder another user can reach: in /tmp itself (the tests' own temporary root is 0700). */
 const sharedTempDir = Effect.acquireRelease(
@@ -42,9 +42,6 @@ const readOnlyCache = (dir: string): string => {
   return file
 }
 
-const nobody = 65534
-const asRoot = process.getuid?.() === 0
-const hasNobody = asRoot && spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout.trim() === String(nobody)
 
 type Checks = Record<string, { readonly validate: string | null; readonly run: string | null }>
 
@@ -55,16 +52,9 @@ const outcome = (check: Effect.Effect<void, { readonly message: string }>) =>
 const checksOf = (file: string, modes: ReadonlyArray<string>): Effect.Effect<Checks> =>
   hasNobody
     ? Effect.sync(() => {
-      const probe = NodePath.join(import.meta.dirname, "..", "support", "cacheDbCheckProbe.ts")
-      const child = spawnSync(process.execPath, ["--import", "tsx", probe, file, modes.join(",")], {
-        cwd: NodePath.join(import.meta.dirname, "..", ".."),
-        uid: nobody,
-        gid: nobody,
-        env: { PATH: process.env["PATH"] ?? "", HOME: "/tmp", TMPDIR: "/tmp" },
-        encoding: "utf8"
-      })
+      const child = runProbeAsNobody("cacheDbCheckProbe.ts", [file, modes.join(",")])
       assert.strictEqual(child.status, 0, child.stderr)
-      return JSON.parse(child.stdout.trim().split("\n").pop() ?? "") as Checks
+      return JSON.parse(lastLine(child)) as Checks
     })
     : Effect.all(Object.fromEntries(modes.map((mode) => [mode, Effect.all({
       validate: outcome(Flags.probeCacheDb(file, "run.cache.db", mode)),

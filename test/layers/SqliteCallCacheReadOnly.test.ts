@@ -13,12 +13,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Exit, Logger, Option } from "effect"
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
 import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
 import type { CacheEntry } from "../../src/services/CallCache.js"
+import { asRoot, hasNobody, lastLine, runProbeAsNobody } from "../support/asNobody.js"
 
 const entry: CacheEntry = {
   key: "0123456789abcdef0123456789abcdef",
@@ -161,9 +161,6 @@ describe("SqliteCallCache readOnly, answers only in the -wal", () => {
     }))
 
   // permissions do not bind root: the probe runs as `nobody` in a child process
-  const nobody = 65534
-  const asRoot = process.getuid?.() === 0
-  const hasNobody = asRoot && spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout.trim() === String(nobody)
   if (!asRoot) {
     it.scopedLive("as this ordinary user, a chmod 444 file + -wal in a 555 folder serves all 35 answers", () =>
       Effect.gen(function*() {
@@ -193,15 +190,8 @@ describe("SqliteCallCache readOnly, answers only in the -wal", () => {
         fs.chmodSync(file, 0o444)
         fs.chmodSync(`${file}-wal`, 0o444)
         fs.chmodSync(dir, 0o555)
-        const probe = NodePath.join(import.meta.dirname, "..", "support", "readOnlyCacheProbe.ts")
-        const child = spawnSync(process.execPath, ["--import", "tsx", probe, file, keys.join(",")], {
-          cwd: NodePath.join(import.meta.dirname, "..", ".."),
-          uid: nobody,
-          gid: nobody,
-          env: { PATH: process.env["PATH"] ?? "", HOME: "/tmp", TMPDIR: "/tmp" },
-          encoding: "utf8"
-        })
-        const line = child.stdout.trim().split("\n").pop() ?? ""
+        const child = runProbeAsNobody("readOnlyCacheProbe.ts", [file, keys.join(",")])
+        const line = lastLine(child)
         assert.strictEqual(child.status, 0, `${child.stderr}\n${child.stdout}`)
         const result = JSON.parse(line) as { size?: number; keys?: Array<string>; error?: string }
         assert.deepStrictEqual(result, { size: 35, keys: keys.map((k) => k.slice(0, 16)) })

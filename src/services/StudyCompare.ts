@@ -317,8 +317,6 @@ export const WORDING = {
 // Compare
 // ---------------------------------------------------------------------------------------------
 
-const OP_TEXT: Readonly<Record<DomainStudy.Op, string>> = { ">": ">", ">=": "≥", "<": "<", "<=": "≤", "==": "=", "!=": "≠" }
-
 const OPS: Readonly<Record<DomainStudy.Op, (a: number, b: number) => boolean>> = {
   ">": (a, b) => a > b,
   ">=": (a, b) => a >= b,
@@ -994,7 +992,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       if (dropped.length === 0) continue
       const named = objectives.flatMap((o) =>
         o.hardConstraint !== undefined && v.breaches.some((x) => x.includes(`${o.metric} ${o.hardConstraint!.op} ${o.hardConstraint!.value}`))
-          ? [`${o.metric} ${OP_TEXT[o.hardConstraint.op as DomainStudy.Op] ?? o.hardConstraint.op} ${o.hardConstraint.value}`]
+          ? [`${o.metric} ${o.hardConstraint.op} ${o.hardConstraint.value}`]
           : []
       )
       limitations.push(
@@ -1234,7 +1232,7 @@ export const versusText = (x: VersusBaseline, level: number): string => {
     ]
     : [
       `the ${pct(level)} interval ${excludes ? "excludes" : "includes"} 0`,
-      `${test} ${significant ? "<" : "≥"} ${String(Math.round((1 - level) * 1e6) / 1e6)}`,
+      `${test} ${significant ? "<" : ">="} ${String(Math.round((1 - level) * 1e6) / 1e6)}`,
       // why they disagree, so that the user knows what the line does and does not say
       `the interval and the test disagree: no difference claimed (${
         excludes && adjusted !== null && x.mcnemar.pValue < 1 - level

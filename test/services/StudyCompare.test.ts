@@ -480,12 +480,37 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       yield* catalog.settle([{ trialId: "p1-v02-r1", status: "failed", reason: "hard constraint accuracy >= 0.9 broken: 0.7", metrics: null, startedAt: null, endedAt: 1 }], 1)
       const c = yield* StudyCompare.compare(input)
       assert.deepStrictEqual(c.variants[1]!.values.accuracy!.perRepeat, [null, 0.95])
-      const line = "v02: 1 of 2 repeats dropped for breaking accuracy ≥ 0.9; its value is over the remaining repeats"
+      const line = "v02: 1 of 2 repeats dropped for breaking accuracy >= 0.9; its value is over the remaining repeats"
       assert.include(c.conclusion.limitations, line)
       assert.notInclude(c.conclusion.limitations.join("\n"), "v01: ")
       assert.include(StudyCompare.renderText(c), line)
       assert.include(StudyCompare.renderMarkdown(c), line)
       assert.include(JSON.stringify(c), line)
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("every constraint kind reads in one notation, as written in the study file (>=, <=, !=, ==), in text and Markdown (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      // six metrics of one field, one hard constraint of each kind, every one met by 0.95
+      const ops: ReadonlyArray<readonly [DomainStudy.Op, number]> = [[">", 0.5], [">=", 0.9], ["<", 1.5], ["<=", 1], ["==", 0.95], ["!=", 0.25]]
+      const metrics = ops.map((_, i): DomainStudy.MetricDecl => ({ ...accuracy, name: `m${i + 1}` }))
+      const { input, study } = handMade({
+        correct: [CAND, CAND],
+        cases: 40,
+        repeats: 2,
+        metrics,
+        objectives: ops.map(([op, value], i) => ({ metric: `m${i + 1}`, direction: "maximize" as const, hardConstraint: { op, value } }))
+      })
+      yield* Study.run(study)
+      // repeat 1 of v02 recorded as breaking all six (the survivorship limitation names each)
+      const written = ops.map(([op, value], i) => `m${i + 1} ${op} ${value}`)
+      const catalog = yield* StudyCatalog
+      yield* catalog.settle([{ trialId: "p1-v02-r1", status: "failed", reason: `hard constraint ${written.join(", ")} broken`, metrics: null, startedAt: null, endedAt: 1 }], 1)
+      const c = yield* StudyCompare.compare(input)
+      for (const report of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
+        assert.notMatch(report, /[≥≤≠]/, report)
+        assert.include(report, `v02: 1 of 2 repeats dropped for breaking ${written.join(" / ")}; its value is over the remaining repeats`, report)
+        for (const [op, value] of ops) assert.include(report, `[${op} ${value}]`)
+      }
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it.effect("a variant excluded by a hard constraint takes no part in the draws: every metric's method counts the variants resampled together", () =>
@@ -573,13 +598,13 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
     assert.include(disagree, "the interval and the test disagree: no difference claimed")
     // the interval excludes 0, the test does not reject (2 vs 6: p = 0.2891): no claim either
     const other = StudyCompare.versusText(versus(0.025, 0.225, 2, 6), 0.95)
-    assert.include(other, "exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases) ≥ 0.05")
+    assert.include(other, "exact McNemar p = 0.2891 (candidate better in 6 vs baseline in 2 discordant cases) >= 0.05")
     assert.include(other, "the interval and the test disagree: no difference claimed")
     assert.include(disagree, "the exact test counts the discordant cases only")
     // the interval excludes 0 and the test rejects, but not once Holm-adjusted for the report's
     // other tests: the line says that the adjustment is why
     const holm = StudyCompare.versusText({ ...versus(0.05, 0.3, 2, 12), adjustedPValue: 0.05176 }, 0.95)
-    assert.include(holm, "exact McNemar p = 0.01294 (Holm-adjusted 0.05176) (candidate better in 12 vs baseline in 2 discordant cases) ≥ 0.05")
+    assert.include(holm, "exact McNemar p = 0.01294 (Holm-adjusted 0.05176) (candidate better in 12 vs baseline in 2 discordant cases) >= 0.05")
     assert.include(holm, "the interval and the test disagree: no difference claimed (the interval is this comparison's alone; the test's p-value is adjusted for all the report's exact tests (Holm)")
     assert.notMatch(holm, /(?<!not )significant/)
     // both agree: the usual wording

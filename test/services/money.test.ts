@@ -27,12 +27,12 @@ describe("formatCost: a total with unpriced calls never reads as a plain dollar 
   it("all priced: the amount; some priced: a lower bound and the count; none: unpriced", () => {
     assert.deepStrictEqual(
       [formatCost(0.011, 0), formatCost(0, 0), formatCost(0.011, 3), formatCost(0, 1), formatCost(null, 2)],
-      ["$0.011", "$0", "≥ $0.011 (3 calls unpriced)", "unpriced (1 call)", "unpriced (2 calls)"]
+      ["$0.011", "$0", ">= $0.011 (3 calls unpriced)", "unpriced (1 call)", "unpriced (2 calls)"]
     )
     assert.deepStrictEqual([knownCost(0, 2), knownCost(0.5, 2), knownCost(0, 0)], [null, 0.5, 0])
   })
   it("the report's figures in words say a partly priced total is a lower bound", () => {
     const text = figuresText({ calls: 4, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
-    assert.include(text, "cost ≥ $0.011 (1 call unpriced)")
+    assert.include(text, "cost >= $0.011 (1 call unpriced)")
   })
 })

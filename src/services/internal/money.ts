@@ -39,7 +39,7 @@ export const knownCost = (costUsd: number | null, unpriced: number): number | nu
 
 /**
  * A total's cost in words, never a bare dollar figure when a call in it had no price: `$0.011`
- * (all priced), `≥ $0.011 (3 calls unpriced)` (some priced: a lower bound), `unpriced (3 calls)`
+ * (all priced), `>= $0.011 (3 calls unpriced)` (some priced: a lower bound), `unpriced (3 calls)`
  * (none priced).
  *
  * @param costUsd the sum of the known costs (US dollars), or `null` (none known)
@@ -50,5 +50,5 @@ export const formatCost = (costUsd: number | null, unpriced: number): string => 
   const known = knownCost(costUsd, unpriced)
   const calls = (n: number) => `${n} call${n === 1 ? "" : "s"}`
   if (known === null) return `unpriced (${calls(unpriced)})`
-  return unpriced > 0 ? `≥ ${formatUsd(known)} (${calls(unpriced)} unpriced)` : formatUsd(known)
+  return unpriced > 0 ? `>= ${formatUsd(known)} (${calls(unpriced)} unpriced)` : formatUsd(known)
 }

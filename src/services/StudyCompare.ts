@@ -1245,6 +1245,45 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   return `${head}; ${parts.join("; ")}`
 }
 
+// the part of a bootstrap's method that differs between variants: what it resamples
+const RESAMPLED = /^((?:paired )?percentile bootstrap) over (cases and repeats|cases \(each with its repeats\)|cases)(.*)$/
+
+/**
+ * A metric's interval methods in words, each method named once with the variants it applies
+ * to: `percentile bootstrap, 10000 resamples, seed 10 (case draws shared by 3 variants): over
+ * cases and repeats for v01, v02; over cases for v03`. A variant with one compared repeat is
+ * resampled over its cases only, so the bootstraps of one metric differ in what they resample
+ * and nothing else; they are one method. Other methods (a Student's t interval) are listed
+ * apart, with their variants when the metric has more than one method.
+ *
+ * @param methods each variant's interval method (variants without an interval left out)
+ * @returns the phrase; "no interval (fewer than two values)" when no variant has one
+ */
+const intervalMethodsText = (methods: ReadonlyArray<{ readonly variantId: string; readonly method: string }>): string => {
+  if (methods.length === 0) return "no interval (fewer than two values)"
+  // a method without what it resamples -> what it resamples ("" for another method) -> variants
+  const groups = new Map<string, { readonly head: string; readonly rest: string; readonly byOver: Map<string, Array<string>> }>()
+  for (const { method, variantId } of methods) {
+    const m = RESAMPLED.exec(method)
+    const [head, over, rest] = m === null ? [method, "", ""] : [m[1]!, m[2]!, m[3]!]
+    const group = groups.get(head + rest) ?? { head, rest, byOver: new Map<string, Array<string>>() }
+    group.byOver.set(over, [...(group.byOver.get(over) ?? []), variantId])
+    groups.set(head + rest, group)
+  }
+  const several = groups.size > 1
+  const texts = [...groups.values()].map(({ byOver, head, rest }) => {
+    const entries = [...byOver]
+    if (entries.length === 1) {
+      const [over, ids] = entries[0]!
+      const named = over === "" ? head : `${head} over ${over}${rest}`
+      return several ? `${named} for ${ids.join(", ")}` : named
+    }
+    const overs = entries.map(([over, ids]) => `over ${over} for ${ids.join(", ")}`).join("; ")
+    return several ? `${head}${rest} [${overs}]` : `${head}${rest}: ${overs}`
+  })
+  return texts.slice(0, 3).join("; ") + (texts.length > 3 ? `; and ${texts.length - 3} more` : "")
+}
+
 const sectionsOf = (c: StudyComparison, md: boolean) => {
   const h = (s: string) => md ? `## ${s}` : s.toUpperCase()
   const lines: Array<string> = []
@@ -1310,8 +1349,11 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   // the interval methods, in full, once per metric (a method shared by every variant once)
   lines.push(md ? "\n### Interval methods" : `${bullet}interval methods:`)
   for (const m of shown) {
-    const methods = [...new Set(c.variants.flatMap((v) => v.values[m.name]?.interval?.method ?? []))]
-    lines.push(`${md ? "- " : "    "}${m.name}: ${methods.length === 0 ? "no interval (fewer than two values)" : methods.slice(0, 3).join("; ") + (methods.length > 3 ? `; and ${methods.length - 3} more` : "")}`)
+    const methods = c.variants.flatMap((v) => {
+      const method = v.values[m.name]?.interval?.method
+      return method === undefined ? [] : [{ variantId: v.variantId, method }]
+    })
+    lines.push(`${md ? "- " : "    "}${m.name}: ${intervalMethodsText(methods)}`)
   }
   if (md) lines.push("")
   lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)

@@ -513,6 +513,28 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       }
     }).pipe(Effect.provide(studyEnv("hand"))))
 
+  it.effect("the interval methods name each method once, with what it resamples for which variants (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [BASE, CAND, CAND], cases: 40, repeats: 2 })
+      yield* Study.run(study)
+      // v03 keeps one compared repeat: its bootstrap resamples its cases only
+      const catalog = yield* StudyCatalog
+      yield* catalog.settle([{ trialId: "p1-v03-r1", status: "failed", reason: "failed for the test", metrics: null, startedAt: null, endedAt: 1 }], 1)
+      const c = yield* StudyCompare.compare(input)
+      const line = "accuracy: percentile bootstrap, 2000 resamples, seed 1 (case draws shared by 3 variants): over cases and repeats for v01, v02; over cases for v03"
+      assert.include(StudyCompare.renderText(c), `\n    ${line}\n`)
+      assert.include(StudyCompare.renderMarkdown(c), `\n- ${line}\n`)
+      // the methods themselves (JSON) are untouched
+      assert.strictEqual(c.variants[2]!.values.accuracy!.interval!.method, "percentile bootstrap over cases, 2000 resamples, seed 1 (case draws shared by 3 variants)")
+      // one method for every variant: named once, with no list of variants
+      const { input: same, study: sameStudy } = handMade({ id: "same", correct: [BASE, CAND], cases: 40, repeats: 2 })
+      const text = yield* Effect.gen(function*() {
+        yield* Study.run(sameStudy)
+        return StudyCompare.renderText(yield* StudyCompare.compare(same))
+      }).pipe(Effect.provide(studyEnv("same")))
+      assert.include(text, "\n    accuracy: percentile bootstrap over cases and repeats, 2000 resamples, seed 1 (case draws shared by 2 variants)\n")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
   it.effect("a variant excluded by a hard constraint takes no part in the draws: every metric's method counts the variants resampled together", () =>
     Effect.gen(function*() {
       // v03 answers 10 of 40 (0.25): it breaks accuracy >= 0.75 and none of its trials is compared

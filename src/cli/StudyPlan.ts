@@ -10,7 +10,8 @@
  * - `validate -c STUDY`: the same checks (a cap exceeded is an error like any other) and the
  *   study described: variables, variants, baseline, protocol digest and the plan.
  *
- * Neither opens the study's output root.
+ * Neither opens the study's output root. Both print it and the store file in it that `assay
+ * study run` opens (`--output-root DIR` resolved against the working directory, as `run` does).
  *
  * @since 0.6.0
  */
@@ -20,6 +21,7 @@ import { Clock, Console, Effect } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as Study from "../domain/Study.js"
+import * as Manifest from "../layers/internal/suite/manifest.js"
 import { deadlineOf } from "../services/StudyControl.js"
 
 /**
@@ -35,6 +37,20 @@ export interface StudyPlanOptions {
 }
 
 /**
+ * The paths `assay study run` uses for a loaded study: its output root and the store file in
+ * it (a study's root has the `combined` layout: one SQLite store, the catalog included).
+ *
+ * @param study the loaded study (its `outputRoot` already resolved, `--output-root` included)
+ * @returns `root` and `store`, absolute
+ * @since 0.9.0
+ * @category formatting
+ */
+export const storePaths = (study: Pick<StudyConfig.LoadedStudy, "outputRoot">): { readonly root: string; readonly store: string } => ({
+  root: study.outputRoot,
+  store: path.join(study.outputRoot, Manifest.catalogOf("combined"))
+})
+
+/**
  * The study described in text: id, question, protocol digest, variables, baseline and the plan.
  *
  * @since 0.6.0
@@ -47,7 +63,8 @@ export const describeText = (study: StudyConfig.LoadedStudy): string => {
     ...(study.hypothesis === null ? [] : [`hypothesis: ${study.hypothesis}`]),
     `type: ${study.type}`,
     `protocol: ${study.experimentFile} (digest ${study.protocolDigest})`,
-    `output: ${study.outputRoot}`
+    `output: ${study.outputRoot}`,
+    `store: ${storePaths(study).store}`
   ]
   for (const v of study.variables) {
     // the first values and the count, never the whole list (a range may have billions)
@@ -107,6 +124,32 @@ export const pastDeadlines = (stop: ReadonlyArray<Study.StopCondition>, now: num
       : []
   })
 
+/** The study's description (JSON) with the store file beside its output root. */
+const describedWithStore = (study: StudyConfig.LoadedStudy): Record<string, unknown> => {
+  const described = study.describe() as Record<string, unknown>
+  const output = described["output"] as Record<string, unknown> | undefined
+  return { ...described, output: { ...output, store: storePaths(study).store } }
+}
+
+/**
+ * The warnings `study plan` and `validate -c STUDY` print, each once and in the order `study
+ * run` gives them: an unset `${VAR}` (as `run` says it), the loader's warnings, a deadline
+ * already past.
+ *
+ * @param study the loaded study
+ * @param now epoch ms (from `Clock`)
+ * @returns one line per warning, none repeated
+ * @since 0.9.0
+ * @category formatting
+ */
+export const warningsOf = (study: Pick<StudyConfig.LoadedStudy, "unresolvedEnv" | "warnings" | "stop">, now: number): ReadonlyArray<string> => [
+  ...new Set([
+    ...study.unresolvedEnv.map((u) => `warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+    ...study.warnings,
+    ...pastDeadlines(study.stop, now)
+  ])
+]
+
 const load = (config: string, options: StudyPlanOptions, allowOverCap: boolean) =>
   StudyConfig.load(config, {
     strictEnv: options.strictEnv,
@@ -135,17 +178,16 @@ export const planStudy = (config: string, options: StudyPlanOptions): Effect.Eff
     const over = study.plan.caps
     yield* Console.log(
       options.json
-        ? JSON.stringify({ valid: over.length === 0, file: study.file, ...(study.describe() as Record<string, unknown>) }, null, 2)
+        ? JSON.stringify({ valid: over.length === 0, file: study.file, ...describedWithStore(study) }, null, 2)
         : describeText(study)
     )
-    for (const w of study.warnings) yield* Console.error(w)
-    for (const w of pastDeadlines(study.stop, yield* Clock.currentTimeMillis)) yield* Console.error(w)
+    for (const w of warningsOf(study, yield* Clock.currentTimeMillis)) yield* Console.error(w)
     if (over.length > 0) {
       const { repeats, variants } = study.plan
       const reduce = `reduce the variables (${variants} variant${variants === 1 ? "" : "s"} x ${repeats} repeat${repeats === 1 ? "" : "s"}); a study is never sampled`
       const issues = over.map((c) => ({
         path: `limits.${c.name}`,
-        message: `planned ${c.planned}, above the cap of ${c.limit}: ${reduce}`
+        message: `planned ${c.planned.toLocaleString("en-US")}, above the cap of ${c.limit.toLocaleString("en-US")}: ${reduce}`
       }))
       return yield* new ConfigError({
         message: `study ${study.id} is over its caps:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`,
@@ -165,8 +207,7 @@ export const validateStudy = (config: string, options: StudyPlanOptions): Effect
   Effect.gen(function*() {
     const study = yield* load(config, options, false)
     yield* Console.log(
-      options.json ? JSON.stringify({ valid: true, file: study.file, ...(study.describe() as Record<string, unknown>) }, null, 2) : describeText(study)
+      options.json ? JSON.stringify({ valid: true, file: study.file, ...describedWithStore(study) }, null, 2) : describeText(study)
     )
-    for (const w of study.warnings) yield* Console.error(w)
-    for (const w of pastDeadlines(study.stop, yield* Clock.currentTimeMillis)) yield* Console.error(w)
+    for (const w of warningsOf(study, yield* Clock.currentTimeMillis)) yield* Console.error(w)
   })

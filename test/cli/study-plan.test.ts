@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { assay, root } from "../support/cli.js"
+import { assay, root, tempDir } from "../support/cli.js"
 
 const fixtures = path.join(root, "test/fixtures/studies")
 const fixture = (name: string) => path.join(fixtures, name)
@@ -49,11 +49,79 @@ describe("assay study plan", () => {
       assert.strictEqual(all.code, 2, all.stderr)
       assert.match(all.stdout, /trials: +12 \(6 variants x 2 repeats\)/)
       for (const [cap, planned, limit] of [["maxTrials", 12, 10], ["maxPipelines", 48, 40], ["maxCalls", 144, 100], ["maxTokens", 1728, 1000]] as const) {
-        assert.include(all.stderr, `limits.${cap}: planned ${planned}, above the cap of ${limit}: reduce the variables (6 variants x 2 repeats)`)
+        assert.include(all.stderr, `limits.${cap}: planned ${planned.toLocaleString("en-US")}, above the cap of ${limit.toLocaleString("en-US")}: reduce the variables (6 variants x 2 repeats)`)
       }
       assert.strictEqual(trials.code, 2, trials.stderr)
       assert.include(trials.stderr, "limits.maxTrials: planned 202, above the cap of 200: reduce the variables (101 variants x 2 repeats); a study is never sampled")
     }), 60_000)
+})
+
+describe("assay study plan: each message once; the paths run uses (issue 16 leftovers)", () => {
+  /** The lines of a process's stdout and stderr (blank lines left out) that appear more than once. */
+  const repeated = (r: { readonly stdout: string; readonly stderr: string }) => {
+    const lines = `${r.stdout}\n${r.stderr}`.split("\n").map((l) => l.trim()).filter((l) => l !== "")
+    return lines.filter((l, i) => lines.indexOf(l) !== i)
+  }
+
+  it.live("the examples' studies, a study drawing every warning and one over every cap: no line printed twice", () =>
+    Effect.gen(function*() {
+      const files = [
+        path.join(root, "examples/studies/study.yaml"),
+        path.join(root, "examples/studies/spam-prompts/study.yaml"),
+        path.join(root, "examples/judge/study.yaml"),
+        fixture("warn-all.yaml"),
+        fixture("warn-metrics.yaml"),
+        fixture("over-caps.yaml")
+      ]
+      const runs = yield* Effect.all(files.map((f) => assay(["study", "plan", f], { env: { ASSAY_TEST_UNSET_MODEL: undefined } })), { concurrency: 2 })
+      runs.forEach((r, i) => assert.deepStrictEqual(repeated(r), [], `${files[i]}:\n${r.stdout}\n${r.stderr}`))
+      const [warnAll, warnMetrics, over] = runs.slice(3)
+      assert.strictEqual(warnAll!.code, 0, warnAll!.stderr)
+      // every warning, the unset variable included (as study run says it)
+      for (
+        const at of [
+          "warning: environment variable ASSAY_TEST_UNSET_MODEL is not set (at pipeline.tasks[0].options.model)",
+          "warning: baseline:",
+          "warning: variables[0]:",
+          "warning: stop[0].count:",
+          "warning: stop[1]:",
+          "warning: stop[2].metric:",
+          "warning: stop[3].at:",
+          "warning: objectives[0].target:",
+          "warning: objectives[1].hardConstraint:",
+          "warning: pools.llm.resources[0] (a):"
+        ]
+      ) assert.include(warnAll!.stderr, at)
+      for (const at of ["warning: metrics[0].name:", "warning: metrics[0].from.output:", "warning: metrics[1].from.output:"]) assert.include(warnMetrics!.stderr, at)
+      // above the caps: the plan says so once in its header, each cap is named once (in the refusal)
+      assert.strictEqual(over!.code, 2)
+      assert.match(over!.stdout, /^study over-caps \(.*\): over its caps\n/)
+      for (const cap of ["maxTrials", "maxPipelines", "maxCalls", "maxTokens"]) {
+        assert.strictEqual(`${over!.stdout}${over!.stderr}`.split(`limits.${cap}`).length - 1, 1, cap)
+      }
+      assert.include(over!.stderr, "limits.maxTokens: planned 1,728, above the cap of 1,000")
+    }), 120_000)
+
+  it.live("--output-root: plan prints the output root and the store file run opens, resolved against the working directory as run resolves them", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const cwd = yield* tempDir("plan-root")
+      const study = path.join(root, "examples/studies/study.yaml")
+      const [text, json] = yield* Effect.all([
+        assay(["study", "plan", study, "--output-root", "elsewhere/multiples"], { cwd }),
+        assay(["study", "plan", study, "--output-root", "elsewhere/multiples", "--json"], { cwd })
+      ], { concurrency: 2 })
+      const expected = path.join(fs.realpathSync(cwd), "elsewhere/multiples")
+      assert.strictEqual(text.code, 0, text.stderr)
+      const printed = (name: string) => text.stdout.split("\n").find((l) => l.startsWith(`${name}: `))?.slice(name.length + 2)
+      assert.strictEqual(printed("output"), expected)
+      assert.strictEqual(printed("store"), path.join(printed("output")!, "state.db"))
+      assert.deepStrictEqual(JSON.parse(json.stdout).output, { root: printed("output"), store: printed("store") })
+      // the run with the same flag writes exactly there
+      const ran = yield* assay(["study", "run", study, "--output-root", "elsewhere/multiples", "-q"], { cwd })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      assert.isTrue(fs.existsSync(printed("store")!))
+      assert.include(ran.stdout, `output: ${printed("output")}`)
+    })), 120_000)
 })
 
 describe("validate, schema and run on a study file", () => {

@@ -1750,7 +1750,8 @@ const human = (ms: number): string =>
 
 /**
  * The plan as lines of text (what `assay study plan` prints): counts, the largest model calls,
- * the token and time ranges, the concurrency, each cap exceeded, the notes.
+ * the token and time ranges, the concurrency, the notes. The caps exceeded are not among them:
+ * `assay study plan` names each once, in its refusal (exit 2), with what to do.
  *
  * @since 0.6.0
  * @category plan
@@ -1771,7 +1772,6 @@ export const planText = (plan: Plan): string => {
     `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
     `concurrency:       ${plan.concurrency.pipelines} pipelines, ${plan.concurrency.trials} trials at once`
   ]
-  for (const c of plan.caps) lines.push(`OVER CAP limits.${c.name}: planned ${int(c.planned)} > ${int(c.limit)}`)
   for (const n of plan.notes) lines.push(`note: ${n}`)
   return lines.join("\n")
 }

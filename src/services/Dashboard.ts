@@ -29,6 +29,7 @@ import { createHash } from "node:crypto"
 import type { MemberWire, MetricRow, ResourceRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
 import { formatCost, formatUsd } from "./internal/money.js"
+import { SKIP_REASON_WORDS } from "../domain/internal/words.js"
 import { formatMetric } from "./internal/report.js"
 
 /**
@@ -259,7 +260,9 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     latest !== null && s.run_id === latest.run_id ? "current" : ""
   }" href="${escapeHtml(withMember("latest"))}">latest run <span id="latest-id" class="mono">${escapeHtml(latest?.run_id ?? "–")}</span></a></nav>`
   const suiteSection = s.suite === undefined ? "" : renderMembers(s, options.runIdParam, options.suiteLink !== false)
-  const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null, experiment: member ?? null }).replace(/</g, "\\u003c")
+  // the skip reasons in words for the event list (the events' data keep the codes)
+  const config = JSON.stringify({ refreshMs, runId: options.runIdParam ?? null, experiment: member ?? null, skipReasons: SKIP_REASON_WORDS })
+    .replace(/</g, "\\u003c")
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -306,7 +309,7 @@ ${suiteSection}<section class="grid counters">${counters}</section>
 <section><h2>Reported metrics <span id="metrics-note" class="muted">${escapeHtml(metricsNote)}</span></h2><div id="metrics" class="grid">${metrics}</div></section>
 <section class="two">
   <div><h2>Pools</h2><table><thead><tr><th>resource</th><th>state</th><th>active / capacity</th><th>wait p95</th><th>failures</th><th title="tokens in / out and known cost in USD of the attempts that leased the resource (unpriced: calls with tokens but no price)">tokens / cost</th><th>options</th></tr></thead><tbody id="pools">${pools}</tbody></table></div>
-  <div><h2>Recent events ${downloads(s.run_id, "events", "all events")}</h2><table><thead><tr><th>time</th><th>kind</th><th>pipeline</th></tr></thead><tbody id="events"></tbody></table></div>
+  <div><h2>Recent events ${downloads(s.run_id, "events", "all events")}</h2><table><thead><tr><th>time</th><th>kind</th><th>pipeline</th><th>detail</th></tr></thead><tbody id="events"></tbody></table></div>
 </section>
 <section><h2>Recent errors ${downloads(s.run_id, "results", "every failed pipeline", "failed")}</h2><table><thead><tr><th>pipeline</th><th>task</th><th>class</th><th>error</th><th>ended</th></tr></thead><tbody id="errors">${errors}</tbody></table></section>
 <section><h2>Pipelines <button id="first-page">first page</button> <button id="next-page" disabled>next page</button> ${
@@ -593,9 +596,16 @@ const SCRIPT = `
     }));
   }
 
+  // a skipped pipeline's reason in words (the event's data keep the code)
+  function eventDetail(x) {
+    var d = x.data;
+    if (x.kind !== "pipeline.skipped" || !d || typeof d.reason !== "string") return "";
+    var words = Object.prototype.hasOwnProperty.call(config.skipReasons, d.reason) ? config.skipReasons[d.reason] : d.reason.replace(/_/g, " ");
+    return typeof d.owner === "string" ? words + " (run " + d.owner + ")" : words;
+  }
   function renderEvents(e) {
     replace("events", e.rows.slice().reverse().map(function (x) {
-      return row([when(x.ts), x.kind, x.pipeline_id ? idCell(x.pipeline_id) : ""]);
+      return row([when(x.ts), x.kind, x.pipeline_id ? idCell(x.pipeline_id) : "", eventDetail(x)]);
     }));
   }
 

@@ -150,6 +150,36 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       assert.isTrue(fs.statSync(path.join(OUT, "dashboard-fixture.png")).size > 10_000)
     })), { timeout: 60_000 })
 
+  it.live("a pipeline skipped for a spent budget: the event list says why in words; /events keeps the code (issue 16 leftovers)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-browser-skip-"))
+      const file = path.join(dir, "store.db")
+      // rows 0..2 start, rows 3..5 are skipped by the start gate as a spent budget skips them
+      const writer = yield* Layer.build(writerLayer(file, { concurrency: 2 }))
+      const gate = (spec: { readonly seed: unknown }) => Effect.succeed((spec.seed as number) >= 3 ? "budget_exhausted" : undefined)
+      yield* Effect.provide(runRows(6, 1, { hooks: { startGate: gate } }), writer)
+
+      const store = yield* Effect.provide(Store, yield* Layer.build(SqliteStore.layerReadOnly(file)))
+      const info = yield* StatsServer.serve({ store, reads: Monitor.storeReads(store), port: 0, refreshMs: 250 })
+      const wire = yield* Effect.promise(() => fetch(`${info.url}/events?kind=pipeline.skipped`).then((r) => r.json() as Promise<{ rows: ReadonlyArray<{ data: { reason: string } }> }>))
+      assert.deepStrictEqual(wire.rows.map((r) => r.data.reason), ["budget_exhausted", "budget_exhausted", "budget_exhausted"])
+
+      const context = yield* browser
+      const page = yield* Effect.promise(() => context.newPage())
+      const pageErrors: Array<string> = []
+      page.on("pageerror", (e) => pageErrors.push(e.message))
+      yield* Effect.promise(() => page.goto(`${info.url}/`))
+      yield* Effect.promise(() => page.waitForSelector("#events tr", { timeout: 10_000 }))
+      const rows = yield* Effect.promise(() =>
+        page.$$eval("#events tr", (trs) => trs.map((tr) => Array.from(tr.querySelectorAll("td"), (td) => (td as { textContent: string | null }).textContent ?? "")))
+      )
+      const skipped = rows.filter((r) => r[1] === "pipeline.skipped")
+      assert.strictEqual(skipped.length, 3, JSON.stringify(rows))
+      for (const r of skipped) assert.strictEqual(r[3], "budget exhausted: not started (left pending; a resume may start it)")
+      assert.notInclude(JSON.stringify(rows), "budget_exhausted")
+      assert.deepStrictEqual(pageErrors, [])
+    })), { timeout: 60_000 })
+
   it.live("spam evaluation against assay mock-llm, stopped and resumed: whole store by default, latest run one click away, full ids, copy, downloads = assay export", () =>
     Effect.scoped(Effect.gen(function*() {
       const dir = yield* tempDir("assay-browser-spam-")

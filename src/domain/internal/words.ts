@@ -87,3 +87,18 @@ export const listed = (
  * @category formatting
  */
 export const statusWords = (code: string): string => code.replace(/_/g, " ")
+
+/**
+ * The reasons a `pipeline.skipped` event records (its `data.reason`), in words for the views a
+ * person reads (the dashboard's event list); the event data and every JSON keep the code.
+ *
+ * @since 0.9.0
+ * @category formatting
+ */
+export const SKIP_REASON_WORDS: Readonly<Record<string, string>> = {
+  budget_exhausted: "budget exhausted: not started (left pending; a resume may start it)",
+  stop_after_failures: "the member's failure budget (stopAfterFailures) was reached: not started (left pending)",
+  owned_by_another_run: "another live run owns it: not run here",
+  duplicate: "the same pipeline id came twice in this run: run once",
+  succeeded: "already succeeded"
+}

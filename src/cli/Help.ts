@@ -452,7 +452,11 @@ export type Route =
     /** What it takes: `integer` or `float`. */
     readonly expected: string
   }
-  | { readonly _tag: "Parse" }
+  | {
+    readonly _tag: "Parse"
+    /** The command line's command (`assay study confirm`), when it names one. */
+    readonly where?: string | undefined
+  }
 
 /** Whether `value` is what a numeric placeholder takes (`integer`, `float`); any other placeholder takes anything. */
 const numericOk = (placeholder: string, value: string): boolean =>
@@ -549,11 +553,11 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
     }
     const sub = scan(rest.slice(at + 1), [...specOf(child).options, ...commonOptions], `assay ${name} ${rest[at]}`)
     if (help || sub.help) return { _tag: "CommandHelp", command: child, parent: name }
-    return sub.unknown ?? { _tag: "Parse" }
+    return sub.unknown ?? { _tag: "Parse", where: `assay ${name} ${rest[at]}` }
   }
   const sub = scan(rest, [...specOf(command).options, ...commonOptions], `assay ${name}`)
   if (root.help || sub.help) return { _tag: "CommandHelp", command }
-  return sub.unknown ?? { _tag: "Parse" }
+  return sub.unknown ?? { _tag: "Parse", where: `assay ${name}` }
 }
 
 /**

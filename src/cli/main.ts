@@ -111,7 +111,9 @@ export const rootCommand = (commands: ReadonlyArray<Sub>) =>
  * (`assay`, `--help`, `-h`) is printed by {@link Help} within 80 columns; an unknown option or
  * command is refused on stderr with the closest known name (the config loader's `closest`),
  * and a numeric option given a value that is not a number is refused naming the option, each
- * failing with a `ValidationError` (exit 2); anything else is parsed and run by `@effect/cli`.
+ * failing with a `ValidationError` (exit 2); anything else is parsed and run by `@effect/cli`
+ * (a missing argument or option is followed by where to read what the command takes:
+ * `see assay study confirm --help ...`).
  *
  * @since 0.1.0
  * @category running
@@ -135,7 +137,15 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
         Effect.zipRight(Effect.fail(ValidationError.invalidValue(HelpDoc.p(Help.badValueMessage(routed)))))
       )
     case "Parse":
-      return Command.run(rootCommand(commands), { name: "assay", version })(argv)
+      return Command.run(rootCommand(commands), { name: "assay", version })(argv).pipe(
+        // a missing argument or option (`Expected to find option: '--repeats'`): where to read
+        // what the command takes
+        Effect.tapError((e) =>
+          routed.where !== undefined && ValidationError.isValidationError(e) && (ValidationError.isMissingValue(e) || ValidationError.isMissingFlag(e))
+            ? Console.error(`see ${routed.where} --help for the arguments and options it takes`)
+            : Effect.void
+        )
+      )
   }
 }
 

@@ -61,6 +61,7 @@ import * as DomainStudy from "../domain/Study.js"
 import { formatCost } from "./internal/money.js"
 import * as Statistics from "../domain/Statistics.js"
 import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
+import * as StudyControl from "./StudyControl.js"
 import * as StudyMetrics from "./StudyMetrics.js"
 import type { SuiteCatalog } from "./SuiteCatalog.js"
 
@@ -1303,7 +1304,12 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
   lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
-  const budgetText = (b: Record<string, number> | undefined) => b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => `${k} ${v}`).join(", ")
+  // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them
+  const budgetText = (b: Record<string, number> | undefined) =>
+    b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => {
+      const f = StudyControl.FIGURES.find((x) => x === k)
+      return f === undefined ? `${k} ${v}` : `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}`
+    }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {

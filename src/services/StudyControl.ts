@@ -116,7 +116,7 @@ export const figureWord = (figure: BudgetFigure): string =>
 
 /**
  * A budget figure's value in words: dollars for `costUsd` (`$0.0123`), seconds for `timeMs`
- * (`12.3 s`), the count otherwise.
+ * (`12.3 s`; under a second in milliseconds, `20 ms`, never `0.0 s`), the count otherwise.
  *
  * @param figure the figure
  * @param value its value (USD, milliseconds, calls or tokens)
@@ -125,7 +125,11 @@ export const figureWord = (figure: BudgetFigure): string =>
  * @category formatting
  */
 export const figureValue = (figure: BudgetFigure, value: number): string =>
-  figure === "costUsd" ? `$${value.toFixed(4)}` : figure === "timeMs" ? `${(value / 1000).toFixed(1)} s` : String(value)
+  figure === "costUsd"
+    ? `$${value.toFixed(4)}`
+    : figure === "timeMs"
+    ? value < 1000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(1)} s`
+    : String(value)
 
 /**
  * The figures in the order they are checked (the first reached is the one reported).

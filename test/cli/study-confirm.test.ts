@@ -20,6 +20,20 @@ describe("assay study confirm", () => {
     assert.deepStrictEqual(nextRepeats(3, [], "v01", 1), [4])
   })
 
+  it.live("a missing argument or option is refused (exit 2) saying where to read what the command takes (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const [noRepeats, noVariant, noOut] = yield* Effect.all([
+        assay(["study", "confirm", study, "v03"]),
+        assay(["study", "evidence", study, "accuracy"]),
+        assay(["study", "template", study])
+      ], { concurrency: 2 })
+      for (const [r, command] of [[noRepeats, "study confirm"], [noVariant, "study evidence"], [noOut, "study template"]] as const) {
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, `see assay ${command} --help for the arguments and options it takes`)
+      }
+      assert.include(noRepeats.stderr, "--repeats")
+    }), 60_000)
+
   it.live("appends trials of the variant under version 1, runs them, and the report compares them", () =>
     Effect.scoped(Effect.gen(function*() {
       const out = yield* tempDir("study-confirm")

@@ -15,6 +15,7 @@ import type * as DomainStudy from "../../src/domain/Study.js"
 import * as Task from "../../src/domain/Task.js"
 import * as Study from "../../src/services/Study.js"
 import * as StudyCompare from "../../src/services/StudyCompare.js"
+import * as StudyControl from "../../src/services/StudyControl.js"
 import * as Suite from "../../src/services/Suite.js"
 import { renderStudyPage } from "../../src/services/internal/studyPage.js"
 import * as StudyView from "../../src/services/internal/studyView.js"
@@ -533,6 +534,16 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
         return StudyCompare.renderText(yield* StudyCompare.compare(same))
       }).pipe(Effect.provide(studyEnv("same")))
       assert.include(text, "\n    accuracy: percentile bootstrap over cases and repeats, 2000 resamples, seed 1 (case draws shared by 2 variants)\n")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("the report's budget line gives each figure its unit; a time under a second reads in ms, never 0.0 s (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [BASE, CAND], cases: 4 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: { timeMs: 20, costUsd: 0.5 }, total: { calls: 100, timeMs: 90_000 } } })
+      assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms, cost $0.5000; total calls 100, time 90.0 s\n")
+      assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
+      assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it.effect("a variant excluded by a hard constraint takes no part in the draws: every metric's method counts the variants resampled together", () =>

@@ -1770,7 +1770,7 @@ export const planText = (plan: Plan): string => {
     `tokens:            ${plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`}`,
     `cost:              ${plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`}`,
     `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
-    `concurrency:       ${plan.concurrency.pipelines} pipelines, ${plan.concurrency.trials} trials at once`
+    `concurrency:       ${Words.count(plan.concurrency.pipelines, "pipeline")}, ${Words.count(plan.concurrency.trials, "trial")} at once`
   ]
   for (const n of plan.notes) lines.push(`note: ${n}`)
   return lines.join("\n")

@@ -401,7 +401,7 @@ const SCRIPT = `
   function cost(c, unpriced) {
     var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };
     if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + calls(unpriced) + ")";
-    return unpriced > 0 ? "\u2265 " + usd(c) + " (" + calls(unpriced) + " unpriced)" : usd(c);
+    return unpriced > 0 ? ">= " + usd(c) + " (" + calls(unpriced) + " unpriced)" : usd(c);
   }
   function rate(r) { return r === null || r === undefined ? "\\u2013" : r >= 1000 ? (r / 1000).toFixed(1) + "k/s" : r >= 10 ? r.toFixed(1) + "/s" : r.toFixed(2) + "/s"; }
   function when(ms) { return ms === null || ms === undefined ? "" : new Date(ms).toISOString().replace("T", " ").replace(/\\.\\d+Z$/, "Z"); }

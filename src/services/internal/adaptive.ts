@@ -537,6 +537,19 @@ export const onReport = (
   increase(s, p, r.now, r.capacity)
 }
 
+/**
+ * What paces the resource at `now` (`describe`'s `pacedBy`): `headers` while the last
+ * answer's rate-limit headers are fresh (within 4 holds) and their allowance is within twice
+ * the AIMD rate: below it they cap the rate in force; from it up to twice it they cap its
+ * growth (`increase` never lets the rate past twice the allowance), so the rate follows what
+ * the server announces. `aimd` otherwise: no headers, stale ones, or an allowance so far above
+ * the rate that it bounds nothing (a daily budget, a per-minute limit read as a burst).
+ *
+ * @internal
+ */
+export const pacedBy = (s: AimdState, p: AimdParams, now: number): "headers" | "aimd" =>
+  headerFresh(s, p, now) && s.headerCeiling! <= 2 * s.rate ? "headers" : "aimd"
+
 const round = (x: number, digits = 2): number => {
   const f = Math.pow(10, digits)
   return Math.round(x * f) / f
@@ -546,8 +559,8 @@ const round = (x: number, digits = 2): number => {
  * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (the allowance:
  * requests/s the pacing lets through, which may exceed what the server accepts), `sustained`
  * (requests/s the server answered successfully over the last 5 to 10 s, as of the last time
- * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
- * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
+ * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while fresh
+ * headers cap the rate or its growth, else `aimd`: see {@link pacedBy}), `knee` (the sustained rate at the last decrease, or null),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
  * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
  * `loopStallMs` (answer time taken out as our own event loop's stall, in all).
@@ -567,7 +580,7 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
     sustained: sustained === undefined ? null : round(sustained),
     concurrency: Math.max(1, Math.floor(s.limit)),
     phase: s.phase,
-    pacedBy: headerFresh(s, p, now) && s.headerCeiling! < s.rate ? "headers" : "aimd",
+    pacedBy: pacedBy(s, p, now),
     knee: s.knee === undefined ? null : round(s.knee),
     decreases: s.decreases,
     lastDecrease: s.lastDecreaseReason === undefined ? null : { reason: s.lastDecreaseReason, at: s.lastDecreaseAt },

@@ -316,8 +316,10 @@ export const charge = (s: AimdState): void => {
  * leases `active` now and the tokens a request uses (for the token limit), or `undefined`
  * when they name no remaining budget. Per limit: the refill rate `(limit − remaining) / reset`
  * (the headers' reset is the time until the limit is full again) plus the remaining budget,
- * less what is in flight, spread over the time to reset (at least one second); the smaller of
- * the requests' and the tokens' (converted by `tokensPerRequest`).
+ * less what is in flight, spread over the time to reset (at least one second); no cap from a
+ * limit that reads full now (a reset of 0 or past, or `remaining ≥ limit`: nothing says how
+ * fast it refills); the smaller of the requests' and the tokens' (converted by
+ * `tokensPerRequest`).
  *
  * @internal
  */
@@ -328,10 +330,15 @@ export const headerCeiling = (
 ): number | undefined => {
   const one = (l: LimitStatus | undefined, inFlight: number): number | undefined => {
     if (l === undefined || l.remaining === undefined) return undefined
-    const horizonMs = Math.max(1000, l.resetMs ?? 1000)
-    const refillPerS = l.limit !== undefined && l.resetMs !== undefined && l.resetMs > 0 && l.limit > l.remaining
-      ? ((l.limit - l.remaining) * 1000) / l.resetMs
-      : 0
+    // a limit that reads full now (its reset is now or past, or nothing of it is used) says
+    // nothing about the refill: no cap from it. Capping it at the remaining budget over a
+    // second (what the rule below gives then) held a key at `remaining − in flight` per second
+    // while its bucket stayed full: an RFC 3339 reset to the second (Anthropic's), or one a
+    // loaded client reads a few ms late, reads as 0 for any bucket that refills within the
+    // second (issue 18: ~9 req/s for seconds against a limit of 25, 0.83 of it used)
+    if (l.resetMs === undefined || l.resetMs <= 0 || (l.limit !== undefined && l.remaining >= l.limit)) return undefined
+    const horizonMs = Math.max(1000, l.resetMs)
+    const refillPerS = l.limit !== undefined ? ((l.limit - l.remaining) * 1000) / l.resetMs : 0
     const spare = Math.max(0, l.remaining - inFlight)
     // nothing left and no refill known: one request per reset, never zero
     return Math.max(refillPerS + (spare * 1000) / horizonMs, 1000 / horizonMs)
@@ -498,10 +505,10 @@ export const onReport = (
   }
   if (r.rateLimit !== undefined) {
     const c = headerCeiling(r.rateLimit, r.active, s.tokensPerRequest)
-    if (c !== undefined) {
-      s.headerCeiling = c
-      s.headerAt = r.now
-    }
+    // `undefined`: the headers name no budget, or only limits that read full now (no cap
+    // then, not the last answer's)
+    s.headerCeiling = c
+    s.headerAt = c === undefined ? Number.NEGATIVE_INFINITY : r.now
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++

@@ -264,6 +264,18 @@ describe("adaptive: the AIMD rules", () => {
     assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 60, remaining: undefined, resetMs: 1000 }, tokens: undefined }, 1, undefined))
   })
 
+  it("a limit that reads full now (reset now or past, or nothing used) gives no cap, and lifts the last one (issue 18: ~9 req/s against 25)", () => {
+    // 25 left of 25, or a reset to the second that is already due: the refill is unknown
+    assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 1500, remaining: 24, resetMs: 0 }, tokens: undefined }, 16, undefined))
+    assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 25, remaining: 25, resetMs: 40 }, tokens: undefined }, 16, undefined))
+    const s = Aimd.initial(p, 64, 0)
+    s.rate = 25
+    Aimd.onReport(s, p, ok(1000, 100, { active: 16, rateLimit: { requests: { limit: 60, remaining: 0, resetMs: 6000 }, tokens: undefined } }))
+    assert.approximately(Aimd.effectiveRate(s, p, 1000), 10, 1e-9)
+    Aimd.onReport(s, p, ok(1100, 100, { active: 16, rateLimit: { requests: { limit: 1500, remaining: 24, resetMs: 0 }, tokens: undefined } }))
+    assert.strictEqual(Aimd.effectiveRate(s, p, 1100), 25)
+  })
+
   it("a fresh header cap bounds the effective rate; a stale one (no header for 4 holds) no longer does", () => {
     const s = Aimd.initial(p, 64, 0)
     s.rate = 50

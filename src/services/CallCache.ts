@@ -122,7 +122,9 @@ export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMem
  * What the cache did for a run (or a whole store): `hits` (attempts served from the cache),
  * `misses` (attempts of cached tasks that ran and were stored: the calls made), `refreshed`
  * (attempts run in `refresh` mode, stored over what was there), `bypassed` (attempts of
- * `readOnly` tasks that found nothing and ran without storing), and what the hits saved:
+ * `readOnly` tasks that found nothing and ran without storing), `writeFailures` (misses and
+ * refreshes whose output the cache failed to store, counted in those too: the task's result
+ * stands, the next run calls again), and what the hits saved:
  * `tokensSaved` (the stored usage of the calls they replaced; `promptTokens`,
  * `completionTokens`, `totalTokens`) and `costSavedUsd`, the priced cost (US dollars, see
  * `Pricing`) stored with each output the hits were served from, summed; `null` when no hit's
@@ -136,6 +138,7 @@ export interface CacheStats {
   readonly misses: number
   readonly refreshed: number
   readonly bypassed: number
+  readonly writeFailures: number
   readonly tokensSaved: CacheUsageTokens
   readonly costSavedUsd: number | null
 }
@@ -151,6 +154,7 @@ export const emptyStats: CacheStats = {
   misses: 0,
   refreshed: 0,
   bypassed: 0,
+  writeFailures: 0,
   tokensSaved: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
   costSavedUsd: null
 }
@@ -161,7 +165,7 @@ export const emptyStats: CacheStats = {
  * @since 0.7.0
  * @category guards
  */
-export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refreshed + s.bypassed > 0
+export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refreshed + s.bypassed + s.writeFailures > 0
 
 const numberOr0 = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
 
@@ -176,10 +180,14 @@ const addCost = (a: number | null, b: unknown): number | null =>
  * @since 0.7.0
  * @category combinators
  */
-export const addAttempt = (s: CacheStats, outcome: string, decision: unknown): CacheStats => {
+export const addAttempt = (before: CacheStats, outcome: string, decision: unknown): CacheStats => {
   const cache = Predicate.isObject(decision) ? (decision as { readonly cache?: unknown }).cache : undefined
-  if (!Predicate.isObject(cache)) return s
-  const c = cache as { readonly status?: unknown; readonly usage?: unknown }
+  if (!Predicate.isObject(cache)) return before
+  const c = cache as { readonly status?: unknown; readonly usage?: unknown; readonly stored?: unknown }
+  // a miss or refresh whose output the cache failed to store (`stored: false`)
+  const s = c.stored === false && (c.status === "miss" || c.status === "refresh")
+    ? { ...before, writeFailures: before.writeFailures + 1 }
+    : before
   if (outcome === "cache_hit" || c.status === "hit") {
     const u = Predicate.isObject(c.usage) ? c.usage as Record<string, unknown> : {}
     return {
@@ -224,6 +232,7 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
   misses: a.misses + b.misses,
   refreshed: a.refreshed + b.refreshed,
   bypassed: a.bypassed + b.bypassed,
+  writeFailures: a.writeFailures + b.writeFailures,
   tokensSaved: {
     promptTokens: a.tokensSaved.promptTokens + b.tokensSaved.promptTokens,
     completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
@@ -234,8 +243,8 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
 
 /**
  * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
- * `{ hits, misses, refreshed, bypassed, promptTokens, completionTokens, totalTokens,
- * costSavedUsd }`), or
+ * `{ hits, misses, refreshed, bypassed, writeFailures, promptTokens, completionTokens,
+ * totalTokens, costSavedUsd }`; a run recorded before `writeFailures` existed reads 0), or
  * {@link emptyStats} when it recorded none.
  *
  * @since 0.7.0
@@ -250,6 +259,7 @@ export const statsOfFinished = (data: unknown): CacheStats => {
     misses: numberOr0(r["misses"]),
     refreshed: numberOr0(r["refreshed"]),
     bypassed: numberOr0(r["bypassed"]),
+    writeFailures: numberOr0(r["writeFailures"]),
     tokensSaved: {
       promptTokens: numberOr0(r["promptTokens"]),
       completionTokens: numberOr0(r["completionTokens"]),

@@ -1,10 +1,11 @@
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Layer, Stream, TestClock } from "effect"
+import { Chunk, Effect, Layer, Option, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
+import { StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -12,6 +13,8 @@ import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
 import * as CallCache from "../../src/services/CallCache.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import * as Report from "../../src/services/internal/report.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
@@ -298,5 +301,75 @@ describe("call cache: a general task declared cache: true", () => {
       yield* runWith(cache, Runner.run(template.map([{ q: "x" }])))
       assert.strictEqual(m.calls(), 2)
       assert.deepStrictEqual(seen.slice(2), seen.slice(0, 2))
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------
+// A cache whose store write fails for some entries (issue 18: such an attempt was not counted)
+// ---------------------------------------------------------------------------------------------
+
+describe("call cache: a write that fails mid-run", () => {
+  /** A memory cache whose `put` fails for the outputs of the rows in `failFor` (by `q`). */
+  const failingFor = (failFor: ReadonlySet<string>): CallCache.CallCacheService => {
+    const inner = CallCache.makeMemory()
+    return {
+      ...inner,
+      put: (entry) => {
+        const q = (JSON.parse(Buffer.from(entry.data).toString("utf8")) as { q: string }).q
+        return failFor.has(q) ? Effect.fail(new StoreUnavailable({ message: "disk I/O error (test)" })) : inner.put(entry)
+      }
+    }
+  }
+
+  it.effect("counted as a miss and a failed write in report, /stats and watch; the task's result is kept; the next run calls it again", () =>
+    Effect.gen(function*() {
+      const cache = failingFor(new Set(["b", "d"]))
+      const m = counter()
+      const template = Pipeline.make("w", m.task({ cache: true }))
+      const seeds = [{ q: "a" }, { q: "b" }, { q: "c" }, { q: "d" }]
+      const first = yield* runWith(
+        cache,
+        Effect.gen(function*() {
+          const run = yield* Runner.run(template.map(seeds))
+          const store = yield* Store
+          const outputs: Array<unknown> = []
+          const attempts = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamAttempts({ runId: run.runId })))
+          for (const a of attempts) {
+            const art = yield* store.getArtifact(a.pipelineId, 0)
+            if (Option.isSome(art) && art.value.payload !== undefined) outputs.push(JSON.parse(Buffer.from(art.value.payload).toString("utf8")))
+          }
+          const report = yield* Report.buildReport([{ source: "mem", store }])
+          const snapshot = yield* Monitor.readSnapshot(store)
+          return { run, outputs, report, snapshot }
+        })
+      )
+      // the task's own results stand: every pipeline succeeded with its answer stored
+      assert.strictEqual(first.run.stats.byState.succeeded, 4)
+      assert.deepStrictEqual(
+        first.outputs.map((o) => (o as { q: string }).q).sort(),
+        ["a", "b", "c", "d"]
+      )
+      assert.strictEqual(m.calls(), 4)
+      // four misses (the calls made), two of whose outputs the cache could not keep
+      assert.strictEqual(first.report.cache.misses, 4)
+      assert.strictEqual(first.report.cache.writeFailures, 2)
+      assert.include(Report.renderText(first.report), "Call cache: hits 0, misses 4; 2 cache writes failed")
+      assert.strictEqual(JSON.parse(JSON.stringify(first.report.cache)).writeFailures, 2)
+      // what /stats serves and watch draws
+      assert.strictEqual(first.snapshot.cache?.misses, 4)
+      assert.strictEqual(first.snapshot.cache?.write_failures, 2)
+      assert.include(Monitor.renderSnapshot(first.snapshot, { width: 200 }), "call cache: hits 0 · misses 4 · 2 cache writes failed")
+      // the next run: the two stored answers are served, the two lost ones are called again
+      const again = yield* runWith(
+        cache,
+        Effect.gen(function*() {
+          yield* Runner.run(template.map(seeds))
+          return yield* Report.buildReport([{ source: "mem", store: yield* Store }])
+        })
+      )
+      assert.strictEqual(m.calls(), 6)
+      assert.strictEqual(again.cache.hits, 2)
+      assert.strictEqual(again.cache.misses, 2)
+      assert.strictEqual(again.cache.writeFailures, 2)
     }))
 })

@@ -229,8 +229,16 @@ export interface LimitSpec {
   readonly window?: { readonly ms: number } | undefined
 }
 
-/** How a provider speaks about its limits (see the module header). */
-export type Signals = "headers" | "retry-after" | "none"
+/**
+ * How a provider speaks about its limits (see the module header). `openai` and `anthropic` are
+ * the headers as the real providers (and `assay mock-llm --rate-limit-headers`) send them on
+ * every answer: the limit named per minute (`x-ratelimit-limit-requests`,
+ * `anthropic-ratelimit-requests-limit`), the remaining count of the bucket that is enforced
+ * (which may hold far less than a minute's worth), the time until it is full again (a Go
+ * duration; Anthropic's an RFC 3339 time to the second), and a 429 with `Retry-After` in whole seconds.
+ * `headers` names the limit as the bucket's size and answers a 429 with `retry-after-ms`.
+ */
+export type Signals = "headers" | "openai" | "anthropic" | "retry-after" | "none"
 
 /** A simulated provider (see the module header). */
 export interface ProviderSpec {
@@ -456,14 +464,29 @@ export const makeProviders = (
   }
   const limitHeaders = (p: Provider, now: number): Record<string, string> => {
     const h: Record<string, string> = {}
+    const signals = p.spec.signals
     for (const [kind, l] of [["requests", p.requests], ["tokens", p.tokens]] as const) {
       if (l === undefined) continue
-      h[`x-ratelimit-limit-${kind}`] = String(Math.floor(l.burst()))
-      h[`x-ratelimit-remaining-${kind}`] = String(Math.max(0, Math.floor(l.remaining(now))))
+      const perMinute = String(Math.round(l.spec.perMinute * p.factorAt(now - startMs)))
+      const remaining = String(Math.max(0, Math.floor(l.remaining(now))))
+      if (signals === "anthropic") {
+        h[`anthropic-ratelimit-${kind}-limit`] = perMinute
+        h[`anthropic-ratelimit-${kind}-remaining`] = remaining
+        // an RFC 3339 time to the second, as Anthropic writes it (a bucket refilling within a
+        // second reads as full now)
+        h[`anthropic-ratelimit-${kind}-reset`] = new Date(Math.floor((now + l.resetMs(now)) / 1000) * 1000).toISOString()
+          .replace(".000Z", "Z")
+        continue
+      }
+      h[`x-ratelimit-limit-${kind}`] = signals === "openai" ? perMinute : String(Math.floor(l.burst()))
+      h[`x-ratelimit-remaining-${kind}`] = remaining
       h[`x-ratelimit-reset-${kind}`] = goDuration(l.resetMs(now))
     }
     return h
   }
+  /** Whether the provider sends its limits' headers on every answer. */
+  const sendsHeaders = (p: Provider): boolean =>
+    p.spec.signals === "headers" || p.spec.signals === "openai" || p.spec.signals === "anthropic"
   const httpClient = HttpClient.make((request, url) =>
     Effect.gen(function*() {
       const name = url.pathname.split("/")[1] ?? ""
@@ -490,10 +513,13 @@ export const makeProviders = (
       const tokOk = p.tokens === undefined || p.tokens.remaining(now) >= tokens
       if (!reqOk || !tokOk) {
         const waitMs = Math.max(p.requests?.waitFor(1, now) ?? 0, p.tokens?.waitFor(tokens, now) ?? 0)
+        const wholeSeconds = String(Math.max(1, Math.ceil(waitMs / 1000)))
         const headers = p.spec.signals === "headers"
           ? { ...limitHeaders(p, now), "retry-after-ms": String(Math.ceil(waitMs)) }
+          : p.spec.signals === "openai" || p.spec.signals === "anthropic"
+          ? { ...limitHeaders(p, now), "retry-after": wholeSeconds }
           : p.spec.signals === "retry-after"
-          ? { "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))) }
+          ? { "retry-after": wholeSeconds }
           : {}
         return refuse(headers, `Rate limit reached for ${reqOk ? "tokens" : "requests"}`)
       }
@@ -516,7 +542,7 @@ export const makeProviders = (
       log.push({ provider: name, atMs, status: 200, latencyMs, tokens })
       // answered during a stall of the client's loop: read when the loop runs again
       if (stallEnd(done) > done) yield* Effect.sleep(Duration.millis(stallEnd(done) - done))
-      const headers = p.spec.signals === "headers" ? limitHeaders(p, done) : {}
+      const headers = sendsHeaders(p) ? limitHeaders(p, done) : {}
       const promptTokens = tokens - completion
       return respond(request, 200, {
         id: `sim-${log.length}`,

@@ -316,8 +316,10 @@ export const charge = (s: AimdState): void => {
  * leases `active` now and the tokens a request uses (for the token limit), or `undefined`
  * when they name no remaining budget. Per limit: the refill rate `(limit − remaining) / reset`
  * (the headers' reset is the time until the limit is full again) plus the remaining budget,
- * less what is in flight, spread over the time to reset (at least one second); the smaller of
- * the requests' and the tokens' (converted by `tokensPerRequest`).
+ * less what is in flight, spread over the time to reset (at least one second); no cap from a
+ * limit that reads full now (a reset of 0 or past, or `remaining ≥ limit`: nothing says how
+ * fast it refills); the smaller of the requests' and the tokens' (converted by
+ * `tokensPerRequest`).
  *
  * @internal
  */
@@ -328,10 +330,15 @@ export const headerCeiling = (
 ): number | undefined => {
   const one = (l: LimitStatus | undefined, inFlight: number): number | undefined => {
     if (l === undefined || l.remaining === undefined) return undefined
-    const horizonMs = Math.max(1000, l.resetMs ?? 1000)
-    const refillPerS = l.limit !== undefined && l.resetMs !== undefined && l.resetMs > 0 && l.limit > l.remaining
-      ? ((l.limit - l.remaining) * 1000) / l.resetMs
-      : 0
+    // a limit that reads full now (its reset is now or past, or nothing of it is used) says
+    // nothing about the refill: no cap from it. Capping it at the remaining budget over a
+    // second (what the rule below gives then) held a key at `remaining − in flight` per second
+    // while its bucket stayed full: an RFC 3339 reset to the second (Anthropic's), or one a
+    // loaded client reads a few ms late, reads as 0 for any bucket that refills within the
+    // second (issue 18: ~9 req/s for seconds against a limit of 25, 0.83 of it used)
+    if (l.resetMs === undefined || l.resetMs <= 0 || (l.limit !== undefined && l.remaining >= l.limit)) return undefined
+    const horizonMs = Math.max(1000, l.resetMs)
+    const refillPerS = l.limit !== undefined ? ((l.limit - l.remaining) * 1000) / l.resetMs : 0
     const spare = Math.max(0, l.remaining - inFlight)
     // nothing left and no refill known: one request per reset, never zero
     return Math.max(refillPerS + (spare * 1000) / horizonMs, 1000 / horizonMs)
@@ -498,10 +505,10 @@ export const onReport = (
   }
   if (r.rateLimit !== undefined) {
     const c = headerCeiling(r.rateLimit, r.active, s.tokensPerRequest)
-    if (c !== undefined) {
-      s.headerCeiling = c
-      s.headerAt = r.now
-    }
+    // `undefined`: the headers name no budget, or only limits that read full now (no cap
+    // then, not the last answer's)
+    s.headerCeiling = c
+    s.headerAt = c === undefined ? Number.NEGATIVE_INFINITY : r.now
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++
@@ -537,6 +544,19 @@ export const onReport = (
   increase(s, p, r.now, r.capacity)
 }
 
+/**
+ * What paces the resource at `now` (`describe`'s `pacedBy`): `headers` while the last
+ * answer's rate-limit headers are fresh (within 4 holds) and their allowance is within twice
+ * the AIMD rate: below it they cap the rate in force; from it up to twice it they cap its
+ * growth (`increase` never lets the rate past twice the allowance), so the rate follows what
+ * the server announces. `aimd` otherwise: no headers, stale ones, or an allowance so far above
+ * the rate that it bounds nothing (a daily budget, a per-minute limit read as a burst).
+ *
+ * @internal
+ */
+export const pacedBy = (s: AimdState, p: AimdParams, now: number): "headers" | "aimd" =>
+  headerFresh(s, p, now) && s.headerCeiling! <= 2 * s.rate ? "headers" : "aimd"
+
 const round = (x: number, digits = 2): number => {
   const f = Math.pow(10, digits)
   return Math.round(x * f) / f
@@ -546,8 +566,8 @@ const round = (x: number, digits = 2): number => {
  * The state as strict JSON for snapshots, `report` and the dashboard: `rate` (the allowance:
  * requests/s the pacing lets through, which may exceed what the server accepts), `sustained`
  * (requests/s the server answered successfully over the last 5 to 10 s, as of the last time
- * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while the
- * headers' cap binds, else `aimd`), `knee` (the sustained rate at the last decrease, or null),
+ * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while fresh
+ * headers cap the rate or its growth, else `aimd`: see {@link pacedBy}), `knee` (the sustained rate at the last decrease, or null),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
  * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
  * `loopStallMs` (answer time taken out as our own event loop's stall, in all).
@@ -567,7 +587,7 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
     sustained: sustained === undefined ? null : round(sustained),
     concurrency: Math.max(1, Math.floor(s.limit)),
     phase: s.phase,
-    pacedBy: headerFresh(s, p, now) && s.headerCeiling! < s.rate ? "headers" : "aimd",
+    pacedBy: pacedBy(s, p, now),
     knee: s.knee === undefined ? null : round(s.knee),
     decreases: s.decreases,
     lastDecrease: s.lastDecreaseReason === undefined ? null : { reason: s.lastDecreaseReason, at: s.lastDecreaseAt },

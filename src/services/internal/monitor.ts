@@ -270,7 +270,8 @@ export const pipelineRow = (
 
 /**
  * What the call cache did, in the snapshot's snake_case (`CallCache.CacheStats` renamed, since
- * 0.9.0): `hits`, `misses`, `refreshed`, `bypassed`; `tokens_saved` (`prompt_tokens`,
+ * 0.9.0): `hits`, `misses`, `refreshed`, `bypassed`, `write_failures` (outputs the cache failed
+ * to store, counted in `misses` or `refreshed` too); `tokens_saved` (`prompt_tokens`,
  * `completion_tokens`, `total_tokens`: the stored usage of the calls the hits replaced) and
  * `cost_saved_usd` (US dollars; `null` when no hit's call had a known cost).
  *
@@ -282,6 +283,7 @@ export interface CacheWire {
   readonly misses: number
   readonly refreshed: number
   readonly bypassed: number
+  readonly write_failures: number
   readonly tokens_saved: { readonly prompt_tokens: number; readonly completion_tokens: number; readonly total_tokens: number }
   readonly cost_saved_usd: number | null
 }
@@ -297,6 +299,7 @@ export const cacheWire = (c: CallCache.CacheStats): CacheWire => ({
   misses: c.misses,
   refreshed: c.refreshed,
   bypassed: c.bypassed,
+  write_failures: c.writeFailures,
   tokens_saved: {
     prompt_tokens: c.tokensSaved.promptTokens,
     completion_tokens: c.tokensSaved.completionTokens,
@@ -1449,7 +1452,9 @@ export const renderLine = (s: Snapshot): string => {
  * header (a stale run reads as stale, see {@link statusOf}), progress bar, counts by state
  * (`admitted` for pipelines admitted and not finished), throughput and ETA, the percentiles
  * of the ended pipelines' time in the run (`time in run (incl. queueing)`: admission to end,
- * so waiting for a worker slot counts; the field stays `latency_ms`), reported metrics, pool resources and recent errors (full pipeline ids). Lines are cut to `width`; store text is
+ * so waiting for a worker slot counts; the field stays `latency_ms`), reported metrics, pool
+ * resources, the call cache (hits, misses, failed writes, tokens saved) and recent errors (full
+ * pipeline ids). Lines are cut to `width`; store text is
  * stripped of control characters; colour is ANSI SGR when `color` is set.
  *
  * @since 0.1.0
@@ -1520,6 +1525,15 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       const algo = r.algorithm_text === "" ? "" : ` · ${clean(r.algorithm_text)}`
       push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}`)
     }
+  }
+  if (s.cache !== undefined) {
+    // the call cache: a failed write is said (the call it kept is made again next run)
+    const c = s.cache
+    const failed = c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""
+    const text = `call cache: hits ${c.hits} · misses ${c.misses}${c.refreshed > 0 ? ` · refreshed ${c.refreshed}` : ""}${
+      c.bypassed > 0 ? ` · read-only misses ${c.bypassed}` : ""
+    }${failed} · saved ${c.tokens_saved.total_tokens} tokens`
+    push(text, failed === "" ? text : text.replace(failed, paint("red", failed)))
   }
   if (s.suite !== undefined) {
     push(`suite ${clean(s.suite.suite_id)} (${s.suite.layout})${s.suite.experiment === null ? "" : ` · member ${clean(s.suite.experiment)}`}`)

@@ -344,7 +344,7 @@ export interface ReportData {
   readonly walPending: ReadonlyArray<{ readonly source: string; readonly frames: number }>
   /**
    * What the call cache did in the selected runs: hits (served, no call), misses (called and
-   * stored), refreshed, read-only misses, and the tokens the hits saved (see
+   * stored), refreshed, read-only misses, failed writes, and the tokens the hits saved (see
    * `CallCache.CacheStats`).
    */
   readonly cache: CallCache.CacheStats
@@ -909,7 +909,7 @@ export const renderText = (r: ReportData): string => {
     out.push(
       `Call cache: hits ${c.hits}, misses ${c.misses}${c.refreshed > 0 ? `, refreshed ${c.refreshed}` : ""}${
         c.bypassed > 0 ? `, read-only misses ${c.bypassed}` : ""
-      }; saved ${t.totalTokens} tokens (prompt ${t.promptTokens}, completion ${t.completionTokens})${
+      }${c.writeFailures > 0 ? `; ${c.writeFailures} cache write${c.writeFailures === 1 ? "" : "s"} failed (those calls are made again next run)` : ""}; saved ${t.totalTokens} tokens (prompt ${t.promptTokens}, completion ${t.completionTokens})${
         c.costSavedUsd === null ? "" : `, ${formatUsd(c.costSavedUsd)}`
       }`
     )

@@ -264,12 +264,46 @@ describe("adaptive: the AIMD rules", () => {
     assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 60, remaining: undefined, resetMs: 1000 }, tokens: undefined }, 1, undefined))
   })
 
+  it("a limit that reads full now (reset now or past, or nothing used) gives no cap, and lifts the last one (issue 18: ~9 req/s against 25)", () => {
+    // 25 left of 25, or a reset to the second that is already due: the refill is unknown
+    assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 1500, remaining: 24, resetMs: 0 }, tokens: undefined }, 16, undefined))
+    assert.isUndefined(Aimd.headerCeiling({ requests: { limit: 25, remaining: 25, resetMs: 40 }, tokens: undefined }, 16, undefined))
+    const s = Aimd.initial(p, 64, 0)
+    s.rate = 25
+    Aimd.onReport(s, p, ok(1000, 100, { active: 16, rateLimit: { requests: { limit: 60, remaining: 0, resetMs: 6000 }, tokens: undefined } }))
+    assert.approximately(Aimd.effectiveRate(s, p, 1000), 10, 1e-9)
+    Aimd.onReport(s, p, ok(1100, 100, { active: 16, rateLimit: { requests: { limit: 1500, remaining: 24, resetMs: 0 }, tokens: undefined } }))
+    assert.strictEqual(Aimd.effectiveRate(s, p, 1100), 25)
+  })
+
   it("a fresh header cap bounds the effective rate; a stale one (no header for 4 holds) no longer does", () => {
     const s = Aimd.initial(p, 64, 0)
     s.rate = 50
     Aimd.onReport(s, p, ok(1000, 100, { rateLimit: { requests: { limit: 60, remaining: 0, resetMs: 6000 }, tokens: undefined } }))
     assert.approximately(Aimd.effectiveRate(s, p, 1000), 10, 1e-9)
     assert.strictEqual(Aimd.effectiveRate(s, p, 1000 + 4 * p.holdMs + 1), s.rate)
+  })
+
+  it("pacedBy: headers while fresh headers cap the rate or its growth (an allowance up to 2× the AIMD rate), even at or above the rate; aimd without them, stale, or far above", () => {
+    const at = (ceiling: number, now: number) => {
+      const s = Aimd.initial(p, 64, 0)
+      s.rate = 20
+      s.headerCeiling = ceiling
+      s.headerAt = 1000
+      return (Aimd.describe(s, p, now) as Record<string, unknown>)["pacedBy"]
+    }
+    assert.strictEqual(at(10, 1000), "headers", "below the rate: caps it")
+    assert.strictEqual(at(20, 1000), "headers", "equal to the rate")
+    assert.strictEqual(at(30, 1000), "headers", "above the rate, within 2×: caps its growth")
+    assert.strictEqual(at(40, 1000), "headers")
+    assert.strictEqual(at(41, 1000), "aimd", "far above: bounds nothing")
+    assert.strictEqual(at(10, 1000 + 4 * p.holdMs + 1), "aimd", "stale")
+    assert.strictEqual((Aimd.describe(Aimd.initial(p, 64, 0), p, 0) as Record<string, unknown>)["pacedBy"], "aimd", "no headers")
+    // an answer whose headers allow exactly the rate
+    const s = Aimd.initial(p, 64, 0)
+    s.rate = 10
+    Aimd.onReport(s, p, ok(1000, 100, { rateLimit: { requests: { limit: 60, remaining: 0, resetMs: 6000 }, tokens: undefined } }))
+    assert.strictEqual((Aimd.describe(s, p, 1000) as Record<string, unknown>)["pacedBy"], "headers")
   })
 
   it("describe: strict JSON with the rate, the window, the phase and the last decrease and its reason", () => {

@@ -246,6 +246,7 @@ export const submit = <SE, SR>(
               misses: c.misses,
               refreshed: c.refreshed,
               bypassed: c.bypassed,
+              writeFailures: c.writeFailures,
               ...c.tokensSaved,
               costSavedUsd: c.costSavedUsd
             }

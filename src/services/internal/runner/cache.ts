@@ -34,13 +34,16 @@ export interface CacheEnv {
  * What the cache did for one attempt, recorded in its decision (`decision.cache`): `hit`
  * (served; `storedAt` and the stored `usage`), `miss` (ran and stored), `refresh` (ran and
  * stored over), `bypass` (`readOnly`, nothing stored: ran and kept nothing); `key` is the
- * first 16 hex digits of the key.
+ * first 16 hex digits of the key; `stored: false` on a `miss` or `refresh` whose output the
+ * cache failed to store (the task ran and its result stands; counted as a miss and as a
+ * failed write, `writeFailures`).
  *
  * @internal
  */
 export interface CacheNote {
   readonly status: "hit" | "miss" | "refresh" | "bypass"
   readonly key: string
+  readonly stored?: false | undefined
   readonly storedAt?: number | undefined
   readonly usage?: CacheUsageTokens | null | undefined
 }
@@ -163,7 +166,8 @@ const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
 /**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
- * attempt's {@link CacheNote}. A failed write is logged, never fails the attempt.
+ * attempt's {@link CacheNote}. A failed write is logged, never fails the attempt: its note
+ * says `stored: false` (the attempt still counts as a miss, and as a failed write).
  *
  * @internal
  */
@@ -194,7 +198,10 @@ export const afterRun = (
   }).pipe(
     Effect.as(note),
     Effect.catchAll((e) =>
-      Effect.as(Effect.logWarning(`call cache ${cache.service.location}: could not store an output: ${e.message}`), undefined)
+      Effect.as(
+        Effect.logWarning(`call cache ${cache.service.location}: could not store an output: ${e.message}`),
+        { ...note, stored: false as const }
+      )
     )
   )
 }
@@ -232,6 +239,7 @@ export const succeededAs = (
  */
 export const countNote = (c: CacheCounters, note: CacheNote | undefined): void => {
   if (note === undefined) return
+  if (note.stored === false) c.writeFailures++
   switch (note.status) {
     case "hit": {
       c.hits++

@@ -105,7 +105,7 @@ export interface RunnerEnv {
   readonly callCache?: CallCacheService | undefined
 }
 
-const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed > 0
+const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed + c.writeFailures > 0
 
 const configError = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -443,7 +443,8 @@ const runLoop = <S extends AnySpec, SE, SR>(
         }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
       }
       // the call cache's figures so far, when they moved (what monitors read while it runs)
-      const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed
+      const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed +
+        state.cache.writeFailures
       if (hitsAndMisses !== cacheEmitted) {
         cacheEmitted = hitsAndMisses
         yield* emit("cache.stats", null, { cache: { ...state.cache } })

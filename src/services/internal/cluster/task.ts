@@ -217,7 +217,10 @@ interface Fence {
  *   slot expired or claimed by another runner; the lease is then lost (nothing was called
  *   under it) and the acquire asks for another one, so that the capacity the database counts
  *   is never exceeded by a call under a lapsed slot;
- * - then the lease's quota charges are moved to the window the call goes out in.
+ * - then the lease's quota charges are moved to the window the call goes out in;
+ * - from then on, the lease lost mid-call (its renewals failing until its local deadline, or its
+ *   slot found taken) fails the attempt with `LeaseLost` and stops the call (`watch`, with the
+ *   attempt's `guardBody`): the slot is never given back early, it may be another runner's.
  *
  * With Postgres claims these are one statement (`Claims.fence`) when the store and the pools
  * live in the claims' database (`env.storeHere`, `Claims.sameDatabase`); otherwise the store

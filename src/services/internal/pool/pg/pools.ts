@@ -13,9 +13,11 @@
  * claim or a charge fails the local lease is given back and the acquire tries again after a
  * backoff from `Clock` (a full resource is skipped at once; waits are bounded by the acquire's
  * timeout). The granted lease renews its slot in a forked fiber (L3 of the research note):
- * a renewal *error* is not a loss, the work keeps its slot until the local deadline counted
- * from before the last successful renewal was sent; a renewal that finds the slot taken, or
- * the deadline passing, fails the lease's `lost` signal with `LeaseLost`. The slot is given
+ * a renewal *error* is not a loss (it is asked again soon), the work keeps its slot until the
+ * local deadline counted from before the last successful renewal was sent, less a margin; a
+ * renewal that finds the slot taken, or the deadline passing (seen by the fiber, or when the
+ * lease ends), fails the lease's `lost` signal with `LeaseLost`, publishes `lease.lost`, and
+ * tells the lease's watchers (the cluster engine stops the call). The slot is given
  * back early only after a completed call (a successful scope, an explicit `releaseNow`, or a
  * lease that received a report); after an unknown outcome it is kept until its TTL ends.
  *

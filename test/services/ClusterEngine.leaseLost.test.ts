@@ -6,14 +6,14 @@
  * capacity 1. Now the lease is marked lost at its local deadline (which keeps a margin before
  * the database's expiry): the attempt holding it fails with `LeaseLost` and its call is
  * stopped, a `lease.lost` event names the resource and the lease, the slot is not given back
- * (r2 holds it), and the task is retried under a new lease.
+ * (r2 holds it), and the attempt's row says `LeaseLost` (retryable: the task is retried).
  *
  * The runners' logic runs on the test clock; the database's clock barely moves (TTLs of
  * seconds), so "the slot expired" is written by the test, as a database would after the TTL.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, Fiber, Ref, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Ref, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import type { ResourceEvent } from "../../src/domain/PoolEvent.js"
@@ -24,10 +24,9 @@ import * as PgStore from "../../src/layers/PgStore.js"
 import { make as makeBus } from "../../src/services/Bus.js"
 import * as Claims from "../../src/services/internal/cluster/inflight.js"
 import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
-import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { breakable, eventually } from "../support/breakableSql.js"
-import { pgServicesOn } from "../support/clusterRunner.js"
+import { admitUnder, pgServicesOn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -75,11 +74,7 @@ describe("cluster: a global slot lost during the call", () => {
           return n * 10
         }))
       const spec = Pipeline.make("lost", ask).bind(4)
-      const runId = "run-l" as RunId
-      const now = yield* Clock.currentTimeMillis
-      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
-      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
-      yield* store.flush
+      yield* admitUnder(store, spec, "run-l" as RunId)
       const claims = Claims.make(real, { ttl: "1 minute", heartbeat: "1 second" })!
       const storeHere = yield* claims.holdsStore(yield* store.storeId!)
       const env = yield* makeTaskEnv({ store, pools: r1, bus: yield* makeBus, concurrency: 2, claims, storeHere })

@@ -17,7 +17,8 @@ import type { Effect } from "effect"
  * callback. Kinds: `resource.added`, `resource.revoked`, `resource.degraded`, `resource.dead`,
  * `resource.revived`, `resource.cooldown_ended`, `resource.factory_failed`,
  * `resource.throttled`, `breaker.opened`, `breaker.half_open`, `breaker.closed`,
- * `acquire.suspected_deadlock`, `lease.leaked`. `resourceId` is absent for pool-wide events;
+ * `acquire.suspected_deadlock`, `lease.leaked`, and from global pools `lease.lost` (`PgPools`).
+ * `resourceId` is absent for pool-wide events;
  * `data` holds the kind's details (strict JSON); `ts` is epoch milliseconds from `Clock`.
  *
  * @since 0.1.0

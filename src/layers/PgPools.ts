@@ -4,9 +4,11 @@
  *
  * - **Capacity** is one `assay_pool_slot` row per unit, claimed with `FOR UPDATE SKIP LOCKED`
  *   for a TTL (`leaseTtl`) and renewed by a forked fiber every `renewEvery`. A renewal error
- *   is not a loss: the holder keeps its slot until its local deadline, counted from before the
- *   last successful renewal was sent. A slot found taken, or the deadline passing, fails the
- *   lease's loss signal with {@link LeaseLost} (class `retryable`; see {@link guard}). The slot
+ *   is not a loss (it is asked again soon): the holder keeps its slot until its local deadline,
+ *   counted from before the last successful renewal was sent, less a margin. A slot found
+ *   taken, or the deadline passing, fails the lease's loss signal with {@link LeaseLost} (class
+ *   `retryable`; see {@link guard}) and publishes the pool event `lease.lost` (`leaseId`,
+ *   `reason`, `lateMs`, `runnerId`); a lost lease's slot is never given back early. The slot
  *   goes back early only after a completed call (a successful scope, `lease.releaseNow`, or a
  *   lease that got a `report`); after an unknown outcome (interruption, a failure with no
  *   report) it is kept until its TTL ends, so a call still running at the provider is never

@@ -1,14 +1,15 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient } from "@effect/sql"
-import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Deferred, Duration, Effect, Exit, Fiber, FastCheck as fc, Layer, Ref, Redacted, Scope, TestClock, TestContext } from "effect"
 import { describe, expect, it } from "vitest"
 import type { AcquireOptions, Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as PgPools from "../../src/layers/PgPools.js"
+import * as PgLeases from "../../src/services/internal/pool/pg/pools.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
+import { breakable, eventually } from "../support/breakableSql.js"
 import { usePostgres } from "../support/postgres.js"
 
 // Real Postgres time (`now()`) decides TTLs here, so these tests run on the live clock with
@@ -419,28 +420,6 @@ describe("PgPools: shared state", () => {
   }, 120_000)
 })
 
-/** The client with a switch: while `broken`, every statement fails like a dropped connection. */
-const breakable = (sql: SqlClient.SqlClient) => {
-  const state = { broken: false }
-  const proxy = new Proxy(sql, {
-    apply: (target, self, args) =>
-      state.broken
-        ? Effect.fail(new SqlError({ cause: "connection terminated (test)", message: "Failed to execute statement" }))
-        : Reflect.apply(target as any, self, args)
-  })
-  return { sql: proxy as SqlClient.SqlClient, state }
-}
-
-/** Lets real I/O finish (bounded): the macrotask queue turns until `cond` holds. */
-const eventually = <E, R>(cond: Effect.Effect<boolean, E, R>, turns = 500) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < turns; i++) {
-      if (yield* cond) return true
-      yield* Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
-    }
-    return false
-  })
-
 describe("PgPools: lease renewal (L3), on the test clock", () => {
   it("a renewal error is not a loss; the lease is lost only at the local deadline, and its slot is then kept until it expires", async () => {
     const url = await freshDb()
@@ -482,6 +461,68 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       state.broken = false
       yield* lease.releaseNow
       expect((yield* leaseRow).lease_id).toBe(first.lease_id)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
+
+  it("a renewal error before the deadline is asked again soon, not left until the deadline: the lease is kept", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const real = yield* client(url)
+      const { sql, state } = breakable(real)
+      // TTL 30 s (local deadline 28.5 s after the grant: margin 1.5 s), renewals every 10 s;
+      // the database keeps the row for the whole test (its clock barely moves)
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "30 seconds", renewEvery: "10 seconds" })
+      const lease = yield* pools.acquireRaw("llm")
+      const expires = Effect.orDie(Effect.map(
+        real<{ expires_at: string }>`SELECT expires_at::text AS expires_at FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
+        (rows) => rows[0]!.expires_at
+      ))
+      const first = yield* expires
+      // the renewals at 10 s and 20 s fail (the database restarting)
+      state.broken = true
+      for (let i = 0; i < 2; i++) {
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(Effect.succeed(false), 5)
+      }
+      // back within a second: the renewal is asked again then, well before the deadline
+      state.broken = false
+      yield* TestClock.adjust("1 second")
+      expect(yield* eventually(Effect.map(expires, (e) => e !== first))).toBe(true)
+      // past the first deadline (28.5 s): still held
+      yield* TestClock.adjust("9 seconds")
+      yield* eventually(Effect.succeed(false), 5)
+      expect(yield* PgPools.isLost(lease)).toBe(false)
+      yield* lease.releaseNow
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 60_000)
+
+  it("a lease ending past its local deadline before its renewal ran (a frozen process) is lost: lease.lost, its slot not given back", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "30 seconds", renewEvery: "10 seconds" })
+      const events: Array<{ kind: string; resourceId?: string | undefined; data: Record<string, unknown> }> = []
+      yield* pools.listen((e) => Effect.sync(() => events.push(e)))
+      const lease = yield* pools.acquireRaw("llm")
+      // the process froze right after the grant: its renewal fiber has not run since; it wakes
+      // 40 s later (11.5 s past the local deadline of 28.5 s) with the call completed
+      if (!PgLeases.isPgLease(lease)) throw new Error("expected a global lease")
+      yield* Fiber.interrupt(lease.renewal!)
+      yield* TestClock.adjust("40 seconds")
+      const row = Effect.orDie(Effect.map(
+        sql<{ lease_id: string | null }>`SELECT lease_id::text AS lease_id FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
+        (rows) => rows[0]!.lease_id
+      ))
+      const before = yield* row
+      yield* lease.report({ ok: true })
+      yield* lease.releaseNow
+      expect(yield* PgPools.isLost(lease)).toBe(true)
+      // the slot may be another runner's by now: it is left to its TTL, never released early
+      expect(yield* row).toBe(before)
+      const lost = events.filter((e) => e.kind === "lease.lost")
+      expect(lost).toHaveLength(1)
+      expect(lost[0]!.resourceId).toBe("key-a")
+      expect(lost[0]!.data).toMatchObject({ leaseId: before, reason: "deadline", lateMs: 11_500, runnerId: "a" })
     })).pipe(Effect.provide(TestContext.TestContext)))
   }, 60_000)
 

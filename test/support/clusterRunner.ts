@@ -9,12 +9,15 @@ import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import { NodeContext } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import { Clock, Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import type { RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as InFlight from "../../src/services/internal/cluster/inflight.js"
+import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
+import type { StoreService } from "../../src/services/Store.js"
 import type { PgServer } from "./pgServer.js"
 
 /** A pipeline spec of any types. */
@@ -79,3 +82,12 @@ export const pgServicesOn = (pg: PgServer, db: string) =>
       return PgClient.layer({ url: Redacted.make(pg.url(db)) })
     }))
   )
+
+/** Opens run `runId` in `store` and admits `spec` under it (its seed artifact included), written through. */
+export const admitUnder = (store: StoreService, spec: AnySpec, runId: RunId) =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+    yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+    yield* store.flush
+  })

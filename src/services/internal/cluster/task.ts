@@ -47,6 +47,7 @@ import { readOnlyView } from "../../../domain/TaskStore.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import type { Holder, PoolsService } from "../../Pools.js"
 import * as PgPools from "../pool/pg/pools.js"
+import type { LeaseLost } from "../pool/pg/errors.js"
 import * as PgSql from "../pool/pg/sql.js"
 import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
@@ -216,7 +217,10 @@ interface Fence {
  *   slot expired or claimed by another runner; the lease is then lost (nothing was called
  *   under it) and the acquire asks for another one, so that the capacity the database counts
  *   is never exceeded by a call under a lapsed slot;
- * - then the lease's quota charges are moved to the window the call goes out in.
+ * - then the lease's quota charges are moved to the window the call goes out in;
+ * - from then on, the lease lost mid-call (its renewals failing until its local deadline, or its
+ *   slot found taken) fails the attempt with `LeaseLost` and stops the call (`watch`, with the
+ *   attempt's `guardBody`): the slot is never given back early, it may be another runner's.
  *
  * With Postgres claims these are one statement (`Claims.fence`) when the store and the pools
  * live in the claims' database (`env.storeHere`, `Claims.sameDatabase`); otherwise the store
@@ -229,7 +233,8 @@ const recheckingPools = (
   pipelineId: PipelineId,
   seq: number,
   found: Deferred.Deferred<TaskVerdict>,
-  claim: { readonly token: string; readonly attempt: () => number; readonly fence: Fence } | undefined
+  claim: { readonly token: string; readonly attempt: () => number; readonly fence: Fence } | undefined,
+  watch: (lease: Lease<any>) => Effect.Effect<void>
 ): PoolsService => {
   const settle = (verdict: TaskVerdict | undefined) =>
     verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
@@ -283,9 +288,10 @@ const recheckingPools = (
         Effect.flatMap(PgPools.knownLost(lease), (lost) => lost ? Effect.succeed(false) : fenced(lease)),
         (ok) =>
           ok
-            // the last thing before the task's call: the lease's quota charges are moved to the
-            // window the call goes out in (a grant's window may have ended meanwhile)
-            ? Effect.as(PgPools.confirm(lease), lease)
+            // from now on a loss of the lease fails the attempt (`guardBody`); the last thing
+            // before the task's call: the lease's quota charges are moved to the window the
+            // call goes out in (a grant's window may have ended meanwhile)
+            ? Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
             : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
       ))
     return loop
@@ -465,6 +471,25 @@ const runTaskOnce = (
     const state = yield* stateOf(env, runId)
     const found = yield* Deferred.make<TaskVerdict>()
     const registry = registryFor(env, task)
+    // the running attempt's loss signal: a global lease it holds lost mid-call (its renewals
+    // failed until its local deadline, or its slot was found taken) fails the attempt with
+    // `LeaseLost` (retryable) and interrupts its call, before the slot can expire in the
+    // database and be claimed by another runner (the deadline keeps a margin): the provider
+    // never sees more calls at once than the capacity. The slot is not given back early (it
+    // may be another's by then); a result that arrived first is kept (first-writer-wins at
+    // the checkpoint).
+    const attemptLost: { current: Deferred.Deferred<never, LeaseLost> | undefined } = { current: undefined }
+    const watch = (lease: Lease<any>) =>
+      Effect.suspend(() => {
+        const signal = attemptLost.current
+        return signal === undefined ? Effect.void : PgPools.onLost(lease, (lost) => Deferred.unsafeDone(signal, Exit.fail(lost)))
+      })
+    const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
+      Effect.suspend(() => {
+        const signal = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
+        attemptLost.current = signal
+        return Effect.raceFirst(body, Deferred.await(signal))
+      })
     const shared: AttemptShared = {
       runId,
       bus: env.bus,
@@ -474,7 +499,8 @@ const runTaskOnce = (
         pipelineId,
         seq,
         found,
-        claims === undefined ? undefined : { token: claim.token, attempt: () => claim.attempt, fence: claim.fence }
+        claims === undefined ? undefined : { token: claim.token, attempt: () => claim.attempt, fence: claim.fence },
+        watch
       ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
@@ -493,7 +519,8 @@ const runTaskOnce = (
       registryFor: (t) => registryFor(env, t),
       whileParked: (self) => self,
       onTerminal: () => Effect.void,
-      traceAttempts: false
+      traceAttempts: false,
+      guardBody
     }
     const leaseIds: Array<string> = []
     const holder = emptyHold()

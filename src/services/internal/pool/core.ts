@@ -1373,6 +1373,20 @@ export const make = (
       saveState: (pool) => Effect.flatMap(poolOf(pool), (p) => Effect.sync(() => core.saveState(p))),
       restoreState: (pool, id, state) => Effect.flatMap(poolOf(pool), (p) => core.restoreState(p, id, state))
     }
+    publishers.set(service, (e) => core.fanout.deliver(e, core.pools.get(e.pool)?.onEvent))
     // `acquire` goes through `core.scoped`, which applies a runner attempt's hooks
     return markAppliesHooks(service)
   })
+
+const publishers = new WeakMap<PoolsService, (event: ResourceEvent) => Effect.Effect<void>>()
+
+/**
+ * Delivers `event` as one of `pools`' own events (its subscribers, the pool's and the
+ * service's `onEvent`, every `listen` callback): how the global pools (`pool/pg/pools.ts`)
+ * report what happens to a lease outside the local core (`lease.lost`). A no-op for a service
+ * this module did not build.
+ *
+ * @internal
+ */
+export const publish = (pools: PoolsService, event: ResourceEvent): Effect.Effect<void> =>
+  Effect.suspend(() => publishers.get(pools)?.(event) ?? Effect.void)

@@ -339,6 +339,12 @@ export interface PipelineEnv {
   readonly startGate?: ((spec: AnySpec) => Effect.Effect<string | undefined>) | undefined
   /** The call cache (see `cache.ts`); `undefined`: no task is ever served from a cache. */
   readonly cache?: CacheEnv | undefined
+  /**
+   * Wraps each attempt's body (its scope included, inside its timeout and budget): the cluster
+   * engine fails an attempt whose global pool lease is lost mid-call (`cluster/task.ts`).
+   * Absent in the embedded runner (its fast path is kept).
+   */
+  readonly guardBody?: (<A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, unknown>) | undefined
 }
 
 /**
@@ -1038,7 +1044,10 @@ const runBody = (
     // The common Effect task (nothing wraps its body): the attempt, its scope's close and its
     // end in one uninterruptible region (see `attemptExit`): no span, timeout or budget to
     // put between the body and its exit.
-    if (task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator) {
+    if (
+      task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator &&
+      env.guardBody === undefined
+    ) {
       // (a `Task.make` body is called as `run` would call it, without its `Effect.suspend`:
       // `attemptExit` calls it inside the attempt and makes a throw a defect, as `suspend` does)
       const direct = effectBodyOf(task.run)
@@ -1063,7 +1072,8 @@ const runBody = (
     // pipeline, seq, attempt and, past visit 0, the visit), so a rerun samples the same values
     // and a retry or a revisit samples anew; the generator is built when the attempt first
     // draws (see `attemptScope.ts`). Sync and promise bodies cannot read it.
-    const body = task.scoped ? attemptScoped(run, new AttemptGenerator(ctx)) : run
+    const scoped = task.scoped ? attemptScoped(run, new AttemptGenerator(ctx)) : run
+    const body = env.guardBody === undefined ? scoped : env.guardBody(scoped as Effect.Effect<unknown, unknown>)
     const timed = timeout === null
       ? body
       : Effect.timeoutFail(body, {

@@ -13,9 +13,11 @@
  * claim or a charge fails the local lease is given back and the acquire tries again after a
  * backoff from `Clock` (a full resource is skipped at once; waits are bounded by the acquire's
  * timeout). The granted lease renews its slot in a forked fiber (L3 of the research note):
- * a renewal *error* is not a loss, the work keeps its slot until the local deadline counted
- * from before the last successful renewal was sent; a renewal that finds the slot taken, or
- * the deadline passing, fails the lease's `lost` signal with `LeaseLost`. The slot is given
+ * a renewal *error* is not a loss (it is asked again soon), the work keeps its slot until the
+ * local deadline counted from before the last successful renewal was sent, less a margin; a
+ * renewal that finds the slot taken, or the deadline passing (seen by the fiber, or when the
+ * lease ends), fails the lease's `lost` signal with `LeaseLost`, publishes `lease.lost`, and
+ * tells the lease's watchers (the cluster engine stops the call). The slot is given
  * back early only after a completed call (a successful scope, an explicit `releaseNow`, or a
  * lease that received a report); after an unknown outcome it is kept until its TTL ends.
  *
@@ -43,6 +45,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
+import { publish } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -98,6 +101,17 @@ export class PgLease implements Lease<any> {
   done = false
   reported = false
   renewal: Fiber.RuntimeFiber<void> | undefined
+  /**
+   * The local deadline (epoch ms, from `Clock`): the local time the last successful claim or
+   * renewal was sent, plus the TTL, minus the safety margin ({@link Gate.marginMs}). Past it
+   * with no renewal, the slot may have expired in the database and been claimed by another
+   * runner: the lease is lost.
+   */
+  deadline = 0
+  /** Why the lease was lost, once it is ({@link Gate.markLost}). */
+  lostAs: LeaseLost | undefined
+  /** Told once when the lease is lost while still held ({@link onLost}). */
+  readonly watchers: Array<(lost: LeaseLost) => void> = []
   constructor(
     readonly inner: Lease<any>,
     readonly claimed: Q.Claimed,
@@ -177,6 +191,21 @@ export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
     }
     : undefined
 
+/**
+ * Calls `callback` once if the global lease is lost while it is still held (its renewal found
+ * the slot taken, or the local deadline passed with no renewal), at once when it already is;
+ * never for a local lease, nor for a loss first seen when the lease ends (the call is over by
+ * then). The cluster engine interrupts the attempt holding the lease with it (`cluster/task.ts`).
+ */
+export const onLost = (lease: Lease<any>, callback: (lost: LeaseLost) => void): Effect.Effect<void> =>
+  isPgLease(lease)
+    ? Effect.sync(() => {
+      if (lease.done) return
+      if (lease.lostAs === undefined) lease.watchers.push(callback)
+      else callback(lease.lostAs)
+    })
+    : Effect.void
+
 /** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
 export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
   isPgLease(lease) ? Deferred.isDone(lease.lost) : Effect.succeed(false)
@@ -189,7 +218,7 @@ export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
 export const lostAtFence = (lease: Lease<any>): Effect.Effect<void> =>
   isPgLease(lease)
     ? Effect.zipRight(
-      Effect.flatMap(Deferred.isDone(lease.lost), (done) => done ? Effect.void : lease.gate.markLost(lease, "taken")),
+      lease.gate.markLost(lease, "taken", true),
       lease.gate.finish(lease, false)
     )
     : Effect.void
@@ -228,6 +257,14 @@ export class Gate {
   }
 
   nowMs = Effect.clockWith((c) => c.currentTimeMillis)
+
+  /**
+   * The safety margin of a lease's local deadline (ms): `min(renewEvery, TTL / 20)`, time for
+   * the database's clock to run ahead of this process's and for a renewal's round trip.
+   */
+  get marginMs(): number {
+    return Math.min(this.settings.renewEveryMs, this.settings.leaseTtlMs / 20)
+  }
 
   /** Charges every quota rule of a resource; undoes and returns `undefined` on a refusal. */
   chargeAll(pool: string, info: ResourceInfo): Effect.Effect<ReadonlyArray<QuotaCharge> | undefined, SqlError> {
@@ -494,8 +531,9 @@ export class Gate {
               return yield* e
             }
             const lease = leased.right
-            const claimed = yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
+            // the deadline counts from before the claim was sent (the server's TTL starts later)
             const sent = yield* gate.nowMs
+            const claimed = yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
               // refused without the view: read it at once (no wait) and choose again
@@ -512,8 +550,9 @@ export class Gate {
             }
             const lost = yield* Deferred.make<never, LeaseLost>()
             const pg = new PgLease(lease, claimed.right, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
+            pg.deadline = sent + gate.settings.leaseTtlMs - gate.marginMs
             // forked from an uninterruptible region: the loop itself must stay interruptible
-            pg.renewal = yield* Effect.forkIn(Effect.interruptible(gate.renew(pg, sent + gate.settings.leaseTtlMs)), gate.scope)
+            pg.renewal = yield* Effect.forkIn(Effect.interruptible(gate.renew(pg)), gate.scope)
             if (holder.owner !== undefined) {
               let s = gate.leases.get(holder.owner)
               if (s === undefined) gate.leases.set(holder.owner, s = new Set())
@@ -536,66 +575,100 @@ export class Gate {
   }
 
   /**
-   * The renewal loop (L3): renews every `renewEveryMs`; success moves the local deadline to
-   * `sent + ttl` (sent = the clock read before the statement went out); an error changes
-   * nothing; the slot found taken, or the deadline reached, fails `lost`.
+   * The renewal loop (L3): renews every `renewEvery`; a success moves the lease's local deadline
+   * to `sent + TTL - margin` (sent = the clock read before the statement went out). A renewal
+   * *error* (or one that does not answer before the deadline) is not a loss: it is asked again
+   * after a short backoff (`renewEvery / 20` doubling, at most `renewEvery / 4`, equal jitter
+   * from `Random`) until the deadline. The slot found taken, or the deadline reached with no
+   * success, loses the lease ({@link Gate.markLost}).
    */
-  renew(lease: PgLease, firstDeadline: number): Effect.Effect<void> {
+  renew(lease: PgLease): Effect.Effect<void> {
     const gate = this
     const { leaseTtlMs, renewEveryMs } = this.settings
-    const margin = Math.min(renewEveryMs, leaseTtlMs / 20)
+    const margin = this.marginMs
     return Effect.gen(function*() {
-      let deadline = firstDeadline
+      let next = (yield* gate.nowMs) + renewEveryMs
+      let failures = 0
       while (!lease.done) {
         const now = yield* gate.nowMs
-        const wake = Math.min(now + renewEveryMs, deadline - margin)
+        const wake = Math.min(next, lease.deadline)
         if (wake > now) yield* Effect.sleep(Duration.millis(wake - now))
         if (lease.done) return
-        if ((yield* gate.nowMs) >= deadline - margin) {
-          yield* gate.markLost(lease, "deadline")
+        const sent = yield* gate.nowMs
+        if (sent >= lease.deadline) {
+          yield* gate.markLost(lease, "deadline", true)
           return
         }
-        const sent = yield* gate.nowMs
         const r = yield* Effect.either(Effect.timeoutFail(Q.renew(gate.sql, lease.pool, lease.resource.id, lease.claimed, leaseTtlMs), {
-          duration: Duration.millis(Math.max(1, deadline - margin - sent)),
+          duration: Duration.millis(Math.max(1, lease.deadline - sent)),
           onTimeout: () => "timeout" as const
         }))
         if (Either.isRight(r)) {
-          if (r.right) deadline = sent + leaseTtlMs
-          else {
-            yield* gate.markLost(lease, "taken")
+          if (!r.right) {
+            yield* gate.markLost(lease, "taken", true)
             return
           }
+          lease.deadline = Math.max(lease.deadline, sent + leaseTtlMs - margin)
+          next = sent + renewEveryMs
+          failures = 0
+          continue
         }
+        // not a loss: ask again soon, the deadline still bounds it
+        const base = Math.min(renewEveryMs / 4, (renewEveryMs / 20) * 2 ** Math.min(failures++, 16))
+        next = (yield* gate.nowMs) + Math.round(yield* Random.nextRange(base / 2, base))
       }
     })
   }
 
-  markLost(lease: PgLease, reason: "taken" | "deadline"): Effect.Effect<void> {
-    return Effect.zipRight(
-      Effect.logWarning(`global pools: lease ${lease.claimed.leaseId} on ${lease.pool}/${lease.resource.id} lost (${reason})`),
-      Deferred.fail(
-        lease.lost,
-        new LeaseLost({ pool: lease.pool, resourceId: lease.resource.id, leaseId: lease.claimed.leaseId, reason, errorClass: "retryable" })
+  /**
+   * Marks a lease lost (once): fails its `lost` signal with {@link LeaseLost}, logs it, and
+   * publishes the pool event `lease.lost` (data: `leaseId`, `reason`, `lateMs`, how long past
+   * the local deadline the loss was seen, 0 when in time, and `runnerId`). With `notify`, the
+   * lease's watchers ({@link onLost}) are told when it is still held. Its slot is never given
+   * back early afterwards ({@link Gate.finish}): it may be another runner's now.
+   */
+  markLost(lease: PgLease, reason: "taken" | "deadline", notify: boolean): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      if (lease.lostAs !== undefined) return
+      const now = yield* gate.nowMs
+      const lateMs = Math.max(0, Math.round(now - lease.deadline))
+      const lost = new LeaseLost({ pool: lease.pool, resourceId: lease.resource.id, leaseId: lease.claimed.leaseId, reason, errorClass: "retryable" })
+      lease.lostAs = lost
+      yield* Deferred.fail(lease.lost, lost)
+      yield* Effect.logWarning(
+        `global pools: lease ${lease.claimed.leaseId} on ${lease.pool}/${lease.resource.id} lost (${reason}, ${lateMs} ms past its local deadline)`
       )
-    )
+      yield* publish(gate.local, {
+        kind: "lease.lost",
+        pool: lease.pool,
+        resourceId: lease.resource.id,
+        data: { leaseId: lease.claimed.leaseId, reason, lateMs, runnerId: gate.settings.runnerId },
+        ts: now
+      })
+      if (notify && !lease.done) for (const watcher of lease.watchers.splice(0)) watcher(lost)
+    })
   }
 
   /**
    * Ends a lease (idempotent): stops the renewal, gives the local lease back and, after a
    * completed call on a lease not lost, the global slot too (a failed release is left to the
-   * TTL, L5); otherwise the slot stays held until it expires.
+   * TTL, L5); otherwise the slot stays held until it expires. A lease ending past its local
+   * deadline with no renewal (a process frozen past it, whose renewal fiber has not run yet)
+   * is lost first: its slot may be another runner's now.
    */
   finish(lease: PgLease, completed: boolean): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (lease.done) return Effect.void
       lease.done = true
+      lease.watchers.length = 0
       if (lease.owner !== undefined) {
         const s = this.leases.get(lease.owner)
         s?.delete(lease)
         if (s?.size === 0) this.leases.delete(lease.owner)
       }
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
+      const lapsed = Effect.flatMap(this.nowMs, (now) => now >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
       const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
         completed && !lost
           ? Effect.catchAll(
@@ -603,7 +676,7 @@ export class Gate {
             (e) => Effect.logWarning(`global pools: release failed, the slot frees at its TTL: ${e.message}`)
           )
           : Effect.void)
-      return Effect.uninterruptible(Effect.all([stop, lease.releaseLocal, giveBack], { discard: true }))
+      return Effect.uninterruptible(Effect.all([stop, lapsed, lease.releaseLocal, giveBack], { discard: true }))
     })
   }
 

@@ -85,9 +85,14 @@ export interface AdmitEnv {
  */
 export interface NowRun {
   readonly run: (spec: AnySpec, start: Pipe.Start) => Pipe.NowOutcome | undefined
+  /** The same for a pipeline that declares control (see `Controlled.runNow`). */
+  readonly runControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Controlled.NowOutcome | undefined
   readonly commit: CheckpointNow
   readonly succeeded: (pipelineId: PipelineId) => void
 }
+
+/** A pipeline's run without a fiber of its own, given its admission (see {@link NowRun}). */
+type NowRunner = (admission: Pipe.Admission) => Pipe.NowOutcome | Controlled.NowOutcome | undefined
 
 /**
  * The pipelines run without a fiber whose checkpoints are submitted and not yet committed,
@@ -426,7 +431,9 @@ export const make = (env: AdmitEnv) => {
         [],
         stored,
         now,
-        initial
+        initial,
+        // a controlled pipeline of synchronous tasks without a fiber (see `Controlled.runNow`)
+        env.now === undefined ? undefined : (admission) => env.now!.runControlled(spec, { ...start, admission })
       )
     }
     return Effect.gen(function*() {
@@ -678,7 +685,7 @@ export const make = (env: AdmitEnv) => {
     stored: PipelineRecord | undefined,
     now: number,
     initial: Traversal.VisitState | undefined,
-    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
+    runNow?: NowRunner | undefined
   ): Effect.Effect<void> =>
     // no generator per admitted pipeline: a free admission slot starts its fiber at once
     Effect.suspend(() => {
@@ -760,7 +767,7 @@ export const make = (env: AdmitEnv) => {
     now: number,
     initial: Traversal.VisitState | undefined,
     hold: SlotHold,
-    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
+    runNow?: NowRunner | undefined
   ): Effect.Effect<void> => {
     if (state.stopping) {
       admission.release(hold)
@@ -791,7 +798,9 @@ export const make = (env: AdmitEnv) => {
     if (ran !== undefined) {
       return ran._tag === "Commit"
         ? commitNow(spec, ran.unit, () => released(spec, hold))
-        : forkPipeline(spec, hold, env.launch(spec, ran.start))
+        : ran._tag === "Continue"
+        ? forkPipeline(spec, hold, env.launch(spec, ran.start))
+        : forkPipeline(spec, hold, env.launchControlled(spec, ran.start))
     }
     const started = claim === undefined ? launch(written) : Effect.flatMap(
       claim(written.write, stored === undefined ? undefined : {

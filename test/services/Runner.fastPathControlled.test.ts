@@ -145,7 +145,12 @@ const dump = (store: StoreService, runId: string) =>
     }
   })
 
-const runOn = (filename: string, general: boolean, options: Runner.RunOptions) => {
+const runOn = (
+  filename: string,
+  general: boolean,
+  options: Runner.RunOptions,
+  specs: Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, unknown> = template.map(seeds)
+) => {
   const calls: Array<string> = []
   // the same object the front built, its `checkpoint` counted (the fast path never calls it)
   const counted = Layer.effect(
@@ -166,7 +171,7 @@ const runOn = (filename: string, general: boolean, options: Runner.RunOptions) =
   )
   return Effect.gen(function*() {
     executions = []
-    const fiber = yield* Effect.fork(Runner.run(template.map(seeds), options))
+    const fiber = yield* Effect.fork(Runner.run(specs, options))
     yield* TestClock.adjust("10 seconds")
     const report = yield* Fiber.join(fiber)
     const store = yield* Store
@@ -221,4 +226,28 @@ describe("Runner: the controlled synchronous fast path", () => {
 
   it.scoped("the same under the run's maxHandoffs cap (budget capped to 2 by run.maxHandoffs)", () =>
     compare({ maxHandoffs: 2 }, 2))
+
+  it.scoped("a long traversal commits where the general path commits (every MAX_UNCOMMITTED steps), with the same rows", () =>
+    Effect.gen(function*() {
+      // 2 tasks, `b` rewinding to `a` until its 40th visit: 81 steps, more than one commit holds
+      const a = Task.sync("a", (n: number, ctx) => n * 1000 + ctx.visit)
+      const b = Task.sync("b", (m: number, ctx) => ctx.visit < 40 ? Handoff.rewind("a", Math.floor(m / 1000)) : m)
+      const looping = Pipeline.make("long-loop", a, b, { control: { rewind: { b: ["a"] }, maxHandoffs: 50 } })
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-fastpath-control-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const specs = () => looping.map([1, 2, 3])
+      const fast = yield* runOn(nodePath.join(dir, "fast.db"), false, {}, specs())
+      const general = yield* runOn(nodePath.join(dir, "general.db"), true, {}, specs())
+      // the general path commits each pipeline twice (64 steps, then the rest); the fast path
+      // hands over before the 65th step and its fiber commits the same way
+      for (const spec of [1, 2, 3].map((n) => looping.bind(n).pipelineId as string)) {
+        assert.strictEqual(general.calls.filter((id) => id === spec).length, 2)
+        assert.strictEqual(fast.calls.filter((id) => id === spec).length, 2)
+      }
+      assert.deepStrictEqual(fast.rows, general.rows)
+      assert.strictEqual(fast.summary, general.summary)
+      assert.include(fast.summary, `"succeeded":3`)
+    }))
 })

@@ -69,9 +69,10 @@ export interface AdmitEnv {
   readonly launchControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Effect.Effect<void, StoreUnavailable>
   readonly crash: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
   /**
-   * A plain pipeline of synchronous tasks run without a fiber of its own (see
-   * `Pipeline.runNow`), when the run allows it (no run hooks, no finished-pipeline callback,
-   * a store built by the front): `run` runs it, `commit` submits its checkpoint with a
+   * A pipeline of synchronous tasks run without a fiber of its own (see `Pipeline.runNow`,
+   * and `Controlled.runNow` for one that declares control), when the run allows it (no run
+   * hooks, no finished-pipeline callback, a store built by the front): `run` (or
+   * `runControlled`) runs it, `commit` submits its checkpoint with a
    * callback (see `CheckpointNow`), `succeeded` counts it once that has committed (what the
    * general path does after its last checkpoint). `undefined`: every pipeline gets its fiber.
    */

@@ -1,6 +1,9 @@
 /**
  * One admitted pipeline whose template declares `control`, run to a terminal state on its own
  * fiber. The plain path (`pipeline.ts`) is untouched: a run picks this path once per pipeline.
+ * A new pipeline whose tasks are all `Task.sync` begins without a fiber ({@link runNow}: the
+ * same steps and transitions, committed once as the fiber would commit them) and gets its
+ * fiber only at the first attempt that needs one (`ControlledStart.carried`).
  *
  * The pipeline's durable traversal state (`VisitState`, kept by the store's `traversal`
  * capability) says where it is: the pending entry (station, visit, input occurrence, reserved

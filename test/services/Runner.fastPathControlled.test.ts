@@ -10,14 +10,11 @@
  * directive, a spent budget (declared, and capped by the run's `maxHandoffs`), and a failure
  * retried after a rewind.
  *
- * Times are compared as present or absent only: the two paths schedule differently, so a
- * retried pipeline starts at another `TestClock` time.
- *
- * The general path is forced by a store that is a copy of the SQLite store's service (not the
- * object the store front built, so the runner finds no callback submission for it).
+ * How the two runs are made and compared: `test/support/fastPathRows.ts`; every task body
+ * also notes each execution here, so an attempt run twice or skipped shows.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -25,10 +22,8 @@ import { RetryableError } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import * as Pool from "../../src/services/Pool.js"
-import * as Runner from "../../src/services/Runner.js"
-import { Store, type StoreService } from "../../src/services/Store.js"
+import type * as Runner from "../../src/services/Runner.js"
+import { runOn } from "../support/fastPathRows.js"
 
 interface Row {
   readonly n: number
@@ -91,95 +86,12 @@ const template = Pipeline.make("fast-vs-general-control", t0, t1, t2, t3, {
 })
 const seeds = Array.from({ length: 48 }, (_, i) => i + 1)
 
-/** Every row and event of a store, with each pipeline's traversal state and ledger, in a stable order, the run id replaced by `RUN`. */
-const dump = (store: StoreService, runId: string) =>
-  Effect.gen(function*() {
-    const all = <A>(s: Stream.Stream<A, unknown>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
-    const pipelines = yield* all(store.streamPipelines())
-    const tasks = yield* all(store.streamTasks())
-    const attempts = yield* all(store.streamAttempts())
-    const artifacts: Array<unknown> = []
-    const states: Array<unknown> = []
-    const ledger: Array<unknown> = []
-    const traversal = store.traversal!
-    for (const p of pipelines) {
-      artifacts.push(...(yield* all(store.streamArtifacts({ pipelineId: p.pipelineId }))))
-      states.push({ pipelineId: p.pipelineId, state: Option.getOrNull(yield* traversal.visitState(p.pipelineId)) })
-      ledger.push(...(yield* traversal.handoffs({ pipelineId: p.pipelineId })))
-      // an entry payload is read back by its occurrence address as a resume reads it
-      const vs = yield* traversal.visitState(p.pipelineId)
-      if (Option.isSome(vs) && vs.value.pending !== null) {
-        const entry = yield* traversal.getArtifactById(vs.value.pending.input)
-        // (its surrogate id follows the commit order, which differs between the paths)
-        states.push({
-          pipelineId: p.pipelineId,
-          entry: Option.getOrNull(Option.map(entry, ({ artifact: { artifactId: _id, ...rest } }) => rest))
-        })
-      }
-    }
-    const events = yield* all(store.streamEvents())
-    const norm = (rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) =>
-      rows.map((r) => {
-        const o: Record<string, unknown> = { ...(r as Record<string, unknown>) }
-        for (const k of drop) delete o[k]
-        // times: when a pipeline is admitted depends on the schedule (the fast path ends its
-        // pipelines sooner, so the retried ones start at another TestClock time)
-        return JSON.stringify(o, (k, v) =>
-          v instanceof Uint8Array
-            ? Buffer.from(v).toString("base64")
-            : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs")
-            ? "T"
-            : v)
-          .split(runId).join("RUN")
-          .replace(/(:RUN:)\d+/g, "$1T")
-      }).sort()
-    return {
-      pipelines: norm(pipelines, []),
-      tasks: norm(tasks, []),
-      // surrogate ids follow the commit order, which differs between the paths
-      attempts: norm(attempts, ["attemptId", "id"]),
-      artifacts: norm(artifacts, ["artifactId", "id"]),
-      events: norm(events.filter((e) => e.pipelineId !== null), ["eventId", "id"]),
-      states: norm(states, []),
-      ledger: norm(ledger, ["handoffId", "id"])
-    }
-  })
-
-const runOn = (
-  filename: string,
-  general: boolean,
-  options: Runner.RunOptions,
-  specs: Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, unknown> = template.map(seeds)
-) => {
-  const calls: Array<string> = []
-  // the same object the front built, its `checkpoint` counted (the fast path never calls it)
-  const counted = Layer.effect(
-    Store,
-    Effect.map(Store, (s): StoreService => {
-      const checkpoint = s.checkpoint
-      const target: StoreService = general ? { ...s } : s
-      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
-        calls.push(unit.pipelineId)
-        return checkpoint(unit)
-      }
-      return target
-    })
-  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
-  const layer = Layer.provideMerge(
-    Runner.layer({ handleSignals: false, concurrency: 4, maxAdmitted: 8 }),
-    Layer.mergeAll(counted, Pool.layer([]))
-  )
-  return Effect.gen(function*() {
+/** `run` with the task executions it made (sorted). */
+const counting = <A extends object, E, R>(run: Effect.Effect<A, E, R>) =>
+  Effect.suspend(() => {
     executions = []
-    const fiber = yield* Effect.fork(Runner.run(specs, options))
-    yield* TestClock.adjust("10 seconds")
-    const report = yield* Fiber.join(fiber)
-    const store = yield* Store
-    const rows = yield* dump(store, report.runId)
-    const { durationMs: _d, runId: _r, startedAt: _s, ...summary } = report
-    return { rows, summary: JSON.stringify(summary), calls, executions: [...executions].sort() }
-  }).pipe(Effect.provide(layer))
-}
+    return Effect.map(run, (r) => ({ ...r, executions: [...executions].sort() }))
+  })
 
 const compare = (options: Runner.RunOptions, budget: number) =>
   Effect.gen(function*() {
@@ -187,23 +99,20 @@ const compare = (options: Runner.RunOptions, budget: number) =>
       Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-fastpath-control-"))),
       (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
     )
-    const fast = yield* runOn(nodePath.join(dir, "fast.db"), false, options)
-    const general = yield* runOn(nodePath.join(dir, "general.db"), true, options)
+    const fast = yield* counting(runOn(nodePath.join(dir, "fast.db"), false, template.map(seeds), options, true))
+    const general = yield* counting(runOn(nodePath.join(dir, "general.db"), true, template.map(seeds), options, true))
     // the fast path ran: a pipeline whose attempts all succeed or hand off at once never calls
     // `checkpoint` (one submission with a callback) unless no worker slot was free when it was
     // admitted (then it gets its fiber), while the general path always calls it
     const clean = seeds.filter((n) => [0, 1, 2, 5, 7, 8, 9, 10, 13, 15].includes(kind(n)))
       .map((n) => template.bind(n).pipelineId as string)
     assert.isAbove(clean.length, 20)
-    for (const id of clean) assert.include(general.calls, id)
+    assert.isTrue(clean.every((id) => general.calls.includes(id)))
     assert.isAbove(clean.filter((id) => !fast.calls.includes(id)).length, clean.length / 2)
-    assert.deepStrictEqual(fast.rows.pipelines, general.rows.pipelines)
-    assert.deepStrictEqual(fast.rows.tasks, general.rows.tasks)
-    assert.deepStrictEqual(fast.rows.attempts, general.rows.attempts)
-    assert.deepStrictEqual(fast.rows.artifacts, general.rows.artifacts)
-    assert.deepStrictEqual(fast.rows.events, general.rows.events)
-    assert.deepStrictEqual(fast.rows.states, general.rows.states)
-    assert.deepStrictEqual(fast.rows.ledger, general.rows.ledger)
+    // pipelines, tasks, attempts, artifacts, events, traversal states and entries, ledger
+    for (const k of Object.keys(general.rows) as Array<keyof typeof general.rows>) {
+      assert.deepStrictEqual(fast.rows[k], general.rows[k], k)
+    }
     assert.strictEqual(fast.summary, general.summary)
     // every attempt ran once, on both paths (a handed-over attempt is not run again)
     assert.deepStrictEqual(fast.executions, general.executions)
@@ -238,8 +147,8 @@ describe("Runner: the controlled synchronous fast path", () => {
         (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
       )
       const specs = () => looping.map([1, 2, 3])
-      const fast = yield* runOn(nodePath.join(dir, "fast.db"), false, {}, specs())
-      const general = yield* runOn(nodePath.join(dir, "general.db"), true, {}, specs())
+      const fast = yield* runOn(nodePath.join(dir, "fast.db"), false, specs(), {}, true)
+      const general = yield* runOn(nodePath.join(dir, "general.db"), true, specs(), {}, true)
       // the general path commits each pipeline twice (64 steps, then the rest); the fast path
       // hands over before the 65th step and its fiber commits the same way
       for (const spec of [1, 2, 3].map((n) => looping.bind(n).pipelineId as string)) {

@@ -42,6 +42,7 @@ import {
   judgeFailure,
   MAX_UNCOMMITTED,
   noneUncommitted,
+  type NowOutcome as PlainNowOutcome,
   type PipelineEnv,
   runAttempt,
   runAttemptNow,
@@ -54,7 +55,7 @@ import * as Rows from "./rows.js"
 import type { AttemptUsage } from "./attemptContext.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import * as State from "./state.js"
-import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 type TraversalWrite = NonNullable<CheckpointUnit["traversal"]>
@@ -125,6 +126,29 @@ export const seqOfAddress = (pipelineId: PipelineId, address: string): number =>
 interface ControlledTask extends Rows.CurrentTask {
   readonly visit: number
 }
+
+/** The task of an entry at `address` whose first attempt began waiting at `startedAt` (its task run id). */
+const entryTask = (
+  pipelineId: PipelineId,
+  runId: RunId,
+  task: Task.Any,
+  seq: number,
+  visit: number,
+  address: string,
+  startedAt: number
+): ControlledTask => ({
+  pipelineId,
+  runId,
+  taskRunId: `${address}:${runId}:${startedAt}`,
+  taskName: task.name,
+  seq,
+  visit,
+  startedAt,
+  attempt: 0,
+  // every attempt of a controlled task is committed with its own count
+  committed: 0,
+  recorded: 0
+})
 
 /**
  * The pipeline patch of a step that keeps the traversal going (a success before the end, a
@@ -302,19 +326,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     carried = undefined
     let taskStarted = carry === undefined ? clock.unsafeCurrentTimeMillis() : carry.taskStartedAt
     const address = Traversal.address(pipelineId, seq, visit)
-    const current: ControlledTask = {
-      pipelineId,
-      runId,
-      taskRunId: `${address}:${runId}:${taskStarted}`,
-      taskName: task.name,
-      seq,
-      visit,
-      startedAt: taskStarted,
-      attempt: 0,
-      // every attempt of a controlled task is committed with its own count
-      committed: 0,
-      recorded: 0
-    }
+    const current = entryTask(pipelineId, runId, task, seq, visit, address, taskStarted)
     currentTask = current
     let first = true
     let taskLeaseIds: ReadonlyArray<string> = noLeases
@@ -615,46 +627,46 @@ const handOff = (
 // ---- the synchronous fast path ------------------------------------------------------------
 
 /**
- * What {@link runNow} did: `Commit`: the traversal reached its end, `unit` is the pipeline's
- * one checkpoint (its admission, every step's rows and transitions, the terminal row, as the
- * general path's last commit carries them) and `finalValue` the pipeline's final value;
- * `ContinueControlled`: it ran up to an entry whose first attempt needs the general path (a
- * failure, a refused directive, a big or unencodable output, leases to reclaim), or up to one
- * the general path would not defer (the run stopping, {@link MAX_UNCOMMITTED} steps
- * uncommitted): `start` hands the pipeline to its fiber there.
+ * The end of {@link runNow}. `Commit`: the traversal is complete; `unit` carries everything
+ * (admission, every step and transition, the terminal row) in one checkpoint, `finalValue` is
+ * the pipeline's value. `ContinueControlled`: `start` hands the pipeline to its fiber at an
+ * entry whose first attempt needs the general path (a failure, a refused directive, a big or
+ * unencodable output, leases to reclaim) or that the general path would not defer (a stop,
+ * {@link MAX_UNCOMMITTED} steps waiting).
  *
  * @internal
  */
 export type NowOutcome =
-  | { readonly _tag: "Commit"; readonly unit: CheckpointUnit; readonly finalValue: unknown }
+  | Extract<PlainNowOutcome, { readonly _tag: "Commit" }>
   | { readonly _tag: "ContinueControlled"; readonly start: ControlledStart }
 
 /**
- * Whether {@link runNow} may run `spec` from `start`: a pipeline that declares control, to be
- * admitted now at a pending entry (its admission with no events to record, nothing to prepare,
- * no abandoned attempt, not carried), no start gate, no attempt spans, and every task of the
- * template a `Task.sync` that nothing wraps (no timeout, no `retry.maxTotal`, not an evaluator,
- * not cached in this run): a transition may lead to any of them.
+ * {@link runNow}'s conditions on `start`, the run and the template. The start: a pipeline
+ * admitted now at a pending entry, its admission with no events to record, nothing to prepare,
+ * no abandoned attempt, not carried. The run: no start gate, no attempt spans. The template:
+ * it declares control, and each of its tasks (a transition may lead to any) runs at once (see
+ * `runsAtOnce`).
  *
  * @internal
  */
 export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): boolean => {
-  const admission = start.admission
+  const admitted = start.admission
   if (
-    admission === undefined || admission.events.length > 0 || start.prepare !== undefined ||
+    admitted === undefined || admitted.events.length > 0 || start.prepare !== undefined ||
     start.abandoned !== undefined || start.carried !== undefined || start.state.pending === null ||
     env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) === undefined
   ) return false
-  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
-  for (let i = 0; i < tasks.length; i++) {
-    const task = tasks[i]!
-    const options = task.options
-    if (
-      syncBodyOf(task.run) === undefined || options.timeout !== null || options.retry.maxTotal !== undefined ||
-      options.evaluator || (env.cache !== undefined && options.cache !== null)
-    ) return false
-  }
-  return true
+  return (spec.template.tasks as ReadonlyArray<Task.Any>).every((task) => runsAtOnce(env, task))
+}
+
+/**
+ * Whether an attempt of `task` is evaluated at once by `runAttemptNow`: a `Task.sync` body that
+ * nothing wraps (no timeout, no `retry.maxTotal`, not an evaluator, not cached in this run).
+ */
+const runsAtOnce = (env: PipelineEnv, task: Task.Any): boolean => {
+  const options = task.options
+  return syncBodyOf(task.run) !== undefined && options.timeout === null && options.retry.maxTotal === undefined &&
+    !options.evaluator && (env.cache === undefined || options.cache === null)
 }
 
 /**
@@ -673,17 +685,16 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStar
  * @internal
  */
 export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): NowOutcome | undefined => {
-  if (!canRunNow(env, spec, start)) return undefined
   const { clock, slots, state } = env
   // one worker slot for the whole pipeline (nothing else runs between its steps)
   const holder = emptyHold()
-  if (state.stopping || !slots.tryTake(holder)) return undefined
-  const runId = state.runId
+  if (!canRunNow(env, spec, start) || state.stopping || !slots.tryTake(holder)) return undefined
   const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  const { pipelineId } = spec
+  const { runId } = state
   const nTasks = tasks.length
-  const pipelineId = spec.pipelineId
-  const uncommitted = noneUncommitted()
-  uncommitted.admission = start.admission!.write
+  // the admission rides in the pipeline's one commit, as on the general path
+  const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
   let vs = start.state
   let input = start.input
   const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
@@ -707,18 +718,9 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
     const value = exit.value
     const address = Traversal.address(pipelineId, seq, visit)
     // as `run`'s `runEntry` builds them for a first attempt (no cache note, no leases)
-    const current: ControlledTask = {
-      pipelineId,
-      runId,
-      taskRunId: `${address}:${runId}:${taskStartedAt}`,
-      taskName: task.name,
-      seq,
-      visit,
-      startedAt: ran.startedAt,
-      attempt,
-      committed: 0,
-      recorded: 0
-    }
+    const current = entryTask(pipelineId, runId, task, seq, visit, address, taskStartedAt)
+    current.startedAt = ran.startedAt
+    current.attempt = attempt
     if (isHandoff(value)) {
       const ended = clock.unsafeCurrentTimeMillis()
       const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases)

@@ -6,14 +6,10 @@
  * succeed at once and for those it hands to a fiber part-way (a retried attempt, a fatal
  * failure, a refused directive).
  *
- * Times are compared as present or absent only: the two paths schedule differently, so a
- * retried pipeline starts at another `TestClock` time.
- *
- * The general path is forced by a store that is a copy of the SQLite store's service (not the
- * object the store front built, so the runner finds no callback submission for it).
+ * How the two runs are made and compared: `test/support/fastPathRows.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -21,10 +17,7 @@ import { RetryableError } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
-import * as Pool from "../../src/services/Pool.js"
-import * as Runner from "../../src/services/Runner.js"
-import { Store, type StoreService } from "../../src/services/Store.js"
+import { runOn } from "../support/fastPathRows.js"
 
 const t0 = Task.sync("t0", (n: number) => ({ n, a: n + 1 }))
 const t1 = Task.sync(
@@ -41,71 +34,6 @@ const t2 = Task.sync("t2", (r: { readonly n: number }) => `done ${r.n}`)
 const template = Pipeline.make("fast-vs-general", t0, t1, t2)
 const seeds = Array.from({ length: 40 }, (_, i) => i + 1)
 
-/** Every row and event of a store, in a stable order, the run id replaced by `RUN`. */
-const dump = (store: StoreService, runId: string) =>
-  Effect.gen(function*() {
-    const all = <A>(s: Stream.Stream<A, unknown>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
-    const pipelines = yield* all(store.streamPipelines())
-    const tasks = yield* all(store.streamTasks())
-    const attempts = yield* all(store.streamAttempts())
-    const artifacts: Array<unknown> = []
-    for (const p of pipelines) artifacts.push(...(yield* all(store.streamArtifacts({ pipelineId: p.pipelineId }))))
-    const events = yield* all(store.streamEvents())
-    const norm = (rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) =>
-      rows.map((r) => {
-        const o: Record<string, unknown> = { ...(r as Record<string, unknown>) }
-        for (const k of drop) delete o[k]
-        // times: when a pipeline is admitted depends on the schedule (the fast path ends its
-        // pipelines sooner, so the retried ones start at another TestClock time)
-        return JSON.stringify(o, (k, v) =>
-          v instanceof Uint8Array
-            ? Buffer.from(v).toString("base64")
-            : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs")
-            ? "T"
-            : v)
-          .split(runId).join("RUN")
-          .replace(/(:RUN:)\d+/g, "$1T")
-      }).sort()
-    return {
-      pipelines: norm(pipelines, []),
-      tasks: norm(tasks, []),
-      // surrogate ids follow the commit order, which differs between the paths
-      attempts: norm(attempts, ["attemptId", "id"]),
-      artifacts: norm(artifacts, ["artifactId", "id"]),
-      events: norm(events.filter((e) => e.pipelineId !== null), ["eventId", "id"])
-    }
-  })
-
-const runOn = (filename: string, general: boolean) => {
-  const calls: Array<string> = []
-  // the same object the front built, its `checkpoint` counted (the fast path never calls it)
-  const counted = Layer.effect(
-    Store,
-    Effect.map(Store, (s): StoreService => {
-      const checkpoint = s.checkpoint
-      const target: StoreService = general ? { ...s } : s
-      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
-        calls.push(unit.pipelineId)
-        return checkpoint(unit)
-      }
-      return target
-    })
-  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
-  const layer = Layer.provideMerge(
-    Runner.layer({ handleSignals: false, concurrency: 4, maxAdmitted: 8 }),
-    Layer.mergeAll(counted, Pool.layer([]))
-  )
-  return Effect.gen(function*() {
-    const fiber = yield* Effect.fork(Runner.run(template.map(seeds)))
-    yield* TestClock.adjust("10 seconds")
-    const report = yield* Fiber.join(fiber)
-    const store = yield* Store
-    const rows = yield* dump(store, report.runId)
-    const { durationMs: _d, runId: _r, startedAt: _s, ...summary } = report
-    return { rows, summary: JSON.stringify(summary), calls }
-  }).pipe(Effect.provide(layer))
-}
-
 describe("Runner: the plain synchronous fast path", () => {
   it.scoped("writes the same rows, events and report as the general path (pipelines that succeed, retry, fail, hand off)", () =>
     Effect.gen(function*() {
@@ -113,8 +41,8 @@ describe("Runner: the plain synchronous fast path", () => {
         Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-fastpath-"))),
         (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
       )
-      const fast = yield* runOn(nodePath.join(dir, "fast.db"), false)
-      const general = yield* runOn(nodePath.join(dir, "general.db"), true)
+      const fast = yield* runOn(nodePath.join(dir, "fast.db"), false, template.map(seeds))
+      const general = yield* runOn(nodePath.join(dir, "general.db"), true, template.map(seeds))
       // the fast path ran: a pipeline that succeeds at its first attempts never calls
       // `checkpoint` (one submission with a callback) unless no worker slot was free when it
       // was admitted (then it gets its fiber), while the general path always calls it

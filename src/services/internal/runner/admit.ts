@@ -69,9 +69,10 @@ export interface AdmitEnv {
   readonly launchControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Effect.Effect<void, StoreUnavailable>
   readonly crash: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
   /**
-   * A plain pipeline of synchronous tasks run without a fiber of its own (see
-   * `Pipeline.runNow`), when the run allows it (no run hooks, no finished-pipeline callback,
-   * a store built by the front): `run` runs it, `commit` submits its checkpoint with a
+   * A pipeline of synchronous tasks run without a fiber of its own (see `Pipeline.runNow`,
+   * and `Controlled.runNow` for one that declares control), when the run allows it (no run
+   * hooks, no finished-pipeline callback, a store built by the front): `run` (or
+   * `runControlled`) runs it, `commit` submits its checkpoint with a
    * callback (see `CheckpointNow`), `succeeded` counts it once that has committed (what the
    * general path does after its last checkpoint). `undefined`: every pipeline gets its fiber.
    */
@@ -85,9 +86,14 @@ export interface AdmitEnv {
  */
 export interface NowRun {
   readonly run: (spec: AnySpec, start: Pipe.Start) => Pipe.NowOutcome | undefined
+  /** The same for a pipeline that declares control (see `Controlled.runNow`). */
+  readonly runControlled: (spec: AnySpec, start: Controlled.ControlledStart) => Controlled.NowOutcome | undefined
   readonly commit: CheckpointNow
   readonly succeeded: (pipelineId: PipelineId) => void
 }
+
+/** A pipeline's run without a fiber of its own, given its admission (see {@link NowRun}). */
+type NowRunner = (admission: Pipe.Admission) => Pipe.NowOutcome | Controlled.NowOutcome | undefined
 
 /**
  * The pipelines run without a fiber whose checkpoints are submitted and not yet committed,
@@ -426,7 +432,9 @@ export const make = (env: AdmitEnv) => {
         [],
         stored,
         now,
-        initial
+        initial,
+        // a controlled pipeline of synchronous tasks without a fiber (see `Controlled.runNow`)
+        env.now === undefined ? undefined : (admission) => env.now!.runControlled(spec, { ...start, admission })
       )
     }
     return Effect.gen(function*() {
@@ -678,7 +686,7 @@ export const make = (env: AdmitEnv) => {
     stored: PipelineRecord | undefined,
     now: number,
     initial: Traversal.VisitState | undefined,
-    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
+    runNow?: NowRunner | undefined
   ): Effect.Effect<void> =>
     // no generator per admitted pipeline: a free admission slot starts its fiber at once
     Effect.suspend(() => {
@@ -760,7 +768,7 @@ export const make = (env: AdmitEnv) => {
     now: number,
     initial: Traversal.VisitState | undefined,
     hold: SlotHold,
-    runNow?: ((admission: Pipe.Admission) => Pipe.NowOutcome | undefined) | undefined
+    runNow?: NowRunner | undefined
   ): Effect.Effect<void> => {
     if (state.stopping) {
       admission.release(hold)
@@ -791,7 +799,9 @@ export const make = (env: AdmitEnv) => {
     if (ran !== undefined) {
       return ran._tag === "Commit"
         ? commitNow(spec, ran.unit, () => released(spec, hold))
-        : forkPipeline(spec, hold, env.launch(spec, ran.start))
+        : ran._tag === "Continue"
+        ? forkPipeline(spec, hold, env.launch(spec, ran.start))
+        : forkPipeline(spec, hold, env.launchControlled(spec, ran.start))
     }
     const started = claim === undefined ? launch(written) : Effect.flatMap(
       claim(written.write, stored === undefined ? undefined : {

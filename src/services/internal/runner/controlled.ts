@@ -1,6 +1,9 @@
 /**
  * One admitted pipeline whose template declares `control`, run to a terminal state on its own
  * fiber. The plain path (`pipeline.ts`) is untouched: a run picks this path once per pipeline.
+ * A new pipeline whose tasks are all `Task.sync` begins without a fiber ({@link runNow}: the
+ * same steps and transitions, committed once as the fiber would commit them) and gets its
+ * fiber only at the first attempt that needs one (`ControlledStart.carried`).
  *
  * The pipeline's durable traversal state (`VisitState`, kept by the store's `traversal`
  * capability) says where it is: the pending entry (station, visit, input occurrence, reserved
@@ -24,10 +27,12 @@ import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
+import { syncBodyOf } from "../../../domain/internal/syncRun.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
 import {
   type Admission,
+  type AttemptResult,
   BIG_OUTPUT_BYTES,
   controlOf,
   defer,
@@ -37,9 +42,11 @@ import {
   judgeFailure,
   MAX_UNCOMMITTED,
   noneUncommitted,
+  type NowOutcome as PlainNowOutcome,
   type PipelineEnv,
   runAttempt,
   runAttemptNow,
+  type Uncommitted,
   withUncommitted,
   writeAdmission
 } from "./pipeline.js"
@@ -48,7 +55,7 @@ import * as Rows from "./rows.js"
 import type { AttemptUsage } from "./attemptContext.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
 import * as State from "./state.js"
-import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 type TraversalWrite = NonNullable<CheckpointUnit["traversal"]>
@@ -74,6 +81,26 @@ export interface ControlledStart {
   readonly abandoned?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber before anything else. */
   readonly admission?: Admission | undefined
+  /** What {@link runNow} did before it handed the pipeline to its fiber (see {@link ControlledCarried}). */
+  readonly carried?: ControlledCarried | undefined
+}
+
+/**
+ * A controlled pipeline {@link runNow} began without a fiber and hands over at its pending
+ * entry (`ControlledStart.state`, whose decoded input is `ControlledStart.input`): what it
+ * holds uncommitted (the admission and the deferred steps before that entry, whose states
+ * `state` already follows), the worker slot it holds, when the entry's task began (its task
+ * run id), and the entry's first attempt, already run (`undefined`: not run, the fiber runs
+ * it, or interrupts when the run is stopping). The fiber continues exactly where the general
+ * path would be after that attempt.
+ *
+ * @internal
+ */
+export interface ControlledCarried {
+  readonly uncommitted: Uncommitted
+  readonly holder: SlotHold
+  readonly taskStartedAt: number
+  readonly first: AttemptResult | Effect.Effect<AttemptResult> | undefined
 }
 
 /**
@@ -99,6 +126,29 @@ export const seqOfAddress = (pipelineId: PipelineId, address: string): number =>
 interface ControlledTask extends Rows.CurrentTask {
   readonly visit: number
 }
+
+/** The task of an entry at `address` whose first attempt began waiting at `startedAt` (its task run id). */
+const entryTask = (
+  pipelineId: PipelineId,
+  runId: RunId,
+  task: Task.Any,
+  seq: number,
+  visit: number,
+  address: string,
+  startedAt: number
+): ControlledTask => ({
+  pipelineId,
+  runId,
+  taskRunId: `${address}:${runId}:${startedAt}`,
+  taskName: task.name,
+  seq,
+  visit,
+  startedAt,
+  attempt: 0,
+  // every attempt of a controlled task is committed with its own count
+  committed: 0,
+  recorded: 0
+})
 
 /**
  * The pipeline patch of a step that keeps the traversal going (a success before the end, a
@@ -146,15 +196,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
   const tasks = template.tasks as ReadonlyArray<Task.Any>
   const nTasks = tasks.length
   const pipelineId = spec.pipelineId
-  const control = controlOf(template)!
-  const limit = Control.effectiveLimit(control, state.config.maxHandoffs)
   let vs = start.state
   let currentTask: ControlledTask | undefined = undefined
-  const holder: SlotHold = emptyHold()
+  // a pipeline begun by `runNow` continues with its slot and what it left uncommitted
+  let carried = start.carried
+  const holder: SlotHold = carried === undefined ? emptyHold() : carried.holder
 
   // The admission and the steps of synchronous tasks followed by a synchronous task, not
   // committed yet: they ride, whole and in order, in the next commit (see `Uncommitted`).
-  const uncommitted = noneUncommitted()
+  const uncommitted = carried === undefined ? noneUncommitted() : carried.uncommitted
   /** `unit` with what is uncommitted before it. */
   const carrying = (unit: CheckpointUnit) => withUncommitted(uncommitted, unit)
 
@@ -248,7 +298,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     }
     let input = start.input
     while (vs.pending !== null) {
-      if (state.stopping) return yield* Effect.interrupt
+      // (a carried attempt has run: it is recorded whatever a stop says, as it would have been)
+      if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
       const pending = vs.pending
       const outcome = yield* runEntry(tasks[pending.seq]!, pending.seq, pending.visit, input)
       switch (outcome._tag) {
@@ -270,21 +321,12 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
 
   // ---- one entry of one station: attempts until a success, a directive or a declined retry ---
   function* runEntry(task: Task.Any, seq: number, visit: number, input: unknown) {
-    let taskStarted = clock.unsafeCurrentTimeMillis()
+    // the first attempt `runNow` ran before it handed over (the slot still held)
+    const carry = carried === undefined || carried.first === undefined ? undefined : carried
+    carried = undefined
+    let taskStarted = carry === undefined ? clock.unsafeCurrentTimeMillis() : carry.taskStartedAt
     const address = Traversal.address(pipelineId, seq, visit)
-    const current: ControlledTask = {
-      pipelineId,
-      runId,
-      taskRunId: `${address}:${runId}:${taskStarted}`,
-      taskName: task.name,
-      seq,
-      visit,
-      startedAt: taskStarted,
-      attempt: 0,
-      // every attempt of a controlled task is committed with its own count
-      committed: 0,
-      recorded: 0
-    }
+    const current = entryTask(pipelineId, runId, task, seq, visit, address, taskStarted)
     currentTask = current
     let first = true
     let taskLeaseIds: ReadonlyArray<string> = noLeases
@@ -292,11 +334,14 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // the number reserved durably before this attempt runs
       const attempt = vs.pending!.attempts
       current.attempt = attempt
-      // not begun until its body begins (see `SlotHold.began`)
-      holder.began = -1
-      if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      const ran = first && carry !== undefined ? carry.first : undefined
+      if (ran === undefined) {
+        // not begun until its body begins (see `SlotHold.began`)
+        holder.began = -1
+        if (!holder.holding && !slots.tryTake(holder)) yield* slots.take(holder) // (held already: the start gate's slot)
+      }
       // a synchronous body evaluated at once (no Effect per step) when nothing wraps it
-      const now = runAttemptNow(env, spec, task, seq, attempt, input, holder, visit)
+      const now = ran !== undefined ? ran : runAttemptNow(env, spec, task, seq, attempt, input, holder, visit)
       const result = now === undefined
         ? yield* runAttempt(env, spec, task, seq, attempt, input, holder, first ? undefined : taskStarted, visit)
         : Effect.isEffect(now)
@@ -321,7 +366,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       if (result.exit._tag === "Success") {
         const value = result.exit.value
         if (isHandoff(value)) {
-          const handed = handOff(task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
+          const handed = handOff(env, spec, vs, task, current, attempt, value, input, result, taskStarted, ended, taskLeaseIds)
           if (handed._tag === "Commit") {
             slots.release(holder)
             const committing = commit(handed.unit, true, task)
@@ -428,143 +473,302 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     }
   }
 
-  // ---- a directive: check, budget, the unit of one atomic transition ------------------------
-  /**
-   * The transition a directive asks for, as the checkpoint unit that commits it and the
-   * outcome that follows; or why it is refused (an undeclared edge, an undecodable value, a
-   * spent budget), before anything is written.
-   */
-  const handOff = (
-    task: Task.Any,
-    current: ControlledTask,
-    attempt: number,
-    directive: Handoff,
-    input: unknown,
-    result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number; readonly usage?: AttemptUsage | undefined },
-    taskStarted: number,
-    ended: number,
-    taskLeaseIds: ReadonlyArray<string>
-  ): Handed => {
-    const seq = current.seq
-    const checked = Control.check(control, nTasks, seq, directive)
-    if (Either.isLeft(checked)) {
-      return { _tag: "Refused", error: new HandoffRefused({ message: checked.left, task: task.name, seq }) }
+  return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
+}
+
+// ---- a directive: check, budget, the unit of one atomic transition ----------------------------
+/**
+ * The transition a directive asks for, as the checkpoint unit that commits it and the
+ * outcome that follows; or why it is refused (an undeclared edge, an undecodable value, a
+ * spent budget), before anything is written.
+ */
+const handOff = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  vs: Traversal.VisitState,
+  task: Task.Any,
+  current: ControlledTask,
+  attempt: number,
+  directive: Handoff,
+  input: unknown,
+  result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number; readonly usage?: AttemptUsage | undefined },
+  taskStarted: number,
+  ended: number,
+  taskLeaseIds: ReadonlyArray<string>
+): Handed => {
+  const state = env.state
+  const runId = state.runId
+  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  const nTasks = tasks.length
+  const pipelineId = spec.pipelineId
+  const control = controlOf(spec.template)!
+  const limit = Control.effectiveLimit(control, state.config.maxHandoffs)
+  const seq = current.seq
+  const checked = Control.check(control, nTasks, seq, directive)
+  if (Either.isLeft(checked)) {
+    return { _tag: "Refused", error: new HandoffRefused({ message: checked.left, task: task.name, seq }) }
+  }
+  const t = checked.right
+  const pending = vs.pending!
+  // the entry: the seed (retryAll), the source's own input (no value), or a new payload
+  let entryAddress: string
+  let entrySeq: number
+  let entryArtifact: NewArtifact | undefined = undefined
+  let nextInput: unknown
+  if (t.operation === "retryAll") {
+    entrySeq = -1
+    entryAddress = vs.seed
+    nextInput = seedInput(spec)
+  } else if (Option.isNone(t.value)) {
+    entryAddress = pending.input
+    entrySeq = seqOfAddress(pipelineId, entryAddress)
+    nextInput = input
+  } else {
+    const encoded = env.registryFor(task).dump(t.value.value)
+    if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
+    const enc = encoded.right
+    entrySeq = nTasks + vs.payloads
+    entryAddress = Traversal.address(pipelineId, entrySeq, 0)
+    entryArtifact = {
+      pipelineId,
+      runId,
+      seq: entrySeq,
+      taskName: task.name,
+      typeName: enc.typeName,
+      codec: enc.codec,
+      digest: digest(enc.data),
+      payload: enc.data,
+      isFinal: t.toSeq === "end",
+      createdAt: ended
     }
-    const t = checked.right
-    const pending = vs.pending!
-    // the entry: the seed (retryAll), the source's own input (no value), or a new payload
-    let entryAddress: string
-    let entrySeq: number
-    let entryArtifact: NewArtifact | undefined = undefined
-    let nextInput: unknown
-    if (t.operation === "retryAll") {
-      entrySeq = -1
-      entryAddress = vs.seed
-      nextInput = seedInput(spec)
-    } else if (Option.isNone(t.value)) {
-      entryAddress = pending.input
-      entrySeq = seqOfAddress(pipelineId, entryAddress)
-      nextInput = input
-    } else {
-      const encoded = env.registryFor(task).dump(t.value.value)
-      if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
-      const enc = encoded.right
-      entrySeq = nTasks + vs.payloads
-      entryAddress = Traversal.address(pipelineId, entrySeq, 0)
-      entryArtifact = {
+    nextInput = t.value.value
+  }
+  const moved = Traversal.transition(vs, {
+    operation: t.operation,
+    fromSeq: seq,
+    toSeq: t.toSeq,
+    entry: entryAddress,
+    payload: entryArtifact !== undefined,
+    nTasks,
+    limit
+  })
+  if (Either.isLeft(moved)) {
+    return {
+      _tag: "Refused",
+      error: new BudgetExceeded({
+        budget: "maxHandoffs",
+        message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
+          `transitions: the control budget is spent (${Control.describeLimit(control, state.config.maxHandoffs)}); ` +
+          `the spent budget survives resume: resume with --fresh-restart (RunOptions.freshRestart) to run it ` +
+          `again from its seed with a new budget`
+      })
+    }
+  }
+  const next = moved.right
+  const isEnd = t.toSeq === "end"
+  const toSeq = isEnd ? null : t.toSeq as number
+  const toTask = toSeq === null ? null : tasks[toSeq]!.name
+  const entryReused = entryArtifact === undefined
+  const traversal: TraversalWrite = {
+    expectedVersion: vs.version,
+    state: next,
+    handoff: {
+      pipelineId,
+      runId,
+      fromSeq: seq,
+      fromTask: task.name,
+      toSeq,
+      toTask,
+      operation: t.operation,
+      entrySeq,
+      entryArtifactId: entryAddress,
+      entryReused,
+      reason: t.reason,
+      ts: ended
+    },
+    // (set below, each when it applies: no spread of a temporary object per transition)
+    entry: entryArtifact,
+    invalidateFrom: t.operation === "rewind" || t.operation === "retryAll" ? toSeq! : undefined,
+    // a new payload is written final itself; a reused entry (input, seed) is marked
+    final: isEnd && entryReused ? entryAddress : undefined
+  }
+  return {
+    _tag: "Commit",
+    unit: {
+      pipelineId,
+      task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
+      attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
+      pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      events: [{
+        kind: "pipeline.handoff",
         pipelineId,
         runId,
-        seq: entrySeq,
+        data: {
+          operation: t.operation,
+          fromSeq: seq,
+          fromTask: task.name,
+          visit: current.visit,
+          toSeq,
+          toTask,
+          entry: entryAddress,
+          entryReused,
+          reason: t.reason,
+          handoffs: next.handoffs,
+          limit
+        },
+        ts: ended
+      }],
+      traversal
+    },
+    outcome: isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
+  }
+}
+
+// ---- the synchronous fast path ------------------------------------------------------------
+
+/**
+ * The end of {@link runNow}. `Commit`: the traversal is complete; `unit` carries everything
+ * (admission, every step and transition, the terminal row) in one checkpoint, `finalValue` is
+ * the pipeline's value. `ContinueControlled`: `start` hands the pipeline to its fiber at an
+ * entry whose first attempt needs the general path (a failure, a refused directive, a big or
+ * unencodable output, leases to reclaim) or that the general path would not defer (a stop,
+ * {@link MAX_UNCOMMITTED} steps waiting).
+ *
+ * @internal
+ */
+export type NowOutcome =
+  | Extract<PlainNowOutcome, { readonly _tag: "Commit" }>
+  | { readonly _tag: "ContinueControlled"; readonly start: ControlledStart }
+
+/**
+ * {@link runNow}'s conditions on `start`, the run and the template. The start: a pipeline
+ * admitted now at a pending entry, its admission with no events to record, nothing to prepare,
+ * no abandoned attempt, not carried. The run: no start gate, no attempt spans. The template:
+ * it declares control, and each of its tasks (a transition may lead to any) runs at once (see
+ * `runsAtOnce`).
+ *
+ * @internal
+ */
+export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): boolean => {
+  const admitted = start.admission
+  if (
+    admitted === undefined || admitted.events.length > 0 || start.prepare !== undefined ||
+    start.abandoned !== undefined || start.carried !== undefined || start.state.pending === null ||
+    env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) === undefined
+  ) return false
+  return (spec.template.tasks as ReadonlyArray<Task.Any>).every((task) => runsAtOnce(env, task))
+}
+
+/**
+ * Whether an attempt of `task` is evaluated at once by `runAttemptNow`: a `Task.sync` body that
+ * nothing wraps (no timeout, no `retry.maxTotal`, not an evaluator, not cached in this run).
+ */
+const runsAtOnce = (env: PipelineEnv, task: Task.Any): boolean => {
+  const options = task.options
+  return syncBodyOf(task.run) !== undefined && options.timeout === null && options.retry.maxTotal === undefined &&
+    !options.evaluator && (env.cache === undefined || options.cache === null)
+}
+
+/**
+ * Runs an admitted controlled pipeline whose tasks are all synchronous (see {@link canRunNow})
+ * at once, on the caller's fiber, without a fiber of its own and without an Effect per step:
+ * the same attempts, steps and transitions (`Traversal.succeed`, {@link handOff}: the same
+ * rows, ledger row, event, invalidation and version-checked traversal states) as {@link run}
+ * would make. `run`'s `runEntry` defers every synchronous step whose next entry's task is
+ * synchronous (transitions included) to the next commit, so the general path also commits
+ * such a pipeline once (up to {@link MAX_UNCOMMITTED} steps), its admission with it: nothing
+ * the general path makes durable before going on is made durable later here. `undefined`:
+ * nothing ran (not eligible, the run stopping, or no worker slot free now): use {@link run}.
+ * The caller commits a `Commit`'s unit (uninterruptibly, as the general path's last checkpoint
+ * is) and then counts the pipeline succeeded.
+ *
+ * @internal
+ */
+export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): NowOutcome | undefined => {
+  const { clock, slots, state } = env
+  // one worker slot for the whole pipeline (nothing else runs between its steps)
+  const holder = emptyHold()
+  if (!canRunNow(env, spec, start) || state.stopping || !slots.tryTake(holder)) return undefined
+  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+  const { pipelineId } = spec
+  const { runId } = state
+  const nTasks = tasks.length
+  // the admission rides in the pipeline's one commit, as on the general path
+  const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
+  let vs = start.state
+  let input = start.input
+  const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
+    _tag: "ContinueControlled",
+    start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
+  })
+  while (true) {
+    const pending = vs.pending!
+    // where `run` would check for a stop, or commit rather than defer: its fiber goes on from here
+    if (state.stopping || uncommitted.units.length >= MAX_UNCOMMITTED) return handOver(0, undefined)
+    const seq = pending.seq
+    const visit = pending.visit
+    const task = tasks[seq]!
+    const taskStartedAt = clock.unsafeCurrentTimeMillis()
+    const attempt = pending.attempts
+    holder.began = -1
+    const ran = runAttemptNow(env, spec, task, seq, attempt, input, holder, visit)
+    if (ran === undefined || Effect.isEffect(ran)) return handOver(taskStartedAt, ran)
+    const exit = ran.exit
+    if (exit._tag !== "Success" || ran.leaseIds.length > 0) return handOver(taskStartedAt, ran)
+    const value = exit.value
+    const address = Traversal.address(pipelineId, seq, visit)
+    // as `run`'s `runEntry` builds them for a first attempt (no cache note, no leases)
+    const current = entryTask(pipelineId, runId, task, seq, visit, address, taskStartedAt)
+    current.startedAt = ran.startedAt
+    current.attempt = attempt
+    if (isHandoff(value)) {
+      const ended = clock.unsafeCurrentTimeMillis()
+      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases)
+      if (handed._tag !== "Commit") return handOver(taskStartedAt, ran)
+      state.counters.handoffs++
+      const unit = handed.unit
+      const outcome = handed.outcome
+      if (unit.traversal.state.pending === null || outcome._tag === "Ended") {
+        slots.release(holder)
+        return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: (outcome as { value: unknown }).value }
+      }
+      defer(uncommitted, unit)
+      vs = unit.traversal.state
+      input = outcome.input
+      continue
+    }
+    const encoded = env.registryFor(task).dump(value)
+    if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return handOver(taskStartedAt, ran)
+    const enc = encoded.right
+    const ended = clock.unsafeCurrentTimeMillis()
+    const next = Traversal.succeed(vs, seq, address, nTasks)
+    const isLast = next.pending === null
+    const unit: TraversalUnit = {
+      pipelineId,
+      artifact: {
+        pipelineId,
+        runId,
+        seq,
         taskName: task.name,
         typeName: enc.typeName,
         codec: enc.codec,
         digest: digest(enc.data),
         payload: enc.data,
-        isFinal: t.toSeq === "end",
-        createdAt: ended
-      }
-      nextInput = t.value.value
-    }
-    const moved = Traversal.transition(vs, {
-      operation: t.operation,
-      fromSeq: seq,
-      toSeq: t.toSeq,
-      entry: entryAddress,
-      payload: entryArtifact !== undefined,
-      nTasks,
-      limit
-    })
-    if (Either.isLeft(moved)) {
-      return {
-        _tag: "Refused",
-        error: new BudgetExceeded({
-          budget: "maxHandoffs",
-          message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
-            `transitions: the control budget is spent (${Control.describeLimit(control, state.config.maxHandoffs)}); ` +
-            `the spent budget survives resume: resume with --fresh-restart (RunOptions.freshRestart) to run it ` +
-            `again from its seed with a new budget`
-        })
-      }
-    }
-    const next = moved.right
-    const isEnd = t.toSeq === "end"
-    const toSeq = isEnd ? null : t.toSeq as number
-    const toTask = toSeq === null ? null : tasks[toSeq]!.name
-    const entryReused = entryArtifact === undefined
-    const traversal: TraversalWrite = {
-      expectedVersion: vs.version,
-      state: next,
-      handoff: {
-        pipelineId,
-        runId,
-        fromSeq: seq,
-        fromTask: task.name,
-        toSeq,
-        toTask,
-        operation: t.operation,
-        entrySeq,
-        entryArtifactId: entryAddress,
-        entryReused,
-        reason: t.reason,
-        ts: ended
+        isFinal: isLast,
+        createdAt: ended,
+        visit
       },
-      // (set below, each when it applies: no spread of a temporary object per transition)
-      entry: entryArtifact,
-      invalidateFrom: t.operation === "rewind" || t.operation === "retryAll" ? toSeq! : undefined,
-      // a new payload is written final itself; a reused entry (input, seed) is marked
-      final: isEnd && entryReused ? entryAddress : undefined
+      task: Rows.taskRow(current, "succeeded", attempt, ran.startedAt, ended, null, noLeases),
+      pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      attempts: [Rows.succeededAttemptRow(current, attempt, succeededAs(attempt, undefined), ran, ended)],
+      traversal: { expectedVersion: vs.version, state: next }
     }
-    return {
-      _tag: "Commit",
-      unit: {
-        pipelineId,
-        task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
-        attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
-        pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
-        events: [{
-          kind: "pipeline.handoff",
-          pipelineId,
-          runId,
-          data: {
-            operation: t.operation,
-            fromSeq: seq,
-            fromTask: task.name,
-            visit: current.visit,
-            toSeq,
-            toTask,
-            entry: entryAddress,
-            entryReused,
-            reason: t.reason,
-            handoffs: next.handoffs,
-            limit
-          },
-          ts: ended
-        }],
-        traversal
-      },
-      outcome: isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
+    if (isLast) {
+      slots.release(holder)
+      return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: value }
     }
+    defer(uncommitted, unit)
+    vs = next
+    input = value
   }
-
-  return endOfFiber(env, pipelineId, holder, markInterrupted)(body)
 }

@@ -655,6 +655,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       const commit = checkpointNowOf(store)
       return commit === undefined ? undefined : {
         run: (spec, start) => Pipe.runNow(pipelineEnv, spec, start),
+        runControlled: (spec, start) => Controlled.runNow(pipelineEnv, spec, start),
         commit,
         // what the pipeline fiber does after its last checkpoint (`counters.succeeded`, then
         // `onTerminal`, which without a callback only checks the failure budget)

@@ -13,7 +13,7 @@
  * object the store front built, so the runner finds no callback submission for it).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Effect, Fiber, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -21,10 +21,10 @@ import { RetryableError } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
+import { countedSqliteStore, dumpStore } from "../support/storeDump.js"
 
 const t0 = Task.sync("t0", (n: number) => ({ n, a: n + 1 }))
 const t1 = Task.sync(
@@ -42,55 +42,12 @@ const template = Pipeline.make("fast-vs-general", t0, t1, t2)
 const seeds = Array.from({ length: 40 }, (_, i) => i + 1)
 
 /** Every row and event of a store, in a stable order, the run id replaced by `RUN`. */
-const dump = (store: StoreService, runId: string) =>
-  Effect.gen(function*() {
-    const all = <A>(s: Stream.Stream<A, unknown>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
-    const pipelines = yield* all(store.streamPipelines())
-    const tasks = yield* all(store.streamTasks())
-    const attempts = yield* all(store.streamAttempts())
-    const artifacts: Array<unknown> = []
-    for (const p of pipelines) artifacts.push(...(yield* all(store.streamArtifacts({ pipelineId: p.pipelineId }))))
-    const events = yield* all(store.streamEvents())
-    const norm = (rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) =>
-      rows.map((r) => {
-        const o: Record<string, unknown> = { ...(r as Record<string, unknown>) }
-        for (const k of drop) delete o[k]
-        // times: when a pipeline is admitted depends on the schedule (the fast path ends its
-        // pipelines sooner, so the retried ones start at another TestClock time)
-        return JSON.stringify(o, (k, v) =>
-          v instanceof Uint8Array
-            ? Buffer.from(v).toString("base64")
-            : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs")
-            ? "T"
-            : v)
-          .split(runId).join("RUN")
-          .replace(/(:RUN:)\d+/g, "$1T")
-      }).sort()
-    return {
-      pipelines: norm(pipelines, []),
-      tasks: norm(tasks, []),
-      // surrogate ids follow the commit order, which differs between the paths
-      attempts: norm(attempts, ["attemptId", "id"]),
-      artifacts: norm(artifacts, ["artifactId", "id"]),
-      events: norm(events.filter((e) => e.pipelineId !== null), ["eventId", "id"])
-    }
-  })
+const dump = (store: StoreService, runId: string) => dumpStore(store, runId)
 
 const runOn = (filename: string, general: boolean) => {
   const calls: Array<string> = []
   // the same object the front built, its `checkpoint` counted (the fast path never calls it)
-  const counted = Layer.effect(
-    Store,
-    Effect.map(Store, (s): StoreService => {
-      const checkpoint = s.checkpoint
-      const target: StoreService = general ? { ...s } : s
-      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
-        calls.push(unit.pipelineId)
-        return checkpoint(unit)
-      }
-      return target
-    })
-  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
+  const counted = countedSqliteStore(filename, general, calls)
   const layer = Layer.provideMerge(
     Runner.layer({ handleSignals: false, concurrency: 4, maxAdmitted: 8 }),
     Layer.mergeAll(counted, Pool.layer([]))

@@ -22,11 +22,11 @@ import { RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
-import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Pools } from "../../src/services/Pools.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
+import { countedSqliteStore, dumpStore } from "../support/storeDump.js"
 
 const settle = Effect.forEach(Array.from({ length: 50 }), () => Effect.yieldNow(), { discard: true })
 
@@ -68,40 +68,12 @@ const templateOf = (
 const seeds = Array.from({ length: 40 }, (_, i) => i + 1)
 const everyFourth = (n: number) => n % 4 === 0
 
-/** Every row and event of a store, in a stable order, the run id replaced by `RUN`. */
+/**
+ * Every row and event of a store, in a stable order (see `dumpStore`), lease ids masked: they
+ * name the resource and count the pool's leases in the order granted.
+ */
 const dump = (store: StoreService, runId: string) =>
-  Effect.gen(function*() {
-    const all = <A>(s: Stream.Stream<A, unknown>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
-    const pipelines = yield* all(store.streamPipelines())
-    const tasks = yield* all(store.streamTasks())
-    const attempts = yield* all(store.streamAttempts())
-    const artifacts: Array<unknown> = []
-    for (const p of pipelines) artifacts.push(...(yield* all(store.streamArtifacts({ pipelineId: p.pipelineId }))))
-    const events = yield* all(store.streamEvents())
-    const norm = (rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) =>
-      rows.map((r) => {
-        const o: Record<string, unknown> = { ...(r as Record<string, unknown>) }
-        for (const k of drop) delete o[k]
-        return JSON.stringify(o, (k, v) =>
-          v instanceof Uint8Array
-            ? Buffer.from(v).toString("base64")
-            : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs" || k === "heldMs")
-            ? "T"
-            : v)
-          .split(runId).join("RUN")
-          .replace(/(:RUN:)\d+/g, "$1T")
-          // lease ids name the resource and count the pool's leases in the order granted
-          .replace(/"(pool|slow)\/[a-z]+#\d+"/g, "\"LEASE\"")
-      }).sort()
-    return {
-      pipelines: norm(pipelines, []),
-      tasks: norm(tasks, []),
-      // surrogate ids follow the commit order, which differs between the paths
-      attempts: norm(attempts, ["attemptId", "id"]),
-      artifacts: norm(artifacts, ["artifactId", "id"]),
-      events: norm(events.filter((e) => e.pipelineId !== null), ["eventId", "id"])
-    }
-  })
+  dumpStore(store, runId, [[/"(pool|slow)\/[a-z]+#\d+"/g, "\"LEASE\""]])
 
 interface Outcome {
   readonly rows: Effect.Effect.Success<ReturnType<typeof dump>>
@@ -129,18 +101,7 @@ const runOn = (filename: string, general: boolean, sc: Scenario) => {
   const holding = new Set<string>()
   const template = templateOf(sc.holdMs, holding, sc.faults, sc.holds, sc.holdPool)
   const stop = sc.stop
-  const counted = Layer.effect(
-    Store,
-    Effect.map(Store, (s): StoreService => {
-      const checkpoint = s.checkpoint
-      const target: StoreService = general ? { ...s } : s
-      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
-        calls.push(unit.pipelineId)
-        return checkpoint(unit)
-      }
-      return target
-    })
-  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
+  const counted = countedSqliteStore(filename, general, calls)
   const pools = Pool.layer([
     Pool.make("pool", [Resource.make("r", { id: "a", capacity: 1 }), Resource.make("r", { id: "b", capacity: 1 })]),
     Pool.make("slow", [Resource.make("r", { id: "s", capacity: 2 })])

@@ -15,8 +15,10 @@ import {
   Effect,
   Either,
   Exit,
+  Fiber,
   Option,
-  Predicate
+  Predicate,
+  Runtime
 } from "effect"
 import type { YieldWrap } from "effect/Utils"
 import type { CodecRegistry } from "../../../domain/Codec.js"
@@ -82,7 +84,7 @@ export interface Carried {
   readonly uncommitted: Uncommitted
   readonly holder: SlotHold
   readonly taskStartedAt: number
-  readonly first: AttemptResult | Effect.Effect<AttemptResult> | undefined
+  readonly first: AttemptResult | Effect.Effect<AttemptResult, StoreUnavailable> | undefined
 }
 
 /**
@@ -650,9 +652,9 @@ export type NowOutcome =
 /**
  * Whether {@link runNow} may run `spec` from `start`: a plain pipeline (no `control`) to be
  * admitted now (its admission with no events to record, no abandoned attempt), no start gate,
- * no attempt spans, and every task from the cursor a `Task.sync` that nothing wraps (no
- * timeout, no `retry.maxTotal`, not an evaluator, not cached in this run), few enough for one
- * commit (see {@link MAX_UNCOMMITTED}).
+ * no attempt spans, and every task from the cursor a `Task.sync` or an Effect task
+ * (`Task.make`) that nothing wraps (no timeout, no `retry.maxTotal`, not an evaluator, not
+ * cached in this run), few enough for one commit (see {@link MAX_UNCOMMITTED}).
  *
  * @internal
  */
@@ -668,7 +670,8 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolea
     const task = tasks[i]!
     const options = task.options
     if (
-      syncBodyOf(task.run) === undefined || options.timeout !== null || options.retry.maxTotal !== undefined ||
+      (syncBodyOf(task.run) === undefined && !task.scoped) || options.timeout !== null ||
+      options.retry.maxTotal !== undefined ||
       options.evaluator || (env.cache !== undefined && options.cache !== null)
     ) return false
   }
@@ -676,13 +679,23 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolea
 }
 
 /**
- * Runs an admitted plain pipeline whose tasks are all synchronous (see {@link canRunNow}) at
- * once, on the caller's fiber, without a fiber of its own and without an Effect per task: the
- * same attempts, rows and checkpoint as {@link run} would make (its `runTask` defers every
+ * Runs an admitted plain pipeline whose tasks are all synchronous or Effect tasks (see
+ * {@link canRunNow}) at once, on the caller's fiber, without a fiber of its own: the same
+ * attempts, rows and checkpoint as {@link run} would make (its `runTask` defers every
  * synchronous task's checkpoint to the next one's, so the general path also commits such a
  * pipeline once, its admission with it). `undefined`: nothing ran (not eligible, or no worker
  * slot is free now): use {@link run}. The caller commits a `Commit`'s unit (uninterruptibly,
  * as the general path's last checkpoint is) and then counts the pipeline succeeded.
+ *
+ * A `Task.sync` attempt is evaluated directly ({@link runAttemptNow}); an Effect task's attempt
+ * is the general path's own attempt Effect, run on a fiber of its own started now (see
+ * {@link runEffectAttemptNow}): one that ends at once (`ctx.acquire()` of a free slot, then a
+ * pure map) is treated as a synchronous task's, its checkpoint deferred to the next one's. One
+ * that does not end at once (a lease wait, I/O) keeps running on its fiber, and the pipeline is
+ * handed to its own fiber, which first commits what the earlier tasks left uncommitted (the
+ * general path commits an Effect task's checkpoint when it ends), then awaits that attempt
+ * (interrupting it if the pipeline fiber is interrupted, so nothing runs twice and a stop
+ * reaches it).
  *
  * @internal
  */
@@ -703,14 +716,17 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: Start): NowOutcom
     const task = tasks[seq]!
     const taskStartedAt = clock.unsafeCurrentTimeMillis()
     holder.began = -1
-    const ran = runAttemptNow(env, spec, task, seq, 1, input, holder)
-    const handOver = (first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
+    const ran = syncBodyOf(task.run) !== undefined
+      ? runAttemptNow(env, spec, task, seq, 1, input, holder)
+      : runEffectAttemptNow(env, spec, task, seq, input, holder)
+    const handOver = (first: AttemptResult | Effect.Effect<AttemptResult, StoreUnavailable> | undefined): NowOutcome => ({
       _tag: "Continue",
       start: { cursor: seq, input, abandonedTask: false, carried: { uncommitted, holder, taskStartedAt, first } }
     })
     if (ran === undefined || Effect.isEffect(ran)) return handOver(ran)
+    if (ran instanceof AttemptRunning) return handOver(ran.awaitAfter(env, pipelineId, uncommitted))
     const exit = ran.exit
-    if (exit._tag !== "Success" || isHandoff(exit.value) || ran.leaseIds.length > 0) return handOver(ran)
+    if (exit._tag !== "Success" || isHandoff(exit.value)) return handOver(ran)
     const encoded = env.registryFor(task).dump(exit.value)
     if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return handOver(ran)
     const enc = encoded.right
@@ -735,7 +751,8 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: Start): NowOutcom
       1,
       ran.startedAt,
       ended,
-      noLeases,
+      // (a first attempt: the task's leases are its leases, as `runTask` gathers them)
+      ran.leaseIds,
       attemptRow
     )
     input = exit.value
@@ -1178,4 +1195,87 @@ export const runAttemptNow = (
   const shared = member === undefined ? env.shared : env.memberShared(member)
   const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
   return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+}
+
+/**
+ * An Effect task's attempt that {@link runEffectAttemptNow} started and that did not end at
+ * once: it goes on on its own fiber.
+ *
+ * @internal
+ */
+export class AttemptRunning {
+  constructor(readonly fiber: Fiber.RuntimeFiber<AttemptResult>) {}
+  /**
+   * What the pipeline's fiber runs as this attempt (see `Carried.first`): commits what
+   * `uncommitted` holds (as a checkpoint of its own, uninterruptibly: the general path made it
+   * durable before this attempt began), then awaits the attempt. Whatever ends it early (the
+   * pipeline fiber interrupted, the commit failing) interrupts the attempt and awaits its end
+   * (its leases released), as the general path's attempt would have been interrupted.
+   */
+  awaitAfter(env: PipelineEnv, pipelineId: PipelineId, uncommitted: Uncommitted): Effect.Effect<AttemptResult, StoreUnavailable> {
+    const fiber = this.fiber
+    const awaited = Effect.flatten(Fiber.await(fiber))
+    const body = hasUncommitted(uncommitted)
+      ? Effect.zipRight(
+        Effect.uninterruptible(Effect.suspend(() => env.store.checkpoint(withUncommitted(uncommitted, { pipelineId })))),
+        awaited
+      )
+      : awaited
+    return Effect.onExit(body, (exit) => Exit.isSuccess(exit) ? Effect.void : Fiber.interrupt(fiber))
+  }
+}
+
+/** The runtime the attempts of {@link runEffectAttemptNow} run in, per calling fiber. */
+const nowRuntimes = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, Runtime.Runtime<never>>()
+
+/**
+ * The runtime of the fiber calling now (the run's feeder, where {@link runNow} runs): its
+ * context (the run's services, the attempt's `Scope` and `Random`: see `attemptScope.ts`), its
+ * FiberRefs (a fiber forked from it gets its own attempt cell, as a pipeline fiber does) and the
+ * default runtime flags (interruptible, as a pipeline fiber runs). Made once per fiber; `undefined` outside a fiber.
+ */
+const runtimeNow = (): Runtime.Runtime<never> | undefined => {
+  const current = Fiber.getCurrentFiber()
+  if (current._tag === "None") return undefined
+  const fiber = current.value
+  let runtime = nowRuntimes.get(fiber)
+  if (runtime === undefined) {
+    runtime = Runtime.make({
+      context: fiber.currentContext as Context.Context<never>,
+      fiberRefs: fiber.getFiberRefs(),
+      runtimeFlags: Runtime.defaultRuntimeFlags
+    })
+    nowRuntimes.set(fiber, runtime)
+  }
+  return runtime
+}
+
+/**
+ * The first attempt of an Effect task (see {@link canRunNow}) for {@link runNow}: the general
+ * path's attempt Effect ({@link runAttempt}: the attempt's Scope closed with its exit, its
+ * leases released on every exit path, raw leases reclaimed, `strictLeases`) run now on a fiber
+ * of its own, forked from the calling fiber's runtime (the run's context, as a pipeline fiber
+ * has it). Its result when it ended at once (an `Exit` when the attempt's fiber failed, which
+ * it only does interrupted); {@link AttemptRunning} when it goes on (a wait: its fiber keeps
+ * running, a lease wait parked as the general path parks it, so a stop interrupts it);
+ * `undefined` outside a fiber (nothing ran). The caller holds a worker slot.
+ *
+ * @internal
+ */
+export const runEffectAttemptNow = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  input: unknown,
+  slot: SlotHold
+): AttemptResult | Exit.Exit<AttemptResult> | AttemptRunning | undefined => {
+  const runtime = runtimeNow()
+  if (runtime === undefined) return undefined
+  // (`runFork` starts the fiber on this call stack: an attempt that never suspends has ended
+  // when it returns)
+  const fiber = Runtime.runFork(runtime)(runAttempt(env, spec, task, seq, 1, input, slot, undefined))
+  const exit = fiber.unsafePoll()
+  if (exit === null) return new AttemptRunning(fiber)
+  return Exit.isSuccess(exit) ? exit.value : exit
 }

@@ -26,7 +26,7 @@ import * as Pool from "../../src/services/Pool.js"
 import { Pools } from "../../src/services/Pools.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import { countedSqliteStore, dumpStore } from "../support/storeDump.js"
+import { countedSqliteStore, dump as dumpStore } from "../support/fastPathRows.js"
 
 const settle = Effect.forEach(Array.from({ length: 50 }), () => Effect.yieldNow(), { discard: true })
 
@@ -69,11 +69,11 @@ const seeds = Array.from({ length: 40 }, (_, i) => i + 1)
 const everyFourth = (n: number) => n % 4 === 0
 
 /**
- * Every row and event of a store, in a stable order (see `dumpStore`), lease ids masked: they
+ * Every row and event of a store, in a stable order (see `fastPathRows.dump`), lease ids masked: they
  * name the resource and count the pool's leases in the order granted.
  */
 const dump = (store: StoreService, runId: string) =>
-  dumpStore(store, runId, [[/"(pool|slow)\/[a-z]+#\d+"/g, "\"LEASE\""]])
+  dumpStore(store, runId, false, [[/"(pool|slow)\/[a-z]+#\d+"/g, "\"LEASE\""]])
 
 interface Outcome {
   readonly rows: Effect.Effect.Success<ReturnType<typeof dump>>

@@ -14,19 +14,27 @@ import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 
-/** Rows as sorted JSON lines, `drop`ped keys removed, times as `T`, the run id as `RUN`. */
-const norm = (runId: string, rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) =>
+/** A string pattern and what each match becomes in a dump (e.g. lease ids, granted in schedule order). */
+export type Mask = readonly [RegExp, string]
+
+/**
+ * Rows as sorted JSON lines, `drop`ped keys removed, times (`…At`, `ts`, `durationMs`,
+ * `heldMs`) as `T`, the run id as `RUN`, each `masks` pattern replaced.
+ */
+const norm = (runId: string, rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>, masks: ReadonlyArray<Mask>) =>
   rows.map((r) => {
     const o: Record<string, unknown> = { ...(r as Record<string, unknown>) }
     for (const k of drop) delete o[k]
-    return JSON.stringify(o, (k, v) =>
+    let line = JSON.stringify(o, (k, v) =>
       v instanceof Uint8Array
         ? Buffer.from(v).toString("base64")
-        : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs")
+        : typeof v === "number" && (/At$/.test(k) || k === "ts" || k === "durationMs" || k === "heldMs")
         ? "T"
         : v)
       .split(runId).join("RUN")
       .replace(/(:RUN:)\d+/g, "$1T")
+    for (const [pattern, replacement] of masks) line = line.replace(pattern, replacement)
+    return line
   }).sort()
 
 /**
@@ -35,7 +43,7 @@ const norm = (runId: string, rows: ReadonlyArray<unknown>, drop: ReadonlyArray<s
  * resume reads it) and its handoff ledger too. Surrogate ids follow the commit order, which
  * differs between the paths: they are left out.
  */
-export const dump = (store: StoreService, runId: string, traversal = false) =>
+export const dump = (store: StoreService, runId: string, traversal = false, masks: ReadonlyArray<Mask> = []) =>
   Effect.gen(function*() {
     const all = <A>(s: Stream.Stream<A, unknown>) => Effect.map(Stream.runCollect(s), Chunk.toArray)
     const pipelines = yield* all(store.streamPipelines())
@@ -58,16 +66,37 @@ export const dump = (store: StoreService, runId: string, traversal = false) =>
       }
     }
     const events = yield* all(store.streamEvents())
+    const n = (rows: ReadonlyArray<unknown>, drop: ReadonlyArray<string>) => norm(runId, rows, drop, masks)
     return {
-      pipelines: norm(runId, pipelines, []),
-      tasks: norm(runId, yield* all(store.streamTasks()), []),
-      attempts: norm(runId, yield* all(store.streamAttempts()), ["attemptId", "id"]),
-      artifacts: norm(runId, artifacts, ["artifactId", "id"]),
-      events: norm(runId, events.filter((e) => e.pipelineId !== null), ["eventId", "id"]),
-      states: norm(runId, states, []),
-      ledger: norm(runId, ledger, ["handoffId", "id"])
+      pipelines: n(pipelines, []),
+      tasks: n(yield* all(store.streamTasks()), []),
+      attempts: n(yield* all(store.streamAttempts()), ["attemptId", "id"]),
+      artifacts: n(artifacts, ["artifactId", "id"]),
+      events: n(events.filter((e) => e.pipelineId !== null), ["eventId", "id"]),
+      states: n(states, []),
+      ledger: n(ledger, ["handoffId", "id"])
     }
   })
+
+/**
+ * A SQLite store at `filename` whose `checkpoint` calls are recorded in `calls` (their pipeline
+ * ids). `general`: the service is a copy of the store front's object, so the runner finds no
+ * callback submission for it and takes its general path (one fiber per pipeline); otherwise
+ * it is the front's own object (the fast path never calls `checkpoint` for a pipeline it ends).
+ */
+export const countedSqliteStore = (filename: string, general: boolean, calls: Array<string>) =>
+  Layer.effect(
+    Store,
+    Effect.map(Store, (s): StoreService => {
+      const checkpoint = s.checkpoint
+      const target: StoreService = general ? { ...s } : s
+      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
+        calls.push(unit.pipelineId)
+        return checkpoint(unit)
+      }
+      return target
+    })
+  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
 
 /**
  * Runs `specs` on a SQLite file (concurrency 4, at most 8 admitted), through the fast path or
@@ -83,19 +112,7 @@ export const runOn = (
   traversal = false
 ) => {
   const calls: Array<string> = []
-  // the same object the front built, its `checkpoint` counted
-  const counted = Layer.effect(
-    Store,
-    Effect.map(Store, (s): StoreService => {
-      const checkpoint = s.checkpoint
-      const target: StoreService = general ? { ...s } : s
-      ;(target as { checkpoint: StoreService["checkpoint"] }).checkpoint = (unit) => {
-        calls.push(unit.pipelineId)
-        return checkpoint(unit)
-      }
-      return target
-    })
-  ).pipe(Layer.provide(SqliteStore.layer({ filename })))
+  const counted = countedSqliteStore(filename, general, calls)
   const layer = Layer.provideMerge(
     Runner.layer({ handleSignals: false, concurrency: 4, maxAdmitted: 8 }),
     Layer.mergeAll(counted, Pool.layer([]))

@@ -18,12 +18,19 @@ export const breakable = (sql: SqlClient.SqlClient) => {
   return { sql: proxy as SqlClient.SqlClient, state }
 }
 
-/** Lets real I/O finish (bounded): the macrotask queue turns until `cond` holds. */
-export const eventually = <E, R>(cond: Effect.Effect<boolean, E, R>, turns = 500) =>
+/**
+ * Lets real I/O finish (bounded): the macrotask queue turns until `cond` holds. With `turns`,
+ * at most that many turns (to let whatever is ready run, e.g. `eventually(Effect.succeed(false), 5)`);
+ * without, until `cond` holds or `boundMs` of wall time pass (default 20,000 ms): a database
+ * round trip on a loaded machine can outlast any fixed number of turns. Returns whether `cond` held.
+ */
+export const eventually = <E, R>(cond: Effect.Effect<boolean, E, R>, turns?: number, boundMs = 20_000) =>
   Effect.gen(function*() {
-    for (let i = 0; i < turns; i++) {
+    // wall time only bounds the wait for real I/O (the test clock does not move real sockets)
+    const giveUpAt = Date.now() + boundMs
+    for (let i = 0; turns === undefined ? Date.now() < giveUpAt : i < turns; i++) {
       if (yield* cond) return true
       yield* Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
     }
-    return false
+    return turns === undefined ? false : yield* cond
   })

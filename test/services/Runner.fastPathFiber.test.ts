@@ -7,7 +7,7 @@
  * are the general path's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Effect, Fiber, Layer, Option, type Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -44,7 +44,11 @@ const seeds = Array.from({ length: 24 }, (_, i) => i + 1)
  * {@link runOn} with the fibers' op budget `ops` (`Effect.withMaxOpsBeforeYield`): the run's
  * fibers yield every `ops` steps, so the clock is advanced a little at a time until it ends.
  */
-const runYielding = (filename: string, specs: Iterable<Pipeline.PipelineSpec<any, any, any, any>>, ops: number) => {
+const runYielding = (
+  filename: string,
+  specs: Stream.Stream<Pipeline.PipelineSpec<any, any, any, any>, unknown>,
+  ops: number
+) => {
   const calls: Array<string> = []
   const layer = Layer.provideMerge(
     Runner.layer({ handleSignals: false, concurrency: 4, maxAdmitted: 8 }),

@@ -687,55 +687,169 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolea
  * slot is free now): use {@link run}. The caller commits a `Commit`'s unit (uninterruptibly,
  * as the general path's last checkpoint is) and then counts the pipeline succeeded.
  *
- * A `Task.sync` attempt is evaluated directly ({@link runAttemptNow}); an Effect task's attempt
- * is the general path's own attempt Effect, run on a fiber of its own started now (see
- * {@link runEffectAttemptNow}): one that ends at once (`ctx.acquire()` of a free slot, then a
- * pure map) is treated as a synchronous task's, its checkpoint deferred to the next one's. One
- * that does not end at once (a lease wait, I/O) keeps running on its fiber, and the pipeline is
- * handed to its own fiber, which first commits what the earlier tasks left uncommitted (the
- * general path commits an Effect task's checkpoint when it ends), then awaits that attempt
- * (interrupting it if the pipeline fiber is interrupted, so nothing runs twice and a stop
- * reaches it).
+ * `Task.sync` attempts are evaluated directly ({@link runAttemptNow}). From the first Effect
+ * task (`Task.make`) on, the remaining attempts run on one fiber started now (see
+ * {@link NowRun}): each is the general path's own attempt Effect ({@link runAttempt}), run
+ * one after the other as a pipeline fiber runs them. An attempt that ends at once (`ctx.acquire()`
+ * of a free slot, then a pure map) is treated as a synchronous task's, its checkpoint deferred
+ * to the next one's. When the fiber does not end at once (an attempt waits: a lease, I/O), the
+ * attempt it is in goes on on that fiber, which then ends with that attempt's result and runs
+ * no further attempt, and the pipeline is handed to its own fiber, which first commits what the
+ * earlier tasks left uncommitted (the general path commits an Effect task's checkpoint when it
+ * ends), then awaits that attempt (interrupting it if the pipeline fiber is interrupted, so
+ * nothing runs twice and a stop reaches it).
  *
  * @internal
  */
 export const runNow = (env: PipelineEnv, spec: AnySpec, start: Start): NowOutcome | undefined => {
   if (!canRunNow(env, spec, start)) return undefined
-  const { clock, slots, state } = env
+  const { slots, state } = env
   // one worker slot for the whole pipeline (nothing else runs between its tasks)
   const holder = emptyHold()
   if (state.stopping || !slots.tryTake(holder)) return undefined
-  const runId = state.runId
-  const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
-  const nTasks = tasks.length
-  const pipelineId = spec.pipelineId
   const uncommitted = noneUncommitted()
   uncommitted.admission = start.admission!.write
-  let input = start.input
-  for (let seq = start.cursor; seq < nTasks; seq++) {
-    const task = tasks[seq]!
-    const taskStartedAt = clock.unsafeCurrentTimeMillis()
-    holder.began = -1
-    const ran = syncBodyOf(task.run) !== undefined
-      ? runAttemptNow(env, spec, task, seq, 1, input, holder)
-      : runEffectAttemptNow(env, spec, task, seq, input, holder)
-    const handOver = (first: AttemptResult | Effect.Effect<AttemptResult, StoreUnavailable> | undefined): NowOutcome => ({
+  return new NowRun(env, spec, holder, uncommitted, start.cursor, start.input).run()
+}
+
+/** The value of a {@link NowRun} fiber that ended at once (never read: see `NowRun.outcome`). */
+const unread = undefined as unknown as AttemptResult
+
+/**
+ * One pipeline's run by {@link runNow}: where it is (`seq`, its `input`, when that task began),
+ * what it left uncommitted, and the fiber its Effect tasks' attempts run on.
+ */
+class NowRun {
+  seq: number
+  input: unknown
+  taskStartedAt = 0
+  /** What the run ended with when its attempts' fiber ended at once. */
+  outcome: NowOutcome | undefined = undefined
+  /**
+   * The attempts' fiber did not end at once: the pipeline's fiber took it over at `seq`, and
+   * the attempts' fiber ends with that attempt's result (no further attempt, no bookkeeping).
+   */
+  handedOver = false
+  readonly tasks: ReadonlyArray<Task.Any>
+  constructor(
+    readonly env: PipelineEnv,
+    readonly spec: AnySpec,
+    readonly holder: SlotHold,
+    readonly uncommitted: Uncommitted,
+    cursor: number,
+    input: unknown
+  ) {
+    this.seq = cursor
+    this.input = input
+    this.tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+    this.begin()
+  }
+
+  /** The task at `seq` begins: its task run id's time; no attempt of it has begun yet. */
+  begin(): void {
+    this.taskStartedAt = this.env.clock.unsafeCurrentTimeMillis()
+    this.holder.began = -1
+  }
+
+  /** Runs the `Task.sync` attempts at once, then the rest on one fiber (see {@link runNow}). */
+  run(): NowOutcome {
+    const { env, spec, holder, tasks } = this
+    while (true) {
+      const task = tasks[this.seq]!
+      if (syncBodyOf(task.run) === undefined) return this.onFiber()
+      const out = this.settle(runAttemptNow(env, spec, task, this.seq, 1, this.input, holder))
+      if (out !== undefined) return out
+    }
+  }
+
+  /**
+   * Runs the attempts from `seq` on a fiber forked from the calling fiber's runtime (the run's
+   * context, as a pipeline fiber has it), started now: its outcome when it ended at once; when
+   * it goes on (a wait: its fiber keeps running, a lease wait parked as the general path parks
+   * it, so a stop interrupts it), the pipeline handed over at the attempt it is in.
+   */
+  onFiber(): NowOutcome {
+    const runtime = runtimeNow()
+    // (outside a fiber: nothing ran, the pipeline's fiber runs the attempt)
+    if (runtime === undefined) return this.handOver(undefined)
+    // (`runFork` starts the fiber on this call stack: attempts that never suspend have ended
+    // when it returns)
+    const fiber = Runtime.runFork(runtime)(Effect.suspend(() => this.drive()))
+    const exit = fiber.unsafePoll()
+    if (exit === null) {
+      this.handedOver = true
+      return this.handOver(new AttemptRunning(fiber).awaitAfter(this.env, this.spec.pipelineId, this.uncommitted))
+    }
+    // (an attempt's fiber fails only interrupted: the run stopping, as `runAttempt` ends then)
+    if (Exit.isFailure(exit)) return this.handOver(exit)
+    return this.outcome!
+  }
+
+  /**
+   * The attempts from `seq` on, on the attempts' fiber: each attempt's result settled at once
+   * ({@link settle}) while the fiber has not been handed over; once it has, the attempt it is
+   * in (or the next one, when the fiber yielded between them) is its last, its result the
+   * fiber's value.
+   */
+  drive(): Effect.Effect<AttemptResult> {
+    const { env, spec, holder, tasks } = this
+    while (true) {
+      const task = tasks[this.seq]!
+      if (this.handedOver || syncBodyOf(task.run) === undefined) {
+        return Effect.flatMap(runAttempt(env, spec, task, this.seq, 1, this.input, holder, undefined), (result) => {
+          if (this.handedOver) return Effect.succeed(result)
+          const out = this.settle(result)
+          if (out === undefined) return Effect.suspend(() => this.drive())
+          this.outcome = out
+          return Effect.succeed(unread)
+        })
+      }
+      const out = this.settle(runAttemptNow(env, spec, task, this.seq, 1, this.input, holder))
+      if (out !== undefined) {
+        this.outcome = out
+        return Effect.succeed(unread)
+      }
+    }
+  }
+
+  /** The pipeline handed to its fiber at `seq`, with that task's first attempt (see {@link Carried}). */
+  handOver(first: AttemptResult | Effect.Effect<AttemptResult, StoreUnavailable> | undefined): NowOutcome {
+    return {
       _tag: "Continue",
-      start: { cursor: seq, input, abandonedTask: false, carried: { uncommitted, holder, taskStartedAt, first } }
-    })
-    if (ran === undefined || Effect.isEffect(ran)) return handOver(ran)
-    if (ran instanceof AttemptRunning) return handOver(ran.awaitAfter(env, pipelineId, uncommitted))
+      start: {
+        cursor: this.seq,
+        input: this.input,
+        abandonedTask: false,
+        carried: { uncommitted: this.uncommitted, holder: this.holder, taskStartedAt: this.taskStartedAt, first }
+      }
+    }
+  }
+
+  /**
+   * The first attempt of the task at `seq` ended with `ran`: when it succeeded with an output
+   * small enough and encodable, its rows are deferred and the next task begins (`undefined`),
+   * or, for the last task, the pipeline's one checkpoint is ready (`Commit`); otherwise
+   * (a failure, a directive, a big or unencodable output, leases to reclaim, nothing run) the
+   * pipeline is handed over with it.
+   */
+  settle(ran: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome | undefined {
+    if (ran === undefined || Effect.isEffect(ran)) return this.handOver(ran)
     const exit = ran.exit
-    if (exit._tag !== "Success" || isHandoff(exit.value)) return handOver(ran)
+    if (exit._tag !== "Success" || isHandoff(exit.value)) return this.handOver(ran)
+    const { env, tasks, seq } = this
+    const task = tasks[seq]!
     const encoded = env.registryFor(task).dump(exit.value)
-    if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return handOver(ran)
+    if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return this.handOver(ran)
     const enc = encoded.right
+    const pipelineId = this.spec.pipelineId
+    const runId = env.state.runId
+    const nTasks = tasks.length
     // as `run`'s `runTask` builds them for a first attempt that succeeded (no cache note)
-    const ended = clock.unsafeCurrentTimeMillis()
+    const ended = env.clock.unsafeCurrentTimeMillis()
     const current: Rows.CurrentTask = {
       pipelineId,
       runId,
-      taskRunId: `${pipelineId}:${seq}:${runId}:${taskStartedAt}`,
+      taskRunId: `${pipelineId}:${seq}:${runId}:${this.taskStartedAt}`,
       taskName: task.name,
       seq,
       startedAt: ran.startedAt,
@@ -755,17 +869,16 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: Start): NowOutcom
       ran.leaseIds,
       attemptRow
     )
-    input = exit.value
     if (seq < nTasks - 1) {
-      defer(uncommitted, unit)
-      continue
+      defer(this.uncommitted, unit)
+      this.input = exit.value
+      this.seq = seq + 1
+      this.begin()
+      return undefined
     }
-    slots.release(holder)
-    return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: input }
+    env.slots.release(this.holder)
+    return { _tag: "Commit", unit: withUncommitted(this.uncommitted, unit), finalValue: exit.value }
   }
-  // (unreachable: canRunNow requires a task at the cursor)
-  slots.release(holder)
-  return undefined
 }
 
 /**
@@ -1198,8 +1311,8 @@ export const runAttemptNow = (
 }
 
 /**
- * An Effect task's attempt that {@link runEffectAttemptNow} started and that did not end at
- * once: it goes on on its own fiber.
+ * The attempts' fiber of a {@link NowRun} that did not end at once: the attempt it is in goes
+ * on on it, and its value is that attempt's result.
  *
  * @internal
  */
@@ -1225,7 +1338,7 @@ export class AttemptRunning {
   }
 }
 
-/** The runtime the attempts of {@link runEffectAttemptNow} run in, per calling fiber. */
+/** The runtime the attempts' fibers of {@link runNow} run in, per calling fiber. */
 const nowRuntimes = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, Runtime.Runtime<never>>()
 
 /**
@@ -1248,34 +1361,4 @@ const runtimeNow = (): Runtime.Runtime<never> | undefined => {
     nowRuntimes.set(fiber, runtime)
   }
   return runtime
-}
-
-/**
- * The first attempt of an Effect task (see {@link canRunNow}) for {@link runNow}: the general
- * path's attempt Effect ({@link runAttempt}: the attempt's Scope closed with its exit, its
- * leases released on every exit path, raw leases reclaimed, `strictLeases`) run now on a fiber
- * of its own, forked from the calling fiber's runtime (the run's context, as a pipeline fiber
- * has it). Its result when it ended at once (an `Exit` when the attempt's fiber failed, which
- * it only does interrupted); {@link AttemptRunning} when it goes on (a wait: its fiber keeps
- * running, a lease wait parked as the general path parks it, so a stop interrupts it);
- * `undefined` outside a fiber (nothing ran). The caller holds a worker slot.
- *
- * @internal
- */
-export const runEffectAttemptNow = (
-  env: PipelineEnv,
-  spec: AnySpec,
-  task: Task.Any,
-  seq: number,
-  input: unknown,
-  slot: SlotHold
-): AttemptResult | Exit.Exit<AttemptResult> | AttemptRunning | undefined => {
-  const runtime = runtimeNow()
-  if (runtime === undefined) return undefined
-  // (`runFork` starts the fiber on this call stack: an attempt that never suspends has ended
-  // when it returns)
-  const fiber = Runtime.runFork(runtime)(runAttempt(env, spec, task, seq, 1, input, slot, undefined))
-  const exit = fiber.unsafePoll()
-  if (exit === null) return new AttemptRunning(fiber)
-  return Exit.isSuccess(exit) ? exit.value : exit
 }

@@ -35,6 +35,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Console, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 import { CodecRegistry } from "../domain/Codec.js"
+import * as CallCacheDomain from "../domain/CallCache.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import type { Journal, RunConfigInput } from "../domain/RunConfig.js"
@@ -66,6 +67,7 @@ import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import { loadPgCallCache } from "../layers/internal/pg/load.js"
 import { PASSWORD_HINT, pasteable, redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Flags from "./Flags.js"
+import * as StoreArgs from "./StoreArgs.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
 
@@ -277,6 +279,70 @@ const cacheSettingOf = (
     }
   })
 
+/** Whether any call cache flag was given. */
+const cacheFlagged = (args: RunArgs): boolean =>
+  args.cache || Option.isSome(args.cacheMode) || Option.isSome(args.cacheDb) || Option.isSome(args.cacheTtl)
+
+/** A cache setting in one form: mode, time to live in ms (`null`: none), shared database. */
+const normalCache = (c: CacheSetting | undefined): { mode: string; ttlMs: number | null; db: string | null } => {
+  if (c === undefined || c === false) return { mode: "off", ttlMs: null, db: null }
+  if (c === true) return { mode: "readWrite", ttlMs: null, db: null }
+  if (typeof c === "string") return { mode: c, ttlMs: null, db: null }
+  return {
+    mode: c.mode ?? "readWrite",
+    ttlMs: c.ttl === undefined || c.ttl === null ? null : Duration.toMillis(Duration.decode(c.ttl)),
+    db: c.db ?? null
+  }
+}
+
+/** Whether two cache settings ask for the same cache. */
+const sameCache = (a: CacheSetting | undefined, b: CacheSetting | undefined): boolean => {
+  const x = normalCache(a)
+  const y = normalCache(b)
+  return x.mode === y.mode && x.ttlMs === y.ttlMs && x.db === y.db
+}
+
+/** A cache setting in words: `mode readWrite, db /x/cache.db, ttl 7d`. */
+const cacheText = (c: CacheSetting | undefined): string => {
+  const n = normalCache(c)
+  return `mode ${n.mode}${n.db === null ? "" : `, db ${n.db}`}${n.ttlMs === null ? "" : `, ttl ${Duration.format(Duration.millis(n.ttlMs))}`}`
+}
+
+/**
+ * The call cache setting recorded with the latest run of the store `spec` (its `config.cache`,
+ * as `RunConfig.toJson` writes it: a boolean, a mode, or `{ mode, ttlMs, db }`), and that run's
+ * id; `undefined` when the store has no run, the run recorded none, or the store cannot be read
+ * (the run that follows says why).
+ */
+const storedCacheOf = (spec: string): Effect.Effect<{ readonly runId: string; readonly setting: CacheSetting } | undefined> =>
+  Effect.flatMap(Store, (store) => store.latestRun).pipe(
+    Effect.map(Option.flatMap((run): Option.Option<{ readonly runId: string; readonly setting: CacheSetting }> => {
+      const config = run.config
+      const c = config !== null && typeof config === "object" ? (config as { readonly cache?: unknown }).cache : undefined
+      if (typeof c === "boolean") return Option.some({ runId: run.runId, setting: c })
+      if (typeof c === "string" && (CallCacheDomain.cacheModes as ReadonlyArray<string>).includes(c)) {
+        return Option.some({ runId: run.runId, setting: c as CallCacheDomain.CacheMode })
+      }
+      if (c === null || typeof c !== "object") return Option.none()
+      const o = c as { readonly mode?: unknown; readonly ttlMs?: unknown; readonly db?: unknown }
+      const mode = typeof o.mode === "string" && (CallCacheDomain.cacheModes as ReadonlyArray<string>).includes(o.mode)
+        ? o.mode as CallCacheDomain.CacheMode
+        : "readWrite"
+      return Option.some({
+        runId: run.runId,
+        setting: {
+          mode,
+          ...(typeof o.ttlMs === "number" && o.ttlMs > 0 ? { ttl: Duration.millis(o.ttlMs) } : {}),
+          ...(typeof o.db === "string" ? { db: o.db } : {})
+        }
+      })
+    })),
+    Effect.map(Option.getOrUndefined),
+    Effect.scoped,
+    Effect.provide(StoreArgs.readLayer(spec, [])),
+    Effect.orElseSucceed(() => undefined)
+  )
+
 /**
  * Where the run's call cache lives: a shared cache database when one is named; else the run's
  * SQLite store file (its `call_cache` table) or Postgres store database (`assay_call_cache`)
@@ -327,11 +393,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
     const noStore = Experiment.noStoreWarning(experiment, Option.getOrUndefined(args.store))
     if (noStore !== undefined) yield* Console.error(noStore)
     const overrides = yield* overridesOf(args, resume)
-    const cacheSetting = yield* cacheSettingOf(args, experiment)
-    // a shared cache database that cannot be opened is refused before the store is created
-    if (typeof cacheSetting === "object" && cacheSetting.db !== undefined) {
-      yield* Flags.checkCacheDb(cacheSetting.db, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db", cacheSetting.mode)
-    }
+    let cacheSetting = yield* cacheSettingOf(args, experiment)
     const shard = yield* Option.match(args.shard, {
       onNone: () => Either.right(undefined),
       onSome: (text) => parseShard(text)
@@ -364,6 +426,33 @@ const runOne = (args: RunArgs, resume: boolean) =>
           `nothing to resume: there is no store at ${target.filename}; check the path, or start the run with \`assay run\``
         )
       }
+    }
+    // `resume` continues the call cache of the run it resumes (stored with that run), unless a
+    // cache flag says otherwise; either way it says so once when the two differ
+    let cacheDbField = Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db"
+    if (overrides.resume === true && shard === undefined && (target._tag === "Sqlite" || target._tag === "Postgres")) {
+      const stored = yield* storedCacheOf(chosen.spec)
+      if (stored !== undefined && !sameCache(stored.setting, cacheSetting)) {
+        if (cacheFlagged(args)) {
+          yield* Console.error(
+            `resume: the cache flags given override the call cache of run ${stored.runId} (${cacheText(stored.setting)}); now ${
+              cacheText(cacheSetting)
+            }`
+          )
+        } else {
+          cacheSetting = stored.setting
+          cacheDbField = `the call cache of run ${stored.runId}`
+          yield* Console.error(
+            `resume: the call cache of run ${stored.runId} carries over (${
+              cacheText(stored.setting)
+            }); give --cache-mode off (or other cache flags) to change it`
+          )
+        }
+      }
+    }
+    // a shared cache database that cannot be opened is refused before the store is created
+    if (typeof cacheSetting === "object" && cacheSetting.db !== undefined) {
+      yield* Flags.checkCacheDb(cacheSetting.db, cacheDbField, cacheSetting.mode)
     }
     if (settings.artifactBackend !== undefined && settings.artifactBackend !== null) {
       const bad = ArtifactBackends.check(settings.artifactBackend, experiment.plugins.artifactBackends)
@@ -441,7 +530,7 @@ const runOne = (args: RunArgs, resume: boolean) =>
         Runner.layer(input).pipe(
           // the cache is opened after the store and closed before it (it may be the store's file)
           Layer.provideMerge(Layer.provideMerge(
-            cacheLayerOf(cacheSetting, target, experiment, Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db"),
+            cacheLayerOf(cacheSetting, target, experiment, cacheDbField),
             Layer.merge(
               storeLayer(target, experiment, settings.journal, settings.artifactBackend),
               Pool.layer(experiment.pools, { plugins: experiment.plugins.algorithms })

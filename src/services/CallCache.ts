@@ -124,7 +124,9 @@ export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMem
  * (attempts run in `refresh` mode, stored over what was there), `bypassed` (attempts of
  * `readOnly` tasks that found nothing and ran without storing), `writeFailures` (misses and
  * refreshes whose output the cache failed to store, counted in those too: the task's result
- * stands, the next run calls again), and what the hits saved:
+ * stands, the next run calls again), `lookupFailures` (attempts whose lookup the cache failed
+ * to answer, a damaged or unreadable cache: the task ran, counted in `misses` or `bypassed`
+ * too; since 0.11.0), and what the hits saved:
  * `tokensSaved` (the stored usage of the calls they replaced; `promptTokens`,
  * `completionTokens`, `totalTokens`) and `costSavedUsd`, the priced cost (US dollars, see
  * `Pricing`) stored with each output the hits were served from, summed; `null` when no hit's
@@ -139,6 +141,7 @@ export interface CacheStats {
   readonly refreshed: number
   readonly bypassed: number
   readonly writeFailures: number
+  readonly lookupFailures: number
   readonly tokensSaved: CacheUsageTokens
   readonly costSavedUsd: number | null
 }
@@ -155,6 +158,7 @@ export const emptyStats: CacheStats = {
   refreshed: 0,
   bypassed: 0,
   writeFailures: 0,
+  lookupFailures: 0,
   tokensSaved: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
   costSavedUsd: null
 }
@@ -165,7 +169,7 @@ export const emptyStats: CacheStats = {
  * @since 0.7.0
  * @category guards
  */
-export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refreshed + s.bypassed + s.writeFailures > 0
+export const isActive = (s: CacheStats): boolean => s.hits + s.misses + s.refreshed + s.bypassed + s.writeFailures + s.lookupFailures > 0
 
 const numberOr0 = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
 
@@ -183,11 +187,18 @@ const addCost = (a: number | null, b: unknown): number | null =>
 export const addAttempt = (before: CacheStats, outcome: string, decision: unknown): CacheStats => {
   const cache = Predicate.isObject(decision) ? (decision as { readonly cache?: unknown }).cache : undefined
   if (!Predicate.isObject(cache)) return before
-  const c = cache as { readonly status?: unknown; readonly usage?: unknown; readonly stored?: unknown }
+  const c = cache as {
+    readonly status?: unknown
+    readonly usage?: unknown
+    readonly stored?: unknown
+    readonly lookupFailed?: unknown
+  }
   // a miss or refresh whose output the cache failed to store (`stored: false`)
-  const s = c.stored === false && (c.status === "miss" || c.status === "refresh")
+  const w = c.stored === false && (c.status === "miss" || c.status === "refresh")
     ? { ...before, writeFailures: before.writeFailures + 1 }
     : before
+  // an attempt whose lookup the cache failed to answer (`lookupFailed: true`)
+  const s = c.lookupFailed === true ? { ...w, lookupFailures: w.lookupFailures + 1 } : w
   if (outcome === "cache_hit" || c.status === "hit") {
     const u = Predicate.isObject(c.usage) ? c.usage as Record<string, unknown> : {}
     return {
@@ -233,6 +244,7 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
   refreshed: a.refreshed + b.refreshed,
   bypassed: a.bypassed + b.bypassed,
   writeFailures: a.writeFailures + b.writeFailures,
+  lookupFailures: a.lookupFailures + b.lookupFailures,
   tokensSaved: {
     promptTokens: a.tokensSaved.promptTokens + b.tokensSaved.promptTokens,
     completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
@@ -243,8 +255,9 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
 
 /**
  * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
- * `{ hits, misses, refreshed, bypassed, writeFailures, promptTokens, completionTokens,
- * totalTokens, costSavedUsd }`; a run recorded before `writeFailures` existed reads 0), or
+ * `{ hits, misses, refreshed, bypassed, writeFailures, lookupFailures, promptTokens,
+ * completionTokens, totalTokens, costSavedUsd }`; a run recorded before `writeFailures` or
+ * `lookupFailures` existed reads 0), or
  * {@link emptyStats} when it recorded none.
  *
  * @since 0.7.0
@@ -260,6 +273,7 @@ export const statsOfFinished = (data: unknown): CacheStats => {
     refreshed: numberOr0(r["refreshed"]),
     bypassed: numberOr0(r["bypassed"]),
     writeFailures: numberOr0(r["writeFailures"]),
+    lookupFailures: numberOr0(r["lookupFailures"]),
     tokensSaved: {
       promptTokens: numberOr0(r["promptTokens"]),
       completionTokens: numberOr0(r["completionTokens"]),

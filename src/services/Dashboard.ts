@@ -182,6 +182,8 @@ const cacheText = (c: Snapshot["cache"]): string =>
   c === undefined
     ? "\u2013"
     : `${c.hits} / ${c.misses} (${c.tokens_saved.total_tokens} tokens${c.cost_saved_usd === null ? "" : `, ${formatUsd(c.cost_saved_usd)}`} saved)${
+      c.lookup_failures > 0 ? ` · ${c.lookup_failures} cache lookup${c.lookup_failures === 1 ? "" : "s"} failed` : ""
+    }${
       c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""
     }`
 
@@ -499,7 +501,7 @@ const SCRIPT = `
     text("attempts", s.attempts_total);
     text("retries", s.retries);
     text("handoffs", s.handoffs_total);
-    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" + (s.cache.write_failures > 0 ? " \u00b7 " + s.cache.write_failures + " cache write" + (s.cache.write_failures === 1 ? "" : "s") + " failed" : "") : "\u2013");
+    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" + (s.cache.lookup_failures > 0 ? " \u00b7 " + s.cache.lookup_failures + " cache lookup" + (s.cache.lookup_failures === 1 ? "" : "s") + " failed" : "") + (s.cache.write_failures > 0 ? " \u00b7 " + s.cache.write_failures + " cache write" + (s.cache.write_failures === 1 ? "" : "s") + " failed" : "") : "\u2013");
     var a = s.accounting;
     text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");
     text("cost-scope", s.run_id !== null && s.run_id !== "all" && s.runs_total > 1 ? "(this run only; whole experiment: view whole store, " + s.runs_total + " runs)" : "");

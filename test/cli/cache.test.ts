@@ -121,3 +121,35 @@ describe("assay run --cache", () => {
       assert.include(ttl.stderr, "--cache-ttl")
     }))
 })
+
+describe("assay resume and the call cache of the run it resumes (issue 18, F6)", () => {
+  it.scopedLive("carried over from the stored run and said once; a cache flag given at resume overrides it, said once", () =>
+    Effect.gen(function*() {
+      const server = yield* randomMock
+      const dir = yield* tempDir("cache-resume")
+      const exp = experiment(dir, "exp.json", server.endpoints[0]!.baseUrl, 2)
+      const env = { CACHE_TEST_KEY: KEY }
+      const shared = NodePath.join(dir, "shared.db")
+      // a run with a shared cache database that did only part of the work (2 of 4 rows)
+      const first = yield* assay(["run", "-c", exp, "--store", "s.db", "--cache-db", "shared.db", "--limit", "2", "--quiet"], {
+        cwd: dir,
+        env,
+        killAfterMs: 60_000
+      })
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(count(shared, "SELECT count(*) FROM call_cache"), 4)
+      // resume with no cache flag: the shared database of that run is used again, and said
+      const resumed = yield* assay(["resume", "-c", exp, "--store", "s.db", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const carried = resumed.stderr.split("\n").filter((l) => l.startsWith("resume: the call cache of run"))
+      assert.strictEqual(carried.length, 1, resumed.stderr)
+      assert.include(carried[0]!, `carries over (mode readWrite, db ${fs.realpathSync(dir)}`)
+      assert.strictEqual(count(shared, "SELECT count(*) FROM call_cache"), 8)
+      // a flag given at resume wins, and the resume says what it replaced
+      const off = yield* assay(["resume", "-c", exp, "--store", "s.db", "--cache-mode", "off", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(off.code, 0, off.stderr)
+      const overridden = off.stderr.split("\n").filter((l) => l.startsWith("resume: the cache flags given override"))
+      assert.strictEqual(overridden.length, 1, off.stderr)
+      assert.include(overridden[0]!, "now mode off")
+    }))
+})

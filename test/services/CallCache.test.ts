@@ -1,7 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Chunk, Effect, Layer, Option, Stream, TestClock } from "effect"
+import { Chunk, Effect, Layer, Logger, LogLevel, Option, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
@@ -371,5 +371,64 @@ describe("call cache: a write that fails mid-run", () => {
       assert.strictEqual(again.cache.hits, 2)
       assert.strictEqual(again.cache.misses, 2)
       assert.strictEqual(again.cache.writeFailures, 2)
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------
+// A shared cache database with damaged pages (issue 18, F7: one warning per lookup and write,
+// nothing in the report)
+// ---------------------------------------------------------------------------------------------
+
+describe("call cache: a damaged shared cache database", () => {
+  it.effect("one warning naming the file and what to do; lookups and writes that failed are counted in report, /stats and watch; the run succeeds", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const file = NodePath.join(dir, "shared.db")
+      const m = counter()
+      const template = Pipeline.make("d", m.task({ cache: true }))
+      const seeds = ["a", "b", "c", "d", "e", "f"].map((q) => ({ q }))
+      // a valid cache with six answers, closed
+      yield* Effect.scoped(Effect.flatMap(SqliteCallCache.make({ filename: file, shared: true }), (cache) => runWith(cache, Runner.run(template.map(seeds)))))
+      assert.strictEqual(m.calls(), 6)
+      // its pages after the first overwritten: the header still opens, every read fails
+      const size = fs.statSync(file).size
+      assert.isAbove(size, 4096)
+      const fd = fs.openSync(file, "r+")
+      fs.writeSync(fd, Buffer.alloc(size - 4096, 0xa5), 0, size - 4096, 4096)
+      fs.closeSync(fd)
+      const logged: Array<{ level: string; message: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        logged.push({ level: logLevel.label, message: Array.isArray(message) ? message.join(" ") : String(message) })
+      })
+      const out = yield* Effect.scoped(Effect.flatMap(SqliteCallCache.make({ filename: file, shared: true }), (cache) =>
+        runWith(
+          cache,
+          Effect.gen(function*() {
+            const run = yield* Runner.run(template.map(seeds))
+            const store = yield* Store
+            return {
+              run,
+              report: yield* Report.buildReport([{ source: "mem", store }]),
+              snapshot: yield* Monitor.readSnapshot(store)
+            }
+          })
+        ))).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Logger.withMinimumLogLevel(LogLevel.Debug))
+      // the run finishes correctly: every pipeline called and succeeded
+      assert.strictEqual(out.run.stats.byState.succeeded, 6)
+      assert.strictEqual(m.calls(), 12)
+      // one warning, naming the file and saying what to do; the other failures at debug level
+      const warnings = logged.filter((l) => l.level === "WARN" && l.message.includes("call cache"))
+      assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
+      assert.include(warnings[0]!.message, file)
+      assert.include(warnings[0]!.message, "move it aside")
+      assert.include(warnings[0]!.message, "PRAGMA integrity_check")
+      assert.isAtLeast(logged.filter((l) => l.level === "DEBUG" && l.message.includes("call cache")).length, 6)
+      // the report, /stats and watch say how many lookups (and writes) failed
+      assert.strictEqual(out.report.cache.lookupFailures, 6)
+      assert.strictEqual(out.report.cache.misses, 6)
+      assert.include(Report.renderText(out.report), "6 cache lookups failed (the cache could not be read")
+      assert.strictEqual(out.snapshot.cache?.lookup_failures, 6)
+      assert.include(Monitor.renderSnapshot(out.snapshot, { width: 300 }), "6 cache lookups failed")
+      fs.rmSync(dir, { recursive: true, force: true })
     }))
 })

@@ -18,6 +18,8 @@
  *   initial rate the rate doubles 4× slower (RFC 3742's limited slow start, at the pace of
  *   RFC 9406 HyStart++'s conservative slow start): a server's burst hides its limit, and the
  *   overshoot at the first 429 grows with the growth rate then.
+ *   A 429 before any answer with nothing learned (a start inside a 429 storm) is no measure of
+ *   the limit: it leaves slow start on and sets no knee (issue 18 F4).
  * - **Our own delay is not the server's**: the latency read is the answer time less the time
  *   this process's event loop was stalled during it (`loopDelay.ts`).
  * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data; RFC 6582,
@@ -376,6 +378,24 @@ export const decrease = (
   const sentAfter = reason === "rate_limit" && leasedAt !== undefined && leasedAt > s.lastDecreaseAt
   if (now - s.lastDecreaseAt < p.holdMs && !sentAfter) return false
   const current = effectiveRate(s, p, now)
+  if (reason === "rate_limit" && s.phase === "slowStart" && s.knee === undefined && s.okInEpoch === 0) {
+    // refused before any answer, with nothing learned (a run, or a resume whose saved state
+    // knew nothing yet, that starts inside a 429 storm): no measure of the limit, so no knee
+    // and no end of slow start; the server's pause is the pool's throttle window's business.
+    // Taking the conservative start for a knee made the rate crawl at 1–2 requests/s for
+    // seconds after the window, and reach the limit 2.5× later than a run the storm met
+    // after a few seconds (issue 18 F4; bench/adaptive-storm-start.ts)
+    s.rate = Math.max(p.minRate, Math.min(current, Math.max(p.initialRate, current * p.decrease)))
+    s.limit = Math.max(1, s.limit * p.decrease)
+    s.tokens = Math.min(s.tokens, 0)
+    s.tokensAt = now
+    s.lastDecreaseAt = now
+    s.lastDecreaseReason = reason
+    s.decreases++
+    s.epochAt = now
+    s.okInEpoch = 0
+    return true
+  }
   s.limitThresh = Math.max(1, s.limit * p.decrease)
   s.limit = s.limitThresh
   if (reason === "rate_limit") {

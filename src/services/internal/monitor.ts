@@ -271,7 +271,9 @@ export const pipelineRow = (
 /**
  * What the call cache did, in the snapshot's snake_case (`CallCache.CacheStats` renamed, since
  * 0.9.0): `hits`, `misses`, `refreshed`, `bypassed`, `write_failures` (outputs the cache failed
- * to store, counted in `misses` or `refreshed` too); `tokens_saved` (`prompt_tokens`,
+ * to store, counted in `misses` or `refreshed` too), `lookup_failures` (lookups the cache failed
+ * to answer, a damaged or unreadable cache, counted in `misses` or `bypassed` too; since
+ * 0.12.0); `tokens_saved` (`prompt_tokens`,
  * `completion_tokens`, `total_tokens`: the stored usage of the calls the hits replaced) and
  * `cost_saved_usd` (US dollars; `null` when no hit's call had a known cost).
  *
@@ -284,6 +286,7 @@ export interface CacheWire {
   readonly refreshed: number
   readonly bypassed: number
   readonly write_failures: number
+  readonly lookup_failures: number
   readonly tokens_saved: { readonly prompt_tokens: number; readonly completion_tokens: number; readonly total_tokens: number }
   readonly cost_saved_usd: number | null
 }
@@ -300,6 +303,7 @@ export const cacheWire = (c: CallCache.CacheStats): CacheWire => ({
   refreshed: c.refreshed,
   bypassed: c.bypassed,
   write_failures: c.writeFailures,
+  lookup_failures: c.lookupFailures,
   tokens_saved: {
     prompt_tokens: c.tokensSaved.promptTokens,
     completion_tokens: c.tokensSaved.completionTokens,
@@ -1529,7 +1533,9 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
   if (s.cache !== undefined) {
     // the call cache: a failed write is said (the call it kept is made again next run)
     const c = s.cache
-    const failed = c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""
+    const failed = `${
+      c.lookup_failures > 0 ? ` · ${c.lookup_failures} cache lookup${c.lookup_failures === 1 ? "" : "s"} failed` : ""
+    }${c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""}`
     const text = `call cache: hits ${c.hits} · misses ${c.misses}${c.refreshed > 0 ? ` · refreshed ${c.refreshed}` : ""}${
       c.bypassed > 0 ? ` · read-only misses ${c.bypassed}` : ""
     }${failed} · saved ${c.tokens_saved.total_tokens} tokens`

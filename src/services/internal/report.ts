@@ -909,6 +909,10 @@ export const renderText = (r: ReportData): string => {
     out.push(
       `Call cache: hits ${c.hits}, misses ${c.misses}${c.refreshed > 0 ? `, refreshed ${c.refreshed}` : ""}${
         c.bypassed > 0 ? `, read-only misses ${c.bypassed}` : ""
+      }${
+        c.lookupFailures > 0
+          ? `; ${c.lookupFailures} cache lookup${c.lookupFailures === 1 ? "" : "s"} failed (the cache could not be read: those calls were made; see the run's log for the file and what to do)`
+          : ""
       }${c.writeFailures > 0 ? `; ${c.writeFailures} cache write${c.writeFailures === 1 ? "" : "s"} failed (those calls are made again next run)` : ""}; saved ${t.totalTokens} tokens (prompt ${t.promptTokens}, completion ${t.completionTokens})${
         c.costSavedUsd === null ? "" : `, ${formatUsd(c.costSavedUsd)}`
       }`

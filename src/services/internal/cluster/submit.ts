@@ -247,6 +247,7 @@ export const submit = <SE, SR>(
               refreshed: c.refreshed,
               bypassed: c.bypassed,
               writeFailures: c.writeFailures,
+              lookupFailures: c.lookupFailures,
               ...c.tokensSaved,
               costSavedUsd: c.costSavedUsd
             }

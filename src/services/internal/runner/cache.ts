@@ -36,7 +36,9 @@ export interface CacheEnv {
  * stored over), `bypass` (`readOnly`, nothing stored: ran and kept nothing); `key` is the
  * first 16 hex digits of the key; `stored: false` on a `miss` or `refresh` whose output the
  * cache failed to store (the task ran and its result stands; counted as a miss and as a
- * failed write, `writeFailures`).
+ * failed write, `writeFailures`); `lookupFailed: true` when the cache failed to answer the
+ * lookup before the task ran (a damaged or unreadable cache: counted as a miss and as a failed
+ * lookup, `lookupFailures`).
  *
  * @internal
  */
@@ -44,12 +46,15 @@ export interface CacheNote {
   readonly status: "hit" | "miss" | "refresh" | "bypass"
   readonly key: string
   readonly stored?: false | undefined
+  readonly lookupFailed?: true | undefined
   readonly storedAt?: number | undefined
   readonly usage?: CacheUsageTokens | null | undefined
 }
 
 /**
- * One attempt's cache plan: mode, time to live (ms, `null`: none), key, namespace.
+ * One attempt's cache plan: mode, time to live (ms, `null`: none), key, namespace;
+ * `lookupFailed` is set by {@link lookup} when the cache failed to answer (read by
+ * {@link afterRun}, which says so in the attempt's note).
  *
  * @internal
  */
@@ -58,6 +63,26 @@ export interface Plan {
   readonly ttlMs: number | null
   readonly key: string
   readonly namespace: CallCache.CacheNamespace
+  lookupFailed?: boolean
+}
+
+/** The runs' caches that already logged their first failure (one warning per run and cache). */
+const warned = new WeakSet<CacheEnv>()
+
+/**
+ * Logs a failure of the cache: the first of a run as one warning that names the file and says
+ * what to do; the next ones at debug level (they are counted in the run's figures: `report`,
+ * `watch` and `/stats` show how many lookups and writes failed).
+ */
+const logFailure = (cache: CacheEnv, what: string, message: string): Effect.Effect<void> => {
+  if (warned.has(cache)) return Effect.logDebug(`call cache ${cache.service.location}: ${what}: ${message}`)
+  warned.add(cache)
+  return Effect.logWarning(
+    `call cache ${cache.service.location}: ${what}: ${message}. The run goes on without it: each call it ` +
+      `cannot serve is made, and further cache errors of this run are counted (assay report: "Call cache" line) ` +
+      `rather than logged. If it is a damaged SQLite file, move it aside (a new one is made by the next run with ` +
+      `the cache on) or check it with: sqlite3 <file> "PRAGMA integrity_check"`
+  )
 }
 
 const fingerprints = new WeakMap<Task.Any, Json>()
@@ -125,7 +150,8 @@ export const planOf = (
 
 /**
  * The stored output of a plan, decoded, when the plan serves (`readWrite`, `readOnly`) and an
- * unexpired entry decodes; else `None`. A cache that fails is logged and answers `None`.
+ * unexpired entry decodes; else `None`. A cache that fails answers `None`, marks the plan
+ * (`lookupFailed`) and is logged (once per run as a warning, see `logFailure`).
  *
  * @internal
  */
@@ -146,9 +172,10 @@ export const lookup = (
         note: { status: "hit" as const, key: plan.key.slice(0, 16), storedAt: entry.createdAt, usage: entry.usage }
       })
     })),
-    Effect.catchAll((e) =>
-      Effect.as(Effect.logWarning(`call cache ${cache.service.location}: lookup failed, running the task: ${e.message}`), Option.none())
-    )
+    Effect.catchAll((e) => {
+      plan.lookupFailed = true
+      return Effect.as(logFailure(cache, "lookup failed, running the task", e.message), Option.none())
+    })
   )
 }
 
@@ -166,8 +193,9 @@ const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
 /**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
- * attempt's {@link CacheNote}. A failed write is logged, never fails the attempt: its note
- * says `stored: false` (the attempt still counts as a miss, and as a failed write).
+ * attempt's {@link CacheNote}. A failed write is logged (once per run as a warning), never
+ * fails the attempt: its note says `stored: false` (the attempt still counts as a miss, and as
+ * a failed write); a failed lookup before it (`plan.lookupFailed`) is said as `lookupFailed`.
  *
  * @internal
  */
@@ -182,10 +210,11 @@ export const afterRun = (
 ): Effect.Effect<CacheNote | undefined> => {
   if (!Exit.isSuccess(exit) || isHandoff(exit.value)) return Effect.succeed(undefined)
   const key = plan.key.slice(0, 16)
-  if (plan.mode === "readOnly") return Effect.succeed({ status: "bypass", key })
+  const failed = plan.lookupFailed === true ? { lookupFailed: true as const } : {}
+  if (plan.mode === "readOnly") return Effect.succeed({ status: "bypass", key, ...failed })
   const encoded = registry.dump(exit.value)
-  if (Either.isLeft(encoded)) return Effect.succeed(undefined)
-  const note: CacheNote = { status: plan.mode === "refresh" ? "refresh" : "miss", key }
+  if (Either.isLeft(encoded)) return Effect.succeed(plan.lookupFailed === true ? { status: "miss", key, ...failed } : undefined)
+  const note: CacheNote = { status: plan.mode === "refresh" ? "refresh" : "miss", key, ...failed }
   return cache.service.put({
     key: plan.key,
     taskName,
@@ -198,10 +227,7 @@ export const afterRun = (
   }).pipe(
     Effect.as(note),
     Effect.catchAll((e) =>
-      Effect.as(
-        Effect.logWarning(`call cache ${cache.service.location}: could not store an output: ${e.message}`),
-        { ...note, stored: false as const }
-      )
+      Effect.as(logFailure(cache, "could not store an output", e.message), { ...note, stored: false as const })
     )
   )
 }
@@ -240,6 +266,7 @@ export const succeededAs = (
 export const countNote = (c: CacheCounters, note: CacheNote | undefined): void => {
   if (note === undefined) return
   if (note.stored === false) c.writeFailures++
+  if (note.lookupFailed === true) c.lookupFailures++
   switch (note.status) {
     case "hit": {
       c.hits++

@@ -105,7 +105,7 @@ export interface RunnerEnv {
   readonly callCache?: CallCacheService | undefined
 }
 
-const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed + c.writeFailures > 0
+const cacheActive = (c: State.CacheCounters): boolean => c.hits + c.misses + c.refreshed + c.bypassed + c.writeFailures + c.lookupFailures > 0
 
 const configError = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
@@ -444,7 +444,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       }
       // the call cache's figures so far, when they moved (what monitors read while it runs)
       const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed +
-        state.cache.writeFailures
+        state.cache.writeFailures + state.cache.lookupFailures
       if (hitsAndMisses !== cacheEmitted) {
         cacheEmitted = hitsAndMisses
         yield* emit("cache.stats", null, { cache: { ...state.cache } })

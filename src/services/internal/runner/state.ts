@@ -41,6 +41,8 @@ export interface CacheCounters {
   bypassed: number
   /** Outputs of misses and refreshes the cache failed to store (counted in those too). */
   writeFailures: number
+  /** Lookups the cache failed to answer (a damaged or unreadable cache; counted as misses too). */
+  lookupFailures: number
   promptTokens: number
   completionTokens: number
   totalTokens: number
@@ -129,7 +131,7 @@ export const make = (
   },
   skippedByMember: new Map(),
   heldByOtherRuns: new Map(),
-  cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, writeFailures: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, costSavedUsd: null },
+  cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, writeFailures: 0, lookupFailures: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, costSavedUsd: null },
   stopping: false,
   stopReason: null,
   inFlight: 0,

@@ -24,6 +24,7 @@ import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.j
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
+import { freshClaims } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -62,9 +63,7 @@ const tokenOf = (pipelineId: string) =>
 describe("cluster task claims", () => {
   it.live("claim, renew, release: one winner; a stale claim is taken over with what it held; a later task overwrites an earlier one", () =>
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* Claims.createTable
-      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const { claims } = yield* freshClaims
       // a free row: won
       const first = yield* claims.claim(request("A"))
       assert.isTrue(first.won)
@@ -102,9 +101,7 @@ describe("cluster task claims", () => {
 
   it.live("racing for one task: exactly one of twelve concurrent claims wins, on a free row and on a stale one", () =>
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* Claims.createTable
-      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const { claims } = yield* freshClaims
       const race = (pipelineId: string) =>
         Effect.forEach(
           Array.from({ length: 12 }, (_, i) => `t${i}`),
@@ -138,9 +135,7 @@ describe("cluster task claims", () => {
 
   it.scoped("a zombie waiting for a lease when its claim was taken over does not call: it waits for the new owner's checkpoint", () =>
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* Claims.createTable
-      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const { claims } = yield* freshClaims
       let calls = 0
       const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
         Effect.gen(function*() {

@@ -51,6 +51,22 @@ const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.
 const one = (capacity: number, name = "llm", extra: Partial<Resource.ResourceOptions<any>> = {}) =>
   Pool.make(name, [Resource.make("llm", { id: "key-a", capacity, ...extra })])
 
+/** Slot 1 of pool `llm` as the database holds it: its lease id and expiry (text; null when free). */
+const slotOne = (sql: SqlClient.SqlClient) =>
+  Effect.orDie(Effect.map(
+    sql<{ lease_id: string | null; expires_at: string | null }>`SELECT lease_id::text AS lease_id, expires_at::text AS expires_at FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
+    (rows) => rows[0]!
+  ))
+
+/**
+ * Runs `body` with a fresh database's client, scoped, on the test clock: the local deadlines
+ * move with `TestClock`, the database's expiries with its own clock.
+ */
+const onTestClock = async <E>(body: (sql: SqlClient.SqlClient) => Effect.Effect<void, E, Scope.Scope>): Promise<void> => {
+  const url = await freshDb()
+  await Effect.runPromise(Effect.scoped(Effect.flatMap(client(url), body)).pipe(Effect.provide(TestContext.TestContext)))
+}
+
 describe("PgPools: capacity across processes", () => {
   it("20 concurrent acquirers over 3 clients vs capacity 4: exactly 4 hold", async () => {
     const url = await freshDb()
@@ -422,18 +438,13 @@ describe("PgPools: shared state", () => {
 
 describe("PgPools: lease renewal (L3), on the test clock", () => {
   it("a renewal error is not a loss; the lease is lost only at the local deadline, and its slot is then kept until it expires", async () => {
-    const url = await freshDb()
-    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const real = yield* client(url)
+    await onTestClock((real) => Effect.gen(function*() {
       const { sql, state } = breakable(real)
       // TTL 60 s on both clocks: the database keeps the row for the whole test; the local
       // deadline is driven by the TestClock alone
       const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
       const lease = yield* pools.acquireRaw("llm")
-      const leaseRow = Effect.orDie(Effect.map(
-        real<{ lease_id: string | null; expires_at: string | null }>`SELECT lease_id::text AS lease_id, expires_at::text AS expires_at FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
-        (rows) => rows[0]!
-      ))
+      const leaseRow = slotOne(real)
       const first = yield* leaseRow
       const guarded = yield* Effect.fork(Effect.either(PgPools.guard(lease)(Effect.never)))
       // renewals fail for 40 s (4 renewals, at 10 s .. 40 s): still ours
@@ -461,7 +472,7 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       state.broken = false
       yield* lease.releaseNow
       expect((yield* leaseRow).lease_id).toBe(first.lease_id)
-    })).pipe(Effect.provide(TestContext.TestContext)))
+    }))
   }, 60_000)
 
   it("a renewal error before the deadline is asked again soon, not left until the deadline: the lease is kept", async () => {
@@ -504,9 +515,7 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
   }, 60_000)
 
   it("a lease ending past its local deadline before its renewal ran (a frozen process) is lost: lease.lost, its slot not given back", async () => {
-    const url = await freshDb()
-    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const sql = yield* client(url)
+    await onTestClock((sql) => Effect.gen(function*() {
       const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "30 seconds", renewEvery: "10 seconds" })
       const events: Array<{ kind: string; resourceId?: string | undefined; data: Record<string, unknown> }> = []
       yield* pools.listen((e) => Effect.sync(() => events.push(e)))
@@ -516,10 +525,7 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       if (!PgLeases.isPgLease(lease)) throw new Error("expected a global lease")
       yield* Fiber.interrupt(lease.renewal!)
       yield* TestClock.adjust("40 seconds")
-      const row = Effect.orDie(Effect.map(
-        sql<{ lease_id: string | null }>`SELECT lease_id::text AS lease_id FROM assay_pool_slot WHERE pool = 'llm' AND slot = 1`,
-        (rows) => rows[0]!.lease_id
-      ))
+      const row = Effect.map(slotOne(sql), (r) => r.lease_id)
       const before = yield* row
       yield* lease.report({ ok: true })
       yield* lease.releaseNow
@@ -530,13 +536,11 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       expect(lost).toHaveLength(1)
       expect(lost[0]!.resourceId).toBe("key-a")
       expect(lost[0]!.data).toMatchObject({ leaseId: before, reason: "deadline", lateMs: 11_500, runnerId: "a" })
-    })).pipe(Effect.provide(TestContext.TestContext)))
+    }))
   }, 60_000)
 
   it("a renewal that finds the slot taken fails the lease with LeaseLost (taken)", async () => {
-    const url = await freshDb()
-    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const sql = yield* client(url)
+    await onTestClock((sql) => Effect.gen(function*() {
       const pools = yield* service(sql, [one(1)], { runnerId: "a", leaseTtl: "60 seconds", renewEvery: "10 seconds" })
       const lease = yield* pools.acquireRaw("llm")
       // another runner's lease replaced it (as after an expiry)
@@ -551,6 +555,6 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       yield* lease.releaseNow
       const rows = yield* Effect.orDie(sql<{ holder: string }>`SELECT holder FROM assay_pool_slot WHERE pool = 'llm'`)
       expect(rows[0]!.holder).toBe("b")
-    })).pipe(Effect.provide(TestContext.TestContext)))
+    }))
   }, 60_000)
 })

@@ -2,14 +2,17 @@
  * Test support for the cluster engine on its durable path (issue 17): one `SingleRunner` with SQL
  * message storage on a database of the test file's PostgreSQL server (`usePostgres`), the
  * engine's workflow layer over the store in context, and the fresh databases those tests start
- * from. Used by test/services/ClusterEngine.{stores,replay,resubmit,accounting,fence}.test.ts,
+ * from, the claim table with a claims service over it, and a submit-and-check of pipelines.
+ * Used by test/services/ClusterEngine.{stores,replay,resubmit,accounting,fence,claims}.test.ts,
  * which each built the same layers before.
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import { NodeContext } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Clock, Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert } from "@effect/vitest"
+import { Clock, Effect, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
@@ -17,7 +20,7 @@ import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
-import type { StoreService } from "../../src/services/Store.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
 import type { PgServer } from "./pgServer.js"
 
 /** A pipeline spec of any types. */
@@ -90,4 +93,25 @@ export const admitUnder = (store: StoreService, spec: AnySpec, runId: RunId) =>
     yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
     yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
     yield* store.flush
+  })
+
+/**
+ * The engine's claim table created on the `SqlClient` in context, and a claims service over it
+ * (TTL 1 minute, heartbeat 1 second), with that client.
+ */
+export const freshClaims = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* InFlight.createTable
+  return { sql, claims: InFlight.make(sql, { ttl: "1 minute", heartbeat: "1 second" })! }
+})
+
+/** Submits `specs` to the cluster (polled every 20 ms, each workflow's result asked at every poll). */
+export const submitSpecs = (specs: ReadonlyArray<AnySpec>, options: ClusterEngine.SubmitOptions = {}) =>
+  ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1, ...options })
+
+/** Asserts that every one of `specs` is stored `succeeded` in the `Store` in context. */
+export const assertSucceeded = (specs: ReadonlyArray<AnySpec>) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    for (const spec of specs) assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).state, "succeeded")
   })

@@ -14,6 +14,7 @@ import { beats, latencyOf } from "../../src/services/internal/merge.js"
 import { type Accounting, formatMetric, isStale, type ReportData, type ReportMetric, type ReportOptions, type ReportResource, type ReportRun } from "../../src/services/internal/report.js"
 import type { AccountingFigures, ReadError, TaskStore } from "../../src/services/Store.js"
 import { roundUsd } from "../../src/domain/Pricing.js"
+import { LEASE_LOST, tallyLeasesLost } from "../../src/services/internal/leasesLost.js"
 
 /**
  * A total's cost as the report must give it: unknown (null), not $0, when no call in it had a
@@ -176,7 +177,11 @@ export const referenceReport = (
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []
     const repair = new Map<string, { phases: Set<string>; source: string }>()
+    const leasesLost: Array<ReportData["leasesLost"][number]> = []
     for (const s of selected) {
+      // lost global leases: every such event of the store, those of a selected run kept
+      const lost = (yield* s.store.events({ kind: LEASE_LOST })).filter((e) => all || (e.runId !== null && selectedRunIds.has(e.runId)))
+      for (const l of tallyLeasesLost(lost)) leasesLost.push({ source: s.source, ...l })
       for (const r of yield* s.store.resources) {
         const u = usage.get(`${s.source}\u0000${r.pool}/${r.resourceId}`) ?? zero()
         resources.push(honest({ source: s.source, pool: r.pool, resourceId: r.resourceId, kind: r.kind, health: r.health, ...u }))
@@ -286,6 +291,7 @@ export const referenceReport = (
           pipelines: { by, limit, rows: rows.map(honest) }
         }
       })(),
+      leasesLost,
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))

@@ -21,6 +21,7 @@ import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as CallCache from "../CallCache.js"
 import { algorithmText } from "./algorithmState.js"
+import { leasesLostOf } from "./leasesLost.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
@@ -860,6 +861,33 @@ export interface Snapshot {
    * calls (since 0.9.0).
    */
   readonly pool_totals?: ReadonlyArray<PoolTotalWire> | undefined
+  /**
+   * Global leases lost in the selection, per pool resource ({@link LeasesLostWire}), present
+   * when a runner on PostgreSQL pools lost some (since 0.11.0).
+   */
+  readonly leases_lost?: ReadonlyArray<LeasesLostWire> | undefined
+}
+
+/**
+ * One pool resource's lost global leases (the `lease.lost` events of the selection):
+ * `lost` how many, `taken` of them because another runner held the slot at a renewal,
+ * `deadline` because no renewal succeeded before the lease's local deadline, `max_late_ms`
+ * the longest a loss was seen past that deadline (ms), `last_at` the latest loss (epoch ms),
+ * `runners` the runner ids that lost them. Each lost lease's attempt failed `retryable` and
+ * was retried.
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface LeasesLostWire {
+  readonly pool: string
+  readonly resource_id: string
+  readonly lost: number
+  readonly taken: number
+  readonly deadline: number
+  readonly max_late_ms: number
+  readonly last_at: number
+  readonly runners: ReadonlyArray<string>
 }
 
 /**
@@ -1293,6 +1321,19 @@ const snapshotIn = (
       })
       poolTotals = poolTotalsOf(resources)
     }
+    // lost global leases: one indexed read of the `lease.lost` events (none on local pools)
+    const leasesLost: Array<LeasesLostWire> = (selection._tag === "Run" || selection._tag === "All"
+      ? yield* leasesLostOf(store, runId)
+      : []).map((l) => ({
+        pool: l.pool,
+        resource_id: l.resourceId,
+        lost: l.lost,
+        taken: l.taken,
+        deadline: l.deadline,
+        max_late_ms: l.maxLateMs,
+        last_at: l.lastAt,
+        runners: l.runners
+      }))
     return {
       run_id: selectionRunId(selection),
       selection: selection._tag === "All" ? "all" : selection._tag === "Run" && !selection.latest ? "run" : "latest",
@@ -1323,7 +1364,8 @@ const snapshotIn = (
       metrics_run_id: metricsRunId,
       ...(CallCache.isActive(cache) ? { cache: cacheWire(cache) } : {}),
       ...(accounting !== undefined ? { accounting } : {}),
-      ...(poolTotals.length > 0 ? { pool_totals: poolTotals } : {})
+      ...(poolTotals.length > 0 ? { pool_totals: poolTotals } : {}),
+      ...(leasesLost.length > 0 ? { leases_lost: leasesLost } : {})
     } satisfies Snapshot
   })
 
@@ -1422,7 +1464,7 @@ export const statusOf = (s: Snapshot): string => {
  * `run 2025…-ab12cd34 running: 450/1000 done (45.0%) · 12 failed · 30 admitted · 12.3/s · ETA 44s`.
  * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
  * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
- * interrupted count appears when there are some; one member of a suite adds `[member ID]`
+ * interrupted count and the lost global leases (`3 global leases lost`) appear when there are some; one member of a suite adds `[member ID]`
  * after the run. Store text is stripped of control characters.
  *
  * @since 0.1.0
@@ -1448,6 +1490,8 @@ export const renderLine = (s: Snapshot): string => {
   if (s.eta_ms !== null) parts.push(`ETA ${formatDuration(s.eta_ms)}`)
   if (s.retries > 0) parts.push(`${s.retries} retries`)
   if (s.handoffs_total > 0) parts.push(`${s.handoffs_total} handoffs`)
+  const lost = (s.leases_lost ?? []).reduce((a, l) => a + l.lost, 0)
+  if (lost > 0) parts.push(`${lost} global lease${lost === 1 ? "" : "s"} lost`)
   return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
 }
 
@@ -1457,7 +1501,7 @@ export const renderLine = (s: Snapshot): string => {
  * (`admitted` for pipelines admitted and not finished), throughput and ETA, the percentiles
  * of the ended pipelines' time in the run (`time in run (incl. queueing)`: admission to end,
  * so waiting for a worker slot counts; the field stays `latency_ms`), reported metrics, pool
- * resources, the call cache (hits, misses, failed writes, tokens saved) and recent errors (full
+ * resources, lost global leases (when a runner on PostgreSQL pools lost some), the call cache (hits, misses, failed writes, tokens saved) and recent errors (full
  * pipeline ids). Lines are cut to `width`; store text is
  * stripped of control characters; colour is ANSI SGR when `color` is set.
  *
@@ -1528,6 +1572,14 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       // and the dashboard show it
       const algo = r.algorithm_text === "" ? "" : ` · ${clean(r.algorithm_text)}`
       push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}`)
+    }
+  }
+  if (s.leases_lost !== undefined && s.leases_lost.length > 0) {
+    // global leases a runner lost (its slot taken, or no renewal before its deadline)
+    const n = s.leases_lost.reduce((a, l) => a + l.lost, 0)
+    push(`global leases lost ${n} (attempts retried)`, `${paint("yellow", `global leases lost ${n}`)} (attempts retried)`)
+    for (const l of s.leases_lost) {
+      push(`  ${clean(l.pool)}/${clean(l.resource_id)} ${l.lost} lost · taken ${l.taken} · deadline ${l.deadline}${l.max_late_ms > 0 ? ` · up to ${formatDuration(l.max_late_ms)} late` : ""}`)
     }
   }
   if (s.cache !== undefined) {

@@ -13,7 +13,7 @@
 import { Clock, Effect, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
-import type { MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
+import type { EventRecord, MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as CallCache from "../CallCache.js"
 import * as Export from "./export.js"
 import { beats, latencyOf } from "./merge.js"
@@ -40,6 +40,7 @@ import {
 import { formatCost, formatUsd, knownCost } from "./money.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { algorithmText, restoredText } from "./algorithmState.js"
+import { type LeasesLost, leaseLostEvents, leasesLostText, tallyLeasesLost } from "./leasesLost.js"
 
 /**
  * A running run whose heartbeat is older than this (ms) is reported as interrupted (stale).
@@ -350,6 +351,13 @@ export interface ReportData {
   readonly cache: CallCache.CacheStats
   /** Token and cost accounting of the selected runs (see {@link ReportAccounting}). */
   readonly accounting: ReportAccounting
+  /**
+   * Global leases lost by the selected runs (`lease.lost` events of runners on PostgreSQL
+   * pools), per store and pool resource, only resources that lost some (see `LeasesLost`:
+   * `taken` by another runner, `deadline` passed without a renewal); empty on local pools.
+   * Each lost lease's attempt was retried (since 0.11.0).
+   */
+  readonly leasesLost: ReadonlyArray<LeasesLost & { readonly source: string }>
   readonly repairFailures: {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
@@ -587,6 +595,7 @@ export const buildReport = (
     let attempts = 0
     let retries = 0
     let handoffsTotal = 0
+    const leasesLost: Array<LeasesLost & { readonly source: string }> = []
     const usage = new Map<string, Omit<ResourceUsage, "target">>()
     const runAccounting: Array<AccountingFigures & { readonly source: string; readonly runId: string }> = []
     let total: AccountingFigures = zeroFigures()
@@ -626,6 +635,10 @@ export const buildReport = (
         if (figures.calls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
         if (runId !== undefined) runAccounting.push({ source: s.source, runId, ...figures })
       }
+      // the store's lost global leases over its selected scopes, per resource
+      const lost: Array<EventRecord> = []
+      for (const runId of scopesOf(s, all)) lost.push(...(yield* leaseLostEvents(s.store, runId)))
+      for (const l of tallyLeasesLost(lost)) leasesLost.push({ source: s.source, ...l })
       // every run of the store: each run's own figures (one aggregate read per run)
       if (all) {
         for (const run of s.runs) runAccounting.push({ source: s.source, runId: run.runId, ...(yield* figuresOf(s.store, run.runId)) })
@@ -748,6 +761,7 @@ export const buildReport = (
       walPending,
       cache,
       accounting,
+      leasesLost,
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
@@ -857,6 +871,14 @@ export const renderText = (r: ReportData): string => {
           a.tokensIn + a.tokensOut > 0 || (a.costUsd ?? 0) > 0 ? `; ${accountingText(a)}` : ""
         }${learned === "" ? "" : `; ${learned}`}${restored === "" ? "" : `; ${restored}`}`
       )
+    }
+  }
+  // global leases a runner lost (its attempt retried): said only when some were lost
+  if (r.leasesLost.length > 0) {
+    const n = r.leasesLost.reduce((a, l) => a + l.lost, 0)
+    out.push(`Global leases lost: ${n} (each lost lease's attempt was retried; see docs/scale-out.md)`)
+    for (const l of r.leasesLost) {
+      out.push(`  ${l.pool}/${l.resourceId}${r.stores.length > 1 ? ` in ${l.source}` : ""}: ${leasesLostText(l)}, last at ${time(l.lastAt)}`)
     }
   }
   // token and cost totals, only when some attempt carried token usage or a cost

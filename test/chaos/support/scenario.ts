@@ -84,7 +84,14 @@ const dumpLogs = (db: string, cluster: Cluster, provider: FakeProvider): void =>
   try {
     fs.writeFileSync(
       path.join(dir, "pipelines.txt"),
-      cluster.sql("SELECT pipeline_id, state, n_tasks_done FROM assay_pipelines ORDER BY 1")
+      cluster.sql("SELECT pipeline_id, state, n_tasks_done, failed_task, error_type, error_class, error_message FROM assay_pipelines ORDER BY 1")
+    )
+    // every attempt of a failed pipeline: what a failed run is diagnosed from (C9, 2026-12-03)
+    fs.writeFileSync(
+      path.join(dir, "failed-attempts.txt"),
+      cluster.sql(
+        "SELECT a.pipeline_id, a.task_name, a.attempt_no, a.outcome, a.error_class, a.error_type, a.error_message, a.decision, a.lease_ids FROM assay_attempts a JOIN assay_pipelines p USING (pipeline_id) WHERE p.state = 'failed' ORDER BY a.attempt_id"
+      )
     )
   } catch {
     // the database may be down

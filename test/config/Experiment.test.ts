@@ -479,7 +479,10 @@ describe("Experiment loader: every problem at once", () => {
       const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
         ["{ mode: readwrite }", ["run.cache.mode: expected \"readWrite\", \"readOnly\", \"refresh\" or \"off\", got \"readwrite\" | did you mean \"readWrite\"?"]],
         ["{ mode: readWrite, tll: 7 days }", ["run.cache.tll: unknown key \"tll\" | did you mean ttl?"]],
-        ["{ mode: readWrite, ttl: 7 dayz }", ["run.cache.ttl: \"7 dayz\" is not a duration"]]
+        ["{ mode: readWrite, ttl: 7 dayz }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"7 dayz\""]],
+        // issue 18: "is negative: a duration is 0 or more" here, "must be longer than 0" for 0 seconds
+        ["{ mode: readWrite, ttl: -5 seconds }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"-5 seconds\""]],
+        ["{ mode: readWrite, ttl: 0 seconds }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"0 seconds\""]]
       ]
       for (const [cache, expected] of cases) {
         const file = path.join(dir, "c.yaml")

@@ -493,6 +493,19 @@ describe("Experiment loader: every problem at once", () => {
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("pricing that is not a table says what is expected, not the schema's name (issue 18: \"Expected PriceTable, actual 5\")", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-pricing-"))
+      const file = path.join(dir, "p.yaml")
+      fs.writeFileSync(file, ["pricing: 5", "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+      const all = yield* loadIssues(file)
+      assert.deepStrictEqual(all, ["pricing: expected a table of model name → { inputPer1M, outputPer1M } (USD per 1,000,000 tokens), got 5"])
+      // a problem inside the table keeps its own message and path
+      fs.writeFileSync(file, ["pricing: { m1: { inputPer1M: -1, outputPer1M: 2 } }", "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+      const inner = yield* loadIssues(file)
+      assert.isTrue(inner.length > 0 && inner.every((l) => l.startsWith("pricing.m1.inputPer1M")), inner.join("\n"))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("--strict-env refuses a variable that is set but empty; without it the empty value is used", () =>
     Effect.gen(function*() {
       const definition = Experiment.defineExperiment({

@@ -10,7 +10,7 @@ import { Duration, Effect, Either, Layer, Option } from "effect"
 import { dual } from "effect/Function"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import { cacheModes } from "../domain/CallCache.js"
+import { cacheModes, ttlMessage } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
 import { closest } from "../domain/internal/suggest.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
@@ -253,8 +253,8 @@ export const cacheFlagsOf = (
       const message = `"${flags.cacheTtl.value}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`
       return Either.left(new ConfigError({ message: `--cache-ttl: ${message}`, issues: [{ path: "--cache-ttl", message }] }))
     }
-    if (!Duration.greaterThan(d.value, Duration.zero)) {
-      const message = `${JSON.stringify(flags.cacheTtl.value)} must be longer than 0`
+    if (!Duration.greaterThan(d.value, Duration.zero) || /^\s*-/.test(flags.cacheTtl.value)) {
+      const message = ttlMessage(flags.cacheTtl.value)
       return Either.left(new ConfigError({ message: `--cache-ttl: ${message}`, issues: [{ path: "--cache-ttl", message }] }))
     }
     ttl = d.value

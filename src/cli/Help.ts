@@ -18,6 +18,7 @@ import type * as HelpDoc from "@effect/cli/HelpDoc"
 import type * as Span from "@effect/cli/HelpDoc/Span"
 import type * as Usage from "@effect/cli/Usage"
 import * as Option from "effect/Option"
+import { closest } from "../domain/internal/suggest.js"
 import { type Example, examplesOf, rootExamples } from "./HelpText.js"
 
 /**
@@ -449,7 +450,7 @@ export type Route =
     /** The option as typed (`--latency-ms`). */
     readonly option: string
     readonly value: string
-    /** What it takes: `integer` or `float`. */
+    /** What it takes: `integer`, `float`, or its choices (`none | openai | anthropic`). */
     readonly expected: string
   }
   | {
@@ -458,13 +459,20 @@ export type Route =
     readonly where?: string | undefined
   }
 
-/** Whether `value` is what a numeric placeholder takes (`integer`, `float`); any other placeholder takes anything. */
-const numericOk = (placeholder: string, value: string): boolean =>
+/** The choices of a placeholder that lists them (`none | openai | anthropic`), else none. */
+const choicesOf = (placeholder: string): ReadonlyArray<string> | undefined =>
+  placeholder.includes(" | ") ? placeholder.split(" | ").map((c) => c.trim()) : undefined
+
+/**
+ * Whether `value` is what a numeric placeholder takes (`integer`, `float`) or one of the
+ * choices a placeholder lists (`full | summary`); any other placeholder takes anything.
+ */
+const valueOk = (placeholder: string, value: string): boolean =>
   placeholder === "integer"
     ? /^[+-]?\d+$/.test(value.trim())
     : placeholder === "float"
     ? value.trim() !== "" && Number.isFinite(Number(value))
-    : true
+    : choicesOf(placeholder)?.includes(value) ?? true
 
 const isHelp = (token: string) => token === "--help" || token === "-h"
 
@@ -518,7 +526,7 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
         const eq = token.indexOf("=")
         const value = eq !== -1 && token.startsWith("--") ? token.slice(eq + 1) : option.names.includes(token) ? tokens[i + 1] : undefined
         if (option.names.includes(token)) i++
-        if (value !== undefined && !numericOk(option.value.value, value)) {
+        if (value !== undefined && !valueOk(option.value.value, value)) {
           return { help, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
         }
       }
@@ -563,13 +571,21 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
 /**
  * The message of an option given a value its type refuses, naming the option (what
  * `@effect/cli` says alone, `'abc' is not a float`, names none): `--latency-ms takes a number
- * (float), got "abc"`.
+ * (float), got "abc"`; a value outside an option's choices (`@effect/cli` says `Expected one of
+ * the following cases: …` with neither the option nor the value): `--rate-limit-headers:
+ * "azure" is not one of none, openai, anthropic`, with a did-you-mean when one is close.
  *
  * @since 0.10.0
  * @category routing
  */
-export const badValueMessage = (bad: Extract<Route, { readonly _tag: "BadValue" }>): string =>
-  `${bad.option} takes ${bad.expected === "integer" ? "a whole number (integer)" : "a number (float)"}, got ${JSON.stringify(bad.value)}`
+export const badValueMessage = (bad: Extract<Route, { readonly _tag: "BadValue" }>): string => {
+  const choices = choicesOf(bad.expected)
+  if (choices !== undefined) {
+    const near = closest(bad.value, choices)
+    return `${bad.option}: ${JSON.stringify(bad.value)} is not one of ${choices.join(", ")}${near === undefined ? "" : `; did you mean ${near}?`}`
+  }
+  return `${bad.option} takes ${bad.expected === "integer" ? "a whole number (integer)" : "a number (float)"}, got ${JSON.stringify(bad.value)}`
+}
 
 /** Negations users type from other tools, and the option (with its value) that does it in assay. */
 const negations: Readonly<Record<string, { readonly option: string; readonly spelled: string }>> = {

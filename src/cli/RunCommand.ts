@@ -48,6 +48,7 @@ import * as SuiteConfig from "../config/Suite.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as Otel from "../layers/Otel.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
+import { ttlMessage } from "../domain/CallCache.js"
 import * as CallCache from "../services/CallCache.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
@@ -175,7 +176,7 @@ const positiveTtl = (
     ? Either.right(ttl)
     : Either.left(configError(
       "--cache-ttl",
-      `${JSON.stringify(Option.getOrElse(text, () => ""))} must be longer than 0`,
+      ttlMessage(Option.getOrElse(text, () => "")),
       "write a positive duration, e.g. \"7 days\""
     ))
 

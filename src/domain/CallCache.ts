@@ -105,17 +105,27 @@ export const runCacheOff: RunCache = { mode: "off", ttlMs: null }
 
 const isMode = (u: unknown): u is CacheMode => typeof u === "string" && (cacheModes as ReadonlyArray<string>).includes(u)
 
+/**
+ * The one wording of a TTL that is not a positive duration (negative, zero, infinite or not a
+ * duration), wherever it is given: the `--cache-ttl` flag, a config's `run.cache.ttl`, a
+ * task's `cache.ttl`. Each names its place before it: `--cache-ttl: must be a positive
+ * duration such as "7 days", got "-5 seconds"` (issue 18: three wordings, one of them "is
+ * negative: a duration is 0 or more" for a TTL that may not be 0 either).
+ *
+ * @since 0.10.0
+ * @category validation
+ */
+export const ttlMessage = (got: unknown): string =>
+  `must be a positive duration such as "7 days", got ${
+    Duration.isDuration(got) ? Duration.format(got) : JSON.stringify(got) ?? String(got)
+  }`
+
 const ttlOf = (input: unknown, field: string, issues: Array<ConfigIssue>): number | null | undefined => {
   if (input === undefined) return undefined
   if (input === null) return null
-  const d = Duration.decodeUnknown(input)
+  const d = typeof input === "string" && /^\s*-/.test(input) ? Option.none() : Duration.decodeUnknown(input)
   if (Option.isNone(d) || !Duration.isFinite(d.value) || Duration.toMillis(d.value) <= 0) {
-    issues.push({
-      path: field,
-      message: `${field} must be a finite, positive duration such as "7 days" (null: no expiry), got ${
-        JSON.stringify(input) ?? String(input)
-      }`
-    })
+    issues.push({ path: field, message: ttlMessage(input), suggestion: "null: no expiry" })
     return undefined
   }
   return Duration.toMillis(d.value)

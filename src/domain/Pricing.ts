@@ -77,7 +77,13 @@ export const ModelPriceSchema = Schema.Struct({ inputPer1M: UsdPer1M, outputPer1
  */
 export const PriceTableSchema = Schema.Record({ key: Schema.String, value: ModelPriceSchema }).annotations({
   identifier: "PriceTable",
-  description: "model name → { inputPer1M, outputPer1M } in USD per 1,000,000 tokens"
+  description: "model name → { inputPer1M, outputPer1M } in USD per 1,000,000 tokens",
+  // what is expected in a user's words, not the schema's name (issue 18: "Expected PriceTable, actual 5");
+  // a problem inside the table keeps its own message
+  message: (issue) =>
+    `expected a table of model name → { inputPer1M, outputPer1M } (USD per 1,000,000 tokens), got ${
+      JSON.stringify(issue.actual) ?? String(issue.actual)
+    }`
 })
 
 /**

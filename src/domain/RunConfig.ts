@@ -18,6 +18,7 @@
  * @since 0.1.0
  */
 import { Duration, Either, Option, ParseResult, Schema, Struct } from "effect"
+import * as CallCache from "./CallCache.js"
 import { ConfigError, type ConfigIssue } from "./Errors.js"
 import { handoffBudgetMessage } from "./internal/handoffBudget.js"
 import { RunId } from "./Ids.js"
@@ -155,7 +156,10 @@ const fieldsOf = <D extends Schema.Schema<Duration.Duration, any>>(duration: D, 
     CacheModeSchema,
     Schema.Struct({
       mode: Schema.optional(CacheModeSchema),
-      ttl: Schema.optional(Schema.NullOr(positive)),
+      ttl: Schema.optional(Schema.NullOr(
+        // one wording for every bad TTL, whatever refused it (negative, zero, not a duration)
+        positive.annotations({ message: (issue) => ({ message: CallCache.ttlMessage(issue.actual), override: true }) })
+      )),
       db: Schema.optional(Schema.NonEmptyString)
     })
   ),

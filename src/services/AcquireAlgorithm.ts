@@ -23,6 +23,7 @@ import type { ConfigIssue, ErrorClass, PoolNotFound, ServerDelayRefused } from "
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
 import type { RateLimitStatus } from "../domain/RateLimit.js"
+import { closest } from "../domain/internal/suggest.js"
 import { DurationFromString } from "../domain/RetryPolicy.js"
 import { backoffDelayMs, remainingQuota } from "./internal/acquireAlgorithm.js"
 import * as Aimd from "./internal/adaptive.js"
@@ -852,12 +853,29 @@ const optionSchemas = {
   })
 } as const
 
-/** One issue per field path (a union reports one per member; the first is the clearest). */
-const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<ConfigIssue> => {
+/**
+ * One issue per field path (a union reports one per member; the first is the clearest). An
+ * option the algorithm does not have is named with a did-you-mean among `known` (`initalRate`
+ * → `initialRate`), else the list of its options, as unknown keys are elsewhere in a config.
+ */
+const issuesOf = (error: ParseResult.ParseError, prefix: string, name: string, known: ReadonlyArray<string>): Array<ConfigIssue> => {
   const byPath = new Map<string, ConfigIssue>()
   for (const i of ParseResult.ArrayFormatter.formatErrorSync(error)) {
     const path = [prefix, ...i.path.map(String)].join(".")
-    if (!byPath.has(path)) byPath.set(path, { path, message: i.message })
+    if (byPath.has(path)) continue
+    if (i._tag === "Unexpected" && i.path.length === 1) {
+      const key = String(i.path[0])
+      const near = closest(key, known)
+      byPath.set(path, {
+        path,
+        message: `unknown option "${key}" of algorithm ${name}`,
+        suggestion: near !== undefined
+          ? `did you mean ${near}?`
+          : known.length > 0
+          ? `its options: ${known.join(", ")}`
+          : `${name} takes no options`
+      })
+    } else byPath.set(path, { path, message: i.message })
   }
   return [...byPath.values()]
 }
@@ -952,7 +970,7 @@ const resolveBuiltin = (
     onExcessProperty: "error"
   })(options)
   if (Either.isLeft(decoded)) {
-    const issues = issuesOf(decoded.left, path)
+    const issues = issuesOf(decoded.left, path, name, Object.keys(optionSchemas[name].fields))
     return Either.left(
       new ConfigError({
         message: `invalid options for algorithm "${name}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,

@@ -340,9 +340,9 @@ export const rpsAt = (ep: Pick<EndpointProfile, "rps" | "rpsSchedule">, elapsedS
 
 /**
  * Parses a limit schedule written `RPS@TIME,RPS@TIME,...` (`10@0s,25@30s`: 10 requests/s
- * from the start, 25 from second 30; a time is a number of seconds with an optional `s`, or
- * `ms`/`m`), as `--rps-schedule` takes it. Returns the steps, or a message naming what is
- * wrong.
+ * from the start, 25 from second 30; a time is a number with its unit, `s`, `ms` or `m`, as
+ * every duration flag takes one: `25@30` is refused, not read as seconds), as `--rps-schedule`
+ * takes it. Returns the steps, or a message naming what is wrong.
  *
  * @since 0.8.0
  * @category parsing
@@ -350,7 +350,11 @@ export const rpsAt = (ep: Pick<EndpointProfile, "rps" | "rpsSchedule">, elapsedS
 export const parseRpsSchedule = (text: string): Either.Either<ReadonlyArray<RateStep>, string> => {
   const steps: Array<RateStep> = []
   for (const part of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
-    const m = /^(\d+(?:\.\d+)?)@(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(part)
+    const bare = /^\d+(?:\.\d+)?@(\d+(?:\.\d+)?)$/.exec(part)
+    if (bare !== null) {
+      return Either.left(`"${part}": the time ${bare[1]} has no unit; write ${bare[1]}s, ${bare[1]}ms or ${bare[1]}m`)
+    }
+    const m = /^(\d+(?:\.\d+)?)@(\d+(?:\.\d+)?)(ms|s|m)$/.exec(part)
     if (m === null) return Either.left(`"${part}" is not RPS@TIME (e.g. 10@0s, 25@30s)`)
     const rps = Number(m[1])
     const t = Number(m[2])

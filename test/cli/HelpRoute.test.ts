@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as ExportCommand from "../../src/cli/ExportCommand.js"
 import * as Help from "../../src/cli/Help.js"
+import * as MockLlmCommand from "../../src/cli/MockLlmCommand.js"
 import * as ReportCommand from "../../src/cli/ReportCommand.js"
 import * as RunCommand from "../../src/cli/RunCommand.js"
 import * as StudyCommand from "../../src/cli/StudyCommand.js"
@@ -87,6 +88,28 @@ describe("Help.route: numeric option values", () => {
     for (const args of [["run", "-c", "x.yaml", "--concurrency", "8"], ["run", "-c", "x.yaml", "--concurrency=+8"]]) {
       assert.strictEqual(route(...args)._tag, "Parse", args.join(" "))
     }
+  })
+})
+
+describe("Help.route: a value outside an option's choices (issue 18: `mock-llm --rate-limit-headers azure` printed \"Expected one of the following cases\" naming neither)", () => {
+  it("names the option, the value and the choices, with a did-you-mean when one is close", () => {
+    const mock = [MockLlmCommand.mockLlm] as unknown as typeof commands
+    const bad = Help.route(["mock-llm", "--rate-limit-headers", "azure"], mock, ["mock-llm"])
+    assert.strictEqual(bad._tag, "BadValue")
+    if (bad._tag === "BadValue") {
+      assert.strictEqual(Help.badValueMessage(bad), `--rate-limit-headers: "azure" is not one of none, openai, anthropic`)
+    }
+    const slip = Help.route(["mock-llm", "--rate-limit-headers=OpenAI"], mock, ["mock-llm"])
+    assert.strictEqual(slip._tag, "BadValue")
+    if (slip._tag === "BadValue") {
+      assert.strictEqual(Help.badValueMessage(slip), `--rate-limit-headers: "OpenAI" is not one of none, openai, anthropic; did you mean openai?`)
+    }
+    assert.strictEqual(Help.route(["mock-llm", "--rate-limit-headers", "anthropic"], mock, ["mock-llm"])._tag, "Parse")
+    // every choice option of every command: run --journal, export --time
+    const journal = route("run", "-c", "x.yaml", "--journal", "ful")
+    assert.strictEqual(journal._tag, "BadValue")
+    if (journal._tag === "BadValue") assert.strictEqual(Help.badValueMessage(journal), `--journal: "ful" is not one of full, summary; did you mean full?`)
+    assert.strictEqual(route("run", "-c", "x.yaml", "--journal", "summary")._tag, "Parse")
   })
 })
 

@@ -27,7 +27,7 @@ describe("call cache flags: config mistakes", () => {
 
       const ttl = yield* run(["--cache", "--cache-ttl", "-5 seconds"])
       assert.strictEqual(ttl.code, 2)
-      assert.include(ttl.stderr, `--cache-ttl: "-5 seconds" must be longer than 0`)
+      assert.include(ttl.stderr, `--cache-ttl: must be a positive duration such as "7 days", got "-5 seconds"`)
       assert.notInclude(ttl.stderr, "Duration(")
 
       const text = write(dir, "notes.txt", "not a database\n".repeat(100))

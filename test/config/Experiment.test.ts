@@ -479,7 +479,10 @@ describe("Experiment loader: every problem at once", () => {
       const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
         ["{ mode: readwrite }", ["run.cache.mode: expected \"readWrite\", \"readOnly\", \"refresh\" or \"off\", got \"readwrite\" | did you mean \"readWrite\"?"]],
         ["{ mode: readWrite, tll: 7 days }", ["run.cache.tll: unknown key \"tll\" | did you mean ttl?"]],
-        ["{ mode: readWrite, ttl: 7 dayz }", ["run.cache.ttl: \"7 dayz\" is not a duration"]]
+        ["{ mode: readWrite, ttl: 7 dayz }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"7 dayz\""]],
+        // issue 18: "is negative: a duration is 0 or more" here, "must be longer than 0" for 0 seconds
+        ["{ mode: readWrite, ttl: -5 seconds }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"-5 seconds\""]],
+        ["{ mode: readWrite, ttl: 0 seconds }", ["run.cache.ttl: must be a positive duration such as \"7 days\", got \"0 seconds\""]]
       ]
       for (const [cache, expected] of cases) {
         const file = path.join(dir, "c.yaml")
@@ -488,6 +491,19 @@ describe("Experiment loader: every problem at once", () => {
         // the ttl line carries its own hint after ": write a duration …"
         assert.deepStrictEqual(all.map((l) => l.startsWith("run.cache.ttl:") ? l.split(": write")[0]! : l), expected, cache)
       }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("pricing that is not a table says what is expected, not the schema's name (issue 18: \"Expected PriceTable, actual 5\")", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-pricing-"))
+      const file = path.join(dir, "p.yaml")
+      fs.writeFileSync(file, ["pricing: 5", "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+      const all = yield* loadIssues(file)
+      assert.deepStrictEqual(all, ["pricing: expected a table of model name → { inputPer1M, outputPer1M } (USD per 1,000,000 tokens), got 5"])
+      // a problem inside the table keeps its own message and path
+      fs.writeFileSync(file, ["pricing: { m1: { inputPer1M: -1, outputPer1M: 2 } }", "pipeline: { name: m, tasks: [ { use: echo } ] }", "source: { range: { n: 1 } }"].join("\n"))
+      const inner = yield* loadIssues(file)
+      assert.isTrue(inner.length > 0 && inner.every((l) => l.startsWith("pricing.m1.inputPer1M")), inner.join("\n"))
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("--strict-env refuses a variable that is set but empty; without it the empty value is used", () =>

@@ -4,8 +4,9 @@
  * `RunConfig` are derived from that one declaration, and `resolve` validates with it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Either, Schema } from "effect"
+import { Duration, Either, ParseResult, Schema } from "effect"
 import * as Config from "../../src/config/Config.js"
+import * as CallCache from "../../src/domain/CallCache.js"
 import * as RunConfig from "../../src/domain/RunConfig.js"
 
 const fieldNames = Object.keys(RunConfig.fieldsWith(RunConfig.DurationFromInput)).sort()
@@ -93,6 +94,22 @@ describe("RunConfig: one Schema", () => {
     assert.isTrue(Either.isLeft(file))
     // 0 stays a valid grace (stop at once)
     assert.isTrue(Either.isRight(RunConfig.resolve({ grace: 0 })))
+  })
+
+  it("a bad TTL has one wording wherever it is given: a config's run.cache.ttl, a task's cache.ttl (issue 18: three wordings)", () => {
+    const expected = (got: string) => `must be a positive duration such as "7 days", got ${JSON.stringify(got)}`
+    for (const ttl of ["-5 seconds", "0 seconds", "soon"]) {
+      // the file form (what a config's run section decodes with) and the code form
+      const file = Schema.decodeUnknownEither(RunConfig.RunSection, { errors: "all" })({ cache: { ttl } })
+      assert.isTrue(Either.isLeft(file), ttl)
+      const issues = Either.isLeft(file) ? ParseResult.ArrayFormatter.formatErrorSync(file.left) : []
+      assert.strictEqual(issues.find((i) => i.path.join(".") === "cache.ttl")?.message, expected(ttl), ttl)
+      const code = RunConfig.resolve({ cache: { ttl } })
+      assert.isTrue(Either.isLeft(code) && code.left.issues.some((i) => i.path === "run.cache.ttl" && i.message.startsWith(expected(ttl))), ttl)
+      const task: Array<{ path: string; message: string }> = []
+      CallCache.resolveTaskCache({ ttl }, "cache", task)
+      assert.deepStrictEqual(task.map((i) => [i.path, i.message]), [["cache.ttl", expected(ttl)]], ttl)
+    }
   })
 
   it("the file form refuses a bare number for a duration; the code form takes it as milliseconds", () => {

@@ -309,9 +309,9 @@ describe("adaptive: its state where users look", () => {
       const health = value.stored.health as Record<string, unknown>
       assert.deepStrictEqual(health["algorithm"], value.snap.algorithm)
       const row = Monitor.resourceRow(value.stored)
-      assert.match(row.algorithm_text, /^adaptive sustains [\d.]+ req\/s \(allows up to [\d.]+\), \d+ at once; cut \d+× \(last: a 429 at /)
+      assert.match(row.algorithm_text, /^adaptive delivered [\d.]+ req\/s lately, allows [\d.]+ req\/s now, \d+ at once; cut \d+× \(last: a 429 at /)
       assert.include(value.report, `llm/p (llm): ready; attempts`)
-      assert.include(value.report, `; adaptive sustains ${learned["sustained"]} req/s (allows up to ${learned["rate"]}), ${learned["concurrency"]} at once; cut `)
-      assert.include(value.page, `<span class="muted algo">adaptive sustains ${learned["sustained"]} req/s (allows up to ${learned["rate"]})`)
+      assert.include(value.report, `; adaptive delivered ${learned["sustained"]} req/s lately, allows ${learned["rate"]} req/s now, ${learned["concurrency"]} at once; cut `)
+      assert.include(value.page, `<span class="muted algo">adaptive delivered ${learned["sustained"]} req/s lately, allows ${learned["rate"]} req/s now`)
     }), 180_000)
 })

@@ -68,6 +68,21 @@ describe("resolveAlgorithm", () => {
     if (nested._tag === "ConfigError") assert.strictEqual(nested.issues[0]?.path, "algorithm.fallback.name")
   })
 
+  it("a misspelt option is named with a did-you-mean, not the list of every key (issue 18: adaptive's initalRate)", () => {
+    const typo = Either.getOrThrow(Either.flip(Algo.resolveAlgorithm({ name: "adaptive", initalRate: 5 })))
+    assert.strictEqual(typo._tag, "ConfigError")
+    if (typo._tag === "ConfigError") {
+      assert.deepStrictEqual(typo.issues, [{
+        path: "algorithm.initalRate",
+        message: "unknown option \"initalRate\" of algorithm adaptive",
+        suggestion: "did you mean initialRate?"
+      }])
+    }
+    // nothing close: the algorithm's options are listed
+    const far = Either.getOrThrow(Either.flip(Algo.resolveAlgorithm({ name: "quotaAware", colour: "red" })))
+    if (far._tag === "ConfigError") assert.strictEqual(far.issues[0]?.suggestion, "its options: metric, reserve, fallback")
+  })
+
   it("resolves plugins after built-ins: a plugin cannot shadow a built-in", () => {
     const mine: Algo.AcquireAlgorithm = { ...Algo.immediate(), name: "mine", fingerprint: () => ({ name: "mine" }) }
     const plugins = new Map<string, Algo.AlgorithmPlugin>([

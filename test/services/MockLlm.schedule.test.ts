@@ -75,6 +75,8 @@ describe("mock-llm: a limit that changes over time, announced by headers", () =>
         Either.right([[10, 0], [25, 30], [40, 120], [50, 150]])
       )
       assert.isTrue(Either.isLeft(parseRpsSchedule("25@30s,10@0s")))
+      // a time without its unit is refused, as by every duration flag (issue 18: 25@30 was read as seconds)
+      assert.deepStrictEqual(parseRpsSchedule("10@0s,25@30"), Either.left(`"25@30": the time 30 has no unit; write 30s, 30ms or 30m`))
       const base = yield* Effect.orDie(decodeProfile({ endpoints: [{ name: "a", rps: 3 }, { name: "b" }] }))
       const none = { seed: Option.none(), rps: Option.none(), burst: Option.none(), latencyMs: Option.none(), errorRate: Option.none(), maxConcurrency: Option.none() }
       const p = yield* applyOverrides(base, { ...none, rpsSchedule: Option.some("10@0s,25@30s"), rateLimitHeaders: Option.some("openai" as const) })

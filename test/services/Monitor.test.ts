@@ -230,7 +230,7 @@ describe("Monitor", () => {
       const k1 = plain.split("\n").find((l) => l.includes("llm/k1"))!
       const k2 = plain.split("\n").find((l) => l.includes("llm/k2"))!
       assert.include(k1, s.resources.find((r) => r.resource_id === "k1")!.algorithm_text)
-      assert.match(k1, / · adaptive sustains 24\.6 req\/s \(allows up to 31\.5\), 6 at once; cut 2× /)
+      assert.match(k1, / · adaptive delivered 24\.6 req\/s lately, allows 31\.5 req\/s now, 6 at once; cut 2× /)
       assert.notInclude(k2, "adaptive")
     }).pipe(Effect.provide(MemoryStore.layer())))
 

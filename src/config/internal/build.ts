@@ -13,6 +13,7 @@ import { ConfigError, type ConfigIssue, PipelineBuildError } from "../../domain/
 import type { Json } from "../../domain/Json.js"
 import type { AlgorithmInput } from "../../domain/Lease.js"
 import * as Pipeline from "../../domain/Pipeline.js"
+import { withEnvReferences } from "../../domain/internal/resource.js"
 import * as Resource from "../../domain/Resource.js"
 import type { RetryPolicy } from "../../domain/RetryPolicy.js"
 import * as RunConfig from "../../domain/RunConfig.js"
@@ -35,6 +36,7 @@ import * as Plugins from "../../layers/internal/plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
 
 import type { Experiment, Format, SourceSpec } from "../Experiment.js"
+import type { Interpolation } from "./env.js"
 import { closest, formatPath, issue } from "./issues.js"
 import { KEY_SCAN_FULL_MAX_BYTES, KEY_SCAN_HEAD_ROWS, KEY_SCAN_LARGE_ROWS, sourceSize } from "./sources.js"
 
@@ -182,7 +184,8 @@ export const resourcesOf = (task: Task.Any): Array<string> => [
 export const buildPools = (
   def: Definition,
   plugins: Plugins.PluginRegistry,
-  issues: Array<ConfigIssue>
+  issues: Array<ConfigIssue>,
+  interpolated: ReadonlyArray<Interpolation> = []
 ): Array<Pool.PoolConfig> => {
   const out: Array<Pool.PoolConfig> = []
   for (const [name, p] of Object.entries(def.pools ?? {})) {
@@ -210,9 +213,17 @@ export const buildPools = (
       }
     })
     const resources = p.resources.map((r, j) => {
+      // a value from `${VAR}` is shown and stored as its config text, whatever its key
+      const refs = interpolated.flatMap((i) =>
+        i.path.length > 5 && i.path[0] === "pools" && i.path[1] === name && i.path[2] === "resources" && i.path[3] === j &&
+          i.path[4] === "options"
+          ? [{ path: i.path.slice(5), template: i.template }]
+          : []
+      )
+      const options = r.options === undefined ? undefined : withEnvReferences(r.options, refs) as Record<string, unknown>
       const res = Resource.make(r.kind ?? p.kind ?? name, {
         ...(r.id !== undefined ? { id: r.id } : {}),
-        ...(r.options !== undefined ? { options: r.options } : {}),
+        ...(options !== undefined ? { options } : {}),
         ...(r.tags !== undefined ? { tags: r.tags } : {}),
         capacity: r.capacity ?? p.capacity ?? 1,
         degradeAfter: r.degradeAfter ?? p.degradeAfter,
@@ -513,6 +524,8 @@ export const build = (
     readonly baseDir: string
     readonly plugins: Plugins.PluginRegistry
     readonly unresolved: ReadonlyArray<{ name: string; path: string }>
+    /** The strings that took a value from the environment (shown and stored as written). */
+    readonly interpolated?: ReadonlyArray<Interpolation> | undefined
     readonly scanKeys: "head" | "full" | "none"
   },
   issues: Array<ConfigIssue>
@@ -520,7 +533,7 @@ export const build = (
   Effect.gen(function*() {
     const poolNames = Object.keys(def.pools ?? {})
     const before = issues.length
-    const pools = buildPools(def, ctx.plugins, issues)
+    const pools = buildPools(def, ctx.plugins, issues, ctx.interpolated)
     if (!issues.slice(before).some((i) => i.path.startsWith("pools"))) {
       // Backstop: whatever else the pool service would refuse at run time is refused here
       // (quota windows are accepted: the file may be meant for the cluster engine, whose

@@ -27,7 +27,7 @@ import {
   suggestPool,
   type TaskSection
 } from "./build.js"
-import { expandEnv } from "./env.js"
+import { expandEnv, type Interpolation } from "./env.js"
 import { unboundRefIssues } from "./refs.js"
 import {
   decodeIssues,
@@ -132,7 +132,8 @@ export const check = (
     const emptyEnv: Array<{ name: string; path: string }> = []
     // a study's protocol with its variables unbound
     issues.push(...unboundRefIssues(raw))
-    const expanded = expandEnv(raw, options.env ?? process.env, unresolved, [], emptyEnv)
+    const interpolated: Array<Interpolation> = []
+    const expanded = expandEnv(raw, options.env ?? process.env, unresolved, [], emptyEnv, interpolated)
     if (options.strictEnv === true) {
       for (const u of unresolved) {
         issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`, `export ${u.name}=... or write \${${u.name}:-default}`))
@@ -167,12 +168,12 @@ export const check = (
     let experiment: Experiment | undefined
     const repair = Either.isRight(lenient) ? undefined : repairedDecode(expanded, schema)
     if (Either.isRight(lenient)) {
-      experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved, scanKeys: options.scanKeys ?? "head" }, issues)
+      experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved, interpolated, scanKeys: options.scanKeys ?? "head" }, issues)
     } else if (repair !== undefined) {
       // The Schema refused the file, but a repaired copy decodes: run every other check on
       // it, dropping what it finds where the Schema already complained.
       const more: Array<ConfigIssue> = []
-      yield* build(repair.def, { ...ctx, plugins, unresolved, scanKeys: options.scanKeys ?? "head" }, more)
+      yield* build(repair.def, { ...ctx, plugins, unresolved, interpolated, scanKeys: options.scanKeys ?? "head" }, more)
       issues.push(...more.filter((i) => !repair.repaired.some((r) => isUnder(i.path, r))))
     } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
       // The shape is too broken to build; still check every `use:` (nested fanout entries

@@ -21,7 +21,7 @@ import type { ExperimentDefinition } from "../Config.js"
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { buildPools, describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
-import { expandEnv } from "./env.js"
+import { expandEnv, type Interpolation } from "./env.js"
 import { closest, decodeIssues, failWith, isRecord, issue } from "./issues.js"
 import * as parse from "./parse.js"
 import { SuiteFile } from "./suiteSchema.js"
@@ -426,7 +426,8 @@ export const load = (
     // ${VAR} expansion (the raw document is kept: pools are digested before expansion)
     const unresolved: Array<{ name: string; path: string }> = []
     const emptyEnv: Array<{ name: string; path: string }> = []
-    const doc = expandEnv(read.raw, env, unresolved, [], emptyEnv)
+    const interpolated: Array<Interpolation> = []
+    const doc = expandEnv(read.raw, env, unresolved, [], emptyEnv, interpolated)
     if (strictEnv) {
       for (const u of unresolved) {
         issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`, `export ${u.name}=... or write \${${u.name}:-default}`))
@@ -532,7 +533,7 @@ export const load = (
     const shared = decoded?.pools ?? {}
     const sharedNames = Object.keys(isRecord(doc["pools"]) ? doc["pools"] : {})
     const poolsBefore = issues.length
-    const sharedPools = buildPools({ pools: shared } as unknown as ExperimentDefinition, plugins, issues)
+    const sharedPools = buildPools({ pools: shared } as unknown as ExperimentDefinition, plugins, issues, interpolated)
     if (!issues.slice(poolsBefore).some((i) => i.path.startsWith("pools"))) {
       const made = yield* Effect.either(Effect.scoped(Pool.makePools(sharedPools, { plugins: plugins.algorithms })))
       if (Either.isLeft(made)) issues.push(...made.left.issues)

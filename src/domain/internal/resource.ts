@@ -16,6 +16,44 @@ import * as Secrets from "../Secrets.js"
 export const isSecretKey = (key: string): boolean => Secrets.isSecretName(key)
 
 /**
+ * The symbol-keyed property under which an object (or array) of resource options records, by
+ * key (or index), the config text of a value that came from `${VAR}` interpolation (e.g.
+ * `{ myNote: "${OPENAI_API_KEY}" }`). `maskSecrets` shows and stores that text in place of
+ * the value, whatever the key: an environment value may be a secret under any name (issue 18,
+ * F2). A symbol key is invisible to `Object.entries`, `JSON.stringify` and the tasks that read
+ * the options; an object spread copies it.
+ */
+export const envReferences: unique symbol = Symbol.for("assay/envReferences")
+
+/**
+ * A copy of `value` (plain objects and arrays, copied along each path only) whose objects
+ * record the config text of each interpolated value under {@link envReferences}; `refs` are
+ * paths relative to `value` (`["headers", "X-Note"]`) with their text as written. A path
+ * that does not lead to a value in `value` is ignored.
+ */
+export const withEnvReferences = (
+  value: unknown,
+  refs: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly template: string }>
+): unknown => {
+  if (refs.length === 0 || value === null || typeof value !== "object") return value
+  const isArray = Array.isArray(value)
+  if (!isArray && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return value
+  const copy: Record<PropertyKey, unknown> = isArray ? [...(value as Array<unknown>)] as never : { ...(value as object) }
+  const own: Record<string, string> = { ...((value as Record<PropertyKey, unknown>)[envReferences] as Record<string, string> | undefined) }
+  const deeper = new Map<string, Array<{ readonly path: ReadonlyArray<PropertyKey>; readonly template: string }>>()
+  for (const r of refs) {
+    if (r.path.length === 0) continue
+    const k = String(r.path[0])
+    if (!Object.prototype.hasOwnProperty.call(value, k)) continue
+    if (r.path.length === 1) own[k] = r.template
+    else deeper.set(k, [...(deeper.get(k) ?? []), { path: r.path.slice(1), template: r.template }])
+  }
+  for (const [k, rs] of deeper) copy[k] = withEnvReferences(copy[k], rs)
+  if (Object.keys(own).length > 0) copy[envReferences] = own
+  return copy
+}
+
+/**
  * Converts any value to strict JSON for display: non-finite numbers and `undefined` become
  * `null`, functions `"[function]"`, bigints their decimal string, `Date`s their ISO string,
  * other class instances `"[ClassName]"`, cycles `"[cycle]"`.
@@ -26,7 +64,9 @@ export const toJsonSafe = (value: unknown): Json => jsonSafe(value, new Set(), f
  * `toJsonSafe` that also masks secrets, at any depth (see `Secrets`): the value of
  * every key for which `isSecretKey` holds becomes `"***"`; inside an object under a key
  * named `headers` (any case), every value except those of `Secrets.publicHeaders`; in every
- * string that is a URL, its userinfo and non-public query values (`Secrets.maskUrl`).
+ * string that is a URL, its userinfo and non-public query values (`Secrets.maskUrl`); a value
+ * that came from the environment (recorded under {@link envReferences}) becomes its config
+ * text (`"${OPENAI_API_KEY}"`), whatever its key.
  */
 export const maskSecrets = (value: unknown): Json => jsonSafe(value, new Set(), true)
 
@@ -51,7 +91,10 @@ const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean, headers = false)
       if (u instanceof Date) return Number.isNaN(u.getTime()) ? null : u.toISOString()
       seen.add(u)
       try {
-        if (Array.isArray(u)) return u.map((x) => jsonSafe(x, seen, mask, headers))
+        const refs = mask ? (u as { readonly [envReferences]?: Readonly<Record<string, string>> })[envReferences] : undefined
+        if (Array.isArray(u)) {
+          return u.map((x, i) => refs?.[String(i)] !== undefined ? jsonSafe(refs[String(i)], seen, mask) : jsonSafe(x, seen, mask, headers))
+        }
         const proto = Object.getPrototypeOf(u)
         if (proto !== Object.prototype && proto !== null) {
           const name = proto?.constructor?.name
@@ -62,6 +105,8 @@ const jsonSafe = (u: unknown, seen: Set<object>, mask: boolean, headers = false)
           if (v === undefined) continue
           out[k] = mask && (isSecretKey(k) || (headers && !Secrets.isPublicHeader(k)))
             ? Secrets.MASK
+            : refs?.[k] !== undefined
+            ? jsonSafe(refs[k], seen, mask)
             : jsonSafe(v, seen, mask, mask && k.toLowerCase() === "headers")
         }
         return out

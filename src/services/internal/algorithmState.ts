@@ -13,12 +13,15 @@ const num = (u: unknown): number | undefined => (typeof u === "number" && Number
 
 /**
  * The state of the `adaptive` algorithm in words, from a stored `health.algorithm` value:
- * `adaptive sustains 19.8 req/s (allows up to 24.5), 8 at once, paced by headers; cut 3×
- * (last: a 429 at 14:03:10)`, or `""` when there is none. The first figure is what the server
- * delivered lately (`sustained`); the allowance (`rate`) is named as such, since a server's
- * burst lets it float above the real limit (issue 18 trial: 44.95 printed against a limit of
- * 25). A state without `sustained` (older, or before a second of answers): `adaptive allows up
- * to R req/s`. `formatAt` writes the time of the last cut (default: ISO 8601).
+ * `adaptive delivered 19.8 req/s lately, allows 24.5 req/s now, 8 at once, paced by headers;
+ * cut 3× (last: a 429 at 14:03:10)`, or `""` when there is none. The two rates are of two
+ * times and say so: `delivered … lately` is what the server answered successfully per second
+ * over the last 5–10 s (`sustained`), `allows … now` the allowance in force (`rate`). Either
+ * may be the larger: a server's burst lets the allowance float above the real limit (issue 18
+ * trial: 44.95 against a limit of 25), and a cut puts it below what was delivered before it
+ * (issue 18 F5: "sustains 12.6 req/s (allows up to 9.16)" read as a contradiction). A state
+ * without `sustained` (older, or before a second of answers): `adaptive allows R req/s now`.
+ * `formatAt` writes the time of the last cut (default: ISO 8601).
  *
  * @internal
  */
@@ -29,7 +32,9 @@ export const algorithmText = (algorithm: unknown, formatAt: (epochMs: number) =>
   const window = num(a["concurrency"])
   if (rate === undefined || window === undefined) return ""
   const sustained = num(a["sustained"])
-  const figures = sustained === undefined ? `allows up to ${rate} req/s` : `sustains ${sustained} req/s (allows up to ${rate})`
+  const figures = sustained === undefined
+    ? `allows ${rate} req/s now`
+    : `delivered ${sustained} req/s lately, allows ${rate} req/s now`
   const parts = [`adaptive ${figures}, ${window} at once${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
   if (a["phase"] === "slowStart") parts[0] += " (slow start)"
   const last = a["lastDecrease"]

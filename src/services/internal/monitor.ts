@@ -445,7 +445,7 @@ export interface ResourceRow {
   readonly breaker_until: number | null
   /** An algorithm's state of the resource by algorithm name (`adaptive`: learned rate and window), or null. */
   readonly algorithm: unknown
-  /** The same in words (`adaptive sustains 19.8 req/s (allows up to 24.5), 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
+  /** The same in words (`adaptive delivered 19.8 req/s lately, allows 24.5 req/s now, 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
   readonly algorithm_text: string
   /** The run that wrote this health. */
   readonly run_id: string | null

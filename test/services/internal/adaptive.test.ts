@@ -450,7 +450,7 @@ describe("adaptive: the printed figures (issue 18 trial: 44.95 req/s printed aga
     assert.strictEqual(d["rate"], 45)
     assert.approximately(d["sustained"] as number, 25, 0.5)
     const text = algorithmText({ adaptive: d })
-    assert.match(text, /^adaptive sustains 2[45](\.\d+)? req\/s \(allows up to 45\), \d+ at once/)
+    assert.match(text, /^adaptive delivered 2[45](\.\d+)? req\/s lately, allows 45 req\/s now, \d+ at once/)
     // asked for 10 s more and no answer but 429s: nothing sustained
     const refused = structuredClone(s)
     for (let t = 20_500; t <= 30_000; t += 500) {
@@ -464,7 +464,26 @@ describe("adaptive: the printed figures (issue 18 trial: 44.95 req/s printed aga
     Aimd.onReport(fresh, p, ok(100))
     const d0 = Aimd.describe(fresh, p, 500) as Record<string, unknown>
     assert.isNull(d0["sustained"])
-    assert.match(algorithmText({ adaptive: d0 }), /^adaptive allows up to [\d.]+ req\/s, 2 at once/)
+    assert.match(algorithmText({ adaptive: d0 }), /^adaptive allows [\d.]+ req\/s now, 2 at once/)
+  })
+
+  it('after a cut the allowance is below what was delivered: the words name two times, never "sustains X (allows up to Y)" with X > Y (issue 18 F5)', () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.rate = 20
+    saturate(s, 0, 20_000, 500)
+    // a 429 halves the allowance; what was delivered over the last seconds stays as it was
+    Aimd.onReport(s, p, limited(20_000))
+    s.ratePressedAt = 20_000
+    const d = Aimd.describe(s, p, 20_000) as Record<string, unknown>
+    assert.isAbove(d["sustained"] as number, d["rate"] as number)
+    const text = algorithmText({ adaptive: d }, () => "14:03:10")
+    assert.strictEqual(
+      text,
+      `adaptive delivered ${d["sustained"]} req/s lately, allows ${d["rate"]} req/s now, ${d["concurrency"]} at once; cut 1× (last: a 429 at 14:03:10)`
+    )
+    assert.notInclude(text, "sustains")
+    assert.notInclude(text, "up to")
   })
 })
 

@@ -23,7 +23,7 @@ import type { ConfigIssue, ErrorClass, PoolNotFound, ServerDelayRefused } from "
 import type { Json } from "../domain/Json.js"
 import type { AcquireError, AlgorithmInput, ResourceInfo, Selector } from "../domain/Lease.js"
 import type { RateLimitStatus } from "../domain/RateLimit.js"
-import { closest } from "../domain/internal/suggest.js"
+import { closest, levenshtein } from "../domain/internal/suggest.js"
 import { DurationFromString } from "../domain/RetryPolicy.js"
 import { backoffDelayMs, remainingQuota } from "./internal/acquireAlgorithm.js"
 import * as Aimd from "./internal/adaptive.js"
@@ -880,20 +880,6 @@ const issuesOf = (error: ParseResult.ParseError, prefix: string, name: string, k
   return [...byPath.values()]
 }
 
-const editDistance = (a: string, b: string): number => {
-  const dp = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    let prev = dp[0]!
-    dp[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = dp[j]!
-      dp[j] = Math.min(dp[j]! + 1, dp[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1))
-      prev = tmp
-    }
-  }
-  return dp[b.length]!
-}
-
 const fail = (path: string, message: string, suggestion?: string): Either.Either<never, ConfigError> =>
   Either.left(
     new ConfigError({
@@ -935,7 +921,7 @@ const resolveAt = (
   const plugin = plugins.get(rawName)
   if (plugin === undefined) {
     const known = [...builtinNames, ...plugins.keys()]
-    const best = known.map((k) => [k, editDistance(rawName.toLowerCase(), k.toLowerCase())] as const)
+    const best = known.map((k) => [k, levenshtein(rawName.toLowerCase(), k.toLowerCase())] as const)
       .sort((a, b) => a[1] - b[1])[0]
     return fail(
       `${path}.name`,

@@ -20,8 +20,8 @@
  *
  * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
  * declared stop condition ended it with comparable results), or only named trials ran and
- * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
- * store failed, or another process runs the study (one process per study root); **2** an
+ * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, a named
+ * trial (`--trial`, `study confirm`) that did not succeed (said on stderr), or the store failed, or another process runs the study (one process per study root); **2** an
  * invalid study file or flag, a changed protocol without `--new-version`; **130** Ctrl-C (or
  * SIGTERM, SIGHUP) stopped the run — the study's `manual` stop of a signal, which settles the
  * study as stopped and prints `continue with: assay study resume FILE` — or the run was
@@ -104,20 +104,23 @@ export interface StudyCommandDeps {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The exit code of a settled study run (see the module docs).
+ * The exit code of a settled study run (see the module docs): a run of named trials (`--trial`,
+ * `study confirm`) exits 1 when one of them did not succeed, whatever the study settled to (the
+ * other trials may have completed it earlier), unless it was interrupted (130).
  *
  * @param status the study's status after the run
- * @param namedTrialFailed with named trials only (`pending`): whether one of them failed
+ * @param namedTrialFailed a run of named trials only: whether one of them did not succeed
  * @since 0.6.0
  * @category exit codes
  */
 export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = false): number => {
+  if (namedTrialFailed && status !== "interrupted") return ExitCode.Failures
   switch (status) {
     case "completed":
     case "stopped_with_results":
       return ExitCode.Success
     case "pending":
-      return namedTrialFailed ? ExitCode.Failures : ExitCode.Success
+      return ExitCode.Success
     case "interrupted":
       return ExitCode.Interrupted
     default:
@@ -179,6 +182,34 @@ export interface RunStudyArgs {
   readonly quiet: boolean
   /** The call cache flags (`--cache`, `--cache-mode`, `--cache-db`, `--cache-ttl`), as `run` takes them. */
   readonly cache?: Flags.CacheFlags | undefined
+  /** What the named `trials` are called in the exit line (default `named trial`; `confirmation trial` for `study confirm`). */
+  readonly namedWhat?: string | undefined
+}
+
+/**
+ * The line a run of named trials (`--trial`, `study confirm`) prints on stderr when one of
+ * them did not succeed (it then exits 1): how many succeeded, and each other one with its
+ * status. `undefined` when no trial was named or every named trial that ran succeeded.
+ *
+ * @param trials the run's trial reports
+ * @param named the trial ids named (empty: a plain run)
+ * @param what what they are called (`named trial`, `confirmation trial`)
+ * @returns the line, or `undefined`
+ * @since 0.10.0
+ * @category exit codes
+ */
+export const namedOutcome = (
+  trials: ReadonlyArray<Pick<Study.TrialReport, "trialId" | "status" | "ran">>,
+  named: ReadonlyArray<string>,
+  what: string
+): string | undefined => {
+  if (named.length === 0) return undefined
+  const ran = trials.filter((t) => t.ran && named.includes(t.trialId))
+  const bad = ran.filter((t) => t.status !== "succeeded")
+  if (bad.length === 0) return undefined
+  return `${ran.length - bad.length} of ${Words.count(ran.length, what)} succeeded (${
+    bad.map((t) => `${t.trialId} ${Words.statusWords(t.status)}`).join(", ")
+  }): exit 1`
 }
 
 /**
@@ -265,8 +296,9 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         `${signalled ? "stopped by a signal; " : ""}continue with: assay study resume ${args.file}`
       )
     }
-    const namedFailed = report.trials.some((t) => t.ran && t.status !== "succeeded")
-    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, namedFailed)
+    const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")
+    if (named !== undefined && !signalled) yield* Console.error(named)
+    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, named !== undefined)
     if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
   })
 

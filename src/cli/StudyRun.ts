@@ -227,7 +227,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     })
     const first = loaded.suiteFor(1)
     for (const u of first.unresolvedEnv) {
-      yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
+      yield* Console.error(Words.unsetEnvWarning(u))
     }
     for (const w of first.warnings) yield* Console.error(w)
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control

@@ -391,6 +391,32 @@ export const progressText = (
     : `${p.ended}${p.planned === null || p.planned === undefined ? "" : ` of ${p.planned}`} ended, ${p.admitted} admitted`
 
 /**
+ * A trial's metrics cell in `assay study status`: `k=v` pairs, prefixed `partial: ` when they
+ * are partial, the rule of a run's report (`TrialReport.partialMetrics`): the trial has not
+ * succeeded and not every planned pipeline of it ended (it is running, ended early, or was
+ * interrupted), so its figures cover only some of its pipelines (those of an earlier
+ * settlement, or pipelines whose tasks reported before they ended), never a result.
+ *
+ * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`)
+ * @returns `partial` and the cell's `text` (empty without metrics)
+ * @since 0.10.0
+ * @category commands
+ */
+export const metricsCell = (
+  t: {
+    readonly state: string
+    readonly metrics: Readonly<Record<string, number>> | null | undefined
+    readonly pipelines: { readonly ended: number; readonly planned?: number | null | undefined }
+  }
+): { readonly partial: boolean; readonly text: string } => {
+  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+  const planned = t.pipelines.planned
+  const complete = planned !== null && planned !== undefined && t.pipelines.ended >= planned
+  const partial = pairs !== "" && t.state !== "succeeded" && !complete
+  return { partial, text: partial ? `partial: ${pairs}` : pairs }
+}
+
+/**
  * `assay study status FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -435,7 +461,8 @@ export const status = (
         : t.status
       // the per-trial budget figures its usage went past, as `run --json` has them
       const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
-      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}) }
+      const partial = metricsCell({ state, metrics: t.metrics, pipelines }).partial
+      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
     })
     if (args.json) {
       yield* Console.log(
@@ -449,7 +476,7 @@ export const status = (
       `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
     for (const t of rows) {
-      const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+      const metrics = metricsCell(t).text
       const progress = progressText(t.pipelines)
       yield* Console.log(
         `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${

@@ -141,14 +141,14 @@ export interface EvidenceTie {
 }
 
 /**
- * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best case`.
+ * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`.
  *
  * @param tie the shared value and the number of cases
  * @returns the phrase
  * @since 0.10.0
  * @category rendering
  */
-export const tieText = (tie: EvidenceTie): string => `all ${tie.cases.toLocaleString("en-US")} cases have the value ${fmt(tie.value)}: a tie, no worst or best case`
+export const tieText = (tie: EvidenceTie): string => `all ${tie.cases.toLocaleString("en-US")} cases have the value ${fmt(tie.value)}: a tie, no worst or best cases`
 
 /**
  * One case in an evidence list: its key, the pipelines it came from (every repeat) and its

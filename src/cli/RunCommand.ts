@@ -24,6 +24,7 @@
  *
  * @since 0.1.0
  */
+import * as Words from "../domain/internal/words.js"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as PlatformCommand from "@effect/platform/Command"
@@ -377,7 +378,7 @@ const printWarnings = (experiment: Experiment.Experiment) =>
   Effect.zipRight(
     Effect.forEach(
       experiment.unresolvedEnv,
-      (u) => Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+      (u) => Console.error(Words.unsetEnvWarning(u)),
       { discard: true }
     ),
     // the source's own warnings (integers beyond 2^53 in the rows read at load)

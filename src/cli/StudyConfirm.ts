@@ -14,8 +14,9 @@
  * confirmation never starts a version and never mixes versions. Nothing is chosen or applied:
  * the report says what the new evidence shows.
  *
- * Exit codes: as `assay study run --trial` (0 when every confirmation trial succeeded, 1 when one
- * did not or the store failed, 130 when interrupted); 2 for an invalid study file or flag, an
+ * Exit codes: as `assay study run --trial` (0 when every confirmation trial succeeded; 1 when one
+ * did not, saying so on stderr (`0 of 2 confirmation trials succeeded (p1-v06-r3 failed, ...):
+ * exit 1`), or the store failed; 130 when interrupted); 2 for an invalid study file or flag, an
  * unknown variant, `--repeats` below 1, a study that never ran, a changed protocol.
  *
  * Known limit: `assay study resume` and `run` resume the declared trials only. A confirmation
@@ -123,7 +124,8 @@ export const confirm = (args: {
         trials,
         strictEnv: false,
         json: args.json,
-        quiet: args.quiet
+        quiet: args.quiet,
+        namedWhat: "confirmation trial"
       }
     )
   })

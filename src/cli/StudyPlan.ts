@@ -15,6 +15,7 @@
  *
  * @since 0.6.0
  */
+import * as Words from "../domain/internal/words.js"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Clock, Console, Effect } from "effect"
@@ -144,7 +145,7 @@ const describedWithStore = (study: StudyConfig.LoadedStudy): Record<string, unkn
  */
 export const warningsOf = (study: Pick<StudyConfig.LoadedStudy, "unresolvedEnv" | "warnings" | "stop">, now: number): ReadonlyArray<string> => [
   ...new Set([
-    ...study.unresolvedEnv.map((u) => `warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`),
+    ...study.unresolvedEnv.map((u) => Words.unsetEnvWarning(u)),
     ...study.warnings,
     ...pastDeadlines(study.stop, now)
   ])

@@ -20,8 +20,8 @@
  *
  * Exit codes of `run` / `resume`: **0** the study `completed` or `stopped_with_results` (a
  * declared stop condition ended it with comparable results), or only named trials ran and
- * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, or the
- * store failed, or another process runs the study (one process per study root); **2** an
+ * none of them failed (`pending`); **1** `failed`, `inconclusive` or `cancelled`, a named
+ * trial (`--trial`, `study confirm`) that did not succeed (said on stderr), or the store failed, or another process runs the study (one process per study root); **2** an
  * invalid study file or flag, a changed protocol without `--new-version`; **130** Ctrl-C (or
  * SIGTERM, SIGHUP) stopped the run — the study's `manual` stop of a signal, which settles the
  * study as stopped and prints `continue with: assay study resume FILE` — or the run was
@@ -104,20 +104,23 @@ export interface StudyCommandDeps {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The exit code of a settled study run (see the module docs).
+ * The exit code of a settled study run (see the module docs): a run of named trials (`--trial`,
+ * `study confirm`) exits 1 when one of them did not succeed, whatever the study settled to (the
+ * other trials may have completed it earlier), unless it was interrupted (130).
  *
  * @param status the study's status after the run
- * @param namedTrialFailed with named trials only (`pending`): whether one of them failed
+ * @param namedTrialFailed a run of named trials only: whether one of them did not succeed
  * @since 0.6.0
  * @category exit codes
  */
 export const exitCodeOfStatus = (status: StudyRecordStatus, namedTrialFailed = false): number => {
+  if (namedTrialFailed && status !== "interrupted") return ExitCode.Failures
   switch (status) {
     case "completed":
     case "stopped_with_results":
       return ExitCode.Success
     case "pending":
-      return namedTrialFailed ? ExitCode.Failures : ExitCode.Success
+      return ExitCode.Success
     case "interrupted":
       return ExitCode.Interrupted
     default:
@@ -179,6 +182,34 @@ export interface RunStudyArgs {
   readonly quiet: boolean
   /** The call cache flags (`--cache`, `--cache-mode`, `--cache-db`, `--cache-ttl`), as `run` takes them. */
   readonly cache?: Flags.CacheFlags | undefined
+  /** What the named `trials` are called in the exit line (default `named trial`; `confirmation trial` for `study confirm`). */
+  readonly namedWhat?: string | undefined
+}
+
+/**
+ * The line a run of named trials (`--trial`, `study confirm`) prints on stderr when one of
+ * them did not succeed (it then exits 1): how many succeeded, and each other one with its
+ * status. `undefined` when no trial was named or every named trial that ran succeeded.
+ *
+ * @param trials the run's trial reports
+ * @param named the trial ids named (empty: a plain run)
+ * @param what what they are called (`named trial`, `confirmation trial`)
+ * @returns the line, or `undefined`
+ * @since 0.10.0
+ * @category exit codes
+ */
+export const namedOutcome = (
+  trials: ReadonlyArray<Pick<Study.TrialReport, "trialId" | "status" | "ran">>,
+  named: ReadonlyArray<string>,
+  what: string
+): string | undefined => {
+  if (named.length === 0) return undefined
+  const ran = trials.filter((t) => t.ran && named.includes(t.trialId))
+  const bad = ran.filter((t) => t.status !== "succeeded")
+  if (bad.length === 0) return undefined
+  return `${ran.length - bad.length} of ${Words.count(ran.length, what)} succeeded (${
+    bad.map((t) => `${t.trialId} ${Words.statusWords(t.status)}`).join(", ")
+  }): exit 1`
 }
 
 /**
@@ -196,7 +227,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     })
     const first = loaded.suiteFor(1)
     for (const u of first.unresolvedEnv) {
-      yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
+      yield* Console.error(Words.unsetEnvWarning(u))
     }
     for (const w of first.warnings) yield* Console.error(w)
     // Ctrl-C (SIGINT, SIGTERM, SIGHUP) is the study's manual stop, claimed by its control
@@ -265,8 +296,9 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         `${signalled ? "stopped by a signal; " : ""}continue with: assay study resume ${args.file}`
       )
     }
-    const namedFailed = report.trials.some((t) => t.ran && t.status !== "succeeded")
-    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, namedFailed)
+    const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")
+    if (named !== undefined && !signalled) yield* Console.error(named)
+    const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, named !== undefined)
     if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
   })
 
@@ -359,6 +391,32 @@ export const progressText = (
     : `${p.ended}${p.planned === null || p.planned === undefined ? "" : ` of ${p.planned}`} ended, ${p.admitted} admitted`
 
 /**
+ * A trial's metrics cell in `assay study status`: `k=v` pairs, prefixed `partial: ` when they
+ * are partial, the rule of a run's report (`TrialReport.partialMetrics`): the trial has not
+ * succeeded and not every planned pipeline of it ended (it is running, ended early, or was
+ * interrupted), so its figures cover only some of its pipelines (those of an earlier
+ * settlement, or pipelines whose tasks reported before they ended), never a result.
+ *
+ * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`)
+ * @returns `partial` and the cell's `text` (empty without metrics)
+ * @since 0.10.0
+ * @category commands
+ */
+export const metricsCell = (
+  t: {
+    readonly state: string
+    readonly metrics: Readonly<Record<string, number>> | null | undefined
+    readonly pipelines: { readonly ended: number; readonly planned?: number | null | undefined }
+  }
+): { readonly partial: boolean; readonly text: string } => {
+  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+  const planned = t.pipelines.planned
+  const complete = planned !== null && planned !== undefined && t.pipelines.ended >= planned
+  const partial = pairs !== "" && t.state !== "succeeded" && !complete
+  return { partial, text: partial ? `partial: ${pairs}` : pairs }
+}
+
+/**
  * `assay study status FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -403,7 +461,8 @@ export const status = (
         : t.status
       // the per-trial budget figures its usage went past, as `run --json` has them
       const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
-      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}) }
+      const partial = metricsCell({ state, metrics: t.metrics, pipelines }).partial
+      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
     })
     if (args.json) {
       yield* Console.log(
@@ -417,7 +476,7 @@ export const status = (
       `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
     for (const t of rows) {
-      const metrics = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+      const metrics = metricsCell(t).text
       const progress = progressText(t.pipelines)
       yield* Console.log(
         `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${

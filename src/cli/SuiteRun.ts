@@ -16,6 +16,7 @@
  *
  * @since 0.5.0
  */
+import * as Words from "../domain/internal/words.js"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Clock, Console, type Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
@@ -132,7 +133,7 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
       ...(args.experiments.length === 0 ? {} : { selected: args.experiments })
     })
     for (const u of loaded.unresolvedEnv) {
-      yield* Console.error(`warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`)
+      yield* Console.error(Words.unsetEnvWarning(u))
     }
     for (const w of loaded.warnings) yield* Console.error(w)
     const rootField = Option.isSome(args.outputRoot) ? "--output-root" : "output.root"

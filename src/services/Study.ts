@@ -382,7 +382,7 @@ export const studyControl = (
  *   (`calls`, `tokens`, `costUsd`, `timeMs`) or `null`;
  * - `stop`: the stop that fired in the run (or `null`);
  * - `planned` (optional): the pipelines its plan has (`null` or absent: unknown); its progress
- *   reads `N of P planned pipeline(s) ended (A admitted)`, else `N of A admitted pipeline(s)
+ *   reads `N of P planned pipeline(s) ended, A admitted`, else `N of A admitted pipeline(s)
  *   ended`, where A counts the pipelines it submitted or stored;
  * - `started` (optional): the trial began in this or an earlier run (the window started it, or
  *   it used a call) even when none of its pipelines is stored or admitted: stopped then, it is
@@ -474,7 +474,7 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 
 /**
  * A trial's progress in words, each count naming what it counts: `N of P planned pipeline(s)
- * ended (A admitted)` when the plan's count `P` is known, else `N of A admitted pipeline(s)
+ * ended, A admitted` when the plan's count `P` is known, else `N of A admitted pipeline(s)
  * ended` (`A`: the pipelines it submitted or stored).
  *
  * @param ended its pipelines ended succeeded
@@ -487,7 +487,7 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
   planned === null
     ? `${ended} of ${Words.count(admitted, "admitted pipeline")} ended`
-    : `${ended} of ${Words.count(planned, "planned pipeline")} ended (${admitted} admitted)`
+    : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} admitted`
 
 /**
  * A trial's settlement: its status and the reason (see the module's table).
@@ -513,7 +513,7 @@ export const settleTrial = (
     if (f.overBudget !== undefined && f.overBudget.length > 0) {
       return {
         status: "budget_exhausted",
-        reason: `every pipeline ended, but over its budget: ${f.overBudget.join(", ")} (never counts as a best)`
+        reason: `every pipeline ended, but over its budget: ${f.overBudget.join("; ")}; it never counts as a best`
       }
     }
     return { status: "succeeded", reason: `${Words.count(count(f.byState.succeeded), "pipeline")} succeeded` }
@@ -521,11 +521,11 @@ export const settleTrial = (
   const ended = count(f.byState.succeeded)
   const nothing = stored === 0 && f.admitted === 0
   const progress = nothing
-    ? "started, no pipeline of it ran yet"
-    : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : ", source not read to its end"}`
+    ? "no pipeline of it ran yet"
+    : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : "; source not read to its end"}`
   if (f.budgetSpent !== null) {
     const figure = f.budgetSpent as StudyControl.BudgetFigure
-    return { status: "budget_exhausted", reason: `its ${StudyControl.figureWord(figure)} budget is spent (${progress})` }
+    return { status: "budget_exhausted", reason: `its ${StudyControl.figureWord(figure)} budget is spent: ${progress}` }
   }
   if (nothing && f.started !== true) {
     return {
@@ -535,8 +535,8 @@ export const settleTrial = (
   }
   // a manual stop (Ctrl-C, `assay study stop`) holds only for its run: resume continues the trial
   const more = f.stop !== null && f.stop.condition.when === "manual" ? "; resume continues it" : ""
-  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled (${progress}): ${f.stop.reason}${more}` }
-  return { status: "incomplete", reason: f.stop === null ? progress : `stopped after it started (${progress}): ${f.stop.reason}${more}` }
+  if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled: ${f.stop.reason}; ${progress}${more}` }
+  return { status: "incomplete", reason: f.stop === null ? progress : `stopped after it started: ${f.stop.reason}; ${progress}${more}` }
 }
 
 /**
@@ -651,8 +651,8 @@ export interface TrialReport {
    */
   readonly partialMetrics?: boolean | undefined
   /**
-   * The per-trial budget figures its usage went past, in words (`cost $0.0013 of $0.0010
-   * (+30%)`): a budget is a start gate, so pipelines running when it was reached finish.
+   * The per-trial budget figures its usage went past, in words (`cost $0.0013 of $0.0010,
+   * 30% over`): a budget is a start gate, so pipelines running when it was reached finish.
    */
   readonly overshoot?: ReadonlyArray<string> | undefined
 }
@@ -1166,8 +1166,8 @@ const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
 const formatFigure = StudyControl.figureValue
 
 /**
- * The per-trial budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005
- * (+84%)`; `costUsd` within a relative 1e-9 of its limit is not past it); empty when none.
+ * The per-trial budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005,
+ * 84% over`; `costUsd` within a relative 1e-9 of its limit is not past it); empty when none.
  *
  * @param usage a trial's usage
  * @param perTrial the study's per-trial budget
@@ -1180,7 +1180,7 @@ export const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigu
     const limit = perTrial[f]
     const used = usage[f]
     if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
-    const pct = limit > 0 ? ` (+${Math.round(((used - limit) / limit) * 100)}%)` : ""
+    const pct = limit > 0 ? `, ${Math.round(((used - limit) / limit) * 100)}% over` : ""
     return [`${StudyControl.figureWord(f)} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
   })
 

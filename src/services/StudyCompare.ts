@@ -129,6 +129,28 @@ export interface CompareOptions {
 }
 
 /**
+ * A metric on which every case of a variant has the same value (`value`, over `cases` cases):
+ * no case is worse or better than another, so the evidence lists no worst or best case.
+ *
+ * @since 0.10.0
+ * @category models
+ */
+export interface EvidenceTie {
+  readonly value: number
+  readonly cases: number
+}
+
+/**
+ * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`.
+ *
+ * @param tie the shared value and the number of cases
+ * @returns the phrase
+ * @since 0.10.0
+ * @category rendering
+ */
+export const tieText = (tie: EvidenceTie): string => `all ${tie.cases.toLocaleString("en-US")} cases have the value ${fmt(tie.value)}: a tie, no worst or best cases`
+
+/**
  * One case in an evidence list: its key, the pipelines it came from (every repeat) and its
  * value (the mean over those repeats).
  *
@@ -228,6 +250,8 @@ export interface VariantComparison {
       readonly trials: ReadonlyArray<string>
       readonly worstCases: ReadonlyArray<EvidenceCase>
       readonly bestCases: ReadonlyArray<EvidenceCase>
+      /** Every case has the same value (at least 2 cases; since 0.10.0): no case is worst or best, both lists are empty. */
+      readonly tie?: EvidenceTie | undefined
     }>
   >
 }
@@ -697,10 +721,13 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
         list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
         const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
+        // every case alike (all 1, all 0): none is worst or best, and a list would pick at random
+        const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
         evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          bestCases: list.slice(0, keep).map(evidenceCase),
-          worstCases: list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase)
+          bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
+          worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
+          ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
         }
       }
 
@@ -1068,6 +1095,8 @@ export interface Evidence {
   }>
   readonly worstCases: ReadonlyArray<EvidenceCase>
   readonly bestCases: ReadonlyArray<EvidenceCase>
+  /** Every case has the same value (since 0.10.0): no worst or best case, both lists empty. */
+  readonly tie?: EvidenceTie | undefined
 }
 
 /**
@@ -1138,7 +1167,8 @@ const evidenceOf = (
           : {})
       })),
       worstCases: ev.worstCases.slice(0, worst),
-      bestCases: ev.bestCases.slice(0, best)
+      bestCases: ev.bestCases.slice(0, best),
+      ...(ev.tie === undefined ? {} : { tie: ev.tie })
     }
   })
 
@@ -1399,6 +1429,10 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     lines.push(`${bullet}${v.variantId}: ${Words.labelled("trial", trials, { max: Number.POSITIVE_INFINITY })}`)
     for (const o of c.objectives) {
       const e = v.evidence[o.metric]
+      if (e?.tie !== undefined) {
+        lines.push(`${md ? "  - " : "    "}${o.metric}: ${tieText(e.tie)}`)
+        continue
+      }
       if (e === undefined || e.worstCases.length === 0) continue
       lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${fmt(w.value)}`).join("; ")}`)
     }
@@ -1455,7 +1489,10 @@ export const renderEvidence = (e: Evidence): string => {
     if (list.length === 0) lines.push("  (no per-case values)")
     for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
   }
-  cases("worst cases", e.worstCases)
-  cases("best cases", e.bestCases)
+  if (e.tie !== undefined) lines.push(`worst and best cases: ${tieText(e.tie)}`)
+  else {
+    cases("worst cases", e.worstCases)
+    cases("best cases", e.bestCases)
+  }
   return lines.join("\n")
 }

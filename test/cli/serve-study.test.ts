@@ -84,7 +84,9 @@ describe("assay serve on a study's output root", () => {
       assert.include(page.body, "Is &lt;script&gt;alert(&#39;q&#39;)&lt;/script&gt; shown as text?")
       for (const tab of ["Design", "Run", "Compare", "Evidence", "Conclusion"]) assert.include(page.body, `>${tab}</button>`)
       // evidence links open the trial's pipelines in the dashboard
-      assert.match(page.body, /class="mono pid evidence-link" href="\/\?experiment=p1-v01-r1"/)
+      // (v01 answers every case alike: a tie, said in words, with no case links of its own)
+      assert.match(page.body, /class="mono pid evidence-link" href="\/\?experiment=p1-v0[2-9]-r1"/)
+      assert.match(page.body, /<p class="tie">all 40 cases have the value 1: a tie, no worst or best cases<\/p>/)
 
       // one comparison for all of these requests (nothing changed in the store)
       yield* get(`${info.url}/study`)

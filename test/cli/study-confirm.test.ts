@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as path from "node:path"
 import { nextRepeats } from "../../src/cli/StudyConfirm.js"
+import { exitCodeOfStatus, namedOutcome } from "../../src/cli/StudyRun.js"
 import type * as StudyCompare from "../../src/services/StudyCompare.js"
 import { assay, root, tempDir } from "../support/cli.js"
 
@@ -18,6 +19,23 @@ describe("assay study confirm", () => {
     assert.deepStrictEqual(nextRepeats(2, [{ variantId: "v03", repeat: 1 }, { variantId: "v03", repeat: 2 }], "v03", 2), [3, 4])
     assert.deepStrictEqual(nextRepeats(2, [{ variantId: "v03", repeat: 4 }, { variantId: "v01", repeat: 7 }], "v03", 1), [5])
     assert.deepStrictEqual(nextRepeats(3, [], "v01", 1), [4])
+  })
+
+  it("a confirmation whose trials all failed exits 1 and says so, though the study had completed (issue 16 leftovers)", () => {
+    const trials = [
+      { trialId: "p1-v01-r1", status: "succeeded" as const, ran: false },
+      { trialId: "p1-v06-r3", status: "failed" as const, ran: true },
+      { trialId: "p1-v06-r4", status: "failed" as const, ran: true }
+    ]
+    const line = namedOutcome(trials, ["p1-v06-r3", "p1-v06-r4"], "confirmation trial")
+    assert.strictEqual(line, "0 of 2 confirmation trials succeeded (p1-v06-r3 failed, p1-v06-r4 failed): exit 1")
+    assert.strictEqual(exitCodeOfStatus("completed", line !== undefined), 1)
+    // every named trial succeeded, or a plain run (no trial named): the study's status decides
+    assert.isUndefined(namedOutcome([{ ...trials[1]!, status: "succeeded" }], ["p1-v06-r3"], "confirmation trial"))
+    assert.isUndefined(namedOutcome(trials, [], "named trial"))
+    assert.strictEqual(exitCodeOfStatus("completed"), 0)
+    // interrupted stays 130: resumable
+    assert.strictEqual(exitCodeOfStatus("interrupted", true), 130)
   })
 
   it.live("a missing argument or option is refused (exit 2) saying where to read what the command takes (issue 16 leftovers)", () =>

@@ -396,6 +396,18 @@ describe("assay study status", () => {
     assert.strictEqual(StudyRun.progressText({ ended: 0, admitted: 0, pending: 0, planned: 40 }), "-")
     assert.notInclude(StudyRun.progressText({ ended: 0, admitted: 16, pending: 0, planned: 40 }), "running")
   })
+
+  it("a trial's metrics in status say they are partial unless it succeeded or every planned pipeline ended: '0 of 40 ended' never beside a bare accuracy (issue 16 leftovers)", () => {
+    const running = { state: "running", metrics: { accuracy: 0.75 }, pipelines: { ended: 0, planned: 40 } }
+    assert.deepStrictEqual(StudyRun.metricsCell(running), { partial: true, text: "partial: accuracy=0.7500" })
+    assert.isTrue(StudyRun.metricsCell({ ...running, state: "incomplete", pipelines: { ended: 12, planned: 40 } }).partial)
+    assert.isTrue(StudyRun.metricsCell({ ...running, state: "interrupted", pipelines: { ended: 3, planned: null } }).partial)
+    // a result: succeeded, or every planned pipeline ended (failed on a hard constraint, say)
+    assert.deepStrictEqual(StudyRun.metricsCell({ ...running, state: "succeeded", pipelines: { ended: 40, planned: 40 } }), { partial: false, text: "accuracy=0.7500" })
+    assert.isFalse(StudyRun.metricsCell({ ...running, state: "failed", pipelines: { ended: 40, planned: 40 } }).partial)
+    // no metrics: nothing to call partial
+    assert.deepStrictEqual(StudyRun.metricsCell({ ...running, metrics: {} }), { partial: false, text: "" })
+  })
 })
 
 describe("StudyRun.stoppedBySignal (the exit 130 rule)", () => {

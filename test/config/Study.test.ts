@@ -633,6 +633,7 @@ describe("StudyConfig.load: the plan", () => {
         pipelines: 192,
         tasksPerPipeline: 2,
         maxModelCalls: 192 * 3,
+        maxJudgeCalls: 0,
         maxTaskAttempts: 192 * 4,
         // prompt estimate: "Spam? " = 2 tokens, "Read the message and answer spam or ham: " = 11; maxTokens 10
         tokens: { min: 96 * 2 + 96 * 11, max: 96 * 3 * (2 + 10) + 96 * 3 * (11 + 10) },
@@ -649,6 +650,51 @@ describe("StudyConfig.load: the plan", () => {
       // one of a kind is said in the singular (issue 16 leftovers: "1 trials at once")
       assert.match(StudyConfig.planText({ ...s.plan, concurrency: { pipelines: 1, trials: 1 } }), /\nconcurrency: +1 pipeline, 1 trial at once(\n|$)/)
       assert.match(StudyConfig.planText(s.plan), /\nconcurrency: +4 pipelines, 2 trials at once(\n|$)/)
+    }))
+
+  it.effect("the plan's text: one column of values, whatever the label (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const s = yield* load(path.join(fixtures, "study.yaml"))
+      const figures = StudyConfig.planText(s.plan).split("\n").filter((l) => !l.startsWith("note: "))
+      assert.include(figures, "tasks per pipeline: 2")
+      const columns = new Set(figures.map((l) => /^[a-z ]+: +/.exec(l)![0].length))
+      assert.deepStrictEqual([...columns], [20], figures.join("\n"))
+    }))
+
+  it.effect("over limits.maxTrials by repeats, a few variants are still expanded: the 'not expanded' note only when the cap truncated them (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      // 12 variants x 20 repeats = 240 trials, above the default cap of 200: planned from every variant
+      const many = yield* load(write(study({ repeats: 20 })), { allowOverCap: true })
+      assert.deepStrictEqual(many.plan.caps.map((c) => c.name), ["maxTrials"])
+      assert.strictEqual(many.variants.length, 12)
+      assert.isFalse(many.plan.notes.some((n) => n.includes("not expanded")), many.plan.notes.join("\n"))
+      assert.strictEqual((many.describe() as { variants: Array<unknown> }).variants.length, 12)
+      // more variants than the cap: planned from the baseline alone, and the note says why
+      const truncated = yield* load(write(study({ limits: { maxTrials: 10 } })), { allowOverCap: true })
+      assert.include(truncated.plan.notes.join("\n"), "figures from the baseline variant times 12 variants: the variants were not expanded, 12 is above limits.maxTrials 10")
+      // the same figures either way: the baseline's times the variants when they share a shape
+      assert.strictEqual(truncated.plan.maxTaskAttempts, many.plan.maxTaskAttempts! / 20)
+    }))
+
+  it.effect("a judge study: the plan counts the judges' calls apart, and the most calls exceed the most attempts by the format repairs (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-study-judge-plan-"))
+      const example = path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)))
+      for (const f of ["experiment.yaml", "emails.jsonl"]) fs.copyFileSync(path.join(example, f), path.join(dir, f))
+      const doc = YAML.parse(fs.readFileSync(path.join(example, "study.yaml"), "utf8")) as Record<string, unknown>
+      fs.writeFileSync(path.join(dir, "study.json"), JSON.stringify({ ...doc, output: { root: "out" } }))
+      const s = yield* load(path.join(dir, "study.json"))
+      // 4 variants x 1 repeat x 6 emails = 24 pipelines; chat and judge, 6 attempts each (the
+      // chat retry policy): 24 x 2 x 6 = 288 attempts; a chat attempt is 1 call, a judge attempt
+      // 2 at most (the first answer, then one format repair): 24 x 6 + 24 x 6 x 2 = 432 calls
+      assert.strictEqual(s.plan.pipelines, 24)
+      assert.strictEqual(s.plan.maxTaskAttempts, 288)
+      assert.strictEqual(s.plan.maxJudgeCalls, 288)
+      assert.strictEqual(s.plan.maxModelCalls, 432)
+      assert.include(
+        StudyConfig.planText(s.plan),
+        "max model calls:    432 (288 of them by judges: a judge attempt makes 2 calls when its answer needs a format repair)\nmax task attempts:  288"
+      )
     }))
 
   it.effect("a per-trial time budget bounds the longest time: ceil(trials / trialConcurrency) x the budget", () =>

@@ -1,5 +1,8 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { count, labelled, listed, noun } from "../../src/domain/internal/words.js"
+import { warningsOf } from "../../src/cli/StudyPlan.js"
+import { count, labelled, listed, noun, unsetEnvWarning } from "../../src/domain/internal/words.js"
 
 describe("words: labels and counts agree in number with what follows them", () => {
   it("a label before ids is singular for one id and plural for several", () => {
@@ -18,5 +21,18 @@ describe("words: labels and counts agree in number with what follows them", () =
     expect(noun(1, "variant")).toBe("variant")
     expect(noun(3, "variant")).toBe("variants")
     expect(listed(["a", "b", "c"], { max: 1, separator: "; " })).toBe("a; … (3 in all)")
+  })
+
+  it("an unset ${VAR} is warned of in one wording, spelled by one helper (study plan and study run agree; issue 16 leftovers)", () => {
+    const line = unsetEnvWarning({ name: "JUDGE_KEY", path: "pools.llm.resources[0].options.apiKey" })
+    expect(line).toBe('warning: environment variable JUDGE_KEY is not set (at pools.llm.resources[0].options.apiKey); it expands to ""')
+    expect(warningsOf({ unresolvedEnv: [{ name: "JUDGE_KEY", path: "pools.llm.resources[0].options.apiKey" }], warnings: [], stop: [] }, 0))
+      .toEqual([line])
+    // no command spells the sentence itself (run, study run, a suite run print it through the helper)
+    const src = path.join(import.meta.dirname, "../../src")
+    const spelled = (fs.readdirSync(src, { recursive: true }) as Array<string>)
+      .filter((f) => f.endsWith(".ts") && !f.endsWith(path.join("internal", "words.ts")))
+      .filter((f) => fs.readFileSync(path.join(src, f), "utf8").includes("is not set (at "))
+    expect(spelled).toEqual([])
   })
 })

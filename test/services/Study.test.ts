@@ -59,33 +59,39 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled (1 of 3 admitted pipelines ended)"
+      "cancelled: deadline fired; 1 of 3 admitted pipelines ended"
     ],
     [
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
       { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "drain"), started: true },
       "incomplete",
-      "stopped after it started (started, no pipeline of it ran yet): manual fired; resume continues it"
+      "stopped after it started: manual fired; no pipeline of it ran yet; resume continues it"
     ],
     [
       "started but stopped before any pipeline of it was stored (cancel)",
       { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "cancel"), started: true },
       "cancelled",
-      "cancelled (started, no pipeline of it ran yet): manual fired; resume continues it"
+      "cancelled: manual fired; no pipeline of it ran yet; resume continues it"
     ],
-    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started (1 of 3 admitted pipelines ended): successfulTrials fired"],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 admitted pipelines ended"],
     ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipelines ended"],
     [
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
       "budget_exhausted",
-      "its cost budget is spent (9 of 24 planned pipelines ended (16 admitted), source not read to its end)"
+      "its cost budget is spent: 9 of 24 planned pipelines ended, 16 admitted; source not read to its end"
     ],
     [
       "stored more than this run admitted (an earlier run's): admitted counts the larger",
       { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
       "incomplete",
-      "stopped after it started (3 of 24 planned pipelines ended (4 admitted)): manual fired; resume continues it"
+      "stopped after it started: manual fired; 3 of 24 planned pipelines ended, 4 admitted; resume continues it"
+    ],
+    [
+      "every pipeline ended but over its budget",
+      { overBudget: ["cost $0.0013 of $0.0010, 30% over"] },
+      "budget_exhausted",
+      "every pipeline ended, but over its budget: cost $0.0013 of $0.0010, 30% over; it never counts as a best"
     ],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
@@ -95,6 +101,8 @@ describe("Study.settleTrial", () => {
       const settled = Study.settleTrial(facts(over), accuracy)
       assert.strictEqual(settled.status, status)
       assert.include(settled.reason, reason)
+      // the summary line prints it in parentheses: it never holds parentheses of its own
+      assert.notMatch(settled.reason, /[()]/)
       assert.strictEqual(Study.trialSucceeded(facts(over), accuracy), status === "succeeded")
       assert.strictEqual(Study.isEligible(settled.status), status === "succeeded")
       if (status !== "not_started") assert.notInclude(settled.reason, "never started")
@@ -490,7 +498,7 @@ describe("Study.run", () => {
         })
       const report = yield* Study.run(study, { control })
       assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "incomplete", "not_started"])
-      assert.strictEqual(report.trials[1]!.reason, "stopped after it started (started, no pipeline of it ran yet): SIGINT received; resume continues it")
+      assert.strictEqual(report.trials[1]!.reason, "stopped after it started: SIGINT received; no pipeline of it ran yet; resume continues it")
       assert.strictEqual(report.trials[2]!.reason, "never started: SIGINT received")
       assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
       assert.strictEqual(report.status, "stopped_with_results")
@@ -609,8 +617,8 @@ describe("Study.run", () => {
       const t = report.trials[0]!
       assert.strictEqual(t.status, "budget_exhausted")
       // 100 tokens a call: the second call started under the limit and took the trial past it
-      assert.deepStrictEqual(t.overshoot, ["tokens 200 of 150 (+33%)"])
-      assert.include(report.summary(), "over budget: tokens 200 of 150 (+33%)")
+      assert.deepStrictEqual(t.overshoot, ["tokens 200 of 150, 33% over"])
+      assert.include(report.summary(), "over budget: tokens 200 of 150, 33% over")
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
@@ -651,7 +659,7 @@ describe("Study.run", () => {
       // the second (last) call started at 100 tokens, under the limit, and ended at 200
       assert.strictEqual(t.usage.tokens, 200)
       assert.strictEqual(t.status, "budget_exhausted")
-      assert.include(t.reason, "over its budget: tokens 200 of 150 (+33%)")
+      assert.include(t.reason, "over its budget: tokens 200 of 150, 33% over; it never counts as a best")
       assert.deepStrictEqual(report.eligible, [])
       // it ran every pipeline: its metrics are complete, never shown as "partial:"
       assert.isUndefined(t.partialMetrics)

@@ -181,6 +181,28 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       assert.deepStrictEqual(v02.evidence.accuracy!.trials, ["p1-v02-r1"])
     }).pipe(Effect.provide(studyEnv("hand"))))
 
+  it.effect("every case alike (all right): the evidence says it is a tie and lists no arbitrary worst or best case (issue 16 leftovers)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ correct: [new Set(range(0, 40)), CAND], cases: 40 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const base = c.variants.find((v) => v.variantId === "v01")!.evidence.accuracy!
+      assert.deepStrictEqual(base.tie, { value: 1, cases: 40 })
+      assert.deepStrictEqual([base.worstCases, base.bestCases], [[], []])
+      // a variant with a worse case keeps its lists
+      const v02 = c.variants.find((v) => v.variantId === "v02")!.evidence.accuracy!
+      assert.isUndefined(v02.tie)
+      assert.strictEqual(v02.worstCases[0]!.value, 0)
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "    accuracy: all 40 cases have the value 1: a tie, no worst or best cases")
+      assert.notMatch(text, /accuracy worst: [^\n]* 1; /)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v01", { seed: 7 })
+      assert.deepStrictEqual(e.tie, { value: 1, cases: 40 })
+      const shown = StudyCompare.renderEvidence(e)
+      assert.include(shown, "worst and best cases: all 40 cases have the value 1: a tie, no worst or best cases")
+      assert.notInclude(shown, "worst cases:\n")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
   it.effect("analyse: the comparison of compare and the evidence of evidence, read without recomputing", () =>
     Effect.gen(function*() {
       const { input, study } = handMade({ correct: [BASE, CAND], cases: 40 })

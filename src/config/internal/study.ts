@@ -128,6 +128,12 @@ export interface Plan {
   readonly pipelines: number | null
   readonly tasksPerPipeline: number
   readonly maxModelCalls: number | null
+  /**
+   * The part of `maxModelCalls` made by `judge` tasks (since 0.10.0): an attempt of a judge
+   * makes 2 calls when its first answer needs a format repair, so `maxModelCalls` can exceed
+   * `maxTaskAttempts`; 0 without a judge, `null` when the cases cannot be counted.
+   */
+  readonly maxJudgeCalls?: number | null | undefined
   readonly maxTaskAttempts: number | null
   readonly tokens: { readonly min: number; readonly max: number } | null
   readonly costUsd: { readonly min: number; readonly max: number | null } | null
@@ -694,6 +700,8 @@ interface PipelineFigures {
   readonly tasks: number
   readonly callsMin: number
   readonly callsMax: number
+  /** the judge tasks' part of `callsMax` */
+  readonly judgeCallsMax: number
   readonly attemptsMax: number
   readonly tokensMin: number
   readonly tokensMax: number | null
@@ -721,6 +729,7 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
   let tasks = 0
   let callsMin = 0
   let callsMax = 0
+  let judgeCallsMax = 0
   let attemptsMax = 0
   let tokensMin = 0
   let tokensMax: number | null = 0
@@ -744,6 +753,7 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
       const once = control === undefined ? 1 : 0
       callsMin += once
       callsMax += max
+      if (isJudge) judgeCallsMax += max
       const prompt = isJudge ? judgePromptEstimate(t.parameters) : promptEstimate(t.parameters)
       tokensMin += once * prompt
       const maxTokens = t.parameters["maxTokens"]
@@ -764,7 +774,7 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
     }
   }
   visit(template.tasks, 1)
-  return { tasks, callsMin, callsMax, attemptsMax, tokensMin, tokensMax, promptTokensMax, completionTokensMax, pools }
+  return { tasks, callsMin, callsMax, judgeCallsMax, attemptsMax, tokensMin, tokensMax, promptTokensMax, completionTokensMax, pools }
 }
 
 /**
@@ -1266,6 +1276,10 @@ export const load = (
     })
     const maxTrials = doc.limits?.maxTrials ?? Study.DEFAULT_MAX_TRIALS
     const overTrials = trials > maxTrials
+    // over the trials cap, the plan is printed and refused: the variants are still expanded
+    // when they are few (no more experiments built than an allowed study builds); only more
+    // variants than the cap are planned from the baseline alone (truncated)
+    const unexpanded = overTrials && count > maxTrials
     if (!overTrials && count > Study.MAX_EXPANDED_VARIANTS) {
       // a raised maxTrials does not make assay build and check millions of experiments
       issues.push(issue(
@@ -1315,7 +1329,7 @@ export const load = (
         )
       })
     }
-    const variants = overTrials ? [baseline] : Study.expand(variables, { baselineIndex })
+    const variants = unexpanded ? [baseline] : Study.expand(variables, { baselineIndex })
     const experiments = new Map<string, Experiment>([[baseline.id, baselineExp.right]])
     // one problem shared by several variants is reported once, with the variants it concerns
     const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
@@ -1390,7 +1404,7 @@ export const load = (
       const missing = new Map<string, Array<string>>()
       // the variants were not expanded (too many): the baseline's calls, and each model
       // profile's model by its own price, its pool's resources or the table
-      if (overTrials) {
+      if (unexpanded) {
         const table = experiment.run.pricing as Pricing.PriceTable | undefined
         for (const m of models) {
           for (const [name, profile] of Object.entries(m.values)) {
@@ -1405,7 +1419,7 @@ export const load = (
           }
         }
       }
-      for (const v of overTrials ? [baseline] : variants) {
+      for (const v of unexpanded ? [baseline] : variants) {
         for (const c of pricedOf(v)) {
           if (c.price !== undefined) continue
           const what = `${c.model === undefined ? "a model not named (no model parameter, no resource options.model)" : `model ${c.model}`} (task ${c.task} on ${c.target})`
@@ -1448,9 +1462,10 @@ export const load = (
     const pipelinesPerTrial = casesPerTrial === null ? null : casesPerTrial * perCase
     const pipelines = pipelinesPerTrial === null ? null : trials * pipelinesPerTrial
     if (casesPerTrial === null && options.scanKeys !== "none") notes.push("the source cannot be counted cheaply (a jsonl file over 64 MiB without a limit): pipelines, calls and tokens are unknown")
-    if (overTrials) notes.push(`figures from the baseline variant times ${count} variants (the variants were not expanded: too many trials)`)
+    if (unexpanded) notes.push(`figures from the baseline variant times ${int(count)} variants: the variants were not expanded, ${int(count)} is above limits.maxTrials ${int(maxTrials)}`)
     const capacityOf = new Map<string, number>(experiment.pools.map((p) => [p.name, p.resources.reduce((n, r) => n + (r.capacity ?? 1), 0)]))
     let callsMax = 0
+    let judgeCallsMax = 0
     let attemptsMax = 0
     let tokensMin = 0
     let tokensMax: number | null = 0
@@ -1458,13 +1473,14 @@ export const load = (
     let costMax: number | null = 0
     const poolWork = new Map<string, { minMs: number | null; maxMs: number | null }>()
     let tasksPerPipeline = 0
-    const plannedVariants = overTrials ? [{ variant: baseline, weight: count }] : variants.map((v) => ({ variant: v, weight: 1 }))
+    const plannedVariants = unexpanded ? [{ variant: baseline, weight: count }] : variants.map((v) => ({ variant: v, weight: 1 }))
     for (const { variant, weight } of plannedVariants) {
       const f = figuresOf(experiments.get(variant.id)!, runConfig.maxHandoffs)
       tasksPerPipeline = Math.max(tasksPerPipeline, f.tasks)
       if (pipelinesPerTrial === null) continue
       const n = weight * repeats * pipelinesPerTrial
       callsMax += n * f.callsMax
+      judgeCallsMax += n * f.judgeCallsMax
       attemptsMax += n * f.attemptsMax
       tokensMin += n * f.tokensMin
       tokensMax = tokensMax === null || f.tokensMax === null ? null : tokensMax + n * f.tokensMax
@@ -1516,6 +1532,7 @@ export const load = (
     const timeMs = timeMin === null && timeMax === null ? null : { min: Math.round(timeMin ?? 0), max: timeMax === null ? null : Math.round(timeMax) }
     const maxModelCalls = pipelinesPerTrial === null ? null : callsMax
     const maxTaskAttempts = pipelinesPerTrial === null ? null : attemptsMax
+    const maxJudgeCalls = pipelinesPerTrial === null ? null : judgeCallsMax
 
     // caps
     const caps: Array<{ name: string; limit: number; planned: number }> = []
@@ -1543,6 +1560,7 @@ export const load = (
       pipelines,
       tasksPerPipeline,
       maxModelCalls,
+      maxJudgeCalls,
       maxTaskAttempts,
       tokens,
       costUsd,
@@ -1719,7 +1737,7 @@ export const load = (
           protocol: { experiment: experimentFile, digest: digestOfProtocol, parts },
           output: { root },
           variables,
-          variants: overTrials ? null : variants.map((v) => ({ id: v.id, assignment: v.assignment, digest: v.digest, isBaseline: v.isBaseline })),
+          variants: unexpanded ? null : variants.map((v) => ({ id: v.id, assignment: v.assignment, digest: v.digest, isBaseline: v.isBaseline })),
           baseline: { id: baseline.id, assignment: baseline.assignment },
           repeats,
           budget: budgetJson,
@@ -1758,20 +1776,31 @@ const human = (ms: number): string =>
  */
 export const planText = (plan: Plan): string => {
   const unknown = "unknown"
-  const lines = [
-    `variants:          ${int(plan.variants)}`,
-    `repeats:           ${plan.repeats}`,
-    `trials:            ${int(plan.trials)} (${int(plan.variants)} variant${plan.variants === 1 ? "" : "s"} x ${plan.repeats} repeat${plan.repeats === 1 ? "" : "s"})`,
-    `cases per trial:   ${plan.casesPerTrial === null ? unknown : int(plan.casesPerTrial)}`,
-    `pipelines:         ${plan.pipelines === null ? unknown : int(plan.pipelines)}`,
-    `tasks per pipeline: ${plan.tasksPerPipeline}`,
-    `max model calls:   ${plan.maxModelCalls === null ? unknown : int(plan.maxModelCalls)}`,
-    `max task attempts: ${plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)}`,
-    `tokens:            ${plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`}`,
-    `cost:              ${plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`}`,
-    `time:              ${plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`}`,
-    `concurrency:       ${Words.count(plan.concurrency.pipelines, "pipeline")}, ${Words.count(plan.concurrency.trials, "trial")} at once`
+  const judge = plan.maxJudgeCalls ?? 0
+  const rows: ReadonlyArray<readonly [string, string]> = [
+    ["variants", int(plan.variants)],
+    ["repeats", String(plan.repeats)],
+    ["trials", `${int(plan.trials)} (${int(plan.variants)} variant${plan.variants === 1 ? "" : "s"} x ${plan.repeats} repeat${plan.repeats === 1 ? "" : "s"})`],
+    ["cases per trial", plan.casesPerTrial === null ? unknown : int(plan.casesPerTrial)],
+    ["pipelines", plan.pipelines === null ? unknown : int(plan.pipelines)],
+    ["tasks per pipeline", String(plan.tasksPerPipeline)],
+    [
+      "max model calls",
+      plan.maxModelCalls === null
+        ? unknown
+        : `${int(plan.maxModelCalls)}${
+          judge === 0 ? "" : ` (${int(judge)} of them by judges: a judge attempt makes 2 calls when its answer needs a format repair)`
+        }`
+    ],
+    ["max task attempts", plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)],
+    ["tokens", plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`],
+    ["cost", plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`],
+    ["time", plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`],
+    ["concurrency", `${Words.count(plan.concurrency.pipelines, "pipeline")}, ${Words.count(plan.concurrency.trials, "trial")} at once`]
   ]
+  // one column for the values, after the longest label
+  const width = Math.max(...rows.map(([label]) => label.length)) + 2
+  const lines = rows.map(([label, value]) => `${`${label}:`.padEnd(width)}${value}`)
   for (const n of plan.notes) lines.push(`note: ${n}`)
   return lines.join("\n")
 }

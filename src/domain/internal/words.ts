@@ -102,3 +102,16 @@ export const SKIP_REASON_WORDS: Readonly<Record<string, string>> = {
   duplicate: "the same pipeline id came twice in this run: run once",
   succeeded: "already succeeded"
 }
+
+/**
+ * The warning every command prints for a `${VAR}` left unset in a definition file (`run`,
+ * `study plan`, `study run`, `validate -c STUDY`, a suite run): one wording, from this helper
+ * only, so that a plan and the run it plans say the same thing.
+ *
+ * @param u - the variable's name and the field path it was read at
+ * @returns the line (`warning: environment variable NAME is not set (at PATH); it expands to ""`)
+ * @since 0.10.0
+ * @category formatting
+ */
+export const unsetEnvWarning = (u: { readonly name: string; readonly path: string }): string =>
+  `warning: environment variable ${u.name} is not set (at ${u.path}); it expands to ""`

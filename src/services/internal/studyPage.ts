@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { fmt, type StudyComparison, versusText } from "../StudyCompare.js"
+import { fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -189,7 +189,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
       } <a class="muted" href="${e(json)}">every pipeline (JSON)</a></h4>
 <p class="muted">${e(x?.aggregation ?? "")}</p>
 <p>${noun(ev.trials.length, "trial")}: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
-<div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div></div>`
+${ev.tie === undefined ? `<div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div>` : `<p class="tie">${e(tieText(ev.tie))}</p>`}</div>`
     }).join("")
     return `<section class="variant-evidence"><h3><span class="mono">${e(v.variantId)}</span> <span class="muted">${e(assignmentText(v.assignment))}</span></h3>${blocks}</section>`
   }).join("")

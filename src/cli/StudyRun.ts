@@ -24,7 +24,8 @@
  * trial (`--trial`, `study confirm`) that did not succeed (said on stderr), or the store failed, or another process runs the study (one process per study root); **2** an
  * invalid study file or flag, a changed protocol without `--new-version`; **130** Ctrl-C (or
  * SIGTERM, SIGHUP) stopped the run — the study's `manual` stop of a signal, which settles the
- * study as stopped and prints `continue with: assay study resume FILE` — or the run was
+ * study as stopped and prints `continue with: assay study resume FILE` with the flags the run
+ * needs (`--output-root`, ...: see {@link resumeCommand}) — or the run was
  * interrupted without a stop condition firing. `assay study stop` (no signal) exits as its
  * settled status says. `stop`: 0 when the request was
  * written, 1 when no process runs the study. `versions`, `status`: 0, or 2 when the study file
@@ -56,6 +57,7 @@ import { Store } from "../services/Store.js"
 import * as Study from "../services/Study.js"
 import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { shellQuote } from "../services/internal/processRunner.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
 
@@ -213,6 +215,34 @@ export const namedOutcome = (
 }
 
 /**
+ * The command that continues a study run stopped by a signal or interrupted: `assay study
+ * resume FILE` with every flag of `args` the run needs to find and run the same trials again,
+ * as the user gave them (shell-quoted): `--output-root`, `--protocol-version`, each `--trial`,
+ * `--strict-env` and the call cache flags. `--new-version` is left out (the version it created
+ * is the file's now), and so are the printing flags (`--json`, `--quiet`).
+ *
+ * @param args the flags the run was given
+ * @returns one shell command line
+ * @since 0.10.0
+ * @category messages
+ */
+export const resumeCommand = (args: RunStudyArgs): string => {
+  const out: Array<string> = ["assay", "study", "resume", args.file]
+  if (Option.isSome(args.outputRoot)) out.push("--output-root", args.outputRoot.value)
+  if (args.version !== undefined && Option.isSome(args.version)) out.push("--protocol-version", String(args.version.value))
+  for (const t of args.trials) out.push("--trial", t)
+  if (args.strictEnv) out.push("--strict-env")
+  const c = args.cache
+  if (c !== undefined) {
+    if (c.cache) out.push("--cache")
+    if (Option.isSome(c.cacheMode)) out.push("--cache-mode", c.cacheMode.value)
+    if (Option.isSome(c.cacheDb)) out.push("--cache-db", c.cacheDb.value)
+    if (Option.isSome(c.cacheTtl)) out.push("--cache-ttl", c.cacheTtl.value)
+  }
+  return out.map(shellQuote).join(" ")
+}
+
+/**
  * `assay study run|resume FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -293,7 +323,7 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
     }
     if (report.status === "interrupted" || signalled) {
       yield* Console.error(
-        `${signalled ? "stopped by a signal; " : ""}continue with: assay study resume ${args.file}`
+        `${signalled ? "stopped by a signal; " : ""}continue with: ${resumeCommand(args)}`
       )
     }
     const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")

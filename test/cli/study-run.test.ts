@@ -6,7 +6,7 @@
  * checkpoint).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -407,6 +407,25 @@ describe("assay study status", () => {
     assert.isFalse(StudyRun.metricsCell({ ...running, state: "failed", pipelines: { ended: 40, planned: 40 } }).partial)
     // no metrics: nothing to call partial
     assert.deepStrictEqual(StudyRun.metricsCell({ ...running, metrics: {} }), { partial: false, text: "" })
+  })
+})
+
+describe("StudyRun.resumeCommand (the hint after Ctrl-C)", () => {
+  it("repeats the flags the run needs (output root, protocol version, trials, strict env, cache), quoted; not --new-version nor the printing flags", () => {
+    const base = { file: "study.yaml", resume: false, newVersion: true, outputRoot: Option.none(), trials: [], strictEnv: false, json: true, quiet: true }
+    assert.strictEqual(StudyRun.resumeCommand(base), "assay study resume study.yaml")
+    assert.strictEqual(
+      StudyRun.resumeCommand({
+        ...base,
+        file: "my study.yaml",
+        outputRoot: Option.some("runs-d"),
+        version: Option.some(2),
+        trials: ["p2-v01-r1", "p2-v03-r2"],
+        strictEnv: true,
+        cache: { cache: false, cacheMode: Option.some("readOnly"), cacheDb: Option.some("c.db"), cacheTtl: Option.none() }
+      }),
+      "assay study resume 'my study.yaml' --output-root runs-d --protocol-version 2 --trial p2-v01-r1 --trial p2-v03-r2 --strict-env --cache-mode readOnly --cache-db c.db"
+    )
   })
 })
 

@@ -386,7 +386,8 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
 
   it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>
     Effect.gen(function*() {
-      const s = yield* load(judged({
+      // a costUsd objective needs the judge's model priced (a profile's price prices its model only)
+      const file = judged({
         metrics: [
           { name: "spamShare", reducer: "rate", from: { output: "overall.answer" }, equals: 1 },
           { name: "quality", reducer: "mean", from: { metric: "judgeScores" } }
@@ -397,7 +398,10 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
           { metric: "judgeScore", direction: "maximize", hardConstraint: { op: ">=", value: 0.5 } }
         ],
         stop: [{ when: "metricThreshold", metric: "judgeScore", op: ">=", value: 5 }]
-      }))
+      })
+      const exp = path.join(path.dirname(file), "experiment.yaml")
+      fs.writeFileSync(exp, `pricing: { mock-judge: { inputPer1M: 1, outputPer1M: 2 } }\n${fs.readFileSync(exp, "utf8")}`)
+      const s = yield* load(file)
       const w = s.warnings.filter((x) => x.startsWith("warning: objectives") || x.startsWith("warning: stop") || x.startsWith("warning: metrics"))
       assert.deepStrictEqual(w, [
         "warning: objectives[0].hardConstraint: no value of \"spamShare\" can meet spamShare > 1 (a rate is a share of cases, from 0 to 1): every trial would break it and the study would have no candidate; loosen or remove the constraint",
@@ -603,6 +607,33 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       const s = yield* load(write(study({ budget: { perTrial: { calls: 7, time: "2 minutes" }, total: { tokens: 1000 } }, stop: [{ when: "budget", running: "cancel" }] })))
       assert.deepStrictEqual(s.budget, { perTrial: { calls: 7, timeMs: 120_000 }, total: { tokens: 1000 } })
       assert.deepStrictEqual(s.stop, [{ when: "budget", running: "cancel" }])
+    }))
+
+  it.effect("a model profile's price prices calls to the profile's model only: a judge on another model needs its own price for a costUsd budget", () =>
+    Effect.gen(function*() {
+      const profiles = {
+        small: { pool: "llm", model: "s-1", price: { promptPer1k: 0.001, completionPer1k: 0.002 } },
+        large: { pool: "llm", model: "l-1", price: { promptPer1k: 0.01, completionPer1k: 0.02 } }
+      }
+      const base = study()
+      const priced = study({
+        variables: base.variables.map((v: any) => v.name === "model" ? { ...v, values: profiles } : v),
+        budget: { perTrial: { costUsd: 0.5 } }
+      })
+      // a second model-calling task on a fixed model (as a judge is): not the variant's model
+      const judged = (over: Record<string, unknown> = {}) => {
+        const e = experiment(over) as any
+        e.pipeline.tasks.push({ use: "chat", name: "grade", options: { resource: "llm", model: "judge-m", maxTokens: 10, template: "Grade: {{text}}" } })
+        return e
+      }
+      const problems = yield* failure(write(priced, { "experiment.json": judged() }))
+      assert.strictEqual(problems.length, 1)
+      assert.include(problems[0]!, "budget.perTrial.costUsd: a cost in US dollars needs a price for every model the study can call; none for model judge-m (task grade on llm/a)")
+      assert.notInclude(problems[0]!, "model s-1")
+      // the judge's model priced by the experiment's table: loaded, the variant's dearest price is the judge's
+      const ok = yield* load(write(priced, { "experiment.json": judged({ pricing: { "judge-m": { inputPer1M: 5, outputPer1M: 50 } } }) }))
+      const small = ok.variants.find((v) => v.assignment["model"] === "small")!
+      assert.deepStrictEqual(ok.variantPrice(small.id), { promptPer1k: 0.005, completionPer1k: 0.05 })
     }))
 
   it.effect("run.store is refused; output.root is required (or --output-root)", () =>

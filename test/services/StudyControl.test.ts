@@ -255,6 +255,34 @@ describe("per-trial budgets", () => {
       assert.deepStrictEqual(attempts.map((a) => [a.model, a.tokensIn, a.tokensOut, a.costUsd]), [["m", 100, 50, 1], ["m", 100, 50, 1]])
     })).pipe(Effect.provide(env({ pricing: { m: { inputPer1M: 5000, outputPer1M: 10000 } } }))))
 
+  it.effect("a variant's model profile price prices calls to its model only: a judge's call on another model is priced by the table", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // the candidate's call (model cand) at the profile's price: 100 × 2.5/1000 + 50 × 5/1000
+      // = 0.5 USD; the judge's (model judge-m) at the table's: 100 × 5000/1e6 + 50 × 10000/1e6 = 1
+      const callOf = (name: string, model: string) =>
+        Task.make(name, { resource: "llm" }, (n: number, ctx) =>
+          Effect.scoped(Effect.gen(function*() {
+            const lease = yield* Effect.orDie(ctx.acquire())
+            yield* lease.report({ ok: true, model, requestedModel: model, usage: { tokens: 150, promptTokens: 100, completionTokens: 50 } })
+            return n
+          })))
+      const member = Suite.member("a", () => Pipeline.make("judged", callOf("answer", "cand"), callOf("grade", "judge-m")).map(numbers(1)), {
+        definitionDigest: "a",
+        poolAliases: { llm: "llm" },
+        variables: { model: { model: "cand", price: { promptPer1k: 2.5, completionPer1k: 5 } } }
+      })
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a"]), ledger)
+      yield* runStudy(yield* suiteOf([member]), handle)
+      const store = yield* Store
+      const attempts = yield* Effect.map(Stream.runCollect(store.streamAttempts({})), Chunk.toReadonlyArray)
+      assert.deepStrictEqual(
+        attempts.map((a) => [a.taskName, a.model, a.costUsd]).sort((x, y) => String(x[0]).localeCompare(String(y[0]))),
+        [["answer", "cand", 0.5], ["grade", "judge-m", 1]]
+      )
+      assert.strictEqual((yield* ledger.usage(["a"])).get("a")!.costUsd, 1.5)
+    })).pipe(Effect.provide(env({ pricing: { "judge-m": { inputPer1M: 5000, outputPer1M: 10000 } } }))))
+
   // a call that reports at its end (as a model call does): 0.5 USD after 10 s of work
   const lateReport = Task.make("call", { resource: "llm" }, (n: number, ctx) =>
     Effect.scoped(Effect.gen(function*() {

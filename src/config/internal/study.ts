@@ -778,19 +778,21 @@ const figuresOf = (experiment: Experiment, runMaxHandoffs: number): PipelineFigu
 }
 
 /**
- * The price of a variant's model calls: its model profile's `price` (the last model variable's),
- * or `null` when the study has no model variable or the profile has no price.
+ * The model profile of a variant whose price its calls to the profile's model take: the last
+ * model variable's (`model` the name sent, `price` or `null`), or `null` when the study has no
+ * model variable.
  */
 const priceOfVariant = (variables: ReadonlyArray<Study.Variable>, variant: Study.Variant) => {
-  let price: { readonly promptPer1k: number; readonly completionPer1k: number } | null = null
-  let any = false
+  let out: {
+    readonly model: string
+    readonly price: { readonly promptPer1k: number; readonly completionPer1k: number } | null
+  } | null = null
   for (const v of variables) {
     if (v.type !== "model") continue
-    any = true
     const profile = variant.values[v.name] as unknown as Study.ModelProfile
-    price = profile.price === undefined ? null : profile.price
+    out = { model: profile.model, price: profile.price === undefined ? null : profile.price }
   }
-  return any ? price : null
+  return out
 }
 
 /**
@@ -798,7 +800,8 @@ const priceOfVariant = (variables: ReadonlyArray<Study.Variable>, variant: Study
  * `Pricing` and `AttemptContext.priceReport`): a model-calling task (`chat`, `judge`) on one
  * resource of its pool, asking `model` (the task's `model` parameter, else the resource's
  * `options.model`); `price` the resource's own pricing, else the variant's model profile
- * `price`, else the experiment's `pricing` table for that model; `undefined`: no price.
+ * `price` when `model` is the profile's model (or no model is named: a judge on another model
+ * is not priced at the candidate's price), else the experiment's `pricing` table for that model; `undefined`: no price.
  */
 interface PricedCall {
   readonly task: string
@@ -810,12 +813,14 @@ interface PricedCall {
 /** The model calls of `experiment` with their prices (see {@link PricedCall}). */
 const pricedCalls = (
   experiment: Experiment,
-  profilePrice: { readonly promptPer1k: number; readonly completionPer1k: number } | null
+  variantProfile: ReturnType<typeof priceOfVariant>
 ): ReadonlyArray<PricedCall> => {
   const table = experiment.run.pricing as Pricing.PriceTable | undefined
-  const profile = profilePrice === null
-    ? undefined
-    : { inputPer1M: profilePrice.promptPer1k * 1000, outputPer1M: profilePrice.completionPer1k * 1000 }
+  const profilePrice = variantProfile?.price ?? null
+  const profileFor = (model: string | undefined) =>
+    profilePrice === null || (model !== undefined && model !== variantProfile!.model)
+      ? undefined
+      : { inputPer1M: profilePrice.promptPer1k * 1000, outputPer1M: profilePrice.completionPer1k * 1000 }
   const out: Array<PricedCall> = []
   const visit = (list: ReadonlyArray<Task.Any>) => {
     for (const t of list) {
@@ -830,7 +835,7 @@ const pricedCalls = (
       for (const r of resources) {
         const fromResource = (r.options as Record<string, unknown> | undefined)?.["model"]
         const model = asked ?? (typeof fromResource === "string" ? fromResource : undefined)
-        const price = Pricing.priceFor([model], undefined, r) ?? profile ?? Pricing.priceFor([model], table)
+        const price = Pricing.priceFor([model], undefined, r) ?? profileFor(model) ?? Pricing.priceFor([model], table)
         out.push({ task: t.name, target: `${pool}/${r.id}`, model, price })
       }
     }

@@ -103,13 +103,22 @@ const numberIn = (u: Readonly<Record<string, number>> | undefined, key: string):
 
 /**
  * A study variant's model price (its model profile's `price: { promptPer1k, completionPer1k }`,
- * USD per 1000 tokens, see `StudyControl.priceOf`) as a {@link Pricing.ModelPrice}.
+ * USD per 1000 tokens, see `StudyControl.priceOf`) as a {@link Pricing.ModelPrice}, for a call
+ * to that profile's `model` only: a call naming another model (a judge's, say) is not priced
+ * at the variant's price (`undefined`: the run's table or the server's cost prices it). A call
+ * that names no model at all takes the price of the first priced profile.
  */
-const variantPrice = (variables: Readonly<Record<string, Json>>): Pricing.ModelPrice | undefined => {
+const variantPrice = (
+  variables: Readonly<Record<string, Json>>,
+  models: ReadonlyArray<string | undefined>
+): Pricing.ModelPrice | undefined => {
+  const named = models.some((m) => m !== undefined)
   for (const v of Object.values(variables)) {
     if (v === null || typeof v !== "object" || Array.isArray(v)) continue
     const price = (v as { readonly price?: unknown }).price
     if (price === null || typeof price !== "object") continue
+    const model = (v as { readonly model?: unknown }).model
+    if (named && typeof model === "string" && !models.includes(model)) continue
     const { completionPer1k, promptPer1k } = price as Record<string, unknown>
     if (typeof promptPer1k === "number" && typeof completionPer1k === "number" && promptPer1k >= 0 && completionPer1k >= 0) {
       return { inputPer1M: promptPer1k * 1000, outputPer1M: completionPer1k * 1000 }
@@ -232,7 +241,7 @@ export class AttemptContext implements TaskContext {
   }
   /**
    * Prices one lease report (see `Pricing`: the resource's own pricing, then a study
-   * variant's model profile price, then the run's table, else the server's reported cost),
+   * variant's model profile price for a call to the profile's model, then the run's table, else the server's reported cost),
    * adds it to {@link usage}, and returns the report with `costUsd` the priced figure (what
    * a study's meter counts), or as it was when it carries no token usage.
    */
@@ -243,7 +252,7 @@ export class AttemptContext implements TaskContext {
     if (tokensIn === 0 && tokensOut === 0 && report.model === undefined) return report
     const models = [report.model, report.requestedModel]
     const own = Pricing.priceFor(models, undefined, lease.resource)
-    const variant = own === undefined ? variantPrice(this.variables) : undefined
+    const variant = own === undefined ? variantPrice(this.variables, models) : undefined
     const priced = own !== undefined
       ? { costUsd: Pricing.costOf(own, tokensIn, tokensOut), source: "pricing" as const }
       : variant !== undefined

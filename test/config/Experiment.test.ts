@@ -450,7 +450,7 @@ describe("Experiment loader: every problem at once", () => {
         "run.concurrency: Expected number, actual \"x\"",
         "pipeline.tasks[0].tasks: is empty: a fanout needs at least one task",
         "pools.apis.resources: a pool needs at least one resource",
-        "pools.gpus.algorithm.bogus: is unexpected, expected: \"base\"",
+        "pools.gpus.algorithm.bogus: unknown option \"bogus\" of algorithm backoff",
         "pools.gpus.resources[1].id: duplicate resource id \"a\" in pool \"gpus\" (also pools.gpus.resources[0])",
         "pipeline.tasks[1].tasks: is missing: a fanout runs the task entries listed under tasks",
         "pipeline.tasks[2].tasks[1].name: duplicate branch name \"x\" (also pipeline.tasks[2].tasks[0]): a fanout returns its branches' values by name",

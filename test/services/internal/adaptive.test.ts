@@ -74,10 +74,13 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(s.limit, 2)
   })
 
-  it("a 429 cuts the rate and the window by 0.7, and ends slow start", () => {
+  it("a 429 after an answer cuts the rate and the window by 0.7, and ends slow start", () => {
     const s = Aimd.initial(p, 64, 0)
     s.rate = 40
     s.limit = 20
+    // one answer in this epoch: the refusal measures something (a 429 before any answer does
+    // not end slow start: test/services/adaptive.stormStart.test.ts)
+    s.okInEpoch = 1
     Aimd.onReport(s, p, limited(500)) // less than `hold` since the start: no delivery estimate
     assert.approximately(s.rate, 28, 1e-9)
     assert.approximately(s.limit, 14, 1e-9)
@@ -309,6 +312,7 @@ describe("adaptive: the AIMD rules", () => {
   it("describe: strict JSON with the rate, the window, the phase and the last decrease and its reason", () => {
     const s = Aimd.initial(p, 64, 0)
     s.rate = 40
+    s.okInEpoch = 1
     Aimd.onReport(s, p, limited(2000))
     const d = Aimd.describe(s, p, 2000) as Record<string, unknown>
     assert.deepStrictEqual(d["lastDecrease"], { reason: "rate_limit", at: 2000 })

@@ -389,12 +389,7 @@ export const decrease = (
     s.limit = Math.max(1, s.limit * p.decrease)
     s.tokens = Math.min(s.tokens, 0)
     s.tokensAt = now
-    s.lastDecreaseAt = now
-    s.lastDecreaseReason = reason
-    s.decreases++
-    s.epochAt = now
-    s.okInEpoch = 0
-    return true
+    return recordCut(s, now, reason)
   }
   s.limitThresh = Math.max(1, s.limit * p.decrease)
   s.limit = s.limitThresh
@@ -420,6 +415,11 @@ export const decrease = (
   }
   // a latency cut is the window's business: the rate keeps its phase
   if (reason === "rate_limit") s.phase = "avoidance"
+  return recordCut(s, now, reason)
+}
+
+/** Records a cut made at `now` for `reason`: the last decrease, the count, a new epoch. Returns `true`. */
+const recordCut = (s: AimdState, now: number, reason: DecreaseReason): true => {
   s.lastDecreaseAt = now
   s.lastDecreaseReason = reason
   s.decreases++

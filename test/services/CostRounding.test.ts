@@ -109,6 +109,8 @@ describe("cost totals are rounded to 1e-9 USD where they leave the program", () 
           misses: 0,
           refreshed: 0,
           bypassed: 0,
+          write_failures: 0,
+          lookup_failures: 0,
           tokens_saved: { prompt_tokens: 20, completion_tokens: 2, total_tokens: 22 },
           cost_saved_usd: 0.002035
         })

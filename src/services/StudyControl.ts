@@ -25,29 +25,47 @@
  * - `timeMs`: wall time (Clock) while the trial is active: from its start in the window until
  *   every spec it submitted is done with in this run (or the run ends).
  *
- * **Budgets** (`budget.perTrial`, the same for every trial; no trial ever gets more): a start
- * gate. A trial whose figure reached its limit (`usage >= limit`) submits nothing more and
- * starts no more pipelines: its admitted pipelines that have not started are skipped (reason
- * `budget_exhausted`, left pending); pipelines already running finish. So a trial may use
- * exactly its budget: with `calls: N` and one call per pipeline, N pipelines run and the
- * N+1th is not started. `timeMs` is also a deadline: once reached, the trial's running
+ * **Budgets** (`budget.perTrial`, the same for every trial; no trial ever gets more): a gate
+ * on the trial's pipelines. A trial whose figure reached its limit (`usage >= limit`) submits
+ * nothing more and starts no more pipelines: its admitted pipelines that have not started are
+ * skipped (reason `budget_exhausted`, left pending); pipelines already running finish. So a
+ * trial may use exactly its budget: with `calls: N` and one call per pipeline, N pipelines run
+ * and the N+1th is not started. `timeMs` is also a deadline: once reached, the trial's running
  * pipelines are interrupted too (resumable).
  *
- * **Reservation** (since 0.9.0): tokens and dollars arrive when a call reports, so the gate
- * that starts a pipeline also reserves for the calls in flight: it refuses (the trial is then
- * `budget_exhausted`) when `usage + awaiting × perCall` reaches a `tokens` or `costUsd` limit,
- * where `perCall` is the trial's mean per reported call in this run (before its first report:
- * the trial's {@link CallEstimate} — a study file's plan gives one, see `Study.studyControl` —
- * else `perCallEstimate`, else nothing is reserved) and `awaiting` the calls its started
- * pipelines are still expected to make: `callsPerPipeline` (the estimate's, default 1) for each
- * pipeline in flight, less the calls each of them has reported (at most `callsPerPipeline` each;
- * at least the trial's leases still open). The bound: pipelines of `callsPerPipeline` calls
- * each whose calls cost at most `perCall` leave the trial under `limit + callsPerPipeline ×
- * perCall` (one pipeline's spend), whatever the concurrency — from the first wave on when the
- * estimate is at least the real cost per call, else once a call reported (before it, up to the
- * run's concurrency can start unreserved). Pipelines that make more calls than expected
- * (retries) can go further, by their extra calls.
- * `calls` needs no reservation: a call counts when its lease is acquired. Whatever ran, a
+ * **Pipelines' cost** (`tokens` and `costUsd`, since 0.11.0; issue 16, F1): tokens and dollars
+ * arrive when a call reports, so before the trial submits a pipeline (`MemberWindow.admit`) the
+ * gate projects what the pipelines it has not finished will still cost. `m` is the trial's
+ * **mean cost of an ended pipeline** (every pipeline the start gate started and whose fiber
+ * ended in this run, plus, on a resume, the pipelines stored ended with the usage recorded
+ * before: `TrialInput.endedBefore`); the projection is `usage + Σ over started pipelines not
+ * ended of max(0, m − what they reported so far) + m × (submitted, not yet started + 1)`:
+ *
+ * - it fits the limit (`<=`): the pipeline is submitted;
+ * - it does not, and the trial still has a pipeline submitted and not ended: **not now** (the
+ *   trial submits nothing this turn and is asked again when one of the suite's pipelines ends;
+ *   it is not exhausted);
+ * - it does not, and nothing of it is submitted or running: the trial is stopped
+ *   (`budget_exhausted`), its reason saying the figures (`has no room for another pipeline:
+ *   $0.000940 used of $0.00100; the next is estimated at $0.0000600, the mean of 15 ended
+ *   pipelines`).
+ *
+ * Before any pipeline of the trial ended, `m` is unknown: the trial runs **one pipeline at a
+ * time** until the first ends (no prior: a plan's estimate was shown wrong both ways, issue
+ * 16 F1). The start gate (`mayStartPipeline`) starts a submitted pipeline unless a figure is
+ * reached or, with nothing of the trial running, the projection of that one pipeline does not
+ * fit (it is then skipped, pending, and the trial stopped as above); it never waits (it holds
+ * a worker slot), so a pipeline submitted under an older, lower mean still starts.
+ *
+ * **The overshoot bound.** Let `m̂` be the mean when the trial's last pipeline was submitted
+ * and `O` the trial's pipelines submitted and not ended then (that one included; at most the
+ * runner's admitted pipelines, `maxAdmitted`). The projection fitted, so the trial's final
+ * usage is at most `limit + Σ over p in O of max(0, c_p − m̂)`, `c_p` being what pipeline `p`
+ * costs. Pipelines of equal cost never pass the limit; before the first one ended `O` holds
+ * one pipeline, so a budget smaller than one pipeline is passed by at most that pipeline's
+ * cost; in general the overshoot is at most `|O| × (c_max − m̂)`, less than `|O| × c_max` (with
+ * `|O|` up to the run's concurrency plus the admitted pipelines waiting for a worker).
+ * `calls` needs no projection: a call counts when its lease is acquired. Whatever ran, a
  * trial whose final usage is past a limit never settles `succeeded` (see `Study.settleTrial`).
  *
  * **Stop conditions**, evaluated when a trial ends, on each metric report, on usage, on the
@@ -74,6 +92,7 @@ import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
+import type * as Suite from "./Suite.js"
 import type { MemberWindow } from "./Suite.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -268,16 +287,28 @@ export interface TrialLedger {
 export interface TrialInput {
   readonly trialId: string
   readonly price?: ModelPrice | null | undefined
-  /** What one pipeline of the trial is expected to call and spend (since 0.9.0; see {@link CallEstimate}). */
+  /**
+   * What one pipeline of the trial is expected to call and spend (since 0.9.0; see
+   * {@link CallEstimate}).
+   *
+   * @deprecated since 0.11.0 the gate does not read it: before the trial's first pipeline
+   * ended it runs one pipeline at a time (module docs, "Pipelines' cost").
+   */
   readonly estimate?: CallEstimate | null | undefined
+  /**
+   * Its pipelines stored ended (succeeded or failed) by earlier runs, whose spend is in the
+   * usage the ledger recorded (since 0.11.0; default 0): on a resume, the mean cost of an ended
+   * pipeline starts from `recorded usage / endedBefore` (module docs).
+   */
+  readonly endedBefore?: number | undefined
 }
 
 /**
- * What a trial's pipelines are expected to spend, for the start gate's reservation (module
- * docs), each optional: `callsPerPipeline` (model calls one pipeline makes, default 1),
- * `tokens` and `costUsd` (US dollars) per call. A study file's plan gives one per variant
- * (`Study.StudyInput.callEstimate`); the tokens and cost per call are used until the trial's
- * first call reports, `callsPerPipeline` throughout.
+ * What a trial's pipelines are expected to spend, each optional: `callsPerPipeline` (model
+ * calls one pipeline makes, default 1), `tokens` and `costUsd` (US dollars) per call. A study
+ * file's plan gives one per variant (`Study.StudyInput.callEstimate`). Since 0.11.0 the
+ * budget gate does not use it (it measures the mean cost of the trial's ended pipelines; see
+ * the module docs).
  *
  * @since 0.9.0
  * @category models
@@ -324,9 +355,8 @@ export interface StudyControlInput {
  *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
  *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
  *   condition these already meet fires before any trial starts;
- * - `perCallEstimate` (since 0.9.0): the {@link CallEstimate} of a trial that gives none of its
- *   own (`TrialInput.estimate`): reserved for the calls in flight until the trial's first call
- *   reports (see the module docs' reservation).
+ * - `perCallEstimate` (since 0.9.0; deprecated, not read since 0.11.0): the
+ *   {@link CallEstimate} of a trial that gives none of its own.
  *
  * @since 0.6.0
  * @category models
@@ -338,6 +368,7 @@ export interface ControlOptions {
   readonly signals?: boolean | undefined
   readonly pollMs?: number | undefined
   readonly settled?: ReadonlyMap<string, boolean> | undefined
+  /** @deprecated since 0.11.0 not read (see {@link ControlOptions}). */
   readonly perCallEstimate?: CallEstimate | undefined
 }
 
@@ -362,6 +393,8 @@ export interface UsageMeter {
  * - `fired`: the stop condition that fired, if any;
  * - `trialUsage`: every trial's usage (recorded before this run + this run);
  * - `exhausted`: the trials whose budget was reached, with the first figure reached;
+ * - `exhaustedNotes` (since 0.11.0): for the same trials, why in words with the figures
+ *   (`is spent: $0.0010 used of $0.0010`, `has no room for another pipeline: ...`);
  * - `requestStop(running, reason)`: a manual stop from code;
  * - `reportMetric(id, name, value)`: a trial's metric (e.g. an evaluator's member-scoped
  *   metric), for `metricThreshold`;
@@ -377,6 +410,7 @@ export interface StudyControlHandle {
   readonly fired: Effect.Effect<StopFired | null>
   readonly trialUsage: Effect.Effect<ReadonlyMap<string, TrialUsage>>
   readonly exhausted: Effect.Effect<ReadonlyMap<string, BudgetFigure>>
+  readonly exhaustedNotes: Effect.Effect<ReadonlyMap<string, string>>
   readonly requestStop: (running: StopRunning, reason: string) => Effect.Effect<void>
   readonly reportMetric: (trialId: string, name: string, value: number) => Effect.Effect<void>
   readonly finish: Effect.Effect<void, StoreUnavailable>
@@ -583,6 +617,8 @@ interface Trial {
   /** Specs submitted and not yet done with. */
   outstanding: number
   exhausted: BudgetFigure | null
+  /** Why it is exhausted, with the figures (see `exhaustedNotes`). */
+  note: string | null
   /** Completed (with the reason) when its running pipelines must be interrupted. */
   readonly cancel: Deferred.Deferred<string>
   /** Its time budget ran out (`cancel` completed). */
@@ -603,28 +639,31 @@ interface Trial {
   readonly perPipeline: Map<string, Map<string, number>>
   /** Pipelines the start gate started in this run that have not ended. */
   inFlight: number
-  /** The calls each of its pipelines is expected to make (the estimate's `callsPerPipeline`, ≥ 1). */
-  readonly callsPerPipeline: number
-  /** Tokens and dollars per call before the first report (the estimate's). */
-  readonly estimate: CallEstimate | undefined
-  /** Open leases → the pipeline holding them (when the holder said). */
+  /** Leases acquired → the pipeline holding them (when the holder said), until it ends. */
   readonly leasePipeline: Map<string, string>
-  /** Pipelines in flight that reported → their reported calls. */
-  readonly pipelineCalls: Map<string, number>
-  /** Σ over pipelines in flight of min(callsPerPipeline, calls reported): calls no longer awaited. */
-  covered: number
-  /** Leases of this run that reported (the mean per call divides by it). */
-  reportedCalls: number
+  /** Pipelines started in this run and not ended that acquired a lease → their leases. */
+  readonly pipelineLeases: Map<string, Array<string>>
+  /** Pipelines started in this run and not ended that reported → what they reported so far. */
+  readonly pipelineSpend: Map<string, { tokens: number; costUsd: number }>
+  /** Pipelines ended: stored before this run (`endedBefore`) and started and ended in this run. */
+  ended: number
+  /** What the pipelines that ended in this run reported (plus reports no pipeline claimed). */
+  readonly endedSpend: { tokens: number; costUsd: number }
+  /** Stored ended before this run (their spend is in `base`). */
+  readonly endedBefore: number
 }
 
 const refuse = (path: string, message: string): ConfigError =>
   new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
-/** An estimate's calls per pipeline: a whole number ≥ 1 (default 1). */
-const callsOf = (e: CallEstimate | null | undefined): number => {
-  const n = e?.callsPerPipeline
-  return n === undefined || !Number.isFinite(n) || n < 1 ? 1 : Math.ceil(n)
-}
+/** A count: a whole number ≥ 0, else 0. */
+const wholeOrZero = (n: number | undefined): number => n !== undefined && Number.isInteger(n) && n > 0 ? n : 0
+
+/**
+ * Dollars in words for a budget's reason: 4 decimals from $0.10 on, else 3 significant digits
+ * (`$0.00102 used of $0.00100`: 4 decimals would read `$0.0010 of $0.0010`).
+ */
+const usd = (v: number): string => v === 0 ? "$0" : v >= 0.1 ? `$${v.toFixed(4)}` : `$${v.toPrecision(3)}`
 
 const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
 
@@ -759,6 +798,7 @@ export const control = (
         submittedAll: false,
         outstanding: 0,
         exhausted: null,
+        note: null,
         cancel: yield* Deferred.make<string>(),
         timeUp: false,
         succeeded: false,
@@ -769,12 +809,12 @@ export const control = (
         stored: new Map(),
         perPipeline: new Map(),
         inFlight: 0,
-        callsPerPipeline: callsOf(t.estimate ?? options.perCallEstimate),
-        estimate: t.estimate ?? options.perCallEstimate,
         leasePipeline: new Map(),
-        pipelineCalls: new Map(),
-        covered: 0,
-        reportedCalls: 0
+        pipelineLeases: new Map(),
+        pipelineSpend: new Map(),
+        endedBefore: wholeOrZero(t.endedBefore),
+        ended: wholeOrZero(t.endedBefore),
+        endedSpend: { tokens: 0, costUsd: 0 }
       })
     }
     for (const [id, succeeded] of options.settled ?? []) {
@@ -807,37 +847,97 @@ export const control = (
     const closeLeases = (t: Trial): void => {
       t.delta.calls += t.openLeases.size
       t.openLeases.clear()
-      t.leasePipeline.clear()
     }
     /** Checks the trial's budget now: records the first figure reached; time also cancels. */
     const checkBudget = (t: Trial, at: number): void => {
       accrue(t, at)
       const usage = usageOf(t)
-      if (t.exhausted === null) t.exhausted = reached(usage, perTrial) ?? null
+      if (t.exhausted === null) {
+        const f = reached(usage, perTrial)
+        if (f !== undefined) {
+          t.exhausted = f
+          const value = (v: number) => f === "costUsd" ? usd(v) : figureValue(f, v)
+          t.note = `is spent: ${value(usage[f])} used of ${value(perTrial[f]!)}`
+        }
+      }
       if (!t.timeUp && perTrial.timeMs !== undefined && usage.timeMs >= perTrial.timeMs) {
         t.timeUp = true
         Deferred.unsafeDone(t.cancel, Exit.succeed(BUDGET_EXHAUSTED))
       }
     }
-    /**
-     * The start gate's check with the reservation for the calls in flight (module docs):
-     * records the figure it would reach (the trial is then exhausted).
-     */
-    const reserve = (t: Trial, at: number): void => {
-      checkBudget(t, at)
-      if (t.exhausted !== null) return
-      const awaiting = Math.max(t.openLeases.size, t.inFlight * t.callsPerPipeline - t.covered)
-      if (awaiting <= 0) return
-      const perCall = (f: "tokens" | "costUsd"): number =>
-        t.reportedCalls > 0 ? t.live[f] / t.reportedCalls : t.estimate?.[f] ?? 0
-      const usage = usageOf(t)
-      const projected: TrialUsage = {
-        ...usage,
-        tokens: usage.tokens + awaiting * perCall("tokens"),
-        costUsd: usage.costUsd + awaiting * perCall("costUsd")
+    const projected = perTrial.tokens !== undefined || perTrial.costUsd !== undefined
+    /** The mean tokens and dollars of an ended pipeline of the trial (`undefined`: none ended yet). */
+    const pipelineMean = (t: Trial): { readonly tokens: number; readonly costUsd: number } | undefined => {
+      if (t.ended === 0) return undefined
+      const before = t.endedBefore > 0 ? t.base : emptyUsage
+      return {
+        tokens: (before.tokens + t.endedSpend.tokens) / t.ended,
+        costUsd: (before.costUsd + t.endedSpend.costUsd) / t.ended
       }
-      const f = reached(projected, { tokens: perTrial.tokens, costUsd: perTrial.costUsd })
-      if (f !== undefined) t.exhausted = f
+    }
+    /**
+     * The first of `tokens` / `costUsd` that the projection with `more` pipelines more at the
+     * mean `m` would pass (module docs, "Pipelines' cost"), with the note saying so.
+     */
+    const wouldPass = (
+      t: Trial,
+      m: { readonly tokens: number; readonly costUsd: number },
+      more: number
+    ): { readonly figure: BudgetFigure; readonly note: string } | undefined => {
+      const usage = usageOf(t)
+      // started pipelines not ended: those that reported reserve what is left of the mean
+      let reserved = { tokens: 0, costUsd: 0 }
+      for (const spent of t.pipelineSpend.values()) {
+        reserved = {
+          tokens: reserved.tokens + Math.max(0, m.tokens - spent.tokens),
+          costUsd: reserved.costUsd + Math.max(0, m.costUsd - spent.costUsd)
+        }
+      }
+      const silent = Math.max(0, t.inFlight - t.pipelineSpend.size) + more
+      for (const f of ["tokens", "costUsd"] as const) {
+        const limit = perTrial[f]
+        if (limit === undefined) continue
+        const total = usage[f] + reserved[f] + silent * m[f]
+        if (total > limit + 1e-9 * Math.max(1, limit)) {
+          const mean = f === "costUsd" ? usd(m[f]) : String(Math.round(m[f]))
+          return {
+            figure: f,
+            note: `has no room for another pipeline: ${f === "costUsd" ? usd(usage[f]) : usage[f]} used of ${
+              f === "costUsd" ? usd(limit) : limit
+            }; the next is estimated at ${mean}, the mean of ${t.ended} ended pipeline${t.ended === 1 ? "" : "s"}` +
+              (t.inFlight > 0 ? ` (${t.inFlight} still running)` : "")
+          }
+        }
+      }
+      return undefined
+    }
+    /** What the trial's next submission gets (module docs, "Pipelines' cost"). */
+    const admission = (t: Trial, at: number): Suite.Admission => {
+      checkBudget(t, at)
+      if (t.exhausted !== null) return "refuse"
+      if (!projected) return "admit"
+      const m = pipelineMean(t)
+      // before a pipeline ended: one at a time
+      if (m === undefined) return t.outstanding > 0 ? "wait" : "admit"
+      const queued = Math.max(0, t.outstanding - t.inFlight)
+      const pass = wouldPass(t, m, queued + 1)
+      if (pass === undefined) return "admit"
+      if (t.outstanding > 0) return "wait"
+      t.exhausted = pass.figure
+      t.note = pass.note
+      return "refuse"
+    }
+    /** The start gate: a figure reached, or nothing running and this pipeline does not fit. */
+    const startable = (t: Trial, at: number): boolean => {
+      checkBudget(t, at)
+      if (t.exhausted !== null) return false
+      if (!projected || t.inFlight > 0) return true
+      const m = pipelineMean(t)
+      const pass = m === undefined ? undefined : wouldPass(t, m, 1)
+      if (pass === undefined) return true
+      t.exhausted = pass.figure
+      t.note = pass.note
+      return false
     }
     const maybeEnd = (t: Trial): void => {
       if (t.phase !== "active" || !t.submittedAll || t.outstanding > 0) return
@@ -1051,27 +1151,33 @@ export const control = (
           Effect.sync(() => {
             t.live.calls++
             t.openLeases.add(leaseId)
-            if (pipelineId !== undefined && pipelineId !== "") t.leasePipeline.set(leaseId, pipelineId)
+            if (pipelineId !== undefined && pipelineId !== "") {
+              t.leasePipeline.set(leaseId, pipelineId)
+              const leases = t.pipelineLeases.get(pipelineId)
+              if (leases === undefined) t.pipelineLeases.set(pipelineId, [leaseId])
+              else leases.push(leaseId)
+            }
             if (watchTotal) wake()
           }),
         reported: (leaseId, report) =>
           Effect.suspend(() => {
             const calls = t.openLeases.delete(leaseId) ? 1 : 0
-            if (calls === 1) {
-              t.reportedCalls++
-              const pid = t.leasePipeline.get(leaseId)
-              t.leasePipeline.delete(leaseId)
-              if (pid === undefined) t.covered = Math.min(t.covered + 1, t.inFlight * t.callsPerPipeline)
-              else {
-                const n = t.pipelineCalls.get(pid) ?? 0
-                if (n < t.callsPerPipeline) t.covered++
-                t.pipelineCalls.set(pid, n + 1)
-              }
-            }
             const { costUsd, tokens, unpriced } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
             t.live.tokens += tokens
             t.live.costUsd = roundUsd(t.live.costUsd + costUsd)
+            // the pipeline's spend so far (the mean of ended pipelines counts it at its end); a
+            // report no running pipeline claims counts as spent by an ended one (a higher mean)
+            const pid = t.leasePipeline.get(leaseId)
+            if (pid === undefined) {
+              t.endedSpend.tokens += tokens
+              t.endedSpend.costUsd += costUsd
+            } else {
+              let spent = t.pipelineSpend.get(pid)
+              if (spent === undefined) t.pipelineSpend.set(pid, spent = { tokens: 0, costUsd: 0 })
+              spent.tokens += tokens
+              spent.costUsd += costUsd
+            }
             if (unpriced > 0) t.live.unpriced = (t.live.unpriced ?? 0) + unpriced
             if (watchTotal) wake()
             // written through, before the task goes on (so before its checkpoint): a call the
@@ -1121,15 +1227,20 @@ export const control = (
           checkBudget(t, now())
           return t.exhausted === null
         }),
-      // the runner's start gate: the budget with the reservation for the calls in flight
+      // the runner's start gate: a figure reached, or nothing running and this pipeline does not fit
       mayStartPipeline: (id) =>
         Effect.sync(() => {
           const t = trials.get(id)
           if (t === undefined) return true
-          reserve(t, now())
-          if (t.exhausted !== null) return false
+          if (!startable(t, now())) return false
           t.inFlight++
           return true
+        }),
+      // what the trial's next submission gets: now, not now, or never (module docs)
+      admit: (id) =>
+        Effect.sync(() => {
+          const t = trials.get(id)
+          return t === undefined ? "admit" : admission(t, now())
         }),
       observe: {
         attach: (stop) =>
@@ -1186,12 +1297,16 @@ export const control = (
           const t = trials.get(id)
           if (t === undefined) return
           t.inFlight = Math.max(0, t.inFlight - 1)
-          const n = pipelineId === undefined ? undefined : t.pipelineCalls.get(pipelineId)
-          if (n !== undefined) {
-            t.pipelineCalls.delete(pipelineId!)
-            t.covered -= Math.min(n, t.callsPerPipeline)
-          } else if (pipelineId === undefined) t.covered -= Math.min(1, t.covered) // no id: as one call
-          t.covered = Math.max(0, Math.min(t.covered, t.inFlight * t.callsPerPipeline))
+          t.ended++
+          if (pipelineId === undefined) return
+          const spent = t.pipelineSpend.get(pipelineId)
+          if (spent !== undefined) {
+            t.endedSpend.tokens += spent.tokens
+            t.endedSpend.costUsd += spent.costUsd
+            t.pipelineSpend.delete(pipelineId)
+          }
+          for (const lease of t.pipelineLeases.get(pipelineId) ?? []) t.leasePipeline.delete(lease)
+          t.pipelineLeases.delete(pipelineId)
         },
         cancelled: (id) => {
           const t = trials.get(id)
@@ -1217,6 +1332,11 @@ export const control = (
       exhausted: Effect.sync(() => {
         const out = new Map<string, BudgetFigure>()
         for (const t of trials.values()) if (t.exhausted !== null) out.set(t.id, t.exhausted)
+        return out
+      }),
+      exhaustedNotes: Effect.sync(() => {
+        const out = new Map<string, string>()
+        for (const t of trials.values()) if (t.exhausted !== null && t.note !== null) out.set(t.id, t.note)
         return out
       }),
       requestStop: (running, reason) => fire(manual, reason, running),

@@ -405,6 +405,14 @@ export interface MemberFacts {
  * - `mayStartPipeline(id)` (optional, since 0.9.0): asked instead of `mayAdmit` by the runner's
  *   start gate; `true` means the pipeline starts now (a window may count it in flight until
  *   `WindowObserver.pipelineEnded`), `false` skips it as `mayAdmit` does;
+ * - `admit(id)` (optional, since 0.11.0): asked instead of `mayAdmit` before each spec the
+ *   member submits, once the member's source gave that spec (a source with nothing left ends
+ *   the member as read to its end, unasked), with three answers ({@link Admission}): `admit`;
+ *   `refuse` (as `mayAdmit` false; the spec is not submitted); `wait`: not now, the spec is kept
+ *   for the member's next turn (it is not ended) and is asked again then, and when no member submitted anything the stream waits for one of
+ *   the run's pipelines to settle first. A window says `wait` only while the member has a
+ *   submitted spec not settled (else nothing would wake it). Without the runner's settle counts
+ *   (`pipelines` alone) `wait` submits the spec;
  * - `observe`: optional hooks for the window's owner (a study's control): see
  *   {@link WindowObserver}.
  *
@@ -416,8 +424,19 @@ export interface MemberWindow {
   readonly mayStart: (experimentId: string) => Effect.Effect<boolean>
   readonly mayAdmit: (experimentId: string) => Effect.Effect<boolean>
   readonly mayStartPipeline?: ((experimentId: string) => Effect.Effect<boolean>) | undefined
+  readonly admit?: ((experimentId: string) => Effect.Effect<Admission>) | undefined
   readonly observe?: WindowObserver | undefined
 }
+
+/**
+ * A {@link MemberWindow}'s answer before a member submits its next spec: `admit` it now,
+ * `wait` (not now: asked again later, the member goes on) or `refuse` (the member submits
+ * nothing more: `MemberFacts.admitRefused`).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export type Admission = "admit" | "wait" | "refuse"
 
 /**
  * What the owner of a {@link MemberWindow} is told of, and plugs in (each optional):
@@ -869,12 +888,15 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
         while (active.length > 0) {
           const out: Array<S> = []
           const turn = turnOf(active.length)
+          // taken before any member is asked: a settle while they are asked is not missed
+          const settledSince = occupancy?.changed()
+          let held = false
           // wide turns sweep back and forth: the members of the last turns (still cached) go first
           const order = turn > 1 && (backward = !backward) ? active.slice().reverse() : active
           for (const lane of order) {
             for (let k = 0; k < turn && !lane.ended; k++) {
               if (totalLimit !== undefined && total >= totalLimit) break
-              if (window !== undefined && !(yield* window.mayAdmit(lane.member.id))) {
+              if (window !== undefined && window.admit === undefined && !(yield* window.mayAdmit(lane.member.id))) {
                 lane.facts.admitRefused = true
                 yield* end(lane, {})
                 break
@@ -886,6 +908,22 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
               }
               const spec = yield* take(lane)
               if (spec === undefined) break
+              // `admit` is asked once the member has a next spec (a source read to its end says
+              // so, whatever its budget): refused, the spec is dropped; not now, it is put back
+              if (window?.admit !== undefined) {
+                const answer = yield* window.admit(lane.member.id)
+                if (answer === "refuse") {
+                  lane.facts.admitRefused = true
+                  yield* end(lane, {})
+                  break
+                }
+                // (nothing wakes a wait without the runner's settle counts: then it is submitted)
+                if (answer === "wait" && settledSince !== undefined) {
+                  lane.index--
+                  held = true
+                  break
+                }
+              }
               out.push(tagSpec(spec, {
                 suiteId: suite.id,
                 experimentId: lane.member.id,
@@ -908,8 +946,12 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
             waiting.length = 0
           }
           active = active.filter((l) => !l.ended)
+          const before = started.length
           yield* fill
           if (out.length > 0) return Chunk.unsafeFromArray(out)
+          // every member still going said "not now" (and none started): wait for a pipeline of
+          // the run to settle
+          if (held && settledSince !== undefined && started.length === before) yield* settledSince
         }
       }
       return yield* Effect.fail(Option.none())

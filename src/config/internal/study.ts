@@ -250,8 +250,9 @@ export interface LoadedStudy {
    * tokens (the prompt estimated from the task's own text, 4 characters a token, plus the
    * declared `maxTokens`; the mean over the calls the plan counts) and the cost in US dollars
    * (those tokens at the dearest input and output price of the variant's calls; absent when a
-   * call has no price). `null`: the variant makes no model call. What the study's control
-   * reserves for a trial's first wave (`StudyControl.CallEstimate`).
+   * call has no price). `null`: the variant makes no model call. Since 0.11.0 the study's
+   * control does not read it (`StudyControl`'s module docs: a trial runs one pipeline at a time
+   * until the first ended); kept for `StudyInput.callEstimate`.
    */
   readonly callEstimate: (variantId: string) => {
     readonly callsPerPipeline: number

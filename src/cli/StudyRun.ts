@@ -424,10 +424,12 @@ export const progressText = (
  * A trial's metrics cell in `assay study status`: `k=v` pairs, prefixed `partial: ` when they
  * are partial, the rule of a run's report (`TrialReport.partialMetrics`): the trial has not
  * succeeded and not every planned pipeline of it ended (it is running, ended early, or was
- * interrupted), so its figures cover only some of its pipelines (those of an earlier
- * settlement, or pipelines whose tasks reported before they ended), never a result.
+ * interrupted), so its figures cover only some of its pipelines (its succeeded ones, as of its
+ * last settlement), never a result. With `pipelines.succeeded` the prefix counts them:
+ * `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0).
  *
- * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`)
+ * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`,
+ *   `succeeded`)
  * @returns `partial` and the cell's `text` (empty without metrics)
  * @since 0.10.0
  * @category commands
@@ -436,14 +438,21 @@ export const metricsCell = (
   t: {
     readonly state: string
     readonly metrics: Readonly<Record<string, number>> | null | undefined
-    readonly pipelines: { readonly ended: number; readonly planned?: number | null | undefined }
+    readonly pipelines: {
+      readonly ended: number
+      readonly planned?: number | null | undefined
+      readonly succeeded?: number | undefined
+    }
   }
 ): { readonly partial: boolean; readonly text: string } => {
   const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
   const planned = t.pipelines.planned
   const complete = planned !== null && planned !== undefined && t.pipelines.ended >= planned
   const partial = pairs !== "" && t.state !== "succeeded" && !complete
-  return { partial, text: partial ? `partial: ${pairs}` : pairs }
+  const label = Study.partialLabel(
+    t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned }
+  )
+  return { partial, text: partial ? `${label}: ${pairs}` : pairs }
 }
 
 /**
@@ -475,6 +484,8 @@ export const status = (
       const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
       const pipelines = {
         ended: (p.succeeded ?? 0) + (p.failed ?? 0),
+        // what its pipeline-level metrics cover (a partial trial's cell counts them)
+        succeeded: p.succeeded ?? 0,
         // admitted and not ended: running or waiting for a worker slot (the store does not say which)
         admitted: p.running ?? 0,
         /** @deprecated the same figure as `admitted` (it never meant "running"): kept for JSON readers */

@@ -52,6 +52,7 @@
 import { formatCost } from "./internal/money.js"
 import { Clock, Deferred, Effect, Option, type Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import type { PipelineId } from "../domain/Ids.js"
 import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
@@ -187,9 +188,11 @@ export interface StudyInput {
   /**
    * What one pipeline of a variant is expected to call and spend (since 0.9.0): the model
    * calls it makes and the tokens and dollars per call, from the plan (a study file gives the
-   * declared `maxTokens` and the prompt estimate, priced at the dearest of its calls); the
-   * start gate reserves it for a trial's first wave (`StudyControl.CallEstimate`). `null` or
-   * absent: none (nothing reserved before the trial's first call reports).
+   * declared `maxTokens` and the prompt estimate, priced at the dearest of its calls).
+   *
+   * @deprecated since 0.11.0 the budget gate does not read it (a trial runs one pipeline at a
+   * time until its first ended, then by the mean cost of its ended pipelines: see
+   * `StudyControl`'s module docs).
    */
   readonly callEstimate?: ((variantId: string) => StudyControl.CallEstimate | null) | undefined
   /**
@@ -234,6 +237,11 @@ export interface StudyControlHandle {
   readonly window?: Suite.MemberWindow | undefined
   readonly fired: Effect.Effect<StopFired | null>
   readonly exhausted: Effect.Effect<ReadonlyMap<string, string>>
+  /**
+   * Why each of those trials' budget stopped it, with the figures (since 0.11.0;
+   * `StudyControl.StudyControlHandle.exhaustedNotes`): the settlement's reason says it.
+   */
+  readonly exhaustedNotes?: Effect.Effect<ReadonlyMap<string, string>> | undefined
   /** The run is over: the control's last evaluation and usage write (before settling). */
   readonly finish?: Effect.Effect<void, StoreUnavailable> | undefined
 }
@@ -346,13 +354,22 @@ export const studyControl = (
           stop: null
         }, study.objectives)
       }).pipe(Effect.catchTag("ConfigError", () => Effect.succeed(false)))
+    // a tokens or dollars budget projects by the mean cost of a trial's ended pipelines: on a
+    // resume, those stored ended count (their spend is in the recorded usage)
+    const perTrial = study.budget?.perTrial ?? {}
+    const endedBefore = perTrial.tokens === undefined && perTrial.costUsd === undefined
+      ? new Map<string, ByState>()
+      : yield* trialStates(study.id, trials.map((t) => t.trialId)).pipe(Effect.provideService(SuiteCatalog, suiteCatalog))
     return yield* StudyControl.control(
       {
-        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => ({
-          trialId: t.trialId,
-          price: priceOf(study, t),
-          estimate: study.callEstimate?.(t.variant.id) ?? null
-        })),
+        trials: [...trials, ...settled.map((s) => s.trial)].map((t) => {
+          const st = endedBefore.get(t.trialId)
+          return {
+            trialId: t.trialId,
+            price: priceOf(study, t),
+            ...(st === undefined ? {} : { endedBefore: st.succeeded + st.failed })
+          }
+        }),
         budget: study.budget ?? { perTrial: {}, total: {} },
         stop: study.stop
       },
@@ -405,6 +422,12 @@ export interface TrialFacts {
   readonly started?: boolean | undefined
   readonly planned?: number | null | undefined
   readonly overBudget?: ReadonlyArray<string> | undefined
+  /**
+   * Why its budget stopped it, with the figures (since 0.11.0; the control's
+   * `exhaustedNotes`: `is spent: $0.0010 used of $0.0010`, `has no room for another pipeline:
+   * ...`): the reason reads `its cost budget NOTE: PROGRESS`.
+   */
+  readonly budgetNote?: string | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -525,7 +548,11 @@ export const settleTrial = (
     : `${progressOf(ended, Math.max(f.admitted, stored), f.planned ?? null)}${f.sourceExhausted ? "" : "; source not read to its end"}`
   if (f.budgetSpent !== null) {
     const figure = f.budgetSpent as StudyControl.BudgetFigure
-    return { status: "budget_exhausted", reason: `its ${StudyControl.figureWord(figure)} budget is spent: ${progress}` }
+    const word = StudyControl.figureWord(figure)
+    const reason = f.budgetNote === undefined || f.budgetNote === ""
+      ? `its ${word} budget is spent: ${progress}`
+      : `its ${word} budget ${f.budgetNote}; ${progress}`
+    return { status: "budget_exhausted", reason }
   }
   if (nothing && f.started !== true) {
     return {
@@ -651,6 +678,12 @@ export interface TrialReport {
    */
   readonly partialMetrics?: boolean | undefined
   /**
+   * With `partialMetrics`: the pipelines its pipeline-level metrics cover (since 0.11.0), its
+   * `succeeded` pipelines (a metric a task reported in a pipeline that did not succeed is left
+   * out), of the `planned` ones (`null`: unknown). The text says `partial (2 of 40 pipelines)`.
+   */
+  readonly metricsOver?: { readonly succeeded: number; readonly planned: number | null } | undefined
+  /**
    * The per-trial budget figures its usage went past, in words (`cost $0.0013 of $0.0010,
    * 30% over`): a budget is a start gate, so pipelines running when it was reached finish.
    */
@@ -694,6 +727,22 @@ const formatUsage = (u: TrialUsage): string =>
 const formatMetrics = (m: Readonly<Record<string, number>>): string =>
   Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
 
+/**
+ * The label of partial metrics: `partial (2 of 40 pipelines)` (their succeeded pipelines, of
+ * the planned ones; `partial (2 pipelines)` when the plan does not say), `partial` without the count.
+ *
+ * @param over the pipelines they cover (`TrialReport.metricsOver`)
+ * @returns the label
+ * @since 0.11.0
+ * @category formatting
+ */
+export const partialLabel = (over: { readonly succeeded: number; readonly planned?: number | null | undefined } | undefined): string =>
+  over === undefined
+    ? "partial"
+    : over.planned === null || over.planned === undefined
+    ? `partial (${Words.count(over.succeeded, "pipeline")})`
+    : `partial (${over.succeeded} of ${Words.count(over.planned, "pipeline")})`
+
 const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport => ({
   ...input,
   summary: () => {
@@ -706,7 +755,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
     if (input.stop !== null && input.stoppedEarly) lines.push(`stop: ${input.stop.reason}`)
     for (const t of input.trials) {
       const metrics = formatMetrics(t.metrics)
-      const shown = metrics === "" ? "" : t.partialMetrics === true ? ` · partial: ${metrics}` : ` · ${metrics}`
+      const shown = metrics === "" ? "" : t.partialMetrics === true ? ` · ${partialLabel(t.metricsOver)}: ${metrics}` : ` · ${metrics}`
       const over = t.overshoot === undefined || t.overshoot.length === 0
         ? ""
         : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
@@ -928,12 +977,61 @@ const numeric = (v: unknown): number | undefined =>
 
 type ByState = Record<"pending" | "running" | "succeeded" | "failed" | "interrupted", number>
 
+/** Pipeline ids per store query when reading their states. */
+const STATE_CHUNK = 500
+
+/**
+ * Each trial's stored pipelines by state, read from the root's merged view (the study
+ * catalog's one aggregate read, else one walk over the pipelines, grouped by member prefix).
+ */
+const trialStates = (
+  studyId: string,
+  trialIds: ReadonlyArray<string>,
+  /** The view to read (default: the root's merged view). */
+  trialView?: string
+): Effect.Effect<Map<string, ByState>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const catalog = yield* SuiteCatalog
+    const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
+    const wanted = new Set(trialIds)
+    const byState = new Map<string, ByState>()
+    const studyCatalog = yield* Effect.serviceOption(StudyCatalog)
+    const aggregate = trialView === undefined && Option.isSome(studyCatalog) ? studyCatalog.value.pipelineStates : undefined
+    if (aggregate !== undefined) {
+      // one aggregate read of the root's database (the catalog's own): no row decoded
+      for (const [id, states] of yield* aggregate(studyId)) {
+        if (!wanted.has(id)) continue
+        byState.set(id, {
+          pending: states.pending ?? 0,
+          running: states.running ?? 0,
+          succeeded: states.succeeded ?? 0,
+          failed: states.failed ?? 0,
+          interrupted: states.interrupted ?? 0
+        })
+      }
+    } else {
+      const store = yield* catalog.view(trialView)
+      yield* Stream.runForEach(store.streamPipelines(), (p) =>
+        Effect.sync(() => {
+          const d = memberDigestOf(p.pipelineId)
+          const trial = d === undefined ? undefined : byDigest.get(d)
+          if (trial === undefined) return
+          let s = byState.get(trial)
+          if (s === undefined) {
+            s = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+            byState.set(trial, s)
+          }
+          s[p.state] = (s[p.state] ?? 0) + 1
+        }))
+    }
+    return byState
+  })
+
 /**
  * The stored figures of each trial, read from the root's merged view: its pipelines by state
- * (one walk over the pipelines, grouped by member prefix) and its metrics: member-scoped run
- * metrics (the latest run's value wins) over the mean of its pipelines' latest values of a
- * pipeline-scope metric, read from every run of the root (a trial's pipelines may have ended
- * in an earlier run).
+ * ({@link trialStates}) and its metrics: member-scoped run metrics (the latest run's value
+ * wins) over the mean of its succeeded pipelines' latest values of a pipeline-scope metric,
+ * read from every run of the root (a trial's pipelines may have ended in an earlier run).
  */
 const trialFigures = (
   studyId: string,
@@ -953,35 +1051,7 @@ const trialFigures = (
     const store = yield* catalog.view(trialView)
     const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
     const wanted = new Set(trialIds)
-    const byState = new Map<string, ByState>()
-    const studyCatalog = yield* Effect.serviceOption(StudyCatalog)
-    const aggregate = trialView === undefined && Option.isSome(studyCatalog) ? studyCatalog.value.pipelineStates : undefined
-    if (aggregate !== undefined) {
-      // one aggregate read of the root's database (the catalog's own): no row decoded
-      for (const [id, states] of yield* aggregate(studyId)) {
-        if (!wanted.has(id)) continue
-        byState.set(id, {
-          pending: states.pending ?? 0,
-          running: states.running ?? 0,
-          succeeded: states.succeeded ?? 0,
-          failed: states.failed ?? 0,
-          interrupted: states.interrupted ?? 0
-        })
-      }
-    } else {
-      yield* Stream.runForEach(store.streamPipelines(), (p) =>
-        Effect.sync(() => {
-          const d = memberDigestOf(p.pipelineId)
-          const trial = d === undefined ? undefined : byDigest.get(d)
-          if (trial === undefined) return
-          let s = byState.get(trial)
-          if (s === undefined) {
-            s = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
-            byState.set(trial, s)
-          }
-          s[p.state] = (s[p.state] ?? 0) + 1
-        }))
-    }
+    const byState = yield* trialStates(studyId, trialIds, trialView)
     const runs = yield* store.listRuns // oldest first: later values overwrite earlier ones
     const memberScoped = new Map<string, Map<string, number>>()
     const perPipeline = new Map<string, Map<string, number>>() // pipeline -> name -> value
@@ -1007,6 +1077,14 @@ const trialFigures = (
           perPipeline.set(m.pipelineId, ps)
         }
       }
+    }
+    // only succeeded pipelines count (issue 16: a trial stopped early averaged the values its
+    // unfinished pipelines reported); their states read in chunks (one query each)
+    const pids = [...perPipeline.keys()] as Array<PipelineId>
+    for (let i = 0; i < pids.length; i += STATE_CHUNK) {
+      const chunk = pids.slice(i, i + STATE_CHUNK)
+      const rows = yield* store.getPipelines(chunk)
+      for (const pid of chunk) if (rows.get(pid)?.state !== "succeeded") perPipeline.delete(pid)
     }
     const sums = new Map<string, Map<string, { sum: number; n: number }>>()
     for (const [pid, ms] of perPipeline) {
@@ -1220,6 +1298,7 @@ const settle = (
     const { study, trials, version } = prepared
     const stop = yield* control.fired
     const exhausted = yield* control.exhausted
+    const notes = control.exhaustedNotes === undefined ? new Map<string, string>() : yield* control.exhaustedNotes
     const ran = new Set(prepared.toRun.map((t) => t.trialId))
     const interrupted = runReport !== null && runReport.status === "interrupted" && stop === null
     const ids = trials.map((t) => t.trialId)
@@ -1252,6 +1331,7 @@ const settle = (
           byState: states,
           metrics: m,
           budgetSpent: exhausted.get(t.trialId) ?? null,
+          budgetNote: notes.get(t.trialId),
           overBudget: overshootOf(usage.get(t.trialId) ?? ZERO_USAGE, study.budget?.perTrial ?? {}),
           stop,
           // the window started it (its row's start) or it used a call: it began, even with nothing stored
@@ -1299,7 +1379,15 @@ const settle = (
         metrics,
         byState,
         ran: ran.has(t.trialId),
-        ...(status !== "succeeded" && !complete && Object.keys(metrics).length > 0 ? { partialMetrics: true } : {}),
+        ...(status !== "succeeded" && !complete && Object.keys(metrics).length > 0
+          ? {
+            partialMetrics: true,
+            metricsOver: {
+              succeeded: count(figures.byState.get(t.trialId)?.succeeded),
+              planned: study.pipelinesPerTrial ?? null
+            }
+          }
+          : {}),
         ...(overshoot.length > 0 ? { overshoot } : {})
       })
     }

@@ -408,6 +408,15 @@ describe("assay study status", () => {
     // no metrics: nothing to call partial
     assert.deepStrictEqual(StudyRun.metricsCell({ ...running, metrics: {} }), { partial: false, text: "" })
   })
+
+  it("partial metrics say how many pipelines they cover: the succeeded ones, of the planned (issue 16: 'n of N')", () => {
+    const row = { state: "budget_exhausted", metrics: { judgeScore: 1 }, pipelines: { ended: 3, planned: 40, succeeded: 2 } }
+    assert.deepStrictEqual(StudyRun.metricsCell(row), { partial: true, text: "partial (2 of 40 pipelines): judgeScore=1" })
+    assert.deepStrictEqual(
+      StudyRun.metricsCell({ ...row, pipelines: { ended: 1, planned: null, succeeded: 1 } }),
+      { partial: true, text: "partial (1 pipeline): judgeScore=1" }
+    )
+  })
 })
 
 describe("StudyRun.resumeCommand (the hint after Ctrl-C)", () => {

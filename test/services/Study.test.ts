@@ -7,6 +7,10 @@ import * as nodePath from "node:path"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import * as StudyTables from "../../src/layers/internal/study/tables.js"
 import * as Study from "../../src/services/Study.js"
+import * as Suite from "../../src/services/Suite.js"
+import { FatalError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
 import {
   type FreezeInput,
   type StopFired,
@@ -15,6 +19,29 @@ import {
   layerMemory
 } from "../../src/services/StudyCatalog.js"
 import { makeStudy, studyEnv } from "./studyFixture.js"
+
+/**
+ * `study` with a two-task pipeline per trial: `report` reports the pipeline-scope metric
+ * `score` = n, then `finish` fails (fatally) on odd n; `pipelinesPerTrial` = `cases`.
+ */
+const withScores = (study: Study.StudyInput, cases: number): Study.StudyInput => {
+  const report = Task.make("report", (n: number, ctx) => Effect.as(Effect.orDie(ctx.reportMetric("score", n)), n))
+  const finish = Task.make("finish", (n: number) => n % 2 === 1 ? Effect.fail(new FatalError({ message: "odd" })) : Effect.succeed(n))
+  const template = Pipeline.make("scored", report, finish)
+  return {
+    ...study,
+    pipelinesPerTrial: cases,
+    suiteFor: (version) => {
+      const base = study.suiteFor(version) as Suite.Suite<any, any, any>
+      return {
+        ...base,
+        experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
+          Suite.member(m.id, () => template.map(Array.from({ length: cases }, (_, i) => i)), { definitionDigest: `${m.id}-scored` })
+        )
+      }
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Settlement rules (pure)
@@ -600,7 +627,8 @@ describe("Study.run", () => {
       // the code word stays in the machine-readable fields only, never in the text a person reads
       assert.notInclude(report.summary(), "budget_exhausted")
       assert.strictEqual(report.trials.find((t) => t.trialId === "p1-v01-r1")!.status, "budget_exhausted")
-      assert.include(report.summary(), "· partial: accuracy")
+      assert.include(report.summary(), "· partial (2 pipelines): accuracy")
+      assert.deepStrictEqual(t.metricsOver, { succeeded: 2, planned: null })
       assert.isUndefined(t.overshoot, "exactly the limit: no overshoot")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
@@ -611,20 +639,22 @@ describe("Study.run", () => {
         repeats: 1,
         cases: 4,
         leases: true,
-        budget: { perTrial: { tokens: 150 }, total: {} }
+        budget: { perTrial: { tokens: 50 }, total: {} }
       })
       const report = yield* Study.run(study)
       const t = report.trials[0]!
       assert.strictEqual(t.status, "budget_exhausted")
-      // 100 tokens a call: the second call started under the limit and took the trial past it
-      assert.deepStrictEqual(t.overshoot, ["tokens 200 of 150, 33% over"])
-      assert.include(report.summary(), "over budget: tokens 200 of 150, 33% over")
+      // 100 tokens a call: the first pipeline started under the limit (nothing known of its
+      // cost yet) and took the trial past it; nothing more started
+      assert.deepStrictEqual(t.overshoot, ["tokens 100 of 50, 100% over"])
+      assert.include(report.summary(), "over budget: tokens 100 of 50, 100% over")
+      assert.strictEqual(t.reason, "its tokens budget is spent: 100 used of 50; 1 of 1 admitted pipeline ended; source not read to its end")
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
   for (const withEstimate of [true, false]) {
-    it.effect(`the plan's per-call estimate reserves for the first wave (concurrency 4, calls reporting after 1 s): ${withEstimate ? "with" : "without"} it`, () =>
+    it.effect(`a plan's estimate is no prior: one pipeline at a time until one ended, then by the mean (concurrency 4, calls reporting after 1 s): ${withEstimate ? "with" : "without"} it`, () =>
       Effect.gen(function*() {
         const { study } = makeStudy({
           qualities: ["good"],
@@ -632,40 +662,76 @@ describe("Study.run", () => {
           cases: 4,
           leases: true,
           callMs: 1000,
-          budget: { perTrial: { tokens: 150 }, total: {} },
-          ...(withEstimate ? { callEstimate: () => ({ callsPerPipeline: 1, tokens: 100 }) } : {})
+          budget: { perTrial: { tokens: 250 }, total: {} },
+          ...(withEstimate ? { callEstimate: () => ({ callsPerPipeline: 1, tokens: 10 }) } : {})
         })
         const fiber = yield* Effect.fork(Study.run(study))
         while (Option.isNone(yield* Fiber.poll(fiber))) yield* TestClock.adjust("500 millis")
         const t = (yield* Fiber.join(fiber)).trials[0]!
         assert.strictEqual(t.status, "budget_exhausted")
-        // with the estimate: the first starts, the second reserves 100 (< 150), the third would
-        // reach 200: 2 calls, under budget + one call. Without it the first wave (4) starts unreserved
-        assert.strictEqual(t.usage.tokens, withEstimate ? 200 : 400)
+        // the first alone (100), then a mean of 100: the second fits (200), the third does not
+        // (300 > 250). Before (issue 16 F1), the first wave of 4 started unreserved: 400
+        assert.strictEqual(t.usage.tokens, 200)
+        assert.include(t.reason, "its tokens budget has no room for another pipeline: 200 used of 250; the next is estimated at 100, the mean of 2 ended pipelines")
       }).pipe(Effect.provide(studyEnv("demo", { concurrency: 4, maxAdmitted: 4 }))))
   }
+
+  it.effect("a trial its tokens budget stopped, run again by name: nothing more starts (the mean comes from its stored pipelines)", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({
+        qualities: ["good"],
+        repeats: 1,
+        cases: 6,
+        leases: true,
+        budget: { perTrial: { tokens: 250 }, total: {} }
+      })
+      const first = (yield* Study.run(study)).trials[0]!
+      assert.strictEqual(first.status, "budget_exhausted")
+      assert.strictEqual(first.usage.tokens, 200)
+      const ran = [...executions.values()].reduce((a, b) => a + b, 0)
+      assert.strictEqual(ran, 2)
+      const again = (yield* Study.run(study, { trials: ["p1-v01-r1"] })).trials[0]!
+      assert.strictEqual([...executions.values()].reduce((a, b) => a + b, 0), 2, "no pipeline ran")
+      assert.strictEqual(again.usage.tokens, 200)
+      assert.strictEqual(again.status, "budget_exhausted")
+      assert.include(again.reason, "the mean of 2 ended pipelines")
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 4, maxAdmitted: 4 }))))
 
   it.effect("a trial that ran every pipeline but ended over its budget is budget_exhausted, never succeeded nor a best", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({
         qualities: ["good"],
         repeats: 1,
-        cases: 2,
+        cases: 1,
         leases: true,
-        budget: { perTrial: { tokens: 150 }, total: {} }
+        budget: { perTrial: { tokens: 50 }, total: {} }
       })
       const report = yield* Study.run(study)
       const t = report.trials[0]!
-      // the second (last) call started at 100 tokens, under the limit, and ended at 200
-      assert.strictEqual(t.usage.tokens, 200)
+      // its only call started at 0 tokens, under the limit, and ended at 100
+      assert.strictEqual(t.usage.tokens, 100)
       assert.strictEqual(t.status, "budget_exhausted")
-      assert.include(t.reason, "over its budget: tokens 200 of 150, 33% over; it never counts as a best")
+      assert.include(t.reason, "over its budget: tokens 100 of 50, 100% over; it never counts as a best")
       assert.deepStrictEqual(report.eligible, [])
       // it ran every pipeline: its metrics are complete, never shown as "partial:"
       assert.isUndefined(t.partialMetrics)
       assert.notInclude(report.summary(), "partial:")
       assert.notStrictEqual(report.status, "completed")
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
+
+  it.effect("a trial's pipeline-level metrics average its succeeded pipelines only, and say how many (n of N) when partial", () =>
+    Effect.gen(function*() {
+      // each pipeline reports score = n in its first task; the second task fails on odd cases:
+      // the failed pipelines' scores (1, 3) must not enter the trial's mean (0 and 2: 1, not 1.5)
+      const { study } = makeStudy({ qualities: ["good"], repeats: 1, cases: 4, objectives: [{ metric: "score", direction: "maximize" }] })
+      const report = yield* Study.run(withScores(study, 4))
+      const t = report.trials[0]!
+      assert.strictEqual(t.status, "failed")
+      assert.strictEqual(t.metrics.score, 1)
+      assert.isTrue(t.partialMetrics)
+      assert.deepStrictEqual(t.metricsOver, { succeeded: 2, planned: 4 })
+      assert.include(report.summary(), "· partial (2 of 4 pipelines): score 1")
+    }).pipe(Effect.provide(studyEnv("demo"))))
 
   it.effect("completed does not hide a variant without a succeeded trial: it is a limitation (summary, JSON, reason)", () =>
     Effect.gen(function*() {

@@ -619,7 +619,29 @@ export const makeWriter = (
         // pipelines first (as before), so that the child rows below resolve their numbers.
         // The initial states of control admissions first: each admitted row's state rides in
         // its INSERT (any other by an UPDATE below)
+        // Every admission's rows in one multi-row upsert, in order (a statement per admitted
+        // pipeline was ~6 % of a trivial run's profile, and ~10 µs per control pipeline),
+        // unless an admission also carries the state of a pipeline it does not admit (stored
+        // by an UPDATE between admissions) or admits a pipeline another one does: then the
+        // admissions with states keep one statement each, in order, as before (`controlApart`).
+        let controlApart = false
+        {
+          const seen = new Set<string>()
+          for (const op of ops) {
+            if (op._tag !== "Admit") continue
+            for (const p of op.pipelines) {
+              if (seen.has(p.pipelineId)) controlApart = true
+              seen.add(p.pipelineId)
+            }
+            for (const t of op.traversals) if (!admitsRow(op, t.pipelineId)) controlApart = true
+          }
+        }
+        /**
+         * The admitted rows' states (JSON, by pipeline): one map for the whole commit
+         * (`mergedStates`), or, with `controlApart`, one per admission (`statesByOp`).
+         */
         let statesByOp: Map<StoreWrite, Map<string, string>> | undefined
+        let mergedStates: Map<string, string> | undefined
         /**
          * Built only when this commit admits a control pipeline, in one pass over the commit:
          * for each pipeline admitted here, the index of the last step that follows on from its
@@ -659,7 +681,7 @@ export const makeWriter = (
               }
             }
           }
-          let states: Map<string, string> | undefined
+          let states = controlApart ? undefined : mergedStates
           for (const t of op.traversals) {
             if (!admitsRow(op, t.pipelineId)) continue
             const lastAt = chainAt.get(t.pipelineId)!
@@ -671,44 +693,26 @@ export const makeWriter = (
             }
             ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
           }
-          if (states !== undefined) (statesByOp ??= new Map()).set(op, states)
+          if (!controlApart) mergedStates = states
+          else if (states !== undefined) (statesByOp ??= new Map()).set(op, states)
         }
-        // Every admission's rows in one multi-row upsert, in order (a statement per admitted
-        // pipeline was ~6 % of a trivial run's profile, and ~10 µs per control pipeline),
-        // unless an admission also carries the state of a pipeline it does not admit (stored
-        // by an UPDATE between admissions) or admits a pipeline another one does: then the
-        // admissions with states keep one statement each, in order, as before.
+        /** The states of the rows `op` admits (see `mergedStates`); `undefined`: none. */
+        const statesOf = (op: Extract<StoreWrite, { _tag: "Admit" }>): Map<string, string> | undefined =>
+          controlApart
+            ? statesByOp?.get(op)
+            : op.traversals.length > 0 && op.pipelines.length > 0
+            ? mergedStates
+            : undefined
         let batched: Array<PipelineFields> | undefined
-        let controlApart = false
-        {
-          const seen = new Set<string>()
-          for (const op of ops) {
-            if (op._tag !== "Admit") continue
-            for (const p of op.pipelines) {
-              if (seen.has(p.pipelineId)) controlApart = true
-              seen.add(p.pipelineId)
-            }
-            if (op.traversals.length > 0) {
-              const states = statesByOp?.get(op)
-              for (const t of op.traversals) if (states?.has(t.pipelineId) !== true) controlApart = true
-            }
-          }
-        }
-        let mergedStates: Map<string, string> | undefined
-        const insertedTogether = statesByOp === undefined || controlApart ? undefined : new Set<string>()
+        const insertedTogether = mergedStates === undefined ? undefined : new Set<string>()
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          if (op.traversals.length === 0) for (const p of op.pipelines) (batched ??= []).push(p)
-          else if (!controlApart) {
-            for (const p of op.pipelines) (batched ??= []).push(p)
-            const states = statesByOp?.get(op)
-            if (states !== undefined) for (const [k, v] of states) (mergedStates ??= new Map()).set(k, v)
-          }
+          if (op.traversals.length === 0 || !controlApart) for (const p of op.pipelines) (batched ??= []).push(p)
         }
         if (batched !== undefined) admitRows(batched, mergedStates, insertedTogether)
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          const states = statesByOp?.get(op)
+          const states = statesOf(op)
           const inserted = states === undefined ? undefined : insertedTogether ?? new Set<string>()
           if (controlApart && op.pipelines.length > 0 && op.traversals.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
@@ -716,8 +720,7 @@ export const makeWriter = (
           if (!unadmitted) {
             for (const [a] of op.seeds) {
               if (
-                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true &&
-                op.pipelines.some((p) => p.pipelineId === a.pipelineId)
+                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true && admitsRow(op, a.pipelineId)
               ) {
                 unfinalized.add(a.pipelineId)
               }

@@ -127,7 +127,19 @@ const ARTIFACT_PAYLOAD = ARTIFACT_COLUMNS.indexOf("payload")
 const ARTIFACT_SEQ = ARTIFACT_COLUMNS.indexOf("seq")
 const ARTIFACT_ACTIVE = ARTIFACT_COLUMNS.indexOf("active")
 const TASK_SEQ = TASK_COLUMNS.indexOf("seq")
+/** Indexes of `pipeline_id` in {@link ARTIFACT_COLUMNS} and in `TASK_COLUMNS`. */
+const ARTIFACT_PIPELINE = ARTIFACT_COLUMNS.indexOf("pipeline_id")
+const TASK_PIPELINE = TASK_COLUMNS.indexOf("pipeline_id")
 const TASK_ACTIVE = TASK_COLUMNS.indexOf("active")
+
+/**
+ * Where the rows of a control pipeline admitted new in a commit begin in its generation's task
+ * and artifact lists (`-1`: none queued yet; see `commitTx`).
+ */
+interface FreshRows {
+  tasks: number
+  artifacts: number
+}
 
 /** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
 const BIG_PAYLOAD = 256 * 1024
@@ -591,64 +603,27 @@ export const makeWriter = (
         const s = write!
         let refused: Array<readonly [number, StoreUnavailable]> | undefined
         /**
-         * Control pipelines admitted new in this commit, with their task and artifact rows
-         * queued so far: every stored row of such a pipeline is one of these, so an
-         * invalidation marks them inactive before they are inserted, and no UPDATE runs.
+         * Control pipelines admitted new in this commit, with where their rows begin in
+         * generation 0's task and artifact lists (-1: none queued yet): every stored row of such
+         * a pipeline is queued in this commit from there on (its units never move to a later
+         * generation), so an invalidation marks them inactive before they are inserted, and no
+         * UPDATE runs.
          */
-        let fresh: Map<string, { tasks: Array<Array<unknown>>; artifacts: Array<Array<unknown>> }> | undefined
+        let fresh: Map<string, FreshRows> | undefined
         /**
-         * The steps of each control pipeline in this commit, in order (built only when this
-         * commit admits one): a pipeline admitted here whose steps form one unbroken chain of
+         * A pipeline admitted here whose steps in this commit form one unbroken chain of
          * versions gets the last step's state in its INSERT (`stateInRow`: that step's index),
-         * and that step writes no state of its own.
+         * and none of its steps writes a state of its own.
          */
-        let stepsOf: Map<string, Array<readonly [number, TraversalWrite]>> | undefined
         let stateInRow: Map<string, number> | undefined
         // pipelines first (as before), so that the child rows below resolve their numbers.
         // The initial states of control admissions first: each admitted row's state rides in
         // its INSERT (any other by an UPDATE below)
-        let statesByOp: Map<StoreWrite, Map<string, string>> | undefined
-        for (const op of ops) {
-          if (op._tag !== "Admit" || op.traversals.length === 0 || op.pipelines.length === 0) continue
-          let states: Map<string, string> | undefined
-          for (const t of op.traversals) {
-            if (!admitsRow(op, t.pipelineId)) continue
-            // the state as this commit's last step of the pipeline leaves it, when they all follow on
-            if (stepsOf === undefined) {
-              stepsOf = new Map()
-              for (let i = 0; i < ops.length; i++) {
-                const o = ops[i]!
-                if (o._tag !== "Checkpoint" || o.unit.traversal === undefined) continue
-                const list = stepsOf.get(o.unit.pipelineId)
-                if (list === undefined) stepsOf.set(o.unit.pipelineId, [[i, o.unit.traversal]])
-                else list.push([i, o.unit.traversal])
-              }
-            }
-            let last = t.state
-            let lastAt = -1
-            for (const [i, step] of stepsOf.get(t.pipelineId) ?? []) {
-              if (step.expectedVersion !== last.version) {
-                lastAt = -1
-                last = t.state
-                break
-              }
-              last = step.state
-              lastAt = i
-            }
-            if (lastAt >= 0) {
-              ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
-              levelFor(d, last)
-            }
-            ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
-          }
-          if (states !== undefined) (statesByOp ??= new Map()).set(op, states)
-        }
         // Every admission's rows in one multi-row upsert, in order (a statement per admitted
         // pipeline was ~6 % of a trivial run's profile, and ~10 µs per control pipeline),
         // unless an admission also carries the state of a pipeline it does not admit (stored
         // by an UPDATE between admissions) or admits a pipeline another one does: then the
-        // admissions with states keep one statement each, in order, as before.
-        let batched: Array<PipelineFields> | undefined
+        // admissions with states keep one statement each, in order, as before (`controlApart`).
         let controlApart = false
         {
           const seen = new Set<string>()
@@ -658,27 +633,86 @@ export const makeWriter = (
               if (seen.has(p.pipelineId)) controlApart = true
               seen.add(p.pipelineId)
             }
-            if (op.traversals.length > 0) {
-              const states = statesByOp?.get(op)
-              for (const t of op.traversals) if (states?.has(t.pipelineId) !== true) controlApart = true
-            }
+            for (const t of op.traversals) if (!admitsRow(op, t.pipelineId)) controlApart = true
           }
         }
+        /**
+         * The admitted rows' states (JSON, by pipeline): one map for the whole commit
+         * (`mergedStates`), or, with `controlApart`, one per admission (`statesByOp`).
+         */
+        let statesByOp: Map<StoreWrite, Map<string, string>> | undefined
         let mergedStates: Map<string, string> | undefined
-        const insertedTogether = statesByOp === undefined || controlApart ? undefined : new Set<string>()
+        /**
+         * Built only when this commit admits a control pipeline, in one pass over the commit:
+         * for each pipeline admitted here, the index of the last step that follows on from its
+         * admission's state (-1: no step yet; -2: not one chain: a step before the admission,
+         * a second admission, a version that does not follow), and that step's state.
+         */
+        let chainAt: Map<string, number> | undefined
+        let chainState: Map<string, Traversal.VisitState> | undefined
+        for (const op of ops) {
+          if (op._tag !== "Admit" || op.traversals.length === 0 || op.pipelines.length === 0) continue
+          if (chainAt === undefined) {
+            const at = chainAt = new Map()
+            const last = chainState = new Map()
+            for (let i = 0; i < ops.length; i++) {
+              const o = ops[i]!
+              if (o._tag === "Admit") {
+                for (const t of o.traversals) {
+                  if (!admitsRow(o, t.pipelineId)) continue
+                  if (at.has(t.pipelineId)) at.set(t.pipelineId, -2)
+                  else {
+                    at.set(t.pipelineId, -1)
+                    last.set(t.pipelineId, t.state)
+                  }
+                }
+                continue
+              }
+              if (o._tag !== "Checkpoint") continue
+              const step = o.unit.traversal
+              if (step === undefined) continue
+              const pid = o.unit.pipelineId
+              const k = at.get(pid)
+              if (k === -2) continue
+              if (k === undefined || step.expectedVersion !== last.get(pid)!.version) at.set(pid, -2)
+              else {
+                at.set(pid, i)
+                last.set(pid, step.state)
+              }
+            }
+          }
+          let states = controlApart ? undefined : mergedStates
+          for (const t of op.traversals) {
+            if (!admitsRow(op, t.pipelineId)) continue
+            const lastAt = chainAt.get(t.pipelineId)!
+            let last = t.state
+            if (lastAt >= 0) {
+              last = chainState!.get(t.pipelineId)!
+              ;(stateInRow ??= new Map()).set(t.pipelineId, lastAt)
+              levelFor(d, last)
+            }
+            ;(states ??= new Map()).set(t.pipelineId, TraversalText.encode(t.pipelineId, last))
+          }
+          if (!controlApart) mergedStates = states
+          else if (states !== undefined) (statesByOp ??= new Map()).set(op, states)
+        }
+        /** The states of the rows `op` admits (see `mergedStates`); `undefined`: none. */
+        const statesOf = (op: Extract<StoreWrite, { _tag: "Admit" }>): Map<string, string> | undefined =>
+          controlApart
+            ? statesByOp?.get(op)
+            : op.traversals.length > 0 && op.pipelines.length > 0
+            ? mergedStates
+            : undefined
+        let batched: Array<PipelineFields> | undefined
+        const insertedTogether = mergedStates === undefined ? undefined : new Set<string>()
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          if (op.traversals.length === 0) for (const p of op.pipelines) (batched ??= []).push(p)
-          else if (!controlApart) {
-            for (const p of op.pipelines) (batched ??= []).push(p)
-            const states = statesByOp?.get(op)
-            if (states !== undefined) for (const [k, v] of states) (mergedStates ??= new Map()).set(k, v)
-          }
+          if (op.traversals.length === 0 || !controlApart) for (const p of op.pipelines) (batched ??= []).push(p)
         }
         if (batched !== undefined) admitRows(batched, mergedStates, insertedTogether)
         for (const op of ops) {
           if (op._tag !== "Admit") continue
-          const states = statesByOp?.get(op)
+          const states = statesOf(op)
           const inserted = states === undefined ? undefined : insertedTogether ?? new Set<string>()
           if (controlApart && op.pipelines.length > 0 && op.traversals.length > 0) admitRows(op.pipelines, states, inserted)
           // a plain pipeline admitted new (its seed written with its row, no orphan rows that
@@ -686,8 +720,7 @@ export const makeWriter = (
           if (!unadmitted) {
             for (const [a] of op.seeds) {
               if (
-                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true &&
-                op.pipelines.some((p) => p.pipelineId === a.pipelineId)
+                unfinalized.size < PNO_CACHE && states?.has(a.pipelineId) !== true && admitsRow(op, a.pipelineId)
               ) {
                 unfinalized.add(a.pipelineId)
               }
@@ -700,7 +733,7 @@ export const makeWriter = (
               if (!unadmitted && seedsOf(op, t.pipelineId)) {
                 if (unfinalized.size < PNO_CACHE) unfinalized.add(t.pipelineId)
                 // (a row that existed before keeps its number: its rows may be stored already)
-                if (inserted?.has(t.pipelineId) === true) (fresh ??= new Map()).set(t.pipelineId, { tasks: [], artifacts: [] })
+                if (inserted?.has(t.pipelineId) === true) (fresh ??= new Map()).set(t.pipelineId, { tasks: -1, artifacts: -1 })
               }
             }
             else putState(d, t.pipelineId, t.state)
@@ -757,8 +790,9 @@ export const makeWriter = (
             case "Admit":
               for (const [a, placed] of op.seeds) {
                 const g = genFor(a.pipelineId)
+                const queued = fresh?.get(a.pipelineId)
+                if (queued !== undefined && queued.artifacts < 0) queued.artifacts = g.artifacts.length
                 addArtifact(g.artifacts, g.ordered, a, placed)
-                fresh?.get(a.pipelineId)?.artifacts.push(g.artifacts[g.artifacts.length - 1]!)
               }
               break
             case "Checkpoint": {
@@ -795,34 +829,51 @@ export const makeWriter = (
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
               if (queued !== undefined) {
-                for (let k = artifactsBefore; k < artifacts.length; k++) queued.artifacts.push(artifacts[k]!)
-                for (let k = tasksBefore; k < tasks.length; k++) queued.tasks.push(tasks[k]!)
+                if (queued.artifacts < 0 && artifacts.length > artifactsBefore) queued.artifacts = artifactsBefore
+                if (queued.tasks < 0 && tasks.length > tasksBefore) queued.tasks = tasksBefore
               }
               if (t !== undefined) {
                 const patch = u.pipeline
                 const accepted = lastAccepted
+                const pid = u.pipelineId
                 // a pipeline admitted new in this commit: its rows so far (this unit's among
                 // them) are all queued here, so the invalidation marks them, and no UPDATE runs
                 const from = t.invalidateFrom
                 const invalidated = from !== undefined && queued !== undefined
                 if (invalidated) {
                   const end = t.state.counters.length
-                  for (const r of queued.tasks) if ((r[TASK_SEQ] as number) >= from) r[TASK_ACTIVE] = 0
-                  for (const r of queued.artifacts) {
-                    const seq = r[ARTIFACT_SEQ] as number
-                    if (seq >= from && seq < end) r[ARTIFACT_ACTIVE] = 0
+                  if (queued.tasks >= 0) {
+                    for (let k = queued.tasks; k < tasks.length; k++) {
+                      const r = tasks[k]!
+                      if (r[TASK_PIPELINE] === pid && (r[TASK_SEQ] as number) >= from) r[TASK_ACTIVE] = 0
+                    }
+                  }
+                  if (queued.artifacts >= 0) {
+                    for (let k = queued.artifacts; k < artifacts.length; k++) {
+                      const r = artifacts[k]!
+                      const seq = r[ARTIFACT_SEQ] as number
+                      if (r[ARTIFACT_PIPELINE] === pid && seq >= from && seq < end) r[ARTIFACT_ACTIVE] = 0
+                    }
                   }
                 }
-                ordered.push(() =>
-                  applyTraversal(
-                    d,
-                    u.pipelineId,
-                    t,
-                    patch,
-                    (accepted !== undefined && accepted.get(u.pipelineId) !== i) || stateInRow?.get(u.pipelineId) === i,
-                    invalidated
+                // A step of a chain whose last state rides in the admitted row, with no patch,
+                // final or invalidation of its own, has nothing to apply (its level is the last
+                // state's, set with the row: visit counters only grow): no closure.
+                if (
+                  stateInRow?.has(pid) !== true || patch !== undefined || t.final !== undefined ||
+                  (from !== undefined && !invalidated)
+                ) {
+                  ordered.push(() =>
+                    applyTraversal(
+                      d,
+                      pid,
+                      t,
+                      patch,
+                      (accepted !== undefined && accepted.get(pid) !== i) || stateInRow?.get(pid) === i,
+                      invalidated
+                    )
                   )
-                )
+                }
                 // an invalidation covers the rows written so far, never those of a later unit
                 // of the same pipeline in this batch (see `Generation`)
                 if (from !== undefined && !invalidated) nextGen(u.pipelineId)
@@ -834,8 +885,10 @@ export const makeWriter = (
             }
             case "PutTask": {
               const row = taskParams(op.task, pnoOf(op.task.pipelineId))
-              genFor(op.task.pipelineId).tasks.push(row)
-              fresh?.get(op.task.pipelineId)?.tasks.push(row)
+              const g = genFor(op.task.pipelineId)
+              const queued = fresh?.get(op.task.pipelineId)
+              if (queued !== undefined && queued.tasks < 0) queued.tasks = g.tasks.length
+              g.tasks.push(row)
               break
             }
             case "Patch": {

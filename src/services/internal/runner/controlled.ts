@@ -656,8 +656,20 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStar
     start.abandoned !== undefined || start.carried !== undefined || start.state.pending === null ||
     env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) === undefined
   ) return false
-  return (spec.template.tasks as ReadonlyArray<Task.Any>).every((task) => runsAtOnce(env, task))
+  // (asked once per run and template: a run binds one template to many seeds)
+  const template = spec.template
+  let known = atOnce.get(env)
+  if (known === undefined) atOnce.set(env, known = new Map())
+  let value = known.get(template)
+  if (value === undefined) {
+    value = (template.tasks as ReadonlyArray<Task.Any>).every((task) => runsAtOnce(env, task))
+    known.set(template, value)
+  }
+  return value
 }
+
+/** {@link canRunNow}'s answers to whether every task of a template runs at once, by run and template. */
+const atOnce = new WeakMap<PipelineEnv, Map<unknown, boolean>>()
 
 /**
  * Whether an attempt of `task` is evaluated at once by `runAttemptNow`: a `Task.sync` body that

@@ -362,6 +362,35 @@ export interface ReportData {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
   }
+  /**
+   * Runs that died (kill -9, a crash, a lost machine) with pipelines in flight, as the runs that
+   * claimed those pipelines recorded them (`pipeline.abandoned` events), per store and dead run:
+   * see {@link ReportInFlight}. Empty when no selected run claimed or lost one. Since 0.12.0
+   * (stores written before record such an attempt as an `Abandoned` attempt row instead).
+   */
+  readonly inFlightAtStop: ReadonlyArray<ReportInFlight>
+}
+
+/**
+ * One run that stopped without recording what it had in flight (killed, crashed), as the runs
+ * that claimed its pipelines saw it: `pipelines` were in flight (admitted, waiting for a worker
+ * slot or a retry's delay, or running an attempt), and at most `mayHaveCalled` of them
+ * (`min(pipelines, concurrency)`, the run's worker slots) can have had an attempt running: a
+ * model call made and paid for, its answer lost. No attempt row is recorded for them (the
+ * store keeps no durable mark of an attempt's start); the claiming run ran them again.
+ * `concurrency` is `null` when the dead run's record is gone (then `mayHaveCalled` is
+ * `pipelines`). `claimedBy`: the runs that claimed them.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface ReportInFlight {
+  readonly source: string
+  readonly runId: string
+  readonly pipelines: number
+  readonly concurrency: number | null
+  readonly mayHaveCalled: number
+  readonly claimedBy: ReadonlyArray<string>
 }
 
 /**
@@ -552,6 +581,8 @@ export const buildReport = (
     /** Stores whose selection leaves some of their runs out, with how many runs they hold. */
     const partial: Array<{ readonly store: TaskStore; readonly runs: number }> = []
     let runsInStores = 0
+    /** Every run of each store (the selection's and the others: a dead run's concurrency). */
+    const runsOf = new Map<TaskStore, ReadonlyArray<RunRecord>>()
     for (const s of stores) {
       const runs = yield* s.store.listRuns
       runsInStores += runs.length
@@ -561,6 +592,7 @@ export const buildReport = (
         ? runs.slice(-1) // listRuns is oldest first
         : runs.filter((r) => r.runId === options.runId)
       selected.push({ ...s, runs: chosen })
+      runsOf.set(s.store, runs)
       if (chosen.length < runs.length) partial.push({ store: s.store, runs: runs.length })
     }
     if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
@@ -698,6 +730,39 @@ export const buildReport = (
       }
     }
 
+    // pipelines a dead run had in flight, claimed by a later run (`pipeline.abandoned`): the
+    // events of a selected claiming run, or about a selected dead run
+    const inFlightAtStop: Array<ReportInFlight> = []
+    for (const s of selected) {
+      const ids = new Set<string>(s.runs.map((r) => r.runId))
+      const byRun = new Map<string, { pipelines: Set<string>; claimedBy: Set<string> }>()
+      yield* Stream.runForEach(s.store.streamEvents({ kind: "pipeline.abandoned" }), (e) =>
+        Effect.sync(() => {
+          const from = (e.data as { readonly run?: unknown } | null)?.run
+          if (typeof from !== "string" || e.pipelineId === null) return
+          if (!all && !ids.has(from) && (e.runId === null || !ids.has(e.runId))) return
+          const entry = byRun.get(from) ?? { pipelines: new Set<string>(), claimedBy: new Set<string>() }
+          entry.pipelines.add(e.pipelineId)
+          if (e.runId !== null) entry.claimedBy.add(e.runId)
+          byRun.set(from, entry)
+        }))
+      if (byRun.size === 0) continue
+      const records = runsOf.get(s.store) ?? []
+      for (const [runId, entry] of byRun) {
+        const config = records.find((r) => r.runId === runId)?.config as { readonly concurrency?: unknown } | null | undefined
+        const concurrency = typeof config?.concurrency === "number" ? config.concurrency : null
+        const pipelines = entry.pipelines.size
+        inFlightAtStop.push({
+          source: s.source,
+          runId,
+          pipelines,
+          concurrency,
+          mayHaveCalled: concurrency === null ? pipelines : Math.min(pipelines, concurrency),
+          claimedBy: Array.from(entry.claimedBy).sort()
+        })
+      }
+    }
+
     const pools = new Map<string, Accounting>()
     const poolCounts = new Map<string, { resources: number; attempts: number }>()
     for (const r of resources) {
@@ -765,7 +830,8 @@ export const buildReport = (
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
-      }
+      },
+      inFlightAtStop
     }
   })
 
@@ -820,6 +886,20 @@ export const scopeText = (r: ReportData): string => {
 }
 
 /**
+ * One dead run's pipelines in flight in one line: `Run X stopped with 128 pipelines in flight
+ * (claimed by run Y, which ran them again; no attempt is recorded for them): up to 32 of them
+ * (its concurrency) may have had a model call in progress, made and paid for.`
+ */
+const inFlightText = (f: ReportInFlight, manyStores: boolean): string => {
+  const n = `${f.pipelines} pipeline${f.pipelines === 1 ? "" : "s"}`
+  const by = f.claimedBy.length === 0 ? "" : ` (claimed by ${f.claimedBy.length === 1 ? "run" : "runs"} ${f.claimedBy.join(", ")}, which ran them again)`
+  const bound = f.concurrency === null
+    ? `each of them may have had a call in progress (the run's record is gone: its concurrency is unknown)`
+    : `up to ${f.mayHaveCalled} of them (the run's concurrency is ${f.concurrency}) may have had a call in progress, made and maybe paid for, its answer lost`
+  return `In flight when run ${f.runId}${manyStores ? ` in ${f.source}` : ""} stopped: ${n}${by}; ${bound}; no attempt is recorded for them`
+}
+
+/**
  * The report as text (what `assay report` prints without `--json`).
  *
  * @since 0.1.0
@@ -841,6 +921,7 @@ export const renderText = (r: ReportData): string => {
   out.push(`Pipelines: ${r.pipelines} (${states})${r.duplicates > 0 ? `, ${r.duplicates} duplicate row(s) merged` : ""}`)
   // control transitions only when some were committed: a plain run's text is unchanged
   out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}${r.handoffsTotal > 0 ? `  Handoffs: ${r.handoffsTotal}` : ""}`)
+  for (const f of r.inFlightAtStop ?? []) out.push(inFlightText(f, r.stores.length > 1))
   out.push(
     r.latencyMs === null
       ? "Time in run: n/a"

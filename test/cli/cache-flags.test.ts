@@ -73,6 +73,9 @@ describe("call cache flags: config mistakes", () => {
       assert.strictEqual(r.code, 0, r.stderr)
       const out = `${r.stdout}\n${r.stderr}`
       assert.strictEqual(out.split("read a snapshot of").length - 1, 1, out)
+      // naming the file once (it said "call cache PATH: read a snapshot of PATH")
+      const line = out.split("\n").find((l) => l.includes("read a snapshot of"))!
+      assert.strictEqual(line.split(cache).length - 1, 1, line)
       assert.deepStrictEqual(fs.readdirSync(dir).filter((f) => f.startsWith("cache.db")), ["cache.db"])
     }))
 

@@ -73,6 +73,74 @@ describe("Report (retries)", () => {
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 
+describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
+  it.effect("per dead run: how many, and at most its concurrency may have had a call in progress; no attempt counted", () =>
+    Effect.gen(function*() {
+      const killed = nodePath.join(dir, "killed.db")
+      yield* buildStore(killed, [], (s) =>
+        Effect.gen(function*() {
+          // the dead run (kill -9: never finished), then the run that claimed its pipelines
+          yield* s.openRun({ runId: rid("dead"), startedAt: 1000, config: { concurrency: 3 } })
+          yield* s.openRun({ runId: rid("resume"), startedAt: 5000, config: { concurrency: 3 } })
+          for (let i = 0; i < 5; i++) {
+            yield* s.emitEvent({
+              kind: "pipeline.abandoned",
+              pipelineId: pid(i),
+              runId: rid("resume"),
+              data: { run: "dead", task: "t0", seq: 0, attemptNo: 1 },
+              ts: 5001
+            })
+          }
+          // a dead run whose record is gone: its concurrency is unknown
+          yield* s.emitEvent({
+            kind: "pipeline.abandoned",
+            pipelineId: pid(7),
+            runId: rid("resume"),
+            data: { run: "vanished", task: "t0", seq: 0, attemptNo: 2 },
+            ts: 5002
+          })
+          yield* s.finishRun(rid("resume"), { status: "completed", endedAt: 6000 })
+        }))
+      const latest = yield* Report.reportPaths([killed])
+      assert.deepStrictEqual(latest.inFlightAtStop, [
+        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"] },
+        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"] }
+      ])
+      assert.strictEqual(latest.attempts, 0)
+      const text = Report.renderText(latest)
+      assert.include(
+        text,
+        "In flight when run dead stopped: 5 pipelines (claimed by run resume, which ran them again); up to 3 of them (the run's " +
+          "concurrency is 3) may have had a call in progress, made and maybe paid for, its answer lost; no attempt is recorded for them"
+      )
+      assert.include(text, "In flight when run vanished stopped: 1 pipeline (claimed by run resume, which ran them again); each of them")
+      // the dead run's own report says it too (the events are the claiming run's)
+      const dead = yield* Report.reportPaths([killed], { runId: "dead" })
+      assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines]), [["dead", 5]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+
+  it.effect("a store written before (an Abandoned attempt row, no event) reports as its rows say: counted as an attempt, no in-flight line", () =>
+    Effect.gen(function*() {
+      const legacy = nodePath.join(dir, "legacy.db")
+      yield* buildStore(legacy, [], (s) =>
+        Effect.gen(function*() {
+          const runId = rid("old-resume")
+          yield* s.openRun({ runId, startedAt: 1000 })
+          yield* s.recordAttempt({
+            pipelineId: pid(0), runId, taskRunId: "p0:0:abandoned:1000", taskName: "t0", seq: 0, attemptNo: 1,
+            outcome: "cancelled", errorClass: "cancelled", errorType: "Abandoned",
+            errorMessage: "attempt abandoned: its run died (no heartbeat) with this attempt next; it may not have started",
+            decision: null, leaseIds: [], startedAt: 1000, endedAt: 1000, durationMs: 0
+          })
+          yield* s.finishRun(runId, { status: "completed", endedAt: 2000 })
+        }))
+      const r = yield* Report.reportPaths([legacy])
+      assert.strictEqual(r.attempts, 1)
+      assert.deepStrictEqual(r.inFlightAtStop, [])
+      assert.notInclude(Report.renderText(r), "In flight when")
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
 layer(Built, { excludeTestServices: true })("Report", (it) => {
   it.effect("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
     Effect.gen(function*() {
@@ -102,7 +170,7 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsTotal", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
+        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
       ])
     }))
 

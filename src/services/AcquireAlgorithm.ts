@@ -960,7 +960,7 @@ const resolveBuiltin = (
       return {
         path: `${path}.${key}`,
         message: `unknown option "${key}" of algorithm ${name}`,
-        suggestion: `${name} takes no options${elsewhere.length === 0 ? "" : ` (${key} is an option of ${elsewhere.join(", ")})`}`
+        suggestion: `${name} takes no options${elsewhere.length === 0 ? "" : `; ${key} is an option of ${elsewhere.join(", ")}`}`
       }
     })
     return Either.left(

@@ -92,7 +92,7 @@ describe("resolveAlgorithm", () => {
         {
           path: "algorithm.timeout",
           message: "unknown option \"timeout\" of algorithm immediate",
-          suggestion: "immediate takes no options (timeout is an option of wait)"
+          suggestion: "immediate takes no options; timeout is an option of wait"
         }
       ])
     }

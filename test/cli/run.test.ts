@@ -421,6 +421,11 @@ describe("assay run: signals, crashes, shards", () => {
       for (const a of abandoned) {
         assert.deepStrictEqual(JSON.parse(a.data), { run: run1["run_id"], task: "delay", seq: 0, attemptNo: 1 })
       }
+      // the claiming run says it records events (report then reads no attempt rows for it)
+      assert.deepInclude(
+        JSON.parse(query<{ data: string }>(store, "SELECT data FROM events WHERE kind = 'run.stale_interrupted'")[0]!.data),
+        { staleRunId: run1["run_id"], inFlight: "events" }
+      )
       // attempts are what ran and was recorded: one per task (no retries here)
       assert.strictEqual(count(store, "SELECT count(*) FROM attempts"), count(store, "SELECT count(*) FROM tasks"))
       // the report says how many were in flight and bounds the calls that may have been made
@@ -439,7 +444,8 @@ describe("assay run: signals, crashes, shards", () => {
         pipelines: inFlight.length,
         concurrency: 4,
         mayHaveCalled: Math.min(4, inFlight.length),
-        claimedBy: [resumeRun]
+        claimedBy: [resumeRun],
+        legacyRows: 0
       }])
       // Each in-flight item ran once more, and only one success is recorded per pipeline.
       assert.deepStrictEqual(

@@ -103,8 +103,8 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
         }))
       const latest = yield* Report.reportPaths([killed])
       assert.deepStrictEqual(latest.inFlightAtStop, [
-        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"] },
-        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"] }
+        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
+        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
       ])
       assert.strictEqual(latest.attempts, 0)
       const text = Report.renderText(latest)
@@ -119,25 +119,48 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines]), [["dead", 5]])
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 
-  it.effect("a store written before (an Abandoned attempt row, no event) reports as its rows say: counted as an attempt, no in-flight line", () =>
+  it.effect("a store written before (Abandoned attempt rows, no event): reported the same way, not counted as attempts", () =>
     Effect.gen(function*() {
       const legacy = nodePath.join(dir, "legacy.db")
+      const abandonedRow = (runId: ReturnType<typeof rid>, i: number) => ({
+        pipelineId: pid(i), runId, taskRunId: `p${i}:0:abandoned:5000`, taskName: "t0", seq: 0, attemptNo: 1,
+        outcome: "cancelled" as const, errorClass: "cancelled" as const, errorType: "Abandoned",
+        errorMessage: "attempt abandoned: its run died (no heartbeat) with this attempt next; it may not have started",
+        decision: null, leaseIds: [], startedAt: 5000, endedAt: 5000, durationMs: 0
+      })
+      const ran = (runId: ReturnType<typeof rid>, i: number) => ({
+        ...abandonedRow(runId, i), taskRunId: `p${i}:0`, outcome: "succeeded" as const, errorClass: null, errorType: null,
+        errorMessage: null, leaseIds: [`llm/k1#${i}`]
+      })
       yield* buildStore(legacy, [], (s) =>
         Effect.gen(function*() {
-          const runId = rid("old-resume")
-          yield* s.openRun({ runId, startedAt: 1000 })
-          yield* s.recordAttempt({
-            pipelineId: pid(0), runId, taskRunId: "p0:0:abandoned:1000", taskName: "t0", seq: 0, attemptNo: 1,
-            outcome: "cancelled", errorClass: "cancelled", errorType: "Abandoned",
-            errorMessage: "attempt abandoned: its run died (no heartbeat) with this attempt next; it may not have started",
-            decision: null, leaseIds: [], startedAt: 1000, endedAt: 1000, durationMs: 0
-          })
-          yield* s.finishRun(runId, { status: "completed", endedAt: 2000 })
+          yield* s.openRun({ runId: rid("dead"), startedAt: 1000, config: { concurrency: 2 } })
+          const resume = rid("old-resume")
+          yield* s.openRun({ runId: resume, startedAt: 5000 })
+          // what a resume before 0.12 wrote: the stale run marked, one Abandoned row per claimed pipeline
+          yield* s.emitEvent({ kind: "run.stale_interrupted", pipelineId: null, runId: resume, data: { staleRunId: "dead", heartbeatAt: 1500 }, ts: 5000 })
+          for (let i = 0; i < 3; i++) {
+            yield* s.recordAttempt(abandonedRow(resume, i))
+            yield* s.recordAttempt(ran(resume, i))
+          }
+          yield* s.finishRun(resume, { status: "completed", endedAt: 6000 })
         }))
       const r = yield* Report.reportPaths([legacy])
-      assert.strictEqual(r.attempts, 1)
-      assert.deepStrictEqual(r.inFlightAtStop, [])
-      assert.notInclude(Report.renderText(r), "In flight when")
+      assert.strictEqual(r.attempts, 3)
+      assert.deepStrictEqual(r.inFlightAtStop, [
+        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
+      ])
+      assert.include(
+        Report.renderText(r),
+        "In flight when run dead stopped: 3 pipelines (claimed by run old-resume, which ran them again); up to 2 of them (the run's " +
+          "concurrency is 2) may have had a call in progress, made and maybe paid for, its answer lost; an earlier assay recorded 3 " +
+          "Abandoned attempt row(s) for them, not counted in Attempts above (an export lists them)"
+      )
+      assert.match(Report.renderText(r), /Attempts: 3 /)
+      // the dead run's own report: the line, and nothing subtracted from its own attempts
+      const dead = yield* Report.reportPaths([legacy], { runId: "dead" })
+      assert.strictEqual(dead.attempts, 0)
+      assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.legacyRows]), [["dead", 3, 3]])
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 

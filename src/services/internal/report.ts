@@ -366,7 +366,8 @@ export interface ReportData {
    * Runs that died (kill -9, a crash, a lost machine) with pipelines in flight, as the runs that
    * claimed those pipelines recorded them (`pipeline.abandoned` events), per store and dead run:
    * see {@link ReportInFlight}. Empty when no selected run claimed or lost one. Since 0.12.0
-   * (stores written before record such an attempt as an `Abandoned` attempt row instead).
+   * (stores written before hold an `Abandoned` attempt row for each instead: reported the same
+   * way, and not counted in `attempts`).
    */
   readonly inFlightAtStop: ReadonlyArray<ReportInFlight>
 }
@@ -379,7 +380,8 @@ export interface ReportData {
  * model call made and paid for, its answer lost. No attempt row is recorded for them (the
  * store keeps no durable mark of an attempt's start); the claiming run ran them again.
  * `concurrency` is `null` when the dead run's record is gone (then `mayHaveCalled` is
- * `pipelines`). `claimedBy`: the runs that claimed them.
+ * `pipelines`). `claimedBy`: the runs that claimed them. A store written before 0.12 has no
+ * such events: its claiming runs' `Abandoned` attempt rows are read instead (`legacyRows`).
  *
  * @since 0.12.0
  * @category models
@@ -391,7 +393,16 @@ export interface ReportInFlight {
   readonly concurrency: number | null
   readonly mayHaveCalled: number
   readonly claimedBy: ReadonlyArray<string>
+  /**
+   * `Abandoned` attempt rows an earlier assay recorded for these pipelines (a store written
+   * before 0.12, whose claiming runs recorded no event): read from the claiming runs' attempts,
+   * not counted in the report's `attempts` (an export still lists them). 0 otherwise.
+   */
+  readonly legacyRows: number
 }
+
+/** How the embedded engine's `Abandoned` rows (stores written before 0.12) begin. */
+const LEGACY_ABANDONED = "attempt abandoned: its run died"
 
 /**
  * A metric value as its card shows it: `percent` multiplies a number by 100 (one decimal,
@@ -746,6 +757,39 @@ export const buildReport = (
           if (e.runId !== null) entry.claimedBy.add(e.runId)
           byRun.set(from, entry)
         }))
+      // A store written before these events: a run that claimed a dead run's pipelines (its
+      // `run.stale_interrupted` event) recorded an `Abandoned` attempt row for each instead.
+      // Those rows are read (only those runs' attempts, only when they have no event) and
+      // reported the same way; in scope, they are not counted as attempts.
+      const claimers = new Map<string, Array<string>>()
+      yield* Stream.runForEach(s.store.streamEvents({ kind: "run.stale_interrupted" }), (e) =>
+        Effect.sync(() => {
+          const data = e.data as { readonly staleRunId?: unknown; readonly inFlight?: unknown } | null
+          const stale = data?.staleRunId
+          // a run of 0.12 or later records events, never such rows: nothing to read
+          if (e.runId === null || typeof stale !== "string" || data?.inFlight === "events") return
+          if (!all && !ids.has(e.runId) && !ids.has(stale)) return
+          claimers.set(e.runId, [...(claimers.get(e.runId) ?? []), stale])
+        }))
+      const legacyRows = new Map<string, number>()
+      for (const [claimer, stale] of claimers) {
+        if (Array.from(byRun.values()).some((entry) => entry.claimedBy.has(claimer))) continue
+        const from = stale[0]!
+        const entry = byRun.get(from) ?? { pipelines: new Set<string>(), claimedBy: new Set<string>() }
+        let rows = 0
+        yield* Stream.runForEach(s.store.streamAttempts({ runId: claimer as RunId }), (a) =>
+          Effect.sync(() => {
+            if (a.errorType !== "Abandoned" || !(a.errorMessage ?? "").startsWith(LEGACY_ABANDONED)) return
+            rows++
+            entry.pipelines.add(a.pipelineId)
+          }))
+        if (rows === 0) continue
+        entry.claimedBy.add(claimer)
+        byRun.set(from, entry)
+        legacyRows.set(from, (legacyRows.get(from) ?? 0) + rows)
+        // counted in this report's attempts when the claiming run is in its scope
+        if (all || ids.has(claimer)) attempts -= rows
+      }
       if (byRun.size === 0) continue
       const records = runsOf.get(s.store) ?? []
       for (const [runId, entry] of byRun) {
@@ -758,7 +802,8 @@ export const buildReport = (
           pipelines,
           concurrency,
           mayHaveCalled: concurrency === null ? pipelines : Math.min(pipelines, concurrency),
-          claimedBy: Array.from(entry.claimedBy).sort()
+          claimedBy: Array.from(entry.claimedBy).sort(),
+          legacyRows: legacyRows.get(runId) ?? 0
         })
       }
     }
@@ -896,7 +941,10 @@ const inFlightText = (f: ReportInFlight, manyStores: boolean): string => {
   const bound = f.concurrency === null
     ? `each of them may have had a call in progress (the run's record is gone: its concurrency is unknown)`
     : `up to ${f.mayHaveCalled} of them (the run's concurrency is ${f.concurrency}) may have had a call in progress, made and maybe paid for, its answer lost`
-  return `In flight when run ${f.runId}${manyStores ? ` in ${f.source}` : ""} stopped: ${n}${by}; ${bound}; no attempt is recorded for them`
+  const recorded = f.legacyRows > 0
+    ? `; an earlier assay recorded ${f.legacyRows} Abandoned attempt row(s) for them, not counted in Attempts above (an export lists them)`
+    : "; no attempt is recorded for them"
+  return `In flight when run ${f.runId}${manyStores ? ` in ${f.source}` : ""} stopped: ${n}${by}; ${bound}${recorded}`
 }
 
 /**

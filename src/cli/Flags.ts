@@ -6,7 +6,7 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Duration, Effect, Either, Layer, Option } from "effect"
+import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import { dual } from "effect/Function"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
@@ -315,7 +315,8 @@ export const sharedCacheLayer = (filename: string, field: string, mode?: string 
  * (empty cache table) as the run would create it. Fails with the layer's `ConfigError`
  * naming the field, the path and SQLite's reason (CLI exit 2).
  *
- * With `mode` `readOnly` it is opened read-only: nothing is created or written.
+ * With `mode` `readOnly` it is opened read-only: nothing is created or written. This open logs
+ * nothing (the run's own open says once that it read a snapshot, when it does).
  *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
@@ -328,7 +329,10 @@ export const checkCacheDb = (filename: string, field: string, mode?: string | un
     // a run that stores answers: the checks of `validate` first (a file SQLite would open
     // read-only without a word, every write failing, is refused here, not during the run)
     mode === "readOnly" ? Effect.void : probeCacheDb(filename, field, mode),
-    Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode))))
+    // silent: the run opens it again and logs what it says (a snapshot read) once (issue 18)
+    Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode)))).pipe(
+      Logger.withMinimumLogLevel(LogLevel.Warning)
+    )
   )
 
 /**

@@ -24,6 +24,7 @@ import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
 import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
+import { setShown, shownOf } from "./internal/shownText.js"
 import { type EffectBody, markEffectBody, markSync, type SyncBody } from "./internal/syncRun.js"
 import type * as Handoff from "./Handoff.js"
 import { canonicalJson, digest, type Json } from "./Json.js"
@@ -829,23 +830,26 @@ export const fingerprint = (task: Any, options?: FingerprintOptions): Json => {
  * A JSON summary of a task's resolved options (what `assay validate` prints): name,
  * resource, algorithm, retry (the policy's config-file form), `timeoutMs`, config, version,
  * `evaluator: true` (only for an evaluator), parameters, codeDigest, whether input/output
- * Schemas are declared, and children.
+ * Schemas are declared, and children. A value a config file took from `${VAR}` is shown as
+ * its config text (`"${API_TOKEN}"`) in `parameters` and `config`, never as the value (the
+ * task runs with the value, and its identity digest is computed from it).
  *
  * @since 0.1.0
  * @category identity
  */
 export const describe = (task: Any): Json => {
   const o = task.options
+  const shown = shownOf(task)
   return {
     name: task.name,
     resource: o.resource,
     algorithm: o.algorithm,
     retry: Schema.encodeSync(RetryPolicy)(o.retry) as unknown as Json,
     timeoutMs: o.timeout === null ? null : Duration.toMillis(o.timeout),
-    config: o.config,
+    config: shown?.config ?? o.config,
     version: o.version,
     ...(o.evaluator ? { evaluator: true } : {}),
-    parameters: task.parameters,
+    parameters: shown?.parameters ?? task.parameters,
     codeDigest: task.codeDigest,
     inputSchema: task.inputSchema !== undefined,
     outputSchema: task.outputSchema !== undefined,
@@ -980,7 +984,7 @@ export const withOverrides: {
   if (task.outputSchema !== undefined) options["output"] = task.outputSchema
   if (has("codeDigest")) options["codeDigest"] = given["codeDigest"]
   else if (!has("run")) options["codeDigest"] = task.codeDigest
-  return build<In, Out, E, R>({
+  const copy = build<In, Out, E, R>({
     name: has("name") ? given["name"] : task.name,
     options,
     keepAlgorithm: has("algorithm") ? undefined : { algorithm: o.algorithm, instance: o.algorithmInstance },
@@ -988,6 +992,12 @@ export const withOverrides: {
     source: given["run"],
     // a new `run` is an Effect function (see `Overrides.run`), which may need the Scope
     scoped: has("run") ? true : task.scoped
+  })
+  // what it shows of a value from `${VAR}` goes with the parameters and config it kept
+  const shown = shownOf(task)
+  return shown === undefined ? copy : setShown(copy, {
+    parameters: has("parameters") ? undefined : shown.parameters,
+    config: has("config") ? undefined : shown.config
   })
 })
 

@@ -951,12 +951,31 @@ const resolveBuiltin = (
   plugins: ReadonlyMap<string, AlgorithmPlugin>,
   path: string
 ): Either.Either<AcquireAlgorithm, ConfigError | PluginError> => {
+  const known = Object.keys(optionSchemas[name].fields)
+  if (known.length === 0 && Object.keys(options).length > 0) {
+    // an empty Struct accepts any object whatever `onExcessProperty` says: an algorithm without
+    // options (immediate) refuses every key itself, as the others do (issue 18)
+    const issues = Object.keys(options).map((key): ConfigIssue => {
+      const elsewhere = builtinNames.filter((n) => n in optionSchemas && key in optionSchemas[n as keyof typeof optionSchemas].fields)
+      return {
+        path: `${path}.${key}`,
+        message: `unknown option "${key}" of algorithm ${name}`,
+        suggestion: `${name} takes no options${elsewhere.length === 0 ? "" : `; ${key} is an option of ${elsewhere.join(", ")}`}`
+      }
+    })
+    return Either.left(
+      new ConfigError({
+        message: `invalid options for algorithm "${name}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+        issues
+      })
+    )
+  }
   const decoded = Schema.decodeUnknownEither(optionSchemas[name] as Schema.Schema<Record<string, unknown>, unknown>, {
     errors: "all",
     onExcessProperty: "error"
   })(options)
   if (Either.isLeft(decoded)) {
-    const issues = issuesOf(decoded.left, path, name, Object.keys(optionSchemas[name].fields))
+    const issues = issuesOf(decoded.left, path, name, known)
     return Either.left(
       new ConfigError({
         message: `invalid options for algorithm "${name}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,

@@ -3,7 +3,8 @@
  * their status, pipeline counts by state, attempts and retries, latency percentiles, pool
  * resource health with per-resource attempts / retries / rate limits, tokens and cost (per
  * resource, pool and run, and in total; see `Pricing`), reported metrics,
- * recent errors, and pipelines whose terminal repair failed. Several stores are merged:
+ * recent errors, pipelines whose terminal repair failed, and the pipelines each run that died
+ * (kill -9) had in flight (`inFlightAtStop`). Several stores are merged:
  * pipelines are deduplicated by id with the rules of `Merge.beats`.
  *
  * Reports only read: every store is opened read-only, and a `running` run whose heartbeat is
@@ -25,6 +26,7 @@ export type {
   Accounting,
   ReportAccounting,
   ReportData,
+  ReportInFlight,
   ReportMetric,
   ReportOptions,
   ReportResource,

@@ -553,7 +553,8 @@ export interface StoreService extends TaskStore {
    * Upserts one task row by `taskRunId`. The runner does not write a row when a task starts
    * (its rows are written when the task ends, in its checkpoint): nothing durable marks an
    * attempt's start, so a resume after a kill cannot tell a started attempt from one that was
-   * next (see `Abandoned` attempts in docs/runner.md).
+   * next: it records a `pipeline.abandoned` event for it, never an attempt row (see
+   * docs/runner.md, "Resume").
    */
   readonly putTask: (task: TaskFields) => Effect.Effect<void, StoreUnavailable>
   /** Applies a partial update to one pipeline row. */

@@ -12,7 +12,8 @@
  * does its job: the requests reach the server with it.
  *
  * Before the fix: the value was in the store file, `/stats`, `/resources`, the dashboard, the
- * `resources` export and `validate --json`.
+ * `resources` export and `validate --json`. The same value in a task's options (`system`,
+ * `config`) was in `validate --json` (the task's `parameters`) until fix18s.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -29,9 +30,12 @@ describe("a value from ${VAR} is never stored or shown, whatever its key (issue 
     Effect.promise(async () => {
       const dir = tmp()
       const seen: Array<string> = []
+      const bodies: Array<string> = []
       const server = await loopbackServer((req: http.IncomingMessage, res: http.ServerResponse) => {
-        req.resume()
+        let body = ""
+        req.on("data", (d: Buffer) => (body += d.toString()))
         req.on("end", () => {
+          bodies.push(body)
           seen.push(`${req.url ?? ""} ${req.headers["x-title"] ?? ""}`)
           res.writeHead(200, { "content-type": "application/json" }).end(completion("ham"))
         })
@@ -58,7 +62,7 @@ describe("a value from ${VAR} is never stored or shown, whatever its key (issue 
           "pipeline:",
           "  name: envsecret",
           "  tasks:",
-          "    - { use: chat, options: { template: \"item {{.}}\" } }",
+          "    - { use: chat, options: { template: \"item {{.}}\", system: \"${INTERP_KEY}\", config: { note: \"${INTERP_KEY}\" } } }",
           "source:",
           "  range: { n: 4 }",
           ""
@@ -110,6 +114,14 @@ describe("a value from ${VAR} is never stored or shown, whatever its key (issue 
           list: ["${INTERP_KEY}", "plain"]
         })
         assert.include(texts.find(([l]) => l === "serve /resources")![1], "${INTERP_KEY}")
+        // a task option from ${VAR} too (fix18s): its config text in the task's parameters and config
+        const described = JSON.parse(texts.find(([l]) => l === "validate -c " + file + " --json stdout")![1]) as {
+          pipeline: { tasks: Array<{ parameters: Record<string, unknown>; config: Record<string, unknown> }> }
+        }
+        assert.strictEqual(described.pipeline.tasks[0]!.parameters["system"], "${INTERP_KEY}")
+        assert.deepStrictEqual(described.pipeline.tasks[0]!.config, { note: "${INTERP_KEY}" })
+        // and the task ran with the value: the system message the server received
+        assert.isTrue(bodies.every((b) => b.includes(VALUE)))
       } finally {
         await serve?.stop()
         await server.close()

@@ -5,6 +5,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as NodePath from "node:path"
@@ -55,6 +56,27 @@ describe("call cache flags: config mistakes", () => {
       assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...before, "a-folder"].sort())
       assert.deepStrictEqual(fs.readdirSync(folder), [])
       assert.strictEqual(fs.readFileSync(text, "utf8"), "not a database\n".repeat(100), "the file named is left as it was")
+    }))
+
+  it.scopedLive("a readOnly cache read from a snapshot: copied and logged once per run (issue 18: the check and the run each copied it)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-snapshot")
+      const exp = write(dir, "exp.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 2 } } })
+      // a WAL-mode file without its -wal and -shm (as a copy of a closed cache): SQLite would
+      // have to create them beside it, so a readOnly run reads a snapshot instead
+      const cache = NodePath.join(dir, "cache.db")
+      const d = new Database(cache)
+      d.pragma("journal_mode = WAL")
+      d.exec("CREATE TABLE t (x)")
+      d.close()
+      const r = yield* assay(["run", "-c", exp, "--quiet", "--store", "s.db", "--cache-db", cache, "--cache-mode", "readOnly"], { cwd: dir })
+      assert.strictEqual(r.code, 0, r.stderr)
+      const out = `${r.stdout}\n${r.stderr}`
+      assert.strictEqual(out.split("read a snapshot of").length - 1, 1, out)
+      // naming the file once (it said "call cache PATH: read a snapshot of PATH")
+      const line = out.split("\n").find((l) => l.includes("read a snapshot of"))!
+      assert.strictEqual(line.split(cache).length - 1, 1, line)
+      assert.deepStrictEqual(fs.readdirSync(dir).filter((f) => f.startsWith("cache.db")), ["cache.db"])
     }))
 
   it.scopedLive("a suite run with a bad --cache-db: exit 2, nothing created (no output folder)", () =>

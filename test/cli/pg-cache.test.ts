@@ -117,8 +117,8 @@ describe("assay resume --store postgres://… after kill -9", () => {
       // every task committed once: one checkpoint, one output, one succeeded attempt per key
       assert.strictEqual(count("SELECT count(*) FROM assay_checkpoints"), 3 * n)
       assert.strictEqual(count("SELECT count(*) FROM (SELECT 1 FROM assay_artifacts WHERE seq >= 0 GROUP BY pipeline_id, seq HAVING count(*) > 1) d"), 0)
-      // nothing committed before the kill ran again (an in-flight attempt of the dead run is
-      // recorded as abandoned, attempt number 0, never run)
+      // nothing committed before the kill ran again (an in-flight attempt of the dead run is a
+      // pipeline.abandoned event, no attempt row)
       assert.strictEqual(
         count(
           "SELECT count(*) FROM assay_attempts a JOIN snap s USING (pipeline_id, seq, visit) WHERE a.attempt_id > s.hwm AND a.attempt_no > 0"

@@ -386,7 +386,7 @@ describe("assay run: signals, crashes, shards", () => {
       }
     }))
 
-  it.live("C2: SIGKILL half way; the run goes stale, resume completes it, orphans are abandoned", () =>
+  it.live("C2: SIGKILL half way; the run goes stale, resume completes it; its in-flight pipelines are events, not invented attempts", () =>
     Effect.gen(function*() {
       const dir = tmp()
       const file = write(dir, "c2.json", delayExperiment(30, 200, 4, `, "heartbeat": "100 millis", "staleAfter": "600 millis"`))
@@ -410,14 +410,43 @@ describe("assay run: signals, crashes, shards", () => {
       assert.strictEqual(after["status"], "interrupted")
       assert.strictEqual(after["stop_reason"], "stale")
       assert.strictEqual(count(store, "SELECT count(*) FROM pipelines WHERE state = 'succeeded'"), 30)
-      const abandoned = query<{ pipeline_id: string; outcome: string; attempt_no: number }>(
+      // issue 18 F3: no attempt row is invented for what the dead run had in flight (admitted,
+      // waiting for a worker slot, or running): one pipeline.abandoned event per pipeline
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts WHERE error_type = 'Abandoned'"), 0)
+      const abandoned = query<{ pipeline_id: string; run_id: string; data: string }>(
         store,
-        "SELECT pipeline_id, outcome, attempt_no FROM attempts WHERE error_type = 'Abandoned'"
+        "SELECT pipeline_id, run_id, data FROM events WHERE kind = 'pipeline.abandoned'"
       )
       assert.deepStrictEqual(abandoned.map((a) => a.pipeline_id).sort(), [...inFlight].sort())
-      assert.isTrue(abandoned.every((a) => a.outcome === "cancelled"))
-      // numbered as the attempts ran (the first of their task: nothing failed before), never 0
-      assert.deepStrictEqual([...new Set(abandoned.map((a) => a.attempt_no))], [1])
+      for (const a of abandoned) {
+        assert.deepStrictEqual(JSON.parse(a.data), { run: run1["run_id"], task: "delay", seq: 0, attemptNo: 1 })
+      }
+      // the claiming run says it records events (report then reads no attempt rows for it)
+      assert.deepInclude(
+        JSON.parse(query<{ data: string }>(store, "SELECT data FROM events WHERE kind = 'run.stale_interrupted'")[0]!.data),
+        { staleRunId: run1["run_id"], inFlight: "events" }
+      )
+      // attempts are what ran and was recorded: one per task (no retries here)
+      assert.strictEqual(count(store, "SELECT count(*) FROM attempts"), count(store, "SELECT count(*) FROM tasks"))
+      // the report says how many were in flight and bounds the calls that may have been made
+      const resumeRun = abandoned[0]!.run_id
+      const text = yield* assay(["report", store])
+      assert.strictEqual(text.code, 0, text.stderr)
+      assert.include(
+        text.stdout,
+        `In flight when run ${run1["run_id"]} stopped: ${inFlight.length} pipeline${inFlight.length === 1 ? "" : "s"} (claimed by run ${resumeRun}, which ran them again); ` +
+          `up to ${Math.min(4, inFlight.length)} of them (the run's concurrency is 4) may have had a call in progress`
+      )
+      const json = yield* assay(["report", store, "--json"])
+      assert.deepStrictEqual(JSON.parse(json.stdout).inFlightAtStop, [{
+        source: store,
+        runId: run1["run_id"],
+        pipelines: inFlight.length,
+        concurrency: 4,
+        mayHaveCalled: Math.min(4, inFlight.length),
+        claimedBy: [resumeRun],
+        legacyRows: 0
+      }])
       // Each in-flight item ran once more, and only one success is recorded per pipeline.
       assert.deepStrictEqual(
         query(store, "SELECT DISTINCT count(*) AS n FROM attempts WHERE outcome = 'succeeded' GROUP BY pipeline_id"),

@@ -83,6 +83,24 @@ describe("resolveAlgorithm", () => {
     if (far._tag === "ConfigError") assert.strictEqual(far.issues[0]?.suggestion, "its options: metric, reserve, fallback")
   })
 
+  it("immediate refuses an option as every other algorithm does, with its path (issue 18: it accepted any key silently)", () => {
+    const bad = Either.getOrThrow(Either.flip(Algo.resolveAlgorithm({ name: "immediate", bogus: 1, timeout: "5 seconds" })))
+    assert.strictEqual(bad._tag, "ConfigError")
+    if (bad._tag === "ConfigError") {
+      assert.deepStrictEqual(bad.issues, [
+        { path: "algorithm.bogus", message: "unknown option \"bogus\" of algorithm immediate", suggestion: "immediate takes no options" },
+        {
+          path: "algorithm.timeout",
+          message: "unknown option \"timeout\" of algorithm immediate",
+          suggestion: "immediate takes no options; timeout is an option of wait"
+        }
+      ])
+    }
+    // without options (a name, or { name }) it resolves as before
+    assert.strictEqual(Either.getOrThrow(Algo.resolveAlgorithm({ name: "immediate" })).name, "immediate")
+    assert.strictEqual(Either.getOrThrow(Algo.resolveAlgorithm("immediate")).name, "immediate")
+  })
+
   it("resolves plugins after built-ins: a plugin cannot shadow a built-in", () => {
     const mine: Algo.AcquireAlgorithm = { ...Algo.immediate(), name: "mine", fingerprint: () => ({ name: "mine" }) }
     const plugins = new Map<string, Algo.AlgorithmPlugin>([

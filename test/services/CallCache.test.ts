@@ -420,6 +420,11 @@ describe("call cache: a damaged shared cache database", () => {
       const warnings = logged.filter((l) => l.level === "WARN" && l.message.includes("call cache"))
       assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
       assert.include(warnings[0]!.message, file)
+      // the location once (the cache's error already began with it: it was said twice)
+      assert.strictEqual(warnings[0]!.message.split(file).length - 1, 1, warnings[0]!.message)
+      for (const l of logged.filter((l) => l.message.includes("call cache"))) {
+        assert.strictEqual(l.message.split(file).length - 1, 1, l.message)
+      }
       assert.include(warnings[0]!.message, "move it aside")
       assert.include(warnings[0]!.message, "PRAGMA integrity_check")
       assert.isAtLeast(logged.filter((l) => l.level === "DEBUG" && l.message.includes("call cache")).length, 6)

@@ -73,6 +73,97 @@ describe("Report (retries)", () => {
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 
+describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
+  it.effect("per dead run: how many, and at most its concurrency may have had a call in progress; no attempt counted", () =>
+    Effect.gen(function*() {
+      const killed = nodePath.join(dir, "killed.db")
+      yield* buildStore(killed, [], (s) =>
+        Effect.gen(function*() {
+          // the dead run (kill -9: never finished), then the run that claimed its pipelines
+          yield* s.openRun({ runId: rid("dead"), startedAt: 1000, config: { concurrency: 3 } })
+          yield* s.openRun({ runId: rid("resume"), startedAt: 5000, config: { concurrency: 3 } })
+          for (let i = 0; i < 5; i++) {
+            yield* s.emitEvent({
+              kind: "pipeline.abandoned",
+              pipelineId: pid(i),
+              runId: rid("resume"),
+              data: { run: "dead", task: "t0", seq: 0, attemptNo: 1 },
+              ts: 5001
+            })
+          }
+          // a dead run whose record is gone: its concurrency is unknown
+          yield* s.emitEvent({
+            kind: "pipeline.abandoned",
+            pipelineId: pid(7),
+            runId: rid("resume"),
+            data: { run: "vanished", task: "t0", seq: 0, attemptNo: 2 },
+            ts: 5002
+          })
+          yield* s.finishRun(rid("resume"), { status: "completed", endedAt: 6000 })
+        }))
+      const latest = yield* Report.reportPaths([killed])
+      assert.deepStrictEqual(latest.inFlightAtStop, [
+        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
+        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
+      ])
+      assert.strictEqual(latest.attempts, 0)
+      const text = Report.renderText(latest)
+      assert.include(
+        text,
+        "In flight when run dead stopped: 5 pipelines (claimed by run resume, which ran them again); up to 3 of them (the run's " +
+          "concurrency is 3) may have had a call in progress, made and maybe paid for, its answer lost; no attempt is recorded for them"
+      )
+      assert.include(text, "In flight when run vanished stopped: 1 pipeline (claimed by run resume, which ran them again); each of them")
+      // the dead run's own report says it too (the events are the claiming run's)
+      const dead = yield* Report.reportPaths([killed], { runId: "dead" })
+      assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines]), [["dead", 5]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+
+  it.effect("a store written before (Abandoned attempt rows, no event): reported the same way, not counted as attempts", () =>
+    Effect.gen(function*() {
+      const legacy = nodePath.join(dir, "legacy.db")
+      const abandonedRow = (runId: ReturnType<typeof rid>, i: number) => ({
+        pipelineId: pid(i), runId, taskRunId: `p${i}:0:abandoned:5000`, taskName: "t0", seq: 0, attemptNo: 1,
+        outcome: "cancelled" as const, errorClass: "cancelled" as const, errorType: "Abandoned",
+        errorMessage: "attempt abandoned: its run died (no heartbeat) with this attempt next; it may not have started",
+        decision: null, leaseIds: [], startedAt: 5000, endedAt: 5000, durationMs: 0
+      })
+      const ran = (runId: ReturnType<typeof rid>, i: number) => ({
+        ...abandonedRow(runId, i), taskRunId: `p${i}:0`, outcome: "succeeded" as const, errorClass: null, errorType: null,
+        errorMessage: null, leaseIds: [`llm/k1#${i}`]
+      })
+      yield* buildStore(legacy, [], (s) =>
+        Effect.gen(function*() {
+          yield* s.openRun({ runId: rid("dead"), startedAt: 1000, config: { concurrency: 2 } })
+          const resume = rid("old-resume")
+          yield* s.openRun({ runId: resume, startedAt: 5000 })
+          // what a resume before 0.12 wrote: the stale run marked, one Abandoned row per claimed pipeline
+          yield* s.emitEvent({ kind: "run.stale_interrupted", pipelineId: null, runId: resume, data: { staleRunId: "dead", heartbeatAt: 1500 }, ts: 5000 })
+          for (let i = 0; i < 3; i++) {
+            yield* s.recordAttempt(abandonedRow(resume, i))
+            yield* s.recordAttempt(ran(resume, i))
+          }
+          yield* s.finishRun(resume, { status: "completed", endedAt: 6000 })
+        }))
+      const r = yield* Report.reportPaths([legacy])
+      assert.strictEqual(r.attempts, 3)
+      assert.deepStrictEqual(r.inFlightAtStop, [
+        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
+      ])
+      assert.include(
+        Report.renderText(r),
+        "In flight when run dead stopped: 3 pipelines (claimed by run old-resume, which ran them again); up to 2 of them (the run's " +
+          "concurrency is 2) may have had a call in progress, made and maybe paid for, its answer lost; an earlier assay recorded 3 " +
+          "Abandoned attempt row(s) for them, not counted in Attempts above (an export lists them)"
+      )
+      assert.match(Report.renderText(r), /Attempts: 3 /)
+      // the dead run's own report: the line, and nothing subtracted from its own attempts
+      const dead = yield* Report.reportPaths([legacy], { runId: "dead" })
+      assert.strictEqual(dead.attempts, 0)
+      assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.legacyRows]), [["dead", 3, 3]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
 layer(Built, { excludeTestServices: true })("Report", (it) => {
   it.effect("latest run by default, an explicit run, all runs; unknown run is a ConfigError", () =>
     Effect.gen(function*() {
@@ -102,7 +193,7 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsTotal", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
+        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
       ])
     }))
 

@@ -1,15 +1,18 @@
 /**
- * Claiming a pipeline from a dead run records the attempt that run had in flight as
- * `Abandoned` under the number that attempt ran with: on a control pipeline the number
- * reserved for it (the resume's own attempt takes the next one), on a plain pipeline the number
- * after the dead run's recorded attempts of that task, in the dead run's task run. When the
- * records show that nothing was in flight (the reserved number already has its row, the last
- * attempt was not to be retried) nothing is recorded. Before the fix every claimed row got an
- * abandoned attempt numbered 0, next to attempts 1..n.
+ * Claiming a pipeline from a dead run records no attempt for what that run had in flight (issue
+ * 18, F3): the store keeps no durable mark of an attempt's start, so the attempt may have run
+ * or not begun (the pipeline only admitted, waiting for a worker slot or a retry's delay).
+ * Instead one `pipeline.abandoned` event names the task, the dead run and the number that
+ * attempt had: on a control pipeline the number reserved for it (the resume's own attempt takes
+ * the next one, the reserved one is never reused), on a plain pipeline the number after the
+ * dead run's recorded attempts of that task. When the records show that nothing was in flight
+ * (the reserved number already has its row, the last attempt was not to be retried) nothing is
+ * recorded. Before: an `Abandoned` attempt row per claimed pipeline (a fresh trial's resume
+ * after kill -9 said 427 attempts for 299 tasks).
  *
  * The dead run is simulated on the store: a run stopped while its pipeline waited to retry
  * (the retry's number reserved, nothing running), its row then set back to `running` as a
- * kill -9 leaves it. The real kill -9 is in Runner.kill.control.test.ts and test/cli/run.test.ts.
+ * kill -9 leaves it. The real kill -9 is in Runner.kill.test.ts and test/cli/run.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Stream, TestClock } from "effect"
@@ -42,6 +45,9 @@ const env = (store: keyof typeof stores) =>
 const attemptsOf = (pipelineId: PipelineId) =>
   Effect.flatMap(Store, (s) => Effect.map(Stream.runCollect(s.streamAttempts({ pipelineId })), (c) => Array.from(c)))
 
+const abandonedOf = (pipelineId: PipelineId) =>
+  Effect.flatMap(Store, (s) => Effect.map(s.events({ pipelineId, kind: "pipeline.abandoned" }), (es) => es.map((e) => [e.runId, e.data])))
+
 /**
  * `flaky` fails its first attempt (retryable, retried after 1 minute) while `broken.on`; the
  * first run is stopped at 2 s, waiting to retry: attempt 2 is the next number and never ran.
@@ -62,7 +68,7 @@ const scenario = (control: boolean, broken: { on: boolean }) => {
   return template.bind(1)
 }
 
-describe("a claimed pipeline's abandoned attempt carries the number it ran with", () => {
+describe("a claimed pipeline's attempt in flight: a pipeline.abandoned event, never an invented attempt row", () => {
   for (const store of ["memory", "sqlite"] as const) {
     it.effect(`${store}: control pipeline: the reserved number, the resume's attempt the next one`, () =>
       Effect.gen(function*() {
@@ -84,8 +90,10 @@ describe("a claimed pipeline's abandoned attempt carries the number it ran with"
         const rows = (yield* attemptsOf(spec.pipelineId)).filter((a) => a.taskName === "flaky")
         assert.deepStrictEqual(rows.map((a) => [a.attemptNo, a.outcome, a.errorType]), [
           [1, "failed", "RetryableError"],
-          [2, "cancelled", "Abandoned"],
           [3, "succeeded", null]
+        ])
+        assert.deepStrictEqual(yield* abandonedOf(spec.pipelineId), [
+          [resumed.runId, { run: "dead-run", task: "flaky", seq: 0, attemptNo: 2 }]
         ])
       }).pipe(Effect.provide(env(store))))
 
@@ -109,12 +117,15 @@ describe("a claimed pipeline's abandoned attempt carries the number it ran with"
         const rows = (yield* attemptsOf(spec.pipelineId)).filter((a) => a.taskName === "flaky")
         assert.deepStrictEqual(rows.map((a) => [a.attemptNo, a.outcome, a.errorType]), [
           [1, "failed", "RetryableError"],
-          [2, "cancelled", "Abandoned"],
           [1, "succeeded", null]
         ])
-        // the abandoned attempt joins the dead run's task run; the resume's attempt is its own
-        assert.strictEqual(rows[1]!.taskRunId, rows[0]!.taskRunId)
-        assert.notStrictEqual(rows[2]!.taskRunId, rows[0]!.taskRunId)
+        // the resume's attempt is in a task run of its own
+        assert.notStrictEqual(rows[1]!.taskRunId, rows[0]!.taskRunId)
+        assert.deepStrictEqual(yield* abandonedOf(spec.pipelineId), [
+          [resumed.runId, { run: first.runId, task: "flaky", seq: 0, attemptNo: 2 }]
+        ])
+        // attempts are what ran and was recorded: flaky's two and done's one
+        assert.strictEqual((yield* (yield* Store).stats(undefined)).attemptsTotal, 3)
       }).pipe(Effect.provide(env(store))))
 
     it.effect(`${store}: the records show nothing in flight (its last attempt failed for good): no abandoned row`, () =>
@@ -139,6 +150,7 @@ describe("a claimed pipeline's abandoned attempt carries the number it ran with"
             [[1, "failed"], [control ? 2 : 1, "succeeded"]],
             control ? "control" : "plain"
           )
+          assert.deepStrictEqual(yield* abandonedOf(spec.pipelineId), [])
         }
       }).pipe(Effect.provide(env(store))))
   }

@@ -52,14 +52,18 @@ describe("Runner control-flow crash safety (real processes, real SQLite)", () =>
     // no visit whose result was committed before a run started ran again in that run
     const violations = executions(log).filter((e) => committedBefore[e.run - 1]?.has(e.key) === true)
     expect(violations).toEqual([])
-    // the killed runs' attempts in flight are recorded as abandoned under the numbers they
-    // ran with (reserved before they began: never 0), and no station visit's attempt number
-    // is recorded twice (a resume takes the next number)
+    // the killed runs' attempts in flight are pipeline.abandoned events naming the numbers
+    // reserved for them (never 0), not attempt rows (issue 18 F3); no station visit's attempt
+    // number is recorded twice (a resume takes the next number)
     const attempts = query<{ pipeline_id: string; seq: number; visit: number; attempt_no: number; error_type: string | null }>(
       db,
       "SELECT pipeline_id, seq, coalesce(visit, 0) AS visit, attempt_no, error_type FROM attempts"
     )
-    expect(attempts.some((a) => a.error_type === "Abandoned")).toBe(true)
+    expect(attempts.filter((a) => a.error_type === "Abandoned")).toEqual([])
+    const abandoned = query<{ data: string }>(db, "SELECT data FROM events WHERE kind = 'pipeline.abandoned'")
+      .map((e) => JSON.parse(e.data) as { attemptNo: number; seq: number })
+    expect(abandoned.length).toBeGreaterThan(0)
+    expect(abandoned.filter((a) => !(a.attemptNo >= 1))).toEqual([])
     expect(attempts.filter((a) => a.attempt_no < 1)).toEqual([])
     const numbers = attempts.map((a) => `${a.pipeline_id} ${a.seq} ${a.visit} ${a.attempt_no}`)
     expect(numbers.filter((k, i) => numbers.indexOf(k) !== i)).toEqual([])

@@ -295,7 +295,9 @@ export const referenceReport = (
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
-      }
+      },
+      // read from `pipeline.abandoned` events, not from an aggregate: the fixtures have none
+      inFlightAtStop: []
     }
   })
 

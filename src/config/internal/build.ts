@@ -14,6 +14,7 @@ import type { Json } from "../../domain/Json.js"
 import type { AlgorithmInput } from "../../domain/Lease.js"
 import * as Pipeline from "../../domain/Pipeline.js"
 import { withEnvReferences } from "../../domain/internal/resource.js"
+import { replaceValues, setShown } from "../../domain/internal/shownText.js"
 import * as Resource from "../../domain/Resource.js"
 import type { RetryPolicy } from "../../domain/RetryPolicy.js"
 import * as RunConfig from "../../domain/RunConfig.js"
@@ -34,6 +35,7 @@ import {
 } from "../../tasks/internal/sources.js"
 import * as Plugins from "../../layers/internal/plugins.js"
 import * as PluginUri from "../../layers/PluginUri.js"
+import { resourceOptionNames as chatResourceOptions, taskOptionNames as chatTaskOptions } from "../../tasks/internal/chat.js"
 
 import type { Experiment, Format, SourceSpec } from "../Experiment.js"
 import type { Interpolation } from "./env.js"
@@ -552,7 +554,7 @@ export const build = (
     for (let i = 0; i < def.pipeline.tasks.length; i++) {
       const task = yield* buildEntry(def.pipeline.tasks[i]!, `pipeline.tasks[${i}]`, entryCtx, issues)
       if (task === undefined) allBuilt = false
-      else tasks.push(task)
+      else tasks.push(showEnvTexts(task, envTextsUnder(def, ["pipeline", "tasks", i], ctx.interpolated ?? [])))
     }
     const source = yield* sourceOf(def, ctx.baseDir, issues, ctx.scanKeys)
     const run = runInputOf(def, ctx.baseDir)
@@ -627,7 +629,8 @@ export const build = (
       ...(source.kind === "jsonl" && source.scan !== undefined
         ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
         : []),
-      ...unpricedModelWarnings(def)
+      ...unpricedModelWarnings(def),
+      ...unknownChatOptionWarnings(def, template.tasks as ReadonlyArray<Task.Any>)
     ]
     const experiment: Experiment = {
       file: ctx.file,
@@ -678,6 +681,97 @@ export const build = (
     }
     return experiment
   })
+
+/**
+ * The strings under `at` in the (expanded) definition that took a value from `${VAR}`: each
+ * value as the config holds it now, mapped to its text as written (`"${API_TOKEN}"`).
+ */
+const envTextsUnder = (
+  def: Definition,
+  at: ReadonlyArray<PropertyKey>,
+  interpolated: ReadonlyArray<Interpolation>
+): Map<string, string> => {
+  const out = new Map<string, string>()
+  for (const i of interpolated) {
+    if (i.path.length <= at.length || at.some((k, n) => i.path[n] !== k)) continue
+    let v: unknown = def
+    for (const k of i.path) v = v !== null && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : undefined
+    if (typeof v === "string" && v !== "" && v !== i.template) out.set(v, i.template)
+  }
+  return out
+}
+
+/**
+ * `task` (and its children) recorded to show, in `parameters` and `config`, the config text of
+ * each value in `texts` in place of the value (issue 18: a task option from `${VAR}` was shown
+ * and stored verbatim by `validate --json` and a study's stored protocol). The task itself
+ * keeps the values (and its identity digest).
+ */
+const showEnvTexts = (task: Task.Any, texts: ReadonlyMap<string, string>): Task.Any => {
+  if (texts.size === 0) return task
+  for (const c of task.children) showEnvTexts(c, texts)
+  const parameters = replaceValues(task.parameters, texts)
+  const config = replaceValues(task.options.config as Json, texts)
+  return setShown(task, {
+    parameters: parameters === task.parameters ? undefined : parameters,
+    config: config === task.options.config ? undefined : config
+  })
+}
+
+/** The tasks that talk to a chat endpoint through the resource they lease (`chat`, `judge`). */
+const CHAT_ENDPOINT_TASKS: ReadonlySet<string> = new Set(["assay.chat/v1", "assay.judge/v1"])
+
+/**
+ * One `warning:` line per option key of a pool resource that a `chat` (or `judge`) task leases
+ * and that such a task does not read (issue 18): resource options are free-form by design,
+ * but a chat endpoint reads only `baseUrl`, `apiKey`, `apiKeyEnv`, `model` and `headers` (and
+ * their other spellings, see `Chat.resourceOptionNames`), so `maxTokns: 5` there does nothing
+ * silently. Not warned: `quota` (what `quotaAware` reads) and the keys a leasing task's
+ * `selector.options` matches on. The line names the field path
+ * (`pools.llm.resources[1].options.maxTokns`) and the task, with a did-you-mean among the
+ * resource options, else among the chat task's own options (a task option put on the
+ * resource). Resources that no chat task leases are not looked at.
+ */
+export const unknownChatOptionWarnings = (def: Definition, tasks: ReadonlyArray<Task.Any>): Array<string> => {
+  // pool → the first chat task leasing it, and the option keys the leasing tasks select on
+  const leased = new Map<string, { readonly task: string; readonly selected: Set<string> }>()
+  const visit = (ts: ReadonlyArray<Task.Any>) => {
+    for (const t of ts) {
+      if (t.options.resource !== null && CHAT_ENDPOINT_TASKS.has(t.codeDigest)) {
+        const entry = leased.get(t.options.resource) ?? { task: t.name, selected: new Set<string>() }
+        const selector = (t.parameters as { readonly selector?: { readonly options?: unknown } } | null)?.selector
+        if (selector?.options !== null && typeof selector?.options === "object") {
+          for (const k of Object.keys(selector.options)) entry.selected.add(k.split(".")[0]!)
+        }
+        leased.set(t.options.resource, entry)
+      }
+      visit(t.children)
+    }
+  }
+  visit(tasks)
+  const out: Array<string> = []
+  for (const [name, { selected, task }] of leased) {
+    const pool = def.pools?.[name]
+    if (pool === undefined) continue
+    pool.resources.forEach((r, i) => {
+      for (const key of Object.keys(r.options ?? {})) {
+        if (chatResourceOptions.includes(key) || key === "quota" || selected.has(key)) continue
+        const near = closest(key, chatResourceOptions)
+        const asTask = near === undefined ? closest(key, chatTaskOptions) : undefined
+        const hint = near !== undefined
+          ? `; did you mean ${near}?`
+          : asTask !== undefined
+          ? `; did you mean ${asTask}? (an option of the chat task, set in its options, not the resource's)`
+          : ""
+        out.push(
+          `warning: pools.${name}.resources[${i}].options.${key}: unknown option of a resource the chat task "${task}" leases: ` +
+            `it reads only baseUrl, apiKey, apiKeyEnv, model and headers, so this one does nothing${hint}`
+        )
+      }
+    })
+  }
+  return out
+}
 
 /** The models the tasks of a definition name (`options.model`), by the pool they lease from. */
 const taskModelsByPool = (def: Definition): Map<string, Set<string>> => {

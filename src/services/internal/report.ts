@@ -362,7 +362,47 @@ export interface ReportData {
     readonly count: number
     readonly pipelines: ReadonlyArray<{ readonly pipelineId: string; readonly phases: ReadonlyArray<string>; readonly source: string }>
   }
+  /**
+   * Runs that died (kill -9, a crash, a lost machine) with pipelines in flight, as the runs that
+   * claimed those pipelines recorded them (`pipeline.abandoned` events), per store and dead run:
+   * see {@link ReportInFlight}. Empty when no selected run claimed or lost one. Since 0.12.0
+   * (stores written before hold an `Abandoned` attempt row for each instead: reported the same
+   * way, and not counted in `attempts`).
+   */
+  readonly inFlightAtStop: ReadonlyArray<ReportInFlight>
 }
+
+/**
+ * One run that stopped without recording what it had in flight (killed, crashed), as the runs
+ * that claimed its pipelines saw it: `pipelines` were in flight (admitted, waiting for a worker
+ * slot or a retry's delay, or running an attempt), and at most `mayHaveCalled` of them
+ * (`min(pipelines, concurrency)`, the run's worker slots) can have had an attempt running: a
+ * model call made and paid for, its answer lost. No attempt row is recorded for them (the
+ * store keeps no durable mark of an attempt's start); the claiming run ran them again.
+ * `concurrency` is `null` when the dead run's record is gone (then `mayHaveCalled` is
+ * `pipelines`). `claimedBy`: the runs that claimed them. A store written before 0.12 has no
+ * such events: its claiming runs' `Abandoned` attempt rows are read instead (`legacyRows`).
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface ReportInFlight {
+  readonly source: string
+  readonly runId: string
+  readonly pipelines: number
+  readonly concurrency: number | null
+  readonly mayHaveCalled: number
+  readonly claimedBy: ReadonlyArray<string>
+  /**
+   * `Abandoned` attempt rows an earlier assay recorded for these pipelines (a store written
+   * before 0.12, whose claiming runs recorded no event): read from the claiming runs' attempts,
+   * not counted in the report's `attempts` (an export still lists them). 0 otherwise.
+   */
+  readonly legacyRows: number
+}
+
+/** How the embedded engine's `Abandoned` rows (stores written before 0.12) begin. */
+const LEGACY_ABANDONED = "attempt abandoned: its run died"
 
 /**
  * A metric value as its card shows it: `percent` multiplies a number by 100 (one decimal,
@@ -552,6 +592,8 @@ export const buildReport = (
     /** Stores whose selection leaves some of their runs out, with how many runs they hold. */
     const partial: Array<{ readonly store: TaskStore; readonly runs: number }> = []
     let runsInStores = 0
+    /** Every run of each store (the selection's and the others: a dead run's concurrency). */
+    const runsOf = new Map<TaskStore, ReadonlyArray<RunRecord>>()
     for (const s of stores) {
       const runs = yield* s.store.listRuns
       runsInStores += runs.length
@@ -561,6 +603,7 @@ export const buildReport = (
         ? runs.slice(-1) // listRuns is oldest first
         : runs.filter((r) => r.runId === options.runId)
       selected.push({ ...s, runs: chosen })
+      runsOf.set(s.store, runs)
       if (chosen.length < runs.length) partial.push({ store: s.store, runs: runs.length })
     }
     if (options.runId !== undefined && !all && selected.every((s) => s.runs.length === 0)) {
@@ -698,6 +741,73 @@ export const buildReport = (
       }
     }
 
+    // pipelines a dead run had in flight, claimed by a later run (`pipeline.abandoned`): the
+    // events of a selected claiming run, or about a selected dead run
+    const inFlightAtStop: Array<ReportInFlight> = []
+    for (const s of selected) {
+      const ids = new Set<string>(s.runs.map((r) => r.runId))
+      const byRun = new Map<string, { pipelines: Set<string>; claimedBy: Set<string> }>()
+      yield* Stream.runForEach(s.store.streamEvents({ kind: "pipeline.abandoned" }), (e) =>
+        Effect.sync(() => {
+          const from = (e.data as { readonly run?: unknown } | null)?.run
+          if (typeof from !== "string" || e.pipelineId === null) return
+          if (!all && !ids.has(from) && (e.runId === null || !ids.has(e.runId))) return
+          const entry = byRun.get(from) ?? { pipelines: new Set<string>(), claimedBy: new Set<string>() }
+          entry.pipelines.add(e.pipelineId)
+          if (e.runId !== null) entry.claimedBy.add(e.runId)
+          byRun.set(from, entry)
+        }))
+      // A store written before these events: a run that claimed a dead run's pipelines (its
+      // `run.stale_interrupted` event) recorded an `Abandoned` attempt row for each instead.
+      // Those rows are read (only those runs' attempts, only when they have no event) and
+      // reported the same way; in scope, they are not counted as attempts.
+      const claimers = new Map<string, Array<string>>()
+      yield* Stream.runForEach(s.store.streamEvents({ kind: "run.stale_interrupted" }), (e) =>
+        Effect.sync(() => {
+          const data = e.data as { readonly staleRunId?: unknown; readonly inFlight?: unknown } | null
+          const stale = data?.staleRunId
+          // a run of 0.12 or later records events, never such rows: nothing to read
+          if (e.runId === null || typeof stale !== "string" || data?.inFlight === "events") return
+          if (!all && !ids.has(e.runId) && !ids.has(stale)) return
+          claimers.set(e.runId, [...(claimers.get(e.runId) ?? []), stale])
+        }))
+      const legacyRows = new Map<string, number>()
+      for (const [claimer, stale] of claimers) {
+        if (Array.from(byRun.values()).some((entry) => entry.claimedBy.has(claimer))) continue
+        const from = stale[0]!
+        const entry = byRun.get(from) ?? { pipelines: new Set<string>(), claimedBy: new Set<string>() }
+        let rows = 0
+        yield* Stream.runForEach(s.store.streamAttempts({ runId: claimer as RunId }), (a) =>
+          Effect.sync(() => {
+            if (a.errorType !== "Abandoned" || !(a.errorMessage ?? "").startsWith(LEGACY_ABANDONED)) return
+            rows++
+            entry.pipelines.add(a.pipelineId)
+          }))
+        if (rows === 0) continue
+        entry.claimedBy.add(claimer)
+        byRun.set(from, entry)
+        legacyRows.set(from, (legacyRows.get(from) ?? 0) + rows)
+        // counted in this report's attempts when the claiming run is in its scope
+        if (all || ids.has(claimer)) attempts -= rows
+      }
+      if (byRun.size === 0) continue
+      const records = runsOf.get(s.store) ?? []
+      for (const [runId, entry] of byRun) {
+        const config = records.find((r) => r.runId === runId)?.config as { readonly concurrency?: unknown } | null | undefined
+        const concurrency = typeof config?.concurrency === "number" ? config.concurrency : null
+        const pipelines = entry.pipelines.size
+        inFlightAtStop.push({
+          source: s.source,
+          runId,
+          pipelines,
+          concurrency,
+          mayHaveCalled: concurrency === null ? pipelines : Math.min(pipelines, concurrency),
+          claimedBy: Array.from(entry.claimedBy).sort(),
+          legacyRows: legacyRows.get(runId) ?? 0
+        })
+      }
+    }
+
     const pools = new Map<string, Accounting>()
     const poolCounts = new Map<string, { resources: number; attempts: number }>()
     for (const r of resources) {
@@ -765,7 +875,8 @@ export const buildReport = (
       repairFailures: {
         count: repair.size,
         pipelines: Array.from(repair, ([pipelineId, v]) => ({ pipelineId, phases: Array.from(v.phases).sort(), source: v.source }))
-      }
+      },
+      inFlightAtStop
     }
   })
 
@@ -820,6 +931,23 @@ export const scopeText = (r: ReportData): string => {
 }
 
 /**
+ * One dead run's pipelines in flight in one line: `Run X stopped with 128 pipelines in flight
+ * (claimed by run Y, which ran them again; no attempt is recorded for them): up to 32 of them
+ * (its concurrency) may have had a model call in progress, made and paid for.`
+ */
+const inFlightText = (f: ReportInFlight, manyStores: boolean): string => {
+  const n = `${f.pipelines} pipeline${f.pipelines === 1 ? "" : "s"}`
+  const by = f.claimedBy.length === 0 ? "" : ` (claimed by ${f.claimedBy.length === 1 ? "run" : "runs"} ${f.claimedBy.join(", ")}, which ran them again)`
+  const bound = f.concurrency === null
+    ? `each of them may have had a call in progress (the run's record is gone: its concurrency is unknown)`
+    : `up to ${f.mayHaveCalled} of them (the run's concurrency is ${f.concurrency}) may have had a call in progress, made and maybe paid for, its answer lost`
+  const recorded = f.legacyRows > 0
+    ? `; an earlier assay recorded ${f.legacyRows} Abandoned attempt row(s) for them, not counted in Attempts above (an export lists them)`
+    : "; no attempt is recorded for them"
+  return `In flight when run ${f.runId}${manyStores ? ` in ${f.source}` : ""} stopped: ${n}${by}; ${bound}${recorded}`
+}
+
+/**
  * The report as text (what `assay report` prints without `--json`).
  *
  * @since 0.1.0
@@ -841,6 +969,7 @@ export const renderText = (r: ReportData): string => {
   out.push(`Pipelines: ${r.pipelines} (${states})${r.duplicates > 0 ? `, ${r.duplicates} duplicate row(s) merged` : ""}`)
   // control transitions only when some were committed: a plain run's text is unchanged
   out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}${r.handoffsTotal > 0 ? `  Handoffs: ${r.handoffsTotal}` : ""}`)
+  for (const f of r.inFlightAtStop ?? []) out.push(inFlightText(f, r.stores.length > 1))
   out.push(
     r.latencyMs === null
       ? "Time in run: n/a"

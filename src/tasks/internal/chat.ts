@@ -920,6 +920,25 @@ export interface ChatOptions {
   readonly cache?: CallCache.CacheOption | undefined
 }
 
+/**
+ * The resource options a chat endpoint reads ({@link endpointOf}), with their other spellings:
+ * what `validate` and `run` compare a leased resource's option keys with (a key that is none of
+ * them, nor `quota` nor a key a task's selector matches, draws a warning with a did-you-mean).
+ *
+ * @internal
+ */
+export const resourceOptionNames: ReadonlyArray<string> = [
+  "baseUrl",
+  "base_url",
+  "apiUrl",
+  "apiKey",
+  "api_key",
+  "apiKeyEnv",
+  "api_key_env",
+  "model",
+  "headers"
+]
+
 const knownOptions = [
   "name",
   "retry",
@@ -937,6 +956,14 @@ const knownOptions = [
   "requestTimeout",
   "cache"
 ]
+
+/**
+ * The option keys of the {@link chat} task itself (what a misplaced resource option such as
+ * `maxTokens` is compared with).
+ *
+ * @internal
+ */
+export const taskOptionNames: ReadonlyArray<string> = knownOptions
 
 /**
  * The default retry policy of {@link chat}: 6 attempts, 500 ms base, factor 2, capped at

@@ -202,9 +202,10 @@ const openSnapshot = (filename: string, why: string): ReadOnlyDb => {
       db.close()
       throw e
     }
+    // the log line already names the file (`call cache PATH: `): said once (issue 18)
     const what = walBytes > 0
-      ? `${filename} and ${filename}-wal (${walBytes} bytes of answers not yet checkpointed)`
-      : filename
+      ? `the file and its ${nodePath.basename(filename)}-wal (${walBytes} bytes of answers not yet checkpointed)`
+      : "the file"
     return {
       db,
       snapshot: `read a snapshot of ${what}, copied into a private temporary folder: ${why}`,

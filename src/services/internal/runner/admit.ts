@@ -170,6 +170,30 @@ export const make = (env: AdmitEnv) => {
         : { seq, visit, attemptNo: last.attemptNo + 1, taskRunId: last.taskRunId }
     })
 
+  /**
+   * The `pipeline.abandoned` event of a pipeline claimed from the dead run `ownerRunId` with an
+   * attempt in flight, or next, at `a` (issue 18, F3). The store keeps no durable mark of an
+   * attempt's start, so that attempt may have run (a paid call made, its answer lost) or not
+   * begun at all (the pipeline only admitted, or waiting for a worker slot or a retry's delay):
+   * no attempt row is invented for it, so attempt counts hold only what ran and was recorded.
+   * Data: `task` and `seq` (and `visit` on a control pipeline) where it was, `run` the run it
+   * belonged to, `attemptNo` the number that attempt had (a control pipeline's resume skips it).
+   * `assay report` counts these per dead run, bounded by that run's concurrency.
+   */
+  const abandonedEvent = (spec: AnySpec, ownerRunId: RunId, a: Rows.InFlight, now: number): NewEvent => ({
+    kind: "pipeline.abandoned",
+    pipelineId: spec.pipelineId,
+    runId,
+    data: {
+      run: ownerRunId,
+      task: (spec.template.tasks as ReadonlyArray<Task.Any>)[a.seq]?.name ?? null,
+      seq: a.seq,
+      ...(a.visit === 0 ? {} : { visit: a.visit }),
+      attemptNo: a.attemptNo
+    },
+    ts: now
+  })
+
   /** The input of a resume at `cursor` (> 0): its checkpoint, or a restart from the seed. */
   const loadStart = (spec: AnySpec, d: Extract<Admission.Admission, { _tag: "Resume" }>, now: number) =>
     Effect.gen(function*(): Effect.fn.Return<{ start: Pipe.Start; events: ReadonlyArray<NewEvent> }, StoreUnavailable> {
@@ -486,13 +510,15 @@ export const make = (env: AdmitEnv) => {
         })
       }
       const vs = persisted.value
-      // an attempt of the dead owner was in flight at the pending entry: recorded as abandoned
-      // under the number reserved for it
-      const abandoned = (decision._tag === "Resume" || decision._tag === "FromSeed") && decision.abandonedTask &&
+      // an attempt of the dead owner was in flight (or next) at the pending entry: a
+      // `pipeline.abandoned` event naming the number reserved for it (which the resume's
+      // reservation skips), never an attempt row (see `abandonedEvent`)
+      const inFlight = (decision._tag === "Resume" || decision._tag === "FromSeed") && decision.abandonedTask &&
           vs.pending !== null && stored !== undefined
         ? yield* inFlightAttempt(pipelineId, stored.runId, vs.pending.seq, vs.pending.visit, vs.pending.attempts)
         : undefined
       const events: Array<NewEvent> = []
+      if (inFlight !== undefined) events.push(abandonedEvent(spec, stored!.runId, inFlight, now))
       if (decision._tag === "Resume" && decision.claimedFrom !== undefined) {
         events.push(event("pipeline.claimed", { from: decision.claimedFrom, cursor: vs.cursor }))
       }
@@ -542,7 +568,7 @@ export const make = (env: AdmitEnv) => {
         return yield* admitWith(
           spec,
           vs.cursor,
-          launch({ state: vs, input: Controlled.seedInput(spec), prepare: replay, invalidateFrom: 0, abandoned }),
+          launch({ state: vs, input: Controlled.seedInput(spec), prepare: replay, invalidateFrom: 0 }),
           false,
           events,
           stored,
@@ -553,7 +579,7 @@ export const make = (env: AdmitEnv) => {
       return yield* admitWith(
         spec,
         vs.cursor,
-        launch({ state: vs, input: loaded.right, prepare: Traversal.reserveAttempt(vs), abandoned }),
+        launch({ state: vs, input: loaded.right, prepare: Traversal.reserveAttempt(vs) }),
         false,
         events,
         stored,
@@ -652,15 +678,16 @@ export const make = (env: AdmitEnv) => {
     stored: PipelineRecord | undefined,
     now: number
   ) =>
-    // the dead owner's attempt in flight at the stored cursor, numbered (see `inFlightAttempt`)
+    // the dead owner's attempt in flight (or next) at the stored cursor: a `pipeline.abandoned`
+    // event, never an attempt row (see `abandonedEvent`)
     start.abandonedTask && stored !== undefined
       ? Effect.flatMap(inFlightAttempt(spec.pipelineId, stored.runId, stored.nTasksDone, 0, undefined), (a) =>
         admitWith(
           spec,
           start.cursor,
-          (admission) => env.launch(spec, { ...start, abandonedTask: a !== undefined, abandonedAttempt: a, admission }),
+          (admission) => env.launch(spec, { ...start, abandonedTask: false, admission }),
           isNew,
-          events,
+          a === undefined ? events : [...events, abandonedEvent(spec, stored.runId, a, now)],
           stored,
           now,
           undefined

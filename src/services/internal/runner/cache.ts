@@ -74,11 +74,14 @@ const warned = new WeakSet<CacheEnv>()
  * what to do; the next ones at debug level (they are counted in the run's figures: `report`,
  * `watch` and `/stats` show how many lookups and writes failed).
  */
-const logFailure = (cache: CacheEnv, what: string, message: string): Effect.Effect<void> => {
-  if (warned.has(cache)) return Effect.logDebug(`call cache ${cache.service.location}: ${what}: ${message}`)
+const logFailure = (cache: CacheEnv, what: string, failure: string): Effect.Effect<void> => {
+  // the cache's own errors already begin with `call cache LOCATION: `: said once
+  const own = `call cache ${cache.service.location}: `
+  const message = failure.startsWith(own) ? failure.slice(own.length) : failure
+  if (warned.has(cache)) return Effect.logDebug(`${own}${what}: ${message}`)
   warned.add(cache)
   return Effect.logWarning(
-    `call cache ${cache.service.location}: ${what}: ${message}. The run goes on without it: each call it ` +
+    `${own}${what}: ${message}. The run goes on without it: each call it ` +
       `cannot serve is made, and further cache errors of this run are counted (assay report: "Call cache" line) ` +
       `rather than logged. If it is a damaged SQLite file, move it aside (a new one is made by the next run with ` +
       `the cache on) or check it with: sqlite3 <file> "PRAGMA integrity_check"`

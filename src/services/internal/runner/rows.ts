@@ -242,10 +242,13 @@ export interface InFlight {
 }
 
 /**
- * What the abandoned attempt of a dead run says by default. The store keeps no durable mark of
+ * What the abandoned attempt of a dead run said by default. The store keeps no durable mark of
  * an attempt's start (one more write per attempt, on the hot path), so a resume cannot tell an
  * attempt that ran from one that was next but had not begun (its pipeline only admitted, or
- * waiting for a worker slot or a retry's delay): the row says both are possible.
+ * waiting for a worker slot or a retry's delay). Since issue 18 (F3) the embedded engine's
+ * resume records a `pipeline.abandoned` event instead of such a row (see `admit.ts`); stores
+ * written before hold rows with this message. The cluster engine, whose claims mark an
+ * execution's start, still records its own abandoned rows (its message).
  *
  * @internal
  */

@@ -344,7 +344,9 @@ const runLoop = <S extends AnySpec, SE, SR>(
     )
     yield* emit("run.started", null, { concurrency: config.concurrency, maxAdmitted: config.maxAdmitted })
     for (const r of staleRuns) {
-      yield* emit("run.stale_interrupted", null, { staleRunId: r.runId, heartbeatAt: r.heartbeatAt })
+      // `inFlight: "events"`: what that run had in flight is recorded as `pipeline.abandoned`
+      // events (since 0.12), so `report` need not look for the Abandoned rows of older stores
+      yield* emit("run.stale_interrupted", null, { staleRunId: r.runId, heartbeatAt: r.heartbeatAt, inFlight: "events" })
     }
 
     // Pool state that survives a resume (docs/pools.md, "Across a resume"): a throttle, a

@@ -190,6 +190,46 @@ export interface MetricValue {
 }
 
 /**
+ * A paired difference that has no interval: its `estimate` (candidate − baseline) with
+ * `lower` and `upper` `null`, e.g. over one paired repeat, where the spread between repeats
+ * cannot be estimated; `method` says why (`"one paired repeat: no interval"`).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface PointDifference {
+  readonly estimate: number
+  readonly lower: null
+  readonly upper: null
+  readonly level: number
+  readonly method: string
+  readonly resamples: null
+  readonly seed: null
+}
+
+/**
+ * A paired comparison against the baseline: `Statistics.PairedDifference` whose `difference`
+ * may be a {@link PointDifference} (no interval: `lower`/`upper` `null`) when the sample
+ * cannot give one (since 0.11.0; before, such a difference had `lower = upper = estimate`).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface PairedComparison extends Omit<Statistics.PairedDifference, "difference"> {
+  readonly difference: Statistics.Interval | PointDifference
+}
+
+/**
+ * Whether a paired difference has an interval (a {@link PointDifference} has none).
+ *
+ * @param d the difference
+ * @returns true when `lower` and `upper` are numbers
+ * @since 0.11.0
+ * @category models
+ */
+export const hasInterval = (d: Statistics.Interval | PointDifference): d is Statistics.Interval => d.lower !== null && d.upper !== null
+
+/**
  * A variant against the baseline on one metric: the paired difference (candidate − baseline;
  * `null` when nothing pairs), the exact McNemar test (binary case-level metrics with a
  * sufficient sample; else `null`) and its Holm-adjusted p-value (`adjustedPValue`, adjusted
@@ -202,7 +242,7 @@ export interface MetricValue {
  * @category models
  */
 export interface VersusBaseline {
-  readonly paired: Statistics.PairedDifference | null
+  readonly paired: PairedComparison | null
   readonly mcnemar: Statistics.McNemar | null
   /** The McNemar p-value after Holm's adjustment over every McNemar test of the report (`null` without a test). */
   readonly adjustedPValue: number | null
@@ -269,8 +309,10 @@ export interface VariantComparison {
  * - `weightedRanking`: the secondary view, best score first;
  * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
  *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the
- *   `candidates` (with several compared variants: the uncertainty-aware Pareto front, the
- *   variants the intervals cannot tell apart), `pointEstimateFront` (the strict front on point
+ *   `candidates` (with several compared variants at the minimums: the uncertainty-aware
+ *   Pareto front, the variants the intervals cannot tell apart; below them, and with one
+ *   compared trial: the top of the weighted ranking, ties listed, and `notRuledOut` the
+ *   uncertainty-aware front), `pointEstimateFront` (the strict front on point
  *   estimates, a subset of the candidates; empty with fewer than two compared trials), a
  *   `summary` sentence that leads with the candidates, and the `limitations` (among them, per
  *   variant, repeats dropped for breaking a hard constraint: its value is over the rest).
@@ -321,6 +363,12 @@ export interface StudyComparison {
     readonly wording: string
     readonly candidates: ReadonlyArray<string>
     readonly pointEstimateFront: ReadonlyArray<string>
+    /**
+     * Below the declared minimums only (wording "current highest-scoring candidate"): the
+     * variants the sample cannot rule out (the uncertainty-aware front), of which `candidates`
+     * is the top of the weighted ranking (since 0.11.0).
+     */
+    readonly notRuledOut?: ReadonlyArray<string> | undefined
     readonly summary: string
     readonly limitations: ReadonlyArray<string>
   }
@@ -685,6 +733,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval = Statistics.studentInterval(xs, level)
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
+        // a built-in metric counts or measures (calls, tokens, cost, time, attempts): it is never
+        // below 0, so neither is its interval (Student's t over few repeats can reach below)
+        if (interval !== null && d.kind === "builtin" && interval.lower < 0) {
+          interval = { ...interval, lower: 0, method: `${interval.method}; lower bound truncated at 0 (the metric is never negative)` }
+          aggregation += "; the interval's lower bound truncated at 0 (the metric is never negative)"
+        }
         // tokens the server did not report are estimated: said so, with how many attempts
         let estimated = 0
         for (const t of byRepeat) estimated += t === null ? 0 : t.estimatedAttempts ?? 0
@@ -753,7 +807,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const sufficiency = kind === "reduced" && caseSufficiency.sufficient
             ? Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
             : caseSufficiency
-          let paired: Statistics.PairedDifference | null
+          let paired: PairedComparison | null
           if (keys.length === 0) paired = null
           else if (kind === "reduced") {
             const difference = reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
@@ -785,7 +839,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const diff = Statistics.studentInterval(pairs.map(([b, c]) => c - b), level)
           const paired = pairs.length === 0 ? null : {
             difference: diff === null
-              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: pairs[0]![1] - pairs[0]![0], upper: pairs[0]![1] - pairs[0]![0], level, method: "one paired repeat: no interval", resamples: null, seed: null }
+              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
               : { ...diff, method: `paired ${diff.method.replace("repeat values", "per-repeat differences")}` },
             cases: pairs.length,
             ...winsOf(pairs, dir)
@@ -868,7 +922,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       let diff = pairedOf.get(o.metric)?.(a, b)
       if (diff === undefined && (a === baselineId || b === baselineId)) {
         const x = vsOf.get(a === baselineId ? b : a)?.[o.metric]
-        const base = x === undefined || x.paired === null || !x.sufficiency.sufficient ? null : x.paired.difference
+        const base = x === undefined || x.paired === null || !x.sufficiency.sufficient || !hasInterval(x.paired.difference) ? null : x.paired.difference
         diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
       }
       let out: boolean | undefined
@@ -933,6 +987,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     let wording: string
     let candidates: Array<string>
     let pointFront: Array<string> = []
+    let notRuledOut: Array<string> | undefined
     let summary: string
     if (comparedTrials === 0) {
       wording = WORDING.none
@@ -947,17 +1002,20 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       wording = WORDING.single
       candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
       summary = `${candidates[0]} is the ${WORDING.single}: only one trial succeeded, so nothing was compared`
-      limitations.push("one successful trial: no comparison, no interval")
+      limitations.push("one successful trial: no comparison between variants and no spread between repeats (an interval shown resamples its cases only)")
     } else if (shortPairs.length > 0) {
       // below the declared minimums nothing is ranked beyond noise: the front removes nobody it
       // cannot compare, and the conclusion names the highest-scoring candidate(s), never a best
-      wording = WORDING.single
-      candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
-      pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
+      // the candidates are the top of the weighted ranking (ties listed), as the wording says;
+      // the variants the sample cannot rule out (the uncertainty-aware front) are listed apart
       const top = ranking.length === 0 ? [] : ranking.filter((r) => Statistics.nearlyEqual(r.score, ranking[0]!.score)).map((r) => r.id)
+      wording = top.length === 0 ? WORDING.none : WORDING.single
+      candidates = variants.filter((v) => top.includes(v.variantId)).map((v) => v.variantId)
+      notRuledOut = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
       summary = top.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : `${top.length === 1 ? `${top[0]} is the ${WORDING.single}` : `${top.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (${Words.labelled("candidate", candidates, { max: 20 })})`
+        : `${candidates.length === 1 ? `${candidates[0]} is the ${WORDING.single}` : `${candidates.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (not ruled out: ${notRuledOut.join(", ")})`
       const shown = shortPairs.filter((x) => x !== "")
       limitations.push(
         `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
@@ -1059,7 +1117,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       },
       variants,
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
-      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, summary, limitations }
+      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, ...(notRuledOut === undefined ? {} : { notRuledOut }), summary, limitations }
     }
     return { comparison, values, rows }
   })
@@ -1215,14 +1273,29 @@ export const analyse = (
  * @since 0.6.0
  * @category rendering
  */
-export const fmt = (x: number | null | undefined): string =>
-  x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+export const fmt = (x: number | null | undefined): string => Words.figure(x)
 
 const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
 const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+
+/**
+ * A paired difference in words, as `assay study report` and the Study page print it:
+ * `Δ +0.05 [0.01, 0.09]`; `Δ 0 (equal on every pair)` when the difference and its interval
+ * are all 0; `Δ -28 (one paired repeat: no interval)` when it has no interval.
+ *
+ * @param d the difference (candidate − baseline)
+ * @returns the phrase
+ * @since 0.11.0
+ * @category rendering
+ */
+export const deltaText = (d: Statistics.Interval | PointDifference): string => {
+  const sign = d.estimate > 0 ? "+" : ""
+  if (!hasInterval(d)) return `Δ ${sign}${fmt(d.estimate)} (${d.method})`
+  return d.estimate === 0 && d.lower === 0 && d.upper === 0 ? "Δ 0 (equal on every pair)" : `Δ ${sign}${fmt(d.estimate)}${intervalText(d)}`
+}
 
 const assignmentText = (a: Readonly<Record<string, Json>>) =>
   Object.entries(a).map(([k, v]) => `${k}=${typeof v === "string" ? v : canonicalJsonUnsafe(v)}`).join(", ")
@@ -1242,14 +1315,13 @@ const assignmentText = (a: Readonly<Record<string, Json>>) =>
 export const versusText = (x: VersusBaseline, level: number): string => {
   if (x.paired === null) return "nothing pairs with the baseline"
   const p = x.paired
-  const unit = x.claim === "case" ? "cases" : "repeats"
+  const unit = x.claim === "case" ? "paired case" : "paired repeat"
   const d = p.difference
-  const delta = d.estimate === 0 && d.lower === 0 && d.upper === 0
-    ? "Δ 0 (equal on every pair)"
-    : `Δ ${d.estimate > 0 ? "+" : ""}${fmt(d.estimate)}${intervalText(d)}`
-  const head = `${delta} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+  const delta = deltaText(d)
+  const head = `${delta} over ${Words.count(p.cases, unit)} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
-  const excludes = p.difference.lower > 0 || p.difference.upper < 0
+  if (!hasInterval(d)) return `${head}; no interval: no difference shown`
+  const excludes = d.lower > 0 || d.upper < 0
   if (x.mcnemar === null) {
     return `${head}; ${excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`}`
   }
@@ -1418,7 +1490,9 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(breaches.length === 0 ? `${md ? "- " : "    "}none` : breaches.map((b) => `${md ? "- " : "    "}${b}`).join("\n"))
   if (c.weightedRanking.length > 0) {
     lines.push(md ? "\n### Weighted ranking (secondary view)" : `${bullet}weighted ranking (secondary view): ${c.weightedRanking.map((r) => `${r.variantId} ${fmt(r.score)}`).join(", ")}`)
-    if (md) lines.push(c.weightedRanking.map((r, i) => `${i + 1}. ${r.variantId} (${fmt(r.score)})`).join("\n"))
+    // tied scores share a rank (1, 1, 3), as in the table; a Markdown ordered list would renumber them
+    const rankOf = new Map(c.variants.map((v) => [v.variantId, v.rank]))
+    if (md) lines.push(c.weightedRanking.map((r, i) => `- rank ${rankOf.get(r.variantId) ?? i + 1}: ${r.variantId} (${fmt(r.score)})`).join("\n"))
   }
   // Evidence
   lines.push("", h("Evidence"))
@@ -1441,7 +1515,8 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push("", h("Conclusion"))
   lines.push(`${bullet}status: ${c.conclusion.status === null ? "(an earlier version)" : Words.statusWords(c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
-  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}candidates (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}${Words.noun(c.conclusion.candidates.length, "candidate")} (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  if (c.conclusion.notRuledOut !== undefined) lines.push(`${bullet}not ruled out (the sample is below the declared minimums): ${c.conclusion.notRuledOut.join(", ")}`)
   lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
   for (const l of c.conclusion.limitations) lines.push(`${md ? "  - " : "    "}${l}`)
   return lines.join("\n")

@@ -147,6 +147,116 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 const BASE = new Set(range(0, 28))
 const CAND = new Set([...range(0, 26), ...range(28, 40)])
 
+describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5, F10)", () => {
+  it.effect("one paired repeat of a trial-level metric: a difference without an interval (null bounds, no bracket), \"1 paired repeat\" (F4)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "onerep",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 1,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "calls", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const vs = c.variants[1]!.vsBaseline.calls!
+      assert.strictEqual(vs.claim, "repeat")
+      assert.strictEqual(vs.paired!.cases, 1)
+      assert.strictEqual(vs.paired!.difference.lower, null)
+      assert.strictEqual(vs.paired!.difference.upper, null)
+      assert.strictEqual(vs.paired!.difference.method, "one paired repeat: no interval")
+      const line = StudyCompare.versusText(vs, c.level)
+      assert.match(line, /^Δ 0 \(one paired repeat: no interval\) over 1 paired repeat \(/)
+      assert.notInclude(line, "[")
+      assert.notInclude(line, "1 paired repeats")
+      // the same difference with a number, and with minRepeats 1 (sufficient): no interval, no claim
+      const point = { ...vs.paired!.difference, estimate: -28 }
+      assert.strictEqual(StudyCompare.deltaText(point), "Δ -28 (one paired repeat: no interval)")
+      const enough = StudyCompare.versusText({ ...vs, paired: { ...vs.paired!, difference: point }, sufficiency: { sufficient: true, reason: null } as any }, c.level)
+      assert.include(enough, "no interval: no difference shown")
+      assert.notInclude(enough, "excludes")
+      // the Study page prints the same words
+      assert.include(renderStudyPage(c), "Δ 0 (one paired repeat: no interval)")
+    }).pipe(Effect.provide(studyEnv("onerep"))))
+
+  it.effect("below the minimums the current highest-scoring candidate is the top of the ranking only; the rest are \"not ruled out\" (F5)", () =>
+    Effect.gen(function*() {
+      // v02 > v01 > v03 on accuracy, 6 cases, 1 repeat: below every minimum
+      const { input, study } = handMade({ id: "top", correct: [new Set([0, 1, 2, 3]), new Set([0, 1, 2, 3, 4]), new Set([0, 1])], cases: 6, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.conclusion.notRuledOut, ["v01", "v02", "v03"])
+      assert.include(c.conclusion.summary, "v02 is the current highest-scoring candidate on point estimates")
+      assert.include(c.conclusion.summary, "(not ruled out: v01, v02, v03)")
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "candidate (current highest-scoring candidate): v02\n")
+      assert.include(text, "not ruled out (the sample is below the declared minimums): v01, v02, v03")
+      assert.notInclude(text, "candidates (current highest-scoring candidate)")
+      assert.include(renderStudyPage(c), `<span id="conclusion-candidates"><span class="mono">v02</span></span>`)
+    }).pipe(Effect.provide(studyEnv("top"))))
+
+  it.effect("tied scores share their rank in the Markdown ranking and on the Study page, as in the table (F10.5)", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 25))
+      const { input, study } = handMade({ id: "mdties", correct: [same, same, new Set(range(0, 20))], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants.map((v) => v.rank), [1, 1, 3])
+      const md = StudyCompare.renderMarkdown(c)
+      assert.include(md, "- rank 1: v01 (1)\n- rank 1: v02 (1)\n- rank 3: v03 (0)")
+      assert.notInclude(md, "2. v02")
+      const page = renderStudyPage(c)
+      assert.include(page, `<li value="1"><span class="mono">v02</span>`)
+      assert.include(page, `<li value="3"><span class="mono">v03</span>`)
+    }).pipe(Effect.provide(studyEnv("mdties"))))
+
+  it.effect("equal on every pair reads the same on the Study page as in the CLI: Δ 0 (equal on every pair), never Δ +0 [0, 0] (F10.6)", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 25))
+      const { input, study } = handMade({ id: "eq", correct: [same, same], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.include(StudyCompare.versusText(c.variants[1]!.vsBaseline.accuracy!, c.level), "Δ 0 (equal on every pair)")
+      const page = renderStudyPage(c)
+      assert.include(page, "Δ 0 (equal on every pair)")
+      assert.notInclude(page, "Δ +0")
+    }).pipe(Effect.provide(studyEnv("eq"))))
+
+  it.effect("a built-in metric's Student's t interval never reaches below 0 (wall time 10, 100, 1000 ms) (F10.3)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "clamp",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 3,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "wallMs", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const ledger = (yield* StudyCatalog).ledger("clamp")
+      for (const [r, ms] of [[1, 10], [2, 100], [3, 1000]] as const) yield* ledger.addUsage(`p1-v01-r${r}`, { calls: 0, tokens: 0, costUsd: 0, timeMs: ms }, 1)
+      const c = yield* StudyCompare.compare(input)
+      const wall = c.variants[0]!.values.wallMs!
+      assert.strictEqual(wall.interval!.lower, 0)
+      assert.isAbove(wall.interval!.upper, wall.mean!)
+      assert.include(wall.interval!.method, "lower bound truncated at 0")
+      assert.include(StudyCompare.renderText(c), `wallMs: ${StudyCompare.fmt(wall.mean)} [0, `)
+      // a difference can be negative: it is not truncated
+      assert.isBelow(c.variants[1]!.vsBaseline.wallMs!.paired!.difference.lower!, 0)
+    }).pipe(Effect.provide(studyEnv("clamp"))))
+
+  it.effect("one successful trial: the limitation does not deny the interval over its cases the report prints (F10.2)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "single", correct: [new Set(range(0, 20))], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.isNotNull(c.variants[0]!.values.accuracy!.interval)
+      assert.notInclude(c.conclusion.limitations.join("\n"), "no comparison, no interval")
+      assert.include(c.conclusion.limitations.join("\n"), "one successful trial: no comparison between variants and no spread between repeats (an interval shown resamples its cases only)")
+    }).pipe(Effect.provide(studyEnv("single"))))
+})
+
 describe("StudyCompare.compare: paired comparison on a study whose answer is known", () => {
   it.effect("the paired difference, the wins and the exact McNemar test of 2 vs 12 discordant cases", () =>
     Effect.gen(function*() {
@@ -168,7 +278,7 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       // exact two-sided binomial: 2 × P(X <= 2 | n = 14, p = 1/2) = 2 × (1 + 14 + 91) / 2^14
       assert.deepStrictEqual([vs.mcnemar!.b, vs.mcnemar!.c], [2, 12])
       assert.closeTo(vs.mcnemar!.pValue, (2 * 106) / 16384, 1e-9)
-      assert.isTrue(vs.paired!.difference.lower > 0)
+      assert.isTrue(vs.paired!.difference.lower! > 0)
       const text = StudyCompare.versusText(vs, c.level)
       assert.include(text, "significant at 95%")
       assert.notInclude(text, "insufficient")
@@ -406,7 +516,7 @@ describe("StudyCompare: the conclusion", () => {
       assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.status]), [["p1-v01-r1", "failed"], ["p1-v02-r1", "succeeded"]])
       assert.include(report.trials[0]!.reason, "hard constraint accuracy >= 0.9 broken: 0.7")
       const c = yield* StudyCompare.compare(input)
-      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7"])
+      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7000"])
       assert.strictEqual(c.variants[0]!.succeeded, 0)
       assert.isNull(c.variants[1]!.vsBaseline.accuracy!.paired)
       assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
@@ -679,7 +789,9 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       const c = yield* StudyCompare.compare(input)
       assert.deepStrictEqual(c.variants.map((v) => [v.variantId, v.pareto.strict, v.pareto.uncertain]), [["v01", false, true], ["v02", true, true]])
       assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
-      assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02"])
+      // the candidate is the top of the ranking; the sample rules out neither (tester16 F5)
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.conclusion.notRuledOut, ["v01", "v02"])
       assert.include(c.conclusion.summary, "v02 is the current highest-scoring candidate")
       assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("insufficient sample for 1 of 1 variant pair (v01–v02: 3 paired cases (< 30) on accuracy)")))
       for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
@@ -695,7 +807,8 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       yield* Study.run(study)
       const c = yield* StudyCompare.compare(input)
       assert.include(c.conclusion.summary, "v01, v02 tie as the current highest-scoring candidates on point estimates")
-      assert.include(c.conclusion.summary, "(candidates v01, v02)")
+      assert.include(c.conclusion.summary, "(not ruled out: v01, v02)")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02"])
       const text = StudyCompare.renderText(c)
       assert.include(text, "v01: trial p1-v01-r1\n")
       assert.notInclude(text, "trials p1-v01-r1")

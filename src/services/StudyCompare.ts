@@ -437,6 +437,53 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 }
 
 /**
+ * Two variants' compared trials kept on the repeat numbers both have (repeat r of one pairs
+ * with repeat r of the other; a repeat only one side has, e.g. a confirmation, pairs with
+ * nothing); `same` when both have exactly the same repeats (nothing was dropped).
+ */
+const onCommonRepeats = (
+  a: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  b: ReadonlyArray<StudyMetrics.TrialValues | null>
+): { readonly a: Array<StudyMetrics.TrialValues | null>; readonly b: Array<StudyMetrics.TrialValues | null>; readonly common: number; readonly same: boolean } => {
+  const n = Math.max(a.length, b.length)
+  const both = (r: number) => (a[r] ?? null) !== null && (b[r] ?? null) !== null
+  let common = 0
+  let same = true
+  for (let r = 0; r < n; r++) {
+    if (both(r)) common++
+    else if ((a[r] ?? null) !== null || (b[r] ?? null) !== null) same = false
+  }
+  return {
+    a: Array.from({ length: n }, (_, r) => both(r) ? a[r]! : null),
+    b: Array.from({ length: n }, (_, r) => both(r) ? b[r]! : null),
+    common,
+    same
+  }
+}
+
+/**
+ * One variant's per-repeat rows of a metric over the cases `union` (`at`: case number → its
+ * position), `null` where a repeat has no value for a case: the input of
+ * `Statistics.bootstrapReduced`.
+ */
+const reducedRows = (
+  byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  metric: string,
+  at: ReadonlyMap<number, number>,
+  width: number
+): Array<Array<number | null>> =>
+  byRepeat.flatMap((t) => {
+    const cs = t?.cases[metric]
+    if (cs === undefined) return []
+    const row: Array<number | null> = Array.from({ length: width }, () => null)
+    for (let k = 0; k < cs.value.length; k++) {
+      const x = at.get(cs.caseIndex[k]!)
+      if (x !== undefined) row[x] = cs.value[k]!
+    }
+    return [row]
+  })
+
+/**
  * How a metric's interval is computed: `case` (one value per case: the bootstrap of the mean
  * over cases and repeats), `reduced` (a trial-level statistic of per-pipeline values, a p50,
  * p95 or sum, or `latencyP95Ms`: recomputed over resampled cases and widened by the spread
@@ -664,20 +711,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       // variant's value recomputed over the same resampled cases, repeat by repeat
       const reducedNo = new Map<string, number>()
       let reduced: Statistics.ReducedBootstrap | null = null
+      const at = new Map(union.map((c, i) => [c, i]))
       if (kind === "reduced" && union.length > 0) {
-        const at = new Map(union.map((c, i) => [c, i]))
         const vals = variantBase.map((v, i) => {
           reducedNo.set(v.variantId, i)
-          return comparedOf.get(v.variantId)!.flatMap((t) => {
-            const cs = t?.cases[d.name]
-            if (cs === undefined) return []
-            const row: Array<number | null> = Array.from({ length: union.length }, () => null)
-            for (let k = 0; k < cs.value.length; k++) {
-              const x = at.get(cs.caseIndex[k]!)
-              if (x !== undefined) row[x] = cs.value[k]!
-            }
-            return [row]
-          })
+          return reducedRows(comparedOf.get(v.variantId)!, d.name, at, union.length)
         })
         // analysis.resamples, as every other bootstrap of the report (no cap of its own: the
         // user's setting is the one used; see docs/statistics.md, "How many resamples")
@@ -687,6 +725,21 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       if (objectiveMetrics.has(d.name)) {
         const dirOf = directionOf(d)
         pairedOf.set(d.name, (a, b) => {
+          // repeats pair by number: when the two differ in their repeats (a confirmation), the
+          // difference is read over the repeats both have, with a bootstrap of its own
+          const onCommon = onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? [])
+          if (kind !== "trial" && !onCommon.same) {
+            if (onCommon.common === 0 || union.length === 0) return undefined
+            if (kind === "reduced") {
+              const rows = [reducedRows(onCommon.a, d.name, at, union.length), reducedRows(onCommon.b, d.name, at, union.length)]
+              return Statistics.bootstrapReduced(rows, reducerOf(d), { seed: seed + metricNo, level, resamples }).paired(0, 1)
+            }
+            const ma = caseMatrix(onCommon.a, d.name, caseKeys.length)
+            const mb = caseMatrix(onCommon.b, d.name, caseKeys.length)
+            const keys = caseOrder.filter((c) => ma.rows[c]!.length > 0 && mb.rows[c]!.length > 0)
+            if (keys.length === 0) return undefined
+            return Statistics.pairedBootstrap(keys.map((c) => ma.rows[c]!), keys.map((c) => mb.rows[c]!), { seed: seed + metricNo, level, resamples, ...dirOf })?.difference
+          }
           if (kind === "case") {
             const ka = sharedNo.get(a)
             const kb = sharedNo.get(b)
@@ -787,7 +840,6 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
 
       // against the baseline
       const baseK = sharedNo.get(baselineId)
-      const base = matrices.get(baselineId)
       const dir = directionOf(d)
       for (const v of variantBase) {
         if (v.variantId === baselineId) continue
@@ -797,10 +849,15 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         const both = shared !== null && baseK !== undefined && candK !== undefined
         const vs = vsOf.get(v.variantId)!
         if (kind !== "trial") {
-          const cand = matrices.get(v.variantId)!
+          // repeats pair by number (repeat r of the candidate with repeat r of the baseline): a
+          // repeat only one side has (a confirmation) pairs with nothing, so when their repeats
+          // differ both sides are read over the repeats they share, with a bootstrap of their own
+          const onCommon = onCommonRepeats(baseRepeats, candRepeats)
+          const base = onCommon.same ? matrices.get(baselineId) : caseMatrix(onCommon.a, d.name, caseKeys.length)
+          const cand = onCommon.same ? matrices.get(v.variantId)! : caseMatrix(onCommon.b, d.name, caseKeys.length)
           const keys: Array<number> = []
           if (base !== undefined) for (const c of caseOrder) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
-          const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
+          const pairedRepeats = onCommon.common
           const caseSufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
           // a trial-level statistic (p95, sum; latencyP95Ms) is measured once per trial: the
           // repeats are its unit of replication, so a claim needs the minimum repeats as well
@@ -810,10 +867,16 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           let paired: PairedComparison | null
           if (keys.length === 0) paired = null
           else if (kind === "reduced") {
-            const difference = reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
+            const difference = onCommon.same
+              ? reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
+              : Statistics.bootstrapReduced(
+                [reducedRows(onCommon.a, d.name, at, union.length), reducedRows(onCommon.b, d.name, at, union.length)],
+                reducerOf(d),
+                { seed: seed + salt, level, resamples }
+              ).paired(0, 1)
             paired = difference === null ? null : { difference, cases: keys.length, ...winsOf(keys.map((c) => [Statistics.mean(base!.rows[c]!), Statistics.mean(cand.rows[c]!)]), dir) }
           } else {
-            paired = both
+            paired = both && onCommon.same
               ? shared.paired(baseK, candK, dir)
               : Statistics.pairedBootstrap(keys.map((c) => base!.rows[c]!), keys.map((c) => cand.rows[c]!), { seed: seed + salt, level, resamples, ...dir })
           }

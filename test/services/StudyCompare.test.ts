@@ -246,6 +246,34 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       assert.isBelow(c.variants[1]!.vsBaseline.wallMs!.paired!.difference.lower!, 0)
     }).pipe(Effect.provide(studyEnv("clamp"))))
 
+  it.effect("after a confirmation the paired difference pairs repeats by number: the candidate's repeats 4 and 5 pair with nothing (F8)", () =>
+    Effect.gen(function*() {
+      // 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as
+      // failed: as if only the candidate had been confirmed). The candidate is right on 27 cases
+      // in repeats 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat.
+      const { input, study } = handMade({
+        id: "confirmed",
+        correct: [new Set(range(0, 25)), new Set(range(0, 27))],
+        cases: 30,
+        repeats: 5,
+        correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
+      })
+      yield* Study.run(study)
+      const catalog = yield* StudyCatalog
+      yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
+      const c = yield* StudyCompare.compare(input)
+      const v02 = c.variants[1]!
+      // the variant's own value uses every repeat: (3 × 27 + 2 × 10) / 150
+      assert.closeTo(v02.values.accuracy!.mean!, 101 / 150, 1e-12)
+      // the paired difference only repeats 1-3: 27/30 − 25/30, won on cases 25 and 26
+      const vs = v02.vsBaseline.accuracy!
+      assert.closeTo(vs.paired!.difference.estimate, 2 / 30, 1e-12)
+      assert.deepStrictEqual([vs.paired!.candidateWins, vs.paired!.baselineWins, vs.paired!.ties], [2, 0, 28])
+      assert.deepStrictEqual([vs.mcnemar!.b, vs.mcnemar!.c], [0, 2])
+      // the Pareto front reads the same pairing: v02 is not dominated by v01 beyond noise
+      assert.isTrue(v02.pareto.uncertain)
+    }).pipe(Effect.provide(studyEnv("confirmed"))))
+
   it.effect("one successful trial: the limitation does not deny the interval over its cases the report prints (F10.2)", () =>
     Effect.gen(function*() {
       const { input, study } = handMade({ id: "single", correct: [new Set(range(0, 20))], cases: 30, repeats: 1 })

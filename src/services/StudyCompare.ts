@@ -437,6 +437,29 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 }
 
 /**
+ * A variant's worst and best cases of a metric (`keep` of each), the cases sorted best first by
+ * `order` (ties by case key), each with its mean over its repeats and its pipelines; `tie` when
+ * every case has the same value (none is worst or best, and a list would pick at random).
+ */
+const rankedCases = (
+  m: CaseMatrix,
+  caseKeys: ReadonlyArray<string>,
+  order: (a: number, b: number) => number,
+  keep: number
+): { readonly worstCases: Array<EvidenceCase>; readonly bestCases: Array<EvidenceCase>; readonly tie?: EvidenceTie } => {
+  const list: Array<{ readonly c: number; readonly value: number }> = []
+  for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
+  list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
+  const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
+  const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
+  return {
+    bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
+    worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
+    ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+  }
+}
+
+/**
  * Two variants' compared trials kept on the repeat numbers both have (repeat r of one pairs
  * with repeat r of the other; a repeat only one side has, e.g. a confirmation, pairs with
  * nothing); `same` when both have exactly the same repeats (nothing was dropped).
@@ -823,18 +846,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           ...(unpricedCalls > 0 ? { unpricedCalls } : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
-        const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
-        const list: Array<{ readonly c: number; readonly value: number }> = []
-        for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
-        list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
-        const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
-        // every case alike (all 1, all 0): none is worst or best, and a list would pick at random
-        const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
         evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
-          worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
-          ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+          ...rankedCases(m, caseKeys, better(d.direction, objectives.find((o) => o.metric === d.name)?.target), keep)
         }
       }
 
@@ -1218,6 +1232,12 @@ export interface Evidence {
   readonly bestCases: ReadonlyArray<EvidenceCase>
   /** Every case has the same value (since 0.10.0): no worst or best case, both lists empty. */
   readonly tie?: EvidenceTie | undefined
+  /**
+   * A variant with no compared trial (every one broke a hard constraint, or failed; since
+   * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
+   * `breaches` lists the constraints they broke.
+   */
+  readonly notCompared?: { readonly trials: ReadonlyArray<string>; readonly breaches: ReadonlyArray<string> } | undefined
 }
 
 /**
@@ -1268,7 +1288,21 @@ const evidenceOf = (
       const near = (digits === undefined ? undefined : ids.find((id) => /^v0*([0-9]+)$/.exec(id)?.[1] === digits)) ?? closest(variantId, ids)
       return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; ${Words.noun(comparison.variants.length, "variant")}: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
-    const ev = v.evidence[metric]!
+    // a variant with no compared trial (every one broke a hard constraint, or failed): its
+    // cases are still the evidence a user wants, read from the trials that have values and
+    // marked "not compared", with the constraints they broke
+    let ev: { readonly worstCases: ReadonlyArray<EvidenceCase>; readonly bestCases: ReadonlyArray<EvidenceCase>; readonly tie?: EvidenceTie | undefined } = v.evidence[metric]!
+    let notCompared: Evidence["notCompared"]
+    if (v.succeeded === 0) {
+      const byRepeat = v.trials.map((t) => values.get(t.trialId) ?? null)
+      const caseKeys = [...values.values()][0]?.caseKeys ?? []
+      const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
+      if (matrix.present > 0) {
+        const target = comparison.objectives.find((o) => o.metric === metric)?.target
+        ev = rankedCases(matrix, caseKeys, better(m.direction, target), Math.max(worst, best))
+        notCompared = { trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId), breaches: v.breaches }
+      }
+    }
     return {
       studyId: comparison.studyId,
       version: comparison.version,
@@ -1289,7 +1323,8 @@ const evidenceOf = (
       })),
       worstCases: ev.worstCases.slice(0, worst),
       bestCases: ev.bestCases.slice(0, best),
-      ...(ev.tie === undefined ? {} : { tie: ev.tie })
+      ...(ev.tie === undefined ? {} : { tie: ev.tie }),
+      ...(notCompared === undefined ? {} : { notCompared })
     }
   })
 
@@ -1604,13 +1639,15 @@ export const renderText = (c: StudyComparison): string => sectionsOf(c, false)
 export const renderMarkdown = (c: StudyComparison): string => sectionsOf(c, true)
 
 /**
- * An {@link Evidence} as text: the value, each trial and its pipelines, the worst and best
- * cases.
+ * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of
+ * the rest; `evidence --json` lists every one), the worst and best cases (for a variant with
+ * no compared trial, those of its trials not compared, with the constraints they broke).
  *
  * @since 0.6.0
  * @category rendering
  */
 export const renderEvidence = (e: Evidence): string => {
+  const EVIDENCE_PIPELINES = 3
   const lines = [
     `${e.metric.name} of ${e.variantId} (${assignmentText(e.assignment)}), study ${e.studyId} version ${e.version}`,
     `value: ${fmt(e.value.mean)}${intervalText(e.value.interval)} — ${e.value.aggregation}`,
@@ -1620,12 +1657,17 @@ export const renderEvidence = (e: Evidence): string => {
     lines.push(`  ${t.trialId} r${t.repeat} ${Words.statusWords(t.status)}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
       t.estimatedAttempts === undefined ? "" : ` (${Words.count(t.estimatedAttempts, "attempt")} with estimated tokens)`
     } · ${Words.count(t.pipelines.length, "pipeline")}`)
-    for (const p of t.pipelines) lines.push(`    ${p}`)
+    // a few ids per trial: every one of them is in --json (40 cases × 3 repeats would be 120 lines)
+    for (const p of t.pipelines.slice(0, EVIDENCE_PIPELINES)) lines.push(`    ${p}`)
+    if (t.pipelines.length > EVIDENCE_PIPELINES) lines.push(`    … and ${t.pipelines.length - EVIDENCE_PIPELINES} more (--json lists every pipeline)`)
   }
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
     for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
+  }
+  if (e.notCompared !== undefined) {
+    lines.push(`cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`}:`)
   }
   if (e.tie !== undefined) lines.push(`worst and best cases: ${tieText(e.tie)}`)
   else {

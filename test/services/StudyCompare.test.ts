@@ -274,6 +274,35 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       assert.isTrue(v02.pareto.uncertain)
     }).pipe(Effect.provide(studyEnv("confirmed"))))
 
+  it.effect("evidence of a variant whose every trial broke the hard constraint lists its cases, marked not compared, with the breach (F9); the text lists 3 pipelines per trial (F10.10)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "breakers",
+        correct: [new Set(range(0, 28)), new Set(range(0, 15))],
+        cases: 30,
+        repeats: 2,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.8 } }]
+      })
+      yield* Study.run(study)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { worst: 2, best: 1 })
+      assert.isTrue(e.trials.every((t) => !t.compared))
+      assert.deepStrictEqual(e.notCompared!.trials, ["p1-v02-r1", "p1-v02-r2"])
+      assert.include(e.notCompared!.breaches.join("\n"), "accuracy >= 0.8 broken: 0.5000")
+      // its worst cases are the ones it gets wrong (15..29: value 0), its best one right (value 1)
+      assert.deepStrictEqual(e.worstCases.map((c) => c.value), [0, 0])
+      assert.strictEqual(e.worstCases[0]!.pipelineIds.length, 2)
+      assert.deepStrictEqual(e.bestCases.map((c) => c.value), [1])
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "cases of trials p1-v02-r1, p1-v02-r2, not compared (")
+      assert.notInclude(text, "(no per-case values)")
+      // 30 pipelines per trial: 3 ids, then the count of the rest
+      assert.include(text, "… and 27 more (--json lists every pipeline)")
+      assert.strictEqual(e.trials[0]!.pipelines.length, 30)
+      // a compared variant's evidence is unchanged: no notCompared
+      const ok = yield* StudyCompare.evidence(input, "accuracy", "v01")
+      assert.isUndefined(ok.notCompared)
+    }).pipe(Effect.provide(studyEnv("breakers"))))
+
   it.effect("one successful trial: the limitation does not deny the interval over its cases the report prints (F10.2)", () =>
     Effect.gen(function*() {
       const { input, study } = handMade({ id: "single", correct: [new Set(range(0, 20))], cases: 30, repeats: 1 })

@@ -368,7 +368,8 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
         metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }],
         objectives: [{ metric: "judgeScor", direction: "maximize" }]
       }))
-      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric"], wrong.join("\n"))
+      // every problem in one pass (tester16 F6): the objective's metric and the verdict path
+      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric", "metrics[0].from.output"], wrong.join("\n"))
       assert.include(wrong[0], `unknown metric "judgeScor"`)
       assert.include(wrong[0], `did you mean "judgeScore"?`)
       // a judge of several candidates reports one score each: the refusal says which to name
@@ -382,6 +383,32 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
       assert.strictEqual(path_.length, 1, path_.join("\n"))
       assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
+    }))
+
+  it.effect("every problem of a study file in one pass, each at its field path: a misspelt key and choice, a baseline value, an objective's metric, an output path (tester16 F6)", () =>
+    Effect.gen(function*() {
+      const doc = YAML.parse(fs.readFileSync(path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)), "study.yaml"), "utf8")) as Record<string, any>
+      const problems = yield* failure(judged({
+        study: { ...doc["study"], questoin: doc["study"].question, question: undefined, type: "compair" },
+        baseline: Object.fromEntries(Object.entries(doc["baseline"] ?? {}).map(([k, v]) => [k, `${String(v)}x`])),
+        metrics: [{ name: "judgedRight", reducer: "maen", from: { output: "overall.anwser" } }],
+        objectives: [{ metric: "judgeScor", direction: "maximise" }]
+      }))
+      const paths = problems.map((p) => p.split(":")[0])
+      for (
+        const at of [
+          "study.questoin",
+          "study.type",
+          "metrics[0].reducer",
+          "objectives[0].direction",
+          `baseline.${Object.keys(doc["baseline"] ?? {})[0]}`,
+          "objectives[0].metric",
+          "metrics[0].from.output"
+        ]
+      ) assert.include(paths, at, problems.join("\n"))
+      // a shape problem without an obvious repair is reported alone, as before
+      const unrepaired = yield* failure(judged({ repeats: "three", objectives: [{ metric: "judgeScor", direction: "maximize" }] }))
+      assert.deepStrictEqual(unrepaired.map((p) => p.split(":")[0]), ["repeats"], unrepaired.join("\n"))
     }))
 
   it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>

@@ -42,7 +42,7 @@ import { Clock, Console, Context, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type ConfigIssue, StoreUnavailable } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
@@ -75,6 +75,8 @@ import * as Flags from "./Flags.js"
 export interface LoadedStudyFile extends Study.StudyInput {
   readonly file: string
   readonly suiteFor: (version: number) => LoadedSuite
+  /** Endpoints the study cannot call as configured (see `LoadedStudy.endpointProblems`): the run refuses to start. */
+  readonly endpointProblems?: ReadonlyArray<ConfigIssue> | undefined
 }
 
 /**
@@ -255,6 +257,17 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       newVersion: args.newVersion,
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
     })
+    // an endpoint the study cannot call (its key's variable unset, its URL empty): refused
+    // before anything is frozen or run, rather than failing every trial and settling them
+    const ps = loaded.endpointProblems ?? []
+    if (ps.length > 0) {
+      return yield* new ConfigError({
+        message: `study ${loaded.id} cannot call its model endpoints as configured: ${Words.count(ps.length, "problem")} (nothing was run)\n${
+          ps.map((i) => `  ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}`).join("\n")
+        }`,
+        issues: ps
+      })
+    }
     const first = loaded.suiteFor(1)
     for (const u of first.unresolvedEnv) {
       yield* Console.error(Words.unsetEnvWarning(u))

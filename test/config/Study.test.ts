@@ -5,7 +5,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -14,6 +14,7 @@ import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
 import * as Experiment from "../../src/config/Experiment.js"
 import { describeText } from "../../src/cli/StudyPlan.js"
+import { runStudy } from "../../src/cli/StudyRun.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
@@ -913,4 +914,39 @@ describe("StudyConfig.load: the code files are part of the protocol (issue 16)",
         fs.rmSync(dir, { recursive: true, force: true })
       }
     }))
+})
+
+describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () => {
+  const unset = () =>
+    write(study(), {
+      "experiment.json": experiment({
+        pools: { llm: { resources: [{ id: "a", capacity: 2, options: { baseUrl: "${T16Q_URL}", apiKeyEnv: "T16Q_KEY", model: "base" } }] } }
+      })
+    })
+
+  it.effect("a key variable unset and a URL emptied by an unset ${VAR}: plan warns about both, at their paths, naming the variables", () =>
+    Effect.gen(function*() {
+      const s = yield* load(unset())
+      assert.deepStrictEqual(s.endpointProblems.map((i) => i.message), [
+        "experiment.json: pools.llm.resources[0].options.apiKeyEnv: environment variable T16Q_KEY (the key) is not set: every call to this endpoint would fail",
+        "experiment.json: pools.llm.resources[0].options.baseUrl: is empty (environment variable T16Q_URL is not set): every call to this endpoint would fail"
+      ])
+      assert.isTrue(s.warnings.some((w) => w.includes("T16Q_KEY (the key) is not set") && w.endsWith("study run refuses to start")), s.warnings.join("\n"))
+      // both set: nothing to say
+      const ok = yield* load(unset(), { env: { T16Q_URL: "http://127.0.0.1:9/v1", T16Q_KEY: "k" } })
+      assert.deepStrictEqual(ok.endpointProblems, [])
+    }))
+
+  it.effect("study run refuses to start (a ConfigError, exit 2) before anything is frozen: no output root is created", () =>
+    Effect.gen(function*() {
+      const file = unset()
+      const e = yield* Effect.flip(runStudy(
+        { load: (f, o) => StudyConfig.load(f, { ...o, env: {} }) },
+        { file, resume: false, newVersion: false, outputRoot: Option.none(), trials: [], strictEnv: false, json: false, quiet: true }
+      ))
+      assert.strictEqual((e as ConfigError)._tag, "ConfigError")
+      assert.include((e as ConfigError).message, "cannot call its model endpoints as configured: 2 problems (nothing was run)")
+      assert.include((e as ConfigError).message, "(export T16Q_KEY=...)")
+      assert.isFalse(fs.existsSync(path.join(path.dirname(file), "out")))
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

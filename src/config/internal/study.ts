@@ -262,6 +262,14 @@ export interface LoadedStudy {
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
+  /**
+   * The model endpoints the study cannot call as configured (since 0.11.0): a resource whose
+   * `apiKeyEnv` names an unset or empty variable, or whose `baseUrl` is empty (an unset
+   * `${VAR}`); each at its path in the experiment, naming the variable, never a value.
+   * `study plan` warns about them; `study run`, `resume` and `confirm` refuse to start (exit 2)
+   * rather than fail every trial and settle them as results.
+   */
+  readonly endpointProblems: ReadonlyArray<ConfigIssue>
   readonly describe: () => Json
 }
 
@@ -921,6 +929,46 @@ const literalChoice = (i: ConfigIssue): ConfigIssue => {
   )
 }
 
+/**
+ * The endpoints of an experiment's pools that cannot be called as configured: `apiKeyEnv`
+ * (`api_key_env`) naming an unset or empty variable of `env`; a `baseUrl` (`base_url`) that is
+ * empty, with the unset variable that emptied it when `unresolved` names one under it.
+ */
+export const endpointProblems = (
+  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<{ readonly options: Readonly<Record<string, unknown>> }> }>,
+  env: Readonly<Record<string, string | undefined>>,
+  unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
+  rel: string
+): Array<ConfigIssue> =>
+  pools.flatMap((pool) =>
+    pool.resources.flatMap((r, j) => {
+      const at = `pools.${pool.name}.resources[${j}].options`
+      const out: Array<ConfigIssue> = []
+      for (const k of ["apiKeyEnv", "api_key_env"]) {
+        const name = r.options[k]
+        if (typeof name !== "string" || name === "") continue
+        const value = env[name]
+        if (value === undefined || value === "") {
+          out.push(issue(
+            "protocol.experiment",
+            `${rel}: ${at}.${k}: environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"}: every call to this endpoint would fail`,
+            `export ${name}=...`
+          ))
+        }
+      }
+      for (const k of ["baseUrl", "base_url"]) {
+        if (r.options[k] !== "") continue
+        const why = unresolved.find((u) => u.path.endsWith(`.${k}`) || u.path.includes(`.${k}.`))
+        out.push(issue(
+          "protocol.experiment",
+          `${rel}: ${at}.${k}: is empty${why === undefined ? "" : ` (environment variable ${why.name} is not set)`}: every call to this endpoint would fail`,
+          why === undefined ? undefined : `export ${why.name}=http://...`
+        ))
+      }
+      return out
+    })
+  )
+
 /** `variables[1].vals` → ["variables", 1, "vals"] (the paths `decodeIssues` writes). */
 const pathSegments = (p: string): Array<string | number> =>
   Array.from(p.matchAll(/([^.[\]]+)|\[(\d+)\]/g), (m) => m[2] !== undefined ? Number(m[2]) : m[1]!)
@@ -1437,6 +1485,9 @@ export const load = (
     if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues)
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
+    // endpoints that cannot be called as configured: warned here (plan), refused by run
+    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel)
+    for (const i of endpoints) warnings.push(`warning: ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}; study run refuses to start`)
 
     // a declared metric's output path, checked before anything is spent: against the final
     // task's output Schema when it declares one; else at the first succeeded pipeline of the run
@@ -1815,6 +1866,7 @@ export const load = (
       trialsFor,
       warnings,
       unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
+      endpointProblems: endpoints,
       describe: () =>
         plain({
           study: { id: studyId, file: abs, format, question: doc.study.question, hypothesis: doc.study.hypothesis ?? null, type },

@@ -950,3 +950,15 @@ describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () =
       assert.isFalse(fs.existsSync(path.join(path.dirname(file), "out")))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("StudyConfig.load: the plan of a study without model calls (tester16 F10.7)", () => {
+  it.effect("no model-calling task: the cost is $0, not unknown", () =>
+    Effect.gen(function*() {
+      const s = yield* load(path.join(fixtures, "study-code.yaml"))
+      assert.strictEqual(s.plan.maxModelCalls, 0)
+      assert.deepStrictEqual(s.plan.costUsd, { min: 0, max: 0 })
+      const cost = StudyConfig.planText(s.plan).split("\n").find((l) => l.startsWith("cost:"))!
+      assert.notInclude(cost, "unknown")
+      assert.match(cost, /^cost: +\$0/)
+    }))
+})

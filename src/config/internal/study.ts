@@ -1642,10 +1642,11 @@ export const load = (
       }
     }
     const anyModel = [...poolWork.keys()].length > 0
-    if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls and tokens are 0")
+    if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls, tokens and cost are 0")
     if (pipelinesPerTrial !== null && anyModel && tokensMax === null) notes.push("a chat task has no maxTokens: the token range has no upper bound")
     const tokens = pipelinesPerTrial === null || tokensMax === null ? null : { min: Math.round(tokensMin), max: Math.round(tokensMax) }
-    const costUsd = pipelinesPerTrial === null || !anyModel || costMin === null ? null : { min: costMin, max: costMax }
+    // no model-calling task: nothing is priced, and nothing is spent ($0, not unknown)
+    const costUsd = pipelinesPerTrial !== null && !anyModel ? { min: 0, max: 0 } : pipelinesPerTrial === null || costMin === null ? null : { min: costMin, max: costMax }
     if (pipelinesPerTrial !== null && anyModel && costMin === null) notes.push("a model call has no price (the experiment's pricing, a resource's pricing or a model profile's price): the cost is unknown")
     // time
     const mins = [...poolWork.values()].map((w) => w.minMs)

@@ -245,6 +245,25 @@ export const resumeCommand = (args: RunStudyArgs): string => {
 }
 
 /**
+ * The reason `study status` gives a trial: a settled trial's own; a trial not settled
+ * (`running`, `pending`) has none of its own — a reason stored by an earlier settlement (`never
+ * started: SIGINT received`, before a resume started it) is not shown — and one left behind by
+ * a process that died (`state` `interrupted`) says so.
+ *
+ * @param t the trial's stored status and reason
+ * @param state the state `study status` derived (`interrupted` for a dead process's trial)
+ * @returns the reason to show, or null
+ * @since 0.11.0
+ * @category formatting
+ */
+export const statusReason = (t: { readonly status: string; readonly reason: string | null }, state: string): string | null =>
+  t.status !== "running" && t.status !== "pending"
+    ? t.reason
+    : state === "interrupted"
+    ? "interrupted: the process running it ended before settling it; resume continues it"
+    : null
+
+/**
  * `assay study run|resume FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -505,7 +524,7 @@ export const status = (
       // the per-trial budget figures its usage went past, as `run --json` has them
       const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
       const partial = metricsCell({ state, metrics: t.metrics, pipelines }).partial
-      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
+      return { ...t, reason: statusReason(t, state), state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
     })
     if (args.json) {
       yield* Console.log(

@@ -42,7 +42,7 @@ import { Clock, Console, Context, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { CodecRegistry } from "../domain/Codec.js"
-import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { ConfigError, type ConfigIssue, StoreUnavailable } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { LoadedSuite } from "../config/internal/suite.js"
@@ -75,6 +75,8 @@ import * as Flags from "./Flags.js"
 export interface LoadedStudyFile extends Study.StudyInput {
   readonly file: string
   readonly suiteFor: (version: number) => LoadedSuite
+  /** Endpoints the study cannot call as configured (see `LoadedStudy.endpointProblems`): the run refuses to start. */
+  readonly endpointProblems?: ReadonlyArray<ConfigIssue> | undefined
 }
 
 /**
@@ -243,6 +245,25 @@ export const resumeCommand = (args: RunStudyArgs): string => {
 }
 
 /**
+ * The reason `study status` gives a trial: a settled trial's own; a trial not settled
+ * (`running`, `pending`) has none of its own — a reason stored by an earlier settlement (`never
+ * started: SIGINT received`, before a resume started it) is not shown — and one left behind by
+ * a process that died (`state` `interrupted`) says so.
+ *
+ * @param t the trial's stored status and reason
+ * @param state the state `study status` derived (`interrupted` for a dead process's trial)
+ * @returns the reason to show, or null
+ * @since 0.11.0
+ * @category formatting
+ */
+export const statusReason = (t: { readonly status: string; readonly reason: string | null }, state: string): string | null =>
+  t.status !== "running" && t.status !== "pending"
+    ? t.reason
+    : state === "interrupted"
+    ? "interrupted: the process running it ended before settling it; resume continues it"
+    : null
+
+/**
  * `assay study run|resume FILE` (see the module docs).
  *
  * @since 0.6.0
@@ -255,6 +276,17 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       newVersion: args.newVersion,
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
     })
+    // an endpoint the study cannot call (its key's variable unset, its URL empty): refused
+    // before anything is frozen or run, rather than failing every trial and settling them
+    const ps = loaded.endpointProblems ?? []
+    if (ps.length > 0) {
+      return yield* new ConfigError({
+        message: `study ${loaded.id} cannot call its model endpoints as configured: ${Words.count(ps.length, "problem")} (nothing was run)\n${
+          ps.map((i) => `  ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}`).join("\n")
+        }`,
+        issues: ps
+      })
+    }
     const first = loaded.suiteFor(1)
     for (const u of first.unresolvedEnv) {
       yield* Console.error(Words.unsetEnvWarning(u))
@@ -503,7 +535,7 @@ export const status = (
       // the per-trial budget figures its usage went past, as `run --json` has them
       const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
       const partial = metricsCell({ state, metrics: t.metrics, pipelines }).partial
-      return { ...t, state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
+      return { ...t, reason: statusReason(t, state), state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
     })
     if (args.json) {
       yield* Console.log(

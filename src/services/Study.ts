@@ -448,7 +448,8 @@ const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
 export const compare = (value: number, op: MetricOp, bound: number): boolean => OPS[op](value, bound)
 
 /**
- * The hard constraints `metrics` break, one phrase each (`accuracy >= 0.8 broken: 0.75`); a
+ * The hard constraints `metrics` break, one phrase each (`accuracy >= 0.8 broken: 0.75`, the
+ * value with 4 significant digits as the report prints it: `0.8333`); a
  * constraint whose metric is missing is not broken (it is missing: see {@link missingMetrics}).
  *
  * @param metrics the trial's metrics
@@ -464,7 +465,7 @@ export const brokenConstraints = (
     const c = o.hardConstraint
     const v = metrics[o.metric]
     if (c === null || c === undefined || v === undefined) return []
-    return compare(v, c.op, c.value) ? [] : [`hard constraint ${o.metric} ${c.op} ${c.value} broken: ${v}`]
+    return compare(v, c.op, c.value) ? [] : [`hard constraint ${o.metric} ${c.op} ${c.value} broken: ${Words.figure(v)}`]
   })
 
 /**

@@ -190,6 +190,46 @@ export interface MetricValue {
 }
 
 /**
+ * A paired difference that has no interval: its `estimate` (candidate − baseline) with
+ * `lower` and `upper` `null`, e.g. over one paired repeat, where the spread between repeats
+ * cannot be estimated; `method` says why (`"one paired repeat: no interval"`).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface PointDifference {
+  readonly estimate: number
+  readonly lower: null
+  readonly upper: null
+  readonly level: number
+  readonly method: string
+  readonly resamples: null
+  readonly seed: null
+}
+
+/**
+ * A paired comparison against the baseline: `Statistics.PairedDifference` whose `difference`
+ * may be a {@link PointDifference} (no interval: `lower`/`upper` `null`) when the sample
+ * cannot give one (since 0.11.0; before, such a difference had `lower = upper = estimate`).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface PairedComparison extends Omit<Statistics.PairedDifference, "difference"> {
+  readonly difference: Statistics.Interval | PointDifference
+}
+
+/**
+ * Whether a paired difference has an interval (a {@link PointDifference} has none).
+ *
+ * @param d the difference
+ * @returns true when `lower` and `upper` are numbers
+ * @since 0.11.0
+ * @category models
+ */
+export const hasInterval = (d: Statistics.Interval | PointDifference): d is Statistics.Interval => d.lower !== null && d.upper !== null
+
+/**
  * A variant against the baseline on one metric: the paired difference (candidate − baseline;
  * `null` when nothing pairs), the exact McNemar test (binary case-level metrics with a
  * sufficient sample; else `null`) and its Holm-adjusted p-value (`adjustedPValue`, adjusted
@@ -202,7 +242,7 @@ export interface MetricValue {
  * @category models
  */
 export interface VersusBaseline {
-  readonly paired: Statistics.PairedDifference | null
+  readonly paired: PairedComparison | null
   readonly mcnemar: Statistics.McNemar | null
   /** The McNemar p-value after Holm's adjustment over every McNemar test of the report (`null` without a test). */
   readonly adjustedPValue: number | null
@@ -269,8 +309,10 @@ export interface VariantComparison {
  * - `weightedRanking`: the secondary view, best score first;
  * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
  *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the
- *   `candidates` (with several compared variants: the uncertainty-aware Pareto front, the
- *   variants the intervals cannot tell apart), `pointEstimateFront` (the strict front on point
+ *   `candidates` (with several compared variants at the minimums: the uncertainty-aware
+ *   Pareto front, the variants the intervals cannot tell apart; below them, and with one
+ *   compared trial: the top of the weighted ranking, ties listed, and `notRuledOut` the
+ *   uncertainty-aware front), `pointEstimateFront` (the strict front on point
  *   estimates, a subset of the candidates; empty with fewer than two compared trials), a
  *   `summary` sentence that leads with the candidates, and the `limitations` (among them, per
  *   variant, repeats dropped for breaking a hard constraint: its value is over the rest).
@@ -321,6 +363,12 @@ export interface StudyComparison {
     readonly wording: string
     readonly candidates: ReadonlyArray<string>
     readonly pointEstimateFront: ReadonlyArray<string>
+    /**
+     * Below the declared minimums only (wording "current highest-scoring candidate"): the
+     * variants the sample cannot rule out (the uncertainty-aware front), of which `candidates`
+     * is the top of the weighted ranking (since 0.11.0).
+     */
+    readonly notRuledOut?: ReadonlyArray<string> | undefined
     readonly summary: string
     readonly limitations: ReadonlyArray<string>
   }
@@ -387,6 +435,76 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
   }
   return { rows, present, pipelinesOf }
 }
+
+/**
+ * A variant's worst and best cases of a metric (`keep` of each), the cases sorted best first by
+ * `order` (ties by case key), each with its mean over its repeats and its pipelines; `tie` when
+ * every case has the same value (none is worst or best, and a list would pick at random).
+ */
+const rankedCases = (
+  m: CaseMatrix,
+  caseKeys: ReadonlyArray<string>,
+  order: (a: number, b: number) => number,
+  keep: number
+): { readonly worstCases: Array<EvidenceCase>; readonly bestCases: Array<EvidenceCase>; readonly tie?: EvidenceTie } => {
+  const list: Array<{ readonly c: number; readonly value: number }> = []
+  for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
+  list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
+  const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
+  const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
+  return {
+    bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
+    worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
+    ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+  }
+}
+
+/**
+ * Two variants' compared trials kept on the repeat numbers both have (repeat r of one pairs
+ * with repeat r of the other; a repeat only one side has, e.g. a confirmation, pairs with
+ * nothing); `same` when both have exactly the same repeats (nothing was dropped).
+ */
+const onCommonRepeats = (
+  a: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  b: ReadonlyArray<StudyMetrics.TrialValues | null>
+): { readonly a: Array<StudyMetrics.TrialValues | null>; readonly b: Array<StudyMetrics.TrialValues | null>; readonly common: number; readonly same: boolean } => {
+  const n = Math.max(a.length, b.length)
+  const both = (r: number) => (a[r] ?? null) !== null && (b[r] ?? null) !== null
+  let common = 0
+  let same = true
+  for (let r = 0; r < n; r++) {
+    if (both(r)) common++
+    else if ((a[r] ?? null) !== null || (b[r] ?? null) !== null) same = false
+  }
+  return {
+    a: Array.from({ length: n }, (_, r) => both(r) ? a[r]! : null),
+    b: Array.from({ length: n }, (_, r) => both(r) ? b[r]! : null),
+    common,
+    same
+  }
+}
+
+/**
+ * One variant's per-repeat rows of a metric over the cases `union` (`at`: case number → its
+ * position), `null` where a repeat has no value for a case: the input of
+ * `Statistics.bootstrapReduced`.
+ */
+const reducedRows = (
+  byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  metric: string,
+  at: ReadonlyMap<number, number>,
+  width: number
+): Array<Array<number | null>> =>
+  byRepeat.flatMap((t) => {
+    const cs = t?.cases[metric]
+    if (cs === undefined) return []
+    const row: Array<number | null> = Array.from({ length: width }, () => null)
+    for (let k = 0; k < cs.value.length; k++) {
+      const x = at.get(cs.caseIndex[k]!)
+      if (x !== undefined) row[x] = cs.value[k]!
+    }
+    return [row]
+  })
 
 /**
  * How a metric's interval is computed: `case` (one value per case: the bootstrap of the mean
@@ -616,20 +734,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       // variant's value recomputed over the same resampled cases, repeat by repeat
       const reducedNo = new Map<string, number>()
       let reduced: Statistics.ReducedBootstrap | null = null
+      const at = new Map(union.map((c, i) => [c, i]))
       if (kind === "reduced" && union.length > 0) {
-        const at = new Map(union.map((c, i) => [c, i]))
         const vals = variantBase.map((v, i) => {
           reducedNo.set(v.variantId, i)
-          return comparedOf.get(v.variantId)!.flatMap((t) => {
-            const cs = t?.cases[d.name]
-            if (cs === undefined) return []
-            const row: Array<number | null> = Array.from({ length: union.length }, () => null)
-            for (let k = 0; k < cs.value.length; k++) {
-              const x = at.get(cs.caseIndex[k]!)
-              if (x !== undefined) row[x] = cs.value[k]!
-            }
-            return [row]
-          })
+          return reducedRows(comparedOf.get(v.variantId)!, d.name, at, union.length)
         })
         // analysis.resamples, as every other bootstrap of the report (no cap of its own: the
         // user's setting is the one used; see docs/statistics.md, "How many resamples")
@@ -639,6 +748,21 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       if (objectiveMetrics.has(d.name)) {
         const dirOf = directionOf(d)
         pairedOf.set(d.name, (a, b) => {
+          // repeats pair by number: when the two differ in their repeats (a confirmation), the
+          // difference is read over the repeats both have, with a bootstrap of its own
+          const onCommon = onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? [])
+          if (kind !== "trial" && !onCommon.same) {
+            if (onCommon.common === 0 || union.length === 0) return undefined
+            if (kind === "reduced") {
+              const rows = [reducedRows(onCommon.a, d.name, at, union.length), reducedRows(onCommon.b, d.name, at, union.length)]
+              return Statistics.bootstrapReduced(rows, reducerOf(d), { seed: seed + metricNo, level, resamples }).paired(0, 1)
+            }
+            const ma = caseMatrix(onCommon.a, d.name, caseKeys.length)
+            const mb = caseMatrix(onCommon.b, d.name, caseKeys.length)
+            const keys = caseOrder.filter((c) => ma.rows[c]!.length > 0 && mb.rows[c]!.length > 0)
+            if (keys.length === 0) return undefined
+            return Statistics.pairedBootstrap(keys.map((c) => ma.rows[c]!), keys.map((c) => mb.rows[c]!), { seed: seed + metricNo, level, resamples, ...dirOf })?.difference
+          }
           if (kind === "case") {
             const ka = sharedNo.get(a)
             const kb = sharedNo.get(b)
@@ -685,6 +809,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval = Statistics.studentInterval(xs, level)
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
+        // a built-in metric counts or measures (calls, tokens, cost, time, attempts): it is never
+        // below 0, so neither is its interval (Student's t over few repeats can reach below)
+        if (interval !== null && d.kind === "builtin" && interval.lower < 0) {
+          interval = { ...interval, lower: 0, method: `${interval.method}; lower bound truncated at 0 (the metric is never negative)` }
+          aggregation += "; the interval's lower bound truncated at 0 (the metric is never negative)"
+        }
         // tokens the server did not report are estimated: said so, with how many attempts
         let estimated = 0
         for (const t of byRepeat) estimated += t === null ? 0 : t.estimatedAttempts ?? 0
@@ -716,24 +846,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           ...(unpricedCalls > 0 ? { unpricedCalls } : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
-        const order = better(d.direction, objectives.find((o) => o.metric === d.name)?.target)
-        const list: Array<{ readonly c: number; readonly value: number }> = []
-        for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
-        list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
-        const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
-        // every case alike (all 1, all 0): none is worst or best, and a list would pick at random
-        const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
         evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
-          worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
-          ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+          ...rankedCases(m, caseKeys, better(d.direction, objectives.find((o) => o.metric === d.name)?.target), keep)
         }
       }
 
       // against the baseline
       const baseK = sharedNo.get(baselineId)
-      const base = matrices.get(baselineId)
       const dir = directionOf(d)
       for (const v of variantBase) {
         if (v.variantId === baselineId) continue
@@ -743,23 +863,34 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         const both = shared !== null && baseK !== undefined && candK !== undefined
         const vs = vsOf.get(v.variantId)!
         if (kind !== "trial") {
-          const cand = matrices.get(v.variantId)!
+          // repeats pair by number (repeat r of the candidate with repeat r of the baseline): a
+          // repeat only one side has (a confirmation) pairs with nothing, so when their repeats
+          // differ both sides are read over the repeats they share, with a bootstrap of their own
+          const onCommon = onCommonRepeats(baseRepeats, candRepeats)
+          const base = onCommon.same ? matrices.get(baselineId) : caseMatrix(onCommon.a, d.name, caseKeys.length)
+          const cand = onCommon.same ? matrices.get(v.variantId)! : caseMatrix(onCommon.b, d.name, caseKeys.length)
           const keys: Array<number> = []
           if (base !== undefined) for (const c of caseOrder) if (base.rows[c]!.length > 0 && cand.rows[c]!.length > 0) keys.push(c)
-          const pairedRepeats = Math.min(finite(baseRepeats.map((t) => t === null ? null : 1)).length, finite(candRepeats.map((t) => t === null ? null : 1)).length)
+          const pairedRepeats = onCommon.common
           const caseSufficiency = Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "case")
           // a trial-level statistic (p95, sum; latencyP95Ms) is measured once per trial: the
           // repeats are its unit of replication, so a claim needs the minimum repeats as well
           const sufficiency = kind === "reduced" && caseSufficiency.sufficient
             ? Statistics.sufficiency({ pairedCases: keys.length, repeats: pairedRepeats }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
             : caseSufficiency
-          let paired: Statistics.PairedDifference | null
+          let paired: PairedComparison | null
           if (keys.length === 0) paired = null
           else if (kind === "reduced") {
-            const difference = reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
+            const difference = onCommon.same
+              ? reduced!.paired(reducedNo.get(baselineId)!, reducedNo.get(v.variantId)!)
+              : Statistics.bootstrapReduced(
+                [reducedRows(onCommon.a, d.name, at, union.length), reducedRows(onCommon.b, d.name, at, union.length)],
+                reducerOf(d),
+                { seed: seed + salt, level, resamples }
+              ).paired(0, 1)
             paired = difference === null ? null : { difference, cases: keys.length, ...winsOf(keys.map((c) => [Statistics.mean(base!.rows[c]!), Statistics.mean(cand.rows[c]!)]), dir) }
           } else {
-            paired = both
+            paired = both && onCommon.same
               ? shared.paired(baseK, candK, dir)
               : Statistics.pairedBootstrap(keys.map((c) => base!.rows[c]!), keys.map((c) => cand.rows[c]!), { seed: seed + salt, level, resamples, ...dir })
           }
@@ -785,7 +916,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           const diff = Statistics.studentInterval(pairs.map(([b, c]) => c - b), level)
           const paired = pairs.length === 0 ? null : {
             difference: diff === null
-              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: pairs[0]![1] - pairs[0]![0], upper: pairs[0]![1] - pairs[0]![0], level, method: "one paired repeat: no interval", resamples: null, seed: null }
+              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
               : { ...diff, method: `paired ${diff.method.replace("repeat values", "per-repeat differences")}` },
             cases: pairs.length,
             ...winsOf(pairs, dir)
@@ -868,7 +999,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       let diff = pairedOf.get(o.metric)?.(a, b)
       if (diff === undefined && (a === baselineId || b === baselineId)) {
         const x = vsOf.get(a === baselineId ? b : a)?.[o.metric]
-        const base = x === undefined || x.paired === null || !x.sufficiency.sufficient ? null : x.paired.difference
+        const base = x === undefined || x.paired === null || !x.sufficiency.sufficient || !hasInterval(x.paired.difference) ? null : x.paired.difference
         diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
       }
       let out: boolean | undefined
@@ -933,6 +1064,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     let wording: string
     let candidates: Array<string>
     let pointFront: Array<string> = []
+    let notRuledOut: Array<string> | undefined
     let summary: string
     if (comparedTrials === 0) {
       wording = WORDING.none
@@ -947,17 +1079,20 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       wording = WORDING.single
       candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
       summary = `${candidates[0]} is the ${WORDING.single}: only one trial succeeded, so nothing was compared`
-      limitations.push("one successful trial: no comparison, no interval")
+      limitations.push("one successful trial: no comparison between variants and no spread between repeats (an interval shown resamples its cases only)")
     } else if (shortPairs.length > 0) {
       // below the declared minimums nothing is ranked beyond noise: the front removes nobody it
       // cannot compare, and the conclusion names the highest-scoring candidate(s), never a best
-      wording = WORDING.single
-      candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
-      pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
+      // the candidates are the top of the weighted ranking (ties listed), as the wording says;
+      // the variants the sample cannot rule out (the uncertainty-aware front) are listed apart
       const top = ranking.length === 0 ? [] : ranking.filter((r) => Statistics.nearlyEqual(r.score, ranking[0]!.score)).map((r) => r.id)
+      wording = top.length === 0 ? WORDING.none : WORDING.single
+      candidates = variants.filter((v) => top.includes(v.variantId)).map((v) => v.variantId)
+      notRuledOut = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
+      pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
       summary = top.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : `${top.length === 1 ? `${top[0]} is the ${WORDING.single}` : `${top.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (${Words.labelled("candidate", candidates, { max: 20 })})`
+        : `${candidates.length === 1 ? `${candidates[0]} is the ${WORDING.single}` : `${candidates.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (not ruled out: ${notRuledOut.join(", ")})`
       const shown = shortPairs.filter((x) => x !== "")
       limitations.push(
         `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
@@ -1059,7 +1194,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       },
       variants,
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
-      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, summary, limitations }
+      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, ...(notRuledOut === undefined ? {} : { notRuledOut }), summary, limitations }
     }
     return { comparison, values, rows }
   })
@@ -1097,6 +1232,12 @@ export interface Evidence {
   readonly bestCases: ReadonlyArray<EvidenceCase>
   /** Every case has the same value (since 0.10.0): no worst or best case, both lists empty. */
   readonly tie?: EvidenceTie | undefined
+  /**
+   * A variant with no compared trial (every one broke a hard constraint, or failed; since
+   * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
+   * `breaches` lists the constraints they broke.
+   */
+  readonly notCompared?: { readonly trials: ReadonlyArray<string>; readonly breaches: ReadonlyArray<string> } | undefined
 }
 
 /**
@@ -1147,7 +1288,21 @@ const evidenceOf = (
       const near = (digits === undefined ? undefined : ids.find((id) => /^v0*([0-9]+)$/.exec(id)?.[1] === digits)) ?? closest(variantId, ids)
       return yield* configError("VARIANT", `unknown variant "${variantId}"${near === undefined ? "" : ` (did you mean "${near}"?)`}; ${Words.noun(comparison.variants.length, "variant")}: ${comparison.variants.map((x) => x.variantId).join(", ")}`)
     }
-    const ev = v.evidence[metric]!
+    // a variant with no compared trial (every one broke a hard constraint, or failed): its
+    // cases are still the evidence a user wants, read from the trials that have values and
+    // marked "not compared", with the constraints they broke
+    let ev: { readonly worstCases: ReadonlyArray<EvidenceCase>; readonly bestCases: ReadonlyArray<EvidenceCase>; readonly tie?: EvidenceTie | undefined } = v.evidence[metric]!
+    let notCompared: Evidence["notCompared"]
+    if (v.succeeded === 0) {
+      const byRepeat = v.trials.map((t) => values.get(t.trialId) ?? null)
+      const caseKeys = [...values.values()][0]?.caseKeys ?? []
+      const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
+      if (matrix.present > 0) {
+        const target = comparison.objectives.find((o) => o.metric === metric)?.target
+        ev = rankedCases(matrix, caseKeys, better(m.direction, target), Math.max(worst, best))
+        notCompared = { trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId), breaches: v.breaches }
+      }
+    }
     return {
       studyId: comparison.studyId,
       version: comparison.version,
@@ -1168,7 +1323,8 @@ const evidenceOf = (
       })),
       worstCases: ev.worstCases.slice(0, worst),
       bestCases: ev.bestCases.slice(0, best),
-      ...(ev.tie === undefined ? {} : { tie: ev.tie })
+      ...(ev.tie === undefined ? {} : { tie: ev.tie }),
+      ...(notCompared === undefined ? {} : { notCompared })
     }
   })
 
@@ -1215,14 +1371,29 @@ export const analyse = (
  * @since 0.6.0
  * @category rendering
  */
-export const fmt = (x: number | null | undefined): string =>
-  x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+export const fmt = (x: number | null | undefined): string => Words.figure(x)
 
 const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
 const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+
+/**
+ * A paired difference in words, as `assay study report` and the Study page print it:
+ * `Δ +0.05 [0.01, 0.09]`; `Δ 0 (equal on every pair)` when the difference and its interval
+ * are all 0; `Δ -28 (one paired repeat: no interval)` when it has no interval.
+ *
+ * @param d the difference (candidate − baseline)
+ * @returns the phrase
+ * @since 0.11.0
+ * @category rendering
+ */
+export const deltaText = (d: Statistics.Interval | PointDifference): string => {
+  const sign = d.estimate > 0 ? "+" : ""
+  if (!hasInterval(d)) return `Δ ${sign}${fmt(d.estimate)} (${d.method})`
+  return d.estimate === 0 && d.lower === 0 && d.upper === 0 ? "Δ 0 (equal on every pair)" : `Δ ${sign}${fmt(d.estimate)}${intervalText(d)}`
+}
 
 const assignmentText = (a: Readonly<Record<string, Json>>) =>
   Object.entries(a).map(([k, v]) => `${k}=${typeof v === "string" ? v : canonicalJsonUnsafe(v)}`).join(", ")
@@ -1242,14 +1413,13 @@ const assignmentText = (a: Readonly<Record<string, Json>>) =>
 export const versusText = (x: VersusBaseline, level: number): string => {
   if (x.paired === null) return "nothing pairs with the baseline"
   const p = x.paired
-  const unit = x.claim === "case" ? "cases" : "repeats"
+  const unit = x.claim === "case" ? "paired case" : "paired repeat"
   const d = p.difference
-  const delta = d.estimate === 0 && d.lower === 0 && d.upper === 0
-    ? "Δ 0 (equal on every pair)"
-    : `Δ ${d.estimate > 0 ? "+" : ""}${fmt(d.estimate)}${intervalText(d)}`
-  const head = `${delta} over ${p.cases} paired ${unit} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+  const delta = deltaText(d)
+  const head = `${delta} over ${Words.count(p.cases, unit)} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
-  const excludes = p.difference.lower > 0 || p.difference.upper < 0
+  if (!hasInterval(d)) return `${head}; no interval: no difference shown`
+  const excludes = d.lower > 0 || d.upper < 0
   if (x.mcnemar === null) {
     return `${head}; ${excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`}`
   }
@@ -1418,7 +1588,9 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(breaches.length === 0 ? `${md ? "- " : "    "}none` : breaches.map((b) => `${md ? "- " : "    "}${b}`).join("\n"))
   if (c.weightedRanking.length > 0) {
     lines.push(md ? "\n### Weighted ranking (secondary view)" : `${bullet}weighted ranking (secondary view): ${c.weightedRanking.map((r) => `${r.variantId} ${fmt(r.score)}`).join(", ")}`)
-    if (md) lines.push(c.weightedRanking.map((r, i) => `${i + 1}. ${r.variantId} (${fmt(r.score)})`).join("\n"))
+    // tied scores share a rank (1, 1, 3), as in the table; a Markdown ordered list would renumber them
+    const rankOf = new Map(c.variants.map((v) => [v.variantId, v.rank]))
+    if (md) lines.push(c.weightedRanking.map((r, i) => `- rank ${rankOf.get(r.variantId) ?? i + 1}: ${r.variantId} (${fmt(r.score)})`).join("\n"))
   }
   // Evidence
   lines.push("", h("Evidence"))
@@ -1441,7 +1613,8 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push("", h("Conclusion"))
   lines.push(`${bullet}status: ${c.conclusion.status === null ? "(an earlier version)" : Words.statusWords(c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
-  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}candidates (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}${Words.noun(c.conclusion.candidates.length, "candidate")} (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  if (c.conclusion.notRuledOut !== undefined) lines.push(`${bullet}not ruled out (the sample is below the declared minimums): ${c.conclusion.notRuledOut.join(", ")}`)
   lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
   for (const l of c.conclusion.limitations) lines.push(`${md ? "  - " : "    "}${l}`)
   return lines.join("\n")
@@ -1466,13 +1639,15 @@ export const renderText = (c: StudyComparison): string => sectionsOf(c, false)
 export const renderMarkdown = (c: StudyComparison): string => sectionsOf(c, true)
 
 /**
- * An {@link Evidence} as text: the value, each trial and its pipelines, the worst and best
- * cases.
+ * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of
+ * the rest; `evidence --json` lists every one), the worst and best cases (for a variant with
+ * no compared trial, those of its trials not compared, with the constraints they broke).
  *
  * @since 0.6.0
  * @category rendering
  */
 export const renderEvidence = (e: Evidence): string => {
+  const EVIDENCE_PIPELINES = 3
   const lines = [
     `${e.metric.name} of ${e.variantId} (${assignmentText(e.assignment)}), study ${e.studyId} version ${e.version}`,
     `value: ${fmt(e.value.mean)}${intervalText(e.value.interval)} — ${e.value.aggregation}`,
@@ -1482,12 +1657,17 @@ export const renderEvidence = (e: Evidence): string => {
     lines.push(`  ${t.trialId} r${t.repeat} ${Words.statusWords(t.status)}${t.compared ? "" : " (not compared)"} value ${fmt(t.value)}${
       t.estimatedAttempts === undefined ? "" : ` (${Words.count(t.estimatedAttempts, "attempt")} with estimated tokens)`
     } · ${Words.count(t.pipelines.length, "pipeline")}`)
-    for (const p of t.pipelines) lines.push(`    ${p}`)
+    // a few ids per trial: every one of them is in --json (40 cases × 3 repeats would be 120 lines)
+    for (const p of t.pipelines.slice(0, EVIDENCE_PIPELINES)) lines.push(`    ${p}`)
+    if (t.pipelines.length > EVIDENCE_PIPELINES) lines.push(`    … and ${t.pipelines.length - EVIDENCE_PIPELINES} more (--json lists every pipeline)`)
   }
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
     for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
+  }
+  if (e.notCompared !== undefined) {
+    lines.push(`cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`}:`)
   }
   if (e.tie !== undefined) lines.push(`worst and best cases: ${tieText(e.tie)}`)
   else {

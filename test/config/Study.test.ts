@@ -5,7 +5,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -14,6 +14,7 @@ import * as YAML from "yaml"
 import { studyJsonSchema } from "../../src/cli/SchemaCommand.js"
 import * as Experiment from "../../src/config/Experiment.js"
 import { describeText } from "../../src/cli/StudyPlan.js"
+import { runStudy } from "../../src/cli/StudyRun.js"
 import * as StudyConfig from "../../src/config/Study.js"
 import type { ConfigError } from "../../src/domain/Errors.js"
 import * as Study from "../../src/domain/Study.js"
@@ -368,7 +369,8 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
         metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }],
         objectives: [{ metric: "judgeScor", direction: "maximize" }]
       }))
-      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric"], wrong.join("\n"))
+      // every problem in one pass (tester16 F6): the objective's metric and the verdict path
+      assert.deepStrictEqual(wrong.map((p) => p.split(":")[0]), ["objectives[0].metric", "metrics[0].from.output"], wrong.join("\n"))
       assert.include(wrong[0], `unknown metric "judgeScor"`)
       assert.include(wrong[0], `did you mean "judgeScore"?`)
       // a judge of several candidates reports one score each: the refusal says which to name
@@ -382,6 +384,32 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
       assert.strictEqual(path_.length, 1, path_.join("\n"))
       assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
+    }))
+
+  it.effect("every problem of a study file in one pass, each at its field path: a misspelt key and choice, a baseline value, an objective's metric, an output path (tester16 F6)", () =>
+    Effect.gen(function*() {
+      const doc = YAML.parse(fs.readFileSync(path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)), "study.yaml"), "utf8")) as Record<string, any>
+      const problems = yield* failure(judged({
+        study: { ...doc["study"], questoin: doc["study"].question, question: undefined, type: "compair" },
+        baseline: Object.fromEntries(Object.entries(doc["baseline"] ?? {}).map(([k, v]) => [k, `${String(v)}x`])),
+        metrics: [{ name: "judgedRight", reducer: "maen", from: { output: "overall.anwser" } }],
+        objectives: [{ metric: "judgeScor", direction: "maximise" }]
+      }))
+      const paths = problems.map((p) => p.split(":")[0])
+      for (
+        const at of [
+          "study.questoin",
+          "study.type",
+          "metrics[0].reducer",
+          "objectives[0].direction",
+          `baseline.${Object.keys(doc["baseline"] ?? {})[0]}`,
+          "objectives[0].metric",
+          "metrics[0].from.output"
+        ]
+      ) assert.include(paths, at, problems.join("\n"))
+      // a shape problem without an obvious repair is reported alone, as before
+      const unrepaired = yield* failure(judged({ repeats: "three", objectives: [{ metric: "judgeScor", direction: "maximize" }] }))
+      assert.deepStrictEqual(unrepaired.map((p) => p.split(":")[0]), ["repeats"], unrepaired.join("\n"))
     }))
 
   it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>
@@ -885,5 +913,52 @@ describe("StudyConfig.load: the code files are part of the protocol (issue 16)",
       } finally {
         fs.rmSync(dir, { recursive: true, force: true })
       }
+    }))
+})
+
+describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () => {
+  const unset = () =>
+    write(study(), {
+      "experiment.json": experiment({
+        pools: { llm: { resources: [{ id: "a", capacity: 2, options: { baseUrl: "${T16Q_URL}", apiKeyEnv: "T16Q_KEY", model: "base" } }] } }
+      })
+    })
+
+  it.effect("a key variable unset and a URL emptied by an unset ${VAR}: plan warns about both, at their paths, naming the variables", () =>
+    Effect.gen(function*() {
+      const s = yield* load(unset())
+      assert.deepStrictEqual(s.endpointProblems.map((i) => i.message), [
+        "experiment.json: pools.llm.resources[0].options.apiKeyEnv: environment variable T16Q_KEY (the key) is not set: every call to this endpoint would fail",
+        "experiment.json: pools.llm.resources[0].options.baseUrl: is empty (environment variable T16Q_URL is not set): every call to this endpoint would fail"
+      ])
+      assert.isTrue(s.warnings.some((w) => w.includes("T16Q_KEY (the key) is not set") && w.endsWith("study run refuses to start")), s.warnings.join("\n"))
+      // both set: nothing to say
+      const ok = yield* load(unset(), { env: { T16Q_URL: "http://127.0.0.1:9/v1", T16Q_KEY: "k" } })
+      assert.deepStrictEqual(ok.endpointProblems, [])
+    }))
+
+  it.effect("study run refuses to start (a ConfigError, exit 2) before anything is frozen: no output root is created", () =>
+    Effect.gen(function*() {
+      const file = unset()
+      const e = yield* Effect.flip(runStudy(
+        { load: (f, o) => StudyConfig.load(f, { ...o, env: {} }) },
+        { file, resume: false, newVersion: false, outputRoot: Option.none(), trials: [], strictEnv: false, json: false, quiet: true }
+      ))
+      assert.strictEqual((e as ConfigError)._tag, "ConfigError")
+      assert.include((e as ConfigError).message, "cannot call its model endpoints as configured: 2 problems (nothing was run)")
+      assert.include((e as ConfigError).message, "(export T16Q_KEY=...)")
+      assert.isFalse(fs.existsSync(path.join(path.dirname(file), "out")))
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("StudyConfig.load: the plan of a study without model calls (tester16 F10.7)", () => {
+  it.effect("no model-calling task: the cost is $0, not unknown", () =>
+    Effect.gen(function*() {
+      const s = yield* load(path.join(fixtures, "study-code.yaml"))
+      assert.strictEqual(s.plan.maxModelCalls, 0)
+      assert.deepStrictEqual(s.plan.costUsd, { min: 0, max: 0 })
+      const cost = StudyConfig.planText(s.plan).split("\n").find((l) => l.startsWith("cost:"))!
+      assert.notInclude(cost, "unknown")
+      assert.match(cost, /^cost: +\$0/)
     }))
 })

@@ -102,6 +102,8 @@ describe("Study.settleTrial", () => {
     ],
     ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 admitted pipelines ended"],
     ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipelines ended"],
+    // the value with 4 significant digits, as the report prints figures (tester16 F10.4: was 0.6666666666666666)
+    ["a hard constraint broken by a value with many digits", { metrics: { accuracy: 2 / 3 } }, "failed", "hard constraint accuracy >= 0.8 broken: 0.6667"],
     [
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },

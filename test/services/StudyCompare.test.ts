@@ -147,6 +147,173 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 const BASE = new Set(range(0, 28))
 const CAND = new Set([...range(0, 26), ...range(28, 40)])
 
+describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5, F10)", () => {
+  it.effect("one paired repeat of a trial-level metric: a difference without an interval (null bounds, no bracket), \"1 paired repeat\" (F4)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "onerep",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 1,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "calls", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const vs = c.variants[1]!.vsBaseline.calls!
+      assert.strictEqual(vs.claim, "repeat")
+      assert.strictEqual(vs.paired!.cases, 1)
+      assert.strictEqual(vs.paired!.difference.lower, null)
+      assert.strictEqual(vs.paired!.difference.upper, null)
+      assert.strictEqual(vs.paired!.difference.method, "one paired repeat: no interval")
+      const line = StudyCompare.versusText(vs, c.level)
+      assert.match(line, /^Δ 0 \(one paired repeat: no interval\) over 1 paired repeat \(/)
+      assert.notInclude(line, "[")
+      assert.notInclude(line, "1 paired repeats")
+      // the same difference with a number, and with minRepeats 1 (sufficient): no interval, no claim
+      const point = { ...vs.paired!.difference, estimate: -28 }
+      assert.strictEqual(StudyCompare.deltaText(point), "Δ -28 (one paired repeat: no interval)")
+      const enough = StudyCompare.versusText({ ...vs, paired: { ...vs.paired!, difference: point }, sufficiency: { sufficient: true, reason: null } as any }, c.level)
+      assert.include(enough, "no interval: no difference shown")
+      assert.notInclude(enough, "excludes")
+      // the Study page prints the same words
+      assert.include(renderStudyPage(c), "Δ 0 (one paired repeat: no interval)")
+    }).pipe(Effect.provide(studyEnv("onerep"))))
+
+  it.effect("below the minimums the current highest-scoring candidate is the top of the ranking only; the rest are \"not ruled out\" (F5)", () =>
+    Effect.gen(function*() {
+      // v02 > v01 > v03 on accuracy, 6 cases, 1 repeat: below every minimum
+      const { input, study } = handMade({ id: "top", correct: [new Set([0, 1, 2, 3]), new Set([0, 1, 2, 3, 4]), new Set([0, 1])], cases: 6, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.conclusion.notRuledOut, ["v01", "v02", "v03"])
+      assert.include(c.conclusion.summary, "v02 is the current highest-scoring candidate on point estimates")
+      assert.include(c.conclusion.summary, "(not ruled out: v01, v02, v03)")
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "candidate (current highest-scoring candidate): v02\n")
+      assert.include(text, "not ruled out (the sample is below the declared minimums): v01, v02, v03")
+      assert.notInclude(text, "candidates (current highest-scoring candidate)")
+      assert.include(renderStudyPage(c), `<span id="conclusion-candidates"><span class="mono">v02</span></span>`)
+    }).pipe(Effect.provide(studyEnv("top"))))
+
+  it.effect("tied scores share their rank in the Markdown ranking and on the Study page, as in the table (F10.5)", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 25))
+      const { input, study } = handMade({ id: "mdties", correct: [same, same, new Set(range(0, 20))], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants.map((v) => v.rank), [1, 1, 3])
+      const md = StudyCompare.renderMarkdown(c)
+      assert.include(md, "- rank 1: v01 (1)\n- rank 1: v02 (1)\n- rank 3: v03 (0)")
+      assert.notInclude(md, "2. v02")
+      const page = renderStudyPage(c)
+      assert.include(page, `<li value="1"><span class="mono">v02</span>`)
+      assert.include(page, `<li value="3"><span class="mono">v03</span>`)
+    }).pipe(Effect.provide(studyEnv("mdties"))))
+
+  it.effect("equal on every pair reads the same on the Study page as in the CLI: Δ 0 (equal on every pair), never Δ +0 [0, 0] (F10.6)", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 25))
+      const { input, study } = handMade({ id: "eq", correct: [same, same], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.include(StudyCompare.versusText(c.variants[1]!.vsBaseline.accuracy!, c.level), "Δ 0 (equal on every pair)")
+      const page = renderStudyPage(c)
+      assert.include(page, "Δ 0 (equal on every pair)")
+      assert.notInclude(page, "Δ +0")
+    }).pipe(Effect.provide(studyEnv("eq"))))
+
+  it.effect("a built-in metric's Student's t interval never reaches below 0 (wall time 10, 100, 1000 ms) (F10.3)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "clamp",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 3,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "wallMs", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const ledger = (yield* StudyCatalog).ledger("clamp")
+      for (const [r, ms] of [[1, 10], [2, 100], [3, 1000]] as const) yield* ledger.addUsage(`p1-v01-r${r}`, { calls: 0, tokens: 0, costUsd: 0, timeMs: ms }, 1)
+      const c = yield* StudyCompare.compare(input)
+      const wall = c.variants[0]!.values.wallMs!
+      assert.strictEqual(wall.interval!.lower, 0)
+      assert.isAbove(wall.interval!.upper, wall.mean!)
+      assert.include(wall.interval!.method, "lower bound truncated at 0")
+      assert.include(StudyCompare.renderText(c), `wallMs: ${StudyCompare.fmt(wall.mean)} [0, `)
+      // a difference can be negative: it is not truncated
+      assert.isBelow(c.variants[1]!.vsBaseline.wallMs!.paired!.difference.lower!, 0)
+    }).pipe(Effect.provide(studyEnv("clamp"))))
+
+  it.effect("after a confirmation the paired difference pairs repeats by number: the candidate's repeats 4 and 5 pair with nothing (F8)", () =>
+    Effect.gen(function*() {
+      // 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as
+      // failed: as if only the candidate had been confirmed). The candidate is right on 27 cases
+      // in repeats 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat.
+      const { input, study } = handMade({
+        id: "confirmed",
+        correct: [new Set(range(0, 25)), new Set(range(0, 27))],
+        cases: 30,
+        repeats: 5,
+        correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
+      })
+      yield* Study.run(study)
+      const catalog = yield* StudyCatalog
+      yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
+      const c = yield* StudyCompare.compare(input)
+      const v02 = c.variants[1]!
+      // the variant's own value uses every repeat: (3 × 27 + 2 × 10) / 150
+      assert.closeTo(v02.values.accuracy!.mean!, 101 / 150, 1e-12)
+      // the paired difference only repeats 1-3: 27/30 − 25/30, won on cases 25 and 26
+      const vs = v02.vsBaseline.accuracy!
+      assert.closeTo(vs.paired!.difference.estimate, 2 / 30, 1e-12)
+      assert.deepStrictEqual([vs.paired!.candidateWins, vs.paired!.baselineWins, vs.paired!.ties], [2, 0, 28])
+      assert.deepStrictEqual([vs.mcnemar!.b, vs.mcnemar!.c], [0, 2])
+      // the Pareto front reads the same pairing: v02 is not dominated by v01 beyond noise
+      assert.isTrue(v02.pareto.uncertain)
+    }).pipe(Effect.provide(studyEnv("confirmed"))))
+
+  it.effect("evidence of a variant whose every trial broke the hard constraint lists its cases, marked not compared, with the breach (F9); the text lists 3 pipelines per trial (F10.10)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "breakers",
+        correct: [new Set(range(0, 28)), new Set(range(0, 15))],
+        cases: 30,
+        repeats: 2,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.8 } }]
+      })
+      yield* Study.run(study)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { worst: 2, best: 1 })
+      assert.isTrue(e.trials.every((t) => !t.compared))
+      assert.deepStrictEqual(e.notCompared!.trials, ["p1-v02-r1", "p1-v02-r2"])
+      assert.include(e.notCompared!.breaches.join("\n"), "accuracy >= 0.8 broken: 0.5000")
+      // its worst cases are the ones it gets wrong (15..29: value 0), its best one right (value 1)
+      assert.deepStrictEqual(e.worstCases.map((c) => c.value), [0, 0])
+      assert.strictEqual(e.worstCases[0]!.pipelineIds.length, 2)
+      assert.deepStrictEqual(e.bestCases.map((c) => c.value), [1])
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "cases of trials p1-v02-r1, p1-v02-r2, not compared (")
+      assert.notInclude(text, "(no per-case values)")
+      // 30 pipelines per trial: 3 ids, then the count of the rest
+      assert.include(text, "… and 27 more (--json lists every pipeline)")
+      assert.strictEqual(e.trials[0]!.pipelines.length, 30)
+      // a compared variant's evidence is unchanged: no notCompared
+      const ok = yield* StudyCompare.evidence(input, "accuracy", "v01")
+      assert.isUndefined(ok.notCompared)
+    }).pipe(Effect.provide(studyEnv("breakers"))))
+
+  it.effect("one successful trial: the limitation does not deny the interval over its cases the report prints (F10.2)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "single", correct: [new Set(range(0, 20))], cases: 30, repeats: 1 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.isNotNull(c.variants[0]!.values.accuracy!.interval)
+      assert.notInclude(c.conclusion.limitations.join("\n"), "no comparison, no interval")
+      assert.include(c.conclusion.limitations.join("\n"), "one successful trial: no comparison between variants and no spread between repeats (an interval shown resamples its cases only)")
+    }).pipe(Effect.provide(studyEnv("single"))))
+})
+
 describe("StudyCompare.compare: paired comparison on a study whose answer is known", () => {
   it.effect("the paired difference, the wins and the exact McNemar test of 2 vs 12 discordant cases", () =>
     Effect.gen(function*() {
@@ -168,7 +335,7 @@ describe("StudyCompare.compare: paired comparison on a study whose answer is kno
       // exact two-sided binomial: 2 × P(X <= 2 | n = 14, p = 1/2) = 2 × (1 + 14 + 91) / 2^14
       assert.deepStrictEqual([vs.mcnemar!.b, vs.mcnemar!.c], [2, 12])
       assert.closeTo(vs.mcnemar!.pValue, (2 * 106) / 16384, 1e-9)
-      assert.isTrue(vs.paired!.difference.lower > 0)
+      assert.isTrue(vs.paired!.difference.lower! > 0)
       const text = StudyCompare.versusText(vs, c.level)
       assert.include(text, "significant at 95%")
       assert.notInclude(text, "insufficient")
@@ -406,7 +573,7 @@ describe("StudyCompare: the conclusion", () => {
       assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.status]), [["p1-v01-r1", "failed"], ["p1-v02-r1", "succeeded"]])
       assert.include(report.trials[0]!.reason, "hard constraint accuracy >= 0.9 broken: 0.7")
       const c = yield* StudyCompare.compare(input)
-      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7"])
+      assert.deepStrictEqual(c.variants[0]!.breaches, ["p1-v01-r1: hard constraint accuracy >= 0.9 broken: 0.7000"])
       assert.strictEqual(c.variants[0]!.succeeded, 0)
       assert.isNull(c.variants[1]!.vsBaseline.accuracy!.paired)
       assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
@@ -679,7 +846,9 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       const c = yield* StudyCompare.compare(input)
       assert.deepStrictEqual(c.variants.map((v) => [v.variantId, v.pareto.strict, v.pareto.uncertain]), [["v01", false, true], ["v02", true, true]])
       assert.strictEqual(c.conclusion.wording, "current highest-scoring candidate")
-      assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02"])
+      // the candidate is the top of the ranking; the sample rules out neither (tester16 F5)
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.conclusion.notRuledOut, ["v01", "v02"])
       assert.include(c.conclusion.summary, "v02 is the current highest-scoring candidate")
       assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("insufficient sample for 1 of 1 variant pair (v01–v02: 3 paired cases (< 30) on accuracy)")))
       for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
@@ -695,7 +864,8 @@ describe("StudyCompare: no over-claiming on small samples or many variants (issu
       yield* Study.run(study)
       const c = yield* StudyCompare.compare(input)
       assert.include(c.conclusion.summary, "v01, v02 tie as the current highest-scoring candidates on point estimates")
-      assert.include(c.conclusion.summary, "(candidates v01, v02)")
+      assert.include(c.conclusion.summary, "(not ruled out: v01, v02)")
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02"])
       const text = StudyCompare.renderText(c)
       assert.include(text, "v01: trial p1-v01-r1\n")
       assert.notInclude(text, "trials p1-v01-r1")

@@ -263,6 +263,14 @@ export interface LoadedStudy {
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
+  /**
+   * The model endpoints the study cannot call as configured (since 0.11.0): a resource whose
+   * `apiKeyEnv` names an unset or empty variable, or whose `baseUrl` is empty (an unset
+   * `${VAR}`); each at its path in the experiment, naming the variable, never a value.
+   * `study plan` warns about them; `study run`, `resume` and `confirm` refuse to start (exit 2)
+   * rather than fail every trial and settle them as results.
+   */
+  readonly endpointProblems: ReadonlyArray<ConfigIssue>
   readonly describe: () => Json
 }
 
@@ -922,6 +930,106 @@ const literalChoice = (i: ConfigIssue): ConfigIssue => {
   )
 }
 
+/**
+ * The endpoints of an experiment's pools that cannot be called as configured: `apiKeyEnv`
+ * (`api_key_env`) naming an unset or empty variable of `env`; a `baseUrl` (`base_url`) that is
+ * empty, with the unset variable that emptied it when `unresolved` names one under it.
+ */
+export const endpointProblems = (
+  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<{ readonly options: Readonly<Record<string, unknown>> }> }>,
+  env: Readonly<Record<string, string | undefined>>,
+  unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
+  rel: string
+): Array<ConfigIssue> =>
+  pools.flatMap((pool) =>
+    pool.resources.flatMap((r, j) => {
+      const at = `pools.${pool.name}.resources[${j}].options`
+      const out: Array<ConfigIssue> = []
+      for (const k of ["apiKeyEnv", "api_key_env"]) {
+        const name = r.options[k]
+        if (typeof name !== "string" || name === "") continue
+        const value = env[name]
+        if (value === undefined || value === "") {
+          out.push(issue(
+            "protocol.experiment",
+            `${rel}: ${at}.${k}: environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"}: every call to this endpoint would fail`,
+            `export ${name}=...`
+          ))
+        }
+      }
+      for (const k of ["baseUrl", "base_url"]) {
+        if (r.options[k] !== "") continue
+        const why = unresolved.find((u) => u.path.endsWith(`.${k}`) || u.path.includes(`.${k}.`))
+        out.push(issue(
+          "protocol.experiment",
+          `${rel}: ${at}.${k}: is empty${why === undefined ? "" : ` (environment variable ${why.name} is not set)`}: every call to this endpoint would fail`,
+          why === undefined ? undefined : `export ${why.name}=http://...`
+        ))
+      }
+      return out
+    })
+  )
+
+/** `variables[1].vals` → ["variables", 1, "vals"] (the paths `decodeIssues` writes). */
+const pathSegments = (p: string): Array<string | number> =>
+  Array.from(p.matchAll(/([^.[\]]+)|\[(\d+)\]/g), (m) => m[2] !== undefined ? Number(m[2]) : m[1]!)
+
+/**
+ * The study document with its shape problems repaired as their suggestions say, so that the
+ * checks after the shape (references, the experiment, output paths) can run in the same pass
+ * and every problem of the file is reported at once: an unknown key is dropped, or renamed to
+ * the missing key it misspells (`questoin` → `question`); a value outside its choices takes the
+ * suggested one (`compair` → `compare`). `undefined` when some problem has no such repair (the
+ * shape problems are then reported alone). The repaired document is never run: the issues
+ * stay, and the load fails with them.
+ */
+const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown => {
+  let copy: unknown
+  try {
+    copy = structuredClone(doc)
+  } catch {
+    return undefined
+  }
+  const parentOf = (segs: ReadonlyArray<string | number>): Record<string, unknown> | undefined => {
+    let at: unknown = copy
+    for (const s of segs.slice(0, -1)) at = isRecord(at) || Array.isArray(at) ? (at as Record<string | number, unknown>)[s] : undefined
+    return isRecord(at) ? at : Array.isArray(at) ? at as unknown as Record<string, unknown> : undefined
+  }
+  const renamed = new Set<string>()
+  // first the renames a missing key asks for (`found "typ": did you mean type?`)
+  for (const i of issues) {
+    const found = /^found "([^"]+)": did you mean ([\w$]+)\?$/.exec(i.suggestion ?? "")
+    if (i.message !== "is missing") continue
+    const segs = pathSegments(i.path)
+    const parent = parentOf(segs)
+    const key = String(segs[segs.length - 1])
+    const unknownNear = found?.[1] ?? issues.find((j) => j.message.startsWith("unknown key") && j.suggestion === `did you mean ${key}?` && pathSegments(j.path).slice(0, -1).join("\u0000") === segs.slice(0, -1).join("\u0000"))?.path
+    // else the one unknown key beside it (`vals` where `values` is missing)
+    const beside = issues.filter((j) => j.message.startsWith("unknown key") && pathSegments(j.path).slice(0, -1).join("\u0000") === segs.slice(0, -1).join("\u0000"))
+    const only = unknownNear ?? (beside.length === 1 ? beside[0]!.path : undefined)
+    const stray = found !== null && found !== undefined ? found[1] : only === undefined ? undefined : String(pathSegments(only).at(-1))
+    if (parent === undefined || stray === undefined || !(stray in parent)) return undefined
+    parent[key] = parent[stray]
+    delete parent[stray]
+    renamed.add(formatPath([...segs.slice(0, -1), stray]))
+  }
+  for (const i of issues) {
+    if (i.message === "is missing") continue
+    const segs = pathSegments(i.path)
+    const parent = parentOf(segs)
+    if (parent === undefined) return undefined
+    const key = segs[segs.length - 1]!
+    if (i.message.startsWith("unknown key")) {
+      if (!renamed.has(i.path)) delete parent[key as string]
+      continue
+    }
+    const suggested = /^did you mean ("(?:[^"\\]|\\.)*")\?$/.exec(i.suggestion ?? "")
+    if (suggested === null) return undefined
+    parent[key as string] = JSON.parse(suggested[1]!) as unknown
+  }
+  return copy
+}
+
 const shown = (u: unknown): string => {
   const s = typeof u === "string" ? JSON.stringify(u) : Either.getOrElse(Either.try(() => canonicalJsonUnsafe(u)), () => String(u))
   return s.length > 60 ? `${s.slice(0, 57)}...` : s
@@ -979,8 +1087,17 @@ export const load = (
     if (runStore !== undefined) {
       issues.push(issue("run.store", "is refused in a study: output.root is the study's one storage entry", "remove run.store and set output.root"))
     }
-    const strict = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })(shaped)
-    if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, shaped, StudyFile).map(literalChoice))
+    const decode = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })
+    let strict = decode(shaped)
+    // shape problems first; when each has an obvious repair (a misspelt key or choice), the
+    // checks after the shape run on the repaired document too, so that one pass reports every
+    // problem of the file (a typo in study.type and one in an objective's metric at once)
+    if (Either.isLeft(strict)) {
+      const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(literalChoice)
+      issues.push(...shapeIssues)
+      const repaired = repairShape(shaped, shapeIssues)
+      strict = repaired === undefined ? strict : decode(repaired)
+    }
     if (Either.isLeft(strict)) return yield* invalid(abs, issues)
     const doc = strict.right
     const studyId = doc.study.id
@@ -1262,7 +1379,14 @@ export const load = (
         }
       }
     })
-    if (issues.length > 0 || baselinePositions === undefined || outputRoot === undefined || Either.isLeft(resolvedRun)) {
+    // with problems so far, the baseline's experiment is still built and checked (its problems
+    // and the declared metrics' output paths reported in the same pass) when none of them is
+    // about the experiment, the variables or the run: a misspelt baseline value checks the
+    // experiment with each variable's first value
+    const onlyElsewhere = issues.every((i) => !/^(protocol|variables|run)\b/.test(i.path)) && Either.isRight(resolvedRun)
+    let earlier = issues.length
+    if (earlier > 0 && onlyElsewhere && baselinePositions === undefined) baselinePositions = variables.map(() => 0)
+    if ((issues.length > 0 && !onlyElsewhere) || baselinePositions === undefined || Either.isLeft(resolvedRun) || (outputRoot === undefined && earlier === 0)) {
       // refused before the experiment is built: the judges as the document declares them
       settleUnknownMetrics(rawJudgeMetrics(base.raw))
       return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")])
@@ -1313,7 +1437,8 @@ export const load = (
     // the metrics the experiment's judge tasks report: known to objectives and stop conditions
     const judged = judgeMetrics(baselineExp.right.template.tasks)
     settleUnknownMetrics(judged)
-    if (issues.length > 0) return yield* invalid(abs, issues)
+    // an unknown objective metric does not stop the output paths' check below (one pass)
+    earlier = issues.length
     // the declared metrics read from a boolean field, as the final task's output schema says
     const booleans = (() => {
       const tasks = baselineExp.right.template.tasks
@@ -1339,7 +1464,8 @@ export const load = (
     const experiments = new Map<string, Experiment>([[baseline.id, baselineExp.right]])
     // one problem shared by several variants is reported once, with the variants it concerns
     const byProblem = new Map<string, { readonly issue: ConfigIssue; readonly variants: Array<Study.Variant> }>()
-    for (const v of variants) {
+    // (with problems found before the build, only the baseline's experiment is checked)
+    for (const v of earlier === 0 ? variants : []) {
       if (experiments.has(v.id)) continue
       const e = yield* checkVariant(v, options.scanKeys === "none" ? "none" : "head")
       if (Either.isLeft(e)) {
@@ -1357,9 +1483,12 @@ export const load = (
         : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
       issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
     }
-    if (issues.length > 0) return yield* invalid(abs, issues)
+    if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues)
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
+    // endpoints that cannot be called as configured: warned here (plan), refused by run
+    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel)
+    for (const i of endpoints) warnings.push(`warning: ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}; study run refuses to start`)
 
     // a declared metric's output path, checked before anything is spent: against the final
     // task's output Schema when it declares one; else at the first succeeded pipeline of the run
@@ -1395,6 +1524,7 @@ export const load = (
       })
       if (issues.length > 0) return yield* invalid(abs, issues)
     }
+    if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")])
 
     // the prices of every variant's model calls (the pricing tables the accounting uses)
     const callsOf = new Map<string, ReadonlyArray<PricedCall>>()
@@ -1513,10 +1643,11 @@ export const load = (
       }
     }
     const anyModel = [...poolWork.keys()].length > 0
-    if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls and tokens are 0")
+    if (pipelinesPerTrial !== null && !anyModel) notes.push("no model-calling task (chat): model calls, tokens and cost are 0")
     if (pipelinesPerTrial !== null && anyModel && tokensMax === null) notes.push("a chat task has no maxTokens: the token range has no upper bound")
     const tokens = pipelinesPerTrial === null || tokensMax === null ? null : { min: Math.round(tokensMin), max: Math.round(tokensMax) }
-    const costUsd = pipelinesPerTrial === null || !anyModel || costMin === null ? null : { min: costMin, max: costMax }
+    // no model-calling task: nothing is priced, and nothing is spent ($0, not unknown)
+    const costUsd = pipelinesPerTrial !== null && !anyModel ? { min: 0, max: 0 } : pipelinesPerTrial === null || costMin === null ? null : { min: costMin, max: costMax }
     if (pipelinesPerTrial !== null && anyModel && costMin === null) notes.push("a model call has no price (the experiment's pricing, a resource's pricing or a model profile's price): the cost is unknown")
     // time
     const mins = [...poolWork.values()].map((w) => w.minMs)
@@ -1737,6 +1868,7 @@ export const load = (
       trialsFor,
       warnings,
       unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
+      endpointProblems: endpoints,
       describe: () =>
         plain({
           study: { id: studyId, file: abs, format, question: doc.study.question, hypothesis: doc.study.hypothesis ?? null, type },

@@ -21,6 +21,19 @@
 export const noun = (n: number, one: string, many = `${one}s`): string => (n === 1 ? one : many)
 
 /**
+ * A number for people, as every study view prints it: integers as they are, from 10,000 up
+ * rounded to an integer, others with 4 significant digits (`0.8333`, not
+ * `0.8333333333333334`); `—` for null, undefined or NaN.
+ *
+ * @param x - the number
+ * @returns the figure
+ * @since 0.11.0
+ * @category formatting
+ */
+export const figure = (x: number | null | undefined): string =>
+  x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+
+/**
  * A count and its noun in agreement: `count(1, "trial")` is "1 trial", `count(3, "trial")` is
  * "3 trials" (numbers from 1,000 up with thousands separators).
  *

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { deltaText, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -136,9 +136,9 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
       const value = x === undefined || x.mean === null ? "—" : `${fmt(x.mean)}<span class="ci">${e(intervalText(x.interval))}</span>`
       const delta = v.isBaseline || vs === undefined || vs.paired === null
         ? ""
-        : `<div class="delta${vs.sufficiency.sufficient ? "" : " insufficient"}" title="${e(versusText(vs, c.level))}">Δ ${vs.paired.difference.estimate >= 0 ? "+" : ""}${
-          fmt(vs.paired.difference.estimate)
-        }${e(intervalText(vs.paired.difference))}${vs.sufficiency.sufficient ? "" : " · insufficient sample"}</div>`
+        : `<div class="delta${vs.sufficiency.sufficient ? "" : " insufficient"}" title="${e(versusText(vs, c.level))}">${e(deltaText(vs.paired.difference))}${
+          vs.sufficiency.sufficient ? "" : " · insufficient sample"
+        }</div>`
       return `<td class="value" data-metric="${e(m.name)}">${value}${delta}</td>`
     }).join("")
     return `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td><td class="assign">${
@@ -194,15 +194,19 @@ ${ev.tie === undefined ? `<div class="two">${cases("worst cases", ev.worstCases)
     return `<section class="variant-evidence"><h3><span class="mono">${e(v.variantId)}</span> <span class="muted">${e(assignmentText(v.assignment))}</span></h3>${blocks}</section>`
   }).join("")
 
-  // Conclusion
+  // Conclusion (the weighted ranking numbers tied variants alike: 1, 1, 3)
+  const rankOf = new Map(c.variants.map((v) => [v.variantId, v.rank]))
   const conclusion = `<ul class="facts">
 ${li("status", e(c.conclusion.status ?? "(an earlier version)"))}
 ${li("conclusion", `<span id="conclusion-summary">${e(c.conclusion.summary)}</span>`)}
 ${li("wording", `<span id="conclusion-wording">${e(c.conclusion.wording)}</span>`)}
 ${li("candidates", `<span id="conclusion-candidates">${c.conclusion.candidates.length === 0 ? "none" : c.conclusion.candidates.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span>`)}
+${c.conclusion.notRuledOut === undefined ? "" : li("not ruled out", `<span id="conclusion-not-ruled-out">${c.conclusion.notRuledOut.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span> <span class="muted">(the sample is below the declared minimums)</span>`)}
 </ul>
 <h3>Limitations</h3><ul id="conclusion-limitations">${c.conclusion.limitations.length === 0 ? "<li>none noted</li>" : c.conclusion.limitations.map((l) => `<li>${e(l)}</li>`).join("")}</ul>
-${c.weightedRanking.length === 0 ? "" : `<h3>Weighted ranking <span class="muted">(a secondary view, not a choice)</span></h3><ol>${c.weightedRanking.map((r) => `<li><span class="mono">${e(r.variantId)}</span> ${e(fmt(r.score))}</li>`).join("")}</ol>`}`
+${c.weightedRanking.length === 0 ? "" : `<h3>Weighted ranking <span class="muted">(a secondary view, not a choice)</span></h3><ol>${
+  c.weightedRanking.map((r) => `<li value="${e(rankOf.get(r.variantId) ?? "")}"><span class="mono">${e(r.variantId)}</span> ${e(fmt(r.score))}</li>`).join("")
+}</ol>`}`
 
   const tabs = [["design", "Design", design], ["run", "Run", run], ["compare", "Compare", compare], ["evidence", "Evidence", evidence === "" ? "<p>no compared trial: no evidence</p>" : evidence], ["conclusion", "Conclusion", conclusion]] as const
   const plotData = {

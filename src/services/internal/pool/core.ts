@@ -53,7 +53,7 @@ import type {
   SavedResourceState
 } from "../../Pools.js"
 import * as Client from "./client.js"
-import { holderNow } from "../holdNow.js"
+import { withHolderNow } from "../holdNow.js"
 import { hooksOf, markAppliesHooks } from "../acquireHooks.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
@@ -68,6 +68,9 @@ import { WaiterQueue } from "./waiters.js"
 const EMA_ALPHA = 0.2
 
 const jsonError = (u: unknown): Json => messageOf(u)
+
+/** An acquire without options (read only: one object for every such acquire). */
+const noOptions: AcquireOptions = Object.freeze({})
 
 // ---------------------------------------------------------------------------------------------
 // The lease
@@ -817,7 +820,7 @@ export class Core implements Client.ClientEnv {
    * reports an unknown pool or algorithm). No timeout applies: nothing waits.
    */
   leaseNow(options: AcquireOptions | string | undefined, holder: Holder, raw: boolean): LeaseImpl | undefined {
-    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
+    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? noOptions
     let poolName = opts.pool ?? holder.defaultPool
     if (poolName === undefined && this.pools.size === 1) poolName = this.pools.keys().next().value
     const pool = poolName === undefined ? undefined : this.pools.get(poolName)
@@ -1249,10 +1252,11 @@ export class Core implements Client.ClientEnv {
     // interrupt between the two, and no Effect runs for either. A runner attempt's hooks
     // (`acquireHooks.ts`) refuse the acquire once its run stops, park only a wait, and map the
     // lease to what the task sees.
+    // (`withHolderNow`: the runner's evaluation without a fiber runs this step too, with the
+    // holder that fiber would have found)
     const hooks = hooksOf(holder)
-    return Effect.withFiberRuntime<Lease<Client>, AcquireError, Scope.Scope>((fiber) => {
+    return withHolderNow<Lease<Client>, AcquireError, Scope.Scope>((sync) => {
       if (hooks !== undefined && hooks.refused()) return Effect.interrupt
-      const sync = holderNow(fiber)
       if (sync !== undefined) {
         const lease = this.leaseNow(options, holder, false)
         if (lease !== undefined) {

@@ -378,14 +378,7 @@ export const attemptExit = <A, E, R, B>(
         cell.current = previous
         const closing = generator.closeNow(exit)
         if (closing === undefined) return ended(exit)
-        return Effect.flatMap(Effect.exit(closing), (closed) =>
-          ended(
-            Exit.isSuccess(closed)
-              ? exit
-              : Exit.isSuccess(exit)
-              ? closed as Exit.Exit<never>
-              : Exit.failCause(Cause.sequential(exit.cause, closed.cause))
-          ))
+        return Effect.flatMap(Effect.exit(closing), (closed) => ended(afterClose(exit, closed)))
       }
       return Effect.matchCauseEffect(restore(self as Effect.Effect<A, E, Exclude<R, Scope.Scope>>), {
         onFailure: (cause) => after(Exit.failCause(cause)),
@@ -393,3 +386,18 @@ export const attemptExit = <A, E, R, B>(
       })
     })
   )
+
+/**
+ * An attempt's exit once its scope closed: `exit` when the close succeeded; otherwise the
+ * close's failure, after the body's own failure if it failed too (as `Effect.onExit` gives it).
+ *
+ * @param exit the body's exit
+ * @param closed the scope close's exit
+ * @internal
+ */
+export const afterClose = <A, E>(exit: Exit.Exit<A, E>, closed: Exit.Exit<void>): Exit.Exit<A, E> =>
+  Exit.isSuccess(closed)
+    ? exit
+    : Exit.isSuccess(exit)
+    ? closed as Exit.Exit<never>
+    : Exit.failCause(Cause.sequential(exit.cause, closed.cause))

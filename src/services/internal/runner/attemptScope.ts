@@ -70,6 +70,10 @@ export class AttemptGenerator implements SyncHolder {
     return this.#closed === undefined && this.#scope === undefined && this.#held === undefined &&
       this.#heldNow === undefined
   }
+  /** This attempt as the holder of a synchronous finalizer, when {@link canHoldNow}; else `undefined`. */
+  holderNow(): SyncHolder | undefined {
+    return this.canHoldNow ? this : undefined
+  }
   /** Holds a synchronous finalizer (only when {@link canHoldNow}), run when the attempt ends. */
   hold(release: () => void): void {
     this.#heldNow = release

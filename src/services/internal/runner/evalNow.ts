@@ -51,6 +51,23 @@ export class Pending<A, E> {
   constructor(readonly effect: Effect.Effect<A, E>) {}
 }
 
+/**
+ * What gives a marked `WithRuntime` step its holder: the synchronous holder the fiber running
+ * the evaluated Effect would find in its Scope now (see `holdNow.ts`), or `undefined`.
+ *
+ * @internal
+ */
+export interface HolderSource {
+  readonly holderNow: () => SyncHolder | undefined
+}
+
+/**
+ * A {@link HolderSource} for a context whose Scope never holds a finalizer synchronously.
+ *
+ * @internal
+ */
+export const neverHolds: HolderSource = { holderNow: () => undefined }
+
 /** An Effect primitive as Effect 3.22 builds one (see the module docs). */
 interface Primitive {
   readonly _op: string
@@ -115,14 +132,15 @@ const rest = (cur: Primitive, stack: ReadonlyArray<Primitive>): Pending<unknown,
  * Evaluates `effect` at once (see the module docs): its Exit when it ended, or what is left
  * ({@link Pending}) when it stopped at a step that needs a fiber. `context` is the context the
  * fiber would run it in (its `Tag` steps read it); `holder` gives the synchronous holder a
- * marked `WithRuntime` step would find in that fiber (`undefined`: such steps need a fiber too).
+ * marked `WithRuntime` step would find in that fiber (`undefined`: such steps need a fiber too;
+ * a source is asked at that step, as the fiber would be).
  *
  * @internal
  */
 export const evalNow = <A, E>(
   effect: Effect.Effect<A, E>,
   context: Context.Context<never>,
-  holder: (() => SyncHolder | undefined) | undefined
+  holder: HolderSource | undefined
 ): Exit.Exit<A, E> | Pending<A, E> => {
   const stack: Array<Primitive> = []
   let cur = effect as unknown as Primitive
@@ -182,7 +200,7 @@ export const evalNow = <A, E>(
         const now = cur.effect_instruction_i0[WithHolderTypeId] as ((holder: SyncHolder | undefined) => Primitive) | undefined
         if (now === undefined || holder === undefined) return rest(cur, stack) as Pending<A, E>
         try {
-          cur = now(holder())
+          cur = now(holder.holderNow())
         } catch (e) {
           cur = thrown(e)
         }

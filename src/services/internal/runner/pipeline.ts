@@ -42,9 +42,9 @@ import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
-import { HoldNowTypeId, type SyncHolder } from "../holdNow.js"
+import { HoldNowTypeId } from "../holdNow.js"
 import { afterClose, AttemptGenerator, attemptExit, attemptScoped, AttemptScope } from "./attemptScope.js"
-import { evalNow, Pending } from "./evalNow.js"
+import { evalNow, neverHolds, Pending } from "./evalNow.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
@@ -764,6 +764,7 @@ class NowRun {
   run(): NowOutcome {
     const { env, spec, holder, tasks } = this
     let runtime: Runtime.Runtime<never> | undefined = undefined
+    let holds: Holds = "fiber"
     while (true) {
       const task = tasks[this.seq]!
       let ran: AttemptResult | Effect.Effect<AttemptResult> | undefined
@@ -771,9 +772,12 @@ class NowRun {
         ran = runAttemptNow(env, spec, task, this.seq, 1, this.input, holder)
       } else {
         // (outside a fiber: nothing ran, the pipeline's fiber runs the attempt)
-        runtime ??= runtimeNow()
-        if (runtime === undefined) return this.handOver(undefined)
-        const now = runEffectAttemptNow(env, spec, task, this.seq, 1, this.input, holder, runtime.context)
+        if (runtime === undefined) {
+          runtime = runtimeNow()
+          if (runtime === undefined) return this.handOver(undefined)
+          holds = holdsIn(runtime.context)
+        }
+        const now = runEffectAttemptNow(env, spec, task, this.seq, 1, this.input, holder, runtime.context, holds)
         if (now === undefined) return this.onFiber()
         if (now instanceof AttemptGoesOn) {
           // (`runFork` starts the fiber on this call stack: an attempt that never waits has
@@ -1362,7 +1366,8 @@ export class AttemptGoesOn {
  * it ended; {@link AttemptGoesOn} when it reached a step that needs a fiber (a wait, a fork, an
  * error handler, …), or must reclaim raw leases: the caller runs the rest on a fiber of its own
  * at once; `undefined` when the task does not qualify or the run is stopping (nothing ran).
- * `context` is the context of the fiber that would have run it (the run's).
+ * `context` is the context of the fiber that would have run it (the run's), `holds` how its
+ * Scope holds a synchronous finalizer ({@link holdsIn}).
  *
  * @internal
  */
@@ -1375,6 +1380,7 @@ export const runEffectAttemptNow = (
   input: unknown,
   slot: SlotHold,
   context: Context.Context<never>,
+  holds: Holds,
   visit = 0
 ): AttemptResult | AttemptGoesOn | undefined => {
   const options = task.options
@@ -1404,7 +1410,7 @@ export const runEffectAttemptNow = (
     body = Effect.die(defect)
   }
   const end = (exit: Exit.Exit<unknown, unknown>) => attemptEnd(env, task, ctx, exit, startedAt, slot)
-  const ran = evalNow(body, context, holderIn(context, generator))
+  const ran = evalNow(body, context, holds === "attempt" ? generator : holds === "never" ? neverHolds : undefined)
   if (ran instanceof Pending) return new AttemptGoesOn(attemptExit(generator, () => ran.effect, end))
   // the attempt's end as `attemptExit` makes it: its scope closed with its exit, then `end`
   const closing = generator.closeNow(ran)
@@ -1426,22 +1432,26 @@ const endOf = (result: AttemptResult | Effect.Effect<AttemptResult>): Effect.Eff
   Effect.isEffect(result) ? result : Effect.succeed(result)
 
 /**
- * What a marked `WithRuntime` step (a pool's scoped acquire, see `holdNow.ts`) would find as
- * the synchronous holder of the attempt `generator` in a fiber running in `context`: the
- * runner's attempt Scope holds for the attempt it runs; a Scope without that capability never
- * holds; any other (one that needs the fiber to answer): `undefined`, such steps need a fiber.
+ * How a fiber running in a context finds the synchronous holder a marked `WithRuntime` step
+ * asks for (a pool's scoped acquire, see `holdNow.ts`): `attempt`: its Scope is the runner's
+ * attempt Scope, which holds for the attempt the fiber runs; `never`: its Scope (if any) has
+ * no such capability; `fiber`: another Scope answers from the fiber (such steps need one).
+ *
+ * @internal
  */
-const holderIn = (
-  context: Context.Context<never>,
-  generator: AttemptGenerator
-): (() => SyncHolder | undefined) | undefined => {
+export type Holds = "attempt" | "never" | "fiber"
+
+/**
+ * {@link Holds} for `context`.
+ *
+ * @internal
+ */
+export const holdsIn = (context: Context.Context<never>): Holds => {
   const scope = Context.getOrElse(context as Context.Context<Scope.Scope>, Scope.Scope, noScope)
-  if (scope instanceof AttemptScope) return () => generator.canHoldNow ? generator : undefined
-  return scope === undefined || !(HoldNowTypeId in scope) ? noHolder : undefined
+  return scope instanceof AttemptScope ? "attempt" : scope === undefined || !(HoldNowTypeId in scope) ? "never" : "fiber"
 }
 
 const noScope = (): undefined => undefined
-const noHolder = (): undefined => undefined
 
 /**
  * The attempts' fiber of a {@link NowRun} that did not end at once: the attempt it is in goes

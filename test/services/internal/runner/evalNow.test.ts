@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Either, Equal, Exit, Option } from "effect"
 import { type SyncHolder, withHolderNow } from "../../../../src/services/internal/holdNow.js"
-import { evalNow, MAX_STEPS, Pending } from "../../../../src/services/internal/runner/evalNow.js"
+import { evalNow, type HolderSource, MAX_STEPS, Pending } from "../../../../src/services/internal/runner/evalNow.js"
 
 class Answer extends Context.Tag("test/Answer")<Answer, number>() {}
 const services = Context.make(Answer, 42)
@@ -23,7 +23,7 @@ const context = services as Context.Context<never>
  */
 const both = <A, E>(
   make: (log: Array<string>) => Effect.Effect<A, E, Answer>,
-  holder?: (() => SyncHolder | undefined) | undefined
+  holder?: HolderSource | undefined
 ) => {
   const fiberLog: Array<string> = []
   const onFiber = Effect.runSyncExit(Effect.provide(make(fiberLog), services))
@@ -182,10 +182,10 @@ describe("evalNow: an attempt's Effect without a fiber", () => {
           return "lease"
         })
       )
-    const given = evalNow(Effect.map(acquire([]), (l) => `${l}!`), context, () => holder)
+    const given = evalNow(Effect.map(acquire([]), (l) => `${l}!`), context, { holderNow: () => holder })
     assert.isTrue(Exit.isExit(given) && Exit.isSuccess(given) && given.value === "lease!")
     assert.strictEqual(held.length, 1)
-    // without a holder function the step needs a fiber (which finds no holder in its Scope)
+    // without a holder source the step needs a fiber (which finds no holder in its Scope)
     const log: Array<string> = []
     const left = evalNow(Effect.map(acquire(log), (l) => `${l}!`), context, undefined)
     assert.instanceOf(left, Pending)

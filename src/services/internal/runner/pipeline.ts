@@ -1194,18 +1194,9 @@ const runBody = (
   visit = 0
 ): Effect.Effect<AttemptResult> =>
   Effect.suspend(() => {
-    const state = env.state
-    if (state.stopping) return Effect.interrupt
-    state.inFlight++
-    slot.inAttempt = true
-    if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-    const startedAt = env.clock.unsafeCurrentTimeMillis()
-    slot.began = startedAt
-    // a suite member's pipeline sees its pools under its own names (one lookup per attempt;
-    // a plain pipeline pays one property read)
-    const member = memberOf(spec)
-    const shared = member === undefined ? env.shared : env.memberShared(member)
-    const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
+    const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+    if (ctx === undefined) return Effect.interrupt
+    const startedAt = slot.began
     const timeout = task.options.timeout
     const maxTotal = task.options.retry.maxTotal
     // The common Effect task (nothing wraps its body): the attempt, its scope's close and its
@@ -1250,8 +1241,9 @@ const runBody = (
       })
     // retry.maxTotal bounds the task's whole time, a lease wait included: the attempt running
     // when it runs out is interrupted (from the first attempt's start)
+    const member = memberOf(spec)
     const budgeted = maxTotal === undefined ? timed : withinBudget(
-      shared.pools,
+      (member === undefined ? env.shared : env.memberShared(member)).pools,
       timed,
       task,
       Duration.toMillis(maxTotal),
@@ -1334,17 +1326,36 @@ export const runAttemptNow = (
     env.traceAttempts || options.timeout !== null || options.retry.maxTotal !== undefined || options.evaluator ||
     (env.cache !== undefined && options.cache !== null)
   ) return undefined
+  const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+  if (ctx === undefined) return undefined
+  const startedAt = slot.began
+  return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+}
+
+/**
+ * An attempt begins now, holding `slot`: counted in flight, its start (now) on the slot
+ * (`slot.began`); its context (a suite member's pipeline sees its pools under its own names:
+ * one lookup per attempt, a plain pipeline pays one property read). `undefined` when the run
+ * is stopping (nothing begun).
+ */
+const beginAttempt = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  visit: number,
+  slot: SlotHold
+): AttemptContext | undefined => {
   const state = env.state
   if (state.stopping) return undefined
   state.inFlight++
   slot.inAttempt = true
   if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-  const startedAt = env.clock.unsafeCurrentTimeMillis()
-  slot.began = startedAt
+  slot.began = env.clock.unsafeCurrentTimeMillis()
   const member = memberOf(spec)
   const shared = member === undefined ? env.shared : env.memberShared(member)
-  const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
-  return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+  return new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
 }
 
 /**
@@ -1388,16 +1399,9 @@ export const runEffectAttemptNow = (
     !task.scoped || options.timeout !== null || options.retry.maxTotal !== undefined || env.traceAttempts ||
     options.evaluator || env.guardBody !== undefined || (env.cache !== undefined && options.cache !== null)
   ) return undefined
-  const state = env.state
-  if (state.stopping) return undefined
-  state.inFlight++
-  slot.inAttempt = true
-  if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-  const startedAt = env.clock.unsafeCurrentTimeMillis()
-  slot.began = startedAt
-  const member = memberOf(spec)
-  const shared = member === undefined ? env.shared : env.memberShared(member)
-  const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
+  const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+  if (ctx === undefined) return undefined
+  const startedAt = slot.began
   const generator = new AttemptGenerator(ctx)
   // (called as `attemptExit` calls it: a throw is a defect of the attempt)
   const direct = effectBodyOf(task.run)

@@ -13,7 +13,7 @@
  *
  * @internal
  */
-import { Context, type Fiber, Scope } from "effect"
+import { Context, Effect, type Fiber, Scope } from "effect"
 
 /**
  * Where a Scope that can take a synchronous finalizer at once keeps that capability.
@@ -56,4 +56,28 @@ export const holderNow = (fiber: Fiber.RuntimeFiber<any, any>): SyncHolder | und
   return scope !== undefined && HoldNowTypeId in scope
     ? (scope as unknown as HoldNow)[HoldNowTypeId](fiber)
     : undefined
+}
+
+/**
+ * Where {@link withHolderNow} keeps its body as a function of the holder, on the function its
+ * `WithRuntime` step calls (see the runner's `evalNow.ts`; on the function, not on the Effect,
+ * so that the Effect keeps the shape of every other).
+ *
+ * @internal
+ */
+export const WithHolderTypeId: unique symbol = Symbol.for("assay/internal/WithHolder")
+
+/**
+ * `Effect.withFiberRuntime((fiber) => f(holderNow(fiber)))`, marked so that the runner's
+ * evaluation without a fiber (`evalNow.ts`) can run `f` with the holder it knows the fiber
+ * would have found ({@link holderNow}). `f` must read nothing else of the fiber.
+ *
+ * @param f the step, from the holder of the fiber's Scope (`undefined`: none holds now)
+ * @returns the step as an Effect (run on a fiber, it reads the holder from that fiber)
+ * @internal
+ */
+export const withHolderNow = <A, E, R>(f: (holder: SyncHolder | undefined) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const step = (fiber: Fiber.RuntimeFiber<A, E>) => f(holderNow(fiber))
+  ;(step as unknown as { [WithHolderTypeId]: typeof f })[WithHolderTypeId] = f
+  return Effect.withFiberRuntime<A, E, R>(step)
 }

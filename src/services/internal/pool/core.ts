@@ -53,7 +53,7 @@ import type {
   SavedResourceState
 } from "../../Pools.js"
 import * as Client from "./client.js"
-import { holderNow } from "../holdNow.js"
+import { withHolderNow } from "../holdNow.js"
 import { hooksOf, markAppliesHooks } from "../acquireHooks.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
@@ -68,6 +68,9 @@ import { WaiterQueue } from "./waiters.js"
 const EMA_ALPHA = 0.2
 
 const jsonError = (u: unknown): Json => messageOf(u)
+
+/** An acquire without options (read only: one object for every such acquire). */
+const noOptions: AcquireOptions = Object.freeze({})
 
 // ---------------------------------------------------------------------------------------------
 // The lease
@@ -117,13 +120,54 @@ export class LeaseImpl<Client = unknown> implements Lease<Client> {
   }
 }
 
+/**
+ * The unreleased leases of each owner (an attempt's key), in the order taken: a lease held as
+ * it is while its owner holds no other (most attempts take one), a Set only from the second.
+ *
+ * @internal
+ */
+export class Owners {
+  readonly #byOwner = new Map<string, LeaseImpl | Set<LeaseImpl>>()
+  /** Records `lease` as `owner`'s. */
+  add(owner: string, lease: LeaseImpl): void {
+    const held = this.#byOwner.get(owner)
+    if (held === undefined) this.#byOwner.set(owner, lease)
+    else if (held instanceof Set) held.add(lease)
+    else this.#byOwner.set(owner, new Set([held, lease]))
+  }
+  /** Forgets `lease` (given back), and `owner` once it holds none. */
+  delete(owner: string, lease: LeaseImpl): void {
+    const held = this.#byOwner.get(owner)
+    if (held === lease) {
+      this.#byOwner.delete(owner)
+    } else if (held instanceof Set) {
+      held.delete(lease)
+      if (held.size === 0) this.#byOwner.delete(owner)
+    }
+  }
+  /** Forgets `owner` and every lease it held. */
+  drop(owner: string): void {
+    this.#byOwner.delete(owner)
+  }
+  /** `owner`'s leases, in the order taken (a copy). */
+  list(owner: string): ReadonlyArray<LeaseImpl> {
+    const held = this.#byOwner.get(owner)
+    return held === undefined ? [] : held instanceof Set ? [...held] : [held]
+  }
+  /** How many leases `owner` holds. */
+  size(owner: string): number {
+    const held = this.#byOwner.get(owner)
+    return held === undefined ? 0 : held instanceof Set ? held.size : 1
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The core
 // ---------------------------------------------------------------------------------------------
 
 export class Core implements Client.ClientEnv {
   readonly pools = new Map<string, PoolState>()
-  readonly owners = new Map<string, Set<LeaseImpl>>()
+  readonly owners = new Owners()
   readonly fanout: EventFanout
   readonly resolved = new Map<string, AcquireAlgorithm.AcquireAlgorithm>()
   leaseSeq = 0
@@ -667,10 +711,9 @@ export class Core implements Client.ClientEnv {
 
   /** The pools an owner holds unreleased leases from (what `heldPools` defaults to). */
   heldPoolsOf(owner: string | undefined): ReadonlyArray<string> {
-    const set = owner === undefined ? undefined : this.owners.get(owner)
-    if (set === undefined || set.size === 0) return []
+    if (owner === undefined || this.owners.size(owner) === 0) return []
     const pools = new Set<string>()
-    for (const lease of set) pools.add(lease.pool)
+    for (const lease of this.owners.list(owner)) pools.add(lease.pool)
     return Array.from(pools)
   }
 
@@ -817,7 +860,7 @@ export class Core implements Client.ClientEnv {
    * reports an unknown pool or algorithm). No timeout applies: nothing waits.
    */
   leaseNow(options: AcquireOptions | string | undefined, holder: Holder, raw: boolean): LeaseImpl | undefined {
-    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
+    const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? noOptions
     let poolName = opts.pool ?? holder.defaultPool
     if (poolName === undefined && this.pools.size === 1) poolName = this.pools.keys().next().value
     const pool = poolName === undefined ? undefined : this.pools.get(poolName)
@@ -867,17 +910,13 @@ export class Core implements Client.ClientEnv {
     const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
     lease.breakerEpoch = res.breaker.opened
     lease.probe = res.breaker.state !== "closed"
-    res.leases.add(id)
+    res.leases.add(lease)
     pool.leasesTotal++
     if (holder.pipelineId !== "") {
       // bounded: an endless run does not keep one entry per pipeline it ever saw
       pool.sticky.set(holder.pipelineId, res.resource.id)
     }
-    if (holder.owner !== undefined) {
-      let set = this.owners.get(holder.owner)
-      if (set === undefined) this.owners.set(holder.owner, set = new Set())
-      set.add(lease)
-    }
+    if (holder.owner !== undefined) this.owners.add(holder.owner, lease)
     return lease
   }
 
@@ -898,14 +937,8 @@ export class Core implements Client.ClientEnv {
     if (lease.released) return
     lease.released = true
     const res = lease.res
-    res.leases.delete(lease.id)
-    if (lease.owner !== undefined) {
-      const set = this.owners.get(lease.owner)
-      if (set !== undefined) {
-        set.delete(lease)
-        if (set.size === 0) this.owners.delete(lease.owner)
-      }
-    }
+    res.leases.delete(lease)
+    if (lease.owner !== undefined) this.owners.delete(lease.owner, lease)
     const pool = this.pools.get(lease.pool)
     res.active--
     if (pool !== undefined && pool.waiters.head !== undefined) this.dispatch(pool)
@@ -1249,10 +1282,11 @@ export class Core implements Client.ClientEnv {
     // interrupt between the two, and no Effect runs for either. A runner attempt's hooks
     // (`acquireHooks.ts`) refuse the acquire once its run stops, park only a wait, and map the
     // lease to what the task sees.
+    // (`withHolderNow`: the runner's evaluation without a fiber runs this step too, with the
+    // holder that fiber would have found)
     const hooks = hooksOf(holder)
-    return Effect.withFiberRuntime<Lease<Client>, AcquireError, Scope.Scope>((fiber) => {
+    return withHolderNow<Lease<Client>, AcquireError, Scope.Scope>((sync) => {
       if (hooks !== undefined && hooks.refused()) return Effect.interrupt
-      const sync = holderNow(fiber)
       if (sync !== undefined) {
         const lease = this.leaseNow(options, holder, false)
         if (lease !== undefined) {
@@ -1282,13 +1316,13 @@ export class Core implements Client.ClientEnv {
 
   reclaimOwner(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {
     return Effect.suspend(() => {
-      const set = this.owners.get(owner)
-      if (set === undefined) return Effect.succeed([])
+      const held = this.owners.list(owner)
+      if (held.length === 0) return Effect.succeed([])
       const leaked: Array<LeakedLease> = []
       const fx: Effects = { events: undefined, timers: undefined }
       const now = this.now()
       const releases: Array<Effect.Effect<void>> = []
-      for (const lease of [...set]) {
+      for (const lease of held) {
         if (countLeaks && lease.raw) {
           const pool = this.pools.get(lease.pool)
           const item: LeakedLease = {
@@ -1311,7 +1345,7 @@ export class Core implements Client.ClientEnv {
         }
         releases.push(this.release(lease))
       }
-      this.owners.delete(owner)
+      this.owners.drop(owner)
       return Effect.as(Effect.zipRight(Effect.all(releases, { discard: true }), this.flush(fx)), leaked)
     })
   }
@@ -1353,10 +1387,10 @@ export const make = (
       acquire: <Client>(o?: AcquireOptions | string, holder?: Holder) => core.scoped<Client>(o, holder ?? anonymous),
       acquireRaw: <Client>(o?: AcquireOptions | string, holder?: Holder) =>
         core.acquireCore(o, holder ?? anonymous, true) as Effect.Effect<Lease<Client>, AcquireError>,
-      heldBy: (owner) => Effect.sync(() => [...(core.owners.get(owner) ?? [])]),
+      heldBy: (owner) => Effect.sync(() => [...core.owners.list(owner)]),
       releaseAll: (owner) =>
         Effect.suspend(() => {
-          const n = core.owners.get(owner)?.size ?? 0
+          const n = core.owners.size(owner)
           return Effect.as(core.reclaimOwner(owner, false), n)
         }),
       reclaim: (owner) => core.reclaimOwner(owner, true),

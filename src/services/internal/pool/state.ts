@@ -58,7 +58,8 @@ export interface Res {
   readonly index: number
   health: Resource.Health
   active: number
-  readonly leases: Set<string>
+  /** The resource's unreleased leases, in the order granted. */
+  readonly leases: Set<{ readonly id: string }>
   client: ClientState
   readonly usage: Record<string, number>
   latencyEmaMs: number | undefined

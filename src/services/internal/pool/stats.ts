@@ -81,7 +81,7 @@ export const snapshotOf = (pool: PoolState, now: number, service?: object): Read
       state,
       active: res.active,
       capacity: res.resource.capacity,
-      leases: [...res.leases],
+      leases: Array.from(res.leases, (lease) => lease.id),
       latencyEmaMs: res.latencyEmaMs,
       usage: { ...res.usage },
       consecutiveFailures: res.health.consecutiveFailures,

@@ -70,6 +70,10 @@ export class AttemptGenerator implements SyncHolder {
     return this.#closed === undefined && this.#scope === undefined && this.#held === undefined &&
       this.#heldNow === undefined
   }
+  /** This attempt as the holder of a synchronous finalizer, when {@link canHoldNow}; else `undefined`. */
+  holderNow(): SyncHolder | undefined {
+    return this.canHoldNow ? this : undefined
+  }
   /** Holds a synchronous finalizer (only when {@link canHoldNow}), run when the attempt ends. */
   hold(release: () => void): void {
     this.#heldNow = release
@@ -378,14 +382,7 @@ export const attemptExit = <A, E, R, B>(
         cell.current = previous
         const closing = generator.closeNow(exit)
         if (closing === undefined) return ended(exit)
-        return Effect.flatMap(Effect.exit(closing), (closed) =>
-          ended(
-            Exit.isSuccess(closed)
-              ? exit
-              : Exit.isSuccess(exit)
-              ? closed as Exit.Exit<never>
-              : Exit.failCause(Cause.sequential(exit.cause, closed.cause))
-          ))
+        return Effect.flatMap(Effect.exit(closing), (closed) => ended(afterClose(exit, closed)))
       }
       return Effect.matchCauseEffect(restore(self as Effect.Effect<A, E, Exclude<R, Scope.Scope>>), {
         onFailure: (cause) => after(Exit.failCause(cause)),
@@ -393,3 +390,18 @@ export const attemptExit = <A, E, R, B>(
       })
     })
   )
+
+/**
+ * An attempt's exit once its scope closed: `exit` when the close succeeded; otherwise the
+ * close's failure, after the body's own failure if it failed too (as `Effect.onExit` gives it).
+ *
+ * @param exit the body's exit
+ * @param closed the scope close's exit
+ * @internal
+ */
+export const afterClose = <A, E>(exit: Exit.Exit<A, E>, closed: Exit.Exit<void>): Exit.Exit<A, E> =>
+  Exit.isSuccess(closed)
+    ? exit
+    : Exit.isSuccess(exit)
+    ? closed as Exit.Exit<never>
+    : Exit.failCause(Cause.sequential(exit.cause, closed.cause))

@@ -10,7 +10,7 @@
 import {
   Cause,
   type Clock,
-  type Context,
+  Context,
   Duration,
   Effect,
   Either,
@@ -18,7 +18,8 @@ import {
   Fiber,
   Option,
   Predicate,
-  Runtime
+  Runtime,
+  Scope
 } from "effect"
 import type { YieldWrap } from "effect/Utils"
 import type { CodecRegistry } from "../../../domain/Codec.js"
@@ -41,7 +42,9 @@ import type * as Task from "../../../domain/Task.js"
 import type { Pools } from "../../Pool.js"
 import type { AdmissionWrite, CheckpointUnit, NewEvent, PipelineFields, PipelinePatch, StoreService } from "../../Store.js"
 import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/syncRun.js"
-import { AttemptGenerator, attemptExit, attemptScoped } from "./attemptScope.js"
+import { HoldNowTypeId } from "../holdNow.js"
+import { afterClose, AttemptGenerator, attemptExit, attemptScoped, AttemptScope } from "./attemptScope.js"
+import { evalNow, neverHolds, Pending } from "./evalNow.js"
 import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
@@ -687,17 +690,17 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolea
  * slot is free now): use {@link run}. The caller commits a `Commit`'s unit (uninterruptibly,
  * as the general path's last checkpoint is) and then counts the pipeline succeeded.
  *
- * `Task.sync` attempts are evaluated directly ({@link runAttemptNow}). From the first Effect
- * task (`Task.make`) on, the remaining attempts run on one fiber started now (see
- * {@link NowRun}): each is the general path's own attempt Effect ({@link runAttempt}), run
- * one after the other as a pipeline fiber runs them. An attempt that ends at once (`ctx.acquire()`
- * of a free slot, then a pure map) is treated as a synchronous task's, its checkpoint deferred
- * to the next one's. When the fiber does not end at once (an attempt waits: a lease, I/O), the
- * attempt it is in goes on on that fiber, which then ends with that attempt's result and runs
- * no further attempt, and the pipeline is handed to its own fiber, which first commits what the
- * earlier tasks left uncommitted (the general path commits an Effect task's checkpoint when it
- * ends), then awaits that attempt (interrupting it if the pipeline fiber is interrupted, so
- * nothing runs twice and a stop reaches it).
+ * `Task.sync` attempts are evaluated directly ({@link runAttemptNow}), and so are Effect tasks'
+ * (`Task.make`) without a fiber ({@link runEffectAttemptNow}, `evalNow.ts`). An attempt that
+ * ends at once (`ctx.acquire()` of a free slot, then a pure map) is treated as a synchronous
+ * task's, its checkpoint deferred to the next one's. An Effect attempt that reaches a step
+ * needing a fiber goes on on a fiber of its own, started at once; when that fiber does not end
+ * at once (the attempt waits: a lease, I/O), the pipeline is handed to its own fiber, which
+ * first commits what the earlier tasks left uncommitted (the general path commits an Effect
+ * task's checkpoint when it ends), then awaits that attempt (interrupting it if the pipeline
+ * fiber is interrupted, so nothing runs twice and a stop reaches it). An Effect task that
+ * {@link runEffectAttemptNow} does not take runs, with the tasks after it, on one fiber (see
+ * `NowRun.onFiber`), each attempt the general path's own ({@link runAttempt}).
  *
  * @internal
  */
@@ -751,13 +754,47 @@ class NowRun {
     this.holder.began = -1
   }
 
-  /** Runs the `Task.sync` attempts at once, then the rest on one fiber (see {@link runNow}). */
+  /**
+   * Runs the attempts at once: `Task.sync` ones directly, Effect ones evaluated without a fiber
+   * ({@link runEffectAttemptNow}); an Effect attempt that goes on (a wait) continues on a fiber
+   * of its own, and the pipeline is handed over with it unless that fiber ended at once. An
+   * Effect task the evaluation does not take (see {@link runEffectAttemptNow}) runs with the
+   * rest on one fiber ({@link onFiber}).
+   */
   run(): NowOutcome {
     const { env, spec, holder, tasks } = this
+    let runtime: Runtime.Runtime<never> | undefined = undefined
+    let holds: Holds = "fiber"
     while (true) {
       const task = tasks[this.seq]!
-      if (syncBodyOf(task.run) === undefined) return this.onFiber()
-      const out = this.settle(runAttemptNow(env, spec, task, this.seq, 1, this.input, holder))
+      let ran: AttemptResult | Effect.Effect<AttemptResult> | undefined
+      if (syncBodyOf(task.run) !== undefined) {
+        ran = runAttemptNow(env, spec, task, this.seq, 1, this.input, holder)
+      } else {
+        // (outside a fiber: nothing ran, the pipeline's fiber runs the attempt)
+        if (runtime === undefined) {
+          runtime = runtimeNow()
+          if (runtime === undefined) return this.handOver(undefined)
+          holds = holdsIn(runtime.context)
+        }
+        const now = runEffectAttemptNow(env, spec, task, this.seq, 1, this.input, holder, runtime.context, holds)
+        if (now === undefined) return this.onFiber()
+        if (now instanceof AttemptGoesOn) {
+          // (`runFork` starts the fiber on this call stack: an attempt that never waits has
+          // ended when it returns)
+          const fiber = Runtime.runFork(runtime)(now.effect)
+          const exit = fiber.unsafePoll()
+          if (exit === null) {
+            return this.handOver(new AttemptRunning(fiber).awaitAfter(env, spec.pipelineId, this.uncommitted))
+          }
+          // (an attempt's fiber fails only interrupted: the run stopping, as `runAttempt` ends then)
+          if (Exit.isFailure(exit)) return this.handOver(exit)
+          ran = exit.value
+        } else {
+          ran = now
+        }
+      }
+      const out = this.settle(ran)
       if (out !== undefined) return out
     }
   }
@@ -1157,18 +1194,9 @@ const runBody = (
   visit = 0
 ): Effect.Effect<AttemptResult> =>
   Effect.suspend(() => {
-    const state = env.state
-    if (state.stopping) return Effect.interrupt
-    state.inFlight++
-    slot.inAttempt = true
-    if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-    const startedAt = env.clock.unsafeCurrentTimeMillis()
-    slot.began = startedAt
-    // a suite member's pipeline sees its pools under its own names (one lookup per attempt;
-    // a plain pipeline pays one property read)
-    const member = memberOf(spec)
-    const shared = member === undefined ? env.shared : env.memberShared(member)
-    const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
+    const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+    if (ctx === undefined) return Effect.interrupt
+    const startedAt = slot.began
     const timeout = task.options.timeout
     const maxTotal = task.options.retry.maxTotal
     // The common Effect task (nothing wraps its body): the attempt, its scope's close and its
@@ -1213,8 +1241,9 @@ const runBody = (
       })
     // retry.maxTotal bounds the task's whole time, a lease wait included: the attempt running
     // when it runs out is interrupted (from the first attempt's start)
+    const member = memberOf(spec)
     const budgeted = maxTotal === undefined ? timed : withinBudget(
-      shared.pools,
+      (member === undefined ? env.shared : env.memberShared(member)).pools,
       timed,
       task,
       Duration.toMillis(maxTotal),
@@ -1297,18 +1326,136 @@ export const runAttemptNow = (
     env.traceAttempts || options.timeout !== null || options.retry.maxTotal !== undefined || options.evaluator ||
     (env.cache !== undefined && options.cache !== null)
   ) return undefined
+  const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+  if (ctx === undefined) return undefined
+  const startedAt = slot.began
+  return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+}
+
+/**
+ * An attempt begins now, holding `slot`: counted in flight, its start (now) on the slot
+ * (`slot.began`); its context (a suite member's pipeline sees its pools under its own names:
+ * one lookup per attempt, a plain pipeline pays one property read). `undefined` when the run
+ * is stopping (nothing begun).
+ */
+const beginAttempt = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  visit: number,
+  slot: SlotHold
+): AttemptContext | undefined => {
   const state = env.state
   if (state.stopping) return undefined
   state.inFlight++
   slot.inAttempt = true
   if (state.inFlight > state.peakInFlight) state.peakInFlight = state.inFlight
-  const startedAt = env.clock.unsafeCurrentTimeMillis()
-  slot.began = startedAt
+  slot.began = env.clock.unsafeCurrentTimeMillis()
   const member = memberOf(spec)
   const shared = member === undefined ? env.shared : env.memberShared(member)
-  const ctx = new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
-  return attemptEnd(env, task, ctx, direct(input, ctx as never), startedAt, slot)
+  return new AttemptContext(shared, task, spec.pipelineId, seq, attempt, visit, member)
 }
+
+/**
+ * An attempt {@link runEffectAttemptNow} began that did not end at once: the rest of it (its
+ * body from the step it stopped at, its scope's close, its end), to run on a fiber of its own.
+ *
+ * @internal
+ */
+export class AttemptGoesOn {
+  constructor(readonly effect: Effect.Effect<AttemptResult>) {}
+}
+
+/**
+ * One attempt of an Effect task (`Task.make`) evaluated at once, without a fiber
+ * (`evalNow.ts`), when nothing wraps its body (the tasks {@link runBody} runs through
+ * `attemptExit`: no timeout, no `retry.maxTotal`, no span, not an evaluator, no body guard, not
+ * served by the call cache); the caller holds a worker slot. The same attempt as
+ * {@link runAttempt} (same context, exit, lease bookkeeping and scope close): its result when
+ * it ended; {@link AttemptGoesOn} when it reached a step that needs a fiber (a wait, a fork, an
+ * error handler, …), or must reclaim raw leases: the caller runs the rest on a fiber of its own
+ * at once; `undefined` when the task does not qualify or the run is stopping (nothing ran).
+ * `context` is the context of the fiber that would have run it (the run's), `holds` how its
+ * Scope holds a synchronous finalizer ({@link holdsIn}).
+ *
+ * @internal
+ */
+export const runEffectAttemptNow = (
+  env: PipelineEnv,
+  spec: AnySpec,
+  task: Task.Any,
+  seq: number,
+  attempt: number,
+  input: unknown,
+  slot: SlotHold,
+  context: Context.Context<never>,
+  holds: Holds,
+  visit = 0
+): AttemptResult | AttemptGoesOn | undefined => {
+  const options = task.options
+  if (
+    !task.scoped || options.timeout !== null || options.retry.maxTotal !== undefined || env.traceAttempts ||
+    options.evaluator || env.guardBody !== undefined || (env.cache !== undefined && options.cache !== null)
+  ) return undefined
+  const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
+  if (ctx === undefined) return undefined
+  const startedAt = slot.began
+  const generator = new AttemptGenerator(ctx)
+  // (called as `attemptExit` calls it: a throw is a defect of the attempt)
+  const direct = effectBodyOf(task.run)
+  let body: Effect.Effect<unknown, unknown>
+  try {
+    body = direct === undefined
+      ? task.run(input, ctx) as Effect.Effect<unknown, unknown>
+      : direct(input, ctx as never) as Effect.Effect<unknown, unknown>
+  } catch (defect) {
+    body = Effect.die(defect)
+  }
+  const end = (exit: Exit.Exit<unknown, unknown>) => attemptEnd(env, task, ctx, exit, startedAt, slot)
+  const ran = evalNow(body, context, holds === "attempt" ? generator : holds === "never" ? neverHolds : undefined)
+  if (ran instanceof Pending) return new AttemptGoesOn(attemptExit(generator, () => ran.effect, end))
+  // the attempt's end as `attemptExit` makes it: its scope closed with its exit, then `end`
+  const closing = generator.closeNow(ran)
+  let exit = ran
+  if (closing !== undefined) {
+    const closed = evalNow(closing, context, undefined)
+    if (closed instanceof Pending) {
+      return new AttemptGoesOn(
+        Effect.uninterruptible(Effect.flatMap(Effect.exit(closed.effect), (c) => endOf(end(afterClose(ran, c)))))
+      )
+    }
+    exit = afterClose(ran, closed)
+  }
+  const result = end(exit)
+  return Effect.isEffect(result) ? new AttemptGoesOn(result) : result
+}
+
+const endOf = (result: AttemptResult | Effect.Effect<AttemptResult>): Effect.Effect<AttemptResult> =>
+  Effect.isEffect(result) ? result : Effect.succeed(result)
+
+/**
+ * How a fiber running in a context finds the synchronous holder a marked `WithRuntime` step
+ * asks for (a pool's scoped acquire, see `holdNow.ts`): `attempt`: its Scope is the runner's
+ * attempt Scope, which holds for the attempt the fiber runs; `never`: its Scope (if any) has
+ * no such capability; `fiber`: another Scope answers from the fiber (such steps need one).
+ *
+ * @internal
+ */
+export type Holds = "attempt" | "never" | "fiber"
+
+/**
+ * {@link Holds} for `context`.
+ *
+ * @internal
+ */
+export const holdsIn = (context: Context.Context<never>): Holds => {
+  const scope = Context.getOrElse(context as Context.Context<Scope.Scope>, Scope.Scope, noScope)
+  return scope instanceof AttemptScope ? "attempt" : scope === undefined || !(HoldNowTypeId in scope) ? "never" : "fiber"
+}
+
+const noScope = (): undefined => undefined
 
 /**
  * The attempts' fiber of a {@link NowRun} that did not end at once: the attempt it is in goes

@@ -34,6 +34,32 @@ import { yieldWrapGet } from "effect/Utils"
 import { type SyncHolder, WithHolderTypeId } from "../holdNow.js"
 
 /**
+ * Whether this Effect build lays its primitives out as this module reads them (Effect 3.22:
+ * `_op` and `effect_instruction_i0`/`_i1`), checked once on probes. When it does not (a
+ * release that changed them), {@link evalNow} evaluates nothing and hands every Effect to a
+ * fiber whole: slower, never wrong.
+ *
+ * @internal
+ */
+export const layoutKnown: boolean = (() => {
+  try {
+    const value = {}
+    const thunk = () => value
+    const next = (_: unknown) => Effect.void
+    const succeed = Effect.succeed(value) as unknown as Primitive
+    const sync = Effect.sync(thunk) as unknown as Primitive
+    const chained = Effect.flatMap(Effect.void, next) as unknown as Primitive
+    const failed = Exit.fail(value) as unknown as Primitive
+    return succeed._op === "Success" && succeed.effect_instruction_i0 === value &&
+      sync._op === "Sync" && sync.effect_instruction_i0 === thunk &&
+      chained._op === "OnSuccess" && chained.effect_instruction_i1 === next &&
+      failed._op === "Failure"
+  } catch {
+    return false
+  }
+})()
+
+/**
  * The steps one evaluation takes at most before it hands the rest to a fiber (a fiber yields
  * to others every 2048 steps: a body that loops without waiting is then stoppable there).
  *
@@ -142,6 +168,7 @@ export const evalNow = <A, E>(
   context: Context.Context<never>,
   holder: HolderSource | undefined
 ): Exit.Exit<A, E> | Pending<A, E> => {
+  if (!layoutKnown) return new Pending(effect)
   const stack: Array<Primitive> = []
   let cur = effect as unknown as Primitive
   let steps = 0

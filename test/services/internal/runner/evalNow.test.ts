@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Either, Equal, Exit, Option } from "effect"
 import { type SyncHolder, withHolderNow } from "../../../../src/services/internal/holdNow.js"
-import { evalNow, type HolderSource, MAX_STEPS, Pending } from "../../../../src/services/internal/runner/evalNow.js"
+import { evalNow, type HolderSource, layoutKnown, MAX_STEPS, Pending } from "../../../../src/services/internal/runner/evalNow.js"
 
 class Answer extends Context.Tag("test/Answer")<Answer, number>() {}
 const services = Context.make(Answer, 42)
@@ -193,5 +193,11 @@ describe("evalNow: an attempt's Effect without a fiber", () => {
     const exit = Effect.runSyncExit((left as Pending<string, never>).effect)
     assert.isTrue(Exit.isSuccess(exit) && exit.value === "lease!")
     assert.deepStrictEqual(log, ["no holder"])
+  })
+})
+
+describe("evalNow: the Effect build's primitive layout", () => {
+  it("is the one the module reads (else every attempt would go to a fiber whole)", () => {
+    assert.isTrue(layoutKnown)
   })
 })

@@ -127,4 +127,59 @@ describe("a value from ${VAR} is never stored or shown, whatever its key (issue 
         await server.close()
       }
     }), 180_000)
+
+  it.live("apiKeyEnv written as ${VAR} (the key itself once expanded): validate and run exit 2 naming the field, the key in no output and no store is created", () =>
+    Effect.promise(async () => {
+      const dir = tmp()
+      const store = path.join(dir, "leak.db")
+      const file = write(dir, "leak.yaml", [
+        "run:",
+        `  store: ${store}`,
+        "pools:",
+        "  llm:",
+        "    resources:",
+        "      - id: r",
+        "        capacity: 1",
+        "        options: { baseUrl: \"http://127.0.0.1:9/v1\", model: m, apiKeyEnv: \"${INTERP_KEY}\" }",
+        "pipeline:",
+        "  name: leak",
+        "  tasks:",
+        "    - { use: chat, options: { template: \"item {{.}}\" } }",
+        "source:",
+        "  range: { n: 2 }",
+        ""
+      ].join("\n"))
+      for (const args of [["validate", "-c", file], ["validate", "-c", file, "--strict-env"], ["run", "-c", file]]) {
+        const r = await assay(args, { INTERP_KEY: VALUE })
+        assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+        assert.include(r.stderr, "pools.llm.resources[0].options.apiKeyEnv")
+        assert.notInclude(r.stdout + r.stderr, VALUE, args.join(" "))
+      }
+      assert.isFalse(fs.existsSync(store))
+    }), 120_000)
+
+  it.live("a value from ${VAR} refused in any field (a task's temperature, run.concurrency): the problem shows ${VAR}, never the value", () =>
+    Effect.promise(async () => {
+      const dir = tmp()
+      const file = write(dir, "bad.yaml", [
+        "run:",
+        `  store: ${path.join(dir, "bad.db")}`,
+        "  concurrency: \"${INTERP_KEY}\"",
+        "pools:",
+        "  llm:",
+        "    resources:",
+        "      - { id: r, capacity: 1, options: { baseUrl: \"http://127.0.0.1:9/v1\", model: m } }",
+        "pipeline:",
+        "  name: bad",
+        "  tasks:",
+        "    - { use: chat, options: { template: \"item {{.}}\", temperature: \"${INTERP_KEY}\" } }",
+        "source:",
+        "  range: { n: 2 }",
+        ""
+      ].join("\n"))
+      const r = await assay(["validate", "-c", file], { INTERP_KEY: VALUE })
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "run.concurrency")
+      assert.notInclude(r.stdout + r.stderr, VALUE)
+    }), 120_000)
 })

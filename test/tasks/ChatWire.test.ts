@@ -60,6 +60,23 @@ describe("credentialIssues (C13)", () => {
     assert.strictEqual(credentialIssues({ headers: { "X-A": "a\r\nInjected: 1" } }, "p", {}, false)[0]!.path, "p.headers.X-A")
     assert.strictEqual(credentialIssues({ baseUrl: "not a url" }, "p", {}, false)[0]!.path, "p.baseUrl")
   })
+
+  it("apiKeyEnv written as ${KEY} (the key itself once expanded) is refused, and the key is never in the message", () => {
+    const secret = "sk-SECRET-0123456789"
+    for (const strictEnv of [false, true]) {
+      const issues = credentialIssues({ apiKeyEnv: secret }, "pools.llm.resources[0].options", {}, strictEnv)
+      assert.strictEqual(issues.length, 1)
+      assert.strictEqual(issues[0]!.path, "pools.llm.resources[0].options.apiKeyEnv")
+      assert.notInclude(JSON.stringify(issues), secret)
+    }
+    // a key given as a list or a table: refused, not shown
+    for (const apiKey of [[secret], { k: secret }]) {
+      const issues = credentialIssues({ apiKey }, "p", {}, false)
+      assert.strictEqual(issues[0]!.path, "p.apiKey")
+      assert.notInclude(JSON.stringify(issues), secret)
+    }
+    assert.deepStrictEqual(credentialIssues({ apiKeyEnv: "_MY_KEY2" }, "p", {}, false), [])
+  })
 })
 
 describe("proxySettings", () => {

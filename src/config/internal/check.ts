@@ -27,7 +27,7 @@ import {
   suggestPool,
   type TaskSection
 } from "./build.js"
-import { expandEnv, type Interpolation } from "./env.js"
+import { envPattern, expandEnv, type Interpolation } from "./env.js"
 import { unboundRefIssues } from "./refs.js"
 import {
   decodeIssues,
@@ -234,8 +234,44 @@ export const check = (
       })
     }
     if (issues.length > 0 || experiment === undefined) {
-      return yield* failWith(ctx.file, issues.length > 0 ? issues : [issue("", "the experiment could not be built")])
+      const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
+      return yield* failWith(ctx.file, shown.length > 0 ? shown : [issue("", "the experiment could not be built")])
     }
     return experiment
   })
+
+/** Values shorter than this are not hidden in messages (a `3` or a `gpt` is no secret, and hiding it would garble the text). */
+const HIDDEN_MIN_LENGTH = 6
+
+/**
+ * A problem's message and suggestion with every value that went into the config from
+ * `${VAR}` written back as `${VAR}`: a value may be a secret whatever field it went into
+ * (`temperature: "${KEY}"` is refused with the text it got), and a problem is printed.
+ *
+ * @param interpolated the strings that took a value from the environment
+ * @param env the environment they were read from
+ * @returns a function from a problem to the problem as it may be shown
+ */
+const hidingEnvValues = (
+  interpolated: ReadonlyArray<Interpolation>,
+  env: Readonly<Record<string, string | undefined>>
+): (i: ConfigIssue) => ConfigIssue => {
+  const values = new Map<string, string>()
+  for (const { template } of interpolated) {
+    for (const m of template.matchAll(envPattern)) {
+      const name = m[1]
+      const value = name === undefined ? undefined : env[name]
+      if (name !== undefined && value !== undefined && value.length >= HIDDEN_MIN_LENGTH) values.set(value, `\${${name}}`)
+    }
+  }
+  if (values.size === 0) return (i) => i
+  // longest first: a value that contains another is replaced whole
+  const ordered = Array.from(values).sort((a, b) => b[0].length - a[0].length)
+  const hide = (text: string): string => ordered.reduce((t, [value, shown]) => t.split(value).join(shown), text)
+  return (i) => ({
+    ...i,
+    message: hide(i.message),
+    ...(i.suggestion === undefined ? {} : { suggestion: hide(i.suggestion) })
+  })
+}
 

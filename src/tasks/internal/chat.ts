@@ -329,7 +329,10 @@ export const endpointOf = (resource: ResourceInfo): Effect.Effect<Endpoint, Conf
       if (checkKey(rawKey, "the apiKey", `${at}.apiKey`)) apiKey = Redacted.make(rawKey)
     } else {
       const envName = str(o, "apiKeyEnv", "api_key_env")
-      if (envName !== undefined) {
+      if (envName !== undefined && !ENV_NAME.test(envName)) {
+        // not a variable's name: maybe the key itself (`apiKeyEnv: "${KEY}"`), never shown
+        issues.push({ path: `${at}.apiKeyEnv`, message: `apiKeyEnv holds no environment variable's name (what it holds is not shown)` })
+      } else if (envName !== undefined) {
         const fromEnv = yield* Effect.either(Config.redacted(envName))
         if (Either.isRight(fromEnv)) {
           if (checkKey(Redacted.value(fromEnv.right), `the environment variable ${envName}`, `${at}.apiKeyEnv`)) {
@@ -1210,6 +1213,9 @@ export const endpointIdentity = (
 export const isEndpointFault = (errorClass: unknown): boolean =>
   isErrorClass(errorClass) && endpointFaultClasses.has(errorClass)
 
+/** A POSIX environment variable name (what `apiKeyEnv` must hold). */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
 /**
  * The credential problems of one resource's options, found before a run starts (what
  * `assay validate` and `assay run` check for every resource of every pool): a key
@@ -1236,11 +1242,27 @@ export const credentialIssues = (
     const v = options[k]
     if (typeof v === "string" && Secrets.hasWhitespaceOrControl(v)) {
       issues.push({ path: `${path}.${k}`, message: `the key holds whitespace or control characters (not shown)` })
+    } else if (v !== undefined && v !== null && typeof v !== "string") {
+      // a list or a table would be sent as its text: every call a 401
+      issues.push({ path: `${path}.${k}`, message: `the key must be one string (it is ${Array.isArray(v) ? "a list" : `a ${typeof v}`}; not shown)` })
     }
   }
   for (const k of ["apiKeyEnv", "api_key_env"]) {
     const name = options[k]
+    if (name !== undefined && name !== null && typeof name !== "string") {
+      issues.push({ path: `${path}.${k}`, message: `the name of an environment variable must be one string (not shown)` })
+      continue
+    }
     if (typeof name !== "string" || name === "") continue
+    // `apiKeyEnv: "${KEY}"` puts the key itself here: it must never be printed or stored
+    if (!ENV_NAME.test(name)) {
+      issues.push({
+        path: `${path}.${k}`,
+        message: `${k} takes the name of the environment variable that holds the key, not a value or a \${...} reference (what it holds is not shown)`,
+        suggestion: `write the variable's bare name, e.g. ${k}: OPENAI_API_KEY`
+      })
+      continue
+    }
     const value = env[name]
     if (value === undefined || value === "") {
       if (strictEnv) {

@@ -50,6 +50,19 @@ describe("unknown options of a resource a chat task leases", () => {
       ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("a chat task option put on the resource, and a price table put in options, say where each belongs", () =>
+    Effect.gen(function*() {
+      const e = yield* Experiment.fromDefinition(definition([
+        { id: "a", options: { baseUrl: "http://127.0.0.1:1/v1", model: "m", temperature: 0, pricing: { inputPer1M: 1, outputPer1M: 2 } } }
+      ]) as never)
+      assert.strictEqual(e.warnings.length, 2)
+      assert.include(e.warnings[0], "options.temperature:")
+      assert.include(e.warnings[0], "temperature is an option of the chat task: set it in the task's options, not the resource's")
+      assert.notInclude(e.warnings[0], "did you mean temperature")
+      assert.include(e.warnings[1], "options.pricing:")
+      assert.include(e.warnings[1], "its own `pricing` (pools.llm.resources[0].pricing), beside options")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("a key the task's selector matches on is understood (free-form options select resources)", () =>
     Effect.gen(function*() {
       const e = yield* Experiment.fromDefinition(definition(

@@ -758,8 +758,12 @@ export const unknownChatOptionWarnings = (def: Definition, tasks: ReadonlyArray<
         if (chatResourceOptions.includes(key) || key === "quota" || selected.has(key)) continue
         const near = closest(key, chatResourceOptions)
         const asTask = near === undefined ? closest(key, chatTaskOptions) : undefined
-        const hint = near !== undefined
+        const hint = key === "pricing"
+          ? `; a resource's price table is its own \`pricing\` (pools.${name}.resources[${i}].pricing), beside options, or the top-level \`pricing\``
+          : near !== undefined
           ? `; did you mean ${near}?`
+          : asTask === key
+          ? `; ${key} is an option of the chat task: set it in the task's options, not the resource's`
           : asTask !== undefined
           ? `; did you mean ${asTask}? (an option of the chat task, set in its options, not the resource's)`
           : ""

@@ -120,6 +120,11 @@ describe("Monitor", () => {
       })
       const page = Dashboard.renderDashboard(latest)
       assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
+      // watch: the same figures on a line of their own
+      assert.include(
+        Monitor.renderSnapshot(latest, { width: 200 }),
+        "model calls 2 · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
+      )
       // each resource: what the selection's attempts that leased it spent (k: a priced and an
       // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
       assert.deepStrictEqual(latest.resources.map((r) => [r.resource_id, r.accounting]), [

@@ -25,7 +25,7 @@ import { leasesLostOf } from "./leasesLost.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
-import { knownCost } from "./money.js"
+import { formatCost, formatUsd, knownCost } from "./money.js"
 import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, ResourceUsage, StoreService, StoreStats, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -1582,6 +1582,12 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       push(`  ${clean(l.pool)}/${clean(l.resource_id)} ${l.lost} lost · taken ${l.taken} · deadline ${l.deadline}${l.max_late_ms > 0 ? ` · up to ${formatDuration(l.max_late_ms)} late` : ""}`)
     }
   }
+  if (s.accounting !== undefined && (s.accounting.calls > 0 || s.accounting.tokens_in + s.accounting.tokens_out > 0)) {
+    // what the model calls used and cost so far (the run's summary and report say the same)
+    const a = s.accounting
+    const estimated = a.estimated > 0 ? ` (${a.estimated} estimated)` : ""
+    push(`model calls ${a.calls} · tokens in ${a.tokens_in}, out ${a.tokens_out}${estimated} · cost ${formatCost(a.cost_usd, a.unpriced)}`)
+  }
   if (s.cache !== undefined) {
     // the call cache: a failed write is said (the call it kept is made again next run)
     const c = s.cache
@@ -1590,7 +1596,7 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
     }${c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""}`
     const text = `call cache: hits ${c.hits} · misses ${c.misses}${c.refreshed > 0 ? ` · refreshed ${c.refreshed}` : ""}${
       c.bypassed > 0 ? ` · read-only misses ${c.bypassed}` : ""
-    }${failed} · saved ${c.tokens_saved.total_tokens} tokens`
+    }${failed} · saved ${c.tokens_saved.total_tokens} tokens${c.cost_saved_usd === null ? "" : `, ${formatUsd(c.cost_saved_usd)}`}`
     push(text, failed === "" ? text : text.replace(failed, paint("red", failed)))
   }
   if (s.suite !== undefined) {

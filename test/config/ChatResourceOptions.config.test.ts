@@ -38,7 +38,7 @@ describe("unknown options of a resource a chat task leases", () => {
       const e = yield* Experiment.fromDefinition(definition([
         { id: "a", options: { baseUrl: "http://127.0.0.1:1/v1", model: "m", apiKeyEnv: "K", quota: { tokens: 5 } } },
         { id: "b", options: { baseUrl: "http://127.0.0.1:1/v1", modle: "m", maxTokns: 5, myNote: "x" } }
-      ], { other: { resources: [{ id: "o", options: { whatever: 1 } }] } }) as never)
+      ], { other: { resources: [{ id: "o", options: { whatever: 1 } }] } }) as never, { env: { K: "sk-k-value" } })
       assert.deepStrictEqual(e.warnings, [
         `warning: pools.llm.resources[1].options.modle: unknown option of a resource the chat task "ask" leases: it reads only ` +
         `baseUrl, apiKey, apiKeyEnv, model and headers, so this one does nothing; did you mean model?`,
@@ -61,6 +61,23 @@ describe("unknown options of a resource a chat task leases", () => {
       assert.notInclude(e.warnings[0], "did you mean temperature")
       assert.include(e.warnings[1], "options.pricing:")
       assert.include(e.warnings[1], "its own `pricing` (pools.llm.resources[0].pricing), beside options")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a key variable that is unset or empty is warned (not refused without --strict-env), naming the variable, never a value", () =>
+    Effect.gen(function*() {
+      const def = definition([
+        { id: "a", options: { baseUrl: "http://127.0.0.1:1/v1", model: "m", apiKeyEnv: "UNSET_KEY" } },
+        { id: "b", options: { baseUrl: "http://127.0.0.1:1/v1", model: "m", apiKeyEnv: "EMPTY_KEY" } },
+        { id: "c", options: { baseUrl: "http://127.0.0.1:1/v1", model: "m", apiKeyEnv: "SET_KEY" } }
+      ]) as never
+      const e = yield* Experiment.fromDefinition(def, { env: { EMPTY_KEY: "", SET_KEY: "sk-set-value-1" } })
+      assert.deepStrictEqual(e.warnings, [
+        "warning: pools.llm.resources[0].options.apiKeyEnv: environment variable UNSET_KEY (the key) is not set: every call to this resource will fail (export UNSET_KEY=...; --strict-env refuses it)",
+        "warning: pools.llm.resources[1].options.apiKeyEnv: environment variable EMPTY_KEY (the key) is empty: every call to this resource will fail (export EMPTY_KEY=...; --strict-env refuses it)"
+      ])
+      // --strict-env: refused instead (exit 2 from the CLI)
+      const strict = yield* Effect.flip(Experiment.fromDefinition(def, { env: {}, strictEnv: true }))
+      assert.include(strict.message, "pools.llm.resources[0].options.apiKeyEnv")
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("a key the task's selector matches on is understood (free-form options select resources)", () =>

@@ -233,11 +233,31 @@ export const check = (
         }
       })
     }
+    // without --strict-env an unset key variable is not refused, but every call would fail
+    const keyWarnings: Array<string> = []
+    if (options.strictEnv !== true) {
+      const env = options.env ?? process.env
+      for (const [name, p] of Object.entries(rawPools ?? {})) {
+        if (!isRecord(p) || !Array.isArray(p["resources"])) continue
+        p["resources"].forEach((r: unknown, j: number) => {
+          if (!isRecord(r) || !isRecord(r["options"])) return
+          for (const k of ["apiKeyEnv", "api_key_env"]) {
+            const v = r["options"][k]
+            if (typeof v !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v) || (env[v] ?? "") !== "") continue
+            keyWarnings.push(
+              `warning: pools.${name}.resources[${j}].options.${k}: environment variable ${v} (the key) is ${
+                env[v] === undefined ? "not set" : "empty"
+              }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
+            )
+          }
+        })
+      }
+    }
     if (issues.length > 0 || experiment === undefined) {
       const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
       return yield* failWith(ctx.file, shown.length > 0 ? shown : [issue("", "the experiment could not be built")])
     }
-    return experiment
+    return keyWarnings.length === 0 ? experiment : { ...experiment, warnings: [...experiment.warnings, ...keyWarnings] }
   })
 
 /** Values shorter than this are not hidden in messages (a `3` or a `gpt` is no secret, and hiding it would garble the text). */

@@ -40,12 +40,39 @@
  * the mock received), `cache_hits` / `cache_misses` and `tokens_saved` (the run's
  * `run.finished` figures), `makespan_s`, `cpu_s` (process CPU time), `failed`, `accuracy`, and
  * on the rerun `wall_ratio` / `cpu_ratio` (first ÷ rerun) and the load average.
+ *
+ * `--scenario hidden` (issue 18's benchmark over real HTTP): the spam evaluation of `--sample`
+ * emails (default 2,000) against three `assay mock-llm` servers started as child processes on
+ * 127.0.0.1 (`bin/assay`: run `npm run build` first), one endpoint each, whose limits assay's
+ * configuration does not know (32 leases per resource, runner concurrency 96, the `classify`
+ * task retrying up to 20 attempts, 250 ms base, ×2, 10 s cap, full jitter), as
+ * `bench/adaptive.ts` does in simulated time:
+ * - `a`: 20 requests/s per key (1,200/min, bucket of 20), latency median 400 ms, OpenAI-style
+ *   `x-ratelimit-*` headers on every answer and a 429 with `retry-after-ms`;
+ * - `b`: 10 requests/s (600/min), latency median 250 ms, a 429 with `Retry-After` in seconds;
+ * - `c`: 15 requests/s (900/min) **halving to 7.5 at 20 s** after its start, latency median
+ *   600 ms, a bare 429.
+ * Latency p95 = 1.64 × median (the simulator's lognormal). Once per algorithm of
+ * `--algorithms` (default `wait,leastBusy,adaptive`) with fresh servers (fresh buckets, the
+ * halving 20 s after their start), the call cache on (`cache: true`, one SQLite file per
+ * algorithm), then a rerun of the last algorithm against the same servers and cache file.
+ * Printed per algorithm: `requests`, `rate_429`, `failed`, `utilisation` (answers / the
+ * capacity on offer from the first request's arrival to the last answer, the bucket's burst
+ * not counted), `utilisation_busy` (the same up to the arrival of the request whose answer was
+ * the 90th percentile of answers), `per_endpoint` (utilisation over the busy part and 429
+ * share), `wall_s` (the run's duration), `cpu_s` (this process), `servers_cpu_s` (the three
+ * mock processes), `loop_lag_ms` (this process's event-loop delay, p50 / p99 / max, from
+ * `perf_hooks`), the load average before and after; then the rerun: `requests` (0 expected),
+ * `wall_s`, `speedup` (first ÷ rerun wall).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
+import { monitorEventLoopDelay } from "node:perf_hooks"
+import * as Readline from "node:readline"
 import * as MemoryStore from "../src/layers/MemoryStore.js"
 import * as SqliteCallCache from "../src/layers/SqliteCallCache.js"
 import * as MockLlm from "../src/services/MockLlm.js"
@@ -309,6 +336,197 @@ const promptRows = Effect.suspend(() =>
   })
 )
 
+// ---------------------------------------------------------------------------------------------
+// `--scenario hidden`: three mock-llm processes with hidden limits of different kinds
+// ---------------------------------------------------------------------------------------------
+
+/** The hidden endpoints (profiles of `assay mock-llm --profile`), as `bench/adaptive.ts`'s. */
+const HIDDEN: ReadonlyArray<Record<string, unknown>> = [
+  {
+    name: "a",
+    rps: 20,
+    latency: { medianMs: 400, p95Ms: 656 },
+    rateLimitHeaders: "openai",
+    rateLimitSignal: "retry-after-ms"
+  },
+  { name: "b", rps: 10, latency: { medianMs: 250, p95Ms: 410 }, rateLimitSignal: "retry-after" },
+  {
+    name: "c",
+    rps: 15,
+    rpsSchedule: [{ atS: 0, rps: 15 }, { atS: 20, rps: 7.5 }],
+    latency: { medianMs: 600, p95Ms: 984 },
+    rateLimitSignal: "none"
+  }
+]
+
+/** A mock-llm child process: its endpoint, log file and pid. */
+interface MockProcess {
+  readonly name: string
+  readonly baseUrl: string
+  readonly model: string
+  readonly logFile: string
+  readonly pid: number
+  readonly profile: MockLlm.EndpointProfile
+}
+
+/** User + system CPU seconds of a live process (Linux `/proc/<pid>/stat`; 0 elsewhere). */
+const procCpuS = (pid: number): number => {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return 0
+  }
+}
+
+const ASSAY_BIN = NodePath.join(import.meta.dirname, "..", "bin", "assay")
+
+/** Starts `assay mock-llm --profile` for one endpoint in this scope (SIGTERM on close). */
+const mockProcess = (endpoint: Record<string, unknown>, dir: string, tag: string) =>
+  Effect.gen(function*() {
+    const name = String(endpoint["name"])
+    const profileFile = NodePath.join(dir, `${tag}-${name}.json`)
+    const logFile = NodePath.join(dir, `${tag}-${name}.jsonl`)
+    const profileJson = { seed: 0, endpoints: [endpoint] }
+    fs.writeFileSync(profileFile, JSON.stringify(profileJson))
+    const profile = (yield* MockLlm.decodeProfile(profileJson)).endpoints[0]!
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        ChildProcess.spawn(process.execPath, [ASSAY_BIN, "mock-llm", "--profile", profileFile, "--log", logFile], {
+          stdio: ["ignore", "pipe", "inherit"]
+        })
+      ),
+      (c) =>
+        Effect.async<void>((resume) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resume(Effect.void)
+          c.once("exit", () => resume(Effect.void))
+          c.kill("SIGTERM")
+        })
+    )
+    const listening = yield* Effect.async<{ readonly endpoints: ReadonlyArray<{ name: string; model: string; baseUrl: string }> }, Error>(
+      (resume) => {
+        const lines = Readline.createInterface({ input: child.stdout! })
+        lines.once("line", (line) => resume(Effect.try({ try: () => JSON.parse(line), catch: (e) => new Error(String(e)) })))
+        child.once("exit", (code) => resume(Effect.fail(new Error(`mock-llm ${name} exited with ${code} before listening`))))
+      }
+    )
+    const ep = listening.endpoints[0]!
+    return { name, baseUrl: ep.baseUrl, model: ep.model, logFile, pid: child.pid!, profile } satisfies MockProcess
+  })
+
+/** The entries of a mock's JSONL log (chat requests only). */
+const readLog = (file: string): ReadonlyArray<MockLlm.RequestLogEntry> =>
+  fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as MockLlm.RequestLogEntry)
+    .filter((e) => e.path.endsWith("/chat/completions"))
+
+/** Requests the endpoint offers per key between two wall-clock times (ms), its burst not counted. */
+const offered = (profile: MockLlm.EndpointProfile, serverStartMs: number, fromMs: number, toMs: number): number => {
+  let sum = 0
+  for (let t = fromMs; t < toMs; t += 50) {
+    sum += ((MockLlm.rpsAt(profile, (t - serverStartMs) / 1000) ?? 0) * Math.min(50, toMs - t)) / 1000
+  }
+  return sum
+}
+
+const HIDDEN_RETRY = { maxAttempts: 20, base: "250 millis", factor: 2, cap: "10 seconds", jitter: "full" } as const
+
+const hiddenEval = (algorithm: string, mocks: ReadonlyArray<MockProcess>, cacheFile: string, resultsPath: string) =>
+  runSpamEval({
+    sample: SAMPLE,
+    seed: 0,
+    concurrency: 96,
+    algorithm,
+    storeLayer: MemoryStore.layer(),
+    cacheLayer: SqliteCallCache.layer({ filename: cacheFile, shared: true }),
+    resultsPath,
+    endpoints: mocks.map((m) => ({ id: m.name, baseUrl: m.baseUrl, model: m.model, apiKey: `bench-key-${m.name}`, capacity: 32 })),
+    chat: { retry: HIDDEN_RETRY, cache: true }
+  })
+
+const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
+  Effect.scoped(Effect.gen(function*() {
+    const load0 = os.loadavg()
+    const mocks = yield* Effect.all(HIDDEN.map((e) => mockProcess(e, dir, algorithm)), { concurrency: "unbounded" })
+    const cacheFile = NodePath.join(dir, `hidden-cache-${algorithm}.db`)
+    const lag = monitorEventLoopDelay({ resolution: 10 })
+    lag.enable()
+    const cpu0 = process.cpuUsage()
+    const servers0 = mocks.map((m) => procCpuS(m.pid))
+    const report = yield* hiddenEval(algorithm, mocks, cacheFile, NodePath.join(dir, `hidden-${algorithm}.jsonl`))
+    const cpu = process.cpuUsage(cpu0)
+    lag.disable()
+    const serversCpu = mocks.reduce((a, m, i) => a + procCpuS(m.pid) - servers0[i]!, 0)
+    const logs = mocks.map((m) => ({ m, log: readLog(m.logFile) }))
+    const all = logs.flatMap((l) => l.log)
+    const served = all.filter((e) => e.status === 200)
+    const t0 = Math.min(...all.map((e) => e.atMs))
+    const t1 = Math.max(...served.map((e) => e.atMs + e.latencyMs))
+    const byArrival = served.map((e) => e.atMs).sort((x, y) => x - y)
+    const tBusy = byArrival[Math.floor(0.9 * byArrival.length) - 1] ?? t1
+    const within = (from: number, to: number) => {
+      let offer = 0
+      let answers = 0
+      const per: Record<string, { utilisation: number; rate_429: number; requests: number }> = {}
+      for (const { m, log } of logs) {
+        const start = log.length === 0 ? t0 : log[0]!.atMs - log[0]!.offsetMs
+        const o = offered(m.profile, start, from, to)
+        const inside = log.filter((e) => e.atMs >= from && e.atMs <= to)
+        const ok = inside.filter((e) => e.status === 200).length
+        offer += o
+        answers += ok
+        per[m.name] = {
+          utilisation: Number((ok / o).toFixed(3)),
+          rate_429: Number((inside.filter((e) => e.status === 429).length / Math.max(1, inside.length)).toFixed(3)),
+          requests: inside.length
+        }
+      }
+      return { utilisation: answers / offer, per }
+    }
+    const whole = within(t0, t1)
+    const busy = within(t0, tBusy)
+    const ms = (x: number) => Number((x / 1e6).toFixed(1))
+    const first = {
+      bench: "llm-eval.hidden",
+      algorithm,
+      emails: report.results.length,
+      failed: report.results.filter((r) => r.state !== "succeeded").length,
+      requests: all.length,
+      rate_429: Number((all.filter((e) => e.status === 429).length / Math.max(1, all.length)).toFixed(4)),
+      utilisation: Number(whole.utilisation.toFixed(3)),
+      utilisation_busy: Number(busy.utilisation.toFixed(3)),
+      per_endpoint: busy.per,
+      calls_s: Number(((t1 - t0) / 1000).toFixed(2)),
+      busy_s: Number(((tBusy - t0) / 1000).toFixed(2)),
+      wall_s: Number((report.run.durationMs / 1000).toFixed(2)),
+      cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+      servers_cpu_s: Number(serversCpu.toFixed(2)),
+      loop_lag_ms: { p50: ms(lag.percentile(50)), p99: ms(lag.percentile(99)), max: ms(lag.max) },
+      accuracy: Number(report.metrics.accuracy.toFixed(4)),
+      load: [load0, os.loadavg()].map((l) => l.map((x) => Number(x.toFixed(2))))
+    }
+    yield* Console.log(JSON.stringify(first))
+    if (!rerun) return
+    const before = all.length
+    const cpuR = process.cpuUsage()
+    const again = yield* hiddenEval(algorithm, mocks, cacheFile, NodePath.join(dir, `hidden-${algorithm}-rerun.jsonl`))
+    const cpuAgain = process.cpuUsage(cpuR)
+    const after = logs.reduce((a, { m }) => a + readLog(m.logFile).length, 0)
+    const wallAgain = again.run.durationMs / 1000
+    yield* Console.log(JSON.stringify({
+      bench: "llm-eval.hidden",
+      algorithm,
+      run: "rerun",
+      emails: again.results.length,
+      failed: again.results.filter((r) => r.state !== "succeeded").length,
+      requests: after - before,
+      wall_s: Number(wallAgain.toFixed(3)),
+      cpu_s: Number(((cpuAgain.user + cpuAgain.system) / 1e6).toFixed(3)),
+      speedup: Number((first.wall_s / wallAgain).toFixed(1)),
+      accuracy: Number(again.metrics.accuracy.toFixed(4)),
+      load: os.loadavg().map((x) => Number(x.toFixed(2)))
+    }))
+  }))
+
 const argSampleStorm = process.argv.indexOf("--sample")
 const SAMPLE_STORM = argSampleStorm >= 0 ? Number(process.argv[argSampleStorm + 1]) : 1000
 
@@ -344,6 +562,9 @@ const main = Effect.scoped(Effect.gen(function*() {
       cpu_ratio: Number((first.cpu_s / rerun.cpu_s).toFixed(1)),
       load: os.loadavg().map((x) => Number(x.toFixed(2)))
     }))
+  } else if (SCENARIO === "hidden") {
+    const algorithms = argAlgorithms >= 0 ? ALGORITHMS : ["wait", "leastBusy", "adaptive"]
+    for (const [i, algorithm] of algorithms.entries()) yield* hiddenRun(algorithm, dir, i === algorithms.length - 1)
   } else if (SCENARIO === "throttled") {
     for (const algorithm of ALGORITHMS) yield* Console.log(JSON.stringify(yield* throttledRun(algorithm, dir)))
   } else {

@@ -95,6 +95,13 @@ const rateLimitHeaders = Options.choice("rate-limit-headers", ["none", "openai",
   )
 )
 
+const rateLimitSignal = Options.choice("rate-limit-signal", ["retry-after", "retry-after-ms", "none"] as const).pipe(
+  Options.optional,
+  Options.withDescription(
+    "Override: how a key's spent bucket answers 429 on every endpoint: Retry-After in whole seconds (retry-after, default), retry-after-ms only (retry-after-ms), or a bare 429 (none)."
+  )
+)
+
 const noStorms = Options.boolean("no-storms").pipe(
   Options.withDescription("Override: drop every endpoint's error storms (time windows of 5xx/429 answers).")
 )
@@ -115,6 +122,7 @@ interface Overrides {
   /** `RPS@TIME,...`: the first step's rate becomes `rps`, the schedule is the whole list. */
   readonly rpsSchedule?: Option.Option<string> | undefined
   readonly rateLimitHeaders?: Option.Option<"none" | "openai" | "anthropic"> | undefined
+  readonly rateLimitSignal?: Option.Option<"retry-after" | "retry-after-ms" | "none"> | undefined
 }
 
 /**
@@ -154,6 +162,7 @@ export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<Mock
       out["rpsSchedule"] = schedule
     }
     if (o.rateLimitHeaders !== undefined && Option.isSome(o.rateLimitHeaders)) out["rateLimitHeaders"] = o.rateLimitHeaders.value
+    if (o.rateLimitSignal !== undefined && Option.isSome(o.rateLimitSignal)) out["rateLimitSignal"] = o.rateLimitSignal.value
     if (o.noStorms === true) out["storms"] = []
     if (o.randomAnswers === true) out["answers"] = { ...(out["answers"] as object | undefined), random: true }
     return out
@@ -198,7 +207,7 @@ export const readModelsFile = (file: string): Effect.Effect<ModelCatalog, Config
  */
 export const mockLlm = Command.make(
   "mock-llm",
-  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers, noStorms, rpsSchedule, rateLimitHeaders },
+  { port, host, allowRemote, profile, models, seed, endpoints, log, rps, burst, latencyMs, errorRate, maxConcurrency, randomAnswers, noStorms, rpsSchedule, rateLimitHeaders, rateLimitSignal },
   (args) =>
     Effect.gen(function*() {
       if (!args.allowRemote && !isLoopback(args.host)) {

@@ -275,6 +275,24 @@ export const RateLimitHeaders = Schema.Literal("none", "openai", "anthropic")
 export type RateLimitHeaders = typeof RateLimitHeaders.Type
 
 /**
+ * How an endpoint's token-bucket 429 names its wait (what different providers send when a
+ * key's limit is spent): `retry-after` (default): `Retry-After` in whole seconds until the next
+ * token, at least 1; `retry-after-ms`: only `retry-after-ms`, the exact milliseconds until the
+ * next token (OpenAI, Azure); `none`: a bare 429 with no hint (the client backs off by its own
+ * policy). The `rateLimitHeaders`, when on, are sent in every case.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export const BucketSignal = Schema.Literal("retry-after", "retry-after-ms", "none")
+
+/**
+ * @since 0.12.0
+ * @category models
+ */
+export type BucketSignal = typeof BucketSignal.Type
+
+/**
  * The profile of one endpoint.
  *
  * - `name`: path segment (`/e/<name>/v1`), lowercase letters, digits, `-`, `_`.
@@ -293,6 +311,8 @@ export type RateLimitHeaders = typeof RateLimitHeaders.Type
  *   mid-run.
  * - `rateLimitHeaders`: the `x-ratelimit-*` (or `anthropic-ratelimit-*`) headers of the
  *   per-key bucket on every answer ({@link RateLimitHeaders}; default `none`).
+ * - `rateLimitSignal`: how the bucket's 429 names its wait ({@link BucketSignal}; default
+ *   `retry-after` in whole seconds).
  *
  * @since 0.1.0
  * @category models
@@ -322,7 +342,8 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
       return true
     })
   )),
-  rateLimitHeaders: Schema.optionalWith(RateLimitHeaders, { default: () => "none" as const })
+  rateLimitHeaders: Schema.optionalWith(RateLimitHeaders, { default: () => "none" as const }),
+  rateLimitSignal: Schema.optionalWith(BucketSignal, { default: () => "retry-after" as const })
 }) {}
 
 /**
@@ -943,7 +964,7 @@ export const makeApp = (
       return m?.[1]
     }
 
-    /** Takes a token from the key's bucket, or returns the seconds to wait. */
+    /** Takes a token from the key's bucket, or returns the milliseconds until the next one. */
     const takeToken = (ep: EndpointProfile, state: KeyState, now: number): number | undefined => {
       const rps = rpsAt(ep, (now - startedAtMs) / 1000)
       if (rps === undefined) return undefined
@@ -954,8 +975,16 @@ export const makeApp = (
         state.tokens -= 1
         return undefined
       }
-      return Math.max(1, Math.ceil((1 - state.tokens) / rps))
+      return Math.max(1, Math.ceil(((1 - state.tokens) / rps) * 1000))
     }
+
+    /** The headers of a bucket's 429 naming a wait of `waitMs` (see `rateLimitSignal`). */
+    const bucketSignal = (ep: EndpointProfile, waitMs: number): Record<string, string> =>
+      ep.rateLimitSignal === "none"
+        ? {}
+        : ep.rateLimitSignal === "retry-after-ms"
+        ? { "retry-after-ms": String(waitMs) }
+        : { "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))) }
 
     /** The rate-limit headers of the key's bucket after this request (see `rateLimitHeaders`). */
     const limitHeaders = (ep: EndpointProfile, state: KeyState, now: number): Record<string, string> => {
@@ -1050,13 +1079,11 @@ export const makeApp = (
           return respond(429, signalled.body, signalled.headers)
         }
         // 2. token bucket
-        const waitS = takeToken(ep, state, now)
+        const waitMs = takeToken(ep, state, now)
         hs.headers = limitHeaders(ep, state, now)
-        if (waitS !== undefined) {
+        if (waitMs !== undefined) {
           yield* record({ ...entryBase, status: 429, latencyMs: 0, reason: "rate_limit" })
-          return respond(429, errorBody(429, `rate limit of ${rpsAt(ep, elapsedS)} requests/s exceeded`), {
-            "retry-after": String(waitS)
-          })
+          return respond(429, errorBody(429, `rate limit of ${rpsAt(ep, elapsedS)} requests/s exceeded`), bucketSignal(ep, waitMs))
         }
         // 2a. the model's context window, then its rate limit
         const promptTokens = ceilTokens(text.length)

@@ -3,7 +3,9 @@
  * endpoint's `rpsSchedule` (`--rps-schedule 10@0s,25@30s`) raises or lowers the per-key rate
  * at given times, and `rateLimitHeaders` sends the bucket as OpenAI's `x-ratelimit-*` or
  * Anthropic's `anthropic-ratelimit-*` headers on every answer, which assay's provider layer
- * reads (`RateLimit.statusOfHeaders`, what `adaptive` paces by). TestClock throughout.
+ * reads (`RateLimit.statusOfHeaders`, what `adaptive` paces by). `rateLimitSignal` chooses how
+ * the bucket's 429 names its wait (issue 18's benchmark over HTTP needs a Retry-After endpoint,
+ * a retry-after-ms one and a bare-429 one). TestClock throughout.
  */
 import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -14,11 +16,11 @@ import * as RateLimit from "../../src/domain/RateLimit.js"
 import { decodeProfile, makeApp, parseRpsSchedule } from "../../src/services/MockLlm.js"
 import { TestClock } from "effect"
 
-const chat = (key: string, text: string) =>
+const chat = (key: string, text: string, endpoint = "a") =>
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const res = yield* client.execute(
-      HttpClientRequest.post("/e/a/v1/chat/completions").pipe(
+      HttpClientRequest.post(`/e/${endpoint}/v1/chat/completions`).pipe(
         HttpClientRequest.bodyUnsafeJson({ model: "m", messages: [{ role: "user", content: text }] }),
         HttpClientRequest.bearerToken(key)
       )
@@ -66,6 +68,44 @@ describe("mock-llm: a limit that changes over time, announced by headers", () =>
       assert.strictEqual(r.headers["anthropic-ratelimit-requests-reset"], new Date(101_000).toISOString())
       assert.isUndefined(r.headers["x-ratelimit-limit-requests"])
       assert.deepStrictEqual(r.status_?.requests, { limit: 60, remaining: 1, resetMs: 1000 })
+    }).pipe(Effect.provide(NodeHttpServer.layerTest)))
+
+  it.scoped("rateLimitSignal: the bucket's 429 names its wait as Retry-After seconds, retry-after-ms, or nothing", () =>
+    Effect.gen(function*() {
+      // 4 requests/s, bucket of 1: the second request at once waits 250 ms for the next token
+      yield* serveApp({
+        endpoints: [
+          { name: "a", rps: 4, burst: 1, latency: { medianMs: 0 } },
+          { name: "b", rps: 4, burst: 1, latency: { medianMs: 0 }, rateLimitSignal: "retry-after-ms" },
+          { name: "c", rps: 4, burst: 1, latency: { medianMs: 0 }, rateLimitSignal: "none", rateLimitHeaders: "openai" }
+        ]
+      })
+      const refused = (ep: string) =>
+        Effect.gen(function*() {
+          const first = yield* chat("k", "1", ep)
+          assert.strictEqual(first.status, 200)
+          const r = yield* chat("k", "2", ep)
+          assert.strictEqual(r.status, 429)
+          return r
+        })
+      const a = yield* refused("a")
+      assert.strictEqual(a.headers["retry-after"], "1")
+      assert.isUndefined(a.headers["retry-after-ms"])
+      const b = yield* refused("b")
+      assert.strictEqual(b.headers["retry-after-ms"], "250")
+      assert.isUndefined(b.headers["retry-after"])
+      const c = yield* refused("c")
+      assert.isUndefined(c.headers["retry-after"])
+      assert.isUndefined(c.headers["retry-after-ms"])
+      // the rate-limit headers are still sent with a bare 429
+      assert.strictEqual(c.headers["x-ratelimit-remaining-requests"], "0")
+      const none = { seed: Option.none(), rps: Option.none(), burst: Option.none(), latencyMs: Option.none(), errorRate: Option.none(), maxConcurrency: Option.none() }
+      const base = yield* Effect.orDie(decodeProfile({ endpoints: [{ name: "a", rps: 3 }, { name: "b" }] }))
+      assert.deepStrictEqual(base.endpoints.map((e) => e.rateLimitSignal), ["retry-after", "retry-after"])
+      const p = yield* applyOverrides(base, { ...none, rateLimitSignal: Option.some("none" as const) })
+      assert.deepStrictEqual(p.endpoints.map((e) => e.rateLimitSignal), ["none", "none"])
+      const bad = yield* Effect.flip(decodeProfile({ endpoints: [{ name: "a", rateLimitSignal: "retry-later" }] }))
+      assert.include(bad.message, "rateLimitSignal")
     }).pipe(Effect.provide(NodeHttpServer.layerTest)))
 
   it.effect("--rps-schedule: parsed on every endpoint; a bad one names the flag", () =>

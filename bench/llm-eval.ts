@@ -63,10 +63,17 @@
  * share), `wall_s` (the run's duration), `cpu_s` (this process), `servers_cpu_s` (the three
  * mock processes), `loop_lag_ms` (this process's event-loop delay, p50 / p99 / max, from
  * `perf_hooks`), the load average before and after; then the rerun: `requests` (0 expected),
- * `wall_s`, `speedup` (first ÷ rerun wall).
+ * `wall_s`, `speedup` (first ÷ rerun wall). `--job chat` runs the classification calls alone
+ * instead (one `chat` per pipeline over the prompts of the sample, made untimed before the
+ * servers start, as `--scenario cache` does): less of the client's CPU per call, so that a
+ * loaded machine still makes the demand the endpoints' limits refuse; it also prints `pressed`
+ * (the share of the busy part's seconds in which acquires waited for a lease: demand above
+ * what the algorithm admitted) and, with `--trace`, the pool each second on stderr (acquires
+ * waiting, each resource's leases and `adaptive` state).
  */
+import type { FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Fiber, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -430,30 +437,118 @@ const offered = (profile: MockLlm.EndpointProfile, serverStartMs: number, fromMs
 
 const HIDDEN_RETRY = { maxAttempts: 20, base: "250 millis", factor: 2, cap: "10 seconds", jitter: "full" } as const
 
-const hiddenEval = (algorithm: string, mocks: ReadonlyArray<MockProcess>, cacheFile: string, resultsPath: string) =>
-  runSpamEval({
-    sample: SAMPLE,
-    seed: 0,
-    concurrency: 96,
-    algorithm,
-    storeLayer: MemoryStore.layer(),
-    cacheLayer: SqliteCallCache.layer({ filename: cacheFile, shared: true }),
-    resultsPath,
-    endpoints: mocks.map((m) => ({ id: m.name, baseUrl: m.baseUrl, model: m.model, apiKey: `bench-key-${m.name}`, capacity: 32 })),
-    chat: { retry: HIDDEN_RETRY, cache: true }
-  })
+/** What one run of the hidden scenario's job gives: emails, failed pipelines, wall ms, accuracy. */
+interface HiddenOutcome {
+  readonly emails: number
+  readonly failed: number
+  readonly wallMs: number
+  readonly accuracy: number | null
+}
+
+const TRACE = process.argv.includes("--trace")
+const argJob = process.argv.indexOf("--job")
+const JOB = argJob >= 0 ? process.argv[argJob + 1] : "pipeline"
+
+/** The chat job's pool, sampled each second: acquires waiting, and each resource's leases and adaptive state. */
+const hiddenSamples: Array<{ atS: number; waiting: number; resources: ReadonlyArray<{ id: string; active: number; state: unknown }> }> = []
+
+const hiddenEval = (
+  algorithm: string,
+  mocks: ReadonlyArray<MockProcess>,
+  cacheFile: string,
+  resultsPath: string
+): Effect.Effect<HiddenOutcome, unknown, FileSystem.FileSystem | Path.Path> =>
+  JOB === "chat"
+    ? Effect.gen(function*() {
+      // the classification calls alone: one `chat` per pipeline over the prompts made untimed
+      const rows = yield* promptRows
+      const resources = mocks.map((m) =>
+        Resource.make("llm", {
+          id: m.name,
+          capacity: 32,
+          options: { baseUrl: m.baseUrl, model: m.model, apiKey: `bench-key-${m.name}` },
+          factory: Chat.chatClientFactory()
+        })
+      )
+      const classify = Chat.chat<{ readonly prompt: string }>({
+        name: "classify",
+        temperature: 0,
+        maxTokens: 5,
+        cache: true,
+        retry: HIDDEN_RETRY
+      })
+      const program = Effect.gen(function*() {
+        const pools = yield* Pool.Pools
+        const t0 = Date.now()
+        const sampler = Effect.gen(function*() {
+          for (;;) {
+            yield* Effect.sleep("1 second")
+            const stats = yield* pools.stats("llm")
+            const snap = yield* pools.snapshot("llm")
+            hiddenSamples.push({
+              atS: Number(((Date.now() - t0) / 1000).toFixed(1)),
+              waiting: stats.waiting,
+              resources: snap.map((r) => ({ id: r.id, active: r.active, state: r.algorithm ?? null }))
+            })
+          }
+        }).pipe(Effect.orDie)
+        const fiber = yield* Effect.fork(sampler)
+        const report = yield* Runner.run(Pipeline.make("spam-chat", classify).map(rows))
+        yield* Fiber.interrupt(fiber)
+        return report
+      })
+      const report = yield* program.pipe(
+        Effect.provide(Layer.provideMerge(
+          Runner.layer({ concurrency: 96, handleSignals: false }),
+          Layer.mergeAll(
+            MemoryStore.layer(),
+            Pool.layer([Pool.make("llm", resources, { algorithm })]),
+            SqliteCallCache.layer({ filename: cacheFile, shared: true })
+          )
+        ))
+      )
+      return {
+        emails: rows.length,
+        failed: report.stats.byState.failed + report.stats.byState.interrupted,
+        wallMs: report.durationMs,
+        accuracy: null
+      }
+    })
+    : Effect.map(
+      runSpamEval({
+        sample: SAMPLE,
+        seed: 0,
+        concurrency: 96,
+        algorithm,
+        storeLayer: MemoryStore.layer(),
+        cacheLayer: SqliteCallCache.layer({ filename: cacheFile, shared: true }),
+        resultsPath,
+        endpoints: mocks.map((m) => ({ id: m.name, baseUrl: m.baseUrl, model: m.model, apiKey: `bench-key-${m.name}`, capacity: 32 })),
+        chat: { retry: HIDDEN_RETRY, cache: true }
+      }),
+      (report) => ({
+        emails: report.results.length,
+        failed: report.results.filter((r) => r.state !== "succeeded").length,
+        wallMs: report.run.durationMs,
+        accuracy: report.metrics.accuracy
+      })
+    )
 
 const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
   Effect.scoped(Effect.gen(function*() {
     const load0 = os.loadavg()
+    if (JOB === "chat") yield* promptRows // made before the servers start (their limit halves 20 s after)
     const mocks = yield* Effect.all(HIDDEN.map((e) => mockProcess(e, dir, algorithm)), { concurrency: "unbounded" })
     const cacheFile = NodePath.join(dir, `hidden-cache-${algorithm}.db`)
     const lag = monitorEventLoopDelay({ resolution: 10 })
     lag.enable()
     const cpu0 = process.cpuUsage()
     const servers0 = mocks.map((m) => procCpuS(m.pid))
+    hiddenSamples.length = 0
     const report = yield* hiddenEval(algorithm, mocks, cacheFile, NodePath.join(dir, `hidden-${algorithm}.jsonl`))
     const cpu = process.cpuUsage(cpu0)
+    const samples = hiddenSamples.slice()
+    if (TRACE) for (const x of samples) yield* Console.error(JSON.stringify({ algorithm, ...x }))
     lag.disable()
     const serversCpu = mocks.reduce((a, m, i) => a + procCpuS(m.pid) - servers0[i]!, 0)
     const logs = mocks.map((m) => ({ m, log: readLog(m.logFile) }))
@@ -487,9 +582,10 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
     const ms = (x: number) => Number((x / 1e6).toFixed(1))
     const first = {
       bench: "llm-eval.hidden",
+      job: JOB,
       algorithm,
-      emails: report.results.length,
-      failed: report.results.filter((r) => r.state !== "succeeded").length,
+      emails: report.emails,
+      failed: report.failed,
       requests: all.length,
       rate_429: Number((all.filter((e) => e.status === 429).length / Math.max(1, all.length)).toFixed(4)),
       utilisation: Number(whole.utilisation.toFixed(3)),
@@ -497,11 +593,17 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
       per_endpoint: busy.per,
       calls_s: Number(((t1 - t0) / 1000).toFixed(2)),
       busy_s: Number(((tBusy - t0) / 1000).toFixed(2)),
-      wall_s: Number((report.run.durationMs / 1000).toFixed(2)),
+      wall_s: Number((report.wallMs / 1000).toFixed(2)),
       cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
       servers_cpu_s: Number(serversCpu.toFixed(2)),
+      // the chat job: the share of seconds (up to the busy part's end) with acquires waiting
+      // for a lease: demand above what the algorithm admitted (null for the pipeline job)
+      pressed: samples.length === 0
+        ? null
+        : Number((samples.filter((x) => x.atS <= (tBusy - t0) / 1000 && x.waiting > 0).length /
+          Math.max(1, samples.filter((x) => x.atS <= (tBusy - t0) / 1000).length)).toFixed(2)),
       loop_lag_ms: { p50: ms(lag.percentile(50)), p99: ms(lag.percentile(99)), max: ms(lag.max) },
-      accuracy: Number(report.metrics.accuracy.toFixed(4)),
+      accuracy: report.accuracy === null ? null : Number(report.accuracy.toFixed(4)),
       load: [load0, os.loadavg()].map((l) => l.map((x) => Number(x.toFixed(2))))
     }
     yield* Console.log(JSON.stringify(first))
@@ -511,18 +613,19 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
     const again = yield* hiddenEval(algorithm, mocks, cacheFile, NodePath.join(dir, `hidden-${algorithm}-rerun.jsonl`))
     const cpuAgain = process.cpuUsage(cpuR)
     const after = logs.reduce((a, { m }) => a + readLog(m.logFile).length, 0)
-    const wallAgain = again.run.durationMs / 1000
+    const wallAgain = again.wallMs / 1000
     yield* Console.log(JSON.stringify({
       bench: "llm-eval.hidden",
+      job: JOB,
       algorithm,
       run: "rerun",
-      emails: again.results.length,
-      failed: again.results.filter((r) => r.state !== "succeeded").length,
+      emails: again.emails,
+      failed: again.failed,
       requests: after - before,
       wall_s: Number(wallAgain.toFixed(3)),
       cpu_s: Number(((cpuAgain.user + cpuAgain.system) / 1e6).toFixed(3)),
       speedup: Number((first.wall_s / wallAgain).toFixed(1)),
-      accuracy: Number(again.metrics.accuracy.toFixed(4)),
+      accuracy: again.accuracy === null ? null : Number(again.accuracy.toFixed(4)),
       load: os.loadavg().map((x) => Number(x.toFixed(2)))
     }))
   }))

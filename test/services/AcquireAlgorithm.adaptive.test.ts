@@ -212,6 +212,30 @@ describe("adaptive: our own event loop's delay is not the server's latency (issu
       assert.isAtMost(last["latencyEmaMs"] as number, 80)
     }), 180_000)
 
+  it.effect("only the stalls that held a request count: a server answering in 600 ms is read as 600 ms through a loaded spell, and no cut follows it", () =>
+    Effect.gen(function*() {
+      // issue 18's benchmark over HTTP (load 14–22): the loop stalled a few ms of every few
+      // tens all along; summing every stall inside a 400 ms answer read it as ~110 ms in the
+      // most stalled seconds, that became the baseline, and calmer seconds then read as
+      // congestion (48 latency cuts, no 429, the key used to half its limit). Here: 70 ms of
+      // every 100 stalled for the first 15 s, then none; the server's latency never changes
+      const sim = Sim.makeProviders([{ name: "p", signals: "none", latency: { medianMs: 600, sigma: 0.1 } }], {
+        seed: 17,
+        loopStalls: { everyMs: 100, stallMs: 70, untilMs: 15_000 }
+      })
+      const run = yield* Sim.runChat(sim, { algorithm: Algo.adaptive({ loopDelay: sim.loopDelay }), pipelines: 1500, concurrency: 32, capacity: 32 })
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      const end = adaptiveOf(run.samples.at(-1)!, "p")
+      // the baseline (the lowest average seen) is near the server's ~600 ms, not what a loaded
+      // spell's stalls left of it
+      assert.isAtLeast(end["latencyBaseMs"] as number, 0.7 * 600, JSON.stringify(end))
+      // no latency cut once the load has passed, and the window is back at the capacity
+      const late = run.samples.filter((x) => x.atMs >= 17_000)
+      const cutsAt17 = adaptiveOf(late[0]!, "p")["decreases"] as number
+      assert.strictEqual(end["decreases"], cutsAt17, JSON.stringify(end))
+      assert.isAtLeast(end["concurrency"] as number, 30, JSON.stringify(end))
+    }), 180_000)
+
   it.effect("the same run with loopDelay: false reads the stalls as congestion and cuts the window for latency", () =>
     Effect.gen(function*() {
       const sim = starved()

@@ -39,6 +39,7 @@ import * as Resource from "../../src/domain/Resource.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import type { AcquireAlgorithm } from "../../src/services/AcquireAlgorithm.js"
 import * as Pool from "../../src/services/Pool.js"
+import * as LoopDelay from "../../src/services/internal/loopDelay.js"
 import * as Runner from "../../src/services/Runner.js"
 import * as Chat from "../../src/tasks/Chat.js"
 
@@ -419,9 +420,10 @@ export const makeProviders = (
      * The client's event loop stalls for `stallMs` every `everyMs` (simulated, from the start:
      * `[k × everyMs, k × everyMs + stallMs)`), as on a machine starved of CPU: a request sent
      * during a stall leaves at its end, an answer arriving during one is read at its end (the
-     * server's latency is unchanged; the client measures more).
+     * server's latency is unchanged; the client measures more); with `untilMs`, only the stalls
+     * that begin before that offset (a load that passes).
      */
-    readonly loopStalls?: { readonly everyMs: number; readonly stallMs: number } | undefined
+    readonly loopStalls?: { readonly everyMs: number; readonly stallMs: number; readonly untilMs?: number | undefined } | undefined
   } = {}
 ): ProviderSim => {
   const startMs = options.startMs ?? 0
@@ -430,18 +432,20 @@ export const makeProviders = (
   const stallEnd = (t: number): number => {
     if (stalls === undefined) return t
     const off = t - startMs
-    const into = off - Math.floor(off / stalls.everyMs) * stalls.everyMs
+    const begun = Math.floor(off / stalls.everyMs) * stalls.everyMs
+    if (stalls.untilMs !== undefined && begun >= stalls.untilMs) return t
+    const into = off - begun
     return into < stalls.stallMs ? t + (stalls.stallMs - into) : t
   }
+  /** The stalls that held a request of the span (the rule of `LoopDelay.heldMs`). */
   const stalledMs = (fromMs: number, toMs: number): number => {
     if (stalls === undefined || !(toMs > fromMs)) return 0
-    let sum = 0
+    const within: Array<readonly [number, number]> = []
     for (let k = Math.floor((fromMs - startMs) / stalls.everyMs); startMs + k * stalls.everyMs < toMs; k++) {
       const a = startMs + k * stalls.everyMs
-      const overlap = Math.min(a + stalls.stallMs, toMs) - Math.max(a, fromMs)
-      if (overlap > 0) sum += overlap
+      if (stalls.untilMs === undefined || a - startMs < stalls.untilMs) within.push([a, a + stalls.stallMs])
     }
-    return sum
+    return LoopDelay.heldMs(within, fromMs, toMs)
   }
   const rng = Random.make(options.seed ?? 0)
   const byName = new Map(providers.map((p) => [p.name, new Provider(p, startMs)]))

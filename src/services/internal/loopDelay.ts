@@ -9,10 +9,21 @@
  * at all), the answer waits in the socket and the time counts as the server's. The sampler
  * here sleeps {@link RESOLUTION_MS} at a time on Effect's `Clock`; when it wakes late, the loop
  * was blocked for the lateness, just before the waking: each such stall is kept as an
- * interval (its end and length), and {@link LoopDelay.stalledMs} sums the intervals' overlap
- * with a request's span. The method is the one of Node's `perf_hooks.monitorEventLoopDelay`
- * (a timer's lateness at a fixed resolution), kept per interval because that histogram has no
- * timestamps: it cannot say whether a delay fell inside one request's span.
+ * interval (its end and length). The method is the one of Node's
+ * `perf_hooks.monitorEventLoopDelay` (a timer's lateness at a fixed resolution), kept per
+ * interval because that histogram has no timestamps: it cannot say whether a delay fell inside
+ * one request's span.
+ *
+ * **Which stalls held a request** ({@link heldMs}): only those at the ends of its span. A stall
+ * that covers the span's start held the request's sending; one that ends at the span's end
+ * (within {@link END_SLACK_MS}) held the reading of its answer, which may have arrived at any
+ * time during it. A stall in between, with the loop running again before the answer was read,
+ * held nothing: the request was out, the server working, and an answer arriving during that
+ * stall would have been read when it ended, not later. Summing every stall within the span
+ * (what was done before) took a loaded machine's steady stalls out of the server's time too:
+ * at load 14–22 a 400 ms answer read as ~110 ms in its most stalled seconds, that became the
+ * latency baseline, and the answers of calmer seconds then read as congestion (issue 18's
+ * benchmark over HTTP: 48 latency cuts and no 429 on a key used to half its limit).
  *
  * **Real time.** A stall is by definition real time: only the live `Clock` (whose sleeps are
  * Node timers) can wake late. Under `TestClock` or a simulated clock every sleep ends exactly
@@ -40,9 +51,10 @@ import type { Scope } from "effect"
  */
 export interface LoopDelayShape {
   /**
-   * The milliseconds within `[fromMs, toMs]` (epoch ms, the pool's clock) during which the
-   * event loop was stalled (0 when none was seen, or the span is before the sampler ran).
-   * Synchronous: it is read inside an algorithm's `observe`.
+   * The milliseconds within `[fromMs, toMs]` (epoch ms, the pool's clock, a request's span)
+   * during which the event loop was stalled at the span's ends, holding the request's sending
+   * or the reading of its answer ({@link heldMs}; 0 when none was seen, or the span is before
+   * the sampler ran). Synchronous: it is read inside an algorithm's `observe`.
    */
   readonly stalledMs: (fromMs: number, toMs: number) => number
 }
@@ -61,6 +73,35 @@ export const RESOLUTION_MS = 20
 
 /** Stalls below this lateness (ms) are timer jitter, not kept. */
 export const MIN_STALL_MS = 2
+
+/**
+ * How close (ms) to a span's start a stall must begin, or to its end a stall must end, to
+ * count as holding the request (a stall is placed at the end of the sampler's sleep, so its
+ * true position is uncertain by about a sleep).
+ */
+export const END_SLACK_MS = RESOLUTION_MS
+
+/**
+ * The milliseconds of `[fromMs, toMs]` during which the stalls `[startMs, endMs]` held the
+ * request of that span: the overlap of the stalls that begin by `fromMs + END_SLACK_MS` (the
+ * sending) or end from `toMs − END_SLACK_MS` on (the reading of the answer); stalls in
+ * between held nothing (see the module's notes).
+ *
+ * @internal
+ */
+export const heldMs = (
+  stalls: Iterable<readonly [startMs: number, endMs: number]>,
+  fromMs: number,
+  toMs: number
+): number => {
+  if (!(toMs > fromMs)) return 0
+  let sum = 0
+  for (const [start, end] of stalls) {
+    const overlap = Math.min(end, toMs) - Math.max(start, fromMs)
+    if (overlap > 0 && (start <= fromMs + END_SLACK_MS || end >= toMs - END_SLACK_MS)) sum += overlap
+  }
+  return sum
+}
 
 /** The stalls kept (the most recent; a span older than them reads as unstalled). */
 const KEEP = 1024
@@ -107,18 +148,17 @@ export class StallLog {
     this.count++
   }
 
-  /** See {@link LoopDelayShape.stalledMs}. */
+  /** See {@link LoopDelayShape.stalledMs}: the stalls that held the span's request ({@link heldMs}). */
   stalledMs(fromMs: number, toMs: number): number {
     if (toMs <= this.startedAt || !(toMs > fromMs)) return 0
-    let sum = 0
+    const within: Array<readonly [number, number]> = []
     for (let k = this.count - 1; k >= Math.max(0, this.count - KEEP); k--) {
       const i = k % KEEP
       const end = this.ends[i]!
       if (end <= fromMs) break
-      const overlap = Math.min(end, toMs) - Math.max(end - this.lengths[i]!, fromMs)
-      if (overlap > 0) sum += overlap
+      within.push([end - this.lengths[i]!, end])
     }
-    return sum
+    return heldMs(within, fromMs, toMs)
   }
 }
 

@@ -554,11 +554,12 @@ export const immediate = (): AcquireAlgorithm => ({
  * - `burst` (100 millis): the pacing bucket holds this much of the rate (at least 1 request).
  * - `loopDelay` (this process's event loop, as the pools service samples it on its clock
  *   and passes it in each report; not in config files, not part of the fingerprint): where
- *   the latency rule learns how long our own event loop was stalled during an answer,
- *   `stalledMs(fromMs, toMs)` on the pool's clock (epoch ms); that time is taken out of the
- *   answer time before the rule reads it, so a client starved of CPU does not read its own
- *   delay as the server's congestion. `false`: nothing is taken out. Tests and simulators
- *   pass their own.
+ *   the latency rule learns how long our own event loop was stalled holding an answer,
+ *   `stalledMs(fromMs, toMs)` on the pool's clock (epoch ms): the stalls at the span's ends,
+ *   one covering its start (the sending) or one ending as the answer is read, not those in
+ *   between (the server was working then); that time is taken out of the answer time before
+ *   the rule reads it, so a client starved of CPU does not read its own delay as the
+ *   server's congestion. `false`: nothing is taken out. Tests and simulators pass their own.
  *
  * @since 0.2.0
  * @category models

@@ -21,7 +21,8 @@
  *   A 429 before any answer with nothing learned (a start inside a 429 storm) is no measure of
  *   the limit: it leaves slow start on and sets no knee (issue 18 F4).
  * - **Our own delay is not the server's**: the latency read is the answer time less the time
- *   this process's event loop was stalled during it (`loopDelay.ts`).
+ *   this process's event loop was stalled holding it, at its sending or its reading
+ *   (`loopDelay.ts`).
  * - **One decrease per window** (RFC 5681 §3.2 reduces once per window of data; RFC 6582,
  *   NewReno, counts only losses of data sent after the reduction): 429s within `holdMs` of a
  *   decrease are the same congestion event, unless the refused request was leased after it.

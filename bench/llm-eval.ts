@@ -73,7 +73,7 @@
  */
 import type { FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
-import { Console, Effect, Fiber, Layer } from "effect"
+import { Console, Data, Effect, Fiber, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -272,6 +272,24 @@ const cacheRun = (which: "first" | "rerun", server: MockLlm.MockLlmServer, cache
     }
   }))
 
+/** One `llm` resource per endpoint (`name`, `baseUrl`, `model`), `capacity` leases each. */
+const chatResources = (
+  endpoints: ReadonlyArray<{ readonly name: string; readonly baseUrl: string; readonly model: string }>,
+  capacity: number
+) =>
+  endpoints.map((e) =>
+    Resource.make("llm", {
+      id: e.name,
+      capacity,
+      options: { baseUrl: e.baseUrl, model: e.model, apiKey: `bench-key-${e.name}` },
+      factory: Chat.chatClientFactory()
+    })
+  )
+
+/** The spam evaluation's `classify` call alone, cached, with the given retry policy. */
+const classifyTask = (retry: Chat.ChatOptions["retry"]) =>
+  Chat.chat<{ readonly prompt: string }>({ name: "classify", temperature: 0, maxTokens: 5, cache: true, retry })
+
 /**
  * The classification calls alone (`--scenario cache`): one `chat` task over the prompts of the
  * sampled emails (read and parsed once, before timing), so the rerun measures what the cache
@@ -281,21 +299,8 @@ const chatOnlyRun = (which: "first" | "rerun", server: MockLlm.MockLlmServer, ca
   Effect.gen(function*() {
     const rows = yield* promptRows
     const before = (yield* server.log).length
-    const resources = server.endpoints.map((e) =>
-      Resource.make("llm", {
-        id: e.name,
-        capacity: 6,
-        options: { baseUrl: e.baseUrl, model: e.model, apiKey: `bench-key-${e.name}` },
-        factory: Chat.chatClientFactory()
-      })
-    )
-    const classify = Chat.chat<{ readonly prompt: string }>({
-      name: "classify",
-      temperature: 0,
-      maxTokens: 5,
-      cache: true,
-      retry: { maxAttempts: 10, base: "200 millis", cap: "5 seconds" }
-    })
+    const resources = chatResources(server.endpoints, 6)
+    const classify = classifyTask({ maxAttempts: 10, base: "200 millis", cap: "5 seconds" })
     const cpu0 = process.cpuUsage()
     const report = yield* Runner.run(Pipeline.make("spam-chat", classify).map(rows)).pipe(
       Effect.provide(Layer.provideMerge(
@@ -388,6 +393,9 @@ const procCpuS = (pid: number): number => {
 
 const ASSAY_BIN = NodePath.join(import.meta.dirname, "..", "bin", "assay")
 
+/** A mock-llm child process that did not print its listening line. */
+class MockStartError extends Data.TaggedError("MockStartError")<{ readonly message: string }> {}
+
 /** Starts `assay mock-llm --profile` for one endpoint in this scope (SIGTERM on close). */
 const mockProcess = (endpoint: Record<string, unknown>, dir: string, tag: string) =>
   Effect.gen(function*() {
@@ -410,11 +418,11 @@ const mockProcess = (endpoint: Record<string, unknown>, dir: string, tag: string
           c.kill("SIGTERM")
         })
     )
-    const listening = yield* Effect.async<{ readonly endpoints: ReadonlyArray<{ name: string; model: string; baseUrl: string }> }, Error>(
+    const listening = yield* Effect.async<{ readonly endpoints: ReadonlyArray<{ name: string; model: string; baseUrl: string }> }, MockStartError>(
       (resume) => {
         const lines = Readline.createInterface({ input: child.stdout! })
-        lines.once("line", (line) => resume(Effect.try({ try: () => JSON.parse(line), catch: (e) => new Error(String(e)) })))
-        child.once("exit", (code) => resume(Effect.fail(new Error(`mock-llm ${name} exited with ${code} before listening`))))
+        lines.once("line", (line) => resume(Effect.try({ try: () => JSON.parse(line), catch: (e) => new MockStartError({ message: String(e) }) })))
+        child.once("exit", (code) => resume(Effect.fail(new MockStartError({ message: `mock-llm ${name} exited with ${code} before listening` }))))
       }
     )
     const ep = listening.endpoints[0]!
@@ -462,21 +470,8 @@ const hiddenEval = (
     ? Effect.gen(function*() {
       // the classification calls alone: one `chat` per pipeline over the prompts made untimed
       const rows = yield* promptRows
-      const resources = mocks.map((m) =>
-        Resource.make("llm", {
-          id: m.name,
-          capacity: 32,
-          options: { baseUrl: m.baseUrl, model: m.model, apiKey: `bench-key-${m.name}` },
-          factory: Chat.chatClientFactory()
-        })
-      )
-      const classify = Chat.chat<{ readonly prompt: string }>({
-        name: "classify",
-        temperature: 0,
-        maxTokens: 5,
-        cache: true,
-        retry: HIDDEN_RETRY
-      })
+      const resources = chatResources(mocks, 32)
+      const classify = classifyTask(HIDDEN_RETRY)
       const program = Effect.gen(function*() {
         const pools = yield* Pool.Pools
         const t0 = Date.now()

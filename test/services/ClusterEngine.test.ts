@@ -184,8 +184,8 @@ describe("ClusterEngine (in process)", () => {
       // the activity has finished once its workflow has (keyed by the store's identity too)
       const storeId = yield* Effect.flatMap(Store, (s) => s.storeId ?? Effect.succeed(undefined))
       yield* Effect.repeat(
-        Effect.flatMap(ClusterEngine.PipelineWorkflow.executionId({ pipelineId: raced.pipelineId, specDigest: raced.specDigest, storeId }), (id) =>
-          ClusterEngine.PipelineWorkflow.poll(id)),
+        Effect.flatMap(ClusterEngine.WindowWorkflow.executionId({ pipelineIds: [raced.pipelineId], specDigests: [raced.specDigest], storeId }), (id) =>
+          ClusterEngine.WindowWorkflow.poll(id)),
         { until: (r) => r !== undefined, schedule: Schedule.spaced("20 millis") }
       )
       assert.isTrue(granted)

@@ -272,6 +272,16 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
   const sameDb = new WeakMap<SqlClient.SqlClient, boolean>()
+  /** The claim row as it was (`prev`), with whether it was stale (not renewed for `ttl`). */
+  const prevColumns = `SELECT seq, run_id, token, task_run_id, attempt, started_at,
+    (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale`
+  /** When a claim is won over an existing row (see the module comment), and what it writes. */
+  const takeOver = `ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
+    started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
+    attempt = EXCLUDED.attempt, heartbeat_at = now()
+    WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
+    OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
+    RETURNING 1`
   return sql.onDialectOrElse({
     pg: (): Claims | undefined => ({
       ttl,
@@ -292,18 +302,11 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
               stale: boolean | null
             }
           >`WITH prev AS (
-              SELECT seq, run_id, token, task_run_id, attempt, started_at,
-                (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale
-              FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
+              ${sql.literal(prevColumns)} FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
             ), up AS (
               INSERT INTO ${sql(TABLE)} AS t (pipeline_id, seq, run_id, started_at, token, task_run_id, attempt, heartbeat_at)
               VALUES (${r.pipelineId}, ${r.seq}, ${r.runId}, ${r.startedAt}, ${r.token}, ${r.taskRunId}, ${r.attempt}, now())
-              ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
-                started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
-                attempt = EXCLUDED.attempt, heartbeat_at = now()
-              WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
-                OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
-              RETURNING 1
+              ${sql.literal(takeOver)}
             )
             SELECT EXISTS (SELECT 1 FROM up) AS won, prev.* FROM (SELECT 1) AS one LEFT JOIN prev ON true`,
           (rows): ClaimResult => ({ won: rows[0]?.won === true, previous: previousOf(rows[0]) })
@@ -315,20 +318,13 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
           sql<PreviousRow & { won: boolean; found: boolean; p_run_id: string | null; p_state: string | null; p_done: number | null }>`WITH p AS (
               SELECT run_id, state, n_tasks_done FROM assay_pipelines WHERE pipeline_id = ${r.pipelineId}
             ), prev AS (
-              SELECT seq, run_id, token, task_run_id, attempt, started_at,
-                (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale
-              FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
+              ${sql.literal(prevColumns)} FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
             ), up AS (
               INSERT INTO ${sql(TABLE)} AS t (pipeline_id, seq, run_id, started_at, token, task_run_id, attempt, heartbeat_at)
               SELECT ${r.pipelineId}::text, ${r.seq}::int, p.run_id, ${r.startedAt}::bigint, ${r.token}::text,
                 ${`${r.pipelineId}:${r.seq}:`}::text || p.run_id || ${`:${r.startedAt}`}::text, ${r.attempt}::int, now()
               FROM p WHERE p.n_tasks_done = ${r.seq}::int AND p.state <> 'succeeded' AND p.state <> 'failed'
-              ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
-                started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
-                attempt = EXCLUDED.attempt, heartbeat_at = now()
-              WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
-                OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
-              RETURNING 1
+              ${sql.literal(takeOver)}
             )
             SELECT EXISTS (SELECT 1 FROM up) AS won, EXISTS (SELECT 1 FROM p) AS found,
               (SELECT run_id FROM p) AS p_run_id, (SELECT state FROM p) AS p_state, (SELECT n_tasks_done FROM p) AS p_done,

@@ -1,7 +1,11 @@
 /**
  * The cluster engine (issue 17 §3): one experiment run by several processes on
- * `@effect/cluster` + `@effect/workflow`. One pipeline is one durable workflow (its
- * idempotency key is the pipeline id within its store: `Store.storeId` and the pipeline id), one task is one activity (`task/<seq>/<name>`).
+ * `@effect/cluster` + `@effect/workflow`. The submitter starts one durable workflow per
+ * window of pipelines ({@link WindowWorkflow}; its idempotency key is the window's pipeline ids
+ * within its store: `Store.storeId`, the first id, the size and a digest of the ids); its one
+ * activity runs the window's pipelines, task by task, each task checkpointed on its own. The
+ * per-pipeline workflow ({@link PipelineWorkflow}: one pipeline, one activity per task
+ * `task/<seq>/<name>`) is still hosted by runners, for executions started before windows.
  *
  * - Runner processes host the workflow ({@link workflowLayer}) over a `WorkflowEngine`
  *   (`@effect/cluster`'s `ClusterWorkflowEngine` on sharding with SQL message storage; see
@@ -60,6 +64,23 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
  * @category workflows
  */
 export const PipelineWorkflow = internal.PipelineWorkflow
+
+/**
+ * The durable workflow of a window of pipelines, what {@link submit} starts (one per
+ * `SubmitOptions.window` pipelines): payload `{ pipelineIds, specDigests, storeId? }` (the
+ * window's ids and their definitions' digests, in order), idempotency key the store's
+ * identity, the window's first id, its size and a digest of its ids; success
+ * `{ verdicts }` (one `"succeeded" | "failed" | "gone"` per pipeline, in order), errors
+ * `StoreUnavailable` and {@link PipelineNotRunnable} (the runner cannot run one of the
+ * window's pipelines: it refuses the window). One activity runs the window's pipelines at once,
+ * each task as {@link PipelineWorkflow}'s activity runs it (L1 read first, the task's claim,
+ * the fence after every lease, first-writer-wins commit): a replayed window runs only the
+ * tasks not committed. Starting the same window twice finds the same execution.
+ *
+ * @since 0.9.0
+ * @category workflows
+ */
+export const WindowWorkflow = internal.WindowWorkflow
 
 /**
  * A runner cannot run a pipeline it was asked to: the spec is not in its catalog, its
@@ -136,7 +157,7 @@ export const catalogStreamLayer = <E, R>(
 export type WorkflowLayerOptions = internal.WorkflowLayerOptions
 
 /**
- * Registers {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a
+ * Registers {@link WindowWorkflow} and {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a
  * process run pipelines. Needs the `Store`, the `Pools` and a {@link SpecCatalog}; the tasks'
  * own requirements are taken from the context the layer is built in. While it lives, the
  * pools' events go to the store's event log and their resources' state to its resource rows,
@@ -222,9 +243,10 @@ export const clientLayer = (
 
 /**
  * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
- * default 256), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
- * `resultEvery` (every how many polls the running pipelines' workflows are asked whether they
- * ended without settling their row, default 5), `admitBatch` (specs admitted together: one
+ * default 256), `window` (pipelines per workflow, default 64, at most `maxAdmitted`: one
+ * {@link WindowWorkflow} per window, admitted once that many pipelines are free), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
+ * `resultEvery` (every how many polls the running windows' workflows are asked whether they
+ * ended without settling their pipelines' rows, default 5), `admitBatch` (specs admitted together: one
  * read of their rows, one group commit; default 64, at most `maxAdmitted`), `startConcurrency`
  * (workflow starts of a batch sent at once, default 16), `noRunnerAfter` (how long no runner may be up
  * before `onWarning` hears of it, default 10 s; needs the cluster's `RunnerStorage`, which

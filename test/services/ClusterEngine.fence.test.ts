@@ -156,4 +156,43 @@ describe("cluster fence: the pool lease", () => {
       Effect.provide(servicesOn(db))
     )
   }, 60_000)
+
+  it.live("round trips: with the store in the claims' database, a task's first read (L1) is its claim's statement, no read of its own", () => {
+    const db = "claim_count"
+    const url = pg.url(db)
+    return Effect.gen(function*() {
+      const { global, sql, store } = yield* migrated(url)
+      const inc = Task.make("inc", (n: number) => Effect.succeed(n + 1))
+      const spec = Pipeline.make("count2", inc, Task.make("twice", (n: number) => Effect.succeed(n * 2))).bind(4)
+      const runId = "run-l1" as RunId
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+      const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const env = yield* makeTaskEnv({ store, pools: global, bus: yield* makeBus, concurrency: 2, claims, storeHere: true })
+      const seen: Array<string> = []
+      assert.strictEqual(yield* runTask(env, spec, 0).pipe(Effect.withTracer(recordingSql(seen))), "done")
+      assert.strictEqual(yield* runTask(env, spec, 1).pipe(Effect.withTracer(recordingSql(seen))), "done")
+      assert.deepStrictEqual(seen.filter((q) => q.startsWith("SELECT * FROM assay_pipelines WHERE pipeline_id")), [], seen.join("\n"))
+      const claimed = seen.filter((q) => q.includes("INSERT INTO \"assay_cluster_inflight\""))
+      assert.strictEqual(claimed.length, 2, seen.join("\n"))
+      for (const q of claimed) assert.match(q, /assay_pipelines/)
+      // the task-run id the claim wrote is the one the task's rows carry
+      const marker = yield* sql<{ task_run_id: string; seq: number }>`SELECT task_run_id, seq FROM assay_cluster_inflight WHERE pipeline_id = ${spec.pipelineId}`
+      const tasks = yield* sql<{ task_run_id: string }>`SELECT task_run_id FROM assay_tasks WHERE pipeline_id = ${spec.pipelineId} AND seq = 1`
+      assert.strictEqual(marker[0]!.seq, 1)
+      assert.strictEqual(marker[0]!.task_run_id, tasks[0]!.task_run_id)
+      // a committed task is reported, not claimed: running it again writes no claim and calls nothing
+      const again = yield* claims.claimRunnable({ pipelineId: spec.pipelineId, seq: 0, token: "other", attempt: 1, startedAt: now })
+      assert.isFalse(again.won)
+      assert.deepStrictEqual(again.pipeline, { runId, state: "succeeded", nTasksDone: 2 })
+      const after = yield* sql<{ token: string | null }>`SELECT token FROM assay_cluster_inflight WHERE pipeline_id = ${spec.pipelineId}`
+      assert.notStrictEqual(after[0]!.token, "other")
+      const missing = yield* claims.claimRunnable({ pipelineId: "no-such", seq: 0, token: "t", attempt: 1, startedAt: now })
+      assert.deepStrictEqual([missing.won, missing.pipeline], [false, null])
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(servicesOn(db))
+    )
+  }, 60_000)
 })

@@ -1,7 +1,6 @@
 /**
  * Issue 17 §3: the cluster engine in one process (`TestRunner`: sharding and message storage
- * in memory) over the memory store: one workflow per pipeline, one activity per task, admission
- * in windows, every pipeline terminal with each checkpoint written once, retries and failures
+ * in memory) over the memory store: one workflow per window of pipelines, admission in windows, every pipeline terminal with each checkpoint written once, retries and failures
  * recorded as the runner records them, control pipelines refused.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -83,6 +82,42 @@ describe("ClusterEngine (in process)", () => {
       assert.strictEqual(again.skipped, 24)
       assert.strictEqual(again.admitted, 0)
       assert.strictEqual(Array.from(calls.values()).reduce((a, b) => a + b, 0), 72)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+
+  it.live("one workflow per window: 10 pipelines in windows of 4 are three workflows (4, 4, 2), each with its pipelines' verdicts in order", () => {
+    const picky = Task.make("picky", (n: number) => n === 5 ? Effect.fail(new FatalError({ message: "five" })) : Effect.succeed(n))
+    const template = Pipeline.make("windowed", picky)
+    const specs = Array.from({ length: 10 }, (_, i) => template.bind(i))
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 8, window: 4, pollInterval: "20 millis" })
+      assert.strictEqual(report.admitted, 10)
+      assert.strictEqual(report.succeeded, 9)
+      assert.strictEqual(report.failed, 1)
+      const storeId = yield* Effect.flatMap(Store, (s) => s.storeId ?? Effect.succeed(undefined))
+      const windowOf = (part: ReadonlyArray<AnySpec>) =>
+        Effect.flatMap(
+          ClusterEngine.WindowWorkflow.executionId({
+            pipelineIds: part.map((s) => s.pipelineId),
+            specDigests: part.map((s) => s.specDigest),
+            storeId
+          }),
+          (id) =>
+            ClusterEngine.WindowWorkflow.poll(id).pipe(
+              Effect.filterOrFail((r) => r !== undefined, () => "not ended yet"),
+              Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 200 })
+            )
+        )
+      const verdicts: Array<string> = []
+      for (const part of [specs.slice(0, 4), specs.slice(4, 8), specs.slice(8)]) {
+        const result = yield* windowOf(part)
+        assert.strictEqual(result?._tag, "Complete")
+        if (result?._tag === "Complete" && result.exit._tag === "Success") verdicts.push(...result.exit.value.verdicts)
+      }
+      assert.deepStrictEqual(verdicts, ["succeeded", "succeeded", "succeeded", "succeeded", "succeeded", "failed", "succeeded", "succeeded", "succeeded", "succeeded"])
+      // no workflow of one pipeline was started
+      const single = yield* ClusterEngine.PipelineWorkflow.executionId({ pipelineId: specs[0]!.pipelineId, specDigest: specs[0]!.specDigest, storeId })
+      assert.isUndefined(yield* ClusterEngine.PipelineWorkflow.poll(single))
     }).pipe(Effect.provide(hostOf(specs)))
   })
 
@@ -184,8 +219,8 @@ describe("ClusterEngine (in process)", () => {
       // the activity has finished once its workflow has (keyed by the store's identity too)
       const storeId = yield* Effect.flatMap(Store, (s) => s.storeId ?? Effect.succeed(undefined))
       yield* Effect.repeat(
-        Effect.flatMap(ClusterEngine.PipelineWorkflow.executionId({ pipelineId: raced.pipelineId, specDigest: raced.specDigest, storeId }), (id) =>
-          ClusterEngine.PipelineWorkflow.poll(id)),
+        Effect.flatMap(ClusterEngine.WindowWorkflow.executionId({ pipelineIds: [raced.pipelineId], specDigests: [raced.specDigest], storeId }), (id) =>
+          ClusterEngine.WindowWorkflow.poll(id)),
         { until: (r) => r !== undefined, schedule: Schedule.spaced("20 millis") }
       )
       assert.isTrue(granted)

@@ -121,6 +121,25 @@ export interface ClaimRequest {
   readonly startedAt: number
 }
 
+/** What {@link Claims.claimRunnable} is asked: a {@link ClaimRequest} without the run (read from the row). */
+export interface RunnableRequest {
+  readonly pipelineId: string
+  readonly seq: number
+  readonly token: string
+  readonly attempt: number
+  /** Epoch ms, the executor's clock (kept for reading only, and in the task-run id). */
+  readonly startedAt: number
+}
+
+/**
+ * What {@link Claims.claimRunnable} found: `pipeline`, the row's run, state and cursor (`null`:
+ * no row); `won` and `previous` as {@link ClaimResult} (`won` is `false` when the task was not
+ * runnable, and then nothing was written).
+ */
+export interface RunnableClaim extends ClaimResult {
+  readonly pipeline: { readonly runId: string; readonly state: string; readonly nTasksDone: number } | null
+}
+
 /** The answer of {@link Claims.claim}: whether the claim was won, and the row it found. */
 export interface ClaimResult {
   readonly won: boolean
@@ -137,6 +156,15 @@ export interface Claims {
   readonly heartbeat: Duration.Duration
   /** Claims a task for an execution (one statement; see the module comment for when it is won). */
   readonly claim: (request: ClaimRequest) => Effect.Effect<ClaimResult, StoreUnavailable>
+  /**
+   * The first read of a task's execution and its claim in one statement, for a store that lives
+   * in this database ({@link Claims.holdsStore}): reads the pipeline's row (its run, state and
+   * cursor: the L1 read) and claims the task as {@link Claims.claim} does, only when the row
+   * says the task is the next one to run (`n_tasks_done = seq`, neither `succeeded` nor
+   * `failed`): a committed task is never claimed. The run and the task-run id are the row's
+   * (`pipelineId:seq:runId:startedAt`, as the executor writes it). See {@link RunnableClaim}.
+   */
+  readonly claimRunnable: (request: RunnableRequest) => Effect.Effect<RunnableClaim, StoreUnavailable>
   /**
    * Renews an execution's claim (and records the attempt it is on): `false` when the row names
    * another execution now (the claim was taken over), `true` otherwise.
@@ -214,12 +242,46 @@ const databaseIdentity = (sql: SqlClient.SqlClient): Effect.Effect<string | unde
     (rows) => rows[0]?.id
   ).pipe(Effect.orElseSucceed(() => undefined))
 
+/** A claim row as the claim statements return it (`prev.*`). */
+interface PreviousRow {
+  readonly seq: number | null
+  readonly run_id: string | null
+  readonly token: string | null
+  readonly task_run_id: string | null
+  readonly attempt: number | null
+  readonly started_at: string | number | null
+  readonly stale: boolean | null
+}
+
+const previousOf = (row: PreviousRow | undefined): Option.Option<Marker> =>
+  row === undefined || row.seq === null
+    ? Option.none<Marker>()
+    : Option.some<Marker>({
+      seq: Number(row.seq),
+      runId: row.run_id ?? "",
+      token: row.token ?? undefined,
+      taskRunId: row.task_run_id ?? undefined,
+      attempt: Number(row.attempt ?? 0),
+      startedAt: Number(row.started_at ?? 0),
+      stale: row.stale === true
+    })
+
 /** The claims over a Postgres client (`undefined` on another dialect). */
 export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Claims | undefined => {
   const ttl = Duration.decode(options.ttl ?? Duration.seconds(35))
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
   const sameDb = new WeakMap<SqlClient.SqlClient, boolean>()
+  /** The claim row as it was (`prev`), with whether it was stale (not renewed for `ttl`). */
+  const prevColumns = `SELECT seq, run_id, token, task_run_id, attempt, started_at,
+    (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale`
+  /** When a claim is won over an existing row (see the module comment), and what it writes. */
+  const takeOver = `ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
+    started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
+    attempt = EXCLUDED.attempt, heartbeat_at = now()
+    WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
+    OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
+    RETURNING 1`
   return sql.onDialectOrElse({
     pg: (): Claims | undefined => ({
       ttl,
@@ -240,34 +302,42 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
               stale: boolean | null
             }
           >`WITH prev AS (
-              SELECT seq, run_id, token, task_run_id, attempt, started_at,
-                (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale
-              FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
+              ${sql.literal(prevColumns)} FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
             ), up AS (
               INSERT INTO ${sql(TABLE)} AS t (pipeline_id, seq, run_id, started_at, token, task_run_id, attempt, heartbeat_at)
               VALUES (${r.pipelineId}, ${r.seq}, ${r.runId}, ${r.startedAt}, ${r.token}, ${r.taskRunId}, ${r.attempt}, now())
-              ON CONFLICT (pipeline_id) DO UPDATE SET seq = EXCLUDED.seq, run_id = EXCLUDED.run_id,
-                started_at = EXCLUDED.started_at, token = EXCLUDED.token, task_run_id = EXCLUDED.task_run_id,
-                attempt = EXCLUDED.attempt, heartbeat_at = now()
-              WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.run_id <> EXCLUDED.run_id OR t.seq < EXCLUDED.seq
-                OR t.heartbeat_at IS NULL OR t.heartbeat_at < now() - ${ttlMs} * interval '1 millisecond'
-              RETURNING 1
+              ${sql.literal(takeOver)}
             )
             SELECT EXISTS (SELECT 1 FROM up) AS won, prev.* FROM (SELECT 1) AS one LEFT JOIN prev ON true`,
-          (rows): ClaimResult => {
+          (rows): ClaimResult => ({ won: rows[0]?.won === true, previous: previousOf(rows[0]) })
+        ).pipe(Effect.mapError(unavailable("write"))),
+      claimRunnable: (r) =>
+        Effect.map(
+          // as `claim`, the insert's rows coming from the pipeline row only when the task is the
+          // next one to run (so a committed task is never claimed)
+          sql<PreviousRow & { won: boolean; found: boolean; p_run_id: string | null; p_state: string | null; p_done: number | null }>`WITH p AS (
+              SELECT run_id, state, n_tasks_done FROM assay_pipelines WHERE pipeline_id = ${r.pipelineId}
+            ), prev AS (
+              ${sql.literal(prevColumns)} FROM ${sql(TABLE)} WHERE pipeline_id = ${r.pipelineId} FOR UPDATE
+            ), up AS (
+              INSERT INTO ${sql(TABLE)} AS t (pipeline_id, seq, run_id, started_at, token, task_run_id, attempt, heartbeat_at)
+              SELECT ${r.pipelineId}::text, ${r.seq}::int, p.run_id, ${r.startedAt}::bigint, ${r.token}::text,
+                ${`${r.pipelineId}:${r.seq}:`}::text || p.run_id || ${`:${r.startedAt}`}::text, ${r.attempt}::int, now()
+              FROM p WHERE p.n_tasks_done = ${r.seq}::int AND p.state <> 'succeeded' AND p.state <> 'failed'
+              ${sql.literal(takeOver)}
+            )
+            SELECT EXISTS (SELECT 1 FROM up) AS won, EXISTS (SELECT 1 FROM p) AS found,
+              (SELECT run_id FROM p) AS p_run_id, (SELECT state FROM p) AS p_state, (SELECT n_tasks_done FROM p) AS p_done,
+              prev.* FROM (SELECT 1) AS one LEFT JOIN prev ON true`,
+          (rows): RunnableClaim => {
             const row = rows[0]
-            const previous = row === undefined || row.seq === null
-              ? Option.none<Marker>()
-              : Option.some<Marker>({
-                seq: Number(row.seq),
-                runId: row.run_id ?? "",
-                token: row.token ?? undefined,
-                taskRunId: row.task_run_id ?? undefined,
-                attempt: Number(row.attempt ?? 0),
-                startedAt: Number(row.started_at ?? 0),
-                stale: row.stale === true
-              })
-            return { won: row?.won === true, previous }
+            return {
+              won: row?.won === true,
+              previous: previousOf(row),
+              pipeline: row?.found === true
+                ? { runId: String(row.p_run_id), state: String(row.p_state), nTasksDone: Number(row.p_done) }
+                : null
+            }
           }
         ).pipe(Effect.mapError(unavailable("write"))),
       renew: (pipelineId, token, attempt) =>

@@ -1,14 +1,15 @@
 /**
- * The cluster engine's submitter: registers a run, admits pipelines in windows (at most
- * `maxAdmitted` running at once: L7, v3 cluster has no cap on resident entities) by writing
- * their rows and starting their workflows (`discard: true`: the submitter never hosts them),
- * and follows their rows in the store until all are terminal.
+ * The cluster engine's submitter: registers a run, admits pipelines (at most `maxAdmitted`
+ * running at once: L7, v3 cluster has no cap on resident entities) by writing their rows and
+ * starting one workflow per window of `window` pipelines (`WindowWorkflow`, `discard: true`:
+ * the submitter never hosts them), and follows their rows in the store until all are terminal.
  *
  * Interrupting it (Ctrl-C) stops admission at once: the run is closed `interrupted`; the
  * workflows already started go on on the runners; pipelines not admitted have no row (or
- * keep theirs), so submitting again admits them, and re-starting an admitted pipeline's
- * workflow finds the same execution (the idempotency key is the store's identity and the
- * pipeline id: `workflowKey`).
+ * keep theirs), so submitting again admits them, and re-starting a window of the same
+ * pipelines finds the same execution (the idempotency key is the store's identity and the
+ * window's ids: `windowKey`); a window of other pipelines runs its tasks through the same
+ * task claims, so a pipeline in two live windows still runs each task once.
  *
  * @internal
  */
@@ -31,7 +32,7 @@ import * as CallCache from "../../CallCache.js"
 import { Store } from "../../Store.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
-import { type PipelineNotRunnable, type PipelineOutcome, PipelineWorkflow } from "./workflow.js"
+import { type PipelineNotRunnable, type WindowOutcome, WindowWorkflow } from "./workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -52,6 +53,8 @@ export interface SubmitWarning {
  * Options of {@link submit}.
  *
  * - `maxAdmitted`: pipelines running at once across the cluster (default 256);
+ * - `window`: pipelines per workflow (default 64, at most `maxAdmitted`): a window is admitted
+ *   once that many pipelines of the `maxAdmitted` are free (or the last pipelines, fewer);
  * - `pollInterval`: how often the rows of running pipelines are read (default 500 ms);
  * - `resultEvery`: every how many polls the workflows of running pipelines are asked for a
  *   result (default 5): a workflow that ended without settling its row (a runner refused it,
@@ -69,6 +72,7 @@ export interface SubmitWarning {
  */
 export interface SubmitOptions {
   readonly maxAdmitted?: number | undefined
+  readonly window?: number | undefined
   readonly pollInterval?: Duration.DurationInput | undefined
   readonly resultEvery?: number | undefined
   readonly noRunnerAfter?: Duration.DurationInput | undefined
@@ -145,29 +149,29 @@ export const refusedError = (refused: number, causes: ReadonlyArray<string>): Co
   return new ConfigError({ message, issues: [{ path: "--config", message: "the runners host another experiment" }] })
 }
 
-/** The workflow's address in the cluster (what `MessageStorage.clearAddress` takes). */
+/** A window workflow's address in the cluster (what `MessageStorage.clearAddress` takes). */
 const workflowAddress = (sharding: Sharding.Sharding["Type"], executionId: string) => {
   const entityId = EntityId.make(executionId)
-  const group = Context.get(PipelineWorkflow.annotations, ClusterSchema.ShardGroup)(entityId)
+  const group = Context.get(WindowWorkflow.annotations, ClusterSchema.ShardGroup)(entityId)
   return new EntityAddress.EntityAddress({
-    entityType: EntityType.EntityType.make(`Workflow/${PipelineWorkflow.name}`),
+    entityType: EntityType.EntityType.make(`Workflow/${WindowWorkflow.name}`),
     entityId,
     shardId: sharding.getShardId(entityId, group)
   })
 }
 
-/** A workflow that ended: its verdict, or why it ended without one. */
+/** A window workflow that ended: its pipelines' verdicts, or why it ended without them. */
 type Ended =
-  | { readonly _tag: "Verdict"; readonly verdict: "succeeded" | "failed" | "gone" }
+  | { readonly _tag: "Verdict"; readonly verdicts: ReadonlyArray<"succeeded" | "failed" | "gone"> }
   | { readonly _tag: "Refused"; readonly message: string }
   | { readonly _tag: "Broken"; readonly message: string }
 
 const endedOf = (
-  result: Workflow.Result<typeof PipelineOutcome.Type, StoreUnavailable | PipelineNotRunnable> | undefined
+  result: Workflow.Result<typeof WindowOutcome.Type, StoreUnavailable | PipelineNotRunnable> | undefined
 ): Ended | undefined => {
   if (result === undefined || result._tag !== "Complete") return undefined
   const exit = result.exit
-  if (Exit.isSuccess(exit)) return { _tag: "Verdict", verdict: exit.value.verdict }
+  if (Exit.isSuccess(exit)) return { _tag: "Verdict", verdicts: exit.value.verdicts }
   const failure = Cause.failureOption(exit.cause)
   if (Option.isSome(failure) && failure.value._tag === "PipelineNotRunnable") {
     return { _tag: "Refused", message: failure.value.message }
@@ -208,9 +212,10 @@ export const submit = <SE, SR>(
   Effect.gen(function*() {
     const store = yield* Store
     const maxAdmitted = Math.max(1, options.maxAdmitted ?? 256)
+    const windowSize = Math.max(1, Math.min(maxAdmitted, options.window ?? 64))
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
     const resultEvery = Math.max(1, options.resultEvery ?? 5)
-    const admitBatchSize = Math.max(1, Math.min(maxAdmitted, options.admitBatch ?? 64))
+    const admitBatchSize = Math.max(1, Math.min(maxAdmitted, options.admitBatch ?? Math.max(64, windowSize)))
     const startConcurrency = Math.max(1, options.startConcurrency ?? 16)
     const noRunnerAfter = Duration.toMillis(Duration.decode(options.noRunnerAfter ?? Duration.seconds(10)))
     const runnerStorage = yield* Effect.serviceOption(RunnerStorage.RunnerStorage)
@@ -266,31 +271,58 @@ export const submit = <SE, SR>(
     // the workflows are keyed by this store's identity too (`workflowKey`): a fresh store on the
     // same cluster database runs its pipelines, it is not answered from another store's replies
     const storeId = store.storeId === undefined ? undefined : yield* store.storeId
-    const executionOf = (id: PipelineId, specDigest: string) =>
-      PipelineWorkflow.executionId({ pipelineId: id, specDigest, storeId })
-    const specDigests = new Map<PipelineId, string>()
+    const payloadOf = (specs: ReadonlyArray<AnySpec>) => ({
+      pipelineIds: specs.map((spec) => spec.pipelineId),
+      specDigests: specs.map((spec) => spec.specDigest),
+      storeId
+    })
+    /** A started window: its execution id and its pipelines, in order. */
+    interface Window {
+      readonly executionId: string
+      readonly ids: ReadonlyArray<PipelineId>
+    }
+    /** The windows with a pipeline still running. */
+    const windows = new Set<Window>()
 
-    /** Asks the workflow of a running pipeline whether it ended without settling its row. */
-    const checkResult = (id: PipelineId) =>
+    /**
+     * Asks a window's workflow whether it ended, and settles its pipelines still running: a
+     * pipeline whose row is not terminal when its window ended (a runner refused the window, or
+     * the store stayed away past the activity's retry budget) is counted from the workflow's
+     * verdict, or failed with its cause.
+     */
+    const checkWindow = (w: Window) =>
       Effect.gen(function*() {
-        const ended = endedOf(yield* ridingOut(PipelineWorkflow.poll(yield* executionOf(id, specDigests.get(id) ?? ""))))
+        const ended = endedOf(yield* ridingOut(WindowWorkflow.poll(w.executionId)))
         if (ended === undefined) return
-        // the row is read again: a verdict is written to the row before the workflow ends
-        const row = yield* store.getPipeline(id)
-        const state = Option.isSome(row) ? row.value.state : undefined
-        if (state === "succeeded" || state === "failed") return
-        running.delete(id)
-        if (ended._tag === "Refused") {
-          counts.refused++
-          if (refusals.length < 20) refusals.push(ended.message)
-        }
-        if (ended._tag === "Verdict" && ended.verdict === "succeeded") {
-          counts.succeeded++
-          return
-        }
-        counts.failed++
-        if (causes.length < 20) {
-          causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${ended.verdict}" without settling the row` : ended.message}`)
+        windows.delete(w)
+        const live = w.ids.filter((id) => running.has(id))
+        if (live.length === 0) return
+        // the rows are read again: a verdict is written to the row before the workflow ends
+        const rows = yield* store.getPipelines(live)
+        for (const id of live) {
+          running.delete(id)
+          const state = rows.get(id)?.state
+          if (state === "succeeded") {
+            counts.succeeded++
+            continue
+          }
+          if (state === "failed") {
+            counts.failed++
+            continue
+          }
+          if (ended._tag === "Refused") {
+            counts.refused++
+            if (refusals.length < 20) refusals.push(ended.message)
+          }
+          const verdict = ended._tag === "Verdict" ? ended.verdicts[w.ids.indexOf(id)] : undefined
+          if (verdict === "succeeded") {
+            counts.succeeded++
+            continue
+          }
+          counts.failed++
+          if (causes.length < 20) {
+            causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${verdict}" without settling the row` : ended.message}`)
+          }
         }
       })
 
@@ -326,9 +358,11 @@ export const submit = <SE, SR>(
           running.delete(id)
           if (state === "succeeded") counts.succeeded++
           else counts.failed++
-        } else if (askResults) {
-          yield* checkResult(id)
         }
+      }
+      for (const w of Array.from(windows)) {
+        if (!w.ids.some((id) => running.has(id))) windows.delete(w)
+        else if (askResults) yield* checkWindow(w)
       }
       if (running.size > 0) yield* checkRunners
       yield* store.heartbeat(runId, yield* Clock.currentTimeMillis)
@@ -342,41 +376,41 @@ export const submit = <SE, SR>(
       })
 
     /**
-     * Clears a workflow that already ended, so starting it again runs it again. A workflow
-     * settles its row `failed` just before it ends: for such a row whose workflow has a run
-     * request but no reply yet, the reply is awaited (polling every `pollInterval`), else the new start
-     * would join the ending execution and never run the pipeline again.
+     * Clears a window workflow that already ended, so starting it again runs it again. A
+     * workflow settles its rows `failed` before it ends: when a row of the window is `failed`
+     * (`anyFailed`) and the window's workflow has a run request but no reply yet, the reply is
+     * awaited (polling every `pollInterval`), else the new start would join the ending execution
+     * and never run the pipeline again.
      */
-    const clearEnded = (spec: AnySpec, state: string) =>
+    const clearEnded = (executionId: string, first: PipelineId, anyFailed: boolean) =>
       Effect.gen(function*() {
         if (Option.isNone(sharding) || Option.isNone(messages)) return
-        const executionId = yield* executionOf(spec.pipelineId, spec.specDigest)
         const address = workflowAddress(sharding.value, executionId)
-        let result = yield* ridingOut(PipelineWorkflow.poll(executionId))
-        while (state === "failed" && result === undefined) {
-          // no run request stored: the row was settled by another engine (no workflow to wait for)
+        let result = yield* ridingOut(WindowWorkflow.poll(executionId))
+        while (anyFailed && result === undefined) {
+          // no run request stored: the rows were settled by another engine or workflow (nothing to wait for)
           const request = yield* ridingOut(messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" })).pipe(
             Effect.mapError((e) =>
-              new StoreUnavailable({ message: `cannot read the workflow of ${spec.pipelineId}: ${messageOf(e)}` })
+              new StoreUnavailable({ message: `cannot read the workflow of the window of ${first}: ${messageOf(e)}` })
             )
           )
           if (Option.isNone(request)) return
           yield* Effect.sleep(poll)
           yield* checkRunners
-          result = yield* ridingOut(PipelineWorkflow.poll(executionId))
+          result = yield* ridingOut(WindowWorkflow.poll(executionId))
         }
         if (result === undefined || result._tag !== "Complete") return
         yield* ridingOut(messages.value.clearAddress(address)).pipe(
           Effect.mapError((e) =>
-            new StoreUnavailable({ message: `cannot clear the ended workflow of ${spec.pipelineId}: ${messageOf(e)}` })
+            new StoreUnavailable({ message: `cannot clear the ended workflow of the window of ${first}: ${messageOf(e)}` })
           )
         )
       })
 
     /**
-     * Admits a batch of specs in the source's order: one read of their rows, then, as the
-     * window has room, their rows written in one group commit and their workflows started
-     * `startConcurrency` at a time. One by one, each admission waited for its own round trips
+     * Admits a batch of specs in the source's order: one read of their rows, then, once a
+     * window's worth of the `maxAdmitted` is free, their rows written in one group commit and
+     * one workflow started per window of `window` pipelines, `startConcurrency` at a time. One by one, each admission waited for its own round trips
      * (the row read, the admission's commit, the workflow's request and the runner's notice),
      * and that serial latency, not the window, bounded how many pipelines ran at once.
      * A control pipeline is refused before anything is written for it (the ones before it in
@@ -396,16 +430,29 @@ export const submit = <SE, SR>(
           return false
         })
         while (pending.length > 0) {
-          yield* waitBelow(maxAdmitted - 1)
+          // a full window (or the last pipelines) at a time: windows of one or two pipelines,
+          // admitted as single pipelines finish, would pay the engine's messages per pipeline
+          yield* waitBelow(maxAdmitted - Math.min(windowSize, pending.length))
           if (counts.refused > 0) return
-          const group = pending.slice(0, maxAdmitted - running.size)
+          const room = maxAdmitted - running.size
+          const take = Math.min(pending.length, room >= windowSize ? room - (room % windowSize) : room)
+          const group = pending.slice(0, take)
           pending = pending.slice(group.length)
+          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []
+          for (let i = 0; i < group.length; i += windowSize) {
+            const specs = group.slice(i, i + windowSize)
+            const executionId = yield* WindowWorkflow.executionId(payloadOf(specs))
+            const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
+            if (rowsOf.some((row) => row !== undefined)) {
+              yield* clearEnded(executionId, specs[0]!.pipelineId, rowsOf.some((row) => row?.state === "failed"))
+            }
+            started.push({ specs, executionId })
+          }
           const now = yield* Clock.currentTimeMillis
           const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
           const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
           for (const spec of group) {
             const row = stored.get(spec.pipelineId)
-            if (row !== undefined) yield* clearEnded(spec, row.state)
             // a running row is followed as it is: its workflow may be committing tasks right
             // now, and writing the row again would put back the cursor read above
             if (row?.state === "running") continue
@@ -414,17 +461,16 @@ export const submit = <SE, SR>(
           }
           yield* store.admit(rows, seeds)
           yield* Effect.forEach(
-            group,
-            (spec) =>
-              ridingOut(
-                PipelineWorkflow.execute({ pipelineId: spec.pipelineId, specDigest: spec.specDigest, storeId }, { discard: true })
-              ),
+            started,
+            ({ specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs), { discard: true })),
             { concurrency: startConcurrency, discard: true }
           )
-          for (const spec of group) {
-            specDigests.set(spec.pipelineId, spec.specDigest)
-            running.add(spec.pipelineId)
-            counts.admitted++
+          for (const { executionId, specs } of started) {
+            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
+            for (const spec of specs) {
+              running.add(spec.pipelineId)
+              counts.admitted++
+            }
           }
         }
         if (control !== -1) return yield* refuseControl(batch[control]!)!

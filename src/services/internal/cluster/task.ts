@@ -55,7 +55,7 @@ import type { AttemptShared } from "../runner/attemptContext.js"
 import { type CacheEnv, succeededAs } from "../runner/cache.js"
 import type * as Pricing from "../../../domain/Pricing.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
-import type { Claims } from "./inflight.js"
+import type { Claims, Marker } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -407,15 +407,7 @@ const acquireClaim = (
       const now = env.clock.unsafeCurrentTimeMillis()
       const result = yield* claims.claim({ pipelineId, seq, runId, token: claim.token, taskRunId, attempt: claim.attempt, startedAt: now })
       if (result.won) {
-        claim.held = true
-        const p = result.previous
-        // an earlier execution of this task under this run started and never committed: it was
-        // cut short (or is frozen past the TTL); record it as the embedded engine's resume does
-        if (Option.isSome(p) && p.value.seq === seq && p.value.runId === runId && p.value.token !== claim.token) {
-          yield* env.store.recordAttempt(
-            Rows.abandonedAttempt(pipelineId, runId, taskName, seq, now, 0, abandonedMessage, p.value.attempt, p.value.taskRunId)
-          )
-        }
+        yield* claimWon(env, pipelineId, seq, taskName, runId, now, claim, result.previous)
         return undefined
       }
       claim.held = false
@@ -425,6 +417,78 @@ const acquireClaim = (
       const verdict = committed(row.value, seq)
       if (verdict !== undefined) return verdict
     }
+  })
+
+/**
+ * A claim won: held from now on; an earlier execution of this task under this run that
+ * started and never committed (cut short, or frozen past the TTL: the claim taken over from it)
+ * is recorded as an abandoned attempt, as the embedded engine's resume does.
+ */
+const claimWon = (
+  env: TaskEnv,
+  pipelineId: PipelineId,
+  seq: number,
+  taskName: string,
+  runId: RunId,
+  now: number,
+  claim: ClaimState,
+  previous: Option.Option<Marker>
+): Effect.Effect<void, StoreUnavailable> =>
+  Effect.suspend(() => {
+    claim.held = true
+    const p = previous
+    if (Option.isSome(p) && p.value.seq === seq && p.value.runId === runId && p.value.token !== claim.token) {
+      return env.store.recordAttempt(
+        Rows.abandonedAttempt(pipelineId, runId, taskName, seq, now, 0, abandonedMessage, p.value.attempt, p.value.taskRunId)
+      )
+    }
+    return Effect.void
+  })
+
+/**
+ * The start of a task's execution when the store lives in the claims' database
+ * (`env.storeHere`): the L1 read and the claim are one statement (`Claims.claimRunnable`: the
+ * task is claimed only when the row says it is the next one to run). Answers the run and the
+ * input when this execution holds the claim, or the verdict to return (committed meanwhile,
+ * gone, or another execution's checkpoint waited for).
+ */
+const startClaimed = (
+  env: TaskEnv,
+  claims: Claims,
+  spec: AnySpec,
+  seq: number,
+  taskName: string,
+  claim: ClaimState
+): Effect.Effect<
+  { readonly verdict: TaskVerdict } | { readonly runId: RunId; readonly taskStarted: number; readonly input: unknown },
+  StoreUnavailable
+> =>
+  Effect.gen(function*() {
+    const pipelineId = spec.pipelineId
+    const taskStarted = env.clock.unsafeCurrentTimeMillis()
+    const first = yield* claims.claimRunnable({ pipelineId, seq, token: claim.token, attempt: claim.attempt, startedAt: taskStarted })
+    if (first.pipeline === null) return { verdict: "gone" as const }
+    const row = { state: first.pipeline.state as PipelineRecord["state"], nTasksDone: first.pipeline.nTasksDone }
+    // L1: a committed checkpoint is never run again (and was not claimed)
+    const done = committed(row, seq)
+    if (done !== undefined) return { verdict: done }
+    if (row.nTasksDone < seq) return { verdict: "gone" as const }
+    const runId = first.pipeline.runId as RunId
+    if (first.won) {
+      yield* claimWon(env, pipelineId, seq, taskName, runId, taskStarted, claim, first.previous)
+    } else {
+      const other = yield* acquireClaim(env, claims, spec, seq, taskName, runId, `${pipelineId}:${seq}:${runId}:${taskStarted}`, claim)
+      if (other !== undefined) return { verdict: other }
+    }
+    const input = yield* inputOf(env, spec, seq)
+    if (Option.isNone(input)) {
+      // no input to run from (the previous task's artifact is missing): nothing to run; the
+      // claim is given up so that no other execution waits for it
+      yield* Effect.ignore(claims.release(pipelineId, claim.token))
+      claim.held = false
+      return { verdict: "gone" as const }
+    }
+    return { runId, taskStarted, input: input.value }
   })
 
 const runTaskOnce = (
@@ -439,16 +503,33 @@ const runTaskOnce = (
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     const task = tasks[seq]
     if (task === undefined) return "gone" as const
-    // L1: a committed checkpoint is never run again
-    const row = yield* store.getPipeline(pipelineId)
-    if (Option.isNone(row)) return "gone" as const
-    const done = committed(row.value, seq)
-    if (done !== undefined) return done
-    if (row.value.nTasksDone < seq) return "gone" as const
-    const input = yield* inputOf(env, spec, seq)
-    if (Option.isNone(input)) return "gone" as const
-    const runId = row.value.runId as RunId
-    let taskStarted = clock.unsafeCurrentTimeMillis()
+    let runId: RunId
+    let taskStarted: number
+    let input: unknown
+    if (claims !== undefined && env.storeHere) {
+      // the L1 read and the claim in one statement
+      const started = yield* startClaimed(env, claims, spec, seq, task.name, claim)
+      if ("verdict" in started) return started.verdict
+      runId = started.runId
+      taskStarted = started.taskStarted
+      input = started.input
+    } else {
+      // L1: a committed checkpoint is never run again
+      const row = yield* store.getPipeline(pipelineId)
+      if (Option.isNone(row)) return "gone" as const
+      const done = committed(row.value, seq)
+      if (done !== undefined) return done
+      if (row.value.nTasksDone < seq) return "gone" as const
+      const loaded = yield* inputOf(env, spec, seq)
+      if (Option.isNone(loaded)) return "gone" as const
+      runId = row.value.runId as RunId
+      taskStarted = clock.unsafeCurrentTimeMillis()
+      input = loaded.value
+      if (claims !== undefined) {
+        const other = yield* acquireClaim(env, claims, spec, seq, task.name, runId, `${pipelineId}:${seq}:${runId}:${taskStarted}`, claim)
+        if (other !== undefined) return other
+      }
+    }
     const current: Rows.TaskRun = {
       pipelineId,
       runId,
@@ -457,8 +538,6 @@ const runTaskOnce = (
       seq
     }
     if (claims !== undefined) {
-      const other = yield* acquireClaim(env, claims, spec, seq, task.name, runId, current.taskRunId, claim)
-      if (other !== undefined) return other
       // the claim is renewed while the execution runs (a renewal that cannot reach the
       // database is skipped: the claim goes stale only after `ttl` without one)
       yield* Effect.forkScoped(
@@ -532,7 +611,7 @@ const runTaskOnce = (
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(
-          runAttempt(penv, spec, task, seq, attempt, input.value, holder, attempt === 1 ? undefined : taskStarted),
+          runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted),
           Effect.sync(() => slots.release(holder))
         )
         // L4: another executor committed this task while the attempt waited for its lease

@@ -25,6 +25,7 @@ import type { RunId } from "../../../domain/Ids.js"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
+import { digest } from "../../../domain/Json.js"
 import { Bus, make as makeBus } from "../../Bus.js"
 import { Pools } from "../../Pool.js"
 import type { PoolsService } from "../../Pools.js"
@@ -87,6 +88,54 @@ export const PipelineWorkflow = Workflow.make({
 })
 
 const TaskVerdictSchema = Schema.Literal("done", "failed", "gone")
+
+/**
+ * A window's workflow identity: the admitting store's identity (`Store.storeId`, none for a
+ * store without one), the window's first pipeline id, its size and a digest of its ids in
+ * order. The same window submitted again (a resume, a re-submission) finds the same execution;
+ * a window of other pipelines, or of the same pipelines in another grouping, is another one.
+ *
+ * @internal
+ */
+export const windowKey = (
+  { pipelineIds, storeId }: { readonly pipelineIds: ReadonlyArray<string>; readonly storeId?: string | undefined }
+): string => {
+  const own = `${pipelineIds[0] ?? ""}+${pipelineIds.length}/${digest(pipelineIds.join("\n")).slice(0, 16)}`
+  return storeId === undefined ? own : `${storeId}/${own}`
+}
+
+/**
+ * What one pipeline of a window came to: the verdict of its workflow-of-one counterpart
+ * (`succeeded`, `failed`, `gone`), in the window's order.
+ *
+ * @internal
+ */
+export const WindowOutcome = Schema.Struct({ verdicts: Schema.Array(Schema.Literal("succeeded", "failed", "gone")) })
+
+/**
+ * The workflow of a window of pipelines (what the submitter starts: one per window of
+ * `SubmitOptions.window` pipelines, not one per pipeline). Payload: the window's pipeline ids
+ * and their definitions' digests (same order) and the admitting store's identity;
+ * idempotency key {@link windowKey}. Its one activity (`window`) runs the window's pipelines
+ * at once, each task through the same execution as a pipeline workflow's activity (`task.ts`:
+ * L1 read first, the task's claim, the fence after every lease, first-writer-wins commit), so
+ * a replayed window (its runner was killed, its shard moved) runs again only the tasks not
+ * committed, and a task committed by any executor is never run again. The engine's messages
+ * are per window (one run request, one activity, their replies), not per task.
+ *
+ * @internal
+ */
+export const WindowWorkflow = Workflow.make({
+  name: "assay/Window",
+  payload: {
+    pipelineIds: Schema.Array(Schema.String),
+    specDigests: Schema.Array(Schema.String),
+    storeId: Schema.optional(Schema.String)
+  },
+  success: WindowOutcome,
+  error: Schema.Union(StoreUnavailable, PipelineNotRunnable),
+  idempotencyKey: windowKey
+})
 
 /**
  * Where a runner process finds the spec of a pipeline id: built from the experiment it
@@ -196,8 +245,16 @@ const persistResources = (store: StoreService, pools: PoolsService, runId: RunId
     yield* store.flush
   }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not record pool resources: ${e.message}`)))
 
-const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
-({ pipelineId, specDigest, storeId }: { readonly pipelineId: string; readonly specDigest: string; readonly storeId?: string | undefined }) =>
+/**
+ * The spec of a pipeline this runner is asked to run, or why it cannot: the store the
+ * submitter admitted it to is another than this runner's, the runner's experiment has no such
+ * pipeline, or its definition differs from the submitted one.
+ */
+const runnable = (
+  catalog: SpecCatalogService,
+  ownStore: string | undefined,
+  { pipelineId, specDigest, storeId }: { readonly pipelineId: string; readonly specDigest: string; readonly storeId?: string | undefined }
+): Effect.Effect<AnySpec, StoreUnavailable | PipelineNotRunnable> =>
   Effect.gen(function*() {
     // the reply is this store's: a runner that writes another store than the submitter's
     // refuses the pipeline (it would run it into the wrong store)
@@ -222,6 +279,54 @@ const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | unde
         message: `pipeline ${pipelineId}: the runner's definition (${spec.specDigest}) differs from the submitted one (${specDigest})`
       })
     }
+    return spec
+  })
+
+/**
+ * Runs one pipeline's tasks in order inside a window's activity, each through `runTask` (the
+ * same execution a pipeline workflow's per-task activity runs), to its verdict.
+ */
+const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
+  Effect.gen(function*() {
+    const n = (spec.template.tasks as ReadonlyArray<Task.Any>).length
+    for (let seq = 0; seq < n; seq++) {
+      const verdict = yield* runTask(env, spec, seq)
+      if (verdict === "failed") return "failed" as const
+      if (verdict === "gone") return "gone" as const
+    }
+    return "succeeded" as const
+  })
+
+const windowBody = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
+({ pipelineIds, specDigests, storeId }: {
+  readonly pipelineIds: ReadonlyArray<string>
+  readonly specDigests: ReadonlyArray<string>
+  readonly storeId?: string | undefined
+}) =>
+  Effect.gen(function*() {
+    // every pipeline of the window is checked before any runs: a runner that cannot run one
+    // of them (another experiment, store or definition) refuses the window
+    const specs = yield* Effect.forEach(
+      pipelineIds,
+      (pipelineId, i) => runnable(catalog, ownStore, { pipelineId, specDigest: specDigests[i] ?? "", storeId })
+    )
+    const activity = Activity.make({
+      name: "window",
+      success: WindowOutcome,
+      error: StoreUnavailable,
+      execute: Effect.map(
+        Effect.forEach(specs, (spec) => runPipeline(env, spec), { concurrency: "unbounded" }),
+        (verdicts) => ({ verdicts })
+      )
+    })
+    // L5 for the engine's own calls (see `body`)
+    return yield* Infra.ridingOut(activity)
+  })
+
+const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
+({ pipelineId, specDigest, storeId }: { readonly pipelineId: string; readonly specDigest: string; readonly storeId?: string | undefined }) =>
+  Effect.gen(function*() {
+    const spec = yield* runnable(catalog, ownStore, { pipelineId, specDigest, storeId })
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     for (let seq = 0; seq < tasks.length; seq++) {
       const activity = Activity.make({
@@ -311,6 +416,13 @@ export const workflowLayer = (
     const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
     yield* Effect.addFinalizer(() => persist)
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
-    const run = body(env, yield* SpecCatalog, ownStore)
-    return PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context))
+    const catalog = yield* SpecCatalog
+    const run = body(env, catalog, ownStore)
+    const runWindow = windowBody(env, catalog, ownStore)
+    // the submitter starts windows; pipeline workflows stay hosted for executions started
+    // before windows (a re-submission joins them)
+    return Layer.merge(
+      PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context)),
+      WindowWorkflow.toLayer((payload) => Effect.provide(runWindow(payload), context))
+    )
   }))

@@ -32,10 +32,6 @@ import * as TraversalText from "./traversalText.js"
 import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, leaseIdsJson, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams, toPipeline } from "./rows.js"
 
-/** Bytes as a Buffer for better-sqlite3 (no copy). */
-export const toBuffer = (u: Uint8Array | null): Buffer | null =>
-  u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
-
 /** A BLOB column as bytes (no copy), or `null`. */
 export const toBytes = (u: unknown): Uint8Array | null =>
   u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null

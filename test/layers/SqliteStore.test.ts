@@ -528,6 +528,30 @@ describe("SqliteStore (SQLite only)", () => {
     }))
   })
 
+  it.effect("payloads that are views into a larger buffer are stored as their own bytes, a big one among small ones in one commit", () => {
+    const file = tempStorePath()
+    return Effect.scoped(Effect.gen(function*() {
+      const store = yield* open({ filename: file })
+      // one buffer, three Uint8Array views at offsets (not Buffers): the writer binds them as
+      // they are; the big one (≥ 256 KiB) goes in a statement of its own, between the others
+      const whole = new Uint8Array(300_000).map((_, i) => (i * 7) % 251)
+      const view = (from: number, length: number) => new Uint8Array(whole.buffer, from, length)
+      const payloads = { v1: view(7, 5), v2: view(16, 256 * 1024 + 5), v3: view(3, 1) }
+      yield* store.admit(Object.keys(payloads).map((id) => pipeline(id)))
+      yield* Effect.all(
+        Object.entries(payloads).map(([id, payload]) =>
+          store.checkpoint({ pipelineId: pid(id), artifact: artifact(id, 0, payload, true), task: task(id, 0) })
+        ),
+        { concurrency: "unbounded", discard: true }
+      )
+      for (const [id, payload] of Object.entries(payloads)) {
+        const got = Option.getOrThrow(yield* store.getArtifact(pid(id), 0))
+        assert.deepStrictEqual(got.payload, Uint8Array.from(payload), id)
+        assert.strictEqual(got.artifact.size, payload.byteLength, id)
+      }
+    }))
+  })
+
   it.effect("read-only open of a missing or un-migrated file is a clear error and creates nothing", () => {
     const file = tempStorePath()
     return Effect.gen(function*() {

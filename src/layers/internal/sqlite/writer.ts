@@ -32,10 +32,6 @@ import * as TraversalText from "./traversalText.js"
 import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, leaseIdsJson, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams, toPipeline } from "./rows.js"
 
-/** Bytes as a Buffer for better-sqlite3 (no copy). */
-export const toBuffer = (u: Uint8Array | null): Buffer | null =>
-  u === null ? null : Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength)
-
 /** A BLOB column as bytes (no copy), or `null`. */
 export const toBytes = (u: unknown): Uint8Array | null =>
   u instanceof Uint8Array ? new Uint8Array(u.buffer, u.byteOffset, u.byteLength) : null
@@ -84,20 +80,31 @@ const makeInserter = (db: Database.Database, table: string, columns: ReadonlyArr
     return s
   }
   const width = columns.length
+  /**
+   * One parameter array per chunk size, reused by every statement of that size (an array of
+   * `k · width` values per statement was ~7 % of the bytes a rewinding pipeline allocates, and
+   * the batch's units are live while the writer allocates: see BENCHMARKS.md, perf13v);
+   * emptied after each statement, so that it holds no payload.
+   */
+  const buffers = new Map<number, Array<unknown>>()
   return (rows: ReadonlyArray<ReadonlyArray<unknown>>, returned?: Array<unknown>) => {
     let i = 0
     while (i < rows.length) {
       const left = rows.length - i
       const k = CHUNKS.find((c) => c <= left) ?? 1
-      // one array of the final size (growing it by `push` reallocated it about log2(k · width) times)
-      const params: Array<unknown> = new Array(k * width)
+      let params = buffers.get(k)
+      if (params === undefined) buffers.set(k, params = new Array(k * width).fill(null))
       let at = 0
       for (let j = i; j < i + k; j++) {
         const row = rows[j]!
         for (let c = 0; c < width; c++) params[at++] = row[c]
       }
-      if (returned === undefined) stmt(k).run(params)
-      else for (const r of stmt(k).all(params)) returned.push(r)
+      try {
+        if (returned === undefined) stmt(k).run(params)
+        else for (const r of stmt(k).all(params)) returned.push(r)
+      } finally {
+        params.fill(null)
+      }
       i += k
     }
   }
@@ -143,6 +150,12 @@ interface FreshRows {
 
 /** Payloads of at least this many bytes (256 KiB) are inserted one row per statement. */
 const BIG_PAYLOAD = 256 * 1024
+
+/** Whether an artifact row's payload is inserted in a statement of its own (see {@link BIG_PAYLOAD}). */
+const isBig = (row: ReadonlyArray<unknown>): boolean => {
+  const payload = row[ARTIFACT_PAYLOAD] as Uint8Array | null
+  return payload !== null && payload.byteLength >= BIG_PAYLOAD
+}
 
 /** Artifact ids bound in one `artifact_id IN (…)` payload read (below SQLite's 32,766 variables). */
 export const ROWID_CHUNK = 5000
@@ -454,7 +467,8 @@ export const makeWriter = (
     ]
     const artifactRow = (id: number, pno: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
       id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
-      placed.storage, placed.blobRef, toBuffer(placed.payload), a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
+      // (bytes bound as they are: better-sqlite3 binds any Uint8Array as a BLOB, no Buffer view needed)
+      placed.storage, placed.blobRef, placed.payload, a.isFinal ? 1 : 0, a.createdAt, a.visit ?? 0, 1
     ]
     /**
      * Inserts (or replaces) pipeline rows with the traversal states in `states` (JSON, by
@@ -510,10 +524,13 @@ export const makeWriter = (
      * a 16-row statement of 4 MB outputs held 64 MB of copies at once).
      */
     const insertArtifacts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+      // (no copy of the list when every payload is small, as almost always)
+      let big = false
+      for (const r of rows) if (isBig(r)) big = true
+      if (!big) return write!.artifacts(rows)
       const small: Array<ReadonlyArray<unknown>> = []
       for (const r of rows) {
-        const payload = r[ARTIFACT_PAYLOAD] as Buffer | null
-        if (payload !== null && payload.byteLength >= BIG_PAYLOAD) write!.artifacts([r])
+        if (isBig(r)) write!.artifacts([r])
         else small.push(r)
       }
       if (small.length > 0) write!.artifacts(small)

@@ -1,8 +1,11 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Context, Effect, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import { Store } from "../../src/services/Store.js"
 import * as Report from "../../src/services/Report.js"
 import { buildStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
 import { rid } from "../support/ids.js"
@@ -161,6 +164,58 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       const dead = yield* Report.reportPaths([legacy], { runId: "dead" })
       assert.strictEqual(dead.attempts, 0)
       assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.legacyRows]), [["dead", 3, 3]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
+describe("Report (call cache figures from the attempt rows, issue 18 N2)", () => {
+  it.effect("a run killed with kill -9: its hits and misses are its rows, not its last heartbeat; --run-id all keeps them after a resume; /stats and watch agree", () =>
+    Effect.gen(function*() {
+      const killed = nodePath.join(dir, "cache-killed.db")
+      const note = (status: string, extra: Record<string, unknown> = {}) => ({ status, key: "0123456789abcdef", ...extra })
+      const att = (runId: ReturnType<typeof rid>, i: number, attemptNo: number, outcome: "succeeded" | "failed" | "cache_hit", decision: unknown) => ({
+        pipelineId: pid(i), runId, taskRunId: `${i}/0`, taskName: "ask", seq: 0, attemptNo, outcome,
+        errorClass: outcome === "failed" ? "rate_limit" as const : null, errorType: null, errorMessage: null, decision,
+        leaseIds: outcome === "cache_hit" ? [] : ["llm/k1#1"], startedAt: 1000, endedAt: 1001, durationMs: 1
+      })
+      const hitUsage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, costUsd: 0.25 }
+      yield* buildStore(killed, [], (s) =>
+        Effect.gen(function*() {
+          const dead = rid("dead")
+          yield* s.openRun({ runId: dead, startedAt: 1000, config: { concurrency: 8 } })
+          // the killed run: 4 calls made (one failed with a 429, then retried), 1 hit, 1 write that failed
+          yield* s.recordAttempt(att(dead, 0, 1, "succeeded", { retry: false, reason: "ok", cache: note("miss") }))
+          yield* s.recordAttempt(att(dead, 1, 1, "failed", { retry: true, reason: "rate_limit", delayMs: 10, cache: note("miss") }))
+          yield* s.recordAttempt(att(dead, 1, 2, "succeeded", { retry: false, reason: "ok", cache: note("miss", { stored: false }) }))
+          yield* s.recordAttempt(att(dead, 2, 1, "cache_hit", { retry: false, reason: "ok", cache: note("hit", { usage: hitUsage }) }))
+          // its last heartbeat's figures (one behind: what report showed before)
+          yield* s.emitEvent({ kind: "cache.stats", pipelineId: null, runId: dead, data: { cache: { hits: 0, misses: 1 } }, ts: 1500 })
+          const resume = rid("resume")
+          yield* s.openRun({ runId: resume, startedAt: 5000, config: { concurrency: 8 } })
+          yield* s.recordAttempt(att(resume, 3, 1, "succeeded", { retry: false, reason: "ok", cache: note("miss") }))
+          yield* s.recordAttempt(att(resume, 4, 1, "cache_hit", { retry: false, reason: "ok", cache: note("hit", { usage: hitUsage }) }))
+          yield* s.emitEvent({ kind: "run.finished", pipelineId: null, runId: resume, data: { cache: { hits: 1, misses: 1 } }, ts: 6000 })
+          yield* s.finishRun(resume, { status: "completed", endedAt: 6000 })
+        }))
+      const dead = yield* Report.reportPaths([killed], { runId: "dead" })
+      assert.deepStrictEqual(
+        [dead.cache.hits, dead.cache.misses, dead.cache.writeFailures, dead.cache.costSavedUsd, dead.cache.tokensSaved.totalTokens],
+        [1, 3, 1, 0.25, 15]
+      )
+      assert.include(Report.renderText(dead), "Call cache: hits 1, misses 3")
+      const all = yield* Report.reportPaths([killed], { runId: "all" })
+      assert.deepStrictEqual([all.cache.hits, all.cache.misses, all.cache.costSavedUsd], [2, 4, 0.5])
+      assert.include(Report.renderText(all), "Call cache: hits 2, misses 4")
+      assert.strictEqual(JSON.parse(JSON.stringify(all)).cache.misses, 4)
+      // what /stats serves and watch draws, from the same rows
+      const snap = yield* Effect.scoped(
+        Effect.flatMap(
+          Effect.flatMap(Layer.build(SqliteStore.layerReadOnly(killed)), (ctx) => Effect.succeed(Context.get(ctx, Store))),
+          (store) => Effect.zip(Monitor.readSnapshot(store, { runId: "all" }), Monitor.readSnapshot(store, { runId: "dead" }))
+        )
+      )
+      assert.deepStrictEqual([snap[0].cache?.hits, snap[0].cache?.misses], [2, 4])
+      assert.deepStrictEqual([snap[1].cache?.hits, snap[1].cache?.misses, snap[1].cache?.write_failures], [1, 3, 1])
+      assert.include(Monitor.renderSnapshot(snap[0], { width: 200 }), "call cache: hits 2 · misses 4")
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 

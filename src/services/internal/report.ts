@@ -642,6 +642,7 @@ export const buildReport = (
     const usage = new Map<string, Omit<ResourceUsage, "target">>()
     const runAccounting: Array<AccountingFigures & { readonly source: string; readonly runId: string }> = []
     let total: AccountingFigures = zeroFigures()
+    let cache = CallCache.emptyStats
     const storeTotals = new Map<TaskStore, AccountingFigures>()
     /** Per store, its scopes: where the per-pipeline figures are read when there are any. */
     const accounted: Array<{ readonly source: string; readonly store: TaskStore; readonly runId: RunId | undefined }> = []
@@ -671,6 +672,8 @@ export const buildReport = (
           const { target: _, ...figures } = u
           usage.set(key, sumUsage(usage.get(key) ?? zeroUsage(), figures))
         }
+        // the call cache's figures, from the scope's attempt rows
+        cache = CallCache.sumStats(cache, yield* CallCache.statsOfScope(s.store, runId, st))
         // each attempt once (the resources' figures count it on every resource it leased)
         const figures = yield* figuresOf(s.store, runId, st)
         total = sumFigures(total, figures)
@@ -696,11 +699,6 @@ export const buildReport = (
       : yield* mergedScopes(selected, all, errorsLimit)
     const { byState, duplicates, errors, inScope, latencyMs, pipelines } = merged
 
-    // the call cache's figures of the selected runs (a finished run's from its run.finished event)
-    let cache = CallCache.emptyStats
-    for (const s of selected) {
-      for (const run of s.runs) cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(s.store, run))
-    }
 
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []

@@ -106,8 +106,8 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
         }))
       const latest = yield* Report.reportPaths([killed])
       assert.deepStrictEqual(latest.inFlightAtStop, [
-        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
-        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
+        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, leasedPools: [], poolCapacity: null, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
+        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, leasedPools: [], poolCapacity: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
       ])
       assert.strictEqual(latest.attempts, 0)
       const text = Report.renderText(latest)
@@ -120,6 +120,37 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       // the dead run's own report says it too (the events are the claiming run's)
       const dead = yield* Report.reportPaths([killed], { runId: "dead" })
       assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines]), [["dead", 5]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+
+  it.effect("bounded by the capacity of the pools its calls leased when that is below its concurrency (2 leases, concurrency 8)", () =>
+    Effect.gen(function*() {
+      const narrow = nodePath.join(dir, "killed-narrow.db")
+      yield* buildStore(narrow, [], (s) =>
+        Effect.gen(function*() {
+          const dead = rid("dead")
+          yield* s.openRun({ runId: dead, startedAt: 1000, config: { concurrency: 8 } })
+          for (const r of ["k1", "k2"]) {
+            yield* s.putResource({ pool: "llm", resourceId: r, kind: "chat", spec: { capacity: 1 }, health: { state: "ready", capacity: 1 }, updatedAt: 1 })
+          }
+          yield* s.recordAttempt({
+            pipelineId: pid(9), runId: dead, taskRunId: "9/0", taskName: "ask", seq: 0, attemptNo: 1, outcome: "succeeded",
+            errorClass: null, errorType: null, errorMessage: null, decision: null, leaseIds: ["llm/k1#1"], startedAt: 1000, endedAt: 1001, durationMs: 1
+          })
+          yield* s.openRun({ runId: rid("resume"), startedAt: 5000, config: { concurrency: 8 } })
+          for (let i = 0; i < 6; i++) {
+            yield* s.emitEvent({ kind: "pipeline.abandoned", pipelineId: pid(i), runId: rid("resume"), data: { run: "dead", task: "ask", seq: 0, attemptNo: 1 }, ts: 5001 })
+          }
+          yield* s.finishRun(rid("resume"), { status: "completed", endedAt: 6000 })
+        }))
+      const r = yield* Report.reportPaths([narrow])
+      assert.deepStrictEqual(
+        r.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.concurrency, f.leasedPools, f.poolCapacity, f.mayHaveCalled]),
+        [["dead", 6, 8, ["llm"], 2, 2]]
+      )
+      assert.include(
+        Report.renderText(r),
+        "up to 2 of them (the pool llm its calls leased holds 2 leases at once; the run's concurrency is 8) may have had a call in progress"
+      )
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 
   it.effect("a store written before (Abandoned attempt rows, no event): reported the same way, not counted as attempts", () =>
@@ -151,7 +182,7 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       const r = yield* Report.reportPaths([legacy])
       assert.strictEqual(r.attempts, 3)
       assert.deepStrictEqual(r.inFlightAtStop, [
-        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
+        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, leasedPools: [], poolCapacity: null, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
       ])
       assert.include(
         Report.renderText(r),

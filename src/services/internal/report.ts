@@ -1093,8 +1093,17 @@ export const renderText = (r: ReportData): string => {
       for (const p of ranked) {
         out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
       }
+    } else if (acc.pipelines.rows.every((p) => p.calls === 0)) {
+      // no call at all: every answer came from the call cache (no empty ranking)
+      const hits = acc.pipelines.rows.reduce((n, p) => n + p.cacheHits, 0)
+      const saved = r.cache?.costSavedUsd ?? null
+      out.push(
+        `No model call was made: every call was served from the call cache (${hits} hit${hits === 1 ? "" : "s"}${
+          saved === null ? "" : `; ${formatUsd(saved)} saved`
+        })`
+      )
     } else {
-      out.push(`Top pipelines by ${by}: none (every pipeline's calls ${by === "cost" ? "cost $0" : "used 0 tokens"})`)
+      out.push(`No pipeline's calls ${by === "cost" ? "cost anything (every call was priced at $0)" : "used a token"}`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

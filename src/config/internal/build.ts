@@ -674,13 +674,22 @@ export const build = (
               }
               : {})
           },
-        run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
+        // the top-level `pricing` at its own level, as written (not inside `run`)
+        run: withoutPricing(JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json),
+        ...(def.pricing !== undefined ? { pricing: JSON.parse(JSON.stringify(def.pricing)) as Json } : {}),
         plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
         unresolvedEnv: ctx.unresolved.map((u) => ({ ...u }))
       })
     }
     return experiment
   })
+
+/** A run's JSON without its `pricing` (the experiment's top-level table, described apart). */
+const withoutPricing = (run: Json): Json => {
+  if (run === null || typeof run !== "object" || Array.isArray(run)) return run
+  const { pricing: _, ...rest } = run as { readonly [k: string]: Json }
+  return rest
+}
 
 /**
  * The strings under `at` in the (expanded) definition that took a value from `${VAR}`: each

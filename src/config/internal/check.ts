@@ -224,34 +224,28 @@ export const check = (
         if (!(yield* Effect.orElseSucceed(fs.exists(p), () => false))) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
       }
     }
-    // Credentials: a key with a trailing newline, an unset key variable under --strict-env, …
+    // Credentials (one walk over the pools' resources): a key with a trailing newline, an
+    // unset key variable under --strict-env, …; without --strict-env an unset key variable is
+    // not refused, but every call would fail: a warning
+    const env = options.env ?? process.env
+    const keyWarnings: Array<string> = []
     for (const [name, p] of Object.entries(rawPools ?? {})) {
       if (!isRecord(p) || !Array.isArray(p["resources"])) continue
       p["resources"].forEach((r: unknown, j: number) => {
-        if (isRecord(r) && isRecord(r["options"])) {
-          issues.push(...Chat.credentialIssues(r["options"], `pools.${name}.resources[${j}].options`, options.env ?? process.env, options.strictEnv === true))
+        if (!isRecord(r) || !isRecord(r["options"])) return
+        const at = `pools.${name}.resources[${j}].options`
+        issues.push(...Chat.credentialIssues(r["options"], at, env, options.strictEnv === true))
+        if (options.strictEnv === true) return
+        for (const k of ["apiKeyEnv", "api_key_env"]) {
+          const v = r["options"][k]
+          if (typeof v !== "string" || !Chat.isEnvName(v) || (env[v] ?? "") !== "") continue
+          keyWarnings.push(
+            `warning: ${at}.${k}: environment variable ${v} (the key) is ${
+              env[v] === undefined ? "not set" : "empty"
+            }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
+          )
         }
       })
-    }
-    // without --strict-env an unset key variable is not refused, but every call would fail
-    const keyWarnings: Array<string> = []
-    if (options.strictEnv !== true) {
-      const env = options.env ?? process.env
-      for (const [name, p] of Object.entries(rawPools ?? {})) {
-        if (!isRecord(p) || !Array.isArray(p["resources"])) continue
-        p["resources"].forEach((r: unknown, j: number) => {
-          if (!isRecord(r) || !isRecord(r["options"])) return
-          for (const k of ["apiKeyEnv", "api_key_env"]) {
-            const v = r["options"][k]
-            if (typeof v !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v) || (env[v] ?? "") !== "") continue
-            keyWarnings.push(
-              `warning: pools.${name}.resources[${j}].options.${k}: environment variable ${v} (the key) is ${
-                env[v] === undefined ? "not set" : "empty"
-              }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
-            )
-          }
-        })
-      }
     }
     if (issues.length > 0 || experiment === undefined) {
       const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
